@@ -1,0 +1,178 @@
+// Package config holds tracelake's one Config struct: defaults, loading from
+// YAML (or the reference tool's JSON file), TRACELAKE_* environment
+// overrides and validation that names every bad key.
+package config
+
+import (
+	"runtime"
+	"time"
+)
+
+// Config is the whole configuration of a tracelake process. Start from
+// Default and load a file over it so that an explicit 0 or false is kept.
+type Config struct {
+	Kafka Kafka `yaml:"kafka"`
+	// Workers is the number of Kafka consumers (and pipelines) in this
+	// process, all in the same group. Parallelism is bounded by partitions.
+	// Default 2.
+	Workers int `yaml:"workers"`
+	// Mode is raw (one raw row per message, the default) or transform (each
+	// JSON object becomes a row of the user's existing table).
+	Mode    string  `yaml:"mode"`
+	Batch   Batch   `yaml:"batch"`
+	Load    Load    `yaml:"load"`
+	Retry   Retry   `yaml:"retry"`
+	Sink    Sink    `yaml:"sink"`
+	Metrics Metrics `yaml:"metrics"`
+}
+
+// Kafka is where records come from.
+type Kafka struct {
+	// Brokers are seed brokers, host:port.
+	Brokers []string `yaml:"brokers"`
+	// Topics to consume; several topics share one group and one raw table.
+	Topics []string `yaml:"topics"`
+	// Group is the consumer group of every worker of every process.
+	Group string `yaml:"group"`
+	// StartOffset is where a partition with neither a ledger position nor a
+	// committed offset starts: earliest (default) or latest.
+	StartOffset string `yaml:"start_offset"`
+	// MetadataRefresh bounds how long a partition added to a topic while
+	// tracelake runs waits before it is consumed. Default 30s.
+	MetadataRefresh Duration `yaml:"metadata_refresh"`
+	// ClientID is sent to the brokers; default tracelake.
+	ClientID string `yaml:"client_id"`
+	// FetchMaxBytes caps one fetch response. Default 50MiB.
+	FetchMaxBytes ByteSize `yaml:"fetch_max_bytes"`
+	// SASL and TLS settings of the reference's config file are carried here
+	// so they are reported rather than silently ignored.
+	SASL SASL `yaml:"sasl"`
+	TLS  TLS  `yaml:"tls"`
+}
+
+// SASL authentication. Not supported by this build yet; a configured
+// mechanism is reported by Validate.
+type SASL struct {
+	Mechanism string `yaml:"mechanism"`
+	User      string `yaml:"user"`
+	Password  string `yaml:"password"`
+}
+
+// TLS to the brokers. Not supported by this build yet; enabling it is
+// reported by Validate.
+type TLS struct {
+	Enabled bool `yaml:"enabled"`
+}
+
+// Batch says when the records read by one worker become one staged file.
+// The first limit reached closes the batch.
+type Batch struct {
+	// MaxRecords per batch. Default 10000.
+	MaxRecords int `yaml:"max_records"`
+	// MaxBytes of message values per batch. Default 16MiB.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+	// MaxInterval from the first record of a batch to its close. Default 10s.
+	MaxInterval Duration `yaml:"max_interval"`
+}
+
+// Load says when staged files are loaded into the sink: max_files pending,
+// or max_interval after the first pending file was staged, first wins.
+type Load struct {
+	// MaxFiles per load. Default 128.
+	MaxFiles int `yaml:"max_files"`
+	// MaxInterval after the first pending file. Default 5s.
+	MaxInterval Duration `yaml:"max_interval"`
+	// Compression of staged files: none or zstd. Default none for DuckDB,
+	// whose staging is a local disk where zstd only costs CPU.
+	Compression string `yaml:"compression"`
+}
+
+// Retry of failed stages and loads: 1s, 2s, 4s … capped at MaxDelay, for
+// ever until shutdown, always with the same staged files.
+type Retry struct {
+	// MaxDelay caps the backoff. Default 30m.
+	MaxDelay Duration `yaml:"max_delay"`
+}
+
+// Sink is where records go.
+type Sink struct {
+	// Type is duckdb (default), databend or iceberg. Only duckdb is built.
+	Type string `yaml:"type"`
+	// Table is the raw table (raw mode) or the user's table (transform mode).
+	// The DLQ is <table>_dlq and the ledger <table>_ledger. Default trace_raw.
+	Table    string   `yaml:"table"`
+	DuckDB   DuckDB   `yaml:"duckdb"`
+	Databend Databend `yaml:"databend"`
+}
+
+// DuckDB sink settings.
+type DuckDB struct {
+	// Path of the database file. Default ./tracelake.duckdb.
+	Path string `yaml:"path"`
+	// StageDir holds staged batch files until they are loaded. Default
+	// <path>.stage next to the database.
+	StageDir string `yaml:"stage_dir"`
+}
+
+// Databend sink settings, read from the reference's config file. The
+// Databend sink is not built yet.
+type Databend struct {
+	DSN string `yaml:"dsn"`
+}
+
+// Metrics endpoint. Not served by this build yet.
+type Metrics struct {
+	Listen string `yaml:"listen"`
+}
+
+// Sink types and modes accepted by Validate.
+const (
+	SinkDuckDB   = "duckdb"
+	SinkDatabend = "databend"
+	SinkIceberg  = "iceberg"
+
+	ModeRaw       = "raw"
+	ModeTransform = "transform"
+)
+
+// Default returns the configuration every file is loaded over.
+func Default() *Config {
+	workers := 2
+	if n := runtime.NumCPU(); n < workers {
+		workers = n
+	}
+	return &Config{
+		Kafka: Kafka{
+			Brokers:         []string{"127.0.0.1:9092"},
+			Group:           "tracelake",
+			StartOffset:     "earliest",
+			MetadataRefresh: Duration(30 * time.Second),
+			ClientID:        "tracelake",
+			FetchMaxBytes:   50 << 20,
+		},
+		Workers: workers,
+		Mode:    ModeRaw,
+		Batch:   Batch{MaxRecords: 10000, MaxBytes: 16 << 20, MaxInterval: Duration(10 * time.Second)},
+		Load:    Load{MaxFiles: 128, MaxInterval: Duration(5 * time.Second), Compression: "none"},
+		Retry:   Retry{MaxDelay: Duration(30 * time.Minute)},
+		Sink: Sink{
+			Type:   SinkDuckDB,
+			Table:  "trace_raw",
+			DuckDB: DuckDB{Path: "./tracelake.duckdb"},
+		},
+	}
+}
+
+// DLQTable is the dead-letter table of the configured table.
+func (c *Config) DLQTable() string { return c.Sink.Table + "_dlq" }
+
+// LedgerTable is the ledger table of the configured table.
+func (c *Config) LedgerTable() string { return c.Sink.Table + "_ledger" }
+
+// StageDir is where the DuckDB sink stages files.
+func (c *Config) StageDir() string {
+	if c.Sink.DuckDB.StageDir != "" {
+		return c.Sink.DuckDB.StageDir
+	}
+	return c.Sink.DuckDB.Path + ".stage"
+}

@@ -1,0 +1,189 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The reference tool (bend-ingest-kafka) reads a flat JSON object. Its users
+// switch by pointing tracelake at that file unchanged, so every key it
+// documents is accepted here and mapped onto Config. Times are seconds.
+var referenceKeys = map[string]func(c *Config, raw json.RawMessage) error{
+	"kafkaBootstrapServers": func(c *Config, r json.RawMessage) error { return setList(&c.Kafka.Brokers, r) },
+	"kafkaTopic":            func(c *Config, r json.RawMessage) error { return setList(&c.Kafka.Topics, r) },
+	"KafkaConsumerGroup":    func(c *Config, r json.RawMessage) error { return json.Unmarshal(r, &c.Kafka.Group) },
+	"isJsonTransform": func(c *Config, r json.RawMessage) error {
+		var b bool
+		if err := json.Unmarshal(r, &b); err != nil {
+			return err
+		}
+		c.Mode = ModeRaw
+		if b {
+			c.Mode = ModeTransform
+		}
+		return nil
+	},
+	"databendDSN": func(c *Config, r json.RawMessage) error {
+		if err := json.Unmarshal(r, &c.Sink.Databend.DSN); err != nil {
+			return err
+		}
+		if c.Sink.Databend.DSN != "" {
+			c.Sink.Type = SinkDatabend
+		}
+		return nil
+	},
+	"databendTable":       func(c *Config, r json.RawMessage) error { return json.Unmarshal(r, &c.Sink.Table) },
+	"batchSize":           func(c *Config, r json.RawMessage) error { return json.Unmarshal(r, &c.Batch.MaxRecords) },
+	"batchMaxInterval":    func(c *Config, r json.RawMessage) error { return setSeconds(&c.Batch.MaxInterval, r) },
+	"workers":             func(c *Config, r json.RawMessage) error { return json.Unmarshal(r, &c.Workers) },
+	"copyIntoFileCount":   func(c *Config, r json.RawMessage) error { return json.Unmarshal(r, &c.Load.MaxFiles) },
+	"copyIntoMaxInterval": func(c *Config, r json.RawMessage) error { return setSeconds(&c.Load.MaxInterval, r) },
+	"maxRetryDelay":       func(c *Config, r json.RawMessage) error { return setSeconds(&c.Retry.MaxDelay, r) },
+	"copyIntoUploadCompression": func(c *Config, r json.RawMessage) error {
+		var b bool
+		if err := json.Unmarshal(r, &b); err != nil {
+			return err
+		}
+		c.Load.Compression = "none"
+		if b {
+			c.Load.Compression = "zstd"
+		}
+		return nil
+	},
+	"isSASL": func(c *Config, r json.RawMessage) error {
+		var b bool
+		if err := json.Unmarshal(r, &b); err != nil {
+			return err
+		}
+		if b {
+			c.Kafka.SASL.Mechanism = "PLAIN"
+		}
+		return nil
+	},
+	"saslUser":     func(c *Config, r json.RawMessage) error { return json.Unmarshal(r, &c.Kafka.SASL.User) },
+	"saslPassword": func(c *Config, r json.RawMessage) error { return json.Unmarshal(r, &c.Kafka.SASL.Password) },
+	"disableTLS": func(c *Config, r json.RawMessage) error {
+		var b bool
+		if err := json.Unmarshal(r, &b); err != nil {
+			return err
+		}
+		c.Kafka.TLS.Enabled = !b
+		return nil
+	},
+	"metricsPort": func(c *Config, r json.RawMessage) error {
+		var port int
+		if err := json.Unmarshal(r, &port); err != nil {
+			return err
+		}
+		if port > 0 {
+			c.Metrics.Listen = fmt.Sprintf("127.0.0.1:%d", port)
+		}
+		return nil
+	},
+	// Accepted and meaningless here: tracelake's loads are exactly-once and
+	// sized by bytes as well as records, and the Databend-only COPY knobs
+	// belong to the Databend sink.
+	"mockData":            ignore,
+	"dataFormat":          ignore,
+	"copyPurge":           ignore,
+	"copyForce":           ignore,
+	"disableVariantCheck": ignore,
+	"minBytes":            ignore,
+	"maxBytes":            ignore,
+	"maxWait":             ignore,
+	"useReplaceMode":      ignore,
+	"userStage":           ignore,
+	"useStreamingLoad":    ignore,
+}
+
+func ignore(*Config, json.RawMessage) error { return nil }
+
+// looksLikeReference reports whether a .json file is the reference's flat
+// config rather than tracelake's own nested one.
+func looksLikeReference(data []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return false
+	}
+	for k := range m {
+		if _, ok := referenceKeys[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func decodeReference(cfg *Config, data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var m map[string]json.RawMessage
+	if err := dec.Decode(&m); err != nil {
+		return fmt.Errorf("parse reference config: %w", err)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		set, ok := referenceKeys[k]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: unknown key of the reference config (accepted: %s)", k, referenceKeyList()))
+			continue
+		}
+		if err := set(cfg, m[k]); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", k, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func referenceKeyList() string {
+	keys := make([]string, 0, len(referenceKeys))
+	for k := range referenceKeys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+// setList reads "a,b" or ["a","b"].
+func setList(dst *[]string, r json.RawMessage) error {
+	var list []string
+	if json.Unmarshal(r, &list) == nil {
+		*dst = list
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(r, &s); err != nil {
+		return fmt.Errorf("want a string or a list of strings")
+	}
+	*dst = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*dst = append(*dst, p)
+		}
+	}
+	return nil
+}
+
+// setSeconds reads a number of seconds. Very old reference files stored
+// nanoseconds (a Go time.Duration); values above a day of seconds are read
+// as nanoseconds.
+func setSeconds(dst *Duration, r json.RawMessage) error {
+	var n int64
+	if err := json.Unmarshal(r, &n); err != nil {
+		return fmt.Errorf("want a whole number of seconds")
+	}
+	if n > 86400*365 {
+		*dst = Duration(n)
+		return nil
+	}
+	*dst = Duration(time.Duration(n) * time.Second)
+	return nil
+}

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// Validate checks every key and returns one error per problem, joined, each
+// naming the key and what is accepted. It makes no connection.
+func (c *Config) Validate() error {
+	var errs []error
+	check := func(ok bool, key, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+		}
+	}
+
+	check(len(c.Kafka.Brokers) > 0, "kafka.brokers", "at least one host:port is required")
+	for _, b := range c.Kafka.Brokers {
+		_, port, err := net.SplitHostPort(b)
+		check(err == nil && port != "", "kafka.brokers", "want host:port, got %q", b)
+	}
+	check(len(c.Kafka.Topics) > 0, "kafka.topics", "at least one topic is required")
+	for _, t := range c.Kafka.Topics {
+		check(t != "" && !strings.ContainsAny(t, " ,"), "kafka.topics", "invalid topic name %q", t)
+	}
+	check(c.Kafka.Group != "", "kafka.group", "a consumer group name is required")
+	check(slices.Contains([]string{"earliest", "latest"}, c.Kafka.StartOffset),
+		"kafka.start_offset", "want earliest or latest, got %q", c.Kafka.StartOffset)
+	check(c.Kafka.MetadataRefresh.D() >= time.Second && c.Kafka.MetadataRefresh.D() <= time.Hour,
+		"kafka.metadata_refresh", "want 1s to 1h, got %s", c.Kafka.MetadataRefresh)
+	check(c.Kafka.FetchMaxBytes >= 1<<20 && c.Kafka.FetchMaxBytes <= 1<<30,
+		"kafka.fetch_max_bytes", "want 1MiB to 1GiB, got %s", c.Kafka.FetchMaxBytes)
+	check(c.Kafka.SASL.Mechanism == "", "kafka.sasl.mechanism",
+		"SASL is not supported by this build yet (reference key isSASL); accepted: empty")
+	check(!c.Kafka.TLS.Enabled, "kafka.tls.enabled",
+		"TLS is not supported by this build yet (reference: set disableTLS true); accepted: false")
+
+	check(c.Workers >= 1 && c.Workers <= 256, "workers", "want 1 to 256, got %d", c.Workers)
+	check(c.Mode == ModeRaw || c.Mode == ModeTransform, "mode", "want raw or transform, got %q", c.Mode)
+
+	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,
+		"batch.max_records", "want 1 to 10000000, got %d", c.Batch.MaxRecords)
+	check(c.Batch.MaxBytes >= 1<<10 && c.Batch.MaxBytes <= 4<<30,
+		"batch.max_bytes", "want 1KiB to 4GiB, got %s", c.Batch.MaxBytes)
+	check(c.Batch.MaxInterval.D() >= time.Millisecond && c.Batch.MaxInterval.D() <= 24*time.Hour,
+		"batch.max_interval", "want 1ms to 24h, got %s", c.Batch.MaxInterval)
+
+	check(c.Load.MaxFiles >= 1 && c.Load.MaxFiles <= 10_000,
+		"load.max_files", "want 1 to 10000, got %d", c.Load.MaxFiles)
+	check(c.Load.MaxInterval.D() >= 0 && c.Load.MaxInterval.D() <= 24*time.Hour,
+		"load.max_interval", "want 0s to 24h, got %s", c.Load.MaxInterval)
+	check(c.Load.Compression == "none" || c.Load.Compression == "zstd",
+		"load.compression", "want none or zstd, got %q", c.Load.Compression)
+
+	check(c.Retry.MaxDelay.D() >= time.Second && c.Retry.MaxDelay.D() <= 24*time.Hour,
+		"retry.max_delay", "want 1s to 24h, got %s", c.Retry.MaxDelay)
+
+	switch c.Sink.Type {
+	case SinkDuckDB:
+		check(c.Sink.DuckDB.Path != "", "sink.duckdb.path", "a database file path is required")
+	case SinkDatabend, SinkIceberg:
+		hint := ""
+		if c.Sink.Databend.DSN != "" {
+			hint = " (set by the reference key databendDSN)"
+		}
+		errs = append(errs, fmt.Errorf("sink.type: the %s sink is not built yet%s; accepted now: duckdb", c.Sink.Type, hint))
+	default:
+		check(false, "sink.type", "want duckdb, databend or iceberg, got %q", c.Sink.Type)
+	}
+	check(identifier.MatchString(c.Sink.Table), "sink.table",
+		"want a table name of letters, digits and _ (optionally schema.table), got %q", c.Sink.Table)
+	return errors.Join(errs...)
+}
+
+// Warnings lists settings that are accepted but have no effect in this build.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.Metrics.Listen != "" {
+		w = append(w, "metrics.listen: the metrics endpoint is not built yet; nothing is served on "+c.Metrics.Listen)
+	}
+	return w
+}

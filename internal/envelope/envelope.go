@@ -1,0 +1,214 @@
+// Package envelope turns Kafka records into staged NDJSON rows: the raw row
+// (the message value kept whole with its Kafka coordinates) and the
+// dead-letter row (the original bytes and the reason they cannot be stored).
+// Encoders append to a caller's buffer and allocate nothing per record.
+package envelope
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strconv"
+	"unicode/utf8"
+
+	gojson "github.com/goccy/go-json"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Stages recorded in the dead-letter table's stage column.
+const (
+	StageDecode = "decode" // the value is not storable (not JSON, not UTF-8)
+	StageLoad   = "load"   // the database rejected the row
+)
+
+// MaxDepth is the deepest nesting of arrays and objects accepted in a value.
+// Deeper values go to the dead-letter table: they are almost always a bug
+// upstream, and recursive readers downstream (JSON functions, Parquet
+// writers) fail on them in ways that would stall a load.
+const MaxDepth = 1000
+
+// Check says why a message value cannot be stored as a raw row, or returns
+// "" when it can. An empty value is a tombstone and can be stored (as NULL).
+func Check(value []byte) string {
+	if len(value) == 0 {
+		return ""
+	}
+	if !utf8.Valid(value) {
+		return "invalid UTF-8 at byte " + strconv.Itoa(firstInvalidUTF8(value))
+	}
+	if !gojson.Valid(value) {
+		return "invalid JSON"
+	}
+	if depth(value) > MaxDepth {
+		return "JSON nested deeper than " + strconv.Itoa(MaxDepth) + " levels"
+	}
+	return ""
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// depth returns the maximum nesting of a valid JSON text, skipping strings.
+func depth(b []byte) int {
+	d, maxD := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			d++
+			if d > maxD {
+				maxD = d
+			}
+		case '}', ']':
+			d--
+		}
+	}
+	return maxD
+}
+
+// AppendRawRow appends the raw-table row of r as one NDJSON line:
+//
+//	{"uuid":…,"koffset":…,"kpartition":…,"raw_data":"<value text>"|null,"record_metadata":{…}}
+//
+// raw_data is carried as a JSON string holding the value's text so that the
+// database stores the bytes as they came (a JSON reader would re-print
+// 30-digit decimals as doubles); the sink casts it to its JSON type. The
+// value must have passed Check. add_time is set by the sink at load time.
+func AppendRawRow(dst []byte, r *kgo.Record, id *[16]byte) []byte {
+	dst = append(dst, `{"uuid":"`...)
+	dst = AppendUUID(dst, id)
+	dst = append(dst, `","koffset":`...)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, `,"kpartition":`...)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, `,"raw_data":`...)
+	if len(r.Value) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = AppendString(dst, r.Value)
+	}
+	dst = append(dst, `,"record_metadata":`...)
+	dst = AppendMetadata(dst, r)
+	return append(dst, "}\n"...)
+}
+
+// AppendMetadata appends record_metadata: topic, partition, offset, key
+// (base64 with "key_encoding":"base64" when not UTF-8), create_time and
+// headers (a list, since Kafka allows repeated header keys).
+func AppendMetadata(dst []byte, r *kgo.Record) []byte {
+	dst = append(dst, `{"topic":`...)
+	dst = AppendString(dst, []byte(r.Topic))
+	dst = append(dst, `,"partition":`...)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, `,"key":`...)
+	dst = appendBytes(dst, r.Key, `,"key_encoding":"base64"`)
+	dst = append(dst, `,"create_time":"`...)
+	dst = r.Timestamp.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	dst = append(dst, '"')
+	if len(r.Headers) > 0 {
+		dst = append(dst, `,"headers":[`...)
+		for i, h := range r.Headers {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"key":`...)
+			dst = AppendString(dst, []byte(h.Key))
+			dst = append(dst, `,"value":`...)
+			dst = appendBytes(dst, h.Value, `,"value_encoding":"base64"`)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}')
+}
+
+// appendBytes appends b as a JSON string, or null when nil, or as base64
+// followed by encodingField when b is not valid UTF-8.
+func appendBytes(dst, b []byte, encodingField string) []byte {
+	switch {
+	case b == nil:
+		return append(dst, "null"...)
+	case utf8.Valid(b):
+		return AppendString(dst, b)
+	default:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, b)
+		dst = append(dst, '"')
+		return append(dst, encodingField...)
+	}
+}
+
+// AppendDLQRow appends the dead-letter row of r as one NDJSON line: topic,
+// partition, offset, key and value as base64 of the original bytes (null when
+// absent), error and stage. add_time is set by the sink.
+func AppendDLQRow(dst []byte, r *kgo.Record, reason, stage string) []byte {
+	dst = append(dst, `{"topic":`...)
+	dst = AppendString(dst, []byte(r.Topic))
+	dst = append(dst, `,"partition":`...)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, `,"key":`...)
+	dst = appendBase64(dst, r.Key)
+	dst = append(dst, `,"value":`...)
+	dst = appendBase64(dst, r.Value)
+	dst = append(dst, `,"error":`...)
+	dst = AppendString(dst, []byte(reason))
+	dst = append(dst, `,"stage":`...)
+	dst = AppendString(dst, []byte(stage))
+	return append(dst, "}\n"...)
+}
+
+func appendBase64(dst, b []byte) []byte {
+	if b == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"')
+}
+
+// CheckObject says why a valid JSON value cannot be a row in transform mode
+// (only objects can), or returns "".
+func CheckObject(value []byte) string {
+	trimmed := bytes.TrimLeft(value, " \t\n\r")
+	switch {
+	case len(value) == 0:
+		return "empty value (tombstone): transform mode needs a JSON object"
+	case len(trimmed) > 0 && trimmed[0] == '{':
+		return ""
+	default:
+		return "not a JSON object: transform mode needs one object per message"
+	}
+}
+
+// AppendTransformRow appends the transform-mode staging row of r: its
+// coordinates, key (base64) and the value's text as a JSON string, which the
+// sink maps onto the user's table by field name.
+func AppendTransformRow(dst []byte, r *kgo.Record) []byte {
+	dst = append(dst, `{"topic":`...)
+	dst = AppendString(dst, []byte(r.Topic))
+	dst = append(dst, `,"partition":`...)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, `,"key":`...)
+	dst = appendBase64(dst, r.Key)
+	dst = append(dst, `,"value":`...)
+	dst = AppendString(dst, r.Value)
+	return append(dst, "}\n"...)
+}

@@ -1,0 +1,157 @@
+// Package kafka builds franz-go clients from tracelake's config and answers
+// the admin look-ups other packages need (watermarks, committed offsets).
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// ClientOptions are the connection options shared by consumers and admin
+// clients.
+func ClientOptions(k config.Kafka) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(k.Brokers...),
+		kgo.ClientID(k.ClientID),
+		kgo.MetadataMaxAge(k.MetadataRefresh.D()),
+		kgo.RetryTimeout(30 * time.Second),
+	}
+}
+
+// ConsumerOptions are ClientOptions plus the group consumer settings every
+// worker uses: manual commits only (offsets move after the sink commits),
+// cooperative-sticky assignment, and rebalances blocked while a poll is being
+// processed so a callback never runs in the middle of a batch.
+func ConsumerOptions(k config.Kafka, start time.Time) []kgo.Opt {
+	reset := kgo.NewOffset().AtStart()
+	if k.StartOffset == "latest" {
+		// Partitions that exist now start at their end; partitions created
+		// later start at their beginning, so nothing produced to a new
+		// partition before tracelake noticed it is skipped.
+		reset = kgo.NewOffset().AfterMilli(start.UnixMilli())
+	}
+	return append(ClientOptions(k),
+		kgo.ConsumerGroup(k.Group),
+		kgo.ConsumeTopics(k.Topics...),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(reset),
+		kgo.FetchMaxBytes(int32(k.FetchMaxBytes)),
+		kgo.FetchMaxPartitionBytes(int32(min(k.FetchMaxBytes, 16<<20))),
+	)
+}
+
+// Watermarks are a partition's first and next offsets in Kafka.
+type Watermarks struct{ Low, High int64 }
+
+// Admin answers offset look-ups for verify and for exit-when-idle.
+type Admin struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// NewAdmin connects an admin client.
+func NewAdmin(k config.Kafka) (*Admin, error) {
+	cl, err := kgo.NewClient(ClientOptions(k)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return &Admin{cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+// Close closes the client.
+func (a *Admin) Close() { a.cl.Close() }
+
+// Watermarks returns low and high watermarks of every partition of topics.
+func (a *Admin) Watermarks(ctx context.Context, topics []string) (map[sink.TopicPartition]Watermarks, error) {
+	starts, err := a.adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets of %v: %w", topics, err)
+	}
+	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %v: %w", topics, err)
+	}
+	out := make(map[sink.TopicPartition]Watermarks)
+	var firstErr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("end offset of %s/%d: %w", o.Topic, o.Partition, o.Err)
+			}
+			return
+		}
+		tp := sink.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		w := Watermarks{High: o.Offset}
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && s.Err == nil {
+			w.Low = s.Offset
+		}
+		out[tp] = w
+	})
+	return out, firstErr
+}
+
+// Committed returns the group's committed offsets.
+func (a *Admin) Committed(ctx context.Context, group string) (map[sink.TopicPartition]int64, error) {
+	resp, err := a.adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
+	}
+	out := make(map[sink.TopicPartition]int64)
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 {
+			out[sink.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.At
+		}
+	})
+	return out, nil
+}
+
+// FormatPartitions renders {"t": [0 1]} as "t[0 1]" for the assignment logs.
+func FormatPartitions(m map[string][]int32) string {
+	topics := make([]string, 0, len(m))
+	for t := range m {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	parts := make([]string, len(topics))
+	for i, t := range topics {
+		ps := slices.Clone(m[t])
+		slices.Sort(ps)
+		parts[i] = fmt.Sprintf("%s%v", t, ps)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// SlogAdapter lets franz-go log through slog at warn level and above.
+func SlogAdapter(l *slog.Logger) kgo.Opt {
+	return kgo.WithLogger(kgoLogger{l})
+}
+
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lvl := slog.LevelInfo
+	switch level {
+	case kgo.LogLevelError:
+		lvl = slog.LevelError
+	case kgo.LogLevelWarn:
+		lvl = slog.LevelWarn
+	case kgo.LogLevelDebug:
+		lvl = slog.LevelDebug
+	}
+	k.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
+}

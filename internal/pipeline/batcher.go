@@ -1,0 +1,145 @@
+package pipeline
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// batcher encodes records into the open batch and closes it at max records,
+// max bytes or max interval. It also tracks, per owned partition, the next
+// offset expected, so each range starts where the previous one ended.
+// Not safe for concurrent use; the worker guards it with its mutex.
+type batcher struct {
+	transform   bool
+	maxRecords  int
+	maxBytes    int64
+	maxInterval time.Duration
+
+	cur     *sink.Batch
+	index   map[sink.TopicPartition]int // range index in cur.Ranges
+	records int
+	bytes   int64
+	opened  time.Time
+
+	next map[sink.TopicPartition]int64
+	ids  *envelope.UUIDs
+	id   [16]byte
+}
+
+func newBatcher(transform bool, maxRecords int, maxBytes int64, maxInterval time.Duration) *batcher {
+	return &batcher{
+		transform:   transform,
+		maxRecords:  maxRecords,
+		maxBytes:    maxBytes,
+		maxInterval: maxInterval,
+		index:       map[sink.TopicPartition]int{},
+		next:        map[sink.TopicPartition]int64{},
+		ids:         envelope.NewUUIDs(),
+	}
+}
+
+// add encodes r into the open batch and returns the batch if r filled it.
+func (b *batcher) add(r *kgo.Record, now time.Time) *sink.Batch {
+	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+	if want, ok := b.next[tp]; ok && r.Offset < want {
+		// Already batched (a fetch replayed after a seek); loading it again
+		// would be skipped by the sink's ledger check anyway.
+		return nil
+	}
+	if b.cur == nil {
+		b.cur = &sink.Batch{}
+		b.opened = now
+	}
+	i, ok := b.index[tp]
+	if !ok {
+		first, known := b.next[tp]
+		if !known {
+			first = r.Offset
+		}
+		i = len(b.cur.Ranges)
+		b.index[tp] = i
+		b.cur.Ranges = append(b.cur.Ranges, sink.Range{TopicPartition: tp, First: first})
+	}
+	rg := &b.cur.Ranges[i]
+	rg.Last = r.Offset
+	b.next[tp] = r.Offset + 1
+
+	reason := envelope.Check(r.Value)
+	if reason == "" && b.transform {
+		reason = envelope.CheckObject(r.Value)
+	}
+	if reason != "" {
+		start := len(b.cur.DLQ)
+		b.cur.DLQ = envelope.AppendDLQRow(b.cur.DLQ, r, reason, envelope.StageDecode)
+		b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.DLQ)-start)
+		rg.DLQ++
+	} else {
+		start := len(b.cur.Rows)
+		if b.transform {
+			b.cur.Rows = envelope.AppendTransformRow(b.cur.Rows, r)
+		} else {
+			b.ids.Next(&b.id)
+			b.cur.Rows = envelope.AppendRawRow(b.cur.Rows, r, &b.id)
+		}
+		b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.Rows)-start)
+		rg.Records++
+	}
+	b.records++
+	b.bytes += int64(len(r.Value))
+	if b.records >= b.maxRecords || b.bytes >= b.maxBytes {
+		return b.close()
+	}
+	return nil
+}
+
+// due reports when the open batch must close, or the zero time if none is open.
+func (b *batcher) due() time.Time {
+	if b.cur == nil {
+		return time.Time{}
+	}
+	return b.opened.Add(b.maxInterval)
+}
+
+// closeIfDue closes the open batch if its interval has passed.
+func (b *batcher) closeIfDue(now time.Time) *sink.Batch {
+	if b.cur != nil && !now.Before(b.due()) {
+		return b.close()
+	}
+	return nil
+}
+
+// close closes the open batch (nil if none) and returns it.
+func (b *batcher) close() *sink.Batch {
+	out := b.cur
+	if out == nil {
+		return nil
+	}
+	slices.SortFunc(out.Ranges, func(x, y sink.Range) int {
+		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
+	})
+	b.cur, b.records, b.bytes = nil, 0, 0
+	clear(b.index)
+	return out
+}
+
+// pending is the number of records in the open batch.
+func (b *batcher) pending() int { return b.records }
+
+// setNext records where reading of tp starts (-1: unknown until the first
+// record arrives).
+func (b *batcher) setNext(tp sink.TopicPartition, offset int64) {
+	if offset < 0 {
+		delete(b.next, tp)
+		return
+	}
+	b.next[tp] = offset
+}
+
+// forget drops a partition that is no longer owned.
+func (b *batcher) forget(tp sink.TopicPartition) { delete(b.next, tp) }

@@ -1,0 +1,121 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// adjustOffsets runs after the group assigned partitions and fetched their
+// committed offsets, before fetching starts. The ledger in the sink is the
+// truth: when it is ahead of the committed offset (a crash between the load
+// commit and the offset commit), reading resumes at the ledger.
+func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	var parts []sink.TopicPartition
+	for t, ps := range offsets {
+		for p := range ps {
+			parts = append(parts, sink.TopicPartition{Topic: t, Partition: p})
+		}
+	}
+	positions, err := w.opt.Sink.Positions(ctx, parts)
+	if err != nil {
+		// Returning the error makes the client leave this session and
+		// rejoin, rather than read from a position the ledger may contradict.
+		w.log.Error("read ledger positions for assigned partitions", "err", err)
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for t, ps := range offsets {
+		for p, o := range ps {
+			tp := sink.TopicPartition{Topic: t, Partition: p}
+			committed := o.EpochOffset().Offset // < 0: no commit, start_offset applies
+			start := committed
+			if next, ok := positions[tp]; ok && next > committed {
+				if committed >= 0 {
+					w.log.Info("ledger is ahead of the committed offset; resuming at the ledger",
+						"topic", t, "partition", p, "committed", committed, "ledger", next)
+				}
+				ps[p] = kgo.NewOffset().At(next).WithEpoch(-1)
+				start = next
+			}
+			w.b.forget(tp)
+			w.b.setNext(tp, start)
+		}
+	}
+	return offsets, nil
+}
+
+func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	w.joined.Store(true)
+	w.mu.Lock()
+	for t, ps := range assigned {
+		for _, p := range ps {
+			w.owned[sink.TopicPartition{Topic: t, Partition: p}] = true
+		}
+	}
+	w.mu.Unlock()
+	w.log.Info("partitions assigned: " + kafka.FormatPartitions(assigned))
+}
+
+// onRevoked loads everything pending (of every partition: simpler, and
+// rebalances are rare) and commits before the partitions move, so the new
+// owner starts exactly where this worker stopped.
+func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if len(revoked) == 0 {
+		return
+	}
+	w.log.Info("partitions revoked: " + kafka.FormatPartitions(revoked))
+	w.mu.Lock()
+	closing := w.closing
+	w.mu.Unlock()
+	if !closing {
+		if err := w.flush(); err != nil {
+			// Not loaded: the new owner reads these records again from the
+			// ledger position; if this worker's load lands later after all,
+			// the sink's ledger check skips what was already loaded.
+			w.log.Warn("pending data of revoked partitions not loaded; the new owner re-reads it", "err", err)
+		}
+	}
+	w.drop(revoked)
+}
+
+// onLost drops the partitions without committing: the group has already
+// given them to someone else.
+func (w *Worker) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if len(lost) == 0 {
+		return
+	}
+	w.log.Warn("partitions lost: " + kafka.FormatPartitions(lost))
+	w.drop(lost)
+}
+
+func (w *Worker) drop(parts map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for t, ps := range parts {
+		for _, p := range ps {
+			tp := sink.TopicPartition{Topic: t, Partition: p}
+			delete(w.owned, tp)
+			w.b.forget(tp)
+		}
+	}
+}
+
+func commitResponseError(resp *kmsg.OffsetCommitResponse) error {
+	var errs []error
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,149 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// RunOptions are the parts of a run that are not in the config file.
+type RunOptions struct {
+	// ExitWhenIdle, when > 0, ends the run once every record that arrived is
+	// loaded and committed and nothing new came for this long.
+	ExitWhenIdle time.Duration
+	// RetryBase is the first retry delay (default 1s; tests shorten it).
+	RetryBase time.Duration
+	Log       *slog.Logger
+	Stats     *Stats
+}
+
+// Run starts cfg.Workers workers on snk and runs them until ctx is canceled
+// (or the run is idle, see RunOptions). A second cancellation, of hard,
+// abandons loads in progress.
+func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOptions) error {
+	if ro.Stats == nil {
+		ro.Stats = &Stats{}
+	}
+	if ro.Log == nil {
+		ro.Log = slog.Default()
+	}
+	opt := Options{
+		Transform:     cfg.Mode == config.ModeTransform,
+		MaxRecords:    cfg.Batch.MaxRecords,
+		MaxBytes:      int64(cfg.Batch.MaxBytes),
+		MaxInterval:   cfg.Batch.MaxInterval.D(),
+		LoadMaxFiles:  cfg.Load.MaxFiles,
+		LoadInterval:  cfg.Load.MaxInterval.D(),
+		RetryBase:     ro.RetryBase,
+		RetryMaxDelay: cfg.Retry.MaxDelay.D(),
+		KafkaOpts:     kafka.ConsumerOptions(cfg.Kafka, time.Now()),
+		Sink:          snk,
+		Log:           ro.Log,
+		Stats:         ro.Stats,
+	}
+	workers := make([]*Worker, cfg.Workers)
+	for i := range workers {
+		w, err := NewWorker(i, opt)
+		if err != nil {
+			for _, started := range workers[:i] {
+				started.cl.Close()
+			}
+			return err
+		}
+		workers[i] = w
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make([]error, len(workers))
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.Run(runCtx, hard)
+			if errs[i] != nil {
+				stop() // one worker failing at shutdown ends the run
+			}
+		}()
+	}
+	if ro.ExitWhenIdle > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if waitIdle(runCtx, cfg, workers, ro.ExitWhenIdle, ro.Log) {
+				ro.Log.Info("idle: everything that arrived is loaded and committed", "idle_for", ro.ExitWhenIdle)
+				stop()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pending data was not loaded and will be read again on the next start: %w", err)
+	}
+	return nil
+}
+
+// waitIdle returns true once no worker has records in flight, none read a
+// record for idle, and the group's committed offsets reach the end of every
+// partition; false if ctx ends first.
+func waitIdle(ctx context.Context, cfg *config.Config, workers []*Worker, idle time.Duration, log *slog.Logger) bool {
+	admin, err := kafka.NewAdmin(cfg.Kafka)
+	if err != nil {
+		log.Error("exit-when-idle: cannot check offsets", "err", err)
+		return false
+	}
+	defer admin.Close()
+	start := time.Now()
+	tick := time.NewTicker(min(idle/4+10*time.Millisecond, 500*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		last := start
+		busy := false
+		for _, w := range workers {
+			if w.inflight.Load() > 0 {
+				busy = true
+			}
+			if t := time.Unix(0, w.lastRecord.Load()); t.After(last) {
+				last = t
+			}
+		}
+		if busy || time.Since(last) < idle {
+			continue
+		}
+		if caughtUp(ctx, admin, cfg) {
+			return true
+		}
+	}
+}
+
+func caughtUp(ctx context.Context, admin *kafka.Admin, cfg *config.Config) bool {
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	marks, err := admin.Watermarks(qctx, cfg.Kafka.Topics)
+	if err != nil {
+		return false
+	}
+	committed, err := admin.Committed(qctx, cfg.Kafka.Group)
+	if err != nil {
+		return false
+	}
+	for tp, m := range marks {
+		if m.High > m.Low && committed[tp] < m.High {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,364 @@
+// Package pipeline is the worker loop: Kafka records → batch → staged file →
+// load → offset commit, with retries, backpressure, rebalance handling and
+// shutdown. It sees the destination only through sink.Sink.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// Options configure a worker.
+type Options struct {
+	Transform      bool
+	MaxRecords     int
+	MaxBytes       int64
+	MaxInterval    time.Duration // batch
+	LoadMaxFiles   int
+	LoadInterval   time.Duration
+	RetryBase      time.Duration // first backoff; 1s in production
+	RetryMaxDelay  time.Duration
+	KafkaOpts      []kgo.Opt // from kafka.ConsumerOptions
+	Sink           sink.Sink
+	Log            *slog.Logger
+	Stats          *Stats
+	PollMaxRecords int
+}
+
+// Worker owns one Kafka consumer and the pipeline behind it.
+type Worker struct {
+	id  int
+	opt Options
+	log *slog.Logger
+	cl  *kgo.Client
+
+	mu      sync.Mutex // guards b and owned
+	b       *batcher
+	owned   map[sink.TopicPartition]bool
+	closing bool
+
+	batches chan item // poll loop → stager
+	files   chan item // stager → loader
+
+	// intake is canceled by the first signal: reading stops and retries
+	// give up; hard is canceled by a second signal: loads and commits stop.
+	intake, hard context.Context
+
+	lastRecord atomic.Int64 // unix nanos of the last record read
+	inflight   atomic.Int64 // records read and not yet loaded (or dropped)
+	joined     atomic.Bool
+}
+
+// item travels down the pipeline: a batch, a staged file, or a flush marker
+// whose done channel receives the outcome once everything before it loaded.
+type item struct {
+	batch *sink.Batch
+	file  sink.File
+	flush chan error
+}
+
+// NewWorker creates the worker's Kafka client; nothing is read until Run.
+func NewWorker(id int, opt Options) (*Worker, error) {
+	if opt.PollMaxRecords == 0 {
+		opt.PollMaxRecords = 10000
+	}
+	if opt.RetryBase == 0 {
+		opt.RetryBase = time.Second
+	}
+	w := &Worker{
+		id:      id,
+		opt:     opt,
+		log:     opt.Log.With("worker", id),
+		b:       newBatcher(opt.Transform, opt.MaxRecords, opt.MaxBytes, opt.MaxInterval),
+		owned:   map[sink.TopicPartition]bool{},
+		batches: make(chan item, 2),
+		files:   make(chan item, max(4, opt.LoadMaxFiles)),
+	}
+	kopts := append([]kgo.Opt{}, opt.KafkaOpts...)
+	kopts = append(kopts,
+		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
+		kgo.OnPartitionsAssigned(w.onAssigned),
+		kgo.OnPartitionsRevoked(w.onRevoked),
+		kgo.OnPartitionsLost(w.onLost),
+		kafka.SlogAdapter(w.log),
+	)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: kafka client: %w", id, err)
+	}
+	w.cl = cl
+	return w, nil
+}
+
+// Run consumes until ctx is canceled, then loads what is pending, commits and
+// leaves the group. hard is canceled to give up at once (second signal); a
+// load that cannot finish then is reported as an error and its records are
+// read again next time.
+func (w *Worker) Run(ctx, hard context.Context) error {
+	w.intake, w.hard = ctx, hard
+	var wg sync.WaitGroup
+	loadErr := make(chan error, 1)
+	wg.Add(2)
+	go func() { defer wg.Done(); w.stageLoop() }()
+	go func() { defer wg.Done(); loadErr <- w.loadLoop() }()
+
+	w.pollLoop(ctx)
+
+	// Intake has stopped: flush the open batch and everything staged.
+	err := w.flush()
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+	w.cl.AllowRebalance()
+	w.cl.Close()
+	close(w.batches)
+	wg.Wait()
+	if lerr := <-loadErr; err == nil {
+		err = lerr
+	}
+	return err
+}
+
+func (w *Worker) pollLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		wait := time.Second
+		w.mu.Lock()
+		if due := w.b.due(); !due.IsZero() {
+			wait = max(time.Until(due), time.Millisecond)
+		}
+		w.mu.Unlock()
+
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fetches := w.cl.PollRecords(pctx, w.opt.PollMaxRecords)
+		cancel()
+		if fetches.IsClientClosed() {
+			return
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				w.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+
+		now := time.Now()
+		var closed []*sink.Batch
+		w.mu.Lock()
+		n := 0
+		fetches.EachRecord(func(r *kgo.Record) {
+			n++
+			if b := w.b.add(r, now); b != nil {
+				closed = append(closed, b)
+			}
+		})
+		if b := w.b.closeIfDue(now); b != nil {
+			closed = append(closed, b)
+		}
+		w.mu.Unlock()
+		if n > 0 {
+			w.inflight.Add(int64(n))
+			w.lastRecord.Store(now.UnixNano())
+			w.opt.Stats.addConsumed(n)
+		}
+		// Sending blocks while the stager and loader are behind (or a load
+		// is being retried): nothing new is polled meanwhile, so backlog
+		// stays in Kafka rather than in memory.
+		for _, b := range closed {
+			w.batches <- item{batch: b}
+		}
+		w.cl.AllowRebalance()
+	}
+}
+
+// flush closes the open batch and waits until it and everything staged
+// before it is loaded and committed.
+func (w *Worker) flush() error {
+	w.mu.Lock()
+	b := w.b.close()
+	w.mu.Unlock()
+	if b != nil {
+		w.batches <- item{batch: b}
+	}
+	done := make(chan error, 1)
+	w.batches <- item{flush: done}
+	return <-done
+}
+
+func (w *Worker) stageLoop() {
+	defer close(w.files)
+	for it := range w.batches {
+		if it.flush != nil {
+			w.files <- it
+			continue
+		}
+		var f sink.File
+		err := w.retry("stage", func() error {
+			var err error
+			f, err = w.opt.Sink.Stage(w.hard, it.batch)
+			return err
+		})
+		if err != nil {
+			// Shutting down with a stage failing: the batch is dropped and
+			// its records are read again next time (offsets not committed).
+			w.log.Error("batch not staged; its records will be read again", "err", err)
+			w.inflight.Add(-int64(countRecords(it.batch.Ranges)))
+			continue
+		}
+		w.opt.Stats.addFile(f.Bytes)
+		w.files <- item{file: f}
+	}
+}
+
+func countRecords(rs []sink.Range) (n int64) {
+	for _, r := range rs {
+		n += r.Records + r.DLQ
+	}
+	return n
+}
+
+// loadLoop loads pending files when load.max_files are pending or
+// load.max_interval after the first one, and on flush markers.
+func (w *Worker) loadLoop() error {
+	var pending []sink.File
+	var timer <-chan time.Time
+	var failed error
+	commitRetry := time.NewTicker(time.Second)
+	defer commitRetry.Stop()
+	dirty := map[sink.TopicPartition]int64{}
+
+	load := func() {
+		if len(pending) == 0 {
+			return
+		}
+		if failed != nil {
+			// A previous load could not finish at shutdown: never load a
+			// later file past it (its ranges would hide the gap).
+			w.opt.Sink.Discard(pending)
+			pending = nil
+			return
+		}
+		var loaded sink.Loaded
+		err := w.retry("load", func() error {
+			var err error
+			loaded, err = w.opt.Sink.Load(w.hard, pending)
+			return err
+		})
+		n := int64(0)
+		for _, f := range pending {
+			n += countRecords(f.Ranges)
+		}
+		if err != nil {
+			failed = err
+			w.log.Error("load failed at shutdown; its records will be read again", "files", len(pending), "err", err)
+			w.opt.Sink.Discard(pending)
+		} else {
+			w.opt.Stats.addLoad(loaded)
+			for _, r := range loaded.Ranges {
+				dirty[r.TopicPartition] = max(dirty[r.TopicPartition], r.Last+1)
+			}
+			w.commit(dirty)
+		}
+		w.inflight.Add(-n)
+		pending, timer = pending[:0], nil
+	}
+
+	for {
+		select {
+		case it, ok := <-w.files:
+			if !ok {
+				load()
+				return failed
+			}
+			if it.flush != nil {
+				load()
+				it.flush <- failed
+				continue
+			}
+			pending = append(pending, it.file)
+			if len(pending) == 1 {
+				timer = time.After(w.opt.LoadInterval)
+			}
+			if len(pending) >= w.opt.LoadMaxFiles {
+				load()
+			}
+		case <-timer:
+			load()
+		case <-commitRetry.C:
+			if len(dirty) > 0 {
+				w.commit(dirty)
+			}
+		}
+	}
+}
+
+// commit commits the loaded positions of partitions this worker still owns.
+// Positions of partitions it no longer owns are dropped: their new owner
+// resumes from the ledger. The ownership check and the commit happen under
+// the same lock the revoke callback takes, so a commit never lands for a
+// partition after its revoke completed.
+func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for tp, next := range dirty {
+		if !w.owned[tp] {
+			delete(dirty, tp)
+			continue
+		}
+		if offsets[tp.Topic] == nil {
+			offsets[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: next}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	var commitErr error
+	w.cl.CommitOffsetsSync(w.hard, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		commitErr = err
+		if err == nil {
+			commitErr = commitResponseError(resp)
+		}
+	})
+	if commitErr != nil {
+		// The data is in the sink with its ledger rows; a failed commit only
+		// delays the committed offset. Retried every second.
+		w.log.Warn("offset commit failed; will retry", "err", commitErr)
+		return
+	}
+	clear(dirty)
+}
+
+// retry runs fn until it succeeds, backing off 1s, 2s, 4s … up to the
+// configured maximum. Retrying stops at shutdown: once intake has stopped, a
+// failure is final (the records are read again by the next process).
+func (w *Worker) retry(what string, fn func() error) error {
+	delay := w.opt.RetryBase
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		w.opt.Stats.addRetry()
+		if w.intake.Err() != nil {
+			return err
+		}
+		w.log.Warn(what+" failed; retrying with the same files", "attempt", attempt, "in", delay, "err", err)
+		select {
+		case <-time.After(delay):
+		case <-w.intake.Done():
+			return err
+		}
+		delay = min(delay*2, w.opt.RetryMaxDelay)
+	}
+}

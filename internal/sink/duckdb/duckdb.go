@@ -1,0 +1,186 @@
+// Package duckdb is the embedded DuckDB sink: batches are staged as NDJSON
+// files on local disk and one load inserts the rows of many files, their
+// dead-letter rows and their ledger rows in one transaction.
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
+	"github.com/google/uuid"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// Options configure a Sink.
+type Options struct {
+	Path     string // database file
+	StageDir string // staged files; created if absent
+	Table    string // raw table (raw mode) or the user's table (transform mode)
+	// Transform loads each JSON object as a row of the user's existing Table
+	// instead of a raw row.
+	Transform bool
+	// Zstd compresses staged files.
+	Zstd bool
+	Log  *slog.Logger
+}
+
+// Sink loads into one DuckDB database file. DuckDB allows one process per
+// file, so every writer of the tables is in this process and a mutex around
+// loads makes the ledger check and the insert atomic together.
+type Sink struct {
+	opt    Options
+	db     *sql.DB
+	log    *slog.Logger
+	loadMu sync.Mutex
+	tables tables
+	zstd   sync.Pool
+	// columns of the user's table, read by Prepare in transform mode.
+	userColumns []column
+}
+
+type tables struct{ main, dlq, ledger string }
+
+// Open opens (or creates) the database file and the stage directory.
+func Open(opt Options) (*Sink, error) {
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	if err := os.MkdirAll(opt.StageDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create stage directory %s: %w", opt.StageDir, err)
+	}
+	if dir := filepath.Dir(opt.Path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create directory for %s: %w", opt.Path, err)
+		}
+	}
+	db, err := sql.Open("duckdb", opt.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open duckdb %s: %w", opt.Path, err)
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open duckdb %s: %w", opt.Path, err)
+	}
+	s := &Sink{
+		opt: opt,
+		db:  db,
+		log: opt.Log,
+		tables: tables{
+			main:   quoteName(opt.Table),
+			dlq:    quoteName(opt.Table + "_dlq"),
+			ledger: quoteName(opt.Table + "_ledger"),
+		},
+	}
+	return s, nil
+}
+
+// DB exposes the database for queries (verify, sql).
+func (s *Sink) DB() *sql.DB { return s.db }
+
+// Close closes the database.
+func (s *Sink) Close() error { return s.db.Close() }
+
+// Stage writes the batch's rows (and dead-letter rows) to files named after
+// the batch. Rewriting the same batch yields the same files.
+func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
+	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
+	ext := ".ndjson"
+	if s.opt.Zstd {
+		ext += ".zst"
+	}
+	write := func(suffix string, data []byte) (string, error) {
+		if len(data) == 0 {
+			return "", nil
+		}
+		path := filepath.Join(s.opt.StageDir, f.Name+suffix+ext)
+		n, err := s.writeFile(path, data)
+		f.Bytes += n
+		return path, err
+	}
+	var err error
+	if f.RowsPath, err = write("", b.Rows); err != nil {
+		return sink.File{}, err
+	}
+	if f.DLQPath, err = write(".dlq", b.DLQ); err != nil {
+		return sink.File{}, err
+	}
+	return f, nil
+}
+
+func (s *Sink) writeFile(path string, data []byte) (int64, error) {
+	if s.opt.Zstd {
+		enc, _ := s.zstd.Get().(*zstd.Encoder)
+		if enc == nil {
+			var err error
+			enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+			if err != nil {
+				return 0, fmt.Errorf("zstd encoder: %w", err)
+			}
+		}
+		data = enc.EncodeAll(data, make([]byte, 0, len(data)/3))
+		s.zstd.Put(enc)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return 0, fmt.Errorf("stage %s: %w", path, err)
+	}
+	return int64(len(data)), nil
+}
+
+// Discard removes staged files that will not be loaded.
+func (s *Sink) Discard(files []sink.File) {
+	for _, f := range files {
+		for _, p := range []string{f.RowsPath, f.DLQPath} {
+			if p != "" {
+				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+					s.log.Warn("remove staged file", "path", p, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// CleanStage removes files left in the stage directory by an earlier process
+// (killed before their load): their records were not committed anywhere and
+// will be read from Kafka again.
+func (s *Sink) CleanStage() error {
+	entries, err := os.ReadDir(s.opt.StageDir)
+	if err != nil {
+		return fmt.Errorf("read stage directory %s: %w", s.opt.StageDir, err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".ndjson") {
+			if err := os.Remove(filepath.Join(s.opt.StageDir, e.Name())); err != nil {
+				return fmt.Errorf("remove stale staged file: %w", err)
+			}
+		}
+	}
+	if len(entries) > 0 {
+		s.log.Info("removed stale staged files", "dir", s.opt.StageDir, "files", len(entries))
+	}
+	return nil
+}
+
+func newLoadID() string { return uuid.NewString() }
+
+// quoteName quotes a table name, keeping an optional schema prefix.
+func quoteName(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = quoteIdent(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

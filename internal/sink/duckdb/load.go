@@ -1,0 +1,276 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// Load inserts the rows of all files, their dead-letter rows and one ledger
+// row per partition in one transaction. Rows at or below a partition's
+// ledger position are skipped (a former owner of the partition loaded them),
+// so loading the same offsets twice never doubles a row.
+func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	if len(files) == 0 {
+		return sink.Loaded{}, nil
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+
+	fence, err := s.fence(ctx, files)
+	if err != nil {
+		return sink.Loaded{}, err
+	}
+	plan := newLoadPlan(files, fence)
+	loaded, err := s.loadTx(ctx, plan, false)
+	if err != nil && isJSONError(err) && !s.opt.Transform {
+		// Our validator accepted a value DuckDB's JSON parser rejects. Load
+		// again, sending such rows to the dead-letter table instead of
+		// stalling the partition on a load that can never succeed.
+		s.log.Warn("a value was rejected by DuckDB's JSON parser; loading again with a per-row check", "err", err)
+		loaded, err = s.loadTx(ctx, plan, true)
+	}
+	if err != nil {
+		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
+	}
+	s.Discard(files)
+	return loaded, nil
+}
+
+func isJSONError(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "JSON") && (strings.Contains(msg, "Malformed") || strings.Contains(msg, "Conversion"))
+}
+
+// fence reads the last loaded offset of every partition in the files.
+func (s *Sink) fence(ctx context.Context, files []sink.File) (map[sink.TopicPartition]int64, error) {
+	parts := make(map[sink.TopicPartition]bool)
+	for _, f := range files {
+		for _, r := range f.Ranges {
+			parts[r.TopicPartition] = true
+		}
+	}
+	list := make([]sink.TopicPartition, 0, len(parts))
+	for tp := range parts {
+		list = append(list, tp)
+	}
+	next, err := s.Positions(ctx, list)
+	if err != nil {
+		return nil, err
+	}
+	fence := make(map[sink.TopicPartition]int64, len(next))
+	for tp, n := range next {
+		fence[tp] = n - 1
+	}
+	return fence, nil
+}
+
+// loadPlan is what one load inserts: files, the per-partition ranges after
+// the fence, and the SQL filter that skips fenced rows ("" when none are).
+type loadPlan struct {
+	rowFiles, dlqFiles []string
+	ranges             []sink.Range // merged per partition, fenced
+	exact              bool         // ranges' counts are exact (nothing fenced)
+	rawFilter          string       // WHERE condition on raw files, "" for all rows
+	dlqFilter          string       // WHERE condition on DLQ files
+	maxLine            int
+	files              int
+}
+
+func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64) loadPlan {
+	p := loadPlan{exact: true, files: len(files)}
+	merged := map[sink.TopicPartition]*sink.Range{}
+	var order []sink.TopicPartition
+	var rawConds, dlqConds []string
+	fenced := map[sink.TopicPartition]bool{}
+	for _, f := range files {
+		if f.RowsPath != "" {
+			p.rowFiles = append(p.rowFiles, f.RowsPath)
+		}
+		if f.DLQPath != "" {
+			p.dlqFiles = append(p.dlqFiles, f.DLQPath)
+		}
+		p.maxLine = max(p.maxLine, f.MaxLine)
+		for _, r := range f.Ranges {
+			if last, ok := fence[r.TopicPartition]; ok && r.First <= last {
+				p.exact = false
+				if !fenced[r.TopicPartition] {
+					fenced[r.TopicPartition] = true
+					rawConds = append(rawConds, fmt.Sprintf("(kpartition = %d AND record_metadata->>'topic' = %s AND koffset <= %d)",
+						r.Partition, quoteString(r.Topic), last))
+					dlqConds = append(dlqConds, fmt.Sprintf(`("partition" = %d AND topic = %s AND "offset" <= %d)`,
+						r.Partition, quoteString(r.Topic), last))
+				}
+				if r.Last <= last {
+					continue // wholly loaded before
+				}
+				r.First = last + 1
+			}
+			m, ok := merged[r.TopicPartition]
+			if !ok {
+				rc := r
+				merged[r.TopicPartition] = &rc
+				order = append(order, r.TopicPartition)
+				continue
+			}
+			m.First = min(m.First, r.First)
+			m.Last = max(m.Last, r.Last)
+			m.Records += r.Records
+			m.DLQ += r.DLQ
+		}
+	}
+	for _, tp := range order {
+		p.ranges = append(p.ranges, *merged[tp])
+	}
+	if len(rawConds) > 0 {
+		p.rawFilter = "NOT (" + strings.Join(rawConds, " OR ") + ")"
+		p.dlqFilter = "NOT (" + strings.Join(dlqConds, " OR ") + ")"
+	}
+	return p
+}
+
+const (
+	rawReadColumns = `columns = {uuid: 'VARCHAR', koffset: 'BIGINT', kpartition: 'INTEGER', raw_data: 'VARCHAR', record_metadata: 'JSON'}`
+	dlqReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER', "offset": 'BIGINT', "key": 'VARCHAR', "value": 'VARCHAR', error: 'VARCHAR', stage: 'VARCHAR'}`
+)
+
+// readNDJSON is the table function reading staged files. The line limit
+// follows the longest staged line so a 4 MiB message never fails a load.
+func readNDJSON(files []string, columns string, maxLine int) string {
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = quoteString(f)
+	}
+	limit := max(16<<20, 2*maxLine+1024)
+	return fmt.Sprintf("read_ndjson([%s], %s, format = 'newline_delimited', maximum_object_size = %d)",
+		strings.Join(quoted, ", "), columns, limit)
+}
+
+func where(conds ...string) string {
+	var keep []string
+	for _, c := range conds {
+		if c != "" {
+			keep = append(keep, c)
+		}
+	}
+	if len(keep) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(keep, " AND ")
+}
+
+// loadTx runs one load transaction. With checkJSON, rows whose raw_data
+// DuckDB cannot parse go to the dead-letter table (stage load).
+func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool) (sink.Loaded, error) {
+	now := time.Now().UTC()
+	loadID := newLoadID()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return sink.Loaded{}, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+
+	if len(p.rowFiles) > 0 {
+		if err := s.insertRows(ctx, tx, p, checkJSON, now); err != nil {
+			return sink.Loaded{}, err
+		}
+	}
+	if len(p.dlqFiles) > 0 {
+		q := fmt.Sprintf(`INSERT INTO %s SELECT topic, "partition", "offset", from_base64("key"), from_base64("value"), error, stage, $1 FROM %s%s`,
+			s.tables.dlq, readNDJSON(p.dlqFiles, dlqReadColumns, p.maxLine), where(p.dlqFilter))
+		if _, err := tx.ExecContext(ctx, q, now); err != nil {
+			return sink.Loaded{}, fmt.Errorf("insert dead-letter rows: %w", err)
+		}
+	}
+	ranges := p.ranges
+	if !p.exact || checkJSON {
+		if ranges, err = s.countLoaded(ctx, tx, p); err != nil {
+			return sink.Loaded{}, err
+		}
+	}
+	if err := s.insertLedger(ctx, tx, ranges, loadID, p.files, now); err != nil {
+		return sink.Loaded{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return sink.Loaded{}, fmt.Errorf("commit: %w", err)
+	}
+	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
+}
+
+func (s *Sink) insertRows(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON bool, now time.Time) error {
+	if s.opt.Transform {
+		return s.insertTransformed(ctx, tx, p, now)
+	}
+	src := readNDJSON(p.rowFiles, rawReadColumns, p.maxLine)
+	valid := ""
+	if checkJSON {
+		valid = "(raw_data IS NULL OR json_valid(raw_data))"
+		q := fmt.Sprintf(`INSERT INTO %s SELECT record_metadata->>'topic', kpartition, koffset,
+			CASE WHEN record_metadata->>'key_encoding' = 'base64' THEN from_base64(record_metadata->>'key') ELSE encode(record_metadata->>'key') END,
+			encode(raw_data), 'DuckDB cannot parse the value as JSON', '%s', $1 FROM %s%s`,
+			s.tables.dlq, envelope.StageLoad, src, where(p.rawFilter, "NOT "+valid))
+		if _, err := tx.ExecContext(ctx, q, now); err != nil {
+			return fmt.Errorf("insert rejected rows into %s: %w", s.tables.dlq, err)
+		}
+	}
+	q := fmt.Sprintf(`INSERT INTO %s SELECT uuid, koffset, kpartition, raw_data::JSON, record_metadata, $1 FROM %s%s`,
+		s.tables.main, src, where(p.rawFilter, valid))
+	if _, err := tx.ExecContext(ctx, q, now); err != nil {
+		return fmt.Errorf("insert rows: %w", err)
+	}
+	return nil
+}
+
+// countLoaded counts, per partition, the rows this load inserted into the
+// main and dead-letter tables (by load time and the plan's ranges). It runs
+// only when the fence or the JSON check made the staged counts inexact.
+func (s *Sink) countLoaded(ctx context.Context, tx *sql.Tx, p loadPlan) ([]sink.Range, error) {
+	out := make([]sink.Range, 0, len(p.ranges))
+	for _, r := range p.ranges {
+		var raw, dlq int64
+		if len(p.rowFiles) > 0 && !s.opt.Transform {
+			q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND record_metadata->>'topic' = $2 AND koffset BETWEEN $3 AND $4`, s.tables.main)
+			if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&raw); err != nil {
+				return nil, fmt.Errorf("count loaded rows: %w", err)
+			}
+		} else {
+			raw = r.Records
+		}
+		q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE "partition" = $1 AND topic = $2 AND "offset" BETWEEN $3 AND $4`, s.tables.dlq)
+		if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&dlq); err != nil {
+			return nil, fmt.Errorf("count loaded dead-letter rows: %w", err)
+		}
+		r.Records, r.DLQ = raw, dlq
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (s *Sink) insertLedger(ctx context.Context, tx *sql.Tx, ranges []sink.Range, loadID string, files int, now time.Time) error {
+	if len(ranges) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "INSERT INTO %s VALUES ", s.tables.ledger)
+	args := make([]any, 0, len(ranges)*6+3)
+	args = append(args, loadID, files, now)
+	for i, r := range ranges {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		n := len(args)
+		b.WriteString("($" + strconv.Itoa(n+1) + ", $" + strconv.Itoa(n+2) + ", $" + strconv.Itoa(n+3) + ", $" +
+			strconv.Itoa(n+4) + ", $" + strconv.Itoa(n+5) + ", $" + strconv.Itoa(n+6) + ", $1, $2, $3)")
+		args = append(args, r.Topic, r.Partition, r.First, r.Last, r.Records, r.DLQ)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("insert ledger rows: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package duckdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+type column struct{ name, typ string }
+
+// The contract tables (DESIGN.md). Changing them breaks users' queries.
+var (
+	rawColumns = []column{
+		{"uuid", "VARCHAR"}, {"koffset", "BIGINT"}, {"kpartition", "INTEGER"},
+		{"raw_data", "JSON"}, {"record_metadata", "JSON"}, {"add_time", "TIMESTAMP"},
+	}
+	dlqColumns = []column{
+		{"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"offset", "BIGINT"},
+		{"key", "BLOB"}, {"value", "BLOB"}, {"error", "VARCHAR"}, {"stage", "VARCHAR"},
+		{"add_time", "TIMESTAMP"},
+	}
+	ledgerColumns = []column{
+		{"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"first_offset", "BIGINT"},
+		{"last_offset", "BIGINT"}, {"records", "BIGINT"}, {"dlq_records", "BIGINT"},
+		{"load_id", "VARCHAR"}, {"files", "INTEGER"}, {"loaded_at", "TIMESTAMP"},
+	}
+)
+
+// Prepare creates the raw (raw mode), dead-letter and ledger tables if absent,
+// and checks that existing ones have exactly the expected columns. In
+// transform mode the user's table must exist; its columns are read for loads.
+func (s *Sink) Prepare(ctx context.Context) error {
+	var errs []error
+	if s.opt.Transform {
+		cols, err := s.columns(ctx, s.opt.Table)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case len(cols) == 0:
+			errs = append(errs, fmt.Errorf("table %s does not exist: transform mode loads into an existing table; create it first", s.opt.Table))
+		default:
+			s.userColumns = cols
+		}
+	} else {
+		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
+	}
+	errs = append(errs, s.ensure(ctx, s.opt.Table+"_dlq", dlqColumns), s.ensure(ctx, s.opt.Table+"_ledger", ledgerColumns))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return s.CleanStage()
+}
+
+// ensure creates table with want, or reports every column that differs.
+func (s *Sink) ensure(ctx context.Context, table string, want []column) error {
+	have, err := s.columns(ctx, table)
+	if err != nil {
+		return err
+	}
+	if len(have) == 0 {
+		defs := make([]string, len(want))
+		for i, c := range want {
+			defs[i] = quoteIdent(c.name) + " " + c.typ
+		}
+		if schema, _, ok := strings.Cut(table, "."); ok {
+			if _, err := s.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(schema)); err != nil {
+				return fmt.Errorf("create schema %s: %w", schema, err)
+			}
+		}
+		q := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteName(table), strings.Join(defs, ", "))
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("create table %s: %w", table, err)
+		}
+		return nil
+	}
+	if diff := diffColumns(have, want); len(diff) > 0 {
+		return fmt.Errorf("table %s exists with another schema: %s", table, strings.Join(diff, "; "))
+	}
+	return nil
+}
+
+// diffColumns lists, in the order of want, what differs between the columns
+// a table has and the ones tracelake needs.
+func diffColumns(have, want []column) []string {
+	got := make(map[string]string, len(have))
+	for _, c := range have {
+		got[c.name] = c.typ
+	}
+	var diff []string
+	for _, c := range want {
+		typ, ok := got[c.name]
+		switch {
+		case !ok:
+			diff = append(diff, fmt.Sprintf("column %s is missing (want %s)", c.name, c.typ))
+		case typ != c.typ:
+			diff = append(diff, fmt.Sprintf("column %s is %s, want %s", c.name, typ, c.typ))
+		}
+		delete(got, c.name)
+	}
+	for _, c := range have {
+		if _, extra := got[c.name]; extra {
+			diff = append(diff, fmt.Sprintf("column %s (%s) is not expected", c.name, c.typ))
+		}
+	}
+	return diff
+}
+
+func (s *Sink) columns(ctx context.Context, table string) ([]column, error) {
+	schema, name, ok := strings.Cut(table, ".")
+	if !ok {
+		schema, name = "main", table
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT column_name, data_type FROM information_schema.columns
+		WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position`, schema, name)
+	if err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var cols []column
+	for rows.Next() {
+		var c column
+		if err := rows.Scan(&c.name, &c.typ); err != nil {
+			return nil, fmt.Errorf("read columns of %s: %w", table, err)
+		}
+		cols = append(cols, c)
+	}
+	return cols, rows.Err()
+}
+
+// Positions returns the next offset to read per partition from the ledger.
+func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
+	want := make(map[sink.TopicPartition]bool, len(parts))
+	for _, p := range parts {
+		want[p] = true
+	}
+	q := fmt.Sprintf(`SELECT topic, "partition", max(last_offset) FROM %s GROUP BY ALL`, s.tables.ledger)
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read positions from %s: %w", s.tables.ledger, err)
+	}
+	defer rows.Close()
+	out := make(map[sink.TopicPartition]int64, len(parts))
+	for rows.Next() {
+		var tp sink.TopicPartition
+		var last int64
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &last); err != nil {
+			return nil, fmt.Errorf("read positions from %s: %w", s.tables.ledger, err)
+		}
+		if want[tp] {
+			out[tp] = last + 1
+		}
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,124 @@
+// Package sink declares what the pipeline needs from a destination: prepare
+// tables, report the positions recorded with the data, stage one batch, and
+// load many staged batches atomically with their ledger rows. One
+// sub-package per destination implements it; sinks never import pipeline.
+package sink
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+)
+
+// TopicPartition names one Kafka partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return tp.Topic + "/" + strconv.Itoa(int(tp.Partition)) }
+
+// Range is what one batch holds of one partition. Consecutive ranges of a
+// partition touch: First is the position reading started from (the previous
+// range's Last+1, or the resume position), so a gap in the ledger is a real
+// gap even where Kafka itself skips offsets (transaction markers, compaction).
+type Range struct {
+	TopicPartition
+	First   int64 // first offset covered
+	Last    int64 // last offset read
+	Records int64 // rows for the main table
+	DLQ     int64 // rows for the dead-letter table
+}
+
+// Batch is a closed batch of encoded rows, owned by the sink once passed to
+// Stage (the pipeline does not touch Rows or DLQ afterwards).
+type Batch struct {
+	Rows    []byte  // NDJSON rows for the main table
+	DLQ     []byte  // NDJSON rows for the dead-letter table
+	Ranges  []Range // one per partition, sorted by topic and partition
+	MaxLine int     // longest NDJSON line, for readers with a line limit
+}
+
+// Name is the batch's deterministic file name stem, built from topic,
+// partition and first/last offset of its first range, and a hash of all
+// ranges, so a retry or a restart stages the same data under the same name.
+func (b *Batch) Name() string {
+	if len(b.Ranges) == 0 {
+		return "empty"
+	}
+	h := fnv.New32a()
+	for _, r := range b.Ranges {
+		fmt.Fprintf(h, "%s/%d/%d/%d;", r.Topic, r.Partition, r.First, r.Last)
+	}
+	r := b.Ranges[0]
+	return fmt.Sprintf("%s-%d-%d-%d-n%d-%08x", sanitize(r.Topic), r.Partition, r.First, r.Last, len(b.Ranges), h.Sum32())
+}
+
+func sanitize(s string) string {
+	out := []byte(s)
+	for i, c := range out {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			out[i] = '_'
+		}
+	}
+	return string(out)
+}
+
+// File is a staged batch: where its rows wait to be loaded.
+type File struct {
+	Name     string // deterministic name from Batch.Name
+	RowsPath string // "" when the batch had no main-table rows
+	DLQPath  string // "" when the batch had no dead-letter rows
+	Ranges   []Range
+	Bytes    int64 // staged bytes (after compression)
+	MaxLine  int
+}
+
+// Records is the number of main-table rows in the file.
+func (f *File) Records() (n int64) {
+	for _, r := range f.Ranges {
+		n += r.Records
+	}
+	return n
+}
+
+// DLQRecords is the number of dead-letter rows in the file.
+func (f *File) DLQRecords() (n int64) {
+	for _, r := range f.Ranges {
+		n += r.DLQ
+	}
+	return n
+}
+
+// Sink is a destination. Prepare is called once before anything else; the
+// other methods may be called concurrently by several workers.
+type Sink interface {
+	// Prepare creates the raw (or checks the user's), dead-letter and ledger
+	// tables, and fails with every schema difference if they do not match.
+	Prepare(ctx context.Context) error
+	// Positions returns, for each partition the ledger knows, the next offset
+	// to read: the last loaded offset + 1. Partitions absent from the map have
+	// no recorded position.
+	Positions(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
+	// Stage makes a batch loadable. It is idempotent: staging the same batch
+	// again yields the same File.
+	Stage(ctx context.Context, b *Batch) (File, error)
+	// Load loads the files' rows and writes their ledger rows in one atomic
+	// step. Rows at or below a partition's recorded position are skipped, so
+	// a load repeated after a lost reply, or by a former owner of the
+	// partition, never doubles a row. On success the staged files are removed.
+	Load(ctx context.Context, files []File) (Loaded, error)
+	// Discard removes staged files that will not be loaded (their records are
+	// re-read from Kafka).
+	Discard(files []File)
+	// Close releases the sink.
+	Close() error
+}
+
+// Loaded is what a load wrote, per partition, after skipping rows already
+// recorded. The pipeline commits Kafka offsets from it.
+type Loaded struct {
+	LoadID string
+	Ranges []Range
+}
