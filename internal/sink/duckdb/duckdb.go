@@ -184,3 +184,11 @@ func quoteName(name string) string {
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// TableNames are the quoted names of the sink's tables, for queries.
+type TableNames struct{ Main, DLQ, Ledger string }
+
+// Tables returns the quoted names of the main, dead-letter and ledger tables.
+func (s *Sink) Tables() TableNames {
+	return TableNames{Main: s.tables.main, DLQ: s.tables.dlq, Ledger: s.tables.ledger}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+)
+
+// configFlags are the flags for the common keys, applied over the file and
+// the environment.
+type configFlags struct {
+	path    string
+	brokers string
+	topics  string
+	group   string
+	workers int
+	table   string
+	duckdb  string
+	mode    string
+}
+
+func (f *configFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.path, "config", "", "config file (YAML, or the reference tool's JSON)")
+	fs.StringVar(&f.brokers, "brokers", "", "kafka.brokers, comma-separated host:port")
+	fs.StringVar(&f.topics, "topics", "", "kafka.topics, comma-separated")
+	fs.StringVar(&f.group, "group", "", "kafka.group")
+	fs.IntVar(&f.workers, "workers", 0, "workers")
+	fs.StringVar(&f.table, "table", "", "sink.table")
+	fs.StringVar(&f.duckdb, "duckdb", "", "sink.duckdb.path")
+	fs.StringVar(&f.mode, "mode", "", "mode: raw or transform")
+}
+
+// load reads the file and the environment, applies the flags and validates.
+// Any problem is a usage error (exit 2) listing every bad key.
+func (f *configFlags) load() (*config.Config, error) { return f.loadFor(true) }
+
+// loadFor is load; commands that only read the sink (sql) pass needKafka
+// false so a config without topics is accepted.
+func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
+	cfg, err := config.FromFile(f.path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
+	}
+	if f.brokers != "" {
+		cfg.Kafka.Brokers = splitComma(f.brokers)
+	}
+	if f.topics != "" {
+		cfg.Kafka.Topics = splitComma(f.topics)
+	}
+	if f.group != "" {
+		cfg.Kafka.Group = f.group
+	}
+	if f.workers != 0 {
+		cfg.Workers = f.workers
+	}
+	if f.table != "" {
+		cfg.Sink.Table = f.table
+	}
+	if f.duckdb != "" {
+		cfg.Sink.DuckDB.Path = f.duckdb
+	}
+	if f.mode != "" {
+		cfg.Mode = f.mode
+	}
+	if !needKafka && len(cfg.Kafka.Topics) == 0 {
+		cfg.Kafka.Topics = []string{"(none)"}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
+	}
+	for _, w := range cfg.Warnings() {
+		slog.Warn(w)
+	}
+	return cfg, nil
+}
+
+func indent(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
+	return duckdb.Open(duckdb.Options{
+		Path:      cfg.Sink.DuckDB.Path,
+		StageDir:  cfg.StageDir(),
+		Table:     cfg.Sink.Table,
+		Transform: cfg.Mode == config.ModeTransform,
+		Zstd:      cfg.Load.Compression == "zstd",
+		Log:       slog.Default(),
+	})
+}
+
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	return fs
+}

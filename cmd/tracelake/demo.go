@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// demoQueries show what the raw table answers without any modelling.
+var demoQueries = []struct{ title, sql string }{
+	{"Spans and tokens by model", `SELECT raw_data->>'model' AS model, count(*) AS spans,
+       sum((raw_data->'usage'->>'total_tokens')::BIGINT) AS tokens,
+       round(avg((raw_data->>'latency_ms')::INT)) AS avg_latency_ms
+FROM trace_raw GROUP BY ALL ORDER BY tokens DESC`},
+	{"Most used tools", `SELECT tc->>'name' AS tool, count(*) AS calls,
+       round(100.0 * avg(CASE WHEN (tc->>'ok')::BOOLEAN THEN 1 ELSE 0 END), 1) AS ok_pct
+FROM (SELECT unnest(from_json(raw_data->'tool_calls', '["JSON"]')) AS tc FROM trace_raw)
+GROUP BY ALL ORDER BY calls DESC LIMIT 5`},
+	{"Slowest traces", `SELECT raw_data->>'trace_id' AS trace_id, count(*) AS spans,
+       sum((raw_data->>'latency_ms')::INT) AS total_ms
+FROM trace_raw GROUP BY ALL ORDER BY total_ms DESC LIMIT 3`},
+	{"Where each row came from", `SELECT kpartition, min(koffset) AS first, max(koffset) AS last, count(*) AS rows
+FROM trace_raw GROUP BY ALL ORDER BY kpartition`},
+}
+
+func cmdDemo(ctx, hard context.Context, args []string) error {
+	fs := newFlagSet("demo")
+	n := fs.Int("messages", 100000, "number of agent traces to produce")
+	path := fs.String("duckdb", "./tracelake-demo.duckdb", "DuckDB file to write (replaced if it exists)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	const topic, partitions = "llm-traces", 4
+
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	if err != nil {
+		return fmt.Errorf("start embedded Kafka: %w", err)
+	}
+	defer cluster.Close()
+	fmt.Printf("embedded Kafka on %v, topic %s with %d partitions\n", cluster.ListenAddrs(), topic, partitions)
+
+	// The demo database belongs to this embedded cluster, whose offsets start
+	// at 0 each time: an old ledger would make tracelake skip them.
+	for _, p := range []string{*path, *path + ".wal"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove old demo database: %w", err)
+		}
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = tracegen.Produce(ctx, cl, topic, *n, 1, progressFunc(*n, "producing traces"))
+	cl.Close()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("produced %d agent traces in %.1fs\n", *n, time.Since(start).Seconds())
+
+	cfg := config.Default()
+	cfg.Kafka.Brokers = cluster.ListenAddrs()
+	cfg.Kafka.Topics = []string{topic}
+	cfg.Kafka.Group = "tracelake-demo"
+	cfg.Workers = 2
+	cfg.Batch.MaxInterval = config.Duration(time.Second)
+	cfg.Load.MaxInterval = config.Duration(time.Second)
+	cfg.Load.MaxFiles = 16
+	cfg.Sink.DuckDB.Path = *path
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("BUG: demo config invalid: %w", err)
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	if err := snk.Prepare(ctx); err != nil {
+		return err
+	}
+
+	stats := &pipeline.Stats{}
+	start = time.Now()
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	idle := 500 * time.Millisecond
+	if err := pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: idle, Stats: stats, Log: quiet}); err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds() - idle.Seconds()
+	rep, err := runVerify(ctx, cfg, snk)
+	if err != nil {
+		return err
+	}
+	rows, dlq := rep.Totals()
+	fmt.Printf("\ningested %d records (%d raw rows, %d dead-letter) in %d files and %d loads, %.1fs, %.0f records/s\n",
+		stats.Consumed.Load(), rows, dlq, stats.Files.Load(), stats.Loads.Load(), secs, float64(stats.Consumed.Load())/secs)
+	fmt.Println("\nverify:")
+	rep.WriteText(os.Stdout)
+	if !rep.OK {
+		return failedCheck{}
+	}
+	for _, q := range demoQueries {
+		fmt.Printf("\n-- %s\n%s;\n", q.title, q.sql)
+		if err := printQuery(ctx, os.Stdout, snk.DB(), q.sql); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nThe data is in %s. Try:\n  tracelake sql --duckdb %s \"SELECT raw_data->>'model', count(*) FROM trace_raw GROUP BY 1\"\n", *path, *path)
+	return nil
+}

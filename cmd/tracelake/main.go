@@ -1,0 +1,117 @@
+// Command tracelake moves JSON messages from Kafka into analytical tables,
+// exactly once, and proves it. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// Exit codes: 0 ok, 1 failed check or runtime failure, 2 bad usage or config.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// usageError marks errors that exit with code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+const usage = `tracelake moves JSON from Kafka into analytical tables, exactly once.
+
+Usage:
+  tracelake run     --config F [--exit-when-idle D]   ingest until stopped (or idle)
+  tracelake verify  --config F [--json]               compare Kafka, ledger and tables
+  tracelake sql     --config F "SELECT …"             query the DuckDB sink
+  tracelake gen     --brokers B --topic T --messages N [--partitions P]
+  tracelake demo                                      embedded Kafka → DuckDB, end to end
+  tracelake version
+
+Run 'tracelake COMMAND -h' for the flags of a command.
+`
+
+func main() {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return exitUsage
+	}
+	ctx, hard := signalContexts()
+	var err error
+	switch args[0] {
+	case "run":
+		err = cmdRun(ctx, hard, args[1:])
+	case "verify":
+		err = cmdVerify(ctx, args[1:])
+	case "sql":
+		err = cmdSQL(ctx, args[1:])
+	case "gen":
+		err = cmdGen(ctx, args[1:])
+	case "demo":
+		err = cmdDemo(ctx, hard, args[1:])
+	case "version", "--version":
+		fmt.Println("tracelake", version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "tracelake: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	var ue usageError
+	var fe failedCheck
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintln(os.Stderr, "tracelake:", err)
+		return exitUsage
+	case errors.As(err, &fe):
+		return exitFailed // the report was printed already
+	default:
+		fmt.Fprintln(os.Stderr, "tracelake:", err)
+		return exitFailed
+	}
+}
+
+// failedCheck is returned by commands whose check failed after printing why.
+type failedCheck struct{}
+
+func (failedCheck) Error() string { return "check failed" }
+
+// signalContexts returns a context canceled by the first SIGINT or SIGTERM
+// (stop reading, load what is pending, commit, exit 0) and one canceled by
+// the second, which also exits at once: nothing is committed past what is
+// loaded, so an immediate exit loses nothing.
+func signalContexts() (ctx, hard context.Context) {
+	ctx, stop := context.WithCancel(context.Background())
+	hard, abort := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-ch
+		slog.Info("signal received: stopping intake, loading what is pending (signal again to exit at once)", "signal", s.String())
+		stop()
+		s = <-ch
+		slog.Warn("second signal: exiting at once; pending records will be read again on the next start", "signal", s.String())
+		abort()
+		os.Exit(exitFailed)
+	}()
+	return ctx, hard
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/pipeline"
+)
+
+func cmdRun(ctx, hard context.Context, args []string) error {
+	fs := newFlagSet("run")
+	var cf configFlags
+	cf.register(fs)
+	idle := fs.Duration("exit-when-idle", 0, "exit 0 once everything that arrived is loaded and committed and nothing new came for this long")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	if err := snk.Prepare(ctx); err != nil {
+		return fmt.Errorf("prepare tables: %w", err)
+	}
+	stats := &pipeline.Stats{}
+	start := time.Now()
+	slog.Info("tracelake running", "brokers", cfg.Kafka.Brokers, "topics", cfg.Kafka.Topics, "group", cfg.Kafka.Group,
+		"workers", cfg.Workers, "mode", cfg.Mode, "sink", cfg.Sink.Type, "table", cfg.Sink.Table)
+	err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats})
+	slog.Info("tracelake stopped", "records", stats.Consumed.Load(), "loaded", stats.Loaded.Load(), "dlq", stats.DLQ.Load(),
+		"files", stats.Files.Load(), "loads", stats.Loads.Load(), "seconds", time.Since(start).Round(time.Millisecond).Seconds())
+	return err
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+func cmdSQL(ctx context.Context, args []string) error {
+	fs := newFlagSet("sql")
+	var cf configFlags
+	cf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() != 1 {
+		return usagef("sql: want one query argument, got %d", fs.NArg())
+	}
+	cfg, err := cf.loadFor(false)
+	if err != nil {
+		return err
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	return printQuery(ctx, os.Stdout, snk.DB(), fs.Arg(0))
+}
+
+// printQuery runs q and prints the result as an aligned table.
+func printQuery(ctx context.Context, w io.Writer, db *sql.DB, q string) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		cells := make([]string, len(cols))
+		for i, v := range vals {
+			cells[i] = formatCell(v)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(%d rows)\n", n)
+	return nil
+}
+
+func formatCell(v any) string {
+	var s string
+	switch x := v.(type) {
+	case nil:
+		s = "NULL"
+	case []byte:
+		s = fmt.Sprintf("%q", x)
+	default:
+		s = fmt.Sprint(x)
+	}
+	s = strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/verify"
+)
+
+func cmdVerify(ctx context.Context, args []string) error {
+	fs := newFlagSet("verify")
+	var cf configFlags
+	cf.register(fs)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	rep, err := runVerify(ctx, cfg, snk)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(os.Stdout)
+	}
+	if !rep.OK {
+		return failedCheck{}
+	}
+	return nil
+}
+
+// runVerify asks Kafka for watermarks (going on without them if it cannot
+// answer) and checks the ledger and tables.
+func runVerify(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (*verify.Report, error) {
+	var marks map[sink.TopicPartition]kafka.Watermarks
+	if admin, err := kafka.NewAdmin(cfg.Kafka); err == nil {
+		qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		marks, err = admin.Watermarks(qctx, cfg.Kafka.Topics)
+		cancel()
+		admin.Close()
+		if err != nil {
+			slog.Warn("Kafka watermarks unavailable; checking ledger and tables only", "err", err)
+		}
+	}
+	t := snk.Tables()
+	rep, err := verify.Run(ctx, snk.DB(), verify.Tables{Main: t.Main, DLQ: t.DLQ, Ledger: t.Ledger, Raw: cfg.Mode == config.ModeRaw},
+		marks, cfg.Kafka.StartOffset == "earliest")
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	return rep, nil
+}

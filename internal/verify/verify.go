@@ -1,0 +1,207 @@
+// Package verify compares Kafka's offsets with the sink's ledger and tables:
+// per partition the watermarks, ledger ranges, rows in the main and
+// dead-letter tables, gaps, overlaps, duplicates and lag.
+package verify
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// Partition is the report of one partition.
+type Partition struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	Low           int64  `json:"kafka_low"`      // -1 when Kafka was not asked
+	High          int64  `json:"kafka_high"`     // -1 when Kafka was not asked
+	LedgerRanges  int    `json:"ledger_ranges"`  // ledger rows
+	LedgerFirst   int64  `json:"ledger_first"`   // -1 when none
+	LedgerNext    int64  `json:"ledger_next"`    // last loaded offset + 1, -1 when none
+	LedgerRecords int64  `json:"ledger_records"` // records + dlq_records of the ledger
+	Rows          int64  `json:"rows"`           // main-table rows (raw mode)
+	DLQRows       int64  `json:"dlq_rows"`       // dead-letter rows
+	Gaps          int64  `json:"gaps"`           // offsets missing between or before ledger ranges
+	Overlaps      int64  `json:"overlaps"`       // offsets covered by more than one ledger range
+	Duplicates    int64  `json:"duplicates"`     // offsets stored more than once (main ∪ dead-letter)
+	Lag           int64  `json:"lag"`            // high watermark − ledger next, -1 unknown
+	CountMismatch bool   `json:"count_mismatch"` // ledger counts differ from table rows
+}
+
+// Report is the result of a verification.
+type Report struct {
+	Partitions []Partition `json:"partitions"`
+	OK         bool        `json:"ok"`
+	Problems   []string    `json:"problems,omitempty"`
+}
+
+// Tables names what to check.
+type Tables struct {
+	Main, DLQ, Ledger string // quoted names
+	// Raw says the main table is a raw table with koffset/kpartition (in
+	// transform mode only the ledger and the dead-letter table are checked
+	// row by row).
+	Raw bool
+}
+
+// Run builds the report. marks may be nil when Kafka is unreachable;
+// fromStart says partitions should be covered from their low watermark
+// (start_offset earliest), so an uncovered head counts as a gap.
+func Run(ctx context.Context, db *sql.DB, t Tables, marks map[sink.TopicPartition]kafka.Watermarks, fromStart bool) (*Report, error) {
+	parts := map[sink.TopicPartition]*Partition{}
+	get := func(tp sink.TopicPartition) *Partition {
+		p, ok := parts[tp]
+		if !ok {
+			p = &Partition{Topic: tp.Topic, Partition: tp.Partition, Low: -1, High: -1, LedgerFirst: -1, LedgerNext: -1, Lag: -1}
+			parts[tp] = p
+		}
+		return p
+	}
+	for tp, m := range marks {
+		p := get(tp)
+		p.Low, p.High = m.Low, m.High
+	}
+
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(
+		`SELECT topic, "partition", first_offset, last_offset, records + dlq_records FROM %s ORDER BY topic, "partition", first_offset, last_offset`, t.Ledger))
+	if err != nil {
+		return nil, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
+	}
+	for rows.Next() {
+		var tp sink.TopicPartition
+		var first, last, n int64
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &first, &last, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
+		}
+		p := get(tp)
+		switch {
+		case p.LedgerNext < 0:
+			p.LedgerFirst = first
+		case first > p.LedgerNext:
+			p.Gaps += first - p.LedgerNext
+		case first < p.LedgerNext:
+			p.Overlaps += min(p.LedgerNext, last+1) - first
+		}
+		p.LedgerNext = max(p.LedgerNext, last+1)
+		p.LedgerRanges++
+		p.LedgerRecords += n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
+	}
+
+	type counts struct{ rows, distinct int64 }
+	scan := func(q string, apply func(p *Partition, c counts)) error {
+		rows, err := db.QueryContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var tp sink.TopicPartition
+			var c counts
+			if err := rows.Scan(&tp.Topic, &tp.Partition, &c.rows, &c.distinct); err != nil {
+				return err
+			}
+			apply(get(tp), c)
+		}
+		return rows.Err()
+	}
+	if err := scan(fmt.Sprintf(`SELECT topic, "partition", count(*), count(DISTINCT "offset") FROM %s GROUP BY ALL`, t.DLQ),
+		func(p *Partition, c counts) { p.DLQRows = c.rows }); err != nil {
+		return nil, fmt.Errorf("count %s: %w", t.DLQ, err)
+	}
+	if t.Raw {
+		if err := scan(fmt.Sprintf(`SELECT record_metadata->>'topic', kpartition, count(*), count(DISTINCT koffset) FROM %s GROUP BY ALL`, t.Main),
+			func(p *Partition, c counts) { p.Rows = c.rows }); err != nil {
+			return nil, fmt.Errorf("count %s: %w", t.Main, err)
+		}
+		// An offset stored twice, in either table or in both.
+		q := fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT o) FROM (
+			SELECT record_metadata->>'topic' AS topic, kpartition AS p, koffset AS o FROM %s
+			UNION ALL SELECT topic, "partition", "offset" FROM %s) GROUP BY ALL`, t.Main, t.DLQ)
+		if err := scan(q, func(p *Partition, c counts) { p.Duplicates = c.rows - c.distinct }); err != nil {
+			return nil, fmt.Errorf("find duplicates: %w", err)
+		}
+	}
+
+	rep := &Report{OK: true}
+	for _, p := range parts {
+		if fromStart && p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low {
+			p.Gaps += p.LedgerFirst - p.Low // never loaded from the start
+		}
+		if p.High >= 0 {
+			p.Lag = p.High - max(p.LedgerNext, 0)
+			if p.LedgerNext < 0 && !fromStart {
+				p.Lag = -1
+			}
+		}
+		if t.Raw {
+			p.CountMismatch = p.Rows+p.DLQRows != p.LedgerRecords
+		} else {
+			p.Rows = p.LedgerRecords - p.DLQRows
+		}
+		rep.Partitions = append(rep.Partitions, *p)
+		name := fmt.Sprintf("%s/%d", p.Topic, p.Partition)
+		if p.Gaps > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets missing (gap)", name, p.Gaps))
+		}
+		if p.Overlaps > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets in overlapping ledger ranges", name, p.Overlaps))
+		}
+		if p.Duplicates > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets stored more than once", name, p.Duplicates))
+		}
+		if p.CountMismatch {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: ledger counts %d records, tables hold %d", name, p.LedgerRecords, p.Rows+p.DLQRows))
+		}
+	}
+	slices.SortFunc(rep.Partitions, func(a, b Partition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	slices.Sort(rep.Problems)
+	rep.OK = len(rep.Problems) == 0
+	return rep, nil
+}
+
+// Totals sums rows over partitions.
+func (r *Report) Totals() (rows, dlq int64) {
+	for _, p := range r.Partitions {
+		rows += p.Rows
+		dlq += p.DLQRows
+	}
+	return rows, dlq
+}
+
+// WriteText prints the report as a table followed by the problems.
+func (r *Report) WriteText(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "topic\tpartition\tkafka low\tkafka high\tledger ranges\tledger next\trows\tdlq\tgaps\toverlaps\tduplicates\tlag\t")
+	num := func(n int64) string {
+		if n < 0 {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	}
+	for _, p := range r.Partitions {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n", p.Topic, p.Partition, num(p.Low), num(p.High),
+			p.LedgerRanges, num(p.LedgerNext), p.Rows, p.DLQRows, p.Gaps, p.Overlaps, p.Duplicates, num(p.Lag))
+	}
+	tw.Flush()
+	rows, dlq := r.Totals()
+	if r.OK {
+		fmt.Fprintf(w, "OK: %d partitions, %d rows, %d dead-letter rows, no gaps, no duplicates\n", len(r.Partitions), rows, dlq)
+		return
+	}
+	fmt.Fprintf(w, "FAILED: %s\n", strings.Join(r.Problems, "; "))
+}
