@@ -38,7 +38,9 @@ func Check(value []byte) string {
 	if !gojson.Valid(value) {
 		return "invalid JSON"
 	}
-	if depth(value) > MaxDepth {
+	// Counting brackets is far cheaper than tracking depth; only values
+	// with enough of them can be too deep.
+	if bytes.Count(value, []byte{'{'})+bytes.Count(value, []byte{'['}) > MaxDepth && depth(value) > MaxDepth {
 		return "JSON nested deeper than " + strconv.Itoa(MaxDepth) + " levels"
 	}
 	return ""

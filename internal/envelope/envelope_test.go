@@ -1,0 +1,175 @@
+package envelope
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestCheck(t *testing.T) {
+	f := func(name string, value []byte, wantOK bool) {
+		t.Helper()
+		reason := Check(value)
+		if (reason == "") != wantOK {
+			t.Errorf("%s: Check = %q, want ok=%v", name, reason, wantOK)
+		}
+	}
+	f("empty (tombstone)", nil, true)
+	f("object", []byte(`{"a":1}`), true)
+	f("big numbers", []byte(`{"i":1234567890123456789012345678901234567890,"d":0.123456789012345678901234567890}`), true)
+	f("pretty", []byte("{\n  \"a\": [1,\n 2]\n}\n"), true)
+	f("top-level array", []byte(`[1,2,3]`), true)
+	f("top-level string", []byte(`"hi"`), true)
+	f("top-level number", []byte(`42`), true)
+	f("duplicate keys", []byte(`{"a":1,"a":2}`), true)
+	f("unicode and escapes", []byte(`{"s":"日本 \u00e9 \"q\" \\ \n","e":"😀"}`), true)
+	f("invalid json", []byte(`{"a":`), false)
+	f("trailing garbage", []byte(`{"a":1} x`), false)
+	f("NaN", []byte(`{"a":NaN}`), false)
+	f("single quotes", []byte(`{'a':1}`), false)
+	f("invalid utf8", []byte("{\"a\":\"\xff\xfe\"}"), false)
+	f("plain text", []byte("hello"), false)
+	f("deep nesting within limit", []byte(strings.Repeat("[", 500)+strings.Repeat("]", 500)), true)
+	f("deep nesting over limit", []byte(strings.Repeat("[", MaxDepth+1)+strings.Repeat("]", MaxDepth+1)), false)
+	f("brackets inside strings do not count", []byte(`{"s":"`+strings.Repeat("[", 5000)+`"}`), true)
+}
+
+func TestCheckReasonNamesTheProblem(t *testing.T) {
+	if r := Check([]byte("{\"a\":\"x\xff\"}")); !strings.Contains(r, "UTF-8 at byte 7") {
+		t.Errorf("reason %q does not give the byte of the bad UTF-8", r)
+	}
+	if r := Check([]byte(`{"a":`)); !strings.Contains(r, "invalid JSON") {
+		t.Errorf("reason %q does not say invalid JSON", r)
+	}
+}
+
+func record(value []byte) *kgo.Record {
+	return &kgo.Record{
+		Topic: "llm-traces", Partition: 3, Offset: 1234567,
+		Key:       []byte("trace-1"),
+		Value:     value,
+		Timestamp: time.Date(2026, 8, 10, 10, 0, 0, 123e6, time.UTC),
+		Headers:   []kgo.RecordHeader{{Key: "h1", Value: []byte("v1")}, {Key: "bin", Value: []byte{0xff, 0}}},
+	}
+}
+
+func TestAppendRawRowRoundTrip(t *testing.T) {
+	values := [][]byte{
+		[]byte(`{"i":1234567890123456789012345678901234567890,"d":0.123456789012345678901234567890}`),
+		[]byte("{\n  \"pretty\": true,\n\t\"tab\": \"\\t\"\n}"),
+		[]byte(`"top-level string with \"quotes\" and 日本"`),
+		[]byte(`{"ctl":"` + "\\u0001" + `"}`),
+		nil,
+	}
+	var id [16]byte
+	NewUUIDs().Next(&id)
+	for _, v := range values {
+		line := AppendRawRow(nil, record(v), &id)
+		if !bytes.HasSuffix(line, []byte("\n")) || bytes.Count(line, []byte("\n")) != 1 {
+			t.Fatalf("row is not one NDJSON line: %q", line)
+		}
+		var row struct {
+			UUID     string          `json:"uuid"`
+			Offset   int64           `json:"koffset"`
+			Part     int32           `json:"kpartition"`
+			RawData  *string         `json:"raw_data"`
+			Metadata json.RawMessage `json:"record_metadata"`
+		}
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatalf("row %q is not JSON: %v", line, err)
+		}
+		if v == nil {
+			if row.RawData != nil {
+				t.Errorf("tombstone: raw_data = %q, want null", *row.RawData)
+			}
+		} else if row.RawData == nil || *row.RawData != string(v) {
+			t.Errorf("raw_data changed:\n got %v\nwant %q", row.RawData, v)
+		}
+		if row.Offset != 1234567 || row.Part != 3 || len(row.UUID) != 36 || row.UUID[14] != '4' {
+			t.Errorf("coordinates or uuid wrong: %+v", row)
+		}
+		var md struct {
+			Topic      string  `json:"topic"`
+			Partition  int32   `json:"partition"`
+			Offset     int64   `json:"offset"`
+			Key        *string `json:"key"`
+			CreateTime string  `json:"create_time"`
+			Headers    []struct {
+				Key, Value, ValueEncoding string `json:"value_encoding,omitempty"`
+			} `json:"headers"`
+		}
+		if err := json.Unmarshal(row.Metadata, &md); err != nil {
+			t.Fatal(err)
+		}
+		if md.Topic != "llm-traces" || md.Partition != 3 || md.Offset != 1234567 || *md.Key != "trace-1" ||
+			md.CreateTime != "2026-08-10T10:00:00.123Z" || len(md.Headers) != 2 {
+			t.Errorf("metadata wrong: %s", row.Metadata)
+		}
+	}
+}
+
+func TestMetadataBinaryKeyAndHeader(t *testing.T) {
+	r := record([]byte(`{}`))
+	r.Key = []byte{0xde, 0xad, 0xbe, 0xef}
+	md := AppendMetadata(nil, r)
+	var m map[string]any
+	if err := json.Unmarshal(md, &m); err != nil {
+		t.Fatalf("%s: %v", md, err)
+	}
+	if m["key"] != base64.StdEncoding.EncodeToString(r.Key) || m["key_encoding"] != "base64" {
+		t.Errorf("binary key not base64 with key_encoding: %s", md)
+	}
+	h := m["headers"].([]any)[1].(map[string]any)
+	if h["value"] != base64.StdEncoding.EncodeToString([]byte{0xff, 0}) || h["value_encoding"] != "base64" {
+		t.Errorf("binary header not base64: %s", md)
+	}
+	r.Key = nil
+	if md := AppendMetadata(nil, r); !bytes.Contains(md, []byte(`"key":null`)) {
+		t.Errorf("nil key not null: %s", md)
+	}
+}
+
+func TestAppendDLQRowKeepsOriginalBytes(t *testing.T) {
+	bad := []byte("not json \xff\x00 at all")
+	line := AppendDLQRow(nil, record(bad), "invalid JSON", StageDecode)
+	var row struct {
+		Topic  string `json:"topic"`
+		Offset int64  `json:"offset"`
+		Value  string `json:"value"`
+		Error  string `json:"error"`
+		Stage  string `json:"stage"`
+	}
+	if err := json.Unmarshal(line, &row); err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	got, _ := base64.StdEncoding.DecodeString(row.Value)
+	if !bytes.Equal(got, bad) || row.Error != "invalid JSON" || row.Stage != "decode" || row.Offset != 1234567 {
+		t.Errorf("DLQ row wrong: %s", line)
+	}
+}
+
+func TestCheckObject(t *testing.T) {
+	for v, want := range map[string]bool{`{"a":1}`: true, " \n{}": true, `[1]`: false, `"s"`: false, ``: false} {
+		if got := CheckObject([]byte(v)) == ""; got != want {
+			t.Errorf("CheckObject(%q) ok = %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestUUIDsUnique(t *testing.T) {
+	g := NewUUIDs()
+	seen := map[[16]byte]bool{}
+	var id [16]byte
+	for range 100000 {
+		g.Next(&id)
+		if seen[id] {
+			t.Fatal("duplicate uuid")
+		}
+		seen[id] = true
+	}
+}

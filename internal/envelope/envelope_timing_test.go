@@ -1,0 +1,39 @@
+package envelope_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// BenchmarkEncodeRaw measures Check + AppendRawRow per core on ~1 KB agent
+// traces, the whole per-record work of the ingest path.
+func BenchmarkEncodeRaw(b *testing.B) {
+	g := tracegen.New(1)
+	recs := make([]*kgo.Record, 1024)
+	var total int
+	for i := range recs {
+		v := g.Append(nil)
+		recs[i] = &kgo.Record{Topic: "llm-traces", Partition: 1, Offset: int64(i), Key: g.Key(), Value: v, Timestamp: time.Now()}
+		total += len(v)
+	}
+	ids := envelope.NewUUIDs()
+	var id [16]byte
+	buf := make([]byte, 0, 4<<20)
+	b.SetBytes(int64(total / len(recs)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := recs[i%len(recs)]
+		if envelope.Check(r.Value) != "" {
+			b.Fatal("invalid trace")
+		}
+		ids.Next(&id)
+		buf = envelope.AppendRawRow(buf[:0], r, &id)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
