@@ -100,7 +100,8 @@ func TestAppendRawRowRoundTrip(t *testing.T) {
 			Key        *string `json:"key"`
 			CreateTime string  `json:"create_time"`
 			Headers    []struct {
-				Key, Value, ValueEncoding string `json:"value_encoding,omitempty"`
+				Key   string `json:"key"`
+				Value string `json:"value"`
 			} `json:"headers"`
 		}
 		if err := json.Unmarshal(row.Metadata, &md); err != nil {

@@ -25,6 +25,7 @@ func ClientOptions(k config.Kafka) []kgo.Opt {
 		kgo.SeedBrokers(k.Brokers...),
 		kgo.ClientID(k.ClientID),
 		kgo.MetadataMaxAge(k.MetadataRefresh.D()),
+		kgo.MetadataMinAge(min(k.MetadataRefresh.D(), 5*time.Second)),
 		kgo.RetryTimeout(30 * time.Second),
 	}
 }

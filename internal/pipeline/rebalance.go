@@ -44,6 +44,10 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 				}
 				ps[p] = kgo.NewOffset().At(next).WithEpoch(-1)
 				start = next
+				// Bring the group's committed offset up to the ledger so
+				// lag tools (and exit-when-idle) see the truth. Committed
+				// by the loader, outside this callback.
+				w.seeded[tp] = next
 			}
 			w.b.forget(tp)
 			w.b.setNext(tp, start)

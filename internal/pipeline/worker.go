@@ -43,9 +43,10 @@ type Worker struct {
 	log *slog.Logger
 	cl  *kgo.Client
 
-	mu      sync.Mutex // guards b and owned
+	mu      sync.Mutex // guards b, owned, seeded and closing
 	b       *batcher
 	owned   map[sink.TopicPartition]bool
+	seeded  map[sink.TopicPartition]int64 // ledger positions to commit
 	closing bool
 
 	batches chan item // poll loop → stager
@@ -82,6 +83,7 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 		log:     opt.Log.With("worker", id),
 		b:       newBatcher(opt.Transform, opt.MaxRecords, opt.MaxBytes, opt.MaxInterval),
 		owned:   map[sink.TopicPartition]bool{},
+		seeded:  map[sink.TopicPartition]int64{},
 		batches: make(chan item, 2),
 		files:   make(chan item, max(4, opt.LoadMaxFiles)),
 	}
@@ -263,8 +265,12 @@ func (w *Worker) loadLoop() error {
 			w.opt.Sink.Discard(pending)
 		} else {
 			w.opt.Stats.addLoad(loaded)
-			for _, r := range loaded.Ranges {
-				dirty[r.TopicPartition] = max(dirty[r.TopicPartition], r.Last+1)
+			// Every offset of the files is now in the ledger, inserted by
+			// this load or (when the sink skipped it) by an earlier one.
+			for _, f := range pending {
+				for _, r := range f.Ranges {
+					dirty[r.TopicPartition] = max(dirty[r.TopicPartition], r.Last+1)
+				}
 			}
 			w.commit(dirty)
 		}
@@ -294,6 +300,12 @@ func (w *Worker) loadLoop() error {
 		case <-timer:
 			load()
 		case <-commitRetry.C:
+			w.mu.Lock()
+			for tp, next := range w.seeded {
+				dirty[tp] = max(dirty[tp], next)
+			}
+			clear(w.seeded)
+			w.mu.Unlock()
 			if len(dirty) > 0 {
 				w.commit(dirty)
 			}

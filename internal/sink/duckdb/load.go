@@ -102,7 +102,7 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64) loadPla
 				p.exact = false
 				if !fenced[r.TopicPartition] {
 					fenced[r.TopicPartition] = true
-					rawConds = append(rawConds, fmt.Sprintf("(kpartition = %d AND record_metadata->>'topic' = %s AND koffset <= %d)",
+					rawConds = append(rawConds, fmt.Sprintf("(kpartition = %d AND (record_metadata->>'topic') = %s AND koffset <= %d)",
 						r.Partition, quoteString(r.Topic), last))
 					dlqConds = append(dlqConds, fmt.Sprintf(`("partition" = %d AND topic = %s AND "offset" <= %d)`,
 						r.Partition, quoteString(r.Topic), last))
@@ -235,7 +235,7 @@ func (s *Sink) countLoaded(ctx context.Context, tx *sql.Tx, p loadPlan) ([]sink.
 	for _, r := range p.ranges {
 		var raw, dlq int64
 		if len(p.rowFiles) > 0 && !s.opt.Transform {
-			q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND record_metadata->>'topic' = $2 AND koffset BETWEEN $3 AND $4`, s.tables.main)
+			q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND (record_metadata->>'topic') = $2 AND koffset BETWEEN $3 AND $4`, s.tables.main)
 			if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&raw); err != nil {
 				return nil, fmt.Errorf("count loaded rows: %w", err)
 			}
