@@ -40,6 +40,13 @@ type Kafka struct {
 	// MetadataRefresh bounds how long a partition added to a topic while
 	// tracelake runs waits before it is consumed. Default 30s.
 	MetadataRefresh Duration `yaml:"metadata_refresh"`
+	// SessionTimeout is how long the group waits for a silent member (a
+	// killed process) before moving its partitions. Default 45s.
+	SessionTimeout Duration `yaml:"session_timeout"`
+	// RebalanceTimeout is how long a rebalance waits for members to rejoin;
+	// it also bounds the load a revoke runs before partitions move.
+	// Default 60s.
+	RebalanceTimeout Duration `yaml:"rebalance_timeout"`
 	// ClientID is sent to the brokers; default tracelake.
 	ClientID string `yaml:"client_id"`
 	// FetchMaxBytes caps one fetch response. Default 50MiB.
@@ -143,12 +150,14 @@ func Default() *Config {
 	}
 	return &Config{
 		Kafka: Kafka{
-			Brokers:         []string{"127.0.0.1:9092"},
-			Group:           "tracelake",
-			StartOffset:     "earliest",
-			MetadataRefresh: Duration(30 * time.Second),
-			ClientID:        "tracelake",
-			FetchMaxBytes:   50 << 20,
+			Brokers:          []string{"127.0.0.1:9092"},
+			Group:            "tracelake",
+			StartOffset:      "earliest",
+			MetadataRefresh:  Duration(30 * time.Second),
+			SessionTimeout:   Duration(45 * time.Second),
+			RebalanceTimeout: Duration(60 * time.Second),
+			ClientID:         "tracelake",
+			FetchMaxBytes:    50 << 20,
 		},
 		Workers: workers,
 		Mode:    ModeRaw,

@@ -36,6 +36,10 @@ func (c *Config) Validate() error {
 		"kafka.start_offset", "want earliest or latest, got %q", c.Kafka.StartOffset)
 	check(c.Kafka.MetadataRefresh.D() >= time.Second && c.Kafka.MetadataRefresh.D() <= time.Hour,
 		"kafka.metadata_refresh", "want 1s to 1h, got %s", c.Kafka.MetadataRefresh)
+	check(c.Kafka.SessionTimeout.D() >= time.Second && c.Kafka.SessionTimeout.D() <= 30*time.Minute,
+		"kafka.session_timeout", "want 1s to 30m, got %s", c.Kafka.SessionTimeout)
+	check(c.Kafka.RebalanceTimeout.D() >= time.Second && c.Kafka.RebalanceTimeout.D() <= 30*time.Minute,
+		"kafka.rebalance_timeout", "want 1s to 30m, got %s", c.Kafka.RebalanceTimeout)
 	check(c.Kafka.FetchMaxBytes >= 1<<20 && c.Kafka.FetchMaxBytes <= 1<<30,
 		"kafka.fetch_max_bytes", "want 1MiB to 1GiB, got %s", c.Kafka.FetchMaxBytes)
 	check(c.Kafka.SASL.Mechanism == "", "kafka.sasl.mechanism",

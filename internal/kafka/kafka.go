@@ -44,6 +44,8 @@ func ConsumerOptions(k config.Kafka, start time.Time) []kgo.Opt {
 	}
 	return append(ClientOptions(k),
 		kgo.ConsumerGroup(k.Group),
+		kgo.SessionTimeout(k.SessionTimeout.D()),
+		kgo.RebalanceTimeout(k.RebalanceTimeout.D()),
 		kgo.ConsumeTopics(k.Topics...),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
