@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -42,9 +43,9 @@ func (f *configFlags) load() (*config.Config, error) { return f.loadFor(true) }
 // loadFor is load; commands that only read the sink (sql) pass needKafka
 // false so a config without topics is accepted.
 func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
-	cfg, err := config.FromFile(f.path)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
+	cfg, loadErr := config.FromFile(f.path)
+	if cfg == nil {
+		return nil, usageError{loadErr}
 	}
 	if f.brokers != "" {
 		cfg.Kafka.Brokers = splitComma(f.brokers)
@@ -70,7 +71,7 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 	if !needKafka && len(cfg.Kafka.Topics) == 0 {
 		cfg.Kafka.Topics = []string{"(none)"}
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(loadErr, cfg.Validate()); err != nil {
 		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
 	}
 	for _, w := range cfg.Warnings() {

@@ -21,8 +21,9 @@ const EnvPrefix = "TRACELAKE_"
 // FromFile reads the file at path over Default (YAML, or the reference tool's JSON
 // file when the content is a JSON object with its keys), then applies
 // TRACELAKE_* environment overrides. An empty path loads defaults and the
-// environment only. Every problem found is returned, joined, one per key; the
-// caller still has to call Validate.
+// environment only. Every problem found is returned, joined, one per key,
+// with the config as far as it could be read (nil only when the file could
+// not be read), so the caller can add Validate's findings to the report.
 func FromFile(path string) (*Config, error) {
 	cfg := Default()
 	if path != "" {
@@ -31,13 +32,10 @@ func FromFile(path string) (*Config, error) {
 			return nil, fmt.Errorf("read config: %w", err)
 		}
 		if err := decodeFile(cfg, path, data); err != nil {
-			return nil, err
+			return cfg, err
 		}
 	}
-	if err := applyEnv(cfg, os.LookupEnv); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return cfg, applyEnv(cfg, os.LookupEnv)
 }
 
 func decodeFile(cfg *Config, path string, data []byte) error {

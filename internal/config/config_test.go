@@ -1,0 +1,103 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGoodFile(t *testing.T) {
+	cfg, err := FromFile("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Workers != 4 || cfg.Batch.MaxBytes != 16<<20 || cfg.Batch.MaxInterval.D() != 10*time.Second ||
+		cfg.Load.Compression != "zstd" || len(cfg.Kafka.Brokers) != 2 || cfg.Retry.MaxDelay.D() != 30*time.Minute {
+		t.Errorf("decoded wrong: %+v", cfg)
+	}
+	if len(cfg.Warnings()) != 1 {
+		t.Errorf("metrics.listen should warn that it is not served: %v", cfg.Warnings())
+	}
+}
+
+// Each bad key is reported by its path with what is accepted.
+func TestBadKeysNamed(t *testing.T) {
+	f := func(file string, want ...string) {
+		t.Helper()
+		cfg, err := FromFile(file)
+		err = errors.Join(err, cfg.Validate())
+		if err == nil {
+			t.Fatalf("%s: no error", file)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error does not contain %q:\n%v", file, w, err)
+			}
+		}
+	}
+	f("testdata/typo_key.yaml", "batch.max_recrods: unknown key (accepted: max_bytes, max_interval, max_records)")
+	f("testdata/bad_values.yaml",
+		`kafka.start_offset: want earliest or latest, got "middle"`,
+		"workers: want 1 to 256, got 0",
+		`mode: want raw or transform, got "fancy"`,
+		"batch.max_bytes: want 1KiB to 4GiB, got 12B",
+		`load.compression: want none or zstd, got "lz5"`,
+		`sink.type: want duckdb, databend or iceberg, got "postgres"`)
+	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
+}
+
+func TestBadDurationNamesKey(t *testing.T) {
+	_, err := FromFile("testdata/bad_values.yaml")
+	if err == nil || !strings.Contains(err.Error(), "batch.max_interval: want a duration") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestReferenceConfigLoads(t *testing.T) {
+	cfg, err := FromFile("testdata/reference.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Kafka.Brokers, ",") != "localhost:9092,localhost:9093" || cfg.Kafka.Topics[0] != "ingest_test" ||
+		cfg.Kafka.Group != "test" || cfg.Batch.MaxRecords != 5000 || cfg.Batch.MaxInterval.D() != 7*time.Second ||
+		cfg.Workers != 3 || cfg.Load.MaxFiles != 64 || cfg.Load.MaxInterval.D() != 9*time.Second ||
+		cfg.Retry.MaxDelay.D() != 10*time.Minute || cfg.Sink.Table != "default.kfk_test" || cfg.Sink.Type != SinkDatabend {
+		t.Errorf("mapped wrong: %+v", cfg)
+	}
+	// The Databend sink is not built: said clearly, naming the reference key.
+	err = cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "sink.type: the databend sink is not built yet (set by the reference key databendDSN)") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	env := map[string]string{
+		"TRACELAKE_KAFKA_BROKERS":     "a:1, b:2",
+		"TRACELAKE_WORKERS":           "7",
+		"TRACELAKE_BATCH_MAX_BYTES":   "32MiB",
+		"TRACELAKE_LOAD_MAX_INTERVAL": "2s",
+		"TRACELAKE_SINK_TABLE":        "t2",
+	}
+	cfg := Default()
+	if err := applyEnv(cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Kafka.Brokers, ",") != "a:1,b:2" || cfg.Workers != 7 || cfg.Batch.MaxBytes != 32<<20 ||
+		cfg.Load.MaxInterval.D() != 2*time.Second || cfg.Sink.Table != "t2" {
+		t.Errorf("env not applied: %+v", cfg)
+	}
+	err := applyEnv(Default(), func(k string) (string, bool) {
+		if k == "TRACELAKE_WORKERS" {
+			return "many", true
+		}
+		return "", false
+	})
+	if err == nil || !strings.Contains(err.Error(), "workers (from TRACELAKE_WORKERS)") {
+		t.Errorf("bad env value not named: %v", err)
+	}
+}
