@@ -1,0 +1,137 @@
+package duckdb
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+func open(t *testing.T, dir string) *Sink {
+	t.Helper()
+	s, err := Open(Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// batch encodes offsets [first, last] of partition 0 as raw rows.
+func batch(first, last int64) *sink.Batch {
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: first, Last: last}}}
+	ids := envelope.NewUUIDs()
+	var id [16]byte
+	for o := first; o <= last; o++ {
+		ids.Next(&id)
+		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o, Value: []byte(`{"o":1}`), Timestamp: time.Now()}, &id)
+		b.Ranges[0].Records++
+	}
+	return b
+}
+
+func count(t *testing.T, s *Sink, q string) int64 {
+	t.Helper()
+	var n int64
+	if err := s.DB().QueryRow(q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A load repeated with the same or overlapping offsets (a lost reply, a
+// former owner of the partition) inserts only rows past the ledger.
+func TestLoadFencedByLedger(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load := func(first, last int64) sink.Loaded {
+		t.Helper()
+		f, err := s.Stage(ctx, batch(first, last))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Load(ctx, []sink.File{f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	load(0, 99)
+	if l := load(0, 99); len(l.Ranges) != 0 {
+		t.Errorf("repeated load wrote ranges %+v", l.Ranges)
+	}
+	l := load(50, 149) // overlaps: only 100..149 are new
+	if len(l.Ranges) != 1 || l.Ranges[0].First != 100 || l.Ranges[0].Last != 149 || l.Ranges[0].Records != 50 {
+		t.Errorf("overlapping load ranges = %+v, want 100..149 with 50 records", l.Ranges)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw`); n != 150 {
+		t.Errorf("rows = %d, want 150", n)
+	}
+	if n := count(t, s, `SELECT count(DISTINCT koffset) FROM trace_raw`); n != 150 {
+		t.Errorf("distinct offsets = %d, want 150", n)
+	}
+	pos, err := s.Positions(ctx, []sink.TopicPartition{{Topic: "t", Partition: 0}})
+	if err != nil || pos[sink.TopicPartition{Topic: "t", Partition: 0}] != 150 {
+		t.Errorf("positions = %v, %v; want next 150", pos, err)
+	}
+}
+
+// An existing table with another schema is reported column by column.
+func TestSchemaMismatchNamed(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	if _, err := s.DB().Exec(`CREATE TABLE trace_raw (uuid VARCHAR, koffset INTEGER, raw_data VARCHAR, record_metadata JSON, add_time TIMESTAMP, extra INT)`); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Prepare(ctx)
+	if err == nil {
+		t.Fatal("no error for a mismatched table")
+	}
+	for _, want := range []string{
+		"column koffset is INTEGER, want BIGINT",
+		"column kpartition is missing (want INTEGER)",
+		"column raw_data is VARCHAR, want JSON",
+		"column extra (INTEGER) is not expected",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+// Staged files are zstd-compressed when asked and load the same rows.
+func TestZstdStaging(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(Options{Path: filepath.Join(dir, "z.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw", Zstd: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := batch(0, 999)
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(f.RowsPath, ".ndjson.zst") || f.Bytes >= int64(len(b.Rows)) {
+		t.Errorf("staged %s with %d bytes from %d", f.RowsPath, f.Bytes, len(b.Rows))
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw`); n != 1000 {
+		t.Errorf("rows = %d", n)
+	}
+}
