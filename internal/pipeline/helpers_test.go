@@ -86,9 +86,9 @@ func openSink(t *testing.T, cfg *config.Config) *duckdb.Sink {
 	return s
 }
 
-func testLog(t *testing.T) *slog.Logger {
+func testLog(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(discard{}, nil))
 }

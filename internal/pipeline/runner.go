@@ -120,7 +120,15 @@ func waitIdle(ctx context.Context, cfg *config.Config, workers []*Worker, idle t
 				last = t
 			}
 		}
-		if busy || time.Since(last) < idle {
+		if time.Since(last) < idle {
+			continue
+		}
+		if busy {
+			// Nothing new came for the idle period: close open batches now
+			// rather than waiting out batch.max_interval.
+			for _, w := range workers {
+				w.flushNow.Store(true)
+			}
 			continue
 		}
 		if caughtUp(ctx, admin, cfg) {

@@ -59,6 +59,7 @@ type Worker struct {
 	lastRecord atomic.Int64 // unix nanos of the last record read
 	inflight   atomic.Int64 // records read and not yet loaded (or dropped)
 	joined     atomic.Bool
+	flushNow   atomic.Bool // close the open batch at the next poll wake-up
 }
 
 // item travels down the pipeline: a batch, a staged file, or a flush marker
@@ -134,10 +135,11 @@ func (w *Worker) Run(ctx, hard context.Context) error {
 
 func (w *Worker) pollLoop(ctx context.Context) {
 	for ctx.Err() == nil {
-		wait := time.Second
+		// Wake at least every 250ms to notice flush requests.
+		wait := 250 * time.Millisecond
 		w.mu.Lock()
 		if due := w.b.due(); !due.IsZero() {
-			wait = max(time.Until(due), time.Millisecond)
+			wait = min(wait, max(time.Until(due), time.Millisecond))
 		}
 		w.mu.Unlock()
 
@@ -163,6 +165,11 @@ func (w *Worker) pollLoop(ctx context.Context) {
 				closed = append(closed, b)
 			}
 		})
+		if w.flushNow.Swap(false) {
+			if b := w.b.close(); b != nil {
+				closed = append(closed, b)
+			}
+		}
 		if b := w.b.closeIfDue(now); b != nil {
 			closed = append(closed, b)
 		}
@@ -250,6 +257,7 @@ func (w *Worker) loadLoop() error {
 			return
 		}
 		var loaded sink.Loaded
+		began := time.Now()
 		err := w.retry("load", func() error {
 			var err error
 			loaded, err = w.opt.Sink.Load(w.hard, pending)
@@ -265,6 +273,7 @@ func (w *Worker) loadLoop() error {
 			w.opt.Sink.Discard(pending)
 		} else {
 			w.opt.Stats.addLoad(loaded)
+			w.log.Debug("loaded", "files", len(pending), "records", n, "took", time.Since(began))
 			// Every offset of the files is now in the ledger, inserted by
 			// this load or (when the sink skipped it) by an earlier one.
 			for _, f := range pending {

@@ -1,0 +1,123 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+const benchRecords = 200_000
+
+var (
+	benchOnce    sync.Once
+	benchCluster *kfake.Cluster
+	benchBytes   int64
+)
+
+// benchSetup fills one kfake cluster (4 partitions) with ~1 KB traces, shared
+// by the benchmarks so their rates compare in one run.
+func benchSetup(b *testing.B) *kfake.Cluster {
+	benchOnce.Do(func() {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topic))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(5*time.Millisecond))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		if err := tracegen.Produce(context.Background(), cl, topic, benchRecords, 1, nil); err != nil {
+			b.Fatal(err)
+		}
+		g := tracegen.New(1)
+		for range benchRecords {
+			benchBytes += int64(len(g.Append(nil)))
+		}
+		benchCluster = c
+	})
+	return benchCluster
+}
+
+func report(b *testing.B, start time.Time, iters int) {
+	secs := time.Since(start).Seconds()
+	b.ReportMetric(float64(iters*benchRecords)/secs, "records/s")
+	b.ReportMetric(float64(int64(iters)*benchBytes)/secs/1e6, "MB/s")
+}
+
+// BenchmarkBareConsume is the yardstick: a franz-go group consumer reading
+// every record and doing nothing with it.
+func BenchmarkBareConsume(b *testing.B) {
+	c := benchSetup(b)
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
+			kgo.ConsumerGroup(fmt.Sprintf("bare-%d", i)), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for n < benchRecords {
+			fs := cl.PollRecords(context.Background(), 10000)
+			n += fs.NumRecords()
+		}
+		cl.Close()
+	}
+	report(b, start, b.N)
+}
+
+// BenchmarkPipelineDuckDB is the whole path: kfake → 2 workers → NDJSON
+// staging → DuckDB loads with ledger → offset commits, until idle. The
+// idle wait (exit-when-idle) is subtracted.
+func BenchmarkPipelineDuckDB(b *testing.B) {
+	for _, compression := range []string{"none", "zstd"} {
+		b.Run(compression, func(b *testing.B) {
+			c := benchSetup(b)
+			var busy time.Duration
+			for i := 0; i < b.N; i++ {
+				cfg := config.Default()
+				cfg.Kafka.Brokers = c.ListenAddrs()
+				cfg.Kafka.Topics = []string{topic}
+				cfg.Kafka.Group = fmt.Sprintf("bench-%s-%d", compression, i)
+				cfg.Workers = 2
+				cfg.Load.Compression = compression
+				cfg.Load.MaxInterval = config.Duration(time.Second)
+				cfg.Sink.DuckDB.Path = filepath.Join(b.TempDir(), "bench.duckdb")
+				s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table,
+					Zstd: compression == "zstd", Log: testLog(nil)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Prepare(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				idle := 200 * time.Millisecond
+				stats := &pipeline.Stats{}
+				start := time.Now()
+				if err := pipeline.Run(context.Background(), context.Background(), cfg, s,
+					pipeline.RunOptions{ExitWhenIdle: idle, Stats: stats, Log: testLog(nil)}); err != nil {
+					b.Fatal(err)
+				}
+				busy += time.Since(start) - idle
+				if stats.Loaded.Load() != benchRecords {
+					b.Fatalf("loaded %d, want %d", stats.Loaded.Load(), benchRecords)
+				}
+				s.Close()
+			}
+			secs := busy.Seconds()
+			b.ReportMetric(float64(b.N*benchRecords)/secs, "records/s")
+			b.ReportMetric(float64(int64(b.N)*benchBytes)/secs/1e6, "MB/s")
+		})
+	}
+}
