@@ -36,12 +36,10 @@ func (f *configFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "", "mode: raw or transform")
 }
 
-// load reads the file and the environment, applies the flags and validates.
-// Any problem is a usage error (exit 2) listing every bad key.
-func (f *configFlags) load() (*config.Config, error) { return f.loadFor(true) }
-
-// loadFor is load; commands that only read the sink (sql) pass needKafka
-// false so a config without topics is accepted.
+// loadFor reads the file and the environment, applies the flags and
+// validates. Any problem is a usage error (exit 2) listing every bad key.
+// With needKafka false (commands that only read the sink) a config without
+// topics is accepted.
 func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 	cfg, loadErr := config.FromFile(f.path)
 	if cfg == nil {
@@ -96,6 +94,24 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
+}
+
+// open parses args (after the command registered its own flags on fs), loads
+// and validates the config and opens the DuckDB sink, which the caller
+// closes. Commands that only read the sink pass needKafka false.
+func (f *configFlags) open(fs *flag.FlagSet, args []string, needKafka bool) (*config.Config, *duckdb.Sink, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, usageError{err}
+	}
+	cfg, err := f.loadFor(needKafka)
+	if err != nil {
+		return nil, nil, err
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, snk, nil
 }
 
 func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {

@@ -14,14 +14,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	var cf configFlags
 	cf.register(fs)
 	idle := fs.Duration("exit-when-idle", 0, "exit 0 once everything that arrived is loaded and committed and nothing new came for this long")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	snk, err := openDuckDB(cfg)
+	cfg, snk, err := cf.open(fs, args, true)
 	if err != nil {
 		return err
 	}

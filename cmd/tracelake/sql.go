@@ -14,21 +14,14 @@ func cmdSQL(ctx context.Context, args []string) error {
 	fs := newFlagSet("sql")
 	var cf configFlags
 	cf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() != 1 {
-		return usagef("sql: want one query argument, got %d", fs.NArg())
-	}
-	cfg, err := cf.loadFor(false)
-	if err != nil {
-		return err
-	}
-	snk, err := openDuckDB(cfg)
+	_, snk, err := cf.open(fs, args, false)
 	if err != nil {
 		return err
 	}
 	defer snk.Close()
+	if fs.NArg() != 1 {
+		return usagef("sql: want one query argument, got %d", fs.NArg())
+	}
 	return printQuery(ctx, os.Stdout, snk.DB(), fs.Arg(0))
 }
 

@@ -20,14 +20,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 	var cf configFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	snk, err := openDuckDB(cfg)
+	cfg, snk, err := cf.open(fs, args, true)
 	if err != nil {
 		return err
 	}

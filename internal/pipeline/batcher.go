@@ -128,9 +128,6 @@ func (b *batcher) close() *sink.Batch {
 	return out
 }
 
-// pending is the number of records in the open batch.
-func (b *batcher) pending() int { return b.records }
-
 // setNext records where reading of tp starts (-1: unknown until the first
 // record arrives).
 func (b *batcher) setNext(tp sink.TopicPartition, offset int64) {

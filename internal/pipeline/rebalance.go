@@ -57,7 +57,6 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 }
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	w.joined.Store(true)
 	w.mu.Lock()
 	for t, ps := range assigned {
 		for _, p := range ps {

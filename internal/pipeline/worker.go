@@ -58,8 +58,7 @@ type Worker struct {
 
 	lastRecord atomic.Int64 // unix nanos of the last record read
 	inflight   atomic.Int64 // records read and not yet loaded (or dropped)
-	joined     atomic.Bool
-	flushNow   atomic.Bool // close the open batch at the next poll wake-up
+	flushNow   atomic.Bool  // close the open batch at the next poll wake-up
 }
 
 // item travels down the pipeline: a batch, a staged file, or a flush marker

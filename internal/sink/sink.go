@@ -75,22 +75,6 @@ type File struct {
 	MaxLine  int
 }
 
-// Records is the number of main-table rows in the file.
-func (f *File) Records() (n int64) {
-	for _, r := range f.Ranges {
-		n += r.Records
-	}
-	return n
-}
-
-// DLQRecords is the number of dead-letter rows in the file.
-func (f *File) DLQRecords() (n int64) {
-	for _, r := range f.Ranges {
-		n += r.DLQ
-	}
-	return n
-}
-
 // Sink is a destination. Prepare is called once before anything else; the
 // other methods may be called concurrently by several workers.
 type Sink interface {
