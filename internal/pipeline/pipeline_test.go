@@ -250,3 +250,55 @@ func waitRows(t *testing.T, s *duckdb.Sink, want int64, done <-chan error) {
 		time.Sleep(50 * time.Millisecond) // polling a condition, not synchronising
 	}
 }
+
+// stageFailSink cannot stage the batch starting at offset failAt.
+type stageFailSink struct {
+	sink.Sink
+	failAt int64
+}
+
+func (f *stageFailSink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
+	if b.Ranges[0].First == f.failAt {
+		return sink.File{}, errors.New("injected: disk full")
+	}
+	return f.Sink.Stage(ctx, b)
+}
+
+// Regression: a batch that could not be staged when shutdown came was
+// dropped, and the batch after it was still loaded and committed, skipping
+// the dropped records for good. Now nothing after a failed batch loads.
+func TestStageFailureAtShutdownLosesNothing(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	for i := range 3000 {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Batch.MaxRecords = 1000
+	cfg.Load.MaxFiles = 1
+	s := openSink(t, cfg)
+	broken := &stageFailSink{Sink: s, failAt: 1000}
+	stats := &pipeline.Stats{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, broken, pipeline.RunOptions{RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats})
+	}()
+	waitRows(t, s, 1000, done)
+	for stats.Retries.Load() < 3 {
+		time.Sleep(10 * time.Millisecond) // awaiting a condition: the stage retries
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("run ended without reporting the unstaged batch")
+	}
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw`); n != 1000 {
+		t.Fatalf("rows after the failed shutdown = %d, want 1000 (nothing past the failed batch)", n)
+	}
+	runUntilIdle(t, cfg, s, &pipeline.Stats{})
+	rep := verifyOK(t, cfg, s)
+	if rows, _ := rep.Totals(); rows != 3000 {
+		t.Fatalf("rows = %d, want 3000", rows)
+	}
+}

@@ -61,12 +61,15 @@ type Worker struct {
 	flushNow   atomic.Bool  // close the open batch at the next poll wake-up
 }
 
-// item travels down the pipeline: a batch, a staged file, or a flush marker
-// whose done channel receives the outcome once everything before it loaded.
+// item travels down the pipeline: a batch, a staged file, a flush marker
+// whose done channel receives the outcome once everything before it loaded,
+// or a batch that could not be staged (err, with its record count).
 type item struct {
-	batch *sink.Batch
-	file  sink.File
-	flush chan error
+	batch   *sink.Batch
+	file    sink.File
+	flush   chan error
+	err     error
+	dropped int64
 }
 
 // NewWorker creates the worker's Kafka client; nothing is read until Run.
@@ -217,9 +220,10 @@ func (w *Worker) stageLoop() {
 		})
 		if err != nil {
 			// Shutting down with a stage failing: the batch is dropped and
-			// its records are read again next time (offsets not committed).
+			// its records are read again next time. The loader must not
+			// load anything after it, or its commit would skip them.
 			w.log.Error("batch not staged; its records will be read again", "err", err)
-			w.inflight.Add(-int64(countRecords(it.batch.Ranges)))
+			w.files <- item{err: err, dropped: countRecords(it.batch.Ranges)}
 			continue
 		}
 		w.opt.Stats.addFile(f.Bytes)
@@ -248,11 +252,18 @@ func (w *Worker) loadLoop() error {
 		if len(pending) == 0 {
 			return
 		}
+		n := int64(0)
+		for _, f := range pending {
+			n += countRecords(f.Ranges)
+		}
+		defer func() {
+			w.inflight.Add(-n)
+			pending, timer = pending[:0], nil
+		}()
 		if failed != nil {
-			// A previous load could not finish at shutdown: never load a
-			// later file past it (its ranges would hide the gap).
+			// An earlier batch could not be staged or loaded at shutdown:
+			// never load a later file past it (its commit would skip it).
 			w.opt.Sink.Discard(pending)
-			pending = nil
 			return
 		}
 		var loaded sink.Loaded
@@ -262,10 +273,6 @@ func (w *Worker) loadLoop() error {
 			loaded, err = w.opt.Sink.Load(w.hard, pending)
 			return err
 		})
-		n := int64(0)
-		for _, f := range pending {
-			n += countRecords(f.Ranges)
-		}
 		if err != nil {
 			failed = err
 			w.log.Error("load failed at shutdown; its records will be read again", "files", len(pending), "err", err)
@@ -282,8 +289,6 @@ func (w *Worker) loadLoop() error {
 			}
 			w.commit(dirty)
 		}
-		w.inflight.Add(-n)
-		pending, timer = pending[:0], nil
 	}
 
 	for {
@@ -296,6 +301,14 @@ func (w *Worker) loadLoop() error {
 			if it.flush != nil {
 				load()
 				it.flush <- failed
+				continue
+			}
+			if it.err != nil {
+				load() // what was staged before the failed batch may load
+				if failed == nil {
+					failed = it.err
+				}
+				w.inflight.Add(-it.dropped)
 				continue
 			}
 			pending = append(pending, it.file)
