@@ -49,8 +49,6 @@ func (c *Config) Validate() error {
 
 	check(c.Workers >= 1 && c.Workers <= 256, "workers", "want 1 to 256, got %d", c.Workers)
 	check(c.Mode == ModeRaw || c.Mode == ModeTransform, "mode", "want raw or transform, got %q", c.Mode)
-	check(c.Mode != ModeTransform, "mode",
-		"transform is not built yet (reference key isJsonTransform); accepted now: raw")
 
 	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,
 		"batch.max_records", "want 1 to 10000000, got %d", c.Batch.MaxRecords)

@@ -302,3 +302,63 @@ func TestStageFailureAtShutdownLosesNothing(t *testing.T) {
 		t.Fatalf("rows = %d, want 3000", rows)
 	}
 }
+
+// Transform mode: each object becomes a row of the user's table by field
+// name; missing fields take the column default; objects the table rejects go
+// to the dead-letter table with DuckDB's error; the rest load.
+func TestTransformMode(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := testConfig(t, c)
+	cfg.Mode = "transform"
+	cfg.Sink.Table = "spans"
+	s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: "spans", Transform: true, Log: testLog(t)})
+	must(t, err)
+	defer s.Close()
+	_, err = s.DB().Exec(`CREATE TABLE spans (id BIGINT NOT NULL, name VARCHAR, score DECIMAL(10,2), tags VARCHAR[],
+		meta JSON, status VARCHAR DEFAULT 'new', "odd ""name""" INTEGER)`)
+	must(t, err)
+	must(t, s.Prepare(context.Background()))
+
+	values := []string{
+		`{"id":1,"name":"full","score":12.5,"tags":["a","b"],"meta":{"k":[1,2]},"status":"done","odd \"name\"":7}`,
+		`{"id":2,"extra":"ignored"}`,                 // missing fields: defaults
+		`{"id":3,"score":"not a number"}`,            // rejected: cast
+		`{"name":"no id"}`,                           // rejected: NOT NULL
+		`[1,2,3]`,                                    // not an object: decode DLQ
+		"{\n  \"id\": 4,\n  \"name\": \"pretty\"\n}", // pretty-printed
+		`{"id":5,"name":null,"tags":"oops"}`,         // rejected: tags not a list
+	}
+	cl := producer(t, c)
+	for _, v := range values {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: []byte(v)})
+	}
+	runUntilIdle(t, cfg, s, &pipeline.Stats{})
+	verifyOK(t, cfg, s)
+
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM spans`); n != 3 {
+		t.Fatalf("rows = %d, want 3", n)
+	}
+	var name, status, meta string
+	var score float64
+	var odd int
+	must(t, s.DB().QueryRow(`SELECT name, score::DOUBLE, status, meta::VARCHAR, "odd ""name""" FROM spans WHERE id = 1`).Scan(&name, &score, &status, &meta, &odd))
+	if name != "full" || score != 12.5 || status != "done" || meta != `{"k":[1,2]}` || odd != 7 {
+		t.Errorf("row 1 = %q %v %q %q %d", name, score, status, meta, odd)
+	}
+	must(t, s.DB().QueryRow(`SELECT status FROM spans WHERE id = 2`).Scan(&status))
+	if status != "new" {
+		t.Errorf("missing field did not take the default: status = %q", status)
+	}
+	want := map[int64]string{2: "Could not convert", 3: "NOT NULL constraint failed: spans.id", 4: "not a JSON object", 6: "tags"}
+	for off, frag := range want {
+		var reason string
+		must(t, s.DB().QueryRow(`SELECT error FROM spans_dlq WHERE "offset" = ?`, off).Scan(&reason))
+		t.Logf("offset %d: %s", off, reason)
+		if !strings.Contains(reason, frag) {
+			t.Errorf("offset %d: DLQ reason %q lacks %q", off, reason, frag)
+		}
+	}
+	if n := queryInt(t, s.DB(), `SELECT sum(records) FROM spans_ledger`); n != 3 {
+		t.Errorf("ledger records = %d, want 3", n)
+	}
+}

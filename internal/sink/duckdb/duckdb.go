@@ -45,7 +45,7 @@ type Sink struct {
 	tables tables
 	zstd   sync.Pool
 	// columns of the user's table, read by Prepare in transform mode.
-	userColumns []column
+	userColumns []userColumn
 }
 
 type tables struct{ main, dlq, ledger string }

@@ -176,8 +176,14 @@ func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool) (sink.Loa
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
 
+	var transformed map[sink.TopicPartition]int64
 	if len(p.rowFiles) > 0 {
-		if err := s.insertRows(ctx, tx, p, checkJSON, now); err != nil {
+		if s.opt.Transform {
+			transformed, err = s.insertTransformed(ctx, tx, p, now)
+		} else {
+			err = s.insertRaw(ctx, tx, p, checkJSON, now)
+		}
+		if err != nil {
 			return sink.Loaded{}, err
 		}
 	}
@@ -189,8 +195,8 @@ func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool) (sink.Loa
 		}
 	}
 	ranges := p.ranges
-	if !p.exact || checkJSON {
-		if ranges, err = s.countLoaded(ctx, tx, p); err != nil {
+	if !p.exact || checkJSON || s.opt.Transform {
+		if ranges, err = s.countLoaded(ctx, tx, p, transformed); err != nil {
 			return sink.Loaded{}, err
 		}
 	}
@@ -203,10 +209,7 @@ func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool) (sink.Loa
 	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
 }
 
-func (s *Sink) insertRows(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON bool, now time.Time) error {
-	if s.opt.Transform {
-		return s.insertTransformed(ctx, tx, p, now)
-	}
+func (s *Sink) insertRaw(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON bool, now time.Time) error {
 	src := readNDJSON(p.rowFiles, rawReadColumns, p.maxLine)
 	valid := ""
 	if checkJSON {
@@ -228,13 +231,17 @@ func (s *Sink) insertRows(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON
 }
 
 // countLoaded counts, per partition, the rows this load inserted into the
-// main and dead-letter tables (by load time and the plan's ranges). It runs
-// only when the fence or the JSON check made the staged counts inexact.
-func (s *Sink) countLoaded(ctx context.Context, tx *sql.Tx, p loadPlan) ([]sink.Range, error) {
+// main and dead-letter tables (the tables have no rows past the fence but
+// this load's). It runs only when the fence, the JSON check or transform
+// rejections made the staged counts inexact. In transform mode the user's
+// table has no coordinates; the counts come from insertTransformed.
+func (s *Sink) countLoaded(ctx context.Context, tx *sql.Tx, p loadPlan, transformed map[sink.TopicPartition]int64) ([]sink.Range, error) {
 	out := make([]sink.Range, 0, len(p.ranges))
 	for _, r := range p.ranges {
 		var raw, dlq int64
-		if len(p.rowFiles) > 0 && !s.opt.Transform {
+		if s.opt.Transform {
+			raw = transformed[r.TopicPartition]
+		} else if len(p.rowFiles) > 0 {
 			q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND (record_metadata->>'topic') = $2 AND koffset BETWEEN $3 AND $4`, s.tables.main)
 			if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&raw); err != nil {
 				return nil, fmt.Errorf("count loaded rows: %w", err)

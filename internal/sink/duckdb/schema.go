@@ -35,15 +35,9 @@ var (
 func (s *Sink) Prepare(ctx context.Context) error {
 	var errs []error
 	if s.opt.Transform {
-		cols, err := s.columns(ctx, s.opt.Table)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case len(cols) == 0:
-			errs = append(errs, fmt.Errorf("table %s does not exist: transform mode loads into an existing table; create it first", s.opt.Table))
-		default:
-			s.userColumns = cols
-		}
+		cols, err := s.readUserColumns(ctx)
+		errs = append(errs, err)
+		s.userColumns = cols
 	} else {
 		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
 	}

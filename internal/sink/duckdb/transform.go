@@ -3,10 +3,240 @@ package duckdb
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
-func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) error {
-	return errors.New("transform mode: not built yet")
+// userColumn is a column of the user's table in transform mode.
+type userColumn struct {
+	name, typ string
+	def       string // column default expression, "" for none (NULL)
+	notNull   bool
+}
+
+const transformReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER', "offset": 'BIGINT', "key": 'VARCHAR', "value": 'VARCHAR'}`
+
+// maxErrorLookups bounds how many rejected values per load get DuckDB's own
+// error text; the rest get tracelake's description of the same failure.
+const maxErrorLookups = 1000
+
+func (s *Sink) readUserColumns(ctx context.Context) ([]userColumn, error) {
+	schema, name, ok := strings.Cut(s.opt.Table, ".")
+	if !ok {
+		schema, name = "main", s.opt.Table
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT column_name, data_type, coalesce(column_default, ''), is_nullable = 'NO'
+		FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position`, schema, name)
+	if err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", s.opt.Table, err)
+	}
+	defer rows.Close()
+	var cols []userColumn
+	for rows.Next() {
+		var c userColumn
+		if err := rows.Scan(&c.name, &c.typ, &c.def, &c.notNull); err != nil {
+			return nil, fmt.Errorf("read columns of %s: %w", s.opt.Table, err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("table %s does not exist: transform mode loads into an existing table; create it first", s.opt.Table)
+	}
+	return cols, nil
+}
+
+// jsonPath is the JSON path of a top-level field, quoted for any name.
+func jsonPath(name string) string {
+	return quoteString(`$."` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`)
+}
+
+// nested reports whether the column takes the field as JSON (JSON, lists,
+// structs and maps cast from JSON directly) rather than as text (so a JSON
+// string "abc" casts as abc).
+func (c userColumn) nested() bool {
+	for _, p := range []string{"STRUCT(", "MAP(", "UNION("} {
+		if strings.HasPrefix(c.typ, p) {
+			return true
+		}
+	}
+	return c.typ == "JSON" || strings.HasSuffix(c.typ, "]")
+}
+
+// source is the field's value in the object j, as DuckDB should cast it.
+func (c userColumn) source(j string) string {
+	if c.nested() {
+		return "json_extract(" + j + ", " + jsonPath(c.name) + ")"
+	}
+	return "json_extract_string(" + j + ", " + jsonPath(c.name) + ")"
+}
+
+// present is true when the object has the field with a non-null value.
+func (c userColumn) present() string {
+	return fmt.Sprintf("coalesce(json_type(j, %s) <> 'NULL', false)", jsonPath(c.name))
+}
+
+// value is the column's value: the cast field, or the column default when
+// the field is missing. A field that is present but cannot be cast is NULL
+// here and marked bad by badCast.
+func (c userColumn) value() string {
+	def := "NULL"
+	if c.def != "" {
+		def = c.def
+	}
+	return fmt.Sprintf("CASE WHEN json_exists(j, %s) THEN TRY_CAST(%s AS %s) ELSE %s END",
+		jsonPath(c.name), c.source("j"), c.typ, def)
+}
+
+func (c userColumn) badCast() string {
+	return fmt.Sprintf("(%s AND TRY_CAST(%s AS %s) IS NULL)", c.present(), c.source("j"), c.typ)
+}
+
+// insertTransformed maps each staged JSON object onto the user's table by
+// field name, inside the load transaction. Objects with a field that cannot
+// be cast to its column, or without a value for a NOT NULL column, go to the
+// dead-letter table with DuckDB's error; the rest are inserted. It returns
+// the rows inserted per partition.
+func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) (map[sink.TopicPartition]int64, error) {
+	cols := s.userColumns
+	vals := make([]string, len(cols))
+	bad := []string{fmt.Sprintf("CASE WHEN j IS NULL THEN %d END", notJSON)}
+	var names []string
+	for i, c := range cols {
+		vals[i] = c.value() + " AS " + quoteIdent(fmt.Sprintf("c%d", i))
+		bad = append(bad, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(), i))
+		if c.notNull {
+			bad = append(bad, fmt.Sprintf("CASE WHEN (%s) IS NULL THEN %d END", c.value(), -i-1))
+		}
+		names = append(names, quoteIdent(c.name))
+	}
+	// Stage table: every object with its coordinates, its column values and
+	// the indexes of its bad columns (negative: NOT NULL violated).
+	stage := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tracelake_transform AS
+		SELECT topic, "partition", "offset", "key", "value", %s,
+			list_filter([%s], x -> x IS NOT NULL) AS tl_bad
+		FROM (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s)`,
+		strings.Join(vals, ", "), strings.Join(bad, ", "),
+		readNDJSON(p.rowFiles, transformReadColumns, p.maxLine), where(p.dlqFilter))
+	if _, err := tx.ExecContext(ctx, stage); err != nil {
+		return nil, fmt.Errorf("map objects onto %s: %w", s.opt.Table, err)
+	}
+	defer tx.ExecContext(ctx, `DROP TABLE IF EXISTS tracelake_transform`) //nolint:errcheck // temp table, gone with the connection anyway
+
+	colRefs := make([]string, len(cols))
+	for i := range cols {
+		colRefs[i] = quoteIdent(fmt.Sprintf("c%d", i))
+	}
+	q := fmt.Sprintf(`INSERT INTO %s (%s) SELECT %s FROM tracelake_transform WHERE len(tl_bad) = 0`,
+		s.tables.main, strings.Join(names, ", "), strings.Join(colRefs, ", "))
+	if _, err := tx.ExecContext(ctx, q); err != nil {
+		return nil, fmt.Errorf("insert into %s: %w", s.opt.Table, err)
+	}
+	if err := s.rejectTransformed(ctx, tx, now); err != nil {
+		return nil, err
+	}
+
+	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", count(*) FROM tracelake_transform WHERE len(tl_bad) = 0 GROUP BY ALL`)
+	if err != nil {
+		return nil, fmt.Errorf("count inserted rows: %w", err)
+	}
+	defer rows.Close()
+	inserted := map[sink.TopicPartition]int64{}
+	for rows.Next() {
+		var tp sink.TopicPartition
+		var n int64
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &n); err != nil {
+			return nil, err
+		}
+		inserted[tp] = n
+	}
+	return inserted, rows.Err()
+}
+
+// notJSON marks, in tl_bad, a value DuckDB's JSON parser rejects although
+// tracelake's validator accepted it.
+const notJSON = -1 << 30
+
+// rejectTransformed writes the rejected objects to the dead-letter table
+// (stage load) with DuckDB's error for the first bad column.
+func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", "offset", "key", "value", tl_bad[1]
+		FROM tracelake_transform WHERE len(tl_bad) > 0`)
+	if err != nil {
+		return fmt.Errorf("read rejected rows: %w", err)
+	}
+	type reject struct {
+		topic     string
+		partition int32
+		offset    int64
+		key       sql.NullString
+		value     string
+		reason    string
+	}
+	var rejects []reject
+	lookups := 0
+	for rows.Next() {
+		var r reject
+		var bad int
+		if err := rows.Scan(&r.topic, &r.partition, &r.offset, &r.key, &r.value, &bad); err != nil {
+			rows.Close()
+			return fmt.Errorf("read rejected rows: %w", err)
+		}
+		r.reason = s.rejectReason(ctx, r.value, bad, &lookups)
+		rejects = append(rejects, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read rejected rows: %w", err)
+	}
+	if len(rejects) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ($1, $2, $3, from_base64($4), encode($5), $6, $7, $8)`, s.tables.dlq))
+	if err != nil {
+		return fmt.Errorf("prepare dead-letter insert: %w", err)
+	}
+	defer stmt.Close()
+	for _, r := range rejects {
+		if _, err := stmt.ExecContext(ctx, r.topic, r.partition, r.offset, r.key, r.value, r.reason, envelope.StageLoad, now); err != nil {
+			return fmt.Errorf("insert rejected row: %w", err)
+		}
+	}
+	return nil
+}
+
+// rejectReason is DuckDB's error for the bad column of value: the failed
+// cast, asked on a connection outside the load transaction (a failed
+// statement would abort it), or the NOT NULL violation. Past maxErrorLookups
+// per load, tracelake describes the failure itself.
+func (s *Sink) rejectReason(ctx context.Context, value string, bad int, lookups *int) string {
+	if bad == notJSON {
+		return "DuckDB cannot parse the value as JSON"
+	}
+	if bad < 0 {
+		c := s.userColumns[-bad-1]
+		return fmt.Sprintf("Constraint Error: NOT NULL constraint failed: %s.%s (field missing or null, no default)", s.opt.Table, c.name)
+	}
+	c := s.userColumns[bad]
+	reason := fmt.Sprintf("column %s (%s): the field cannot be cast to the column type", c.name, c.typ)
+	if *lookups < maxErrorLookups {
+		*lookups++
+		var out sql.NullString
+		q := "SELECT CAST(" + c.source("$1::JSON") + " AS " + c.typ + ")::VARCHAR"
+		if err := s.db.QueryRowContext(ctx, q, value).Scan(&out); err != nil {
+			reason = fmt.Sprintf("column %s (%s): %v", c.name, c.typ, firstLine(err.Error()))
+		}
+	}
+	return reason
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
