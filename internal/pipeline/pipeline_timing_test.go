@@ -17,7 +17,7 @@ import (
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
-const benchRecords = 200_000
+const benchRecords = 1_000_000
 
 var (
 	benchOnce    sync.Once
