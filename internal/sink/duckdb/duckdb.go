@@ -42,8 +42,11 @@ type Sink struct {
 	db     *sql.DB
 	log    *slog.Logger
 	loadMu sync.Mutex
-	tables tables
-	zstd   sync.Pool
+	// lastLoaded is the last loaded offset per partition (-1: none), filled
+	// from the ledger on first use and advanced by each load; see fence.
+	lastLoaded map[sink.TopicPartition]int64
+	tables     tables
+	zstd       sync.Pool
 	// columns of the user's table, read by Prepare in transform mode.
 	userColumns []userColumn
 }
@@ -72,9 +75,10 @@ func Open(opt Options) (*Sink, error) {
 		return nil, fmt.Errorf("open duckdb %s: %w", opt.Path, err)
 	}
 	s := &Sink{
-		opt: opt,
-		db:  db,
-		log: opt.Log,
+		opt:        opt,
+		db:         db,
+		log:        opt.Log,
+		lastLoaded: map[sink.TopicPartition]int64{},
 		tables: tables{
 			main:   quoteName(opt.Table),
 			dlq:    quoteName(opt.Table + "_dlq"),

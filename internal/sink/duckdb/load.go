@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,9 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 	if err != nil {
 		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
 	}
+	for _, r := range loaded.Ranges {
+		s.lastLoaded[r.TopicPartition] = max(s.lastLoaded[r.TopicPartition], r.Last)
+	}
 	s.Discard(files)
 	return loaded, nil
 }
@@ -48,25 +52,38 @@ func isJSONError(err error) bool {
 	return strings.Contains(msg, "JSON") && (strings.Contains(msg, "Malformed") || strings.Contains(msg, "Conversion"))
 }
 
-// fence reads the last loaded offset of every partition in the files.
+// fence returns the last loaded offset of every partition in the files
+// that has one. This process is the only writer of the file, so positions
+// read once from the ledger are kept up to date by the loads themselves
+// and the ledger is not scanned per load. Called with loadMu held.
 func (s *Sink) fence(ctx context.Context, files []sink.File) (map[sink.TopicPartition]int64, error) {
-	parts := make(map[sink.TopicPartition]bool)
+	var missing []sink.TopicPartition
 	for _, f := range files {
 		for _, r := range f.Ranges {
-			parts[r.TopicPartition] = true
+			if _, ok := s.lastLoaded[r.TopicPartition]; !ok && !slices.Contains(missing, r.TopicPartition) {
+				missing = append(missing, r.TopicPartition)
+			}
 		}
 	}
-	list := make([]sink.TopicPartition, 0, len(parts))
-	for tp := range parts {
-		list = append(list, tp)
+	if len(missing) > 0 {
+		next, err := s.Positions(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, tp := range missing {
+			s.lastLoaded[tp] = -1 // nothing loaded yet
+			if n, ok := next[tp]; ok {
+				s.lastLoaded[tp] = n - 1
+			}
+		}
 	}
-	next, err := s.Positions(ctx, list)
-	if err != nil {
-		return nil, err
-	}
-	fence := make(map[sink.TopicPartition]int64, len(next))
-	for tp, n := range next {
-		fence[tp] = n - 1
+	fence := make(map[sink.TopicPartition]int64)
+	for _, f := range files {
+		for _, r := range f.Ranges {
+			if last := s.lastLoaded[r.TopicPartition]; last >= 0 {
+				fence[r.TopicPartition] = last
+			}
+		}
 	}
 	return fence, nil
 }
