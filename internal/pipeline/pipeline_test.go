@@ -314,7 +314,7 @@ func TestTransformMode(t *testing.T) {
 	s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: "spans", Transform: true, Log: testLog(t)})
 	must(t, err)
 	defer s.Close()
-	_, err = s.DB().Exec(`CREATE TABLE spans (id BIGINT NOT NULL, name VARCHAR, score DECIMAL(10,2), tags VARCHAR[],
+	_, err = s.DB().Exec(`CREATE TABLE spans (id BIGINT PRIMARY KEY, name VARCHAR, score DECIMAL(10,2), tags VARCHAR[],
 		meta JSON, status VARCHAR DEFAULT 'new', "odd ""name""" INTEGER)`)
 	must(t, err)
 	must(t, s.Prepare(context.Background()))
@@ -327,6 +327,7 @@ func TestTransformMode(t *testing.T) {
 		`[1,2,3]`,                                    // not an object: decode DLQ
 		"{\n  \"id\": 4,\n  \"name\": \"pretty\"\n}", // pretty-printed
 		`{"id":5,"name":null,"tags":"oops"}`,         // rejected: tags not a list
+		`{"id":1,"name":"again"}`,                    // rejected: key earlier in this load
 	}
 	cl := producer(t, c)
 	for _, v := range values {
@@ -349,7 +350,8 @@ func TestTransformMode(t *testing.T) {
 	if status != "new" {
 		t.Errorf("missing field did not take the default: status = %q", status)
 	}
-	want := map[int64]string{2: "Could not convert", 3: "NOT NULL constraint failed: spans.id", 4: "not a JSON object", 6: "tags"}
+	want := map[int64]string{2: "Could not convert", 3: "NOT NULL constraint failed: spans.id", 4: "not a JSON object", 6: "tags",
+		7: "duplicate key (id) violates PRIMARY KEY constraint"}
 	for off, frag := range want {
 		var reason string
 		must(t, s.DB().QueryRow(`SELECT error FROM spans_dlq WHERE "offset" = ?`, off).Scan(&reason))
@@ -360,5 +362,19 @@ func TestTransformMode(t *testing.T) {
 	}
 	if n := queryInt(t, s.DB(), `SELECT sum(records) FROM spans_ledger`); n != 3 {
 		t.Errorf("ledger records = %d, want 3", n)
+	}
+
+	// A key already in the table is rejected in a later load; the load goes on.
+	produce(t, cl, &kgo.Record{Topic: topic, Value: []byte(`{"id":2,"name":"dup"}`)},
+		&kgo.Record{Topic: topic, Value: []byte(`{"id":9,"name":"new"}`)})
+	runUntilIdle(t, cfg, s, &pipeline.Stats{})
+	verifyOK(t, cfg, s)
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM spans`); n != 4 {
+		t.Errorf("rows = %d, want 4", n)
+	}
+	var reason string
+	must(t, s.DB().QueryRow(`SELECT error FROM spans_dlq WHERE "offset" = 8`).Scan(&reason))
+	if !strings.Contains(reason, "duplicate key (id)") {
+		t.Errorf("existing key: DLQ reason %q", reason)
 	}
 }

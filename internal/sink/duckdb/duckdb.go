@@ -49,6 +49,7 @@ type Sink struct {
 	zstd       sync.Pool
 	// columns of the user's table, read by Prepare in transform mode.
 	userColumns []userColumn
+	userKeys    []userKey
 }
 
 type tables struct{ main, dlq, ledger string }

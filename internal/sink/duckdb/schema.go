@@ -38,6 +38,10 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		cols, err := s.readUserColumns(ctx)
 		errs = append(errs, err)
 		s.userColumns = cols
+		if err == nil {
+			s.userKeys, err = s.readUserKeys(ctx)
+			errs = append(errs, err)
+		}
 	} else {
 		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
 	}

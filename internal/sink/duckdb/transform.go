@@ -3,7 +3,9 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +52,46 @@ func (s *Sink) readUserColumns(ctx context.Context) ([]userColumn, error) {
 		return nil, fmt.Errorf("table %s does not exist: transform mode loads into an existing table; create it first", s.opt.Table)
 	}
 	return cols, nil
+}
+
+// userKey is a primary key or unique constraint of the user's table.
+type userKey struct {
+	kind    string // PRIMARY KEY or UNIQUE
+	columns []int  // indexes into userColumns
+}
+
+func (s *Sink) readUserKeys(ctx context.Context) ([]userKey, error) {
+	schema, name, ok := strings.Cut(s.opt.Table, ".")
+	if !ok {
+		schema, name = "main", s.opt.Table
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT constraint_type, to_json(constraint_column_names)::VARCHAR
+		FROM duckdb_constraints() WHERE schema_name = ? AND table_name = ? AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')`, schema, name)
+	if err != nil {
+		return nil, fmt.Errorf("read keys of %s: %w", s.opt.Table, err)
+	}
+	defer rows.Close()
+	var keys []userKey
+	for rows.Next() {
+		var k userKey
+		var list string
+		var names []string
+		if err := rows.Scan(&k.kind, &list); err != nil {
+			return nil, fmt.Errorf("read keys of %s: %w", s.opt.Table, err)
+		}
+		if err := json.Unmarshal([]byte(list), &names); err != nil {
+			return nil, fmt.Errorf("read keys of %s: %w", s.opt.Table, err)
+		}
+		for _, n := range names {
+			i := slices.IndexFunc(s.userColumns, func(c userColumn) bool { return c.name == n })
+			if i < 0 {
+				return nil, fmt.Errorf("BUG: key column %s of %s not among its columns", n, s.opt.Table)
+			}
+			k.columns = append(k.columns, i)
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
 }
 
 // jsonPath is the JSON path of a top-level field, quoted for any name.
@@ -105,36 +147,50 @@ func (c userColumn) badCast() string {
 // the rows inserted per partition.
 func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) (map[sink.TopicPartition]int64, error) {
 	cols := s.userColumns
-	vals := make([]string, len(cols))
-	bad := []string{fmt.Sprintf("CASE WHEN j IS NULL THEN %d END", notJSON)}
-	var names []string
+	ref := func(i int) string { return quoteIdent(fmt.Sprintf("c%d", i)) }
+	var vals, casts, nulls, names, refs []string
+	casts = append(casts, fmt.Sprintf("CASE WHEN j IS NULL THEN %d END", notJSON))
 	for i, c := range cols {
-		vals[i] = c.value() + " AS " + quoteIdent(fmt.Sprintf("c%d", i))
-		bad = append(bad, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(), i))
+		vals = append(vals, c.value()+" AS "+ref(i))
+		casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(), i))
 		if c.notNull {
-			bad = append(bad, fmt.Sprintf("CASE WHEN (%s) IS NULL THEN %d END", c.value(), -i-1))
+			nulls = append(nulls, fmt.Sprintf("CASE WHEN %s IS NULL THEN %d END", ref(i), -i-1))
 		}
 		names = append(names, quoteIdent(c.name))
+		refs = append(refs, ref(i))
+	}
+	var uniques []string
+	for k, key := range s.userKeys {
+		var notNull, match, part []string
+		for _, i := range key.columns {
+			notNull = append(notNull, ref(i)+" IS NOT NULL")
+			match = append(match, fmt.Sprintf("t.%s = pre.%s", quoteIdent(cols[i].name), ref(i)))
+			part = append(part, ref(i))
+		}
+		uniques = append(uniques, fmt.Sprintf(`CASE WHEN len(tl_pre) = 0 AND %s AND (
+				EXISTS (SELECT 1 FROM %s t WHERE %s)
+				OR row_number() OVER (PARTITION BY len(tl_pre) = 0, %s ORDER BY "partition", "offset") > 1)
+			THEN %d END`, strings.Join(notNull, " AND "), s.tables.main, strings.Join(match, " AND "),
+			strings.Join(part, ", "), uniqueBase-k))
 	}
 	// Stage table: every object with its coordinates, its column values and
-	// the indexes of its bad columns (negative: NOT NULL violated).
+	// in tl_bad the reasons it cannot be inserted (see rejectReason): a
+	// field that does not cast, a NOT NULL column without a value, a key
+	// that exists in the table or earlier in this load.
 	stage := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tracelake_transform AS
-		SELECT topic, "partition", "offset", "key", "value", %s,
-			list_filter([%s], x -> x IS NOT NULL) AS tl_bad
-		FROM (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s)`,
-		strings.Join(vals, ", "), strings.Join(bad, ", "),
-		readNDJSON(p.rowFiles, transformReadColumns, p.maxLine), where(p.dlqFilter))
+		WITH src AS (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s),
+		casted AS (SELECT topic, "partition", "offset", "key", "value", %s, [%s] AS tl_cast FROM src),
+		pre AS (SELECT *, list_filter(tl_cast || [%s], x -> x IS NOT NULL) AS tl_pre FROM casted)
+		SELECT *, tl_pre || list_filter([%s], x -> x IS NOT NULL) AS tl_bad FROM pre`,
+		readNDJSON(p.rowFiles, transformReadColumns, p.maxLine), where(p.dlqFilter),
+		strings.Join(vals, ", "), strings.Join(casts, ", "), strings.Join(nulls, ", "), strings.Join(uniques, ", "))
 	if _, err := tx.ExecContext(ctx, stage); err != nil {
 		return nil, fmt.Errorf("map objects onto %s: %w", s.opt.Table, err)
 	}
 	defer tx.ExecContext(ctx, `DROP TABLE IF EXISTS tracelake_transform`) //nolint:errcheck // temp table, gone with the connection anyway
 
-	colRefs := make([]string, len(cols))
-	for i := range cols {
-		colRefs[i] = quoteIdent(fmt.Sprintf("c%d", i))
-	}
 	q := fmt.Sprintf(`INSERT INTO %s (%s) SELECT %s FROM tracelake_transform WHERE len(tl_bad) = 0`,
-		s.tables.main, strings.Join(names, ", "), strings.Join(colRefs, ", "))
+		s.tables.main, strings.Join(names, ", "), strings.Join(refs, ", "))
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return nil, fmt.Errorf("insert into %s: %w", s.opt.Table, err)
 	}
@@ -159,9 +215,14 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 	return inserted, rows.Err()
 }
 
-// notJSON marks, in tl_bad, a value DuckDB's JSON parser rejects although
-// tracelake's validator accepted it.
-const notJSON = -1 << 30
+// Codes in tl_bad besides a column index (bad cast) and -index-1 (NOT NULL):
+// notJSON marks a value DuckDB's JSON parser rejects although tracelake's
+// validator accepted it; uniqueBase-k a key that violates the table's k-th
+// primary key or unique constraint.
+const (
+	notJSON    = -1 << 30
+	uniqueBase = -1 << 20
+)
 
 // rejectTransformed writes the rejected objects to the dead-letter table
 // (stage load) with DuckDB's error for the first bad column.
@@ -218,6 +279,15 @@ func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time)
 func (s *Sink) rejectReason(ctx context.Context, value string, bad int, lookups *int) string {
 	if bad == notJSON {
 		return "DuckDB cannot parse the value as JSON"
+	}
+	if bad <= uniqueBase {
+		key := s.userKeys[uniqueBase-bad]
+		names := make([]string, len(key.columns))
+		for i, c := range key.columns {
+			names[i] = s.userColumns[c].name
+		}
+		return fmt.Sprintf("Constraint Error: duplicate key (%s) violates %s constraint of %s (already in the table or earlier in this load)",
+			strings.Join(names, ", "), key.kind, s.opt.Table)
 	}
 	if bad < 0 {
 		c := s.userColumns[-bad-1]
