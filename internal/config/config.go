@@ -17,7 +17,7 @@ type Config struct {
 	// Default 2.
 	Workers int `yaml:"workers"`
 	// Mode is raw (one raw row per message, the default) or transform (each
-	// JSON object becomes a row of the user's existing table).
+	// JSON object becomes a row of the user's existing table, sink.table).
 	Mode    string  `yaml:"mode"`
 	Batch   Batch   `yaml:"batch"`
 	Load    Load    `yaml:"load"`

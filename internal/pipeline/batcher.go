@@ -49,13 +49,14 @@ func newBatcher(transform bool, maxRecords int, maxBytes int64, maxInterval time
 	}
 }
 
-// add encodes r into the open batch and returns the batch if r filled it.
-func (b *batcher) add(r *kgo.Record, now time.Time) *sink.Batch {
+// add encodes r into the open batch and returns the batch if r filled it;
+// added is false when r was skipped as already batched.
+func (b *batcher) add(r *kgo.Record, now time.Time) (full *sink.Batch, added bool) {
 	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	if want, ok := b.next[tp]; ok && r.Offset < want {
 		// Already batched (a fetch replayed after a seek); loading it again
 		// would be skipped by the sink's ledger check anyway.
-		return nil
+		return nil, false
 	}
 	if b.cur == nil {
 		b.cur = &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8)}
@@ -98,9 +99,9 @@ func (b *batcher) add(r *kgo.Record, now time.Time) *sink.Batch {
 	b.records++
 	b.bytes += int64(len(r.Value))
 	if b.records >= b.maxRecords || b.bytes >= b.maxBytes {
-		return b.close()
+		return b.close(), true
 	}
-	return nil
+	return nil, true
 }
 
 // due reports when the open batch must close, or the zero time if none is open.

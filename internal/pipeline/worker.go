@@ -162,8 +162,11 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		w.mu.Lock()
 		n := 0
 		fetches.EachRecord(func(r *kgo.Record) {
-			n++
-			if b := w.b.add(r, now); b != nil {
+			b, added := w.b.add(r, now)
+			if added {
+				n++
+			}
+			if b != nil {
 				closed = append(closed, b)
 			}
 		})
