@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// A bad config exits 2 with one line per bad key, before connecting.
+func TestBadConfigExit2(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(path, []byte("kafka: {topics: [t], brokers: [nowhere]}\nworkers: -1\nbatch: {max_recrods: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := run([]string{"run", "--config", path}); code != exitUsage {
+		t.Fatalf("exit code %d, want %d", code, exitUsage)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tracelake.duckdb")); err == nil {
+		t.Error("a database was created for a bad config")
+	}
+}
+
+// SIGTERM: stop reading, load what is pending, commit, exit 0. Afterwards
+// the group's committed offsets equal the ledger's next offsets.
+func TestSigtermLoadsAndCommits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "llm-traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := tracegen.Produce(context.Background(), cl, "llm-traces", 5000, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "c.yaml")
+	// Batches and loads wait a minute: whatever is loaded is loaded by the
+	// shutdown itself.
+	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [llm-traces], group: term}
+batch: {max_interval: 1m}
+load: {max_interval: 1m}
+sink: {duckdb: {path: %q}}
+`, cluster.ListenAddrs()[0], filepath.Join(dir, "t.duckdb"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", cfgPath)
+	assigned := make(chan struct{}, 1)
+	var logs strings.Builder
+	cmd.Stderr = &teeWriter{w: &logs, inner: &prefixWriter{t: t, prefix: "run: ", assigned: assigned}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-assigned:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no assignment within 60s")
+	}
+	// Wait until the child has polled the backlog into its open batch:
+	// franz-go sends a new fetch to a broker only after the previous
+	// response was polled, so three fetches mean the data is in the batch.
+	fetches := make(chan struct{}, 100)
+	cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		select {
+		case fetches <- struct{}{}:
+		default:
+		}
+		return nil, nil, false
+	})
+	for i := range 3 {
+		select {
+		case <-fetches:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("child made %d fetches in 30s, want 3", i)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+	}
+	out, err := exec.Command(bin, "sql", "--config", cfgPath,
+		`SELECT "partition", max(last_offset) + 1 AS next FROM trace_raw_ledger GROUP BY ALL ORDER BY 1`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := kadm.NewClient(cl).FetchOffsets(context.Background(), "term")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := 0
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		var p int32
+		var next int64
+		if n, _ := fmt.Sscanf(line, "%d %d", &p, &next); n != 2 {
+			continue
+		}
+		loaded++
+		o, ok := committed.Lookup("llm-traces", p)
+		if !ok || o.At != next {
+			t.Errorf("partition %d: committed %v, ledger next %d", p, o.At, next)
+		}
+	}
+	if loaded == 0 {
+		t.Fatalf("nothing loaded at shutdown:\n%s\n%s", out, logs.String())
+	}
+}
+
+type teeWriter struct {
+	w     *strings.Builder
+	inner *prefixWriter
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	t.w.Write(p)
+	return t.inner.Write(p)
+}
