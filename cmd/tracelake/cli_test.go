@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/tracegen"
@@ -41,43 +39,15 @@ func TestSigtermLoadsAndCommits(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "llm-traces"))
-	if err != nil {
+	cluster, cl := startKafka(t, 2)
+	if err := tracegen.Produce(context.Background(), cl, testTopic, 5000, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer cluster.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := tracegen.Produce(context.Background(), cl, "llm-traces", 5000, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "c.yaml")
 	// Batches and loads wait a minute: whatever is loaded is loaded by the
 	// shutdown itself.
-	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [llm-traces], group: term}
-batch: {max_interval: 1m}
-load: {max_interval: 1m}
-sink: {duckdb: {path: %q}}
-`, cluster.ListenAddrs()[0], filepath.Join(dir, "t.duckdb"))
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "--config", cfgPath)
-	assigned := make(chan struct{}, 1)
-	var logs strings.Builder
-	cmd.Stderr = &teeWriter{w: &logs, inner: &prefixWriter{t: t, prefix: "run: ", assigned: assigned}}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-assigned:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no assignment within 60s")
-	}
+	cfgPath := writeConfig(t, cluster, "group: term", "batch: {max_interval: 1m}\nload: {max_interval: 1m}")
+	run := startRun(t, bin, cfgPath, "run")
+	cmd := run.cmd
 	// Wait until the child has polled the backlog into its open batch:
 	// franz-go sends a new fetch to a broker only after the previous
 	// response was polled, so three fetches mean the data is in the batch.
@@ -101,7 +71,7 @@ sink: {duckdb: {path: %q}}
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, run.log)
 	}
 	out, err := exec.Command(bin, "sql", "--config", cfgPath,
 		`SELECT "partition", max(last_offset) + 1 AS next FROM trace_raw_ledger GROUP BY ALL ORDER BY 1`).Output()
@@ -120,22 +90,12 @@ sink: {duckdb: {path: %q}}
 			continue
 		}
 		loaded++
-		o, ok := committed.Lookup("llm-traces", p)
+		o, ok := committed.Lookup(testTopic, p)
 		if !ok || o.At != next {
 			t.Errorf("partition %d: committed %v, ledger next %d", p, o.At, next)
 		}
 	}
 	if loaded == 0 {
-		t.Fatalf("nothing loaded at shutdown:\n%s\n%s", out, logs.String())
+		t.Fatalf("nothing loaded at shutdown:\n%s\n%s", out, run.log)
 	}
-}
-
-type teeWriter struct {
-	w     *strings.Builder
-	inner *prefixWriter
-}
-
-func (t *teeWriter) Write(p []byte) (int, error) {
-	t.w.Write(p)
-	return t.inner.Write(p)
 }

@@ -5,31 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/tracelake/tracelake/internal/tracegen"
 	"github.com/tracelake/tracelake/internal/verify"
 )
-
-// buildBinary builds tracelake once per test run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tracelake")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // A `tracelake run` child is killed with SIGKILL at random moments while
 // records keep arriving, and restarted each time; at the end every message
@@ -39,50 +23,23 @@ func TestCrashKill9ExactlyOnce(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "llm-traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ProducerLinger(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "tracelake.yaml")
-	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [llm-traces], group: crash, session_timeout: 6s, rebalance_timeout: 6s}
-workers: 2
+	cluster, prod := startKafka(t, 4)
+	cfgPath := writeConfig(t, cluster, "group: crash, session_timeout: 6s, rebalance_timeout: 6s", `workers: 2
 batch: {max_records: 500, max_interval: 100ms}
-load: {max_files: 3, max_interval: 100ms}
-sink: {duckdb: {path: %q}}
-`, cluster.ListenAddrs()[0], filepath.Join(dir, "crash.duckdb"))
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+load: {max_files: 3, max_interval: 100ms}`)
 
 	const first, during = 30_000, 30_000
-	if err := tracegen.Produce(context.Background(), prod, "llm-traces", first, 1, nil); err != nil {
+	if err := tracegen.Produce(context.Background(), prod, testTopic, first, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	produced := make(chan error, 1)
-	go func() { produced <- tracegen.Produce(context.Background(), prod, "llm-traces", during, 2, nil) }()
+	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, during, 2, nil) }()
 
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	t.Logf("random seed for kill moments from the clock")
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("kill moments from seed %d", seed)
 	for i := range 6 {
-		cmd := exec.Command(bin, "run", "--config", cfgPath)
-		assigned := make(chan struct{}, 1)
-		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("run %d: ", i), assigned: assigned}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-assigned:
-		case <-time.After(60 * time.Second):
-			t.Fatal("child got no partitions within 60s")
-		}
+		cmd := startRun(t, bin, cfgPath, fmt.Sprintf("run %d", i)).cmd
 		// The kill moment is the point of the test: anywhere from just
 		// after the assignment to well into loading.
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
@@ -104,9 +61,10 @@ sink: {duckdb: {path: %q}}
 	}
 
 	final := exec.Command(bin, "run", "--config", cfgPath, "--exit-when-idle", "1s")
-	final.Stderr = &prefixWriter{t: t, prefix: "final: "}
+	log := &childLog{t: t, prefix: "final: ", assigned: make(chan struct{}, 1)}
+	final.Stderr = log
 	if err := final.Run(); err != nil {
-		t.Fatalf("final run: %v", err)
+		t.Fatalf("final run: %v\n%s", err, log)
 	}
 	out, err = exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
 	if err != nil {
@@ -125,27 +83,4 @@ sink: {duckdb: {path: %q}}
 			t.Errorf("partition %d: %+v", p.Partition, p)
 		}
 	}
-}
-
-// prefixWriter forwards a child's log lines to the test log in -v runs and
-// signals assigned (if set) when the child logs its first assignment.
-type prefixWriter struct {
-	t        *testing.T
-	prefix   string
-	assigned chan struct{}
-}
-
-func (w *prefixWriter) Write(p []byte) (int, error) {
-	if w.assigned != nil && strings.Contains(string(p), "partitions assigned: llm-traces") {
-		select {
-		case w.assigned <- struct{}{}:
-		default:
-		}
-	}
-	if testing.Verbose() {
-		for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-			w.t.Log(w.prefix + line)
-		}
-	}
-	return len(p), nil
 }

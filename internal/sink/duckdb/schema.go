@@ -107,10 +107,7 @@ func diffColumns(have, want []column) []string {
 }
 
 func (s *Sink) columns(ctx context.Context, table string) ([]column, error) {
-	schema, name, ok := strings.Cut(table, ".")
-	if !ok {
-		schema, name = "main", table
-	}
+	schema, name := splitTable(table)
 	rows, err := s.db.QueryContext(ctx, `SELECT column_name, data_type FROM information_schema.columns
 		WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position`, schema, name)
 	if err != nil {
@@ -152,4 +149,12 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 		}
 	}
 	return out, rows.Err()
+}
+
+// splitTable splits "schema.table" (or "table", in schema main).
+func splitTable(table string) (schema, name string) {
+	if schema, name, ok := strings.Cut(table, "."); ok {
+		return schema, name
+	}
+	return "main", table
 }

@@ -27,10 +27,7 @@ const transformReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER
 const maxErrorLookups = 1000
 
 func (s *Sink) readUserColumns(ctx context.Context) ([]userColumn, error) {
-	schema, name, ok := strings.Cut(s.opt.Table, ".")
-	if !ok {
-		schema, name = "main", s.opt.Table
-	}
+	schema, name := splitTable(s.opt.Table)
 	rows, err := s.db.QueryContext(ctx, `SELECT column_name, data_type, coalesce(column_default, ''), is_nullable = 'NO'
 		FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position`, schema, name)
 	if err != nil {
@@ -61,10 +58,7 @@ type userKey struct {
 }
 
 func (s *Sink) readUserKeys(ctx context.Context) ([]userKey, error) {
-	schema, name, ok := strings.Cut(s.opt.Table, ".")
-	if !ok {
-		schema, name = "main", s.opt.Table
-	}
+	schema, name := splitTable(s.opt.Table)
 	rows, err := s.db.QueryContext(ctx, `SELECT constraint_type, to_json(constraint_column_names)::VARCHAR
 		FROM duckdb_constraints() WHERE schema_name = ? AND table_name = ? AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')`, schema, name)
 	if err != nil {

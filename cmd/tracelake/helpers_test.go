@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const testTopic = "llm-traces"
+
+// buildBinary builds tracelake into a temp dir.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tracelake")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startKafka starts an in-process cluster with testTopic and a producer.
+func startKafka(t *testing.T, partitions int32) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, testTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cluster, cl
+}
+
+// writeConfig writes a config for cluster with a DuckDB file in a temp dir:
+// kafka gets brokers, topics and kafkaExtra; rest is added as is.
+func writeConfig(t *testing.T, cluster *kfake.Cluster, kafkaExtra, rest string) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], %s}\n%s\nsink: {duckdb: {path: %q}}\n",
+		cluster.ListenAddrs()[0], testTopic, kafkaExtra, rest, filepath.Join(dir, "test.duckdb"))
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// child is a running `tracelake run` with its log.
+type child struct {
+	cmd *exec.Cmd
+	log *childLog
+}
+
+// startRun starts `tracelake run --config cfgPath` and waits until it logs
+// its first assignment of testTopic.
+func startRun(t *testing.T, bin, cfgPath, name string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(bin, "run", "--config", cfgPath), log: &childLog{t: t, prefix: name + ": ", assigned: make(chan struct{}, 1)}}
+	c.cmd.Stderr = c.log
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.log.assigned:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s got no partitions within 60s:\n%s", name, c.log)
+	}
+	return c
+}
+
+// childLog keeps a child's log, forwards it to the test log in -v runs and
+// signals assigned when the child logs its first assignment.
+type childLog struct {
+	t        *testing.T
+	prefix   string
+	assigned chan struct{}
+	mu       sync.Mutex
+	all      strings.Builder
+}
+
+func (w *childLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.all.Write(p)
+	w.mu.Unlock()
+	if strings.Contains(string(p), "partitions assigned: "+testTopic) {
+		select {
+		case w.assigned <- struct{}{}:
+		default:
+		}
+	}
+	if testing.Verbose() {
+		for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+			w.t.Log(w.prefix + line)
+		}
+	}
+	return len(p), nil
+}
+
+func (w *childLog) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.all.String()
+}
