@@ -72,9 +72,6 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 	if err := errors.Join(loadErr, cfg.Validate()); err != nil {
 		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
 	}
-	for _, w := range cfg.Warnings() {
-		slog.Warn(w)
-	}
 	return cfg, nil
 }
 

@@ -49,7 +49,7 @@ func writeConfig(t *testing.T, cluster *kfake.Cluster, kafkaExtra, rest string) 
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tracelake.yaml")
-	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], %s}\n%s\nsink: {duckdb: {path: %q}}\n",
+	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], %s}\n%s\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
 		cluster.ListenAddrs()[0], testTopic, kafkaExtra, rest, filepath.Join(dir, "test.duckdb"))
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

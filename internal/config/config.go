@@ -127,8 +127,10 @@ type Databend struct {
 	DSN string `yaml:"dsn"`
 }
 
-// Metrics endpoint. Not served by this build yet.
+// Metrics endpoint: /metrics (Prometheus), /healthz, /readyz.
 type Metrics struct {
+	// Listen is host:port; "" turns the endpoint off. Default
+	// 127.0.0.1:9464 (loopback only: the endpoint has no authentication).
 	Listen string `yaml:"listen"`
 }
 
@@ -164,6 +166,7 @@ func Default() *Config {
 		Batch:   Batch{MaxRecords: 10000, MaxBytes: 16 << 20, MaxInterval: Duration(10 * time.Second)},
 		Load:    Load{MaxFiles: 128, MaxInterval: Duration(5 * time.Second), Compression: "none"},
 		Retry:   Retry{MaxDelay: Duration(30 * time.Minute)},
+		Metrics: Metrics{Listen: "127.0.0.1:9464"},
 		Sink: Sink{
 			Type:   SinkDuckDB,
 			Table:  "trace_raw",

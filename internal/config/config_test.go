@@ -19,9 +19,6 @@ func TestGoodFile(t *testing.T) {
 		cfg.Load.Compression != "zstd" || len(cfg.Kafka.Brokers) != 2 || cfg.Retry.MaxDelay.D() != 30*time.Minute {
 		t.Errorf("decoded wrong: %+v", cfg)
 	}
-	if len(cfg.Warnings()) != 1 {
-		t.Errorf("metrics.listen should warn that it is not served: %v", cfg.Warnings())
-	}
 }
 
 // Each bad key is reported by its path with what is accepted.

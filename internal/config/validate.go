@@ -81,14 +81,9 @@ func (c *Config) Validate() error {
 	}
 	check(identifier.MatchString(c.Sink.Table), "sink.table",
 		"want a table name of letters, digits and _ (optionally schema.table), got %q", c.Sink.Table)
-	return errors.Join(errs...)
-}
-
-// Warnings lists settings that are accepted but have no effect in this build.
-func (c *Config) Warnings() []string {
-	var w []string
 	if c.Metrics.Listen != "" {
-		w = append(w, "metrics.listen: the metrics endpoint is not built yet; nothing is served on "+c.Metrics.Listen)
+		_, _, err := net.SplitHostPort(c.Metrics.Listen)
+		check(err == nil, "metrics.listen", "want host:port (or empty to turn it off), got %q", c.Metrics.Listen)
 	}
-	return w
+	return errors.Join(errs...)
 }

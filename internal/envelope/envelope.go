@@ -26,24 +26,41 @@ const (
 // writers) fail on them in ways that would stall a load.
 const MaxDepth = 1000
 
-// Check says why a message value cannot be stored as a raw row, or returns
-// "" when it can. An empty value is a tombstone and can be stored (as NULL).
-func Check(value []byte) string {
+// Problem says why a value cannot be stored: Kind is a short stable name
+// (a metric label), Reason the text stored with the record in the
+// dead-letter table. The zero Problem means the value is fine.
+type Problem struct{ Kind, Reason string }
+
+// OK reports whether there is no problem.
+func (p Problem) OK() bool { return p.Kind == "" }
+
+// Problem kinds.
+const (
+	KindInvalidUTF8 = "invalid_utf8"
+	KindInvalidJSON = "invalid_json"
+	KindTooDeep     = "too_deep"
+	KindNotObject   = "not_object"
+	KindRejected    = "rejected_by_database"
+)
+
+// Check says why a message value cannot be stored as a raw row. An empty
+// value is a tombstone and can be stored (as NULL).
+func Check(value []byte) Problem {
 	if len(value) == 0 {
-		return ""
+		return Problem{}
 	}
 	if !utf8.Valid(value) {
-		return "invalid UTF-8 at byte " + strconv.Itoa(firstInvalidUTF8(value))
+		return Problem{KindInvalidUTF8, "invalid UTF-8 at byte " + strconv.Itoa(firstInvalidUTF8(value))}
 	}
 	if !gojson.Valid(value) {
-		return "invalid JSON"
+		return Problem{KindInvalidJSON, "invalid JSON"}
 	}
 	// Counting brackets is far cheaper than tracking depth; only values
 	// with enough of them can be too deep.
 	if bytes.Count(value, []byte{'{'})+bytes.Count(value, []byte{'['}) > MaxDepth && depth(value) > MaxDepth {
-		return "JSON nested deeper than " + strconv.Itoa(MaxDepth) + " levels"
+		return Problem{KindTooDeep, "JSON nested deeper than " + strconv.Itoa(MaxDepth) + " levels"}
 	}
-	return ""
+	return Problem{}
 }
 
 func firstInvalidUTF8(b []byte) int {
@@ -185,16 +202,16 @@ func appendBase64(dst, b []byte) []byte {
 }
 
 // CheckObject says why a valid JSON value cannot be a row in transform mode
-// (only objects can), or returns "".
-func CheckObject(value []byte) string {
+// (only objects can).
+func CheckObject(value []byte) Problem {
 	trimmed := bytes.TrimLeft(value, " \t\n\r")
 	switch {
 	case len(value) == 0:
-		return "empty value (tombstone): transform mode needs a JSON object"
+		return Problem{KindNotObject, "empty value (tombstone): transform mode needs a JSON object"}
 	case len(trimmed) > 0 && trimmed[0] == '{':
-		return ""
+		return Problem{}
 	default:
-		return "not a JSON object: transform mode needs one object per message"
+		return Problem{KindNotObject, "not a JSON object: transform mode needs one object per message"}
 	}
 }
 

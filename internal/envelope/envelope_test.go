@@ -14,9 +14,9 @@ import (
 func TestCheck(t *testing.T) {
 	f := func(name string, value []byte, wantOK bool) {
 		t.Helper()
-		reason := Check(value)
-		if (reason == "") != wantOK {
-			t.Errorf("%s: Check = %q, want ok=%v", name, reason, wantOK)
+		p := Check(value)
+		if p.OK() != wantOK {
+			t.Errorf("%s: Check = %+v, want ok=%v", name, p, wantOK)
 		}
 	}
 	f("empty (tombstone)", nil, true)
@@ -40,10 +40,10 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckReasonNamesTheProblem(t *testing.T) {
-	if r := Check([]byte("{\"a\":\"x\xff\"}")); !strings.Contains(r, "UTF-8 at byte 7") {
+	if r := Check([]byte("{\"a\":\"x\xff\"}")); !strings.Contains(r.Reason, "UTF-8 at byte 7") || r.Kind != KindInvalidUTF8 {
 		t.Errorf("reason %q does not give the byte of the bad UTF-8", r)
 	}
-	if r := Check([]byte(`{"a":`)); !strings.Contains(r, "invalid JSON") {
+	if r := Check([]byte(`{"a":`)); !strings.Contains(r.Reason, "invalid JSON") || r.Kind != KindInvalidJSON {
 		t.Errorf("reason %q does not say invalid JSON", r)
 	}
 }
@@ -156,7 +156,7 @@ func TestAppendDLQRowKeepsOriginalBytes(t *testing.T) {
 
 func TestCheckObject(t *testing.T) {
 	for v, want := range map[string]bool{`{"a":1}`: true, " \n{}": true, `[1]`: false, `"s"`: false, ``: false} {
-		if got := CheckObject([]byte(v)) == ""; got != want {
+		if got := CheckObject([]byte(v)).OK(); got != want {
 			t.Errorf("CheckObject(%q) ok = %v, want %v", v, got, want)
 		}
 	}

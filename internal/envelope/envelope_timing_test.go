@@ -29,7 +29,7 @@ func BenchmarkEncodeRaw(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		r := recs[i%len(recs)]
-		if envelope.Check(r.Value) != "" {
+		if !envelope.Check(r.Value).OK() {
 			b.Fatal("invalid trace")
 		}
 		ids.Next(&id)

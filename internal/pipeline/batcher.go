@@ -11,6 +11,16 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
+// batch is a batch with what the pipeline keeps about it besides what the
+// sink stages. Batch is handed to the sink (and dropped here) at staging.
+type batch struct {
+	*sink.Batch
+	records  int64            // records, stored and dead-lettered
+	created  []int64          // create_time of each stored record, unix nanos (freshness)
+	bytes    int64            // message value bytes (in-flight accounting)
+	dlqKinds map[string]int64 // decode dead-letter records by problem kind
+}
+
 // batcher encodes records into the open batch and closes it at max records,
 // max bytes or max interval. It also tracks, per owned partition, the next
 // offset expected, so each range starts where the previous one ended.
@@ -21,10 +31,9 @@ type batcher struct {
 	maxBytes    int64
 	maxInterval time.Duration
 
-	cur     *sink.Batch
+	cur     *batch
 	index   map[sink.TopicPartition]int // range index in cur.Ranges
 	records int
-	bytes   int64
 	opened  time.Time
 
 	next map[sink.TopicPartition]int64
@@ -51,7 +60,7 @@ func newBatcher(transform bool, maxRecords int, maxBytes int64, maxInterval time
 
 // add encodes r into the open batch and returns the batch if r filled it;
 // added is false when r was skipped as already batched.
-func (b *batcher) add(r *kgo.Record, now time.Time) (full *sink.Batch, added bool) {
+func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	if want, ok := b.next[tp]; ok && r.Offset < want {
 		// Already batched (a fetch replayed after a seek); loading it again
@@ -59,7 +68,10 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *sink.Batch, added boo
 		return nil, false
 	}
 	if b.cur == nil {
-		b.cur = &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8)}
+		b.cur = &batch{
+			Batch:   &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8)},
+			created: make([]int64, 0, b.maxRecords),
+		}
 		b.opened = now
 	}
 	i, ok := b.index[tp]
@@ -76,15 +88,19 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *sink.Batch, added boo
 	rg.Last = r.Offset
 	b.next[tp] = r.Offset + 1
 
-	reason := envelope.Check(r.Value)
-	if reason == "" && b.transform {
-		reason = envelope.CheckObject(r.Value)
+	problem := envelope.Check(r.Value)
+	if problem.OK() && b.transform {
+		problem = envelope.CheckObject(r.Value)
 	}
-	if reason != "" {
+	if !problem.OK() {
 		start := len(b.cur.DLQ)
-		b.cur.DLQ = envelope.AppendDLQRow(b.cur.DLQ, r, reason, envelope.StageDecode)
+		b.cur.DLQ = envelope.AppendDLQRow(b.cur.DLQ, r, problem.Reason, envelope.StageDecode)
 		b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.DLQ)-start)
 		rg.DLQ++
+		if b.cur.dlqKinds == nil {
+			b.cur.dlqKinds = map[string]int64{}
+		}
+		b.cur.dlqKinds[problem.Kind]++
 	} else {
 		start := len(b.cur.Rows)
 		if b.transform {
@@ -95,10 +111,11 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *sink.Batch, added boo
 		}
 		b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.Rows)-start)
 		rg.Records++
+		b.cur.created = append(b.cur.created, r.Timestamp.UnixNano())
 	}
 	b.records++
-	b.bytes += int64(len(r.Value))
-	if b.records >= b.maxRecords || b.bytes >= b.maxBytes {
+	b.cur.bytes += int64(len(r.Value))
+	if b.records >= b.maxRecords || b.cur.bytes >= b.maxBytes {
 		return b.close(), true
 	}
 	return nil, true
@@ -113,7 +130,7 @@ func (b *batcher) due() time.Time {
 }
 
 // closeIfDue closes the open batch if its interval has passed.
-func (b *batcher) closeIfDue(now time.Time) *sink.Batch {
+func (b *batcher) closeIfDue(now time.Time) *batch {
 	if b.cur != nil && !now.Before(b.due()) {
 		return b.close()
 	}
@@ -121,7 +138,7 @@ func (b *batcher) closeIfDue(now time.Time) *sink.Batch {
 }
 
 // close closes the open batch (nil if none) and returns it.
-func (b *batcher) close() *sink.Batch {
+func (b *batcher) close() *batch {
 	out := b.cur
 	if out == nil {
 		return nil
@@ -130,7 +147,8 @@ func (b *batcher) close() *sink.Batch {
 		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
 	})
 	b.lastRows = len(out.Rows)
-	b.cur, b.records, b.bytes = nil, 0, 0
+	out.records = int64(b.records)
+	b.cur, b.records = nil, 0
 	clear(b.index)
 	return out
 }

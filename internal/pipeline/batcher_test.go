@@ -19,7 +19,7 @@ func TestBatcherClosesAndRangesTouch(t *testing.T) {
 	now := time.Now()
 	b := newBatcher(false, 3, 1<<20, time.Second)
 	b.setNext(sink.TopicPartition{Topic: "t", Partition: 0}, 10) // resume position
-	var closed []*sink.Batch
+	var closed []*batch
 	for off := int64(12); off < 18; off++ { // Kafka skipped 10 and 11 (e.g. txn markers)
 		if full, added := b.add(rec(0, off, `{}`), now); !added {
 			t.Fatalf("offset %d not added", off)

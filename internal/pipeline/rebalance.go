@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -51,16 +52,23 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			}
 			w.b.forget(tp)
 			w.b.setNext(tp, start)
+			if st := w.owned[tp]; st != nil && start >= 0 {
+				st.next = start
+			}
 		}
 	}
 	return offsets, nil
 }
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	w.opt.Ready.Joined()
+	w.opt.Metrics.Rebalances.WithLabelValues("assigned").Inc()
 	w.mu.Lock()
 	for t, ps := range assigned {
 		for _, p := range ps {
-			w.owned[sink.TopicPartition{Topic: t, Partition: p}] = true
+			w.owned[sink.TopicPartition{Topic: t, Partition: p}] = &partition{
+				hwm: -1, next: -1, lag: w.opt.Metrics.Lag.WithLabelValues(t, obs.PartitionLabel(p)),
+			}
 		}
 	}
 	w.mu.Unlock()
@@ -75,6 +83,7 @@ func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 		return
 	}
 	w.log.Info("partitions revoked: " + kafka.FormatPartitions(revoked))
+	w.opt.Metrics.Rebalances.WithLabelValues("revoked").Inc()
 	w.mu.Lock()
 	closing := w.closing
 	w.mu.Unlock()
@@ -96,6 +105,7 @@ func (w *Worker) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 		return
 	}
 	w.log.Warn("partitions lost: " + kafka.FormatPartitions(lost))
+	w.opt.Metrics.Rebalances.WithLabelValues("lost").Inc()
 	w.drop(lost)
 }
 
@@ -106,6 +116,7 @@ func (w *Worker) drop(parts map[string][]int32) {
 		for _, p := range ps {
 			tp := sink.TopicPartition{Topic: t, Partition: p}
 			delete(w.owned, tp)
+			w.opt.Metrics.Lag.DeleteLabelValues(t, obs.PartitionLabel(p))
 			w.b.forget(tp)
 		}
 	}

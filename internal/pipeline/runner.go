@@ -10,6 +10,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -22,6 +23,8 @@ type RunOptions struct {
 	RetryBase time.Duration
 	Log       *slog.Logger
 	Stats     *Stats
+	Metrics   *obs.Metrics   // nil: a private registry nobody serves
+	Ready     *obs.Readiness // nil: not reported
 }
 
 // Run starts cfg.Workers workers on snk and runs them until ctx is canceled
@@ -33,6 +36,12 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	}
 	if ro.Log == nil {
 		ro.Log = slog.Default()
+	}
+	if ro.Metrics == nil {
+		ro.Metrics = obs.New()
+	}
+	if ro.Ready == nil {
+		ro.Ready = &obs.Readiness{}
 	}
 	opt := Options{
 		Transform:     cfg.Mode == config.ModeTransform,
@@ -47,6 +56,8 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		Sink:          snk,
 		Log:           ro.Log,
 		Stats:         ro.Stats,
+		Metrics:       ro.Metrics,
+		Ready:         ro.Ready,
 	}
 	workers := make([]*Worker, cfg.Workers)
 	for i := range workers {

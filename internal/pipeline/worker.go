@@ -12,10 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -33,6 +36,8 @@ type Options struct {
 	Sink           sink.Sink
 	Log            *slog.Logger
 	Stats          *Stats
+	Metrics        *obs.Metrics
+	Ready          *obs.Readiness
 	PollMaxRecords int
 }
 
@@ -45,8 +50,8 @@ type Worker struct {
 
 	mu      sync.Mutex // guards b, owned, seeded and closing
 	b       *batcher
-	owned   map[sink.TopicPartition]bool
-	seeded  map[sink.TopicPartition]int64 // ledger positions to commit
+	owned   map[sink.TopicPartition]*partition // the partitions this worker owns
+	seeded  map[sink.TopicPartition]int64      // ledger positions to commit
 	closing bool
 
 	batches chan item // poll loop → stager
@@ -61,15 +66,28 @@ type Worker struct {
 	flushNow   atomic.Bool  // close the open batch at the next poll wake-up
 }
 
-// item travels down the pipeline: a batch, a staged file, a flush marker
+// partition is what a worker tracks of an owned partition for the lag
+// metric: the high watermark last fetched and the next offset to load.
+type partition struct {
+	hwm, next int64 // -1 until known
+	lag       prometheus.Gauge
+}
+
+func (p *partition) updateLag() {
+	if p.hwm >= 0 && p.next >= 0 {
+		p.lag.Set(float64(p.hwm - p.next))
+	}
+}
+
+// item travels down the pipeline: a batch (before staging), a staged file
+// with its batch's bookkeeping (batch.Batch is then nil), a flush marker
 // whose done channel receives the outcome once everything before it loaded,
-// or a batch that could not be staged (err, with its record count).
+// or a batch that could not be staged (err).
 type item struct {
-	batch   *sink.Batch
-	file    sink.File
-	flush   chan error
-	err     error
-	dropped int64
+	batch *batch
+	file  sink.File
+	flush chan error
+	err   error
 }
 
 // NewWorker creates the worker's Kafka client; nothing is read until Run.
@@ -85,7 +103,7 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 		opt:     opt,
 		log:     opt.Log.With("worker", id),
 		b:       newBatcher(opt.Transform, opt.MaxRecords, opt.MaxBytes, opt.MaxInterval),
-		owned:   map[sink.TopicPartition]bool{},
+		owned:   map[sink.TopicPartition]*partition{},
 		seeded:  map[sink.TopicPartition]int64{},
 		batches: make(chan item, 2),
 		files:   make(chan item, max(4, opt.LoadMaxFiles)),
@@ -158,9 +176,28 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		})
 
 		now := time.Now()
-		var closed []*sink.Batch
+		var closed []*batch
 		w.mu.Lock()
-		n := 0
+		n, bytes := 0, 0
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) == 0 {
+				return
+			}
+			pb := 0
+			for _, r := range p.Records {
+				pb += len(r.Value)
+			}
+			bytes += pb
+			w.opt.Metrics.ConsumedRecords.WithLabelValues(p.Topic).Add(float64(len(p.Records)))
+			w.opt.Metrics.ConsumedBytes.WithLabelValues(p.Topic).Add(float64(pb))
+			if st := w.owned[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]; st != nil {
+				if st.next < 0 {
+					st.next = p.Records[0].Offset // no position: loading starts here
+				}
+				st.hwm = p.HighWatermark
+				st.updateLag()
+			}
+		})
 		fetches.EachRecord(func(r *kgo.Record) {
 			b, added := w.b.add(r, now)
 			if added {
@@ -183,7 +220,9 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.inflight.Add(int64(n))
 			w.lastRecord.Store(now.UnixNano())
 			w.opt.Stats.addConsumed(n)
+			w.opt.Metrics.InflightBytes.Add(float64(bytes))
 		}
+		w.opt.Metrics.Batches.Add(float64(len(closed)))
 		// Sending blocks while the stager and loader are behind (or a load
 		// is being retried): nothing new is polled meanwhile, so backlog
 		// stays in Kafka rather than in memory.
@@ -218,33 +257,29 @@ func (w *Worker) stageLoop() {
 		var f sink.File
 		err := w.retry("stage", func() error {
 			var err error
-			f, err = w.opt.Sink.Stage(w.hard, it.batch)
+			f, err = w.opt.Sink.Stage(w.hard, it.batch.Batch)
 			return err
 		})
+		it.batch.Batch = nil // the sink owns the rows now; keep the bookkeeping
 		if err != nil {
 			// Shutting down with a stage failing: the batch is dropped and
 			// its records are read again next time. The loader must not
 			// load anything after it, or its commit would skip them.
 			w.log.Error("batch not staged; its records will be read again", "err", err)
-			w.files <- item{err: err, dropped: countRecords(it.batch.Ranges)}
+			w.files <- item{batch: it.batch, err: err}
 			continue
 		}
 		w.opt.Stats.addFile(f.Bytes)
-		w.files <- item{file: f}
+		w.opt.Metrics.StagedFiles.Inc()
+		w.opt.Metrics.StagedBytes.Add(float64(f.Bytes))
+		w.files <- item{batch: it.batch, file: f}
 	}
-}
-
-func countRecords(rs []sink.Range) (n int64) {
-	for _, r := range rs {
-		n += r.Records + r.DLQ
-	}
-	return n
 }
 
 // loadLoop loads pending files when load.max_files are pending or
 // load.max_interval after the first one, and on flush markers.
 func (w *Worker) loadLoop() error {
-	var pending []sink.File
+	var pending []item
 	var timer <-chan time.Time
 	var failed error
 	commitRetry := time.NewTicker(time.Second)
@@ -255,43 +290,42 @@ func (w *Worker) loadLoop() error {
 		if len(pending) == 0 {
 			return
 		}
-		n := int64(0)
-		for _, f := range pending {
-			n += countRecords(f.Ranges)
-		}
 		defer func() {
-			w.inflight.Add(-n)
+			w.release(pending)
 			pending, timer = pending[:0], nil
 		}()
+		files := make([]sink.File, len(pending))
+		for i, it := range pending {
+			files[i] = it.file
+		}
 		if failed != nil {
 			// An earlier batch could not be staged or loaded at shutdown:
 			// never load a later file past it (its commit would skip it).
-			w.opt.Sink.Discard(pending)
+			w.opt.Sink.Discard(files)
 			return
 		}
 		var loaded sink.Loaded
 		began := time.Now()
 		err := w.retry("load", func() error {
 			var err error
-			loaded, err = w.opt.Sink.Load(w.hard, pending)
+			loaded, err = w.opt.Sink.Load(w.hard, files)
 			return err
 		})
 		if err != nil {
 			failed = err
-			w.log.Error("load failed at shutdown; its records will be read again", "files", len(pending), "err", err)
-			w.opt.Sink.Discard(pending)
-		} else {
-			w.opt.Stats.addLoad(loaded)
-			w.log.Debug("loaded", "files", len(pending), "records", n, "took", time.Since(began))
-			// Every offset of the files is now in the ledger, inserted by
-			// this load or (when the sink skipped it) by an earlier one.
-			for _, f := range pending {
-				for _, r := range f.Ranges {
-					dirty[r.TopicPartition] = max(dirty[r.TopicPartition], r.Last+1)
-				}
-			}
-			w.commit(dirty)
+			w.log.Error("load failed at shutdown; its records will be read again", "files", len(files), "err", err)
+			w.opt.Sink.Discard(files)
+			return
 		}
+		w.loaded(pending, loaded, time.Since(began))
+		// Every offset of the files is now in the ledger, inserted by this
+		// load or (when the sink skipped it) by an earlier one.
+		for _, f := range files {
+			for _, r := range f.Ranges {
+				dirty[r.TopicPartition] = max(dirty[r.TopicPartition], r.Last+1)
+			}
+		}
+		w.commit(dirty)
 	}
 
 	for {
@@ -311,10 +345,10 @@ func (w *Worker) loadLoop() error {
 				if failed == nil {
 					failed = it.err
 				}
-				w.inflight.Add(-it.dropped)
+				w.release([]item{it})
 				continue
 			}
-			pending = append(pending, it.file)
+			pending = append(pending, it)
 			if len(pending) == 1 {
 				timer = time.After(w.opt.LoadInterval)
 			}
@@ -337,6 +371,57 @@ func (w *Worker) loadLoop() error {
 	}
 }
 
+// release ends the in-flight accounting of items, loaded or dropped.
+func (w *Worker) release(items []item) {
+	var n, bytes int64
+	for _, it := range items {
+		n += it.batch.records
+		bytes += it.batch.bytes
+	}
+	w.inflight.Add(-n)
+	w.opt.Metrics.InflightBytes.Sub(float64(bytes))
+}
+
+// loaded records a successful load in the stats and metrics: loads, files,
+// duration, freshness of every stored record, dead-letter records by
+// reason, and the lag of the partitions loaded.
+func (w *Worker) loaded(items []item, l sink.Loaded, took time.Duration) {
+	m := w.opt.Metrics
+	w.opt.Stats.addLoad(l)
+	m.Loads.Inc()
+	m.FilesPerLoad.Observe(float64(len(items)))
+	m.LoadDuration.Observe(took.Seconds())
+	now := time.Now().UnixNano()
+	var decodeDLQ, loadedDLQ int64
+	for _, it := range items {
+		for _, c := range it.batch.created {
+			m.Freshness.Observe(float64(now-c) / 1e9)
+		}
+		for kind, n := range it.batch.dlqKinds {
+			m.DLQRecords.WithLabelValues(kind).Add(float64(n))
+			decodeDLQ += n
+		}
+	}
+	for _, r := range l.Ranges {
+		loadedDLQ += r.DLQ
+	}
+	if rejected := loadedDLQ - decodeDLQ; rejected > 0 {
+		m.DLQRecords.WithLabelValues(envelope.KindRejected).Add(float64(rejected))
+	}
+	w.log.Debug("loaded", "files", len(items), "took", took)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, it := range items {
+		for _, r := range it.file.Ranges {
+			if p := w.owned[r.TopicPartition]; p != nil {
+				p.next = max(p.next, r.Last+1)
+				p.updateLag()
+			}
+		}
+	}
+}
+
 // commit commits the loaded positions of partitions this worker still owns.
 // Positions of partitions it no longer owns are dropped: their new owner
 // resumes from the ledger. The ownership check and the commit happen under
@@ -347,7 +432,7 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 	defer w.mu.Unlock()
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for tp, next := range dirty {
-		if !w.owned[tp] {
+		if w.owned[tp] == nil {
 			delete(dirty, tp)
 			continue
 		}
@@ -372,6 +457,11 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 		w.log.Warn("offset commit failed; will retry", "err", commitErr)
 		return
 	}
+	for t, ps := range offsets {
+		for p, o := range ps {
+			w.opt.Metrics.Committed.WithLabelValues(t, obs.PartitionLabel(p)).Set(float64(o.Offset))
+		}
+	}
 	clear(dirty)
 }
 
@@ -386,6 +476,7 @@ func (w *Worker) retry(what string, fn func() error) error {
 			return nil
 		}
 		w.opt.Stats.addRetry()
+		w.opt.Metrics.Retries.WithLabelValues(what).Inc()
 		if w.intake.Err() != nil {
 			return err
 		}
