@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/tracegen"
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // A bad config exits 2 with one line per bad key, before connecting.
@@ -48,25 +51,7 @@ func TestSigtermLoadsAndCommits(t *testing.T) {
 	cfgPath := writeConfig(t, cluster, "group: term", "batch: {max_interval: 1m}\nload: {max_interval: 1m}")
 	run := startRun(t, bin, cfgPath, "run")
 	cmd := run.cmd
-	// Wait until the child has polled the backlog into its open batch:
-	// franz-go sends a new fetch to a broker only after the previous
-	// response was polled, so three fetches mean the data is in the batch.
-	fetches := make(chan struct{}, 100)
-	cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		select {
-		case fetches <- struct{}{}:
-		default:
-		}
-		return nil, nil, false
-	})
-	for i := range 3 {
-		select {
-		case <-fetches:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("child made %d fetches in 30s, want 3", i)
-		}
-	}
+	awaitPolled(t, cluster)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -97,5 +82,71 @@ func TestSigtermLoadsAndCommits(t *testing.T) {
 	}
 	if loaded == 0 {
 		t.Fatalf("nothing loaded at shutdown:\n%s\n%s", out, run.log)
+	}
+}
+
+// Past shutdown_timeout the process exits 1 and says why; nothing is lost:
+// the next start loads every record exactly once.
+func TestShutdownTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, cl := startKafka(t, 2)
+	const n = 20000
+	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := writeConfig(t, cluster, "group: slow, session_timeout: 6s, rebalance_timeout: 6s", "batch: {max_interval: 1m}\nload: {max_interval: 1m}\nshutdown_timeout: 1ms")
+	run := startRun(t, bin, cfgPath, "run")
+	awaitPolled(t, cluster)
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := run.cmd.Wait()
+	if code := run.cmd.ProcessState.ExitCode(); code != exitFailed || !strings.Contains(run.log.String(), "shutdown_timeout passed") {
+		t.Fatalf("exit %d (%v), want 1 with a shutdown_timeout message:\n%s", code, err, run.log)
+	}
+
+	again := exec.Command(bin, "run", "--config", cfgPath, "--exit-when-idle", "1s")
+	again.Env = append(os.Environ(), "TRACELAKE_SHUTDOWN_TIMEOUT=1m")
+	out, err := again.CombinedOutput()
+	t.Logf("second run:\n%s", out)
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	out, err = exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
+	if err != nil {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	var rep verify.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := rep.Totals(); !rep.OK || rows != n {
+		t.Fatalf("after the timed-out shutdown: ok=%v rows=%d, want %d; %v", rep.OK, rows, n, rep.Problems)
+	}
+}
+
+// awaitPolled waits until a child has polled the backlog: franz-go sends a
+// new fetch to a broker only after the previous response was polled, so
+// three fetches mean the data is in the open batch.
+func awaitPolled(t *testing.T, cluster *kfake.Cluster) {
+	t.Helper()
+	fetches := make(chan struct{}, 100)
+	cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		select {
+		case fetches <- struct{}{}:
+		default:
+		}
+		return nil, nil, false
+	})
+	for i := range 3 {
+		select {
+		case <-fetches:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("child made %d fetches in 30s, want 3", i)
+		}
 	}
 }

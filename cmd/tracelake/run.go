@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/obs"
@@ -36,6 +37,9 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	ready.SinkReady()
+	finished := make(chan struct{})
+	defer close(finished)
+	go exitAfterShutdownTimeout(ctx, finished, cfg.ShutdownTimeout.D())
 	stats := &pipeline.Stats{}
 	start := time.Now()
 	slog.Info("tracelake running", "brokers", cfg.Kafka.Brokers, "topics", cfg.Kafka.Topics, "group", cfg.Kafka.Group,
@@ -44,4 +48,24 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	slog.Info("tracelake stopped", "records", stats.Consumed.Load(), "loaded", stats.Loaded.Load(), "dlq", stats.DLQ.Load(),
 		"files", stats.Files.Load(), "loads", stats.Loads.Load(), "seconds", time.Since(start).Round(time.Millisecond).Seconds())
 	return err
+}
+
+// exitAfterShutdownTimeout ends the process if the shutdown that starts when
+// ctx is canceled has not finished within timeout. Nothing is lost: offsets
+// are committed only for loaded data, so what was pending is read again.
+func exitAfterShutdownTimeout(ctx context.Context, finished <-chan struct{}, timeout time.Duration) {
+	select {
+	case <-finished:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-t.C:
+		slog.Error("shutdown_timeout passed: pending data was not loaded and will be read again from Kafka on the next start (nothing is lost)",
+			"shutdown_timeout", timeout)
+		os.Exit(exitFailed)
+	}
 }

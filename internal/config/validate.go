@@ -81,6 +81,8 @@ func (c *Config) Validate() error {
 	}
 	check(identifier.MatchString(c.Sink.Table), "sink.table",
 		"want a table name of letters, digits and _ (optionally schema.table), got %q", c.Sink.Table)
+	check(c.ShutdownTimeout.D() >= time.Millisecond && c.ShutdownTimeout.D() <= time.Hour,
+		"shutdown_timeout", "want 1ms to 1h, got %s", c.ShutdownTimeout)
 	if c.Metrics.Listen != "" {
 		_, _, err := net.SplitHostPort(c.Metrics.Listen)
 		check(err == nil, "metrics.listen", "want host:port (or empty to turn it off), got %q", c.Metrics.Listen)

@@ -63,7 +63,7 @@ type Worker struct {
 
 	lastRecord atomic.Int64 // unix nanos of the last record read
 	inflight   atomic.Int64 // records read and not yet loaded (or dropped)
-	flushNow   atomic.Bool  // close the open batch at the next poll wake-up
+	flushNow   atomic.Bool  // close the open batch and load at the next poll wake-up
 }
 
 // partition is what a worker tracks of an owned partition for the lag
@@ -207,7 +207,8 @@ func (w *Worker) pollLoop(ctx context.Context) {
 				closed = append(closed, b)
 			}
 		})
-		if w.flushNow.Swap(false) {
+		flushNow := w.flushNow.Swap(false)
+		if flushNow {
 			if b := w.b.close(); b != nil {
 				closed = append(closed, b)
 			}
@@ -228,6 +229,11 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		// stays in Kafka rather than in memory.
 		for _, b := range closed {
 			w.batches <- item{batch: b}
+		}
+		if flushNow {
+			// Load what is staged now too, without waiting for the outcome
+			// (the buffered channel takes it).
+			w.batches <- item{flush: make(chan error, 1)}
 		}
 		w.cl.AllowRebalance()
 	}
