@@ -150,3 +150,30 @@ func awaitPolled(t *testing.T, cluster *kfake.Cluster) {
 		}
 	}
 }
+
+// `tracelake config` shows the effective config (file, environment, flags)
+// without secrets, and its validation result.
+func TestConfigCommandRedacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("kafka: {topics: [t]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TRACELAKE_KAFKA_SASL_PASSWORD", "hunter2")
+	t.Setenv("TRACELAKE_SINK_DATABEND_DSN", "https://u:pa55@host:443")
+	cf := configFlags{path: path, workers: 5}
+	cfg, err := cf.effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err = printConfig(&out, cfg.Redacted(), cfg.Validate())
+	s := out.String()
+	if strings.Contains(s, "hunter2") || strings.Contains(s, "pa55") || !strings.Contains(s, "password: REDACTED") ||
+		!strings.Contains(s, "https://u:REDACTED@host:443") || !strings.Contains(s, "workers: 5") {
+		t.Errorf("printed config:\n%s", s)
+	}
+	if err != nil || !strings.Contains(s, "# validation: OK") {
+		t.Errorf("validation: %v", err)
+	}
+}
+}

@@ -41,9 +41,25 @@ func (f *configFlags) register(fs *flag.FlagSet) {
 // With needKafka false (commands that only read the sink) a config without
 // topics is accepted.
 func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
-	cfg, loadErr := config.FromFile(f.path)
+	cfg, loadErr := f.effective()
 	if cfg == nil {
 		return nil, usageError{loadErr}
+	}
+	if !needKafka && len(cfg.Kafka.Topics) == 0 {
+		cfg.Kafka.Topics = []string{"(none)"}
+	}
+	if err := errors.Join(loadErr, cfg.Validate()); err != nil {
+		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
+	}
+	return cfg, nil
+}
+
+// effective is the config after file, environment and flags, with the
+// problems found reading it (cfg is nil only if the file cannot be read).
+func (f *configFlags) effective() (*config.Config, error) {
+	cfg, loadErr := config.FromFile(f.path)
+	if cfg == nil {
+		return nil, loadErr
 	}
 	if f.brokers != "" {
 		cfg.Kafka.Brokers = splitComma(f.brokers)
@@ -66,13 +82,7 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 	if f.mode != "" {
 		cfg.Mode = f.mode
 	}
-	if !needKafka && len(cfg.Kafka.Topics) == 0 {
-		cfg.Kafka.Topics = []string{"(none)"}
-	}
-	if err := errors.Join(loadErr, cfg.Validate()); err != nil {
-		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
-	}
-	return cfg, nil
+	return cfg, loadErr
 }
 
 func indent(err error) string {

@@ -36,6 +36,7 @@ Usage:
   tracelake run     --config F [--exit-when-idle D]   ingest until stopped (or idle)
   tracelake verify  --config F [--json]               compare Kafka, ledger and tables
   tracelake sql     --config F "SELECT …"             query the DuckDB sink
+  tracelake config  --config F                        print the effective config (secrets redacted), validate it
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
   tracelake demo                                      embedded Kafka → DuckDB, end to end
   tracelake version
@@ -62,6 +63,8 @@ func run(args []string) int {
 		err = cmdVerify(ctx, args[1:])
 	case "sql":
 		err = cmdSQL(ctx, args[1:])
+	case "config":
+		err = cmdConfig(args[1:])
 	case "gen":
 		err = cmdGen(ctx, args[1:])
 	case "demo":

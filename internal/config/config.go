@@ -66,7 +66,7 @@ type Kafka struct {
 type SASL struct {
 	Mechanism string `yaml:"mechanism"`
 	User      string `yaml:"user"`
-	Password  string `yaml:"password"`
+	Password  string `yaml:"password" secret:"true"`
 }
 
 // TLS to the brokers. Not supported by this build yet; enabling it is
@@ -128,7 +128,7 @@ type DuckDB struct {
 // Databend sink settings, read from the reference's config file. The
 // Databend sink is not built yet.
 type Databend struct {
-	DSN string `yaml:"dsn"`
+	DSN string `yaml:"dsn" secret:"true"` // user:password@host: the password is a secret
 }
 
 // Metrics endpoint: /metrics (Prometheus), /healthz, /readyz.

@@ -98,3 +98,21 @@ func TestEnvOverrides(t *testing.T) {
 		t.Errorf("bad env value not named: %v", err)
 	}
 }
+
+// Secrets never leave a redacted config; the original is untouched.
+func TestRedacted(t *testing.T) {
+	cfg := Default()
+	cfg.Kafka.SASL.Password = "hunter2"
+	cfg.Sink.Databend.DSN = "https://cloudapp:s3cret@host:443/db?x=1"
+	r := cfg.Redacted()
+	if r.Kafka.SASL.Password != Redacted || r.Sink.Databend.DSN != "https://cloudapp:REDACTED@host:443/db?x=1" {
+		t.Errorf("redacted: %q %q", r.Kafka.SASL.Password, r.Sink.Databend.DSN)
+	}
+	if cfg.Kafka.SASL.Password != "hunter2" {
+		t.Error("Redacted changed the original")
+	}
+	cfg.Sink.Databend.DSN = "databend://user@host" // no password: nothing to hide but still a secret field
+	if got := cfg.Redacted().Sink.Databend.DSN; got != Redacted {
+		t.Errorf("DSN without password = %q", got)
+	}
+}

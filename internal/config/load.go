@@ -145,7 +145,7 @@ func splitList(s string, t reflect.Type) reflect.Value {
 // applyEnv sets every leaf key whose TRACELAKE_* variable is present.
 func applyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 	var errs []error
-	walkLeaves(reflect.ValueOf(cfg).Elem(), "", func(path string, v reflect.Value) {
+	walkLeaves(reflect.ValueOf(cfg).Elem(), "", func(path string, _ reflect.StructField, v reflect.Value) {
 		name := EnvName(path)
 		s, ok := lookup(name)
 		if !ok {
@@ -179,8 +179,8 @@ func EnvName(path string) string {
 }
 
 // walkLeaves calls fn for every non-struct field (or TextUnmarshaler struct)
-// with its key path.
-func walkLeaves(v reflect.Value, path string, fn func(string, reflect.Value)) {
+// with its key path and struct field.
+func walkLeaves(v reflect.Value, path string, fn func(string, reflect.StructField, reflect.Value)) {
 	t := v.Type()
 	for i := range t.NumField() {
 		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
@@ -193,6 +193,6 @@ func walkLeaves(v reflect.Value, path string, fn func(string, reflect.Value)) {
 			walkLeaves(f, p, fn)
 			continue
 		}
-		fn(p, f)
+		fn(p, t.Field(i), f)
 	}
 }
