@@ -176,4 +176,3 @@ func TestConfigCommandRedacts(t *testing.T) {
 		t.Errorf("validation: %v", err)
 	}
 }
-}
