@@ -45,7 +45,7 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 	if cfg == nil {
 		return nil, usageError{loadErr}
 	}
-	if !needKafka && len(cfg.Kafka.Topics) == 0 {
+	if !needKafka && len(cfg.Kafka.Topics) == 0 && cfg.Kafka.TopicRegex == "" {
 		cfg.Kafka.Topics = []string{"(none)"}
 	}
 	if err := errors.Join(loadErr, cfg.Validate()); err != nil {

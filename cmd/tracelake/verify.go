@@ -50,7 +50,7 @@ func runVerify(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (*veri
 	var marks map[sink.TopicPartition]kafka.Watermarks
 	if admin, err := kafka.NewAdmin(cfg.Kafka); err == nil {
 		qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		marks, err = admin.Watermarks(qctx, cfg.Kafka.Topics)
+		marks, err = admin.ConsumedWatermarks(qctx, cfg.Kafka)
 		cancel()
 		admin.Close()
 		if err != nil {

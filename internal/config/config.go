@@ -36,6 +36,10 @@ type Kafka struct {
 	Brokers []string `yaml:"brokers"`
 	// Topics to consume; several topics share one group and one raw table.
 	Topics []string `yaml:"topics"`
+	// TopicRegex consumes every topic matching it (Go regexp syntax),
+	// including topics created later (found within metadata_refresh).
+	// Set either topics or topic_regex.
+	TopicRegex string `yaml:"topic_regex"`
 	// Group is the consumer group of every worker of every process.
 	Group string `yaml:"group"`
 	// StartOffset is where a partition with neither a ledger position nor a

@@ -116,3 +116,20 @@ func TestRedacted(t *testing.T) {
 		t.Errorf("DSN without password = %q", got)
 	}
 }
+
+func TestTopicsOrRegex(t *testing.T) {
+	f := func(topics []string, re, want string) {
+		t.Helper()
+		cfg := Default()
+		cfg.Kafka.Topics, cfg.Kafka.TopicRegex = topics, re
+		err := cfg.Validate()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("topics %v regex %q: %v, want %q", topics, re, err, want)
+		}
+	}
+	f([]string{"a"}, "", "")
+	f(nil, "^a", "")
+	f([]string{"a"}, "^a", "set either kafka.topics or kafka.topic_regex")
+	f(nil, "", "kafka.topics: at least one topic (or kafka.topic_regex)")
+	f(nil, "([", "kafka.topic_regex: not a valid regular expression")
+}

@@ -27,7 +27,15 @@ func (c *Config) Validate() error {
 		_, port, err := net.SplitHostPort(b)
 		check(err == nil && port != "", "kafka.brokers", "want host:port, got %q", b)
 	}
-	check(len(c.Kafka.Topics) > 0, "kafka.topics", "at least one topic is required")
+	switch {
+	case len(c.Kafka.Topics) > 0 && c.Kafka.TopicRegex != "":
+		errs = append(errs, errors.New("kafka.topic_regex: set either kafka.topics or kafka.topic_regex, not both"))
+	case len(c.Kafka.Topics) == 0 && c.Kafka.TopicRegex == "":
+		errs = append(errs, errors.New("kafka.topics: at least one topic (or kafka.topic_regex) is required"))
+	case c.Kafka.TopicRegex != "":
+		_, err := regexp.Compile(c.Kafka.TopicRegex)
+		check(err == nil, "kafka.topic_regex", "not a valid regular expression: %v", err)
+	}
 	for _, t := range c.Kafka.Topics {
 		check(t != "" && !strings.ContainsAny(t, " ,"), "kafka.topics", "invalid topic name %q", t)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -42,11 +43,11 @@ func ConsumerOptions(k config.Kafka, start time.Time) []kgo.Opt {
 		// partition before tracelake noticed it is skipped.
 		reset = kgo.NewOffset().AfterMilli(start.UnixMilli())
 	}
-	return append(ClientOptions(k),
+	opts := append(ClientOptions(k), consumeTopics(k)...)
+	return append(opts,
 		kgo.ConsumerGroup(k.Group),
 		kgo.SessionTimeout(k.SessionTimeout.D()),
 		kgo.RebalanceTimeout(k.RebalanceTimeout.D()),
-		kgo.ConsumeTopics(k.Topics...),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -157,4 +158,49 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		lvl = slog.LevelDebug
 	}
 	k.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
+}
+
+// consumeTopics consumes the listed topics, or every topic matching
+// topic_regex (franz-go re-evaluates it at each metadata refresh).
+func consumeTopics(k config.Kafka) []kgo.Opt {
+	if k.TopicRegex != "" {
+		return []kgo.Opt{kgo.ConsumeRegex(), kgo.ConsumeTopics(k.TopicRegex)}
+	}
+	return []kgo.Opt{kgo.ConsumeTopics(k.Topics...)}
+}
+
+// Topics returns the topics consumed now: the listed ones, or those
+// matching topic_regex (internal topics excluded).
+func (a *Admin) Topics(ctx context.Context, k config.Kafka) ([]string, error) {
+	if k.TopicRegex == "" {
+		return k.Topics, nil
+	}
+	re, err := regexp.Compile(k.TopicRegex)
+	if err != nil {
+		return nil, fmt.Errorf("kafka.topic_regex: %w", err)
+	}
+	listed, err := a.adm.ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	var out []string
+	for _, t := range listed.Names() {
+		if re.MatchString(t) && !strings.HasPrefix(t, "__") {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// ConsumedWatermarks returns the watermarks of every partition consumed now.
+func (a *Admin) ConsumedWatermarks(ctx context.Context, k config.Kafka) (map[sink.TopicPartition]Watermarks, error) {
+	topics, err := a.Topics(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	if len(topics) == 0 {
+		return map[sink.TopicPartition]Watermarks{}, nil
+	}
+	return a.Watermarks(ctx, topics)
 }

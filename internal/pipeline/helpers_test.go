@@ -122,7 +122,7 @@ func verifyOK(t *testing.T, cfg *config.Config, s *duckdb.Sink) *verify.Report {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	marks, err := admin.Watermarks(context.Background(), cfg.Kafka.Topics)
+	marks, err := admin.ConsumedWatermarks(context.Background(), cfg.Kafka)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -378,3 +378,39 @@ func TestTransformMode(t *testing.T) {
 		t.Errorf("existing key: DLQ reason %q", reason)
 	}
 }
+
+// kafka.topic_regex consumes every matching topic, including one created
+// while running; other topics are left alone.
+func TestTopicRegex(t *testing.T) {
+	c := newCluster(t, 1) // creates llm-traces, which does not match
+	cl := producer(t, c)
+	adm := kadm.NewClient(cl)
+	_, err := adm.CreateTopic(context.Background(), 2, -1, nil, "traces-a")
+	must(t, err)
+	cfg := testConfig(t, c)
+	cfg.Kafka.Topics = nil
+	cfg.Kafka.TopicRegex = "^traces-"
+	cfg.Kafka.MetadataRefresh = 1e9 // 1s
+	must(t, cfg.Validate())
+	s := openSink(t, cfg)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{RetryBase: 10 * time.Millisecond, Log: testLog(t)})
+	}()
+	produce(t, cl, &kgo.Record{Topic: "traces-a", Value: []byte(`{"a":1}`)}, &kgo.Record{Topic: topic, Value: []byte(`{"skip":1}`)})
+	waitRows(t, s, 1, done)
+	_, err = adm.CreateTopic(context.Background(), 1, -1, nil, "traces-b")
+	must(t, err)
+	produce(t, cl, &kgo.Record{Topic: "traces-b", Value: []byte(`{"b":1}`)})
+	waitRows(t, s, 2, done)
+	cancel()
+	must(t, <-done)
+	var topics string
+	must(t, s.DB().QueryRow(`SELECT string_agg(DISTINCT record_metadata->>'topic', ',' ORDER BY record_metadata->>'topic') FROM trace_raw`).Scan(&topics))
+	if topics != "traces-a,traces-b" {
+		t.Errorf("topics loaded = %q, want traces-a,traces-b", topics)
+	}
+	verifyOK(t, cfg, s)
+}

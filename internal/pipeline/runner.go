@@ -151,7 +151,7 @@ func waitIdle(ctx context.Context, cfg *config.Config, workers []*Worker, idle t
 func caughtUp(ctx context.Context, admin *kafka.Admin, cfg *config.Config) bool {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	marks, err := admin.Watermarks(qctx, cfg.Kafka.Topics)
+	marks, err := admin.ConsumedWatermarks(qctx, cfg.Kafka)
 	if err != nil {
 		return false
 	}
