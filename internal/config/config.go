@@ -65,18 +65,27 @@ type Kafka struct {
 	TLS  TLS  `yaml:"tls"`
 }
 
-// SASL authentication. Not supported by this build yet; a configured
-// mechanism is reported by Validate.
+// SASL authentication to the brokers.
 type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL.
 	Mechanism string `yaml:"mechanism"`
 	User      string `yaml:"user"`
 	Password  string `yaml:"password" secret:"true"`
 }
 
-// TLS to the brokers. Not supported by this build yet; enabling it is
-// reported by Validate.
+// TLS to the brokers.
 type TLS struct {
 	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs to trust; empty: the system's.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a client certificate (mutual TLS), both or
+	// neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName overrides the name checked in the broker's certificate.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify turns certificate checks off (tests only).
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
 // Batch says when the records read by one worker become one staged file.

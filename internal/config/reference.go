@@ -140,6 +140,11 @@ func decodeReference(cfg *Config, data []byte) error {
 			errs = append(errs, fmt.Errorf("%s: %v", k, err))
 		}
 	}
+	// The reference uses TLS only together with SASL (disableTLS turns it
+	// off there); without isSASL it connects in plain text.
+	if cfg.Kafka.SASL.Mechanism == "" {
+		cfg.Kafka.TLS.Enabled = false
+	}
 	return errors.Join(errs...)
 }
 

@@ -50,10 +50,13 @@ func (c *Config) Validate() error {
 		"kafka.rebalance_timeout", "want 1s to 30m, got %s", c.Kafka.RebalanceTimeout)
 	check(c.Kafka.FetchMaxBytes >= 1<<20 && c.Kafka.FetchMaxBytes <= 1<<30,
 		"kafka.fetch_max_bytes", "want 1MiB to 1GiB, got %s", c.Kafka.FetchMaxBytes)
-	check(c.Kafka.SASL.Mechanism == "", "kafka.sasl.mechanism",
-		"SASL is not supported by this build yet (reference key isSASL); accepted: empty")
-	check(!c.Kafka.TLS.Enabled, "kafka.tls.enabled",
-		"TLS is not supported by this build yet (reference: set disableTLS true); accepted: false")
+	if m := c.Kafka.SASL.Mechanism; m != "" {
+		check(slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, m), "kafka.sasl.mechanism",
+			"want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (or empty for none), got %q", m)
+		check(c.Kafka.SASL.User != "", "kafka.sasl.user", "a user is required with kafka.sasl.mechanism %s", m)
+	}
+	check((c.Kafka.TLS.CertFile == "") == (c.Kafka.TLS.KeyFile == ""), "kafka.tls.cert_file",
+		"set both cert_file and key_file, or neither")
 
 	check(c.Workers >= 1 && c.Workers <= 256, "workers", "want 1 to 256, got %d", c.Workers)
 	check(c.Mode == ModeRaw || c.Mode == ModeTransform, "mode", "want raw or transform, got %q", c.Mode)

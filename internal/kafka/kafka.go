@@ -20,22 +20,26 @@ import (
 )
 
 // ClientOptions are the connection options shared by consumers and admin
-// clients.
-func ClientOptions(k config.Kafka) []kgo.Opt {
-	return []kgo.Opt{
+// clients, TLS and SASL included.
+func ClientOptions(k config.Kafka) ([]kgo.Opt, error) {
+	sec, err := securityOptions(k)
+	if err != nil {
+		return nil, err
+	}
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(k.Brokers...),
 		kgo.ClientID(k.ClientID),
 		kgo.MetadataMaxAge(k.MetadataRefresh.D()),
 		kgo.MetadataMinAge(min(k.MetadataRefresh.D(), 5*time.Second)),
 		kgo.RetryTimeout(30 * time.Second),
-	}
+	}, sec...), nil
 }
 
 // ConsumerOptions are ClientOptions plus the group consumer settings every
 // worker uses: manual commits only (offsets move after the sink commits),
 // cooperative-sticky assignment, and rebalances blocked while a poll is being
 // processed so a callback never runs in the middle of a batch.
-func ConsumerOptions(k config.Kafka, start time.Time) []kgo.Opt {
+func ConsumerOptions(k config.Kafka, start time.Time) ([]kgo.Opt, error) {
 	reset := kgo.NewOffset().AtStart()
 	if k.StartOffset == "latest" {
 		// Partitions that exist now start at their end; partitions created
@@ -43,7 +47,11 @@ func ConsumerOptions(k config.Kafka, start time.Time) []kgo.Opt {
 		// partition before tracelake noticed it is skipped.
 		reset = kgo.NewOffset().AfterMilli(start.UnixMilli())
 	}
-	opts := append(ClientOptions(k), consumeTopics(k)...)
+	opts, err := ClientOptions(k)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, consumeTopics(k)...)
 	return append(opts,
 		kgo.ConsumerGroup(k.Group),
 		kgo.SessionTimeout(k.SessionTimeout.D()),
@@ -54,7 +62,7 @@ func ConsumerOptions(k config.Kafka, start time.Time) []kgo.Opt {
 		kgo.ConsumeResetOffset(reset),
 		kgo.FetchMaxBytes(int32(k.FetchMaxBytes)),
 		kgo.FetchMaxPartitionBytes(int32(min(k.FetchMaxBytes, 16<<20))),
-	)
+	), nil
 }
 
 // Watermarks are a partition's first and next offsets in Kafka.
@@ -68,7 +76,11 @@ type Admin struct {
 
 // NewAdmin connects an admin client.
 func NewAdmin(k config.Kafka) (*Admin, error) {
-	cl, err := kgo.NewClient(ClientOptions(k)...)
+	opts, err := ClientOptions(k)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}

@@ -43,6 +43,10 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	if ro.Ready == nil {
 		ro.Ready = &obs.Readiness{}
 	}
+	kopts, err := kafka.ConsumerOptions(cfg.Kafka, time.Now())
+	if err != nil {
+		return err
+	}
 	opt := Options{
 		Transform:     cfg.Mode == config.ModeTransform,
 		MaxRecords:    cfg.Batch.MaxRecords,
@@ -52,7 +56,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		LoadInterval:  cfg.Load.MaxInterval.D(),
 		RetryBase:     ro.RetryBase,
 		RetryMaxDelay: cfg.Retry.MaxDelay.D(),
-		KafkaOpts:     kafka.ConsumerOptions(cfg.Kafka, time.Now()),
+		KafkaOpts:     kopts,
 		Sink:          snk,
 		Log:           ro.Log,
 		Stats:         ro.Stats,
