@@ -24,6 +24,10 @@ type Config struct {
 	Retry   Retry   `yaml:"retry"`
 	Sink    Sink    `yaml:"sink"`
 	Metrics Metrics `yaml:"metrics"`
+	// MaxInflightBytes caps the message bytes read from Kafka and not yet
+	// loaded, per process; past it, fetching pauses until loads free
+	// memory. Default a quarter of the machine's memory.
+	MaxInflightBytes ByteSize `yaml:"max_inflight_bytes"`
 	// ShutdownTimeout bounds the shutdown after a signal (loading what is
 	// pending, committing). Past it the process exits 1; what was not
 	// loaded is read again from Kafka on the next start. Default 30s.
@@ -178,13 +182,14 @@ func Default() *Config {
 			ClientID:         "tracelake",
 			FetchMaxBytes:    50 << 20,
 		},
-		Workers:         workers,
-		Mode:            ModeRaw,
-		Batch:           Batch{MaxRecords: 10000, MaxBytes: 16 << 20, MaxInterval: Duration(10 * time.Second)},
-		Load:            Load{MaxFiles: 128, MaxInterval: Duration(5 * time.Second), Compression: "none"},
-		Retry:           Retry{MaxDelay: Duration(30 * time.Minute)},
-		Metrics:         Metrics{Listen: "127.0.0.1:9464"},
-		ShutdownTimeout: Duration(30 * time.Second),
+		Workers:          workers,
+		Mode:             ModeRaw,
+		Batch:            Batch{MaxRecords: 10000, MaxBytes: 16 << 20, MaxInterval: Duration(10 * time.Second)},
+		Load:             Load{MaxFiles: 128, MaxInterval: Duration(5 * time.Second), Compression: "none"},
+		Retry:            Retry{MaxDelay: Duration(30 * time.Minute)},
+		Metrics:          Metrics{Listen: "127.0.0.1:9464"},
+		ShutdownTimeout:  Duration(30 * time.Second),
+		MaxInflightBytes: defaultInflightBytes(),
 		Sink: Sink{
 			Type:   SinkDuckDB,
 			Table:  "trace_raw",

@@ -92,6 +92,7 @@ func (c *Config) Validate() error {
 	}
 	check(identifier.MatchString(c.Sink.Table), "sink.table",
 		"want a table name of letters, digits and _ (optionally schema.table), got %q", c.Sink.Table)
+	check(c.MaxInflightBytes >= 1<<20, "max_inflight_bytes", "want at least 1MiB, got %s", c.MaxInflightBytes)
 	check(c.ShutdownTimeout.D() >= time.Millisecond && c.ShutdownTimeout.D() <= time.Hour,
 		"shutdown_timeout", "want 1ms to 1h, got %s", c.ShutdownTimeout)
 	if c.Metrics.Listen != "" {

@@ -61,6 +61,9 @@ func ConsumerOptions(k config.Kafka, start time.Time) ([]kgo.Opt, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(reset),
 		kgo.FetchMaxBytes(int32(k.FetchMaxBytes)),
+		// Resumed partitions join the next fetch; a short wait keeps a
+		// pause (max_inflight_bytes) from costing the default 5s.
+		kgo.FetchMaxWait(time.Second),
 		kgo.FetchMaxPartitionBytes(int32(min(k.FetchMaxBytes, 16<<20))),
 	), nil
 }

@@ -27,6 +27,7 @@ type Metrics struct {
 	Retries         *prometheus.CounterVec // stage
 	DLQRecords      *prometheus.CounterVec // reason
 	InflightBytes   prometheus.Gauge
+	FetchPauses     prometheus.Counter
 	Rebalances      *prometheus.CounterVec // event
 }
 
@@ -66,12 +67,14 @@ func New() *Metrics {
 			Help: "Records written to the dead-letter table, by reason."}, []string{"reason"}),
 		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tracelake_inflight_bytes",
 			Help: "Bytes of message values read from Kafka and not yet loaded."}),
+		FetchPauses: prometheus.NewCounter(prometheus.CounterOpts{Name: "tracelake_fetch_pauses_total",
+			Help: "Times a worker paused fetching because max_inflight_bytes was reached."}),
 		Rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_rebalances_total",
 			Help: "Partition assignment changes seen by the workers, by event."}, []string{"event"}),
 	}
 	reg.MustRegister(m.ConsumedRecords, m.ConsumedBytes, m.Lag, m.Committed, m.Freshness, m.Batches,
 		m.StagedFiles, m.StagedBytes, m.Loads, m.FilesPerLoad, m.LoadDuration, m.Retries, m.DLQRecords,
-		m.InflightBytes, m.Rebalances)
+		m.InflightBytes, m.FetchPauses, m.Rebalances)
 	return m
 }
 

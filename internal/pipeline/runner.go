@@ -25,6 +25,7 @@ type RunOptions struct {
 	Stats     *Stats
 	Metrics   *obs.Metrics   // nil: a private registry nobody serves
 	Ready     *obs.Readiness // nil: not reported
+	Budget    *Budget        // nil: max_inflight_bytes of the config
 }
 
 // Run starts cfg.Workers workers on snk and runs them until ctx is canceled
@@ -42,6 +43,9 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	}
 	if ro.Ready == nil {
 		ro.Ready = &obs.Readiness{}
+	}
+	if ro.Budget == nil {
+		ro.Budget = NewBudget(int64(cfg.MaxInflightBytes))
 	}
 	kopts, err := kafka.ConsumerOptions(cfg.Kafka, time.Now())
 	if err != nil {
@@ -62,6 +66,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		Stats:         ro.Stats,
 		Metrics:       ro.Metrics,
 		Ready:         ro.Ready,
+		Budget:        ro.Budget,
 	}
 	workers := make([]*Worker, cfg.Workers)
 	for i := range workers {

@@ -38,6 +38,7 @@ type Options struct {
 	Stats          *Stats
 	Metrics        *obs.Metrics
 	Ready          *obs.Readiness
+	Budget         *Budget // shared by the workers of a process
 	PollMaxRecords int
 }
 
@@ -163,8 +164,13 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		}
 		w.mu.Unlock()
 
+		limit := w.opt.Budget.pollLimit(w.opt.PollMaxRecords)
+		if limit == 0 {
+			w.waitForBudget(ctx)
+			continue
+		}
 		pctx, cancel := context.WithTimeout(ctx, wait)
-		fetches := w.cl.PollRecords(pctx, w.opt.PollMaxRecords)
+		fetches := w.cl.PollRecords(pctx, limit)
 		cancel()
 		if fetches.IsClientClosed() {
 			return
@@ -178,7 +184,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		now := time.Now()
 		var closed []*batch
 		w.mu.Lock()
-		n, bytes := 0, 0
+		n, bytes := 0, int64(0)
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) == 0 {
 				return
@@ -187,7 +193,6 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			for _, r := range p.Records {
 				pb += len(r.Value)
 			}
-			bytes += pb
 			w.opt.Metrics.ConsumedRecords.WithLabelValues(p.Topic).Add(float64(len(p.Records)))
 			w.opt.Metrics.ConsumedBytes.WithLabelValues(p.Topic).Add(float64(pb))
 			if st := w.owned[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]; st != nil {
@@ -202,6 +207,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			b, added := w.b.add(r, now)
 			if added {
 				n++
+				bytes += int64(len(r.Value))
 			}
 			if b != nil {
 				closed = append(closed, b)
@@ -223,6 +229,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.opt.Stats.addConsumed(n)
 			w.opt.Metrics.InflightBytes.Add(float64(bytes))
 		}
+		w.opt.Budget.take(n, bytes)
 		w.opt.Metrics.Batches.Add(float64(len(closed)))
 		// Sending blocks while the stager and loader are behind (or a load
 		// is being retried): nothing new is polled meanwhile, so backlog
@@ -386,6 +393,33 @@ func (w *Worker) release(items []item) {
 	}
 	w.inflight.Add(-n)
 	w.opt.Metrics.InflightBytes.Sub(float64(bytes))
+	w.opt.Budget.release(bytes)
+}
+
+// waitForBudget runs when max_inflight_bytes is reached: it hands the open
+// batch on and asks for a load now (so memory is freed soon), pauses
+// fetching of the owned partitions, and waits until a load frees bytes, or
+// 250ms, or shutdown.
+func (w *Worker) waitForBudget(ctx context.Context) {
+	w.mu.Lock()
+	b := w.b.close()
+	paused := map[string][]int32{}
+	for tp := range w.owned {
+		paused[tp.Topic] = append(paused[tp.Topic], tp.Partition)
+	}
+	w.mu.Unlock()
+	if b != nil {
+		w.batches <- item{batch: b}
+	}
+	w.batches <- item{flush: make(chan error, 1)} // load now; nobody waits for the outcome
+	w.cl.PauseFetchPartitions(paused)
+	defer w.cl.ResumeFetchPartitions(paused)
+	w.opt.Metrics.FetchPauses.Inc()
+	select {
+	case <-w.opt.Budget.freed:
+	case <-time.After(250 * time.Millisecond):
+	case <-ctx.Done():
+	}
 }
 
 // loaded records a successful load in the stats and metrics: loads, files,

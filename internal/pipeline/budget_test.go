@@ -1,0 +1,50 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/obs"
+	"github.com/tracelake/tracelake/internal/pipeline"
+)
+
+// A backlog of 1 MiB messages many times max_inflight_bytes: the bytes read
+// and not yet loaded never exceed the bound, fetching pauses, and every
+// message is loaded exactly once.
+func TestInflightBytesBounded(t *testing.T) {
+	const n, size, bound = 48, 1 << 20, 8 << 20
+	c := newCluster(t, 2)
+	cl := producer(t, c, kgo.ProducerBatchMaxBytes(4<<20), kgo.MaxBufferedBytes(64<<20))
+	filler := bytes.Repeat([]byte("x"), size-32)
+	for i := range n {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, filler))})
+	}
+	cfg := testConfig(t, c)
+	cfg.MaxInflightBytes = bound
+	cfg.Kafka.FetchMaxBytes = 4 << 20
+	cfg.Batch.MaxBytes = 64 << 20 // larger than the bound: only the bound closes batches
+	cfg.Batch.MaxInterval = config.Duration(1e9 * 60)
+	must(t, cfg.Validate())
+	s := openSink(t, cfg)
+	budget := pipeline.NewBudget(bound)
+	m := obs.New()
+	ctx := context.Background()
+	must(t, pipeline.Run(ctx, ctx, cfg, s, pipeline.RunOptions{ExitWhenIdle: 300e6, RetryBase: 10e6, Log: testLog(t), Budget: budget, Metrics: m}))
+
+	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != n {
+		t.Fatalf("rows = %d, want %d", rows, n)
+	}
+	if p := budget.Peak(); p > bound || p < size {
+		t.Errorf("peak in-flight bytes = %d, want between %d and %d", p, size, bound)
+	}
+	if testutil.ToFloat64(m.FetchPauses) == 0 {
+		t.Error("fetching never paused")
+	}
+	t.Logf("peak in flight %.1f MiB of %d MiB, %v pauses", float64(budget.Peak())/(1<<20), bound>>20, testutil.ToFloat64(m.FetchPauses))
+}
