@@ -17,7 +17,7 @@ import (
 const testTopic = "llm-traces"
 
 // buildBinary builds tracelake into a temp dir.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "tracelake")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -28,7 +28,7 @@ func buildBinary(t *testing.T) string {
 }
 
 // startKafka starts an in-process cluster with testTopic and a producer.
-func startKafka(t *testing.T, partitions int32) (*kfake.Cluster, *kgo.Client) {
+func startKafka(t testing.TB, partitions int32) (*kfake.Cluster, *kgo.Client) {
 	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, testTopic))
 	if err != nil {
@@ -45,7 +45,7 @@ func startKafka(t *testing.T, partitions int32) (*kfake.Cluster, *kgo.Client) {
 
 // writeConfig writes a config for cluster with a DuckDB file in a temp dir:
 // kafka gets brokers, topics and kafkaExtra; rest is added as is.
-func writeConfig(t *testing.T, cluster *kfake.Cluster, kafkaExtra, rest string) string {
+func writeConfig(t testing.TB, cluster *kfake.Cluster, kafkaExtra, rest string) string {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tracelake.yaml")
