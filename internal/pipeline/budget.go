@@ -22,44 +22,58 @@ func NewBudget(max int64) *Budget {
 // Peak is the most bytes ever in flight.
 func (b *Budget) Peak() int64 { return b.peak.Load() }
 
-// pollLimit is how many records the next poll may return: as many as fit in
-// what is left at the recent average size, at most max, and 0 when nothing
-// fits (the worker pauses). With nothing in flight one record is always
-// allowed, so a record larger than the budget still moves.
-func (b *Budget) pollLimit(max int) int {
-	used := b.used.Load()
-	if used == 0 {
-		if b.avg.Load() == 0 {
-			return 1 // learn the record size first
+// reserve reserves room for the next poll of one worker and returns how
+// many records it may return and the bytes reserved for them: as many as fit
+// in what is left at the recent average size, at most max; 0 when nothing
+// fits (the worker pauses). Reserving (rather than only reading what is
+// left) keeps workers polling at the same moment from each taking the same
+// room. With nothing in flight one record is always allowed, so a record
+// larger than the budget still moves.
+func (b *Budget) reserve(max int) (int, int64) {
+	for {
+		used, avg := b.used.Load(), b.avg.Load()
+		var n int
+		var want int64
+		switch {
+		case avg == 0 && used == 0:
+			n, want = 1, 1 // learn the record size first, alone
+		case avg == 0:
+			return 0, 0
+		default:
+			n = clampInt(int((b.max-used)/avg), 0, max)
+			if n == 0 && used == 0 {
+				n = 1
+			}
+			want = int64(n) * avg
 		}
-		return clampInt(int((b.max-used)/b.avg.Load()), 1, max)
+		if n == 0 {
+			return 0, 0
+		}
+		if b.used.CompareAndSwap(used, used+want) {
+			return n, want
+		}
 	}
-	avg := b.avg.Load()
-	if avg == 0 {
-		avg = 1
-	}
-	return clampInt(int((b.max-used)/avg), 0, max)
 }
 
 func clampInt(v, lo, hi int) int { return min(max(v, lo), hi) }
 
-// take accounts for n records of size bytes just read.
-func (b *Budget) take(n int, size int64) {
-	if n == 0 {
-		return
-	}
-	used := b.used.Add(size)
+// settle replaces a reservation with what the poll returned: n records of
+// size bytes in total.
+func (b *Budget) settle(reserved int64, n int, size int64) {
+	used := b.used.Add(size - reserved)
 	for {
 		p := b.peak.Load()
 		if used <= p || b.peak.CompareAndSwap(p, used) {
 			break
 		}
 	}
-	rec := size / int64(n)
-	if old := b.avg.Load(); old != 0 {
-		rec = (old*3 + rec) / 4
+	if n > 0 {
+		rec := size / int64(n)
+		if old := b.avg.Load(); old != 0 {
+			rec = (old*3 + rec) / 4
+		}
+		b.avg.Store(max(rec, 1))
 	}
-	b.avg.Store(max(rec, 1))
 }
 
 // release returns size bytes (loaded or dropped) and wakes a paused worker.

@@ -164,7 +164,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		}
 		w.mu.Unlock()
 
-		limit := w.opt.Budget.pollLimit(w.opt.PollMaxRecords)
+		limit, reserved := w.opt.Budget.reserve(w.opt.PollMaxRecords)
 		if limit == 0 {
 			w.waitForBudget(ctx)
 			continue
@@ -173,6 +173,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		fetches := w.cl.PollRecords(pctx, limit)
 		cancel()
 		if fetches.IsClientClosed() {
+			w.opt.Budget.settle(reserved, 0, 0)
 			return
 		}
 		fetches.EachError(func(t string, p int32, err error) {
@@ -229,7 +230,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.opt.Stats.addConsumed(n)
 			w.opt.Metrics.InflightBytes.Add(float64(bytes))
 		}
-		w.opt.Budget.take(n, bytes)
+		w.opt.Budget.settle(reserved, n, bytes)
 		w.opt.Metrics.Batches.Add(float64(len(closed)))
 		// Sending blocks while the stager and loader are behind (or a load
 		// is being retried): nothing new is polled meanwhile, so backlog
