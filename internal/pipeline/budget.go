@@ -22,35 +22,32 @@ func NewBudget(max int64) *Budget {
 // Peak is the most bytes ever in flight.
 func (b *Budget) Peak() int64 { return b.peak.Load() }
 
-// reserve reserves room for the next poll of one worker and returns how
-// many records it may return and the bytes reserved for them: as many as fit
-// in what is left at the recent average size, at most max; 0 when nothing
-// fits (the worker pauses). Reserving (rather than only reading what is
-// left) keeps workers polling at the same moment from each taking the same
-// room. With nothing in flight one record is always allowed, so a record
-// larger than the budget still moves.
-func (b *Budget) reserve(max int) (int, int64) {
+// reserve reserves room for one worker's next poll and returns how many
+// records it may return and the bytes reserved for them: its share
+// (1/workers) of what is left at the recent average record size, at most
+// max; 0 when nothing fits (the worker pauses). Reserving, rather than only
+// reading what is left, keeps a poll computed from an old picture from
+// overshooting; taking a share leaves room for the other workers while a
+// reservation waits in a poll that returns nothing. With nothing in flight
+// one record is always allowed, so a record larger than the budget moves.
+func (b *Budget) reserve(max, workers int) (int, int64) {
 	for {
 		used, avg := b.used.Load(), b.avg.Load()
-		var n int
-		var want int64
+		n, per := 0, avg
 		switch {
 		case avg == 0 && used == 0:
-			n, want = 1, 1 // learn the record size first, alone
-		case avg == 0:
-			return 0, 0
-		default:
-			n = clampInt(int((b.max-used)/avg), 0, max)
+			n, per = 1, 1 // learn the record size first, alone
+		case avg > 0:
+			n = clampInt(int((b.max-used)/avg/int64(workers)), 0, max)
 			if n == 0 && used == 0 {
 				n = 1
 			}
-			want = int64(n) * avg
 		}
 		if n == 0 {
 			return 0, 0
 		}
-		if b.used.CompareAndSwap(used, used+want) {
-			return n, want
+		if b.used.CompareAndSwap(used, used+int64(n)*per) {
+			return n, int64(n) * per
 		}
 	}
 }
@@ -74,6 +71,9 @@ func (b *Budget) settle(reserved int64, n int, size int64) {
 		}
 		b.avg.Store(max(rec, 1))
 	}
+	if size < reserved {
+		b.wake()
+	}
 }
 
 // release returns size bytes (loaded or dropped) and wakes a paused worker.
@@ -82,6 +82,11 @@ func (b *Budget) release(size int64) {
 		return
 	}
 	b.used.Add(-size)
+	b.wake()
+}
+
+// wake tells a paused worker that room was freed.
+func (b *Budget) wake() {
 	select {
 	case b.freed <- struct{}{}:
 	default:

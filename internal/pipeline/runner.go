@@ -67,6 +67,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		Metrics:       ro.Metrics,
 		Ready:         ro.Ready,
 		Budget:        ro.Budget,
+		Workers:       cfg.Workers,
 	}
 	workers := make([]*Worker, cfg.Workers)
 	for i := range workers {

@@ -39,6 +39,7 @@ type Options struct {
 	Metrics        *obs.Metrics
 	Ready          *obs.Readiness
 	Budget         *Budget // shared by the workers of a process
+	Workers        int     // workers sharing Budget
 	PollMaxRecords int
 }
 
@@ -164,7 +165,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		}
 		w.mu.Unlock()
 
-		limit, reserved := w.opt.Budget.reserve(w.opt.PollMaxRecords)
+		limit, reserved := w.opt.Budget.reserve(w.opt.PollMaxRecords, w.opt.Workers)
 		if limit == 0 {
 			w.waitForBudget(ctx)
 			continue
