@@ -29,6 +29,9 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 		return sink.Loaded{}, err
 	}
 	plan := newLoadPlan(files, fence)
+	if !plan.exact {
+		s.log.Debug("load overlaps the ledger; skipping rows already loaded", "files", len(files))
+	}
 	loaded, err := s.loadTx(ctx, plan, false)
 	if err != nil && isJSONError(err) && !s.opt.Transform {
 		// Our validator accepted a value DuckDB's JSON parser rejects. Load
