@@ -89,7 +89,7 @@ func BenchmarkPipelineDuckDB(b *testing.B) {
 				cfg := config.Default()
 				cfg.Kafka.Brokers = c.ListenAddrs()
 				cfg.Kafka.Topics = []string{topic}
-				cfg.Kafka.Group = fmt.Sprintf("bench-%s-%d", compression, i)
+				cfg.Kafka.Group = fmt.Sprintf("bench-%s-%d-%d", compression, i, time.Now().UnixNano())
 				cfg.Workers = 2
 				cfg.Load.Compression = compression
 				cfg.Load.MaxInterval = config.Duration(time.Second)
