@@ -37,6 +37,7 @@ Usage:
   tracelake verify  --config F [--json]               compare Kafka, ledger and tables
   tracelake sql     --config F "SELECT …"             query the DuckDB sink
   tracelake config  --config F                        print the effective config (secrets redacted), validate it
+  tracelake dlq     list|replay --config F [--where SQL] [--dry-run]   inspect or replay dead-letter rows
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
   tracelake demo                                      embedded Kafka → DuckDB, end to end
   tracelake version
@@ -65,6 +66,8 @@ func run(args []string) int {
 		err = cmdSQL(ctx, args[1:])
 	case "config":
 		err = cmdConfig(args[1:])
+	case "dlq":
+		err = cmdDLQ(ctx, args[1:])
 	case "gen":
 		err = cmdGen(ctx, args[1:])
 	case "demo":

@@ -196,23 +196,9 @@ func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool) (sink.Loa
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
 
-	var transformed map[sink.TopicPartition]int64
-	if len(p.rowFiles) > 0 {
-		if s.opt.Transform {
-			transformed, err = s.insertTransformed(ctx, tx, p, now)
-		} else {
-			err = s.insertRaw(ctx, tx, p, checkJSON, now)
-		}
-		if err != nil {
-			return sink.Loaded{}, err
-		}
-	}
-	if len(p.dlqFiles) > 0 {
-		q := fmt.Sprintf(`INSERT INTO %s SELECT topic, "partition", "offset", from_base64("key"), from_base64("value"), error, stage, $1 FROM %s%s`,
-			s.tables.dlq, readNDJSON(p.dlqFiles, dlqReadColumns, p.maxLine), where(p.dlqFilter))
-		if _, err := tx.ExecContext(ctx, q, now); err != nil {
-			return sink.Loaded{}, fmt.Errorf("insert dead-letter rows: %w", err)
-		}
+	transformed, err := s.insertFiles(ctx, tx, p, checkJSON, now)
+	if err != nil {
+		return sink.Loaded{}, err
 	}
 	ranges := p.ranges
 	if !p.exact || checkJSON || s.opt.Transform {
@@ -227,6 +213,32 @@ func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool) (sink.Loa
 		return sink.Loaded{}, fmt.Errorf("commit: %w", err)
 	}
 	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
+}
+
+// insertFiles inserts the rows of the plan's files into the main table (raw
+// or transformed) and the dead-letter table. In transform mode it returns
+// the rows inserted per partition.
+func (s *Sink) insertFiles(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON bool, now time.Time) (map[sink.TopicPartition]int64, error) {
+	var transformed map[sink.TopicPartition]int64
+	var err error
+	if len(p.rowFiles) > 0 {
+		if s.opt.Transform {
+			transformed, err = s.insertTransformed(ctx, tx, p, now)
+		} else {
+			err = s.insertRaw(ctx, tx, p, checkJSON, now)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(p.dlqFiles) > 0 {
+		q := fmt.Sprintf(`INSERT INTO %s SELECT topic, "partition", "offset", from_base64("key"), from_base64("value"), error, stage, $1 FROM %s%s`,
+			s.tables.dlq, readNDJSON(p.dlqFiles, dlqReadColumns, p.maxLine), where(p.dlqFilter))
+		if _, err := tx.ExecContext(ctx, q, now); err != nil {
+			return nil, fmt.Errorf("insert dead-letter rows: %w", err)
+		}
+	}
+	return transformed, nil
 }
 
 func (s *Sink) insertRaw(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON bool, now time.Time) error {

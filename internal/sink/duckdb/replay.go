@@ -1,0 +1,138 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+)
+
+// ReplayResult says what a replay did (or would do, in a dry run).
+type ReplayResult struct {
+	Candidates int64            // dead-letter rows matching the filter
+	Loaded     int64            // moved into the main table
+	Failing    map[string]int64 // still failing, by error
+}
+
+// Replay moves dead-letter rows matching where (SQL over the dead-letter
+// table's columns; "" for all) back through the load path after a fix (a new
+// column, a changed type). In one transaction the rows leave the
+// dead-letter table, the ones that now load go into the main table and the
+// others come back with their new error: a row is in one table or the
+// other, never both. With dryRun the transaction is rolled back.
+func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayResult, error) {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	filter := ""
+	if where != "" {
+		filter = " WHERE " + where
+	}
+	now := time.Now().UTC()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT topic, "partition", "offset", "key", "value" FROM %s%s ORDER BY ALL`, s.tables.dlq, filter))
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("select dead-letter rows: %w", err)
+	}
+	var raw, dlq []byte
+	maxLine := 0
+	var res ReplayResult
+	ids := envelope.NewUUIDs()
+	var id [16]byte
+	for rows.Next() {
+		var r kgo.Record
+		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value); err != nil {
+			rows.Close()
+			return ReplayResult{}, fmt.Errorf("read dead-letter rows: %w", err)
+		}
+		res.Candidates++
+		p := envelope.Check(r.Value)
+		if p.OK() && s.opt.Transform {
+			p = envelope.CheckObject(r.Value)
+		}
+		start, startDLQ := len(raw), len(dlq)
+		switch {
+		case !p.OK():
+			dlq = envelope.AppendDLQRow(dlq, &r, p.Reason, envelope.StageDecode)
+		case s.opt.Transform:
+			raw = envelope.AppendTransformRow(raw, &r)
+		default:
+			ids.Next(&id)
+			raw = envelope.AppendRawRow(raw, &r, &id)
+		}
+		maxLine = max(maxLine, len(raw)-start, len(dlq)-startDLQ)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return ReplayResult{}, fmt.Errorf("read dead-letter rows: %w", err)
+	}
+	if res.Candidates == 0 {
+		return res, nil
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s%s`, s.tables.dlq, filter)); err != nil {
+		return ReplayResult{}, fmt.Errorf("remove replayed rows from %s: %w", s.tables.dlq, err)
+	}
+	plan := loadPlan{maxLine: maxLine}
+	for _, f := range []struct {
+		name string
+		data []byte
+		dst  *[]string
+	}{{"rows", raw, &plan.rowFiles}, {"dlq", dlq, &plan.dlqFiles}} {
+		if len(f.data) == 0 {
+			continue
+		}
+		path := filepath.Join(s.opt.StageDir, fmt.Sprintf("replay-%d-%s.ndjson", now.UnixNano(), f.name))
+		if err := os.WriteFile(path, f.data, 0o644); err != nil {
+			return ReplayResult{}, fmt.Errorf("stage replayed rows: %w", err)
+		}
+		defer os.Remove(path)
+		*f.dst = []string{path}
+	}
+	if _, err := s.insertFiles(ctx, tx, plan, false, now); err != nil {
+		return ReplayResult{}, err
+	}
+	if res.Failing, err = s.replayFailures(ctx, tx, now); err != nil {
+		return ReplayResult{}, err
+	}
+	for _, n := range res.Failing {
+		res.Loaded -= n
+	}
+	res.Loaded += res.Candidates
+	if dryRun {
+		return res, nil // rolled back by the deferred Rollback
+	}
+	if err := tx.Commit(); err != nil {
+		return ReplayResult{}, fmt.Errorf("commit replay: %w", err)
+	}
+	return res, nil
+}
+
+// replayFailures counts, by error, the rows this replay put back into the
+// dead-letter table (they carry its timestamp).
+func (s *Sink) replayFailures(ctx context.Context, tx *sql.Tx, now time.Time) (map[string]int64, error) {
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT error, count(*) FROM %s WHERE add_time = $1 GROUP BY ALL`, s.tables.dlq), now)
+	if err != nil {
+		return nil, fmt.Errorf("count rows still failing: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var reason string
+		var n int64
+		if err := rows.Scan(&reason, &n); err != nil {
+			return nil, err
+		}
+		out[reason] = n
+	}
+	return out, rows.Err()
+}

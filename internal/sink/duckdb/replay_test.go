@@ -1,0 +1,84 @@
+package duckdb
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// After a fix to the table (a changed column type), replay moves the rows
+// that now load from the dead-letter table into the table in one
+// transaction; the ones still failing stay with their new error. A dry run
+// changes nothing.
+func TestReplayAfterFix(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opt := Options{Path: filepath.Join(dir, "r.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "spans", Transform: true}
+	s, err := Open(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().Exec(`CREATE TABLE spans (id BIGINT NOT NULL, score DECIMAL(10,2))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 2, Records: 3}}}
+	for i, v := range []string{`{"id":1,"score":"high"}`, `{"score":1}`, `{"id":2,"score":3}`} {
+		b.Rows = envelope.AppendTransformRow(b.Rows, &kgo.Record{Topic: "t", Offset: int64(i), Value: []byte(v)})
+	}
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM spans_dlq`); n != 2 {
+		t.Fatalf("DLQ rows = %d, want 2", n)
+	}
+
+	// The fix: score becomes text. The sink reads the new columns.
+	if _, err := s.DB().Exec(`ALTER TABLE spans ALTER score TYPE VARCHAR`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dry, err := s.Replay(ctx, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.Candidates != 2 || dry.Loaded != 1 || count(t, s, `SELECT count(*) FROM spans_dlq`) != 2 || count(t, s, `SELECT count(*) FROM spans`) != 1 {
+		t.Fatalf("dry run: %+v, or it changed the tables", dry)
+	}
+	res, err := s.Replay(ctx, `"offset" IN (0, 1)`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Candidates != 2 || res.Loaded != 1 || len(res.Failing) != 1 {
+		t.Fatalf("replay: %+v", res)
+	}
+	for reason := range res.Failing {
+		if !strings.Contains(reason, "NOT NULL") {
+			t.Errorf("still failing for %q, want the NOT NULL violation", reason)
+		}
+	}
+	if n := count(t, s, `SELECT count(*) FROM spans WHERE id = 1 AND score = 'high'`); n != 1 {
+		t.Error("the fixed row is not in the table")
+	}
+	if n := count(t, s, `SELECT count(*) FROM spans_dlq WHERE "offset" = 0`); n != 0 {
+		t.Error("the fixed row is still in the dead-letter table")
+	}
+	if n := count(t, s, `SELECT count(*) FROM spans_dlq WHERE "offset" = 1`); n != 1 {
+		t.Error("the row still failing left the dead-letter table")
+	}
+}
