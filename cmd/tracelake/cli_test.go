@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/tracegen"
-	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // A bad config exits 2 with one line per bad key, before connecting.
@@ -108,21 +106,7 @@ func TestShutdownTimeout(t *testing.T) {
 		t.Fatalf("exit %d (%v), want 1 with a shutdown_timeout message:\n%s", code, err, run.log)
 	}
 
-	again := exec.Command(bin, "run", "--config", cfgPath, "--exit-when-idle", "1s")
-	again.Env = append(os.Environ(), "TRACELAKE_SHUTDOWN_TIMEOUT=1m")
-	out, err := again.CombinedOutput()
-	t.Logf("second run:\n%s", out)
-	if err != nil {
-		t.Fatalf("second run: %v", err)
-	}
-	out, err = exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
-	if err != nil {
-		t.Fatalf("verify: %v\n%s", err, out)
-	}
-	var rep verify.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := runUntilIdle(t, bin, cfgPath, "TRACELAKE_SHUTDOWN_TIMEOUT=1m")
 	if rows, _ := rep.Totals(); !rep.OK || rows != n {
 		t.Fatalf("after the timed-out shutdown: ok=%v rows=%d, want %d; %v", rep.OK, rows, n, rep.Problems)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/tracegen"
-	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // A `tracelake run` child is killed with SIGKILL at random moments while
@@ -60,20 +58,7 @@ load: {max_files: 3, max_interval: 100ms}`)
 		t.Fatalf("no rows loaded before the final run: %s", out)
 	}
 
-	final := exec.Command(bin, "run", "--config", cfgPath, "--exit-when-idle", "1s")
-	log := &childLog{t: t, prefix: "final: ", assigned: make(chan struct{}, 1)}
-	final.Stderr = log
-	if err := final.Run(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, log)
-	}
-	out, err = exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
-	if err != nil {
-		t.Fatalf("verify exit: %v\n%s", err, out)
-	}
-	var rep verify.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := runUntilIdle(t, bin, cfgPath)
 	rows, dlq := rep.Totals()
 	if !rep.OK || rows+dlq != first+during || dlq != 0 {
 		t.Fatalf("after kills: ok=%v rows=%d dlq=%d problems=%v, want %d rows", rep.OK, rows, dlq, rep.Problems, first+during)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 const testTopic = "llm-traces"
@@ -112,4 +115,24 @@ func (w *childLog) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.all.String()
+}
+
+// runUntilIdle runs `tracelake run --exit-when-idle 1s` to the end (env
+// adds variables), then `tracelake verify --json`, and returns the report.
+func runUntilIdle(t testing.TB, bin, cfgPath string, env ...string) verify.Report {
+	t.Helper()
+	run := exec.Command(bin, "run", "--config", cfgPath, "--exit-when-idle", "1s")
+	run.Env = append(os.Environ(), env...)
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("run until idle: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
+	if err != nil {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	var rep verify.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
