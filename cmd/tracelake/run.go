@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 )
@@ -21,9 +24,14 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		return err
 	}
 	defer snk.Close()
-	metrics, ready := obs.New(), &obs.Readiness{}
+	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
+	// Warnings and errors logged from here on also show on the status page.
+	slog.SetDefault(slog.New(obs.KeepErrors(slog.Default().Handler(), status)))
+	sampling, stopSampling := context.WithCancel(context.Background())
+	defer stopSampling()
+	go status.SampleEvery(sampling, 5*time.Second)
 	if cfg.Metrics.Listen != "" {
-		srv, err := obs.Listen(cfg.Metrics.Listen, metrics, ready.Why, slog.Default())
+		srv, err := obs.Listen(cfg.Metrics.Listen, metrics, status, ready.Why, slog.Default())
 		if err != nil {
 			return err
 		}
@@ -44,10 +52,27 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	start := time.Now()
 	slog.Info("tracelake running", "brokers", cfg.Kafka.Brokers, "topics", cfg.Kafka.Topics, "topic_regex", cfg.Kafka.TopicRegex, "group", cfg.Kafka.Group,
 		"workers", cfg.Workers, "mode", cfg.Mode, "sink", cfg.Sink.Type, "table", cfg.Sink.Table)
-	err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready})
+	err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status})
 	slog.Info("tracelake stopped", "records", stats.Consumed.Load(), "loaded", stats.Loaded.Load(), "dlq", stats.DLQ.Load(),
 		"files", stats.Files.Load(), "loads", stats.Loads.Load(), "seconds", time.Since(start).Round(time.Millisecond).Seconds())
 	return err
+}
+
+// newStatus names what this process runs in the status page's header;
+// nothing secret (no DSN, no SASL user).
+func newStatus(cfg *config.Config) *obs.Status {
+	topics := strings.Join(cfg.Kafka.Topics, ", ")
+	if cfg.Kafka.TopicRegex != "" {
+		topics = "/" + cfg.Kafka.TopicRegex + "/"
+	}
+	return obs.NewStatus(
+		[2]string{"group", cfg.Kafka.Group},
+		[2]string{"topics", topics},
+		[2]string{"workers", strconv.Itoa(cfg.Workers)},
+		[2]string{"mode", cfg.Mode},
+		[2]string{"sink", cfg.Sink.Type + " → " + cfg.Sink.Table},
+		[2]string{"version", version},
+	)
 }
 
 // exitAfterShutdownTimeout ends the process if the shutdown that starts when

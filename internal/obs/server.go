@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Server serves /metrics, /healthz (the process is alive) and /readyz (ready
-// says why not, or "" when ready).
+// Server serves the status page at /, /metrics, /healthz (the process is
+// alive) and /readyz (ready says why not, or "" when ready).
 type Server struct {
 	srv  *http.Server
 	ln   net.Listener
@@ -22,12 +22,13 @@ type Server struct {
 
 // Listen binds addr (host:port; port 0 picks one) and starts serving. The
 // bind happens before Listen returns, so a taken port is reported at start.
-func Listen(addr string, m *Metrics, ready func() string, log *slog.Logger) (*Server, error) {
+func Listen(addr string, m *Metrics, status *Status, ready func() string, log *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics.listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", status.Handler(ready))
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

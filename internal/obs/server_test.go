@@ -24,7 +24,7 @@ func TestEndpoints(t *testing.T) {
 	m := New()
 	m.Loads.Inc()
 	var ready Readiness
-	srv, err := Listen("127.0.0.1:0", m, ready.Why, slog.Default())
+	srv, err := Listen("127.0.0.1:0", m, NewStatus(), ready.Why, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +54,12 @@ func TestEndpoints(t *testing.T) {
 // A taken port is an error at start, naming the key.
 func TestListenTakenPort(t *testing.T) {
 	m := New()
-	srv, err := Listen("127.0.0.1:0", m, func() string { return "" }, slog.Default())
+	srv, err := Listen("127.0.0.1:0", m, NewStatus(), func() string { return "" }, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	if _, err := Listen(srv.Addr(), m, func() string { return "" }, slog.Default()); err == nil || !strings.Contains(err.Error(), "metrics.listen") {
+	if _, err := Listen(srv.Addr(), m, NewStatus(), func() string { return "" }, slog.Default()); err == nil || !strings.Contains(err.Error(), "metrics.listen") {
 		t.Errorf("second bind: %v", err)
 	}
 }

@@ -19,6 +19,9 @@ func NewBudget(max int64) *Budget {
 	return &Budget{max: max, freed: make(chan struct{}, 1)}
 }
 
+// Max is the budget, max_inflight_bytes.
+func (b *Budget) Max() int64 { return b.max }
+
 // Peak is the most bytes ever in flight.
 func (b *Budget) Peak() int64 { return b.peak.Load() }
 

@@ -61,13 +61,16 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 }
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	w.opt.Ready.Joined()
+	w.opt.Ready.Joined() // a member with no partitions has joined too
+	if len(assigned) == 0 {
+		return // the first step of a cooperative rebalance: nothing new
+	}
 	w.opt.Metrics.Rebalances.WithLabelValues("assigned").Inc()
 	w.mu.Lock()
 	for t, ps := range assigned {
 		for _, p := range ps {
 			w.owned[sink.TopicPartition{Topic: t, Partition: p}] = &partition{
-				hwm: -1, next: -1, lag: w.opt.Metrics.Lag.WithLabelValues(t, obs.PartitionLabel(p)),
+				hwm: -1, next: -1, committed: -1, lag: w.opt.Metrics.Lag.WithLabelValues(t, obs.PartitionLabel(p)),
 			}
 		}
 	}

@@ -26,6 +26,7 @@ type RunOptions struct {
 	Metrics   *obs.Metrics   // nil: a private registry nobody serves
 	Ready     *obs.Readiness // nil: not reported
 	Budget    *Budget        // nil: max_inflight_bytes of the config
+	Status    *obs.Status    // nil: no status page
 }
 
 // Run starts cfg.Workers workers on snk and runs them until ctx is canceled
@@ -79,6 +80,19 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 			return err
 		}
 		workers[i] = w
+	}
+
+	if ro.Status != nil {
+		ro.Status.SetSource(func() obs.Snapshot {
+			snap := obs.Snapshot{
+				Consumed: ro.Stats.Consumed.Load(), Loaded: ro.Stats.Loaded.Load(), DLQ: ro.Stats.DLQ.Load(),
+				InflightBytes: ro.Stats.Inflight.Load(), InflightBudget: ro.Budget.Max(),
+			}
+			for _, w := range workers {
+				snap.Partitions = w.partitions(snap.Partitions)
+			}
+			return snap
+		})
 	}
 
 	runCtx, stop := context.WithCancel(ctx)

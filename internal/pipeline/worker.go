@@ -69,10 +69,12 @@ type Worker struct {
 }
 
 // partition is what a worker tracks of an owned partition for the lag
-// metric: the high watermark last fetched and the next offset to load.
+// metric and the status page: the high watermark last fetched, the next
+// offset to load, the last offset committed and when it last loaded.
 type partition struct {
-	hwm, next int64 // -1 until known
-	lag       prometheus.Gauge
+	hwm, next, committed int64 // -1 until known
+	lastLoad             time.Time
+	lag                  prometheus.Gauge
 }
 
 func (p *partition) updateLag() {
@@ -229,6 +231,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.inflight.Add(int64(n))
 			w.lastRecord.Store(now.UnixNano())
 			w.opt.Stats.addConsumed(n)
+			w.opt.Stats.Inflight.Add(bytes)
 			w.opt.Metrics.InflightBytes.Add(float64(bytes))
 		}
 		w.opt.Budget.settle(reserved, n, bytes)
@@ -394,6 +397,7 @@ func (w *Worker) release(items []item) {
 		bytes += it.batch.bytes
 	}
 	w.inflight.Add(-n)
+	w.opt.Stats.Inflight.Add(-bytes)
 	w.opt.Metrics.InflightBytes.Sub(float64(bytes))
 	w.opt.Budget.release(bytes)
 }
@@ -458,6 +462,7 @@ func (w *Worker) loaded(items []item, l sink.Loaded, took time.Duration) {
 		for _, r := range it.file.Ranges {
 			if p := w.owned[r.TopicPartition]; p != nil {
 				p.next = max(p.next, r.Last+1)
+				p.lastLoad = time.Unix(0, now)
 				p.updateLag()
 			}
 		}
@@ -501,10 +506,22 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 	}
 	for t, ps := range offsets {
 		for p, o := range ps {
+			w.owned[sink.TopicPartition{Topic: t, Partition: p}].committed = o.Offset
 			w.opt.Metrics.Committed.WithLabelValues(t, obs.PartitionLabel(p)).Set(float64(o.Offset))
 		}
 	}
 	clear(dirty)
+}
+
+// partitions reports the owned partitions for the status page.
+func (w *Worker) partitions(dst []obs.PartitionStatus) []obs.PartitionStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for tp, p := range w.owned {
+		dst = append(dst, obs.PartitionStatus{Topic: tp.Topic, Partition: tp.Partition, Worker: w.id,
+			Next: p.next, Committed: p.committed, HWM: p.hwm, LastLoad: p.lastLoad})
+	}
+	return dst
 }
 
 // retry runs fn until it succeeds, backing off 1s, 2s, 4s … up to the

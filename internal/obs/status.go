@@ -1,0 +1,163 @@
+package obs
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// History is how far back the status page charts go.
+const History = 15 * time.Minute
+
+// maxErrors is how many of the last warnings and errors the page keeps.
+const maxErrors = 20
+
+// PartitionStatus is one partition owned by this process, as the status
+// page shows it. Offsets are -1 while unknown.
+type PartitionStatus struct {
+	Topic     string
+	Partition int32
+	Worker    int
+	Next      int64 // next offset to load: the ledger's position
+	Committed int64 // last offset this process committed to the group
+	HWM       int64 // high watermark of the last fetch
+	LastLoad  time.Time
+}
+
+// Lag is the high watermark minus the next offset to load, or -1 while
+// either is unknown.
+func (p PartitionStatus) Lag() int64 {
+	if p.HWM < 0 || p.Next < 0 {
+		return -1
+	}
+	return p.HWM - p.Next
+}
+
+// Snapshot is the state of the process at one moment.
+type Snapshot struct {
+	Partitions     []PartitionStatus
+	Consumed       int64 // records read since start
+	Loaded, DLQ    int64 // rows loaded since start
+	InflightBytes  int64
+	InflightBudget int64
+}
+
+// totalLag sums the known lags.
+func (s Snapshot) totalLag() int64 {
+	var lag int64
+	for _, p := range s.Partitions {
+		lag += max(p.Lag(), 0)
+	}
+	return lag
+}
+
+// Sample is one point of the charts.
+type Sample struct {
+	At               time.Time
+	Consumed, Loaded int64 // cumulative
+	Lag              int64
+}
+
+// LoggedError is a warning or error that was logged.
+type LoggedError struct {
+	At    time.Time
+	Level string
+	Text  string
+}
+
+// Status keeps what the status page shows: the live state (from the source
+// the pipeline sets), samples of the last 15 minutes and the last errors.
+// Safe for concurrent use.
+type Status struct {
+	info    [][2]string // label, value: what this process runs
+	started time.Time
+
+	mu      sync.Mutex
+	source  func() Snapshot
+	samples []Sample
+	errors  []LoggedError
+}
+
+// NewStatus creates a status with header fields (label, value pairs such as
+// group and topics). Never pass secrets: the page shows them as given.
+func NewStatus(info ...[2]string) *Status {
+	return &Status{info: info, started: time.Now()}
+}
+
+// SetSource sets where the live state comes from (the pipeline's workers).
+func (s *Status) SetSource(src func() Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.source = src
+}
+
+// Snapshot returns the live state, partitions sorted by topic and number.
+func (s *Status) Snapshot() Snapshot {
+	s.mu.Lock()
+	src := s.source
+	s.mu.Unlock()
+	if src == nil {
+		return Snapshot{}
+	}
+	snap := src()
+	slices.SortFunc(snap.Partitions, func(a, b PartitionStatus) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return snap
+}
+
+// Sample records a chart point at now and forgets points older than History.
+func (s *Status) Sample(now time.Time) {
+	snap := s.Snapshot()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.samples = append(s.samples, Sample{At: now, Consumed: snap.Consumed, Loaded: snap.Loaded + snap.DLQ, Lag: snap.totalLag()})
+	cut := 0
+	for cut < len(s.samples) && now.Sub(s.samples[cut].At) > History {
+		cut++
+	}
+	s.samples = slices.Delete(s.samples, 0, cut)
+}
+
+// SampleEvery samples until ctx ends.
+func (s *Status) SampleEvery(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	s.Sample(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.Sample(now)
+		}
+	}
+}
+
+// Samples returns a copy of the chart points, oldest first.
+func (s *Status) Samples() []Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.samples)
+}
+
+// keepError remembers a logged warning or error, dropping the oldest.
+func (s *Status) keepError(e LoggedError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.errors) == maxErrors {
+		s.errors = slices.Delete(s.errors, 0, 1)
+	}
+	s.errors = append(s.errors, e)
+}
+
+// Errors returns the last warnings and errors, newest first.
+func (s *Status) Errors() []LoggedError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.errors)
+	slices.Reverse(out)
+	return out
+}
