@@ -93,6 +93,15 @@ func NewAdmin(k config.Kafka) (*Admin, error) {
 // Close closes the client.
 func (a *Admin) Close() { a.cl.Close() }
 
+// Ping checks that a broker answers a request, through TLS and SASL as
+// configured.
+func (a *Admin) Ping(ctx context.Context) error {
+	if err := a.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("no broker answered (check kafka.brokers, kafka.tls and kafka.sasl): %w", err)
+	}
+	return nil
+}
+
 // Watermarks returns low and high watermarks of every partition of topics.
 func (a *Admin) Watermarks(ctx context.Context, topics []string) (map[sink.TopicPartition]Watermarks, error) {
 	starts, err := a.adm.ListStartOffsets(ctx, topics...)

@@ -8,8 +8,11 @@ type Readiness struct {
 	joined, sink atomic.Bool
 }
 
-// Joined marks that a worker got its first assignment.
-func (r *Readiness) Joined() { r.joined.Store(true) }
+// Join marks that a worker joined the group.
+func (r *Readiness) Join() { r.joined.Store(true) }
+
+// Joined reports whether a worker joined the group.
+func (r *Readiness) Joined() bool { return r.joined.Load() }
 
 // SinkReady marks that the sink answered.
 func (r *Readiness) SinkReady() { r.sink.Store(true) }

@@ -41,7 +41,7 @@ func TestEndpoints(t *testing.T) {
 	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "consumer group") {
 		t.Errorf("/readyz before joining = %d %q", code, body)
 	}
-	ready.Joined()
+	ready.Join()
 	if code, _ := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz when ready = %d", code)
 	}

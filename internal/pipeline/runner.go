@@ -109,6 +109,11 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		warnWhileNotJoined(runCtx, cfg, ro.Ready, joinWarnEvery, ro.Log)
+	}()
 	if ro.ExitWhenIdle > 0 {
 		wg.Add(1)
 		go func() {
@@ -124,6 +129,47 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		return fmt.Errorf("pending data was not loaded and will be read again on the next start: %w", err)
 	}
 	return nil
+}
+
+// joinWarnEvery is how often a process that has not joined its group says
+// so, with the result of a broker check.
+const joinWarnEvery = 10 * time.Second
+
+// warnWhileNotJoined logs a warning every interval until a worker joins the
+// group. franz-go retries unreachable brokers and failed logins quietly
+// (a broker that drops a wrong SASL login shows only as EOF at info level),
+// so without this a wrong password looks like a process doing nothing.
+func warnWhileNotJoined(ctx context.Context, cfg *config.Config, ready *obs.Readiness, interval time.Duration, log *slog.Logger) {
+	start := time.Now()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if ready.Joined() {
+			return
+		}
+		check := "brokers answer"
+		if err := ping(ctx, cfg); err != nil {
+			check = err.Error()
+		}
+		log.Warn("not joined to the consumer group yet", "group", cfg.Kafka.Group,
+			"waited", time.Since(start).Round(time.Second), "broker_check", check)
+	}
+}
+
+func ping(ctx context.Context, cfg *config.Config) error {
+	admin, err := kafka.NewAdmin(cfg.Kafka)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return admin.Ping(pctx)
 }
 
 // waitIdle returns true once no worker has records in flight, none read a
