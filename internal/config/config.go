@@ -24,6 +24,7 @@ type Config struct {
 	Retry   Retry   `yaml:"retry"`
 	Sink    Sink    `yaml:"sink"`
 	Metrics Metrics `yaml:"metrics"`
+	Merge   Merge   `yaml:"merge"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
 	// memory. Default a quarter of the machine's memory.

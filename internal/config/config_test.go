@@ -44,7 +44,45 @@ func TestBadKeysNamed(t *testing.T) {
 		"batch.max_bytes: want 1KiB to 4GiB, got 12B",
 		`load.compression: want none or zstd, got "lz5"`,
 		`sink.type: want duckdb, databend or iceberg, got "postgres"`)
+	f("testdata/bad_models.yaml",
+		"merge.models[0].colums: unknown key (accepted: action, columns, format, key, name, source, target, version)",
+		`merge.models[0].key: "missing" is not one of the model's columns`,
+		`merge.models[0].version: "nope" is not one of the model's columns`,
+		"merge.models[1].columns: order_id.typo: unknown key (accepted: path, type)")
+	f("testdata/bad_models.yaml",
+		"merge.models[2].columns.id.type: want a SQL type like VARCHAR")
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
+}
+
+func TestModels(t *testing.T) {
+	cfg, err := FromFile("testdata/models.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cfg.Model("customers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range m.Columns {
+		names = append(names, c.Name+" "+c.Type+" "+c.Path)
+	}
+	if got := strings.Join(names, ", "); got != "id BIGINT $.id, name VARCHAR $.name, version BIGINT $.meta.version, tags JSON $.tags" {
+		t.Errorf("columns out of order or wrong: %s", got)
+	}
+	if m.Target != "dim_customers" || m.Source != "trace_raw" || m.Format != FormatJSON || m.Action.Delete[0] != "delete" || cfg.Merge.Every.D() != 30*time.Second {
+		t.Errorf("defaults wrong: %+v", m)
+	}
+	o, _ := cfg.Model("orders")
+	if o.Target != "orders" || o.Format != FormatDebezium || o.Columns[1].Type != "DECIMAL(18, 2)" {
+		t.Errorf("orders: %+v", o)
+	}
+	if _, err := cfg.Model("nope"); err == nil || !strings.Contains(err.Error(), "configured: customers, orders") {
+		t.Errorf("unknown model: %v", err)
+	}
 }
 
 func TestBadDurationNamesKey(t *testing.T) {

@@ -55,7 +55,10 @@ func decodeFile(cfg *Config, path string, data []byte) error {
 	return errors.Join(errs...)
 }
 
-var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+var (
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+)
 
 // decodeNode decodes n into v key by key, so that every error carries the key
 // path and unknown keys are reported with the keys accepted in their place.
@@ -77,7 +80,19 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, errs *[]error) {
 		}
 		return
 	}
-	if v.Kind() == reflect.Slice && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+	if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct && !reflect.PointerTo(v.Type()).Implements(yamlUnmarshaler) {
+		// A list of sections (merge.models): each item key by key.
+		if n.Kind != yaml.SequenceNode {
+			*errs = append(*errs, fmt.Errorf("%s: want a list", orRoot(path)))
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content)))
+		for i, item := range n.Content {
+			decodeNode(item, v.Index(i), fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+		return
+	}
+	if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
 		// Allow "a,b" for lists, as in the environment.
 		v.Set(splitList(n.Value, v.Type()))
 		return
@@ -151,7 +166,7 @@ func applyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 		if !ok {
 			return
 		}
-		if v.Kind() == reflect.Slice {
+		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String {
 			v.Set(splitList(s, v.Type()))
 			return
 		}
@@ -164,6 +179,13 @@ func applyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 		if v.Kind() == reflect.String {
 			// Keep the text as given: "0123" or "true" stay strings.
 			v.SetString(s)
+			return
+		}
+		if v.Kind() == reflect.Slice {
+			// A list of sections, as YAML flow text: [{name: m, …}].
+			var errsHere []error
+			decodeNode(&n, v, path+" (from "+name+")", &errsHere)
+			errs = append(errs, errsHere...)
 			return
 		}
 		if err := n.Decode(v.Addr().Interface()); err != nil {

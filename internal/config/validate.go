@@ -99,5 +99,6 @@ func (c *Config) Validate() error {
 		_, _, err := net.SplitHostPort(c.Metrics.Listen)
 		check(err == nil, "metrics.listen", "want host:port (or empty to turn it off), got %q", c.Metrics.Listen)
 	}
+	c.Merge.validate(check)
 	return errors.Join(errs...)
 }

@@ -1,0 +1,196 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Merge configures the modelled tables that `tracelake merge` builds from
+// the raw table, incrementally.
+type Merge struct {
+	// Every makes `tracelake run` merge every model on this schedule in the
+	// background; 0 (default) leaves merging to `tracelake merge`.
+	Every  Duration `yaml:"every"`
+	Models []Model  `yaml:"models"`
+}
+
+// Model is one modelled table: rows projected from the raw table's JSON,
+// the latest change per key merged into Target.
+type Model struct {
+	Name string `yaml:"name"`
+	// Target is the table the model maintains; default the model's name.
+	Target string `yaml:"target"`
+	// Source is the raw table read; default sink.table.
+	Source string `yaml:"source"`
+	// Format is json (raw_data is the row) or debezium (raw_data is a
+	// Debezium change event, with or without the schema wrapper).
+	Format string `yaml:"format"`
+	// Key are the business-key columns, some of Columns.
+	Key     []string `yaml:"key"`
+	Columns Columns  `yaml:"columns"`
+	// Action optionally says which changes delete or only insert (json
+	// format; Debezium's op plays this part for debezium).
+	Action Action `yaml:"action"`
+	// Version optionally names a column ordering the changes of a key: an
+	// older change never overwrites a newer one. Without it the change with
+	// the highest Kafka offset wins.
+	Version string `yaml:"version"`
+}
+
+// Model formats.
+const (
+	FormatJSON     = "json"
+	FormatDebezium = "debezium"
+)
+
+// Action maps the values of a JSON field to what a change does. A value in
+// Delete deletes the key's row; in Insert, inserts it only if absent (a
+// replayed insert never overwrites); any other value upserts.
+type Action struct {
+	Path   string   `yaml:"path"`
+	Delete []string `yaml:"delete"`
+	Insert []string `yaml:"insert"`
+}
+
+// Column is a target column: a JSON path into the row and a SQL type.
+type Column struct {
+	Name string
+	Path string // $.a.b
+	Type string // a DuckDB (or Databend) type: VARCHAR, BIGINT, TIMESTAMP, JSON …
+}
+
+// Columns keep the order in which the config lists them (the target's
+// column order): `name: {path: $.x, type: VARCHAR}` entries of a mapping.
+type Columns []Column
+
+// UnmarshalYAML reads the mapping in order, rejecting unknown keys.
+func (cs *Columns) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("want a mapping of column: {path: $.field, type: TYPE}")
+	}
+	out := Columns{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		name, spec := n.Content[i].Value, n.Content[i+1]
+		if spec.Kind != yaml.MappingNode {
+			return fmt.Errorf("%s: want {path: $.field, type: TYPE}", name)
+		}
+		c := Column{Name: name}
+		for j := 0; j+1 < len(spec.Content); j += 2 {
+			switch k, v := spec.Content[j].Value, spec.Content[j+1].Value; k {
+			case "path":
+				c.Path = v
+			case "type":
+				c.Type = v
+			default:
+				return fmt.Errorf("%s.%s: unknown key (accepted: path, type)", name, k)
+			}
+		}
+		out = append(out, c)
+	}
+	*cs = out
+	return nil
+}
+
+// MarshalYAML writes the mapping back in order (for `tracelake config`).
+func (cs Columns) MarshalYAML() (any, error) {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	for _, c := range cs {
+		spec := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+		spec.Content = append(spec.Content,
+			&yaml.Node{Kind: yaml.ScalarNode, Value: "path"}, &yaml.Node{Kind: yaml.ScalarNode, Value: c.Path},
+			&yaml.Node{Kind: yaml.ScalarNode, Value: "type"}, &yaml.Node{Kind: yaml.ScalarNode, Value: c.Type})
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: c.Name}, spec)
+	}
+	return n, nil
+}
+
+// Lookup returns the named column.
+func (cs Columns) Lookup(name string) (Column, bool) {
+	i := slices.IndexFunc(cs, func(c Column) bool { return c.Name == name })
+	if i < 0 {
+		return Column{}, false
+	}
+	return cs[i], true
+}
+
+// WithDefaults fills what a model leaves out: target = name, source = the
+// raw table, format json, delete/insert action values.
+func (m Model) WithDefaults(rawTable string) Model {
+	if m.Target == "" {
+		m.Target = m.Name
+	}
+	if m.Source == "" {
+		m.Source = rawTable
+	}
+	if m.Format == "" {
+		m.Format = FormatJSON
+	}
+	if m.Action.Path != "" && m.Action.Delete == nil {
+		m.Action.Delete = []string{"delete"}
+	}
+	if m.Action.Path != "" && m.Action.Insert == nil {
+		m.Action.Insert = []string{"insert"}
+	}
+	return m
+}
+
+// Model returns the model called name, with defaults.
+func (c *Config) Model(name string) (Model, error) {
+	for _, m := range c.Merge.Models {
+		if m.Name == name {
+			return m.WithDefaults(c.Sink.Table), nil
+		}
+	}
+	names := make([]string, len(c.Merge.Models))
+	for i, m := range c.Merge.Models {
+		names[i] = m.Name
+	}
+	return Model{}, fmt.Errorf("no model %q in merge.models (configured: %s)", name, strings.Join(names, ", "))
+}
+
+var (
+	jsonPath = regexp.MustCompile(`^\$(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*$`)
+	sqlType  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*( ?\([0-9, ]+\))?(\[\])?$`)
+)
+
+func (m *Merge) validate(check func(ok bool, key, format string, args ...any)) {
+	check(m.Every.D() >= 0 && m.Every.D() <= 24*time.Hour, "merge.every", "want 0 (off) to 24h, got %s", m.Every)
+	seen := map[string]bool{}
+	for i, mo := range m.Models {
+		key := func(k string) string { return fmt.Sprintf("merge.models[%d].%s", i, k) }
+		check(identifier.MatchString(mo.Name) && !strings.Contains(mo.Name, "."), key("name"),
+			"want a name of letters, digits and _, got %q", mo.Name)
+		check(!seen[mo.Name], key("name"), "model %q is defined twice", mo.Name)
+		seen[mo.Name] = true
+		check(mo.Target == "" || identifier.MatchString(mo.Target), key("target"), "want a table name, got %q", mo.Target)
+		check(mo.Source == "" || identifier.MatchString(mo.Source), key("source"), "want a table name, got %q", mo.Source)
+		check(mo.Format == "" || mo.Format == FormatJSON || mo.Format == FormatDebezium, key("format"),
+			"want json or debezium, got %q", mo.Format)
+		check(len(mo.Columns) > 0, key("columns"), "at least one column {path: $.field, type: TYPE} is required")
+		for _, c := range mo.Columns {
+			ck := key("columns." + c.Name)
+			check(identifier.MatchString(c.Name) && !strings.Contains(c.Name, ".") && !strings.HasPrefix(c.Name, "tl_"), ck,
+				"want a column name of letters, digits and _ (not starting with tl_)")
+			check(jsonPath.MatchString(c.Path), ck+".path", "want a JSON path like $.field.sub or $.list[0], got %q", c.Path)
+			check(sqlType.MatchString(c.Type), ck+".type", "want a SQL type like VARCHAR, BIGINT, DECIMAL(38,9), TIMESTAMP or JSON, got %q", c.Type)
+		}
+		check(len(mo.Key) > 0, key("key"), "at least one key column is required")
+		for _, k := range mo.Key {
+			_, ok := mo.Columns.Lookup(k)
+			check(ok, key("key"), "%q is not one of the model's columns", k)
+		}
+		if mo.Version != "" {
+			_, ok := mo.Columns.Lookup(mo.Version)
+			check(ok, key("version"), "%q is not one of the model's columns", mo.Version)
+		}
+		if mo.Action.Path != "" || mo.Action.Delete != nil || mo.Action.Insert != nil {
+			check(mo.Format != FormatDebezium, key("action"), "not used with format debezium (its op says what a change does)")
+			check(jsonPath.MatchString(mo.Action.Path), key("action.path"), "want a JSON path like $.action, got %q", mo.Action.Path)
+		}
+	}
+}
