@@ -19,6 +19,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // Options configure a Sink.
@@ -81,9 +82,9 @@ func Open(opt Options) (*Sink, error) {
 		log:        opt.Log,
 		lastLoaded: map[sink.TopicPartition]int64{},
 		tables: tables{
-			main:   quoteName(opt.Table),
-			dlq:    quoteName(opt.Table + "_dlq"),
-			ledger: quoteName(opt.Table + "_ledger"),
+			main:   sqltext.Name(opt.Table),
+			dlq:    sqltext.Name(opt.Table + "_dlq"),
+			ledger: sqltext.Name(opt.Table + "_ledger"),
 		},
 	}
 	return s, nil
@@ -176,19 +177,6 @@ func (s *Sink) CleanStage() error {
 }
 
 func newLoadID() string { return uuid.NewString() }
-
-// quoteName quotes a table name, keeping an optional schema prefix.
-func quoteName(name string) string {
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		parts[i] = quoteIdent(p)
-	}
-	return strings.Join(parts, ".")
-}
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
-
-func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // TableNames are the quoted names of the sink's tables, for queries.
 type TableNames struct{ Main, DLQ, Ledger string }

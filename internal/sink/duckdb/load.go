@@ -11,6 +11,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // Load inserts the rows of all files, their dead-letter rows and one ledger
@@ -123,9 +124,9 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64) loadPla
 				if !fenced[r.TopicPartition] {
 					fenced[r.TopicPartition] = true
 					rawConds = append(rawConds, fmt.Sprintf("(kpartition = %d AND (record_metadata->>'topic') = %s AND koffset <= %d)",
-						r.Partition, quoteString(r.Topic), last))
+						r.Partition, sqltext.String(r.Topic), last))
 					dlqConds = append(dlqConds, fmt.Sprintf(`("partition" = %d AND topic = %s AND "offset" <= %d)`,
-						r.Partition, quoteString(r.Topic), last))
+						r.Partition, sqltext.String(r.Topic), last))
 				}
 				if r.Last <= last {
 					continue // wholly loaded before
@@ -165,7 +166,7 @@ const (
 func readNDJSON(files []string, columns string, maxLine int) string {
 	quoted := make([]string, len(files))
 	for i, f := range files {
-		quoted[i] = quoteString(f)
+		quoted[i] = sqltext.String(f)
 	}
 	limit := max(16<<20, 2*maxLine+1024)
 	return fmt.Sprintf("read_ndjson([%s], %s, format = 'newline_delimited', maximum_object_size = %d)",

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 type column struct{ name, typ string }
@@ -61,14 +62,14 @@ func (s *Sink) ensure(ctx context.Context, table string, want []column) error {
 	if len(have) == 0 {
 		defs := make([]string, len(want))
 		for i, c := range want {
-			defs[i] = quoteIdent(c.name) + " " + c.typ
+			defs[i] = sqltext.Ident(c.name) + " " + c.typ
 		}
 		if schema, _, ok := strings.Cut(table, "."); ok {
-			if _, err := s.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(schema)); err != nil {
+			if _, err := s.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqltext.Ident(schema)); err != nil {
 				return fmt.Errorf("create schema %s: %w", schema, err)
 			}
 		}
-		q := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteName(table), strings.Join(defs, ", "))
+		q := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", sqltext.Name(table), strings.Join(defs, ", "))
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("create table %s: %w", table, err)
 		}

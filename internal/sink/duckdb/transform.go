@@ -11,6 +11,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // userColumn is a column of the user's table in transform mode.
@@ -90,7 +91,7 @@ func (s *Sink) readUserKeys(ctx context.Context) ([]userKey, error) {
 
 // jsonPath is the JSON path of a top-level field, quoted for any name.
 func jsonPath(name string) string {
-	return quoteString(`$."` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`)
+	return sqltext.String(`$."` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`)
 }
 
 // nested reports whether the column takes the field as JSON (JSON, lists,
@@ -141,7 +142,7 @@ func (c userColumn) badCast() string {
 // the rows inserted per partition.
 func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) (map[sink.TopicPartition]int64, error) {
 	cols := s.userColumns
-	ref := func(i int) string { return quoteIdent(fmt.Sprintf("c%d", i)) }
+	ref := func(i int) string { return sqltext.Ident(fmt.Sprintf("c%d", i)) }
 	var vals, casts, nulls, names, refs []string
 	casts = append(casts, fmt.Sprintf("CASE WHEN j IS NULL THEN %d END", notJSON))
 	for i, c := range cols {
@@ -150,7 +151,7 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		if c.notNull {
 			nulls = append(nulls, fmt.Sprintf("CASE WHEN %s IS NULL THEN %d END", ref(i), -i-1))
 		}
-		names = append(names, quoteIdent(c.name))
+		names = append(names, sqltext.Ident(c.name))
 		refs = append(refs, ref(i))
 	}
 	var uniques []string
@@ -158,7 +159,7 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		var notNull, match, part []string
 		for _, i := range key.columns {
 			notNull = append(notNull, ref(i)+" IS NOT NULL")
-			match = append(match, fmt.Sprintf("t.%s = pre.%s", quoteIdent(cols[i].name), ref(i)))
+			match = append(match, fmt.Sprintf("t.%s = pre.%s", sqltext.Ident(cols[i].name), ref(i)))
 			part = append(part, ref(i))
 		}
 		uniques = append(uniques, fmt.Sprintf(`CASE WHEN len(tl_pre) = 0 AND %s AND (

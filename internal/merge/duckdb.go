@@ -1,0 +1,257 @@
+package merge
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// Merger merges models in a DuckDB database. One merge is one transaction:
+// the target, the rejects, the tombstones and the watermark move together,
+// so a crash at any moment leaves them consistent and a merge run twice
+// changes nothing the second time. Merges of one model must not run
+// concurrently (the second would fail on a write conflict and roll back).
+type Merger struct {
+	db  *sql.DB
+	log *slog.Logger
+}
+
+// NewMerger merges in db.
+func NewMerger(db *sql.DB, log *slog.Logger) *Merger { return &Merger{db: db, log: log} }
+
+// Result is what one merge did.
+type Result struct {
+	Model    string
+	Read     int64 // raw rows past the watermark
+	Changed  int64 // target rows inserted, updated or deleted
+	Rejected int64 // rows written to the model's rejects table
+	Took     time.Duration
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("model %s: %d raw rows read, %d target rows changed, %d rejected, %s",
+		r.Model, r.Read, r.Changed, r.Rejected, r.Took.Round(time.Millisecond))
+}
+
+// Merge merges the raw rows past the model's watermark into its target.
+func (mg *Merger) Merge(ctx context.Context, m config.Model) (Result, error) {
+	p := newPlan(m)
+	res := Result{Model: m.Name}
+	start := time.Now()
+	err := mg.inTx(ctx, func(tx *sql.Tx) error {
+		if err := mg.prepare(ctx, tx, p); err != nil {
+			return err
+		}
+		var lo int64
+		if err := tx.QueryRowContext(ctx, p.lowestSQL()).Scan(&lo); err != nil {
+			return fmt.Errorf("read watermarks of model %s: %w", m.Name, err)
+		}
+		return mg.step(ctx, tx, p, lo, math.MaxInt64, &res)
+	})
+	res.Took = time.Since(start)
+	return res, err
+}
+
+// Rebuild recreates the model's target (with the model's current columns)
+// from the whole raw table, in one transaction: readers see the old target
+// until the new one is complete. The raw table is merged in slices of
+// chunk offsets, each merged into what the earlier slices built (rows whose
+// keys a slice does not touch stay, the slice's latest changes replace or
+// join them) — never one sort of everything. chunk <= 0 merges all at once.
+func (mg *Merger) Rebuild(ctx context.Context, m config.Model, chunk int64) (Result, error) {
+	p := newPlan(m)
+	res := Result{Model: m.Name}
+	start := time.Now()
+	err := mg.inTx(ctx, func(tx *sql.Tx) error {
+		reset := []string{
+			"DROP TABLE IF EXISTS " + p.target,
+			"DROP TABLE IF EXISTS " + p.rejects,
+		}
+		if p.tombstones != "" {
+			reset = append(reset, "DROP TABLE IF EXISTS "+p.tombstones)
+		}
+		if err := exec(ctx, tx, reset...); err != nil {
+			return fmt.Errorf("rebuild model %s: %w", m.Name, err)
+		}
+		if err := mg.prepare(ctx, tx, p); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+WatermarkTable+" WHERE model = "+sqltext.String(m.Name)); err != nil {
+			return fmt.Errorf("reset watermark of model %s: %w", m.Name, err)
+		}
+		var top sql.NullInt64
+		if err := tx.QueryRowContext(ctx, "SELECT max(koffset) FROM "+p.source).Scan(&top); err != nil {
+			return fmt.Errorf("read %s: %w", m.Source, err)
+		}
+		if chunk <= 0 {
+			chunk = math.MaxInt64 / 2
+		}
+		for lo := int64(0); lo <= top.Int64; lo += chunk {
+			if err := mg.step(ctx, tx, p, lo, lo+chunk, &res); err != nil {
+				return err
+			}
+			mg.log.Debug("rebuild slice merged", "model", m.Name, "up_to_offset", lo+chunk, "read", res.Read)
+		}
+		return nil
+	})
+	res.Took = time.Since(start)
+	return res, err
+}
+
+// step merges the rows with koffset in [lo, hi) past the watermark.
+func (mg *Merger) step(ctx context.Context, tx *sql.Tx, p *plan, lo, hi int64, res *Result) error {
+	if _, err := tx.ExecContext(ctx, p.incrementSQL(lo, hi)); err != nil {
+		return fmt.Errorf("read the increment of model %s from %s: %w", p.m.Name, p.m.Source, err)
+	}
+	var n int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_inc").Scan(&n); err != nil {
+		return fmt.Errorf("count the increment of model %s: %w", p.m.Name, err)
+	}
+	res.Read += n
+	if n > 0 {
+		rejected, err := tx.ExecContext(ctx, p.rejectSQL())
+		if err != nil {
+			return fmt.Errorf("write rejects of model %s: %w", p.m.Name, err)
+		}
+		res.Rejected += rowsAffected(rejected)
+		if err := exec(ctx, tx, p.latestSQL()...); err != nil {
+			return fmt.Errorf("pick the latest change per key of model %s: %w", p.m.Name, err)
+		}
+		changed, err := tx.ExecContext(ctx, p.mergeSQL())
+		if err != nil {
+			return fmt.Errorf("merge into %s: %w", p.m.Target, err)
+		}
+		res.Changed += rowsAffected(changed)
+		if failAfterMerge != nil {
+			if err := failAfterMerge(); err != nil {
+				return err
+			}
+		}
+		if err := exec(ctx, tx, p.tombstoneSQL()...); err != nil {
+			return fmt.Errorf("record deletes of model %s: %w", p.m.Name, err)
+		}
+		if _, err := tx.ExecContext(ctx, p.watermarkSQL()); err != nil {
+			return fmt.Errorf("advance the watermark of model %s: %w", p.m.Name, err)
+		}
+	}
+	return exec(ctx, tx, "DROP TABLE IF EXISTS tl_inc", "DROP TABLE IF EXISTS tl_latest")
+}
+
+// prepare creates the model's tables if absent and checks that an existing
+// target has the model's columns.
+func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
+	want, err := canonicalTypes(ctx, tx, p.m)
+	if err != nil {
+		return err
+	}
+	have, err := tableColumns(ctx, tx, p.m.Target)
+	if err != nil {
+		return err
+	}
+	if len(have) > 0 {
+		if diff := diffColumns(have, want); len(diff) > 0 {
+			return fmt.Errorf("target %s of model %s has other columns than the model (%s): after changing a model's columns run `tracelake merge --rebuild %s`",
+				p.m.Target, p.m.Name, strings.Join(diff, "; "), p.m.Name)
+		}
+	}
+	if err := exec(ctx, tx, p.tableSQL()...); err != nil {
+		return fmt.Errorf("create the tables of model %s: %w", p.m.Name, err)
+	}
+	return nil
+}
+
+// failAfterMerge, set by tests, fails a merge between its steps.
+var failAfterMerge func() error
+
+type column struct{ name, typ string }
+
+// canonicalTypes asks DuckDB for the canonical name of each column type
+// (INT → INTEGER, DECIMAL(18, 2) → DECIMAL(18,2)), which also reports a
+// type DuckDB does not know, by column.
+func canonicalTypes(ctx context.Context, tx *sql.Tx, m config.Model) ([]column, error) {
+	out := make([]column, len(m.Columns))
+	for i, c := range m.Columns {
+		var typ string
+		if err := tx.QueryRowContext(ctx, "SELECT typeof(CAST(NULL AS "+c.Type+"))").Scan(&typ); err != nil {
+			return nil, fmt.Errorf("merge.models %s: column %s: type %s: %w", m.Name, c.Name, c.Type, err)
+		}
+		out[i] = column{c.Name, typ}
+	}
+	return out, nil
+}
+
+func tableColumns(ctx context.Context, tx *sql.Tx, table string) ([]column, error) {
+	schema, name, ok := strings.Cut(table, ".")
+	if !ok {
+		schema, name = "main", table
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns()
+WHERE schema_name = $1 AND table_name = $2 AND database_name = current_database() ORDER BY column_index`, schema, name)
+	if err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var cols []column
+	for rows.Next() {
+		var c column
+		if err := rows.Scan(&c.name, &c.typ); err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	return cols, rows.Err()
+}
+
+// diffColumns lists what differs between the target's columns and the
+// model's, in the model's order.
+func diffColumns(have, want []column) []string {
+	var diff []string
+	for i, w := range want {
+		switch {
+		case i >= len(have):
+			diff = append(diff, fmt.Sprintf("%s %s is missing", w.name, w.typ))
+		case have[i] != w:
+			diff = append(diff, fmt.Sprintf("column %d is %s %s, the model says %s %s", i+1, have[i].name, have[i].typ, w.name, w.typ))
+		}
+	}
+	for _, h := range have[min(len(have), len(want)):] {
+		diff = append(diff, fmt.Sprintf("%s %s is not in the model", h.name, h.typ))
+	}
+	return diff
+}
+
+func (mg *Merger) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := mg.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
+
+func exec(ctx context.Context, tx *sql.Tx, stmts ...string) error {
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rowsAffected(r sql.Result) int64 {
+	n, err := r.RowsAffected()
+	if err != nil {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,175 @@
+package merge
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// The DuckDB statements of one merge step. They run in one transaction on
+// one connection, through two temporary tables: tl_inc (every raw row of
+// the increment, projected and typed, with the reason it is rejected if it
+// is) and tl_latest (the newest good change per key).
+
+// incrementSQL selects the raw rows of the model's partitions from their
+// watermark on, with koffset in [lo, hi) (lo only prunes: every row below
+// it is known to be merged), and projects them.
+func (p *plan) incrementSQL(lo, hi int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `CREATE OR REPLACE TEMP TABLE tl_inc AS
+WITH src AS (
+  SELECT json_extract_string(r.record_metadata, '$.topic') AS tl_topic, r.kpartition AS tl_partition, r.koffset AS tl_offset, r.raw_data AS tl_event
+  FROM %s r
+  LEFT JOIN %s w ON w.model = %s AND w.topic = json_extract_string(r.record_metadata, '$.topic') AND w."partition" = r.kpartition
+  WHERE r.koffset >= %d AND r.koffset < %d AND r.koffset >= coalesce(w.next_offset, 0)
+), `, p.source, WatermarkTable, sqltext.String(p.m.Name), lo, hi)
+	if p.m.Format == config.FormatDebezium {
+		// With or without the schema wrapper; the row image is "after",
+		// or "before" for a delete.
+		fmt.Fprintf(&b, `env AS (
+  SELECT *, coalesce(json_extract(tl_event, '$.payload'), tl_event) AS tl_env FROM src
+), op AS (
+  SELECT *, json_extract_string(tl_env, '$.op') AS tl_op FROM env
+), doc AS (
+  SELECT *,
+    CASE WHEN tl_event IS NULL THEN '%s' WHEN tl_op = 'd' THEN '%s' WHEN tl_op IN ('c', 'r', 'u') THEN '%s' ELSE '%s' END AS tl_kind,
+    CASE WHEN tl_op = 'd' THEN json_extract(tl_env, '$.before') ELSE json_extract(tl_env, '$.after') END AS tl_doc
+  FROM op
+), `, kindSkip, kindDelete, kindUpsert, kindBad)
+	} else {
+		kind := p.kindExpr("json_extract_string(tl_event, " + sqltext.String(p.m.Action.Path) + ")")
+		fmt.Fprintf(&b, `doc AS (
+  SELECT *, tl_event AS tl_doc, CASE WHEN tl_event IS NULL THEN '%s' ELSE %s END AS tl_kind FROM src
+), `, kindSkip, kind)
+	}
+	fmt.Fprintf(&b, "ext AS (\n  SELECT *, %s FROM doc\n), ", list(p.m.Columns, ", ", func(c config.Column, i int) string {
+		extract := "json_extract_string"
+		if strings.EqualFold(c.Type, "JSON") {
+			extract = "json_extract"
+		}
+		return fmt.Sprintf("%s(tl_doc, %s) AS tl_raw_%d", extract, sqltext.String(c.Path), i)
+	}))
+	fmt.Fprintf(&b, "typed AS (\n  SELECT *, %s FROM ext\n)\n", list(p.m.Columns, ", ", func(c config.Column, i int) string {
+		return fmt.Sprintf("TRY_CAST(tl_raw_%d AS %s) AS %s", i, c.Type, sqltext.Ident(c.Name))
+	}))
+	fmt.Fprintf(&b, "SELECT *, %s AS tl_reason FROM typed", p.reasonExpr())
+	return b.String()
+}
+
+// reasonExpr says why a row is rejected, or NULL: a value that does not cast
+// to its column's type, a missing key or version.
+func (p *plan) reasonExpr() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CASE WHEN tl_kind = '%s' THEN NULL", kindSkip)
+	if p.m.Format == config.FormatDebezium {
+		fmt.Fprintf(&b, " WHEN tl_kind = '%s' THEN 'not a Debezium change event: op is ' || coalesce(tl_op, 'missing')", kindBad)
+	}
+	for i, c := range p.m.Columns {
+		fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s IS NULL THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
+			i, sqltext.Ident(c.Name), sqltext.String("column "+c.Name+": cannot cast "), i, sqltext.String(" to "+c.Type))
+	}
+	for _, c := range p.keys {
+		fmt.Fprintf(&b, " WHEN %s IS NULL THEN %s", sqltext.Ident(c.Name), sqltext.String("key column "+c.Name+" is missing or null"))
+	}
+	if p.version != "" {
+		fmt.Fprintf(&b, " WHEN %s IS NULL THEN %s", p.version, sqltext.String("version column "+p.m.Version+" is missing or null"))
+	}
+	b.WriteString(" END")
+	return b.String()
+}
+
+func (p *plan) rejectSQL() string {
+	return fmt.Sprintf(`INSERT INTO %s SELECT tl_topic, tl_partition, tl_offset, tl_reason, now() FROM tl_inc WHERE tl_reason IS NOT NULL`, p.rejects)
+}
+
+// latestSQL keeps the newest good change per key, then (with a version)
+// drops changes older than the key's last delete.
+func (p *plan) latestSQL() []string {
+	q := []string{fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_latest AS
+SELECT * FROM tl_inc WHERE tl_kind <> '%s' AND tl_reason IS NULL
+QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, kindSkip, p.keyList(), p.latestOrder("tl_partition", "tl_offset"))}
+	if p.version != "" {
+		q = append(q, fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND d.%s > l.%s`,
+			p.tombstones, p.keyMatch("d", "l"), p.version, p.version))
+	}
+	return q
+}
+
+// mergeSQL applies tl_latest to the target. With a version, a change older
+// than the target's row is ignored; without one, an "insert" never
+// overwrites (a replayed insert), an upsert or delete always applies.
+func (p *plan) mergeSQL() string {
+	newer := ""
+	upsert := fmt.Sprintf("s.tl_kind = '%s'", kindUpsert)
+	if p.version != "" {
+		newer = fmt.Sprintf(" AND s.%s >= t.%s", p.version, p.version)
+		upsert = fmt.Sprintf("s.tl_kind <> '%s'", kindDelete)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "MERGE INTO %s AS t USING tl_latest AS s ON (%s)\n", p.target, p.keyMatch("t", "s"))
+	fmt.Fprintf(&b, "WHEN MATCHED AND s.tl_kind = '%s'%s THEN DELETE\n", kindDelete, newer)
+	if len(p.values) > 0 {
+		fmt.Fprintf(&b, "WHEN MATCHED AND %s%s THEN UPDATE SET %s\n", upsert, newer, list(p.values, ", ", func(c config.Column, _ int) string {
+			q := sqltext.Ident(c.Name)
+			return q + " = s." + q
+		}))
+	}
+	all := list(p.m.Columns, ", ", func(c config.Column, _ int) string { return sqltext.Ident(c.Name) })
+	fmt.Fprintf(&b, "WHEN NOT MATCHED AND s.tl_kind <> '%s' THEN INSERT (%s) VALUES (%s)", kindDelete, all,
+		list(p.m.Columns, ", ", func(c config.Column, _ int) string { return "s." + sqltext.Ident(c.Name) }))
+	return b.String()
+}
+
+// tombstoneSQL remembers the version of each key's last delete, so that an
+// older change arriving later cannot bring the row back, and forgets it
+// once a newer change re-creates the key.
+func (p *plan) tombstoneSQL() []string {
+	if p.version == "" {
+		return nil
+	}
+	cols := p.keyList() + ", " + p.version
+	return []string{
+		fmt.Sprintf(`MERGE INTO %s AS d USING (SELECT %s FROM tl_latest WHERE tl_kind = '%s') AS s ON (%s)
+WHEN MATCHED AND s.%s > d.%s THEN UPDATE SET %s = s.%s
+WHEN NOT MATCHED THEN INSERT (%s) VALUES (%s)`, p.tombstones, cols, kindDelete, p.keyMatch("d", "s"),
+			p.version, p.version, p.version, p.version, cols,
+			list(append(append([]config.Column{}, p.keys...), config.Column{Name: p.m.Version}), ", ",
+				func(c config.Column, _ int) string { return "s." + sqltext.Ident(c.Name) })),
+		fmt.Sprintf(`DELETE FROM %s d USING tl_latest s WHERE %s AND s.tl_kind <> '%s' AND s.%s > d.%s`,
+			p.tombstones, p.keyMatch("d", "s"), kindDelete, p.version, p.version),
+	}
+}
+
+// watermarkSQL advances the model's watermark past every row of tl_inc.
+func (p *plan) watermarkSQL() string {
+	return fmt.Sprintf(`MERGE INTO %s AS w USING (
+  SELECT tl_topic AS topic, tl_partition AS "partition", max(tl_offset) + 1 AS next_offset FROM tl_inc GROUP BY ALL
+) AS s ON (w.model = %s AND w.topic = s.topic AND w."partition" = s."partition")
+WHEN MATCHED THEN UPDATE SET next_offset = s.next_offset, merged_at = now()
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, now())`,
+		WatermarkTable, sqltext.String(p.m.Name), sqltext.String(p.m.Name))
+}
+
+// lowestSQL is the lowest watermark of the model over the source's
+// partitions (0 for a partition never merged): every raw row below it is
+// merged, so the increment scan can skip those row groups.
+func (p *plan) lowestSQL() string {
+	return fmt.Sprintf(`SELECT coalesce(min(coalesce(w.next_offset, 0)), 0) FROM (SELECT DISTINCT topic, "partition" FROM %s) l
+LEFT JOIN %s w ON w.model = %s AND w.topic = l.topic AND w."partition" = l."partition"`, p.ledger, WatermarkTable, sqltext.String(p.m.Name))
+}
+
+// tableSQL creates the tables a model needs if they are absent.
+func (p *plan) tableSQL() []string {
+	q := []string{
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHAR, topic VARCHAR, "partition" INTEGER, next_offset BIGINT, merged_at TIMESTAMP)`, WatermarkTable),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, "partition" INTEGER, "offset" BIGINT, reason VARCHAR, rejected_at TIMESTAMP)`, p.rejects),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.target, columnDefs(p.m.Columns)),
+	}
+	if p.version != "" {
+		v, _ := p.m.Columns.Lookup(p.m.Version)
+		q = append(q, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.tombstones, columnDefs(append(append([]config.Column{}, p.keys...), v))))
+	}
+	return q
+}

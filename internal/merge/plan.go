@@ -1,0 +1,123 @@
+// Package merge turns the raw table into modelled tables: for each model
+// (config merge.models) it projects typed columns out of raw_data, keeps the
+// latest change per business key and merges it into the target table —
+// incrementally and exactly once in DuckDB, and as Databend SQL (stream,
+// MERGE INTO, task) for the Databend sink.
+package merge
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// Change kinds, computed per raw row.
+const (
+	kindUpsert = "upsert" // insert, or update the key's row
+	kindInsert = "insert" // insert only if the key has no row
+	kindDelete = "delete"
+	kindSkip   = "skip" // a Kafka tombstone (no value): nothing to merge
+	kindBad    = "bad"  // not a change event of the model's format
+)
+
+// WatermarkTable keeps, per model and partition, the next raw offset to merge.
+const WatermarkTable = "tracelake_merge_watermarks"
+
+// plan is a model with its quoted names, ready to be written as SQL.
+type plan struct {
+	m                   config.Model
+	target, source      string // quoted
+	ledger, rejects     string // quoted
+	tombstones          string // quoted; "" without a version column
+	keys, values        []config.Column
+	version             string // quoted column name, "" if none
+	rejectsName, tbName string // unquoted, for messages
+}
+
+func newPlan(m config.Model) *plan {
+	p := &plan{
+		m:           m,
+		target:      sqltext.Name(m.Target),
+		source:      sqltext.Name(m.Source),
+		ledger:      sqltext.Name(m.Source + "_ledger"),
+		rejects:     sqltext.Name(m.Name + "_rejects"),
+		rejectsName: m.Name + "_rejects",
+	}
+	for _, c := range m.Columns {
+		if isKey(m, c.Name) {
+			p.keys = append(p.keys, c)
+		} else {
+			p.values = append(p.values, c)
+		}
+	}
+	if m.Version != "" {
+		p.version = sqltext.Ident(m.Version)
+		p.tbName = m.Target + "_tombstones"
+		p.tombstones = sqltext.Name(p.tbName)
+	}
+	return p
+}
+
+func isKey(m config.Model, name string) bool {
+	for _, k := range m.Key {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+// columnDefs is "name TYPE, …" for CREATE TABLE.
+func columnDefs(cols []config.Column) string {
+	defs := make([]string, len(cols))
+	for i, c := range cols {
+		defs[i] = sqltext.Ident(c.Name) + " " + c.Type
+	}
+	return strings.Join(defs, ", ")
+}
+
+// list renders each column through f, joined by sep.
+func list(cols []config.Column, sep string, f func(c config.Column, i int) string) string {
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		parts[i] = f(c, i)
+	}
+	return strings.Join(parts, sep)
+}
+
+// keyMatch is "a.k1 = b.k1 AND …".
+func (p *plan) keyMatch(a, b string) string {
+	return list(p.keys, " AND ", func(c config.Column, _ int) string {
+		q := sqltext.Ident(c.Name)
+		return a + "." + q + " = " + b + "." + q
+	})
+}
+
+// keyList is "k1, k2" quoted.
+func (p *plan) keyList() string {
+	return list(p.keys, ", ", func(c config.Column, _ int) string { return sqltext.Ident(c.Name) })
+}
+
+// latestOrder orders a key's changes newest first: by version if the model
+// has one, then by Kafka partition and offset (within a partition, the
+// offset is the order the changes were produced in).
+func (p *plan) latestOrder(partition, offset string) string {
+	order := partition + " DESC, " + offset + " DESC"
+	if p.version != "" {
+		order = p.version + " DESC, " + order
+	}
+	return order
+}
+
+// kindExpr is the SQL computing a row's change kind from the action field
+// (json format), given the expression of the action value.
+func (p *plan) kindExpr(action string) string {
+	if p.m.Action.Path == "" {
+		return sqltext.String(kindUpsert)
+	}
+	return fmt.Sprintf("CASE WHEN %s IN (%s) THEN %s WHEN %s IN (%s) THEN %s ELSE %s END",
+		action, sqltext.Strings(p.m.Action.Delete), sqltext.String(kindDelete),
+		action, sqltext.Strings(p.m.Action.Insert), sqltext.String(kindInsert), sqltext.String(kindUpsert))
+}

@@ -1,0 +1,30 @@
+// Package sqltext quotes names and values into SQL text, the same way for
+// every dialect tracelake writes (DuckDB and Databend both take "double
+// quoted" identifiers and 'single quoted' strings).
+package sqltext
+
+import "strings"
+
+// Ident quotes one identifier.
+func Ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// Name quotes a table name, keeping an optional schema prefix.
+func Name(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = Ident(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+// String quotes a string literal.
+func String(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Strings quotes each string and joins them with ", ".
+func Strings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = String(s)
+	}
+	return strings.Join(q, ", ")
+}
