@@ -38,6 +38,8 @@ Usage:
   tracelake sql     --config F "SELECT …"             query the DuckDB sink
   tracelake config  --config F                        print the effective config (secrets redacted), validate it
   tracelake dlq     list|replay --config F [--where SQL] [--dry-run]   inspect or replay dead-letter rows
+  tracelake merge   --config F [--model M] [--every D] | --rebuild M | --print-sql [--dialect databend|duckdb]
+                                                      merge the raw table into the modelled tables
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
   tracelake demo                                      embedded Kafka → DuckDB, end to end
   tracelake version
@@ -68,6 +70,8 @@ func run(args []string) int {
 		err = cmdConfig(args[1:])
 	case "dlq":
 		err = cmdDLQ(ctx, args[1:])
+	case "merge":
+		err = cmdMerge(ctx, args[1:])
 	case "gen":
 		err = cmdGen(ctx, args[1:])
 	case "demo":

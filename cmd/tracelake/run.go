@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 )
@@ -45,6 +46,19 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	ready.SinkReady()
+	if every := cfg.Merge.Every.D(); every > 0 && len(cfg.Merge.Models) > 0 {
+		models, err := selectModels(cfg, "")
+		if err != nil {
+			return err
+		}
+		merging, stopMerging := context.WithCancel(ctx)
+		mergeDone := make(chan struct{})
+		defer func() { stopMerging(); <-mergeDone }()
+		go func() {
+			defer close(mergeDone)
+			mergeEvery(merging, merge.NewMerger(snk.DB(), slog.Default()), models, every)
+		}()
+	}
 	finished := make(chan struct{})
 	defer close(finished)
 	go exitAfterShutdownTimeout(ctx, finished, cfg.ShutdownTimeout.D())

@@ -97,10 +97,16 @@ QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, kindSkip, p.keyLis
 	return q
 }
 
-// mergeSQL applies tl_latest to the target. With a version, a change older
-// than the target's row is ignored; without one, an "insert" never
-// overwrites (a replayed insert), an upsert or delete always applies.
+// mergeSQL applies tl_latest to the target.
 func (p *plan) mergeSQL() string {
+	return fmt.Sprintf("MERGE INTO %s AS t USING tl_latest AS s ON (%s)\n%s", p.target, p.keyMatch("t", "s"), p.mergeClauses())
+}
+
+// mergeClauses are the WHEN clauses of the MERGE of source s into target t,
+// the same in every dialect. With a version, a change older than the
+// target's row is ignored; without one, an "insert" never overwrites (a
+// replayed insert), an upsert or delete always applies.
+func (p *plan) mergeClauses() string {
 	newer := ""
 	upsert := fmt.Sprintf("s.tl_kind = '%s'", kindUpsert)
 	if p.version != "" {
@@ -108,7 +114,6 @@ func (p *plan) mergeSQL() string {
 		upsert = fmt.Sprintf("s.tl_kind <> '%s'", kindDelete)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "MERGE INTO %s AS t USING tl_latest AS s ON (%s)\n", p.target, p.keyMatch("t", "s"))
 	fmt.Fprintf(&b, "WHEN MATCHED AND s.tl_kind = '%s'%s THEN DELETE\n", kindDelete, newer)
 	if len(p.values) > 0 {
 		fmt.Fprintf(&b, "WHEN MATCHED AND %s%s THEN UPDATE SET %s\n", upsert, newer, list(p.values, ", ", func(c config.Column, _ int) string {
@@ -116,10 +121,13 @@ func (p *plan) mergeSQL() string {
 			return q + " = s." + q
 		}))
 	}
-	all := list(p.m.Columns, ", ", func(c config.Column, _ int) string { return sqltext.Ident(c.Name) })
-	fmt.Fprintf(&b, "WHEN NOT MATCHED AND s.tl_kind <> '%s' THEN INSERT (%s) VALUES (%s)", kindDelete, all,
-		list(p.m.Columns, ", ", func(c config.Column, _ int) string { return "s." + sqltext.Ident(c.Name) }))
+	fmt.Fprintf(&b, "WHEN NOT MATCHED AND s.tl_kind <> '%s' THEN INSERT (%s) VALUES (%s)", kindDelete, p.columnList(""), p.columnList("s."))
 	return b.String()
+}
+
+// columnList is the model's columns, quoted, each after prefix.
+func (p *plan) columnList(prefix string) string {
+	return list(p.m.Columns, ", ", func(c config.Column, _ int) string { return prefix + sqltext.Ident(c.Name) })
 }
 
 // tombstoneSQL remembers the version of each key's last delete, so that an

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/merge"
+)
+
+// cmdMerge is `tracelake merge`: merge the raw table into the models'
+// targets once, on a schedule, or rebuild one; or print the SQL.
+func cmdMerge(ctx context.Context, args []string) error {
+	fs := newFlagSet("merge")
+	var cf configFlags
+	cf.register(fs)
+	model := fs.String("model", "", "merge only this model (default: every model in merge.models)")
+	every := fs.Duration("every", 0, "merge again at this interval until stopped")
+	rebuild := fs.String("rebuild", "", "rebuild this model's target from the whole raw table (after its columns or rules changed)")
+	chunk := fs.Int64("chunk", 1_000_000, "rebuild: merge the raw table in slices of this many offsets")
+	printSQL := fs.Bool("print-sql", false, "print the SQL of the models instead of running it")
+	dialect := fs.String("dialect", "databend", "print-sql: databend or duckdb")
+	if *printSQL || hasFlag(args, "print-sql") {
+		// Printing needs no database: do not open (and lock) the file.
+		if err := fs.Parse(args); err != nil {
+			return usageError{err}
+		}
+		cfg, err := cf.loadFor(false)
+		if err != nil {
+			return err
+		}
+		models, err := selectModels(cfg, *model)
+		if err != nil {
+			return err
+		}
+		return printModelSQL(os.Stdout, models, *dialect)
+	}
+	cfg, snk, err := cf.open(fs, args, false)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	if err := snk.Prepare(ctx); err != nil {
+		return fmt.Errorf("prepare tables: %w", err)
+	}
+	mg := merge.NewMerger(snk.DB(), slog.Default())
+	if *rebuild != "" {
+		m, err := cfg.Model(*rebuild)
+		if err != nil {
+			return usageError{err}
+		}
+		res, err := mg.Rebuild(ctx, m, *chunk)
+		if err != nil {
+			return err
+		}
+		fmt.Println("rebuilt", res)
+		return nil
+	}
+	models, err := selectModels(cfg, *model)
+	if err != nil {
+		return err
+	}
+	for {
+		if err := mergeAll(ctx, mg, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
+			return err
+		}
+		if *every <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*every):
+		}
+	}
+}
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "-"+name || a == "--"+name {
+			return true
+		}
+	}
+	return false
+}
+
+// selectModels returns the named model, or every model; an error if there
+// is none.
+func selectModels(cfg *config.Config, name string) ([]config.Model, error) {
+	if name != "" {
+		m, err := cfg.Model(name)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return []config.Model{m}, nil
+	}
+	if len(cfg.Merge.Models) == 0 {
+		return nil, usagef("merge.models: no models configured (see README, \"Models\")")
+	}
+	out := make([]config.Model, len(cfg.Merge.Models))
+	for i, m := range cfg.Merge.Models {
+		out[i] = m.WithDefaults(cfg.Sink.Table)
+	}
+	return out, nil
+}
+
+// mergeAll merges each model once, reporting each result.
+func mergeAll(ctx context.Context, mg *merge.Merger, models []config.Model, report func(merge.Result)) error {
+	for _, m := range models {
+		res, err := mg.Merge(ctx, m)
+		if err != nil {
+			return fmt.Errorf("merge model %s: %w", m.Name, err)
+		}
+		report(res)
+	}
+	return nil
+}
+
+// mergeEvery merges every model at each interval in the background of
+// `tracelake run` (merge.every), until ctx ends. A failed merge changes
+// nothing (one transaction) and is tried again at the next interval.
+func mergeEvery(ctx context.Context, mg *merge.Merger, models []config.Model, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := mergeAll(ctx, mg, models, func(r merge.Result) {
+			if r.Read > 0 {
+				slog.Info("merged", "model", r.Model, "read", r.Read, "changed", r.Changed, "rejected", r.Rejected, "took", r.Took.Round(time.Millisecond))
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			slog.Warn("merge failed; retrying at the next merge.every", "every", every, "err", err)
+		}
+	}
+}
+
+// printModelSQL prints each model's SQL in dialect.
+func printModelSQL(w io.Writer, models []config.Model, dialect string) error {
+	for i, m := range models {
+		text, err := merge.SQL(m, dialect)
+		if err != nil {
+			return usageError{err}
+		}
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprint(w, text)
+	}
+	return nil
+}
