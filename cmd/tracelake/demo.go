@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/examples"
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
@@ -31,6 +34,37 @@ GROUP BY ALL ORDER BY calls DESC LIMIT 5`},
 FROM trace_raw GROUP BY ALL ORDER BY total_ms DESC LIMIT 3`},
 	{"Where each row came from", `SELECT kpartition, min(koffset) AS first, max(koffset) AS last, count(*) AS rows
 FROM trace_raw GROUP BY ALL ORDER BY kpartition`},
+}
+
+// demoModels merges the raw traces into the example models of
+// examples/agent-traces.yaml and shows a sample of each.
+func demoModels(ctx context.Context, db *sql.DB) error {
+	ex, err := config.FromYAML(examples.AgentTraces)
+	if err != nil {
+		return fmt.Errorf("BUG: examples/agent-traces.yaml: %w", err)
+	}
+	fmt.Println("\nModels (examples/agent-traces.yaml): tracelake merge")
+	mg := merge.NewMerger(db, slog.New(slog.DiscardHandler))
+	for _, m := range ex.Merge.Models {
+		res, err := mg.Merge(ctx, m.WithDefaults(ex.Sink.Table))
+		if err != nil {
+			return err
+		}
+		fmt.Println(" ", res)
+	}
+	if _, err := db.ExecContext(ctx, examples.DailyTokenUsage); err != nil {
+		return fmt.Errorf("create daily_token_usage: %w", err)
+	}
+	for _, q := range []struct{ title, sql string }{
+		{"One row per span", `SELECT trace_id, span_id, kind, model, latency_ms, total_tokens, cost_usd, status FROM trace_spans ORDER BY start_time LIMIT 5`},
+		{"Daily token usage by model (a view over trace_spans)", `SELECT * FROM daily_token_usage ORDER BY day, total_tokens DESC LIMIT 10`},
+	} {
+		fmt.Printf("\n-- %s\n%s;\n", q.title, q.sql)
+		if err := printQuery(ctx, os.Stdout, db, q.sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func cmdDemo(ctx, hard context.Context, args []string) error {
@@ -115,6 +149,9 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 		if err := printQuery(ctx, os.Stdout, snk.DB(), q.sql); err != nil {
 			return err
 		}
+	}
+	if err := demoModels(ctx, snk.DB()); err != nil {
+		return err
 	}
 	fmt.Printf("\nThe data is in %s. Try:\n  tracelake sql --duckdb %s \"SELECT raw_data->>'model', count(*) FROM trace_raw GROUP BY 1\"\n", *path, *path)
 	return nil

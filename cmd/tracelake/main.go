@@ -40,6 +40,8 @@ Usage:
   tracelake dlq     list|replay --config F [--where SQL] [--dry-run]   inspect or replay dead-letter rows
   tracelake merge   --config F [--model M] [--every D] | --rebuild M | --print-sql [--dialect databend|duckdb]
                                                       merge the raw table into the modelled tables
+  tracelake reconcile --config F --left T1 --right T2 --key K [--columns C] | --model M
+                                                      compare two tables (exit 1 when they differ)
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
   tracelake demo                                      embedded Kafka → DuckDB, end to end
   tracelake version
@@ -72,6 +74,8 @@ func run(args []string) int {
 		err = cmdDLQ(ctx, args[1:])
 	case "merge":
 		err = cmdMerge(ctx, args[1:])
+	case "reconcile":
+		err = cmdReconcile(ctx, args[1:])
 	case "gen":
 		err = cmdGen(ctx, args[1:])
 	case "demo":

@@ -38,6 +38,13 @@ func FromFile(path string) (*Config, error) {
 	return cfg, applyEnv(cfg, os.LookupEnv)
 }
 
+// FromYAML reads YAML text over Default, without the environment (for
+// configurations shipped inside the binary).
+func FromYAML(data []byte) (*Config, error) {
+	cfg := Default()
+	return cfg, decodeFile(cfg, "(embedded).yaml", data)
+}
+
 func decodeFile(cfg *Config, path string, data []byte) error {
 	trimmed := bytes.TrimSpace(data)
 	if strings.EqualFold(filepath.Ext(path), ".json") && looksLikeReference(trimmed) {

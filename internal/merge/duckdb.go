@@ -67,43 +67,61 @@ func (mg *Merger) Merge(ctx context.Context, m config.Model) (Result, error) {
 // keys a slice does not touch stay, the slice's latest changes replace or
 // join them) — never one sort of everything. chunk <= 0 merges all at once.
 func (mg *Merger) Rebuild(ctx context.Context, m config.Model, chunk int64) (Result, error) {
-	p := newPlan(m)
 	res := Result{Model: m.Name}
 	start := time.Now()
-	err := mg.inTx(ctx, func(tx *sql.Tx) error {
-		reset := []string{
-			"DROP TABLE IF EXISTS " + p.target,
-			"DROP TABLE IF EXISTS " + p.rejects,
-		}
-		if p.tombstones != "" {
-			reset = append(reset, "DROP TABLE IF EXISTS "+p.tombstones)
-		}
-		if err := exec(ctx, tx, reset...); err != nil {
-			return fmt.Errorf("rebuild model %s: %w", m.Name, err)
-		}
-		if err := mg.prepare(ctx, tx, p); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+WatermarkTable+" WHERE model = "+sqltext.String(m.Name)); err != nil {
-			return fmt.Errorf("reset watermark of model %s: %w", m.Name, err)
-		}
-		var top sql.NullInt64
-		if err := tx.QueryRowContext(ctx, "SELECT max(koffset) FROM "+p.source).Scan(&top); err != nil {
-			return fmt.Errorf("read %s: %w", m.Source, err)
-		}
-		if chunk <= 0 {
-			chunk = math.MaxInt64 / 2
-		}
-		for lo := int64(0); lo <= top.Int64; lo += chunk {
-			if err := mg.step(ctx, tx, p, lo, lo+chunk, &res); err != nil {
-				return err
-			}
-			mg.log.Debug("rebuild slice merged", "model", m.Name, "up_to_offset", lo+chunk, "read", res.Read)
-		}
-		return nil
-	})
+	err := mg.inTx(ctx, func(tx *sql.Tx) error { return mg.rebuild(ctx, tx, newPlan(m), chunk, &res) })
 	res.Took = time.Since(start)
 	return res, err
+}
+
+// Check rebuilds the model on the fly into a scratch table, inside a
+// transaction that is always rolled back (the database is left as it was),
+// and calls check with the transaction and the scratch table's name.
+func (mg *Merger) Check(ctx context.Context, m config.Model, chunk int64, check func(tx *sql.Tx, rebuilt string) error) error {
+	scratch := m
+	scratch.Name = m.Name + "__check"
+	scratch.Target = m.Target + "__check"
+	tx, err := mg.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var res Result
+	if err := mg.rebuild(ctx, tx, newPlan(scratch), chunk, &res); err != nil {
+		return err
+	}
+	return check(tx, scratch.Target)
+}
+
+func (mg *Merger) rebuild(ctx context.Context, tx *sql.Tx, p *plan, chunk int64, res *Result) error {
+	m := p.m
+	reset := []string{"DROP TABLE IF EXISTS " + p.target, "DROP TABLE IF EXISTS " + p.rejects}
+	if p.tombstones != "" {
+		reset = append(reset, "DROP TABLE IF EXISTS "+p.tombstones)
+	}
+	if err := exec(ctx, tx, reset...); err != nil {
+		return fmt.Errorf("rebuild model %s: %w", m.Name, err)
+	}
+	if err := mg.prepare(ctx, tx, p); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+WatermarkTable+" WHERE model = "+sqltext.String(m.Name)); err != nil {
+		return fmt.Errorf("reset watermark of model %s: %w", m.Name, err)
+	}
+	var top sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT max(koffset) FROM "+p.source).Scan(&top); err != nil {
+		return fmt.Errorf("read %s: %w", m.Source, err)
+	}
+	if chunk <= 0 {
+		chunk = math.MaxInt64 / 2
+	}
+	for lo := int64(0); lo <= top.Int64; lo += chunk {
+		if err := mg.step(ctx, tx, p, lo, lo+chunk, res); err != nil {
+			return err
+		}
+		mg.log.Debug("rebuild slice merged", "model", m.Name, "up_to_offset", lo+chunk, "read", res.Read)
+	}
+	return nil
 }
 
 // step merges the rows with koffset in [lo, hi) past the watermark.

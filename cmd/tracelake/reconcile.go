@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"log/slog"
+	"os"
+
+	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/reconcile"
+)
+
+// cmdReconcile is `tracelake reconcile`: compare two tables, or a model's
+// target with a rebuild of it computed on the fly. Exit 1 when they differ.
+func cmdReconcile(ctx context.Context, args []string) error {
+	fs := newFlagSet("reconcile")
+	var cf configFlags
+	cf.register(fs)
+	left := fs.String("left", "", "first table")
+	right := fs.String("right", "", "second table")
+	key := fs.String("key", "", "key columns, comma-separated")
+	columns := fs.String("columns", "", "compared columns, comma-separated (default: every column both tables have)")
+	model := fs.String("model", "", "compare this model's target with a full rebuild computed on the fly (nothing is written)")
+	examples := fs.Int("examples", 10, "keys that differ to show")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	cfg, snk, err := cf.open(fs, args, false)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+
+	var rep *reconcile.Report
+	switch {
+	case *model != "" && *left == "" && *right == "":
+		m, err := cfg.Model(*model)
+		if err != nil {
+			return usageError{err}
+		}
+		err = merge.NewMerger(snk.DB(), slog.Default()).Check(ctx, m, 1_000_000, func(tx *sql.Tx, rebuilt string) error {
+			var err error
+			rep, err = reconcile.Compare(ctx, tx, reconcile.Spec{Left: m.Target, Right: rebuilt, Key: m.Key, Examples: *examples})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	case *model == "" && *left != "" && *right != "" && *key != "":
+		rep, err = reconcile.Compare(ctx, snk.DB(), reconcile.Spec{Left: *left, Right: *right, Key: splitComma(*key),
+			Columns: splitComma(*columns), Examples: *examples})
+		if err != nil {
+			return err
+		}
+	default:
+		return usagef("reconcile: give --left T1 --right T2 --key K, or --model M")
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(os.Stdout)
+	}
+	if !rep.Equal {
+		return failedCheck{}
+	}
+	return nil
+}

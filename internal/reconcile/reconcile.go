@@ -1,0 +1,204 @@
+// Package reconcile compares two tables row by row without moving them:
+// a hash of all compared columns per row, summed per table (equal sums and
+// counts: the tables hold the same rows), then a join by key that counts
+// rows missing on either side and rows whose values differ, with examples.
+// The method is the one of seeds/004 ("sum hash of all columns, then join
+// by primary key").
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// Querier is a database or a transaction.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Spec says what to compare.
+type Spec struct {
+	Left, Right string   // table names
+	Key         []string // business key columns
+	Columns     []string // compared columns; default every column both tables have
+	Examples    int      // keys that differ to show (default 10)
+}
+
+// Report is the outcome. Equal is true when no row differs.
+type Report struct {
+	Left, Right         string
+	Columns             []string
+	LeftRows, RightRows int64
+	LeftSum, RightSum   string // sum of row hashes
+	OnlyLeft, OnlyRight int64  // keys missing on the other side
+	Differ              int64  // keys on both sides with different values
+	DupLeft, DupRight   int64  // keys present more than once
+	Examples            []Example
+	Equal               bool
+}
+
+// Example is one key that differs.
+type Example struct {
+	Key, Problem string
+}
+
+// DiffRate is the share of rows that differ, of the larger table.
+func (r *Report) DiffRate() float64 {
+	n := max(r.LeftRows, r.RightRows)
+	if n == 0 {
+		return 0
+	}
+	return float64(r.OnlyLeft+r.OnlyRight+r.Differ+r.DupLeft+r.DupRight) / float64(n)
+}
+
+// Compare compares the tables of spec in q.
+func Compare(ctx context.Context, q Querier, spec Spec) (*Report, error) {
+	if len(spec.Key) == 0 {
+		return nil, fmt.Errorf("reconcile %s with %s: a key is required", spec.Left, spec.Right)
+	}
+	if spec.Examples == 0 {
+		spec.Examples = 10
+	}
+	cols := spec.Columns
+	if len(cols) == 0 {
+		var err error
+		if cols, err = commonColumns(ctx, q, spec.Left, spec.Right); err != nil {
+			return nil, err
+		}
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("reconcile %s with %s: the tables have no column in common", spec.Left, spec.Right)
+	}
+	r := &Report{Left: spec.Left, Right: spec.Right, Columns: cols}
+	rowHash := "hash(" + quoteAll(cols, "") + ")"
+	l, rt := sqltext.Name(spec.Left), sqltext.Name(spec.Right)
+
+	// Whole-table fingerprints.
+	for _, side := range []struct {
+		table string
+		rows  *int64
+		sum   *string
+	}{{l, &r.LeftRows, &r.LeftSum}, {rt, &r.RightRows, &r.RightSum}} {
+		q1 := fmt.Sprintf("SELECT count(*), coalesce(sum(%s::HUGEINT), 0)::VARCHAR FROM %s", rowHash, side.table)
+		if err := q.QueryRowContext(ctx, q1).Scan(side.rows, side.sum); err != nil {
+			return nil, fmt.Errorf("fingerprint %s: %w", side.table, err)
+		}
+	}
+
+	// Row by row, by key.
+	keys := quoteAll(spec.Key, "")
+	match := strings.Join(mapStrings(spec.Key, func(k string) string {
+		q := sqltext.Ident(k)
+		return "l." + q + " = r." + q
+	}), " AND ")
+	sides := fmt.Sprintf(`WITH l AS (SELECT %s, %s AS tl_hash, count(*) OVER (PARTITION BY %s) AS tl_n FROM %s),
+r AS (SELECT %s, %s AS tl_hash, count(*) OVER (PARTITION BY %s) AS tl_n FROM %s),
+j AS (SELECT %s, l.tl_hash AS lh, r.tl_hash AS rh, l.tl_n AS ln, r.tl_n AS rn FROM l FULL OUTER JOIN r ON %s)`,
+		keys, rowHash, keys, l, keys, rowHash, keys, rt, keyExprs(spec.Key), match)
+	q2 := sides + `
+SELECT count(*) FILTER (WHERE rh IS NULL AND rn IS NULL),
+       count(*) FILTER (WHERE lh IS NULL AND ln IS NULL),
+       count(*) FILTER (WHERE lh <> rh AND ln = 1 AND rn = 1),
+       count(*) FILTER (WHERE ln > 1), count(*) FILTER (WHERE rn > 1)
+FROM j`
+	if err := q.QueryRowContext(ctx, q2).Scan(&r.OnlyLeft, &r.OnlyRight, &r.Differ, &r.DupLeft, &r.DupRight); err != nil {
+		return nil, fmt.Errorf("join %s and %s by %s: %w", spec.Left, spec.Right, strings.Join(spec.Key, ", "), err)
+	}
+	q3 := sides + fmt.Sprintf(`
+SELECT concat_ws(', ', %s), CASE
+    WHEN ln > 1 OR rn > 1 THEN 'key present more than once'
+    WHEN rh IS NULL THEN 'missing in %s'
+    WHEN lh IS NULL THEN 'missing in %s'
+    ELSE 'values differ' END
+FROM j WHERE lh IS DISTINCT FROM rh OR ln > 1 OR rn > 1
+ORDER BY 1 LIMIT %d`, quoteAll(spec.Key, "tl_k_"), spec.Right, spec.Left, spec.Examples)
+	rows, err := q.QueryContext(ctx, q3)
+	if err != nil {
+		return nil, fmt.Errorf("list differing keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e Example
+		if err := rows.Scan(&e.Key, &e.Problem); err != nil {
+			return nil, err
+		}
+		r.Examples = append(r.Examples, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	r.Equal = r.OnlyLeft+r.OnlyRight+r.Differ+r.DupLeft+r.DupRight == 0 && r.LeftSum == r.RightSum && r.LeftRows == r.RightRows
+	return r, nil
+}
+
+// keyExprs names the joined key columns tl_k_<key>, from whichever side has
+// the row.
+func keyExprs(keys []string) string {
+	return strings.Join(mapStrings(keys, func(k string) string {
+		q := sqltext.Ident(k)
+		return fmt.Sprintf("coalesce(l.%s, r.%s)::VARCHAR AS %s", q, q, sqltext.Ident("tl_k_"+k))
+	}), ", ")
+}
+
+func commonColumns(ctx context.Context, q Querier, left, right string) ([]string, error) {
+	l, err := columns(ctx, q, left)
+	if err != nil {
+		return nil, err
+	}
+	r, err := columns(ctx, q, right)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range l {
+		if slices.Contains(r, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func columns(ctx context.Context, q Querier, table string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, "SELECT * FROM "+sqltext.Name(table)+" LIMIT 0")
+	if err != nil {
+		return nil, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	return rows.Columns()
+}
+
+func quoteAll(names []string, prefix string) string {
+	return strings.Join(mapStrings(names, func(n string) string { return sqltext.Ident(prefix + n) }), ", ")
+}
+
+func mapStrings(in []string, f func(string) string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// WriteText prints the report for people.
+func (r *Report) WriteText(w io.Writer) {
+	verdict := "EQUAL"
+	if !r.Equal {
+		verdict = "DIFFERENT"
+	}
+	fmt.Fprintf(w, "%s: %s vs %s over %d columns (%s)\n", verdict, r.Left, r.Right, len(r.Columns), strings.Join(r.Columns, ", "))
+	fmt.Fprintf(w, "  rows:            %d vs %d\n", r.LeftRows, r.RightRows)
+	fmt.Fprintf(w, "  sum of row hashes: %s vs %s\n", r.LeftSum, r.RightSum)
+	fmt.Fprintf(w, "  only in %s: %d, only in %s: %d, values differ: %d, duplicate keys: %d / %d\n",
+		r.Left, r.OnlyLeft, r.Right, r.OnlyRight, r.Differ, r.DupLeft, r.DupRight)
+	fmt.Fprintf(w, "  diff rate: %.4f%%\n", 100*r.DiffRate())
+	for _, e := range r.Examples {
+		fmt.Fprintf(w, "  key %s: %s\n", e.Key, e.Problem)
+	}
+}
