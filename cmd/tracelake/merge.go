@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -81,7 +82,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 
 func hasFlag(args []string, name string) bool {
 	for _, a := range args {
-		if a == "-"+name || a == "--"+name {
+		if a == "-"+name || a == "--"+name || strings.HasPrefix(a, "-"+name+"=") || strings.HasPrefix(a, "--"+name+"=") {
 			return true
 		}
 	}

@@ -32,14 +32,19 @@ func (b *Budget) Peak() int64 { return b.peak.Load() }
 // reading what is left, keeps a poll computed from an old picture from
 // overshooting; taking a share leaves room for the other workers while a
 // reservation waits in a poll that returns nothing. With nothing in flight
-// one record is always allowed, so a record larger than the budget moves.
+// one record is always allowed, so a record larger than the budget moves;
+// until the record size is known, each poll takes one record.
 func (b *Budget) reserve(max, workers int) (int, int64) {
 	for {
 		used, avg := b.used.Load(), b.avg.Load()
 		n, per := 0, avg
 		switch {
-		case avg == 0 && used == 0:
-			n, per = 1, 1 // learn the record size first, alone
+		case avg == 0:
+			// Learn the record size first: one record per poll. Every
+			// worker may, not just one: a worker whose partitions are
+			// empty would otherwise hold the only such reservation poll
+			// after poll and starve a worker that has records.
+			n, per = 1, 1
 		case avg > 0:
 			n = clampInt(int((b.max-used)/avg/int64(workers)), 0, max)
 			if n == 0 && used == 0 {

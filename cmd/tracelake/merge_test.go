@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+const spansModel = `merge:
+  every: 100ms
+  models:
+    - name: spans
+      target: trace_spans
+      key: [trace_id, span_id]
+      columns:
+        trace_id: {path: $.trace_id, type: VARCHAR}
+        span_id: {path: $.span_id, type: VARCHAR}
+        model: {path: $.model, type: VARCHAR}
+        total_tokens: {path: $.usage.total_tokens, type: BIGINT}`
+
+// run merges in the background (merge.every), `merge` finishes the job,
+// `reconcile --model` finds the target equal to a rebuild, and after the
+// target is tampered with, different (exit 1, naming the key).
+func TestMergeAndReconcileCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const n = 3000
+	bin := buildBinary(t)
+	cluster, cl := startKafka(t, 2)
+	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := writeConfig(t, cluster, "group: m", spansModel)
+	if rep := runUntilIdle(t, bin, cfgPath); !rep.OK {
+		t.Fatalf("ingest: %v", rep.Problems)
+	}
+	count := func() int {
+		t.Helper()
+		out, err := exec.Command(bin, "sql", "--config", cfgPath, "SELECT count(*) AS n FROM trace_spans").CombinedOutput()
+		if err != nil {
+			t.Fatalf("sql: %v\n%s", err, out)
+		}
+		c, _ := strconv.Atoi(strings.Fields(string(out))[1])
+		return c
+	}
+	if c := count(); c == 0 {
+		t.Fatal("run with merge.every merged nothing")
+	}
+	out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "model spans:") {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	if c := count(); c != n {
+		t.Fatalf("trace_spans has %d rows, want %d", c, n)
+	}
+	out, err = exec.Command(bin, "reconcile", "--config", cfgPath, "--model", "spans").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "EQUAL") {
+		t.Fatalf("reconcile after merge: %v\n%s", err, out)
+	}
+
+	db, err := sql.Open("duckdb", filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	if err := db.QueryRow(`UPDATE trace_spans SET total_tokens = -1 WHERE rowid = 0 RETURNING trace_id || ', ' || span_id`).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	cmd := exec.Command(bin, "reconcile", "--config", cfgPath, "--model", "spans")
+	out, _ = cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != exitFailed || !strings.Contains(string(out), "key "+key+": values differ") {
+		t.Fatalf("reconcile after tampering: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+
+	out, err = exec.Command(bin, "merge", "--config", cfgPath, "--print-sql", "--dialect", "databend").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `CREATE STREAM IF NOT EXISTS "spans_raw_stream" ON TABLE "trace_raw" APPEND_ONLY = TRUE`) {
+		t.Fatalf("print-sql: %v\n%s", err, out)
+	}
+}
