@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"database/sql"
+	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
@@ -86,4 +89,60 @@ func TestMergeAndReconcileCommands(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), `CREATE STREAM IF NOT EXISTS "spans_raw_stream" ON TABLE "trace_raw" APPEND_ONLY = TRUE`) {
 		t.Fatalf("print-sql: %v\n%s", err, out)
 	}
+}
+
+// SIGKILL during `merge --rebuild` (a transaction that drops and rebuilds
+// the target) leaves a complete target every time: the old one or the new
+// one, never a part, as reconcile --model shows.
+func TestKilledRebuildLeavesTargetWhole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const n = 30000
+	bin := buildBinary(t)
+	cluster, cl := startKafka(t, 2)
+	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := writeConfig(t, cluster, "group: k", strings.Replace(spansModel, "every: 100ms", "every: 0s", 1))
+	if rep := runUntilIdle(t, bin, cfgPath); !rep.OK {
+		t.Fatalf("ingest: %v", rep.Problems)
+	}
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	rebuild := func() *exec.Cmd {
+		return exec.Command(bin, "merge", "--config", cfgPath, "--rebuild", "spans", "--chunk", "2000")
+	}
+	// Kill at uniformly random moments of a whole run (start-up included).
+	began := time.Now()
+	if out, err := rebuild().CombinedOutput(); err != nil {
+		t.Fatalf("rebuild: %v\n%s", err, out)
+	}
+	whole := time.Since(began)
+	rng := rand.New(rand.NewPCG(3, 4))
+	killed := 0
+	for i := range 6 {
+		cmd := rebuild()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done: // finished before the kill
+		case <-time.After(time.Duration(rng.Int64N(int64(whole)))):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			killed++
+		}
+		out, err := exec.Command(bin, "reconcile", "--config", cfgPath, "--model", "spans").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "EQUAL") || !strings.Contains(string(out), "rows:            "+strconv.Itoa(n)+" vs") {
+			t.Fatalf("after kill %d: %v\n%s", i, err, out)
+		}
+	}
+	if killed == 0 {
+		t.Fatal("no rebuild was killed mid-way; the test proves nothing")
+	}
+	t.Logf("%d of 6 rebuilds killed within a run of %s", killed, whole.Round(time.Millisecond))
 }
