@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 	"text/tabwriter"
 )
 
@@ -70,6 +71,13 @@ func formatCell(v any) string {
 		s = "NULL"
 	case []byte:
 		s = fmt.Sprintf("%q", x)
+	case time.Time:
+		// DuckDB DATE and TIMESTAMP values arrive as UTC times; a DATE
+		// (or a TIMESTAMP at exactly midnight) prints as a date.
+		s = x.UTC().Format("2006-01-02 15:04:05.999999")
+		if x.Equal(x.Truncate(24 * time.Hour)) {
+			s = x.UTC().Format(time.DateOnly)
+		}
 	default:
 		s = fmt.Sprint(x)
 	}
