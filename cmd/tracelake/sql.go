@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 	"text/tabwriter"
+	"time"
 )
 
 func cmdSQL(ctx context.Context, args []string) error {
