@@ -45,10 +45,11 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 	if cfg == nil {
 		return nil, usageError{loadErr}
 	}
-	if !needKafka && len(cfg.Kafka.Topics) == 0 && cfg.Kafka.TopicRegex == "" {
-		cfg.Kafka.Topics = []string{"(none)"}
+	validate := cfg.Validate
+	if !needKafka {
+		validate = cfg.ValidateOffline
 	}
-	if err := errors.Join(loadErr, cfg.Validate()); err != nil {
+	if err := errors.Join(loadErr, validate()); err != nil {
 		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
 	}
 	return cfg, nil

@@ -171,3 +171,14 @@ func TestTopicsOrRegex(t *testing.T) {
 	f(nil, "", "kafka.topics: at least one topic (or kafka.topic_regex)")
 	f(nil, "([", "kafka.topic_regex: not a valid regular expression")
 }
+
+// Commands that never consume (sql, merge, reconcile, dlq) need no topic.
+func TestValidateOffline(t *testing.T) {
+	cfg := Default()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "kafka.topics: at least one topic") {
+		t.Errorf("Validate without topics: %v", err)
+	}
+	if err := cfg.ValidateOffline(); err != nil {
+		t.Errorf("ValidateOffline without topics: %v", err)
+	}
+}

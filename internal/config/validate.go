@@ -14,7 +14,13 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 
 // Validate checks every key and returns one error per problem, joined, each
 // naming the key and what is accepted. It makes no connection.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(true) }
+
+// ValidateOffline is Validate for commands that never read from Kafka
+// (sql, merge, reconcile, dlq): no topic is required.
+func (c *Config) ValidateOffline() error { return c.validate(false) }
+
+func (c *Config) validate(consuming bool) error {
 	var errs []error
 	check := func(ok bool, key, format string, args ...any) {
 		if !ok {
@@ -30,7 +36,7 @@ func (c *Config) Validate() error {
 	switch {
 	case len(c.Kafka.Topics) > 0 && c.Kafka.TopicRegex != "":
 		errs = append(errs, errors.New("kafka.topic_regex: set either kafka.topics or kafka.topic_regex, not both"))
-	case len(c.Kafka.Topics) == 0 && c.Kafka.TopicRegex == "":
+	case len(c.Kafka.Topics) == 0 && c.Kafka.TopicRegex == "" && consuming:
 		errs = append(errs, errors.New("kafka.topics: at least one topic (or kafka.topic_regex) is required"))
 	case c.Kafka.TopicRegex != "":
 		_, err := regexp.Compile(c.Kafka.TopicRegex)
