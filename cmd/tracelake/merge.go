@@ -11,6 +11,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/obs"
 )
 
 // cmdMerge is `tracelake merge`: merge the raw table into the models'
@@ -122,9 +123,10 @@ func mergeAll(ctx context.Context, mg *merge.Merger, models []config.Model, repo
 }
 
 // mergeEvery merges every model at each interval in the background of
-// `tracelake run` (merge.every), until ctx ends. A failed merge changes
-// nothing (one transaction) and is tried again at the next interval.
-func mergeEvery(ctx context.Context, mg *merge.Merger, models []config.Model, every time.Duration) {
+// `tracelake run` (merge.every), until ctx ends, reporting each attempt to
+// the metrics and the status page. A failed merge changes nothing (one
+// transaction) and is tried again at the next interval.
+func mergeEvery(ctx context.Context, mg *merge.Merger, models []config.Model, every time.Duration, m *obs.Metrics, status *obs.Status) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -133,13 +135,30 @@ func mergeEvery(ctx context.Context, mg *merge.Merger, models []config.Model, ev
 			return
 		case <-t.C:
 		}
-		err := mergeAll(ctx, mg, models, func(r merge.Result) {
-			if r.Read > 0 {
-				slog.Info("merged", "model", r.Model, "read", r.Read, "changed", r.Changed, "rejected", r.Rejected, "took", r.Took.Round(time.Millisecond))
+		for _, model := range models {
+			res, err := mg.Merge(ctx, model)
+			if ctx.Err() != nil {
+				return // stopping: the merge was rolled back
 			}
-		})
-		if err != nil && ctx.Err() == nil {
-			slog.Warn("merge failed; retrying at the next merge.every", "every", every, "err", err)
+			now := time.Now()
+			ms := obs.ModelStatus{Name: model.Name, At: now}
+			if err != nil {
+				m.MergeFailures.WithLabelValues(model.Name).Inc()
+				ms.Err = err.Error()
+				status.SetModel(ms)
+				slog.Warn("merge failed; retrying at the next merge.every", "model", model.Name, "every", every, "err", err)
+				continue
+			}
+			m.MergeRawRows.WithLabelValues(model.Name).Add(float64(res.Read))
+			m.MergeChanged.WithLabelValues(model.Name).Add(float64(res.Changed))
+			m.MergeRejected.WithLabelValues(model.Name).Add(float64(res.Rejected))
+			m.MergeDuration.WithLabelValues(model.Name).Observe(res.Took.Seconds())
+			m.MergeLastSuccess.WithLabelValues(model.Name).Set(float64(now.Unix()))
+			ms.Read, ms.Changed, ms.Rejected, ms.Took, ms.LastSuccess = res.Read, res.Changed, res.Rejected, res.Took.Round(time.Millisecond), now
+			status.SetModel(ms)
+			if res.Read > 0 {
+				slog.Info("merged", "model", res.Model, "read", res.Read, "changed", res.Changed, "rejected", res.Rejected, "took", res.Took.Round(time.Millisecond))
+			}
 		}
 	}
 }

@@ -56,7 +56,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		defer func() { stopMerging(); <-mergeDone }()
 		go func() {
 			defer close(mergeDone)
-			mergeEvery(merging, merge.NewMerger(snk.DB(), slog.Default()), models, every)
+			mergeEvery(merging, merge.NewMerger(snk.DB(), slog.Default()), models, every, metrics, status)
 		}()
 	}
 	finished := make(chan struct{})

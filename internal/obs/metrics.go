@@ -29,6 +29,13 @@ type Metrics struct {
 	InflightBytes   prometheus.Gauge
 	FetchPauses     prometheus.Counter
 	Rebalances      *prometheus.CounterVec // event
+
+	MergeRawRows     *prometheus.CounterVec   // model: raw rows merged
+	MergeChanged     *prometheus.CounterVec   // model: target rows inserted, updated or deleted
+	MergeRejected    *prometheus.CounterVec   // model
+	MergeFailures    *prometheus.CounterVec   // model
+	MergeDuration    *prometheus.HistogramVec // model
+	MergeLastSuccess *prometheus.GaugeVec     // model: unix time of the last successful merge
 }
 
 // New registers the metrics in a new registry (with the Go and process
@@ -71,10 +78,23 @@ func New() *Metrics {
 			Help: "Times a worker paused fetching because max_inflight_bytes was reached."}),
 		Rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_rebalances_total",
 			Help: "Partition assignment changes seen by the workers, by event."}, []string{"event"}),
+		MergeRawRows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_merge_raw_rows_total",
+			Help: "Raw rows read by merges, by model."}, []string{"model"}),
+		MergeChanged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_merge_changed_rows_total",
+			Help: "Target rows inserted, updated or deleted by merges, by model."}, []string{"model"}),
+		MergeRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_merge_rejected_rows_total",
+			Help: "Raw rows written to <model>_rejects, by model."}, []string{"model"}),
+		MergeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_merge_failures_total",
+			Help: "Merges that failed (and changed nothing), by model."}, []string{"model"}),
+		MergeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tracelake_merge_duration_seconds",
+			Help: "Duration of successful merges, by model.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}, []string{"model"}),
+		MergeLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tracelake_merge_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful merge, by model: alert when it is old."}, []string{"model"}),
 	}
 	reg.MustRegister(m.ConsumedRecords, m.ConsumedBytes, m.Lag, m.Committed, m.Freshness, m.Batches,
 		m.StagedFiles, m.StagedBytes, m.Loads, m.FilesPerLoad, m.LoadDuration, m.Retries, m.DLQRecords,
-		m.InflightBytes, m.FetchPauses, m.Rebalances)
+		m.InflightBytes, m.FetchPauses, m.Rebalances,
+		m.MergeRawRows, m.MergeChanged, m.MergeRejected, m.MergeFailures, m.MergeDuration, m.MergeLastSuccess)
 	return m
 }
 

@@ -57,6 +57,11 @@ th{background:#f0f2f6;font-weight:600}td.l,th.l{text-align:left}
 <tr><th class="l">topic</th><th>partition</th><th>worker</th><th>ledger (next offset)</th><th>committed</th><th>high watermark</th><th>lag</th><th>last load</th></tr>
 {{range .Snap.Partitions}}<tr><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Worker}}</td><td>{{num .Next}}</td><td>{{num .Committed}}</td><td>{{num .HWM}}</td><td class="lag">{{num .Lag}}</td><td>{{ago $.Now .LastLoad}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">none: not joined yet, or every partition is owned by other members of the group.</p>{{end}}
+{{if .Models}}<h2>Models (merge.every)</h2>
+<table>
+<tr><th class="l">model</th><th>last merge</th><th>raw rows read</th><th>target rows changed</th><th>rejected</th><th>took</th><th>last success</th><th class="l">last error</th></tr>
+{{range .Models}}<tr><td class="l">{{.Name}}</td><td>{{ago $.Now .At}}</td><td>{{num .Read}}</td><td>{{num .Changed}}</td><td>{{num .Rejected}}</td><td>{{.Took}}</td><td>{{ago $.Now .LastSuccess}}</td><td class="l {{if .Err}}bad{{end}}">{{.Err}}</td></tr>
+{{end}}</table>{{end}}
 <h2>Last errors and warnings</h2>
 {{if .Errors}}<table class="errors">
 {{range .Errors}}<tr><td class="t">{{clock .At}}</td><td class="{{.Level}}">{{.Level}}</td><td>{{.Text}}</td></tr>
@@ -74,6 +79,7 @@ type pageData struct {
 	Lag                  int64
 	Throughput, LagChart template.HTML
 	Errors               []LoggedError
+	Models               []ModelStatus
 }
 
 // Handler serves the status page; ready says why the process is not ready,
@@ -95,6 +101,7 @@ func (s *Status) Handler(ready func() string) http.Handler {
 				series{"loaded", "#17803d", rates(samples, func(s Sample) int64 { return s.Loaded })}),
 			LagChart: svgChart(now, "", series{"lag", "#b45309", lagPoints(samples)}),
 			Errors:   s.Errors(),
+			Models:   s.Models(),
 		}
 		var buf bytes.Buffer
 		if err := page.Execute(&buf, d); err != nil {

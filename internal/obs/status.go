@@ -78,6 +78,43 @@ type Status struct {
 	source  func() Snapshot
 	samples []Sample
 	errors  []LoggedError
+	models  map[string]ModelStatus
+}
+
+// ModelStatus is the last merge of a model (merge.every).
+type ModelStatus struct {
+	Name                    string
+	At                      time.Time // of the last attempt
+	Read, Changed, Rejected int64     // of the last successful merge
+	Took                    time.Duration
+	LastSuccess             time.Time
+	Err                     string // of the last attempt, "" if it succeeded
+}
+
+// SetModel records a merge attempt of a model.
+func (s *Status) SetModel(m ModelStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.models == nil {
+		s.models = map[string]ModelStatus{}
+	}
+	if prev, ok := s.models[m.Name]; ok && m.Err != "" {
+		// A failure keeps the figures of the last success.
+		m.Read, m.Changed, m.Rejected, m.Took, m.LastSuccess = prev.Read, prev.Changed, prev.Rejected, prev.Took, prev.LastSuccess
+	}
+	s.models[m.Name] = m
+}
+
+// Models returns the models' last merges, by name.
+func (s *Status) Models() []ModelStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ModelStatus, 0, len(s.models))
+	for _, m := range s.models {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b ModelStatus) int { return cmp.Compare(a.Name, b.Name) })
+	return out
 }
 
 // NewStatus creates a status with header fields (label, value pairs such as

@@ -48,6 +48,10 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("kept %d errors: %+v", len(errs), errs)
 	}
 
+	at := time.Now().Add(-2 * time.Second)
+	st.SetModel(ModelStatus{Name: "spans", At: at, Read: 1200, Changed: 1100, Rejected: 3, Took: 40 * time.Millisecond, LastSuccess: at})
+	st.SetModel(ModelStatus{Name: "spans", At: at, Err: "merge into <t>: conflict"}) // keeps the last success's figures
+
 	html := render(t, st, "sink not prepared")
 	for _, want := range []string{
 		`group <b>g&lt;1&gt;</b>`,
@@ -57,6 +61,7 @@ func TestStatusPage(t *testing.T) {
 		`3 MiB</div><div class="k">in flight of 1 GiB`,
 		`bad &lt;script&gt;alert(1)&lt;/script&gt;`,
 		`>1k/s</text>`, // throughput axis top: 1000/s
+		`<td class="l">spans</td><td>2s ago</td><td>1,200</td><td>1,100</td><td>3</td><td>40ms</td><td>2s ago</td><td class="l bad">merge into &lt;t&gt;: conflict</td>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("page lacks %s", want)
