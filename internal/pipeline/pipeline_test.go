@@ -379,6 +379,53 @@ func TestTransformMode(t *testing.T) {
 	}
 }
 
+// Rows failing a CHECK or a FOREIGN KEY of the user's table go to the
+// dead-letter table with the constraint named; the rest load (before, one
+// such row failed every load forever).
+func TestTransformCheckAndForeignKey(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := testConfig(t, c)
+	cfg.Mode = "transform"
+	cfg.Sink.Table = "orders"
+	s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: "orders", Transform: true, Log: testLog(t)})
+	must(t, err)
+	defer s.Close()
+	for _, q := range []string{
+		`CREATE TABLE customers (id INTEGER PRIMARY KEY)`,
+		`INSERT INTO customers VALUES (1), (2)`,
+		`CREATE TABLE orders (id INTEGER, amount DECIMAL(10,2) CHECK (amount > 0), "value" VARCHAR,
+			customer INTEGER REFERENCES customers(id), CHECK (id < 100 OR "value" IS NOT NULL))`,
+	} {
+		_, err = s.DB().Exec(q)
+		must(t, err)
+	}
+	must(t, s.Prepare(context.Background()))
+	cl := producer(t, c)
+	for _, v := range []string{
+		`{"id":1,"amount":5,"customer":1}`,
+		`{"id":2,"amount":-5,"customer":1}`,  // CHECK amount > 0
+		`{"id":3,"amount":5,"customer":9}`,   // no customer 9
+		`{"id":200,"amount":1}`,              // table CHECK over two columns
+		`{"id":201,"amount":1,"value":"ok"}`, // passes it
+		`{"id":4,"customer":null}`,           // NULL passes CHECK and FK
+	} {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: []byte(v)})
+	}
+	runUntilIdle(t, cfg, s, &pipeline.Stats{})
+	verifyOK(t, cfg, s)
+	if got := queryInt(t, s.DB(), `SELECT count(*) FROM orders WHERE id IN (1, 201, 4)`); got != 3 || queryInt(t, s.DB(), `SELECT count(*) FROM orders`) != 3 {
+		t.Errorf("loaded rows wrong: %d of ids 1, 201, 4", got)
+	}
+	for off, frag := range map[int64]string{1: "CHECK constraint failed on orders: (amount > 0)", 2: "FOREIGN KEY (customer) REFERENCES customers(id)",
+		3: `CHECK constraint failed on orders: ((id < 100) OR ("value" IS NOT NULL))`} {
+		var reason string
+		must(t, s.DB().QueryRow(`SELECT error FROM orders_dlq WHERE "offset" = ?`, off).Scan(&reason))
+		if !strings.Contains(reason, frag) {
+			t.Errorf("offset %d: DLQ reason %q lacks %q", off, reason, frag)
+		}
+	}
+}
+
 // kafka.topic_regex consumes every matching topic, including one created
 // while running; other topics are left alone.
 func TestTopicRegex(t *testing.T) {

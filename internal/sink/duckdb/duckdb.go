@@ -51,6 +51,8 @@ type Sink struct {
 	// columns of the user's table, read by Prepare in transform mode.
 	userColumns []userColumn
 	userKeys    []userKey
+	userChecks  []userCheck
+	userFKs     []userForeignKey
 }
 
 type tables struct{ main, dlq, ledger string }

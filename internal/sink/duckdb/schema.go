@@ -40,7 +40,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		errs = append(errs, err)
 		s.userColumns = cols
 		if err == nil {
-			s.userKeys, err = s.readUserKeys(ctx)
+			s.userKeys, s.userChecks, s.userFKs, err = s.readUserConstraints(ctx)
 			errs = append(errs, err)
 		}
 	} else {

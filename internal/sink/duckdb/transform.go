@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -58,35 +59,65 @@ type userKey struct {
 	columns []int  // indexes into userColumns
 }
 
-func (s *Sink) readUserKeys(ctx context.Context) ([]userKey, error) {
+// userCheck is a CHECK constraint of the user's table.
+type userCheck struct {
+	expr    string // DuckDB's text of the expression, over column names
+	columns []int
+}
+
+// userForeignKey is a FOREIGN KEY of the user's table.
+type userForeignKey struct {
+	columns    []int
+	refTable   string // quoted, in the table's schema
+	refColumns []string
+	text       string // DuckDB's text of the constraint
+}
+
+// readUserConstraints reads the constraints a row can violate, so that
+// loads send violating rows to the dead-letter table instead of failing.
+func (s *Sink) readUserConstraints(ctx context.Context) ([]userKey, []userCheck, []userForeignKey, error) {
 	schema, name := splitTable(s.opt.Table)
-	rows, err := s.db.QueryContext(ctx, `SELECT constraint_type, to_json(constraint_column_names)::VARCHAR
-		FROM duckdb_constraints() WHERE schema_name = ? AND table_name = ? AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')`, schema, name)
+	rows, err := s.db.QueryContext(ctx, `SELECT constraint_type, coalesce(expression, ''), constraint_text,
+			to_json(constraint_column_names)::VARCHAR, coalesce(referenced_table, ''), to_json(coalesce(referenced_column_names, []))::VARCHAR
+		FROM duckdb_constraints() WHERE schema_name = ? AND table_name = ?
+			AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'CHECK', 'FOREIGN KEY')`, schema, name)
 	if err != nil {
-		return nil, fmt.Errorf("read keys of %s: %w", s.opt.Table, err)
+		return nil, nil, nil, fmt.Errorf("read constraints of %s: %w", s.opt.Table, err)
 	}
 	defer rows.Close()
-	var keys []userKey
+	var (
+		keys   []userKey
+		checks []userCheck
+		fks    []userForeignKey
+	)
 	for rows.Next() {
-		var k userKey
-		var list string
-		var names []string
-		if err := rows.Scan(&k.kind, &list); err != nil {
-			return nil, fmt.Errorf("read keys of %s: %w", s.opt.Table, err)
+		var kind, expr, text, colList, refTable, refList string
+		var names, refNames []string
+		if err := rows.Scan(&kind, &expr, &text, &colList, &refTable, &refList); err != nil {
+			return nil, nil, nil, fmt.Errorf("read constraints of %s: %w", s.opt.Table, err)
 		}
-		if err := json.Unmarshal([]byte(list), &names); err != nil {
-			return nil, fmt.Errorf("read keys of %s: %w", s.opt.Table, err)
+		if err := errors.Join(json.Unmarshal([]byte(colList), &names), json.Unmarshal([]byte(refList), &refNames)); err != nil {
+			return nil, nil, nil, fmt.Errorf("read constraints of %s: %w", s.opt.Table, err)
 		}
+		var cols []int
 		for _, n := range names {
 			i := slices.IndexFunc(s.userColumns, func(c userColumn) bool { return c.name == n })
 			if i < 0 {
-				return nil, fmt.Errorf("BUG: key column %s of %s not among its columns", n, s.opt.Table)
+				return nil, nil, nil, fmt.Errorf("BUG: constraint column %s of %s not among its columns", n, s.opt.Table)
 			}
-			k.columns = append(k.columns, i)
+			cols = append(cols, i)
 		}
-		keys = append(keys, k)
+		switch kind {
+		case "CHECK":
+			checks = append(checks, userCheck{expr: expr, columns: cols})
+		case "FOREIGN KEY":
+			fks = append(fks, userForeignKey{columns: cols, refTable: sqltext.Ident(schema) + "." + sqltext.Ident(refTable),
+				refColumns: refNames, text: text})
+		default:
+			keys = append(keys, userKey{kind: kind, columns: cols})
+		}
 	}
-	return keys, rows.Err()
+	return keys, checks, fks, rows.Err()
 }
 
 // jsonPath is the JSON path of a top-level field, quoted for any name.
@@ -168,10 +199,30 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 			THEN %d END`, strings.Join(notNull, " AND "), s.tables.main, strings.Join(match, " AND "),
 			strings.Join(part, ", "), uniqueBase-k))
 	}
+	for k, c := range s.userChecks {
+		// The expression is DuckDB's, over column names: evaluate it in a
+		// subquery that names this row's values (NULL passes, as in SQL).
+		named := make([]string, len(c.columns))
+		for j, i := range c.columns {
+			named[j] = "pre." + ref(i) + " AS " + sqltext.Ident(cols[i].name)
+		}
+		uniques = append(uniques, fmt.Sprintf("CASE WHEN len(tl_pre) = 0 AND NOT coalesce((SELECT %s FROM (SELECT %s) tl_check), true) THEN %d END",
+			c.expr, strings.Join(named, ", "), checkBase-k))
+	}
+	for k, fk := range s.userFKs {
+		var notNull, match []string
+		for j, i := range fk.columns {
+			notNull = append(notNull, "pre."+ref(i)+" IS NOT NULL")
+			match = append(match, fmt.Sprintf("r.%s = pre.%s", sqltext.Ident(fk.refColumns[j]), ref(i)))
+		}
+		uniques = append(uniques, fmt.Sprintf("CASE WHEN len(tl_pre) = 0 AND %s AND NOT EXISTS (SELECT 1 FROM %s r WHERE %s) THEN %d END",
+			strings.Join(notNull, " AND "), fk.refTable, strings.Join(match, " AND "), fkBase-k))
+	}
 	// Stage table: every object with its coordinates, its column values and
 	// in tl_bad the reasons it cannot be inserted (see rejectReason): a
 	// field that does not cast, a NOT NULL column without a value, a key
-	// that exists in the table or earlier in this load.
+	// that exists in the table or earlier in this load, a CHECK that fails,
+	// a foreign key without its referenced row.
 	stage := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tracelake_transform AS
 		WITH src AS (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s),
 		casted AS (SELECT topic, "partition", "offset", "key", "value", %s, [%s] AS tl_cast FROM src),
@@ -213,10 +264,13 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 // Codes in tl_bad besides a column index (bad cast) and -index-1 (NOT NULL):
 // notJSON marks a value DuckDB's JSON parser rejects although tracelake's
 // validator accepted it; uniqueBase-k a key that violates the table's k-th
-// primary key or unique constraint.
+// primary key or unique constraint; checkBase-k a row failing its k-th
+// CHECK; fkBase-k a row whose k-th foreign key references no row.
 const (
 	notJSON    = -1 << 30
 	uniqueBase = -1 << 20
+	checkBase  = -2 << 20
+	fkBase     = -3 << 20
 )
 
 // rejectTransformed writes the rejected objects to the dead-letter table
@@ -274,6 +328,12 @@ func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time)
 func (s *Sink) rejectReason(ctx context.Context, value string, bad int, lookups *int) string {
 	if bad == notJSON {
 		return "DuckDB cannot parse the value as JSON"
+	}
+	if bad <= fkBase {
+		return fmt.Sprintf("Constraint Error: violates foreign key constraint of %s: %s (no such referenced row)", s.opt.Table, s.userFKs[fkBase-bad].text)
+	}
+	if bad <= checkBase {
+		return fmt.Sprintf("Constraint Error: CHECK constraint failed on %s: %s", s.opt.Table, s.userChecks[checkBase-bad].expr)
 	}
 	if bad <= uniqueBase {
 		key := s.userKeys[uniqueBase-bad]
