@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -303,21 +305,30 @@ func TestStageFailureAtShutdownLosesNothing(t *testing.T) {
 	}
 }
 
+// transformSink opens a transform-mode sink into table after running ddl.
+func transformSink(t *testing.T, c *kfake.Cluster, table string, ddl ...string) (*config.Config, *duckdb.Sink) {
+	t.Helper()
+	cfg := testConfig(t, c)
+	cfg.Mode = config.ModeTransform
+	cfg.Sink.Table = table
+	s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: table, Transform: true, Log: testLog(t)})
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	for _, q := range ddl {
+		_, err := s.DB().Exec(q)
+		must(t, err)
+	}
+	must(t, s.Prepare(context.Background()))
+	return cfg, s
+}
+
 // Transform mode: each object becomes a row of the user's table by field
 // name; missing fields take the column default; objects the table rejects go
 // to the dead-letter table with DuckDB's error; the rest load.
 func TestTransformMode(t *testing.T) {
 	c := newCluster(t, 1)
-	cfg := testConfig(t, c)
-	cfg.Mode = "transform"
-	cfg.Sink.Table = "spans"
-	s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: "spans", Transform: true, Log: testLog(t)})
-	must(t, err)
-	defer s.Close()
-	_, err = s.DB().Exec(`CREATE TABLE spans (id BIGINT PRIMARY KEY, name VARCHAR, score DECIMAL(10,2), tags VARCHAR[],
+	cfg, s := transformSink(t, c, "spans", `CREATE TABLE spans (id BIGINT PRIMARY KEY, name VARCHAR, score DECIMAL(10,2), tags VARCHAR[],
 		meta JSON, status VARCHAR DEFAULT 'new', "odd ""name""" INTEGER)`)
-	must(t, err)
-	must(t, s.Prepare(context.Background()))
 
 	values := []string{
 		`{"id":1,"name":"full","score":12.5,"tags":["a","b"],"meta":{"k":[1,2]},"status":"done","odd \"name\"":7}`,
@@ -384,22 +395,11 @@ func TestTransformMode(t *testing.T) {
 // such row failed every load forever).
 func TestTransformCheckAndForeignKey(t *testing.T) {
 	c := newCluster(t, 1)
-	cfg := testConfig(t, c)
-	cfg.Mode = "transform"
-	cfg.Sink.Table = "orders"
-	s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: "orders", Transform: true, Log: testLog(t)})
-	must(t, err)
-	defer s.Close()
-	for _, q := range []string{
+	cfg, s := transformSink(t, c, "orders",
 		`CREATE TABLE customers (id INTEGER PRIMARY KEY)`,
 		`INSERT INTO customers VALUES (1), (2)`,
 		`CREATE TABLE orders (id INTEGER, amount DECIMAL(10,2) CHECK (amount > 0), "value" VARCHAR,
-			customer INTEGER REFERENCES customers(id), CHECK (id < 100 OR "value" IS NOT NULL))`,
-	} {
-		_, err = s.DB().Exec(q)
-		must(t, err)
-	}
-	must(t, s.Prepare(context.Background()))
+			customer INTEGER REFERENCES customers(id), CHECK (id < 100 OR "value" IS NOT NULL))`)
 	cl := producer(t, c)
 	for _, v := range []string{
 		`{"id":1,"amount":5,"customer":1}`,
