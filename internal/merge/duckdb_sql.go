@@ -44,17 +44,34 @@ WITH src AS (
   SELECT *, tl_event AS tl_doc, CASE WHEN tl_event IS NULL THEN '%s' ELSE %s END AS tl_kind FROM src
 ), `, kindSkip, kind)
 	}
-	fmt.Fprintf(&b, "ext AS (\n  SELECT *, %s FROM doc\n), ", list(p.m.Columns, ", ", func(c config.Column, i int) string {
-		extract := "json_extract_string"
+	// One call per kind of extraction with every path: DuckDB parses the
+	// document once per call, not once per column.
+	var textPaths, jsonPaths []string
+	raw := make([]string, len(p.m.Columns))
+	for i, c := range p.m.Columns {
 		if strings.EqualFold(c.Type, "JSON") {
-			extract = "json_extract"
+			jsonPaths = append(jsonPaths, sqltext.String(c.Path))
+			raw[i] = fmt.Sprintf("tl_json[%d] AS tl_raw_%d", len(jsonPaths), i)
+		} else {
+			textPaths = append(textPaths, sqltext.String(c.Path))
+			raw[i] = fmt.Sprintf("tl_text[%d] AS tl_raw_%d", len(textPaths), i)
 		}
-		return fmt.Sprintf("%s(tl_doc, %s) AS tl_raw_%d", extract, sqltext.String(c.Path), i)
-	}))
+	}
+	var extracts []string
+	if len(textPaths) > 0 {
+		extracts = append(extracts, "json_extract_string(tl_doc, ["+strings.Join(textPaths, ", ")+"]) AS tl_text")
+	}
+	if len(jsonPaths) > 0 {
+		extracts = append(extracts, "json_extract(tl_doc, ["+strings.Join(jsonPaths, ", ")+"]) AS tl_json")
+	}
+	fmt.Fprintf(&b, "paths AS (\n  SELECT *, %s FROM doc\n), ", strings.Join(extracts, ", "))
+	fmt.Fprintf(&b, "ext AS (\n  SELECT *, %s FROM paths\n), ", strings.Join(raw, ", "))
 	fmt.Fprintf(&b, "typed AS (\n  SELECT *, %s FROM ext\n)\n", list(p.m.Columns, ", ", func(c config.Column, i int) string {
 		return fmt.Sprintf("TRY_CAST(tl_raw_%d AS %s) AS %s", i, c.Type, sqltext.Ident(c.Name))
 	}))
-	fmt.Fprintf(&b, "SELECT *, %s AS tl_reason FROM typed", p.reasonExpr())
+	// Keep only what the later steps read: the documents and the raw texts
+	// are large, and every later step copies what tl_inc holds.
+	fmt.Fprintf(&b, "SELECT tl_topic, tl_partition, tl_offset, tl_kind, %s, %s AS tl_reason FROM typed", p.columnList(""), p.reasonExpr())
 	return b.String()
 }
 
@@ -88,8 +105,8 @@ func (p *plan) rejectSQL() string {
 // drops changes older than the key's last delete.
 func (p *plan) latestSQL() []string {
 	q := []string{fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_latest AS
-SELECT * FROM tl_inc WHERE tl_kind <> '%s' AND tl_reason IS NULL
-QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, kindSkip, p.keyList(), p.latestOrder("tl_partition", "tl_offset"))}
+SELECT tl_partition, tl_offset, tl_kind, %s FROM tl_inc WHERE tl_kind <> '%s' AND tl_reason IS NULL
+QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), kindSkip, p.keyList(), p.latestOrder("tl_partition", "tl_offset"))}
 	if p.version != "" {
 		q = append(q, fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND d.%s > l.%s`,
 			p.tombstones, p.keyMatch("d", "l"), p.version, p.version))
