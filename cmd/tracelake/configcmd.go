@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tracelake/tracelake/internal/config"
 )
 
 // cmdConfig prints the effective config (file, environment, flags) with
@@ -22,7 +24,14 @@ func cmdConfig(args []string) error {
 	if cfg == nil {
 		return usageError{loadErr}
 	}
-	return printConfig(os.Stdout, cfg.Redacted(), errors.Join(loadErr, cfg.Validate()))
+	problems := errors.Join(loadErr, cfg.Validate())
+	out := cfg.Redacted()
+	// Show each model as it runs, defaults filled in.
+	out.Merge.Models = make([]config.Model, len(cfg.Merge.Models))
+	for i, m := range cfg.Merge.Models {
+		out.Merge.Models[i] = m.WithDefaults(cfg.Sink.Table)
+	}
+	return printConfig(os.Stdout, out, problems)
 }
 
 func printConfig(w io.Writer, redacted any, problems error) error {

@@ -35,11 +35,11 @@ type Model struct {
 	Columns Columns  `yaml:"columns"`
 	// Action optionally says which changes delete or only insert (json
 	// format; Debezium's op plays this part for debezium).
-	Action Action `yaml:"action"`
+	Action Action `yaml:"action,omitempty"`
 	// Version optionally names a column ordering the changes of a key: an
 	// older change never overwrites a newer one. Without it the change with
 	// the highest Kafka offset wins.
-	Version string `yaml:"version"`
+	Version string `yaml:"version,omitempty"`
 }
 
 // Model formats.
@@ -52,9 +52,9 @@ const (
 // Delete deletes the key's row; in Insert, inserts it only if absent (a
 // replayed insert never overwrites); any other value upserts.
 type Action struct {
-	Path   string   `yaml:"path"`
-	Delete []string `yaml:"delete"`
-	Insert []string `yaml:"insert"`
+	Path   string   `yaml:"path,omitempty"`
+	Delete []string `yaml:"delete,omitempty"`
+	Insert []string `yaml:"insert,omitempty"`
 }
 
 // Column is a target column: a JSON path into the row and a SQL type.
