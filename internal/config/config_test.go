@@ -43,14 +43,16 @@ func TestBadKeysNamed(t *testing.T) {
 		`mode: want raw or transform, got "fancy"`,
 		"batch.max_bytes: want 1KiB to 4GiB, got 12B",
 		`load.compression: want none or zstd, got "lz5"`,
-		`sink.type: want duckdb, databend or iceberg, got "postgres"`)
+		`sink.type: want duckdb, databend or iceberg, got "postgres"`,
+		"merge.every: is set but merge.models is empty")
 	f("testdata/bad_models.yaml",
 		"merge.models[0].colums: unknown key (accepted: action, columns, format, key, name, source, target, version)",
 		`merge.models[0].key: "missing" is not one of the model's columns`,
 		`merge.models[0].version: "nope" is not one of the model's columns`,
 		"merge.models[1].columns: order_id.typo: unknown key (accepted: path, type)")
 	f("testdata/bad_models.yaml",
-		"merge.models[2].columns.id.type: want a SQL type like VARCHAR")
+		"merge.models[2].columns.id.type: want a SQL type like VARCHAR",
+		"merge.models[0].source: a model reads a tracelake raw table; in transform mode")
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
 }
 

@@ -106,5 +106,10 @@ func (c *Config) validate(consuming bool) error {
 		check(err == nil, "metrics.listen", "want host:port (or empty to turn it off), got %q", c.Metrics.Listen)
 	}
 	c.Merge.validate(check)
+	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0, "merge.every", "is set but merge.models is empty")
+	for i, m := range c.Merge.Models {
+		check(c.Mode == ModeRaw || m.Source != "", fmt.Sprintf("merge.models[%d].source", i),
+			"a model reads a tracelake raw table; in transform mode sink.table is your own table, so name the raw table")
+	}
 	return errors.Join(errs...)
 }
