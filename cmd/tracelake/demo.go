@@ -46,11 +46,21 @@ func demoModels(ctx context.Context, db *sql.DB) error {
 	fmt.Println("\nModels (examples/agent-traces.yaml): tracelake merge")
 	mg := merge.NewMerger(db, slog.New(slog.DiscardHandler))
 	for _, m := range ex.Merge.Models {
-		res, err := mg.Merge(ctx, m.WithDefaults(ex.Sink.Table))
+		m = m.WithDefaults(ex.Sink.Table)
+		res, err := mg.Merge(ctx, m)
 		if err != nil {
 			return err
 		}
 		fmt.Println(" ", res)
+		fmt.Printf("\nreconcile --model %s (the target against a rebuild from the raw table):\n", m.Name)
+		rep, err := reconcileModel(ctx, mg, m, 10)
+		if err != nil {
+			return err
+		}
+		rep.WriteText(os.Stdout)
+		if !rep.Equal {
+			return failedCheck{}
+		}
 	}
 	if _, err := db.ExecContext(ctx, examples.DailyTokenUsage); err != nil {
 		return fmt.Errorf("create daily_token_usage: %w", err)

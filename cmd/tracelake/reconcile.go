@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/reconcile"
 )
@@ -37,12 +38,7 @@ func cmdReconcile(ctx context.Context, args []string) error {
 		if err != nil {
 			return usageError{err}
 		}
-		err = merge.NewMerger(snk.DB(), slog.Default()).Check(ctx, m, 1_000_000, func(tx *sql.Tx, rebuilt string) error {
-			var err error
-			rep, err = reconcile.Compare(ctx, tx, reconcile.Spec{Left: m.Target, Right: rebuilt, Key: m.Key, Examples: *examples})
-			return err
-		})
-		if err != nil {
+		if rep, err = reconcileModel(ctx, merge.NewMerger(snk.DB(), slog.Default()), m, *examples); err != nil {
 			return err
 		}
 	case *model == "" && *left != "" && *right != "" && *key != "":
@@ -67,4 +63,16 @@ func cmdReconcile(ctx context.Context, args []string) error {
 		return failedCheck{}
 	}
 	return nil
+}
+
+// reconcileModel compares the model's target with a rebuild computed on the
+// fly (in a transaction that is rolled back).
+func reconcileModel(ctx context.Context, mg *merge.Merger, m config.Model, examples int) (*reconcile.Report, error) {
+	var rep *reconcile.Report
+	err := mg.Check(ctx, m, 1_000_000, func(tx *sql.Tx, rebuilt string) error {
+		var err error
+		rep, err = reconcile.Compare(ctx, tx, reconcile.Spec{Left: m.Target, Right: rebuilt, Key: m.Key, Examples: examples})
+		return err
+	})
+	return rep, err
 }
