@@ -124,12 +124,14 @@ func (f *configFlags) open(fs *flag.FlagSet, args []string, needKafka bool) (*co
 
 func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 	return duckdb.Open(duckdb.Options{
-		Path:      cfg.Sink.DuckDB.Path,
-		StageDir:  cfg.StageDir(),
-		Table:     cfg.Sink.Table,
-		Transform: cfg.Mode == config.ModeTransform,
-		Zstd:      cfg.Load.Compression == "zstd",
-		Log:       slog.Default(),
+		Path:        cfg.Sink.DuckDB.Path,
+		StageDir:    cfg.StageDir(),
+		Table:       cfg.Sink.Table,
+		Transform:   cfg.Mode == config.ModeTransform,
+		Zstd:        cfg.Load.Compression == "zstd",
+		MemoryLimit: int64(cfg.Sink.DuckDB.MemoryLimit),
+		Threads:     cfg.Sink.DuckDB.Threads,
+		Log:         slog.Default(),
 	})
 }
 

@@ -141,6 +141,11 @@ type DuckDB struct {
 	// StageDir holds staged batch files until they are loaded. Default
 	// <path>.stage next to the database.
 	StageDir string `yaml:"stage_dir"`
+	// MemoryLimit caps DuckDB's own memory (its buffer pool); 0 keeps
+	// DuckDB's default, 80% of RAM, on top of max_inflight_bytes.
+	MemoryLimit ByteSize `yaml:"memory_limit"`
+	// Threads DuckDB may use; 0 keeps DuckDB's default, one per core.
+	Threads int `yaml:"threads"`
 }
 
 // Databend sink settings, read from the reference's config file. The

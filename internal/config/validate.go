@@ -87,6 +87,10 @@ func (c *Config) validate(consuming bool) error {
 	switch c.Sink.Type {
 	case SinkDuckDB:
 		check(c.Sink.DuckDB.Path != "", "sink.duckdb.path", "a database file path is required")
+		check(c.Sink.DuckDB.MemoryLimit == 0 || c.Sink.DuckDB.MemoryLimit >= 64<<20, "sink.duckdb.memory_limit",
+			"want 0 (DuckDB's default) or at least 64MiB, got %s", c.Sink.DuckDB.MemoryLimit)
+		check(c.Sink.DuckDB.Threads >= 0 && c.Sink.DuckDB.Threads <= 1024, "sink.duckdb.threads",
+			"want 0 (one per core) to 1024, got %d", c.Sink.DuckDB.Threads)
 	case SinkDatabend, SinkIceberg:
 		hint := ""
 		if c.Sink.Databend.DSN != "" {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/obs"
@@ -103,4 +105,43 @@ func TestMetricsAgainstKnownOffsets(t *testing.T) {
 		return
 	}
 	t.Error("no freshness histogram")
+}
+
+// fatalSink fails every load with an error retrying cannot fix.
+type fatalSink struct{ sink.Sink }
+
+func (fatalSink) Load(context.Context, []sink.File) (sink.Loaded, error) {
+	return sink.Loaded{}, fmt.Errorf("injected: database invalidated: %w", sink.ErrFatal)
+}
+
+// A fatal sink error stops the run at once, without retrying and without
+// committing anything; the error says to restart.
+func TestFatalSinkErrorStopsRun(t *testing.T) {
+	c := newCluster(t, 2)
+	cl := producer(t, c)
+	for i := range 100 {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf(`{"i":%d}`, i))})
+	}
+	cfg := testConfig(t, c)
+	s := openSink(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stats := &pipeline.Stats{}
+	err := pipeline.Run(ctx, context.Background(), cfg, fatalSink{s}, pipeline.RunOptions{RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats})
+	if ctx.Err() != nil {
+		t.Fatal("the run went on after a fatal sink error")
+	}
+	if !errors.Is(err, sink.ErrFatal) || !strings.Contains(err.Error(), "restart tracelake") {
+		t.Fatalf("run error = %v", err)
+	}
+	if n := stats.Retries.Load(); n != 0 {
+		t.Errorf("%d retries of a fatal error", n)
+	}
+	committed, cerr := kadm.NewClient(cl).FetchOffsets(context.Background(), cfg.Kafka.Group)
+	must(t, cerr)
+	committed.Each(func(o kadm.OffsetResponse) {
+		if o.At > 0 {
+			t.Errorf("offset committed after a fatal error: %s/%d at %d", o.Topic, o.Partition, o.At)
+		}
+	})
 }

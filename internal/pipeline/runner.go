@@ -70,6 +70,11 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		Budget:        ro.Budget,
 		Workers:       cfg.Workers,
 	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	// A fatal sink error stops every worker: what is pending is dropped
+	// and read again after a restart.
+	opt.Fatal = func(error) { stop() }
 	workers := make([]*Worker, cfg.Workers)
 	for i := range workers {
 		w, err := NewWorker(i, opt)
@@ -95,8 +100,6 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		})
 	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	var wg sync.WaitGroup
 	errs := make([]error, len(workers))
 	for i, w := range workers {

@@ -41,6 +41,8 @@ type Options struct {
 	Budget         *Budget // shared by the workers of a process
 	Workers        int     // workers sharing Budget
 	PollMaxRecords int
+	// Fatal stops the run after a sink error that retrying cannot fix.
+	Fatal func(error)
 }
 
 // Worker owns one Kafka consumer and the pipeline behind it.
@@ -533,6 +535,13 @@ func (w *Worker) retry(what string, fn func() error) error {
 		err := fn()
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, sink.ErrFatal) {
+			w.log.Error(what+" failed and cannot be retried in this process; stopping", "err", err)
+			if w.opt.Fatal != nil {
+				w.opt.Fatal(err)
+			}
+			return err
 		}
 		w.opt.Stats.addRetry()
 		w.opt.Metrics.Retries.WithLabelValues(what).Inc()

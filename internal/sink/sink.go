@@ -6,10 +6,17 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
 )
+
+// ErrFatal marks a sink error that retrying in this process cannot fix:
+// the destination must be reopened (DuckDB, for one, invalidates a database
+// after a fatal error). The pipeline stops at once instead of retrying;
+// the next start resumes from the ledger, so nothing is lost.
+var ErrFatal = errors.New("the sink cannot go on in this process: restart tracelake (it resumes from the ledger; nothing is lost)")
 
 // TopicPartition names one Kafka partition.
 type TopicPartition struct {

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -32,7 +34,10 @@ type Options struct {
 	Transform bool
 	// Zstd compresses staged files.
 	Zstd bool
-	Log  *slog.Logger
+	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults.
+	MemoryLimit int64
+	Threads     int
+	Log         *slog.Logger
 }
 
 // Sink loads into one DuckDB database file. DuckDB allows one process per
@@ -70,7 +75,7 @@ func Open(opt Options) (*Sink, error) {
 			return nil, fmt.Errorf("create directory for %s: %w", opt.Path, err)
 		}
 	}
-	db, err := sql.Open("duckdb", opt.Path)
+	db, err := sql.Open("duckdb", opt.Path+dsnSettings(opt))
 	if err != nil {
 		return nil, fmt.Errorf("open duckdb %s: %w", opt.Path, err)
 	}
@@ -176,6 +181,21 @@ func (s *Sink) CleanStage() error {
 		s.log.Info("removed stale staged files", "dir", s.opt.StageDir, "files", len(entries))
 	}
 	return nil
+}
+
+// dsnSettings renders the DuckDB settings of opt as DSN parameters.
+func dsnSettings(opt Options) string {
+	v := url.Values{}
+	if opt.MemoryLimit > 0 {
+		v.Set("memory_limit", strconv.FormatInt(opt.MemoryLimit>>20, 10)+"MiB")
+	}
+	if opt.Threads > 0 {
+		v.Set("threads", strconv.Itoa(opt.Threads))
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
 }
 
 func newLoadID() string { return uuid.NewString() }

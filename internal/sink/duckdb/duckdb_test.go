@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,5 +134,38 @@ func TestZstdStaging(t *testing.T) {
 	}
 	if n := count(t, s, `SELECT count(*) FROM trace_raw`); n != 1000 {
 		t.Errorf("rows = %d", n)
+	}
+}
+
+// sink.duckdb.memory_limit and threads reach DuckDB.
+func TestMemoryLimitAndThreads(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw",
+		MemoryLimit: 256 << 20, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mem, threads string
+	if err := s.DB().QueryRow(`SELECT current_setting('memory_limit'), current_setting('threads')::VARCHAR`).Scan(&mem, &threads); err != nil {
+		t.Fatal(err)
+	}
+	if mem != "256.0 MiB" || threads != "1" {
+		t.Errorf("memory_limit %q, threads %q; want 256.0 MiB and 1", mem, threads)
+	}
+}
+
+// Errors after which DuckDB has invalidated the database are fatal: the
+// pipeline stops rather than retrying against a dead instance.
+func TestFatalErrorsClassified(t *testing.T) {
+	for msg, fatal := range map[string]bool{
+		"FATAL Error: Transaction COMMIT succeeded and is durable, but the autocheckpoint failed": true,
+		"FATAL Error: Failed: database has been invalidated because of a previous fatal error":    true,
+		"IO Error: Could not read file":                            false,
+		`Conversion Error: Malformed JSON at byte 0 of input: ...`: false,
+	} {
+		if got := isFatal(errors.New(msg)); got != fatal {
+			t.Errorf("isFatal(%q) = %v", msg, got)
+		}
 	}
 }

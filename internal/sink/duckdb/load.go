@@ -18,12 +18,17 @@ import (
 // row per partition in one transaction. Rows at or below a partition's
 // ledger position are skipped (a former owner of the partition loaded them),
 // so loading the same offsets twice never doubles a row.
-func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+func (s *Sink) Load(ctx context.Context, files []sink.File) (_ sink.Loaded, err error) {
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
 	}
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
+	defer func() {
+		if err != nil && isFatal(err) {
+			err = fmt.Errorf("%w: %w", sink.ErrFatal, err)
+		}
+	}()
 
 	fence, err := s.fence(ctx, files)
 	if err != nil {
@@ -49,6 +54,16 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 	}
 	s.Discard(files)
 	return loaded, nil
+}
+
+// isFatal reports a DuckDB error after which the database instance is
+// invalidated: every later statement fails until it is reopened. (Seen when
+// an automatic checkpoint runs out of memory_limit: DuckDB says the COMMIT
+// is durable but the instance is gone; the ledger, committed with the rows,
+// keeps the retry after a restart from loading them twice.)
+func isFatal(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "FATAL Error") || strings.Contains(msg, "database has been invalidated")
 }
 
 func isJSONError(err error) bool {
