@@ -52,6 +52,7 @@ func TestBadKeysNamed(t *testing.T) {
 		"merge.models[1].columns: order_id.typo: unknown key (accepted: path, type)")
 	f("testdata/bad_models.yaml",
 		"merge.models[2].columns.id.type: want a SQL type like VARCHAR",
+		`merge.models[2].columns.half.path: want a JSON path like`,
 		"merge.models[0].source: a model reads a tracelake raw table; in transform mode")
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
 }
@@ -72,7 +73,7 @@ func TestModels(t *testing.T) {
 	for _, c := range m.Columns {
 		names = append(names, c.Name+" "+c.Type+" "+c.Path)
 	}
-	if got := strings.Join(names, ", "); got != "id BIGINT $.id, name VARCHAR $.name, version BIGINT $.meta.version, tags JSON $.tags" {
+	if got := strings.Join(names, ", "); got != "id BIGINT $.id, name VARCHAR $.name, version BIGINT $.meta.version, tags JSON $.tags, region VARCHAR $.attributes.\"cloud.region\"" {
 		t.Errorf("columns out of order or wrong: %s", got)
 	}
 	if m.Target != "dim_customers" || m.Source != "trace_raw" || m.Format != FormatJSON || m.Action.Delete[0] != "delete" || cfg.Merge.Every.D() != 30*time.Second {

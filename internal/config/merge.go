@@ -154,7 +154,9 @@ func (c *Config) Model(name string) (Model, error) {
 }
 
 var (
-	jsonPath = regexp.MustCompile(`^\$(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*$`)
+	// $.a.b, $.list[0], and $."gen_ai.usage.input_tokens" for keys that
+	// are not plain names (OpenTelemetry attribute keys hold dots).
+	jsonPath = regexp.MustCompile(`^\$(\.[A-Za-z_][A-Za-z0-9_]*|\."[^"\\]+"|\[[0-9]+\])*$`)
 	sqlType  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*( ?\([0-9, ]+\))?(\[\])?$`)
 )
 
@@ -176,7 +178,7 @@ func (m *Merge) validate(check func(ok bool, key, format string, args ...any)) {
 			ck := key("columns." + c.Name)
 			check(identifier.MatchString(c.Name) && !strings.Contains(c.Name, ".") && !strings.HasPrefix(c.Name, "tl_"), ck,
 				"want a column name of letters, digits and _ (not starting with tl_)")
-			check(jsonPath.MatchString(c.Path), ck+".path", "want a JSON path like $.field.sub or $.list[0], got %q", c.Path)
+			check(jsonPath.MatchString(c.Path), ck+".path", "want a JSON path like $.field.sub, $.list[0] or $.attributes.\"key.with.dots\", got %q", c.Path)
 			check(sqlType.MatchString(c.Type), ck+".type", "want a SQL type like VARCHAR, BIGINT, DECIMAL(38,9), TIMESTAMP or JSON, got %q", c.Type)
 		}
 		check(len(mo.Key) > 0, key("key"), "at least one key column is required")

@@ -90,6 +90,12 @@ func databendPath(doc, path string) string {
 			continue
 		}
 		rest = rest[1:] // the dot
+		if rest[0] == '"' { // a quoted key: ."gen_ai.request.model"
+			end := strings.IndexByte(rest[1:], '"') + 1
+			b.WriteString("[" + sqltext.String(rest[1:end]) + "]")
+			rest = rest[end+1:]
+			continue
+		}
 		end := strings.IndexAny(rest, ".[")
 		if end < 0 {
 			end = len(rest)

@@ -265,3 +265,23 @@ func TestTargetSchemaMismatch(t *testing.T) {
 		}
 	}
 }
+
+// Keys that are not plain names (OpenTelemetry attributes hold dots) are
+// addressed with a quoted path segment.
+func TestQuotedPathSegments(t *testing.T) {
+	ctx := context.Background()
+	l := newRawLoader(t)
+	l.add(0, []byte(`{"span_id":"s1","attributes":{"gen_ai.usage.input_tokens":42,"gen_ai":{"usage":{"input_tokens":7}}}}`))
+	l.flush()
+	m := config.Model{Name: "otel", Key: []string{"span_id"}, Columns: config.Columns{
+		{Name: "span_id", Path: "$.span_id", Type: "VARCHAR"},
+		{Name: "dotted", Path: `$.attributes."gen_ai.usage.input_tokens"`, Type: "BIGINT"},
+		{Name: "nested", Path: "$.attributes.gen_ai.usage.input_tokens", Type: "BIGINT"},
+	}}.WithDefaults("trace_raw")
+	if _, err := NewMerger(l.db(), slog.New(slog.DiscardHandler)).Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, l.db(), `SELECT span_id, dotted, nested FROM otel`); !slices.Equal(got, []string{"s1|42|7"}) {
+		t.Errorf("got %v, want s1|42|7", got)
+	}
+}

@@ -20,6 +20,7 @@ func TestSQLGolden(t *testing.T) {
 		{Name: "total_tokens", Path: "$.usage.total_tokens", Type: "BIGINT"},
 		{Name: "tool_calls", Path: "$.tool_calls", Type: "JSON"},
 		{Name: "first_tool", Path: "$.tool_calls[0].name", Type: "VARCHAR"},
+		{Name: "input_tokens", Path: `$.attributes."gen_ai.usage.input_tokens"`, Type: "BIGINT"},
 	}}.WithDefaults("trace_raw")
 	for _, m := range []config.Model{customers(), orders(), spans} {
 		for _, d := range []string{DialectDatabend, DialectDuckDB} {
