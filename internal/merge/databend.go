@@ -89,8 +89,9 @@ func databendPath(doc, path string) string {
 			rest = rest[end+1:]
 			continue
 		}
-		rest = rest[1:]     // the dot
-		if rest[0] == '"' { // a quoted key: ."gen_ai.request.model"
+		rest = rest[1:] // past the dot
+		if rest[0] == '"' {
+			// A quoted key: ."gen_ai.request.model"
 			end := strings.IndexByte(rest[1:], '"') + 1
 			b.WriteString("[" + sqltext.String(rest[1:end]) + "]")
 			rest = rest[end+1:]
