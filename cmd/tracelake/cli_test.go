@@ -50,6 +50,11 @@ func TestSigtermLoadsAndCommits(t *testing.T) {
 	run := startRun(t, bin, cfgPath, "run")
 	cmd := run.cmd
 	awaitPolled(t, cluster)
+	// While it runs, the database file is its alone, and other commands say so.
+	if out, err := exec.Command(bin, "sql", "--config", cfgPath, "SELECT 1").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "another process has the file open") {
+		t.Errorf("sql while run holds the file: %v\n%s", err, out)
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

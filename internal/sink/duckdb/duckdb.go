@@ -77,11 +77,11 @@ func Open(opt Options) (*Sink, error) {
 	}
 	db, err := sql.Open("duckdb", opt.Path+dsnSettings(opt))
 	if err != nil {
-		return nil, fmt.Errorf("open duckdb %s: %w", opt.Path, err)
+		return nil, openError(opt.Path, err)
 	}
 	if err := db.Ping(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open duckdb %s: %w", opt.Path, err)
+		return nil, openError(opt.Path, err)
 	}
 	s := &Sink{
 		opt:        opt,
@@ -181,6 +181,15 @@ func (s *Sink) CleanStage() error {
 		s.log.Info("removed stale staged files", "dir", s.opt.StageDir, "files", len(entries))
 	}
 	return nil
+}
+
+// openError explains the common failure to open: DuckDB allows one
+// process per database file.
+func openError(path string, err error) error {
+	if strings.Contains(err.Error(), "Could not set lock") {
+		return fmt.Errorf("open duckdb %s: another process has the file open (a running `tracelake run`? it can merge with merge.every; other commands need it stopped): %w", path, err)
+	}
+	return fmt.Errorf("open duckdb %s: %w", path, err)
 }
 
 // dsnSettings renders the DuckDB settings of opt as DSN parameters.
