@@ -65,6 +65,10 @@ func TestMergeAndReconcileCommands(t *testing.T) {
 	if c := count(); c != n {
 		t.Fatalf("trace_spans has %d rows, want %d", c, n)
 	}
+	if out, err := exec.Command(bin, "verify", "--config", cfgPath).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "model spans: merged up to the raw table") {
+		t.Fatalf("verify after merge: %v\n%s", err, out)
+	}
 	out, err = exec.Command(bin, "reconcile", "--config", cfgPath, "--model", "spans").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "EQUAL") {
 		t.Fatalf("reconcile after merge: %v\n%s", err, out)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/verify"
@@ -28,6 +29,14 @@ func cmdVerify(ctx context.Context, args []string) error {
 	rep, err := runVerify(ctx, cfg, snk)
 	if err != nil {
 		return err
+	}
+	mg := merge.NewMerger(snk.DB(), slog.Default())
+	for _, m := range cfg.Merge.Models {
+		n, err := mg.Pending(ctx, m.WithDefaults(cfg.Sink.Table))
+		if err != nil {
+			return err
+		}
+		rep.Models = append(rep.Models, verify.ModelProgress{Model: m.Name, Pending: n})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)

@@ -230,9 +230,17 @@ func TestActionsWithoutVersion(t *testing.T) {
 		l.add(0, c.json())
 	}
 	l.flush()
+	pending := func(want int64) {
+		t.Helper()
+		if n, err := mg.Pending(ctx, m); err != nil || n != want {
+			t.Errorf("pending = %d (%v), want %d", n, err, want)
+		}
+	}
+	pending(3) // no watermark table yet
 	if _, err := mg.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	pending(0)
 	for _, c := range []change{
 		{id: 1, action: "insert", name: "replayed", balance: "9"}, // ignored: 1 exists
 		{id: 2, action: "update", name: "two'", balance: "2"},
@@ -242,6 +250,7 @@ func TestActionsWithoutVersion(t *testing.T) {
 		l.add(0, c.json())
 	}
 	l.flush()
+	pending(4)
 	if _, err := mg.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,14 @@ type Report struct {
 	Partitions []Partition `json:"partitions"`
 	OK         bool        `json:"ok"`
 	Problems   []string    `json:"problems,omitempty"`
+	// Models are the merge models' progress; informative, never a failure.
+	Models []ModelProgress `json:"models,omitempty"`
+}
+
+// ModelProgress is how far a model has merged its raw table.
+type ModelProgress struct {
+	Model   string `json:"model"`
+	Pending int64  `json:"pending_raw_rows"` // raw rows past the model's watermark
 }
 
 // Tables names what to check.
@@ -198,6 +206,13 @@ func (r *Report) WriteText(w io.Writer) {
 			p.LedgerRanges, num(p.LedgerNext), p.Rows, p.DLQRows, p.Gaps, p.Overlaps, p.Duplicates, num(p.Lag))
 	}
 	tw.Flush()
+	for _, m := range r.Models {
+		state := "merged up to the raw table"
+		if m.Pending > 0 {
+			state = fmt.Sprintf("%d raw rows not merged yet", m.Pending)
+		}
+		fmt.Fprintf(w, "model %s: %s\n", m.Model, state)
+	}
 	rows, dlq := r.Totals()
 	if r.OK {
 		fmt.Fprintf(w, "OK: %d partitions, %d rows, %d dead-letter rows, no gaps, no duplicates\n", len(r.Partitions), rows, dlq)
