@@ -80,7 +80,8 @@ func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 
 // onRevoked loads everything pending (of every partition: simpler, and
 // rebalances are rare) and commits before the partitions move, so the new
-// owner starts exactly where this worker stopped.
+// owner starts exactly where this worker stopped. It waits at most
+// RevokeWait: a worker whose loads fail must not hold the group.
 func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	if len(revoked) == 0 {
 		return
@@ -91,11 +92,11 @@ func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 	closing := w.closing
 	w.mu.Unlock()
 	if !closing {
-		if err := w.flush(); err != nil {
-			// Not loaded: the new owner reads these records again from the
-			// ledger position; if this worker's load lands later after all,
-			// the sink's ledger check skips what was already loaded.
-			w.log.Warn("pending data of revoked partitions not loaded; the new owner re-reads it", "err", err)
+		if err := w.flushForRevoke(); err != nil {
+			// Not loaded yet: the new owner reads these records again from
+			// the ledger position; whichever of the two loads them second,
+			// the sink's ledger check makes it skip them.
+			w.log.Warn("pending data of revoked partitions not loaded before the revoke; the new owner re-reads it", "err", err)
 		}
 	}
 	w.drop(revoked)

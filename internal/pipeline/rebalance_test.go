@@ -6,9 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
@@ -67,5 +71,49 @@ func TestRebalanceSafety(t *testing.T) {
 		if !ok || o.At != p.LedgerNext {
 			t.Errorf("partition %d: committed %d, ledger next %d", p.Partition, o.At, p.LedgerNext)
 		}
+	}
+}
+
+// A worker whose loads fail (the database is down) still lets its
+// partitions go when another member joins: the revoke waits RevokeWait
+// (half of rebalance_timeout), not for loads that cannot finish, and the
+// new member loads them. At the end every record is stored exactly once.
+func TestRevokeDoesNotWaitForFailingLoads(t *testing.T) {
+	const n = 20_000
+	c := newCluster(t, 4)
+	cl := producer(t, c)
+	if err := tracegen.Produce(context.Background(), cl, topic, n, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Kafka.RebalanceTimeout = config.Duration(8 * time.Second) // revokes wait at most 4s
+	s := openSink(t, cfg)
+
+	run := func(snk sink.Sink, st *obs.Status, m *obs.Metrics) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- pipeline.Run(ctx, context.Background(), cfg, snk, pipeline.RunOptions{
+				RetryBase: 10 * time.Millisecond, Log: testLog(t), Status: st, Metrics: m})
+		}()
+		return func() { cancel(); <-done }
+	}
+	owned := func(st *obs.Status) int { return len(st.Snapshot().Partitions) }
+
+	down := obs.NewStatus()
+	stopDown := run(downSink{s}, down, obs.New())
+	await(t, "the failing member owns all 4 partitions", func() bool { return owned(down) == 4 })
+
+	up, upMetrics := obs.NewStatus(), obs.New()
+	stopUp := run(s, up, upMetrics)
+	await(t, "the failing member let 2 partitions go", func() bool { return owned(down) == 2 })
+	await(t, "the new member loads", func() bool { return testutil.ToFloat64(upMetrics.Loads) > 0 })
+	stopDown()
+	stopUp()
+
+	runUntilIdle(t, cfg, s, &pipeline.Stats{})
+	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != n {
+		t.Fatalf("rows = %d, want %d", rows, n)
 	}
 }

@@ -69,6 +69,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		Ready:         ro.Ready,
 		Budget:        ro.Budget,
 		Workers:       cfg.Workers,
+		RevokeWait:    cfg.Kafka.RebalanceTimeout.D() / 2,
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

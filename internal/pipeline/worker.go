@@ -43,6 +43,10 @@ type Options struct {
 	PollMaxRecords int
 	// Fatal stops the run after a sink error that retrying cannot fix.
 	Fatal func(error)
+	// RevokeWait bounds how long a revoke waits for pending data to load
+	// before letting the partitions go (what did not load yet loads later,
+	// fenced by the ledger against the new owner's loads).
+	RevokeWait time.Duration
 }
 
 // Worker owns one Kafka consumer and the pipeline behind it.
@@ -58,8 +62,9 @@ type Worker struct {
 	seeded  map[sink.TopicPartition]int64      // ledger positions to commit
 	closing bool
 
-	batches chan item // poll loop → stager
-	files   chan item // stager → loader
+	batches chan item     // poll loop → stager
+	files   chan item     // stager → loader
+	sendSem chan struct{} // held by whoever sends a sequence of items to batches, so a partition's batches stay in order
 
 	// intake is canceled by the first signal: reading stops and retries
 	// give up; hard is canceled by a second signal: loads and commits stop.
@@ -104,6 +109,9 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	if opt.RetryBase == 0 {
 		opt.RetryBase = time.Second
 	}
+	if opt.RevokeWait == 0 {
+		opt.RevokeWait = 30 * time.Second
+	}
 	w := &Worker{
 		id:      id,
 		opt:     opt,
@@ -113,6 +121,7 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 		seeded:  map[sink.TopicPartition]int64{},
 		batches: make(chan item, 2),
 		files:   make(chan item, max(4, opt.LoadMaxFiles)),
+		sendSem: make(chan struct{}, 1),
 	}
 	kopts := append([]kgo.Opt{}, opt.KafkaOpts...)
 	kopts = append(kopts,
@@ -151,6 +160,8 @@ func (w *Worker) Run(ctx, hard context.Context) error {
 	w.mu.Unlock()
 	w.cl.AllowRebalance()
 	w.cl.Close()
+	// A revoke that began before closing may still be sending: wait for it.
+	w.sendSem <- struct{}{}
 	close(w.batches)
 	wg.Wait()
 	if lerr := <-loadErr; err == nil {
@@ -241,21 +252,85 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		// Sending blocks while the stager and loader are behind (or a load
 		// is being retried): nothing new is polled meanwhile, so backlog
 		// stays in Kafka rather than in memory.
-		for _, b := range closed {
-			w.batches <- item{batch: b}
-		}
-		if flushNow {
-			// Load what is staged now too, without waiting for the outcome
-			// (the buffered channel takes it).
-			w.batches <- item{flush: make(chan error, 1)}
+		if len(closed) > 0 || flushNow {
+			w.sendSem <- struct{}{}
+			for _, b := range closed {
+				w.send(item{batch: b})
+			}
+			if flushNow {
+				// Load what is staged now too, without waiting for the
+				// outcome (the buffered channel takes it).
+				w.send(item{flush: make(chan error, 1)})
+			}
+			<-w.sendSem
 		}
 		w.cl.AllowRebalance()
 	}
 }
 
+// send hands an item to the stager; the caller holds sendSem. While the
+// pipeline is full (loads slow or failing) it keeps allowing rebalances, so
+// the group can move partitions away from a stuck worker instead of
+// waiting for it (the revoke gives up after RevokeWait, see flushForRevoke).
+func (w *Worker) send(it item) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case w.batches <- it:
+			return
+		case <-tick.C:
+			w.cl.AllowRebalance()
+		}
+	}
+}
+
+// flushForRevoke loads everything read so far and waits for it, at most
+// RevokeWait. It runs in the revoke callback, while polling is blocked.
+// If the poll loop is in the middle of sending (the pipeline is full
+// because loads fail), or the loads take longer than RevokeWait, the revoke
+// goes on without them: what is pending loads later, and the ledger fence
+// makes whichever of this worker and the partitions' new owner loads the
+// same records second skip them. Batches are only ever sent under sendSem,
+// so this flush can never overtake batches read before it (an overtaking
+// batch would make the fence skip the earlier rows).
+func (w *Worker) flushForRevoke() error {
+	timer := time.NewTimer(w.opt.RevokeWait)
+	defer timer.Stop()
+	select {
+	case w.sendSem <- struct{}{}:
+	case <-timer.C:
+		return fmt.Errorf("the pipeline did not take the pending data within %s", w.opt.RevokeWait)
+	}
+	w.mu.Lock()
+	closing := w.closing
+	b := w.b.close()
+	w.mu.Unlock()
+	if closing {
+		<-w.sendSem
+		return nil // stopping: the final flush loaded what was pending
+	}
+	done := make(chan error, 1)
+	// The sends complete in order even if this revoke stops waiting.
+	go func() {
+		defer func() { <-w.sendSem }()
+		if b != nil {
+			w.batches <- item{batch: b}
+		}
+		w.batches <- item{flush: done}
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("pending data not loaded within %s", w.opt.RevokeWait)
+	}
+}
+
 // flush closes the open batch and waits until it and everything staged
-// before it is loaded and committed.
+// before it is loaded and committed (at shutdown).
 func (w *Worker) flush() error {
+	w.sendSem <- struct{}{}
 	w.mu.Lock()
 	b := w.b.close()
 	w.mu.Unlock()
@@ -264,6 +339,7 @@ func (w *Worker) flush() error {
 	}
 	done := make(chan error, 1)
 	w.batches <- item{flush: done}
+	<-w.sendSem
 	return <-done
 }
 
@@ -409,6 +485,9 @@ func (w *Worker) release(items []item) {
 // fetching of the owned partitions, and waits until a load frees bytes, or
 // 250ms, or shutdown.
 func (w *Worker) waitForBudget(ctx context.Context) {
+	// A revoke may run now (rebalances are allowed between polls): close
+	// the batch under sendSem so it cannot overtake the revoke's flush.
+	w.sendSem <- struct{}{}
 	w.mu.Lock()
 	b := w.b.close()
 	paused := map[string][]int32{}
@@ -417,9 +496,10 @@ func (w *Worker) waitForBudget(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	if b != nil {
-		w.batches <- item{batch: b}
+		w.send(item{batch: b})
 	}
-	w.batches <- item{flush: make(chan error, 1)} // load now; nobody waits for the outcome
+	w.send(item{flush: make(chan error, 1)}) // load now; nobody waits for the outcome
+	<-w.sendSem
 	w.cl.PauseFetchPartitions(paused)
 	defer w.cl.ResumeFetchPartitions(paused)
 	w.opt.Metrics.FetchPauses.Inc()
