@@ -57,7 +57,8 @@ type Kafka struct {
 	// killed process) before moving its partitions. Default 45s.
 	SessionTimeout Duration `yaml:"session_timeout"`
 	// RebalanceTimeout is how long a rebalance waits for members to rejoin;
-	// it also bounds the load a revoke runs before partitions move.
+	// a revoke waits at most half of it for pending loads before the
+	// partitions move (what did not load is fenced against the new owner).
 	// Default 60s.
 	RebalanceTimeout Duration `yaml:"rebalance_timeout"`
 	// ClientID is sent to the brokers; default tracelake.
