@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -26,22 +25,22 @@ func cmdMerge(ctx context.Context, args []string) error {
 	chunk := fs.Int64("chunk", 1_000_000, "rebuild: merge the raw table in slices of this many offsets")
 	printSQL := fs.Bool("print-sql", false, "print the SQL of the models instead of running it")
 	dialect := fs.String("dialect", "databend", "print-sql: databend or duckdb")
-	if *printSQL || hasFlag(args, "print-sql") {
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg, err := cf.loadFor(false)
+	if err != nil {
+		return err
+	}
+	if *printSQL {
 		// Printing needs no database: do not open (and lock) the file.
-		if err := fs.Parse(args); err != nil {
-			return usageError{err}
-		}
-		cfg, err := cf.loadFor(false)
-		if err != nil {
-			return err
-		}
 		models, err := selectModels(cfg, *model)
 		if err != nil {
 			return err
 		}
 		return printModelSQL(os.Stdout, models, *dialect)
 	}
-	cfg, snk, err := cf.open(fs, args, false)
+	snk, err := openDuckDB(cfg)
 	if err != nil {
 		return err
 	}
@@ -79,15 +78,6 @@ func cmdMerge(ctx context.Context, args []string) error {
 		case <-time.After(*every):
 		}
 	}
-}
-
-func hasFlag(args []string, name string) bool {
-	for _, a := range args {
-		if a == "-"+name || a == "--"+name || strings.HasPrefix(a, "-"+name+"=") || strings.HasPrefix(a, "--"+name+"=") {
-			return true
-		}
-	}
-	return false
 }
 
 // selectModels returns the named model, or every model; an error if there
