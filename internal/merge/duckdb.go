@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
@@ -192,7 +193,7 @@ func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 	if err != nil {
 		return err
 	}
-	have, err := tableColumns(ctx, tx, p.m.Target)
+	have, err := duckdb.TableColumns(ctx, tx, p.m.Target)
 	if err != nil {
 		return err
 	}
@@ -211,59 +212,35 @@ func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 // failAfterMerge, set by tests, fails a merge between its steps.
 var failAfterMerge func() error
 
-type column struct{ name, typ string }
-
 // canonicalTypes asks DuckDB for the canonical name of each column type
 // (INT → INTEGER, DECIMAL(18, 2) → DECIMAL(18,2)), which also reports a
 // type DuckDB does not know, by column.
-func canonicalTypes(ctx context.Context, tx *sql.Tx, m config.Model) ([]column, error) {
-	out := make([]column, len(m.Columns))
+func canonicalTypes(ctx context.Context, tx *sql.Tx, m config.Model) ([]duckdb.Column, error) {
+	out := make([]duckdb.Column, len(m.Columns))
 	for i, c := range m.Columns {
 		var typ string
 		if err := tx.QueryRowContext(ctx, "SELECT typeof(CAST(NULL AS "+c.Type+"))").Scan(&typ); err != nil {
 			return nil, fmt.Errorf("merge.models %s: column %s: type %s: %w", m.Name, c.Name, c.Type, err)
 		}
-		out[i] = column{c.Name, typ}
+		out[i] = duckdb.Column{Name: c.Name, Type: typ}
 	}
 	return out, nil
 }
 
-func tableColumns(ctx context.Context, tx *sql.Tx, table string) ([]column, error) {
-	schema, name, ok := strings.Cut(table, ".")
-	if !ok {
-		schema, name = "main", table
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns()
-WHERE schema_name = $1 AND table_name = $2 AND database_name = current_database() ORDER BY column_index`, schema, name)
-	if err != nil {
-		return nil, fmt.Errorf("read columns of %s: %w", table, err)
-	}
-	defer rows.Close()
-	var cols []column
-	for rows.Next() {
-		var c column
-		if err := rows.Scan(&c.name, &c.typ); err != nil {
-			return nil, err
-		}
-		cols = append(cols, c)
-	}
-	return cols, rows.Err()
-}
-
 // diffColumns lists what differs between the target's columns and the
 // model's, in the model's order.
-func diffColumns(have, want []column) []string {
+func diffColumns(have, want []duckdb.Column) []string {
 	var diff []string
 	for i, w := range want {
 		switch {
 		case i >= len(have):
-			diff = append(diff, fmt.Sprintf("%s %s is missing", w.name, w.typ))
+			diff = append(diff, fmt.Sprintf("%s %s is missing", w.Name, w.Type))
 		case have[i] != w:
-			diff = append(diff, fmt.Sprintf("column %d is %s %s, the model says %s %s", i+1, have[i].name, have[i].typ, w.name, w.typ))
+			diff = append(diff, fmt.Sprintf("column %d is %s %s, the model says %s %s", i+1, have[i].Name, have[i].Type, w.Name, w.Type))
 		}
 	}
 	for _, h := range have[min(len(have), len(want)):] {
-		diff = append(diff, fmt.Sprintf("%s %s is not in the model", h.name, h.typ))
+		diff = append(diff, fmt.Sprintf("%s %s is not in the model", h.Name, h.Type))
 	}
 	return diff
 }

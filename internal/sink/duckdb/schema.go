@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,20 +11,21 @@ import (
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
-type column struct{ name, typ string }
+// Column is a table column with DuckDB's name for its type.
+type Column struct{ Name, Type string }
 
 // The contract tables (DESIGN.md). Changing them breaks users' queries.
 var (
-	rawColumns = []column{
+	rawColumns = []Column{
 		{"uuid", "VARCHAR"}, {"koffset", "BIGINT"}, {"kpartition", "INTEGER"},
 		{"raw_data", "JSON"}, {"record_metadata", "JSON"}, {"add_time", "TIMESTAMP"},
 	}
-	dlqColumns = []column{
+	dlqColumns = []Column{
 		{"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"offset", "BIGINT"},
 		{"key", "BLOB"}, {"value", "BLOB"}, {"error", "VARCHAR"}, {"stage", "VARCHAR"},
 		{"add_time", "TIMESTAMP"},
 	}
-	ledgerColumns = []column{
+	ledgerColumns = []Column{
 		{"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"first_offset", "BIGINT"},
 		{"last_offset", "BIGINT"}, {"records", "BIGINT"}, {"dlq_records", "BIGINT"},
 		{"load_id", "VARCHAR"}, {"files", "INTEGER"}, {"loaded_at", "TIMESTAMP"},
@@ -54,15 +56,15 @@ func (s *Sink) Prepare(ctx context.Context) error {
 }
 
 // ensure creates table with want, or reports every column that differs.
-func (s *Sink) ensure(ctx context.Context, table string, want []column) error {
-	have, err := s.columns(ctx, table)
+func (s *Sink) ensure(ctx context.Context, table string, want []Column) error {
+	have, err := TableColumns(ctx, s.db, table)
 	if err != nil {
 		return err
 	}
 	if len(have) == 0 {
 		defs := make([]string, len(want))
 		for i, c := range want {
-			defs[i] = sqltext.Ident(c.name) + " " + c.typ
+			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
 		}
 		if schema, _, ok := strings.Cut(table, "."); ok {
 			if _, err := s.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqltext.Ident(schema)); err != nil {
@@ -83,42 +85,49 @@ func (s *Sink) ensure(ctx context.Context, table string, want []column) error {
 
 // diffColumns lists, in the order of want, what differs between the columns
 // a table has and the ones tracelake needs.
-func diffColumns(have, want []column) []string {
+func diffColumns(have, want []Column) []string {
 	got := make(map[string]string, len(have))
 	for _, c := range have {
-		got[c.name] = c.typ
+		got[c.Name] = c.Type
 	}
 	var diff []string
 	for _, c := range want {
-		typ, ok := got[c.name]
+		typ, ok := got[c.Name]
 		switch {
 		case !ok:
-			diff = append(diff, fmt.Sprintf("column %s is missing (want %s)", c.name, c.typ))
-		case typ != c.typ:
-			diff = append(diff, fmt.Sprintf("column %s is %s, want %s", c.name, typ, c.typ))
+			diff = append(diff, fmt.Sprintf("column %s is missing (want %s)", c.Name, c.Type))
+		case typ != c.Type:
+			diff = append(diff, fmt.Sprintf("column %s is %s, want %s", c.Name, typ, c.Type))
 		}
-		delete(got, c.name)
+		delete(got, c.Name)
 	}
 	for _, c := range have {
-		if _, extra := got[c.name]; extra {
-			diff = append(diff, fmt.Sprintf("column %s (%s) is not expected", c.name, c.typ))
+		if _, extra := got[c.Name]; extra {
+			diff = append(diff, fmt.Sprintf("column %s (%s) is not expected", c.Name, c.Type))
 		}
 	}
 	return diff
 }
 
-func (s *Sink) columns(ctx context.Context, table string) ([]column, error) {
+// Querier is a database or a transaction.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// TableColumns returns the columns of table ("schema.table", or "table" in
+// schema main) in order; none if the table does not exist.
+func TableColumns(ctx context.Context, q Querier, table string) ([]Column, error) {
 	schema, name := splitTable(table)
-	rows, err := s.db.QueryContext(ctx, `SELECT column_name, data_type FROM information_schema.columns
+	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM information_schema.columns
 		WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position`, schema, name)
 	if err != nil {
 		return nil, fmt.Errorf("read columns of %s: %w", table, err)
 	}
 	defer rows.Close()
-	var cols []column
+	var cols []Column
 	for rows.Next() {
-		var c column
-		if err := rows.Scan(&c.name, &c.typ); err != nil {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
 			return nil, fmt.Errorf("read columns of %s: %w", table, err)
 		}
 		cols = append(cols, c)
