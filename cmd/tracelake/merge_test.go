@@ -29,6 +29,22 @@ const spansModel = `merge:
         model: {path: $.model, type: VARCHAR}
         total_tokens: {path: $.usage.total_tokens, type: BIGINT}`
 
+// ingestTraces produces n traces and runs `tracelake run` until they are
+// loaded, with rest added to the config; it returns the binary and config.
+func ingestTraces(t *testing.T, n int, rest string) (bin, cfgPath string) {
+	t.Helper()
+	bin = buildBinary(t)
+	cluster, cl := startKafka(t, 2)
+	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath = writeConfig(t, cluster, "group: m", rest)
+	if rep := runUntilIdle(t, bin, cfgPath); !rep.OK {
+		t.Fatalf("ingest: %v", rep.Problems)
+	}
+	return bin, cfgPath
+}
+
 // run merges in the background (merge.every), `merge` finishes the job,
 // `reconcile --model` finds the target equal to a rebuild, and after the
 // target is tampered with, different (exit 1, naming the key).
@@ -37,15 +53,7 @@ func TestMergeAndReconcileCommands(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	const n = 3000
-	bin := buildBinary(t)
-	cluster, cl := startKafka(t, 2)
-	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := writeConfig(t, cluster, "group: m", spansModel)
-	if rep := runUntilIdle(t, bin, cfgPath); !rep.OK {
-		t.Fatalf("ingest: %v", rep.Problems)
-	}
+	bin, cfgPath := ingestTraces(t, n, spansModel)
 	count := func() int {
 		t.Helper()
 		out, err := exec.Command(bin, "sql", "--config", cfgPath, "SELECT count(*) AS n FROM trace_spans").CombinedOutput()
@@ -103,15 +111,7 @@ func TestKilledRebuildLeavesTargetWhole(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	const n = 30000
-	bin := buildBinary(t)
-	cluster, cl := startKafka(t, 2)
-	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := writeConfig(t, cluster, "group: k", strings.Replace(spansModel, "every: 100ms", "every: 0s", 1))
-	if rep := runUntilIdle(t, bin, cfgPath); !rep.OK {
-		t.Fatalf("ingest: %v", rep.Problems)
-	}
+	bin, cfgPath := ingestTraces(t, n, strings.Replace(spansModel, "every: 100ms", "every: 0s", 1))
 	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
 		t.Fatalf("merge: %v\n%s", err, out)
 	}
