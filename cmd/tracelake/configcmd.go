@@ -7,8 +7,6 @@ import (
 	"os"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/tracelake/tracelake/internal/config"
 )
 
 // cmdConfig prints the effective config (file, environment, flags) with
@@ -27,10 +25,7 @@ func cmdConfig(args []string) error {
 	problems := errors.Join(loadErr, cfg.Validate())
 	out := cfg.Redacted()
 	// Show each model as it runs, defaults filled in.
-	out.Merge.Models = make([]config.Model, len(cfg.Merge.Models))
-	for i, m := range cfg.Merge.Models {
-		out.Merge.Models[i] = m.WithDefaults(cfg.Sink.Table)
-	}
+	out.Merge.Models = cfg.Models()
 	return printConfig(os.Stdout, out, problems)
 }
 

@@ -45,8 +45,7 @@ func demoModels(ctx context.Context, db *sql.DB) error {
 	}
 	fmt.Println("\nModels (examples/agent-traces.yaml): tracelake merge")
 	mg := merge.NewMerger(db, slog.New(slog.DiscardHandler))
-	for _, m := range ex.Merge.Models {
-		m = m.WithDefaults(ex.Sink.Table)
+	for _, m := range ex.Models() {
 		res, err := mg.Merge(ctx, m)
 		if err != nil {
 			return err

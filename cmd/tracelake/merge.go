@@ -93,11 +93,7 @@ func selectModels(cfg *config.Config, name string) ([]config.Model, error) {
 	if len(cfg.Merge.Models) == 0 {
 		return nil, usagef("merge.models: no models configured (see README, \"Models\")")
 	}
-	out := make([]config.Model, len(cfg.Merge.Models))
-	for i, m := range cfg.Merge.Models {
-		out[i] = m.WithDefaults(cfg.Sink.Table)
-	}
-	return out, nil
+	return cfg.Models(), nil
 }
 
 // mergeAll merges each model once, reporting each result.

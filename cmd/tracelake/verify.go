@@ -31,8 +31,8 @@ func cmdVerify(ctx context.Context, args []string) error {
 		return err
 	}
 	mg := merge.NewMerger(snk.DB(), slog.Default())
-	for _, m := range cfg.Merge.Models {
-		n, err := mg.Pending(ctx, m.WithDefaults(cfg.Sink.Table))
+	for _, m := range cfg.Models() {
+		n, err := mg.Pending(ctx, m)
 		if err != nil {
 			return err
 		}

@@ -139,11 +139,20 @@ func (m Model) WithDefaults(rawTable string) Model {
 	return m
 }
 
+// Models returns merge.models, each with its defaults filled in.
+func (c *Config) Models() []Model {
+	out := make([]Model, len(c.Merge.Models))
+	for i, m := range c.Merge.Models {
+		out[i] = m.WithDefaults(c.Sink.Table)
+	}
+	return out
+}
+
 // Model returns the model called name, with defaults.
 func (c *Config) Model(name string) (Model, error) {
-	for _, m := range c.Merge.Models {
+	for _, m := range c.Models() {
 		if m.Name == name {
-			return m.WithDefaults(c.Sink.Table), nil
+			return m, nil
 		}
 	}
 	names := make([]string, len(c.Merge.Models))
