@@ -97,6 +97,12 @@ func TestMergeAndReconcileCommands(t *testing.T) {
 		t.Fatalf("reconcile after tampering: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
 	}
 
+	// tracelake config shows the model as it runs, defaults filled in.
+	out, err = exec.Command(bin, "config", "--config", cfgPath).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "source: trace_raw") || !strings.Contains(string(out), "format: json") {
+		t.Fatalf("config: %v\n%s", err, out)
+	}
+
 	out, err = exec.Command(bin, "merge", "--config", cfgPath, "--print-sql", "--dialect", "databend").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `CREATE STREAM IF NOT EXISTS "spans_raw_stream" ON TABLE "trace_raw" APPEND_ONLY = TRUE`) {
 		t.Fatalf("print-sql: %v\n%s", err, out)
