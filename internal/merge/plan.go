@@ -7,6 +7,7 @@ package merge
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -27,26 +28,24 @@ const WatermarkTable = "tracelake_merge_watermarks"
 
 // plan is a model with its quoted names, ready to be written as SQL.
 type plan struct {
-	m                   config.Model
-	target, source      string // quoted
-	ledger, rejects     string // quoted
-	tombstones          string // quoted; "" without a version column
-	keys, values        []config.Column
-	version             string // quoted column name, "" if none
-	rejectsName, tbName string // unquoted, for messages
+	m               config.Model
+	target, source  string // quoted
+	ledger, rejects string // quoted
+	tombstones      string // quoted; "" without a version column
+	keys, values    []config.Column
+	version         string // quoted column name, "" if none
 }
 
 func newPlan(m config.Model) *plan {
 	p := &plan{
-		m:           m,
-		target:      sqltext.Name(m.Target),
-		source:      sqltext.Name(m.Source),
-		ledger:      sqltext.Name(m.Source + "_ledger"),
-		rejects:     sqltext.Name(m.Name + "_rejects"),
-		rejectsName: m.Name + "_rejects",
+		m:       m,
+		target:  sqltext.Name(m.Target),
+		source:  sqltext.Name(m.Source),
+		ledger:  sqltext.Name(m.Source + "_ledger"),
+		rejects: sqltext.Name(m.Name + "_rejects"),
 	}
 	for _, c := range m.Columns {
-		if isKey(m, c.Name) {
+		if slices.Contains(m.Key, c.Name) {
 			p.keys = append(p.keys, c)
 		} else {
 			p.values = append(p.values, c)
@@ -54,19 +53,9 @@ func newPlan(m config.Model) *plan {
 	}
 	if m.Version != "" {
 		p.version = sqltext.Ident(m.Version)
-		p.tbName = m.Target + "_tombstones"
-		p.tombstones = sqltext.Name(p.tbName)
+		p.tombstones = sqltext.Name(m.Target + "_tombstones")
 	}
 	return p
-}
-
-func isKey(m config.Model, name string) bool {
-	for _, k := range m.Key {
-		if k == name {
-			return true
-		}
-	}
-	return false
 }
 
 // columnDefs is "name TYPE, …" for CREATE TABLE.
