@@ -128,7 +128,7 @@ func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 		StageDir:    cfg.StageDir(),
 		Table:       cfg.Sink.Table,
 		Transform:   cfg.Mode == config.ModeTransform,
-		Zstd:        cfg.Load.Compression == "zstd",
+		Zstd:        cfg.Zstd(),
 		MemoryLimit: int64(cfg.Sink.DuckDB.MemoryLimit),
 		Threads:     cfg.Sink.DuckDB.Threads,
 		Log:         slog.Default(),

@@ -85,20 +85,35 @@ var referenceKeys = map[string]func(c *Config, raw json.RawMessage) error{
 		}
 		return nil
 	},
-	// Accepted and meaningless here: tracelake's loads are exactly-once and
-	// sized by bytes as well as records, and the Databend-only COPY knobs
-	// belong to the Databend sink.
-	"mockData":            ignore,
-	"dataFormat":          ignore,
-	"copyPurge":           ignore,
-	"copyForce":           ignore,
-	"disableVariantCheck": ignore,
-	"minBytes":            ignore,
-	"maxBytes":            ignore,
-	"maxWait":             ignore,
-	"useReplaceMode":      ignore,
-	"userStage":           ignore,
-	"useStreamingLoad":    ignore,
+	"copyPurge": func(c *Config, r json.RawMessage) error { return json.Unmarshal(r, &c.Sink.Databend.Purge) },
+	"disableVariantCheck": func(c *Config, r json.RawMessage) error {
+		return json.Unmarshal(r, &c.Sink.Databend.DisableVariantCheck)
+	},
+	"userStage": func(c *Config, r json.RawMessage) error {
+		if err := json.Unmarshal(r, &c.Sink.Databend.Stage); err != nil {
+			return err
+		}
+		c.Sink.Databend.Stage = strings.TrimPrefix(c.Sink.Databend.Stage, "@")
+		if c.Sink.Databend.Stage == "" {
+			c.Sink.Databend.Stage = "~"
+		}
+		return nil
+	},
+	// Accepted and meaningless here, each for a reason the README gives:
+	// loads are exactly-once through the ledger, so useReplaceMode (the
+	// reference's way to make a replay overwrite) and copyForce (FORCE =
+	// TRUE would load a file twice) have nothing to do; batches are sized
+	// by bytes as well as records (minBytes, maxBytes, maxWait were the
+	// reference's fetch knobs); useStreamingLoad is not built: files are
+	// always staged, which is what makes a lost reply safe to retry.
+	"mockData":         ignore,
+	"dataFormat":       ignore,
+	"copyForce":        ignore,
+	"minBytes":         ignore,
+	"maxBytes":         ignore,
+	"maxWait":          ignore,
+	"useReplaceMode":   ignore,
+	"useStreamingLoad": ignore,
 }
 
 func ignore(*Config, json.RawMessage) error { return nil }

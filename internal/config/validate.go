@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -78,8 +79,8 @@ func (c *Config) validate(consuming bool) error {
 		"load.max_files", "want 1 to 10000, got %d", c.Load.MaxFiles)
 	check(c.Load.MaxInterval.D() >= 0 && c.Load.MaxInterval.D() <= 24*time.Hour,
 		"load.max_interval", "want 0s to 24h, got %s", c.Load.MaxInterval)
-	check(c.Load.Compression == "none" || c.Load.Compression == "zstd",
-		"load.compression", "want none or zstd, got %q", c.Load.Compression)
+	check(slices.Contains([]string{"auto", "none", "zstd"}, c.Load.Compression),
+		"load.compression", "want auto, none or zstd, got %q", c.Load.Compression)
 
 	check(c.Retry.MaxDelay.D() >= time.Second && c.Retry.MaxDelay.D() <= 24*time.Hour,
 		"retry.max_delay", "want 1s to 24h, got %s", c.Retry.MaxDelay)
@@ -91,12 +92,11 @@ func (c *Config) validate(consuming bool) error {
 			"want 0 (DuckDB's default) or at least 64MiB, got %s", c.Sink.DuckDB.MemoryLimit)
 		check(c.Sink.DuckDB.Threads >= 0 && c.Sink.DuckDB.Threads <= 1024, "sink.duckdb.threads",
 			"want 0 (one per core) to 1024, got %d", c.Sink.DuckDB.Threads)
-	case SinkDatabend, SinkIceberg:
-		hint := ""
-		if c.Sink.Databend.DSN != "" {
-			hint = " (set by the reference key databendDSN)"
-		}
-		errs = append(errs, fmt.Errorf("sink.type: the %s sink is not built yet%s; accepted now: duckdb", c.Sink.Type, hint))
+	case SinkDatabend:
+		c.Sink.Databend.validate(check)
+		check(c.Mode == ModeRaw, "mode", "transform mode is not built for the databend sink yet; accepted with databend: raw")
+	case SinkIceberg:
+		errs = append(errs, fmt.Errorf("sink.type: the iceberg sink is not built yet; accepted now: duckdb, databend"))
 	default:
 		check(false, "sink.type", "want duckdb, databend or iceberg, got %q", c.Sink.Type)
 	}
@@ -116,4 +116,29 @@ func (c *Config) validate(consuming bool) error {
 			"a model reads a tracelake raw table; in transform mode sink.table is your own table, so name the raw table")
 	}
 	return errors.Join(errs...)
+}
+
+func (d *Databend) validate(check func(ok bool, key, format string, args ...any)) {
+	check(d.DSN != "", "sink.databend.dsn", "a DSN is required, like databend://user:password@host:8000/default?sslmode=disable")
+	if d.DSN != "" {
+		u, err := url.Parse(d.DSN)
+		check(err == nil && u.Host != "", "sink.databend.dsn", "want databend://user:password@host:port/database, got a DSN that does not parse (%s)", dsnProblem(err))
+	}
+	check(d.Stage == "~" || identifier.MatchString(d.Stage), "sink.databend.stage", "want ~ (the user stage) or a stage name, got %q", d.Stage)
+	check(d.Uploads >= 1 && d.Uploads <= 256, "sink.databend.uploads", "want 1 to 256, got %d", d.Uploads)
+	check(d.SpoolDir != "", "sink.databend.spool_dir", "a directory is required")
+	check(d.Timeout.D() >= time.Second && d.Timeout.D() <= 24*time.Hour, "sink.databend.timeout", "want 1s to 24h, got %s", d.Timeout)
+}
+
+// dsnProblem says what is wrong with a DSN without repeating it (it holds
+// a password).
+func dsnProblem(err error) string {
+	if err == nil {
+		return "no host"
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return "malformed"
 }

@@ -7,6 +7,7 @@ package envelope
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 
@@ -97,15 +98,27 @@ func depth(b []byte) int {
 	return maxD
 }
 
+// ValueEncoding is how a raw row carries the message value in raw_data.
+type ValueEncoding uint8
+
+const (
+	// ValueText carries the value's text as a JSON string, so the database
+	// stores the bytes as they came (a JSON reader would re-print 30-digit
+	// decimals as doubles); the sink casts it to its JSON type (DuckDB).
+	ValueText ValueEncoding = iota
+	// ValueJSON embeds the value itself, made one line when it spans
+	// several, for sinks whose loader reads raw_data as JSON (Databend's
+	// VARIANT).
+	ValueJSON
+)
+
 // AppendRawRow appends the raw-table row of r as one NDJSON line:
 //
-//	{"uuid":…,"koffset":…,"kpartition":…,"raw_data":"<value text>"|null,"record_metadata":{…}}
+//	{"uuid":…,"koffset":…,"kpartition":…,"raw_data":<value>|null,"record_metadata":{…}}
 //
-// raw_data is carried as a JSON string holding the value's text so that the
-// database stores the bytes as they came (a JSON reader would re-print
-// 30-digit decimals as doubles); the sink casts it to its JSON type. The
-// value must have passed Check. add_time is set by the sink at load time.
-func AppendRawRow(dst []byte, r *kgo.Record, id *[16]byte) []byte {
+// with the value encoded as enc says. The value must have passed Check.
+// add_time is set by the sink at load time.
+func AppendRawRow(dst []byte, r *kgo.Record, id *[16]byte, enc ValueEncoding) []byte {
 	dst = append(dst, `{"uuid":"`...)
 	dst = AppendUUID(dst, id)
 	dst = append(dst, `","koffset":`...)
@@ -113,14 +126,32 @@ func AppendRawRow(dst []byte, r *kgo.Record, id *[16]byte) []byte {
 	dst = append(dst, `,"kpartition":`...)
 	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
 	dst = append(dst, `,"raw_data":`...)
-	if len(r.Value) == 0 {
+	switch {
+	case len(r.Value) == 0:
 		dst = append(dst, "null"...)
-	} else {
+	case enc == ValueText:
 		dst = AppendString(dst, r.Value)
+	default:
+		dst = appendOneLine(dst, r.Value)
 	}
 	dst = append(dst, `,"record_metadata":`...)
 	dst = AppendMetadata(dst, r)
 	return append(dst, "}\n"...)
+}
+
+// appendOneLine appends a valid JSON value without the line breaks between
+// its tokens (inside strings they are always escaped), keeping every
+// number's text as it is.
+func appendOneLine(dst, value []byte) []byte {
+	if bytes.IndexByte(value, '\n') < 0 && bytes.IndexByte(value, '\r') < 0 {
+		return append(dst, value...)
+	}
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, value); err != nil {
+		// Unreachable for a value that passed Check; keep the line intact.
+		return AppendString(dst, value)
+	}
+	return buf.Bytes()
 }
 
 // AppendMetadata appends record_metadata: topic, partition, offset, key

@@ -69,7 +69,7 @@ func TestAppendRawRowRoundTrip(t *testing.T) {
 	var id [16]byte
 	NewUUIDs().Next(&id)
 	for _, v := range values {
-		line := AppendRawRow(nil, record(v), &id)
+		line := AppendRawRow(nil, record(v), &id, ValueText)
 		if !bytes.HasSuffix(line, []byte("\n")) || bytes.Count(line, []byte("\n")) != 1 {
 			t.Fatalf("row is not one NDJSON line: %q", line)
 		}

@@ -33,7 +33,7 @@ func BenchmarkEncodeRaw(b *testing.B) {
 			b.Fatal("invalid trace")
 		}
 		ids.Next(&id)
-		buf = envelope.AppendRawRow(buf[:0], r, &id)
+		buf = envelope.AppendRawRow(buf[:0], r, &id, envelope.ValueText)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }

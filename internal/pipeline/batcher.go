@@ -27,6 +27,7 @@ type batch struct {
 // Not safe for concurrent use; the worker guards it with its mutex.
 type batcher struct {
 	transform   bool
+	valueEnc    envelope.ValueEncoding // how raw rows carry the value (the sink's choice)
 	maxRecords  int
 	maxBytes    int64
 	maxInterval time.Duration
@@ -107,7 +108,7 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 			b.cur.Rows = envelope.AppendTransformRow(b.cur.Rows, r)
 		} else {
 			b.ids.Next(&b.id)
-			b.cur.Rows = envelope.AppendRawRow(b.cur.Rows, r, &b.id)
+			b.cur.Rows = envelope.AppendRawRow(b.cur.Rows, r, &b.id, b.valueEnc)
 		}
 		b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.Rows)-start)
 		rg.Records++

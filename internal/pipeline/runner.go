@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -52,8 +53,13 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	if err != nil {
 		return err
 	}
+	rawValue := envelope.ValueText
+	if cfg.Sink.Type == config.SinkDatabend {
+		rawValue = envelope.ValueJSON // COPY reads raw_data into a VARIANT
+	}
 	opt := Options{
 		Transform:     cfg.Mode == config.ModeTransform,
+		RawValue:      rawValue,
 		MaxRecords:    cfg.Batch.MaxRecords,
 		MaxBytes:      int64(cfg.Batch.MaxBytes),
 		MaxInterval:   cfg.Batch.MaxInterval.D(),

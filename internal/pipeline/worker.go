@@ -25,6 +25,7 @@ import (
 // Options configure a worker.
 type Options struct {
 	Transform      bool
+	RawValue       envelope.ValueEncoding // how raw rows carry the value, as the sink reads it
 	MaxRecords     int
 	MaxBytes       int64
 	MaxInterval    time.Duration // batch
@@ -112,11 +113,13 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	if opt.RevokeWait == 0 {
 		opt.RevokeWait = 30 * time.Second
 	}
+	b := newBatcher(opt.Transform, opt.MaxRecords, opt.MaxBytes, opt.MaxInterval)
+	b.valueEnc = opt.RawValue
 	w := &Worker{
 		id:      id,
 		opt:     opt,
 		log:     opt.Log.With("worker", id),
-		b:       newBatcher(opt.Transform, opt.MaxRecords, opt.MaxBytes, opt.MaxInterval),
+		b:       b,
 		owned:   map[sink.TopicPartition]*partition{},
 		seeded:  map[sink.TopicPartition]int64{},
 		batches: make(chan item, 2),

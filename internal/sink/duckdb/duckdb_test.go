@@ -31,7 +31,7 @@ func batch(first, last int64) *sink.Batch {
 	var id [16]byte
 	for o := first; o <= last; o++ {
 		ids.Next(&id)
-		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o, Value: []byte(`{"o":1}`), Timestamp: time.Now()}, &id)
+		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o, Value: []byte(`{"o":1}`), Timestamp: time.Now()}, &id, envelope.ValueText)
 		b.Ranges[0].Records++
 	}
 	return b

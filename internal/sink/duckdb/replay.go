@@ -68,7 +68,7 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 			raw = envelope.AppendTransformRow(raw, &r)
 		default:
 			ids.Next(&id)
-			raw = envelope.AppendRawRow(raw, &r, &id)
+			raw = envelope.AppendRawRow(raw, &r, &id, envelope.ValueText)
 		}
 		maxLine = max(maxLine, len(raw)-start, len(dlq)-startDLQ)
 	}
