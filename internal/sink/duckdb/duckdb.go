@@ -18,7 +18,6 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
 	"github.com/google/uuid"
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
@@ -52,7 +51,7 @@ type Sink struct {
 	// from the ledger on first use and advanced by each load; see fence.
 	lastLoaded map[sink.TopicPartition]int64
 	tables     tables
-	zstd       sync.Pool
+	zstd       sink.Zstd
 	// columns of the user's table, read by Prepare in transform mode.
 	userColumns []userColumn
 	userKeys    []userKey
@@ -132,16 +131,10 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 
 func (s *Sink) writeFile(path string, data []byte) (int64, error) {
 	if s.opt.Zstd {
-		enc, _ := s.zstd.Get().(*zstd.Encoder)
-		if enc == nil {
-			var err error
-			enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-			if err != nil {
-				return 0, fmt.Errorf("zstd encoder: %w", err)
-			}
+		var err error
+		if data, err = s.zstd.Encode(data); err != nil {
+			return 0, err
 		}
-		data = enc.EncodeAll(data, make([]byte, 0, len(data)/3))
-		s.zstd.Put(enc)
 	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return 0, fmt.Errorf("stage %s: %w", path, err)

@@ -120,11 +120,8 @@ type loadPlan struct {
 }
 
 func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64) loadPlan {
-	p := loadPlan{exact: true, files: len(files)}
-	merged := map[sink.TopicPartition]*sink.Range{}
-	var order []sink.TopicPartition
-	var rawConds, dlqConds []string
-	fenced := map[sink.TopicPartition]bool{}
+	fenced := sink.Fence(files, fence)
+	p := loadPlan{exact: fenced.Exact, files: len(files), ranges: fenced.Ranges}
 	for _, f := range files {
 		if f.RowsPath != "" {
 			p.rowFiles = append(p.rowFiles, f.RowsPath)
@@ -133,36 +130,13 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64) loadPla
 			p.dlqFiles = append(p.dlqFiles, f.DLQPath)
 		}
 		p.maxLine = max(p.maxLine, f.MaxLine)
-		for _, r := range f.Ranges {
-			if last, ok := fence[r.TopicPartition]; ok && r.First <= last {
-				p.exact = false
-				if !fenced[r.TopicPartition] {
-					fenced[r.TopicPartition] = true
-					rawConds = append(rawConds, fmt.Sprintf("(kpartition = %d AND (record_metadata->>'topic') = %s AND koffset <= %d)",
-						r.Partition, sqltext.String(r.Topic), last))
-					dlqConds = append(dlqConds, fmt.Sprintf(`("partition" = %d AND topic = %s AND "offset" <= %d)`,
-						r.Partition, sqltext.String(r.Topic), last))
-				}
-				if r.Last <= last {
-					continue // wholly loaded before
-				}
-				r.First = last + 1
-			}
-			m, ok := merged[r.TopicPartition]
-			if !ok {
-				rc := r
-				merged[r.TopicPartition] = &rc
-				order = append(order, r.TopicPartition)
-				continue
-			}
-			m.First = min(m.First, r.First)
-			m.Last = max(m.Last, r.Last)
-			m.Records += r.Records
-			m.DLQ += r.DLQ
-		}
 	}
-	for _, tp := range order {
-		p.ranges = append(p.ranges, *merged[tp])
+	var rawConds, dlqConds []string
+	for _, r := range fenced.Skip {
+		rawConds = append(rawConds, fmt.Sprintf("(kpartition = %d AND (record_metadata->>'topic') = %s AND koffset <= %d)",
+			r.Partition, sqltext.String(r.Topic), r.Last))
+		dlqConds = append(dlqConds, fmt.Sprintf(`("partition" = %d AND topic = %s AND "offset" <= %d)`,
+			r.Partition, sqltext.String(r.Topic), r.Last))
 	}
 	if len(rawConds) > 0 {
 		p.rawFilter = "NOT (" + strings.Join(rawConds, " OR ") + ")"
