@@ -1,0 +1,265 @@
+// Package databend is the Databend sink: each batch is uploaded to a stage
+// as an NDJSON file (zstd by default) under a name built from its offsets,
+// and one load runs, in one Databend transaction, a multi-file COPY INTO
+// for the raw rows, one for the dead-letter rows and the INSERT of their
+// ledger rows. The ledger read at the start of that transaction decides
+// what is already loaded, so a load repeated after a lost reply, a restart
+// or a move of the partition never loads a row twice.
+package databend
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// Options configure a Sink.
+type Options struct {
+	DSN    string
+	Table  string // raw table; <table>_dlq and <table>_ledger beside it
+	Stage  string // ~ (user stage) or a stage name
+	Prefix string // path in the stage, ending in /
+	// Purge removes loaded files from the stage once their load committed.
+	Purge bool
+	// DisableVariantCheck is COPY's DISABLE_VARIANT_CHECK.
+	DisableVariantCheck bool
+	Zstd                bool
+	Uploads             int           // concurrent uploads per process
+	Timeout             time.Duration // per HTTP request
+	Log                 *slog.Logger
+}
+
+// Sink loads into Databend. Every method may be called by several workers
+// at once: each load has its own session (and transaction).
+type Sink struct {
+	opt     Options
+	c       *client
+	log     *slog.Logger
+	tables  tables
+	uploads chan struct{}
+	zstd    sink.Zstd
+}
+
+type tables struct{ main, dlq, ledger string }
+
+// Open checks the options; it makes no connection (Prepare does).
+func Open(opt Options) (*Sink, error) {
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	if opt.Uploads < 1 {
+		opt.Uploads = 1
+	}
+	if opt.Timeout == 0 {
+		opt.Timeout = 5 * time.Minute
+	}
+	if opt.Stage == "" {
+		opt.Stage = "~"
+	}
+	c, err := newClient(opt.DSN, opt.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink{
+		opt:     opt,
+		c:       c,
+		log:     opt.Log,
+		uploads: make(chan struct{}, opt.Uploads),
+		tables: tables{
+			main:   sqltext.Name(opt.Table),
+			dlq:    sqltext.Name(opt.Table + "_dlq"),
+			ledger: sqltext.Name(opt.Table + "_ledger"),
+		},
+	}, nil
+}
+
+// Close releases nothing: sessions live in the requests.
+func (s *Sink) Close() error { return nil }
+
+// Exec runs statements one after the other in one session (merge uses it).
+func (s *Sink) Exec(ctx context.Context, statements ...string) error {
+	ss := s.c.session()
+	for _, q := range statements {
+		if _, err := ss.query(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+	}
+	return nil
+}
+
+// location is the stage path of the sink's files, as SQL: @~/prefix/.
+func (s *Sink) location() string {
+	return "@" + s.opt.Stage + "/" + s.opt.Prefix
+}
+
+// Positions returns the next offset per partition from the ledger.
+func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
+	last, err := s.lastLoaded(ctx, s.c.session(), parts)
+	if err != nil {
+		return nil, err
+	}
+	next := make(map[sink.TopicPartition]int64, len(last))
+	for tp, o := range last {
+		next[tp] = o + 1
+	}
+	return next, nil
+}
+
+// lastLoaded reads the last loaded offset of each of parts that the ledger
+// knows, in the session ss (inside a load's transaction: its snapshot).
+func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
+	out := map[sink.TopicPartition]int64{}
+	if len(parts) == 0 {
+		return out, nil
+	}
+	var topics []string
+	want := map[sink.TopicPartition]bool{}
+	for _, tp := range parts {
+		want[tp] = true
+		if !slices.Contains(topics, tp.Topic) {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	q := fmt.Sprintf(`SELECT topic, "partition", max(last_offset) FROM %s WHERE topic IN (%s) GROUP BY topic, "partition"`,
+		s.tables.ledger, sqltext.Strings(topics))
+	res, err := ss.query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger %s: %w", s.opt.Table+"_ledger", err)
+	}
+	for _, row := range res.Rows {
+		if len(row) < 3 || row[0] == nil || row[1] == nil || row[2] == nil {
+			continue
+		}
+		p, err1 := strconv.ParseInt(*row[1], 10, 32)
+		o, err2 := strconv.ParseInt(*row[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("read ledger: unexpected row %v", deref(row))
+		}
+		tp := sink.TopicPartition{Topic: *row[0], Partition: int32(p)}
+		if want[tp] {
+			out[tp] = o
+		}
+	}
+	return out, nil
+}
+
+// Stage compresses the batch's files and uploads them under names built
+// from the batch's offsets: a retry or a restart uploads the same names.
+func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
+	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
+	ext := ".ndjson"
+	if s.opt.Zstd {
+		ext += ".zst"
+	}
+	put := func(suffix string, data []byte) (string, error) {
+		if len(data) == 0 {
+			return "", nil
+		}
+		name := f.Name + suffix + ext
+		if s.opt.Zstd {
+			var err error
+			if data, err = s.zstd.Encode(data); err != nil {
+				return "", err
+			}
+		}
+		f.Bytes += int64(len(data))
+		if err := s.upload(ctx, name, data); err != nil {
+			return "", fmt.Errorf("upload %s to %s: %w", name, s.location(), err)
+		}
+		return name, nil
+	}
+	var err error
+	if f.RowsPath, err = put("", b.Rows); err != nil {
+		return sink.File{}, err
+	}
+	if f.DLQPath, err = put(".dlq", b.DLQ); err != nil {
+		return sink.File{}, err
+	}
+	return f, nil
+}
+
+// upload puts one file in the stage: by a presigned URL (PRESIGN UPLOAD,
+// then PUT straight to object storage) unless the DSN disables presigning,
+// then through the query node's upload endpoint. Uploads of all workers
+// share a bound.
+func (s *Sink) upload(ctx context.Context, name string, data []byte) error {
+	select {
+	case s.uploads <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.uploads }()
+	if s.c.cfg.PresignedURLDisabled {
+		return s.c.uploadToStage(ctx, s.opt.Stage, s.opt.Prefix, name, data)
+	}
+	res, err := s.c.session().query(ctx, "PRESIGN UPLOAD "+s.location()+name)
+	if err != nil {
+		return fmt.Errorf("presign: %w", err)
+	}
+	method, header, url, err := presigned(res)
+	if err != nil {
+		return err
+	}
+	if method != "PUT" {
+		return fmt.Errorf("%w: presigned upload wants method %s; tracelake uploads with PUT", sink.ErrFatal, method)
+	}
+	return s.c.put(ctx, url, header, data)
+}
+
+// Discard removes staged files that will not be loaded (their records are
+// read from Kafka again). Best effort: a file left behind is harmless, its
+// name is only ever loaded through the ledger check.
+func (s *Sink) Discard(files []sink.File) {
+	if err := s.remove(context.Background(), files); err != nil {
+		s.log.Warn("remove staged files", "files", len(files), "err", err)
+	}
+}
+
+// remove deletes files from the stage with one REMOVE per call.
+func (s *Sink) remove(ctx context.Context, files []sink.File) error {
+	var names []string
+	for _, f := range files {
+		for _, n := range []string{f.RowsPath, f.DLQPath} {
+			if n != "" {
+				names = append(names, regexp.QuoteMeta(n))
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	q := fmt.Sprintf("REMOVE %s PATTERN = %s", s.location(), sqltext.String(".*("+strings.Join(names, "|")+")$"))
+	_, err := s.c.session().query(ctx, q)
+	return err
+}
+
+func deref(row []*string) []string {
+	out := make([]string, len(row))
+	for i, v := range row {
+		if v == nil {
+			out[i] = "NULL"
+		} else {
+			out[i] = *v
+		}
+	}
+	return out
+}
+
+func firstLine(q string) string {
+	q = strings.TrimSpace(q)
+	if i := strings.IndexByte(q, '\n'); i >= 0 {
+		q = q[:i]
+	}
+	if len(q) > 80 {
+		q = q[:80] + "…"
+	}
+	return q
+}

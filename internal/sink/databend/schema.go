@@ -1,0 +1,169 @@
+package databend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// column is one column of a table tracelake creates, in Databend types.
+type column struct {
+	name, typ string
+	extra     string // NULL, DEFAULT …
+}
+
+// The raw table is the reference tool's (uuid STRING … raw_data JSON …), so
+// a table it created is taken over as it is. Databend's JSON is VARIANT.
+var (
+	rawColumns = []column{
+		{"uuid", "VARCHAR", ""},
+		{"koffset", "BIGINT", ""},
+		{"kpartition", "INT", ""},
+		{"raw_data", "VARIANT", "NULL"},
+		{"record_metadata", "VARIANT", ""},
+		{"add_time", "TIMESTAMP", "DEFAULT NOW()"},
+	}
+	// key and value hold base64 of the original bytes: NDJSON cannot carry
+	// bytes that are not UTF-8, which is often why a record is here.
+	dlqColumns = []column{
+		{"topic", "VARCHAR", ""},
+		{"partition", "INT", ""},
+		{"offset", "BIGINT", ""},
+		{"key", "VARCHAR", "NULL"},
+		{"value", "VARCHAR", "NULL"},
+		{"error", "VARCHAR", ""},
+		{"stage", "VARCHAR", ""},
+		{"add_time", "TIMESTAMP", "DEFAULT NOW()"},
+	}
+	ledgerColumns = []column{
+		{"topic", "VARCHAR", ""},
+		{"partition", "INT", ""},
+		{"first_offset", "BIGINT", ""},
+		{"last_offset", "BIGINT", ""},
+		{"records", "BIGINT", ""},
+		{"dlq_records", "BIGINT", ""},
+		{"load_id", "VARCHAR", ""},
+		{"files", "INT", ""},
+		{"loaded_at", "TIMESTAMP", ""},
+	}
+)
+
+// fileFormat names the NDJSON format used to read staged files with a
+// SELECT (a load that must skip rows already loaded).
+const fileFormat = "tracelake_ndjson"
+
+// Prepare creates the raw, dead-letter and ledger tables if absent and the
+// file format, and checks that existing tables have tracelake's columns.
+func (s *Sink) Prepare(ctx context.Context) error {
+	ss := s.c.session()
+	var errs []error
+	for _, t := range []struct {
+		name, quoted string
+		cols         []column
+	}{
+		{s.opt.Table, s.tables.main, rawColumns},
+		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns},
+		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns},
+	} {
+		if _, err := ss.query(ctx, createTable(t.quoted, t.cols)); err != nil {
+			return fmt.Errorf("create table %s: %w", t.name, err)
+		}
+		res, err := ss.query(ctx, "DESC "+t.quoted)
+		if err != nil {
+			return fmt.Errorf("describe table %s: %w", t.name, err)
+		}
+		if diff := diffColumns(t.cols, res); len(diff) > 0 {
+			errs = append(errs, fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", t.name, strings.Join(diff, "\n  ")))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	q := fmt.Sprintf("CREATE FILE FORMAT IF NOT EXISTS %s TYPE = NDJSON COMPRESSION = AUTO", fileFormat)
+	if _, err := ss.query(ctx, q); err != nil {
+		return fmt.Errorf("create file format %s: %w", fileFormat, err)
+	}
+	return nil
+}
+
+func createTable(name string, cols []column) string {
+	defs := make([]string, len(cols))
+	for i, c := range cols {
+		defs[i] = strings.TrimSpace(sqltext.Ident(c.name) + " " + c.typ + " " + c.extra)
+	}
+	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", name, strings.Join(defs, ", "))
+}
+
+// diffColumns compares the DESC output (Field, Type, …) with want, one line
+// per difference.
+func diffColumns(want []column, desc *result) []string {
+	have := map[string]string{}
+	var order []string
+	for _, row := range desc.Rows {
+		if len(row) < 2 || row[0] == nil || row[1] == nil {
+			continue
+		}
+		have[*row[0]] = *row[1]
+		order = append(order, *row[0])
+	}
+	var diff []string
+	wanted := map[string]bool{}
+	for _, c := range want {
+		wanted[c.name] = true
+		got, ok := have[c.name]
+		switch {
+		case !ok:
+			diff = append(diff, fmt.Sprintf("column %s is missing (want %s)", c.name, c.typ))
+		case baseType(got) != c.typ:
+			diff = append(diff, fmt.Sprintf("column %s is %s, want %s", c.name, got, c.typ))
+		}
+	}
+	for _, name := range order {
+		if !wanted[name] {
+			diff = append(diff, fmt.Sprintf("column %s is not one of tracelake's", name))
+		}
+	}
+	return diff
+}
+
+// baseType reduces a Databend type name to the names tracelake creates:
+// nullability and aliases (STRING, JSON, INT32 …) do not matter.
+func baseType(t string) string {
+	t = strings.ToUpper(strings.TrimSpace(t))
+	if strings.HasPrefix(t, "NULLABLE(") && strings.HasSuffix(t, ")") {
+		t = t[len("NULLABLE(") : len(t)-1]
+	}
+	t = strings.TrimSuffix(t, " NULL")
+	switch t {
+	case "STRING", "TEXT":
+		return "VARCHAR"
+	case "JSON":
+		return "VARIANT"
+	case "INT32", "INTEGER", "SIGNED":
+		return "INT"
+	case "INT64":
+		return "BIGINT"
+	case "DATETIME":
+		return "TIMESTAMP"
+	}
+	return t
+}
+
+// presigned reads PRESIGN UPLOAD's one row: method, headers (JSON), url.
+func presigned(res *result) (method string, header map[string]string, url string, err error) {
+	if len(res.Rows) != 1 || len(res.Rows[0]) < 3 || res.Rows[0][0] == nil || res.Rows[0][2] == nil {
+		return "", nil, "", fmt.Errorf("PRESIGN UPLOAD answered %d rows; want one row of method, headers and url", len(res.Rows))
+	}
+	row := res.Rows[0]
+	header = map[string]string{}
+	if row[1] != nil && *row[1] != "" {
+		if err := json.Unmarshal([]byte(*row[1]), &header); err != nil {
+			return "", nil, "", fmt.Errorf("PRESIGN UPLOAD headers are not a JSON object: %w", err)
+		}
+	}
+	return strings.ToUpper(*row[0]), header, *row[2], nil
+}
