@@ -115,6 +115,9 @@ func (f *configFlags) open(fs *flag.FlagSet, args []string, needKafka bool) (*co
 	if err != nil {
 		return nil, nil, err
 	}
+	if cfg.Sink.Type != config.SinkDuckDB {
+		return nil, nil, fmt.Errorf("tracelake %s reads the duckdb sink; sink.type is %s (query it with its own client, e.g. bendsql for Databend)", fs.Name(), cfg.Sink.Type)
+	}
 	snk, err := openDuckDB(cfg)
 	if err != nil {
 		return nil, nil, err

@@ -25,6 +25,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	chunk := fs.Int64("chunk", 1_000_000, "rebuild: merge the raw table in slices of this many offsets")
 	printSQL := fs.Bool("print-sql", false, "print the SQL of the models instead of running it")
 	dialect := fs.String("dialect", "databend", "print-sql: databend or duckdb")
+	task := fs.Bool("task", false, "databend sink: also create each model's Databend task, which runs the merge every minute inside Databend (Databend Cloud)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -39,6 +40,21 @@ func cmdMerge(ctx context.Context, args []string) error {
 			return err
 		}
 		return printModelSQL(os.Stdout, models, *dialect)
+	}
+	if cfg.Sink.Type == config.SinkDatabend {
+		if *rebuild != "" {
+			return usagef("--rebuild: not built for the databend sink (drop the model's target, changes table and streams, then merge)")
+		}
+		snk, err := openDatabend(cfg)
+		if err != nil {
+			return err
+		}
+		defer snk.Close()
+		models, err := selectModels(cfg, *model)
+		if err != nil {
+			return err
+		}
+		return mergeLoop(ctx, merge.NewDatabendMerger(snk, *task), models, *every)
 	}
 	snk, err := openDuckDB(cfg)
 	if err != nil {
@@ -65,17 +81,22 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return mergeLoop(ctx, mg, models, *every)
+}
+
+// mergeLoop merges every model once, or at each interval until ctx ends.
+func mergeLoop(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration) error {
 	for {
 		if err := mergeAll(ctx, mg, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
 			return err
 		}
-		if *every <= 0 {
+		if every <= 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(*every):
+		case <-time.After(every):
 		}
 	}
 }
@@ -97,7 +118,7 @@ func selectModels(cfg *config.Config, name string) ([]config.Model, error) {
 }
 
 // mergeAll merges each model once, reporting each result.
-func mergeAll(ctx context.Context, mg *merge.Merger, models []config.Model, report func(merge.Result)) error {
+func mergeAll(ctx context.Context, mg modelMerger, models []config.Model, report func(merge.Result)) error {
 	for _, m := range models {
 		res, err := mg.Merge(ctx, m)
 		if err != nil {
@@ -112,7 +133,7 @@ func mergeAll(ctx context.Context, mg *merge.Merger, models []config.Model, repo
 // `tracelake run` (merge.every), until ctx ends, reporting each attempt to
 // the metrics and the status page. A failed merge changes nothing (one
 // transaction) and is tried again at the next interval.
-func mergeEvery(ctx context.Context, mg *merge.Merger, models []config.Model, every time.Duration, m *obs.Metrics, status *obs.Status) {
+func mergeEvery(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration, m *obs.Metrics, status *obs.Status) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
-	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 )
@@ -20,7 +19,14 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	var cf configFlags
 	cf.register(fs)
 	idle := fs.Duration("exit-when-idle", 0, "exit 0 once everything that arrived is loaded and committed and nothing new came for this long")
-	cfg, snk, err := cf.open(fs, args, true)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg, err := cf.loadFor(true)
+	if err != nil {
+		return err
+	}
+	snk, merger, err := openSink(cfg)
 	if err != nil {
 		return err
 	}
@@ -56,7 +62,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		defer func() { stopMerging(); <-mergeDone }()
 		go func() {
 			defer close(mergeDone)
-			mergeEvery(merging, merge.NewMerger(snk.DB(), slog.Default()), models, every, metrics, status)
+			mergeEvery(merging, merger, models, every, metrics, status)
 		}()
 	}
 	finished := make(chan struct{})

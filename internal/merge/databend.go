@@ -1,9 +1,12 @@
 package merge
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/sqltext"
@@ -40,40 +43,66 @@ func SQL(m config.Model, dialect string) (string, error) {
 	return "", fmt.Errorf("dialect %q: want databend or duckdb", dialect)
 }
 
-// databend renders the model for Databend. Databend tracks the increment
-// itself: an append-only stream on the raw table, consumed atomically by
-// one statement. Two stages keep rejects and exactly-once together:
+// DatabendStatements are a model's statements for Databend. Databend
+// tracks the increment itself: an append-only stream on the raw table,
+// consumed atomically by one statement. Two stages keep rejects and
+// exactly-once together:
 //
-//  1. one INSERT FIRST consumes the raw stream, writing each projected row
-//     either to <model>_changes (typed) or to <model>_rejects (with the
-//     reason);
-//  2. one MERGE consumes a stream on <model>_changes, keeping the latest
-//     change per key.
+//  1. Split: one INSERT FIRST consumes the raw stream, writing each
+//     projected row either to <model>_changes (typed) or to
+//     <model>_rejects (with the reason);
+//  2. Merge: one MERGE consumes a stream on <model>_changes, keeping the
+//     latest change per key.
 //
 // Each statement commits with its stream's offset, so a failure between
 // them leaves the changes in the second stream for the next run.
-func (p *plan) databend() string {
-	m := p.m
+type DatabendStatements struct {
+	Setup []string // target, changes and rejects tables, the two streams (idempotent)
+	Split string
+	Merge string
+	Task  string // a Databend task running Split and Merge every minute when there are new rows
+}
+
+// Databend returns the model's statements for Databend.
+func Databend(m config.Model) DatabendStatements {
+	p := newPlan(m)
 	raw := sqltext.Name(m.Name + "_raw_stream")
 	changes := sqltext.Name(m.Name + "_changes")
 	changesStream := sqltext.Name(m.Name + "_changes_stream")
+	st := DatabendStatements{
+		Setup: []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", p.target, columnDefs(m.Columns)),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s, tl_kind VARCHAR, kpartition INT, koffset BIGINT)", changes, columnDefs(m.Columns)),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, \"partition\" INT, \"offset\" BIGINT, reason VARCHAR, rejected_at TIMESTAMP)", p.rejects),
+			fmt.Sprintf("CREATE STREAM IF NOT EXISTS %s ON TABLE %s APPEND_ONLY = TRUE", raw, p.source),
+			fmt.Sprintf("CREATE STREAM IF NOT EXISTS %s ON TABLE %s APPEND_ONLY = TRUE", changesStream, changes),
+		},
+		Split: p.databendSplit(raw, changes),
+		Merge: p.databendMerge(changesStream),
+	}
+	st.Task = fmt.Sprintf("CREATE TASK IF NOT EXISTS %s WAREHOUSE = 'default' SCHEDULE = 1 MINUTE\n  WHEN STREAM_STATUS(%s) = TRUE\nAS BEGIN\n%s;\n%s;\nEND",
+		sqltext.Name(m.Name+"_merge"), sqltext.String(m.Name+"_raw_stream"), indent(st.Split), indent(st.Merge))
+	return st
+}
+
+// databend renders the model's Databend statements as a script.
+func (p *plan) databend() string {
+	m := p.m
+	st := Databend(m)
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- model %s: %s -> %s\n", m.Name, m.Source, m.Target)
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (%s);\n", p.target, columnDefs(m.Columns))
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (%s, tl_kind VARCHAR, kpartition INT, koffset BIGINT);\n", changes, columnDefs(m.Columns))
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, \"partition\" INT, \"offset\" BIGINT, reason VARCHAR, rejected_at TIMESTAMP);\n", p.rejects)
-	fmt.Fprintf(&b, "CREATE STREAM IF NOT EXISTS %s ON TABLE %s APPEND_ONLY = TRUE;\n", raw, p.source)
-	fmt.Fprintf(&b, "CREATE STREAM IF NOT EXISTS %s ON TABLE %s APPEND_ONLY = TRUE;\n\n", changesStream, changes)
-
-	stage1 := p.databendSplit(raw, changes)
-	stage2 := p.databendMerge(changesStream)
+	for i, q := range st.Setup {
+		b.WriteString(q + ";\n")
+		if i == len(st.Setup)-1 {
+			b.WriteString("\n")
+		}
+	}
 	b.WriteString("-- 1. project the new raw rows; rows that do not fit go to the rejects\n")
-	b.WriteString(stage1 + ";\n\n")
+	b.WriteString(st.Split + ";\n\n")
 	b.WriteString("-- 2. merge the latest change per key\n")
-	b.WriteString(stage2 + ";\n\n")
+	b.WriteString(st.Merge + ";\n\n")
 	b.WriteString("-- schedule both, when the raw table has new rows\n")
-	fmt.Fprintf(&b, "CREATE TASK IF NOT EXISTS %s WAREHOUSE = 'default' SCHEDULE = 1 MINUTE\n  WHEN STREAM_STATUS(%s) = TRUE\nAS BEGIN\n%s;\n%s;\nEND;\n",
-		sqltext.Name(m.Name+"_merge"), sqltext.String(m.Name+"_raw_stream"), indent(stage1), indent(stage2))
+	b.WriteString(st.Task + ";\n")
 	return b.String()
 }
 
@@ -146,3 +175,46 @@ func (p *plan) databendMerge(changesStream string) string {
 }
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+
+// Execer runs statements one after the other in one Databend session (the
+// Databend sink).
+type Execer interface {
+	Exec(ctx context.Context, statements ...string) error
+}
+
+// DatabendMerger runs models' Databend statements against the Databend
+// sink: on first use the tables and streams (and, with Task, the
+// scheduled task), then at each Merge the split and the merge. Databend's
+// streams hold the increment, so a failed merge leaves it for the next.
+type DatabendMerger struct {
+	db   Execer
+	task bool
+	set  map[string]bool // models whose setup ran
+}
+
+// NewDatabendMerger returns a merger running on db; with task it also
+// creates each model's Databend task (Databend Cloud schedules it).
+func NewDatabendMerger(db Execer, task bool) *DatabendMerger {
+	return &DatabendMerger{db: db, task: task, set: map[string]bool{}}
+}
+
+// Merge merges the model's new raw rows once. Databend does not report
+// row counts through statements' replies here, so Result has only Took.
+func (d *DatabendMerger) Merge(ctx context.Context, m config.Model) (Result, error) {
+	start := time.Now()
+	st := Databend(m)
+	if !d.set[m.Name] {
+		setup := st.Setup
+		if d.task {
+			setup = append(slices.Clone(setup), st.Task)
+		}
+		if err := d.db.Exec(ctx, setup...); err != nil {
+			return Result{}, fmt.Errorf("set up model %s in Databend: %w", m.Name, err)
+		}
+		d.set[m.Name] = true
+	}
+	if err := d.db.Exec(ctx, st.Split, st.Merge); err != nil {
+		return Result{}, fmt.Errorf("merge model %s in Databend: %w", m.Name, err)
+	}
+	return Result{Model: m.Name, Took: time.Since(start)}, nil
+}

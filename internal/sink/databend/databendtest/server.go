@@ -346,3 +346,18 @@ func readStaged(data []byte) ([][]byte, error) {
 	}
 	return lines, nil
 }
+
+// MarkLoaded puts a staged file in a table's load history, as a COPY
+// outside tracelake's ledger would have.
+func (s *Server) MarkLoaded(table, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.history[table+"\x00"+path] = true
+}
+
+// DropTable removes a table, as an operator might while tracelake runs.
+func (s *Server) DropTable(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tables, name)
+}

@@ -1,0 +1,389 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// referenceConfig writes the reference tool's JSON config file (the keys
+// its README documents) pointing at cluster and srv.
+func referenceConfig(t *testing.T, cluster *kfake.Cluster, srv *databendtest.Server, password string, extra map[string]any) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg := map[string]any{
+		"kafkaBootstrapServers": cluster.ListenAddrs()[0],
+		"kafkaTopic":            testTopic,
+		"KafkaConsumerGroup":    "bend-ingest",
+		"isJsonTransform":       false,
+		"databendDSN":           strings.Replace(srv.DSN(""), srv.Password, password, 1),
+		"databendTable":         "trace_raw",
+		"batchSize":             1000,
+		"batchMaxInterval":      10,
+		"dataFormat":            "json",
+		"workers":               1,
+		"copyPurge":             true,
+		"copyForce":             false,
+		"disableVariantCheck":   false,
+		"copyIntoFileCount":     5,
+		"copyIntoMaxInterval":   5,
+		"maxRetryDelay":         2,
+		"useReplaceMode":        false,
+		"metricsPort":           port,
+	}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runIdle(t *testing.T, bin, cfgPath string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "run", "--config", cfgPath, "--exit-when-idle", "1s").CombinedOutput()
+	return string(out), err
+}
+
+// rawOffsets returns the koffsets in the fake's raw table, sorted.
+func rawOffsets(t *testing.T, srv *databendtest.Server) []int64 {
+	t.Helper()
+	var offs []int64
+	for _, r := range srv.Rows("trace_raw") {
+		var o int64
+		if err := json.Unmarshal(r["koffset"], &o); err != nil {
+			t.Fatal(err)
+		}
+		offs = append(offs, o)
+	}
+	slices.Sort(offs)
+	return offs
+}
+
+func checkExactlyOnce(t *testing.T, offs []int64, n int) {
+	t.Helper()
+	if len(offs) != n {
+		t.Fatalf("%d raw rows, want %d", len(offs), n)
+	}
+	for i, o := range offs {
+		if o != int64(i) {
+			t.Fatalf("offset %d at position %d: a gap or a duplicate", o, i)
+		}
+	}
+}
+
+// The seeds' end-to-end test of the reference tool (seeds/001): 100,000
+// messages, batchSize 1,000, copyIntoFileCount 5, one worker, one
+// partition, run from the reference's own config file: 100 uploads, 20
+// COPY INTO executions, 100,000 rows with offsets 0 to 99,999.
+func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	srv := databendtest.New("cloudapp", "s3cret")
+	defer srv.Close()
+	cluster, cl := startKafka(t, 1)
+	const n = 100_000
+	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 7, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := referenceConfig(t, cluster, srv, "s3cret", nil)
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	checkExactlyOnce(t, rawOffsets(t, srv), n)
+
+	uploads := srv.Uploads()
+	if len(uploads) != 100 {
+		t.Errorf("%d uploads, want 100", len(uploads))
+	}
+	copyRe := regexp.MustCompile(`^COPY INTO "trace_raw" FROM @~/tracelake/trace_raw/ FILES = \(([^)]*)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = FALSE$`)
+	copies, files := 0, 0
+	for _, s := range srv.Statements() {
+		if m := copyRe.FindStringSubmatch(s); m != nil {
+			copies++
+			files += strings.Count(m[1], "'") / 2
+		}
+	}
+	if copies != 20 || files != 100 {
+		t.Errorf("%d COPY INTO executions loading %d files; want 20 loading 100", copies, files)
+	}
+	for _, u := range uploads {
+		if !strings.HasSuffix(u, ".ndjson.zst") {
+			t.Errorf("upload %s is not zstd NDJSON", u)
+		}
+	}
+	if left := srv.StageFiles(); len(left) != 0 {
+		t.Errorf("copyPurge true but %d files stay in the stage", len(left))
+	}
+	var ledgerRecords int64
+	for _, r := range srv.Rows("trace_raw_ledger") {
+		var c int64
+		_ = json.Unmarshal(r["records"], &c)
+		ledgerRecords += c
+	}
+	if ledgerRecords != n {
+		t.Errorf("ledger counts %d records, want %d", ledgerRecords, n)
+	}
+
+	// A second run resumes past everything: no upload, no COPY.
+	before := len(srv.Statements())
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+	for _, s := range srv.Statements()[before:] {
+		if strings.HasPrefix(s, "COPY") || strings.HasPrefix(s, "PRESIGN") {
+			t.Errorf("second run loaded again: %s", s)
+		}
+	}
+}
+
+// Uploads that fail with 503 are retried with backoff; nothing is lost or
+// doubled. A COPY whose reply is lost is retried as a whole load.
+func TestDatabendFaultsAreRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	srv := databendtest.New("cloudapp", "s3cret")
+	defer srv.Close()
+	var failures, dropped atomic.Int32 // the hooks run on the server's goroutines
+	srv.UploadStatus = func(string) int {
+		if failures.Load() < 2 {
+			failures.Add(1)
+			return 503
+		}
+		return 0
+	}
+	srv.DropReply = func(sql string) bool {
+		if strings.HasPrefix(sql, `COPY INTO "trace_raw" `) && dropped.Load() < 1 {
+			dropped.Add(1)
+			return true
+		}
+		return false
+	}
+	cluster, cl := startKafka(t, 3)
+	const n = 5000
+	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := referenceConfig(t, cluster, srv, "s3cret", map[string]any{"workers": 2})
+	out, err := runIdle(t, bin, cfgPath)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	if failures.Load() != 2 || dropped.Load() != 1 {
+		t.Fatalf("faults injected: %d upload failures, %d dropped replies", failures.Load(), dropped.Load())
+	}
+	if !strings.Contains(out, "HTTP 503") {
+		t.Errorf("the failed upload was not logged:\n%s", out)
+	}
+	offs := rawOffsets(t, srv)
+	if len(offs) != n {
+		t.Fatalf("%d rows, want %d", len(offs), n)
+	}
+	seen := map[string]bool{}
+	for _, r := range srv.Rows("trace_raw") {
+		var md struct {
+			Partition int
+			Offset    int64
+		}
+		_ = json.Unmarshal(r["record_metadata"], &md)
+		k := fmt.Sprint(md.Partition, "/", md.Offset)
+		if seen[k] {
+			t.Fatalf("duplicate %s", k)
+		}
+		seen[k] = true
+	}
+}
+
+// A wrong password stops the run at once with one clear line, exit 1,
+// without the password in the output.
+func TestDatabendWrongPasswordStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	srv := databendtest.New("cloudapp", "s3cret")
+	defer srv.Close()
+	cluster, _ := startKafka(t, 1)
+	cfgPath := referenceConfig(t, cluster, srv, "hunter2", nil)
+	start := time.Now()
+	out, err := runIdle(t, bin, cfgPath)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("want exit 1, got %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "Databend refused the credentials of sink.databend.dsn") || strings.Contains(out, "hunter2") {
+		t.Errorf("output:\n%s", out)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("took %s: the refusal was retried", time.Since(start))
+	}
+}
+
+// `tracelake merge` runs the model's Databend statements against the sink.
+func TestMergeAgainstDatabend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	srv := databendtest.New("u", "p")
+	defer srv.Close()
+	srv.Accept = func(sql string) bool {
+		return strings.HasPrefix(sql, "CREATE STREAM IF NOT EXISTS") || strings.HasPrefix(sql, "INSERT FIRST") ||
+			strings.HasPrefix(sql, "MERGE INTO") || strings.HasPrefix(sql, "CREATE TASK IF NOT EXISTS")
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("kafka: {topics: [t]}\nsink: {type: databend, databend: {dsn: %q}}\n%s\n", srv.DSN(""), strings.Replace(spansModel, "every: 100ms\n", "", 1))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "merge", "--config", cfgPath, "--task").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "model spans:") {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	var kinds []string
+	for _, s := range srv.Statements() {
+		f := strings.Fields(s)
+		kinds = append(kinds, strings.Join(f[:min(2, len(f))], " "))
+	}
+	want := []string{"CREATE TABLE", "CREATE TABLE", "CREATE TABLE", "CREATE STREAM", "CREATE STREAM", "CREATE TASK", "INSERT FIRST", "MERGE INTO"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("statements %v, want %v", kinds, want)
+	}
+	out, err = exec.Command(bin, "sql", "--config", cfgPath, "SELECT 1").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "reads the duckdb sink; sink.type is databend") {
+		t.Errorf("sql on a databend config: %v\n%s", err, out)
+	}
+}
+
+// SIGKILL at random moments against Databend: every message lands once,
+// and the ledger's ranges per partition are contiguous from offset 0.
+func TestDatabendCrashKill9ExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	srv := databendtest.New("u", "p")
+	defer srv.Close()
+	cluster, prod := startKafka(t, 4)
+	cfgPath := filepath.Join(t.TempDir(), "tracelake.yaml")
+	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], group: crash, session_timeout: 6s, rebalance_timeout: 6s}
+workers: 2
+batch: {max_records: 500, max_interval: 100ms}
+load: {max_files: 3, max_interval: 100ms}
+sink: {type: databend, databend: {dsn: %q}}
+metrics: {listen: "127.0.0.1:0"}
+`, cluster.ListenAddrs()[0], testTopic, srv.DSN(""))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const first, during = 20_000, 20_000
+	if err := tracegen.Produce(context.Background(), prod, testTopic, first, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	produced := make(chan error, 1)
+	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, during, 2, nil) }()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("kill moments from seed %d", seed)
+	for i := range 5 {
+		cmd := startRun(t, bin, cfgPath, fmt.Sprintf("run %d", i)).cmd
+		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+	}
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.Rows("trace_raw")) == 0 {
+		t.Fatal("no rows loaded before the final run: the kills only hit start-ups")
+	}
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+
+	seen := map[int32]map[int64]bool{}
+	for _, r := range srv.Rows("trace_raw") {
+		var md struct {
+			Partition int32
+			Offset    int64
+		}
+		if err := json.Unmarshal(r["record_metadata"], &md); err != nil {
+			t.Fatal(err)
+		}
+		if seen[md.Partition] == nil {
+			seen[md.Partition] = map[int64]bool{}
+		}
+		if seen[md.Partition][md.Offset] {
+			t.Fatalf("partition %d offset %d loaded twice", md.Partition, md.Offset)
+		}
+		seen[md.Partition][md.Offset] = true
+	}
+	total := 0
+	for _, offs := range seen {
+		total += len(offs)
+	}
+	if total != first+during {
+		t.Fatalf("%d rows, want %d", total, first+during)
+	}
+	type rng2 struct{ first, last int64 }
+	ranges := map[int32][]rng2{}
+	for _, r := range srv.Rows("trace_raw_ledger") {
+		var p int32
+		var f, l int64
+		_ = json.Unmarshal(r["partition"], &p)
+		_ = json.Unmarshal(r["first_offset"], &f)
+		_ = json.Unmarshal(r["last_offset"], &l)
+		ranges[p] = append(ranges[p], rng2{f, l})
+	}
+	for p, rs := range ranges {
+		slices.SortFunc(rs, func(a, b rng2) int { return int(a.first - b.first) })
+		next := int64(0)
+		for _, r := range rs {
+			if r.first != next {
+				t.Errorf("partition %d: ledger range %d-%d after %d: a gap or an overlap", p, r.first, r.last, next-1)
+			}
+			next = r.last + 1
+		}
+		if next != int64(len(seen[p])) {
+			t.Errorf("partition %d: ledger ends at %d, table has %d rows", p, next-1, len(seen[p]))
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend"
+)
+
+// modelMerger merges one model once: in DuckDB by tracelake's own SQL, in
+// Databend with its streams.
+type modelMerger interface {
+	Merge(ctx context.Context, m config.Model) (merge.Result, error)
+}
+
+// openSink opens the configured sink for the commands that work with
+// every sink (run, merge), with the merger that goes with it.
+func openSink(cfg *config.Config) (sink.Sink, modelMerger, error) {
+	if cfg.Sink.Type == config.SinkDatabend {
+		snk, err := openDatabend(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return snk, merge.NewDatabendMerger(snk, false), nil
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snk, merge.NewMerger(snk.DB(), slog.Default()), nil
+}
+
+func openDatabend(cfg *config.Config) (*databend.Sink, error) {
+	d := cfg.Sink.Databend
+	return databend.Open(databend.Options{
+		DSN:                 d.DSN,
+		Table:               cfg.Sink.Table,
+		Stage:               d.Stage,
+		Prefix:              cfg.DatabendPrefix(),
+		Purge:               d.Purge,
+		DisableVariantCheck: d.DisableVariantCheck,
+		Zstd:                cfg.Zstd(),
+		Uploads:             d.Uploads,
+		Timeout:             d.Timeout.D(),
+		Log:                 slog.Default(),
+	})
+}
