@@ -42,7 +42,7 @@ func TestBadKeysNamed(t *testing.T) {
 		"workers: want 1 to 256, got 0",
 		`mode: want raw or transform, got "fancy"`,
 		"batch.max_bytes: want 1KiB to 4GiB, got 12B",
-		`load.compression: want none or zstd, got "lz5"`,
+		`load.compression: want auto, none or zstd, got "lz5"`,
 		`sink.type: want duckdb, databend or iceberg, got "postgres"`,
 		"merge.every: is set but merge.models is empty")
 	f("testdata/bad_models.yaml",
@@ -106,10 +106,54 @@ func TestReferenceConfigLoads(t *testing.T) {
 		cfg.Retry.MaxDelay.D() != 10*time.Minute || cfg.Sink.Table != "default.kfk_test" || cfg.Sink.Type != SinkDatabend {
 		t.Errorf("mapped wrong: %+v", cfg)
 	}
-	// The Databend sink is not built: said clearly, naming the reference key.
-	err = cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), "sink.type: the databend sink is not built yet (set by the reference key databendDSN)") {
+	d := cfg.Sink.Databend
+	if d.DSN != "https://user:secret@host:443" || d.Purge || !d.DisableVariantCheck || d.Stage != "~" ||
+		cfg.DatabendPrefix() != "tracelake/default.kfk_test/" || !cfg.Zstd() {
+		t.Errorf("Databend keys mapped wrong: %+v (prefix %s, zstd %v)", d, cfg.DatabendPrefix(), cfg.Zstd())
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the reference's file does not validate: %v", err)
+	}
+	// Transform mode is not built for Databend: said, naming the key.
+	cfg.Mode = ModeTransform
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "mode: transform mode is not built for the databend sink yet") {
 		t.Errorf("got %v", err)
+	}
+}
+
+func TestDatabendKeysChecked(t *testing.T) {
+	cfg := Default()
+	cfg.Kafka.Topics = []string{"t"}
+	cfg.Sink.Type = SinkDatabend
+	cfg.Sink.Databend.Stage = "my stage"
+	cfg.Sink.Databend.Uploads = 0
+	err := cfg.Validate()
+	for _, want := range []string{"sink.databend.dsn: a DSN is required", `sink.databend.stage: want ~ (the user stage) or a stage name, got "my stage"`,
+		"sink.databend.uploads: want 1 to 256, got 0"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	cfg = Default()
+	cfg.Kafka.Topics = []string{"t"}
+	cfg.Sink.Type = SinkDatabend
+	cfg.Sink.Databend.DSN = "databend://u:pa ss@[::1"
+	err = cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "sink.databend.dsn: want databend://") || strings.Contains(err.Error(), "pa ss") {
+		t.Errorf("bad DSN: %v", err)
+	}
+	if Default().Zstd() {
+		t.Error("compression auto compresses for DuckDB")
+	}
+}
+
+func TestReferenceUserStage(t *testing.T) {
+	cfg := Default()
+	if err := decodeReference(cfg, []byte(`{"databendDSN": "databend://u:p@h:8000", "userStage": "@ingest", "copyPurge": true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sink.Databend.Stage != "ingest" || !cfg.Sink.Databend.Purge {
+		t.Errorf("got %+v", cfg.Sink.Databend)
 	}
 }
 

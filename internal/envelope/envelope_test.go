@@ -174,3 +174,32 @@ func TestUUIDsUnique(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// ValueJSON embeds the value as JSON on one line: line breaks between
+// tokens go, everything else (number text, escapes, spaces) stays.
+func TestAppendRawRowValueJSON(t *testing.T) {
+	cases := []struct{ value, want string }{
+		{`{"i":1234567890123456789012345678901234567890,"d":0.123456789012345678901234567890}`,
+			`{"i":1234567890123456789012345678901234567890,"d":0.123456789012345678901234567890}`},
+		{"{\n  \"pretty\": 1e400,\r\n\t\"s\": \"a\\nb\"\n}", `{"pretty":1e400,"s":"a\nb"}`},
+		{`[1, "two",  3]`, `[1, "two",  3]`},
+		{`"日本\u2028"`, `"日本\u2028"`},
+		{"", "null"},
+	}
+	var id [16]byte
+	for _, c := range cases {
+		line := AppendRawRow(nil, record([]byte(c.value)), &id, ValueJSON)
+		if bytes.Count(line, []byte("\n")) != 1 {
+			t.Fatalf("row is not one NDJSON line: %q", line)
+		}
+		var row struct {
+			RawData json.RawMessage `json:"raw_data"`
+		}
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatalf("row %q is not JSON: %v", line, err)
+		}
+		if string(row.RawData) != c.want {
+			t.Errorf("raw_data of %q = %s, want %s", c.value, row.RawData, c.want)
+		}
+	}
+}
