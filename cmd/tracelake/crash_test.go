@@ -33,19 +33,7 @@ load: {max_files: 3, max_interval: 100ms}`)
 	produced := make(chan error, 1)
 	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, during, 2, nil) }()
 
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 1))
-	t.Logf("kill moments from seed %d", seed)
-	for i := range 6 {
-		cmd := startRun(t, bin, cfgPath, fmt.Sprintf("run %d", i)).cmd
-		// The kill moment is the point of the test: anywhere from just
-		// after the assignment to well into loading.
-		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-	}
+	killAtRandomMoments(t, bin, cfgPath, 6)
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
@@ -67,5 +55,23 @@ load: {max_files: 3, max_interval: 100ms}`)
 		if p.Gaps != 0 || p.Duplicates != 0 || p.Overlaps != 0 || p.Lag != 0 {
 			t.Errorf("partition %d: %+v", p.Partition, p)
 		}
+	}
+}
+
+// killAtRandomMoments starts `tracelake run` kills times and kills each
+// with SIGKILL at a random moment from just after its assignment to well
+// into loading: the kill moment is the point of the crash tests.
+func killAtRandomMoments(t *testing.T, bin, cfgPath string, kills int) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("kill moments from seed %d", seed)
+	for i := range kills {
+		cmd := startRun(t, bin, cfgPath, fmt.Sprintf("run %d", i)).cmd
+		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
 	}
 }

@@ -183,7 +183,7 @@ func ping(ctx context.Context, cfg *config.Config) error {
 }
 
 // waitIdle returns true once no worker has records in flight, none read a
-// record for idle, and the group's committed offsets reach the end of every
+// record for idle (each one's last poll came back empty), and the group's committed offsets reach the end of every
 // partition; false if ctx ends first.
 func waitIdle(ctx context.Context, cfg *config.Config, workers []*Worker, idle time.Duration, log *slog.Logger) bool {
 	admin, err := kafka.NewAdmin(cfg.Kafka)
@@ -202,16 +202,20 @@ func waitIdle(ctx context.Context, cfg *config.Config, workers []*Worker, idle t
 		case <-tick.C:
 		}
 		last := start
-		busy := false
+		busy, drained := false, true
 		for _, w := range workers {
 			if w.inflight.Load() > 0 {
 				busy = true
 			}
+			// A worker blocked behind slow loads reads nothing either,
+			// but it is not idle: closing its batches early would only
+			// make more, smaller files.
+			drained = drained && w.drained.Load()
 			if t := time.Unix(0, w.lastRecord.Load()); t.After(last) {
 				last = t
 			}
 		}
-		if time.Since(last) < idle {
+		if time.Since(last) < idle || !drained {
 			continue
 		}
 		if busy {

@@ -72,6 +72,9 @@ type Worker struct {
 	intake, hard context.Context
 
 	lastRecord atomic.Int64 // unix nanos of the last record read
+	// drained is true when the last poll returned no record: the worker is
+	// waiting for Kafka, not blocked behind its loads or the memory budget.
+	drained atomic.Bool
 	inflight   atomic.Int64 // records read and not yet loaded (or dropped)
 	flushNow   atomic.Bool  // close the open batch and load at the next poll wake-up
 }
@@ -251,6 +254,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.opt.Metrics.InflightBytes.Add(float64(bytes))
 		}
 		w.opt.Budget.settle(reserved, n, bytes)
+		w.drained.Store(n == 0)
 		w.opt.Metrics.Batches.Add(float64(len(closed)))
 		// Sending blocks while the stager and loader are behind (or a load
 		// is being retried): nothing new is polled meanwhile, so backlog
