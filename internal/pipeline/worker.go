@@ -74,9 +74,9 @@ type Worker struct {
 	lastRecord atomic.Int64 // unix nanos of the last record read
 	// drained is true when the last poll returned no record: the worker is
 	// waiting for Kafka, not blocked behind its loads or the memory budget.
-	drained atomic.Bool
-	inflight   atomic.Int64 // records read and not yet loaded (or dropped)
-	flushNow   atomic.Bool  // close the open batch and load at the next poll wake-up
+	drained  atomic.Bool
+	inflight atomic.Int64 // records read and not yet loaded (or dropped)
+	flushNow atomic.Bool  // close the open batch and load at the next poll wake-up
 }
 
 // partition is what a worker tracks of an owned partition for the lag
