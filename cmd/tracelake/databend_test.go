@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 	"github.com/tracelake/tracelake/internal/tracegen"
@@ -141,7 +142,7 @@ func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
 	if len(uploads) != 100 {
 		t.Errorf("%d uploads, want 100", len(uploads))
 	}
-	copyRe := regexp.MustCompile(`^COPY INTO "trace_raw" FROM @~/tracelake/trace_raw/ FILES = \(([^)]*)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = FALSE$`)
+	copyRe := regexp.MustCompile(`^COPY INTO "trace_raw" FROM @~/tracelake/trace_raw/ FILES = \(([^)]*)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = FALSE ON_ERROR = CONTINUE$`)
 	copies, files := 0, 0
 	for _, s := range srv.Statements() {
 		if m := copyRe.FindStringSubmatch(s); m != nil {
@@ -349,5 +350,56 @@ metrics: {listen: "127.0.0.1:0"}
 		if next != int64(len(seen[p])) {
 			t.Errorf("partition %d: ledger ends at %d, table has %d rows", p, next-1, len(seen[p]))
 		}
+	}
+}
+
+// The reference's transform mode (isJsonTransform: true) against
+// Databend: objects land in the user's table; values the table rejects
+// and values that are not objects land in the dead-letter table; every
+// offset is in exactly one of them.
+func TestReferenceTransformModeAgainstDatabend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	srv := databendtest.New("cloudapp", "s3cret")
+	defer srv.Close()
+	srv.CreateTable("spans", []string{"trace_id", "span_id", "latency_ms"}, []string{"VARCHAR", "VARCHAR", "INT"})
+	cluster, cl := startKafka(t, 2)
+	const good = 3000
+	if err := tracegen.Produce(context.Background(), cl, testTopic, good, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	bad := []string{`{"trace_id": "t", "latency_ms": "slow"}`, `not json`, `[1, 2]`, `{"latency_ms": 1.5}`}
+	for _, v := range bad {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Partition: 1, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgPath := referenceConfig(t, cluster, srv, "s3cret", map[string]any{"isJsonTransform": true, "databendTable": "spans", "workers": 2})
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	if n := len(srv.Rows("spans")); n != good {
+		t.Errorf("%d rows in spans, want %d", n, good)
+	}
+	reasons := map[string]int{}
+	for _, r := range srv.Rows("spans_dlq") {
+		var stage string
+		_ = json.Unmarshal(r["stage"], &stage)
+		reasons[stage]++
+	}
+	if reasons["load"] != 2 || reasons["decode"] != 2 {
+		t.Errorf("dead letters by stage %v; want 2 rejected by Databend (load) and 2 not objects (decode)", reasons)
+	}
+	records, dlq := int64(0), int64(0)
+	for _, r := range srv.Rows("spans_ledger") {
+		var a, b int64
+		_ = json.Unmarshal(r["records"], &a)
+		_ = json.Unmarshal(r["dlq_records"], &b)
+		records, dlq = records+a, dlq+b
+	}
+	if records != good || dlq != int64(len(bad)) {
+		t.Errorf("ledger: %d records, %d dead letters; want %d and %d", records, dlq, good, len(bad))
 	}
 }

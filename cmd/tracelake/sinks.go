@@ -38,6 +38,7 @@ func openDatabend(cfg *config.Config) (*databend.Sink, error) {
 	return databend.Open(databend.Options{
 		DSN:                 d.DSN,
 		Table:               cfg.Sink.Table,
+		Transform:           cfg.Mode == config.ModeTransform,
 		Stage:               d.Stage,
 		Prefix:              cfg.DatabendPrefix(),
 		Purge:               d.Purge,

@@ -114,11 +114,6 @@ func TestReferenceConfigLoads(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("the reference's file does not validate: %v", err)
 	}
-	// Transform mode is not built for Databend: said, naming the key.
-	cfg.Mode = ModeTransform
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "mode: transform mode is not built for the databend sink yet") {
-		t.Errorf("got %v", err)
-	}
 }
 
 func TestDatabendKeysChecked(t *testing.T) {

@@ -94,7 +94,6 @@ func (c *Config) validate(consuming bool) error {
 			"want 0 (one per core) to 1024, got %d", c.Sink.DuckDB.Threads)
 	case SinkDatabend:
 		c.Sink.Databend.validate(check)
-		check(c.Mode == ModeRaw, "mode", "transform mode is not built for the databend sink yet; accepted with databend: raw")
 	case SinkIceberg:
 		errs = append(errs, fmt.Errorf("sink.type: the iceberg sink is not built yet; accepted now: duckdb, databend"))
 	default:

@@ -247,9 +247,11 @@ func CheckObject(value []byte) Problem {
 }
 
 // AppendTransformRow appends the transform-mode staging row of r: its
-// coordinates, key (base64) and the value's text as a JSON string, which the
-// sink maps onto the user's table by field name.
-func AppendTransformRow(dst []byte, r *kgo.Record) []byte {
+// coordinates, key (base64) and, last, the value (encoded as enc says),
+// which the sink maps onto the user's table by field name:
+//
+//	{"topic":…,"partition":…,"offset":…,"key":…,"value":…}
+func AppendTransformRow(dst []byte, r *kgo.Record, enc ValueEncoding) []byte {
 	dst = append(dst, `{"topic":`...)
 	dst = AppendString(dst, []byte(r.Topic))
 	dst = append(dst, `,"partition":`...)
@@ -258,7 +260,16 @@ func AppendTransformRow(dst []byte, r *kgo.Record) []byte {
 	dst = strconv.AppendInt(dst, r.Offset, 10)
 	dst = append(dst, `,"key":`...)
 	dst = appendBase64(dst, r.Key)
-	dst = append(dst, `,"value":`...)
-	dst = AppendString(dst, r.Value)
+	dst = append(dst, TransformValueField...)
+	if enc == ValueText {
+		dst = AppendString(dst, r.Value)
+	} else {
+		dst = appendOneLine(dst, r.Value)
+	}
 	return append(dst, "}\n"...)
 }
+
+// TransformValueField precedes the value in a transform row; the value is
+// the last field, so the line after it, less the closing brace, is the
+// value.
+const TransformValueField = `,"value":`

@@ -105,7 +105,7 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 	} else {
 		start := len(b.cur.Rows)
 		if b.transform {
-			b.cur.Rows = envelope.AppendTransformRow(b.cur.Rows, r)
+			b.cur.Rows = envelope.AppendTransformRow(b.cur.Rows, r, b.valueEnc)
 		} else {
 			b.ids.Next(&b.id)
 			b.cur.Rows = envelope.AppendRawRow(b.cur.Rows, r, &b.id, b.valueEnc)

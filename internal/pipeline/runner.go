@@ -55,7 +55,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	}
 	rawValue := envelope.ValueText
 	if cfg.Sink.Type == config.SinkDatabend {
-		rawValue = envelope.ValueJSON // COPY reads raw_data into a VARIANT
+		rawValue = envelope.ValueJSON // COPY reads JSON, not JSON in a string
 	}
 	opt := Options{
 		Transform:     cfg.Mode == config.ModeTransform,

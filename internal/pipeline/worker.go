@@ -25,7 +25,7 @@ import (
 // Options configure a worker.
 type Options struct {
 	Transform      bool
-	RawValue       envelope.ValueEncoding // how raw rows carry the value, as the sink reads it
+	RawValue       envelope.ValueEncoding // how staged rows carry the value, as the sink reads it
 	MaxRecords     int
 	MaxBytes       int64
 	MaxInterval    time.Duration // batch

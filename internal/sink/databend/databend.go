@@ -8,23 +8,30 @@
 package databend
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // Options configure a Sink.
 type Options struct {
-	DSN    string
-	Table  string // raw table; <table>_dlq and <table>_ledger beside it
+	DSN   string
+	Table string // raw table, or the user's table in transform mode; <table>_dlq and <table>_ledger beside it
+	// Transform loads each JSON object as a row of the user's existing
+	// Table, fields matched to columns by name.
+	Transform bool
 	Stage  string // ~ (user stage) or a stage name
 	Prefix string // path in the stage, ending in /
 	// Purge removes loaded files from the stage once their load committed.
@@ -46,6 +53,30 @@ type Sink struct {
 	tables  tables
 	uploads chan struct{}
 	zstd    sink.Zstd
+
+	// kept holds what each staged file holds, from its upload until its
+	// load commits or it is discarded: a load that must leave rows out (a
+	// row Databend rejects, rows a former owner loaded) stages the rest
+	// from it. The memory is within max_inflight_bytes, which counts these
+	// records until they are loaded.
+	mu   sync.Mutex
+	kept map[string]*keptFile
+}
+
+// keptFile is a staged file's lines and, in transform mode (where the
+// lines are the bare objects), each line's coordinates.
+type keptFile struct {
+	lines  [][]byte
+	coords []coord
+	bytes  int64 // as uploaded
+}
+
+// coord is where a transform-mode line came from.
+type coord struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Offset    int64   `json:"offset"`
+	Key       *string `json:"key"` // base64
 }
 
 type tables struct{ main, dlq, ledger string }
@@ -73,6 +104,7 @@ func Open(opt Options) (*Sink, error) {
 		c:       c,
 		log:     opt.Log,
 		uploads: make(chan struct{}, opt.Uploads),
+		kept:    map[string]*keptFile{},
 		tables: tables{
 			main:   sqltext.Name(opt.Table),
 			dlq:    sqltext.Name(opt.Table + "_dlq"),
@@ -153,37 +185,136 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 
 // Stage compresses the batch's files and uploads them under names built
 // from the batch's offsets: a retry or a restart uploads the same names.
+// In transform mode the rows become the bare objects COPY maps onto the
+// table by field name; their coordinates stay here.
 func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
-	ext := ".ndjson"
-	if s.opt.Zstd {
-		ext += ".zst"
-	}
-	put := func(suffix string, data []byte) (string, error) {
-		if len(data) == 0 {
-			return "", nil
+	rows := &keptFile{lines: splitLines(b.Rows)}
+	if s.opt.Transform {
+		var err error
+		if rows, err = splitTransformRows(rows.lines); err != nil {
+			return sink.File{}, err
 		}
-		name := f.Name + suffix + ext
-		if s.opt.Zstd {
-			var err error
-			if data, err = s.zstd.Encode(data); err != nil {
-				return "", err
-			}
-		}
-		f.Bytes += int64(len(data))
-		if err := s.upload(ctx, name, data); err != nil {
-			return "", fmt.Errorf("upload %s to %s: %w", name, s.location(), err)
-		}
-		return name, nil
 	}
 	var err error
-	if f.RowsPath, err = put("", b.Rows); err != nil {
+	if f.RowsPath, err = s.stageLines(ctx, f.Name, rows); err != nil {
 		return sink.File{}, err
 	}
-	if f.DLQPath, err = put(".dlq", b.DLQ); err != nil {
+	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{lines: splitLines(b.DLQ)}); err != nil {
 		return sink.File{}, err
+	}
+	for _, n := range []string{f.RowsPath, f.DLQPath} {
+		if n != "" {
+			f.Bytes += s.stagedBytes(n)
+		}
 	}
 	return f, nil
+}
+
+// stageLines uploads lines as stem + .ndjson[.zst] and keeps them; "" when
+// there are none.
+func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile) (string, error) {
+	if len(k.lines) == 0 {
+		return "", nil
+	}
+	name, n, err := s.put(ctx, stem, k.lines)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.kept[name] = &keptFile{lines: k.lines, coords: k.coords, bytes: n}
+	s.mu.Unlock()
+	return name, nil
+}
+
+// put uploads lines as stem + .ndjson[.zst] and returns the name and the
+// bytes uploaded.
+func (s *Sink) put(ctx context.Context, stem string, lines [][]byte) (string, int64, error) {
+	name := stem + ".ndjson"
+	if s.opt.Zstd {
+		name += ".zst"
+	}
+	data := joinLines(lines)
+	if s.opt.Zstd {
+		var err error
+		if data, err = s.zstd.Encode(data); err != nil {
+			return "", 0, err
+		}
+	}
+	if err := s.upload(ctx, name, data); err != nil {
+		return "", 0, fmt.Errorf("upload %s to %s: %w", name, s.location(), err)
+	}
+	return name, int64(len(data)), nil
+}
+
+func (s *Sink) stagedBytes(name string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k := s.kept[name]; k != nil {
+		return k.bytes
+	}
+	return 0
+}
+
+func (s *Sink) keptLines(name string) *keptFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kept[name]
+}
+
+func (s *Sink) forget(files []sink.File) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range files {
+		delete(s.kept, f.RowsPath)
+		delete(s.kept, f.DLQPath)
+	}
+}
+
+// splitLines splits NDJSON into lines (without their newlines).
+func splitLines(data []byte) [][]byte {
+	var out [][]byte
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			out = append(out, data)
+			break
+		}
+		out = append(out, data[:i])
+		data = data[i+1:]
+	}
+	return out
+}
+
+func joinLines(lines [][]byte) []byte {
+	n := 0
+	for _, l := range lines {
+		n += len(l) + 1
+	}
+	out := make([]byte, 0, n)
+	for _, l := range lines {
+		out = append(out, l...)
+		out = append(out, '\n')
+	}
+	return out
+}
+
+// splitTransformRows turns transform rows ({coordinates…,"value":<object>})
+// into the bare objects and their coordinates.
+func splitTransformRows(rows [][]byte) (*keptFile, error) {
+	k := &keptFile{lines: make([][]byte, len(rows)), coords: make([]coord, len(rows))}
+	for i, row := range rows {
+		at := bytes.Index(row, []byte(envelope.TransformValueField))
+		if at < 0 || row[len(row)-1] != '}' {
+			return nil, fmt.Errorf("transform row %d has no value field", i)
+		}
+		head := append(append([]byte(nil), row[:at]...), '}')
+		if err := json.Unmarshal(head, &k.coords[i]); err != nil {
+			return nil, fmt.Errorf("transform row %d: %w", i, err)
+		}
+		k.lines[i] = row[at+len(envelope.TransformValueField) : len(row)-1]
+	}
+	return k, nil
 }
 
 // upload puts one file in the stage: by a presigned URL (PRESIGN UPLOAD,
@@ -218,6 +349,7 @@ func (s *Sink) upload(ctx context.Context, name string, data []byte) error {
 // read from Kafka again). Best effort: a file left behind is harmless, its
 // name is only ever loaded through the ledger check.
 func (s *Sink) Discard(files []sink.File) {
+	s.forget(files)
 	if err := s.remove(context.Background(), files); err != nil {
 		s.log.Warn("remove staged files", "files", len(files), "err", err)
 	}

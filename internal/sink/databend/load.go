@@ -14,33 +14,98 @@ import (
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
+// maxRounds bounds the attempts of one load that each leave out the rows
+// Databend rejected in the previous one. Each round at least halves the
+// part of a file whose rejects are not yet known, so 64 rounds is far more
+// than a 16 MiB file can need.
+const maxRounds = 64
+
 // Load runs one transaction: read the ledger positions of the files'
-// partitions, COPY the files nothing of which is loaded yet (one COPY INTO
-// for all raw files, one for all dead-letter files), insert the rows past
-// the ledger from files that are partly loaded, insert the ledger rows,
-// COMMIT. Any failure rolls the whole load back; the retry starts again
-// from the ledger, so a COPY or COMMIT whose reply was lost is never
-// loaded twice. On success the files are removed from the stage (purge).
+// partitions, COPY the files (one COPY INTO for all main files, one for
+// all dead-letter files), insert the ledger rows, COMMIT. Any failure
+// rolls the whole load back; the retry starts again from the ledger, so a
+// COPY or COMMIT whose reply was lost is never loaded twice.
+//
+// Rows Databend rejects (a type the table cannot take) do not fail the
+// load: COPY runs with ON_ERROR = CONTINUE and reports, per file, how many
+// rows it rejected and the first one. The transaction is then rolled back,
+// each such row goes to the dead-letter table with Databend's error, the
+// rest of its file is staged again in pieces, and the load runs again.
+// On success the files are removed from the stage (purge).
 func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
 	}
-	loaded, err := s.loadTx(ctx, files)
-	if err != nil {
-		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
-	}
-	if s.opt.Purge {
-		if err := s.remove(ctx, files); err != nil {
-			s.log.Warn("loaded files stay in the stage: remove failed", "files", len(files), "err", err)
+	p := &loadPlan{files: files, pieces: map[string][]*piece{}}
+	for round := 1; ; round++ {
+		loaded, rejected, err := s.loadTx(ctx, p)
+		if err != nil {
+			return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
+		}
+		if len(rejected) == 0 {
+			s.purge(ctx, p)
+			return loaded, nil
+		}
+		if round == maxRounds {
+			return sink.Loaded{}, fmt.Errorf("%w: load %d files into %s: Databend still rejects rows after %d rounds of leaving them out", sink.ErrFatal, len(files), s.opt.Table, round)
+		}
+		if err := s.leaveOut(ctx, p, rejected); err != nil {
+			return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
 		}
 	}
-	return loaded, nil
 }
 
-func (s *Sink) loadTx(ctx context.Context, files []sink.File) (_ sink.Loaded, err error) {
+// purge forgets the loaded files and, with Purge, removes them and the
+// pieces staged for them from the stage.
+func (s *Sink) purge(ctx context.Context, p *loadPlan) {
+	s.forget(p.files)
+	if !s.opt.Purge {
+		return
+	}
+	all := slices.Clone(p.files)
+	for _, name := range p.staged {
+		all = append(all, sink.File{RowsPath: name})
+	}
+	if err := s.remove(ctx, all); err != nil {
+		s.log.Warn("loaded files stay in the stage: remove failed", "files", len(p.files), "err", err)
+	}
+}
+
+// loadPlan is one load and what earlier rounds of it learned.
+type loadPlan struct {
+	files []sink.File
+	// pieces replace a staged file (by name) whose rows must be loaded in
+	// part: some were rejected, or a former owner loaded some.
+	pieces      map[string][]*piece
+	rejects     []rejectRow
+	rejectsFile string   // staged dead-letter file holding rejects
+	staged      []string // every name staged by this load, for purge
+}
+
+// piece is a part of a staged file, staged under its own name.
+type piece struct {
+	name   string
+	origin string // the staged file it comes from
+	idx    []int  // the origin's line numbers (0-based) it holds
+}
+
+// rejectRow is a row Databend rejected, as a dead-letter row.
+type rejectRow struct {
+	tp  sink.TopicPartition
+	row []byte
+}
+
+// copyOutcome is COPY's report on one file.
+type copyOutcome struct {
+	loaded, errors int64
+	firstError     string
+	firstLine      int64 // 1-based, within the file
+}
+
+func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected map[string]copyOutcome, err error) {
 	ss := s.c.session()
 	if _, err := ss.query(ctx, "BEGIN"); err != nil {
-		return sink.Loaded{}, fmt.Errorf("begin: %w", err)
+		return sink.Loaded{}, nil, fmt.Errorf("begin: %w", err)
 	}
 	committed := false
 	defer func() {
@@ -58,7 +123,7 @@ func (s *Sink) loadTx(ctx context.Context, files []sink.File) (_ sink.Loaded, er
 	}()
 
 	var parts []sink.TopicPartition
-	for _, f := range files {
+	for _, f := range p.files {
 		for _, r := range f.Ranges {
 			if !slices.Contains(parts, r.TopicPartition) {
 				parts = append(parts, r.TopicPartition)
@@ -67,92 +132,168 @@ func (s *Sink) loadTx(ctx context.Context, files []sink.File) (_ sink.Loaded, er
 	}
 	fence, err := s.lastLoaded(ctx, ss, parts)
 	if err != nil {
-		return sink.Loaded{}, err
+		return sink.Loaded{}, nil, err
 	}
-	fenced := sink.Fence(files, fence)
-	var whole, partial []sink.File
-	for _, f := range files {
-		switch f.Overlap(fence) {
-		case sink.OverlapNone:
-			whole = append(whole, f)
-		case sink.OverlapPartial:
-			partial = append(partial, f)
+	main, dlq, counts, err := s.targets(ctx, p, fence)
+	if err != nil {
+		return sink.Loaded{}, nil, err
+	}
+	outcome, err := s.copyFiles(ctx, ss, s.tables.main, main)
+	if err != nil {
+		return sink.Loaded{}, nil, err
+	}
+	for name, o := range outcome {
+		if o.errors > 0 {
+			if rejected == nil {
+				rejected = map[string]copyOutcome{}
+			}
+			rejected[name] = o
 		}
 	}
-	if len(whole) < len(files) {
-		s.log.Info("load overlaps the ledger; skipping rows already loaded",
-			"files", len(files), "whole", len(whole), "partial", len(partial))
+	if len(rejected) > 0 {
+		return sink.Loaded{}, rejected, nil // rolled back; the next round leaves them out
 	}
-
-	if err := s.copyFiles(ctx, ss, s.tables.main, whole, rowsOf); err != nil {
-		return sink.Loaded{}, err
+	if _, err := s.copyFiles(ctx, ss, s.tables.dlq, dlq); err != nil {
+		return sink.Loaded{}, nil, err
 	}
-	if err := s.copyFiles(ctx, ss, s.tables.dlq, whole, dlqOf); err != nil {
-		return sink.Loaded{}, err
-	}
-	if len(partial) > 0 {
-		if err := s.insertPast(ctx, ss, partial, fenced.Skip); err != nil {
-			return sink.Loaded{}, err
-		}
-	}
-	ranges := fenced.Ranges
-	if !fenced.Exact {
-		if ranges, err = s.countLoaded(ctx, ss, ranges); err != nil {
-			return sink.Loaded{}, err
-		}
-	}
+	ranges := counts.ranges(sink.Fence(p.files, fence).Ranges)
 	loadID := uuid.NewString()
 	if len(ranges) > 0 {
-		if _, err := ss.query(ctx, ledgerInsert(s.tables.ledger, ranges, loadID, len(files))); err != nil {
-			return sink.Loaded{}, fmt.Errorf("insert ledger rows: %w", err)
+		if _, err := ss.query(ctx, ledgerInsert(s.tables.ledger, ranges, loadID, len(p.files))); err != nil {
+			return sink.Loaded{}, nil, fmt.Errorf("insert ledger rows: %w", err)
 		}
 	}
 	if _, err := ss.query(ctx, "COMMIT"); err != nil {
-		return sink.Loaded{}, fmt.Errorf("commit: %w", err)
+		return sink.Loaded{}, nil, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
-	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
+	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil, nil
 }
 
-// staged picks one of a file's staged names and the rows it holds.
-type staged func(f sink.File) (name string, rows int64)
+// target is a staged name to COPY and the rows it holds.
+type target struct {
+	name string
+	rows int64
+}
 
-func rowsOf(f sink.File) (string, int64) { return f.RowsPath, sumRanges(f, false) }
-func dlqOf(f sink.File) (string, int64)  { return f.DLQPath, sumRanges(f, true) }
+// tally counts the rows a load writes per partition.
+type tally map[sink.TopicPartition]*[2]int64 // records, dead letters
 
-func sumRanges(f sink.File, dlq bool) int64 {
-	var n int64
-	for _, r := range f.Ranges {
-		if dlq {
-			n += r.DLQ
+func (t tally) add(tp sink.TopicPartition, records, dlq int64) {
+	c := t[tp]
+	if c == nil {
+		c = &[2]int64{}
+		t[tp] = c
+	}
+	c[0] += records
+	c[1] += dlq
+}
+
+// ranges returns the fenced ranges with the counts of the tally.
+func (t tally) ranges(fenced []sink.Range) []sink.Range {
+	out := make([]sink.Range, 0, len(fenced))
+	for _, r := range fenced {
+		if c := t[r.TopicPartition]; c != nil {
+			r.Records, r.DLQ = c[0], c[1]
 		} else {
-			n += r.Records
+			r.Records, r.DLQ = 0, 0
 		}
+		out = append(out, r)
 	}
-	return n
+	return out
 }
 
-// copyFiles loads files into table with one COPY INTO naming every file,
-// and checks that each file loaded all its rows. FORCE = FALSE: Databend's
-// load history skips a file it has loaded before. The ledger, read in this
-// transaction, says these files are not loaded, so a file the history
-// skips is copied again with FORCE = TRUE (the ledger is what commits with
-// the rows; the history is a second guard, not the truth).
-func (s *Sink) copyFiles(ctx context.Context, ss *session, table string, files []sink.File, pick staged) error {
-	want := map[string]int64{}
-	var names []string
-	for _, f := range files {
-		if name, rows := pick(f); name != "" {
-			want[name] = rows
-			names = append(names, name)
+// targets decides what this round copies: each file whole, or the pieces
+// that replace it, or nothing when the ledger has all of it. A file a
+// former owner of the partition loaded in part is staged again as a piece
+// holding only the rows past the ledger. It also counts the rows per
+// partition for the ledger.
+func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPartition]int64) (main, dlq []target, counts tally, err error) {
+	counts = tally{}
+	for _, f := range p.files {
+		switch f.Overlap(fence) {
+		case sink.OverlapAll:
+			continue
+		case sink.OverlapNone:
+			_, split := p.pieces[f.RowsPath]
+			if f.RowsPath != "" && !split {
+				main = append(main, target{f.RowsPath, sumRanges(f, false)})
+			}
+			if f.DLQPath != "" {
+				dlq = append(dlq, target{f.DLQPath, sumRanges(f, true)})
+			}
+			for _, r := range f.Ranges {
+				if split {
+					counts.add(r.TopicPartition, 0, r.DLQ) // the pieces' rows are counted below
+				} else {
+					counts.add(r.TopicPartition, r.Records, r.DLQ)
+				}
+			}
+		case sink.OverlapPartial:
+			s.log.Info("load overlaps the ledger (a former owner of the partition loaded part of it); loading only the rows past it",
+				"file", f.Name)
+			for _, name := range []string{f.RowsPath, f.DLQPath} {
+				if _, split := p.pieces[name]; name == "" || split {
+					continue
+				}
+				pcs, err := s.pastFence(ctx, name, fence, name == f.DLQPath)
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				p.pieces[name] = pcs
+				for _, pc := range pcs {
+					p.staged = append(p.staged, pc.name)
+				}
+			}
+			for _, pc := range p.pieces[f.DLQPath] {
+				dlq = append(dlq, target{pc.name, int64(len(pc.idx))})
+				s.countLines(counts, pc, true)
+			}
+		}
+		for _, pc := range p.pieces[f.RowsPath] {
+			main = append(main, target{pc.name, int64(len(pc.idx))})
+			s.countLines(counts, pc, false)
 		}
 	}
-	if len(names) == 0 {
-		return nil
+	if p.rejectsFile != "" {
+		dlq = append(dlq, target{p.rejectsFile, int64(len(p.rejects))})
+		for _, r := range p.rejects {
+			counts.add(r.tp, 0, 1)
+		}
+	}
+	return main, dlq, counts, nil
+}
+
+// countLines adds a piece's rows to the tally by the partition of each.
+func (s *Sink) countLines(counts tally, pc *piece, dlq bool) {
+	k := s.keptLines(pc.origin)
+	for _, i := range pc.idx {
+		tp := s.lineTP(k, i, dlq)
+		if dlq {
+			counts.add(tp, 0, 1)
+		} else {
+			counts.add(tp, 1, 0)
+		}
+	}
+}
+
+// copyFiles loads the targets into table with one COPY INTO naming every
+// file, and checks that each file's rows were all loaded or rejected.
+// FORCE = FALSE: Databend's load history skips a file it has loaded
+// before. The ledger, read in this transaction, says these files are not
+// loaded, so a file the history skips is copied again with FORCE = TRUE
+// (the ledger commits with the rows; the history is a second guard).
+func (s *Sink) copyFiles(ctx context.Context, ss *session, table string, targets []target) (map[string]copyOutcome, error) {
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.name
 	}
 	res, err := ss.query(ctx, s.copySQL(table, names, false))
 	if err != nil {
-		return fmt.Errorf("copy %d files into %s: %w", len(names), table, err)
+		return nil, fmt.Errorf("copy %d files into %s: %w", len(names), table, err)
 	}
 	got := copyResult(res)
 	var skipped []string
@@ -166,26 +307,26 @@ func (s *Sink) copyFiles(ctx context.Context, ss *session, table string, files [
 			"table", table, "files", len(skipped))
 		res, err := ss.query(ctx, s.copySQL(table, skipped, true))
 		if err != nil {
-			return fmt.Errorf("copy %d files into %s again: %w", len(skipped), table, err)
+			return nil, fmt.Errorf("copy %d files into %s again: %w", len(skipped), table, err)
 		}
-		for n, rows := range copyResult(res) {
-			got[n] = rows
-		}
-	}
-	for _, n := range names {
-		if got[n] != want[n] {
-			return fmt.Errorf("%w: COPY INTO %s loaded %d rows from %s, which holds %d", sink.ErrFatal, table, got[n], n, want[n])
+		for n, o := range copyResult(res) {
+			got[n] = o
 		}
 	}
-	return nil
+	for _, t := range targets {
+		if o := got[t.name]; o.loaded+o.errors != t.rows {
+			return nil, fmt.Errorf("%w: COPY INTO %s took %d rows (%d rejected) from %s, which holds %d", sink.ErrFatal, table, o.loaded+o.errors, o.errors, t.name, t.rows)
+		}
+	}
+	return got, nil
 }
 
 // copySQL is the reference's COPY, made exact: the files are named (no
 // pattern), nothing is purged inside the transaction (a rolled-back load
-// must find its files again), errors abort.
+// must find its files again), a rejected row is reported, not loaded.
 func (s *Sink) copySQL(table string, names []string, force bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "COPY INTO %s FROM %s FILES = (%s) FILE_FORMAT = (TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO) PURGE = FALSE FORCE = %s",
+	fmt.Fprintf(&b, "COPY INTO %s FROM %s FILES = (%s) FILE_FORMAT = (TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO) PURGE = FALSE FORCE = %s ON_ERROR = CONTINUE",
 		table, s.location(), sqltext.Strings(names), strings.ToUpper(strconv.FormatBool(force)))
 	if s.opt.DisableVariantCheck {
 		b.WriteString(" DISABLE_VARIANT_CHECK = TRUE")
@@ -196,102 +337,49 @@ func (s *Sink) copySQL(table string, names []string, force bool) string {
 // copyResult reads COPY's reply, one row per file loaded: File,
 // Rows_loaded, Errors_seen, First_error, First_error_line. Files are
 // keyed by base name (the reply may include the stage path).
-func copyResult(res *result) map[string]int64 {
-	fileCol, rowsCol := 0, 1
+func copyResult(res *result) map[string]copyOutcome {
+	col := map[string]int{"file": 0, "rows_loaded": 1, "errors_seen": 2, "first_error": 3, "first_error_line": 4}
 	for i, c := range res.Columns {
-		switch strings.ToLower(c) {
-		case "file":
-			fileCol = i
-		case "rows_loaded":
-			rowsCol = i
+		if _, ok := col[strings.ToLower(c)]; ok {
+			col[strings.ToLower(c)] = i
 		}
 	}
-	out := map[string]int64{}
-	for _, row := range res.Rows {
-		if len(row) <= max(fileCol, rowsCol) || row[fileCol] == nil || row[rowsCol] == nil {
-			continue
+	get := func(row []*string, name string) string {
+		if i := col[name]; i < len(row) && row[i] != nil {
+			return *row[i]
 		}
-		name := *row[fileCol]
+		return ""
+	}
+	out := map[string]copyOutcome{}
+	for _, row := range res.Rows {
+		name := get(row, "file")
 		if i := strings.LastIndexByte(name, '/'); i >= 0 {
 			name = name[i+1:]
 		}
-		n, _ := strconv.ParseInt(*row[rowsCol], 10, 64)
-		out[name] += n
+		o := out[name]
+		n, _ := strconv.ParseInt(get(row, "rows_loaded"), 10, 64)
+		e, _ := strconv.ParseInt(get(row, "errors_seen"), 10, 64)
+		o.loaded += n
+		o.errors += e
+		if o.firstError == "" {
+			o.firstError = get(row, "first_error")
+			o.firstLine, _ = strconv.ParseInt(get(row, "first_error_line"), 10, 64)
+		}
+		out[name] = o
 	}
 	return out
 }
 
-// insertPast inserts the rows of partly loaded files that lie past the
-// ledger, reading the staged files with a SELECT (COPY cannot filter
-// rows). This happens only when two owners of a partition overlapped: a
-// former owner's load landed after the new owner read its position.
-func (s *Sink) insertPast(ctx context.Context, ss *session, files []sink.File, skip []sink.Range) error {
-	var rowFiles, dlqFiles []string
-	for _, f := range files {
-		if f.RowsPath != "" {
-			rowFiles = append(rowFiles, f.RowsPath)
-		}
-		if f.DLQPath != "" {
-			dlqFiles = append(dlqFiles, f.DLQPath)
+func sumRanges(f sink.File, dlq bool) int64 {
+	var n int64
+	for _, r := range f.Ranges {
+		if dlq {
+			n += r.DLQ
+		} else {
+			n += r.Records
 		}
 	}
-	var rawConds, dlqConds []string
-	for _, r := range skip {
-		rawConds = append(rawConds, fmt.Sprintf("($1:kpartition::INT = %d AND $1:record_metadata:topic::VARCHAR = %s AND $1:koffset::BIGINT <= %d)",
-			r.Partition, sqltext.String(r.Topic), r.Last))
-		dlqConds = append(dlqConds, fmt.Sprintf("($1:partition::INT = %d AND $1:topic::VARCHAR = %s AND $1:offset::BIGINT <= %d)",
-			r.Partition, sqltext.String(r.Topic), r.Last))
-	}
-	from := func(names []string) string {
-		return fmt.Sprintf("%s (FILES => (%s), FILE_FORMAT => %s)", s.location(), sqltext.Strings(names), sqltext.String(fileFormat))
-	}
-	if len(rowFiles) > 0 {
-		q := fmt.Sprintf(`INSERT INTO %s (uuid, koffset, kpartition, raw_data, record_metadata) SELECT $1:uuid::VARCHAR, $1:koffset::BIGINT, $1:kpartition::INT, $1:raw_data, $1:record_metadata FROM %s WHERE NOT (%s)`,
-			s.tables.main, from(rowFiles), strings.Join(rawConds, " OR "))
-		if _, err := ss.query(ctx, q); err != nil {
-			return fmt.Errorf("insert rows past the ledger from %d files: %w", len(rowFiles), err)
-		}
-	}
-	if len(dlqFiles) > 0 {
-		q := fmt.Sprintf(`INSERT INTO %s (topic, "partition", "offset", "key", "value", error, stage) SELECT $1:topic::VARCHAR, $1:partition::INT, $1:offset::BIGINT, $1:key::VARCHAR, $1:value::VARCHAR, $1:error::VARCHAR, $1:stage::VARCHAR FROM %s WHERE NOT (%s)`,
-			s.tables.dlq, from(dlqFiles), strings.Join(dlqConds, " OR "))
-		if _, err := ss.query(ctx, q); err != nil {
-			return fmt.Errorf("insert dead-letter rows past the ledger from %d files: %w", len(dlqFiles), err)
-		}
-	}
-	return nil
-}
-
-// countLoaded counts, per partition, the rows of this load's ranges in the
-// raw and dead-letter tables (inside the transaction: nothing past the
-// ledger is there but this load's rows). Only when rows were fenced.
-func (s *Sink) countLoaded(ctx context.Context, ss *session, ranges []sink.Range) ([]sink.Range, error) {
-	count := func(q string) (int64, error) {
-		res, err := ss.query(ctx, q)
-		if err != nil {
-			return 0, err
-		}
-		if len(res.Rows) != 1 || len(res.Rows[0]) != 1 || res.Rows[0][0] == nil {
-			return 0, fmt.Errorf("count answered %d rows", len(res.Rows))
-		}
-		return strconv.ParseInt(*res.Rows[0][0], 10, 64)
-	}
-	out := make([]sink.Range, 0, len(ranges))
-	for _, r := range ranges {
-		raw, err := count(fmt.Sprintf("SELECT count(*) FROM %s WHERE kpartition = %d AND record_metadata:topic::VARCHAR = %s AND koffset BETWEEN %d AND %d",
-			s.tables.main, r.Partition, sqltext.String(r.Topic), r.First, r.Last))
-		if err != nil {
-			return nil, fmt.Errorf("count loaded rows: %w", err)
-		}
-		dlq, err := count(fmt.Sprintf(`SELECT count(*) FROM %s WHERE "partition" = %d AND topic = %s AND "offset" BETWEEN %d AND %d`,
-			s.tables.dlq, r.Partition, sqltext.String(r.Topic), r.First, r.Last))
-		if err != nil {
-			return nil, fmt.Errorf("count loaded dead-letter rows: %w", err)
-		}
-		r.Records, r.DLQ = raw, dlq
-		out = append(out, r)
-	}
-	return out, nil
+	return n
 }
 
 func ledgerInsert(ledger string, ranges []sink.Range, loadID string, files int) string {

@@ -52,23 +52,28 @@ var (
 	}
 )
 
-// fileFormat names the NDJSON format used to read staged files with a
-// SELECT (a load that must skip rows already loaded).
-const fileFormat = "tracelake_ndjson"
-
-// Prepare creates the raw, dead-letter and ledger tables if absent and the
-// file format, and checks that existing tables have tracelake's columns.
+// Prepare creates the raw (unless in transform mode, where the table is
+// the user's and must exist), dead-letter and ledger tables if absent, and
+// checks that existing tables have tracelake's columns.
 func (s *Sink) Prepare(ctx context.Context) error {
 	ss := s.c.session()
-	var errs []error
-	for _, t := range []struct {
+	type tableSpec struct {
 		name, quoted string
 		cols         []column
-	}{
-		{s.opt.Table, s.tables.main, rawColumns},
+	}
+	specs := []tableSpec{
 		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns},
 		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns},
-	} {
+	}
+	if s.opt.Transform {
+		if _, err := ss.query(ctx, "DESC "+s.tables.main); err != nil {
+			return fmt.Errorf("transform mode loads into your table %s; describe it: %w", s.opt.Table, err)
+		}
+	} else {
+		specs = append([]tableSpec{{s.opt.Table, s.tables.main, rawColumns}}, specs...)
+	}
+	var errs []error
+	for _, t := range specs {
 		if _, err := ss.query(ctx, createTable(t.quoted, t.cols)); err != nil {
 			return fmt.Errorf("create table %s: %w", t.name, err)
 		}
@@ -80,14 +85,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", t.name, strings.Join(diff, "\n  ")))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	q := fmt.Sprintf("CREATE FILE FORMAT IF NOT EXISTS %s TYPE = NDJSON COMPRESSION = AUTO", fileFormat)
-	if _, err := ss.query(ctx, q); err != nil {
-		return fmt.Errorf("create file format %s: %w", fileFormat, err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func createTable(name string, cols []column) string {

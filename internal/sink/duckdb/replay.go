@@ -65,7 +65,7 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 		case !p.OK():
 			dlq = envelope.AppendDLQRow(dlq, &r, p.Reason, envelope.StageDecode)
 		case s.opt.Transform:
-			raw = envelope.AppendTransformRow(raw, &r)
+			raw = envelope.AppendTransformRow(raw, &r, envelope.ValueText)
 		default:
 			ids.Next(&id)
 			raw = envelope.AppendRawRow(raw, &r, &id, envelope.ValueText)

@@ -33,7 +33,7 @@ func TestReplayAfterFix(t *testing.T) {
 	}
 	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 2, Records: 3}}}
 	for i, v := range []string{`{"id":1,"score":"high"}`, `{"score":1}`, `{"id":2,"score":3}`} {
-		b.Rows = envelope.AppendTransformRow(b.Rows, &kgo.Record{Topic: "t", Offset: int64(i), Value: []byte(v)})
+		b.Rows = envelope.AppendTransformRow(b.Rows, &kgo.Record{Topic: "t", Offset: int64(i), Value: []byte(v)}, envelope.ValueText)
 	}
 	f, err := s.Stage(ctx, b)
 	if err != nil {

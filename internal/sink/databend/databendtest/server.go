@@ -45,6 +45,9 @@ type Server struct {
 	// UploadStatus returns an HTTP status to answer an upload with instead
 	// of storing it (0: store it).
 	UploadStatus func(path string) int
+	// Reject returns why a row COPY reads for table should be rejected ("":
+	// load it), as Databend's JSON parser or a cast would.
+	Reject func(table string, r Row) string
 	// Accept lets statements the fake does not model succeed (merge SQL);
 	// they are recorded and answer no rows.
 	Accept func(sql string) bool
@@ -61,9 +64,10 @@ type Server struct {
 }
 
 type table struct {
-	cols  []string
-	types []string
-	rows  []Row
+	cols    []string
+	types   []string
+	rows    []Row
+	lenient bool // a user's table: NDJSON fields it lacks are dropped
 }
 
 // txn holds a transaction's writes until COMMIT.
@@ -142,7 +146,7 @@ func (s *Server) Rows(name string) []Row {
 func (s *Server) CreateTable(name string, cols, types []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tables[name] = &table{cols: cols, types: types}
+	s.tables[name] = &table{cols: cols, types: types, lenient: true}
 }
 
 func (s *Server) authorized(r *http.Request) bool {

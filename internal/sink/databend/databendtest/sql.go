@@ -14,15 +14,11 @@ import (
 var (
 	reCreateTable  = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
 	reDesc         = regexp.MustCompile(`^DESC (\S+)$`)
-	reFileFormat   = regexp.MustCompile(`^CREATE FILE FORMAT IF NOT EXISTS \w+ TYPE = NDJSON COMPRESSION = AUTO$`)
 	rePresign      = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
 	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+) WHERE topic IN \((.*)\) GROUP BY topic, "partition"$`)
-	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE)( DISABLE_VARIANT_CHECK = TRUE)?$`)
+	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
 	reLedgerInsert = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
 	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
-	reInsertPast   = regexp.MustCompile(`^INSERT INTO (\S+) \(([^)]*)\) SELECT .* FROM @(\S+) \(FILES => \((.*?)\), FILE_FORMAT => 'tracelake_ndjson'\) WHERE NOT \((.*)\)$`)
-	reSkip         = regexp.MustCompile(`\$1:(?:kpartition|partition)::INT = (\d+) AND \$1:(?:record_metadata:topic|topic)::VARCHAR = '((?:[^']|'')*)' AND \$1:(?:koffset|offset)::BIGINT <= (-?\d+)`)
-	reCount        = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+) WHERE (?:kpartition|"partition") = (\d+) AND (?:record_metadata:topic::VARCHAR|topic) = '((?:[^']|'')*)' AND (?:koffset|"offset") BETWEEN (-?\d+) AND (-?\d+)$`)
 	reRemove       = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
 	reQuoted       = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
@@ -83,9 +79,6 @@ func (s *Server) run(sql string, sess map[string]any) ([]string, [][]*string, er
 		}
 		return []string{"Field", "Type", "Null", "Default", "Extra"}, rows, nil
 	}
-	if reFileFormat.MatchString(sql) {
-		return nil, nil, nil
-	}
 	if m := rePresign.FindStringSubmatch(sql); m != nil {
 		return []string{"method", "headers", "url"},
 			[][]*string{{str("PUT"), str(`{"X-Fake-Presigned":"yes"}`), str(s.URL + "/presigned/" + m[1])}}, nil
@@ -101,12 +94,6 @@ func (s *Server) run(sql string, sess map[string]any) ([]string, [][]*string, er
 	}
 	if m := reLedgerInsert.FindStringSubmatch(sql); m != nil {
 		return nil, nil, s.insertLedger(tx, unquote(m[1]), m[2])
-	}
-	if m := reInsertPast.FindStringSubmatch(sql); m != nil {
-		return nil, nil, s.insertPast(tx, unquote(m[1]), m[3], quotedList(m[4]), m[5])
-	}
-	if m := reCount.FindStringSubmatch(sql); m != nil {
-		return s.count(tx, m)
 	}
 	if m := reRemove.FindStringSubmatch(sql); m != nil {
 		re, err := regexp.Compile(strings.ReplaceAll(m[2], "''", "'"))
@@ -203,15 +190,55 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 		if err != nil {
 			return nil, nil, fmt.Errorf("copy %s: %w", path, err)
 		}
-		tx.rows[name] = append(tx.rows[name], rows...)
+		// ON_ERROR = CONTINUE: a row the table cannot take is skipped and
+		// counted; the first one is reported with its line.
+		loaded, errors, firstLine, firstError := 0, 0, 0, ""
+		for i, r := range rows {
+			if reason := s.rowError(name, t, r); reason != "" {
+				errors++
+				if errors == 1 {
+					firstLine, firstError = i+1, reason
+				}
+				continue
+			}
+			tx.rows[name] = append(tx.rows[name], r)
+			loaded++
+		}
 		tx.history[hkey] = true
-		out = append(out, []*string{str(path), str(strconv.Itoa(len(rows))), str("0"), nil, nil})
+		row := []*string{str(path), str(strconv.Itoa(loaded)), str(strconv.Itoa(errors)), nil, nil}
+		if errors > 0 {
+			row[3], row[4] = str(firstError), str(strconv.Itoa(firstLine))
+		}
+		out = append(out, row)
 	}
 	return []string{"File", "Rows_loaded", "Errors_seen", "First_error", "First_error_line"}, out, nil
 }
 
+// rowError says why the table cannot take r ("" if it can): an integer
+// column given something else than an integer, or what Reject says.
+func (s *Server) rowError(name string, t *table, r Row) string {
+	for i, c := range t.cols {
+		v, ok := r[c]
+		if !ok || string(v) == "null" {
+			continue
+		}
+		switch strings.ToUpper(t.types[i]) {
+		case "INT", "BIGINT", "INTEGER", "SMALLINT":
+			if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
+				return fmt.Sprintf("fail to decode column %s (%s): %s is not an integer", c, t.types[i], v)
+			}
+		}
+	}
+	if s.Reject != nil {
+		return s.Reject(name, r)
+	}
+	return ""
+}
+
 // parseRows reads NDJSON rows into t's columns, as COPY with
-// MISSING_FIELD_AS = FIELD_DEFAULT would; a field the table lacks fails.
+// MISSING_FIELD_AS = FIELD_DEFAULT would. A field the table lacks is
+// dropped from a user's table (CreateTable) and fails for the tables
+// tracelake creates, so a change of the sink's encoding shows.
 func parseRows(t *table, data []byte) ([]Row, error) {
 	lines, err := readStaged(data)
 	if err != nil {
@@ -225,7 +252,10 @@ func parseRows(t *table, data []byte) ([]Row, error) {
 		}
 		for k := range r {
 			if !slices.Contains(t.cols, k) {
-				return nil, fmt.Errorf("line %d: field %q is not a column of the table", i+1, k)
+				if !t.lenient {
+					return nil, fmt.Errorf("line %d: field %q is not a column of the table", i+1, k)
+				}
+				delete(r, k)
 			}
 		}
 		rows = append(rows, r)
@@ -261,77 +291,6 @@ func (s *Server) write(tx *txn, name string, rows []Row) {
 		return
 	}
 	s.tables[name].rows = append(s.tables[name].rows, rows...)
-}
-
-func (s *Server) insertPast(tx *txn, name, location string, files []string, where string) error {
-	t := s.tables[name]
-	if t == nil {
-		return fmt.Errorf("Unknown table '%s'", name)
-	}
-	type skip struct {
-		part  int64
-		topic string
-		last  int64
-	}
-	var skips []skip
-	for _, m := range reSkip.FindAllStringSubmatch(where, -1) {
-		p, _ := strconv.ParseInt(m[1], 10, 64)
-		l, _ := strconv.ParseInt(m[3], 10, 64)
-		skips = append(skips, skip{p, strings.ReplaceAll(m[2], "''", "'"), l})
-	}
-	var keep []Row
-	for _, f := range files {
-		data, ok := s.stage[location+f]
-		if !ok {
-			return fmt.Errorf("file %s not found in stage", location+f)
-		}
-		rows, err := parseRows(t, data)
-		if err != nil {
-			return err
-		}
-	rows:
-		for _, r := range rows {
-			part, topic, offset := coordinates(r)
-			for _, sk := range skips {
-				if sk.part == part && sk.topic == topic && offset <= sk.last {
-					continue rows
-				}
-			}
-			keep = append(keep, r)
-		}
-	}
-	s.write(tx, name, keep)
-	return nil
-}
-
-// coordinates reads partition, topic and offset from a raw or a
-// dead-letter row.
-func coordinates(r Row) (part int64, topic string, offset int64) {
-	if md, ok := r["record_metadata"]; ok {
-		var m struct{ Topic string }
-		_ = json.Unmarshal(md, &m)
-		return jsonInt(r["kpartition"]), m.Topic, jsonInt(r["koffset"])
-	}
-	return jsonInt(r["partition"]), jsonString(r["topic"]), jsonInt(r["offset"])
-}
-
-func (s *Server) count(tx *txn, m []string) ([]string, [][]*string, error) {
-	t, err := s.table(m[1])
-	if err != nil {
-		return nil, nil, err
-	}
-	part, _ := strconv.ParseInt(m[2], 10, 64)
-	topic := strings.ReplaceAll(m[3], "''", "'")
-	lo, _ := strconv.ParseInt(m[4], 10, 64)
-	hi, _ := strconv.ParseInt(m[5], 10, 64)
-	n := 0
-	for _, r := range visible(t, tx, unquote(m[1])) {
-		p, tp, o := coordinates(r)
-		if p == part && tp == topic && o >= lo && o <= hi {
-			n++
-		}
-	}
-	return []string{"count(*)"}, [][]*string{{str(strconv.Itoa(n))}}, nil
 }
 
 func unquote(name string) string {

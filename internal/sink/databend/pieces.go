@@ -1,0 +1,255 @@
+package databend
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// wholeReject is the size above which a part whose every row Databend
+// rejected is dead-lettered at once rather than row by row.
+const wholeReject = 32
+
+// line is where one staged line came from and what it carried.
+type line struct {
+	tp     sink.TopicPartition
+	offset int64
+	key    *string // base64 of the key's bytes; nil without a key
+	value  []byte  // the message value as staged (JSON)
+}
+
+// origin reads line i of a kept file: raw rows and dead-letter rows carry
+// their coordinates; transform-mode objects have theirs beside them.
+func origin(k *keptFile, i int, dlq bool) (line, error) {
+	if k == nil || i >= len(k.lines) {
+		return line{}, fmt.Errorf("staged line %d is not kept", i)
+	}
+	text := k.lines[i]
+	switch {
+	case dlq:
+		var r struct {
+			Topic     string  `json:"topic"`
+			Partition int32   `json:"partition"`
+			Offset    int64   `json:"offset"`
+			Key       *string `json:"key"`
+		}
+		if err := json.Unmarshal(text, &r); err != nil {
+			return line{}, fmt.Errorf("staged dead-letter line %d: %w", i, err)
+		}
+		return line{tp: sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}, offset: r.Offset, key: r.Key}, nil
+	case k.coords != nil:
+		c := k.coords[i]
+		return line{tp: sink.TopicPartition{Topic: c.Topic, Partition: c.Partition}, offset: c.Offset, key: c.Key, value: text}, nil
+	default:
+		var r struct {
+			Partition int32           `json:"kpartition"`
+			Offset    int64           `json:"koffset"`
+			Value     json.RawMessage `json:"raw_data"`
+			Metadata  struct {
+				Topic       string  `json:"topic"`
+				Key         *string `json:"key"`
+				KeyEncoding string  `json:"key_encoding"`
+			} `json:"record_metadata"`
+		}
+		if err := json.Unmarshal(text, &r); err != nil {
+			return line{}, fmt.Errorf("staged raw line %d: %w", i, err)
+		}
+		l := line{tp: sink.TopicPartition{Topic: r.Metadata.Topic, Partition: r.Partition}, offset: r.Offset, value: r.Value}
+		if key := r.Metadata.Key; key != nil && r.Metadata.KeyEncoding != "base64" {
+			b64 := base64.StdEncoding.EncodeToString([]byte(*key))
+			l.key = &b64
+		} else {
+			l.key = key
+		}
+		if string(l.value) == "null" {
+			l.value = nil
+		}
+		return l, nil
+	}
+}
+
+// lineTP is the partition of line i (for the ledger's counts).
+func (s *Sink) lineTP(k *keptFile, i int, dlq bool) sink.TopicPartition {
+	l, err := origin(k, i, dlq)
+	if err != nil {
+		s.log.Error("cannot read a staged line's partition", "err", err)
+	}
+	return l.tp
+}
+
+// pastFence stages the lines of a kept file that lie past the ledger as
+// one piece (none if no line does).
+func (s *Sink) pastFence(ctx context.Context, name string, fence map[sink.TopicPartition]int64, dlq bool) ([]*piece, error) {
+	k := s.keptLines(name)
+	if k == nil {
+		return nil, fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, name)
+	}
+	var idx []int
+	for i := range k.lines {
+		l, err := origin(k, i, dlq)
+		if err != nil {
+			return nil, err
+		}
+		if last, ok := fence[l.tp]; !ok || l.offset > last {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return []*piece{}, nil
+	}
+	pc, err := s.stagePiece(ctx, name, k, idx)
+	if err != nil {
+		return nil, err
+	}
+	return []*piece{pc}, nil
+}
+
+// stagePiece uploads lines idx of the kept file origin under a name built
+// from the origin's and the lines'.
+func (s *Sink) stagePiece(ctx context.Context, originName string, k *keptFile, idx []int) (*piece, error) {
+	lines := make([][]byte, len(idx))
+	for j, i := range idx {
+		lines[j] = k.lines[i]
+	}
+	stem := strings.TrimSuffix(strings.TrimSuffix(originName, ".zst"), ".ndjson")
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), lines)
+	if err != nil {
+		return nil, err
+	}
+	return &piece{name: name, origin: originName, idx: idx}, nil
+}
+
+// leaveOut takes the rows COPY rejected out of the plan. For each file (or
+// piece) with rejects, COPY names the first rejected row and counts the
+// others: the rows before it loaded, so they become one piece; the row
+// goes to the dead-letter table with Databend's error; the rest becomes
+// one piece if it had no other reject, else two halves, each of which
+// names its own first reject in the next round. A part of more than
+// wholeReject rows whose every row was rejected goes to the dead-letter
+// table whole, with the first row's error (the common case of a table
+// that cannot take the data at all, where splitting further would cost a
+// round per row).
+func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]copyOutcome) error {
+	for name, o := range rejected {
+		pc := p.find(name)
+		k := s.keptLines(pc.origin)
+		if k == nil {
+			return fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, pc.origin)
+		}
+		if pc.idx == nil { // the whole staged file
+			pc.idx = make([]int, len(k.lines))
+			for i := range pc.idx {
+				pc.idx[i] = i
+			}
+		}
+		m := int64(len(pc.idx))
+		var next []*piece
+		if o.errors >= m && m > wholeReject {
+			reason := o.firstError
+			if m > 1 { // always: m > wholeReject
+				reason = fmt.Sprintf("%s (Databend rejected all %d rows of this part of the batch; this is the first row's error)", o.firstError, m)
+			}
+			for _, i := range pc.idx {
+				if err := p.reject(k, i, reason); err != nil {
+					return err
+				}
+			}
+		} else {
+			bad := o.firstLine - 1
+			if bad < 0 || bad >= m {
+				return fmt.Errorf("%w: COPY reported a rejected row at line %d of %s, which has %d lines", sink.ErrFatal, o.firstLine, name, m)
+			}
+			if err := p.reject(k, pc.idx[bad], o.firstError); err != nil {
+				return err
+			}
+			parts := [][]int{pc.idx[:bad]}
+			rest := pc.idx[bad+1:]
+			if o.errors == 1 || len(rest) < 2 {
+				parts = append(parts, rest)
+			} else {
+				parts = append(parts, rest[:len(rest)/2], rest[len(rest)/2:])
+			}
+			for _, idx := range parts {
+				if len(idx) == 0 {
+					continue
+				}
+				np, err := s.stagePiece(ctx, pc.origin, k, idx)
+				if err != nil {
+					return err
+				}
+				p.staged = append(p.staged, np.name)
+				next = append(next, np)
+			}
+		}
+		p.replace(pc, next)
+		s.log.Warn("Databend rejected rows; loading the rest and sending these to the dead-letter table",
+			"file", name, "rejected", o.errors, "first_error", o.firstError)
+	}
+	rows := make([][]byte, len(p.rejects))
+	for i, r := range p.rejects {
+		rows[i] = r.row
+	}
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), rows)
+	if err != nil {
+		return err
+	}
+	p.rejectsFile = name
+	p.staged = append(p.staged, name)
+	return nil
+}
+
+// find returns the piece staged as name, or a piece standing for the whole
+// staged file name.
+func (p *loadPlan) find(name string) *piece {
+	for _, ps := range p.pieces {
+		for _, pc := range ps {
+			if pc.name == name {
+				return pc
+			}
+		}
+	}
+	return &piece{name: name, origin: name}
+}
+
+// replace puts next where pc was in its origin's pieces.
+func (p *loadPlan) replace(pc *piece, next []*piece) {
+	var out []*piece
+	for _, x := range p.pieces[pc.origin] {
+		if x != pc {
+			out = append(out, x)
+		}
+	}
+	p.pieces[pc.origin] = append(out, next...)
+}
+
+// reject records line i of k as rejected by Databend with reason.
+func (p *loadPlan) reject(k *keptFile, i int, reason string) error {
+	l, err := origin(k, i, false)
+	if err != nil {
+		return err
+	}
+	var value *string
+	if l.value != nil {
+		v := base64.StdEncoding.EncodeToString(l.value)
+		value = &v
+	}
+	row, err := json.Marshal(struct {
+		Topic     string  `json:"topic"`
+		Partition int32   `json:"partition"`
+		Offset    int64   `json:"offset"`
+		Key       *string `json:"key"`
+		Value     *string `json:"value"`
+		Error     string  `json:"error"`
+		Stage     string  `json:"stage"`
+	}{l.tp.Topic, l.tp.Partition, l.offset, l.key, value, reason, envelope.StageLoad})
+	if err != nil {
+		return err
+	}
+	p.rejects = append(p.rejects, rejectRow{tp: l.tp, row: row})
+	return nil
+}
