@@ -32,8 +32,8 @@ type Options struct {
 	// Transform loads each JSON object as a row of the user's existing
 	// Table, fields matched to columns by name.
 	Transform bool
-	Stage  string // ~ (user stage) or a stage name
-	Prefix string // path in the stage, ending in /
+	Stage     string // ~ (user stage) or a stage name
+	Prefix    string // path in the stage, ending in /
 	// Purge removes loaded files from the stage once their load committed.
 	Purge bool
 	// DisableVariantCheck is COPY's DISABLE_VARIANT_CHECK.
