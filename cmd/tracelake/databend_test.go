@@ -112,6 +112,17 @@ func countRows(t *testing.T, seen map[int32]map[int64]bool, n int) {
 	}
 }
 
+// ledgerSums adds up the records and dead letters a ledger table counts.
+func ledgerSums(srv *databendtest.Server, ledger string) (records, dlq int64) {
+	for _, r := range srv.Rows(ledger) {
+		var a, b int64
+		_ = json.Unmarshal(r["records"], &a)
+		_ = json.Unmarshal(r["dlq_records"], &b)
+		records, dlq = records+a, dlq+b
+	}
+	return records, dlq
+}
+
 // The seeds' end-to-end test of the reference tool (seeds/001): 100,000
 // messages, batchSize 1,000, copyIntoFileCount 5, one worker, one
 // partition, run from the reference's own config file: 100 uploads, 20
@@ -161,13 +172,7 @@ func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
 	if left := srv.StageFiles(); len(left) != 0 {
 		t.Errorf("copyPurge true but %d files stay in the stage", len(left))
 	}
-	var ledgerRecords int64
-	for _, r := range srv.Rows("trace_raw_ledger") {
-		var c int64
-		_ = json.Unmarshal(r["records"], &c)
-		ledgerRecords += c
-	}
-	if ledgerRecords != n {
+	if ledgerRecords, _ := ledgerSums(srv, "trace_raw_ledger"); ledgerRecords != n {
 		t.Errorf("ledger counts %d records, want %d", ledgerRecords, n)
 	}
 
@@ -392,14 +397,7 @@ func TestReferenceTransformModeAgainstDatabend(t *testing.T) {
 	if reasons["load"] != 2 || reasons["decode"] != 2 {
 		t.Errorf("dead letters by stage %v; want 2 rejected by Databend (load) and 2 not objects (decode)", reasons)
 	}
-	records, dlq := int64(0), int64(0)
-	for _, r := range srv.Rows("spans_ledger") {
-		var a, b int64
-		_ = json.Unmarshal(r["records"], &a)
-		_ = json.Unmarshal(r["dlq_records"], &b)
-		records, dlq = records+a, dlq+b
-	}
-	if records != good || dlq != int64(len(bad)) {
+	if records, dlq := ledgerSums(srv, "spans_ledger"); records != good || dlq != int64(len(bad)) {
 		t.Errorf("ledger: %d records, %d dead letters; want %d and %d", records, dlq, good, len(bad))
 	}
 }
