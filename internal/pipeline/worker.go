@@ -350,33 +350,58 @@ func (w *Worker) flush() error {
 	return <-done
 }
 
+// stageAhead is how many batches of one worker may be staging at once: an
+// upload to a remote stage takes a round trip, and consecutive batches'
+// uploads overlap instead of queueing (the sink bounds uploads across
+// workers too).
+const stageAhead = 4
+
+// stageLoop stages batches concurrently and hands the files to the loader
+// in the order the batches were read: a file must never load before one
+// read earlier, or its commit would skip the earlier one's records.
 func (w *Worker) stageLoop() {
-	defer close(w.files)
+	inOrder := make(chan chan item, stageAhead-1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range inOrder {
+			w.files <- <-c
+		}
+	}()
 	for it := range w.batches {
+		c := make(chan item, 1)
+		inOrder <- c // blocks while stageAhead batches are staging: backpressure
 		if it.flush != nil {
-			w.files <- it
+			c <- it
 			continue
 		}
-		var f sink.File
-		err := w.retry("stage", func() error {
-			var err error
-			f, err = w.opt.Sink.Stage(w.hard, it.batch.Batch)
-			return err
-		})
-		it.batch.Batch = nil // the sink owns the rows now; keep the bookkeeping
-		if err != nil {
-			// Shutting down with a stage failing: the batch is dropped and
-			// its records are read again next time. The loader must not
-			// load anything after it, or its commit would skip them.
-			w.log.Error("batch not staged; its records will be read again", "err", err)
-			w.files <- item{batch: it.batch, err: err}
-			continue
-		}
-		w.opt.Stats.addFile(f.Bytes)
-		w.opt.Metrics.StagedFiles.Inc()
-		w.opt.Metrics.StagedBytes.Add(float64(f.Bytes))
-		w.files <- item{batch: it.batch, file: f}
+		go func() { c <- w.stage(it) }()
 	}
+	close(inOrder)
+	<-done
+	close(w.files)
+}
+
+// stage stages one batch, retrying until it succeeds or shutdown.
+func (w *Worker) stage(it item) item {
+	var f sink.File
+	err := w.retry("stage", func() error {
+		var err error
+		f, err = w.opt.Sink.Stage(w.hard, it.batch.Batch)
+		return err
+	})
+	it.batch.Batch = nil // the sink owns the rows now; keep the bookkeeping
+	if err != nil {
+		// Shutting down with a stage failing: the batch is dropped and
+		// its records are read again next time. The loader must not
+		// load anything after it, or its commit would skip them.
+		w.log.Error("batch not staged; its records will be read again", "err", err)
+		return item{batch: it.batch, err: err}
+	}
+	w.opt.Stats.addFile(f.Bytes)
+	w.opt.Metrics.StagedFiles.Inc()
+	w.opt.Metrics.StagedBytes.Add(float64(f.Bytes))
+	return item{batch: it.batch, file: f}
 }
 
 // loadLoop loads pending files when load.max_files are pending or
