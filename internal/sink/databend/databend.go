@@ -189,18 +189,19 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 // table by field name; their coordinates stay here.
 func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
-	rows := &keptFile{lines: splitLines(b.Rows)}
+	rows, data := &keptFile{lines: splitLines(b.Rows)}, b.Rows
 	if s.opt.Transform {
 		var err error
 		if rows, err = splitTransformRows(rows.lines); err != nil {
 			return sink.File{}, err
 		}
+		data = joinLines(rows.lines)
 	}
 	var err error
-	if f.RowsPath, err = s.stageLines(ctx, f.Name, rows); err != nil {
+	if f.RowsPath, err = s.stageLines(ctx, f.Name, rows, data); err != nil {
 		return sink.File{}, err
 	}
-	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{lines: splitLines(b.DLQ)}); err != nil {
+	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{lines: splitLines(b.DLQ)}, b.DLQ); err != nil {
 		return sink.File{}, err
 	}
 	for _, n := range []string{f.RowsPath, f.DLQPath} {
@@ -211,13 +212,13 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	return f, nil
 }
 
-// stageLines uploads lines as stem + .ndjson[.zst] and keeps them; "" when
-// there are none.
-func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile) (string, error) {
+// stageLines uploads data (k's lines, joined) as stem + .ndjson[.zst] and
+// keeps k; "" when there are no lines.
+func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile, data []byte) (string, error) {
 	if len(k.lines) == 0 {
 		return "", nil
 	}
-	name, n, err := s.put(ctx, stem, k.lines)
+	name, n, err := s.put(ctx, stem, data)
 	if err != nil {
 		return "", err
 	}
@@ -227,15 +228,12 @@ func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile) (string
 	return name, nil
 }
 
-// put uploads lines as stem + .ndjson[.zst] and returns the name and the
-// bytes uploaded.
-func (s *Sink) put(ctx context.Context, stem string, lines [][]byte) (string, int64, error) {
+// put uploads NDJSON data as stem + .ndjson[.zst] and returns the name and
+// the bytes uploaded.
+func (s *Sink) put(ctx context.Context, stem string, data []byte) (string, int64, error) {
 	name := stem + ".ndjson"
 	if s.opt.Zstd {
 		name += ".zst"
-	}
-	data := joinLines(lines)
-	if s.opt.Zstd {
 		var err error
 		if data, err = s.zstd.Encode(data); err != nil {
 			return "", 0, err

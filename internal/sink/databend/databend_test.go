@@ -567,3 +567,33 @@ func TestTransformModeLoadsObjectsAndDeadLettersRejects(t *testing.T) {
 		t.Errorf("loaded %+v", loaded.Ranges)
 	}
 }
+
+// A cluster of rejects costs a few rounds, not one per reject.
+func TestAClusterOfRejectsTakesFewRounds(t *testing.T) {
+	srv, s := prepared(t, "")
+	srv.Reject = func(table string, r databendtest.Row) string {
+		var o int64
+		_ = json.Unmarshal(r["koffset"], &o)
+		if table == "trace_raw" && o >= 100 && o < 140 {
+			return fmt.Sprintf("bad %d", o)
+		}
+		return ""
+	}
+	if _, err := s.Load(context.Background(), stage(t, s, batch(0, 0, 999))); err != nil {
+		t.Fatal(err)
+	}
+	dlq := dlqRows(t, srv)
+	for o := int64(100); o < 140; o++ {
+		var reason string
+		_ = json.Unmarshal(dlq[o]["error"], &reason)
+		if reason != fmt.Sprintf("bad %d", o) {
+			t.Errorf("offset %d: error %q", o, reason)
+		}
+	}
+	if o := offsets(t, srv, 0); len(o) != 960 {
+		t.Errorf("%d raw rows, want 960", len(o))
+	}
+	if n := count(srv.Statements(), "BEGIN"); n > 14 {
+		t.Errorf("%d rounds for 40 clustered rejects in 1000 rows; want about log2(1000)+2", n)
+	}
+}

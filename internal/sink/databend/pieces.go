@@ -117,7 +117,7 @@ func (s *Sink) stagePiece(ctx context.Context, originName string, k *keptFile, i
 		lines[j] = k.lines[i]
 	}
 	stem := strings.TrimSuffix(strings.TrimSuffix(originName, ".zst"), ".ndjson")
-	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), lines)
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), joinLines(lines))
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +129,10 @@ func (s *Sink) stagePiece(ctx context.Context, originName string, k *keptFile, i
 // others: the rows before it loaded, so they become one piece; the row
 // goes to the dead-letter table with Databend's error; the rest becomes
 // one piece if it had no other reject, else two halves, each of which
-// names its own first reject in the next round. A part of more than
+// names its own first reject in the next round. Pieces halve each round,
+// so rejects, even in a cluster, cost about log2(rows)+2 rounds: once a
+// piece is all rejects it is split into single rows (up to wholeReject
+// rows) or dead-lettered whole. A part of more than
 // wholeReject rows whose every row was rejected goes to the dead-letter
 // table whole, with the first row's error (the common case of a table
 // that cannot take the data at all, where splitting further would cost a
@@ -169,9 +172,16 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 			}
 			parts := [][]int{pc.idx[:bad]}
 			rest := pc.idx[bad+1:]
-			if o.errors == 1 || len(rest) < 2 {
+			switch {
+			case o.errors == 1 || len(rest) < 2:
 				parts = append(parts, rest)
-			} else {
+			case o.errors == m:
+				// A small part, all rejected: one row per piece, so the
+				// next round names each row's own error.
+				for i := range rest {
+					parts = append(parts, rest[i:i+1])
+				}
+			default:
 				parts = append(parts, rest[:len(rest)/2], rest[len(rest)/2:])
 			}
 			for _, idx := range parts {
@@ -194,7 +204,7 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 	for i, r := range p.rejects {
 		rows[i] = r.row
 	}
-	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), rows)
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), joinLines(rows))
 	if err != nil {
 		return err
 	}
