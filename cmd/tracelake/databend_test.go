@@ -401,3 +401,31 @@ func TestReferenceTransformModeAgainstDatabend(t *testing.T) {
 		t.Errorf("ledger: %d records, %d dead letters; want %d and %d", records, dlq, good, len(bad))
 	}
 }
+
+// The reference's useStreamingLoad: nothing is staged, every message
+// lands once, and the guarantee is stated in the log.
+func TestReferenceStreamingLoadAgainstDatabend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	srv := databendtest.New("cloudapp", "s3cret")
+	defer srv.Close()
+	cluster, cl := startKafka(t, 2)
+	const n = 5000
+	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 11, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := referenceConfig(t, cluster, srv, "s3cret", map[string]any{"useStreamingLoad": true, "workers": 2})
+	out, err := runIdle(t, bin, cfgPath)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	countRows(t, partitionOffsets(t, srv), n)
+	if u := srv.Uploads(); len(u) != 0 {
+		t.Errorf("%d uploads with streaming load", len(u))
+	}
+	if !strings.Contains(out, "streaming load: a load is exactly-once only if Databend runs the streaming load inside the load's transaction") {
+		t.Errorf("the guarantee was not logged:\n%s", out)
+	}
+}

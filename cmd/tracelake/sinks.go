@@ -43,6 +43,7 @@ func openDatabend(cfg *config.Config) (*databend.Sink, error) {
 		Prefix:              cfg.DatabendPrefix(),
 		Purge:               d.Purge,
 		DisableVariantCheck: d.DisableVariantCheck,
+		StreamingLoad:       d.StreamingLoad,
 		Zstd:                cfg.Zstd(),
 		Uploads:             d.Uploads,
 		Timeout:             d.Timeout.D(),

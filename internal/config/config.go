@@ -173,6 +173,11 @@ type Databend struct {
 	// (COPY's DISABLE_VARIANT_CHECK); tracelake already sends only valid
 	// JSON. Default false.
 	DisableVariantCheck bool `yaml:"disable_variant_check"`
+	// StreamingLoad sends each load's files in the request to Databend's
+	// streaming-load endpoint instead of staging them (the reference's
+	// useStreamingLoad): no stage, lower latency; see the README for the
+	// guarantee. Default false.
+	StreamingLoad bool `yaml:"streaming_load"`
 	// Uploads is how many batch uploads may run at once per process.
 	// Default 8.
 	Uploads int `yaml:"uploads"`

@@ -144,10 +144,10 @@ func TestDatabendKeysChecked(t *testing.T) {
 
 func TestReferenceUserStage(t *testing.T) {
 	cfg := Default()
-	if err := decodeReference(cfg, []byte(`{"databendDSN": "databend://u:p@h:8000", "userStage": "@ingest", "copyPurge": true}`)); err != nil {
+	if err := decodeReference(cfg, []byte(`{"databendDSN": "databend://u:p@h:8000", "userStage": "@ingest", "copyPurge": true, "useStreamingLoad": true}`)); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Sink.Databend.Stage != "ingest" || !cfg.Sink.Databend.Purge {
+	if cfg.Sink.Databend.Stage != "ingest" || !cfg.Sink.Databend.Purge || !cfg.Sink.Databend.StreamingLoad {
 		t.Errorf("got %+v", cfg.Sink.Databend)
 	}
 }

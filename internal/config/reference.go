@@ -89,6 +89,9 @@ var referenceKeys = map[string]func(c *Config, raw json.RawMessage) error{
 	"disableVariantCheck": func(c *Config, r json.RawMessage) error {
 		return json.Unmarshal(r, &c.Sink.Databend.DisableVariantCheck)
 	},
+	"useStreamingLoad": func(c *Config, r json.RawMessage) error {
+		return json.Unmarshal(r, &c.Sink.Databend.StreamingLoad)
+	},
 	"userStage": func(c *Config, r json.RawMessage) error {
 		if err := json.Unmarshal(r, &c.Sink.Databend.Stage); err != nil {
 			return err
@@ -104,16 +107,14 @@ var referenceKeys = map[string]func(c *Config, raw json.RawMessage) error{
 	// reference's way to make a replay overwrite) and copyForce (FORCE =
 	// TRUE would load a file twice) have nothing to do; batches are sized
 	// by bytes as well as records (minBytes, maxBytes, maxWait were the
-	// reference's fetch knobs); useStreamingLoad is not built: files are
-	// always staged, which is what makes a lost reply safe to retry.
-	"mockData":         ignore,
-	"dataFormat":       ignore,
-	"copyForce":        ignore,
-	"minBytes":         ignore,
-	"maxBytes":         ignore,
-	"maxWait":          ignore,
-	"useReplaceMode":   ignore,
-	"useStreamingLoad": ignore,
+	// reference's fetch knobs).
+	"mockData":       ignore,
+	"dataFormat":     ignore,
+	"copyForce":      ignore,
+	"minBytes":       ignore,
+	"maxBytes":       ignore,
+	"maxWait":        ignore,
+	"useReplaceMode": ignore,
 }
 
 func ignore(*Config, json.RawMessage) error { return nil }

@@ -234,6 +234,8 @@ func (c *client) uploadToStage(ctx context.Context, stage, dir, name string, bod
 	return c.do(ctx, http.MethodPut, "/v1/upload_to_stage", w.FormDataContentType(), &buf, h, nil)
 }
 
+const credentialsRefused = "Databend refused the credentials of sink.databend.dsn"
+
 // transientError is a failure worth retrying: the network, a 5xx, a
 // timeout. Anything else from Databend is wrapped in sink.ErrFatal.
 type transientError struct{ err error }
@@ -267,7 +269,7 @@ func statusError(method, path string, code int, body []byte) error {
 	err := fmt.Errorf("%s %s: HTTP %d: %s", method, path, code, msg)
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return fmt.Errorf("%w: Databend refused the credentials of sink.databend.dsn (%w)", sink.ErrFatal, err)
+		return fmt.Errorf("%w: %s (%w)", sink.ErrFatal, credentialsRefused, err)
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		return &transientError{err}
 	default:
@@ -298,4 +300,53 @@ func redactURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// part is one file of a streaming load.
+type part struct {
+	name string
+	data []byte
+}
+
+// streamingLoad sends files in one request to /v1/streaming_load, where
+// sql (INSERT INTO … FROM @_databend_load …) reads them, in the session
+// ss: its state goes in X-Databend-Query-Context, as for a query, so the
+// insert joins the session's open transaction if Databend honours it
+// there. It returns the rows Databend reports inserted.
+func (s *session) streamingLoad(ctx context.Context, sql string, parts []part) (int64, error) {
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for _, p := range parts {
+		fw, err := w.CreateFormFile("upload", p.name)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := fw.Write(p.data); err != nil {
+			return 0, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return 0, err
+	}
+	h := http.Header{}
+	h.Set("X-Databend-SQL", sql)
+	h.Set("X-Databend-Query-Context", string(s.state))
+	var resp struct {
+		ID      string                 `json:"id"`
+		Session json.RawMessage        `json:"session"`
+		Error   *godatabend.QueryError `json:"error"`
+		Stats   struct {
+			Rows int64 `json:"rows"`
+		} `json:"stats"`
+	}
+	if err := s.c.do(ctx, http.MethodPut, "/v1/streaming_load", w.FormDataContentType(), &buf, h, &resp); err != nil {
+		return 0, err
+	}
+	if len(resp.Session) > 0 {
+		s.state = resp.Session
+	}
+	if resp.Error != nil {
+		return 0, sqlError(resp.Error)
+	}
+	return resp.Stats.Rows, nil
 }

@@ -38,10 +38,13 @@ type Options struct {
 	Purge bool
 	// DisableVariantCheck is COPY's DISABLE_VARIANT_CHECK.
 	DisableVariantCheck bool
-	Zstd                bool
-	Uploads             int           // concurrent uploads per process
-	Timeout             time.Duration // per HTTP request
-	Log                 *slog.Logger
+	// StreamingLoad sends each load's files in the request to
+	// /v1/streaming_load instead of staging them for COPY (see Load).
+	StreamingLoad bool
+	Zstd          bool
+	Uploads       int           // concurrent uploads per process
+	Timeout       time.Duration // per HTTP request
+	Log           *slog.Logger
 }
 
 // Sink loads into Databend. Every method may be called by several workers
@@ -61,6 +64,8 @@ type Sink struct {
 	// records until they are loaded.
 	mu   sync.Mutex
 	kept map[string]*keptFile
+	// held is the data of files not uploaded (streaming load), by name.
+	held map[string][]byte
 }
 
 // keptFile is a staged file's lines and, in transform mode (where the
@@ -105,6 +110,7 @@ func Open(opt Options) (*Sink, error) {
 		log:     opt.Log,
 		uploads: make(chan struct{}, opt.Uploads),
 		kept:    map[string]*keptFile{},
+		held:    map[string][]byte{},
 		tables: tables{
 			main:   sqltext.Name(opt.Table),
 			dlq:    sqltext.Name(opt.Table + "_dlq"),
@@ -218,7 +224,7 @@ func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile, data []
 	if len(k.lines) == 0 {
 		return "", nil
 	}
-	name, n, err := s.put(ctx, stem, data)
+	name, n, err := s.put(ctx, stem, data, s.opt.StreamingLoad)
 	if err != nil {
 		return "", err
 	}
@@ -228,9 +234,9 @@ func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile, data []
 	return name, nil
 }
 
-// put uploads NDJSON data as stem + .ndjson[.zst] and returns the name and
-// the bytes uploaded.
-func (s *Sink) put(ctx context.Context, stem string, data []byte) (string, int64, error) {
+// put uploads NDJSON data as stem + .ndjson[.zst], or with hold keeps it
+// here for a streaming load, and returns the name and the bytes.
+func (s *Sink) put(ctx context.Context, stem string, data []byte, hold bool) (string, int64, error) {
 	name := stem + ".ndjson"
 	if s.opt.Zstd {
 		name += ".zst"
@@ -238,6 +244,12 @@ func (s *Sink) put(ctx context.Context, stem string, data []byte) (string, int64
 		if data, err = s.zstd.Encode(data); err != nil {
 			return "", 0, err
 		}
+	}
+	if hold {
+		s.mu.Lock()
+		s.held[name] = data
+		s.mu.Unlock()
+		return name, int64(len(data)), nil
 	}
 	if err := s.upload(ctx, name, data); err != nil {
 		return "", 0, fmt.Errorf("upload %s to %s: %w", name, s.location(), err)
@@ -264,8 +276,10 @@ func (s *Sink) forget(files []sink.File) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range files {
-		delete(s.kept, f.RowsPath)
-		delete(s.kept, f.DLQPath)
+		for _, n := range []string{f.RowsPath, f.DLQPath} {
+			delete(s.kept, n)
+			delete(s.held, n)
+		}
 	}
 }
 
@@ -348,6 +362,9 @@ func (s *Sink) upload(ctx context.Context, name string, data []byte) error {
 // name is only ever loaded through the ledger check.
 func (s *Sink) Discard(files []sink.File) {
 	s.forget(files)
+	if s.opt.StreamingLoad {
+		return // never uploaded
+	}
 	if err := s.remove(context.Background(), files); err != nil {
 		s.log.Warn("remove staged files", "files", len(files), "err", err)
 	}

@@ -20,23 +20,27 @@ import (
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 )
 
-func open(t *testing.T, srv *databendtest.Server, dsnParams string) *databend.Sink {
+func open(t *testing.T, srv *databendtest.Server, dsnParams string, change ...func(*databend.Options)) *databend.Sink {
 	t.Helper()
-	s, err := databend.Open(databend.Options{
+	opt := databend.Options{
 		DSN: srv.DSN(dsnParams), Table: "trace_raw", Stage: "~", Prefix: "tracelake/trace_raw/",
 		Purge: true, Zstd: true, Uploads: 3, Timeout: 10 * time.Second,
-	})
+	}
+	for _, c := range change {
+		c(&opt)
+	}
+	s, err := databend.Open(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func prepared(t *testing.T, dsnParams string) (*databendtest.Server, *databend.Sink) {
+func prepared(t *testing.T, dsnParams string, change ...func(*databend.Options)) (*databendtest.Server, *databend.Sink) {
 	t.Helper()
 	srv := databendtest.New("tl", "s3cret")
 	t.Cleanup(srv.Close)
-	s := open(t, srv, dsnParams)
+	s := open(t, srv, dsnParams, change...)
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -595,5 +599,90 @@ func TestAClusterOfRejectsTakesFewRounds(t *testing.T) {
 	}
 	if n := count(srv.Statements(), "BEGIN"); n > 14 {
 		t.Errorf("%d rounds for 40 clustered rejects in 1000 rows; want about log2(1000)+2", n)
+	}
+}
+
+func streaming(o *databend.Options) { o.StreamingLoad = true }
+
+// Streaming load: no stage; one request per table inside the load's
+// transaction, then the ledger, then COMMIT.
+func TestStreamingLoad(t *testing.T) {
+	srv, s := prepared(t, "", streaming)
+	files := stage(t, s, batch(0, 0, 9, 4), batch(0, 10, 19), batch(1, 0, 9))
+	if u := srv.Uploads(); len(u) != 0 || count(srv.Statements(), "PRESIGN") != 0 {
+		t.Errorf("streaming load staged files: %v", u)
+	}
+	if _, err := s.Load(context.Background(), files); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range srv.Statements() {
+		if f := strings.Fields(st); len(f) > 0 && !slices.Contains([]string{"CREATE", "DESC"}, f[0]) {
+			got = append(got, strings.Join(f[:min(4, len(f))], " "))
+		}
+	}
+	want := []string{"BEGIN", `SELECT topic, "partition", max(last_offset)`, `STREAMING LOAD INSERT INTO`, `STREAMING LOAD INSERT INTO`,
+		`INSERT INTO "trace_raw_ledger" (topic,`, "COMMIT"}
+	if !slices.Equal(got, want) {
+		t.Errorf("statements:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 19, 4)) {
+		t.Errorf("partition 0 offsets %v", o)
+	}
+	if o := offsets(t, srv, 1); !slices.Equal(o, seq(0, 9)) {
+		t.Errorf("partition 1 offsets %v", o)
+	}
+}
+
+// A streaming load whose reply was lost is retried as a whole load and,
+// as it ran inside the rolled-back transaction, lands once.
+func TestStreamingLoadLostReply(t *testing.T) {
+	srv, s := prepared(t, "", streaming)
+	dropped := false
+	srv.DropReply = func(sql string) bool {
+		if strings.HasPrefix(sql, "STREAMING LOAD") && !dropped {
+			dropped = true
+			return true
+		}
+		return false
+	}
+	files := stage(t, s, batch(0, 0, 49))
+	if _, err := s.Load(context.Background(), files); err == nil {
+		t.Fatal("a lost streaming-load reply reported success")
+	}
+	if _, err := s.Load(context.Background(), files); err != nil {
+		t.Fatal(err)
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 49)) {
+		t.Errorf("offsets %v", o)
+	}
+}
+
+// A streaming load Databend refuses for a row falls back to the stage and
+// COPY, which isolates the row into the dead-letter table.
+func TestStreamingLoadFallsBackToStageForRejectedRows(t *testing.T) {
+	srv, s := prepared(t, "", streaming)
+	srv.Reject = func(table string, r databendtest.Row) string {
+		if table == "trace_raw" && string(r["koffset"]) == "7" {
+			return "bad row 7"
+		}
+		return ""
+	}
+	if _, err := s.Load(context.Background(), stage(t, s, batch(0, 0, 19))); err != nil {
+		t.Fatal(err)
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 19, 7)) {
+		t.Errorf("offsets %v", o)
+	}
+	var reason string
+	_ = json.Unmarshal(dlqRows(t, srv)[7]["error"], &reason)
+	if reason != "bad row 7" {
+		t.Errorf("dead letter of offset 7: %q", reason)
+	}
+	if len(srv.Uploads()) == 0 || count(srv.Statements(), "COPY INTO") == 0 {
+		t.Error("no fallback to staged files and COPY")
+	}
+	if f := srv.StageFiles(); len(f) != 0 {
+		t.Errorf("files left in the stage: %v", f)
 	}
 }

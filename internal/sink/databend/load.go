@@ -2,6 +2,7 @@ package databend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,9 +37,18 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
 	}
-	p := &loadPlan{files: files, pieces: map[string][]*piece{}}
+	p := &loadPlan{files: files, pieces: map[string][]*piece{}, streaming: s.opt.StreamingLoad}
 	for round := 1; ; round++ {
 		loaded, rejected, err := s.loadTx(ctx, p)
+		var refused *streamRefused
+		if errors.As(err, &refused) {
+			s.log.Warn("Databend refused a streaming load; loading these files through the stage with COPY, which reports rejected rows",
+				"files", len(files), "err", refused.err)
+			if err := s.uploadHeld(ctx, p); err != nil {
+				return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
+			}
+			continue
+		}
 		if err != nil {
 			return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
 		}
@@ -58,13 +68,13 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 // purge forgets the loaded files and, with Purge, removes them and the
 // pieces staged for them from the stage.
 func (s *Sink) purge(ctx context.Context, p *loadPlan) {
-	s.forget(p.files)
-	if !s.opt.Purge {
-		return
-	}
 	all := slices.Clone(p.files)
 	for _, name := range p.staged {
 		all = append(all, sink.File{RowsPath: name})
+	}
+	s.forget(all)
+	if !s.opt.Purge || p.streaming {
+		return // nothing of this load is in the stage
 	}
 	if err := s.remove(ctx, all); err != nil {
 		s.log.Warn("loaded files stay in the stage: remove failed", "files", len(p.files), "err", err)
@@ -80,6 +90,10 @@ type loadPlan struct {
 	rejects     []rejectRow
 	rejectsFile string   // staged dead-letter file holding rejects
 	staged      []string // every name staged by this load, for purge
+	// streaming sends the files by streaming load; false once a streaming
+	// load was refused (the load falls back to staged files and COPY,
+	// whose per-row report isolates rejected rows).
+	streaming bool
 }
 
 // piece is a part of a staged file, staged under its own name.
@@ -138,7 +152,7 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	if err != nil {
 		return sink.Loaded{}, nil, err
 	}
-	outcome, err := s.copyFiles(ctx, ss, s.tables.main, main)
+	outcome, err := s.copyFiles(ctx, ss, p, s.tables.main, main)
 	if err != nil {
 		return sink.Loaded{}, nil, err
 	}
@@ -153,7 +167,7 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	if len(rejected) > 0 {
 		return sink.Loaded{}, rejected, nil // rolled back; the next round leaves them out
 	}
-	if _, err := s.copyFiles(ctx, ss, s.tables.dlq, dlq); err != nil {
+	if _, err := s.copyFiles(ctx, ss, p, s.tables.dlq, dlq); err != nil {
 		return sink.Loaded{}, nil, err
 	}
 	ranges := counts.ranges(sink.Fence(p.files, fence).Ranges)
@@ -236,14 +250,11 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPar
 				if _, split := p.pieces[name]; name == "" || split {
 					continue
 				}
-				pcs, err := s.pastFence(ctx, name, fence, name == f.DLQPath)
+				pcs, err := s.pastFence(ctx, p, name, fence, name == f.DLQPath)
 				if err != nil {
 					return nil, nil, nil, err
 				}
 				p.pieces[name] = pcs
-				for _, pc := range pcs {
-					p.staged = append(p.staged, pc.name)
-				}
 			}
 			for _, pc := range p.pieces[f.DLQPath] {
 				dlq = append(dlq, target{pc.name, int64(len(pc.idx))})
@@ -283,9 +294,12 @@ func (s *Sink) countLines(counts tally, pc *piece, dlq bool) {
 // before. The ledger, read in this transaction, says these files are not
 // loaded, so a file the history skips is copied again with FORCE = TRUE
 // (the ledger commits with the rows; the history is a second guard).
-func (s *Sink) copyFiles(ctx context.Context, ss *session, table string, targets []target) (map[string]copyOutcome, error) {
+func (s *Sink) copyFiles(ctx context.Context, ss *session, p *loadPlan, table string, targets []target) (map[string]copyOutcome, error) {
 	if len(targets) == 0 {
 		return nil, nil
+	}
+	if p.streaming {
+		return nil, s.streamFiles(ctx, ss, table, targets)
 	}
 	names := make([]string, len(targets))
 	for i, t := range targets {
@@ -319,6 +333,60 @@ func (s *Sink) copyFiles(ctx context.Context, ss *session, table string, targets
 		}
 	}
 	return got, nil
+}
+
+// streamFiles sends the targets to table in one streaming load inside the
+// load's session. Databend reports no rejected rows for a streaming load:
+// a refusal that is not about credentials or the network is a
+// streamRefused, after which the load runs through the stage instead.
+func (s *Sink) streamFiles(ctx context.Context, ss *session, table string, targets []target) error {
+	parts := make([]part, len(targets))
+	var want int64
+	s.mu.Lock()
+	for i, t := range targets {
+		parts[i] = part{name: t.name, data: s.held[t.name]}
+		want += t.rows
+	}
+	s.mu.Unlock()
+	sql := fmt.Sprintf("INSERT INTO %s FROM @_databend_load FILE_FORMAT = (TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO)", table)
+	rows, err := ss.streamingLoad(ctx, sql, parts)
+	switch {
+	case err != nil && !isTransient(err) && !strings.Contains(err.Error(), credentialsRefused):
+		return &streamRefused{err}
+	case err != nil:
+		return fmt.Errorf("streaming load of %d files into %s: %w", len(parts), table, err)
+	case rows != want:
+		return fmt.Errorf("%w: streaming load into %s inserted %d rows of %d", sink.ErrFatal, table, rows, want)
+	}
+	return nil
+}
+
+// streamRefused is a streaming load Databend refused for its content.
+type streamRefused struct{ err error }
+
+func (e *streamRefused) Error() string { return "streaming load refused: " + e.err.Error() }
+
+// uploadHeld uploads what the plan holds for streaming loads and makes
+// the plan load through the stage from now on.
+func (s *Sink) uploadHeld(ctx context.Context, p *loadPlan) error {
+	var names []string
+	for _, f := range p.files {
+		names = append(names, f.RowsPath, f.DLQPath)
+	}
+	names = append(names, p.staged...)
+	for _, n := range names {
+		s.mu.Lock()
+		data, ok := s.held[n]
+		s.mu.Unlock()
+		if n == "" || !ok {
+			continue
+		}
+		if err := s.upload(ctx, n, data); err != nil {
+			return fmt.Errorf("upload %s to %s: %w", n, s.location(), err)
+		}
+	}
+	p.streaming = false
+	return nil
 }
 
 // copySQL is the reference's COPY, made exact: the files are named (no

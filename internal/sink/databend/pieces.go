@@ -84,7 +84,7 @@ func (s *Sink) lineTP(k *keptFile, i int, dlq bool) sink.TopicPartition {
 
 // pastFence stages the lines of a kept file that lie past the ledger as
 // one piece (none if no line does).
-func (s *Sink) pastFence(ctx context.Context, name string, fence map[sink.TopicPartition]int64, dlq bool) ([]*piece, error) {
+func (s *Sink) pastFence(ctx context.Context, p *loadPlan, name string, fence map[sink.TopicPartition]int64, dlq bool) ([]*piece, error) {
 	k := s.keptLines(name)
 	if k == nil {
 		return nil, fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, name)
@@ -102,7 +102,7 @@ func (s *Sink) pastFence(ctx context.Context, name string, fence map[sink.TopicP
 	if len(idx) == 0 {
 		return []*piece{}, nil
 	}
-	pc, err := s.stagePiece(ctx, name, k, idx)
+	pc, err := s.stagePiece(ctx, p, name, k, idx)
 	if err != nil {
 		return nil, err
 	}
@@ -111,16 +111,17 @@ func (s *Sink) pastFence(ctx context.Context, name string, fence map[sink.TopicP
 
 // stagePiece uploads lines idx of the kept file origin under a name built
 // from the origin's and the lines'.
-func (s *Sink) stagePiece(ctx context.Context, originName string, k *keptFile, idx []int) (*piece, error) {
+func (s *Sink) stagePiece(ctx context.Context, p *loadPlan, originName string, k *keptFile, idx []int) (*piece, error) {
 	lines := make([][]byte, len(idx))
 	for j, i := range idx {
 		lines[j] = k.lines[i]
 	}
 	stem := strings.TrimSuffix(strings.TrimSuffix(originName, ".zst"), ".ndjson")
-	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), joinLines(lines))
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), joinLines(lines), p.streaming)
 	if err != nil {
 		return nil, err
 	}
+	p.staged = append(p.staged, name)
 	return &piece{name: name, origin: originName, idx: idx}, nil
 }
 
@@ -188,11 +189,10 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 				if len(idx) == 0 {
 					continue
 				}
-				np, err := s.stagePiece(ctx, pc.origin, k, idx)
+				np, err := s.stagePiece(ctx, p, pc.origin, k, idx)
 				if err != nil {
 					return err
 				}
-				p.staged = append(p.staged, np.name)
 				next = append(next, np)
 			}
 		}
@@ -204,7 +204,7 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 	for i, r := range p.rejects {
 		rows[i] = r.row
 	}
-	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), joinLines(rows))
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), joinLines(rows), p.streaming)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,11 @@ var (
 // the user's and must exist), dead-letter and ledger tables if absent, and
 // checks that existing tables have tracelake's columns.
 func (s *Sink) Prepare(ctx context.Context) error {
+	if s.opt.StreamingLoad {
+		s.log.Warn("streaming load: a load is exactly-once only if Databend runs the streaming load inside the load's transaction, " +
+			"which tracelake sends with it but could not verify against a live Databend; otherwise a crash between the load and its COMMIT loads that batch twice. " +
+			"The staged COPY path (streaming_load: false) is exactly-once")
+	}
 	ss := s.c.session()
 	type tableSpec struct {
 		name, quoted string

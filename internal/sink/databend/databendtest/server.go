@@ -92,6 +92,7 @@ func New(user, password string) *Server {
 	mux.HandleFunc("GET /v1/query/{id}/final", s.handleFinal)
 	mux.HandleFunc("PUT /presigned/{path...}", s.handlePresignedPut)
 	mux.HandleFunc("PUT /v1/upload_to_stage", s.handleStageUpload)
+	mux.HandleFunc("PUT /v1/streaming_load", s.handleStreamingLoad)
 	s.Server = httptest.NewServer(mux)
 	return s
 }
@@ -297,6 +298,72 @@ func (s *Server) handleStageUpload(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(f)
 	path := r.Header.Get("stage_name") + "/" + r.Header.Get("relative_path") + hdr.Filename
 	s.store(w, path, body)
+}
+
+// handleStreamingLoad runs X-Databend-SQL (INSERT INTO t FROM
+// @_databend_load …) over the uploaded files, in the session of
+// X-Databend-Query-Context: inside its transaction if it has one. A row
+// the table cannot take fails the whole request, as streaming load has no
+// per-row report. It is recorded in Statements as "STREAMING LOAD <sql>".
+func (s *Server) handleStreamingLoad(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		http.Error(w, `{"error":{"code":401,"message":"authenticate failed"}}`, http.StatusUnauthorized)
+		return
+	}
+	sql := r.Header.Get("X-Databend-SQL")
+	m := reStreamingLoad.FindStringSubmatch(sql)
+	if m == nil {
+		http.Error(w, `{"error":{"code":1005,"message":"fake: streaming load SQL not modelled"}}`, http.StatusBadRequest)
+		return
+	}
+	if err := r.ParseMultipartForm(64 << 20); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	sess := map[string]any{}
+	_ = json.Unmarshal([]byte(r.Header.Get("X-Databend-Query-Context")), &sess)
+	s.mu.Lock()
+	s.statements = append(s.statements, "STREAMING LOAD "+sql)
+	name := unquote(m[1])
+	t := s.tables[name]
+	var rows []Row
+	var fail string
+	if t == nil {
+		fail = fmt.Sprintf("Unknown table '%s'", name)
+	}
+	for _, fh := range r.MultipartForm.File["upload"] {
+		if fail != "" {
+			break
+		}
+		f, _ := fh.Open()
+		data, _ := io.ReadAll(f)
+		f.Close()
+		parsed, err := parseRows(t, data)
+		if err != nil {
+			fail = err.Error()
+			break
+		}
+		for _, row := range parsed {
+			if reason := s.rowError(name, t, row); reason != "" {
+				fail = reason
+				break
+			}
+		}
+		rows = append(rows, parsed...)
+	}
+	if fail != "" {
+		s.mu.Unlock()
+		http.Error(w, `{"error":{"code":1046,"message":`+string(jsonOf(fail))+`}}`, http.StatusBadRequest)
+		return
+	}
+	s.write(s.txns[fmt.Sprint(sess["fake_txn"])], name, rows)
+	drop := s.DropReply != nil && s.DropReply("STREAMING LOAD "+sql)
+	s.mu.Unlock()
+	if drop {
+		hijackAndClose(w)
+		return
+	}
+	writeJSON(w, map[string]any{"id": "load", "stats": map[string]int{"rows": len(rows)}})
 }
 
 func (s *Server) store(w http.ResponseWriter, path string, body []byte) {

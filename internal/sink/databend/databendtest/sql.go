@@ -12,15 +12,16 @@ import (
 // The statement shapes the fake executes. Anything else fails (or, if
 // Accept says so, succeeds doing nothing).
 var (
-	reCreateTable  = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
-	reDesc         = regexp.MustCompile(`^DESC (\S+)$`)
-	rePresign      = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
-	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+) WHERE topic IN \((.*)\) GROUP BY topic, "partition"$`)
-	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
-	reLedgerInsert = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
-	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
-	reRemove       = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
-	reQuoted       = regexp.MustCompile(`'((?:[^']|'')*)'`)
+	reCreateTable   = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
+	reDesc          = regexp.MustCompile(`^DESC (\S+)$`)
+	rePresign       = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
+	rePositions     = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+) WHERE topic IN \((.*)\) GROUP BY topic, "partition"$`)
+	reCopy          = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
+	reLedgerInsert  = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
+	reLedgerTuple   = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
+	reStreamingLoad = regexp.MustCompile(`^INSERT INTO (\S+) FROM @_databend_load FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\)$`)
+	reRemove        = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
+	reQuoted        = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
 
 // run executes one statement in the session sess (updated in place) and
