@@ -112,6 +112,25 @@ func countRows(t *testing.T, seen map[int32]map[int64]bool, n int) {
 	}
 }
 
+// databendSetup builds the binary, starts a fake Databend (user cloudapp,
+// password s3cret) and a Kafka with n traces produced over partitions.
+func databendSetup(t *testing.T, partitions int32, n int, seed uint64) (string, *databendtest.Server, *kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	srv := databendtest.New("cloudapp", "s3cret")
+	t.Cleanup(srv.Close)
+	cluster, cl := startKafka(t, partitions)
+	if n > 0 {
+		if err := tracegen.Produce(context.Background(), cl, testTopic, n, seed, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin, srv, cluster, cl
+}
+
 // ledgerSums adds up the records and dead letters a ledger table counts.
 func ledgerSums(srv *databendtest.Server, ledger string) (records, dlq int64) {
 	for _, r := range srv.Rows(ledger) {
@@ -128,17 +147,8 @@ func ledgerSums(srv *databendtest.Server, ledger string) (records, dlq int64) {
 // partition, run from the reference's own config file: 100 uploads, 20
 // COPY INTO executions, 100,000 rows with offsets 0 to 99,999.
 func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	srv := databendtest.New("cloudapp", "s3cret")
-	defer srv.Close()
-	cluster, cl := startKafka(t, 1)
 	const n = 100_000
-	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 7, nil); err != nil {
-		t.Fatal(err)
-	}
+	bin, srv, cluster, _ := databendSetup(t, 1, n, 7)
 	cfgPath := referenceConfig(t, cluster, srv, "s3cret", nil)
 	if out, err := runIdle(t, bin, cfgPath); err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
@@ -191,12 +201,8 @@ func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
 // Uploads that fail with 503 are retried with backoff; nothing is lost or
 // doubled. A COPY whose reply is lost is retried as a whole load.
 func TestDatabendFaultsAreRetried(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	srv := databendtest.New("cloudapp", "s3cret")
-	defer srv.Close()
+	const n = 5000
+	bin, srv, cluster, _ := databendSetup(t, 3, n, 3)
 	var failures, dropped atomic.Int32 // the hooks run on the server's goroutines
 	srv.UploadStatus = func(string) int {
 		if failures.Load() < 2 {
@@ -211,11 +217,6 @@ func TestDatabendFaultsAreRetried(t *testing.T) {
 			return true
 		}
 		return false
-	}
-	cluster, cl := startKafka(t, 3)
-	const n = 5000
-	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 3, nil); err != nil {
-		t.Fatal(err)
 	}
 	cfgPath := referenceConfig(t, cluster, srv, "s3cret", map[string]any{"workers": 2})
 	out, err := runIdle(t, bin, cfgPath)
@@ -234,13 +235,7 @@ func TestDatabendFaultsAreRetried(t *testing.T) {
 // A wrong password stops the run at once with one clear line, exit 1,
 // without the password in the output.
 func TestDatabendWrongPasswordStops(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	srv := databendtest.New("cloudapp", "s3cret")
-	defer srv.Close()
-	cluster, _ := startKafka(t, 1)
+	bin, srv, cluster, _ := databendSetup(t, 1, 0, 0)
 	cfgPath := referenceConfig(t, cluster, srv, "hunter2", nil)
 	start := time.Now()
 	out, err := runIdle(t, bin, cfgPath)
@@ -296,13 +291,8 @@ func TestMergeAgainstDatabend(t *testing.T) {
 // SIGKILL at random moments against Databend: every message lands once,
 // and the ledger's ranges per partition are contiguous from offset 0.
 func TestDatabendCrashKill9ExactlyOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	srv := databendtest.New("u", "p")
-	defer srv.Close()
-	cluster, prod := startKafka(t, 4)
+	const first, during = 20_000, 20_000
+	bin, srv, cluster, prod := databendSetup(t, 4, first, 1)
 	cfgPath := filepath.Join(t.TempDir(), "tracelake.yaml")
 	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], group: crash, session_timeout: 6s, rebalance_timeout: 6s}
 workers: 2
@@ -312,10 +302,6 @@ sink: {type: databend, databend: {dsn: %q}}
 metrics: {listen: "127.0.0.1:0"}
 `, cluster.ListenAddrs()[0], testTopic, srv.DSN(""))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const first, during = 20_000, 20_000
-	if err := tracegen.Produce(context.Background(), prod, testTopic, first, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	produced := make(chan error, 1)
@@ -363,18 +349,9 @@ metrics: {listen: "127.0.0.1:0"}
 // and values that are not objects land in the dead-letter table; every
 // offset is in exactly one of them.
 func TestReferenceTransformModeAgainstDatabend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	srv := databendtest.New("cloudapp", "s3cret")
-	defer srv.Close()
-	srv.CreateTable("spans", []string{"trace_id", "span_id", "latency_ms"}, []string{"VARCHAR", "VARCHAR", "INT"})
-	cluster, cl := startKafka(t, 2)
 	const good = 3000
-	if err := tracegen.Produce(context.Background(), cl, testTopic, good, 5, nil); err != nil {
-		t.Fatal(err)
-	}
+	bin, srv, cluster, cl := databendSetup(t, 2, good, 5)
+	srv.CreateTable("spans", []string{"trace_id", "span_id", "latency_ms"}, []string{"VARCHAR", "VARCHAR", "INT"})
 	bad := []string{`{"trace_id": "t", "latency_ms": "slow"}`, `not json`, `[1, 2]`, `{"latency_ms": 1.5}`}
 	for _, v := range bad {
 		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Partition: 1, Value: []byte(v)}).FirstErr(); err != nil {
@@ -405,17 +382,8 @@ func TestReferenceTransformModeAgainstDatabend(t *testing.T) {
 // The reference's useStreamingLoad: nothing is staged, every message
 // lands once, and the guarantee is stated in the log.
 func TestReferenceStreamingLoadAgainstDatabend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := buildBinary(t)
-	srv := databendtest.New("cloudapp", "s3cret")
-	defer srv.Close()
-	cluster, cl := startKafka(t, 2)
 	const n = 5000
-	if err := tracegen.Produce(context.Background(), cl, testTopic, n, 11, nil); err != nil {
-		t.Fatal(err)
-	}
+	bin, srv, cluster, _ := databendSetup(t, 2, n, 11)
 	cfgPath := referenceConfig(t, cluster, srv, "s3cret", map[string]any{"useStreamingLoad": true, "workers": 2})
 	out, err := runIdle(t, bin, cfgPath)
 	if err != nil {
