@@ -463,12 +463,15 @@ func TestTopicRegex(t *testing.T) {
 }
 
 // reorderSink makes the first batch's stage finish only after the
-// second's, and records how many stages ran at once.
+// second's, and records how many stages ran at once. It stages like a
+// remote sink (sink.ConcurrentStager).
 type reorderSink struct {
 	sink.Sink
 	calls, running, most atomic.Int64
 	second               chan struct{}
 }
+
+func (r *reorderSink) StageAhead() int { return 4 }
 
 func (r *reorderSink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	n := r.calls.Add(1)
@@ -491,8 +494,8 @@ func (r *reorderSink) Stage(ctx context.Context, b *sink.Batch) (sink.File, erro
 	return f, err
 }
 
-// Batches stage concurrently (uploads overlap), yet reach the loader in
-// the order they were read: a later file loading first would make the
+// Batches of a remote sink stage concurrently (uploads overlap), yet reach
+// the loader in the order they were read: a later file loading first would make the
 // ledger fence skip the earlier one's records.
 func TestStagesOverlapAndLoadInOrder(t *testing.T) {
 	const n = 5000

@@ -350,17 +350,17 @@ func (w *Worker) flush() error {
 	return <-done
 }
 
-// stageAhead is how many batches of one worker may be staging at once: an
-// upload to a remote stage takes a round trip, and consecutive batches'
-// uploads overlap instead of queueing (the sink bounds uploads across
-// workers too).
-const stageAhead = 4
-
-// stageLoop stages batches concurrently and hands the files to the loader
-// in the order the batches were read: a file must never load before one
-// read earlier, or its commit would skip the earlier one's records.
+// stageLoop stages batches, up to the sink's StageAhead at once when it
+// is a sink.ConcurrentStager (uploads overlap instead of queueing), and
+// hands the files to the loader in the order the batches were read: a
+// file must never load before one read earlier, or its commit would skip
+// the earlier one's records.
 func (w *Worker) stageLoop() {
-	inOrder := make(chan chan item, stageAhead-1)
+	ahead := 1
+	if cs, ok := w.opt.Sink.(sink.ConcurrentStager); ok {
+		ahead = max(1, cs.StageAhead())
+	}
+	inOrder := make(chan chan item, ahead-1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -370,7 +370,7 @@ func (w *Worker) stageLoop() {
 	}()
 	for it := range w.batches {
 		c := make(chan item, 1)
-		inOrder <- c // blocks while stageAhead batches are staging: backpressure
+		inOrder <- c // blocks while `ahead` batches are staging: backpressure
 		if it.flush != nil {
 			c <- it
 			continue

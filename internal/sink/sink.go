@@ -107,6 +107,14 @@ type Sink interface {
 	Close() error
 }
 
+// ConcurrentStager is a Sink whose Stage mostly waits on the network (an
+// upload): each worker then stages up to StageAhead batches at once. A
+// sink whose Stage is local work (DuckDB writes a file) does not implement
+// it: staging concurrently there only takes CPU from the loads.
+type ConcurrentStager interface {
+	StageAhead() int
+}
+
 // Loaded is what a load wrote, per partition, after skipping rows already
 // recorded. The pipeline commits Kafka offsets from it.
 type Loaded struct {

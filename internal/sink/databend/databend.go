@@ -119,6 +119,16 @@ func Open(opt Options) (*Sink, error) {
 	}, nil
 }
 
+// StageAhead lets each worker upload up to 4 batches at once (the uploads
+// of all workers are bounded by Options.Uploads). A streaming load
+// uploads nothing at staging.
+func (s *Sink) StageAhead() int {
+	if s.opt.StreamingLoad {
+		return 1
+	}
+	return 4
+}
+
 // Close releases nothing: sessions live in the requests.
 func (s *Sink) Close() error { return nil }
 
