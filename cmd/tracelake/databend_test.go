@@ -21,6 +21,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 	"github.com/tracelake/tracelake/internal/tracegen"
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // referenceConfig writes the reference tool's JSON config file (the keys
@@ -186,6 +187,12 @@ func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
 		t.Errorf("ledger counts %d records, want %d", ledgerRecords, n)
 	}
 
+	// verify reads Databend's ledger and tables: all there, once.
+	rep := verifyJSON(t, bin, cfgPath, 0)
+	if rows, dlq := rep.Totals(); rows != n || dlq != 0 || rep.Partitions[0].LedgerNext != n || rep.Partitions[0].Lag != 0 {
+		t.Errorf("verify: %+v", rep)
+	}
+
 	// A second run resumes past everything: no upload, no COPY.
 	before := len(srv.Statements())
 	if out, err := runIdle(t, bin, cfgPath); err != nil {
@@ -196,6 +203,35 @@ func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
 			t.Errorf("second run loaded again: %s", s)
 		}
 	}
+
+	// A row written twice behind tracelake's back: verify says so, exit 1.
+	srv.AppendRow("trace_raw", srv.Rows("trace_raw")[42])
+	rep = verifyJSON(t, bin, cfgPath, 1)
+	if rep.OK || !slices.ContainsFunc(rep.Problems, func(p string) bool { return strings.Contains(p, "1 offsets stored more than once") }) {
+		t.Errorf("verify missed a duplicate: %v", rep.Problems)
+	}
+}
+
+// verifyJSON runs `tracelake verify --json`, checks its exit code and
+// returns the report.
+func verifyJSON(t *testing.T, bin, cfgPath string, wantExit int) verify.Report {
+	t.Helper()
+	out, err := exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != wantExit {
+		t.Fatalf("verify exit %d, want %d:\n%s", code, wantExit, out)
+	}
+	var rep verify.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("verify output: %v\n%s", err, out)
+	}
+	return rep
 }
 
 // Uploads that fail with 503 are retried with backoff; nothing is lost or
@@ -315,6 +351,9 @@ metrics: {listen: "127.0.0.1:0"}
 	}
 	if out, err := runIdle(t, bin, cfgPath); err != nil {
 		t.Fatalf("final run: %v\n%s", err, out)
+	}
+	if rep := verifyJSON(t, bin, cfgPath, 0); !rep.OK {
+		t.Errorf("verify after kills: %v", rep.Problems)
 	}
 
 	seen := partitionOffsets(t, srv)

@@ -141,7 +141,7 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 		return err
 	}
 	secs := time.Since(start).Seconds() - idle.Seconds()
-	rep, err := runVerify(ctx, cfg, snk)
+	rep, err := verifyDuckDB(ctx, cfg, snk)
 	if err != nil {
 		return err
 	}

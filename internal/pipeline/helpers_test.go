@@ -127,7 +127,8 @@ func verifyOK(t *testing.T, cfg *config.Config, s *duckdb.Sink) *verify.Report {
 		t.Fatal(err)
 	}
 	tn := s.Tables()
-	rep, err := verify.Run(context.Background(), s.DB(), verify.Tables{Main: tn.Main, DLQ: tn.DLQ, Ledger: tn.Ledger, Raw: cfg.Mode == config.ModeRaw}, marks, true)
+	rep, err := verify.Run(context.Background(), verify.SQLQuerier{DB: s.DB()},
+		verify.Tables{Main: tn.Main, DLQ: tn.DLQ, Ledger: tn.Ledger, Raw: cfg.Mode == config.ModeRaw, Topic: duckdb.TopicExpr}, marks, true)
 	if err != nil {
 		t.Fatal(err)
 	}

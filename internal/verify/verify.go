@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -58,12 +59,56 @@ type Tables struct {
 	// transform mode only the ledger and the dead-letter table are checked
 	// row by row).
 	Raw bool
+	// Topic is the SQL expression of a raw row's topic, in the sink's
+	// dialect: record_metadata->>'topic' (DuckDB) or
+	// record_metadata:topic::VARCHAR (Databend).
+	Topic string
+}
+
+// Querier runs a query and returns its rows as text, NULL as "": the
+// DuckDB sink through database/sql (SQLQuerier), the Databend sink
+// through its HTTP client.
+type Querier interface {
+	QueryText(ctx context.Context, q string) ([][]string, error)
+}
+
+// SQLQuerier runs queries on a database/sql handle.
+type SQLQuerier struct{ DB *sql.DB }
+
+// QueryText implements Querier.
+func (s SQLQuerier) QueryText(ctx context.Context, q string) ([][]string, error) {
+	rows, err := s.DB.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		row := make([]string, len(cols))
+		for i, v := range vals {
+			row[i] = v.String
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
 }
 
 // Run builds the report. marks may be nil when Kafka is unreachable;
 // fromStart says partitions should be covered from their low watermark
 // (start_offset earliest), so an uncovered head counts as a gap.
-func Run(ctx context.Context, db *sql.DB, t Tables, marks map[sink.TopicPartition]kafka.Watermarks, fromStart bool) (*Report, error) {
+func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartition]kafka.Watermarks, fromStart bool) (*Report, error) {
 	parts := map[sink.TopicPartition]*Partition{}
 	get := func(tp sink.TopicPartition) *Partition {
 		p, ok := parts[tp]
@@ -78,18 +123,17 @@ func Run(ctx context.Context, db *sql.DB, t Tables, marks map[sink.TopicPartitio
 		p.Low, p.High = m.Low, m.High
 	}
 
-	rows, err := db.QueryContext(ctx, fmt.Sprintf(
+	ledger, err := db.QueryText(ctx, fmt.Sprintf(
 		`SELECT topic, "partition", first_offset, last_offset, records + dlq_records FROM %s ORDER BY topic, "partition", first_offset, last_offset`, t.Ledger))
 	if err != nil {
 		return nil, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
 	}
-	for rows.Next() {
-		var tp sink.TopicPartition
-		var first, last, n int64
-		if err := rows.Scan(&tp.Topic, &tp.Partition, &first, &last, &n); err != nil {
-			rows.Close()
+	for _, row := range ledger {
+		tp, nums, err := parseRow(row, 3)
+		if err != nil {
 			return nil, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
 		}
+		first, last, n := nums[0], nums[1], nums[2]
 		p := get(tp)
 		switch {
 		case p.LedgerNext < 0:
@@ -103,42 +147,36 @@ func Run(ctx context.Context, db *sql.DB, t Tables, marks map[sink.TopicPartitio
 		p.LedgerRanges++
 		p.LedgerRecords += n
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
-	}
 
-	type counts struct{ rows, distinct int64 }
-	scan := func(q string, apply func(p *Partition, c counts)) error {
-		rows, err := db.QueryContext(ctx, q)
+	// scan reads rows of topic, partition, count, distinct count.
+	scan := func(q string, apply func(p *Partition, rows, distinct int64)) error {
+		res, err := db.QueryText(ctx, q)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var tp sink.TopicPartition
-			var c counts
-			if err := rows.Scan(&tp.Topic, &tp.Partition, &c.rows, &c.distinct); err != nil {
+		for _, row := range res {
+			tp, nums, err := parseRow(row, 2)
+			if err != nil {
 				return err
 			}
-			apply(get(tp), c)
+			apply(get(tp), nums[0], nums[1])
 		}
-		return rows.Err()
+		return nil
 	}
-	if err := scan(fmt.Sprintf(`SELECT topic, "partition", count(*), count(DISTINCT "offset") FROM %s GROUP BY ALL`, t.DLQ),
-		func(p *Partition, c counts) { p.DLQRows = c.rows }); err != nil {
+	if err := scan(fmt.Sprintf(`SELECT topic, "partition", count(*), count(DISTINCT "offset") FROM %s GROUP BY 1, 2`, t.DLQ),
+		func(p *Partition, rows, _ int64) { p.DLQRows = rows }); err != nil {
 		return nil, fmt.Errorf("count %s: %w", t.DLQ, err)
 	}
 	if t.Raw {
-		if err := scan(fmt.Sprintf(`SELECT record_metadata->>'topic', kpartition, count(*), count(DISTINCT koffset) FROM %s GROUP BY ALL`, t.Main),
-			func(p *Partition, c counts) { p.Rows = c.rows }); err != nil {
+		if err := scan(fmt.Sprintf(`SELECT %s, kpartition, count(*), count(DISTINCT koffset) FROM %s GROUP BY 1, 2`, t.Topic, t.Main),
+			func(p *Partition, rows, _ int64) { p.Rows = rows }); err != nil {
 			return nil, fmt.Errorf("count %s: %w", t.Main, err)
 		}
 		// An offset stored twice, in either table or in both.
 		q := fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT o) FROM (
-			SELECT record_metadata->>'topic' AS topic, kpartition AS p, koffset AS o FROM %s
-			UNION ALL SELECT topic, "partition", "offset" FROM %s) GROUP BY ALL`, t.Main, t.DLQ)
-		if err := scan(q, func(p *Partition, c counts) { p.Duplicates = c.rows - c.distinct }); err != nil {
+			SELECT %s AS topic, kpartition AS p, koffset AS o FROM %s
+			UNION ALL SELECT topic, "partition", "offset" FROM %s) AS stored GROUP BY 1, 2`, t.Topic, t.Main, t.DLQ)
+		if err := scan(q, func(p *Partition, rows, distinct int64) { p.Duplicates = rows - distinct }); err != nil {
 			return nil, fmt.Errorf("find duplicates: %w", err)
 		}
 	}
@@ -180,6 +218,24 @@ func Run(ctx context.Context, db *sql.DB, t Tables, marks map[sink.TopicPartitio
 	slices.Sort(rep.Problems)
 	rep.OK = len(rep.Problems) == 0
 	return rep, nil
+}
+
+// parseRow reads topic, partition and n integers from a text row.
+func parseRow(row []string, n int) (sink.TopicPartition, []int64, error) {
+	if len(row) != n+2 {
+		return sink.TopicPartition{}, nil, fmt.Errorf("want %d columns, got %d", n+2, len(row))
+	}
+	p, err := strconv.ParseInt(row[1], 10, 32)
+	if err != nil {
+		return sink.TopicPartition{}, nil, fmt.Errorf("partition %q: %w", row[1], err)
+	}
+	nums := make([]int64, n)
+	for i := range nums {
+		if nums[i], err = strconv.ParseInt(row[i+2], 10, 64); err != nil {
+			return sink.TopicPartition{}, nil, fmt.Errorf("column %d %q: %w", i+3, row[i+2], err)
+		}
+	}
+	return sink.TopicPartition{Topic: row[0], Partition: int32(p)}, nums, nil
 }
 
 // Totals sums rows over partitions.

@@ -143,6 +143,34 @@ func (s *Sink) Exec(ctx context.Context, statements ...string) error {
 	return nil
 }
 
+// TopicExpr is the SQL expression of a raw row's topic.
+const TopicExpr = "record_metadata:topic::VARCHAR"
+
+// Tables returns the quoted names of the main, dead-letter and ledger
+// tables.
+func (s *Sink) Tables() (main, dlq, ledger string) {
+	return s.tables.main, s.tables.dlq, s.tables.ledger
+}
+
+// QueryText runs a query in a session of its own and returns its rows as
+// text, NULL as "" (verify uses it).
+func (s *Sink) QueryText(ctx context.Context, q string) ([][]string, error) {
+	res, err := s.c.session().query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(res.Rows))
+	for i, row := range res.Rows {
+		out[i] = make([]string, len(row))
+		for j, v := range row {
+			if v != nil {
+				out[i][j] = *v
+			}
+		}
+	}
+	return out, nil
+}
+
 // location is the stage path of the sink's files, as SQL: @~/prefix/.
 func (s *Sink) location() string {
 	return "@" + s.opt.Stage + "/" + s.opt.Prefix

@@ -202,6 +202,9 @@ func dsnSettings(opt Options) string {
 
 func newLoadID() string { return uuid.NewString() }
 
+// TopicExpr is the SQL expression of a raw row's topic.
+const TopicExpr = "record_metadata->>'topic'"
+
 // TableNames are the quoted names of the sink's tables, for queries.
 type TableNames struct{ Main, DLQ, Ledger string }
 

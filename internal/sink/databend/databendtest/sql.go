@@ -21,6 +21,10 @@ var (
 	reLedgerTuple   = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
 	reStreamingLoad = regexp.MustCompile(`^INSERT INTO (\S+) FROM @_databend_load FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\)$`)
 	reRemove        = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
+	reLedgerScan    = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
+	reDLQCount      = regexp.MustCompile(`^SELECT topic, "partition", count\(\*\), count\(DISTINCT "offset"\) FROM (\S+) GROUP BY 1, 2$`)
+	reRawCount      = regexp.MustCompile(`^SELECT record_metadata:topic::VARCHAR, kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
+	reStoredCount   = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
 	reQuoted        = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
 
@@ -95,6 +99,18 @@ func (s *Server) run(sql string, sess map[string]any) ([]string, [][]*string, er
 	}
 	if m := reLedgerInsert.FindStringSubmatch(sql); m != nil {
 		return nil, nil, s.insertLedger(tx, unquote(m[1]), m[2])
+	}
+	if m := reLedgerScan.FindStringSubmatch(sql); m != nil {
+		return s.ledgerScan(m[1], tx)
+	}
+	if m := reDLQCount.FindStringSubmatch(sql); m != nil {
+		return s.countStored(tx, m[1])
+	}
+	if m := reRawCount.FindStringSubmatch(sql); m != nil {
+		return s.countStored(tx, m[1])
+	}
+	if m := reStoredCount.FindStringSubmatch(sql); m != nil {
+		return s.countStored(tx, m[1], m[2])
 	}
 	if m := reRemove.FindStringSubmatch(sql); m != nil {
 		re, err := regexp.Compile(strings.ReplaceAll(m[2], "''", "'"))
@@ -234,6 +250,77 @@ func (s *Server) rowError(name string, t *table, r Row) string {
 		return s.Reject(name, r)
 	}
 	return ""
+}
+
+// ledgerScan returns the ledger's ranges, ordered (verify).
+func (s *Server) ledgerScan(ledger string, tx *txn) ([]string, [][]*string, error) {
+	t, err := s.table(ledger)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows := slices.Clone(visible(t, tx, unquote(ledger)))
+	slices.SortFunc(rows, func(a, b Row) int {
+		if c := strings.Compare(jsonString(a["topic"]), jsonString(b["topic"])); c != 0 {
+			return c
+		}
+		for _, k := range []string{"partition", "first_offset", "last_offset"} {
+			if c := jsonInt(a[k]) - jsonInt(b[k]); c != 0 {
+				return int(c)
+			}
+		}
+		return 0
+	})
+	var out [][]*string
+	for _, r := range rows {
+		n := jsonInt(r["records"]) + jsonInt(r["dlq_records"])
+		out = append(out, []*string{str(jsonString(r["topic"])), str(string(r["partition"])), str(string(r["first_offset"])),
+			str(string(r["last_offset"])), str(strconv.FormatInt(n, 10))})
+	}
+	return []string{"topic", "partition", "first_offset", "last_offset", "n"}, out, nil
+}
+
+// countStored counts the rows of the tables per topic and partition, and
+// the distinct offsets among them (verify).
+func (s *Server) countStored(tx *txn, tables ...string) ([]string, [][]*string, error) {
+	type key struct {
+		topic string
+		part  int64
+	}
+	rows := map[key]int{}
+	distinct := map[key]map[int64]bool{}
+	var order []key
+	for _, name := range tables {
+		t, err := s.table(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range visible(t, tx, unquote(name)) {
+			part, topic, offset := coordinates(r)
+			k := key{topic, part}
+			if _, ok := distinct[k]; !ok {
+				distinct[k] = map[int64]bool{}
+				order = append(order, k)
+			}
+			rows[k]++
+			distinct[k][offset] = true
+		}
+	}
+	var out [][]*string
+	for _, k := range order {
+		out = append(out, []*string{str(k.topic), str(strconv.FormatInt(k.part, 10)), str(strconv.Itoa(rows[k])), str(strconv.Itoa(len(distinct[k])))})
+	}
+	return []string{"topic", "partition", "count", "distinct"}, out, nil
+}
+
+// coordinates reads partition, topic and offset from a raw or a
+// dead-letter row.
+func coordinates(r Row) (part int64, topic string, offset int64) {
+	if md, ok := r["record_metadata"]; ok {
+		var m struct{ Topic string }
+		_ = json.Unmarshal(md, &m)
+		return jsonInt(r["kpartition"]), m.Topic, jsonInt(r["koffset"])
+	}
+	return jsonInt(r["partition"]), jsonString(r["topic"]), jsonInt(r["offset"])
 }
 
 // parseRows reads NDJSON rows into t's columns, as COPY with
