@@ -41,6 +41,9 @@ func cmdMerge(ctx context.Context, args []string) error {
 		}
 		return printModelSQL(os.Stdout, models, *dialect)
 	}
+	if cfg.Sink.Type == config.SinkIceberg {
+		return fmt.Errorf("tracelake merge: models are not built for the iceberg sink yet")
+	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		if *rebuild != "" {
 			return usagef("--rebuild: not built for the databend sink (drop the model's target, changes table and streams, then merge)")

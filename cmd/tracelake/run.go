@@ -26,7 +26,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	snk, merger, err := openSink(cfg)
+	snk, merger, err := openSink(ctx, cfg)
 	if err != nil {
 		return err
 	}

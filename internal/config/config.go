@@ -136,6 +136,25 @@ type Sink struct {
 	Table    string   `yaml:"table"`
 	DuckDB   DuckDB   `yaml:"duckdb"`
 	Databend Databend `yaml:"databend"`
+	Iceberg  Iceberg  `yaml:"iceberg"`
+}
+
+// Iceberg sink settings: Apache Iceberg tables (raw and dead-letter) in a
+// SQL catalog, data files in a warehouse directory.
+type Iceberg struct {
+	// Catalog is the SQL catalog's database: a SQLite file path (default
+	// ./tracelake-catalog.db, for one machine).
+	Catalog string `yaml:"catalog"`
+	// Warehouse is where tables' data and metadata files go: a directory
+	// (default ./tracelake-warehouse).
+	Warehouse string `yaml:"warehouse"`
+	// Namespace of the tables. Default tracelake.
+	Namespace string `yaml:"namespace"`
+	// Adopt lets tracelake write to an existing table that has data but
+	// no tracelake positions (written by something else): its partitions
+	// start from the group's committed offsets. Without it such a table is
+	// refused, never silently read from the start. Default false.
+	Adopt bool `yaml:"adopt"`
 }
 
 // DuckDB sink settings.
@@ -181,9 +200,6 @@ type Databend struct {
 	// Uploads is how many batch uploads may run at once per process.
 	// Default 8.
 	Uploads int `yaml:"uploads"`
-	// SpoolDir keeps a local copy of each staged file until it is loaded
-	// (a failed upload is retried from it). Default ./tracelake-spool.
-	SpoolDir string `yaml:"spool_dir"`
 	// Timeout bounds each HTTP request to Databend. Default 5m.
 	Timeout Duration `yaml:"timeout"`
 }
@@ -231,13 +247,11 @@ func Default() *Config {
 		ShutdownTimeout:  Duration(30 * time.Second),
 		MaxInflightBytes: defaultInflightBytes(),
 		Sink: Sink{
-			Type:   SinkDuckDB,
-			Table:  "trace_raw",
-			DuckDB: DuckDB{Path: "./tracelake.duckdb"},
-			Databend: Databend{
-				Stage: "~", Purge: true, Uploads: 8,
-				SpoolDir: "./tracelake-spool", Timeout: Duration(5 * time.Minute),
-			},
+			Type:     SinkDuckDB,
+			Table:    "trace_raw",
+			DuckDB:   DuckDB{Path: "./tracelake.duckdb"},
+			Databend: Databend{Stage: "~", Purge: true, Uploads: 8, Timeout: Duration(5 * time.Minute)},
+			Iceberg:  Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake"},
 		},
 	}
 }

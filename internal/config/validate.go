@@ -95,7 +95,13 @@ func (c *Config) validate(consuming bool) error {
 	case SinkDatabend:
 		c.Sink.Databend.validate(check)
 	case SinkIceberg:
-		errs = append(errs, fmt.Errorf("sink.type: the iceberg sink is not built yet; accepted now: duckdb, databend"))
+		check(c.Sink.Iceberg.Catalog != "", "sink.iceberg.catalog", "a SQLite file for the catalog is required")
+		check(c.Sink.Iceberg.Warehouse != "", "sink.iceberg.warehouse", "a directory for the tables' files is required")
+		check(identifier.MatchString(c.Sink.Iceberg.Namespace) && !strings.Contains(c.Sink.Iceberg.Namespace, "."),
+			"sink.iceberg.namespace", "want a name of letters, digits and _, got %q", c.Sink.Iceberg.Namespace)
+		check(!strings.Contains(c.Sink.Table, "."), "sink.table", "with iceberg, a table name without a schema (the namespace is sink.iceberg.namespace), got %q", c.Sink.Table)
+		check(c.Mode == ModeRaw, "mode", "transform mode is not built for the iceberg sink; accepted with iceberg: raw")
+		check(c.Merge.Every.D() == 0, "merge.every", "models are not built for the iceberg sink yet")
 	default:
 		check(false, "sink.type", "want duckdb, databend or iceberg, got %q", c.Sink.Type)
 	}
@@ -125,7 +131,6 @@ func (d *Databend) validate(check func(ok bool, key, format string, args ...any)
 	}
 	check(d.Stage == "~" || identifier.MatchString(d.Stage), "sink.databend.stage", "want ~ (the user stage) or a stage name, got %q", d.Stage)
 	check(d.Uploads >= 1 && d.Uploads <= 256, "sink.databend.uploads", "want 1 to 256, got %d", d.Uploads)
-	check(d.SpoolDir != "", "sink.databend.spool_dir", "a directory is required")
 	check(d.Timeout.D() >= time.Second && d.Timeout.D() <= 24*time.Hour, "sink.databend.timeout", "want 1s to 24h, got %s", d.Timeout)
 }
 

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// SIGKILL at random moments while writing Iceberg tables (SQLite catalog,
+// local warehouse): read back by iceberg-go's scan, every message is in
+// the raw table exactly once.
+func TestIcebergCrashKill9ExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, prod := startKafka(t, 4)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], group: ice, session_timeout: 6s, rebalance_timeout: 6s}
+workers: 2
+batch: {max_records: 1000, max_interval: 100ms}
+load: {max_files: 4, max_interval: 200ms}
+sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}
+metrics: {listen: "127.0.0.1:0"}
+`, cluster.ListenAddrs()[0], testTopic, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const first, during = 15_000, 15_000
+	if err := tracegen.Produce(context.Background(), prod, testTopic, first, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	produced := make(chan error, 1)
+	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, during, 2, nil) }()
+	killAtRandomMoments(t, bin, cfgPath, 4)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
+		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: "trace_raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The kills must have hit a running ingest, not only start-ups.
+	var parts []sink.TopicPartition
+	for p := range int32(4) {
+		parts = append(parts, sink.TopicPartition{Topic: testTopic, Partition: p})
+	}
+	if pos, err := s.Positions(context.Background(), parts); err != nil || len(pos) == 0 {
+		t.Fatalf("nothing committed before the final run: %v %v", pos, err)
+	}
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := tbl.Scan().ToArrowTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	seen := map[[2]int64]bool{}
+	tr := array.NewTableReader(at, 4096)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		offs := rec.Column(rec.Schema().FieldIndices("koffset")[0]).(*array.Int64)
+		parts := rec.Column(rec.Schema().FieldIndices("kpartition")[0]).(*array.Int32)
+		for i := range int(rec.NumRows()) {
+			k := [2]int64{int64(parts.Value(i)), offs.Value(i)}
+			if seen[k] {
+				t.Fatalf("partition %d offset %d loaded twice", k[0], k[1])
+			}
+			seen[k] = true
+		}
+	}
+	if len(seen) != first+during {
+		t.Fatalf("%d rows, want %d", len(seen), first+during)
+	}
+}

@@ -1,0 +1,339 @@
+// Package iceberg is the Apache Iceberg sink: the raw and dead-letter
+// tables are Iceberg tables in a SQL catalog, written as Parquet by
+// iceberg-go. There is no ledger table: each table's positions (the next
+// offset per partition) are a table property committed in the same
+// metadata commit as the data, and recorded in the snapshot summary too.
+//
+// The SQL catalog commits one table at a time, so the two tables cannot
+// commit together. Each is fenced by its own positions instead: a load
+// commits the dead-letter rows past the dead-letter table's positions,
+// then the raw rows past the raw table's positions together with the
+// positions of every partition of the load. The raw table's positions are
+// where consumption resumes; a load retried after a failure between the
+// two commits finds its dead-letter rows already there and skips them.
+package iceberg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// PositionsKey is the table property (and snapshot summary key) holding a
+// table's positions: a JSON list of {topic, partition, next}.
+const PositionsKey = "tracelake.positions"
+
+// Options configure a Sink.
+type Options struct {
+	Catalog   string // SQLite file of the SQL catalog
+	Warehouse string // directory of the tables' files
+	Namespace string
+	Table     string // raw table; <table>_dlq beside it
+	// Adopt accepts an existing table with data but no positions.
+	Adopt bool
+	Log   *slog.Logger
+}
+
+// Sink writes to the Iceberg tables. Loads are serialised in the process
+// (commits to one table would only conflict with each other); a commit
+// that loses to another process is an error the pipeline retries, and the
+// retry reloads the table and its positions.
+type Sink struct {
+	opt    Options
+	cat    catalog.Catalog
+	log    *slog.Logger
+	raw    table.Identifier
+	dlq    table.Identifier
+	loadMu sync.Mutex
+
+	mu   sync.Mutex
+	kept map[string][]byte // staged batches by name, until loaded or discarded
+}
+
+// Open opens (or creates) the catalog.
+func Open(ctx context.Context, opt Options) (*Sink, error) {
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	warehouse, err := filepath.Abs(opt.Warehouse)
+	if err != nil {
+		return nil, err
+	}
+	catalogPath, err := filepath.Abs(opt.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalog.Load(ctx, "tracelake", iceberggo.Properties{
+		"type":            "sql",
+		"uri":             "file:" + catalogPath + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)",
+		sqlcat.DriverKey:  sqliteshim.ShimName,
+		sqlcat.DialectKey: string(sqlcat.SQLite),
+		"warehouse":       "file://" + warehouse,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open iceberg catalog %s: %w", opt.Catalog, err)
+	}
+	return &Sink{
+		opt:  opt,
+		cat:  cat,
+		log:  opt.Log,
+		raw:  table.Identifier{opt.Namespace, opt.Table},
+		dlq:  table.Identifier{opt.Namespace, opt.Table + "_dlq"},
+		kept: map[string][]byte{},
+	}, nil
+}
+
+// Close releases the catalog.
+func (s *Sink) Close() error {
+	if c, ok := s.cat.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// Catalog is the sink's catalog, for readers (tests, verify).
+func (s *Sink) Catalog() catalog.Catalog { return s.cat }
+
+// Identifiers are the raw and dead-letter tables' identifiers.
+func (s *Sink) Identifiers() (raw, dlq table.Identifier) { return s.raw, s.dlq }
+
+// Prepare creates the namespace and the tables if absent, checks existing
+// tables' columns, and refuses a table that has data but no positions
+// unless told to adopt it: starting such a table "from 0" would load
+// everything again, starting it from the group's offsets might skip; only
+// the user can say which is right.
+func (s *Sink) Prepare(ctx context.Context) error {
+	err := s.cat.CreateNamespace(ctx, table.Identifier{s.opt.Namespace}, nil)
+	if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		return fmt.Errorf("create namespace %s: %w", s.opt.Namespace, err)
+	}
+	for _, t := range []struct {
+		id     table.Identifier
+		schema *iceberggo.Schema
+	}{{s.raw, rawSchema}, {s.dlq, dlqSchema}} {
+		tbl, err := s.createOrLoad(ctx, t.id, t.schema)
+		if err != nil {
+			return err
+		}
+		if diff := diffSchema(t.schema, tbl.Schema()); len(diff) > 0 {
+			return fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", name(t.id), strings.Join(diff, "\n  "))
+		}
+		if _, ok := tbl.Properties()[PositionsKey]; !ok && tbl.CurrentSnapshot() != nil && !s.opt.Adopt {
+			return fmt.Errorf("table %s has data but no tracelake positions (%s): it was written by something else. "+
+				"Set sink.iceberg.adopt: true to let tracelake append to it, its partitions starting from the group's committed offsets", name(t.id), PositionsKey)
+		}
+	}
+	return nil
+}
+
+func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *iceberggo.Schema) (*table.Table, error) {
+	spec := iceberggo.NewPartitionSpec(iceberggo.PartitionField{
+		SourceIDs: []int{schema.NumFields()}, FieldID: 1000, Name: "add_day", Transform: iceberggo.DayTransform{},
+	})
+	tbl, err := s.cat.CreateTable(ctx, id, schema, catalog.WithPartitionSpec(&spec))
+	if errors.Is(err, catalog.ErrTableAlreadyExists) {
+		tbl, err = s.cat.LoadTable(ctx, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create table %s: %w", name(id), err)
+	}
+	return tbl, nil
+}
+
+func name(id table.Identifier) string { return strings.Join(id, ".") }
+
+// position is one partition's next offset, as stored in PositionsKey.
+type position struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Next      int64  `json:"next"`
+}
+
+// positions reads a table's positions.
+func positions(tbl *table.Table) (map[sink.TopicPartition]int64, error) {
+	out := map[sink.TopicPartition]int64{}
+	text, ok := tbl.Properties()[PositionsKey]
+	if !ok {
+		return out, nil
+	}
+	var list []position
+	if err := json.Unmarshal([]byte(text), &list); err != nil {
+		return nil, fmt.Errorf("table %s: property %s is not tracelake's: %w", name(tbl.Identifier()), PositionsKey, err)
+	}
+	for _, p := range list {
+		out[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p.Next
+	}
+	return out, nil
+}
+
+// encodePositions renders positions sorted, so equal positions are equal
+// text.
+func encodePositions(m map[sink.TopicPartition]int64) string {
+	list := make([]position, 0, len(m))
+	for tp, n := range m {
+		list = append(list, position{tp.Topic, tp.Partition, n})
+	}
+	slices.SortFunc(list, func(a, b position) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	b, _ := json.Marshal(list)
+	return string(b)
+}
+
+// Positions returns the raw table's positions of parts.
+func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
+	tbl, err := s.cat.LoadTable(ctx, s.raw)
+	if err != nil {
+		return nil, fmt.Errorf("load table %s: %w", name(s.raw), err)
+	}
+	all, err := positions(tbl)
+	if err != nil {
+		return nil, err
+	}
+	out := map[sink.TopicPartition]int64{}
+	for _, tp := range parts {
+		if n, ok := all[tp]; ok {
+			out[tp] = n
+		}
+	}
+	return out, nil
+}
+
+// Stage keeps the batch in memory until it is loaded: Parquet files are
+// written at load time, by the commit that references them.
+func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
+	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(b.Rows) > 0 {
+		f.RowsPath = f.Name
+		s.kept[f.RowsPath] = b.Rows
+	}
+	if len(b.DLQ) > 0 {
+		f.DLQPath = f.Name + ".dlq"
+		s.kept[f.DLQPath] = b.DLQ
+	}
+	f.Bytes = int64(len(b.Rows) + len(b.DLQ))
+	return f, nil
+}
+
+// Discard forgets staged batches.
+func (s *Sink) Discard(files []sink.File) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range files {
+		delete(s.kept, f.RowsPath)
+		delete(s.kept, f.DLQPath)
+	}
+}
+
+// Load commits the dead-letter rows, then the raw rows with the positions
+// (see the package comment).
+func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	if len(files) == 0 {
+		return sink.Loaded{}, nil
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	loadID := strconv.FormatInt(time.Now().UnixNano(), 36)
+	dlqRows, err := s.commit(ctx, s.dlq, files, true, loadID)
+	if err != nil {
+		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), name(s.dlq), err)
+	}
+	rawRows, err := s.commit(ctx, s.raw, files, false, loadID)
+	if err != nil {
+		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), name(s.raw), err)
+	}
+	var ranges []sink.Range
+	for _, f := range files {
+		for _, r := range f.Ranges {
+			i := slices.IndexFunc(ranges, func(x sink.Range) bool { return x.TopicPartition == r.TopicPartition })
+			if i < 0 {
+				ranges = append(ranges, sink.Range{TopicPartition: r.TopicPartition, First: r.First, Last: r.Last,
+					Records: rawRows[r.TopicPartition], DLQ: dlqRows[r.TopicPartition]})
+				continue
+			}
+			ranges[i].First, ranges[i].Last = min(ranges[i].First, r.First), max(ranges[i].Last, r.Last)
+		}
+	}
+	s.Discard(files)
+	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
+}
+
+// commit appends the rows of files (dead-letter rows with dlq) past the
+// table's positions, and the advanced positions, in one commit. It
+// returns the rows appended per partition. The raw table's positions
+// advance even when it gets no row (a load of dead letters only).
+func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.File, dlq bool, loadID string) (map[sink.TopicPartition]int64, error) {
+	tbl, err := s.cat.LoadTable(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load table: %w", err)
+	}
+	pos, err := positions(tbl)
+	if err != nil {
+		return nil, err
+	}
+	next := maps.Clone(pos)
+	var rows [][]byte
+	for _, f := range files {
+		for _, r := range f.Ranges {
+			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
+		}
+		key := f.RowsPath
+		if dlq {
+			key = f.DLQPath
+		}
+		if key == "" {
+			continue
+		}
+		s.mu.Lock()
+		data := s.kept[key]
+		s.mu.Unlock()
+		rows = append(rows, data)
+	}
+	rec, counts, err := buildRecord(rows, dlq, pos, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil && dlq {
+		return counts, nil // no dead letter to add; the fence of this table stays
+	}
+	txn := tbl.NewTransaction()
+	props := iceberggo.Properties{PositionsKey: encodePositions(next)}
+	if err := txn.SetProperties(props); err != nil {
+		return nil, err
+	}
+	if rec != nil {
+		defer rec.Release()
+		summary := iceberggo.Properties{PositionsKey: props[PositionsKey], "tracelake.load-id": loadID}
+		if err := txn.AppendTable(ctx, rec, int64(rec.NumRows()), summary); err != nil {
+			return nil, fmt.Errorf("append: %w", err)
+		}
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		// Another writer committed first (or the catalog failed): the
+		// pipeline retries, and the retry reloads the positions.
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return counts, nil
+}

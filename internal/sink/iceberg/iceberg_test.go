@@ -1,0 +1,253 @@
+package iceberg_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	_ "github.com/duckdb/duckdb-go/v2" // the independent reader
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+)
+
+func openSink(t *testing.T, dir string, adopt bool) *iceberg.Sink {
+	t.Helper()
+	s, err := iceberg.Open(context.Background(), iceberg.Options{
+		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "trace_raw", Adopt: adopt,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+const bigNumber = "123456789012345678901234567890.123456789012"
+
+// batch encodes offsets first..last of partition p; offsets in bad are
+// dead letters.
+func batch(p int32, first, last int64, bad ...int64) *sink.Batch {
+	b := &sink.Batch{}
+	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces", Partition: p}, First: first, Last: last}
+	for o := first; o <= last; o++ {
+		rec := &kgo.Record{Topic: "traces", Partition: p, Offset: o, Key: []byte{0xff, byte(o)}, Timestamp: time.Unix(1700000000, 0),
+			Value: fmt.Appendf(nil, `{"o":%d,"big":%s}`, o, bigNumber)}
+		if slices.Contains(bad, o) {
+			rec.Value = []byte{0xfe, 'x'}
+			b.DLQ = envelope.AppendDLQRow(b.DLQ, rec, "not UTF-8", envelope.StageDecode)
+			r.DLQ++
+			continue
+		}
+		id := [16]byte{byte(p), byte(o >> 8), byte(o)}
+		b.Rows = envelope.AppendRawRow(b.Rows, rec, &id, envelope.ValueText)
+		r.Records++
+	}
+	b.Ranges = []sink.Range{r}
+	return b
+}
+
+func load(t *testing.T, s *iceberg.Sink, batches ...*sink.Batch) sink.Loaded {
+	t.Helper()
+	var files []sink.File
+	for _, b := range batches {
+		f, err := s.Stage(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	l, err := s.Load(context.Background(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// scan reads a table back with iceberg-go's scan (a reader independent of
+// the writer's state) and returns the offsets per partition, and the
+// raw_data of each.
+func scan(t *testing.T, s *iceberg.Sink, id table.Identifier, offsetCol, partCol string) (map[int32][]int64, []string) {
+	t.Helper()
+	tbl, err := s.Catalog().LoadTable(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := tbl.Scan().ToArrowTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	out := map[int32][]int64{}
+	var raw []string
+	tr := array.NewTableReader(at, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		sc := rec.Schema()
+		offs := rec.Column(sc.FieldIndices(offsetCol)[0]).(*array.Int64)
+		parts := rec.Column(sc.FieldIndices(partCol)[0]).(*array.Int32)
+		var data *array.String
+		if idx := sc.FieldIndices("raw_data"); len(idx) > 0 {
+			data = rec.Column(idx[0]).(*array.String)
+		}
+		for i := range int(rec.NumRows()) {
+			out[parts.Value(i)] = append(out[parts.Value(i)], offs.Value(i))
+			if data != nil {
+				raw = append(raw, data.Value(i))
+			}
+		}
+	}
+	for p := range out {
+		slices.Sort(out[p])
+	}
+	return out, raw
+}
+
+func seq(first, last int64, except ...int64) []int64 {
+	var out []int64
+	for o := first; o <= last; o++ {
+		if !slices.Contains(except, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func TestLoadPositionsAndReadBack(t *testing.T) {
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := load(t, s, batch(0, 0, 99, 7, 50), batch(1, 0, 49), batch(0, 100, 149))
+	if len(l.Ranges) != 2 || l.Ranges[0].Records != 148 || l.Ranges[0].DLQ != 2 || l.Ranges[1].Records != 50 {
+		t.Errorf("loaded %+v", l.Ranges)
+	}
+	raw, dlq := s.Identifiers()
+	got, data := scan(t, s, raw, "koffset", "kpartition")
+	if !slices.Equal(got[0], seq(0, 149, 7, 50)) || !slices.Equal(got[1], seq(0, 49)) {
+		t.Errorf("raw offsets %v", got)
+	}
+	if !strings.Contains(data[0], `"big":`+bigNumber) {
+		t.Errorf("raw_data changed: %s", data[0])
+	}
+	if d, _ := scan(t, s, dlq, "offset", "partition"); !slices.Equal(d[0], []int64{7, 50}) {
+		t.Errorf("dead-letter offsets %v", d)
+	}
+	next, err := s.Positions(context.Background(), []sink.TopicPartition{{Topic: "traces", Partition: 0}, {Topic: "traces", Partition: 1}, {Topic: "traces", Partition: 2}})
+	if err != nil || next[sink.TopicPartition{Topic: "traces", Partition: 0}] != 150 || next[sink.TopicPartition{Topic: "traces", Partition: 1}] != 50 || len(next) != 2 {
+		t.Errorf("positions %v %v", next, err)
+	}
+
+	// A load repeated (a lost reply, a former owner) adds nothing; an
+	// overlapping one adds only what is past the positions.
+	load(t, s, batch(0, 100, 149))
+	load(t, s, batch(0, 140, 159, 155))
+	got, _ = scan(t, s, raw, "koffset", "kpartition")
+	if !slices.Equal(got[0], seq(0, 159, 7, 50, 155)) {
+		t.Errorf("raw offsets after replays %v", got[0])
+	}
+	if d, _ := scan(t, s, dlq, "offset", "partition"); !slices.Equal(d[0], []int64{7, 50, 155}) {
+		t.Errorf("dead-letter offsets after replays %v", d)
+	}
+}
+
+// Two processes' sinks on one catalog: loads of the same partition never
+// double a row, whoever commits first.
+func TestTwoWritersOnOneCatalog(t *testing.T) {
+	dir := t.TempDir()
+	a, b := openSink(t, dir, false), openSink(t, dir, false)
+	if err := a.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	load(t, a, batch(0, 0, 99))
+	// b read nothing before; it loads an overlapping batch, as a new owner
+	// of the partition whose position was read before a's commit would.
+	load(t, b, batch(0, 50, 199))
+	raw, _ := a.Identifiers()
+	got, _ := scan(t, a, raw, "koffset", "kpartition")
+	if !slices.Equal(got[0], seq(0, 199)) {
+		t.Errorf("offsets %v", got[0])
+	}
+}
+
+// A table with data but no positions is refused unless adopted.
+func TestForeignTableIsRefusedUnlessAdopted(t *testing.T) {
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 0, 9))
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.RemoveProperties([]string{iceberg.PositionsKey}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	err = openSink(t, dir, false).Prepare(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "has data but no tracelake positions") || !strings.Contains(err.Error(), "sink.iceberg.adopt: true") {
+		t.Fatalf("got %v", err)
+	}
+	if err := openSink(t, dir, true).Prepare(context.Background()); err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+}
+
+// DuckDB's read_parquet over the data files of the current snapshot, a
+// reader that knows nothing of iceberg-go, sees the same rows with the
+// value text byte for byte.
+func TestDuckDBReadsTheDataFiles(t *testing.T) {
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 0, 99, 3))
+	load(t, s, batch(0, 100, 199), batch(2, 0, 9))
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, task := range tasks {
+		paths = append(paths, "'"+strings.TrimPrefix(task.File.FilePath(), "file://")+"'")
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n, distinct, exact int64
+	q := fmt.Sprintf(`SELECT count(*), count(DISTINCT (kpartition, koffset)), count(*) FILTER (WHERE raw_data = '{"o":' || koffset || ',"big":%s}')
+		FROM read_parquet([%s])`, bigNumber, strings.Join(paths, ", "))
+	if err := db.QueryRow(q).Scan(&n, &distinct, &exact); err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 2 || n != 209 || distinct != 209 || exact != 209 {
+		t.Errorf("%d data files; DuckDB reads %d rows, %d distinct, %d with the exact value text; want 2 files, 209", len(paths), n, distinct, exact)
+	}
+}

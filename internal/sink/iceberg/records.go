@@ -1,0 +1,208 @@
+package iceberg
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	iceberggo "github.com/apache/iceberg-go"
+
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// The tables' columns, as in DESIGN.md, with the JSON columns as strings
+// (every engine reads a string; Iceberg has no JSON type). add_time is
+// last: the tables are partitioned by its day.
+var (
+	rawSchema = iceberggo.NewSchema(0,
+		iceberggo.NestedField{ID: 1, Name: "uuid", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 2, Name: "koffset", Type: iceberggo.PrimitiveTypes.Int64},
+		iceberggo.NestedField{ID: 3, Name: "kpartition", Type: iceberggo.PrimitiveTypes.Int32},
+		iceberggo.NestedField{ID: 4, Name: "raw_data", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 5, Name: "record_metadata", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 6, Name: "add_time", Type: iceberggo.PrimitiveTypes.TimestampTz},
+	)
+	dlqSchema = iceberggo.NewSchema(0,
+		iceberggo.NestedField{ID: 1, Name: "topic", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 2, Name: "partition", Type: iceberggo.PrimitiveTypes.Int32},
+		iceberggo.NestedField{ID: 3, Name: "offset", Type: iceberggo.PrimitiveTypes.Int64},
+		iceberggo.NestedField{ID: 4, Name: "key", Type: iceberggo.PrimitiveTypes.Binary},
+		iceberggo.NestedField{ID: 5, Name: "value", Type: iceberggo.PrimitiveTypes.Binary},
+		iceberggo.NestedField{ID: 6, Name: "error", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 7, Name: "stage", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 8, Name: "add_time", Type: iceberggo.PrimitiveTypes.TimestampTz},
+	)
+)
+
+// diffSchema lists the differences of have from want, by column name.
+func diffSchema(want, have *iceberggo.Schema) []string {
+	var diff []string
+	for _, w := range want.Fields() {
+		h, ok := have.FindFieldByName(w.Name)
+		switch {
+		case !ok:
+			diff = append(diff, fmt.Sprintf("column %s is missing (want %s)", w.Name, w.Type))
+		case !h.Type.Equals(w.Type):
+			diff = append(diff, fmt.Sprintf("column %s is %s, want %s", w.Name, h.Type, w.Type))
+		}
+	}
+	for _, h := range have.Fields() {
+		if _, ok := want.FindFieldByName(h.Name); !ok {
+			diff = append(diff, fmt.Sprintf("column %s is not one of tracelake's", h.Name))
+		}
+	}
+	return diff
+}
+
+// stagedRaw and stagedDLQ are the staged NDJSON rows (envelope.AppendRawRow
+// with ValueText, envelope.AppendDLQRow).
+type stagedRaw struct {
+	UUID      string          `json:"uuid"`
+	Offset    int64           `json:"koffset"`
+	Partition int32           `json:"kpartition"`
+	Value     *string         `json:"raw_data"`
+	Metadata  json.RawMessage `json:"record_metadata"`
+}
+
+type stagedDLQ struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Offset    int64   `json:"offset"`
+	Key       *string `json:"key"`
+	Value     *string `json:"value"`
+	Error     string  `json:"error"`
+	Stage     string  `json:"stage"`
+}
+
+// buildRecord turns staged NDJSON into one Arrow table of the rows past
+// fence (nil if none) and counts them per partition.
+func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, now time.Time) (arrow.Table, map[sink.TopicPartition]int64, error) {
+	counts := map[sink.TopicPartition]int64{}
+	mem := memory.DefaultAllocator
+	sc := arrowSchema(dlq)
+	b := array.NewRecordBuilder(mem, sc)
+	defer b.Release()
+	ts := arrow.Timestamp(now.UnixMicro())
+	past := func(tp sink.TopicPartition, offset int64) bool {
+		next, ok := fence[tp]
+		return !ok || offset >= next
+	}
+	n := 0
+	for _, d := range data {
+		for _, line := range splitLines(d) {
+			if dlq {
+				var r stagedDLQ
+				if err := json.Unmarshal(line, &r); err != nil {
+					return nil, nil, fmt.Errorf("staged dead-letter row: %w", err)
+				}
+				tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+				if !past(tp, r.Offset) {
+					continue
+				}
+				b.Field(0).(*array.StringBuilder).Append(r.Topic)
+				b.Field(1).(*array.Int32Builder).Append(r.Partition)
+				b.Field(2).(*array.Int64Builder).Append(r.Offset)
+				if err := appendBase64(b.Field(3).(*array.BinaryBuilder), r.Key); err != nil {
+					return nil, nil, err
+				}
+				if err := appendBase64(b.Field(4).(*array.BinaryBuilder), r.Value); err != nil {
+					return nil, nil, err
+				}
+				b.Field(5).(*array.StringBuilder).Append(r.Error)
+				b.Field(6).(*array.StringBuilder).Append(r.Stage)
+				b.Field(7).(*array.TimestampBuilder).Append(ts)
+				counts[tp]++
+			} else {
+				var r stagedRaw
+				if err := json.Unmarshal(line, &r); err != nil {
+					return nil, nil, fmt.Errorf("staged raw row: %w", err)
+				}
+				var md struct{ Topic string }
+				if err := json.Unmarshal(r.Metadata, &md); err != nil {
+					return nil, nil, fmt.Errorf("staged raw row's metadata: %w", err)
+				}
+				tp := sink.TopicPartition{Topic: md.Topic, Partition: r.Partition}
+				if !past(tp, r.Offset) {
+					continue
+				}
+				b.Field(0).(*array.StringBuilder).Append(r.UUID)
+				b.Field(1).(*array.Int64Builder).Append(r.Offset)
+				b.Field(2).(*array.Int32Builder).Append(r.Partition)
+				if r.Value == nil {
+					b.Field(3).AppendNull()
+				} else {
+					b.Field(3).(*array.StringBuilder).Append(*r.Value)
+				}
+				b.Field(4).(*array.StringBuilder).Append(string(r.Metadata))
+				b.Field(5).(*array.TimestampBuilder).Append(ts)
+				counts[tp]++
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, counts, nil
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	return array.NewTableFromRecords(sc, []arrow.RecordBatch{rec}), counts, nil
+}
+
+func appendBase64(b *array.BinaryBuilder, v *string) error {
+	if v == nil {
+		b.AppendNull()
+		return nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(*v)
+	if err != nil {
+		return fmt.Errorf("staged dead-letter bytes: %w", err)
+	}
+	b.Append(raw)
+	return nil
+}
+
+func arrowSchema(dlq bool) *arrow.Schema {
+	ts := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	if dlq {
+		return arrow.NewSchema([]arrow.Field{
+			{Name: "topic", Type: arrow.BinaryTypes.String, Nullable: true},
+			{Name: "partition", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+			{Name: "offset", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+			{Name: "key", Type: arrow.BinaryTypes.Binary, Nullable: true},
+			{Name: "value", Type: arrow.BinaryTypes.Binary, Nullable: true},
+			{Name: "error", Type: arrow.BinaryTypes.String, Nullable: true},
+			{Name: "stage", Type: arrow.BinaryTypes.String, Nullable: true},
+			{Name: "add_time", Type: ts, Nullable: true},
+		}, nil)
+	}
+	return arrow.NewSchema([]arrow.Field{
+		{Name: "uuid", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "koffset", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "kpartition", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		{Name: "raw_data", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "record_metadata", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "add_time", Type: ts, Nullable: true},
+	}, nil)
+}
+
+func splitLines(data []byte) [][]byte {
+	var out [][]byte
+	start := 0
+	for i, c := range data {
+		if c == '\n' {
+			if i > start {
+				out = append(out, data[start:i])
+			}
+			start = i + 1
+		}
+	}
+	if start < len(data) {
+		out = append(out, data[start:])
+	}
+	return out
+}
+
