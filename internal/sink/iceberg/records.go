@@ -205,4 +205,3 @@ func splitLines(data []byte) [][]byte {
 	}
 	return out
 }
-
