@@ -202,6 +202,18 @@ func appendBytes(dst, b []byte, encodingField string) []byte {
 	}
 }
 
+// DLQRow is the JSON form of a dead-letter row, as AppendDLQRow writes
+// it, for sinks that read staged rows back or write their own.
+type DLQRow struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Offset    int64   `json:"offset"`
+	Key       *string `json:"key"`   // base64 of the key's bytes
+	Value     *string `json:"value"` // base64 of the value's bytes
+	Error     string  `json:"error"`
+	Stage     string  `json:"stage"`
+}
+
 // AppendDLQRow appends the dead-letter row of r as one NDJSON line: topic,
 // partition, offset, key and value as base64 of the original bytes (null when
 // absent), error and stage. add_time is set by the sink.

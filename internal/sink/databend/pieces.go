@@ -32,12 +32,7 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 	text := k.lines[i]
 	switch {
 	case dlq:
-		var r struct {
-			Topic     string  `json:"topic"`
-			Partition int32   `json:"partition"`
-			Offset    int64   `json:"offset"`
-			Key       *string `json:"key"`
-		}
+		var r envelope.DLQRow
 		if err := json.Unmarshal(text, &r); err != nil {
 			return line{}, fmt.Errorf("staged dead-letter line %d: %w", i, err)
 		}
@@ -248,15 +243,8 @@ func (p *loadPlan) reject(k *keptFile, i int, reason string) error {
 		v := base64.StdEncoding.EncodeToString(l.value)
 		value = &v
 	}
-	row, err := json.Marshal(struct {
-		Topic     string  `json:"topic"`
-		Partition int32   `json:"partition"`
-		Offset    int64   `json:"offset"`
-		Key       *string `json:"key"`
-		Value     *string `json:"value"`
-		Error     string  `json:"error"`
-		Stage     string  `json:"stage"`
-	}{l.tp.Topic, l.tp.Partition, l.offset, l.key, value, reason, envelope.StageLoad})
+	row, err := json.Marshal(envelope.DLQRow{Topic: l.tp.Topic, Partition: l.tp.Partition, Offset: l.offset,
+		Key: l.key, Value: value, Error: reason, Stage: envelope.StageLoad})
 	if err != nil {
 		return err
 	}

@@ -337,3 +337,32 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	}
 	return counts, nil
 }
+
+// Stored reads a table (the dead-letter table with dlq) with a scan of its
+// current snapshot and returns, per partition, how many times each offset
+// is stored: what verify needs, and what tests read back.
+func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]map[int64]int, error) {
+	id, offsetCol, partCol, topicCol := s.raw, "koffset", "kpartition", "record_metadata"
+	if dlq {
+		id, offsetCol, partCol, topicCol = s.dlq, "offset", "partition", "topic"
+	}
+	tbl, err := s.cat.LoadTable(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load table %s: %w", name(id), err)
+	}
+	_, batches, err := tbl.Scan(table.WithSelectedFields(offsetCol, partCol, topicCol)).ToArrowRecords(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", name(id), err)
+	}
+	out := map[sink.TopicPartition]map[int64]int{}
+	for rec, err := range batches {
+		if err != nil {
+			return nil, fmt.Errorf("scan %s: %w", name(id), err)
+		}
+		if err := countStored(rec, dlq, offsetCol, partCol, topicCol, out); err != nil {
+			return nil, fmt.Errorf("scan %s: %w", name(id), err)
+		}
+		rec.Release()
+	}
+	return out, nil
+}

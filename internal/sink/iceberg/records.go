@@ -10,6 +10,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/tracelake/tracelake/internal/envelope"
 
 	"github.com/tracelake/tracelake/internal/sink"
 )
@@ -58,8 +61,8 @@ func diffSchema(want, have *iceberggo.Schema) []string {
 	return diff
 }
 
-// stagedRaw and stagedDLQ are the staged NDJSON rows (envelope.AppendRawRow
-// with ValueText, envelope.AppendDLQRow).
+// stagedRaw is a staged raw row (envelope.AppendRawRow with ValueText);
+// dead-letter rows are envelope.DLQRow.
 type stagedRaw struct {
 	UUID      string          `json:"uuid"`
 	Offset    int64           `json:"koffset"`
@@ -68,23 +71,15 @@ type stagedRaw struct {
 	Metadata  json.RawMessage `json:"record_metadata"`
 }
 
-type stagedDLQ struct {
-	Topic     string  `json:"topic"`
-	Partition int32   `json:"partition"`
-	Offset    int64   `json:"offset"`
-	Key       *string `json:"key"`
-	Value     *string `json:"value"`
-	Error     string  `json:"error"`
-	Stage     string  `json:"stage"`
-}
-
 // buildRecord turns staged NDJSON into one Arrow table of the rows past
 // fence (nil if none) and counts them per partition.
 func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, now time.Time) (arrow.Table, map[sink.TopicPartition]int64, error) {
 	counts := map[sink.TopicPartition]int64{}
-	mem := memory.DefaultAllocator
-	sc := arrowSchema(dlq)
-	b := array.NewRecordBuilder(mem, sc)
+	sc, err := arrowSchema(dlq)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
 	ts := arrow.Timestamp(now.UnixMicro())
 	past := func(tp sink.TopicPartition, offset int64) bool {
@@ -95,7 +90,7 @@ func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, n
 	for _, d := range data {
 		for _, line := range splitLines(d) {
 			if dlq {
-				var r stagedDLQ
+				var r envelope.DLQRow
 				if err := json.Unmarshal(line, &r); err != nil {
 					return nil, nil, fmt.Errorf("staged dead-letter row: %w", err)
 				}
@@ -165,28 +160,14 @@ func appendBase64(b *array.BinaryBuilder, v *string) error {
 	return nil
 }
 
-func arrowSchema(dlq bool) *arrow.Schema {
-	ts := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+// arrowSchema is the Arrow form of a table's schema, as the builders fill
+// it.
+func arrowSchema(dlq bool) (*arrow.Schema, error) {
+	sc := rawSchema
 	if dlq {
-		return arrow.NewSchema([]arrow.Field{
-			{Name: "topic", Type: arrow.BinaryTypes.String, Nullable: true},
-			{Name: "partition", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
-			{Name: "offset", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-			{Name: "key", Type: arrow.BinaryTypes.Binary, Nullable: true},
-			{Name: "value", Type: arrow.BinaryTypes.Binary, Nullable: true},
-			{Name: "error", Type: arrow.BinaryTypes.String, Nullable: true},
-			{Name: "stage", Type: arrow.BinaryTypes.String, Nullable: true},
-			{Name: "add_time", Type: ts, Nullable: true},
-		}, nil)
+		sc = dlqSchema
 	}
-	return arrow.NewSchema([]arrow.Field{
-		{Name: "uuid", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "koffset", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-		{Name: "kpartition", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
-		{Name: "raw_data", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "record_metadata", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "add_time", Type: ts, Nullable: true},
-	}, nil)
+	return table.SchemaToArrowSchema(sc, nil, false, false)
 }
 
 func splitLines(data []byte) [][]byte {
@@ -204,4 +185,44 @@ func splitLines(data []byte) [][]byte {
 		out = append(out, data[start:])
 	}
 	return out
+}
+
+// countStored adds the offsets of one scanned batch to out.
+func countStored(rec arrow.RecordBatch, dlq bool, offsetCol, partCol, topicCol string, out map[sink.TopicPartition]map[int64]int) error {
+	col := func(name string) (arrow.Array, error) {
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("no column %s", name)
+		}
+		return rec.Column(idx[0]), nil
+	}
+	offs, err := col(offsetCol)
+	if err != nil {
+		return err
+	}
+	parts, err := col(partCol)
+	if err != nil {
+		return err
+	}
+	topics, err := col(topicCol)
+	if err != nil {
+		return err
+	}
+	o, p, t := offs.(*array.Int64), parts.(*array.Int32), topics.(*array.String)
+	for i := range int(rec.NumRows()) {
+		topic := t.Value(i)
+		if !dlq {
+			var md struct{ Topic string }
+			if err := json.Unmarshal([]byte(topic), &md); err != nil {
+				return fmt.Errorf("record_metadata: %w", err)
+			}
+			topic = md.Topic
+		}
+		tp := sink.TopicPartition{Topic: topic, Partition: p.Value(i)}
+		if out[tp] == nil {
+			out[tp] = map[int64]int{}
+		}
+		out[tp][o.Value(i)]++
+	}
+	return nil
 }
