@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -39,23 +41,38 @@ metrics: {listen: "127.0.0.1:0"}
 	}
 	produced := make(chan error, 1)
 	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, during, 2, nil) }()
-	killAtRandomMoments(t, bin, cfgPath, 4)
-	if err := <-produced; err != nil {
-		t.Fatal(err)
-	}
 	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
 		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: "trace_raw"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// The kills must have hit a running ingest, not only start-ups.
+	// The first kill lands in the middle of ingesting: right after the
+	// first commit is seen (a slow machine can take longer than the random
+	// kill moments to commit anything). Then kills at random moments.
 	var parts []sink.TopicPartition
 	for p := range int32(4) {
 		parts = append(parts, sink.TopicPartition{Topic: testTopic, Partition: p})
 	}
-	if pos, err := s.Positions(context.Background(), parts); err != nil || len(pos) == 0 {
-		t.Fatalf("nothing committed before the final run: %v %v", pos, err)
+	firstRun := startRun(t, bin, cfgPath, "run first")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		pos, err := s.Positions(context.Background(), parts)
+		if err == nil && len(pos) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing committed within 2 minutes: %v\n%s", err, firstRun.log)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the catalog for the first commit
+	}
+	if err := firstRun.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = firstRun.cmd.Wait()
+	killAtRandomMoments(t, bin, cfgPath, 3)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
 	}
 	if out, err := runIdle(t, bin, cfgPath); err != nil {
 		t.Fatalf("final run: %v\n%s", err, out)

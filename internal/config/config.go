@@ -143,8 +143,9 @@ type Sink struct {
 // SQL catalog, data files in a warehouse directory.
 type Iceberg struct {
 	// Catalog is the SQL catalog's database: a SQLite file path (default
-	// ./tracelake-catalog.db, for one machine).
-	Catalog string `yaml:"catalog"`
+	// ./tracelake-catalog.db, for one machine) or a postgres:// URL (the
+	// catalog for many instances; a password in it is a secret).
+	Catalog string `yaml:"catalog" secret:"true"`
 	// Warehouse is where tables' data and metadata files go: a directory
 	// (default ./tracelake-warehouse).
 	Warehouse string `yaml:"warehouse"`

@@ -95,7 +95,7 @@ func (c *Config) validate(consuming bool) error {
 	case SinkDatabend:
 		c.Sink.Databend.validate(check)
 	case SinkIceberg:
-		check(c.Sink.Iceberg.Catalog != "", "sink.iceberg.catalog", "a SQLite file for the catalog is required")
+		check(c.Sink.Iceberg.Catalog != "", "sink.iceberg.catalog", "a SQLite file or a postgres:// URL for the catalog is required")
 		check(c.Sink.Iceberg.Warehouse != "", "sink.iceberg.warehouse", "a directory for the tables' files is required")
 		check(identifier.MatchString(c.Sink.Iceberg.Namespace) && !strings.Contains(c.Sink.Iceberg.Namespace, "."),
 			"sink.iceberg.namespace", "want a name of letters, digits and _, got %q", c.Sink.Iceberg.Namespace)

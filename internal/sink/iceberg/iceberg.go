@@ -31,6 +31,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for a PostgreSQL catalog
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/tracelake/tracelake/internal/sink"
@@ -42,7 +43,9 @@ const PositionsKey = "tracelake.positions"
 
 // Options configure a Sink.
 type Options struct {
-	Catalog   string // SQLite file of the SQL catalog
+	// Catalog is the SQL catalog's database: a SQLite file (one machine),
+	// or a postgres:// URL (the catalog of many instances).
+	Catalog   string
 	Warehouse string // directory of the tables' files
 	Namespace string
 	Table     string // raw table; <table>_dlq beside it
@@ -76,19 +79,21 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	catalogPath, err := filepath.Abs(opt.Catalog)
-	if err != nil {
-		return nil, err
+	props := iceberggo.Properties{"type": "sql", "warehouse": "file://" + warehouse}
+	if IsPostgres(opt.Catalog) {
+		props["uri"], props[sqlcat.DriverKey], props[sqlcat.DialectKey] = opt.Catalog, "pgx", string(sqlcat.Postgres)
+	} else {
+		path, err := filepath.Abs(opt.Catalog)
+		if err != nil {
+			return nil, err
+		}
+		// WAL and a busy timeout: the workers of a process share the file.
+		props["uri"] = "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+		props[sqlcat.DriverKey], props[sqlcat.DialectKey] = sqliteshim.ShimName, string(sqlcat.SQLite)
 	}
-	cat, err := catalog.Load(ctx, "tracelake", iceberggo.Properties{
-		"type":            "sql",
-		"uri":             "file:" + catalogPath + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)",
-		sqlcat.DriverKey:  sqliteshim.ShimName,
-		sqlcat.DialectKey: string(sqlcat.SQLite),
-		"warehouse":       "file://" + warehouse,
-	})
+	cat, err := catalog.Load(ctx, "tracelake", props)
 	if err != nil {
-		return nil, fmt.Errorf("open iceberg catalog %s: %w", opt.Catalog, err)
+		return nil, fmt.Errorf("open iceberg catalog: %w", err)
 	}
 	return &Sink{
 		opt:  opt,
@@ -98,6 +103,11 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		dlq:  table.Identifier{opt.Namespace, opt.Table + "_dlq"},
 		kept: map[string][]byte{},
 	}, nil
+}
+
+// IsPostgres reports whether a catalog setting is a PostgreSQL URL.
+func IsPostgres(catalog string) bool {
+	return strings.HasPrefix(catalog, "postgres://") || strings.HasPrefix(catalog, "postgresql://")
 }
 
 // Close releases the catalog.
