@@ -11,6 +11,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
@@ -78,6 +79,74 @@ metrics: {listen: "127.0.0.1:0"}
 		t.Fatalf("final run: %v\n%s", err, out)
 	}
 
+	stored, err := s.Stored(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for tp, offs := range stored {
+		for o, n := range offs {
+			if n != 1 {
+				t.Fatalf("%v offset %d stored %d times", tp, o, n)
+			}
+		}
+		seen += len(offs)
+	}
+	if seen != first+during {
+		t.Fatalf("%d rows, want %d", seen, first+during)
+	}
+}
+
+// Three `tracelake run` processes in one group write one Iceberg table
+// through a PostgreSQL catalog (a real server); one of them is killed with
+// SIGKILL and restarted again and again while partitions move between
+// them. At the end every message is in the table exactly once.
+func TestIcebergThreeInstancesOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	url := icebergtest.StartPostgres(t)
+	bin := buildBinary(t)
+	cluster, prod := startKafka(t, 6)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], group: three, session_timeout: 6s, rebalance_timeout: 10s}
+workers: 1
+batch: {max_records: 1000, max_interval: 100ms}
+load: {max_files: 4, max_interval: 200ms}
+retry: {max_delay: 2s}
+sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}
+metrics: {listen: "127.0.0.1:0"}
+`, cluster.ListenAddrs()[0], testTopic, url, filepath.Join(dir, "warehouse"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const first, during = 15_000, 15_000
+	if err := tracegen.Produce(context.Background(), prod, testTopic, first, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	produced := make(chan error, 1)
+	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, during, 2, nil) }()
+	steady := []*child{startRun(t, bin, cfgPath, "steady 1"), startRun(t, bin, cfgPath, "steady 2")}
+	killAtRandomMoments(t, bin, cfgPath, 4)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	// The two steady members finish the work; then they are stopped.
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+	for _, c := range steady {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		_ = c.cmd.Wait()
+	}
+
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: url, Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "trace_raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	stored, err := s.Stored(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
