@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	gojson "github.com/goccy/go-json" // ~3x encoding/json on staged rows; the rows are ours, already valid
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
@@ -91,7 +92,7 @@ func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, n
 		for _, line := range splitLines(d) {
 			if dlq {
 				var r envelope.DLQRow
-				if err := json.Unmarshal(line, &r); err != nil {
+				if err := gojson.Unmarshal(line, &r); err != nil {
 					return nil, nil, fmt.Errorf("staged dead-letter row: %w", err)
 				}
 				tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
@@ -113,11 +114,11 @@ func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, n
 				counts[tp]++
 			} else {
 				var r stagedRaw
-				if err := json.Unmarshal(line, &r); err != nil {
+				if err := gojson.Unmarshal(line, &r); err != nil {
 					return nil, nil, fmt.Errorf("staged raw row: %w", err)
 				}
 				var md struct{ Topic string }
-				if err := json.Unmarshal(r.Metadata, &md); err != nil {
+				if err := gojson.Unmarshal(r.Metadata, &md); err != nil {
 					return nil, nil, fmt.Errorf("staged raw row's metadata: %w", err)
 				}
 				tp := sink.TopicPartition{Topic: md.Topic, Partition: r.Partition}

@@ -1,0 +1,83 @@
+package iceberg_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// BenchmarkLoad measures one load of 100,000 synthetic spans (10 staged
+// batches of 10,000) into the Iceberg raw table: Arrow conversion, Parquet
+// (zstd) writing and the commit to a SQLite catalog on local disk, and
+// reports the data files the table then has and their size.
+func BenchmarkLoad(b *testing.B) {
+	const batches, per = 10, 10_000
+	g := tracegen.New(1)
+	var valueBytes int64
+	staged := make([]*sink.Batch, batches)
+	var id [16]byte
+	for i := range staged {
+		bt := &sink.Batch{}
+		first := int64(i * per)
+		for o := first; o < first+per; o++ {
+			v := g.Append(nil)
+			valueBytes += int64(len(v))
+			id[0], id[1], id[2] = byte(o), byte(o>>8), byte(o>>16)
+			bt.Rows = envelope.AppendRawRow(bt.Rows, &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()}, &id, envelope.ValueText)
+		}
+		bt.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: first, Last: first + per - 1, Records: per}}
+		staged[i] = bt
+	}
+	for range b.N {
+		b.StopTimer()
+		s := openSink(&testing.T{}, b.TempDir(), false)
+		if err := s.Prepare(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		var files []sink.File
+		for _, bt := range staged {
+			f, err := s.Stage(context.Background(), bt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		b.StartTimer()
+		if _, err := s.Load(context.Background(), files); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		raw, _ := s.Identifiers()
+		tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tasks, err := tbl.Scan().PlanFiles(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var size int64
+		for _, task := range tasks {
+			st, err := os.Stat(strings.TrimPrefix(task.File.FilePath(), "file://"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			size += st.Size()
+		}
+		b.ReportMetric(float64(len(tasks)), "files")
+		b.ReportMetric(float64(size)/1e6, "file-MB")
+		s.Close()
+		b.StartTimer()
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N*batches*per)/secs, "records/s")
+	b.ReportMetric(float64(int64(b.N)*valueBytes)/secs/1e6, "MB/s")
+}
