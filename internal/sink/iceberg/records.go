@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	gojson "github.com/goccy/go-json" // ~3x encoding/json on staged rows; the rows are ours, already valid
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	gojson "github.com/goccy/go-json" // ~3x encoding/json on staged rows; the rows are ours, already valid
 
 	"github.com/tracelake/tracelake/internal/envelope"
 
