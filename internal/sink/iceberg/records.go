@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
-	gojson "github.com/goccy/go-json" // ~3x encoding/json on staged rows; the rows are ours, already valid
+	gojson "github.com/goccy/go-json" // decodes staged rows faster than encoding/json: loads 1.7x (BenchmarkLoad)
 
 	"github.com/tracelake/tracelake/internal/envelope"
 
