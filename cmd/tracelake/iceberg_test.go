@@ -101,11 +101,12 @@ metrics: {listen: "127.0.0.1:0"}
 // through a PostgreSQL catalog (a real server); one of them is killed with
 // SIGKILL and restarted again and again while partitions move between
 // them. At the end every message is in the table exactly once.
-func TestIcebergThreeInstancesOnPostgres(t *testing.T) {
+func TestIcebergThreeInstancesOnPostgresAndS3(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	url := icebergtest.StartPostgres(t)
+	s3 := icebergtest.StartS3(t, "lake")
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 6)
 	dir := t.TempDir()
@@ -115,9 +116,10 @@ workers: 1
 batch: {max_records: 1000, max_interval: 100ms}
 load: {max_files: 4, max_interval: 200ms}
 retry: {max_delay: 2s}
-sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}
+sink: {type: iceberg, iceberg: {catalog: %q, warehouse: "s3://lake/warehouse",
+  s3: {endpoint: %q, region: %q, access_key_id: %q, secret_access_key: %q}}}
 metrics: {listen: "127.0.0.1:0"}
-`, cluster.ListenAddrs()[0], testTopic, url, filepath.Join(dir, "warehouse"))
+`, cluster.ListenAddrs()[0], testTopic, url, s3.Endpoint, s3.Region, s3.AccessKey, s3.SecretKey)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +143,9 @@ metrics: {listen: "127.0.0.1:0"}
 		_ = c.cmd.Wait()
 	}
 
-	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: url, Warehouse: filepath.Join(dir, "warehouse"),
-		Namespace: "tracelake", Table: "trace_raw"})
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: url, Warehouse: "s3://lake/warehouse",
+		Namespace: "tracelake", Table: "trace_raw",
+		S3: iceberg.S3{Endpoint: s3.Endpoint, Region: s3.Region, AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

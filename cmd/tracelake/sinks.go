@@ -27,6 +27,7 @@ func openSink(ctx context.Context, cfg *config.Config) (sink.Sink, modelMerger, 
 			Namespace: cfg.Sink.Iceberg.Namespace,
 			Table:     cfg.Sink.Table,
 			Adopt:     cfg.Sink.Iceberg.Adopt,
+			S3:        iceberg.S3(cfg.Sink.Iceberg.S3),
 			Log:       slog.Default(),
 		})
 		return snk, nil, err // models are not built for Iceberg (validation says so)

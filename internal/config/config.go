@@ -139,6 +139,16 @@ type Sink struct {
 	Iceberg  Iceberg  `yaml:"iceberg"`
 }
 
+// S3 is an S3-compatible object store.
+type S3 struct {
+	// Endpoint of an S3-compatible server (MinIO, versitygw, …); empty:
+	// AWS. Such servers are addressed by path (bucket in the path).
+	Endpoint        string `yaml:"endpoint"`
+	Region          string `yaml:"region"`
+	AccessKeyID     string `yaml:"access_key_id"`
+	SecretAccessKey string `yaml:"secret_access_key" secret:"true"`
+}
+
 // Iceberg sink settings: Apache Iceberg tables (raw and dead-letter) in a
 // SQL catalog, data files in a warehouse directory.
 type Iceberg struct {
@@ -147,8 +157,11 @@ type Iceberg struct {
 	// catalog for many instances; a password in it is a secret).
 	Catalog string `yaml:"catalog" secret:"true"`
 	// Warehouse is where tables' data and metadata files go: a directory
-	// (default ./tracelake-warehouse).
+	// (default ./tracelake-warehouse) or s3://bucket/path.
 	Warehouse string `yaml:"warehouse"`
+	// S3 reaches an s3:// warehouse; empty fields fall back to the AWS
+	// SDK's usual sources (AWS_* environment, shared config).
+	S3 S3 `yaml:"s3"`
 	// Namespace of the tables. Default tracelake.
 	Namespace string `yaml:"namespace"`
 	// Adopt lets tracelake write to an existing table that has data but

@@ -30,6 +30,8 @@ import (
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	icebergio "github.com/apache/iceberg-go/io"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// warehouses
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for a PostgreSQL catalog
 	"github.com/uptrace/bun/driver/sqliteshim"
@@ -51,8 +53,14 @@ type Options struct {
 	Table     string // raw table; <table>_dlq beside it
 	// Adopt accepts an existing table with data but no positions.
 	Adopt bool
+	// S3 reaches an s3:// warehouse.
+	S3 S3
 	Log   *slog.Logger
 }
+
+// S3 is an S3-compatible store; empty fields fall back to the AWS SDK's
+// usual sources.
+type S3 struct{ Endpoint, Region, AccessKeyID, SecretAccessKey string }
 
 // Sink writes to the Iceberg tables. Loads are serialised in the process
 // (commits to one table would only conflict with each other); a commit
@@ -75,11 +83,27 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	warehouse, err := filepath.Abs(opt.Warehouse)
-	if err != nil {
-		return nil, err
+	props := iceberggo.Properties{"type": "sql"}
+	if strings.HasPrefix(opt.Warehouse, "s3://") {
+		props["warehouse"] = opt.Warehouse
+		for k, v := range map[string]string{
+			icebergio.S3EndpointURL: opt.S3.Endpoint, icebergio.S3Region: opt.S3.Region,
+			icebergio.S3AccessKeyID: opt.S3.AccessKeyID, icebergio.S3SecretAccessKey: opt.S3.SecretAccessKey,
+		} {
+			if v != "" {
+				props[k] = v
+			}
+		}
+		if opt.S3.Endpoint != "" {
+			props[icebergio.S3ForceVirtualAddressing] = "false" // bucket in the path
+		}
+	} else {
+		warehouse, err := filepath.Abs(opt.Warehouse)
+		if err != nil {
+			return nil, err
+		}
+		props["warehouse"] = "file://" + warehouse
 	}
-	props := iceberggo.Properties{"type": "sql", "warehouse": "file://" + warehouse}
 	if IsPostgres(opt.Catalog) {
 		props["uri"], props[sqlcat.DriverKey], props[sqlcat.DialectKey] = opt.Catalog, "pgx", string(sqlcat.Postgres)
 	} else {
