@@ -54,8 +54,8 @@ type Options struct {
 	// Adopt accepts an existing table with data but no positions.
 	Adopt bool
 	// S3 reaches an s3:// warehouse.
-	S3 S3
-	Log   *slog.Logger
+	S3  S3
+	Log *slog.Logger
 }
 
 // S3 is an S3-compatible store; empty fields fall back to the AWS SDK's
