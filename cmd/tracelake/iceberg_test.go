@@ -95,6 +95,16 @@ metrics: {listen: "127.0.0.1:0"}
 	if seen != first+during {
 		t.Fatalf("%d rows, want %d", seen, first+during)
 	}
+	// tracelake verify agrees: positions at Kafka's end, no gap, no duplicate.
+	rep := verifyJSON(t, bin, cfgPath, 0)
+	if rows, dlq := rep.Totals(); rows != first+during || dlq != 0 {
+		t.Errorf("verify: %d rows, %d dead letters: %+v", rows, dlq, rep)
+	}
+	for _, p := range rep.Partitions {
+		if p.Lag != 0 || p.Gaps != 0 || p.Duplicates != 0 {
+			t.Errorf("verify, partition %d: %+v", p.Partition, p)
+		}
+	}
 }
 
 // Three `tracelake run` processes in one group write one Iceberg table
@@ -165,5 +175,15 @@ metrics: {listen: "127.0.0.1:0"}
 	}
 	if seen != first+during {
 		t.Fatalf("%d rows, want %d", seen, first+during)
+	}
+	// tracelake verify agrees: positions at Kafka's end, no gap, no duplicate.
+	rep := verifyJSON(t, bin, cfgPath, 0)
+	if rows, dlq := rep.Totals(); rows != first+during || dlq != 0 {
+		t.Errorf("verify: %d rows, %d dead letters: %+v", rows, dlq, rep)
+	}
+	for _, p := range rep.Partitions {
+		if p.Lag != 0 || p.Gaps != 0 || p.Duplicates != 0 {
+			t.Errorf("verify, partition %d: %+v", p.Partition, p)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
@@ -30,16 +31,22 @@ func cmdVerify(ctx context.Context, args []string) error {
 		return err
 	}
 	var rep *verify.Report
-	if cfg.Sink.Type == config.SinkDatabend {
+	switch cfg.Sink.Type {
+	case config.SinkIceberg:
+		if rep, err = verifyIceberg(ctx, cfg); err != nil {
+			return err
+		}
+	case config.SinkDatabend:
 		snk, err := openDatabend(cfg)
 		if err != nil {
 			return err
 		}
+		defer snk.Close()
 		main, dlq, ledger := snk.Tables()
 		if rep, err = runVerify(ctx, cfg, snk, verify.Tables{Main: main, DLQ: dlq, Ledger: ledger, Topic: databend.TopicExpr}); err != nil {
 			return err
 		}
-	} else {
+	default:
 		snk, err := openDuckDB(cfg)
 		if err != nil {
 			return err
@@ -72,27 +79,57 @@ func cmdVerify(ctx context.Context, args []string) error {
 	return nil
 }
 
+// verifyIceberg verifies the Iceberg tables: positions against Kafka, and
+// every stored offset counted by scanning both tables.
+func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, error) {
+	snk, _, err := openSink(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer snk.Close()
+	ice := snk.(*iceberg.Sink)
+	next, err := ice.AllPositions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := ice.Stored(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	dlq, err := ice.Stored(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, cfg.Kafka.StartOffset == "earliest"), nil
+}
+
 // verifyDuckDB verifies the DuckDB sink snk.
 func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (*verify.Report, error) {
 	t := snk.Tables()
 	return runVerify(ctx, cfg, verify.SQLQuerier{DB: snk.DB()}, verify.Tables{Main: t.Main, DLQ: t.DLQ, Ledger: t.Ledger, Topic: duckdb.TopicExpr})
 }
 
-// runVerify asks Kafka for watermarks (going on without them if it cannot
-// answer) and checks the ledger and tables.
-func runVerify(ctx context.Context, cfg *config.Config, db verify.Querier, t verify.Tables) (*verify.Report, error) {
-	var marks map[sink.TopicPartition]kafka.Watermarks
-	if admin, err := kafka.NewAdmin(cfg.Kafka); err == nil {
-		qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		marks, err = admin.ConsumedWatermarks(qctx, cfg.Kafka)
-		cancel()
-		admin.Close()
-		if err != nil {
-			slog.Warn("Kafka watermarks unavailable; checking ledger and tables only", "err", err)
-		}
+// watermarks asks Kafka for the partitions' watermarks; nil (and a
+// warning) if it cannot answer, and the check goes on without them.
+func watermarks(ctx context.Context, cfg *config.Config) map[sink.TopicPartition]kafka.Watermarks {
+	admin, err := kafka.NewAdmin(cfg.Kafka)
+	if err != nil {
+		return nil
 	}
+	defer admin.Close()
+	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	marks, err := admin.ConsumedWatermarks(qctx, cfg.Kafka)
+	if err != nil {
+		slog.Warn("Kafka watermarks unavailable; checking the sink's tables only", "err", err)
+	}
+	return marks
+}
+
+// runVerify checks the ledger and tables of a SQL sink.
+func runVerify(ctx context.Context, cfg *config.Config, db verify.Querier, t verify.Tables) (*verify.Report, error) {
 	t.Raw = cfg.Mode == config.ModeRaw
-	rep, err := verify.Run(ctx, db, t, marks, cfg.Kafka.StartOffset == "earliest")
+	rep, err := verify.Run(ctx, db, t, watermarks(ctx, cfg), cfg.Kafka.StartOffset == "earliest")
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}

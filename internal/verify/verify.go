@@ -109,19 +109,8 @@ func (s SQLQuerier) QueryText(ctx context.Context, q string) ([][]string, error)
 // fromStart says partitions should be covered from their low watermark
 // (start_offset earliest), so an uncovered head counts as a gap.
 func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartition]kafka.Watermarks, fromStart bool) (*Report, error) {
-	parts := map[sink.TopicPartition]*Partition{}
-	get := func(tp sink.TopicPartition) *Partition {
-		p, ok := parts[tp]
-		if !ok {
-			p = &Partition{Topic: tp.Topic, Partition: tp.Partition, Low: -1, High: -1, LedgerFirst: -1, LedgerNext: -1, Lag: -1}
-			parts[tp] = p
-		}
-		return p
-	}
-	for tp, m := range marks {
-		p := get(tp)
-		p.Low, p.High = m.Low, m.High
-	}
+	parts := newPartitions(marks)
+	get := parts.get
 
 	ledger, err := db.QueryText(ctx, fmt.Sprintf(
 		`SELECT topic, "partition", first_offset, last_offset, records + dlq_records FROM %s ORDER BY topic, "partition", first_offset, last_offset`, t.Ledger))
@@ -181,6 +170,35 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		}
 	}
 
+	return finish(parts, t.Raw, fromStart), nil
+}
+
+// partitions are the report's partitions being built.
+type partitions map[sink.TopicPartition]*Partition
+
+// newPartitions starts the partitions Kafka knows, with their watermarks.
+func newPartitions(marks map[sink.TopicPartition]kafka.Watermarks) partitions {
+	ps := partitions{}
+	for tp, m := range marks {
+		p := ps.get(tp)
+		p.Low, p.High = m.Low, m.High
+	}
+	return ps
+}
+
+// get returns the partition, starting it if absent.
+func (ps partitions) get(tp sink.TopicPartition) *Partition {
+	p, ok := ps[tp]
+	if !ok {
+		p = &Partition{Topic: tp.Topic, Partition: tp.Partition, Low: -1, High: -1, LedgerFirst: -1, LedgerNext: -1, Lag: -1}
+		ps[tp] = p
+	}
+	return p
+}
+
+// finish turns per-partition findings into the report: gaps before the
+// first loaded offset, lag, count checks and the problems.
+func finish(parts partitions, raw, fromStart bool) *Report {
 	rep := &Report{OK: true}
 	for _, p := range parts {
 		if fromStart && p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low {
@@ -192,7 +210,7 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 				p.Lag = -1
 			}
 		}
-		if t.Raw {
+		if raw {
 			p.CountMismatch = p.Rows+p.DLQRows != p.LedgerRecords
 		} else {
 			p.Rows = p.LedgerRecords - p.DLQRows
@@ -217,7 +235,62 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 	})
 	slices.Sort(rep.Problems)
 	rep.OK = len(rep.Problems) == 0
-	return rep, nil
+	return rep
+}
+
+// FromStored builds the report of a sink without ledger ranges (Iceberg):
+// next is where each partition resumes, raw and dlq how many times each
+// offset is stored. Offsets from the first stored one up to next that are
+// in neither table count as a gap (a transactional producer's control
+// records, which have offsets and no record, count too).
+func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.TopicPartition]int64,
+	raw, dlq map[sink.TopicPartition]map[int64]int, fromStart bool) *Report {
+	parts := newPartitions(marks)
+	get := parts.get
+	for tp, n := range next {
+		get(tp).LedgerNext = n
+	}
+	stored := map[sink.TopicPartition]map[int64]int{} // raw ∪ dead-letter
+	for _, table := range []map[sink.TopicPartition]map[int64]int{raw, dlq} {
+		for tp, offs := range table {
+			if stored[tp] == nil {
+				stored[tp] = map[int64]int{}
+			}
+			for o, n := range offs {
+				stored[tp][o] += n
+			}
+		}
+	}
+	for tp, offs := range raw {
+		for _, n := range offs {
+			get(tp).Rows += int64(n)
+		}
+	}
+	for tp, offs := range dlq {
+		for _, n := range offs {
+			get(tp).DLQRows += int64(n)
+		}
+	}
+	for tp, offs := range stored {
+		p := get(tp)
+		first := int64(-1)
+		var inRange int64
+		for o, n := range offs {
+			if first < 0 || o < first {
+				first = o
+			}
+			p.Duplicates += int64(n - 1)
+			if p.LedgerNext < 0 || o < p.LedgerNext {
+				inRange++
+			}
+		}
+		p.LedgerFirst = first
+		p.LedgerRecords = p.Rows + p.DLQRows
+		if p.LedgerNext > first {
+			p.Gaps = p.LedgerNext - first - inRange
+		}
+	}
+	return finish(parts, true, fromStart)
 }
 
 // parseRow reads topic, partition and n integers from a text row.

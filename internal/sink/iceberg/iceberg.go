@@ -234,6 +234,15 @@ func encodePositions(m map[sink.TopicPartition]int64) string {
 	return string(b)
 }
 
+// AllPositions returns the raw table's positions of every partition.
+func (s *Sink) AllPositions(ctx context.Context) (map[sink.TopicPartition]int64, error) {
+	tbl, err := s.cat.LoadTable(ctx, s.raw)
+	if err != nil {
+		return nil, fmt.Errorf("load table %s: %w", name(s.raw), err)
+	}
+	return positions(tbl)
+}
+
 // Positions returns the raw table's positions of parts.
 func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
 	tbl, err := s.cat.LoadTable(ctx, s.raw)
