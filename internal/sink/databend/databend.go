@@ -68,12 +68,27 @@ type Sink struct {
 	held map[string][]byte
 }
 
-// keptFile is a staged file's lines and, in transform mode (where the
-// lines are the bare objects), each line's coordinates.
+// keptFile is a staged file's NDJSON and, in transform mode (where the
+// lines are the bare objects), each line's coordinates. The lines are
+// split only when a load needs them (rows to leave out): staging, the hot
+// path, keeps the batch's bytes as they are.
 type keptFile struct {
-	lines  [][]byte
+	data   []byte
 	coords []coord
 	bytes  int64 // as uploaded
+
+	split sync.Once
+	lines [][]byte
+}
+
+// Lines returns the file's lines, splitting them on first use.
+func (k *keptFile) Lines() [][]byte {
+	k.split.Do(func() {
+		if k.lines == nil {
+			k.lines = sink.Lines(k.data)
+		}
+	})
+	return k.lines
 }
 
 // coord is where a transform-mode line came from.
@@ -233,19 +248,18 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 // table by field name; their coordinates stay here.
 func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
-	rows, data := &keptFile{lines: splitLines(b.Rows)}, b.Rows
+	rows := &keptFile{data: b.Rows}
 	if s.opt.Transform {
 		var err error
-		if rows, err = splitTransformRows(rows.lines); err != nil {
+		if rows, err = splitTransformRows(sink.Lines(b.Rows)); err != nil {
 			return sink.File{}, err
 		}
-		data = joinLines(rows.lines)
 	}
 	var err error
-	if f.RowsPath, err = s.stageLines(ctx, f.Name, rows, data); err != nil {
+	if f.RowsPath, err = s.stageLines(ctx, f.Name, rows); err != nil {
 		return sink.File{}, err
 	}
-	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{lines: splitLines(b.DLQ)}, b.DLQ); err != nil {
+	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{data: b.DLQ}); err != nil {
 		return sink.File{}, err
 	}
 	for _, n := range []string{f.RowsPath, f.DLQPath} {
@@ -256,18 +270,19 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	return f, nil
 }
 
-// stageLines uploads data (k's lines, joined) as stem + .ndjson[.zst] and
-// keeps k; "" when there are no lines.
-func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile, data []byte) (string, error) {
-	if len(k.lines) == 0 {
+// stageLines uploads k's data as stem + .ndjson[.zst] and keeps k; ""
+// when there is none.
+func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile) (string, error) {
+	if len(k.data) == 0 {
 		return "", nil
 	}
-	name, n, err := s.put(ctx, stem, data, s.opt.StreamingLoad)
+	name, n, err := s.put(ctx, stem, k.data, s.opt.StreamingLoad)
 	if err != nil {
 		return "", err
 	}
+	k.bytes = n
 	s.mu.Lock()
-	s.kept[name] = &keptFile{lines: k.lines, coords: k.coords, bytes: n}
+	s.kept[name] = k
 	s.mu.Unlock()
 	return name, nil
 }
@@ -321,34 +336,6 @@ func (s *Sink) forget(files []sink.File) {
 	}
 }
 
-// splitLines splits NDJSON into lines (without their newlines).
-func splitLines(data []byte) [][]byte {
-	var out [][]byte
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			out = append(out, data)
-			break
-		}
-		out = append(out, data[:i])
-		data = data[i+1:]
-	}
-	return out
-}
-
-func joinLines(lines [][]byte) []byte {
-	n := 0
-	for _, l := range lines {
-		n += len(l) + 1
-	}
-	out := make([]byte, 0, n)
-	for _, l := range lines {
-		out = append(out, l...)
-		out = append(out, '\n')
-	}
-	return out
-}
-
 // splitTransformRows turns transform rows ({coordinates…,"value":<object>})
 // into the bare objects and their coordinates.
 func splitTransformRows(rows [][]byte) (*keptFile, error) {
@@ -364,6 +351,7 @@ func splitTransformRows(rows [][]byte) (*keptFile, error) {
 		}
 		k.lines[i] = row[at+len(envelope.TransformValueField) : len(row)-1]
 	}
+	k.data = sink.JoinLines(k.lines)
 	return k, nil
 }
 

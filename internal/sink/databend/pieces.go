@@ -26,10 +26,10 @@ type line struct {
 // origin reads line i of a kept file: raw rows and dead-letter rows carry
 // their coordinates; transform-mode objects have theirs beside them.
 func origin(k *keptFile, i int, dlq bool) (line, error) {
-	if k == nil || i >= len(k.lines) {
+	if k == nil || i >= len(k.Lines()) {
 		return line{}, fmt.Errorf("staged line %d is not kept", i)
 	}
-	text := k.lines[i]
+	text := k.Lines()[i]
 	switch {
 	case dlq:
 		var r envelope.DLQRow
@@ -85,7 +85,7 @@ func (s *Sink) pastFence(ctx context.Context, p *loadPlan, name string, fence ma
 		return nil, fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, name)
 	}
 	var idx []int
-	for i := range k.lines {
+	for i := range k.Lines() {
 		l, err := origin(k, i, dlq)
 		if err != nil {
 			return nil, err
@@ -109,10 +109,10 @@ func (s *Sink) pastFence(ctx context.Context, p *loadPlan, name string, fence ma
 func (s *Sink) stagePiece(ctx context.Context, p *loadPlan, originName string, k *keptFile, idx []int) (*piece, error) {
 	lines := make([][]byte, len(idx))
 	for j, i := range idx {
-		lines[j] = k.lines[i]
+		lines[j] = k.Lines()[i]
 	}
 	stem := strings.TrimSuffix(strings.TrimSuffix(originName, ".zst"), ".ndjson")
-	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), joinLines(lines), p.streaming)
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), sink.JoinLines(lines), p.streaming)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 			return fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, pc.origin)
 		}
 		if pc.idx == nil { // the whole staged file
-			pc.idx = make([]int, len(k.lines))
+			pc.idx = make([]int, len(k.Lines()))
 			for i := range pc.idx {
 				pc.idx[i] = i
 			}
@@ -199,7 +199,7 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 	for i, r := range p.rejects {
 		rows[i] = r.row
 	}
-	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), joinLines(rows), p.streaming)
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), sink.JoinLines(rows), p.streaming)
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, n
 	}
 	n := 0
 	for _, d := range data {
-		for _, line := range splitLines(d) {
+		for _, line := range sink.Lines(d) {
 			if dlq {
 				var r envelope.DLQRow
 				if err := gojson.Unmarshal(line, &r); err != nil {
@@ -169,23 +169,6 @@ func arrowSchema(dlq bool) (*arrow.Schema, error) {
 		sc = dlqSchema
 	}
 	return table.SchemaToArrowSchema(sc, nil, false, false)
-}
-
-func splitLines(data []byte) [][]byte {
-	var out [][]byte
-	start := 0
-	for i, c := range data {
-		if c == '\n' {
-			if i > start {
-				out = append(out, data[start:i])
-			}
-			start = i + 1
-		}
-	}
-	if start < len(data) {
-		out = append(out, data[start:])
-	}
-	return out
 }
 
 // countStored adds the offsets of one scanned batch to out.
