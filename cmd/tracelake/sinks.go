@@ -21,15 +21,7 @@ type modelMerger interface {
 // every sink (run, merge), with the merger that goes with it.
 func openSink(ctx context.Context, cfg *config.Config) (sink.Sink, modelMerger, error) {
 	if cfg.Sink.Type == config.SinkIceberg {
-		snk, err := iceberg.Open(ctx, iceberg.Options{
-			Catalog:   cfg.Sink.Iceberg.Catalog,
-			Warehouse: cfg.Sink.Iceberg.Warehouse,
-			Namespace: cfg.Sink.Iceberg.Namespace,
-			Table:     cfg.Sink.Table,
-			Adopt:     cfg.Sink.Iceberg.Adopt,
-			S3:        iceberg.S3(cfg.Sink.Iceberg.S3),
-			Log:       slog.Default(),
-		})
+		snk, err := openIceberg(ctx, cfg)
 		return snk, nil, err // models are not built for Iceberg (validation says so)
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
@@ -44,6 +36,18 @@ func openSink(ctx context.Context, cfg *config.Config) (sink.Sink, modelMerger, 
 		return nil, nil, err
 	}
 	return snk, merge.NewMerger(snk.DB(), slog.Default()), nil
+}
+
+func openIceberg(ctx context.Context, cfg *config.Config) (*iceberg.Sink, error) {
+	return iceberg.Open(ctx, iceberg.Options{
+		Catalog:   cfg.Sink.Iceberg.Catalog,
+		Warehouse: cfg.Sink.Iceberg.Warehouse,
+		Namespace: cfg.Sink.Iceberg.Namespace,
+		Table:     cfg.Sink.Table,
+		Adopt:     cfg.Sink.Iceberg.Adopt,
+		S3:        iceberg.S3(cfg.Sink.Iceberg.S3),
+		Log:       slog.Default(),
+	})
 }
 
 func openDatabend(cfg *config.Config) (*databend.Sink, error) {

@@ -14,7 +14,6 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
-	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
@@ -82,12 +81,11 @@ func cmdVerify(ctx context.Context, args []string) error {
 // verifyIceberg verifies the Iceberg tables: positions against Kafka, and
 // every stored offset counted by scanning both tables.
 func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, error) {
-	snk, _, err := openSink(ctx, cfg)
+	ice, err := openIceberg(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer snk.Close()
-	ice := snk.(*iceberg.Sink)
+	defer ice.Close()
 	next, err := ice.AllPositions(ctx)
 	if err != nil {
 		return nil, err
