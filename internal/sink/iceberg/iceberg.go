@@ -28,6 +28,7 @@ import (
 	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -168,6 +169,13 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		}
 		if diff := diffSchema(t.schema, tbl.Schema()); len(diff) > 0 {
 			return fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", name(t.id), strings.Join(diff, "\n  "))
+		}
+		// A commit the catalog replays on a refreshed table would write
+		// positions read before the refresh: the fence needs every
+		// conflict to come back to tracelake.
+		if n := tbl.Properties().GetInt(table.CommitNumRetriesKey, table.CommitNumRetriesDefault); n != 0 {
+			return fmt.Errorf("table %s has %s=%d: tracelake needs it 0 (it retries a lost commit itself, after re-reading the positions)",
+				name(t.id), table.CommitNumRetriesKey, n)
 		}
 		if _, ok := tbl.Properties()[PositionsKey]; !ok && tbl.CurrentSnapshot() != nil && !s.opt.Adopt {
 			return fmt.Errorf("table %s has data but no tracelake positions (%s): it was written by something else. "+
@@ -366,19 +374,83 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	if err := txn.SetProperties(props); err != nil {
 		return nil, err
 	}
+	var written []iceberggo.DataFile
 	if rec != nil {
 		defer rec.Release()
+		// The data files are written here rather than by txn.Append, so
+		// that the files of a commit that loses a race are ours to delete.
+		if written, err = writeDataFiles(ctx, tbl, rec); err != nil {
+			s.removeFiles(ctx, tbl, written)
+			return nil, err
+		}
 		summary := iceberggo.Properties{PositionsKey: props[PositionsKey], "tracelake.load-id": loadID}
-		if err := txn.AppendTable(ctx, rec, int64(rec.NumRows()), summary); err != nil {
-			return nil, fmt.Errorf("append: %w", err)
+		if err := txn.AddDataFiles(ctx, written, summary); err != nil {
+			s.removeFiles(ctx, tbl, written)
+			return nil, fmt.Errorf("add data files: %w", err)
 		}
 	}
 	if _, err := txn.Commit(ctx); err != nil {
 		// Another writer committed first (or the catalog failed): the
-		// pipeline retries, and the retry reloads the positions.
+		// pipeline retries, and the retry reloads the positions. Only a
+		// lost race is known to have committed nothing; after any other
+		// failure the commit may have landed, so its files stay, for
+		// orphan cleanup to judge later.
+		if lostRace(err) {
+			s.removeFiles(ctx, tbl, written)
+		} else if len(written) > 0 {
+			s.log.Warn("iceberg commit failed with an unknown outcome; its data files are kept (tracelake orphans removes them if unreferenced)",
+				"table", name(id), "files", len(written), "err", err)
+		}
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return counts, nil
+}
+
+// lostRace reports whether a commit failed because the table changed
+// under it, which leaves the catalog untouched: the catalog's
+// compare-and-swap failed (ErrCommitFailed), or a requirement of the
+// commit no longer held. iceberg-go's catalogs check requirements before
+// writing anything and report a failed one only by its text.
+func lostRace(err error) bool {
+	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: ")
+}
+
+// writeDataFiles writes rec as Parquet data files of tbl (one per day
+// partition, in the table's location) and returns them; on error it
+// returns the files written so far.
+func writeDataFiles(ctx context.Context, tbl *table.Table, rec arrow.RecordBatch) ([]iceberggo.DataFile, error) {
+	var out []iceberggo.DataFile
+	rec.Retain() // WriteRecords releases what it consumes; the caller releases rec too
+	batches := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+	for df, err := range table.WriteRecords(ctx, tbl, rec.Schema(), batches) {
+		if err != nil {
+			return out, fmt.Errorf("write data files: %w", err)
+		}
+		out = append(out, df)
+	}
+	return out, nil
+}
+
+// removeFiles deletes data files no commit references. A file it cannot
+// delete is left to orphan cleanup.
+func (s *Sink) removeFiles(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile) {
+	if len(files) == 0 {
+		return
+	}
+	fs, err := tbl.FS(ctx)
+	if err == nil {
+		for _, f := range files {
+			if err = fs.Remove(f.FilePath()); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		s.log.Warn("could not delete the data files of a failed commit; tracelake orphans removes them later",
+			"table", name(tbl.Identifier()), "files", len(files), "err", err)
+		return
+	}
+	s.log.Info("deleted the data files of a failed commit", "table", name(tbl.Identifier()), "files", len(files))
 }
 
 // Stored reads a table (the dead-letter table with dlq) with a scan of its

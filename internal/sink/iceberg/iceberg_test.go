@@ -127,6 +127,38 @@ func rawData(t *testing.T, s *iceberg.Sink) []string {
 	return out
 }
 
+// unreferenced lists the Parquet files under warehouse that the current
+// snapshot of neither table references.
+func unreferenced(t *testing.T, s *iceberg.Sink, warehouse string) []string {
+	t.Helper()
+	referenced := map[string]bool{}
+	raw, dlq := s.Identifiers()
+	for _, id := range []table.Identifier{raw, dlq} {
+		tbl, err := s.Catalog().LoadTable(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := tbl.Scan().PlanFiles(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			referenced[strings.TrimPrefix(task.File.FilePath(), "file://")] = true
+		}
+	}
+	var out []string
+	err := filepath.WalkDir(warehouse, func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".parquet") && !referenced[path] {
+			out = append(out, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func seq(first, last int64, except ...int64) []int64 {
 	var out []int64
 	for o := first; o <= last; o++ {
@@ -332,6 +364,9 @@ func TestLostCommitRaceOnPostgres(t *testing.T) {
 	}
 	if d := stored(t, a, true); len(d[1]) != 20 {
 		t.Errorf("dead letters %v", d)
+	}
+	if files := unreferenced(t, a, filepath.Join(dir, "warehouse")); len(files) > 0 {
+		t.Errorf("%d data files of lost commits were left behind: %v", len(files), files)
 	}
 	t.Logf("%d commits lost a race and were retried", lost.Load())
 	if lost.Load() == 0 {

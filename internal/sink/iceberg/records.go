@@ -72,9 +72,9 @@ type stagedRaw struct {
 	Metadata  json.RawMessage `json:"record_metadata"`
 }
 
-// buildRecord turns staged NDJSON into one Arrow table of the rows past
+// buildRecord turns staged NDJSON into one Arrow record batch of the rows past
 // fence (nil if none) and counts them per partition.
-func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, now time.Time) (arrow.Table, map[sink.TopicPartition]int64, error) {
+func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, now time.Time) (arrow.RecordBatch, map[sink.TopicPartition]int64, error) {
 	counts := map[sink.TopicPartition]int64{}
 	sc, err := arrowSchema(dlq)
 	if err != nil {
@@ -143,9 +143,7 @@ func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, n
 	if n == 0 {
 		return nil, counts, nil
 	}
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	return array.NewTableFromRecords(sc, []arrow.RecordBatch{rec}), counts, nil
+	return b.NewRecordBatch(), counts, nil
 }
 
 func appendBase64(b *array.BinaryBuilder, v *string) error {
