@@ -27,8 +27,8 @@ import (
 	"sync"
 	"time"
 
-	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/arrow-go/v18/arrow"
+	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	icebergio "github.com/apache/iceberg-go/io"
