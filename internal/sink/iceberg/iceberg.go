@@ -189,7 +189,7 @@ func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *ic
 	spec := iceberggo.NewPartitionSpec(iceberggo.PartitionField{
 		SourceIDs: []int{schema.NumFields()}, FieldID: 1000, Name: "add_day", Transform: iceberggo.DayTransform{},
 	})
-	tbl, err := s.cat.CreateTable(ctx, id, schema, catalog.WithPartitionSpec(&spec))
+	tbl, err := s.cat.CreateTable(ctx, id, schema, catalog.WithPartitionSpec(&spec), catalog.WithProperties(tableProperties))
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = s.cat.LoadTable(ctx, id)
 	}
@@ -197,6 +197,14 @@ func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *ic
 		return nil, fmt.Errorf("create table %s: %w", name(id), err)
 	}
 	return tbl, nil
+}
+
+// tableProperties are set on the tables tracelake creates. A load commits
+// every few seconds, so without them each commit would leave one more
+// metadata file and one more manifest for every later commit to carry.
+var tableProperties = iceberggo.Properties{
+	table.MetadataDeleteAfterCommitEnabledKey: "true", // keep the last 100 metadata files
+	table.ManifestMergeEnabledKey:             "true", // merge small manifests as appends add them
 }
 
 func name(id table.Identifier) string { return strings.Join(id, ".") }

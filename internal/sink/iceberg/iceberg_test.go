@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -127,9 +128,10 @@ func rawData(t *testing.T, s *iceberg.Sink) []string {
 	return out
 }
 
-// unreferenced lists the Parquet files under warehouse that the current
-// snapshot of neither table references.
-func unreferenced(t *testing.T, s *iceberg.Sink, warehouse string) []string {
+// unreferenced lists the Parquet files under root (the warehouse's
+// directory on disk) that the current snapshot of neither table
+// references. Files are matched by name: their names are unique.
+func unreferenced(t *testing.T, s *iceberg.Sink, root string) []string {
 	t.Helper()
 	referenced := map[string]bool{}
 	raw, dlq := s.Identifiers()
@@ -143,12 +145,12 @@ func unreferenced(t *testing.T, s *iceberg.Sink, warehouse string) []string {
 			t.Fatal(err)
 		}
 		for _, task := range tasks {
-			referenced[strings.TrimPrefix(task.File.FilePath(), "file://")] = true
+			referenced[pathpkg.Base(task.File.FilePath())] = true
 		}
 	}
 	var out []string
-	err := filepath.WalkDir(warehouse, func(path string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".parquet") && !referenced[path] {
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".parquet") && !referenced[filepath.Base(path)] {
 			out = append(out, path)
 		}
 		return err
@@ -404,5 +406,46 @@ func TestS3Warehouse(t *testing.T) {
 	})
 	if parquet < 3 { // two raw loads and one dead-letter load
 		t.Errorf("%d Parquet files in the bucket, want at least 3", parquet)
+	}
+}
+
+// A table loaded every few seconds must not grow its metadata without
+// bound: old metadata files are deleted, small manifests merged.
+func TestMetadataStaysBounded(t *testing.T) {
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const loads = 130
+	for i := range int64(loads) {
+		load(t, s, batch(0, i, i))
+	}
+	metadataDir := filepath.Join(dir, "warehouse", "tracelake.db", "trace_raw", "metadata")
+	jsons, err := filepath.Glob(filepath.Join(metadataDir, "*.metadata.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jsons) > 101 { // the current one and the 100 before it
+		t.Errorf("%d metadata files after %d commits", len(jsons), loads+1)
+	}
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := tbl.CurrentSnapshot().Manifests(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(manifests) >= loads {
+		t.Errorf("%d manifests after %d appends: none merged", len(manifests), loads)
+	}
+	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, loads-1)) {
+		t.Errorf("offsets %v", got[0])
 	}
 }

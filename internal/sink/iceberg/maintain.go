@@ -1,0 +1,208 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/compaction"
+)
+
+// Maintenance (compact, expire, orphan cleanup) runs beside live loads,
+// often in another process. Every commit it makes is a compare-and-swap
+// on the table like a load's; the loser of a race re-reads the table and
+// tries again. None of it touches the positions: they are a table
+// property, which replacing files and removing snapshots leave as they
+// are.
+
+// maintenanceAttempts bounds the retries of one maintenance commit that
+// keeps losing races with loads.
+const maintenanceAttempts = 20
+
+// Compaction reports what compacting one table did (or would do).
+type Compaction struct {
+	Table                   string
+	Groups                  int
+	FilesBefore, FilesAfter int
+	BytesBefore, BytesAfter int64
+}
+
+// Compact rewrites the small data files of each day partition into files
+// of about targetBytes, one partition group per commit. With dryRun it
+// only plans (FilesAfter and BytesAfter are then estimates).
+func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]Compaction, error) {
+	cfg := compaction.DefaultConfig()
+	cfg.TargetFileSizeBytes = targetBytes
+	cfg.MinFileSizeBytes = targetBytes * 3 / 4
+	cfg.MaxFileSizeBytes = targetBytes * 9 / 5
+	cfg.MinInputFiles = 2 // two small files of a day are already worth one
+	var out []Compaction
+	for _, id := range []table.Identifier{s.raw, s.dlq} {
+		tbl, err := s.cat.LoadTable(ctx, id)
+		if err != nil {
+			return out, fmt.Errorf("load table %s: %w", name(id), err)
+		}
+		plan, err := compaction.Analyze(ctx, tbl, cfg)
+		if err != nil {
+			return out, fmt.Errorf("plan compaction of %s: %w", name(id), err)
+		}
+		c := Compaction{Table: name(id), Groups: len(plan.Groups)}
+		for _, g := range plan.Groups {
+			c.FilesBefore += len(g.Tasks)
+			c.BytesBefore += g.TotalSizeBytes
+		}
+		if dryRun {
+			c.FilesAfter, c.BytesAfter = plan.EstOutputFiles, plan.EstOutputBytes
+			out = append(out, c)
+			continue
+		}
+		for _, g := range plan.Groups {
+			res, err := table.ExecuteCompactionGroup(ctx, tbl, table.CompactionTaskGroup{
+				PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
+			}, table.WithCompactionTargetFileSize(targetBytes))
+			if err != nil {
+				s.removeFiles(ctx, tbl, res.NewDataFiles)
+				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
+			}
+			if err := s.replaceFiles(ctx, id, res.OldDataFiles, res.NewDataFiles); err != nil {
+				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
+			}
+			c.FilesAfter += len(res.NewDataFiles)
+			c.BytesAfter += res.BytesAfter
+			s.log.Info("compacted", "table", name(id), "partition", g.PartitionKey,
+				"files", len(res.OldDataFiles), "into", len(res.NewDataFiles), "bytes", res.BytesAfter)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// replaceFiles commits the swap of old for added, re-reading the table
+// after each lost race: loads only add files, so the swap stays valid
+// unless another compaction removed one of old first, which ends it.
+func (s *Sink) replaceFiles(ctx context.Context, id table.Identifier, old, added []iceberggo.DataFile) error {
+	err := s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
+		txn := tbl.NewTransaction()
+		summary := iceberggo.Properties{"tracelake.operation": "compact"}
+		if p, ok := tbl.Properties()[PositionsKey]; ok {
+			summary[PositionsKey] = p // carried forward, for readers of the snapshot history
+		}
+		if err := txn.ReplaceDataFilesWithDataFiles(ctx, old, added, summary); err != nil {
+			return nil, fmt.Errorf("replace %d files with %d: %w", len(old), len(added), err)
+		}
+		return txn, nil
+	})
+	if err != nil && !errors.Is(err, errUnknownOutcome) {
+		tbl, lerr := s.cat.LoadTable(ctx, id)
+		if lerr == nil {
+			s.removeFiles(ctx, tbl, added)
+		}
+	}
+	return err
+}
+
+// errUnknownOutcome marks a commit that failed in a way that may have
+// committed it after all.
+var errUnknownOutcome = errors.New("commit outcome unknown")
+
+// retryLostRaces loads the table, builds a transaction with build and
+// commits it, again from a fresh load after each race lost to another
+// writer.
+func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build func(*table.Table) (*table.Transaction, error)) error {
+	for attempt := 1; ; attempt++ {
+		tbl, err := s.cat.LoadTable(ctx, id)
+		if err != nil {
+			return fmt.Errorf("load table %s: %w", name(id), err)
+		}
+		txn, err := build(tbl)
+		if err != nil {
+			return err
+		}
+		_, err = txn.Commit(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case !lostRace(err):
+			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+		case attempt == maintenanceAttempts:
+			return fmt.Errorf("lost %d commit races in a row, the last: %w", attempt, err)
+		}
+		s.log.Info("maintenance commit lost a race with another writer; retrying", "table", name(id), "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// Expiry reports what expiring one table's snapshots did.
+type Expiry struct {
+	Table                   string
+	SnapshotsBefore, Remain int
+}
+
+// Expire removes the snapshots older than olderThan beyond the newest
+// retainLast, and the files only they referenced.
+func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast int) ([]Expiry, error) {
+	var out []Expiry
+	for _, id := range []table.Identifier{s.raw, s.dlq} {
+		e := Expiry{Table: name(id)}
+		err := s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
+			e.SnapshotsBefore = len(tbl.Metadata().Snapshots())
+			txn := tbl.NewTransaction()
+			if err := txn.ExpireSnapshots(table.WithOlderThan(olderThan), table.WithRetainLast(retainLast)); err != nil {
+				return nil, fmt.Errorf("expire snapshots: %w", err)
+			}
+			return txn, nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("expire %s: %w", name(id), err)
+		}
+		tbl, err := s.cat.LoadTable(ctx, id)
+		if err != nil {
+			return out, fmt.Errorf("load table %s: %w", name(id), err)
+		}
+		e.Remain = len(tbl.Metadata().Snapshots())
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// MinOrphanAge is the shortest grace period orphan cleanup accepts: a
+// younger unreferenced file may belong to a load that is committing now.
+const MinOrphanAge = time.Hour
+
+// Orphans reports the unreferenced files found under one table.
+type Orphans struct {
+	Table   string
+	Files   []string
+	Bytes   int64
+	Deleted int
+}
+
+// RemoveOrphans deletes the files under each table's location that no
+// snapshot references and that are older than grace: files of commits that
+// failed with an unknown outcome, of crashed writers, of snapshots expired
+// without cleanup. With dryRun it only lists them.
+func (s *Sink) RemoveOrphans(ctx context.Context, grace time.Duration, dryRun bool) ([]Orphans, error) {
+	if grace < MinOrphanAge {
+		return nil, fmt.Errorf("orphan grace period %s is shorter than %s: a younger file may belong to a load committing right now", grace, MinOrphanAge)
+	}
+	var out []Orphans
+	for _, id := range []table.Identifier{s.raw, s.dlq} {
+		tbl, err := s.cat.LoadTable(ctx, id)
+		if err != nil {
+			return out, fmt.Errorf("load table %s: %w", name(id), err)
+		}
+		res, err := tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(grace), table.WithDryRun(dryRun))
+		if err != nil {
+			return out, fmt.Errorf("orphan cleanup of %s: %w", name(id), err)
+		}
+		out = append(out, Orphans{Table: name(id), Files: res.OrphanFileLocations, Bytes: res.TotalSizeBytes, Deleted: len(res.DeletedFiles)})
+	}
+	return out, nil
+}

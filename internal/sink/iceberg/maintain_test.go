@@ -1,0 +1,158 @@
+package iceberg_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
+)
+
+func TestMaintenanceLocal(t *testing.T) {
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	maintain(t, s, filepath.Join(dir, "warehouse"))
+}
+
+func TestMaintenanceS3(t *testing.T) {
+	s3 := icebergtest.StartS3(t, "lake")
+	dir := t.TempDir()
+	s, err := iceberg.Open(context.Background(), iceberg.Options{
+		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: "s3://lake/warehouse", Namespace: "tracelake", Table: "trace_raw",
+		S3: iceberg.S3{Endpoint: s3.Endpoint, Region: s3.Region, AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	maintain(t, s, filepath.Join(s3.Root, "lake", "warehouse"))
+}
+
+// maintain compacts, expires and cleans a table of ten small loads, and
+// checks after each step that every row is there once, the positions are
+// the same and the fence still holds. root is the warehouse on disk.
+func maintain(t *testing.T, s *iceberg.Sink, root string) {
+	ctx := context.Background()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(5) {
+		load(t, s, batch(0, i*20, i*20+19, i*20+3))
+		load(t, s, batch(1, i*20, i*20+19))
+	}
+	want := map[int32][]int64{0: seq(0, 99, 3, 23, 43, 63, 83), 1: seq(0, 99)}
+	wantDLQ := map[int32][]int64{0: {3, 23, 43, 63, 83}}
+	before, err := s.AllPositions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(step string) {
+		t.Helper()
+		if got := stored(t, s, false); !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("after %s: raw offsets %v", step, got)
+		}
+		if got := stored(t, s, true); !maps.EqualFunc(got, wantDLQ, slices.Equal) {
+			t.Errorf("after %s: dead-letter offsets %v", step, got)
+		}
+		after, err := s.AllPositions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(before, after) {
+			t.Errorf("after %s: positions %v, were %v", step, after, before)
+		}
+	}
+	parquet := func() int {
+		t.Helper()
+		n := 0
+		_ = filepath.WalkDir(root, func(path string, _ os.DirEntry, _ error) error {
+			if strings.HasSuffix(path, ".parquet") {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+
+	planned, err := s.Compact(ctx, 64<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planned[0].FilesBefore != 10 || planned[1].FilesBefore != 5 || parquet() != 15 {
+		t.Fatalf("dry run planned %+v, %d files on disk; want 10 raw and 5 dead-letter files planned, 15 on disk", planned, parquet())
+	}
+	done, err := s.Compact(ctx, 64<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done[0].FilesAfter != 1 || done[1].FilesAfter != 1 {
+		t.Errorf("compaction %+v: want one file per table (one day)", done)
+	}
+	unchanged("compact")
+	if got := unreferenced(t, s, root); len(got) != 15 {
+		t.Errorf("%d files no longer referenced after compaction, want the 15 rewritten ones", len(got))
+	}
+
+	exp, err := s.Expire(ctx, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp[0].Remain != 1 || exp[0].SnapshotsBefore != 11 {
+		t.Errorf("expire %+v: want 11 raw snapshots down to 1", exp)
+	}
+	unchanged("expire")
+	if got := unreferenced(t, s, root); len(got) != 0 {
+		t.Errorf("expire left %d unreferenced data files: %v", len(got), got)
+	}
+
+	// The fence holds after maintenance: an old batch adds nothing, a new
+	// one lands.
+	load(t, s, batch(1, 40, 59))
+	unchanged("replaying an old batch")
+
+	// An orphan (a crashed writer's file) and every real file, 8 days old.
+	orphan := filepath.Join(root, "tracelake.db", "trace_raw", "data", "add_day=2026-01-01", "00000-0-orphan.parquet")
+	if err := os.MkdirAll(filepath.Dir(orphan), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(orphan, []byte("PAR1 not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-8 * 24 * time.Hour)
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			err = os.Chtimes(path, old, old)
+		}
+		return err
+	})
+	if _, err := s.RemoveOrphans(ctx, time.Minute, true); err == nil {
+		t.Error("a grace period of a minute was accepted")
+	}
+	listed, err := s.RemoveOrphans(ctx, 7*24*time.Hour, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed[0].Files) != 1 || !strings.HasSuffix(listed[0].Files[0], "00000-0-orphan.parquet") || len(listed[1].Files) != 0 || listed[0].Deleted != 0 {
+		t.Fatalf("dry run found %+v, want only the planted orphan, not deleted", listed)
+	}
+	if _, err := os.Stat(orphan); err != nil {
+		t.Fatalf("dry run deleted the orphan: %v", err)
+	}
+	removed, err := s.RemoveOrphans(ctx, 7*24*time.Hour, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed[0].Deleted != 1 {
+		t.Errorf("cleanup %+v, want the orphan deleted", removed)
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("orphan still there: %v", err)
+	}
+	unchanged("orphan cleanup")
+}
