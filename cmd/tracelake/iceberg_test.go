@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -25,17 +29,7 @@ func TestIcebergCrashKill9ExactlyOnce(t *testing.T) {
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 4)
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "tracelake.yaml")
-	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], group: ice, session_timeout: 6s, rebalance_timeout: 6s}
-workers: 2
-batch: {max_records: 1000, max_interval: 100ms}
-load: {max_files: 4, max_interval: 200ms}
-sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}
-metrics: {listen: "127.0.0.1:0"}
-`, cluster.ListenAddrs()[0], testTopic, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeIcebergConfig(t, dir, cluster)
 	const first, during = 15_000, 15_000
 	if err := tracegen.Produce(context.Background(), prod, testTopic, first, 1, nil); err != nil {
 		t.Fatal(err)
@@ -80,6 +74,89 @@ metrics: {listen: "127.0.0.1:0"}
 	}
 
 	checkIcebergOnce(t, s, bin, cfgPath, first+during)
+}
+
+// writeIcebergConfig writes a config for an Iceberg sink with a SQLite
+// catalog and a warehouse in dir, small batches and loads, and returns its
+// path.
+func writeIcebergConfig(t *testing.T, dir string, cluster *kfake.Cluster) string {
+	t.Helper()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], group: ice, session_timeout: 6s, rebalance_timeout: 6s}
+workers: 2
+batch: {max_records: 1000, max_interval: 100ms}
+load: {max_files: 4, max_interval: 200ms}
+sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}
+metrics: {listen: "127.0.0.1:0"}
+`, cluster.ListenAddrs()[0], testTopic, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath
+}
+
+// tracelake compact and expire run while `tracelake run` commits loads to
+// the same table: their commits race the loads' and are retried; no row is
+// lost or doubled, and the positions stay where the loads put them.
+func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, prod := startKafka(t, 4)
+	dir := t.TempDir()
+	cfgPath := writeIcebergConfig(t, dir, cluster)
+	const n = 20_000
+	produced := make(chan error, 1)
+	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, n, 2, nil) }()
+	running := startRun(t, bin, cfgPath, "run")
+	maintain := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append(args, "--config", cfgPath)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s\nrun log:\n%s", args, err, out, running.log)
+		}
+		return string(out)
+	}
+	for range 3 {
+		out := maintain("compact", "--target-size", "4MiB")
+		out += maintain("expire", "--older-than", "0s")
+		t.Logf("maintenance while ingesting:\n%s", out)
+	}
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	_ = running.cmd.Process.Signal(syscall.SIGTERM)
+	_ = running.cmd.Wait()
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
+		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: "trace_raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// After a last compaction a day's raw rows sit in one file (two if the
+	// test ran over midnight UTC), and orphan cleanup finds nothing older
+	// than its grace period.
+	maintain("compact", "--target-size", "64MiB")
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) > 2 {
+		t.Errorf("%d raw data files after compaction", len(files))
+	}
+	if out := maintain("orphans", "--dry-run"); !strings.Contains(out, "trace_raw: 0 orphan files") {
+		t.Errorf("orphans: %s", out)
+	}
+	checkIcebergOnce(t, s, bin, cfgPath, n)
 }
 
 // Three `tracelake run` processes in one group write one Iceberg table

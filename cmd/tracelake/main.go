@@ -42,6 +42,9 @@ Usage:
                                                       merge the raw table into the modelled tables
   tracelake reconcile --config F --left T1 --right T2 --key K [--columns C] | --model M
                                                       compare two tables (exit 1 when they differ)
+  tracelake compact --config F [--target-size 512MiB] [--dry-run]   Iceberg: rewrite small files per day
+  tracelake expire  --config F [--older-than 120h] [--retain-last 1]  Iceberg: remove old snapshots
+  tracelake orphans --config F [--older-than 168h] [--dry-run]      Iceberg: delete unreferenced files
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
   tracelake demo                                      embedded Kafka → DuckDB, end to end
   tracelake version
@@ -76,6 +79,12 @@ func run(args []string) int {
 		err = cmdMerge(ctx, args[1:])
 	case "reconcile":
 		err = cmdReconcile(ctx, args[1:])
+	case "compact":
+		err = cmdCompact(ctx, args[1:])
+	case "expire":
+		err = cmdExpire(ctx, args[1:])
+	case "orphans":
+		err = cmdOrphans(ctx, args[1:])
 	case "gen":
 		err = cmdGen(ctx, args[1:])
 	case "demo":

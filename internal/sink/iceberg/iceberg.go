@@ -77,6 +77,8 @@ type Sink struct {
 
 	mu   sync.Mutex
 	kept map[string][]byte // staged batches by name, until loaded or discarded
+
+	beforeMaintenanceCommit func() // tests: make a maintenance commit lose a race
 }
 
 // Open opens (or creates) the catalog.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"slices"
 	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
@@ -121,9 +123,21 @@ func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build fu
 		if err != nil {
 			return err
 		}
-		_, err = txn.Commit(ctx)
+		if s.beforeMaintenanceCommit != nil {
+			s.beforeMaintenanceCommit()
+		}
+		committed, err := txn.Commit(ctx)
 		switch {
 		case err == nil:
+			return nil
+		case committed != nil:
+			// The commit landed; deleting the files it freed failed in
+			// part. iceberg-go also tries again files an earlier expiry
+			// deleted: those are no news. What is left is for orphan
+			// cleanup.
+			if !onlyNotExist(err) {
+				s.log.Warn("committed, but some freed files could not be deleted; tracelake orphans removes them later", "table", name(id), "err", err)
+			}
 			return nil
 		case !lostRace(err):
 			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
@@ -139,10 +153,24 @@ func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build fu
 	}
 }
 
+// onlyNotExist reports whether err (possibly joined errors) is only about
+// files that do not exist.
+func onlyNotExist(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !onlyNotExist(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, fs.ErrNotExist)
+}
+
 // Expiry reports what expiring one table's snapshots did.
 type Expiry struct {
-	Table                   string
-	SnapshotsBefore, Remain int
+	Table           string
+	Expired, Remain int
 }
 
 // Expire removes the snapshots older than olderThan beyond the newest
@@ -150,9 +178,9 @@ type Expiry struct {
 func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast int) ([]Expiry, error) {
 	var out []Expiry
 	for _, id := range []table.Identifier{s.raw, s.dlq} {
-		e := Expiry{Table: name(id)}
+		var before []int64
 		err := s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
-			e.SnapshotsBefore = len(tbl.Metadata().Snapshots())
+			before = snapshotIDs(tbl)
 			txn := tbl.NewTransaction()
 			if err := txn.ExpireSnapshots(table.WithOlderThan(olderThan), table.WithRetainLast(retainLast)); err != nil {
 				return nil, fmt.Errorf("expire snapshots: %w", err)
@@ -166,10 +194,24 @@ func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast i
 		if err != nil {
 			return out, fmt.Errorf("load table %s: %w", name(id), err)
 		}
-		e.Remain = len(tbl.Metadata().Snapshots())
+		after := snapshotIDs(tbl)
+		e := Expiry{Table: name(id), Remain: len(after)}
+		for _, snap := range before {
+			if !slices.Contains(after, snap) {
+				e.Expired++
+			}
+		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+func snapshotIDs(tbl *table.Table) []int64 {
+	var ids []int64
+	for _, snap := range tbl.Metadata().Snapshots() {
+		ids = append(ids, snap.SnapshotID)
+	}
+	return ids
 }
 
 // MinOrphanAge is the shortest grace period orphan cleanup accepts: a

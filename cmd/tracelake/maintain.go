@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+)
+
+// Iceberg maintenance commands: compact, expire, orphans. Each runs beside
+// live `tracelake run` processes; see internal/sink/iceberg/maintain.go.
+
+func cmdCompact(ctx context.Context, args []string) error {
+	fs := newFlagSet("compact")
+	target := config.ByteSize(512 << 20)
+	fs.TextVar(&target, "target-size", target, "size of the rewritten files (Iceberg's default write.target-file-size-bytes)")
+	dryRun := fs.Bool("dry-run", false, "only show what would be rewritten")
+	snk, err := openIcebergFor(ctx, fs, args)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	if target < 1<<20 {
+		return usagef("compact: --target-size %s is below 1MiB", target)
+	}
+	res, err := snk.Compact(ctx, int64(target), *dryRun)
+	for _, c := range res {
+		verb := "rewrote"
+		if *dryRun {
+			verb = "would rewrite"
+		}
+		fmt.Printf("%s: %s %d files (%s) in %d day groups into %d files (%s)\n",
+			c.Table, verb, c.FilesBefore, mib(c.BytesBefore), c.Groups, c.FilesAfter, mib(c.BytesAfter))
+	}
+	return err
+}
+
+func cmdExpire(ctx context.Context, args []string) error {
+	fs := newFlagSet("expire")
+	olderThan := fs.Duration("older-than", 5*24*time.Hour, "expire snapshots older than this (Iceberg's default: 5 days)")
+	retain := fs.Int("retain-last", 1, "always keep this many newest snapshots")
+	snk, err := openIcebergFor(ctx, fs, args)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	if *retain < 1 {
+		return usagef("expire: --retain-last must be at least 1, got %d", *retain)
+	}
+	res, err := snk.Expire(ctx, *olderThan, *retain)
+	for _, e := range res {
+		fmt.Printf("%s: expired %d snapshots, %d remain\n", e.Table, e.Expired, e.Remain)
+	}
+	return err
+}
+
+func cmdOrphans(ctx context.Context, args []string) error {
+	fs := newFlagSet("orphans")
+	grace := fs.Duration("older-than", 7*24*time.Hour, fmt.Sprintf("only files older than this (at least %s): younger ones may belong to a commit in flight", iceberg.MinOrphanAge))
+	dryRun := fs.Bool("dry-run", false, "only list the files")
+	snk, err := openIcebergFor(ctx, fs, args)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	if *grace < iceberg.MinOrphanAge {
+		return usagef("orphans: --older-than %s is below %s: a younger file may belong to a load committing right now", *grace, iceberg.MinOrphanAge)
+	}
+	res, err := snk.RemoveOrphans(ctx, *grace, *dryRun)
+	for _, o := range res {
+		for _, f := range o.Files {
+			fmt.Println(f)
+		}
+		done := fmt.Sprintf("deleted %d", o.Deleted)
+		if *dryRun {
+			done = "dry run, none deleted"
+		}
+		fmt.Fprintf(os.Stderr, "%s: %d orphan files (%s), %s\n", o.Table, len(o.Files), mib(o.Bytes), done)
+	}
+	return err
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// openIcebergFor parses args (after the command registered its own flags
+// on fs), loads the config and opens the Iceberg sink, which must be the
+// configured one.
+func openIcebergFor(ctx context.Context, fs *flag.FlagSet, args []string) (*iceberg.Sink, error) {
+	var cf configFlags
+	cf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError{err}
+	}
+	cfg, err := cf.loadFor(false)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Sink.Type != config.SinkIceberg {
+		return nil, usagef("tracelake %s maintains Iceberg tables; sink.type is %s", fs.Name(), cfg.Sink.Type)
+	}
+	return openIceberg(ctx, cfg)
+}
