@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -73,7 +75,7 @@ func TestIcebergCrashKill9ExactlyOnce(t *testing.T) {
 		t.Fatalf("final run: %v\n%s", err, out)
 	}
 
-	checkIcebergOnce(t, s, bin, cfgPath, first+during)
+	checkIcebergOnce(t, s, bin, cfgPath, first+during, 0)
 }
 
 // writeIcebergConfig writes a config for an Iceberg sink with a SQLite
@@ -106,13 +108,19 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 	cluster, prod := startKafka(t, 4)
 	dir := t.TempDir()
 	cfgPath := writeIcebergConfig(t, dir, cluster)
-	const n = 20_000
+	const n, dead = 20_000, 3
+	for i := range dead {
+		bad := &kgo.Record{Topic: testTopic, Key: []byte{0xff, byte(i)}, Value: []byte("{not json")}
+		if err := prod.ProduceSync(context.Background(), bad).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	produced := make(chan error, 1)
 	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, n, 2, nil) }()
 	running := startRun(t, bin, cfgPath, "run")
 	maintain := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(bin, append(args, "--config", cfgPath)...).CombinedOutput()
+		out, err := exec.Command(bin, append([]string{args[0], "--config", cfgPath}, args[1:]...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%v: %v\n%s\nrun log:\n%s", args, err, out, running.log)
 		}
@@ -156,7 +164,20 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 	if out := maintain("orphans", "--dry-run"); !strings.Contains(out, "trace_raw: 0 orphan files") {
 		t.Errorf("orphans: %s", out)
 	}
-	checkIcebergOnce(t, s, bin, cfgPath, n)
+	checkIcebergOnce(t, s, bin, cfgPath, n, dead)
+
+	// tracelake sql reads both tables back through DuckDB.
+	out := maintain("sql", `SELECT count(*) AS n, count(DISTINCT (kpartition, koffset)) AS once,
+		count(*) FILTER (WHERE json_valid(raw_data) AND (record_metadata->>'$.topic') = '`+testTopic+`') AS valid FROM trace_raw`)
+	if want := fmt.Sprintf(`\n%d +%d +%d\n`, n, n, n); !regexp.MustCompile(want).MatchString(out) {
+		t.Errorf("sql over trace_raw:\n%s\nwant a row %q", out, want)
+	}
+	out = maintain("sql", `SELECT hex(key) AS key, value::VARCHAR AS value, "offset" >= 0 AS placed FROM trace_raw_dlq ORDER BY 1`)
+	for i := range dead {
+		if want := fmt.Sprintf(`\nFF0%d +\{not json +true\n`, i); !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("sql over trace_raw_dlq:\n%s\nwant a row %q", out, want)
+		}
+	}
 }
 
 // Three `tracelake run` processes in one group write one Iceberg table
@@ -212,13 +233,13 @@ metrics: {listen: "127.0.0.1:0"}
 		t.Fatal(err)
 	}
 	defer s.Close()
-	checkIcebergOnce(t, s, bin, cfgPath, first+during)
+	checkIcebergOnce(t, s, bin, cfgPath, first+during, 0)
 }
 
 // checkIcebergOnce reads the raw table back with a scan and checks that it
-// holds n messages, each once, and that `tracelake verify` agrees:
-// positions at Kafka's end, no gap, no duplicate.
-func checkIcebergOnce(t *testing.T, s *iceberg.Sink, bin, cfgPath string, n int) {
+// holds n messages, each once, and that `tracelake verify` agrees (with
+// dead dead letters): positions at Kafka's end, no gap, no duplicate.
+func checkIcebergOnce(t *testing.T, s *iceberg.Sink, bin, cfgPath string, n, dead int) {
 	t.Helper()
 	stored, err := s.Stored(context.Background(), false)
 	if err != nil {
@@ -237,7 +258,7 @@ func checkIcebergOnce(t *testing.T, s *iceberg.Sink, bin, cfgPath string, n int)
 		t.Fatalf("%d rows, want %d", seen, n)
 	}
 	rep := verifyJSON(t, bin, cfgPath, 0)
-	if rows, dlq := rep.Totals(); rows != int64(n) || dlq != 0 {
+	if rows, dlq := rep.Totals(); rows != int64(n) || dlq != int64(dead) {
 		t.Errorf("verify: %d rows, %d dead letters: %+v", rows, dlq, rep)
 	}
 	for _, p := range rep.Partitions {

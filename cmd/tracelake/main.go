@@ -35,7 +35,7 @@ const usage = `tracelake moves JSON from Kafka into analytical tables, exactly o
 Usage:
   tracelake run     --config F [--exit-when-idle D]   ingest until stopped (or idle)
   tracelake verify  --config F [--json]               compare Kafka, ledger and tables
-  tracelake sql     --config F "SELECT …"             query the DuckDB sink
+  tracelake sql     --config F "SELECT …"             query the DuckDB or Iceberg sink
   tracelake config  --config F                        print the effective config (secrets redacted), validate it
   tracelake dlq     list|replay --config F [--where SQL] [--dry-run]   inspect or replay dead-letter rows
   tracelake merge   --config F [--model M] [--every D] | --rebuild M | --print-sql [--dialect databend|duckdb]

@@ -9,21 +9,36 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
 )
 
 func cmdSQL(ctx context.Context, args []string) error {
 	fs := newFlagSet("sql")
 	var cf configFlags
 	cf.register(fs)
-	_, snk, err := cf.open(fs, args, false)
-	if err != nil {
-		return err
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
 	}
-	defer snk.Close()
 	if fs.NArg() != 1 {
 		return usagef("sql: want one query argument, got %d", fs.NArg())
 	}
-	return printQuery(ctx, os.Stdout, snk.DB(), fs.Arg(0))
+	cfg, err := cf.loadFor(false)
+	if err != nil {
+		return err
+	}
+	switch cfg.Sink.Type {
+	case config.SinkIceberg:
+		return queryIceberg(ctx, cfg, fs.Arg(0))
+	case config.SinkDuckDB:
+		snk, err := openDuckDB(cfg)
+		if err != nil {
+			return err
+		}
+		defer snk.Close()
+		return printQuery(ctx, os.Stdout, snk.DB(), fs.Arg(0))
+	}
+	return fmt.Errorf("tracelake sql reads the duckdb and iceberg sinks; sink.type is %s (query Databend with its own client, e.g. bendsql)", cfg.Sink.Type)
 }
 
 // printQuery runs q and prints the result as an aligned table.

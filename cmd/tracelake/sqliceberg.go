@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	"github.com/duckdb/duckdb-go/v2"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// queryIceberg answers a query over the Iceberg tables: the tables the
+// query names are scanned (current snapshot, by iceberg-go, from any
+// warehouse) into an in-memory DuckDB under their tracelake names, with
+// the column types of the DuckDB sink, and the query runs there. It costs a
+// full scan of each table named, so it is for looking at what landed, not
+// for analytics over a large lake; engines that read Iceberg do that.
+func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
+	snk, err := openIceberg(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return fmt.Errorf("open in-memory duckdb: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one in-memory database: every statement on one connection
+	raw, dlq := snk.Identifiers()
+	for _, t := range []struct {
+		id   table.Identifier
+		name string
+		cols string
+		json []string // appended as VARCHAR (the appender would store a JSON string), then made JSON
+	}{
+		{raw, cfg.Sink.Table, "uuid VARCHAR, koffset BIGINT, kpartition INTEGER, raw_data VARCHAR, record_metadata VARCHAR, add_time TIMESTAMPTZ",
+			[]string{"raw_data", "record_metadata"}},
+		{dlq, cfg.DLQTable(), `topic VARCHAR, "partition" INTEGER, "offset" BIGINT, key BLOB, value BLOB, error VARCHAR, stage VARCHAR, add_time TIMESTAMPTZ`, nil},
+	} {
+		if !regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(t.name) + `\b`).MatchString(query) {
+			continue
+		}
+		n, err := copyIcebergTable(ctx, snk, t.id, db, t.name, t.cols)
+		if err != nil {
+			return err
+		}
+		for _, col := range t.json {
+			if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER %s TYPE JSON", sqltext.Name(t.name), col)); err != nil {
+				return fmt.Errorf("make %s.%s JSON: %w", t.name, col, err)
+			}
+		}
+		slog.Debug("scanned iceberg table into duckdb", "table", t.name, "rows", n)
+	}
+	return printQuery(ctx, os.Stdout, db, query)
+}
+
+// copyIcebergTable creates table name (cols) in db and appends every row
+// of the Iceberg table id's current snapshot.
+func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifier, db *sql.DB, name, cols string) (int, error) {
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(name), cols)); err != nil {
+		return 0, fmt.Errorf("create table %s: %w", name, err)
+	}
+	tbl, err := snk.Catalog().LoadTable(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("load iceberg table %v: %w", id, err)
+	}
+	_, batches, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("scan %v: %w", id, err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	n := 0
+	err = conn.Raw(func(dc any) error {
+		app, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), "", name)
+		if err != nil {
+			return err
+		}
+		for rec, err := range batches {
+			if err != nil {
+				app.Close()
+				return err
+			}
+			err = appendRecord(app, rec)
+			rec.Release()
+			if err != nil {
+				app.Close()
+				return err
+			}
+			n += int(rec.NumRows())
+		}
+		return app.Close()
+	})
+	if err != nil {
+		return n, fmt.Errorf("copy %v into duckdb: %w", id, err)
+	}
+	return n, nil
+}
+
+// appendRecord appends the rows of rec, whose columns are in the order of
+// the DuckDB table's.
+func appendRecord(app *duckdb.Appender, rec arrow.RecordBatch) error {
+	row := make([]driver.Value, rec.NumCols())
+	for i := range int(rec.NumRows()) {
+		for c, col := range rec.Columns() {
+			if col.IsNull(i) {
+				row[c] = nil
+				continue
+			}
+			switch a := col.(type) {
+			case *array.String:
+				row[c] = a.Value(i)
+			case *array.Binary:
+				row[c] = append([]byte(nil), a.Value(i)...) // the batch is released after
+			case *array.Int64:
+				row[c] = a.Value(i)
+			case *array.Int32:
+				row[c] = a.Value(i)
+			case *array.Timestamp:
+				row[c] = a.Value(i).ToTime(a.DataType().(*arrow.TimestampType).Unit)
+			default:
+				return fmt.Errorf("column %s: no conversion for Arrow type %s", rec.ColumnName(c), col.DataType())
+			}
+		}
+		if err := app.AppendRow(row...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
