@@ -13,7 +13,9 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
@@ -102,22 +104,79 @@ func BenchmarkPipelineDuckDB(b *testing.B) {
 				if err := s.Prepare(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				idle := 200 * time.Millisecond
-				stats := &pipeline.Stats{}
-				start := time.Now()
-				if err := pipeline.Run(context.Background(), context.Background(), cfg, s,
-					pipeline.RunOptions{ExitWhenIdle: idle, Stats: stats, Log: testLog(nil)}); err != nil {
-					b.Fatal(err)
-				}
-				busy += time.Since(start) - idle
-				if stats.Loaded.Load() != benchRecords {
-					b.Fatalf("loaded %d, want %d", stats.Loaded.Load(), benchRecords)
-				}
+				busy += benchUntilIdle(b, cfg, s)
 				s.Close()
 			}
-			secs := busy.Seconds()
-			b.ReportMetric(float64(b.N*benchRecords)/secs, "records/s")
-			b.ReportMetric(float64(int64(b.N)*benchBytes)/secs/1e6, "MB/s")
+			reportBusy(b, busy)
 		})
 	}
+}
+
+// benchUntilIdle runs the pipeline over the benchmark's records until idle
+// and returns the time it was busy (the idle wait subtracted).
+func benchUntilIdle(b *testing.B, cfg *config.Config, s sink.Sink) time.Duration {
+	b.Helper()
+	idle := 200 * time.Millisecond
+	stats := &pipeline.Stats{}
+	start := time.Now()
+	if err := pipeline.Run(context.Background(), context.Background(), cfg, s,
+		pipeline.RunOptions{ExitWhenIdle: idle, Stats: stats, Log: testLog(nil)}); err != nil {
+		b.Fatal(err)
+	}
+	busy := time.Since(start) - idle
+	if stats.Loaded.Load() != benchRecords {
+		b.Fatalf("loaded %d, want %d", stats.Loaded.Load(), benchRecords)
+	}
+	return busy
+}
+
+func reportBusy(b *testing.B, busy time.Duration) {
+	secs := busy.Seconds()
+	b.ReportMetric(float64(b.N*benchRecords)/secs, "records/s")
+	b.ReportMetric(float64(int64(b.N)*benchBytes)/secs/1e6, "MB/s")
+}
+
+// BenchmarkPipelineIceberg is the whole path into Iceberg with the default
+// batch and load settings: kfake → 2 workers → Parquet → commits to a
+// SQLite catalog on local disk, until idle. It reports the raw table's
+// data files and their size after the 1M records.
+func BenchmarkPipelineIceberg(b *testing.B) {
+	c := benchSetup(b)
+	var busy time.Duration
+	for i := 0; i < b.N; i++ {
+		cfg := config.Default()
+		cfg.Kafka.Brokers = c.ListenAddrs()
+		cfg.Kafka.Topics = []string{topic}
+		cfg.Kafka.Group = fmt.Sprintf("bench-iceberg-%d-%d", i, time.Now().UnixNano())
+		cfg.Workers = 2
+		cfg.Sink.Type = config.SinkIceberg
+		dir := b.TempDir()
+		s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
+			Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Log: testLog(nil)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Prepare(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		busy += benchUntilIdle(b, cfg, s)
+		raw, _ := s.Identifiers()
+		tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tasks, err := tbl.Scan().PlanFiles(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var size int64
+		for _, task := range tasks {
+			size += task.File.FileSizeBytes()
+		}
+		b.ReportMetric(float64(len(tasks)), "files")
+		b.ReportMetric(float64(size)/1e6/float64(len(tasks)), "MB/file")
+		b.ReportMetric(float64(len(tbl.Metadata().Snapshots())), "commits")
+		s.Close()
+	}
+	reportBusy(b, busy)
 }

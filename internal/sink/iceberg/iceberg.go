@@ -63,22 +63,24 @@ type Options struct {
 // usual sources.
 type S3 struct{ Endpoint, Region, AccessKeyID, SecretAccessKey string }
 
-// Sink writes to the Iceberg tables. Loads are serialised in the process
+// Sink writes to the Iceberg tables. Commits are serialised in the process
 // (commits to one table would only conflict with each other); a commit
 // that loses to another process is an error the pipeline retries, and the
 // retry reloads the table and its positions.
 type Sink struct {
-	opt    Options
-	cat    catalog.Catalog
-	log    *slog.Logger
-	raw    table.Identifier
-	dlq    table.Identifier
-	loadMu sync.Mutex
+	opt Options
+	cat catalog.Catalog
+	log *slog.Logger
+	raw table.Identifier
+	dlq table.Identifier
+	// commitMu serialises the process's commits (see commit).
+	commitMu sync.Mutex
 
 	mu   sync.Mutex
 	kept map[string][]byte // staged batches by name, until loaded or discarded
 
-	beforeMaintenanceCommit func() // tests: make a maintenance commit lose a race
+	// Tests: make a load or a maintenance commit lose a race.
+	beforeLoadCommit, beforeMaintenanceCommit func()
 }
 
 // Open opens (or creates) the catalog.
@@ -314,8 +316,6 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
 	}
-	s.loadMu.Lock()
-	defer s.loadMu.Unlock()
 	loadID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	dlqRows, err := s.commit(ctx, s.dlq, files, true, loadID)
 	if err != nil {
@@ -345,6 +345,13 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 // table's positions, and the advanced positions, in one commit. It
 // returns the rows appended per partition. The raw table's positions
 // advance even when it gets no row (a load of dead letters only).
+//
+// The rows are converted and written as Parquet before the commit lock,
+// so that the workers of a process write their loads at the same time; the
+// commits are serialised, as commits of one process would only conflict
+// with each other. Under the lock the positions are read again: if another
+// writer moved a partition of this load in between, the files were cut by
+// stale positions and are written again.
 func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.File, dlq bool, loadID string) (map[sink.TopicPartition]int64, error) {
 	tbl, err := s.cat.LoadTable(ctx, id)
 	if err != nil {
@@ -354,12 +361,8 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	if err != nil {
 		return nil, err
 	}
-	next := maps.Clone(pos)
 	var rows [][]byte
 	for _, f := range files {
-		for _, r := range f.Ranges {
-			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
-		}
 		key := f.RowsPath
 		if dlq {
 			key = f.DLQPath
@@ -372,32 +375,49 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		s.mu.Unlock()
 		rows = append(rows, data)
 	}
-	rec, counts, err := buildRecord(rows, dlq, pos, time.Now())
+	topics := topicsByPartition(files)
+	counts, written, err := s.writeRows(ctx, tbl, rows, dlq, pos, topics)
 	if err != nil {
 		return nil, err
 	}
-	if rec == nil && dlq {
-		return counts, nil // no dead letter to add; the fence of this table stays
+
+	if s.beforeLoadCommit != nil {
+		s.beforeLoadCommit()
 	}
-	txn := tbl.NewTransaction()
-	props := iceberggo.Properties{PositionsKey: encodePositions(next)}
-	if err := txn.SetProperties(props); err != nil {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	fresh, err := s.cat.LoadTable(ctx, id)
+	if err == nil {
+		var freshPos map[sink.TopicPartition]int64
+		if freshPos, err = positions(fresh); err == nil && !samePositions(pos, freshPos, files) {
+			s.removeFiles(ctx, tbl, written)
+			pos = freshPos
+			counts, written, err = s.writeRows(ctx, fresh, rows, dlq, pos, topics)
+		}
+	}
+	if err != nil {
+		s.removeFiles(ctx, tbl, written)
 		return nil, err
 	}
-	var written []iceberggo.DataFile
-	if rec != nil {
-		defer rec.Release()
-		// The data files are written here rather than by txn.Append, so
-		// that the files of a commit that loses a race are ours to delete.
-		if written, err = writeDataFiles(ctx, tbl, rec); err != nil {
-			s.removeFiles(ctx, tbl, written)
-			return nil, err
+	if len(written) == 0 && dlq {
+		return counts, nil // no dead letter to add; the fence of this table stays
+	}
+	next := maps.Clone(pos)
+	for _, f := range files {
+		for _, r := range f.Ranges {
+			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
 		}
-		summary := iceberggo.Properties{PositionsKey: props[PositionsKey], "tracelake.load-id": loadID}
-		if err := txn.AddDataFiles(ctx, written, summary); err != nil {
-			s.removeFiles(ctx, tbl, written)
-			return nil, fmt.Errorf("add data files: %w", err)
-		}
+	}
+	txn := fresh.NewTransaction()
+	props := iceberggo.Properties{PositionsKey: encodePositions(next)}
+	if err := txn.SetProperties(props); err != nil {
+		s.removeFiles(ctx, tbl, written)
+		return nil, err
+	}
+	summary := iceberggo.Properties{PositionsKey: props[PositionsKey], "tracelake.load-id": loadID}
+	if err := txn.AddDataFiles(ctx, written, summary); err != nil {
+		s.removeFiles(ctx, tbl, written)
+		return nil, fmt.Errorf("add data files: %w", err)
 	}
 	if _, err := txn.Commit(ctx); err != nil {
 		// Another writer committed first (or the catalog failed): the
@@ -414,6 +434,38 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return counts, nil
+}
+
+// writeRows writes the rows past pos as data files of tbl (the data files
+// are written here rather than by txn.Append, so that the files of a
+// commit that fails are ours to delete) and counts them per partition.
+func (s *Sink) writeRows(ctx context.Context, tbl *table.Table, rows [][]byte, dlq bool, pos map[sink.TopicPartition]int64,
+	topics map[int32]string) (map[sink.TopicPartition]int64, []iceberggo.DataFile, error) {
+	rec, counts, err := buildRecord(rows, dlq, pos, topics, time.Now())
+	if err != nil || rec == nil {
+		return counts, nil, err
+	}
+	defer rec.Release()
+	written, err := writeDataFiles(ctx, tbl, rec)
+	if err != nil {
+		s.removeFiles(ctx, tbl, written)
+		return nil, nil, err
+	}
+	return counts, written, nil
+}
+
+// samePositions reports whether a and b agree on every partition of files.
+func samePositions(a, b map[sink.TopicPartition]int64, files []sink.File) bool {
+	for _, f := range files {
+		for _, r := range f.Ranges {
+			va, oka := a[r.TopicPartition]
+			vb, okb := b[r.TopicPartition]
+			if oka != okb || va != vb {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // lostRace reports whether a commit failed because the table changed

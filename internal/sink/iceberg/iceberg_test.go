@@ -449,3 +449,36 @@ func TestMetadataStaysBounded(t *testing.T) {
 		t.Errorf("offsets %v", got[0])
 	}
 }
+
+// Another writer (a former owner of the partition) commits rows of a
+// load's partition after the load wrote its data files and before it
+// commits them: the load sees the positions moved, writes its files again
+// without those rows, and no row is stored twice.
+func TestPositionsMoveWhileWriting(t *testing.T) {
+	dir := t.TempDir()
+	a, b := openSink(t, dir, false), openSink(t, dir, false)
+	if err := a.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The hook runs before a's dead-letter commit, then before its raw one.
+	calls := 0
+	a.SetBeforeLoadCommit(func() {
+		calls++
+		switch calls {
+		case 1:
+			load(t, b, batch(0, 0, 29, 10))
+		case 2:
+			load(t, b, batch(0, 30, 49))
+		}
+	})
+	load(t, a, batch(0, 0, 99, 10, 60))
+	if got := stored(t, a, false); !slices.Equal(got[0], seq(0, 99, 10, 60)) {
+		t.Errorf("raw offsets %v", got[0])
+	}
+	if got := stored(t, a, true); !slices.Equal(got[0], []int64{10, 60}) {
+		t.Errorf("dead-letter offsets %v", got[0])
+	}
+	if files := unreferenced(t, a, filepath.Join(dir, "warehouse")); len(files) > 0 {
+		t.Errorf("files written by stale positions left behind: %v", files)
+	}
+}
