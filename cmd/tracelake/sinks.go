@@ -46,6 +46,7 @@ func openIceberg(ctx context.Context, cfg *config.Config) (*iceberg.Sink, error)
 		Table:     cfg.Sink.Table,
 		Adopt:     cfg.Sink.Iceberg.Adopt,
 		S3:        iceberg.S3(cfg.Sink.Iceberg.S3),
+		REST:      iceberg.REST(cfg.Sink.Iceberg.REST),
 		Log:       slog.Default(),
 	})
 }

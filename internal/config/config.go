@@ -154,11 +154,15 @@ type S3 struct {
 type Iceberg struct {
 	// Catalog is the SQL catalog's database: a SQLite file path (default
 	// ./tracelake-catalog.db, for one machine) or a postgres:// URL (the
-	// catalog for many instances; a password in it is a secret).
+	// catalog for many instances; a password in it is a secret); or the
+	// http(s):// URL of a REST catalog (see REST).
 	Catalog string `yaml:"catalog" secret:"true"`
-	// Warehouse is where tables' data and metadata files go: a directory
-	// (default ./tracelake-warehouse) or s3://bucket/path.
+	// Warehouse is where tables' data and metadata files go with a SQL
+	// catalog: a directory (default ./tracelake-warehouse) or
+	// s3://bucket/path. A REST catalog decides that itself.
 	Warehouse string `yaml:"warehouse"`
+	// REST authenticates to a REST catalog.
+	REST IcebergREST `yaml:"rest"`
 	// S3 reaches an s3:// warehouse; empty fields fall back to the AWS
 	// SDK's usual sources (AWS_* environment, shared config).
 	S3 S3 `yaml:"s3"`
@@ -169,6 +173,19 @@ type Iceberg struct {
 	// start from the group's committed offsets. Without it such a table is
 	// refused, never silently read from the start. Default false.
 	Adopt bool `yaml:"adopt"`
+}
+
+// IcebergREST authenticates to an Iceberg REST catalog and names its
+// warehouse.
+type IcebergREST struct {
+	// Credential is OAuth2 client credentials, "client_id:client_secret",
+	// exchanged for a token at the catalog's token endpoint.
+	Credential string `yaml:"credential" secret:"true"`
+	// Token is a bearer token sent as is.
+	Token string `yaml:"token" secret:"true"`
+	// Warehouse is the catalog's warehouse (a name or a location, as the
+	// catalog expects).
+	Warehouse string `yaml:"warehouse"`
 }
 
 // DuckDB sink settings.

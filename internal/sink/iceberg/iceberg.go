@@ -30,6 +30,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	_ "github.com/apache/iceberg-go/catalog/rest" // http(s):// catalogs
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	icebergio "github.com/apache/iceberg-go/io"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// warehouses
@@ -47,9 +48,11 @@ const PositionsKey = "tracelake.positions"
 // Options configure a Sink.
 type Options struct {
 	// Catalog is the SQL catalog's database: a SQLite file (one machine),
-	// or a postgres:// URL (the catalog of many instances).
+	// or a postgres:// URL (the catalog of many instances); or the
+	// http(s):// URL of a REST catalog.
 	Catalog   string
-	Warehouse string // directory of the tables' files
+	Warehouse string // directory of the tables' files (SQL catalogs)
+	REST      REST
 	Namespace string
 	Table     string // raw table; <table>_dlq beside it
 	// Adopt accepts an existing table with data but no positions.
@@ -58,6 +61,10 @@ type Options struct {
 	S3  S3
 	Log *slog.Logger
 }
+
+// REST authenticates to a REST catalog and names its warehouse (the
+// catalog decides where tables' files go).
+type REST struct{ Credential, Token, Warehouse string }
 
 // S3 is an S3-compatible store; empty fields fall back to the AWS SDK's
 // usual sources.
@@ -88,37 +95,9 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	props := iceberggo.Properties{"type": "sql"}
-	if strings.HasPrefix(opt.Warehouse, "s3://") {
-		props["warehouse"] = opt.Warehouse
-		for k, v := range map[string]string{
-			icebergio.S3EndpointURL: opt.S3.Endpoint, icebergio.S3Region: opt.S3.Region,
-			icebergio.S3AccessKeyID: opt.S3.AccessKeyID, icebergio.S3SecretAccessKey: opt.S3.SecretAccessKey,
-		} {
-			if v != "" {
-				props[k] = v
-			}
-		}
-		if opt.S3.Endpoint != "" {
-			props[icebergio.S3ForceVirtualAddressing] = "false" // bucket in the path
-		}
-	} else {
-		warehouse, err := filepath.Abs(opt.Warehouse)
-		if err != nil {
-			return nil, err
-		}
-		props["warehouse"] = "file://" + warehouse
-	}
-	if IsPostgres(opt.Catalog) {
-		props["uri"], props[sqlcat.DriverKey], props[sqlcat.DialectKey] = opt.Catalog, "pgx", string(sqlcat.Postgres)
-	} else {
-		path, err := filepath.Abs(opt.Catalog)
-		if err != nil {
-			return nil, err
-		}
-		// WAL and a busy timeout: the workers of a process share the file.
-		props["uri"] = "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
-		props[sqlcat.DriverKey], props[sqlcat.DialectKey] = sqliteshim.ShimName, string(sqlcat.SQLite)
+	props, err := catalogProps(opt)
+	if err != nil {
+		return nil, err
 	}
 	cat, err := catalog.Load(ctx, "tracelake", props)
 	if err != nil {
@@ -132,6 +111,58 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		dlq:  table.Identifier{opt.Namespace, opt.Table + "_dlq"},
 		kept: map[string][]byte{},
 	}, nil
+}
+
+// catalogProps are iceberg-go's catalog properties for opt.
+func catalogProps(opt Options) (iceberggo.Properties, error) {
+	props := iceberggo.Properties{}
+	for k, v := range map[string]string{
+		icebergio.S3EndpointURL: opt.S3.Endpoint, icebergio.S3Region: opt.S3.Region,
+		icebergio.S3AccessKeyID: opt.S3.AccessKeyID, icebergio.S3SecretAccessKey: opt.S3.SecretAccessKey,
+		// REST only:
+		"credential": opt.REST.Credential, "token": opt.REST.Token,
+	} {
+		if v != "" {
+			props[k] = v
+		}
+	}
+	if opt.S3.Endpoint != "" {
+		props[icebergio.S3ForceVirtualAddressing] = "false" // bucket in the path
+	}
+	if IsREST(opt.Catalog) {
+		props["type"], props["uri"] = "rest", opt.Catalog
+		if opt.REST.Warehouse != "" {
+			props["warehouse"] = opt.REST.Warehouse
+		}
+		return props, nil
+	}
+	props["type"] = "sql"
+	if strings.HasPrefix(opt.Warehouse, "s3://") {
+		props["warehouse"] = opt.Warehouse
+	} else {
+		warehouse, err := filepath.Abs(opt.Warehouse)
+		if err != nil {
+			return nil, err
+		}
+		props["warehouse"] = "file://" + warehouse
+	}
+	if IsPostgres(opt.Catalog) {
+		props["uri"], props[sqlcat.DriverKey], props[sqlcat.DialectKey] = opt.Catalog, "pgx", string(sqlcat.Postgres)
+		return props, nil
+	}
+	path, err := filepath.Abs(opt.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	// WAL and a busy timeout: the workers of a process share the file.
+	props["uri"] = "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+	props[sqlcat.DriverKey], props[sqlcat.DialectKey] = sqliteshim.ShimName, string(sqlcat.SQLite)
+	return props, nil
+}
+
+// IsREST reports whether a catalog setting is a REST catalog's URL.
+func IsREST(catalog string) bool {
+	return strings.HasPrefix(catalog, "http://") || strings.HasPrefix(catalog, "https://")
 }
 
 // IsPostgres reports whether a catalog setting is a PostgreSQL URL.

@@ -17,7 +17,7 @@ import (
 func TestMaintenanceLocal(t *testing.T) {
 	dir := t.TempDir()
 	s := openSink(t, dir, false)
-	maintain(t, s, filepath.Join(dir, "warehouse"))
+	maintain(t, s, filepath.Join(dir, "warehouse", "tracelake.db"))
 }
 
 func TestMaintenanceS3(t *testing.T) {
@@ -31,12 +31,13 @@ func TestMaintenanceS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	maintain(t, s, filepath.Join(s3.Root, "lake", "warehouse"))
+	maintain(t, s, filepath.Join(s3.Root, "lake", "warehouse", "tracelake.db"))
 }
 
 // maintain compacts, expires and cleans a table of ten small loads, and
 // checks after each step that every row is there once, the positions are
-// the same and the fence still holds. root is the warehouse on disk.
+// the same and the fence still holds. root is the namespace's directory
+// on disk.
 func maintain(t *testing.T, s *iceberg.Sink, root string) {
 	ctx := context.Background()
 	if err := s.Prepare(ctx); err != nil {
@@ -131,7 +132,7 @@ func maintain(t *testing.T, s *iceberg.Sink, root string) {
 	unchanged("replaying an old batch")
 
 	// An orphan (a crashed writer's file) and every real file, 8 days old.
-	orphan := filepath.Join(root, "tracelake.db", "trace_raw", "data", "add_day=2026-01-01", "00000-0-orphan.parquet")
+	orphan := filepath.Join(root, "trace_raw", "data", "add_day=2026-01-01", "00000-0-orphan.parquet")
 	if err := os.MkdirAll(filepath.Dir(orphan), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -177,4 +178,46 @@ func maintain(t *testing.T, s *iceberg.Sink, root string) {
 		t.Errorf("orphan still there: %v", err)
 	}
 	unchanged("orphan cleanup")
+}
+
+// A REST catalog: the test server speaks the REST protocol and keeps the
+// tables in a SQL catalog (see icebergtest.StartREST). Loads racing each
+// other and maintenance racing a load go through 409 CommitFailed answers.
+func TestRESTCatalog(t *testing.T) {
+	dir := t.TempDir()
+	backing := openSink(t, dir, false)
+	rest := icebergtest.StartREST(t, backing.Catalog(), "secret-token")
+	open := func(token string) *iceberg.Sink {
+		s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: rest.URL, REST: iceberg.REST{Token: token},
+			Namespace: "tracelake", Table: "trace_raw"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	if s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: rest.URL, REST: iceberg.REST{Token: "wrong"},
+		Namespace: "tracelake", Table: "trace_raw"}); err == nil {
+		err = s.Prepare(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "unauthorized") {
+			t.Errorf("a wrong token: %v", err)
+		}
+	}
+	a, b := open("secret-token"), open("secret-token")
+	if err := a.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	raceTwoWriters(t, a, b, filepath.Join(dir, "warehouse"))
+	conflicts := rest.Conflicts.Load()
+	if conflicts == 0 {
+		t.Error("no commit was answered 409")
+	}
+	// A second pair of tables for the maintenance round.
+	c, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: rest.URL, REST: iceberg.REST{Token: "secret-token"},
+		Namespace: "maintained", Table: "trace_raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	maintain(t, c, filepath.Join(dir, "warehouse", "maintained.db"))
 }

@@ -1,0 +1,161 @@
+package icebergtest
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// REST is an Iceberg REST catalog server for tests. No REST catalog
+// server (Polaris, Lakekeeper, Nessie, …) can run on this project's
+// machines, so this one speaks the part of the REST catalog protocol
+// (the Iceberg REST OpenAPI spec) that tracelake uses — config,
+// namespaces, create, load and commit table — and keeps the tables in a
+// real catalog (iceberg-go's SQL catalog), which applies each commit's
+// requirements and updates. A failed requirement or a lost
+// compare-and-swap answers 409 CommitFailedException, as the spec says.
+type REST struct {
+	URL string
+	// Token is the bearer token every request must carry.
+	Token string
+	// Conflicts counts the commits answered 409.
+	Conflicts atomic.Int64
+}
+
+// StartREST serves backing over REST until the test ends.
+func StartREST(t testing.TB, backing catalog.Catalog, token string) *REST {
+	t.Helper()
+	r := &REST{Token: token}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "Bearer "+token {
+			restError(w, http.StatusUnauthorized, "NotAuthorizedException", "missing or wrong bearer token")
+			return
+		}
+		r.serve(t, backing, w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, req *http.Request) {
+	ctx := req.Context()
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(req.URL.Path, "/v1"), "/"), "/")
+	switch {
+	case req.Method == http.MethodGet && parts[0] == "config":
+		reply(t, w, map[string]any{"defaults": map[string]string{}, "overrides": map[string]string{}})
+	case req.Method == http.MethodPost && len(parts) == 1 && parts[0] == "namespaces":
+		var body struct {
+			Namespace  []string             `json:"namespace"`
+			Properties iceberggo.Properties `json:"properties"`
+		}
+		if !decode(w, req, &body) {
+			return
+		}
+		err := cat.CreateNamespace(ctx, body.Namespace, body.Properties)
+		if errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+			restError(w, http.StatusConflict, "AlreadyExistsException", err.Error())
+			return
+		}
+		if err != nil {
+			restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+			return
+		}
+		reply(t, w, body)
+	case len(parts) == 3 && parts[0] == "namespaces" && parts[2] == "tables" && req.Method == http.MethodPost:
+		var body struct {
+			Name          string                   `json:"name"`
+			Schema        *iceberggo.Schema        `json:"schema"`
+			PartitionSpec *iceberggo.PartitionSpec `json:"partition-spec"`
+			Properties    iceberggo.Properties     `json:"properties"`
+		}
+		if !decode(w, req, &body) {
+			return
+		}
+		opts := []catalog.CreateTableOpt{catalog.WithProperties(body.Properties)}
+		if body.PartitionSpec != nil {
+			opts = append(opts, catalog.WithPartitionSpec(body.PartitionSpec))
+		}
+		tbl, err := cat.CreateTable(ctx, table.Identifier{parts[1], body.Name}, body.Schema, opts...)
+		if errors.Is(err, catalog.ErrTableAlreadyExists) {
+			restError(w, http.StatusConflict, "AlreadyExistsException", err.Error())
+			return
+		}
+		if err != nil {
+			restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+			return
+		}
+		replyTable(t, w, tbl.Metadata(), tbl.MetadataLocation())
+	case len(parts) == 4 && parts[0] == "namespaces" && parts[2] == "tables":
+		id := table.Identifier{parts[1], parts[3]}
+		switch req.Method {
+		case http.MethodGet, http.MethodHead:
+			tbl, err := cat.LoadTable(ctx, id)
+			if errors.Is(err, catalog.ErrNoSuchTable) {
+				restError(w, http.StatusNotFound, "NoSuchTableException", err.Error())
+				return
+			}
+			if err != nil {
+				restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+				return
+			}
+			replyTable(t, w, tbl.Metadata(), tbl.MetadataLocation())
+		case http.MethodPost:
+			var body struct {
+				Requirements table.Requirements `json:"requirements"`
+				Updates      table.Updates      `json:"updates"`
+			}
+			if !decode(w, req, &body) {
+				return
+			}
+			meta, loc, err := cat.CommitTable(ctx, id, body.Requirements, body.Updates)
+			if err != nil {
+				if errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed") {
+					r.Conflicts.Add(1)
+					restError(w, http.StatusConflict, "CommitFailedException", err.Error())
+					return
+				}
+				restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+				return
+			}
+			replyTable(t, w, meta, loc)
+		default:
+			restError(w, http.StatusMethodNotAllowed, "BadRequestException", req.Method)
+		}
+	default:
+		restError(w, http.StatusNotFound, "NotFoundException", req.Method+" "+req.URL.Path+" is not served by this test server")
+	}
+}
+
+func decode(w http.ResponseWriter, req *http.Request, v any) bool {
+	if err := json.NewDecoder(req.Body).Decode(v); err != nil {
+		restError(w, http.StatusBadRequest, "BadRequestException", err.Error())
+		return false
+	}
+	return true
+}
+
+func replyTable(t testing.TB, w http.ResponseWriter, meta table.Metadata, loc string) {
+	reply(t, w, map[string]any{"metadata-location": loc, "metadata": meta, "config": map[string]string{}})
+}
+
+func reply(t testing.TB, w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		t.Errorf("rest test server: encode reply: %v", err)
+	}
+}
+
+func restError(w http.ResponseWriter, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code}})
+}

@@ -1,0 +1,65 @@
+package iceberg
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// BenchmarkWriteParquet measures Parquet writing alone: 100,000 synthetic
+// spans already in Arrow written as the raw table's data files (zstd, page
+// statistics, as iceberg-go writes them) to local disk. BenchmarkLoad adds
+// the decoding of staged rows and the commit.
+func BenchmarkWriteParquet(b *testing.B) {
+	const n = 100_000
+	g := tracegen.New(1)
+	var staged []byte
+	var valueBytes int64
+	var id [16]byte
+	for o := range int64(n) {
+		v := g.Append(nil)
+		valueBytes += int64(len(v))
+		id[0], id[1], id[2] = byte(o), byte(o>>8), byte(o>>16)
+		staged = envelope.AppendRawRow(staged, &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()}, &id, envelope.ValueText)
+	}
+	rec, _, err := buildRecord([][]byte{staged}, false, nil, nil, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Release()
+	dir := b.TempDir()
+	s, err := Open(context.Background(), Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "trace_raw"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Prepare(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	tbl, err := s.cat.LoadTable(context.Background(), s.raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fileBytes int64
+	b.ResetTimer()
+	for range b.N {
+		files, err := writeDataFiles(context.Background(), tbl, rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, f := range files {
+			fileBytes += f.FileSizeBytes()
+		}
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N*n)/secs, "records/s")
+	b.ReportMetric(float64(int64(b.N)*valueBytes)/secs/1e6, "MB/s")
+	b.ReportMetric(float64(int64(b.N)*valueBytes)/float64(fileBytes), "values/file-bytes")
+}
