@@ -417,13 +417,14 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	}
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
+	// The positions committed are the table's now, not those read before
+	// the lock: another worker may have committed its partitions since.
+	var freshPos map[sink.TopicPartition]int64
 	fresh, err := s.cat.LoadTable(ctx, id)
 	if err == nil {
-		var freshPos map[sink.TopicPartition]int64
 		if freshPos, err = positions(fresh); err == nil && !samePositions(pos, freshPos, files) {
 			s.removeFiles(ctx, tbl, written)
-			pos = freshPos
-			counts, written, err = s.writeRows(ctx, fresh, rows, dlq, pos, topics)
+			counts, written, err = s.writeRows(ctx, fresh, rows, dlq, freshPos, topics)
 		}
 	}
 	if err != nil {
@@ -433,7 +434,7 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	if len(written) == 0 && dlq {
 		return counts, nil // no dead letter to add; the fence of this table stays
 	}
-	next := maps.Clone(pos)
+	next := maps.Clone(freshPos)
 	for _, f := range files {
 		for _, r := range f.Ranges {
 			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
@@ -544,6 +545,28 @@ func (s *Sink) removeFiles(ctx context.Context, tbl *table.Table, files []iceber
 		return
 	}
 	s.log.Info("deleted the data files of a failed commit", "table", name(tbl.Identifier()), "files", len(files))
+}
+
+// DataFiles lists the data files of a table's (the dead-letter table's
+// with dlq) current snapshot.
+func (s *Sink) DataFiles(ctx context.Context, dlq bool) ([]iceberggo.DataFile, error) {
+	id := s.raw
+	if dlq {
+		id = s.dlq
+	}
+	tbl, err := s.cat.LoadTable(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load table %s: %w", name(id), err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan files of %s: %w", name(id), err)
+	}
+	out := make([]iceberggo.DataFile, len(tasks))
+	for i, task := range tasks {
+		out[i] = task.File
+	}
+	return out, nil
 }
 
 // Stored reads a table (the dead-letter table with dlq) with a scan of its

@@ -134,18 +134,13 @@ func rawData(t *testing.T, s *iceberg.Sink) []string {
 func unreferenced(t *testing.T, s *iceberg.Sink, root string) []string {
 	t.Helper()
 	referenced := map[string]bool{}
-	raw, dlq := s.Identifiers()
-	for _, id := range []table.Identifier{raw, dlq} {
-		tbl, err := s.Catalog().LoadTable(context.Background(), id)
+	for _, dlq := range []bool{false, true} {
+		files, err := s.DataFiles(context.Background(), dlq)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tasks, err := tbl.Scan().PlanFiles(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, task := range tasks {
-			referenced[pathpkg.Base(task.File.FilePath())] = true
+		for _, f := range files {
+			referenced[pathpkg.Base(f.FilePath())] = true
 		}
 	}
 	var out []string
@@ -383,19 +378,26 @@ func raceTwoWriters(t *testing.T, a, b *iceberg.Sink, warehouse string) {
 	}
 }
 
-// An s3:// warehouse on a real S3 server (versitygw): data and metadata go
-// to the bucket, and the table reads back.
-func TestS3Warehouse(t *testing.T) {
-	s3 := icebergtest.StartS3(t, "lake")
-	dir := t.TempDir()
+// openS3Sink opens a sink with a SQLite catalog and the warehouse
+// s3://lake/warehouse on s3.
+func openS3Sink(t *testing.T, s3 icebergtest.S3) *iceberg.Sink {
+	t.Helper()
 	s, err := iceberg.Open(context.Background(), iceberg.Options{
-		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: "s3://lake/warehouse", Namespace: "tracelake", Table: "trace_raw",
+		Catalog: filepath.Join(t.TempDir(), "catalog.db"), Warehouse: "s3://lake/warehouse", Namespace: "tracelake", Table: "trace_raw",
 		S3: iceberg.S3{Endpoint: s3.Endpoint, Region: s3.Region, AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// An s3:// warehouse on a real S3 server (versitygw): data and metadata go
+// to the bucket, and the table reads back.
+func TestS3Warehouse(t *testing.T) {
+	s3 := icebergtest.StartS3(t, "lake")
+	s := openS3Sink(t, s3)
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -487,5 +489,31 @@ func TestPositionsMoveWhileWriting(t *testing.T) {
 	}
 	if files := unreferenced(t, a, filepath.Join(dir, "warehouse")); len(files) > 0 {
 		t.Errorf("files written by stale positions left behind: %v", files)
+	}
+}
+
+// Two workers of one process load different partitions at once: the one
+// that commits second must keep the positions the first committed (it
+// read the positions before the first committed).
+func TestConcurrentLoadsKeepEachOthersPositions(t *testing.T) {
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	s.SetBeforeLoadCommit(func() {
+		calls++
+		if calls == 2 { // before the raw commit of the first load
+			load(t, s, batch(1, 0, 9))
+		}
+	})
+	load(t, s, batch(0, 0, 9))
+	pos, err := s.AllPositions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, p1 := sink.TopicPartition{Topic: "traces", Partition: 0}, sink.TopicPartition{Topic: "traces", Partition: 1}
+	if pos[p0] != 10 || pos[p1] != 10 {
+		t.Errorf("positions %v, want 10 for both partitions", pos)
 	}
 }

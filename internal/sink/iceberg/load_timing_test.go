@@ -2,8 +2,6 @@ package iceberg_test
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,24 +53,15 @@ func BenchmarkLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		raw, _ := s.Identifiers()
-		tbl, err := s.Catalog().LoadTable(context.Background(), raw)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tasks, err := tbl.Scan().PlanFiles(context.Background())
+		written, err := s.DataFiles(context.Background(), false)
 		if err != nil {
 			b.Fatal(err)
 		}
 		var size int64
-		for _, task := range tasks {
-			st, err := os.Stat(strings.TrimPrefix(task.File.FilePath(), "file://"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			size += st.Size()
+		for _, f := range written {
+			size += f.FileSizeBytes()
 		}
-		b.ReportMetric(float64(len(tasks)), "files")
+		b.ReportMetric(float64(len(written)), "files")
 		b.ReportMetric(float64(size)/1e6, "file-MB")
 		s.Close()
 		b.StartTimer()

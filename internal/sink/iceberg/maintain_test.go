@@ -22,16 +22,7 @@ func TestMaintenanceLocal(t *testing.T) {
 
 func TestMaintenanceS3(t *testing.T) {
 	s3 := icebergtest.StartS3(t, "lake")
-	dir := t.TempDir()
-	s, err := iceberg.Open(context.Background(), iceberg.Options{
-		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: "s3://lake/warehouse", Namespace: "tracelake", Table: "trace_raw",
-		S3: iceberg.S3{Endpoint: s3.Endpoint, Region: s3.Region, AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	maintain(t, s, filepath.Join(s3.Root, "lake", "warehouse", "tracelake.db"))
+	maintain(t, openS3Sink(t, s3), filepath.Join(s3.Root, "lake", "warehouse", "tracelake.db"))
 }
 
 // maintain compacts, expires and cleans a table of ten small loads, and
