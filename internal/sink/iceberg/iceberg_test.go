@@ -3,6 +3,7 @@ package iceberg_test
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"os"
 	pathpkg "path"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/duckdb/duckdb-go/v2" // the independent reader
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -515,5 +518,40 @@ func TestConcurrentLoadsKeepEachOthersPositions(t *testing.T) {
 	p0, p1 := sink.TopicPartition{Topic: "traces", Partition: 0}, sink.TopicPartition{Topic: "traces", Partition: 1}
 	if pos[p0] != 10 || pos[p1] != 10 {
 		t.Errorf("positions %v, want 10 for both partitions", pos)
+	}
+}
+
+// The data files are Parquet compressed with zstd, with statistics per
+// column chunk (which readers prune with, and which iceberg-go also puts
+// in the manifests as bounds).
+func TestParquetFilesAreZstdWithStatistics(t *testing.T) {
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 100, 199))
+	files, err := s.DataFiles(context.Background(), false)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("data files %v %v", files, err)
+	}
+	if lo, hi := files[0].LowerBoundValues()[2], files[0].UpperBoundValues()[2]; len(lo) != 8 || len(hi) != 8 ||
+		binary.LittleEndian.Uint64(lo) != 100 || binary.LittleEndian.Uint64(hi) != 199 {
+		t.Errorf("koffset bounds in the manifest: %v..%v, want 100..199", lo, hi)
+	}
+	rdr, err := file.OpenParquetFile(strings.TrimPrefix(files[0].FilePath(), "file://"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Close()
+	rg := rdr.MetaData().RowGroup(0)
+	for c := range rg.NumColumns() {
+		chunk, err := rg.ColumnChunk(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := chunk.StatsSet()
+		if chunk.Compression() != compress.Codecs.Zstd || !set || err != nil {
+			t.Errorf("column %s: %s, statistics %v %v", chunk.PathInSchema(), chunk.Compression(), set, err)
+		}
 	}
 }
