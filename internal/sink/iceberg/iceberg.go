@@ -468,20 +468,38 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	return counts, nil
 }
 
-// writeRows writes the rows past pos as data files of tbl (the data files
-// are written here rather than by txn.Append, so that the files of a
-// commit that fails are ours to delete) and counts them per partition.
+// writeRows writes the rows past pos as data files of tbl and counts them
+// per partition. The data files are written here rather than by
+// txn.Append, so that the files of a commit that fails are ours to
+// delete. Each staged file becomes one Arrow batch streamed into the
+// Parquet writer, so a load never holds an Arrow copy of all its files.
 func (s *Sink) writeRows(ctx context.Context, tbl *table.Table, rows [][]byte, dlq bool, pos map[sink.TopicPartition]int64,
 	topics map[int32]string) (map[sink.TopicPartition]int64, []iceberggo.DataFile, error) {
-	rec, counts, err := buildRecord(rows, dlq, pos, topics, time.Now())
-	if err != nil || rec == nil {
-		return counts, nil, err
-	}
-	defer rec.Release()
-	written, err := writeDataFiles(ctx, tbl, rec)
+	sc, err := arrowSchema(dlq)
 	if err != nil {
-		s.removeFiles(ctx, tbl, written)
 		return nil, nil, err
+	}
+	counts := map[sink.TopicPartition]int64{}
+	now := time.Now()
+	batches := func(yield func(arrow.RecordBatch, error) bool) {
+		for _, data := range rows {
+			rec, err := buildRecord(data, dlq, pos, topics, now, counts)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if rec != nil && !yield(rec, nil) {
+				return
+			}
+		}
+	}
+	var written []iceberggo.DataFile
+	for df, err := range table.WriteRecords(ctx, tbl, sc, batches) {
+		if err != nil {
+			s.removeFiles(ctx, tbl, written)
+			return nil, nil, fmt.Errorf("write data files: %w", err)
+		}
+		written = append(written, df)
 	}
 	return counts, written, nil
 }
@@ -507,22 +525,6 @@ func samePositions(a, b map[sink.TopicPartition]int64, files []sink.File) bool {
 // writing anything and report a failed one only by its text.
 func lostRace(err error) bool {
 	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: ")
-}
-
-// writeDataFiles writes rec as Parquet data files of tbl (one per day
-// partition, in the table's location) and returns them; on error it
-// returns the files written so far.
-func writeDataFiles(ctx context.Context, tbl *table.Table, rec arrow.RecordBatch) ([]iceberggo.DataFile, error) {
-	var out []iceberggo.DataFile
-	rec.Retain() // WriteRecords releases what it consumes; the caller releases rec too
-	batches := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-	for df, err := range table.WriteRecords(ctx, tbl, rec.Schema(), batches) {
-		if err != nil {
-			return out, fmt.Errorf("write data files: %w", err)
-		}
-		out = append(out, df)
-	}
-	return out, nil
 }
 
 // removeFiles deletes data files no commit references. A file it cannot

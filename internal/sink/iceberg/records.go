@@ -72,25 +72,22 @@ type stagedRaw struct {
 	Metadata  json.RawMessage `json:"record_metadata"`
 }
 
-// buildRecord turns staged NDJSON into one Arrow record batch of the rows past
-// fence (nil if none) and counts them per partition. topics (see
-// topicsByPartition) saves decoding a raw row's metadata for its topic.
-func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, topics map[int32]string, now time.Time) (arrow.RecordBatch, map[sink.TopicPartition]int64, error) {
-	counts := map[sink.TopicPartition]int64{}
+// buildRecord turns one staged NDJSON file into an Arrow record batch of
+// the rows past fence (nil if none) and adds them to counts per
+// partition. topics (see topicsByPartition) saves decoding a raw row's
+// metadata for its topic.
+func buildRecord(data []byte, dlq bool, fence map[sink.TopicPartition]int64, topics map[int32]string, now time.Time,
+	counts map[sink.TopicPartition]int64) (arrow.RecordBatch, error) {
 	sc, err := arrowSchema(dlq)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
 	if !dlq {
 		// raw_data is most of a staged row: room for all of it up front
 		// spares the builder's doubling copies.
-		total := 0
-		for _, d := range data {
-			total += len(d)
-		}
-		b.Field(3).(*array.StringBuilder).ReserveData(total)
+		b.Field(3).(*array.StringBuilder).ReserveData(len(data))
 	}
 	ts := arrow.Timestamp(now.UnixMicro())
 	past := func(tp sink.TopicPartition, offset int64) bool {
@@ -98,66 +95,64 @@ func buildRecord(data [][]byte, dlq bool, fence map[sink.TopicPartition]int64, t
 		return !ok || offset >= next
 	}
 	n := 0
-	for _, d := range data {
-		for _, line := range sink.Lines(d) {
-			if dlq {
-				var r envelope.DLQRow
-				if err := gojson.Unmarshal(line, &r); err != nil {
-					return nil, nil, fmt.Errorf("staged dead-letter row: %w", err)
-				}
-				tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-				if !past(tp, r.Offset) {
-					continue
-				}
-				b.Field(0).(*array.StringBuilder).Append(r.Topic)
-				b.Field(1).(*array.Int32Builder).Append(r.Partition)
-				b.Field(2).(*array.Int64Builder).Append(r.Offset)
-				if err := appendBase64(b.Field(3).(*array.BinaryBuilder), r.Key); err != nil {
-					return nil, nil, err
-				}
-				if err := appendBase64(b.Field(4).(*array.BinaryBuilder), r.Value); err != nil {
-					return nil, nil, err
-				}
-				b.Field(5).(*array.StringBuilder).Append(r.Error)
-				b.Field(6).(*array.StringBuilder).Append(r.Stage)
-				b.Field(7).(*array.TimestampBuilder).Append(ts)
-				counts[tp]++
-			} else {
-				var r stagedRaw
-				if err := gojson.Unmarshal(line, &r); err != nil {
-					return nil, nil, fmt.Errorf("staged raw row: %w", err)
-				}
-				topic, ok := topics[r.Partition]
-				if !ok {
-					var md struct{ Topic string }
-					if err := gojson.Unmarshal(r.Metadata, &md); err != nil {
-						return nil, nil, fmt.Errorf("staged raw row's metadata: %w", err)
-					}
-					topic = md.Topic
-				}
-				tp := sink.TopicPartition{Topic: topic, Partition: r.Partition}
-				if !past(tp, r.Offset) {
-					continue
-				}
-				b.Field(0).(*array.StringBuilder).Append(r.UUID)
-				b.Field(1).(*array.Int64Builder).Append(r.Offset)
-				b.Field(2).(*array.Int32Builder).Append(r.Partition)
-				if r.Value == nil {
-					b.Field(3).AppendNull()
-				} else {
-					b.Field(3).(*array.StringBuilder).Append(*r.Value)
-				}
-				b.Field(4).(*array.StringBuilder).Append(string(r.Metadata))
-				b.Field(5).(*array.TimestampBuilder).Append(ts)
-				counts[tp]++
+	for _, line := range sink.Lines(data) {
+		if dlq {
+			var r envelope.DLQRow
+			if err := gojson.Unmarshal(line, &r); err != nil {
+				return nil, fmt.Errorf("staged dead-letter row: %w", err)
 			}
-			n++
+			tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+			if !past(tp, r.Offset) {
+				continue
+			}
+			b.Field(0).(*array.StringBuilder).Append(r.Topic)
+			b.Field(1).(*array.Int32Builder).Append(r.Partition)
+			b.Field(2).(*array.Int64Builder).Append(r.Offset)
+			if err := appendBase64(b.Field(3).(*array.BinaryBuilder), r.Key); err != nil {
+				return nil, err
+			}
+			if err := appendBase64(b.Field(4).(*array.BinaryBuilder), r.Value); err != nil {
+				return nil, err
+			}
+			b.Field(5).(*array.StringBuilder).Append(r.Error)
+			b.Field(6).(*array.StringBuilder).Append(r.Stage)
+			b.Field(7).(*array.TimestampBuilder).Append(ts)
+			counts[tp]++
+		} else {
+			var r stagedRaw
+			if err := gojson.Unmarshal(line, &r); err != nil {
+				return nil, fmt.Errorf("staged raw row: %w", err)
+			}
+			topic, ok := topics[r.Partition]
+			if !ok {
+				var md struct{ Topic string }
+				if err := gojson.Unmarshal(r.Metadata, &md); err != nil {
+					return nil, fmt.Errorf("staged raw row's metadata: %w", err)
+				}
+				topic = md.Topic
+			}
+			tp := sink.TopicPartition{Topic: topic, Partition: r.Partition}
+			if !past(tp, r.Offset) {
+				continue
+			}
+			b.Field(0).(*array.StringBuilder).Append(r.UUID)
+			b.Field(1).(*array.Int64Builder).Append(r.Offset)
+			b.Field(2).(*array.Int32Builder).Append(r.Partition)
+			if r.Value == nil {
+				b.Field(3).AppendNull()
+			} else {
+				b.Field(3).(*array.StringBuilder).Append(*r.Value)
+			}
+			b.Field(4).(*array.StringBuilder).Append(string(r.Metadata))
+			b.Field(5).(*array.TimestampBuilder).Append(ts)
+			counts[tp]++
 		}
+		n++
 	}
 	if n == 0 {
-		return nil, counts, nil
+		return nil, nil
 	}
-	return b.NewRecordBatch(), counts, nil
+	return b.NewRecordBatch(), nil
 }
 
 // topicsByPartition maps each partition number of files to its topic, or

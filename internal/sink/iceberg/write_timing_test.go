@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
@@ -28,7 +31,7 @@ func BenchmarkWriteParquet(b *testing.B) {
 		id[0], id[1], id[2] = byte(o), byte(o>>8), byte(o>>16)
 		staged = envelope.AppendRawRow(staged, &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()}, &id, envelope.ValueText)
 	}
-	rec, _, err := buildRecord([][]byte{staged}, false, nil, nil, time.Now())
+	rec, err := buildRecord(staged, false, nil, nil, time.Now(), map[sink.TopicPartition]int64{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,11 +53,12 @@ func BenchmarkWriteParquet(b *testing.B) {
 	var fileBytes int64
 	b.ResetTimer()
 	for range b.N {
-		files, err := writeDataFiles(context.Background(), tbl, rec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, f := range files {
+		rec.Retain() // WriteRecords releases what it consumes
+		for f, err := range table.WriteRecords(context.Background(), tbl, rec.Schema(),
+			func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }) {
+			if err != nil {
+				b.Fatal(err)
+			}
 			fileBytes += f.FileSizeBytes()
 		}
 	}
