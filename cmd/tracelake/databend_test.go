@@ -319,7 +319,7 @@ func TestMergeAgainstDatabend(t *testing.T) {
 		t.Errorf("statements %v, want %v", kinds, want)
 	}
 	out, err = exec.Command(bin, "sql", "--config", cfgPath, "SELECT 1").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "reads the duckdb sink; sink.type is databend") {
+	if err == nil || !strings.Contains(string(out), "reads the duckdb and iceberg sinks; sink.type is databend") {
 		t.Errorf("sql on a databend config: %v\n%s", err, out)
 	}
 }
