@@ -28,6 +28,7 @@ type batch struct {
 type batcher struct {
 	transform   bool
 	valueEnc    envelope.ValueEncoding // how raw rows carry the value (the sink's choice)
+	keepRecords bool                   // raw rows kept as records, for a sink that builds its own rows
 	maxRecords  int
 	maxBytes    int64
 	maxInterval time.Duration
@@ -73,6 +74,9 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 			Batch:   &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8)},
 			created: make([]int64, 0, b.maxRecords),
 		}
+		if b.keepRecords {
+			b.cur.Records = make([]sink.Record, 0, min(b.maxRecords, 1<<16))
+		}
 		b.opened = now
 	}
 	i, ok := b.index[tp]
@@ -104,9 +108,13 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		b.cur.dlqKinds[problem.Kind]++
 	} else {
 		start := len(b.cur.Rows)
-		if b.transform {
+		switch {
+		case b.transform:
 			b.cur.Rows = envelope.AppendTransformRow(b.cur.Rows, r, b.valueEnc)
-		} else {
+		case b.keepRecords:
+			b.cur.Records = append(b.cur.Records, sink.Record{Record: r})
+			b.ids.Next(&b.cur.Records[len(b.cur.Records)-1].ID)
+		default:
 			b.ids.Next(&b.id)
 			b.cur.Rows = envelope.AppendRawRow(b.cur.Rows, r, &b.id, b.valueEnc)
 		}

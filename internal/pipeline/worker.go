@@ -26,6 +26,7 @@ import (
 type Options struct {
 	Transform      bool
 	RawValue       envelope.ValueEncoding // how staged rows carry the value, as the sink reads it
+	KeepRecords    bool                   // raw rows go to the sink as records (sink.Batch.Records), not NDJSON
 	MaxRecords     int
 	MaxBytes       int64
 	MaxInterval    time.Duration // batch
@@ -118,6 +119,7 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	}
 	b := newBatcher(opt.Transform, opt.MaxRecords, opt.MaxBytes, opt.MaxInterval)
 	b.valueEnc = opt.RawValue
+	b.keepRecords = opt.KeepRecords && !opt.Transform
 	w := &Worker{
 		id:      id,
 		opt:     opt,

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ErrFatal marks a sink error that retrying in this process cannot fix:
@@ -41,10 +43,21 @@ type Range struct {
 // Batch is a closed batch of encoded rows, owned by the sink once passed to
 // Stage (the pipeline does not touch Rows or DLQ afterwards).
 type Batch struct {
-	Rows    []byte  // NDJSON rows for the main table
+	Rows []byte // NDJSON rows for the main table
+	// Records are the main table's rows as the Kafka records themselves,
+	// instead of Rows, for a sink that builds its rows without NDJSON
+	// (the Iceberg sink builds Arrow columns): raw mode only.
+	Records []Record
 	DLQ     []byte  // NDJSON rows for the dead-letter table
 	Ranges  []Range // one per partition, sorted by topic and partition
 	MaxLine int     // longest NDJSON line, for readers with a line limit
+}
+
+// Record is a raw row kept as its Kafka record (already checked: its value
+// is valid JSON in UTF-8, or empty) with the row's uuid.
+type Record struct {
+	*kgo.Record
+	ID [16]byte
 }
 
 // Name is the batch's deterministic file name stem, built from topic,

@@ -84,7 +84,7 @@ type Sink struct {
 	commitMu sync.Mutex
 
 	mu   sync.Mutex
-	kept map[string][]byte // staged batches by name, until loaded or discarded
+	kept map[string]*sink.Batch // staged batches by name, until loaded or discarded
 
 	// Tests: make a load or a maintenance commit lose a race.
 	beforeLoadCommit, beforeMaintenanceCommit func()
@@ -109,7 +109,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		log:  opt.Log,
 		raw:  table.Identifier{opt.Namespace, opt.Table},
 		dlq:  table.Identifier{opt.Namespace, opt.Table + "_dlq"},
-		kept: map[string][]byte{},
+		kept: map[string]*sink.Batch{},
 	}, nil
 }
 
@@ -314,20 +314,20 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 }
 
 // Stage keeps the batch in memory until it is loaded: Parquet files are
-// written at load time, by the commit that references them.
+// written at load time, by the commit that references them. Raw rows come
+// as records (pipeline option KeepRecords): they become Arrow columns
+// without a detour through NDJSON.
 func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
-	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
+	if len(b.Rows) > 0 {
+		return sink.File{}, errors.New("the iceberg sink takes raw rows as records, not NDJSON rows")
+	}
+	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine, Bytes: int64(len(b.DLQ))}
+	for _, r := range b.Records {
+		f.Bytes += int64(len(r.Value))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(b.Rows) > 0 {
-		f.RowsPath = f.Name
-		s.kept[f.RowsPath] = b.Rows
-	}
-	if len(b.DLQ) > 0 {
-		f.DLQPath = f.Name + ".dlq"
-		s.kept[f.DLQPath] = b.DLQ
-	}
-	f.Bytes = int64(len(b.Rows) + len(b.DLQ))
+	s.kept[f.Name] = b
 	return f, nil
 }
 
@@ -336,8 +336,7 @@ func (s *Sink) Discard(files []sink.File) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range files {
-		delete(s.kept, f.RowsPath)
-		delete(s.kept, f.DLQPath)
+		delete(s.kept, f.Name)
 	}
 }
 
@@ -392,22 +391,13 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	if err != nil {
 		return nil, err
 	}
-	var rows [][]byte
-	for _, f := range files {
-		key := f.RowsPath
-		if dlq {
-			key = f.DLQPath
-		}
-		if key == "" {
-			continue
-		}
-		s.mu.Lock()
-		data := s.kept[key]
-		s.mu.Unlock()
-		rows = append(rows, data)
+	batches := make([]*sink.Batch, len(files))
+	s.mu.Lock()
+	for i, f := range files {
+		batches[i] = s.kept[f.Name]
 	}
-	topics := topicsByPartition(files)
-	counts, written, err := s.writeRows(ctx, tbl, rows, dlq, pos, topics)
+	s.mu.Unlock()
+	counts, written, err := s.writeRows(ctx, tbl, batches, dlq, pos)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +414,7 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	if err == nil {
 		if freshPos, err = positions(fresh); err == nil && !samePositions(pos, freshPos, files) {
 			s.removeFiles(ctx, tbl, written)
-			counts, written, err = s.writeRows(ctx, fresh, rows, dlq, freshPos, topics)
+			counts, written, err = s.writeRows(ctx, fresh, batches, dlq, freshPos)
 		}
 	}
 	if err != nil {
@@ -468,22 +458,29 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	return counts, nil
 }
 
-// writeRows writes the rows past pos as data files of tbl and counts them
-// per partition. The data files are written here rather than by
-// txn.Append, so that the files of a commit that fails are ours to
-// delete. Each staged file becomes one Arrow batch streamed into the
-// Parquet writer, so a load never holds an Arrow copy of all its files.
-func (s *Sink) writeRows(ctx context.Context, tbl *table.Table, rows [][]byte, dlq bool, pos map[sink.TopicPartition]int64,
-	topics map[int32]string) (map[sink.TopicPartition]int64, []iceberggo.DataFile, error) {
+// writeRows writes the rows of batches (the dead-letter rows with dlq)
+// past pos as data files of tbl and counts them per partition. The data
+// files are written here rather than by txn.Append, so that the files of a
+// commit that fails are ours to delete. Each batch becomes one Arrow batch
+// streamed into the Parquet writer, so a load never holds an Arrow copy of
+// all its batches.
+func (s *Sink) writeRows(ctx context.Context, tbl *table.Table, batches []*sink.Batch, dlq bool,
+	pos map[sink.TopicPartition]int64) (map[sink.TopicPartition]int64, []iceberggo.DataFile, error) {
 	sc, err := arrowSchema(dlq)
 	if err != nil {
 		return nil, nil, err
 	}
 	counts := map[sink.TopicPartition]int64{}
 	now := time.Now()
-	batches := func(yield func(arrow.RecordBatch, error) bool) {
-		for _, data := range rows {
-			rec, err := buildRecord(data, dlq, pos, topics, now, counts)
+	recs := func(yield func(arrow.RecordBatch, error) bool) {
+		for _, b := range batches {
+			var rec arrow.RecordBatch
+			var err error
+			if dlq {
+				rec, err = buildDLQRecord(sc, b.DLQ, pos, now, counts)
+			} else {
+				rec = buildRawRecord(sc, b.Records, pos, now, counts)
+			}
 			if err != nil {
 				yield(nil, err)
 				return
@@ -494,7 +491,7 @@ func (s *Sink) writeRows(ctx context.Context, tbl *table.Table, rows [][]byte, d
 		}
 	}
 	var written []iceberggo.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, sc, batches) {
+	for df, err := range table.WriteRecords(ctx, tbl, sc, recs) {
 		if err != nil {
 			s.removeFiles(ctx, tbl, written)
 			return nil, nil, fmt.Errorf("write data files: %w", err)

@@ -57,8 +57,7 @@ func batch(p int32, first, last int64, bad ...int64) *sink.Batch {
 			r.DLQ++
 			continue
 		}
-		id := [16]byte{byte(p), byte(o >> 8), byte(o)}
-		b.Rows = envelope.AppendRawRow(b.Rows, rec, &id, envelope.ValueText)
+		b.Records = append(b.Records, sink.Record{Record: rec, ID: [16]byte{byte(p), byte(o >> 8), byte(o)}})
 		r.Records++
 	}
 	b.Ranges = []sink.Range{r}

@@ -7,13 +7,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
 // BenchmarkLoad measures one load of 100,000 synthetic spans (10 staged
-// batches of 10,000) into the Iceberg raw table: Arrow conversion, Parquet
+// batches of 10,000 records) into the Iceberg raw table: Arrow conversion, Parquet
 // (zstd) writing and the commit to a SQLite catalog on local disk, and
 // reports the data files the table then has and their size.
 func BenchmarkLoad(b *testing.B) {
@@ -21,15 +20,14 @@ func BenchmarkLoad(b *testing.B) {
 	g := tracegen.New(1)
 	var valueBytes int64
 	staged := make([]*sink.Batch, batches)
-	var id [16]byte
 	for i := range staged {
 		bt := &sink.Batch{}
 		first := int64(i * per)
 		for o := first; o < first+per; o++ {
 			v := g.Append(nil)
 			valueBytes += int64(len(v))
-			id[0], id[1], id[2] = byte(o), byte(o>>8), byte(o>>16)
-			bt.Rows = envelope.AppendRawRow(bt.Rows, &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()}, &id, envelope.ValueText)
+			bt.Records = append(bt.Records, sink.Record{Record: &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()},
+				ID: [16]byte{byte(o), byte(o >> 8), byte(o >> 16)}})
 		}
 		bt.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: first, Last: first + per - 1, Records: per}}
 		staged[i] = bt

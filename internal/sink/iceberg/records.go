@@ -11,10 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
-	gojson "github.com/goccy/go-json" // decodes staged rows faster than encoding/json: loads 1.7x (BenchmarkLoad)
 
 	"github.com/tracelake/tracelake/internal/envelope"
-
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -62,112 +60,91 @@ func diffSchema(want, have *iceberggo.Schema) []string {
 	return diff
 }
 
-// stagedRaw is a staged raw row (envelope.AppendRawRow with ValueText);
-// dead-letter rows are envelope.DLQRow.
-type stagedRaw struct {
-	UUID      string          `json:"uuid"`
-	Offset    int64           `json:"koffset"`
-	Partition int32           `json:"kpartition"`
-	Value     *string         `json:"raw_data"`
-	Metadata  json.RawMessage `json:"record_metadata"`
-}
-
-// buildRecord turns one staged NDJSON file into an Arrow record batch of
-// the rows past fence (nil if none) and adds them to counts per
-// partition. topics (see topicsByPartition) saves decoding a raw row's
-// metadata for its topic.
-func buildRecord(data []byte, dlq bool, fence map[sink.TopicPartition]int64, topics map[int32]string, now time.Time,
-	counts map[sink.TopicPartition]int64) (arrow.RecordBatch, error) {
-	sc, err := arrowSchema(dlq)
-	if err != nil {
-		return nil, err
-	}
+// buildRawRecord turns the raw rows of records past fence into an Arrow
+// record batch of schema sc (nil if none), adding them to counts per
+// partition. The columns are what envelope.AppendRawRow writes for the
+// other sinks: raw_data is the value's bytes (NULL for an empty value),
+// record_metadata envelope.AppendMetadata's JSON.
+func buildRawRecord(sc *arrow.Schema, records []sink.Record, fence map[sink.TopicPartition]int64, now time.Time,
+	counts map[sink.TopicPartition]int64) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
-	if !dlq {
-		// raw_data is most of a staged row: room for all of it up front
-		// spares the builder's doubling copies.
-		b.Field(3).(*array.StringBuilder).ReserveData(len(data))
+	uuid, offset, partition := b.Field(0).(*array.StringBuilder), b.Field(1).(*array.Int64Builder), b.Field(2).(*array.Int32Builder)
+	value, metadata, added := b.Field(3).(*array.StringBuilder), b.Field(4).(*array.StringBuilder), b.Field(5).(*array.TimestampBuilder)
+	size := 0
+	for _, r := range records {
+		size += len(r.Value)
 	}
+	// Room for every row up front spares the builders' doubling copies.
+	b.Reserve(len(records))
+	value.ReserveData(size)
 	ts := arrow.Timestamp(now.UnixMicro())
-	past := func(tp sink.TopicPartition, offset int64) bool {
-		next, ok := fence[tp]
-		return !ok || offset >= next
+	var scratch []byte
+	n := 0
+	for i := range records {
+		r := &records[i]
+		tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		if next, ok := fence[tp]; ok && r.Offset < next {
+			continue
+		}
+		scratch = envelope.AppendUUID(scratch[:0], &r.ID)
+		uuid.BinaryBuilder.Append(scratch)
+		offset.Append(r.Offset)
+		partition.Append(r.Partition)
+		if len(r.Value) == 0 {
+			value.AppendNull()
+		} else {
+			value.BinaryBuilder.Append(r.Value)
+		}
+		scratch = envelope.AppendMetadata(scratch[:0], r.Record)
+		metadata.BinaryBuilder.Append(scratch)
+		added.Append(ts)
+		counts[tp]++
+		n++
 	}
+	if n == 0 {
+		return nil
+	}
+	return b.NewRecordBatch()
+}
+
+// buildDLQRecord turns one batch's staged dead-letter rows (NDJSON of
+// envelope.DLQRow) past fence into an Arrow record batch of schema sc (nil
+// if none), adding them to counts per partition.
+func buildDLQRecord(sc *arrow.Schema, data []byte, fence map[sink.TopicPartition]int64, now time.Time,
+	counts map[sink.TopicPartition]int64) (arrow.RecordBatch, error) {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	ts := arrow.Timestamp(now.UnixMicro())
 	n := 0
 	for _, line := range sink.Lines(data) {
-		if dlq {
-			var r envelope.DLQRow
-			if err := gojson.Unmarshal(line, &r); err != nil {
-				return nil, fmt.Errorf("staged dead-letter row: %w", err)
-			}
-			tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-			if !past(tp, r.Offset) {
-				continue
-			}
-			b.Field(0).(*array.StringBuilder).Append(r.Topic)
-			b.Field(1).(*array.Int32Builder).Append(r.Partition)
-			b.Field(2).(*array.Int64Builder).Append(r.Offset)
-			if err := appendBase64(b.Field(3).(*array.BinaryBuilder), r.Key); err != nil {
-				return nil, err
-			}
-			if err := appendBase64(b.Field(4).(*array.BinaryBuilder), r.Value); err != nil {
-				return nil, err
-			}
-			b.Field(5).(*array.StringBuilder).Append(r.Error)
-			b.Field(6).(*array.StringBuilder).Append(r.Stage)
-			b.Field(7).(*array.TimestampBuilder).Append(ts)
-			counts[tp]++
-		} else {
-			var r stagedRaw
-			if err := gojson.Unmarshal(line, &r); err != nil {
-				return nil, fmt.Errorf("staged raw row: %w", err)
-			}
-			topic, ok := topics[r.Partition]
-			if !ok {
-				var md struct{ Topic string }
-				if err := gojson.Unmarshal(r.Metadata, &md); err != nil {
-					return nil, fmt.Errorf("staged raw row's metadata: %w", err)
-				}
-				topic = md.Topic
-			}
-			tp := sink.TopicPartition{Topic: topic, Partition: r.Partition}
-			if !past(tp, r.Offset) {
-				continue
-			}
-			b.Field(0).(*array.StringBuilder).Append(r.UUID)
-			b.Field(1).(*array.Int64Builder).Append(r.Offset)
-			b.Field(2).(*array.Int32Builder).Append(r.Partition)
-			if r.Value == nil {
-				b.Field(3).AppendNull()
-			} else {
-				b.Field(3).(*array.StringBuilder).Append(*r.Value)
-			}
-			b.Field(4).(*array.StringBuilder).Append(string(r.Metadata))
-			b.Field(5).(*array.TimestampBuilder).Append(ts)
-			counts[tp]++
+		var r envelope.DLQRow
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("staged dead-letter row: %w", err)
 		}
+		tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		if next, ok := fence[tp]; ok && r.Offset < next {
+			continue
+		}
+		b.Field(0).(*array.StringBuilder).Append(r.Topic)
+		b.Field(1).(*array.Int32Builder).Append(r.Partition)
+		b.Field(2).(*array.Int64Builder).Append(r.Offset)
+		if err := appendBase64(b.Field(3).(*array.BinaryBuilder), r.Key); err != nil {
+			return nil, err
+		}
+		if err := appendBase64(b.Field(4).(*array.BinaryBuilder), r.Value); err != nil {
+			return nil, err
+		}
+		b.Field(5).(*array.StringBuilder).Append(r.Error)
+		b.Field(6).(*array.StringBuilder).Append(r.Stage)
+		b.Field(7).(*array.TimestampBuilder).Append(ts)
+		counts[tp]++
 		n++
 	}
 	if n == 0 {
 		return nil, nil
 	}
 	return b.NewRecordBatch(), nil
-}
-
-// topicsByPartition maps each partition number of files to its topic, or
-// returns nil if a number belongs to two topics.
-func topicsByPartition(files []sink.File) map[int32]string {
-	m := map[int32]string{}
-	for _, f := range files {
-		for _, r := range f.Ranges {
-			if t, ok := m[r.Partition]; ok && t != r.Topic {
-				return nil
-			}
-			m[r.Partition] = r.Topic
-		}
-	}
-	return m
 }
 
 func appendBase64(b *array.BinaryBuilder, v *string) error {

@@ -10,7 +10,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
@@ -22,19 +21,18 @@ import (
 func BenchmarkWriteParquet(b *testing.B) {
 	const n = 100_000
 	g := tracegen.New(1)
-	var staged []byte
+	records := make([]sink.Record, n)
 	var valueBytes int64
-	var id [16]byte
 	for o := range int64(n) {
 		v := g.Append(nil)
 		valueBytes += int64(len(v))
-		id[0], id[1], id[2] = byte(o), byte(o>>8), byte(o>>16)
-		staged = envelope.AppendRawRow(staged, &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()}, &id, envelope.ValueText)
+		records[o] = sink.Record{Record: &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()}, ID: [16]byte{byte(o), byte(o >> 8), byte(o >> 16)}}
 	}
-	rec, err := buildRecord(staged, false, nil, nil, time.Now(), map[sink.TopicPartition]int64{})
+	sc, err := arrowSchema(false)
 	if err != nil {
 		b.Fatal(err)
 	}
+	rec := buildRawRecord(sc, records, nil, time.Now(), map[sink.TopicPartition]int64{})
 	defer rec.Release()
 	dir := b.TempDir()
 	s, err := Open(context.Background(), Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
