@@ -400,6 +400,9 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		batches[i] = s.kept[f.Name]
 	}
 	s.mu.Unlock()
+	if i := slices.Index(batches, nil); i >= 0 {
+		return nil, fmt.Errorf("batch %s was not staged in this process", files[i].Name)
+	}
 	counts, written, err := s.writeRows(ctx, tbl, batches, dlq, pos)
 	if err != nil {
 		return nil, err
@@ -424,14 +427,16 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		s.removeFiles(ctx, tbl, written)
 		return nil, err
 	}
-	if len(written) == 0 && dlq {
-		return counts, nil // no dead letter to add; the fence of this table stays
-	}
 	next := maps.Clone(freshPos)
 	for _, f := range files {
 		for _, r := range f.Ranges {
 			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
 		}
+	}
+	if len(written) == 0 && (dlq || maps.Equal(next, freshPos)) {
+		// No row to add, and the dead-letter table's fence stays, or the
+		// raw table's positions are already there (a repeated load).
+		return counts, nil
 	}
 	txn := fresh.NewTransaction()
 	props := iceberggo.Properties{PositionsKey: encodePositions(next)}

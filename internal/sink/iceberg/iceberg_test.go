@@ -192,9 +192,22 @@ func TestLoadPositionsAndReadBack(t *testing.T) {
 		t.Errorf("positions %v %v", next, err)
 	}
 
-	// A load repeated (a lost reply, a former owner) adds nothing; an
-	// overlapping one adds only what is past the positions.
+	// A load repeated (a lost reply, a former owner) adds nothing, not
+	// even a commit; an overlapping one adds only what is past the
+	// positions.
+	metadataLocation := func() string {
+		raw, _ := s.Identifiers()
+		tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl.MetadataLocation()
+	}
+	before := metadataLocation()
 	load(t, s, batch(0, 100, 149))
+	if after := metadataLocation(); after != before {
+		t.Errorf("a repeated load committed: metadata %s, was %s", after, before)
+	}
 	load(t, s, batch(0, 140, 159, 155))
 	got = stored(t, s, false)
 	if !slices.Equal(got[0], seq(0, 159, 7, 50, 155)) {
