@@ -239,55 +239,42 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 }
 
 // FromStored builds the report of a sink without ledger ranges (Iceberg):
-// next is where each partition resumes, raw and dlq how many times each
-// offset is stored. Offsets from the first stored one up to next that are
-// in neither table count as a gap (a transactional producer's control
+// next is where each partition resumes, raw and dlq the offsets stored in
+// each table. Offsets from the first stored one up to next that are in
+// neither table count as a gap (a transactional producer's control
 // records, which have offsets and no record, count too).
 func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.TopicPartition]int64,
-	raw, dlq map[sink.TopicPartition]map[int64]int, fromStart bool) *Report {
+	raw, dlq map[sink.TopicPartition]*sink.Offsets, fromStart bool) *Report {
 	parts := newPartitions(marks)
 	get := parts.get
 	for tp, n := range next {
 		get(tp).LedgerNext = n
 	}
-	stored := map[sink.TopicPartition]map[int64]int{} // raw ∪ dead-letter
-	for _, table := range []map[sink.TopicPartition]map[int64]int{raw, dlq} {
-		for tp, offs := range table {
-			if stored[tp] == nil {
-				stored[tp] = map[int64]int{}
-			}
-			for o, n := range offs {
-				stored[tp][o] += n
-			}
-		}
-	}
+	stored := map[sink.TopicPartition]bool{}
 	for tp, offs := range raw {
-		for _, n := range offs {
-			get(tp).Rows += int64(n)
-		}
+		get(tp).Rows = offs.Count()
+		stored[tp] = true
 	}
 	for tp, offs := range dlq {
-		for _, n := range offs {
-			get(tp).DLQRows += int64(n)
-		}
+		get(tp).DLQRows = offs.Count()
+		stored[tp] = true
 	}
-	for tp, offs := range stored {
+	for tp := range stored {
 		p := get(tp)
-		first := int64(-1)
-		var inRange int64
-		for o, n := range offs {
-			if first < 0 || o < first {
-				first = o
-			}
-			p.Duplicates += int64(n - 1)
-			if p.LedgerNext < 0 || o < p.LedgerNext {
-				inRange++
-			}
-		}
-		p.LedgerFirst = first
+		union, dups := sink.Coverage(raw[tp], dlq[tp])
+		p.Duplicates = dups
+		p.LedgerFirst = union[0].First
 		p.LedgerRecords = p.Rows + p.DLQRows
-		if p.LedgerNext > first {
-			p.Gaps = p.LedgerNext - first - inRange
+		var inRange int64 // distinct offsets below the position
+		for _, r := range union {
+			last := r.Last
+			if p.LedgerNext >= 0 {
+				last = min(last, p.LedgerNext-1)
+			}
+			inRange += max(0, last-r.First+1)
+		}
+		if p.LedgerNext > p.LedgerFirst {
+			p.Gaps = p.LedgerNext - p.LedgerFirst - inRange
 		}
 	}
 	return finish(parts, true, fromStart)

@@ -577,9 +577,9 @@ func (s *Sink) DataFiles(ctx context.Context, dlq bool) ([]iceberggo.DataFile, e
 }
 
 // Stored reads a table (the dead-letter table with dlq) with a scan of its
-// current snapshot and returns, per partition, how many times each offset
-// is stored: what verify needs, and what tests read back.
-func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]map[int64]int, error) {
+// current snapshot and returns, per partition, the offsets stored (with
+// their repeats): what verify needs, and what tests read back.
+func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*sink.Offsets, error) {
 	id, offsetCol, partCol, topicCol := s.raw, "koffset", "kpartition", "record_metadata"
 	if dlq {
 		id, offsetCol, partCol, topicCol = s.dlq, "offset", "partition", "topic"
@@ -592,7 +592,7 @@ func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]ma
 	if err != nil {
 		return nil, fmt.Errorf("scan %s: %w", name(id), err)
 	}
-	out := map[sink.TopicPartition]map[int64]int{}
+	out := map[sink.TopicPartition]*sink.Offsets{}
 	for rec, err := range batches {
 		if err != nil {
 			return nil, fmt.Errorf("scan %s: %w", name(id), err)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -171,7 +172,7 @@ func arrowSchema(dlq bool) (*arrow.Schema, error) {
 }
 
 // countStored adds the offsets of one scanned batch to out.
-func countStored(rec arrow.RecordBatch, dlq bool, offsetCol, partCol, topicCol string, out map[sink.TopicPartition]map[int64]int) error {
+func countStored(rec arrow.RecordBatch, dlq bool, offsetCol, partCol, topicCol string, out map[sink.TopicPartition]*sink.Offsets) error {
 	col := func(name string) (arrow.Array, error) {
 		idx := rec.Schema().FieldIndices(name)
 		if len(idx) == 0 {
@@ -195,17 +196,32 @@ func countStored(rec arrow.RecordBatch, dlq bool, offsetCol, partCol, topicCol s
 	for i := range int(rec.NumRows()) {
 		topic := t.Value(i)
 		if !dlq {
-			var md struct{ Topic string }
-			if err := json.Unmarshal([]byte(topic), &md); err != nil {
-				return fmt.Errorf("record_metadata: %w", err)
+			if topic, err = metadataTopic(topic); err != nil {
+				return err
 			}
-			topic = md.Topic
 		}
 		tp := sink.TopicPartition{Topic: topic, Partition: p.Value(i)}
 		if out[tp] == nil {
-			out[tp] = map[int64]int{}
+			out[tp] = &sink.Offsets{}
 		}
-		out[tp][o.Value(i)]++
+		out[tp].Add(o.Value(i))
 	}
 	return nil
+}
+
+// metadataTopic reads the topic from a record_metadata value. It starts
+// with the topic (envelope.AppendMetadata), usually without an escape,
+// which is read without decoding the JSON.
+func metadataTopic(md string) (string, error) {
+	const prefix = `{"topic":"`
+	if rest, ok := strings.CutPrefix(md, prefix); ok {
+		if end := strings.IndexAny(rest, `"\`); end >= 0 && rest[end] == '"' {
+			return rest[:end], nil
+		}
+	}
+	var v struct{ Topic string }
+	if err := json.Unmarshal([]byte(md), &v); err != nil {
+		return "", fmt.Errorf("record_metadata: %w", err)
+	}
+	return v.Topic, nil
 }

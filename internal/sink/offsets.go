@@ -1,0 +1,60 @@
+package sink
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Offsets collects the offsets of one partition that a table scan finds,
+// as runs of consecutive offsets. A scan reads each data file in the order
+// its rows were loaded, so a partition's offsets come in a few long runs
+// per file: memory grows with the runs, not with the rows (a map of every
+// offset would not fit for a table of billions of rows).
+type Offsets struct {
+	runs  []Run
+	count int64
+}
+
+// Run is the offsets First through Last, each once.
+type Run struct{ First, Last int64 }
+
+// Add records one stored row at offset o.
+func (s *Offsets) Add(o int64) {
+	s.count++
+	if n := len(s.runs); n > 0 && s.runs[n-1].Last+1 == o {
+		s.runs[n-1].Last = o
+		return
+	}
+	s.runs = append(s.runs, Run{o, o})
+}
+
+// Count is how many rows were added.
+func (s *Offsets) Count() int64 { return s.count }
+
+// Coverage merges the runs of sets (raw and dead-letter rows of one
+// partition) and returns the distinct offsets as sorted disjoint runs,
+// with the number of rows beyond the first of each offset (duplicates).
+func Coverage(sets ...*Offsets) (union []Run, duplicates int64) {
+	var all []Run
+	var rows int64
+	for _, s := range sets {
+		if s != nil {
+			all = append(all, s.runs...)
+			rows += s.count
+		}
+	}
+	slices.SortFunc(all, func(a, b Run) int { return cmp.Compare(a.First, b.First) })
+	var distinct int64
+	for _, r := range all {
+		if n := len(union); n > 0 && r.First <= union[n-1].Last+1 {
+			if r.Last > union[n-1].Last {
+				distinct += r.Last - union[n-1].Last
+				union[n-1].Last = r.Last
+			}
+			continue
+		}
+		union = append(union, r)
+		distinct += r.Last - r.First + 1
+	}
+	return union, rows - distinct
+}
