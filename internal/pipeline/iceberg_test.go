@@ -1,0 +1,113 @@
+package pipeline_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// The Iceberg sink in the pipeline (2 workers writing Parquet at once,
+// rows built from the records): 20,000 traces and the nasty values land
+// once each, the values byte for byte, the bad ones as dead letters.
+func TestIcebergPipeline(t *testing.T) {
+	const n = 20_000
+	nasty := []struct {
+		value []byte
+		raw   bool
+	}{
+		{[]byte(`{"i":1234567890123456789012345678901234567890,"d":0.123456789012345678901234567890}`), true},
+		{[]byte("{\n  \"a\": [\n    1\n  ]\n}\n"), true},
+		{[]byte(`{"s":"日本語 😀 \u00e9 \"q\" \\ \n \t \ud800"}`), true}, // text, so even a lone surrogate escape stays
+		{[]byte(`{"blob":"` + strings.Repeat("x", 4<<20) + `"}`), true},
+		{nil, true},
+		{[]byte(`{"a":`), false},
+		{[]byte("{\"a\":\"\xff\"}"), false},
+	}
+	c := newCluster(t, 4)
+	cl := producer(t, c, kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedBytes(64<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i, v := range nasty {
+		produce(t, cl, &kgo.Record{Topic: topic, Partition: 0, Key: []byte{byte(i)}, Value: v.value})
+	}
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 3, nil))
+	cfg := testConfig(t, c)
+	cfg.Sink.Type = config.SinkIceberg
+	dir := t.TempDir()
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
+		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Log: testLog(t)})
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	must(t, s.Prepare(context.Background()))
+	runUntilIdle(t, cfg, s, &pipeline.Stats{})
+
+	var rows, dead int64
+	for _, dlq := range []bool{false, true} {
+		stored, err := s.Stored(context.Background(), dlq)
+		must(t, err)
+		for tp, offs := range stored {
+			if _, dups := sink.Coverage(offs); dups != 0 {
+				t.Errorf("%v: %d rows twice (dead letters: %v)", tp, dups, dlq)
+			}
+			if dlq {
+				dead += offs.Count()
+			} else {
+				rows += offs.Count()
+			}
+		}
+	}
+	wantDead := int64(0)
+	for _, v := range nasty {
+		if !v.raw {
+			wantDead++
+		}
+	}
+	if rows != n+int64(len(nasty))-wantDead || dead != wantDead {
+		t.Errorf("%d rows and %d dead letters, want %d and %d", rows, dead, n+int64(len(nasty))-wantDead, wantDead)
+	}
+
+	// The values of partition 0's first offsets are the nasty ones.
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+	must(t, err)
+	_, batches, err := tbl.Scan(table.WithSelectedFields("koffset", "kpartition", "raw_data")).ToArrowRecords(context.Background())
+	must(t, err)
+	got := map[int64]*string{}
+	for rec, err := range batches {
+		must(t, err)
+		o, p, v := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int32), rec.Column(2).(*array.String)
+		for i := range int(rec.NumRows()) {
+			if p.Value(i) == 0 && o.Value(i) < int64(len(nasty)) {
+				var text *string
+				if !v.IsNull(i) {
+					s := v.Value(i)
+					text = &s
+				}
+				got[o.Value(i)] = text
+			}
+		}
+		rec.Release()
+	}
+	for i, v := range nasty {
+		text, ok := got[int64(i)]
+		switch {
+		case !v.raw && ok:
+			t.Errorf("value %d: in the raw table, want a dead letter", i)
+		case v.raw && !ok:
+			t.Errorf("value %d: not in the raw table", i)
+		case v.raw && v.value == nil && text != nil:
+			t.Errorf("value %d: raw_data %q, want NULL", i, *text)
+		case v.raw && v.value != nil && (text == nil || *text != string(v.value)):
+			t.Errorf("value %d: raw_data not byte for byte", i)
+		}
+	}
+}
