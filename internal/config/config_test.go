@@ -54,6 +54,10 @@ func TestBadKeysNamed(t *testing.T) {
 		"merge.models[2].columns.id.type: want a SQL type like VARCHAR",
 		`merge.models[2].columns.half.path: want a JSON path like`,
 		"merge.models[0].source: a model reads a tracelake raw table; in transform mode")
+	f("testdata/bad_iceberg.yaml",
+		"sink.iceberg.rest: set, but sink.iceberg.catalog is not a REST catalog",
+		`sink.iceberg.namespace: want a name of letters, digits and _, got "a.b"`,
+		"mode: transform mode is not built for the iceberg sink")
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
 }
 

@@ -95,7 +95,10 @@ func (c *Config) validate(consuming bool) error {
 	case SinkDatabend:
 		c.Sink.Databend.validate(check)
 	case SinkIceberg:
-		check(c.Sink.Iceberg.Catalog != "", "sink.iceberg.catalog", "a SQLite file or a postgres:// URL for the catalog is required")
+		check(c.Sink.Iceberg.Catalog != "", "sink.iceberg.catalog", "a SQLite file, a postgres:// URL or a REST catalog's https:// URL is required")
+		rest := strings.HasPrefix(c.Sink.Iceberg.Catalog, "http://") || strings.HasPrefix(c.Sink.Iceberg.Catalog, "https://")
+		check(rest || c.Sink.Iceberg.REST == (IcebergREST{}), "sink.iceberg.rest",
+			"set, but sink.iceberg.catalog is not a REST catalog (want an http:// or https:// URL there)")
 		check(c.Sink.Iceberg.Warehouse != "", "sink.iceberg.warehouse", "a directory for the tables' files is required")
 		check(identifier.MatchString(c.Sink.Iceberg.Namespace) && !strings.Contains(c.Sink.Iceberg.Namespace, "."),
 			"sink.iceberg.namespace", "want a name of letters, digits and _, got %q", c.Sink.Iceberg.Namespace)
