@@ -290,20 +290,16 @@ func encodePositions(m map[sink.TopicPartition]int64) string {
 
 // AllPositions returns the raw table's positions of every partition.
 func (s *Sink) AllPositions(ctx context.Context) (map[sink.TopicPartition]int64, error) {
-	tbl, err := s.cat.LoadTable(ctx, s.raw)
+	tbl, err := s.loadTable(ctx, s.raw)
 	if err != nil {
-		return nil, fmt.Errorf("load table %s: %w", name(s.raw), err)
+		return nil, err
 	}
 	return positions(tbl)
 }
 
 // Positions returns the raw table's positions of parts.
 func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
-	tbl, err := s.cat.LoadTable(ctx, s.raw)
-	if err != nil {
-		return nil, fmt.Errorf("load table %s: %w", name(s.raw), err)
-	}
-	all, err := positions(tbl)
+	all, err := s.AllPositions(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +310,15 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 		}
 	}
 	return out, nil
+}
+
+// loadTable loads a table's current metadata from the catalog.
+func (s *Sink) loadTable(ctx context.Context, id table.Identifier) (*table.Table, error) {
+	tbl, err := s.cat.LoadTable(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load table %s: %w", name(id), err)
+	}
+	return tbl, nil
 }
 
 // Stage keeps the batch in memory until it is loaded: Parquet files are
@@ -386,9 +391,9 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 // writer moved a partition of this load in between, the files were cut by
 // stale positions and are written again.
 func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.File, dlq bool, loadID string) (map[sink.TopicPartition]int64, error) {
-	tbl, err := s.cat.LoadTable(ctx, id)
+	tbl, err := s.loadTable(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("load table: %w", err)
+		return nil, err
 	}
 	pos, err := positions(tbl)
 	if err != nil {
@@ -416,7 +421,7 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	// The positions committed are the table's now, not those read before
 	// the lock: another worker may have committed its partitions since.
 	var freshPos map[sink.TopicPartition]int64
-	fresh, err := s.cat.LoadTable(ctx, id)
+	fresh, err := s.loadTable(ctx, id)
 	if err == nil {
 		if freshPos, err = positions(fresh); err == nil && !samePositions(pos, freshPos, files) {
 			s.removeFiles(ctx, tbl, written)
@@ -561,9 +566,9 @@ func (s *Sink) DataFiles(ctx context.Context, dlq bool) ([]iceberggo.DataFile, e
 	if dlq {
 		id = s.dlq
 	}
-	tbl, err := s.cat.LoadTable(ctx, id)
+	tbl, err := s.loadTable(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("load table %s: %w", name(id), err)
+		return nil, err
 	}
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	if err != nil {
@@ -584,9 +589,9 @@ func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*s
 	if dlq {
 		id, offsetCol, partCol, topicCol = s.dlq, "offset", "partition", "topic"
 	}
-	tbl, err := s.cat.LoadTable(ctx, id)
+	tbl, err := s.loadTable(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("load table %s: %w", name(id), err)
+		return nil, err
 	}
 	_, batches, err := tbl.Scan(table.WithSelectedFields(offsetCol, partCol, topicCol)).ToArrowRecords(ctx)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
@@ -43,9 +42,9 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]C
 	cfg.MinInputFiles = 2 // two small files of a day are already worth one
 	var out []Compaction
 	for _, id := range []table.Identifier{s.raw, s.dlq} {
-		tbl, err := s.cat.LoadTable(ctx, id)
+		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
-			return out, fmt.Errorf("load table %s: %w", name(id), err)
+			return out, err
 		}
 		plan, err := compaction.Analyze(ctx, tbl, cfg)
 		if err != nil {
@@ -115,9 +114,9 @@ var errUnknownOutcome = errors.New("commit outcome unknown")
 // writer.
 func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build func(*table.Table) (*table.Transaction, error)) error {
 	for attempt := 1; ; attempt++ {
-		tbl, err := s.cat.LoadTable(ctx, id)
+		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
-			return fmt.Errorf("load table %s: %w", name(id), err)
+			return err
 		}
 		txn, err := build(tbl)
 		if err != nil {
@@ -190,14 +189,17 @@ func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast i
 		if err != nil {
 			return out, fmt.Errorf("expire %s: %w", name(id), err)
 		}
-		tbl, err := s.cat.LoadTable(ctx, id)
+		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
-			return out, fmt.Errorf("load table %s: %w", name(id), err)
+			return out, err
 		}
-		after := snapshotIDs(tbl)
+		after := map[int64]bool{}
+		for _, snap := range snapshotIDs(tbl) {
+			after[snap] = true
+		}
 		e := Expiry{Table: name(id), Remain: len(after)}
 		for _, snap := range before {
-			if !slices.Contains(after, snap) {
+			if !after[snap] {
 				e.Expired++
 			}
 		}
@@ -236,9 +238,9 @@ func (s *Sink) RemoveOrphans(ctx context.Context, grace time.Duration, dryRun bo
 	}
 	var out []Orphans
 	for _, id := range []table.Identifier{s.raw, s.dlq} {
-		tbl, err := s.cat.LoadTable(ctx, id)
+		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
-			return out, fmt.Errorf("load table %s: %w", name(id), err)
+			return out, err
 		}
 		res, err := tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(grace), table.WithDryRun(dryRun))
 		if err != nil {
