@@ -460,7 +460,7 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		// lost race is known to have committed nothing; after any other
 		// failure the commit may have landed, so its files stay, for
 		// orphan cleanup to judge later.
-		if lostRace(err) {
+		if LostRace(err) {
 			s.removeFiles(ctx, tbl, written)
 		} else if len(written) > 0 {
 			s.log.Warn("iceberg commit failed with an unknown outcome; its data files are kept (tracelake orphans removes them if unreferenced)",
@@ -528,12 +528,12 @@ func samePositions(a, b map[sink.TopicPartition]int64, files []sink.File) bool {
 	return true
 }
 
-// lostRace reports whether a commit failed because the table changed
+// LostRace reports whether a commit failed because the table changed
 // under it, which leaves the catalog untouched: the catalog's
 // compare-and-swap failed (ErrCommitFailed), or a requirement of the
 // commit no longer held. iceberg-go's catalogs check requirements before
 // writing anything and report a failed one only by its text.
-func lostRace(err error) bool {
+func LostRace(err error) bool {
 	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: ")
 }
 

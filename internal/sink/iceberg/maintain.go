@@ -138,7 +138,7 @@ func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build fu
 				s.log.Warn("committed, but some freed files could not be deleted; tracelake orphans removes them later", "table", name(id), "err", err)
 			}
 			return nil
-		case !lostRace(err):
+		case !LostRace(err):
 			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
 		case attempt == maintenanceAttempts:
 			return fmt.Errorf("lost %d commit races in a row, the last: %w", attempt, err)

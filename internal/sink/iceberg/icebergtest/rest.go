@@ -3,6 +3,7 @@ package icebergtest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
 // REST is an Iceberg REST catalog server for tests. No REST catalog
@@ -61,12 +64,7 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 			return
 		}
 		err := cat.CreateNamespace(ctx, body.Namespace, body.Properties)
-		if errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-			restError(w, http.StatusConflict, "AlreadyExistsException", err.Error())
-			return
-		}
-		if err != nil {
-			restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+		if failed(w, err, catalog.ErrNamespaceAlreadyExists, http.StatusConflict, "AlreadyExistsException") {
 			return
 		}
 		reply(t, w, body)
@@ -85,12 +83,7 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 			opts = append(opts, catalog.WithPartitionSpec(body.PartitionSpec))
 		}
 		tbl, err := cat.CreateTable(ctx, table.Identifier{parts[1], body.Name}, body.Schema, opts...)
-		if errors.Is(err, catalog.ErrTableAlreadyExists) {
-			restError(w, http.StatusConflict, "AlreadyExistsException", err.Error())
-			return
-		}
-		if err != nil {
-			restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+		if failed(w, err, catalog.ErrTableAlreadyExists, http.StatusConflict, "AlreadyExistsException") {
 			return
 		}
 		replyTable(t, w, tbl.Metadata(), tbl.MetadataLocation())
@@ -99,12 +92,7 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 		switch req.Method {
 		case http.MethodGet, http.MethodHead:
 			tbl, err := cat.LoadTable(ctx, id)
-			if errors.Is(err, catalog.ErrNoSuchTable) {
-				restError(w, http.StatusNotFound, "NoSuchTableException", err.Error())
-				return
-			}
-			if err != nil {
-				restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+			if failed(w, err, catalog.ErrNoSuchTable, http.StatusNotFound, "NoSuchTableException") {
 				return
 			}
 			replyTable(t, w, tbl.Metadata(), tbl.MetadataLocation())
@@ -117,13 +105,11 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 				return
 			}
 			meta, loc, err := cat.CommitTable(ctx, id, body.Requirements, body.Updates)
-			if err != nil {
-				if errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed") {
-					r.Conflicts.Add(1)
-					restError(w, http.StatusConflict, "CommitFailedException", err.Error())
-					return
-				}
-				restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+			if err != nil && iceberg.LostRace(err) {
+				r.Conflicts.Add(1)
+				err = fmt.Errorf("%w: %w", table.ErrCommitFailed, err)
+			}
+			if failed(w, err, table.ErrCommitFailed, http.StatusConflict, "CommitFailedException") {
 				return
 			}
 			replyTable(t, w, meta, loc)
@@ -133,6 +119,20 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 	default:
 		restError(w, http.StatusNotFound, "NotFoundException", req.Method+" "+req.URL.Path+" is not served by this test server")
 	}
+}
+
+// failed answers err, if any: with code and typ when it is (or wraps)
+// known, else as a server error. It reports whether it answered.
+func failed(w http.ResponseWriter, err, known error, code int, typ string) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, known):
+		restError(w, code, typ, err.Error())
+	default:
+		restError(w, http.StatusInternalServerError, "ServerError", err.Error())
+	}
+	return true
 }
 
 func decode(w http.ResponseWriter, req *http.Request, v any) bool {
