@@ -60,7 +60,6 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	opt := Options{
 		Transform:     cfg.Mode == config.ModeTransform,
 		RawValue:      rawValue,
-		KeepRecords:   cfg.Sink.Type == config.SinkIceberg, // it builds Arrow columns from the records
 		MaxRecords:    cfg.Batch.MaxRecords,
 		MaxBytes:      int64(cfg.Batch.MaxBytes),
 		MaxInterval:   cfg.Batch.MaxInterval.D(),

@@ -26,7 +26,6 @@ import (
 type Options struct {
 	Transform      bool
 	RawValue       envelope.ValueEncoding // how staged rows carry the value, as the sink reads it
-	KeepRecords    bool                   // raw rows go to the sink as records (sink.Batch.Records), not NDJSON
 	MaxRecords     int
 	MaxBytes       int64
 	MaxInterval    time.Duration // batch
@@ -119,7 +118,8 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	}
 	b := newBatcher(opt.Transform, opt.MaxRecords, opt.MaxBytes, opt.MaxInterval)
 	b.valueEnc = opt.RawValue
-	b.keepRecords = opt.KeepRecords && !opt.Transform
+	_, b.keepRecords = opt.Sink.(sink.RecordStager)
+	b.keepRecords = b.keepRecords && !opt.Transform
 	w := &Worker{
 		id:      id,
 		opt:     opt,

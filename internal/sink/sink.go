@@ -45,8 +45,7 @@ type Range struct {
 type Batch struct {
 	Rows []byte // NDJSON rows for the main table
 	// Records are the main table's rows as the Kafka records themselves,
-	// instead of Rows, for a sink that builds its rows without NDJSON
-	// (the Iceberg sink builds Arrow columns): raw mode only.
+	// instead of Rows, for a RecordStager: raw mode only.
 	Records []Record
 	DLQ     []byte  // NDJSON rows for the dead-letter table
 	Ranges  []Range // one per partition, sorted by topic and partition
@@ -126,6 +125,13 @@ type Sink interface {
 // it: staging concurrently there only takes CPU from the loads.
 type ConcurrentStager interface {
 	StageAhead() int
+}
+
+// RecordStager is a Sink that takes a raw-mode batch's rows as the Kafka
+// records (Batch.Records) and builds its own rows from them, instead of
+// NDJSON (Batch.Rows): the Iceberg sink builds Arrow columns.
+type RecordStager interface {
+	StagesRecords()
 }
 
 // Loaded is what a load wrote, per partition, after skipping rows already

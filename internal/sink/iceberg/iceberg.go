@@ -321,10 +321,12 @@ func (s *Sink) loadTable(ctx context.Context, id table.Identifier) (*table.Table
 	return tbl, nil
 }
 
+// StagesRecords makes the sink a sink.RecordStager: raw rows come as
+// records and become Arrow columns without a detour through NDJSON.
+func (s *Sink) StagesRecords() {}
+
 // Stage keeps the batch in memory until it is loaded: Parquet files are
-// written at load time, by the commit that references them. Raw rows come
-// as records (pipeline option KeepRecords): they become Arrow columns
-// without a detour through NDJSON.
+// written at load time, by the commit that references them.
 func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 	if len(b.Rows) > 0 {
 		return sink.File{}, errors.New("the iceberg sink takes raw rows as records, not NDJSON rows")
