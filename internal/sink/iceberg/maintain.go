@@ -68,7 +68,7 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]C
 				s.removeFiles(ctx, tbl, res.NewDataFiles)
 				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
 			}
-			if err := s.replaceFiles(ctx, id, res.OldDataFiles, res.NewDataFiles); err != nil {
+			if err := s.replaceFiles(ctx, tbl, res.OldDataFiles, res.NewDataFiles); err != nil {
 				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
 			}
 			c.FilesAfter += len(res.NewDataFiles)
@@ -81,14 +81,14 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]C
 	return out, nil
 }
 
-// replaceFiles commits the swap of old for added, re-reading the table
-// after each lost race: loads only add files, so the swap stays valid
-// unless another compaction removed one of old first, which ends it.
-func (s *Sink) replaceFiles(ctx context.Context, id table.Identifier, old, added []iceberggo.DataFile) error {
-	err := s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
-		txn := tbl.NewTransaction()
+// replaceFiles commits the swap of old for added in tbl, re-reading the
+// table after each lost race: loads only add files, so the swap stays
+// valid unless another compaction removed one of old first, which ends it.
+func (s *Sink) replaceFiles(ctx context.Context, tbl *table.Table, old, added []iceberggo.DataFile) error {
+	err := s.retryLostRaces(ctx, tbl.Identifier(), func(fresh *table.Table) (*table.Transaction, error) {
+		txn := fresh.NewTransaction()
 		summary := iceberggo.Properties{"tracelake.operation": "compact"}
-		if p, ok := tbl.Properties()[PositionsKey]; ok {
+		if p, ok := fresh.Properties()[PositionsKey]; ok {
 			summary[PositionsKey] = p // carried forward, for readers of the snapshot history
 		}
 		if err := txn.ReplaceDataFilesWithDataFiles(ctx, old, added, summary); err != nil {
@@ -97,10 +97,7 @@ func (s *Sink) replaceFiles(ctx context.Context, id table.Identifier, old, added
 		return txn, nil
 	})
 	if err != nil && !errors.Is(err, errUnknownOutcome) {
-		tbl, lerr := s.cat.LoadTable(ctx, id)
-		if lerr == nil {
-			s.removeFiles(ctx, tbl, added)
-		}
+		s.removeFiles(ctx, tbl, added)
 	}
 	return err
 }
