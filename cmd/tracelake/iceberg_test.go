@@ -161,6 +161,14 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 	if out := maintain("orphans", "--dry-run"); !strings.Contains(out, "trace_raw: 0 orphan files") {
 		t.Errorf("orphans: %s", out)
 	}
+	// Bad flags are usage errors (exit 2) that say what is accepted.
+	for _, bad := range [][]string{{"orphans", "--older-than", "10m"}, {"compact", "--target-size", "4KiB"}, {"expire", "--retain-last", "0"}} {
+		cmd := exec.Command(bin, append([]string{bad[0], "--config", cfgPath}, bad[1:]...)...)
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), bad[1]) {
+			t.Errorf("%v: exit %d (%v), want %d:\n%s", bad, cmd.ProcessState.ExitCode(), err, exitUsage, out)
+		}
+	}
 	checkIcebergOnce(t, s, bin, cfgPath, n, dead)
 
 	// tracelake sql reads both tables back through DuckDB.

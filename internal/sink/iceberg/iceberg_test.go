@@ -567,3 +567,43 @@ func TestParquetFilesAreZstdWithStatistics(t *testing.T) {
 		}
 	}
 }
+
+// A table whose commits the library would replay (commit.retry.num-retries
+// other than 0) is refused, naming the property.
+func TestReplayingTableIsRefused(t *testing.T) {
+	s := openSink(t, t.TempDir(), false)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Prepare(context.Background()))
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+	must(err)
+	txn := tbl.NewTransaction()
+	must(txn.SetProperties(map[string]string{table.CommitNumRetriesKey: "4"}))
+	_, err = txn.Commit(context.Background())
+	must(err)
+	err = s.Prepare(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "commit.retry.num-retries=4") {
+		t.Errorf("Prepare: %v", err)
+	}
+}
+
+// What the pipeline never does still gets a clear error, not a crash: NDJSON
+// raw rows, and a load of a batch this process did not stage.
+func TestStageAndLoadMisuse(t *testing.T) {
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Stage(context.Background(), &sink.Batch{Rows: []byte("{}\n")}); err == nil || !strings.Contains(err.Error(), "as records") {
+		t.Errorf("NDJSON rows staged: %v", err)
+	}
+	f := sink.File{Name: batch(0, 0, 9).Name(), Ranges: batch(0, 0, 9).Ranges}
+	if _, err := s.Load(context.Background(), []sink.File{f}); err == nil || !strings.Contains(err.Error(), "not staged in this process") {
+		t.Errorf("unstaged batch loaded: %v", err)
+	}
+}
