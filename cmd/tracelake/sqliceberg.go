@@ -8,13 +8,15 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
-	"github.com/duckdb/duckdb-go/v2"
+	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tracelake/tracelake/internal/config"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -41,13 +43,8 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 	for _, t := range []struct {
 		id   table.Identifier
 		name string
-		cols string
-		json []string // appended as VARCHAR (the appender would store a JSON string), then made JSON
-	}{
-		{raw, cfg.Sink.Table, "uuid VARCHAR, koffset BIGINT, kpartition INTEGER, raw_data VARCHAR, record_metadata VARCHAR, add_time TIMESTAMPTZ",
-			[]string{"raw_data", "record_metadata"}},
-		{dlq, cfg.DLQTable(), `topic VARCHAR, "partition" INTEGER, "offset" BIGINT, key BLOB, value BLOB, error VARCHAR, stage VARCHAR, add_time TIMESTAMPTZ`, nil},
-	} {
+		cols []duckdbsink.Column
+	}{{raw, cfg.Sink.Table, duckdbsink.RawColumns()}, {dlq, cfg.DLQTable(), duckdbsink.DLQColumns()}} {
 		if !regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(t.name) + `\b`).MatchString(query) {
 			continue
 		}
@@ -55,22 +52,45 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 		if err != nil {
 			return err
 		}
-		for _, col := range t.json {
-			if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER %s TYPE JSON", sqltext.Name(t.name), col)); err != nil {
-				return fmt.Errorf("make %s.%s JSON: %w", t.name, col, err)
-			}
-		}
 		slog.Debug("scanned iceberg table into duckdb", "table", t.name, "rows", n)
 	}
 	return printQuery(ctx, os.Stdout, db, query)
 }
 
 // copyIcebergTable creates table name (cols) in db and appends every row
-// of the Iceberg table id's current snapshot.
-func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifier, db *sql.DB, name, cols string) (int, error) {
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(name), cols)); err != nil {
+// of the Iceberg table id's current snapshot. JSON columns are appended as
+// VARCHAR and made JSON after: the appender would store a Go string into a
+// JSON column as a JSON string.
+func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifier, db *sql.DB, name string, cols []duckdbsink.Column) (int, error) {
+	defs := make([]string, len(cols))
+	for i, c := range cols {
+		typ := c.Type
+		if typ == "JSON" {
+			typ = "VARCHAR"
+		}
+		defs[i] = sqltext.Name(c.Name) + " " + typ
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(name), strings.Join(defs, ", "))); err != nil {
 		return 0, fmt.Errorf("create table %s: %w", name, err)
 	}
+	n, err := appendIcebergTable(ctx, snk, id, db, name)
+	if err != nil {
+		return n, err
+	}
+	for _, c := range cols {
+		if c.Type != "JSON" {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER %s TYPE JSON", sqltext.Name(name), sqltext.Name(c.Name))); err != nil {
+			return n, fmt.Errorf("make %s.%s JSON: %w", name, c.Name, err)
+		}
+	}
+	return n, nil
+}
+
+// appendIcebergTable appends every row of the Iceberg table id's current
+// snapshot to table name in db, whose columns are in the same order.
+func appendIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifier, db *sql.DB, name string) (int, error) {
 	tbl, err := snk.Catalog().LoadTable(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("load iceberg table %v: %w", id, err)

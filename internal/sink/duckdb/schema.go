@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tracelake/tracelake/internal/sink"
@@ -31,6 +32,13 @@ var (
 		{"load_id", "VARCHAR"}, {"files", "INTEGER"}, {"loaded_at", "TIMESTAMP"},
 	}
 )
+
+// RawColumns and DLQColumns are the contract tables' columns, for code that
+// builds the same tables elsewhere (tracelake sql over Iceberg).
+func RawColumns() []Column { return slices.Clone(rawColumns) }
+
+// DLQColumns: see RawColumns.
+func DLQColumns() []Column { return slices.Clone(dlqColumns) }
 
 // Prepare creates the raw (raw mode), dead-letter and ledger tables if absent,
 // and checks that existing ones have exactly the expected columns. In
