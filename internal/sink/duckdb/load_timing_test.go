@@ -1,0 +1,131 @@
+package duckdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// loadsPerOp loads of rowsPerLoad synthetic spans are one benchmark op: a
+// table that already holds rows, as in a running pipeline, not a first
+// insert into an empty file.
+const loadsPerOp, batchesPerLoad, rowsPerBatch = 5, 10, 10_000
+
+// spanBatches encodes loadsPerOp*batchesPerLoad batches of rowsPerBatch
+// agent-trace spans as the batcher does (NDJSON raw rows).
+func spanBatches() (batches []*sink.Batch, valueBytes int64) {
+	g := tracegen.New(1)
+	ids := envelope.NewUUIDs()
+	for i := range loadsPerOp * batchesPerLoad {
+		bt := &sink.Batch{}
+		first := int64(i * rowsPerBatch)
+		for o := first; o < first+rowsPerBatch; o++ {
+			r := &kgo.Record{Topic: "t", Offset: o, Value: g.Append(nil), Key: g.Key(), Timestamp: time.Now()}
+			var id [16]byte
+			ids.Next(&id)
+			start := len(bt.Rows)
+			bt.Rows = envelope.AppendRawRow(bt.Rows, r, &id, envelope.ValueText)
+			bt.MaxLine = max(bt.MaxLine, len(bt.Rows)-start)
+			valueBytes += int64(len(r.Value))
+		}
+		bt.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: first, Last: first + rowsPerBatch - 1, Records: rowsPerBatch}}
+		batches = append(batches, bt)
+	}
+	return batches, valueBytes
+}
+
+func reportRate(b *testing.B, valueBytes int64) {
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N*loadsPerOp*batchesPerLoad*rowsPerBatch)/secs, "records/s")
+	b.ReportMetric(float64(int64(b.N)*valueBytes)/secs/1e6, "MB/s")
+}
+
+// BenchmarkLoad is the sink's own path for 500,000 spans: stage each batch
+// as an NDJSON file, then load 10 files (100,000 rows) per transaction with
+// their ledger rows, DuckDB's automatic checkpoints included.
+func BenchmarkLoad(b *testing.B) {
+	batches, valueBytes := spanBatches()
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		s := open(&testing.T{}, b.TempDir())
+		if err := s.Prepare(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for l := range loadsPerOp {
+			var files []sink.File
+			for _, bt := range batches[l*batchesPerLoad : (l+1)*batchesPerLoad] {
+				f, err := s.Stage(ctx, bt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				files = append(files, f)
+			}
+			if _, err := s.Load(ctx, files); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+	reportRate(b, valueBytes)
+}
+
+// BenchmarkStorageFloor is what DuckDB alone costs to store the same rows:
+// they are already in DuckDB's memory (a temporary table), and each
+// transaction copies 100,000 of them into a table of the raw table's
+// columns with VARCHAR for JSON (so nothing is parsed or validated). No
+// Kafka, no encoding, no staged files, no ledger: this bounds any way of
+// loading these rows into a DuckDB file on this machine.
+func BenchmarkStorageFloor(b *testing.B) {
+	batches, valueBytes := spanBatches()
+	ctx := context.Background()
+	var defs []string
+	for _, c := range rawColumns {
+		defs = append(defs, c.Name+" "+strings.Replace(c.Type, "JSON", "VARCHAR", 1))
+	}
+	for range b.N {
+		b.StopTimer()
+		s := open(&testing.T{}, b.TempDir())
+		var files []sink.File
+		for _, bt := range batches {
+			f, err := s.Stage(ctx, bt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		p := newLoadPlan(files, nil)
+		cols := strings.Replace(rawReadColumns, "record_metadata: 'JSON'", "record_metadata: 'VARCHAR'", 1)
+		for _, q := range []string{
+			fmt.Sprintf("CREATE TEMP TABLE src AS SELECT *, now()::TIMESTAMP AS add_time FROM %s", readNDJSON(p.rowFiles, cols, p.maxLine)),
+			fmt.Sprintf("CREATE TABLE floor (%s)", strings.Join(defs, ", ")),
+		} {
+			if _, err := s.db.ExecContext(ctx, q); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		for l := range int64(loadsPerOp) {
+			per := int64(batchesPerLoad * rowsPerBatch)
+			q := fmt.Sprintf("INSERT INTO floor SELECT uuid, koffset, kpartition, raw_data, record_metadata, add_time FROM src WHERE koffset BETWEEN %d AND %d", l*per, (l+1)*per-1)
+			if _, err := s.db.ExecContext(ctx, q); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+	reportRate(b, valueBytes)
+}
