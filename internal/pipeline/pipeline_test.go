@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -514,5 +515,88 @@ func TestStagesOverlapAndLoadInOrder(t *testing.T) {
 	rep := verifyOK(t, cfg, s)
 	if rows, _ := rep.Totals(); rows != n {
 		t.Fatalf("rows = %d, want %d", rows, n)
+	}
+}
+
+// gatedSink holds the first load until release is closed and records the
+// offsets each staged batch covers.
+type gatedSink struct {
+	sink.Sink
+	entered, release chan struct{}
+	loads            atomic.Int64
+	mu               sync.Mutex
+	batchSizes       []int64
+}
+
+func (g *gatedSink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
+	var n int64
+	for _, r := range b.Ranges {
+		n += r.Last - r.First + 1
+	}
+	g.mu.Lock()
+	g.batchSizes = append(g.batchSizes, n)
+	g.mu.Unlock()
+	return g.Sink.Stage(ctx, b)
+}
+
+func (g *gatedSink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	if g.loads.Add(1) == 1 {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Sink.Load(ctx, files)
+}
+
+// A worker blocked behind a slow load reads nothing for longer than the
+// exit-when-idle period, yet it is not idle: records are waiting in Kafka.
+// Its open batch must not be closed early (that would only make more,
+// smaller files), so every batch is full.
+func TestBlockedWorkerIsNotIdle(t *testing.T) {
+	const perBatch, batches = 700, 30
+	c := newCluster(t, 1)
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, perBatch*batches, 5, nil))
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Batch.MaxRecords = perBatch
+	cfg.Batch.MaxInterval = config.Duration(time.Hour) // only full batches close, and the last flush
+	cfg.Load.MaxFiles = 1
+	s := openSink(t, cfg)
+	g := &gatedSink{Sink: s, entered: make(chan struct{}), release: make(chan struct{})}
+	stats := &pipeline.Stats{}
+	idle := 100 * time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(context.Background(), context.Background(), cfg, g, pipeline.RunOptions{
+			ExitWhenIdle: idle, RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats,
+		})
+	}()
+	select {
+	case <-g.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("no load started within a minute")
+	}
+	// What is under test is time passing: the worker stays blocked for many
+	// idle periods while the idle check runs.
+	time.Sleep(10 * idle)
+	if got := stats.Consumed.Load(); got >= perBatch*batches {
+		t.Fatalf("the worker read all %d records before blocking; the test needs a backlog left in Kafka", got)
+	}
+	close(g.release)
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("pipeline did not become idle within a minute of the release")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, n := range g.batchSizes {
+		if n != perBatch {
+			t.Errorf("batch %d covers %d offsets, want %d (closed early while blocked): all %v", i, n, perBatch, g.batchSizes)
+			break
+		}
+	}
+	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != perBatch*batches {
+		t.Fatalf("rows = %d, want %d", rows, perBatch*batches)
 	}
 }
