@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
@@ -178,15 +179,6 @@ func TestRESTCatalog(t *testing.T) {
 	dir := t.TempDir()
 	backing := openSink(t, dir, false)
 	rest := icebergtest.StartREST(t, backing.Catalog(), "secret-token")
-	open := func(token string) *iceberg.Sink {
-		s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: rest.URL, REST: iceberg.REST{Token: token},
-			Namespace: "tracelake", Table: "trace_raw"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
 	if s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: rest.URL, REST: iceberg.REST{Token: "wrong"},
 		Namespace: "tracelake", Table: "trace_raw"}); err == nil {
 		err = s.Prepare(context.Background())
@@ -194,7 +186,7 @@ func TestRESTCatalog(t *testing.T) {
 			t.Errorf("a wrong token: %v", err)
 		}
 	}
-	a, b := open("secret-token"), open("secret-token")
+	a, b := openREST(t, rest.URL, "tracelake", "secret-token"), openREST(t, rest.URL, "tracelake", "secret-token")
 	if err := a.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +196,64 @@ func TestRESTCatalog(t *testing.T) {
 		t.Error("no commit was answered 409")
 	}
 	// A second pair of tables for the maintenance round.
-	c, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: rest.URL, REST: iceberg.REST{Token: "secret-token"},
-		Namespace: "maintained", Table: "trace_raw"})
+	maintain(t, openREST(t, rest.URL, "maintained", "secret-token"), filepath.Join(dir, "warehouse", "maintained.db"))
+}
+
+func openREST(t *testing.T, url, namespace, token string) *iceberg.Sink {
+	t.Helper()
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: url, REST: iceberg.REST{Token: token},
+		Namespace: namespace, Table: "trace_raw"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	maintain(t, c, filepath.Join(dir, "warehouse", "maintained.db"))
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// A commit whose reply is lost may have landed: its data files are kept
+// (they are the table's now), and the pipeline's retry of the same load
+// finds its rows stored and commits nothing again. Both tables' commits
+// lose their reply once: the dead-letter table's on the first attempt, the
+// raw table's on the second.
+func TestCommitWithUnknownOutcome(t *testing.T) {
+	dir := t.TempDir()
+	backing := openSink(t, dir, false)
+	rest := icebergtest.StartREST(t, backing.Catalog(), "token")
+	s := openREST(t, rest.URL, "tracelake", "token")
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Stage(context.Background(), batch(0, 0, 9, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest.LoseCommitReplies.Store(2)
+	for attempt := 1; attempt <= 2; attempt++ {
+		_, err := s.Load(context.Background(), []sink.File{f})
+		if err == nil || iceberg.LostRace(err) {
+			t.Fatalf("attempt %d: %v, want an error of unknown outcome", attempt, err)
+		}
+	}
+	if n := rest.LoseCommitReplies.Load(); n != 0 {
+		t.Fatalf("%d lost replies left; want both commits to have landed", n)
+	}
+	l, err := s.Load(context.Background(), []sink.File{f})
+	if err != nil {
+		t.Fatalf("retry after the lost replies: %v", err)
+	}
+	if len(l.Ranges) != 1 || l.Ranges[0].Last != 9 {
+		t.Errorf("retry loaded %+v, want partition 0 through offset 9", l.Ranges)
+	}
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 9, 4)) {
+		t.Errorf("raw offsets = %v", got)
+	}
+	if got := stored(t, s, true)[0]; !slices.Equal(got, []int64{4}) {
+		t.Errorf("dead-letter offsets = %v", got)
+	}
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("data files of the landed commits were treated as garbage or leaked: %v", left)
+	}
+	if pos, err := s.Positions(context.Background(), []sink.TopicPartition{{Topic: "traces", Partition: 0}}); err != nil || pos[sink.TopicPartition{Topic: "traces"}] != 10 {
+		t.Errorf("positions = %v, %v; want next offset 10", pos, err)
+	}
 }

@@ -31,6 +31,10 @@ type REST struct {
 	Token string
 	// Conflicts counts the commits answered 409.
 	Conflicts atomic.Int64
+	// LoseCommitReplies makes the next this many commits land and then
+	// answer 503, as a gateway that lost the catalog's reply would: the
+	// client cannot know whether its commit happened.
+	LoseCommitReplies atomic.Int64
 }
 
 // StartREST serves backing over REST until the test ends.
@@ -110,6 +114,10 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 				err = fmt.Errorf("%w: %w", table.ErrCommitFailed, err)
 			}
 			if failed(w, err, table.ErrCommitFailed, http.StatusConflict, "CommitFailedException") {
+				return
+			}
+			if r.LoseCommitReplies.Add(-1) >= 0 {
+				restError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "the commit landed; its reply was lost")
 				return
 			}
 			replyTable(t, w, meta, loc)
