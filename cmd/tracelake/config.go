@@ -127,14 +127,15 @@ func (f *configFlags) open(fs *flag.FlagSet, args []string, needKafka bool) (*co
 
 func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 	return duckdb.Open(duckdb.Options{
-		Path:        cfg.Sink.DuckDB.Path,
-		StageDir:    cfg.StageDir(),
-		Table:       cfg.Sink.Table,
-		Transform:   cfg.Mode == config.ModeTransform,
-		Zstd:        cfg.Zstd(),
-		MemoryLimit: int64(cfg.Sink.DuckDB.MemoryLimit),
-		Threads:     cfg.Sink.DuckDB.Threads,
-		Log:         slog.Default(),
+		Path:             cfg.Sink.DuckDB.Path,
+		StageDir:         cfg.StageDir(),
+		Table:            cfg.Sink.Table,
+		Transform:        cfg.Mode == config.ModeTransform,
+		Zstd:             cfg.Zstd(),
+		MemoryLimit:      int64(cfg.Sink.DuckDB.MemoryLimit),
+		Threads:          cfg.Sink.DuckDB.Threads,
+		UncompressedJSON: cfg.Sink.DuckDB.JSONCompression == "none",
+		Log:              slog.Default(),
 	})
 }
 

@@ -200,6 +200,12 @@ type DuckDB struct {
 	MemoryLimit ByteSize `yaml:"memory_limit"`
 	// Threads DuckDB may use; 0 keeps DuckDB's default, one per core.
 	Threads int `yaml:"threads"`
+	// JSONCompression is how the raw table tracelake creates stores
+	// raw_data and record_metadata: auto (DuckDB picks, FSST for traces,
+	// about half the size) or none (loads ~20% faster, the file about twice
+	// as big; docs/BENCHMARKS.md session 5). A table that exists keeps what
+	// it was created with.
+	JSONCompression string `yaml:"json_compression"`
 }
 
 // Databend sink settings. Batches are uploaded to a stage and loaded with
@@ -280,7 +286,7 @@ func Default() *Config {
 		Sink: Sink{
 			Type:     SinkDuckDB,
 			Table:    "trace_raw",
-			DuckDB:   DuckDB{Path: "./tracelake.duckdb"},
+			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "auto"},
 			Databend: Databend{Stage: "~", Purge: true, Uploads: 8, Timeout: Duration(5 * time.Minute)},
 			Iceberg:  Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake"},
 		},

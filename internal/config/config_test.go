@@ -16,7 +16,8 @@ func TestGoodFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Workers != 4 || cfg.Batch.MaxBytes != 16<<20 || cfg.Batch.MaxInterval.D() != 10*time.Second ||
-		cfg.Load.Compression != "zstd" || len(cfg.Kafka.Brokers) != 2 || cfg.Retry.MaxDelay.D() != 30*time.Minute {
+		cfg.Load.Compression != "zstd" || len(cfg.Kafka.Brokers) != 2 || cfg.Retry.MaxDelay.D() != 30*time.Minute ||
+		cfg.Sink.DuckDB.JSONCompression != "none" {
 		t.Errorf("decoded wrong: %+v", cfg)
 	}
 }
@@ -58,6 +59,8 @@ func TestBadKeysNamed(t *testing.T) {
 		"sink.iceberg.rest: set, but sink.iceberg.catalog is not a REST catalog",
 		`sink.iceberg.namespace: want a name of letters, digits and _, got "a.b"`,
 		"mode: transform mode is not built for the iceberg sink")
+	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto or none, got "lz4"`)
+	f("testdata/transform_uncompressed.yaml", "sink.duckdb.json_compression: applies to the raw table tracelake creates")
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
 }
 

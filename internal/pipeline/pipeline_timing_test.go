@@ -85,17 +85,20 @@ func BenchmarkBareConsume(b *testing.B) {
 // staging → DuckDB loads with ledger → offset commits, until idle. The
 // idle wait (exit-when-idle) is subtracted.
 func BenchmarkPipelineDuckDB(b *testing.B) {
-	for _, compression := range []string{"none", "zstd"} {
-		b.Run(compression, func(b *testing.B) {
+	for _, v := range []struct {
+		name, compression string // staging compression
+		uncompressedJSON  bool   // sink.duckdb.json_compression: none
+	}{{"none", "none", false}, {"zstd", "zstd", false}, {"json=none", "none", true}} {
+		b.Run(v.name, func(b *testing.B) {
 			c := benchSetup(b)
 			var busy time.Duration
 			for i := 0; i < b.N; i++ {
-				cfg := benchConfig(c, fmt.Sprintf("bench-%s-%d", compression, i))
-				cfg.Load.Compression = compression
+				cfg := benchConfig(c, fmt.Sprintf("bench-%s-%d", v.compression, i))
+				cfg.Load.Compression = v.compression
 				cfg.Load.MaxInterval = config.Duration(time.Second)
 				cfg.Sink.DuckDB.Path = filepath.Join(b.TempDir(), "bench.duckdb")
 				s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table,
-					Zstd: compression == "zstd", Log: testLog(nil)})
+					Zstd: v.compression == "zstd", UncompressedJSON: v.uncompressedJSON, Log: testLog(nil)})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -36,7 +36,11 @@ type Options struct {
 	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults.
 	MemoryLimit int64
 	Threads     int
-	Log         *slog.Logger
+	// UncompressedJSON creates the raw table with its JSON columns
+	// uncompressed: faster loads (DuckDB's checkpoint compresses less) for
+	// a bigger file.
+	UncompressedJSON bool
+	Log              *slog.Logger
 }
 
 // Sink loads into one DuckDB database file. DuckDB allows one process per

@@ -169,3 +169,62 @@ func TestFatalErrorsClassified(t *testing.T) {
 		}
 	}
 }
+
+// UncompressedJSON stores the raw table's JSON columns uncompressed; by
+// default DuckDB compresses them. The table reopens with either (the
+// setting is not part of the columns' types).
+func TestUncompressedJSON(t *testing.T) {
+	ctx := context.Background()
+	for _, uncompressed := range []bool{false, true} {
+		dir := t.TempDir()
+		opt := Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw", UncompressedJSON: uncompressed}
+		s, err := Open(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.Stage(ctx, batch(0, 9999))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB().Exec("CHECKPOINT"); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.DB().Query(`SELECT DISTINCT column_name, compression FROM pragma_storage_info('trace_raw')
+			WHERE column_name IN ('raw_data', 'record_metadata') AND segment_type = 'JSON' ORDER BY ALL`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rows.Next() {
+			var col, comp string
+			if err := rows.Scan(&col, &comp); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, col+"="+comp)
+			if (comp == "Uncompressed") != uncompressed {
+				t.Errorf("UncompressedJSON %v: %s stored %s", uncompressed, col, comp)
+			}
+		}
+		if err := rows.Err(); err != nil || len(got) != 2 {
+			t.Fatalf("storage info %v (%v); want both JSON columns", got, err)
+		}
+		t.Logf("UncompressedJSON %v: %v", uncompressed, got)
+		s.Close()
+		opt.UncompressedJSON = !uncompressed
+		again, err := Open(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := again.Prepare(ctx); err != nil {
+			t.Errorf("reopen with the other setting: %v", err)
+		}
+		again.Close()
+	}
+}

@@ -3,6 +3,8 @@ package duckdb
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,35 +52,49 @@ func reportRate(b *testing.B, valueBytes int64) {
 
 // BenchmarkLoad is the sink's own path for 500,000 spans: stage each batch
 // as an NDJSON file, then load 10 files (100,000 rows) per transaction with
-// their ledger rows, DuckDB's automatic checkpoints included.
+// their ledger rows, DuckDB's automatic checkpoints included; with the raw
+// table's JSON columns compressed as DuckDB picks (json=auto) and
+// uncompressed (json=none). It reports the database file's size.
 func BenchmarkLoad(b *testing.B) {
 	batches, valueBytes := spanBatches()
 	ctx := context.Background()
-	for range b.N {
-		b.StopTimer()
-		s := open(&testing.T{}, b.TempDir())
-		if err := s.Prepare(ctx); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		for l := range loadsPerOp {
-			var files []sink.File
-			for _, bt := range batches[l*batchesPerLoad : (l+1)*batchesPerLoad] {
-				f, err := s.Stage(ctx, bt)
+	for _, uncompressed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "json=auto", true: "json=none"}[uncompressed], func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				dir := b.TempDir()
+				path := filepath.Join(dir, "t.duckdb")
+				s, err := Open(Options{Path: path, StageDir: filepath.Join(dir, "stage"), Table: "trace_raw", UncompressedJSON: uncompressed})
 				if err != nil {
 					b.Fatal(err)
 				}
-				files = append(files, f)
+				if err := s.Prepare(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				for l := range loadsPerOp {
+					var files []sink.File
+					for _, bt := range batches[l*batchesPerLoad : (l+1)*batchesPerLoad] {
+						f, err := s.Stage(ctx, bt)
+						if err != nil {
+							b.Fatal(err)
+						}
+						files = append(files, f)
+					}
+					if _, err := s.Load(ctx, files); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				s.Close()
+				if st, err := os.Stat(path); err == nil {
+					b.ReportMetric(float64(st.Size())/1e6, "file-MB")
+				}
+				b.StartTimer()
 			}
-			if _, err := s.Load(ctx, files); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		s.Close()
-		b.StartTimer()
+			reportRate(b, valueBytes)
+		})
 	}
-	reportRate(b, valueBytes)
 }
 
 // BenchmarkStorageFloor is what DuckDB alone costs to store the same rows:

@@ -73,6 +73,9 @@ func (s *Sink) ensure(ctx context.Context, table string, want []Column) error {
 		defs := make([]string, len(want))
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
+			if s.opt.UncompressedJSON && c.Type == "JSON" {
+				defs[i] += " USING COMPRESSION uncompressed"
+			}
 		}
 		if schema, _, ok := strings.Cut(table, "."); ok {
 			if _, err := s.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqltext.Ident(schema)); err != nil {
