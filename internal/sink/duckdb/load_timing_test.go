@@ -2,10 +2,8 @@ package duckdb
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -95,53 +93,4 @@ func BenchmarkLoad(b *testing.B) {
 			reportRate(b, valueBytes)
 		})
 	}
-}
-
-// BenchmarkStorageFloor is what DuckDB alone costs to store the same rows:
-// they are already in DuckDB's memory (a temporary table), and each
-// transaction copies 100,000 of them into a table of the raw table's
-// columns with VARCHAR for JSON (so nothing is parsed or validated). No
-// Kafka, no encoding, no staged files, no ledger: this bounds any way of
-// loading these rows into a DuckDB file on this machine.
-func BenchmarkStorageFloor(b *testing.B) {
-	batches, valueBytes := spanBatches()
-	ctx := context.Background()
-	var defs []string
-	for _, c := range rawColumns {
-		defs = append(defs, c.Name+" "+strings.Replace(c.Type, "JSON", "VARCHAR", 1))
-	}
-	for range b.N {
-		b.StopTimer()
-		s := open(&testing.T{}, b.TempDir())
-		var files []sink.File
-		for _, bt := range batches {
-			f, err := s.Stage(ctx, bt)
-			if err != nil {
-				b.Fatal(err)
-			}
-			files = append(files, f)
-		}
-		p := newLoadPlan(files, nil)
-		cols := strings.Replace(rawReadColumns, "record_metadata: 'JSON'", "record_metadata: 'VARCHAR'", 1)
-		for _, q := range []string{
-			fmt.Sprintf("CREATE TEMP TABLE src AS SELECT *, now()::TIMESTAMP AS add_time FROM %s", readNDJSON(p.rowFiles, cols, p.maxLine)),
-			fmt.Sprintf("CREATE TABLE floor (%s)", strings.Join(defs, ", ")),
-		} {
-			if _, err := s.db.ExecContext(ctx, q); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StartTimer()
-		for l := range int64(loadsPerOp) {
-			per := int64(batchesPerLoad * rowsPerBatch)
-			q := fmt.Sprintf("INSERT INTO floor SELECT uuid, koffset, kpartition, raw_data, record_metadata, add_time FROM src WHERE koffset BETWEEN %d AND %d", l*per, (l+1)*per-1)
-			if _, err := s.db.ExecContext(ctx, q); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		s.Close()
-		b.StartTimer()
-	}
-	reportRate(b, valueBytes)
 }
