@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,6 +48,9 @@ func TestSigtermLoadsAndCommits(t *testing.T) {
 	// Batches and loads wait a minute: whatever is loaded is loaded by the
 	// shutdown itself.
 	cfgPath := writeConfig(t, cluster, "group: term", "batch: {max_interval: 1m}\nload: {max_interval: 1m}")
+	// Also checked here, on the table the run creates: a setting from the
+	// environment reaches the sink.
+	t.Setenv("TRACELAKE_SINK_DUCKDB_JSON_COMPRESSION", "none")
 	run := startRun(t, bin, cfgPath, "run")
 	cmd := run.cmd
 	awaitPolled(t, cluster)
@@ -85,6 +89,11 @@ func TestSigtermLoadsAndCommits(t *testing.T) {
 	}
 	if loaded == 0 {
 		t.Fatalf("nothing loaded at shutdown:\n%s\n%s", out, run.log)
+	}
+	out, err = exec.Command(bin, "sql", "--config", cfgPath, `SELECT DISTINCT compression FROM pragma_storage_info('trace_raw')
+		WHERE column_name IN ('raw_data', 'record_metadata') AND segment_type = 'JSON'`).CombinedOutput()
+	if err != nil || !slices.Equal(strings.Fields(string(out)), []string{"compression", "Uncompressed", "(1", "rows)"}) {
+		t.Errorf("JSON columns with json_compression none: %v\n%s", err, out)
 	}
 }
 
