@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,7 +73,12 @@ func runIdle(t *testing.T, bin, cfgPath string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "run", "--config", cfgPath, "--exit-when-idle", "1s").CombinedOutput()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfgPath, "--exit-when-idle", "1s")
+	// A run that never becomes idle is stopped with SIGQUIT, so its output
+	// ends with every goroutine's stack: where it was stuck.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
