@@ -58,6 +58,26 @@ load: {max_files: 3, max_interval: 100ms}`)
 	}
 }
 
+// killAfterFirstLoad starts `tracelake run` and kills it with SIGKILL as
+// soon as loaded reports the first load, so that at least one kill lands
+// in the middle of ingesting (on a slow machine the first load can come
+// later than all the random kill moments).
+func killAfterFirstLoad(t *testing.T, bin, cfgPath string, loaded func() bool) {
+	t.Helper()
+	run := startRun(t, bin, cfgPath, "run first")
+	deadline := time.Now().Add(2 * time.Minute)
+	for !loaded() {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing loaded within 2 minutes\n%s", run.log)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the sink for the first load
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = run.cmd.Wait()
+}
+
 // killAtRandomMoments starts `tracelake run` kills times and kills each
 // with SIGKILL at a random moment from just after its assignment to well
 // into loading: the kill moment is the point of the crash tests.

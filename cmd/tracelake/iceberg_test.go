@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,29 +38,16 @@ func TestIcebergCrashKill9ExactlyOnce(t *testing.T) {
 	produced := make(chan error, 1)
 	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, during, 2, nil) }()
 	s := openIcebergDir(t, dir)
-	// The first kill lands in the middle of ingesting: right after the
-	// first commit is seen (a slow machine can take longer than the random
-	// kill moments to commit anything). Then kills at random moments.
+	// The first kill lands right after the first commit, then kills at
+	// random moments.
 	var parts []sink.TopicPartition
 	for p := range int32(4) {
 		parts = append(parts, sink.TopicPartition{Topic: testTopic, Partition: p})
 	}
-	firstRun := startRun(t, bin, cfgPath, "run first")
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	killAfterFirstLoad(t, bin, cfgPath, func() bool {
 		pos, err := s.Positions(context.Background(), parts)
-		if err == nil && len(pos) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing committed within 2 minutes: %v\n%s", err, firstRun.log)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the catalog for the first commit
-	}
-	if err := firstRun.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = firstRun.cmd.Wait()
+		return err == nil && len(pos) > 0
+	})
 	killAtRandomMoments(t, bin, cfgPath, 3)
 	if err := <-produced; err != nil {
 		t.Fatal(err)
