@@ -348,7 +348,7 @@ metrics: {listen: "127.0.0.1:0"}
 	}
 	produced := make(chan error, 1)
 	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, during, 2, nil) }()
-	killAfterFirstLoad(t, bin, cfgPath, func() bool { return len(srv.Rows("trace_raw")) > 0 })
+	killAfterFirstLoad(t, bin, cfgPath, func(*child) bool { return len(srv.Rows("trace_raw")) > 0 })
 	killAtRandomMoments(t, bin, cfgPath, 4)
 	if err := <-produced; err != nil {
 		t.Fatal(err)

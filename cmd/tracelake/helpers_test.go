@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -109,6 +112,23 @@ func (w *childLog) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+var metricsAddr = regexp.MustCompile(`serving metrics" addr=(\S+)`)
+
+// get returns path from the child's status server, "" until it serves.
+func (c *child) get(path string) string {
+	m := metricsAddr.FindStringSubmatch(c.log.String())
+	if m == nil {
+		return ""
+	}
+	resp, err := http.Get("http://" + m[1] + path)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func (w *childLog) String() string {

@@ -44,7 +44,7 @@ func TestIcebergCrashKill9ExactlyOnce(t *testing.T) {
 	for p := range int32(4) {
 		parts = append(parts, sink.TopicPartition{Topic: testTopic, Partition: p})
 	}
-	killAfterFirstLoad(t, bin, cfgPath, func() bool {
+	killAfterFirstLoad(t, bin, cfgPath, func(*child) bool {
 		pos, err := s.Positions(context.Background(), parts)
 		return err == nil && len(pos) > 0
 	})

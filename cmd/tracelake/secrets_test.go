@@ -1,10 +1,7 @@
 package main
 
 import (
-	"io"
-	"net/http"
 	"os/exec"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,48 +27,33 @@ func TestSecretsNeverShown(t *testing.T) {
 	defer cluster.Close()
 	cfg := writeConfig(t, cluster, `group: g, sasl: {mechanism: PLAIN, user: ingest, password: `+secret+`}`, "")
 	bin := buildBinary(t)
-	log := &childLog{t: t, prefix: "run: ", assigned: make(chan struct{}, 1)}
-	cmd := exec.Command(bin, "run", "--config", cfg)
-	cmd.Stderr = log
-	if err := cmd.Start(); err != nil {
+	run := &child{cmd: exec.Command(bin, "run", "--config", cfg), log: &childLog{t: t, prefix: "run: ", assigned: make(chan struct{}, 1)}}
+	run.cmd.Stderr = run.log
+	if err := run.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
+		_ = run.cmd.Process.Signal(syscall.SIGKILL)
+		_ = run.cmd.Wait()
 	}()
 
-	addr := regexp.MustCompile(`serving metrics" addr=(\S+)`)
-	var base string
-	fetch := func(path string) string {
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
 	var page string
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if base == "" {
-			if m := addr.FindStringSubmatch(log.String()); m != nil {
-				base = "http://" + m[1]
-			}
-		}
-		if base != "" {
-			page = fetch("/")
-			if strings.Contains(page, "not joined to the consumer group yet") && strings.Contains(page, "kafka.sasl") {
-				break // the failed login is on the page
-			}
+		page = run.get("/")
+		if strings.Contains(page, "not joined to the consumer group yet") && strings.Contains(page, "kafka.sasl") {
+			break // the failed login is on the page
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no SASL error on the status page within 60s:\n%s\n%s", page, log)
+			t.Fatalf("no SASL error on the status page within 60s:\n%s\n%s", page, run.log)
 		}
 		time.Sleep(100 * time.Millisecond) // polling the page for a condition
 	}
-	for what, text := range map[string]string{"log": log.String(), "status page": page, "metrics": fetch("/metrics")} {
+	metrics := run.get("/metrics")
+	if !strings.Contains(metrics, "go_goroutines") {
+		t.Fatalf("/metrics not served:\n%.300s", metrics)
+	}
+	for what, text := range map[string]string{"log": run.log.String(), "status page": page, "metrics": metrics} {
 		if strings.Contains(text, secret) {
 			t.Errorf("the SASL password appears in the %s", what)
 		}
