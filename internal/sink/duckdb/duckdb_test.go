@@ -14,15 +14,23 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
-func open(t *testing.T, dir string) *Sink {
+// testOptions are the options of a test's sink in dir: raw table trace_raw.
+func testOptions(dir string) Options {
+	return Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw"}
+}
+
+// openWith opens a sink, closed when the test ends.
+func openWith(t testing.TB, opt Options) *Sink {
 	t.Helper()
-	s, err := Open(Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw"})
+	s, err := Open(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+func open(t *testing.T, dir string) *Sink { return openWith(t, testOptions(dir)) }
 
 // batch encodes offsets [first, last] of partition 0 as raw rows.
 func batch(first, last int64) *sink.Batch {
@@ -112,12 +120,9 @@ func TestSchemaMismatchNamed(t *testing.T) {
 // Staged files are zstd-compressed when asked and load the same rows.
 func TestZstdStaging(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := Open(Options{Path: filepath.Join(dir, "z.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw", Zstd: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	opt := testOptions(t.TempDir())
+	opt.Zstd = true
+	s := openWith(t, opt)
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -139,13 +144,9 @@ func TestZstdStaging(t *testing.T) {
 
 // sink.duckdb.memory_limit and threads reach DuckDB.
 func TestMemoryLimitAndThreads(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw",
-		MemoryLimit: 256 << 20, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	opt := testOptions(t.TempDir())
+	opt.MemoryLimit, opt.Threads = 256<<20, 1
+	s := openWith(t, opt)
 	var mem, threads string
 	if err := s.DB().QueryRow(`SELECT current_setting('memory_limit'), current_setting('threads')::VARCHAR`).Scan(&mem, &threads); err != nil {
 		t.Fatal(err)
@@ -176,13 +177,9 @@ func TestFatalErrorsClassified(t *testing.T) {
 func TestUncompressedJSON(t *testing.T) {
 	ctx := context.Background()
 	for _, uncompressed := range []bool{false, true} {
-		dir := t.TempDir()
-		opt := Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "trace_raw", UncompressedJSON: uncompressed}
-		s, err := Open(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		opt := testOptions(t.TempDir())
+		opt.UncompressedJSON = uncompressed
+		s := openWith(t, opt)
 		if err := s.Prepare(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -218,13 +215,8 @@ func TestUncompressedJSON(t *testing.T) {
 		t.Logf("UncompressedJSON %v: %v", uncompressed, got)
 		s.Close()
 		opt.UncompressedJSON = !uncompressed
-		again, err := Open(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := again.Prepare(ctx); err != nil {
+		if err := openWith(t, opt).Prepare(ctx); err != nil {
 			t.Errorf("reopen with the other setting: %v", err)
 		}
-		again.Close()
 	}
 }

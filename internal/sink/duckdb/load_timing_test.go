@@ -3,7 +3,6 @@ package duckdb
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -60,12 +59,9 @@ func BenchmarkLoad(b *testing.B) {
 		b.Run(map[bool]string{false: "json=auto", true: "json=none"}[uncompressed], func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
-				dir := b.TempDir()
-				path := filepath.Join(dir, "t.duckdb")
-				s, err := Open(Options{Path: path, StageDir: filepath.Join(dir, "stage"), Table: "trace_raw", UncompressedJSON: uncompressed})
-				if err != nil {
-					b.Fatal(err)
-				}
+				opt := testOptions(b.TempDir())
+				opt.UncompressedJSON = uncompressed
+				s := openWith(b, opt)
 				if err := s.Prepare(ctx); err != nil {
 					b.Fatal(err)
 				}
@@ -85,7 +81,7 @@ func BenchmarkLoad(b *testing.B) {
 				}
 				b.StopTimer()
 				s.Close()
-				if st, err := os.Stat(path); err == nil {
+				if st, err := os.Stat(opt.Path); err == nil {
 					b.ReportMetric(float64(st.Size())/1e6, "file-MB")
 				}
 				b.StartTimer()

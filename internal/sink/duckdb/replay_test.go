@@ -2,7 +2,6 @@ package duckdb
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,13 +17,9 @@ import (
 // changes nothing.
 func TestReplayAfterFix(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	opt := Options{Path: filepath.Join(dir, "r.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "spans", Transform: true}
-	s, err := Open(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	opt := testOptions(t.TempDir())
+	opt.Table, opt.Transform = "spans", true
+	s := openWith(t, opt)
 	if _, err := s.DB().Exec(`CREATE TABLE spans (id BIGINT NOT NULL, score DECIMAL(10,2))`); err != nil {
 		t.Fatal(err)
 	}
