@@ -202,9 +202,9 @@ type DuckDB struct {
 	Threads int `yaml:"threads"`
 	// JSONCompression is how the raw table tracelake creates stores
 	// raw_data and record_metadata: auto (DuckDB picks, FSST for traces,
-	// about half the size) or none (loads ~20% faster, the file about twice
-	// as big; docs/BENCHMARKS.md session 5). A table that exists keeps what
-	// it was created with.
+	// about half the size) or none (ingest 1.2-1.75x faster, the file about
+	// twice as big; docs/BENCHMARKS.md session 5). A table that exists keeps
+	// what it was created with.
 	JSONCompression string `yaml:"json_compression"`
 }
 
