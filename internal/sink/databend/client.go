@@ -65,15 +65,62 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 
 // session is one Databend session: the state the server hands back with
 // every reply (database, settings, transaction) and the client returns
-// with the next query. A transaction lives in one session.
+// with the next query. A transaction lives in one session, held by the
+// node that ran its last statement.
 type session struct {
 	c     *client
 	state json.RawMessage
+	// node is the query node that answered the session's last statement
+	// (the reply's node_id). While the server says the session needs it
+	// (need_sticky: an open transaction), every request names it in
+	// X-DATABEND-STICKY-NODE so that a balancer in front of a cluster
+	// cannot hand the next statement to a node that does not hold the
+	// transaction (servers/http/middleware/session.rs forwards a request
+	// to the sticky node; any other node answers SessionLost).
+	node string
 }
 
 func (c *client) session() *session {
 	return &session{c: c, state: append(json.RawMessage(nil), c.base...)}
 }
+
+// update takes the session of a reply. A reply without one, or with a
+// JSON null, leaves it as it was: since v1.2.758 a page reply carries
+// null when the session did not change (HttpQuery::get_response_page in
+// servers/http/v1/query/http_query.rs), and sending null back would start
+// a fresh autocommit session outside the transaction.
+func (s *session) update(state json.RawMessage) {
+	if t := bytes.TrimSpace(state); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		s.state = append(s.state[:0:0], t...)
+	}
+}
+
+// sticky reports whether the server asked for the session's requests to
+// reach the node that holds it.
+func (s *session) sticky() bool {
+	var st struct {
+		NeedSticky bool   `json:"need_sticky"`
+		TxnState   string `json:"txn_state"`
+	}
+	_ = json.Unmarshal(s.state, &st)
+	return st.NeedSticky || strings.EqualFold(st.TxnState, "Active")
+}
+
+// headers are the routing headers of a request of the session: the
+// sticky node while the session needs one.
+func (s *session) headers() http.Header {
+	h := http.Header{}
+	if s.node != "" && s.sticky() {
+		h.Set(headerStickyNode, s.node)
+	}
+	return h
+}
+
+// Databend's routing headers (common/base/src/headers.rs).
+const (
+	headerStickyNode = "X-DATABEND-STICKY-NODE"
+	headerNodeID     = "X-DATABEND-NODE-ID"
+)
 
 // result is a finished query: column names and rows (nil for NULL).
 type result struct {
@@ -85,6 +132,7 @@ type result struct {
 // holds strings, or null for NULL (databend-go's type has no NULL).
 type queryResponse struct {
 	ID       string                 `json:"id"`
+	NodeID   string                 `json:"node_id"`
 	Session  json.RawMessage        `json:"session"`
 	Schema   []godatabend.DataField `json:"schema"`
 	Data     [][]*string            `json:"data"`
@@ -95,7 +143,13 @@ type queryResponse struct {
 	Stats    *godatabend.QueryStats `json:"stats"`
 }
 
-// query runs sql in the session and reads every page of its result.
+// query runs sql in the session and reads every page of its result. A
+// statement that outlasts the server's wait time answers Running with a
+// next_uri to poll; polling goes on until the result is complete. Pages
+// are fetched from the node that runs the query: a page GET names it in
+// X-DATABEND-STICKY-NODE (a balancer may hand it to any node, which
+// forwards it) and X-DATABEND-NODE-ID (a node that is not it answers 404
+// rather than a wrong result).
 func (s *session) query(ctx context.Context, sql string) (*result, error) {
 	req := godatabend.QueryRequest{SQL: sql, Session: &s.state}
 	body, err := json.Marshal(req)
@@ -103,14 +157,19 @@ func (s *session) query(ctx context.Context, sql string) (*result, error) {
 		return nil, err
 	}
 	var resp queryResponse
-	if err := s.c.do(ctx, http.MethodPost, "/v1/query", "application/json", bytes.NewReader(body), nil, &resp); err != nil {
+	if err := s.c.do(ctx, http.MethodPost, "/v1/query", "application/json", bytes.NewReader(body), s.headers(), &resp); err != nil {
 		return nil, err
+	}
+	node := resp.NodeID
+	pages := http.Header{}
+	if node != "" {
+		pages.Set(headerStickyNode, node)
+		pages.Set(headerNodeID, node)
+		s.node = node
 	}
 	res := &result{}
 	for {
-		if len(resp.Session) > 0 {
-			s.state = resp.Session
-		}
+		s.update(resp.Session)
 		if resp.Error != nil {
 			return nil, sqlError(resp.Error)
 		}
@@ -125,13 +184,13 @@ func (s *session) query(ctx context.Context, sql string) (*result, error) {
 		}
 		next := resp.NextURI
 		resp = queryResponse{}
-		if err := s.c.do(ctx, http.MethodGet, next, "", nil, nil, &resp); err != nil {
+		if err := s.c.do(ctx, http.MethodGet, next, "", nil, pages, &resp); err != nil {
 			return nil, err
 		}
 	}
 	if resp.FinalURI != "" {
 		// Frees the query on the server; the result is already complete.
-		_ = s.c.do(ctx, http.MethodGet, resp.FinalURI, "", nil, nil, nil)
+		_ = s.c.do(ctx, http.MethodGet, resp.FinalURI, "", nil, pages, nil)
 	}
 	return res, nil
 }
@@ -229,8 +288,10 @@ func (c *client) uploadToStage(ctx context.Context, stage, dir, name string, bod
 		return err
 	}
 	h := http.Header{}
-	h.Set("stage_name", stage)
-	h.Set("relative_path", dir)
+	// servers/http/v1/stage.rs reads x-databend-stage-name first; proxies
+	// drop header names with underscores (the old stage_name).
+	h.Set("X-Databend-Stage-Name", stage)
+	h.Set("X-Databend-Relative-Path", dir)
 	return c.do(ctx, http.MethodPut, "/v1/upload_to_stage", w.FormDataContentType(), &buf, h, nil)
 }
 
@@ -277,19 +338,38 @@ func statusError(method, path string, code int, body []byte) error {
 	}
 }
 
-// sqlError classifies an error Databend reports for a statement. Most are
-// permanent (a syntax error, a missing table, a permission) and stop the
-// run with Databend's message; conflicts between concurrent commits and
-// timeouts are retried.
+// Databend's error codes that mean "try the load again"
+// (common/exception/src/exception_code.rs). A retry always starts a new
+// transaction that reads the ledger first, so each of these is safe to
+// retry whatever part of the load it interrupted.
+var retryableCodes = map[int]string{
+	1036: "BadAddressFormat", 1037: "DnsParseError", 1038: "CannotConnectNode",
+	1041: "TooManyUserConnections", 1042: "AbortedSession", 1043: "AbortedQuery",
+	1053: "UnknownSession", 1122: "Timeout",
+	2001: "MetaServiceError",
+	// Commit races with another writer of the table.
+	2009: "TableVersionMismatched", 2011: "OCCRetryFailure", 2317: "TxnRetryMaxTimes",
+	// A COPY with FORCE = FALSE named a file that another transaction
+	// loaded and committed meanwhile (the load history is checked again
+	// at commit): that file is loaded, and the retry's ledger read says so.
+	2014: "DuplicatedUpsertFiles",
+	3901: "StorageUnavailable", 4000: "StorageOther",
+	4001: "UnresolvableConflict",
+	// The transaction is gone (failed earlier, timed out idle, or lost with
+	// its node): nothing of it committed.
+	4002: "CurrentTransactionIsAborted", 4003: "TransactionTimeout",
+	5111: "SessionLost", 5112: "InvalidSessionState",
+}
+
+// sqlError classifies an error Databend reports for a statement by its
+// code, never by the words of its message: the codes in retryableCodes
+// are retried, every other one (a syntax error, a missing table, a
+// permission) is permanent and stops the run with Databend's message.
 func sqlError(e *godatabend.QueryError) error {
-	err := fmt.Errorf("databend error %d: %s", e.Code, e.Message)
-	msg := strings.ToLower(e.Message)
-	for _, transient := range []string{"conflict", "retry", "timeout", "timed out", "unavailable", "version mismatch", "too many"} {
-		if strings.Contains(msg, transient) {
-			return &transientError{err}
-		}
+	if name, ok := retryableCodes[e.Code]; ok {
+		return &transientError{fmt.Errorf("databend error %d (%s): %s", e.Code, name, e.Message)}
 	}
-	return fmt.Errorf("%w: %w", sink.ErrFatal, err)
+	return fmt.Errorf("%w: databend error %d: %s", sink.ErrFatal, e.Code, e.Message)
 }
 
 // redactURLError drops the URL from a net/http error: a presigned URL is a
@@ -300,53 +380,4 @@ func redactURLError(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// part is one file of a streaming load.
-type part struct {
-	name string
-	data []byte
-}
-
-// streamingLoad sends files in one request to /v1/streaming_load, where
-// sql (INSERT INTO … FROM @_databend_load …) reads them, in the session
-// ss: its state goes in X-Databend-Query-Context, as for a query, so the
-// insert joins the session's open transaction if Databend honours it
-// there. It returns the rows Databend reports inserted.
-func (s *session) streamingLoad(ctx context.Context, sql string, parts []part) (int64, error) {
-	var buf bytes.Buffer
-	w := multipart.NewWriter(&buf)
-	for _, p := range parts {
-		fw, err := w.CreateFormFile("upload", p.name)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := fw.Write(p.data); err != nil {
-			return 0, err
-		}
-	}
-	if err := w.Close(); err != nil {
-		return 0, err
-	}
-	h := http.Header{}
-	h.Set("X-Databend-SQL", sql)
-	h.Set("X-Databend-Query-Context", string(s.state))
-	var resp struct {
-		ID      string                 `json:"id"`
-		Session json.RawMessage        `json:"session"`
-		Error   *godatabend.QueryError `json:"error"`
-		Stats   struct {
-			Rows int64 `json:"rows"`
-		} `json:"stats"`
-	}
-	if err := s.c.do(ctx, http.MethodPut, "/v1/streaming_load", w.FormDataContentType(), &buf, h, &resp); err != nil {
-		return 0, err
-	}
-	if len(resp.Session) > 0 {
-		s.state = resp.Session
-	}
-	if resp.Error != nil {
-		return 0, sqlError(resp.Error)
-	}
-	return resp.Stats.Rows, nil
 }

@@ -38,8 +38,14 @@ type Options struct {
 	Purge bool
 	// DisableVariantCheck is COPY's DISABLE_VARIANT_CHECK.
 	DisableVariantCheck bool
-	// StreamingLoad sends each load's files in the request to
-	// /v1/streaming_load instead of staging them for COPY (see Load).
+	// StreamingLoad (the reference's useStreamingLoad) sends files through
+	// the query node (/v1/upload_to_stage) rather than to object storage
+	// by presigned URLs: nothing but the query endpoint needs to be
+	// reachable. Databend's /v1/streaming_load itself is not used: it
+	// cannot take part in a transaction (the server takes the session's
+	// transaction and never hands it back, servers/http/v1/streaming_load.rs,
+	// so the next statement fails with TransactionTimeout 4003), and the
+	// rows must commit with their ledger rows.
 	StreamingLoad bool
 	Zstd          bool
 	Uploads       int           // concurrent uploads per process
@@ -64,8 +70,6 @@ type Sink struct {
 	// records until they are loaded.
 	mu   sync.Mutex
 	kept map[string]*keptFile
-	// held is the data of files not uploaded (streaming load), by name.
-	held map[string][]byte
 }
 
 // keptFile is a staged file's NDJSON and, in transform mode (where the
@@ -125,7 +129,6 @@ func Open(opt Options) (*Sink, error) {
 		log:     opt.Log,
 		uploads: make(chan struct{}, opt.Uploads),
 		kept:    map[string]*keptFile{},
-		held:    map[string][]byte{},
 		tables: tables{
 			main:   sqltext.Name(opt.Table),
 			dlq:    sqltext.Name(opt.Table + "_dlq"),
@@ -135,14 +138,8 @@ func Open(opt Options) (*Sink, error) {
 }
 
 // StageAhead lets each worker upload up to 4 batches at once (the uploads
-// of all workers are bounded by Options.Uploads). A streaming load
-// uploads nothing at staging.
-func (s *Sink) StageAhead() int {
-	if s.opt.StreamingLoad {
-		return 1
-	}
-	return 4
-}
+// of all workers are bounded by Options.Uploads).
+func (s *Sink) StageAhead() int { return 4 }
 
 // Close releases nothing: sessions live in the requests.
 func (s *Sink) Close() error { return nil }
@@ -276,7 +273,7 @@ func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile) (string
 	if len(k.data) == 0 {
 		return "", nil
 	}
-	name, n, err := s.put(ctx, stem, k.data, s.opt.StreamingLoad)
+	name, n, err := s.put(ctx, stem, k.data)
 	if err != nil {
 		return "", err
 	}
@@ -287,9 +284,9 @@ func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile) (string
 	return name, nil
 }
 
-// put uploads NDJSON data as stem + .ndjson[.zst], or with hold keeps it
-// here for a streaming load, and returns the name and the bytes.
-func (s *Sink) put(ctx context.Context, stem string, data []byte, hold bool) (string, int64, error) {
+// put uploads NDJSON data as stem + .ndjson[.zst] and returns the name
+// and the bytes.
+func (s *Sink) put(ctx context.Context, stem string, data []byte) (string, int64, error) {
 	name := stem + ".ndjson"
 	if s.opt.Zstd {
 		name += ".zst"
@@ -297,12 +294,6 @@ func (s *Sink) put(ctx context.Context, stem string, data []byte, hold bool) (st
 		if data, err = s.zstd.Encode(data); err != nil {
 			return "", 0, err
 		}
-	}
-	if hold {
-		s.mu.Lock()
-		s.held[name] = data
-		s.mu.Unlock()
-		return name, int64(len(data)), nil
 	}
 	if err := s.upload(ctx, name, data); err != nil {
 		return "", 0, fmt.Errorf("upload %s to %s: %w", name, s.location(), err)
@@ -331,7 +322,6 @@ func (s *Sink) forget(files []sink.File) {
 	for _, f := range files {
 		for _, n := range []string{f.RowsPath, f.DLQPath} {
 			delete(s.kept, n)
-			delete(s.held, n)
 		}
 	}
 }
@@ -356,9 +346,9 @@ func splitTransformRows(rows [][]byte) (*keptFile, error) {
 }
 
 // upload puts one file in the stage: by a presigned URL (PRESIGN UPLOAD,
-// then PUT straight to object storage) unless the DSN disables presigning,
-// then through the query node's upload endpoint. Uploads of all workers
-// share a bound.
+// then PUT straight to object storage) unless the DSN disables presigning
+// or StreamingLoad is set, then through the query node's upload endpoint.
+// Uploads of all workers share a bound.
 func (s *Sink) upload(ctx context.Context, name string, data []byte) error {
 	select {
 	case s.uploads <- struct{}{}:
@@ -366,7 +356,7 @@ func (s *Sink) upload(ctx context.Context, name string, data []byte) error {
 		return ctx.Err()
 	}
 	defer func() { <-s.uploads }()
-	if s.c.cfg.PresignedURLDisabled {
+	if s.c.cfg.PresignedURLDisabled || s.opt.StreamingLoad {
 		return s.c.uploadToStage(ctx, s.opt.Stage, s.opt.Prefix, name, data)
 	}
 	res, err := s.c.session().query(ctx, "PRESIGN UPLOAD "+s.location()+name)
@@ -388,9 +378,6 @@ func (s *Sink) upload(ctx context.Context, name string, data []byte) error {
 // name is only ever loaded through the ledger check.
 func (s *Sink) Discard(files []sink.File) {
 	s.forget(files)
-	if s.opt.StreamingLoad {
-		return // never uploaded
-	}
 	if err := s.remove(context.Background(), files); err != nil {
 		s.log.Warn("remove staged files", "files", len(files), "err", err)
 	}

@@ -385,8 +385,12 @@ func TestSQLErrorIsFatal(t *testing.T) {
 	}
 }
 
+// Behind a proxy that drops header names with underscores (nginx's
+// default), the stage upload still names its stage: the documented
+// x-databend-stage-name is sent, not the old stage_name.
 func TestStageUploadEndpointWhenPresignIsDisabled(t *testing.T) {
 	srv, s := prepared(t, "presigned_url_disabled=true")
+	srv.Proxy = true
 	files := stage(t, s, batch(1, 0, 9))
 	if count(srv.Statements(), "PRESIGN") != 0 {
 		t.Error("presigned although the DSN disables it")
@@ -604,27 +608,18 @@ func TestAClusterOfRejectsTakesFewRounds(t *testing.T) {
 
 func streaming(o *databend.Options) { o.StreamingLoad = true }
 
-// Streaming load: no stage; one request per table inside the load's
-// transaction, then the ledger, then COMMIT.
-func TestStreamingLoad(t *testing.T) {
+// streaming_load (the reference's useStreamingLoad) sends the files
+// through the query node, never by presigned URLs, and loads them with
+// COPY inside the load's transaction: /v1/streaming_load cannot join a
+// transaction on the real server (the fake does not even serve it).
+func TestStreamingLoadGoesThroughTheQueryNode(t *testing.T) {
 	srv, s := prepared(t, "", streaming)
 	files := stage(t, s, batch(0, 0, 9, 4), batch(0, 10, 19), batch(1, 0, 9))
-	if u := srv.Uploads(); len(u) != 0 || count(srv.Statements(), "PRESIGN") != 0 {
-		t.Errorf("streaming load staged files: %v", u)
+	if n := count(srv.Statements(), "PRESIGN"); n != 0 || len(srv.Uploads()) != 4 {
+		t.Errorf("%d presigned uploads, %d uploads; want none and 4 through /v1/upload_to_stage", n, len(srv.Uploads()))
 	}
 	if _, err := s.Load(context.Background(), files); err != nil {
 		t.Fatal(err)
-	}
-	var got []string
-	for _, st := range srv.Statements() {
-		if f := strings.Fields(st); len(f) > 0 && !slices.Contains([]string{"CREATE", "DESC"}, f[0]) {
-			got = append(got, strings.Join(f[:min(4, len(f))], " "))
-		}
-	}
-	want := []string{"BEGIN", `SELECT topic, "partition", max(last_offset)`, `STREAMING LOAD INSERT INTO`, `STREAMING LOAD INSERT INTO`,
-		`INSERT INTO "trace_raw_ledger" (topic,`, "COMMIT"}
-	if !slices.Equal(got, want) {
-		t.Errorf("statements:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 19, 4)) {
 		t.Errorf("partition 0 offsets %v", o)
@@ -632,57 +627,128 @@ func TestStreamingLoad(t *testing.T) {
 	if o := offsets(t, srv, 1); !slices.Equal(o, seq(0, 9)) {
 		t.Errorf("partition 1 offsets %v", o)
 	}
+	if n := count(srv.Statements(), "COPY INTO"); n != 2 {
+		t.Errorf("%d COPY statements; want 2 (raw and dead letters)", n)
+	}
 }
 
-// A streaming load whose reply was lost is retried as a whole load and,
-// as it ran inside the rolled-back transaction, lands once.
-func TestStreamingLoadLostReply(t *testing.T) {
-	srv, s := prepared(t, "", streaming)
-	dropped := false
-	srv.DropReply = func(sql string) bool {
-		if strings.HasPrefix(sql, "STREAMING LOAD") && !dropped {
-			dropped = true
-			return true
+// A statement that outlasts the server's wait time answers Running and is
+// polled; the page replies carry "session": null (the session did not
+// change). Sending that null back ran the rest of the load outside its
+// transaction: the ledger committed, the COPY's rows never did.
+func TestCopySlowerThanTheWaitTimeStaysInTheTransaction(t *testing.T) {
+	srv, s := prepared(t, "")
+	srv.WaitTime = 20 * time.Millisecond
+	srv.StatementTime = func(sql string) time.Duration {
+		if strings.HasPrefix(sql, "COPY INTO") {
+			return 150 * time.Millisecond
 		}
-		return false
+		return 0
 	}
-	files := stage(t, s, batch(0, 0, 49))
-	if _, err := s.Load(context.Background(), files); err == nil {
-		t.Fatal("a lost streaming-load reply reported success")
-	}
+	files := stage(t, s, batch(0, 0, 9, 3), batch(1, 0, 9))
 	if _, err := s.Load(context.Background(), files); err != nil {
 		t.Fatal(err)
 	}
-	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 49)) {
-		t.Errorf("offsets %v", o)
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 9, 3)) {
+		t.Errorf("partition 0 offsets %v", o)
+	}
+	if o := offsets(t, srv, 1); !slices.Equal(o, seq(0, 9)) {
+		t.Errorf("partition 1 offsets %v", o)
+	}
+	if len(dlqRows(t, srv)) != 1 {
+		t.Errorf("dead letters %v; want offset 3", dlqRows(t, srv))
+	}
+	if records, dlq := ledgerTotals(t, srv, "trace_raw_ledger"); records != 19 || dlq != 1 {
+		t.Errorf("ledger: %d records, %d dead letters", records, dlq)
 	}
 }
 
-// A streaming load Databend refuses for a row falls back to the stage and
-// COPY, which isolates the row into the dead-letter table.
-func TestStreamingLoadFallsBackToStageForRejectedRows(t *testing.T) {
-	srv, s := prepared(t, "", streaming)
-	srv.Reject = func(table string, r databendtest.Row) string {
-		if table == "trace_raw" && string(r["koffset"]) == "7" {
-			return "bad row 7"
-		}
-		return ""
-	}
-	if _, err := s.Load(context.Background(), stage(t, s, batch(0, 0, 19))); err != nil {
+// On a cluster behind a balancer a transaction lives on one node: every
+// statement of the load and every page poll must reach it.
+func TestTwoNodesBehindABalancer(t *testing.T) {
+	srv := databendtest.NewCluster("tl", "s3cret", 2)
+	t.Cleanup(srv.Close)
+	s := open(t, srv, "")
+	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 19, 7)) {
+	for i := range int64(4) {
+		if _, err := s.Load(context.Background(), stage(t, s, batch(0, i*10, i*10+9, i*10+1), batch(1, i*10, i*10+9))); err != nil {
+			t.Fatalf("load %d: %v", i, err)
+		}
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 39, 1, 11, 21, 31)) {
+		t.Errorf("partition 0 offsets %v", o)
+	}
+	if o := offsets(t, srv, 1); !slices.Equal(o, seq(0, 39)) {
+		t.Errorf("partition 1 offsets %v", o)
+	}
+}
+
+// Errors are told apart by Databend's code: commit conflicts and lost
+// transactions are retried, whatever their message says.
+func TestErrorCodesAreClassified(t *testing.T) {
+	for _, code := range []int{databendtest.CodeOCCRetryFailure, databendtest.CodeTableVersionMismatched,
+		databendtest.CodeUnresolvableConflict, databendtest.CodeTxnTimeout, databendtest.CodeSessionLost} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			srv, s := prepared(t, "")
+			failed := false
+			srv.CommitError = func() int {
+				if failed {
+					return 0
+				}
+				failed = true
+				return code
+			}
+			files := stage(t, s, batch(0, 0, 9))
+			_, err := s.Load(context.Background(), files)
+			if err == nil || errors.Is(err, sink.ErrFatal) || !strings.Contains(err.Error(), fmt.Sprint(code)) {
+				t.Fatalf("commit failed with %d: %v; want a retryable error naming the code", code, err)
+			}
+			if _, err := s.Load(context.Background(), files); err != nil {
+				t.Fatal(err)
+			}
+			if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 9)) {
+				t.Errorf("offsets %v", o)
+			}
+		})
+	}
+}
+
+// A COMMIT whose reply was lost lands only after the retry read the
+// ledger: the retry's COPY (FORCE = FALSE) names files now in the load
+// history, and its COMMIT fails with DuplicatedUpsertFiles 2014. That is
+// the guard telling the files are loaded: the next retry reads the ledger
+// and loads nothing twice.
+func TestDuplicatedUpsertFilesAfterALateCommit(t *testing.T) {
+	srv, s := prepared(t, "")
+	late := false
+	srv.LateCommit = func() bool {
+		if late {
+			return false
+		}
+		late = true
+		return true
+	}
+	files := stage(t, s, batch(0, 0, 9, 4))
+	if _, err := s.Load(context.Background(), files); err == nil {
+		t.Fatal("a load whose COMMIT reply was lost reported success")
+	}
+	_, err := s.Load(context.Background(), files)
+	if err == nil || errors.Is(err, sink.ErrFatal) || !strings.Contains(err.Error(), "2014") {
+		t.Fatalf("retry after the late commit: %v; want DuplicatedUpsertFiles, retryable", err)
+	}
+	loaded, err := s.Load(context.Background(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded.Ranges) != 0 {
+		t.Errorf("the last retry loaded %+v; the ledger has it all", loaded.Ranges)
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 9, 4)) {
 		t.Errorf("offsets %v", o)
 	}
-	var reason string
-	_ = json.Unmarshal(dlqRows(t, srv)[7]["error"], &reason)
-	if reason != "bad row 7" {
-		t.Errorf("dead letter of offset 7: %q", reason)
-	}
-	if len(srv.Uploads()) == 0 || count(srv.Statements(), "COPY INTO") == 0 {
-		t.Error("no fallback to staged files and COPY")
-	}
-	if f := srv.StageFiles(); len(f) != 0 {
-		t.Errorf("files left in the stage: %v", f)
+	if n := len(srv.Rows("trace_raw_ledger")); n != 1 {
+		t.Errorf("%d ledger rows, want 1", n)
 	}
 }

@@ -2,7 +2,6 @@ package databend
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -37,18 +36,9 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
 	}
-	p := &loadPlan{files: files, pieces: map[string][]*piece{}, streaming: s.opt.StreamingLoad}
+	p := &loadPlan{files: files, pieces: map[string][]*piece{}}
 	for round := 1; ; round++ {
 		loaded, rejected, err := s.loadTx(ctx, p)
-		var refused *streamRefused
-		if errors.As(err, &refused) {
-			s.log.Warn("Databend refused a streaming load; loading these files through the stage with COPY, which reports rejected rows",
-				"files", len(files), "err", refused.err)
-			if err := s.uploadHeld(ctx, p); err != nil {
-				return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
-			}
-			continue
-		}
 		if err != nil {
 			return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
 		}
@@ -73,8 +63,8 @@ func (s *Sink) purge(ctx context.Context, p *loadPlan) {
 		all = append(all, sink.File{RowsPath: name})
 	}
 	s.forget(all)
-	if !s.opt.Purge || p.streaming {
-		return // nothing of this load is in the stage
+	if !s.opt.Purge {
+		return
 	}
 	if err := s.remove(ctx, all); err != nil {
 		s.log.Warn("loaded files stay in the stage: remove failed", "files", len(p.files), "err", err)
@@ -90,10 +80,6 @@ type loadPlan struct {
 	rejects     []rejectRow
 	rejectsFile string   // staged dead-letter file holding rejects
 	staged      []string // every name staged by this load, for purge
-	// streaming sends the files by streaming load; false once a streaming
-	// load was refused (the load falls back to staged files and COPY,
-	// whose per-row report isolates rejected rows).
-	streaming bool
 }
 
 // piece is a part of a staged file, staged under its own name.
@@ -298,9 +284,6 @@ func (s *Sink) copyFiles(ctx context.Context, ss *session, p *loadPlan, table st
 	if len(targets) == 0 {
 		return nil, nil
 	}
-	if p.streaming {
-		return nil, s.streamFiles(ctx, ss, table, targets)
-	}
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.name
@@ -333,60 +316,6 @@ func (s *Sink) copyFiles(ctx context.Context, ss *session, p *loadPlan, table st
 		}
 	}
 	return got, nil
-}
-
-// streamFiles sends the targets to table in one streaming load inside the
-// load's session. Databend reports no rejected rows for a streaming load:
-// a refusal that is not about credentials or the network is a
-// streamRefused, after which the load runs through the stage instead.
-func (s *Sink) streamFiles(ctx context.Context, ss *session, table string, targets []target) error {
-	parts := make([]part, len(targets))
-	var want int64
-	s.mu.Lock()
-	for i, t := range targets {
-		parts[i] = part{name: t.name, data: s.held[t.name]}
-		want += t.rows
-	}
-	s.mu.Unlock()
-	sql := fmt.Sprintf("INSERT INTO %s FROM @_databend_load FILE_FORMAT = (TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO)", table)
-	rows, err := ss.streamingLoad(ctx, sql, parts)
-	switch {
-	case err != nil && !isTransient(err) && !strings.Contains(err.Error(), credentialsRefused):
-		return &streamRefused{err}
-	case err != nil:
-		return fmt.Errorf("streaming load of %d files into %s: %w", len(parts), table, err)
-	case rows != want:
-		return fmt.Errorf("%w: streaming load into %s inserted %d rows of %d", sink.ErrFatal, table, rows, want)
-	}
-	return nil
-}
-
-// streamRefused is a streaming load Databend refused for its content.
-type streamRefused struct{ err error }
-
-func (e *streamRefused) Error() string { return "streaming load refused: " + e.err.Error() }
-
-// uploadHeld uploads what the plan holds for streaming loads and makes
-// the plan load through the stage from now on.
-func (s *Sink) uploadHeld(ctx context.Context, p *loadPlan) error {
-	var names []string
-	for _, f := range p.files {
-		names = append(names, f.RowsPath, f.DLQPath)
-	}
-	names = append(names, p.staged...)
-	for _, n := range names {
-		s.mu.Lock()
-		data, ok := s.held[n]
-		s.mu.Unlock()
-		if n == "" || !ok {
-			continue
-		}
-		if err := s.upload(ctx, n, data); err != nil {
-			return fmt.Errorf("upload %s to %s: %w", n, s.location(), err)
-		}
-	}
-	p.streaming = false
-	return nil
 }
 
 // copySQL is the reference's COPY, made exact: the files are named (no

@@ -112,7 +112,7 @@ func (s *Sink) stagePiece(ctx context.Context, p *loadPlan, originName string, k
 		lines[j] = k.Lines()[i]
 	}
 	stem := strings.TrimSuffix(strings.TrimSuffix(originName, ".zst"), ".ndjson")
-	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), sink.JoinLines(lines), p.streaming)
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.l%d-%d-n%d", stem, idx[0], idx[len(idx)-1], len(idx)), sink.JoinLines(lines))
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 	for i, r := range p.rejects {
 		rows[i] = r.row
 	}
-	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), sink.JoinLines(rows), p.streaming)
+	name, _, err := s.put(ctx, fmt.Sprintf("%s.rejects-n%d.dlq", p.files[0].Name, len(rows)), sink.JoinLines(rows))
 	if err != nil {
 		return err
 	}

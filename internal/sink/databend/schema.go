@@ -57,9 +57,8 @@ var (
 // checks that existing tables have tracelake's columns.
 func (s *Sink) Prepare(ctx context.Context) error {
 	if s.opt.StreamingLoad {
-		s.log.Warn("streaming load: a load is exactly-once only if Databend runs the streaming load inside the load's transaction, " +
-			"which tracelake sends with it but could not verify against a live Databend; otherwise a crash between the load and its COMMIT loads that batch twice. " +
-			"The staged COPY path (streaming_load: false) is exactly-once")
+		s.log.Info("streaming_load: files go through the query node (/v1/upload_to_stage) and are loaded with COPY in the load's transaction; " +
+			"Databend's /v1/streaming_load is not used because it cannot join a transaction, and a load's rows must commit with its ledger rows")
 	}
 	ss := s.c.session()
 	type tableSpec struct {

@@ -1,12 +1,17 @@
-// Package databendtest is an in-process HTTP server that follows
-// Databend's documented HTTP API closely enough to test the Databend sink
-// without a Databend: /v1/query with client-held sessions, paged results
-// (next_uri, final_uri) and errors; PRESIGN UPLOAD with a PUT to the
-// presigned URL; /v1/upload_to_stage; transactions (BEGIN, COMMIT,
-// ROLLBACK) with COPY's load history committed with the data. It executes
-// the statements the sink writes (matched by shape, not parsed as SQL) on
-// in-memory tables, and fails on any other statement, so a change of the
-// sink's SQL shows up in the tests. Faults are injected with the hooks.
+// Package databendtest is an in-process HTTP server that behaves as
+// databend-query's own source does (repository databendlabs/databend,
+// read at commit 43b24ec0, 2026-08-22), so the Databend sink can be tested
+// without a Databend: /v1/query with client-held sessions, long-polled
+// pages that answer Running while a statement outlasts the wait time, a
+// null session on replies whose session did not change, transactions held
+// by the node that ran their last statement, a cluster of nodes behind a
+// round-robin balancer routed by the sticky-node header, the real error
+// codes, commit conflicts, COPY's load history checked at commit, PRESIGN
+// UPLOAD with a PUT to the presigned URL and /v1/upload_to_stage. Each behaviour cites the source file it follows.
+// It executes the statements the sink writes (matched by shape, not parsed
+// as SQL) on in-memory tables, and fails on any other statement, so a
+// change of the sink's SQL shows up in the tests. Faults are injected with
+// the hooks.
 package databendtest
 
 import (
@@ -17,9 +22,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -34,11 +39,34 @@ type Server struct {
 	// PageRows is how many rows one result page holds (paging is tested
 	// with every query). Default 2.
 	PageRows int
+	// WaitTime is how long a request waits for its statement before the
+	// reply says Running with a next_uri to poll (databend-query:
+	// PaginationConf.wait_time_secs, DEFAULT_WAIT_TIME_SECS = 10 in
+	// servers/http/v1/query/http_query.rs). Default 10 s; tests shorten it.
+	WaitTime time.Duration
 
 	// Hooks, called with the lock held; nil means no fault.
 	// QueryStatus returns an HTTP status to answer a statement with
 	// instead of running it (0: run it).
 	QueryStatus func(sql string) int
+	// StatementTime is how long a statement runs before its result is
+	// ready (0: at once). Longer than WaitTime, its replies say Running.
+	StatementTime func(sql string) time.Duration
+	// CommitError returns the error code a COMMIT fails with, rolling the
+	// transaction back (0: commit). Databend's codes for lost races are
+	// OCCRetryFailure 2011, TableVersionMismatched 2009 and
+	// UnresolvableConflict 4001 (common/exception/src/exception_code.rs).
+	CommitError func() int
+	// LateCommit, asked at each COMMIT of a transaction, makes that
+	// commit land late: the reply is lost (the connection closes) and the
+	// transaction is applied only when the next COMMIT arrives, after the
+	// client's retry read the ledger, as a commit still in flight in the
+	// meta service when its reply was lost would.
+	LateCommit func() bool
+	// Proxy puts a proxy with nginx's default underscores_in_headers off
+	// in front of the server: request headers whose names hold an
+	// underscore are dropped.
+	Proxy bool
 	// DropReply runs the statement and then closes the connection without
 	// a reply, as a network failure after the server did the work would.
 	DropReply func(sql string) bool
@@ -52,15 +80,19 @@ type Server struct {
 	// they are recorded and answer no rows.
 	Accept func(sql string) bool
 
-	mu         sync.Mutex
-	tables     map[string]*table
-	stage      map[string][]byte // path in the stage (stage name/path) → bytes
-	history    map[string]bool   // table + "\x00" + path: COPY's load history
-	txns       map[string]*txn
-	nextID     int
-	statements []string
-	uploads    []string
-	pages      map[string][][]*string
+	mu      sync.Mutex
+	nodes   []*node
+	balance int // the balancer's next node
+	tables  map[string]*table
+	stage   map[string][]byte // path in the stage (stage name/path) → bytes
+	history map[string]bool   // table + "\x00" + path: COPY's load history
+	late    []*txn            // commits in flight (LateCommit)
+	// pendingLate is the transaction of the COMMIT being run when
+	// LateCommit said it lands late.
+	pendingLate *txn
+	nextID      int
+	statements  []string
+	uploads     []string
 }
 
 type table struct {
@@ -73,27 +105,47 @@ type table struct {
 // txn holds a transaction's writes until COMMIT.
 type txn struct {
 	rows    map[string][]Row
-	history map[string]bool
+	history map[string]bool // files COPY loaded with FORCE = FALSE
+	forced  map[string]bool // files COPY loaded with FORCE = TRUE
 }
 
-// New starts a fake Databend on loopback with the given credentials.
-func New(user, password string) *Server {
+// New starts a fake Databend of one node on loopback with the given
+// credentials.
+func New(user, password string) *Server { return NewCluster(user, password, 1) }
+
+// NewCluster starts a fake Databend cluster of n query nodes behind one
+// address that hands each request to the next node in turn, as a load
+// balancer in front of a warehouse does, unless the request names its
+// node in X-DATABEND-STICKY-NODE. The nodes share tables and stage (object
+// storage and the meta service), not queries or transactions.
+func NewCluster(user, password string, n int) *Server {
 	s := &Server{
-		User: user, Password: password, PageRows: 2,
+		User: user, Password: password, PageRows: 2, WaitTime: 10 * time.Second,
 		tables:  map[string]*table{},
 		stage:   map[string][]byte{},
 		history: map[string]bool{},
-		txns:    map[string]*txn{},
-		pages:   map[string][][]*string{},
+	}
+	started := time.Now().UTC().Format(time.RFC3339)
+	for i := range max(1, n) {
+		s.nodes = append(s.nodes, &node{id: fmt.Sprintf("node-%d", i+1), started: started,
+			queries: map[string]*query{}, txns: map[string]*txn{}})
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/query", s.handleQuery)
-	mux.HandleFunc("GET /v1/query/{id}/page/{n}", s.handlePage)
-	mux.HandleFunc("GET /v1/query/{id}/final", s.handleFinal)
+	mux.HandleFunc("POST /v1/query", s.routed(s.handleQuery))
+	mux.HandleFunc("GET /v1/query/{id}/page/{n}", s.routed(s.handlePage))
+	mux.HandleFunc("GET /v1/query/{id}/final", s.routed(s.handleFinal))
 	mux.HandleFunc("PUT /presigned/{path...}", s.handlePresignedPut)
 	mux.HandleFunc("PUT /v1/upload_to_stage", s.handleStageUpload)
-	mux.HandleFunc("PUT /v1/streaming_load", s.handleStreamingLoad)
-	s.Server = httptest.NewServer(mux)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.Proxy {
+			for name := range r.Header {
+				if strings.Contains(name, "_") {
+					delete(r.Header, name)
+				}
+			}
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	return s
 }
 
@@ -155,123 +207,6 @@ func (s *Server) authorized(r *http.Request) bool {
 	return ok && u == s.User && p == s.Password
 }
 
-type queryRequest struct {
-	SQL     string          `json:"sql"`
-	Session json.RawMessage `json:"session"`
-}
-
-type field struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-}
-
-type queryError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-type response struct {
-	ID       string          `json:"id"`
-	Session  json.RawMessage `json:"session,omitempty"`
-	Schema   []field         `json:"schema"`
-	Data     [][]*string     `json:"data"`
-	State    string          `json:"state"`
-	Error    *queryError     `json:"error"`
-	NextURI  string          `json:"next_uri,omitempty"`
-	FinalURI string          `json:"final_uri,omitempty"`
-}
-
-func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		http.Error(w, `{"error":{"code":401,"message":"authenticate failed"}}`, http.StatusUnauthorized)
-		return
-	}
-	var req queryRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	s.statements = append(s.statements, req.SQL)
-	if s.QueryStatus != nil {
-		if code := s.QueryStatus(req.SQL); code != 0 {
-			s.mu.Unlock()
-			http.Error(w, `{"error":{"code":`+strconv.Itoa(code)+`,"message":"injected"}}`, code)
-			return
-		}
-	}
-	sess := map[string]any{}
-	_ = json.Unmarshal(req.Session, &sess)
-	cols, rows, err := s.run(req.SQL, sess)
-	drop := s.DropReply != nil && s.DropReply(req.SQL)
-	s.nextID++
-	id := "q" + strconv.Itoa(s.nextID)
-	resp := response{ID: id, State: "Succeeded"}
-	resp.Session, _ = json.Marshal(sess)
-	if err != nil {
-		resp.State = "Failed"
-		resp.Error = &queryError{Code: 1006, Message: err.Error()}
-	} else {
-		for _, c := range cols {
-			resp.Schema = append(resp.Schema, field{Name: c, Type: "String"})
-		}
-		resp.Data, resp.NextURI = s.firstPage(id, rows)
-		resp.FinalURI = "/v1/query/" + id + "/final"
-	}
-	s.mu.Unlock()
-	if drop {
-		hijackAndClose(w)
-		return
-	}
-	writeJSON(w, resp)
-}
-
-// firstPage returns the first page of rows and the next_uri, keeping the
-// rest for handlePage.
-func (s *Server) firstPage(id string, rows [][]*string) ([][]*string, string) {
-	n := max(1, s.PageRows)
-	if len(rows) <= n {
-		return rows, ""
-	}
-	s.pages[id] = rows[n:]
-	return rows[:n], "/v1/query/" + id + "/page/1"
-}
-
-func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
-		return
-	}
-	s.mu.Lock()
-	id := r.PathValue("id")
-	rest, ok := s.pages[id]
-	if !ok {
-		s.mu.Unlock()
-		http.Error(w, `{"error":{"code":404,"message":"query not found"}}`, http.StatusNotFound)
-		return
-	}
-	n := max(1, s.PageRows)
-	resp := response{ID: id, State: "Succeeded", FinalURI: "/v1/query/" + id + "/final"}
-	if len(rest) <= n {
-		resp.Data = rest
-		delete(s.pages, id)
-	} else {
-		resp.Data = rest[:n]
-		s.pages[id] = rest[n:]
-		next, _ := strconv.Atoi(r.PathValue("n"))
-		resp.NextURI = fmt.Sprintf("/v1/query/%s/page/%d", id, next+1)
-	}
-	s.mu.Unlock()
-	writeJSON(w, resp)
-}
-
-func (s *Server) handleFinal(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	delete(s.pages, r.PathValue("id"))
-	s.mu.Unlock()
-	writeJSON(w, response{ID: r.PathValue("id"), State: "Succeeded"})
-}
-
 func (s *Server) handlePresignedPut(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Fake-Presigned") != "yes" {
 		http.Error(w, "the presigned headers were not sent", http.StatusForbidden)
@@ -296,74 +231,24 @@ func (s *Server) handleStageUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(f)
-	path := r.Header.Get("stage_name") + "/" + r.Header.Get("relative_path") + hdr.Filename
+	// servers/http/v1/stage.rs UploadToStageArgs::read_arg: the
+	// x-databend- header first, the underscore name for old clients.
+	arg := func(name string) string {
+		if v := r.Header.Get("X-Databend-" + name); v != "" {
+			return v
+		}
+		return r.Header.Get(strings.ReplaceAll(name, "-", "_"))
+	}
+	if arg("stage-name") == "" {
+		http.Error(w, "[HTTP-STAGE] Missing required parameter 'stage-name' in request headers", http.StatusBadRequest)
+		return
+	}
+	path := arg("stage-name") + "/"
+	if rel := strings.Trim(arg("relative-path"), "/"); rel != "" {
+		path += rel + "/"
+	}
+	path += hdr.Filename
 	s.store(w, path, body)
-}
-
-// handleStreamingLoad runs X-Databend-SQL (INSERT INTO t FROM
-// @_databend_load …) over the uploaded files, in the session of
-// X-Databend-Query-Context: inside its transaction if it has one. A row
-// the table cannot take fails the whole request, as streaming load has no
-// per-row report. It is recorded in Statements as "STREAMING LOAD <sql>".
-func (s *Server) handleStreamingLoad(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		http.Error(w, `{"error":{"code":401,"message":"authenticate failed"}}`, http.StatusUnauthorized)
-		return
-	}
-	sql := r.Header.Get("X-Databend-SQL")
-	m := reStreamingLoad.FindStringSubmatch(sql)
-	if m == nil {
-		http.Error(w, `{"error":{"code":1005,"message":"fake: streaming load SQL not modelled"}}`, http.StatusBadRequest)
-		return
-	}
-	if err := r.ParseMultipartForm(64 << 20); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	sess := map[string]any{}
-	_ = json.Unmarshal([]byte(r.Header.Get("X-Databend-Query-Context")), &sess)
-	s.mu.Lock()
-	s.statements = append(s.statements, "STREAMING LOAD "+sql)
-	name := unquote(m[1])
-	t := s.tables[name]
-	var rows []Row
-	var fail string
-	if t == nil {
-		fail = fmt.Sprintf("Unknown table '%s'", name)
-	}
-	for _, fh := range r.MultipartForm.File["upload"] {
-		if fail != "" {
-			break
-		}
-		f, _ := fh.Open()
-		data, _ := io.ReadAll(f)
-		f.Close()
-		parsed, err := parseRows(t, data)
-		if err != nil {
-			fail = err.Error()
-			break
-		}
-		for _, row := range parsed {
-			if reason := s.rowError(name, t, row); reason != "" {
-				fail = reason
-				break
-			}
-		}
-		rows = append(rows, parsed...)
-	}
-	if fail != "" {
-		s.mu.Unlock()
-		http.Error(w, `{"error":{"code":1046,"message":`+string(jsonOf(fail))+`}}`, http.StatusBadRequest)
-		return
-	}
-	s.write(s.txns[fmt.Sprint(sess["fake_txn"])], name, rows)
-	drop := s.DropReply != nil && s.DropReply("STREAMING LOAD "+sql)
-	s.mu.Unlock()
-	if drop {
-		hijackAndClose(w)
-		return
-	}
-	writeJSON(w, map[string]any{"id": "load", "stats": map[string]int{"rows": len(rows)}})
 }
 
 func (s *Server) store(w http.ResponseWriter, path string, body []byte) {

@@ -12,52 +12,76 @@ import (
 // The statement shapes the fake executes. Anything else fails (or, if
 // Accept says so, succeeds doing nothing).
 var (
-	reCreateTable   = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
-	reDesc          = regexp.MustCompile(`^DESC (\S+)$`)
-	rePresign       = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
-	rePositions     = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+) WHERE topic IN \((.*)\) GROUP BY topic, "partition"$`)
-	reCopy          = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
-	reLedgerInsert  = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
-	reLedgerTuple   = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
-	reStreamingLoad = regexp.MustCompile(`^INSERT INTO (\S+) FROM @_databend_load FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\)$`)
-	reRemove        = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
-	reLedgerScan    = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
-	reDLQCount      = regexp.MustCompile(`^SELECT topic, "partition", count\(\*\), count\(DISTINCT "offset"\) FROM (\S+) GROUP BY 1, 2$`)
-	reRawCount      = regexp.MustCompile(`^SELECT record_metadata:topic::VARCHAR, kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
-	reStoredCount   = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
-	reQuoted        = regexp.MustCompile(`'((?:[^']|'')*)'`)
+	reCreateTable  = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
+	reDesc         = regexp.MustCompile(`^DESC (\S+)$`)
+	rePresign      = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
+	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+) WHERE topic IN \((.*)\) GROUP BY topic, "partition"$`)
+	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
+	reLedgerInsert = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
+	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
+	reRemove       = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
+	reLedgerScan   = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
+	reDLQCount     = regexp.MustCompile(`^SELECT topic, "partition", count\(\*\), count\(DISTINCT "offset"\) FROM (\S+) GROUP BY 1, 2$`)
+	reRawCount     = regexp.MustCompile(`^SELECT record_metadata:topic::VARCHAR, kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
+	reStoredCount  = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
+	reQuoted       = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
 
-// run executes one statement in the session sess (updated in place) and
-// returns its result. Called with the lock held.
-func (s *Server) run(sql string, sess map[string]any) ([]string, [][]*string, error) {
+// run executes one statement in the session sess and its transaction tx
+// (both updated in place) and returns its result. Called with the lock
+// held.
+func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*string, error) {
 	sql = strings.TrimSpace(sql)
-	tx := s.txns[fmt.Sprint(sess["fake_txn"])]
+	tx := *txp
+	if sess.TxnState == "Fail" {
+		// copy_into_txn.test: after a failed statement every statement
+		// fails with 4002 until COMMIT or ROLLBACK, which end the
+		// transaction without writing anything.
+		if sql == "COMMIT" || sql == "ROLLBACK" {
+			sess.TxnState, *txp = "AutoCommit", nil
+			return nil, nil, nil
+		}
+		return nil, nil, &codedError{CodeTxnAborted, "Current transaction is aborted, commands ignored until end of transaction block"}
+	}
 	switch {
 	case sql == "SELECT 1":
 		return []string{"1"}, [][]*string{{str("1")}}, nil
 	case sql == "BEGIN":
 		if tx == nil {
-			s.nextID++
-			id := "t" + strconv.Itoa(s.nextID)
-			s.txns[id] = &txn{rows: map[string][]Row{}, history: map[string]bool{}}
-			sess["fake_txn"] = id
-			sess["txn_state"] = "Active"
+			*txp = &txn{rows: map[string][]Row{}, history: map[string]bool{}, forced: map[string]bool{}}
+			sess.TxnState = "Active"
 		}
 		return nil, nil, nil
 	case sql == "COMMIT":
-		if tx != nil {
-			for name, rows := range tx.rows {
-				s.tables[name].rows = append(s.tables[name].rows, rows...)
-			}
-			for k := range tx.history {
-				s.history[k] = true
+		sess.TxnState, *txp = "AutoCommit", nil
+		for _, l := range s.late {
+			s.apply(l)
+		}
+		s.late = nil
+		if tx == nil {
+			return nil, nil, nil
+		}
+		if s.LateCommit != nil && s.LateCommit() {
+			s.pendingLate = tx
+			return nil, nil, nil
+		}
+		if s.CommitError != nil {
+			if code := s.CommitError(); code != 0 {
+				return nil, nil, &codedError{code, commitErrorMessage(code)}
 			}
 		}
-		s.endTxn(sess)
+		// COPY's load history is upserted with the commit; a file loaded
+		// with FORCE = FALSE that another transaction committed meanwhile
+		// fails the commit (meta/api table_api.rs: DuplicatedUpsertFiles).
+		for k := range tx.history {
+			if s.history[k] {
+				return nil, nil, &codedError{CodeDuplicatedUpsertFiles, fmt.Sprintf("DuplicatedUpsertFiles: file %s, in operation `commit`", strings.SplitN(k, "\x00", 2)[1])}
+			}
+		}
+		s.apply(tx)
 		return nil, nil, nil
 	case sql == "ROLLBACK":
-		s.endTxn(sess)
+		sess.TxnState, *txp = "AutoCommit", nil
 		return nil, nil, nil
 	}
 	if m := reCreateTable.FindStringSubmatch(sql); m != nil {
@@ -92,9 +116,6 @@ func (s *Server) run(sql string, sess map[string]any) ([]string, [][]*string, er
 		return s.positions(m[1], m[2], tx)
 	}
 	if m := reCopy.FindStringSubmatch(sql); m != nil {
-		if tx == nil {
-			return nil, nil, fmt.Errorf("fake: tracelake copies inside a transaction; got a COPY outside one")
-		}
 		return s.copyInto(tx, unquote(m[1]), m[2], quotedList(m[3]), m[4] == "TRUE")
 	}
 	if m := reLedgerInsert.FindStringSubmatch(sql); m != nil {
@@ -130,17 +151,24 @@ func (s *Server) run(sql string, sess map[string]any) ([]string, [][]*string, er
 	return nil, nil, fmt.Errorf("fake: statement not modelled: %.120s", sql)
 }
 
-func (s *Server) endTxn(sess map[string]any) {
-	delete(s.txns, fmt.Sprint(sess["fake_txn"]))
-	delete(sess, "fake_txn")
-	sess["txn_state"] = "AutoCommit"
+// apply writes a transaction's rows and load history.
+func (s *Server) apply(tx *txn) {
+	for name, rows := range tx.rows {
+		s.tables[name].rows = append(s.tables[name].rows, rows...)
+	}
+	for k := range tx.history {
+		s.history[k] = true
+	}
+	for k := range tx.forced {
+		s.history[k] = true
+	}
 }
 
 func (s *Server) table(quoted string) (*table, error) {
 	name := unquote(quoted)
 	t := s.tables[name]
 	if t == nil {
-		return nil, fmt.Errorf("Unknown table '%s'", name)
+		return nil, &codedError{1025, fmt.Sprintf("Unknown table '%s'", name)}
 	}
 	return t, nil
 }
@@ -187,10 +215,20 @@ func (s *Server) positions(ledger, topicList string, tx *txn) ([]string, [][]*st
 	return []string{"topic", "partition", "max(last_offset)"}, rows, nil
 }
 
+// copyInto runs COPY INTO in the transaction tx, or on its own (COPY
+// outside a transaction commits at once, as any statement does).
 func (s *Server) copyInto(tx *txn, name, location string, files []string, force bool) ([]string, [][]*string, error) {
 	t := s.tables[name]
 	if t == nil {
-		return nil, nil, fmt.Errorf("Unknown table '%s'", name)
+		return nil, nil, &codedError{1025, fmt.Sprintf("Unknown table '%s'", name)}
+	}
+	if tx == nil {
+		own := &txn{rows: map[string][]Row{}, history: map[string]bool{}, forced: map[string]bool{}}
+		cols, rows, err := s.copyInto(own, name, location, files, force)
+		if err == nil {
+			s.apply(own)
+		}
+		return cols, rows, err
 	}
 	var out [][]*string
 	for _, f := range files {
@@ -221,7 +259,11 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 			tx.rows[name] = append(tx.rows[name], r)
 			loaded++
 		}
-		tx.history[hkey] = true
+		if force {
+			tx.forced[hkey] = true
+		} else {
+			tx.history[hkey] = true
+		}
 		row := []*string{str(path), str(strconv.Itoa(loaded)), str(strconv.Itoa(errors)), nil, nil}
 		if errors > 0 {
 			row[3], row[4] = str(firstError), str(strconv.Itoa(firstLine))
