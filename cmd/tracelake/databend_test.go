@@ -123,11 +123,18 @@ func countRows(t *testing.T, seen map[int32]map[int64]bool, n int) {
 // password s3cret) and a Kafka with n traces produced over partitions.
 func databendSetup(t *testing.T, partitions int32, n int, seed uint64) (string, *databendtest.Server, *kfake.Cluster, *kgo.Client) {
 	t.Helper()
+	return databendSetupNodes(t, 1, partitions, n, seed)
+}
+
+// databendSetupNodes is databendSetup with a fake Databend of nodes
+// query nodes behind one balancer.
+func databendSetupNodes(t *testing.T, nodes int, partitions int32, n int, seed uint64) (string, *databendtest.Server, *kfake.Cluster, *kgo.Client) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	srv := databendtest.New("cloudapp", "s3cret")
+	srv := databendtest.NewCluster("cloudapp", "s3cret", nodes)
 	t.Cleanup(srv.Close)
 	cluster, cl := startKafka(t, partitions)
 	if n > 0 {
@@ -272,6 +279,80 @@ func TestDatabendFaultsAreRetried(t *testing.T) {
 		t.Errorf("the failed upload was not logged:\n%s", out)
 	}
 	countRows(t, partitionOffsets(t, srv), n)
+}
+
+// tracelake run against the server as databend-query's source behaves,
+// each case with the reference's config file: COPY slower than the
+// server's wait time (Running replies, null page sessions), two nodes
+// behind a balancer, commit conflicts every few loads, and a COMMIT
+// whose reply is lost and that lands after the retry read the ledger
+// (the 2014 guard). Every message lands once and the run exits 0.
+func TestDatabendAsTheRealServerBehaves(t *testing.T) {
+	const n = 5000
+	cases := []struct {
+		name   string
+		nodes  int
+		inject func(srv *databendtest.Server, hits *atomic.Int32)
+	}{
+		{"slow COPY", 1, func(srv *databendtest.Server, hits *atomic.Int32) {
+			srv.WaitTime = 50 * time.Millisecond
+			srv.StatementTime = func(sql string) time.Duration {
+				if strings.HasPrefix(sql, "COPY INTO") {
+					hits.Add(1)
+					return 300 * time.Millisecond
+				}
+				return 0
+			}
+		}},
+		{"two nodes", 2, func(srv *databendtest.Server, hits *atomic.Int32) {
+			srv.StatementTime = func(sql string) time.Duration {
+				if sql == "COMMIT" {
+					hits.Add(1)
+				}
+				return 0
+			}
+		}},
+		{"commit conflicts", 1, func(srv *databendtest.Server, hits *atomic.Int32) {
+			var commits atomic.Int32
+			codes := []int{databendtest.CodeOCCRetryFailure, databendtest.CodeUnresolvableConflict, databendtest.CodeTableVersionMismatched}
+			srv.CommitError = func() int {
+				if c := commits.Add(1); c%3 == 0 {
+					hits.Add(1)
+					return codes[int(c/3)%len(codes)]
+				}
+				return 0
+			}
+		}},
+		{"late commit", 1, func(srv *databendtest.Server, hits *atomic.Int32) {
+			var commits atomic.Int32
+			srv.LateCommit = func() bool {
+				if commits.Add(1) == 2 {
+					hits.Add(1)
+					return true
+				}
+				return false
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bin, srv, cluster, _ := databendSetupNodes(t, c.nodes, 3, n, 21)
+			var hits atomic.Int32
+			c.inject(srv, &hits)
+			cfgPath := referenceConfig(t, cluster, srv, "s3cret", map[string]any{"workers": 2, "batchSize": 250, "copyIntoMaxInterval": 1})
+			out, err := runIdle(t, bin, cfgPath)
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, out)
+			}
+			if hits.Load() == 0 {
+				t.Fatal("the case's behaviour was never hit")
+			}
+			countRows(t, partitionOffsets(t, srv), n)
+			if records, _ := ledgerSums(srv, "trace_raw_ledger"); records != n {
+				t.Errorf("ledger counts %d records, want %d", records, n)
+			}
+		})
+	}
 }
 
 // A wrong password stops the run at once with one clear line, exit 1,
