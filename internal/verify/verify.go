@@ -153,7 +153,14 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		return nil
 	}
 	if err := scan(fmt.Sprintf(`SELECT topic, "partition", count(*), count(DISTINCT "offset") FROM %s GROUP BY 1, 2`, t.DLQ),
-		func(p *Partition, rows, _ int64) { p.DLQRows = rows }); err != nil {
+		func(p *Partition, rows, distinct int64) {
+			p.DLQRows = rows
+			if !t.Raw {
+				// The user's table has no offsets to check; the dead-letter
+				// table has (in raw mode the union below counts both).
+				p.Duplicates = rows - distinct
+			}
+		}); err != nil {
 		return nil, fmt.Errorf("count %s: %w", t.DLQ, err)
 	}
 	if t.Raw {

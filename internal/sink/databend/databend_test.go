@@ -752,3 +752,53 @@ func TestDuplicatedUpsertFilesAfterALateCommit(t *testing.T) {
 		t.Errorf("%d ledger rows, want 1", n)
 	}
 }
+
+// Rows Databend rejected in one round of a load are fenced in the next
+// like every other row: a former owner of the partition that loaded (and
+// dead-lettered) part of the batch between the rounds leaves those rows
+// out, the pieces staged in the first round included. Before, the rejects
+// and pieces were loaded again: dead letters twice.
+func TestRejectsAndPiecesAreFencedAgainstAFormerOwner(t *testing.T) {
+	srv, s := prepared(t, "")
+	former := open(t, srv, "")
+	srv.Reject = func(table string, r databendtest.Row) string {
+		if o := string(r["koffset"]); table == "trace_raw" && (o == "5" || o == "15") {
+			return "bad row " + o
+		}
+		return ""
+	}
+	ctx := context.Background()
+	files := stage(t, s, batch(0, 0, 19))
+	formerFiles := stage(t, former, batch(0, 0, 9))
+	moved := false
+	srv.After = func(sql string) {
+		if sql == "ROLLBACK" && !moved {
+			moved = true // after the first round: the former owner loads 0-9
+			if _, err := former.Load(ctx, formerFiles); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if _, err := s.Load(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	if !moved {
+		t.Fatal("the load had no second round")
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 19, 5, 15)) {
+		t.Errorf("offsets %v", o)
+	}
+	var dl []int64
+	for _, r := range srv.Rows("trace_raw_dlq") {
+		var o int64
+		_ = json.Unmarshal(r["offset"], &o)
+		dl = append(dl, o)
+	}
+	slices.Sort(dl)
+	if !slices.Equal(dl, []int64{5, 15}) {
+		t.Errorf("dead-letter offsets %v; want 5 and 15 once", dl)
+	}
+	if records, dlq := ledgerTotals(t, srv, "trace_raw_ledger"); records != 18 || dlq != 2 {
+		t.Errorf("ledger: %d records, %d dead letters; want 18 and 2", records, dlq)
+	}
+}

@@ -91,8 +91,9 @@ type piece struct {
 
 // rejectRow is a row Databend rejected, as a dead-letter row.
 type rejectRow struct {
-	tp  sink.TopicPartition
-	row []byte
+	tp     sink.TopicPartition
+	offset int64
+	row    []byte
 }
 
 // copyOutcome is COPY's report on one file.
@@ -233,14 +234,12 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPar
 			s.log.Info("load overlaps the ledger (a former owner of the partition loaded part of it); loading only the rows past it",
 				"file", f.Name)
 			for _, name := range []string{f.RowsPath, f.DLQPath} {
-				if _, split := p.pieces[name]; name == "" || split {
+				if name == "" {
 					continue
 				}
-				pcs, err := s.pastFence(ctx, p, name, fence, name == f.DLQPath)
-				if err != nil {
+				if err := s.fence(ctx, p, name, fence, name == f.DLQPath); err != nil {
 					return nil, nil, nil, err
 				}
-				p.pieces[name] = pcs
 			}
 			for _, pc := range p.pieces[f.DLQPath] {
 				dlq = append(dlq, target{pc.name, int64(len(pc.idx))})
@@ -251,6 +250,9 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPar
 			main = append(main, target{pc.name, int64(len(pc.idx))})
 			s.countLines(counts, pc, false)
 		}
+	}
+	if err := s.fenceRejects(ctx, p, fence); err != nil {
+		return nil, nil, nil, err
 	}
 	if p.rejectsFile != "" {
 		dlq = append(dlq, target{p.rejectsFile, int64(len(p.rejects))})

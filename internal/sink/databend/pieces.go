@@ -77,31 +77,56 @@ func (s *Sink) lineTP(k *keptFile, i int, dlq bool) sink.TopicPartition {
 	return l.tp
 }
 
-// pastFence stages the lines of a kept file that lie past the ledger as
-// one piece (none if no line does).
-func (s *Sink) pastFence(ctx context.Context, p *loadPlan, name string, fence map[sink.TopicPartition]int64, dlq bool) ([]*piece, error) {
+// fence leaves out of the pieces of a kept file every line at or below
+// the ledger (fence): pieces that lose lines are staged again with the
+// rest, pieces with none left are dropped. A file not yet in pieces is
+// one piece of all its lines. A former owner of a partition may advance
+// the ledger between two rounds of one load, so every round fences what
+// earlier rounds staged.
+func (s *Sink) fence(ctx context.Context, p *loadPlan, name string, fence map[sink.TopicPartition]int64, dlq bool) error {
 	k := s.keptLines(name)
 	if k == nil {
-		return nil, fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, name)
+		return fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, name)
 	}
-	var idx []int
-	for i := range k.Lines() {
-		l, err := origin(k, i, dlq)
-		if err != nil {
-			return nil, err
+	pcs, split := p.pieces[name]
+	if !split {
+		all := make([]int, len(k.Lines()))
+		for i := range all {
+			all[i] = i
 		}
-		if last, ok := fence[l.tp]; !ok || l.offset > last {
-			idx = append(idx, i)
+		pcs = []*piece{{name: name, origin: name, idx: all}}
+	}
+	var out []*piece
+	for _, pc := range pcs {
+		var idx []int
+		for _, i := range pc.idx {
+			l, err := origin(k, i, dlq)
+			if err != nil {
+				return err
+			}
+			if pastFence(fence, l.tp, l.offset) {
+				idx = append(idx, i)
+			}
+		}
+		switch {
+		case len(idx) == len(pc.idx):
+			out = append(out, pc)
+		case len(idx) > 0:
+			np, err := s.stagePiece(ctx, p, name, k, idx)
+			if err != nil {
+				return err
+			}
+			out = append(out, np)
 		}
 	}
-	if len(idx) == 0 {
-		return []*piece{}, nil
-	}
-	pc, err := s.stagePiece(ctx, p, name, k, idx)
-	if err != nil {
-		return nil, err
-	}
-	return []*piece{pc}, nil
+	p.pieces[name] = out
+	return nil
+}
+
+// pastFence reports whether offset of tp lies past the ledger.
+func pastFence(fence map[sink.TopicPartition]int64, tp sink.TopicPartition, offset int64) bool {
+	last, ok := fence[tp]
+	return !ok || offset > last
 }
 
 // stagePiece uploads lines idx of the kept file origin under a name built
@@ -195,6 +220,16 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 		s.log.Warn("Databend rejected rows; loading the rest and sending these to the dead-letter table",
 			"file", name, "rejected", o.errors, "first_error", o.firstError)
 	}
+	return s.stageRejects(ctx, p)
+}
+
+// stageRejects stages the plan's rejected rows as one dead-letter file
+// (none when there are none).
+func (s *Sink) stageRejects(ctx context.Context, p *loadPlan) error {
+	p.rejectsFile = ""
+	if len(p.rejects) == 0 {
+		return nil
+	}
 	rows := make([][]byte, len(p.rejects))
 	for i, r := range p.rejects {
 		rows[i] = r.row
@@ -206,6 +241,23 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 	p.rejectsFile = name
 	p.staged = append(p.staged, name)
 	return nil
+}
+
+// fenceRejects leaves out the rejected rows at or below the ledger (a
+// former owner loaded, and dead-lettered, them meanwhile), staging the
+// rest again.
+func (s *Sink) fenceRejects(ctx context.Context, p *loadPlan, fence map[sink.TopicPartition]int64) error {
+	kept := p.rejects[:0:0]
+	for _, r := range p.rejects {
+		if pastFence(fence, r.tp, r.offset) {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == len(p.rejects) {
+		return nil
+	}
+	p.rejects = kept
+	return s.stageRejects(ctx, p)
 }
 
 // find returns the piece staged as name, or a piece standing for the whole
@@ -248,6 +300,6 @@ func (p *loadPlan) reject(k *keptFile, i int, reason string) error {
 	if err != nil {
 		return err
 	}
-	p.rejects = append(p.rejects, rejectRow{tp: l.tp, row: row})
+	p.rejects = append(p.rejects, rejectRow{tp: l.tp, offset: l.offset, row: row})
 	return nil
 }

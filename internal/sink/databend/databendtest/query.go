@@ -233,6 +233,9 @@ func (s *Server) handleQuery(n *node, w http.ResponseWriter, r *http.Request) {
 	}
 	s.pendingLate = nil
 	s.mu.Unlock()
+	if s.After != nil {
+		s.After(req.SQL)
+	}
 	if drop {
 		s.waitReady(q)
 		s.mu.Lock()

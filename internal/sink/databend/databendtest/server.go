@@ -45,6 +45,11 @@ type Server struct {
 	// servers/http/v1/query/http_query.rs). Default 10 s; tests shorten it.
 	WaitTime time.Duration
 
+	// After is called once a statement ran, before its reply is sent,
+	// without the lock: a test can act as another client in between (the
+	// statement's client waits for its reply).
+	After func(sql string)
+
 	// Hooks, called with the lock held; nil means no fault.
 	// QueryStatus returns an HTTP status to answer a statement with
 	// instead of running it (0: run it).
