@@ -39,14 +39,14 @@ func ClientOptions(k config.Kafka) ([]kgo.Opt, error) {
 // worker uses: manual commits only (offsets move after the sink commits),
 // cooperative-sticky assignment, and rebalances blocked while a poll is being
 // processed so a callback never runs in the middle of a batch.
-func ConsumerOptions(k config.Kafka, start time.Time) ([]kgo.Opt, error) {
+//
+// A partition without a committed offset starts at its log start: with
+// start_offset latest the pipeline sets where it starts instead (the
+// partition's end when the run started, see Admin.ConsumedWatermarks), so
+// the reset offset franz-go hands to the offset-adjust callback is always
+// "no offset" (-2) and never taken for one.
+func ConsumerOptions(k config.Kafka) ([]kgo.Opt, error) {
 	reset := kgo.NewOffset().AtStart()
-	if k.StartOffset == "latest" {
-		// Partitions that exist now start at their end; partitions created
-		// later start at their beginning, so nothing produced to a new
-		// partition before tracelake noticed it is skipped.
-		reset = kgo.NewOffset().AfterMilli(start.UnixMilli())
-	}
 	opts, err := ClientOptions(k)
 	if err != nil {
 		return nil, err

@@ -36,9 +36,18 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	for t, ps := range offsets {
 		for p, o := range ps {
 			tp := sink.TopicPartition{Topic: t, Partition: p}
-			committed := o.EpochOffset().Offset // < 0: no commit, start_offset applies
+			committed := o.EpochOffset().Offset // < 0: no commit (the reset offset is the log start)
 			start := committed
-			if next, ok := positions[tp]; ok && next > committed {
+			next, inLedger := positions[tp]
+			if at, ok := w.opt.StartAt[tp]; ok && committed < 0 && !inLedger {
+				// start_offset latest: the end when the run started. It is
+				// committed at once, so the group (lag, exit-when-idle) and
+				// a later owner see where loading of the partition began.
+				w.log.Info("no committed offset or ledger position; start_offset latest starts at the end",
+					"topic", t, "partition", p, "offset", at)
+				next, inLedger = at, true
+			}
+			if inLedger && next > committed {
 				if committed >= 0 {
 					w.log.Info("ledger is ahead of the committed offset; resuming at the ledger",
 						"topic", t, "partition", p, "committed", committed, "ledger", next)

@@ -49,9 +49,15 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	if ro.Budget == nil {
 		ro.Budget = NewBudget(int64(cfg.MaxInflightBytes))
 	}
-	kopts, err := kafka.ConsumerOptions(cfg.Kafka, time.Now())
+	kopts, err := kafka.ConsumerOptions(cfg.Kafka)
 	if err != nil {
 		return err
+	}
+	var startAt map[sink.TopicPartition]int64
+	if cfg.Kafka.StartOffset == "latest" {
+		if startAt, err = latestStarts(ctx, cfg); err != nil {
+			return err
+		}
 	}
 	rawValue := envelope.ValueText
 	if cfg.Sink.Type == config.SinkDatabend {
@@ -68,6 +74,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		RetryBase:     ro.RetryBase,
 		RetryMaxDelay: cfg.Retry.MaxDelay.D(),
 		KafkaOpts:     kopts,
+		StartAt:       startAt,
 		Sink:          snk,
 		Log:           ro.Log,
 		Stats:         ro.Stats,
@@ -249,4 +256,27 @@ func caughtUp(ctx context.Context, admin *kafka.Admin, cfg *config.Config) bool 
 		}
 	}
 	return true
+}
+
+// latestStarts are the ends of the partitions that exist now: with
+// start_offset latest, where a partition with neither a committed offset
+// nor a ledger position starts. A partition created later is absent and
+// starts at its beginning, so nothing produced to it is skipped.
+func latestStarts(ctx context.Context, cfg *config.Config) (map[sink.TopicPartition]int64, error) {
+	admin, err := kafka.NewAdmin(cfg.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	marks, err := admin.ConsumedWatermarks(qctx, cfg.Kafka)
+	if err != nil {
+		return nil, fmt.Errorf("start_offset latest: list the partitions' end offsets: %w", err)
+	}
+	ends := make(map[sink.TopicPartition]int64, len(marks))
+	for tp, m := range marks {
+		ends[tp] = m.High
+	}
+	return ends, nil
 }

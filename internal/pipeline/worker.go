@@ -24,16 +24,20 @@ import (
 
 // Options configure a worker.
 type Options struct {
-	Transform      bool
-	RawValue       envelope.ValueEncoding // how staged rows carry the value, as the sink reads it
-	MaxRecords     int
-	MaxBytes       int64
-	MaxInterval    time.Duration // batch
-	LoadMaxFiles   int
-	LoadInterval   time.Duration
-	RetryBase      time.Duration // first backoff; 1s in production
-	RetryMaxDelay  time.Duration
-	KafkaOpts      []kgo.Opt // from kafka.ConsumerOptions
+	Transform     bool
+	RawValue      envelope.ValueEncoding // how staged rows carry the value, as the sink reads it
+	MaxRecords    int
+	MaxBytes      int64
+	MaxInterval   time.Duration // batch
+	LoadMaxFiles  int
+	LoadInterval  time.Duration
+	RetryBase     time.Duration // first backoff; 1s in production
+	RetryMaxDelay time.Duration
+	KafkaOpts     []kgo.Opt // from kafka.ConsumerOptions
+	// StartAt is where a partition with neither a committed offset nor a
+	// ledger position starts; absent, at its log start. start_offset
+	// latest sets it to the partitions' ends when the run started.
+	StartAt        map[sink.TopicPartition]int64
 	Sink           sink.Sink
 	Log            *slog.Logger
 	Stats          *Stats
