@@ -61,8 +61,11 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			}
 			w.b.forget(tp)
 			w.b.setNext(tp, start)
-			if st := w.owned[tp]; st != nil && start >= 0 {
-				st.next = start
+			if st := w.owned[tp]; st != nil {
+				if start >= 0 {
+					st.next = start
+				}
+				st.committed = max(st.committed, committed)
 			}
 		}
 	}

@@ -2,12 +2,14 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/obs"
@@ -116,4 +118,45 @@ func TestRevokeDoesNotWaitForFailingLoads(t *testing.T) {
 	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != n {
 		t.Fatalf("rows = %d, want %d", rows, n)
 	}
+}
+
+// The ledger position seeded at assignment (the ledger ahead of the
+// group's committed offset) was committed by the loader's retry tick even
+// after a load had committed further: the committed offset went back and
+// nothing moved it forward again, so lag stayed and exit-when-idle waited
+// forever. A commit never goes below what the worker committed.
+func TestSeededCommitNeverMovesBack(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	for i := range 100 {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+	}
+	// Another group loads the first 100 into the sink: the ledger is
+	// ahead of test-group's (absent) commit.
+	cfg := testConfig(t, c)
+	cfg.Kafka.Group = "first"
+	s := openSink(t, cfg)
+	runUntilIdle(t, cfg, s, nil)
+	must(t, s.Close())
+	for i := 100; i < 200; i++ {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+	}
+	cfg.Kafka.Group = "test-group"
+	s = openSink(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Idle after 1.5s: the loader's commit retry tick (every second) runs
+	// after the load committed 200.
+	must(t, pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+		ExitWhenIdle: 1500 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t),
+	}))
+	if ctx.Err() != nil {
+		t.Error("the run never became idle")
+	}
+	resp, err := kadm.NewClient(cl).FetchOffsets(context.Background(), "test-group")
+	must(t, err)
+	if o, _ := resp.Lookup(topic, 0); o.At != 200 {
+		t.Errorf("committed offset %d, want 200", o.At)
+	}
+	verifyOK(t, cfg, s)
 }

@@ -599,7 +599,12 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 	defer w.mu.Unlock()
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for tp, next := range dirty {
-		if w.owned[tp] == nil {
+		p := w.owned[tp]
+		if p == nil || next <= p.committed {
+			// Not owned, or already committed as far: a commit never moves
+			// a partition back (the ledger position seeded at assignment
+			// may come after a load committed further, and nothing would
+			// move it forward again: lag and exit-when-idle would wait).
 			delete(dirty, tp)
 			continue
 		}
