@@ -58,6 +58,12 @@ func ConsumerOptions(k config.Kafka) ([]kgo.Opt, error) {
 		kgo.RebalanceTimeout(k.RebalanceTimeout.D()),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
+		// Records of aborted transactions are never loaded; records of
+		// open ones wait until they commit. The commit and abort markers
+		// come with the records: each holds an offset, and a batch's range
+		// covers it, so committed offsets reach a partition's end.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(reset),
 		kgo.FetchMaxBytes(int32(k.FetchMaxBytes)),
@@ -102,13 +108,17 @@ func (a *Admin) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Watermarks returns low and high watermarks of every partition of topics.
+// Watermarks returns the low watermark and the last stable offset (High)
+// of every partition of topics: what a read-committed consumer can read.
+// Without an open transaction the last stable offset is the high
+// watermark; records past it belong to open transactions and are not
+// readable yet, so lag and idleness are measured against it.
 func (a *Admin) Watermarks(ctx context.Context, topics []string) (map[sink.TopicPartition]Watermarks, error) {
 	starts, err := a.adm.ListStartOffsets(ctx, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("list start offsets of %v: %w", topics, err)
 	}
-	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	ends, err := a.adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("list end offsets of %v: %w", topics, err)
 	}

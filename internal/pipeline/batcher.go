@@ -61,7 +61,8 @@ func newBatcher(transform bool, maxRecords int, maxBytes int64, maxInterval time
 }
 
 // add encodes r into the open batch and returns the batch if r filled it;
-// added is false when r was skipped as already batched.
+// added is false when r was skipped as already batched, or is a
+// transaction marker.
 func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	if want, ok := b.next[tp]; ok && r.Offset < want {
@@ -69,29 +70,14 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		// would be skipped by the sink's ledger check anyway.
 		return nil, false
 	}
-	if b.cur == nil {
-		b.cur = &batch{
-			Batch:   &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8)},
-			created: make([]int64, 0, b.maxRecords),
-		}
-		if b.keepRecords {
-			b.cur.Records = make([]sink.Record, 0, min(b.maxRecords, 1<<16))
-		}
-		b.opened = now
+	rg := b.rangeOf(tp, r.Offset, now)
+	if r.Attrs.IsControl() {
+		// A transaction's commit or abort marker holds an offset and no
+		// message. The range covers it, so the ledger stays contiguous and
+		// the committed offset passes it: past a partition's last marker
+		// is its end (lag 0, idle).
+		return nil, false
 	}
-	i, ok := b.index[tp]
-	if !ok {
-		first, known := b.next[tp]
-		if !known {
-			first = r.Offset
-		}
-		i = len(b.cur.Ranges)
-		b.index[tp] = i
-		b.cur.Ranges = append(b.cur.Ranges, sink.Range{TopicPartition: tp, First: first})
-	}
-	rg := &b.cur.Ranges[i]
-	rg.Last = r.Offset
-	b.next[tp] = r.Offset + 1
 
 	problem := envelope.Check(r.Value)
 	if problem.OK() && b.transform {
@@ -128,6 +114,35 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		return b.close(), true
 	}
 	return nil, true
+}
+
+// rangeOf returns tp's range in the open batch, opening either as needed,
+// extended to offset. A new range starts where the previous one ended.
+func (b *batcher) rangeOf(tp sink.TopicPartition, offset int64, now time.Time) *sink.Range {
+	if b.cur == nil {
+		b.cur = &batch{
+			Batch:   &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8)},
+			created: make([]int64, 0, b.maxRecords),
+		}
+		if b.keepRecords {
+			b.cur.Records = make([]sink.Record, 0, min(b.maxRecords, 1<<16))
+		}
+		b.opened = now
+	}
+	i, ok := b.index[tp]
+	if !ok {
+		first, known := b.next[tp]
+		if !known {
+			first = offset
+		}
+		i = len(b.cur.Ranges)
+		b.index[tp] = i
+		b.cur.Ranges = append(b.cur.Ranges, sink.Range{TopicPartition: tp, First: first})
+	}
+	rg := &b.cur.Ranges[i]
+	rg.Last = offset
+	b.next[tp] = offset + 1
+	return rg
 }
 
 // due reports when the open batch must close, or the zero time if none is open.

@@ -228,7 +228,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 				if st.next < 0 {
 					st.next = p.Records[0].Offset // no position: loading starts here
 				}
-				st.hwm = p.HighWatermark
+				st.hwm = p.LastStableOffset // what read committed can reach
 				st.updateLag()
 			}
 		})
