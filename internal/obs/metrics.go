@@ -28,6 +28,7 @@ type Metrics struct {
 	DLQRecords      *prometheus.CounterVec // reason
 	InflightBytes   prometheus.Gauge
 	FetchPauses     prometheus.Counter
+	LostRecords     *prometheus.CounterVec
 	Rebalances      *prometheus.CounterVec // event
 
 	MergeRawRows     *prometheus.CounterVec   // model: raw rows merged
@@ -74,6 +75,8 @@ func New() *Metrics {
 			Help: "Records written to the dead-letter table, by reason."}, []string{"reason"}),
 		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tracelake_inflight_bytes",
 			Help: "Bytes of message values read from Kafka and not yet loaded."}),
+		LostRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_lost_records_total",
+			Help: "Records Kafka deleted (retention) before tracelake loaded them; each gap is logged and shown by verify."}, []string{"topic"}),
 		FetchPauses: prometheus.NewCounter(prometheus.CounterOpts{Name: "tracelake_fetch_pauses_total",
 			Help: "Times a worker paused fetching because max_inflight_bytes was reached."}),
 		Rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_rebalances_total",
@@ -93,7 +96,7 @@ func New() *Metrics {
 	}
 	reg.MustRegister(m.ConsumedRecords, m.ConsumedBytes, m.Lag, m.Committed, m.Freshness, m.Batches,
 		m.StagedFiles, m.StagedBytes, m.Loads, m.FilesPerLoad, m.LoadDuration, m.Retries, m.DLQRecords,
-		m.InflightBytes, m.FetchPauses, m.Rebalances,
+		m.InflightBytes, m.FetchPauses, m.LostRecords, m.Rebalances,
 		m.MergeRawRows, m.MergeChanged, m.MergeRejected, m.MergeFailures, m.MergeDuration, m.MergeLastSuccess)
 	return m
 }

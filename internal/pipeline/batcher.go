@@ -187,5 +187,17 @@ func (b *batcher) setNext(tp sink.TopicPartition, offset int64) {
 	b.next[tp] = offset
 }
 
+// holds reports whether the open batch has a range of tp.
+func (b *batcher) holds(tp sink.TopicPartition) bool {
+	_, ok := b.index[tp]
+	return ok
+}
+
+// nextOf returns the next offset expected of tp, if known.
+func (b *batcher) nextOf(tp sink.TopicPartition) (int64, bool) {
+	n, ok := b.next[tp]
+	return n, ok
+}
+
 // forget drops a partition that is no longer owned.
 func (b *batcher) forget(tp sink.TopicPartition) { delete(b.next, tp) }

@@ -117,21 +117,7 @@ func runUntilIdle(t *testing.T, cfg *config.Config, snk sink.Sink, stats *pipeli
 // verifyOK runs verify and fails the test on any gap, overlap or duplicate.
 func verifyOK(t *testing.T, cfg *config.Config, s *duckdb.Sink) *verify.Report {
 	t.Helper()
-	admin, err := kafka.NewAdmin(cfg.Kafka)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	marks, err := admin.ConsumedWatermarks(context.Background(), cfg.Kafka)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tn := s.Tables()
-	rep, err := verify.Run(context.Background(), verify.SQLQuerier{DB: s.DB()},
-		verify.Tables{Main: tn.Main, DLQ: tn.DLQ, Ledger: tn.Ledger, Raw: cfg.Mode == config.ModeRaw, Topic: duckdb.TopicExpr}, marks, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := verifyReport(t, cfg, s)
 	if !rep.OK {
 		t.Fatalf("verify failed: %v", rep.Problems)
 	}
@@ -152,4 +138,19 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(fmt.Errorf("unexpected: %w", err))
 	}
+}
+
+// verifyReport runs verify on the DuckDB sink against Kafka.
+func verifyReport(t *testing.T, cfg *config.Config, s *duckdb.Sink) *verify.Report {
+	t.Helper()
+	admin, err := kafka.NewAdmin(cfg.Kafka)
+	must(t, err)
+	defer admin.Close()
+	marks, err := admin.ConsumedWatermarks(context.Background(), cfg.Kafka)
+	must(t, err)
+	tn := s.Tables()
+	rep, err := verify.Run(context.Background(), verify.SQLQuerier{DB: s.DB()},
+		verify.Tables{Main: tn.Main, DLQ: tn.DLQ, Ledger: tn.Ledger, Raw: cfg.Mode == config.ModeRaw, Topic: duckdb.TopicExpr}, marks, true)
+	must(t, err)
+	return rep
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,9 +87,14 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	// A fatal sink error stops every worker: what is pending is dropped
-	// and read again after a restart.
-	opt.Fatal = func(error) { stop() }
+	// A fatal error stops every worker: what is pending is dropped and
+	// read again after a restart. The first one is what Run returns.
+	var fatalOnce sync.Once
+	var fatal error
+	opt.Fatal = func(err error) {
+		fatalOnce.Do(func() { fatal = err })
+		stop()
+	}
 	workers := make([]*Worker, cfg.Workers)
 	for i := range workers {
 		w, err := NewWorker(i, opt)
@@ -142,6 +148,10 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		}()
 	}
 	wg.Wait()
+	fatalOnce.Do(func() {}) // fatal is settled
+	if fatal != nil && !slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, fatal) }) {
+		errs = append(errs, fatal)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pending data was not loaded and will be read again on the next start: %w", err)
 	}
@@ -252,6 +262,12 @@ func caughtUp(ctx context.Context, admin *kafka.Admin, cfg *config.Config) bool 
 	}
 	for tp, m := range marks {
 		if m.High > m.Low && committed[tp] < m.High {
+			return false
+		}
+		if c, ok := committed[tp]; ok && c > m.High {
+			// Committed past the log's end: the topic was recreated or its
+			// log truncated. Not idle: the worker that reads it stops the
+			// run with the reason.
 			return false
 		}
 	}

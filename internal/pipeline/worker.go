@@ -224,6 +224,9 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			}
 			w.opt.Metrics.ConsumedRecords.WithLabelValues(p.Topic).Add(float64(len(p.Records)))
 			w.opt.Metrics.ConsumedBytes.WithLabelValues(p.Topic).Add(float64(pb))
+			if b := w.checkContinuity(p); b != nil {
+				closed = append(closed, b)
+			}
 			if st := w.owned[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]; st != nil {
 				if st.next < 0 {
 					st.next = p.Records[0].Offset // no position: loading starts here
@@ -279,6 +282,50 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		}
 		w.cl.AllowRebalance()
 	}
+}
+
+// checkContinuity compares a partition's fetched records with the next
+// offset to load, before they are batched (w.mu held). Below the log
+// start, records were deleted (retention) before they were loaded: the
+// lost offsets are logged, counted and left out of every range, so the
+// ledger keeps the hole and verify reports it, and loading goes on from
+// the log start; a range never bridges it. A log that ends below the next
+// offset was deleted and recreated (or truncated): its offsets are not the
+// ones the ledger holds, and loading them would mix the two, so the run
+// stops and says so. Other jumps (aborted transactions, compaction) are
+// above the log start and are no loss. It returns the open batch, closed,
+// when that batch holds a range of the partition that must not go on past
+// a gap.
+func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) *batch {
+	tp := sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	next, ok := w.b.nextOf(tp)
+	if !ok {
+		return nil
+	}
+	first := p.Records[0].Offset
+	switch {
+	case p.HighWatermark < next && first < next:
+		err := fmt.Errorf("%w: %s/%d ends at offset %d, below the next offset to load %d: the topic was deleted and recreated, or the log truncated. "+
+			"The ledger's offsets of this partition belong to the old log; load the new one into a new table (sink.table), or remove the partition's ledger rows to start it again",
+			sink.ErrFatal, p.Topic, p.Partition, p.HighWatermark, next)
+		w.log.Error("partition log is behind the ledger; stopping", "topic", p.Topic, "partition", p.Partition,
+			"log_end", p.HighWatermark, "next", next)
+		if w.opt.Fatal != nil {
+			w.opt.Fatal(err)
+		}
+	case first > next && p.LogStartOffset > next:
+		lostTo := min(first, p.LogStartOffset) // first offset not lost
+		w.log.Error("records deleted by Kafka (retention) before they were loaded; they are lost and the gap stays in the ledger (tracelake verify reports it)",
+			"topic", p.Topic, "partition", p.Partition, "first_lost", next, "last_lost", lostTo-1, "lost", lostTo-next)
+		w.opt.Metrics.LostRecords.WithLabelValues(p.Topic).Add(float64(lostTo - next))
+		var closed *batch
+		if w.b.holds(tp) {
+			closed = w.b.close()
+		}
+		w.b.setNext(tp, lostTo)
+		return closed
+	}
+	return nil
 }
 
 // send hands an item to the stager; the caller holds sendSem. While the

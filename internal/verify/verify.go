@@ -31,10 +31,13 @@ type Partition struct {
 	Rows          int64  `json:"rows"`           // main-table rows (raw mode)
 	DLQRows       int64  `json:"dlq_rows"`       // dead-letter rows
 	Gaps          int64  `json:"gaps"`           // offsets missing between or before ledger ranges
-	Overlaps      int64  `json:"overlaps"`       // offsets covered by more than one ledger range
-	Duplicates    int64  `json:"duplicates"`     // offsets stored more than once (main ∪ dead-letter)
-	Lag           int64  `json:"lag"`            // high watermark − ledger next, -1 unknown
-	CountMismatch bool   `json:"count_mismatch"` // ledger counts differ from table rows
+	// Missing lists the first gaps as offset ranges ("100-149"): records
+	// deleted by retention before they were loaded stay here for good.
+	Missing       []string `json:"missing,omitempty"`
+	Overlaps      int64    `json:"overlaps"`       // offsets covered by more than one ledger range
+	Duplicates    int64    `json:"duplicates"`     // offsets stored more than once (main ∪ dead-letter)
+	Lag           int64    `json:"lag"`            // high watermark − ledger next, -1 unknown
+	CountMismatch bool     `json:"count_mismatch"` // ledger counts differ from table rows
 }
 
 // Report is the result of a verification.
@@ -129,6 +132,7 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 			p.LedgerFirst = first
 		case first > p.LedgerNext:
 			p.Gaps += first - p.LedgerNext
+			p.missing(p.LedgerNext, first-1)
 		case first < p.LedgerNext:
 			p.Overlaps += min(p.LedgerNext, last+1) - first
 		}
@@ -180,6 +184,19 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 	return finish(parts, t.Raw, fromStart), nil
 }
 
+// maxMissing bounds the gap ranges a partition's report lists.
+const maxMissing = 10
+
+// missing notes the gap first..last.
+func (p *Partition) missing(first, last int64) {
+	switch {
+	case len(p.Missing) < maxMissing:
+		p.Missing = append(p.Missing, fmt.Sprintf("%d-%d", first, last))
+	case len(p.Missing) == maxMissing:
+		p.Missing = append(p.Missing, "…")
+	}
+}
+
 // partitions are the report's partitions being built.
 type partitions map[sink.TopicPartition]*Partition
 
@@ -210,6 +227,7 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 	for _, p := range parts {
 		if fromStart && p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low {
 			p.Gaps += p.LedgerFirst - p.Low // never loaded from the start
+			p.missing(p.Low, p.LedgerFirst-1)
 		}
 		if p.High >= 0 {
 			p.Lag = p.High - max(p.LedgerNext, 0)
@@ -225,7 +243,11 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 		rep.Partitions = append(rep.Partitions, *p)
 		name := fmt.Sprintf("%s/%d", p.Topic, p.Partition)
 		if p.Gaps > 0 {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets missing (gap)", name, p.Gaps))
+			where := ""
+			if len(p.Missing) > 0 {
+				where = ": " + strings.Join(p.Missing, ", ")
+			}
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets missing (gap%s)", name, p.Gaps, where))
 		}
 		if p.Overlaps > 0 {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets in overlapping ledger ranges", name, p.Overlaps))
