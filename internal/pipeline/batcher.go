@@ -38,9 +38,15 @@ type batcher struct {
 	records int
 	opened  time.Time
 
+	// next is the offset expected next of each partition: records below
+	// it are already batched. It outlives a revoke: a partition that comes
+	// back to this worker resumes past what the worker still holds.
 	next map[sink.TopicPartition]int64
-	ids  *envelope.UUIDs
-	id   [16]byte
+	// ready are batches closed out of turn (cut), to be sent before the
+	// open one.
+	ready []*batch
+	ids   *envelope.UUIDs
+	id    [16]byte
 
 	// lastRows is the size of the previous batch's rows: a new batch starts
 	// with room for about as much, instead of growing (and copying) its
@@ -178,8 +184,12 @@ func (b *batcher) close() *batch {
 }
 
 // setNext records where reading of tp starts (-1: unknown until the first
-// record arrives).
+// record arrives). Going back, it cuts the open batch first: a range never
+// goes backwards, so re-read offsets start a new batch.
 func (b *batcher) setNext(tp sink.TopicPartition, offset int64) {
+	if cur, ok := b.next[tp]; ok && (offset < 0 || offset < cur) {
+		b.cut(tp)
+	}
 	if offset < 0 {
 		delete(b.next, tp)
 		return
@@ -187,10 +197,30 @@ func (b *batcher) setNext(tp sink.TopicPartition, offset int64) {
 	b.next[tp] = offset
 }
 
-// holds reports whether the open batch has a range of tp.
-func (b *batcher) holds(tp sink.TopicPartition) bool {
-	_, ok := b.index[tp]
-	return ok
+// cut closes the open batch, to be sent before anything after it, if it
+// holds a range of tp: the range must not go on (backwards, or over a
+// gap).
+func (b *batcher) cut(tp sink.TopicPartition) {
+	if _, ok := b.index[tp]; ok {
+		b.ready = append(b.ready, b.close())
+	}
+}
+
+// takeReady returns the batches cut out of turn, oldest first.
+func (b *batcher) takeReady() []*batch {
+	r := b.ready
+	b.ready = nil
+	return r
+}
+
+// closeAll closes the open batch and returns it after the batches cut
+// before it, in the order they must be sent.
+func (b *batcher) closeAll() []*batch {
+	out := b.takeReady()
+	if c := b.close(); c != nil {
+		out = append(out, c)
+	}
+	return out
 }
 
 // nextOf returns the next offset expected of tp, if known.
@@ -198,6 +228,3 @@ func (b *batcher) nextOf(tp sink.TopicPartition) (int64, bool) {
 	n, ok := b.next[tp]
 	return n, ok
 }
-
-// forget drops a partition that is no longer owned.
-func (b *batcher) forget(tp sink.TopicPartition) { delete(b.next, tp) }

@@ -53,3 +53,67 @@ func TestBatcherClosesAndRangesTouch(t *testing.T) {
 		t.Error("batch not closed at max_bytes")
 	}
 }
+
+// A range never goes backwards: when reading of a partition restarts below
+// what the open batch holds, that batch is cut and the re-read offsets
+// start a new one. Before, the open range took the re-read offsets (its
+// Last went back) and one batch held the same records twice.
+func TestBatcherRangeNeverGoesBackwards(t *testing.T) {
+	now := time.Now()
+	tp := sink.TopicPartition{Topic: "t", Partition: 0}
+	b := newBatcher(false, 100, 1<<20, time.Hour)
+	for off := int64(0); off < 10; off++ {
+		b.add(rec(0, off, `{}`), now)
+	}
+	b.setNext(tp, 5) // read again from 5
+	for off := int64(5); off < 8; off++ {
+		if _, added := b.add(rec(0, off, `{}`), now); !added {
+			t.Fatalf("re-read offset %d not batched", off)
+		}
+	}
+	got := b.closeAll()
+	if len(got) != 2 {
+		t.Fatalf("%d batches, want the cut one and the re-read one", len(got))
+	}
+	r0, r1 := got[0].Ranges[0], got[1].Ranges[0]
+	if r0.First != 0 || r0.Last != 9 || r0.Records != 10 || r1.First != 5 || r1.Last != 7 || r1.Records != 3 {
+		t.Errorf("ranges %+v and %+v, want 0..9 (10) then 5..7 (3)", r0, r1)
+	}
+}
+
+// A transaction marker takes an offset and stores nothing: the range
+// covers it, so the next range starts after it.
+func TestBatcherCoversTransactionMarkers(t *testing.T) {
+	now := time.Now()
+	b := newBatcher(false, 100, 1<<20, time.Hour)
+	b.add(rec(0, 0, `{}`), now)
+	marker := rec(0, 1, "")
+	marker.Attrs = kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Transactional: true, Control: true})
+	if _, added := b.add(marker, now); added {
+		t.Error("a marker counted as a record")
+	}
+	got := b.close()
+	if r := got.Ranges[0]; r.First != 0 || r.Last != 1 || r.Records != 1 || got.records != 1 {
+		t.Errorf("range %+v (%d records), want 0..1 holding 1 record", r, got.records)
+	}
+}
+
+// Files whose ranges overlap (a partition re-read while its first file
+// was pending) are never in one load.
+func TestOverlapFree(t *testing.T) {
+	file := func(ranges ...sink.Range) item { return item{file: sink.File{Ranges: ranges}} }
+	r := func(p int32, first, last int64) sink.Range {
+		return sink.Range{TopicPartition: sink.TopicPartition{Topic: "t", Partition: p}, First: first, Last: last}
+	}
+	pending := []item{file(r(0, 0, 9)), file(r(1, 0, 9)), file(r(0, 10, 19)), file(r(0, 5, 14), r(1, 10, 19)), file(r(0, 15, 24))}
+	runs := overlapFree(pending)
+	var sizes []int
+	for _, run := range runs {
+		sizes = append(sizes, len(run))
+	}
+	// The fourth file re-reads 5-14 of partition 0: a new run. The fifth
+	// overlaps only the third, which is in the run before.
+	if len(sizes) != 2 || sizes[0] != 3 || sizes[1] != 2 {
+		t.Errorf("runs of %v files, want [3 2]", sizes)
+	}
+}

@@ -59,7 +59,16 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 				// by the loader, outside this callback.
 				w.seeded[tp] = next
 			}
-			w.b.forget(tp)
+			if held, ok := w.b.nextOf(tp); ok && held > start {
+				// This worker still holds records of the partition from
+				// before (an open batch or files not loaded yet: the
+				// partition was lost, or its revoke did not wait for
+				// them). They load, fenced by the ledger; reading on
+				// from the ledger would batch them a second time.
+				w.log.Info("resuming past the records this worker still holds", "topic", t, "partition", p, "offset", held)
+				ps[p] = kgo.NewOffset().At(held).WithEpoch(-1)
+				start = held
+			}
 			w.b.setNext(tp, start)
 			if st := w.owned[tp]; st != nil {
 				if start >= 0 {
@@ -133,7 +142,8 @@ func (w *Worker) drop(parts map[string][]int32) {
 			tp := sink.TopicPartition{Topic: t, Partition: p}
 			delete(w.owned, tp)
 			w.opt.Metrics.Lag.DeleteLabelValues(t, obs.PartitionLabel(p))
-			w.b.forget(tp)
+			// The batcher keeps the partition's next offset: records of
+			// it may still be pending here (see adjustOffsets).
 		}
 	}
 }

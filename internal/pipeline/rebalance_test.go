@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/obs"
@@ -157,6 +160,80 @@ func TestSeededCommitNeverMovesBack(t *testing.T) {
 	must(t, err)
 	if o, _ := resp.Lookup(topic, 0); o.At != 200 {
 		t.Errorf("committed offset %d, want 200", o.At)
+	}
+	verifyOK(t, cfg, s)
+}
+
+// A partition lost (its session expired) and assigned back to the same
+// worker while the worker still holds unloaded records of it: reading
+// resumes past them, so nothing is read twice, and nothing is loaded
+// twice. Before, reading resumed at the ledger (here: the log start), the
+// records were batched again and one load held two files covering the
+// same offsets, which the ledger fence passed both.
+func TestPartitionBackToTheSameWorkerWhileHoldingRecords(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	produceN := func(from, to int) {
+		for i := from; i < to; i++ {
+			produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+		}
+	}
+	produceN(0, 300)
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Batch.MaxRecords = 100
+	cfg.Load.MaxFiles = 100
+	cfg.Load.MaxInterval = config.Duration(time.Hour) // nothing loads before the shutdown flush
+	s := openSink(t, cfg)
+
+	// Once asked, the group answers one heartbeat with UNKNOWN_MEMBER_ID:
+	// the member's partitions are lost, it rejoins and gets them back.
+	var kick atomic.Bool
+	c.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !kick.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		resp := req.(*kmsg.HeartbeatRequest).ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+
+	stats := &pipeline.Stats{}
+	m := obs.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats, Metrics: m})
+	}()
+	await := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("%s: not within 30s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	await("300 records read", func() bool { return stats.Consumed.Load() >= 300 })
+	kick.Store(true)
+	await("partition lost and assigned again", func() bool {
+		return testutil.ToFloat64(m.Rebalances.WithLabelValues("lost")) >= 1 &&
+			testutil.ToFloat64(m.Rebalances.WithLabelValues("assigned")) >= 2
+	})
+	produceN(300, 350)
+	await("the new records read", func() bool { return stats.Consumed.Load() >= 350 })
+	time.Sleep(300 * time.Millisecond) // a re-read, if any, would show in Consumed by now
+	cancel()
+	must(t, <-done)
+
+	if n := stats.Consumed.Load(); n != 350 {
+		t.Errorf("%d records read, want 350: records the worker held were read again", n)
+	}
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw`); n != 350 {
+		t.Errorf("%d rows, want 350", n)
 	}
 	verifyOK(t, cfg, s)
 }

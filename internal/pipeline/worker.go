@@ -224,9 +224,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			}
 			w.opt.Metrics.ConsumedRecords.WithLabelValues(p.Topic).Add(float64(len(p.Records)))
 			w.opt.Metrics.ConsumedBytes.WithLabelValues(p.Topic).Add(float64(pb))
-			if b := w.checkContinuity(p); b != nil {
-				closed = append(closed, b)
-			}
+			w.checkContinuity(p)
 			if st := w.owned[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]; st != nil {
 				if st.next < 0 {
 					st.next = p.Records[0].Offset // no position: loading starts here
@@ -235,6 +233,8 @@ func (w *Worker) pollLoop(ctx context.Context) {
 				st.updateLag()
 			}
 		})
+		// Batches cut out of turn (a gap, a partition resuming) go first.
+		closed = append(closed, w.b.takeReady()...)
 		fetches.EachRecord(func(r *kgo.Record) {
 			b, added := w.b.add(r, now)
 			if added {
@@ -247,9 +247,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		})
 		flushNow := w.flushNow.Swap(false)
 		if flushNow {
-			if b := w.b.close(); b != nil {
-				closed = append(closed, b)
-			}
+			closed = append(closed, w.b.closeAll()...)
 		}
 		if b := w.b.closeIfDue(now); b != nil {
 			closed = append(closed, b)
@@ -293,14 +291,12 @@ func (w *Worker) pollLoop(ctx context.Context) {
 // offset was deleted and recreated (or truncated): its offsets are not the
 // ones the ledger holds, and loading them would mix the two, so the run
 // stops and says so. Other jumps (aborted transactions, compaction) are
-// above the log start and are no loss. It returns the open batch, closed,
-// when that batch holds a range of the partition that must not go on past
-// a gap.
-func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) *batch {
+// above the log start and are no loss.
+func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 	tp := sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 	next, ok := w.b.nextOf(tp)
 	if !ok {
-		return nil
+		return
 	}
 	first := p.Records[0].Offset
 	switch {
@@ -318,14 +314,9 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) *batch {
 		w.log.Error("records deleted by Kafka (retention) before they were loaded; they are lost and the gap stays in the ledger (tracelake verify reports it)",
 			"topic", p.Topic, "partition", p.Partition, "first_lost", next, "last_lost", lostTo-1, "lost", lostTo-next)
 		w.opt.Metrics.LostRecords.WithLabelValues(p.Topic).Add(float64(lostTo - next))
-		var closed *batch
-		if w.b.holds(tp) {
-			closed = w.b.close()
-		}
+		w.b.cut(tp) // the open range of tp must not go on over the gap
 		w.b.setNext(tp, lostTo)
-		return closed
 	}
-	return nil
 }
 
 // send hands an item to the stager; the caller holds sendSem. While the
@@ -364,7 +355,7 @@ func (w *Worker) flushForRevoke() error {
 	}
 	w.mu.Lock()
 	closing := w.closing
-	b := w.b.close()
+	bs := w.b.closeAll()
 	w.mu.Unlock()
 	if closing {
 		<-w.sendSem
@@ -374,7 +365,7 @@ func (w *Worker) flushForRevoke() error {
 	// The sends complete in order even if this revoke stops waiting.
 	go func() {
 		defer func() { <-w.sendSem }()
-		if b != nil {
+		for _, b := range bs {
 			w.batches <- item{batch: b}
 		}
 		w.batches <- item{flush: done}
@@ -392,9 +383,9 @@ func (w *Worker) flushForRevoke() error {
 func (w *Worker) flush() error {
 	w.sendSem <- struct{}{}
 	w.mu.Lock()
-	b := w.b.close()
+	bs := w.b.closeAll()
 	w.mu.Unlock()
-	if b != nil {
+	for _, b := range bs {
 		w.batches <- item{batch: b}
 	}
 	done := make(chan error, 1)
@@ -467,14 +458,9 @@ func (w *Worker) loadLoop() error {
 	defer commitRetry.Stop()
 	dirty := map[sink.TopicPartition]int64{}
 
-	load := func() {
-		if len(pending) == 0 {
-			return
-		}
-		defer func() {
-			w.release(pending)
-			pending, timer = pending[:0], nil
-		}()
+	// loadRun loads files that overlap nowhere (see overlapFree).
+	loadRun := func(pending []item) {
+		defer w.release(pending)
 		files := make([]sink.File, len(pending))
 		for i, it := range pending {
 			files[i] = it.file
@@ -507,6 +493,13 @@ func (w *Worker) loadLoop() error {
 			}
 		}
 		w.commit(dirty)
+	}
+
+	load := func() {
+		defer func() { pending, timer = pending[:0], nil }()
+		for _, run := range overlapFree(pending) {
+			loadRun(run)
+		}
 	}
 
 	for {
@@ -552,6 +545,40 @@ func (w *Worker) loadLoop() error {
 	}
 }
 
+// overlapFree cuts pending files (in read order) into runs, each loaded
+// on its own, in which no two files cover an offset of the same
+// partition. Sinks fence a load's rows against the ledger as it was
+// before the load; a file re-reading offsets an earlier file of the same
+// load covers (a partition that came back to this worker) would pass that
+// fence with them. In the next run the earlier file is in the ledger.
+func overlapFree(pending []item) [][]item {
+	var runs [][]item
+	start := 0
+	last := map[sink.TopicPartition]int64{}
+	for i, it := range pending {
+		overlaps := false
+		for _, r := range it.file.Ranges {
+			if l, ok := last[r.TopicPartition]; ok && r.First <= l {
+				overlaps = true
+			}
+		}
+		if overlaps {
+			runs = append(runs, pending[start:i])
+			start = i
+			clear(last)
+		}
+		for _, r := range it.file.Ranges {
+			if l, ok := last[r.TopicPartition]; !ok || r.Last > l {
+				last[r.TopicPartition] = r.Last
+			}
+		}
+	}
+	if start < len(pending) {
+		runs = append(runs, pending[start:])
+	}
+	return runs
+}
+
 // release ends the in-flight accounting of items, loaded or dropped.
 func (w *Worker) release(items []item) {
 	var n, bytes int64
@@ -574,13 +601,13 @@ func (w *Worker) waitForBudget(ctx context.Context) {
 	// the batch under sendSem so it cannot overtake the revoke's flush.
 	w.sendSem <- struct{}{}
 	w.mu.Lock()
-	b := w.b.close()
+	bs := w.b.closeAll()
 	paused := map[string][]int32{}
 	for tp := range w.owned {
 		paused[tp.Topic] = append(paused[tp.Topic], tp.Partition)
 	}
 	w.mu.Unlock()
-	if b != nil {
+	for _, b := range bs {
 		w.send(item{batch: b})
 	}
 	w.send(item{flush: make(chan error, 1)}) // load now; nobody waits for the outcome
