@@ -62,6 +62,12 @@ type Kafka struct {
 	// partitions move (what did not load is fenced against the new owner).
 	// Default 60s.
 	RebalanceTimeout Duration `yaml:"rebalance_timeout"`
+	// CommitTimeout bounds one offset commit. A commit that times out is
+	// retried with the next load (the data is in the sink and its ledger
+	// already; only the group's offset lags). A revoke waits for a commit
+	// in flight, so this also bounds how long a slow coordinator can hold
+	// a revoke. Default 10s.
+	CommitTimeout Duration `yaml:"commit_timeout"`
 	// ClientID is sent to the brokers; default tracelake.
 	ClientID string `yaml:"client_id"`
 	// FetchMaxBytes caps one fetch response. Default 50MiB.
@@ -272,6 +278,7 @@ func Default() *Config {
 			MetadataRefresh:  Duration(30 * time.Second),
 			SessionTimeout:   Duration(45 * time.Second),
 			RebalanceTimeout: Duration(60 * time.Second),
+			CommitTimeout:    Duration(10 * time.Second),
 			ClientID:         "tracelake",
 			FetchMaxBytes:    50 << 20,
 		},

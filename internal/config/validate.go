@@ -55,6 +55,8 @@ func (c *Config) validate(consuming bool) error {
 		"kafka.session_timeout", "want 1s to 30m, got %s", c.Kafka.SessionTimeout)
 	check(c.Kafka.RebalanceTimeout.D() >= time.Second && c.Kafka.RebalanceTimeout.D() <= 30*time.Minute,
 		"kafka.rebalance_timeout", "want 1s to 30m, got %s", c.Kafka.RebalanceTimeout)
+	check(c.Kafka.CommitTimeout.D() >= 100*time.Millisecond && c.Kafka.CommitTimeout.D() <= 10*time.Minute,
+		"kafka.commit_timeout", "want 100ms to 10m, got %s", c.Kafka.CommitTimeout)
 	check(c.Kafka.FetchMaxBytes >= 1<<20 && c.Kafka.FetchMaxBytes <= 1<<30,
 		"kafka.fetch_max_bytes", "want 1MiB to 1GiB, got %s", c.Kafka.FetchMaxBytes)
 	if m := c.Kafka.SASL.Mechanism; m != "" {

@@ -135,6 +135,8 @@ func (w *Worker) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 }
 
 func (w *Worker) drop(parts map[string][]int32) {
+	w.commitMu.Lock() // a commit in flight lands before the partitions go
+	defer w.commitMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for t, ps := range parts {

@@ -237,3 +237,75 @@ func TestPartitionBackToTheSameWorkerWhileHoldingRecords(t *testing.T) {
 	}
 	verifyOK(t, cfg, s)
 }
+
+// A group coordinator that does not answer offset commits holds neither
+// polling nor the status page (the worker's lock is not held across the
+// network), and a commit gives up after kafka.commit_timeout and is
+// retried. Before, the loader held the worker's lock for the whole commit
+// (with no timeout but the hard stop): reading stopped with it.
+func TestSlowCoordinatorDoesNotBlockPolling(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	produceN := func(from, to int) {
+		for i := from; i < to; i++ {
+			produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+		}
+	}
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Kafka.CommitTimeout = config.Duration(500 * time.Millisecond)
+	s := openSink(t, cfg)
+
+	// Offset commits stall until release is closed.
+	release := make(chan struct{})
+	stalled := make(chan struct{}, 1)
+	c.ControlKey(kmsg.OffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select {
+		case <-release:
+			return nil, nil, false
+		default:
+		}
+		select {
+		case stalled <- struct{}{}:
+		default:
+		}
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+
+	stats := &pipeline.Stats{}
+	status := obs.NewStatus()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+			ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats, Status: status,
+		})
+	}()
+	produceN(0, 100)
+	select {
+	case <-stalled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no offset commit within 30s")
+	}
+	produceN(100, 200)
+	deadline := time.Now().Add(5 * time.Second)
+	for stats.Consumed.Load() < 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records read in 5s while a commit stalled; want 200: polling waited for the commit", stats.Consumed.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := make(chan struct{})
+	go func() { status.Snapshot(); close(got) }()
+	select {
+	case <-got:
+	case <-time.After(time.Second):
+		t.Fatal("the status page waited for the commit")
+	}
+	close(release)
+	must(t, <-done)
+	verifyOK(t, cfg, s)
+}

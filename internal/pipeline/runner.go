@@ -84,6 +84,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		Budget:        ro.Budget,
 		Workers:       cfg.Workers,
 		RevokeWait:    cfg.Kafka.RebalanceTimeout.D() / 2,
+		CommitTimeout: cfg.Kafka.CommitTimeout.D(),
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

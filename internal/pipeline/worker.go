@@ -52,6 +52,8 @@ type Options struct {
 	// before letting the partitions go (what did not load yet loads later,
 	// fenced by the ledger against the new owner's loads).
 	RevokeWait time.Duration
+	// CommitTimeout bounds one offset commit (kafka.commit_timeout).
+	CommitTimeout time.Duration
 }
 
 // Worker owns one Kafka consumer and the pipeline behind it.
@@ -61,7 +63,11 @@ type Worker struct {
 	log *slog.Logger
 	cl  *kgo.Client
 
-	mu      sync.Mutex // guards b, owned, seeded and closing
+	mu      sync.Mutex // guards b, owned, seeded and closing; never held across the network
+	// commitMu is held by an offset commit and by dropping partitions, so
+	// a commit never lands for a partition after its revoke completed.
+	// Polling and the status page do not wait on it.
+	commitMu sync.Mutex
 	b       *batcher
 	owned   map[sink.TopicPartition]*partition // the partitions this worker owns
 	seeded  map[sink.TopicPartition]int64      // ledger positions to commit
@@ -116,6 +122,9 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	}
 	if opt.RetryBase == 0 {
 		opt.RetryBase = time.Second
+	}
+	if opt.CommitTimeout == 0 {
+		opt.CommitTimeout = 10 * time.Second
 	}
 	if opt.RevokeWait == 0 {
 		opt.RevokeWait = 30 * time.Second
@@ -666,11 +675,14 @@ func (w *Worker) loaded(items []item, l sink.Loaded, took time.Duration) {
 // commit commits the loaded positions of partitions this worker still owns.
 // Positions of partitions it no longer owns are dropped: their new owner
 // resumes from the ledger. The ownership check and the commit happen under
-// the same lock the revoke callback takes, so a commit never lands for a
-// partition after its revoke completed.
+// commitMu, which dropping a revoked partition takes too, so a commit never
+// lands for a partition after its revoke completed; the worker's mu is not
+// held across the network, so a slow coordinator stalls no poll and no
+// status page, and a commit gives up after CommitTimeout.
 func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
+	w.commitMu.Lock()
+	defer w.commitMu.Unlock()
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for tp, next := range dirty {
 		p := w.owned[tp]
@@ -687,11 +699,14 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 		}
 		offsets[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: next}
 	}
+	w.mu.Unlock()
 	if len(offsets) == 0 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(w.hard, w.opt.CommitTimeout)
+	defer cancel()
 	var commitErr error
-	w.cl.CommitOffsetsSync(w.hard, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	w.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		commitErr = err
 		if err == nil {
 			commitErr = commitResponseError(resp)
@@ -703,9 +718,13 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 		w.log.Warn("offset commit failed; will retry", "err", commitErr)
 		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for t, ps := range offsets {
 		for p, o := range ps {
-			w.owned[sink.TopicPartition{Topic: t, Partition: p}].committed = o.Offset
+			if st := w.owned[sink.TopicPartition{Topic: t, Partition: p}]; st != nil {
+				st.committed = max(st.committed, o.Offset)
+			}
 			w.opt.Metrics.Committed.WithLabelValues(t, obs.PartitionLabel(p)).Set(float64(o.Offset))
 		}
 	}
