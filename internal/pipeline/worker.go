@@ -63,15 +63,15 @@ type Worker struct {
 	log *slog.Logger
 	cl  *kgo.Client
 
-	mu      sync.Mutex // guards b, owned, seeded and closing; never held across the network
+	mu sync.Mutex // guards b, owned, seeded and closing; never held across the network
 	// commitMu is held by an offset commit and by dropping partitions, so
 	// a commit never lands for a partition after its revoke completed.
 	// Polling and the status page do not wait on it.
 	commitMu sync.Mutex
-	b       *batcher
-	owned   map[sink.TopicPartition]*partition // the partitions this worker owns
-	seeded  map[sink.TopicPartition]int64      // ledger positions to commit
-	closing bool
+	b        *batcher
+	owned    map[sink.TopicPartition]*partition // the partitions this worker owns
+	seeded   map[sink.TopicPartition]int64      // ledger positions to commit
+	closing  bool
 
 	batches chan item     // poll loop → stager
 	files   chan item     // stager → loader
