@@ -25,7 +25,10 @@ type ReplayResult struct {
 // column, a changed type). In one transaction the rows leave the
 // dead-letter table, the ones that now load go into the main table and the
 // others come back with their new error: a row is in one table or the
-// other, never both. With dryRun the transaction is rolled back.
+// other, never both. The filter is evaluated once: the rows it picks are
+// noted by rowid, read and deleted by that note, so a filter that is not
+// deterministic (random(), now()) cannot replay one set and delete
+// another. With dryRun the transaction is rolled back.
 func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayResult, error) {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
@@ -40,7 +43,10 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
 
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT topic, "partition", "offset", "key", "value" FROM %s%s ORDER BY ALL`, s.tables.dlq, filter))
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_replay AS SELECT rowid AS tl_rowid, topic, "partition", "offset", "key", "value" FROM %s%s`, s.tables.dlq, filter)); err != nil {
+		return ReplayResult{}, fmt.Errorf("select dead-letter rows: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", "offset", "key", "value" FROM tl_replay ORDER BY "partition", "offset", tl_rowid`)
 	if err != nil {
 		return ReplayResult{}, fmt.Errorf("select dead-letter rows: %w", err)
 	}
@@ -79,8 +85,11 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 	if res.Candidates == 0 {
 		return res, nil
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s%s`, s.tables.dlq, filter)); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE rowid IN (SELECT tl_rowid FROM tl_replay)`, s.tables.dlq)); err != nil {
 		return ReplayResult{}, fmt.Errorf("remove replayed rows from %s: %w", s.tables.dlq, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DROP TABLE tl_replay`); err != nil {
+		return ReplayResult{}, fmt.Errorf("drop the replay's temporary table: %w", err)
 	}
 	plan := loadPlan{maxLine: maxLine}
 	for _, f := range []struct {
