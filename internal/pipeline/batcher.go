@@ -178,6 +178,7 @@ func (b *batcher) close() *batch {
 	})
 	b.lastRows = len(out.Rows)
 	out.records = int64(b.records)
+	out.ID = sink.NewBatchID()
 	b.cur, b.records = nil, 0
 	clear(b.index)
 	return out

@@ -6,10 +6,13 @@ package sink
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -50,6 +53,27 @@ type Batch struct {
 	DLQ     []byte  // NDJSON rows for the dead-letter table
 	Ranges  []Range // one per partition, sorted by topic and partition
 	MaxLine int     // longest NDJSON line, for readers with a line limit
+	// ID tells this batch from every other staging of the same offsets
+	// (by another worker or process, or after a re-read): see NewBatchID.
+	// Empty only in tests that build batches by hand.
+	ID string
+}
+
+// batchIDs numbers the batches of this process; batchProcess tells
+// processes apart.
+var (
+	batchIDs     atomic.Uint64
+	batchProcess = func() string {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}()
+)
+
+// NewBatchID returns an ID no other batch of any process has: a random
+// token of this process and a counter.
+func NewBatchID() string {
+	return batchProcess + strconv.FormatUint(batchIDs.Add(1), 36)
 }
 
 // Record is a raw row kept as its Kafka record (already checked: its value
@@ -59,19 +83,26 @@ type Record struct {
 	ID [16]byte
 }
 
-// Name is the batch's deterministic file name stem, built from topic,
-// partition and first/last offset of its first range, and a hash of all
-// ranges, so a retry or a restart stages the same data under the same name.
+// Name is the batch's file name stem: topic, partition and first/last
+// offset of its first range, the number of ranges, and its ID, so a retry
+// of its staging uses the same name and no other staging of the same
+// offsets ever does (two owners of a partition, or a re-read, would
+// otherwise write, load and delete one another's files). Without an ID, a
+// hash of the ranges stands in.
 func (b *Batch) Name() string {
 	if len(b.Ranges) == 0 {
 		return "empty"
 	}
-	h := fnv.New32a()
-	for _, r := range b.Ranges {
-		fmt.Fprintf(h, "%s/%d/%d/%d;", r.Topic, r.Partition, r.First, r.Last)
+	id := b.ID
+	if id == "" {
+		h := fnv.New32a()
+		for _, r := range b.Ranges {
+			fmt.Fprintf(h, "%s/%d/%d/%d;", r.Topic, r.Partition, r.First, r.Last)
+		}
+		id = fmt.Sprintf("%08x", h.Sum32())
 	}
 	r := b.Ranges[0]
-	return fmt.Sprintf("%s-%d-%d-%d-n%d-%08x", sanitize(r.Topic), r.Partition, r.First, r.Last, len(b.Ranges), h.Sum32())
+	return fmt.Sprintf("%s-%d-%d-%d-n%d-%s", sanitize(r.Topic), r.Partition, r.First, r.Last, len(b.Ranges), id)
 }
 
 func sanitize(s string) string {

@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,6 +92,44 @@ func TestLoadFencedByLedger(t *testing.T) {
 	pos, err := s.Positions(ctx, []sink.TopicPartition{{Topic: "t", Partition: 0}})
 	if err != nil || pos[sink.TopicPartition{Topic: "t", Partition: 0}] != 150 {
 		t.Errorf("positions = %v, %v; want next 150", pos, err)
+	}
+}
+
+// Two stagings of the same offsets (two owners of a partition, or a
+// re-read) never share a path, and a file the ledger wholly covers is not
+// read at all: it may be gone. Before, both stagings wrote one path, the
+// first load removed it, and the second load failed on the missing file.
+func TestStagingsOfTheSameOffsetsDoNotShareAFile(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, second := batch(0, 49), batch(0, 49)
+	first.ID, second.ID = sink.NewBatchID(), sink.NewBatchID()
+	f1, err := s.Stage(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := s.Stage(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f1.RowsPath == f2.RowsPath {
+		t.Fatalf("both stagings wrote %s", f1.RowsPath)
+	}
+	if _, err := s.Load(ctx, []sink.File{f1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(f2.RowsPath); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load(ctx, []sink.File{f2})
+	if err != nil {
+		t.Fatalf("load of a file the ledger wholly covers: %v", err)
+	}
+	if len(l.Ranges) != 0 || count(t, s, `SELECT count(*) FROM trace_raw`) != 50 {
+		t.Errorf("second load wrote %+v", l.Ranges)
 	}
 }
 

@@ -123,6 +123,9 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64) loadPla
 	fenced := sink.Fence(files, fence)
 	p := loadPlan{exact: fenced.Exact, files: len(files), ranges: fenced.Ranges}
 	for _, f := range files {
+		if f.Overlap(fence) == sink.OverlapAll {
+			continue // loaded before: not read at all (it may be gone)
+		}
 		if f.RowsPath != "" {
 			p.rowFiles = append(p.rowFiles, f.RowsPath)
 		}
