@@ -33,11 +33,16 @@ type Partition struct {
 	Gaps          int64  `json:"gaps"`           // offsets missing between or before ledger ranges
 	// Missing lists the first gaps as offset ranges ("100-149"): records
 	// deleted by retention before they were loaded stay here for good.
-	Missing       []string `json:"missing,omitempty"`
-	Overlaps      int64    `json:"overlaps"`       // offsets covered by more than one ledger range
-	Duplicates    int64    `json:"duplicates"`     // offsets stored more than once (main ∪ dead-letter)
-	Lag           int64    `json:"lag"`            // high watermark − ledger next, -1 unknown
-	CountMismatch bool     `json:"count_mismatch"` // ledger counts differ from table rows
+	Missing    []string `json:"missing,omitempty"`
+	Overlaps   int64    `json:"overlaps"`   // offsets covered by more than one ledger range
+	Duplicates int64    `json:"duplicates"` // offsets stored more than once (main ∪ dead-letter)
+	Lag        int64    `json:"lag"`        // high watermark − ledger next, -1 unknown
+	// Skipped are the offsets from Kafka's low watermark to the first one
+	// loaded when loading did not start at the log start on purpose
+	// (start_offset latest, or a committed offset it resumed from): not a
+	// problem, shown so a reader knows the table starts later.
+	Skipped       int64 `json:"skipped,omitempty"`
+	CountMismatch bool  `json:"count_mismatch"` // ledger counts differ from table rows
 }
 
 // Report is the result of a verification.
@@ -181,7 +186,25 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		}
 	}
 
-	return finish(parts, t.Raw, fromStart), nil
+	rep := finish(parts, t.Raw, fromStart)
+	if !t.Raw {
+		// The user's table has no offsets, but its row count must reach
+		// what the ledger says was loaded into it: fewer rows were deleted
+		// after loading, or never written.
+		res, err := db.QueryText(ctx, fmt.Sprintf(`SELECT count(*) FROM %s`, t.Main))
+		if err != nil {
+			return nil, fmt.Errorf("count %s: %w", t.Main, err)
+		}
+		var stored int64
+		if len(res) == 1 && len(res[0]) == 1 {
+			stored, _ = strconv.ParseInt(res[0][0], 10, 64)
+		}
+		if loaded, _ := rep.Totals(); stored < loaded {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s holds %d rows; the ledger counts %d loaded into it", t.Main, stored, loaded))
+			rep.OK = false
+		}
+	}
+	return rep, nil
 }
 
 // maxMissing bounds the gap ranges a partition's report lists.
@@ -225,9 +248,13 @@ func (ps partitions) get(tp sink.TopicPartition) *Partition {
 func finish(parts partitions, raw, fromStart bool) *Report {
 	rep := &Report{OK: true}
 	for _, p := range parts {
-		if fromStart && p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low {
-			p.Gaps += p.LedgerFirst - p.Low // never loaded from the start
-			p.missing(p.Low, p.LedgerFirst-1)
+		if p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low {
+			if fromStart {
+				p.Gaps += p.LedgerFirst - p.Low // never loaded from the start
+				p.missing(p.Low, p.LedgerFirst-1)
+			} else {
+				p.Skipped = p.LedgerFirst - p.Low
+			}
 		}
 		if p.High >= 0 {
 			p.Lag = p.High - max(p.LedgerNext, 0)
@@ -339,7 +366,7 @@ func (r *Report) Totals() (rows, dlq int64) {
 // WriteText prints the report as a table followed by the problems.
 func (r *Report) WriteText(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "topic\tpartition\tkafka low\tkafka high\tledger ranges\tledger next\trows\tdlq\tgaps\toverlaps\tduplicates\tlag\t")
+	fmt.Fprintln(tw, "topic\tpartition\tkafka low\tkafka high\tskipped\tledger ranges\tledger next\trows\tdlq\tgaps\toverlaps\tduplicates\tlag\t")
 	num := func(n int64) string {
 		if n < 0 {
 			return "-"
@@ -347,8 +374,8 @@ func (r *Report) WriteText(w io.Writer) {
 		return fmt.Sprint(n)
 	}
 	for _, p := range r.Partitions {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n", p.Topic, p.Partition, num(p.Low), num(p.High),
-			p.LedgerRanges, num(p.LedgerNext), p.Rows, p.DLQRows, p.Gaps, p.Overlaps, p.Duplicates, num(p.Lag))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n", p.Topic, p.Partition, num(p.Low), num(p.High),
+			p.Skipped, p.LedgerRanges, num(p.LedgerNext), p.Rows, p.DLQRows, p.Gaps, p.Overlaps, p.Duplicates, num(p.Lag))
 	}
 	tw.Flush()
 	for _, m := range r.Models {
