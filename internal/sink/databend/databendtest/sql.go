@@ -24,6 +24,7 @@ var (
 	reDLQCount     = regexp.MustCompile(`^SELECT topic, "partition", count\(\*\), count\(DISTINCT "offset"\) FROM (\S+) GROUP BY 1, 2$`)
 	reRawCount     = regexp.MustCompile(`^SELECT record_metadata:topic::VARCHAR, kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
 	reStoredCount  = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
+	reTableCount   = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
 	reQuoted       = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
 
@@ -132,6 +133,13 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	}
 	if m := reStoredCount.FindStringSubmatch(sql); m != nil {
 		return s.countStored(tx, m[1], m[2])
+	}
+	if m := reTableCount.FindStringSubmatch(sql); m != nil {
+		t, err := s.table(m[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		return []string{"count()"}, [][]*string{{str(strconv.Itoa(len(visible(t, *txp, unquote(m[1])))))}}, nil
 	}
 	if m := reRemove.FindStringSubmatch(sql); m != nil {
 		re, err := regexp.Compile(strings.ReplaceAll(m[2], "''", "'"))
