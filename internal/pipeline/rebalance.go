@@ -83,6 +83,13 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	w.opt.Ready.Join() // a member with no partitions has joined too
+	w.mu.Lock()
+	first := !w.started
+	w.started = true
+	w.mu.Unlock()
+	if first {
+		w.opt.Start.joined()
+	}
 	if len(assigned) == 0 {
 		return // the first step of a cooperative rebalance: nothing new
 	}

@@ -3,6 +3,8 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -307,5 +309,78 @@ func TestSlowCoordinatorDoesNotBlockPolling(t *testing.T) {
 	}
 	close(release)
 	must(t, <-done)
+	verifyOK(t, cfg, s)
+}
+
+// revokeWatch is a log handler noting how many records the process had
+// read when each revoke before the shutdown began.
+type revokeWatch struct {
+	slog.Handler
+	*revokes
+}
+
+type revokes struct {
+	stats    *pipeline.Stats
+	mu       sync.Mutex
+	at       []int64
+	stopping bool
+}
+
+func (r revokeWatch) Handle(ctx context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	switch {
+	case strings.HasPrefix(rec.Message, "idle:"):
+		r.stopping = true
+	case strings.HasPrefix(rec.Message, "partitions revoked") && !r.stopping:
+		r.at = append(r.at, r.stats.Consumed.Load())
+	}
+	r.mu.Unlock()
+	return r.Handler.Handle(ctx, rec)
+}
+
+func (r revokeWatch) WithAttrs(as []slog.Attr) slog.Handler {
+	return revokeWatch{Handler: r.Handler.WithAttrs(as), revokes: r.revokes}
+}
+
+// The workers of one process read nothing until all of them joined the
+// group, so the first assignment that reads is balanced: no partition
+// moves after records of it were read. Before, the first worker to join
+// took every partition and started loading; the second one's arrival
+// moved half of them, and the revoke waited for their loads (3.5 s of a
+// 200,000-message run). Here the second worker's join is delayed by half
+// a second to make the race certain.
+func TestWorkersOfAProcessStartBalanced(t *testing.T) {
+	c := newCluster(t, 4)
+	cl := producer(t, c)
+	for i := range 2000 {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+	}
+	var newMembers atomic.Int32
+	c.ControlKey(kmsg.JoinGroup.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if req.(*kmsg.JoinGroupRequest).MemberID == "" && newMembers.Add(1) == 2 {
+			c.SleepControl(func() { time.Sleep(500 * time.Millisecond) })
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(t, c)
+	s := openSink(t, cfg)
+	stats := &pipeline.Stats{}
+	watch := revokeWatch{Handler: testLog(t).Handler(), revokes: &revokes{stats: stats}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	must(t, pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+		// Idle only after the delayed join and its rebalance (heartbeats
+		// come every 3s).
+		ExitWhenIdle: 4 * time.Second, RetryBase: 10 * time.Millisecond, Log: slog.New(watch), Stats: stats,
+	}))
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	for _, n := range watch.at {
+		if n != 0 {
+			t.Errorf("a partition moved after %d records were read; revokes began at %v read", n, watch.at)
+			break
+		}
+	}
 	verifyOK(t, cfg, s)
 }

@@ -85,6 +85,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		Workers:       cfg.Workers,
 		RevokeWait:    cfg.Kafka.RebalanceTimeout.D() / 2,
 		CommitTimeout: cfg.Kafka.CommitTimeout.D(),
+		Start:         newStartGate(cfg.Workers),
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -54,6 +54,11 @@ type Options struct {
 	RevokeWait time.Duration
 	// CommitTimeout bounds one offset commit (kafka.commit_timeout).
 	CommitTimeout time.Duration
+	// Start holds the process's workers back from reading until all of
+	// them joined the group (see startGate); nil: read at once.
+	Start *startGate
+	// StartWait bounds that wait. Default 10s.
+	StartWait time.Duration
 }
 
 // Worker owns one Kafka consumer and the pipeline behind it.
@@ -72,6 +77,7 @@ type Worker struct {
 	owned    map[sink.TopicPartition]*partition // the partitions this worker owns
 	seeded   map[sink.TopicPartition]int64      // ledger positions to commit
 	closing  bool
+	started  bool // had its first assignment (startGate)
 
 	batches chan item     // poll loop → stager
 	files   chan item     // stager → loader
@@ -122,6 +128,12 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	}
 	if opt.RetryBase == 0 {
 		opt.RetryBase = time.Second
+	}
+	if opt.Start == nil {
+		opt.Start = newStartGate(0)
+	}
+	if opt.StartWait == 0 {
+		opt.StartWait = 10 * time.Second
 	}
 	if opt.CommitTimeout == 0 {
 		opt.CommitTimeout = 10 * time.Second
@@ -192,6 +204,19 @@ func (w *Worker) Run(ctx, hard context.Context) error {
 }
 
 func (w *Worker) pollLoop(ctx context.Context) {
+	// The client joins the group by itself (once it knows the topics);
+	// reading waits until every worker of the process has.
+	rejoin := func() {
+		w.mu.Lock()
+		joined := w.started
+		w.mu.Unlock()
+		if joined {
+			w.cl.ForceRebalance()
+		}
+	}
+	if !w.opt.Start.wait(ctx, w.opt.StartWait, rejoin) && ctx.Err() == nil {
+		w.log.Warn("not every worker of this process joined the group in time; reading anyway", "waited", w.opt.StartWait)
+	}
 	for ctx.Err() == nil {
 		// Wake at least every 250ms to notice flush requests.
 		wait := 250 * time.Millisecond
