@@ -235,10 +235,11 @@ type Databend struct {
 	// (COPY's DISABLE_VARIANT_CHECK); tracelake already sends only valid
 	// JSON. Default false.
 	DisableVariantCheck bool `yaml:"disable_variant_check"`
-	// StreamingLoad sends each load's files in the request to Databend's
-	// streaming-load endpoint instead of staging them (the reference's
-	// useStreamingLoad): no stage, lower latency; see the README for the
-	// guarantee. Default false.
+	// StreamingLoad (the reference's useStreamingLoad) uploads files
+	// through the query node (/v1/upload_to_stage) instead of presigned
+	// URLs to object storage: only the query endpoint must be reachable.
+	// Loads stay exactly-once COPY transactions; Databend's streaming-load
+	// endpoint cannot join a transaction (see the README). Default false.
 	StreamingLoad bool `yaml:"streaming_load"`
 	// Uploads is how many batch uploads may run at once per process.
 	// Default 8.
