@@ -12,7 +12,8 @@ import (
 // A topic written by a transactional producer: committed transactions
 // load, aborted ones never do, an open one waits. The commit and abort
 // markers take offsets: the ledger covers them, the committed offset
-// reaches the last stable offset, and exit-when-idle exits with lag 0.
+// reaches the last stable offset, and exit-when-idle exits with lag 0;
+// offsets skipped before the first record read are covered too.
 // Before, aborted records were loaded (read uncommitted) and a partition
 // ending in a marker never looked caught up.
 func TestTransactionalProducer(t *testing.T) {
@@ -35,6 +36,9 @@ func TestTransactionalProducer(t *testing.T) {
 			must(t, txn.EndTransaction(ctx, end))
 		}
 	}
+	// The log starts with an aborted transaction: the first record read
+	// comes after it, and the first range must still start at offset 0.
+	produceTxn("aborted0", 5, kgo.TryAbort)
 	produceTxn("first", 100, kgo.TryCommit)
 	produceTxn("aborted", 50, kgo.TryAbort)
 	produceTxn("second", 100, kgo.TryCommit)

@@ -261,7 +261,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.checkContinuity(p)
 			if st := w.owned[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]; st != nil {
 				if st.next < 0 {
-					st.next = p.Records[0].Offset // no position: loading starts here
+					st.next, _ = w.b.nextOf(sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}) // set by checkContinuity
 				}
 				st.hwm = p.LastStableOffset // what read committed can reach
 				st.updateLag()
@@ -328,11 +328,20 @@ func (w *Worker) pollLoop(ctx context.Context) {
 // above the log start and are no loss.
 func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 	tp := sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	first := p.Records[0].Offset
 	next, ok := w.b.nextOf(tp)
 	if !ok {
+		// No position: reading started at the log start, and the first
+		// range starts there too, covering what Kafka skipped before the
+		// first record (aborted records, markers of a compacted log);
+		// else verify would see a gap at the head.
+		start := first
+		if p.LogStartOffset >= 0 && p.LogStartOffset < first {
+			start = p.LogStartOffset
+		}
+		w.b.setNext(tp, start)
 		return
 	}
-	first := p.Records[0].Offset
 	switch {
 	case p.HighWatermark < next && first < next:
 		err := fmt.Errorf("%w: %s/%d ends at offset %d, below the next offset to load %d: the topic was deleted and recreated, or the log truncated. "+
