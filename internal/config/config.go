@@ -209,7 +209,7 @@ type DuckDB struct {
 	// JSONCompression is how the raw table tracelake creates stores
 	// raw_data and record_metadata: auto (DuckDB picks, FSST for traces,
 	// about half the size) or none (ingest 1.2-1.75x faster, the file about
-	// twice as big; docs/BENCHMARKS.md session 5). A table that exists keeps
+	// twice as big; docs/BENCHMARKS.md, "2026-11-30, json_compression"). A table that exists keeps
 	// what it was created with.
 	JSONCompression string `yaml:"json_compression"`
 }
