@@ -27,7 +27,7 @@ import (
 
 // referenceConfig writes the reference tool's JSON config file (the keys
 // its README documents) pointing at cluster and srv.
-func referenceConfig(t *testing.T, cluster *kfake.Cluster, srv *databendtest.Server, password string, extra map[string]any) string {
+func referenceConfig(t testing.TB, cluster *kfake.Cluster, srv *databendtest.Server, password string, extra map[string]any) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

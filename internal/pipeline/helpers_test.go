@@ -50,6 +50,14 @@ func produce(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
 	}
 }
 
+// produceNumbers produces {"i": from} … {"i": to-1} to topic.
+func produceNumbers(t *testing.T, cl *kgo.Client, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+	}
+}
+
 // testConfig is a config for c with short intervals and a DuckDB file in a
 // temp directory.
 func testConfig(t *testing.T, c *kfake.Cluster) *config.Config {

@@ -2,7 +2,6 @@ package pipeline_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -133,9 +131,7 @@ func TestRevokeDoesNotWaitForFailingLoads(t *testing.T) {
 func TestSeededCommitNeverMovesBack(t *testing.T) {
 	c := newCluster(t, 1)
 	cl := producer(t, c)
-	for i := range 100 {
-		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
-	}
+	produceNumbers(t, cl, 0, 100)
 	// Another group loads the first 100 into the sink: the ledger is
 	// ahead of test-group's (absent) commit.
 	cfg := testConfig(t, c)
@@ -143,9 +139,7 @@ func TestSeededCommitNeverMovesBack(t *testing.T) {
 	s := openSink(t, cfg)
 	runUntilIdle(t, cfg, s, nil)
 	must(t, s.Close())
-	for i := 100; i < 200; i++ {
-		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
-	}
+	produceNumbers(t, cl, 100, 200)
 	cfg.Kafka.Group = "test-group"
 	s = openSink(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -175,12 +169,7 @@ func TestSeededCommitNeverMovesBack(t *testing.T) {
 func TestPartitionBackToTheSameWorkerWhileHoldingRecords(t *testing.T) {
 	c := newCluster(t, 1)
 	cl := producer(t, c)
-	produceN := func(from, to int) {
-		for i := from; i < to; i++ {
-			produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
-		}
-	}
-	produceN(0, 300)
+	produceNumbers(t, cl, 0, 300)
 	cfg := testConfig(t, c)
 	cfg.Workers = 1
 	cfg.Batch.MaxRecords = 100
@@ -225,7 +214,7 @@ func TestPartitionBackToTheSameWorkerWhileHoldingRecords(t *testing.T) {
 		return testutil.ToFloat64(m.Rebalances.WithLabelValues("lost")) >= 1 &&
 			testutil.ToFloat64(m.Rebalances.WithLabelValues("assigned")) >= 2
 	})
-	produceN(300, 350)
+	produceNumbers(t, cl, 300, 350)
 	await("the new records read", func() bool { return stats.Consumed.Load() >= 350 })
 	time.Sleep(300 * time.Millisecond) // a re-read, if any, would show in Consumed by now
 	cancel()
@@ -248,11 +237,6 @@ func TestPartitionBackToTheSameWorkerWhileHoldingRecords(t *testing.T) {
 func TestSlowCoordinatorDoesNotBlockPolling(t *testing.T) {
 	c := newCluster(t, 1)
 	cl := producer(t, c)
-	produceN := func(from, to int) {
-		for i := from; i < to; i++ {
-			produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
-		}
-	}
 	cfg := testConfig(t, c)
 	cfg.Workers = 1
 	cfg.Kafka.CommitTimeout = config.Duration(500 * time.Millisecond)
@@ -286,13 +270,13 @@ func TestSlowCoordinatorDoesNotBlockPolling(t *testing.T) {
 			ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats, Status: status,
 		})
 	}()
-	produceN(0, 100)
+	produceNumbers(t, cl, 0, 100)
 	select {
 	case <-stalled:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no offset commit within 30s")
 	}
-	produceN(100, 200)
+	produceNumbers(t, cl, 100, 200)
 	deadline := time.Now().Add(5 * time.Second)
 	for stats.Consumed.Load() < 200 {
 		if time.Now().After(deadline) {
@@ -352,9 +336,7 @@ func (r revokeWatch) WithAttrs(as []slog.Attr) slog.Handler {
 func TestWorkersOfAProcessStartBalanced(t *testing.T) {
 	c := newCluster(t, 4)
 	cl := producer(t, c)
-	for i := range 2000 {
-		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
-	}
+	produceNumbers(t, cl, 0, 2000)
 	var newMembers atomic.Int32
 	c.ControlKey(kmsg.JoinGroup.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()

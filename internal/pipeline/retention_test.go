@@ -24,17 +24,12 @@ import (
 func TestRetentionLossIsReportedNeverBridged(t *testing.T) {
 	c := newCluster(t, 1)
 	cl := producer(t, c)
-	produceN := func(from, to int) {
-		for i := from; i < to; i++ {
-			produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
-		}
-	}
 	cfg := testConfig(t, c)
 	s := openSink(t, cfg)
-	produceN(0, 100)
+	produceNumbers(t, cl, 0, 100)
 	runUntilIdle(t, cfg, s, nil)
 
-	produceN(100, 200)
+	produceNumbers(t, cl, 100, 200)
 	// Retention deletes 100-149 before they were loaded.
 	del := kadm.Offsets{}
 	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 150})
@@ -70,9 +65,7 @@ func TestRecreatedTopicStopsTheRun(t *testing.T) {
 	cl := producer(t, c)
 	cfg := testConfig(t, c)
 	s := openSink(t, cfg)
-	for i := range 100 {
-		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
-	}
+	produceNumbers(t, cl, 0, 100)
 	runUntilIdle(t, cfg, s, nil)
 
 	adm := kadm.NewClient(cl)
