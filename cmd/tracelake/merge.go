@@ -145,32 +145,44 @@ func mergeEvery(ctx context.Context, mg modelMerger, models []config.Model, ever
 			return
 		case <-t.C:
 		}
-		for _, model := range models {
-			res, err := mg.Merge(ctx, model)
-			if ctx.Err() != nil {
-				return // stopping: the merge was rolled back
-			}
-			now := time.Now()
-			ms := obs.ModelStatus{Name: model.Name, At: now}
-			if err != nil {
-				m.MergeFailures.WithLabelValues(model.Name).Inc()
-				ms.Err = err.Error()
-				status.SetModel(ms)
-				slog.Warn("merge failed; retrying at the next merge.every", "model", model.Name, "every", every, "err", err)
-				continue
-			}
-			m.MergeRawRows.WithLabelValues(model.Name).Add(float64(res.Read))
-			m.MergeChanged.WithLabelValues(model.Name).Add(float64(res.Changed))
-			m.MergeRejected.WithLabelValues(model.Name).Add(float64(res.Rejected))
-			m.MergeDuration.WithLabelValues(model.Name).Observe(res.Took.Seconds())
-			m.MergeLastSuccess.WithLabelValues(model.Name).Set(float64(now.Unix()))
-			ms.Read, ms.Changed, ms.Rejected, ms.Took, ms.LastSuccess = res.Read, res.Changed, res.Rejected, res.Took.Round(time.Millisecond), now
-			status.SetModel(ms)
-			if res.Read > 0 {
-				slog.Info("merged", "model", res.Model, "read", res.Read, "changed", res.Changed, "rejected", res.Rejected, "took", res.Took.Round(time.Millisecond))
-			}
+		if !mergePass(ctx, mg, models, every, m, status) {
+			return
 		}
 	}
+}
+
+// mergePass merges every model once, reporting each attempt; false when
+// ctx ended during it (the merge in flight was rolled back). It returns
+// whether every model merged.
+func mergePass(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration, m *obs.Metrics, status *obs.Status) (ok bool) {
+	ok = true
+	for _, model := range models {
+		res, err := mg.Merge(ctx, model)
+		if ctx.Err() != nil {
+			return false // stopping: the merge was rolled back
+		}
+		now := time.Now()
+		ms := obs.ModelStatus{Name: model.Name, At: now}
+		if err != nil {
+			ok = false
+			m.MergeFailures.WithLabelValues(model.Name).Inc()
+			ms.Err = err.Error()
+			status.SetModel(ms)
+			slog.Warn("merge failed; retrying at the next merge.every", "model", model.Name, "every", every, "err", err)
+			continue
+		}
+		m.MergeRawRows.WithLabelValues(model.Name).Add(float64(res.Read))
+		m.MergeChanged.WithLabelValues(model.Name).Add(float64(res.Changed))
+		m.MergeRejected.WithLabelValues(model.Name).Add(float64(res.Rejected))
+		m.MergeDuration.WithLabelValues(model.Name).Observe(res.Took.Seconds())
+		m.MergeLastSuccess.WithLabelValues(model.Name).Set(float64(now.Unix()))
+		ms.Read, ms.Changed, ms.Rejected, ms.Took, ms.LastSuccess = res.Read, res.Changed, res.Rejected, res.Took.Round(time.Millisecond), now
+		status.SetModel(ms)
+		if res.Read > 0 {
+			slog.Info("merged", "model", res.Model, "read", res.Read, "changed", res.Changed, "rejected", res.Rejected, "took", res.Took.Round(time.Millisecond))
+		}
+	}
+	return ok
 }
 
 // printModelSQL prints each model's SQL in dialect.

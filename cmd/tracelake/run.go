@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -52,6 +53,9 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	ready.SinkReady()
+	// finalMerge, with merge.every, merges once more after a run that
+	// ended idle, so its models are merged up to everything it loaded.
+	finalMerge := func() error { return nil }
 	if every := cfg.Merge.Every.D(); every > 0 && len(cfg.Merge.Models) > 0 {
 		models, err := selectModels(cfg, "")
 		if err != nil {
@@ -59,11 +63,19 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		}
 		merging, stopMerging := context.WithCancel(ctx)
 		mergeDone := make(chan struct{})
-		defer func() { stopMerging(); <-mergeDone }()
+		stop := sync.OnceFunc(func() { stopMerging(); <-mergeDone })
+		defer stop()
 		go func() {
 			defer close(mergeDone)
 			mergeEvery(merging, merger, models, every, metrics, status)
 		}()
+		finalMerge = func() error {
+			stop()
+			if !mergePass(ctx, merger, models, every, metrics, status) && ctx.Err() == nil {
+				return fmt.Errorf("the final merge after the run failed (see the log); the models merge at the next run or tracelake merge")
+			}
+			return nil
+		}
 	}
 	finished := make(chan struct{})
 	defer close(finished)
@@ -73,6 +85,9 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	slog.Info("tracelake running", "brokers", cfg.Kafka.Brokers, "topics", cfg.Kafka.Topics, "topic_regex", cfg.Kafka.TopicRegex, "group", cfg.Kafka.Group,
 		"workers", cfg.Workers, "mode", cfg.Mode, "sink", cfg.Sink.Type, "table", cfg.Sink.Table)
 	err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status})
+	if err == nil && *idle > 0 && ctx.Err() == nil {
+		err = finalMerge()
+	}
 	slog.Info("tracelake stopped", "records", stats.Consumed.Load(), "loaded", stats.Loaded.Load(), "dlq", stats.DLQ.Load(),
 		"files", stats.Files.Load(), "loads", stats.Loads.Load(), "seconds", time.Since(start).Round(time.Millisecond).Seconds())
 	return err
