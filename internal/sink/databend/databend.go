@@ -70,6 +70,9 @@ type Sink struct {
 	// records until they are loaded.
 	mu   sync.Mutex
 	kept map[string]*keptFile
+	// disagree counts, per staged name, the loads whose ledger read
+	// lacked a file COPY's load history has (see copyFiles).
+	disagree map[string]int
 }
 
 // keptFile is a staged file's NDJSON and, in transform mode (where the
@@ -124,11 +127,12 @@ func Open(opt Options) (*Sink, error) {
 		return nil, err
 	}
 	return &Sink{
-		opt:     opt,
-		c:       c,
-		log:     opt.Log,
-		uploads: make(chan struct{}, opt.Uploads),
-		kept:    map[string]*keptFile{},
+		opt:      opt,
+		c:        c,
+		log:      opt.Log,
+		uploads:  make(chan struct{}, opt.Uploads),
+		kept:     map[string]*keptFile{},
+		disagree: map[string]int{},
 		tables: tables{
 			main:   sqltext.Name(opt.Table),
 			dlq:    sqltext.Name(opt.Table + "_dlq"),
@@ -322,6 +326,7 @@ func (s *Sink) forget(files []sink.File) {
 	for _, f := range files {
 		for _, n := range []string{f.RowsPath, f.DLQPath} {
 			delete(s.kept, n)
+			delete(s.disagree, n)
 		}
 	}
 }

@@ -323,6 +323,13 @@ func TestLoadHistoryDisagreeingWithLedgerIsCopiedAgain(t *testing.T) {
 	srv, s := prepared(t, "")
 	files := stage(t, s, batch(0, 0, 4))
 	srv.MarkLoaded("trace_raw", "~/tracelake/trace_raw/"+files[0].RowsPath)
+	// First taken for a commit that landed after the ledger read: retried
+	// from fresh reads; after those, for a load outside the ledger.
+	for i := range 2 {
+		if _, err := s.Load(context.Background(), files); err == nil || errors.Is(err, sink.ErrFatal) {
+			t.Fatalf("load %d with the history ahead of the ledger: %v; want a retryable error", i+1, err)
+		}
+	}
 	if _, err := s.Load(context.Background(), files); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +337,7 @@ func TestLoadHistoryDisagreeingWithLedgerIsCopiedAgain(t *testing.T) {
 		t.Errorf("offsets %v", o)
 	}
 	stmts := srv.Statements()
-	if count(stmts, `COPY INTO "trace_raw" `) != 2 || !slices.ContainsFunc(stmts, func(s string) bool {
+	if count(stmts, `COPY INTO "trace_raw" `) != 4 || !slices.ContainsFunc(stmts, func(s string) bool {
 		return strings.HasPrefix(s, `COPY INTO "trace_raw" `) && strings.Contains(s, "FORCE = TRUE ")
 	}) {
 		t.Errorf("want a second COPY with FORCE = TRUE:\n%s", strings.Join(srv.Statements(), "\n"))
@@ -800,5 +807,54 @@ func TestRejectsAndPiecesAreFencedAgainstAFormerOwner(t *testing.T) {
 	}
 	if records, dlq := ledgerTotals(t, srv, "trace_raw_ledger"); records != 18 || dlq != 2 {
 		t.Errorf("ledger: %d records, %d dead letters; want 18 and 2", records, dlq)
+	}
+}
+
+// A COMMIT whose reply was lost lands while the retry's transaction runs:
+// after the retry read the ledger (no rows yet) and before its COPY. The
+// COPY's load history then has the files; copying them with FORCE = TRUE,
+// as the ledger read said they were not loaded, doubled every row (seen in
+// the CLI test against this server). The load history is current and the
+// ledger read stale: the retry fails and the next one reads the ledger
+// afresh.
+func TestCommitLandingDuringTheRetryLoadsOnce(t *testing.T) {
+	srv, s := prepared(t, "")
+	other := open(t, srv, "")
+	ctx := context.Background()
+	late := true
+	srv.LateCommit = func() bool {
+		l := late
+		late = false
+		return l
+	}
+	files := stage(t, s, batch(0, 0, 9, 4))
+	otherFiles := stage(t, other, batch(1, 0, 9))
+	if _, err := s.Load(ctx, files); err == nil {
+		t.Fatal("a load whose COMMIT reply was lost reported success")
+	}
+	// The retry reads the ledger; then another load's COMMIT makes the
+	// late one land.
+	landed := false
+	srv.After = func(sql string) {
+		if strings.HasPrefix(sql, `SELECT topic, "partition", max(last_offset)`) && !landed {
+			landed = true
+			if _, err := other.Load(ctx, otherFiles); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	for range 3 {
+		if _, err := s.Load(ctx, files); err == nil {
+			break
+		}
+	}
+	if !landed {
+		t.Fatal("the late commit never landed during a retry")
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 9, 4)) {
+		t.Errorf("partition 0 offsets %v", o)
+	}
+	if n := len(dlqRows(t, srv)); n != 1 {
+		t.Errorf("%d dead letters, want 1", n)
 	}
 }

@@ -279,9 +279,13 @@ func (s *Sink) countLines(counts tally, pc *piece, dlq bool) {
 // copyFiles loads the targets into table with one COPY INTO naming every
 // file, and checks that each file's rows were all loaded or rejected.
 // FORCE = FALSE: Databend's load history skips a file it has loaded
-// before. The ledger, read in this transaction, says these files are not
-// loaded, so a file the history skips is copied again with FORCE = TRUE
-// (the ledger commits with the rows; the history is a second guard).
+// before. The ledger read in this transaction says these files are not
+// loaded; a file the history skips anyway was committed after that read
+// (a COMMIT whose reply was lost landed late: the history is current,
+// the transaction's ledger read is not). So the load fails, to be retried
+// from a fresh ledger read, which then sees the file loaded. Only a file
+// the history keeps skipping over historyRetries fresh reads is taken for
+// a load outside tracelake's ledger and copied with FORCE = TRUE.
 func (s *Sink) copyFiles(ctx context.Context, ss *session, p *loadPlan, table string, targets []target) (map[string]copyOutcome, error) {
 	if len(targets) == 0 {
 		return nil, nil
@@ -302,7 +306,10 @@ func (s *Sink) copyFiles(ctx context.Context, ss *session, p *loadPlan, table st
 		}
 	}
 	if len(skipped) > 0 {
-		s.log.Warn("Databend's load history skipped files the ledger has not loaded; copying them again with FORCE = TRUE",
+		if s.historyDisagrees(skipped) {
+			return nil, &transientError{fmt.Errorf("COPY INTO %s: Databend's load history has %d of the files this load's ledger read does not (a commit landed after the read); loading again from a fresh read", table, len(skipped))}
+		}
+		s.log.Warn("Databend's load history skipped files the ledger has still not loaded after several fresh reads; copying them again with FORCE = TRUE",
 			"table", table, "files", len(skipped))
 		res, err := ss.query(ctx, s.copySQL(table, skipped, true))
 		if err != nil {
@@ -392,4 +399,24 @@ func ledgerInsert(ledger string, ranges []sink.Range, loadID string, files int) 
 			sqltext.String(r.Topic), r.Partition, r.First, r.Last, r.Records, r.DLQ, sqltext.String(loadID), files)
 	}
 	return b.String()
+}
+
+// historyRetries is how many loads in a row may find files in COPY's load
+// history that their ledger read lacks before the history is taken for a
+// load outside tracelake's ledger (see copyFiles).
+const historyRetries = 3
+
+// historyDisagrees counts one more disagreement for each of names and
+// reports whether any of them is still within historyRetries.
+func (s *Sink) historyDisagrees(names []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	retry := false
+	for _, n := range names {
+		s.disagree[n]++
+		if s.disagree[n] < historyRetries {
+			retry = true
+		}
+	}
+	return retry
 }
