@@ -120,7 +120,7 @@ func (a *Admin) Watermarks(ctx context.Context, topics []string) (map[sink.Topic
 	}
 	ends, err := a.adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %v: %w", topics, err)
+		return nil, fmt.Errorf("list last stable offsets of %v: %w", topics, err)
 	}
 	out := make(map[sink.TopicPartition]Watermarks)
 	var firstErr error

@@ -90,7 +90,9 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	// A fatal error stops every worker: what is pending is dropped and
-	// read again after a restart. The first one is what Run returns.
+	// read again after a restart. The first one is what Run returns (every
+	// caller runs inside a worker's Run, so wg.Wait orders it before the
+	// read below).
 	var fatalOnce sync.Once
 	var fatal error
 	opt.Fatal = func(err error) {
@@ -150,7 +152,6 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		}()
 	}
 	wg.Wait()
-	fatalOnce.Do(func() {}) // fatal is settled
 	if fatal != nil && !slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, fatal) }) {
 		errs = append(errs, fatal)
 	}

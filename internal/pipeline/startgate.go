@@ -39,7 +39,7 @@ func (g *startGate) joined() {
 	}
 }
 
-// wait returns once every worker joined, after max, or when ctx ends,
+// wait returns once every worker joined, after limit, or when ctx ends,
 // calling rejoin every quarter second meanwhile. It reports whether every
 // worker joined.
 //
@@ -48,8 +48,8 @@ func (g *startGate) joined() {
 // knows to rejoin, which they otherwise learn only from their next
 // heartbeat (3 s); the rejoin completes that rebalance at once, with
 // everyone.
-func (g *startGate) wait(ctx context.Context, max time.Duration, rejoin func()) bool {
-	t := time.NewTimer(max)
+func (g *startGate) wait(ctx context.Context, limit time.Duration, rejoin func()) bool {
+	t := time.NewTimer(limit)
 	defer t.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()

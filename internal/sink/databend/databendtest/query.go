@@ -111,7 +111,7 @@ const (
 	CodeSessionLost            = 5111
 )
 
-// CommitErrorMessage is the text Databend gives with a commit conflict
+// commitErrorMessage is the text Databend gives with a commit conflict
 // code (the messages of the meta service's and fuse's errors).
 func commitErrorMessage(code int) string {
 	switch code {
