@@ -10,10 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 // Records Kafka deleted (retention) before they were loaded are lost:
@@ -22,12 +25,7 @@ import (
 // the next range started at the ledger position and bridged the hole
 // silently: verify said OK.
 func TestRetentionLossIsReportedNeverBridged(t *testing.T) {
-	c := newCluster(t, 1)
-	cl := producer(t, c)
-	cfg := testConfig(t, c)
-	s := openSink(t, cfg)
-	produceNumbers(t, cl, 0, 100)
-	runUntilIdle(t, cfg, s, nil)
+	_, cl, cfg, s := loadedHundred(t)
 
 	produceNumbers(t, cl, 100, 200)
 	// Retention deletes 100-149 before they were loaded.
@@ -61,12 +59,7 @@ func TestRetentionLossIsReportedNeverBridged(t *testing.T) {
 // stops with an error that says what happened and what to do. Before,
 // every record of the new topic was dropped as already batched.
 func TestRecreatedTopicStopsTheRun(t *testing.T) {
-	c := newCluster(t, 1)
-	cl := producer(t, c)
-	cfg := testConfig(t, c)
-	s := openSink(t, cfg)
-	produceNumbers(t, cl, 0, 100)
-	runUntilIdle(t, cfg, s, nil)
+	c, cl, cfg, s := loadedHundred(t)
 
 	adm := kadm.NewClient(cl)
 	_, err := adm.DeleteTopics(context.Background(), topic)
@@ -85,4 +78,17 @@ func TestRecreatedTopicStopsTheRun(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "deleted and recreated") {
 		t.Fatalf("run over a recreated topic: %v; want an error saying it was recreated", err)
 	}
+}
+
+// loadedHundred is a one-partition topic whose first 100 records are
+// loaded into a DuckDB sink.
+func loadedHundred(t *testing.T) (*kfake.Cluster, *kgo.Client, *config.Config, *duckdb.Sink) {
+	t.Helper()
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	cfg := testConfig(t, c)
+	s := openSink(t, cfg)
+	produceNumbers(t, cl, 0, 100)
+	runUntilIdle(t, cfg, s, nil)
+	return c, cl, cfg, s
 }

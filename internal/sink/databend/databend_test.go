@@ -119,6 +119,19 @@ func seq(first, last int64, except ...int64) []int64 {
 	return out
 }
 
+// firstTimeOnly returns a fault hook's trigger: true on its first call
+// only. The test server calls hooks with its lock held, one at a time.
+func firstTimeOnly() func() bool {
+	done := false
+	return func() bool {
+		if done {
+			return false
+		}
+		done = true
+		return true
+	}
+}
+
 func count(stmts []string, prefix string) int {
 	n := 0
 	for _, s := range stmts {
@@ -231,14 +244,8 @@ func TestMultiFileLoad(t *testing.T) {
 // transaction is rolled back, and the retry loads every row once.
 func TestLostCopyReplyLoadsOnce(t *testing.T) {
 	srv, s := prepared(t, "")
-	dropped := false
-	srv.DropReply = func(sql string) bool {
-		if strings.HasPrefix(sql, `COPY INTO "trace_raw" `) && !dropped {
-			dropped = true
-			return true
-		}
-		return false
-	}
+	first := firstTimeOnly()
+	srv.DropReply = func(sql string) bool { return strings.HasPrefix(sql, `COPY INTO "trace_raw" `) && first() }
 	files := stage(t, s, batch(0, 0, 9), batch(0, 10, 19))
 	if _, err := s.Load(context.Background(), files); err == nil || errors.Is(err, sink.ErrFatal) {
 		t.Fatalf("load with a lost COPY reply: %v; want a retryable error", err)
@@ -258,14 +265,8 @@ func TestLostCopyReplyLoadsOnce(t *testing.T) {
 // load in the ledger and loads nothing.
 func TestLostCommitReplyLoadsOnce(t *testing.T) {
 	srv, s := prepared(t, "")
-	dropped := false
-	srv.DropReply = func(sql string) bool {
-		if sql == "COMMIT" && !dropped {
-			dropped = true
-			return true
-		}
-		return false
-	}
+	first := firstTimeOnly()
+	srv.DropReply = func(sql string) bool { return sql == "COMMIT" && first() }
 	files := stage(t, s, batch(0, 0, 9, 4))
 	if _, err := s.Load(context.Background(), files); err == nil {
 		t.Fatal("load with a lost COMMIT reply reported success")
@@ -699,13 +700,12 @@ func TestErrorCodesAreClassified(t *testing.T) {
 		databendtest.CodeUnresolvableConflict, databendtest.CodeTxnTimeout, databendtest.CodeSessionLost} {
 		t.Run(fmt.Sprint(code), func(t *testing.T) {
 			srv, s := prepared(t, "")
-			failed := false
+			first := firstTimeOnly()
 			srv.CommitError = func() int {
-				if failed {
-					return 0
+				if first() {
+					return code
 				}
-				failed = true
-				return code
+				return 0
 			}
 			files := stage(t, s, batch(0, 0, 9))
 			_, err := s.Load(context.Background(), files)
@@ -729,14 +729,7 @@ func TestErrorCodesAreClassified(t *testing.T) {
 // and loads nothing twice.
 func TestDuplicatedUpsertFilesAfterALateCommit(t *testing.T) {
 	srv, s := prepared(t, "")
-	late := false
-	srv.LateCommit = func() bool {
-		if late {
-			return false
-		}
-		late = true
-		return true
-	}
+	srv.LateCommit = firstTimeOnly()
 	files := stage(t, s, batch(0, 0, 9, 4))
 	if _, err := s.Load(context.Background(), files); err == nil {
 		t.Fatal("a load whose COMMIT reply was lost reported success")
@@ -821,12 +814,7 @@ func TestCommitLandingDuringTheRetryLoadsOnce(t *testing.T) {
 	srv, s := prepared(t, "")
 	other := open(t, srv, "")
 	ctx := context.Background()
-	late := true
-	srv.LateCommit = func() bool {
-		l := late
-		late = false
-		return l
-	}
+	srv.LateCommit = firstTimeOnly()
 	files := stage(t, s, batch(0, 0, 9, 4))
 	otherFiles := stage(t, other, batch(1, 0, 9))
 	if _, err := s.Load(ctx, files); err == nil {
