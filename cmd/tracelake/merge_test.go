@@ -45,6 +45,24 @@ func ingestTraces(t *testing.T, n int, rest string) (bin, cfgPath string) {
 	return bin, cfgPath
 }
 
+// A run that exits idle merges once more before it exits: with a
+// merge.every far longer than the run, only that final merge can have
+// filled the target.
+func TestIdleExitMergesEverythingLoaded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const n = 1000
+	bin, cfgPath := ingestTraces(t, n, strings.Replace(spansModel, "every: 100ms", "every: 1h", 1))
+	out, err := exec.Command(bin, "sql", "--config", cfgPath, "SELECT count(*) AS n FROM trace_spans").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sql: %v\n%s", err, out)
+	}
+	if f := strings.Fields(string(out)); len(f) < 2 || f[1] != strconv.Itoa(n) {
+		t.Errorf("trace_spans after the idle exit: %s; want %d rows", out, n)
+	}
+}
+
 // run merges in the background (merge.every) and once more when it exits
 // idle, so the target holds every loaded row; `merge` then has nothing to
 // do; `reconcile --model` finds the target equal to a rebuild, and after

@@ -40,6 +40,7 @@ func TestBadKeysNamed(t *testing.T) {
 	f("testdata/typo_key.yaml", "batch.max_recrods: unknown key (accepted: max_bytes, max_interval, max_records)")
 	f("testdata/bad_values.yaml",
 		`kafka.start_offset: want earliest or latest, got "middle"`,
+		"kafka.commit_timeout: want 100ms to 10m, got 10ms",
 		"workers: want 1 to 256, got 0",
 		`mode: want raw or transform, got "fancy"`,
 		"batch.max_bytes: want 1KiB to 4GiB, got 12B",
