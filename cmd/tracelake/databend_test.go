@@ -374,7 +374,12 @@ func TestDatabendWrongPasswordStops(t *testing.T) {
 	}
 }
 
-// `tracelake merge` runs the model's Databend statements against the sink.
+// `tracelake merge` on Databend runs each model's merge as one
+// transaction driven by the watermark table (no streams: a licence-free
+// server has none), exactly the statements `--print-sql --dialect
+// databend` prints; a commit conflict runs the whole transaction again
+// (its reads included), a failed statement rolls it back. With --task it
+// creates and resumes the Databend task and merges nothing itself.
 func TestMergeAgainstDatabend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -383,8 +388,20 @@ func TestMergeAgainstDatabend(t *testing.T) {
 	srv := databendtest.New("u", "p")
 	defer srv.Close()
 	srv.Accept = func(sql string) bool {
-		return strings.HasPrefix(sql, "CREATE STREAM IF NOT EXISTS") || strings.HasPrefix(sql, "INSERT FIRST") ||
-			strings.HasPrefix(sql, "MERGE INTO") || strings.HasPrefix(sql, "CREATE TASK IF NOT EXISTS")
+		for _, p := range []string{"MERGE INTO", "UPDATE ", "INSERT INTO", "DELETE FROM", "CREATE TASK", "ALTER TASK"} {
+			if strings.HasPrefix(sql, p) {
+				return true
+			}
+		}
+		return false
+	}
+	conflicts := 1
+	srv.CommitError = func() int {
+		if conflicts > 0 {
+			conflicts--
+			return databendtest.CodeUnresolvableConflict
+		}
+		return 0
 	}
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "tracelake.yaml")
@@ -392,18 +409,59 @@ func TestMergeAgainstDatabend(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, "merge", "--config", cfgPath, "--task").CombinedOutput()
+	out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "model spans:") {
 		t.Fatalf("merge: %v\n%s", err, out)
 	}
+	printed, err := exec.Command(bin, "merge", "--config", cfgPath, "--print-sql", "--dialect", "databend").Output()
+	if err != nil {
+		t.Fatalf("print-sql: %v", err)
+	}
+	// What ran: the setup, then one transaction that failed at COMMIT and
+	// ran again whole.
+	ran := srv.Statements()
+	begins := slices.Index(ran, "BEGIN")
+	if begins < 0 {
+		t.Fatalf("no transaction: %q", ran)
+	}
+	setup, tx := ran[:begins], ran[begins+1:]
+	body := tx[:slices.Index(tx, "COMMIT")]
+	want := append(append([]string{}, body...), "COMMIT", "ROLLBACK", "BEGIN")
+	want = append(append(want, body...), "COMMIT")
+	if !slices.Equal(tx, want) {
+		t.Errorf("transaction statements:\n%q\nwant the body, a conflicting COMMIT, its ROLLBACK, then the body again:\n%q", tx, want)
+	}
+	if len(body) < 5 || !strings.HasPrefix(body[0], "UPDATE tracelake_merge_watermarks") || !strings.HasPrefix(body[len(body)-2], "MERGE INTO tracelake_merge_watermarks") {
+		t.Errorf("the merge must claim the model first and advance its watermark in the transaction: %q", body)
+	}
+	for _, q := range ran {
+		if strings.Contains(q, "STREAM") {
+			t.Errorf("a stream on a licence-free server: %s", q)
+		}
+	}
+	// --print-sql prints what ran, in order.
+	at := 0
+	for _, q := range append(setup, append([]string{"BEGIN"}, body...)...) {
+		i := strings.Index(string(printed[at:]), q+";\n")
+		if i < 0 {
+			t.Fatalf("--print-sql does not print, in order, the statement that ran:\n%s\n--- printed:\n%s", q, printed)
+		}
+		at += i + len(q)
+	}
+
+	// --task: the task, resumed; no merge by tracelake.
+	n := len(srv.Statements())
+	out, err = exec.Command(bin, "merge", "--config", cfgPath, "--task").CombinedOutput()
+	if err != nil {
+		t.Fatalf("merge --task: %v\n%s", err, out)
+	}
 	var kinds []string
-	for _, s := range srv.Statements() {
+	for _, s := range srv.Statements()[n:] {
 		f := strings.Fields(s)
 		kinds = append(kinds, strings.Join(f[:min(2, len(f))], " "))
 	}
-	want := []string{"CREATE TABLE", "CREATE TABLE", "CREATE TABLE", "CREATE STREAM", "CREATE STREAM", "CREATE TASK", "INSERT FIRST", "MERGE INTO"}
-	if !slices.Equal(kinds, want) {
-		t.Errorf("statements %v, want %v", kinds, want)
+	if !slices.Contains(kinds, "CREATE TASK") || !slices.Contains(kinds, "ALTER TASK") || slices.Contains(kinds, "BEGIN") {
+		t.Errorf("merge --task ran %v: want the task created and resumed, no merge transaction", kinds)
 	}
 	out, err = exec.Command(bin, "sql", "--config", cfgPath, "SELECT 1").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "reads the duckdb and iceberg sinks; sink.type is databend") {

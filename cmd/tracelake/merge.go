@@ -25,7 +25,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	chunk := fs.Int64("chunk", 1_000_000, "rebuild: merge the raw table in slices of this many offsets")
 	printSQL := fs.Bool("print-sql", false, "print the SQL of the models instead of running it")
 	dialect := fs.String("dialect", "databend", "print-sql: databend or duckdb")
-	task := fs.Bool("task", false, "databend sink: also create each model's Databend task, which runs the merge every minute inside Databend (Databend Cloud)")
+	task := fs.Bool("task", false, "databend sink: create and resume each model's Databend task, which runs the same merge every minute inside Databend (Databend Cloud), instead of merging here")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -46,7 +46,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		if *rebuild != "" {
-			return usagef("--rebuild: not built for the databend sink (drop the model's target, changes table and streams, then merge)")
+			return usagef("--rebuild: not built for the databend sink (drop the model's target, rejects and tombstones tables and DELETE its rows of tracelake_merge_watermarks, then merge)")
 		}
 		snk, err := openDatabend(cfg)
 		if err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
-// modelMerger merges one model once: in DuckDB by tracelake's own SQL, in
-// Databend with its streams.
+// modelMerger merges one model once, in one transaction, from the model's
+// watermark on: in DuckDB or in Databend.
 type modelMerger interface {
 	Merge(ctx context.Context, m config.Model) (merge.Result, error)
 }

@@ -43,45 +43,80 @@ func SQL(m config.Model, dialect string) (string, error) {
 	return "", fmt.Errorf("dialect %q: want databend or duckdb", dialect)
 }
 
-// DatabendStatements are a model's statements for Databend. Databend
-// tracks the increment itself: an append-only stream on the raw table,
-// consumed atomically by one statement. Two stages keep rejects and
-// exactly-once together:
+// DatabendStatements are a model's statements for Databend. They need
+// no Enterprise licence and no Databend Cloud: like the DuckDB merge, the
+// increment is the raw rows past the model's watermark per partition
+// (tracelake_merge_watermarks), and one transaction moves everything
+// together — databend-query reads its own writes inside a transaction and
+// commits all tables at once (tests/sqllogictests/suites/http_handler/
+// transaction/txn_merge_into.test), so a merge that fails or is killed at
+// any moment leaves nothing, and a merge repeated after it reads the same
+// increment again; a merge repeated after a commit reads nothing.
 //
-//  1. Split: one INSERT FIRST consumes the raw stream, writing each
-//     projected row either to <model>_changes (typed) or to
-//     <model>_rejects (with the reason);
-//  2. Merge: one MERGE consumes a stream on <model>_changes, keeping the
-//     latest change per key.
+// One merge:
 //
-// Each statement commits with its stream's offset, so a failure between
-// them leaves the changes in the second stream for the next run.
+//  1. Claim: update the model's claim row in the watermark table. Two
+//     merges of one model at once both rewrite that row, and Databend fails
+//     the second commit with UnresolvableConflict (fuse operations/common/
+//     generators/mutation_generator.rs: a mutation whose segments changed
+//     since it read them), so they cannot both apply one increment;
+//  2. Increment: project the raw rows past the watermark into
+//     <model>_increment (a scratch table, empty outside a merge), typed,
+//     each with the reason it is rejected if it is;
+//  3. the rejects to <model>_rejects, 4. the latest good change per key
+//     into the target (and, with a version column, the deletes into the
+//     tombstones), 5. the watermark past every row of the increment,
+//  6. the increment emptied.
 type DatabendStatements struct {
-	Setup []string // target, changes and rejects tables, the two streams (idempotent)
-	Split string
-	Merge string
-	Task  string // a Databend task running Split and Merge every minute when there are new rows
+	Setup []string // tables and the claim row, idempotent; run outside the transaction
+	Merge []string // one merge, run between BEGIN and COMMIT
+	Task  []string // a Databend Cloud task running Merge every minute, resumed
 }
 
 // Databend returns the model's statements for Databend.
 func Databend(m config.Model) DatabendStatements {
 	p := newPlan(m)
-	raw := sqltext.Name(m.Name + "_raw_stream")
-	changes := sqltext.Name(m.Name + "_changes")
-	changesStream := sqltext.Name(m.Name + "_changes_stream")
+	inc := sqltext.Name(m.Name + "_increment")
+	name := sqltext.String(m.Name)
 	st := DatabendStatements{
 		Setup: []string{
+			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHAR, topic VARCHAR, "partition" INT, next_offset BIGINT, merged_at TIMESTAMP)`, WatermarkTable),
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", p.target, columnDefs(m.Columns)),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s, tl_kind VARCHAR, kpartition INT, koffset BIGINT)", changes, columnDefs(m.Columns)),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, \"partition\" INT, \"offset\" BIGINT, reason VARCHAR, rejected_at TIMESTAMP)", p.rejects),
-			fmt.Sprintf("CREATE STREAM IF NOT EXISTS %s ON TABLE %s APPEND_ONLY = TRUE", raw, p.source),
-			fmt.Sprintf("CREATE STREAM IF NOT EXISTS %s ON TABLE %s APPEND_ONLY = TRUE", changesStream, changes),
+			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, "partition" INT, "offset" BIGINT, reason VARCHAR, rejected_at TIMESTAMP)`, p.rejects),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (tl_topic VARCHAR, kpartition INT, koffset BIGINT, tl_kind VARCHAR, tl_reason VARCHAR, %s)", inc, columnDefs(m.Columns)),
+			// The claim row: partition -1 of no topic, never a raw row's.
+			fmt.Sprintf(`MERGE INTO %s AS w USING (SELECT %s AS model) AS s ON w.model = s.model AND w."partition" = -1
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (s.model, '', -1, 0, NOW())`, WatermarkTable, name),
 		},
-		Split: p.databendSplit(raw, changes),
-		Merge: p.databendMerge(changesStream),
+		Merge: []string{
+			fmt.Sprintf(`UPDATE %s SET merged_at = NOW() WHERE model = %s AND "partition" = -1`, WatermarkTable, name),
+			p.databendIncrement(inc),
+			fmt.Sprintf(`INSERT INTO %s (topic, "partition", "offset", reason, rejected_at) SELECT tl_topic, kpartition, koffset, tl_reason, NOW() FROM %s WHERE tl_reason IS NOT NULL`, p.rejects, inc),
+			p.databendMerge(inc),
+		},
 	}
-	st.Task = fmt.Sprintf("CREATE TASK IF NOT EXISTS %s WAREHOUSE = 'default' SCHEDULE = 1 MINUTE\n  WHEN STREAM_STATUS(%s) = TRUE\nAS BEGIN\n%s;\n%s;\nEND",
-		sqltext.Name(m.Name+"_merge"), sqltext.String(m.Name+"_raw_stream"), indent(st.Split), indent(st.Merge))
+	if p.version != "" {
+		v, _ := m.Columns.Lookup(m.Version)
+		st.Setup = append(st.Setup, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", p.tombstones, columnDefs(append(slices.Clone(p.keys), v))))
+	}
+	st.Merge = append(st.Merge, p.databendTombstones(inc)...)
+	st.Merge = append(st.Merge,
+		fmt.Sprintf(`MERGE INTO %s AS w USING (
+  SELECT tl_topic AS topic, kpartition AS "partition", MAX(koffset) + 1 AS next_offset FROM %s GROUP BY tl_topic, kpartition
+) AS s ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
+WHEN MATCHED THEN UPDATE SET next_offset = s.next_offset, merged_at = NOW()
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, NOW())`,
+			WatermarkTable, inc, name, name),
+		"DELETE FROM "+inc)
+	task := sqltext.Name(m.Name + "_merge")
+	body := "BEGIN;\n" + strings.Join(st.Merge, ";\n") + ";\nCOMMIT;"
+	st.Task = []string{
+		// tests/sqllogictests/suites/task/task_ddl_transaction_test.test:
+		// a task body may hold a transaction; a new task is Suspended
+		// until resumed (task_ddl_test.test).
+		fmt.Sprintf("CREATE TASK IF NOT EXISTS %s WAREHOUSE = 'default' SCHEDULE = 60 SECOND\nAS BEGIN\n%s\nEND", task, indent(body)),
+		fmt.Sprintf("ALTER TASK %s RESUME", task),
+	}
 	return st
 }
 
@@ -90,19 +125,18 @@ func (p *plan) databend() string {
 	m := p.m
 	st := Databend(m)
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- model %s: %s -> %s\n", m.Name, m.Source, m.Target)
-	for i, q := range st.Setup {
+	fmt.Fprintf(&b, "-- model %s: %s -> %s (tracelake merge runs this; no streams, no licence needed)\n", m.Name, m.Source, m.Target)
+	for _, q := range st.Setup {
 		b.WriteString(q + ";\n")
-		if i == len(st.Setup)-1 {
-			b.WriteString("\n")
-		}
 	}
-	b.WriteString("-- 1. project the new raw rows; rows that do not fit go to the rejects\n")
-	b.WriteString(st.Split + ";\n\n")
-	b.WriteString("-- 2. merge the latest change per key\n")
-	b.WriteString(st.Merge + ";\n\n")
-	b.WriteString("-- schedule both, when the raw table has new rows\n")
-	b.WriteString(st.Task + ";\n")
+	b.WriteString("\n-- one merge, one transaction\nBEGIN;\n")
+	for _, q := range st.Merge {
+		b.WriteString(q + ";\n")
+	}
+	b.WriteString("COMMIT;\n\n-- with tracelake merge --task (Databend Cloud): the same merge, scheduled inside Databend\n")
+	for _, q := range st.Task {
+		b.WriteString(q + ";\n")
+	}
 	return b.String()
 }
 
@@ -136,16 +170,19 @@ func databendPath(doc, path string) string {
 	return b.String()
 }
 
-func (p *plan) databendSplit(raw, changes string) string {
+// databendIncrement projects the raw rows past the model's watermark into
+// the scratch table inc.
+func (p *plan) databendIncrement(inc string) string {
 	m := p.m
 	var inner string
 	if m.Format == config.FormatDebezium {
 		env := "COALESCE(raw_data['payload'], raw_data)"
 		op := env + "['op']::VARCHAR"
-		inner = fmt.Sprintf("%s AS tl_op, IF(%s = 'd', %s['before'], %s['after']) AS tl_doc,\n      CASE WHEN %s = 'd' THEN '%s' WHEN %s IN ('c', 'r', 'u') THEN '%s' ELSE '%s' END AS tl_kind",
-			op, op, env, env, op, kindDelete, op, kindUpsert, kindBad)
+		inner = fmt.Sprintf("%s AS tl_op, IF(%s = 'd', %s['before'], %s['after']) AS tl_doc,\n      CASE WHEN raw_data IS NULL THEN '%s' WHEN %s = 'd' THEN '%s' WHEN %s IN ('c', 'r', 'u') THEN '%s' ELSE '%s' END AS tl_kind",
+			op, op, env, env, kindSkip, op, kindDelete, op, kindUpsert, kindBad)
 	} else {
-		inner = "raw_data AS tl_doc, " + p.kindExpr(databendPath("raw_data", m.Action.Path)+"::VARCHAR") + " AS tl_kind"
+		inner = fmt.Sprintf("raw_data AS tl_doc, CASE WHEN raw_data IS NULL THEN '%s' ELSE %s END AS tl_kind",
+			kindSkip, p.kindExpr(databendPath("raw_data", m.Action.Path)+"::VARCHAR"))
 	}
 	proj := list(m.Columns, ", ", func(c config.Column, i int) string {
 		v := databendPath("tl_doc", c.Path)
@@ -154,66 +191,105 @@ func (p *plan) databendSplit(raw, changes string) string {
 		}
 		return fmt.Sprintf("%s::VARCHAR AS tl_raw_%d, TRY_CAST(%s AS %s) AS %s", v, i, v, c.Type, sqltext.Ident(c.Name))
 	})
-	return fmt.Sprintf(`INSERT FIRST
-  WHEN tl_reason IS NULL THEN INTO %s (%s, tl_kind, kpartition, koffset) VALUES (%s, tl_kind, kpartition, koffset)
-  ELSE INTO %s (topic, "partition", "offset", reason, rejected_at) VALUES (tl_topic, kpartition, koffset, tl_reason, NOW())
-SELECT *, %s AS tl_reason FROM (
+	topic := "r.record_metadata['topic']::VARCHAR"
+	return fmt.Sprintf(`INSERT INTO %s (tl_topic, kpartition, koffset, tl_kind, tl_reason, %s)
+SELECT tl_topic, kpartition, koffset, tl_kind, %s AS tl_reason, %s FROM (
   SELECT *, %s FROM (
-    SELECT kpartition, koffset, record_metadata['topic']::VARCHAR AS tl_topic,
+    SELECT r.kpartition, r.koffset, %s AS tl_topic,
       %s
-    FROM %s WHERE raw_data IS NOT NULL
+    FROM %s AS r LEFT JOIN %s AS w ON w.model = %s AND w.topic = %s AND w."partition" = r.kpartition
+    WHERE r.koffset >= COALESCE(w.next_offset, 0)
   )
-)`, changes, p.columnList(""), p.columnList(""), p.rejects, p.reasonExpr(), proj, inner, raw)
+)`, inc, p.columnList(""), p.reasonExpr(), p.columnList(""), proj, topic, inner, p.source, WatermarkTable, sqltext.String(m.Name), topic)
 }
 
-func (p *plan) databendMerge(changesStream string) string {
-	return fmt.Sprintf(`MERGE INTO %s AS t USING (
-  SELECT %s, tl_kind FROM %s
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY %s ORDER BY %s) = 1
+// databendLatest selects the newest good change per key of the increment,
+// without the changes older than the key's last delete.
+func (p *plan) databendLatest(inc string) string {
+	q := fmt.Sprintf(`SELECT %s, tl_kind, kpartition, koffset FROM %s WHERE tl_reason IS NULL AND tl_kind <> '%s'
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), inc, kindSkip, p.keyList(), p.latestOrder("kpartition", "koffset"))
+	if p.version == "" {
+		return q
+	}
+	return fmt.Sprintf(`SELECT l.* FROM (
+  %s
+) AS l LEFT JOIN %s AS tb ON %s
+WHERE tb.%s IS NULL OR l.%s >= tb.%s`, q, p.tombstones, p.keyMatch("tb", "l"), p.version, p.version, p.version)
+}
+
+func (p *plan) databendMerge(inc string) string {
+	return fmt.Sprintf("MERGE INTO %s AS t USING (\n%s\n) AS s ON %s\n%s", p.target, p.databendLatest(inc), p.keyMatch("t", "s"), p.mergeClauses())
+}
+
+// databendTombstones remember each key's last delete and forget it once a
+// newer change re-creates the key, as tombstoneSQL does in DuckDB.
+func (p *plan) databendTombstones(inc string) []string {
+	if p.version == "" {
+		return nil
+	}
+	cols := p.keyList() + ", " + p.version
+	sCols := list(append(slices.Clone(p.keys), config.Column{Name: p.m.Version}), ", ",
+		func(c config.Column, _ int) string { return "s." + sqltext.Ident(c.Name) })
+	return []string{
+		fmt.Sprintf(`MERGE INTO %s AS d USING (
+%s
 ) AS s ON %s
-%s`, p.target, p.columnList(""), changesStream, p.keyList(), p.latestOrder("kpartition", "koffset"), p.keyMatch("t", "s"), p.mergeClauses())
+WHEN MATCHED AND s.tl_kind = '%s' AND s.%s > d.%s THEN UPDATE SET %s = s.%s
+WHEN MATCHED AND s.tl_kind <> '%s' AND s.%s > d.%s THEN DELETE
+WHEN NOT MATCHED AND s.tl_kind = '%s' THEN INSERT (%s) VALUES (%s)`, p.tombstones, p.databendLatest(inc), p.keyMatch("d", "s"),
+			kindDelete, p.version, p.version, p.version, p.version,
+			kindDelete, p.version, p.version,
+			kindDelete, cols, sCols),
+	}
 }
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
-// Execer runs statements one after the other in one Databend session (the
-// Databend sink).
+// Execer runs statements in Databend (the Databend sink).
 type Execer interface {
+	// Exec runs statements one after the other in one session.
 	Exec(ctx context.Context, statements ...string) error
+	// ExecTx runs statements in one transaction: all commit or none.
+	ExecTx(ctx context.Context, statements ...string) error
 }
 
 // DatabendMerger runs models' Databend statements against the Databend
-// sink: on first use the tables and streams (and, with Task, the
-// scheduled task), then at each Merge the split and the merge. Databend's
-// streams hold the increment, so a failed merge leaves it for the next.
+// sink: on first use the tables, then at each Merge one merge
+// transaction. With task it creates each model's Databend task instead
+// and leaves the merging to Databend.
 type DatabendMerger struct {
 	db   Execer
 	task bool
 	set  map[string]bool // models whose setup ran
 }
 
-// NewDatabendMerger returns a merger running on db; with task it also
-// creates each model's Databend task (Databend Cloud schedules it).
+// NewDatabendMerger returns a merger running on db; with task it creates
+// each model's Databend task (Databend Cloud schedules it) and does not
+// merge itself: two schedules merging one model would only conflict.
 func NewDatabendMerger(db Execer, task bool) *DatabendMerger {
 	return &DatabendMerger{db: db, task: task, set: map[string]bool{}}
 }
 
-// Merge merges the model's new raw rows once. Databend does not report
-// row counts through statements' replies here, so Result has only Took.
+// Merge merges the model's raw rows past its watermark once. Databend does
+// not report row counts through statements' replies here, so Result has
+// only Took.
 func (d *DatabendMerger) Merge(ctx context.Context, m config.Model) (Result, error) {
 	start := time.Now()
 	st := Databend(m)
 	if !d.set[m.Name] {
 		setup := st.Setup
 		if d.task {
-			setup = append(slices.Clone(setup), st.Task)
+			setup = append(slices.Clone(setup), st.Task...)
 		}
 		if err := d.db.Exec(ctx, setup...); err != nil {
 			return Result{}, fmt.Errorf("set up model %s in Databend: %w", m.Name, err)
 		}
 		d.set[m.Name] = true
 	}
-	if err := d.db.Exec(ctx, st.Split, st.Merge); err != nil {
+	if d.task {
+		return Result{Model: m.Name, Took: time.Since(start)}, nil
+	}
+	if err := d.db.ExecTx(ctx, st.Merge...); err != nil {
 		return Result{}, fmt.Errorf("merge model %s in Databend: %w", m.Name, err)
 	}
 	return Result{Model: m.Name, Took: time.Since(start)}, nil

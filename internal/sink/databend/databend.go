@@ -159,6 +159,70 @@ func (s *Sink) Exec(ctx context.Context, statements ...string) error {
 	return nil
 }
 
+// ExecTx runs statements in one transaction of one session (a model's
+// merge): all of them commit or none does. A transaction that fails on a
+// transient error or one of retryableCodes (a commit conflict, a lost
+// session) is run again from the start, up to 5 times: its statements
+// must read what they change, as a merge reads its watermark.
+func (s *Sink) ExecTx(ctx context.Context, statements ...string) error {
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			s.log.Warn("databend transaction failed; running it again", "attempt", attempt+1, "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * time.Second):
+			}
+		}
+		if err = s.execTx(ctx, statements); err == nil || !isTransient(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Sink) execTx(ctx context.Context, statements []string) error {
+	ss, end, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() { end(committed) }()
+	for _, q := range statements {
+		if _, err := ss.query(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+	}
+	if _, err := ss.query(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	committed = true
+	return nil
+}
+
+// begin starts a transaction in a new session. The caller defers end with
+// whether it committed: a transaction that did not is rolled back, since a
+// failed statement may leave it open on the server (after a lost COMMIT
+// reply the ROLLBACK is a no-op; the ledger or watermark the retry reads
+// says what committed).
+func (s *Sink) begin(ctx context.Context) (*session, func(committed bool), error) {
+	ss := s.c.session()
+	if _, err := ss.query(ctx, "BEGIN"); err != nil {
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	return ss, func(committed bool) {
+		if committed {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := ss.query(rctx, "ROLLBACK"); err != nil {
+			s.log.Debug("rollback after a failed transaction", "err", err)
+		}
+	}, nil
+}
+
 // TopicExpr is the SQL expression of a raw row's topic.
 const TopicExpr = "record_metadata:topic::VARCHAR"
 

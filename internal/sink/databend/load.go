@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -104,24 +103,12 @@ type copyOutcome struct {
 }
 
 func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected map[string]copyOutcome, err error) {
-	ss := s.c.session()
-	if _, err := ss.query(ctx, "BEGIN"); err != nil {
-		return sink.Loaded{}, nil, fmt.Errorf("begin: %w", err)
+	ss, end, err := s.begin(ctx)
+	if err != nil {
+		return sink.Loaded{}, nil, err
 	}
 	committed := false
-	defer func() {
-		if committed {
-			return
-		}
-		// A failed statement may leave the transaction open on the server;
-		// after a lost COMMIT reply this is a no-op. Either way the ledger
-		// decides on the retry.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if _, rerr := ss.query(rctx, "ROLLBACK"); rerr != nil {
-			s.log.Debug("rollback after a failed load", "err", rerr)
-		}
-	}()
+	defer func() { end(committed) }()
 
 	var parts []sink.TopicPartition
 	for _, f := range p.files {
