@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
 
 // txnProducer produces transactions of 40 records to testTopic until
@@ -170,8 +171,9 @@ func churn(t *testing.T, bin, cfgPath string, slots int, d time.Duration, cl *kg
 // killed -9, partitions added mid-run, a transactional producer aborting
 // every fifth transaction. At the end an independent count: every
 // committed record exactly once in raw ∪ dead letters, no aborted record,
-// verify exit 0. Three processes share a Databend (the test server), and
-// one DuckDB process is restarted and killed.
+// verify exit 0. Three processes share a Databend (the test server), three
+// an Iceberg table on a PostgreSQL catalog, and one DuckDB process is
+// restarted and killed.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -212,6 +214,27 @@ shutdown_timeout: 20s`
 		verifyJSON(t, bin, cfgPath, 0)
 	})
 
+	t.Run("three processes on Iceberg", func(t *testing.T) {
+		url := icebergtest.StartPostgres(t)
+		cluster, cl := startKafka(t, 4)
+		dir := t.TempDir()
+		cfgPath := filepath.Join(dir, "tracelake.yaml")
+		cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], %s}\n%s\nsink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+			cluster.ListenAddrs()[0], testTopic, kafkaSettings, settings, url, filepath.Join(dir, "warehouse"))
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prod := startTxnProducer(t, cluster)
+		churn(t, bin, cfgPath, 3, 24*time.Second, cl)
+		prod.finish(t)
+		if out, err := runIdle(t, bin, cfgPath); err != nil {
+			t.Fatalf("final run: %v\n%s", err, out)
+		}
+		rep := verifyJSON(t, bin, cfgPath, 0) // markers and aborted records are no gaps
+		_, dlq := rep.Totals()
+		checkChaos(t, prod, loadedValues(t, bin, cfgPath), int(dlq))
+	})
+
 	t.Run("one DuckDB process", func(t *testing.T) {
 		cluster, cl := startKafka(t, 4)
 		cfgPath := writeConfig(t, cluster, kafkaSettings, settings)
@@ -222,18 +245,25 @@ shutdown_timeout: 20s`
 		if !rep.OK {
 			t.Errorf("verify: %v", rep.Problems)
 		}
-		out, err := exec.Command(bin, "sql", "--config", cfgPath, `SELECT raw_data::VARCHAR FROM trace_raw`).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]int{}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		for _, line := range lines[1 : len(lines)-1] { // header and row count
-			got[compactJSON(t, json.RawMessage(strings.TrimSpace(line)))]++
-		}
+		got := loadedValues(t, bin, cfgPath)
 		_, dlq := rep.Totals()
 		checkChaos(t, prod, got, int(dlq))
 	})
+}
+
+// loadedValues counts the raw table's values, read with `tracelake sql`.
+func loadedValues(t *testing.T, bin, cfgPath string) map[string]int {
+	t.Helper()
+	out, err := exec.Command(bin, "sql", "--config", cfgPath, `SELECT raw_data::VARCHAR FROM trace_raw`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, line := range lines[1 : len(lines)-1] { // header and row count
+		got[compactJSON(t, json.RawMessage(strings.TrimSpace(line)))]++
+	}
+	return got
 }
 
 // checkChaos compares the loaded values with what the producer committed.

@@ -238,3 +238,64 @@ func (a *Admin) ConsumedWatermarks(ctx context.Context, k config.Kafka) (map[sin
 	}
 	return a.Watermarks(ctx, topics)
 }
+
+// DataRecords reads each partition of spans from its From through its
+// Last offset, as a read-committed consumer, and returns the offsets that
+// hold a committed data record — not a transaction marker, not a record
+// of an aborted transaction, not compacted away. Verify uses it to tell a
+// missing record from an offset that never held one. Each span's Last must
+// be below the partition's last stable offset: the read ends at the first
+// record or marker past Last, and one exists below that offset.
+func DataRecords(ctx context.Context, k config.Kafka, spans map[sink.TopicPartition]sink.Run) (map[sink.TopicPartition]*sink.Offsets, error) {
+	out := make(map[sink.TopicPartition]*sink.Offsets, len(spans))
+	if len(spans) == 0 {
+		return out, nil
+	}
+	start := map[string]map[int32]kgo.Offset{}
+	for tp, r := range spans {
+		if start[tp.Topic] == nil {
+			start[tp.Topic] = map[int32]kgo.Offset{}
+		}
+		start[tp.Topic][tp.Partition] = kgo.NewOffset().At(r.First)
+		out[tp] = &sink.Offsets{}
+	}
+	opts, err := ClientOptions(k)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(start),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	done := make(map[sink.TopicPartition]bool, len(spans))
+	for len(done) < len(spans) {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read %d partitions to tell missing records from markers: %w", len(spans)-len(done), err)
+		}
+		var ferr error
+		fetches.EachError(func(t string, p int32, err error) {
+			ferr = fmt.Errorf("read %s/%d: %w", t, p, err)
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+			span, ok := spans[tp]
+			if !ok || done[tp] {
+				return
+			}
+			if r.Offset <= span.Last && !r.Attrs.IsControl() {
+				out[tp].Add(r.Offset)
+			}
+			if r.Offset >= span.Last {
+				done[tp] = true
+				cl.PauseFetchPartitions(map[string][]int32{r.Topic: {r.Partition}})
+			}
+		})
+	}
+	return out, nil
+}

@@ -21,13 +21,60 @@ func TestFromStored(t *testing.T) {
 	}
 	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 12}}
 	next := map[sink.TopicPartition]int64{tp: 10}
-	clean := FromStored(marks, next, offs(0, 1, 2, 3, 4, 6, 7, 8, 9), offs(5), true)
+	clean := FromStored(marks, next, offs(0, 1, 2, 3, 4, 6, 7, 8, 9), offs(5), true, nil)
 	if !clean.OK || clean.Partitions[0].Lag != 2 || clean.Partitions[0].Rows != 9 || clean.Partitions[0].DLQRows != 1 {
 		t.Errorf("clean: %+v", clean)
 	}
-	bad := FromStored(marks, next, offs(0, 1, 1, 2, 4, 6, 7, 8, 9), offs(6), true)
-	want := []string{"t/0: 2 offsets missing (gap)", "t/0: 2 offsets stored more than once"} // 3 and 5; 1 twice, 6 in both tables
+	bad := FromStored(marks, next, offs(0, 1, 1, 2, 4, 6, 7, 8, 9), offs(6), true, nil)
+	want := []string{"t/0: 2 offsets missing (gap: 3-3, 5-5)", "t/0: 2 offsets stored more than once"} // 3 and 5; 1 twice, 6 in both tables
 	if bad.OK || !slices.Equal(bad.Problems, want) {
 		t.Errorf("problems %q, want %q", bad.Problems, want)
+	}
+}
+
+// Offsets that hold no record in Kafka (a transaction's marker, an aborted
+// transaction's records) are not gaps of a sink without a ledger; an
+// offset Kafka holds a committed record at is, and so is one below the
+// log start, which Kafka can no longer tell.
+func TestFromStoredAsksKafkaAboutHoles(t *testing.T) {
+	tp := sink.TopicPartition{Topic: "t", Partition: 0}
+	stored := func(list ...int64) map[sink.TopicPartition]*sink.Offsets {
+		var o sink.Offsets
+		for _, off := range list {
+			o.Add(off)
+		}
+		return map[sink.TopicPartition]*sink.Offsets{tp: &o}
+	}
+	// Kafka: 0-3 aborted, 4 abort marker, 5-6 committed, 7 commit marker,
+	// 8 committed, 9 committed, 10 commit marker.
+	kafkaData := stored(5, 6, 8, 9)
+	var asked map[sink.TopicPartition]sink.Run
+	records := func(spans map[sink.TopicPartition]sink.Run) (map[sink.TopicPartition]*sink.Offsets, error) {
+		asked = spans
+		return kafkaData, nil
+	}
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 11}}
+	next := map[sink.TopicPartition]int64{tp: 11}
+	clean := FromStored(marks, next, stored(5, 6, 8, 9), nil, true, records)
+	if !clean.OK || clean.Partitions[0].Lag != 0 {
+		t.Errorf("markers and aborted records counted: %+v", clean)
+	}
+	if want := (sink.Run{First: 0, Last: 10}); asked[tp] != want {
+		t.Errorf("asked Kafka about %v, want %v (from the log start to the last hole)", asked[tp], want)
+	}
+	withoutKafka := FromStored(marks, next, stored(5, 6, 8, 9), nil, true, nil)
+	if withoutKafka.OK {
+		t.Error("without Kafka's answer the holes must count as gaps")
+	}
+	lost := FromStored(marks, next, stored(5, 9), nil, true, records)
+	if want := []string{"t/0: 2 offsets missing (gap: 6-6, 8-8)"}; !slices.Equal(lost.Problems, want) {
+		t.Errorf("problems %q, want %q", lost.Problems, want)
+	}
+	// Retention moved the log start to 6: 4 cannot be told apart any more.
+	marks[tp] = kafka.Watermarks{Low: 6, High: 11}
+	kafkaData = stored(6, 8, 9)
+	old := FromStored(marks, next, stored(3, 6, 8, 9), nil, true, records)
+	if want := []string{"t/0: 2 offsets missing (gap: 4-5)"}; !slices.Equal(old.Problems, want) {
+		t.Errorf("problems %q, want %q", old.Problems, want)
 	}
 }

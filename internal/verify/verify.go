@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -294,13 +295,20 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 	return rep
 }
 
+// RecordsFunc returns, per partition, the offsets from span.First through
+// span.Last that hold a committed data record in Kafka (kafka.DataRecords).
+type RecordsFunc func(spans map[sink.TopicPartition]sink.Run) (map[sink.TopicPartition]*sink.Offsets, error)
+
 // FromStored builds the report of a sink without ledger ranges (Iceberg):
 // next is where each partition resumes, raw and dlq the offsets stored in
-// each table. Offsets from the first stored one up to next that are in
-// neither table count as a gap (a transactional producer's control
-// records, which have offsets and no record, count too).
+// each table. An offset from the first stored one up to next that is in
+// neither table is a gap if Kafka holds a committed record there (asked
+// through records) or can no longer say (below its log start): offsets of
+// a transactional producer's markers and aborted records hold nothing to
+// store. Without records (or if Kafka cannot answer) every such offset
+// counts as a gap.
 func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.TopicPartition]int64,
-	raw, dlq map[sink.TopicPartition]*sink.Offsets, fromStart bool) *Report {
+	raw, dlq map[sink.TopicPartition]*sink.Offsets, fromStart bool, records RecordsFunc) *Report {
 	parts := newPartitions(marks)
 	get := parts.get
 	for tp, n := range next {
@@ -315,25 +323,95 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 		get(tp).DLQRows = offs.Count()
 		stored[tp] = true
 	}
+	holes := map[sink.TopicPartition][]sink.Run{}
 	for tp := range stored {
 		p := get(tp)
 		union, dups := sink.Coverage(raw[tp], dlq[tp])
 		p.Duplicates = dups
 		p.LedgerFirst = union[0].First
 		p.LedgerRecords = p.Rows + p.DLQRows
-		var inRange int64 // distinct offsets below the position
-		for _, r := range union {
-			last := r.Last
-			if p.LedgerNext >= 0 {
-				last = min(last, p.LedgerNext-1)
-			}
-			inRange += max(0, last-r.First+1)
+		if p.LedgerNext < 0 {
+			continue
 		}
-		if p.LedgerNext > p.LedgerFirst {
-			p.Gaps = p.LedgerNext - p.LedgerFirst - inRange
+		holes[tp] = missingRuns(union, p.LedgerNext)
+		if fromStart && p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low {
+			// Never loaded from the log start: a hole like the others
+			// (its first offsets may be an aborted transaction).
+			holes[tp] = append([]sink.Run{{First: p.Low, Last: p.LedgerFirst - 1}}, holes[tp]...)
+			p.LedgerFirst = p.Low
+		}
+	}
+	data := map[sink.TopicPartition][]sink.Run{}
+	if records != nil {
+		data = recordsIn(parts, holes, records)
+	}
+	for tp, hs := range holes {
+		p := parts.get(tp)
+		d, asked := data[tp]
+		for _, h := range hs {
+			if !asked {
+				p.addGap(h.First, h.Last)
+				continue
+			}
+			if h.First < p.Low { // retention took it: lost, or a marker nobody can tell now
+				p.addGap(h.First, min(h.Last, p.Low-1))
+			}
+			for _, r := range d {
+				if lo, hi := max(h.First, r.First), min(h.Last, r.Last); lo <= hi {
+					p.addGap(lo, hi)
+				}
+			}
 		}
 	}
 	return finish(parts, true, fromStart)
+}
+
+// addGap counts the offsets first through last as missing.
+func (p *Partition) addGap(first, last int64) {
+	p.Gaps += last - first + 1
+	p.missing(first, last)
+}
+
+// missingRuns are the offsets below next that union (sorted disjoint runs)
+// leaves out, from its first offset on.
+func missingRuns(union []sink.Run, next int64) []sink.Run {
+	var out []sink.Run
+	for i := 1; i < len(union); i++ {
+		if from := union[i-1].Last + 1; from < next {
+			out = append(out, sink.Run{First: from, Last: min(union[i].First, next) - 1})
+		}
+	}
+	if last := union[len(union)-1].Last; last+1 < next {
+		out = append(out, sink.Run{First: last + 1, Last: next - 1})
+	}
+	return out
+}
+
+// recordsIn asks Kafka which offsets of the holes at or above the log
+// start hold committed records, per partition; a partition left out was
+// not asked (or Kafka could not answer).
+func recordsIn(parts partitions, holes map[sink.TopicPartition][]sink.Run, records RecordsFunc) map[sink.TopicPartition][]sink.Run {
+	spans := map[sink.TopicPartition]sink.Run{}
+	for tp, hs := range holes {
+		p := parts.get(tp)
+		if len(hs) == 0 || p.Low < 0 || hs[len(hs)-1].Last < p.Low {
+			continue
+		}
+		spans[tp] = sink.Run{First: max(hs[0].First, p.Low), Last: hs[len(hs)-1].Last}
+	}
+	out := map[sink.TopicPartition][]sink.Run{}
+	if len(spans) == 0 {
+		return out
+	}
+	found, err := records(spans)
+	if err != nil {
+		slog.Warn("Kafka cannot tell which missing offsets are transaction markers; each counts as a gap", "err", err)
+		return out
+	}
+	for tp := range spans {
+		out[tp], _ = sink.Coverage(found[tp])
+	}
+	return out
 }
 
 // parseRow reads topic, partition and n integers from a text row.
