@@ -186,21 +186,9 @@ shutdown_timeout: 20s`
 	kafkaSettings := "group: chaos, session_timeout: 6s, rebalance_timeout: 6s, metadata_refresh: 1s"
 
 	t.Run("three processes on Databend", func(t *testing.T) {
-		cluster, cl := startKafka(t, 4)
 		srv := databendtest.New("cloudapp", "s3cret")
 		t.Cleanup(srv.Close)
-		cfgPath := filepath.Join(t.TempDir(), "tracelake.yaml")
-		cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], %s}\n%s\nsink: {type: databend, databend: {dsn: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
-			cluster.ListenAddrs()[0], testTopic, kafkaSettings, settings, srv.DSN(""))
-		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		prod := startTxnProducer(t, cluster)
-		churn(t, bin, cfgPath, 3, 24*time.Second, cl)
-		prod.finish(t)
-		if out, err := runIdle(t, bin, cfgPath); err != nil {
-			t.Fatalf("final run: %v\n%s", err, out)
-		}
+		cfgPath, prod := churnThree(t, bin, fmt.Sprintf("type: databend, databend: {dsn: %q}", srv.DSN("")), kafkaSettings, settings)
 		partitionOffsets(t, srv) // fails on an offset stored twice
 		got := map[string]int{}
 		for _, r := range srv.Rows("trace_raw") {
@@ -216,20 +204,8 @@ shutdown_timeout: 20s`
 
 	t.Run("three processes on Iceberg", func(t *testing.T) {
 		url := icebergtest.StartPostgres(t)
-		cluster, cl := startKafka(t, 4)
-		dir := t.TempDir()
-		cfgPath := filepath.Join(dir, "tracelake.yaml")
-		cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], %s}\n%s\nsink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
-			cluster.ListenAddrs()[0], testTopic, kafkaSettings, settings, url, filepath.Join(dir, "warehouse"))
-		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		prod := startTxnProducer(t, cluster)
-		churn(t, bin, cfgPath, 3, 24*time.Second, cl)
-		prod.finish(t)
-		if out, err := runIdle(t, bin, cfgPath); err != nil {
-			t.Fatalf("final run: %v\n%s", err, out)
-		}
+		warehouse := filepath.Join(t.TempDir(), "warehouse")
+		cfgPath, prod := churnThree(t, bin, fmt.Sprintf("type: iceberg, iceberg: {catalog: %q, warehouse: %q}", url, warehouse), kafkaSettings, settings)
 		rep := verifyJSON(t, bin, cfgPath, 0) // markers and aborted records are no gaps
 		_, dlq := rep.Totals()
 		checkChaos(t, prod, loadedValues(t, bin, cfgPath), int(dlq))
@@ -249,6 +225,27 @@ shutdown_timeout: 20s`
 		_, dlq := rep.Totals()
 		checkChaos(t, prod, got, int(dlq))
 	})
+}
+
+// churnThree runs three processes of one group on the sink under churn
+// while a transactional producer writes, then a final run to the end; it
+// returns the config and the producer's account.
+func churnThree(t *testing.T, bin, sinkYAML, kafkaSettings, settings string) (string, *txnProducer) {
+	t.Helper()
+	cluster, cl := startKafka(t, 4)
+	cfgPath := filepath.Join(t.TempDir(), "tracelake.yaml")
+	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], %s}\n%s\nsink: {%s}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+		cluster.ListenAddrs()[0], testTopic, kafkaSettings, settings, sinkYAML)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prod := startTxnProducer(t, cluster)
+	churn(t, bin, cfgPath, 3, 24*time.Second, cl)
+	prod.finish(t)
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+	return cfgPath, prod
 }
 
 // loadedValues counts the raw table's values, read with `tracelake sql`.

@@ -8,24 +8,28 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
+var tp = sink.TopicPartition{Topic: "t", Partition: 0}
+
+// stored is partition tp's offsets in a table.
+func stored(list ...int64) map[sink.TopicPartition]*sink.Offsets {
+	var o sink.Offsets
+	for _, off := range list {
+		o.Add(off)
+	}
+	return map[sink.TopicPartition]*sink.Offsets{tp: &o}
+}
+
 // FromStored finds duplicates (in one table or across both), gaps below
 // the resume position, and lag against Kafka.
 func TestFromStored(t *testing.T) {
-	tp := sink.TopicPartition{Topic: "t", Partition: 0}
-	offs := func(list ...int64) map[sink.TopicPartition]*sink.Offsets {
-		var o sink.Offsets
-		for _, off := range list {
-			o.Add(off)
-		}
-		return map[sink.TopicPartition]*sink.Offsets{tp: &o}
-	}
+
 	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 12}}
 	next := map[sink.TopicPartition]int64{tp: 10}
-	clean := FromStored(marks, next, offs(0, 1, 2, 3, 4, 6, 7, 8, 9), offs(5), true, nil)
+	clean := FromStored(marks, next, stored(0, 1, 2, 3, 4, 6, 7, 8, 9), stored(5), true, nil)
 	if !clean.OK || clean.Partitions[0].Lag != 2 || clean.Partitions[0].Rows != 9 || clean.Partitions[0].DLQRows != 1 {
 		t.Errorf("clean: %+v", clean)
 	}
-	bad := FromStored(marks, next, offs(0, 1, 1, 2, 4, 6, 7, 8, 9), offs(6), true, nil)
+	bad := FromStored(marks, next, stored(0, 1, 1, 2, 4, 6, 7, 8, 9), stored(6), true, nil)
 	want := []string{"t/0: 2 offsets missing (gap: 3-3, 5-5)", "t/0: 2 offsets stored more than once"} // 3 and 5; 1 twice, 6 in both tables
 	if bad.OK || !slices.Equal(bad.Problems, want) {
 		t.Errorf("problems %q, want %q", bad.Problems, want)
@@ -37,14 +41,6 @@ func TestFromStored(t *testing.T) {
 // offset Kafka holds a committed record at is, and so is one below the
 // log start, which Kafka can no longer tell.
 func TestFromStoredAsksKafkaAboutHoles(t *testing.T) {
-	tp := sink.TopicPartition{Topic: "t", Partition: 0}
-	stored := func(list ...int64) map[sink.TopicPartition]*sink.Offsets {
-		var o sink.Offsets
-		for _, off := range list {
-			o.Add(off)
-		}
-		return map[sink.TopicPartition]*sink.Offsets{tp: &o}
-	}
 	// Kafka: 0-3 aborted, 4 abort marker, 5-6 committed, 7 commit marker,
 	// 8 committed, 9 committed, 10 commit marker.
 	kafkaData := stored(5, 6, 8, 9)
