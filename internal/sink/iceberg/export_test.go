@@ -1,8 +1,44 @@
 package iceberg
 
+import (
+	"context"
+
+	iceberggo "github.com/apache/iceberg-go"
+)
+
 // SetBeforeMaintenanceCommit runs f before each maintenance commit.
 func (s *Sink) SetBeforeMaintenanceCommit(f func()) { s.beforeMaintenanceCommit = f }
 
 // SetBeforeLoadCommit runs f in each load between writing its data files
 // and committing them.
 func (s *Sink) SetBeforeLoadCommit(f func()) { s.beforeLoadCommit = f }
+
+// Operations lists the operations of the raw table's snapshots, oldest
+// first.
+func (s *Sink) Operations(ctx context.Context) ([]string, error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return nil, err
+	}
+	var ops []string
+	for _, snap := range tbl.Metadata().Snapshots() {
+		ops = append(ops, string(snap.Summary.Operation))
+	}
+	return ops, nil
+}
+
+// DeleteRaw deletes the raw rows of partition p at offset off, as another
+// engine's DELETE would (copy-on-write: the file is rewritten without them).
+func (s *Sink) DeleteRaw(ctx context.Context, p int32, off int64) error {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	txn := tbl.NewTransaction()
+	filter := iceberggo.NewAnd(iceberggo.EqualTo(iceberggo.Reference("kpartition"), p), iceberggo.EqualTo(iceberggo.Reference("koffset"), off))
+	if err := txn.Delete(ctx, filter, nil); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}

@@ -68,7 +68,13 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]C
 				s.removeFiles(ctx, tbl, res.NewDataFiles)
 				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
 			}
-			if err := s.replaceFiles(ctx, tbl, res.OldDataFiles, res.NewDataFiles); err != nil {
+			err = s.replaceFiles(ctx, tbl, g.Tasks, res)
+			if errors.Is(err, errGroupChanged) {
+				s.log.Warn("compaction group left as it is: another writer changed its files since they were read",
+					"table", name(id), "partition", g.PartitionKey, "err", err)
+				continue
+			}
+			if err != nil {
 				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
 			}
 			c.FilesAfter += len(res.NewDataFiles)
@@ -81,25 +87,63 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]C
 	return out, nil
 }
 
-// replaceFiles commits the swap of old for added in tbl, re-reading the
-// table after each lost race: loads only add files, so the swap stays
-// valid unless another compaction removed one of old first, which ends it.
-func (s *Sink) replaceFiles(ctx context.Context, tbl *table.Table, old, added []iceberggo.DataFile) error {
+// replaceFiles commits the compaction of a group as a rewrite (snapshot
+// operation "replace": no data changed, so streaming readers skip it),
+// re-reading the table after each lost race: loads only add files, so the
+// rewrite stays valid unless another writer removed one of its files or
+// added deletes to one (an engine's DELETE or overwrite): then the group
+// ends with errGroupChanged, since committing it would bring back rows
+// that writer removed. planned are the group's files as they were read.
+func (s *Sink) replaceFiles(ctx context.Context, tbl *table.Table, planned []table.FileScanTask, res table.CompactionGroupResult) error {
 	err := s.retryLostRaces(ctx, tbl.Identifier(), func(fresh *table.Table) (*table.Transaction, error) {
+		if err := unchangedSince(ctx, fresh, planned); err != nil {
+			return nil, err
+		}
 		txn := fresh.NewTransaction()
 		summary := iceberggo.Properties{"tracelake.operation": "compact"}
 		if p, ok := fresh.Properties()[PositionsKey]; ok {
 			summary[PositionsKey] = p // carried forward, for readers of the snapshot history
 		}
-		if err := txn.ReplaceDataFilesWithDataFiles(ctx, old, added, summary); err != nil {
-			return nil, fmt.Errorf("replace %d files with %d: %w", len(old), len(added), err)
+		if err := txn.NewRewrite(summary).ApplyResult(res).Commit(ctx); err != nil {
+			return nil, fmt.Errorf("rewrite %d files as %d: %w", len(res.OldDataFiles), len(res.NewDataFiles), err)
 		}
 		return txn, nil
 	})
 	if err != nil && !errors.Is(err, errUnknownOutcome) {
-		s.removeFiles(ctx, tbl, added)
+		s.removeFiles(ctx, tbl, res.NewDataFiles)
 	}
 	return err
+}
+
+// errGroupChanged: another writer removed a file a compaction group
+// rewrites, or added deletes to one, after the group was read.
+var errGroupChanged = errors.New("the group's files changed")
+
+// unchangedSince checks that every planned file is still in the table with
+// the same delete files as when it was read.
+func unchangedSince(ctx context.Context, tbl *table.Table, planned []table.FileScanTask) error {
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return fmt.Errorf("list the files of %s: %w", name(tbl.Identifier()), err)
+	}
+	now := make(map[string]int, len(tasks))
+	for _, t := range tasks {
+		now[t.File.FilePath()] = deletesOf(t)
+	}
+	for _, t := range planned {
+		n, ok := now[t.File.FilePath()]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s is no longer in the table", errGroupChanged, t.File.FilePath())
+		case n != deletesOf(t):
+			return fmt.Errorf("%w: %s has deletes it did not have", errGroupChanged, t.File.FilePath())
+		}
+	}
+	return nil
+}
+
+func deletesOf(t table.FileScanTask) int {
+	return len(t.DeleteFiles) + len(t.EqualityDeleteFiles) + len(t.DeletionVectorFiles)
 }
 
 // errUnknownOutcome marks a commit that failed in a way that may have

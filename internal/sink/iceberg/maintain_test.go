@@ -98,6 +98,9 @@ func maintain(t *testing.T, s *iceberg.Sink, root string) {
 		t.Errorf("compaction %+v: want one file per table (one day)", done)
 	}
 	want[1] = seq(0, 119)
+	if ops, err := s.Operations(ctx); err != nil || ops[len(ops)-1] != "replace" {
+		t.Errorf("snapshot operations %v (%v): a compaction changes no data, its snapshot is a replace", ops, err)
+	}
 	if before, err = s.AllPositions(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +173,45 @@ func maintain(t *testing.T, s *iceberg.Sink, root string) {
 		t.Errorf("orphan still there: %v", err)
 	}
 	unchanged("orphan cleanup")
+}
+
+// Another engine deletes a row (copy-on-write: its file is rewritten)
+// between a compaction's read of the table and its commit: that group is
+// left alone, since committing it would bring the row back; the other
+// table is compacted; the run does not fail.
+func TestCompactionLeavesAGroupAnotherWriterChanged(t *testing.T) {
+	ctx := context.Background()
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(4) {
+		load(t, s, batch(0, i*10, i*10+9, i*10+3))
+	}
+	deleted := false
+	s.SetBeforeMaintenanceCommit(func() {
+		if !deleted {
+			deleted = true
+			if err := s.DeleteRaw(ctx, 0, 15); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	done, err := s.Compact(ctx, 64<<20, false)
+	s.SetBeforeMaintenanceCommit(nil)
+	if err != nil {
+		t.Fatalf("compaction failed instead of leaving the changed group: %v", err)
+	}
+	if got, want := stored(t, s, false)[0], seq(0, 39, 3, 13, 15, 23, 33); !slices.Equal(got, want) {
+		t.Errorf("raw offsets %v, want %v: the deleted row came back or a row was lost", got, want)
+	}
+	if done[0].FilesAfter != 0 || done[1].FilesAfter != 1 {
+		t.Errorf("compaction %+v: want the raw group left, the dead-letter table compacted", done)
+	}
+	ops, err := s.Operations(ctx)
+	if err != nil || slices.Contains(ops, "replace") {
+		t.Errorf("raw snapshots %v (%v): no compaction may commit on the raw table", ops, err)
+	}
 }
 
 // A REST catalog: the test server speaks the REST protocol and keeps the
