@@ -13,6 +13,25 @@ func (s *Sink) SetBeforeMaintenanceCommit(f func()) { s.beforeMaintenanceCommit 
 // and committing them.
 func (s *Sink) SetBeforeLoadCommit(f func()) { s.beforeLoadCommit = f }
 
+// SetBeforeCatalogCommit runs f in each load right before its catalog
+// commit, after the positions were read.
+func (s *Sink) SetBeforeCatalogCommit(f func()) { s.beforeCatalogCommit = f }
+
+// SetTableProperty sets a property of the raw table, as another engine
+// would.
+func (s *Sink) SetTableProperty(ctx context.Context, key, value string) error {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.SetProperties(iceberggo.Properties{key: value}); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}
+
 // Operations lists the operations of the raw table's snapshots, oldest
 // first.
 func (s *Sink) Operations(ctx context.Context) ([]string, error) {

@@ -87,7 +87,7 @@ type Sink struct {
 	kept map[string]*sink.Batch // staged batches by name, until loaded or discarded
 
 	// Tests: make a load or a maintenance commit lose a race.
-	beforeLoadCommit, beforeMaintenanceCommit func()
+	beforeLoadCommit, beforeMaintenanceCommit, beforeCatalogCommit func()
 }
 
 // Open opens (or creates) the catalog.
@@ -446,6 +446,15 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		return counts, nil
 	}
 	txn := fresh.NewTransaction()
+	// The positions are computed from the table as read here: the commit
+	// must land on exactly that snapshot. Pinned, a moved branch fails it
+	// (the retry reads the positions again), even if someone later sets
+	// commit.retry.num-retries, with which iceberg-go would otherwise
+	// replay these positions onto the newer table.
+	if err := txn.AssertRefSnapshotID(""); err != nil {
+		s.removeFiles(ctx, tbl, written)
+		return nil, err
+	}
 	props := iceberggo.Properties{PositionsKey: encodePositions(next)}
 	if err := txn.SetProperties(props); err != nil {
 		s.removeFiles(ctx, tbl, written)
@@ -455,6 +464,9 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	if err := txn.AddDataFiles(ctx, written, summary); err != nil {
 		s.removeFiles(ctx, tbl, written)
 		return nil, fmt.Errorf("add data files: %w", err)
+	}
+	if s.beforeCatalogCommit != nil {
+		s.beforeCatalogCommit()
 	}
 	if _, err := txn.Commit(ctx); err != nil {
 		// Another writer committed first (or the catalog failed): the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	pathpkg "path"
 	"path/filepath"
@@ -605,5 +606,52 @@ func TestStageAndLoadMisuse(t *testing.T) {
 	f := sink.File{Name: batch(0, 0, 9).Name(), Ranges: batch(0, 0, 9).Ranges}
 	if _, err := s.Load(context.Background(), []sink.File{f}); err == nil || !strings.Contains(err.Error(), "not staged in this process") {
 		t.Errorf("unstaged batch loaded: %v", err)
+	}
+}
+
+// A load's commit is pinned to the snapshot its positions were read from:
+// when another instance commits in between, the commit fails and the
+// retry reads the positions again — even on a table someone set
+// commit.retry.num-retries on after tracelake started, where iceberg-go
+// would otherwise replay the stale positions over the other instance's.
+func TestLoadCommitIsPinnedToItsSnapshot(t *testing.T) {
+	ctx := context.Background()
+	// Through the REST catalog: its 409 is the conflict iceberg-go replays.
+	rest := icebergtest.StartREST(t, openSink(t, t.TempDir(), false).Catalog(), "token")
+	a, b := openREST(t, rest.URL, "tracelake", "token"), openREST(t, rest.URL, "tracelake", "token")
+	for _, s := range []*iceberg.Sink{a, b} {
+		if err := s.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.SetTableProperty(ctx, "commit.retry.num-retries", "3"); err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	a.SetBeforeCatalogCommit(func() {
+		if !raced {
+			raced = true
+			load(t, b, batch(1, 0, 9))
+		}
+	})
+	f, err := a.Stage(ctx, batch(0, 0, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Load(ctx, []sink.File{f}); err == nil || !iceberg.LostRace(err) {
+		t.Fatalf("a commit over another instance's: %v; want a lost race", err)
+	}
+	if _, err := a.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	pos, err := a.AllPositions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[sink.TopicPartition]int64{{Topic: "traces", Partition: 0}: 10, {Topic: "traces", Partition: 1}: 10}; !maps.Equal(pos, want) {
+		t.Errorf("positions %v, want %v", pos, want)
+	}
+	if got := stored(t, a, false); !slices.Equal(got[0], seq(0, 9)) || !slices.Equal(got[1], seq(0, 9)) {
+		t.Errorf("raw offsets %v: want 0-9 of both partitions once", got)
 	}
 }
