@@ -32,6 +32,22 @@ func (s *Sink) SetTableProperty(ctx context.Context, key, value string) error {
 	return err
 }
 
+// RollBackRaw sets the raw table's current snapshot back by n loads, as
+// another engine's rollback_to_snapshot would.
+func (s *Sink) RollBackRaw(ctx context.Context, n int) error {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	snaps := tbl.Metadata().Snapshots()
+	txn := tbl.NewTransaction()
+	if err := txn.RollbackToSnapshot(snaps[len(snaps)-1-n].SnapshotID); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}
+
 // Operations lists the operations of the raw table's snapshots, oldest
 // first.
 func (s *Sink) Operations(ctx context.Context) ([]string, error) {

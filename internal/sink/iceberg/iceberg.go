@@ -212,12 +212,57 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			return fmt.Errorf("table %s has %s=%d: tracelake needs it 0 (it retries a lost commit itself, after re-reading the positions)",
 				name(t.id), table.CommitNumRetriesKey, n)
 		}
+		if lost := rolledBack(tbl.Metadata()); lost != nil {
+			cur := tbl.CurrentSnapshot()
+			return fmt.Errorf("%w: table %s was rolled back: its current snapshot %d is older than tracelake's load %d, which it does not descend from, "+
+				"so the positions (%s) are ahead of the data and tracelake would skip the rolled-back records. To load them again (while Kafka still has them), "+
+				"set the table property %s to the positions of snapshot %d's summary (%s) and restart",
+				sink.ErrFatal, name(t.id), cur.SnapshotID, lost.SnapshotID, PositionsKey, PositionsKey, cur.SnapshotID, summaryPositions(cur))
+		}
 		if _, ok := tbl.Properties()[PositionsKey]; !ok && tbl.CurrentSnapshot() != nil && !s.opt.Adopt {
 			return fmt.Errorf("table %s has data but no tracelake positions (%s): it was written by something else. "+
 				"Set sink.iceberg.adopt: true to let tracelake append to it, its partitions starting from the group's committed offsets", name(t.id), PositionsKey)
 		}
 	}
 	return nil
+}
+
+// rolledBack returns a snapshot tracelake committed (its summary holds
+// positions) that is newer than the current snapshot and not one of its
+// ancestors: the table was rolled back past it (an engine's
+// rollback_to_snapshot). nil if there is none.
+func rolledBack(meta table.Metadata) *table.Snapshot {
+	cur := meta.CurrentSnapshot()
+	if cur == nil {
+		return nil
+	}
+	ancestors := map[int64]bool{}
+	for s := cur; s != nil; {
+		ancestors[s.SnapshotID] = true
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = meta.SnapshotByID(*s.ParentSnapshotID)
+	}
+	for _, s := range meta.Snapshots() {
+		if s.SequenceNumber > cur.SequenceNumber && !ancestors[s.SnapshotID] && s.Summary != nil {
+			if _, ok := s.Summary.Properties[PositionsKey]; ok {
+				return &s
+			}
+		}
+	}
+	return nil
+}
+
+// summaryPositions is the positions a snapshot's summary records, or
+// "none".
+func summaryPositions(s *table.Snapshot) string {
+	if s.Summary != nil {
+		if p, ok := s.Summary.Properties[PositionsKey]; ok {
+			return p
+		}
+	}
+	return "none"
 }
 
 func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *iceberggo.Schema) (*table.Table, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -653,5 +654,28 @@ func TestLoadCommitIsPinnedToItsSnapshot(t *testing.T) {
 	}
 	if got := stored(t, a, false); !slices.Equal(got[0], seq(0, 9)) || !slices.Equal(got[1], seq(0, 9)) {
 		t.Errorf("raw offsets %v: want 0-9 of both partitions once", got)
+	}
+}
+
+// A table rolled back past tracelake's last load (an engine's
+// rollback_to_snapshot) has positions ahead of its data: the start stops
+// and says which positions would load the rolled-back records again.
+func TestRollbackIsReportedAtStart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(3) {
+		load(t, s, batch(0, i*10, i*10+9))
+	}
+	if err := s.RollBackRaw(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	err := openSink(t, dir, false).Prepare(ctx)
+	if err == nil || !errors.Is(err, sink.ErrFatal) || !strings.Contains(err.Error(), "was rolled back") ||
+		!strings.Contains(err.Error(), `"next":20`) {
+		t.Fatalf("start after a rollback: %v", err)
 	}
 }
