@@ -48,6 +48,21 @@ func (s *Sink) RollBackRaw(ctx context.Context, n int) error {
 	return err
 }
 
+// AddRawColumn adds an optional string column to the raw table, as a
+// user's ALTER TABLE … ADD COLUMN would.
+func (s *Sink) AddRawColumn(ctx context.Context, col string) error {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.UpdateSchema(true, false).AddColumn([]string{col}, iceberggo.PrimitiveTypes.String, "", false, nil).Commit(); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}
+
 // Operations lists the operations of the raw table's snapshots, oldest
 // first.
 func (s *Sink) Operations(ctx context.Context) ([]string, error) {

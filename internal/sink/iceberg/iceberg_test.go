@@ -679,3 +679,26 @@ func TestRollbackIsReportedAtStart(t *testing.T) {
 		t.Fatalf("start after a rollback: %v", err)
 	}
 }
+
+// A user's ALTER TABLE … ADD COLUMN (an optional column) does not stop
+// tracelake: it starts, loads, and leaves the column null.
+func TestAddedOptionalColumnIsAllowed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 0, 9))
+	if err := s.AddRawColumn(ctx, "team"); err != nil {
+		t.Fatal(err)
+	}
+	s = openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatalf("start after ADD COLUMN: %v", err)
+	}
+	load(t, s, batch(0, 10, 19))
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 19)) {
+		t.Errorf("raw offsets %v, want 0-19", got)
+	}
+}
