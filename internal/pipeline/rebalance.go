@@ -89,6 +89,8 @@ func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 	w.mu.Unlock()
 	if first {
 		w.opt.Start.joined()
+	} else {
+		w.opt.Start.moved()
 	}
 	if len(assigned) == 0 {
 		return // the first step of a cooperative rebalance: nothing new
@@ -114,6 +116,7 @@ func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 	if len(revoked) == 0 {
 		return
 	}
+	w.opt.Start.moved()
 	w.log.Info("partitions revoked: " + kafka.FormatPartitions(revoked))
 	w.opt.Metrics.Rebalances.WithLabelValues("revoked").Inc()
 	w.mu.Lock()
@@ -136,6 +139,7 @@ func (w *Worker) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 	if len(lost) == 0 {
 		return
 	}
+	w.opt.Start.moved()
 	w.log.Warn("partitions lost: " + kafka.FormatPartitions(lost))
 	w.opt.Metrics.Rebalances.WithLabelValues("lost").Inc()
 	w.drop(lost)

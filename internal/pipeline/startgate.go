@@ -16,16 +16,21 @@ import (
 // balanced.
 type startGate struct {
 	mu      sync.Mutex
-	waiting int
-	open    chan struct{}
+	waiting int       // workers without a first assignment
+	last    time.Time // the last assignment or revoke any worker saw
+	settle  time.Duration
 }
 
+// gateSettle is how long the assignments of the process must stay as they
+// are before the gate opens. The last worker's first assignment does not
+// end a cooperative rebalance: it is empty while a sibling still holds
+// the partitions it must give up, and that sibling's revoke comes a moment
+// later. A worker that polled in between would read the partitions it is
+// about to give up (franz-go holds the revoke until the poll is done).
+const gateSettle = 500 * time.Millisecond
+
 func newStartGate(workers int) *startGate {
-	g := &startGate{waiting: workers, open: make(chan struct{})}
-	if workers <= 0 {
-		close(g.open)
-	}
-	return g
+	return &startGate{waiting: workers, settle: gateSettle}
 }
 
 // joined notes one worker's first assignment (also an empty one). Called
@@ -34,14 +39,27 @@ func (g *startGate) joined() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.waiting--
-	if g.waiting == 0 {
-		close(g.open)
-	}
+	g.last = time.Now()
 }
 
-// wait returns once every worker joined, after limit, or when ctx ends,
-// calling rejoin every quarter second meanwhile. It reports whether every
-// worker joined.
+// moved notes an assignment or revoke of any worker after its first.
+func (g *startGate) moved() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.last = time.Now()
+}
+
+// state reports whether every worker joined, and whether the assignments
+// have settled since.
+func (g *startGate) state() (allJoined, settled bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting <= 0, g.waiting <= 0 && time.Since(g.last) >= g.settle
+}
+
+// wait returns once every worker joined and no assignment changed for the
+// settle time, after limit, or when ctx ends, calling rejoin every quarter
+// second meanwhile. It reports whether the gate opened.
 //
 // A worker that joined asks to rejoin (kgo's ForceRebalance) while it
 // waits: a sibling's join makes the coordinator wait for the members it
@@ -51,14 +69,22 @@ func (g *startGate) joined() {
 func (g *startGate) wait(ctx context.Context, limit time.Duration, rejoin func()) bool {
 	t := time.NewTimer(limit)
 	defer t.Stop()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+	check := time.NewTicker(25 * time.Millisecond)
+	defer check.Stop()
+	lastRejoin := time.Now()
 	for {
-		select {
-		case <-g.open:
+		allJoined, settled := g.state()
+		if settled {
 			return true
-		case <-tick.C:
-			rejoin()
+		}
+		select {
+		case <-check.C:
+			// Only while a sibling is missing: a rejoin after that would
+			// move assignments again and keep them from settling.
+			if !allJoined && time.Since(lastRejoin) >= 250*time.Millisecond {
+				rejoin()
+				lastRejoin = time.Now()
+			}
 		case <-t.C:
 			return false
 		case <-ctx.Done():
