@@ -63,6 +63,24 @@ func (s *Sink) AddRawColumn(ctx context.Context, col string) error {
 	return err
 }
 
+// OldestManifest returns the path of the first manifest of the raw
+// table's current snapshot (a local warehouse's file).
+func (s *Sink) OldestManifest(ctx context.Context) (string, error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return "", err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return "", err
+	}
+	ms, err := tbl.CurrentSnapshot().Manifests(fs)
+	if err != nil {
+		return "", err
+	}
+	return ms[0].FilePath(), nil
+}
+
 // Operations lists the operations of the raw table's snapshots, oldest
 // first.
 func (s *Sink) Operations(ctx context.Context) ([]string, error) {

@@ -506,7 +506,10 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		return nil, err
 	}
 	summary := iceberggo.Properties{PositionsKey: props[PositionsKey], "tracelake.load-id": loadID}
-	if err := txn.AddDataFiles(ctx, written, summary); err != nil {
+	// The files were just written under names of their own (a UUID each):
+	// iceberg-go's duplicate check would read every manifest of the table
+	// on every load to find none.
+	if err := txn.AddDataFiles(ctx, written, summary, table.WithoutDuplicateCheck()); err != nil {
 		s.removeFiles(ctx, tbl, written)
 		return nil, fmt.Errorf("add data files: %w", err)
 	}
