@@ -45,9 +45,12 @@ func openIceberg(ctx context.Context, cfg *config.Config) (*iceberg.Sink, error)
 		Namespace: cfg.Sink.Iceberg.Namespace,
 		Table:     cfg.Sink.Table,
 		Adopt:     cfg.Sink.Iceberg.Adopt,
-		S3:        iceberg.S3(cfg.Sink.Iceberg.S3),
-		REST:      iceberg.REST(cfg.Sink.Iceberg.REST),
-		Log:       slog.Default(),
+		// A SQL catalog stores the name with each table.
+		CatalogName:     cfg.Sink.Iceberg.CatalogName,
+		TableProperties: cfg.Sink.Iceberg.TableProperties,
+		S3:              iceberg.S3(cfg.Sink.Iceberg.S3),
+		REST:            iceberg.REST(cfg.Sink.Iceberg.REST),
+		Log:             slog.Default(),
 	})
 }
 

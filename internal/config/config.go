@@ -179,6 +179,16 @@ type Iceberg struct {
 	// start from the group's committed offsets. Without it such a table is
 	// refused, never silently read from the start. Default false.
 	Adopt bool `yaml:"adopt"`
+	// CatalogName is the catalog's name. A SQL catalog stores it with
+	// every table (column catalog_name): an engine reading the same
+	// catalog database (Spark's or Trino's JDBC catalog) must be
+	// configured with the same name to see the tables. Default tracelake.
+	CatalogName string `yaml:"catalog_name"`
+	// TableProperties are set on the tables tracelake creates, over its
+	// own defaults (for example write.target-file-size-bytes,
+	// write.metadata.metrics.default, format-version). Tables that exist
+	// keep theirs.
+	TableProperties map[string]string `yaml:"table_properties"`
 }
 
 // IcebergREST authenticates to an Iceberg REST catalog and names its
@@ -192,6 +202,21 @@ type IcebergREST struct {
 	// Warehouse is the catalog's warehouse (a name or a location, as the
 	// catalog expects).
 	Warehouse string `yaml:"warehouse"`
+	// Scope is the OAuth2 scope asked for with Credential (default the
+	// catalog's, PRINCIPAL_ROLE:ALL in iceberg-go).
+	Scope string `yaml:"scope"`
+	// OAuth2ServerURI is the token endpoint Credential is exchanged at,
+	// when it is not the catalog's own /v1/oauth/tokens (an identity
+	// provider's).
+	OAuth2ServerURI string `yaml:"oauth2_server_uri"`
+	// SigV4 signs every request with AWS Signature Version 4 (AWS Glue's
+	// and S3 Tables' REST endpoints), with credentials from the AWS SDK's
+	// usual sources.
+	SigV4 bool `yaml:"sigv4"`
+	// SigV4Region and SigV4Service name what is signed for (service
+	// default execute-api; glue for AWS Glue, s3tables for S3 Tables).
+	SigV4Region  string `yaml:"sigv4_region"`
+	SigV4Service string `yaml:"sigv4_service"`
 }
 
 // DuckDB sink settings.
@@ -296,7 +321,7 @@ func Default() *Config {
 			Table:    "trace_raw",
 			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "auto"},
 			Databend: Databend{Stage: "~", Purge: true, Uploads: 8, Timeout: Duration(5 * time.Minute)},
-			Iceberg:  Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake"},
+			Iceberg:  Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake", CatalogName: "tracelake"},
 		},
 	}
 }

@@ -60,6 +60,11 @@ func TestBadKeysNamed(t *testing.T) {
 		"sink.iceberg.rest: set, but sink.iceberg.catalog is not a REST catalog",
 		`sink.iceberg.namespace: want a name of letters, digits and _, got "a.b"`,
 		"mode: transform mode is not built for the iceberg sink")
+	f("testdata/bad_iceberg_rest.yaml",
+		"sink.iceberg.catalog_name: a name is required",
+		"sink.iceberg.rest.sigv4_region: set, but sink.iceberg.rest.sigv4 is false",
+		`sink.iceberg.rest.oauth2_server_uri: want an http:// or https:// URL, got "idp.example/token"`,
+		"sink.iceberg.rest.scope: scope and oauth2_server_uri go with credential")
 	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto or none, got "lz4"`)
 	f("testdata/transform_uncompressed.yaml", "sink.duckdb.json_compression: applies to the raw table tracelake creates")
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")

@@ -106,6 +106,14 @@ func (c *Config) validate(consuming bool) error {
 		check(rest || c.Sink.Iceberg.REST == (IcebergREST{}), "sink.iceberg.rest",
 			"set, but sink.iceberg.catalog is not a REST catalog (want an http:// or https:// URL there)")
 		check(c.Sink.Iceberg.Warehouse != "", "sink.iceberg.warehouse", "a directory for the tables' files is required")
+		check(c.Sink.Iceberg.CatalogName != "", "sink.iceberg.catalog_name", "a name is required (default tracelake)")
+		r := c.Sink.Iceberg.REST
+		check(!(r.SigV4Region != "" || r.SigV4Service != "") || r.SigV4, "sink.iceberg.rest.sigv4_region",
+			"set, but sink.iceberg.rest.sigv4 is false (want sigv4: true to sign requests)")
+		check(r.OAuth2ServerURI == "" || strings.HasPrefix(r.OAuth2ServerURI, "http://") || strings.HasPrefix(r.OAuth2ServerURI, "https://"),
+			"sink.iceberg.rest.oauth2_server_uri", "want an http:// or https:// URL, got %q", r.OAuth2ServerURI)
+		check((r.Scope == "" && r.OAuth2ServerURI == "") || r.Credential != "", "sink.iceberg.rest.scope",
+			"scope and oauth2_server_uri go with credential (client_id:client_secret), which is not set")
 		check(identifier.MatchString(c.Sink.Iceberg.Namespace) && !strings.Contains(c.Sink.Iceberg.Namespace, "."),
 			"sink.iceberg.namespace", "want a name of letters, digits and _, got %q", c.Sink.Iceberg.Namespace)
 		check(!strings.Contains(c.Sink.Table, "."), "sink.table", "with iceberg, a table name without a schema (the namespace is sink.iceberg.namespace), got %q", c.Sink.Table)

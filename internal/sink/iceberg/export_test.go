@@ -81,6 +81,15 @@ func (s *Sink) OldestManifest(ctx context.Context) (string, error) {
 	return ms[0].FilePath(), nil
 }
 
+// RawProperty returns a property of the raw table.
+func (s *Sink) RawProperty(ctx context.Context, key string) (string, error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return "", err
+	}
+	return tbl.Properties()[key], nil
+}
+
 // Operations lists the operations of the raw table's snapshots, oldest
 // first.
 func (s *Sink) Operations(ctx context.Context) ([]string, error) {

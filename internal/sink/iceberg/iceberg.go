@@ -57,14 +57,25 @@ type Options struct {
 	Table     string // raw table; <table>_dlq beside it
 	// Adopt accepts an existing table with data but no positions.
 	Adopt bool
+	// CatalogName names the catalog (a SQL catalog stores it with each
+	// table). Default tracelake.
+	CatalogName string
+	// TableProperties are set on created tables over tableProperties.
+	TableProperties map[string]string
 	// S3 reaches an s3:// warehouse.
 	S3  S3
 	Log *slog.Logger
 }
 
 // REST authenticates to a REST catalog and names its warehouse (the
-// catalog decides where tables' files go).
-type REST struct{ Credential, Token, Warehouse string }
+// catalog decides where tables' files go): a bearer Token, or OAuth2
+// client Credential exchanged for one (with Scope, at OAuth2ServerURI
+// when that is not the catalog's own endpoint); or AWS SigV4 signing.
+type REST struct {
+	Credential, Token, Warehouse, Scope, OAuth2ServerURI string
+	SigV4                                                bool
+	SigV4Region, SigV4Service                            string
+}
 
 // S3 is an S3-compatible store; empty fields fall back to the AWS SDK's
 // usual sources.
@@ -99,7 +110,10 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := catalog.Load(ctx, "tracelake", props)
+	if opt.CatalogName == "" {
+		opt.CatalogName = "tracelake"
+	}
+	cat, err := catalog.Load(ctx, opt.CatalogName, props)
 	if err != nil {
 		return nil, fmt.Errorf("open iceberg catalog: %w", err)
 	}
@@ -119,8 +133,10 @@ func catalogProps(opt Options) (iceberggo.Properties, error) {
 	for k, v := range map[string]string{
 		icebergio.S3EndpointURL: opt.S3.Endpoint, icebergio.S3Region: opt.S3.Region,
 		icebergio.S3AccessKeyID: opt.S3.AccessKeyID, icebergio.S3SecretAccessKey: opt.S3.SecretAccessKey,
-		// REST only:
-		"credential": opt.REST.Credential, "token": opt.REST.Token,
+		// REST only (iceberg-go's catalog/rest property names):
+		"credential": opt.REST.Credential, "token": opt.REST.Token, "scope": opt.REST.Scope,
+		"oauth2-server-uri":   opt.REST.OAuth2ServerURI,
+		"rest.signing-region": opt.REST.SigV4Region, "rest.signing-name": opt.REST.SigV4Service,
 	} {
 		if v != "" {
 			props[k] = v
@@ -128,6 +144,9 @@ func catalogProps(opt Options) (iceberggo.Properties, error) {
 	}
 	if opt.S3.Endpoint != "" {
 		props[icebergio.S3ForceVirtualAddressing] = "false" // bucket in the path
+	}
+	if opt.REST.SigV4 {
+		props["rest.sigv4-enabled"] = "true"
 	}
 	if IsREST(opt.Catalog) {
 		props["type"], props["uri"] = "rest", opt.Catalog
@@ -269,7 +288,9 @@ func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *ic
 	spec := iceberggo.NewPartitionSpec(iceberggo.PartitionField{
 		SourceIDs: []int{schema.NumFields()}, FieldID: 1000, Name: "add_day", Transform: iceberggo.DayTransform{},
 	})
-	tbl, err := s.cat.CreateTable(ctx, id, schema, catalog.WithPartitionSpec(&spec), catalog.WithProperties(tableProperties))
+	props := maps.Clone(tableProperties)
+	maps.Copy(props, s.opt.TableProperties)
+	tbl, err := s.cat.CreateTable(ctx, id, schema, catalog.WithPartitionSpec(&spec), catalog.WithProperties(props))
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = s.cat.LoadTable(ctx, id)
 	}

@@ -2,13 +2,20 @@ package iceberg_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -297,5 +304,94 @@ func TestCommitWithUnknownOutcome(t *testing.T) {
 	}
 	if pos, err := s.Positions(context.Background(), []sink.TopicPartition{{Topic: "traces", Partition: 0}}); err != nil || pos[sink.TopicPartition{Topic: "traces"}] != 10 {
 		t.Errorf("positions = %v, %v; want next offset 10", pos, err)
+	}
+}
+
+// The REST catalog options people need for catalogs they run: OAuth2
+// client credentials with a scope exchanged at an identity provider's
+// token endpoint, and AWS SigV4 signing (Glue, S3 Tables).
+func TestRESTCatalogAuthOptions(t *testing.T) {
+	ctx := context.Background()
+	rest := icebergtest.StartREST(t, openSink(t, t.TempDir(), false).Catalog(), "issued-token")
+	var asked url.Values
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		asked = r.PostForm
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token": "issued-token", "token_type": "bearer", "expires_in": 3600}`)
+	}))
+	t.Cleanup(idp.Close)
+	s, err := iceberg.Open(ctx, iceberg.Options{Catalog: rest.URL, Namespace: "oauth", Table: "trace_raw",
+		REST: iceberg.REST{Credential: "client:secret", Scope: "lake:write", OAuth2ServerURI: idp.URL + "/token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatalf("prepare with a token from the identity provider: %v", err)
+	}
+	if asked.Get("scope") != "lake:write" || asked.Get("client_id") != "client" || asked.Get("grant_type") != "client_credentials" {
+		t.Errorf("token request %v: want client credentials with scope lake:write", asked)
+	}
+
+	rest.SigV4Scope.Store("eu-west-1/glue")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	signed, err := iceberg.Open(ctx, iceberg.Options{Catalog: rest.URL, Namespace: "signed", Table: "trace_raw",
+		REST: iceberg.REST{SigV4: true, SigV4Region: "eu-west-1", SigV4Service: "glue"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer signed.Close()
+	if err := signed.Prepare(ctx); err != nil {
+		t.Fatalf("prepare with SigV4: %v", err)
+	}
+	load(t, signed, batch(0, 0, 9))
+}
+
+// The catalog name is stored with each table of a SQL catalog (engines
+// reading the catalog database must use it), and table properties given
+// in the config are set on the tables tracelake creates.
+func TestCatalogNameAndTableProperties(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "trace_raw", CatalogName: "lake",
+		TableProperties: map[string]string{"write.target-file-size-bytes": "1048576"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.RawProperty(ctx, "write.target-file-size-bytes"); err != nil || v != "1048576" {
+		t.Errorf("write.target-file-size-bytes = %q (%v), want the configured 1048576", v, err)
+	}
+	if v, err := s.RawProperty(ctx, "commit.manifest-merge.enabled"); err != nil || v != "true" {
+		t.Errorf("tracelake's own default lost: commit.manifest-merge.enabled = %q (%v)", v, err)
+	}
+	db, err := sql.Open(sqliteshim.ShimName, filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var names []string
+	rows, err := db.Query(`SELECT DISTINCT catalog_name FROM iceberg_tables`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if !slices.Equal(names, []string{"lake"}) {
+		t.Errorf("catalog names stored %v, want [lake]", names)
 	}
 }

@@ -31,6 +31,13 @@ type REST struct {
 	Token string
 	// Conflicts counts the commits answered 409.
 	Conflicts atomic.Int64
+	// SigV4Scope, when set ("region/service"), makes the server take
+	// requests signed with AWS Signature Version 4 for that region and
+	// service instead of the bearer token (AWS Glue's and S3 Tables'
+	// endpoints authenticate that way). Only the Authorization header's
+	// credential scope is checked, not the signature: there is no AWS here
+	// to know the secret.
+	SigV4Scope atomic.Value
 	// LoseCommitReplies makes the next this many commits land and then
 	// answer 503, as a gateway that lost the catalog's reply would: the
 	// client cannot know whether its commit happened.
@@ -42,7 +49,14 @@ func StartREST(t testing.TB, backing catalog.Catalog, token string) *REST {
 	t.Helper()
 	r := &REST{Token: token}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Header.Get("Authorization") != "Bearer "+token {
+		auth := req.Header.Get("Authorization")
+		if scope, _ := r.SigV4Scope.Load().(string); scope != "" {
+			if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=") || !strings.Contains(auth, "/"+scope+"/aws4_request") ||
+				req.Header.Get("X-Amz-Date") == "" {
+				restError(w, http.StatusForbidden, "NotAuthorizedException", "want a SigV4 signature for "+scope)
+				return
+			}
+		} else if auth != "Bearer "+token {
 			restError(w, http.StatusUnauthorized, "NotAuthorizedException", "missing or wrong bearer token")
 			return
 		}
