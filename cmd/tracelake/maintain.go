@@ -19,6 +19,7 @@ func cmdCompact(ctx context.Context, args []string) error {
 	target := config.ByteSize(512 << 20)
 	fs.TextVar(&target, "target-size", target, "size of the rewritten files (Iceberg's default write.target-file-size-bytes)")
 	dryRun := fs.Bool("dry-run", false, "only show what would be rewritten")
+	minAge := fs.Duration("min-age", time.Hour, "compact a day partition once its day ended this long ago (loads add to the current day all day); -24h compacts the current day too")
 	snk, err := openIcebergFor(ctx, fs, args)
 	if err != nil {
 		return err
@@ -27,7 +28,7 @@ func cmdCompact(ctx context.Context, args []string) error {
 	if target < 1<<20 {
 		return usagef("compact: --target-size %s is below 1MiB", target)
 	}
-	res, err := snk.Compact(ctx, int64(target), *dryRun)
+	res, err := snk.Compact(ctx, int64(target), time.Now().Add(-*minAge), *dryRun)
 	for _, c := range res {
 		verb := "rewrote"
 		if *dryRun {

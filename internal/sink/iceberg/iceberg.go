@@ -284,9 +284,12 @@ func summaryPositions(s *table.Snapshot) string {
 	return "none"
 }
 
+// addDayFieldID is the partition field of the day a row was added.
+const addDayFieldID = 1000
+
 func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *iceberggo.Schema) (*table.Table, error) {
 	spec := iceberggo.NewPartitionSpec(iceberggo.PartitionField{
-		SourceIDs: []int{schema.NumFields()}, FieldID: 1000, Name: "add_day", Transform: iceberggo.DayTransform{},
+		SourceIDs: []int{schema.NumFields()}, FieldID: addDayFieldID, Name: "add_day", Transform: iceberggo.DayTransform{},
 	})
 	props := maps.Clone(tableProperties)
 	maps.Copy(props, s.opt.TableProperties)

@@ -709,13 +709,7 @@ func TestAddedOptionalColumnIsAllowed(t *testing.T) {
 // with an older manifest out of reach.
 func TestLoadDoesNotReadOldManifests(t *testing.T) {
 	ctx := context.Background()
-	s := openSink(t, t.TempDir(), false)
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i := range int64(3) {
-		load(t, s, batch(0, i*10, i*10+9))
-	}
+	s := withLoads(t, 3, false)
 	path, err := s.OldestManifest(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -738,4 +732,22 @@ func TestLoadDoesNotReadOldManifests(t *testing.T) {
 	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 39)) {
 		t.Errorf("raw offsets %v, want 0-39", got)
 	}
+}
+
+// withLoads opens a sink in a new directory and commits n loads of ten
+// offsets of partition 0 each (with dlq, offset 3 of each a dead letter).
+func withLoads(t *testing.T, n int64, dlq bool) *iceberg.Sink {
+	t.Helper()
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		b := batch(0, i*10, i*10+9)
+		if dlq {
+			b = batch(0, i*10, i*10+9, i*10+3)
+		}
+		load(t, s, b)
+	}
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
@@ -32,9 +33,11 @@ type Compaction struct {
 }
 
 // Compact rewrites the small data files of each day partition into files
-// of about targetBytes, one partition group per commit. With dryRun it
-// only plans (FilesAfter and BytesAfter are then estimates).
-func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]Compaction, error) {
+// of about targetBytes, one partition group per commit. A day that ends
+// after settled is left alone: loads are still adding files to it, and
+// rewriting it would race them only to be redone. With dryRun it only
+// plans (FilesAfter and BytesAfter are then estimates).
+func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time, dryRun bool) ([]Compaction, error) {
 	cfg := compaction.DefaultConfig()
 	cfg.TargetFileSizeBytes = targetBytes
 	cfg.MinFileSizeBytes = targetBytes * 3 / 4
@@ -50,6 +53,7 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]C
 		if err != nil {
 			return out, fmt.Errorf("plan compaction of %s: %w", name(id), err)
 		}
+		plan.Groups = slices.DeleteFunc(plan.Groups, func(g compaction.Group) bool { return !dayEndedBy(g.Tasks, settled) })
 		c := Compaction{Table: name(id), Groups: len(plan.Groups)}
 		for _, g := range plan.Groups {
 			c.FilesBefore += len(g.Tasks)
@@ -85,6 +89,26 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, dryRun bool) ([]C
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// dayEndedBy reports whether the day partition of tasks (all of one
+// partition) ended by t. A file without a day partition (a table
+// partitioned otherwise) counts as ended.
+func dayEndedBy(tasks []table.FileScanTask, t time.Time) bool {
+	if len(tasks) == 0 {
+		return true
+	}
+	var days int64
+	switch v := tasks[0].File.Partition()[addDayFieldID].(type) {
+	case iceberggo.Date:
+		days = int64(v)
+	case int32:
+		days = int64(v)
+	default:
+		return true
+	}
+	end := time.Unix((days+1)*86400, 0)
+	return !end.After(t)
 }
 
 // replaceFiles commits the compaction of a group as a rewrite (snapshot

@@ -22,6 +22,9 @@ import (
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
 
+// everyDay has every day partition ended, the current one too.
+var everyDay = time.Now().Add(48 * time.Hour)
+
 func TestMaintenanceLocal(t *testing.T) {
 	dir := t.TempDir()
 	s := openSink(t, dir, false)
@@ -80,7 +83,7 @@ func maintain(t *testing.T, s *iceberg.Sink, root string) {
 		return n
 	}
 
-	planned, err := s.Compact(ctx, 64<<20, true)
+	planned, err := s.Compact(ctx, 64<<20, everyDay, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +99,7 @@ func maintain(t *testing.T, s *iceberg.Sink, root string) {
 			load(t, s, batch(1, 100, 119))
 		}
 	})
-	done, err := s.Compact(ctx, 64<<20, false)
+	done, err := s.Compact(ctx, 64<<20, everyDay, false)
 	s.SetBeforeMaintenanceCommit(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -188,13 +191,7 @@ func maintain(t *testing.T, s *iceberg.Sink, root string) {
 // table is compacted; the run does not fail.
 func TestCompactionLeavesAGroupAnotherWriterChanged(t *testing.T) {
 	ctx := context.Background()
-	s := openSink(t, t.TempDir(), false)
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i := range int64(4) {
-		load(t, s, batch(0, i*10, i*10+9, i*10+3))
-	}
+	s := withLoads(t, 4, true)
 	deleted := false
 	s.SetBeforeMaintenanceCommit(func() {
 		if !deleted {
@@ -204,7 +201,7 @@ func TestCompactionLeavesAGroupAnotherWriterChanged(t *testing.T) {
 			}
 		}
 	})
-	done, err := s.Compact(ctx, 64<<20, false)
+	done, err := s.Compact(ctx, 64<<20, everyDay, false)
 	s.SetBeforeMaintenanceCommit(nil)
 	if err != nil {
 		t.Fatalf("compaction failed instead of leaving the changed group: %v", err)
@@ -393,5 +390,22 @@ func TestCatalogNameAndTableProperties(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"lake"}) {
 		t.Errorf("catalog names stored %v, want [lake]", names)
+	}
+}
+
+// The current day's partition takes loads all day: compaction leaves it
+// alone until the day ended (the CLI's --min-age after that).
+func TestCompactionLeavesTheCurrentDay(t *testing.T) {
+	ctx := context.Background()
+	s := withLoads(t, 3, false)
+	done, err := s.Compact(ctx, 64<<20, time.Now(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done[0].Groups != 0 || done[0].FilesBefore != 0 {
+		t.Errorf("compaction %+v: the current day was planned", done)
+	}
+	if ops, err := s.Operations(ctx); err != nil || slices.Contains(ops, "replace") {
+		t.Errorf("snapshots %v (%v): the current day was rewritten", ops, err)
 	}
 }
