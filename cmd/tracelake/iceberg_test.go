@@ -128,6 +128,15 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
+	// The loads' commits are on /metrics, conflicts with the maintenance
+	// commits included.
+	metrics := running.get("/metrics")
+	for _, m := range []string{`tracelake_iceberg_snapshots{table="tracelake.trace_raw"}`, `tracelake_iceberg_metadata_bytes{table="tracelake.trace_raw"}`,
+		`tracelake_iceberg_commit_duration_seconds_count{table="tracelake.trace_raw"}`} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
 	_ = running.cmd.Process.Signal(syscall.SIGTERM)
 	_ = running.cmd.Wait()
 	if out, err := runIdle(t, bin, cfgPath); err != nil {

@@ -27,12 +27,12 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	snk, merger, err := openSink(ctx, cfg)
+	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
+	snk, merger, err := openSink(ctx, cfg, metrics)
 	if err != nil {
 		return err
 	}
 	defer snk.Close()
-	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
 	// Warnings and errors logged from here on also show on the status page.
 	slog.SetDefault(slog.New(obs.KeepErrors(slog.Default().Handler(), status)))
 	sampling, stopSampling := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -17,11 +18,22 @@ type modelMerger interface {
 	Merge(ctx context.Context, m config.Model) (merge.Result, error)
 }
 
-// openSink opens the configured sink for the commands that work with
-// every sink (run, merge), with the merger that goes with it.
-func openSink(ctx context.Context, cfg *config.Config) (sink.Sink, modelMerger, error) {
+// openSink opens the configured sink for `tracelake run`, with the merger
+// that goes with it; the sink reports what it measures to metrics.
+func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics) (sink.Sink, modelMerger, error) {
 	if cfg.Sink.Type == config.SinkIceberg {
-		snk, err := openIceberg(ctx, cfg)
+		snk, err := openIcebergReporting(ctx, cfg, func(st iceberg.CommitStats) {
+			metrics.IcebergCommitDuration.WithLabelValues(st.Table).Observe(st.Took.Seconds())
+			if st.Conflict {
+				metrics.IcebergCommitConflicts.WithLabelValues(st.Table).Inc()
+			}
+			if st.Snapshots > 0 {
+				metrics.IcebergSnapshots.WithLabelValues(st.Table).Set(float64(st.Snapshots))
+			}
+			if st.MetadataBytes > 0 {
+				metrics.IcebergMetadataBytes.WithLabelValues(st.Table).Set(float64(st.MetadataBytes))
+			}
+		})
 		return snk, nil, err // models are not built for Iceberg (validation says so)
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
@@ -39,7 +51,14 @@ func openSink(ctx context.Context, cfg *config.Config) (sink.Sink, modelMerger, 
 }
 
 func openIceberg(ctx context.Context, cfg *config.Config) (*iceberg.Sink, error) {
+	return openIcebergReporting(ctx, cfg, nil)
+}
+
+// openIcebergReporting opens the Iceberg sink, telling onCommit (if not
+// nil) of each load's commit.
+func openIcebergReporting(ctx context.Context, cfg *config.Config, onCommit func(iceberg.CommitStats)) (*iceberg.Sink, error) {
 	return iceberg.Open(ctx, iceberg.Options{
+		OnCommit:  onCommit,
 		Catalog:   cfg.Sink.Iceberg.Catalog,
 		Warehouse: cfg.Sink.Iceberg.Warehouse,
 		Namespace: cfg.Sink.Iceberg.Namespace,

@@ -37,6 +37,11 @@ type Metrics struct {
 	MergeFailures    *prometheus.CounterVec   // model
 	MergeDuration    *prometheus.HistogramVec // model
 	MergeLastSuccess *prometheus.GaugeVec     // model: unix time of the last successful merge
+
+	IcebergCommitDuration  *prometheus.HistogramVec // table
+	IcebergCommitConflicts *prometheus.CounterVec   // table
+	IcebergSnapshots       *prometheus.GaugeVec     // table
+	IcebergMetadataBytes   *prometheus.GaugeVec     // table
 }
 
 // New registers the metrics in a new registry (with the Go and process
@@ -93,11 +98,20 @@ func New() *Metrics {
 			Help: "Duration of successful merges, by model.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}, []string{"model"}),
 		MergeLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tracelake_merge_last_success_timestamp_seconds",
 			Help: "Unix time of the last successful merge, by model: alert when it is old."}, []string{"model"}),
+		IcebergCommitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tracelake_iceberg_commit_duration_seconds",
+			Help: "Duration of the catalog commits of loads, landed or lost, by table.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"table"}),
+		IcebergCommitConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_iceberg_commit_conflicts_total",
+			Help: "Load commits lost to another writer (retried), by table."}, []string{"table"}),
+		IcebergSnapshots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tracelake_iceberg_snapshots",
+			Help: "Snapshots in the table's metadata after the last load commit: run tracelake expire when it grows."}, []string{"table"}),
+		IcebergMetadataBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tracelake_iceberg_metadata_bytes",
+			Help: "Size of the table's metadata file after the last load commit (rewritten and read on every commit)."}, []string{"table"}),
 	}
 	reg.MustRegister(m.ConsumedRecords, m.ConsumedBytes, m.Lag, m.Committed, m.Freshness, m.Batches,
 		m.StagedFiles, m.StagedBytes, m.Loads, m.FilesPerLoad, m.LoadDuration, m.Retries, m.DLQRecords,
 		m.InflightBytes, m.FetchPauses, m.LostRecords, m.Rebalances,
-		m.MergeRawRows, m.MergeChanged, m.MergeRejected, m.MergeFailures, m.MergeDuration, m.MergeLastSuccess)
+		m.MergeRawRows, m.MergeChanged, m.MergeRejected, m.MergeFailures, m.MergeDuration, m.MergeLastSuccess,
+		m.IcebergCommitDuration, m.IcebergCommitConflicts, m.IcebergSnapshots, m.IcebergMetadataBytes)
 	return m
 }
 

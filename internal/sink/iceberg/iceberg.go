@@ -65,6 +65,20 @@ type Options struct {
 	// S3 reaches an s3:// warehouse.
 	S3  S3
 	Log *slog.Logger
+	// OnCommit, if set, is told of each load's catalog commit (metrics).
+	OnCommit func(CommitStats)
+}
+
+// CommitStats describe one load's catalog commit.
+type CommitStats struct {
+	Table    string
+	Took     time.Duration
+	Conflict bool // lost to another writer's commit: nothing committed, the load is retried
+	// After a commit that landed: the snapshots the table's metadata
+	// holds and the size of its metadata file (0 if it could not be read),
+	// both rewritten and read on every commit, so they must stay small.
+	Snapshots     int
+	MetadataBytes int64
 }
 
 // REST authenticates to a REST catalog and names its warehouse (the
@@ -540,7 +554,10 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	if s.beforeCatalogCommit != nil {
 		s.beforeCatalogCommit()
 	}
-	if _, err := txn.Commit(ctx); err != nil {
+	began := time.Now()
+	committed, err := txn.Commit(ctx)
+	s.reportCommit(ctx, id, time.Since(began), committed, err)
+	if err != nil {
 		// Another writer committed first (or the catalog failed): the
 		// pipeline retries, and the retry reloads the positions. Only a
 		// lost race is known to have committed nothing; after any other
@@ -555,6 +572,37 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return counts, nil
+}
+
+// reportCommit tells OnCommit of a load's commit.
+func (s *Sink) reportCommit(ctx context.Context, id table.Identifier, took time.Duration, committed *table.Table, err error) {
+	if s.opt.OnCommit == nil {
+		return
+	}
+	st := CommitStats{Table: name(id), Took: took, Conflict: err != nil && LostRace(err)}
+	if err == nil && committed != nil {
+		st.Snapshots = len(committed.Metadata().Snapshots())
+		st.MetadataBytes = fileSize(ctx, committed, committed.MetadataLocation())
+	}
+	s.opt.OnCommit(st)
+}
+
+// fileSize is the size of a file of tbl's, 0 if it cannot be read.
+func fileSize(ctx context.Context, tbl *table.Table, path string) int64 {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return 0
+	}
+	f, err := fs.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return info.Size()
 }
 
 // writeRows writes the rows of batches (the dead-letter rows with dlq)

@@ -628,22 +628,8 @@ func TestLoadCommitIsPinnedToItsSnapshot(t *testing.T) {
 	if err := a.SetTableProperty(ctx, "commit.retry.num-retries", "3"); err != nil {
 		t.Fatal(err)
 	}
-	raced := false
-	a.SetBeforeCatalogCommit(func() {
-		if !raced {
-			raced = true
-			load(t, b, batch(1, 0, 9))
-		}
-	})
-	f, err := a.Stage(ctx, batch(0, 0, 9))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Load(ctx, []sink.File{f}); err == nil || !iceberg.LostRace(err) {
+	if err := raceAndRetry(t, a, b); err == nil || !iceberg.LostRace(err) {
 		t.Fatalf("a commit over another instance's: %v; want a lost race", err)
-	}
-	if _, err := a.Load(ctx, []sink.File{f}); err != nil {
-		t.Fatalf("retry: %v", err)
 	}
 	pos, err := a.AllPositions(ctx)
 	if err != nil {
@@ -750,4 +736,59 @@ func withLoads(t *testing.T, n int64, dlq bool) *iceberg.Sink {
 		load(t, s, b)
 	}
 	return s
+}
+
+// Each load's catalog commit is reported (tracelake run puts it on
+// /metrics): its duration, whether it lost to another writer, and the
+// table's snapshot count and metadata size after it.
+func TestCommitsAreReported(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var stats []iceberg.CommitStats
+	a, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "trace_raw", OnCommit: func(st iceberg.CommitStats) { stats = append(stats, st) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := openSink(t, dir, false)
+	for _, s := range []*iceberg.Sink{a, b} {
+		if err := s.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := raceAndRetry(t, a, b); err == nil {
+		t.Fatal("the raced commit landed")
+	}
+	if len(stats) != 2 || stats[0].Table != "tracelake.trace_raw" || !stats[0].Conflict || stats[1].Conflict {
+		t.Fatalf("commits reported %+v: want a conflict, then a commit of tracelake.trace_raw", stats)
+	}
+	if stats[1].Snapshots != 2 || stats[1].MetadataBytes < 1000 || stats[1].Took <= 0 {
+		t.Errorf("after the second load's commit: %+v, want 2 snapshots and the metadata file's size", stats[1])
+	}
+}
+
+// raceAndRetry loads offsets 0-9 of partition 0 into a while b commits
+// offsets 0-9 of partition 1 between a's read of the positions and its
+// commit, then loads the same file into a again; it returns the first
+// load's error.
+func raceAndRetry(t *testing.T, a, b *iceberg.Sink) error {
+	t.Helper()
+	ctx := context.Background()
+	raced := false
+	a.SetBeforeCatalogCommit(func() {
+		if !raced {
+			raced = true
+			load(t, b, batch(1, 0, 9))
+		}
+	})
+	f, err := a.Stage(ctx, batch(0, 0, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, first := a.Load(ctx, []sink.File{f})
+	if _, err := a.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	return first
 }
