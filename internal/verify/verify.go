@@ -348,22 +348,40 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 	for tp, hs := range holes {
 		p := parts.get(tp)
 		d, asked := data[tp]
-		for _, h := range hs {
-			if !asked {
+		if !asked {
+			for _, h := range hs {
 				p.addGap(h.First, h.Last)
-				continue
 			}
+			continue
+		}
+		for _, h := range hs {
 			if h.First < p.Low { // retention took it: lost, or a marker nobody can tell now
 				p.addGap(h.First, min(h.Last, p.Low-1))
 			}
-			for _, r := range d {
-				if lo, hi := max(h.First, r.First), min(h.Last, r.Last); lo <= hi {
-					p.addGap(lo, hi)
-				}
-			}
+		}
+		for _, g := range intersect(hs, d) { // Kafka's records are all at or above Low
+			p.addGap(g.First, g.Last)
 		}
 	}
 	return finish(parts, true, fromStart)
+}
+
+// intersect returns the offsets in both a and b (each sorted and
+// disjoint), in one pass: a transactional topic has a hole per
+// transaction, so a pass per hole would be quadratic.
+func intersect(a, b []sink.Run) []sink.Run {
+	var out []sink.Run
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		if lo, hi := max(a[i].First, b[j].First), min(a[i].Last, b[j].Last); lo <= hi {
+			out = append(out, sink.Run{First: lo, Last: hi})
+		}
+		if a[i].Last < b[j].Last {
+			i++
+		} else {
+			j++
+		}
+	}
+	return out
 }
 
 // addGap counts the offsets first through last as missing.
