@@ -75,8 +75,9 @@ type CommitStats struct {
 	Took     time.Duration
 	Conflict bool // lost to another writer's commit: nothing committed, the load is retried
 	// After a commit that landed: the snapshots the table's metadata
-	// holds and the size of its metadata file (0 if it could not be read),
-	// both rewritten and read on every commit, so they must stay small.
+	// holds, and the size of its metadata file (read at most once a
+	// minute per table; 0 when not read or unreadable), both rewritten
+	// and read on every commit, so they must stay small.
 	Snapshots     int
 	MetadataBytes int64
 }
@@ -107,6 +108,9 @@ type Sink struct {
 	dlq table.Identifier
 	// commitMu serialises the process's commits (see commit).
 	commitMu sync.Mutex
+	// sizedAt is when each table's metadata file size was last read for
+	// OnCommit (guarded by commitMu).
+	sizedAt map[string]time.Time
 
 	mu   sync.Mutex
 	kept map[string]*sink.Batch // staged batches by name, until loaded or discarded
@@ -132,12 +136,13 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		return nil, fmt.Errorf("open iceberg catalog: %w", err)
 	}
 	return &Sink{
-		opt:  opt,
-		cat:  cat,
-		log:  opt.Log,
-		raw:  table.Identifier{opt.Namespace, opt.Table},
-		dlq:  table.Identifier{opt.Namespace, opt.Table + "_dlq"},
-		kept: map[string]*sink.Batch{},
+		opt:     opt,
+		cat:     cat,
+		log:     opt.Log,
+		raw:     table.Identifier{opt.Namespace, opt.Table},
+		dlq:     table.Identifier{opt.Namespace, opt.Table + "_dlq"},
+		kept:    map[string]*sink.Batch{},
+		sizedAt: map[string]time.Time{},
 	}, nil
 }
 
@@ -574,7 +579,7 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 	return counts, nil
 }
 
-// reportCommit tells OnCommit of a load's commit.
+// reportCommit tells OnCommit of a load's commit (commitMu held).
 func (s *Sink) reportCommit(ctx context.Context, id table.Identifier, took time.Duration, committed *table.Table, err error) {
 	if s.opt.OnCommit == nil {
 		return
@@ -582,7 +587,12 @@ func (s *Sink) reportCommit(ctx context.Context, id table.Identifier, took time.
 	st := CommitStats{Table: name(id), Took: took, Conflict: err != nil && LostRace(err)}
 	if err == nil && committed != nil {
 		st.Snapshots = len(committed.Metadata().Snapshots())
-		st.MetadataBytes = fileSize(ctx, committed, committed.MetadataLocation())
+		// Reading the size is one more request to the store: at most
+		// once a minute per table, not on every load.
+		if time.Since(s.sizedAt[st.Table]) >= time.Minute {
+			s.sizedAt[st.Table] = time.Now()
+			st.MetadataBytes = fileSize(ctx, committed, committed.MetadataLocation())
+		}
 	}
 	s.opt.OnCommit(st)
 }

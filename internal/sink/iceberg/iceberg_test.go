@@ -766,6 +766,11 @@ func TestCommitsAreReported(t *testing.T) {
 	if stats[1].Snapshots != 2 || stats[1].MetadataBytes < 1000 || stats[1].Took <= 0 {
 		t.Errorf("after the second load's commit: %+v, want 2 snapshots and the metadata file's size", stats[1])
 	}
+	// The size is read at most once a minute, not on every load.
+	load(t, a, batch(0, 10, 19))
+	if last := stats[len(stats)-1]; last.Snapshots != 3 || last.MetadataBytes != 0 {
+		t.Errorf("the next commit within the minute: %+v, want 3 snapshots and no size read", last)
+	}
 }
 
 // raceAndRetry loads offsets 0-9 of partition 0 into a while b commits
