@@ -151,9 +151,9 @@ func mergeEvery(ctx context.Context, mg modelMerger, models []config.Model, ever
 	}
 }
 
-// mergePass merges every model once, reporting each attempt; false when
-// ctx ended during it (the merge in flight was rolled back). It returns
-// whether every model merged.
+// mergePass merges every model once, reporting each attempt, and reports
+// whether every model merged (false too when ctx ended during the pass:
+// the merge in flight was rolled back).
 func mergePass(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration, m *obs.Metrics, status *obs.Status) (ok bool) {
 	ok = true
 	for _, model := range models {
