@@ -79,25 +79,19 @@ func Databend(m config.Model) DatabendStatements {
 	inc := sqltext.Name(m.Name + "_increment")
 	name := sqltext.String(m.Name)
 	st := DatabendStatements{
-		Setup: []string{
-			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHAR, topic VARCHAR, "partition" INT, next_offset BIGINT, merged_at TIMESTAMP)`, WatermarkTable),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", p.target, columnDefs(m.Columns)),
-			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, "partition" INT, "offset" BIGINT, reason VARCHAR, rejected_at TIMESTAMP)`, p.rejects),
+		// The tables the DuckDB merge uses (the same SQL in both), the
+		// increment, and the claim row: partition -1 of no topic, never a
+		// raw row's.
+		Setup: append(p.tableSQL(),
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (tl_topic VARCHAR, kpartition INT, koffset BIGINT, tl_kind VARCHAR, tl_reason VARCHAR, %s)", inc, columnDefs(m.Columns)),
-			// The claim row: partition -1 of no topic, never a raw row's.
 			fmt.Sprintf(`MERGE INTO %s AS w USING (SELECT %s AS model) AS s ON w.model = s.model AND w."partition" = -1
-WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (s.model, '', -1, 0, NOW())`, WatermarkTable, name),
-		},
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (s.model, '', -1, 0, NOW())`, WatermarkTable, name)),
 		Merge: []string{
 			fmt.Sprintf(`UPDATE %s SET merged_at = NOW() WHERE model = %s AND "partition" = -1`, WatermarkTable, name),
 			p.databendIncrement(inc),
 			fmt.Sprintf(`INSERT INTO %s (topic, "partition", "offset", reason, rejected_at) SELECT tl_topic, kpartition, koffset, tl_reason, NOW() FROM %s WHERE tl_reason IS NOT NULL`, p.rejects, inc),
 			p.databendMerge(inc),
 		},
-	}
-	if p.version != "" {
-		v, _ := m.Columns.Lookup(m.Version)
-		st.Setup = append(st.Setup, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", p.tombstones, columnDefs(append(slices.Clone(p.keys), v))))
 	}
 	st.Merge = append(st.Merge, p.databendTombstones(inc)...)
 	st.Merge = append(st.Merge,
