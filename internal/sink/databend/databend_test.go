@@ -846,3 +846,32 @@ func TestCommitLandingDuringTheRetryLoadsOnce(t *testing.T) {
 		t.Errorf("%d dead letters, want 1", n)
 	}
 }
+
+// ExecTx (a model's merge): a statement Databend refuses for good (here
+// one the server does not know) rolls the transaction back and is not run
+// again; a commit conflict runs the whole transaction again.
+func TestExecTxRollsBackAndRetriesOnlyConflicts(t *testing.T) {
+	srv, s := prepared(t, "")
+	srv.Accept = func(sql string) bool { return strings.HasPrefix(sql, "UPDATE") }
+	n := len(srv.Statements())
+	err := s.ExecTx(context.Background(), "UPDATE w SET x = 1", "NO SUCH STATEMENT")
+	ran := srv.Statements()[n:]
+	if err == nil || !slices.Equal(ran, []string{"BEGIN", "UPDATE w SET x = 1", "NO SUCH STATEMENT", "ROLLBACK"}) {
+		t.Fatalf("a refused statement: %v; ran %q, want it rolled back once", err, ran)
+	}
+	conflicts := 1
+	srv.CommitError = func() int {
+		if conflicts > 0 {
+			conflicts--
+			return databendtest.CodeOCCRetryFailure
+		}
+		return 0
+	}
+	n = len(srv.Statements())
+	if err := s.ExecTx(context.Background(), "UPDATE w SET x = 2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(srv.Statements()[n:], "BEGIN"); got != 2 {
+		t.Errorf("%d transactions, want the conflicting one and its rerun", got)
+	}
+}
