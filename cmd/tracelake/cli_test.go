@@ -131,11 +131,18 @@ func TestShutdownTimeout(t *testing.T) {
 // settle, and every assignment change fetches again).
 func awaitPolled(t *testing.T, run *child) {
 	t.Helper()
-	consumed := regexp.MustCompile(`(?m)^tracelake_consumed_records_total\{topic="` + testTopic + `"\} ([1-9]\d*)`)
-	deadline := time.Now().Add(30 * time.Second)
-	for !consumed.MatchString(run.get("/metrics")) {
+	awaitMetric(t, run, `tracelake_consumed_records_total{topic="`+testTopic+`"}`)
+}
+
+// awaitMetric waits until the child's /metrics show series (name and
+// labels, exactly) with a value above zero.
+func awaitMetric(t *testing.T, run *child, series string) {
+	t.Helper()
+	positive := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([1-9]\d*|\d*\.\d*[1-9]\d*)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for !positive.MatchString(run.get("/metrics")) {
 		if time.Now().After(deadline) {
-			t.Fatalf("child read no record in 30s:\n%s", run.log)
+			t.Fatalf("child's /metrics showed no %s above 0 in 60s:\n%s", series, run.log)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition: the metrics endpoint
 	}

@@ -111,6 +111,9 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 	produced := make(chan error, 1)
 	go func() { produced <- tracegen.Produce(context.Background(), prod, testTopic, n, 2, nil) }()
 	running := startRun(t, bin, cfgPath, "run")
+	// Maintenance starts once a load committed, so that it races the
+	// loads that follow.
+	awaitMetric(t, running, `tracelake_iceberg_commit_duration_seconds_count{table="tracelake.trace_raw"}`)
 	maintain := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(bin, append([]string{args[0], "--config", cfgPath}, args[1:]...)...).CombinedOutput()
