@@ -81,13 +81,34 @@ func (s *Sink) OldestManifest(ctx context.Context) (string, error) {
 	return ms[0].FilePath(), nil
 }
 
-// RawProperty returns a property of the raw table.
-func (s *Sink) RawProperty(ctx context.Context, key string) (string, error) {
+// RawProperties returns the raw table's properties.
+func (s *Sink) RawProperties(ctx context.Context) (map[string]string, error) {
 	tbl, err := s.loadTable(ctx, s.raw)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return tbl.Properties()[key], nil
+	return tbl.Properties(), nil
+}
+
+// RemovePositions removes the raw table's position properties, as a
+// table written by something else would lack them.
+func (s *Sink) RemovePositions(ctx context.Context) error {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	var keys []string
+	for k := range tbl.Properties() {
+		if isPositionKey(k) {
+			keys = append(keys, k)
+		}
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.RemoveProperties(keys); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
 }
 
 // Operations lists the operations of the raw table's snapshots, oldest

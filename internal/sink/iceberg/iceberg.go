@@ -1,8 +1,9 @@
 // Package iceberg is the Apache Iceberg sink: the raw and dead-letter
 // tables are Iceberg tables in a SQL catalog, written as Parquet by
 // iceberg-go. There is no ledger table: each table's positions (the next
-// offset per partition) are a table property committed in the same
-// metadata commit as the data, and recorded in the snapshot summary too.
+// offset per partition) are table properties, one per partition, committed
+// in the same metadata commit as the data; a load's snapshot summary
+// records its load id and the positions it set.
 //
 // The SQL catalog commits one table at a time, so the two tables cannot
 // commit together. Each is fenced by its own positions instead: a load
@@ -41,9 +42,21 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
-// PositionsKey is the table property (and snapshot summary key) holding a
-// table's positions: a JSON list of {topic, partition, next}.
-const PositionsKey = "tracelake.positions"
+// PositionKeyPrefix begins the table properties holding a table's
+// positions, one per partition: tracelake.position.<topic>.<partition> is
+// the partition's next offset. One property per partition because the
+// catalog applies a commit's properties over the table's current ones:
+// commits touching different partitions never reset each other's. A
+// load's snapshot summary holds the properties it set.
+const PositionKeyPrefix = "tracelake.position."
+
+// legacyPositionsKey is the property that held all positions as one JSON
+// list of {topic, partition, next} before: still read, and replaced by
+// the per-partition properties in the next load's commit.
+const legacyPositionsKey = "tracelake.positions"
+
+// loadIDKey is the snapshot summary property naming the load.
+const loadIDKey = "tracelake.load-id"
 
 // Options configure a Sink.
 type Options struct {
@@ -253,20 +266,19 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		if lost := rolledBack(tbl.Metadata()); lost != nil {
 			cur := tbl.CurrentSnapshot()
 			return fmt.Errorf("%w: table %s was rolled back: its current snapshot %d is older than tracelake's load %d, which it does not descend from, "+
-				"so the positions (%s) are ahead of the data and tracelake would skip the rolled-back records. To load them again (while Kafka still has them), "+
-				"set the table property %s to the positions of snapshot %d's summary (%s) and restart",
-				sink.ErrFatal, name(t.id), cur.SnapshotID, lost.SnapshotID, PositionsKey, PositionsKey, cur.SnapshotID, summaryPositions(cur))
+				"so the positions (properties %s*) are ahead of the data and tracelake would skip the rolled-back records. To load them again (while Kafka still has them), "+
+				"set the position properties to those of snapshot %d, as its loads' summaries record them (%s; a partition not named had no load in the snapshots kept), and restart",
+				sink.ErrFatal, name(t.id), cur.SnapshotID, lost.SnapshotID, PositionKeyPrefix, cur.SnapshotID, formatPositions(positionsAt(tbl.Metadata(), cur)))
 		}
-		if _, ok := tbl.Properties()[PositionsKey]; !ok && tbl.CurrentSnapshot() != nil && !s.opt.Adopt {
-			return fmt.Errorf("table %s has data but no tracelake positions (%s): it was written by something else. "+
-				"Set sink.iceberg.adopt: true to let tracelake append to it, its partitions starting from the group's committed offsets", name(t.id), PositionsKey)
+		if !hasPositions(tbl.Properties()) && tbl.CurrentSnapshot() != nil && !s.opt.Adopt {
+			return fmt.Errorf("table %s has data but no tracelake positions (%s*): it was written by something else. "+
+				"Set sink.iceberg.adopt: true to let tracelake append to it, its partitions starting from the group's committed offsets", name(t.id), PositionKeyPrefix)
 		}
 	}
 	return nil
 }
 
-// rolledBack returns a snapshot tracelake committed (its summary holds
-// positions) that is newer than the current snapshot and not one of its
+// rolledBack returns a snapshot a tracelake load committed that is newer than the current snapshot and not one of its
 // ancestors: the table was rolled back past it (an engine's
 // rollback_to_snapshot). nil if there is none.
 func rolledBack(meta table.Metadata) *table.Snapshot {
@@ -283,24 +295,46 @@ func rolledBack(meta table.Metadata) *table.Snapshot {
 		s = meta.SnapshotByID(*s.ParentSnapshotID)
 	}
 	for _, s := range meta.Snapshots() {
-		if s.SequenceNumber > cur.SequenceNumber && !ancestors[s.SnapshotID] && s.Summary != nil {
-			if _, ok := s.Summary.Properties[PositionsKey]; ok {
-				return &s
-			}
+		if s.SequenceNumber > cur.SequenceNumber && !ancestors[s.SnapshotID] && isLoad(&s) {
+			return &s
 		}
 	}
 	return nil
 }
 
-// summaryPositions is the positions a snapshot's summary records, or
-// "none".
-func summaryPositions(s *table.Snapshot) string {
-	if s.Summary != nil {
-		if p, ok := s.Summary.Properties[PositionsKey]; ok {
-			return p
-		}
+// isLoad reports whether a snapshot is a tracelake load's.
+func isLoad(s *table.Snapshot) bool {
+	if s.Summary == nil {
+		return false
 	}
-	return "none"
+	_, id := s.Summary.Properties[loadIDKey]
+	_, legacy := s.Summary.Properties[legacyPositionsKey]
+	return id || legacy
+}
+
+// positionsAt is the positions of the table as of snapshot cur, as far as
+// the summaries of cur and its ancestors record them: per partition, the
+// position the newest load that set it set. Loads of dead letters only
+// add no raw snapshot, so a position found may be behind the one the
+// table had then (which re-reads records, never skips one).
+func positionsAt(meta table.Metadata, cur *table.Snapshot) map[sink.TopicPartition]int64 {
+	out := map[sink.TopicPartition]int64{}
+	for s := cur; s != nil; {
+		if s.Summary != nil {
+			if pos, err := parsePositions(s.Summary.Properties); err == nil {
+				for tp, n := range pos {
+					if _, newer := out[tp]; !newer {
+						out[tp] = n
+					}
+				}
+			}
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = meta.SnapshotByID(*s.ParentSnapshotID)
+	}
+	return out
 }
 
 // addDayFieldID is the partition field of the day a row was added.
@@ -335,45 +369,84 @@ var tableProperties = iceberggo.Properties{
 
 func name(id table.Identifier) string { return strings.Join(id, ".") }
 
-// position is one partition's next offset, as stored in PositionsKey.
+// position is one partition's next offset, as the legacy JSON list holds
+// it.
 type position struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Next      int64  `json:"next"`
 }
 
+// positionKey is the property holding tp's position.
+func positionKey(tp sink.TopicPartition) string {
+	return PositionKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
+}
+
+// isPositionKey reports whether a property holds positions.
+func isPositionKey(key string) bool {
+	return key == legacyPositionsKey || strings.HasPrefix(key, PositionKeyPrefix)
+}
+
+// hasPositions reports whether properties hold any position.
+func hasPositions(props iceberggo.Properties) bool {
+	for k := range props {
+		if isPositionKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
 // positions reads a table's positions.
 func positions(tbl *table.Table) (map[sink.TopicPartition]int64, error) {
+	pos, err := parsePositions(tbl.Properties())
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", name(tbl.Identifier()), err)
+	}
+	return pos, nil
+}
+
+// parsePositions reads the positions in properties (a table's, or a
+// snapshot summary's): the legacy JSON list, overridden by per-partition
+// properties (topic names may hold dots, partitions do not).
+func parsePositions(props iceberggo.Properties) (map[sink.TopicPartition]int64, error) {
 	out := map[sink.TopicPartition]int64{}
-	text, ok := tbl.Properties()[PositionsKey]
-	if !ok {
-		return out, nil
+	if text, ok := props[legacyPositionsKey]; ok {
+		var list []position
+		if err := json.Unmarshal([]byte(text), &list); err != nil {
+			return nil, fmt.Errorf("property %s is not tracelake's: %w", legacyPositionsKey, err)
+		}
+		for _, p := range list {
+			out[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p.Next
+		}
 	}
-	var list []position
-	if err := json.Unmarshal([]byte(text), &list); err != nil {
-		return nil, fmt.Errorf("table %s: property %s is not tracelake's: %w", name(tbl.Identifier()), PositionsKey, err)
-	}
-	for _, p := range list {
-		out[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p.Next
+	for k, v := range props {
+		tail, ok := strings.CutPrefix(k, PositionKeyPrefix)
+		if !ok {
+			continue
+		}
+		dot := strings.LastIndexByte(tail, '.')
+		part, perr := strconv.ParseInt(tail[dot+1:], 10, 32)
+		next, nerr := strconv.ParseInt(v, 10, 64)
+		if dot <= 0 || perr != nil || nerr != nil || part < 0 || next < 0 {
+			return nil, fmt.Errorf("property %s=%q: want %s<topic>.<partition> = the next offset to load", k, v, PositionKeyPrefix)
+		}
+		out[sink.TopicPartition{Topic: tail[:dot], Partition: int32(part)}] = next
 	}
 	return out, nil
 }
 
-// encodePositions renders positions sorted, so equal positions are equal
-// text.
-func encodePositions(m map[sink.TopicPartition]int64) string {
-	list := make([]position, 0, len(m))
-	for tp, n := range m {
-		list = append(list, position{tp.Topic, tp.Partition, n})
+// formatPositions renders positions as properties to set, sorted.
+func formatPositions(m map[sink.TopicPartition]int64) string {
+	if len(m) == 0 {
+		return "none recorded"
 	}
-	slices.SortFunc(list, func(a, b position) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition - b.Partition)
-	})
-	b, _ := json.Marshal(list)
-	return string(b)
+	list := make([]string, 0, len(m))
+	for tp, n := range m {
+		list = append(list, positionKey(tp)+"="+strconv.FormatInt(n, 10))
+	}
+	slices.Sort(list)
+	return strings.Join(list, ", ")
 }
 
 // AllPositions returns the raw table's positions of every partition.
@@ -543,12 +616,13 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		s.removeFiles(ctx, tbl, written)
 		return nil, err
 	}
-	props := iceberggo.Properties{PositionsKey: encodePositions(next)}
-	if err := txn.SetProperties(props); err != nil {
+	set, err := setPositions(txn, fresh.Properties(), freshPos, next)
+	if err != nil {
 		s.removeFiles(ctx, tbl, written)
 		return nil, err
 	}
-	summary := iceberggo.Properties{PositionsKey: props[PositionsKey], "tracelake.load-id": loadID}
+	summary := maps.Clone(set)
+	summary[loadIDKey] = loadID
 	// The files were just written under names of their own (a UUID each):
 	// iceberg-go's duplicate check would read every manifest of the table
 	// on every load to find none.
@@ -577,6 +651,31 @@ func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.Fil
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return counts, nil
+}
+
+// setPositions sets, in txn, the position properties of the partitions
+// whose position moved from old to next, and returns them. Only those: the
+// catalog applies them over the table's current properties, so a commit
+// never resets a partition it did not load. A table holding the legacy
+// JSON list gets every position as a property of its own, and the list
+// removed.
+func setPositions(txn *table.Transaction, props iceberggo.Properties, old, next map[sink.TopicPartition]int64) (iceberggo.Properties, error) {
+	_, legacy := props[legacyPositionsKey]
+	set := iceberggo.Properties{}
+	for tp, n := range next {
+		if o, ok := old[tp]; legacy || !ok || o != n {
+			set[positionKey(tp)] = strconv.FormatInt(n, 10)
+		}
+	}
+	if legacy {
+		if err := txn.RemoveProperties([]string{legacyPositionsKey}); err != nil {
+			return nil, err
+		}
+	}
+	if len(set) == 0 {
+		return set, nil
+	}
+	return set, txn.SetProperties(set)
 }
 
 // reportCommit tells OnCommit of a load's commit (commitMu held).

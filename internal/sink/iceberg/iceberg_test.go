@@ -248,19 +248,10 @@ func TestForeignTableIsRefusedUnlessAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	load(t, s, batch(0, 0, 9))
-	raw, _ := s.Identifiers()
-	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
-	if err != nil {
+	if err := s.RemovePositions(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	txn := tbl.NewTransaction()
-	if err := txn.RemoveProperties([]string{iceberg.PositionsKey}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := txn.Commit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	err = openSink(t, dir, false).Prepare(context.Background())
+	err := openSink(t, dir, false).Prepare(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "has data but no tracelake positions") || !strings.Contains(err.Error(), "sink.iceberg.adopt: true") {
 		t.Fatalf("got %v", err)
 	}
@@ -661,7 +652,7 @@ func TestRollbackIsReportedAtStart(t *testing.T) {
 	}
 	err := openSink(t, dir, false).Prepare(ctx)
 	if err == nil || !errors.Is(err, sink.ErrFatal) || !strings.Contains(err.Error(), "was rolled back") ||
-		!strings.Contains(err.Error(), `"next":20`) {
+		!strings.Contains(err.Error(), `tracelake.position.traces.0=20`) {
 		t.Fatalf("start after a rollback: %v", err)
 	}
 }
@@ -796,4 +787,71 @@ func raceAndRetry(t *testing.T, a, b *iceberg.Sink) error {
 		t.Fatalf("retry: %v", err)
 	}
 	return first
+}
+
+// Positions are kept per partition: two writers whose commits touch
+// different partitions cannot reset each other's, even when neither adds a
+// raw data file (a load of dead letters only commits properties alone, so
+// no snapshot check stands between them and the catalog applies each
+// commit's properties over the other's).
+func TestConcurrentCommitsKeepEachOthersPositions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b := openSink(t, dir, false), openSink(t, dir, false)
+	if err := a.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	commits := 0
+	a.SetBeforeCatalogCommit(func() {
+		// The second commit of a's load is the raw table's: b loads its
+		// partition right before it lands.
+		if commits++; commits == 2 {
+			load(t, b, batch(1, 0, 9, seq(0, 9)...))
+		}
+	})
+	load(t, a, batch(0, 0, 9, seq(0, 9)...))
+	pos, err := a.AllPositions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[sink.TopicPartition]int64{{Topic: "traces", Partition: 0}: 10, {Topic: "traces", Partition: 1}: 10}; !maps.Equal(pos, want) {
+		t.Errorf("positions %v, want %v", pos, want)
+	}
+	// Each position is a property of its own, and no snapshot summary
+	// carries them all.
+	props, err := a.RawProperties(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"tracelake.position.traces.0", "tracelake.position.traces.1"} {
+		if props[key] != "10" {
+			t.Errorf("property %s = %q, want 10", key, props[key])
+		}
+	}
+}
+
+// A table written before positions were kept per partition (one JSON
+// property) goes on from its positions, and its first load moves them all
+// to properties of their own.
+func TestLegacyPositionsAreMigrated(t *testing.T) {
+	ctx := context.Background()
+	s := withLoads(t, 1, false)
+	legacy := `[{"topic":"traces","partition":0,"next":10},{"topic":"traces","partition":5,"next":70}]`
+	if err := s.RemovePositions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTableProperty(ctx, "tracelake.positions", legacy); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 5, 19))
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 19)) {
+		t.Errorf("raw offsets %v, want 0-19 once", got)
+	}
+	props, err := s.RawProperties(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := props["tracelake.positions"]; ok || props["tracelake.position.traces.0"] != "20" || props["tracelake.position.traces.5"] != "70" {
+		t.Errorf("properties after the first load: %v", props)
+	}
 }

@@ -125,9 +125,6 @@ func (s *Sink) replaceFiles(ctx context.Context, tbl *table.Table, planned []tab
 		}
 		txn := fresh.NewTransaction()
 		summary := iceberggo.Properties{"tracelake.operation": "compact"}
-		if p, ok := fresh.Properties()[PositionsKey]; ok {
-			summary[PositionsKey] = p // carried forward, for readers of the snapshot history
-		}
 		if err := txn.NewRewrite(summary).ApplyResult(res).Commit(ctx); err != nil {
 			return nil, fmt.Errorf("rewrite %d files as %d: %w", len(res.OldDataFiles), len(res.NewDataFiles), err)
 		}

@@ -365,11 +365,12 @@ func TestCatalogNameAndTableProperties(t *testing.T) {
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := s.RawProperty(ctx, "write.target-file-size-bytes"); err != nil || v != "1048576" {
+	props, err := s.RawProperties(ctx)
+	if v := props["write.target-file-size-bytes"]; err != nil || v != "1048576" {
 		t.Errorf("write.target-file-size-bytes = %q (%v), want the configured 1048576", v, err)
 	}
-	if v, err := s.RawProperty(ctx, "commit.manifest-merge.enabled"); err != nil || v != "true" {
-		t.Errorf("tracelake's own default lost: commit.manifest-merge.enabled = %q (%v)", v, err)
+	if v := props["commit.manifest-merge.enabled"]; v != "true" {
+		t.Errorf("tracelake's own default lost: commit.manifest-merge.enabled = %q", v)
 	}
 	db, err := sql.Open(sqliteshim.ShimName, filepath.Join(dir, "catalog.db"))
 	if err != nil {
