@@ -140,6 +140,10 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 			t.Errorf("/metrics lacks %s", m)
 		}
 	}
+	// And on the status page.
+	if page := running.get("/"); !regexp.MustCompile(`<tr><td class="l">tracelake.trace_raw</td><td>[1-9]`).MatchString(page) {
+		t.Errorf("status page lacks the raw table's commits:\n%s", page)
+	}
 	_ = running.cmd.Process.Signal(syscall.SIGTERM)
 	_ = running.cmd.Wait()
 	if out, err := runIdle(t, bin, cfgPath); err != nil {

@@ -28,7 +28,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		return err
 	}
 	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
-	snk, merger, err := openSink(ctx, cfg, metrics)
+	snk, merger, err := openSink(ctx, cfg, metrics, status)
 	if err != nil {
 		return err
 	}

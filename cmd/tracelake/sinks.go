@@ -19,10 +19,13 @@ type modelMerger interface {
 }
 
 // openSink opens the configured sink for `tracelake run`, with the merger
-// that goes with it; the sink reports what it measures to metrics.
-func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics) (sink.Sink, modelMerger, error) {
+// that goes with it; the sink reports what it measures to metrics and the
+// status page.
+func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status) (sink.Sink, modelMerger, error) {
 	if cfg.Sink.Type == config.SinkIceberg {
 		snk, err := openIcebergReporting(ctx, cfg, func(st iceberg.CommitStats) {
+			status.AddCommit(obs.CommitAttempt{Table: st.Table, Took: st.Took, Conflict: st.Conflict, Failed: st.Failed,
+				Snapshots: int64(st.Snapshots), MetadataBytes: st.MetadataBytes})
 			metrics.IcebergCommitDuration.WithLabelValues(st.Table).Observe(st.Took.Seconds())
 			if st.Conflict {
 				metrics.IcebergCommitConflicts.WithLabelValues(st.Table).Inc()

@@ -62,6 +62,11 @@ th{background:#f0f2f6;font-weight:600}td.l,th.l{text-align:left}
 <tr><th class="l">model</th><th>last merge</th><th>raw rows read</th><th>target rows changed</th><th>rejected</th><th>took</th><th>last success</th><th class="l">last error</th></tr>
 {{range .Models}}<tr><td class="l">{{.Name}}</td><td>{{ago $.Now .At}}</td><td>{{num .Read}}</td><td>{{num .Changed}}</td><td>{{num .Rejected}}</td><td>{{.Took}}</td><td>{{ago $.Now .LastSuccess}}</td><td class="l {{if .Err}}bad{{end}}">{{.Err}}</td></tr>
 {{end}}</table>{{end}}
+{{if .Commits}}<h2>Catalog commits (Iceberg)</h2>
+<table>
+<tr><th class="l">table</th><th>commits</th><th>lost races</th><th>failed</th><th>last took</th><th>slowest</th><th>last commit</th><th>snapshots</th><th>metadata file</th></tr>
+{{range .Commits}}<tr><td class="l">{{.Table}}</td><td>{{num .Commits}}</td><td>{{num .Conflicts}}</td><td class="{{if .Failed}}bad{{end}}">{{num .Failed}}</td><td>{{.LastTook}}</td><td>{{.MaxTook}}</td><td>{{ago $.Now .Last}}</td><td>{{num .Snapshots}}</td><td>{{bytes .MetadataBytes}}</td></tr>
+{{end}}</table>{{end}}
 <h2>Last errors and warnings</h2>
 {{if .Errors}}<table class="errors">
 {{range .Errors}}<tr><td class="t">{{clock .At}}</td><td class="{{.Level}}">{{.Level}}</td><td>{{.Text}}</td></tr>
@@ -80,6 +85,7 @@ type pageData struct {
 	Throughput, LagChart template.HTML
 	Errors               []LoggedError
 	Models               []ModelStatus
+	Commits              []TableCommits
 }
 
 // Handler serves the status page; ready says why the process is not ready,
@@ -102,6 +108,7 @@ func (s *Status) Handler(ready func() string) http.Handler {
 			LagChart: svgChart(now, "", series{"lag", "#b45309", lagPoints(samples)}),
 			Errors:   s.Errors(),
 			Models:   s.Models(),
+			Commits:  s.Commits(),
 		}
 		var buf bytes.Buffer
 		if err := page.Execute(&buf, d); err != nil {

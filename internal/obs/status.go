@@ -3,6 +3,7 @@ package obs
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -79,6 +80,61 @@ type Status struct {
 	samples []Sample
 	errors  []LoggedError
 	models  map[string]ModelStatus
+	commits map[string]TableCommits
+}
+
+// TableCommits are a table's catalog commits since start (Iceberg loads).
+type TableCommits struct {
+	Table                      string
+	Commits, Conflicts, Failed int64 // landed; lost to another writer; failed otherwise
+	LastTook, MaxTook          time.Duration
+	Last                       time.Time // of the last attempt
+	Snapshots                  int64     // in the table's metadata after the last commit
+	MetadataBytes              int64     // size of its metadata file, last measured
+}
+
+// CommitAttempt is one catalog commit of a table, as AddCommit takes it.
+type CommitAttempt struct {
+	Table            string
+	Took             time.Duration
+	Conflict, Failed bool
+	Snapshots        int64 // 0: unknown
+	MetadataBytes    int64 // 0: not measured this time
+}
+
+// AddCommit records a catalog commit of a table.
+func (s *Status) AddCommit(c CommitAttempt) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.commits == nil {
+		s.commits = map[string]TableCommits{}
+	}
+	t := s.commits[c.Table]
+	t.Table, t.Last, t.LastTook, t.MaxTook = c.Table, time.Now(), c.Took, max(t.MaxTook, c.Took)
+	switch {
+	case c.Conflict:
+		t.Conflicts++
+	case c.Failed:
+		t.Failed++
+	default:
+		t.Commits++
+	}
+	if c.Snapshots > 0 {
+		t.Snapshots = c.Snapshots
+	}
+	if c.MetadataBytes > 0 {
+		t.MetadataBytes = c.MetadataBytes
+	}
+	s.commits[c.Table] = t
+}
+
+// Commits returns the tables' catalog commits, by table.
+func (s *Status) Commits() []TableCommits {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Collect(maps.Values(s.commits))
+	slices.SortFunc(out, func(a, b TableCommits) int { return cmp.Compare(a.Table, b.Table) })
+	return out
 }
 
 // ModelStatus is the last merge of a model (merge.every).

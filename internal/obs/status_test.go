@@ -52,6 +52,11 @@ func TestStatusPage(t *testing.T) {
 	st.SetModel(ModelStatus{Name: "spans", At: at, Read: 1200, Changed: 1100, Rejected: 3, Took: 40 * time.Millisecond, LastSuccess: at})
 	st.SetModel(ModelStatus{Name: "spans", At: at, Err: "merge into <t>: conflict"}) // keeps the last success's figures
 
+	st.AddCommit(CommitAttempt{Table: "ns.raw", Took: 30 * time.Millisecond, Snapshots: 40, MetadataBytes: 3 << 20})
+	st.AddCommit(CommitAttempt{Table: "ns.raw", Took: 20 * time.Millisecond, Conflict: true})
+	st.AddCommit(CommitAttempt{Table: "ns.raw", Took: 10 * time.Millisecond, Snapshots: 41})
+	st.AddCommit(CommitAttempt{Table: "ns.raw", Took: 5 * time.Millisecond, Failed: true})
+
 	html := render(t, st, "sink not prepared")
 	for _, want := range []string{
 		`group <b>g&lt;1&gt;</b>`,
@@ -61,10 +66,14 @@ func TestStatusPage(t *testing.T) {
 		`3 MiB</div><div class="k">in flight of 1 GiB`,
 		`bad &lt;script&gt;alert(1)&lt;/script&gt;`,
 		`>1k/s</text>`, // throughput axis top: 1000/s
+		// Commits landed, lost, failed; the last and the slowest; the
+		// snapshot count of the last commit, the last metadata size read.
+		`<td class="l">ns.raw</td><td>2</td><td>1</td><td class="bad">1</td><td>5ms</td><td>30ms</td><td>0s ago</td><td>41</td><td>3 MiB</td>`,
 		`<td class="l">spans</td><td>2s ago</td><td>1,200</td><td>1,100</td><td>3</td><td>40ms</td><td>2s ago</td><td class="l bad">merge into &lt;t&gt;: conflict</td>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("page lacks %s", want)
+
 		}
 	}
 	if strings.Contains(html, "<script>") {

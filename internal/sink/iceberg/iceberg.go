@@ -87,6 +87,7 @@ type CommitStats struct {
 	Table    string
 	Took     time.Duration
 	Conflict bool // lost to another writer's commit: nothing committed, the load is retried
+	Failed   bool // failed otherwise (the catalog failed): the outcome is unknown, the load is retried
 	// After a commit that landed: the snapshots the table's metadata
 	// holds, and the size of its metadata file (read at most once a
 	// minute per table; 0 when not read or unreadable), both rewritten
@@ -683,7 +684,7 @@ func (s *Sink) reportCommit(ctx context.Context, id table.Identifier, took time.
 	if s.opt.OnCommit == nil {
 		return
 	}
-	st := CommitStats{Table: name(id), Took: took, Conflict: err != nil && LostRace(err)}
+	st := CommitStats{Table: name(id), Took: took, Conflict: err != nil && LostRace(err), Failed: err != nil && !LostRace(err)}
 	if err == nil && committed != nil {
 		st.Snapshots = len(committed.Metadata().Snapshots())
 		// Reading the size is one more request to the store: at most
