@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -296,6 +297,115 @@ func TestDuckDBReadsTheDataFiles(t *testing.T) {
 	}
 	if len(paths) != 2 || n != 209 || distinct != 209 || exact != 209 {
 		t.Errorf("%d data files; DuckDB reads %d rows, %d distinct, %d with the exact value text; want 2 files, 209", len(paths), n, distinct, exact)
+	}
+}
+
+// What a reader other than iceberg-go relies on agrees with the data: each
+// Parquet file, read by DuckDB, has the record count and the koffset and
+// kpartition bounds its manifest entry claims and carries the Iceberg
+// field ids (engines map columns by id, not name); the metadata file has
+// the fields the spec requires of a format-v2 table and snapshot.
+func TestOtherReadersAgreeWithTheMetadata(t *testing.T) {
+	ctx := context.Background()
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 0, 99, 3), batch(1, 40, 59))
+	load(t, s, batch(0, 100, 199), batch(2, 7, 9))
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const offsetID, partitionID = 2, 3 // rawSchema's field ids
+	for _, task := range tasks {
+		f := task.File
+		path := strings.TrimPrefix(f.FilePath(), "file://")
+		var n, minOff, maxOff int64
+		var minPart, maxPart int32
+		if err := db.QueryRow(`SELECT count(*), min(koffset), max(koffset), min(kpartition), max(kpartition) FROM read_parquet(?)`, path).
+			Scan(&n, &minOff, &maxOff, &minPart, &maxPart); err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := f.LowerBoundValues(), f.UpperBoundValues()
+		if n != f.Count() || len(lo[offsetID]) != 8 || len(hi[partitionID]) != 4 ||
+			int64(binary.LittleEndian.Uint64(lo[offsetID])) != minOff || int64(binary.LittleEndian.Uint64(hi[offsetID])) != maxOff ||
+			int32(binary.LittleEndian.Uint32(lo[partitionID])) != minPart || int32(binary.LittleEndian.Uint32(hi[partitionID])) != maxPart {
+			t.Errorf("%s: DuckDB reads %d rows, koffset %d-%d, kpartition %d-%d; the manifest says %d rows, bounds %v / %v",
+				path, n, minOff, maxOff, minPart, maxPart, f.Count(), lo, hi)
+		}
+		rows, err := db.Query(`SELECT name, field_id FROM parquet_schema(?) WHERE field_id IS NOT NULL`, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]int{}
+		for rows.Next() {
+			var name string
+			var id int
+			if err := rows.Scan(&name, &id); err != nil {
+				t.Fatal(err)
+			}
+			ids[name] = id
+		}
+		rows.Close()
+		for _, field := range tbl.Schema().Fields() {
+			if ids[field.Name] != field.ID {
+				t.Errorf("%s: column %s has Parquet field id %d, the table's schema %d", path, field.Name, ids[field.Name], field.ID)
+			}
+		}
+	}
+	if len(tasks) != 2 {
+		t.Errorf("%d data files, want 2", len(tasks))
+	}
+
+	// The metadata file, read as plain JSON.
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := fsys.Open(tbl.MetadataLocation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	var meta map[string]any
+	if err := json.NewDecoder(file).Decode(&meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta["format-version"] != 2.0 {
+		t.Errorf("format-version %v, want 2", meta["format-version"])
+	}
+	// Iceberg spec, "Table Metadata Fields": required in v2.
+	for _, key := range []string{"format-version", "table-uuid", "location", "last-sequence-number", "last-updated-ms", "last-column-id",
+		"schemas", "current-schema-id", "partition-specs", "default-spec-id", "last-partition-id", "sort-orders", "default-sort-order-id"} {
+		if _, ok := meta[key]; !ok {
+			t.Errorf("metadata lacks %s", key)
+		}
+	}
+	snaps, _ := meta["snapshots"].([]any)
+	if len(snaps) != 2 {
+		t.Fatalf("%d snapshots in the metadata, want 2", len(snaps))
+	}
+	for _, sn := range snaps {
+		sn := sn.(map[string]any)
+		for _, key := range []string{"snapshot-id", "sequence-number", "timestamp-ms", "manifest-list", "summary", "schema-id"} {
+			if _, ok := sn[key]; !ok {
+				t.Errorf("snapshot lacks %s: %v", key, sn)
+			}
+		}
+		if op := sn["summary"].(map[string]any)["operation"]; op != "append" {
+			t.Errorf("snapshot operation %v, want append", op)
+		}
 	}
 }
 
