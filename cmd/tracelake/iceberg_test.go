@@ -176,7 +176,8 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 
 	// tracelake sql reads both tables back through DuckDB.
 	out := maintain("sql", `SELECT count(*) AS n, count(DISTINCT (kpartition, koffset)) AS once,
-		count(*) FILTER (WHERE json_valid(raw_data) AND (record_metadata->>'$.topic') = '`+testTopic+`' AND add_time > TIMESTAMP '2020-01-01') AS valid FROM trace_raw`)
+		count(*) FILTER (WHERE json_valid(raw_data) AND (record_metadata->>'$.topic') = '`+testTopic+`' AND add_time > TIMESTAMP '2020-01-01'
+			AND ktopic = '`+testTopic+`' AND event_time = ktimestamp AND ktimestamp > TIMESTAMP '2020-01-01') AS valid FROM trace_raw`)
 	if want := fmt.Sprintf(`\n%d +%d +%d\n`, n, n, n); !regexp.MustCompile(want).MatchString(out) {
 		t.Errorf("sql over trace_raw:\n%s\nwant a row %q", out, want)
 	}

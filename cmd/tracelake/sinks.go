@@ -70,6 +70,7 @@ func openIcebergReporting(ctx context.Context, cfg *config.Config, onCommit func
 		// A SQL catalog stores the name with each table.
 		CatalogName:     cfg.Sink.Iceberg.CatalogName,
 		TableProperties: cfg.Sink.Iceberg.TableProperties,
+		PartitionBy:     cfg.Sink.Iceberg.PartitionBy,
 		S3:              iceberg.S3(cfg.Sink.Iceberg.S3),
 		REST:            iceberg.REST(cfg.Sink.Iceberg.REST),
 		Log:             slog.Default(),

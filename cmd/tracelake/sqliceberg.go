@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -44,7 +45,7 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 		id   table.Identifier
 		name string
 		cols []duckdbsink.Column
-	}{{raw, cfg.Sink.Table, duckdbsink.RawColumns()}, {dlq, cfg.DLQTable(), duckdbsink.DLQColumns()}} {
+	}{{raw, cfg.Sink.Table, append(duckdbsink.RawColumns(), icebergRawColumns...)}, {dlq, cfg.DLQTable(), duckdbsink.DLQColumns()}} {
 		if !regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(t.name) + `\b`).MatchString(query) {
 			continue
 		}
@@ -57,23 +58,42 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 	return printQuery(ctx, os.Stdout, db, query)
 }
 
-// copyIcebergTable creates table name (cols) in db and appends every row
-// of the Iceberg table id's current snapshot. JSON columns are appended as
-// VARCHAR and made JSON after: the appender would store a Go string into a
-// JSON column as a JSON string.
+// icebergRawColumns are the Iceberg raw table's columns beyond the DuckDB
+// sink's: Kafka's topic and timestamp, and the event time.
+var icebergRawColumns = []duckdbsink.Column{{Name: "ktopic", Type: "VARCHAR"}, {Name: "ktimestamp", Type: "TIMESTAMP"}, {Name: "event_time", Type: "TIMESTAMP"}}
+
+// copyIcebergTable creates table name in db with those of cols the Iceberg
+// table id has, in its order (a table from before a column was added lacks it until
+// `tracelake run` adds it) and appends every row of its current snapshot.
+// JSON columns are appended as VARCHAR and made JSON after: the appender
+// would store a Go string into a JSON column as a JSON string.
 func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifier, db *sql.DB, name string, cols []duckdbsink.Column) (int, error) {
-	defs := make([]string, len(cols))
+	tbl, err := snk.Catalog().LoadTable(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("load iceberg table %v: %w", id, err)
+	}
+	// In the table's order, which the scan keeps.
+	pos := map[string]int{}
+	for i, f := range tbl.Schema().Fields() {
+		pos[f.Name] = i
+	}
+	cols = slices.DeleteFunc(cols, func(c duckdbsink.Column) bool {
+		_, ok := pos[c.Name]
+		return !ok
+	})
+	slices.SortStableFunc(cols, func(a, b duckdbsink.Column) int { return pos[a.Name] - pos[b.Name] })
+	defs, names := make([]string, len(cols)), make([]string, len(cols))
 	for i, c := range cols {
 		typ := c.Type
 		if typ == "JSON" {
 			typ = "VARCHAR"
 		}
-		defs[i] = sqltext.Name(c.Name) + " " + typ
+		defs[i], names[i] = sqltext.Name(c.Name)+" "+typ, c.Name
 	}
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(name), strings.Join(defs, ", "))); err != nil {
 		return 0, fmt.Errorf("create table %s: %w", name, err)
 	}
-	n, err := appendIcebergTable(ctx, snk, id, db, name)
+	n, err := appendIcebergTable(ctx, tbl, names, db, name)
 	if err != nil {
 		return n, err
 	}
@@ -88,14 +108,12 @@ func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifie
 	return n, nil
 }
 
-// appendIcebergTable appends every row of the Iceberg table id's current
-// snapshot to table name in db, whose columns are in the same order.
-func appendIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifier, db *sql.DB, name string) (int, error) {
-	tbl, err := snk.Catalog().LoadTable(ctx, id)
-	if err != nil {
-		return 0, fmt.Errorf("load iceberg table %v: %w", id, err)
-	}
-	_, batches, err := tbl.Scan().ToArrowRecords(ctx)
+// appendIcebergTable appends columns cols of every row of tbl's current
+// snapshot to table name in db, whose columns are those, in the order of
+// tbl's schema (the scan's order).
+func appendIcebergTable(ctx context.Context, tbl *table.Table, cols []string, db *sql.DB, name string) (int, error) {
+	id := tbl.Identifier()
+	_, batches, err := tbl.Scan(table.WithSelectedFields(cols...)).ToArrowRecords(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("scan %v: %w", id, err)
 	}

@@ -189,6 +189,13 @@ type Iceberg struct {
 	// write.metadata.metrics.default, format-version). Tables that exist
 	// keep theirs.
 	TableProperties map[string]string `yaml:"table_properties"`
+	// PartitionBy is a JSON path of the value (such as $.start_time)
+	// holding each record's event time, an RFC 3339 string or a number
+	// since the Unix epoch: the raw table's event_time, by whose day it is
+	// partitioned, so that a replayed backlog lands in the days its events
+	// belong to. Default "": the record's Kafka timestamp. Records without
+	// a time there get their Kafka timestamp.
+	PartitionBy string `yaml:"partition_by"`
 }
 
 // IcebergREST authenticates to an Iceberg REST catalog and names its

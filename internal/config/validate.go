@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	gojson "github.com/goccy/go-json"
 )
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
@@ -107,6 +109,11 @@ func (c *Config) validate(consuming bool) error {
 			"set, but sink.iceberg.catalog is not a REST catalog (want an http:// or https:// URL there)")
 		check(c.Sink.Iceberg.Warehouse != "", "sink.iceberg.warehouse", "a directory for the tables' files is required")
 		check(c.Sink.Iceberg.CatalogName != "", "sink.iceberg.catalog_name", "a name is required (default tracelake)")
+		if pb := c.Sink.Iceberg.PartitionBy; pb != "" {
+			_, err := gojson.CreatePath(pb)
+			check(strings.HasPrefix(pb, "$.") && err == nil, "sink.iceberg.partition_by",
+				"want a JSON path to one field of the value, such as $.start_time, or empty for the Kafka timestamp; got %q", pb)
+		}
 		r := c.Sink.Iceberg.REST
 		check(!(r.SigV4Region != "" || r.SigV4Service != "") || r.SigV4, "sink.iceberg.rest.sigv4_region",
 			"set, but sink.iceberg.rest.sigv4 is false (want sigv4: true to sign requests)")

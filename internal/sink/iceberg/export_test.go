@@ -4,6 +4,8 @@ import (
 	"context"
 
 	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
 )
 
 // SetBeforeMaintenanceCommit runs f before each maintenance commit.
@@ -140,3 +142,18 @@ func (s *Sink) DeleteRaw(ctx context.Context, p int32, off int64) error {
 	_, err = txn.Commit(ctx)
 	return err
 }
+
+// CreateLegacyRaw creates the raw table as tracelake did before the Kafka
+// columns: six columns, partitioned by add_time's day.
+func (s *Sink) CreateLegacyRaw(ctx context.Context) error {
+	legacy := iceberggo.NewSchema(0, rawSchema.Fields()[:6]...)
+	spec := iceberggo.NewPartitionSpec(iceberggo.PartitionField{SourceIDs: []int{6}, FieldID: dayFieldID, Name: "add_day", Transform: iceberggo.DayTransform{}})
+	if err := s.cat.CreateNamespace(ctx, table.Identifier{s.opt.Namespace}, nil); err != nil {
+		return err
+	}
+	_, err := s.cat.CreateTable(ctx, s.raw, legacy, catalog.WithPartitionSpec(&spec))
+	return err
+}
+
+// ParseEventTime is parseEventTime.
+var ParseEventTime = parseEventTime

@@ -75,6 +75,10 @@ type Options struct {
 	CatalogName string
 	// TableProperties are set on created tables over tableProperties.
 	TableProperties map[string]string
+	// PartitionBy is a JSON path of the value holding the event time
+	// (event_time, the raw table's partition day); "" for the record's
+	// Kafka timestamp.
+	PartitionBy string
 	// S3 reaches an s3:// warehouse.
 	S3  S3
 	Log *slog.Logger
@@ -120,6 +124,8 @@ type Sink struct {
 	log *slog.Logger
 	raw table.Identifier
 	dlq table.Identifier
+	// eventAt reads each raw row's event_time.
+	eventAt eventTimer
 	// commitMu serialises the process's commits (see commit).
 	commitMu sync.Mutex
 	// sizedAt is when each table's metadata file size was last read for
@@ -145,6 +151,10 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if opt.CatalogName == "" {
 		opt.CatalogName = "tracelake"
 	}
+	eventAt, err := newEventTimer(opt.PartitionBy)
+	if err != nil {
+		return nil, fmt.Errorf("partition_by: %w", err)
+	}
 	cat, err := catalog.Load(ctx, opt.CatalogName, props)
 	if err != nil {
 		return nil, fmt.Errorf("open iceberg catalog: %w", err)
@@ -155,6 +165,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		log:     opt.Log,
 		raw:     table.Identifier{opt.Namespace, opt.Table},
 		dlq:     table.Identifier{opt.Namespace, opt.Table + "_dlq"},
+		eventAt: eventAt,
 		kept:    map[string]*sink.Batch{},
 		sizedAt: map[string]time.Time{},
 	}, nil
@@ -254,6 +265,11 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if t.schema == rawSchema {
+			if tbl, err = s.addRawColumns(ctx, tbl); err != nil {
+				return err
+			}
+		}
 		if diff := diffSchema(t.schema, tbl.Schema()); len(diff) > 0 {
 			return fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", name(t.id), strings.Join(diff, "\n  "))
 		}
@@ -338,12 +354,19 @@ func positionsAt(meta table.Metadata, cur *table.Snapshot) map[sink.TopicPartiti
 	return out
 }
 
-// addDayFieldID is the partition field of the day a row was added.
-const addDayFieldID = 1000
+// dayFieldID is the partition field of the day: of event_time in raw
+// tables created since it exists, of add_time in older raw tables and in
+// dead-letter tables.
+const dayFieldID = 1000
 
 func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *iceberggo.Schema) (*table.Table, error) {
+	col, partition := "add_time", "add_day"
+	if schema == rawSchema {
+		col, partition = eventTimeColumn, "event_day"
+	}
+	source, _ := schema.FindFieldByName(col)
 	spec := iceberggo.NewPartitionSpec(iceberggo.PartitionField{
-		SourceIDs: []int{schema.NumFields()}, FieldID: addDayFieldID, Name: "add_day", Transform: iceberggo.DayTransform{},
+		SourceIDs: []int{source.ID}, FieldID: dayFieldID, Name: partition, Transform: iceberggo.DayTransform{},
 	})
 	props := maps.Clone(tableProperties)
 	maps.Copy(props, s.opt.TableProperties)
@@ -355,6 +378,38 @@ func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *ic
 		return nil, fmt.Errorf("create table %s: %w", name(id), err)
 	}
 	return tbl, nil
+}
+
+// addRawColumns adds the raw columns that came after a table was created
+// (addedRawColumns), optional, so that its older rows read null. Its
+// partition spec stays: day(add_time) for tables from before event_time
+// (evolving the spec is left to the user, with an engine's ALTER TABLE …
+// ADD PARTITION FIELD; loads write with the current spec).
+func (s *Sink) addRawColumns(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+	var missing []string
+	for _, col := range addedRawColumns {
+		if _, ok := tbl.Schema().FindFieldByName(col); !ok {
+			missing = append(missing, col)
+		}
+	}
+	if len(missing) == 0 {
+		return tbl, nil
+	}
+	txn := tbl.NewTransaction()
+	update := txn.UpdateSchema(true, false)
+	for _, col := range missing {
+		f, _ := rawSchema.FindFieldByName(col)
+		update = update.AddColumn([]string{col}, f.Type, f.Doc, false, nil)
+	}
+	if err := update.Commit(); err != nil {
+		return nil, fmt.Errorf("add columns %s to %s: %w", strings.Join(missing, ", "), name(tbl.Identifier()), err)
+	}
+	updated, err := txn.Commit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("add columns %s to %s: %w", strings.Join(missing, ", "), name(tbl.Identifier()), err)
+	}
+	s.log.Info("added columns to an existing table", "table", name(tbl.Identifier()), "columns", missing)
+	return updated, nil
 }
 
 // tableProperties are set on the tables tracelake creates. A load commits
@@ -723,7 +778,7 @@ func fileSize(ctx context.Context, tbl *table.Table, path string) int64 {
 // all its batches.
 func (s *Sink) writeRows(ctx context.Context, tbl *table.Table, batches []*sink.Batch, dlq bool,
 	pos map[sink.TopicPartition]int64) (map[sink.TopicPartition]int64, []iceberggo.DataFile, error) {
-	sc, err := arrowSchema(dlq)
+	sc, err := arrowSchema(tbl, dlq)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -736,7 +791,7 @@ func (s *Sink) writeRows(ctx context.Context, tbl *table.Table, batches []*sink.
 			if dlq {
 				rec, err = buildDLQRecord(sc, b.DLQ, pos, now, counts)
 			} else {
-				rec = buildRawRecord(sc, b.Records, pos, now, counts)
+				rec = buildRawRecord(sc, b.Records, pos, now, s.eventAt, counts)
 			}
 			if err != nil {
 				yield(nil, err)

@@ -52,7 +52,7 @@ func batch(p int32, first, last int64, bad ...int64) *sink.Batch {
 	b := &sink.Batch{}
 	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces", Partition: p}, First: first, Last: last}
 	for o := first; o <= last; o++ {
-		rec := &kgo.Record{Topic: "traces", Partition: p, Offset: o, Key: []byte{0xff, byte(o)}, Timestamp: time.Unix(1700000000, 0),
+		rec := &kgo.Record{Topic: "traces", Partition: p, Offset: o, Key: []byte{0xff, byte(o)}, Timestamp: time.Now(),
 			Value: fmt.Appendf(nil, `{"o":%d,"big":%s}`, o, bigNumber)}
 		if slices.Contains(bad, o) {
 			rec.Value = []byte{0xfe, 'x'}

@@ -99,7 +99,7 @@ func dayEndedBy(tasks []table.FileScanTask, t time.Time) bool {
 		return true
 	}
 	var days int64
-	switch v := tasks[0].File.Partition()[addDayFieldID].(type) {
+	switch v := tasks[0].File.Partition()[dayFieldID].(type) {
 	case iceberggo.Date:
 		days = int64(v)
 	case int32:

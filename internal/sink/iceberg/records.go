@@ -18,8 +18,13 @@ import (
 )
 
 // The tables' columns, as in DESIGN.md, with the JSON columns as strings
-// (every engine reads a string; Iceberg has no JSON type). add_time is
-// last: the tables are partitioned by its day.
+// (every engine reads a string; Iceberg has no JSON type). The raw table
+// has Kafka's coordinates and times as columns of their own too, for
+// engines to prune on (record_metadata holds them as JSON): ktopic,
+// ktimestamp (the record's timestamp) and event_time (the record's time
+// as partition_by reads it from the value, else its timestamp), by whose
+// day it is partitioned. The dead-letter table is partitioned by add_time's
+// day.
 var (
 	rawSchema = iceberggo.NewSchema(0,
 		iceberggo.NestedField{ID: 1, Name: "uuid", Type: iceberggo.PrimitiveTypes.String},
@@ -28,8 +33,14 @@ var (
 		iceberggo.NestedField{ID: 4, Name: "raw_data", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 5, Name: "record_metadata", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 6, Name: "add_time", Type: iceberggo.PrimitiveTypes.TimestampTz},
+		iceberggo.NestedField{ID: 7, Name: "ktopic", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 8, Name: "ktimestamp", Type: iceberggo.PrimitiveTypes.TimestampTz},
+		iceberggo.NestedField{ID: 9, Name: eventTimeColumn, Type: iceberggo.PrimitiveTypes.TimestampTz},
 	)
-	dlqSchema = iceberggo.NewSchema(0,
+	// addedRawColumns came after the first release: a raw table without
+	// them gets them added (optional, so its older rows read null).
+	addedRawColumns = []string{"ktopic", "ktimestamp", eventTimeColumn}
+	dlqSchema       = iceberggo.NewSchema(0,
 		iceberggo.NestedField{ID: 1, Name: "topic", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 2, Name: "partition", Type: iceberggo.PrimitiveTypes.Int32},
 		iceberggo.NestedField{ID: 3, Name: "offset", Type: iceberggo.PrimitiveTypes.Int64},
@@ -40,6 +51,9 @@ var (
 		iceberggo.NestedField{ID: 8, Name: "add_time", Type: iceberggo.PrimitiveTypes.TimestampTz},
 	)
 )
+
+// eventTimeColumn is the raw table's column partitioned by day.
+const eventTimeColumn = "event_time"
 
 // diffSchema lists the differences of have from want, by column name.
 func diffSchema(want, have *iceberggo.Schema) []string {
@@ -67,13 +81,15 @@ func diffSchema(want, have *iceberggo.Schema) []string {
 // record batch of schema sc (nil if none), adding them to counts per
 // partition. The columns are what envelope.AppendRawRow writes for the
 // other sinks: raw_data is the value's bytes (NULL for an empty value),
-// record_metadata envelope.AppendMetadata's JSON.
+// record_metadata envelope.AppendMetadata's JSON; then the Kafka columns,
+// event_time read by eventAt.
 func buildRawRecord(sc *arrow.Schema, records []sink.Record, fence map[sink.TopicPartition]int64, now time.Time,
-	counts map[sink.TopicPartition]int64) arrow.RecordBatch {
+	eventAt eventTimer, counts map[sink.TopicPartition]int64) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
 	uuid, offset, partition := b.Field(0).(*array.StringBuilder), b.Field(1).(*array.Int64Builder), b.Field(2).(*array.Int32Builder)
 	value, metadata, added := b.Field(3).(*array.StringBuilder), b.Field(4).(*array.StringBuilder), b.Field(5).(*array.TimestampBuilder)
+	topic, stamp, event := b.Field(6).(*array.StringBuilder), b.Field(7).(*array.TimestampBuilder), b.Field(8).(*array.TimestampBuilder)
 	size := 0
 	for _, r := range records {
 		size += len(r.Value)
@@ -102,6 +118,9 @@ func buildRawRecord(sc *arrow.Schema, records []sink.Record, fence map[sink.Topi
 		scratch = envelope.AppendMetadata(scratch[:0], r.Record)
 		metadata.BinaryBuilder.Append(scratch)
 		added.Append(ts)
+		topic.Append(r.Topic)
+		stamp.Append(arrow.Timestamp(r.Timestamp.UnixMicro()))
+		event.Append(arrow.Timestamp(eventAt.at(r.Record).UnixMicro()))
 		counts[tp]++
 		n++
 	}
@@ -163,14 +182,25 @@ func appendBase64(b *array.BinaryBuilder, v *string) error {
 	return nil
 }
 
-// arrowSchema is the Arrow form of a table's schema, as the builders fill
-// it.
-func arrowSchema(dlq bool) (*arrow.Schema, error) {
-	sc := rawSchema
+// arrowSchema is the Arrow form of tracelake's columns of tbl (the
+// dead-letter table with dlq), in the order the builders fill them, with
+// tbl's field ids: a column added to an existing table may have another id
+// than in a table tracelake created, and readers match Parquet columns to
+// the table's by id.
+func arrowSchema(tbl *table.Table, dlq bool) (*arrow.Schema, error) {
+	want := rawSchema
 	if dlq {
-		sc = dlqSchema
+		want = dlqSchema
 	}
-	return table.SchemaToArrowSchema(sc, nil, false, false)
+	fields := make([]iceberggo.NestedField, 0, want.NumFields())
+	for _, w := range want.Fields() {
+		f, ok := tbl.Schema().FindFieldByName(w.Name)
+		if !ok {
+			return nil, fmt.Errorf("table %s has no column %s", name(tbl.Identifier()), w.Name)
+		}
+		fields = append(fields, f)
+	}
+	return table.SchemaToArrowSchema(iceberggo.NewSchema(0, fields...), nil, false, false)
 }
 
 // countStored adds the offsets of one scanned batch to out.

@@ -28,12 +28,6 @@ func BenchmarkWriteParquet(b *testing.B) {
 		valueBytes += int64(len(v))
 		records[o] = sink.Record{Record: &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()}, ID: [16]byte{byte(o), byte(o >> 8), byte(o >> 16)}}
 	}
-	sc, err := arrowSchema(false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec := buildRawRecord(sc, records, nil, time.Now(), map[sink.TopicPartition]int64{})
-	defer rec.Release()
 	dir := b.TempDir()
 	s, err := Open(context.Background(), Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
 		Namespace: "tracelake", Table: "trace_raw"})
@@ -48,6 +42,12 @@ func BenchmarkWriteParquet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	sc, err := arrowSchema(tbl, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := buildRawRecord(sc, records, nil, time.Now(), eventTimer{}, map[sink.TopicPartition]int64{})
+	defer rec.Release()
 	var fileBytes int64
 	b.ResetTimer()
 	for range b.N {
