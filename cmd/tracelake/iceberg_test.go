@@ -69,7 +69,7 @@ func writeIcebergConfig(t *testing.T, dir string, cluster *kfake.Cluster) string
 workers: 2
 batch: {max_records: 1000, max_interval: 100ms}
 load: {max_files: 4, max_interval: 200ms}
-sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}
+sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q, commit_interval: 300ms}}
 metrics: {listen: "127.0.0.1:0"}
 `, cluster.ListenAddrs()[0], testTopic, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
@@ -208,7 +208,7 @@ workers: 1
 batch: {max_records: 1000, max_interval: 100ms}
 load: {max_files: 4, max_interval: 200ms}
 retry: {max_delay: 2s}
-sink: {type: iceberg, iceberg: {catalog: %q, warehouse: "s3://lake/warehouse",
+sink: {type: iceberg, iceberg: {catalog: %q, warehouse: "s3://lake/warehouse", commit_interval: 300ms,
   s3: {endpoint: %q, region: %q, access_key_id: %q, secret_access_key: %q}}}
 metrics: {listen: "127.0.0.1:0"}
 `, cluster.ListenAddrs()[0], testTopic, url, s3.Endpoint, s3.Region, s3.AccessKey, s3.SecretKey)

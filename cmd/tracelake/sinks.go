@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
@@ -71,9 +72,12 @@ func openIcebergReporting(ctx context.Context, cfg *config.Config, onCommit func
 		CatalogName:     cfg.Sink.Iceberg.CatalogName,
 		TableProperties: cfg.Sink.Iceberg.TableProperties,
 		PartitionBy:     cfg.Sink.Iceberg.PartitionBy,
-		S3:              iceberg.S3(cfg.Sink.Iceberg.S3),
-		REST:            iceberg.REST(cfg.Sink.Iceberg.REST),
-		Log:             slog.Default(),
+		// The workers' loads come at the same moments (AlignLoads):
+		// one commit takes them all.
+		GroupWait: 200 * time.Millisecond,
+		S3:        iceberg.S3(cfg.Sink.Iceberg.S3),
+		REST:      iceberg.REST(cfg.Sink.Iceberg.REST),
+		Log:       slog.Default(),
 	})
 }
 

@@ -196,6 +196,13 @@ type Iceberg struct {
 	// belong to. Default "": the record's Kafka timestamp. Records without
 	// a time there get their Kafka timestamp.
 	PartitionBy string `yaml:"partition_by"`
+	// CommitInterval is how often each process commits its loads: every
+	// load commits a snapshot that each later commit and every reader
+	// carry until it expires, so the workers' batches wait in data files
+	// and go in together, one snapshot per table per interval (sooner
+	// when load.max_files batches wait). It takes the place of
+	// load.max_interval. Default 60s.
+	CommitInterval Duration `yaml:"commit_interval"`
 }
 
 // IcebergREST authenticates to an Iceberg REST catalog and names its
@@ -328,9 +335,19 @@ func Default() *Config {
 			Table:    "trace_raw",
 			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "auto"},
 			Databend: Databend{Stage: "~", Purge: true, Uploads: 8, Timeout: Duration(5 * time.Minute)},
-			Iceberg:  Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake", CatalogName: "tracelake"},
+			Iceberg: Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake", CatalogName: "tracelake",
+				CommitInterval: Duration(time.Minute)},
 		},
 	}
+}
+
+// LoadInterval is how long a staged batch waits for its load at most:
+// load.max_interval, or with Iceberg its commit interval.
+func (c *Config) LoadInterval() time.Duration {
+	if c.Sink.Type == SinkIceberg {
+		return c.Sink.Iceberg.CommitInterval.D()
+	}
+	return c.Load.MaxInterval.D()
 }
 
 // DLQTable is the dead-letter table of the configured table.

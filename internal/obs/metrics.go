@@ -79,7 +79,7 @@ func New() *Metrics {
 		DLQRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_dlq_records_total",
 			Help: "Records written to the dead-letter table, by reason."}, []string{"reason"}),
 		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tracelake_inflight_bytes",
-			Help: "Bytes of message values read from Kafka and not yet loaded."}),
+			Help: "Bytes of message values read from Kafka and held in memory: not yet loaded, or with a sink that stages into files (Iceberg) not yet staged."}),
 		LostRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_lost_records_total",
 			Help: "Records Kafka deleted (retention) before tracelake loaded them; each gap is logged and shown by verify."}, []string{"topic"}),
 		FetchPauses: prometheus.NewCounter(prometheus.CounterOpts{Name: "tracelake_fetch_pauses_total",

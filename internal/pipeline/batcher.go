@@ -15,9 +15,12 @@ import (
 // sink stages. Batch is handed to the sink (and dropped here) at staging.
 type batch struct {
 	*sink.Batch
-	records  int64            // records, stored and dead-lettered
-	created  []int64          // create_time of each stored record, unix nanos (freshness)
-	bytes    int64            // message value bytes (in-flight accounting)
+	records int64   // records, stored and dead-lettered
+	created []int64 // create_time of each stored record, unix nanos (freshness)
+	bytes   int64   // message value bytes (in-flight accounting)
+	// spilled: the sink staged the batch out of memory (a sink.FileStager)
+	// and its bytes were freed from the in-flight budget then.
+	spilled  bool
 	dlqKinds map[string]int64 // decode dead-letter records by problem kind
 }
 

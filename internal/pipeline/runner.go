@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -65,13 +66,18 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		rawValue = envelope.ValueJSON // COPY reads JSON, not JSON in a string
 	}
 	opt := Options{
-		Transform:     cfg.Mode == config.ModeTransform,
-		RawValue:      rawValue,
-		MaxRecords:    cfg.Batch.MaxRecords,
-		MaxBytes:      int64(cfg.Batch.MaxBytes),
-		MaxInterval:   cfg.Batch.MaxInterval.D(),
-		LoadMaxFiles:  cfg.Load.MaxFiles,
-		LoadInterval:  cfg.Load.MaxInterval.D(),
+		Transform:    cfg.Mode == config.ModeTransform,
+		RawValue:     rawValue,
+		MaxRecords:   cfg.Batch.MaxRecords,
+		MaxBytes:     int64(cfg.Batch.MaxBytes),
+		MaxInterval:  cfg.Batch.MaxInterval.D(),
+		LoadMaxFiles: cfg.Load.MaxFiles,
+		LoadInterval: cfg.LoadInterval(),
+		// Iceberg: the workers load at the same moments, so that their
+		// loads share a commit; at a moment of this process's own, so
+		// that processes do not all commit at once and conflict.
+		AlignLoads:    cfg.Sink.Type == config.SinkIceberg,
+		LoadPhase:     time.Duration(rand.Int64N(int64(max(cfg.LoadInterval(), 1)))),
 		RetryBase:     ro.RetryBase,
 		RetryMaxDelay: cfg.Retry.MaxDelay.D(),
 		KafkaOpts:     kopts,

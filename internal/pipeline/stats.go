@@ -15,7 +15,7 @@ type Stats struct {
 	StagedBytes atomic.Int64 // staged bytes (after compression)
 	Loads       atomic.Int64 // load transactions
 	Retries     atomic.Int64 // failed stage or load attempts
-	Inflight    atomic.Int64 // message bytes read and not yet loaded or dropped
+	Inflight    atomic.Int64 // message bytes read and held in memory (see Budget)
 }
 
 func (s *Stats) addConsumed(n int) { s.Consumed.Add(int64(n)) }

@@ -24,13 +24,18 @@ import (
 
 // Options configure a worker.
 type Options struct {
-	Transform     bool
-	RawValue      envelope.ValueEncoding // how staged rows carry the value, as the sink reads it
-	MaxRecords    int
-	MaxBytes      int64
-	MaxInterval   time.Duration // batch
-	LoadMaxFiles  int
-	LoadInterval  time.Duration
+	Transform    bool
+	RawValue     envelope.ValueEncoding // how staged rows carry the value, as the sink reads it
+	MaxRecords   int
+	MaxBytes     int64
+	MaxInterval  time.Duration // batch
+	LoadMaxFiles int
+	LoadInterval time.Duration
+	// AlignLoads loads at the moments LoadPhase + k·LoadInterval instead
+	// of LoadInterval after the first pending file: every worker of the
+	// process at the same moments.
+	AlignLoads    bool
+	LoadPhase     time.Duration
 	RetryBase     time.Duration // first backoff; 1s in production
 	RetryMaxDelay time.Duration
 	KafkaOpts     []kgo.Opt // from kafka.ConsumerOptions
@@ -485,6 +490,12 @@ func (w *Worker) stage(it item) item {
 		w.log.Error("batch not staged; its records will be read again", "err", err)
 		return item{batch: it.batch, err: err}
 	}
+	if _, ok := w.opt.Sink.(sink.FileStager); ok {
+		// Its rows are in files now: the memory is free although the
+		// batch waits for its load (an Iceberg commit interval).
+		w.freeMemory(it.batch.bytes)
+		it.batch.spilled = true
+	}
 	w.opt.Stats.addFile(f.Bytes)
 	w.opt.Metrics.StagedFiles.Inc()
 	w.opt.Metrics.StagedBytes.Add(float64(f.Bytes))
@@ -567,7 +578,7 @@ func (w *Worker) loadLoop() error {
 			}
 			pending = append(pending, it)
 			if len(pending) == 1 {
-				timer = time.After(w.opt.LoadInterval)
+				timer = time.After(w.untilLoad(time.Now()))
 			}
 			if len(pending) >= w.opt.LoadMaxFiles {
 				load()
@@ -586,6 +597,19 @@ func (w *Worker) loadLoop() error {
 			}
 		}
 	}
+}
+
+// untilLoad is how long the first file pending at now waits for its load.
+func (w *Worker) untilLoad(now time.Time) time.Duration {
+	iv := w.opt.LoadInterval
+	if !w.opt.AlignLoads || iv <= 0 {
+		return iv
+	}
+	since := (now.UnixNano() - int64(w.opt.LoadPhase)) % int64(iv)
+	if since < 0 {
+		since += int64(iv)
+	}
+	return iv - time.Duration(since)
 }
 
 // overlapFree cuts pending files (in read order) into runs, each loaded
@@ -627,9 +651,16 @@ func (w *Worker) release(items []item) {
 	var n, bytes int64
 	for _, it := range items {
 		n += it.batch.records
-		bytes += it.batch.bytes
+		if !it.batch.spilled {
+			bytes += it.batch.bytes
+		}
 	}
 	w.inflight.Add(-n)
+	w.freeMemory(bytes)
+}
+
+// freeMemory returns bytes to the in-flight budget (max_inflight_bytes).
+func (w *Worker) freeMemory(bytes int64) {
 	w.opt.Stats.Inflight.Add(-bytes)
 	w.opt.Metrics.InflightBytes.Sub(float64(bytes))
 	w.opt.Budget.release(bytes)

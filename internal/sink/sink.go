@@ -165,6 +165,15 @@ type RecordStager interface {
 	StagesRecords()
 }
 
+// FileStager is a Sink whose Stage writes the batch's rows out of memory,
+// into files of the destination's (the Iceberg sink's data files): the
+// pipeline frees the batch's share of max_inflight_bytes once it is
+// staged, not once it is loaded, so a long wait between loads (an Iceberg
+// commit interval) does not stop reading.
+type FileStager interface {
+	StagesToFiles()
+}
+
 // Loaded is what a load wrote, per partition, after skipping rows already
 // recorded. The pipeline commits Kafka offsets from it.
 type Loaded struct {

@@ -28,7 +28,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	_ "github.com/apache/iceberg-go/catalog/rest" // http(s):// catalogs
@@ -84,6 +83,11 @@ type Options struct {
 	Log *slog.Logger
 	// OnCommit, if set, is told of each load's catalog commit (metrics).
 	OnCommit func(CommitStats)
+	// GroupWait is how long a load waits for the loads of other workers
+	// of the process to join its commit: with the workers' loads aligned
+	// to the same moments (the commit interval), one commit per interval
+	// takes them all. 0 commits each load at once.
+	GroupWait time.Duration
 }
 
 // CommitStats describe one load's catalog commit.
@@ -126,14 +130,22 @@ type Sink struct {
 	dlq table.Identifier
 	// eventAt reads each raw row's event_time.
 	eventAt eventTimer
-	// commitMu serialises the process's commits (see commit).
+	// commitMu serialises the process's commits (see commitTable).
 	commitMu sync.Mutex
 	// sizedAt is when each table's metadata file size was last read for
 	// OnCommit (guarded by commitMu).
 	sizedAt map[string]time.Time
 
-	mu   sync.Mutex
-	kept map[string]*sink.Batch // staged batches by name, until loaded or discarded
+	mu     sync.Mutex
+	kept   map[string]*staged      // staged batches by name, until committed or discarded
+	tables map[string]*table.Table // each table as last read, for staging
+
+	// group gathers concurrent loads into one commit (see Load).
+	group struct {
+		sync.Mutex
+		queue   []*loadRequest
+		leading bool
+	}
 
 	// Tests: make a load or a maintenance commit lose a race.
 	beforeLoadCommit, beforeMaintenanceCommit, beforeCatalogCommit func()
@@ -166,7 +178,8 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 		raw:     table.Identifier{opt.Namespace, opt.Table},
 		dlq:     table.Identifier{opt.Namespace, opt.Table + "_dlq"},
 		eventAt: eventAt,
-		kept:    map[string]*sink.Batch{},
+		kept:    map[string]*staged{},
+		tables:  map[string]*table.Table{},
 		sizedAt: map[string]time.Time{},
 	}, nil
 }
@@ -538,177 +551,6 @@ func (s *Sink) loadTable(ctx context.Context, id table.Identifier) (*table.Table
 	return tbl, nil
 }
 
-// StagesRecords makes the sink a sink.RecordStager: raw rows come as
-// records and become Arrow columns without a detour through NDJSON.
-func (s *Sink) StagesRecords() {}
-
-// Stage keeps the batch in memory until it is loaded: Parquet files are
-// written at load time, by the commit that references them.
-func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
-	if len(b.Rows) > 0 {
-		return sink.File{}, errors.New("the iceberg sink takes raw rows as records, not NDJSON rows")
-	}
-	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine, Bytes: int64(len(b.DLQ))}
-	for _, r := range b.Records {
-		f.Bytes += int64(len(r.Value))
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.kept[f.Name] = b
-	return f, nil
-}
-
-// Discard forgets staged batches.
-func (s *Sink) Discard(files []sink.File) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range files {
-		delete(s.kept, f.Name)
-	}
-}
-
-// Load commits the dead-letter rows, then the raw rows with the positions
-// (see the package comment).
-func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
-	if len(files) == 0 {
-		return sink.Loaded{}, nil
-	}
-	loadID := strconv.FormatInt(time.Now().UnixNano(), 36)
-	dlqRows, err := s.commit(ctx, s.dlq, files, true, loadID)
-	if err != nil {
-		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), name(s.dlq), err)
-	}
-	rawRows, err := s.commit(ctx, s.raw, files, false, loadID)
-	if err != nil {
-		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), name(s.raw), err)
-	}
-	var ranges []sink.Range
-	for _, f := range files {
-		for _, r := range f.Ranges {
-			i := slices.IndexFunc(ranges, func(x sink.Range) bool { return x.TopicPartition == r.TopicPartition })
-			if i < 0 {
-				ranges = append(ranges, sink.Range{TopicPartition: r.TopicPartition, First: r.First, Last: r.Last,
-					Records: rawRows[r.TopicPartition], DLQ: dlqRows[r.TopicPartition]})
-				continue
-			}
-			ranges[i].First, ranges[i].Last = min(ranges[i].First, r.First), max(ranges[i].Last, r.Last)
-		}
-	}
-	s.Discard(files)
-	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
-}
-
-// commit appends the rows of files (dead-letter rows with dlq) past the
-// table's positions, and the advanced positions, in one commit. It
-// returns the rows appended per partition. The raw table's positions
-// advance even when it gets no row (a load of dead letters only).
-//
-// The rows are converted and written as Parquet before the commit lock,
-// so that the workers of a process write their loads at the same time; the
-// commits are serialised, as commits of one process would only conflict
-// with each other. Under the lock the positions are read again: if another
-// writer moved a partition of this load in between, the files were cut by
-// stale positions and are written again.
-func (s *Sink) commit(ctx context.Context, id table.Identifier, files []sink.File, dlq bool, loadID string) (map[sink.TopicPartition]int64, error) {
-	tbl, err := s.loadTable(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	pos, err := positions(tbl)
-	if err != nil {
-		return nil, err
-	}
-	batches := make([]*sink.Batch, len(files))
-	s.mu.Lock()
-	for i, f := range files {
-		batches[i] = s.kept[f.Name]
-	}
-	s.mu.Unlock()
-	if i := slices.Index(batches, nil); i >= 0 {
-		return nil, fmt.Errorf("batch %s was not staged in this process", files[i].Name)
-	}
-	counts, written, err := s.writeRows(ctx, tbl, batches, dlq, pos)
-	if err != nil {
-		return nil, err
-	}
-
-	if s.beforeLoadCommit != nil {
-		s.beforeLoadCommit()
-	}
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	// The positions committed are the table's now, not those read before
-	// the lock: another worker may have committed its partitions since.
-	var freshPos map[sink.TopicPartition]int64
-	fresh, err := s.loadTable(ctx, id)
-	if err == nil {
-		if freshPos, err = positions(fresh); err == nil && !samePositions(pos, freshPos, files) {
-			s.removeFiles(ctx, tbl, written)
-			counts, written, err = s.writeRows(ctx, fresh, batches, dlq, freshPos)
-		}
-	}
-	if err != nil {
-		s.removeFiles(ctx, tbl, written)
-		return nil, err
-	}
-	next := maps.Clone(freshPos)
-	for _, f := range files {
-		for _, r := range f.Ranges {
-			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
-		}
-	}
-	if len(written) == 0 && (dlq || maps.Equal(next, freshPos)) {
-		// No row to add, and the dead-letter table's fence stays, or the
-		// raw table's positions are already there (a repeated load).
-		return counts, nil
-	}
-	txn := fresh.NewTransaction()
-	// The positions are computed from the table as read here: the commit
-	// must land on exactly that snapshot. Pinned, a moved branch fails it
-	// (the retry reads the positions again), even if someone later sets
-	// commit.retry.num-retries, with which iceberg-go would otherwise
-	// replay these positions onto the newer table.
-	if err := txn.AssertRefSnapshotID(""); err != nil {
-		s.removeFiles(ctx, tbl, written)
-		return nil, err
-	}
-	set, err := setPositions(txn, fresh.Properties(), freshPos, next)
-	if err != nil {
-		s.removeFiles(ctx, tbl, written)
-		return nil, err
-	}
-	summary := maps.Clone(set)
-	summary[loadIDKey] = loadID
-	// The files were just written under names of their own (a UUID each):
-	// iceberg-go's duplicate check would read every manifest of the table
-	// on every load to find none.
-	if err := txn.AddDataFiles(ctx, written, summary, table.WithoutDuplicateCheck()); err != nil {
-		s.removeFiles(ctx, tbl, written)
-		return nil, fmt.Errorf("add data files: %w", err)
-	}
-	if s.beforeCatalogCommit != nil {
-		s.beforeCatalogCommit()
-	}
-	began := time.Now()
-	committed, err := txn.Commit(ctx)
-	s.reportCommit(ctx, id, time.Since(began), committed, err)
-	if err != nil {
-		// Another writer committed first (or the catalog failed): the
-		// pipeline retries, and the retry reloads the positions. Only a
-		// lost race is known to have committed nothing; after any other
-		// failure the commit may have landed, so its files stay, for
-		// orphan cleanup to judge later.
-		if LostRace(err) {
-			s.removeFiles(ctx, tbl, written)
-		} else if len(written) > 0 {
-			s.log.Warn("iceberg commit failed with an unknown outcome; its data files are kept (tracelake orphans removes them if unreferenced)",
-				"table", name(id), "files", len(written), "err", err)
-		}
-		return nil, fmt.Errorf("commit: %w", err)
-	}
-	return counts, nil
-}
-
 // setPositions sets, in txn, the position properties of the partitions
 // whose position moved from old to next, and returns them. Only those: the
 // catalog applies them over the table's current properties, so a commit
@@ -768,63 +610,6 @@ func fileSize(ctx context.Context, tbl *table.Table, path string) int64 {
 		return 0
 	}
 	return info.Size()
-}
-
-// writeRows writes the rows of batches (the dead-letter rows with dlq)
-// past pos as data files of tbl and counts them per partition. The data
-// files are written here rather than by txn.Append, so that the files of a
-// commit that fails are ours to delete. Each batch becomes one Arrow batch
-// streamed into the Parquet writer, so a load never holds an Arrow copy of
-// all its batches.
-func (s *Sink) writeRows(ctx context.Context, tbl *table.Table, batches []*sink.Batch, dlq bool,
-	pos map[sink.TopicPartition]int64) (map[sink.TopicPartition]int64, []iceberggo.DataFile, error) {
-	sc, err := arrowSchema(tbl, dlq)
-	if err != nil {
-		return nil, nil, err
-	}
-	counts := map[sink.TopicPartition]int64{}
-	now := time.Now()
-	recs := func(yield func(arrow.RecordBatch, error) bool) {
-		for _, b := range batches {
-			var rec arrow.RecordBatch
-			var err error
-			if dlq {
-				rec, err = buildDLQRecord(sc, b.DLQ, pos, now, counts)
-			} else {
-				rec = buildRawRecord(sc, b.Records, pos, now, s.eventAt, counts)
-			}
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if rec != nil && !yield(rec, nil) {
-				return
-			}
-		}
-	}
-	var written []iceberggo.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, sc, recs) {
-		if err != nil {
-			s.removeFiles(ctx, tbl, written)
-			return nil, nil, fmt.Errorf("write data files: %w", err)
-		}
-		written = append(written, df)
-	}
-	return counts, written, nil
-}
-
-// samePositions reports whether a and b agree on every partition of files.
-func samePositions(a, b map[sink.TopicPartition]int64, files []sink.File) bool {
-	for _, f := range files {
-		for _, r := range f.Ranges {
-			va, oka := a[r.TopicPartition]
-			vb, okb := b[r.TopicPartition]
-			if oka != okb || va != vb {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // LostRace reports whether a commit failed because the table changed

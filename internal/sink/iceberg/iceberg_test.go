@@ -295,8 +295,8 @@ func TestDuckDBReadsTheDataFiles(t *testing.T) {
 	if err := db.QueryRow(q).Scan(&n, &distinct, &exact); err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 2 || n != 209 || distinct != 209 || exact != 209 {
-		t.Errorf("%d data files; DuckDB reads %d rows, %d distinct, %d with the exact value text; want 2 files, 209", len(paths), n, distinct, exact)
+	if len(paths) != 3 || n != 209 || distinct != 209 || exact != 209 {
+		t.Errorf("%d data files; DuckDB reads %d rows, %d distinct, %d with the exact value text; want 3 files (one per batch), 209", len(paths), n, distinct, exact)
 	}
 }
 
@@ -364,8 +364,8 @@ func TestOtherReadersAgreeWithTheMetadata(t *testing.T) {
 			}
 		}
 	}
-	if len(tasks) != 2 {
-		t.Errorf("%d data files, want 2", len(tasks))
+	if len(tasks) != 4 {
+		t.Errorf("%d data files, want 4 (one per batch)", len(tasks))
 	}
 
 	// The metadata file, read as plain JSON.
@@ -610,22 +610,37 @@ func TestPositionsMoveWhileWriting(t *testing.T) {
 	}
 }
 
-// Two workers of one process load different partitions at once: the one
-// that commits second must keep the positions the first committed (it
-// read the positions before the first committed).
+// Two workers of one process load different partitions at once: the load
+// arriving while the other commits waits, commits right after it, and
+// keeps the positions the first committed.
 func TestConcurrentLoadsKeepEachOthersPositions(t *testing.T) {
 	s := openSink(t, t.TempDir(), false)
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	second := make(chan sink.Loaded, 1)
 	calls := 0
 	s.SetBeforeLoadCommit(func() {
-		calls++
-		if calls == 2 { // before the raw commit of the first load
-			load(t, s, batch(1, 0, 9))
+		if calls++; calls == 2 { // before the raw commit of the first load
+			f, err := s.Stage(context.Background(), batch(1, 0, 9))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			go func() {
+				l, err := s.Load(context.Background(), []sink.File{f})
+				if err != nil {
+					t.Error(err)
+				}
+				second <- l
+			}()
 		}
 	})
-	load(t, s, batch(0, 0, 9))
+	first := load(t, s, batch(0, 0, 9))
+	l := <-second
+	if len(first.Ranges) != 1 || first.Ranges[0].Records != 10 || len(l.Ranges) != 1 || l.Ranges[0].Records != 10 || l.LoadID == first.LoadID {
+		t.Errorf("loads %+v and %+v: want 10 rows each, in two commits", first, l)
+	}
 	pos, err := s.AllPositions(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -633,6 +648,51 @@ func TestConcurrentLoadsKeepEachOthersPositions(t *testing.T) {
 	p0, p1 := sink.TopicPartition{Topic: "traces", Partition: 0}, sink.TopicPartition{Topic: "traces", Partition: 1}
 	if pos[p0] != 10 || pos[p1] != 10 {
 		t.Errorf("positions %v, want 10 for both partitions", pos)
+	}
+}
+
+// Loads of several workers that arrive within GroupWait are one commit,
+// one snapshot, each told its own rows.
+func TestConcurrentLoadsShareACommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "trace_raw", GroupWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	loaded := make([]sink.Loaded, 3)
+	for p := range int32(3) {
+		f, err := s.Stage(ctx, batch(p, 0, 9+int64(p), 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			l, err := s.Load(ctx, []sink.File{f})
+			if err != nil {
+				t.Error(err)
+			}
+			loaded[p] = l
+		})
+	}
+	wg.Wait()
+	for p, l := range loaded {
+		if len(l.Ranges) != 1 || l.Ranges[0].Partition != int32(p) || l.Ranges[0].Records != 9+int64(p) || l.Ranges[0].DLQ != 1 {
+			t.Errorf("load of partition %d: %+v, want %d rows and 1 dead letter", p, l, 9+p)
+		}
+	}
+	if ops, err := s.Operations(ctx); err != nil || len(ops) != 1 {
+		t.Errorf("raw snapshots %v (%v), want one commit for the three loads", ops, err)
+	}
+	for p := range int32(3) {
+		if got := stored(t, s, false)[p]; len(got) != 9+int(p) {
+			t.Errorf("partition %d: raw offsets %v", p, got)
+		}
 	}
 }
 

@@ -1,0 +1,553 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	iceberggo "github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// staged is a batch written as data files of both tables, waiting for the
+// commit that adds them.
+type staged struct {
+	ranges   []sink.Range
+	raw, dlq stagedFiles
+}
+
+// stagedFiles are a staged batch's data files of one table.
+type stagedFiles struct {
+	files  []iceberggo.DataFile
+	counts map[sink.TopicPartition]int64 // rows per partition
+	// referenced: a commit that landed, or may have (its outcome is
+	// unknown), references the files, so they are never deleted here.
+	referenced bool
+}
+
+func (st *staged) of(dlq bool) *stagedFiles {
+	if dlq {
+		return &st.dlq
+	}
+	return &st.raw
+}
+
+// StagesRecords makes the sink a sink.RecordStager: raw rows come as
+// records and become Arrow columns without a detour through NDJSON.
+func (s *Sink) StagesRecords() {}
+
+// StagesToFiles makes the sink a sink.FileStager: Stage writes the batch's
+// data files, so the batch holds no memory while it waits for its commit.
+func (s *Sink) StagesToFiles() {}
+
+// Stage writes the batch's raw and dead-letter rows as data files of the
+// two tables (Parquet, in the tables' locations) without fencing them: the
+// commit that adds them leaves out what the positions then cover. Files
+// of a batch never committed are deleted by Discard, or, after a crash, by
+// `tracelake orphans`.
+func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
+	if len(b.Rows) > 0 {
+		return sink.File{}, errors.New("the iceberg sink takes raw rows as records, not NDJSON rows")
+	}
+	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
+	s.mu.Lock()
+	st, ok := s.kept[f.Name]
+	s.mu.Unlock()
+	if !ok {
+		st = &staged{ranges: b.Ranges}
+		for _, dlq := range []bool{true, false} {
+			if err := s.stageTable(ctx, b, dlq, st.of(dlq)); err != nil {
+				s.drop(ctx, st)
+				return sink.File{}, err
+			}
+		}
+		s.mu.Lock()
+		s.kept[f.Name] = st
+		s.mu.Unlock()
+	}
+	for _, df := range slices.Concat(st.raw.files, st.dlq.files) {
+		f.Bytes += df.FileSizeBytes()
+	}
+	return f, nil
+}
+
+// stageTable writes b's rows of one table (the dead-letter rows with dlq)
+// as data files into out.
+func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, dlq bool, out *stagedFiles) error {
+	tbl, err := s.table(ctx, s.id(dlq))
+	if err != nil {
+		return err
+	}
+	sc, err := arrowSchema(tbl, dlq)
+	if err != nil {
+		return err
+	}
+	out.counts = map[sink.TopicPartition]int64{}
+	var rec arrow.RecordBatch
+	if dlq {
+		if rec, err = buildDLQRecord(sc, b.DLQ, nil, time.Now(), out.counts); err != nil {
+			return err
+		}
+	} else {
+		rec = buildRawRecord(sc, b.Records, nil, time.Now(), s.eventAt, out.counts)
+	}
+	if rec == nil {
+		return nil
+	}
+	out.files, err = s.writeFiles(ctx, tbl, sc, func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) })
+	return err
+}
+
+// writeFiles writes recs as data files of tbl. The data files are
+// written here rather than by txn.Append, so that files never committed
+// are ours to delete.
+func (s *Sink) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema, recs iter.Seq2[arrow.RecordBatch, error]) ([]iceberggo.DataFile, error) {
+	var written []iceberggo.DataFile
+	for df, err := range table.WriteRecords(ctx, tbl, sc, recs) {
+		if err != nil {
+			s.removeFiles(ctx, tbl, written)
+			return nil, fmt.Errorf("write data files of %s: %w", name(tbl.Identifier()), err)
+		}
+		written = append(written, df)
+	}
+	return written, nil
+}
+
+func (s *Sink) id(dlq bool) table.Identifier {
+	if dlq {
+		return s.dlq
+	}
+	return s.raw
+}
+
+// table is the table as last read, read now if it never was. Staging
+// writes with it: a table's location, schema and partition spec change
+// rarely, and every commit reads the table again.
+func (s *Sink) table(ctx context.Context, id table.Identifier) (*table.Table, error) {
+	s.mu.Lock()
+	tbl := s.tables[name(id)]
+	s.mu.Unlock()
+	if tbl != nil {
+		return tbl, nil
+	}
+	tbl, err := s.loadTable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.remember(tbl)
+	return tbl, nil
+}
+
+func (s *Sink) remember(tbl *table.Table) {
+	s.mu.Lock()
+	s.tables[name(tbl.Identifier())] = tbl
+	s.mu.Unlock()
+}
+
+// Discard deletes the data files of staged batches that will not be
+// loaded.
+func (s *Sink) Discard(files []sink.File) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, f := range files {
+		s.mu.Lock()
+		st := s.kept[f.Name]
+		delete(s.kept, f.Name)
+		s.mu.Unlock()
+		if st != nil {
+			s.drop(ctx, st)
+		}
+	}
+}
+
+// drop deletes a staged batch's files that no commit references.
+func (s *Sink) drop(ctx context.Context, st *staged) {
+	for _, dlq := range []bool{true, false} {
+		s.dropFiles(ctx, dlq, st.of(dlq))
+	}
+}
+
+func (s *Sink) dropFiles(ctx context.Context, dlq bool, sf *stagedFiles) {
+	if !sf.referenced && len(sf.files) > 0 {
+		if tbl, err := s.table(ctx, s.id(dlq)); err == nil {
+			s.removeFiles(ctx, tbl, sf.files)
+		}
+	}
+	sf.files, sf.counts = nil, nil
+}
+
+// loadRequest is one Load waiting for the commit of its group.
+type loadRequest struct {
+	files []sink.File
+	done  chan loadResult
+}
+
+// loadResult is a load's outcome, or, with lead, the request to commit
+// the next group.
+type loadResult struct {
+	loaded sink.Loaded
+	err    error
+	lead   bool
+}
+
+// Load commits the files' dead-letter rows, then their raw rows with the
+// positions (see the package comment). Loads that arrive while another is
+// gathering or committing are committed together, in one snapshot per
+// table: the first to arrive leads, waits GroupWait for the others, and
+// commits the group; a load arriving during the commit leads the next
+// group.
+func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	if len(files) == 0 {
+		return sink.Loaded{}, nil
+	}
+	req := &loadRequest{files: files, done: make(chan loadResult, 1)}
+	g := &s.group
+	g.Lock()
+	g.queue = append(g.queue, req)
+	lead := !g.leading
+	g.leading = true
+	g.Unlock()
+	if !lead {
+		// The leader always answers: it commits with its own context,
+		// and a failure fails the whole group, which the pipeline
+		// retries load by load.
+		if r := <-req.done; !r.lead {
+			return r.loaded, r.err
+		}
+	}
+	if s.opt.GroupWait > 0 {
+		select {
+		case <-time.After(s.opt.GroupWait):
+		case <-ctx.Done():
+		}
+	}
+	g.Lock()
+	group := g.queue
+	g.queue = nil
+	g.Unlock()
+	results := s.commitGroup(ctx, group)
+	var own loadResult
+	for i, r := range group {
+		if r == req {
+			own = results[i]
+		} else {
+			r.done <- results[i]
+		}
+	}
+	g.Lock()
+	if len(g.queue) > 0 {
+		g.queue[0].done <- loadResult{lead: true}
+	} else {
+		g.leading = false
+	}
+	g.Unlock()
+	return own.loaded, own.err
+}
+
+// commitGroup commits the staged batches of a group of loads: the
+// dead-letter table's commit, then the raw table's. A load naming a batch
+// not staged here fails alone.
+func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResult {
+	results := make([]loadResult, len(group))
+	var entries []*staged
+	owner := []int{} // owner[i]: the group member entries[i] belongs to
+	s.mu.Lock()
+	for i, req := range group {
+		var mine []*staged
+		for _, f := range req.files {
+			st := s.kept[f.Name]
+			if st == nil {
+				results[i].err = fmt.Errorf("batch %s was not staged in this process", f.Name)
+				break
+			}
+			mine = append(mine, st)
+		}
+		if results[i].err == nil {
+			entries = append(entries, mine...)
+			for range mine {
+				owner = append(owner, i)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(entries) == 0 {
+		return results
+	}
+	loadID := strconv.FormatInt(time.Now().UnixNano(), 36)
+	counts := map[bool][]map[sink.TopicPartition]int64{}
+	for _, dlq := range []bool{true, false} {
+		c, err := s.commitTable(ctx, entries, dlq, loadID)
+		if err != nil {
+			for i, req := range group {
+				if results[i].err == nil {
+					results[i].err = fmt.Errorf("load %d files into %s: %w", len(req.files), name(s.id(dlq)), err)
+				}
+			}
+			return results
+		}
+		counts[dlq] = c
+	}
+	for e, st := range entries {
+		r := &results[owner[e]]
+		r.loaded.LoadID = loadID
+		for _, rg := range st.ranges {
+			i := slices.IndexFunc(r.loaded.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
+			if i < 0 {
+				r.loaded.Ranges = append(r.loaded.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
+				i = len(r.loaded.Ranges) - 1
+			}
+			x := &r.loaded.Ranges[i]
+			x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
+			x.Records += counts[false][e][rg.TopicPartition]
+			x.DLQ += counts[true][e][rg.TopicPartition]
+		}
+	}
+	// Committed: forgotten, and their files now belong to the tables.
+	s.mu.Lock()
+	for _, req := range group {
+		for _, f := range req.files {
+			delete(s.kept, f.Name)
+		}
+	}
+	s.mu.Unlock()
+	return results
+}
+
+// coverage is how much of a staged batch a table's positions cover.
+type coverage int
+
+const (
+	coversNone coverage = iota
+	coversPart
+	coversAll
+)
+
+func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
+	var some, all = false, true
+	for _, r := range ranges {
+		next, ok := pos[r.TopicPartition]
+		some = some || (ok && next > r.First)
+		all = all && ok && next > r.Last
+	}
+	switch {
+	case all:
+		return coversAll
+	case some:
+		return coversPart
+	}
+	return coversNone
+}
+
+// commitTable adds the staged files of entries to one table (the
+// dead-letter table with dlq), past its positions, with the advanced
+// positions, in one commit; it returns the rows added per entry and
+// partition. The raw table's positions advance even when it gets no row
+// (a load of dead letters only).
+//
+// Under the process's commit lock the table is read again and each entry
+// fenced by the positions as they stand, advanced by the entries before
+// it (a partition that moved between workers can be in two entries): an
+// entry the positions do not reach goes in as staged, one they cover is
+// left out, one they cover in part has its files written again without
+// the covered rows.
+func (s *Sink) commitTable(ctx context.Context, entries []*staged, dlq bool, loadID string) ([]map[sink.TopicPartition]int64, error) {
+	if s.beforeLoadCommit != nil {
+		s.beforeLoadCommit()
+	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	id := s.id(dlq)
+	fresh, err := s.loadTable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.remember(fresh)
+	start, err := positions(fresh)
+	if err != nil {
+		return nil, err
+	}
+	next := maps.Clone(start)
+	counts := make([]map[sink.TopicPartition]int64, len(entries))
+	var add []iceberggo.DataFile
+	for i, st := range entries {
+		sf := st.of(dlq)
+		switch covered(st.ranges, next) {
+		case coversAll:
+			s.dropFiles(ctx, dlq, sf)
+		case coversPart:
+			files, cnt, err := s.refence(ctx, fresh, sf.files, dlq, next)
+			if err != nil {
+				return nil, err
+			}
+			s.dropFiles(ctx, dlq, sf)
+			sf.files, sf.counts = files, cnt
+		}
+		counts[i] = sf.counts
+		add = append(add, sf.files...)
+		for _, r := range st.ranges {
+			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
+		}
+	}
+	if len(add) == 0 && (dlq || maps.Equal(next, start)) {
+		// No row to add, and the dead-letter table's fence stays, or the
+		// raw table's positions are already there (a repeated load).
+		return counts, nil
+	}
+	txn := fresh.NewTransaction()
+	// The positions are computed from the table as read here: the commit
+	// must land on exactly that snapshot. Pinned, a moved branch fails it
+	// (the retry reads the positions again), even if someone later sets
+	// commit.retry.num-retries, with which iceberg-go would otherwise
+	// replay these positions onto the newer table.
+	if err := txn.AssertRefSnapshotID(""); err != nil {
+		return nil, err
+	}
+	set, err := setPositions(txn, fresh.Properties(), start, next)
+	if err != nil {
+		return nil, err
+	}
+	summary := maps.Clone(set)
+	summary[loadIDKey] = loadID
+	// The files have names of their own (a UUID each): iceberg-go's
+	// duplicate check would read every manifest of the table on every
+	// load to find none.
+	if err := txn.AddDataFiles(ctx, add, summary, table.WithoutDuplicateCheck()); err != nil {
+		return nil, fmt.Errorf("add data files: %w", err)
+	}
+	if s.beforeCatalogCommit != nil {
+		s.beforeCatalogCommit()
+	}
+	began := time.Now()
+	committed, err := txn.Commit(ctx)
+	s.reportCommit(ctx, id, time.Since(began), committed, err)
+	if err == nil || !LostRace(err) {
+		// Landed, or may have: the files are the table's now (orphan
+		// cleanup judges them if the commit did not land).
+		for _, st := range entries {
+			st.of(dlq).referenced = true
+		}
+	}
+	if err != nil {
+		// Another writer committed first (or the catalog failed): the
+		// pipeline retries, and the retry fences the same staged files
+		// by the positions read again.
+		if !LostRace(err) && len(add) > 0 {
+			s.log.Warn("iceberg commit failed with an unknown outcome; its data files are kept (tracelake orphans removes them if unreferenced)",
+				"table", name(id), "files", len(add), "err", err)
+		}
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	s.remember(committed)
+	return counts, nil
+}
+
+// refence writes files of tbl (the dead-letter table's with dlq) again
+// without the rows pos covers, and counts the rows kept per partition.
+// Rare: only a partition that changed owner while its batch waited for
+// its commit gets here.
+func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile, dlq bool,
+	pos map[sink.TopicPartition]int64) ([]iceberggo.DataFile, map[sink.TopicPartition]int64, error) {
+	sc, err := arrowSchema(tbl, dlq)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	counts := map[sink.TopicPartition]int64{}
+	var kept []arrow.RecordBatch
+	defer func() {
+		for _, rec := range kept {
+			rec.Release()
+		}
+	}()
+	for _, df := range files {
+		recs, err := readFenced(ctx, fs, df.FilePath(), sc, dlq, pos, counts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read staged file %s again: %w", df.FilePath(), err)
+		}
+		kept = append(kept, recs...)
+	}
+	if len(kept) == 0 {
+		return nil, counts, nil
+	}
+	written, err := s.writeFiles(ctx, tbl, sc, func(yield func(arrow.RecordBatch, error) bool) {
+		for _, rec := range kept {
+			rec.Retain() // WriteRecords releases what it consumes
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	})
+	return written, counts, err
+}
+
+// readFenced reads a staged Parquet file and returns its rows past pos,
+// as record batches of schema sc (a slice per run of rows kept), adding
+// them to counts per partition.
+func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.Schema, dlq bool,
+	pos, counts map[sink.TopicPartition]int64) ([]arrow.RecordBatch, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tbl, err := pqarrow.ReadTable(ctx, f, nil, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	defer tbl.Release()
+	topicCol, partCol, offsetCol := "ktopic", "kpartition", "koffset"
+	if dlq {
+		topicCol, partCol, offsetCol = "topic", "partition", "offset"
+	}
+	rd := array.NewTableReader(tbl, 0)
+	defer rd.Release()
+	var out []arrow.RecordBatch
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		cols := make([]arrow.Array, sc.NumFields())
+		for i, field := range sc.Fields() {
+			idx := rec.Schema().FieldIndices(field.Name)
+			if len(idx) == 0 || !arrow.TypeEqual(rec.Column(idx[0]).DataType(), field.Type) {
+				return nil, fmt.Errorf("column %s is not tracelake's %s", field.Name, field.Type)
+			}
+			cols[i] = rec.Column(idx[0])
+		}
+		conformed := array.NewRecordBatch(sc, cols, rec.NumRows())
+		topics := cols[sc.FieldIndices(topicCol)[0]].(*array.String)
+		parts := cols[sc.FieldIndices(partCol)[0]].(*array.Int32)
+		offsets := cols[sc.FieldIndices(offsetCol)[0]].(*array.Int64)
+		run := -1
+		for i := range int(conformed.NumRows()) {
+			tp := sink.TopicPartition{Topic: topics.Value(i), Partition: parts.Value(i)}
+			if next, ok := pos[tp]; !ok || offsets.Value(i) >= next {
+				counts[tp]++
+				if run < 0 {
+					run = i
+				}
+			} else if run >= 0 {
+				out = append(out, conformed.NewSlice(int64(run), int64(i)))
+				run = -1
+			}
+		}
+		if run >= 0 {
+			out = append(out, conformed.NewSlice(int64(run), conformed.NumRows()))
+		}
+		conformed.Release()
+	}
+	return out, rd.Err()
+}
