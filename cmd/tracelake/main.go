@@ -43,7 +43,7 @@ Usage:
   tracelake reconcile --config F --left T1 --right T2 --key K [--columns C] | --model M
                                                       compare two tables (exit 1 when they differ)
   tracelake compact --config F [--target-size 512MiB] [--min-age 1h] [--dry-run]   Iceberg: rewrite small files per day
-  tracelake expire  --config F [--older-than 120h] [--retain-last 1]  Iceberg: remove old snapshots
+  tracelake expire  --config F [--older-than 24h] [--retain-last 1]  Iceberg: remove old snapshots
   tracelake orphans --config F [--older-than 168h] [--dry-run]      Iceberg: delete unreferenced files
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
   tracelake demo                                      embedded Kafka → DuckDB, end to end

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
@@ -42,6 +43,7 @@ func TestIcebergPipeline(t *testing.T) {
 	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 3, nil))
 	cfg := testConfig(t, c)
 	cfg.Sink.Type = config.SinkIceberg
+	cfg.Sink.Iceberg.CommitInterval = config.Duration(200 * time.Millisecond)
 	dir := t.TempDir()
 	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
 		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Log: testLog(t)})
@@ -110,4 +112,49 @@ func TestIcebergPipeline(t *testing.T) {
 			t.Errorf("value %d: raw_data not byte for byte", i)
 		}
 	}
+}
+
+// A commit interval much longer than it takes to read a backlog many
+// times max_inflight_bytes: batches are staged as data files, which frees
+// their memory, so reading never waits for a commit, and the whole
+// backlog goes in with a commit or two, once each.
+func TestIcebergCommitInterval(t *testing.T) {
+	const n, bound = 20_000, 1 << 20
+	c := newCluster(t, 4)
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 3, nil))
+	cfg := testConfig(t, c)
+	cfg.Sink.Type = config.SinkIceberg
+	cfg.Sink.Iceberg.CommitInterval = config.Duration(2 * time.Second)
+	cfg.Load.MaxFiles = 1000 // only the interval loads
+	cfg.Batch.MaxRecords = 500
+	cfg.MaxInflightBytes = bound
+	must(t, cfg.Validate())
+	dir := t.TempDir()
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
+		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Log: testLog(t), GroupWait: 200 * time.Millisecond})
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	must(t, s.Prepare(context.Background()))
+	budget := pipeline.NewBudget(bound)
+	ctx := context.Background()
+	must(t, pipeline.Run(ctx, ctx, cfg, s, pipeline.RunOptions{ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond,
+		Log: testLog(t), Budget: budget}))
+
+	stored, err := s.Stored(ctx, false)
+	must(t, err)
+	var rows int64
+	for tp, offs := range stored {
+		if _, dups := sink.Coverage(offs); dups != 0 {
+			t.Errorf("%v: %d rows twice", tp, dups)
+		}
+		rows += offs.Count()
+	}
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(ctx, raw)
+	must(t, err)
+	snaps := len(tbl.Metadata().Snapshots())
+	if rows != n || snaps > 3 || budget.Peak() > bound {
+		t.Errorf("%d rows in %d snapshots, peak in flight %d bytes; want %d rows in at most 3 snapshots within %d bytes", rows, snaps, budget.Peak(), n, bound)
+	}
+	t.Logf("%d rows in %d snapshots, peak in flight %d KiB", rows, snaps, budget.Peak()>>10)
 }

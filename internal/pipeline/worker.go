@@ -667,8 +667,9 @@ func (w *Worker) freeMemory(bytes int64) {
 }
 
 // waitForBudget runs when max_inflight_bytes is reached: it hands the open
-// batch on and asks for a load now (so memory is freed soon), pauses
-// fetching of the owned partitions, and waits until a load frees bytes, or
+// batch on and asks for a load now (so memory is freed soon; with a
+// sink.FileStager staging frees it, and loads keep their pace), pauses
+// fetching of the owned partitions, and waits until bytes are freed, or
 // 250ms, or shutdown.
 func (w *Worker) waitForBudget(ctx context.Context) {
 	// A revoke may run now (rebalances are allowed between polls): close
@@ -684,7 +685,9 @@ func (w *Worker) waitForBudget(ctx context.Context) {
 	for _, b := range bs {
 		w.send(item{batch: b})
 	}
-	w.send(item{flush: make(chan error, 1)}) // load now; nobody waits for the outcome
+	if _, ok := w.opt.Sink.(sink.FileStager); !ok {
+		w.send(item{flush: make(chan error, 1)}) // load now; nobody waits for the outcome
+	}
 	<-w.sendSem
 	w.cl.PauseFetchPartitions(paused)
 	defer w.cl.ResumeFetchPartitions(paused)

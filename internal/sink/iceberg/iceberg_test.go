@@ -1025,3 +1025,45 @@ func TestLegacyPositionsAreMigrated(t *testing.T) {
 		t.Errorf("properties after the first load: %v", props)
 	}
 }
+
+// A day of commits at the default commit interval (1,440 loads, one a
+// minute) leaves a metadata file every commit rewrites and every reader
+// parses of a bounded size: the snapshot summaries keep a load id and
+// the load's own positions, never all of them, and the metadata log is
+// capped.
+func TestLongMetadataOfADayOfCommitsStaysSmall(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("1,440 commits, ~3 minutes without the race detector: go test -run '^TestLong' ./...")
+	}
+	ctx := context.Background()
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const commits, partitions = 1440, 16
+	for i := range int64(commits) {
+		// Each commit loads a few of 16 partitions, as a busy topic's would.
+		p := int32(i % partitions)
+		load(t, s, batch(p, i*2, i*2+1), batch((p+1)%partitions, i*2, i*2+1))
+	}
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := fileSizeOf(t, tbl.MetadataLocation())
+	snaps := len(tbl.Metadata().Snapshots())
+	t.Logf("%d snapshots, metadata file %d KiB (%d bytes a snapshot)", snaps, size>>10, size/int64(snaps))
+	if snaps != commits || size > 1500<<10 {
+		t.Errorf("%d snapshots, metadata file %d KiB; want %d snapshots in at most 1500 KiB", snaps, size>>10, commits)
+	}
+}
+
+func fileSizeOf(t *testing.T, location string) int64 {
+	t.Helper()
+	info, err := os.Stat(strings.TrimPrefix(location, "file://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
+}
