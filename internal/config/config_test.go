@@ -59,6 +59,7 @@ func TestBadKeysNamed(t *testing.T) {
 	f("testdata/bad_iceberg.yaml",
 		"sink.iceberg.rest: set, but sink.iceberg.catalog is not a REST catalog",
 		`sink.iceberg.namespace: want a name of letters, digits and _, got "a.b"`,
+		"sink.iceberg.commit_interval: want 100ms to 10m, got 2h0m0s",
 		`sink.iceberg.partition_by: want a JSON path to one field of the value, such as $.start_time, or empty for the Kafka timestamp; got "start_time"`,
 		"mode: transform mode is not built for the iceberg sink")
 	f("testdata/bad_iceberg_rest.yaml",

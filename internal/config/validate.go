@@ -109,8 +109,10 @@ func (c *Config) validate(consuming bool) error {
 			"set, but sink.iceberg.catalog is not a REST catalog (want an http:// or https:// URL there)")
 		check(c.Sink.Iceberg.Warehouse != "", "sink.iceberg.warehouse", "a directory for the tables' files is required")
 		check(c.Sink.Iceberg.CatalogName != "", "sink.iceberg.catalog_name", "a name is required (default tracelake)")
-		check(c.Sink.Iceberg.CommitInterval.D() >= 100*time.Millisecond && c.Sink.Iceberg.CommitInterval.D() <= time.Hour,
-			"sink.iceberg.commit_interval", "want 100ms to 1h, got %s", c.Sink.Iceberg.CommitInterval)
+		// At most well below orphan cleanup's shortest grace period (1h):
+		// staged data files wait for their commit that long.
+		check(c.Sink.Iceberg.CommitInterval.D() >= 100*time.Millisecond && c.Sink.Iceberg.CommitInterval.D() <= 10*time.Minute,
+			"sink.iceberg.commit_interval", "want 100ms to 10m, got %s", c.Sink.Iceberg.CommitInterval)
 		if pb := c.Sink.Iceberg.PartitionBy; pb != "" {
 			_, err := gojson.CreatePath(pb)
 			check(strings.HasPrefix(pb, "$.") && err == nil, "sink.iceberg.partition_by",

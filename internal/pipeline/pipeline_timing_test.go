@@ -3,7 +3,9 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,9 +151,10 @@ func reportBusy(b *testing.B, busy time.Duration) {
 }
 
 // BenchmarkPipelineIceberg is the whole path into Iceberg with the default
-// batch and load settings: kfake → 2 workers → Parquet → commits to a
+// batch and commit settings: kfake → 2 workers → Parquet → commits to a
 // SQLite catalog on local disk, until idle. It reports the raw table's
-// data files and their size after the 1M records.
+// data files and their size, its snapshots and the size of its metadata
+// file after the 1M records.
 func BenchmarkPipelineIceberg(b *testing.B) {
 	c := benchSetup(b)
 	var busy time.Duration
@@ -160,7 +163,7 @@ func BenchmarkPipelineIceberg(b *testing.B) {
 		cfg.Sink.Type = config.SinkIceberg
 		dir := b.TempDir()
 		s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
-			Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Log: testLog(nil)})
+			Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Log: testLog(nil), GroupWait: 200 * time.Millisecond})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -178,6 +181,18 @@ func BenchmarkPipelineIceberg(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(files)), "files")
 		b.ReportMetric(float64(size)/1e6/float64(len(files)), "MB/file")
+		// What every commit rewrites and every reader parses.
+		raw, _ := s.Identifiers()
+		tbl, err := s.Catalog().LoadTable(context.Background(), raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		info, err := os.Stat(strings.TrimPrefix(tbl.MetadataLocation(), "file://"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(tbl.Metadata().Snapshots())), "snapshots")
+		b.ReportMetric(float64(info.Size())/1e3, "metadata-kB")
 		s.Close()
 	}
 	reportBusy(b, busy)
