@@ -12,6 +12,11 @@
 // positions of every partition of the load. The raw table's positions are
 // where consumption resumes; a load retried after a failure between the
 // two commits finds its dead-letter rows already there and skips them.
+//
+// Batches are written as data files when staged (load.go); a load commits
+// them, fenced by the positions at commit time, and the loads that a
+// process's workers make at the same moment share one commit, so a table
+// gets a snapshot per commit interval, not per batch.
 package iceberg
 
 import (
