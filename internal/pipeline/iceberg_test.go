@@ -114,18 +114,19 @@ func TestIcebergPipeline(t *testing.T) {
 	}
 }
 
-// A commit interval much longer than it takes to read a backlog many
-// times max_inflight_bytes: batches are staged as data files, which frees
-// their memory, so reading never waits for a commit, and the whole
-// backlog goes in with a commit or two, once each.
+// A backlog many times max_inflight_bytes, and a commit interval longer
+// than the test: batches are staged as data files, which frees their
+// memory, so reading never waits for a commit, and the whole backlog goes
+// in with one commit, at idle, once each. Were memory freed only by loads,
+// reading would stop at max_inflight_bytes until the interval's commit.
 func TestIcebergCommitInterval(t *testing.T) {
 	const n, bound = 20_000, 1 << 20
 	c := newCluster(t, 4)
 	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 3, nil))
 	cfg := testConfig(t, c)
 	cfg.Sink.Type = config.SinkIceberg
-	cfg.Sink.Iceberg.CommitInterval = config.Duration(2 * time.Second)
-	cfg.Load.MaxFiles = 1000 // only the interval loads
+	cfg.Sink.Iceberg.CommitInterval = config.Duration(10 * time.Minute)
+	cfg.Load.MaxFiles = 1000 // only the interval, or idleness, loads
 	cfg.Batch.MaxRecords = 500
 	cfg.MaxInflightBytes = bound
 	must(t, cfg.Validate())
@@ -136,11 +137,15 @@ func TestIcebergCommitInterval(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	must(t, s.Prepare(context.Background()))
 	budget := pipeline.NewBudget(bound)
-	ctx := context.Background()
-	must(t, pipeline.Run(ctx, ctx, cfg, s, pipeline.RunOptions{ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond,
-		Log: testLog(t), Budget: budget}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	must(t, pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{ExitWhenIdle: 300 * time.Millisecond,
+		RetryBase: 10 * time.Millisecond, Log: testLog(t), Budget: budget}))
+	if ctx.Err() != nil {
+		t.Fatal("not idle within 2 minutes: reading waited for a commit")
+	}
 
-	stored, err := s.Stored(ctx, false)
+	stored, err := s.Stored(context.Background(), false)
 	must(t, err)
 	var rows int64
 	for tp, offs := range stored {
@@ -150,11 +155,12 @@ func TestIcebergCommitInterval(t *testing.T) {
 		rows += offs.Count()
 	}
 	raw, _ := s.Identifiers()
-	tbl, err := s.Catalog().LoadTable(ctx, raw)
+	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
 	must(t, err)
-	snaps := len(tbl.Metadata().Snapshots())
-	if rows != n || snaps > 3 || budget.Peak() > bound {
-		t.Errorf("%d rows in %d snapshots, peak in flight %d bytes; want %d rows in at most 3 snapshots within %d bytes", rows, snaps, budget.Peak(), n, bound)
+	// One commit at idle; two if the interval's moment (a random phase)
+	// fell within the run.
+	if snaps := len(tbl.Metadata().Snapshots()); rows != n || snaps > 2 {
+		t.Errorf("%d rows in %d snapshots; want %d rows in one or two", rows, snaps, n)
 	}
-	t.Logf("%d rows in %d snapshots, peak in flight %d KiB", rows, snaps, budget.Peak()>>10)
+	t.Logf("peak in flight %d KiB of %d", budget.Peak()>>10, bound>>10)
 }
