@@ -11,10 +11,11 @@ import (
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
-// BenchmarkLoad measures one load of 100,000 synthetic spans (10 staged
-// batches of 10,000 records) into the Iceberg raw table: Arrow conversion, Parquet
-// (zstd) writing and the commit to a SQLite catalog on local disk, and
-// reports the data files the table then has and their size.
+// BenchmarkLoad measures staging and loading 100,000 synthetic spans (10
+// batches of 10,000 records) into the Iceberg raw table: Arrow conversion
+// and Parquet (zstd) writing at staging, then the commit to a SQLite
+// catalog on local disk; it reports the data files the table then has and
+// their size.
 func BenchmarkLoad(b *testing.B) {
 	const batches, per = 10, 10_000
 	g := tracegen.New(1)
@@ -38,6 +39,7 @@ func BenchmarkLoad(b *testing.B) {
 		if err := s.Prepare(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		b.StartTimer()
 		var files []sink.File
 		for _, bt := range staged {
 			f, err := s.Stage(context.Background(), bt)
@@ -46,7 +48,6 @@ func BenchmarkLoad(b *testing.B) {
 			}
 			files = append(files, f)
 		}
-		b.StartTimer()
 		if _, err := s.Load(context.Background(), files); err != nil {
 			b.Fatal(err)
 		}
