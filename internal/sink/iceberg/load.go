@@ -97,11 +97,11 @@ func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, dlq bool, out *sta
 	out.counts = map[sink.TopicPartition]int64{}
 	var rec arrow.RecordBatch
 	if dlq {
-		if rec, err = buildDLQRecord(sc, b.DLQ, nil, time.Now(), out.counts); err != nil {
+		if rec, err = buildDLQRecord(sc, b.DLQ, time.Now(), out.counts); err != nil {
 			return err
 		}
 	} else {
-		rec = buildRawRecord(sc, b.Records, nil, time.Now(), s.eventAt, out.counts)
+		rec = buildRawRecord(sc, b.Records, time.Now(), s.eventAt, out.counts)
 	}
 	if rec == nil {
 		return nil

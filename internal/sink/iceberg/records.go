@@ -77,14 +77,16 @@ func diffSchema(want, have *iceberggo.Schema) []string {
 	return diff
 }
 
-// buildRawRecord turns the raw rows of records past fence into an Arrow
-// record batch of schema sc (nil if none), adding them to counts per
-// partition. The columns are what envelope.AppendRawRow writes for the
+// buildRawRecord turns the raw rows of records into an Arrow record batch
+// of schema sc (nil if none), adding them to counts per partition. The columns are what envelope.AppendRawRow writes for the
 // other sinks: raw_data is the value's bytes (NULL for an empty value),
 // record_metadata envelope.AppendMetadata's JSON; then the Kafka columns,
 // event_time read by eventAt.
-func buildRawRecord(sc *arrow.Schema, records []sink.Record, fence map[sink.TopicPartition]int64, now time.Time,
+func buildRawRecord(sc *arrow.Schema, records []sink.Record, now time.Time,
 	eventAt eventTimer, counts map[sink.TopicPartition]int64) arrow.RecordBatch {
+	if len(records) == 0 {
+		return nil
+	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
 	uuid, offset, partition := b.Field(0).(*array.StringBuilder), b.Field(1).(*array.Int64Builder), b.Field(2).(*array.Int32Builder)
@@ -99,13 +101,8 @@ func buildRawRecord(sc *arrow.Schema, records []sink.Record, fence map[sink.Topi
 	value.ReserveData(size)
 	ts := arrow.Timestamp(now.UnixMicro())
 	var scratch []byte
-	n := 0
 	for i := range records {
 		r := &records[i]
-		tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-		if next, ok := fence[tp]; ok && r.Offset < next {
-			continue
-		}
 		scratch = envelope.AppendUUID(scratch[:0], &r.ID)
 		uuid.BinaryBuilder.Append(scratch)
 		offset.Append(r.Offset)
@@ -121,33 +118,28 @@ func buildRawRecord(sc *arrow.Schema, records []sink.Record, fence map[sink.Topi
 		topic.Append(r.Topic)
 		stamp.Append(arrow.Timestamp(r.Timestamp.UnixMicro()))
 		event.Append(arrow.Timestamp(eventAt.at(r.Record).UnixMicro()))
-		counts[tp]++
-		n++
-	}
-	if n == 0 {
-		return nil
+		counts[sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
 	}
 	return b.NewRecordBatch()
 }
 
 // buildDLQRecord turns one batch's staged dead-letter rows (NDJSON of
-// envelope.DLQRow) past fence into an Arrow record batch of schema sc (nil
+// envelope.DLQRow) into an Arrow record batch of schema sc (nil
 // if none), adding them to counts per partition.
-func buildDLQRecord(sc *arrow.Schema, data []byte, fence map[sink.TopicPartition]int64, now time.Time,
+func buildDLQRecord(sc *arrow.Schema, data []byte, now time.Time,
 	counts map[sink.TopicPartition]int64) (arrow.RecordBatch, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
 	ts := arrow.Timestamp(now.UnixMicro())
-	n := 0
 	for _, line := range sink.Lines(data) {
 		var r envelope.DLQRow
 		if err := json.Unmarshal(line, &r); err != nil {
 			return nil, fmt.Errorf("staged dead-letter row: %w", err)
 		}
 		tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-		if next, ok := fence[tp]; ok && r.Offset < next {
-			continue
-		}
 		b.Field(0).(*array.StringBuilder).Append(r.Topic)
 		b.Field(1).(*array.Int32Builder).Append(r.Partition)
 		b.Field(2).(*array.Int64Builder).Append(r.Offset)
@@ -161,10 +153,6 @@ func buildDLQRecord(sc *arrow.Schema, data []byte, fence map[sink.TopicPartition
 		b.Field(6).(*array.StringBuilder).Append(r.Stage)
 		b.Field(7).(*array.TimestampBuilder).Append(ts)
 		counts[tp]++
-		n++
-	}
-	if n == 0 {
-		return nil, nil
 	}
 	return b.NewRecordBatch(), nil
 }

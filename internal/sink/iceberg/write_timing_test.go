@@ -46,7 +46,7 @@ func BenchmarkWriteParquet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec := buildRawRecord(sc, records, nil, time.Now(), eventTimer{}, map[sink.TopicPartition]int64{})
+	rec := buildRawRecord(sc, records, time.Now(), eventTimer{}, map[sink.TopicPartition]int64{})
 	defer rec.Release()
 	var fileBytes int64
 	b.ResetTimer()
