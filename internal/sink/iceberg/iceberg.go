@@ -313,21 +313,18 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	return nil
 }
 
-// rolledBack returns a snapshot a tracelake load committed that is newer than the current snapshot and not one of its
-// ancestors: the table was rolled back past it (an engine's
-// rollback_to_snapshot). nil if there is none.
+// rolledBack returns a snapshot a tracelake load committed that is newer
+// than the current snapshot and not one of its ancestors: the table was
+// rolled back past it (an engine's rollback_to_snapshot). nil if there is
+// none.
 func rolledBack(meta table.Metadata) *table.Snapshot {
 	cur := meta.CurrentSnapshot()
 	if cur == nil {
 		return nil
 	}
 	ancestors := map[int64]bool{}
-	for s := cur; s != nil; {
+	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
 		ancestors[s.SnapshotID] = true
-		if s.ParentSnapshotID == nil {
-			break
-		}
-		s = meta.SnapshotByID(*s.ParentSnapshotID)
 	}
 	for _, s := range meta.Snapshots() {
 		if s.SequenceNumber > cur.SequenceNumber && !ancestors[s.SnapshotID] && isLoad(&s) {
@@ -354,20 +351,17 @@ func isLoad(s *table.Snapshot) bool {
 // table had then (which re-reads records, never skips one).
 func positionsAt(meta table.Metadata, cur *table.Snapshot) map[sink.TopicPartition]int64 {
 	out := map[sink.TopicPartition]int64{}
-	for s := cur; s != nil; {
-		if s.Summary != nil {
-			if pos, err := parsePositions(s.Summary.Properties); err == nil {
-				for tp, n := range pos {
-					if _, newer := out[tp]; !newer {
-						out[tp] = n
-					}
+	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) { // newest first
+		if s.Summary == nil {
+			continue
+		}
+		if pos, err := parsePositions(s.Summary.Properties); err == nil {
+			for tp, n := range pos {
+				if _, newer := out[tp]; !newer {
+					out[tp] = n
 				}
 			}
 		}
-		if s.ParentSnapshotID == nil {
-			break
-		}
-		s = meta.SnapshotByID(*s.ParentSnapshotID)
 	}
 	return out
 }
@@ -419,10 +413,11 @@ func (s *Sink) addRawColumns(ctx context.Context, tbl *table.Table) (*table.Tabl
 		f, _ := rawSchema.FindFieldByName(col)
 		update = update.AddColumn([]string{col}, f.Type, f.Doc, false, nil)
 	}
-	if err := update.Commit(); err != nil {
-		return nil, fmt.Errorf("add columns %s to %s: %w", strings.Join(missing, ", "), name(tbl.Identifier()), err)
+	err := update.Commit()
+	var updated *table.Table
+	if err == nil {
+		updated, err = txn.Commit(ctx)
 	}
-	updated, err := txn.Commit(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("add columns %s to %s: %w", strings.Join(missing, ", "), name(tbl.Identifier()), err)
 	}
