@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	iceberggo "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/sink"
@@ -68,20 +67,8 @@ func TestKafkaColumnsAndEventDays(t *testing.T) {
 	load(t, s, b)
 
 	wantEvent := []time.Time{time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), time.Date(2026, 1, 3, 3, 4, 5, 0, time.UTC), kafkaTime, kafkaTime}
-	raw, _ := s.Identifiers()
-	tbl, err := s.Catalog().LoadTable(ctx, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, batches, err := tbl.Scan(table.WithSelectedFields("koffset", "ktopic", "ktimestamp", "event_time")).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rows := 0
-	for rec, err := range batches {
-		if err != nil {
-			t.Fatal(err)
-		}
+	scanRaw(t, s, func(rec arrow.RecordBatch) {
 		off, topic := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
 		stamp, event := rec.Column(2).(*array.Timestamp), rec.Column(3).(*array.Timestamp)
 		for i := range int(rec.NumRows()) {
@@ -92,8 +79,7 @@ func TestKafkaColumnsAndEventDays(t *testing.T) {
 			}
 			rows++
 		}
-		rec.Release()
-	}
+	}, "koffset", "ktopic", "ktimestamp", "event_time")
 	if rows != len(values) {
 		t.Errorf("%d rows, want %d", rows, len(values))
 	}
@@ -139,23 +125,15 @@ func TestOldRawTableGetsTheKafkaColumns(t *testing.T) {
 	if spec := tbl.Spec(); spec.NumFields() != 1 || spec.Field(0).Name != "add_day" {
 		t.Errorf("partition spec %v, want the table's own add_day", spec)
 	}
-	_, batches, err := tbl.Scan(table.WithSelectedFields("ktopic")).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for rec, err := range batches {
-		if err != nil {
-			t.Fatal(err)
-		}
+	scanRaw(t, s, func(rec arrow.RecordBatch) {
 		for i := range int(rec.NumRows()) {
 			if v := rec.Column(0).(*array.String).Value(i); v != "traces" {
 				t.Errorf("ktopic %q", v)
 			}
 			n++
 		}
-		rec.Release()
-	}
+	}, "ktopic")
 	if n != 10 {
 		t.Errorf("%d rows, want 10", n)
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -111,26 +112,36 @@ func stored(t *testing.T, s *iceberg.Sink, dlq bool) map[int32][]int64 {
 // rawData returns the raw_data of every raw row.
 func rawData(t *testing.T, s *iceberg.Sink) []string {
 	t.Helper()
+	var out []string
+	scanRaw(t, s, func(rec arrow.RecordBatch) {
+		col := rec.Column(0).(*array.String)
+		for i := range col.Len() {
+			out = append(out, col.Value(i))
+		}
+	}, "raw_data")
+	return out
+}
+
+// scanRaw scans columns of the raw table's current snapshot with
+// iceberg-go and hands each record batch to fn, columns in that order.
+func scanRaw(t *testing.T, s *iceberg.Sink, fn func(arrow.RecordBatch), columns ...string) {
+	t.Helper()
 	raw, _ := s.Identifiers()
 	tbl, err := s.Catalog().LoadTable(context.Background(), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	at, err := tbl.Scan(table.WithSelectedFields("raw_data")).ToArrowTable(context.Background())
+	_, batches, err := tbl.Scan(table.WithSelectedFields(columns...)).ToArrowRecords(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer at.Release()
-	var out []string
-	tr := array.NewTableReader(at, 1024)
-	defer tr.Release()
-	for tr.Next() {
-		col := tr.RecordBatch().Column(0).(*array.String)
-		for i := range col.Len() {
-			out = append(out, col.Value(i))
+	for rec, err := range batches {
+		if err != nil {
+			t.Fatal(err)
 		}
+		fn(rec)
+		rec.Release()
 	}
-	return out
 }
 
 // unreferenced lists the Parquet files under root (the warehouse's
