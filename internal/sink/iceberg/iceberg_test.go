@@ -1078,3 +1078,53 @@ func fileSizeOf(t *testing.T, location string) int64 {
 	}
 	return info.Size()
 }
+
+// Staging writes data files; a batch the pipeline drops (Discard: its
+// records will be read again) leaves none behind, and one staged again
+// under its name is the same file, not a second one.
+func TestDiscardedBatchLeavesNoFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := batch(0, 0, 9, 4) // raw rows and a dead letter: a file in each table
+	f, err := s.Stage(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.Stage(context.Background(), b); err != nil || again.Bytes != f.Bytes {
+		t.Fatalf("staged again: %+v (%v), want %+v", again, err, f)
+	}
+	if staged := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(staged) != 2 {
+		t.Fatalf("%d staged files, want 2 (raw and dead letters): %v", len(staged), staged)
+	}
+	s.Discard([]sink.File{f})
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("files of a discarded batch left behind: %v", left)
+	}
+	if _, err := s.Load(context.Background(), []sink.File{f}); err == nil || !strings.Contains(err.Error(), "not staged in this process") {
+		t.Errorf("load of a discarded batch: %v", err)
+	}
+}
+
+// A position property that is not tracelake's (edited by hand) stops the
+// load with its name and what is accepted, rather than loading from a
+// guess.
+func TestMalformedPositionIsRefused(t *testing.T) {
+	s := withLoads(t, 1, false)
+	if err := s.SetTableProperty(context.Background(), "tracelake.position.traces.0", "ten"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Stage(context.Background(), batch(0, 10, 19))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Load(context.Background(), []sink.File{f})
+	if err == nil || !strings.Contains(err.Error(), `tracelake.position.traces.0="ten"`) || !strings.Contains(err.Error(), "the next offset to load") {
+		t.Fatalf("load over a malformed position: %v", err)
+	}
+	if _, err := s.AllPositions(context.Background()); err == nil {
+		t.Error("positions read over a malformed property")
+	}
+}
