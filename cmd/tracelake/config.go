@@ -132,7 +132,7 @@ func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 		Table:            cfg.Sink.Table,
 		Transform:        cfg.Mode == config.ModeTransform,
 		Zstd:             cfg.Zstd(),
-		MemoryLimit:      int64(cfg.Sink.DuckDB.MemoryLimit),
+		MemoryLimit:      int64(cfg.DuckDBMemoryLimit()),
 		Threads:          cfg.Sink.DuckDB.Threads,
 		UncompressedJSON: cfg.Sink.DuckDB.JSONCompression == "none",
 		Log:              slog.Default(),

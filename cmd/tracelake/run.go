@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	limitMemory(cfg)
 	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
 	snk, merger, err := openSink(ctx, cfg, metrics, status)
 	if err != nil {
@@ -128,4 +130,20 @@ func exitAfterShutdownTimeout(ctx context.Context, finished <-chan struct{}, tim
 			"shutdown_timeout", timeout)
 		os.Exit(exitFailed)
 	}
+}
+
+// limitMemory sets Go's soft heap limit from max_inflight_bytes unless the
+// GOMEMLIMIT environment variable set one, and logs the memory settings
+// that follow from it.
+func limitMemory(cfg *config.Config) {
+	goLimit := "GOMEMLIMIT"
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cfg.GoMemoryLimit())
+		goLimit = config.ByteSize(cfg.GoMemoryLimit()).String()
+	}
+	args := []any{"max_inflight_bytes", cfg.MaxInflightBytes, "kafka_fetch_max_bytes", cfg.FetchBytes(), "go_heap_limit", goLimit}
+	if cfg.Sink.Type == config.SinkDuckDB {
+		args = append(args, "duckdb_memory_limit", cfg.DuckDBMemoryLimit())
+	}
+	slog.Info("memory", args...)
 }

@@ -28,7 +28,8 @@ type Config struct {
 	Merge   Merge   `yaml:"merge"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
-	// memory. Default a quarter of the machine's memory.
+	// memory. Default 256MiB; the Kafka fetch size, DuckDB's memory_limit
+	// and Go's heap limit follow from it (memory.go).
 	MaxInflightBytes ByteSize `yaml:"max_inflight_bytes"`
 	// ShutdownTimeout bounds the shutdown after a signal (loading what is
 	// pending, committing). Past it the process exits 1; what was not
@@ -70,7 +71,8 @@ type Kafka struct {
 	CommitTimeout Duration `yaml:"commit_timeout"`
 	// ClientID is sent to the brokers; default tracelake.
 	ClientID string `yaml:"client_id"`
-	// FetchMaxBytes caps one fetch response. Default 50MiB.
+	// FetchMaxBytes caps one fetch response. Default (0) 1/32 of
+	// max_inflight_bytes per worker, 1-50MiB (see FetchBytes).
 	FetchMaxBytes ByteSize `yaml:"fetch_max_bytes"`
 	// SASL and TLS settings of the reference's config file are carried here
 	// so they are reported rather than silently ignored.
@@ -117,6 +119,10 @@ type Batch struct {
 type Load struct {
 	// MaxFiles per load. Default 128.
 	MaxFiles int `yaml:"max_files"`
+	// MaxBytes of message values per load: a load closes once its files
+	// reach it. Default (0) a quarter of max_inflight_bytes, none for Iceberg
+	// (see LoadBytes).
+	MaxBytes ByteSize `yaml:"max_bytes"`
 	// MaxInterval after the first pending file. Default 5s.
 	MaxInterval Duration `yaml:"max_interval"`
 	// Compression of staged files: auto (default), none or zstd. auto is
@@ -240,8 +246,9 @@ type DuckDB struct {
 	// StageDir holds staged batch files until they are loaded. Default
 	// <path>.stage next to the database.
 	StageDir string `yaml:"stage_dir"`
-	// MemoryLimit caps DuckDB's own memory (its buffer pool); 0 keeps
-	// DuckDB's default, 80% of RAM, on top of max_inflight_bytes.
+	// MemoryLimit caps DuckDB's own memory (its buffer pool, on top of
+	// max_inflight_bytes). Default (0) max_inflight_bytes, see
+	// DuckDBMemoryLimit.
 	MemoryLimit ByteSize `yaml:"memory_limit"`
 	// Threads DuckDB may use; 0 keeps DuckDB's default, one per core.
 	Threads int `yaml:"threads"`
@@ -320,7 +327,6 @@ func Default() *Config {
 			RebalanceTimeout: Duration(60 * time.Second),
 			CommitTimeout:    Duration(10 * time.Second),
 			ClientID:         "tracelake",
-			FetchMaxBytes:    50 << 20,
 		},
 		Workers:          workers,
 		Mode:             ModeRaw,
@@ -329,7 +335,7 @@ func Default() *Config {
 		Retry:            Retry{MaxDelay: Duration(30 * time.Minute)},
 		Metrics:          Metrics{Listen: "127.0.0.1:9464"},
 		ShutdownTimeout:  Duration(30 * time.Second),
-		MaxInflightBytes: defaultInflightBytes(),
+		MaxInflightBytes: defaultInflightBytes,
 		Sink: Sink{
 			Type:     SinkDuckDB,
 			Table:    "trace_raw",

@@ -239,3 +239,44 @@ func TestValidateOffline(t *testing.T) {
 		t.Errorf("ValidateOffline without topics: %v", err)
 	}
 }
+
+// One setting sizes a process's memory: the Kafka fetch size, DuckDB's
+// memory_limit and Go's heap limit follow max_inflight_bytes unless set.
+func TestMemoryFollowsInflightBytes(t *testing.T) {
+	for _, tc := range []struct {
+		yaml                   string
+		workers                int
+		fetch, duckdb, goLimit ByteSize
+	}{
+		{"kafka: {topics: [t]}", 2, 4 << 20, 256 << 20, 384 << 20}, // the defaults
+		{"kafka: {topics: [t]}\nmax_inflight_bytes: 1GiB", 1, 32 << 20, 1 << 30, 1<<30 + 128<<20},
+		{"kafka: {topics: [t]}\nmax_inflight_bytes: 16GiB", 1, 50 << 20, 16 << 30, 16<<30 + 128<<20}, // fetch capped
+		{"kafka: {topics: [t]}\nmax_inflight_bytes: 16MiB", 2, 1 << 20, 128 << 20, 144 << 20},        // floors
+		{"kafka: {topics: [t], fetch_max_bytes: 3MiB}\nsink: {duckdb: {memory_limit: 2GiB}}", 2, 3 << 20, 2 << 30, 384 << 20},
+	} {
+		cfg, err := FromYAML([]byte(tc.yaml))
+		if err == nil {
+			cfg.Workers = tc.workers
+			err = cfg.Validate()
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := [3]ByteSize{cfg.FetchBytes(), cfg.DuckDBMemoryLimit(), ByteSize(cfg.GoMemoryLimit())}; got != [3]ByteSize{tc.fetch, tc.duckdb, tc.goLimit} {
+			t.Errorf("%q: fetch, duckdb, go = %v, want %v %v %v", tc.yaml, got, tc.fetch, tc.duckdb, tc.goLimit)
+		}
+	}
+	for yaml, want := range map[string]ByteSize{
+		"kafka: {topics: [t]}":                          64 << 20, // a quarter of the budget
+		"kafka: {topics: [t]}\nload: {max_bytes: 5MiB}": 5 << 20,
+		"kafka: {topics: [t]}\nsink: {type: iceberg}":   0, // commits take no memory for their size
+	} {
+		if cfg, err := FromYAML([]byte(yaml)); err != nil || cfg.LoadBytes() != want {
+			t.Errorf("%q: load bytes %v (%v), want %v", yaml, cfg.LoadBytes(), err, want)
+		}
+	}
+	cfg, _ := FromYAML([]byte("kafka: {topics: [t]}\nsink: {duckdb: {memory_limit: 64MiB}}"))
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "sink.duckdb.memory_limit: want 0 (max_inflight_bytes) or at least 128MiB") {
+		t.Errorf("memory_limit 64MiB: %v", err)
+	}
+}

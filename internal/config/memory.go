@@ -1,29 +1,65 @@
 package config
 
-import (
-	"bufio"
-	"os"
-	"strconv"
-	"strings"
+// Memory defaults. A process holds three kinds of memory: records read from
+// Kafka and not yet loaded (max_inflight_bytes), the Kafka client's buffered
+// fetches (outside that budget until polled, and decompressed: a fetch of
+// JSON is several times its size on the wire), and DuckDB's own (its
+// memory_limit). The defaults derive the other two from
+// max_inflight_bytes, so one setting sizes the process (docs/BENCHMARKS.md,
+// "2026-12-01, bounded memory").
+const (
+	defaultInflightBytes = 256 << 20
+	// fetchShare: buffered fetches get 1/fetchShare of max_inflight_bytes
+	// per worker, 8 MiB at the default (a 50 MiB fetch of compressed JSON
+	// held ~330 MB of decompressed records per process).
+	fetchShare = 32
+	// goHeadroom is the Go heap allowed beyond max_inflight_bytes (fetch
+	// buffers, open batches, the runtime) before the collector works harder.
+	goHeadroom = 128 << 20
+	// minDuckDBMemory: with 64 MiB DuckDB failed the first load of ~1 MB
+	// values (an insert allocates 32 MiB at once); 96 MiB was enough.
+	minDuckDBMemory = 128 << 20
 )
 
-// defaultInflightBytes is a quarter of the machine's memory (1 GiB when it
-// cannot be read): room for the batches of every worker while loads run,
-// far from what would get the process killed.
-func defaultInflightBytes() ByteSize {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 1 << 30
+// FetchBytes is kafka.fetch_max_bytes, or when unset 1/32 of
+// max_inflight_bytes per worker, between 1 MiB and 50 MiB.
+func (c *Config) FetchBytes() ByteSize {
+	if c.Kafka.FetchMaxBytes > 0 {
+		return c.Kafka.FetchMaxBytes
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			if kb, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
-				return ByteSize(kb * 1024 / 4)
-			}
-		}
+	return min(max(c.MaxInflightBytes/fetchShare/ByteSize(max(c.Workers, 1)), 1<<20), 50<<20)
+}
+
+// DuckDBMemoryLimit is sink.duckdb.memory_limit, or when unset
+// max_inflight_bytes (at least 128 MiB): a load inserts at most what the
+// budget holds, so DuckDB gets as much as the batches it loads.
+func (c *Config) DuckDBMemoryLimit() ByteSize {
+	if c.Sink.DuckDB.MemoryLimit > 0 {
+		return c.Sink.DuckDB.MemoryLimit
 	}
-	return 1 << 30
+	return max(c.MaxInflightBytes, minDuckDBMemory)
+}
+
+// LoadBytes is load.max_bytes, or when unset a quarter of
+// max_inflight_bytes: DuckDB needs several times a load's bytes while it
+// loads ~1 MB values (a load of 400 MB of them ran out of 256 MiB, 200 MB
+// did not), and the next loads' rows are read meanwhile. 0 (no limit) for
+// Iceberg, whose loads commit files already written and take no memory
+// for their size.
+func (c *Config) LoadBytes() ByteSize {
+	if c.Load.MaxBytes > 0 {
+		return c.Load.MaxBytes
+	}
+	if c.Sink.Type == SinkIceberg {
+		return 0
+	}
+	return c.MaxInflightBytes / 4
+}
+
+// GoMemoryLimit is the soft limit for Go's heap (runtime/debug.SetMemoryLimit)
+// of a run: max_inflight_bytes plus a headroom. Without it the collector
+// lets garbage grow to twice the live heap between collections, which at
+// this allocation rate doubled the process's Go memory.
+func (c *Config) GoMemoryLimit() int64 {
+	return int64(c.MaxInflightBytes) + goHeadroom
 }

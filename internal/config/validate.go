@@ -59,8 +59,8 @@ func (c *Config) validate(consuming bool) error {
 		"kafka.rebalance_timeout", "want 1s to 30m, got %s", c.Kafka.RebalanceTimeout)
 	check(c.Kafka.CommitTimeout.D() >= 100*time.Millisecond && c.Kafka.CommitTimeout.D() <= 10*time.Minute,
 		"kafka.commit_timeout", "want 100ms to 10m, got %s", c.Kafka.CommitTimeout)
-	check(c.Kafka.FetchMaxBytes >= 1<<20 && c.Kafka.FetchMaxBytes <= 1<<30,
-		"kafka.fetch_max_bytes", "want 1MiB to 1GiB, got %s", c.Kafka.FetchMaxBytes)
+	check(c.Kafka.FetchMaxBytes == 0 || c.Kafka.FetchMaxBytes >= 1<<20 && c.Kafka.FetchMaxBytes <= 1<<30,
+		"kafka.fetch_max_bytes", "want 0 (derived from max_inflight_bytes) or 1MiB to 1GiB, got %s", c.Kafka.FetchMaxBytes)
 	if m := c.Kafka.SASL.Mechanism; m != "" {
 		check(slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, m), "kafka.sasl.mechanism",
 			"want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (or empty for none), got %q", m)
@@ -81,6 +81,8 @@ func (c *Config) validate(consuming bool) error {
 
 	check(c.Load.MaxFiles >= 1 && c.Load.MaxFiles <= 10_000,
 		"load.max_files", "want 1 to 10000, got %d", c.Load.MaxFiles)
+	check(c.Load.MaxBytes == 0 || c.Load.MaxBytes >= 1<<20,
+		"load.max_bytes", "want 0 (a quarter of max_inflight_bytes) or at least 1MiB, got %s", c.Load.MaxBytes)
 	check(c.Load.MaxInterval.D() >= 0 && c.Load.MaxInterval.D() <= 24*time.Hour,
 		"load.max_interval", "want 0s to 24h, got %s", c.Load.MaxInterval)
 	check(slices.Contains([]string{"auto", "none", "zstd"}, c.Load.Compression),
@@ -92,8 +94,8 @@ func (c *Config) validate(consuming bool) error {
 	switch c.Sink.Type {
 	case SinkDuckDB:
 		check(c.Sink.DuckDB.Path != "", "sink.duckdb.path", "a database file path is required")
-		check(c.Sink.DuckDB.MemoryLimit == 0 || c.Sink.DuckDB.MemoryLimit >= 64<<20, "sink.duckdb.memory_limit",
-			"want 0 (DuckDB's default) or at least 64MiB, got %s", c.Sink.DuckDB.MemoryLimit)
+		check(c.Sink.DuckDB.MemoryLimit == 0 || c.Sink.DuckDB.MemoryLimit >= minDuckDBMemory, "sink.duckdb.memory_limit",
+			"want 0 (max_inflight_bytes) or at least 128MiB, got %s", c.Sink.DuckDB.MemoryLimit)
 		check(c.Sink.DuckDB.Threads >= 0 && c.Sink.DuckDB.Threads <= 1024, "sink.duckdb.threads",
 			"want 0 (one per core) to 1024, got %d", c.Sink.DuckDB.Threads)
 		check(slices.Contains([]string{"auto", "none"}, c.Sink.DuckDB.JSONCompression), "sink.duckdb.json_compression",

@@ -45,7 +45,7 @@ func ClientOptions(k config.Kafka) ([]kgo.Opt, error) {
 // partition's end when the run started, see Admin.ConsumedWatermarks), so
 // the reset offset franz-go hands to the offset-adjust callback is always
 // "no offset" (-2) and never taken for one.
-func ConsumerOptions(k config.Kafka) ([]kgo.Opt, error) {
+func ConsumerOptions(k config.Kafka, fetchBytes config.ByteSize) ([]kgo.Opt, error) {
 	reset := kgo.NewOffset().AtStart()
 	opts, err := ClientOptions(k)
 	if err != nil {
@@ -66,11 +66,14 @@ func ConsumerOptions(k config.Kafka) ([]kgo.Opt, error) {
 		kgo.KeepControlRecords(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(reset),
-		kgo.FetchMaxBytes(int32(k.FetchMaxBytes)),
+		// Fetches wait in the client until polled, outside
+		// max_inflight_bytes, and decompressed: their size is derived
+		// from the budget (config.FetchBytes).
+		kgo.FetchMaxBytes(int32(fetchBytes)),
 		// Resumed partitions join the next fetch; a short wait keeps a
 		// pause (max_inflight_bytes) from costing the default 5s.
 		kgo.FetchMaxWait(time.Second),
-		kgo.FetchMaxPartitionBytes(int32(min(k.FetchMaxBytes, 16<<20))),
+		kgo.FetchMaxPartitionBytes(int32(min(fetchBytes, 16<<20))),
 	), nil
 }
 

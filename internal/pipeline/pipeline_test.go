@@ -600,3 +600,47 @@ func TestBlockedWorkerIsNotIdle(t *testing.T) {
 		t.Fatalf("rows = %d, want %d", rows, perBatch*batches)
 	}
 }
+
+// loadSizeSink records the most files and staged bytes of one load.
+type loadSizeSink struct {
+	sink.Sink
+	mu                sync.Mutex
+	maxFiles, maxSize int64
+}
+
+func (l *loadSizeSink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	var size int64
+	for _, f := range files {
+		size += f.Bytes
+	}
+	l.mu.Lock()
+	l.maxFiles, l.maxSize = max(l.maxFiles, int64(len(files))), max(l.maxSize, size)
+	l.mu.Unlock()
+	return l.Sink.Load(ctx, files)
+}
+
+// A backlog is loaded in loads of about load.max_bytes, not of
+// load.max_files batches: the rows one DuckDB load holds in memory are
+// bounded in bytes whatever the batch size.
+func TestLoadsSizedInBytes(t *testing.T) {
+	const n = 20_000
+	c := newCluster(t, 2)
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 2, nil))
+	cfg := testConfig(t, c)
+	cfg.Batch.MaxRecords = 1000 // ~0.9 MB of spans a batch
+	cfg.Load.MaxFiles = 100
+	cfg.Load.MaxInterval = config.Duration(time.Minute) // only size and idleness load
+	cfg.Load.MaxBytes = 2 << 20
+	s := openSink(t, cfg)
+	sizes := &loadSizeSink{Sink: s}
+	runUntilIdle(t, cfg, sizes, &pipeline.Stats{})
+
+	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != n {
+		t.Fatalf("rows = %d, want %d", rows, n)
+	}
+	// A load closes at the batch that reaches 2 MiB of messages: three
+	// batches of ~0.9 MB at most.
+	if sizes.maxFiles > 3 {
+		t.Errorf("a load took %d batches (%d staged bytes), want at most 3 for load.max_bytes 2MiB", sizes.maxFiles, sizes.maxSize)
+	}
+}

@@ -51,7 +51,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	if ro.Budget == nil {
 		ro.Budget = NewBudget(int64(cfg.MaxInflightBytes))
 	}
-	kopts, err := kafka.ConsumerOptions(cfg.Kafka)
+	kopts, err := kafka.ConsumerOptions(cfg.Kafka, cfg.FetchBytes())
 	if err != nil {
 		return err
 	}
@@ -72,6 +72,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		MaxBytes:     int64(cfg.Batch.MaxBytes),
 		MaxInterval:  cfg.Batch.MaxInterval.D(),
 		LoadMaxFiles: cfg.Load.MaxFiles,
+		LoadMaxBytes: int64(cfg.LoadBytes()),
 		LoadInterval: cfg.LoadInterval(),
 		// Iceberg: the workers load at the same moments, so that their
 		// loads share a commit; at a moment of this process's own, so

@@ -30,6 +30,7 @@ type Options struct {
 	MaxBytes     int64
 	MaxInterval  time.Duration // batch
 	LoadMaxFiles int
+	LoadMaxBytes int64 // message bytes per load; 0: no limit
 	LoadInterval time.Duration
 	// AlignLoads loads at the moments LoadPhase + k·LoadInterval instead
 	// of LoadInterval after the first pending file: every worker of the
@@ -502,10 +503,11 @@ func (w *Worker) stage(it item) item {
 	return item{batch: it.batch, file: f}
 }
 
-// loadLoop loads pending files when load.max_files are pending or
-// load.max_interval after the first one, and on flush markers.
+// loadLoop loads pending files when load.max_files or load.max_bytes are
+// pending or load.max_interval after the first one, and on flush markers.
 func (w *Worker) loadLoop() error {
 	var pending []item
+	var pendingBytes int64
 	var timer <-chan time.Time
 	var failed error
 	commitRetry := time.NewTicker(time.Second)
@@ -550,7 +552,7 @@ func (w *Worker) loadLoop() error {
 	}
 
 	load := func() {
-		defer func() { pending, timer = pending[:0], nil }()
+		defer func() { pending, pendingBytes, timer = pending[:0], 0, nil }()
 		for _, run := range overlapFree(pending) {
 			loadRun(run)
 		}
@@ -577,10 +579,11 @@ func (w *Worker) loadLoop() error {
 				continue
 			}
 			pending = append(pending, it)
+			pendingBytes += it.batch.bytes
 			if len(pending) == 1 {
 				timer = time.After(w.untilLoad(time.Now()))
 			}
-			if len(pending) >= w.opt.LoadMaxFiles {
+			if len(pending) >= w.opt.LoadMaxFiles || w.opt.LoadMaxBytes > 0 && pendingBytes >= w.opt.LoadMaxBytes {
 				load()
 			}
 		case <-timer:

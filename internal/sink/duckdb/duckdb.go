@@ -190,16 +190,32 @@ func openError(path string, err error) error {
 }
 
 // dsnSettings renders the DuckDB settings of opt as DSN parameters.
+//
+// max_vacuum_tasks=0 stops DuckDB's checkpoint from merging small row
+// groups into bigger ones. It merges by row count (up to three row groups of
+// 122,880 rows) and holds the strings of the rows it rewrites in memory, so
+// with large values a merge needs memory in proportion to the table: with
+// ~1 MB values and a 256 MiB memory_limit the automatic checkpoint failed
+// and invalidated the database once the table passed the limit (DuckDB's
+// RowGroupCollection::ScheduleVacuumTasks, v1.5). Without merges a row group
+// is written per checkpoint (every 16 MB of WAL by default), not per load,
+// so tables do not fragment; rows of fully deleted row groups are still
+// dropped (that is not a vacuum task).
+//
+// The allocator settings make DuckDB hand freed memory back to the system
+// after each task and in the background instead of keeping up to 128 MB of
+// it: with them the peak RSS of 600,000 ~1 KB spans fell by ~180 MB at the
+// same speed (docs/BENCHMARKS.md, "2026-12-01, bounded memory").
 func dsnSettings(opt Options) string {
 	v := url.Values{}
+	v.Set("max_vacuum_tasks", "0")
+	v.Set("allocator_flush_threshold", "16MiB")
+	v.Set("allocator_background_threads", "true")
 	if opt.MemoryLimit > 0 {
 		v.Set("memory_limit", strconv.FormatInt(opt.MemoryLimit>>20, 10)+"MiB")
 	}
 	if opt.Threads > 0 {
 		v.Set("threads", strconv.Itoa(opt.Threads))
-	}
-	if len(v) == 0 {
-		return ""
 	}
 	return "?" + v.Encode()
 }

@@ -18,6 +18,12 @@ import (
 // row per partition in one transaction. Rows at or below a partition's
 // ledger position are skipped (a former owner of the partition loaded them),
 // so loading the same offsets twice never doubles a row.
+//
+// A load that runs out of DuckDB's memory_limit is loaded again as two
+// loads of half the files each (down to one file): a limit that is hit
+// slows loading down instead of stopping it. If the second half fails,
+// the retry of the whole load leaves the first half's files out (the
+// ledger covers them).
 func (s *Sink) Load(ctx context.Context, files []sink.File) (_ sink.Loaded, err error) {
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
@@ -29,7 +35,28 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (_ sink.Loaded, err 
 			err = fmt.Errorf("%w: %w", sink.ErrFatal, err)
 		}
 	}()
+	return s.loadHalving(ctx, files)
+}
 
+func (s *Sink) loadHalving(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	loaded, err := s.loadOnce(ctx, files)
+	if err == nil || !isOutOfMemory(err) || len(files) == 1 {
+		return loaded, err
+	}
+	s.log.Warn("a load ran out of sink.duckdb.memory_limit; loading its files in two halves", "files", len(files), "err", err)
+	first, err := s.loadHalving(ctx, files[:len(files)/2])
+	if err != nil {
+		return sink.Loaded{}, err
+	}
+	second, err := s.loadHalving(ctx, files[len(files)/2:])
+	if err != nil {
+		return sink.Loaded{}, err
+	}
+	return sink.Loaded{LoadID: first.LoadID + " " + second.LoadID, Ranges: append(first.Ranges, second.Ranges...)}, nil
+}
+
+// loadOnce loads files in one transaction. Called with loadMu held.
+func (s *Sink) loadOnce(ctx context.Context, files []sink.File) (sink.Loaded, error) {
 	fence, err := s.fence(ctx, files)
 	if err != nil {
 		return sink.Loaded{}, err
@@ -64,6 +91,17 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (_ sink.Loaded, err 
 func isFatal(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "FATAL Error") || strings.Contains(msg, "database has been invalidated")
+}
+
+// isOutOfMemory reports DuckDB running out of its memory_limit in an
+// insert ("Out of Memory Error") or in the COMMIT ("Failed to commit:
+// failed to pin block of size …"): ordinary errors, the transaction is
+// rolled back and the database stays (unlike a fatal error, see isFatal;
+// should a commit have landed all the same, the ledger fences its rows).
+func isOutOfMemory(err error) bool {
+	msg := err.Error()
+	return !isFatal(err) && (strings.Contains(msg, "Out of Memory Error") ||
+		strings.Contains(msg, "failed to pin block") || strings.Contains(msg, "could not allocate block"))
 }
 
 func isJSONError(err error) bool {

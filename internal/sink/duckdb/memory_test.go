@@ -1,0 +1,102 @@
+package duckdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// A table of ~1 MB values grows past DuckDB's memory_limit without a load
+// failing: DuckDB's checkpoint used to merge the small row groups of such
+// loads into one, holding every string of the merged rows in memory, so
+// once the table reached about the limit the automatic checkpoint failed
+// and DuckDB invalidated the database ("failed to pin block").
+func TestLargeValuesOutgrowTheMemoryLimit(t *testing.T) {
+	opt := testOptions(t.TempDir())
+	opt.MemoryLimit = 96 << 20
+	s := openPrepared(t, opt)
+	const loads, perLoad = 24, 6 // ~144 MB: 1.5x the limit
+	for load := range loads {
+		if err := loadLargeValues(t, s, int64(load*perLoad), perLoad); err != nil {
+			t.Fatalf("load %d of %d (table ~%d MB, memory_limit %d MiB): %v", load+1, loads, load*perLoad, opt.MemoryLimit>>20, err)
+		}
+	}
+	if n := count(t, s, "SELECT count(*) FROM trace_raw WHERE length(raw_data::VARCHAR) > 1000000"); n != loads*perLoad {
+		t.Fatalf("%d rows of ~1 MB, want %d", n, loads*perLoad)
+	}
+}
+
+// A load too big for DuckDB's memory_limit is loaded in halves instead of
+// failing again at every retry.
+func TestLoadTooBigForTheLimitIsHalved(t *testing.T) {
+	opt := testOptions(t.TempDir())
+	opt.MemoryLimit = 256 << 20
+	s := openPrepared(t, opt)
+	loaded, err := s.Load(context.Background(), stageLargeFiles(t, s, 0, 24)) // ~384 MB of values
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, "SELECT count(*) FROM trace_raw"); n != 24*16 {
+		t.Fatalf("%d rows, want %d", n, 24*16)
+	}
+	if loads := count(t, s, "SELECT count(DISTINCT load_id) FROM trace_raw_ledger"); loads < 2 || len(loaded.Ranges) != int(loads) {
+		t.Errorf("%d loads in the ledger, %d ranges reported: want the files loaded in parts", loads, len(loaded.Ranges))
+	}
+}
+
+// openPrepared opens a sink with opt and prepares its tables.
+func openPrepared(t *testing.T, opt Options) *Sink {
+	t.Helper()
+	s := openWith(t, opt)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// stageLargeFiles stages files batches of 16 ~1 MB values from offset, as
+// the pipeline cuts them (batch.max_bytes 16MiB).
+func stageLargeFiles(t *testing.T, s *Sink, offset int64, files int) []sink.File {
+	t.Helper()
+	var out []sink.File
+	for i := range files {
+		out = append(out, stageLargeValues(t, s, offset+int64(i*16), 16))
+	}
+	return out
+}
+
+// stageLargeValues stages one batch of n ~1 MB values from offset.
+func stageLargeValues(t *testing.T, s *Sink, offset int64, n int) sink.File {
+	t.Helper()
+	pad := strings.Repeat("x", 1_000_000)
+	ids := envelope.NewUUIDs()
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: offset}}}
+	for o := offset; o < offset+int64(n); o++ {
+		var id [16]byte
+		ids.Next(&id)
+		start := len(b.Rows)
+		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o,
+			Value: fmt.Appendf(nil, `{"o":%d,"pad":"%s"}`, o, pad), Timestamp: time.Now()}, &id, envelope.ValueText)
+		b.MaxLine = max(b.MaxLine, len(b.Rows)-start)
+		b.Ranges[0].Last, b.Ranges[0].Records = o, b.Ranges[0].Records+1
+	}
+	f, err := s.Stage(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// loadLargeValues loads one batch of n ~1 MB values from offset.
+func loadLargeValues(t *testing.T, s *Sink, offset int64, n int) error {
+	t.Helper()
+	_, err := s.Load(context.Background(), []sink.File{stageLargeValues(t, s, offset, n)})
+	return err
+}
