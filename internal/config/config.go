@@ -28,8 +28,8 @@ type Config struct {
 	Merge   Merge   `yaml:"merge"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
-	// memory. Default 256MiB; the Kafka fetch size, DuckDB's memory_limit
-	// and Go's heap limit follow from it (memory.go).
+	// memory. Default 256MiB; the Kafka fetch size, the load size, DuckDB's
+	// memory_limit and Go's heap limit follow from it (memory.go).
 	MaxInflightBytes ByteSize `yaml:"max_inflight_bytes"`
 	// ShutdownTimeout bounds the shutdown after a signal (loading what is
 	// pending, committing). Past it the process exits 1; what was not

@@ -1,17 +1,17 @@
 package config
 
-// Memory defaults. A process holds three kinds of memory: records read from
-// Kafka and not yet loaded (max_inflight_bytes), the Kafka client's buffered
-// fetches (outside that budget until polled, and decompressed: a fetch of
-// JSON is several times its size on the wire), and DuckDB's own (its
-// memory_limit). The defaults derive the other two from
+// Memory defaults. A process holds the records read from Kafka and not yet
+// loaded (max_inflight_bytes), the Kafka client's buffered fetches (outside
+// that budget until polled, and decompressed: a fetch of JSON is several
+// times its size on the wire), the rows a load hands DuckDB, DuckDB's own
+// memory and Go's garbage. The defaults derive every other limit from
 // max_inflight_bytes, so one setting sizes the process (docs/BENCHMARKS.md,
 // "2026-12-01, bounded memory").
 const (
 	defaultInflightBytes = 256 << 20
-	// fetchShare: buffered fetches get 1/fetchShare of max_inflight_bytes
-	// per worker, 8 MiB at the default (a 50 MiB fetch of compressed JSON
-	// held ~330 MB of decompressed records per process).
+	// fetchShare: buffered fetches get 1/fetchShare of max_inflight_bytes,
+	// shared by the workers: 4 MiB each at the defaults (50 MiB fetches of
+	// compressed JSON held ~330 MB of decompressed records per process).
 	fetchShare = 32
 	// goHeadroom is the Go heap allowed beyond max_inflight_bytes (fetch
 	// buffers, open batches, the runtime) before the collector works harder.
