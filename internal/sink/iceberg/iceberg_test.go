@@ -666,16 +666,7 @@ func TestConcurrentLoadsKeepEachOthersPositions(t *testing.T) {
 // one snapshot, each told its own rows.
 func TestConcurrentLoadsShareACommit(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
-		Namespace: "tracelake", Table: "trace_raw", GroupWait: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openGrouping(t)
 	var wg sync.WaitGroup
 	loaded := make([]sink.Loaded, 3)
 	for p := range int32(3) {
@@ -704,6 +695,60 @@ func TestConcurrentLoadsShareACommit(t *testing.T) {
 		if got := stored(t, s, false)[p]; len(got) != 9+int(p) {
 			t.Errorf("partition %d: raw offsets %v", p, got)
 		}
+	}
+}
+
+// openGrouping opens a prepared sink whose loads wait 300 ms for others
+// to share their commit.
+func openGrouping(t *testing.T) *iceberg.Sink {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "trace_raw", GroupWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A load in a shared commit that names a batch this process never staged
+// (a bug, or a file of a process that died) fails alone: the other loads
+// of its group commit their rows.
+func TestGroupCommitWithAnUnstagedLoad(t *testing.T) {
+	ctx := context.Background()
+	s := openGrouping(t)
+	files := make([]sink.File, 3)
+	for p := range int32(2) {
+		f, err := s.Stage(ctx, batch(p, 0, 9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[p] = f
+	}
+	files[2] = sink.File{Name: "never-staged", Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "traces", Partition: 2}, First: 0, Last: 9, Records: 10}}}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for p := range files {
+		wg.Go(func() { _, errs[p] = s.Load(ctx, files[p:p+1]) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("the staged loads failed with the unstaged one: %v, %v", errs[0], errs[1])
+	}
+	if errs[2] == nil || !strings.Contains(errs[2].Error(), "was not staged in this process") {
+		t.Errorf("the unstaged load: %v, want 'was not staged in this process'", errs[2])
+	}
+	rows := stored(t, s, false)
+	if len(rows[0]) != 10 || len(rows[1]) != 10 || len(rows[2]) != 0 {
+		t.Errorf("raw offsets per partition %v, want 0-9, 0-9 and none", rows)
+	}
+	if ops, err := s.Operations(ctx); err != nil || len(ops) != 1 {
+		t.Errorf("raw snapshots %v (%v), want one commit for the two staged loads", ops, err)
 	}
 }
 
