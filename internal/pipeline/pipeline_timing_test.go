@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,17 +55,12 @@ func benchSetup(b *testing.B) *kfake.Cluster {
 	return benchCluster
 }
 
-func report(b *testing.B, start time.Time, iters int) {
-	secs := time.Since(start).Seconds()
-	b.ReportMetric(float64(iters*benchRecords)/secs, "records/s")
-	b.ReportMetric(float64(int64(iters)*benchBytes)/secs/1e6, "MB/s")
-}
 
 // BenchmarkBareConsume is the yardstick: a franz-go group consumer reading
 // every record and doing nothing with it.
 func BenchmarkBareConsume(b *testing.B) {
 	c := benchSetup(b)
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	for i := 0; i < b.N; i++ {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
 			// A new group each time: the framework runs b.N=1 before larger
@@ -80,7 +76,7 @@ func BenchmarkBareConsume(b *testing.B) {
 		}
 		cl.Close()
 	}
-	report(b, start, b.N)
+	reportBusy(b, busyTime{wall: time.Since(start), cpu: processCPU() - cpu})
 }
 
 // BenchmarkPipelineDuckDB is the whole path: kfake → 2 workers → NDJSON
@@ -93,7 +89,7 @@ func BenchmarkPipelineDuckDB(b *testing.B) {
 	}{{"none", "none", false}, {"zstd", "zstd", false}, {"json=none", "none", true}} {
 		b.Run(v.name, func(b *testing.B) {
 			c := benchSetup(b)
-			var busy time.Duration
+			var busy busyTime
 			for i := 0; i < b.N; i++ {
 				cfg := benchConfig(c, fmt.Sprintf("bench-%s-%d", v.compression, i))
 				cfg.Load.Compression = v.compression
@@ -107,7 +103,7 @@ func BenchmarkPipelineDuckDB(b *testing.B) {
 				if err := s.Prepare(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				busy += benchUntilIdle(b, cfg, s)
+				benchUntilIdle(b, cfg, s, &busy)
 				s.Close()
 			}
 			reportBusy(b, busy)
@@ -126,28 +122,42 @@ func benchConfig(c *kfake.Cluster, group string) *config.Config {
 	return cfg
 }
 
+// busyTime is what runs of the pipeline took: wall time with the idle wait
+// subtracted, and the CPU time of the whole process (every thread: the
+// pipeline, DuckDB's threads and the in-process broker serving the fetches).
+type busyTime struct{ wall, cpu time.Duration }
+
 // benchUntilIdle runs the pipeline over the benchmark's records until idle
-// and returns the time it was busy (the idle wait subtracted).
-func benchUntilIdle(b *testing.B, cfg *config.Config, s sink.Sink) time.Duration {
+// and adds the time it was busy to t.
+func benchUntilIdle(b *testing.B, cfg *config.Config, s sink.Sink, t *busyTime) {
 	b.Helper()
 	idle := 200 * time.Millisecond
 	stats := &pipeline.Stats{}
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	if err := pipeline.Run(context.Background(), context.Background(), cfg, s,
 		pipeline.RunOptions{ExitWhenIdle: idle, Stats: stats, Log: testLog(nil)}); err != nil {
 		b.Fatal(err)
 	}
-	busy := time.Since(start) - idle
+	t.wall += time.Since(start) - idle
+	t.cpu += processCPU() - cpu
 	if stats.Loaded.Load() != benchRecords {
 		b.Fatalf("loaded %d, want %d", stats.Loaded.Load(), benchRecords)
 	}
-	return busy
 }
 
-func reportBusy(b *testing.B, busy time.Duration) {
-	secs := busy.Seconds()
+func reportBusy(b *testing.B, t busyTime) {
+	secs := t.wall.Seconds()
 	b.ReportMetric(float64(b.N*benchRecords)/secs, "records/s")
 	b.ReportMetric(float64(int64(b.N)*benchBytes)/secs/1e6, "MB/s")
+	b.ReportMetric(float64(t.cpu.Microseconds())/float64(b.N*benchRecords), "cpu-µs/record")
+}
+
+// processCPU is this process's CPU time so far (user and system, all
+// threads).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkPipelineIceberg is the whole path into Iceberg with the default
@@ -157,7 +167,7 @@ func reportBusy(b *testing.B, busy time.Duration) {
 // file after the 1M records.
 func BenchmarkPipelineIceberg(b *testing.B) {
 	c := benchSetup(b)
-	var busy time.Duration
+	var busy busyTime
 	for i := 0; i < b.N; i++ {
 		cfg := benchConfig(c, fmt.Sprintf("bench-iceberg-%d", i))
 		cfg.Sink.Type = config.SinkIceberg
@@ -170,7 +180,7 @@ func BenchmarkPipelineIceberg(b *testing.B) {
 		if err := s.Prepare(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		busy += benchUntilIdle(b, cfg, s)
+		benchUntilIdle(b, cfg, s, &busy)
 		files, err := s.DataFiles(context.Background(), false)
 		if err != nil {
 			b.Fatal(err)
