@@ -55,7 +55,6 @@ func benchSetup(b *testing.B) *kfake.Cluster {
 	return benchCluster
 }
 
-
 // BenchmarkBareConsume is the yardstick: a franz-go group consumer reading
 // every record and doing nothing with it.
 func BenchmarkBareConsume(b *testing.B) {
