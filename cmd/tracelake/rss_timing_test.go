@@ -32,6 +32,11 @@ func builds(b *testing.B) []build {
 	return bs
 }
 
+// benchConfig is TRACELAKE_BENCH_CONFIG: top-level YAML lines added to the
+// measured runs' config (max_inflight_bytes: 1GiB, say), to measure a
+// setting against the defaults.
+func benchConfig() string { return os.Getenv("TRACELAKE_BENCH_CONFIG") }
+
 // BenchmarkPeakRSSSpans measures the peak resident memory of a
 // `tracelake run` process ingesting 600,000 ~1 KB agent-trace spans with
 // the default settings (Kafka runs in this, the parent, process).
@@ -47,7 +52,7 @@ func BenchmarkPeakRSSSpans(b *testing.B) {
 		b.Run(build.name, func(b *testing.B) {
 			for range b.N {
 				group++
-				cfgPath := writeConfig(b, cluster, fmt.Sprintf("group: rss-%d", group), os.Getenv("RSS_CONFIG"))
+				cfgPath := writeConfig(b, cluster, fmt.Sprintf("group: rss-%d", group), benchConfig())
 				start := time.Now()
 				peak := runMeasuringRSS(b, exec.Command(build.bin, "run", "--config", cfgPath, "--exit-when-idle", "1s"))
 				b.ReportMetric(float64(n)/(time.Since(start)-time.Second).Seconds(), "records/s")
@@ -90,7 +95,7 @@ func BenchmarkPeakRSS(b *testing.B) {
 					}
 				}
 				for g, bd := range builds {
-					cfgPath := writeConfig(b, cluster, fmt.Sprintf("group: rss-%d", g), os.Getenv("RSS_CONFIG"))
+					cfgPath := writeConfig(b, cluster, fmt.Sprintf("group: rss-%d", g), benchConfig())
 					start := time.Now()
 					peak := runMeasuringRSS(b, exec.Command(bd.bin, "run", "--config", cfgPath, "--exit-when-idle", "1s"))
 					b.ReportMetric(1100e6/1e6/(time.Since(start)-time.Second).Seconds(), bd.name+"-MB/s")
