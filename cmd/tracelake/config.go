@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
@@ -131,12 +133,22 @@ func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 		StageDir:         cfg.StageDir(),
 		Table:            cfg.Sink.Table,
 		Transform:        cfg.Mode == config.ModeTransform,
+		Typed:            typedTable(cfg),
 		Zstd:             cfg.Zstd(),
 		MemoryLimit:      int64(cfg.DuckDBMemoryLimit()),
 		Threads:          cfg.Sink.DuckDB.Threads,
 		UncompressedJSON: cfg.Sink.DuckDB.JSONCompression == "none",
 		Log:              slog.Default(),
 	})
+}
+
+// typedTable is the declared table the configuration loads, nil for the
+// raw table or the user's.
+func typedTable(cfg *config.Config) *schema.Table {
+	if cfg.OTLP() {
+		return otel.TableOf(cfg.Kafka.Signal)
+	}
+	return nil
 }
 
 func newFlagSet(name string) *flag.FlagSet {

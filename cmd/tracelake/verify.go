@@ -11,6 +11,7 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -134,6 +135,9 @@ func watermarks(ctx context.Context, cfg *config.Config) map[sink.TopicPartition
 // runVerify checks the ledger and tables of a SQL sink.
 func runVerify(ctx context.Context, cfg *config.Config, db verify.Querier, t verify.Tables) (*verify.Report, error) {
 	t.Raw = cfg.Mode == config.ModeRaw
+	if cfg.OTLP() {
+		t.Topic, t.Index = schema.TopicColumn, schema.IndexColumn
+	}
 	rep, err := verify.Run(ctx, db, t, watermarks(ctx, cfg), cfg.Kafka.StartOffset == "earliest")
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)

@@ -26,6 +26,7 @@ type Config struct {
 	Sink    Sink    `yaml:"sink"`
 	Metrics Metrics `yaml:"metrics"`
 	Merge   Merge   `yaml:"merge"`
+	Tenancy Tenancy `yaml:"tenancy"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
 	// memory. Default 256MiB; the Kafka fetch size, the load size, DuckDB's
@@ -71,6 +72,17 @@ type Kafka struct {
 	CommitTimeout Duration `yaml:"commit_timeout"`
 	// ClientID is sent to the brokers; default tracelake.
 	ClientID string `yaml:"client_id"`
+	// Format of the messages: json (default: each message a JSON value,
+	// stored in the raw table or, in transform mode, the user's), or
+	// otlp_proto / otlp_json (OpenTelemetry, as the OpenTelemetry
+	// Collector's Kafka exporter writes it: each message one OTLP export
+	// request, decoded into one row per span or log record of otel_spans
+	// or otel_logs). Only the duckdb sink loads OTLP so far.
+	Format string `yaml:"format"`
+	// Signal is what OTLP messages hold: traces (default) or logs. The
+	// Collector writes each signal to its own topic; run one tracelake
+	// configuration per signal.
+	Signal string `yaml:"signal"`
 	// FetchMaxBytes caps one fetch response. Default (0) 1/32 of
 	// max_inflight_bytes per worker, 1-50MiB (see FetchBytes).
 	FetchMaxBytes ByteSize `yaml:"fetch_max_bytes"`
@@ -144,7 +156,8 @@ type Sink struct {
 	// Type is duckdb (default), databend or iceberg. Only duckdb is built.
 	Type string `yaml:"type"`
 	// Table is the raw table (raw mode) or the user's table (transform mode).
-	// The DLQ is <table>_dlq and the ledger <table>_ledger. Default trace_raw.
+	// The DLQ is <table>_dlq and the ledger <table>_ledger. Default
+	// trace_raw; with kafka.format otlp_*, otel_spans or otel_logs.
 	Table    string   `yaml:"table"`
 	DuckDB   DuckDB   `yaml:"duckdb"`
 	Databend Databend `yaml:"databend"`
@@ -294,6 +307,18 @@ type Databend struct {
 	Timeout Duration `yaml:"timeout"`
 }
 
+// Tenancy says which tenant each OpenTelemetry row belongs to (its
+// tenant_id column).
+type Tenancy struct {
+	// KafkaHeader is the Kafka header holding a record's tenant id; ""
+	// (default) for none. An id that is not valid (Grafana Mimir's rules:
+	// at most 150 bytes of letters, digits and !-_.*'(), not . or ..)
+	// sends the record to the dead-letter table.
+	KafkaHeader string `yaml:"kafka_header"`
+	// Default is the tenant of records without one. Default "default".
+	Default string `yaml:"default"`
+}
+
 // Metrics endpoint: /metrics (Prometheus), /healthz, /readyz.
 type Metrics struct {
 	// Listen is host:port; "" turns the endpoint off. Default
@@ -309,7 +334,36 @@ const (
 
 	ModeRaw       = "raw"
 	ModeTransform = "transform"
+
+	// kafka.format: json (FormatJSON, as for models) or OTLP.
+	FormatOTLPProto = "otlp_proto"
+	FormatOTLPJSON  = "otlp_json"
+
+	SignalTraces = "traces"
+	SignalLogs   = "logs"
+
+	// DefaultTable is sink.table unless set; with an OTLP format the
+	// default is the signal's table (settle).
+	DefaultTable = "trace_raw"
 )
+
+// OTLP reports whether the messages are OpenTelemetry (kafka.format
+// otlp_proto or otlp_json).
+func (c *Config) OTLP() bool {
+	return c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON
+}
+
+// settle fills in defaults that follow from other keys once the file and
+// the environment are read: with an OTLP format, sink.table left at its
+// default names the signal's table.
+func (c *Config) settle() {
+	if c.OTLP() && c.Sink.Table == DefaultTable {
+		c.Sink.Table = "otel_spans"
+		if c.Kafka.Signal == SignalLogs {
+			c.Sink.Table = "otel_logs"
+		}
+	}
+}
 
 // Default returns the configuration every file is loaded over.
 func Default() *Config {
@@ -327,7 +381,10 @@ func Default() *Config {
 			RebalanceTimeout: Duration(60 * time.Second),
 			CommitTimeout:    Duration(10 * time.Second),
 			ClientID:         "tracelake",
+			Format:           FormatJSON,
+			Signal:           SignalTraces,
 		},
+		Tenancy:          Tenancy{Default: "default"},
 		Workers:          workers,
 		Mode:             ModeRaw,
 		Batch:            Batch{MaxRecords: 10000, MaxBytes: 16 << 20, MaxInterval: Duration(10 * time.Second)},
@@ -338,7 +395,7 @@ func Default() *Config {
 		MaxInflightBytes: defaultInflightBytes,
 		Sink: Sink{
 			Type:     SinkDuckDB,
-			Table:    "trace_raw",
+			Table:    DefaultTable,
 			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "auto"},
 			Databend: Databend{Stage: "~", Purge: true, Uploads: 8, Timeout: Duration(5 * time.Minute)},
 			Iceberg: Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake", CatalogName: "tracelake",

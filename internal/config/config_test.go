@@ -280,3 +280,42 @@ func TestMemoryFollowsInflightBytes(t *testing.T) {
 		t.Errorf("memory_limit 64MiB: %v", err)
 	}
 }
+
+// kafka.format and kafka.signal choose the OpenTelemetry tables; what is
+// not built says so by key.
+func TestOTLPFormat(t *testing.T) {
+	for signal, table := range map[string]string{"": "otel_spans", "traces": "otel_spans", "logs": "otel_logs"} {
+		yaml := "kafka: {topics: [otlp_spans], format: otlp_proto"
+		if signal != "" {
+			yaml += ", signal: " + signal
+		}
+		cfg, err := FromYAML([]byte(yaml + "}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil || cfg.Sink.Table != table || !cfg.OTLP() {
+			t.Errorf("signal %q: table %q, err %v; want %s", signal, cfg.Sink.Table, err, table)
+		}
+	}
+	cfg, _ := FromYAML([]byte("kafka: {topics: [t], format: otlp_json}\nsink: {table: spans}"))
+	if cfg.Sink.Table != "spans" {
+		t.Errorf("an explicit table was replaced by %q", cfg.Sink.Table)
+	}
+	cfg, _ = FromYAML([]byte("kafka: {topics: [t]}"))
+	if cfg.Sink.Table != "trace_raw" || cfg.OTLP() {
+		t.Errorf("JSON default: table %q, otlp %v", cfg.Sink.Table, cfg.OTLP())
+	}
+	for yaml, want := range map[string]string{
+		"kafka: {topics: [t], format: protobuf}":                         `kafka.format: want json, otlp_proto or otlp_json, got "protobuf"`,
+		"kafka: {topics: [t], format: otlp_proto, signal: metrics}":      `kafka.signal: want traces or logs (metrics are not built yet), got "metrics"`,
+		"kafka: {topics: [t], format: otlp_proto}\nmode: transform":      "mode: transform mode maps JSON objects onto your table; with kafka.format otlp_proto",
+		"kafka: {topics: [t], format: otlp_json}\nsink: {type: iceberg}": "kafka.format: otlp_json is built for the duckdb sink so far",
+		"kafka: {topics: [t]}\ntenancy: {default: ..}":                   `tenancy.default: tenant id ".." is not allowed`,
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		err = errors.Join(err, cfg.Validate())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %s", yaml, err, want)
+		}
+	}
+}

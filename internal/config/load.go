@@ -35,14 +35,18 @@ func FromFile(path string) (*Config, error) {
 			return cfg, err
 		}
 	}
-	return cfg, applyEnv(cfg, os.LookupEnv)
+	err := applyEnv(cfg, os.LookupEnv)
+	cfg.settle()
+	return cfg, err
 }
 
 // FromYAML reads YAML text over Default, without the environment (for
 // configurations shipped inside the binary).
 func FromYAML(data []byte) (*Config, error) {
 	cfg := Default()
-	return cfg, decodeFile(cfg, "(embedded).yaml", data)
+	err := decodeFile(cfg, "(embedded).yaml", data)
+	cfg.settle()
+	return cfg, err
 }
 
 func decodeFile(cfg *Config, path string, data []byte) error {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/tracelake/tracelake/internal/otel"
+
 	"errors"
 	"fmt"
 	"net"
@@ -71,6 +73,18 @@ func (c *Config) validate(consuming bool) error {
 
 	check(c.Workers >= 1 && c.Workers <= 256, "workers", "want 1 to 256, got %d", c.Workers)
 	check(c.Mode == ModeRaw || c.Mode == ModeTransform, "mode", "want raw or transform, got %q", c.Mode)
+	check(slices.Contains([]string{FormatJSON, FormatOTLPProto, FormatOTLPJSON}, c.Kafka.Format), "kafka.format",
+		"want json, otlp_proto or otlp_json, got %q", c.Kafka.Format)
+	check(slices.Contains([]string{SignalTraces, SignalLogs}, c.Kafka.Signal), "kafka.signal",
+		"want traces or logs (metrics are not built yet), got %q", c.Kafka.Signal)
+	if c.OTLP() {
+		check(c.Mode == ModeRaw, "mode", "transform mode maps JSON objects onto your table; with kafka.format %s the rows are OpenTelemetry tables (accepted: raw)", c.Kafka.Format)
+		check(c.Sink.Type == SinkDuckDB, "kafka.format", "%s is built for the duckdb sink so far; accepted with %s: json", c.Kafka.Format, c.Sink.Type)
+		check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with kafka.format %s there is none", c.Kafka.Format)
+	}
+	if err := otel.CheckTenant(c.Tenancy.Default); err != nil {
+		check(false, "tenancy.default", "%v", err)
+	}
 
 	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,
 		"batch.max_records", "want 1 to 10000000, got %d", c.Batch.MaxRecords)

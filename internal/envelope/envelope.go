@@ -42,6 +42,7 @@ const (
 	KindTooDeep     = "too_deep"
 	KindNotObject   = "not_object"
 	KindRejected    = "rejected_by_database"
+	KindUndecodable = "undecodable" // not the declared format (OTLP)
 )
 
 // Check says why a message value cannot be stored as a raw row. An empty

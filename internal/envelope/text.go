@@ -16,7 +16,7 @@ var needsEscape = func() (t [256]bool) {
 
 // AppendString appends s as a JSON string. s must be valid UTF-8 (checked by
 // the caller); bytes above 0x7F are copied as they are.
-func AppendString(dst, s []byte) []byte {
+func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {

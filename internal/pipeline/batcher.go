@@ -24,6 +24,14 @@ type batch struct {
 	dlqKinds map[string]int64 // decode dead-letter records by problem kind
 }
 
+// RowDecoder turns one record into rows of a declared table (OTLP spans or
+// logs), appended to dst as NDJSON lines: it returns them with their count
+// and the longest line, or why the record cannot be decoded (it then
+// appends nothing and the record is dead-lettered with that reason).
+type RowDecoder interface {
+	AppendRows(dst []byte, r *kgo.Record) (out []byte, rows, longest int, err error)
+}
+
 // batcher encodes records into the open batch and closes it at max records,
 // max bytes or max interval. It also tracks, per owned partition, the next
 // offset expected, so each range starts where the previous one ended.
@@ -48,8 +56,11 @@ type batcher struct {
 	// ready are batches closed out of turn (cut), to be sent before the
 	// open one.
 	ready []*batch
-	ids   *envelope.UUIDs
-	id    [16]byte
+	// decoder, when set, makes the rows of a declared table of each record
+	// (OTLP) instead of raw or transform rows.
+	decoder RowDecoder
+	ids     *envelope.UUIDs
+	id      [16]byte
 
 	// lastRows is the size of the previous batch's rows: a new batch starts
 	// with room for about as much, instead of growing (and copying) its
@@ -88,34 +99,10 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		return nil, false
 	}
 
-	problem := envelope.Check(r.Value)
-	if problem.OK() && b.transform {
-		problem = envelope.CheckObject(r.Value)
-	}
-	if !problem.OK() {
-		start := len(b.cur.DLQ)
-		b.cur.DLQ = envelope.AppendDLQRow(b.cur.DLQ, r, problem.Reason, envelope.StageDecode)
-		b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.DLQ)-start)
-		rg.DLQ++
-		if b.cur.dlqKinds == nil {
-			b.cur.dlqKinds = map[string]int64{}
-		}
-		b.cur.dlqKinds[problem.Kind]++
+	if b.decoder != nil {
+		b.addDecoded(r, rg)
 	} else {
-		start := len(b.cur.Rows)
-		switch {
-		case b.transform:
-			b.cur.Rows = envelope.AppendTransformRow(b.cur.Rows, r, b.valueEnc)
-		case b.keepRecords:
-			b.cur.Records = append(b.cur.Records, sink.Record{Record: r})
-			b.ids.Next(&b.cur.Records[len(b.cur.Records)-1].ID)
-		default:
-			b.ids.Next(&b.id)
-			b.cur.Rows = envelope.AppendRawRow(b.cur.Rows, r, &b.id, b.valueEnc)
-		}
-		b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.Rows)-start)
-		rg.Records++
-		b.cur.created = append(b.cur.created, r.Timestamp.UnixNano())
+		b.addJSON(r, rg)
 	}
 	b.records++
 	b.cur.bytes += int64(len(r.Value))
@@ -123,6 +110,58 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		return b.close(), true
 	}
 	return nil, true
+}
+
+// addJSON adds a JSON message: a raw or transform row, or a dead letter
+// saying why the value cannot be one.
+func (b *batcher) addJSON(r *kgo.Record, rg *sink.Range) {
+	problem := envelope.Check(r.Value)
+	if problem.OK() && b.transform {
+		problem = envelope.CheckObject(r.Value)
+	}
+	if !problem.OK() {
+		b.deadLetter(r, rg, problem)
+		return
+	}
+	start := len(b.cur.Rows)
+	switch {
+	case b.transform:
+		b.cur.Rows = envelope.AppendTransformRow(b.cur.Rows, r, b.valueEnc)
+	case b.keepRecords:
+		b.cur.Records = append(b.cur.Records, sink.Record{Record: r})
+		b.ids.Next(&b.cur.Records[len(b.cur.Records)-1].ID)
+	default:
+		b.ids.Next(&b.id)
+		b.cur.Rows = envelope.AppendRawRow(b.cur.Rows, r, &b.id, b.valueEnc)
+	}
+	b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.Rows)-start)
+	rg.Records++
+	b.cur.created = append(b.cur.created, r.Timestamp.UnixNano())
+}
+
+// addDecoded adds the rows the decoder makes of r (any number, none for
+// an empty message), or a dead letter with the decoder's reason.
+func (b *batcher) addDecoded(r *kgo.Record, rg *sink.Range) {
+	rows, n, longest, err := b.decoder.AppendRows(b.cur.Rows, r)
+	if err != nil {
+		b.deadLetter(r, rg, envelope.Problem{Kind: envelope.KindUndecodable, Reason: err.Error()})
+		return
+	}
+	b.cur.Rows = rows
+	b.cur.MaxLine = max(b.cur.MaxLine, longest)
+	rg.Records += int64(n)
+	b.cur.created = append(b.cur.created, r.Timestamp.UnixNano())
+}
+
+func (b *batcher) deadLetter(r *kgo.Record, rg *sink.Range, problem envelope.Problem) {
+	start := len(b.cur.DLQ)
+	b.cur.DLQ = envelope.AppendDLQRow(b.cur.DLQ, r, problem.Reason, envelope.StageDecode)
+	b.cur.MaxLine = max(b.cur.MaxLine, len(b.cur.DLQ)-start)
+	rg.DLQ++
+	if b.cur.dlqKinds == nil {
+		b.cur.dlqKinds = map[string]int64{}
+	}
+	b.cur.dlqKinds[problem.Kind]++
 }
 
 // rangeOf returns tp's range in the open batch, opening either as needed,

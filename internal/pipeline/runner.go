@@ -14,6 +14,7 @@ import (
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/obs"
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -65,8 +66,17 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	if cfg.Sink.Type == config.SinkDatabend {
 		rawValue = envelope.ValueJSON // COPY reads JSON, not JSON in a string
 	}
+	var decoder RowDecoder
+	if cfg.OTLP() {
+		d, err := otel.NewDecoder(cfg.Kafka.Signal, cfg.Kafka.Format, otel.Tenancy{Header: cfg.Tenancy.KafkaHeader, Default: cfg.Tenancy.Default})
+		if err != nil {
+			return err
+		}
+		decoder = d
+	}
 	opt := Options{
 		Transform:    cfg.Mode == config.ModeTransform,
+		Decoder:      decoder,
 		RawValue:     rawValue,
 		MaxRecords:   cfg.Batch.MaxRecords,
 		MaxBytes:     int64(cfg.Batch.MaxBytes),

@@ -24,7 +24,10 @@ import (
 
 // Options configure a worker.
 type Options struct {
-	Transform    bool
+	Transform bool
+	// Decoder, when set, makes each record's rows of a declared table
+	// (OTLP spans or logs) instead of raw or transform rows.
+	Decoder      RowDecoder
 	RawValue     envelope.ValueEncoding // how staged rows carry the value, as the sink reads it
 	MaxRecords   int
 	MaxBytes     int64
@@ -150,7 +153,8 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	b := newBatcher(opt.Transform, opt.MaxRecords, opt.MaxBytes, opt.MaxInterval)
 	b.valueEnc = opt.RawValue
 	_, b.keepRecords = opt.Sink.(sink.RecordStager)
-	b.keepRecords = b.keepRecords && !opt.Transform
+	b.keepRecords = b.keepRecords && !opt.Transform && opt.Decoder == nil
+	b.decoder = opt.Decoder
 	w := &Worker{
 		id:      id,
 		opt:     opt,

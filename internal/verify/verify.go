@@ -70,8 +70,14 @@ type Tables struct {
 	Raw bool
 	// Topic is the SQL expression of a raw row's topic, in the sink's
 	// dialect: record_metadata->>'topic' (DuckDB) or
-	// record_metadata:topic::VARCHAR (Databend).
+	// record_metadata:topic::VARCHAR (Databend), or the column of a
+	// declared table.
 	Topic string
+	// Index is the column of a row's index among the rows of its message
+	// (a declared table: an OTLP message holds many spans), "" when each
+	// message is one row. A row is then stored twice when its (offset,
+	// index) is; a dead-lettered message counts as its row 0.
+	Index string
 }
 
 // Querier runs a query and returns its rows as text, NULL as "": the
@@ -182,6 +188,11 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		q := fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT o) FROM (
 			SELECT %s AS topic, kpartition AS p, koffset AS o FROM %s
 			UNION ALL SELECT topic, "partition", "offset" FROM %s) AS stored GROUP BY 1, 2`, t.Topic, t.Main, t.DLQ)
+		if t.Index != "" {
+			q = fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT (o, i)) FROM (
+			SELECT %s AS topic, kpartition AS p, koffset AS o, %s AS i FROM %s
+			UNION ALL SELECT topic, "partition", "offset", 0 FROM %s) AS stored GROUP BY 1, 2`, t.Topic, t.Index, t.Main, t.DLQ)
+		}
 		if err := scan(q, func(p *Partition, rows, distinct int64) { p.Duplicates = rows - distinct }); err != nil {
 			return nil, fmt.Errorf("find duplicates: %w", err)
 		}

@@ -19,6 +19,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
 	"github.com/google/uuid"
 
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -31,6 +32,10 @@ type Options struct {
 	// Transform loads each JSON object as a row of the user's existing Table
 	// instead of a raw row.
 	Transform bool
+	// Typed, when set, is the declared table whose rows the batches carry
+	// (OTLP spans or logs): Table is created with its columns and loaded
+	// fenced by its coordinates, as the raw table is.
+	Typed *schema.Table
 	// Zstd compresses staged files.
 	Zstd bool
 	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults.
@@ -63,7 +68,12 @@ type Sink struct {
 	userFKs     []userForeignKey
 }
 
-type tables struct{ main, dlq, ledger string }
+type tables struct {
+	main, dlq, ledger string
+	// mainTopic is the SQL expression of a main-table row's topic (raw
+	// and typed tables; the user's table in transform mode has none).
+	mainTopic string
+}
 
 // Open opens (or creates) the database file and the stage directory.
 func Open(opt Options) (*Sink, error) {
@@ -86,16 +96,23 @@ func Open(opt Options) (*Sink, error) {
 		db.Close()
 		return nil, openError(opt.Path, err)
 	}
+	if opt.Typed != nil && opt.Transform {
+		return nil, errors.New("BUG: a typed table in transform mode")
+	}
 	s := &Sink{
 		opt:        opt,
 		db:         db,
 		log:        opt.Log,
 		lastLoaded: map[sink.TopicPartition]int64{},
 		tables: tables{
-			main:   sqltext.Name(opt.Table),
-			dlq:    sqltext.Name(opt.Table + "_dlq"),
-			ledger: sqltext.Name(opt.Table + "_ledger"),
+			main:      sqltext.Name(opt.Table),
+			dlq:       sqltext.Name(opt.Table + "_dlq"),
+			ledger:    sqltext.Name(opt.Table + "_ledger"),
+			mainTopic: "(record_metadata->>'topic')",
 		},
+	}
+	if opt.Typed != nil {
+		s.tables.mainTopic = schema.TopicColumn
 	}
 	return s, nil
 }

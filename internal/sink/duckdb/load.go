@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -61,12 +62,12 @@ func (s *Sink) loadOnce(ctx context.Context, files []sink.File) (sink.Loaded, er
 	if err != nil {
 		return sink.Loaded{}, err
 	}
-	plan := newLoadPlan(files, fence)
+	plan := newLoadPlan(files, fence, s.tables.mainTopic)
 	if !plan.exact {
 		s.log.Debug("load overlaps the ledger; skipping rows already loaded", "files", len(files))
 	}
 	loaded, err := s.loadTx(ctx, plan, false)
-	if err != nil && isJSONError(err) && !s.opt.Transform {
+	if err != nil && isJSONError(err) && !s.opt.Transform && s.opt.Typed == nil {
 		// Our validator accepted a value DuckDB's JSON parser rejects. Load
 		// again, sending such rows to the dead-letter table instead of
 		// stalling the partition on a load that can never succeed.
@@ -157,7 +158,9 @@ type loadPlan struct {
 	files              int
 }
 
-func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64) loadPlan {
+// newLoadPlan plans the load of files; topic is the SQL expression of a
+// main-table row's topic.
+func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64, topic string) loadPlan {
 	fenced := sink.Fence(files, fence)
 	p := loadPlan{exact: fenced.Exact, files: len(files), ranges: fenced.Ranges}
 	for _, f := range files {
@@ -174,8 +177,8 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64) loadPla
 	}
 	var rawConds, dlqConds []string
 	for _, r := range fenced.Skip {
-		rawConds = append(rawConds, fmt.Sprintf("(kpartition = %d AND (record_metadata->>'topic') = %s AND koffset <= %d)",
-			r.Partition, sqltext.String(r.Topic), r.Last))
+		rawConds = append(rawConds, fmt.Sprintf("(kpartition = %d AND %s = %s AND koffset <= %d)",
+			r.Partition, topic, sqltext.String(r.Topic), r.Last))
 		dlqConds = append(dlqConds, fmt.Sprintf(`("partition" = %d AND topic = %s AND "offset" <= %d)`,
 			r.Partition, sqltext.String(r.Topic), r.Last))
 	}
@@ -253,9 +256,12 @@ func (s *Sink) insertFiles(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSO
 	var transformed map[sink.TopicPartition]int64
 	var err error
 	if len(p.rowFiles) > 0 {
-		if s.opt.Transform {
+		switch {
+		case s.opt.Transform:
 			transformed, err = s.insertTransformed(ctx, tx, p, now)
-		} else {
+		case s.opt.Typed != nil:
+			err = s.insertTyped(ctx, tx, p)
+		default:
 			err = s.insertRaw(ctx, tx, p, checkJSON, now)
 		}
 		if err != nil {
@@ -293,6 +299,30 @@ func (s *Sink) insertRaw(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON 
 	return nil
 }
 
+// insertTyped inserts the rows of a declared table (Options.Typed): read
+// with the table's own columns, timestamps from microseconds.
+func (s *Sink) insertTyped(ctx context.Context, tx *sql.Tx, p loadPlan) error {
+	cols := s.opt.Typed.AllColumns()
+	read := make([]string, len(cols))
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		name := sqltext.Ident(c.Name)
+		typ := typeNames[c.Type]
+		sel[i] = name
+		if c.Type == schema.Timestamp {
+			typ = "BIGINT"
+			sel[i] = "make_timestamp(" + name + ")"
+		}
+		read[i] = name + ": " + sqltext.String(typ)
+	}
+	q := fmt.Sprintf(`INSERT INTO %s SELECT %s FROM %s%s`, s.tables.main, strings.Join(sel, ", "),
+		readNDJSON(p.rowFiles, "columns = {"+strings.Join(read, ", ")+"}", p.maxLine), where(p.rawFilter))
+	if _, err := tx.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("insert rows: %w", err)
+	}
+	return nil
+}
+
 // countLoaded counts, per partition, the rows this load inserted into the
 // main and dead-letter tables (the tables have no rows past the fence but
 // this load's). It runs only when the fence, the JSON check or transform
@@ -305,7 +335,7 @@ func (s *Sink) countLoaded(ctx context.Context, tx *sql.Tx, p loadPlan, transfor
 		if s.opt.Transform {
 			raw = transformed[r.TopicPartition]
 		} else if len(p.rowFiles) > 0 {
-			q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND (record_metadata->>'topic') = $2 AND koffset BETWEEN $3 AND $4`, s.tables.main)
+			q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND %s = $2 AND koffset BETWEEN $3 AND $4`, s.tables.main, s.tables.mainTopic)
 			if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&raw); err != nil {
 				return nil, fmt.Errorf("count loaded rows: %w", err)
 			}

@@ -30,6 +30,11 @@ type ReplayResult struct {
 // deterministic (random(), now()) cannot replay one set and delete
 // another. With dryRun the transaction is rolled back.
 func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayResult, error) {
+	if s.opt.Typed != nil {
+		// Its dead letters are messages that did not decode: a replay
+		// would need the decoder, which only the pipeline has.
+		return ReplayResult{}, fmt.Errorf("replay is not built for %s (decoded OpenTelemetry rows); the dead letters stay in %s", s.opt.Table, s.opt.Table+"_dlq")
+	}
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
 	filter := ""

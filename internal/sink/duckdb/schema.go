@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -40,6 +41,22 @@ func RawColumns() []Column { return slices.Clone(rawColumns) }
 // DLQColumns: see RawColumns.
 func DLQColumns() []Column { return slices.Clone(dlqColumns) }
 
+// typeNames are DuckDB's names of the logical types.
+var typeNames = map[schema.Type]string{
+	schema.String: "VARCHAR", schema.Int32: "INTEGER", schema.Int64: "BIGINT", schema.Float64: "DOUBLE",
+	schema.Bool: "BOOLEAN", schema.Timestamp: "TIMESTAMP", schema.JSON: "JSON",
+}
+
+// typedColumns are a declared table's columns in DuckDB.
+func typedColumns(t *schema.Table) []Column {
+	all := t.AllColumns()
+	out := make([]Column, len(all))
+	for i, c := range all {
+		out[i] = Column{c.Name, typeNames[c.Type]}
+	}
+	return out
+}
+
 // Prepare creates the raw (raw mode), dead-letter and ledger tables if absent,
 // and checks that existing ones have exactly the expected columns. In
 // transform mode the user's table must exist; its columns are read for loads.
@@ -53,6 +70,8 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			s.userKeys, s.userChecks, s.userFKs, err = s.readUserConstraints(ctx)
 			errs = append(errs, err)
 		}
+	} else if s.opt.Typed != nil {
+		errs = append(errs, s.ensure(ctx, s.opt.Table, typedColumns(s.opt.Typed)))
 	} else {
 		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
 	}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// OTLP messages laid out as the OpenTelemetry Collector's Kafka exporter
+// writes them (pdata's marshalers), in both encodings, are loaded by
+// `tracelake run` as one row per span with their types kept; a message
+// that is not OTLP and one with a bad tenant header go to the dead-letter
+// table; verify checks spans against the ledger.
+func TestOTLPFromKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	for _, enc := range []string{"otlp_proto", "otlp_json"} {
+		t.Run(enc, func(t *testing.T) {
+			cluster, prod := startKafka(t, 3)
+			cfgPath := writeConfig(t, cluster, "format: "+enc, "tenancy: {kafka_header: tenant}")
+			spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, enc, 300, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One trace for tenant team-a, one not OTLP, one with a tenant
+			// id Mimir would refuse.
+			one := tracegen.New(99).OTLPTrace()
+			value := marshalOTLP(t, enc, one)
+			for _, r := range []*kgo.Record{
+				{Topic: testTopic, Value: value, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("team-a")}}},
+				{Topic: testTopic, Value: []byte("definitely not OTLP \x00\x01")},
+				{Topic: testTopic, Value: value, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("team/a")}}},
+			} {
+				if err := prod.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spans += one.SpanCount()
+
+			rep := runUntilIdle(t, bin, cfgPath)
+			rows, dlq := rep.Totals()
+			if !rep.OK || rows != int64(spans) || dlq != 2 {
+				t.Fatalf("ok=%v rows=%d dlq=%d problems=%v, want %d spans and 2 dead letters", rep.OK, rows, dlq, rep.Problems, spans)
+			}
+
+			db := openDuckDBFile(t, filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
+			var tenants, teamA, chats, intTokens, doubleTemps, arrays, badIDs int64
+			mustScan(t, db.QueryRow(`SELECT count(DISTINCT tenant_id), count(*) FILTER (WHERE tenant_id = 'team-a'),
+				count(*) FILTER (WHERE span_attributes->>'$."gen_ai.operation.name"' = 'chat'),
+				count(*) FILTER (WHERE json_type(span_attributes, '$."gen_ai.usage.input_tokens"') IN ('BIGINT', 'UBIGINT')),
+				count(*) FILTER (WHERE json_type(span_attributes, '$."gen_ai.request.temperature"') = 'DOUBLE'),
+				count(*) FILTER (WHERE json_type(span_attributes, '$."gen_ai.response.finish_reasons"') = 'ARRAY'),
+				count(*) FILTER (WHERE NOT regexp_full_match(trace_id, '[0-9a-f]{32}') OR NOT regexp_full_match(span_id, '[0-9a-f]{16}'))
+				FROM otel_spans`), &tenants, &teamA, &chats, &intTokens, &doubleTemps, &arrays, &badIDs)
+			if tenants != 2 || teamA != int64(one.SpanCount()) || chats == 0 || intTokens != chats || doubleTemps != chats || arrays != chats || badIDs != 0 {
+				t.Errorf("tenants=%d team-a=%d chats=%d int tokens=%d double temperatures=%d arrays=%d bad ids=%d",
+					tenants, teamA, chats, intTokens, doubleTemps, arrays, badIDs)
+			}
+			// Times are UTC microseconds; durations follow from them.
+			var wrongDurations, orphans int64
+			mustScan(t, db.QueryRow(`SELECT count(*) FILTER (WHERE date_diff('microsecond', start_time, end_time) * 1000 <> duration_ns),
+				count(*) FILTER (WHERE parent_span_id IS NOT NULL AND parent_span_id NOT IN (SELECT span_id FROM otel_spans))
+				FROM otel_spans`), &wrongDurations, &orphans)
+			if wrongDurations != 0 || orphans != 0 {
+				t.Errorf("%d spans with a duration that is not end - start, %d whose parent is missing", wrongDurations, orphans)
+			}
+			var reasons string
+			mustScan(t, db.QueryRow(`SELECT string_agg(error, ' | ' ORDER BY "offset") FROM otel_spans_dlq`), &reasons)
+			if !strings.Contains(reasons, "not OTLP traces") || !strings.Contains(reasons, `tenant id "team/a"`) {
+				t.Errorf("dead-letter reasons: %s", reasons)
+			}
+		})
+	}
+}
+
+// Kill -9 at random moments while OTLP messages arrive: every span once.
+func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, prod := startKafka(t, 4)
+	cfgPath := writeConfig(t, cluster, "format: otlp_proto, group: crash, session_timeout: 6s, rebalance_timeout: 6s", `workers: 2
+batch: {max_records: 100, max_interval: 100ms}
+load: {max_files: 3, max_interval: 100ms}`)
+	spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 3000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produced := make(chan int, 1)
+	go func() {
+		n, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 3000, 2)
+		if err != nil {
+			t.Error(err)
+		}
+		produced <- n
+	}()
+	run := startRun(t, bin, cfgPath, "run first")
+	awaitMetric(t, run, "tracelake_loads_total")
+	if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = run.cmd.Wait()
+	killAtRandomMoments(t, bin, cfgPath, 4)
+	spans += <-produced
+
+	rep := runUntilIdle(t, bin, cfgPath)
+	rows, dlq := rep.Totals()
+	if !rep.OK || rows != int64(spans) || dlq != 0 {
+		t.Fatalf("after kills: ok=%v rows=%d dlq=%d problems=%v, want %d spans", rep.OK, rows, dlq, rep.Problems, spans)
+	}
+	db := openDuckDBFile(t, filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
+	var stored, distinct int64
+	mustScan(t, db.QueryRow(`SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM otel_spans`), &stored, &distinct)
+	if stored != int64(spans) || distinct != stored {
+		t.Fatalf("%d rows, %d distinct spans, want %d each", stored, distinct, spans)
+	}
+}
+
+func marshalOTLP(t *testing.T, enc string, td ptrace.Traces) []byte {
+	t.Helper()
+	var b []byte
+	var err error
+	if enc == "otlp_json" {
+		b, err = (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+	} else {
+		b, err = (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func openDuckDBFile(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mustScan(t *testing.T, row *sql.Row, dest ...any) {
+	t.Helper()
+	if err := row.Scan(dest...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Logs: one row per log record of otel_logs, the body's type kept.
+func TestOTLPLogsFromKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, prod := startKafka(t, 2)
+	cfgPath := writeConfig(t, cluster, "format: otlp_json, signal: logs", "")
+	const messages, perMessage = 40, 3
+	for i := range messages {
+		ld := plog.NewLogs()
+		rl := ld.ResourceLogs().AppendEmpty()
+		rl.Resource().Attributes().PutStr("service.name", "agent")
+		recs := rl.ScopeLogs().AppendEmpty().LogRecords()
+		for j := range perMessage {
+			l := recs.AppendEmpty()
+			l.SetTimestamp(pcommon.Timestamp(1_796_040_000_000_000_000 + int64(i*perMessage+j)*1000))
+			l.SetSeverityNumber(plog.SeverityNumberInfo)
+			l.SetSeverityText("INFO")
+			if j == 0 {
+				l.Body().SetStr("plain text")
+			} else {
+				l.Body().SetEmptyMap().PutInt("step", int64(j))
+			}
+		}
+		value, err := (&plog.JSONMarshaler{}).MarshalLogs(ld)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := runUntilIdle(t, bin, cfgPath)
+	if rows, dlq := rep.Totals(); !rep.OK || rows != messages*perMessage || dlq != 0 {
+		t.Fatalf("ok=%v rows=%d dlq=%d problems=%v, want %d log records", rep.OK, rows, dlq, rep.Problems, messages*perMessage)
+	}
+	db := openDuckDBFile(t, filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
+	var texts, objects, distinctTimes int64
+	mustScan(t, db.QueryRow(`SELECT count(*) FILTER (WHERE json_type(body) = 'VARCHAR'), count(*) FILTER (WHERE json_type(body) = 'OBJECT'),
+		count(DISTINCT "time") FROM otel_logs WHERE severity_number = 9 AND service_name = 'agent'`), &texts, &objects, &distinctTimes)
+	if texts != messages || objects != messages*(perMessage-1) || distinctTimes != messages*perMessage {
+		t.Errorf("text bodies %d, object bodies %d, distinct times %d", texts, objects, distinctTimes)
+	}
+}

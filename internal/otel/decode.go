@@ -1,0 +1,176 @@
+package otel
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/schema"
+)
+
+// Signals an OTLP message can hold; the OpenTelemetry Collector's Kafka
+// exporter writes each to its own topic.
+const (
+	SignalTraces = "traces"
+	SignalLogs   = "logs"
+)
+
+// Encodings of OTLP messages: the Collector's Kafka exporter's otlp_proto
+// (an Export…ServiceRequest in protobuf) and otlp_json (the same in OTLP
+// JSON: hex ids, integer enums, 64-bit integers as strings).
+const (
+	EncodingProto = "otlp_proto"
+	EncodingJSON  = "otlp_json"
+)
+
+// Decoder turns OTLP messages of one signal and encoding into rows of its
+// table. Safe for concurrent use.
+type Decoder struct {
+	signal   string
+	traces   ptrace.Unmarshaler
+	logs     plog.Unmarshaler
+	tenancy  Tenancy
+	kindName string // what the message should be, for errors
+}
+
+// Tenancy says where a record's tenant comes from.
+type Tenancy struct {
+	// Header is the Kafka header holding the tenant id; "" for none.
+	Header string
+	// Default is the tenant of records without the header.
+	Default string
+}
+
+// NewDecoder returns the decoder of signal in encoding.
+func NewDecoder(signal, encoding string, tenancy Tenancy) (*Decoder, error) {
+	d := &Decoder{signal: signal, tenancy: tenancy}
+	switch encoding {
+	case EncodingProto:
+		d.traces, d.logs = &ptrace.ProtoUnmarshaler{}, &plog.ProtoUnmarshaler{}
+	case EncodingJSON:
+		d.traces, d.logs = &ptrace.JSONUnmarshaler{}, &plog.JSONUnmarshaler{}
+	default:
+		return nil, fmt.Errorf("OTLP encoding %q: want %s or %s", encoding, EncodingProto, EncodingJSON)
+	}
+	switch signal {
+	case SignalTraces:
+		d.kindName = "OTLP traces (ExportTraceServiceRequest) in " + encoding
+	case SignalLogs:
+		d.kindName = "OTLP logs (ExportLogsServiceRequest) in " + encoding
+	default:
+		return nil, fmt.Errorf("OTLP signal %q: want %s or %s", signal, SignalTraces, SignalLogs)
+	}
+	if err := CheckTenant(tenancy.Default); err != nil {
+		return nil, fmt.Errorf("default tenant: %w", err)
+	}
+	return d, nil
+}
+
+// TableOf is the table of a signal's rows.
+func TableOf(signal string) *schema.Table {
+	if signal == SignalLogs {
+		return &Logs
+	}
+	return &Spans
+}
+
+// AppendRows appends the rows of r's message to dst, one NDJSON line each,
+// and returns them with their count and the longest line. A message that
+// is not OTLP of the decoder's signal and encoding, or whose tenant is not
+// valid, appends nothing and returns why.
+func (d *Decoder) AppendRows(dst []byte, r *kgo.Record) (out []byte, rows, longest int, err error) {
+	tenant, err := d.tenant(r)
+	if err != nil {
+		return dst, 0, 0, err
+	}
+	src := source{topic: r.Topic, partition: r.Partition, offset: r.Offset, tenant: tenant}
+	w := row{b: dst}
+	switch d.signal {
+	case SignalLogs:
+		logs, err := d.logs.UnmarshalLogs(r.Value)
+		if err != nil {
+			return dst, 0, 0, d.notOTLP(err)
+		}
+		rows, longest = appendLogs(&w, logs, src)
+	default:
+		traces, err := d.traces.UnmarshalTraces(r.Value)
+		if err != nil {
+			return dst, 0, 0, d.notOTLP(err)
+		}
+		rows, longest = appendSpans(&w, traces, src)
+	}
+	return w.b, rows, longest, nil
+}
+
+func (d *Decoder) notOTLP(err error) error {
+	return fmt.Errorf("not %s: %w", d.kindName, err)
+}
+
+func (d *Decoder) tenant(r *kgo.Record) (string, error) {
+	if d.tenancy.Header != "" {
+		for _, h := range r.Headers {
+			if h.Key == d.tenancy.Header {
+				t := string(h.Value)
+				if err := CheckTenant(t); err != nil {
+					return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
+				}
+				return t, nil
+			}
+		}
+	}
+	return d.tenancy.Default, nil
+}
+
+// maxTenantLength and the characters allowed are Grafana Mimir's rules for
+// tenant ids (grafana/dskit tenant/tenant.go: ValidTenantID), so ids that
+// work there work here.
+const maxTenantLength = 150
+
+// CheckTenant says why t is not a valid tenant id, or nil.
+func CheckTenant(t string) error {
+	switch {
+	case t == "":
+		return errors.New("empty tenant id")
+	case len(t) > maxTenantLength:
+		return fmt.Errorf("tenant id of %d bytes: at most %d", len(t), maxTenantLength)
+	case t == "." || t == "..":
+		return fmt.Errorf("tenant id %q is not allowed", t)
+	}
+	for i := range len(t) {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || isTenantPunct(c)) {
+			return fmt.Errorf("tenant id %s has %q at byte %d: want letters, digits and !-_.*'()", strconv.Quote(t), c, i)
+		}
+	}
+	return nil
+}
+
+func isTenantPunct(c byte) bool {
+	switch c {
+	case '!', '-', '_', '.', '*', '\'', '(', ')':
+		return true
+	}
+	return false
+}
+
+// source is where a message's rows came from, written as each row's
+// coordinates.
+type source struct {
+	topic     string
+	partition int32
+	offset    int64
+	tenant    string
+}
+
+// coordinates writes the row's source columns; index is the row's place
+// among its message's rows.
+func (w *row) coordinates(src source, index int) {
+	w.str(schema.TopicColumn, src.topic)
+	w.int(schema.PartitionColumn, int64(src.partition))
+	w.int(schema.OffsetColumn, src.offset)
+	w.int(schema.IndexColumn, int64(index))
+}

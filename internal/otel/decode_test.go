@@ -1,0 +1,270 @@
+package otel
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC)
+
+// sampleTraces is two resources, the second with two spans, and attributes
+// of every type.
+func sampleTraces() ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "agent")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("tracelake.test")
+	ss.Scope().SetVersion("1.2")
+	s := ss.Spans().AppendEmpty()
+	s.SetTraceID(pcommon.TraceID{0xab, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0xff})
+	s.SetSpanID(pcommon.SpanID{0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1})
+	s.SetName("chat gpt-4o")
+	s.SetKind(ptrace.SpanKindClient)
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(t0))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(t0.Add(1500 * time.Millisecond)))
+	s.Status().SetCode(ptrace.StatusCodeError)
+	s.Status().SetMessage("rate limited")
+	a := s.Attributes()
+	a.PutInt("gen_ai.usage.input_tokens", 9007199254740993) // not exact as a float64
+	a.PutDouble("gen_ai.request.temperature", 0.7)
+	a.PutDouble("nan", math.NaN())
+	a.PutBool("stream", true)
+	a.PutStr("quote", "say \"hi\"\n\x01")
+	a.PutStr("bad_utf8", "a\xffb")
+	a.PutEmptySlice("finish_reasons").AppendEmpty().SetStr("stop")
+	a.PutEmptyMap("nested").PutInt("n", 1)
+	a.PutEmptyBytes("blob").FromRaw([]byte{1, 2, 3})
+	ev := s.Events().AppendEmpty()
+	ev.SetName("gen_ai.choice")
+	ev.SetTimestamp(pcommon.NewTimestampFromTime(t0.Add(time.Second)))
+	ev.Attributes().PutInt("index", 0)
+	ln := s.Links().AppendEmpty()
+	ln.SetTraceID(pcommon.TraceID{1})
+	ln.SetSpanID(pcommon.SpanID{2})
+
+	rs2 := td.ResourceSpans().AppendEmpty()
+	rs2.Resource().Attributes().PutStr("service.name", "tools")
+	spans := rs2.ScopeSpans().AppendEmpty().Spans()
+	for _, name := range []string{"search", "fetch"} {
+		sp := spans.AppendEmpty()
+		sp.SetName(name)
+		sp.SetTraceID(pcommon.TraceID{0xab, 1})
+		sp.SetSpanID(pcommon.SpanID{byte(len(name))})
+		sp.SetParentSpanID(pcommon.SpanID{0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1})
+	}
+	return td
+}
+
+// decodeRows decodes value and parses each row, numbers kept as written.
+func decodeRows(t *testing.T, d *Decoder, r *kgo.Record) []map[string]any {
+	t.Helper()
+	out, n, longest, err := d.AppendRows([]byte("prefix\n"), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(out, []byte("prefix\n")) {
+		t.Fatal("rows did not append to dst")
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out[len("prefix\n"):]), "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d lines, %d rows reported", len(lines), n)
+	}
+	var rows []map[string]any
+	maxLen := 0
+	for _, l := range lines {
+		maxLen = max(maxLen, len(l)+1)
+		dec := json.NewDecoder(strings.NewReader(l))
+		dec.UseNumber()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("row is not JSON: %v\n%s", err, l)
+		}
+		rows = append(rows, m)
+	}
+	if longest != maxLen {
+		t.Errorf("longest line %d, want %d", longest, maxLen)
+	}
+	return rows
+}
+
+func TestSpansFromProtoAndJSONAreTheSameRows(t *testing.T) {
+	td := sampleTraces()
+	proto, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]map[string]any
+	for enc, value := range map[string][]byte{EncodingProto: proto, EncodingJSON: js} {
+		d, err := NewDecoder(SignalTraces, enc, Tenancy{Default: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, decodeRows(t, d, &kgo.Record{Topic: "otlp_spans", Partition: 3, Offset: 42, Value: value}))
+	}
+	a, _ := json.Marshal(got[0])
+	b, _ := json.Marshal(got[1])
+	if string(a) != string(b) {
+		t.Fatalf("proto and JSON rows differ:\n%s\n%s", a, b)
+	}
+	rows := got[0]
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	r := rows[0]
+	want := map[string]any{
+		"tenant_id": "acme", "service_name": "agent", "trace_id": "ab0102030405060708090a0b0c0d0eff",
+		"span_id": "deadbeef00000001", "parent_span_id": nil, "name": "chat gpt-4o", "kind": "client",
+		"status_code": "error", "status_message": "rate limited", "scope_name": "tracelake.test", "scope_version": "1.2",
+		"ktopic": "otlp_spans", "kpartition": json.Number("3"), "koffset": json.Number("42"), "kindex": json.Number("0"),
+		"start_time": json.Number("1796040000123456"), "end_time": json.Number("1796040001623456"),
+		"duration_ns": json.Number("1500000000"),
+	}
+	for k, v := range want {
+		if r[k] != v {
+			t.Errorf("%s = %#v, want %#v", k, r[k], v)
+		}
+	}
+	attrs := r["span_attributes"].(map[string]any)
+	for k, v := range map[string]any{
+		"gen_ai.usage.input_tokens": json.Number("9007199254740993"), "gen_ai.request.temperature": json.Number("0.7"),
+		"nan": "NaN", "stream": true, "quote": "say \"hi\"\n\x01", "bad_utf8": "a\uFFFDb", "blob": "AQID",
+	} {
+		if attrs[k] != v {
+			t.Errorf("attribute %s = %#v, want %#v", k, attrs[k], v)
+		}
+	}
+	if fr := attrs["finish_reasons"].([]any); len(fr) != 1 || fr[0] != "stop" {
+		t.Errorf("finish_reasons = %v", fr)
+	}
+	if n := attrs["nested"].(map[string]any)["n"]; n != json.Number("1") {
+		t.Errorf("nested.n = %v", n)
+	}
+	ev := r["events"].([]any)[0].(map[string]any)
+	if ev["name"] != "gen_ai.choice" || ev["time"] != "2026-11-30T12:00:01.123456Z" {
+		t.Errorf("event = %v", ev)
+	}
+	if ln := r["links"].([]any)[0].(map[string]any); ln["trace_id"] != "01000000000000000000000000000000" || ln["span_id"] != "0200000000000000" {
+		t.Errorf("link = %v", ln)
+	}
+	for i, name := range []string{"search", "fetch"} {
+		r := rows[i+1]
+		if r["name"] != name || r["service_name"] != "tools" || r["parent_span_id"] != "deadbeef00000001" ||
+			r["kindex"] != json.Number(string(rune('1'+i))) || r["start_time"] != nil {
+			t.Errorf("row %d = %v", i+1, r)
+		}
+	}
+}
+
+func TestLogsKeepTheirBodyAndTimes(t *testing.T) {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("service.name", "agent")
+	l := rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+	l.SetTimestamp(pcommon.NewTimestampFromTime(t0))
+	l.SetObservedTimestamp(pcommon.NewTimestampFromTime(t0.Add(time.Millisecond)))
+	l.SetSeverityNumber(plog.SeverityNumberWarn)
+	l.SetSeverityText("WARN")
+	l.Body().SetEmptyMap().PutStr("msg", "tool timed out")
+	l.SetEventName("gen_ai.tool.message")
+	l.SetTraceID(pcommon.TraceID{0xab})
+	l.Attributes().PutInt("attempt", 3)
+	value, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDecoder(SignalLogs, EncodingProto, Tenancy{Header: "tenant", Default: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := decodeRows(t, d, &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("team-a")}}})
+	if len(rows) != 1 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	r := rows[0]
+	if r["tenant_id"] != "team-a" || r["severity_number"] != json.Number("13") || r["severity_text"] != "WARN" ||
+		r["time"] != json.Number("1796040000123456") || r["observed_time"] != json.Number("1796040000124456") ||
+		r["event_name"] != "gen_ai.tool.message" || r["trace_id"] != "ab000000000000000000000000000000" || r["span_id"] != nil {
+		t.Errorf("row = %v", r)
+	}
+	if body := r["body"].(map[string]any); body["msg"] != "tool timed out" {
+		t.Errorf("body = %v", body)
+	}
+	if a := r["log_attributes"].(map[string]any); a["attempt"] != json.Number("3") {
+		t.Errorf("attributes = %v", a)
+	}
+}
+
+func TestMessagesThatAreNotOTLPAreRefusedWithTheReason(t *testing.T) {
+	td := sampleTraces()
+	js, _ := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+	d, _ := NewDecoder(SignalTraces, EncodingProto, Tenancy{Header: "tenant", Default: "default"})
+	dj, _ := NewDecoder(SignalTraces, EncodingJSON, Tenancy{Default: "default"})
+	for _, c := range []struct {
+		name string
+		d    *Decoder
+		r    *kgo.Record
+		want string
+	}{
+		{"JSON sent to the proto decoder", d, &kgo.Record{Value: js}, "not OTLP traces (ExportTraceServiceRequest) in otlp_proto"},
+		{"not JSON", dj, &kgo.Record{Value: []byte("{not json")}, "not OTLP traces (ExportTraceServiceRequest) in otlp_json"},
+		{"bad tenant", d, &kgo.Record{Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("a/b")}}}, `header tenant: tenant id "a/b" has '/' at byte 1`},
+		{"tenant ..", d, &kgo.Record{Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("..")}}}, `tenant id ".." is not allowed`},
+	} {
+		out, n, _, err := c.d.AppendRows([]byte("x"), c.r)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+		if string(out) != "x" || n != 0 {
+			t.Errorf("%s: appended %q (%d rows) for a refused message", c.name, out, n)
+		}
+	}
+	if _, err := NewDecoder(SignalTraces, EncodingProto, Tenancy{Default: strings.Repeat("a", 151)}); err == nil {
+		t.Error("a default tenant of 151 bytes was accepted")
+	}
+}
+
+func TestARepeatedAttributeKeyIsWrittenOnce(t *testing.T) {
+	for _, n := range []int{3, 40} { // below and above the small-map path
+		// A decoded message can hold a key twice (pdata's Put* replace).
+		var b bytes.Buffer
+		b.WriteString(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"01000000000000000000000000000000","spanId":"0100000000000000","name":"s","attributes":[`)
+		for i := range n {
+			k := string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`{"key":"` + k + `","value":{"intValue":"1"}},{"key":"` + k + `","value":{"intValue":"2"}}`)
+		}
+		b.WriteString(`]}]}]}]}`)
+		d, _ := NewDecoder(SignalTraces, EncodingJSON, Tenancy{Default: "t"})
+		rows := decodeRows(t, d, &kgo.Record{Value: b.Bytes()})
+		attrs := rows[0]["span_attributes"].(map[string]any)
+		if len(attrs) != n {
+			t.Errorf("n=%d: %d attributes, want %d", n, len(attrs), n)
+		}
+		for k, v := range attrs {
+			if v != json.Number("1") {
+				t.Errorf("n=%d: %s = %v, want the first value 1", n, k, v)
+			}
+		}
+		// encoding/json keeps the last of repeated keys: count them in the text.
+		line, _, _, _ := d.AppendRows(nil, &kgo.Record{Value: b.Bytes()})
+		if c := strings.Count(string(line), `"a":`); c != 1 {
+			t.Errorf("n=%d: key a written %d times", n, c)
+		}
+	}
+}

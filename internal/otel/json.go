@@ -1,0 +1,188 @@
+package otel
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+)
+
+// row writes one NDJSON object field by field.
+type row struct {
+	b     []byte
+	first bool
+}
+
+func (w *row) begin() { w.b = append(w.b, '{'); w.first = true }
+func (w *row) end()   { w.b = append(w.b, "}\n"...) }
+
+func (w *row) key(name string) {
+	if !w.first {
+		w.b = append(w.b, ',')
+	}
+	w.first = false
+	w.b = append(w.b, '"')
+	w.b = append(w.b, name...)
+	w.b = append(w.b, '"', ':')
+}
+
+func (w *row) str(name, v string) { w.key(name); w.b = appendText(w.b, v) }
+
+func (w *row) int(name string, v int64) { w.key(name); w.b = strconv.AppendInt(w.b, v, 10) }
+
+// time writes t as microseconds since the epoch; OTLP's 0 (unset) is null.
+func (w *row) time(name string, t pcommon.Timestamp) {
+	w.key(name)
+	if t == 0 {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.b = strconv.AppendUint(w.b, uint64(t)/1000, 10)
+}
+
+// id writes an id as lowercase hex, or null when it is all zero (absent).
+func (w *row) id(name string, id []byte) {
+	w.key(name)
+	if isZero(id) {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.b = append(w.b, '"')
+	w.b = hex.AppendEncode(w.b, id)
+	w.b = append(w.b, '"')
+}
+
+func (w *row) attrs(name string, m pcommon.Map) { w.key(name); w.b = appendMap(w.b, m) }
+
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// appendText appends s as a JSON string. OTLP strings should be UTF-8 but
+// the protobuf decoder does not check: invalid bytes become U+FFFD rather
+// than failing the load of every row beside them.
+func appendText(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return envelope.AppendString(dst, s)
+}
+
+// appendMap appends an attribute map as a JSON object. A key repeated in
+// the message (OTLP forbids it; decoders keep both) is written once, the
+// first value, so the object stays valid for every JSON reader.
+func appendMap(dst []byte, m pcommon.Map) []byte {
+	dst = append(dst, '{')
+	var small [16]string // keys written so far, while few
+	written := small[:0]
+	var many map[string]struct{}
+	m.Range(func(k string, v pcommon.Value) bool {
+		if repeated(k, written, &many) {
+			return true
+		}
+		if len(written) > 0 || many != nil {
+			dst = append(dst, ',')
+		}
+		if many == nil && len(written) == len(small) {
+			many = make(map[string]struct{}, m.Len())
+			for _, w := range written {
+				many[w] = struct{}{}
+			}
+		}
+		if many != nil {
+			many[k] = struct{}{}
+		} else {
+			written = append(written, k)
+		}
+		dst = appendText(dst, k)
+		dst = append(dst, ':')
+		dst = appendValue(dst, v)
+		return true
+	})
+	return append(dst, '}')
+}
+
+// repeated reports whether k was written already: among the few keys
+// written, or in many once there are more.
+func repeated(k string, written []string, many *map[string]struct{}) bool {
+	if *many != nil {
+		_, ok := (*many)[k]
+		return ok
+	}
+	for _, w := range written {
+		if w == k {
+			return true
+		}
+	}
+	return false
+}
+
+// appendValue appends an AnyValue as JSON with its type kept: ints as
+// integers (exact to 64 bits), doubles as numbers (NaN and the infinities,
+// which JSON lacks, as the strings "NaN", "Infinity", "-Infinity"), bytes
+// as base64 strings, empty as null.
+func appendValue(dst []byte, v pcommon.Value) []byte {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return appendText(dst, v.Str())
+	case pcommon.ValueTypeInt:
+		return strconv.AppendInt(dst, v.Int(), 10)
+	case pcommon.ValueTypeDouble:
+		return appendDouble(dst, v.Double())
+	case pcommon.ValueTypeBool:
+		return strconv.AppendBool(dst, v.Bool())
+	case pcommon.ValueTypeMap:
+		return appendMap(dst, v.Map())
+	case pcommon.ValueTypeSlice:
+		s := v.Slice()
+		dst = append(dst, '[')
+		for i := range s.Len() {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendValue(dst, s.At(i))
+		}
+		return append(dst, ']')
+	case pcommon.ValueTypeBytes:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, v.Bytes().AsRaw())
+		return append(dst, '"')
+	default:
+		return append(dst, "null"...)
+	}
+}
+
+func appendDouble(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Infinity"`...)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+// appendTime appends t as an RFC 3339 UTC string with microseconds, for
+// times inside JSON columns (span events); 0 is null.
+func appendTime(dst []byte, t pcommon.Timestamp) []byte {
+	if t == 0 {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '"')
+	dst = time.Unix(0, int64(t)).UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000Z")
+	return append(dst, '"')
+}

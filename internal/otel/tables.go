@@ -1,0 +1,63 @@
+// Package otel turns OpenTelemetry (OTLP) messages into rows of declared
+// tables: one row per span of otel_spans, one per log record of otel_logs,
+// written as the NDJSON the sinks load. It never knows the sink.
+package otel
+
+import "github.com/tracelake/tracelake/internal/schema"
+
+// Spans is the spans table: one row per span. Ids are lowercase hex,
+// times UTC microseconds, attributes JSON objects keeping their OTLP types
+// (ints, doubles, bools, arrays, maps; bytes as base64 strings).
+var Spans = schema.Table{
+	Name: "otel_spans",
+	Columns: []schema.Column{
+		{Name: "tenant_id", Type: schema.String},
+		{Name: "service_name", Type: schema.String},
+		{Name: "trace_id", Type: schema.String},
+		{Name: "span_id", Type: schema.String},
+		{Name: "parent_span_id", Type: schema.String},
+		{Name: "trace_state", Type: schema.String},
+		{Name: "name", Type: schema.String},
+		{Name: "kind", Type: schema.String},
+		{Name: "status_code", Type: schema.String},
+		{Name: "status_message", Type: schema.String},
+		{Name: "start_time", Type: schema.Timestamp},
+		{Name: "end_time", Type: schema.Timestamp},
+		{Name: "duration_ns", Type: schema.Int64},
+		{Name: "resource_attributes", Type: schema.JSON},
+		{Name: "scope_name", Type: schema.String},
+		{Name: "scope_version", Type: schema.String},
+		{Name: "scope_attributes", Type: schema.JSON},
+		{Name: "span_attributes", Type: schema.JSON},
+		{Name: "events", Type: schema.JSON},
+		{Name: "links", Type: schema.JSON},
+		{Name: "dropped_attributes_count", Type: schema.Int64},
+		{Name: "dropped_events_count", Type: schema.Int64},
+		{Name: "dropped_links_count", Type: schema.Int64},
+		{Name: "flags", Type: schema.Int64},
+	},
+}
+
+// Logs is the logs table: one row per log record.
+var Logs = schema.Table{
+	Name: "otel_logs",
+	Columns: []schema.Column{
+		{Name: "tenant_id", Type: schema.String},
+		{Name: "service_name", Type: schema.String},
+		{Name: "time", Type: schema.Timestamp},
+		{Name: "observed_time", Type: schema.Timestamp},
+		{Name: "severity_text", Type: schema.String},
+		{Name: "severity_number", Type: schema.Int32},
+		{Name: "body", Type: schema.JSON},
+		{Name: "event_name", Type: schema.String},
+		{Name: "trace_id", Type: schema.String},
+		{Name: "span_id", Type: schema.String},
+		{Name: "flags", Type: schema.Int64},
+		{Name: "resource_attributes", Type: schema.JSON},
+		{Name: "scope_name", Type: schema.String},
+		{Name: "scope_version", Type: schema.String},
+		{Name: "scope_attributes", Type: schema.JSON},
+		{Name: "log_attributes", Type: schema.JSON},
+		{Name: "dropped_attributes_count", Type: schema.Int64},
+	},
+}

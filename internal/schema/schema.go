@@ -1,0 +1,58 @@
+// Package schema declares typed tables as data: a name, columns with a
+// logical type, and the source coordinates every row carries. A decoder
+// writes rows of a declared table; each sink maps the logical types to its
+// own and loads the rows fenced by the coordinates, as it does the raw table.
+package schema
+
+// Type is a column's logical type; each sink names its own.
+type Type int
+
+// The logical types. Rows carry them in NDJSON as: String and JSON as JSON
+// text (JSON columns hold any JSON value), Int32/Int64 as numbers,
+// Float64 as a number or the strings "NaN", "Infinity", "-Infinity",
+// Bool as true/false, Timestamp as microseconds since the Unix epoch (UTC).
+// Any column may be null.
+const (
+	String Type = iota
+	Int32
+	Int64
+	Float64
+	Bool
+	Timestamp
+	JSON
+)
+
+// Column is a column of a declared table.
+type Column struct {
+	Name string
+	Type Type
+}
+
+// Table is a declared table.
+type Table struct {
+	// Name is the default table name (configurable).
+	Name string
+	// Columns in order; the coordinates (Coordinates) follow them.
+	Columns []Column
+}
+
+// The coordinates of a row: the Kafka record it came from and its index
+// among the rows that record made (one OTLP message holds many spans). The
+// ledger fences by (topic, partition, offset); verify counts rows per
+// partition and finds an (offset, index) stored twice.
+const (
+	TopicColumn     = "ktopic"
+	PartitionColumn = "kpartition"
+	OffsetColumn    = "koffset"
+	IndexColumn     = "kindex"
+)
+
+// Coordinates are the columns every declared table ends with.
+var Coordinates = []Column{
+	{TopicColumn, String}, {PartitionColumn, Int32}, {OffsetColumn, Int64}, {IndexColumn, Int32},
+}
+
+// AllColumns returns the table's columns followed by the coordinates.
+func (t *Table) AllColumns() []Column {
+	return append(append(make([]Column, 0, len(t.Columns)+len(Coordinates)), t.Columns...), Coordinates...)
+}
