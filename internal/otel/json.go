@@ -61,6 +61,9 @@ func (w *row) id(name string, id []byte) {
 
 func (w *row) attrs(name string, m pcommon.Map) { w.key(name); w.b = appendMap(w.b, m) }
 
+// raw writes JSON encoded before.
+func (w *row) raw(name string, json []byte) { w.key(name); w.b = append(w.b, json...) }
+
 func isZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {

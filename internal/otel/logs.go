@@ -10,10 +10,13 @@ func appendLogs(w *row, ld plog.Logs, src source) (rows, longest int) {
 		rl := rls.At(i)
 		res := rl.Resource().Attributes()
 		service := serviceName(res)
+		// Encoded once, written with each of their records.
+		resJSON := appendMap(nil, res)
 		sls := rl.ScopeLogs()
 		for j := range sls.Len() {
 			sl := sls.At(j)
 			scope := sl.Scope()
+			scopeJSON := appendMap(nil, scope.Attributes())
 			records := sl.LogRecords()
 			for k := range records.Len() {
 				l := records.At(k)
@@ -32,10 +35,10 @@ func appendLogs(w *row, ld plog.Logs, src source) (rows, longest int) {
 				w.id("trace_id", tid[:])
 				w.id("span_id", sid[:])
 				w.int("flags", int64(l.Flags()))
-				w.attrs("resource_attributes", res)
+				w.raw("resource_attributes", resJSON)
 				w.str("scope_name", scope.Name())
 				w.str("scope_version", scope.Version())
-				w.attrs("scope_attributes", scope.Attributes())
+				w.raw("scope_attributes", scopeJSON)
 				w.attrs("log_attributes", l.Attributes())
 				w.int("dropped_attributes_count", int64(l.DroppedAttributesCount()))
 				w.coordinates(src, rows)

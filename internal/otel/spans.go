@@ -13,10 +13,13 @@ func appendSpans(w *row, td ptrace.Traces, src source) (rows, longest int) {
 		rs := rss.At(i)
 		res := rs.Resource().Attributes()
 		service := serviceName(res)
+		// Encoded once, written with each of their spans.
+		resJSON := appendMap(nil, res)
 		sss := rs.ScopeSpans()
 		for j := range sss.Len() {
 			ss := sss.At(j)
 			scope := ss.Scope()
+			scopeJSON := appendMap(nil, scope.Attributes())
 			spans := ss.Spans()
 			for k := range spans.Len() {
 				s := spans.At(k)
@@ -36,10 +39,10 @@ func appendSpans(w *row, td ptrace.Traces, src source) (rows, longest int) {
 				w.time("start_time", s.StartTimestamp())
 				w.time("end_time", s.EndTimestamp())
 				w.int("duration_ns", int64(s.EndTimestamp())-int64(s.StartTimestamp()))
-				w.attrs("resource_attributes", res)
+				w.raw("resource_attributes", resJSON)
 				w.str("scope_name", scope.Name())
 				w.str("scope_version", scope.Version())
-				w.attrs("scope_attributes", scope.Attributes())
+				w.raw("scope_attributes", scopeJSON)
 				w.attrs("span_attributes", s.Attributes())
 				w.key("events")
 				w.b = appendEvents(w.b, s.Events())

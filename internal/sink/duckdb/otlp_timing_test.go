@@ -1,0 +1,126 @@
+package duckdb
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// otlpMessages are OTLP agent traces (2-8 GenAI spans each) marshaled as
+// the Collector's Kafka exporter writes them, for batchesPerLoad*loadsPerOp
+// batches of messagesPerBatch messages.
+const messagesPerBatch = 400
+
+func otlpMessages(b *testing.B) (msgs []*kgo.Record, spans int) {
+	g := tracegen.New(1)
+	for i := range loadsPerOp * batchesPerLoad * messagesPerBatch {
+		td := g.OTLPTrace()
+		v, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		if err != nil {
+			b.Fatal(err)
+		}
+		spans += td.SpanCount()
+		msgs = append(msgs, &kgo.Record{Topic: "t", Offset: int64(i), Value: v})
+	}
+	return msgs, spans
+}
+
+// decodeBatches decodes msgs into batches of otel_spans rows, as the
+// batcher does (which starts each batch with room for the last one's rows).
+func decodeBatches(b *testing.B, d *otel.Decoder, msgs []*kgo.Record) []*sink.Batch {
+	var out []*sink.Batch
+	last := 0
+	for i := 0; i < len(msgs); i += messagesPerBatch {
+		bt := &sink.Batch{Rows: make([]byte, 0, last+last/8)}
+		var rows int
+		for _, r := range msgs[i : i+messagesPerBatch] {
+			var n, longest int
+			var err error
+			bt.Rows, n, longest, err = d.AppendRows(bt.Rows, r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows += n
+			bt.MaxLine = max(bt.MaxLine, longest)
+		}
+		last = len(bt.Rows)
+		bt.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: int64(i), Last: int64(i + messagesPerBatch - 1), Records: int64(rows)}}
+		out = append(out, bt)
+	}
+	return out
+}
+
+// BenchmarkOTLPSpans measures, per span, decoding and flattening OTLP
+// protobuf messages into otel_spans rows (decode) beside the DuckDB sink's
+// own staging and loading of those rows (load), in the same run: the OTel
+// issue's target is decode ≤ 25% of load.
+func BenchmarkOTLPSpans(b *testing.B) {
+	msgs, spans := otlpMessages(b)
+	d, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Default: "default"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode", func(b *testing.B) {
+		var cpu time.Duration
+		for range b.N {
+			cpu -= processCPU()
+			decodeBatches(b, d, msgs)
+			cpu += processCPU()
+		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N*spans), "cpu-µs/span")
+		b.ReportMetric(float64(b.N*spans)/b.Elapsed().Seconds(), "spans/s")
+	})
+	batches := decodeBatches(b, d, msgs)
+	ctx := context.Background()
+	b.Run("load", func(b *testing.B) {
+		var cpu time.Duration
+		for range b.N {
+			b.StopTimer()
+			opt := testOptions(b.TempDir())
+			opt.Table, opt.Typed = "otel_spans", &otel.Spans
+			s := openWith(b, opt)
+			if err := s.Prepare(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			cpu -= processCPU()
+			for l := range loadsPerOp {
+				var files []sink.File
+				for _, bt := range batches[l*batchesPerLoad : (l+1)*batchesPerLoad] {
+					f, err := s.Stage(ctx, bt)
+					if err != nil {
+						b.Fatal(err)
+					}
+					files = append(files, f)
+				}
+				if _, err := s.Load(ctx, files); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu += processCPU()
+			b.StopTimer()
+			if n := countRows(b, s); n != int64(spans) {
+				b.Fatalf("%d rows loaded, want %d", n, spans)
+			}
+			s.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N*spans), "cpu-µs/span")
+		b.ReportMetric(float64(b.N*spans)/b.Elapsed().Seconds(), "spans/s")
+	})
+}
+
+func countRows(b *testing.B, s *Sink) int64 {
+	var n int64
+	if err := s.db.QueryRow(`SELECT count(*) FROM otel_spans`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
