@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"math"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/tracegen"
@@ -204,5 +206,97 @@ func TestOTLPLogsFromKafka(t *testing.T) {
 		count(DISTINCT "time") FROM otel_logs WHERE severity_number = 9 AND service_name = 'agent'`), &texts, &objects, &distinctTimes)
 	if texts != messages || objects != messages*(perMessage-1) || distinctTimes != messages*perMessage {
 		t.Errorf("text bodies %d, object bodies %d, distinct times %d", texts, objects, distinctTimes)
+	}
+}
+
+// Metrics: one row per data point of every type, each type's columns
+// filled and typed (an int sum exact, a NaN gauge kept, buckets as JSON).
+func TestOTLPMetricsFromKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, prod := startKafka(t, 1)
+	cfgPath := writeConfig(t, cluster, "format: otlp_proto, signal: metrics", "")
+	ts := pcommon.Timestamp(1_796_040_000_123_456_000)
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "agent")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	g := ms.AppendEmpty()
+	g.SetName("queue.depth")
+	gauge := g.SetEmptyGauge()
+	for _, v := range []float64{1.5, math.NaN()} {
+		dp := gauge.DataPoints().AppendEmpty()
+		dp.SetTimestamp(ts)
+		dp.SetDoubleValue(v)
+	}
+	s := ms.AppendEmpty()
+	s.SetName("gen_ai.client.token.usage.total")
+	s.SetUnit("{token}")
+	sum := s.SetEmptySum()
+	sum.SetIsMonotonic(true)
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	sp := sum.DataPoints().AppendEmpty()
+	sp.SetTimestamp(ts)
+	sp.SetIntValue(9007199254740993)
+	sp.Attributes().PutStr("gen_ai.token.type", "input")
+	ex := sp.Exemplars().AppendEmpty()
+	ex.SetIntValue(7)
+	ex.SetTraceID(pcommon.TraceID{0xab})
+	h := ms.AppendEmpty()
+	h.SetName("gen_ai.client.operation.duration")
+	hp := h.SetEmptyHistogram().DataPoints().AppendEmpty()
+	hp.SetTimestamp(ts)
+	hp.SetCount(6)
+	hp.SetSum(3.5)
+	hp.SetMin(0.1)
+	hp.BucketCounts().FromRaw([]uint64{1, 2, 3})
+	hp.ExplicitBounds().FromRaw([]float64{0.5, 1})
+	e := ms.AppendEmpty()
+	e.SetName("latency.exp")
+	ep := e.SetEmptyExponentialHistogram().DataPoints().AppendEmpty()
+	ep.SetTimestamp(ts)
+	ep.SetScale(3)
+	ep.SetCount(4)
+	ep.SetZeroCount(1)
+	ep.Positive().SetOffset(-2)
+	ep.Positive().BucketCounts().FromRaw([]uint64{1, 2})
+	q := ms.AppendEmpty()
+	q.SetName("latency.summary")
+	qp := q.SetEmptySummary().DataPoints().AppendEmpty()
+	qp.SetTimestamp(ts)
+	qp.SetCount(10)
+	qp.SetSum(12)
+	qv := qp.QuantileValues().AppendEmpty()
+	qv.SetQuantile(0.99)
+	qv.SetValue(4.2)
+	value, err := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rep := runUntilIdle(t, bin, cfgPath)
+	if rows, dlq := rep.Totals(); !rep.OK || rows != 6 || dlq != 0 {
+		t.Fatalf("ok=%v rows=%d dlq=%d problems=%v, want 6 points", rep.OK, rows, dlq, rep.Problems)
+	}
+	db := openDuckDBFile(t, filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
+	var got string
+	mustScan(t, db.QueryRow(`SELECT string_agg(concat_ws(' ', metric_type, coalesce(temporality, '-'), coalesce(is_monotonic::VARCHAR, '-'),
+			coalesce(value::VARCHAR, '-'), coalesce(value_int::VARCHAR, '-'), coalesce("count"::VARCHAR, '-'), coalesce("sum"::VARCHAR, '-'),
+			coalesce("min"::VARCHAR, '-'), coalesce("max"::VARCHAR, '-'), coalesce(bucket_counts::VARCHAR, '-'), coalesce(explicit_bounds::VARCHAR, '-'),
+			coalesce(scale::VARCHAR, '-'), coalesce(positive::VARCHAR, '-'), coalesce(quantiles::VARCHAR, '-'),
+			CASE WHEN json_array_length(exemplars) > 0 THEN exemplars::VARCHAR ELSE '-' END, "time"::VARCHAR), ' | ' ORDER BY kindex)
+		FROM otel_metrics WHERE service_name = 'agent'`), &got)
+	want := `gauge - - 1.5 - - - - - - - - - - - 2026-11-30 12:00:00.123456 | ` +
+		`gauge - - nan - - - - - - - - - - - 2026-11-30 12:00:00.123456 | ` +
+		`sum delta true 9007199254740992.0 9007199254740993 - - - - - - - - - [{"time":null,"value":7,"trace_id":"ab000000000000000000000000000000","span_id":null,"filtered_attributes":{}}] 2026-11-30 12:00:00.123456 | ` +
+		`histogram unspecified - - - 6 3.5 0.1 - [1,2,3] [0.5,1] - - - - 2026-11-30 12:00:00.123456 | ` +
+		`exponential_histogram unspecified - - - 4 - - - - - 3 {"offset":-2,"bucket_counts":[1,2]} - - 2026-11-30 12:00:00.123456 | ` +
+		`summary - - - - 10 12.0 - - - - - - [{"quantile":0.99,"value":4.2}] - 2026-11-30 12:00:00.123456`
+	if got != want {
+		t.Errorf("points:\n got %s\nwant %s", got, want)
 	}
 }

@@ -77,9 +77,11 @@ type Kafka struct {
 	// otlp_proto / otlp_json (OpenTelemetry, as the OpenTelemetry
 	// Collector's Kafka exporter writes it: each message one OTLP export
 	// request, decoded into one row per span or log record of otel_spans
-	// or otel_logs). Only the duckdb sink loads OTLP so far.
+	// or otel_logs, or per metric point of otel_metrics). Only the duckdb
+	// sink loads OTLP so far.
 	Format string `yaml:"format"`
-	// Signal is what OTLP messages hold: traces (default) or logs. The
+	// Signal is what OTLP messages hold: traces (default), logs or
+	// metrics (otel_metrics, one row per data point). The
 	// Collector writes each signal to its own topic; run one tracelake
 	// configuration per signal.
 	Signal string `yaml:"signal"`
@@ -339,8 +341,9 @@ const (
 	FormatOTLPProto = "otlp_proto"
 	FormatOTLPJSON  = "otlp_json"
 
-	SignalTraces = "traces"
-	SignalLogs   = "logs"
+	SignalTraces  = "traces"
+	SignalLogs    = "logs"
+	SignalMetrics = "metrics"
 
 	// DefaultTable is sink.table unless set; with an OTLP format the
 	// default is the signal's table (settle).
@@ -358,9 +361,9 @@ func (c *Config) OTLP() bool {
 // default names the signal's table.
 func (c *Config) settle() {
 	if c.OTLP() && c.Sink.Table == DefaultTable {
-		c.Sink.Table = "otel_spans"
-		if c.Kafka.Signal == SignalLogs {
-			c.Sink.Table = "otel_logs"
+		c.Sink.Table = map[string]string{SignalLogs: "otel_logs", SignalMetrics: "otel_metrics"}[c.Kafka.Signal]
+		if c.Sink.Table == "" {
+			c.Sink.Table = "otel_spans"
 		}
 	}
 }

@@ -284,7 +284,7 @@ func TestMemoryFollowsInflightBytes(t *testing.T) {
 // kafka.format and kafka.signal choose the OpenTelemetry tables; what is
 // not built says so by key.
 func TestOTLPFormat(t *testing.T) {
-	for signal, table := range map[string]string{"": "otel_spans", "traces": "otel_spans", "logs": "otel_logs"} {
+	for signal, table := range map[string]string{"": "otel_spans", "traces": "otel_spans", "logs": "otel_logs", "metrics": "otel_metrics"} {
 		yaml := "kafka: {topics: [otlp_spans], format: otlp_proto"
 		if signal != "" {
 			yaml += ", signal: " + signal
@@ -307,7 +307,7 @@ func TestOTLPFormat(t *testing.T) {
 	}
 	for yaml, want := range map[string]string{
 		"kafka: {topics: [t], format: protobuf}":                         `kafka.format: want json, otlp_proto or otlp_json, got "protobuf"`,
-		"kafka: {topics: [t], format: otlp_proto, signal: metrics}":      `kafka.signal: want traces or logs (metrics are not built yet), got "metrics"`,
+		"kafka: {topics: [t], format: otlp_proto, signal: profiles}":     `kafka.signal: want traces, logs or metrics, got "profiles"`,
 		"kafka: {topics: [t], format: otlp_proto}\nmode: transform":      "mode: transform mode maps JSON objects onto your table; with kafka.format otlp_proto",
 		"kafka: {topics: [t], format: otlp_json}\nsink: {type: iceberg}": "kafka.format: otlp_json is built for the duckdb sink so far",
 		"kafka: {topics: [t]}\ntenancy: {default: ..}":                   `tenancy.default: tenant id ".." is not allowed`,

@@ -75,8 +75,8 @@ func (c *Config) validate(consuming bool) error {
 	check(c.Mode == ModeRaw || c.Mode == ModeTransform, "mode", "want raw or transform, got %q", c.Mode)
 	check(slices.Contains([]string{FormatJSON, FormatOTLPProto, FormatOTLPJSON}, c.Kafka.Format), "kafka.format",
 		"want json, otlp_proto or otlp_json, got %q", c.Kafka.Format)
-	check(slices.Contains([]string{SignalTraces, SignalLogs}, c.Kafka.Signal), "kafka.signal",
-		"want traces or logs (metrics are not built yet), got %q", c.Kafka.Signal)
+	check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, c.Kafka.Signal), "kafka.signal",
+		"want traces, logs or metrics, got %q", c.Kafka.Signal)
 	if c.OTLP() {
 		check(c.Mode == ModeRaw, "mode", "transform mode maps JSON objects onto your table; with kafka.format %s the rows are OpenTelemetry tables (accepted: raw)", c.Kafka.Format)
 		check(c.Sink.Type == SinkDuckDB, "kafka.format", "%s is built for the duckdb sink so far; accepted with %s: json", c.Kafka.Format, c.Sink.Type)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/schema"
@@ -15,8 +16,9 @@ import (
 // Signals an OTLP message can hold; the OpenTelemetry Collector's Kafka
 // exporter writes each to its own topic.
 const (
-	SignalTraces = "traces"
-	SignalLogs   = "logs"
+	SignalTraces  = "traces"
+	SignalLogs    = "logs"
+	SignalMetrics = "metrics"
 )
 
 // Encodings of OTLP messages: the Collector's Kafka exporter's otlp_proto
@@ -33,6 +35,7 @@ type Decoder struct {
 	signal   string
 	traces   ptrace.Unmarshaler
 	logs     plog.Unmarshaler
+	metrics  pmetric.Unmarshaler
 	tenancy  Tenancy
 	kindName string // what the message should be, for errors
 }
@@ -50,9 +53,9 @@ func NewDecoder(signal, encoding string, tenancy Tenancy) (*Decoder, error) {
 	d := &Decoder{signal: signal, tenancy: tenancy}
 	switch encoding {
 	case EncodingProto:
-		d.traces, d.logs = &ptrace.ProtoUnmarshaler{}, &plog.ProtoUnmarshaler{}
+		d.traces, d.logs, d.metrics = &ptrace.ProtoUnmarshaler{}, &plog.ProtoUnmarshaler{}, &pmetric.ProtoUnmarshaler{}
 	case EncodingJSON:
-		d.traces, d.logs = &ptrace.JSONUnmarshaler{}, &plog.JSONUnmarshaler{}
+		d.traces, d.logs, d.metrics = &ptrace.JSONUnmarshaler{}, &plog.JSONUnmarshaler{}, &pmetric.JSONUnmarshaler{}
 	default:
 		return nil, fmt.Errorf("OTLP encoding %q: want %s or %s", encoding, EncodingProto, EncodingJSON)
 	}
@@ -61,8 +64,10 @@ func NewDecoder(signal, encoding string, tenancy Tenancy) (*Decoder, error) {
 		d.kindName = "OTLP traces (ExportTraceServiceRequest) in " + encoding
 	case SignalLogs:
 		d.kindName = "OTLP logs (ExportLogsServiceRequest) in " + encoding
+	case SignalMetrics:
+		d.kindName = "OTLP metrics (ExportMetricsServiceRequest) in " + encoding
 	default:
-		return nil, fmt.Errorf("OTLP signal %q: want %s or %s", signal, SignalTraces, SignalLogs)
+		return nil, fmt.Errorf("OTLP signal %q: want %s, %s or %s", signal, SignalTraces, SignalLogs, SignalMetrics)
 	}
 	if err := CheckTenant(tenancy.Default); err != nil {
 		return nil, fmt.Errorf("default tenant: %w", err)
@@ -72,8 +77,11 @@ func NewDecoder(signal, encoding string, tenancy Tenancy) (*Decoder, error) {
 
 // TableOf is the table of a signal's rows.
 func TableOf(signal string) *schema.Table {
-	if signal == SignalLogs {
+	switch signal {
+	case SignalLogs:
 		return &Logs
+	case SignalMetrics:
+		return &Metrics
 	}
 	return &Spans
 }
@@ -83,6 +91,13 @@ func TableOf(signal string) *schema.Table {
 // is not OTLP of the decoder's signal and encoding, or whose tenant is not
 // valid, appends nothing and returns why.
 func (d *Decoder) AppendRows(dst []byte, r *kgo.Record) (out []byte, rows, longest int, err error) {
+	defer func() {
+		// A message that makes decoding panic must not stop the pipeline
+		// at every restart: it is dead-lettered with the panic.
+		if p := recover(); p != nil {
+			out, rows, longest, err = dst, 0, 0, fmt.Errorf("decoding %s failed: %v", d.kindName, p)
+		}
+	}()
 	tenant, err := d.tenant(r)
 	if err != nil {
 		return dst, 0, 0, err
@@ -96,6 +111,12 @@ func (d *Decoder) AppendRows(dst []byte, r *kgo.Record) (out []byte, rows, longe
 			return dst, 0, 0, d.notOTLP(err)
 		}
 		rows, longest = appendLogs(&w, logs, src)
+	case SignalMetrics:
+		metrics, err := d.metrics.UnmarshalMetrics(r.Value)
+		if err != nil {
+			return dst, 0, 0, d.notOTLP(err)
+		}
+		rows, longest = appendMetrics(&w, metrics, src)
 	default:
 		traces, err := d.traces.UnmarshalTraces(r.Value)
 		if err != nil {

@@ -61,3 +61,47 @@ var Logs = schema.Table{
 		{Name: "dropped_attributes_count", Type: schema.Int64},
 	},
 }
+
+// Metrics is the metric points table: one row per data point, whatever
+// the metric's type; the columns of other types are null. Gauges and sums
+// fill value (and value_int, exact, for integer points); histograms count,
+// sum, min, max, bucket_counts and explicit_bounds; exponential histograms
+// scale, zero_count, zero_threshold, positive and negative
+// ({offset, bucket_counts}); summaries count, sum and quantiles
+// ([{quantile, value}]).
+var Metrics = schema.Table{
+	Name: "otel_metrics",
+	Columns: []schema.Column{
+		{Name: "tenant_id", Type: schema.String},
+		{Name: "service_name", Type: schema.String},
+		{Name: "metric_name", Type: schema.String},
+		{Name: "metric_description", Type: schema.String},
+		{Name: "metric_unit", Type: schema.String},
+		{Name: "metric_type", Type: schema.String},
+		{Name: "temporality", Type: schema.String},
+		{Name: "is_monotonic", Type: schema.Bool},
+		{Name: "time", Type: schema.Timestamp},
+		{Name: "start_time", Type: schema.Timestamp},
+		{Name: "value", Type: schema.Float64},
+		{Name: "value_int", Type: schema.Int64},
+		{Name: "count", Type: schema.Int64},
+		{Name: "sum", Type: schema.Float64},
+		{Name: "min", Type: schema.Float64},
+		{Name: "max", Type: schema.Float64},
+		{Name: "bucket_counts", Type: schema.JSON},
+		{Name: "explicit_bounds", Type: schema.JSON},
+		{Name: "scale", Type: schema.Int32},
+		{Name: "zero_count", Type: schema.Int64},
+		{Name: "zero_threshold", Type: schema.Float64},
+		{Name: "positive", Type: schema.JSON},
+		{Name: "negative", Type: schema.JSON},
+		{Name: "quantiles", Type: schema.JSON},
+		{Name: "exemplars", Type: schema.JSON},
+		{Name: "flags", Type: schema.Int64},
+		{Name: "resource_attributes", Type: schema.JSON},
+		{Name: "scope_name", Type: schema.String},
+		{Name: "scope_version", Type: schema.String},
+		{Name: "scope_attributes", Type: schema.JSON},
+		{Name: "attributes", Type: schema.JSON},
+	},
+}
