@@ -1,6 +1,7 @@
 // Package otel turns OpenTelemetry (OTLP) messages into rows of declared
-// tables: one row per span of otel_spans, one per log record of otel_logs,
-// written as the NDJSON the sinks load. It never knows the sink.
+// tables, written as the NDJSON the sinks load: one row per span of
+// otel_spans, per log record of otel_logs, per metric data point of
+// otel_metrics. It never knows the sink.
 package otel
 
 import "github.com/tracelake/tracelake/internal/schema"
