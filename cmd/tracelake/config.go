@@ -145,7 +145,7 @@ func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 // typedTable is the declared table the configuration loads, nil for the
 // raw table or the user's.
 func typedTable(cfg *config.Config) *schema.Table {
-	if cfg.OTLP() {
+	if cfg.DecodesOTLP() {
 		return otel.TableOf(cfg.Kafka.Signal)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"math"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
@@ -298,5 +303,72 @@ func TestOTLPMetricsFromKafka(t *testing.T) {
 		`summary - - - - 10 12.0 - - - - - - [{"quantile":0.99,"value":4.2}] - 2026-11-30 12:00:00.123456`
 	if got != want {
 		t.Errorf("points:\n got %s\nwant %s", got, want)
+	}
+}
+
+// The OpenTelemetry Go SDK's OTLP/HTTP and gRPC exporters send spans to a
+// running `tracelake run` whose receivers forward them to the topic it
+// consumes: each span is in otel_spans once, with its tenant and typed
+// attributes, and verify is OK.
+func TestOTLPReceiversForwardThroughKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, _ := startKafka(t, 2)
+	cfgPath := writeConfig(t, cluster, "format: otlp_proto",
+		"otlp: {http: \"127.0.0.1:0\", grpc: \"127.0.0.1:0\", forward: {traces_topic: "+testTopic+"}}")
+	run := startRun(t, bin, cfgPath, "run")
+	addrs := map[string]string{}
+	for _, m := range regexp.MustCompile(`OTLP receiver listening" protocol=(\w+) addr=(\S+)`).FindAllStringSubmatch(run.log.String(), -1) {
+		addrs[m[1]] = m[2]
+	}
+	if addrs["http"] == "" || addrs["grpc"] == "" {
+		t.Fatalf("receivers' addresses not logged:\n%s", run.log)
+	}
+	ctx := context.Background()
+	httpExp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(addrs["http"]), otlptracehttp.WithInsecure(),
+		otlptracehttp.WithHeaders(map[string]string{"X-Scope-OrgID": "team-http"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcExp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addrs["grpc"]), otlptracegrpc.WithInsecure(),
+		otlptracegrpc.WithHeaders(map[string]string{"x-scope-orgid": "team-grpc"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perExporter = 500
+	for _, exp := range []sdktrace.SpanExporter{httpExp, grpcExp} {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithMaxExportBatchSize(100)))
+		tr := tp.Tracer("tracelake.test")
+		for i := range perExporter {
+			_, s := tr.Start(ctx, "execute_tool search")
+			s.SetAttributes(attribute.Int("seq", i), attribute.Float64("score", 0.25))
+			s.End()
+		}
+		if err := tp.Shutdown(ctx); err != nil {
+			t.Fatalf("export: %v", err)
+		}
+	}
+	// Every span is acknowledged, so in Kafka: stop the run and load
+	// whatever it had not.
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, run.log)
+	}
+	rep := runUntilIdle(t, bin, cfgPath)
+	if rows, dlq := rep.Totals(); !rep.OK || rows != 2*perExporter || dlq != 0 {
+		t.Fatalf("ok=%v rows=%d dlq=%d problems=%v, want %d spans", rep.OK, rows, dlq, rep.Problems, 2*perExporter)
+	}
+	db := openDuckDBFile(t, filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
+	var httpSpans, grpcSpans, distinct, doubles int64
+	mustScan(t, db.QueryRow(`SELECT count(*) FILTER (WHERE tenant_id = 'team-http'), count(*) FILTER (WHERE tenant_id = 'team-grpc'),
+		count(DISTINCT (tenant_id, span_attributes->>'$.seq')), count(*) FILTER (WHERE json_type(span_attributes, '$.score') = 'DOUBLE')
+		FROM otel_spans`), &httpSpans, &grpcSpans, &distinct, &doubles)
+	if httpSpans != perExporter || grpcSpans != perExporter || distinct != 2*perExporter || doubles != 2*perExporter {
+		t.Errorf("http %d, grpc %d, distinct %d, double scores %d; want %d, %d, %d, %d",
+			httpSpans, grpcSpans, distinct, doubles, perExporter, perExporter, 2*perExporter, 2*perExporter)
 	}
 }

@@ -135,7 +135,7 @@ func watermarks(ctx context.Context, cfg *config.Config) map[sink.TopicPartition
 // runVerify checks the ledger and tables of a SQL sink.
 func runVerify(ctx context.Context, cfg *config.Config, db verify.Querier, t verify.Tables) (*verify.Report, error) {
 	t.Raw = cfg.Mode == config.ModeRaw
-	if cfg.OTLP() {
+	if cfg.DecodesOTLP() {
 		t.Topic, t.Index = schema.TopicColumn, schema.IndexColumn
 	}
 	rep, err := verify.Run(ctx, db, t, watermarks(ctx, cfg), cfg.Kafka.StartOffset == "earliest")

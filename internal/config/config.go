@@ -27,6 +27,7 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	Merge   Merge   `yaml:"merge"`
 	Tenancy Tenancy `yaml:"tenancy"`
+	OTLP    OTLP    `yaml:"otlp"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
 	// memory. Default 256MiB; the Kafka fetch size, the load size, DuckDB's
@@ -313,13 +314,65 @@ type Databend struct {
 // tenant_id column).
 type Tenancy struct {
 	// KafkaHeader is the Kafka header holding a record's tenant id; ""
-	// (default) for none. An id that is not valid (Grafana Mimir's rules:
-	// at most 150 bytes of letters, digits and !-_.*'(), not . or ..)
-	// sends the record to the dead-letter table.
+	// for none. Default X-Scope-OrgID: the receivers' forward writes it,
+	// and the OpenTelemetry Collector's Kafka exporter passes the client's
+	// X-Scope-OrgID under that name (include_metadata_keys). An id that is
+	// not valid (Grafana Mimir's rules: at most 150 bytes of letters,
+	// digits and !-_.*'(), not . or ..) sends the record to the
+	// dead-letter table.
 	KafkaHeader string `yaml:"kafka_header"`
-	// Default is the tenant of records without one. Default "default".
+	// Default is the tenant of records and requests without one. Default
+	// "default".
 	Default string `yaml:"default"`
+	// Required refuses an OTLP request without a tenant (HTTP 401, gRPC
+	// Unauthenticated) instead of giving it the default. Default false.
+	Required bool `yaml:"required"`
 }
+
+// OTLP configures the OTLP receivers. Each accepted request is forwarded
+// to Kafka (its signal's topic) and answered once the brokers acknowledged
+// it; tracelake processes consuming those topics (kafka.format
+// otlp_proto) load them. A process may run the receivers alone (no
+// kafka.topics) or beside its consumer.
+type OTLP struct {
+	// HTTP is the OTLP/HTTP listen address (host:port; 4318 by
+	// convention); "" (default) leaves it off.
+	HTTP string `yaml:"http"`
+	// GRPC is the OTLP/gRPC listen address (4317 by convention); "" off.
+	GRPC string `yaml:"grpc"`
+	// MaxBodyBytes bounds one request after decompression (HTTP 413, gRPC
+	// ResourceExhausted past it). The topics must take messages this
+	// large (max.message.bytes). Default 8MiB.
+	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
+	// Forward names the topic of each signal.
+	Forward OTLPForward `yaml:"forward"`
+	// TLS serves both receivers over TLS.
+	TLS ReceiverTLS `yaml:"tls"`
+	// TokensFile, when set, requires a bearer token of that file on every
+	// request, and the token must hold the request's tenant (401 / 403).
+	// The file is read again when it changes. See README.
+	TokensFile string `yaml:"tokens_file"`
+}
+
+// OTLPForward are the topics accepted requests are written to. Defaults
+// are the OpenTelemetry Collector Kafka exporter's: otlp_spans, otlp_logs,
+// otlp_metrics.
+type OTLPForward struct {
+	TracesTopic  string `yaml:"traces_topic"`
+	LogsTopic    string `yaml:"logs_topic"`
+	MetricsTopic string `yaml:"metrics_topic"`
+}
+
+// ReceiverTLS is the receivers' certificate, and for mutual TLS the CAs
+// client certificates must chain to.
+type ReceiverTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// Receivers reports whether an OTLP receiver is configured.
+func (c *Config) Receivers() bool { return c.OTLP.HTTP != "" || c.OTLP.GRPC != "" }
 
 // Metrics endpoint: /metrics (Prometheus), /healthz, /readyz.
 type Metrics struct {
@@ -350,9 +403,9 @@ const (
 	DefaultTable = "trace_raw"
 )
 
-// OTLP reports whether the messages are OpenTelemetry (kafka.format
+// DecodesOTLP reports whether the messages are OpenTelemetry (kafka.format
 // otlp_proto or otlp_json).
-func (c *Config) OTLP() bool {
+func (c *Config) DecodesOTLP() bool {
 	return c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON
 }
 
@@ -360,7 +413,7 @@ func (c *Config) OTLP() bool {
 // the environment are read: with an OTLP format, sink.table left at its
 // default names the signal's table.
 func (c *Config) settle() {
-	if c.OTLP() && c.Sink.Table == DefaultTable {
+	if c.DecodesOTLP() && c.Sink.Table == DefaultTable {
 		c.Sink.Table = map[string]string{SignalLogs: "otel_logs", SignalMetrics: "otel_metrics"}[c.Kafka.Signal]
 		if c.Sink.Table == "" {
 			c.Sink.Table = "otel_spans"
@@ -387,7 +440,9 @@ func Default() *Config {
 			Format:           FormatJSON,
 			Signal:           SignalTraces,
 		},
-		Tenancy:          Tenancy{Default: "default"},
+		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
+		OTLP: OTLP{MaxBodyBytes: 8 << 20, Forward: OTLPForward{
+			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,
 		Mode:             ModeRaw,
 		Batch:            Batch{MaxRecords: 10000, MaxBytes: 16 << 20, MaxInterval: Duration(10 * time.Second)},

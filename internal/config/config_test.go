@@ -293,7 +293,7 @@ func TestOTLPFormat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cfg.Validate(); err != nil || cfg.Sink.Table != table || !cfg.OTLP() {
+		if err := cfg.Validate(); err != nil || cfg.Sink.Table != table || !cfg.DecodesOTLP() {
 			t.Errorf("signal %q: table %q, err %v; want %s", signal, cfg.Sink.Table, err, table)
 		}
 	}
@@ -302,8 +302,8 @@ func TestOTLPFormat(t *testing.T) {
 		t.Errorf("an explicit table was replaced by %q", cfg.Sink.Table)
 	}
 	cfg, _ = FromYAML([]byte("kafka: {topics: [t]}"))
-	if cfg.Sink.Table != "trace_raw" || cfg.OTLP() {
-		t.Errorf("JSON default: table %q, otlp %v", cfg.Sink.Table, cfg.OTLP())
+	if cfg.Sink.Table != "trace_raw" || cfg.DecodesOTLP() {
+		t.Errorf("JSON default: table %q, otlp %v", cfg.Sink.Table, cfg.DecodesOTLP())
 	}
 	for yaml, want := range map[string]string{
 		"kafka: {topics: [t], format: protobuf}":                         `kafka.format: want json, otlp_proto or otlp_json, got "protobuf"`,

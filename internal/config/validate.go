@@ -41,8 +41,8 @@ func (c *Config) validate(consuming bool) error {
 	switch {
 	case len(c.Kafka.Topics) > 0 && c.Kafka.TopicRegex != "":
 		errs = append(errs, errors.New("kafka.topic_regex: set either kafka.topics or kafka.topic_regex, not both"))
-	case len(c.Kafka.Topics) == 0 && c.Kafka.TopicRegex == "" && consuming:
-		errs = append(errs, errors.New("kafka.topics: at least one topic (or kafka.topic_regex) is required"))
+	case len(c.Kafka.Topics) == 0 && c.Kafka.TopicRegex == "" && consuming && !c.Receivers():
+		errs = append(errs, errors.New("kafka.topics: at least one topic (or kafka.topic_regex) is required, unless the process only runs OTLP receivers (otlp.http, otlp.grpc)"))
 	case c.Kafka.TopicRegex != "":
 		_, err := regexp.Compile(c.Kafka.TopicRegex)
 		check(err == nil, "kafka.topic_regex", "not a valid regular expression: %v", err)
@@ -77,7 +77,7 @@ func (c *Config) validate(consuming bool) error {
 		"want json, otlp_proto or otlp_json, got %q", c.Kafka.Format)
 	check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, c.Kafka.Signal), "kafka.signal",
 		"want traces, logs or metrics, got %q", c.Kafka.Signal)
-	if c.OTLP() {
+	if c.DecodesOTLP() {
 		check(c.Mode == ModeRaw, "mode", "transform mode maps JSON objects onto your table; with kafka.format %s the rows are OpenTelemetry tables (accepted: raw)", c.Kafka.Format)
 		check(c.Sink.Type == SinkDuckDB, "kafka.format", "%s is built for the duckdb sink so far; accepted with %s: json", c.Kafka.Format, c.Sink.Type)
 		check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with kafka.format %s there is none", c.Kafka.Format)
@@ -85,6 +85,7 @@ func (c *Config) validate(consuming bool) error {
 	if err := otel.CheckTenant(c.Tenancy.Default); err != nil {
 		check(false, "tenancy.default", "%v", err)
 	}
+	c.OTLP.validate(check)
 
 	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,
 		"batch.max_records", "want 1 to 10000000, got %d", c.Batch.MaxRecords)
@@ -189,4 +190,21 @@ func dsnProblem(err error) string {
 		return ue.Err.Error()
 	}
 	return "malformed"
+}
+
+func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
+	for key, addr := range map[string]string{"otlp.http": o.HTTP, "otlp.grpc": o.GRPC} {
+		if addr != "" {
+			_, _, err := net.SplitHostPort(addr)
+			check(err == nil, key, "want host:port (or empty for off), got %q", addr)
+		}
+	}
+	check(o.MaxBodyBytes >= 1<<10 && o.MaxBodyBytes <= 256<<20, "otlp.max_body_bytes", "want 1KiB to 256MiB, got %s", o.MaxBodyBytes)
+	for key, topic := range map[string]string{"otlp.forward.traces_topic": o.Forward.TracesTopic,
+		"otlp.forward.logs_topic": o.Forward.LogsTopic, "otlp.forward.metrics_topic": o.Forward.MetricsTopic} {
+		check(topic != "" && !strings.ContainsAny(topic, " ,"), key, "want a topic name, got %q", topic)
+	}
+	t := o.TLS
+	check((t.CertFile == "") == (t.KeyFile == ""), "otlp.tls.cert_file", "set both cert_file and key_file, or neither")
+	check(t.ClientCAFile == "" || t.CertFile != "", "otlp.tls.client_ca_file", "mutual TLS needs the receivers' own cert_file and key_file too")
 }

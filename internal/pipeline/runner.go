@@ -67,7 +67,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		rawValue = envelope.ValueJSON // COPY reads JSON, not JSON in a string
 	}
 	var decoder RowDecoder
-	if cfg.OTLP() {
+	if cfg.DecodesOTLP() {
 		d, err := otel.NewDecoder(cfg.Kafka.Signal, cfg.Kafka.Format, otel.Tenancy{Header: cfg.Tenancy.KafkaHeader, Default: cfg.Tenancy.Default})
 		if err != nil {
 			return err

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/otlp"
+)
+
+// startReceivers starts the configured OTLP receivers, forwarding to
+// Kafka; stop shuts them down (waiting for requests in progress) and
+// closes the producer.
+func startReceivers(cfg *config.Config) (stop func(), err error) {
+	opts, err := kafka.ClientOptions(cfg.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	o := cfg.OTLP
+	fwd, err := otlp.NewKafkaForwarder(opts, map[string]string{
+		otlp.Traces: o.Forward.TracesTopic, otlp.Logs: o.Forward.LogsTopic, otlp.Metrics: o.Forward.MetricsTopic,
+	}, cfg.Tenancy.KafkaHeader, int64(o.MaxBodyBytes))
+	if err != nil {
+		return nil, err
+	}
+	ropt := otlp.Options{
+		HTTP: o.HTTP, GRPC: o.GRPC,
+		MaxBodyBytes:     int64(o.MaxBodyBytes),
+		MaxInflightBytes: int64(cfg.MaxInflightBytes),
+		TenantRequired:   cfg.Tenancy.Required,
+		DefaultTenant:    cfg.Tenancy.Default,
+		Forward:          fwd,
+		Log:              slog.Default(),
+	}
+	if ropt.TLS, err = receiverTLS(o.TLS); err != nil {
+		fwd.Close()
+		return nil, err
+	}
+	if o.TokensFile != "" {
+		if ropt.Tokens, err = otlp.LoadTokens(o.TokensFile, slog.Default()); err != nil {
+			fwd.Close()
+			return nil, err
+		}
+	}
+	rcv, err := otlp.Start(ropt)
+	if err != nil {
+		fwd.Close()
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
+		defer cancel()
+		rcv.Shutdown(ctx)
+		fwd.Close()
+	}, nil
+}
+
+// receiverTLS is the receivers' TLS configuration; nil without a
+// certificate.
+func receiverTLS(t config.ReceiverTLS) (*tls.Config, error) {
+	if t.CertFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("otlp.tls: %w", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.ClientCAFile != "" {
+		pem, err := os.ReadFile(t.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("otlp.tls.client_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("otlp.tls.client_ca_file %s: no PEM certificate in it", t.ClientCAFile)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+// serveReceiversOnly runs the receivers of a process that consumes
+// nothing, until ctx ends.
+func serveReceiversOnly(ctx context.Context, stop func()) error {
+	slog.Info("tracelake running OTLP receivers only (no kafka.topics)")
+	<-ctx.Done()
+	start := time.Now()
+	stop()
+	slog.Info("tracelake stopped", "seconds", time.Since(start).Round(time.Millisecond).Seconds())
+	return nil
+}

@@ -1,0 +1,91 @@
+package otlp
+
+import (
+	"context"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// newGRPCServer serves the OTLP TraceService, LogsService and
+// MetricsService Export calls (pdata's gRPC bindings).
+func (r *Receivers) newGRPCServer() *grpc.Server {
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.opt.MaxBodyBytes))}
+	if r.opt.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(r.opt.TLS)))
+	}
+	s := grpc.NewServer(opts...)
+	ptraceotlp.RegisterGRPCServer(s, &traceService{r: r})
+	plogotlp.RegisterGRPCServer(s, &logsService{r: r})
+	pmetricotlp.RegisterGRPCServer(s, &metricsService{r: r})
+	return s
+}
+
+type traceService struct {
+	ptraceotlp.UnimplementedGRPCServer
+	r *Receivers
+}
+
+func (s *traceService) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	return ptraceotlp.NewExportResponse(), s.r.exportGRPC(ctx, Traces, req, req.Traces().SpanCount())
+}
+
+type logsService struct {
+	plogotlp.UnimplementedGRPCServer
+	r *Receivers
+}
+
+func (s *logsService) Export(ctx context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
+	return plogotlp.NewExportResponse(), s.r.exportGRPC(ctx, Logs, req, req.Logs().LogRecordCount())
+}
+
+type metricsService struct {
+	pmetricotlp.UnimplementedGRPCServer
+	r *Receivers
+}
+
+func (s *metricsService) Export(ctx context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	return pmetricotlp.NewExportResponse(), s.r.exportGRPC(ctx, Metrics, req, req.Metrics().DataPointCount())
+}
+
+// exportGRPC stores a decoded request; a refusal becomes its gRPC status,
+// with RetryInfo when the client should retry (the OTLP specification's
+// retryable Unavailable).
+func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	first := func(key string) string {
+		if v := md.Get(key); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	token, _ := strings.CutPrefix(first("authorization"), "Bearer ")
+	tenant, ref := r.tenant(first("x-scope-orgid"), token)
+	if ref == nil && items > 0 {
+		proto, err := req.MarshalProto()
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		ref = r.store(ctx, signal, tenant, proto, items)
+	}
+	if ref == nil {
+		return nil
+	}
+	st := status.New(ref.code, ref.msg)
+	if ref.retry {
+		if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(r.opt.RetryAfter)}); err == nil {
+			st = withInfo
+		}
+	}
+	return st.Err()
+}

@@ -1,0 +1,130 @@
+package otlp
+
+import (
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// The content types of OTLP/HTTP.
+const (
+	contentProto = "application/x-protobuf"
+	contentJSON  = "application/json"
+)
+
+// httpHandler serves POST /v1/traces, /v1/logs and /v1/metrics as the
+// OTLP/HTTP specification says (opentelemetry-proto docs/specification.md):
+// protobuf or JSON bodies, gzip (and zstd) content encodings, the answer in
+// the request's encoding, errors as a google.rpc.Status, Retry-After on
+// 429 and 503.
+func (r *Receivers) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	for i := range signals {
+		sig := &signals[i]
+		mux.HandleFunc(sig.path, func(w http.ResponseWriter, req *http.Request) { r.serveHTTP(w, req, sig) })
+	}
+	return mux
+}
+
+func (r *Receivers) serveHTTP(w http.ResponseWriter, req *http.Request, sig *signal) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "OTLP/HTTP takes POST", http.StatusMethodNotAllowed)
+		return
+	}
+	ctype, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if ctype != contentProto && ctype != contentJSON {
+		http.Error(w, fmt.Sprintf("Content-Type %q: want %s or %s", ctype, contentProto, contentJSON), http.StatusUnsupportedMediaType)
+		return
+	}
+	isJSON := ctype == contentJSON
+	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	tenant, ref := r.tenant(req.Header.Get("X-Scope-OrgID"), token)
+	if ref == nil {
+		var body []byte
+		if body, ref = r.readBody(req); ref == nil {
+			_, ref = r.accept(req.Context(), sig, tenant, body, isJSON)
+		}
+	}
+	if ref != nil {
+		r.writeRefusal(w, ref, isJSON)
+		return
+	}
+	out, err := sig.response(isJSON)
+	if err != nil {
+		r.writeRefusal(w, &refusal{httpStatus: http.StatusInternalServerError, code: codes.Internal, msg: err.Error()}, isJSON)
+		return
+	}
+	w.Header().Set("Content-Type", ctype)
+	_, _ = w.Write(out)
+}
+
+// readBody reads the request body, decompressed, refusing it past
+// MaxBodyBytes (before or after decompression).
+func (r *Receivers) readBody(req *http.Request) ([]byte, *refusal) {
+	limit := r.opt.MaxBodyBytes
+	raw := http.MaxBytesReader(nil, req.Body, limit+1)
+	var src io.Reader = raw
+	switch enc := strings.ToLower(req.Header.Get("Content-Encoding")); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(raw)
+		if err != nil {
+			return nil, badBody(err)
+		}
+		defer zr.Close()
+		src = zr
+	case "zstd":
+		zr, err := zstd.NewReader(raw, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
+		if err != nil {
+			return nil, badBody(err)
+		}
+		defer zr.Close()
+		src = zr
+	default:
+		return nil, &refusal{httpStatus: http.StatusUnsupportedMediaType, code: codes.InvalidArgument, msg: fmt.Sprintf("Content-Encoding %q: want gzip, zstd or none", enc)}
+	}
+	body, err := io.ReadAll(io.LimitReader(src, limit+1))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig) || int64(len(body)) > limit:
+		return nil, r.tooLarge()
+	case err != nil:
+		return nil, badBody(err)
+	}
+	return body, nil
+}
+
+func badBody(err error) *refusal {
+	return &refusal{httpStatus: http.StatusBadRequest, code: codes.InvalidArgument, msg: "cannot read the request body: " + err.Error()}
+}
+
+// writeRefusal answers with the refusal as a google.rpc.Status in the
+// request's encoding.
+func (r *Receivers) writeRefusal(w http.ResponseWriter, ref *refusal, isJSON bool) {
+	st := &spb.Status{Code: int32(ref.code), Message: ref.msg}
+	var out []byte
+	if isJSON {
+		out, _ = protojson.Marshal(st)
+		w.Header().Set("Content-Type", contentJSON)
+	} else {
+		out, _ = proto.Marshal(st)
+		w.Header().Set("Content-Type", contentProto)
+	}
+	if ref.retry {
+		w.Header().Set("Retry-After", strconv.Itoa(int(r.opt.RetryAfter.Seconds())))
+	}
+	w.WriteHeader(ref.httpStatus)
+	_, _ = w.Write(out)
+}

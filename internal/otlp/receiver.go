@@ -1,0 +1,203 @@
+package otlp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/tracelake/tracelake/internal/otel"
+)
+
+// Forwarder stores one accepted request durably, or says why it cannot.
+// The receiver answers the client only after Forward returned nil.
+type Forwarder interface {
+	Forward(ctx context.Context, signal, tenant string, body []byte) error
+}
+
+// ErrTooLarge is what a Forwarder returns for a request the destination
+// will never take (Kafka's message size limit): the client is told not to
+// retry it.
+var ErrTooLarge = errors.New("the request is larger than the destination accepts")
+
+// Options configure the receivers.
+type Options struct {
+	// HTTP and GRPC are listen addresses (host:port); "" leaves that
+	// receiver off.
+	HTTP, GRPC string
+	// MaxBodyBytes bounds a request after decompression: past it, HTTP
+	// 413 and gRPC ResourceExhausted.
+	MaxBodyBytes int64
+	// MaxInflightBytes bounds the request bytes being forwarded at once:
+	// past it, HTTP 429 and gRPC Unavailable, both with a retry delay.
+	MaxInflightBytes int64
+	// TenantRequired refuses a request without a tenant (HTTP 401, gRPC
+	// Unauthenticated); otherwise it is DefaultTenant's.
+	TenantRequired bool
+	DefaultTenant  string
+	// TLS, when set, serves both receivers over TLS (mutual TLS when it
+	// asks for client certificates).
+	TLS *tls.Config
+	// Tokens, when set, require a bearer token that holds the tenant.
+	Tokens *Tokens
+	// RetryAfter is the delay suggested to clients told to retry.
+	RetryAfter time.Duration
+	Forward    Forwarder
+	Log        *slog.Logger
+}
+
+// Receivers are the running OTLP receivers.
+type Receivers struct {
+	opt      Options
+	inflight atomic.Int64
+	httpSrv  *http.Server
+	grpcSrv  *grpc.Server
+	// Addr are the addresses the receivers listen on (the port chosen
+	// when the configured one is 0): "http" and "grpc".
+	Addr map[string]string
+	wg   sync.WaitGroup
+}
+
+// Start listens and serves until Shutdown.
+func Start(opt Options) (*Receivers, error) {
+	if opt.RetryAfter <= 0 {
+		opt.RetryAfter = 5 * time.Second
+	}
+	r := &Receivers{opt: opt, Addr: map[string]string{}}
+	if opt.HTTP != "" {
+		ln, err := net.Listen("tcp", opt.HTTP)
+		if err != nil {
+			return nil, fmt.Errorf("OTLP/HTTP receiver: listen on %s: %w", opt.HTTP, err)
+		}
+		r.httpSrv = &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: opt.TLS}
+		r.Addr["http"] = ln.Addr().String()
+		r.serve(func() error {
+			if opt.TLS != nil {
+				return r.httpSrv.ServeTLS(ln, "", "")
+			}
+			return r.httpSrv.Serve(ln)
+		})
+	}
+	if opt.GRPC != "" {
+		ln, err := net.Listen("tcp", opt.GRPC)
+		if err != nil {
+			r.Shutdown(context.Background())
+			return nil, fmt.Errorf("OTLP/gRPC receiver: listen on %s: %w", opt.GRPC, err)
+		}
+		r.grpcSrv = r.newGRPCServer()
+		r.Addr["grpc"] = ln.Addr().String()
+		r.serve(func() error { return r.grpcSrv.Serve(ln) })
+	}
+	for name, addr := range r.Addr {
+		opt.Log.Info("OTLP receiver listening", "protocol", name, "addr", addr, "tls", opt.TLS != nil)
+	}
+	return r, nil
+}
+
+func (r *Receivers) serve(f func() error) {
+	r.wg.Go(func() {
+		if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+			r.opt.Log.Error("OTLP receiver stopped", "err", err)
+		}
+	})
+}
+
+// Shutdown stops accepting requests and waits for the ones in progress
+// (each waits for its forward) until ctx ends.
+func (r *Receivers) Shutdown(ctx context.Context) {
+	if r.httpSrv != nil {
+		_ = r.httpSrv.Shutdown(ctx)
+	}
+	if r.grpcSrv != nil {
+		done := make(chan struct{})
+		go func() { r.grpcSrv.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			r.grpcSrv.Stop()
+		}
+	}
+	r.wg.Wait()
+}
+
+// refusal is why a request was not accepted, for either protocol.
+type refusal struct {
+	httpStatus int
+	code       codes.Code
+	msg        string
+	retry      bool // the client should retry after RetryAfter
+}
+
+func (f *refusal) Error() string { return f.msg }
+
+// tenant picks the request's tenant from what the client sent (header or
+// metadata; "" for none) and the token it showed.
+func (r *Receivers) tenant(sent, token string) (string, *refusal) {
+	t := sent
+	if t == "" {
+		if r.opt.TenantRequired {
+			return "", &refusal{http.StatusUnauthorized, codes.Unauthenticated, "a tenant is required: send it in X-Scope-OrgID (HTTP) or x-scope-orgid (gRPC metadata)", false}
+		}
+		t = r.opt.DefaultTenant
+	}
+	if err := otel.CheckTenant(t); err != nil {
+		return "", &refusal{http.StatusBadRequest, codes.InvalidArgument, err.Error(), false}
+	}
+	if r.opt.Tokens != nil {
+		switch r.opt.Tokens.Allows(token, t) {
+		case tokenUnknown:
+			return "", &refusal{http.StatusUnauthorized, codes.Unauthenticated, "a valid bearer token is required", false}
+		case tokenOtherTenant:
+			return "", &refusal{http.StatusForbidden, codes.PermissionDenied, fmt.Sprintf("the token may not write tenant %s", t), false}
+		}
+	}
+	return t, nil
+}
+
+// accept decodes a request body of sig and stores it; it returns the
+// items (spans, log records, points) it held.
+func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body []byte, isJSON bool) (int, *refusal) {
+	proto, items, err := sig.decode(body, isJSON)
+	if err != nil {
+		return 0, &refusal{http.StatusBadRequest, codes.InvalidArgument, fmt.Sprintf("not an OTLP %s export request: %v", sig.name, err), false}
+	}
+	return items, r.store(ctx, sig.name, tenant, proto, items)
+}
+
+// store forwards a request (protobuf) of items items, within
+// MaxInflightBytes.
+func (r *Receivers) store(ctx context.Context, signal, tenant string, proto []byte, items int) *refusal {
+	if items == 0 {
+		return nil // nothing to store
+	}
+	n := int64(len(proto))
+	// One request alone always goes, however large (it passed
+	// MaxBodyBytes); more wait for room.
+	if total := r.inflight.Add(n); total > r.opt.MaxInflightBytes && total != n {
+		r.inflight.Add(-n)
+		return &refusal{http.StatusTooManyRequests, codes.Unavailable, "too much data in flight (max_inflight_bytes): retry later", true}
+	}
+	defer r.inflight.Add(-n)
+	if err := r.opt.Forward.Forward(ctx, signal, tenant, proto); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return &refusal{http.StatusRequestEntityTooLarge, codes.InvalidArgument, err.Error(), false}
+		}
+		r.opt.Log.Warn("OTLP request not stored; the client is told to retry", "signal", signal, "err", err)
+		return &refusal{http.StatusServiceUnavailable, codes.Unavailable, "the request could not be stored: retry later", true}
+	}
+	return nil
+}
+
+func (r *Receivers) tooLarge() *refusal {
+	return &refusal{http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
+		fmt.Sprintf("the request is larger than otlp.max_body_bytes (%d bytes after decompression)", r.opt.MaxBodyBytes), false}
+}

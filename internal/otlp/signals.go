@@ -1,0 +1,94 @@
+// Package otlp receives OpenTelemetry data over OTLP/HTTP and OTLP/gRPC
+// and forwards each accepted request to Kafka, answering the client only
+// once the broker has acknowledged it: the consumer group then loads it
+// exactly once like any OTLP topic (kafka.format otlp_proto). Receivers
+// scale behind a load balancer, loaders by group members.
+package otlp
+
+import (
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// Signal names, as kafka.signal spells them.
+const (
+	Traces  = "traces"
+	Logs    = "logs"
+	Metrics = "metrics"
+)
+
+// signal is what differs between traces, logs and metrics: the HTTP path
+// and how a request is read and an answer written (pdata's wire formats).
+type signal struct {
+	name string
+	path string
+	// decode reads a request body (protobuf, or OTLP JSON) and returns it
+	// as protobuf with the number of spans, log records or points in it.
+	decode func(body []byte, isJSON bool) (proto []byte, items int, err error)
+	// response is an empty (full success) answer in the request's encoding.
+	response func(isJSON bool) ([]byte, error)
+}
+
+// request is the part of pdata's export requests a signal needs.
+type request interface {
+	UnmarshalProto([]byte) error
+	UnmarshalJSON([]byte) error
+	MarshalProto() ([]byte, error)
+}
+
+type response interface {
+	MarshalProto() ([]byte, error)
+	MarshalJSON() ([]byte, error)
+}
+
+// decodeWith reads body into req; a protobuf body is forwarded as it came
+// (it decoded, so it is valid), a JSON body re-encoded as protobuf so every
+// forwarded message has one encoding.
+func decodeWith(req request, count func() int, body []byte, isJSON bool) ([]byte, int, error) {
+	if isJSON {
+		if err := req.UnmarshalJSON(body); err != nil {
+			return nil, 0, err
+		}
+		proto, err := req.MarshalProto()
+		return proto, count(), err
+	}
+	if err := req.UnmarshalProto(body); err != nil {
+		return nil, 0, err
+	}
+	return body, count(), nil
+}
+
+func encode(r response, isJSON bool) ([]byte, error) {
+	if isJSON {
+		return r.MarshalJSON()
+	}
+	return r.MarshalProto()
+}
+
+var signals = []signal{
+	{
+		name: Traces, path: "/v1/traces",
+		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
+			req := ptraceotlp.NewExportRequest()
+			return decodeWith(req, func() int { return req.Traces().SpanCount() }, body, isJSON)
+		},
+		response: func(isJSON bool) ([]byte, error) { return encode(ptraceotlp.NewExportResponse(), isJSON) },
+	},
+	{
+		name: Logs, path: "/v1/logs",
+		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
+			req := plogotlp.NewExportRequest()
+			return decodeWith(req, func() int { return req.Logs().LogRecordCount() }, body, isJSON)
+		},
+		response: func(isJSON bool) ([]byte, error) { return encode(plogotlp.NewExportResponse(), isJSON) },
+	},
+	{
+		name: Metrics, path: "/v1/metrics",
+		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
+			req := pmetricotlp.NewExportRequest()
+			return decodeWith(req, func() int { return req.Metrics().DataPointCount() }, body, isJSON)
+		},
+		response: func(isJSON bool) ([]byte, error) { return encode(pmetricotlp.NewExportResponse(), isJSON) },
+	},
+}
