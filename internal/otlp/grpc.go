@@ -22,7 +22,7 @@ import (
 func (r *Receivers) newGRPCServer() *grpc.Server {
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.opt.MaxBodyBytes))}
 	if r.opt.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(r.opt.TLS)))
+		opts = append(opts, grpc.Creds(credentials.NewTLS(r.opt.TLS.Clone())))
 	}
 	s := grpc.NewServer(opts...)
 	ptraceotlp.RegisterGRPCServer(s, &traceService{r: r})

@@ -78,7 +78,8 @@ func Start(opt Options) (*Receivers, error) {
 		if err != nil {
 			return nil, fmt.Errorf("OTLP/HTTP receiver: listen on %s: %w", opt.HTTP, err)
 		}
-		r.httpSrv = &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: opt.TLS}
+		// Each server gets its own copy: net/http adds its protocols to it.
+		r.httpSrv = &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: opt.TLS.Clone()}
 		r.Addr["http"] = ln.Addr().String()
 		r.serve(func() error {
 			if opt.TLS != nil {
