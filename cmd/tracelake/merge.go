@@ -68,6 +68,13 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	mg := merge.NewMerger(snk.DB(), slog.Default())
+	if cfg.DecodesOTLP() {
+		if *rebuild != "" || *model != "" {
+			return usagef("--rebuild and --model: an OpenTelemetry table has one built-in model, %s_dedup (drop it to rebuild it)", cfg.Sink.Table)
+		}
+		dd := otelDedup{mg, merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}}
+		return mergeLoop(ctx, dd, dd.models(), *every)
+	}
 	if *rebuild != "" {
 		m, err := cfg.Model(*rebuild)
 		if err != nil {
@@ -85,6 +92,22 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return err
 	}
 	return mergeLoop(ctx, mg, models, *every)
+}
+
+// otelDedup runs an OpenTelemetry table's built-in model (one row per
+// span, log record or point in <table>_dedup) where models run.
+type otelDedup struct {
+	mg *merge.Merger
+	d  merge.Dedup
+}
+
+// models is the one model otelDedup merges, by name.
+func (o otelDedup) models() []config.Model { return []config.Model{{Name: o.d.Target()}} }
+
+// Merge implements modelMerger.
+func (o otelDedup) Merge(ctx context.Context, _ config.Model) (merge.Result, error) {
+	r, err := o.mg.Dedup(ctx, o.d)
+	return merge.Result{Model: r.Target, Read: r.Read, Changed: r.Inserted, Took: r.Took}, err
 }
 
 // mergeLoop merges every model once, or at each interval until ctx ends.

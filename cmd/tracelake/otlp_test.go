@@ -3,12 +3,19 @@ package main
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -308,8 +315,11 @@ func TestOTLPMetricsFromKafka(t *testing.T) {
 
 // The OpenTelemetry Go SDK's OTLP/HTTP and gRPC exporters send spans to a
 // running `tracelake run` whose receivers forward them to the topic it
-// consumes: each span is in otel_spans once, with its tenant and typed
-// attributes, and verify is OK.
+// consumes: each span is in otel_spans, with its tenant and typed
+// attributes, and verify is OK. The HTTP exporter's first answers are lost
+// on the way back (a proxy turns them into 503), so it sends those
+// requests again: the table holds them twice, verify counts the copies and
+// `tracelake merge` keeps one of each span in otel_spans_dedup.
 func TestOTLPReceiversForwardThroughKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -326,9 +336,12 @@ func TestOTLPReceiversForwardThroughKafka(t *testing.T) {
 	if addrs["http"] == "" || addrs["grpc"] == "" {
 		t.Fatalf("receivers' addresses not logged:\n%s", run.log)
 	}
+	const lost = 2
+	proxy := answerLosingProxy(t, "http://"+addrs["http"], lost)
 	ctx := context.Background()
-	httpExp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(addrs["http"]), otlptracehttp.WithInsecure(),
-		otlptracehttp.WithHeaders(map[string]string{"X-Scope-OrgID": "team-http"}))
+	httpExp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(strings.TrimPrefix(proxy.URL, "http://")), otlptracehttp.WithInsecure(),
+		otlptracehttp.WithHeaders(map[string]string{"X-Scope-OrgID": "team-http"}),
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 10 * time.Millisecond, MaxInterval: time.Second, MaxElapsedTime: time.Minute}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,9 +350,9 @@ func TestOTLPReceiversForwardThroughKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const perExporter = 500
+	const perExporter, perRequest = 500, 100
 	for _, exp := range []sdktrace.SpanExporter{httpExp, grpcExp} {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithMaxExportBatchSize(100)))
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithMaxExportBatchSize(perRequest)))
 		tr := tp.Tracer("tracelake.test")
 		for i := range perExporter {
 			_, s := tr.Start(ctx, "execute_tool search")
@@ -359,16 +372,66 @@ func TestOTLPReceiversForwardThroughKafka(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, run.log)
 	}
 	rep := runUntilIdle(t, bin, cfgPath)
-	if rows, dlq := rep.Totals(); !rep.OK || rows != 2*perExporter || dlq != 0 {
-		t.Fatalf("ok=%v rows=%d dlq=%d problems=%v, want %d spans", rep.OK, rows, dlq, rep.Problems, 2*perExporter)
+	stored := rep.Copies.Rows
+	if rows, dlq := rep.Totals(); !rep.OK || rows != stored || dlq != 0 {
+		t.Fatalf("ok=%v rows=%d dlq=%d problems=%v", rep.OK, rows, dlq, rep.Problems)
+	}
+	// The lost answers' requests are stored twice, as the client sent them.
+	if c := rep.Copies; c.Identities != 2*perExporter || c.Rows < 2*perExporter+lost || c.Kept != 0 || c.Pending != c.Rows {
+		t.Fatalf("copies before merging: %+v, want %d identities and at least %d copies", c, 2*perExporter, lost)
+	}
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
 	}
 	db := openDuckDBFile(t, filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
 	var httpSpans, grpcSpans, distinct, doubles int64
 	mustScan(t, db.QueryRow(`SELECT count(*) FILTER (WHERE tenant_id = 'team-http'), count(*) FILTER (WHERE tenant_id = 'team-grpc'),
 		count(DISTINCT (tenant_id, span_attributes->>'$.seq')), count(*) FILTER (WHERE json_type(span_attributes, '$.score') = 'DOUBLE')
-		FROM otel_spans`), &httpSpans, &grpcSpans, &distinct, &doubles)
+		FROM otel_spans_dedup`), &httpSpans, &grpcSpans, &distinct, &doubles)
 	if httpSpans != perExporter || grpcSpans != perExporter || distinct != 2*perExporter || doubles != 2*perExporter {
-		t.Errorf("http %d, grpc %d, distinct %d, double scores %d; want %d, %d, %d, %d",
+		t.Errorf("deduplicated: http %d, grpc %d, distinct %d, double scores %d; want %d, %d, %d, %d",
 			httpSpans, grpcSpans, distinct, doubles, perExporter, perExporter, 2*perExporter, 2*perExporter)
 	}
+	db.Close()
+	out, err := exec.Command(bin, "verify", "--config", cfgPath).Output()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("otel_spans_dedup holds %d\n", 2*perExporter)) {
+		t.Errorf("verify after the merge: %v\n%s", err, out)
+	}
+}
+
+// answerLosingProxy passes requests to target and the first lose answers
+// back as 503: the request was stored, the client does not know it.
+func answerLosingProxy(t *testing.T, target string, lose int) *httptest.Server {
+	t.Helper()
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.Path, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		mu.Lock()
+		drop := resp.StatusCode == http.StatusOK && lose > 0
+		if drop {
+			lose--
+		}
+		mu.Unlock()
+		if drop {
+			http.Error(w, "answer lost", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -71,9 +71,11 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	// finalMerge, with merge.every, merges once more after a run that
 	// ended idle, so its models are merged up to everything it loaded.
 	finalMerge := func() error { return nil }
-	if every := cfg.Merge.Every.D(); every > 0 && len(cfg.Merge.Models) > 0 {
-		models, err := selectModels(cfg, "")
-		if err != nil {
+	if every := cfg.Merge.Every.D(); every > 0 && (len(cfg.Merge.Models) > 0 || cfg.DecodesOTLP()) {
+		var models []config.Model
+		if dd, ok := merger.(otelDedup); ok {
+			models = dd.models()
+		} else if models, err = selectModels(cfg, ""); err != nil {
 			return err
 		}
 		merging, stopMerging := context.WithCancel(ctx)

@@ -51,6 +51,9 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 	if err != nil {
 		return nil, nil, err
 	}
+	if cfg.DecodesOTLP() {
+		return snk, otelDedup{merge.NewMerger(snk.DB(), slog.Default()), merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}}, nil
+	}
 	return snk, merge.NewMerger(snk.DB(), slog.Default()), nil
 }
 

@@ -56,6 +56,14 @@ func cmdVerify(ctx context.Context, args []string) error {
 			return err
 		}
 		mg := merge.NewMerger(snk.DB(), slog.Default())
+		if cfg.DecodesOTLP() {
+			d := merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}
+			c, err := mg.Counts(ctx, d)
+			if err != nil {
+				return err
+			}
+			rep.Copies = &verify.Copies{Table: d.Name, Rows: c.Rows, Identities: c.Identities, Target: d.Target(), Kept: c.Kept, Pending: c.Pending}
+		}
 		for _, m := range cfg.Models() {
 			n, err := mg.Pending(ctx, m)
 			if err != nil {

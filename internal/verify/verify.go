@@ -53,6 +53,21 @@ type Report struct {
 	Problems   []string    `json:"problems,omitempty"`
 	// Models are the merge models' progress; informative, never a failure.
 	Models []ModelProgress `json:"models,omitempty"`
+	// Copies are an OpenTelemetry table's rows stored more than once
+	// (client retries) and what its deduplicating model kept; informative.
+	Copies *Copies `json:"copies,omitempty"`
+}
+
+// Copies are the copies an OpenTelemetry table holds: a client that
+// retries after a lost answer sends a request twice (OTLP has no request
+// id). They are not a loading error; the <table>_dedup model keeps one.
+type Copies struct {
+	Table      string `json:"table"`
+	Rows       int64  `json:"rows"`
+	Identities int64  `json:"identities"`  // distinct spans, log records or points
+	Target     string `json:"dedup_table"` // the model's table
+	Kept       int64  `json:"dedup_rows"`
+	Pending    int64  `json:"pending_rows"` // rows the model has not merged yet
 }
 
 // ModelProgress is how far a model has merged its raw table.
@@ -491,6 +506,14 @@ func (r *Report) WriteText(w io.Writer) {
 			state = fmt.Sprintf("%d raw rows not merged yet", m.Pending)
 		}
 		fmt.Fprintf(w, "model %s: %s\n", m.Model, state)
+	}
+	if c := r.Copies; c != nil {
+		fmt.Fprintf(w, "%s: %d rows, %d distinct (%d copies of a row stored again, e.g. by client retries); %s holds %d",
+			c.Table, c.Rows, c.Identities, c.Rows-c.Identities, c.Target, c.Kept)
+		if c.Pending > 0 {
+			fmt.Fprintf(w, ", %d rows not merged yet (tracelake merge)", c.Pending)
+		}
+		fmt.Fprintln(w)
 	}
 	rows, dlq := r.Totals()
 	if r.OK {

@@ -1,0 +1,130 @@
+package merge
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// Dedup is the built-in model of an OpenTelemetry table: the table's rows
+// once each in <table>_dedup. OTLP has no request id, so a client that
+// retries after a lost answer (or a Collector whose Kafka produce is
+// retried) stores a request twice; the copies are the same spans, log
+// records or points. A span is identified by (tenant_id, trace_id,
+// span_id); a log record or a point, which have no id, by a hash of all
+// its columns but the Kafka coordinates. The first copy (lowest
+// coordinates) is kept.
+type Dedup struct {
+	Table *schema.Table
+	Name  string // the source table's name (sink.table)
+}
+
+// Target is the deduplicated table's name.
+func (d Dedup) Target() string { return d.Name + "_dedup" }
+
+// model is the name the watermarks are kept under.
+func (d Dedup) model() string { return d.Target() }
+
+// keyExpr is the SQL of a row's identity, over the source's columns.
+func (d Dedup) keyExpr() string {
+	if d.Table.Name == "otel_spans" {
+		return "concat_ws('/', tenant_id, trace_id, span_id)"
+	}
+	var cols []string
+	for _, c := range d.Table.Columns {
+		cols = append(cols, sqltext.Ident(c.Name)+" := "+sqltext.Ident(c.Name))
+	}
+	// md5 of the row's JSON: 128 bits, so billions of distinct rows do not
+	// collide (a 64-bit hash would, by the birthday bound).
+	return "md5(to_json(struct_pack(" + strings.Join(cols, ", ") + "))::VARCHAR)"
+}
+
+// DedupResult is what one deduplicating merge did.
+type DedupResult struct {
+	Target         string
+	Read, Inserted int64 // rows of the increment, and those new to the target
+	Took           time.Duration
+}
+
+func (r DedupResult) String() string {
+	return fmt.Sprintf("model %s: %d rows read, %d inserted, %d duplicates left out, %s",
+		r.Target, r.Read, r.Inserted, r.Read-r.Inserted, r.Took.Round(time.Millisecond))
+}
+
+// Dedup merges the source's rows past the model's watermark into the
+// target, each identity once, in one transaction with the watermark: a
+// merge repeated after a crash inserts nothing twice.
+func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
+	res := DedupResult{Target: d.Target()}
+	start := time.Now()
+	src, dst := sqltext.Name(d.Name), sqltext.Name(d.Target())
+	model := sqltext.String(d.model())
+	err := mg.inTx(ctx, func(tx *sql.Tx) error {
+		if err := exec(ctx, tx,
+			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHAR, topic VARCHAR, "partition" INTEGER, next_offset BIGINT, merged_at TIMESTAMP)`, WatermarkTable),
+			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s AS SELECT *, ''::VARCHAR AS dedup_key FROM %s LIMIT 0`, dst, src),
+			fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_dedup AS
+				SELECT s.*, %s AS dedup_key FROM %s s LEFT JOIN %s w
+					ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition
+				WHERE s.koffset >= coalesce(w.next_offset, 0)`, d.keyExpr(), src, WatermarkTable, model),
+		); err != nil {
+			return fmt.Errorf("read the increment of %s: %w", d.Name, err)
+		}
+		defer tx.ExecContext(ctx, `DROP TABLE IF EXISTS tl_dedup`) //nolint:errcheck // temp table
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tl_dedup`).Scan(&res.Read); err != nil {
+			return err
+		}
+		if res.Read == 0 {
+			return nil
+		}
+		r, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s SELECT * EXCLUDE (tl_rn) FROM (
+				SELECT *, row_number() OVER (PARTITION BY dedup_key ORDER BY ktopic, kpartition, koffset, kindex) AS tl_rn FROM tl_dedup)
+			WHERE tl_rn = 1 AND dedup_key NOT IN (SELECT dedup_key FROM %s)`, dst, dst))
+		if err != nil {
+			return fmt.Errorf("insert into %s: %w", d.Target(), err)
+		}
+		res.Inserted = rowsAffected(r)
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`MERGE INTO %s AS w USING (
+				SELECT ktopic AS topic, kpartition AS "partition", max(koffset) + 1 AS next_offset FROM tl_dedup GROUP BY ALL) AS s
+			ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
+			WHEN MATCHED THEN UPDATE SET next_offset = s.next_offset, merged_at = now()
+			WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, now())`,
+			WatermarkTable, model, model)); err != nil {
+			return fmt.Errorf("advance the watermark of %s: %w", d.Target(), err)
+		}
+		return nil
+	})
+	res.Took = time.Since(start)
+	return res, err
+}
+
+// DedupCounts are what verify reports of an OpenTelemetry table's copies.
+type DedupCounts struct {
+	Rows       int64 // rows of the source table
+	Identities int64 // distinct spans, log records or points among them
+	Kept       int64 // rows of the target
+	Pending    int64 // source rows past the model's watermark
+}
+
+// Counts counts the source's rows and identities and the target's rows.
+func (mg *Merger) Counts(ctx context.Context, d Dedup) (DedupCounts, error) {
+	var c DedupCounts
+	src, model := sqltext.Name(d.Name), sqltext.String(d.model())
+	if err := mg.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*), count(DISTINCT %s) FROM %s`, d.keyExpr(), src)).Scan(&c.Rows, &c.Identities); err != nil {
+		return c, fmt.Errorf("count %s: %w", d.Name, err)
+	}
+	var exists bool
+	if err := mg.db.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'`, d.Target()).Scan(&exists); err != nil || !exists {
+		c.Pending = c.Rows
+		return c, err
+	}
+	err := mg.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %s), (SELECT count(*) FROM %s s LEFT JOIN %s w
+			ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition WHERE s.koffset >= coalesce(w.next_offset, 0))`,
+		sqltext.Name(d.Target()), src, WatermarkTable, model)).Scan(&c.Kept, &c.Pending)
+	return c, err
+}
