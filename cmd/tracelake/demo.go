@@ -80,8 +80,12 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 	fs := newFlagSet("demo")
 	n := fs.Int("messages", 100000, "number of agent traces to produce")
 	path := fs.String("duckdb", "./tracelake-demo.duckdb", "DuckDB file to write (replaced if it exists)")
+	withOTLP := fs.Bool("otlp", false, "send the agent traces as OpenTelemetry spans through the OTLP/HTTP receiver into otel_spans")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
+	}
+	if *withOTLP {
+		return demoOTLP(ctx, hard, *n, *path)
 	}
 	const topic, partitions = "llm-traces", 4
 

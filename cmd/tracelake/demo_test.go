@@ -3,6 +3,7 @@ package main
 import (
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,34 @@ func TestDemo(t *testing.T) {
 		"model spans: 3000 raw rows read, 3000 target rows changed, 0 rejected",
 		"EQUAL: trace_spans vs trace_spans__check",
 		"Daily token usage by model",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// `tracelake demo --otlp`: agent traces through the OTLP/HTTP receiver,
+// Kafka and the pipeline into otel_spans, verified and deduplicated.
+func TestDemoOTLP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "demo", "--otlp", "--messages", "500", "--duckdb", filepath.Join(t.TempDir(), "demo.duckdb")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo --otlp: %v\n%s", err, out)
+	}
+	spans := regexp.MustCompile(`sent 500 agent traces \((\d+) spans\) in 10 requests`).FindSubmatch(out)
+	if spans == nil {
+		t.Fatalf("demo output lacks what was sent:\n%s", out)
+	}
+	n := string(spans[1])
+	for _, want := range []string{
+		"loaded 10 OTLP messages into " + n + " spans of otel_spans",
+		"model otel_spans_dedup: " + n + " rows read, " + n + " inserted",
+		"OK: 4 partitions, " + n + " rows, 0 dead-letter rows, no gaps, no duplicates",
+		"execute_tool", "invoke_agent support",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

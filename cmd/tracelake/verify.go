@@ -57,12 +57,9 @@ func cmdVerify(ctx context.Context, args []string) error {
 		}
 		mg := merge.NewMerger(snk.DB(), slog.Default())
 		if cfg.DecodesOTLP() {
-			d := merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}
-			c, err := mg.Counts(ctx, d)
-			if err != nil {
+			if rep.Copies, err = copies(ctx, mg, merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}); err != nil {
 				return err
 			}
-			rep.Copies = &verify.Copies{Table: d.Name, Rows: c.Rows, Identities: c.Identities, Target: d.Target(), Kept: c.Kept, Pending: c.Pending}
 		}
 		for _, m := range cfg.Models() {
 			n, err := mg.Pending(ctx, m)
@@ -85,6 +82,16 @@ func cmdVerify(ctx context.Context, args []string) error {
 		return failedCheck{}
 	}
 	return nil
+}
+
+// copies counts the copies an OpenTelemetry table holds and what its
+// dedup model kept, for verify's report.
+func copies(ctx context.Context, mg *merge.Merger, d merge.Dedup) (*verify.Copies, error) {
+	c, err := mg.Counts(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return &verify.Copies{Table: d.Name, Rows: c.Rows, Identities: c.Identities, Target: d.Target(), Kept: c.Kept, Pending: c.Pending}, nil
 }
 
 // verifyIceberg verifies the Iceberg tables: positions against Kafka, and
