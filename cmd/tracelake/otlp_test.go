@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -434,4 +435,75 @@ func answerLosingProxy(t *testing.T, target string, lose int) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// An OTLP/gRPC exporter sends spans while `tracelake run` (receivers
+// forwarding to the topic it consumes) is killed with SIGKILL at random
+// moments and restarted on the same port: requests in flight at a kill,
+// forwarded or not, are retried by the client (Unavailable). Nothing is
+// lost, and otel_spans_dedup holds each span once.
+func TestOTLPReceiverKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, _ := startKafka(t, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfgPath := writeConfig(t, cluster, "format: otlp_proto, group: kill9, session_timeout: 6s, rebalance_timeout: 6s",
+		fmt.Sprintf("otlp: {grpc: %q, forward: {traces_topic: %s}}\nbatch: {max_interval: 100ms}\nload: {max_interval: 100ms}", addr, testTopic))
+
+	ctx := context.Background()
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(),
+		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: 2 * time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Blocking and a queue for all: the SDK would drop spans, not
+	// tracelake, when its queue fills while a kill holds an export.
+	const spans = 3000
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithMaxExportBatchSize(50),
+		sdktrace.WithMaxQueueSize(spans), sdktrace.WithBlocking(), sdktrace.WithBatchTimeout(20*time.Millisecond)))
+	sent := make(chan error, 1)
+	go func() {
+		tr := tp.Tracer("tracelake.test")
+		for i := range spans {
+			_, s := tr.Start(ctx, "chat")
+			s.SetAttributes(attribute.Int("seq", i))
+			s.End()
+			if i%100 == 99 {
+				time.Sleep(20 * time.Millisecond) // a steady stream across the kills, not one burst
+			}
+		}
+		sent <- tp.Shutdown(ctx)
+	}()
+	killAtRandomMoments(t, bin, cfgPath, 3)
+	run := startRun(t, bin, cfgPath, "run last")
+	if err := <-sent; err != nil {
+		t.Fatalf("the exporter gave up: %v", err)
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, run.log)
+	}
+	rep := runUntilIdle(t, bin, cfgPath)
+	if !rep.OK || rep.Copies.Identities != spans {
+		t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans", rep.OK, rep.Problems, rep.Copies, spans)
+	}
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	db := openDuckDBFile(t, filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
+	var kept, distinct int64
+	mustScan(t, db.QueryRow(`SELECT count(*), count(DISTINCT span_attributes->>'$.seq') FROM otel_spans_dedup`), &kept, &distinct)
+	if kept != spans || distinct != spans {
+		t.Fatalf("otel_spans_dedup: %d rows, %d distinct, want %d (otel_spans holds %d)", kept, distinct, spans, rep.Copies.Rows)
+	}
+	t.Logf("%d spans stored for %d sent: %d copies from retries across the kills", rep.Copies.Rows, spans, rep.Copies.Rows-spans)
 }
