@@ -96,6 +96,15 @@ func TestOTLPFromKafka(t *testing.T) {
 			if !strings.Contains(reasons, "not OTLP traces") || !strings.Contains(reasons, `tenant id "team/a"`) {
 				t.Errorf("dead-letter reasons: %s", reasons)
 			}
+			db.Close()
+			// sql --tenant sees that tenant's rows alone, however the
+			// table is named.
+			out, err := exec.Command(bin, "sql", "--config", cfgPath, "--tenant", "team-a",
+				"SELECT count(*) AS n, count(DISTINCT tenant_id) AS tenants FROM otel_spans UNION ALL SELECT count(*), 0 FROM main.otel_spans").CombinedOutput()
+			want := fmt.Sprintf("%d  1\n%d  0\n", teamA, teamA)
+			if err != nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), strings.Join(strings.Fields(want), " ")) {
+				t.Errorf("sql --tenant team-a: %v\n%s\nwant rows %q", err, out, want)
+			}
 		})
 	}
 }

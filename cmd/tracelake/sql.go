@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 func cmdSQL(ctx context.Context, args []string) error {
 	fs := newFlagSet("sql")
 	var cf configFlags
 	cf.register(fs)
+	tenant := fs.String("tenant", "", "DuckDB: every table with a tenant_id column (the OpenTelemetry tables) shows only this tenant's rows")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -27,6 +30,9 @@ func cmdSQL(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *tenant != "" && cfg.Sink.Type != config.SinkDuckDB {
+		return usagef("--tenant: built for the duckdb sink only")
+	}
 	switch cfg.Sink.Type {
 	case config.SinkIceberg:
 		return queryIceberg(ctx, cfg, fs.Arg(0))
@@ -36,9 +42,53 @@ func cmdSQL(ctx context.Context, args []string) error {
 			return err
 		}
 		defer snk.Close()
+		if *tenant != "" {
+			if err := restrictToTenant(ctx, snk.DB(), *tenant); err != nil {
+				return err
+			}
+		}
 		return printQuery(ctx, os.Stdout, snk.DB(), fs.Arg(0))
 	}
 	return fmt.Errorf("tracelake sql reads the duckdb and iceberg sinks; sink.type is %s (query Databend with its own client, e.g. bendsql)", cfg.Sink.Type)
+}
+
+// restrictToTenant shadows every table of the database that has a
+// tenant_id column with a temporary view of the tenant's rows alone, on
+// the one connection queries then use (DuckDB resolves a name in the temp
+// schema first). A convenience, not access control: a query that names
+// the table with its catalog sees every tenant, as does anyone who can
+// read the file.
+func restrictToTenant(ctx context.Context, db *sql.DB, tenant string) error {
+	if err := otel.CheckTenant(tenant); err != nil {
+		return usagef("--tenant: %v", err)
+	}
+	db.SetMaxOpenConns(1)
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT table_catalog, table_schema, table_name FROM information_schema.columns
+		WHERE column_name = 'tenant_id' AND table_catalog = current_database() ORDER BY ALL`)
+	if err != nil {
+		return fmt.Errorf("--tenant: list the tables: %w", err)
+	}
+	var views []string
+	for rows.Next() {
+		var catalog, schema, name string
+		if err := rows.Scan(&catalog, &schema, &name); err != nil {
+			rows.Close()
+			return err
+		}
+		// Named with its catalog: "main.t" would be the temp view itself.
+		views = append(views, fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.%s.%s WHERE tenant_id = %s",
+			sqltext.Ident(name), sqltext.Ident(catalog), sqltext.Ident(schema), sqltext.Ident(name), sqltext.String(tenant)))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, v := range views {
+		if _, err := db.ExecContext(ctx, v); err != nil {
+			return fmt.Errorf("--tenant: %w", err)
+		}
+	}
+	return nil
 }
 
 // printQuery runs q and prints the result as an aligned table.
