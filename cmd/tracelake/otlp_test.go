@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -28,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
@@ -109,48 +112,68 @@ func TestOTLPFromKafka(t *testing.T) {
 	}
 }
 
-// Kill -9 at random moments while OTLP messages arrive: every span once.
+// Kill -9 at random moments while OTLP messages arrive, into DuckDB and
+// into Iceberg: every span once.
 func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	cluster, prod := startKafka(t, 4)
-	cfgPath := writeConfig(t, cluster, "format: otlp_proto, group: crash, session_timeout: 6s, rebalance_timeout: 6s", `workers: 2
-batch: {max_records: 100, max_interval: 100ms}
-load: {max_files: 3, max_interval: 100ms}`)
-	spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 3000, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	produced := make(chan int, 1)
-	go func() {
-		n, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 3000, 2)
-		if err != nil {
-			t.Error(err)
-		}
-		produced <- n
-	}()
-	run := startRun(t, bin, cfgPath, "run first")
-	awaitMetric(t, run, "tracelake_loads_total")
-	if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = run.cmd.Wait()
-	killAtRandomMoments(t, bin, cfgPath, 4)
-	spans += <-produced
+	for _, sinkType := range []string{"duckdb", "iceberg"} {
+		t.Run(sinkType, func(t *testing.T) {
+			cluster, prod := startKafka(t, 4)
+			kafka := "format: otlp_proto, group: crash, session_timeout: 6s, rebalance_timeout: 6s"
+			rest := "workers: 2\nbatch: {max_records: 100, max_interval: 100ms}\nload: {max_files: 3, max_interval: 100ms}"
+			cfgPath := writeConfig(t, cluster, kafka, rest)
+			if sinkType == "iceberg" {
+				cfgPath = writeOTLPIcebergConfig(t, cluster, kafka, rest)
+			}
+			spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 3000, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			produced := make(chan int, 1)
+			go func() {
+				n, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 3000, 2)
+				if err != nil {
+					t.Error(err)
+				}
+				produced <- n
+			}()
+			run := startRun(t, bin, cfgPath, "run first")
+			awaitMetric(t, run, "tracelake_loads_total")
+			if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = run.cmd.Wait()
+			killAtRandomMoments(t, bin, cfgPath, 4)
+			spans += <-produced
 
-	rep := runUntilIdle(t, bin, cfgPath)
-	rows, dlq := rep.Totals()
-	if !rep.OK || rows != int64(spans) || dlq != 0 {
-		t.Fatalf("after kills: ok=%v rows=%d dlq=%d problems=%v, want %d spans", rep.OK, rows, dlq, rep.Problems, spans)
+			rep := runUntilIdle(t, bin, cfgPath)
+			rows, dlq := rep.Totals()
+			if !rep.OK || rows != int64(spans) || dlq != 0 {
+				t.Fatalf("after kills: ok=%v rows=%d dlq=%d problems=%v, want %d spans", rep.OK, rows, dlq, rep.Problems, spans)
+			}
+			out, err := exec.Command(bin, "sql", "--config", cfgPath, `SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS d FROM otel_spans`).CombinedOutput()
+			if f := strings.Fields(string(out)); err != nil || len(f) < 4 || f[2] != fmt.Sprint(spans) || f[3] != fmt.Sprint(spans) {
+				t.Fatalf("want %d rows and as many distinct spans: %v\n%s", spans, err, out)
+			}
+		})
 	}
-	db := openDuckDBFile(t, filepath.Join(filepath.Dir(cfgPath), "test.duckdb"))
-	var stored, distinct int64
-	mustScan(t, db.QueryRow(`SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM otel_spans`), &stored, &distinct)
-	if stored != int64(spans) || distinct != stored {
-		t.Fatalf("%d rows, %d distinct spans, want %d each", stored, distinct, spans)
+}
+
+// writeOTLPIcebergConfig is writeConfig for the Iceberg sink (a SQLite
+// catalog and a warehouse in a temp dir).
+func writeOTLPIcebergConfig(t *testing.T, cluster *kfake.Cluster, kafkaExtra, rest string) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], %s}\n%s\nsink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q, commit_interval: 300ms}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+		cluster.ListenAddrs()[0], testTopic, kafkaExtra, rest, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	return path
 }
 
 func marshalOTLP(t *testing.T, enc string, td ptrace.Traces) []byte {
@@ -515,4 +538,62 @@ func TestOTLPReceiverKill9(t *testing.T) {
 		t.Fatalf("otel_spans_dedup: %d rows, %d distinct, want %d (otel_spans holds %d)", kept, distinct, spans, rep.Copies.Rows)
 	}
 	t.Logf("%d spans stored for %d sent: %d copies from retries across the kills", rep.Copies.Rows, spans, rep.Copies.Rows-spans)
+}
+
+// OTLP into Iceberg: otel_spans is a typed table partitioned by tenant and
+// by the day of start_time; every span once, the undecodable message in
+// the dead-letter table, verify OK, and `tracelake sql` reads the columns
+// with their types.
+func TestOTLPIntoIceberg(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, prod := startKafka(t, 2)
+	cfgPath := writeOTLPIcebergConfig(t, cluster, "format: otlp_proto", "batch: {max_interval: 100ms}")
+	spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 200, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Value: []byte("not OTLP")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rep := runUntilIdle(t, bin, cfgPath)
+	if rows, dlq := rep.Totals(); !rep.OK || rows != int64(spans) || dlq != 1 {
+		t.Fatalf("ok=%v rows=%d dlq=%d problems=%v, want %d spans and 1 dead letter", rep.OK, rows, dlq, rep.Problems, spans)
+	}
+	out, err := exec.Command(bin, "sql", "--config", cfgPath, `SELECT count(*) AS spans, count(DISTINCT (trace_id, span_id)) AS distinct_spans,
+		count(*) FILTER (WHERE json_type(span_attributes, '$."gen_ai.usage.input_tokens"') IN ('BIGINT', 'UBIGINT')) AS int_tokens,
+		count(*) FILTER (WHERE span_attributes->>'$."gen_ai.operation.name"' = 'chat') AS chats,
+		count(*) FILTER (WHERE start_time IS NULL OR duration_ns IS NULL) AS untimed FROM otel_spans`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sql: %v\n%s", err, out)
+	}
+	fields := strings.Fields(string(out))
+	// header (5 names), then the row
+	if len(fields) < 10 || fields[5] != fmt.Sprint(spans) || fields[6] != fmt.Sprint(spans) || fields[7] != fields[8] || fields[7] == "0" || fields[9] != "0" {
+		t.Errorf("otel_spans over Iceberg:\n%s", out)
+	}
+	cfg, err := config.FromFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk, err := openIceberg(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snk.Close()
+	raw, _ := snk.Identifiers()
+	tbl, err := snk.Catalog().LoadTable(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	spec := tbl.Spec()
+	for _, f := range spec.Fields() {
+		parts = append(parts, f.Name+"="+f.Transform.String())
+	}
+	if got := strings.Join(parts, ","); got != "tenant_id=identity,start_time_day=day" {
+		t.Errorf("partition spec %s, want tenant_id=identity,start_time_day=day", got)
+	}
 }

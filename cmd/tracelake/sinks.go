@@ -75,6 +75,7 @@ func openIcebergReporting(ctx context.Context, cfg *config.Config, onCommit func
 		CatalogName:     cfg.Sink.Iceberg.CatalogName,
 		TableProperties: cfg.Sink.Iceberg.TableProperties,
 		PartitionBy:     cfg.Sink.Iceberg.PartitionBy,
+		Typed:           typedTable(cfg),
 		// The workers' loads come at the same moments (AlignLoads):
 		// one commit takes them all.
 		GroupWait: 200 * time.Millisecond,

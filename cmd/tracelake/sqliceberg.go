@@ -41,11 +41,15 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 	defer db.Close()
 	db.SetMaxOpenConns(1) // one in-memory database: every statement on one connection
 	raw, dlq := snk.Identifiers()
+	mainCols := append(duckdbsink.RawColumns(), icebergRawColumns...)
+	if t := typedTable(cfg); t != nil {
+		mainCols = duckdbsink.TypedColumns(t)
+	}
 	for _, t := range []struct {
 		id   table.Identifier
 		name string
 		cols []duckdbsink.Column
-	}{{raw, cfg.Sink.Table, append(duckdbsink.RawColumns(), icebergRawColumns...)}, {dlq, cfg.DLQTable(), duckdbsink.DLQColumns()}} {
+	}{{raw, cfg.Sink.Table, mainCols}, {dlq, cfg.DLQTable(), duckdbsink.DLQColumns()}} {
 		if !regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(t.name) + `\b`).MatchString(query) {
 			continue
 		}

@@ -10,7 +10,7 @@ import "github.com/tracelake/tracelake/internal/schema"
 // times UTC microseconds, attributes JSON objects keeping their OTLP types
 // (ints, doubles, bools, arrays, maps; bytes as base64 strings).
 var Spans = schema.Table{
-	Name: "otel_spans",
+	Name: "otel_spans", Tenant: "tenant_id", Time: "start_time",
 	Columns: []schema.Column{
 		{Name: "tenant_id", Type: schema.String},
 		{Name: "service_name", Type: schema.String},
@@ -41,7 +41,7 @@ var Spans = schema.Table{
 
 // Logs is the logs table: one row per log record.
 var Logs = schema.Table{
-	Name: "otel_logs",
+	Name: "otel_logs", Tenant: "tenant_id", Time: "time",
 	Columns: []schema.Column{
 		{Name: "tenant_id", Type: schema.String},
 		{Name: "service_name", Type: schema.String},
@@ -71,7 +71,7 @@ var Logs = schema.Table{
 // ({offset, bucket_counts}); summaries count, sum and quantiles
 // ([{quantile, value}]).
 var Metrics = schema.Table{
-	Name: "otel_metrics",
+	Name: "otel_metrics", Tenant: "tenant_id", Time: "time",
 	Columns: []schema.Column{
 		{Name: "tenant_id", Type: schema.String},
 		{Name: "service_name", Type: schema.String},

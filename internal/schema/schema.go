@@ -34,6 +34,10 @@ type Table struct {
 	Name string
 	// Columns in order; the coordinates (Coordinates) follow them.
 	Columns []Column
+	// Tenant and Time name the columns a sink partitions by, where it
+	// partitions (Iceberg: tenant, then the day of the event time); ""
+	// for none.
+	Tenant, Time string
 }
 
 // The coordinates of a row: the Kafka record it came from and its index

@@ -12,7 +12,8 @@ import (
 // offset would not fit for a table of billions of rows).
 type Offsets struct {
 	runs  []Run
-	count int64
+	count int64 // offsets added, with their repeats
+	more  int64 // rows beyond a message's first (AddRow)
 }
 
 // Run is the offsets First through Last, each once.
@@ -28,8 +29,13 @@ func (s *Offsets) Add(o int64) {
 	s.runs = append(s.runs, Run{o, o})
 }
 
+// AddRow records another row of a message whose offset was added (one
+// message, many rows: an OTLP export request's spans). It is a row, not a
+// repeat of the offset.
+func (s *Offsets) AddRow() { s.more++ }
+
 // Count is how many rows were added.
-func (s *Offsets) Count() int64 { return s.count }
+func (s *Offsets) Count() int64 { return s.count + s.more }
 
 // Coverage merges the runs of sets (raw and dead-letter rows of one
 // partition) and returns the distinct offsets as sorted disjoint runs,

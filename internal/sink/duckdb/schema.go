@@ -47,8 +47,8 @@ var typeNames = map[schema.Type]string{
 	schema.Bool: "BOOLEAN", schema.Timestamp: "TIMESTAMP", schema.JSON: "JSON",
 }
 
-// typedColumns are a declared table's columns in DuckDB.
-func typedColumns(t *schema.Table) []Column {
+// TypedColumns are a declared table's columns in DuckDB.
+func TypedColumns(t *schema.Table) []Column {
 	all := t.AllColumns()
 	out := make([]Column, len(all))
 	for i, c := range all {
@@ -71,7 +71,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	} else if s.opt.Typed != nil {
-		errs = append(errs, s.ensure(ctx, s.opt.Table, typedColumns(s.opt.Typed)))
+		errs = append(errs, s.ensure(ctx, s.opt.Table, TypedColumns(s.opt.Typed)))
 	} else {
 		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
 	}

@@ -43,6 +43,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for a PostgreSQL catalog
 	"github.com/uptrace/bun/driver/sqliteshim"
 
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -83,6 +84,10 @@ type Options struct {
 	// (event_time, the raw table's partition day); "" for the record's
 	// Kafka timestamp.
 	PartitionBy string
+	// Typed, when set, is the declared table whose rows (NDJSON) the
+	// batches carry instead of raw records (OTLP spans, logs, points):
+	// Table is created with its columns, partitioned by tenant and day.
+	Typed *schema.Table
 	// S3 reaches an s3:// warehouse.
 	S3  S3
 	Log *slog.Logger
@@ -135,6 +140,8 @@ type Sink struct {
 	dlq table.Identifier
 	// eventAt reads each raw row's event_time.
 	eventAt eventTimer
+	// typed is the declared table's schema (Options.Typed), nil for raw.
+	typed *iceberggo.Schema
 	// commitMu serialises the process's commits (see commitTable).
 	commitMu sync.Mutex
 	// sizedAt is when each table's metadata file size was last read for
@@ -176,8 +183,13 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open iceberg catalog: %w", err)
 	}
+	var typed *iceberggo.Schema
+	if opt.Typed != nil {
+		typed = typedSchema(opt.Typed)
+	}
 	return &Sink{
 		opt:     opt,
+		typed:   typed,
 		cat:     cat,
 		log:     opt.Log,
 		raw:     table.Identifier{opt.Namespace, opt.Table},
@@ -278,7 +290,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	for _, t := range []struct {
 		id     table.Identifier
 		schema *iceberggo.Schema
-	}{{s.raw, rawSchema}, {s.dlq, dlqSchema}} {
+	}{{s.raw, s.mainSchema()}, {s.dlq, dlqSchema}} {
 		tbl, err := s.createOrLoad(ctx, t.id, t.schema)
 		if err != nil {
 			return err
@@ -371,18 +383,21 @@ func positionsAt(meta table.Metadata, cur *table.Snapshot) map[sink.TopicPartiti
 // dead-letter tables.
 const dayFieldID = 1000
 
-func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, schema *iceberggo.Schema) (*table.Table, error) {
+func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, sc *iceberggo.Schema) (*table.Table, error) {
 	col, partition := "add_time", "add_day"
-	if schema == rawSchema {
+	if sc == rawSchema {
 		col, partition = eventTimeColumn, "event_day"
 	}
-	source, _ := schema.FindFieldByName(col)
+	source, _ := sc.FindFieldByName(col)
 	spec := iceberggo.NewPartitionSpec(iceberggo.PartitionField{
 		SourceIDs: []int{source.ID}, FieldID: dayFieldID, Name: partition, Transform: iceberggo.DayTransform{},
 	})
+	if s.opt.Typed != nil && sc != dlqSchema {
+		spec = typedSpec(s.opt.Typed, sc)
+	}
 	props := maps.Clone(tableProperties)
 	maps.Copy(props, s.opt.TableProperties)
-	tbl, err := s.cat.CreateTable(ctx, id, schema, catalog.WithPartitionSpec(&spec), catalog.WithProperties(props))
+	tbl, err := s.cat.CreateTable(ctx, id, sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(props))
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = s.cat.LoadTable(ctx, id)
 	}
@@ -665,19 +680,31 @@ func (s *Sink) DataFiles(ctx context.Context, dlq bool) ([]iceberggo.DataFile, e
 	return out, nil
 }
 
+// mainSchema is the schema of the main table: the raw table's, or the
+// declared table's.
+func (s *Sink) mainSchema() *iceberggo.Schema {
+	if s.opt.Typed != nil {
+		return s.typed
+	}
+	return rawSchema
+}
+
 // Stored reads a table (the dead-letter table with dlq) with a scan of its
 // current snapshot and returns, per partition, the offsets stored (with
 // their repeats): what verify needs, and what tests read back.
 func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*sink.Offsets, error) {
-	id, offsetCol, partCol, topicCol := s.raw, "koffset", "kpartition", "record_metadata"
+	id, cols := s.raw, storedColumns{offset: "koffset", partition: "kpartition", topic: "record_metadata", inMetadata: true}
+	if s.opt.Typed != nil {
+		cols = storedColumns{offset: schema.OffsetColumn, partition: schema.PartitionColumn, topic: schema.TopicColumn, index: schema.IndexColumn}
+	}
 	if dlq {
-		id, offsetCol, partCol, topicCol = s.dlq, "offset", "partition", "topic"
+		id, cols = s.dlq, storedColumns{offset: "offset", partition: "partition", topic: "topic"}
 	}
 	tbl, err := s.loadTable(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	_, batches, err := tbl.Scan(table.WithSelectedFields(offsetCol, partCol, topicCol)).ToArrowRecords(ctx)
+	_, batches, err := tbl.Scan(table.WithSelectedFields(cols.names()...)).ToArrowRecords(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("scan %s: %w", name(id), err)
 	}
@@ -686,7 +713,7 @@ func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*s
 		if err != nil {
 			return nil, fmt.Errorf("scan %s: %w", name(id), err)
 		}
-		if err := countStored(rec, dlq, offsetCol, partCol, topicCol, out); err != nil {
+		if err := countStored(rec, cols, out); err != nil {
 			return nil, fmt.Errorf("scan %s: %w", name(id), err)
 		}
 		rec.Release()

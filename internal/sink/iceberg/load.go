@@ -58,7 +58,7 @@ func (s *Sink) StagesToFiles() {}
 // of a batch never committed are deleted by Discard, or, after a crash, by
 // `tracelake orphans`.
 func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
-	if len(b.Rows) > 0 {
+	if len(b.Rows) > 0 && s.opt.Typed == nil {
 		return sink.File{}, errors.New("the iceberg sink takes raw rows as records, not NDJSON rows")
 	}
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
@@ -90,18 +90,22 @@ func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, dlq bool, out *sta
 	if err != nil {
 		return err
 	}
-	sc, err := arrowSchema(tbl, dlq)
+	sc, err := arrowSchema(tbl, s.schemaOf(dlq))
 	if err != nil {
 		return err
 	}
 	out.counts = map[sink.TopicPartition]int64{}
 	var rec arrow.RecordBatch
-	if dlq {
-		if rec, err = buildDLQRecord(sc, b.DLQ, time.Now(), out.counts); err != nil {
-			return err
-		}
-	} else {
+	switch {
+	case dlq:
+		rec, err = buildDLQRecord(sc, b.DLQ, time.Now(), out.counts)
+	case s.opt.Typed != nil:
+		rec, err = buildTypedRecord(sc, s.opt.Typed, b.Rows, out.counts)
+	default:
 		rec = buildRawRecord(sc, b.Records, time.Now(), s.eventAt, out.counts)
+	}
+	if err != nil {
+		return err
 	}
 	if rec == nil {
 		return nil
@@ -123,6 +127,15 @@ func (s *Sink) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schem
 		written = append(written, df)
 	}
 	return written, nil
+}
+
+// schemaOf is the schema of the main table, or of the dead-letter table
+// with dlq.
+func (s *Sink) schemaOf(dlq bool) *iceberggo.Schema {
+	if dlq {
+		return dlqSchema
+	}
+	return s.mainSchema()
 }
 
 func (s *Sink) id(dlq bool) table.Identifier {
@@ -459,7 +472,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, dlq bool, loa
 // its commit gets here.
 func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile, dlq bool,
 	pos map[sink.TopicPartition]int64) ([]iceberggo.DataFile, map[sink.TopicPartition]int64, error) {
-	sc, err := arrowSchema(tbl, dlq)
+	sc, err := arrowSchema(tbl, s.schemaOf(dlq))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -170,16 +170,12 @@ func appendBase64(b *array.BinaryBuilder, v *string) error {
 	return nil
 }
 
-// arrowSchema is the Arrow form of tracelake's columns of tbl (the
-// dead-letter table with dlq), in the order the builders fill them, with
+// arrowSchema is the Arrow form of tracelake's columns of tbl (those of
+// want), in the order the builders fill them, with
 // tbl's field ids: a column added to an existing table may have another id
 // than in a table tracelake created, and readers match Parquet columns to
 // the table's by id.
-func arrowSchema(tbl *table.Table, dlq bool) (*arrow.Schema, error) {
-	want := rawSchema
-	if dlq {
-		want = dlqSchema
-	}
+func arrowSchema(tbl *table.Table, want *iceberggo.Schema) (*arrow.Schema, error) {
 	fields := make([]iceberggo.NestedField, 0, want.NumFields())
 	for _, w := range want.Fields() {
 		f, ok := tbl.Schema().FindFieldByName(w.Name)
@@ -191,8 +187,24 @@ func arrowSchema(tbl *table.Table, dlq bool) (*arrow.Schema, error) {
 	return table.SchemaToArrowSchema(iceberggo.NewSchema(0, fields...), nil, false, false)
 }
 
-// countStored adds the offsets of one scanned batch to out.
-func countStored(rec arrow.RecordBatch, dlq bool, offsetCol, partCol, topicCol string, out map[sink.TopicPartition]*sink.Offsets) error {
+// storedColumns name a table's coordinates for countStored.
+type storedColumns struct {
+	offset, partition, topic string
+	inMetadata               bool   // topic is record_metadata's JSON (the raw table)
+	index                    string // a declared table's row index within its message; "" for none
+}
+
+func (c storedColumns) names() []string {
+	if c.index != "" {
+		return []string{c.offset, c.partition, c.topic, c.index}
+	}
+	return []string{c.offset, c.partition, c.topic}
+}
+
+// countStored adds the offsets of one scanned batch to out: each
+// message's offset once (a declared table's rows beyond a message's first
+// are counted as rows of it, not as offsets stored again).
+func countStored(rec arrow.RecordBatch, c storedColumns, out map[sink.TopicPartition]*sink.Offsets) error {
 	col := func(name string) (arrow.Array, error) {
 		idx := rec.Schema().FieldIndices(name)
 		if len(idx) == 0 {
@@ -200,22 +212,30 @@ func countStored(rec arrow.RecordBatch, dlq bool, offsetCol, partCol, topicCol s
 		}
 		return rec.Column(idx[0]), nil
 	}
-	offs, err := col(offsetCol)
+	offs, err := col(c.offset)
 	if err != nil {
 		return err
 	}
-	parts, err := col(partCol)
+	parts, err := col(c.partition)
 	if err != nil {
 		return err
 	}
-	topics, err := col(topicCol)
+	topics, err := col(c.topic)
 	if err != nil {
 		return err
+	}
+	var index *array.Int32
+	if c.index != "" {
+		ix, err := col(c.index)
+		if err != nil {
+			return err
+		}
+		index = ix.(*array.Int32)
 	}
 	o, p, t := offs.(*array.Int64), parts.(*array.Int32), topics.(*array.String)
 	for i := range int(rec.NumRows()) {
 		topic := t.Value(i)
-		if !dlq {
+		if c.inMetadata {
 			if topic, err = metadataTopic(topic); err != nil {
 				return err
 			}
@@ -223,6 +243,10 @@ func countStored(rec arrow.RecordBatch, dlq bool, offsetCol, partCol, topicCol s
 		tp := sink.TopicPartition{Topic: topic, Partition: p.Value(i)}
 		if out[tp] == nil {
 			out[tp] = &sink.Offsets{}
+		}
+		if index != nil && index.Value(i) > 0 {
+			out[tp].AddRow()
+			continue
 		}
 		out[tp].Add(o.Value(i))
 	}

@@ -42,7 +42,7 @@ func BenchmarkWriteParquet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sc, err := arrowSchema(tbl, false)
+	sc, err := arrowSchema(tbl, rawSchema)
 	if err != nil {
 		b.Fatal(err)
 	}
