@@ -33,6 +33,7 @@ func startReceivers(cfg *config.Config) (stop func(), err error) {
 		HTTP: o.HTTP, GRPC: o.GRPC,
 		MaxBodyBytes:     int64(o.MaxBodyBytes),
 		MaxInflightBytes: int64(cfg.MaxInflightBytes),
+		MaxConcurrent:    o.MaxConcurrentRequests,
 		TenantRequired:   cfg.Tenancy.Required,
 		DefaultTenant:    cfg.Tenancy.Default,
 		Forward:          fwd,

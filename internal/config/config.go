@@ -344,6 +344,11 @@ type OTLP struct {
 	// ResourceExhausted past it). The topics must take messages this
 	// large (max.message.bytes). Default 8MiB.
 	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
+	// MaxConcurrentRequests bounds the requests in progress at once (HTTP
+	// 429, gRPC Unavailable past it, both with a retry delay); 0 for no
+	// bound. Request bytes being forwarded are bounded by
+	// max_inflight_bytes too. Default 256.
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
 	// Forward names the topic of each signal.
 	Forward OTLPForward `yaml:"forward"`
 	// TLS serves both receivers over TLS.
@@ -441,7 +446,7 @@ func Default() *Config {
 			Signal:           SignalTraces,
 		},
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
-		OTLP: OTLP{MaxBodyBytes: 8 << 20, Forward: OTLPForward{
+		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 256, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,
 		Mode:             ModeRaw,

@@ -200,6 +200,8 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 		}
 	}
 	check(o.MaxBodyBytes >= 1<<10 && o.MaxBodyBytes <= 256<<20, "otlp.max_body_bytes", "want 1KiB to 256MiB, got %s", o.MaxBodyBytes)
+	check(o.MaxConcurrentRequests >= 0 && o.MaxConcurrentRequests <= 1_000_000, "otlp.max_concurrent_requests",
+		"want 0 (no bound) to 1000000, got %d", o.MaxConcurrentRequests)
 	for key, topic := range map[string]string{"otlp.forward.traces_topic": o.Forward.TracesTopic,
 		"otlp.forward.logs_topic": o.Forward.LogsTopic, "otlp.forward.metrics_topic": o.Forward.MetricsTopic} {
 		check(topic != "" && !strings.ContainsAny(topic, " ,"), key, "want a topic name, got %q", topic)

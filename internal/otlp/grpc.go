@@ -70,7 +70,14 @@ func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface
 		return ""
 	}
 	token, _ := strings.CutPrefix(first("authorization"), "Bearer ")
-	tenant, ref := r.tenant(first("x-scope-orgid"), token)
+	ref := r.enter()
+	if ref == nil {
+		defer r.leave()
+	}
+	var tenant string
+	if ref == nil {
+		tenant, ref = r.tenant(first("x-scope-orgid"), token)
+	}
 	if ref == nil && items > 0 {
 		proto, err := req.MarshalProto()
 		if err != nil {

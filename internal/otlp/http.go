@@ -49,6 +49,11 @@ func (r *Receivers) serveHTTP(w http.ResponseWriter, req *http.Request, sig *sig
 		return
 	}
 	isJSON := ctype == contentJSON
+	if ref := r.enter(); ref != nil {
+		r.writeRefusal(w, ref, isJSON)
+		return
+	}
+	defer r.leave()
 	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	tenant, ref := r.tenant(req.Header.Get("X-Scope-OrgID"), token)
 	if ref == nil {

@@ -37,9 +37,11 @@ type Options struct {
 	// MaxBodyBytes bounds a request after decompression: past it, HTTP
 	// 413 and gRPC ResourceExhausted.
 	MaxBodyBytes int64
-	// MaxInflightBytes bounds the request bytes being forwarded at once:
-	// past it, HTTP 429 and gRPC Unavailable, both with a retry delay.
+	// MaxInflightBytes bounds the request bytes being forwarded at once,
+	// MaxConcurrent the requests being read, decoded or forwarded: past
+	// either, HTTP 429 and gRPC Unavailable, both with a retry delay.
 	MaxInflightBytes int64
+	MaxConcurrent    int
 	// TenantRequired refuses a request without a tenant (HTTP 401, gRPC
 	// Unauthenticated); otherwise it is DefaultTenant's.
 	TenantRequired bool
@@ -59,6 +61,7 @@ type Options struct {
 type Receivers struct {
 	opt      Options
 	inflight atomic.Int64
+	requests atomic.Int64 // in progress, for MaxConcurrent
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
 	// Addr are the addresses the receivers listen on (the port chosen
@@ -139,6 +142,18 @@ type refusal struct {
 }
 
 func (f *refusal) Error() string { return f.msg }
+
+// enter admits a request within MaxConcurrent; leave must follow an
+// admission.
+func (r *Receivers) enter() *refusal {
+	if n := r.requests.Add(1); r.opt.MaxConcurrent > 0 && n > int64(r.opt.MaxConcurrent) {
+		r.requests.Add(-1)
+		return &refusal{http.StatusTooManyRequests, codes.Unavailable, "too many requests in progress (otlp.max_concurrent_requests): retry later", true}
+	}
+	return nil
+}
+
+func (r *Receivers) leave() { r.requests.Add(-1) }
 
 // tenant picks the request's tenant from what the client sent (header or
 // metadata; "" for none) and the token it showed.

@@ -310,32 +310,44 @@ func gzipOf(b []byte) []byte {
 // 401 / Unauthenticated without a required tenant.
 func TestRetryableAnswers(t *testing.T) {
 	pb, _ := traceRequest(t, 2)
-	fwd := &forwarded{block: make(chan struct{})}
-	r := start(t, fwd, func(o *Options) { o.MaxInflightBytes = int64(len(pb)); o.TenantRequired = true })
 	hdr := map[string]string{"X-Scope-OrgID": "t"}
-	first := make(chan int)
-	go func() {
-		resp, _ := post(t, r, "/v1/traces", contentProto, "", pb, hdr)
-		first <- resp.StatusCode
-	}()
-	// The first request holds the in-flight budget until the forward ends.
-	deadline := time.Now().Add(10 * time.Second)
-	for r.inflight.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never started forwarding")
+	// One request held in its forward takes the whole budget of bytes,
+	// or of requests: the next is told to come back.
+	for _, limit := range []struct {
+		name string
+		set  func(*Options)
+		want string
+	}{
+		{"bytes", func(o *Options) { o.MaxInflightBytes = int64(len(pb)) }, "max_inflight_bytes"},
+		{"requests", func(o *Options) { o.MaxConcurrent = 1 }, "max_concurrent_requests"},
+	} {
+		held := &forwarded{block: make(chan struct{})}
+		r := start(t, held, limit.set)
+		first := make(chan int)
+		go func() {
+			resp, _ := post(t, r, "/v1/traces", contentProto, "", pb, hdr)
+			first <- resp.StatusCode
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for r.inflight.Load() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the first request never started forwarding")
+			}
+			time.Sleep(time.Millisecond) // polling a condition: the receiver's in-flight bytes
 		}
-		time.Sleep(time.Millisecond) // polling a condition: the receiver's in-flight bytes
+		resp, body := post(t, r, "/v1/traces", contentProto, "", pb, hdr)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || !bytes.Contains(body, []byte(limit.want)) {
+			t.Errorf("over the %s bound: %d, Retry-After %q, %q; want 429, 1, %s", limit.name, resp.StatusCode, resp.Header.Get("Retry-After"), body, limit.want)
+		}
+		close(held.block)
+		if s := <-first; s != 200 {
+			t.Errorf("the first request: %d", s)
+		}
 	}
-	resp, _ := post(t, r, "/v1/traces", contentProto, "", pb, hdr)
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
-		t.Errorf("over max in-flight bytes: %d, Retry-After %q; want 429, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
-	close(fwd.block)
-	if s := <-first; s != 200 {
-		t.Errorf("the first request: %d", s)
-	}
+	fwd := &forwarded{}
+	r := start(t, fwd, func(o *Options) { o.TenantRequired = true })
 	fwd.fail = fwd.calls + 1
-	resp, _ = post(t, r, "/v1/traces", contentProto, "", pb, hdr)
+	resp, _ := post(t, r, "/v1/traces", contentProto, "", pb, hdr)
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
 		t.Errorf("forward failing: %d, Retry-After %q; want 503, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
