@@ -20,8 +20,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otellog "go.opentelemetry.io/otel/log"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -71,10 +74,12 @@ func (f *forwarded) stored() []forwardCall {
 	return append([]forwardCall(nil), f.got...)
 }
 
+func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func start(t *testing.T, fwd Forwarder, edit func(*Options)) *Receivers {
 	t.Helper()
 	opt := Options{HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", MaxBodyBytes: 1 << 20, MaxInflightBytes: 64 << 20,
-		DefaultTenant: "default", RetryAfter: time.Second, Forward: fwd, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		DefaultTenant: "default", RetryAfter: time.Second, Forward: fwd, Log: discardLog()}
 	if edit != nil {
 		edit(&opt)
 	}
@@ -397,7 +402,7 @@ func TestTokensFileReloads(t *testing.T) {
 		}
 	}
 	write("old-token team-a\n")
-	tk, err := LoadTokens(path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tk, err := LoadTokens(path, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,5 +418,55 @@ func TestTokensFileReloads(t *testing.T) {
 	tk.checked = time.Time{}
 	if tk.Allows("new-token-longer", "team-b") != tokenAllowed {
 		t.Fatal("a broken tokens file replaced the tokens")
+	}
+}
+
+// The OpenTelemetry Go SDK's OTLP/HTTP log exporter: log records arrive
+// as logs, with their body, severity and typed attributes.
+func TestSDKLogExporter(t *testing.T) {
+	fwd := &forwarded{}
+	r := start(t, fwd, nil)
+	ctx := context.Background()
+	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpoint(r.Addr["http"]), otlploghttp.WithInsecure(),
+		otlploghttp.WithHeaders(map[string]string{"X-Scope-OrgID": "team-logs"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewBatchProcessor(exp)))
+	logger := lp.Logger("tracelake.test")
+	const records = 30
+	for i := range records {
+		var rec otellog.Record
+		rec.SetBody(attribute.StringValue("tool timed out"))
+		rec.SetSeverity(otellog.SeverityWarn)
+		rec.SetTimestamp(time.Unix(1_796_040_000, int64(i)))
+		rec.AddAttributes(attribute.Int("attempt", i), attribute.Bool("retry", true), attribute.Float64("backoff_s", 1.5))
+		logger.Emit(ctx, rec)
+	}
+	if err := lp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := otel.NewDecoder(otel.SignalLogs, otel.EncodingProto, otel.Tenancy{Header: "tenant", Default: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, c := range fwd.stored() {
+		if c.signal != Logs || c.tenant != "team-logs" {
+			t.Fatalf("forwarded as %s for %s", c.signal, c.tenant)
+		}
+		out, _, _, err := d.AppendRows(nil, &kgo.Record{Value: c.body, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte(c.tenant)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, strings.Split(strings.TrimSpace(string(out)), "\n")...)
+	}
+	if len(rows) != records {
+		t.Fatalf("%d log records forwarded, want %d", len(rows), records)
+	}
+	for _, want := range []string{`"body":"tool timed out"`, `"severity_number":13`, `"retry":true`, `"backoff_s":1.5`, `"attempt":7`, `"tenant_id":"team-logs"`} {
+		if !strings.Contains(strings.Join(rows, "\n"), want) {
+			t.Errorf("no row has %s:\n%s", want, rows[0])
+		}
 	}
 }

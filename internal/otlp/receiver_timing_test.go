@@ -1,0 +1,81 @@
+package otlp
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// discardForward is a Forwarder that stores nothing: the receiver alone.
+type discardForward struct{}
+
+func (discardForward) Forward(context.Context, string, string, []byte) error { return nil }
+
+// BenchmarkReceiverHTTP is the OTLP/HTTP receiver's own cost per span:
+// 4 clients post protobuf requests of 50 agent traces (~250 spans, as an
+// SDK's batch exporter sends) to a receiver whose forward does nothing.
+// CPU is the whole process's (the clients' HTTP too).
+func BenchmarkReceiverHTTP(b *testing.B) {
+	g := tracegen.New(1)
+	var bodies [][]byte
+	spans := 0
+	for range 40 {
+		td := ptrace.NewTraces()
+		for range 50 {
+			g.OTLPTrace().ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+		}
+		spans += td.SpanCount()
+		body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bodies = append(bodies, body)
+	}
+	r, err := Start(Options{HTTP: "127.0.0.1:0", MaxBodyBytes: 8 << 20, MaxInflightBytes: 1 << 30,
+		DefaultTenant: "default", Forward: discardForward{}, Log: discardLog()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Shutdown(context.Background())
+	url := "http://" + r.Addr["http"] + "/v1/traces"
+	b.ResetTimer()
+	start, cpu := time.Now(), rusageCPU()
+	for range b.N {
+		var wg sync.WaitGroup
+		for c := range 4 {
+			wg.Go(func() {
+				for i := c; i < len(bodies); i += 4 {
+					resp, err := http.Post(url, contentProto, bytes.NewReader(bodies[i]))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("status %d", resp.StatusCode)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	secs := time.Since(start).Seconds()
+	b.ReportMetric(float64(b.N*spans)/secs, "spans/s")
+	b.ReportMetric(float64((rusageCPU()-cpu).Microseconds())/float64(b.N*spans), "cpu-µs/span")
+}
+
+func rusageCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
