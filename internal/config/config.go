@@ -346,8 +346,8 @@ type OTLP struct {
 	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
 	// MaxConcurrentRequests bounds the requests in progress at once (HTTP
 	// 429, gRPC Unavailable past it, both with a retry delay); 0 for no
-	// bound. Request bytes being forwarded are bounded by
-	// max_inflight_bytes too. Default 256.
+	// bound. Bodies read are held within max_inflight_bytes too; those
+	// still being read take up to this × max_body_bytes. Default 64.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
 	// Forward names the topic of each signal.
 	Forward OTLPForward `yaml:"forward"`
@@ -446,7 +446,7 @@ func Default() *Config {
 			Signal:           SignalTraces,
 		},
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
-		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 256, Forward: OTLPForward{
+		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,
 		Mode:             ModeRaw,

@@ -83,7 +83,11 @@ func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
-		ref = r.store(ctx, signal, tenant, proto, items)
+		var release func()
+		if release, ref = r.hold(len(proto)); ref == nil {
+			ref = r.store(ctx, signal, tenant, proto, items)
+			release()
+		}
 	}
 	if ref == nil {
 		return nil

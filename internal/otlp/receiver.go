@@ -37,9 +37,11 @@ type Options struct {
 	// MaxBodyBytes bounds a request after decompression: past it, HTTP
 	// 413 and gRPC ResourceExhausted.
 	MaxBodyBytes int64
-	// MaxInflightBytes bounds the request bytes being forwarded at once,
-	// MaxConcurrent the requests being read, decoded or forwarded: past
-	// either, HTTP 429 and gRPC Unavailable, both with a retry delay.
+	// MaxInflightBytes bounds the request bytes held at once (read,
+	// being decoded or forwarded), MaxConcurrent the requests in
+	// progress: past either, HTTP 429 and gRPC Unavailable, both with a
+	// retry delay. Bodies being read are bounded by MaxConcurrent ×
+	// MaxBodyBytes.
 	MaxInflightBytes int64
 	MaxConcurrent    int
 	// TenantRequired refuses a request without a tenant (HTTP 401, gRPC
@@ -182,27 +184,43 @@ func (r *Receivers) tenant(sent, token string) (string, *refusal) {
 // accept decodes a request body of sig and stores it; it returns the
 // items (spans, log records, points) it held.
 func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body []byte, isJSON bool) (int, *refusal) {
+	release, ref := r.hold(len(body))
+	if ref != nil {
+		return 0, ref
+	}
+	defer release()
 	proto, items, err := sig.decode(body, isJSON)
 	if err != nil {
 		return 0, &refusal{http.StatusBadRequest, codes.InvalidArgument, fmt.Sprintf("not an OTLP %s export request: %v", sig.name, err), false}
 	}
+	if isJSON { // its protobuf is a second copy
+		releaseProto, ref := r.hold(len(proto))
+		if ref != nil {
+			return 0, ref
+		}
+		defer releaseProto()
+	}
 	return items, r.store(ctx, sig.name, tenant, proto, items)
 }
 
-// store forwards a request (protobuf) of items items, within
-// MaxInflightBytes.
+// hold takes n bytes of MaxInflightBytes while a request is decoded and
+// forwarded, or refuses the request when they are taken; release gives
+// them back. A request alone always goes, however large (it passed
+// MaxBodyBytes).
+func (r *Receivers) hold(n int) (release func(), ref *refusal) {
+	size := int64(n)
+	if total := r.inflight.Add(size); total > r.opt.MaxInflightBytes && total != size {
+		r.inflight.Add(-size)
+		return nil, &refusal{http.StatusTooManyRequests, codes.Unavailable, "too much data in flight (max_inflight_bytes): retry later", true}
+	}
+	return func() { r.inflight.Add(-size) }, nil
+}
+
+// store forwards a request (protobuf, held) of items items.
 func (r *Receivers) store(ctx context.Context, signal, tenant string, proto []byte, items int) *refusal {
 	if items == 0 {
 		return nil // nothing to store
 	}
-	n := int64(len(proto))
-	// One request alone always goes, however large (it passed
-	// MaxBodyBytes); more wait for room.
-	if total := r.inflight.Add(n); total > r.opt.MaxInflightBytes && total != n {
-		r.inflight.Add(-n)
-		return &refusal{http.StatusTooManyRequests, codes.Unavailable, "too much data in flight (max_inflight_bytes): retry later", true}
-	}
-	defer r.inflight.Add(-n)
 	if err := r.opt.Forward.Forward(ctx, signal, tenant, proto); err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return &refusal{http.StatusRequestEntityTooLarge, codes.InvalidArgument, err.Error(), false}
