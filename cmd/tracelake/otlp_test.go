@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -128,13 +129,13 @@ func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
 			if sinkType == "iceberg" {
 				cfgPath = writeOTLPIcebergConfig(t, cluster, kafka, rest)
 			}
-			spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 3000, 1)
+			spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 1500, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			produced := make(chan int, 1)
 			go func() {
-				n, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 3000, 2)
+				n, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 1500, 2)
 				if err != nil {
 					t.Error(err)
 				}
@@ -396,6 +397,15 @@ func TestOTLPReceiversForwardThroughKafka(t *testing.T) {
 			t.Fatalf("export: %v", err)
 		}
 	}
+	// The answers are counted: 5 gRPC requests of 100 spans, and the
+	// HTTP requests whose answers were lost among the accepted too.
+	metrics := run.get("/metrics")
+	for _, want := range []string{`tracelake_otlp_requests_total{outcome="accepted",protocol="grpc",signal="traces"} 5`,
+		fmt.Sprintf(`tracelake_otlp_requests_total{outcome="accepted",protocol="http",signal="traces"} %d`, perExporter/perRequest+lost)} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
+		}
+	}
 	// Every span is acknowledged, so in Kafka: stop the run and load
 	// whatever it had not.
 	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -595,5 +605,62 @@ func TestOTLPIntoIceberg(t *testing.T) {
 	}
 	if got := strings.Join(parts, ","); got != "tenant_id=identity,start_time_day=day" {
 		t.Errorf("partition spec %s, want tenant_id=identity,start_time_day=day", got)
+	}
+}
+
+// A process with receivers and no topics runs the receivers alone (with
+// its metrics endpoint): what it accepts is in Kafka.
+func TestOTLPReceiversAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, _ := startKafka(t, 1)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("kafka: {brokers: [%q]}\notlp: {http: \"127.0.0.1:0\", forward: {traces_topic: %s}}\nmetrics: {listen: \"127.0.0.1:0\"}\nsink: {duckdb: {path: %q}}\n",
+		cluster.ListenAddrs()[0], testTopic, filepath.Join(dir, "unused.duckdb"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := &child{cmd: exec.Command(bin, "run", "--config", cfgPath), log: &childLog{t: t, prefix: "receivers: ", assigned: make(chan struct{}, 1)}}
+	run.cmd.Stderr = run.log
+	if err := run.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	listening := regexp.MustCompile(`OTLP receiver listening" protocol=http addr=(\S+)`)
+	deadline := time.Now().Add(30 * time.Second)
+	var m []string
+	for m = listening.FindStringSubmatch(run.log.String()); m == nil || run.get("/metrics") == ""; m = listening.FindStringSubmatch(run.log.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("receivers not up in 30s:\n%s", run.log)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition: the child's log and metrics endpoint
+	}
+	pb := marshalOTLP(t, "otlp_proto", tracegen.New(1).OTLPTrace())
+	resp, err := http.Post("http://"+m[1]+"/v1/traces", "application/x-protobuf", bytes.NewReader(pb))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("post: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if !strings.Contains(run.get("/metrics"), `tracelake_otlp_requests_total{outcome="accepted",protocol="http",signal="traces"} 1`) {
+		t.Errorf("the accepted request is not counted:\n%s", run.get("/metrics"))
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, run.log)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics(testTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fs := cl.PollFetches(ctx)
+	recs := fs.Records()
+	if len(recs) != 1 || !bytes.Equal(recs[0].Value, pb) {
+		t.Fatalf("Kafka holds %d records (errors %v), want the request", len(recs), fs.Errors())
 	}
 }

@@ -11,13 +11,14 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/otlp"
 )
 
 // startReceivers starts the configured OTLP receivers, forwarding to
 // Kafka; stop shuts them down (waiting for requests in progress) and
 // closes the producer.
-func startReceivers(cfg *config.Config) (stop func(), err error) {
+func startReceivers(cfg *config.Config, metrics *obs.Metrics) (stop func(), err error) {
 	opts, err := kafka.ClientOptions(cfg.Kafka)
 	if err != nil {
 		return nil, err
@@ -38,6 +39,12 @@ func startReceivers(cfg *config.Config) (stop func(), err error) {
 		DefaultTenant:    cfg.Tenancy.Default,
 		Forward:          fwd,
 		Log:              slog.Default(),
+		Answered: func(protocol, signal, outcome string, items int) {
+			metrics.OTLPRequests.WithLabelValues(protocol, signal, outcome).Inc()
+			if items > 0 {
+				metrics.OTLPItems.WithLabelValues(signal).Add(float64(items))
+			}
+		},
 	}
 	if ropt.TLS, err = receiverTLS(o.TLS); err != nil {
 		fwd.Close()
@@ -88,8 +95,21 @@ func receiverTLS(t config.ReceiverTLS) (*tls.Config, error) {
 }
 
 // serveReceiversOnly runs the receivers of a process that consumes
-// nothing, until ctx ends.
-func serveReceiversOnly(ctx context.Context, stop func()) error {
+// nothing, with its metrics endpoint, until ctx ends.
+func serveReceiversOnly(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, stop func()) error {
+	if cfg.Metrics.Listen != "" {
+		// Ready as soon as the receivers listen: there is no sink or group.
+		srv, err := obs.Listen(cfg.Metrics.Listen, metrics, status, func() string { return "" }, slog.Default())
+		if err != nil {
+			stop()
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
 	slog.Info("tracelake running OTLP receivers only (no kafka.topics)")
 	<-ctx.Done()
 	start := time.Now()

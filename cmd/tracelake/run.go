@@ -29,20 +29,20 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		return err
 	}
 	limitMemory(cfg)
+	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
 	if cfg.Receivers() {
-		stopReceivers, err := startReceivers(cfg)
+		stopReceivers, err := startReceivers(cfg, metrics)
 		if err != nil {
 			return err
 		}
 		if len(cfg.Kafka.Topics) == 0 && cfg.Kafka.TopicRegex == "" {
-			return serveReceiversOnly(ctx, stopReceivers)
+			return serveReceiversOnly(ctx, cfg, metrics, status, stopReceivers)
 		}
 		// Stopped last: they do not depend on the pipeline (a request is
 		// answered once Kafka has it), so they take requests while it
 		// shuts down.
 		defer stopReceivers()
 	}
-	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
 	snk, merger, err := openSink(ctx, cfg, metrics, status)
 	if err != nil {
 		return err

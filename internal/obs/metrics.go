@@ -42,6 +42,9 @@ type Metrics struct {
 	IcebergCommitConflicts *prometheus.CounterVec   // table
 	IcebergSnapshots       *prometheus.GaugeVec     // table
 	IcebergMetadataBytes   *prometheus.GaugeVec     // table
+
+	OTLPRequests *prometheus.CounterVec // protocol, signal, outcome
+	OTLPItems    *prometheus.CounterVec // signal: spans, log records or points accepted
 }
 
 // New registers the metrics in a new registry (with the Go and process
@@ -106,12 +109,18 @@ func New() *Metrics {
 			Help: "Snapshots in the table's metadata after the last load commit: run tracelake expire when it grows."}, []string{"table"}),
 		IcebergMetadataBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tracelake_iceberg_metadata_bytes",
 			Help: "Size of the table's metadata file after the last load commit (rewritten and read on every commit)."}, []string{"table"}),
+		OTLPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_otlp_requests_total",
+			Help: "OTLP requests answered by the receivers, by protocol (http, grpc), signal and outcome (accepted, invalid, too_large, unauthenticated, forbidden, throttled, unavailable)."},
+			[]string{"protocol", "signal", "outcome"}),
+		OTLPItems: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_otlp_items_total",
+			Help: "Spans, log records or metric points accepted by the receivers (stored in Kafka), by signal."}, []string{"signal"}),
 	}
 	reg.MustRegister(m.ConsumedRecords, m.ConsumedBytes, m.Lag, m.Committed, m.Freshness, m.Batches,
 		m.StagedFiles, m.StagedBytes, m.Loads, m.FilesPerLoad, m.LoadDuration, m.Retries, m.DLQRecords,
 		m.InflightBytes, m.FetchPauses, m.LostRecords, m.Rebalances,
 		m.MergeRawRows, m.MergeChanged, m.MergeRejected, m.MergeFailures, m.MergeDuration, m.MergeLastSuccess,
-		m.IcebergCommitDuration, m.IcebergCommitConflicts, m.IcebergSnapshots, m.IcebergMetadataBytes)
+		m.IcebergCommitDuration, m.IcebergCommitConflicts, m.IcebergSnapshots, m.IcebergMetadataBytes,
+		m.OTLPRequests, m.OTLPItems)
 	return m
 }
 

@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"context"
+	"net/http"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -62,33 +63,8 @@ func (s *metricsService) Export(ctx context.Context, req pmetricotlp.ExportReque
 // with RetryInfo when the client should retry (the OTLP specification's
 // retryable Unavailable).
 func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	first := func(key string) string {
-		if v := md.Get(key); len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	token, _ := strings.CutPrefix(first("authorization"), "Bearer ")
-	ref := r.enter()
-	if ref == nil {
-		defer r.leave()
-	}
-	var tenant string
-	if ref == nil {
-		tenant, ref = r.tenant(first("x-scope-orgid"), token)
-	}
-	if ref == nil && items > 0 {
-		proto, err := req.MarshalProto()
-		if err != nil {
-			return status.Error(codes.Internal, err.Error())
-		}
-		var release func()
-		if release, ref = r.hold(len(proto)); ref == nil {
-			ref = r.store(ctx, signal, tenant, proto, items)
-			release()
-		}
-	}
+	ref := r.storeGRPC(ctx, signal, req, items)
+	r.answered("grpc", signal, ref, items)
 	if ref == nil {
 		return nil
 	}
@@ -99,4 +75,34 @@ func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface
 		}
 	}
 	return st.Err()
+}
+
+// storeGRPC admits, authenticates and stores one decoded request.
+func (r *Receivers) storeGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) *refusal {
+	if ref := r.enter(); ref != nil {
+		return ref
+	}
+	defer r.leave()
+	md, _ := metadata.FromIncomingContext(ctx)
+	first := func(key string) string {
+		if v := md.Get(key); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	token, _ := strings.CutPrefix(first("authorization"), "Bearer ")
+	tenant, ref := r.tenant(first("x-scope-orgid"), token)
+	if ref != nil || items == 0 {
+		return ref
+	}
+	proto, err := req.MarshalProto()
+	if err != nil {
+		return &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
+	}
+	release, ref := r.hold(len(proto))
+	if ref != nil {
+		return ref
+	}
+	defer release()
+	return r.store(ctx, signal, tenant, proto, items)
 }

@@ -49,19 +49,8 @@ func (r *Receivers) serveHTTP(w http.ResponseWriter, req *http.Request, sig *sig
 		return
 	}
 	isJSON := ctype == contentJSON
-	if ref := r.enter(); ref != nil {
-		r.writeRefusal(w, ref, isJSON)
-		return
-	}
-	defer r.leave()
-	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	tenant, ref := r.tenant(req.Header.Get("X-Scope-OrgID"), token)
-	if ref == nil {
-		var body []byte
-		if body, ref = r.readBody(req); ref == nil {
-			_, ref = r.accept(req.Context(), sig, tenant, body, isJSON)
-		}
-	}
+	items, ref := r.handleHTTP(req, sig, isJSON)
+	r.answered("http", sig.name, ref, items)
 	if ref != nil {
 		r.writeRefusal(w, ref, isJSON)
 		return
@@ -73,6 +62,24 @@ func (r *Receivers) serveHTTP(w http.ResponseWriter, req *http.Request, sig *sig
 	}
 	w.Header().Set("Content-Type", ctype)
 	_, _ = w.Write(out)
+}
+
+// handleHTTP admits, authenticates, reads and stores one request.
+func (r *Receivers) handleHTTP(req *http.Request, sig *signal, isJSON bool) (int, *refusal) {
+	if ref := r.enter(); ref != nil {
+		return 0, ref
+	}
+	defer r.leave()
+	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	tenant, ref := r.tenant(req.Header.Get("X-Scope-OrgID"), token)
+	if ref != nil {
+		return 0, ref
+	}
+	body, ref := r.readBody(req)
+	if ref != nil {
+		return 0, ref
+	}
+	return r.accept(req.Context(), sig, tenant, body, isJSON)
 }
 
 // readBody reads the request body, decompressed, refusing it past

@@ -57,6 +57,9 @@ type Options struct {
 	RetryAfter time.Duration
 	Forward    Forwarder
 	Log        *slog.Logger
+	// Answered, if set, is told of every answer: the protocol (http,
+	// grpc), the signal, the outcome (Outcome) and the items accepted.
+	Answered func(protocol, signal, outcome string, items int)
 }
 
 // Receivers are the running OTLP receivers.
@@ -144,6 +147,39 @@ type refusal struct {
 }
 
 func (f *refusal) Error() string { return f.msg }
+
+// outcome names how a request was answered, for metrics.
+func outcome(ref *refusal) string {
+	if ref == nil {
+		return "accepted"
+	}
+	switch ref.httpStatus {
+	case http.StatusUnauthorized:
+		return "unauthenticated"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusTooManyRequests:
+		return "throttled"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	case http.StatusInternalServerError:
+		return "error"
+	default:
+		return "invalid"
+	}
+}
+
+// answered reports an answer to Options.Answered.
+func (r *Receivers) answered(protocol, signal string, ref *refusal, items int) {
+	if r.opt.Answered != nil {
+		if ref != nil {
+			items = 0
+		}
+		r.opt.Answered(protocol, signal, outcome(ref), items)
+	}
+}
 
 // enter admits a request within MaxConcurrent; leave must follow an
 // admission.
