@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -134,7 +135,9 @@ func (d *Decoder) notOTLP(err error) error {
 func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 	if d.tenancy.Header != "" {
 		for _, h := range r.Headers {
-			if h.Key == d.tenancy.Header {
+			// Header names are case-insensitive where they come from
+			// (HTTP metadata the Collector passes on).
+			if strings.EqualFold(h.Key, d.tenancy.Header) {
 				t := string(h.Value)
 				if err := CheckTenant(t); err != nil {
 					return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)

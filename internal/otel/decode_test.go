@@ -190,7 +190,7 @@ func TestLogsKeepTheirBodyAndTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := decodeRows(t, d, &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("team-a")}}})
+	rows := decodeRows(t, d, &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "Tenant", Value: []byte("team-a")}}})
 	if len(rows) != 1 {
 		t.Fatalf("%d rows", len(rows))
 	}

@@ -17,7 +17,7 @@ type batch struct {
 	*sink.Batch
 	records int64   // records, stored and dead-lettered
 	created []int64 // create_time of each stored record, unix nanos (freshness)
-	bytes   int64   // message value bytes (in-flight accounting)
+	bytes   int64   // bytes held for max_inflight_bytes: message values, or decoded rows
 	// spilled: the sink staged the batch out of memory (a sink.FileStager)
 	// and its bytes were freed from the in-flight budget then.
 	spilled  bool
@@ -62,6 +62,10 @@ type batcher struct {
 	ids     *envelope.UUIDs
 	id      [16]byte
 
+	// lastSize is the bytes the last record added holds in memory (its
+	// value; for a decoded record, its rows), for max_inflight_bytes.
+	lastSize int64
+
 	// lastRows is the size of the previous batch's rows: a new batch starts
 	// with room for about as much, instead of growing (and copying) its
 	// buffer a dozen times on the way to 16 MiB.
@@ -100,12 +104,18 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 	}
 
 	if b.decoder != nil {
+		// Held in memory are the rows, not the message (dropped once
+		// decoded): they count against the budget, usually 3-5 times
+		// the protobuf's size.
+		held := len(b.cur.Rows) + len(b.cur.DLQ)
 		b.addDecoded(r, rg)
+		b.lastSize = int64(len(b.cur.Rows) + len(b.cur.DLQ) - held)
 	} else {
 		b.addJSON(r, rg)
+		b.lastSize = int64(len(r.Value))
 	}
 	b.records++
-	b.cur.bytes += int64(len(r.Value))
+	b.cur.bytes += b.lastSize
 	if b.records >= b.maxRecords || b.cur.bytes >= b.maxBytes {
 		return b.close(), true
 	}

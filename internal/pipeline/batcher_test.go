@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -115,5 +116,40 @@ func TestOverlapFree(t *testing.T) {
 	// overlaps only the third, which is in the run before.
 	if len(sizes) != 2 || sizes[0] != 3 || sizes[1] != 2 {
 		t.Errorf("runs of %v files, want [3 2]", sizes)
+	}
+}
+
+// tenRows is a RowDecoder making ten rows of each message, each as long as
+// the message; a message "bad" is refused.
+type tenRows struct{}
+
+func (tenRows) AppendRows(dst []byte, r *kgo.Record) ([]byte, int, int, error) {
+	if string(r.Value) == "bad" {
+		return dst, 0, 0, errors.New("not OTLP")
+	}
+	for range 10 {
+		dst = append(append(dst, r.Value...), '\n')
+	}
+	return dst, 10, len(r.Value) + 1, nil
+}
+
+// A decoded record holds its rows in memory, not its message: the batch's
+// bytes (max_bytes, max_inflight_bytes) count the rows, and a refused
+// record its dead-letter row.
+func TestDecodedRowsCountAsHeldBytes(t *testing.T) {
+	now := time.Now()
+	b := newBatcher(false, 1000, 200, time.Second)
+	b.decoder = tenRows{}
+	value := `{"ten bytes"}`[:10]
+	if full, _ := b.add(rec(0, 0, value), now); full != nil || b.lastSize != 110 {
+		t.Fatalf("first record: held %d bytes (want its 10 rows, 110), closed %v", b.lastSize, full != nil)
+	}
+	full, _ := b.add(rec(0, 1, value), now)
+	if full == nil || full.bytes != 220 || full.Ranges[0].Records != 20 {
+		t.Fatalf("the batch did not close at 200 bytes of rows after 2 messages of 10 bytes: %+v", full)
+	}
+	b.add(rec(0, 2, "bad"), now)
+	if b.lastSize == 0 || b.lastSize != int64(len(b.cur.DLQ)) || b.cur.Ranges[0].DLQ != 1 {
+		t.Fatalf("a refused record held %d bytes, its dead-letter row is %d", b.lastSize, len(b.cur.DLQ))
 	}
 }

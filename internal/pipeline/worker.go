@@ -283,7 +283,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			b, added := w.b.add(r, now)
 			if added {
 				n++
-				bytes += int64(len(r.Value))
+				bytes += w.b.lastSize
 			}
 			if b != nil {
 				closed = append(closed, b)
