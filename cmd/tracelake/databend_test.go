@@ -5,20 +5,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 	"github.com/tracelake/tracelake/internal/tracegen"
@@ -580,5 +585,97 @@ func TestReferenceStreamingLoadAgainstDatabend(t *testing.T) {
 	}
 	if !strings.Contains(out, "streaming_load: files go through the query node") {
 		t.Errorf("how streaming load loads was not logged:\n%s", out)
+	}
+}
+
+// OTLP into Databend: otel_spans created with typed columns, every span
+// once under kill -9 at random moments, verify OK; an OTLP metrics message
+// whose gauge is NaN (which Databend's DOUBLE cannot take from JSON) loads
+// its other points and dead-letters that one with Databend's error.
+func TestOTLPIntoDatabend(t *testing.T) {
+	bin, srv, cluster, prod := databendSetup(t, 4, 0, 0)
+	cfgPath := filepath.Join(t.TempDir(), "tracelake.yaml")
+	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], format: otlp_proto, group: crash, session_timeout: 6s, rebalance_timeout: 6s}
+workers: 2
+batch: {max_records: 100, max_interval: 100ms}
+load: {max_files: 3, max_interval: 100ms}
+sink: {type: databend, databend: {dsn: %q}}
+metrics: {listen: "127.0.0.1:0"}
+`, cluster.ListenAddrs()[0], testTopic, srv.DSN(""))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 1000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produced := make(chan int, 1)
+	go func() {
+		n, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 1000, 2)
+		if err != nil {
+			t.Error(err)
+		}
+		produced <- n
+	}()
+	killAfterFirstLoad(t, bin, cfgPath, func(*child) bool { return len(srv.Rows("otel_spans")) > 0 })
+	killAtRandomMoments(t, bin, cfgPath, 3)
+	spans += <-produced
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+	rep := verifyJSON(t, bin, cfgPath, 0)
+	if rows, dlq := rep.Totals(); !rep.OK || rows != int64(spans) || dlq != 0 {
+		t.Fatalf("verify after kills: ok=%v rows=%d dlq=%d problems=%v, want %d spans", rep.OK, rows, dlq, rep.Problems, spans)
+	}
+	seen := map[string]bool{}
+	for _, r := range srv.Rows("otel_spans") {
+		id := string(r["trace_id"]) + string(r["span_id"])
+		if seen[id] {
+			t.Fatalf("span %s stored twice", id)
+		}
+		seen[id] = true
+		if _, err := strconv.ParseInt(string(r["start_time"]), 10, 64); err != nil || string(r["tenant_id"]) != `"default"` {
+			t.Fatalf("row without its typed columns: %v", r)
+		}
+	}
+	if len(seen) != spans {
+		t.Fatalf("%d distinct spans stored, want %d", len(seen), spans)
+	}
+
+	// Metrics: a NaN gauge is a row Databend rejects.
+	metricsCfg := strings.Replace(strings.Replace(cfg, "format: otlp_proto,", "format: otlp_proto, signal: metrics,", 1), "topics: ["+testTopic+"]", "topics: [otlp_metrics]", 1)
+	metricsCfg = strings.Replace(metricsCfg, "group: crash", "group: metrics", 1)
+	if err := os.WriteFile(cfgPath, []byte(metricsCfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	md := pmetric.NewMetrics()
+	g := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	g.SetName("queue.depth")
+	points := g.SetEmptyGauge().DataPoints()
+	for _, v := range []float64{1, math.NaN(), 3} {
+		p := points.AppendEmpty()
+		p.SetTimestamp(pcommon.Timestamp(1_796_040_000_000_000_000))
+		p.SetDoubleValue(v)
+	}
+	value, err := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(prod).CreateTopic(context.Background(), 1, 1, nil, "otlp_metrics"); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: "otlp_metrics", Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runIdle(t, bin, cfgPath); err != nil {
+		t.Fatalf("metrics run: %v\n%s", err, out)
+	}
+	rep = verifyJSON(t, bin, cfgPath, 0)
+	if rows, dlq := rep.Totals(); !rep.OK || rows != 2 || dlq != 1 {
+		t.Fatalf("metrics: ok=%v rows=%d dlq=%d problems=%v, want 2 points and 1 dead letter", rep.OK, rows, dlq, rep.Problems)
+	}
+	dl := srv.Rows("otel_metrics_dlq")
+	if len(dl) != 1 || !strings.Contains(string(dl[0]["error"]), "must be number") {
+		t.Fatalf("dead letters: %v", dl)
 	}
 }

@@ -45,6 +45,9 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return fmt.Errorf("tracelake merge: models are not built for the iceberg sink yet")
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
+		if cfg.DecodesOTLP() {
+			return usagef("tracelake merge: the OpenTelemetry tables' dedup model is built for the duckdb sink only so far")
+		}
 		if *rebuild != "" {
 			return usagef("--rebuild: not built for the databend sink (drop the model's target, rejects and tombstones tables and DELETE its rows of tracelake_merge_watermarks, then merge)")
 		}

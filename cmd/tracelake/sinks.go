@@ -91,6 +91,7 @@ func openDatabend(cfg *config.Config) (*databend.Sink, error) {
 		DSN:                 d.DSN,
 		Table:               cfg.Sink.Table,
 		Transform:           cfg.Mode == config.ModeTransform,
+		Typed:               typedTable(cfg),
 		Stage:               d.Stage,
 		Prefix:              cfg.DatabendPrefix(),
 		Purge:               d.Purge,

@@ -78,8 +78,7 @@ type Kafka struct {
 	// otlp_proto / otlp_json (OpenTelemetry, as the OpenTelemetry
 	// Collector's Kafka exporter writes it: each message one OTLP export
 	// request, decoded into one row per span or log record of otel_spans
-	// or otel_logs, or per metric point of otel_metrics). Only the duckdb
-	// sink loads OTLP so far.
+	// or otel_logs, or per metric point of otel_metrics), on every sink.
 	Format string `yaml:"format"`
 	// Signal is what OTLP messages hold: traces (default), logs or
 	// metrics (otel_metrics, one row per data point). The

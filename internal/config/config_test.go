@@ -306,11 +306,11 @@ func TestOTLPFormat(t *testing.T) {
 		t.Errorf("JSON default: table %q, otlp %v", cfg.Sink.Table, cfg.DecodesOTLP())
 	}
 	for yaml, want := range map[string]string{
-		"kafka: {topics: [t], format: protobuf}":                                                                         `kafka.format: want json, otlp_proto or otlp_json, got "protobuf"`,
-		"kafka: {topics: [t], format: otlp_proto, signal: profiles}":                                                     `kafka.signal: want traces, logs or metrics, got "profiles"`,
-		"kafka: {topics: [t], format: otlp_proto}\nmode: transform":                                                      "mode: transform mode maps JSON objects onto your table; with kafka.format otlp_proto",
-		"kafka: {topics: [t], format: otlp_json}\nsink: {type: databend, databend: {dsn: \"databend://u:p@h:8000/db\"}}": "kafka.format: otlp_json is built for the duckdb and iceberg sinks so far",
-		"kafka: {topics: [t]}\ntenancy: {default: ..}":                                                                   `tenancy.default: tenant id ".." is not allowed`,
+		"kafka: {topics: [t], format: protobuf}":                     `kafka.format: want json, otlp_proto or otlp_json, got "protobuf"`,
+		"kafka: {topics: [t], format: otlp_proto, signal: profiles}": `kafka.signal: want traces, logs or metrics, got "profiles"`,
+		"kafka: {topics: [t], format: otlp_proto}\nmode: transform":  "mode: transform mode maps JSON objects onto your table; with kafka.format otlp_proto",
+		"kafka: {topics: [t], format: otlp_json}\nmerge: {every: 1m}\nsink: {type: databend, databend: {dsn: \"databend://u:p@h:8000/db\"}}": "merge.every: the OpenTelemetry tables' dedup model is built for the duckdb sink only so far",
+		"kafka: {topics: [t]}\ntenancy: {default: ..}": `tenancy.default: tenant id ".." is not allowed`,
 	} {
 		cfg, err := FromYAML([]byte(yaml))
 		err = errors.Join(err, cfg.Validate())

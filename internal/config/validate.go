@@ -79,7 +79,7 @@ func (c *Config) validate(consuming bool) error {
 		"want traces, logs or metrics, got %q", c.Kafka.Signal)
 	if c.DecodesOTLP() {
 		check(c.Mode == ModeRaw, "mode", "transform mode maps JSON objects onto your table; with kafka.format %s the rows are OpenTelemetry tables (accepted: raw)", c.Kafka.Format)
-		check(c.Sink.Type != SinkDatabend, "kafka.format", "%s is built for the duckdb and iceberg sinks so far; accepted with databend: json", c.Kafka.Format)
+		check(c.Sink.Type == SinkDuckDB || c.Merge.Every.D() == 0, "merge.every", "the OpenTelemetry tables' dedup model is built for the duckdb sink only so far")
 		check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with kafka.format %s there is none", c.Kafka.Format)
 	}
 	if err := otel.CheckTenant(c.Tenancy.Default); err != nil {

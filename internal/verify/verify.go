@@ -91,7 +91,7 @@ type Tables struct {
 	// Index is the column of a row's index among the rows of its message
 	// (a declared table: an OTLP message holds many spans), "" when each
 	// message is one row. A row is then stored twice when its (offset,
-	// index) is; a dead-lettered message counts as its row 0.
+	// index) is, a dead letter when its (offset, value) is.
 	Index string
 }
 
@@ -204,9 +204,15 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 			SELECT %s AS topic, kpartition AS p, koffset AS o FROM %s
 			UNION ALL SELECT topic, "partition", "offset" FROM %s) AS stored GROUP BY 1, 2`, t.Topic, t.Main, t.DLQ)
 		if t.Index != "" {
-			q = fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT (o, i)) FROM (
-			SELECT %s AS topic, kpartition AS p, koffset AS o, %s AS i FROM %s
-			UNION ALL SELECT topic, "partition", "offset", 0 FROM %s) AS stored GROUP BY 1, 2`, t.Topic, t.Index, t.Main, t.DLQ)
+			// A row is its (offset, index); a dead letter its offset and
+			// value: a message that did not decode, or one row of a
+			// message the database rejected (Databend) beside the rows it
+			// took. Keys are text: DuckDB's count(DISTINCT) takes one
+			// argument, Databend's a list; both take this.
+			q = fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT k) FROM (
+			SELECT %s AS topic, kpartition AS p, CAST(koffset AS VARCHAR) || '/' || CAST(%s AS VARCHAR) AS k FROM %s
+			UNION ALL SELECT topic, "partition", CAST("offset" AS VARCHAR) || '/dead/' || coalesce(CAST("value" AS VARCHAR), '') FROM %s) AS stored GROUP BY 1, 2`,
+				t.Topic, t.Index, t.Main, t.DLQ)
 		}
 		if err := scan(q, func(p *Partition, rows, distinct int64) { p.Duplicates = rows - distinct }); err != nil {
 			return nil, fmt.Errorf("find duplicates: %w", err)

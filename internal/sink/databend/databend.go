@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -32,8 +33,12 @@ type Options struct {
 	// Transform loads each JSON object as a row of the user's existing
 	// Table, fields matched to columns by name.
 	Transform bool
-	Stage     string // ~ (user stage) or a stage name
-	Prefix    string // path in the stage, ending in /
+	// Typed, when set, is the declared table whose rows (NDJSON) the
+	// batches carry (OTLP spans, logs, points): Table is created with its
+	// columns and COPY maps each row onto them by name.
+	Typed  *schema.Table
+	Stage  string // ~ (user stage) or a stage name
+	Prefix string // path in the stage, ending in /
 	// Purge removes loaded files from the stage once their load committed.
 	Purge bool
 	// DisableVariantCheck is COPY's DISABLE_VARIANT_CHECK.
@@ -225,6 +230,15 @@ func (s *Sink) begin(ctx context.Context) (*session, func(committed bool), error
 
 // TopicExpr is the SQL expression of a raw row's topic.
 const TopicExpr = "record_metadata:topic::VARCHAR"
+
+// MainTopicExpr is the SQL expression of a main-table row's topic: a raw
+// row's, or a declared table's column.
+func (s *Sink) MainTopicExpr() string {
+	if s.opt.Typed != nil {
+		return schema.TopicColumn
+	}
+	return TopicExpr
+}
 
 // Tables returns the quoted names of the main, dead-letter and ledger
 // tables.

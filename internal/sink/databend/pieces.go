@@ -44,6 +44,7 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 		var r struct {
 			Partition int32           `json:"kpartition"`
 			Offset    int64           `json:"koffset"`
+			Topic     *string         `json:"ktopic"` // a declared table's row
 			Value     json.RawMessage `json:"raw_data"`
 			Metadata  struct {
 				Topic       string  `json:"topic"`
@@ -53,6 +54,12 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 		}
 		if err := json.Unmarshal(text, &r); err != nil {
 			return line{}, fmt.Errorf("staged raw line %d: %w", i, err)
+		}
+		if r.Topic != nil {
+			// A declared table's row (a span, a log record, a point):
+			// its message is not kept, so a rejected row is
+			// dead-lettered as the row itself.
+			return line{tp: sink.TopicPartition{Topic: *r.Topic, Partition: r.Partition}, offset: r.Offset, value: text}, nil
 		}
 		l := line{tp: sink.TopicPartition{Topic: r.Metadata.Topic, Partition: r.Partition}, offset: r.Offset, value: r.Value}
 		if key := r.Metadata.Key; key != nil && r.Metadata.KeyEncoding != "base64" {

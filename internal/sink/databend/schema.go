@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
@@ -52,6 +53,31 @@ var (
 	}
 )
 
+// typeNames are Databend's types of the logical types. A timestamp comes
+// as microseconds since the epoch: the NDJSON reader takes an integer for
+// a TIMESTAMP column by magnitude (formats field_decoder/json_ast.rs
+// read_timestamp, expression utils/auto_detect_datetime.rs
+// int64_to_timestamp: at or past 31,536,000,000,000 it is microseconds,
+// which every time after 1971-01-01 is). A DOUBLE column takes JSON
+// numbers only (json_ast.rs read_float), so a NaN or infinite value (the
+// decoder writes them as strings) is a row Databend rejects: it goes to
+// the dead-letter table with Databend's error.
+var typeNames = map[schema.Type]string{
+	schema.String: "VARCHAR", schema.Int32: "INT", schema.Int64: "BIGINT", schema.Float64: "DOUBLE",
+	schema.Bool: "BOOLEAN", schema.Timestamp: "TIMESTAMP", schema.JSON: "VARIANT",
+}
+
+// typedColumns are a declared table's columns in Databend, every one
+// nullable.
+func typedColumns(t *schema.Table) []column {
+	all := t.AllColumns()
+	out := make([]column, len(all))
+	for i, c := range all {
+		out[i] = column{c.Name, typeNames[c.Type], "NULL"}
+	}
+	return out
+}
+
 // Prepare creates the raw (unless in transform mode, where the table is
 // the user's and must exist), dead-letter and ledger tables if absent, and
 // checks that existing tables have tracelake's columns.
@@ -74,7 +100,11 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			return fmt.Errorf("transform mode loads into your table %s; describe it: %w", s.opt.Table, err)
 		}
 	} else {
-		specs = append([]tableSpec{{s.opt.Table, s.tables.main, rawColumns}}, specs...)
+		main := rawColumns
+		if s.opt.Typed != nil {
+			main = typedColumns(s.opt.Typed)
+		}
+		specs = append([]tableSpec{{s.opt.Table, s.tables.main, main}}, specs...)
 	}
 	var errs []error
 	for _, t := range specs {

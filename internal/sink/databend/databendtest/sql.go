@@ -22,10 +22,13 @@ var (
 	reRemove       = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
 	reLedgerScan   = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
 	reDLQCount     = regexp.MustCompile(`^SELECT topic, "partition", count\(\*\), count\(DISTINCT "offset"\) FROM (\S+) GROUP BY 1, 2$`)
-	reRawCount     = regexp.MustCompile(`^SELECT record_metadata:topic::VARCHAR, kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
-	reStoredCount  = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
-	reTableCount   = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
-	reQuoted       = regexp.MustCompile(`'((?:[^']|'')*)'`)
+	reRawCount     = regexp.MustCompile(`^SELECT (?:record_metadata:topic::VARCHAR|ktopic), kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
+	// A declared table's rows (OTLP): a message's rows share its offset,
+	// each has its index; a dead letter is its offset and value.
+	reTypedStoredCount = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT k\) FROM \(\s*SELECT ktopic AS topic, kpartition AS p, CAST\(koffset AS VARCHAR\) \|\| '/' \|\| CAST\(kindex AS VARCHAR\) AS k FROM (\S+)\s+UNION ALL SELECT topic, "partition", CAST\("offset" AS VARCHAR\) \|\| '/dead/' \|\| coalesce\(CAST\("value" AS VARCHAR\), ''\) FROM (\S+)\) AS stored GROUP BY 1, 2$`)
+	reStoredCount      = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
+	reTableCount       = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
+	reQuoted           = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
 
 // run executes one statement in the session sess and its transaction tx
@@ -126,13 +129,16 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return s.ledgerScan(m[1], tx)
 	}
 	if m := reDLQCount.FindStringSubmatch(sql); m != nil {
-		return s.countStored(tx, m[1])
+		return s.countStored(tx, false, m[1])
 	}
 	if m := reRawCount.FindStringSubmatch(sql); m != nil {
-		return s.countStored(tx, m[1])
+		return s.countStored(tx, false, m[1])
 	}
 	if m := reStoredCount.FindStringSubmatch(sql); m != nil {
-		return s.countStored(tx, m[1], m[2])
+		return s.countStored(tx, false, m[1], m[2])
+	}
+	if m := reTypedStoredCount.FindStringSubmatch(sql); m != nil {
+		return s.countStored(tx, true, m[1], m[2])
 	}
 	if m := reTableCount.FindStringSubmatch(sql); m != nil {
 		t, err := s.table(m[1])
@@ -294,6 +300,12 @@ func (s *Server) rowError(name string, t *table, r Row) string {
 			if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
 				return fmt.Sprintf("fail to decode column %s (%s): %s is not an integer", c, t.types[i], v)
 			}
+		case "DOUBLE", "FLOAT":
+			// formats field_decoder/json_ast.rs read_float: a JSON number,
+			// nothing else ("NaN" is a string).
+			if _, err := strconv.ParseFloat(string(v), 64); err != nil || strings.HasPrefix(string(v), `"`) {
+				return fmt.Sprintf("fail to decode column %s (%s): Incorrect json value, must be number", c, t.types[i])
+			}
 		}
 	}
 	if s.Reject != nil {
@@ -330,14 +342,15 @@ func (s *Server) ledgerScan(ledger string, tx *txn) ([]string, [][]*string, erro
 }
 
 // countStored counts the rows of the tables per topic and partition, and
-// the distinct offsets among them (verify).
-func (s *Server) countStored(tx *txn, tables ...string) ([]string, [][]*string, error) {
+// the distinct offsets among them, or with rowIDs the distinct rows of a
+// declared table and its dead letters (verify).
+func (s *Server) countStored(tx *txn, rowIDs bool, tables ...string) ([]string, [][]*string, error) {
 	type key struct {
 		topic string
 		part  int64
 	}
 	rows := map[key]int{}
-	distinct := map[key]map[int64]bool{}
+	distinct := map[key]map[string]bool{} // row identities
 	var order []key
 	for _, name := range tables {
 		t, err := s.table(name)
@@ -345,14 +358,17 @@ func (s *Server) countStored(tx *txn, tables ...string) ([]string, [][]*string, 
 			return nil, nil, err
 		}
 		for _, r := range visible(t, tx, unquote(name)) {
-			part, topic, offset := coordinates(r)
+			part, topic, offset, id := coordinates(r)
+			if !rowIDs {
+				id = offset
+			}
 			k := key{topic, part}
 			if _, ok := distinct[k]; !ok {
-				distinct[k] = map[int64]bool{}
+				distinct[k] = map[string]bool{}
 				order = append(order, k)
 			}
 			rows[k]++
-			distinct[k][offset] = true
+			distinct[k][id] = true
 		}
 	}
 	var out [][]*string
@@ -362,15 +378,20 @@ func (s *Server) countStored(tx *txn, tables ...string) ([]string, [][]*string, 
 	return []string{"topic", "partition", "count", "distinct"}, out, nil
 }
 
-// coordinates reads partition, topic and offset from a raw or a
-// dead-letter row.
-func coordinates(r Row) (part int64, topic string, offset int64) {
+// coordinates reads partition, topic and offset from a raw, a declared
+// table's or a dead-letter row, and its identity for verify's duplicate
+// count of a declared table (reTypedStoredCount): a row's (offset, index),
+// a dead letter's (offset, value).
+func coordinates(r Row) (part int64, topic, offset, id string) {
 	if md, ok := r["record_metadata"]; ok {
 		var m struct{ Topic string }
 		_ = json.Unmarshal(md, &m)
-		return jsonInt(r["kpartition"]), m.Topic, jsonInt(r["koffset"])
+		return jsonInt(r["kpartition"]), m.Topic, string(r["koffset"]), string(r["koffset"])
 	}
-	return jsonInt(r["partition"]), jsonString(r["topic"]), jsonInt(r["offset"])
+	if t, ok := r["ktopic"]; ok {
+		return jsonInt(r["kpartition"]), jsonString(t), string(r["koffset"]), string(r["koffset"]) + "/" + string(r["kindex"])
+	}
+	return jsonInt(r["partition"]), jsonString(r["topic"]), string(r["offset"]), string(r["offset"]) + "/dead/" + jsonString(r["value"])
 }
 
 // parseRows reads NDJSON rows into t's columns, as COPY with
