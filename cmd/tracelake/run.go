@@ -100,7 +100,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	stats := &pipeline.Stats{}
 	start := time.Now()
 	slog.Info("tracelake running", "brokers", cfg.Kafka.Brokers, "topics", cfg.Kafka.Topics, "topic_regex", cfg.Kafka.TopicRegex, "group", cfg.Kafka.Group,
-		"workers", cfg.Workers, "mode", cfg.Mode, "sink", cfg.Sink.Type, "table", cfg.Sink.Table)
+		"workers", cfg.Workers, "mode", cfg.Mode, "format", cfg.Kafka.Format, "signal", cfg.Kafka.Signal, "sink", cfg.Sink.Type, "table", cfg.Sink.Table)
 	err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status})
 	if err == nil && *idle > 0 && ctx.Err() == nil {
 		err = finalMerge()
@@ -117,14 +117,27 @@ func newStatus(cfg *config.Config) *obs.Status {
 	if cfg.Kafka.TopicRegex != "" {
 		topics = "/" + cfg.Kafka.TopicRegex + "/"
 	}
-	return obs.NewStatus(
-		[2]string{"group", cfg.Kafka.Group},
-		[2]string{"topics", topics},
-		[2]string{"workers", strconv.Itoa(cfg.Workers)},
-		[2]string{"mode", cfg.Mode},
-		[2]string{"sink", cfg.Sink.Type + " → " + cfg.Sink.Table},
-		[2]string{"version", version},
-	)
+	mode := cfg.Mode
+	if cfg.DecodesOTLP() {
+		mode = cfg.Kafka.Format + " " + cfg.Kafka.Signal
+	}
+	fields := [][2]string{
+		{"group", cfg.Kafka.Group},
+		{"topics", topics},
+		{"workers", strconv.Itoa(cfg.Workers)},
+		{"mode", mode},
+		{"sink", cfg.Sink.Type + " → " + cfg.Sink.Table},
+	}
+	var receivers []string
+	for _, r := range [][2]string{{"http", cfg.OTLP.HTTP}, {"grpc", cfg.OTLP.GRPC}} {
+		if r[1] != "" {
+			receivers = append(receivers, r[0]+" "+r[1])
+		}
+	}
+	if len(receivers) > 0 {
+		fields = append(fields, [2]string{"otlp receivers", strings.Join(receivers, ", ")})
+	}
+	return obs.NewStatus(append(fields, [2]string{"version", version})...)
 }
 
 // exitAfterShutdownTimeout ends the process if the shutdown that starts when
