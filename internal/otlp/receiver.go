@@ -58,7 +58,9 @@ type Options struct {
 	Forward    Forwarder
 	Log        *slog.Logger
 	// Answered, if set, is told of every answer: the protocol (http,
-	// grpc), the signal, the outcome (Outcome) and the items accepted.
+	// grpc), the signal, the outcome (accepted, invalid, too_large,
+	// unauthenticated, forbidden, throttled, unavailable, error) and the
+	// items accepted.
 	Answered func(protocol, signal, outcome string, items int)
 }
 
@@ -145,8 +147,6 @@ type refusal struct {
 	msg        string
 	retry      bool // the client should retry after RetryAfter
 }
-
-func (f *refusal) Error() string { return f.msg }
 
 // outcome names how a request was answered, for metrics.
 func outcome(ref *refusal) string {
