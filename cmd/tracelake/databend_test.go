@@ -593,6 +593,7 @@ func TestReferenceStreamingLoadAgainstDatabend(t *testing.T) {
 // whose gauge is NaN (which Databend's DOUBLE cannot take from JSON) loads
 // its other points and dead-letters that one with Databend's error.
 func TestOTLPIntoDatabend(t *testing.T) {
+	t.Parallel() // mostly waiting on kills and restarts, as the other OTLP kill tests
 	bin, srv, cluster, prod := databendSetup(t, 4, 0, 0)
 	cfgPath := filepath.Join(t.TempDir(), "tracelake.yaml")
 	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], format: otlp_proto, group: crash, session_timeout: 6s, rebalance_timeout: 6s}

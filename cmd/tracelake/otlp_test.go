@@ -119,9 +119,13 @@ func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	// Mostly waiting (on kills, restarts, commits): it runs beside the
+	// other such tests, not after them.
+	t.Parallel()
 	bin := buildBinary(t)
 	for _, sinkType := range []string{"duckdb", "iceberg"} {
 		t.Run(sinkType, func(t *testing.T) {
+			t.Parallel()
 			cluster, prod := startKafka(t, 4)
 			kafka := "format: otlp_proto, group: crash, session_timeout: 6s, rebalance_timeout: 6s"
 			rest := "workers: 2\nbatch: {max_records: 100, max_interval: 100ms}\nload: {max_files: 3, max_interval: 100ms}"
@@ -488,6 +492,9 @@ func TestOTLPReceiverKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	// Mostly waiting (on kills, restarts, commits): it runs beside the
+	// other such tests, not after them.
+	t.Parallel()
 	bin := buildBinary(t)
 	cluster, _ := startKafka(t, 2)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -558,6 +565,9 @@ func TestOTLPIntoIceberg(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	// Mostly waiting (on kills, restarts, commits): it runs beside the
+	// other such tests, not after them.
+	t.Parallel()
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 2)
 	cfgPath := writeOTLPIcebergConfig(t, cluster, "format: otlp_proto", "batch: {max_interval: 100ms}")
