@@ -674,3 +674,47 @@ func TestOTLPReceiversAlone(t *testing.T) {
 		t.Fatalf("Kafka holds %d records (errors %v), want the request", len(recs), fs.Errors())
 	}
 }
+
+// otlp.forward.topic: every signal to one topic; a traces loader and a
+// logs loader of that topic each load their own signal, nothing else.
+func TestOTLPSignalsShareAForwardTopic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cluster, _ := startKafka(t, 2)
+	traces := writeConfig(t, cluster, "format: otlp_proto, group: traces",
+		"otlp: {http: \"127.0.0.1:0\", forward: {topic: "+testTopic+"}}")
+	logs := writeConfig(t, cluster, "format: otlp_proto, signal: logs, group: logs", "")
+	run := startRun(t, bin, traces, "run")
+	m := regexp.MustCompile(`OTLP receiver listening" protocol=http addr=(\S+)`).FindStringSubmatch(run.log.String())
+	if m == nil {
+		t.Fatalf("no receiver address:\n%s", run.log)
+	}
+	td := tracegen.New(3).OTLPTrace()
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("hello")
+	lb, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, body := range map[string][]byte{"/v1/traces": marshalOTLP(t, "otlp_proto", td), "/v1/logs": lb} {
+		resp, err := http.Post("http://"+m[1]+path, "application/x-protobuf", bytes.NewReader(body))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("post %s: %v %v", path, err, resp)
+		}
+		resp.Body.Close()
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, run.log)
+	}
+	for cfg, want := range map[string]int{traces: td.SpanCount(), logs: 1} {
+		rep := runUntilIdle(t, bin, cfg)
+		if rows, dlq := rep.Totals(); !rep.OK || rows != int64(want) || dlq != 0 {
+			t.Errorf("%s: ok=%v rows=%d dlq=%d problems=%v, want %d rows", cfg, rep.OK, rows, dlq, rep.Problems, want)
+		}
+	}
+}

@@ -24,9 +24,7 @@ func startReceivers(cfg *config.Config, metrics *obs.Metrics) (stop func(), err 
 		return nil, err
 	}
 	o := cfg.OTLP
-	fwd, err := otlp.NewKafkaForwarder(opts, map[string]string{
-		otlp.Traces: o.Forward.TracesTopic, otlp.Logs: o.Forward.LogsTopic, otlp.Metrics: o.Forward.MetricsTopic,
-	}, cfg.Tenancy.KafkaHeader, int64(o.MaxBodyBytes))
+	fwd, err := otlp.NewKafkaForwarder(opts, o.Forward.ForwardTopics(), cfg.Tenancy.KafkaHeader, int64(o.MaxBodyBytes))
 	if err != nil {
 		return nil, err
 	}

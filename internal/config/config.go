@@ -362,6 +362,10 @@ type OTLP struct {
 // are the OpenTelemetry Collector Kafka exporter's: otlp_spans, otlp_logs,
 // otlp_metrics.
 type OTLPForward struct {
+	// Topic, when set, takes every signal (each message says its signal
+	// in the header otlp-signal; a loader skips the other signals'
+	// messages): one topic instead of three.
+	Topic        string `yaml:"topic"`
 	TracesTopic  string `yaml:"traces_topic"`
 	LogsTopic    string `yaml:"logs_topic"`
 	MetricsTopic string `yaml:"metrics_topic"`
@@ -373,6 +377,15 @@ type ReceiverTLS struct {
 	CertFile     string `yaml:"cert_file"`
 	KeyFile      string `yaml:"key_file"`
 	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// ForwardTopics maps each signal to the topic its requests are forwarded
+// to.
+func (o OTLPForward) ForwardTopics() map[string]string {
+	if o.Topic != "" {
+		return map[string]string{SignalTraces: o.Topic, SignalLogs: o.Topic, SignalMetrics: o.Topic}
+	}
+	return map[string]string{SignalTraces: o.TracesTopic, SignalLogs: o.LogsTopic, SignalMetrics: o.MetricsTopic}
 }
 
 // Receivers reports whether an OTLP receiver is configured.

@@ -319,3 +319,18 @@ func TestOTLPFormat(t *testing.T) {
 		}
 	}
 }
+
+// otlp.forward.topic takes every signal; without it each has its own.
+func TestOTLPForwardTopics(t *testing.T) {
+	cfg, err := FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\"}"))
+	if err != nil || cfg.Validate() != nil {
+		t.Fatal(err, cfg.Validate())
+	}
+	if got := cfg.OTLP.Forward.ForwardTopics(); got[SignalTraces] != "otlp_spans" || got[SignalLogs] != "otlp_logs" || got[SignalMetrics] != "otlp_metrics" {
+		t.Errorf("defaults: %v", got)
+	}
+	cfg, _ = FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\", forward: {topic: otel}}"))
+	if got := cfg.OTLP.Forward.ForwardTopics(); got[SignalTraces] != "otel" || got[SignalLogs] != "otel" || got[SignalMetrics] != "otel" {
+		t.Errorf("one topic: %v", got)
+	}
+}

@@ -206,6 +206,7 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 		"otlp.forward.logs_topic": o.Forward.LogsTopic, "otlp.forward.metrics_topic": o.Forward.MetricsTopic} {
 		check(topic != "" && !strings.ContainsAny(topic, " ,"), key, "want a topic name, got %q", topic)
 	}
+	check(!strings.ContainsAny(o.Forward.Topic, " ,"), "otlp.forward.topic", "want a topic name (or empty for one per signal), got %q", o.Forward.Topic)
 	t := o.TLS
 	check((t.CertFile == "") == (t.KeyFile == ""), "otlp.tls.cert_file", "set both cert_file and key_file, or neither")
 	check(t.ClientCAFile == "" || t.CertFile != "", "otlp.tls.client_ca_file", "mutual TLS needs the receivers' own cert_file and key_file too")

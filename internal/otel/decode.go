@@ -22,6 +22,20 @@ const (
 	SignalMetrics = "metrics"
 )
 
+// SignalHeader is the Kafka header in which tracelake's receivers name a
+// forwarded message's signal, so that signals can share a topic.
+const SignalHeader = "otlp-signal"
+
+// signalOf is the signal a record's SignalHeader names, "" without one.
+func signalOf(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == SignalHeader {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
 // Encodings of OTLP messages: the Collector's Kafka exporter's otlp_proto
 // (an Export…ServiceRequest in protobuf) and otlp_json (the same in OTLP
 // JSON: hex ids, integer enums, 64-bit integers as strings).
@@ -92,6 +106,11 @@ func TableOf(signal string) *schema.Table {
 // is not OTLP of the decoder's signal and encoding, or whose tenant is not
 // valid, appends nothing and returns why.
 func (d *Decoder) AppendRows(dst []byte, r *kgo.Record) (out []byte, rows, longest int, err error) {
+	if other := signalOf(r); other != "" && other != d.signal {
+		// Another signal's message on a shared topic (otlp.forward.topic):
+		// its own loader stores it; here it holds no row.
+		return dst, 0, 0, nil
+	}
 	defer func() {
 		// A message that makes decoding panic must not stop the pipeline
 		// at every restart: it is dead-lettered with the panic.

@@ -268,3 +268,18 @@ func TestARepeatedAttributeKeyIsWrittenOnce(t *testing.T) {
 		}
 	}
 }
+
+// On a topic the signals share (otlp.forward.topic), a loader takes its
+// own signal's messages and holds no row of the others'.
+func TestOtherSignalsOfASharedTopicAreSkipped(t *testing.T) {
+	value, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(sampleTraces())
+	traces, _ := NewDecoder(SignalTraces, EncodingProto, Tenancy{Default: "t"})
+	logs, _ := NewDecoder(SignalLogs, EncodingProto, Tenancy{Default: "t"})
+	r := &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: SignalHeader, Value: []byte(SignalTraces)}}}
+	if _, n, _, err := traces.AppendRows(nil, r); err != nil || n != 3 {
+		t.Errorf("the traces loader: %d rows, %v", n, err)
+	}
+	if out, n, _, err := logs.AppendRows(nil, r); err != nil || n != 0 || len(out) != 0 {
+		t.Errorf("the logs loader took a traces message: %d rows, %v", n, err)
+	}
+}

@@ -8,12 +8,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/otel"
 )
 
 // KafkaForwarder writes each accepted request as one message (an OTLP
 // export request in protobuf, the layout of the OpenTelemetry Collector's
 // Kafka exporter with encoding otlp_proto) to its signal's topic, with the
-// tenant in a header, and returns once the brokers acknowledged it: an
+// tenant and the signal (otel.SignalHeader) in headers, and returns once
+// the brokers acknowledged it: an
 // idempotent producer with acks=all, so a retried produce never writes
 // the message twice.
 type KafkaForwarder struct {
@@ -45,7 +48,8 @@ func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, bod
 	if topic == "" {
 		return fmt.Errorf("no topic for OTLP %s (otlp.forward)", signal)
 	}
-	rec := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{{Key: f.header, Value: []byte(tenant)}}}
+	rec := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{
+		{Key: f.header, Value: []byte(tenant)}, {Key: otel.SignalHeader, Value: []byte(signal)}}}
 	err := f.cl.ProduceSync(ctx, rec).FirstErr()
 	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
 		return fmt.Errorf("%w: topic %s refuses a message of %d bytes (its max.message.bytes): %w", ErrTooLarge, topic, len(body), err)
