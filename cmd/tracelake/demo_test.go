@@ -38,6 +38,7 @@ func TestDemoOTLP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // its own embedded Kafka and file
 	bin := buildBinary(t)
 	out, err := exec.Command(bin, "demo", "--otlp", "--messages", "500", "--duckdb", filepath.Join(t.TempDir(), "demo.duckdb")).CombinedOutput()
 	if err != nil {

@@ -44,6 +44,7 @@ func TestOTLPFromKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // its own Kafka and files; mostly waiting on the child
 	bin := buildBinary(t)
 	for _, enc := range []string{"otlp_proto", "otlp_json"} {
 		t.Run(enc, func(t *testing.T) {
@@ -218,6 +219,7 @@ func TestOTLPLogsFromKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // its own Kafka and files; mostly waiting on the child
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 2)
 	cfgPath := writeConfig(t, cluster, "format: otlp_json, signal: logs", "")
@@ -265,6 +267,7 @@ func TestOTLPMetricsFromKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // its own Kafka and files; mostly waiting on the child
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 1)
 	cfgPath := writeConfig(t, cluster, "format: otlp_proto, signal: metrics", "")
@@ -362,6 +365,7 @@ func TestOTLPReceiversForwardThroughKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // its own Kafka and files; mostly waiting on the child
 	bin := buildBinary(t)
 	cluster, _ := startKafka(t, 2)
 	cfgPath := writeConfig(t, cluster, "format: otlp_proto",
@@ -624,6 +628,7 @@ func TestOTLPReceiversAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // its own Kafka and files; mostly waiting on the child
 	bin := buildBinary(t)
 	cluster, _ := startKafka(t, 1)
 	dir := t.TempDir()
@@ -681,6 +686,7 @@ func TestOTLPSignalsShareAForwardTopic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // its own Kafka and files; mostly waiting on the child
 	bin := buildBinary(t)
 	cluster, _ := startKafka(t, 2)
 	traces := writeConfig(t, cluster, "format: otlp_proto, group: traces",
