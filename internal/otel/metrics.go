@@ -82,11 +82,7 @@ func appendMetrics(w *row, md pmetric.Metrics, src source) (rows, longest int) {
 					for p := range dps.Len() {
 						dp := dps.At(p)
 						point(dp.StartTimestamp(), dp.Timestamp(), dp.Attributes(), dp.Exemplars(), dp.Flags(), func() {
-							w.str("temporality", temporality(h.AggregationTemporality()))
-							w.uint("count", dp.Count())
-							w.optFloat("sum", dp.Sum(), dp.HasSum())
-							w.optFloat("min", dp.Min(), dp.HasMin())
-							w.optFloat("max", dp.Max(), dp.HasMax())
+							w.distribution(h.AggregationTemporality(), dp)
 							w.key("bucket_counts")
 							w.b = appendUints(w.b, dp.BucketCounts())
 							w.key("explicit_bounds")
@@ -99,11 +95,7 @@ func appendMetrics(w *row, md pmetric.Metrics, src source) (rows, longest int) {
 					for p := range dps.Len() {
 						dp := dps.At(p)
 						point(dp.StartTimestamp(), dp.Timestamp(), dp.Attributes(), dp.Exemplars(), dp.Flags(), func() {
-							w.str("temporality", temporality(h.AggregationTemporality()))
-							w.uint("count", dp.Count())
-							w.optFloat("sum", dp.Sum(), dp.HasSum())
-							w.optFloat("min", dp.Min(), dp.HasMin())
-							w.optFloat("max", dp.Max(), dp.HasMax())
+							w.distribution(h.AggregationTemporality(), dp)
 							w.int("scale", int64(dp.Scale()))
 							w.uint("zero_count", dp.ZeroCount())
 							w.float("zero_threshold", dp.ZeroThreshold())
@@ -157,6 +149,28 @@ func temporality(t pmetric.AggregationTemporality) string {
 	default:
 		return "unspecified"
 	}
+}
+
+// distribution is what both kinds of histogram point share: a pdata
+// HistogramDataPoint or ExponentialHistogramDataPoint.
+type distribution interface {
+	Count() uint64
+	Sum() float64
+	HasSum() bool
+	Min() float64
+	HasMin() bool
+	Max() float64
+	HasMax() bool
+}
+
+// distribution writes a histogram point's temporality, count, sum, min
+// and max (null when the point has none).
+func (w *row) distribution(t pmetric.AggregationTemporality, dp distribution) {
+	w.str("temporality", temporality(t))
+	w.uint("count", dp.Count())
+	w.optFloat("sum", dp.Sum(), dp.HasSum())
+	w.optFloat("min", dp.Min(), dp.HasMin())
+	w.optFloat("max", dp.Max(), dp.HasMax())
 }
 
 func (w *row) float(name string, f float64) { w.key(name); w.b = appendDouble(w.b, f) }

@@ -91,19 +91,7 @@ func BenchmarkOTLPSpans(b *testing.B) {
 			}
 			b.StartTimer()
 			cpu -= processCPU()
-			for l := range loadsPerOp {
-				var files []sink.File
-				for _, bt := range batches[l*batchesPerLoad : (l+1)*batchesPerLoad] {
-					f, err := s.Stage(ctx, bt)
-					if err != nil {
-						b.Fatal(err)
-					}
-					files = append(files, f)
-				}
-				if _, err := s.Load(ctx, files); err != nil {
-					b.Fatal(err)
-				}
-			}
+			stageAndLoad(b, s, batches)
 			cpu += processCPU()
 			b.StopTimer()
 			if n := countRows(b, s); n != int64(spans) {
