@@ -1,0 +1,205 @@
+package prices
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fixture(t *testing.T) *Table {
+	t.Helper()
+	data, err := os.ReadFile("testdata/table.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
+var noon = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func TestFind(t *testing.T) {
+	tab := fixture(t)
+	cases := []struct {
+		provider, model string
+		at              time.Time
+		id, how         string // id "" when no price is found
+	}{
+		{"anthropic", "claude-sonnet-4-5-20250929", noon, "anthropic/claude-sonnet-4-5", MatchExact},
+		{"anthropic", "Claude-Sonnet-4.5", noon, "anthropic/claude-sonnet-4-5", MatchExact}, // case is ignored
+		{"anthropic", "anthropic/claude-sonnet-4-5", noon, "anthropic/claude-sonnet-4-5", MatchNormalised},
+		{"", "claude-sonnet-4-5", noon, "anthropic/claude-sonnet-4-5", MatchAlias},           // provider from the model
+		{"openai", "gpt-4o-20240806", noon, "openai/gpt-4o", MatchNormalised},                // dated suffix
+		{"openai", "gpt-4o-mini", noon, "openai/gpt-4o-mini", MatchExact},                    // and
+		{"azure.ai.openai", "gpt-4o", noon, "openai/gpt-4o", MatchAlias},                     // fallback provider
+		{"azure.ai.openai", "phi-4-mini", noon, "azure/phi-4", MatchExact},                   // mapped provider id
+		{"anthropic", "claude-opus-5-20261101", noon, "anthropic/claude-opus-5", MatchExact}, // regex
+		{"anthropic", "CLAUDE-OPUS-5-20261101", noon, "", ""},                                // regexes keep case, as in the package
+		{"openai", "gpt-unknown", noon, "", ""},
+		{"someone", "mystery-model", noon, "", ""},
+		{"openai", "", noon, "", ""},
+	}
+	for _, c := range cases {
+		f, ok := tab.Find(c.provider, c.model, c.at)
+		if c.id == "" {
+			if ok {
+				t.Errorf("Find(%q, %q) = %s, want no price", c.provider, c.model, f.ID())
+			}
+			continue
+		}
+		if !ok || f.ID() != c.id || f.How != c.how {
+			t.Errorf("Find(%q, %q) = %v %s %s, want %s %s", c.provider, c.model, ok, f.ID(), f.How, c.id, c.how)
+		}
+	}
+}
+
+func TestPriceSelection(t *testing.T) {
+	tab := fixture(t)
+	cases := []struct {
+		model string
+		at    time.Time
+		input int64 // micro-dollars per million input tokens
+	}{
+		{"gpt-9", time.Date(2026, 7, 29, 23, 59, 59, 0, time.UTC), 1_000_000},
+		{"gpt-9", time.Date(2026, 7, 30, 0, 0, 0, 0, time.UTC), 3_000_000}, // from the start date on
+		{"deepseek-chat", time.Date(2026, 11, 30, 0, 29, 59, 0, time.UTC), 135_000},
+		{"deepseek-chat", time.Date(2026, 11, 30, 0, 30, 0, 0, time.UTC), 270_000},                    // the window's start is in it
+		{"deepseek-chat", time.Date(2026, 11, 30, 16, 30, 0, 0, time.UTC), 135_000},                   // its end is not
+		{"deepseek-chat", time.Date(2026, 11, 30, 17, 29, 0, 0, time.FixedZone("+1", 3600)), 270_000}, // 16:29 UTC
+	}
+	for _, c := range cases {
+		f, ok := tab.Find("", c.model, c.at)
+		if !ok {
+			// deepseek has no model_match: name the provider.
+			f, ok = tab.Find("deepseek", c.model, c.at)
+		}
+		if !ok || f.Prices.Input.Base != c.input {
+			t.Errorf("%s at %s: input price %d, want %d", c.model, c.at, f.Prices.Input.Base, c.input)
+		}
+	}
+}
+
+func TestCost(t *testing.T) {
+	tab := fixture(t)
+	price := func(provider, model string) Prices {
+		f, ok := tab.Find(provider, model, noon)
+		if !ok {
+			t.Fatalf("no price for %s", model)
+		}
+		return f.Prices
+	}
+	cases := []struct {
+		name   string
+		prices Prices
+		usage  Usage
+		// want in dollars: input, cache read, cache write, output, total
+		want [5]string
+	}{
+		{"cache read split out of the input", price("openai", "gpt-4o"), Usage{Input: 1000, CacheRead: 200, Output: 500},
+			// 800 × $2.5/M, 200 × $1.25/M, 500 × $10/M
+			[5]string{"0.002000000000", "0.000250000000", "0.000000000000", "0.005000000000", "0.007250000000"}},
+		{"no cache write price: written tokens cost the input price", price("openai", "gpt-4o"), Usage{Input: 1000, CacheWrite: 300, Output: 0},
+			[5]string{"0.002500000000", "0.000000000000", "0.000000000000", "0.000000000000", "0.002500000000"}},
+		{"every tier follows the total input", price("anthropic", "claude-sonnet-4-5"), Usage{Input: 250_000, CacheRead: 100_000, CacheWrite: 50_000, Output: 1000},
+			// 100k × $6/M, 100k × $0.6/M, 50k × $7.5/M, 1000 × $22.5/M
+			[5]string{"0.600000000000", "0.060000000000", "0.375000000000", "0.022500000000", "1.057500000000"}},
+		{"at the tier's start the base applies", price("anthropic", "claude-sonnet-4-5"), Usage{Input: 200_000},
+			[5]string{"0.600000000000", "0.000000000000", "0.000000000000", "0.000000000000", "0.600000000000"}},
+		{"binary noise in a price is rounded away", price("openai", "gpt-4o-mini"), Usage{Input: 1_000_000, Output: 1},
+			[5]string{"0.150000000000", "0.000000000000", "0.000000000000", "0.000000600000", "0.150000600000"}},
+		{"a per-request price charges one request", price("perplexity", "sonar"), Usage{Input: 10, Output: 10},
+			// $12 per thousand requests
+			[5]string{"0.000010000000", "0.000000000000", "0.000000000000", "0.000010000000", "0.012020000000"}},
+	}
+	for _, c := range cases {
+		got := c.prices.Cost(c.usage)
+		have := [5]string{Decimal(got.Input), Decimal(got.CacheRead), Decimal(got.CacheWrite), Decimal(got.Output), Decimal(got.Total())}
+		if have != c.want {
+			t.Errorf("%s: cost %v, want %v", c.name, have, c.want)
+		}
+	}
+}
+
+// The embedded export parses whole: every regex compiles in Go, every price
+// is held to within 0.001% (micro-dollars per million tokens; a few are
+// repeating decimals such as $1/12), and the models agents use most are
+// priced.
+func TestEmbedded(t *testing.T) {
+	tab := Embedded()
+	if tab.Skipped != 0 {
+		t.Errorf("%d models have a match Go cannot compile", tab.Skipped)
+	}
+	if !strings.HasPrefix(tab.Source, "npm @pydantic/genai-prices@") || !strings.HasPrefix(tab.License, "MIT") || tab.Exported == "" {
+		t.Errorf("provenance missing: %q %q %q", tab.Source, tab.License, tab.Exported)
+	}
+	var raw struct {
+		Providers []struct {
+			Models []struct {
+				Prices json.RawMessage `json:"prices"`
+			} `json:"models"`
+		} `json:"providers"`
+	}
+	if err := json.Unmarshal(embedded, &raw); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case float64:
+			checked++
+			if v > 0 && math.Abs(v*1e6-math.Round(v*1e6))/(v*1e6) > 1e-5 {
+				t.Errorf("price %v is not held to 0.001%% in micro-dollars", v)
+			}
+		}
+	}
+	for _, p := range raw.Providers {
+		for _, m := range p.Models {
+			var v any
+			if err := json.Unmarshal(m.Prices, &v); err != nil {
+				t.Fatal(err)
+			}
+			walk(v)
+		}
+	}
+	if checked < 1000 {
+		t.Errorf("checked %d prices; the export looks truncated", checked)
+	}
+	for _, c := range []struct{ provider, model string }{
+		{"openai", "gpt-4o"}, {"anthropic", "claude-sonnet-4-5-20250929"}, {"gcp.gemini", "gemini-2.5-pro"},
+		{"aws.bedrock", "anthropic.claude-3-5-sonnet-20241022-v2:0"}, {"", "claude-3-5-haiku-20241022"},
+	} {
+		if f, ok := tab.Find(c.provider, c.model, noon); !ok || !f.Prices.Input.Set {
+			t.Errorf("no input price for %s %s", c.provider, c.model)
+		}
+	}
+}
+
+func TestLeadingNegativeLookahead(t *testing.T) {
+	tab := fixture(t)
+	m := &tab.Providers[0].Models[1].Match
+	re := "^(?!.*-[tT][tT][sS](?:$|-))gemini-2\\.5-pro"
+	m.Regex, m.Or, m.re = &re, nil, nil
+	if bad := m.compile(); bad != 0 {
+		t.Fatal("the lookahead did not compile")
+	}
+	for id, want := range map[string]bool{"gemini-2.5-pro": true, "gemini-2.5-pro-preview": true, "gemini-2.5-pro-tts": false, "gemini-2.5-pro-TTS-x": false, "gemini-2.0": false} {
+		if got := m.matches(strings.ToLower(id), id); got != want {
+			t.Errorf("%s matches %v, want %v", id, got, want)
+		}
+	}
+}
