@@ -10,8 +10,9 @@ type Type int
 // The logical types. Rows carry them in NDJSON as: String and JSON as JSON
 // text (JSON columns hold any JSON value), Int32/Int64 as numbers,
 // Float64 as a number or the strings "NaN", "Infinity", "-Infinity",
-// Bool as true/false, Timestamp as microseconds since the Unix epoch (UTC).
-// Any column may be null.
+// Bool as true/false, Timestamp as microseconds since the Unix epoch (UTC),
+// Decimal (dollars: 18 digits, 12 after the point) as a string of its exact
+// decimal text. Any column may be null.
 const (
 	String Type = iota
 	Int32
@@ -20,6 +21,7 @@ const (
 	Bool
 	Timestamp
 	JSON
+	Decimal
 )
 
 // Column is a column of a declared table.

@@ -1,0 +1,295 @@
+// Package genai reads one GenAI operation out of a span, whatever
+// instrumented it: the OpenTelemetry GenAI semantic conventions (current
+// and deprecated names), OpenInference (Arize Phoenix), Traceloop
+// (OpenLLMetry) and Claude Code's own spans, and prices it. Each column's
+// attribute names, in order of precedence, are the table in mapping.go.
+package genai
+
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/tracelake/tracelake/internal/prices"
+	"github.com/tracelake/tracelake/internal/schema"
+)
+
+// The conventions, as the convention column names them.
+const (
+	OTel          = "otel"
+	OpenInference = "openinference"
+	Traceloop     = "traceloop"
+	ClaudeCode    = "claude_code"
+)
+
+// Span is what an operation is read from.
+type Span struct {
+	Name       string
+	Attributes pcommon.Map
+	// StatusError is true when the span's status is error; StatusMessage
+	// is its description.
+	StatusError   bool
+	StatusMessage string
+	Start         time.Time
+}
+
+// Operation is one GenAI operation. A column the span does not carry, or
+// carries with a value of the wrong type, is null (Null… / a nil pointer /
+// "").
+type Operation struct {
+	Convention, Operation, Provider      string
+	RequestModel, ResponseModel          string
+	InputTokens, OutputTokens            *int64
+	TotalTokens, CacheReadTokens         *int64
+	CacheCreationTokens, ReasoningTokens *int64
+	Temperature                          *float64
+	MaxTokens                            *int64
+	FinishReasons                        []string
+	ToolName, ToolCallID, AgentName      string
+	ConversationID, UserID, ErrorType    string
+	Status                               string // ok or error
+	// InputMessages and OutputMessages are JSON arrays of messages, empty
+	// unless content capture is on.
+	InputMessages, OutputMessages []byte
+
+	// Price is the price used, nil when the model has none (then Cost
+	// is zero and the cost columns null).
+	Price *prices.Found
+	Cost  prices.Cost
+}
+
+// Stats count what reading operations met, for /metrics. Safe for
+// concurrent use; they grow each time a span is decoded (a span read
+// again after a restart counts again).
+type Stats struct {
+	Operations atomic.Int64
+	Unpriced   atomic.Int64 // operations with tokens and no price for their model
+	// Invalid counts values of the wrong type (a token count "abc"), by
+	// column: the column is null, the operation kept.
+	Invalid [numColumns]atomic.Int64
+}
+
+// Mapper reads operations. Safe for concurrent use.
+type Mapper struct {
+	prices  *prices.Table
+	content bool
+	stats   *Stats
+}
+
+// NewMapper returns a Mapper pricing by table (nil: no prices); content
+// keeps the input and output messages spans carry.
+func NewMapper(table *prices.Table, content bool) *Mapper {
+	return &Mapper{prices: table, content: content, stats: &Stats{}}
+}
+
+// Stats returns the mapper's counters.
+func (m *Mapper) Stats() *Stats { return m.stats }
+
+// Convention returns the convention that marks s as a GenAI operation, or
+// "" when none does. A span carrying several is attributed to the first
+// of: current OpenTelemetry names (gen_ai.operation.name,
+// gen_ai.provider.name), OpenInference, Traceloop, Claude Code, then the
+// deprecated OpenTelemetry gen_ai.system alone.
+func Convention(s *Span) string {
+	var otel, deprecated, oi, tl bool
+	s.Attributes.Range(func(k string, _ pcommon.Value) bool {
+		switch k {
+		case "gen_ai.operation.name", "gen_ai.provider.name":
+			otel = true
+			return false
+		case "gen_ai.system":
+			deprecated = true
+		case "openinference.span.kind", "llm.model_name", "llm.system", "llm.provider":
+			oi = true
+		case "traceloop.span.kind", "llm.request.type":
+			tl = true
+		}
+		return true
+	})
+	switch {
+	case otel:
+		return OTel
+	case oi:
+		return OpenInference
+	case tl:
+		return Traceloop
+	case strings.HasPrefix(s.Name, "claude_code."):
+		return ClaudeCode
+	case deprecated:
+		return OTel
+	}
+	return ""
+}
+
+// Map reads s's operation; ok is false when s is not a GenAI operation.
+func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
+	op.Convention = Convention(s)
+	if op.Convention == "" {
+		return op, false
+	}
+	m.stats.Operations.Add(1)
+	r := reader{attrs: s.Attributes, stats: m.stats, claude: strings.HasPrefix(s.Name, "claude_code.")}
+	op.Operation = r.operation(s.Name)
+	op.Provider = r.provider()
+	if op.Convention == ClaudeCode {
+		op.Provider = "anthropic"
+	}
+	op.RequestModel = r.str(colRequestModel)
+	op.ResponseModel = r.str(colResponseModel)
+	var fromClaude bool
+	op.InputTokens, fromClaude = r.intFrom(colInputTokens)
+	op.OutputTokens, _ = r.intFrom(colOutputTokens)
+	op.CacheReadTokens, _ = r.intFrom(colCacheReadTokens)
+	op.CacheCreationTokens, _ = r.intFrom(colCacheCreationTokens)
+	op.ReasoningTokens, _ = r.intFrom(colReasoningTokens)
+	if fromClaude && op.InputTokens != nil {
+		// Claude Code's input_tokens is the API's: without the cache
+		// reads and writes, which input_tokens here always includes.
+		in := *op.InputTokens + deref(op.CacheReadTokens) + deref(op.CacheCreationTokens)
+		op.InputTokens = &in
+	}
+	op.TotalTokens, _ = r.intFrom(colTotalTokens)
+	if op.TotalTokens == nil && (op.InputTokens != nil || op.OutputTokens != nil) {
+		total := deref(op.InputTokens) + deref(op.OutputTokens)
+		op.TotalTokens = &total
+	}
+	op.Temperature = r.float(colTemperature)
+	op.MaxTokens, _ = r.intFrom(colMaxTokens)
+	op.FinishReasons = r.finishReasons()
+	op.ToolName = r.toolName()
+	op.ToolCallID = r.str(colToolCallID)
+	op.AgentName = r.agentName()
+	op.ConversationID = r.str(colConversationID)
+	op.UserID = r.str(colUserID)
+	op.ErrorType = r.str(colErrorType)
+	op.Status = "ok"
+	if s.StatusError || op.ErrorType != "" {
+		op.Status = "error"
+		if op.ErrorType == "" {
+			// The conventions' value for an error of no known type.
+			op.ErrorType = "_OTHER"
+		}
+	}
+	if m.content {
+		op.InputMessages = r.messages(inputMessages)
+		op.OutputMessages = r.messages(outputMessages)
+	}
+	m.price(&op, s.Start)
+	return op, true
+}
+
+// price sets op's price and cost: the response model's (the one that
+// ran), else the request model's, valid at the span's start.
+func (m *Mapper) price(op *Operation, at time.Time) {
+	if op.InputTokens == nil && op.OutputTokens == nil {
+		return // nothing to price (a tool call, an agent)
+	}
+	if m.prices != nil {
+		for _, model := range []string{op.ResponseModel, op.RequestModel} {
+			if model == "" {
+				continue
+			}
+			if f, ok := m.prices.Find(op.Provider, model, at); ok {
+				op.Price = &f
+				op.Cost = f.Prices.Cost(prices.Usage{
+					Input: deref(op.InputTokens), CacheRead: deref(op.CacheReadTokens),
+					CacheWrite: deref(op.CacheCreationTokens), Output: deref(op.OutputTokens),
+				})
+				return
+			}
+		}
+	}
+	m.stats.Unpriced.Add(1)
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// Decimal is a dollar amount as exact decimal text ("0.004750000000").
+type Decimal string
+
+// SpanColumns are the columns of genai_operations the span itself gives
+// (its ids, time and service), written by the spans decoder; Columns
+// follow them, from the Operation.
+var SpanColumns = []schema.Column{
+	{Name: "tenant_id", Type: schema.String},
+	{Name: "trace_id", Type: schema.String},
+	{Name: "span_id", Type: schema.String},
+	{Name: "parent_span_id", Type: schema.String},
+	{Name: "start_time", Type: schema.Timestamp},
+	{Name: "duration_ms", Type: schema.Float64},
+	{Name: "service_name", Type: schema.String},
+	{Name: "span_name", Type: schema.String},
+}
+
+// Columns are the operation's columns, in the order of Values.
+var Columns = []schema.Column{
+	{Name: "convention", Type: schema.String},
+	{Name: "operation", Type: schema.String},
+	{Name: "provider", Type: schema.String},
+	{Name: "request_model", Type: schema.String},
+	{Name: "response_model", Type: schema.String},
+	{Name: "input_tokens", Type: schema.Int64},
+	{Name: "output_tokens", Type: schema.Int64},
+	{Name: "total_tokens", Type: schema.Int64},
+	{Name: "cache_read_tokens", Type: schema.Int64},
+	{Name: "cache_creation_tokens", Type: schema.Int64},
+	{Name: "reasoning_tokens", Type: schema.Int64},
+	{Name: "temperature", Type: schema.Float64},
+	{Name: "max_tokens", Type: schema.Int64},
+	{Name: "finish_reasons", Type: schema.JSON},
+	{Name: "tool_name", Type: schema.String},
+	{Name: "tool_call_id", Type: schema.String},
+	{Name: "agent_name", Type: schema.String},
+	{Name: "conversation_id", Type: schema.String},
+	{Name: "user_id", Type: schema.String},
+	{Name: "error_type", Type: schema.String},
+	{Name: "status", Type: schema.String},
+	{Name: "input_messages", Type: schema.JSON},
+	{Name: "output_messages", Type: schema.JSON},
+	{Name: "input_cost_usd", Type: schema.Decimal},
+	{Name: "cache_read_cost_usd", Type: schema.Decimal},
+	{Name: "cache_creation_cost_usd", Type: schema.Decimal},
+	{Name: "output_cost_usd", Type: schema.Decimal},
+	{Name: "total_cost_usd", Type: schema.Decimal},
+	{Name: "price_id", Type: schema.String},
+	{Name: "price_match", Type: schema.String},
+}
+
+// Table is genai_operations: one row per GenAI span, with its span's
+// coordinates (so it is fenced and loaded exactly once with its span).
+var Table = schema.Table{
+	Name:    "genai_operations",
+	Columns: append(append([]schema.Column{}, SpanColumns...), Columns...),
+	Tenant:  "tenant_id",
+	Time:    "start_time",
+}
+
+// Values are the operation's column values in the order of Columns: a
+// string ("" is null), *int64, *float64, []string (a JSON array), []byte
+// (JSON, nil is null) or Decimal ("" is null).
+func (op *Operation) Values() []any {
+	var costs [5]Decimal
+	var priceID, how string
+	if op.Price != nil {
+		c := op.Cost
+		for i, v := range []int64{c.Input, c.CacheRead, c.CacheWrite, c.Output, c.Total()} {
+			costs[i] = Decimal(prices.Decimal(v))
+		}
+		priceID, how = op.Price.ID(), op.Price.How
+	}
+	return []any{
+		op.Convention, op.Operation, op.Provider, op.RequestModel, op.ResponseModel,
+		op.InputTokens, op.OutputTokens, op.TotalTokens, op.CacheReadTokens, op.CacheCreationTokens, op.ReasoningTokens,
+		op.Temperature, op.MaxTokens, op.FinishReasons,
+		op.ToolName, op.ToolCallID, op.AgentName, op.ConversationID, op.UserID, op.ErrorType, op.Status,
+		op.InputMessages, op.OutputMessages,
+		costs[0], costs[1], costs[2], costs[3], costs[4], priceID, how,
+	}
+}
