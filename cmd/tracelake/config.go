@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -134,6 +135,8 @@ func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 		Table:            cfg.Sink.Table,
 		Transform:        cfg.Mode == config.ModeTransform,
 		Typed:            typedTable(cfg),
+		Derived:          derivedTable(cfg),
+		DerivedTable:     derivedName(cfg),
 		Zstd:             cfg.Zstd(),
 		MemoryLimit:      int64(cfg.DuckDBMemoryLimit()),
 		Threads:          cfg.Sink.DuckDB.Threads,
@@ -149,6 +152,22 @@ func typedTable(cfg *config.Config) *schema.Table {
 		return otel.TableOf(cfg.Kafka.Signal)
 	}
 	return nil
+}
+
+// derivedTable is the table derived from the typed table's rows in the
+// same load (genai_operations), nil for none; derivedName is its name.
+func derivedTable(cfg *config.Config) *schema.Table {
+	if cfg.GenAIOperations() {
+		return &genai.Table
+	}
+	return nil
+}
+
+func derivedName(cfg *config.Config) string {
+	if cfg.GenAIOperations() {
+		return cfg.GenAI.Table
+	}
+	return ""
 }
 
 func newFlagSet(name string) *flag.FlagSet {

@@ -21,7 +21,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	cf.register(fs)
 	model := fs.String("model", "", "merge only this model (default: every model in merge.models)")
 	every := fs.Duration("every", 0, "merge again at this interval until stopped")
-	rebuild := fs.String("rebuild", "", "rebuild this model's target from the whole raw table (after its columns or rules changed)")
+	rebuild := fs.String("rebuild", "", "rebuild this model's target from the whole raw table (after its columns or rules changed); with OpenTelemetry spans, genai_operations (genai.table) from the spans, with the prices of now")
 	chunk := fs.Int64("chunk", 1_000_000, "rebuild: merge the raw table in slices of this many offsets")
 	printSQL := fs.Bool("print-sql", false, "print the SQL of the models instead of running it")
 	dialect := fs.String("dialect", "databend", "print-sql: databend or duckdb")
@@ -72,8 +72,16 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	mg := merge.NewMerger(snk.DB(), slog.Default())
 	if cfg.DecodesOTLP() {
+		if *rebuild != "" && *rebuild == cfg.GenAI.Table && cfg.GenAIOperations() {
+			n, err := rebuildGenAI(ctx, cfg, snk)
+			if err != nil {
+				return fmt.Errorf("rebuild %s: %w", cfg.GenAI.Table, err)
+			}
+			fmt.Printf("rebuilt %s from %s: %d operations\n", cfg.GenAI.Table, cfg.Sink.Table, n)
+			return nil
+		}
 		if *rebuild != "" || *model != "" {
-			return usagef("--rebuild and --model: an OpenTelemetry table has one built-in model, %s_dedup (drop it to rebuild it)", cfg.Sink.Table)
+			return usagef("--rebuild and --model: an OpenTelemetry table has one built-in model, %s_dedup (drop it to rebuild it)%s", cfg.Sink.Table, genaiHint(cfg))
 		}
 		dd := otelDedup{mg, merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}}
 		return mergeLoop(ctx, dd, dd.models(), *every)
@@ -95,6 +103,14 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return err
 	}
 	return mergeLoop(ctx, mg, models, *every)
+}
+
+// genaiHint names the one table --rebuild takes with OpenTelemetry spans.
+func genaiHint(cfg *config.Config) string {
+	if cfg.GenAIOperations() {
+		return "; --rebuild " + cfg.GenAI.Table + " recomputes its operations and costs"
+	}
+	return ""
 }
 
 // otelDedup runs an OpenTelemetry table's built-in model (one row per

@@ -28,6 +28,7 @@ type Config struct {
 	Merge   Merge   `yaml:"merge"`
 	Tenancy Tenancy `yaml:"tenancy"`
 	OTLP    OTLP    `yaml:"otlp"`
+	GenAI   GenAI   `yaml:"genai"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
 	// memory. Default 256MiB; the Kafka fetch size, the load size, DuckDB's
@@ -328,6 +329,36 @@ type Tenancy struct {
 	Required bool `yaml:"required"`
 }
 
+// GenAI configures genai_operations: a row per span that marks an LLM
+// operation (OpenTelemetry GenAI, OpenInference, Traceloop or Claude Code
+// conventions), with its tokens and cost, loaded with its span.
+type GenAI struct {
+	// Operations is auto (default: on when loading kafka.signal traces
+	// into the duckdb sink), on or off.
+	Operations string `yaml:"operations"`
+	// Table is the operations table's name. Default genai_operations.
+	Table string `yaml:"table"`
+	// CaptureContent keeps the input and output messages spans carry
+	// (prompts and answers: personal data, mind where the table goes).
+	// Default false: the columns stay null.
+	CaptureContent bool `yaml:"capture_content"`
+	// PricesFile is a price table exported from genai-prices
+	// (scripts/export-genai-prices.sh), used instead of the one built in;
+	// `tracelake prices update --file F` writes it. Default "": built in.
+	PricesFile string `yaml:"prices_file"`
+}
+
+// GenAIOperations reports whether genai_operations is loaded.
+func (c *Config) GenAIOperations() bool {
+	switch c.GenAI.Operations {
+	case "on":
+		return true
+	case "auto":
+		return c.DecodesOTLP() && c.Kafka.Signal == SignalTraces && c.Sink.Type == SinkDuckDB
+	}
+	return false
+}
+
 // OTLP configures the OTLP receivers. Each accepted request is forwarded
 // to Kafka (its signal's topic) and answered once the brokers acknowledged
 // it; tracelake processes consuming those topics (kafka.format
@@ -458,6 +489,7 @@ func Default() *Config {
 			Signal:           SignalTraces,
 		},
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
+		GenAI:   GenAI{Operations: "auto", Table: "genai_operations"},
 		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,

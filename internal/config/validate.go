@@ -82,6 +82,16 @@ func (c *Config) validate(consuming bool) error {
 		check(c.Sink.Type == SinkDuckDB || c.Merge.Every.D() == 0, "merge.every", "the OpenTelemetry tables' dedup model is built for the duckdb sink only so far")
 		check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with kafka.format %s there is none", c.Kafka.Format)
 	}
+	check(slices.Contains([]string{"auto", "on", "off"}, c.GenAI.Operations), "genai.operations",
+		"want auto, on or off, got %q", c.GenAI.Operations)
+	if c.GenAI.Operations == "on" {
+		check(c.DecodesOTLP() && c.Kafka.Signal == SignalTraces, "genai.operations",
+			"operations are read from OpenTelemetry spans: want kafka.format otlp_proto or otlp_json with kafka.signal traces (accepted here: auto or off)")
+		check(c.Sink.Type == SinkDuckDB, "genai.operations",
+			"genai_operations is loaded by the duckdb sink only so far (accepted with %s: auto or off)", c.Sink.Type)
+	}
+	check(identifier.MatchString(c.GenAI.Table) && c.GenAI.Table != c.Sink.Table, "genai.table",
+		"want a table name other than sink.table (letters, digits, _), got %q", c.GenAI.Table)
 	if err := otel.CheckTenant(c.Tenancy.Default); err != nil {
 		check(false, "tenancy.default", "%v", err)
 	}

@@ -53,13 +53,10 @@ func (l *otelLoader) load(values ...[]byte) {
 	first := l.next
 	var rows int64
 	for _, v := range values {
-		var n, longest int
-		var err error
-		b.Rows, n, longest, err = l.d.AppendRows(b.Rows, &kgo.Record{Topic: "otlp", Offset: l.next, Value: v})
+		n, err := l.d.AppendRows(b, &kgo.Record{Topic: "otlp", Offset: l.next, Value: v})
 		if err != nil {
 			l.t.Fatal(err)
 		}
-		b.MaxLine = max(b.MaxLine, longest)
 		rows += int64(n)
 		l.next++
 	}

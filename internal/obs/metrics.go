@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tracelake/tracelake/internal/genai"
 )
 
 // Metrics are every tracelake_ metric. Create them once with New; hot paths
@@ -126,3 +128,26 @@ func New() *Metrics {
 
 // PartitionLabel renders a partition number as a label value.
 func PartitionLabel(p int32) string { return strconv.Itoa(int(p)) }
+
+// WatchGenAI exports the counters of the GenAI operations read while
+// decoding spans: operations, operations without a price, and values of
+// the wrong type by column.
+func (m *Metrics) WatchGenAI(s *genai.Stats) {
+	collectors := []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tracelake_genai_operations_total",
+			Help: "GenAI operations read from spans (genai_operations rows written; a span decoded again after a restart counts again)."},
+			func() float64 { return float64(s.Operations.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tracelake_genai_unpriced_total",
+			Help: "GenAI operations with tokens whose model has no price: their cost columns are null."},
+			func() float64 { return float64(s.Unpriced.Load()) }),
+	}
+	for i, name := range genai.ColumnNames {
+		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tracelake_genai_invalid_values_total",
+			Help:        "Span attribute values of the wrong type for their genai_operations column (the column is null, the row kept).",
+			ConstLabels: prometheus.Labels{"column": name}},
+			func() float64 { return float64(s.Invalid[i].Load()) }))
+	}
+	for _, c := range collectors {
+		m.Registry.MustRegister(c)
+	}
+}

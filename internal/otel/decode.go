@@ -11,7 +11,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
 // Signals an OTLP message can hold; the OpenTelemetry Collector's Kafka
@@ -47,7 +49,10 @@ const (
 // Decoder turns OTLP messages of one signal and encoding into rows of its
 // table. Safe for concurrent use.
 type Decoder struct {
-	signal   string
+	signal string
+	// genai, when set, also makes a genai_operations row of each GenAI
+	// span (Batch.Derived), with its span's coordinates.
+	genai    *genai.Mapper
 	traces   ptrace.Unmarshaler
 	logs     plog.Unmarshaler
 	metrics  pmetric.Unmarshaler
@@ -101,50 +106,65 @@ func TableOf(signal string) *schema.Table {
 	return &Spans
 }
 
-// AppendRows appends the rows of r's message to dst, one NDJSON line each,
-// and returns them with their count and the longest line. A message that
-// is not OTLP of the decoder's signal and encoding, or whose tenant is not
-// valid, appends nothing and returns why.
-func (d *Decoder) AppendRows(dst []byte, r *kgo.Record) (out []byte, rows, longest int, err error) {
+// WithGenAI makes the decoder of traces also write a genai_operations row
+// of each GenAI span into Batch.Derived, read by m.
+func (d *Decoder) WithGenAI(m *genai.Mapper) *Decoder { d.genai = m; return d }
+
+// AppendRows appends the rows of r's message to b.Rows, one NDJSON line
+// each (and the rows derived from them to b.Derived), raises b.MaxLine,
+// and returns the count of rows. A message that is not OTLP of the
+// decoder's signal and encoding, or whose tenant is not valid, leaves b as
+// it was and returns why.
+func (d *Decoder) AppendRows(b *sink.Batch, r *kgo.Record) (rows int, err error) {
 	if other := signalOf(r); other != "" && other != d.signal {
 		// Another signal's message on a shared topic (otlp.forward.topic):
 		// its own loader stores it; here it holds no row.
-		return dst, 0, 0, nil
+		return 0, nil
 	}
+	rowsLen, derivedLen := len(b.Rows), len(b.Derived)
 	defer func() {
 		// A message that makes decoding panic must not stop the pipeline
 		// at every restart: it is dead-lettered with the panic.
 		if p := recover(); p != nil {
-			out, rows, longest, err = dst, 0, 0, fmt.Errorf("decoding %s failed: %v", d.kindName, p)
+			rows, err = 0, fmt.Errorf("decoding %s failed: %v", d.kindName, p)
+		}
+		if err != nil {
+			b.Rows, b.Derived = b.Rows[:rowsLen], b.Derived[:derivedLen]
 		}
 	}()
 	tenant, err := d.tenant(r)
 	if err != nil {
-		return dst, 0, 0, err
+		return 0, err
 	}
 	src := source{topic: r.Topic, partition: r.Partition, offset: r.Offset, tenant: tenant}
-	w := row{b: dst}
+	w := row{b: b.Rows}
+	var longest int
 	switch d.signal {
 	case SignalLogs:
 		logs, err := d.logs.UnmarshalLogs(r.Value)
 		if err != nil {
-			return dst, 0, 0, d.notOTLP(err)
+			return 0, d.notOTLP(err)
 		}
 		rows, longest = appendLogs(&w, logs, src)
 	case SignalMetrics:
 		metrics, err := d.metrics.UnmarshalMetrics(r.Value)
 		if err != nil {
-			return dst, 0, 0, d.notOTLP(err)
+			return 0, d.notOTLP(err)
 		}
 		rows, longest = appendMetrics(&w, metrics, src)
 	default:
 		traces, err := d.traces.UnmarshalTraces(r.Value)
 		if err != nil {
-			return dst, 0, 0, d.notOTLP(err)
+			return 0, d.notOTLP(err)
 		}
-		rows, longest = appendSpans(&w, traces, src)
+		ops := operations{mapper: d.genai, w: row{b: b.Derived}}
+		rows, longest = appendSpans(&w, traces, src, &ops)
+		b.Derived = ops.w.b
+		longest = max(longest, ops.longest)
 	}
-	return w.b, rows, longest, nil
+	b.Rows = w.b
+	b.MaxLine = max(b.MaxLine, longest)
+	return rows, nil
 }
 
 func (d *Decoder) notOTLP(err error) error {

@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC)
@@ -68,10 +70,12 @@ func sampleTraces() ptrace.Traces {
 // decodeRows decodes value and parses each row, numbers kept as written.
 func decodeRows(t *testing.T, d *Decoder, r *kgo.Record) []map[string]any {
 	t.Helper()
-	out, n, longest, err := d.AppendRows([]byte("prefix\n"), r)
+	b := &sink.Batch{Rows: []byte("prefix\n")}
+	n, err := d.AppendRows(b, r)
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, longest := b.Rows, b.MaxLine
 	if !bytes.HasPrefix(out, []byte("prefix\n")) {
 		t.Fatal("rows did not append to dst")
 	}
@@ -224,12 +228,13 @@ func TestMessagesThatAreNotOTLPAreRefusedWithTheReason(t *testing.T) {
 		{"bad tenant", d, &kgo.Record{Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("a/b")}}}, `header tenant: tenant id "a/b" has '/' at byte 1`},
 		{"tenant ..", d, &kgo.Record{Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("..")}}}, `tenant id ".." is not allowed`},
 	} {
-		out, n, _, err := c.d.AppendRows([]byte("x"), c.r)
+		b := &sink.Batch{Rows: []byte("x"), Derived: []byte("y")}
+		n, err := c.d.AppendRows(b, c.r)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
 		}
-		if string(out) != "x" || n != 0 {
-			t.Errorf("%s: appended %q (%d rows) for a refused message", c.name, out, n)
+		if string(b.Rows) != "x" || string(b.Derived) != "y" || n != 0 {
+			t.Errorf("%s: appended %q / %q (%d rows) for a refused message", c.name, b.Rows, b.Derived, n)
 		}
 	}
 	if _, err := NewDecoder(SignalTraces, EncodingProto, Tenancy{Default: strings.Repeat("a", 151)}); err == nil {
@@ -262,8 +267,9 @@ func TestARepeatedAttributeKeyIsWrittenOnce(t *testing.T) {
 			}
 		}
 		// encoding/json keeps the last of repeated keys: count them in the text.
-		line, _, _, _ := d.AppendRows(nil, &kgo.Record{Value: b.Bytes()})
-		if c := strings.Count(string(line), `"a":`); c != 1 {
+		var line sink.Batch
+		_, _ = d.AppendRows(&line, &kgo.Record{Value: b.Bytes()})
+		if c := strings.Count(string(line.Rows), `"a":`); c != 1 {
 			t.Errorf("n=%d: key a written %d times", n, c)
 		}
 	}
@@ -276,10 +282,11 @@ func TestOtherSignalsOfASharedTopicAreSkipped(t *testing.T) {
 	traces, _ := NewDecoder(SignalTraces, EncodingProto, Tenancy{Default: "t"})
 	logs, _ := NewDecoder(SignalLogs, EncodingProto, Tenancy{Default: "t"})
 	r := &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: SignalHeader, Value: []byte(SignalTraces)}}}
-	if _, n, _, err := traces.AppendRows(nil, r); err != nil || n != 3 {
+	if n, err := traces.AppendRows(&sink.Batch{}, r); err != nil || n != 3 {
 		t.Errorf("the traces loader: %d rows, %v", n, err)
 	}
-	if out, n, _, err := logs.AppendRows(nil, r); err != nil || n != 0 || len(out) != 0 {
+	var out sink.Batch
+	if n, err := logs.AppendRows(&out, r); err != nil || n != 0 || len(out.Rows) != 0 {
 		t.Errorf("the logs loader took a traces message: %d rows, %v", n, err)
 	}
 }

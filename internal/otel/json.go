@@ -1,8 +1,11 @@
 package otel
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -188,4 +191,40 @@ func appendTime(dst []byte, t pcommon.Timestamp) []byte {
 	dst = append(dst, '"')
 	dst = time.Unix(0, int64(t)).UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000Z")
 	return append(dst, '"')
+}
+
+// AttributesFromJSON reads an attributes column back into a map: integers
+// as ints, other numbers as doubles, strings, bools, arrays and maps as
+// they are (bytes stay base64 strings, NaN and the infinities strings).
+func AttributesFromJSON(data []byte) (pcommon.Map, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var raw map[string]any
+	m := pcommon.NewMap()
+	if err := d.Decode(&raw); err != nil {
+		return m, fmt.Errorf("attributes are not a JSON object: %w", err)
+	}
+	err := m.FromRaw(withNumbers(raw).(map[string]any))
+	return m, err
+}
+
+// withNumbers turns the json.Numbers of v into int64 or float64.
+func withNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i
+		}
+		f, _ := v.Float64()
+		return f
+	case []any:
+		for i := range v {
+			v[i] = withNumbers(v[i])
+		}
+	case map[string]any:
+		for k := range v {
+			v[k] = withNumbers(v[k])
+		}
+	}
+	return v
 }

@@ -5,9 +5,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// appendSpans writes one row of Spans per span; it returns the rows and
-// the longest line.
-func appendSpans(w *row, td ptrace.Traces, src source) (rows, longest int) {
+// appendSpans writes one row of Spans per span, and a row of
+// genai_operations of each GenAI span to ops; it returns the rows and the
+// longest line.
+func appendSpans(w *row, td ptrace.Traces, src source, ops *operations) (rows, longest int) {
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
@@ -54,6 +55,7 @@ func appendSpans(w *row, td ptrace.Traces, src source) (rows, longest int) {
 				w.int("flags", int64(s.Flags()))
 				w.coordinates(src, rows)
 				w.end()
+				ops.add(s, service, src, rows)
 				rows++
 				longest = max(longest, len(w.b)-start)
 			}

@@ -37,6 +37,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
 // forwarded is a Forwarder that keeps what it is given; the first fail
@@ -101,11 +102,11 @@ func rowsOf(t *testing.T, calls []forwardCall) []string {
 	}
 	var rows []string
 	for _, c := range calls {
-		out, _, _, err := d.AppendRows(nil, &kgo.Record{Value: c.body, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte(c.tenant)}}})
-		if err != nil {
+		var out sink.Batch
+		if _, err := d.AppendRows(&out, &kgo.Record{Value: c.body, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte(c.tenant)}}}); err != nil {
 			t.Fatal(err)
 		}
-		rows = append(rows, strings.Split(strings.TrimSpace(string(out)), "\n")...)
+		rows = append(rows, strings.Split(strings.TrimSpace(string(out.Rows)), "\n")...)
 	}
 	return rows
 }
@@ -455,11 +456,11 @@ func TestSDKLogExporter(t *testing.T) {
 		if c.signal != Logs || c.tenant != "team-logs" {
 			t.Fatalf("forwarded as %s for %s", c.signal, c.tenant)
 		}
-		out, _, _, err := d.AppendRows(nil, &kgo.Record{Value: c.body, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte(c.tenant)}}})
-		if err != nil {
+		var out sink.Batch
+		if _, err := d.AppendRows(&out, &kgo.Record{Value: c.body, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte(c.tenant)}}}); err != nil {
 			t.Fatal(err)
 		}
-		rows = append(rows, strings.Split(strings.TrimSpace(string(out)), "\n")...)
+		rows = append(rows, strings.Split(strings.TrimSpace(string(out.Rows)), "\n")...)
 	}
 	if len(rows) != records {
 		t.Fatalf("%d log records forwarded, want %d", len(rows), records)

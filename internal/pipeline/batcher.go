@@ -25,11 +25,12 @@ type batch struct {
 }
 
 // RowDecoder turns one record into rows of a declared table (OTLP spans or
-// logs), appended to dst as NDJSON lines: it returns them with their count
-// and the longest line, or why the record cannot be decoded (it then
-// appends nothing and the record is dead-lettered with that reason).
+// logs), appended to the batch's Rows as NDJSON lines (and rows derived
+// from them to its Derived), raising its MaxLine: it returns the count of
+// rows, or why the record cannot be decoded (it then leaves the batch as it
+// was and the record is dead-lettered with that reason).
 type RowDecoder interface {
-	AppendRows(dst []byte, r *kgo.Record) (out []byte, rows, longest int, err error)
+	AppendRows(b *sink.Batch, r *kgo.Record) (rows int, err error)
 }
 
 // batcher encodes records into the open batch and closes it at max records,
@@ -107,9 +108,9 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		// Held in memory are the rows, not the message (dropped once
 		// decoded): they count against the budget, usually 3-5 times
 		// the protobuf's size.
-		held := len(b.cur.Rows) + len(b.cur.DLQ)
+		held := len(b.cur.Rows) + len(b.cur.DLQ) + len(b.cur.Derived)
 		b.addDecoded(r, rg)
-		b.lastSize = int64(len(b.cur.Rows) + len(b.cur.DLQ) - held)
+		b.lastSize = int64(len(b.cur.Rows) + len(b.cur.DLQ) + len(b.cur.Derived) - held)
 	} else {
 		b.addJSON(r, rg)
 		b.lastSize = int64(len(r.Value))
@@ -152,13 +153,11 @@ func (b *batcher) addJSON(r *kgo.Record, rg *sink.Range) {
 // addDecoded adds the rows the decoder makes of r (any number, none for
 // an empty message), or a dead letter with the decoder's reason.
 func (b *batcher) addDecoded(r *kgo.Record, rg *sink.Range) {
-	rows, n, longest, err := b.decoder.AppendRows(b.cur.Rows, r)
+	n, err := b.decoder.AppendRows(b.cur.Batch, r)
 	if err != nil {
 		b.deadLetter(r, rg, envelope.Problem{Kind: envelope.KindUndecodable, Reason: err.Error()})
 		return
 	}
-	b.cur.Rows = rows
-	b.cur.MaxLine = max(b.cur.MaxLine, longest)
 	rg.Records += int64(n)
 	b.cur.created = append(b.cur.created, r.Timestamp.UnixNano())
 }

@@ -123,14 +123,15 @@ func TestOverlapFree(t *testing.T) {
 // the message; a message "bad" is refused.
 type tenRows struct{}
 
-func (tenRows) AppendRows(dst []byte, r *kgo.Record) ([]byte, int, int, error) {
+func (tenRows) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
 	if string(r.Value) == "bad" {
-		return dst, 0, 0, errors.New("not OTLP")
+		return 0, errors.New("not OTLP")
 	}
 	for range 10 {
-		dst = append(append(dst, r.Value...), '\n')
+		b.Rows = append(append(b.Rows, r.Value...), '\n')
 	}
-	return dst, 10, len(r.Value) + 1, nil
+	b.MaxLine = max(b.MaxLine, len(r.Value)+1)
+	return 10, nil
 }
 
 // A decoded record holds its rows in memory, not its message: the batch's

@@ -12,9 +12,11 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/prices"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -71,6 +73,16 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		d, err := otel.NewDecoder(cfg.Kafka.Signal, cfg.Kafka.Format, otel.Tenancy{Header: cfg.Tenancy.KafkaHeader, Default: cfg.Tenancy.Default})
 		if err != nil {
 			return err
+		}
+		if cfg.GenAIOperations() {
+			table, err := prices.Load(cfg.GenAI.PricesFile)
+			if err != nil {
+				return fmt.Errorf("genai.prices_file %s: %w", cfg.GenAI.PricesFile, err)
+			}
+			ro.Log.Info("genai_operations priced", "prices", table.Source, "exported", table.Exported)
+			m := genai.NewMapper(table, cfg.GenAI.CaptureContent)
+			ro.Metrics.WatchGenAI(m.Stats())
+			d.WithGenAI(m)
 		}
 		decoder = d
 	}

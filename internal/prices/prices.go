@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -37,6 +38,9 @@ func Embedded() *Table {
 	}
 	return t
 }
+
+// EmbeddedJSON is the export built into this binary, as exported.
+func EmbeddedJSON() []byte { return embedded }
 
 // Table is a price database.
 type Table struct {
@@ -455,7 +459,7 @@ func (t *Table) Find(provider, model string, at time.Time) (Found, bool) {
 		if via != p {
 			how = MatchAlias
 		}
-		return Found{Provider: via, Model: m, Prices: m.pricesAt(at), How: how}, true
+		return Found{Provider: via, Model: m, Prices: m.PricesAt(at), How: how}, true
 	}
 	return Found{}, false
 }
@@ -524,11 +528,11 @@ func candidates(model string) []candidate {
 	return out
 }
 
-// pricesAt selects the prices in effect at t, as genai-prices does: from
+// PricesAt selects the prices in effect at t, as genai-prices does: from
 // the last conditional backwards, the first whose constraint holds (a
 // start date at or before t, t's time of day in the window, or none);
 // else the first.
-func (m *Model) pricesAt(t time.Time) Prices {
+func (m *Model) PricesAt(t time.Time) Prices {
 	t = t.UTC()
 	day := t.Hour()*3600 + t.Minute()*60 + t.Second()
 	for i := len(m.Prices) - 1; i >= 0; i-- {
@@ -601,4 +605,23 @@ func Decimal(pico int64) string {
 		sign, pico = "-", -pico
 	}
 	return fmt.Sprintf("%s%d.%012d", sign, pico/1e12, pico%1e12)
+}
+
+// Load reads the price table at path, or returns the embedded one for ""
+// and for a path where no file is yet (`tracelake prices update` writes
+// it): its Source then says so.
+func Load(path string) (*Table, error) {
+	if path == "" {
+		return Embedded(), nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		t := Embedded()
+		t.Source += " (built in: " + path + " does not exist yet)"
+		return t, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data)
 }

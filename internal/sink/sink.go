@@ -23,6 +23,11 @@ import (
 // the next start resumes from the ledger, so nothing is lost.
 var ErrFatal = errors.New("the sink cannot go on in this process: restart tracelake (it resumes from the ledger; nothing is lost)")
 
+// ErrNoDerivedTable is a sink's answer to a batch with Derived rows when it
+// loads no derived table: configuration checks keep such batches away, so
+// it is a bug, and the load stops rather than drop the rows.
+var ErrNoDerivedTable = errors.New("BUG: derived rows (genai_operations) for a sink that does not load them")
+
 // TopicPartition names one Kafka partition.
 type TopicPartition struct {
 	Topic     string
@@ -50,7 +55,12 @@ type Batch struct {
 	// Records are the main table's rows as the Kafka records themselves,
 	// instead of Rows, for a RecordStager: raw mode only.
 	Records []Record
-	DLQ     []byte  // NDJSON rows for the dead-letter table
+	DLQ     []byte // NDJSON rows for the dead-letter table
+	// Derived are NDJSON rows of a table derived from the main table's
+	// (genai_operations of otel_spans), each with the coordinates of the
+	// row it comes from: loaded in the same transaction, fenced alike. Only
+	// a sink given a derived table gets them.
+	Derived []byte
 	Ranges  []Range // one per partition, sorted by topic and partition
 	MaxLine int     // longest NDJSON line, for readers with a line limit
 	// ID tells this batch from every other staging of the same offsets
@@ -120,9 +130,11 @@ type File struct {
 	Name     string // deterministic name from Batch.Name
 	RowsPath string // "" when the batch had no main-table rows
 	DLQPath  string // "" when the batch had no dead-letter rows
-	Ranges   []Range
-	Bytes    int64 // staged bytes (after compression)
-	MaxLine  int
+	// DerivedPath holds the batch's Derived rows; "" for none.
+	DerivedPath string
+	Ranges      []Range
+	Bytes       int64 // staged bytes (after compression)
+	MaxLine     int
 }
 
 // Sink is a destination. Prepare is called once before anything else; the

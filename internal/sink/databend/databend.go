@@ -326,6 +326,9 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 // In transform mode the rows become the bare objects COPY maps onto the
 // table by field name; their coordinates stay here.
 func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
+	if len(b.Derived) > 0 {
+		return sink.File{}, sink.ErrNoDerivedTable
+	}
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
 	rows := &keptFile{data: b.Rows}
 	if s.opt.Transform {

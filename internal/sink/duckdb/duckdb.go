@@ -36,6 +36,12 @@ type Options struct {
 	// (OTLP spans or logs): Table is created with its columns and loaded
 	// fenced by its coordinates, as the raw table is.
 	Typed *schema.Table
+	// Derived, with a Typed table, is the table of the batches' Derived
+	// rows (genai_operations), named DerivedTable: created with its
+	// columns and loaded in the transaction of the rows it comes from,
+	// fenced by the same coordinates.
+	Derived      *schema.Table
+	DerivedTable string
 	// Zstd compresses staged files.
 	Zstd bool
 	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults.
@@ -70,6 +76,7 @@ type Sink struct {
 
 type tables struct {
 	main, dlq, ledger string
+	derived           string // "" without Options.Derived
 	// mainTopic is the SQL expression of a main-table row's topic (raw
 	// and typed tables; the user's table in transform mode has none).
 	mainTopic string
@@ -114,6 +121,13 @@ func Open(opt Options) (*Sink, error) {
 	if opt.Typed != nil {
 		s.tables.mainTopic = schema.TopicColumn
 	}
+	if (opt.Derived != nil) != (opt.Typed != nil && opt.DerivedTable != "") {
+		db.Close()
+		return nil, errors.New("BUG: a derived table needs a typed table and a name")
+	}
+	if opt.Derived != nil {
+		s.tables.derived = sqltext.Name(opt.DerivedTable)
+	}
 	return s, nil
 }
 
@@ -147,6 +161,12 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 	if f.DLQPath, err = write(".dlq", b.DLQ); err != nil {
 		return sink.File{}, err
 	}
+	if len(b.Derived) > 0 && s.opt.Derived == nil {
+		return sink.File{}, sink.ErrNoDerivedTable
+	}
+	if f.DerivedPath, err = write(".derived", b.Derived); err != nil {
+		return sink.File{}, err
+	}
 	return f, nil
 }
 
@@ -166,7 +186,7 @@ func (s *Sink) writeFile(path string, data []byte) (int64, error) {
 // Discard removes staged files that will not be loaded.
 func (s *Sink) Discard(files []sink.File) {
 	for _, f := range files {
-		for _, p := range []string{f.RowsPath, f.DLQPath} {
+		for _, p := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
 			if p != "" {
 				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 					s.log.Warn("remove staged file", "path", p, "err", err)

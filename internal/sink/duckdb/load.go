@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -150,6 +151,7 @@ func (s *Sink) fence(ctx context.Context, files []sink.File) (map[sink.TopicPart
 // the fence, and the SQL filter that skips fenced rows ("" when none are).
 type loadPlan struct {
 	rowFiles, dlqFiles []string
+	derivedFiles       []string
 	ranges             []sink.Range // merged per partition, fenced
 	exact              bool         // ranges' counts are exact (nothing fenced)
 	rawFilter          string       // WHERE condition on raw files, "" for all rows
@@ -172,6 +174,9 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64, topic s
 		}
 		if f.DLQPath != "" {
 			p.dlqFiles = append(p.dlqFiles, f.DLQPath)
+		}
+		if f.DerivedPath != "" {
+			p.derivedFiles = append(p.derivedFiles, f.DerivedPath)
 		}
 		p.maxLine = max(p.maxLine, f.MaxLine)
 	}
@@ -260,12 +265,19 @@ func (s *Sink) insertFiles(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSO
 		case s.opt.Transform:
 			transformed, err = s.insertTransformed(ctx, tx, p, now)
 		case s.opt.Typed != nil:
-			err = s.insertTyped(ctx, tx, p)
+			err = s.insertTyped(ctx, tx, s.tables.main, s.opt.Typed, p.rowFiles, p)
 		default:
 			err = s.insertRaw(ctx, tx, p, checkJSON, now)
 		}
 		if err != nil {
 			return nil, err
+		}
+	}
+	if len(p.derivedFiles) > 0 {
+		// The rows derived from this load's rows, fenced by the same
+		// coordinates (each carries its source row's).
+		if err := s.insertTyped(ctx, tx, s.tables.derived, s.opt.Derived, p.derivedFiles, p); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.opt.DerivedTable, err)
 		}
 	}
 	if len(p.dlqFiles) > 0 {
@@ -299,24 +311,29 @@ func (s *Sink) insertRaw(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON 
 	return nil
 }
 
-// insertTyped inserts the rows of a declared table (Options.Typed): read
-// with the table's own columns, timestamps from microseconds.
-func (s *Sink) insertTyped(ctx context.Context, tx *sql.Tx, p loadPlan) error {
-	cols := s.opt.Typed.AllColumns()
+// insertTyped inserts the rows of declared table t from files into target
+// (Options.Typed, Options.Derived): read with the table's own columns,
+// timestamps from microseconds, decimals from their exact text.
+func (s *Sink) insertTyped(ctx context.Context, tx *sql.Tx, target string, t *schema.Table, files []string, p loadPlan) error {
+	cols := t.AllColumns()
 	read := make([]string, len(cols))
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		name := sqltext.Ident(c.Name)
 		typ := typeNames[c.Type]
 		sel[i] = name
-		if c.Type == schema.Timestamp {
+		switch c.Type {
+		case schema.Timestamp:
 			typ = "BIGINT"
 			sel[i] = "make_timestamp(" + name + ")"
+		case schema.Decimal:
+			typ = "VARCHAR"
+			sel[i] = "CAST(" + name + " AS " + typeNames[c.Type] + ")"
 		}
 		read[i] = name + ": " + sqltext.String(typ)
 	}
-	q := fmt.Sprintf(`INSERT INTO %s SELECT %s FROM %s%s`, s.tables.main, strings.Join(sel, ", "),
-		readNDJSON(p.rowFiles, "columns = {"+strings.Join(read, ", ")+"}", p.maxLine), where(p.rawFilter))
+	q := fmt.Sprintf(`INSERT INTO %s SELECT %s FROM %s%s`, target, strings.Join(sel, ", "),
+		readNDJSON(files, "columns = {"+strings.Join(read, ", ")+"}", p.maxLine), where(p.rawFilter))
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("insert rows: %w", err)
 	}
@@ -373,4 +390,34 @@ func (s *Sink) insertLedger(ctx context.Context, tx *sql.Tx, ranges []sink.Range
 		return fmt.Errorf("insert ledger rows: %w", err)
 	}
 	return nil
+}
+
+// ReplaceDerived replaces every row of the derived table (Options.Derived)
+// with the rows of files (NDJSON, as Batch.Derived), in one transaction:
+// readers see the old rows or the new, never a mix or none. Loads wait
+// for it.
+func (s *Sink) ReplaceDerived(ctx context.Context, files []string, maxLine int) (int64, error) {
+	if s.opt.Derived == nil {
+		return 0, errors.New("no derived table is configured")
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.tables.derived); err != nil {
+		return 0, fmt.Errorf("empty %s: %w", s.opt.DerivedTable, err)
+	}
+	if len(files) > 0 {
+		if err := s.insertTyped(ctx, tx, s.tables.derived, s.opt.Derived, files, loadPlan{maxLine: maxLine}); err != nil {
+			return 0, fmt.Errorf("%s: %w", s.opt.DerivedTable, err)
+		}
+	}
+	var n int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+s.tables.derived).Scan(&n); err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
 }

@@ -41,14 +41,11 @@ func decodeBatches(b *testing.B, d *otel.Decoder, msgs []*kgo.Record) []*sink.Ba
 		bt := &sink.Batch{Rows: make([]byte, 0, last+last/8)}
 		var rows int
 		for _, r := range msgs[i : i+messagesPerBatch] {
-			var n, longest int
-			var err error
-			bt.Rows, n, longest, err = d.AppendRows(bt.Rows, r)
+			n, err := d.AppendRows(bt, r)
 			if err != nil {
 				b.Fatal(err)
 			}
 			rows += n
-			bt.MaxLine = max(bt.MaxLine, longest)
 		}
 		last = len(bt.Rows)
 		bt.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: int64(i), Last: int64(i + messagesPerBatch - 1), Records: int64(rows)}}

@@ -44,7 +44,7 @@ func DLQColumns() []Column { return slices.Clone(dlqColumns) }
 // typeNames are DuckDB's names of the logical types.
 var typeNames = map[schema.Type]string{
 	schema.String: "VARCHAR", schema.Int32: "INTEGER", schema.Int64: "BIGINT", schema.Float64: "DOUBLE",
-	schema.Bool: "BOOLEAN", schema.Timestamp: "TIMESTAMP", schema.JSON: "JSON",
+	schema.Bool: "BOOLEAN", schema.Timestamp: "TIMESTAMP", schema.JSON: "JSON", schema.Decimal: "DECIMAL(18,12)",
 }
 
 // TypedColumns are a declared table's columns in DuckDB.
@@ -72,6 +72,9 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		}
 	} else if s.opt.Typed != nil {
 		errs = append(errs, s.ensure(ctx, s.opt.Table, TypedColumns(s.opt.Typed)))
+		if s.opt.Derived != nil {
+			errs = append(errs, s.ensure(ctx, s.opt.DerivedTable, TypedColumns(s.opt.Derived)))
+		}
 	} else {
 		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
 	}

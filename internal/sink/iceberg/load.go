@@ -61,6 +61,9 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	if len(b.Rows) > 0 && s.opt.Typed == nil {
 		return sink.File{}, errors.New("the iceberg sink takes raw rows as records, not NDJSON rows")
 	}
+	if len(b.Derived) > 0 {
+		return sink.File{}, sink.ErrNoDerivedTable
+	}
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
 	s.mu.Lock()
 	st, ok := s.kept[f.Name]

@@ -1,0 +1,145 @@
+package otel
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/genai"
+)
+
+// operations writes the genai_operations rows of a message's spans.
+type operations struct {
+	mapper  *genai.Mapper // nil: none are written
+	w       row
+	longest int
+}
+
+// add writes the operation of span s, the index-th row of its message, if
+// it is one: with its span's coordinates, so the fence and verify treat
+// the two rows as one.
+func (o *operations) add(s ptrace.Span, service string, src source, index int) {
+	if o.mapper == nil {
+		return
+	}
+	tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
+	sr := SpanRow{
+		Tenant: src.tenant, Service: service, Name: s.Name(),
+		TraceID: tid, SpanID: sid, ParentSpanID: pid,
+		Start: s.StartTimestamp(), DurationNs: int64(s.EndTimestamp()) - int64(s.StartTimestamp()),
+		StatusError: s.Status().Code() == ptrace.StatusCodeError, StatusMessage: s.Status().Message(),
+		Attributes: s.Attributes(),
+		Topic:      src.topic, Partition: src.partition, Offset: src.offset, Index: index,
+	}
+	start := len(o.w.b)
+	var ok bool
+	if o.w.b, ok = AppendOperation(o.w.b, o.mapper, &sr); ok {
+		o.longest = max(o.longest, len(o.w.b)-start)
+	}
+}
+
+// SpanRow is what a genai_operations row is made of: a span as decoded,
+// or as otel_spans stored it (a rebuild).
+type SpanRow struct {
+	Tenant, Service, Name string
+	TraceID               pcommon.TraceID
+	SpanID, ParentSpanID  pcommon.SpanID
+	Start                 pcommon.Timestamp
+	DurationNs            int64
+	StatusError           bool
+	StatusMessage         string
+	Attributes            pcommon.Map
+	Topic                 string
+	Partition             int32
+	Offset                int64
+	Index                 int
+}
+
+// AppendOperation appends the genai_operations row of s to dst as one
+// NDJSON line, if m reads an operation in it.
+func AppendOperation(dst []byte, m *genai.Mapper, s *SpanRow) ([]byte, bool) {
+	gs := genai.Span{Name: s.Name, Attributes: s.Attributes, StatusError: s.StatusError,
+		StatusMessage: s.StatusMessage, Start: s.Start.AsTime()}
+	op, ok := m.Map(&gs)
+	if !ok {
+		return dst, false
+	}
+	w := row{b: dst}
+	w.begin()
+	w.str("tenant_id", s.Tenant)
+	w.id("trace_id", s.TraceID[:])
+	w.id("span_id", s.SpanID[:])
+	w.id("parent_span_id", s.ParentSpanID[:])
+	w.time("start_time", s.Start)
+	w.float("duration_ms", float64(s.DurationNs)/1e6)
+	w.str("service_name", s.Service)
+	w.str("span_name", s.Name)
+	for i, v := range op.Values() {
+		w.value(genai.Columns[i].Name, v)
+	}
+	w.coordinates(source{topic: s.Topic, partition: s.Partition, offset: s.Offset, tenant: s.Tenant}, s.Index)
+	w.end()
+	return w.b, true
+}
+
+// value writes one of genai.Operation.Values: "", nil and empty decimals
+// as null; JSON compacted to one line (an attribute's JSON may span many).
+func (w *row) value(name string, v any) {
+	w.key(name)
+	switch v := v.(type) {
+	case string:
+		if v == "" {
+			w.b = append(w.b, "null"...)
+			return
+		}
+		w.b = appendText(w.b, v)
+	case genai.Decimal:
+		if v == "" {
+			w.b = append(w.b, "null"...)
+			return
+		}
+		w.b = appendText(w.b, string(v))
+	case *int64:
+		if v == nil {
+			w.b = append(w.b, "null"...)
+			return
+		}
+		w.b = strconv.AppendInt(w.b, *v, 10)
+	case *float64:
+		if v == nil {
+			w.b = append(w.b, "null"...)
+			return
+		}
+		w.b = appendDouble(w.b, *v)
+	case []string:
+		if v == nil {
+			w.b = append(w.b, "null"...)
+			return
+		}
+		w.b = append(w.b, '[')
+		for i, s := range v {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = appendText(w.b, s)
+		}
+		w.b = append(w.b, ']')
+	case []byte:
+		var buf bytes.Buffer
+		switch {
+		case v == nil:
+			w.b = append(w.b, "null"...)
+		case utf8.Valid(v) && json.Compact(&buf, v) == nil:
+			w.b = append(w.b, buf.Bytes()...)
+		default:
+			w.b = appendText(w.b, string(v)) // kept, as a JSON string
+		}
+	default:
+		panic(fmt.Sprintf("BUG: genai value of type %T", v))
+	}
+}
