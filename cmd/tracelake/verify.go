@@ -15,6 +15,7 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
@@ -59,6 +60,12 @@ func cmdVerify(ctx context.Context, args []string) error {
 		if cfg.DecodesOTLP() {
 			if rep.Copies, err = copies(ctx, mg, merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}); err != nil {
 				return err
+			}
+			if cfg.GenAIOperations() {
+				t := snk.Tables()
+				if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main); err != nil {
+					return err
+				}
 			}
 		}
 		for _, m := range cfg.Models() {

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -56,6 +57,54 @@ type Report struct {
 	// Copies are an OpenTelemetry table's rows stored more than once
 	// (client retries) and what its deduplicating model kept; informative.
 	Copies *Copies `json:"copies,omitempty"`
+	// Derived is the check of a table derived in the loads of the main
+	// table's rows (genai_operations).
+	Derived *Derived `json:"derived,omitempty"`
+}
+
+// Derived is what a derived table holds against the main table: each of
+// its rows carries the coordinates of the row it comes from, which must be
+// there, once.
+type Derived struct {
+	Table      string `json:"table"`
+	Rows       int64  `json:"rows"`
+	Duplicates int64  `json:"duplicates"` // rows whose coordinates another row has too
+	Orphans    int64  `json:"orphans"`    // rows with no main-table row at their coordinates
+}
+
+// CheckDerived checks the derived table against the main table (quoted
+// names; both declared tables with coordinates) and adds what is wrong to
+// the report's problems.
+func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, main string) error {
+	coords := []string{schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, schema.IndexColumn}
+	on := make([]string, len(coords))
+	for i, c := range coords {
+		on[i] = "m." + c + " = d." + c
+	}
+	rows, err := q.QueryText(ctx, fmt.Sprintf(`SELECT
+		(SELECT count(*) FROM %[1]s),
+		(SELECT count(*) - count(DISTINCT (%[3]s)) FROM %[1]s),
+		(SELECT count(*) FROM %[1]s d WHERE NOT EXISTS (SELECT 1 FROM %[2]s m WHERE %[4]s))`,
+		derived, main, strings.Join(coords, ", "), strings.Join(on, " AND ")))
+	if err != nil {
+		return fmt.Errorf("check %s: %w", name, err)
+	}
+	d := &Derived{Table: name}
+	for i, p := range []*int64{&d.Rows, &d.Duplicates, &d.Orphans} {
+		if *p, err = strconv.ParseInt(rows[0][i], 10, 64); err != nil {
+			return fmt.Errorf("check %s: %w", name, err)
+		}
+	}
+	r.Derived = d
+	if d.Duplicates > 0 {
+		r.OK = false
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d rows stored twice (the same source row's coordinates)", name, d.Duplicates))
+	}
+	if d.Orphans > 0 {
+		r.OK = false
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d rows whose source row is not in the main table", name, d.Orphans))
+	}
+	return nil
 }
 
 // Copies are the copies an OpenTelemetry table holds: a client that
@@ -520,6 +569,9 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, ", %d rows not merged yet (tracelake merge)", c.Pending)
 		}
 		fmt.Fprintln(w)
+	}
+	if d := r.Derived; d != nil {
+		fmt.Fprintf(w, "%s: %d rows, %d stored twice, %d without their source row\n", d.Table, d.Rows, d.Duplicates, d.Orphans)
 	}
 	rows, dlq := r.Totals()
 	if r.OK {
