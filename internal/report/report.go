@@ -1,0 +1,203 @@
+// Package report turns genai_operations into one self-contained HTML page:
+// tokens and cost by model and day, latency percentiles and error rates by
+// operation, top tools and agents, the most expensive traces. Charts are
+// inline SVG; the page loads nothing from the network.
+package report
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// Options say what to report on.
+type Options struct {
+	Table string        // genai_operations table (unquoted name)
+	Since time.Duration // window before Now; 0 for everything
+	Now   time.Time
+}
+
+// Report is the data of the page.
+type Report struct {
+	Table     string
+	Since     time.Duration
+	Generated time.Time
+
+	Operations, Errors, Unpriced int64
+	InputTokens, OutputTokens    int64
+	CostUSD                      string // exact decimal text
+
+	Days   []string     // the days with operations, ascending (YYYY-MM-DD)
+	Models []ModelUsage // by cost, descending
+	// ByDay are each model's cost and tokens per day.
+	ByDay       []ModelDay
+	ByOperation []OperationStats
+	Tools       []NamedStats
+	Agents      []NamedStats
+	Traces      []TraceCost
+}
+
+// ModelUsage is one model's totals.
+type ModelUsage struct {
+	Model                                string
+	Operations                           int64
+	InputTokens, OutputTokens, CacheRead int64
+	CostUSD                              float64
+	CostText                             string
+}
+
+// ModelDay is one model's use on one day.
+type ModelDay struct {
+	Day, Model string
+	CostUSD    float64
+	Tokens     int64
+}
+
+// OperationStats are one operation's latency and errors.
+type OperationStats struct {
+	Operation     string
+	Count, Errors int64
+	P50, P90, P99 float64 // milliseconds
+}
+
+// ErrorRate is the share of the operation's spans that failed.
+func (o OperationStats) ErrorRate() float64 {
+	if o.Count == 0 {
+		return 0
+	}
+	return float64(o.Errors) / float64(o.Count)
+}
+
+// NamedStats are a tool's or an agent's calls.
+type NamedStats struct {
+	Name          string
+	Count, Errors int64
+	P50           float64
+}
+
+// TraceCost is one trace's operations and cost.
+type TraceCost struct {
+	Tenant, TraceID, Service, Models string
+	Operations                       int64
+	Tokens                           int64
+	CostUSD                          string
+}
+
+// Build queries the table (DuckDB SQL).
+func Build(ctx context.Context, db *sql.DB, opt Options) (*Report, error) {
+	r := &Report{Table: opt.Table, Since: opt.Since, Generated: opt.Now.UTC()}
+	t := sqltext.Name(opt.Table)
+	where := "start_time IS NOT NULL"
+	if opt.Since > 0 {
+		where += fmt.Sprintf(" AND start_time >= TIMESTAMP '%s'", opt.Now.UTC().Add(-opt.Since).Format("2006-01-02 15:04:05.000000"))
+	}
+	from := " FROM " + t + " WHERE " + where
+	// A model is the one that answered, else the one asked for.
+	const model = "coalesce(response_model, request_model, '(none)')"
+
+	if err := db.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'error'),
+		count(*) FILTER (WHERE total_cost_usd IS NULL AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)),
+		coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(total_cost_usd), 0)::VARCHAR`+from).
+		Scan(&r.Operations, &r.Errors, &r.Unpriced, &r.InputTokens, &r.OutputTokens, &r.CostUSD); err != nil {
+		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
+	}
+	err := query(ctx, db, `SELECT `+model+`, count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
+		coalesce(sum(cache_read_tokens), 0), coalesce(sum(total_cost_usd), 0)::DOUBLE, coalesce(sum(total_cost_usd)::VARCHAR, '')`+from+`
+		AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) GROUP BY 1 ORDER BY 6 DESC, 1`,
+		func(s scanner) error {
+			var m ModelUsage
+			if err := s.Scan(&m.Model, &m.Operations, &m.InputTokens, &m.OutputTokens, &m.CacheRead, &m.CostUSD, &m.CostText); err != nil {
+				return err
+			}
+			r.Models = append(r.Models, m)
+			return nil
+		})
+	if err == nil {
+		err = query(ctx, db, `SELECT strftime(start_time, '%Y-%m-%d'), `+model+`, coalesce(sum(total_cost_usd), 0)::DOUBLE,
+			coalesce(sum(total_tokens), 0)`+from+` AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) GROUP BY 1, 2 ORDER BY 1, 2`,
+			func(s scanner) error {
+				var d ModelDay
+				if err := s.Scan(&d.Day, &d.Model, &d.CostUSD, &d.Tokens); err != nil {
+					return err
+				}
+				r.ByDay = append(r.ByDay, d)
+				return nil
+			})
+	}
+	if err == nil {
+		err = query(ctx, db, `SELECT coalesce(operation, '(none)'), count(*), count(*) FILTER (WHERE status = 'error'),
+			coalesce(quantile_cont(duration_ms, 0.5), 0), coalesce(quantile_cont(duration_ms, 0.9), 0), coalesce(quantile_cont(duration_ms, 0.99), 0)`+
+			from+` GROUP BY 1 ORDER BY 2 DESC, 1`,
+			func(s scanner) error {
+				var o OperationStats
+				if err := s.Scan(&o.Operation, &o.Count, &o.Errors, &o.P50, &o.P90, &o.P99); err != nil {
+					return err
+				}
+				r.ByOperation = append(r.ByOperation, o)
+				return nil
+			})
+	}
+	for _, named := range []struct {
+		column string
+		into   *[]NamedStats
+	}{{"tool_name", &r.Tools}, {"agent_name", &r.Agents}} {
+		if err != nil {
+			break
+		}
+		err = query(ctx, db, `SELECT `+named.column+`, count(*), count(*) FILTER (WHERE status = 'error'),
+			coalesce(quantile_cont(duration_ms, 0.5), 0)`+from+` AND `+named.column+` IS NOT NULL GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10`,
+			func(s scanner) error {
+				var n NamedStats
+				if err := s.Scan(&n.Name, &n.Count, &n.Errors, &n.P50); err != nil {
+					return err
+				}
+				*named.into = append(*named.into, n)
+				return nil
+			})
+	}
+	if err == nil {
+		err = query(ctx, db, `SELECT tenant_id, trace_id, coalesce(min(service_name), ''), coalesce(string_agg(DISTINCT coalesce(response_model, request_model), ', ' ORDER BY coalesce(response_model, request_model)), ''),
+			count(*), coalesce(sum(total_tokens), 0), sum(total_cost_usd)::VARCHAR`+from+` AND trace_id IS NOT NULL
+			GROUP BY 1, 2 HAVING sum(total_cost_usd) > 0 ORDER BY sum(total_cost_usd) DESC, 2 LIMIT 10`,
+			func(s scanner) error {
+				var c TraceCost
+				if err := s.Scan(&c.Tenant, &c.TraceID, &c.Service, &c.Models, &c.Operations, &c.Tokens, &c.CostUSD); err != nil {
+					return err
+				}
+				r.Traces = append(r.Traces, c)
+				return nil
+			})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
+	}
+	days := map[string]bool{}
+	for _, d := range r.ByDay {
+		days[d.Day] = true
+	}
+	for d := range days {
+		r.Days = append(r.Days, d)
+	}
+	sort.Strings(r.Days)
+	return r, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func query(ctx context.Context, db *sql.DB, q string, each func(scanner) error) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
