@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,6 +70,31 @@ func TestGenAIOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// While it runs, the status page links the report, served from the
+	// process's own database; the counters are on /metrics.
+	run := startRun(t, bin, cfgPath, "run")
+	awaitMetric(t, run, "tracelake_genai_operations_total")
+	if page := run.get("/"); !strings.Contains(page, `href="/report"`) {
+		t.Errorf("the status page does not link the report:\n%s", page)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		page := run.get("/report?since=all")
+		if strings.Contains(page, "GenAI operations") && strings.Contains(page, "claude-sonnet-4-5-20250929") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/report shows no operations after 60s:\n%.3000s", page)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition: the loads
+	}
+	if m := run.get("/metrics"); !regexp.MustCompile(`tracelake_genai_invalid_values_total\{column="input_tokens"\} [1-9]`).MatchString(m) ||
+		!regexp.MustCompile(`(?m)^tracelake_genai_unpriced_total [1-9]`).MatchString(m) {
+		t.Errorf("/metrics lacks the mistyped and unpriced operations:\n%s", m)
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = run.cmd.Wait()
 	rep := runUntilIdle(t, bin, cfgPath)
 	if rows, dlq := rep.Totals(); !rep.OK || rows != int64(2*len(fixtures)) || dlq != 0 {
 		t.Fatalf("ok=%v rows=%d dlq=%d problems=%v, want %d spans", rep.OK, rows, dlq, rep.Problems, 2*len(fixtures))
@@ -148,6 +175,13 @@ func TestGenAIOperations(t *testing.T) {
 	}
 	if changed < 3 {
 		t.Errorf("%d operations priced as openai/gpt-4o; the fixtures have more", changed)
+	}
+	page := filepath.Join(t.TempDir(), "report.html")
+	if out, err := exec.Command(bin, "report", "--config", cfgPath, "--since", "all", "-o", page).CombinedOutput(); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "openai/gpt-4o") && !strings.Contains(string(html), "gpt-4o-2024-08-06") {
+		t.Errorf("report: %v\n%.2000s", err, html)
 	}
 }
 

@@ -87,6 +87,8 @@ func run(args []string) int {
 		err = cmdExpire(ctx, args[1:])
 	case "orphans":
 		err = cmdOrphans(ctx, args[1:])
+	case "report":
+		err = cmdReport(ctx, args[1:])
 	case "prices":
 		err = cmdPrices(ctx, args[1:])
 	case "gen":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -54,9 +55,17 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	defer stopSampling()
 	go status.SampleEvery(sampling, 5*time.Second)
 	if cfg.Metrics.Listen != "" {
+		db, genaiReport := snk.(interface{ DB() *sql.DB })
+		genaiReport = genaiReport && cfg.GenAIOperations()
+		if genaiReport {
+			status.AddLink("GenAI report", "/report")
+		}
 		srv, err := obs.Listen(cfg.Metrics.Listen, metrics, status, ready.Why, slog.Default())
 		if err != nil {
 			return err
+		}
+		if genaiReport {
+			srv.Handle("GET /report", reportHandler(db.DB(), cfg))
 		}
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -71,12 +71,12 @@ th{background:#f0f2f6;font-weight:600}td.l,th.l{text-align:left}
 {{if .Errors}}<table class="errors">
 {{range .Errors}}<tr><td class="t">{{clock .At}}</td><td class="{{.Level}}">{{.Level}}</td><td>{{.Text}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">none since start.</p>{{end}}
-<p class="muted">{{.Now.UTC.Format "2006-01-02 15:04:05"}} UTC · refreshes every 10 s · <a href="/metrics">/metrics</a></p>
+<p class="muted">{{.Now.UTC.Format "2006-01-02 15:04:05"}} UTC · refreshes every 10 s · <a href="/metrics">/metrics</a>{{range .Links}} · <a href="{{index . 1}}">{{index . 0}}</a>{{end}}</p>
 </body></html>
 `))
 
 type pageData struct {
-	Info                 [][2]string
+	Info, Links          [][2]string
 	Uptime               string
 	NotReady             string
 	Now                  time.Time
@@ -97,6 +97,7 @@ func (s *Status) Handler(ready func() string) http.Handler {
 		samples := s.Samples()
 		d := pageData{
 			Info:     s.info,
+			Links:    s.links,
 			Uptime:   now.Sub(s.started).Round(time.Second).String(),
 			NotReady: ready(),
 			Now:      now,

@@ -15,6 +15,7 @@ import (
 // Server serves the status page at /, /metrics, /healthz (the process is
 // alive) and /readyz (ready says why not, or "" when ready).
 type Server struct {
+	mux  *http.ServeMux
 	srv  *http.Server
 	ln   net.Listener
 	done chan error
@@ -39,6 +40,7 @@ func Listen(addr string, m *Metrics, status *Status, ready func() string, log *s
 		fmt.Fprintln(w, "ready")
 	})
 	s := &Server{
+		mux:  mux,
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		ln:   ln,
 		done: make(chan error, 1),
@@ -47,6 +49,9 @@ func Listen(addr string, m *Metrics, status *Status, ready func() string, log *s
 	log.Info("serving metrics", "addr", ln.Addr().String())
 	return s, nil
 }
+
+// Handle serves h at pattern beside the status page (the GenAI report).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Addr is the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }

@@ -73,6 +73,7 @@ type LoggedError struct {
 // Safe for concurrent use.
 type Status struct {
 	info    [][2]string // label, value: what this process runs
+	links   [][2]string // label, path: pages beside the status page
 	started time.Time
 
 	mu      sync.Mutex
@@ -172,6 +173,10 @@ func (s *Status) Models() []ModelStatus {
 	slices.SortFunc(out, func(a, b ModelStatus) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
+
+// AddLink shows a link to another page of this server on the status page.
+// Call it before serving.
+func (s *Status) AddLink(label, path string) { s.links = append(s.links, [2]string{label, path}) }
 
 // NewStatus creates a status with header fields (label, value pairs such as
 // group and topics). Never pass secrets: the page shows them as given.

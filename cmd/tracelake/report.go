@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/report"
+)
+
+// defaultReportWindow is what the report covers unless asked otherwise.
+const defaultReportWindow = 7 * 24 * time.Hour
+
+// cmdReport is `tracelake report`: genai_operations as one HTML page.
+func cmdReport(ctx context.Context, args []string) error {
+	fs := newFlagSet("report")
+	var cf configFlags
+	cf.register(fs)
+	sinceFlag := fs.String("since", "7d", "the window before now: a number of days (7d) or a Go duration (12h); all for everything")
+	out := fs.String("o", "report.html", "the page to write; - for standard output")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	since, err := parseSince(*sinceFlag)
+	if err != nil {
+		return usageError{err}
+	}
+	cfg, err := cf.loadFor(false)
+	if err != nil {
+		return err
+	}
+	if err := reportable(cfg); err != nil {
+		return err
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	if err := snk.Prepare(ctx); err != nil {
+		return fmt.Errorf("prepare tables: %w", err)
+	}
+	var page bytes.Buffer
+	if err := writeReport(ctx, &page, snk.DB(), cfg, since); err != nil {
+		return err
+	}
+	if *out == "-" {
+		_, err = os.Stdout.Write(page.Bytes())
+		return err
+	}
+	if err := os.WriteFile(*out, page.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s\n", *out)
+	return nil
+}
+
+// reportable says why cfg has no operations to report on, or nil.
+func reportable(cfg *config.Config) error {
+	if !cfg.GenAIOperations() {
+		return usagef("tracelake report reads genai_operations, which this configuration does not load (genai.operations: want auto or on, with kafka.format otlp_proto or otlp_json, kafka.signal traces and the duckdb sink)")
+	}
+	return nil
+}
+
+func writeReport(ctx context.Context, w io.Writer, db *sql.DB, cfg *config.Config, since time.Duration) error {
+	r, err := report.Build(ctx, db, report.Options{Table: cfg.GenAI.Table, Since: since, Now: time.Now()})
+	if err != nil {
+		return err
+	}
+	return r.WriteHTML(w)
+}
+
+// parseSince reads 7d, 12h, 90m or all (0).
+func parseSince(s string) (time.Duration, error) {
+	if s == "all" || s == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n > 0 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--since %q: want days (7d), a duration (12h) or all", s)
+	}
+	return d, nil
+}
+
+// reportHandler serves the report from the running process's database,
+// for the status page (the file is locked while tracelake runs).
+func reportHandler(db *sql.DB, cfg *config.Config) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		since := defaultReportWindow
+		if s := r.URL.Query().Get("since"); s != "" {
+			var err error
+			if since, err = parseSince(s); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		var page bytes.Buffer
+		if err := writeReport(r.Context(), &page, db, cfg, since); err != nil {
+			slog.Warn("report", "err", err)
+			http.Error(w, "report: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(page.Bytes())
+	})
+}
