@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,16 +29,17 @@ import (
 
 // demoOTLPQueries show what otel_spans answers about agents.
 var demoOTLPQueries = []struct{ title, sql string }{
-	{"GenAI operations: calls, tokens and latency by operation and model", `SELECT span_attributes->>'$."gen_ai.operation.name"' AS operation,
-       coalesce(span_attributes->>'$."gen_ai.request.model"', '') AS model, count(*) AS spans,
-       sum((span_attributes->'$."gen_ai.usage.input_tokens"')::BIGINT) AS input_tokens,
-       sum((span_attributes->'$."gen_ai.usage.output_tokens"')::BIGINT) AS output_tokens,
-       round(avg(duration_ns) / 1e6) AS avg_ms
-FROM otel_spans_dedup GROUP BY ALL ORDER BY spans DESC`},
-	{"Tools: calls and errors", `SELECT span_attributes->>'$."gen_ai.tool.name"' AS tool, count(*) AS calls,
-       count(*) FILTER (WHERE status_code = 'error') AS errors
-FROM otel_spans_dedup WHERE span_attributes->>'$."gen_ai.operation.name"' = 'execute_tool'
-GROUP BY ALL ORDER BY calls DESC`},
+	{"GenAI operations (genai_operations, written in the load of their spans): calls, tokens, latency", `SELECT operation,
+       coalesce(response_model, '') AS model, count(*) AS calls, sum(input_tokens) AS input_tokens,
+       sum(cache_read_tokens) AS cache_read, sum(output_tokens) AS output_tokens, round(avg(duration_ms)) AS avg_ms,
+       count(*) FILTER (WHERE status = 'error') AS errors
+FROM genai_operations GROUP BY ALL ORDER BY calls DESC`},
+	{"Cost per model, priced from genai-prices at each call's time", `SELECT provider, response_model AS model, price_id, price_match,
+       count(*) AS calls, sum(total_tokens) AS tokens, sum(total_cost_usd) AS cost_usd
+FROM genai_operations WHERE operation = 'chat' GROUP BY ALL ORDER BY cost_usd DESC`},
+	{"Tools: calls and errors", `SELECT tool_name AS tool, count(*) AS calls, count(*) FILTER (WHERE status = 'error') AS errors,
+       round(quantile_cont(duration_ms, 0.5)) AS p50_ms
+FROM genai_operations WHERE operation = 'execute_tool' GROUP BY ALL ORDER BY calls DESC`},
 	{"Slowest agent runs, with their children", `SELECT r.trace_id, r.name, round(r.duration_ns / 1e6) AS ms, count(c.span_id) AS children,
        sum((c.span_attributes->'$."gen_ai.usage.output_tokens"')::BIGINT) AS output_tokens
 FROM otel_spans_dedup r LEFT JOIN otel_spans_dedup c ON c.trace_id = r.trace_id AND c.parent_span_id = r.span_id
@@ -140,6 +143,16 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 			return err
 		}
 	}
+	page := strings.TrimSuffix(path, filepath.Ext(path)) + "-report.html"
+	var html bytes.Buffer
+	if err := writeReport(ctx, &html, snk.DB(), cfg, 0); err != nil {
+		return err
+	}
+	if err := os.WriteFile(page, html.Bytes(), 0o644); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(page)
+	fmt.Printf("\nreport: file://%s (tokens and cost by model and day, latency, errors, tools, costliest traces)\n", abs)
 	fmt.Printf("\nThe spans are in %s. Try:\n  tracelake sql --duckdb %s \"SELECT name, count(*) FROM otel_spans_dedup GROUP BY 1\"\n", path, path)
 	return nil
 }

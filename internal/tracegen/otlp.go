@@ -11,6 +11,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
+// llms are the models agent traces call, with their providers as
+// gen_ai.provider.name names them: real ids, so that the price table
+// prices them; Anthropic's calls read a prompt cache.
+var llms = []struct{ provider, model string }{
+	{"openai", "gpt-4o-2024-08-06"}, {"openai", "gpt-4o-mini"}, {"anthropic", "claude-sonnet-4-5-20250929"},
+	{"anthropic", "claude-3-5-haiku-20241022"}, {"gcp.gemini", "gemini-2.5-flash"},
+}
+
 // OTLPTrace returns one agent trace as OTLP, as an SDK exports it: an
 // invoke_agent span, under it chat and execute_tool spans with the
 // OpenTelemetry GenAI semantic conventions' attributes (token counts as
@@ -42,7 +50,7 @@ func (g *Generator) OTLPTrace() ptrace.Traces {
 		id[0] |= 1 // never all zero
 		s.SetSpanID(id)
 		a := s.Attributes()
-		model := models[g.r.IntN(len(models))]
+		llm := llms[g.r.IntN(len(llms))]
 		latency := time.Duration(20+g.r.IntN(8000)) * time.Millisecond
 		switch {
 		case i == 0:
@@ -62,14 +70,17 @@ func (g *Generator) OTLPTrace() ptrace.Traces {
 			a.PutStr("gen_ai.tool.call.id", fmt.Sprintf("call_%x", g.r.Uint64()))
 		default:
 			input, output := 50+g.r.IntN(4000), 10+g.r.IntN(1500)
-			s.SetName("chat " + model)
+			s.SetName("chat " + llm.model)
 			s.SetKind(ptrace.SpanKindClient)
 			a.PutStr("gen_ai.operation.name", "chat")
-			a.PutStr("gen_ai.provider.name", "openai")
-			a.PutStr("gen_ai.request.model", model)
-			a.PutStr("gen_ai.response.model", model)
+			a.PutStr("gen_ai.provider.name", llm.provider)
+			a.PutStr("gen_ai.request.model", llm.model)
+			a.PutStr("gen_ai.response.model", llm.model)
 			a.PutInt("gen_ai.usage.input_tokens", int64(input))
 			a.PutInt("gen_ai.usage.output_tokens", int64(output))
+			if llm.provider == "anthropic" {
+				a.PutInt("gen_ai.usage.cache_read.input_tokens", int64(input*g.r.IntN(90)/100))
+			}
 			a.PutDouble("gen_ai.request.temperature", 0.7)
 			a.PutInt("gen_ai.request.max_tokens", 4096)
 			a.PutEmptySlice("gen_ai.response.finish_reasons").AppendEmpty().SetStr("stop")
