@@ -2,7 +2,9 @@ package genai_test
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/genai"
@@ -51,5 +53,16 @@ func TestContentOff(t *testing.T) {
 	op, ok := genai.NewMapper(nil, false).Map(&s)
 	if !ok || op.InputMessages != nil || op.OutputMessages != nil {
 		t.Fatalf("messages kept without capture: %s %s", op.InputMessages, op.OutputMessages)
+	}
+}
+
+// The README's mapping tables are the ones the code reads.
+func TestREADMEMappingTables(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := genai.MappingTables(); !strings.Contains(string(readme), want) {
+		t.Errorf("README.md lacks the mapping tables as the code has them; paste:\n\n%s", want)
 	}
 }

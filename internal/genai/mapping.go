@@ -29,6 +29,8 @@ const (
 	colUserID
 	colErrorType
 	colProvider
+	colToolName
+	colAgentName
 	numColumns
 )
 
@@ -36,25 +38,44 @@ const (
 var ColumnNames = [numColumns]string{
 	"request_model", "response_model", "input_tokens", "output_tokens", "total_tokens",
 	"cache_read_tokens", "cache_creation_tokens", "reasoning_tokens", "temperature", "max_tokens",
-	"tool_call_id", "conversation_id", "user_id", "error_type", "provider",
+	"tool_call_id", "conversation_id", "user_id", "error_type", "provider", "tool_name", "agent_name",
 }
 
-// Where an attribute name comes from, for the mapping table.
+// origin is the conventions that define an attribute name (a set).
+type origin int
+
 const (
-	srcOTel          = "OpenTelemetry GenAI semantic conventions"
-	srcOTelOld       = "OpenTelemetry GenAI, deprecated"
-	srcOpenInference = "OpenInference semantic conventions (spec/semantic_conventions.md)"
-	srcTraceloop     = "Traceloop semantic conventions (opentelemetry-semantic-conventions-ai SpanAttributes)"
-	srcClaudeCode    = "Claude Code monitoring docs (claude_code.* span attributes)"
+	fromOTel origin = 1 << iota
+	fromOTelDeprecated
+	fromOpenInference
+	fromTraceloop
+	fromClaudeCode
 )
+
+// Conventions are the conventions in order of precedence, with where their
+// attribute names are defined, for the README's tables.
+var Conventions = []struct {
+	Name, Source string
+	from         origin
+}{
+	{"OpenTelemetry GenAI", "the semantic conventions for GenAI spans and the gen_ai.* attribute registry, opentelemetry.io/docs/specs/semconv/gen-ai", fromOTel},
+	{"OpenTelemetry GenAI, deprecated names", "the same registry's deprecated attributes", fromOTelDeprecated},
+	{"OpenInference", "Arize-ai/openinference, spec/semantic_conventions.md", fromOpenInference},
+	{"Traceloop", "traceloop/openllmetry, opentelemetry-semantic-conventions-ai's SpanAttributes", fromTraceloop},
+	{"Claude Code", "Claude Code's monitoring docs, claude_code.* spans; these generic names are read on those spans only", fromClaudeCode},
+}
 
 // source is one attribute a column is read from.
 type source struct {
-	attr   string
-	origin string
+	attr string
+	from origin
 	// key, when set, reads this key of the attribute's JSON object
 	// (OpenInference's llm.invocation_parameters).
 	key string
+	// kind, when set, reads the attribute only on spans whose
+	// traceloop.span.kind is kind (Traceloop's entity name is the tool's
+	// or agent's name on those).
+	kind string
 }
 
 // mapping is, for each column, the attributes it is read from, in order of
@@ -65,90 +86,95 @@ type source struct {
 // claude_code.* spans.
 var mapping = [numColumns][]source{
 	colRequestModel: {
-		{attr: "gen_ai.request.model", origin: srcOTel},
-		{attr: "llm.model_name", origin: srcOpenInference},
-		{attr: "embedding.model_name", origin: srcOpenInference},
-		{attr: "model", origin: srcClaudeCode},
+		{attr: "gen_ai.request.model", from: fromOTel},
+		{attr: "llm.model_name", from: fromOpenInference},
+		{attr: "embedding.model_name", from: fromOpenInference},
+		{attr: "model", from: fromClaudeCode},
 	},
 	colResponseModel: {
-		{attr: "gen_ai.response.model", origin: srcOTel},
-		{attr: "llm.model_name", origin: srcOpenInference},
-		{attr: "model", origin: srcClaudeCode},
+		{attr: "gen_ai.response.model", from: fromOTel},
+		{attr: "llm.model_name", from: fromOpenInference},
+		{attr: "model", from: fromClaudeCode},
 	},
 	colInputTokens: {
-		{attr: "gen_ai.usage.input_tokens", origin: srcOTel},
-		{attr: "gen_ai.usage.prompt_tokens", origin: srcOTelOld + "; Traceloop"},
-		{attr: "llm.token_count.prompt", origin: srcOpenInference},
-		{attr: "input_tokens", origin: srcClaudeCode + " (without cache: the cache tokens are added)"},
+		{attr: "gen_ai.usage.input_tokens", from: fromOTel},
+		{attr: "gen_ai.usage.prompt_tokens", from: fromOTelDeprecated | fromTraceloop},
+		{attr: "llm.token_count.prompt", from: fromOpenInference},
+		{attr: "input_tokens", from: fromClaudeCode},
 	},
 	colOutputTokens: {
-		{attr: "gen_ai.usage.output_tokens", origin: srcOTel},
-		{attr: "gen_ai.usage.completion_tokens", origin: srcOTelOld + "; Traceloop"},
-		{attr: "llm.token_count.completion", origin: srcOpenInference},
-		{attr: "output_tokens", origin: srcClaudeCode},
+		{attr: "gen_ai.usage.output_tokens", from: fromOTel},
+		{attr: "gen_ai.usage.completion_tokens", from: fromOTelDeprecated | fromTraceloop},
+		{attr: "llm.token_count.completion", from: fromOpenInference},
+		{attr: "output_tokens", from: fromClaudeCode},
 	},
 	colTotalTokens: {
-		{attr: "gen_ai.usage.total_tokens", origin: srcTraceloop},
-		{attr: "llm.token_count.total", origin: srcOpenInference},
-		{attr: "llm.usage.total_tokens", origin: srcTraceloop},
+		{attr: "gen_ai.usage.total_tokens", from: fromTraceloop},
+		{attr: "llm.token_count.total", from: fromOpenInference},
+		{attr: "llm.usage.total_tokens", from: fromTraceloop},
 	},
 	colCacheReadTokens: {
-		{attr: "gen_ai.usage.cache_read.input_tokens", origin: srcOTel},
-		{attr: "gen_ai.usage.cache_read_input_tokens", origin: srcOTelOld + "; Traceloop"},
-		{attr: "llm.token_count.prompt_details.cache_read", origin: srcOpenInference},
-		{attr: "cache_read_tokens", origin: srcClaudeCode},
+		{attr: "gen_ai.usage.cache_read.input_tokens", from: fromOTel},
+		{attr: "gen_ai.usage.cache_read_input_tokens", from: fromOTelDeprecated | fromTraceloop},
+		{attr: "llm.token_count.prompt_details.cache_read", from: fromOpenInference},
+		{attr: "cache_read_tokens", from: fromClaudeCode},
 	},
 	colCacheCreationTokens: {
-		{attr: "gen_ai.usage.cache_creation.input_tokens", origin: srcOTel},
-		{attr: "gen_ai.usage.cache_creation_input_tokens", origin: srcOTelOld + "; Traceloop"},
-		{attr: "llm.token_count.prompt_details.cache_write", origin: srcOpenInference},
-		{attr: "cache_creation_tokens", origin: srcClaudeCode},
+		{attr: "gen_ai.usage.cache_creation.input_tokens", from: fromOTel},
+		{attr: "gen_ai.usage.cache_creation_input_tokens", from: fromOTelDeprecated | fromTraceloop},
+		{attr: "llm.token_count.prompt_details.cache_write", from: fromOpenInference},
+		{attr: "cache_creation_tokens", from: fromClaudeCode},
 	},
 	colReasoningTokens: {
-		{attr: "gen_ai.usage.reasoning.output_tokens", origin: srcOTel},
-		{attr: "llm.token_count.completion_details.reasoning", origin: srcOpenInference},
-		{attr: "gen_ai.usage.reasoning_tokens", origin: srcTraceloop},
+		{attr: "gen_ai.usage.reasoning.output_tokens", from: fromOTel},
+		{attr: "llm.token_count.completion_details.reasoning", from: fromOpenInference},
+		{attr: "gen_ai.usage.reasoning_tokens", from: fromTraceloop},
 	},
 	colTemperature: {
-		{attr: "gen_ai.request.temperature", origin: srcOTel + "; Traceloop"},
-		{attr: "llm.invocation_parameters", key: "temperature", origin: srcOpenInference},
+		{attr: "gen_ai.request.temperature", from: fromOTel | fromTraceloop},
+		{attr: "llm.invocation_parameters", key: "temperature", from: fromOpenInference},
 	},
 	colMaxTokens: {
-		{attr: "gen_ai.request.max_tokens", origin: srcOTel + "; Traceloop"},
-		{attr: "llm.invocation_parameters", key: "max_tokens", origin: srcOpenInference},
-		{attr: "llm.invocation_parameters", key: "max_completion_tokens", origin: srcOpenInference},
+		{attr: "gen_ai.request.max_tokens", from: fromOTel | fromTraceloop},
+		{attr: "llm.invocation_parameters", key: "max_tokens", from: fromOpenInference},
+		{attr: "llm.invocation_parameters", key: "max_completion_tokens", from: fromOpenInference},
 	},
 	colToolCallID: {
-		{attr: "gen_ai.tool.call.id", origin: srcOTel},
-		{attr: "tool_call.id", origin: srcOpenInference},
+		{attr: "gen_ai.tool.call.id", from: fromOTel},
+		{attr: "tool_call.id", from: fromOpenInference},
 	},
 	colConversationID: {
-		{attr: "gen_ai.conversation.id", origin: srcOTel},
-		{attr: "session.id", origin: srcOpenInference + "; " + srcClaudeCode},
-		{attr: "traceloop.association.properties.session_id", origin: srcTraceloop},
+		{attr: "gen_ai.conversation.id", from: fromOTel},
+		{attr: "session.id", from: fromOpenInference | fromClaudeCode},
+		{attr: "traceloop.association.properties.session_id", from: fromTraceloop},
 	},
 	colUserID: {
-		{attr: "user.id", origin: srcOTel + " (general user.id); " + srcOpenInference},
-		{attr: "traceloop.association.properties.user_id", origin: srcTraceloop},
-		{attr: "gen_ai.user", origin: srcTraceloop},
-		{attr: "user.account_uuid", origin: srcClaudeCode},
+		{attr: "user.id", from: fromOTel | fromOpenInference},
+		{attr: "traceloop.association.properties.user_id", from: fromTraceloop},
+		{attr: "gen_ai.user", from: fromTraceloop},
+		{attr: "user.account_uuid", from: fromClaudeCode},
 	},
 	colErrorType: {
-		{attr: "error.type", origin: srcOTel},
-		{attr: "error", origin: srcClaudeCode},
+		{attr: "error.type", from: fromOTel},
+		{attr: "error", from: fromClaudeCode},
+	},
+	colToolName: {
+		{attr: "gen_ai.tool.name", from: fromOTel},
+		{attr: "tool.name", from: fromOpenInference},
+		{attr: "traceloop.entity.name", kind: "tool", from: fromTraceloop},
+		{attr: "tool_name", from: fromClaudeCode},
+	},
+	colAgentName: {
+		{attr: "gen_ai.agent.name", from: fromOTel},
+		{attr: "agent.name", from: fromOpenInference},
+		{attr: "traceloop.entity.name", kind: "agent", from: fromTraceloop},
 	},
 	colProvider: {
-		{attr: "gen_ai.provider.name", origin: srcOTel},
-		{attr: "gen_ai.system", origin: srcOTelOld + "; Traceloop"},
-		{attr: "llm.provider", origin: srcOpenInference},
-		{attr: "llm.system", origin: srcOpenInference},
+		{attr: "gen_ai.provider.name", from: fromOTel},
+		{attr: "gen_ai.system", from: fromOTelDeprecated | fromTraceloop},
+		{attr: "llm.provider", from: fromOpenInference},
+		{attr: "llm.system", from: fromOpenInference},
 	},
-}
-
-// claudeOnly are the generic names read only on claude_code.* spans.
-var claudeOnly = map[string]bool{
-	"model": true, "input_tokens": true, "output_tokens": true, "cache_read_tokens": true,
-	"cache_creation_tokens": true, "error": true, "user.account_uuid": true,
 }
 
 // reader reads columns from one span's attributes.
@@ -163,8 +189,13 @@ type reader struct {
 // first returns the first source of col the span has, and its value.
 func (r *reader) first(col column) (source, pcommon.Value, bool) {
 	for _, s := range mapping[col] {
-		if claudeOnly[s.attr] && !r.claude {
+		if s.from == fromClaudeCode && !r.claude {
 			continue
+		}
+		if s.kind != "" {
+			if k, ok := r.attrs.Get("traceloop.span.kind"); !ok || !strings.EqualFold(k.AsString(), s.kind) {
+				continue
+			}
 		}
 		if s.key != "" {
 			if v, ok := r.param(s.key); ok {
@@ -232,7 +263,7 @@ func (r *reader) intFrom(col column) (*int64, bool) {
 	if !ok {
 		return nil, false
 	}
-	claude := claudeOnly[s.attr]
+	claude := s.from == fromClaudeCode
 	var n int64
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
@@ -368,62 +399,49 @@ func (r *reader) provider() string {
 	return p
 }
 
-// entityOfKind is Traceloop's entity name when its span kind is kind.
-func (r *reader) entityOfKind(kind string) string {
-	if k, ok := r.attrs.Get("traceloop.span.kind"); ok && strings.EqualFold(k.AsString(), kind) {
-		if n, ok := r.attrs.Get("traceloop.entity.name"); ok {
-			return n.AsString()
-		}
-	}
-	return ""
+// listSource is where a list column is read from: one attribute holding
+// the whole list, or a list flattened into attributes (prefix.N.field).
+type listSource struct {
+	attr string // the attribute, or the prefix of a flattened list
+	flat bool
+	from origin
 }
 
-func (r *reader) toolName() string {
-	for _, a := range []string{"gen_ai.tool.name", "tool.name"} {
-		if v, ok := r.attrs.Get(a); ok {
-			return v.AsString()
-		}
-	}
-	if n := r.entityOfKind("tool"); n != "" {
-		return n
-	}
-	if r.claude {
-		if v, ok := r.attrs.Get("tool_name"); ok {
-			return v.AsString()
-		}
-	}
-	return ""
+// finishReasonSources are where finish_reasons is read from, in order.
+var finishReasonSources = []listSource{
+	{attr: "gen_ai.response.finish_reasons", from: fromOTel},
+	{attr: "gen_ai.completion.", flat: true, from: fromTraceloop}, // .N.finish_reason
 }
 
-func (r *reader) agentName() string {
-	for _, a := range []string{"gen_ai.agent.name", "agent.name"} {
-		if v, ok := r.attrs.Get(a); ok {
-			return v.AsString()
-		}
-	}
-	return r.entityOfKind("agent")
-}
-
-// finishReasons reads gen_ai.response.finish_reasons (an array, or one
-// string), else Traceloop's per-choice gen_ai.completion.N.finish_reason.
+// finishReasons reads the finish reasons: an array (or one string), or
+// each choice's finish_reason.
 func (r *reader) finishReasons() []string {
-	if v, ok := r.attrs.Get("gen_ai.response.finish_reasons"); ok {
-		if v.Type() == pcommon.ValueTypeSlice {
+	for _, src := range finishReasonSources {
+		if !src.flat {
+			v, ok := r.attrs.Get(src.attr)
+			if !ok {
+				continue
+			}
+			if v.Type() != pcommon.ValueTypeSlice {
+				return []string{v.AsString()}
+			}
 			out := make([]string, 0, v.Slice().Len())
 			for i := range v.Slice().Len() {
 				out = append(out, v.Slice().At(i).AsString())
 			}
 			return out
 		}
-		return []string{v.AsString()}
-	}
-	var out []string
-	for _, m := range r.indexed("gen_ai.completion.") {
-		if reason, ok := m.fields["finish_reason"]; ok {
-			out = append(out, reason.AsString())
+		var out []string
+		for _, m := range r.indexed(src.attr) {
+			if reason, ok := m.fields["finish_reason"]; ok {
+				out = append(out, reason.AsString())
+			}
+		}
+		if out != nil {
+			return out
 		}
 	}
-	return out
+	return nil
 }
 
 // indexedItem is one item of a list flattened into attributes
@@ -458,48 +476,46 @@ func (r *reader) indexed(prefix string) []indexedItem {
 	return items
 }
 
-// messageSources are where each direction's messages are: one attribute
-// holding them all (JSON, or an array), then a flattened list whose items
-// have role and content fields under a field prefix.
-type messageSource struct {
-	whole      []string // attributes holding the whole list
-	flat       []string // prefixes of flattened lists
-	fieldInner string   // prefix of the role/content fields within an item
-}
-
+// Where each direction's messages are, in order: a flattened item's role
+// and content are its fields role and content (Traceloop) or message.role
+// and message.content (OpenInference).
 var (
-	inputMessages = messageSource{
-		whole: []string{"gen_ai.input.messages", "gen_ai.prompt"},
-		flat:  []string{"llm.input_messages.", "gen_ai.prompt."}, fieldInner: "message.",
+	inputMessages = []listSource{
+		{attr: "gen_ai.input.messages", from: fromOTel},
+		{attr: "gen_ai.prompt", from: fromOTelDeprecated},
+		{attr: "llm.input_messages.", flat: true, from: fromOpenInference},
+		{attr: "gen_ai.prompt.", flat: true, from: fromTraceloop},
 	}
-	outputMessages = messageSource{
-		whole: []string{"gen_ai.output.messages", "gen_ai.completion"},
-		flat:  []string{"llm.output_messages.", "gen_ai.completion."}, fieldInner: "message.",
+	outputMessages = []listSource{
+		{attr: "gen_ai.output.messages", from: fromOTel},
+		{attr: "gen_ai.completion", from: fromOTelDeprecated},
+		{attr: "llm.output_messages.", flat: true, from: fromOpenInference},
+		{attr: "gen_ai.completion.", flat: true, from: fromTraceloop},
 	}
 )
 
 // messages returns a direction's messages as a JSON array, nil if the span
 // carries none.
-func (r *reader) messages(src messageSource) []byte {
-	for _, a := range src.whole {
-		v, ok := r.attrs.Get(a)
-		if !ok {
+func (r *reader) messages(sources []listSource) []byte {
+	for _, src := range sources {
+		if !src.flat {
+			v, ok := r.attrs.Get(src.attr)
+			if !ok {
+				continue
+			}
+			if v.Type() == pcommon.ValueTypeStr {
+				if json.Valid([]byte(v.Str())) {
+					return []byte(v.Str())
+				}
+				b, _ := json.Marshal([]map[string]string{{"content": v.Str()}})
+				return b
+			}
+			if b, err := json.Marshal(v.AsRaw()); err == nil {
+				return b
+			}
 			continue
 		}
-		if v.Type() == pcommon.ValueTypeStr {
-			if json.Valid([]byte(v.Str())) {
-				return []byte(v.Str())
-			}
-			b, _ := json.Marshal([]map[string]string{{"content": v.Str()}})
-			return b
-		}
-		b, err := json.Marshal(v.AsRaw())
-		if err == nil {
-			return b
-		}
-	}
-	for _, prefix := range src.flat {
-		items := r.indexed(prefix)
+		items := r.indexed(src.attr)
 		if len(items) == 0 {
 			continue
 		}
@@ -507,10 +523,7 @@ func (r *reader) messages(src messageSource) []byte {
 		for _, it := range items {
 			msg := map[string]any{}
 			for field, v := range it.fields {
-				// OpenInference nests its fields under "message.";
-				// Traceloop's are direct.
-				name := strings.TrimPrefix(field, src.fieldInner)
-				if name == "role" || name == "content" {
+				if name := strings.TrimPrefix(field, "message."); name == "role" || name == "content" {
 					msg[name] = v.AsString()
 				}
 			}
