@@ -642,6 +642,29 @@ metrics: {listen: "127.0.0.1:0"}
 	if len(seen) != spans {
 		t.Fatalf("%d distinct spans stored, want %d", len(seen), spans)
 	}
+	// Every generated span is a GenAI operation: each in genai_operations
+	// once, loaded with it, chats priced.
+	if d := rep.Derived; d == nil || d.Rows != int64(spans) || d.Duplicates != 0 || d.Orphans != 0 {
+		t.Fatalf("verify's check of genai_operations: %+v, want %d rows", d, spans)
+	}
+	ops := map[string]bool{}
+	priced := 0
+	for _, r := range srv.Rows("genai_operations") {
+		id := string(r["trace_id"]) + string(r["span_id"])
+		if ops[id] || !seen[id] {
+			t.Fatalf("operation %s stored twice, or without its span", id)
+		}
+		ops[id] = true
+		if string(r["operation"]) == `"chat"` {
+			if !regexp.MustCompile(`^"\d+\.\d{12}"$`).Match(r["total_cost_usd"]) {
+				t.Fatalf("a chat without its cost as exact decimal text: %s", r["total_cost_usd"])
+			}
+			priced++
+		}
+	}
+	if len(ops) != spans || priced == 0 {
+		t.Fatalf("%d operations (%d chats priced), want %d", len(ops), priced, spans)
+	}
 
 	// Metrics: a NaN gauge is a row Databend rejects.
 	metricsCfg := strings.Replace(strings.Replace(cfg, "format: otlp_proto,", "format: otlp_proto, signal: metrics,", 1), "topics: ["+testTopic+"]", "topics: [otlp_metrics]", 1)

@@ -46,7 +46,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		if cfg.DecodesOTLP() {
-			return usagef("tracelake merge: the OpenTelemetry tables' dedup model is built for the duckdb sink only so far")
+			return usagef("tracelake merge: the OpenTelemetry tables' dedup model and --rebuild %s are built for the duckdb sink only so far", cfg.GenAI.Table)
 		}
 		if *rebuild != "" {
 			return usagef("--rebuild: not built for the databend sink (drop the model's target, rejects and tombstones tables and DELETE its rows of tracelake_merge_watermarks, then merge)")

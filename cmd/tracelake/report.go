@@ -67,7 +67,10 @@ func cmdReport(ctx context.Context, args []string) error {
 // reportable says why cfg has no operations to report on, or nil.
 func reportable(cfg *config.Config) error {
 	if !cfg.GenAIOperations() {
-		return usagef("tracelake report reads genai_operations, which this configuration does not load (genai.operations: want auto or on, with kafka.format otlp_proto or otlp_json, kafka.signal traces and the duckdb sink)")
+		return usagef("tracelake report reads genai_operations, which this configuration does not load (genai.operations: want auto or on, with kafka.format otlp_proto or otlp_json and kafka.signal traces)")
+	}
+	if cfg.Sink.Type != config.SinkDuckDB {
+		return usagef("tracelake report reads the duckdb sink so far; with %s, query %s with its own client", cfg.Sink.Type, cfg.GenAI.Table)
 	}
 	return nil
 }

@@ -92,6 +92,8 @@ func openDatabend(cfg *config.Config) (*databend.Sink, error) {
 		Table:               cfg.Sink.Table,
 		Transform:           cfg.Mode == config.ModeTransform,
 		Typed:               typedTable(cfg),
+		Derived:             derivedTable(cfg),
+		DerivedTable:        derivedName(cfg),
 		Stage:               d.Stage,
 		Prefix:              cfg.DatabendPrefix(),
 		Purge:               d.Purge,

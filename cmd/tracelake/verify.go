@@ -47,6 +47,11 @@ func cmdVerify(ctx context.Context, args []string) error {
 		if rep, err = runVerify(ctx, cfg, snk, verify.Tables{Main: main, DLQ: dlq, Ledger: ledger, Topic: databend.TopicExpr}); err != nil {
 			return err
 		}
+		if cfg.GenAIOperations() {
+			if err := rep.CheckDerived(ctx, snk, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), main); err != nil {
+				return err
+			}
+		}
 	default:
 		snk, err := openDuckDB(cfg)
 		if err != nil {

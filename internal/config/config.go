@@ -334,7 +334,7 @@ type Tenancy struct {
 // conventions), with its tokens and cost, loaded with its span.
 type GenAI struct {
 	// Operations is auto (default: on when loading kafka.signal traces
-	// into the duckdb sink), on or off.
+	// into the duckdb or databend sink), on or off.
 	Operations string `yaml:"operations"`
 	// Table is the operations table's name. Default genai_operations.
 	Table string `yaml:"table"`
@@ -354,7 +354,7 @@ func (c *Config) GenAIOperations() bool {
 	case "on":
 		return true
 	case "auto":
-		return c.DecodesOTLP() && c.Kafka.Signal == SignalTraces && c.Sink.Type == SinkDuckDB
+		return c.DecodesOTLP() && c.Kafka.Signal == SignalTraces && c.Sink.Type != SinkIceberg
 	}
 	return false
 }

@@ -72,22 +72,26 @@ type Derived struct {
 	Orphans    int64  `json:"orphans"`    // rows with no main-table row at their coordinates
 }
 
+// DerivedCheckSQL is the query of CheckDerived (DuckDB and Databend
+// alike): rows, rows whose coordinates another row has too, and rows with
+// no main-table row at their coordinates.
+func DerivedCheckSQL(derived, main string) string {
+	key := fmt.Sprintf(`%s || '/' || CAST(%s AS VARCHAR) || '/' || CAST(%s AS VARCHAR) || '/' || CAST(%s AS VARCHAR)`,
+		schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, schema.IndexColumn)
+	return fmt.Sprintf(`SELECT count(*), count(*) - count(DISTINCT d.k), count(CASE WHEN m.k IS NULL THEN 1 END) FROM (SELECT %[1]s AS k FROM %[2]s) AS d LEFT JOIN (SELECT DISTINCT %[1]s AS k FROM %[3]s) AS m ON m.k = d.k`,
+		key, derived, main)
+}
+
 // CheckDerived checks the derived table against the main table (quoted
 // names; both declared tables with coordinates) and adds what is wrong to
 // the report's problems.
 func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, main string) error {
-	coords := []string{schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, schema.IndexColumn}
-	on := make([]string, len(coords))
-	for i, c := range coords {
-		on[i] = "m." + c + " = d." + c
-	}
-	rows, err := q.QueryText(ctx, fmt.Sprintf(`SELECT
-		(SELECT count(*) FROM %[1]s),
-		(SELECT count(*) - count(DISTINCT (%[3]s)) FROM %[1]s),
-		(SELECT count(*) FROM %[1]s d WHERE NOT EXISTS (SELECT 1 FROM %[2]s m WHERE %[4]s))`,
-		derived, main, strings.Join(coords, ", "), strings.Join(on, " AND ")))
+	rows, err := q.QueryText(ctx, DerivedCheckSQL(derived, main))
 	if err != nil {
 		return fmt.Errorf("check %s: %w", name, err)
+	}
+	if len(rows) != 1 || len(rows[0]) != 3 {
+		return fmt.Errorf("check %s: %d rows answered, want one of three columns", name, len(rows))
 	}
 	d := &Derived{Table: name}
 	for i, p := range []*int64{&d.Rows, &d.Duplicates, &d.Orphans} {

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -36,9 +37,16 @@ type Options struct {
 	// Typed, when set, is the declared table whose rows (NDJSON) the
 	// batches carry (OTLP spans, logs, points): Table is created with its
 	// columns and COPY maps each row onto them by name.
-	Typed  *schema.Table
-	Stage  string // ~ (user stage) or a stage name
-	Prefix string // path in the stage, ending in /
+	Typed *schema.Table
+	// Derived, with a Typed table, is the table of the batches' Derived
+	// rows (genai_operations), named DerivedTable: created with its
+	// columns and copied in the transaction of the rows it comes from,
+	// fenced by the same coordinates; a row Databend rejects is
+	// dead-lettered as the row, like a typed row.
+	Derived      *schema.Table
+	DerivedTable string
+	Stage        string // ~ (user stage) or a stage name
+	Prefix       string // path in the stage, ending in /
 	// Purge removes loaded files from the stage once their load committed.
 	Purge bool
 	// DisableVariantCheck is COPY's DISABLE_VARIANT_CHECK.
@@ -111,7 +119,7 @@ type coord struct {
 	Key       *string `json:"key"` // base64
 }
 
-type tables struct{ main, dlq, ledger string }
+type tables struct{ main, dlq, ledger, derived string }
 
 // Open checks the options; it makes no connection (Prepare does).
 func Open(opt Options) (*Sink, error) {
@@ -127,9 +135,16 @@ func Open(opt Options) (*Sink, error) {
 	if opt.Stage == "" {
 		opt.Stage = "~"
 	}
+	if (opt.Derived != nil) != (opt.Typed != nil && opt.DerivedTable != "") {
+		return nil, errors.New("BUG: a derived table needs a typed table and a name")
+	}
 	c, err := newClient(opt.DSN, opt.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	derived := ""
+	if opt.Derived != nil {
+		derived = sqltext.Name(opt.DerivedTable)
 	}
 	return &Sink{
 		opt:      opt,
@@ -139,9 +154,10 @@ func Open(opt Options) (*Sink, error) {
 		kept:     map[string]*keptFile{},
 		disagree: map[string]int{},
 		tables: tables{
-			main:   sqltext.Name(opt.Table),
-			dlq:    sqltext.Name(opt.Table + "_dlq"),
-			ledger: sqltext.Name(opt.Table + "_ledger"),
+			main:    sqltext.Name(opt.Table),
+			dlq:     sqltext.Name(opt.Table + "_dlq"),
+			ledger:  sqltext.Name(opt.Table + "_ledger"),
+			derived: derived,
 		},
 	}, nil
 }
@@ -326,7 +342,7 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 // In transform mode the rows become the bare objects COPY maps onto the
 // table by field name; their coordinates stay here.
 func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
-	if len(b.Derived) > 0 {
+	if len(b.Derived) > 0 && s.opt.Derived == nil {
 		return sink.File{}, sink.ErrNoDerivedTable
 	}
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
@@ -344,7 +360,10 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{data: b.DLQ}); err != nil {
 		return sink.File{}, err
 	}
-	for _, n := range []string{f.RowsPath, f.DLQPath} {
+	if f.DerivedPath, err = s.stageLines(ctx, f.Name+".derived", &keptFile{data: b.Derived}); err != nil {
+		return sink.File{}, err
+	}
+	for _, n := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
 		if n != "" {
 			f.Bytes += s.stagedBytes(n)
 		}
@@ -405,7 +424,7 @@ func (s *Sink) forget(files []sink.File) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range files {
-		for _, n := range []string{f.RowsPath, f.DLQPath} {
+		for _, n := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
 			delete(s.kept, n)
 			delete(s.disagree, n)
 		}
@@ -473,7 +492,7 @@ func (s *Sink) Discard(files []sink.File) {
 func (s *Sink) remove(ctx context.Context, files []sink.File) error {
 	var names []string
 	for _, f := range files {
-		for _, n := range []string{f.RowsPath, f.DLQPath} {
+		for _, n := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
 			if n != "" {
 				names = append(names, regexp.QuoteMeta(n))
 			}

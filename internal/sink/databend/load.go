@@ -122,20 +122,25 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	if err != nil {
 		return sink.Loaded{}, nil, err
 	}
-	main, dlq, counts, err := s.targets(ctx, p, fence)
+	main, dlq, derived, counts, err := s.targets(ctx, p, fence)
 	if err != nil {
 		return sink.Loaded{}, nil, err
 	}
-	outcome, err := s.copyFiles(ctx, ss, p, s.tables.main, main)
-	if err != nil {
-		return sink.Loaded{}, nil, err
-	}
-	for name, o := range outcome {
-		if o.errors > 0 {
-			if rejected == nil {
-				rejected = map[string]copyOutcome{}
+	for _, c := range []struct {
+		table   string
+		targets []target
+	}{{s.tables.main, main}, {s.tables.derived, derived}} {
+		outcome, err := s.copyFiles(ctx, ss, p, c.table, c.targets)
+		if err != nil {
+			return sink.Loaded{}, nil, err
+		}
+		for name, o := range outcome {
+			if o.errors > 0 {
+				if rejected == nil {
+					rejected = map[string]copyOutcome{}
+				}
+				rejected[name] = o
 			}
-			rejected[name] = o
 		}
 	}
 	if len(rejected) > 0 {
@@ -195,8 +200,9 @@ func (t tally) ranges(fenced []sink.Range) []sink.Range {
 // that replace it, or nothing when the ledger has all of it. A file a
 // former owner of the partition loaded in part is staged again as a piece
 // holding only the rows past the ledger. It also counts the rows per
-// partition for the ledger.
-func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPartition]int64) (main, dlq []target, counts tally, err error) {
+// partition for the ledger (derived rows are not counted: they come with
+// their main rows).
+func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPartition]int64) (main, dlq, derived []target, counts tally, err error) {
 	counts = tally{}
 	for _, f := range p.files {
 		switch f.Overlap(fence) {
@@ -206,6 +212,13 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPar
 			_, split := p.pieces[f.RowsPath]
 			if f.RowsPath != "" && !split {
 				main = append(main, target{f.RowsPath, sumRanges(f, false)})
+			}
+			if _, split := p.pieces[f.DerivedPath]; f.DerivedPath != "" && !split {
+				k := s.keptLines(f.DerivedPath)
+				if k == nil {
+					return nil, nil, nil, nil, fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, f.DerivedPath)
+				}
+				derived = append(derived, target{f.DerivedPath, int64(len(k.Lines()))})
 			}
 			if f.DLQPath != "" {
 				dlq = append(dlq, target{f.DLQPath, sumRanges(f, true)})
@@ -220,12 +233,12 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPar
 		case sink.OverlapPartial:
 			s.log.Info("load overlaps the ledger (a former owner of the partition loaded part of it); loading only the rows past it",
 				"file", f.Name)
-			for _, name := range []string{f.RowsPath, f.DLQPath} {
+			for _, name := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
 				if name == "" {
 					continue
 				}
 				if err := s.fence(ctx, p, name, fence, name == f.DLQPath); err != nil {
-					return nil, nil, nil, err
+					return nil, nil, nil, nil, err
 				}
 			}
 			for _, pc := range p.pieces[f.DLQPath] {
@@ -237,9 +250,12 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPar
 			main = append(main, target{pc.name, int64(len(pc.idx))})
 			s.countLines(counts, pc, false)
 		}
+		for _, pc := range p.pieces[f.DerivedPath] {
+			derived = append(derived, target{pc.name, int64(len(pc.idx))})
+		}
 	}
 	if err := s.fenceRejects(ctx, p, fence); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if p.rejectsFile != "" {
 		dlq = append(dlq, target{p.rejectsFile, int64(len(p.rejects))})
@@ -247,7 +263,7 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPar
 			counts.add(r.tp, 0, 1)
 		}
 	}
-	return main, dlq, counts, nil
+	return main, dlq, derived, counts, nil
 }
 
 // countLines adds a piece's rows to the tally by the partition of each.

@@ -65,6 +65,11 @@ var (
 var typeNames = map[schema.Type]string{
 	schema.String: "VARCHAR", schema.Int32: "INT", schema.Int64: "BIGINT", schema.Float64: "DOUBLE",
 	schema.Bool: "BOOLEAN", schema.Timestamp: "TIMESTAMP", schema.JSON: "VARIANT",
+	// COPY reads a decimal from a JSON string exactly (expression
+	// utils/serialize.rs read_decimal_from_json: read_decimal_with_size),
+	// from a JSON number through a float: the rows carry strings. DESC
+	// shows it as Decimal(18, 12) (utils/display.rs).
+	schema.Decimal: "DECIMAL(18, 12)",
 }
 
 // typedColumns are a declared table's columns in Databend, every one
@@ -105,6 +110,9 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			main = typedColumns(s.opt.Typed)
 		}
 		specs = append([]tableSpec{{s.opt.Table, s.tables.main, main}}, specs...)
+		if s.opt.Derived != nil {
+			specs = append(specs, tableSpec{s.opt.DerivedTable, s.tables.derived, typedColumns(s.opt.Derived)})
+		}
 	}
 	var errs []error
 	for _, t := range specs {

@@ -200,6 +200,22 @@ func (s *Server) Rows(name string) []Row {
 	return slices.Clone(t.rows)
 }
 
+// Columns returns a table's columns and their types as created ("name
+// TYPE"), nil if there is no such table.
+func (s *Server) Columns(name string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tables[name]
+	if t == nil {
+		return nil
+	}
+	out := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		out[i] = c + " " + t.types[i]
+	}
+	return out
+}
+
 // CreateTable makes a table as a user (or the reference tool) would have.
 func (s *Server) CreateTable(name string, cols, types []string) {
 	s.mu.Lock()

@@ -28,7 +28,10 @@ var (
 	reTypedStoredCount = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT k\) FROM \(\s*SELECT ktopic AS topic, kpartition AS p, CAST\(koffset AS VARCHAR\) \|\| '/' \|\| CAST\(kindex AS VARCHAR\) AS k FROM (\S+)\s+UNION ALL SELECT topic, "partition", CAST\("offset" AS VARCHAR\) \|\| '/dead/' \|\| coalesce\(CAST\("value" AS VARCHAR\), ''\) FROM (\S+)\) AS stored GROUP BY 1, 2$`)
 	reStoredCount      = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
 	reTableCount       = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
-	reQuoted           = regexp.MustCompile(`'((?:[^']|'')*)'`)
+	// verify's check of a derived table (genai_operations) against its
+	// main table by the rows' coordinates.
+	reDerivedCheck = regexp.MustCompile(`^SELECT count\(\*\), count\(\*\) - count\(DISTINCT d\.k\), count\(CASE WHEN m\.k IS NULL THEN 1 END\) FROM \(SELECT .+? AS k FROM (\S+)\) AS d LEFT JOIN \(SELECT DISTINCT .+? AS k FROM (\S+)\) AS m ON m\.k = d\.k$`)
+	reQuoted       = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
 
 // run executes one statement in the session sess and its transaction tx
@@ -92,10 +95,17 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		name := unquote(m[1])
 		if s.tables[name] == nil {
 			t := &table{}
-			for _, def := range strings.Split(m[2], ", ") {
-				f := strings.Fields(def)
-				t.cols = append(t.cols, unquote(f[0]))
-				t.types = append(t.types, f[1])
+			for _, def := range splitColumns(m[2]) {
+				name, typ, _ := strings.Cut(def, " ")
+				// The type is what comes before NULL, NOT NULL or DEFAULT:
+				// DECIMAL(18, 12) has a space in it.
+				for _, end := range []string{" NOT NULL", " NULL", " DEFAULT "} {
+					if i := strings.Index(typ, end); i >= 0 {
+						typ = typ[:i]
+					}
+				}
+				t.cols = append(t.cols, unquote(name))
+				t.types = append(t.types, strings.TrimSpace(typ))
 			}
 			s.tables[name] = t
 		}
@@ -139,6 +149,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	}
 	if m := reTypedStoredCount.FindStringSubmatch(sql); m != nil {
 		return s.countStored(tx, true, m[1], m[2])
+	}
+	if m := reDerivedCheck.FindStringSubmatch(sql); m != nil {
+		return s.derivedCheck(*txp, m[1], m[2])
 	}
 	if m := reTableCount.FindStringSubmatch(sql); m != nil {
 		t, err := s.table(m[1])
@@ -299,6 +312,12 @@ func (s *Server) rowError(name string, t *table, r Row) string {
 		case "INT", "BIGINT", "INTEGER", "SMALLINT":
 			if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
 				return fmt.Sprintf("fail to decode column %s (%s): %s is not an integer", c, t.types[i], v)
+			}
+		case "DECIMAL(18, 12)":
+			// expression utils/serialize.rs read_decimal_from_json: a
+			// JSON number, or a string read_decimal_with_size parses.
+			if !decimalText.MatchString(strings.Trim(string(v), `"`)) {
+				return fmt.Sprintf("fail to decode column %s (%s): bad decimal literal", c, t.types[i])
 			}
 		case "DOUBLE", "FLOAT":
 			// formats field_decoder/json_ast.rs read_float: a JSON number,
@@ -480,4 +499,61 @@ func jsonString(r json.RawMessage) string {
 func jsonInt(r json.RawMessage) int64 {
 	n, _ := strconv.ParseInt(string(r), 10, 64)
 	return n
+}
+
+// decimalText is a decimal literal DECIMAL(18, 12) takes: at most six
+// digits before the point and twelve after.
+var decimalText = regexp.MustCompile(`^-?\d{1,6}(\.\d{1,12})?$`)
+
+// splitColumns splits CREATE TABLE's column definitions at the commas
+// outside parentheses.
+func splitColumns(defs string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, c := range defs {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(defs[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(out, strings.TrimSpace(defs[start:]))
+}
+
+// derivedCheck answers verify's check of a derived table: its rows, the
+// rows whose coordinates another has too, the rows whose coordinates no
+// main-table row has.
+func (s *Server) derivedCheck(tx *txn, derived, main string) ([]string, [][]*string, error) {
+	dt, err := s.table(derived)
+	if err != nil {
+		return nil, nil, err
+	}
+	mt, err := s.table(main)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := func(r Row) string {
+		return jsonString(r["ktopic"]) + "/" + string(r["kpartition"]) + "/" + string(r["koffset"]) + "/" + string(r["kindex"])
+	}
+	inMain := map[string]bool{}
+	for _, r := range visible(mt, tx, unquote(main)) {
+		inMain[key(r)] = true
+	}
+	rows := visible(dt, tx, unquote(derived))
+	seen := map[string]bool{}
+	orphans := 0
+	for _, r := range rows {
+		k := key(r)
+		seen[k] = true
+		if !inMain[k] {
+			orphans++
+		}
+	}
+	return []string{"count()", "copies", "orphans"}, [][]*string{{str(strconv.Itoa(len(rows))), str(strconv.Itoa(len(rows) - len(seen))), str(strconv.Itoa(orphans))}}, nil
 }

@@ -1,0 +1,96 @@
+package databend_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+)
+
+// spansTable and opsTable stand for otel_spans and genai_operations: a
+// declared table and one derived from it.
+var (
+	spansTable = schema.Table{Name: "spans", Columns: []schema.Column{{Name: "name", Type: schema.String}}}
+	opsTable   = schema.Table{Name: "ops", Columns: []schema.Column{{Name: "name", Type: schema.String}, {Name: "cost", Type: schema.Decimal}}}
+)
+
+// typedBatch holds, per offset of partition 0, two span rows (index 0 and
+// 1) and an operation derived from the second.
+func typedBatch(first, last int64) *sink.Batch {
+	b := &sink.Batch{}
+	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces"}, First: first, Last: last}
+	for o := first; o <= last; o++ {
+		for i := range 2 {
+			b.Rows = fmt.Appendf(b.Rows, `{"name":"span %d.%d","ktopic":"traces","kpartition":0,"koffset":%d,"kindex":%d}`+"\n", o, i, o, i)
+			r.Records++
+		}
+		b.Derived = fmt.Appendf(b.Derived, `{"name":"op %d","cost":"0.%012d","ktopic":"traces","kpartition":0,"koffset":%d,"kindex":1}`+"\n", o, o, o)
+	}
+	b.Ranges = []sink.Range{r}
+	return b
+}
+
+func withOps(o *databend.Options) {
+	o.Table, o.Prefix = "spans", "tracelake/spans/"
+	o.Typed, o.Derived, o.DerivedTable = &spansTable, &opsTable, "ops"
+}
+
+// Derived rows load in the transaction of their rows, fenced alike: a
+// former owner's overlapping file adds no operation twice, and an
+// operation Databend rejects is dead-lettered as the row while its span
+// and the other operations load.
+func TestDerivedRowsAreFencedAndRejectsDeadLettered(t *testing.T) {
+	srv, s := prepared(t, "", withOps)
+	if cols := srv.Columns("ops"); !slices.Equal(cols, []string{"name VARCHAR", "cost DECIMAL(18, 12)", "ktopic VARCHAR", "kpartition INT", "koffset BIGINT", "kindex INT"}) {
+		t.Fatalf("ops columns %v", cols)
+	}
+	ctx := context.Background()
+	if _, err := s.Load(ctx, stage(t, s, typedBatch(0, 9))); err != nil {
+		t.Fatal(err)
+	}
+	srv.Reject = func(table string, r databendtest.Row) string {
+		if table == "ops" && string(r["koffset"]) == "17" {
+			return "bad decimal literal"
+		}
+		return ""
+	}
+	// A partly loaded file (a former owner's 5..14) and a new one.
+	loaded, err := s.Load(ctx, stage(t, s, typedBatch(5, 14), typedBatch(15, 19)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded.Ranges) != 1 || loaded.Ranges[0].First != 10 || loaded.Ranges[0].Records != 20 || loaded.Ranges[0].DLQ != 1 {
+		t.Errorf("loaded %+v; want 10..19 with 20 rows and the rejected operation as a dead letter", loaded.Ranges)
+	}
+	var ops []string
+	for _, r := range srv.Rows("ops") {
+		var name string
+		_ = json.Unmarshal(r["name"], &name)
+		ops = append(ops, name)
+	}
+	slices.Sort(ops)
+	var want []string
+	for o := range 20 {
+		if o != 17 {
+			want = append(want, fmt.Sprintf("op %d", o))
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(ops, want) {
+		t.Errorf("operations %v, want %v", ops, want)
+	}
+	if n := len(srv.Rows("spans")); n != 40 {
+		t.Errorf("%d spans, want 40", n)
+	}
+	dl := srv.Rows("spans_dlq")
+	if len(dl) != 1 || !strings.Contains(string(dl[0]["error"]), "bad decimal literal") {
+		t.Errorf("dead letters %v", dl)
+	}
+}
