@@ -164,15 +164,19 @@ func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
 			if f := strings.Fields(string(out)); err != nil || len(f) < 4 || f[2] != fmt.Sprint(spans) || f[3] != fmt.Sprint(spans) {
 				t.Fatalf("want %d rows and as many distinct spans: %v\n%s", spans, err, out)
 			}
-			if sinkType == "duckdb" {
-				// Each GenAI span's operation once too: loaded with it.
-				out, err := exec.Command(bin, "sql", "--config", cfgPath, `SELECT
-					(SELECT count(*) FROM otel_spans WHERE span_attributes->>'$."gen_ai.operation.name"' IS NOT NULL) AS want,
-					(SELECT count(DISTINCT (trace_id, span_id)) FROM genai_operations) AS distinct_ops,
-					(SELECT count(*) FROM genai_operations) AS ops`).CombinedOutput()
-				if f := strings.Fields(string(out)); err != nil || len(f) < 6 || f[3] == "0" || f[3] != f[4] || f[3] != f[5] {
-					t.Fatalf("want each GenAI span's operation once: %v\n%s", err, out)
-				}
+			// Each GenAI span's operation once too, loaded with it (every
+			// generated span is one): verify checks it against its span,
+			// and the table holds each span's once.
+			if d := rep.Derived; d == nil || d.Rows != int64(spans) || d.Duplicates != 0 || d.Orphans != 0 {
+				t.Fatalf("verify's check of genai_operations: %+v, want %d rows", d, spans)
+			}
+			out, err = exec.Command(bin, "sql", "--config", cfgPath, `SELECT
+				(SELECT count(*) FROM otel_spans WHERE span_attributes->>'$."gen_ai.operation.name"' IS NOT NULL) AS want,
+				(SELECT count(DISTINCT (trace_id, span_id)) FROM genai_operations) AS distinct_ops,
+				(SELECT count(*) FROM genai_operations) AS ops,
+				(SELECT count(*) FROM genai_operations WHERE operation = 'chat' AND total_cost_usd > 0) AS priced`).CombinedOutput()
+			if f := strings.Fields(string(out)); err != nil || len(f) < 8 || f[4] == "0" || f[4] != f[5] || f[4] != f[6] || f[7] == "0" {
+				t.Fatalf("want each GenAI span's operation once, chats priced: %v\n%s", err, out)
 			}
 		})
 	}

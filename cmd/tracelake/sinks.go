@@ -76,6 +76,8 @@ func openIcebergReporting(ctx context.Context, cfg *config.Config, onCommit func
 		TableProperties: cfg.Sink.Iceberg.TableProperties,
 		PartitionBy:     cfg.Sink.Iceberg.PartitionBy,
 		Typed:           typedTable(cfg),
+		Derived:         derivedTable(cfg),
+		DerivedTable:    derivedName(cfg),
 		// The workers' loads come at the same moments (AlignLoads):
 		// one commit takes them all.
 		GroupWait: 200 * time.Millisecond,

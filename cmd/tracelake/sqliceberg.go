@@ -45,11 +45,11 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 	if t := typedTable(cfg); t != nil {
 		mainCols = duckdbsink.TypedColumns(t)
 	}
-	for _, t := range []struct {
-		id   table.Identifier
-		name string
-		cols []duckdbsink.Column
-	}{{raw, cfg.Sink.Table, mainCols}, {dlq, cfg.DLQTable(), duckdbsink.DLQColumns()}} {
+	tables := []icebergView{{raw, cfg.Sink.Table, mainCols}, {dlq, cfg.DLQTable(), duckdbsink.DLQColumns()}}
+	if t := derivedTable(cfg); t != nil {
+		tables = append(tables, icebergView{snk.DerivedIdentifier(), cfg.GenAI.Table, duckdbsink.TypedColumns(t)})
+	}
+	for _, t := range tables {
 		if !regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(t.name) + `\b`).MatchString(query) {
 			continue
 		}
@@ -60,6 +60,14 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 		slog.Debug("scanned iceberg table into duckdb", "table", t.name, "rows", n)
 	}
 	return printQuery(ctx, os.Stdout, db, query)
+}
+
+// icebergView is an Iceberg table scanned into DuckDB under a name, with
+// those columns.
+type icebergView struct {
+	id   table.Identifier
+	name string
+	cols []duckdbsink.Column
 }
 
 // icebergRawColumns are the Iceberg raw table's columns beyond the DuckDB
@@ -174,6 +182,13 @@ func appendRecord(app *duckdb.Appender, rec arrow.RecordBatch) error {
 				row[c] = a.Value(i)
 			case *array.Timestamp:
 				row[c] = a.Value(i).ToTime(a.DataType().(*arrow.TimestampType).Unit)
+			case *array.Float64:
+				row[c] = a.Value(i)
+			case *array.Boolean:
+				row[c] = a.Value(i)
+			case *array.Decimal128:
+				dt := a.DataType().(*arrow.Decimal128Type)
+				row[c] = duckdb.Decimal{Width: uint8(dt.Precision), Scale: uint8(dt.Scale), Value: a.Value(i).BigInt()}
 			default:
 				return fmt.Errorf("column %s: no conversion for Arrow type %s", rec.ColumnName(c), col.DataType())
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/verify"
 )
@@ -133,7 +135,32 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		defer cancel()
 		return kafka.DataRecords(rctx, cfg.Kafka, spans)
 	}
-	return verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, cfg.Kafka.StartOffset == "earliest", records), nil
+	rep := verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, cfg.Kafka.StartOffset == "earliest", records)
+	if cfg.GenAIOperations() {
+		if err := checkIcebergDerived(ctx, cfg, ice, rep); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// checkIcebergDerived checks the derived table against the main table by
+// their rows' coordinates, scanned into an in-memory DuckDB.
+func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.Sink, rep *verify.Report) error {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one in-memory database
+	coords := duckdb.TypedColumns(&schema.Table{})
+	raw, _ := ice.Identifiers()
+	for _, v := range []icebergView{{raw, "main", coords}, {ice.DerivedIdentifier(), "derived", coords}} {
+		if _, err := copyIcebergTable(ctx, ice, v.id, db, v.name, v.cols); err != nil {
+			return err
+		}
+	}
+	return rep.CheckDerived(ctx, verify.SQLQuerier{DB: db}, cfg.GenAI.Table, "derived", "main")
 }
 
 // verifyDuckDB verifies the DuckDB sink snk.

@@ -333,8 +333,8 @@ type Tenancy struct {
 // operation (OpenTelemetry GenAI, OpenInference, Traceloop or Claude Code
 // conventions), with its tokens and cost, loaded with its span.
 type GenAI struct {
-	// Operations is auto (default: on when loading kafka.signal traces
-	// into the duckdb or databend sink), on or off.
+	// Operations is auto (default: on when loading kafka.signal traces,
+	// on every sink), on or off.
 	Operations string `yaml:"operations"`
 	// Table is the operations table's name. Default genai_operations.
 	Table string `yaml:"table"`
@@ -354,7 +354,7 @@ func (c *Config) GenAIOperations() bool {
 	case "on":
 		return true
 	case "auto":
-		return c.DecodesOTLP() && c.Kafka.Signal == SignalTraces && c.Sink.Type != SinkIceberg
+		return c.DecodesOTLP() && c.Kafka.Signal == SignalTraces
 	}
 	return false
 }

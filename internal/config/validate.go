@@ -87,8 +87,6 @@ func (c *Config) validate(consuming bool) error {
 	if c.GenAI.Operations == "on" {
 		check(c.DecodesOTLP() && c.Kafka.Signal == SignalTraces, "genai.operations",
 			"operations are read from OpenTelemetry spans: want kafka.format otlp_proto or otlp_json with kafka.signal traces (accepted here: auto or off)")
-		check(c.Sink.Type != SinkIceberg, "genai.operations",
-			"genai_operations is loaded by the duckdb and databend sinks so far (accepted with iceberg: auto or off)")
 	}
 	check(identifier.MatchString(c.GenAI.Table) && c.GenAI.Table != c.Sink.Table, "genai.table",
 		"want a table name other than sink.table (letters, digits, _), got %q", c.GenAI.Table)

@@ -88,6 +88,12 @@ type Options struct {
 	// batches carry instead of raw records (OTLP spans, logs, points):
 	// Table is created with its columns, partitioned by tenant and day.
 	Typed *schema.Table
+	// Derived, with a Typed table, is the table of the batches' Derived
+	// rows (genai_operations), named DerivedTable: created like the typed
+	// table and committed with each load before it, fenced by its own
+	// positions as the dead-letter table is.
+	Derived      *schema.Table
+	DerivedTable string
 	// S3 reaches an s3:// warehouse.
 	S3  S3
 	Log *slog.Logger
@@ -138,6 +144,9 @@ type Sink struct {
 	log *slog.Logger
 	raw table.Identifier
 	dlq table.Identifier
+	// derived is the derived table (Options.Derived), with its schema.
+	derived       table.Identifier
+	derivedSchema *iceberggo.Schema
 	// eventAt reads each raw row's event_time.
 	eventAt eventTimer
 	// typed is the declared table's schema (Options.Typed), nil for raw.
@@ -187,17 +196,27 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if opt.Typed != nil {
 		typed = typedSchema(opt.Typed)
 	}
+	if (opt.Derived != nil) != (opt.Typed != nil && opt.DerivedTable != "") {
+		return nil, errors.New("BUG: a derived table needs a typed table and a name")
+	}
+	var derived table.Identifier
+	var derivedSchema *iceberggo.Schema
+	if opt.Derived != nil {
+		derived, derivedSchema = table.Identifier{opt.Namespace, opt.DerivedTable}, typedSchema(opt.Derived)
+	}
 	return &Sink{
-		opt:     opt,
-		typed:   typed,
-		cat:     cat,
-		log:     opt.Log,
-		raw:     table.Identifier{opt.Namespace, opt.Table},
-		dlq:     table.Identifier{opt.Namespace, opt.Table + "_dlq"},
-		eventAt: eventAt,
-		kept:    map[string]*staged{},
-		tables:  map[string]*table.Table{},
-		sizedAt: map[string]time.Time{},
+		derived:       derived,
+		derivedSchema: derivedSchema,
+		opt:           opt,
+		typed:         typed,
+		cat:           cat,
+		log:           opt.Log,
+		raw:           table.Identifier{opt.Namespace, opt.Table},
+		dlq:           table.Identifier{opt.Namespace, opt.Table + "_dlq"},
+		eventAt:       eventAt,
+		kept:          map[string]*staged{},
+		tables:        map[string]*table.Table{},
+		sizedAt:       map[string]time.Time{},
 	}, nil
 }
 
@@ -277,6 +296,9 @@ func (s *Sink) Catalog() catalog.Catalog { return s.cat }
 // Identifiers are the raw and dead-letter tables' identifiers.
 func (s *Sink) Identifiers() (raw, dlq table.Identifier) { return s.raw, s.dlq }
 
+// DerivedIdentifier is the derived table's (Options.Derived).
+func (s *Sink) DerivedIdentifier() table.Identifier { return s.derived }
+
 // Prepare creates the namespace and the tables if absent, checks existing
 // tables' columns, and refuses a table that has data but no positions
 // unless told to adopt it: starting such a table "from 0" would load
@@ -287,10 +309,11 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
 		return fmt.Errorf("create namespace %s: %w", s.opt.Namespace, err)
 	}
-	for _, t := range []struct {
-		id     table.Identifier
-		schema *iceberggo.Schema
-	}{{s.raw, s.mainSchema()}, {s.dlq, dlqSchema}} {
+	for _, k := range s.kinds() {
+		t := struct {
+			id     table.Identifier
+			schema *iceberggo.Schema
+		}{s.id(k), s.schemaOf(k)}
 		tbl, err := s.createOrLoad(ctx, t.id, t.schema)
 		if err != nil {
 			return err
@@ -392,7 +415,10 @@ func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, sc *iceber
 	spec := iceberggo.NewPartitionSpec(iceberggo.PartitionField{
 		SourceIDs: []int{source.ID}, FieldID: dayFieldID, Name: partition, Transform: iceberggo.DayTransform{},
 	})
-	if s.opt.Typed != nil && sc != dlqSchema {
+	switch {
+	case sc == s.derivedSchema && sc != nil:
+		spec = typedSpec(s.opt.Derived, sc)
+	case s.opt.Typed != nil && sc != dlqSchema:
 		spec = typedSpec(s.opt.Typed, sc)
 	}
 	props := maps.Clone(tableProperties)

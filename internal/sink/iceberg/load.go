@@ -21,11 +21,30 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
-// staged is a batch written as data files of both tables, waiting for the
-// commit that adds them.
+// staged is a batch written as data files of its tables, waiting for the
+// commits that add them.
 type staged struct {
-	ranges   []sink.Range
-	raw, dlq stagedFiles
+	ranges            []sink.Range
+	raw, dlq, derived stagedFiles
+}
+
+// kind is one of a load's tables.
+type kind int
+
+const (
+	mainTable    kind = iota // the raw or declared table: its positions are the ledger
+	dlqTable                 // the dead-letter table
+	derivedTable             // rows derived from the main table's (genai_operations)
+)
+
+// kinds are the tables a load commits, in order: the main table last, so
+// that its positions (what Positions reports) never run ahead of the
+// other tables' rows; each table is fenced by its own positions.
+func (s *Sink) kinds() []kind {
+	if s.opt.Derived != nil {
+		return []kind{dlqTable, derivedTable, mainTable}
+	}
+	return []kind{dlqTable, mainTable}
 }
 
 // stagedFiles are a staged batch's data files of one table.
@@ -37,9 +56,12 @@ type stagedFiles struct {
 	referenced bool
 }
 
-func (st *staged) of(dlq bool) *stagedFiles {
-	if dlq {
+func (st *staged) of(k kind) *stagedFiles {
+	switch k {
+	case dlqTable:
 		return &st.dlq
+	case derivedTable:
+		return &st.derived
 	}
 	return &st.raw
 }
@@ -61,7 +83,7 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	if len(b.Rows) > 0 && s.opt.Typed == nil {
 		return sink.File{}, errors.New("the iceberg sink takes raw rows as records, not NDJSON rows")
 	}
-	if len(b.Derived) > 0 {
+	if len(b.Derived) > 0 && s.opt.Derived == nil {
 		return sink.File{}, sink.ErrNoDerivedTable
 	}
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
@@ -70,8 +92,8 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	s.mu.Unlock()
 	if !ok {
 		st = &staged{ranges: b.Ranges}
-		for _, dlq := range []bool{true, false} {
-			if err := s.stageTable(ctx, b, dlq, st.of(dlq)); err != nil {
+		for _, k := range s.kinds() {
+			if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
 				s.drop(ctx, st)
 				return sink.File{}, err
 			}
@@ -80,28 +102,29 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 		s.kept[f.Name] = st
 		s.mu.Unlock()
 	}
-	for _, df := range slices.Concat(st.raw.files, st.dlq.files) {
+	for _, df := range slices.Concat(st.raw.files, st.dlq.files, st.derived.files) {
 		f.Bytes += df.FileSizeBytes()
 	}
 	return f, nil
 }
 
-// stageTable writes b's rows of one table (the dead-letter rows with dlq)
-// as data files into out.
-func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, dlq bool, out *stagedFiles) error {
-	tbl, err := s.table(ctx, s.id(dlq))
+// stageTable writes b's rows of one table as data files into out.
+func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, k kind, out *stagedFiles) error {
+	tbl, err := s.table(ctx, s.id(k))
 	if err != nil {
 		return err
 	}
-	sc, err := arrowSchema(tbl, s.schemaOf(dlq))
+	sc, err := arrowSchema(tbl, s.schemaOf(k))
 	if err != nil {
 		return err
 	}
 	out.counts = map[sink.TopicPartition]int64{}
 	var rec arrow.RecordBatch
 	switch {
-	case dlq:
+	case k == dlqTable:
 		rec, err = buildDLQRecord(sc, b.DLQ, time.Now(), out.counts)
+	case k == derivedTable:
+		rec, err = buildTypedRecord(sc, s.opt.Derived, b.Derived, out.counts)
 	case s.opt.Typed != nil:
 		rec, err = buildTypedRecord(sc, s.opt.Typed, b.Rows, out.counts)
 	default:
@@ -132,18 +155,23 @@ func (s *Sink) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schem
 	return written, nil
 }
 
-// schemaOf is the schema of the main table, or of the dead-letter table
-// with dlq.
-func (s *Sink) schemaOf(dlq bool) *iceberggo.Schema {
-	if dlq {
+// schemaOf is the schema of one of the tables.
+func (s *Sink) schemaOf(k kind) *iceberggo.Schema {
+	switch k {
+	case dlqTable:
 		return dlqSchema
+	case derivedTable:
+		return s.derivedSchema
 	}
 	return s.mainSchema()
 }
 
-func (s *Sink) id(dlq bool) table.Identifier {
-	if dlq {
+func (s *Sink) id(k kind) table.Identifier {
+	switch k {
+	case dlqTable:
 		return s.dlq
+	case derivedTable:
+		return s.derived
 	}
 	return s.raw
 }
@@ -190,14 +218,14 @@ func (s *Sink) Discard(files []sink.File) {
 
 // drop deletes a staged batch's files that no commit references.
 func (s *Sink) drop(ctx context.Context, st *staged) {
-	for _, dlq := range []bool{true, false} {
-		s.dropFiles(ctx, dlq, st.of(dlq))
+	for _, k := range s.kinds() {
+		s.dropFiles(ctx, k, st.of(k))
 	}
 }
 
-func (s *Sink) dropFiles(ctx context.Context, dlq bool, sf *stagedFiles) {
+func (s *Sink) dropFiles(ctx context.Context, k kind, sf *stagedFiles) {
 	if !sf.referenced && len(sf.files) > 0 {
-		if tbl, err := s.table(ctx, s.id(dlq)); err == nil {
+		if tbl, err := s.table(ctx, s.id(k)); err == nil {
 			s.removeFiles(ctx, tbl, sf.files)
 		}
 	}
@@ -273,8 +301,8 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 }
 
 // commitGroup commits the staged batches of a group of loads: the
-// dead-letter table's commit, then the raw table's. A load naming a batch
-// not staged here fails alone.
+// dead-letter table's commit, the derived table's, then the main table's.
+// A load naming a batch not staged here fails alone.
 func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResult {
 	results := make([]loadResult, len(group))
 	var entries []*staged
@@ -302,18 +330,18 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		return results
 	}
 	loadID := strconv.FormatInt(time.Now().UnixNano(), 36)
-	counts := map[bool][]map[sink.TopicPartition]int64{}
-	for _, dlq := range []bool{true, false} {
-		c, err := s.commitTable(ctx, entries, dlq, loadID)
+	counts := map[kind][]map[sink.TopicPartition]int64{}
+	for _, k := range s.kinds() {
+		c, err := s.commitTable(ctx, entries, k, loadID)
 		if err != nil {
 			for i, req := range group {
 				if results[i].err == nil {
-					results[i].err = fmt.Errorf("load %d files into %s: %w", len(req.files), name(s.id(dlq)), err)
+					results[i].err = fmt.Errorf("load %d files into %s: %w", len(req.files), name(s.id(k)), err)
 				}
 			}
 			return results
 		}
-		counts[dlq] = c
+		counts[k] = c
 	}
 	for e, st := range entries {
 		r := &results[owner[e]]
@@ -326,8 +354,8 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 			}
 			x := &r.loaded.Ranges[i]
 			x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
-			x.Records += counts[false][e][rg.TopicPartition]
-			x.DLQ += counts[true][e][rg.TopicPartition]
+			x.Records += counts[mainTable][e][rg.TopicPartition]
+			x.DLQ += counts[dlqTable][e][rg.TopicPartition]
 		}
 	}
 	// Committed: forgotten, and their files now belong to the tables.
@@ -366,11 +394,10 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 	return coversNone
 }
 
-// commitTable adds the staged files of entries to one table (the
-// dead-letter table with dlq), past its positions, with the advanced
-// positions, in one commit; it returns the rows added per entry and
-// partition. The raw table's positions advance even when it gets no row
-// (a load of dead letters only).
+// commitTable adds the staged files of entries to one table, past its
+// positions, with the advanced positions, in one commit; it returns the
+// rows added per entry and partition. The main table's positions advance
+// even when it gets no row (a load of dead letters only).
 //
 // Under the process's commit lock the table is read again and each entry
 // fenced by the positions as they stand, advanced by the entries before
@@ -378,13 +405,13 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 // entry the positions do not reach goes in as staged, one they cover is
 // left out, one they cover in part has its files written again without
 // the covered rows.
-func (s *Sink) commitTable(ctx context.Context, entries []*staged, dlq bool, loadID string) ([]map[sink.TopicPartition]int64, error) {
+func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string) ([]map[sink.TopicPartition]int64, error) {
 	if s.beforeLoadCommit != nil {
 		s.beforeLoadCommit()
 	}
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	id := s.id(dlq)
+	id := s.id(k)
 	fresh, err := s.loadTable(ctx, id)
 	if err != nil {
 		return nil, err
@@ -398,16 +425,16 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, dlq bool, loa
 	counts := make([]map[sink.TopicPartition]int64, len(entries))
 	var add []iceberggo.DataFile
 	for i, st := range entries {
-		sf := st.of(dlq)
+		sf := st.of(k)
 		switch covered(st.ranges, next) {
 		case coversAll:
-			s.dropFiles(ctx, dlq, sf)
+			s.dropFiles(ctx, k, sf)
 		case coversPart:
-			files, cnt, err := s.refence(ctx, fresh, sf.files, dlq, next)
+			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
 			if err != nil {
 				return nil, err
 			}
-			s.dropFiles(ctx, dlq, sf)
+			s.dropFiles(ctx, k, sf)
 			sf.files, sf.counts = files, cnt
 		}
 		counts[i] = sf.counts
@@ -416,9 +443,10 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, dlq bool, loa
 			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
 		}
 	}
-	if len(add) == 0 && (dlq || maps.Equal(next, start)) {
-		// No row to add, and the dead-letter table's fence stays, or the
-		// raw table's positions are already there (a repeated load).
+	if len(add) == 0 && (k != mainTable || maps.Equal(next, start)) {
+		// No row to add, and the dead-letter or derived table's fence
+		// stays, or the main table's positions are already there (a
+		// repeated load).
 		return counts, nil
 	}
 	txn := fresh.NewTransaction()
@@ -452,7 +480,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, dlq bool, loa
 		// Landed, or may have: the files are the table's now (orphan
 		// cleanup judges them if the commit did not land).
 		for _, st := range entries {
-			st.of(dlq).referenced = true
+			st.of(k).referenced = true
 		}
 	}
 	if err != nil {
@@ -469,13 +497,13 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, dlq bool, loa
 	return counts, nil
 }
 
-// refence writes files of tbl (the dead-letter table's with dlq) again
-// without the rows pos covers, and counts the rows kept per partition.
+// refence writes files of tbl (one of kind k's) again without the rows
+// pos covers, and counts the rows kept per partition.
 // Rare: only a partition that changed owner while its batch waited for
 // its commit gets here.
-func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile, dlq bool,
+func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile, k kind,
 	pos map[sink.TopicPartition]int64) ([]iceberggo.DataFile, map[sink.TopicPartition]int64, error) {
-	sc, err := arrowSchema(tbl, s.schemaOf(dlq))
+	sc, err := arrowSchema(tbl, s.schemaOf(k))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -491,7 +519,7 @@ func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.
 		}
 	}()
 	for _, df := range files {
-		recs, err := readFenced(ctx, fs, df.FilePath(), sc, dlq, pos, counts)
+		recs, err := readFenced(ctx, fs, df.FilePath(), sc, k == dlqTable, pos, counts)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read staged file %s again: %w", df.FilePath(), err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
 	gojson "github.com/goccy/go-json"
@@ -22,7 +23,7 @@ var typeOf = map[schema.Type]iceberggo.Type{
 	schema.String: iceberggo.PrimitiveTypes.String, schema.Int32: iceberggo.PrimitiveTypes.Int32,
 	schema.Int64: iceberggo.PrimitiveTypes.Int64, schema.Float64: iceberggo.PrimitiveTypes.Float64,
 	schema.Bool: iceberggo.PrimitiveTypes.Bool, schema.Timestamp: iceberggo.PrimitiveTypes.TimestampTz,
-	schema.JSON: iceberggo.PrimitiveTypes.String,
+	schema.JSON: iceberggo.PrimitiveTypes.String, schema.Decimal: iceberggo.DecimalTypeOf(18, 12),
 }
 
 // typedSchema is the Iceberg schema of a declared table, every column
@@ -126,6 +127,19 @@ func appendTyped(b array.Builder, typ schema.Type, v gojson.RawMessage) error {
 		b.(*array.Float64Builder).Append(f)
 	case schema.Bool:
 		b.(*array.BooleanBuilder).Append(string(v) == "true")
+	case schema.Decimal:
+		// Exact decimal text; the builder's type has the table's scale.
+		var s string
+		if err := gojson.Unmarshal(v, &s); err != nil {
+			return err
+		}
+		db := b.(*array.Decimal128Builder)
+		dt := db.Type().(*arrow.Decimal128Type)
+		n, err := decimal128.FromString(s, dt.Precision, dt.Scale)
+		if err != nil {
+			return err
+		}
+		db.Append(n)
 	default:
 		return fmt.Errorf("BUG: logical type %d", typ)
 	}
