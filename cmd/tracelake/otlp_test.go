@@ -178,6 +178,13 @@ func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
 			if f := strings.Fields(string(out)); err != nil || len(f) < 8 || f[4] == "0" || f[4] != f[5] || f[4] != f[6] || f[7] == "0" {
 				t.Fatalf("want each GenAI span's operation once, chats priced: %v\n%s", err, out)
 			}
+			page := filepath.Join(t.TempDir(), "report.html")
+			if out, err := exec.Command(bin, "report", "--config", cfgPath, "--since", "all", "-o", page).CombinedOutput(); err != nil {
+				t.Fatalf("report: %v\n%s", err, out)
+			}
+			if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "claude-sonnet-4-5-20250929") {
+				t.Errorf("the report lacks the models: %v", err)
+			}
 		})
 	}
 }

@@ -13,8 +13,12 @@ import (
 	"strings"
 	"time"
 
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/report"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 // defaultReportWindow is what the report covers unless asked otherwise.
@@ -41,16 +45,13 @@ func cmdReport(ctx context.Context, args []string) error {
 	if err := reportable(cfg); err != nil {
 		return err
 	}
-	snk, err := openDuckDB(cfg)
+	db, closeDB, err := operationsDB(ctx, cfg, since)
 	if err != nil {
 		return err
 	}
-	defer snk.Close()
-	if err := snk.Prepare(ctx); err != nil {
-		return fmt.Errorf("prepare tables: %w", err)
-	}
+	defer closeDB()
 	var page bytes.Buffer
-	if err := writeReport(ctx, &page, snk.DB(), cfg, since); err != nil {
+	if err := writeReport(ctx, &page, db, cfg, since); err != nil {
 		return err
 	}
 	if *out == "-" {
@@ -69,10 +70,47 @@ func reportable(cfg *config.Config) error {
 	if !cfg.GenAIOperations() {
 		return usagef("tracelake report reads genai_operations, which this configuration does not load (genai.operations: want auto or on, with kafka.format otlp_proto or otlp_json and kafka.signal traces)")
 	}
-	if cfg.Sink.Type != config.SinkDuckDB {
-		return usagef("tracelake report reads the duckdb sink so far; with %s, query %s with its own client", cfg.Sink.Type, cfg.GenAI.Table)
+	if cfg.Sink.Type == config.SinkDatabend {
+		return usagef("tracelake report reads the duckdb and iceberg sinks so far; with databend, query %s with its own client", cfg.GenAI.Table)
 	}
 	return nil
+}
+
+// operationsDB is a DuckDB database holding genai_operations: the DuckDB
+// sink's file, or the Iceberg table's operations of the window scanned
+// into memory (the filter prunes the table's days).
+func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) (*sql.DB, func(), error) {
+	if cfg.Sink.Type == config.SinkIceberg {
+		ice, err := openIceberg(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer ice.Close()
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(1) // one in-memory database
+		var scan []table.ScanOption
+		if since > 0 {
+			from := iceberggo.Timestamp(time.Now().Add(-since).UnixMicro())
+			scan = append(scan, table.WithRowFilter(iceberggo.GreaterThanEqual(iceberggo.Reference(derivedTable(cfg).Time), from)))
+		}
+		if _, err := copyIcebergTable(ctx, ice, ice.DerivedIdentifier(), db, cfg.GenAI.Table, duckdbsink.TypedColumns(derivedTable(cfg)), scan...); err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		return db, func() { db.Close() }, nil
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := snk.Prepare(ctx); err != nil {
+		snk.Close()
+		return nil, nil, fmt.Errorf("prepare tables: %w", err)
+	}
+	return snk.DB(), func() { snk.Close() }, nil
 }
 
 func writeReport(ctx context.Context, w io.Writer, db *sql.DB, cfg *config.Config, since time.Duration) error {

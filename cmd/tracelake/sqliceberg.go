@@ -79,7 +79,7 @@ var icebergRawColumns = []duckdbsink.Column{{Name: "ktopic", Type: "VARCHAR"}, {
 // `tracelake run` adds it) and appends every row of its current snapshot.
 // JSON columns are appended as VARCHAR and made JSON after: the appender
 // would store a Go string into a JSON column as a JSON string.
-func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifier, db *sql.DB, name string, cols []duckdbsink.Column) (int, error) {
+func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifier, db *sql.DB, name string, cols []duckdbsink.Column, scan ...table.ScanOption) (int, error) {
 	tbl, err := snk.Catalog().LoadTable(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("load iceberg table %v: %w", id, err)
@@ -105,7 +105,7 @@ func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifie
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(name), strings.Join(defs, ", "))); err != nil {
 		return 0, fmt.Errorf("create table %s: %w", name, err)
 	}
-	n, err := appendIcebergTable(ctx, tbl, names, db, name)
+	n, err := appendIcebergTable(ctx, tbl, names, db, name, scan...)
 	if err != nil {
 		return n, err
 	}
@@ -121,11 +121,11 @@ func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifie
 }
 
 // appendIcebergTable appends columns cols of every row of tbl's current
-// snapshot to table name in db, whose columns are those, in the order of
-// tbl's schema (the scan's order).
-func appendIcebergTable(ctx context.Context, tbl *table.Table, cols []string, db *sql.DB, name string) (int, error) {
+// snapshot (those the scan options keep) to table name in db, whose
+// columns are those, in the order of tbl's schema (the scan's order).
+func appendIcebergTable(ctx context.Context, tbl *table.Table, cols []string, db *sql.DB, name string, scan ...table.ScanOption) (int, error) {
 	id := tbl.Identifier()
-	_, batches, err := tbl.Scan(table.WithSelectedFields(cols...)).ToArrowRecords(ctx)
+	_, batches, err := tbl.Scan(append(scan, table.WithSelectedFields(cols...))...).ToArrowRecords(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("scan %v: %w", id, err)
 	}
