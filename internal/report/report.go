@@ -95,7 +95,11 @@ func Build(ctx context.Context, db *sql.DB, opt Options) (*Report, error) {
 	if opt.Since > 0 {
 		where += fmt.Sprintf(" AND start_time >= TIMESTAMP '%s'", opt.Now.UTC().Add(-opt.Since).Format("2006-01-02 15:04:05.000000"))
 	}
-	from := " FROM " + t + " WHERE " + where
+	// A client that retried an export after a lost answer sent its spans
+	// twice (OTLP has no request id): each operation counts once, by its
+	// span, whatever the copies.
+	from := " FROM (SELECT * FROM " + t + " WHERE " + where +
+		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id ORDER BY ktopic, kpartition, koffset, kindex) = 1) AS operations WHERE true"
 	// A model is the one that answered, else the one asked for.
 	const model = "coalesce(response_model, request_model, '(none)')"
 

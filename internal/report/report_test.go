@@ -46,12 +46,14 @@ func operations(t *testing.T) *sql.DB {
 		}
 	}
 	exec("CREATE TABLE genai_operations (" + strings.Join(defs, ", ") + ")")
+	spans := 0
 	insert := func(day int, trace, op, model, tool, agent, status string, in, out int64, cost string, ms float64) {
 		start := now.Add(-time.Duration(day) * 24 * time.Hour).Format("2006-01-02 15:04:05")
+		spans++
 		exec(fmt.Sprintf(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, start_time, duration_ms, service_name, operation,
-			request_model, tool_name, agent_name, status, input_tokens, output_tokens, total_tokens, total_cost_usd)
-			VALUES ('t', '%s', 's', TIMESTAMP '%s', %f, 'agent', '%s', %s, %s, %s, '%s', %s, %s, %s, %s)`,
-			trace, start, ms, op, null(model), null(tool), null(agent), status, nullInt(in), nullInt(out), nullInt(in+out), null(cost)))
+			request_model, tool_name, agent_name, status, input_tokens, output_tokens, total_tokens, total_cost_usd, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', '%s', 's%d', TIMESTAMP '%s', %f, 'agent', '%s', %s, %s, %s, '%s', %s, %s, %s, %s, 'otlp', 0, %d, 0)`,
+			trace, spans, start, ms, op, null(model), null(tool), null(agent), status, nullInt(in), nullInt(out), nullInt(in+out), null(cost), spans))
 	}
 	for day := range 3 {
 		insert(day, "trace-a", "chat", "gpt-4o", "", "", "ok", 1000, 200, "0.004500000000", 900)
@@ -60,6 +62,8 @@ func operations(t *testing.T) *sql.DB {
 		insert(day, "trace-b", "invoke_agent", "", "", "researcher", map[bool]string{true: "error", false: "ok"}[day == 1], 0, 0, "", 5000)
 	}
 	insert(0, "trace-c", "chat", "my-finetune", "", "", "error", 10, 0, "", 100) // unpriced
+	// A copy of trace-a's first chat (a client's retry): counted once.
+	exec(`INSERT INTO genai_operations SELECT * REPLACE (koffset + 1000 AS koffset) FROM genai_operations WHERE trace_id = 'trace-a' LIMIT 1`)
 	insert(30, "trace-old", "chat", "gpt-3.5-turbo", "", "", "ok", 5, 5, "1.000000000000", 1)
 	return db
 }
