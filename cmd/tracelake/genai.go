@@ -33,7 +33,7 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (in
 	}
 	m := genai.NewMapper(table, cfg.GenAI.CaptureContent)
 	q := fmt.Sprintf(`SELECT tenant_id, service_name, name, trace_id, span_id, parent_span_id, coalesce(epoch_us(start_time), 0),
-		duration_ns, status_code = 'error', status_message, span_attributes::VARCHAR, ktopic, kpartition, koffset, kindex
+		duration_ns, status_code = 'error', span_attributes::VARCHAR, ktopic, kpartition, koffset, kindex
 		FROM %s ORDER BY ktopic, kpartition, koffset, kindex`, sqltext.Name(cfg.Sink.Table))
 	rows, err := snk.DB().QueryContext(ctx, q)
 	if err != nil {
@@ -66,15 +66,15 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (in
 	for rows.Next() {
 		var (
 			s                      otel.SpanRow
-			service, parent, msg   *string
+			service, parent        *string
 			traceID, spanID, attrs string
 			startMicros            int64
 		)
 		if err := rows.Scan(&s.Tenant, &service, &s.Name, &traceID, &spanID, &parent, &startMicros, &s.DurationNs,
-			&s.StatusError, &msg, &attrs, &s.Topic, &s.Partition, &s.Offset, &s.Index); err != nil {
+			&s.StatusError, &attrs, &s.Topic, &s.Partition, &s.Offset, &s.Index); err != nil {
 			return 0, fmt.Errorf("read %s: %w", cfg.Sink.Table, err)
 		}
-		s.Service, s.StatusMessage = deref(service), deref(msg)
+		s.Service = deref(service)
 		s.Start = pcommon.Timestamp(startMicros * 1000)
 		_, _ = hex.Decode(s.TraceID[:], []byte(traceID))
 		_, _ = hex.Decode(s.SpanID[:], []byte(spanID))

@@ -28,11 +28,9 @@ const (
 type Span struct {
 	Name       string
 	Attributes pcommon.Map
-	// StatusError is true when the span's status is error; StatusMessage
-	// is its description.
-	StatusError   bool
-	StatusMessage string
-	Start         time.Time
+	// StatusError is true when the span's status is error.
+	StatusError bool
+	Start       time.Time
 }
 
 // Operation is one GenAI operation. A column the span does not carry, or

@@ -32,9 +32,9 @@ func (o *operations) add(s ptrace.Span, service string, src source, index int) {
 		Tenant: src.tenant, Service: service, Name: s.Name(),
 		TraceID: tid, SpanID: sid, ParentSpanID: pid,
 		Start: s.StartTimestamp(), DurationNs: int64(s.EndTimestamp()) - int64(s.StartTimestamp()),
-		StatusError: s.Status().Code() == ptrace.StatusCodeError, StatusMessage: s.Status().Message(),
-		Attributes: s.Attributes(),
-		Topic:      src.topic, Partition: src.partition, Offset: src.offset, Index: index,
+		StatusError: s.Status().Code() == ptrace.StatusCodeError,
+		Attributes:  s.Attributes(),
+		Topic:       src.topic, Partition: src.partition, Offset: src.offset, Index: index,
 	}
 	start := len(o.w.b)
 	var ok bool
@@ -52,7 +52,6 @@ type SpanRow struct {
 	Start                 pcommon.Timestamp
 	DurationNs            int64
 	StatusError           bool
-	StatusMessage         string
 	Attributes            pcommon.Map
 	Topic                 string
 	Partition             int32
@@ -63,8 +62,7 @@ type SpanRow struct {
 // AppendOperation appends the genai_operations row of s to dst as one
 // NDJSON line, if m reads an operation in it.
 func AppendOperation(dst []byte, m *genai.Mapper, s *SpanRow) ([]byte, bool) {
-	gs := genai.Span{Name: s.Name, Attributes: s.Attributes, StatusError: s.StatusError,
-		StatusMessage: s.StatusMessage, Start: s.Start.AsTime()}
+	gs := genai.Span{Name: s.Name, Attributes: s.Attributes, StatusError: s.StatusError, Start: s.Start.AsTime()}
 	op, ok := m.Map(&gs)
 	if !ok {
 		return dst, false
