@@ -665,6 +665,47 @@ metrics: {listen: "127.0.0.1:0"}
 	if len(ops) != spans || priced == 0 {
 		t.Fatalf("%d operations (%d chats priced), want %d", len(ops), priced, spans)
 	}
+	// The report reads the operations from Databend; a price update and
+	// a rebuild reprice one model's calls and change nothing else.
+	page := filepath.Join(t.TempDir(), "report.html")
+	if out, err := exec.Command(bin, "report", "--config", cfgPath, "--since", "all", "-o", page).CombinedOutput(); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "gpt-4o-2024-08-06") {
+		t.Errorf("the report lacks the models: %v", err)
+	}
+	before := opsByID(srv.Rows("genai_operations"))
+	if err := os.WriteFile(cfgPath, []byte(cfg+"genai: {prices_file: "+filepath.Join(t.TempDir(), "prices.json")+"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "prices", "update", "--config", cfgPath, "--file", repricedTable(t, "openai", "gpt-4o")).CombinedOutput(); err != nil {
+		t.Fatalf("prices update: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath, "--rebuild", "genai_operations").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), fmt.Sprintf("%d operations", spans)) {
+		t.Fatalf("merge --rebuild: %v\n%s", err, out)
+	}
+	after := opsByID(srv.Rows("genai_operations"))
+	repriced := 0
+	for id, b := range before {
+		a := after[id]
+		for col, v := range b {
+			switch {
+			case strings.HasSuffix(col, "_cost_usd") && string(b["price_id"]) == `"openai/gpt-4o"`:
+				var cost string
+				_ = json.Unmarshal(v, &cost)
+				if want := `"` + double(t, cost) + `"`; string(a[col]) != want {
+					t.Fatalf("span %s: %s %s after the rebuild, want %s", id, col, a[col], want)
+				}
+				repriced++
+			case string(a[col]) != string(v):
+				t.Fatalf("span %s: %s changed from %s to %s", id, col, v, a[col])
+			}
+		}
+	}
+	if len(after) != len(before) || repriced == 0 {
+		t.Fatalf("%d operations after the rebuild (%d costs repriced), want %d", len(after), repriced, len(before))
+	}
 
 	// Metrics: a NaN gauge is a row Databend rejects.
 	metricsCfg := strings.Replace(strings.Replace(cfg, "format: otlp_proto,", "format: otlp_proto, signal: metrics,", 1), "topics: ["+testTopic+"]", "topics: [otlp_metrics]", 1)
@@ -702,4 +743,13 @@ metrics: {listen: "127.0.0.1:0"}
 	if len(dl) != 1 || !strings.Contains(string(dl[0]["error"]), "must be number") {
 		t.Fatalf("dead letters: %v", dl)
 	}
+}
+
+// opsByID keys genai_operations rows by trace and span id.
+func opsByID(rows []databendtest.Row) map[string]databendtest.Row {
+	out := map[string]databendtest.Row{}
+	for _, r := range rows {
+		out[string(r["trace_id"])+string(r["span_id"])] = r
+	}
+	return out
 }

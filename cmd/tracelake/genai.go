@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -15,54 +19,105 @@ import (
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/prices"
-	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/databend"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // rebuildFileBytes bounds one file of a rebuild's rows.
 const rebuildFileBytes = 64 << 20
 
+// rebuildSpanColumns are the spans table's columns a rebuild reads.
+var rebuildSpanColumns = []string{"tenant_id", "service_name", "name", "trace_id", "span_id", "parent_span_id", "start_time",
+	"duration_ns", "status_code", "span_attributes", "ktopic", "kpartition", "koffset", "kindex"}
+
 // rebuildGenAI rebuilds genai_operations from the spans table with the
 // price table and mapping of now (after `tracelake prices update`, or a
-// newer tracelake): the rows are written to files in the stage directory,
-// then replace the table's in one transaction. It returns the rows.
-func rebuildGenAI(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (int64, error) {
+// newer tracelake), replacing the table's rows in one transaction. On
+// Databend the spans are read into an in-memory DuckDB first (the whole
+// table: mind its size) and the rows staged and copied. It returns the
+// rows.
+func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 	table, err := prices.Load(cfg.GenAI.PricesFile)
 	if err != nil {
 		return 0, fmt.Errorf("genai.prices_file %s: %w", cfg.GenAI.PricesFile, err)
 	}
 	m := genai.NewMapper(table, cfg.GenAI.CaptureContent)
-	q := fmt.Sprintf(`SELECT tenant_id, service_name, name, trace_id, span_id, parent_span_id, coalesce(epoch_us(start_time), 0),
-		duration_ns, status_code = 'error', span_attributes::VARCHAR, ktopic, kpartition, koffset, kindex
-		FROM %s ORDER BY ktopic, kpartition, koffset, kindex`, sqltext.Name(cfg.Sink.Table))
-	rows, err := snk.DB().QueryContext(ctx, q)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", cfg.Sink.Table, err)
+	defer func() {
+		if u := m.Stats().Unpriced.Load(); u > 0 {
+			slog.Info("operations without a price keep a null cost", "operations", u, "see", "tracelake prices match MODEL")
+		}
+	}()
+	if cfg.Sink.Type == config.SinkDatabend {
+		snk, err := openDatabend(cfg)
+		if err != nil {
+			return 0, err
+		}
+		defer snk.Close()
+		if err := snk.Prepare(ctx); err != nil {
+			return 0, fmt.Errorf("prepare tables: %w", err)
+		}
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			return 0, err
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1) // one in-memory database
+		cols := selectColumns(duckdbsink.TypedColumns(typedTable(cfg)), rebuildSpanColumns)
+		if err := copyDatabendRows(ctx, snk, db, cfg.Sink.Table, cols, ""); err != nil {
+			return 0, err
+		}
+		var chunks [][]byte
+		if _, err := writeOperations(ctx, db, cfg.Sink.Table, m, func(chunk []byte) error {
+			chunks = append(chunks, chunk)
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+		return snk.ReplaceDerived(ctx, chunks)
 	}
-	defer rows.Close()
-	var (
-		files   []string
-		buf     []byte
-		longest int
-		spans   int64
-	)
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer snk.Close()
+	if err := snk.Prepare(ctx); err != nil {
+		return 0, fmt.Errorf("prepare tables: %w", err)
+	}
+	var files []string
 	defer func() {
 		for _, f := range files {
 			_ = os.Remove(f)
 		}
 	}()
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
+	longest, err := writeOperations(ctx, snk.DB(), cfg.Sink.Table, m, func(chunk []byte) error {
 		path := filepath.Join(cfg.StageDir(), "rebuild-"+cfg.GenAI.Table+"-"+strconv.Itoa(len(files))+".ndjson")
-		if err := os.WriteFile(path, buf, 0o644); err != nil {
-			return err
-		}
 		files = append(files, path)
-		buf = buf[:0]
-		return nil
+		return os.WriteFile(path, chunk, 0o644)
+	})
+	if err != nil {
+		return 0, err
 	}
+	return snk.ReplaceDerived(ctx, files, longest)
+}
+
+// writeOperations reads the spans of table spans in db (DuckDB) and hands
+// their operations' rows (NDJSON) to emit in chunks of about
+// rebuildFileBytes; it returns the longest row.
+func writeOperations(ctx context.Context, db *sql.DB, spans string, m *genai.Mapper, emit func([]byte) error) (int, error) {
+	q := fmt.Sprintf(`SELECT tenant_id, service_name, name, trace_id, span_id, parent_span_id, coalesce(epoch_us(start_time), 0),
+		duration_ns, status_code = 'error', span_attributes::VARCHAR, ktopic, kpartition, koffset, kindex
+		FROM %s ORDER BY ktopic, kpartition, koffset, kindex`, sqltext.Name(spans))
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", spans, err)
+	}
+	defer rows.Close()
+	var (
+		buf     []byte
+		longest int
+		read    int64
+	)
 	for rows.Next() {
 		var (
 			s                      otel.SpanRow
@@ -72,7 +127,7 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (in
 		)
 		if err := rows.Scan(&s.Tenant, &service, &s.Name, &traceID, &spanID, &parent, &startMicros, &s.DurationNs,
 			&s.StatusError, &attrs, &s.Topic, &s.Partition, &s.Offset, &s.Index); err != nil {
-			return 0, fmt.Errorf("read %s: %w", cfg.Sink.Table, err)
+			return 0, fmt.Errorf("read %s: %w", spans, err)
 		}
 		s.Service = deref(service)
 		s.Start = pcommon.Timestamp(startMicros * 1000)
@@ -85,31 +140,93 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (in
 		start := len(buf)
 		buf, _ = otel.AppendOperation(buf, m, &s)
 		longest = max(longest, len(buf)-start)
-		if spans++; spans%1_000_000 == 0 {
-			slog.Info("rebuilding", "table", cfg.GenAI.Table, "spans read", spans, "operations", m.Stats().Operations.Load())
+		if read++; read%1_000_000 == 0 {
+			slog.Info("rebuilding", "spans read", read, "operations", m.Stats().Operations.Load())
 		}
 		if len(buf) >= rebuildFileBytes {
-			if err := flush(); err != nil {
+			if err := emit(buf); err != nil {
 				return 0, err
 			}
+			buf = nil
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("read %s: %w", cfg.Sink.Table, err)
+		return 0, fmt.Errorf("read %s: %w", spans, err)
 	}
-	rows.Close()
-	if err := flush(); err != nil {
-		return 0, err
+	if len(buf) > 0 {
+		if err := emit(buf); err != nil {
+			return 0, err
+		}
 	}
-	n, err := snk.ReplaceDerived(ctx, files, longest)
-	if err != nil {
-		return 0, err
-	}
-	if u := m.Stats().Unpriced.Load(); u > 0 {
-		slog.Info("operations without a price keep a null cost", "operations", u, "see", "tracelake prices match MODEL")
-	}
-	return n, nil
+	return longest, nil
 }
+
+// selectColumns are the columns of cols named in names, in names' order.
+func selectColumns(cols []duckdbsink.Column, names []string) []duckdbsink.Column {
+	var out []duckdbsink.Column
+	for _, n := range names {
+		for _, c := range cols {
+			if c.Name == n {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// copyDatabendRows reads columns cols of a Databend table (its rows from
+// since on, when set) into a new table of the same name in db (DuckDB):
+// Databend answers text, written to an NDJSON file of strings and nulls
+// that DuckDB reads and casts to the columns' types.
+func copyDatabendRows(ctx context.Context, snk *databend.Sink, db *sql.DB, table string, cols []duckdbsink.Column, since string) error {
+	names := make([]string, len(cols))
+	read := make([]string, len(cols))
+	casts := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+		read[i] = sqltext.Ident(c.Name) + ": 'VARCHAR'"
+		casts[i] = fmt.Sprintf("CAST(%s AS %s) AS %s", sqltext.Ident(c.Name), c.Type, sqltext.Ident(c.Name))
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(names, ", "), sqltext.Name(table))
+	if since != "" {
+		q += fmt.Sprintf(" WHERE start_time >= '%s'", since)
+	}
+	rows, err := snk.QueryRows(ctx, q)
+	if err != nil {
+		return fmt.Errorf("read %s from databend: %w", table, err)
+	}
+	f, err := os.CreateTemp("", "tracelake-*.ndjson")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	enc := json.NewEncoder(f)
+	obj := make(map[string]*string, len(cols))
+	longest := 0
+	for _, row := range rows {
+		for i, v := range row {
+			obj[names[i]] = v
+			if v != nil {
+				longest = max(longest, len(*v))
+			}
+		}
+		if err := enc.Encode(obj); err != nil {
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s AS SELECT %s FROM read_ndjson(%s, columns = {%s}, maximum_object_size = %d)",
+		sqltext.Name(table), strings.Join(casts, ", "), sqltext.String(f.Name()), strings.Join(read, ", "), max(16<<20, 2*longest*len(cols)+1024)))
+	if err != nil {
+		return fmt.Errorf("copy %s into duckdb: %w", table, err)
+	}
+	return nil
+}
+
+// databendTime writes t as Databend reads a TIMESTAMP literal.
+func databendTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000000") }
 
 func deref(s *string) string {
 	if s == nil {

@@ -41,12 +41,23 @@ func cmdMerge(ctx context.Context, args []string) error {
 		}
 		return printModelSQL(os.Stdout, models, *dialect)
 	}
+	if cfg.DecodesOTLP() && *rebuild != "" && *rebuild == cfg.GenAI.Table && cfg.GenAIOperations() {
+		if cfg.Sink.Type == config.SinkIceberg {
+			return usagef("--rebuild %s is built for the duckdb and databend sinks so far", cfg.GenAI.Table)
+		}
+		n, err := rebuildGenAI(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("rebuild %s: %w", cfg.GenAI.Table, err)
+		}
+		fmt.Printf("rebuilt %s from %s: %d operations\n", cfg.GenAI.Table, cfg.Sink.Table, n)
+		return nil
+	}
 	if cfg.Sink.Type == config.SinkIceberg {
 		return fmt.Errorf("tracelake merge: models are not built for the iceberg sink yet")
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		if cfg.DecodesOTLP() {
-			return usagef("tracelake merge: the OpenTelemetry tables' dedup model and --rebuild %s are built for the duckdb sink only so far", cfg.GenAI.Table)
+			return usagef("tracelake merge: the OpenTelemetry tables' dedup model is built for the duckdb sink only so far")
 		}
 		if *rebuild != "" {
 			return usagef("--rebuild: not built for the databend sink (drop the model's target, rejects and tombstones tables and DELETE its rows of tracelake_merge_watermarks, then merge)")
@@ -72,14 +83,6 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	mg := merge.NewMerger(snk.DB(), slog.Default())
 	if cfg.DecodesOTLP() {
-		if *rebuild != "" && *rebuild == cfg.GenAI.Table && cfg.GenAIOperations() {
-			n, err := rebuildGenAI(ctx, cfg, snk)
-			if err != nil {
-				return fmt.Errorf("rebuild %s: %w", cfg.GenAI.Table, err)
-			}
-			fmt.Printf("rebuilt %s from %s: %d operations\n", cfg.GenAI.Table, cfg.Sink.Table, n)
-			return nil
-		}
 		if *rebuild != "" || *model != "" {
 			return usagef("--rebuild and --model: an OpenTelemetry table has one built-in model, %s_dedup (drop it to rebuild it)%s", cfg.Sink.Table, genaiHint(cfg))
 		}

@@ -70,16 +70,34 @@ func reportable(cfg *config.Config) error {
 	if !cfg.GenAIOperations() {
 		return usagef("tracelake report reads genai_operations, which this configuration does not load (genai.operations: want auto or on, with kafka.format otlp_proto or otlp_json and kafka.signal traces)")
 	}
-	if cfg.Sink.Type == config.SinkDatabend {
-		return usagef("tracelake report reads the duckdb and iceberg sinks so far; with databend, query %s with its own client", cfg.GenAI.Table)
-	}
 	return nil
 }
 
 // operationsDB is a DuckDB database holding genai_operations: the DuckDB
-// sink's file, or the Iceberg table's operations of the window scanned
-// into memory (the filter prunes the table's days).
+// sink's file, or the window's operations read into memory from Iceberg
+// (the filter prunes the table's days) or Databend.
 func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) (*sql.DB, func(), error) {
+	if cfg.Sink.Type == config.SinkDatabend {
+		snk, err := openDatabend(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer snk.Close()
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(1) // one in-memory database
+		from := ""
+		if since > 0 {
+			from = databendTime(time.Now().Add(-since))
+		}
+		if err := copyDatabendRows(ctx, snk, db, cfg.GenAI.Table, duckdbsink.TypedColumns(derivedTable(cfg)), from); err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		return db, func() { db.Close() }, nil
+	}
 	if cfg.Sink.Type == config.SinkIceberg {
 		ice, err := openIceberg(ctx, cfg)
 		if err != nil {

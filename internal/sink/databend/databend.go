@@ -265,12 +265,12 @@ func (s *Sink) Tables() (main, dlq, ledger string) {
 // QueryText runs a query in a session of its own and returns its rows as
 // text, NULL as "" (verify uses it).
 func (s *Sink) QueryText(ctx context.Context, q string) ([][]string, error) {
-	res, err := s.c.session().query(ctx, q)
+	rows, err := s.QueryRows(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]string, len(res.Rows))
-	for i, row := range res.Rows {
+	out := make([][]string, len(rows))
+	for i, row := range rows {
 		out[i] = make([]string, len(row))
 		for j, v := range row {
 			if v != nil {
@@ -279,6 +279,68 @@ func (s *Sink) QueryText(ctx context.Context, q string) ([][]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// QueryRows runs a query in a session of its own and returns its rows as
+// Databend's text of each value, nil for NULL (TIMESTAMP as
+// 2006-01-02 15:04:05.000000, VARIANT as JSON, DECIMAL exact).
+func (s *Sink) QueryRows(ctx context.Context, q string) ([][]*string, error) {
+	res, err := s.c.session().query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return res.Rows, nil
+}
+
+// ReplaceDerived replaces every row of the derived table (Options.Derived)
+// with the NDJSON rows of files (each one file's content), in one
+// transaction: the files are staged, then DELETE and COPY, then COMMIT.
+// It returns the rows copied. Loads running meanwhile make the commit
+// conflict (it then fails: run it with tracelake run stopped).
+func (s *Sink) ReplaceDerived(ctx context.Context, files [][]byte) (int64, error) {
+	if s.opt.Derived == nil {
+		return 0, errors.New("no derived table is configured")
+	}
+	var targets []target
+	var staged []sink.File
+	defer func() {
+		if err := s.remove(context.WithoutCancel(ctx), staged); err != nil {
+			s.log.Warn("rebuild files stay in the stage: remove failed", "err", err)
+		}
+	}()
+	for i, data := range files {
+		name, _, err := s.put(ctx, fmt.Sprintf("rebuild-%s-%d-%d", s.opt.DerivedTable, time.Now().UnixNano(), i), data)
+		if err != nil {
+			return 0, err
+		}
+		staged = append(staged, sink.File{RowsPath: name})
+		targets = append(targets, target{name, int64(len(sink.Lines(data)))})
+	}
+	ss, end, err := s.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	committed := false
+	defer func() { end(committed) }()
+	if _, err := ss.query(ctx, "DELETE FROM "+s.tables.derived); err != nil {
+		return 0, fmt.Errorf("empty %s: %w", s.opt.DerivedTable, err)
+	}
+	got, err := s.copyFiles(ctx, ss, &loadPlan{}, s.tables.derived, targets)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for name, o := range got {
+		if o.errors > 0 {
+			return 0, fmt.Errorf("Databend rejected %d rows of %s (the first, line %d: %s); nothing was replaced", o.errors, name, o.firstLine, o.firstError)
+		}
+		n += o.loaded
+	}
+	if _, err := ss.query(ctx, "COMMIT"); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	committed = true
+	return n, nil
 }
 
 // location is the stage path of the sink's files, as SQL: @~/prefix/.

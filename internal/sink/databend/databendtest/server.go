@@ -112,6 +112,7 @@ type txn struct {
 	rows    map[string][]Row
 	history map[string]bool // files COPY loaded with FORCE = FALSE
 	forced  map[string]bool // files COPY loaded with FORCE = TRUE
+	cleared map[string]bool // tables DELETE FROM emptied (their committed rows)
 }
 
 // New starts a fake Databend of one node on loopback with the given

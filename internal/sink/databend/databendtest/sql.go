@@ -2,11 +2,13 @@ package databendtest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The statement shapes the fake executes. Anything else fails (or, if
@@ -28,6 +30,10 @@ var (
 	reTypedStoredCount = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT k\) FROM \(\s*SELECT ktopic AS topic, kpartition AS p, CAST\(koffset AS VARCHAR\) \|\| '/' \|\| CAST\(kindex AS VARCHAR\) AS k FROM (\S+)\s+UNION ALL SELECT topic, "partition", CAST\("offset" AS VARCHAR\) \|\| '/dead/' \|\| coalesce\(CAST\("value" AS VARCHAR\), ''\) FROM (\S+)\) AS stored GROUP BY 1, 2$`)
 	reStoredCount      = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
 	reTableCount       = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
+	reDelete           = regexp.MustCompile(`^DELETE FROM (\S+)$`)
+	// Plain columns of a table, optionally from a time on (the report and
+	// the rebuild read tables so).
+	reSelectColumns = regexp.MustCompile(`^SELECT ((?:[a-z_]+)(?:, [a-z_]+)*) FROM (\S+)( WHERE start_time >= '([^']+)')?$`)
 	// verify's check of a derived table (genai_operations) against its
 	// main table by the rows' coordinates.
 	reDerivedCheck = regexp.MustCompile(`^SELECT count\(\*\), count\(\*\) - count\(DISTINCT d\.k\), count\(CASE WHEN m\.k IS NULL THEN 1 END\) FROM \(SELECT .+? AS k FROM (\S+)\) AS d LEFT JOIN \(SELECT DISTINCT .+? AS k FROM (\S+)\) AS m ON m\.k = d\.k$`)
@@ -150,6 +156,25 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	if m := reTypedStoredCount.FindStringSubmatch(sql); m != nil {
 		return s.countStored(tx, true, m[1], m[2])
 	}
+	if m := reDelete.FindStringSubmatch(sql); m != nil {
+		// Only inside a transaction here (the rebuild's): its rows go at
+		// COMMIT, with what the transaction copies in.
+		if _, err := s.table(m[1]); err != nil {
+			return nil, nil, err
+		}
+		if tx == nil {
+			return nil, nil, errors.New("fake: DELETE outside a transaction is not modelled")
+		}
+		if tx.cleared == nil {
+			tx.cleared = map[string]bool{}
+		}
+		tx.cleared[unquote(m[1])] = true
+		delete(tx.rows, unquote(m[1]))
+		return nil, nil, nil
+	}
+	if m := reSelectColumns.FindStringSubmatch(sql); m != nil {
+		return s.selectColumns(tx, m[2], strings.Split(m[1], ", "), m[4])
+	}
 	if m := reDerivedCheck.FindStringSubmatch(sql); m != nil {
 		return s.derivedCheck(*txp, m[1], m[2])
 	}
@@ -180,6 +205,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 
 // apply writes a transaction's rows and load history.
 func (s *Server) apply(tx *txn) {
+	for name := range tx.cleared {
+		s.tables[name].rows = nil
+	}
 	for name, rows := range tx.rows {
 		s.tables[name].rows = append(s.tables[name].rows, rows...)
 	}
@@ -205,6 +233,9 @@ func (s *Server) table(quoted string) (*table, error) {
 func visible(t *table, tx *txn, name string) []Row {
 	rows := t.rows
 	if tx != nil {
+		if tx.cleared[name] {
+			rows = nil
+		}
 		rows = append(slices.Clone(rows), tx.rows[name]...)
 	}
 	return rows
@@ -556,4 +587,64 @@ func (s *Server) derivedCheck(tx *txn, derived, main string) ([]string, [][]*str
 		}
 	}
 	return []string{"count()", "copies", "orphans"}, [][]*string{{str(strconv.Itoa(len(rows))), str(strconv.Itoa(len(rows) - len(seen))), str(strconv.Itoa(orphans))}}, nil
+}
+
+// selectColumns answers SELECT of plain columns, as the HTTP handler
+// writes values: text, NULL as null, a TIMESTAMP (stored here as the
+// microseconds COPY read) in TIMESTAMP_FORMAT (expression
+// types/timestamp.rs: %Y-%m-%d %H:%M:%S%.6f), a VARIANT as its JSON, a
+// string without its quotes. With since, only rows whose start_time is at
+// or after it.
+func (s *Server) selectColumns(tx *txn, name string, cols []string, since string) ([]string, [][]*string, error) {
+	t, err := s.table(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	types := map[string]string{}
+	for i, c := range t.cols {
+		types[c] = strings.ToUpper(t.types[i])
+	}
+	for _, c := range cols {
+		if _, ok := types[c]; !ok {
+			return nil, nil, &codedError{1065, fmt.Sprintf("column %s doesn't exist", c)}
+		}
+	}
+	var from time.Time
+	if since != "" {
+		if from, err = time.Parse("2006-01-02 15:04:05.000000", since); err != nil {
+			return nil, nil, fmt.Errorf("fake: timestamp %q: %w", since, err)
+		}
+	}
+	var out [][]*string
+	for _, r := range visible(t, tx, unquote(name)) {
+		if since != "" {
+			us, err := strconv.ParseInt(string(r["start_time"]), 10, 64)
+			if err != nil || time.UnixMicro(us).Before(from) {
+				continue
+			}
+		}
+		row := make([]*string, len(cols))
+		for i, c := range cols {
+			v, ok := r[c]
+			if !ok || string(v) == "null" {
+				continue
+			}
+			switch {
+			case types[c] == "TIMESTAMP":
+				us, err := strconv.ParseInt(string(v), 10, 64)
+				if err != nil {
+					return nil, nil, fmt.Errorf("fake: %s is not microseconds: %s", c, v)
+				}
+				row[i] = str(time.UnixMicro(us).UTC().Format("2006-01-02 15:04:05.000000"))
+			case types[c] == "VARIANT":
+				row[i] = str(string(v))
+			case strings.HasPrefix(string(v), `"`):
+				row[i] = str(jsonString(v))
+			default:
+				row[i] = str(string(v))
+			}
+		}
+		out = append(out, row)
+	}
+	return cols, out, nil
 }
