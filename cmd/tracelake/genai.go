@@ -34,9 +34,9 @@ var rebuildSpanColumns = []string{"tenant_id", "service_name", "name", "trace_id
 // rebuildGenAI rebuilds genai_operations from the spans table with the
 // price table and mapping of now (after `tracelake prices update`, or a
 // newer tracelake), replacing the table's rows in one transaction. On
-// Databend the spans are read into an in-memory DuckDB first (the whole
-// table: mind its size) and the rows staged and copied. It returns the
-// rows.
+// Databend and Iceberg the spans are read into an in-memory DuckDB first
+// (the whole table: mind its size); Databend then stages and copies the
+// rows, Iceberg commits them as one overwrite. It returns the rows.
 func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 	table, err := prices.Load(cfg.GenAI.PricesFile)
 	if err != nil {
@@ -48,6 +48,32 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 			slog.Info("operations without a price keep a null cost", "operations", u, "see", "tracelake prices match MODEL")
 		}
 	}()
+	if cfg.Sink.Type == config.SinkIceberg {
+		ice, err := openIceberg(ctx, cfg)
+		if err != nil {
+			return 0, err
+		}
+		defer ice.Close()
+		if err := ice.Prepare(ctx); err != nil {
+			return 0, fmt.Errorf("prepare tables: %w", err)
+		}
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			return 0, err
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1) // one in-memory database
+		raw, _ := ice.Identifiers()
+		cols := selectColumns(duckdbsink.TypedColumns(typedTable(cfg)), rebuildSpanColumns)
+		if _, err := copyIcebergTable(ctx, ice, raw, db, cfg.Sink.Table, cols); err != nil {
+			return 0, err
+		}
+		chunks, err := operationChunks(ctx, db, cfg.Sink.Table, m)
+		if err != nil {
+			return 0, err
+		}
+		return ice.ReplaceDerived(ctx, chunks)
+	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		snk, err := openDatabend(cfg)
 		if err != nil {
@@ -67,11 +93,8 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 		if err := copyDatabendRows(ctx, snk, db, cfg.Sink.Table, cols, ""); err != nil {
 			return 0, err
 		}
-		var chunks [][]byte
-		if _, err := writeOperations(ctx, db, cfg.Sink.Table, m, func(chunk []byte) error {
-			chunks = append(chunks, chunk)
-			return nil
-		}); err != nil {
+		chunks, err := operationChunks(ctx, db, cfg.Sink.Table, m)
+		if err != nil {
 			return 0, err
 		}
 		return snk.ReplaceDerived(ctx, chunks)
@@ -159,6 +182,16 @@ func writeOperations(ctx context.Context, db *sql.DB, spans string, m *genai.Map
 		}
 	}
 	return longest, nil
+}
+
+// operationChunks is writeOperations into memory.
+func operationChunks(ctx context.Context, db *sql.DB, spans string, m *genai.Mapper) ([][]byte, error) {
+	var chunks [][]byte
+	_, err := writeOperations(ctx, db, spans, m, func(chunk []byte) error {
+		chunks = append(chunks, chunk)
+		return nil
+	})
+	return chunks, err
 }
 
 // selectColumns are the columns of cols named in names, in names' order.

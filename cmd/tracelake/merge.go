@@ -42,9 +42,6 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return printModelSQL(os.Stdout, models, *dialect)
 	}
 	if cfg.DecodesOTLP() && *rebuild != "" && *rebuild == cfg.GenAI.Table && cfg.GenAIOperations() {
-		if cfg.Sink.Type == config.SinkIceberg {
-			return usagef("--rebuild %s is built for the duckdb and databend sinks so far", cfg.GenAI.Table)
-		}
 		n, err := rebuildGenAI(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("rebuild %s: %w", cfg.GenAI.Table, err)

@@ -58,6 +58,39 @@ func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 	if len(l.Ranges) != 1 || l.Ranges[0].Records != 20 {
 		t.Errorf("loaded %+v, want the 20 span rows past offset 9", l.Ranges)
 	}
+	want := func(from, to int64, price string) []string {
+		var out []string
+		for o := from; o <= to; o++ {
+			out = append(out, fmt.Sprintf("op %d %s.%012d", o, price, o))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := operations(t, s); !slices.Equal(got, want(0, 19, "123456")) {
+		t.Errorf("operations\n%v\nwant\n%v", got, want(0, 19, "123456"))
+	}
+
+	// A rebuild replaces every operation and keeps the table's positions:
+	// the next load adds only the operations past them.
+	var rebuilt []byte
+	for o := range 20 {
+		rebuilt = fmt.Appendf(rebuilt, `{"name":"op %d","cost":"654321.%012d","ktopic":"traces","kpartition":0,"koffset":%d,"kindex":1}`+"\n", o, o, o)
+	}
+	if n, err := s.ReplaceDerived(ctx, [][]byte{rebuilt}); err != nil || n != 20 {
+		t.Fatalf("rebuild: %d rows, %v", n, err)
+	}
+	load(t, s, typedBatch(15, 24))
+	after := append(want(0, 19, "654321"), want(20, 24, "123456")...)
+	slices.Sort(after)
+	if got := operations(t, s); !slices.Equal(got, after) {
+		t.Errorf("after the rebuild and a load:\n%v\nwant\n%v", got, after)
+	}
+}
+
+// operations reads the ops table: each row's name and cost, sorted.
+func operations(t *testing.T, s *iceberg.Sink) []string {
+	t.Helper()
+	ctx := context.Background()
 	tbl, err := s.Catalog().LoadTable(ctx, s.DerivedIdentifier())
 	if err != nil {
 		t.Fatal(err)
@@ -82,12 +115,5 @@ func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 		rec.Release()
 	}
 	slices.Sort(got)
-	var want []string
-	for o := range 20 {
-		want = append(want, fmt.Sprintf("op %d 123456.%012d", o, o))
-	}
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("operations\n%v\nwant\n%v", got, want)
-	}
+	return got
 }

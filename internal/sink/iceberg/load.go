@@ -595,3 +595,76 @@ func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.S
 	}
 	return out, rd.Err()
 }
+
+// ReplaceDerived replaces every row of the derived table (Options.Derived)
+// with the NDJSON rows of chunks, in one overwrite snapshot pinned to the
+// snapshot whose files it removes; the table's positions (properties) stay
+// as they are. A load committing meanwhile fails it (run it with tracelake
+// run stopped). It returns the rows written.
+func (s *Sink) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error) {
+	if s.opt.Derived == nil {
+		return 0, errors.New("no derived table is configured")
+	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	tbl, err := s.loadTable(ctx, s.derived)
+	if err != nil {
+		return 0, err
+	}
+	sc, err := arrowSchema(tbl, s.derivedSchema)
+	if err != nil {
+		return 0, err
+	}
+	counts := map[sink.TopicPartition]int64{}
+	var added []iceberggo.DataFile
+	for _, chunk := range chunks {
+		rec, err := buildTypedRecord(sc, s.opt.Derived, chunk, counts)
+		if err != nil {
+			s.removeFiles(ctx, tbl, added)
+			return 0, err
+		}
+		if rec == nil {
+			continue
+		}
+		files, err := s.writeFiles(ctx, tbl, sc, func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) })
+		if err != nil {
+			s.removeFiles(ctx, tbl, added)
+			return 0, err
+		}
+		added = append(added, files...)
+	}
+	var old []iceberggo.DataFile
+	if tbl.CurrentSnapshot() != nil {
+		tasks, err := tbl.Scan().PlanFiles(ctx)
+		if err != nil {
+			s.removeFiles(ctx, tbl, added)
+			return 0, fmt.Errorf("plan files of %s: %w", name(s.derived), err)
+		}
+		for _, t := range tasks {
+			old = append(old, t.File)
+		}
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.AssertRefSnapshotID(""); err != nil {
+		s.removeFiles(ctx, tbl, added)
+		return 0, err
+	}
+	props := iceberggo.Properties{"tracelake.operation": "rebuild"}
+	if err := txn.ReplaceDataFilesWithDataFiles(ctx, old, added, props); err != nil {
+		s.removeFiles(ctx, tbl, added)
+		return 0, fmt.Errorf("replace the files of %s: %w", name(s.derived), err)
+	}
+	committed, err := txn.Commit(ctx)
+	if err != nil {
+		if LostRace(err) {
+			s.removeFiles(ctx, tbl, added)
+		}
+		return 0, fmt.Errorf("commit the rebuild of %s: %w", name(s.derived), err)
+	}
+	s.remember(committed)
+	var n int64
+	for _, c := range counts {
+		n += c
+	}
+	return n, nil
+}
