@@ -185,6 +185,11 @@ func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
 			if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "claude-sonnet-4-5-20250929") {
 				t.Errorf("the report lacks the models: %v", err)
 			}
+			// A rebuild from the spans finds every operation again.
+			if out, err := exec.Command(bin, "merge", "--config", cfgPath, "--rebuild", "genai_operations").CombinedOutput(); err != nil ||
+				!strings.Contains(string(out), fmt.Sprintf(": %d operations", spans)) {
+				t.Fatalf("merge --rebuild genai_operations: %v\n%s", err, out)
+			}
 		})
 	}
 }
