@@ -51,7 +51,7 @@ func svgChart(now time.Time, unit string, ss ...series) template.HTML {
 			top = max(top, p.v)
 		}
 	}
-	top = niceCeil(top)
+	top = NiceCeil(top)
 	plotW, plotH := float64(chartW-padL-padR), float64(chartH-padT-padB)
 	x := func(t time.Time) float64 {
 		return padL + plotW*(1-now.Sub(t).Seconds()/History.Seconds())
@@ -61,7 +61,7 @@ func svgChart(now time.Time, unit string, ss ...series) template.HTML {
 	for i := 0; i <= 2; i++ {
 		v := top * float64(i) / 2
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="grid"/>`, padL, chartW-padR, y(v), y(v))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="ylabel">%s%s</text>`, padL-6, y(v)+4, short(v), unit)
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="ylabel">%s%s</text>`, padL-6, y(v)+4, Short(v), unit)
 	}
 	for m := 15; m >= 0; m -= 5 {
 		label := fmt.Sprintf("−%dm", m)
@@ -90,9 +90,10 @@ func svgChart(now time.Time, unit string, ss ...series) template.HTML {
 	return template.HTML(b.String()) // #nosec: built from numbers and constants above
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (at least 1).
-func niceCeil(v float64) float64 {
-	if v <= 1 {
+// NiceCeil rounds v up to 1, 2 or 5 times a power of ten (1 for v ≤ 0):
+// a chart's top.
+func NiceCeil(v float64) float64 {
+	if v <= 0 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
@@ -104,8 +105,8 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-// short renders v compactly: 950, 12k, 3.5M.
-func short(v float64) string {
+// Short renders v compactly: 950, 12k, 3.5M.
+func Short(v float64) string {
 	switch {
 	case v >= 1e9:
 		return trimZero(v/1e9) + "G"

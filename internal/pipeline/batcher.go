@@ -71,6 +71,8 @@ type batcher struct {
 	// with room for about as much, instead of growing (and copying) its
 	// buffer a dozen times on the way to 16 MiB.
 	lastRows int
+	// lastDerived is the same for the rows derived from them.
+	lastDerived int
 }
 
 func newBatcher(transform bool, maxRecords int, maxBytes int64, maxInterval time.Duration) *batcher {
@@ -178,7 +180,8 @@ func (b *batcher) deadLetter(r *kgo.Record, rg *sink.Range, problem envelope.Pro
 func (b *batcher) rangeOf(tp sink.TopicPartition, offset int64, now time.Time) *sink.Range {
 	if b.cur == nil {
 		b.cur = &batch{
-			Batch:   &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8)},
+			Batch: &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8),
+				Derived: make([]byte, 0, b.lastDerived+b.lastDerived/8)},
 			created: make([]int64, 0, b.maxRecords),
 		}
 		if b.keepRecords {
@@ -227,7 +230,7 @@ func (b *batcher) close() *batch {
 	slices.SortFunc(out.Ranges, func(x, y sink.Range) int {
 		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
 	})
-	b.lastRows = len(out.Rows)
+	b.lastRows, b.lastDerived = len(out.Rows), len(out.Derived)
 	out.records = int64(b.records)
 	out.ID = sink.NewBatchID()
 	b.cur, b.records = nil, 0

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -51,6 +52,9 @@ type Table struct {
 	// Skipped counts models whose match cannot be used here (a regex Go
 	// does not accept): they never match.
 	Skipped int `json:"-"`
+	// found remembers each Find's model by (provider, model): lookupKey
+	// to lookup.
+	found sync.Map
 }
 
 // Provider is one provider of models.
@@ -131,6 +135,9 @@ type Match struct {
 	// not is a leading negative lookahead of the regex, which Go's
 	// regexp lacks: the id must not match it.
 	not *regexp.Regexp
+	// text is the lowercased text of equals, starts_with, ends_with or
+	// contains, lowered once (compile).
+	text string
 }
 
 // matches reports whether id (lowercased already) matches. As in the
@@ -152,21 +159,27 @@ func (m *Match) matches(id, original string) bool {
 		}
 		return true
 	case m.Equals != nil:
-		return id == strings.ToLower(*m.Equals)
+		return id == m.text
 	case m.StartsWith != nil:
-		return strings.HasPrefix(id, strings.ToLower(*m.StartsWith))
+		return strings.HasPrefix(id, m.text)
 	case m.EndsWith != nil:
-		return strings.HasSuffix(id, strings.ToLower(*m.EndsWith))
+		return strings.HasSuffix(id, m.text)
 	case m.Contains != nil:
-		return strings.Contains(id, strings.ToLower(*m.Contains))
+		return strings.Contains(id, m.text)
 	case m.Regex != nil:
 		return m.re != nil && m.re.MatchString(original) && (m.not == nil || !m.not.MatchString(original))
 	}
 	return false
 }
 
-// compile compiles the regexes of m; it returns how many did not compile.
+// compile lowers m's texts and compiles its regexes; it returns how many
+// did not compile.
 func (m *Match) compile() int {
+	for _, text := range []*string{m.Equals, m.StartsWith, m.EndsWith, m.Contains} {
+		if text != nil {
+			m.text = strings.ToLower(*text)
+		}
+	}
 	bad := 0
 	for i := range m.Or {
 		bad += m.Or[i].compile()
@@ -419,8 +432,33 @@ var providerIDs = map[string]string{
 }
 
 // Find returns the price of model from provider (a gen_ai.provider.name
-// value, or "") at time at.
+// value, or "") at time at. Which model a (provider, model) pair finds is
+// kept: spans name few distinct models, and matching walks hundreds.
 func (t *Table) Find(provider, model string, at time.Time) (Found, bool) {
+	key := lookupKey{provider, model}
+	if v, ok := t.found.Load(key); ok {
+		f := v.(lookup)
+		if f.model == nil {
+			return Found{}, false
+		}
+		return Found{Provider: f.provider, Model: f.model, Prices: f.model.PricesAt(at), How: f.how}, true
+	}
+	f, ok := t.find(provider, model, at)
+	t.found.Store(key, lookup{f.Provider, f.Model, f.How})
+	return f, ok
+}
+
+// lookupKey and lookup are a remembered Find.
+type (
+	lookupKey struct{ provider, model string }
+	lookup    struct {
+		provider *Provider
+		model    *Model // nil: no price
+		how      string
+	}
+)
+
+func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 	model = strings.TrimSpace(model)
 	if model == "" {
 		return Found{}, false
@@ -600,11 +638,14 @@ func (p Prices) Cost(u Usage) Cost {
 
 // Decimal formats pico-dollars as dollars with 12 decimals.
 func Decimal(pico int64) string {
-	sign := ""
+	out := make([]byte, 0, 24)
 	if pico < 0 {
-		sign, pico = "-", -pico
+		out, pico = append(out, '-'), -pico
 	}
-	return fmt.Sprintf("%s%d.%012d", sign, pico/1e12, pico%1e12)
+	out = strconv.AppendInt(out, pico/1e12, 10)
+	out = append(out, '.')
+	var frac [13]byte // 1 and the 12 digits
+	return string(append(out, strconv.AppendInt(frac[:0], pico%1e12+1e12, 10)[1:]...))
 }
 
 // Load reads the price table at path, or returns the embedded one for ""

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"math"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tracelake/tracelake/internal/obs"
 )
 
 // WriteHTML writes the page.
@@ -22,7 +23,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Report:       r,
 		Window:       window(r.Since),
 		CostChart:    r.byDayChart("cost", models, func(d ModelDay) float64 { return d.CostUSD }, dollarsShort),
-		TokenChart:   r.byDayChart("tokens", models, func(d ModelDay) float64 { return float64(d.Tokens) }, short),
+		TokenChart:   r.byDayChart("tokens", models, func(d ModelDay) float64 { return float64(d.Tokens) }, obs.Short),
 		LatencyChart: latencyChart(r.ByOperation),
 		ErrorChart:   errorChart(r.ByOperation),
 	}
@@ -88,7 +89,7 @@ func (r *Report) byDayChart(name string, models []string, value func(ModelDay) f
 		top = max(top, sum)
 	}
 	var b strings.Builder
-	c := newChart(&b, name, niceCeil(top), label)
+	c := newChart(&b, name, obs.NiceCeil(top), label)
 	slot := float64(chartW-padL-padR) / float64(max(len(r.Days), 1))
 	barW := slot * 0.7
 	base := make([]float64, len(r.Days))
@@ -137,7 +138,7 @@ func latencyChart(ops []OperationStats) template.HTML {
 		top = max(top, o.P99)
 	}
 	var b strings.Builder
-	c := newChart(&b, "latency", niceCeil(top), func(v float64) string { return short(v) + " ms" })
+	c := newChart(&b, "latency", obs.NiceCeil(top), func(v float64) string { return obs.Short(v) + " ms" })
 	slot := float64(chartW-padL-padR) / float64(max(len(ops), 1))
 	barW := slot * 0.8 / 3
 	names := []string{"p50", "p90", "p99"}
@@ -217,38 +218,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// niceCeil rounds up to 1, 2 or 5 times a power of ten.
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if v <= m*p {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-// short writes 1234567 as 1.2M.
-func short(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.1fG", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.1fM", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1fk", v/1e3)
-	case v == math.Trunc(v):
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.2f", v)
-}
-
 func dollarsShort(v float64) string {
 	if v >= 100 || v == 0 {
-		return "$" + short(v)
+		return "$" + obs.Short(v)
 	}
 	return fmt.Sprintf("$%.4g", v)
 }

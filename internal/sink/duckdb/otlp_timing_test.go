@@ -35,12 +35,13 @@ func otlpMessages(b *testing.B) (msgs []*kgo.Record, spans int) {
 }
 
 // decodeBatches decodes msgs into batches of otel_spans rows, as the
-// batcher does (which starts each batch with room for the last one's rows).
+// batcher does (which starts each batch with room for the last one's rows
+// and derived rows).
 func decodeBatches(b *testing.B, d *otel.Decoder, msgs []*kgo.Record) []*sink.Batch {
 	var out []*sink.Batch
-	last := 0
+	last, lastDerived := 0, 0
 	for i := 0; i < len(msgs); i += messagesPerBatch {
-		bt := &sink.Batch{Rows: make([]byte, 0, last+last/8)}
+		bt := &sink.Batch{Rows: make([]byte, 0, last+last/8), Derived: make([]byte, 0, lastDerived+lastDerived/8)}
 		var rows int
 		for _, r := range msgs[i : i+messagesPerBatch] {
 			n, err := d.AppendRows(bt, r)
@@ -49,7 +50,7 @@ func decodeBatches(b *testing.B, d *otel.Decoder, msgs []*kgo.Record) []*sink.Ba
 			}
 			rows += n
 		}
-		last = len(bt.Rows)
+		last, lastDerived = len(bt.Rows), len(bt.Derived)
 		bt.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: int64(i), Last: int64(i + messagesPerBatch - 1), Records: int64(rows)}}
 		out = append(out, bt)
 	}
