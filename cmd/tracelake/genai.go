@@ -57,12 +57,11 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 		if err := ice.Prepare(ctx); err != nil {
 			return 0, fmt.Errorf("prepare tables: %w", err)
 		}
-		db, err := sql.Open("duckdb", "")
+		db, err := memoryDuckDB()
 		if err != nil {
 			return 0, err
 		}
 		defer db.Close()
-		db.SetMaxOpenConns(1) // one in-memory database
 		raw, _ := ice.Identifiers()
 		cols := selectColumns(duckdbsink.TypedColumns(typedTable(cfg)), rebuildSpanColumns)
 		if _, err := copyIcebergTable(ctx, ice, raw, db, cfg.Sink.Table, cols); err != nil {
@@ -83,12 +82,11 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 		if err := snk.Prepare(ctx); err != nil {
 			return 0, fmt.Errorf("prepare tables: %w", err)
 		}
-		db, err := sql.Open("duckdb", "")
+		db, err := memoryDuckDB()
 		if err != nil {
 			return 0, err
 		}
 		defer db.Close()
-		db.SetMaxOpenConns(1) // one in-memory database
 		cols := selectColumns(duckdbsink.TypedColumns(typedTable(cfg)), rebuildSpanColumns)
 		if err := copyDatabendRows(ctx, snk, db, cfg.Sink.Table, cols, ""); err != nil {
 			return 0, err

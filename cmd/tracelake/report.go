@@ -83,11 +83,10 @@ func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) 
 			return nil, nil, err
 		}
 		defer snk.Close()
-		db, err := sql.Open("duckdb", "")
+		db, err := memoryDuckDB()
 		if err != nil {
 			return nil, nil, err
 		}
-		db.SetMaxOpenConns(1) // one in-memory database
 		from := ""
 		if since > 0 {
 			from = databendTime(time.Now().Add(-since))
@@ -104,11 +103,10 @@ func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) 
 			return nil, nil, err
 		}
 		defer ice.Close()
-		db, err := sql.Open("duckdb", "")
+		db, err := memoryDuckDB()
 		if err != nil {
 			return nil, nil, err
 		}
-		db.SetMaxOpenConns(1) // one in-memory database
 		var scan []table.ScanOption
 		if since > 0 {
 			from := iceberggo.Timestamp(time.Now().Add(-since).UnixMicro())

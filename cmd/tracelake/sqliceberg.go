@@ -34,12 +34,11 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 		return err
 	}
 	defer snk.Close()
-	db, err := sql.Open("duckdb", "")
+	db, err := memoryDuckDB()
 	if err != nil {
 		return fmt.Errorf("open in-memory duckdb: %w", err)
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(1) // one in-memory database: every statement on one connection
 	raw, dlq := snk.Identifiers()
 	mainCols := append(duckdbsink.RawColumns(), icebergRawColumns...)
 	if t := typedTable(cfg); t != nil {
@@ -60,6 +59,17 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 		slog.Debug("scanned iceberg table into duckdb", "table", t.name, "rows", n)
 	}
 	return printQuery(ctx, os.Stdout, db, query)
+}
+
+// memoryDuckDB opens an in-memory DuckDB on one connection: every
+// statement sees the same database.
+func memoryDuckDB() (*sql.DB, error) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return nil, fmt.Errorf("open in-memory duckdb: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
 }
 
 // icebergView is an Iceberg table scanned into DuckDB under a name, with

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -147,12 +146,11 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 // checkIcebergDerived checks the derived table against the main table by
 // their rows' coordinates, scanned into an in-memory DuckDB.
 func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.Sink, rep *verify.Report) error {
-	db, err := sql.Open("duckdb", "")
+	db, err := memoryDuckDB()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(1) // one in-memory database
 	coords := duckdb.TypedColumns(&schema.Table{})
 	raw, _ := ice.Identifiers()
 	for _, v := range []icebergView{{raw, "main", coords}, {ice.DerivedIdentifier(), "derived", coords}} {

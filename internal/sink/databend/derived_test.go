@@ -8,38 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tracelake/tracelake/internal/schema"
-	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
 )
-
-// spansTable and opsTable stand for otel_spans and genai_operations: a
-// declared table and one derived from it.
-var (
-	spansTable = schema.Table{Name: "spans", Columns: []schema.Column{{Name: "name", Type: schema.String}}}
-	opsTable   = schema.Table{Name: "ops", Columns: []schema.Column{{Name: "name", Type: schema.String}, {Name: "cost", Type: schema.Decimal}}}
-)
-
-// typedBatch holds, per offset of partition 0, two span rows (index 0 and
-// 1) and an operation derived from the second.
-func typedBatch(first, last int64) *sink.Batch {
-	b := &sink.Batch{}
-	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces"}, First: first, Last: last}
-	for o := first; o <= last; o++ {
-		for i := range 2 {
-			b.Rows = fmt.Appendf(b.Rows, `{"name":"span %d.%d","ktopic":"traces","kpartition":0,"koffset":%d,"kindex":%d}`+"\n", o, i, o, i)
-			r.Records++
-		}
-		b.Derived = fmt.Appendf(b.Derived, `{"name":"op %d","cost":"0.%012d","ktopic":"traces","kpartition":0,"koffset":%d,"kindex":1}`+"\n", o, o, o)
-	}
-	b.Ranges = []sink.Range{r}
-	return b
-}
 
 func withOps(o *databend.Options) {
 	o.Table, o.Prefix = "spans", "tracelake/spans/"
-	o.Typed, o.Derived, o.DerivedTable = &spansTable, &opsTable, "ops"
+	o.Typed, o.Derived, o.DerivedTable = &sinktest.Spans, &sinktest.Ops, "ops"
 }
 
 // Derived rows load in the transaction of their rows, fenced alike: a
@@ -52,7 +28,7 @@ func TestDerivedRowsAreFencedAndRejectsDeadLettered(t *testing.T) {
 		t.Fatalf("ops columns %v", cols)
 	}
 	ctx := context.Background()
-	if _, err := s.Load(ctx, stage(t, s, typedBatch(0, 9))); err != nil {
+	if _, err := s.Load(ctx, stage(t, s, sinktest.DerivedBatch(0, 9, 0))); err != nil {
 		t.Fatal(err)
 	}
 	srv.Reject = func(table string, r databendtest.Row) string {
@@ -62,7 +38,7 @@ func TestDerivedRowsAreFencedAndRejectsDeadLettered(t *testing.T) {
 		return ""
 	}
 	// A partly loaded file (a former owner's 5..14) and a new one.
-	loaded, err := s.Load(ctx, stage(t, s, typedBatch(5, 14), typedBatch(15, 19)))
+	loaded, err := s.Load(ctx, stage(t, s, sinktest.DerivedBatch(5, 14, 0), sinktest.DerivedBatch(15, 19, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}

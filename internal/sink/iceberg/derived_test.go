@@ -9,31 +9,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/tracelake/tracelake/internal/schema"
-	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
 )
-
-var (
-	spansTable = schema.Table{Name: "spans", Columns: []schema.Column{{Name: "name", Type: schema.String}}}
-	opsTable   = schema.Table{Name: "ops", Columns: []schema.Column{{Name: "name", Type: schema.String}, {Name: "cost", Type: schema.Decimal}}}
-)
-
-// typedBatch holds, per offset of partition 0, two span rows and an
-// operation derived from the second.
-func typedBatch(first, last int64) *sink.Batch {
-	b := &sink.Batch{}
-	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces"}, First: first, Last: last}
-	for o := first; o <= last; o++ {
-		for i := range 2 {
-			b.Rows = fmt.Appendf(b.Rows, `{"name":"span %d.%d","ktopic":"traces","kpartition":0,"koffset":%d,"kindex":%d}`+"\n", o, i, o, i)
-			r.Records++
-		}
-		b.Derived = fmt.Appendf(b.Derived, `{"name":"op %d","cost":"123456.%012d","ktopic":"traces","kpartition":0,"koffset":%d,"kindex":1}`+"\n", o, o, o)
-	}
-	b.Ranges = []sink.Range{r}
-	return b
-}
 
 // Derived rows are committed with each load, fenced by the derived
 // table's own positions: a batch its positions cover in part (a former
@@ -44,7 +22,7 @@ func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 	dir := t.TempDir()
 	s, err := iceberg.Open(ctx, iceberg.Options{
 		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: "spans",
-		Typed: &spansTable, Derived: &opsTable, DerivedTable: "ops",
+		Typed: &sinktest.Spans, Derived: &sinktest.Ops, DerivedTable: "ops",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +31,8 @@ func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	load(t, s, typedBatch(0, 9))
-	l := load(t, s, typedBatch(5, 14), typedBatch(15, 19))
+	load(t, s, sinktest.DerivedBatch(0, 9, 123456))
+	l := load(t, s, sinktest.DerivedBatch(5, 14, 123456), sinktest.DerivedBatch(15, 19, 123456))
 	if len(l.Ranges) != 1 || l.Ranges[0].Records != 20 {
 		t.Errorf("loaded %+v, want the 20 span rows past offset 9", l.Ranges)
 	}
@@ -73,13 +51,13 @@ func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 	// A rebuild replaces every operation and keeps the table's positions:
 	// the next load adds only the operations past them.
 	var rebuilt []byte
-	for o := range 20 {
-		rebuilt = fmt.Appendf(rebuilt, `{"name":"op %d","cost":"654321.%012d","ktopic":"traces","kpartition":0,"koffset":%d,"kindex":1}`+"\n", o, o, o)
+	for o := range int64(20) {
+		rebuilt = sinktest.OpRow(rebuilt, o, 654321)
 	}
 	if n, err := s.ReplaceDerived(ctx, [][]byte{rebuilt}); err != nil || n != 20 {
 		t.Fatalf("rebuild: %d rows, %v", n, err)
 	}
-	load(t, s, typedBatch(15, 24))
+	load(t, s, sinktest.DerivedBatch(15, 24, 123456))
 	after := append(want(0, 19, "654321"), want(20, 24, "123456")...)
 	slices.Sort(after)
 	if got := operations(t, s); !slices.Equal(got, after) {
