@@ -34,8 +34,8 @@ type Span struct {
 }
 
 // Operation is one GenAI operation. A column the span does not carry, or
-// carries with a value of the wrong type, is null (Null… / a nil pointer /
-// "").
+// carries with a value of the wrong type, is null: a nil pointer or slice,
+// or "".
 type Operation struct {
 	Convention, Operation, Provider      string
 	RequestModel, ResponseModel          string
@@ -48,7 +48,7 @@ type Operation struct {
 	ToolName, ToolCallID, AgentName      string
 	ConversationID, UserID, ErrorType    string
 	Status                               string // ok or error
-	// InputMessages and OutputMessages are JSON arrays of messages, empty
+	// InputMessages and OutputMessages are JSON arrays of messages, nil
 	// unless content capture is on.
 	InputMessages, OutputMessages []byte
 
