@@ -24,7 +24,9 @@ import (
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/otlp"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tracegen"
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // demoOTLPQueries show what otel_spans answers about agents.
@@ -127,6 +129,9 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 		return err
 	}
 	if rep.Copies, err = copies(ctx, mg, dd); err != nil {
+		return err
+	}
+	if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), snk.Tables().Main); err != nil {
 		return err
 	}
 	rows, _ := rep.Totals()

@@ -54,7 +54,8 @@ func TestDemoOTLP(t *testing.T) {
 		"model otel_spans_dedup: " + n + " rows read, " + n + " inserted",
 		"OK: 4 partitions, " + n + " rows, 0 dead-letter rows, no gaps, no duplicates",
 		"execute_tool", "invoke_agent support",
-		"genai_operations", "anthropic/claude-sonnet-4-5", "openai/gpt-4o", "report: file://",
+		"genai_operations: " + n + " rows, 0 stored twice, 0 without their source row",
+		"anthropic/claude-sonnet-4-5", "openai/gpt-4o", "report: file://",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
