@@ -624,6 +624,14 @@ func TestOTLPIntoIceberg(t *testing.T) {
 	if len(fields) < 10 || fields[5] != fmt.Sprint(spans) || fields[6] != fmt.Sprint(spans) || fields[7] != fields[8] || fields[7] == "0" || fields[9] != "0" {
 		t.Errorf("otel_spans over Iceberg:\n%s", out)
 	}
+	// --tenant over Iceberg: the spans and operations of that tenant alone.
+	for tenant, want := range map[string]string{"default": fmt.Sprint(spans), "team-b": "0"} {
+		out, err := exec.Command(bin, "sql", "--config", cfgPath, "--tenant", tenant,
+			"SELECT (SELECT count(*) FROM otel_spans) AS spans, (SELECT count(*) FROM genai_operations) AS ops").CombinedOutput()
+		if f := strings.Fields(string(out)); err != nil || len(f) < 4 || f[2] != want || f[3] != want {
+			t.Errorf("sql --tenant %s over Iceberg: %v\n%s", tenant, err, out)
+		}
+	}
 	cfg, err := config.FromFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)

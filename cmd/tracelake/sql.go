@@ -19,7 +19,7 @@ func cmdSQL(ctx context.Context, args []string) error {
 	fs := newFlagSet("sql")
 	var cf configFlags
 	cf.register(fs)
-	tenant := fs.String("tenant", "", "DuckDB: every table with a tenant_id column (the OpenTelemetry tables) shows only this tenant's rows")
+	tenant := fs.String("tenant", "", "every table with a tenant_id column (the OpenTelemetry tables, genai_operations) shows only this tenant's rows")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -30,12 +30,14 @@ func cmdSQL(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *tenant != "" && cfg.Sink.Type != config.SinkDuckDB {
-		return usagef("--tenant: built for the duckdb sink only")
+	if *tenant != "" {
+		if err := otel.CheckTenant(*tenant); err != nil {
+			return usagef("--tenant: %v", err)
+		}
 	}
 	switch cfg.Sink.Type {
 	case config.SinkIceberg:
-		return queryIceberg(ctx, cfg, fs.Arg(0))
+		return queryIceberg(ctx, cfg, fs.Arg(0), *tenant)
 	case config.SinkDuckDB:
 		snk, err := openDuckDB(cfg)
 		if err != nil {
@@ -59,9 +61,6 @@ func cmdSQL(ctx context.Context, args []string) error {
 // the table with its catalog sees every tenant, as does anyone who can
 // read the file.
 func restrictToTenant(ctx context.Context, db *sql.DB, tenant string) error {
-	if err := otel.CheckTenant(tenant); err != nil {
-		return usagef("--tenant: %v", err)
-	}
 	db.SetMaxOpenConns(1)
 	rows, err := db.QueryContext(ctx, `SELECT DISTINCT table_catalog, table_schema, table_name FROM information_schema.columns
 		WHERE column_name = 'tenant_id' AND table_catalog = current_database() ORDER BY ALL`)

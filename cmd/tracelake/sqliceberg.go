@@ -27,8 +27,9 @@ import (
 // warehouse) into an in-memory DuckDB under their tracelake names, with
 // the column types of the DuckDB sink, and the query runs there. It costs a
 // full scan of each table named, so it is for looking at what landed, not
-// for analytics over a large lake; engines that read Iceberg do that.
-func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
+// for analytics over a large lake; engines that read Iceberg do that. With
+// a tenant, tables with a tenant_id column show that tenant's rows alone.
+func queryIceberg(ctx context.Context, cfg *config.Config, query, tenant string) error {
 	snk, err := openIceberg(ctx, cfg)
 	if err != nil {
 		return err
@@ -57,6 +58,11 @@ func queryIceberg(ctx context.Context, cfg *config.Config, query string) error {
 			return err
 		}
 		slog.Debug("scanned iceberg table into duckdb", "table", t.name, "rows", n)
+	}
+	if tenant != "" {
+		if err := restrictToTenant(ctx, db, tenant); err != nil {
+			return err
+		}
 	}
 	return printQuery(ctx, os.Stdout, db, query)
 }
