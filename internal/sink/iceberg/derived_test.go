@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
@@ -62,6 +63,14 @@ func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 	slices.Sort(after)
 	if got := operations(t, s); !slices.Equal(got, after) {
 		t.Errorf("after the rebuild and a load:\n%v\nwant\n%v", got, after)
+	}
+	// Maintenance looks after the derived table too.
+	compacted, err := s.Compact(ctx, 512<<20, time.Now().Add(72*time.Hour), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(compacted, func(c iceberg.Compaction) bool { return c.Table == "tracelake.ops" && c.Groups > 0 }) {
+		t.Errorf("compaction plans nothing for tracelake.ops: %+v", compacted)
 	}
 }
 

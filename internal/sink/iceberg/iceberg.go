@@ -296,6 +296,15 @@ func (s *Sink) Catalog() catalog.Catalog { return s.cat }
 // Identifiers are the raw and dead-letter tables' identifiers.
 func (s *Sink) Identifiers() (raw, dlq table.Identifier) { return s.raw, s.dlq }
 
+// tableIDs are the tables the sink writes, for maintenance.
+func (s *Sink) tableIDs() []table.Identifier {
+	ids := make([]table.Identifier, 0, 3)
+	for _, k := range s.kinds() {
+		ids = append(ids, s.id(k))
+	}
+	return ids
+}
+
 // DerivedIdentifier is the derived table's (Options.Derived).
 func (s *Sink) DerivedIdentifier() table.Identifier { return s.derived }
 

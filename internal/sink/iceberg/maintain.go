@@ -44,7 +44,7 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time
 	cfg.MaxFileSizeBytes = targetBytes * 9 / 5
 	cfg.MinInputFiles = 2 // two small files of a day are already worth one
 	var out []Compaction
-	for _, id := range []table.Identifier{s.raw, s.dlq} {
+	for _, id := range s.tableIDs() {
 		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
 			return out, err
@@ -238,7 +238,7 @@ type Expiry struct {
 // retainLast, and the files only they referenced.
 func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast int) ([]Expiry, error) {
 	var out []Expiry
-	for _, id := range []table.Identifier{s.raw, s.dlq} {
+	for _, id := range s.tableIDs() {
 		var before []int64
 		err := s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
 			before = snapshotIDs(tbl)
@@ -299,7 +299,7 @@ func (s *Sink) RemoveOrphans(ctx context.Context, grace time.Duration, dryRun bo
 		return nil, fmt.Errorf("orphan grace period %s is shorter than %s: a younger file may belong to a load committing right now", grace, MinOrphanAge)
 	}
 	var out []Orphans
-	for _, id := range []table.Identifier{s.raw, s.dlq} {
+	for _, id := range s.tableIDs() {
 		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
 			return out, err
