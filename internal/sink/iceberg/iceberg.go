@@ -296,11 +296,12 @@ func (s *Sink) Catalog() catalog.Catalog { return s.cat }
 // Identifiers are the raw and dead-letter tables' identifiers.
 func (s *Sink) Identifiers() (raw, dlq table.Identifier) { return s.raw, s.dlq }
 
-// tableIDs are the tables the sink writes, for maintenance.
+// tableIDs are the tables the sink writes, for maintenance: the main
+// table, the dead-letter table, the derived table if any.
 func (s *Sink) tableIDs() []table.Identifier {
-	ids := make([]table.Identifier, 0, 3)
-	for _, k := range s.kinds() {
-		ids = append(ids, s.id(k))
+	ids := []table.Identifier{s.raw, s.dlq}
+	if s.opt.Derived != nil {
+		ids = append(ids, s.derived)
 	}
 	return ids
 }
