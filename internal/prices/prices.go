@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,8 +54,11 @@ type Table struct {
 	// does not accept): they never match.
 	Skipped int `json:"-"`
 	// found remembers each Find's model by (provider, model): lookupKey
-	// to lookup.
-	found sync.Map
+	// to lookup; remembered counts them, up to maxRemembered (model names
+	// come from spans: a client sending a new one each time must not grow
+	// it without bound).
+	found      sync.Map
+	remembered atomic.Int64
 }
 
 // Provider is one provider of models.
@@ -444,9 +448,14 @@ func (t *Table) Find(provider, model string, at time.Time) (Found, bool) {
 		return Found{Provider: f.provider, Model: f.model, Prices: f.model.PricesAt(at), How: f.how}, true
 	}
 	f, ok := t.find(provider, model, at)
-	t.found.Store(key, lookup{f.Provider, f.Model, f.How})
+	if t.remembered.Add(1) <= maxRemembered {
+		t.found.Store(key, lookup{f.Provider, f.Model, f.How})
+	}
 	return f, ok
 }
+
+// maxRemembered bounds the (provider, model) pairs Find remembers.
+const maxRemembered = 10_000
 
 // lookupKey and lookup are a remembered Find.
 type (

@@ -2,6 +2,7 @@ package prices
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -201,5 +202,22 @@ func TestLeadingNegativeLookahead(t *testing.T) {
 		if got := m.matches(strings.ToLower(id), id); got != want {
 			t.Errorf("%s matches %v, want %v", id, got, want)
 		}
+	}
+}
+
+// Find remembers at most maxRemembered lookups: model names come from
+// spans, and a client may send any number of them.
+func TestFindRemembersABoundedNumber(t *testing.T) {
+	tab := fixture(t)
+	for i := range maxRemembered + 100 {
+		tab.Find("openai", fmt.Sprintf("unknown-%d", i), noon)
+	}
+	n := 0
+	tab.found.Range(func(_, _ any) bool { n++; return true })
+	if n != maxRemembered {
+		t.Errorf("%d lookups remembered, want %d", n, maxRemembered)
+	}
+	if f, ok := tab.Find("openai", "gpt-4o", noon); !ok || f.ID() != "openai/gpt-4o" {
+		t.Errorf("past the bound, Find still answers: %v %v", f.ID(), ok)
 	}
 }
