@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -21,6 +23,7 @@ import (
 	"github.com/tracelake/tracelake/internal/prices"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
@@ -48,54 +51,26 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 			slog.Info("operations without a price keep a null cost", "operations", u, "see", "tracelake prices match MODEL")
 		}
 	}()
-	if cfg.Sink.Type == config.SinkIceberg {
-		ice, err := openIceberg(ctx, cfg)
+	if cfg.Sink.Type != config.SinkDuckDB {
+		lake, err := openLake(ctx, cfg)
 		if err != nil {
 			return 0, err
 		}
-		defer ice.Close()
-		if err := ice.Prepare(ctx); err != nil {
-			return 0, fmt.Errorf("prepare tables: %w", err)
-		}
-		db, err := memoryDuckDB()
-		if err != nil {
-			return 0, err
-		}
-		defer db.Close()
-		raw, _ := ice.Identifiers()
-		cols := selectColumns(duckdbsink.TypedColumns(typedTable(cfg)), rebuildSpanColumns)
-		if _, err := copyIcebergTable(ctx, ice, raw, db, cfg.Sink.Table, cols); err != nil {
-			return 0, err
-		}
-		chunks, err := operationChunks(ctx, db, cfg.Sink.Table, m)
-		if err != nil {
-			return 0, err
-		}
-		return ice.ReplaceDerived(ctx, chunks)
-	}
-	if cfg.Sink.Type == config.SinkDatabend {
-		snk, err := openDatabend(cfg)
-		if err != nil {
-			return 0, err
-		}
-		defer snk.Close()
-		if err := snk.Prepare(ctx); err != nil {
-			return 0, fmt.Errorf("prepare tables: %w", err)
-		}
+		defer lake.Close()
 		db, err := memoryDuckDB()
 		if err != nil {
 			return 0, err
 		}
 		defer db.Close()
 		cols := selectColumns(duckdbsink.TypedColumns(typedTable(cfg)), rebuildSpanColumns)
-		if err := copyDatabendRows(ctx, snk, db, cfg.Sink.Table, cols, ""); err != nil {
+		if err := lake.copyInto(ctx, db, cfg.Sink.Table, cols, time.Time{}); err != nil {
 			return 0, err
 		}
 		chunks, err := operationChunks(ctx, db, cfg.Sink.Table, m)
 		if err != nil {
 			return 0, err
 		}
-		return snk.ReplaceDerived(ctx, chunks)
+		return lake.ReplaceDerived(ctx, chunks)
 	}
 	snk, err := openDuckDB(cfg)
 	if err != nil {
@@ -203,6 +178,70 @@ func selectColumns(cols []duckdbsink.Column, names []string) []duckdbsink.Column
 		}
 	}
 	return out
+}
+
+// lake is a sink whose tables tracelake reads through an in-memory DuckDB
+// (Databend, Iceberg): the report and the GenAI rebuild.
+type lake interface {
+	// copyInto copies columns cols of table (its rows from the start_time
+	// from on, unless zero) into a new table of the same name in db.
+	copyInto(ctx context.Context, db *sql.DB, table string, cols []duckdbsink.Column, from time.Time) error
+	// ReplaceDerived replaces genai_operations' rows (see the sinks').
+	ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error)
+	Close() error
+}
+
+// openLake opens and prepares the Databend or Iceberg sink of cfg.
+func openLake(ctx context.Context, cfg *config.Config) (lake, error) {
+	var l lake
+	var prepare func(context.Context) error
+	switch cfg.Sink.Type {
+	case config.SinkDatabend:
+		snk, err := openDatabend(cfg)
+		if err != nil {
+			return nil, err
+		}
+		l, prepare = databendLake{snk}, snk.Prepare
+	case config.SinkIceberg:
+		snk, err := openIceberg(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		l, prepare = icebergLake{snk, cfg.Sink.Iceberg.Namespace}, snk.Prepare
+	default:
+		return nil, fmt.Errorf("BUG: no lake for sink %s", cfg.Sink.Type)
+	}
+	if err := prepare(ctx); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("prepare tables: %w", err)
+	}
+	return l, nil
+}
+
+type databendLake struct{ *databend.Sink }
+
+func (d databendLake) copyInto(ctx context.Context, db *sql.DB, table string, cols []duckdbsink.Column, from time.Time) error {
+	since := ""
+	if !from.IsZero() {
+		since = databendTime(from)
+	}
+	return copyDatabendRows(ctx, d.Sink, db, table, cols, since)
+}
+
+type icebergLake struct {
+	*iceberg.Sink
+	namespace string
+}
+
+// copyInto scans the table's current snapshot; from is a row filter, so
+// the scan prunes the days before it.
+func (i icebergLake) copyInto(ctx context.Context, db *sql.DB, name string, cols []duckdbsink.Column, from time.Time) error {
+	var scan []table.ScanOption
+	if !from.IsZero() {
+		scan = append(scan, table.WithRowFilter(iceberggo.GreaterThanEqual(iceberggo.Reference("start_time"), iceberggo.Timestamp(from.UnixMicro()))))
+	}
+	_, err := copyIcebergTable(ctx, i.Sink, table.Identifier{i.namespace, name}, db, name, cols, scan...)
+	return err
 }
 
 // copyDatabendRows reads columns cols of a Databend table (its rows from

@@ -13,9 +13,6 @@ import (
 	"strings"
 	"time"
 
-	iceberggo "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
-
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/report"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -77,42 +74,21 @@ func reportable(cfg *config.Config) error {
 // sink's file, or the window's operations read into memory from Iceberg
 // (the filter prunes the table's days) or Databend.
 func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) (*sql.DB, func(), error) {
-	if cfg.Sink.Type == config.SinkDatabend {
-		snk, err := openDatabend(cfg)
+	if cfg.Sink.Type != config.SinkDuckDB {
+		lake, err := openLake(ctx, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
-		defer snk.Close()
+		defer lake.Close()
 		db, err := memoryDuckDB()
 		if err != nil {
 			return nil, nil, err
 		}
-		from := ""
+		var from time.Time
 		if since > 0 {
-			from = databendTime(time.Now().Add(-since))
+			from = time.Now().Add(-since)
 		}
-		if err := copyDatabendRows(ctx, snk, db, cfg.GenAI.Table, duckdbsink.TypedColumns(derivedTable(cfg)), from); err != nil {
-			db.Close()
-			return nil, nil, err
-		}
-		return db, func() { db.Close() }, nil
-	}
-	if cfg.Sink.Type == config.SinkIceberg {
-		ice, err := openIceberg(ctx, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer ice.Close()
-		db, err := memoryDuckDB()
-		if err != nil {
-			return nil, nil, err
-		}
-		var scan []table.ScanOption
-		if since > 0 {
-			from := iceberggo.Timestamp(time.Now().Add(-since).UnixMicro())
-			scan = append(scan, table.WithRowFilter(iceberggo.GreaterThanEqual(iceberggo.Reference(derivedTable(cfg).Time), from)))
-		}
-		if _, err := copyIcebergTable(ctx, ice, ice.DerivedIdentifier(), db, cfg.GenAI.Table, duckdbsink.TypedColumns(derivedTable(cfg)), scan...); err != nil {
+		if err := lake.copyInto(ctx, db, cfg.GenAI.Table, duckdbsink.TypedColumns(derivedTable(cfg)), from); err != nil {
 			db.Close()
 			return nil, nil, err
 		}
