@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +45,8 @@ type Options struct {
 	DerivedTable string
 	// Zstd compresses staged files.
 	Zstd bool
-	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults.
+	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults
+	// (Threads 0 with a MemoryLimit: see threadsFor).
 	MemoryLimit int64
 	Threads     int
 	// UncompressedJSON creates the raw table with its JSON columns
@@ -94,6 +96,10 @@ func Open(opt Options) (*Sink, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create directory for %s: %w", opt.Path, err)
 		}
+	}
+	if opt.Threads > 0 && opt.MemoryLimit > 0 && int64(opt.Threads)*threadMemory > opt.MemoryLimit {
+		opt.Log.Warn("sink.duckdb.threads leaves less than 64 MiB of memory_limit per thread: a load reading as many staged files as threads can run out of memory",
+			"threads", opt.Threads, "memory_limit_mib", opt.MemoryLimit>>20)
 	}
 	db, err := sql.Open("duckdb", opt.Path+dsnSettings(opt))
 	if err != nil {
@@ -251,10 +257,30 @@ func dsnSettings(opt Options) string {
 	if opt.MemoryLimit > 0 {
 		v.Set("memory_limit", strconv.FormatInt(opt.MemoryLimit>>20, 10)+"MiB")
 	}
-	if opt.Threads > 0 {
-		v.Set("threads", strconv.Itoa(opt.Threads))
+	if threads := threadsFor(opt); threads > 0 {
+		v.Set("threads", strconv.Itoa(threads))
 	}
 	return "?" + v.Encode()
+}
+
+// threadMemory is the share of memory_limit each DuckDB thread needs to
+// read staged files: DuckDB's JSON reader holds a buffer of twice
+// maximum_object_size per reading thread for the whole scan, and that
+// option only raises its 16 MiB default, never lowers it (DuckDB's
+// JSONScanGlobalState and json_multi_file_info.cpp, v1.5): 32 MiB a
+// thread, plus the rows it parses.
+const threadMemory = 64 << 20
+
+// threadsFor is the number of DuckDB threads: the configured number, else
+// one per core but no more than memory_limit holds. One per core on a
+// 16-core machine under the default 256 MiB limit took 512 MiB of read
+// buffers, and every load (even one file, loaded in halves down to one)
+// ran out of memory.
+func threadsFor(opt Options) int {
+	if opt.Threads > 0 || opt.MemoryLimit <= 0 {
+		return opt.Threads
+	}
+	return int(max(1, min(int64(runtime.NumCPU()), opt.MemoryLimit/threadMemory)))
 }
 
 func newLoadID() string { return uuid.NewString() }

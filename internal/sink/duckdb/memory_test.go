@@ -33,6 +33,33 @@ func TestLargeValuesOutgrowTheMemoryLimit(t *testing.T) {
 	}
 }
 
+// DuckDB's threads follow memory_limit unless set: each thread reading
+// staged files holds a 32 MiB buffer for the whole scan, so one thread per
+// core could take the whole limit in read buffers and fail loads. (Whether
+// two threads' buffers meet depends on scheduling, so the thread count is
+// asserted too; on one core there is one thread either way.)
+func TestThreadsFitTheMemoryLimit(t *testing.T) {
+	opt := testOptions(t.TempDir())
+	opt.MemoryLimit = 64 << 20
+	s := openPrepared(t, opt)
+	var files []sink.File
+	for i := range 8 {
+		files = append(files, stageValues(t, s, int64(i*10_000), 10_000, 100))
+	}
+	if _, err := s.Load(context.Background(), files); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, "SELECT count(*) FROM trace_raw"); n != 80_000 {
+		t.Fatalf("%d rows, want 80,000", n)
+	}
+	if loads := count(t, s, "SELECT count(DISTINCT load_id) FROM trace_raw_ledger"); loads != 1 {
+		t.Errorf("the files were loaded in %d parts, want one load (it ran out of memory_limit)", loads)
+	}
+	if threads := count(t, s, "SELECT current_setting('threads')"); threads != 1 {
+		t.Errorf("threads %d under a 64 MiB limit, want 1", threads)
+	}
+}
+
 // A load too big for DuckDB's memory_limit is loaded in halves instead of
 // failing again at every retry.
 func TestLoadTooBigForTheLimitIsHalved(t *testing.T) {
@@ -75,7 +102,13 @@ func stageLargeFiles(t *testing.T, s *Sink, offset int64, files int) []sink.File
 // stageLargeValues stages one batch of n ~1 MB values from offset.
 func stageLargeValues(t *testing.T, s *Sink, offset int64, n int) sink.File {
 	t.Helper()
-	pad := strings.Repeat("x", 1_000_000)
+	return stageValues(t, s, offset, n, 1_000_000)
+}
+
+// stageValues stages one batch of n values of about size bytes from offset.
+func stageValues(t *testing.T, s *Sink, offset int64, n, size int) sink.File {
+	t.Helper()
+	pad := strings.Repeat("x", size)
 	ids := envelope.NewUUIDs()
 	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: offset}}}
 	for o := offset; o < offset+int64(n); o++ {
