@@ -78,11 +78,18 @@ func killAfterFirstLoad(t *testing.T, bin, cfgPath string, loaded func(run *chil
 // into loading: the kill moment is the point of the crash tests.
 func killAtRandomMoments(t *testing.T, bin, cfgPath string, kills int) {
 	t.Helper()
+	killAtRandomMomentsAfter(t, bin, cfgPath, kills, assignedMark)
+}
+
+// killAtRandomMomentsAfter is killAtRandomMoments counting from the log
+// line mark instead of the assignment.
+func killAtRandomMomentsAfter(t *testing.T, bin, cfgPath string, kills int, mark string) {
+	t.Helper()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("kill moments from seed %d", seed)
 	for i := range kills {
-		cmd := startRun(t, bin, cfgPath, fmt.Sprintf("run %d", i)).cmd
+		cmd := startRunUntil(t, bin, cfgPath, fmt.Sprintf("run %d", i), mark).cmd
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)

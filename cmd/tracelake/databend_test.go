@@ -232,7 +232,7 @@ func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
 
 // verifyJSON runs `tracelake verify --json`, checks its exit code and
 // returns the report.
-func verifyJSON(t *testing.T, bin, cfgPath string, wantExit int) verify.Report {
+func verifyJSON(t testing.TB, bin, cfgPath string, wantExit int) verify.Report {
 	t.Helper()
 	out, err := exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
 	code := 0

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,11 +69,21 @@ type child struct {
 	log *childLog
 }
 
+// assignedMark is what a run logs once it has partitions of testTopic.
+const assignedMark = "partitions assigned: " + testTopic
+
 // startRun starts `tracelake run --config cfgPath` and waits until it logs
 // its first assignment of testTopic.
 func startRun(t *testing.T, bin, cfgPath, name string) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(bin, "run", "--config", cfgPath), log: &childLog{t: t, prefix: name + ": ", assigned: make(chan struct{}, 1)}}
+	return startRunUntil(t, bin, cfgPath, name, assignedMark)
+}
+
+// startRunUntil starts `tracelake run --config cfgPath` and waits until it
+// logs mark.
+func startRunUntil(t *testing.T, bin, cfgPath, name, mark string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(bin, "run", "--config", cfgPath), log: &childLog{t: t, prefix: name + ": ", mark: mark, assigned: make(chan struct{}, 1)}}
 	c.cmd.Stderr = c.log
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -81,16 +91,18 @@ func startRun(t *testing.T, bin, cfgPath, name string) *child {
 	select {
 	case <-c.log.assigned:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("%s got no partitions within 60s:\n%s", name, c.log)
+		t.Fatalf("%s did not log %q within 60s:\n%s", name, mark, c.log)
 	}
 	return c
 }
 
 // childLog keeps a child's log, forwards it to the test log in -v runs and
-// signals assigned when the child logs its first assignment.
+// signals assigned when the child logs mark (by default its first
+// assignment).
 type childLog struct {
 	t        *testing.T
 	prefix   string
+	mark     string
 	assigned chan struct{}
 	mu       sync.Mutex
 	all      strings.Builder
@@ -100,7 +112,7 @@ func (w *childLog) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	w.all.Write(p)
 	w.mu.Unlock()
-	if strings.Contains(string(p), "partitions assigned: "+testTopic) {
+	if mark := cmp.Or(w.mark, assignedMark); strings.Contains(string(p), mark) {
 		select {
 		case w.assigned <- struct{}{}:
 		default:
@@ -146,13 +158,5 @@ func runUntilIdle(t testing.TB, bin, cfgPath string, env ...string) verify.Repor
 	if out, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("run until idle: %v\n%s", err, out)
 	}
-	out, err := exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
-	if err != nil {
-		t.Fatalf("verify: %v\n%s", err, out)
-	}
-	var rep verify.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return verifyJSON(t, bin, cfgPath, 0)
 }

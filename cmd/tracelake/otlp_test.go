@@ -30,6 +30,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/tracegen"
@@ -536,30 +538,8 @@ func TestOTLPReceiverKill9(t *testing.T) {
 	cfgPath := writeConfig(t, cluster, "format: otlp_proto, group: kill9, session_timeout: 6s, rebalance_timeout: 6s",
 		fmt.Sprintf("otlp: {grpc: %q, forward: {traces_topic: %s}}\nbatch: {max_interval: 100ms}\nload: {max_interval: 100ms}", addr, testTopic))
 
-	ctx := context.Background()
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(),
-		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: 2 * time.Minute}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Blocking and a queue for all: the SDK would drop spans, not
-	// tracelake, when its queue fills while a kill holds an export.
 	const spans = 3000
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithMaxExportBatchSize(50),
-		sdktrace.WithMaxQueueSize(spans), sdktrace.WithBlocking(), sdktrace.WithBatchTimeout(20*time.Millisecond)))
-	sent := make(chan error, 1)
-	go func() {
-		tr := tp.Tracer("tracelake.test")
-		for i := range spans {
-			_, s := tr.Start(ctx, "chat")
-			s.SetAttributes(attribute.Int("seq", i))
-			s.End()
-			if i%100 == 99 {
-				time.Sleep(20 * time.Millisecond) // a steady stream across the kills, not one burst
-			}
-		}
-		sent <- tp.Shutdown(ctx)
-	}()
+	sent := streamSpans(t, addr, spans, "chat")
 	killAtRandomMoments(t, bin, cfgPath, 3)
 	run := startRun(t, bin, cfgPath, "run last")
 	if err := <-sent; err != nil {
@@ -732,13 +712,7 @@ func TestOTLPSignalsShareAForwardTopic(t *testing.T) {
 		t.Fatalf("no receiver address:\n%s", run.log)
 	}
 	td := tracegen.New(3).OTLPTrace()
-	ld := plog.NewLogs()
-	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("hello")
-	lb, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, body := range map[string][]byte{"/v1/traces": marshalOTLP(t, "otlp_proto", td), "/v1/logs": lb} {
+	for path, body := range map[string][]byte{"/v1/traces": marshalOTLP(t, "otlp_proto", td), "/v1/logs": marshalOTLPLogs(t)} {
 		resp, err := http.Post("http://"+m[1]+path, "application/x-protobuf", bytes.NewReader(body))
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("post %s: %v %v", path, err, resp)
@@ -757,4 +731,127 @@ func TestOTLPSignalsShareAForwardTopic(t *testing.T) {
 			t.Errorf("%s: ok=%v rows=%d dlq=%d problems=%v, want %d rows", cfg, rep.OK, rows, dlq, rep.Problems, want)
 		}
 	}
+}
+
+// otlp.mode load, no Kafka: the receivers load each request into the sink
+// and answer after the load committed. An OTLP/gRPC exporter sends GenAI
+// spans while tracelake is killed with SIGKILL at random moments: the
+// exporter retries what was not answered, every span is stored (copies
+// only from answers lost to a kill), the dedup model keeps each once, each
+// span's genai_operations row is written with it, verify is OK, and a
+// signal the process does not load is refused for good (404).
+func TestOTLPReceiversLoadDirectlyKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // mostly waiting on kills and restarts
+	bin := buildBinary(t)
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(
+		"otlp: {mode: load, grpc: %q, http: %q}\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+		grpcAddr, httpAddr, filepath.Join(dir, "test.duckdb"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const spans = 3000
+	sent := streamSpans(t, grpcAddr, spans, "chat gpt-4o-mini", attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", "gpt-4o-mini"),
+		attribute.Int("gen_ai.usage.input_tokens", 100), attribute.Int("gen_ai.usage.output_tokens", 20))
+	const listening = "OTLP receiver listening"
+	killAtRandomMomentsAfter(t, bin, cfgPath, 3, listening)
+	run := startRunUntil(t, bin, cfgPath, "run last", listening)
+	if err := <-sent; err != nil {
+		t.Fatalf("the exporter gave up: %v", err)
+	}
+	logs := marshalOTLPLogs(t)
+	resp, err := http.Post("http://"+httpAddr+"/v1/logs", "application/x-protobuf", bytes.NewReader(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("logs posted to a process loading traces: %d, want 404", resp.StatusCode)
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, run.log)
+	}
+	rep := verifyJSON(t, bin, cfgPath, 0)
+	if !rep.OK || rep.Copies.Identities != spans {
+		t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans", rep.OK, rep.Problems, rep.Copies, spans)
+	}
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	db := openDuckDBFile(t, filepath.Join(dir, "test.duckdb"))
+	var kept, distinct, ops, opSpans int64
+	mustScan(t, db.QueryRow(`SELECT count(*), count(DISTINCT span_attributes->>'$.seq') FROM otel_spans_dedup`), &kept, &distinct)
+	if kept != spans || distinct != spans {
+		t.Fatalf("otel_spans_dedup: %d rows, %d distinct, want %d (otel_spans holds %d)", kept, distinct, spans, rep.Copies.Rows)
+	}
+	mustScan(t, db.QueryRow(`SELECT count(*), count(DISTINCT span_id) FROM genai_operations`), &ops, &opSpans)
+	if opSpans != spans || ops != rep.Copies.Rows {
+		t.Errorf("genai_operations: %d rows of %d spans, want one per stored span (%d) of %d spans", ops, opSpans, rep.Copies.Rows, spans)
+	}
+	t.Logf("%d spans stored for %d sent: %d copies from retries across the kills", rep.Copies.Rows, spans, rep.Copies.Rows-spans)
+}
+
+// freeAddr is a loopback address with a port free at the time of the call.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// marshalOTLPLogs is a logs export request of one record, in protobuf.
+func marshalOTLPLogs(t *testing.T) []byte {
+	t.Helper()
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("hello")
+	b, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// streamSpans sends spans spans named name with attrs and a "seq"
+// attribute through an OTLP/gRPC exporter to addr, as a steady stream of
+// ~3s, retrying as the SDK does; the channel says how the exporter ended.
+func streamSpans(t *testing.T, addr string, spans int, name string, attrs ...attribute.KeyValue) <-chan error {
+	t.Helper()
+	ctx := context.Background()
+	// Reconnecting within 100ms (gRPC waits a second and more by default),
+	// so that every run, killed or not, takes requests.
+	reconnect := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 100 * time.Millisecond}})
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(), otlptracegrpc.WithDialOption(reconnect),
+		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: 2 * time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Blocking and a queue for all: the SDK would drop spans, not
+	// tracelake, when its queue fills while a kill holds an export.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithMaxExportBatchSize(50),
+		sdktrace.WithMaxQueueSize(spans), sdktrace.WithBlocking(), sdktrace.WithBatchTimeout(20*time.Millisecond)))
+	sent := make(chan error, 1)
+	go func() {
+		tr := tp.Tracer("tracelake.test")
+		for i := range spans {
+			_, s := tr.Start(ctx, name)
+			s.SetAttributes(append([]attribute.KeyValue{attribute.Int("seq", i)}, attrs...)...)
+			s.End()
+			if i%25 == 24 {
+				time.Sleep(20 * time.Millisecond) // a steady stream across the kills, not one burst
+			}
+		}
+		sent <- tp.Shutdown(ctx)
+	}()
+	return sent
 }

@@ -10,24 +10,66 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/directload"
+	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/obs"
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/otlp"
+	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
-// startReceivers starts the configured OTLP receivers, forwarding to
-// Kafka; stop shuts them down (waiting for requests in progress) and
-// closes the producer.
-func startReceivers(cfg *config.Config, metrics *obs.Metrics) (stop func(), err error) {
+// startForwarding starts the configured OTLP receivers forwarding to
+// Kafka (otlp.mode forward); stop shuts them down (waiting for requests in
+// progress) and closes the producer.
+func startForwarding(cfg *config.Config, metrics *obs.Metrics) (stop func(), err error) {
 	opts, err := kafka.ClientOptions(cfg.Kafka)
 	if err != nil {
 		return nil, err
 	}
-	o := cfg.OTLP
-	fwd, err := otlp.NewKafkaForwarder(opts, o.Forward.ForwardTopics(), cfg.Tenancy.KafkaHeader, int64(o.MaxBodyBytes))
+	fwd, err := otlp.NewKafkaForwarder(opts, cfg.OTLP.Forward.ForwardTopics(), cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes))
 	if err != nil {
 		return nil, err
 	}
+	rcv, err := startReceivers(cfg, metrics, fwd, nil)
+	if err != nil {
+		fwd.Close()
+		return nil, err
+	}
+	return func() { shutdownReceivers(cfg, rcv); fwd.Close() }, nil
+}
+
+// startLoading starts the configured OTLP receivers loading the requests
+// of kafka.signal into snk, prepared (otlp.mode load); stop shuts them
+// down, waiting for the loads of requests in progress.
+func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, snk sink.Sink, m *genai.Mapper) (stop func(), err error) {
+	dec, err := pipeline.OTLPDecoder(cfg, otel.EncodingProto, m) // the receivers hand requests over in protobuf
+	if err != nil {
+		return nil, err
+	}
+	maxLoad := int64(cfg.LoadBytes())
+	if maxLoad == 0 { // no bound for the Kafka loads (Iceberg): requests wait in memory here
+		maxLoad = int64(cfg.MaxInflightBytes) / 4
+	}
+	ld, err := directload.Start(ctx, directload.Options{Sink: snk, Decoder: dec, Signal: cfg.Kafka.Signal,
+		Partition: cfg.OTLP.Instance, TenantHeader: cfg.Tenancy.KafkaHeader, MaxLoadBytes: maxLoad,
+		Log: slog.Default(), Metrics: metrics})
+	if err != nil {
+		return nil, err
+	}
+	rcv, err := startReceivers(cfg, metrics, ld, []string{cfg.Kafka.Signal})
+	if err != nil {
+		ld.Close()
+		return nil, err
+	}
+	return func() { shutdownReceivers(cfg, rcv); ld.Close() }, nil
+}
+
+// startReceivers starts the configured OTLP receivers storing requests of
+// signals (nil: all) with fwd.
+func startReceivers(cfg *config.Config, metrics *obs.Metrics, fwd otlp.Forwarder, signals []string) (*otlp.Receivers, error) {
+	o := cfg.OTLP
 	ropt := otlp.Options{
 		HTTP: o.HTTP, GRPC: o.GRPC,
 		MaxBodyBytes:     int64(o.MaxBodyBytes),
@@ -36,6 +78,7 @@ func startReceivers(cfg *config.Config, metrics *obs.Metrics) (stop func(), err 
 		TenantRequired:   cfg.Tenancy.Required,
 		DefaultTenant:    cfg.Tenancy.Default,
 		Forward:          fwd,
+		Signals:          signals,
 		Log:              slog.Default(),
 		Answered: func(protocol, signal, outcome string, items int) {
 			metrics.OTLPRequests.WithLabelValues(protocol, signal, outcome).Inc()
@@ -44,27 +87,24 @@ func startReceivers(cfg *config.Config, metrics *obs.Metrics) (stop func(), err 
 			}
 		},
 	}
+	var err error
 	if ropt.TLS, err = receiverTLS(o.TLS); err != nil {
-		fwd.Close()
 		return nil, err
 	}
 	if o.TokensFile != "" {
 		if ropt.Tokens, err = otlp.LoadTokens(o.TokensFile, slog.Default()); err != nil {
-			fwd.Close()
 			return nil, err
 		}
 	}
-	rcv, err := otlp.Start(ropt)
-	if err != nil {
-		fwd.Close()
-		return nil, err
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
-		defer cancel()
-		rcv.Shutdown(ctx)
-		fwd.Close()
-	}, nil
+	return otlp.Start(ropt)
+}
+
+// shutdownReceivers stops taking requests and waits for those in progress
+// up to shutdown_timeout.
+func shutdownReceivers(cfg *config.Config, rcv *otlp.Receivers) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
+	defer cancel()
+	rcv.Shutdown(ctx)
 }
 
 // receiverTLS is the receivers' TLS configuration; nil without a

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 )
@@ -31,12 +32,12 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	}
 	limitMemory(cfg)
 	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
-	if cfg.Receivers() {
-		stopReceivers, err := startReceivers(cfg, metrics)
+	if cfg.Receivers() && !cfg.LoadsReceived() {
+		stopReceivers, err := startForwarding(cfg, metrics)
 		if err != nil {
 			return err
 		}
-		if len(cfg.Kafka.Topics) == 0 && cfg.Kafka.TopicRegex == "" {
+		if !cfg.Consumes() {
 			return serveReceiversOnly(ctx, cfg, metrics, status, stopReceivers)
 		}
 		// Stopped last: they do not depend on the pipeline (a request is
@@ -77,6 +78,21 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	ready.SinkReady()
+	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it
+	if cfg.GenAIOperations() {
+		if genaiMapper, err = pipeline.GenAIMapper(cfg, slog.Default(), metrics); err != nil {
+			return err
+		}
+	}
+	if cfg.LoadsReceived() {
+		// Stopped before the sink closes (deferred after it): each
+		// request in progress is answered after its load.
+		stopReceivers, err := startLoading(ctx, cfg, metrics, snk, genaiMapper)
+		if err != nil {
+			return err
+		}
+		defer stopReceivers()
+	}
 	// finalMerge, with merge.every, merges once more after a run that
 	// ended idle, so its models are merged up to everything it loaded.
 	finalMerge := func() error { return nil }
@@ -110,7 +126,13 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	start := time.Now()
 	slog.Info("tracelake running", "brokers", cfg.Kafka.Brokers, "topics", cfg.Kafka.Topics, "topic_regex", cfg.Kafka.TopicRegex, "group", cfg.Kafka.Group,
 		"workers", cfg.Workers, "mode", cfg.Mode, "format", cfg.Kafka.Format, "signal", cfg.Kafka.Signal, "sink", cfg.Sink.Type, "table", cfg.Sink.Table)
-	err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status})
+	if cfg.Consumes() {
+		err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status, GenAI: genaiMapper})
+	} else {
+		ready.Join() // no group to join
+		slog.Info("no kafka.topics: loading what the OTLP receivers take until stopped")
+		<-ctx.Done()
+	}
 	if err == nil && *idle > 0 && ctx.Err() == nil {
 		err = finalMerge()
 	}

@@ -360,12 +360,20 @@ func (c *Config) GenAIOperations() bool {
 	return false
 }
 
-// OTLP configures the OTLP receivers. Each accepted request is forwarded
-// to Kafka (its signal's topic) and answered once the brokers acknowledged
-// it; tracelake processes consuming those topics (kafka.format
-// otlp_proto) load them. A process may run the receivers alone (no
+// OTLP configures the OTLP receivers. In forward mode each accepted
+// request is forwarded to Kafka (its signal's topic) and answered once the
+// brokers acknowledged it; tracelake processes consuming those topics
+// (kafka.format otlp_proto) load them. In load mode the requests of
+// kafka.signal are loaded into sink.table by this process and answered
+// once the load committed. A process may run the receivers alone (no
 // kafka.topics) or beside its consumer.
 type OTLP struct {
+	// Mode is forward (default) or load.
+	Mode string `yaml:"mode"`
+	// Instance is, in load mode, this process's partition of the ledger
+	// topic otlp:<signal>: processes loading into the same tables need
+	// different ones. Default 0.
+	Instance int32 `yaml:"instance"`
 	// HTTP is the OTLP/HTTP listen address (host:port; 4318 by
 	// convention); "" (default) leaves it off.
 	HTTP string `yaml:"http"`
@@ -423,6 +431,19 @@ func (o OTLPForward) ForwardTopics() map[string]string {
 // Receivers reports whether an OTLP receiver is configured.
 func (c *Config) Receivers() bool { return c.OTLP.HTTP != "" || c.OTLP.GRPC != "" }
 
+// otlp.mode values.
+const (
+	OTLPForwardMode = "forward"
+	OTLPLoadMode    = "load"
+)
+
+// LoadsReceived reports whether the receivers load their requests into
+// sink.table themselves (otlp.mode load).
+func (c *Config) LoadsReceived() bool { return c.Receivers() && c.OTLP.Mode == OTLPLoadMode }
+
+// Consumes reports whether the process consumes Kafka topics.
+func (c *Config) Consumes() bool { return len(c.Kafka.Topics) > 0 || c.Kafka.TopicRegex != "" }
+
 // Metrics endpoint: /metrics (Prometheus), /healthz, /readyz.
 type Metrics struct {
 	// Listen is host:port; "" turns the endpoint off. Default
@@ -452,10 +473,11 @@ const (
 	DefaultTable = "trace_raw"
 )
 
-// DecodesOTLP reports whether the messages are OpenTelemetry (kafka.format
-// otlp_proto or otlp_json).
+// DecodesOTLP reports whether the rows are OpenTelemetry: the messages
+// are (kafka.format otlp_proto or otlp_json), or the receivers load
+// their requests (otlp.mode load).
 func (c *Config) DecodesOTLP() bool {
-	return c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON
+	return c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON || c.LoadsReceived()
 }
 
 // settle fills in defaults that follow from other keys once the file and
@@ -491,7 +513,7 @@ func Default() *Config {
 		},
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
 		GenAI:   GenAI{Operations: "auto", Table: "genai_operations"},
-		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
+		OTLP: OTLP{Mode: OTLPForwardMode, MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,
 		Mode:             ModeRaw,

@@ -77,10 +77,14 @@ func (c *Config) validate(consuming bool) error {
 		"want json, otlp_proto or otlp_json, got %q", c.Kafka.Format)
 	check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, c.Kafka.Signal), "kafka.signal",
 		"want traces, logs or metrics, got %q", c.Kafka.Signal)
+	if c.LoadsReceived() && c.Consumes() {
+		check(c.Kafka.Format != FormatJSON, "kafka.format",
+			"otlp.mode load writes OpenTelemetry rows into sink.table, and the topics consumed beside it load into the same table: want otlp_proto or otlp_json (or otlp.mode forward)")
+	}
 	if c.DecodesOTLP() {
-		check(c.Mode == ModeRaw, "mode", "transform mode maps JSON objects onto your table; with kafka.format %s the rows are OpenTelemetry tables (accepted: raw)", c.Kafka.Format)
+		check(c.Mode == ModeRaw, "mode", "transform mode maps JSON objects onto your table; with %s the rows are OpenTelemetry tables (accepted: raw)", c.otelSource())
 		check(c.Sink.Type == SinkDuckDB || c.Merge.Every.D() == 0, "merge.every", "the OpenTelemetry tables' dedup model is built for the duckdb sink only so far")
-		check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with kafka.format %s there is none", c.Kafka.Format)
+		check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with %s there is none", c.otelSource())
 	}
 	check(slices.Contains([]string{"auto", "on", "off"}, c.GenAI.Operations), "genai.operations",
 		"want auto, on or off, got %q", c.GenAI.Operations)
@@ -200,6 +204,14 @@ func dsnProblem(err error) string {
 	return "malformed"
 }
 
+// otelSource names what makes the rows OpenTelemetry, for errors.
+func (c *Config) otelSource() string {
+	if c.Kafka.Format == FormatJSON {
+		return "otlp.mode load"
+	}
+	return "kafka.format " + c.Kafka.Format
+}
+
 func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 	for key, addr := range map[string]string{"otlp.http": o.HTTP, "otlp.grpc": o.GRPC} {
 		if addr != "" {
@@ -207,6 +219,8 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 			check(err == nil, key, "want host:port (or empty for off), got %q", addr)
 		}
 	}
+	check(o.Mode == OTLPForwardMode || o.Mode == OTLPLoadMode, "otlp.mode", "want forward or load, got %q", o.Mode)
+	check(o.Instance >= 0, "otlp.instance", "want 0 or more, got %d", o.Instance)
 	check(o.MaxBodyBytes >= 1<<10 && o.MaxBodyBytes <= 256<<20, "otlp.max_body_bytes", "want 1KiB to 256MiB, got %s", o.MaxBodyBytes)
 	check(o.MaxConcurrentRequests >= 0 && o.MaxConcurrentRequests <= 1_000_000, "otlp.max_concurrent_requests",
 		"want 0 (no bound) to 1000000, got %d", o.MaxConcurrentRequests)

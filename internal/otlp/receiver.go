@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,10 +58,14 @@ type Options struct {
 	// RetryAfter is the delay suggested to clients told to retry.
 	RetryAfter time.Duration
 	Forward    Forwarder
-	Log        *slog.Logger
+	// Signals, when set, are the only signals taken: another's requests
+	// are answered HTTP 404 and gRPC Unimplemented, which clients do not
+	// retry (a process loading one table takes its signal only).
+	Signals []string
+	Log     *slog.Logger
 	// Answered, if set, is told of every answer: the protocol (http,
 	// grpc), the signal, the outcome (accepted, invalid, too_large,
-	// unauthenticated, forbidden, throttled, unavailable, error) and the
+	// unauthenticated, forbidden, throttled, unavailable, error, not_served) and the
 	// items accepted.
 	Answered func(protocol, signal, outcome string, items int)
 }
@@ -166,6 +172,8 @@ func outcome(ref *refusal) string {
 		return "unavailable"
 	case http.StatusInternalServerError:
 		return "error"
+	case http.StatusNotFound:
+		return "not_served"
 	default:
 		return "invalid"
 	}
@@ -220,6 +228,10 @@ func (r *Receivers) tenant(sent, token string) (string, *refusal) {
 // accept decodes a request body of sig and stores it; it returns the
 // items (spans, log records, points) it held.
 func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body []byte, isJSON bool) (int, *refusal) {
+	if r.opt.Signals != nil && !slices.Contains(r.opt.Signals, sig.name) {
+		return 0, &refusal{http.StatusNotFound, codes.Unimplemented,
+			fmt.Sprintf("this receiver takes %s only (otlp.mode load loads kafka.signal into its table)", strings.Join(r.opt.Signals, ", ")), false}
+	}
 	release, ref := r.hold(len(body))
 	if ref != nil {
 		return 0, ref

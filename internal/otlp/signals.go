@@ -1,8 +1,9 @@
 // Package otlp receives OpenTelemetry data over OTLP/HTTP and OTLP/gRPC
-// and forwards each accepted request to Kafka, answering the client only
-// once the broker has acknowledged it: the consumer group then loads it
-// exactly once like any OTLP topic (kafka.format otlp_proto). Receivers
-// scale behind a load balancer, loaders by group members.
+// and hands each accepted request to a Forwarder, answering the client
+// only once it is stored: KafkaForwarder writes it to Kafka and returns on
+// the broker's acknowledgement (the consumer group then loads it exactly
+// once like any OTLP topic; receivers scale behind a load balancer,
+// loaders by group members), package directload loads it into the sink.
 package otlp
 
 import (

@@ -33,6 +33,9 @@ type RunOptions struct {
 	Ready     *obs.Readiness // nil: not reported
 	Budget    *Budget        // nil: max_inflight_bytes of the config
 	Status    *obs.Status    // nil: no status page
+	// GenAI maps spans to genai_operations when the config asks for them;
+	// nil: Run makes its own (registering its counters on Metrics).
+	GenAI *genai.Mapper
 }
 
 // Run starts cfg.Workers workers on snk and runs them until ctx is canceled
@@ -70,21 +73,14 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	}
 	var decoder RowDecoder
 	if cfg.DecodesOTLP() {
-		d, err := otel.NewDecoder(cfg.Kafka.Signal, cfg.Kafka.Format, otel.Tenancy{Header: cfg.Tenancy.KafkaHeader, Default: cfg.Tenancy.Default})
-		if err != nil {
+		if ro.GenAI == nil && cfg.GenAIOperations() {
+			if ro.GenAI, err = GenAIMapper(cfg, ro.Log, ro.Metrics); err != nil {
+				return err
+			}
+		}
+		if decoder, err = OTLPDecoder(cfg, cfg.Kafka.Format, ro.GenAI); err != nil {
 			return err
 		}
-		if cfg.GenAIOperations() {
-			table, err := prices.Load(cfg.GenAI.PricesFile)
-			if err != nil {
-				return fmt.Errorf("genai.prices_file %s: %w", cfg.GenAI.PricesFile, err)
-			}
-			ro.Log.Info("genai_operations priced", "prices", table.Source, "exported", table.Exported)
-			m := genai.NewMapper(table, cfg.GenAI.CaptureContent)
-			ro.Metrics.WatchGenAI(m.Stats())
-			d.WithGenAI(m)
-		}
-		decoder = d
 	}
 	opt := Options{
 		Transform:    cfg.Mode == config.ModeTransform,
@@ -327,4 +323,32 @@ func latestStarts(ctx context.Context, cfg *config.Config) (map[sink.TopicPartit
 		ends[tp] = m.High
 	}
 	return ends, nil
+}
+
+// OTLPDecoder returns the decoder of cfg's signal in encoding (otlp_proto
+// or otlp_json), writing genai_operations with m unless m is nil.
+func OTLPDecoder(cfg *config.Config, encoding string, m *genai.Mapper) (*otel.Decoder, error) {
+	d, err := otel.NewDecoder(cfg.Kafka.Signal, encoding, otel.Tenancy{Header: cfg.Tenancy.KafkaHeader, Default: cfg.Tenancy.Default})
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
+		d.WithGenAI(m)
+	}
+	return d, nil
+}
+
+// GenAIMapper reads the prices (genai.prices_file, else the embedded
+// export) and returns the mapper of spans to genai_operations, its
+// counters registered on metrics. One per process: the decoders of the
+// Kafka topics and of the receivers share it.
+func GenAIMapper(cfg *config.Config, log *slog.Logger, metrics *obs.Metrics) (*genai.Mapper, error) {
+	table, err := prices.Load(cfg.GenAI.PricesFile)
+	if err != nil {
+		return nil, fmt.Errorf("genai.prices_file %s: %w", cfg.GenAI.PricesFile, err)
+	}
+	log.Info("genai_operations priced", "prices", table.Source, "exported", table.Exported)
+	m := genai.NewMapper(table, cfg.GenAI.CaptureContent)
+	metrics.WatchGenAI(m.Stats())
+	return m, nil
 }

@@ -1,0 +1,261 @@
+package directload
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// Requests arriving while a load runs share the next load, each answered
+// after the load holding it committed; every span is stored once and the
+// ledger covers positions 0..n-1 without a gap or an overlap.
+func TestRequestsShareLoads(t *testing.T) {
+	f := newFixture(t)
+	gate := make(chan struct{})
+	f.sink.beforeLoad = func(n int) {
+		if n == 1 {
+			<-gate // the first load waits until the others queue behind it
+		}
+	}
+	l := f.start(0)
+	const requests = 20
+	bodies, spans := requestBodies(t, requests)
+	errs := make(chan error, requests)
+	go func() { errs <- l.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[0]) }()
+	waitFor(t, func() bool { return f.sink.loads.Load() == 1 })
+	var wg sync.WaitGroup
+	for _, b := range bodies[1:] {
+		wg.Go(func() { errs <- l.Forward(context.Background(), otel.SignalTraces, "team-a", b) })
+	}
+	waitFor(t, func() bool { return l.waiting.Load() == requests-1 })
+	close(gate)
+	wg.Wait()
+	for range requests {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.sink.loads.Load(); n != 2 {
+		t.Errorf("%d loads for %d requests, want 2: the first, then the %d that waited for it", n, requests, requests-1)
+	}
+	f.checkStored(t, spans, spans, requests)
+	if n := f.count(t, "SELECT count(*) FROM otel_spans WHERE tenant_id <> 'team-a'"); n != 0 {
+		t.Errorf("%d spans of another tenant", n)
+	}
+}
+
+// The sequence resumes from the ledger: a loader started again goes on
+// after the last position loaded, never over it.
+func TestResumesFromTheLedger(t *testing.T) {
+	f := newFixture(t)
+	bodies, spans := requestBodies(t, 4)
+	l := f.start(0)
+	f.forward(t, l, bodies[:2]...)
+	l.Close()
+	l = f.start(0)
+	f.forward(t, l, bodies[2:]...)
+	f.checkStored(t, spans, spans, 4)
+}
+
+// A load that fails answers its requests with an error, and the client's
+// retry and the next request land without a gap and without reusing the
+// positions of a load that did commit (its reply lost): with those, the
+// fence would leave their rows out. A failure before the commit stores
+// each span once; after it, the retried request twice (the dedup model's
+// copy).
+func TestAFailedLoadIsAnsweredAndNotReused(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(map[bool]string{false: "failed", true: "reply lost"}[lost], func(t *testing.T) {
+			f := newFixture(t)
+			bodies, spans := requestBodies(t, 3)
+			fail := func(n int) error {
+				if n == 2 {
+					return errors.New("connection reset")
+				}
+				return nil
+			}
+			if lost {
+				f.sink.afterLoad = fail
+			} else {
+				f.sink.failLoad = fail
+			}
+			l := f.start(0)
+			f.forward(t, l, bodies[0])
+			if err := l.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[1]); err == nil {
+				t.Fatal("the request of a failed load was answered OK")
+			}
+			f.forward(t, l, bodies[1], bodies[2]) // the client's retry, and the next
+			rows, requests := spans, 3
+			if lost {
+				rows, requests = spans+spansIn(t, bodies[1]), 4
+			}
+			f.checkStored(t, spans, rows, requests)
+		})
+	}
+}
+
+// Two loaders with one instance (a misconfiguration): the second's
+// positions are already in the ledger, its request is refused for a
+// retry instead of stored under the other's positions or dropped by the
+// fence, and the retry lands.
+func TestOneInstanceTwiceIsCaught(t *testing.T) {
+	f := newFixture(t)
+	bodies, spans := requestBodies(t, 3)
+	a, b := f.start(0), f.start(0) // both resume at 0
+	f.forward(t, a, bodies[0], bodies[1])
+	if err := b.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[2]); err == nil {
+		t.Fatal("a request loaded at positions another loader took was answered OK")
+	}
+	f.forward(t, b, bodies[2])
+	f.checkStored(t, spans, spans, 3)
+	if n := f.count(t, "SELECT count(*) FROM otel_spans_dlq"); n != 0 {
+		t.Errorf("%d dead letters", n)
+	}
+}
+
+type fixture struct {
+	db   *sql.DB
+	sink *countingSink
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := duckdb.Open(duckdb.Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"),
+		Table: "otel_spans", Typed: &otel.Spans})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{db: s.DB(), sink: &countingSink{Sink: s}}
+}
+
+func (f *fixture) start(partition int32) *Loader {
+	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: "X-Scope-OrgID", Default: "default"})
+	if err != nil {
+		panic(err)
+	}
+	l, err := Start(context.Background(), Options{Sink: f.sink, Decoder: dec, Signal: otel.SignalTraces,
+		Partition: partition, TenantHeader: "X-Scope-OrgID", MaxLoadBytes: 64 << 20})
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+func (f *fixture) forward(t *testing.T, l *Loader, bodies ...[]byte) {
+	t.Helper()
+	for _, b := range bodies {
+		if err := l.Forward(context.Background(), otel.SignalTraces, "team-a", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (f *fixture) count(t *testing.T, q string) int64 {
+	t.Helper()
+	var n int64
+	if err := f.db.QueryRow(q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkStored checks that the table holds rows spans of which distinct
+// are distinct, and that the ledger covers 0..requests-1 once.
+func (f *fixture) checkStored(t *testing.T, distinct, rows, requests int) {
+	t.Helper()
+	if n, d := f.count(t, "SELECT count(*) FROM otel_spans"), f.count(t, "SELECT count(DISTINCT span_id) FROM otel_spans"); n != int64(rows) || d != int64(distinct) {
+		t.Errorf("%d spans (%d distinct), want %d (%d distinct)", n, d, rows, distinct)
+	}
+	var first, last, ranges, covered int64
+	if err := f.db.QueryRow(`SELECT min(first_offset), max(last_offset), count(*), sum(last_offset - first_offset + 1)
+		FROM otel_spans_ledger WHERE topic = 'otlp:traces'`).Scan(&first, &last, &ranges, &covered); err != nil {
+		t.Fatal(err)
+	}
+	if first != 0 || last != int64(requests-1) || covered != int64(requests) {
+		t.Errorf("the ledger covers %d-%d with %d positions in %d ranges, want 0-%d once", first, last, covered, ranges, requests-1)
+	}
+}
+
+// requestBodies makes n export requests in protobuf and counts their spans.
+func requestBodies(t *testing.T, n int) ([][]byte, int) {
+	t.Helper()
+	g := tracegen.New(7)
+	var out [][]byte
+	spans := 0
+	for range n {
+		td := g.OTLPTrace()
+		spans += td.SpanCount()
+		b, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out, spans
+}
+
+// spansIn counts the spans of a request.
+func spansIn(t *testing.T, body []byte) int {
+	t.Helper()
+	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td.SpanCount()
+}
+
+// countingSink counts loads and injects faults around them.
+type countingSink struct {
+	*duckdb.Sink
+	loads      atomic.Int64
+	beforeLoad func(n int)
+	failLoad   func(n int) error // fails the load before it runs
+	afterLoad  func(n int) error // fails the load after it committed
+}
+
+func (s *countingSink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	n := int(s.loads.Add(1))
+	if s.beforeLoad != nil {
+		s.beforeLoad(n)
+	}
+	if s.failLoad != nil {
+		if err := s.failLoad(n); err != nil {
+			return sink.Loaded{}, fmt.Errorf("injected: %w", err)
+		}
+	}
+	loaded, err := s.Sink.Load(ctx, files)
+	if err == nil && s.afterLoad != nil {
+		if err := s.afterLoad(n); err != nil {
+			return sink.Loaded{}, fmt.Errorf("injected: %w", err)
+		}
+	}
+	return loaded, err
+}
+
+// waitFor polls cond for up to 10 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+	}
+}
