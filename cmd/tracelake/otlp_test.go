@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
@@ -854,4 +855,66 @@ func streamSpans(t *testing.T, addr string, spans int, name string, attrs ...att
 		sent <- tp.Shutdown(ctx)
 	}()
 	return sent
+}
+
+// otlp.mode load on Iceberg and Databend (DuckDB: the kill test above):
+// concurrent OTLP/HTTP requests are each answered 200 once their load
+// committed, and then every span is in the table once with its
+// genai_operations row (verify checks both against the ledger).
+func TestOTLPLoadModeOnIcebergAndDatabend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // mostly waiting on the child
+	bin := buildBinary(t)
+	for name, sinkCfg := range map[string]func(dir string) string{
+		"iceberg": func(dir string) string {
+			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+		},
+		"databend": func(string) string {
+			return fmt.Sprintf("{type: databend, databend: {dsn: %q}}", databendtest.New("u", "p").DSN(""))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfgPath := filepath.Join(dir, "tracelake.yaml")
+			addr := freeAddr(t)
+			if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("otlp: {mode: load, http: %q}\nsink: %s\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+				addr, sinkCfg(dir))), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			run := startRunUntil(t, bin, cfgPath, name, "OTLP receiver listening")
+			const requests = 20
+			g := tracegen.New(11)
+			spans := 0
+			var wg sync.WaitGroup
+			for range requests {
+				td := g.OTLPTrace()
+				spans += td.SpanCount()
+				body := marshalOTLP(t, "otlp_proto", td)
+				wg.Go(func() {
+					resp, err := http.Post("http://"+addr+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						t.Errorf("answered %d", resp.StatusCode)
+					}
+				})
+			}
+			wg.Wait()
+			if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := run.cmd.Wait(); err != nil {
+				t.Fatalf("run: %v\n%s", err, run.log)
+			}
+			rep := verifyJSON(t, bin, cfgPath, 0)
+			if rows, dlq := rep.Totals(); !rep.OK || rows != int64(spans) || dlq != 0 {
+				t.Fatalf("ok=%v rows=%d dlq=%d copies=%+v problems=%v, want %d spans once", rep.OK, rows, dlq, rep.Copies, rep.Problems, spans)
+			}
+		})
+	}
 }
