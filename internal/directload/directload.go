@@ -3,9 +3,9 @@
 // next position of a sequence of this process's own — topic
 // "otlp:<signal>", partition otlp.instance — recorded in the sink's ledger
 // in the load's transaction as a Kafka offset would be; requests that
-// arrive while a load runs share the next one (group commit), and each is
-// answered only after the load holding its rows committed. It implements
-// otlp.Forwarder.
+// arrive while a load runs are decoded into the next one meanwhile (group
+// commit), and each is answered only after the load holding its rows
+// committed. It implements otlp.Forwarder.
 //
 // A load that fails answers its requests with an error (the receivers
 // tell clients to retry) and the sequence resumes from the ledger, so a
@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -65,15 +64,20 @@ type Loader struct {
 	opt  Options
 	tp   sink.TopicPartition
 	reqs chan *request
-	// waiting counts the requests handed to Forward and not yet taken
-	// by a load.
-	waiting atomic.Int64
-	stop    context.CancelFunc
-	done    chan struct{}
+	stop context.CancelFunc
+	done chan struct{}
 
 	// Owned by the loop.
-	next    int64 // position of the next request; -1: read it from the ledger
-	pending []*request
+	next int64  // position of the next request; -1: read it from the ledger
+	open *group // requests decoded for the next load, nil for none
+}
+
+// group is the requests of one load, decoded into its batch at
+// consecutive positions.
+type group struct {
+	reqs  []*request
+	batch *sink.Batch
+	bytes int64 // request bytes
 }
 
 type request struct {
@@ -111,15 +115,11 @@ func (l *Loader) Forward(ctx context.Context, signal, tenant string, body []byte
 		return fmt.Errorf("BUG: a %s request for the loader of %s", signal, l.opt.Signal)
 	}
 	r := &request{tenant: tenant, body: body, at: time.Now(), err: make(chan error, 1)}
-	l.waiting.Add(1)
 	select {
 	case l.reqs <- r:
-		l.waiting.Add(-1)
 	case <-l.done:
-		l.waiting.Add(-1)
 		return ErrClosed
 	case <-ctx.Done():
-		l.waiting.Add(-1)
 		return ctx.Err()
 	}
 	// Once taken, the request is answered by its load, even when the
@@ -134,70 +134,104 @@ func (l *Loader) Close() {
 	<-l.done
 }
 
-// loop loads until ctx ends; a load in progress then finishes (its
-// context is not ctx).
+// loop takes requests and runs one load at a time; while a load runs, the
+// requests that arrive are decoded into the next one, up to MaxLoadBytes
+// (past it, senders wait). When ctx ends, the load in progress finishes
+// (its context is not ctx) and the requests not loading are refused.
 func (l *Loader) loop(ctx context.Context) {
 	defer close(l.done)
+	loadCtx := context.WithoutCancel(ctx)
+	var loading *group
+	results := make(chan error, 1)
 	for {
+		if loading == nil && l.open != nil {
+			loading, l.open = l.open, nil
+			go func(g *group) { results <- l.load(loadCtx, g) }(loading)
+		}
+		reqs := l.reqs
+		if l.open != nil && l.open.bytes >= l.opt.MaxLoadBytes {
+			reqs = nil // full: the next requests wait for this load to start
+		}
 		select {
-		case r := <-l.reqs:
-			l.pending = append(l.pending, r)
+		case r := <-reqs:
+			l.add(ctx, r)
+		case err := <-results:
+			l.finished(ctx, loading, err)
+			loading = nil
 		case <-ctx.Done():
-			return
-		}
-		l.gather()
-		l.loadPending(context.WithoutCancel(ctx))
-	}
-}
-
-// gather takes the requests already waiting, up to MaxLoadBytes: the
-// requests that arrived during the previous load share this one.
-func (l *Loader) gather() {
-	size := l.pendingBytes()
-	for size < l.opt.MaxLoadBytes {
-		select {
-		case r := <-l.reqs:
-			l.pending = append(l.pending, r)
-			size += int64(len(r.body))
-		default:
+			if loading != nil {
+				l.finished(ctx, loading, <-results)
+			}
+			if l.open != nil {
+				answer(l.open.reqs, ErrClosed)
+			}
 			return
 		}
 	}
 }
 
-func (l *Loader) pendingBytes() (n int64) {
-	for _, r := range l.pending {
-		n += int64(len(r.body))
+// add decodes r into the open group at the next position.
+func (l *Loader) add(ctx context.Context, r *request) {
+	if l.next < 0 {
+		if err := l.resume(ctx); err != nil {
+			r.err <- err
+			return
+		}
 	}
-	return n
+	if l.open == nil {
+		l.open = &group{batch: &sink.Batch{ID: sink.NewBatchID(), Ranges: []sink.Range{{TopicPartition: l.tp, First: l.next}}}}
+	}
+	g, rg := l.open, &l.open.batch.Ranges[0]
+	rec := &kgo.Record{Topic: l.tp.Topic, Partition: l.tp.Partition, Offset: l.next, Value: r.body, Timestamp: r.at,
+		Headers: []kgo.RecordHeader{{Key: l.opt.TenantHeader, Value: []byte(r.tenant)}}}
+	if n, err := l.opt.Decoder.AppendRows(g.batch, rec); err != nil {
+		// The receivers decoded it already; kept, with the reason, should
+		// the decoder still refuse it.
+		start := len(g.batch.DLQ)
+		g.batch.DLQ = envelope.AppendDLQRow(g.batch.DLQ, rec, err.Error(), envelope.StageDecode)
+		g.batch.MaxLine = max(g.batch.MaxLine, len(g.batch.DLQ)-start)
+		rg.DLQ++
+	} else {
+		rg.Records += int64(n)
+	}
+	rg.Last = l.next
+	l.next++
+	g.reqs = append(g.reqs, r)
+	g.bytes += int64(len(r.body))
 }
 
-// loadPending loads the pending requests and answers them.
-func (l *Loader) loadPending(ctx context.Context) {
-	reqs := l.pending
-	l.pending = nil
-	err := l.load(ctx, reqs)
+// finished answers the requests of a load. After a failure the positions
+// come from the ledger again (the load may have committed, its reply
+// lost), and the open group, decoded at positions after the failed
+// load's, is decoded again at the right ones.
+func (l *Loader) finished(ctx context.Context, g *group, err error) {
 	if err != nil {
-		l.opt.Log.Warn("OTLP requests not loaded; their clients are told to retry", "requests", len(reqs), "err", err)
+		l.opt.Log.Warn("OTLP requests not loaded; their clients are told to retry", "requests", len(g.reqs), "err", err)
 		if l.opt.Metrics != nil {
 			l.opt.Metrics.Retries.WithLabelValues("direct_load").Inc()
 		}
+		l.next = -1
+		if open := l.open; open != nil {
+			l.open = nil
+			for _, r := range open.reqs {
+				l.add(ctx, r)
+			}
+		}
 	}
+	answer(g.reqs, err)
+}
+
+func answer(reqs []*request, err error) {
 	for _, r := range reqs {
 		r.err <- err
 	}
 }
 
-// load writes reqs as one load at the next positions.
-func (l *Loader) load(ctx context.Context, reqs []*request) error {
-	if l.next < 0 {
-		if err := l.resume(ctx); err != nil {
-			return err
-		}
-	}
+// load stages and loads g.
+func (l *Loader) load(ctx context.Context, g *group) error {
 	start := time.Now()
-	b, rows := l.batch(reqs)
-	f, err := l.opt.Sink.Stage(ctx, b)
+	rg := g.batch.Ranges[0]
+	f, err := l.opt.Sink.Stage(ctx, g.batch)
 	if err != nil {
 		return fmt.Errorf("stage: %w", err)
 	}
@@ -205,18 +239,15 @@ func (l *Loader) load(ctx context.Context, reqs []*request) error {
 	if err != nil {
 		// Committed or not, nobody can tell: the ledger will.
 		l.opt.Sink.Discard([]sink.File{f})
-		l.next = -1
 		return fmt.Errorf("load: %w", err)
 	}
-	if got := stored(loaded, l.tp); got != rows {
+	if got := stored(loaded, l.tp); got != rg.Records+rg.DLQ {
 		// Rows were fenced: another process wrote these positions (two
 		// loaders with one otlp.instance). Nothing of ours is stored
 		// under them; resume past them and let the clients retry.
-		l.next = -1
 		return fmt.Errorf("positions %d-%d of %s were already in the ledger (another process loading with the same otlp.instance?): %d of %d rows stored",
-			b.Ranges[0].First, b.Ranges[0].Last, l.tp, got, rows)
+			rg.First, rg.Last, l.tp, got, rg.Records+rg.DLQ)
 	}
-	l.next = b.Ranges[0].Last + 1
 	if m := l.opt.Metrics; m != nil {
 		m.Loads.Inc()
 		m.StagedFiles.Inc()
@@ -225,30 +256,6 @@ func (l *Loader) load(ctx context.Context, reqs []*request) error {
 		m.LoadDuration.Observe(time.Since(start).Seconds())
 	}
 	return nil
-}
-
-// batch decodes reqs into one batch, one position each from l.next, and
-// returns it with its row count (table and dead-letter rows).
-func (l *Loader) batch(reqs []*request) (*sink.Batch, int64) {
-	b := &sink.Batch{ID: sink.NewBatchID()}
-	rg := sink.Range{TopicPartition: l.tp, First: l.next, Last: l.next + int64(len(reqs)) - 1}
-	for i, r := range reqs {
-		rec := &kgo.Record{Topic: l.tp.Topic, Partition: l.tp.Partition, Offset: l.next + int64(i), Value: r.body, Timestamp: r.at,
-			Headers: []kgo.RecordHeader{{Key: l.opt.TenantHeader, Value: []byte(r.tenant)}}}
-		n, err := l.opt.Decoder.AppendRows(b, rec)
-		if err != nil {
-			// The receivers decoded it already; kept, with the reason,
-			// should the decoder still refuse it.
-			start := len(b.DLQ)
-			b.DLQ = envelope.AppendDLQRow(b.DLQ, rec, err.Error(), envelope.StageDecode)
-			b.MaxLine = max(b.MaxLine, len(b.DLQ)-start)
-			rg.DLQ++
-			continue
-		}
-		rg.Records += int64(n)
-	}
-	b.Ranges = []sink.Range{rg}
-	return b, rg.Records + rg.DLQ
 }
 
 // stored is what a load wrote of tp, rows and dead letters.

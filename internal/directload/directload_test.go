@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/otel"
@@ -19,8 +20,8 @@ import (
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
-// Requests arriving while a load runs share the next load, each answered
-// after the load holding it committed; every span is stored once and the
+// Requests arriving while a load runs are decoded meanwhile and share the
+// next load, each answered after the load holding it committed; every span is stored once and the
 // ledger covers positions 0..n-1 without a gap or an overlap.
 func TestRequestsShareLoads(t *testing.T) {
 	f := newFixture(t)
@@ -40,7 +41,7 @@ func TestRequestsShareLoads(t *testing.T) {
 	for _, b := range bodies[1:] {
 		wg.Go(func() { errs <- l.Forward(context.Background(), otel.SignalTraces, "team-a", b) })
 	}
-	waitFor(t, func() bool { return l.waiting.Load() == requests-1 })
+	waitFor(t, func() bool { return f.decoded.Load() == requests }) // the others decoded while the first loads
 	close(gate)
 	wg.Wait()
 	for range requests {
@@ -107,6 +108,47 @@ func TestAFailedLoadIsAnsweredAndNotReused(t *testing.T) {
 	}
 }
 
+// A load that fails while the next requests wait, decoded at the
+// positions after it: they are decoded again at the positions the ledger
+// gives (the failed load's, as it did not commit), so the ledger has no
+// gap where the failed load was.
+func TestRequestsDecodedBehindAFailedLoadMoveUp(t *testing.T) {
+	f := newFixture(t)
+	gate := make(chan struct{})
+	f.sink.beforeLoad = func(n int) {
+		if n == 1 {
+			<-gate
+		}
+	}
+	f.sink.failLoad = func(n int) error {
+		if n == 1 {
+			return errors.New("disk full")
+		}
+		return nil
+	}
+	l := f.start(0)
+	bodies, spans := requestBodies(t, 6)
+	first := make(chan error, 1)
+	go func() { first <- l.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[0]) }()
+	waitFor(t, func() bool { return f.sink.loads.Load() == 1 })
+	errs := make(chan error, 5)
+	for _, b := range bodies[1:] {
+		go func() { errs <- l.Forward(context.Background(), otel.SignalTraces, "team-a", b) }()
+	}
+	waitFor(t, func() bool { return f.decoded.Load() == 6 })
+	close(gate)
+	if err := <-first; err == nil {
+		t.Fatal("the request of a failed load was answered OK")
+	}
+	for range 5 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.forward(t, l, bodies[0]) // the client's retry
+	f.checkStored(t, spans, spans, 6)
+}
+
 // Two loaders with one instance (a misconfiguration): the second's
 // positions are already in the ledger, its request is refused for a
 // retry instead of stored under the other's positions or dropped by the
@@ -127,8 +169,9 @@ func TestOneInstanceTwiceIsCaught(t *testing.T) {
 }
 
 type fixture struct {
-	db   *sql.DB
-	sink *countingSink
+	db      *sql.DB
+	sink    *countingSink
+	decoded atomic.Int64 // requests decoded by the fixture's loaders
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -151,7 +194,7 @@ func (f *fixture) start(partition int32) *Loader {
 	if err != nil {
 		panic(err)
 	}
-	l, err := Start(context.Background(), Options{Sink: f.sink, Decoder: dec, Signal: otel.SignalTraces,
+	l, err := Start(context.Background(), Options{Sink: f.sink, Decoder: countingDecoder{dec, &f.decoded}, Signal: otel.SignalTraces,
 		Partition: partition, TenantHeader: "X-Scope-OrgID", MaxLoadBytes: 64 << 20})
 	if err != nil {
 		panic(err)
@@ -220,6 +263,17 @@ func spansIn(t *testing.T, body []byte) int {
 		t.Fatal(err)
 	}
 	return td.SpanCount()
+}
+
+// countingDecoder counts the requests decoded.
+type countingDecoder struct {
+	RowDecoder
+	n *atomic.Int64
+}
+
+func (d countingDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
+	d.n.Add(1)
+	return d.RowDecoder.AppendRows(b, r)
 }
 
 // countingSink counts loads and injects faults around them.
