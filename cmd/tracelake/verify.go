@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/directload"
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
@@ -127,12 +132,21 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 	if err != nil {
 		return nil, err
 	}
-	// No ledger ranges cover a transaction's markers here: Kafka says
-	// which missing offsets held a committed record.
+	// No ledger ranges cover a transaction's markers here, nor OTLP
+	// messages that make no row: Kafka says which missing offsets held a
+	// committed record with something to store.
+	stores, err := storesRows(cfg)
+	if err != nil {
+		return nil, err
+	}
 	records := func(spans map[sink.TopicPartition]sink.Run) (map[sink.TopicPartition]*sink.Offsets, error) {
+		// The receivers' own sequences (otlp.mode load) are not in Kafka:
+		// each of their positions held a request, so a hole there is a gap.
+		inKafka := maps.Clone(spans)
+		maps.DeleteFunc(inKafka, func(tp sink.TopicPartition, _ sink.Run) bool { return directload.IsTopic(tp.Topic) })
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
-		return kafka.DataRecords(rctx, cfg.Kafka, spans)
+		return kafka.DataRecords(rctx, cfg.Kafka, inKafka, stores)
 	}
 	rep := verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, cfg.Kafka.StartOffset == "earliest", records)
 	if cfg.GenAIOperations() {
@@ -195,4 +209,22 @@ func runVerify(ctx context.Context, cfg *config.Config, db verify.Querier, t ver
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	return rep, nil
+}
+
+// storesRows says whether a Kafka record stores a row (or a dead letter):
+// every record does, but an OTLP message with no spans, log records or
+// points, or one of another signal on a shared topic, stores none, so the
+// offset it leaves out of the tables is not a gap. nil: every record.
+func storesRows(cfg *config.Config) (func(*kgo.Record) bool, error) {
+	if !cfg.DecodesOTLP() || !cfg.Consumes() { // without topics nothing is asked of Kafka
+		return nil, nil
+	}
+	dec, err := pipeline.OTLPDecoder(cfg, cfg.Kafka.Format, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func(r *kgo.Record) bool {
+		n, err := dec.AppendRows(&sink.Batch{}, r)
+		return n > 0 || err != nil // an undecodable message is a dead letter
+	}, nil
 }

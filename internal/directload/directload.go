@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,7 +32,12 @@ import (
 // Topic is the ledger topic of the requests of signal: a name Kafka never
 // gives a topic (':' is not allowed there), so it cannot meet a consumed
 // topic's positions.
-func Topic(signal string) string { return "otlp:" + signal }
+func Topic(signal string) string { return topicPrefix + signal }
+
+const topicPrefix = "otlp:"
+
+// IsTopic reports whether topic is a direct-load sequence's, not Kafka's.
+func IsTopic(topic string) bool { return strings.HasPrefix(topic, topicPrefix) }
 
 // RowDecoder makes a request's rows (pipeline.RowDecoder).
 type RowDecoder interface {

@@ -248,8 +248,11 @@ func (a *Admin) ConsumedWatermarks(ctx context.Context, k config.Kafka) (map[sin
 // of an aborted transaction, not compacted away. Verify uses it to tell a
 // missing record from an offset that never held one. Each span's Last must
 // be below the partition's last stable offset: the read ends at the first
-// record or marker past Last, and one exists below that offset.
-func DataRecords(ctx context.Context, k config.Kafka, spans map[sink.TopicPartition]sink.Run) (map[sink.TopicPartition]*sink.Offsets, error) {
+// record or marker past Last, and one exists below that offset. stores,
+// when set, says whether a record holds anything to store (an OTLP
+// message with no items, or another signal's, does not); a record it
+// refuses counts as no data record.
+func DataRecords(ctx context.Context, k config.Kafka, spans map[sink.TopicPartition]sink.Run, stores func(*kgo.Record) bool) (map[sink.TopicPartition]*sink.Offsets, error) {
 	out := make(map[sink.TopicPartition]*sink.Offsets, len(spans))
 	if len(spans) == 0 {
 		return out, nil
@@ -291,7 +294,7 @@ func DataRecords(ctx context.Context, k config.Kafka, spans map[sink.TopicPartit
 			if !ok || done[tp] {
 				return
 			}
-			if r.Offset <= span.Last && !r.Attrs.IsControl() {
+			if r.Offset <= span.Last && !r.Attrs.IsControl() && (stores == nil || stores(r)) {
 				out[tp].Add(r.Offset)
 			}
 			if r.Offset >= span.Last {
