@@ -540,7 +540,7 @@ func TestOTLPReceiverKill9(t *testing.T) {
 		fmt.Sprintf("otlp: {grpc: %q, forward: {traces_topic: %s}}\nbatch: {max_interval: 100ms}\nload: {max_interval: 100ms}", addr, testTopic))
 
 	const spans = 3000
-	sent := streamSpans(t, addr, spans, "chat")
+	sent := streamSpans(t, addr, "", spans, "chat")
 	killAtRandomMoments(t, bin, cfgPath, 3)
 	run := startRun(t, bin, cfgPath, "run last")
 	if err := <-sent; err != nil {
@@ -746,7 +746,8 @@ func TestOTLPSignalsShareAForwardTopic(t *testing.T) {
 // spans while tracelake is killed with SIGKILL at random moments: the
 // exporter retries what was not answered, every span is stored (copies
 // only from answers lost to a kill), the dedup model keeps each once, each
-// span's genai_operations row is written with it, verify is OK, and a
+// span's genai_operations row is written with it under the tenant the
+// client sent (tenancy.kafka_header plays no part), verify is OK, and a
 // signal the process does not load is refused for good (404).
 func TestOTLPReceiversLoadDirectlyKill9(t *testing.T) {
 	if testing.Short() {
@@ -758,12 +759,12 @@ func TestOTLPReceiversLoadDirectlyKill9(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "tracelake.yaml")
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(
-		"otlp: {mode: load, grpc: %q, http: %q}\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+		"otlp: {mode: load, grpc: %q, http: %q}\ntenancy: {kafka_header: \"\"}\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
 		grpcAddr, httpAddr, filepath.Join(dir, "test.duckdb"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const spans = 3000
-	sent := streamSpans(t, grpcAddr, spans, "chat gpt-4o-mini", attribute.String("gen_ai.operation.name", "chat"),
+	sent := streamSpans(t, grpcAddr, "team-b", spans, "chat gpt-4o-mini", attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", "gpt-4o-mini"),
 		attribute.Int("gen_ai.usage.input_tokens", 100), attribute.Int("gen_ai.usage.output_tokens", 20))
 	const listening = "OTLP receiver listening"
@@ -800,6 +801,11 @@ func TestOTLPReceiversLoadDirectlyKill9(t *testing.T) {
 	if kept != spans || distinct != spans {
 		t.Fatalf("otel_spans_dedup: %d rows, %d distinct, want %d (otel_spans holds %d)", kept, distinct, spans, rep.Copies.Rows)
 	}
+	var otherTenants int64
+	mustScan(t, db.QueryRow(`SELECT count(*) FROM otel_spans WHERE tenant_id IS DISTINCT FROM 'team-b'`), &otherTenants)
+	if otherTenants != 0 {
+		t.Errorf("%d spans not of the tenant that sent them (team-b)", otherTenants)
+	}
 	mustScan(t, db.QueryRow(`SELECT count(*), count(DISTINCT span_id) FROM genai_operations`), &ops, &opSpans)
 	if opSpans != spans || ops != rep.Copies.Rows {
 		t.Errorf("genai_operations: %d rows of %d spans, want one per stored span (%d) of %d spans", ops, opSpans, rep.Copies.Rows, spans)
@@ -831,16 +837,21 @@ func marshalOTLPLogs(t *testing.T) []byte {
 }
 
 // streamSpans sends spans spans named name with attrs and a "seq"
-// attribute through an OTLP/gRPC exporter to addr, as a steady stream of
-// ~3s, retrying as the SDK does; the channel says how the exporter ended.
-func streamSpans(t *testing.T, addr string, spans int, name string, attrs ...attribute.KeyValue) <-chan error {
+// attribute through an OTLP/gRPC exporter to addr as tenant ("" for none),
+// as a steady stream of ~3s, retrying as the SDK does; the channel says
+// how the exporter ended.
+func streamSpans(t *testing.T, addr, tenant string, spans int, name string, attrs ...attribute.KeyValue) <-chan error {
 	t.Helper()
 	ctx := context.Background()
 	// Reconnecting within 100ms (gRPC waits a second and more by default),
 	// so that every run, killed or not, takes requests.
 	reconnect := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 100 * time.Millisecond}})
+	var headers map[string]string
+	if tenant != "" {
+		headers = map[string]string{"x-scope-orgid": tenant}
+	}
 	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(), otlptracegrpc.WithDialOption(reconnect),
-		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: 2 * time.Minute}))
+		otlptracegrpc.WithHeaders(headers), otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: 2 * time.Minute}))
 	if err != nil {
 		t.Fatal(err)
 	}

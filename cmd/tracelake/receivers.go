@@ -44,7 +44,9 @@ func startForwarding(cfg *config.Config, metrics *obs.Metrics) (stop func(), err
 // of kafka.signal into snk, prepared (otlp.mode load); stop shuts them
 // down, waiting for the loads of requests in progress.
 func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, snk sink.Sink, m *genai.Mapper) (stop func(), err error) {
-	dec, err := pipeline.OTLPDecoder(cfg, otel.EncodingProto, m) // the receivers hand requests over in protobuf
+	// The receivers hand requests over in protobuf, with the tenant they
+	// checked in directload's header (tenancy.kafka_header may be "").
+	dec, err := pipeline.OTLPDecoder(cfg, otel.EncodingProto, directload.TenantHeader, m)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +55,7 @@ func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics,
 		maxLoad = int64(cfg.MaxInflightBytes) / 4
 	}
 	ld, err := directload.Start(ctx, directload.Options{Sink: snk, Decoder: dec, Signal: cfg.Kafka.Signal,
-		Partition: cfg.OTLP.Instance, TenantHeader: cfg.Tenancy.KafkaHeader, MaxLoadBytes: maxLoad,
+		Partition: cfg.OTLP.Instance, MaxLoadBytes: maxLoad,
 		Log: slog.Default(), Metrics: metrics})
 	if err != nil {
 		return nil, err

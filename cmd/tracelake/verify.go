@@ -219,7 +219,7 @@ func storesRows(cfg *config.Config) (func(*kgo.Record) bool, error) {
 	if !cfg.DecodesOTLP() || !cfg.Consumes() { // without topics nothing is asked of Kafka
 		return nil, nil
 	}
-	dec, err := pipeline.OTLPDecoder(cfg, cfg.Kafka.Format, nil)
+	dec, err := pipeline.OTLPDecoder(cfg, cfg.Kafka.Format, cfg.Tenancy.KafkaHeader, nil)
 	if err != nil {
 		return nil, err
 	}

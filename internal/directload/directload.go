@@ -39,6 +39,11 @@ const topicPrefix = "otlp:"
 // IsTopic reports whether topic is a direct-load sequence's, not Kafka's.
 func IsTopic(topic string) bool { return strings.HasPrefix(topic, topicPrefix) }
 
+// TenantHeader is the header of the records handed to the decoder that
+// holds the request's tenant (checked by the receivers): the decoder must
+// read the tenant from it.
+const TenantHeader = "otlp-tenant"
+
 // RowDecoder makes a request's rows (pipeline.RowDecoder).
 type RowDecoder interface {
 	AppendRows(b *sink.Batch, r *kgo.Record) (rows int, err error)
@@ -48,7 +53,7 @@ type RowDecoder interface {
 type Options struct {
 	Sink sink.Sink
 	// Decoder reads a request (an OTLP export request in protobuf, as
-	// the receivers hand it over) into rows.
+	// the receivers hand it over) into rows, its tenant from TenantHeader.
 	Decoder RowDecoder
 	// Signal is the only signal loaded: the sink's table holds its rows.
 	Signal string
@@ -57,8 +62,6 @@ type Options struct {
 	// the load and answered with a retry, never stored under another's
 	// position).
 	Partition int32
-	// TenantHeader is the header the decoder reads the tenant from.
-	TenantHeader string
 	// MaxLoadBytes bounds the request bytes of one load.
 	MaxLoadBytes int64
 	Log          *slog.Logger
@@ -189,7 +192,7 @@ func (l *Loader) add(ctx context.Context, r *request) {
 	}
 	g, rg := l.open, &l.open.batch.Ranges[0]
 	rec := &kgo.Record{Topic: l.tp.Topic, Partition: l.tp.Partition, Offset: l.next, Value: r.body, Timestamp: r.at,
-		Headers: []kgo.RecordHeader{{Key: l.opt.TenantHeader, Value: []byte(r.tenant)}}}
+		Headers: []kgo.RecordHeader{{Key: TenantHeader, Value: []byte(r.tenant)}}}
 	if n, err := l.opt.Decoder.AppendRows(g.batch, rec); err != nil {
 		// The receivers decoded it already; kept, with the reason, should
 		// the decoder still refuse it.

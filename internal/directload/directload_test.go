@@ -190,12 +190,12 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) start(partition int32) *Loader {
-	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: "X-Scope-OrgID", Default: "default"})
+	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: TenantHeader, Default: "default"})
 	if err != nil {
 		panic(err)
 	}
 	l, err := Start(context.Background(), Options{Sink: f.sink, Decoder: countingDecoder{dec, &f.decoded}, Signal: otel.SignalTraces,
-		Partition: partition, TenantHeader: "X-Scope-OrgID", MaxLoadBytes: 64 << 20})
+		Partition: partition, MaxLoadBytes: 64 << 20})
 	if err != nil {
 		panic(err)
 	}

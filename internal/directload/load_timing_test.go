@@ -70,7 +70,7 @@ func BenchmarkReceiverLoad(b *testing.B) {
 	b.Run("http", func(b *testing.B) {
 		s, dec := benchSink(b)
 		l, err := Start(context.Background(), Options{Sink: s, Decoder: dec, Signal: otel.SignalTraces,
-			TenantHeader: "X-Scope-OrgID", MaxLoadBytes: 64 << 20, Log: slog.New(slog.DiscardHandler)})
+			MaxLoadBytes: 64 << 20, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func benchSink(b *testing.B) (*duckdb.Sink, *otel.Decoder) {
 	if err := s.Prepare(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: "X-Scope-OrgID", Default: "default"})
+	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: TenantHeader, Default: "default"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 				return err
 			}
 		}
-		if decoder, err = OTLPDecoder(cfg, cfg.Kafka.Format, ro.GenAI); err != nil {
+		if decoder, err = OTLPDecoder(cfg, cfg.Kafka.Format, cfg.Tenancy.KafkaHeader, ro.GenAI); err != nil {
 			return err
 		}
 	}
@@ -326,9 +326,10 @@ func latestStarts(ctx context.Context, cfg *config.Config) (map[sink.TopicPartit
 }
 
 // OTLPDecoder returns the decoder of cfg's signal in encoding (otlp_proto
-// or otlp_json), writing genai_operations with m unless m is nil.
-func OTLPDecoder(cfg *config.Config, encoding string, m *genai.Mapper) (*otel.Decoder, error) {
-	d, err := otel.NewDecoder(cfg.Kafka.Signal, encoding, otel.Tenancy{Header: cfg.Tenancy.KafkaHeader, Default: cfg.Tenancy.Default})
+// or otlp_json) reading the tenant from tenantHeader, writing
+// genai_operations with m unless m is nil.
+func OTLPDecoder(cfg *config.Config, encoding, tenantHeader string, m *genai.Mapper) (*otel.Decoder, error) {
+	d, err := otel.NewDecoder(cfg.Kafka.Signal, encoding, otel.Tenancy{Header: tenantHeader, Default: cfg.Tenancy.Default})
 	if err != nil {
 		return nil, err
 	}
