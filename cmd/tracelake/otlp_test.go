@@ -901,6 +901,12 @@ func TestOTLPLoadModeOnIcebergAndDatabend(t *testing.T) {
 				addr, sinkCfg(dir))), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			// Receivers alone are never idle: asking to exit when idle is a
+			// usage error, not a run that never ends.
+			idle := exec.Command(bin, "run", "--config", cfgPath, "--exit-when-idle", "1s")
+			if out, _ := idle.CombinedOutput(); idle.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), "kafka.topics") {
+				t.Errorf("run --exit-when-idle without kafka.topics: exit %d, want %d:\n%s", idle.ProcessState.ExitCode(), exitUsage, out)
+			}
 			run := startRunUntil(t, bin, cfgPath, name, "OTLP receiver listening")
 			const requests = 20
 			g := tracegen.New(11)

@@ -30,6 +30,9 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *idle > 0 && !cfg.Consumes() {
+		return usageError{fmt.Errorf("--exit-when-idle needs kafka.topics: receivers alone are never idle (a client may send at any time)")}
+	}
 	limitMemory(cfg)
 	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
 	if cfg.Receivers() && !cfg.LoadsReceived() {
