@@ -1,27 +1,22 @@
 package directload
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/otlp"
+	"github.com/tracelake/tracelake/internal/otlp/otlptest"
 	"github.com/tracelake/tracelake/internal/prices"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
-	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
 // BenchmarkReceiverLoad is OTLP/HTTP protobuf into DuckDB in load mode,
@@ -33,7 +28,7 @@ import (
 // not counted). CPU is the whole process's: the clients, the receiver,
 // DuckDB.
 func BenchmarkReceiverLoad(b *testing.B) {
-	bodies, spans := benchRequests(b)
+	bodies, spans := otlptest.TraceRequests(b, 40, 50)
 	b.Run("sink", func(b *testing.B) {
 		s, dec := benchSink(b)
 		var cpu time.Duration
@@ -85,45 +80,10 @@ func BenchmarkReceiverLoad(b *testing.B) {
 		b.ResetTimer()
 		start, cpu := time.Now(), rusageCPU()
 		for range b.N {
-			var wg sync.WaitGroup
-			for c := range 4 {
-				wg.Go(func() {
-					for i := c; i < len(bodies); i += 4 {
-						resp, err := http.Post(url, "application/x-protobuf", bytes.NewReader(bodies[i]))
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode != http.StatusOK {
-							b.Errorf("status %d", resp.StatusCode)
-						}
-					}
-				})
-			}
-			wg.Wait()
+			otlptest.PostAll(b, url, bodies, 4)
 		}
 		report(b, spans, time.Since(start), rusageCPU()-cpu)
 	})
-}
-
-// benchRequests are 40 requests of 50 agent traces each, in protobuf.
-func benchRequests(b *testing.B) (bodies [][]byte, spans int) {
-	g := tracegen.New(1)
-	for range 40 {
-		td := ptrace.NewTraces()
-		for range 50 {
-			g.OTLPTrace().ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-		}
-		spans += td.SpanCount()
-		body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bodies = append(bodies, body)
-	}
-	return bodies, spans
 }
 
 // benchSink is a prepared DuckDB sink of otel_spans and genai_operations

@@ -1,18 +1,12 @@
 package otlp
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net/http"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/ptrace"
-
-	"github.com/tracelake/tracelake/internal/tracegen"
+	"github.com/tracelake/tracelake/internal/otlp/otlptest"
 )
 
 // discardForward is a Forwarder that stores nothing: the receiver alone.
@@ -25,21 +19,7 @@ func (discardForward) Forward(context.Context, string, string, []byte) error { r
 // SDK's batch exporter sends) to a receiver whose forward does nothing.
 // CPU is the whole process's (the clients' HTTP too).
 func BenchmarkReceiverHTTP(b *testing.B) {
-	g := tracegen.New(1)
-	var bodies [][]byte
-	spans := 0
-	for range 40 {
-		td := ptrace.NewTraces()
-		for range 50 {
-			g.OTLPTrace().ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-		}
-		spans += td.SpanCount()
-		body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bodies = append(bodies, body)
-	}
+	bodies, spans := otlptest.TraceRequests(b, 40, 50)
 	r, err := Start(Options{HTTP: "127.0.0.1:0", MaxBodyBytes: 8 << 20, MaxInflightBytes: 1 << 30,
 		DefaultTenant: "default", Forward: discardForward{}, Log: discardLog()})
 	if err != nil {
@@ -50,24 +30,7 @@ func BenchmarkReceiverHTTP(b *testing.B) {
 	b.ResetTimer()
 	start, cpu := time.Now(), rusageCPU()
 	for range b.N {
-		var wg sync.WaitGroup
-		for c := range 4 {
-			wg.Go(func() {
-				for i := c; i < len(bodies); i += 4 {
-					resp, err := http.Post(url, contentProto, bytes.NewReader(bodies[i]))
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						b.Errorf("status %d", resp.StatusCode)
-					}
-				}
-			})
-		}
-		wg.Wait()
+		otlptest.PostAll(b, url, bodies, 4)
 	}
 	secs := time.Since(start).Seconds()
 	b.ReportMetric(float64(b.N*spans)/secs, "spans/s")
