@@ -929,6 +929,9 @@ func TestOTLPLoadModeOnIcebergAndDatabend(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			if page := run.get("/"); !strings.Contains(page, "otlp:traces</td><td>0</td><td>receivers</td><td>20</td>") {
+				t.Errorf("the status page does not show the receivers' loads (20 requests):\n%s", page)
+			}
 			if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}

@@ -43,7 +43,7 @@ func startForwarding(cfg *config.Config, metrics *obs.Metrics) (stop func(), err
 // startLoading starts the configured OTLP receivers loading the requests
 // of kafka.signal into snk, prepared (otlp.mode load); stop shuts them
 // down, waiting for the loads of requests in progress.
-func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, snk sink.Sink, m *genai.Mapper) (stop func(), err error) {
+func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, snk sink.Sink, m *genai.Mapper) (stop func(), err error) {
 	// The receivers hand requests over in protobuf, with the tenant they
 	// checked in directload's header (tenancy.kafka_header may be "").
 	dec, err := pipeline.OTLPDecoder(cfg, otel.EncodingProto, directload.TenantHeader, m)
@@ -60,6 +60,7 @@ func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics,
 	if err != nil {
 		return nil, err
 	}
+	status.AddSource(ld.Snapshot)
 	rcv, err := startReceivers(cfg, metrics, ld, []string{cfg.Kafka.Signal})
 	if err != nil {
 		ld.Close()

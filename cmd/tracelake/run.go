@@ -90,7 +90,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if cfg.LoadsReceived() {
 		// Stopped before the sink closes (deferred after it): each
 		// request in progress is answered after its load.
-		stopReceivers, err := startLoading(ctx, cfg, metrics, snk, genaiMapper)
+		stopReceivers, err := startLoading(ctx, cfg, metrics, status, snk, genaiMapper)
 		if err != nil {
 			return err
 		}

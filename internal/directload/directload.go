@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -79,6 +80,16 @@ type Loader struct {
 	// Owned by the loop.
 	next int64  // position of the next request; -1: read it from the ledger
 	open *group // requests decoded for the next load, nil for none
+
+	stats stats
+}
+
+// stats are what the status page shows, read from other goroutines.
+type stats struct {
+	requests, rows, dlq atomic.Int64 // taken; stored
+	given               atomic.Int64 // positions handed out: the next one
+	loaded              atomic.Int64 // the ledger's next position
+	lastLoad            atomic.Int64 // unix nanoseconds, 0 for none
 }
 
 // group is the requests of one load, decoded into its batch at
@@ -205,6 +216,8 @@ func (l *Loader) add(ctx context.Context, r *request) {
 	}
 	rg.Last = l.next
 	l.next++
+	l.stats.given.Store(l.next)
+	l.stats.requests.Add(1)
 	g.reqs = append(g.reqs, r)
 	g.bytes += int64(len(r.body))
 }
@@ -257,6 +270,10 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		return fmt.Errorf("positions %d-%d of %s were already in the ledger (another process loading with the same otlp.instance?): %d of %d rows stored",
 			rg.First, rg.Last, l.tp, got, rg.Records+rg.DLQ)
 	}
+	l.stats.rows.Add(rg.Records)
+	l.stats.dlq.Add(rg.DLQ)
+	l.stats.loaded.Store(rg.Last + 1)
+	l.stats.lastLoad.Store(time.Now().UnixNano())
 	if m := l.opt.Metrics; m != nil {
 		m.Loads.Inc()
 		m.StagedFiles.Inc()
@@ -284,5 +301,22 @@ func (l *Loader) resume(ctx context.Context) error {
 		return fmt.Errorf("read the position of %s from the ledger: %w", l.tp, err)
 	}
 	l.next = pos[l.tp] // 0 when the ledger has none
+	l.stats.given.Store(l.next)
+	l.stats.loaded.Store(l.next)
 	return nil
+}
+
+// Snapshot is the loader's state for the status page: its sequence as a
+// partition (positions handed out as the high watermark, so requests not
+// yet loaded show as lag), requests taken and rows stored since start.
+func (l *Loader) Snapshot() obs.Snapshot {
+	var last time.Time
+	if ns := l.stats.lastLoad.Load(); ns > 0 {
+		last = time.Unix(0, ns)
+	}
+	return obs.Snapshot{
+		Partitions: []obs.PartitionStatus{{Topic: l.tp.Topic, Partition: l.tp.Partition, Worker: -1,
+			Next: l.stats.loaded.Load(), Committed: -1, HWM: l.stats.given.Load(), LastLoad: last}},
+		Consumed: l.stats.requests.Load(), Loaded: l.stats.rows.Load(), DLQ: l.stats.dlq.Load(),
+	}
 }

@@ -67,8 +67,18 @@ func TestResumesFromTheLedger(t *testing.T) {
 	f.forward(t, l, bodies[:2]...)
 	l.Close()
 	l = f.start(0)
+	if p := l.Snapshot().Partitions[0]; p.Next != 2 || p.HWM != 2 {
+		t.Errorf("restarted at %d (given %d), want the ledger's 2", p.Next, p.HWM)
+	}
 	f.forward(t, l, bodies[2:]...)
 	f.checkStored(t, spans, spans, 4)
+	// The status page's view: requests and rows since this start, the
+	// sequence loaded up to its last position.
+	snap := l.Snapshot()
+	if p := snap.Partitions[0]; p.Topic != "otlp:traces" || p.Next != 4 || p.HWM != 4 || p.LastLoad.IsZero() ||
+		snap.Consumed != 2 || snap.Loaded != int64(spansIn(t, bodies[2])+spansIn(t, bodies[3])) {
+		t.Errorf("snapshot %+v", snap)
+	}
 }
 
 // A load that fails answers its requests with an error, and the client's

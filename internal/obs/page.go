@@ -55,7 +55,7 @@ th{background:#f0f2f6;font-weight:600}td.l,th.l{text-align:left}
 <h2>Partitions owned by this process ({{len .Snap.Partitions}})</h2>
 {{if .Snap.Partitions}}<table>
 <tr><th class="l">topic</th><th>partition</th><th>worker</th><th>ledger (next offset)</th><th>committed</th><th>high watermark</th><th>lag</th><th>last load</th></tr>
-{{range .Snap.Partitions}}<tr><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Worker}}</td><td>{{num .Next}}</td><td>{{num .Committed}}</td><td>{{num .HWM}}</td><td class="lag">{{num .Lag}}</td><td>{{ago $.Now .LastLoad}}</td></tr>
+{{range .Snap.Partitions}}<tr><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{if ge .Worker 0}}{{.Worker}}{{else}}receivers{{end}}</td><td>{{num .Next}}</td><td>{{num .Committed}}</td><td>{{num .HWM}}</td><td class="lag">{{num .Lag}}</td><td>{{ago $.Now .LastLoad}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">none: not joined yet, or every partition is owned by other members of the group.</p>{{end}}
 {{if .Models}}<h2>Models (merge.every)</h2>
 <table>

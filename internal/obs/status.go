@@ -20,7 +20,7 @@ const maxErrors = 20
 type PartitionStatus struct {
 	Topic     string
 	Partition int32
-	Worker    int
+	Worker    int   // -1: the receivers' direct loads (otlp.mode load)
 	Next      int64 // next offset to load: the ledger's position
 	Committed int64 // last offset this process committed to the group
 	HWM       int64 // high watermark of the last fetch
@@ -77,7 +77,7 @@ type Status struct {
 	started time.Time
 
 	mu      sync.Mutex
-	source  func() Snapshot
+	sources []func() Snapshot
 	samples []Sample
 	errors  []LoggedError
 	models  map[string]ModelStatus
@@ -184,22 +184,30 @@ func NewStatus(info ...[2]string) *Status {
 	return &Status{info: info, started: time.Now()}
 }
 
-// SetSource sets where the live state comes from (the pipeline's workers).
-func (s *Status) SetSource(src func() Snapshot) {
+// AddSource adds a source of the live state: the pipeline's workers, the
+// receivers' direct loads. The page shows their sum.
+func (s *Status) AddSource(src func() Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.source = src
+	s.sources = append(s.sources, src)
 }
 
-// Snapshot returns the live state, partitions sorted by topic and number.
+// Snapshot returns the live state of every source, partitions sorted by
+// topic and number.
 func (s *Status) Snapshot() Snapshot {
 	s.mu.Lock()
-	src := s.source
+	sources := slices.Clone(s.sources)
 	s.mu.Unlock()
-	if src == nil {
-		return Snapshot{}
+	var snap Snapshot
+	for _, src := range sources {
+		one := src()
+		snap.Partitions = append(snap.Partitions, one.Partitions...)
+		snap.Consumed += one.Consumed
+		snap.Loaded += one.Loaded
+		snap.DLQ += one.DLQ
+		snap.InflightBytes += one.InflightBytes
+		snap.InflightBudget += one.InflightBudget
 	}
-	snap := src()
 	slices.SortFunc(snap.Partitions, func(a, b PartitionStatus) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})

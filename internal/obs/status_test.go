@@ -14,7 +14,7 @@ func TestStatusPage(t *testing.T) {
 	st := NewStatus([2]string{"group", "g<1>"}, [2]string{"topics", "llm-traces"})
 	loaded := time.Now().Add(-3 * time.Second)
 	var consumed, lagged int64
-	st.SetSource(func() Snapshot {
+	st.AddSource(func() Snapshot {
 		return Snapshot{
 			Partitions: []PartitionStatus{
 				{Topic: "t", Partition: 1, Worker: 1, Next: 900, Committed: 900, HWM: 1_250_000, LastLoad: loaded},
@@ -98,6 +98,28 @@ func TestStatusPageEmpty(t *testing.T) {
 		if !strings.Contains(html, want) {
 			t.Errorf("empty page lacks %q", want)
 		}
+	}
+}
+
+// The page shows the sum of its sources: the Kafka workers' partitions
+// and the receivers' direct loads side by side, their counts added.
+func TestStatusSumsSources(t *testing.T) {
+	st := NewStatus()
+	st.AddSource(func() Snapshot {
+		return Snapshot{Partitions: []PartitionStatus{{Topic: "t", Partition: 0, Worker: 1, Next: 10, Committed: 10, HWM: 12}},
+			Consumed: 12, Loaded: 10, InflightBudget: 1 << 20}
+	})
+	st.AddSource(func() Snapshot {
+		return Snapshot{Partitions: []PartitionStatus{{Topic: "otlp:traces", Partition: 0, Worker: -1, Next: 3, Committed: -1, HWM: 5}},
+			Consumed: 5, Loaded: 700, DLQ: 1}
+	})
+	snap := st.Snapshot()
+	if len(snap.Partitions) != 2 || snap.Consumed != 17 || snap.Loaded != 710 || snap.DLQ != 1 || snap.totalLag() != 4 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	html := render(t, st, "")
+	if !regexp.MustCompile(`otlp:traces</td><td>0</td><td>receivers</td>`).MatchString(html) {
+		t.Errorf("the receivers' sequence is not shown as theirs:\n%s", html)
 	}
 }
 

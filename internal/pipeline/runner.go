@@ -137,7 +137,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	}
 
 	if ro.Status != nil {
-		ro.Status.SetSource(func() obs.Snapshot {
+		ro.Status.AddSource(func() obs.Snapshot {
 			snap := obs.Snapshot{
 				Consumed: ro.Stats.Consumed.Load(), Loaded: ro.Stats.Loaded.Load(), DLQ: ro.Stats.DLQ.Load(),
 				InflightBytes: ro.Stats.Inflight.Load(), InflightBudget: ro.Budget.Max(),
