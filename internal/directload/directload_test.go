@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,8 +14,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/otlp"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/tracegen"
@@ -321,5 +326,50 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached in 10s")
 		}
+	}
+}
+
+// The OpenTelemetry Go SDK's OTLP/HTTP exporter against the receiver in
+// load mode while the sink fails its first loads: the failed requests are
+// answered 503 with Retry-After, the exporter retries them, and every span
+// is stored once.
+func TestSDKExporterRetriesWhileTheSinkFails(t *testing.T) {
+	f := newFixture(t)
+	f.sink.failLoad = func(n int) error {
+		if n <= 2 {
+			return errors.New("the sink is down")
+		}
+		return nil
+	}
+	l := f.start(0)
+	defer l.Close()
+	r, err := otlp.Start(otlp.Options{HTTP: "127.0.0.1:0", MaxBodyBytes: 8 << 20, MaxInflightBytes: 64 << 20, DefaultTenant: "default",
+		RetryAfter: 50 * time.Millisecond, Forward: l, Signals: []string{otel.SignalTraces}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown(context.Background())
+	ctx := context.Background()
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(r.Addr["http"]), otlptracehttp.WithInsecure(),
+		otlptracehttp.WithHeaders(map[string]string{"X-Scope-OrgID": "team-a"}),
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond, MaxElapsedTime: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithMaxExportBatchSize(40)))
+	const spans = 200
+	for i := range spans {
+		_, s := tp.Tracer("tracelake.test").Start(ctx, "chat")
+		s.SetAttributes(attribute.Int("i", i))
+		s.End()
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatalf("the exporter gave up: %v", err)
+	}
+	if n := f.sink.loads.Load(); n < 3 {
+		t.Fatalf("%d loads: the failing ones were not retried", n)
+	}
+	if n, d := f.count(t, "SELECT count(*) FROM otel_spans"), f.count(t, "SELECT count(DISTINCT span_attributes->>'$.i') FROM otel_spans WHERE tenant_id = 'team-a'"); n != spans || d != spans {
+		t.Fatalf("%d spans stored (%d distinct of team-a), want %d once", n, d, spans)
 	}
 }
