@@ -27,6 +27,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/obs"
+	"github.com/tracelake/tracelake/internal/otlp"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -104,7 +105,10 @@ type request struct {
 	tenant string
 	body   []byte
 	at     time.Time
-	err    chan error
+	// stored is what its load did with its rows, filled in by add (a
+	// request the decoder refused) and by load (rows the sink rejected).
+	stored otlp.Stored
+	done   chan error
 }
 
 // ErrClosed answers requests that arrive after Close.
@@ -129,22 +133,26 @@ func Start(ctx context.Context, opt Options) (*Loader, error) {
 }
 
 // Forward implements otlp.Forwarder: it returns once body's rows are
-// committed, or with the reason they are not.
-func (l *Loader) Forward(ctx context.Context, signal, tenant string, body []byte) error {
+// committed, with the rows sent to the dead-letter table instead, or with
+// the reason they are not committed.
+func (l *Loader) Forward(ctx context.Context, signal, tenant string, body []byte) (otlp.Stored, error) {
 	if signal != l.opt.Signal {
-		return fmt.Errorf("BUG: a %s request for the loader of %s", signal, l.opt.Signal)
+		return otlp.Stored{}, fmt.Errorf("BUG: a %s request for the loader of %s", signal, l.opt.Signal)
 	}
-	r := &request{tenant: tenant, body: body, at: time.Now(), err: make(chan error, 1)}
+	r := &request{tenant: tenant, body: body, at: time.Now(), done: make(chan error, 1)}
 	select {
 	case l.reqs <- r:
 	case <-l.done:
-		return ErrClosed
+		return otlp.Stored{}, ErrClosed
 	case <-ctx.Done():
-		return ctx.Err()
+		return otlp.Stored{}, ctx.Err()
 	}
 	// Once taken, the request is answered by its load, even when the
 	// client has gone: a load is not abandoned half-way.
-	return <-r.err
+	if err := <-r.done; err != nil {
+		return otlp.Stored{}, err
+	}
+	return r.stored, nil
 }
 
 // Close finishes the load in progress, answers what waits with ErrClosed
@@ -194,7 +202,7 @@ func (l *Loader) loop(ctx context.Context) {
 func (l *Loader) add(ctx context.Context, r *request) {
 	if l.next < 0 {
 		if err := l.resume(ctx); err != nil {
-			r.err <- err
+			r.done <- err
 			return
 		}
 	}
@@ -204,9 +212,11 @@ func (l *Loader) add(ctx context.Context, r *request) {
 	g, rg := l.open, &l.open.batch.Ranges[0]
 	rec := &kgo.Record{Topic: l.tp.Topic, Partition: l.tp.Partition, Offset: l.next, Value: r.body, Timestamp: r.at,
 		Headers: []kgo.RecordHeader{{Key: TenantHeader, Value: []byte(r.tenant)}}}
+	r.stored = otlp.Stored{}
 	if n, err := l.opt.Decoder.AppendRows(g.batch, rec); err != nil {
 		// The receivers decoded it already; kept, with the reason, should
 		// the decoder still refuse it.
+		r.stored = otlp.Stored{All: true, Reason: err.Error()}
 		start := len(g.batch.DLQ)
 		g.batch.DLQ = envelope.AppendDLQRow(g.batch.DLQ, rec, err.Error(), envelope.StageDecode)
 		g.batch.MaxLine = max(g.batch.MaxLine, len(g.batch.DLQ)-start)
@@ -245,7 +255,7 @@ func (l *Loader) finished(ctx context.Context, g *group, err error) {
 
 func answer(reqs []*request, err error) {
 	for _, r := range reqs {
-		r.err <- err
+		r.done <- err
 	}
 }
 
@@ -269,6 +279,17 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		// under them; resume past them and let the clients retry.
 		return fmt.Errorf("positions %d-%d of %s were already in the ledger (another process loading with the same otlp.instance?): %d of %d rows stored",
 			rg.First, rg.Last, l.tp, got, rg.Records+rg.DLQ)
+	}
+	for _, rj := range loaded.Rejected {
+		if rj.TopicPartition != l.tp || rj.Offset < rg.First || rj.Offset > rg.Last {
+			// Committed: the clients are answered all the same.
+			l.opt.Log.Error("BUG: the sink reports a rejected row outside the load", "partition", rj.TopicPartition, "offset", rj.Offset, "first", rg.First, "last", rg.Last)
+			continue
+		}
+		st := &g.reqs[rj.Offset-rg.First].stored
+		if st.Rejected++; st.Reason == "" {
+			st.Reason = rj.Reason
+		}
 	}
 	l.stats.rows.Add(rg.Records)
 	l.stats.dlq.Add(rg.DLQ)

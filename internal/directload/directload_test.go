@@ -40,11 +40,11 @@ func TestRequestsShareLoads(t *testing.T) {
 	const requests = 20
 	bodies, spans := requestBodies(t, requests)
 	errs := make(chan error, requests)
-	go func() { errs <- l.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[0]) }()
+	go func() { errs <- forward(l, bodies[0]) }()
 	waitFor(t, func() bool { return f.sink.loads.Load() == 1 })
 	var wg sync.WaitGroup
 	for _, b := range bodies[1:] {
-		wg.Go(func() { errs <- l.Forward(context.Background(), otel.SignalTraces, "team-a", b) })
+		wg.Go(func() { errs <- forward(l, b) })
 	}
 	waitFor(t, func() bool { return f.decoded.Load() == requests }) // the others decoded while the first loads
 	close(gate)
@@ -110,7 +110,7 @@ func TestAFailedLoadIsAnsweredAndNotReused(t *testing.T) {
 			}
 			l := f.start(0)
 			f.forward(t, l, bodies[0])
-			if err := l.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[1]); err == nil {
+			if err := forward(l, bodies[1]); err == nil {
 				t.Fatal("the request of a failed load was answered OK")
 			}
 			f.forward(t, l, bodies[1], bodies[2]) // the client's retry, and the next
@@ -144,11 +144,11 @@ func TestRequestsDecodedBehindAFailedLoadMoveUp(t *testing.T) {
 	l := f.start(0)
 	bodies, spans := requestBodies(t, 6)
 	first := make(chan error, 1)
-	go func() { first <- l.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[0]) }()
+	go func() { first <- forward(l, bodies[0]) }()
 	waitFor(t, func() bool { return f.sink.loads.Load() == 1 })
 	errs := make(chan error, 5)
 	for _, b := range bodies[1:] {
-		go func() { errs <- l.Forward(context.Background(), otel.SignalTraces, "team-a", b) }()
+		go func() { errs <- forward(l, b) }()
 	}
 	waitFor(t, func() bool { return f.decoded.Load() == 6 })
 	close(gate)
@@ -173,7 +173,7 @@ func TestOneInstanceTwiceIsCaught(t *testing.T) {
 	bodies, spans := requestBodies(t, 3)
 	a, b := f.start(0), f.start(0) // both resume at 0
 	f.forward(t, a, bodies[0], bodies[1])
-	if err := b.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[2]); err == nil {
+	if err := forward(b, bodies[2]); err == nil {
 		t.Fatal("a request loaded at positions another loader took was answered OK")
 	}
 	f.forward(t, b, bodies[2])
@@ -220,10 +220,16 @@ func (f *fixture) start(partition int32) *Loader {
 func (f *fixture) forward(t *testing.T, l *Loader, bodies ...[]byte) {
 	t.Helper()
 	for _, b := range bodies {
-		if err := l.Forward(context.Background(), otel.SignalTraces, "team-a", b); err != nil {
+		if err := forward(l, b); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// forward hands l a request of team-a's and returns its answer.
+func forward(l *Loader, body []byte) error {
+	_, err := l.Forward(context.Background(), otel.SignalTraces, "team-a", body)
+	return err
 }
 
 func (f *fixture) count(t *testing.T, q string) int64 {
@@ -293,7 +299,7 @@ func (d countingDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
 
 // countingSink counts loads and injects faults around them.
 type countingSink struct {
-	*duckdb.Sink
+	sink.Sink
 	loads      atomic.Int64
 	beforeLoad func(n int)
 	failLoad   func(n int) error // fails the load before it runs

@@ -112,10 +112,10 @@ func New() *Metrics {
 		IcebergMetadataBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tracelake_iceberg_metadata_bytes",
 			Help: "Size of the table's metadata file after the last load commit (rewritten and read on every commit)."}, []string{"table"}),
 		OTLPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_otlp_requests_total",
-			Help: "OTLP requests answered by the receivers, by protocol (http, grpc), signal and outcome (accepted, invalid, too_large, unauthenticated, forbidden, throttled, unavailable, error, not_served)."},
+			Help: "OTLP requests answered by the receivers, by protocol (http, grpc), signal and outcome (accepted, partial: some items dead-lettered, invalid, too_large, unauthenticated, forbidden, throttled, unavailable, error, not_served)."},
 			[]string{"protocol", "signal", "outcome"}),
 		OTLPItems: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_otlp_items_total",
-			Help: "Spans, log records or metric points accepted by the receivers (stored in Kafka, or loaded with otlp.mode load), by signal."}, []string{"signal"}),
+			Help: "Spans, log records or metric points accepted by the receivers (stored in Kafka, or loaded into their table with otlp.mode load), by signal."}, []string{"signal"}),
 	}
 	reg.MustRegister(m.ConsumedRecords, m.ConsumedBytes, m.Lag, m.Committed, m.Freshness, m.Batches,
 		m.StagedFiles, m.StagedBytes, m.Loads, m.FilesPerLoad, m.LoadDuration, m.Retries, m.DLQRecords,

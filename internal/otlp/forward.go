@@ -43,21 +43,23 @@ func NewKafkaForwarder(opts []kgo.Opt, topics map[string]string, tenantHeader st
 }
 
 // Forward implements Forwarder.
-func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, body []byte) error {
+// Rows a loader later dead-letters are not known by then: a forwarded
+// request is never answered with a partial success.
+func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, body []byte) (Stored, error) {
 	topic := f.topics[signal]
 	if topic == "" {
-		return fmt.Errorf("no topic for OTLP %s (otlp.forward)", signal)
+		return Stored{}, fmt.Errorf("no topic for OTLP %s (otlp.forward)", signal)
 	}
 	rec := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{
 		{Key: f.header, Value: []byte(tenant)}, {Key: otel.SignalHeader, Value: []byte(signal)}}}
 	err := f.cl.ProduceSync(ctx, rec).FirstErr()
 	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
-		return fmt.Errorf("%w: topic %s refuses a message of %d bytes (its max.message.bytes): %w", ErrTooLarge, topic, len(body), err)
+		return Stored{}, fmt.Errorf("%w: topic %s refuses a message of %d bytes (its max.message.bytes): %w", ErrTooLarge, topic, len(body), err)
 	}
 	if err != nil {
-		return fmt.Errorf("produce to %s: %w", topic, err)
+		return Stored{}, fmt.Errorf("produce to %s: %w", topic, err)
 	}
-	return nil
+	return Stored{}, nil
 }
 
 // Close flushes and closes the producer.

@@ -38,7 +38,8 @@ type traceService struct {
 }
 
 func (s *traceService) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	return ptraceotlp.NewExportResponse(), s.r.exportGRPC(ctx, Traces, req, req.Traces().SpanCount())
+	a, err := s.r.exportGRPC(ctx, Traces, req, req.Traces().SpanCount())
+	return tracesResponse(a), err
 }
 
 type logsService struct {
@@ -47,7 +48,8 @@ type logsService struct {
 }
 
 func (s *logsService) Export(ctx context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
-	return plogotlp.NewExportResponse(), s.r.exportGRPC(ctx, Logs, req, req.Logs().LogRecordCount())
+	a, err := s.r.exportGRPC(ctx, Logs, req, req.Logs().LogRecordCount())
+	return logsResponse(a), err
 }
 
 type metricsService struct {
@@ -56,17 +58,18 @@ type metricsService struct {
 }
 
 func (s *metricsService) Export(ctx context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
-	return pmetricotlp.NewExportResponse(), s.r.exportGRPC(ctx, Metrics, req, req.Metrics().DataPointCount())
+	a, err := s.r.exportGRPC(ctx, Metrics, req, req.Metrics().DataPointCount())
+	return metricsResponse(a), err
 }
 
 // exportGRPC stores a decoded request; a refusal becomes its gRPC status,
 // with RetryInfo when the client should retry (the OTLP specification's
 // retryable Unavailable).
-func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) error {
-	ref := r.storeGRPC(ctx, signal, req, items)
-	r.answered("grpc", signal, ref, items)
+func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) (accepted, error) {
+	a, ref := r.storeGRPC(ctx, signal, req, items)
+	r.answered("grpc", signal, ref, items, a.rejected)
 	if ref == nil {
-		return nil
+		return a, nil
 	}
 	st := status.New(ref.code, ref.msg)
 	if ref.retry {
@@ -74,13 +77,16 @@ func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface
 			st = withInfo
 		}
 	}
-	return st.Err()
+	return accepted{}, st.Err()
 }
 
 // storeGRPC admits, authenticates and stores one decoded request.
-func (r *Receivers) storeGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) *refusal {
+func (r *Receivers) storeGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) (accepted, *refusal) {
+	if ref := r.serves(signal); ref != nil {
+		return accepted{}, ref
+	}
 	if ref := r.enter(); ref != nil {
-		return ref
+		return accepted{}, ref
 	}
 	defer r.leave()
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -93,15 +99,15 @@ func (r *Receivers) storeGRPC(ctx context.Context, signal string, req interface{
 	token, _ := strings.CutPrefix(first("authorization"), "Bearer ")
 	tenant, ref := r.tenant(first("x-scope-orgid"), token)
 	if ref != nil || items == 0 {
-		return ref
+		return accepted{}, ref
 	}
 	proto, err := req.MarshalProto()
 	if err != nil {
-		return &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
+		return accepted{}, &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
 	}
 	release, ref := r.hold(len(proto))
 	if ref != nil {
-		return ref
+		return accepted{}, ref
 	}
 	defer release()
 	return r.store(ctx, signal, tenant, proto, items)

@@ -49,13 +49,13 @@ func (r *Receivers) serveHTTP(w http.ResponseWriter, req *http.Request, sig *sig
 		return
 	}
 	isJSON := ctype == contentJSON
-	items, ref := r.handleHTTP(req, sig, isJSON)
-	r.answered("http", sig.name, ref, items)
+	a, ref := r.handleHTTP(req, sig, isJSON)
+	r.answered("http", sig.name, ref, a.items, a.rejected)
 	if ref != nil {
 		r.writeRefusal(w, ref, isJSON)
 		return
 	}
-	out, err := sig.response(isJSON)
+	out, err := encode(sig.response(a), isJSON)
 	if err != nil {
 		r.writeRefusal(w, &refusal{httpStatus: http.StatusInternalServerError, code: codes.Internal, msg: err.Error()}, isJSON)
 		return
@@ -65,19 +65,19 @@ func (r *Receivers) serveHTTP(w http.ResponseWriter, req *http.Request, sig *sig
 }
 
 // handleHTTP admits, authenticates, reads and stores one request.
-func (r *Receivers) handleHTTP(req *http.Request, sig *signal, isJSON bool) (int, *refusal) {
+func (r *Receivers) handleHTTP(req *http.Request, sig *signal, isJSON bool) (accepted, *refusal) {
 	if ref := r.enter(); ref != nil {
-		return 0, ref
+		return accepted{}, ref
 	}
 	defer r.leave()
 	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	tenant, ref := r.tenant(req.Header.Get("X-Scope-OrgID"), token)
 	if ref != nil {
-		return 0, ref
+		return accepted{}, ref
 	}
 	body, ref := r.readBody(req)
 	if ref != nil {
-		return 0, ref
+		return accepted{}, ref
 	}
 	return r.accept(req.Context(), sig, tenant, body, isJSON)
 }

@@ -23,7 +23,26 @@ import (
 // Forwarder stores one accepted request durably, or says why it cannot.
 // The receiver answers the client only after Forward returned nil.
 type Forwarder interface {
-	Forward(ctx context.Context, signal, tenant string, body []byte) error
+	Forward(ctx context.Context, signal, tenant string, body []byte) (Stored, error)
+}
+
+// Stored is what became of a stored request's items.
+type Stored struct {
+	// Rejected items are in the dead-letter table, not their table (the
+	// table refused a value; All: the whole request could not be read):
+	// the client is told so in the answer's partial_success, and does
+	// not send them again.
+	Rejected int
+	All      bool
+	Reason   string
+}
+
+// rejected is the number of a request's items the answer reports rejected.
+func (s Stored) rejected(items int) int {
+	if s.All {
+		return items
+	}
+	return min(s.Rejected, items)
 }
 
 // ErrTooLarge is what a Forwarder returns for a request the destination
@@ -64,9 +83,9 @@ type Options struct {
 	Signals []string
 	Log     *slog.Logger
 	// Answered, if set, is told of every answer: the protocol (http,
-	// grpc), the signal, the outcome (accepted, invalid, too_large,
-	// unauthenticated, forbidden, throttled, unavailable, error, not_served) and the
-	// items accepted.
+	// grpc), the signal, the outcome (accepted, partial, invalid,
+	// too_large, unauthenticated, forbidden, throttled, unavailable,
+	// error, not_served) and the items stored in their table.
 	Answered func(protocol, signal, outcome string, items int)
 }
 
@@ -155,8 +174,11 @@ type refusal struct {
 }
 
 // outcome names how a request was answered, for metrics.
-func outcome(ref *refusal) string {
+func outcome(ref *refusal, rejected int) string {
 	if ref == nil {
+		if rejected > 0 {
+			return "partial"
+		}
 		return "accepted"
 	}
 	switch ref.httpStatus {
@@ -180,12 +202,12 @@ func outcome(ref *refusal) string {
 }
 
 // answered reports an answer to Options.Answered.
-func (r *Receivers) answered(protocol, signal string, ref *refusal, items int) {
+func (r *Receivers) answered(protocol, signal string, ref *refusal, items, rejected int) {
 	if r.opt.Answered != nil {
 		if ref != nil {
 			items = 0
 		}
-		r.opt.Answered(protocol, signal, outcome(ref), items)
+		r.opt.Answered(protocol, signal, outcome(ref, rejected), items-rejected)
 	}
 }
 
@@ -225,30 +247,44 @@ func (r *Receivers) tenant(sent, token string) (string, *refusal) {
 	return t, nil
 }
 
-// accept decodes a request body of sig and stores it; it returns the
-// items (spans, log records, points) it held.
-func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body []byte, isJSON bool) (int, *refusal) {
-	if r.opt.Signals != nil && !slices.Contains(r.opt.Signals, sig.name) {
-		return 0, &refusal{http.StatusNotFound, codes.Unimplemented,
-			fmt.Sprintf("this receiver takes %s only (otlp.mode load loads kafka.signal into its table)", strings.Join(r.opt.Signals, ", ")), false}
+// accepted is a request stored: its items (spans, log records, points)
+// and how many of them the answer reports rejected, with the reason.
+type accepted struct {
+	items, rejected int
+	reason          string
+}
+
+// accept decodes a request body of sig and stores it.
+func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body []byte, isJSON bool) (accepted, *refusal) {
+	if ref := r.serves(sig.name); ref != nil {
+		return accepted{}, ref
 	}
 	release, ref := r.hold(len(body))
 	if ref != nil {
-		return 0, ref
+		return accepted{}, ref
 	}
 	defer release()
 	proto, items, err := sig.decode(body, isJSON)
 	if err != nil {
-		return 0, &refusal{http.StatusBadRequest, codes.InvalidArgument, fmt.Sprintf("not an OTLP %s export request: %v", sig.name, err), false}
+		return accepted{}, &refusal{http.StatusBadRequest, codes.InvalidArgument, fmt.Sprintf("not an OTLP %s export request: %v", sig.name, err), false}
 	}
 	if isJSON { // its protobuf is a second copy
 		releaseProto, ref := r.hold(len(proto))
 		if ref != nil {
-			return 0, ref
+			return accepted{}, ref
 		}
 		defer releaseProto()
 	}
-	return items, r.store(ctx, sig.name, tenant, proto, items)
+	return r.store(ctx, sig.name, tenant, proto, items)
+}
+
+// serves refuses the requests of a signal not taken (Options.Signals).
+func (r *Receivers) serves(signal string) *refusal {
+	if r.opt.Signals != nil && !slices.Contains(r.opt.Signals, signal) {
+		return &refusal{http.StatusNotFound, codes.Unimplemented,
+			fmt.Sprintf("this receiver takes %s only (otlp.mode load loads kafka.signal into its table)", strings.Join(r.opt.Signals, ", ")), false}
+	}
+	return nil
 }
 
 // hold takes n bytes of MaxInflightBytes while a request is decoded and
@@ -265,18 +301,23 @@ func (r *Receivers) hold(n int) (release func(), ref *refusal) {
 }
 
 // store forwards a request (protobuf, held) of items items.
-func (r *Receivers) store(ctx context.Context, signal, tenant string, proto []byte, items int) *refusal {
+func (r *Receivers) store(ctx context.Context, signal, tenant string, proto []byte, items int) (accepted, *refusal) {
 	if items == 0 {
-		return nil // nothing to store
+		return accepted{}, nil // nothing to store
 	}
-	if err := r.opt.Forward.Forward(ctx, signal, tenant, proto); err != nil {
+	st, err := r.opt.Forward.Forward(ctx, signal, tenant, proto)
+	if err != nil {
 		if errors.Is(err, ErrTooLarge) {
-			return &refusal{http.StatusRequestEntityTooLarge, codes.InvalidArgument, err.Error(), false}
+			return accepted{}, &refusal{http.StatusRequestEntityTooLarge, codes.InvalidArgument, err.Error(), false}
 		}
 		r.opt.Log.Warn("OTLP request not stored; the client is told to retry", "signal", signal, "err", err)
-		return &refusal{http.StatusServiceUnavailable, codes.Unavailable, "the request could not be stored: retry later", true}
+		return accepted{}, &refusal{http.StatusServiceUnavailable, codes.Unavailable, "the request could not be stored: retry later", true}
 	}
-	return nil
+	a := accepted{items: items, rejected: st.rejected(items)}
+	if a.rejected > 0 {
+		a.reason = fmt.Sprintf("%d of %d %s went to the dead-letter table: %s", a.rejected, items, itemNames[signal], st.Reason)
+	}
+	return a, nil
 }
 
 func (r *Receivers) tooLarge() *refusal {

@@ -41,13 +41,15 @@ import (
 )
 
 // forwarded is a Forwarder that keeps what it is given; the first fail
-// calls fail, and block (if not nil) holds each call until closed.
+// calls fail, block (if not nil) holds each call until closed, and the
+// others return answer.
 type forwarded struct {
-	mu    sync.Mutex
-	fail  int
-	calls int
-	block chan struct{}
-	got   []forwardCall
+	mu     sync.Mutex
+	fail   int
+	calls  int
+	block  chan struct{}
+	answer Stored
+	got    []forwardCall
 }
 
 type forwardCall struct {
@@ -55,7 +57,7 @@ type forwardCall struct {
 	body           []byte
 }
 
-func (f *forwarded) Forward(_ context.Context, signal, tenant string, body []byte) error {
+func (f *forwarded) Forward(_ context.Context, signal, tenant string, body []byte) (Stored, error) {
 	if f.block != nil {
 		<-f.block
 	}
@@ -63,10 +65,10 @@ func (f *forwarded) Forward(_ context.Context, signal, tenant string, body []byt
 	defer f.mu.Unlock()
 	f.calls++
 	if f.calls <= f.fail {
-		return errors.New("broker unavailable")
+		return Stored{}, errors.New("broker unavailable")
 	}
 	f.got = append(f.got, forwardCall{signal, tenant, bytes.Clone(body)})
-	return nil
+	return f.answer, nil
 }
 
 func (f *forwarded) stored() []forwardCall {

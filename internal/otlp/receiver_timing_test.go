@@ -12,7 +12,9 @@ import (
 // discardForward is a Forwarder that stores nothing: the receiver alone.
 type discardForward struct{}
 
-func (discardForward) Forward(context.Context, string, string, []byte) error { return nil }
+func (discardForward) Forward(context.Context, string, string, []byte) (Stored, error) {
+	return Stored{}, nil
+}
 
 // BenchmarkReceiverHTTP is the OTLP/HTTP receiver's own cost per span:
 // 4 clients post protobuf requests of 50 agent traces (~250 spans, as an

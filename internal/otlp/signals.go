@@ -27,8 +27,8 @@ type signal struct {
 	// decode reads a request body (protobuf, or OTLP JSON) and returns it
 	// as protobuf with the number of spans, log records or points in it.
 	decode func(body []byte, isJSON bool) (proto []byte, items int, err error)
-	// response is an empty (full success) answer in the request's encoding.
-	response func(isJSON bool) ([]byte, error)
+	// response is the answer to a stored request.
+	response func(accepted) response
 }
 
 // request is the part of pdata's export requests a signal needs.
@@ -74,7 +74,7 @@ var signals = []signal{
 			req := ptraceotlp.NewExportRequest()
 			return decodeWith(req, func() int { return req.Traces().SpanCount() }, body, isJSON)
 		},
-		response: func(isJSON bool) ([]byte, error) { return encode(ptraceotlp.NewExportResponse(), isJSON) },
+		response: func(a accepted) response { return tracesResponse(a) },
 	},
 	{
 		name: Logs, path: "/v1/logs",
@@ -82,7 +82,7 @@ var signals = []signal{
 			req := plogotlp.NewExportRequest()
 			return decodeWith(req, func() int { return req.Logs().LogRecordCount() }, body, isJSON)
 		},
-		response: func(isJSON bool) ([]byte, error) { return encode(plogotlp.NewExportResponse(), isJSON) },
+		response: func(a accepted) response { return logsResponse(a) },
 	},
 	{
 		name: Metrics, path: "/v1/metrics",
@@ -90,6 +90,39 @@ var signals = []signal{
 			req := pmetricotlp.NewExportRequest()
 			return decodeWith(req, func() int { return req.Metrics().DataPointCount() }, body, isJSON)
 		},
-		response: func(isJSON bool) ([]byte, error) { return encode(pmetricotlp.NewExportResponse(), isJSON) },
+		response: func(a accepted) response { return metricsResponse(a) },
 	},
+}
+
+// itemNames name a signal's items as the OTLP partial success does.
+var itemNames = map[string]string{Traces: "spans", Logs: "log records", Metrics: "data points"}
+
+// The answers to a stored request: empty for full success, else a
+// partial success with the items rejected and why (the OTLP
+// specification: the client must not retry them).
+func tracesResponse(a accepted) ptraceotlp.ExportResponse {
+	resp := ptraceotlp.NewExportResponse()
+	if a.rejected > 0 {
+		resp.PartialSuccess().SetRejectedSpans(int64(a.rejected))
+		resp.PartialSuccess().SetErrorMessage(a.reason)
+	}
+	return resp
+}
+
+func logsResponse(a accepted) plogotlp.ExportResponse {
+	resp := plogotlp.NewExportResponse()
+	if a.rejected > 0 {
+		resp.PartialSuccess().SetRejectedLogRecords(int64(a.rejected))
+		resp.PartialSuccess().SetErrorMessage(a.reason)
+	}
+	return resp
+}
+
+func metricsResponse(a accepted) pmetricotlp.ExportResponse {
+	resp := pmetricotlp.NewExportResponse()
+	if a.rejected > 0 {
+		resp.PartialSuccess().SetRejectedDataPoints(int64(a.rejected))
+		resp.PartialSuccess().SetErrorMessage(a.reason)
+	}
+	return resp
 }

@@ -191,4 +191,17 @@ type FileStager interface {
 type Loaded struct {
 	LoadID string
 	Ranges []Range
+	// Rejected are the main table's rows the sink sent to the dead-letter
+	// table at the load instead (the table refused a value), one per row.
+	// Only a sink that isolates such rows reports them (Databend); a
+	// receiver answering after the load tells its client of them
+	// (OTLP's partial success).
+	Rejected []Rejected
+}
+
+// Rejected is a row the table refused, dead-lettered with Reason.
+type Rejected struct {
+	TopicPartition
+	Offset int64
+	Reason string
 }

@@ -482,6 +482,20 @@ func TestRowsDatabendRejectsGoToTheDeadLetterTable(t *testing.T) {
 	if len(loaded.Ranges) != 1 || loaded.Ranges[0].Records != 23 || loaded.Ranges[0].DLQ != 7 {
 		t.Errorf("loaded %+v", loaded.Ranges)
 	}
+	// The rejects are reported by position and reason (a receiver's
+	// partial success); the decode failure was never the table's to refuse.
+	reported := map[int64]string{}
+	for _, r := range loaded.Rejected {
+		reported[r.Offset] = r.Reason
+	}
+	if len(reported) != len(bad) || len(loaded.Rejected) != len(bad) {
+		t.Errorf("rejected reported %+v, want offsets %v", loaded.Rejected, bad)
+	}
+	for o := range bad {
+		if reported[o] != fmt.Sprintf("invalid JSON at offset %d", o) {
+			t.Errorf("offset %d reported with %q", o, reported[o])
+		}
+	}
 	if f := srv.StageFiles(); len(f) != 0 {
 		t.Errorf("pieces left in the stage: %v", f)
 	}

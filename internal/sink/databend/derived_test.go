@@ -45,6 +45,9 @@ func TestDerivedRowsAreFencedAndRejectsDeadLettered(t *testing.T) {
 	if len(loaded.Ranges) != 1 || loaded.Ranges[0].First != 10 || loaded.Ranges[0].Records != 20 || loaded.Ranges[0].DLQ != 1 {
 		t.Errorf("loaded %+v; want 10..19 with 20 rows and the rejected operation as a dead letter", loaded.Ranges)
 	}
+	if len(loaded.Rejected) != 0 {
+		t.Errorf("reported as rejected %+v: an operation's span loaded, so the span was not", loaded.Rejected)
+	}
 	var ops []string
 	for _, r := range srv.Rows("ops") {
 		var name string

@@ -90,9 +90,11 @@ type piece struct {
 
 // rejectRow is a row Databend rejected, as a dead-letter row.
 type rejectRow struct {
-	tp     sink.TopicPartition
-	offset int64
-	row    []byte
+	tp      sink.TopicPartition
+	offset  int64
+	row     []byte
+	reason  string
+	derived bool // a derived table's row: its main row loaded
 }
 
 // copyOutcome is COPY's report on one file.
@@ -160,7 +162,7 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 		return sink.Loaded{}, nil, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
-	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil, nil
+	return sink.Loaded{LoadID: loadID, Ranges: ranges, Rejected: p.rejected()}, nil, nil
 }
 
 // target is a staged name to COPY and the rows it holds.

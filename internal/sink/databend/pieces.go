@@ -168,6 +168,7 @@ func (s *Sink) stagePiece(ctx context.Context, p *loadPlan, originName string, k
 func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]copyOutcome) error {
 	for name, o := range rejected {
 		pc := p.find(name)
+		derived := p.isDerived(pc.origin)
 		k := s.keptLines(pc.origin)
 		if k == nil {
 			return fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, pc.origin)
@@ -186,7 +187,7 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 				reason = fmt.Sprintf("%s (Databend rejected all %d rows of this part of the batch; this is the first row's error)", o.firstError, m)
 			}
 			for _, i := range pc.idx {
-				if err := p.reject(k, i, reason); err != nil {
+				if err := p.reject(k, i, reason, derived); err != nil {
 					return err
 				}
 			}
@@ -195,7 +196,7 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 			if bad < 0 || bad >= m {
 				return fmt.Errorf("%w: COPY reported a rejected row at line %d of %s, which has %d lines", sink.ErrFatal, o.firstLine, name, m)
 			}
-			if err := p.reject(k, pc.idx[bad], o.firstError); err != nil {
+			if err := p.reject(k, pc.idx[bad], o.firstError, derived); err != nil {
 				return err
 			}
 			parts := [][]int{pc.idx[:bad]}
@@ -291,8 +292,9 @@ func (p *loadPlan) replace(pc *piece, next []*piece) {
 	p.pieces[pc.origin] = append(out, next...)
 }
 
-// reject records line i of k as rejected by Databend with reason.
-func (p *loadPlan) reject(k *keptFile, i int, reason string) error {
+// reject records line i of k (a derived table's file or not) as rejected
+// by Databend with reason.
+func (p *loadPlan) reject(k *keptFile, i int, reason string, derived bool) error {
 	l, err := origin(k, i, false)
 	if err != nil {
 		return err
@@ -307,6 +309,28 @@ func (p *loadPlan) reject(k *keptFile, i int, reason string) error {
 	if err != nil {
 		return err
 	}
-	p.rejects = append(p.rejects, rejectRow{tp: l.tp, offset: l.offset, row: row})
+	p.rejects = append(p.rejects, rejectRow{tp: l.tp, offset: l.offset, row: row, reason: reason, derived: derived})
 	return nil
+}
+
+// isDerived reports whether the staged file name holds a derived table's
+// rows.
+func (p *loadPlan) isDerived(name string) bool {
+	for _, f := range p.files {
+		if f.DerivedPath != "" && f.DerivedPath == name {
+			return true
+		}
+	}
+	return false
+}
+
+// rejected is what the load dead-lettered of the main table's rows.
+func (p *loadPlan) rejected() []sink.Rejected {
+	var out []sink.Rejected
+	for _, r := range p.rejects {
+		if !r.derived {
+			out = append(out, sink.Rejected{TopicPartition: r.tp, Offset: r.offset, Reason: r.reason})
+		}
+	}
+	return out
 }
