@@ -11,6 +11,7 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/obs"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
 // cmdMerge is `tracelake merge`: merge the raw table into the models'
@@ -50,11 +51,26 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return nil
 	}
 	if cfg.Sink.Type == config.SinkIceberg {
-		return fmt.Errorf("tracelake merge: models are not built for the iceberg sink yet")
+		if !cfg.DecodesOTLP() {
+			return fmt.Errorf("tracelake merge: models are not built for the iceberg sink yet")
+		}
+		if *rebuild != "" || *model != "" {
+			return usagef("--rebuild and --model: an OpenTelemetry table has one built-in model, %s_dedup (drop it to rebuild it)%s", cfg.Sink.Table, genaiHint(cfg))
+		}
+		snk, err := openIceberg(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer snk.Close()
+		if err := snk.Prepare(ctx); err != nil {
+			return fmt.Errorf("prepare tables: %w", err)
+		}
+		dd := icebergDedup{snk, otelDedupOf(cfg)}
+		return mergeLoop(ctx, dd, dd.models(), *every)
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		if cfg.DecodesOTLP() {
-			return usagef("tracelake merge: the OpenTelemetry tables' dedup model is built for the duckdb sink only so far")
+			return usagef("tracelake merge: the OpenTelemetry tables' dedup model is built for the duckdb and iceberg sinks so far")
 		}
 		if *rebuild != "" {
 			return usagef("--rebuild: not built for the databend sink (drop the model's target, rejects and tombstones tables and DELETE its rows of tracelake_merge_watermarks, then merge)")
@@ -83,7 +99,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		if *rebuild != "" || *model != "" {
 			return usagef("--rebuild and --model: an OpenTelemetry table has one built-in model, %s_dedup (drop it to rebuild it)%s", cfg.Sink.Table, genaiHint(cfg))
 		}
-		dd := otelDedup{mg, merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}}
+		dd := otelDedup{mg, otelDedupOf(cfg)}
 		return mergeLoop(ctx, dd, dd.models(), *every)
 	}
 	if *rebuild != "" {
@@ -113,20 +129,43 @@ func genaiHint(cfg *config.Config) string {
 	return ""
 }
 
+// otelDedupOf is the dedup model of cfg's OpenTelemetry table.
+func otelDedupOf(cfg *config.Config) merge.Dedup {
+	return merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}
+}
+
 // otelDedup runs an OpenTelemetry table's built-in model (one row per
-// span, log record or point in <table>_dedup) where models run.
+// span, log record or point in <table>_dedup) on DuckDB.
 type otelDedup struct {
 	mg *merge.Merger
 	d  merge.Dedup
 }
 
-// models is the one model otelDedup merges, by name.
-func (o otelDedup) models() []config.Model { return []config.Model{{Name: o.d.Target()}} }
+// oneModel is the one model of an OpenTelemetry table, by name: what
+// mergeLoop and merge.every merge.
+func oneModel(d merge.Dedup) []config.Model { return []config.Model{{Name: d.Target()}} }
+
+func (o otelDedup) models() []config.Model { return oneModel(o.d) }
 
 // Merge implements modelMerger.
 func (o otelDedup) Merge(ctx context.Context, _ config.Model) (merge.Result, error) {
 	r, err := o.mg.Dedup(ctx, o.d)
 	return merge.Result{Model: r.Target, Read: r.Read, Changed: r.Inserted, Took: r.Took}, err
+}
+
+// icebergDedup runs the same model on Iceberg (iceberg.Sink.Dedup).
+type icebergDedup struct {
+	snk *iceberg.Sink
+	d   merge.Dedup
+}
+
+func (o icebergDedup) models() []config.Model { return oneModel(o.d) }
+
+// Merge implements modelMerger.
+func (o icebergDedup) Merge(ctx context.Context, _ config.Model) (merge.Result, error) {
+	start := time.Now()
+	r, err := o.snk.Dedup(ctx, o.d.Identity())
+	return merge.Result{Model: o.d.Target(), Read: r.Read, Changed: r.Inserted, Took: time.Since(start)}, err
 }
 
 // mergeLoop merges every model once, or at each interval until ctx ends.

@@ -642,6 +642,35 @@ func TestOTLPIntoIceberg(t *testing.T) {
 	if got := strings.Join(parts, ","); got != "tenant_id=identity,start_time_day=day" {
 		t.Errorf("partition spec %s, want tenant_id=identity,start_time_day=day", got)
 	}
+
+	// The dedup model: tracelake merge, then a request stored twice (a
+	// Collector's retried produce) merged by run's merge.every (its merge
+	// at the idle exit): its spans are kept once, and verify reports the
+	// copies.
+	for i, want := range []int{spans, 0} { // the second has nothing to add
+		out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), fmt.Sprintf("model otel_spans_dedup: %d raw rows read, %d target rows changed", want, want)) {
+			t.Errorf("merge %d: %v\n%s", i+1, err, out)
+		}
+	}
+	td := tracegen.New(4242).OTLPTrace()
+	n := td.SpanCount()
+	copied := marshalOTLP(t, "otlp_proto", td)
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Value: copied}, &kgo.Record{Topic: testTopic, Value: copied}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, append(text, "merge: {every: 1h}\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runUntilIdle(t, bin, cfgPath)
+	c := verifyJSON(t, bin, cfgPath, 0).Copies
+	if c == nil || c.Rows != int64(spans+2*n) || c.Identities != int64(spans+n) || c.Kept != c.Identities || c.Pending != 0 {
+		t.Errorf("verify reports copies %+v, want %d rows, %d distinct, all merged once", c, spans+2*n, spans+n)
+	}
 }
 
 // A process with receivers and no topics runs the receivers alone (with

@@ -38,7 +38,10 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 				metrics.IcebergMetadataBytes.WithLabelValues(st.Table).Set(float64(st.MetadataBytes))
 			}
 		})
-		return snk, nil, err // models are not built for Iceberg (validation says so)
+		if err != nil || !cfg.DecodesOTLP() {
+			return snk, nil, err // other models are not built for Iceberg (validation says so)
+		}
+		return snk, icebergDedup{snk, otelDedupOf(cfg)}, nil
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		snk, err := openDatabend(cfg)
@@ -52,7 +55,7 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 		return nil, nil, err
 	}
 	if cfg.DecodesOTLP() {
-		return snk, otelDedup{merge.NewMerger(snk.DB(), slog.Default()), merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}}, nil
+		return snk, otelDedup{merge.NewMerger(snk.DB(), slog.Default()), otelDedupOf(cfg)}, nil
 	}
 	return snk, merge.NewMerger(snk.DB(), slog.Default()), nil
 }
@@ -78,6 +81,7 @@ func openIcebergReporting(ctx context.Context, cfg *config.Config, onCommit func
 		Typed:           typedTable(cfg),
 		Derived:         derivedTable(cfg),
 		DerivedTable:    derivedName(cfg),
+		DedupTable:      dedupName(cfg),
 		// The workers' loads come at the same moments (AlignLoads):
 		// one commit takes them all.
 		GroupWait: 200 * time.Millisecond,
@@ -85,6 +89,15 @@ func openIcebergReporting(ctx context.Context, cfg *config.Config, onCommit func
 		REST:      iceberg.REST(cfg.Sink.Iceberg.REST),
 		Log:       slog.Default(),
 	})
+}
+
+// dedupName is the dedup model's target of an OpenTelemetry table; "" for
+// a raw table.
+func dedupName(cfg *config.Config) string {
+	if !cfg.DecodesOTLP() {
+		return ""
+	}
+	return otelDedupOf(cfg).Target()
 }
 
 func openDatabend(cfg *config.Config) (*databend.Sink, error) {

@@ -69,7 +69,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 		}
 		mg := merge.NewMerger(snk.DB(), slog.Default())
 		if cfg.DecodesOTLP() {
-			if rep.Copies, err = copies(ctx, mg, merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}); err != nil {
+			if rep.Copies, err = copies(ctx, mg, otelDedupOf(cfg)); err != nil {
 				return err
 			}
 			if cfg.GenAIOperations() {
@@ -149,6 +149,14 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		return kafka.DataRecords(rctx, cfg.Kafka, inKafka, stores)
 	}
 	rep := verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, cfg.Kafka.StartOffset == "earliest", records)
+	if cfg.DecodesOTLP() {
+		d := otelDedupOf(cfg)
+		c, err := ice.DedupCounts(ctx, d.Identity())
+		if err != nil {
+			return nil, err
+		}
+		rep.Copies = &verify.Copies{Table: d.Name, Rows: c.Rows, Identities: c.Identities, Target: d.Target(), Kept: c.Kept, Pending: c.Pending}
+	}
 	if cfg.GenAIOperations() {
 		if err := checkIcebergDerived(ctx, cfg, ice, rep); err != nil {
 			return nil, err

@@ -83,7 +83,7 @@ func (c *Config) validate(consuming bool) error {
 	}
 	if c.DecodesOTLP() {
 		check(c.Mode == ModeRaw, "mode", "transform mode maps JSON objects onto your table; with %s the rows are OpenTelemetry tables (accepted: raw)", c.otelSource())
-		check(c.Sink.Type == SinkDuckDB || c.Merge.Every.D() == 0, "merge.every", "the OpenTelemetry tables' dedup model is built for the duckdb sink only so far")
+		check(c.Sink.Type != SinkDatabend || c.Merge.Every.D() == 0, "merge.every", "the OpenTelemetry tables' dedup model is built for the duckdb and iceberg sinks so far")
 		check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with %s there is none", c.otelSource())
 	}
 	check(slices.Contains([]string{"auto", "on", "off"}, c.GenAI.Operations), "genai.operations",
@@ -158,7 +158,7 @@ func (c *Config) validate(consuming bool) error {
 			"sink.iceberg.namespace", "want a name of letters, digits and _, got %q", c.Sink.Iceberg.Namespace)
 		check(!strings.Contains(c.Sink.Table, "."), "sink.table", "with iceberg, a table name without a schema (the namespace is sink.iceberg.namespace), got %q", c.Sink.Table)
 		check(c.Mode == ModeRaw, "mode", "transform mode is not built for the iceberg sink; accepted with iceberg: raw")
-		check(c.Merge.Every.D() == 0, "merge.every", "models are not built for the iceberg sink yet")
+		check(c.Merge.Every.D() == 0 || c.DecodesOTLP(), "merge.every", "models are not built for the iceberg sink yet (the OpenTelemetry tables' dedup model is)")
 	default:
 		check(false, "sink.type", "want duckdb, databend or iceberg, got %q", c.Sink.Type)
 	}
@@ -172,7 +172,8 @@ func (c *Config) validate(consuming bool) error {
 		check(err == nil, "metrics.listen", "want host:port (or empty to turn it off), got %q", c.Metrics.Listen)
 	}
 	c.Merge.validate(check)
-	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0, "merge.every", "is set but merge.models is empty")
+	// An OpenTelemetry table's model is built in (<table>_dedup).
+	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP(), "merge.every", "is set but merge.models is empty")
 	for i, m := range c.Merge.Models {
 		check(c.Mode == ModeRaw || m.Source != "", fmt.Sprintf("merge.models[%d].source", i),
 			"a model reads a tracelake raw table; in transform mode sink.table is your own table, so name the raw table")

@@ -30,10 +30,20 @@ func (d Dedup) Target() string { return d.Name + "_dedup" }
 // model is the name the watermarks are kept under.
 func (d Dedup) model() string { return d.Target() }
 
+// Identity is the columns that identify a row (a span's tenant, trace
+// and span id); nil for a table whose rows have no id, identified by all
+// their columns but the coordinates.
+func (d Dedup) Identity() []string {
+	if d.Table.Name == "otel_spans" {
+		return []string{"tenant_id", "trace_id", "span_id"}
+	}
+	return nil
+}
+
 // keyExpr is the SQL of a row's identity, over the source's columns.
 func (d Dedup) keyExpr() string {
-	if d.Table.Name == "otel_spans" {
-		return "concat_ws('/', tenant_id, trace_id, span_id)"
+	if id := d.Identity(); id != nil {
+		return "concat_ws('/', " + strings.Join(id, ", ") + ")"
 	}
 	var cols []string
 	for _, c := range d.Table.Columns {

@@ -94,6 +94,9 @@ type Options struct {
 	// positions as the dead-letter table is.
 	Derived      *schema.Table
 	DerivedTable string
+	// DedupTable, with a Typed table, is its dedup model's target (see
+	// Dedup): created by Prepare, maintained with the other tables.
+	DedupTable string
 	// S3 reaches an s3:// warehouse.
 	S3  S3
 	Log *slog.Logger
@@ -297,11 +300,14 @@ func (s *Sink) Catalog() catalog.Catalog { return s.cat }
 func (s *Sink) Identifiers() (raw, dlq table.Identifier) { return s.raw, s.dlq }
 
 // tableIDs are the tables the sink writes, for maintenance: the main
-// table, the dead-letter table, the derived table if any.
+// table, the dead-letter table, the derived and dedup tables if any.
 func (s *Sink) tableIDs() []table.Identifier {
 	ids := []table.Identifier{s.raw, s.dlq}
 	if s.opt.Derived != nil {
 		ids = append(ids, s.derived)
+	}
+	if s.dedups() {
+		ids = append(ids, s.sibling(s.opt.DedupTable))
 	}
 	return ids
 }
@@ -353,6 +359,11 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		if !hasPositions(tbl.Properties()) && tbl.CurrentSnapshot() != nil && !s.opt.Adopt {
 			return fmt.Errorf("table %s has data but no tracelake positions (%s*): it was written by something else. "+
 				"Set sink.iceberg.adopt: true to let tracelake append to it, its partitions starting from the group's committed offsets", name(t.id), PositionKeyPrefix)
+		}
+	}
+	if s.dedups() {
+		if _, err := s.dedupTarget(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -431,6 +442,12 @@ func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, sc *iceber
 	case s.opt.Typed != nil && sc != dlqSchema:
 		spec = typedSpec(s.opt.Typed, sc)
 	}
+	return s.createTable(ctx, id, sc, spec)
+}
+
+// createTable creates table id with tracelake's table properties, or
+// loads it if it exists.
+func (s *Sink) createTable(ctx context.Context, id table.Identifier, sc *iceberggo.Schema, spec iceberggo.PartitionSpec) (*table.Table, error) {
 	props := maps.Clone(tableProperties)
 	maps.Copy(props, s.opt.TableProperties)
 	tbl, err := s.cat.CreateTable(ctx, id, sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(props))

@@ -1,0 +1,229 @@
+package iceberg_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+)
+
+// openTyped opens a sink of a declared OpenTelemetry table on the catalog
+// in dir (a second call opens the same tables: another process).
+func openTyped(t *testing.T, dir string, typed *schema.Table) *iceberg.Sink {
+	t.Helper()
+	s, err := iceberg.Open(context.Background(), iceberg.Options{
+		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake",
+		Table: typed.Name, Typed: typed, DedupTable: typed.Name + "_dedup",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// otlpBatch decodes OTLP export requests (protobuf) as the records at
+// offsets first.. of a partition of topic "otlp" into one batch.
+func otlpBatch(t *testing.T, signal string, partition int32, first int64, bodies ...[]byte) *sink.Batch {
+	t.Helper()
+	dec, err := otel.NewDecoder(signal, otel.EncodingProto, otel.Tenancy{Header: "tenant", Default: "team-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "otlp", Partition: partition}, First: first, Last: first + int64(len(bodies)) - 1}}}
+	for i, body := range bodies {
+		n, err := dec.AppendRows(b, &kgo.Record{Topic: "otlp", Partition: partition, Offset: first + int64(i), Value: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Ranges[0].Records += int64(n)
+	}
+	return b
+}
+
+// spansRequest is an export request of spans with the given ids (trace 1),
+// each starting at start.
+func spansRequest(t *testing.T, start time.Time, ids ...byte) []byte {
+	t.Helper()
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	for _, id := range ids {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetName(fmt.Sprintf("span %d", id))
+		sp.SetTraceID([16]byte{1})
+		sp.SetSpanID([8]byte{id})
+		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Second)))
+	}
+	b, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// dedupRows reads the target: each row's key column values as
+// "span_id@koffset" (spans) or "body@koffset" (logs), and the number of
+// rows per dedup_key.
+func dedupRows(t *testing.T, s *iceberg.Sink, target, col string) (rows []string, perKey map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := s.Catalog().LoadTable(ctx, table.Identifier{"tracelake", target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, batches, err := tbl.Scan(table.WithSelectedFields(col, "koffset", "kpartition", iceberg.DedupKeyColumn)).ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey = map[string]int{}
+	for rec, err := range batches {
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+		vals := rec.Column(idx(col)).(*array.String)
+		offs := rec.Column(idx("koffset")).(*array.Int64)
+		parts := rec.Column(idx("kpartition")).(*array.Int32)
+		keys := rec.Column(idx(iceberg.DedupKeyColumn)).(*array.String)
+		for i := range int(rec.NumRows()) {
+			rows = append(rows, fmt.Sprintf("%s@%d/%d", vals.Value(i), parts.Value(i), offs.Value(i)))
+			perKey[keys.Value(i)]++
+		}
+		rec.Release()
+	}
+	return rows, perKey
+}
+
+// Copies of a request (a client's retry after a lost answer) keep their
+// spans once in otel_spans_dedup, the first copy's; merges are
+// incremental (a copy arriving after its original was merged is left out
+// too) and a repeated merge adds nothing. Two processes merging at once
+// insert nothing twice.
+func TestDedupKeepsEachSpanOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTyped(t, dir, &otel.Spans)
+	day := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	a, b, c := spansRequest(t, day, 1, 2, 3), spansRequest(t, day, 4, 5, 6), spansRequest(t, day.Add(time.Hour), 7)
+	// Partition 0: A, A again (the retry), B; partition 1: B again.
+	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 0, a, a, b), otlpBatch(t, otel.SignalTraces, 1, 0, b))
+	checkCounts(t, s, iceberg.DedupCounts{Rows: 12, Identities: 6, Kept: 0, Pending: 12}) // never merged
+	res, err := s.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Read != 12 || res.Inserted != 6 {
+		t.Errorf("first merge read %d and inserted %d, want 12 and 6", res.Read, res.Inserted)
+	}
+	// A late copy of A, and C.
+	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 3, a, c))
+	if res, err = s.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"}); err != nil || res.Read != 4 || res.Inserted != 1 {
+		t.Errorf("second merge read %d and inserted %d (%v), want 4 and 1", res.Read, res.Inserted, err)
+	}
+	if res, err = s.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"}); err != nil || res.Read != 0 || res.Inserted != 0 {
+		t.Errorf("a repeated merge read %d and inserted %d (%v), want nothing", res.Read, res.Inserted, err)
+	}
+	checkCounts(t, s, iceberg.DedupCounts{Rows: 16, Identities: 7, Kept: 7, Pending: 0})
+	rows, perKey := dedupRows(t, s, "otel_spans_dedup", "name")
+	want := map[string]bool{"span 1@0/0": true, "span 2@0/0": true, "span 3@0/0": true, "span 4@0/2": true, "span 5@0/2": true, "span 6@0/2": true, "span 7@0/4": true}
+	if len(rows) != len(want) || len(perKey) != len(want) {
+		t.Errorf("target rows %v (%d keys), want %d: each span once", rows, len(perKey), len(want))
+	}
+	for _, r := range rows {
+		if !want[r] {
+			t.Errorf("target row %s: not the first copy", r)
+		}
+	}
+
+	// Two processes merge the same increment at once: one commit lands,
+	// the other fails on the moved snapshot, and no span is there twice.
+	other := openTyped(t, dir, &otel.Spans)
+	load(t, s, otlpBatch(t, otel.SignalTraces, 1, 1, spansRequest(t, day, 8, 9), spansRequest(t, day, 8, 9)))
+	var wg sync.WaitGroup
+	var inserted [2]int64
+	for i, snk := range []*iceberg.Sink{s, other} {
+		wg.Go(func() {
+			r, err := snk.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"})
+			if err == nil {
+				inserted[i] = r.Inserted
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := s.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"}); err != nil {
+		t.Fatal(err)
+	}
+	rows, perKey = dedupRows(t, s, "otel_spans_dedup", "name")
+	if len(rows) != 9 || len(perKey) != 9 || inserted[0]+inserted[1] > 2 {
+		t.Errorf("after concurrent merges: %d rows, %d keys (inserted %v), want 9 spans once", len(rows), len(perKey), inserted)
+	}
+	// Maintenance looks after the target too: a merge is a snapshot.
+	exp, err := s.Expire(ctx, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(exp, func(e iceberg.Expiry) bool { return e.Table == "tracelake.otel_spans_dedup" && e.Expired > 0 && e.Remain == 1 }) {
+		t.Errorf("expiry passes over the dedup table: %+v", exp)
+	}
+	if rows, _ := dedupRows(t, s, "otel_spans_dedup", "name"); len(rows) != 9 {
+		t.Errorf("%d rows after expiry, want 9", len(rows))
+	}
+}
+
+// checkCounts checks what verify reports of otel_spans' copies.
+func checkCounts(t *testing.T, s *iceberg.Sink, want iceberg.DedupCounts) {
+	t.Helper()
+	got, err := s.DedupCounts(context.Background(), []string{"tenant_id", "trace_id", "span_id"})
+	if err != nil || got != want {
+		t.Errorf("counts %+v (%v), want %+v", got, err, want)
+	}
+}
+
+// Log records have no id: a record is a copy when every column but the
+// coordinates is equal (a hash of them), so two records alike but for
+// their body both stay.
+func TestDedupHashesRecordsWithoutAnId(t *testing.T) {
+	s := openTyped(t, t.TempDir(), &otel.Logs)
+	logs := func(bodies ...string) []byte {
+		ld := plog.NewLogs()
+		lr := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+		for _, body := range bodies {
+			r := lr.AppendEmpty()
+			r.Body().SetStr(body)
+			r.SetTimestamp(pcommon.NewTimestampFromTime(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)))
+		}
+		b, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	load(t, s, otlpBatch(t, otel.SignalLogs, 0, 0, logs("hello", "world"), logs("hello", "world"), logs("hello", "there")))
+	res, err := s.Dedup(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, perKey := dedupRows(t, s, "otel_logs_dedup", "body")
+	if res.Read != 6 || res.Inserted != 3 || len(perKey) != 3 {
+		t.Errorf("read %d, inserted %d, target %v; want 6, 3: hello and world once, there", res.Read, res.Inserted, rows)
+	}
+}
