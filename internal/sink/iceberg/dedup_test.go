@@ -181,7 +181,9 @@ func TestDedupKeepsEachSpanOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(exp, func(e iceberg.Expiry) bool { return e.Table == "tracelake.otel_spans_dedup" && e.Expired > 0 && e.Remain == 1 }) {
+	if !slices.ContainsFunc(exp, func(e iceberg.Expiry) bool {
+		return e.Table == "tracelake.otel_spans_dedup" && e.Expired > 0 && e.Remain == 1
+	}) {
 		t.Errorf("expiry passes over the dedup table: %+v", exp)
 	}
 	if rows, _ := dedupRows(t, s, "otel_spans_dedup", "name"); len(rows) != 9 {
