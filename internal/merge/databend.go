@@ -265,8 +265,8 @@ func NewDatabendMerger(db Execer, task bool) *DatabendMerger {
 }
 
 // Merge merges the model's raw rows past its watermark once. Databend does
-// not report row counts through statements' replies here, so Result has
-// only Took.
+// not report row counts through statements' replies here, so Result is
+// Uncounted.
 func (d *DatabendMerger) Merge(ctx context.Context, m config.Model) (Result, error) {
 	start := time.Now()
 	st := Databend(m)
@@ -286,5 +286,5 @@ func (d *DatabendMerger) Merge(ctx context.Context, m config.Model) (Result, err
 	if err := d.db.ExecTx(ctx, st.Merge...); err != nil {
 		return Result{}, fmt.Errorf("merge model %s in Databend: %w", m.Name, err)
 	}
-	return Result{Model: m.Name, Took: time.Since(start)}, nil
+	return Result{Model: m.Name, Took: time.Since(start), Uncounted: true}, nil
 }

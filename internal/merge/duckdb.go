@@ -35,9 +35,15 @@ type Result struct {
 	Changed  int64 // target rows inserted, updated or deleted
 	Rejected int64 // rows written to the model's rejects table
 	Took     time.Duration
+	// Uncounted: the engine did not report the counts (Databend's replies
+	// here carry none), so Read, Changed and Rejected are not known.
+	Uncounted bool
 }
 
 func (r Result) String() string {
+	if r.Uncounted {
+		return fmt.Sprintf("model %s: merged (row counts not reported by the engine), %s", r.Model, r.Took.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("model %s: %d raw rows read, %d target rows changed, %d rejected, %s",
 		r.Model, r.Read, r.Changed, r.Rejected, r.Took.Round(time.Millisecond))
 }

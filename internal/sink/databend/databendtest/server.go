@@ -84,6 +84,10 @@ type Server struct {
 	// Accept lets statements the fake does not model succeed (merge SQL);
 	// they are recorded and answer no rows.
 	Accept func(sql string) bool
+	// SQL runs the statements the fake does not model by pattern (the
+	// merge models') in an embedded DuckDB over the session's view of the
+	// tables, writing what they change into its transaction (execute).
+	SQL bool
 
 	mu      sync.Mutex
 	nodes   []*node

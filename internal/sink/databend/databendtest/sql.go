@@ -200,6 +200,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	if s.Accept != nil && s.Accept(sql) {
 		return nil, nil, nil
 	}
+	if s.SQL {
+		return s.execute(sql, tx)
+	}
 	return nil, nil, fmt.Errorf("fake: statement not modelled: %.120s", sql)
 }
 

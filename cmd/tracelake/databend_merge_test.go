@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+)
+
+// ordersModel is a Debezium model of an orders table.
+const ordersModel = `merge:
+  models:
+    - name: orders
+      format: debezium
+      key: [order_id]
+      columns:
+        order_id: {path: $.order_id, type: BIGINT}
+        status: {path: $.status, type: VARCHAR}
+        total: {path: $.total, type: "DECIMAL(12,2)"}`
+
+// `tracelake merge` on a licence-free Databend (no streams, no tasks),
+// its statements executed by the test server: the changes past the
+// watermark apply once, in one transaction with the watermark. A merge
+// whose COMMIT landed with its reply lost, one whose statement failed
+// half-way (rolled back) and a merge repeated change nothing twice.
+func TestMergeOnDatabendAppliesChangesOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	srv := databendtest.New("u", "p")
+	srv.SQL = true
+	t.Cleanup(srv.Close)
+	cluster, prod := startKafka(t, 2)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], group: m}\nsink: {type: databend, databend: {dsn: %q}}\n%s\n",
+		cluster.ListenAddrs()[0], testTopic, srv.DSN(""), ordersModel)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	row := func(id int, status, total string) string {
+		return fmt.Sprintf(`{"order_id":%d,"status":%q,"total":%s}`, id, status, total)
+	}
+	produce := func(events ...[2]string) { // key, value ("" for a tombstone)
+		t.Helper()
+		var recs []*kgo.Record
+		for _, e := range events {
+			r := &kgo.Record{Topic: testTopic, Key: []byte(e[0])} // a key's changes share a partition
+			if e[1] != "" {
+				r.Value = []byte(e[1])
+			}
+			recs = append(recs, r)
+		}
+		if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		runUntilIdle(t, bin, cfgPath)
+	}
+	merge := func(wantErr bool) string {
+		t.Helper()
+		out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput()
+		if (err != nil) != wantErr {
+			t.Fatalf("merge: %v (want an error: %v)\n%s", err, wantErr, out)
+		}
+		return string(out)
+	}
+	orders := func() []string {
+		t.Helper()
+		var got []string
+		for _, r := range srv.Rows("orders") {
+			var status string
+			_ = json.Unmarshal(r["status"], &status)
+			got = append(got, fmt.Sprintf("%s|%s|%s", r["order_id"], status, r["total"]))
+		}
+		slices.Sort(got)
+		return got
+	}
+
+	produce([2]string{"1", debeziumEvent("r", "", row(1, "new", "10.50"))}, [2]string{"2", debeziumEvent("r", "", row(2, "new", "20.00"))},
+		[2]string{"3", debeziumEvent("c", "", row(3, "new", "30.00"))})
+	// The first merge's COMMIT lands, its reply is lost.
+	lost := true
+	srv.DropReply = func(sql string) bool {
+		if sql == "COMMIT" && lost {
+			lost = false
+			return true
+		}
+		return false
+	}
+	out := merge(false)
+	if got := orders(); !slices.Equal(got, []string{"1|new|10.5", "2|new|20.0", "3|new|30.0"}) {
+		t.Fatalf("after the first merge (its COMMIT reply lost): %v\n%s", got, out)
+	}
+	if lost {
+		t.Fatal("the COMMIT reply was never dropped: the test did not test it")
+	}
+
+	produce([2]string{"1", debeziumEvent("u", row(1, "new", "10.50"), row(1, "paid", "10.50"))},
+		[2]string{"2", debeziumEvent("d", row(2, "new", "20.00"), "")}, [2]string{"2", ""}, // the tombstone after a delete
+		[2]string{"4", debeziumEvent("c", "", row(4, "new", "40.00"))}, [2]string{"4", debeziumEvent("u", row(4, "new", "40.00"), row(4, "shipped", "41.00"))},
+		[2]string{"5", `{"payload":{"after":{"order_id":5}}}`}) // no op: rejected
+	// A merge that fails half-way (the target's MERGE refused): nothing
+	// of it stays, the watermark included.
+	srv.QueryStatus = func(sql string) int {
+		if strings.HasPrefix(sql, `MERGE INTO "orders"`) {
+			return 500
+		}
+		return 0
+	}
+	merge(true)
+	srv.QueryStatus = nil
+	if got := orders(); len(got) != 3 || len(srv.Rows("orders_rejects")) != 0 {
+		t.Fatalf("a failed merge left changes: %v, rejects %v", got, srv.Rows("orders_rejects"))
+	}
+	out = merge(false)
+	want := []string{"1|paid|10.5", "3|new|30.0", "4|shipped|41.0"}
+	if got := orders(); !slices.Equal(got, want) {
+		t.Errorf("after the changes: %v, want %v\n%s", got, want, out)
+	}
+	rejects := srv.Rows("orders_rejects")
+	if len(rejects) != 1 || !strings.Contains(string(rejects[0]["reason"]), "not a Debezium change event: op is missing") {
+		t.Errorf("rejects %v, want the event without op once", rejects)
+	}
+	// Repeated: nothing past the watermark, nothing changes (the reject
+	// is not written again).
+	out = merge(false)
+	if got := orders(); !slices.Equal(got, want) || len(srv.Rows("orders_rejects")) != 1 {
+		t.Errorf("a repeated merge: %v, rejects %d\n%s", got, len(srv.Rows("orders_rejects")), out)
+	}
+}
+
+// debeziumEvent renders a change event with the schema wrapper.
+func debeziumEvent(op, before, after string) string {
+	if before == "" {
+		before = "null"
+	}
+	if after == "" {
+		after = "null"
+	}
+	return fmt.Sprintf(`{"schema":{"type":"struct"},"payload":{"before":%s,"after":%s,"source":{"connector":"postgresql"},"op":%q,"ts_ms":1}}`, before, after, op)
+}

@@ -1,0 +1,226 @@
+package databendtest
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2" // the engine of Server.SQL
+)
+
+// CodeSemanticError is databend-query's code for a statement it cannot
+// bind (common/exception/src/exception_code.rs: SemanticError(1065)).
+const CodeSemanticError = 1065
+
+// reWrite names the table a data-changing statement writes.
+var reWrite = regexp.MustCompile(`^(?:INSERT INTO|MERGE INTO|UPDATE|DELETE FROM)\s+("[^"]+"|\S+)`)
+
+// execute runs sql, a statement the fake does not model by pattern (a
+// merge model's: INSERT … SELECT, MERGE INTO, UPDATE, DELETE), in an
+// embedded DuckDB holding the tables as the session sees them (committed
+// rows and its transaction's own), and writes the table it changed back:
+// into the transaction, to be applied at COMMIT with everything else it
+// wrote (Databend reads its own writes inside a transaction and commits
+// all tables at once: tests/sqllogictests/suites/http_handler/transaction/
+// txn_merge_into.test), or at once outside one. DuckDB evaluates the
+// expressions, so only the SQL that both engines read alike is
+// trustworthy here; the one difference the merge SQL meets is rewritten
+// (variantSQL).
+func (s *Server) execute(stmt string, tx *txn) ([]string, [][]*string, error) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one in-memory database
+	for name, t := range s.tables {
+		if err := loadTable(db, name, t, visible(t, tx, name)); err != nil {
+			return nil, nil, fmt.Errorf("fake: load %s into the engine: %w", name, err)
+		}
+	}
+	rows, err := db.Query(variantSQL(stmt))
+	if err != nil {
+		return nil, nil, &codedError{CodeSemanticError, err.Error()}
+	}
+	cols, out, err := readResult(rows)
+	if err != nil {
+		return nil, nil, &codedError{CodeSemanticError, err.Error()}
+	}
+	m := reWrite.FindStringSubmatch(stmt)
+	if m == nil {
+		return cols, out, nil
+	}
+	name := unquote(m[1])
+	if s.tables[name] == nil {
+		return nil, nil, &codedError{1025, fmt.Sprintf("Unknown table '%s'", name)}
+	}
+	written, err := readTable(db, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tx == nil {
+		s.tables[name].rows = written
+		return nil, nil, nil
+	}
+	if tx.cleared == nil {
+		tx.cleared = map[string]bool{}
+	}
+	tx.cleared[name], tx.rows[name] = true, written
+	return nil, nil, nil
+}
+
+// The rewrites of variantSQL. Databend's cast of a VARIANT to a string is
+// the string itself for a JSON string, NULL for JSON null and the JSON
+// text otherwise (functions/src/scalars/variant.rs, "to_string"); DuckDB's
+// cast of JSON to VARCHAR keeps a string's quotes, its ->> '$' does not.
+// Everything else the merge SQL uses (v['key'] on a variant, NULL for a
+// missing key; TRY_CAST of a JSON number; MERGE INTO, QUALIFY, IF) DuckDB
+// reads as Databend does.
+var (
+	// v['a']['b']::VARCHAR, v being a column or a call without nested
+	// parentheses.
+	reVariantText = regexp.MustCompile(`((?:[A-Za-z_][\w.]*|[A-Za-z_]+\([^()]*\))(?:\['[^']*'\])+)::VARCHAR`)
+	// TRY_CAST(v['a'] AS VARCHAR)
+	reVariantTryText = regexp.MustCompile(`TRY_CAST\(((?:[A-Za-z_][\w.]*)(?:\['[^']*'\])+) AS VARCHAR\)`)
+)
+
+func variantSQL(stmt string) string {
+	stmt = reVariantText.ReplaceAllString(stmt, `(($1)->>'$$')`)
+	return reVariantTryText.ReplaceAllString(stmt, `(($1)->>'$$')`)
+}
+
+// engineType is DuckDB's type for a Databend column type.
+func engineType(typ string) string {
+	switch t := strings.ToUpper(typ); {
+	case t == "VARIANT" || t == "JSON":
+		return "JSON"
+	case t == "STRING":
+		return "VARCHAR"
+	default:
+		return typ
+	}
+}
+
+// loadTable creates table name in db and inserts rows.
+func loadTable(db *sql.DB, name string, t *table, rows []Row) error {
+	defs := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		defs[i] = quoteIdent(c) + " " + engineType(t.types[i])
+	}
+	if _, err := db.Exec(fmt.Sprintf("CREATE TABLE %s (%s)", quoteIdent(name), strings.Join(defs, ", "))); err != nil {
+		return err
+	}
+	const chunk = 500
+	for start := 0; start < len(rows); start += chunk {
+		var b strings.Builder
+		fmt.Fprintf(&b, "INSERT INTO %s VALUES ", quoteIdent(name))
+		for i, r := range rows[start:min(start+chunk, len(rows))] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteByte('(')
+			for j, c := range t.cols {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(literal(r[c], engineType(t.types[j])))
+			}
+			b.WriteByte(')')
+		}
+		if _, err := db.Exec(b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// literal is a stored value as a SQL literal of type typ. Timestamps are
+// stored as the rows carried them: microseconds since the epoch (how
+// Databend's NDJSON reader takes an integer) or text.
+func literal(v json.RawMessage, typ string) string {
+	text := strings.TrimSpace(string(v))
+	if text == "" || text == "null" {
+		return "NULL"
+	}
+	if typ == "JSON" {
+		return quoteString(text) + "::JSON"
+	}
+	switch text[0] {
+	case '"':
+		var s string
+		_ = json.Unmarshal(v, &s)
+		if strings.EqualFold(typ, "TIMESTAMP") {
+			return quoteString(s) + "::TIMESTAMP"
+		}
+		return quoteString(s)
+	case '{', '[':
+		return quoteString(text)
+	}
+	if strings.EqualFold(typ, "TIMESTAMP") {
+		return "make_timestamp(" + text + "::BIGINT)"
+	}
+	return text // a number, true or false
+}
+
+// readTable reads a table's rows back as the fake stores them.
+func readTable(db *sql.DB, name string) ([]Row, error) {
+	rows, err := db.Query(fmt.Sprintf("SELECT to_json(t)::VARCHAR FROM %s AS t", quoteIdent(name)))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		var text string
+		if err := rows.Scan(&text); err != nil {
+			return nil, err
+		}
+		var r Row
+		if err := json.Unmarshal([]byte(text), &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// readResult reads a query's result as text, as the HTTP handler answers.
+func readResult(rows *sql.Rows) ([]string, [][]*string, error) {
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, nil, err
+	}
+	var out [][]*string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, nil, err
+		}
+		row := make([]*string, len(cols))
+		for i, v := range vals {
+			switch v := v.(type) {
+			case nil:
+			case time.Time:
+				row[i] = str(v.UTC().Format("2006-01-02 15:04:05.000000"))
+			case []byte:
+				row[i] = str(string(v))
+			default:
+				row[i] = str(fmt.Sprint(v))
+			}
+		}
+		out = append(out, row)
+	}
+	return cols, out, rows.Err()
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
