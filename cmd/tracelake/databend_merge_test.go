@@ -11,9 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
 // ordersModel is a Debezium model of an orders table.
@@ -33,18 +37,11 @@ const ordersModel = `merge:
 // whose COMMIT landed with its reply lost, one whose statement failed
 // half-way (rolled back) and a merge repeated change nothing twice.
 func TestMergeOnDatabendAppliesChangesOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	t.Parallel()
-	bin := buildBinary(t)
-	srv := databendtest.New("u", "p")
-	srv.SQL = true
-	t.Cleanup(srv.Close)
+	bin, srv := executingDatabend(t)
 	cluster, prod := startKafka(t, 2)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "tracelake.yaml")
-	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], group: m}\nsink: {type: databend, databend: {dsn: %q}}\n%s\n",
+	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], group: m}\nsink: {type: databend, databend: {dsn: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n%s\n",
 		cluster.ListenAddrs()[0], testTopic, srv.DSN(""), ordersModel)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -91,18 +88,21 @@ func TestMergeOnDatabendAppliesChangesOnce(t *testing.T) {
 		[2]string{"3", debeziumEvent("c", "", row(3, "new", "30.00"))})
 	// The first merge's COMMIT lands, its reply is lost.
 	lost := true
-	srv.DropReply = func(sql string) bool {
-		if sql == "COMMIT" && lost {
-			lost = false
-			return true
+	srv.Set(func() {
+		srv.DropReply = func(sql string) bool {
+			if sql == "COMMIT" && lost {
+				lost = false
+				return true
+			}
+			return false
 		}
-		return false
-	}
+	})
 	out := merge(false)
+	var dropped bool
 	if got := orders(); !slices.Equal(got, []string{"1|new|10.5", "2|new|20.0", "3|new|30.0"}) {
 		t.Fatalf("after the first merge (its COMMIT reply lost): %v\n%s", got, out)
 	}
-	if lost {
+	if srv.Set(func() { dropped = !lost }); !dropped {
 		t.Fatal("the COMMIT reply was never dropped: the test did not test it")
 	}
 
@@ -112,14 +112,16 @@ func TestMergeOnDatabendAppliesChangesOnce(t *testing.T) {
 		[2]string{"5", `{"payload":{"after":{"order_id":5}}}`}) // no op: rejected
 	// A merge that fails half-way (the target's MERGE refused): nothing
 	// of it stays, the watermark included.
-	srv.QueryStatus = func(sql string) int {
-		if strings.HasPrefix(sql, `MERGE INTO "orders"`) {
-			return 500
+	srv.Set(func() {
+		srv.QueryStatus = func(sql string) int {
+			if strings.HasPrefix(sql, `MERGE INTO "orders"`) {
+				return 500
+			}
+			return 0
 		}
-		return 0
-	}
+	})
 	merge(true)
-	srv.QueryStatus = nil
+	srv.Set(func() { srv.QueryStatus = nil })
 	if got := orders(); len(got) != 3 || len(srv.Rows("orders_rejects")) != 0 {
 		t.Fatalf("a failed merge left changes: %v, rejects %v", got, srv.Rows("orders_rejects"))
 	}
@@ -140,6 +142,20 @@ func TestMergeOnDatabendAppliesChangesOnce(t *testing.T) {
 	}
 }
 
+// executingDatabend is the binary and a Databend test server that
+// executes the merge statements (Server.SQL), for a parallel test.
+func executingDatabend(t *testing.T) (string, *databendtest.Server) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	srv := databendtest.New("u", "p")
+	srv.Set(func() { srv.SQL = true })
+	t.Cleanup(srv.Close)
+	return buildBinary(t), srv
+}
+
 // debeziumEvent renders a change event with the schema wrapper.
 func debeziumEvent(op, before, after string) string {
 	if before == "" {
@@ -149,4 +165,101 @@ func debeziumEvent(op, before, after string) string {
 		after = "null"
 	}
 	return fmt.Sprintf(`{"schema":{"type":"struct"},"payload":{"before":%s,"after":%s,"source":{"connector":"postgresql"},"op":%q,"ts_ms":1}}`, before, after, op)
+}
+
+// The OpenTelemetry tables' dedup model on Databend, its statements
+// executed by the test server: spans kept once by their ids (tracelake
+// merge, then run's merge.every), log records once by a hash of their
+// columns, in which a body "1" and a body 1 are different records; a
+// repeated merge adds nothing and verify reports the copies.
+func TestOTLPDedupOnDatabend(t *testing.T) {
+	bin, srv := executingDatabend(t)
+	config := func(cluster *kfake.Cluster, signal string) string {
+		path := filepath.Join(t.TempDir(), "tracelake.yaml")
+		cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], group: %s, format: otlp_proto, signal: %s}\nsink: {type: databend, databend: {dsn: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+			cluster.ListenAddrs()[0], testTopic, signal, signal, srv.DSN(""))
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	merge := func(cfgPath string) {
+		t.Helper()
+		if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+			t.Fatalf("merge: %v\n%s", err, out)
+		}
+	}
+	ids := func(table string) (rows int, distinct map[string]bool) {
+		distinct = map[string]bool{}
+		for _, r := range srv.Rows(table) {
+			distinct[string(r["tenant_id"])+string(r["trace_id"])+string(r["span_id"])] = true
+		}
+		return len(srv.Rows(table)), distinct
+	}
+
+	cluster, prod := startKafka(t, 2)
+	spansCfg := config(cluster, "traces")
+	spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 200, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := marshalOTLP(t, "otlp_proto", tracegen.New(4242).OTLPTrace())
+	copies := tracegen.New(4242).OTLPTrace().SpanCount()
+	produceTwice := func(value []byte) {
+		t.Helper()
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Value: value}, &kgo.Record{Topic: testTopic, Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produceTwice(copied) // a Collector's retried produce
+	runUntilIdle(t, bin, spansCfg)
+	merge(spansCfg)
+	merge(spansCfg) // nothing past the watermark
+	kept, distinct := ids("otel_spans_dedup")
+	if raw := len(srv.Rows("otel_spans")); raw != spans+2*copies || kept != spans+copies || len(distinct) != kept {
+		t.Fatalf("otel_spans %d rows, otel_spans_dedup %d rows (%d distinct), want %d and %d once each", raw, kept, len(distinct), spans+2*copies, spans+copies)
+	}
+	// The same request once more, merged by run's merge.every (its merge
+	// at the idle exit).
+	produceTwice(copied)
+	text, err := os.ReadFile(spansCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spansCfg, append(text, "merge: {every: 1h}\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runUntilIdle(t, bin, spansCfg)
+	c := verifyJSON(t, bin, spansCfg, 0).Copies
+	if kept, _ := ids("otel_spans_dedup"); kept != spans+copies || c == nil || c.Rows != int64(spans+4*copies) || c.Identities != int64(kept) || c.Kept != int64(kept) || c.Pending != 0 {
+		t.Errorf("otel_spans_dedup %d rows; verify reports copies %+v, want %d rows, %d distinct, all merged once", kept, c, spans+4*copies, spans+copies)
+	}
+
+	// Logs: no ids, a hash of the columns. Three records alike but for
+	// their bodies' values and types, sent twice.
+	cluster, prod = startKafka(t, 1)
+	logsCfg := config(cluster, "logs")
+	ld := plog.NewLogs()
+	recs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	recs.AppendEmpty().Body().SetStr("1")
+	recs.AppendEmpty().Body().SetInt(1)
+	recs.AppendEmpty().Body().SetStr("12")
+	for i := range recs.Len() {
+		recs.At(i).SetTimestamp(pcommon.Timestamp(1_796_040_000_000_000_000))
+	}
+	value, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceTwice(value)
+	runUntilIdle(t, bin, logsCfg)
+	merge(logsCfg)
+	var bodies []string
+	for _, r := range srv.Rows("otel_logs_dedup") {
+		bodies = append(bodies, string(r["body"]))
+	}
+	slices.Sort(bodies)
+	if want := []string{`"1"`, `"12"`, `1`}; !slices.Equal(bodies, want) {
+		t.Errorf("otel_logs_dedup bodies %v, want %v (of otel_logs' %d rows)", bodies, want, len(srv.Rows("otel_logs")))
+	}
 }

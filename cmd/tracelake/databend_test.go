@@ -595,6 +595,7 @@ func TestReferenceStreamingLoadAgainstDatabend(t *testing.T) {
 func TestOTLPIntoDatabend(t *testing.T) {
 	t.Parallel() // mostly waiting on kills and restarts, as the other OTLP kill tests
 	bin, srv, cluster, prod := databendSetup(t, 4, 0, 0)
+	srv.Set(func() { srv.SQL = true }) // the dedup model's setup
 	cfgPath := filepath.Join(t.TempDir(), "tracelake.yaml")
 	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], format: otlp_proto, group: crash, session_timeout: 6s, rebalance_timeout: 6s}
 workers: 2

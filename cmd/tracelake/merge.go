@@ -70,7 +70,19 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		if cfg.DecodesOTLP() {
-			return usagef("tracelake merge: the OpenTelemetry tables' dedup model is built for the duckdb and iceberg sinks so far")
+			if *rebuild != "" || *model != "" || *task {
+				return usagef("--rebuild, --model and --task: an OpenTelemetry table has one built-in model, %s_dedup, merged by tracelake (drop it to rebuild it)", cfg.Sink.Table)
+			}
+			snk, err := openDatabend(cfg)
+			if err != nil {
+				return err
+			}
+			defer snk.Close()
+			if err := snk.Prepare(ctx); err != nil {
+				return fmt.Errorf("prepare tables: %w", err)
+			}
+			dd := databendDedup{merge.NewDatabendMerger(snk, false), otelDedupOf(cfg)}
+			return mergeLoop(ctx, dd, dd.models(), *every)
 		}
 		if *rebuild != "" {
 			return usagef("--rebuild: not built for the databend sink (drop the model's target, rejects and tombstones tables and DELETE its rows of tracelake_merge_watermarks, then merge)")
@@ -166,6 +178,19 @@ func (o icebergDedup) Merge(ctx context.Context, _ config.Model) (merge.Result, 
 	start := time.Now()
 	r, err := o.snk.Dedup(ctx, o.d.Identity())
 	return merge.Result{Model: o.d.Target(), Read: r.Read, Changed: r.Inserted, Took: time.Since(start)}, err
+}
+
+// databendDedup runs the same model on Databend (DatabendMerger.Dedup).
+type databendDedup struct {
+	mg *merge.DatabendMerger
+	d  merge.Dedup
+}
+
+func (o databendDedup) models() []config.Model { return oneModel(o.d) }
+
+// Merge implements modelMerger.
+func (o databendDedup) Merge(ctx context.Context, _ config.Model) (merge.Result, error) {
+	return o.mg.Dedup(ctx, o.d)
 }
 
 // mergeLoop merges every model once, or at each interval until ctx ends.

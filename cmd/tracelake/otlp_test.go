@@ -919,7 +919,10 @@ func TestOTLPLoadModeOnIcebergAndDatabend(t *testing.T) {
 			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
 		},
 		"databend": func(string) string {
-			return fmt.Sprintf("{type: databend, databend: {dsn: %q}}", databendtest.New("u", "p").DSN(""))
+			srv := databendtest.New("u", "p")
+			srv.Set(func() { srv.SQL = true }) // the dedup model's setup
+			t.Cleanup(srv.Close)
+			return fmt.Sprintf("{type: databend, databend: {dsn: %q}}", srv.DSN(""))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

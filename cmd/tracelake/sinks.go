@@ -48,6 +48,9 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 		if err != nil {
 			return nil, nil, err
 		}
+		if cfg.DecodesOTLP() {
+			return snk, databendDedup{merge.NewDatabendMerger(snk, false), otelDedupOf(cfg)}, nil
+		}
 		return snk, merge.NewDatabendMerger(snk, false), nil
 	}
 	snk, err := openDuckDB(cfg)
@@ -100,6 +103,25 @@ func dedupName(cfg *config.Config) string {
 	return otelDedupOf(cfg).Target()
 }
 
+// databendDedupTables are the dedup model's tables on Databend, the
+// target and its scratch increment; none for a raw table.
+func databendDedupTables(cfg *config.Config) []string {
+	if !cfg.DecodesOTLP() {
+		return nil
+	}
+	d := otelDedupOf(cfg)
+	return []string{d.Target(), d.DatabendIncrement()}
+}
+
+// databendDedupSetup is the dedup model's setup on Databend (its
+// watermark), run by the sink's Prepare; none for a raw table.
+func databendDedupSetup(cfg *config.Config) []string {
+	if !cfg.DecodesOTLP() {
+		return nil
+	}
+	return otelDedupOf(cfg).Databend().Setup
+}
+
 func openDatabend(cfg *config.Config) (*databend.Sink, error) {
 	d := cfg.Sink.Databend
 	return databend.Open(databend.Options{
@@ -109,6 +131,8 @@ func openDatabend(cfg *config.Config) (*databend.Sink, error) {
 		Typed:               typedTable(cfg),
 		Derived:             derivedTable(cfg),
 		DerivedTable:        derivedName(cfg),
+		DedupTables:         databendDedupTables(cfg),
+		Setup:               databendDedupSetup(cfg),
 		Stage:               d.Stage,
 		Prefix:              cfg.DatabendPrefix(),
 		Purge:               d.Purge,

@@ -53,6 +53,14 @@ func cmdVerify(ctx context.Context, args []string) error {
 		if rep, err = runVerify(ctx, cfg, snk, verify.Tables{Main: main, DLQ: dlq, Ledger: ledger, Topic: databend.TopicExpr}); err != nil {
 			return err
 		}
+		if cfg.DecodesOTLP() {
+			d := otelDedupOf(cfg)
+			c, err := merge.NewDatabendMerger(snk, false).DedupCounts(ctx, d)
+			if err != nil {
+				return err
+			}
+			rep.Copies = copiesOf(d, c)
+		}
 		if cfg.GenAIOperations() {
 			if err := rep.CheckDerived(ctx, snk, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), main); err != nil {
 				return err
@@ -109,7 +117,12 @@ func copies(ctx context.Context, mg *merge.Merger, d merge.Dedup) (*verify.Copie
 	if err != nil {
 		return nil, err
 	}
-	return &verify.Copies{Table: d.Name, Rows: c.Rows, Identities: c.Identities, Target: d.Target(), Kept: c.Kept, Pending: c.Pending}, nil
+	return copiesOf(d, c), nil
+}
+
+// copiesOf is verify's report of a dedup model's counts.
+func copiesOf(d merge.Dedup, c merge.DedupCounts) *verify.Copies {
+	return &verify.Copies{Table: d.Name, Rows: c.Rows, Identities: c.Identities, Target: d.Target(), Kept: c.Kept, Pending: c.Pending}
 }
 
 // verifyIceberg verifies the Iceberg tables: positions against Kafka, and
@@ -155,7 +168,7 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		if err != nil {
 			return nil, err
 		}
-		rep.Copies = &verify.Copies{Table: d.Name, Rows: c.Rows, Identities: c.Identities, Target: d.Target(), Kept: c.Kept, Pending: c.Pending}
+		rep.Copies = copiesOf(d, merge.DedupCounts(c))
 	}
 	if cfg.GenAIOperations() {
 		if err := checkIcebergDerived(ctx, cfg, ice, rep); err != nil {

@@ -301,8 +301,8 @@ func TestOTLPFormat(t *testing.T) {
 	if cfg.Sink.Table != "spans" {
 		t.Errorf("an explicit table was replaced by %q", cfg.Sink.Table)
 	}
-	// merge.every merges the built-in dedup model where it is built.
-	for _, snk := range []string{"{type: duckdb}", "{type: iceberg, iceberg: {catalog: c.db, warehouse: w}}"} {
+	// merge.every merges the built-in dedup model on every sink.
+	for _, snk := range []string{"{type: duckdb}", "{type: iceberg, iceberg: {catalog: c.db, warehouse: w}}", `{type: databend, databend: {dsn: "databend://u:p@h:8000/db"}}`} {
 		cfg, err := FromYAML([]byte("kafka: {topics: [t], format: otlp_proto}\nmerge: {every: 1m}\nsink: " + snk))
 		if err = errors.Join(err, cfg.Validate()); err != nil {
 			t.Errorf("merge.every with OpenTelemetry into %s: %v", snk, err)
@@ -316,8 +316,7 @@ func TestOTLPFormat(t *testing.T) {
 		"kafka: {topics: [t], format: protobuf}":                     `kafka.format: want json, otlp_proto or otlp_json, got "protobuf"`,
 		"kafka: {topics: [t], format: otlp_proto, signal: profiles}": `kafka.signal: want traces, logs or metrics, got "profiles"`,
 		"kafka: {topics: [t], format: otlp_proto}\nmode: transform":  "mode: transform mode maps JSON objects onto your table; with kafka.format otlp_proto",
-		"kafka: {topics: [t], format: otlp_json}\nmerge: {every: 1m}\nsink: {type: databend, databend: {dsn: \"databend://u:p@h:8000/db\"}}": "merge.every: the OpenTelemetry tables' dedup model is built for the duckdb and iceberg sinks so far",
-		"kafka: {topics: [t]}\ntenancy: {default: ..}": `tenancy.default: tenant id ".." is not allowed`,
+		"kafka: {topics: [t]}\ntenancy: {default: ..}":               `tenancy.default: tenant id ".." is not allowed`,
 	} {
 		cfg, err := FromYAML([]byte(yaml))
 		err = errors.Join(err, cfg.Validate())

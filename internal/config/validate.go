@@ -83,7 +83,6 @@ func (c *Config) validate(consuming bool) error {
 	}
 	if c.DecodesOTLP() {
 		check(c.Mode == ModeRaw, "mode", "transform mode maps JSON objects onto your table; with %s the rows are OpenTelemetry tables (accepted: raw)", c.otelSource())
-		check(c.Sink.Type != SinkDatabend || c.Merge.Every.D() == 0, "merge.every", "the OpenTelemetry tables' dedup model is built for the duckdb and iceberg sinks so far")
 		check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with %s there is none", c.otelSource())
 	}
 	check(slices.Contains([]string{"auto", "on", "off"}, c.GenAI.Operations), "genai.operations",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,30 +78,22 @@ type DatabendStatements struct {
 func Databend(m config.Model) DatabendStatements {
 	p := newPlan(m)
 	inc := sqltext.Name(m.Name + "_increment")
-	name := sqltext.String(m.Name)
 	st := DatabendStatements{
 		// The tables the DuckDB merge uses (the same SQL in both), the
 		// increment, and the claim row: partition -1 of no topic, never a
 		// raw row's.
 		Setup: append(p.tableSQL(),
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (tl_topic VARCHAR, kpartition INT, koffset BIGINT, tl_kind VARCHAR, tl_reason VARCHAR, %s)", inc, columnDefs(m.Columns)),
-			fmt.Sprintf(`MERGE INTO %s AS w USING (SELECT %s AS model) AS s ON w.model = s.model AND w."partition" = -1
-WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (s.model, '', -1, 0, NOW())`, WatermarkTable, name)),
+			claimRowSQL(m.Name)),
 		Merge: []string{
-			fmt.Sprintf(`UPDATE %s SET merged_at = NOW() WHERE model = %s AND "partition" = -1`, WatermarkTable, name),
+			claimSQL(m.Name),
 			p.databendIncrement(inc),
 			fmt.Sprintf(`INSERT INTO %s (topic, "partition", "offset", reason, rejected_at) SELECT tl_topic, kpartition, koffset, tl_reason, NOW() FROM %s WHERE tl_reason IS NOT NULL`, p.rejects, inc),
 			p.databendMerge(inc),
 		},
 	}
 	st.Merge = append(st.Merge, p.databendTombstones(inc)...)
-	st.Merge = append(st.Merge,
-		fmt.Sprintf(`MERGE INTO %s AS w USING (
-  SELECT tl_topic AS topic, kpartition AS "partition", MAX(koffset) + 1 AS next_offset FROM %s GROUP BY tl_topic, kpartition
-) AS s ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
-WHEN MATCHED THEN UPDATE SET next_offset = s.next_offset, merged_at = NOW()
-WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, NOW())`,
-			WatermarkTable, inc, name, name),
+	st.Merge = append(st.Merge, advanceWatermarkSQL(m.Name, inc, "tl_topic", "kpartition", "koffset"),
 		"DELETE FROM "+inc)
 	task := sqltext.Name(m.Name + "_merge")
 	body := "BEGIN;\n" + strings.Join(st.Merge, ";\n") + ";\nCOMMIT;"
@@ -237,6 +230,19 @@ WHEN NOT MATCHED AND s.tl_kind = '%s' THEN INSERT (%s) VALUES (%s)`, p.tombstone
 	}
 }
 
+// claimRowSQL adds model's claim row to the watermark table if absent:
+// partition -1 of no topic, never a raw row's.
+func claimRowSQL(model string) string {
+	return fmt.Sprintf(`MERGE INTO %s AS w USING (SELECT %s AS model) AS s ON w.model = s.model AND w."partition" = -1
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (s.model, '', -1, 0, NOW())`, WatermarkTable, sqltext.String(model))
+}
+
+// claimSQL claims model for one merge transaction by rewriting its claim
+// row: of two merges at once, Databend fails the second commit.
+func claimSQL(model string) string {
+	return fmt.Sprintf(`UPDATE %s SET merged_at = NOW() WHERE model = %s AND "partition" = -1`, WatermarkTable, sqltext.String(model))
+}
+
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
 // Execer runs statements in Databend (the Databend sink).
@@ -245,6 +251,8 @@ type Execer interface {
 	Exec(ctx context.Context, statements ...string) error
 	// ExecTx runs statements in one transaction: all commit or none.
 	ExecTx(ctx context.Context, statements ...string) error
+	// QueryText runs a query and returns its rows as text.
+	QueryText(ctx context.Context, q string) ([][]string, error)
 }
 
 // DatabendMerger runs models' Databend statements against the Databend
@@ -268,23 +276,58 @@ func NewDatabendMerger(db Execer, task bool) *DatabendMerger {
 // not report row counts through statements' replies here, so Result is
 // Uncounted.
 func (d *DatabendMerger) Merge(ctx context.Context, m config.Model) (Result, error) {
+	return d.run(ctx, m.Name, Databend(m))
+}
+
+// Dedup merges an OpenTelemetry table's rows past the dedup model's
+// watermark into its target once (Dedup.Databend). It never runs as a
+// task: the model is tracelake's own, merged by merge.every.
+func (d *DatabendMerger) Dedup(ctx context.Context, dd Dedup) (Result, error) {
+	st := dd.Databend()
+	if d.task {
+		return Result{}, fmt.Errorf("model %s: --task is for merge.models; the OpenTelemetry tables' dedup model is merged by tracelake (merge.every)", dd.Target())
+	}
+	return d.run(ctx, dd.Target(), st)
+}
+
+// DedupCounts counts what verify reports of an OpenTelemetry table's
+// copies, as Merger.Counts does on DuckDB.
+func (d *DatabendMerger) DedupCounts(ctx context.Context, dd Dedup) (DedupCounts, error) {
+	var c DedupCounts
+	rows, err := d.db.QueryText(ctx, dd.DatabendCountsSQL())
+	if err != nil {
+		return c, fmt.Errorf("count %s and %s: %w", dd.Name, dd.Target(), err)
+	}
+	if len(rows) != 1 || len(rows[0]) != 4 {
+		return c, fmt.Errorf("count %s and %s: %d rows answered, want one of 4 counts", dd.Name, dd.Target(), len(rows))
+	}
+	for i, dst := range []*int64{&c.Rows, &c.Identities, &c.Kept, &c.Pending} {
+		if *dst, err = strconv.ParseInt(rows[0][i], 10, 64); err != nil {
+			return c, fmt.Errorf("count %s and %s: %w", dd.Name, dd.Target(), err)
+		}
+	}
+	return c, nil
+}
+
+// run sets the model up on first use (with its task, in task mode) and
+// otherwise runs one merge transaction.
+func (d *DatabendMerger) run(ctx context.Context, name string, st DatabendStatements) (Result, error) {
 	start := time.Now()
-	st := Databend(m)
-	if !d.set[m.Name] {
+	if !d.set[name] {
 		setup := st.Setup
 		if d.task {
 			setup = append(slices.Clone(setup), st.Task...)
 		}
 		if err := d.db.Exec(ctx, setup...); err != nil {
-			return Result{}, fmt.Errorf("set up model %s in Databend: %w", m.Name, err)
+			return Result{}, fmt.Errorf("set up model %s in Databend: %w", name, err)
 		}
-		d.set[m.Name] = true
+		d.set[name] = true
 	}
 	if d.task {
-		return Result{Model: m.Name, Took: time.Since(start)}, nil
+		return Result{Model: name, Took: time.Since(start)}, nil
 	}
 	if err := d.db.ExecTx(ctx, st.Merge...); err != nil {
-		return Result{}, fmt.Errorf("merge model %s in Databend: %w", m.Name, err)
+		return Result{}, fmt.Errorf("merge model %s in Databend: %w", name, err)
 	}
-	return Result{Model: m.Name, Took: time.Since(start), Uncounted: true}, nil
+	return Result{Model: name, Took: time.Since(start), Uncounted: true}, nil
 }

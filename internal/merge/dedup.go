@@ -76,7 +76,7 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 	model := sqltext.String(d.model())
 	err := mg.inTx(ctx, func(tx *sql.Tx) error {
 		if err := exec(ctx, tx,
-			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHAR, topic VARCHAR, "partition" INTEGER, next_offset BIGINT, merged_at TIMESTAMP)`, WatermarkTable),
+			watermarkTableSQL,
 			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s AS SELECT *, ''::VARCHAR AS dedup_key FROM %s LIMIT 0`, dst, src),
 			fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_dedup AS
 				SELECT s.*, %s AS dedup_key FROM %s s LEFT JOIN %s w
@@ -99,12 +99,7 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 			return fmt.Errorf("insert into %s: %w", d.Target(), err)
 		}
 		res.Inserted = rowsAffected(r)
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`MERGE INTO %s AS w USING (
-				SELECT ktopic AS topic, kpartition AS "partition", max(koffset) + 1 AS next_offset FROM tl_dedup GROUP BY ALL) AS s
-			ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
-			WHEN MATCHED THEN UPDATE SET next_offset = s.next_offset, merged_at = now()
-			WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, now())`,
-			WatermarkTable, model, model)); err != nil {
+		if _, err := tx.ExecContext(ctx, advanceWatermarkSQL(d.model(), "tl_dedup", "ktopic", "kpartition", "koffset")); err != nil {
 			return fmt.Errorf("advance the watermark of %s: %w", d.Target(), err)
 		}
 		return nil
@@ -137,4 +132,73 @@ func (mg *Merger) Counts(ctx context.Context, d Dedup) (DedupCounts, error) {
 			ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition WHERE s.koffset >= coalesce(w.next_offset, 0))`,
 		sqltext.Name(d.Target()), src, WatermarkTable, model)).Scan(&c.Kept, &c.Pending)
 	return c, err
+}
+
+// databendKey is a row's identity in Databend's SQL. A span's is its ids,
+// as on DuckDB. A log record's or a point's is an md5 of every column but
+// the coordinates, each written as its length and text so that no two
+// rows meet by concatenation ("a","bc" and "ab","c"), a NULL marked apart
+// from any text, and a VARIANT prefixed by its JSON type: Databend's cast
+// of a VARIANT string to VARCHAR drops the quotes, so the string "1" and
+// the number 1 would meet (functions/src/scalars/variant.rs: to_string,
+// json_typeof). Every piece is non-null, so CONCAT's handling of NULL
+// (which differs between engines) never matters.
+func (d Dedup) databendKey(alias string) string {
+	if id := d.Identity(); id != nil {
+		return "CONCAT_WS('/', " + alias + strings.Join(id, ", "+alias) + ")"
+	}
+	parts := make([]string, len(d.Table.Columns))
+	for i, c := range d.Table.Columns {
+		col := alias + sqltext.Ident(c.Name)
+		text := "CAST(" + col + " AS VARCHAR)"
+		if c.Type == schema.JSON {
+			text = "CONCAT(COALESCE(JSON_TYPEOF(" + col + "), ''), ':', COALESCE(" + text + ", ''))"
+		}
+		parts[i] = fmt.Sprintf("CASE WHEN %s IS NULL THEN '-' ELSE CONCAT(CAST(LENGTH(%s) AS VARCHAR), ':', %s) END", col, text, text)
+	}
+	return "MD5(CONCAT(" + strings.Join(parts, ",\n    ") + "))"
+}
+
+// DatabendIncrement is the scratch table of the dedup model on Databend,
+// holding one merge's increment (empty outside a merge); the Databend
+// sink creates it beside the target, with the target's columns.
+func (d Dedup) DatabendIncrement() string { return d.Target() + "_increment" }
+
+// Databend returns the model's statements for Databend, the design of the
+// other models there (DatabendStatements): one transaction claims the
+// model, reads the rows past the watermark once into the increment,
+// inserts each identity the target lacks (the first copy), advances the
+// watermark and empties the increment. The tables are the sink's.
+func (d Dedup) Databend() DatabendStatements {
+	src, dst, inc := sqltext.Name(d.Name), sqltext.Name(d.Target()), sqltext.Name(d.DatabendIncrement())
+	var names []string
+	for _, c := range d.Table.AllColumns() {
+		names = append(names, sqltext.Ident(c.Name))
+	}
+	cols := strings.Join(names, ", ")
+	return DatabendStatements{
+		Setup: []string{watermarkTableSQL, claimRowSQL(d.model())},
+		Merge: []string{
+			claimSQL(d.model()),
+			fmt.Sprintf(`INSERT INTO %s (%s, dedup_key)
+SELECT %s, %s
+FROM %s AS s LEFT JOIN %s AS w ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition
+WHERE s.koffset >= COALESCE(w.next_offset, 0)`, inc, cols, "s."+strings.Join(names, ", s."), d.databendKey("s."), src, WatermarkTable, sqltext.String(d.model())),
+			fmt.Sprintf(`INSERT INTO %s (%s, dedup_key)
+SELECT %s, dedup_key FROM %s WHERE dedup_key NOT IN (SELECT dedup_key FROM %s)
+QUALIFY ROW_NUMBER() OVER (PARTITION BY dedup_key ORDER BY ktopic, kpartition, koffset, kindex) = 1`, dst, cols, cols, inc, dst),
+			advanceWatermarkSQL(d.model(), inc, "ktopic", "kpartition", "koffset"),
+			"DELETE FROM " + inc,
+		},
+	}
+}
+
+// DatabendCountsSQL is the query of DedupCounts on Databend: one row of
+// the source's rows and identities, the target's rows and the source's
+// rows past the watermark.
+func (d Dedup) DatabendCountsSQL() string {
+	src := sqltext.Name(d.Name)
+	return fmt.Sprintf(`SELECT (SELECT COUNT(*) FROM %s), (SELECT COUNT(DISTINCT %s) FROM %s AS s), (SELECT COUNT(*) FROM %s),
+  (SELECT COUNT(*) FROM %s AS s LEFT JOIN %s AS w ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition WHERE s.koffset >= COALESCE(w.next_offset, 0))`,
+		src, d.databendKey("s."), src, sqltext.Name(d.Target()), src, WatermarkTable, sqltext.String(d.model()))
 }

@@ -169,13 +169,22 @@ WHEN NOT MATCHED THEN INSERT (%s) VALUES (%s)`, p.tombstones, cols, kindDelete, 
 
 // watermarkSQL advances the model's watermark past every row of tl_inc.
 func (p *plan) watermarkSQL() string {
-	return fmt.Sprintf(`MERGE INTO %s AS w USING (
-  SELECT tl_topic AS topic, tl_partition AS "partition", max(tl_offset) + 1 AS next_offset FROM tl_inc GROUP BY ALL
-) AS s ON (w.model = %s AND w.topic = s.topic AND w."partition" = s."partition")
-WHEN MATCHED THEN UPDATE SET next_offset = s.next_offset, merged_at = now()
-WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, now())`,
-		WatermarkTable, sqltext.String(p.m.Name), sqltext.String(p.m.Name))
+	return advanceWatermarkSQL(p.m.Name, "tl_inc", "tl_topic", "tl_partition", "tl_offset")
 }
+
+// advanceWatermarkSQL moves model's watermark, per partition, past the
+// highest offset of the rows of from (the increment), in either dialect.
+func advanceWatermarkSQL(model, from, topic, partition, offset string) string {
+	return fmt.Sprintf(`MERGE INTO %s AS w USING (
+  SELECT %s AS topic, %s AS "partition", MAX(%s) + 1 AS next_offset FROM %s GROUP BY %s, %s
+) AS s ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
+WHEN MATCHED THEN UPDATE SET next_offset = s.next_offset, merged_at = NOW()
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, NOW())`,
+		WatermarkTable, topic, partition, offset, from, topic, partition, sqltext.String(model), sqltext.String(model))
+}
+
+// watermarkTableSQL creates the watermark table, shared by every model.
+var watermarkTableSQL = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHAR, topic VARCHAR, "partition" INTEGER, next_offset BIGINT, merged_at TIMESTAMP)`, WatermarkTable)
 
 // lowestSQL is the lowest watermark of the model over the source's
 // partitions (0 for a partition never merged): every raw row below it is
@@ -188,7 +197,7 @@ LEFT JOIN %s w ON w.model = %s AND w.topic = l.topic AND w."partition" = l."part
 // tableSQL creates the tables a model needs if they are absent.
 func (p *plan) tableSQL() []string {
 	q := []string{
-		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHAR, topic VARCHAR, "partition" INTEGER, next_offset BIGINT, merged_at TIMESTAMP)`, WatermarkTable),
+		watermarkTableSQL,
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, "partition" INTEGER, "offset" BIGINT, reason VARCHAR, rejected_at TIMESTAMP)`, p.rejects),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.target, columnDefs(p.m.Columns)),
 	}

@@ -45,8 +45,16 @@ type Options struct {
 	// dead-lettered as the row, like a typed row.
 	Derived      *schema.Table
 	DerivedTable string
-	Stage        string // ~ (user stage) or a stage name
-	Prefix       string // path in the stage, ending in /
+	// DedupTables, with a Typed table, are the dedup model's target and
+	// its scratch increment (merge.Dedup): created beside Table with its
+	// columns and a dedup_key. The merge fills them, never a load.
+	DedupTables []string
+	// Setup are idempotent statements Prepare runs after the tables: the
+	// dedup model's own (its watermark), so that the model is whole from
+	// the first run and verify can count it before its first merge.
+	Setup  []string
+	Stage  string // ~ (user stage) or a stage name
+	Prefix string // path in the stage, ending in /
 	// Purge removes loaded files from the stage once their load committed.
 	Purge bool
 	// DisableVariantCheck is COPY's DISABLE_VARIANT_CHECK.

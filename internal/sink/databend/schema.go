@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tracelake/tracelake/internal/schema"
@@ -113,6 +114,11 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		if s.opt.Derived != nil {
 			specs = append(specs, tableSpec{s.opt.DerivedTable, s.tables.derived, typedColumns(s.opt.Derived)})
 		}
+		if s.opt.Typed != nil {
+			for _, name := range s.opt.DedupTables {
+				specs = append(specs, tableSpec{name, sqltext.Name(name), append(slices.Clone(main), column{"dedup_key", "VARCHAR", "NULL"})})
+			}
+		}
 	}
 	var errs []error
 	for _, t := range specs {
@@ -125,6 +131,11 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		}
 		if diff := diffColumns(t.cols, res); len(diff) > 0 {
 			errs = append(errs, fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", t.name, strings.Join(diff, "\n  ")))
+		}
+	}
+	for _, q := range s.opt.Setup {
+		if _, err := ss.query(ctx, q); err != nil {
+			return fmt.Errorf("set up: %w", err)
 		}
 	}
 	return errors.Join(errs...)

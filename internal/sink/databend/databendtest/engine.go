@@ -41,7 +41,7 @@ func (s *Server) execute(stmt string, tx *txn) ([]string, [][]*string, error) {
 			return nil, nil, fmt.Errorf("fake: load %s into the engine: %w", name, err)
 		}
 	}
-	rows, err := db.Query(variantSQL(stmt))
+	rows, err := db.Query(s.variantSQL(stmt))
 	if err != nil {
 		return nil, nil, &codedError{CodeSemanticError, err.Error()}
 	}
@@ -76,7 +76,9 @@ func (s *Server) execute(stmt string, tx *txn) ([]string, [][]*string, error) {
 // the string itself for a JSON string, NULL for JSON null and the JSON
 // text otherwise (functions/src/scalars/variant.rs, "to_string"); DuckDB's
 // cast of JSON to VARCHAR keeps a string's quotes, its ->> '$' does not.
-// Everything else the merge SQL uses (v['key'] on a variant, NULL for a
+// Databend's JSON_TYPEOF is DuckDB's json_type (variant.rs registers
+// "json_typeof"); the names it answers differ ('string' and VARCHAR),
+// which only matters across engines. Everything else the merge SQL uses (v['key'] on a variant, NULL for a
 // missing key; TRY_CAST of a JSON number; MERGE INTO, QUALIFY, IF) DuckDB
 // reads as Databend does.
 var (
@@ -85,11 +87,35 @@ var (
 	reVariantText = regexp.MustCompile(`((?:[A-Za-z_][\w.]*|[A-Za-z_]+\([^()]*\))(?:\['[^']*'\])+)::VARCHAR`)
 	// TRY_CAST(v['a'] AS VARCHAR)
 	reVariantTryText = regexp.MustCompile(`TRY_CAST\(((?:[A-Za-z_][\w.]*)(?:\['[^']*'\])+) AS VARCHAR\)`)
+	reJSONTypeof     = regexp.MustCompile(`\bJSON_TYPEOF\(`)
 )
 
-func variantSQL(stmt string) string {
+func (s *Server) variantSQL(stmt string) string {
 	stmt = reVariantText.ReplaceAllString(stmt, `(($1)->>'$$')`)
-	return reVariantTryText.ReplaceAllString(stmt, `(($1)->>'$$')`)
+	// CAST(col AS VARCHAR) of a column that is VARIANT in every table
+	// that has it (the fake knows the types; DuckDB's cast would keep a
+	// string's quotes).
+	kinds := map[string]bool{} // column name: VARIANT everywhere
+	for _, t := range s.tables {
+		for i, c := range t.cols {
+			v := engineType(t.types[i]) == "JSON"
+			if seen, ok := kinds[c]; !ok || seen {
+				kinds[c] = v
+			}
+		}
+	}
+	var names []string
+	for c, v := range kinds {
+		if v {
+			names = append(names, regexp.QuoteMeta(quoteIdent(c)))
+		}
+	}
+	if len(names) > 0 {
+		re := regexp.MustCompile(`CAST\(((?:\w+\.)?(?:` + strings.Join(names, "|") + `)) AS VARCHAR\)`)
+		stmt = re.ReplaceAllString(stmt, `(($1)->>'$$')`)
+	}
+	stmt = reVariantTryText.ReplaceAllString(stmt, `(($1)->>'$$')`)
+	return reJSONTypeof.ReplaceAllString(stmt, "json_type(")
 }
 
 // engineType is DuckDB's type for a Databend column type.

@@ -160,6 +160,14 @@ func NewCluster(user, password string, n int) *Server {
 }
 
 // DSN is the DSN of the server for the sink.
+// Set runs f with the server's lock held: how a test changes the hooks,
+// or reads the state they share, while the server answers.
+func (s *Server) Set(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
+}
+
 func (s *Server) DSN(params string) string {
 	dsn := fmt.Sprintf("databend://%s:%s@%s/default?sslmode=disable", s.User, s.Password, strings.TrimPrefix(s.URL, "http://"))
 	if params != "" {
