@@ -226,7 +226,7 @@ var SpanColumns = []schema.Column{
 	{Name: "span_name", Type: schema.String},
 }
 
-// Columns are the operation's columns, in the order of Values.
+// Columns are the operation's columns, in the order of WriteValues.
 var Columns = []schema.Column{
 	{Name: "convention", Type: schema.String},
 	{Name: "operation", Type: schema.String},
@@ -269,25 +269,47 @@ var Table = schema.Table{
 	Time:    "start_time",
 }
 
-// Values are the operation's column values in the order of Columns: a
-// string ("" is null), *int64, *float64, []string (a JSON array), []byte
-// (JSON, nil is null) or Decimal ("" is null).
-func (op *Operation) Values() []any {
+// ValueWriter takes an operation's values in the order of Columns, each
+// by its type (Operation.WriteValues); none is boxed into an interface,
+// which on the decoder's path cost an allocation per value.
+type ValueWriter interface {
+	Text(s string)     // "" is null
+	Int(v *int64)      // nil is null
+	Float(v *float64)  // nil is null
+	Texts(v []string)  // a JSON array; nil is null
+	JSON(v []byte)     // JSON text; nil is null
+	Decimal(v Decimal) // "" is null
+}
+
+// WriteValues hands the operation's column values to w in the order of
+// Columns.
+func (op *Operation) WriteValues(w ValueWriter) {
 	var costs [5]Decimal
 	var priceID, how string
 	if op.Price != nil {
 		c := op.Cost
-		for i, v := range []int64{c.Input, c.CacheRead, c.CacheWrite, c.Output, c.Total()} {
+		for i, v := range [...]int64{c.Input, c.CacheRead, c.CacheWrite, c.Output, c.Total()} {
 			costs[i] = Decimal(prices.Decimal(v))
 		}
 		priceID, how = op.Price.ID(), op.Price.How
 	}
-	return []any{
-		op.Convention, op.Operation, op.Provider, op.RequestModel, op.ResponseModel,
-		op.InputTokens, op.OutputTokens, op.TotalTokens, op.CacheReadTokens, op.CacheCreationTokens, op.ReasoningTokens,
-		op.Temperature, op.MaxTokens, op.FinishReasons,
-		op.ToolName, op.ToolCallID, op.AgentName, op.ConversationID, op.UserID, op.ErrorType, op.Status,
-		op.InputMessages, op.OutputMessages,
-		costs[0], costs[1], costs[2], costs[3], costs[4], priceID, how,
+	for _, s := range [...]string{op.Convention, op.Operation, op.Provider, op.RequestModel, op.ResponseModel} {
+		w.Text(s)
 	}
+	for _, v := range [...]*int64{op.InputTokens, op.OutputTokens, op.TotalTokens, op.CacheReadTokens, op.CacheCreationTokens, op.ReasoningTokens} {
+		w.Int(v)
+	}
+	w.Float(op.Temperature)
+	w.Int(op.MaxTokens)
+	w.Texts(op.FinishReasons)
+	for _, s := range [...]string{op.ToolName, op.ToolCallID, op.AgentName, op.ConversationID, op.UserID, op.ErrorType, op.Status} {
+		w.Text(s)
+	}
+	w.JSON(op.InputMessages)
+	w.JSON(op.OutputMessages)
+	for _, c := range costs {
+		w.Decimal(c)
+	}
+	w.Text(priceID)
+	w.Text(how)
 }

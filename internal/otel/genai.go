@@ -3,7 +3,6 @@ package otel
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"unicode/utf8"
 
@@ -77,67 +76,73 @@ func AppendOperation(dst []byte, m *genai.Mapper, s *SpanRow) ([]byte, bool) {
 	w.float("duration_ms", float64(s.DurationNs)/1e6)
 	w.str("service_name", s.Service)
 	w.str("span_name", s.Name)
-	for i, v := range op.Values() {
-		w.value(genai.Columns[i].Name, v)
-	}
+	op.WriteValues(&opValues{w: &w})
 	w.coordinates(source{topic: s.Topic, partition: s.Partition, offset: s.Offset, tenant: s.Tenant}, s.Index)
 	w.end()
 	return w.b, true
 }
 
-// value writes one of genai.Operation.Values: "", nil and empty decimals
-// as null; JSON compacted to one line (an attribute's JSON may span many).
-func (w *row) value(name string, v any) {
-	w.key(name)
-	switch v := v.(type) {
-	case string:
-		if v == "" {
-			w.b = append(w.b, "null"...)
-			return
+// opValues writes an operation's values (genai.ValueWriter) as the
+// row's fields, named by genai.Columns: "", nil and empty decimals as
+// null, JSON compacted to one line (an attribute's JSON may span many).
+type opValues struct {
+	w *row
+	i int // the column of the next value
+}
+
+// next writes the next column's key; false, with null written, for a
+// null value.
+func (o *opValues) next(null bool) bool {
+	o.w.key(genai.Columns[o.i].Name)
+	o.i++
+	if null {
+		o.w.b = append(o.w.b, "null"...)
+	}
+	return !null
+}
+
+func (o *opValues) Text(s string) {
+	if o.next(s == "") {
+		o.w.b = appendText(o.w.b, s)
+	}
+}
+
+func (o *opValues) Decimal(d genai.Decimal) { o.Text(string(d)) }
+
+func (o *opValues) Int(v *int64) {
+	if o.next(v == nil) {
+		o.w.b = strconv.AppendInt(o.w.b, *v, 10)
+	}
+}
+
+func (o *opValues) Float(v *float64) {
+	if o.next(v == nil) {
+		o.w.b = appendDouble(o.w.b, *v)
+	}
+}
+
+func (o *opValues) Texts(v []string) {
+	if !o.next(v == nil) {
+		return
+	}
+	o.w.b = append(o.w.b, '[')
+	for i, s := range v {
+		if i > 0 {
+			o.w.b = append(o.w.b, ',')
 		}
-		w.b = appendText(w.b, v)
-	case genai.Decimal:
-		if v == "" {
-			w.b = append(w.b, "null"...)
-			return
-		}
-		w.b = appendText(w.b, string(v))
-	case *int64:
-		if v == nil {
-			w.b = append(w.b, "null"...)
-			return
-		}
-		w.b = strconv.AppendInt(w.b, *v, 10)
-	case *float64:
-		if v == nil {
-			w.b = append(w.b, "null"...)
-			return
-		}
-		w.b = appendDouble(w.b, *v)
-	case []string:
-		if v == nil {
-			w.b = append(w.b, "null"...)
-			return
-		}
-		w.b = append(w.b, '[')
-		for i, s := range v {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = appendText(w.b, s)
-		}
-		w.b = append(w.b, ']')
-	case []byte:
-		var buf bytes.Buffer
-		switch {
-		case v == nil:
-			w.b = append(w.b, "null"...)
-		case utf8.Valid(v) && json.Compact(&buf, v) == nil:
-			w.b = append(w.b, buf.Bytes()...)
-		default:
-			w.b = appendText(w.b, string(v)) // kept, as a JSON string
-		}
-	default:
-		panic(fmt.Sprintf("BUG: genai value of type %T", v))
+		o.w.b = appendText(o.w.b, s)
+	}
+	o.w.b = append(o.w.b, ']')
+}
+
+func (o *opValues) JSON(v []byte) {
+	if !o.next(v == nil) {
+		return
+	}
+	var buf bytes.Buffer
+	if utf8.Valid(v) && json.Compact(&buf, v) == nil {
+		o.w.b = append(o.w.b, buf.Bytes()...)
+	} else {
+		o.w.b = appendText(o.w.b, string(v)) // kept, as a JSON string
 	}
 }

@@ -80,11 +80,31 @@ func isZero(b []byte) bool {
 // the protobuf decoder does not check: invalid bytes become U+FFFD rather
 // than failing the load of every row beside them.
 func appendText(dst []byte, s string) []byte {
-	if !utf8.ValidString(s) {
+	// Most attribute keys and values are printable ASCII: one pass finds
+	// that, and they are copied as they are.
+	i := 0
+	for i < len(s) && plain[s[i]] {
+		i++
+	}
+	if i == len(s) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	if !utf8.ValidString(s[i:]) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	return envelope.AppendString(dst, s)
 }
+
+// plain marks the bytes a JSON string holds as they are: printable ASCII
+// but the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // appendMap appends an attribute map as a JSON object. A key repeated in
 // the message (OTLP forbids it; decoders keep both) is written once, the

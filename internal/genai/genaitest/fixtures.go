@@ -58,44 +58,46 @@ func (f *Fixture) Attributes(t testing.TB) pcommon.Map {
 
 // Row is an operation's columns as JSON values, the null ones left out.
 func Row(op *genai.Operation) map[string]any {
-	out := map[string]any{}
-	for i, v := range op.Values() {
-		name := genai.Columns[i].Name
-		switch v := v.(type) {
-		case string:
-			if v != "" {
-				out[name] = v
-			}
-		case genai.Decimal:
-			if v != "" {
-				out[name] = string(v)
-			}
-		case *int64:
-			if v != nil {
-				out[name] = float64(*v)
-			}
-		case *float64:
-			if v != nil {
-				out[name] = *v
-			}
-		case []string:
-			if v != nil {
-				list := make([]any, len(v))
-				for i, s := range v {
-					list[i] = s
-				}
-				out[name] = list
-			}
-		case []byte:
-			if v != nil {
-				var j any
-				if err := json.Unmarshal(v, &j); err != nil {
-					out[name] = "invalid JSON: " + string(v)
-				} else {
-					out[name] = j
-				}
-			}
-		}
+	r := rowValues{out: map[string]any{}}
+	op.WriteValues(&r)
+	return r.out
+}
+
+// rowValues collects an operation's values as Row returns them.
+type rowValues struct {
+	out map[string]any
+	i   int
+}
+
+// set sets the next column to v, unless null.
+func (r *rowValues) set(null bool, v func() any) {
+	if !null {
+		r.out[genai.Columns[r.i].Name] = v()
 	}
-	return out
+	r.i++
+}
+
+func (r *rowValues) Text(s string)           { r.set(s == "", func() any { return s }) }
+func (r *rowValues) Decimal(d genai.Decimal) { r.Text(string(d)) }
+func (r *rowValues) Int(v *int64)            { r.set(v == nil, func() any { return float64(*v) }) }
+func (r *rowValues) Float(v *float64)        { r.set(v == nil, func() any { return *v }) }
+
+func (r *rowValues) Texts(v []string) {
+	r.set(v == nil, func() any {
+		list := make([]any, len(v))
+		for i, s := range v {
+			list[i] = s
+		}
+		return list
+	})
+}
+
+func (r *rowValues) JSON(v []byte) {
+	r.set(v == nil, func() any {
+		var j any
+		if err := json.Unmarshal(v, &j); err != nil {
+			return "invalid JSON: " + string(v)
+		}
+		return j
+	})
 }
