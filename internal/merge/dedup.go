@@ -135,7 +135,9 @@ func (mg *Merger) Counts(ctx context.Context, d Dedup) (DedupCounts, error) {
 }
 
 // databendKey is a row's identity in Databend's SQL. A span's is its ids,
-// as on DuckDB. A log record's or a point's is an md5 of every column but
+// as on DuckDB; CONCAT_WS skips a NULL id, so the key is never NULL (which
+// NOT IN would turn into "insert nothing"): functions/src/scalars/
+// string_multi_args.rs, the nullable concat_ws. A log record's or a point's is an md5 of every column but
 // the coordinates, each written as its length and text so that no two
 // rows meet by concatenation ("a","bc" and "ab","c"), a NULL marked apart
 // from any text, and a VARIANT prefixed by its JSON type: Databend's cast
