@@ -262,4 +262,26 @@ func TestOTLPDedupOnDatabend(t *testing.T) {
 	if want := []string{`"1"`, `"12"`, `1`}; !slices.Equal(bodies, want) {
 		t.Errorf("otel_logs_dedup bodies %v, want %v (of otel_logs' %d rows)", bodies, want, len(srv.Rows("otel_logs")))
 	}
+	// --print-sql prints the transaction that ran, statement by statement
+	// in order; other dialects are refused.
+	printed, err := exec.Command(bin, "merge", "--config", logsCfg, "--print-sql", "--dialect", "databend").Output()
+	if err != nil {
+		t.Fatalf("print-sql: %v", err)
+	}
+	ran := srv.Statements()
+	begin := len(ran) - 1
+	for begin >= 0 && ran[begin] != "BEGIN" {
+		begin--
+	}
+	tx := ran[begin+1:]
+	if begin < 0 || !slices.Contains(tx, "COMMIT") {
+		t.Fatalf("no merge transaction ran: %q", ran)
+	}
+	tx = tx[:slices.Index(tx, "COMMIT")]
+	if len(tx) != 5 || !strings.Contains(string(printed), "BEGIN;\n"+strings.Join(tx, ";\n")+";\nCOMMIT;\n") {
+		t.Errorf("--print-sql does not print the merge that ran (%d statements):\n%s\nran:\n%s", len(tx), printed, strings.Join(tx, ";\n"))
+	}
+	if out, err := exec.Command(bin, "merge", "--config", logsCfg, "--print-sql", "--dialect", "duckdb").CombinedOutput(); err == nil {
+		t.Errorf("--print-sql --dialect duckdb printed a dedup model that is not SQL there:\n%s", out)
+	}
 }

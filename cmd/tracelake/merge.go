@@ -36,6 +36,9 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	if *printSQL {
 		// Printing needs no database: do not open (and lock) the file.
+		if cfg.DecodesOTLP() {
+			return printDedupSQL(os.Stdout, otelDedupOf(cfg), *dialect)
+		}
 		models, err := selectModels(cfg, *model)
 		if err != nil {
 			return err
@@ -292,6 +295,18 @@ func mergePass(ctx context.Context, mg modelMerger, models []config.Model, every
 }
 
 // printModelSQL prints each model's SQL in dialect.
+// printDedupSQL prints the dedup model of an OpenTelemetry table in
+// Databend's SQL, the one dialect where it is SQL text (on DuckDB and
+// Iceberg tracelake runs it itself).
+func printDedupSQL(w io.Writer, d merge.Dedup, dialect string) error {
+	if dialect != merge.DialectDatabend {
+		return usagef("--print-sql with an OpenTelemetry table prints its dedup model for --dialect databend only (on duckdb and iceberg tracelake merge runs it)")
+	}
+	_, err := fmt.Fprint(w, d.Databend().Script(fmt.Sprintf("model %s: %s, each span, log record or point once (tracelake merge runs this; the sink creates %s and %s)",
+		d.Target(), d.Name, d.Target(), d.DatabendIncrement())))
+	return err
+}
+
 func printModelSQL(w io.Writer, models []config.Model, dialect string) error {
 	for i, m := range models {
 		text, err := merge.SQL(m, dialect)

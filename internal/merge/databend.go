@@ -110,9 +110,15 @@ func Databend(m config.Model) DatabendStatements {
 // databend renders the model's Databend statements as a script.
 func (p *plan) databend() string {
 	m := p.m
-	st := Databend(m)
+	return Databend(m).Script(fmt.Sprintf("model %s: %s -> %s (tracelake merge runs this; no streams, no licence needed)", m.Name, m.Source, m.Target))
+}
+
+// Script renders the statements for people (tracelake merge --print-sql),
+// under the comment title: the setup, one merge transaction, and the task
+// if there is one.
+func (st DatabendStatements) Script(title string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- model %s: %s -> %s (tracelake merge runs this; no streams, no licence needed)\n", m.Name, m.Source, m.Target)
+	fmt.Fprintf(&b, "-- %s\n", title)
 	for _, q := range st.Setup {
 		b.WriteString(q + ";\n")
 	}
@@ -120,9 +126,12 @@ func (p *plan) databend() string {
 	for _, q := range st.Merge {
 		b.WriteString(q + ";\n")
 	}
-	b.WriteString("COMMIT;\n\n-- with tracelake merge --task (Databend Cloud): the same merge, scheduled inside Databend\n")
-	for _, q := range st.Task {
-		b.WriteString(q + ";\n")
+	b.WriteString("COMMIT;\n")
+	if len(st.Task) > 0 {
+		b.WriteString("\n-- with tracelake merge --task (Databend Cloud): the same merge, scheduled inside Databend\n")
+		for _, q := range st.Task {
+			b.WriteString(q + ";\n")
+		}
 	}
 	return b.String()
 }
