@@ -222,13 +222,7 @@ func TestOTLPDedupOnDatabend(t *testing.T) {
 	// The same request once more, merged by run's merge.every (its merge
 	// at the idle exit).
 	produceTwice(copied)
-	text, err := os.ReadFile(spansCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(spansCfg, append(text, "merge: {every: 1h}\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appendConfig(t, spansCfg, "merge: {every: 1h}")
 	runUntilIdle(t, bin, spansCfg)
 	c := verifyJSON(t, bin, spansCfg, 0).Copies
 	if kept, _ := ids("otel_spans_dedup"); kept != spans+copies || c == nil || c.Rows != int64(spans+4*copies) || c.Identities != int64(kept) || c.Kept != int64(kept) || c.Pending != 0 {
@@ -283,5 +277,12 @@ func TestOTLPDedupOnDatabend(t *testing.T) {
 	}
 	if out, err := exec.Command(bin, "merge", "--config", logsCfg, "--print-sql", "--dialect", "duckdb").CombinedOutput(); err == nil {
 		t.Errorf("--print-sql --dialect duckdb printed a dedup model that is not SQL there:\n%s", out)
+	}
+	// The model is tracelake's own: no task, no other model to name.
+	for _, flag := range []string{"--task", "--model=x", "--rebuild=x"} {
+		cmd := exec.Command(bin, "merge", "--config", logsCfg, flag)
+		if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), "one built-in model, otel_logs_dedup") {
+			t.Errorf("merge %s with an OpenTelemetry table: exit %d, want %d:\n%s", flag, cmd.ProcessState.ExitCode(), exitUsage, out)
+		}
 	}
 }

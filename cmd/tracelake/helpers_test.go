@@ -63,6 +63,18 @@ func writeConfig(t testing.TB, cluster *kfake.Cluster, kafkaExtra, rest string) 
 	return path
 }
 
+// appendConfig adds lines to the config file at path.
+func appendConfig(t testing.TB, path, lines string) {
+	t.Helper()
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(text, lines+"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // child is a running `tracelake run` with its log.
 type child struct {
 	cmd *exec.Cmd

@@ -11,6 +11,9 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/obs"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
@@ -53,40 +56,16 @@ func cmdMerge(ctx context.Context, args []string) error {
 		fmt.Printf("rebuilt %s from %s: %d operations\n", cfg.GenAI.Table, cfg.Sink.Table, n)
 		return nil
 	}
+	if cfg.DecodesOTLP() {
+		if *rebuild != "" || *model != "" || *task {
+			return usagef("--rebuild, --model and --task: an OpenTelemetry table has one built-in model, %s_dedup, merged by tracelake (drop it to rebuild it)%s", cfg.Sink.Table, genaiHint(cfg))
+		}
+		return mergeDedup(ctx, cfg, *every)
+	}
 	if cfg.Sink.Type == config.SinkIceberg {
-		if !cfg.DecodesOTLP() {
-			return fmt.Errorf("tracelake merge: models are not built for the iceberg sink yet")
-		}
-		if *rebuild != "" || *model != "" {
-			return usagef("--rebuild and --model: an OpenTelemetry table has one built-in model, %s_dedup (drop it to rebuild it)%s", cfg.Sink.Table, genaiHint(cfg))
-		}
-		snk, err := openIceberg(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer snk.Close()
-		if err := snk.Prepare(ctx); err != nil {
-			return fmt.Errorf("prepare tables: %w", err)
-		}
-		dd := icebergDedup{snk, otelDedupOf(cfg)}
-		return mergeLoop(ctx, dd, dd.models(), *every)
+		return fmt.Errorf("tracelake merge: models are not built for the iceberg sink yet")
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
-		if cfg.DecodesOTLP() {
-			if *rebuild != "" || *model != "" || *task {
-				return usagef("--rebuild, --model and --task: an OpenTelemetry table has one built-in model, %s_dedup, merged by tracelake (drop it to rebuild it)", cfg.Sink.Table)
-			}
-			snk, err := openDatabend(cfg)
-			if err != nil {
-				return err
-			}
-			defer snk.Close()
-			if err := snk.Prepare(ctx); err != nil {
-				return fmt.Errorf("prepare tables: %w", err)
-			}
-			dd := databendDedup{merge.NewDatabendMerger(snk, false), otelDedupOf(cfg)}
-			return mergeLoop(ctx, dd, dd.models(), *every)
-		}
 		if *rebuild != "" {
 			return usagef("--rebuild: not built for the databend sink (drop the model's target, rejects and tombstones tables and DELETE its rows of tracelake_merge_watermarks, then merge)")
 		}
@@ -110,13 +89,6 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	mg := merge.NewMerger(snk.DB(), slog.Default())
-	if cfg.DecodesOTLP() {
-		if *rebuild != "" || *model != "" {
-			return usagef("--rebuild and --model: an OpenTelemetry table has one built-in model, %s_dedup (drop it to rebuild it)%s", cfg.Sink.Table, genaiHint(cfg))
-		}
-		dd := otelDedup{mg, otelDedupOf(cfg)}
-		return mergeLoop(ctx, dd, dd.models(), *every)
-	}
 	if *rebuild != "" {
 		m, err := cfg.Model(*rebuild)
 		if err != nil {
@@ -149,6 +121,44 @@ func otelDedupOf(cfg *config.Config) merge.Dedup {
 	return merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}
 }
 
+// mergeDedup merges an OpenTelemetry table's built-in dedup model on its
+// sink, once or at each interval, its tables prepared first.
+func mergeDedup(ctx context.Context, cfg *config.Config, every time.Duration) error {
+	var snk sink.Sink
+	var err error
+	switch cfg.Sink.Type {
+	case config.SinkIceberg:
+		snk, err = openIceberg(ctx, cfg)
+	case config.SinkDatabend:
+		snk, err = openDatabend(cfg)
+	default:
+		snk, err = openDuckDB(cfg)
+	}
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	if err := snk.Prepare(ctx); err != nil {
+		return fmt.Errorf("prepare tables: %w", err)
+	}
+	dd := dedupMerger(cfg, snk)
+	return mergeLoop(ctx, dd, oneModel(otelDedupOf(cfg)), every)
+}
+
+// dedupMerger is the merger of cfg's dedup model on its opened sink.
+func dedupMerger(cfg *config.Config, snk sink.Sink) modelMerger {
+	d := otelDedupOf(cfg)
+	switch s := snk.(type) {
+	case *iceberg.Sink:
+		return icebergDedup{s, d}
+	case *databend.Sink:
+		return databendDedup{merge.NewDatabendMerger(s, false), d}
+	case *duckdb.Sink:
+		return otelDedup{merge.NewMerger(s.DB(), slog.Default()), d}
+	}
+	panic(fmt.Sprintf("BUG: no dedup model for a %T", snk))
+}
+
 // otelDedup runs an OpenTelemetry table's built-in model (one row per
 // span, log record or point in <table>_dedup) on DuckDB.
 type otelDedup struct {
@@ -159,8 +169,6 @@ type otelDedup struct {
 // oneModel is the one model of an OpenTelemetry table, by name: what
 // mergeLoop and merge.every merge.
 func oneModel(d merge.Dedup) []config.Model { return []config.Model{{Name: d.Target()}} }
-
-func (o otelDedup) models() []config.Model { return oneModel(o.d) }
 
 // Merge implements modelMerger.
 func (o otelDedup) Merge(ctx context.Context, _ config.Model) (merge.Result, error) {
@@ -174,8 +182,6 @@ type icebergDedup struct {
 	d   merge.Dedup
 }
 
-func (o icebergDedup) models() []config.Model { return oneModel(o.d) }
-
 // Merge implements modelMerger.
 func (o icebergDedup) Merge(ctx context.Context, _ config.Model) (merge.Result, error) {
 	start := time.Now()
@@ -188,8 +194,6 @@ type databendDedup struct {
 	mg *merge.DatabendMerger
 	d  merge.Dedup
 }
-
-func (o databendDedup) models() []config.Model { return oneModel(o.d) }
 
 // Merge implements modelMerger.
 func (o databendDedup) Merge(ctx context.Context, _ config.Model) (merge.Result, error) {
@@ -294,7 +298,6 @@ func mergePass(ctx context.Context, mg modelMerger, models []config.Model, every
 	return ok
 }
 
-// printModelSQL prints each model's SQL in dialect.
 // printDedupSQL prints the dedup model of an OpenTelemetry table in
 // Databend's SQL, the one dialect where it is SQL text (on DuckDB and
 // Iceberg tracelake runs it itself).
@@ -307,6 +310,7 @@ func printDedupSQL(w io.Writer, d merge.Dedup, dialect string) error {
 	return err
 }
 
+// printModelSQL prints each model's SQL in dialect.
 func printModelSQL(w io.Writer, models []config.Model, dialect string) error {
 	for i, m := range models {
 		text, err := merge.SQL(m, dialect)

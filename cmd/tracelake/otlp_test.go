@@ -659,13 +659,7 @@ func TestOTLPIntoIceberg(t *testing.T) {
 	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Value: copied}, &kgo.Record{Topic: testTopic, Value: copied}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	text, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfgPath, append(text, "merge: {every: 1h}\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appendConfig(t, cfgPath, "merge: {every: 1h}")
 	runUntilIdle(t, bin, cfgPath)
 	c := verifyJSON(t, bin, cfgPath, 0).Copies
 	if c == nil || c.Rows != int64(spans+2*n) || c.Identities != int64(spans+n) || c.Kept != c.Identities || c.Pending != 0 {

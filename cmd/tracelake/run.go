@@ -101,8 +101,8 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	finalMerge := func() error { return nil }
 	if every := cfg.Merge.Every.D(); every > 0 && (len(cfg.Merge.Models) > 0 || cfg.DecodesOTLP()) {
 		var models []config.Model
-		if dd, ok := merger.(interface{ models() []config.Model }); ok {
-			models = dd.models() // an OpenTelemetry table's dedup model
+		if cfg.DecodesOTLP() {
+			models = oneModel(otelDedupOf(cfg)) // the table's dedup model (dedupMerger)
 		} else if models, err = selectModels(cfg, ""); err != nil {
 			return err
 		}

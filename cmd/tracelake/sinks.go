@@ -41,7 +41,7 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 		if err != nil || !cfg.DecodesOTLP() {
 			return snk, nil, err // other models are not built for Iceberg (validation says so)
 		}
-		return snk, icebergDedup{snk, otelDedupOf(cfg)}, nil
+		return snk, dedupMerger(cfg, snk), nil
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		snk, err := openDatabend(cfg)
@@ -49,7 +49,7 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 			return nil, nil, err
 		}
 		if cfg.DecodesOTLP() {
-			return snk, databendDedup{merge.NewDatabendMerger(snk, false), otelDedupOf(cfg)}, nil
+			return snk, dedupMerger(cfg, snk), nil
 		}
 		return snk, merge.NewDatabendMerger(snk, false), nil
 	}
@@ -58,7 +58,7 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 		return nil, nil, err
 	}
 	if cfg.DecodesOTLP() {
-		return snk, otelDedup{merge.NewMerger(snk.DB(), slog.Default()), otelDedupOf(cfg)}, nil
+		return snk, dedupMerger(cfg, snk), nil
 	}
 	return snk, merge.NewMerger(snk.DB(), slog.Default()), nil
 }

@@ -66,3 +66,22 @@ func TestREADMEMappingTables(t *testing.T) {
 		t.Errorf("README.md lacks the mapping tables as the code has them; paste:\n\n%s", want)
 	}
 }
+
+// countingValues counts the values WriteValues hands over.
+type countingValues struct{ n int }
+
+func (c *countingValues) Text(string)           { c.n++ }
+func (c *countingValues) Int(*int64)            { c.n++ }
+func (c *countingValues) Float(*float64)        { c.n++ }
+func (c *countingValues) Texts([]string)        { c.n++ }
+func (c *countingValues) JSON([]byte)           { c.n++ }
+func (c *countingValues) Decimal(genai.Decimal) { c.n++ }
+
+// WriteValues writes one value per column of Columns, which names them.
+func TestWriteValuesCoversColumns(t *testing.T) {
+	var c countingValues
+	(&genai.Operation{}).WriteValues(&c)
+	if c.n != len(genai.Columns) {
+		t.Fatalf("WriteValues wrote %d values for %d columns", c.n, len(genai.Columns))
+	}
+}

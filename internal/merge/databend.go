@@ -292,11 +292,10 @@ func (d *DatabendMerger) Merge(ctx context.Context, m config.Model) (Result, err
 // watermark into its target once (Dedup.Databend). It never runs as a
 // task: the model is tracelake's own, merged by merge.every.
 func (d *DatabendMerger) Dedup(ctx context.Context, dd Dedup) (Result, error) {
-	st := dd.Databend()
 	if d.task {
 		return Result{}, fmt.Errorf("model %s: --task is for merge.models; the OpenTelemetry tables' dedup model is merged by tracelake (merge.every)", dd.Target())
 	}
-	return d.run(ctx, dd.Target(), st)
+	return d.run(ctx, dd.Target(), dd.Databend())
 }
 
 // DedupCounts counts what verify reports of an OpenTelemetry table's

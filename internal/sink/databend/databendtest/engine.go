@@ -11,10 +11,6 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2" // the engine of Server.SQL
 )
 
-// CodeSemanticError is databend-query's code for a statement it cannot
-// bind (common/exception/src/exception_code.rs: SemanticError(1065)).
-const CodeSemanticError = 1065
-
 // reWrite names the table a data-changing statement writes.
 var reWrite = regexp.MustCompile(`^(?:INSERT INTO|MERGE INTO|UPDATE|DELETE FROM)\s+("[^"]+"|\S+)`)
 
@@ -55,7 +51,7 @@ func (s *Server) execute(stmt string, tx *txn) ([]string, [][]*string, error) {
 	}
 	name := unquote(m[1])
 	if s.tables[name] == nil {
-		return nil, nil, &codedError{1025, fmt.Sprintf("Unknown table '%s'", name)}
+		return nil, nil, unknownTable(name)
 	}
 	written, err := readTable(db, name)
 	if err != nil {

@@ -102,6 +102,8 @@ type response struct {
 // Databend's error codes (common/exception/src/exception_code.rs).
 const (
 	CodeBadArguments           = 1006
+	CodeUnknownTable           = 1025
+	CodeSemanticError          = 1065 // a statement it cannot bind
 	CodeTableVersionMismatched = 2009
 	CodeOCCRetryFailure        = 2011
 	CodeDuplicatedUpsertFiles  = 2014
@@ -403,6 +405,11 @@ func asQueryError(err error) *queryError {
 type codedError struct {
 	code int
 	msg  string
+}
+
+// unknownTable is Databend's error for a table that does not exist.
+func unknownTable(name string) error {
+	return &codedError{CodeUnknownTable, fmt.Sprintf("Unknown table '%s'", name)}
 }
 
 func (e *codedError) Error() string { return fmt.Sprintf("%d: %s", e.code, e.msg) }

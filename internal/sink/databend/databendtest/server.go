@@ -159,7 +159,6 @@ func NewCluster(user, password string, n int) *Server {
 	return s
 }
 
-// DSN is the DSN of the server for the sink.
 // Set runs f with the server's lock held: how a test changes the hooks,
 // or reads the state they share, while the server answers.
 func (s *Server) Set(f func()) {
@@ -168,6 +167,7 @@ func (s *Server) Set(f func()) {
 	f()
 }
 
+// DSN is the DSN of the server for the sink.
 func (s *Server) DSN(params string) string {
 	dsn := fmt.Sprintf("databend://%s:%s@%s/default?sslmode=disable", s.User, s.Password, strings.TrimPrefix(s.URL, "http://"))
 	if params != "" {

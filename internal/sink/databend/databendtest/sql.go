@@ -226,7 +226,7 @@ func (s *Server) table(quoted string) (*table, error) {
 	name := unquote(quoted)
 	t := s.tables[name]
 	if t == nil {
-		return nil, &codedError{1025, fmt.Sprintf("Unknown table '%s'", name)}
+		return nil, unknownTable(name)
 	}
 	return t, nil
 }
@@ -281,7 +281,7 @@ func (s *Server) positions(ledger, topicList string, tx *txn) ([]string, [][]*st
 func (s *Server) copyInto(tx *txn, name, location string, files []string, force bool) ([]string, [][]*string, error) {
 	t := s.tables[name]
 	if t == nil {
-		return nil, nil, &codedError{1025, fmt.Sprintf("Unknown table '%s'", name)}
+		return nil, nil, unknownTable(name)
 	}
 	if tx == nil {
 		own := &txn{rows: map[string][]Row{}, history: map[string]bool{}, forced: map[string]bool{}}
@@ -609,7 +609,7 @@ func (s *Server) selectColumns(tx *txn, name string, cols []string, since string
 	}
 	for _, c := range cols {
 		if _, ok := types[c]; !ok {
-			return nil, nil, &codedError{1065, fmt.Sprintf("column %s doesn't exist", c)}
+			return nil, nil, &codedError{CodeSemanticError, fmt.Sprintf("column %s doesn't exist", c)}
 		}
 	}
 	var from time.Time
