@@ -64,6 +64,9 @@ type Operation struct {
 type Stats struct {
 	Operations atomic.Int64
 	Unpriced   atomic.Int64 // operations with tokens and no price for their model
+	// CostOutOfRange counts operations whose tokens cost more than the
+	// cost columns hold (prices.MaxCost): a bogus count; no cost is stored.
+	CostOutOfRange atomic.Int64
 	// Invalid counts values of the wrong type (a token count "abc"), by
 	// column: the column is null, the operation kept.
 	Invalid [numColumns]atomic.Int64
@@ -190,11 +193,15 @@ func (m *Mapper) price(op *Operation, at time.Time) {
 				continue
 			}
 			if f, ok := m.prices.Find(op.Provider, model, at); ok {
-				op.Price = &f
-				op.Cost = f.Prices.Cost(prices.Usage{
+				cost, ok := f.Prices.Cost(prices.Usage{
 					Input: deref(op.InputTokens), CacheRead: deref(op.CacheReadTokens),
 					CacheWrite: deref(op.CacheCreationTokens), Output: deref(op.OutputTokens),
 				})
+				if !ok {
+					m.stats.CostOutOfRange.Add(1)
+					return
+				}
+				op.Price, op.Cost = &f, cost
 				return
 			}
 		}

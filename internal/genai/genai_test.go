@@ -37,6 +37,9 @@ func TestFixtures(t *testing.T) {
 			if got := m.Stats().Unpriced.Load(); got != map[bool]int64{false: 0, true: 1}[f.Unpriced] {
 				t.Errorf("unpriced %d, want %v", got, f.Unpriced)
 			}
+			if got := m.Stats().CostOutOfRange.Load(); got != map[bool]int64{false: 0, true: 1}[f.CostOutOfRange] {
+				t.Errorf("costs out of range %d, want %v", got, f.CostOutOfRange)
+			}
 			for i, name := range genai.ColumnNames {
 				if got, want := m.Stats().Invalid[i].Load(), f.Invalid[name]; got != want {
 					t.Errorf("invalid %s: %d, want %d", name, got, want)

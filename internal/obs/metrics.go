@@ -140,6 +140,9 @@ func (m *Metrics) WatchGenAI(s *genai.Stats) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tracelake_genai_unpriced_total",
 			Help: "GenAI operations with tokens whose model has no price: their cost columns are null."},
 			func() float64 { return float64(s.Unpriced.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tracelake_genai_cost_out_of_range_total",
+			Help: "GenAI operations whose token counts cost more than the cost columns hold (a bogus count): their cost columns are null."},
+			func() float64 { return float64(s.CostOutOfRange.Load()) }),
 	}
 	for i, name := range genai.ColumnNames {
 		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tracelake_genai_invalid_values_total",

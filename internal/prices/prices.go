@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"regexp"
 	"slices"
@@ -621,28 +622,47 @@ type Cost struct {
 // Total is the sum of the parts.
 func (c Cost) Total() int64 { return c.Input + c.CacheRead + c.CacheWrite + c.Output + c.Requests }
 
+// MaxCost is the largest cost genai_operations' DECIMAL(18,12) columns
+// hold: just under a million dollars, in pico-dollars.
+const MaxCost = 1e18 - 1
+
 // Cost prices u. As in genai-prices, cache reads and writes are split out
 // of the input only where the model has a price for them (else they cost
 // the input price), every tiered price takes the tier of the total input
-// tokens, and a model with a per-request price charges one request.
-func (p Prices) Cost(u Usage) Cost {
-	var c Cost
+// tokens, and a model with a per-request price charges one request. ok is
+// false when a part or the total would pass MaxCost (token counts no
+// operation has: a bogus attribute): such a cost cannot be stored, and
+// one wrong product must not wrap around to a plausible number.
+func (p Prices) Cost(u Usage) (c Cost, ok bool) {
+	ok = true
+	times := func(tokens, price int64) int64 {
+		hi, lo := bits.Mul64(uint64(max(tokens, 0)), uint64(max(price, 0)))
+		if hi != 0 || lo > MaxCost {
+			ok = false
+			return 0
+		}
+		return int64(lo)
+	}
 	uncached := u.Input
 	if p.CacheRead.Set {
-		c.CacheRead = u.CacheRead * p.CacheRead.at(u.Input)
+		c.CacheRead = times(u.CacheRead, p.CacheRead.at(u.Input))
 		uncached -= u.CacheRead
 	}
 	if p.CacheWrite.Set {
-		c.CacheWrite = u.CacheWrite * p.CacheWrite.at(u.Input)
+		c.CacheWrite = times(u.CacheWrite, p.CacheWrite.at(u.Input))
 		uncached -= u.CacheWrite
 	}
-	c.Input = max(uncached, 0) * p.Input.at(u.Input)
-	c.Output = u.Output * p.Output.at(u.Input)
+	c.Input = times(uncached, p.Input.at(u.Input))
+	c.Output = times(u.Output, p.Output.at(u.Input))
 	if p.Requests.Set {
 		// Micro-dollars per thousand requests: ×10⁶ to pico, ÷10³ for one.
-		c.Requests = p.Requests.at(u.Input) * 1000
+		c.Requests = times(1000, p.Requests.at(u.Input))
 	}
-	return c
+	// Each part is at most MaxCost, so the sum of five cannot overflow.
+	if !ok || c.Total() > MaxCost {
+		return Cost{}, false
+	}
+	return c, true
 }
 
 // Decimal formats pico-dollars as dollars with 12 decimals.

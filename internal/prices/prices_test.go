@@ -119,10 +119,42 @@ func TestCost(t *testing.T) {
 			[5]string{"0.000010000000", "0.000000000000", "0.000000000000", "0.000010000000", "0.012020000000"}},
 	}
 	for _, c := range cases {
-		got := c.prices.Cost(c.usage)
+		got, ok := c.prices.Cost(c.usage)
+		if !ok {
+			t.Errorf("%s: cost out of range", c.name)
+		}
 		have := [5]string{Decimal(got.Input), Decimal(got.CacheRead), Decimal(got.CacheWrite), Decimal(got.Output), Decimal(got.Total())}
 		if have != c.want {
 			t.Errorf("%s: cost %v, want %v", c.name, have, c.want)
+		}
+	}
+}
+
+// A cost genai_operations cannot hold (tokens no operation has, from a
+// bogus attribute) is refused rather than wrapped around or left to fail
+// the load of every row beside it; the largest that fits is kept.
+func TestCostOutOfRange(t *testing.T) {
+	f, ok := fixture(t).Find("openai", "gpt-4o", noon)
+	if !ok {
+		t.Fatal("no price for gpt-4o")
+	}
+	gpt4o := f.Prices // $2.5/M input, $10/M output
+	for _, c := range []struct {
+		name  string
+		usage Usage
+		ok    bool
+	}{
+		{"a product past 64 bits", Usage{Input: 9007199254740993}, false},
+		{"a part past a million dollars", Usage{Output: 100_000_000_001}, false},
+		{"parts that fit, a total that does not", Usage{Input: 300_000_000_000, Output: 30_000_000_000}, false},
+		{"the most one part holds", Usage{Output: 99_999_999_999}, true},
+	} {
+		got, ok := gpt4o.Cost(c.usage)
+		if ok != c.ok {
+			t.Errorf("%s: ok %v, want %v (cost %+v)", c.name, ok, c.ok, got)
+		}
+		if total := got.Total(); total < 0 || total > MaxCost {
+			t.Errorf("%s: total %d outside 0..MaxCost", c.name, total)
 		}
 	}
 }

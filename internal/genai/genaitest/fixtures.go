@@ -25,9 +25,11 @@ type Fixture struct {
 		StatusMessage string          `json:"status_message"`
 		Attributes    json.RawMessage `json:"attributes"`
 	} `json:"span"`
-	Want     map[string]any   `json:"want"` // nil: not an operation
-	Unpriced bool             `json:"unpriced"`
-	Invalid  map[string]int64 `json:"invalid"`
+	Want     map[string]any `json:"want"` // nil: not an operation
+	Unpriced bool           `json:"unpriced"`
+	// CostOutOfRange: priced, but the cost does not fit the cost columns.
+	CostOutOfRange bool             `json:"cost_out_of_range"`
+	Invalid        map[string]int64 `json:"invalid"`
 }
 
 //go:embed fixtures.json
