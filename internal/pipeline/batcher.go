@@ -73,6 +73,9 @@ type batcher struct {
 	lastRows int
 	// lastDerived is the same for the rows derived from them.
 	lastDerived int
+	// rows and derived recycle the buffers of staged batches (nil: the
+	// sink keeps them; see buffers).
+	rows, derived *buffers
 }
 
 func newBatcher(transform bool, maxRecords int, maxBytes int64, maxInterval time.Duration) *batcher {
@@ -180,8 +183,7 @@ func (b *batcher) deadLetter(r *kgo.Record, rg *sink.Range, problem envelope.Pro
 func (b *batcher) rangeOf(tp sink.TopicPartition, offset int64, now time.Time) *sink.Range {
 	if b.cur == nil {
 		b.cur = &batch{
-			Batch: &sink.Batch{Rows: make([]byte, 0, b.lastRows+b.lastRows/8),
-				Derived: make([]byte, 0, b.lastDerived+b.lastDerived/8)},
+			Batch:   &sink.Batch{Rows: b.rows.get(b.lastRows), Derived: b.derived.get(b.lastDerived)},
 			created: make([]int64, 0, b.maxRecords),
 		}
 		if b.keepRecords {

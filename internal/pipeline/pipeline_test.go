@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -642,5 +643,54 @@ func TestLoadsSizedInBytes(t *testing.T) {
 	// batches of ~0.9 MB at most.
 	if sizes.maxFiles > 3 {
 		t.Errorf("a load took %d batches (%d staged bytes), want at most 3 for load.max_bytes 2MiB", sizes.maxFiles, sizes.maxSize)
+	}
+}
+
+// releasingSink is a sink.RowsReleaser that notes the buffer each batch's
+// rows came in.
+type releasingSink struct {
+	sink.Sink
+	mu      sync.Mutex
+	buffers map[*byte]int // rows buffer → batches staged in it
+}
+
+func (r *releasingSink) ReleasesRows() {}
+
+func (r *releasingSink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
+	r.mu.Lock()
+	r.buffers[unsafe.SliceData(b.Rows)]++
+	r.mu.Unlock()
+	return r.Sink.Stage(ctx, b)
+}
+
+// With a sink that keeps no rows after staging, a worker writes its next
+// batches into the buffers of the batches it staged, instead of
+// allocating a batch's worth of bytes for each; every record still lands
+// once.
+func TestStagedBuffersReused(t *testing.T) {
+	const n = 20_000
+	c := newCluster(t, 2)
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 2, nil))
+	cfg := testConfig(t, c)
+	cfg.Batch.MaxRecords = 500
+	// Polls of fewer records than a batch, as with a backlog at the
+	// defaults (10,000 a batch; a poll takes a worker's share of what the
+	// budget has left): buffers come back between polls.
+	cfg.MaxInflightBytes = 1 << 20
+	s := openSink(t, cfg)
+	rs := &releasingSink{Sink: s, buffers: map[*byte]int{}}
+	runUntilIdle(t, cfg, rs, &pipeline.Stats{})
+
+	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != n {
+		t.Fatalf("rows = %d, want %d", rows, n)
+	}
+	var batches int
+	for _, k := range rs.buffers {
+		batches += k
+	}
+	// 40 batches or more in 2 workers: each worker needs about three
+	// buffers (open, staging, waiting) however many batches it makes.
+	if batches < 40 || len(rs.buffers) > batches/4 {
+		t.Errorf("%d batches staged in %d buffers: want several batches per buffer", batches, len(rs.buffers))
 	}
 }

@@ -155,6 +155,9 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	_, b.keepRecords = opt.Sink.(sink.RecordStager)
 	b.keepRecords = b.keepRecords && !opt.Transform && opt.Decoder == nil
 	b.decoder = opt.Decoder
+	if _, ok := opt.Sink.(sink.RowsReleaser); ok {
+		b.rows, b.derived = newBuffers(), newBuffers()
+	}
 	w := &Worker{
 		id:      id,
 		opt:     opt,
@@ -487,6 +490,11 @@ func (w *Worker) stage(it item) item {
 		f, err = w.opt.Sink.Stage(w.hard, it.batch.Batch)
 		return err
 	})
+	if err == nil {
+		// A sink.RowsReleaser is done with them (no-op for other sinks).
+		w.b.rows.put(it.batch.Rows)
+		w.b.derived.put(it.batch.Derived)
+	}
 	it.batch.Batch = nil // the sink owns the rows now; keep the bookkeeping
 	if err != nil {
 		// Shutting down with a stage failing: the batch is dropped and

@@ -186,6 +186,14 @@ type FileStager interface {
 	StagesToFiles()
 }
 
+// RowsReleaser is a Sink whose Stage keeps no reference to the batch's
+// Rows and Derived once it returns (DuckDB writes them to files): the
+// pipeline reuses their memory for the next batches instead of allocating
+// (and the collector freeing) a batch's worth of bytes per batch.
+type RowsReleaser interface {
+	ReleasesRows()
+}
+
 // Loaded is what a load wrote, per partition, after skipping rows already
 // recorded. The pipeline commits Kafka offsets from it.
 type Loaded struct {

@@ -143,6 +143,10 @@ func (s *Sink) DB() *sql.DB { return s.db }
 // Close closes the database.
 func (s *Sink) Close() error { return s.db.Close() }
 
+// ReleasesRows makes the sink a sink.RowsReleaser: Stage writes the rows
+// to files and keeps nothing of them.
+func (s *Sink) ReleasesRows() {}
+
 // Stage writes the batch's rows (and dead-letter rows) to files named after
 // the batch. Rewriting the same batch yields the same files.
 func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
