@@ -688,9 +688,12 @@ func TestStagedBuffersReused(t *testing.T) {
 	for _, k := range rs.buffers {
 		batches += k
 	}
-	// 40 batches or more in 2 workers: each worker needs about three
-	// buffers (open, staging, waiting) however many batches it makes.
-	if batches < 40 || len(rs.buffers) > batches/4 {
+	// 40 batches or more in 2 workers, each in a buffer of its own
+	// without reuse. With it a worker needs a few (open, staging,
+	// waiting) however many batches it makes; how many batches share one
+	// depends on timing (polls of several batches allocate), so only a
+	// clear share is asked: a quarter of the batches in reused buffers.
+	if batches < 40 || len(rs.buffers) > batches*3/4 {
 		t.Errorf("%d batches staged in %d buffers: want several batches per buffer", batches, len(rs.buffers))
 	}
 }
