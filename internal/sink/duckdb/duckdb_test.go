@@ -33,6 +33,18 @@ func openWith(t testing.TB, opt Options) *Sink {
 
 func open(t *testing.T, dir string) *Sink { return openWith(t, testOptions(dir)) }
 
+// prepared is a prepared sink in a new directory, staging with zstd or not.
+func prepared(t *testing.T, zstd bool) *Sink {
+	t.Helper()
+	opt := testOptions(t.TempDir())
+	opt.Zstd = zstd
+	s := openWith(t, opt)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // batch encodes offsets [first, last] of partition 0 as raw rows.
 func batch(first, last int64) *sink.Batch {
 	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: first, Last: last}}}
@@ -159,12 +171,7 @@ func TestSchemaMismatchNamed(t *testing.T) {
 // Staged files are zstd-compressed when asked and load the same rows.
 func TestZstdStaging(t *testing.T) {
 	ctx := context.Background()
-	opt := testOptions(t.TempDir())
-	opt.Zstd = true
-	s := openWith(t, opt)
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := prepared(t, true)
 	b := batch(0, 999)
 	f, err := s.Stage(ctx, b)
 	if err != nil {
@@ -268,12 +275,7 @@ func TestStageKeepsNoRows(t *testing.T) {
 	ctx := context.Background()
 	var _ sink.RowsReleaser = (*Sink)(nil)
 	for _, zstd := range []bool{false, true} {
-		opt := testOptions(t.TempDir())
-		opt.Zstd = zstd
-		s := openWith(t, opt)
-		if err := s.Prepare(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s := prepared(t, zstd)
 		b := batch(0, 999)
 		f, err := s.Stage(ctx, b)
 		if err != nil {
