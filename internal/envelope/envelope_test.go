@@ -203,3 +203,31 @@ func TestAppendRawRowValueJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbatim puts every byte value at every position of strings long
+// enough to take the word-at-a-time path, after every kind of plain
+// prefix: the run Verbatim reports ends exactly at the first byte a JSON
+// string must escape (or, ascii, at the first above 0x7F).
+func TestVerbatim(t *testing.T) {
+	for _, ascii := range []bool{false, true} {
+		for n := range 20 {
+			for at := range n {
+				for c := range 256 {
+					s := []byte(strings.Repeat("a~ !#[]}", 3)[:n])
+					s[at] = byte(c)
+					stops := c < 0x20 || c == '"' || c == '\\' || ascii && c >= 0x80
+					want := n
+					if stops {
+						want = at
+					}
+					if got := Verbatim(string(s), ascii); got != want {
+						t.Fatalf("Verbatim(%q, ascii %v) = %d, want %d", s, ascii, got, want)
+					}
+					if got := Verbatim(s, ascii); got != want {
+						t.Fatalf("Verbatim([]byte %q, ascii %v) = %d, want %d", s, ascii, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -14,12 +14,43 @@ var needsEscape = func() (t [256]bool) {
 	return t
 }()
 
+// Verbatim returns the length of the leading run of s that a JSON string
+// holds as it is: no control character, quote or backslash and, when
+// ascii, no byte above 0x7F. It tests eight bytes at a time (most keys and
+// values have nothing to escape), then byte by byte from the first word
+// that holds one.
+func Verbatim[S ~string | ~[]byte](s S, ascii bool) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	// zero has the high bit of a byte set if w has a zero byte (exact as a
+	// test of the whole word, which is all it is used for).
+	zero := func(w uint64) uint64 { return (w - ones) &^ w & highs }
+	var high uint64
+	if ascii {
+		high = highs
+	}
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		control := (w - 0x20*ones) &^ w & highs // a byte below 0x20
+		if control|w&high|zero(w^'"'*ones)|zero(w^'\\'*ones) != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; needsEscape[c] || ascii && c >= 0x80 {
+			break
+		}
+	}
+	return i
+}
+
 // AppendString appends s as a JSON string. s must be valid UTF-8 (checked by
 // the caller); bytes above 0x7F are copied as they are.
 func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i := 0; i < len(s); i++ {
+	for i := Verbatim(s, false); i < len(s); i++ {
 		c := s[i]
 		if !needsEscape[c] {
 			continue

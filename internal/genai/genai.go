@@ -216,9 +216,6 @@ func deref(p *int64) int64 {
 	return *p
 }
 
-// Decimal is a dollar amount as exact decimal text ("0.004750000000").
-type Decimal string
-
 // SpanColumns are the columns of genai_operations the span itself gives
 // (its ids, time and service), written by the spans decoder; Columns
 // follow them, from the Operation.
@@ -280,24 +277,21 @@ var Table = schema.Table{
 // by its type (Operation.WriteValues); none is boxed into an interface,
 // which on the decoder's path cost an allocation per value.
 type ValueWriter interface {
-	Text(s string)     // "" is null
-	Int(v *int64)      // nil is null
-	Float(v *float64)  // nil is null
-	Texts(v []string)  // a JSON array; nil is null
-	JSON(v []byte)     // JSON text; nil is null
-	Decimal(v Decimal) // "" is null
+	Text(s string)    // "" is null
+	Int(v *int64)     // nil is null
+	Float(v *float64) // nil is null
+	Texts(v []string) // a JSON array; nil is null
+	JSON(v []byte)    // JSON text; nil is null
+	// Cost is a dollar amount in pico-dollars (prices.Decimal formats
+	// it), null when !ok.
+	Cost(pico int64, ok bool)
 }
 
 // WriteValues hands the operation's column values to w in the order of
 // Columns.
 func (op *Operation) WriteValues(w ValueWriter) {
-	var costs [5]Decimal
 	var priceID, how string
 	if op.Price != nil {
-		c := op.Cost
-		for i, v := range [...]int64{c.Input, c.CacheRead, c.CacheWrite, c.Output, c.Total()} {
-			costs[i] = Decimal(prices.Decimal(v))
-		}
 		priceID, how = op.Price.ID(), op.Price.How
 	}
 	for _, s := range [...]string{op.Convention, op.Operation, op.Provider, op.RequestModel, op.ResponseModel} {
@@ -314,8 +308,9 @@ func (op *Operation) WriteValues(w ValueWriter) {
 	}
 	w.JSON(op.InputMessages)
 	w.JSON(op.OutputMessages)
-	for _, c := range costs {
-		w.Decimal(c)
+	c := op.Cost
+	for _, v := range [...]int64{c.Input, c.CacheRead, c.CacheWrite, c.Output, c.Total()} {
+		w.Cost(v, op.Price != nil)
 	}
 	w.Text(priceID)
 	w.Text(how)

@@ -73,12 +73,12 @@ func TestREADMEMappingTables(t *testing.T) {
 // countingValues counts the values WriteValues hands over.
 type countingValues struct{ n int }
 
-func (c *countingValues) Text(string)           { c.n++ }
-func (c *countingValues) Int(*int64)            { c.n++ }
-func (c *countingValues) Float(*float64)        { c.n++ }
-func (c *countingValues) Texts([]string)        { c.n++ }
-func (c *countingValues) JSON([]byte)           { c.n++ }
-func (c *countingValues) Decimal(genai.Decimal) { c.n++ }
+func (c *countingValues) Text(string)      { c.n++ }
+func (c *countingValues) Int(*int64)       { c.n++ }
+func (c *countingValues) Float(*float64)   { c.n++ }
+func (c *countingValues) Texts([]string)   { c.n++ }
+func (c *countingValues) JSON([]byte)      { c.n++ }
+func (c *countingValues) Cost(int64, bool) { c.n++ }
 
 // WriteValues writes one value per column of Columns, which names them.
 func TestWriteValuesCoversColumns(t *testing.T) {

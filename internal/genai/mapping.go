@@ -218,7 +218,9 @@ func (r *reader) param(key string) (pcommon.Value, bool) {
 		if v, ok := r.attrs.Get("llm.invocation_parameters"); ok && v.Type() == pcommon.ValueTypeStr {
 			d := json.NewDecoder(strings.NewReader(v.Str()))
 			d.UseNumber()
-			_ = d.Decode(&r.params) // not an object: no parameters
+			var params map[string]any // not r.params: its address would move the reader to the heap
+			_ = d.Decode(&params)     // not an object: no parameters
+			r.params = params
 		}
 	}
 	raw, ok := r.params[key]

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/prices"
 )
 
 // operations writes the genai_operations rows of a message's spans.
@@ -107,7 +108,11 @@ func (o *opValues) Text(s string) {
 	}
 }
 
-func (o *opValues) Decimal(d genai.Decimal) { o.Text(string(d)) }
+func (o *opValues) Cost(pico int64, ok bool) {
+	if o.next(!ok) {
+		o.w.b = append(prices.AppendDecimal(append(o.w.b, '"'), pico), '"')
+	}
+}
 
 func (o *opValues) Int(v *int64) {
 	if o.next(v == nil) {

@@ -27,13 +27,14 @@ func (w *row) begin() { w.b = append(w.b, '{'); w.first = true }
 func (w *row) end()   { w.b = append(w.b, "}\n"...) }
 
 func (w *row) key(name string) {
+	b := w.b // appended to as a local: w.b would be loaded and stored at each append
 	if !w.first {
-		w.b = append(w.b, ',')
+		b = append(b, ',')
 	}
 	w.first = false
-	w.b = append(w.b, '"')
-	w.b = append(w.b, name...)
-	w.b = append(w.b, '"', ':')
+	b = append(b, '"')
+	b = append(b, name...)
+	w.b = append(b, '"', ':')
 }
 
 func (w *row) str(name, v string) { w.key(name); w.b = appendText(w.b, v) }
@@ -82,10 +83,7 @@ func isZero(b []byte) bool {
 func appendText(dst []byte, s string) []byte {
 	// Most attribute keys and values are printable ASCII: one pass finds
 	// that, and they are copied as they are.
-	i := 0
-	for i < len(s) && plain[s[i]] {
-		i++
-	}
+	i := envelope.Verbatim(s, true)
 	if i == len(s) {
 		dst = append(dst, '"')
 		dst = append(dst, s...)
@@ -96,15 +94,6 @@ func appendText(dst []byte, s string) []byte {
 	}
 	return envelope.AppendString(dst, s)
 }
-
-// plain marks the bytes a JSON string holds as they are: printable ASCII
-// but the quote and the backslash.
-var plain = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
 
 // appendMap appends an attribute map as a JSON object. A key repeated in
 // the message (OTLP forbids it; decoders keep both) is written once, the

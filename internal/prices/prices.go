@@ -26,7 +26,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -54,12 +53,12 @@ type Table struct {
 	// Skipped counts models whose match cannot be used here (a regex Go
 	// does not accept): they never match.
 	Skipped int `json:"-"`
-	// found remembers each Find's model by (provider, model): lookupKey
-	// to lookup; remembered counts them, up to maxRemembered (model names
-	// come from spans: a client sending a new one each time must not grow
-	// it without bound).
-	found      sync.Map
-	remembered atomic.Int64
+	// found remembers each Find's model by (provider, model), up to
+	// maxRemembered (model names come from spans: a client sending a new
+	// one each time must not grow it without bound). A map under a lock,
+	// not a sync.Map: that boxes each key, an allocation per span priced.
+	mu    sync.RWMutex
+	found map[lookupKey]lookup
 }
 
 // Provider is one provider of models.
@@ -422,10 +421,16 @@ type Found struct {
 	Model    *Model
 	Prices   Prices
 	How      string // MatchExact, MatchNormalised or MatchAlias
+	id       string // ID's, when Find remembered it
 }
 
 // ID is the price's id, provider/model.
-func (f Found) ID() string { return f.Provider.ID + "/" + f.Model.ID }
+func (f Found) ID() string {
+	if f.id != "" {
+		return f.id
+	}
+	return f.Provider.ID + "/" + f.Model.ID
+}
 
 // providerIDs maps the OpenTelemetry gen_ai.provider.name values to the
 // database's provider ids where they differ.
@@ -441,17 +446,27 @@ var providerIDs = map[string]string{
 // kept: spans name few distinct models, and matching walks hundreds.
 func (t *Table) Find(provider, model string, at time.Time) (Found, bool) {
 	key := lookupKey{provider, model}
-	if v, ok := t.found.Load(key); ok {
-		f := v.(lookup)
-		if f.model == nil {
+	t.mu.RLock()
+	l, ok := t.found[key]
+	t.mu.RUnlock()
+	if ok {
+		if l.model == nil {
 			return Found{}, false
 		}
-		return Found{Provider: f.provider, Model: f.model, Prices: f.model.PricesAt(at), How: f.how}, true
+		return Found{Provider: l.provider, Model: l.model, Prices: l.model.PricesAt(at), How: l.how, id: l.id}, true
 	}
 	f, ok := t.find(provider, model, at)
-	if t.remembered.Add(1) <= maxRemembered {
-		t.found.Store(key, lookup{f.Provider, f.Model, f.How})
+	if ok {
+		f.id = f.ID()
 	}
+	t.mu.Lock()
+	if t.found == nil {
+		t.found = map[lookupKey]lookup{}
+	}
+	if len(t.found) < maxRemembered {
+		t.found[key] = lookup{f.Provider, f.Model, f.How, f.id}
+	}
+	t.mu.Unlock()
 	return f, ok
 }
 
@@ -464,7 +479,7 @@ type (
 	lookup    struct {
 		provider *Provider
 		model    *Model // nil: no price
-		how      string
+		how, id  string
 	}
 )
 
@@ -667,14 +682,19 @@ func (p Prices) Cost(u Usage) (c Cost, ok bool) {
 
 // Decimal formats pico-dollars as dollars with 12 decimals.
 func Decimal(pico int64) string {
-	out := make([]byte, 0, 24)
+	var b [24]byte
+	return string(AppendDecimal(b[:0], pico))
+}
+
+// AppendDecimal appends pico-dollars as dollars with 12 decimals.
+func AppendDecimal(dst []byte, pico int64) []byte {
 	if pico < 0 {
-		out, pico = append(out, '-'), -pico
+		dst, pico = append(dst, '-'), -pico
 	}
-	out = strconv.AppendInt(out, pico/1e12, 10)
-	out = append(out, '.')
+	dst = strconv.AppendInt(dst, pico/1e12, 10)
+	dst = append(dst, '.')
 	var frac [13]byte // 1 and the 12 digits
-	return string(append(out, strconv.AppendInt(frac[:0], pico%1e12+1e12, 10)[1:]...))
+	return append(dst, strconv.AppendInt(frac[:0], pico%1e12+1e12, 10)[1:]...)
 }
 
 // Load reads the price table at path, or returns the embedded one for ""

@@ -244,9 +244,7 @@ func TestFindRemembersABoundedNumber(t *testing.T) {
 	for i := range maxRemembered + 100 {
 		tab.Find("openai", fmt.Sprintf("unknown-%d", i), noon)
 	}
-	n := 0
-	tab.found.Range(func(_, _ any) bool { n++; return true })
-	if n != maxRemembered {
+	if n := len(tab.found); n != maxRemembered {
 		t.Errorf("%d lookups remembered, want %d", n, maxRemembered)
 	}
 	if f, ok := tab.Find("openai", "gpt-4o", noon); !ok || f.ID() != "openai/gpt-4o" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/prices"
 )
 
 // Fixture is one span of testdata/fixtures.json and what it must become.
@@ -79,10 +80,12 @@ func (r *rowValues) set(null bool, v func() any) {
 	r.i++
 }
 
-func (r *rowValues) Text(s string)           { r.set(s == "", func() any { return s }) }
-func (r *rowValues) Decimal(d genai.Decimal) { r.Text(string(d)) }
-func (r *rowValues) Int(v *int64)            { r.set(v == nil, func() any { return float64(*v) }) }
-func (r *rowValues) Float(v *float64)        { r.set(v == nil, func() any { return *v }) }
+func (r *rowValues) Text(s string) { r.set(s == "", func() any { return s }) }
+func (r *rowValues) Cost(pico int64, ok bool) {
+	r.set(!ok, func() any { return prices.Decimal(pico) })
+}
+func (r *rowValues) Int(v *int64)     { r.set(v == nil, func() any { return float64(*v) }) }
+func (r *rowValues) Float(v *float64) { r.set(v == nil, func() any { return *v }) }
 
 func (r *rowValues) Texts(v []string) {
 	r.set(v == nil, func() any {
