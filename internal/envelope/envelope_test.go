@@ -231,3 +231,31 @@ func TestVerbatim(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendStringRoundTrips escapes strings with every ASCII byte at every
+// position of the first words, and JSON documents (a quote every few
+// bytes): each reads back as the same string.
+func TestAppendStringRoundTrips(t *testing.T) {
+	var inputs []string
+	for n := range 20 {
+		for at := range n {
+			for c := range 0x80 {
+				s := []byte(strings.Repeat(`ab"\x`, 4)[:n])
+				s[at] = byte(c)
+				inputs = append(inputs, string(s))
+			}
+		}
+	}
+	inputs = append(inputs, `{"model":"gpt-4o","usage":{"input_tokens":12},"text":"line\nnext\ttab \\ \u00e9\u2028"}`,
+		strings.Repeat(`"`, 17), strings.Repeat("\x01", 9)+"é")
+	for _, s := range inputs {
+		out := AppendString([]byte("prefix"), s)
+		if !bytes.HasPrefix(out, []byte("prefix")) {
+			t.Fatalf("%q: the bytes before were changed: %q", s, out)
+		}
+		var back string
+		if err := json.Unmarshal(out[len("prefix"):], &back); err != nil || back != s {
+			t.Fatalf("%q escaped as %s, read back as %q (%v)", s, out[len("prefix"):], back, err)
+		}
+	}
+}
