@@ -135,7 +135,7 @@ type Load struct {
 	// MaxFiles per load. Default 128.
 	MaxFiles int `yaml:"max_files"`
 	// MaxBytes of message values per load: a load closes once its files
-	// reach it. Default (0) an eighth of max_inflight_bytes, none for Iceberg
+	// reach it. Default (0) a sixteenth of max_inflight_bytes, none for Iceberg
 	// (see LoadBytes).
 	MaxBytes ByteSize `yaml:"max_bytes"`
 	// MaxInterval after the first pending file. Default 5s.

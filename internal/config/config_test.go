@@ -267,7 +267,7 @@ func TestMemoryFollowsInflightBytes(t *testing.T) {
 		}
 	}
 	for yaml, want := range map[string]ByteSize{
-		"kafka: {topics: [t]}":                          32 << 20, // an eighth of the budget
+		"kafka: {topics: [t]}":                          16 << 20, // a sixteenth of the budget
 		"kafka: {topics: [t]}\nload: {max_bytes: 5MiB}": 5 << 20,
 		"kafka: {topics: [t]}\nsink: {type: iceberg}":   0, // commits take no memory for their size
 	} {

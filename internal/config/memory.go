@@ -40,12 +40,13 @@ func (c *Config) DuckDBMemoryLimit() ByteSize {
 	return max(c.MaxInflightBytes, minDuckDBMemory)
 }
 
-// LoadBytes is load.max_bytes, or when unset an eighth of
+// LoadBytes is load.max_bytes, or when unset a sixteenth of
 // max_inflight_bytes: DuckDB needs several times a load's bytes while it
 // loads ~1 MB values (a load of 400 MB of them ran out of 256 MiB, 200 MB
-// did not), and the next loads' rows are read meanwhile. An eighth peaked
-// 70-130 MiB lower than a quarter at the same speed (docs/BENCHMARKS.md,
-// "load_bytes_eighth"). 0 (no limit) for
+// did not), and the next loads' rows are read meanwhile. Since loads keep
+// their size under backpressure, a sixteenth peaks as an eighth did
+// before, at the same speed; an eighth now peaks 30-100 MiB higher
+// (docs/BENCHMARKS.md, "loads_at_size"). 0 (no limit) for
 // Iceberg, whose loads commit files already written and take no memory
 // for their size.
 func (c *Config) LoadBytes() ByteSize {
@@ -55,7 +56,7 @@ func (c *Config) LoadBytes() ByteSize {
 	if c.Sink.Type == SinkIceberg {
 		return 0
 	}
-	return c.MaxInflightBytes / 8
+	return c.MaxInflightBytes / 16
 }
 
 // GoMemoryLimit is the soft limit for Go's heap (runtime/debug.SetMemoryLimit)

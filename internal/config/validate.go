@@ -108,7 +108,7 @@ func (c *Config) validate(consuming bool) error {
 	check(c.Load.MaxFiles >= 1 && c.Load.MaxFiles <= 10_000,
 		"load.max_files", "want 1 to 10000, got %d", c.Load.MaxFiles)
 	check(c.Load.MaxBytes == 0 || c.Load.MaxBytes >= 1<<20,
-		"load.max_bytes", "want 0 (an eighth of max_inflight_bytes) or at least 1MiB, got %s", c.Load.MaxBytes)
+		"load.max_bytes", "want 0 (a sixteenth of max_inflight_bytes) or at least 1MiB, got %s", c.Load.MaxBytes)
 	check(c.Load.MaxInterval.D() >= 0 && c.Load.MaxInterval.D() <= 24*time.Hour,
 		"load.max_interval", "want 0s to 24h, got %s", c.Load.MaxInterval)
 	check(slices.Contains([]string{"auto", "none", "zstd"}, c.Load.Compression),

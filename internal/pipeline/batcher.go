@@ -270,6 +270,19 @@ func (b *batcher) takeReady() []*batch {
 	return r
 }
 
+// openBytes is what the open batch and the batches cut before it hold of
+// max_inflight_bytes.
+func (b *batcher) openBytes() int64 {
+	var n int64
+	if b.cur != nil {
+		n = b.cur.bytes
+	}
+	for _, r := range b.ready {
+		n += r.bytes
+	}
+	return n
+}
+
 // closeAll closes the open batch and returns it after the batches cut
 // before it, in the order they must be sent.
 func (b *batcher) closeAll() []*batch {

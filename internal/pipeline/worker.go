@@ -102,6 +102,7 @@ type Worker struct {
 	drained  atomic.Bool
 	inflight atomic.Int64 // records read and not yet loaded (or dropped)
 	flushNow atomic.Bool  // close the open batch and load at the next poll wake-up
+	held     atomic.Int64 // bytes of the budget this worker holds (read, not yet loaded or spilled)
 }
 
 // partition is what a worker tracks of an owned partition for the lag
@@ -305,6 +306,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.lastRecord.Store(now.UnixNano())
 			w.opt.Stats.addConsumed(n)
 			w.opt.Stats.Inflight.Add(bytes)
+			w.held.Add(bytes)
 			w.opt.Metrics.InflightBytes.Add(float64(bytes))
 		}
 		w.opt.Budget.settle(reserved, n, bytes)
@@ -676,22 +678,38 @@ func (w *Worker) release(items []item) {
 
 // freeMemory returns bytes to the in-flight budget (max_inflight_bytes).
 func (w *Worker) freeMemory(bytes int64) {
+	w.held.Add(-bytes)
 	w.opt.Stats.Inflight.Add(-bytes)
 	w.opt.Metrics.InflightBytes.Sub(float64(bytes))
 	w.opt.Budget.release(bytes)
 }
 
-// waitForBudget runs when max_inflight_bytes is reached: it hands the open
-// batch on and asks for a load now (so memory is freed soon; with a
-// sink.FileStager staging frees it, and loads keep their pace), pauses
-// fetching of the owned partitions, and waits until bytes are freed, or
-// 250ms, or shutdown.
+// waitForBudget runs when max_inflight_bytes is reached: it pauses
+// fetching of the owned partitions and waits until bytes are freed, or
+// 250ms, or shutdown. Before that, unless loads by size are already
+// coming, it hands the open batch on and asks for a load now, so memory is
+// freed soon (with a sink.FileStager staging frees it, and loads keep
+// their pace).
+//
+// Loads by size are coming when the worker holds at least load.max_bytes
+// outside its open batch: staged, staging or loading, they reach the
+// loader, which loads at that size without waiting for load.max_interval.
+// Asking for a load then would only make loads small: when the sink is the
+// bottleneck the budget is full nearly all the time, and asking each time
+// cut DuckDB's loads to a fraction of load.max_bytes, each costing more per
+// row.
 func (w *Worker) waitForBudget(ctx context.Context) {
+	_, stagingFrees := w.opt.Sink.(sink.FileStager)
 	// A revoke may run now (rebalances are allowed between polls): close
 	// the batch under sendSem so it cannot overtake the revoke's flush.
 	w.sendSem <- struct{}{}
 	w.mu.Lock()
-	bs := w.b.closeAll()
+	closed := w.held.Load() - w.b.openBytes()
+	nudge := stagingFrees || w.opt.LoadMaxBytes <= 0 || closed < w.opt.LoadMaxBytes
+	var bs []*batch
+	if nudge {
+		bs = w.b.closeAll()
+	}
 	paused := map[string][]int32{}
 	for tp := range w.owned {
 		paused[tp.Topic] = append(paused[tp.Topic], tp.Partition)
@@ -700,7 +718,7 @@ func (w *Worker) waitForBudget(ctx context.Context) {
 	for _, b := range bs {
 		w.send(item{batch: b})
 	}
-	if _, ok := w.opt.Sink.(sink.FileStager); !ok {
+	if nudge && !stagingFrees {
 		w.send(item{flush: make(chan error, 1)}) // load now; nobody waits for the outcome
 	}
 	<-w.sendSem
