@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/tracegen"
@@ -52,13 +53,22 @@ func reportRate(b *testing.B, valueBytes int64) {
 // as an NDJSON file, then load 10 files (100,000 rows) per transaction with
 // their ledger rows, DuckDB's automatic checkpoints included; with the raw
 // table's JSON columns compressed as DuckDB picks (json=auto) and
-// uncompressed (json=none). It reports the database file's size and the
-// CPU time per row (every thread of the process: DuckDB's work).
+// uncompressed (json=none); and, as loads=default, loads of the files that
+// reach the default load.max_bytes, as the pipeline's loader makes them
+// (the yardstick of the pipeline at its defaults). It reports the database
+// file's size and the CPU time per row (every thread of the process:
+// DuckDB's work).
 func BenchmarkLoad(b *testing.B) {
 	batches, valueBytes := spanBatches()
 	ctx := context.Background()
-	for _, uncompressed := range []bool{false, true} {
-		b.Run(map[bool]string{false: "json=auto", true: "json=none"}[uncompressed], func(b *testing.B) {
+	defaultLoad := int((int64(config.Default().LoadBytes())*int64(len(batches)) + valueBytes - 1) / valueBytes)
+	for _, v := range []struct {
+		name         string
+		uncompressed bool
+		perLoad      int // batches per load
+	}{{"json=auto", false, batchesPerLoad}, {"json=none", true, batchesPerLoad}, {"json=auto,loads=default", false, defaultLoad}} {
+		uncompressed := v.uncompressed
+		b.Run(v.name, func(b *testing.B) {
 			var cpu time.Duration
 			for range b.N {
 				b.StopTimer()
@@ -70,7 +80,7 @@ func BenchmarkLoad(b *testing.B) {
 				}
 				b.StartTimer()
 				cpu -= processCPU()
-				stageAndLoad(b, s, batches)
+				stageAndLoad(b, s, batches, v.perLoad)
 				cpu += processCPU()
 				b.StopTimer()
 				s.Close()
@@ -80,18 +90,19 @@ func BenchmarkLoad(b *testing.B) {
 				b.StartTimer()
 			}
 			reportRate(b, valueBytes)
+			b.ReportMetric(float64(v.perLoad*rowsPerBatch), "rows/load")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*loadsPerOp*batchesPerLoad*rowsPerBatch), "cpu-µs/row")
 		})
 	}
 }
 
-// stageAndLoad stages the batches and loads them, batchesPerLoad files per
-// load, as the pipeline does.
-func stageAndLoad(b *testing.B, s *Sink, batches []*sink.Batch) {
+// stageAndLoad stages the batches and loads them, perLoad files per load
+// (the last load what is left), as the pipeline does.
+func stageAndLoad(b *testing.B, s *Sink, batches []*sink.Batch, perLoad int) {
 	ctx := context.Background()
-	for l := range loadsPerOp {
+	for l := 0; l < len(batches); l += perLoad {
 		var files []sink.File
-		for _, bt := range batches[l*batchesPerLoad : (l+1)*batchesPerLoad] {
+		for _, bt := range batches[l:min(l+perLoad, len(batches))] {
 			f, err := s.Stage(ctx, bt)
 			if err != nil {
 				b.Fatal(err)

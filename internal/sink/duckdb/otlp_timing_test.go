@@ -102,7 +102,7 @@ func BenchmarkOTLPSpans(b *testing.B) {
 				}
 				b.StartTimer()
 			}, func() {
-				stageAndLoad(b, s, batches)
+				stageAndLoad(b, s, batches, batchesPerLoad)
 			}, func() {
 				b.StopTimer()
 				if n := countRows(b, s); n != int64(spans) {
