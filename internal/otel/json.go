@@ -27,14 +27,13 @@ func (w *row) begin() { w.b = append(w.b, '{'); w.first = true }
 func (w *row) end()   { w.b = append(w.b, "}\n"...) }
 
 func (w *row) key(name string) {
-	b := w.b // appended to as a local: w.b would be loaded and stored at each append
 	if !w.first {
-		b = append(b, ',')
+		w.b = append(w.b, ',')
 	}
 	w.first = false
-	b = append(b, '"')
-	b = append(b, name...)
-	w.b = append(b, '"', ':')
+	w.b = append(w.b, '"')
+	w.b = append(w.b, name...)
+	w.b = append(w.b, '"', ':')
 }
 
 func (w *row) str(name, v string) { w.key(name); w.b = appendText(w.b, v) }

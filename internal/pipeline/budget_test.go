@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,8 +13,6 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
-	"github.com/tracelake/tracelake/internal/sink"
-	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 // A backlog of 1 MiB messages many times max_inflight_bytes: the bytes read
@@ -53,28 +50,6 @@ func TestInflightBytesBounded(t *testing.T) {
 	t.Logf("peak in flight %.1f MiB of %d MiB, %v pauses", float64(budget.Peak())/(1<<20), bound>>20, testutil.ToFloat64(m.FetchPauses))
 }
 
-// slowLoads is a DuckDB sink whose loads take a while longer, as a busy
-// database's do, and which records the records of each load.
-type slowLoads struct {
-	*duckdb.Sink
-	mu    sync.Mutex
-	loads []int64
-}
-
-func (s *slowLoads) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
-	time.Sleep(20 * time.Millisecond) // the database is the bottleneck
-	var n int64
-	for _, f := range files {
-		for _, r := range f.Ranges {
-			n += r.Records + r.DLQ
-		}
-	}
-	s.mu.Lock()
-	s.loads = append(s.loads, n)
-	s.mu.Unlock()
-	return s.Sink.Load(ctx, files)
-}
-
 // With the sink slower than Kafka the budget is full nearly all the time.
 // A worker that holds load.max_bytes outside its open batch has loads of
 // that size coming: it must not cut its batch and ask for a load each time
@@ -99,28 +74,29 @@ func TestLoadsKeepTheirSizeUnderBackpressure(t *testing.T) {
 	cfg.Load.MaxFiles = 128
 	cfg.Load.MaxInterval = config.Duration(time.Minute)
 	must(t, cfg.Validate())
-	s := &slowLoads{Sink: openSink(t, cfg)}
+	s := openSink(t, cfg)
+	loads := &loadSizeSink{Sink: s, delay: 20 * time.Millisecond} // the database is the bottleneck
 	m := obs.New()
 	ctx := context.Background()
-	must(t, pipeline.Run(ctx, ctx, cfg, s, pipeline.RunOptions{ExitWhenIdle: 300e6, RetryBase: 10e6, Log: testLog(t), Metrics: m}))
+	must(t, pipeline.Run(ctx, ctx, cfg, loads, pipeline.RunOptions{ExitWhenIdle: 300e6, RetryBase: 10e6, Log: testLog(t), Metrics: m}))
 
-	if rows, dlq := verifyOK(t, cfg, s.Sink).Totals(); rows != n {
-		t.Fatalf("rows = %d (dead letters %d), want %d; loads %v", rows, dlq, n, s.loads)
+	if rows, dlq := verifyOK(t, cfg, s).Totals(); rows != n {
+		t.Fatalf("rows = %d (dead letters %d), want %d; loads %v", rows, dlq, n, loads.records)
 	}
 	if testutil.ToFloat64(m.FetchPauses) == 0 {
 		t.Fatal("fetching never paused: the budget was not reached, nothing tested")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	loads.mu.Lock()
+	defer loads.mu.Unlock()
 	// Each worker's last load is what it had left.
 	var small int
-	for _, records := range s.loads {
+	for _, records := range loads.records {
 		if records*size < perLoad {
 			small++
 		}
 	}
 	if small > cfg.Workers {
 		t.Errorf("%d of %d loads below load.max_bytes (%d KiB of %d KiB records), want at most one a worker; records a load: %v",
-			small, len(s.loads), perLoad>>10, size>>10, s.loads)
+			small, len(loads.records), perLoad>>10, size>>10, loads.records)
 	}
 }

@@ -602,20 +602,29 @@ func TestBlockedWorkerIsNotIdle(t *testing.T) {
 	}
 }
 
-// loadSizeSink records the most files and staged bytes of one load.
+// loadSizeSink records the most files and staged bytes of one load and the
+// records (rows and dead letters) of each; with delay its loads take that
+// much longer, as a busy database's do.
 type loadSizeSink struct {
 	sink.Sink
+	delay             time.Duration
 	mu                sync.Mutex
 	maxFiles, maxSize int64
+	records           []int64 // of each load
 }
 
 func (l *loadSizeSink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
-	var size int64
+	time.Sleep(l.delay)
+	var size, records int64
 	for _, f := range files {
 		size += f.Bytes
+		for _, r := range f.Ranges {
+			records += r.Records + r.DLQ
+		}
 	}
 	l.mu.Lock()
 	l.maxFiles, l.maxSize = max(l.maxFiles, int64(len(files))), max(l.maxSize, size)
+	l.records = append(l.records, records)
 	l.mu.Unlock()
 	return l.Sink.Load(ctx, files)
 }
