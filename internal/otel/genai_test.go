@@ -1,0 +1,45 @@
+package otel_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/genai/genaitest"
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/prices"
+)
+
+// The genai_operations row the decoder writes (NDJSON, as staged) holds
+// each fixture's operation exactly: every value the mapping reads, costs
+// as exact decimal text, and null for every column the operation lacks.
+func TestAppendOperationWritesFixtures(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), true)
+	for _, f := range genaitest.Fixtures(t) {
+		if f.Want == nil {
+			continue
+		}
+		s := otel.SpanRow{Tenant: "t", Name: f.Span.Name, Attributes: f.Attributes(t),
+			StatusError: f.Span.Status == "error", Start: pcommon.NewTimestampFromTime(f.Span.Start),
+			TraceID: pcommon.TraceID{1}, SpanID: pcommon.SpanID{2}, Topic: "k", Offset: 7}
+		line, ok := otel.AppendOperation(nil, m, &s)
+		if !ok {
+			t.Fatalf("%s: no operation written", f.Name)
+		}
+		var row map[string]any
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatalf("%s: %v in %s", f.Name, err, line)
+		}
+		for _, c := range genai.Columns {
+			got, want := row[c.Name], f.Want[c.Name]
+			if _, present := row[c.Name]; !present {
+				t.Errorf("%s: column %s missing from %s", f.Name, c.Name, line)
+			} else if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: %s = %#v, want %#v", f.Name, c.Name, got, want)
+			}
+		}
+	}
+}
