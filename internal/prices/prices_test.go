@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -46,16 +47,19 @@ func TestFind(t *testing.T) {
 		{"someone", "mystery-model", noon, "", ""},
 		{"openai", "", noon, "", ""},
 	}
-	for _, c := range cases {
-		f, ok := tab.Find(c.provider, c.model, c.at)
-		if c.id == "" {
-			if ok {
-				t.Errorf("Find(%q, %q) = %s, want no price", c.provider, c.model, f.ID())
+	// The second round is answered from what Find remembered.
+	for _, round := range []string{"found", "remembered"} {
+		for _, c := range cases {
+			f, ok := tab.Find(c.provider, c.model, c.at)
+			if c.id == "" {
+				if ok {
+					t.Errorf("%s: Find(%q, %q) = %s, want no price", round, c.provider, c.model, f.ID())
+				}
+				continue
 			}
-			continue
-		}
-		if !ok || f.ID() != c.id || f.How != c.how {
-			t.Errorf("Find(%q, %q) = %v %s %s, want %s %s", c.provider, c.model, ok, f.ID(), f.How, c.id, c.how)
+			if !ok || f.ID() != c.id || f.How != c.how || !reflect.DeepEqual(f.Prices, f.Model.PricesAt(c.at)) {
+				t.Errorf("%s: Find(%q, %q) = %v %s %s, want %s %s", round, c.provider, c.model, ok, f.ID(), f.How, c.id, c.how)
+			}
 		}
 	}
 }
