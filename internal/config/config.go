@@ -86,8 +86,10 @@ type Kafka struct {
 	// Collector writes each signal to its own topic; run one tracelake
 	// configuration per signal.
 	Signal string `yaml:"signal"`
-	// FetchMaxBytes caps one fetch response. Default (0) 1/32 of
-	// max_inflight_bytes per worker, 1-50MiB (see FetchBytes).
+	// FetchMaxBytes is what a worker's buffered fetches may hold,
+	// decompressed (kafka.FetchSizer asks Kafka for it divided by the
+	// records' compression). Default (0) 1/32 of max_inflight_bytes per
+	// worker, 1-50MiB (see FetchBytes).
 	FetchMaxBytes ByteSize `yaml:"fetch_max_bytes"`
 	// SASL and TLS settings of the reference's config file are carried here
 	// so they are reported rather than silently ignored.

@@ -9,9 +9,10 @@ package config
 // "2026-12-01, bounded memory").
 const (
 	defaultInflightBytes = 256 << 20
-	// fetchShare: buffered fetches get 1/fetchShare of max_inflight_bytes,
-	// shared by the workers: 4 MiB each at the defaults (50 MiB fetches of
-	// compressed JSON held ~330 MB of decompressed records per process).
+	// fetchShare: buffered fetches get 1/fetchShare of max_inflight_bytes
+	// decompressed, shared by the workers: 4 MiB each at the defaults (50
+	// MiB fetches of compressed JSON held ~330 MB of decompressed records
+	// per process).
 	fetchShare = 32
 	// goHeadroom is the Go heap allowed beyond max_inflight_bytes (fetch
 	// buffers, open batches, the runtime) before the collector works harder.

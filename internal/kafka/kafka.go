@@ -45,7 +45,7 @@ func ClientOptions(k config.Kafka) ([]kgo.Opt, error) {
 // partition's end when the run started, see Admin.ConsumedWatermarks), so
 // the reset offset franz-go hands to the offset-adjust callback is always
 // "no offset" (-2) and never taken for one.
-func ConsumerOptions(k config.Kafka, fetchBytes config.ByteSize) ([]kgo.Opt, error) {
+func ConsumerOptions(k config.Kafka) ([]kgo.Opt, error) {
 	reset := kgo.NewOffset().AtStart()
 	opts, err := ClientOptions(k)
 	if err != nil {
@@ -67,13 +67,11 @@ func ConsumerOptions(k config.Kafka, fetchBytes config.ByteSize) ([]kgo.Opt, err
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(reset),
 		// Fetches wait in the client until polled, outside
-		// max_inflight_bytes, and decompressed: their size is derived
-		// from the budget (config.FetchBytes).
-		kgo.FetchMaxBytes(int32(fetchBytes)),
+		// max_inflight_bytes, and decompressed: each worker sizes its
+		// fetches with a FetchSizer (config.FetchBytes).
 		// Resumed partitions join the next fetch; a short wait keeps a
 		// pause (max_inflight_bytes) from costing the default 5s.
 		kgo.FetchMaxWait(time.Second),
-		kgo.FetchMaxPartitionBytes(int32(min(fetchBytes, 16<<20))),
 	), nil
 }
 

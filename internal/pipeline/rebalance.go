@@ -104,6 +104,7 @@ func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 			}
 		}
 	}
+	w.sizeFetches()
 	w.mu.Unlock()
 	w.log.Info("partitions assigned: " + kafka.FormatPartitions(assigned))
 }
@@ -158,6 +159,15 @@ func (w *Worker) drop(parts map[string][]int32) {
 			// The batcher keeps the partition's next offset: records of
 			// it may still be pending here (see adjustOffsets).
 		}
+	}
+	w.sizeFetches()
+}
+
+// sizeFetches shares the fetch bytes among the partitions owned. Called
+// with mu held.
+func (w *Worker) sizeFetches() {
+	if w.sizer != nil {
+		w.sizer.SetPartitions(len(w.owned))
 	}
 }
 

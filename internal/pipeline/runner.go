@@ -57,7 +57,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	if ro.Budget == nil {
 		ro.Budget = NewBudget(int64(cfg.MaxInflightBytes))
 	}
-	kopts, err := kafka.ConsumerOptions(cfg.Kafka, cfg.FetchBytes())
+	kopts, err := kafka.ConsumerOptions(cfg.Kafka)
 	if err != nil {
 		return err
 	}
@@ -100,6 +100,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		RetryBase:     ro.RetryBase,
 		RetryMaxDelay: cfg.Retry.MaxDelay.D(),
 		KafkaOpts:     kopts,
+		FetchBytes:    int64(cfg.FetchBytes()),
 		StartAt:       startAt,
 		Sink:          snk,
 		Log:           ro.Log,

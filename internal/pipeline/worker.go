@@ -43,6 +43,10 @@ type Options struct {
 	RetryBase     time.Duration // first backoff; 1s in production
 	RetryMaxDelay time.Duration
 	KafkaOpts     []kgo.Opt // from kafka.ConsumerOptions
+	// FetchBytes is what the worker's buffered fetches may hold
+	// decompressed (config.FetchBytes, see kafka.FetchSizer); 0: the
+	// client's own fetch sizes.
+	FetchBytes int64
 	// StartAt is where a partition with neither a committed offset nor a
 	// ledger position starts; absent, at its log start. start_offset
 	// latest sets it to the partitions' ends when the run started.
@@ -76,6 +80,9 @@ type Worker struct {
 	opt Options
 	log *slog.Logger
 	cl  *kgo.Client
+	// sizer sizes cl's fetches by the partitions owned; nil without
+	// Options.FetchBytes.
+	sizer *kafka.FetchSizer
 
 	mu sync.Mutex // guards b, owned, seeded and closing; never held across the network
 	// commitMu is held by an offset commit and by dropping partitions, so
@@ -178,11 +185,18 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 		kgo.OnPartitionsLost(w.onLost),
 		kafka.SlogAdapter(w.log),
 	)
+	if opt.FetchBytes > 0 {
+		w.sizer = kafka.NewFetchSizer(opt.FetchBytes)
+		kopts = append(kopts, w.sizer.Options()...)
+	}
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: kafka client: %w", id, err)
 	}
 	w.cl = cl
+	if w.sizer != nil {
+		w.sizer.Attach(cl)
+	}
 	return w, nil
 }
 
