@@ -120,12 +120,14 @@ func writeOperations(ctx context.Context, db *sql.DB, spans string, m *genai.Map
 			service, parent        *string
 			traceID, spanID, attrs string
 			startMicros            int64
+			duration               sql.NullInt64
 		)
-		if err := rows.Scan(&s.Tenant, &service, &s.Name, &traceID, &spanID, &parent, &startMicros, &s.DurationNs,
+		if err := rows.Scan(&s.Tenant, &service, &s.Name, &traceID, &spanID, &parent, &startMicros, &duration,
 			&s.StatusError, &attrs, &s.Topic, &s.Partition, &s.Offset, &s.Index); err != nil {
 			return 0, fmt.Errorf("read %s: %w", spans, err)
 		}
 		s.Service = deref(service)
+		s.DurationNs, s.NoDuration = duration.Int64, !duration.Valid
 		s.Start = pcommon.Timestamp(startMicros * 1000)
 		_, _ = hex.Decode(s.TraceID[:], []byte(traceID))
 		_, _ = hex.Decode(s.SpanID[:], []byte(spanID))

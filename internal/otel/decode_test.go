@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/prices"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -289,4 +291,78 @@ func TestOtherSignalsOfASharedTopicAreSkipped(t *testing.T) {
 	if n, err := logs.AppendRows(&out, r); err != nil || n != 0 || len(out.Rows) != 0 {
 		t.Errorf("the logs loader took a traces message: %d rows, %v", n, err)
 	}
+}
+
+// duration_ns (and a GenAI operation's duration_ms) is null for a span
+// without a start or an end, negative for one that ends before it starts,
+// and exact or clamped where int64 arithmetic on the timestamps wrapped.
+// Before, a span without an end had minus its start as its duration.
+func TestSpanDurations(t *testing.T) {
+	ts := func(d time.Duration) pcommon.Timestamp { return pcommon.NewTimestampFromTime(t0.Add(d)) }
+	cases := []struct {
+		name       string
+		start, end pcommon.Timestamp
+		want       any // json.Number, or nil for null
+	}{
+		{"ended", ts(0), ts(1500 * time.Millisecond), json.Number("1500000000")},
+		{"no end", ts(0), 0, nil},
+		{"no start", 0, ts(0), nil},
+		{"neither", 0, 0, nil},
+		{"ends before it starts", ts(time.Second), ts(0), json.Number("-1000000000")},
+		{"past int64", 1, math.MaxUint64, json.Number("9223372036854775807")},
+		{"past int64 backwards", math.MaxUint64, 1, json.Number("-9223372036854775807")},
+		{"ends past 2262", 1 << 62, 1<<63 + 5, json.Number("4611686018427387909")},
+	}
+	td := ptrace.NewTraces()
+	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	for i, c := range cases {
+		s := spans.AppendEmpty()
+		s.SetTraceID(pcommon.TraceID{1})
+		s.SetSpanID(pcommon.SpanID{byte(i + 1)})
+		s.SetName("chat gpt-4o")
+		s.SetStartTimestamp(c.start)
+		s.SetEndTimestamp(c.end)
+		s.Attributes().PutStr("gen_ai.operation.name", "chat")
+		s.Attributes().PutStr("gen_ai.request.model", "gpt-4o")
+	}
+	value, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := NewDecoder(SignalTraces, EncodingProto, Tenancy{Default: "t"})
+	d.WithGenAI(genai.NewMapper(prices.Embedded(), true))
+	b := &sink.Batch{}
+	if _, err := d.AppendRows(b, &kgo.Record{Value: value}); err != nil {
+		t.Fatal(err)
+	}
+	rows := parseRows(t, b.Rows)
+	ops := parseRows(t, b.Derived)
+	if len(rows) != len(cases) || len(ops) != len(cases) {
+		t.Fatalf("%d span rows and %d operation rows, want %d of each", len(rows), len(ops), len(cases))
+	}
+	for i, c := range cases {
+		if got := rows[i]["duration_ns"]; got != c.want {
+			t.Errorf("%s: duration_ns %v, want %v", c.name, got, c.want)
+		}
+		got, present := ops[i]["duration_ms"]
+		if !present || (got == nil) != (c.want == nil) {
+			t.Errorf("%s: the operation's duration_ms is %v (present %t), want null exactly when duration_ns is", c.name, got, present)
+		}
+	}
+}
+
+// parseRows parses NDJSON rows, numbers kept as written.
+func parseRows(t *testing.T, ndjson []byte) []map[string]any {
+	t.Helper()
+	var rows []map[string]any
+	dec := json.NewDecoder(bytes.NewReader(ndjson))
+	dec.UseNumber()
+	for dec.More() {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("row is not JSON: %v", err)
+		}
+		rows = append(rows, m)
+	}
+	return rows
 }

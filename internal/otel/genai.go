@@ -28,10 +28,12 @@ func (o *operations) add(s ptrace.Span, service string, src source, index int) {
 		return
 	}
 	tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
+	d, known := Duration(s.StartTimestamp(), s.EndTimestamp())
 	sr := SpanRow{
 		Tenant: src.tenant, Service: service, Name: s.Name(),
 		TraceID: tid, SpanID: sid, ParentSpanID: pid,
-		Start: s.StartTimestamp(), DurationNs: int64(s.EndTimestamp()) - int64(s.StartTimestamp()),
+		Start:      s.StartTimestamp(),
+		DurationNs: d, NoDuration: !known,
 		StatusError: s.Status().Code() == ptrace.StatusCodeError,
 		Attributes:  s.Attributes(),
 		Topic:       src.topic, Partition: src.partition, Offset: src.offset, Index: index,
@@ -51,6 +53,7 @@ type SpanRow struct {
 	SpanID, ParentSpanID  pcommon.SpanID
 	Start                 pcommon.Timestamp
 	DurationNs            int64
+	NoDuration            bool // the span's duration is unknown (Duration)
 	StatusError           bool
 	Attributes            pcommon.Map
 	Topic                 string
@@ -74,7 +77,11 @@ func AppendOperation(dst []byte, m *genai.Mapper, s *SpanRow) ([]byte, bool) {
 	w.id("span_id", s.SpanID[:])
 	w.id("parent_span_id", s.ParentSpanID[:])
 	w.time("start_time", s.Start)
-	w.float("duration_ms", float64(s.DurationNs)/1e6)
+	if s.NoDuration {
+		w.null("duration_ms")
+	} else {
+		w.float("duration_ms", float64(s.DurationNs)/1e6)
+	}
 	w.str("service_name", s.Service)
 	w.str("span_name", s.Name)
 	op.WriteValues(&opValues{w: &w})

@@ -40,6 +40,23 @@ func (w *row) str(name, v string) { w.key(name); w.b = appendText(w.b, v) }
 
 func (w *row) int(name string, v int64) { w.key(name); w.b = strconv.AppendInt(w.b, v, 10) }
 
+func (w *row) null(name string) { w.key(name); w.b = append(w.b, "null"...) }
+
+// Duration is end - start in nanoseconds, false when either is unset (0):
+// a span sent without its end has no duration, not minus its start. A
+// span that ends before it starts (a skewed clock) has a negative one;
+// past int64 it is clamped (timestamps are uint64, their difference can
+// exceed it).
+func Duration(start, end pcommon.Timestamp) (int64, bool) {
+	if start == 0 || end == 0 {
+		return 0, false
+	}
+	if end >= start {
+		return int64(min(uint64(end-start), math.MaxInt64)), true
+	}
+	return -int64(min(uint64(start-end), math.MaxInt64)), true
+}
+
 // time writes t as microseconds since the epoch; OTLP's 0 (unset) is null.
 func (w *row) time(name string, t pcommon.Timestamp) {
 	w.key(name)

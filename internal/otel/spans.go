@@ -39,7 +39,11 @@ func appendSpans(w *row, td ptrace.Traces, src source, ops *operations) (rows, l
 				w.str("status_message", s.Status().Message())
 				w.time("start_time", s.StartTimestamp())
 				w.time("end_time", s.EndTimestamp())
-				w.int("duration_ns", int64(s.EndTimestamp())-int64(s.StartTimestamp()))
+				if d, ok := Duration(s.StartTimestamp(), s.EndTimestamp()); ok {
+					w.int("duration_ns", d)
+				} else {
+					w.null("duration_ns")
+				}
 				w.raw("resource_attributes", resJSON)
 				w.str("scope_name", scope.Name())
 				w.str("scope_version", scope.Version())
