@@ -683,11 +683,12 @@ func TestLoadsSizedInBytes(t *testing.T) {
 	c := newCluster(t, 2)
 	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 2, nil))
 	cfg := testConfig(t, c)
-	// One worker: a partition moved at the start (the first assignment
-	// can precede the topic's metadata) has its open batch flushed small,
-	// and a load with a small batch rightly takes a fourth to reach 2 MiB.
-	cfg.Workers = 1
 	cfg.Batch.MaxRecords = 1000 // ~0.9 MB of spans a batch
+	// Batches close full (a worker's first fetch is small until it knows
+	// how the records compress, and a slow machine's batch interval then
+	// closed a batch of a hundred records: a load with it rightly took a
+	// fourth batch to reach 2 MiB).
+	cfg.Batch.MaxInterval = config.Duration(time.Minute)
 	cfg.Load.MaxFiles = 100
 	cfg.Load.MaxInterval = config.Duration(time.Minute) // only size and idleness load
 	cfg.Load.MaxBytes = 2 << 20
