@@ -12,29 +12,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/kafka/kafkatest"
 )
 
 const sizerTopic = "t"
-
-func sizerCluster(t *testing.T, partitions int) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), sizerTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-func sizerClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
 
 // sizedConsumer reads the topic from its start with sizer's fetch sizes
 // (none: the sizes in opts) and hands every record to each, read n at a
@@ -45,7 +27,7 @@ func sizedConsumer(t *testing.T, c *kfake.Cluster, sizer *FetchSizer, partitions
 	if sizer != nil {
 		opts = append(opts, sizer.Options()...)
 	}
-	cl := sizerClient(t, c, opts...)
+	cl := kafkatest.Client(t, c, opts...)
 	if sizer != nil {
 		sizer.Attach(cl)
 		sizer.SetPartitions(partitions)
@@ -70,8 +52,8 @@ func sizedConsumer(t *testing.T, c *kfake.Cluster, sizer *FetchSizer, partitions
 // nothing.
 func TestFetchSizerBoundsDecompressedBytes(t *testing.T) {
 	const partitions, records, want = 2, 8000, 2 << 20
-	c := sizerCluster(t, partitions)
-	p := sizerClient(t, c, kgo.ProducerBatchCompression(kgo.ZstdCompression()),
+	c := kafkatest.Cluster(t, int32(partitions), sizerTopic)
+	p := kafkatest.Client(t, c, kgo.ProducerBatchCompression(kgo.ZstdCompression()),
 		kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(10*time.Millisecond))
 	text := strings.Repeat("the model answered the question about the weather; ", 80) // ~4 KB
 	var recs []*kgo.Record
@@ -163,8 +145,8 @@ func TestFetchSizerAsks(t *testing.T) {
 // the sizer.
 func readCommitted(t *testing.T, partitions, txns int, s *FetchSizer) {
 	t.Helper()
-	c := sizerCluster(t, partitions)
-	p := sizerClient(t, c, kgo.TransactionalID("sizer"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	c := kafkatest.Cluster(t, int32(partitions), sizerTopic)
+	p := kafkatest.Client(t, c, kgo.TransactionalID("sizer"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	ctx := context.Background()
 	committed := 0
 	for i := range txns {
@@ -211,8 +193,8 @@ func readCommitted(t *testing.T, partitions, txns int, s *FetchSizer) {
 // next.
 func TestFetchSizerReadsPartitionsTogether(t *testing.T) {
 	const partitions, perPartition = 2, 40
-	c := sizerCluster(t, partitions)
-	p := sizerClient(t, c, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	c := kafkatest.Cluster(t, int32(partitions), sizerTopic)
+	p := kafkatest.Client(t, c, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i := range partitions * perPartition {
 		pad := make([]byte, 32<<10)
 		_, _ = rand.Read(pad)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/kafka/kafkatest"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -24,23 +25,11 @@ import (
 const topic = "llm-traces"
 
 func newCluster(t *testing.T, partitions int32) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return kafkatest.Cluster(t, partitions, topic)
 }
 
 func producer(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(time.Millisecond)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return kafkatest.Client(t, c, append([]kgo.Opt{kgo.ProducerLinger(time.Millisecond)}, opts...)...)
 }
 
 func produce(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
