@@ -86,13 +86,6 @@ func (s *FetchSizer) SetPartitions(n int) {
 	s.resize()
 }
 
-// Asked is what the sizer last asked of each partition.
-func (s *FetchSizer) Asked() int32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.asked
-}
-
 // OnFetchBatchRead implements kgo.HookFetchBatchRead: it adds the batch to
 // the ratio.
 func (s *FetchSizer) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {

@@ -82,10 +82,10 @@ func TestFetchSizerBoundsDecompressedBytes(t *testing.T) {
 	if limit := int64(want + partitions*(64<<10+200*firstAsk)); got > limit {
 		t.Errorf("with the sizer the client held %d KiB decompressed, want at most %d KiB (without it: %d KiB)", got>>10, limit>>10, control>>10)
 	}
-	if a := s.Asked(); a >= want/partitions/64 {
+	if a := asked(s); a >= want/partitions/64 {
 		t.Errorf("asks each partition for %d bytes of records that compress ~200x, want well under %d", a, want/partitions/64)
 	}
-	t.Logf("held at most %d KiB with the sizer (asking %d KiB a partition), %d KiB without", got>>10, s.Asked()>>10, control>>10)
+	t.Logf("held at most %d KiB with the sizer (asking %d KiB a partition), %d KiB without", got>>10, asked(s)>>10, control>>10)
 }
 
 // A read_committed consumer with small, sized fetches never reads a record
@@ -118,8 +118,8 @@ func TestFetchSizerAsks(t *testing.T) {
 		part := cl.OptValue(kgo.FetchMaxPartitionBytes).(int32)
 		fetch := cl.OptValue(kgo.FetchMaxBytes).(int32)
 		// The sizer resizes when the ask moves by more than a quarter.
-		if part != s.Asked() || part < want-want/4 || part > want+want/4 {
-			t.Errorf("%s: asks %d (sizer says %d) of each partition, want %d", what, part, s.Asked(), want)
+		if part != asked(s) || part < want-want/4 || part > want+want/4 {
+			t.Errorf("%s: asks %d (sizer says %d) of each partition, want %d", what, part, asked(s), want)
 		}
 		if lets := int64(s.partitions) * (int64(part) + int64(max(s.largest, s.prevLargest))); int64(fetch) <= lets {
 			t.Errorf("%s: the fetch's limit %d is not above the %d bytes its %d partitions' limits let through", what, fetch, lets, s.partitions)
@@ -215,4 +215,11 @@ func TestFetchSizerReadsPartitionsTogether(t *testing.T) {
 			t.Errorf("partition %d had %d of the first %d records read, want about %d: %v", p, first[p], perPartition, perPartition/partitions, first)
 		}
 	}
+}
+
+// asked is what s last asked of each partition.
+func asked(s *FetchSizer) int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked
 }

@@ -28,7 +28,7 @@ func (o *operations) add(s ptrace.Span, service string, src source, index int) {
 		return
 	}
 	tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
-	d, known := Duration(s.StartTimestamp(), s.EndTimestamp())
+	d, known := spanDuration(s.StartTimestamp(), s.EndTimestamp())
 	sr := SpanRow{
 		Tenant: src.tenant, Service: service, Name: s.Name(),
 		TraceID: tid, SpanID: sid, ParentSpanID: pid,
@@ -53,7 +53,7 @@ type SpanRow struct {
 	SpanID, ParentSpanID  pcommon.SpanID
 	Start                 pcommon.Timestamp
 	DurationNs            int64
-	NoDuration            bool // the span's duration is unknown (Duration)
+	NoDuration            bool // the span's duration is unknown (spanDuration)
 	StatusError           bool
 	Attributes            pcommon.Map
 	Topic                 string

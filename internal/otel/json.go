@@ -42,12 +42,12 @@ func (w *row) int(name string, v int64) { w.key(name); w.b = strconv.AppendInt(w
 
 func (w *row) null(name string) { w.key(name); w.b = append(w.b, "null"...) }
 
-// Duration is end - start in nanoseconds, false when either is unset (0):
+// spanDuration is end - start in nanoseconds, false when either is unset (0):
 // a span sent without its end has no duration, not minus its start. A
 // span that ends before it starts (a skewed clock) has a negative one;
 // past int64 it is clamped (timestamps are uint64, their difference can
 // exceed it).
-func Duration(start, end pcommon.Timestamp) (int64, bool) {
+func spanDuration(start, end pcommon.Timestamp) (int64, bool) {
 	if start == 0 || end == 0 {
 		return 0, false
 	}

@@ -39,7 +39,7 @@ func appendSpans(w *row, td ptrace.Traces, src source, ops *operations) (rows, l
 				w.str("status_message", s.Status().Message())
 				w.time("start_time", s.StartTimestamp())
 				w.time("end_time", s.EndTimestamp())
-				if d, ok := Duration(s.StartTimestamp(), s.EndTimestamp()); ok {
+				if d, ok := spanDuration(s.StartTimestamp(), s.EndTimestamp()); ok {
 					w.int("duration_ns", d)
 				} else {
 					w.null("duration_ns")
