@@ -155,6 +155,10 @@ func appendOneLine(dst, value []byte) []byte {
 	return buf.Bytes()
 }
 
+// maxUTCMilli is 10000-01-01 in Unix milliseconds, the first instant
+// AppendUTC does not write.
+const maxUTCMilli = 253_402_300_800_000
+
 // AppendMetadata appends record_metadata: topic, partition, offset, key
 // (base64 with "key_encoding":"base64" when not UTF-8), create_time and
 // headers (a list, since Kafka allows repeated header keys).
@@ -168,7 +172,12 @@ func AppendMetadata(dst []byte, r *kgo.Record) []byte {
 	dst = append(dst, `,"key":`...)
 	dst = appendBytes(dst, r.Key, `,"key_encoding":"base64"`)
 	dst = append(dst, `,"create_time":"`...)
-	dst = r.Timestamp.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	if ms := r.Timestamp.UnixMilli(); ms >= 0 && ms < maxUTCMilli {
+		dst = AppendUTC(dst, uint64(ms/1000), uint64(ms%1000), 3)
+	} else {
+		// Before 1970 (a record without a timestamp has -1) or past 9999.
+		dst = r.Timestamp.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	}
 	dst = append(dst, '"')
 	if len(r.Headers) > 0 {
 		dst = append(dst, `,"headers":[`...)

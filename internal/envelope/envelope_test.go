@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,60 @@ func TestAppendStringRoundTrips(t *testing.T) {
 		var back string
 		if err := json.Unmarshal(out[len("prefix"):], &back); err != nil || back != s {
 			t.Fatalf("%q escaped as %s, read back as %q (%v)", s, out[len("prefix"):], back, err)
+		}
+	}
+}
+
+// AppendUTC writes what the time package's layout writes for the same
+// instant, with 3 and 6 fractional digits: around day boundaries, leap
+// days and the century rules, and at random instants up to 9999.
+func TestAppendUTC(t *testing.T) {
+	secs := []int64{0, 1, 59, 86_399, 86_400, 253_402_300_799}
+	for _, day := range []string{"1972-02-29", "1999-12-31", "2000-02-29", "2000-03-01", "2024-02-29",
+		"2100-02-28", "2100-03-01", "2400-02-29", "9999-12-31"} {
+		d, err := time.Parse(time.DateOnly, day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secs = append(secs, d.Unix(), d.Unix()-1, d.Unix()+45_296)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		secs = append(secs, r.Int64N(253_402_300_800))
+	}
+	for _, sec := range secs {
+		for _, digits := range []int{3, 6} {
+			frac := r.Uint64N(1_000)
+			layout := "2006-01-02T15:04:05.000Z"
+			if digits == 6 {
+				frac = r.Uint64N(1_000_000)
+				layout = "2006-01-02T15:04:05.000000Z"
+			}
+			ns := int64(frac) * 1_000_000
+			if digits == 6 {
+				ns = int64(frac) * 1_000
+			}
+			want := time.Unix(sec, ns).UTC().Format(layout)
+			if got := string(AppendUTC([]byte("x"), uint64(sec), frac, digits)); got != "x"+want {
+				t.Fatalf("%d s + %d: %s, want x%s", sec, frac, got, want)
+			}
+		}
+	}
+}
+
+// A record's create_time is its timestamp in UTC to the millisecond,
+// also before 1970 (Kafka's -1 for none) and past 9999.
+func TestMetadataCreateTime(t *testing.T) {
+	for _, ts := range []time.Time{time.UnixMilli(1_764_633_600_123), time.UnixMilli(-1), time.UnixMilli(0),
+		time.Date(12000, 1, 2, 3, 4, 5, 6e6, time.UTC), time.Date(2026, 12, 2, 1, 0, 0, 0, time.FixedZone("CET", 3600))} {
+		var md struct {
+			CreateTime string `json:"create_time"`
+		}
+		if err := json.Unmarshal(AppendMetadata(nil, &kgo.Record{Topic: "t", Timestamp: ts}), &md); err != nil {
+			t.Fatal(err)
+		}
+		if want := ts.UTC().Format("2006-01-02T15:04:05.000Z07:00"); md.CreateTime != want {
+			t.Errorf("%v: create_time %s, want %s", ts, md.CreateTime, want)
 		}
 	}
 }

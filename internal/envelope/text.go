@@ -108,3 +108,49 @@ func AppendUUID(dst []byte, id *[16]byte) []byte {
 	}
 	return dst
 }
+
+// AppendUTC appends the instant sec seconds after the Unix epoch, plus
+// frac of 10^digits of a second, as RFC 3339 in UTC with digits (1-6)
+// fractional digits: 2006-01-02T15:04:05.000Z for 3. Years past 9999 are
+// not written right. It is the time package's layout with that format
+// without its layout parser, which was a measured share of writing a row
+// (~1.4% of the pipeline's CPU, ~5% of decoding a span with events).
+func AppendUTC(dst []byte, sec, frac uint64, digits int) []byte {
+	// The civil date by Howard Hinnant's days-to-date algorithm, in eras
+	// of 400 years from 0000-03-01.
+	z := sec/86_400 + 719_468
+	tod := sec % 86_400
+	era, doe := z/146_097, z%146_097
+	yoe := (doe - doe/1_460 + doe/36_524 - doe/146_096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	day, month, year := doy-(153*mp+2)/5+1, mp+3, yoe+era*400
+	if month > 12 {
+		month -= 12
+		year++
+	}
+	dst = appendDigits(dst, year, 4)
+	dst = append(dst, '-')
+	dst = appendDigits(dst, month, 2)
+	dst = append(dst, '-')
+	dst = appendDigits(dst, day, 2)
+	dst = append(dst, 'T')
+	dst = appendDigits(dst, tod/3600, 2)
+	dst = append(dst, ':')
+	dst = appendDigits(dst, tod/60%60, 2)
+	dst = append(dst, ':')
+	dst = appendDigits(dst, tod%60, 2)
+	dst = append(dst, '.')
+	dst = appendDigits(dst, frac, digits)
+	return append(dst, 'Z')
+}
+
+// appendDigits appends v in n decimal digits, zero-padded (v < 10^n).
+func appendDigits(dst []byte, v uint64, n int) []byte {
+	dst = append(dst, "000000"[:n]...)
+	for i := len(dst) - 1; v > 0; i-- {
+		dst[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return dst
+}

@@ -217,45 +217,9 @@ func appendTime(dst []byte, t pcommon.Timestamp) []byte {
 	if t == 0 {
 		return append(dst, "null"...)
 	}
-	// The civil date by Howard Hinnant's days-to-date algorithm: the time
-	// package's layout parser was ~5% of decoding a span with events.
-	us := uint64(t) / 1000
-	z := us/86_400_000_000 + 719_468 // days since 0000-03-01
-	tod := us % 86_400_000_000
-	era, doe := z/146_097, z%146_097
-	yoe := (doe - doe/1_460 + doe/36_524 - doe/146_096) / 365
-	doy := doe - (365*yoe + yoe/4 - yoe/100)
-	mp := (5*doy + 2) / 153
-	day, month, year := doy-(153*mp+2)/5+1, mp+3, yoe+era*400
-	if month > 12 {
-		month -= 12
-		year++
-	}
 	dst = append(dst, '"')
-	dst = appendDigits(dst, year, 4)
-	dst = append(dst, '-')
-	dst = appendDigits(dst, month, 2)
-	dst = append(dst, '-')
-	dst = appendDigits(dst, day, 2)
-	dst = append(dst, 'T')
-	dst = appendDigits(dst, tod/3_600_000_000, 2)
-	dst = append(dst, ':')
-	dst = appendDigits(dst, tod/60_000_000%60, 2)
-	dst = append(dst, ':')
-	dst = appendDigits(dst, tod/1_000_000%60, 2)
-	dst = append(dst, '.')
-	dst = appendDigits(dst, tod%1_000_000, 6)
-	return append(dst, 'Z', '"')
-}
-
-// appendDigits appends v in n decimal digits, zero-padded (v < 10^n).
-func appendDigits(dst []byte, v uint64, n int) []byte {
-	dst = append(dst, "000000"[:n]...)
-	for i := len(dst) - 1; v > 0; i-- {
-		dst[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return dst
+	dst = envelope.AppendUTC(dst, uint64(t)/1e9, uint64(t)%1e9/1e3, 6)
+	return append(dst, '"')
 }
 
 // AttributesFromJSON reads an attributes column back into a map: integers

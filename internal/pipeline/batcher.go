@@ -18,8 +18,9 @@ type batch struct {
 	records int64   // records, stored and dead-lettered
 	created []int64 // create_time of each stored record, unix nanos (freshness)
 	bytes   int64   // bytes held for max_inflight_bytes: message values, or decoded rows
-	// spilled: the sink staged the batch out of memory (a sink.FileStager)
-	// and its bytes were freed from the in-flight budget then.
+	// spilled: the batch's bytes were freed from the in-flight budget
+	// before its load ended: the sink staged it out of memory (a
+	// sink.FileStager), or its load read it (a sink.CommitReporter).
 	spilled  bool
 	dlqKinds map[string]int64 // decode dead-letter records by problem kind
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
 // A backlog of 1 MiB messages many times max_inflight_bytes: the bytes read
@@ -101,5 +105,56 @@ func TestLoadsKeepTheirSizeUnderBackpressure(t *testing.T) {
 	if small > max(cfg.Workers, len(loads.records)/4) {
 		t.Errorf("%d of %d loads below load.max_bytes (%d KiB of %d KiB records), want at most a quarter; records a load: %v",
 			small, len(loads.records), perLoad>>10, size>>10, loads.records)
+	}
+}
+
+// committingSink notes the bytes in flight just before and just after the
+// pipeline's committing callback of each load.
+type committingSink struct {
+	*duckdb.Sink
+	stats         *pipeline.Stats
+	mu            sync.Mutex
+	before, after []int64
+}
+
+func (c *committingSink) LoadReporting(ctx context.Context, files []sink.File, committing func()) (sink.Loaded, error) {
+	return c.Sink.LoadReporting(ctx, files, func() {
+		before := c.stats.Inflight.Load()
+		committing()
+		c.mu.Lock()
+		c.before, c.after = append(c.before, before), append(c.after, c.stats.Inflight.Load())
+		c.mu.Unlock()
+	})
+}
+
+// With a sink that reports when only its commit is left (DuckDB), a load's
+// bytes leave max_inflight_bytes then, not when the load returns: the
+// worker reads its next records during the commit. Freed once: nothing is
+// in flight at the end.
+func TestBudgetFreedWhenTheCommitStarts(t *testing.T) {
+	const n = 1000
+	c := newCluster(t, 1)
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 1, nil))
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Batch.MaxRecords = n / 2
+	cfg.Batch.MaxInterval = config.Duration(time.Minute)
+	cfg.Load.MaxInterval = config.Duration(time.Minute) // one load, at the idle flush
+	stats := &pipeline.Stats{}
+	s := openSink(t, cfg)
+	cs := &committingSink{Sink: s, stats: stats}
+	runUntilIdle(t, cfg, cs, stats)
+
+	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != n {
+		t.Fatalf("rows = %d, want %d", rows, n)
+	}
+	if len(cs.before) != 1 {
+		t.Fatalf("%d loads reported their commit, want 1", len(cs.before))
+	}
+	if cs.before[0] <= 0 || cs.after[0] != 0 {
+		t.Errorf("in flight when the commit started: %d bytes, then %d; want all of them freed", cs.before[0], cs.after[0])
+	}
+	if got := stats.Inflight.Load(); got != 0 {
+		t.Errorf("%d bytes in flight after the run, want 0", got)
 	}
 }

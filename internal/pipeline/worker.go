@@ -536,8 +536,7 @@ func (w *Worker) stage(it item) item {
 	if _, ok := w.opt.Sink.(sink.FileStager); ok {
 		// Its rows are in files now: the memory is free although the
 		// batch waits for its load (an Iceberg commit interval).
-		w.freeMemory(it.batch.bytes)
-		it.batch.spilled = true
+		w.spill(it.batch)
 	}
 	w.opt.Stats.addFile(f.Bytes)
 	w.opt.Metrics.StagedFiles.Inc()
@@ -573,7 +572,16 @@ func (w *Worker) loadLoop() error {
 		began := time.Now()
 		err := w.retry("load", func() error {
 			var err error
-			loaded, err = w.opt.Sink.Load(w.hard, files)
+			if cr, ok := w.opt.Sink.(sink.CommitReporter); ok {
+				// Only the commit is left: read on while it runs.
+				loaded, err = cr.LoadReporting(w.hard, files, func() {
+					for _, it := range pending {
+						w.spill(it.batch)
+					}
+				})
+			} else {
+				loaded, err = w.opt.Sink.Load(w.hard, files)
+			}
 			return err
 		})
 		if err != nil {
@@ -702,6 +710,17 @@ func (w *Worker) release(items []item) {
 	}
 	w.inflight.Add(-n)
 	w.freeMemory(bytes)
+}
+
+// spill frees b's share of the in-flight budget before its load ended
+// (once; release then frees only the rest): its rows are out of this
+// process's memory, staged to files (sink.FileStager) or read by the load
+// (sink.CommitReporter).
+func (w *Worker) spill(b *batch) {
+	if !b.spilled {
+		w.freeMemory(b.bytes)
+		b.spilled = true
+	}
 }
 
 // freeMemory returns bytes to the in-flight budget (max_inflight_bytes).

@@ -186,6 +186,20 @@ type FileStager interface {
 	StagesToFiles()
 }
 
+// CommitReporter is a Sink whose load can tell when the files' rows are in
+// its transaction and only the commit is left: the pipeline then frees
+// their share of max_inflight_bytes. DuckDB's commit (writing the WAL and
+// checkpointing, most of a load) runs on one core; freed there, the worker
+// reads and stages its next batches on the other core during the commit,
+// instead of at the load's end, where that work took CPU from the next
+// load's parallel insert (docs/BENCHMARKS.md, "early_release").
+type CommitReporter interface {
+	// LoadReporting is Load calling committing, on the calling goroutine,
+	// before the commit: after every file was read. It may be called more
+	// than once (a load made in parts) or never (a load that failed first).
+	LoadReporting(ctx context.Context, files []File, committing func()) (Loaded, error)
+}
+
 // RowsReleaser is a Sink whose Stage keeps no reference to the batch's
 // Rows and Derived once it returns (DuckDB writes them to files): the
 // pipeline reuses their memory for the next batches instead of allocating

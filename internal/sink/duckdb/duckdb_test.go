@@ -292,3 +292,44 @@ func TestStageKeepsNoRows(t *testing.T) {
 		}
 	}
 }
+
+// A load says when only its commit is left: every staged file has been
+// read (they can be gone by then) and no row is visible yet; once it
+// returns, every row is.
+func TestLoadReportsCommitting(t *testing.T) {
+	s := prepared(t, false)
+	ctx := context.Background()
+	var files []sink.File
+	for _, b := range []*sink.Batch{batch(0, 99), batch(100, 199)} {
+		f, err := s.Stage(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	calls, visible := 0, int64(-1)
+	loaded, err := s.LoadReporting(ctx, files, func() {
+		calls++
+		visible = count(t, s, "SELECT count(*) FROM trace_raw")
+		for _, f := range files {
+			if err := os.Remove(f.RowsPath); err != nil {
+				t.Errorf("remove a file the load read: %v", err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Fatalf("committing called %d times, want once", calls)
+	}
+	if visible != 0 {
+		t.Errorf("%d rows visible when committing was called, want 0 (called after the commit)", visible)
+	}
+	if len(loaded.Ranges) != 1 || loaded.Ranges[0].Records != 200 {
+		t.Errorf("loaded %+v, want 200 records of one partition", loaded.Ranges)
+	}
+	if n := count(t, s, "SELECT count(*) FROM trace_raw"); n != 200 {
+		t.Errorf("%d rows after the load, want 200", n)
+	}
+}

@@ -26,7 +26,14 @@ import (
 // slows loading down instead of stopping it. If the second half fails,
 // the retry of the whole load leaves the first half's files out (the
 // ledger covers them).
-func (s *Sink) Load(ctx context.Context, files []sink.File) (_ sink.Loaded, err error) {
+func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	return s.LoadReporting(ctx, files, nil)
+}
+
+// LoadReporting is Load calling committing (when not nil) before each
+// transaction's commit, once its rows are inserted: the sink is a
+// sink.CommitReporter.
+func (s *Sink) LoadReporting(ctx context.Context, files []sink.File, committing func()) (_ sink.Loaded, err error) {
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
 	}
@@ -37,20 +44,20 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (_ sink.Loaded, err 
 			err = fmt.Errorf("%w: %w", sink.ErrFatal, err)
 		}
 	}()
-	return s.loadHalving(ctx, files)
+	return s.loadHalving(ctx, files, committing)
 }
 
-func (s *Sink) loadHalving(ctx context.Context, files []sink.File) (sink.Loaded, error) {
-	loaded, err := s.loadOnce(ctx, files)
+func (s *Sink) loadHalving(ctx context.Context, files []sink.File, committing func()) (sink.Loaded, error) {
+	loaded, err := s.loadOnce(ctx, files, committing)
 	if err == nil || !isOutOfMemory(err) || len(files) == 1 {
 		return loaded, err
 	}
 	s.log.Warn("a load ran out of sink.duckdb.memory_limit; loading its files in two halves", "files", len(files), "err", err)
-	first, err := s.loadHalving(ctx, files[:len(files)/2])
+	first, err := s.loadHalving(ctx, files[:len(files)/2], committing)
 	if err != nil {
 		return sink.Loaded{}, err
 	}
-	second, err := s.loadHalving(ctx, files[len(files)/2:])
+	second, err := s.loadHalving(ctx, files[len(files)/2:], committing)
 	if err != nil {
 		return sink.Loaded{}, err
 	}
@@ -58,7 +65,7 @@ func (s *Sink) loadHalving(ctx context.Context, files []sink.File) (sink.Loaded,
 }
 
 // loadOnce loads files in one transaction. Called with loadMu held.
-func (s *Sink) loadOnce(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func()) (sink.Loaded, error) {
 	fence, err := s.fence(ctx, files)
 	if err != nil {
 		return sink.Loaded{}, err
@@ -67,13 +74,13 @@ func (s *Sink) loadOnce(ctx context.Context, files []sink.File) (sink.Loaded, er
 	if !plan.exact {
 		s.log.Debug("load overlaps the ledger; skipping rows already loaded", "files", len(files))
 	}
-	loaded, err := s.loadTx(ctx, plan, false)
+	loaded, err := s.loadTx(ctx, plan, false, committing)
 	if err != nil && isJSONError(err) && !s.opt.Transform && s.opt.Typed == nil {
 		// Our validator accepted a value DuckDB's JSON parser rejects. Load
 		// again, sending such rows to the dead-letter table instead of
 		// stalling the partition on a load that can never succeed.
 		s.log.Warn("a value was rejected by DuckDB's JSON parser; loading again with a per-row check", "err", err)
-		loaded, err = s.loadTx(ctx, plan, true)
+		loaded, err = s.loadTx(ctx, plan, true, committing)
 	}
 	if err != nil {
 		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
@@ -225,8 +232,9 @@ func where(conds ...string) string {
 }
 
 // loadTx runs one load transaction. With checkJSON, rows whose raw_data
-// DuckDB cannot parse go to the dead-letter table (stage load).
-func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool) (sink.Loaded, error) {
+// DuckDB cannot parse go to the dead-letter table (stage load). committing
+// (when not nil) is called before the commit.
+func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool, committing func()) (sink.Loaded, error) {
 	now := time.Now().UTC()
 	loadID := newLoadID()
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -247,6 +255,9 @@ func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool) (sink.Loa
 	}
 	if err := s.insertLedger(ctx, tx, ranges, loadID, p.files, now); err != nil {
 		return sink.Loaded{}, err
+	}
+	if committing != nil {
+		committing()
 	}
 	if err := tx.Commit(); err != nil {
 		return sink.Loaded{}, fmt.Errorf("commit: %w", err)
