@@ -121,14 +121,16 @@ func (f *configFlags) open(fs *flag.FlagSet, args []string, needKafka bool) (*co
 	if cfg.Sink.Type != config.SinkDuckDB {
 		return nil, nil, fmt.Errorf("tracelake %s reads the duckdb sink; sink.type is %s (query it with its own client, e.g. bendsql for Databend)", fs.Name(), cfg.Sink.Type)
 	}
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, snk, nil
 }
 
-func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
+// openDuckDB opens the DuckDB sink of cfg; besidePipeline when a pipeline
+// loads it from this process (see duckdb.Options.BesidePipeline).
+func openDuckDB(cfg *config.Config, besidePipeline bool) (*duckdb.Sink, error) {
 	return duckdb.Open(duckdb.Options{
 		Path:             cfg.Sink.DuckDB.Path,
 		StageDir:         cfg.StageDir(),
@@ -140,6 +142,7 @@ func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 		Zstd:             cfg.Zstd(),
 		MemoryLimit:      int64(cfg.DuckDBMemoryLimit()),
 		Threads:          cfg.Sink.DuckDB.Threads,
+		BesidePipeline:   besidePipeline,
 		UncompressedJSON: cfg.Sink.DuckDB.JSONCompression == "none",
 		Log:              slog.Default(),
 	})

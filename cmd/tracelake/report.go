@@ -94,7 +94,7 @@ func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) 
 		}
 		return db, func() { db.Close() }, nil
 	}
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, false)
 	if err != nil {
 		return nil, nil, err
 	}

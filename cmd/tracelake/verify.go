@@ -67,7 +67,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 			}
 		}
 	default:
-		snk, err := openDuckDB(cfg)
+		snk, err := openDuckDB(cfg, false)
 		if err != nil {
 			return err
 		}

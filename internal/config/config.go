@@ -268,8 +268,9 @@ type DuckDB struct {
 	// max_inflight_bytes). Default (0) max_inflight_bytes, see
 	// DuckDBMemoryLimit.
 	MemoryLimit ByteSize `yaml:"memory_limit"`
-	// Threads DuckDB may use; 0: one per core, at most one per 64 MiB of
-	// the memory limit (each reading thread holds a 32 MiB buffer).
+	// Threads DuckDB may use; 0: one per core but one (left to the
+	// pipeline in run and demo), at most one per 64 MiB of the memory
+	// limit (each reading thread holds a 32 MiB buffer).
 	Threads int `yaml:"threads"`
 	// JSONCompression is how the raw table tracelake creates stores
 	// raw_data and record_metadata: auto (DuckDB picks, FSST for traces,

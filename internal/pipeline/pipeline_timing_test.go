@@ -95,7 +95,7 @@ func BenchmarkPipelineDuckDB(b *testing.B) {
 				cfg.Load.MaxInterval = config.Duration(time.Second)
 				cfg.Sink.DuckDB.Path = filepath.Join(b.TempDir(), "bench.duckdb")
 				s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table,
-					Zstd: v.compression == "zstd", UncompressedJSON: v.uncompressedJSON, Log: testLog(nil)})
+					Zstd: v.compression == "zstd", UncompressedJSON: v.uncompressedJSON, BesidePipeline: true, Log: testLog(nil)})
 				if err != nil {
 					b.Fatal(err)
 				}

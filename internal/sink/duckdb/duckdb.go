@@ -46,9 +46,13 @@ type Options struct {
 	// Zstd compresses staged files.
 	Zstd bool
 	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults
-	// (Threads 0 with a MemoryLimit: see threadsFor).
+	// (Threads 0 with a MemoryLimit or BesidePipeline: see threadsFor).
 	MemoryLimit int64
 	Threads     int
+	// BesidePipeline says a pipeline reads, checks and stages records in
+	// this process while DuckDB loads them (tracelake run, the demo):
+	// with Threads 0, DuckDB leaves it one core.
+	BesidePipeline bool
 	// UncompressedJSON creates the raw table with its JSON columns
 	// uncompressed: faster loads (DuckDB's checkpoint compresses less) for
 	// a bigger file.
@@ -275,16 +279,30 @@ func dsnSettings(opt Options) string {
 // thread, plus the rows it parses.
 const threadMemory = 64 << 20
 
-// threadsFor is the number of DuckDB threads: the configured number, else
-// one per core but no more than memory_limit holds. One per core on a
-// 16-core machine under the default 256 MiB limit took 512 MiB of read
-// buffers, and every load (even one file, loaded in halves down to one)
-// ran out of memory.
+// threadsFor is the number of DuckDB threads (0: DuckDB's default, one
+// per core): the configured number, else one per core, but one core
+// fewer beside a pipeline and no more than memory_limit holds.
+//
+// One per core on a 16-core machine under the default 256 MiB limit took
+// 512 MiB of read buffers, and every load (even one file, loaded in halves
+// down to one) ran out of memory. Beside the pipeline, DuckDB's threads on
+// every core only fought the pipeline's reading and staging for them: on
+// 2 cores one thread loaded as fast with ~20% less CPU per record
+// (docs/BENCHMARKS.md, "early_release").
 func threadsFor(opt Options) int {
-	if opt.Threads > 0 || opt.MemoryLimit <= 0 {
+	if opt.Threads > 0 {
 		return opt.Threads
 	}
-	return int(max(1, min(int64(runtime.NumCPU()), opt.MemoryLimit/threadMemory)))
+	cores := int64(runtime.NumCPU())
+	if opt.BesidePipeline {
+		cores = max(1, cores-1)
+	} else if opt.MemoryLimit <= 0 {
+		return 0
+	}
+	if opt.MemoryLimit > 0 {
+		cores = min(cores, opt.MemoryLimit/threadMemory)
+	}
+	return int(max(1, cores))
 }
 
 func newLoadID() string { return uuid.NewString() }

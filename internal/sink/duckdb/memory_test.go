@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,24 @@ func TestThreadsFitTheMemoryLimit(t *testing.T) {
 	}
 	if threads := count(t, s, "SELECT current_setting('threads')"); threads != 1 {
 		t.Errorf("threads %d under a 64 MiB limit, want 1", threads)
+	}
+}
+
+// Beside a pipeline DuckDB leaves it a core (within memory_limit as
+// always); alone it takes them all.
+func TestThreadsLeaveThePipelineACore(t *testing.T) {
+	cores := int64(runtime.NumCPU())
+	for _, c := range []struct {
+		beside bool
+		limit  int64
+		want   int64
+	}{{true, 0, max(1, cores-1)}, {true, 1 << 40, max(1, cores-1)}, {false, 1 << 40, cores}, {false, 0, cores}} {
+		opt := testOptions(t.TempDir())
+		opt.BesidePipeline, opt.MemoryLimit = c.beside, c.limit
+		s := openPrepared(t, opt)
+		if got := count(t, s, "SELECT current_setting('threads')"); got != c.want {
+			t.Errorf("beside a pipeline %v, memory_limit %d: %d threads, want %d", c.beside, c.limit, got, c.want)
+		}
 	}
 }
 
