@@ -105,6 +105,7 @@ func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 		}
 	}
 	w.sizeFetches()
+	w.opt.Start.owns(w.id, len(w.owned))
 	w.mu.Unlock()
 	w.log.Info("partitions assigned: " + kafka.FormatPartitions(assigned))
 }
@@ -161,6 +162,7 @@ func (w *Worker) drop(parts map[string][]int32) {
 		}
 	}
 	w.sizeFetches()
+	w.opt.Start.owns(w.id, len(w.owned))
 }
 
 // sizeFetches shares the fetch bytes among the partitions owned. Called

@@ -16,21 +16,24 @@ import (
 // balanced.
 type startGate struct {
 	mu      sync.Mutex
-	waiting int       // workers without a first assignment
-	last    time.Time // the last assignment or revoke any worker saw
+	workers int
+	waiting int         // workers without a first assignment
+	owned   map[int]int // partitions each worker owns, by worker id, once it told
+	last    time.Time   // the last assignment or revoke any worker saw
 	settle  time.Duration
 }
 
 // gateSettle is how long the assignments of the process must stay as they
-// are before the gate opens. The last worker's first assignment does not
-// end a cooperative rebalance: it is empty while a sibling still holds
-// the partitions it must give up, and that sibling's revoke comes a moment
-// later. A worker that polled in between would read the partitions it is
-// about to give up (franz-go holds the revoke until the poll is done).
+// are before the gate opens while a worker owns nothing. The last worker's
+// first assignment does not end a cooperative rebalance: it is empty while
+// a sibling still holds the partitions it must give up, and that sibling's
+// revoke comes a moment later. A worker that polled in between would read
+// the partitions it is about to give up (franz-go holds the revoke until
+// the poll is done).
 const gateSettle = 500 * time.Millisecond
 
 func newStartGate(workers int) *startGate {
-	return &startGate{waiting: workers, settle: gateSettle}
+	return &startGate{workers: workers, waiting: workers, owned: map[int]int{}, settle: gateSettle}
 }
 
 // joined notes one worker's first assignment (also an empty one). Called
@@ -49,16 +52,35 @@ func (g *startGate) moved() {
 	g.last = time.Now()
 }
 
+// owns notes how many partitions worker id owns, after each of its
+// assignments, revokes and losses.
+func (g *startGate) owns(id, partitions int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.owned[id] = partitions
+}
+
 // state reports whether every worker joined, and whether the assignments
-// have settled since.
+// have settled since: every worker owns a partition, or none changed for
+// the settle time. Owning is enough: a partition moving between siblings
+// reaches its new owner only in the rebalance after the old owner's
+// revoke completed (cooperative or eager), so once the last sibling owns
+// some, none is about to leave another. The settle time is for a worker
+// left without any (fewer partitions than workers, or other processes'
+// members own them).
 func (g *startGate) state() (allJoined, settled bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.waiting <= 0, g.waiting <= 0 && time.Since(g.last) >= g.settle
+	allJoined = g.waiting <= 0
+	everyOwns := len(g.owned) == g.workers
+	for _, n := range g.owned {
+		everyOwns = everyOwns && n > 0
+	}
+	return allJoined, allJoined && (everyOwns || time.Since(g.last) >= g.settle)
 }
 
-// wait returns once every worker joined and no assignment changed for the
-// settle time, after limit, or when ctx ends, calling rejoin every quarter
+// wait returns once every worker joined and the assignments settled (see
+// state), after limit, or when ctx ends, calling rejoin every quarter
 // second meanwhile. It reports whether the gate opened.
 //
 // A worker that joined asks to rejoin (kgo's ForceRebalance) while it
