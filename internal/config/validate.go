@@ -123,7 +123,7 @@ func (c *Config) validate(consuming bool) error {
 		check(c.Sink.DuckDB.MemoryLimit == 0 || c.Sink.DuckDB.MemoryLimit >= minDuckDBMemory, "sink.duckdb.memory_limit",
 			"want 0 (max_inflight_bytes) or at least 128MiB, got %s", c.Sink.DuckDB.MemoryLimit)
 		check(c.Sink.DuckDB.Threads >= 0 && c.Sink.DuckDB.Threads <= 1024, "sink.duckdb.threads",
-			"want 0 (one per core within memory_limit) to 1024, got %d", c.Sink.DuckDB.Threads)
+			"want 0 (one per core, one fewer beside the pipeline, within memory_limit) to 1024, got %d", c.Sink.DuckDB.Threads)
 		check(slices.Contains([]string{"auto", "none"}, c.Sink.DuckDB.JSONCompression), "sink.duckdb.json_compression",
 			"want auto or none, got %q", c.Sink.DuckDB.JSONCompression)
 		check(c.Mode == ModeRaw || c.Sink.DuckDB.JSONCompression != "none", "sink.duckdb.json_compression",
