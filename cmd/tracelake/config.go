@@ -121,17 +121,29 @@ func (f *configFlags) open(fs *flag.FlagSet, args []string, needKafka bool) (*co
 	if cfg.Sink.Type != config.SinkDuckDB {
 		return nil, nil, fmt.Errorf("tracelake %s reads the duckdb sink; sink.type is %s (query it with its own client, e.g. bendsql for Databend)", fs.Name(), cfg.Sink.Type)
 	}
-	snk, err := openDuckDB(cfg, false)
+	snk, err := openDuckDB(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, snk, nil
 }
 
-// openDuckDB opens the DuckDB sink of cfg; besidePipeline when a pipeline
-// loads it from this process (see duckdb.Options.BesidePipeline).
-func openDuckDB(cfg *config.Config, besidePipeline bool) (*duckdb.Sink, error) {
-	return duckdb.Open(duckdb.Options{
+// openDuckDB opens the DuckDB sink of cfg for a command that only queries
+// or merges it.
+func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
+	return duckdb.Open(duckDBOptions(cfg))
+}
+
+// openDuckDBBesidePipeline opens the DuckDB sink of cfg for a pipeline
+// loading it from this process (see duckdb.Options.BesidePipeline).
+func openDuckDBBesidePipeline(cfg *config.Config) (*duckdb.Sink, error) {
+	opt := duckDBOptions(cfg)
+	opt.BesidePipeline = true
+	return duckdb.Open(opt)
+}
+
+func duckDBOptions(cfg *config.Config) duckdb.Options {
+	return duckdb.Options{
 		Path:             cfg.Sink.DuckDB.Path,
 		StageDir:         cfg.StageDir(),
 		Table:            cfg.Sink.Table,
@@ -142,10 +154,9 @@ func openDuckDB(cfg *config.Config, besidePipeline bool) (*duckdb.Sink, error) {
 		Zstd:             cfg.Zstd(),
 		MemoryLimit:      int64(cfg.DuckDBMemoryLimit()),
 		Threads:          cfg.Sink.DuckDB.Threads,
-		BesidePipeline:   besidePipeline,
 		UncompressedJSON: cfg.Sink.DuckDB.JSONCompression == "none",
 		Log:              slog.Default(),
-	})
+	}
 }
 
 // typedTable is the declared table the configuration loads, nil for the

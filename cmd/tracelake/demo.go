@@ -128,7 +128,7 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("BUG: demo config invalid: %w", err)
 	}
-	snk, err := openDuckDB(cfg, true)
+	snk, err := openDuckDBBesidePipeline(cfg)
 	if err != nil {
 		return err
 	}

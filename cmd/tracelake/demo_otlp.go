@@ -103,7 +103,7 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 	fmt.Printf("sent %d agent traces (%d spans) in %d requests, each answered after Kafka acknowledged it, %.1fs\n",
 		n, spans, (n+perRequest-1)/perRequest, time.Since(start).Seconds())
 
-	snk, err := openDuckDB(cfg, true)
+	snk, err := openDuckDBBesidePipeline(cfg)
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 		}
 		return lake.ReplaceDerived(ctx, chunks)
 	}
-	snk, err := openDuckDB(cfg, false)
+	snk, err := openDuckDB(cfg)
 	if err != nil {
 		return 0, err
 	}

@@ -80,7 +80,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		}
 		return mergeLoop(ctx, merge.NewDatabendMerger(snk, *task), models, *every)
 	}
-	snk, err := openDuckDB(cfg, false)
+	snk, err := openDuckDB(cfg)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func mergeDedup(ctx context.Context, cfg *config.Config, every time.Duration) er
 	case config.SinkDatabend:
 		snk, err = openDatabend(cfg)
 	default:
-		snk, err = openDuckDB(cfg, false)
+		snk, err = openDuckDB(cfg)
 	}
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 func TestMergeEveryReports(t *testing.T) {
 	cfg := config.Default()
 	cfg.Sink.DuckDB.Path = filepath.Join(t.TempDir(), "m.duckdb")
-	snk, err := openDuckDB(cfg, false)
+	snk, err := openDuckDB(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) 
 		}
 		return db, func() { db.Close() }, nil
 	}
-	snk, err := openDuckDB(cfg, false)
+	snk, err := openDuckDB(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -53,7 +53,7 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 		}
 		return snk, merge.NewDatabendMerger(snk, false), nil
 	}
-	snk, err := openDuckDB(cfg, true)
+	snk, err := openDuckDBBesidePipeline(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -39,7 +39,7 @@ func cmdSQL(ctx context.Context, args []string) error {
 	case config.SinkIceberg:
 		return queryIceberg(ctx, cfg, fs.Arg(0), *tenant)
 	case config.SinkDuckDB:
-		snk, err := openDuckDB(cfg, false)
+		snk, err := openDuckDB(cfg)
 		if err != nil {
 			return err
 		}

@@ -67,7 +67,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 			}
 		}
 	default:
-		snk, err := openDuckDB(cfg, false)
+		snk, err := openDuckDB(cfg)
 		if err != nil {
 			return err
 		}

@@ -279,19 +279,14 @@ func TestAppendUTC(t *testing.T) {
 		secs = append(secs, r.Int64N(253_402_300_800))
 	}
 	for _, sec := range secs {
-		for _, digits := range []int{3, 6} {
-			frac := r.Uint64N(1_000)
-			layout := "2006-01-02T15:04:05.000Z"
-			if digits == 6 {
-				frac = r.Uint64N(1_000_000)
-				layout = "2006-01-02T15:04:05.000000Z"
-			}
-			ns := int64(frac) * 1_000_000
-			if digits == 6 {
-				ns = int64(frac) * 1_000
-			}
-			want := time.Unix(sec, ns).UTC().Format(layout)
-			if got := string(AppendUTC([]byte("x"), uint64(sec), frac, digits)); got != "x"+want {
+		for _, f := range []struct {
+			digits     int
+			unit, frac uint64 // nanoseconds of one unit of the fraction, units in a second
+			layout     string
+		}{{3, 1e6, 1e3, "2006-01-02T15:04:05.000Z"}, {6, 1e3, 1e6, "2006-01-02T15:04:05.000000Z"}} {
+			frac := r.Uint64N(f.frac)
+			want := time.Unix(sec, int64(frac*f.unit)).UTC().Format(f.layout)
+			if got := string(AppendUTC([]byte("x"), uint64(sec), frac, f.digits)); got != "x"+want {
 				t.Fatalf("%d s + %d: %s, want x%s", sec, frac, got, want)
 			}
 		}

@@ -27,7 +27,8 @@ func (w *row) end()   { w.b = append(w.b, "}\n"...) }
 
 // key writes the name of the next field. It works on a local copy of the
 // buffer: appending through w.b made the compiler load and store the slice
-// at every append (measured: ~7% of decoding a span went here).
+// at every append (keys were ~7% of a span's decode in a profile; this made
+// the decode 1.4% faster).
 func (w *row) key(name string) {
 	b := w.b
 	if w.first {

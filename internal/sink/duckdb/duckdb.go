@@ -293,11 +293,12 @@ func threadsFor(opt Options) int {
 	if opt.Threads > 0 {
 		return opt.Threads
 	}
+	if !opt.BesidePipeline && opt.MemoryLimit <= 0 {
+		return 0
+	}
 	cores := int64(runtime.NumCPU())
 	if opt.BesidePipeline {
-		cores = max(1, cores-1)
-	} else if opt.MemoryLimit <= 0 {
-		return 0
+		cores--
 	}
 	if opt.MemoryLimit > 0 {
 		cores = min(cores, opt.MemoryLimit/threadMemory)
