@@ -3,8 +3,10 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,5 +159,45 @@ func TestBudgetFreedWhenTheCommitStarts(t *testing.T) {
 	}
 	if got := stats.Inflight.Load(); got != 0 {
 		t.Errorf("%d bytes in flight after the run, want 0", got)
+	}
+}
+
+// failedCommitSink reports its first load's commit, then fails it (as a
+// commit that ran out of disk would); the retry loads for real.
+type failedCommitSink struct {
+	*duckdb.Sink
+	failed atomic.Bool
+}
+
+func (f *failedCommitSink) LoadReporting(ctx context.Context, files []sink.File, committing func()) (sink.Loaded, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		committing()
+		return sink.Loaded{}, errors.New("commit failed")
+	}
+	return f.Sink.LoadReporting(ctx, files, committing)
+}
+
+// A load whose commit fails after its bytes left the budget is retried
+// with the same files, reporting its commit again: the bytes leave once
+// (nothing in flight at the end, not less), and every record lands once.
+func TestBudgetFreedOnceWhenACommitIsRetried(t *testing.T) {
+	const n = 1000
+	c := newCluster(t, 1)
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 1, nil))
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Load.MaxInterval = config.Duration(time.Minute) // one load, at the idle flush
+	stats := &pipeline.Stats{}
+	s := openSink(t, cfg)
+	runUntilIdle(t, cfg, &failedCommitSink{Sink: s}, stats)
+
+	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != n {
+		t.Fatalf("rows = %d, want %d", rows, n)
+	}
+	if stats.Retries.Load() == 0 {
+		t.Fatal("no load was retried: nothing tested")
+	}
+	if got := stats.Inflight.Load(); got != 0 {
+		t.Errorf("%d bytes in flight after the run, want 0 (freed twice when negative)", got)
 	}
 }
