@@ -111,6 +111,19 @@ func TestLoadsKeepTheirSizeUnderBackpressure(t *testing.T) {
 	}
 }
 
+// oneLoad is the config of one worker reading n spans produced to one
+// partition, in two batches and one load (at the idle flush).
+func oneLoad(t *testing.T, n int) *config.Config {
+	c := newCluster(t, 1)
+	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 1, nil))
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Batch.MaxRecords = n / 2
+	cfg.Batch.MaxInterval = config.Duration(time.Minute)
+	cfg.Load.MaxInterval = config.Duration(time.Minute)
+	return cfg
+}
+
 // committingSink notes the bytes in flight just before and just after the
 // pipeline's committing callback of each load.
 type committingSink struct {
@@ -136,13 +149,7 @@ func (c *committingSink) LoadReporting(ctx context.Context, files []sink.File, c
 // in flight at the end.
 func TestBudgetFreedWhenTheCommitStarts(t *testing.T) {
 	const n = 1000
-	c := newCluster(t, 1)
-	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 1, nil))
-	cfg := testConfig(t, c)
-	cfg.Workers = 1
-	cfg.Batch.MaxRecords = n / 2
-	cfg.Batch.MaxInterval = config.Duration(time.Minute)
-	cfg.Load.MaxInterval = config.Duration(time.Minute) // one load, at the idle flush
+	cfg := oneLoad(t, n)
 	stats := &pipeline.Stats{}
 	s := openSink(t, cfg)
 	cs := &committingSink{Sink: s, stats: stats}
@@ -182,11 +189,7 @@ func (f *failedCommitSink) LoadReporting(ctx context.Context, files []sink.File,
 // (nothing in flight at the end, not less), and every record lands once.
 func TestBudgetFreedOnceWhenACommitIsRetried(t *testing.T) {
 	const n = 1000
-	c := newCluster(t, 1)
-	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 1, nil))
-	cfg := testConfig(t, c)
-	cfg.Workers = 1
-	cfg.Load.MaxInterval = config.Duration(time.Minute) // one load, at the idle flush
+	cfg := oneLoad(t, n)
 	stats := &pipeline.Stats{}
 	s := openSink(t, cfg)
 	runUntilIdle(t, cfg, &failedCommitSink{Sink: s}, stats)
