@@ -136,7 +136,10 @@ func (d *Decoder) AppendRows(b *sink.Batch, r *kgo.Record) (rows int, err error)
 	if err != nil {
 		return 0, err
 	}
+	frags := newFragments()
+	defer frags.release()
 	src := source{topic: r.Topic, partition: r.Partition, offset: r.Offset, tenant: tenant}
+	src.coordinates = frags.coordinates(src)
 	w := row{b: b.Rows}
 	var longest int
 	switch d.signal {
@@ -145,20 +148,20 @@ func (d *Decoder) AppendRows(b *sink.Batch, r *kgo.Record) (rows int, err error)
 		if err != nil {
 			return 0, d.notOTLP(err)
 		}
-		rows, longest = appendLogs(&w, logs, src)
+		rows, longest = appendLogs(&w, logs, src, frags)
 	case SignalMetrics:
 		metrics, err := d.metrics.UnmarshalMetrics(r.Value)
 		if err != nil {
 			return 0, d.notOTLP(err)
 		}
-		rows, longest = appendMetrics(&w, metrics, src)
+		rows, longest = appendMetrics(&w, metrics, src, frags)
 	default:
 		traces, err := d.traces.UnmarshalTraces(r.Value)
 		if err != nil {
 			return 0, d.notOTLP(err)
 		}
 		ops := operations{mapper: d.genai, w: row{b: b.Derived}}
-		rows, longest = appendSpans(&w, traces, src, &ops)
+		rows, longest = appendSpans(&w, traces, src, frags, &ops)
 		b.Derived = ops.w.b
 		longest = max(longest, ops.longest)
 	}
@@ -227,13 +230,7 @@ type source struct {
 	partition int32
 	offset    int64
 	tenant    string
-}
-
-// coordinates writes the row's source columns; index is the row's place
-// among its message's rows.
-func (w *row) coordinates(src source, index int) {
-	w.str(schema.TopicColumn, src.topic)
-	w.int(schema.PartitionColumn, int64(src.partition))
-	w.int(schema.OffsetColumn, src.offset)
-	w.int(schema.IndexColumn, int64(index))
+	// coordinates is the fragment of the coordinates of every row of the
+	// message (fragments.coordinates); nil: written field by field.
+	coordinates []byte
 }

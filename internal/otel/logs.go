@@ -4,26 +4,22 @@ import "go.opentelemetry.io/collector/pdata/plog"
 
 // appendLogs writes one row of Logs per log record; it returns the rows
 // and the longest line.
-func appendLogs(w *row, ld plog.Logs, src source) (rows, longest int) {
+func appendLogs(w *row, ld plog.Logs, src source, frags *fragments) (rows, longest int) {
 	rls := ld.ResourceLogs()
 	for i := range rls.Len() {
 		rl := rls.At(i)
 		res := rl.Resource().Attributes()
 		service := serviceName(res)
-		// Encoded once, written with each of their records.
-		resJSON := appendMap(nil, res)
+		resJSON, rowHead := frags.attributes(res), frags.head(src.tenant, service)
 		sls := rl.ScopeLogs()
 		for j := range sls.Len() {
 			sl := sls.At(j)
-			scope := sl.Scope()
-			scopeJSON := appendMap(nil, scope.Attributes())
+			scope := frags.scope(resJSON, sl.Scope())
 			records := sl.LogRecords()
 			for k := range records.Len() {
 				l := records.At(k)
 				start := len(w.b)
-				w.begin()
-				w.str("tenant_id", src.tenant)
-				w.str("service_name", service)
+				w.beginWith(rowHead)
 				w.time("time", l.Timestamp())
 				w.time("observed_time", l.ObservedTimestamp())
 				w.str("severity_text", l.SeverityText())
@@ -35,10 +31,7 @@ func appendLogs(w *row, ld plog.Logs, src source) (rows, longest int) {
 				w.id("trace_id", tid[:])
 				w.id("span_id", sid[:])
 				w.int("flags", int64(l.Flags()))
-				w.raw("resource_attributes", resJSON)
-				w.str("scope_name", scope.Name())
-				w.str("scope_version", scope.Version())
-				w.raw("scope_attributes", scopeJSON)
+				w.fragment(scope)
 				w.attrs("log_attributes", l.Attributes())
 				w.int("dropped_attributes_count", int64(l.DroppedAttributesCount()))
 				w.coordinates(src, rows)

@@ -10,18 +10,17 @@ import (
 
 // appendMetrics writes one row of Metrics per data point; it returns the
 // rows and the longest line.
-func appendMetrics(w *row, md pmetric.Metrics, src source) (rows, longest int) {
+func appendMetrics(w *row, md pmetric.Metrics, src source, frags *fragments) (rows, longest int) {
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		rm := rms.At(i)
 		res := rm.Resource().Attributes()
 		service := serviceName(res)
-		resJSON := appendMap(nil, res)
+		resJSON, rowHead := frags.attributes(res), frags.head(src.tenant, service)
 		sms := rm.ScopeMetrics()
 		for j := range sms.Len() {
 			sm := sms.At(j)
-			scope := sm.Scope()
-			scopeJSON := appendMap(nil, scope.Attributes())
+			scope := frags.scope(resJSON, sm.Scope())
 			ms := sm.Metrics()
 			for k := range ms.Len() {
 				m := ms.At(k)
@@ -29,9 +28,7 @@ func appendMetrics(w *row, md pmetric.Metrics, src source) (rows, longest int) {
 				// type shares around the type's own (fill).
 				point := func(start, ts pcommon.Timestamp, attrs pcommon.Map, exemplars pmetric.ExemplarSlice, flags pmetric.DataPointFlags, fill func()) {
 					begin := len(w.b)
-					w.begin()
-					w.str("tenant_id", src.tenant)
-					w.str("service_name", service)
+					w.beginWith(rowHead)
 					w.str("metric_name", m.Name())
 					w.str("metric_description", m.Description())
 					w.str("metric_unit", m.Unit())
@@ -42,10 +39,7 @@ func appendMetrics(w *row, md pmetric.Metrics, src source) (rows, longest int) {
 					w.key("exemplars")
 					w.b = appendExemplars(w.b, exemplars)
 					w.int("flags", int64(flags))
-					w.raw("resource_attributes", resJSON)
-					w.str("scope_name", scope.Name())
-					w.str("scope_version", scope.Version())
-					w.raw("scope_attributes", scopeJSON)
+					w.fragment(scope)
 					w.attrs("attributes", attrs)
 					w.coordinates(src, rows)
 					w.end()

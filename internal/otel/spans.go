@@ -8,26 +8,22 @@ import (
 // appendSpans writes one row of Spans per span, and a row of
 // genai_operations of each GenAI span to ops; it returns the rows and the
 // longest line.
-func appendSpans(w *row, td ptrace.Traces, src source, ops *operations) (rows, longest int) {
+func appendSpans(w *row, td ptrace.Traces, src source, frags *fragments, ops *operations) (rows, longest int) {
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
 		res := rs.Resource().Attributes()
 		service := serviceName(res)
-		// Encoded once, written with each of their spans.
-		resJSON := appendMap(nil, res)
+		resJSON, rowHead := frags.attributes(res), frags.head(src.tenant, service)
 		sss := rs.ScopeSpans()
 		for j := range sss.Len() {
 			ss := sss.At(j)
-			scope := ss.Scope()
-			scopeJSON := appendMap(nil, scope.Attributes())
+			scope := frags.scope(resJSON, ss.Scope())
 			spans := ss.Spans()
 			for k := range spans.Len() {
 				s := spans.At(k)
 				start := len(w.b)
-				w.begin()
-				w.str("tenant_id", src.tenant)
-				w.str("service_name", service)
+				w.beginWith(rowHead)
 				tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
 				w.id("trace_id", tid[:])
 				w.id("span_id", sid[:])
@@ -44,10 +40,7 @@ func appendSpans(w *row, td ptrace.Traces, src source, ops *operations) (rows, l
 				} else {
 					w.null("duration_ns")
 				}
-				w.raw("resource_attributes", resJSON)
-				w.str("scope_name", scope.Name())
-				w.str("scope_version", scope.Version())
-				w.raw("scope_attributes", scopeJSON)
+				w.fragment(scope)
 				w.attrs("span_attributes", s.Attributes())
 				w.key("events")
 				w.b = appendEvents(w.b, s.Events())
