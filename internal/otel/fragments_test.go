@@ -9,6 +9,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/prices"
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/tracegen"
 )
@@ -71,6 +74,40 @@ func TestFragmentsAreNotSharedBetweenMessages(t *testing.T) {
 		wg.Wait()
 		if !bytes.Equal(alone[0], first) {
 			t.Errorf("%s: the first message's rows changed as others were decoded", c.signal)
+		}
+	}
+}
+
+// A GenAI operation's row carries its span's coordinates (written from
+// the same fragment), so that the fence and verify treat the two as one.
+func TestOperationsHaveTheirSpansCoordinates(t *testing.T) {
+	d, _ := NewDecoder(SignalTraces, EncodingProto, Tenancy{Default: "t"})
+	d.WithGenAI(genai.NewMapper(prices.Embedded(), false))
+	g := tracegen.New(5)
+	var b sink.Batch
+	for i := range 20 {
+		v, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(g.OTLPTrace())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.AppendRows(&b, &kgo.Record{Topic: "spans", Partition: int32(i % 2), Offset: int64(100 + i), Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	coordinates := func(r map[string]any) [4]any {
+		return [4]any{r[schema.TopicColumn], r[schema.PartitionColumn], r[schema.OffsetColumn], r[schema.IndexColumn]}
+	}
+	spans := map[any][4]any{}
+	for _, r := range parseRows(t, b.Rows) {
+		spans[r["span_id"]] = coordinates(r)
+	}
+	ops := parseRows(t, b.Derived)
+	if len(ops) == 0 {
+		t.Fatal("no operations")
+	}
+	for _, op := range ops {
+		if want, ok := spans[op["span_id"]]; !ok || coordinates(op) != want {
+			t.Fatalf("operation of span %v at %v, its span at %v", op["span_id"], coordinates(op), want)
 		}
 	}
 }
