@@ -72,12 +72,7 @@ func (f *fragments) scope(resource []byte, scope pcommon.InstrumentationScope) [
 // coordinates is the fragment of a message's coordinates up to each
 // row's index (row.coordinates).
 func (f *fragments) coordinates(src source) []byte {
-	return f.write(func(w *row) {
-		w.str(schema.TopicColumn, src.topic)
-		w.int(schema.PartitionColumn, int64(src.partition))
-		w.int(schema.OffsetColumn, src.offset)
-		w.key(schema.IndexColumn)
-	})
+	return f.write(func(w *row) { w.sourceUpToIndex(src) })
 }
 
 // beginWith begins a row with head, a fragment that begins one.
@@ -89,12 +84,18 @@ func (w *row) fragment(f []byte) { w.b = append(w.b, f...) }
 // coordinates writes the row's source columns; index is the row's place
 // among its message's rows.
 func (w *row) coordinates(src source, index int) {
-	if src.coordinates == nil {
-		w.str(schema.TopicColumn, src.topic)
-		w.int(schema.PartitionColumn, int64(src.partition))
-		w.int(schema.OffsetColumn, src.offset)
-		w.int(schema.IndexColumn, int64(index))
-		return
+	if src.coordinates != nil {
+		w.fragment(src.coordinates)
+	} else {
+		w.sourceUpToIndex(src)
 	}
-	w.b = strconv.AppendInt(append(w.b, src.coordinates...), int64(index), 10)
+	w.b = strconv.AppendInt(w.b, int64(index), 10)
+}
+
+// sourceUpToIndex writes the source columns but the index's value.
+func (w *row) sourceUpToIndex(src source) {
+	w.str(schema.TopicColumn, src.topic)
+	w.int(schema.PartitionColumn, int64(src.partition))
+	w.int(schema.OffsetColumn, src.offset)
+	w.key(schema.IndexColumn)
 }
