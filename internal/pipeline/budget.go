@@ -4,9 +4,10 @@ import "sync/atomic"
 
 // Budget caps the message bytes a process has read from Kafka and holds in
 // memory (max_inflight_bytes): not yet loaded, or, with a sink.FileStager,
-// not yet staged, or, with a sink.CommitReporter, not yet read by a load. Shared by the workers. A worker whose poll
-// would go past it pauses fetching until loads free bytes: backlog stays in
-// Kafka, not in memory. Safe for concurrent use.
+// not yet staged, or, with a sink.CommitReporter, not yet read by a load.
+// Shared by the workers. A worker whose poll would go past it pauses
+// fetching until loads free bytes: backlog stays in Kafka, not in memory.
+// Safe for concurrent use.
 type Budget struct {
 	max   int64
 	used  atomic.Int64
