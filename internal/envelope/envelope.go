@@ -111,15 +111,24 @@ const (
 	// several, for sinks whose loader reads raw_data as JSON (Databend's
 	// VARIANT).
 	ValueJSON
+	// ValueVerbatim writes the raw row as a delimited line
+	// (AppendDelimitedRow) with the value's bytes as they came, for sinks
+	// that read it as separated values (DuckDB): no escaping, which was
+	// most of the cost of encoding a raw row.
+	ValueVerbatim
 )
 
 // AppendRawRow appends the raw-table row of r as one NDJSON line:
 //
 //	{"uuid":…,"koffset":…,"kpartition":…,"raw_data":<value>|null,"record_metadata":{…}}
 //
-// with the value encoded as enc says. The value must have passed Check.
-// add_time is set by the sink at load time.
+// with the value encoded as enc says (ValueVerbatim: the delimited line of
+// AppendDelimitedRow instead). The value must have passed Check. add_time
+// is set by the sink at load time.
 func AppendRawRow(dst []byte, r *kgo.Record, id *[16]byte, enc ValueEncoding) []byte {
+	if enc == ValueVerbatim {
+		return AppendDelimitedRow(dst, r, id)
+	}
 	dst = append(dst, `{"uuid":"`...)
 	dst = AppendUUID(dst, id)
 	dst = append(dst, `","koffset":`...)
@@ -138,6 +147,42 @@ func AppendRawRow(dst []byte, r *kgo.Record, id *[16]byte, enc ValueEncoding) []
 	dst = append(dst, `,"record_metadata":`...)
 	dst = AppendMetadata(dst, r)
 	return append(dst, "}\n"...)
+}
+
+// FieldSeparator ends each field of a delimited raw row but the last: the
+// ASCII unit separator, a byte no valid JSON text holds (control characters
+// are escaped inside strings and are not whitespace outside them), so a
+// value that passed Check needs no quoting between separators.
+const FieldSeparator = 0x1f
+
+// AppendDelimitedRow appends the raw-table row of r as one line of fields
+// ended by FieldSeparator:
+//
+//	uuid ␟ koffset ␟ kpartition ␟ value ␟ quoted value ␟ record_metadata \n
+//
+// The value field holds the message value byte for byte, unless the value
+// has a line break (JSON allows them between tokens: pretty-printed
+// messages); then the quoted-value field holds it as a JSON string
+// instead. Both are empty for an empty value (a tombstone, stored as
+// NULL). record_metadata is AppendMetadata's JSON. The value must have
+// passed Check.
+func AppendDelimitedRow(dst []byte, r *kgo.Record, id *[16]byte) []byte {
+	dst = AppendUUID(dst, id)
+	dst = append(dst, FieldSeparator)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, FieldSeparator)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, FieldSeparator)
+	if bytes.IndexByte(r.Value, '\n') < 0 && bytes.IndexByte(r.Value, '\r') < 0 {
+		dst = append(dst, r.Value...)
+		dst = append(dst, FieldSeparator)
+	} else {
+		dst = append(dst, FieldSeparator)
+		dst = AppendString(dst, r.Value)
+	}
+	dst = append(dst, FieldSeparator)
+	dst = AppendMetadata(dst, r)
+	return append(dst, '\n')
 }
 
 // appendOneLine appends a valid JSON value without the line breaks between
@@ -283,10 +328,10 @@ func AppendTransformRow(dst []byte, r *kgo.Record, enc ValueEncoding) []byte {
 	dst = append(dst, `,"key":`...)
 	dst = appendBase64(dst, r.Key)
 	dst = append(dst, TransformValueField...)
-	if enc == ValueText {
-		dst = AppendString(dst, r.Value)
-	} else {
+	if enc == ValueJSON {
 		dst = appendOneLine(dst, r.Value)
+	} else {
+		dst = AppendString(dst, r.Value) // text, also for a sink that reads raw rows verbatim
 	}
 	return append(dst, "}\n"...)
 }

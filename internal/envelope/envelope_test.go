@@ -205,6 +205,46 @@ func TestAppendRawRowValueJSON(t *testing.T) {
 	}
 }
 
+// A delimited row is one line of six fields; the value is in the fourth
+// as it came, or, when it has a line break, in the fifth as a JSON string.
+func TestAppendDelimitedRow(t *testing.T) {
+	cases := []struct {
+		value          string
+		verbatim, text string // the two value fields
+	}{
+		{`{"i":1234567890123456789012345678901234567890,"d":1.50}`, `{"i":1234567890123456789012345678901234567890,"d":1.50}`, ""},
+		{" \t[1, \"two\",  3] ", " \t[1, \"two\",  3] ", ""},
+		{`"a \"quoted\" string, \u001f and 日本"`, `"a \"quoted\" string, \u001f and 日本"`, ""},
+		{"{\n  \"pretty\": 1e400\r\n}", "", `"{\n  \"pretty\": 1e400\r\n}"`},
+		{"", "", ""},
+	}
+	var id [16]byte
+	NewUUIDs().Next(&id)
+	for _, c := range cases {
+		r := record([]byte(c.value))
+		line := AppendRawRow(nil, r, &id, ValueVerbatim)
+		if !bytes.HasSuffix(line, []byte("\n")) || bytes.Count(line, []byte("\n")) != 1 {
+			t.Fatalf("row is not one line: %q", line)
+		}
+		fields := strings.Split(string(line[:len(line)-1]), string(rune(FieldSeparator)))
+		if len(fields) != 6 {
+			t.Fatalf("row %q has %d fields, want 6", line, len(fields))
+		}
+		want := []string{string(AppendUUID(nil, &id)), "1234567", "3", c.verbatim, c.text, string(AppendMetadata(nil, r))}
+		for i := range want {
+			if fields[i] != want[i] {
+				t.Errorf("value %q: field %d = %q, want %q", c.value, i, fields[i], want[i])
+			}
+		}
+		if c.text != "" {
+			var back string
+			if err := json.Unmarshal([]byte(c.text), &back); err != nil || back != c.value {
+				t.Errorf("quoted value %s reads back as %q (%v), want %q", c.text, back, err, c.value)
+			}
+		}
+	}
+}
+
 // TestVerbatim puts every byte value at every position of strings long
 // enough to take the word-at-a-time path, after every kind of plain
 // prefix: the run Verbatim reports ends exactly at the first byte a JSON

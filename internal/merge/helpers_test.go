@@ -67,7 +67,7 @@ func (l *rawLoader) flush() {
 		var id [16]byte
 		for _, r := range recs {
 			l.ids.Next(&id)
-			b.Rows = envelope.AppendRawRow(b.Rows, r, &id, envelope.ValueText)
+			b.Rows = envelope.AppendRawRow(b.Rows, r, &id, envelope.ValueVerbatim)
 		}
 		f, err := l.s.Stage(ctx, b)
 		if err != nil {

@@ -85,6 +85,9 @@ func TestNastyInputs(t *testing.T) {
 		// Valid JSON grammar that DuckDB's parser rejects: the load falls
 		// back to a per-row check and dead-letters it with stage "load".
 		{"lone surrogate escape", nil, []byte(`{"s":"\ud800"}`), false},
+		// Whitespace JSON allows around and between tokens is kept too.
+		{"carriage returns", nil, []byte("\t{\"a\":\r1.50}\r"), true},
+		{"spaces and tabs around", nil, []byte(" \t {\"a\": 1.50, \"b\": \"\\u001f\"} \t"), true},
 	}
 	c := newCluster(t, 1)
 	cl := producer(t, c, kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedBytes(64<<20))

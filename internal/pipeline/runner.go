@@ -68,8 +68,11 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		}
 	}
 	rawValue := envelope.ValueText
-	if cfg.Sink.Type == config.SinkDatabend {
+	switch {
+	case cfg.Sink.Type == config.SinkDatabend:
 		rawValue = envelope.ValueJSON // COPY reads JSON, not JSON in a string
+	case cfg.Sink.Type == config.SinkDuckDB && cfg.Mode != config.ModeTransform:
+		rawValue = envelope.ValueVerbatim // raw rows read as delimited lines
 	}
 	var decoder RowDecoder
 	if cfg.DecodesOTLP() {

@@ -155,34 +155,45 @@ func (s *Sink) ReleasesRows() {}
 // the batch. Rewriting the same batch yields the same files.
 func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
-	ext := ".ndjson"
-	if s.opt.Zstd {
-		ext += ".zst"
-	}
 	write := func(suffix string, data []byte) (string, error) {
 		if len(data) == 0 {
 			return "", nil
 		}
-		path := filepath.Join(s.opt.StageDir, f.Name+suffix+ext)
+		path := filepath.Join(s.opt.StageDir, f.Name+suffix)
+		if s.opt.Zstd {
+			path += ".zst"
+		}
 		n, err := s.writeFile(path, data)
 		f.Bytes += n
 		return path, err
 	}
+	rows := ".ndjson"
+	if s.rawRows() {
+		rows = rawRowsExt
+	}
 	var err error
-	if f.RowsPath, err = write("", b.Rows); err != nil {
+	if f.RowsPath, err = write(rows, b.Rows); err != nil {
 		return sink.File{}, err
 	}
-	if f.DLQPath, err = write(".dlq", b.DLQ); err != nil {
+	if f.DLQPath, err = write(".dlq.ndjson", b.DLQ); err != nil {
 		return sink.File{}, err
 	}
 	if len(b.Derived) > 0 && s.opt.Derived == nil {
 		return sink.File{}, sink.ErrNoDerivedTable
 	}
-	if f.DerivedPath, err = write(".derived", b.Derived); err != nil {
+	if f.DerivedPath, err = write(".derived.ndjson", b.Derived); err != nil {
 		return sink.File{}, err
 	}
 	return f, nil
 }
+
+// rawRowsExt names staged raw rows: envelope.AppendDelimitedRow's lines
+// (envelope.ValueVerbatim), not NDJSON.
+const rawRowsExt = ".rows"
+
+// rawRows reports whether batches carry raw rows, which this sink reads
+// as delimited lines; transform and typed rows are NDJSON.
+func (s *Sink) rawRows() bool { return !s.opt.Transform && s.opt.Typed == nil }
 
 func (s *Sink) writeFile(path string, data []byte) (int64, error) {
 	if s.opt.Zstd {
@@ -219,7 +230,7 @@ func (s *Sink) CleanStage() error {
 		return fmt.Errorf("read stage directory %s: %w", s.opt.StageDir, err)
 	}
 	for _, e := range entries {
-		if strings.Contains(e.Name(), ".ndjson") {
+		if name := strings.TrimSuffix(e.Name(), ".zst"); strings.HasSuffix(name, ".ndjson") || strings.HasSuffix(name, rawRowsExt) {
 			if err := os.Remove(filepath.Join(s.opt.StageDir, e.Name())); err != nil {
 				return fmt.Errorf("remove stale staged file: %w", err)
 			}

@@ -52,7 +52,7 @@ func batch(first, last int64) *sink.Batch {
 	var id [16]byte
 	for o := first; o <= last; o++ {
 		ids.Next(&id)
-		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o, Value: []byte(`{"o":1}`), Timestamp: time.Now()}, &id, envelope.ValueText)
+		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o, Value: []byte(`{"o":1}`), Timestamp: time.Now()}, &id, envelope.ValueVerbatim)
 		b.Ranges[0].Records++
 	}
 	return b
@@ -177,7 +177,7 @@ func TestZstdStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(f.RowsPath, ".ndjson.zst") || f.Bytes >= int64(len(b.Rows)) {
+	if !strings.HasSuffix(f.RowsPath, rawRowsExt+".zst") || f.Bytes >= int64(len(b.Rows)) {
 		t.Errorf("staged %s with %d bytes from %d", f.RowsPath, f.Bytes, len(b.Rows))
 	}
 	if _, err := s.Load(ctx, []sink.File{f}); err != nil {

@@ -202,21 +202,42 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64, topic s
 }
 
 const (
-	rawReadColumns = `columns = {uuid: 'VARCHAR', koffset: 'BIGINT', kpartition: 'INTEGER', raw_data: 'VARCHAR', record_metadata: 'JSON'}`
 	dlqReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER', "offset": 'BIGINT', "key": 'VARCHAR', "value": 'VARCHAR', error: 'VARCHAR', stage: 'VARCHAR'}`
 )
 
 // readNDJSON is the table function reading staged files. The line limit
 // follows the longest staged line so a 4 MiB message never fails a load.
 func readNDJSON(files []string, columns string, maxLine int) string {
+	limit := max(16<<20, 2*maxLine+1024)
+	return fmt.Sprintf("read_ndjson(%s, %s, format = 'newline_delimited', maximum_object_size = %d)",
+		fileList(files), columns, limit)
+}
+
+// fileList is the SQL list of the files' paths.
+func fileList(files []string) string {
 	quoted := make([]string, len(files))
 	for i, f := range files {
 		quoted[i] = sqltext.String(f)
 	}
-	limit := max(16<<20, 2*maxLine+1024)
-	return fmt.Sprintf("read_ndjson([%s], %s, format = 'newline_delimited', maximum_object_size = %d)",
-		strings.Join(quoted, ", "), columns, limit)
+	return "[" + strings.Join(quoted, ", ") + "]"
 }
+
+// readRawRows is the table function reading staged raw rows, the
+// delimited lines of envelope.AppendDelimitedRow: no quoting, so every
+// field, the value's bytes among them, is read as it was written. The
+// line limit follows the longest staged line, as readNDJSON's does; the
+// reader's buffer must be larger than a line.
+func readRawRows(files []string, maxLine int) string {
+	limit := max(2<<20, 2*maxLine+1024)
+	return fmt.Sprintf(`read_csv(%s, columns = {uuid: 'VARCHAR', koffset: 'BIGINT', kpartition: 'INTEGER', raw_data: 'VARCHAR', raw_text: 'VARCHAR', record_metadata: 'VARCHAR'}, `+
+		`delim = %s, quote = '', escape = '', header = false, auto_detect = false, new_line = '\n', max_line_size = %d, buffer_size = %d)`,
+		fileList(files), sqltext.String(string(rune(envelope.FieldSeparator))), limit, max(32<<20, 2*limit))
+}
+
+// rawValue is the SQL expression of a staged raw row's value: the
+// value field, or the quoted-value field's string for a value with line
+// breaks, NULL for neither (a tombstone).
+const rawValue = `coalesce(raw_data, json_extract_string(raw_text, '$'))`
 
 func where(conds ...string) string {
 	var keep []string
@@ -302,7 +323,10 @@ func (s *Sink) insertFiles(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSO
 }
 
 func (s *Sink) insertRaw(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON bool, now time.Time) error {
-	src := readNDJSON(p.rowFiles, rawReadColumns, p.maxLine)
+	// The staged rows with their value and metadata in the columns'
+	// places (the fence's filter reads record_metadata as JSON).
+	src := fmt.Sprintf(`(SELECT uuid, koffset, kpartition, %s AS raw_data, record_metadata::JSON AS record_metadata FROM %s)`,
+		rawValue, readRawRows(p.rowFiles, p.maxLine))
 	valid := ""
 	if checkJSON {
 		valid = "(raw_data IS NULL OR json_valid(raw_data))"

@@ -33,7 +33,7 @@ func spanBatches() (batches []*sink.Batch, valueBytes int64) {
 			var id [16]byte
 			ids.Next(&id)
 			start := len(bt.Rows)
-			bt.Rows = envelope.AppendRawRow(bt.Rows, r, &id, envelope.ValueText)
+			bt.Rows = envelope.AppendRawRow(bt.Rows, r, &id, envelope.ValueVerbatim)
 			bt.MaxLine = max(bt.MaxLine, len(bt.Rows)-start)
 			valueBytes += int64(len(r.Value))
 		}

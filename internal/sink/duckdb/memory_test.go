@@ -135,7 +135,7 @@ func stageValues(t *testing.T, s *Sink, offset int64, n, size int) sink.File {
 		ids.Next(&id)
 		start := len(b.Rows)
 		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o,
-			Value: fmt.Appendf(nil, `{"o":%d,"pad":"%s"}`, o, pad), Timestamp: time.Now()}, &id, envelope.ValueText)
+			Value: fmt.Appendf(nil, `{"o":%d,"pad":"%s"}`, o, pad), Timestamp: time.Now()}, &id, envelope.ValueVerbatim)
 		b.MaxLine = max(b.MaxLine, len(b.Rows)-start)
 		b.Ranges[0].Last, b.Ranges[0].Records = o, b.Ranges[0].Records+1
 	}

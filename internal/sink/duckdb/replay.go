@@ -79,7 +79,7 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 			raw = envelope.AppendTransformRow(raw, &r, envelope.ValueText)
 		default:
 			ids.Next(&id)
-			raw = envelope.AppendRawRow(raw, &r, &id, envelope.ValueText)
+			raw = envelope.AppendRawRow(raw, &r, &id, envelope.ValueVerbatim)
 		}
 		maxLine = max(maxLine, len(raw)-start, len(dlq)-startDLQ)
 	}
@@ -97,15 +97,19 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 		return ReplayResult{}, fmt.Errorf("drop the replay's temporary table: %w", err)
 	}
 	plan := loadPlan{maxLine: maxLine}
+	rowsExt := ".ndjson"
+	if s.rawRows() {
+		rowsExt = rawRowsExt
+	}
 	for _, f := range []struct {
 		name string
 		data []byte
 		dst  *[]string
-	}{{"rows", raw, &plan.rowFiles}, {"dlq", dlq, &plan.dlqFiles}} {
+	}{{"rows" + rowsExt, raw, &plan.rowFiles}, {"dlq.ndjson", dlq, &plan.dlqFiles}} {
 		if len(f.data) == 0 {
 			continue
 		}
-		path := filepath.Join(s.opt.StageDir, fmt.Sprintf("replay-%d-%s.ndjson", now.UnixNano(), f.name))
+		path := filepath.Join(s.opt.StageDir, fmt.Sprintf("replay-%d-%s", now.UnixNano(), f.name))
 		if err := os.WriteFile(path, f.data, 0o644); err != nil {
 			return ReplayResult{}, fmt.Errorf("stage replayed rows: %w", err)
 		}
