@@ -260,9 +260,22 @@ func openError(path string, err error) error {
 // ~1 MB values and a 256 MiB memory_limit the automatic checkpoint failed
 // and invalidated the database once the table passed the limit (DuckDB's
 // RowGroupCollection::ScheduleVacuumTasks, v1.5). Without merges a row group
-// is written per checkpoint (every 16 MB of WAL by default), not per load,
-// so tables do not fragment; rows of fully deleted row groups are still
-// dropped (that is not a vacuum task).
+// is written per checkpoint (a load of the default size, or 1 MiB of
+// smaller loads: see checkpointThreshold below); rows of fully deleted row
+// groups are still dropped (that is not a vacuum task).
+//
+// checkpoint_threshold (checkpointThreshold) makes a load of the default
+// size checkpoint in its own commit: DuckDB checkpoints a commit when its
+// write-ahead log plus the commit's estimated size (its rows times their
+// fixed widths, ~90 bytes a raw row, strings not counted) pass the
+// threshold, and a commit it checkpoints anyway of at least
+// auto_checkpoint_skip_wal_threshold (100,000 bytes by default) is written
+// to the database file only, not to the log first
+// (DuckTransactionManager::CommitTransaction, v1.5).
+// With the default 16 MB every other load of ~20,000 rows went through the
+// log and was written twice; smaller loads (a quiet topic) still gather
+// in the log until it holds checkpointThreshold, so row groups never hold
+// less than that. See docs/BENCHMARKS.md, "checkpoint_per_load".
 //
 // The allocator settings make DuckDB hand freed memory back to the system
 // after each task and in the background instead of keeping up to 128 MB of
@@ -271,6 +284,7 @@ func openError(path string, err error) error {
 func dsnSettings(opt Options) string {
 	v := url.Values{}
 	v.Set("max_vacuum_tasks", "0")
+	v.Set("checkpoint_threshold", strconv.Itoa(checkpointThreshold>>10)+"KiB")
 	v.Set("allocator_flush_threshold", "16MiB")
 	v.Set("allocator_background_threads", "true")
 	if opt.MemoryLimit > 0 {
@@ -281,6 +295,10 @@ func dsnSettings(opt Options) string {
 	}
 	return "?" + v.Encode()
 }
+
+// checkpointThreshold is DuckDB's checkpoint_threshold (see dsnSettings):
+// a load of more than ~12,000 raw rows checkpoints in its commit.
+const checkpointThreshold = 1 << 20
 
 // threadMemory is the share of memory_limit each DuckDB thread needs to
 // read staged files: DuckDB's JSON reader holds a buffer of twice
