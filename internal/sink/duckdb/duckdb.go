@@ -275,8 +275,8 @@ func openError(path string, err error) error {
 // With the default 16 MB every other load of ~20,000 rows went through the
 // log and was written twice. Smaller loads (a quiet topic) still gather
 // in the log until it holds checkpointThreshold, so their row groups hold
-// about that much or more (a row group per load of the default size, two
-// per 16 MB before). See docs/BENCHMARKS.md, "checkpoint_per_load".
+// about that much or more (a row group per load of the default size, one
+// per two such loads before). See docs/BENCHMARKS.md, "checkpoint_per_load".
 //
 // The allocator settings make DuckDB hand freed memory back to the system
 // after each task and in the background instead of keeping up to 128 MB of
