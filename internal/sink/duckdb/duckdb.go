@@ -167,12 +167,8 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 		f.Bytes += n
 		return path, err
 	}
-	rows := ".ndjson"
-	if s.rawRows() {
-		rows = rawRowsExt
-	}
 	var err error
-	if f.RowsPath, err = write(rows, b.Rows); err != nil {
+	if f.RowsPath, err = write(s.rowsExt(), b.Rows); err != nil {
 		return sink.File{}, err
 	}
 	if f.DLQPath, err = write(".dlq.ndjson", b.DLQ); err != nil {
@@ -191,9 +187,14 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 // (envelope.ValueVerbatim), not NDJSON.
 const rawRowsExt = ".rows"
 
-// rawRows reports whether batches carry raw rows, which this sink reads
-// as delimited lines; transform and typed rows are NDJSON.
-func (s *Sink) rawRows() bool { return !s.opt.Transform && s.opt.Typed == nil }
+// rowsExt names the staged rows of this sink's main table: raw rows are
+// delimited lines (rawRowsExt), transform and typed rows NDJSON.
+func (s *Sink) rowsExt() string {
+	if s.opt.Transform || s.opt.Typed != nil {
+		return ".ndjson"
+	}
+	return rawRowsExt
+}
 
 func (s *Sink) writeFile(path string, data []byte) (int64, error) {
 	if s.opt.Zstd {

@@ -97,15 +97,11 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 		return ReplayResult{}, fmt.Errorf("drop the replay's temporary table: %w", err)
 	}
 	plan := loadPlan{maxLine: maxLine}
-	rowsExt := ".ndjson"
-	if s.rawRows() {
-		rowsExt = rawRowsExt
-	}
 	for _, f := range []struct {
 		name string
 		data []byte
 		dst  *[]string
-	}{{"rows" + rowsExt, raw, &plan.rowFiles}, {"dlq.ndjson", dlq, &plan.dlqFiles}} {
+	}{{"rows" + s.rowsExt(), raw, &plan.rowFiles}, {"dlq.ndjson", dlq, &plan.dlqFiles}} {
 		if len(f.data) == 0 {
 			continue
 		}
