@@ -371,3 +371,34 @@ func TestFullLoadsCheckpointInTheirCommit(t *testing.T) {
 		t.Errorf("%d rows, want 20,010", got)
 	}
 }
+
+// Files a killed process staged (raw rows, their zstd form, NDJSON rows
+// and dead letters) are removed when the sink is prepared again; other
+// files in the stage directory are left alone.
+func TestPrepareRemovesStaleStagedFiles(t *testing.T) {
+	opt := testOptions(t.TempDir())
+	if err := os.MkdirAll(opt.StageDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := []string{"t-0-0-9-n1-a.rows", "t-0-10-19-n1-b.rows.zst", "t-0-20-29-n1-c.ndjson", "t-0-20-29-n1-c.dlq.ndjson.zst"}
+	for _, name := range append(stale, "notes.txt") {
+		if err := os.WriteFile(filepath.Join(opt.StageDir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := openWith(t, opt)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(opt.StageDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if len(left) != 1 || left[0] != "notes.txt" {
+		t.Errorf("stage directory holds %v, want only notes.txt", left)
+	}
+}

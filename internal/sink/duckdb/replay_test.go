@@ -125,3 +125,37 @@ func TestReplayEvaluatesTheFilterOnce(t *testing.T) {
 		t.Errorf("%d rows in both tables", both)
 	}
 }
+
+// In raw mode a replayed row goes through the raw table's own staging (the
+// delimited lines of envelope.ValueVerbatim) and keeps its value byte for
+// byte, one with line breaks included; a value that is still not JSON
+// stays in the dead-letter table.
+func TestReplayRawRows(t *testing.T) {
+	ctx := context.Background()
+	s := prepared(t, false)
+	values := []string{" {\"a\": 1.50} ", "{\n  \"pretty\": true\r\n}", "not json"}
+	for i, v := range values {
+		if _, err := s.DB().Exec(`INSERT INTO trace_raw_dlq VALUES ('t', 0, ?, NULL, ?::BLOB, 'an old reason', 'decode', now())`, i, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := s.Replay(ctx, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Candidates != 3 || res.Loaded != 2 {
+		t.Fatalf("replay: %+v, want 3 candidates and 2 loaded", res)
+	}
+	for i, v := range values[:2] {
+		var got string
+		if err := s.DB().QueryRow(`SELECT raw_data::VARCHAR FROM trace_raw WHERE koffset = ?`, i).Scan(&got); err != nil {
+			t.Fatalf("offset %d: %v", i, err)
+		}
+		if got != v {
+			t.Errorf("offset %d: raw_data = %q, want %q", i, got, v)
+		}
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw_dlq WHERE "offset" = 2`); n != 1 {
+		t.Errorf("%d dead-letter rows for the value that is not JSON, want 1", n)
+	}
+}
