@@ -78,6 +78,9 @@ type Sink struct {
 	userKeys    []userKey
 	userChecks  []userCheck
 	userFKs     []userForeignKey
+	// readAheadDone, when set (by tests), is called after a load waiting
+	// for the lock read its files ahead.
+	readAheadDone func()
 }
 
 type tables struct {

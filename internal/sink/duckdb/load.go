@@ -37,27 +37,38 @@ func (s *Sink) LoadReporting(ctx context.Context, files []sink.File, committing 
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
 	}
-	s.loadMu.Lock()
+	var ahead *readAhead
+	if !s.loadMu.TryLock() {
+		// Another load holds the lock, most of its time committing: read
+		// this load's files meanwhile (see readAhead). Its table is
+		// dropped after the lock is given up.
+		ahead = s.readAhead(ctx, files)
+		defer ahead.close()
+		if s.readAheadDone != nil {
+			s.readAheadDone()
+		}
+		s.loadMu.Lock()
+	}
 	defer s.loadMu.Unlock()
 	defer func() {
 		if err != nil && isFatal(err) {
 			err = fmt.Errorf("%w: %w", sink.ErrFatal, err)
 		}
 	}()
-	return s.loadHalving(ctx, files, committing)
+	return s.loadHalving(ctx, files, committing, ahead)
 }
 
-func (s *Sink) loadHalving(ctx context.Context, files []sink.File, committing func()) (sink.Loaded, error) {
-	loaded, err := s.loadOnce(ctx, files, committing)
+func (s *Sink) loadHalving(ctx context.Context, files []sink.File, committing func(), ahead *readAhead) (sink.Loaded, error) {
+	loaded, err := s.loadOnce(ctx, files, committing, ahead)
 	if err == nil || !isOutOfMemory(err) || len(files) == 1 {
 		return loaded, err
 	}
 	s.log.Warn("a load ran out of sink.duckdb.memory_limit; loading its files in two halves", "files", len(files), "err", err)
-	first, err := s.loadHalving(ctx, files[:len(files)/2], committing)
+	first, err := s.loadHalving(ctx, files[:len(files)/2], committing, nil)
 	if err != nil {
 		return sink.Loaded{}, err
 	}
-	second, err := s.loadHalving(ctx, files[len(files)/2:], committing)
+	second, err := s.loadHalving(ctx, files[len(files)/2:], committing, nil)
 	if err != nil {
 		return sink.Loaded{}, err
 	}
@@ -65,7 +76,7 @@ func (s *Sink) loadHalving(ctx context.Context, files []sink.File, committing fu
 }
 
 // loadOnce loads files in one transaction. Called with loadMu held.
-func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func()) (sink.Loaded, error) {
+func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func(), ahead *readAhead) (sink.Loaded, error) {
 	fence, err := s.fence(ctx, files)
 	if err != nil {
 		return sink.Loaded{}, err
@@ -74,6 +85,7 @@ func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func(
 	if !plan.exact {
 		s.log.Debug("load overlaps the ledger; skipping rows already loaded", "files", len(files))
 	}
+	plan.ahead = ahead
 	loaded, err := s.loadTx(ctx, plan, false, committing)
 	if err != nil && isJSONError(err) && !s.opt.Transform && s.opt.Typed == nil {
 		// Our validator accepted a value DuckDB's JSON parser rejects. Load
@@ -165,6 +177,9 @@ type loadPlan struct {
 	dlqFilter          string       // WHERE condition on DLQ files
 	maxLine            int
 	files              int
+	// ahead, when set, holds the rows of the files read before the load
+	// (see readAhead): the load inserts them from there, filtered alike.
+	ahead *readAhead
 }
 
 // newLoadPlan plans the load of files; topic is the SQL expression of a
@@ -234,6 +249,14 @@ func readRawRows(files []string, maxLine int) string {
 		fileList(files), sqltext.String(string(rune(envelope.FieldSeparator))), limit, max(32<<20, 2*limit))
 }
 
+// rawSource is the SQL of the staged raw rows of files with their value
+// and metadata in the columns' places (the fence's filter reads
+// record_metadata as JSON).
+func rawSource(files []string, maxLine int) string {
+	return fmt.Sprintf(`(SELECT uuid, koffset, kpartition, %s AS raw_data, record_metadata::JSON AS record_metadata FROM %s)`,
+		rawValue, readRawRows(files, maxLine))
+}
+
 // rawValue is the SQL expression of a staged raw row's value: the
 // value field, or the quoted-value field's string for a value with line
 // breaks, NULL for neither (a tombstone).
@@ -258,7 +281,13 @@ func where(conds ...string) string {
 func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool, committing func()) (sink.Loaded, error) {
 	now := time.Now().UTC()
 	loadID := newLoadID()
-	tx, err := s.db.BeginTx(ctx, nil)
+	var tx *sql.Tx
+	var err error
+	if p.ahead != nil {
+		tx, err = p.ahead.conn.BeginTx(ctx, nil)
+	} else {
+		tx, err = s.db.BeginTx(ctx, nil)
+	}
 	if err != nil {
 		return sink.Loaded{}, fmt.Errorf("begin: %w", err)
 	}
@@ -323,10 +352,10 @@ func (s *Sink) insertFiles(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSO
 }
 
 func (s *Sink) insertRaw(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON bool, now time.Time) error {
-	// The staged rows with their value and metadata in the columns'
-	// places (the fence's filter reads record_metadata as JSON).
-	src := fmt.Sprintf(`(SELECT uuid, koffset, kpartition, %s AS raw_data, record_metadata::JSON AS record_metadata FROM %s)`,
-		rawValue, readRawRows(p.rowFiles, p.maxLine))
+	src := rawSource(p.rowFiles, p.maxLine)
+	if p.ahead != nil && !checkJSON {
+		src = p.ahead.table // the same columns, read before the load
+	}
 	valid := ""
 	if checkJSON {
 		valid = "(raw_data IS NULL OR json_valid(raw_data))"
