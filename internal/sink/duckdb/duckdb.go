@@ -78,6 +78,9 @@ type Sink struct {
 	userKeys    []userKey
 	userChecks  []userCheck
 	userFKs     []userForeignKey
+	// aheadSlot holds a token while a load reads ahead or holds what it
+	// read: one at a time (see readAhead).
+	aheadSlot chan struct{}
 	// readAheadDone, when set (by tests), is called after a load waiting
 	// for the lock read its files ahead.
 	readAheadDone func()
@@ -124,6 +127,7 @@ func Open(opt Options) (*Sink, error) {
 		db:         db,
 		log:        opt.Log,
 		lastLoaded: map[sink.TopicPartition]int64{},
+		aheadSlot:  make(chan struct{}, 1),
 		tables: tables{
 			main:      sqltext.Name(opt.Table),
 			dlq:       sqltext.Name(opt.Table + "_dlq"),

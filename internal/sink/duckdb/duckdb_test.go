@@ -7,11 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -47,15 +43,11 @@ func prepared(t *testing.T, zstd bool) *Sink {
 
 // batch encodes offsets [first, last] of partition 0 as raw rows.
 func batch(first, last int64) *sink.Batch {
-	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: first, Last: last}}}
-	ids := envelope.NewUUIDs()
-	var id [16]byte
-	for o := first; o <= last; o++ {
-		ids.Next(&id)
-		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o, Value: []byte(`{"o":1}`), Timestamp: time.Now()}, &id, envelope.ValueVerbatim)
-		b.Ranges[0].Records++
+	values := make([]string, last-first+1)
+	for i := range values {
+		values[i] = `{"o":1}`
 	}
-	return b
+	return valuesBatch(first, values...)
 }
 
 func count(t *testing.T, s *Sink, q string) int64 {

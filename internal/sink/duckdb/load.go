@@ -40,12 +40,17 @@ func (s *Sink) LoadReporting(ctx context.Context, files []sink.File, committing 
 	var ahead *readAhead
 	if !s.loadMu.TryLock() {
 		// Another load holds the lock, most of its time committing: read
-		// this load's files meanwhile (see readAhead). Its table is
-		// dropped after the lock is given up.
-		ahead = s.readAhead(ctx, files)
-		defer ahead.close()
-		if s.readAheadDone != nil {
-			s.readAheadDone()
+		// this load's files meanwhile (see readAhead), unless another
+		// waiting load already does. Its table is dropped after the lock
+		// is given up.
+		select {
+		case s.aheadSlot <- struct{}{}:
+			ahead = s.readAhead(ctx, files)
+			defer func() { ahead.close(); <-s.aheadSlot }()
+			if s.readAheadDone != nil {
+				s.readAheadDone()
+			}
+		default:
 		}
 		s.loadMu.Lock()
 	}

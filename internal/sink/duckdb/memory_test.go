@@ -6,11 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -128,22 +124,11 @@ func stageLargeValues(t *testing.T, s *Sink, offset int64, n int) sink.File {
 func stageValues(t *testing.T, s *Sink, offset int64, n, size int) sink.File {
 	t.Helper()
 	pad := strings.Repeat("x", size)
-	ids := envelope.NewUUIDs()
-	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: offset}}}
-	for o := offset; o < offset+int64(n); o++ {
-		var id [16]byte
-		ids.Next(&id)
-		start := len(b.Rows)
-		b.Rows = envelope.AppendRawRow(b.Rows, &kgo.Record{Topic: "t", Offset: o,
-			Value: fmt.Appendf(nil, `{"o":%d,"pad":"%s"}`, o, pad), Timestamp: time.Now()}, &id, envelope.ValueVerbatim)
-		b.MaxLine = max(b.MaxLine, len(b.Rows)-start)
-		b.Ranges[0].Last, b.Ranges[0].Records = o, b.Ranges[0].Records+1
+	values := make([]string, n)
+	for i := range values {
+		values[i] = fmt.Sprintf(`{"o":%d,"pad":"%s"}`, offset+int64(i), pad)
 	}
-	f, err := s.Stage(context.Background(), b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return stage(t, s, valuesBatch(offset, values...))[0]
 }
 
 // loadLargeValues loads one batch of n ~1 MB values from offset.

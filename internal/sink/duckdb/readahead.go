@@ -37,11 +37,18 @@ type readAhead struct {
 	table string
 }
 
+// readAheadMaxLine is the longest staged line of a load read ahead. The
+// gain is in the work per row (splitting lines, parsing values); a load
+// of ~1 MB values is mostly copying bytes, which the temporary table only
+// doubles: with 1 MB values reading ahead was no faster and the peak RSS
+// 45–120 MiB higher (docs/BENCHMARKS.md, "read_ahead").
+const readAheadMaxLine = 64 << 10
+
 // readAhead reads the raw rows of files into a temporary table; nil when
-// the sink's rows are not raw rows, there are none, or reading fails: the
-// load then reads the files itself, and any error (a value DuckDB's JSON
-// parser rejects, a file the ledger covers that is gone, memory) is its
-// to handle.
+// the sink's rows are not raw rows, there are none, a line is longer than
+// readAheadMaxLine, or reading fails: the load then reads the files
+// itself, and any error (a value DuckDB's JSON parser rejects, a file the
+// ledger covers that is gone, memory) is its to handle.
 func (s *Sink) readAhead(ctx context.Context, files []sink.File) *readAhead {
 	if s.opt.Transform || s.opt.Typed != nil {
 		return nil
@@ -54,7 +61,7 @@ func (s *Sink) readAhead(ctx context.Context, files []sink.File) *readAhead {
 			maxLine = max(maxLine, f.MaxLine)
 		}
 	}
-	if len(paths) == 0 {
+	if len(paths) == 0 || maxLine > readAheadMaxLine {
 		return nil
 	}
 	conn, err := s.db.Conn(ctx)

@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +170,23 @@ func TestReadAheadFailureFallsBack(t *testing.T) {
 	}
 	if n := count(t, s, `SELECT count(*) FROM trace_raw_dlq`); n != 1 {
 		t.Errorf("dead-letter rows = %d, want 1", n)
+	}
+}
+
+// Loads of large values are not read ahead (readAheadMaxLine): they are
+// mostly copying, which reading ahead would double.
+func TestLargeValuesAreNotReadAhead(t *testing.T) {
+	ctx := context.Background()
+	s := prepared(t, false)
+	small := stage(t, s, valuesBatch(0, `{"a":1}`))
+	if a := s.readAhead(ctx, small); a == nil {
+		t.Fatal("small values not read ahead")
+	} else {
+		a.close()
+	}
+	large := stage(t, s, valuesBatch(1, `{"a":"`+strings.Repeat("x", readAheadMaxLine)+`"}`))
+	if a := s.readAhead(ctx, append(small, large...)); a != nil {
+		a.close()
+		t.Error("a load with a value longer than readAheadMaxLine read ahead")
 	}
 }
