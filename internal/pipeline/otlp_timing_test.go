@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -91,11 +92,11 @@ func BenchmarkPipelineOTLP(b *testing.B) {
 				if sinkType == config.SinkIceberg {
 					s, err = iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
 						Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Typed: &otel.Spans,
-						Log: testLog(nil), GroupWait: 200 * time.Millisecond})
+						Derived: &genai.Table, DerivedTable: cfg.GenAI.Table, Log: testLog(nil), GroupWait: 200 * time.Millisecond})
 				} else {
 					cfg.Sink.DuckDB.Path = filepath.Join(dir, "bench.duckdb")
 					s, err = duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table,
-						Typed: &otel.Spans, Log: testLog(nil)})
+						Typed: &otel.Spans, Derived: &genai.Table, DerivedTable: cfg.GenAI.Table, BesidePipeline: true, Log: testLog(nil)})
 				}
 				if err != nil {
 					b.Fatal(err)

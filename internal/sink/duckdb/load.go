@@ -381,9 +381,24 @@ func (s *Sink) insertRaw(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON 
 }
 
 // insertTyped inserts the rows of declared table t from files into target
-// (Options.Typed, Options.Derived): read with the table's own columns,
-// timestamps from microseconds, decimals from their exact text.
+// (Options.Typed, Options.Derived), or from the rows read ahead (see
+// readAhead) when there are any.
 func (s *Sink) insertTyped(ctx context.Context, tx *sql.Tx, target string, t *schema.Table, files []string, p loadPlan) error {
+	src := typedSource(t, files, p.maxLine)
+	if p.ahead != nil && t == s.opt.Typed {
+		src = p.ahead.table // the same columns, read before the load
+	}
+	q := fmt.Sprintf(`INSERT INTO %s SELECT * FROM %s%s`, target, src, where(p.rawFilter))
+	if _, err := tx.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("insert rows: %w", err)
+	}
+	return nil
+}
+
+// typedSource is the SQL of the staged rows of declared table t in files,
+// its columns in order: read with the table's own columns, timestamps
+// from microseconds, decimals from their exact text.
+func typedSource(t *schema.Table, files []string, maxLine int) string {
 	cols := t.AllColumns()
 	read := make([]string, len(cols))
 	sel := make([]string, len(cols))
@@ -394,19 +409,15 @@ func (s *Sink) insertTyped(ctx context.Context, tx *sql.Tx, target string, t *sc
 		switch c.Type {
 		case schema.Timestamp:
 			typ = "BIGINT"
-			sel[i] = "make_timestamp(" + name + ")"
+			sel[i] = "make_timestamp(" + name + ") AS " + name
 		case schema.Decimal:
 			typ = "VARCHAR"
-			sel[i] = "CAST(" + name + " AS " + typeNames[c.Type] + ")"
+			sel[i] = "CAST(" + name + " AS " + typeNames[c.Type] + ") AS " + name
 		}
 		read[i] = name + ": " + sqltext.String(typ)
 	}
-	q := fmt.Sprintf(`INSERT INTO %s SELECT %s FROM %s%s`, target, strings.Join(sel, ", "),
-		readNDJSON(files, "columns = {"+strings.Join(read, ", ")+"}", p.maxLine), where(p.rawFilter))
-	if _, err := tx.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("insert rows: %w", err)
-	}
-	return nil
+	return fmt.Sprintf("(SELECT %s FROM %s)", strings.Join(sel, ", "),
+		readNDJSON(files, "columns = {"+strings.Join(read, ", ")+"}", maxLine))
 }
 
 // countLoaded counts, per partition, the rows this load inserted into the

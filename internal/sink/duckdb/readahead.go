@@ -11,13 +11,14 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
-// readAhead is the raw rows of a load's staged files, read and parsed as
-// JSON into a temporary table while another load holds the load lock.
+// readAhead is the main table's rows of a load's staged files (raw rows,
+// each value parsed as JSON, or the rows of a typed table), read into a
+// temporary table while another load holds the load lock.
 //
 // A load has two parts in DuckDB: reading the staged files into its
-// transaction (splitting the lines, parsing each value as JSON) and the
-// commit (the checkpoint compresses and writes the rows). Only one load
-// commits at a time, but the workers of a pipeline load side by side:
+// transaction (splitting the lines, parsing the values) and the commit
+// (the checkpoint compresses and writes the rows). Only one load commits
+// at a time, but the workers of a pipeline load side by side:
 // read ahead, the next load parses its files while the one before it
 // commits, and inserting the parsed rows under the lock costs about a
 // fifth of reading them (docs/BENCHMARKS.md, "read_ahead").
@@ -44,13 +45,15 @@ type readAhead struct {
 // 45–120 MiB higher (docs/BENCHMARKS.md, "read_ahead").
 const readAheadMaxLine = 64 << 10
 
-// readAhead reads the raw rows of files into a temporary table; nil when
-// the sink's rows are not raw rows, there are none, a line is longer than
-// readAheadMaxLine, or reading fails: the load then reads the files
-// itself, and any error (a value DuckDB's JSON parser rejects, a file the
-// ledger covers that is gone, memory) is its to handle.
+// readAhead reads the main table's rows of files into a temporary table
+// (derived rows, genai_operations, the load reads itself); nil in
+// transform mode (each row is checked against the user's table), when
+// there are none, a line is longer than readAheadMaxLine, or reading
+// fails: the load then reads the files itself, and any error (a value
+// DuckDB's JSON parser rejects, a file the ledger covers that is gone,
+// memory) is its to handle.
 func (s *Sink) readAhead(ctx context.Context, files []sink.File) *readAhead {
-	if s.opt.Transform || s.opt.Typed != nil {
+	if s.opt.Transform {
 		return nil
 	}
 	var paths []string
@@ -69,7 +72,11 @@ func (s *Sink) readAhead(ctx context.Context, files []sink.File) *readAhead {
 		return nil
 	}
 	name := "read_ahead_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	q := "CREATE TEMP TABLE " + name + " AS SELECT uuid, koffset, kpartition, raw_data::JSON AS raw_data, record_metadata FROM " + rawSource(paths, maxLine)
+	src := "uuid, koffset, kpartition, raw_data::JSON AS raw_data, record_metadata FROM " + rawSource(paths, maxLine)
+	if s.opt.Typed != nil {
+		src = "* FROM " + typedSource(s.opt.Typed, paths, maxLine)
+	}
+	q := "CREATE TEMP TABLE " + name + " AS SELECT " + src
 	if _, err := conn.ExecContext(ctx, q); err != nil {
 		s.log.Debug("reading a load's files ahead failed; the load reads them", "err", err)
 		conn.Close()

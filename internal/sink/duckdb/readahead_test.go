@@ -2,15 +2,21 @@ package duckdb
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/prices"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
 // valuesBatch stages values at offsets first… of partition 0 as raw rows.
@@ -52,26 +58,23 @@ func removeStaged(t *testing.T, files []sink.File) {
 	}
 }
 
-// A load waiting for another load's commit reads its files meanwhile and
-// inserts the rows from what it read, byte for byte; the files are not
-// read again under the lock (here they are gone by then). Fails when the
-// waiting load reads nothing ahead, or reads its files again.
-func TestLoadWaitingForTheLockReadsAhead(t *testing.T) {
-	ctx := context.Background()
-	s := prepared(t, false)
-	values := []string{`{"a":1}`, "{\n  \"pretty\": [1, 2]\n}", `{"n":12345678901234567890123456789012345678901}`, ` {"spaced": "\u001f"} `}
-	files := stage(t, s, valuesBatch(0, values[:2]...), valuesBatch(2, values[2:]...))
+// loadWhileLocked loads files while another load holds the lock, as
+// when it commits: once the load read its files ahead, their staged rows
+// are removed and the lock given up, so a load that reads them again
+// fails. It fails the test if the load reads nothing ahead.
+func loadWhileLocked(t *testing.T, s *Sink, files []sink.File) sink.Loaded {
+	t.Helper()
 	read := make(chan struct{})
 	s.readAheadDone = func() { close(read) }
-
-	s.loadMu.Lock() // another load, committing
+	defer func() { s.readAheadDone = nil }()
+	s.loadMu.Lock()
 	type result struct {
 		loaded sink.Loaded
 		err    error
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := s.Load(ctx, files)
+		l, err := s.Load(context.Background(), files)
 		done <- result{l, err}
 	}()
 	select {
@@ -86,8 +89,20 @@ func TestLoadWaitingForTheLockReadsAhead(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("load: %v", r.err)
 	}
-	if len(r.loaded.Ranges) != 1 || r.loaded.Ranges[0].First != 0 || r.loaded.Ranges[0].Last != 3 || r.loaded.Ranges[0].Records != 4 {
-		t.Errorf("loaded %+v, want 0..3 with 4 records", r.loaded.Ranges)
+	return r.loaded
+}
+
+// A load waiting for another load's commit reads its files meanwhile and
+// inserts the rows from what it read, byte for byte; the files are not
+// read again under the lock (here they are gone by then). Fails when the
+// waiting load reads nothing ahead, or reads its files again.
+func TestLoadWaitingForTheLockReadsAhead(t *testing.T) {
+	s := prepared(t, false)
+	values := []string{`{"a":1}`, "{\n  \"pretty\": [1, 2]\n}", `{"n":12345678901234567890123456789012345678901}`, ` {"spaced": "\u001f"} `}
+	files := stage(t, s, valuesBatch(0, values[:2]...), valuesBatch(2, values[2:]...))
+	loaded := loadWhileLocked(t, s, files)
+	if len(loaded.Ranges) != 1 || loaded.Ranges[0].First != 0 || loaded.Ranges[0].Last != 3 || loaded.Ranges[0].Records != 4 {
+		t.Errorf("loaded %+v, want 0..3 with 4 records", loaded.Ranges)
 	}
 	rows, err := s.DB().Query(`SELECT koffset, raw_data::VARCHAR FROM trace_raw ORDER BY koffset`)
 	if err != nil {
@@ -160,7 +175,7 @@ func TestReadAheadFailureFallsBack(t *testing.T) {
 	s.loadMu.Lock()
 	done := make(chan error, 1)
 	go func() { _, err := s.Load(ctx, files); done <- err }()
-	<-read
+	<-read // nothing was read: the files stay
 	s.loadMu.Unlock()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -188,5 +203,68 @@ func TestLargeValuesAreNotReadAhead(t *testing.T) {
 	if a := s.readAhead(ctx, append(small, large...)); a != nil {
 		a.close()
 		t.Error("a load with a value longer than readAheadMaxLine read ahead")
+	}
+}
+
+// OTLP spans (a typed table) and their GenAI operations load the same
+// read ahead as read under the lock: every column of every row. Fails
+// when typed rows are not read ahead.
+func TestTypedRowsReadAhead(t *testing.T) {
+	ctx := context.Background()
+	g := tracegen.New(1)
+	d, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Default: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = d.WithGenAI(genai.NewMapper(prices.Embedded(), false))
+	var batches [2]*sink.Batch
+	for i := range batches {
+		first := int64(i * 20)
+		b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: first, Last: first + 19}}}
+		for o := first; o <= first+19; o++ {
+			v, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(g.OTLPTrace())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := d.AppendRows(b, &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Ranges[0].Records += int64(n)
+		}
+		batches[i] = b
+	}
+	content := func(readAhead bool) (spans, operations string) {
+		opt := testOptions(t.TempDir())
+		opt.Table, opt.Typed = "otel_spans", &otel.Spans
+		opt.Derived, opt.DerivedTable = &genai.Table, "genai_operations"
+		s := openWith(t, opt)
+		if err := s.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		files := stage(t, s, batches[:]...)
+		if readAhead {
+			loadWhileLocked(t, s, files)
+		} else if _, err := s.Load(ctx, files); err != nil {
+			t.Fatal(err)
+		}
+		digest := func(table string) string {
+			var n int64
+			var h string
+			q := `SELECT count(*), md5(string_agg(r::VARCHAR, '|' ORDER BY r::VARCHAR)) FROM ` + table + ` r`
+			if err := s.DB().QueryRow(q).Scan(&n, &h); err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprintf("%d rows %s", n, h)
+		}
+		return digest("otel_spans"), digest("genai_operations")
+	}
+	spans, ops := content(false)
+	aheadSpans, aheadOps := content(true)
+	if aheadSpans != spans || aheadOps != ops {
+		t.Errorf("read ahead: spans %s, operations %s; read under the lock: %s, %s", aheadSpans, aheadOps, spans, ops)
+	}
+	if strings.HasPrefix(spans, "0 rows") || strings.HasPrefix(ops, "0 rows") {
+		t.Errorf("nothing loaded: spans %s, operations %s", spans, ops)
 	}
 }
