@@ -237,15 +237,17 @@ func (s *Sink) CleanStage() error {
 	if err != nil {
 		return fmt.Errorf("read stage directory %s: %w", s.opt.StageDir, err)
 	}
+	removed := 0
 	for _, e := range entries {
 		if name := strings.TrimSuffix(e.Name(), ".zst"); strings.HasSuffix(name, ".ndjson") || strings.HasSuffix(name, rawRowsExt) {
 			if err := os.Remove(filepath.Join(s.opt.StageDir, e.Name())); err != nil {
 				return fmt.Errorf("remove stale staged file: %w", err)
 			}
+			removed++
 		}
 	}
-	if len(entries) > 0 {
-		s.log.Info("removed stale staged files", "dir", s.opt.StageDir, "files", len(entries))
+	if removed > 0 {
+		s.log.Info("removed stale staged files", "dir", s.opt.StageDir, "files", removed)
 	}
 	return nil
 }

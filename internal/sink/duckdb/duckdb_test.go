@@ -1,8 +1,11 @@
 package duckdb
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -378,9 +381,14 @@ func TestPrepareRemovesStaleStagedFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var logged bytes.Buffer
+	opt.Log = slog.New(slog.NewTextHandler(&logged, nil))
 	s := openWith(t, opt)
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("files=%d", len(stale)); !strings.Contains(logged.String(), want) {
+		t.Errorf("log %q does not say %s", logged.String(), want)
 	}
 	entries, err := os.ReadDir(opt.StageDir)
 	if err != nil {
