@@ -99,26 +99,6 @@ func TestBatcherCoversTransactionMarkers(t *testing.T) {
 	}
 }
 
-// Files whose ranges overlap (a partition re-read while its first file
-// was pending) are never in one load.
-func TestOverlapFree(t *testing.T) {
-	file := func(ranges ...sink.Range) item { return item{file: sink.File{Ranges: ranges}} }
-	r := func(p int32, first, last int64) sink.Range {
-		return sink.Range{TopicPartition: sink.TopicPartition{Topic: "t", Partition: p}, First: first, Last: last}
-	}
-	pending := []item{file(r(0, 0, 9)), file(r(1, 0, 9)), file(r(0, 10, 19)), file(r(0, 5, 14), r(1, 10, 19)), file(r(0, 15, 24))}
-	runs := overlapFree(pending)
-	var sizes []int
-	for _, run := range runs {
-		sizes = append(sizes, len(run))
-	}
-	// The fourth file re-reads 5-14 of partition 0: a new run. The fifth
-	// overlaps only the third, which is in the run before.
-	if len(sizes) != 2 || sizes[0] != 3 || sizes[1] != 2 {
-		t.Errorf("runs of %v files, want [3 2]", sizes)
-	}
-}
-
 // tenRows is a RowDecoder making ten rows of each message, each as long as
 // the message; a message "bad" is refused.
 type tenRows struct{}

@@ -555,8 +555,14 @@ func (w *Worker) loadLoop() error {
 	defer commitRetry.Stop()
 	dirty := map[sink.TopicPartition]int64{}
 
-	// loadRun loads files that overlap nowhere (see overlapFree).
-	loadRun := func(pending []item) {
+	// load loads the pending files. Files covering the same offsets (a
+	// partition read again) may be among them: the sinks fence each file
+	// past the ones before it (sink.Runs).
+	load := func() {
+		defer func() { pending, pendingBytes, timer = pending[:0], 0, nil }()
+		if len(pending) == 0 {
+			return
+		}
 		defer w.release(pending)
 		files := make([]sink.File, len(pending))
 		for i, it := range pending {
@@ -599,13 +605,6 @@ func (w *Worker) loadLoop() error {
 			}
 		}
 		w.commit(dirty)
-	}
-
-	load := func() {
-		defer func() { pending, pendingBytes, timer = pending[:0], 0, nil }()
-		for _, run := range overlapFree(pending) {
-			loadRun(run)
-		}
 	}
 
 	for {
@@ -663,40 +662,6 @@ func (w *Worker) untilLoad(now time.Time) time.Duration {
 		since += int64(iv)
 	}
 	return iv - time.Duration(since)
-}
-
-// overlapFree cuts pending files (in read order) into runs, each loaded
-// on its own, in which no two files cover an offset of the same
-// partition. Sinks fence a load's rows against the ledger as it was
-// before the load; a file re-reading offsets an earlier file of the same
-// load covers (a partition that came back to this worker) would pass that
-// fence with them. In the next run the earlier file is in the ledger.
-func overlapFree(pending []item) [][]item {
-	var runs [][]item
-	start := 0
-	last := map[sink.TopicPartition]int64{}
-	for i, it := range pending {
-		overlaps := false
-		for _, r := range it.file.Ranges {
-			if l, ok := last[r.TopicPartition]; ok && r.First <= l {
-				overlaps = true
-			}
-		}
-		if overlaps {
-			runs = append(runs, pending[start:i])
-			start = i
-			clear(last)
-		}
-		for _, r := range it.file.Ranges {
-			if l, ok := last[r.TopicPartition]; !ok || r.Last > l {
-				last[r.TopicPartition] = r.Last
-			}
-		}
-	}
-	if start < len(pending) {
-		runs = append(runs, pending[start:])
-	}
-	return runs
 }
 
 // release ends the in-flight accounting of items, loaded or dropped.

@@ -85,3 +85,45 @@ func Fence(files []File, fence map[TopicPartition]int64) Fenced {
 	}
 	return out
 }
+
+// Runs cuts a load's files (in the order their batches were read) into
+// runs in which no two files cover an offset of the same partition: a
+// partition that came back to the same worker while files of it were
+// pending is read again, and the re-read file covers offsets an earlier
+// file of the same load holds. A sink's fence is the ledger as it was
+// before the load, which both files pass; a sink loads the runs in order,
+// each fenced by the fence advanced past the runs before it (Advance), so
+// the fence is cumulative within a load.
+func Runs(files []File) [][]File {
+	var runs [][]File
+	start := 0
+	last := map[TopicPartition]int64{}
+	for i, f := range files {
+		overlaps := false
+		for _, r := range f.Ranges {
+			if l, ok := last[r.TopicPartition]; ok && r.First <= l {
+				overlaps = true
+			}
+		}
+		if overlaps {
+			runs = append(runs, files[start:i])
+			start = i
+			clear(last)
+		}
+		Advance(last, f.Ranges)
+	}
+	if start < len(files) {
+		runs = append(runs, files[start:])
+	}
+	return runs
+}
+
+// Advance moves fence (the last loaded offset per partition) past ranges:
+// the fence of what a load takes after them.
+func Advance(fence map[TopicPartition]int64, ranges []Range) {
+	for _, r := range ranges {
+		if l, ok := fence[r.TopicPartition]; !ok || r.Last > l {
+			fence[r.TopicPartition] = r.Last
+		}
+	}
+}

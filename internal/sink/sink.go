@@ -153,7 +153,10 @@ type Sink interface {
 	// Load loads the files' rows and writes their ledger rows in one atomic
 	// step. Rows at or below a partition's recorded position are skipped, so
 	// a load repeated after a lost reply, or by a former owner of the
-	// partition, never doubles a row. On success the staged files are removed.
+	// partition, never doubles a row; so are rows an earlier file of the same
+	// load covers (files in the order their batches were read: a partition
+	// read again may be in two of them; see Runs). On success the staged
+	// files are removed.
 	Load(ctx context.Context, files []File) (Loaded, error)
 	// Discard removes staged files that will not be loaded (their records are
 	// re-read from Kafka).

@@ -286,35 +286,53 @@ func TestLostCommitReplyLoadsOnce(t *testing.T) {
 	}
 }
 
-// Two owners of a partition overlapped: the new owner's batch repeats
-// offsets the former owner loaded. Only rows past the ledger land.
-func TestOverlapWithAFormerOwnerLoadsOnlyNewRows(t *testing.T) {
-	srv, s := prepared(t, "")
-	ctx := context.Background()
-	if _, err := s.Load(ctx, stage(t, s, batch(0, 0, 9, 2))); err != nil {
-		t.Fatal(err)
-	}
-	// A wholly loaded file, a partly loaded one, and a new one.
-	files := stage(t, s, batch(0, 0, 9, 2), batch(0, 5, 14, 7, 12), batch(0, 15, 19))
-	loaded, err := s.Load(ctx, files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(loaded.Ranges) != 1 || loaded.Ranges[0].First != 10 || loaded.Ranges[0].Last != 19 ||
-		loaded.Ranges[0].Records != 9 || loaded.Ranges[0].DLQ != 1 {
-		t.Errorf("loaded %+v; want 10..19 with 9 rows and 1 dead letter", loaded.Ranges)
-	}
-	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 19, 2, 12)) {
-		t.Errorf("offsets %v", o)
-	}
-	if n := len(srv.Rows("trace_raw_dlq")); n != 2 {
-		t.Errorf("%d dead-letter rows, want 2 (offsets 2 and 12)", n)
-	}
-	// The partly loaded file's rows past the ledger (10..14, less the
-	// dead letter 12) were staged again as a piece of their own.
-	piece := regexp.MustCompile(`'traces-0-5-14-n1-[0-9a-f]+\.l4-7-n4\.ndjson\.zst'`)
-	if !slices.ContainsFunc(srv.Statements(), func(s string) bool { return strings.HasPrefix(s, "COPY") && piece.MatchString(s) }) {
-		t.Errorf("no COPY of a piece with the rows past the ledger:\n%s", strings.Join(srv.Statements(), "\n"))
+// Files that repeat offsets load each offset once, row or dead letter,
+// whether a former owner of the partition loaded the earlier file (the
+// ledger fences it) or the earlier file is in the same load (a partition
+// back on the same worker, read again while its first file was pending:
+// the fence is cumulative within a load; before, both files passed the
+// ledger as it was before the load, 5-9 were stored twice and 7 in both
+// tables).
+func TestOverlappingFilesLoadEachOffsetOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name                        string
+		formerOwner                 bool
+		first, records, deadLetters int64
+	}{
+		{name: "a former owner loaded the first file", formerOwner: true, first: 10, records: 9, deadLetters: 1},
+		{name: "in one load", first: 0, records: 18, deadLetters: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, s := prepared(t, "")
+			ctx := context.Background()
+			if tc.formerOwner {
+				if _, err := s.Load(ctx, stage(t, s, batch(0, 0, 9, 2))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A file, one that covers part of it, and a new one.
+			files := stage(t, s, batch(0, 0, 9, 2), batch(0, 5, 14, 7, 12), batch(0, 15, 19))
+			loaded, err := s.Load(ctx, files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(loaded.Ranges) != 1 || loaded.Ranges[0].First != tc.first || loaded.Ranges[0].Last != 19 ||
+				loaded.Ranges[0].Records != tc.records || loaded.Ranges[0].DLQ != tc.deadLetters {
+				t.Errorf("loaded %+v; want %d..19 with %d rows and %d dead letters", loaded.Ranges, tc.first, tc.records, tc.deadLetters)
+			}
+			if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 19, 2, 12)) {
+				t.Errorf("offsets %v, want 0..19 but 2 and 12, each once", o)
+			}
+			if n := len(srv.Rows("trace_raw_dlq")); n != 2 {
+				t.Errorf("%d dead-letter rows, want 2 (offsets 2 and 12)", n)
+			}
+			// The second file's rows past the first (10..14, less the
+			// dead letter 12) were staged again as a piece of their own.
+			piece := regexp.MustCompile(`'traces-0-5-14-n1-[0-9a-f]+\.l4-7-n4\.ndjson\.zst'`)
+			if !slices.ContainsFunc(srv.Statements(), func(s string) bool { return strings.HasPrefix(s, "COPY") && piece.MatchString(s) }) {
+				t.Errorf("no COPY of a piece with the rows past the first file:\n%s", strings.Join(srv.Statements(), "\n"))
+			}
+		})
 	}
 }
 

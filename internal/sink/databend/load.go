@@ -3,6 +3,7 @@ package databend
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -204,59 +205,19 @@ func (t tally) ranges(fenced []sink.Range) []sink.Range {
 // holding only the rows past the ledger. It also counts the rows per
 // partition for the ledger (derived rows are not counted: they come with
 // their main rows).
-func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPartition]int64) (main, dlq, derived []target, counts tally, err error) {
+func (s *Sink) targets(ctx context.Context, p *loadPlan, ledger map[sink.TopicPartition]int64) (main, dlq, derived []target, counts tally, err error) {
 	counts = tally{}
+	// Each file is fenced by the ledger advanced past the files before it:
+	// a file re-reading offsets an earlier file of this load covers adds
+	// none of them (see sink.Runs).
+	fence := maps.Clone(ledger)
 	for _, f := range p.files {
-		switch f.Overlap(fence) {
-		case sink.OverlapAll:
-			continue
-		case sink.OverlapNone:
-			_, split := p.pieces[f.RowsPath]
-			if f.RowsPath != "" && !split {
-				main = append(main, target{f.RowsPath, sumRanges(f, false)})
-			}
-			if _, split := p.pieces[f.DerivedPath]; f.DerivedPath != "" && !split {
-				k := s.keptLines(f.DerivedPath)
-				if k == nil {
-					return nil, nil, nil, nil, fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, f.DerivedPath)
-				}
-				derived = append(derived, target{f.DerivedPath, int64(len(k.Lines()))})
-			}
-			if f.DLQPath != "" {
-				dlq = append(dlq, target{f.DLQPath, sumRanges(f, true)})
-			}
-			for _, r := range f.Ranges {
-				if split {
-					counts.add(r.TopicPartition, 0, r.DLQ) // the pieces' rows are counted below
-				} else {
-					counts.add(r.TopicPartition, r.Records, r.DLQ)
-				}
-			}
-		case sink.OverlapPartial:
-			s.log.Info("load overlaps the ledger (a former owner of the partition loaded part of it); loading only the rows past it",
-				"file", f.Name)
-			for _, name := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
-				if name == "" {
-					continue
-				}
-				if err := s.fence(ctx, p, name, fence, name == f.DLQPath); err != nil {
-					return nil, nil, nil, nil, err
-				}
-			}
-			for _, pc := range p.pieces[f.DLQPath] {
-				dlq = append(dlq, target{pc.name, int64(len(pc.idx))})
-				s.countLines(counts, pc, true)
-			}
+		if err := s.target(ctx, p, f, fence, counts, &main, &dlq, &derived); err != nil {
+			return nil, nil, nil, nil, err
 		}
-		for _, pc := range p.pieces[f.RowsPath] {
-			main = append(main, target{pc.name, int64(len(pc.idx))})
-			s.countLines(counts, pc, false)
-		}
-		for _, pc := range p.pieces[f.DerivedPath] {
-			derived = append(derived, target{pc.name, int64(len(pc.idx))})
-		}
+		sink.Advance(fence, f.Ranges)
 	}
-	if err := s.fenceRejects(ctx, p, fence); err != nil {
+	if err := s.fenceRejects(ctx, p, ledger); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	if p.rejectsFile != "" {
@@ -266,6 +227,60 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, fence map[sink.TopicPar
 		}
 	}
 	return main, dlq, derived, counts, nil
+}
+
+// target adds what this round copies of file f, fenced by fence, to the
+// targets, and counts its rows.
+func (s *Sink) target(ctx context.Context, p *loadPlan, f sink.File, fence map[sink.TopicPartition]int64, counts tally, main, dlq, derived *[]target) error {
+	switch f.Overlap(fence) {
+	case sink.OverlapAll:
+		return nil
+	case sink.OverlapNone:
+		_, split := p.pieces[f.RowsPath]
+		if f.RowsPath != "" && !split {
+			*main = append(*main, target{f.RowsPath, sumRanges(f, false)})
+		}
+		if _, split := p.pieces[f.DerivedPath]; f.DerivedPath != "" && !split {
+			k := s.keptLines(f.DerivedPath)
+			if k == nil {
+				return fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, f.DerivedPath)
+			}
+			*derived = append(*derived, target{f.DerivedPath, int64(len(k.Lines()))})
+		}
+		if f.DLQPath != "" {
+			*dlq = append(*dlq, target{f.DLQPath, sumRanges(f, true)})
+		}
+		for _, r := range f.Ranges {
+			if split {
+				counts.add(r.TopicPartition, 0, r.DLQ) // the pieces' rows are counted below
+			} else {
+				counts.add(r.TopicPartition, r.Records, r.DLQ)
+			}
+		}
+	case sink.OverlapPartial:
+		s.log.Info("load overlaps the ledger or an earlier file of the load (the partition was read again, or a former owner loaded part of it); loading only the rows past it",
+			"file", f.Name)
+		for _, name := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
+			if name == "" {
+				continue
+			}
+			if err := s.fence(ctx, p, name, fence, name == f.DLQPath); err != nil {
+				return err
+			}
+		}
+		for _, pc := range p.pieces[f.DLQPath] {
+			*dlq = append(*dlq, target{pc.name, int64(len(pc.idx))})
+			s.countLines(counts, pc, true)
+		}
+	}
+	for _, pc := range p.pieces[f.RowsPath] {
+		*main = append(*main, target{pc.name, int64(len(pc.idx))})
+		s.countLines(counts, pc, false)
+	}
+	for _, pc := range p.pieces[f.DerivedPath] {
+		*derived = append(*derived, target{pc.name, int64(len(pc.idx))})
+	}
+	return nil
 }
 
 // countLines adds a piece's rows to the tally by the partition of each.

@@ -102,6 +102,48 @@ func TestLoadFencedByLedger(t *testing.T) {
 	}
 }
 
+// One load of files that cover the same offsets (a partition back on the
+// same worker, read again while its first file was pending) inserts each
+// offset once: the fence is cumulative within a load. Before, every file
+// was fenced by the ledger as it was before the load, which both passed:
+// offsets 50-99 were stored twice.
+func TestFenceIsCumulativeWithinALoad(t *testing.T) {
+	ctx := context.Background()
+	s := prepared(t, false)
+	var files []sink.File
+	for _, b := range []*sink.Batch{batch(0, 99), batch(50, 149), batch(120, 199)} {
+		b.ID = sink.NewBatchID()
+		f, err := s.Stage(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	l, err := s.Load(ctx, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw`); n != 200 {
+		t.Errorf("rows = %d, want 200", n)
+	}
+	if n := count(t, s, `SELECT count(DISTINCT koffset) FROM trace_raw`); n != 200 {
+		t.Errorf("distinct offsets = %d, want 200", n)
+	}
+	next, records := int64(0), int64(0)
+	for _, r := range l.Ranges {
+		if r.First != next {
+			t.Errorf("ledger ranges %+v: one starts at %d, want %d", l.Ranges, r.First, next)
+		}
+		next, records = r.Last+1, records+r.Records
+	}
+	if next != 200 || records != 200 {
+		t.Errorf("ledger ranges %+v cover up to %d with %d records, want 200 and 200", l.Ranges, next, records)
+	}
+	if n := count(t, s, `SELECT sum(records) FROM trace_raw_ledger`); n != 200 {
+		t.Errorf("ledger counts %d records, want 200", n)
+	}
+}
+
 // Two stagings of the same offsets (two owners of a partition, or a
 // re-read) never share a path, and a file the ledger wholly covers is not
 // read at all: it may be gone. Before, both stagings wrote one path, the

@@ -86,18 +86,30 @@ func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func(
 	if err != nil {
 		return sink.Loaded{}, err
 	}
-	plan := newLoadPlan(files, fence, s.tables.mainTopic)
-	if !plan.exact {
-		s.log.Debug("load overlaps the ledger; skipping rows already loaded", "files", len(files))
+	// One plan per run of files that overlap nowhere, each fenced past the
+	// runs before it: a file re-reading offsets an earlier file of this
+	// load covers adds none of them (sink.Runs).
+	runs := sink.Runs(files)
+	plans := make([]loadPlan, len(runs))
+	for i, run := range runs {
+		plans[i] = newLoadPlan(run, fence, s.tables.mainTopic)
+		if !plans[i].exact {
+			s.log.Debug("load overlaps the ledger or an earlier file of the load; skipping rows already loaded", "files", len(run))
+		}
+		for _, f := range run {
+			sink.Advance(fence, f.Ranges)
+		}
 	}
-	plan.ahead = ahead
-	loaded, err := s.loadTx(ctx, plan, false, committing)
+	if len(plans) == 1 {
+		plans[0].ahead = ahead // read from all the files, as the plan reads them
+	}
+	loaded, err := s.loadTx(ctx, plans, false, committing)
 	if err != nil && isJSONError(err) && !s.opt.Transform && s.opt.Typed == nil {
 		// Our validator accepted a value DuckDB's JSON parser rejects. Load
 		// again, sending such rows to the dead-letter table instead of
 		// stalling the partition on a load that can never succeed.
 		s.log.Warn("a value was rejected by DuckDB's JSON parser; loading again with a per-row check", "err", err)
-		loaded, err = s.loadTx(ctx, plan, true, committing)
+		loaded, err = s.loadTx(ctx, plans, true, committing)
 	}
 	if err != nil {
 		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
@@ -280,16 +292,17 @@ func where(conds ...string) string {
 	return " WHERE " + strings.Join(keep, " AND ")
 }
 
-// loadTx runs one load transaction. With checkJSON, rows whose raw_data
-// DuckDB cannot parse go to the dead-letter table (stage load). committing
-// (when not nil) is called before the commit.
-func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool, committing func()) (sink.Loaded, error) {
+// loadTx runs one load transaction: the plans' rows in order, then the
+// ledger rows of all of them. With checkJSON, rows whose raw_data DuckDB
+// cannot parse go to the dead-letter table (stage load). committing (when
+// not nil) is called before the commit.
+func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, committing func()) (sink.Loaded, error) {
 	now := time.Now().UTC()
 	loadID := newLoadID()
 	var tx *sql.Tx
 	var err error
-	if p.ahead != nil {
-		tx, err = p.ahead.conn.BeginTx(ctx, nil)
+	if ahead := plans[0].ahead; ahead != nil {
+		tx, err = ahead.conn.BeginTx(ctx, nil)
 	} else {
 		tx, err = s.db.BeginTx(ctx, nil)
 	}
@@ -298,17 +311,23 @@ func (s *Sink) loadTx(ctx context.Context, p loadPlan, checkJSON bool, committin
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
 
-	transformed, err := s.insertFiles(ctx, tx, p, checkJSON, now)
-	if err != nil {
-		return sink.Loaded{}, err
-	}
-	ranges := p.ranges
-	if !p.exact || checkJSON || s.opt.Transform {
-		if ranges, err = s.countLoaded(ctx, tx, p, transformed); err != nil {
+	var ranges []sink.Range
+	files := 0
+	for _, p := range plans {
+		transformed, err := s.insertFiles(ctx, tx, p, checkJSON, now)
+		if err != nil {
 			return sink.Loaded{}, err
 		}
+		loaded := p.ranges
+		if !p.exact || checkJSON || s.opt.Transform {
+			if loaded, err = s.countLoaded(ctx, tx, p, transformed); err != nil {
+				return sink.Loaded{}, err
+			}
+		}
+		ranges = append(ranges, loaded...)
+		files += p.files
 	}
-	if err := s.insertLedger(ctx, tx, ranges, loadID, p.files, now); err != nil {
+	if err := s.insertLedger(ctx, tx, ranges, loadID, files, now); err != nil {
 		return sink.Loaded{}, err
 	}
 	if committing != nil {

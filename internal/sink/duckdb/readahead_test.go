@@ -135,7 +135,7 @@ func TestReadAheadRowsAreFenced(t *testing.T) {
 	if _, err := s.Load(ctx, stage(t, s, batch(0, 99))); err != nil {
 		t.Fatal(err)
 	}
-	files := stage(t, s, batch(0, 99), batch(50, 149), batch(150, 199))
+	files := stage(t, s, batch(0, 49), batch(50, 149), batch(150, 199))
 	ahead := s.readAhead(ctx, files)
 	if ahead == nil {
 		t.Fatal("nothing read ahead")

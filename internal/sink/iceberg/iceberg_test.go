@@ -232,6 +232,24 @@ func TestLoadPositionsAndReadBack(t *testing.T) {
 	}
 }
 
+// One load of files that cover the same offsets (a partition back on the
+// same worker, read again while its first file was pending) adds each
+// offset once, row or dead letter: each file is fenced by the positions
+// advanced past the files before it.
+func TestFenceIsCumulativeWithinALoad(t *testing.T) {
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 0, 9, 2), batch(0, 5, 14, 7, 12), batch(0, 15, 19))
+	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 19, 2, 12)) {
+		t.Errorf("raw offsets %v, want 0..19 but 2 and 12", got[0])
+	}
+	if d := stored(t, s, true); !slices.Equal(d[0], []int64{2, 12}) {
+		t.Errorf("dead-letter offsets %v, want [2 12]", d[0])
+	}
+}
+
 // Two processes' sinks on one catalog: loads of the same partition never
 // double a row, whoever commits first.
 func TestTwoWritersOnOneCatalog(t *testing.T) {
