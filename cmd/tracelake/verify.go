@@ -95,6 +95,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 			rep.Models = append(rep.Models, verify.ModelProgress{Model: m.Name, Pending: n})
 		}
 	}
+	rep.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks { return watermarks(ctx, cfg) })
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

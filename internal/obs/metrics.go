@@ -31,6 +31,7 @@ type Metrics struct {
 	InflightBytes   prometheus.Gauge
 	FetchPauses     prometheus.Counter
 	LostRecords     *prometheus.CounterVec
+	LogResets       *prometheus.CounterVec // topic
 	Rebalances      *prometheus.CounterVec // event
 
 	MergeRawRows     *prometheus.CounterVec   // model: raw rows merged
@@ -87,6 +88,8 @@ func New() *Metrics {
 			Help: "Bytes of message values read from Kafka and held in memory: not yet loaded, or with a sink that stages into files (Iceberg) not yet staged."}),
 		LostRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_lost_records_total",
 			Help: "Records Kafka deleted (retention) before tracelake loaded them; each gap is logged and shown by verify."}, []string{"topic"}),
+		LogResets: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_log_resets_total",
+			Help: "Partitions found with a log that ends below the ledger's position (the topic deleted and recreated, or its log truncated): the run stops, and verify fails."}, []string{"topic"}),
 		FetchPauses: prometheus.NewCounter(prometheus.CounterOpts{Name: "tracelake_fetch_pauses_total",
 			Help: "Times a worker paused fetching because max_inflight_bytes was reached."}),
 		Rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tracelake_rebalances_total",
@@ -119,7 +122,7 @@ func New() *Metrics {
 	}
 	reg.MustRegister(m.ConsumedRecords, m.ConsumedBytes, m.Lag, m.Committed, m.Freshness, m.Batches,
 		m.StagedFiles, m.StagedBytes, m.Loads, m.FilesPerLoad, m.LoadDuration, m.Retries, m.DLQRecords,
-		m.InflightBytes, m.FetchPauses, m.LostRecords, m.Rebalances,
+		m.InflightBytes, m.FetchPauses, m.LostRecords, m.LogResets, m.Rebalances,
 		m.MergeRawRows, m.MergeChanged, m.MergeRejected, m.MergeFailures, m.MergeDuration, m.MergeLastSuccess,
 		m.IcebergCommitDuration, m.IcebergCommitConflicts, m.IcebergSnapshots, m.IcebergMetadataBytes,
 		m.OTLPRequests, m.OTLPItems)

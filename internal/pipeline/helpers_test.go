@@ -140,14 +140,20 @@ func must(t *testing.T, err error) {
 // verifyReport runs verify on the DuckDB sink against Kafka.
 func verifyReport(t *testing.T, cfg *config.Config, s *duckdb.Sink) *verify.Report {
 	t.Helper()
+	tn := s.Tables()
+	rep, err := verify.Run(context.Background(), verify.SQLQuerier{DB: s.DB()},
+		verify.Tables{Main: tn.Main, DLQ: tn.DLQ, Ledger: tn.Ledger, Raw: cfg.Mode == config.ModeRaw, Topic: duckdb.TopicExpr}, watermarksOf(t, cfg), true)
+	must(t, err)
+	return rep
+}
+
+// watermarksOf asks Kafka for the watermarks of the partitions cfg consumes.
+func watermarksOf(t *testing.T, cfg *config.Config) map[sink.TopicPartition]kafka.Watermarks {
+	t.Helper()
 	admin, err := kafka.NewAdmin(cfg.Kafka)
 	must(t, err)
 	defer admin.Close()
 	marks, err := admin.ConsumedWatermarks(context.Background(), cfg.Kafka)
 	must(t, err)
-	tn := s.Tables()
-	rep, err := verify.Run(context.Background(), verify.SQLQuerier{DB: s.DB()},
-		verify.Tables{Main: tn.Main, DLQ: tn.DLQ, Ledger: tn.Ledger, Raw: cfg.Mode == config.ModeRaw, Topic: duckdb.TopicExpr}, marks, true)
-	must(t, err)
-	return rep
+	return marks
 }

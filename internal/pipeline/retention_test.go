@@ -14,8 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
@@ -72,11 +74,23 @@ func TestRecreatedTopicStopsTheRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	m := obs.New()
 	err = pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
-		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t),
+		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m,
 	})
 	if err == nil || !strings.Contains(err.Error(), "deleted and recreated") {
 		t.Fatalf("run over a recreated topic: %v; want an error saying it was recreated", err)
+	}
+	if got := testutil.ToFloat64(m.LogResets.WithLabelValues(topic)); got < 1 {
+		t.Errorf("log resets metric %v, want at least 1", got)
+	}
+	// verify fails too: the ledger reaches past the new log's end. Before,
+	// it said OK with a lag of -90 while none of the new records was loaded.
+	rep := verifyReport(t, cfg, s)
+	rep.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks { return watermarksOf(t, cfg) })
+	if rep.OK || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "the ledger reaches offset 99, past the end of Kafka's log (10)") ||
+		!rep.Partitions[0].PastLogEnd {
+		t.Errorf("verify over a recreated topic: ok=%v problems %q; want the ledger past the log end", rep.OK, rep.Problems)
 	}
 }
 

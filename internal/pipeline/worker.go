@@ -392,6 +392,7 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 			sink.ErrFatal, p.Topic, p.Partition, p.HighWatermark, next)
 		w.log.Error("partition log is behind the ledger; stopping", "topic", p.Topic, "partition", p.Partition,
 			"log_end", p.HighWatermark, "next", next)
+		w.opt.Metrics.LogResets.WithLabelValues(p.Topic).Inc()
 		if w.opt.Fatal != nil {
 			w.opt.Fatal(err)
 		}

@@ -74,3 +74,38 @@ func TestFromStoredAsksKafkaAboutHoles(t *testing.T) {
 		t.Errorf("problems %q, want %q", old.Problems, want)
 	}
 }
+
+// A ledger past Kafka's log end (a recreated topic) fails the report, on
+// Iceberg's positions as on a ledger; one that only passed the watermarks
+// read before it (a run loading meanwhile) does not, and Kafka is asked
+// again only when a partition looks past its end.
+func TestCheckLogEnds(t *testing.T) {
+	next := map[sink.TopicPartition]int64{tp: 10}
+	before := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 8}}
+	for _, c := range []struct {
+		name     string
+		now      int64
+		wantFail bool
+	}{
+		{"the log grew meanwhile", 12, false},
+		{"the log ends below the ledger", 8, true},
+	} {
+		rep := FromStored(before, next, stored(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil, true, nil)
+		asked := 0
+		rep.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks {
+			asked++
+			return map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: c.now}}
+		})
+		if rep.OK == c.wantFail || rep.Partitions[0].PastLogEnd != c.wantFail || asked != 1 {
+			t.Errorf("%s: ok=%v past=%v asked %d times, problems %q", c.name, rep.OK, rep.Partitions[0].PastLogEnd, asked, rep.Problems)
+		}
+	}
+	caughtUp := FromStored(map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 10}}, next, stored(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil, true, nil)
+	caughtUp.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks {
+		t.Error("Kafka asked again for a ledger within the log")
+		return nil
+	})
+	if !caughtUp.OK {
+		t.Errorf("caught up: problems %q", caughtUp.Problems)
+	}
+}

@@ -45,6 +45,9 @@ type Partition struct {
 	// problem, shown so a reader knows the table starts later.
 	Skipped       int64 `json:"skipped,omitempty"`
 	CountMismatch bool  `json:"count_mismatch"` // ledger counts differ from table rows
+	// PastLogEnd: the ledger reaches past Kafka's log end (see
+	// Report.CheckLogEnds).
+	PastLogEnd bool `json:"past_log_end,omitempty"`
 }
 
 // Report is the result of a verification.
@@ -291,6 +294,40 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		}
 	}
 	return rep, nil
+}
+
+// CheckLogEnds fails the report for every partition whose ledger reaches
+// past the end of Kafka's log: the topic was deleted and recreated, or
+// its log truncated (an unclean leader election). The ledger's offsets
+// then name records of the old log, and the new log's records up to the
+// ledger's position are not loaded, so the lag is negative and nothing
+// else in the report looks wrong. The watermarks the report was built
+// with were read before the ledger, and a run loading meanwhile may have
+// moved the ledger past them: fresh reads them again, after the ledger
+// (a log end only grows), only when some partition looks past its end.
+func (r *Report) CheckLogEnds(fresh func() map[sink.TopicPartition]kafka.Watermarks) {
+	var marks map[sink.TopicPartition]kafka.Watermarks
+	for i := range r.Partitions {
+		p := &r.Partitions[i]
+		if p.High < 0 || p.LedgerNext <= p.High {
+			continue
+		}
+		if marks == nil {
+			if marks = fresh(); marks == nil {
+				return // Kafka cannot answer now: nothing to compare with
+			}
+		}
+		m, ok := marks[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
+		if !ok || p.LedgerNext <= m.High {
+			continue
+		}
+		p.PastLogEnd = true
+		r.OK = false
+		r.Problems = append(r.Problems, fmt.Sprintf("%s/%d: the ledger reaches offset %d, past the end of Kafka's log (%d): the topic was deleted and recreated, or its log truncated; "+
+			"the ledger's offsets name records of the old log and the new log's records are not loaded (load it into a new table)",
+			p.Topic, p.Partition, p.LedgerNext-1, m.High))
+	}
+	slices.Sort(r.Problems)
 }
 
 // maxMissing bounds the gap ranges a partition's report lists.
