@@ -22,15 +22,40 @@ import (
 
 const testTopic = "llm-traces"
 
-// buildBinary builds tracelake into a temp dir.
+// TestMain removes the binary the tests share (buildBinary).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// built is the tracelake binary the tests of this process share: linking
+// it (DuckDB inside) takes seconds, once per test before.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// buildBinary builds tracelake once per test process and returns its
+// path. Tests run it; none changes it.
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tracelake")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "tracelake-test-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "tracelake")
+		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 // startKafka starts an in-process cluster with testTopic and a producer.

@@ -19,7 +19,8 @@ import (
 // Load inserts the rows of all files, their dead-letter rows and one ledger
 // row per partition in one transaction. Rows at or below a partition's
 // ledger position are skipped (a former owner of the partition loaded them),
-// so loading the same offsets twice never doubles a row.
+// and so are rows an earlier file of the same load covers (a partition
+// read again), so loading the same offsets twice never doubles a row.
 //
 // A load that runs out of DuckDB's memory_limit is loaded again as two
 // loads of half the files each (down to one file): a limit that is hit
