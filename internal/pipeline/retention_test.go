@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/kafka"
@@ -105,4 +108,98 @@ func loadedHundred(t *testing.T) (*kfake.Cluster, *kgo.Client, *config.Config, *
 	produceNumbers(t, cl, 0, 100)
 	runUntilIdle(t, cfg, s, nil)
 	return c, cl, cfg, s
+}
+
+// Kafka losing records it had acknowledged under a running worker (an
+// unclean leader election truncates the log below what was read; the
+// client reports kgo.ErrDataLoss and reads again from the log start):
+// new records may now hold offsets the ledger has, so the run stops and
+// says where, as for a recreated topic. Before, the loss was logged as a
+// fetch warning, the records read again were skipped as already loaded,
+// and the run went on.
+func TestKafkaDataLossStopsTheRun(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	produceNumbers(t, cl, 0, 100)
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	s := openSink(t, cfg)
+
+	// Once lose is set, the first fetch of the partition is answered
+	// OFFSET_OUT_OF_RANGE, and the log then ends at 50 as ListOffsets
+	// tells it: below what the worker read.
+	var lose, answered atomic.Bool
+	c.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.FetchRequest)
+		if !lose.Load() || answered.Load() || len(r.Topics) == 0 || len(r.Topics[0].Partitions) == 0 {
+			return nil, nil, false
+		}
+		answered.Store(true)
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OffsetOutOfRange.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	c.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !answered.Load() {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.ListOffsetsRequest)
+		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				// The log starts at 0 and ends at 50 (the end answers a
+				// look-up by time too: no record is that recent).
+				sp.Partition, sp.Timestamp, sp.LeaderEpoch, sp.Offset = rp.Partition, -1, 0, 50
+				if rp.Timestamp == -2 {
+					sp.Offset = 0
+				}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	stats := &pipeline.Stats{}
+	m := obs.New()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats, Metrics: m})
+	}()
+	for stats.Consumed.Load() < 100 {
+		select {
+		case err := <-done:
+			t.Fatalf("run ended before the loss: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	lose.Store(true)
+	produceNumbers(t, cl, 100, 101) // the next fetch names the partition
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "Kafka lost records it had acknowledged") || !strings.Contains(err.Error(), "read up to offset 101") {
+			t.Fatalf("run: %v; want it stopped on the lost records", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the run went on over records Kafka lost")
+	}
+	if got := testutil.ToFloat64(m.LogResets.WithLabelValues(topic)); got != 1 {
+		t.Errorf("log resets metric %v, want 1", got)
+	}
 }

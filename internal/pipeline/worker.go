@@ -268,7 +268,11 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			return
 		}
 		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			var lost *kgo.ErrDataLoss
+			switch {
+			case errors.As(err, &lost):
+				w.dataLoss(lost)
+			case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 				w.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
@@ -390,12 +394,8 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 		err := fmt.Errorf("%w: %s/%d ends at offset %d, below the next offset to load %d: the topic was deleted and recreated, or the log truncated. "+
 			"The ledger's offsets of this partition belong to the old log; load the new one into a new table (sink.table), or remove the partition's ledger rows to start it again",
 			sink.ErrFatal, p.Topic, p.Partition, p.HighWatermark, next)
-		w.log.Error("partition log is behind the ledger; stopping", "topic", p.Topic, "partition", p.Partition,
+		w.stopOnLogReset(p.Topic, err, "partition log is behind the ledger; stopping", "partition", p.Partition,
 			"log_end", p.HighWatermark, "next", next)
-		w.opt.Metrics.LogResets.WithLabelValues(p.Topic).Inc()
-		if w.opt.Fatal != nil {
-			w.opt.Fatal(err)
-		}
 	case first > next && p.LogStartOffset > next:
 		lostTo := min(first, p.LogStartOffset) // first offset not lost
 		w.log.Error("records deleted by Kafka (retention) before they were loaded; they are lost and the gap stays in the ledger (tracelake verify reports it)",
@@ -403,6 +403,34 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 		w.opt.Metrics.LostRecords.WithLabelValues(p.Topic).Add(float64(lostTo - next))
 		w.b.cut(tp) // the open range of tp must not go on over the gap
 		w.b.setNext(tp, lostTo)
+	}
+}
+
+// dataLoss handles Kafka losing records it had acknowledged, as the client
+// found them: the partition's log diverged from what this worker read (an
+// unclean leader election, a log truncated or recreated under a running
+// client). The client resumes reading below what was read, and new records
+// may now hold offsets the ledger already has: loading on would skip them
+// as already loaded, and going back would store two records under one
+// offset. So, as for a log that ends below the ledger (checkContinuity),
+// the run stops and says where.
+func (w *Worker) dataLoss(lost *kgo.ErrDataLoss) {
+	err := fmt.Errorf("%w: %s/%d: Kafka lost records it had acknowledged (an unclean leader election, or the log truncated or recreated): "+
+		"this worker read up to offset %d and the log now diverges at offset %d, so offsets the ledger holds may name other records now. "+
+		"Check the partition; load it into a new table (sink.table), or remove the partition's ledger rows from offset %d (and their rows) to load the log as it is",
+		sink.ErrFatal, lost.Topic, lost.Partition, lost.ConsumedTo, lost.ResetTo, min(lost.ResetTo, lost.ConsumedTo))
+	w.stopOnLogReset(lost.Topic, err, "Kafka lost acknowledged records; stopping", "partition", lost.Partition,
+		"consumed_to", lost.ConsumedTo, "reset_to", lost.ResetTo)
+}
+
+// stopOnLogReset stops the run on a partition's log that no longer holds
+// what the ledger says was loaded from it: logged, counted, and err is
+// what the run returns.
+func (w *Worker) stopOnLogReset(topic string, err error, msg string, attrs ...any) {
+	w.log.Error(msg, append([]any{"topic", topic}, attrs...)...)
+	w.opt.Metrics.LogResets.WithLabelValues(topic).Inc()
+	if w.opt.Fatal != nil {
+		w.opt.Fatal(err)
 	}
 }
 
