@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -104,43 +107,71 @@ func TestLoadFencedByLedger(t *testing.T) {
 
 // One load of files that cover the same offsets (a partition back on the
 // same worker, read again while its first file was pending) inserts each
-// offset once: the fence is cumulative within a load. Before, every file
-// was fenced by the ledger as it was before the load, which both passed:
-// offsets 50-99 were stored twice.
+// offset once, in raw and in transform mode: the fence is cumulative
+// within a load. Before, every file was fenced by the ledger as it was
+// before the load, which both passed: offsets 50-99 and 120-149 were
+// stored twice.
 func TestFenceIsCumulativeWithinALoad(t *testing.T) {
-	ctx := context.Background()
-	s := prepared(t, false)
-	var files []sink.File
-	for _, b := range []*sink.Batch{batch(0, 99), batch(50, 149), batch(120, 199)} {
-		b.ID = sink.NewBatchID()
-		f, err := s.Stage(ctx, b)
-		if err != nil {
-			t.Fatal(err)
+	transformBatch := func(first, last int64) *sink.Batch {
+		b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: first, Last: last, Records: last - first + 1}}}
+		for o := first; o <= last; o++ {
+			b.Rows = envelope.AppendTransformRow(b.Rows, &kgo.Record{Topic: "t", Offset: o, Value: fmt.Appendf(nil, `{"id":%d}`, o)}, envelope.ValueText)
 		}
-		files = append(files, f)
+		return b
 	}
-	l, err := s.Load(ctx, files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, s, `SELECT count(*) FROM trace_raw`); n != 200 {
-		t.Errorf("rows = %d, want 200", n)
-	}
-	if n := count(t, s, `SELECT count(DISTINCT koffset) FROM trace_raw`); n != 200 {
-		t.Errorf("distinct offsets = %d, want 200", n)
-	}
-	next, records := int64(0), int64(0)
-	for _, r := range l.Ranges {
-		if r.First != next {
-			t.Errorf("ledger ranges %+v: one starts at %d, want %d", l.Ranges, r.First, next)
-		}
-		next, records = r.Last+1, records+r.Records
-	}
-	if next != 200 || records != 200 {
-		t.Errorf("ledger ranges %+v cover up to %d with %d records, want 200 and 200", l.Ranges, next, records)
-	}
-	if n := count(t, s, `SELECT sum(records) FROM trace_raw_ledger`); n != 200 {
-		t.Errorf("ledger counts %d records, want 200", n)
+	for _, mode := range []struct {
+		name, table, key string
+		batch            func(first, last int64) *sink.Batch
+	}{
+		{"raw", "trace_raw", "koffset", batch},
+		{"transform", "spans", "id", transformBatch},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx := context.Background()
+			opt := testOptions(t.TempDir())
+			opt.Table, opt.Transform = mode.table, mode.name == "transform"
+			s := openWith(t, opt)
+			if opt.Transform {
+				if _, err := s.DB().Exec(`CREATE TABLE spans (id BIGINT NOT NULL)`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Prepare(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var files []sink.File
+			for _, b := range []*sink.Batch{mode.batch(0, 99), mode.batch(50, 149), mode.batch(120, 199)} {
+				b.ID = sink.NewBatchID()
+				f, err := s.Stage(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				files = append(files, f)
+			}
+			l, err := s.Load(ctx, files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, s, `SELECT count(*) FROM `+mode.table); n != 200 {
+				t.Errorf("rows = %d, want 200", n)
+			}
+			if n := count(t, s, `SELECT count(DISTINCT `+mode.key+`) FROM `+mode.table); n != 200 {
+				t.Errorf("distinct offsets = %d, want 200", n)
+			}
+			next, records := int64(0), int64(0)
+			for _, r := range l.Ranges {
+				if r.First != next {
+					t.Errorf("ledger ranges %+v: one starts at %d, want %d", l.Ranges, r.First, next)
+				}
+				next, records = r.Last+1, records+r.Records
+			}
+			if next != 200 || records != 200 {
+				t.Errorf("ledger ranges %+v cover up to %d with %d records, want 200 and 200", l.Ranges, next, records)
+			}
+			if n := count(t, s, `SELECT sum(records) FROM `+mode.table+`_ledger`); n != 200 {
+				t.Errorf("ledger counts %d records, want 200", n)
+			}
+		})
 	}
 }
 
