@@ -206,13 +206,13 @@ func (t tally) ranges(fenced []sink.Range) []sink.Range {
 // partition for the ledger (derived rows are not counted: they come with
 // their main rows).
 func (s *Sink) targets(ctx context.Context, p *loadPlan, ledger map[sink.TopicPartition]int64) (main, dlq, derived []target, counts tally, err error) {
-	counts = tally{}
+	r := &roundTargets{counts: tally{}}
 	// Each file is fenced by the ledger advanced past the files before it:
 	// a file re-reading offsets an earlier file of this load covers adds
 	// none of them (see sink.Runs).
 	fence := maps.Clone(ledger)
 	for _, f := range p.files {
-		if err := s.target(ctx, p, f, fence, counts, &main, &dlq, &derived); err != nil {
+		if err := s.target(ctx, p, f, fence, r); err != nil {
 			return nil, nil, nil, nil, err
 		}
 		sink.Advance(fence, f.Ranges)
@@ -221,40 +221,47 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, ledger map[sink.TopicPa
 		return nil, nil, nil, nil, err
 	}
 	if p.rejectsFile != "" {
-		dlq = append(dlq, target{p.rejectsFile, int64(len(p.rejects))})
-		for _, r := range p.rejects {
-			counts.add(r.tp, 0, 1)
+		r.dlq = append(r.dlq, target{p.rejectsFile, int64(len(p.rejects))})
+		for _, rej := range p.rejects {
+			r.counts.add(rej.tp, 0, 1)
 		}
 	}
-	return main, dlq, derived, counts, nil
+	return r.main, r.dlq, r.derived, r.counts, nil
 }
 
-// target adds what this round copies of file f, fenced by fence, to the
-// targets, and counts its rows.
-func (s *Sink) target(ctx context.Context, p *loadPlan, f sink.File, fence map[sink.TopicPartition]int64, counts tally, main, dlq, derived *[]target) error {
+// roundTargets are what one round of a load copies into each table, and
+// the rows it counts per partition.
+type roundTargets struct {
+	main, dlq, derived []target
+	counts             tally
+}
+
+// target adds what this round copies of file f, fenced by fence, to r,
+// and counts its rows.
+func (s *Sink) target(ctx context.Context, p *loadPlan, f sink.File, fence map[sink.TopicPartition]int64, r *roundTargets) error {
 	switch f.Overlap(fence) {
 	case sink.OverlapAll:
 		return nil
 	case sink.OverlapNone:
 		_, split := p.pieces[f.RowsPath]
 		if f.RowsPath != "" && !split {
-			*main = append(*main, target{f.RowsPath, sumRanges(f, false)})
+			r.main = append(r.main, target{f.RowsPath, sumRanges(f, false)})
 		}
 		if _, split := p.pieces[f.DerivedPath]; f.DerivedPath != "" && !split {
 			k := s.keptLines(f.DerivedPath)
 			if k == nil {
 				return fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, f.DerivedPath)
 			}
-			*derived = append(*derived, target{f.DerivedPath, int64(len(k.Lines()))})
+			r.derived = append(r.derived, target{f.DerivedPath, int64(len(k.Lines()))})
 		}
 		if f.DLQPath != "" {
-			*dlq = append(*dlq, target{f.DLQPath, sumRanges(f, true)})
+			r.dlq = append(r.dlq, target{f.DLQPath, sumRanges(f, true)})
 		}
-		for _, r := range f.Ranges {
+		for _, rg := range f.Ranges {
 			if split {
-				counts.add(r.TopicPartition, 0, r.DLQ) // the pieces' rows are counted below
+				r.counts.add(rg.TopicPartition, 0, rg.DLQ) // the pieces' rows are counted below
 			} else {
-				counts.add(r.TopicPartition, r.Records, r.DLQ)
+				r.counts.add(rg.TopicPartition, rg.Records, rg.DLQ)
 			}
 		}
 	case sink.OverlapPartial:
@@ -269,16 +276,16 @@ func (s *Sink) target(ctx context.Context, p *loadPlan, f sink.File, fence map[s
 			}
 		}
 		for _, pc := range p.pieces[f.DLQPath] {
-			*dlq = append(*dlq, target{pc.name, int64(len(pc.idx))})
-			s.countLines(counts, pc, true)
+			r.dlq = append(r.dlq, target{pc.name, int64(len(pc.idx))})
+			s.countLines(r.counts, pc, true)
 		}
 	}
 	for _, pc := range p.pieces[f.RowsPath] {
-		*main = append(*main, target{pc.name, int64(len(pc.idx))})
-		s.countLines(counts, pc, false)
+		r.main = append(r.main, target{pc.name, int64(len(pc.idx))})
+		s.countLines(r.counts, pc, false)
 	}
 	for _, pc := range p.pieces[f.DerivedPath] {
-		*derived = append(*derived, target{pc.name, int64(len(pc.idx))})
+		r.derived = append(r.derived, target{pc.name, int64(len(pc.idx))})
 	}
 	return nil
 }
