@@ -157,3 +157,10 @@ func (s *Sink) CreateLegacyRaw(ctx context.Context) error {
 
 // ParseEventTime is parseEventTime.
 var ParseEventTime = parseEventTime
+
+// Queued is the number of loads waiting for the next group commit.
+func (s *Sink) Queued() int {
+	s.group.Lock()
+	defer s.group.Unlock()
+	return len(s.group.queue)
+}

@@ -402,9 +402,8 @@ func isLoad(s *table.Snapshot) bool {
 
 // positionsAt is the positions of the table as of snapshot cur, as far as
 // the summaries of cur and its ancestors record them: per partition, the
-// position the newest load that set it set. Loads of dead letters only
-// add no raw snapshot, so a position found may be behind the one the
-// table had then (which re-reads records, never skips one).
+// position the newest load that set it set (a load of dead letters only
+// commits an empty snapshot with its positions too).
 func positionsAt(meta table.Metadata, cur *table.Snapshot) map[sink.TopicPartition]int64 {
 	out := map[sink.TopicPartition]int64{}
 	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) { // newest first

@@ -1035,9 +1035,8 @@ func raceAndRetry(t *testing.T, a, b *iceberg.Sink) error {
 
 // Positions are kept per partition: two writers whose commits touch
 // different partitions cannot reset each other's, even when neither adds a
-// raw data file (a load of dead letters only commits properties alone, so
-// no snapshot check stands between them and the catalog applies each
-// commit's properties over the other's).
+// raw data file (a load of dead letters only commits an empty snapshot
+// with its positions).
 func TestConcurrentCommitsKeepEachOthersPositions(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -1053,7 +1052,18 @@ func TestConcurrentCommitsKeepEachOthersPositions(t *testing.T) {
 			load(t, b, batch(1, 0, 9, seq(0, 9)...))
 		}
 	})
-	load(t, a, batch(0, 0, 9, seq(0, 9)...))
+	f, err := a.Stage(ctx, batch(0, 0, 9, seq(0, 9)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b's load made a snapshot, so a's commit, read before it, loses the
+	// race; its retry reads the positions again.
+	if _, err := a.Load(ctx, []sink.File{f}); err == nil || !iceberg.LostRace(err) {
+		t.Fatalf("a's load raced by b's: %v, want a lost race", err)
+	}
+	if _, err := a.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
 	pos, err := a.AllPositions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -1071,6 +1081,105 @@ func TestConcurrentCommitsKeepEachOthersPositions(t *testing.T) {
 		if props[key] != "10" {
 			t.Errorf("property %s = %q, want 10", key, props[key])
 		}
+	}
+}
+
+// Two owners of a partition (during a rebalance) each loading dead letters
+// only: the stale owner's commit, its positions read before the other's
+// commit, loses the race instead of setting the position back. It did
+// not when such loads committed properties alone: no snapshot, so the
+// snapshot assertion held and the catalog applied the stale positions
+// (records read again, not lost, but the fence lowered).
+func TestStaleDeadLetterOnlyLoadDoesNotLowerThePosition(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b := openSink(t, dir, false), openSink(t, dir, false)
+	if err := a.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load(t, a, batch(0, 0, 4)) // the table has a snapshot, as it usually does
+	commits := 0
+	a.SetBeforeCatalogCommit(func() {
+		// a's second commit is the raw table's: the new owner b loads
+		// the partition further right before it lands.
+		if commits++; commits == 2 {
+			load(t, b, batch(0, 5, 19, seq(5, 19)...))
+		}
+	})
+	f, err := a.Stage(ctx, batch(0, 5, 9, seq(5, 9)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Load(ctx, []sink.File{f}); err == nil || !iceberg.LostRace(err) {
+		t.Errorf("the stale owner's load: %v, want a lost race", err)
+	}
+	pos, err := a.AllPositions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pos[sink.TopicPartition{Topic: "traces"}]; got != 20 {
+		t.Errorf("position %d, want 20 (the new owner's)", got)
+	}
+	if got := stored(t, a, true)[0]; !slices.Equal(got, seq(5, 19)) {
+		t.Errorf("dead letters %v, want 5-19 once", got)
+	}
+}
+
+// A member of a group commit that fails alone (it names a batch not
+// staged here) keeps its staged batches: its Discard deletes their files.
+// The group's commit forgot them, and they waited for orphan cleanup.
+func TestFailedGroupMemberCanDiscard(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stage := func(p int32) sink.File {
+		f, err := s.Stage(ctx, batch(p, 0, 9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	first, good, failing := stage(0), stage(1), stage(2)
+	unstaged := sink.File{Name: "never-staged", Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "traces", Partition: 3}, First: 0, Last: 9, Records: 10}}}
+	// The first load holds the commit while the two others queue up:
+	// they make the next group, together.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.SetBeforeLoadCommit(func() { once.Do(func() { close(entered); <-release }) })
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Go(func() { _, errs[0] = s.Load(ctx, []sink.File{first}) })
+	<-entered
+	wg.Go(func() { _, errs[1] = s.Load(ctx, []sink.File{good}) })
+	wg.Go(func() { _, errs[2] = s.Load(ctx, []sink.File{failing, unstaged}) })
+	waitUntil(t, func() bool { return s.Queued() == 2 })
+	close(release)
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil || errs[2] == nil {
+		t.Fatalf("loads: %v", errs)
+	}
+	before := unreferenced(t, s, filepath.Join(dir, "warehouse"))
+	if len(before) == 0 {
+		t.Fatal("the failed load's staged files are gone before its Discard")
+	}
+	s.Discard([]sink.File{failing})
+	if after := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(after) != 0 {
+		t.Errorf("files left after the failed load's Discard: %v", after)
+	}
+}
+
+// waitUntil waits (up to 10 s) for cond.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -358,9 +358,14 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 			x.DLQ += counts[dlqTable][e][rg.TopicPartition]
 		}
 	}
-	// Committed: forgotten, and their files now belong to the tables.
+	// Committed: forgotten, and their files now belong to the tables. A
+	// member that failed alone keeps its staged batches, for its retry or
+	// its Discard.
 	s.mu.Lock()
-	for _, req := range group {
+	for i, req := range group {
+		if results[i].err != nil {
+			continue
+		}
 		for _, f := range req.files {
 			delete(s.kept, f.Name)
 		}
@@ -464,11 +469,8 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	summary := maps.Clone(set)
 	summary[loadIDKey] = loadID
-	// The files have names of their own (a UUID each): iceberg-go's
-	// duplicate check would read every manifest of the table on every
-	// load to find none.
-	if err := txn.AddDataFiles(ctx, add, summary, table.WithoutDuplicateCheck()); err != nil {
-		return nil, fmt.Errorf("add data files: %w", err)
+	if err := addFiles(ctx, txn, fresh, s.schemaOf(k), add, summary); err != nil {
+		return nil, err
 	}
 	if s.beforeCatalogCommit != nil {
 		s.beforeCatalogCommit()
@@ -495,6 +497,39 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	s.remember(committed)
 	return counts, nil
+}
+
+// addFiles adds files to tbl in txn, in a snapshot with summary. With no
+// file (a load of dead letters only moving the main table's positions) the
+// snapshot is empty, but there is one: the positions are properties, and
+// the catalog applies a commit's properties over the table's current ones
+// checking only the commit's requirements, so a commit of properties alone
+// would pass the snapshot assertion after another owner's commit of
+// properties alone, and a stale owner would set a partition's position
+// back.
+func addFiles(ctx context.Context, txn *table.Transaction, tbl *table.Table, sc *iceberggo.Schema, add []iceberggo.DataFile, summary iceberggo.Properties) error {
+	if len(add) == 0 {
+		asc, err := arrowSchema(tbl, sc)
+		if err != nil {
+			return err
+		}
+		empty, err := array.NewRecordReader(asc, nil)
+		if err != nil {
+			return err
+		}
+		defer empty.Release()
+		if err := txn.Append(ctx, empty, summary); err != nil {
+			return fmt.Errorf("commit an empty snapshot with the positions: %w", err)
+		}
+		return nil
+	}
+	// The files have names of their own (a UUID each): iceberg-go's
+	// duplicate check would read every manifest of the table on every
+	// load to find none.
+	if err := txn.AddDataFiles(ctx, add, summary, table.WithoutDuplicateCheck()); err != nil {
+		return fmt.Errorf("add data files: %w", err)
+	}
+	return nil
 }
 
 // refence writes files of tbl (one of kind k's) again without the rows
