@@ -10,7 +10,9 @@
 // A load that fails answers its requests with an error (the receivers
 // tell clients to retry) and the sequence resumes from the ledger, so a
 // load whose outcome was unknown — committed, its reply lost — never has
-// its positions reused. A client retrying after a lost answer stores its
+// its positions reused; nor, where the sink commits its tables one by
+// one (Iceberg), a load that committed some of them: the sequence resumes
+// past the furthest table (sink.TableByTableCommitter). A client retrying after a lost answer stores its
 // request twice, as with any OTLP backend: the dedup model keeps one copy.
 package directload
 
@@ -315,9 +317,17 @@ func stored(l sink.Loaded, tp sink.TopicPartition) (n int64) {
 	return n
 }
 
-// resume sets the next position from the ledger.
+// resume sets the next position from the ledger: past every table's
+// positions where a load commits its tables one by one. A failed load may
+// have committed some of them (the dead-letter or derived table) and not
+// the main one; their rows stay, and positions given out again would be
+// fenced out of those tables, losing other requests' rows there.
 func (l *Loader) resume(ctx context.Context) error {
-	pos, err := l.opt.Sink.Positions(ctx, []sink.TopicPartition{l.tp})
+	positions := l.opt.Sink.Positions
+	if t, ok := l.opt.Sink.(sink.TableByTableCommitter); ok {
+		positions = t.FurthestPositions
+	}
+	pos, err := positions(ctx, []sink.TopicPartition{l.tp})
 	if err != nil {
 		return fmt.Errorf("read the position of %s from the ledger: %w", l.tp, err)
 	}

@@ -211,6 +211,20 @@ type RowsReleaser interface {
 	ReleasesRows()
 }
 
+// TableByTableCommitter is a Sink whose load commits its tables one after
+// another, each fenced by positions of its own (Iceberg): a load that
+// fails between two commits leaves the tables committed first ahead of
+// Positions (the main table's). Retrying the same staged files completes
+// it; a sequence that cannot give its positions' rows again (the OTLP
+// receivers' own, otlp.mode load) must instead resume past every table's
+// positions, or rows given a reused position are fenced out of the
+// tables that moved ahead.
+type TableByTableCommitter interface {
+	// FurthestPositions returns, for each partition of parts that any of
+	// the load's tables records, the furthest of their positions.
+	FurthestPositions(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
+}
+
 // Loaded is what a load wrote, per partition, after skipping rows already
 // recorded. The pipeline commits Kafka offsets from it.
 type Loaded struct {

@@ -1,15 +1,20 @@
 package iceberg_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/directload"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/sinktest"
 )
@@ -103,4 +108,114 @@ func operations(t *testing.T, s *iceberg.Sink) []string {
 	}
 	slices.Sort(got)
 	return got
+}
+
+// openDerived opens a prepared sink of Spans with Ops derived from them
+// in dir's catalog.
+func openDerived(t *testing.T, dir string) *iceberg.Sink {
+	t.Helper()
+	s, err := iceberg.Open(context.Background(), iceberg.Options{
+		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: "spans",
+		Typed: &sinktest.Spans, Derived: &sinktest.Ops, DerivedTable: "ops",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// raceSpans makes s's commits to the spans table lose races: before each
+// of them while racing() holds, other (a second instance) loads a batch of
+// partition 1 of its own.
+func raceSpans(t *testing.T, s, other *iceberg.Sink, racing func() bool) {
+	next := int64(0)
+	s.SetBeforeTableCommit(func(table string) {
+		if table == "tracelake.spans" && racing() {
+			b := sinktest.DerivedBatch(next, next, 1)
+			b.Rows, b.Derived = bytes.ReplaceAll(b.Rows, []byte(`"kpartition":0`), []byte(`"kpartition":1`)), nil
+			b.Ranges[0].Partition = 1
+			load(t, other, b)
+			next++
+		}
+	})
+}
+
+// A load whose operations' commit landed and whose spans' commit then lost
+// a race (another instance, compaction) commits the spans again at once:
+// failed, it left the operations ahead of the spans, with nothing to
+// bring the spans there for a caller that does not retry the same batch.
+func TestLostRaceAfterTheDerivedCommitIsCommittedAgain(t *testing.T) {
+	dir := t.TempDir()
+	s, other := openDerived(t, dir), openDerived(t, dir)
+	races := 0
+	raceSpans(t, s, other, func() bool { races++; return races == 1 })
+	l := load(t, s, sinktest.DerivedBatch(0, 9, 1))
+	if len(l.Ranges) != 1 || l.Ranges[0].Records != 20 {
+		t.Errorf("loaded %+v, want the 20 span rows", l.Ranges)
+	}
+	if ops := operations(t, s); len(ops) != 10 {
+		t.Errorf("%d operations, want 10", len(ops))
+	}
+	pos, err := s.FurthestPositions(context.Background(), []sink.TopicPartition{{Topic: "traces"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if main, err := s.Positions(context.Background(), []sink.TopicPartition{{Topic: "traces"}}); err != nil || !maps.Equal(main, pos) {
+		t.Errorf("the spans' positions %v (%v), the furthest %v: want them equal", main, err, pos)
+	}
+}
+
+// The OTLP receivers' own sequence (directload) over a load that
+// committed its operations but not its spans (its commit lost every race):
+// the request is refused for a retry, and the next requests take positions
+// past the operations', so their operations are stored. They took the
+// spans' positions before, and the operations' fence left them out.
+func TestDirectLoadResumesPastEveryTable(t *testing.T) {
+	dir := t.TempDir()
+	s, other := openDerived(t, dir), openDerived(t, dir)
+	racing := false
+	raceSpans(t, s, other, func() bool { return racing })
+	l, err := directload.Start(context.Background(), directload.Options{Sink: s, Decoder: spanAndOp{}, Signal: "traces", MaxLoadBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	forward := func(name string) error {
+		_, err := l.Forward(context.Background(), "traces", "team-a", []byte(name))
+		return err
+	}
+	if err := forward("a"); err != nil {
+		t.Fatal(err)
+	}
+	racing = true
+	if err := forward("b"); err == nil || !iceberg.LostRace(err) {
+		t.Fatalf("the request whose spans' commit lost every race: %v, want a lost race", err)
+	}
+	racing = false
+	for _, name := range []string{"c", "b"} { // another client's, and the retry
+		if err := forward(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ops := operations(t, s)
+	for _, want := range []string{"op a 1.000000000000", "op b 1.000000000000", "op c 1.000000000000"} {
+		if !slices.Contains(ops, want) {
+			t.Errorf("operation %q missing from %v", want, ops)
+		}
+	}
+}
+
+// spanAndOp decodes a request (its body a name) into one Spans row and
+// one Ops row at the request's position.
+type spanAndOp struct{}
+
+func (spanAndOp) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
+	coords := fmt.Sprintf(`"ktopic":%q,"kpartition":%d,"koffset":%d,"kindex":0`, r.Topic, r.Partition, r.Offset)
+	b.Rows = fmt.Appendf(b.Rows, `{"name":%q,%s}`+"\n", r.Value, coords)
+	b.Derived = fmt.Appendf(b.Derived, `{"name":"op %s","cost":"1",%s}`+"\n", r.Value, coords)
+	return 1, nil
 }

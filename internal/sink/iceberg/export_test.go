@@ -17,7 +17,11 @@ func (s *Sink) SetBeforeLoadCommit(f func()) { s.beforeLoadCommit = f }
 
 // SetBeforeCatalogCommit runs f in each load right before its catalog
 // commit, after the positions were read.
-func (s *Sink) SetBeforeCatalogCommit(f func()) { s.beforeCatalogCommit = f }
+func (s *Sink) SetBeforeCatalogCommit(f func()) { s.beforeCatalogCommit = func(string) { f() } }
+
+// SetBeforeTableCommit runs f in each load right before its catalog commit
+// to a table, named "namespace.table".
+func (s *Sink) SetBeforeTableCommit(f func(table string)) { s.beforeCatalogCommit = f }
 
 // SetTableProperty sets a property of the raw table, as another engine
 // would.

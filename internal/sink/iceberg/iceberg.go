@@ -172,7 +172,8 @@ type Sink struct {
 	}
 
 	// Tests: make a load or a maintenance commit lose a race.
-	beforeLoadCommit, beforeMaintenanceCommit, beforeCatalogCommit func()
+	beforeLoadCommit, beforeMaintenanceCommit func()
+	beforeCatalogCommit                       func(table string)
 }
 
 // Open opens (or creates) the catalog.
@@ -604,6 +605,29 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 	for _, tp := range parts {
 		if n, ok := all[tp]; ok {
 			out[tp] = n
+		}
+	}
+	return out, nil
+}
+
+// FurthestPositions implements sink.TableByTableCommitter: the furthest
+// position of parts that any of the load's tables (main, dead-letter,
+// derived) records.
+func (s *Sink) FurthestPositions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
+	out := map[sink.TopicPartition]int64{}
+	for _, k := range s.kinds() {
+		tbl, err := s.loadTable(ctx, s.id(k))
+		if err != nil {
+			return nil, err
+		}
+		pos, err := positions(tbl)
+		if err != nil {
+			return nil, err
+		}
+		for _, tp := range parts {
+			if n, ok := pos[tp]; ok {
+				out[tp] = max(out[tp], n)
+			}
 		}
 	}
 	return out, nil

@@ -331,8 +331,19 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	loadID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	counts := map[kind][]map[sink.TopicPartition]int64{}
+	landed := false // a table's commit of this group landed
 	for _, k := range s.kinds() {
-		c, err := s.commitTable(ctx, entries, k, loadID)
+		c, ok, err := s.commitTable(ctx, entries, k, loadID)
+		// Once a table's commit landed, a later one that loses a race is
+		// tried again at once, fenced by the positions read again: failed,
+		// the load would leave the tables committed first ahead of the
+		// main table, whose rows a retry of other records at the same
+		// positions (the OTLP receivers' sequence) could not add.
+		for race := 1; err != nil && landed && LostRace(err) && race < maxRacesInALoad; race++ {
+			s.log.Info("a load's commit lost a race after another table's landed; committing it again", "table", name(s.id(k)), "race", race)
+			c, ok, err = s.commitTable(ctx, entries, k, loadID)
+		}
+		landed = landed || ok
 		if err != nil {
 			for i, req := range group {
 				if results[i].err == nil {
@@ -374,6 +385,13 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	return results
 }
 
+// maxRacesInALoad bounds the commits of one table in one load that lose a
+// race once another table of the load committed (see commitGroup): each
+// lost race is another writer's commit landing, so more than a few in a
+// row means something commits without pause, and the load fails rather
+// than spin.
+const maxRacesInALoad = 8
+
 // coverage is how much of a staged batch a table's positions cover.
 type coverage int
 
@@ -401,7 +419,8 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 
 // commitTable adds the staged files of entries to one table, past its
 // positions, with the advanced positions, in one commit; it returns the
-// rows added per entry and partition. The main table's positions advance
+// rows added per entry and partition, and whether a commit landed. The
+// main table's positions advance
 // even when it gets no row (a load of dead letters only).
 //
 // Under the process's commit lock the table is read again and each entry
@@ -410,7 +429,7 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 // entry the positions do not reach goes in as staged, one they cover is
 // left out, one they cover in part has its files written again without
 // the covered rows.
-func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string) ([]map[sink.TopicPartition]int64, error) {
+func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string) ([]map[sink.TopicPartition]int64, bool, error) {
 	if s.beforeLoadCommit != nil {
 		s.beforeLoadCommit()
 	}
@@ -419,12 +438,12 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	id := s.id(k)
 	fresh, err := s.loadTable(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s.remember(fresh)
 	start, err := positions(fresh)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	next := maps.Clone(start)
 	counts := make([]map[sink.TopicPartition]int64, len(entries))
@@ -437,7 +456,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		case coversPart:
 			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			s.dropFiles(ctx, k, sf)
 			sf.files, sf.counts = files, cnt
@@ -452,7 +471,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		// No row to add, and the dead-letter or derived table's fence
 		// stays, or the main table's positions are already there (a
 		// repeated load).
-		return counts, nil
+		return counts, false, nil
 	}
 	txn := fresh.NewTransaction()
 	// The positions are computed from the table as read here: the commit
@@ -461,19 +480,19 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	// commit.retry.num-retries, with which iceberg-go would otherwise
 	// replay these positions onto the newer table.
 	if err := txn.AssertRefSnapshotID(""); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	set, err := setPositions(txn, fresh.Properties(), start, next)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	summary := maps.Clone(set)
 	summary[loadIDKey] = loadID
 	if err := addFiles(ctx, txn, fresh, s.schemaOf(k), add, summary); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if s.beforeCatalogCommit != nil {
-		s.beforeCatalogCommit()
+		s.beforeCatalogCommit(name(id))
 	}
 	began := time.Now()
 	committed, err := txn.Commit(ctx)
@@ -493,10 +512,10 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 			s.log.Warn("iceberg commit failed with an unknown outcome; its data files are kept (tracelake orphans removes them if unreferenced)",
 				"table", name(id), "files", len(add), "err", err)
 		}
-		return nil, fmt.Errorf("commit: %w", err)
+		return nil, false, fmt.Errorf("commit: %w", err)
 	}
 	s.remember(committed)
-	return counts, nil
+	return counts, true, nil
 }
 
 // addFiles adds files to tbl in txn, in a snapshot with summary. With no
