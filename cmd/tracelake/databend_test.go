@@ -645,7 +645,7 @@ metrics: {listen: "127.0.0.1:0"}
 	}
 	// Every generated span is a GenAI operation: each in genai_operations
 	// once, loaded with it, chats priced.
-	if d := rep.Derived; d == nil || d.Rows != int64(spans) || d.Duplicates != 0 || d.Orphans != 0 {
+	if d := rep.Derived; d == nil || d.Rows != int64(spans) || d.Duplicates != 0 || d.Orphans != 0 || d.Mismatched != 0 {
 		t.Fatalf("verify's check of genai_operations: %+v, want %d rows", d, spans)
 	}
 	ops := map[string]bool{}

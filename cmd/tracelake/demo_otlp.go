@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/otlp"
@@ -131,7 +132,7 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 	if rep.Copies, err = copies(ctx, mg, dd); err != nil {
 		return err
 	}
-	if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), snk.Tables().Main); err != nil {
+	if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), snk.Tables().Main, genai.SpanIdentity); err != nil {
 		return err
 	}
 	rows, _ := rep.Totals()

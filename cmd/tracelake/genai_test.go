@@ -99,7 +99,7 @@ func TestGenAIOperations(t *testing.T) {
 	if rows, dlq := rep.Totals(); !rep.OK || rows != int64(2*len(fixtures)) || dlq != 0 {
 		t.Fatalf("ok=%v rows=%d dlq=%d problems=%v, want %d spans", rep.OK, rows, dlq, rep.Problems, 2*len(fixtures))
 	}
-	if d := rep.Derived; d == nil || d.Table != "genai_operations" || d.Rows == 0 || d.Duplicates != 0 || d.Orphans != 0 {
+	if d := rep.Derived; d == nil || d.Table != "genai_operations" || d.Rows == 0 || d.Duplicates != 0 || d.Orphans != 0 || d.Mismatched != 0 {
 		t.Fatalf("verify's check of genai_operations: %+v", d)
 	}
 

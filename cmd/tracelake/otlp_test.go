@@ -170,7 +170,7 @@ func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
 			// Each GenAI span's operation once too, loaded with it (every
 			// generated span is one): verify checks it against its span,
 			// and the table holds each span's once.
-			if d := rep.Derived; d == nil || d.Rows != int64(spans) || d.Duplicates != 0 || d.Orphans != 0 {
+			if d := rep.Derived; d == nil || d.Rows != int64(spans) || d.Duplicates != 0 || d.Orphans != 0 || d.Mismatched != 0 {
 				t.Fatalf("verify's check of genai_operations: %+v, want %d rows", d, spans)
 			}
 			out, err = exec.Command(bin, "sql", "--config", cfgPath, `SELECT

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/directload"
+	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/pipeline"
@@ -62,7 +63,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 			rep.Copies = copiesOf(d, c)
 		}
 		if cfg.GenAIOperations() {
-			if err := rep.CheckDerived(ctx, snk, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), main); err != nil {
+			if err := rep.CheckDerived(ctx, snk, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), main, genai.SpanIdentity); err != nil {
 				return err
 			}
 		}
@@ -82,7 +83,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 			}
 			if cfg.GenAIOperations() {
 				t := snk.Tables()
-				if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main); err != nil {
+				if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main, genai.SpanIdentity); err != nil {
 					return err
 				}
 			}
@@ -180,7 +181,8 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 }
 
 // checkIcebergDerived checks the derived table against the main table by
-// their rows' coordinates, scanned into an in-memory DuckDB.
+// their rows' coordinates and the spans' ids, scanned into an in-memory
+// DuckDB.
 func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.Sink, rep *verify.Report) error {
 	db, err := memoryDuckDB()
 	if err != nil {
@@ -188,13 +190,16 @@ func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.S
 	}
 	defer db.Close()
 	coords := duckdb.TypedColumns(&schema.Table{})
+	for _, id := range genai.SpanIdentity {
+		coords = append(coords, duckdb.Column{Name: id, Type: "VARCHAR"})
+	}
 	raw, _ := ice.Identifiers()
 	for _, v := range []icebergView{{raw, "main", coords}, {ice.DerivedIdentifier(), "derived", coords}} {
 		if _, err := copyIcebergTable(ctx, ice, v.id, db, v.name, v.cols); err != nil {
 			return err
 		}
 	}
-	return rep.CheckDerived(ctx, verify.SQLQuerier{DB: db}, cfg.GenAI.Table, "derived", "main")
+	return rep.CheckDerived(ctx, verify.SQLQuerier{DB: db}, cfg.GenAI.Table, "derived", "main", genai.SpanIdentity)
 }
 
 // verifyDuckDB verifies the DuckDB sink snk.

@@ -230,6 +230,11 @@ var SpanColumns = []schema.Column{
 	{Name: "span_name", Type: schema.String},
 }
 
+// SpanIdentity are the columns an operation shares with its span in
+// otel_spans that name the span: verify checks that the span at an
+// operation's coordinates is its own.
+var SpanIdentity = []string{"tenant_id", "trace_id", "span_id"}
+
 // Columns are the operation's columns, in the order of WriteValues.
 var Columns = []schema.Column{
 	{Name: "convention", Type: schema.String},

@@ -18,6 +18,7 @@ import (
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // Partition is the report of one partition.
@@ -67,37 +68,53 @@ type Report struct {
 
 // Derived is what a derived table holds against the main table: each of
 // its rows carries the coordinates of the row it comes from, which must be
-// there, once.
+// there, once, and be that row (the same identity: a span's ids).
 type Derived struct {
 	Table      string `json:"table"`
 	Rows       int64  `json:"rows"`
 	Duplicates int64  `json:"duplicates"` // rows whose coordinates another row has too
 	Orphans    int64  `json:"orphans"`    // rows with no main-table row at their coordinates
+	// Mismatched are rows whose coordinates hold a main-table row of
+	// another identity: stored at a position later given to another
+	// source row (the OTLP receivers' sequence reusing a failed load's).
+	Mismatched int64 `json:"mismatched"`
 }
 
 // DerivedCheckSQL is the query of CheckDerived (DuckDB and Databend
-// alike): rows, rows whose coordinates another row has too, and rows with
-// no main-table row at their coordinates.
-func DerivedCheckSQL(derived, main string) string {
+// alike): rows, rows whose coordinates another row has too, rows with no
+// main-table row at their coordinates, and rows whose main-table row there
+// has other values of the columns ids (both tables have them).
+func DerivedCheckSQL(derived, main string, ids []string) string {
 	key := fmt.Sprintf(`%s || '/' || CAST(%s AS VARCHAR) || '/' || CAST(%s AS VARCHAR) || '/' || CAST(%s AS VARCHAR)`,
 		schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, schema.IndexColumn)
-	return fmt.Sprintf(`SELECT count(*), count(*) - count(DISTINCT d.k), count(CASE WHEN m.k IS NULL THEN 1 END) FROM (SELECT %[1]s AS k FROM %[2]s) AS d LEFT JOIN (SELECT DISTINCT %[1]s AS k FROM %[3]s) AS m ON m.k = d.k`,
-		key, derived, main)
+	id := "''"
+	for i, c := range ids {
+		if i > 0 {
+			id += ` || '/'`
+		}
+		id += fmt.Sprintf(` || coalesce(CAST(%s AS VARCHAR), '')`, sqltext.Ident(c))
+	}
+	return fmt.Sprintf(`SELECT count(*), count(*) - count(DISTINCT d.k), count(CASE WHEN m.k IS NULL THEN 1 END), `+
+		`count(CASE WHEN m.k IS NOT NULL AND s.k IS NULL THEN 1 END) `+
+		`FROM (SELECT %[1]s AS k, %[2]s AS id FROM %[3]s) AS d `+
+		`LEFT JOIN (SELECT DISTINCT %[1]s AS k FROM %[4]s) AS m ON m.k = d.k `+
+		`LEFT JOIN (SELECT DISTINCT %[1]s AS k, %[2]s AS id FROM %[4]s) AS s ON s.k = d.k AND s.id = d.id`,
+		key, id, derived, main)
 }
 
 // CheckDerived checks the derived table against the main table (quoted
-// names; both declared tables with coordinates) and adds what is wrong to
-// the report's problems.
-func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, main string) error {
-	rows, err := q.QueryText(ctx, DerivedCheckSQL(derived, main))
+// names; both declared tables with coordinates and the columns ids, which
+// name a row's source) and adds what is wrong to the report's problems.
+func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, main string, ids []string) error {
+	rows, err := q.QueryText(ctx, DerivedCheckSQL(derived, main, ids))
 	if err != nil {
 		return fmt.Errorf("check %s: %w", name, err)
 	}
-	if len(rows) != 1 || len(rows[0]) != 3 {
-		return fmt.Errorf("check %s: %d rows answered, want one of three columns", name, len(rows))
+	if len(rows) != 1 || len(rows[0]) != 4 {
+		return fmt.Errorf("check %s: %d rows answered, want one of four columns", name, len(rows))
 	}
 	d := &Derived{Table: name}
-	for i, p := range []*int64{&d.Rows, &d.Duplicates, &d.Orphans} {
+	for i, p := range []*int64{&d.Rows, &d.Duplicates, &d.Orphans, &d.Mismatched} {
 		if *p, err = strconv.ParseInt(rows[0][i], 10, 64); err != nil {
 			return fmt.Errorf("check %s: %w", name, err)
 		}
@@ -110,6 +127,11 @@ func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, mai
 	if d.Orphans > 0 {
 		r.OK = false
 		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d rows whose source row is not in the main table", name, d.Orphans))
+	}
+	if d.Mismatched > 0 {
+		r.OK = false
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d rows whose coordinates hold another source row in the main table (%s differ)",
+			name, d.Mismatched, strings.Join(ids, ", ")))
 	}
 	return nil
 }
@@ -612,7 +634,8 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if d := r.Derived; d != nil {
-		fmt.Fprintf(w, "%s: %d rows, %d stored twice, %d without their source row\n", d.Table, d.Rows, d.Duplicates, d.Orphans)
+		fmt.Fprintf(w, "%s: %d rows, %d stored twice, %d without their source row, %d at another source row's coordinates\n",
+			d.Table, d.Rows, d.Duplicates, d.Orphans, d.Mismatched)
 	}
 	rows, dlq := r.Totals()
 	if r.OK {

@@ -54,7 +54,7 @@ func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 		t.Errorf("operations\n%v\nwant\n%v", got, want(0, 19, "123456"))
 	}
 
-	// A rebuild replaces every operation and keeps the table's positions:
+	// A rebuild replaces every operation and takes the spans' positions:
 	// the next load adds only the operations past them.
 	var rebuilt []byte
 	for o := range int64(20) {
@@ -218,4 +218,45 @@ func (spanAndOp) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
 	b.Rows = fmt.Appendf(b.Rows, `{"name":%q,%s}`+"\n", r.Value, coords)
 	b.Derived = fmt.Appendf(b.Derived, `{"name":"op %s","cost":"1",%s}`+"\n", r.Value, coords)
 	return 1, nil
+}
+
+// A rebuild of the derived table takes the main table's positions: after a
+// load that committed its operations and not its spans, the rebuild drops
+// those operations (their spans are not there), and the records read
+// again get their operations. It kept the operations' positions, which
+// fenced them out for good.
+func TestRebuildTakesTheMainTablesPositions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, other := openDerived(t, dir), openDerived(t, dir)
+	load(t, s, sinktest.DerivedBatch(0, 9, 1))
+	racing := true
+	raceSpans(t, s, other, func() bool { return racing })
+	f, err := s.Stage(ctx, sinktest.DerivedBatch(10, 19, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err == nil {
+		t.Fatal("the load whose spans' commit lost every race landed")
+	}
+	s.Discard([]sink.File{f}) // the process stops
+	racing = false
+	tp := []sink.TopicPartition{{Topic: "traces"}}
+	if pos, err := s.FurthestPositions(ctx, tp); err != nil || pos[tp[0]] != 20 {
+		t.Fatalf("furthest position %v (%v), want the operations' 20", pos, err)
+	}
+	var rebuilt []byte
+	for o := range int64(10) {
+		rebuilt = sinktest.OpRow(rebuilt, o, 2)
+	}
+	if n, err := s.ReplaceDerived(ctx, [][]byte{rebuilt}); err != nil || n != 10 {
+		t.Fatalf("rebuild: %d rows, %v", n, err)
+	}
+	if pos, err := s.FurthestPositions(ctx, tp); err != nil || pos[tp[0]] != 10 {
+		t.Fatalf("furthest position after the rebuild %v (%v), want the spans' 10", pos, err)
+	}
+	load(t, s, sinktest.DerivedBatch(10, 19, 1)) // read again from Kafka
+	if ops := operations(t, s); len(ops) != 20 {
+		t.Errorf("%d operations, want 20: %v", len(ops), ops)
+	}
 }

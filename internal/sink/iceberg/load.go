@@ -651,10 +651,14 @@ func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.S
 }
 
 // ReplaceDerived replaces every row of the derived table (Options.Derived)
-// with the NDJSON rows of chunks, in one overwrite snapshot pinned to the
-// snapshot whose files it removes; the table's positions (properties) stay
-// as they are. A load committing meanwhile fails it (run it with tracelake
-// run stopped). It returns the rows written.
+// with the NDJSON rows of chunks, derived from the main table as it stands
+// now, in one overwrite snapshot pinned to the snapshot whose files it
+// removes, and sets the derived table's positions to the main table's:
+// positions a failed load left ahead of the main table would otherwise
+// fence out the rows of the records read again there. A load committing
+// the derived table meanwhile fails it; run it with tracelake run stopped
+// (a load between the read of the main table and this commit would have
+// its derived rows replaced). It returns the rows written.
 func (s *Sink) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error) {
 	if s.opt.Derived == nil {
 		return 0, errors.New("no derived table is configured")
@@ -703,6 +707,10 @@ func (s *Sink) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, erro
 		s.removeFiles(ctx, tbl, added)
 		return 0, err
 	}
+	if err := s.takeMainPositions(ctx, txn, tbl); err != nil {
+		s.removeFiles(ctx, tbl, added)
+		return 0, err
+	}
 	props := iceberggo.Properties{"tracelake.operation": "rebuild"}
 	if err := txn.ReplaceDataFilesWithDataFiles(ctx, old, added, props); err != nil {
 		s.removeFiles(ctx, tbl, added)
@@ -721,4 +729,37 @@ func (s *Sink) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, erro
 		n += c
 	}
 	return n, nil
+}
+
+// takeMainPositions sets, in txn of table tbl, tbl's positions to the main
+// table's: every partition's the main table has, none other.
+func (s *Sink) takeMainPositions(ctx context.Context, txn *table.Transaction, tbl *table.Table) error {
+	main, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	pos, err := positions(main)
+	if err != nil {
+		return err
+	}
+	var drop []string
+	for k := range tbl.Properties() {
+		if isPositionKey(k) {
+			drop = append(drop, k)
+		}
+	}
+	set := iceberggo.Properties{}
+	for tp, n := range pos {
+		set[positionKey(tp)] = strconv.FormatInt(n, 10)
+		drop = slices.DeleteFunc(drop, func(k string) bool { return k == positionKey(tp) })
+	}
+	if len(drop) > 0 {
+		if err := txn.RemoveProperties(drop); err != nil {
+			return err
+		}
+	}
+	if len(set) > 0 {
+		return txn.SetProperties(set)
+	}
+	return nil
 }

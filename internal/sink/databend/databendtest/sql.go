@@ -35,9 +35,13 @@ var (
 	// the rebuild read tables so).
 	reSelectColumns = regexp.MustCompile(`^SELECT ((?:[a-z_]+)(?:, [a-z_]+)*) FROM (\S+)( WHERE start_time >= '([^']+)')?$`)
 	// verify's check of a derived table (genai_operations) against its
-	// main table by the rows' coordinates.
-	reDerivedCheck = regexp.MustCompile(`^SELECT count\(\*\), count\(\*\) - count\(DISTINCT d\.k\), count\(CASE WHEN m\.k IS NULL THEN 1 END\) FROM \(SELECT .+? AS k FROM (\S+)\) AS d LEFT JOIN \(SELECT DISTINCT .+? AS k FROM (\S+)\) AS m ON m\.k = d\.k$`)
-	reQuoted       = regexp.MustCompile(`'((?:[^']|'')*)'`)
+	// main table by the rows' coordinates and the identity columns named
+	// in the coalesce(CAST(… AS VARCHAR), '') of the id expression.
+	reDerivedCheck = regexp.MustCompile(`^SELECT count\(\*\), count\(\*\) - count\(DISTINCT d\.k\), count\(CASE WHEN m\.k IS NULL THEN 1 END\), ` +
+		`count\(CASE WHEN m\.k IS NOT NULL AND s\.k IS NULL THEN 1 END\) FROM \(SELECT .+? AS k, (.+?) AS id FROM (\S+)\) AS d ` +
+		`LEFT JOIN \(SELECT DISTINCT .+? AS k FROM (\S+)\) AS m ON m\.k = d\.k LEFT JOIN \(SELECT DISTINCT .+? AS k, .+? AS id FROM \S+\) AS s ON s\.k = d\.k AND s\.id = d\.id$`)
+	reIDColumn = regexp.MustCompile(`coalesce\(CAST\("?([a-z_]+)"? AS VARCHAR\), ''\)`)
+	reQuoted   = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
 
 // run executes one statement in the session sess and its transaction tx
@@ -176,7 +180,11 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return s.selectColumns(tx, m[2], strings.Split(m[1], ", "), m[4])
 	}
 	if m := reDerivedCheck.FindStringSubmatch(sql); m != nil {
-		return s.derivedCheck(*txp, m[1], m[2])
+		var ids []string
+		for _, c := range reIDColumn.FindAllStringSubmatch(m[1], -1) {
+			ids = append(ids, c[1])
+		}
+		return s.derivedCheck(*txp, m[2], m[3], ids)
 	}
 	if m := reTableCount.FindStringSubmatch(sql); m != nil {
 		t, err := s.table(m[1])
@@ -563,7 +571,7 @@ func splitColumns(defs string) []string {
 // derivedCheck answers verify's check of a derived table: its rows, the
 // rows whose coordinates another has too, the rows whose coordinates no
 // main-table row has.
-func (s *Server) derivedCheck(tx *txn, derived, main string) ([]string, [][]*string, error) {
+func (s *Server) derivedCheck(tx *txn, derived, main string, ids []string) ([]string, [][]*string, error) {
 	dt, err := s.table(derived)
 	if err != nil {
 		return nil, nil, err
@@ -575,21 +583,33 @@ func (s *Server) derivedCheck(tx *txn, derived, main string) ([]string, [][]*str
 	key := func(r Row) string {
 		return jsonString(r["ktopic"]) + "/" + string(r["kpartition"]) + "/" + string(r["koffset"]) + "/" + string(r["kindex"])
 	}
-	inMain := map[string]bool{}
+	id := func(r Row) string {
+		var parts []string
+		for _, c := range ids {
+			parts = append(parts, jsonString(r[c]))
+		}
+		return strings.Join(parts, "/")
+	}
+	inMain, same := map[string]bool{}, map[string]bool{}
 	for _, r := range visible(mt, tx, unquote(main)) {
 		inMain[key(r)] = true
+		same[key(r)+"|"+id(r)] = true
 	}
 	rows := visible(dt, tx, unquote(derived))
 	seen := map[string]bool{}
-	orphans := 0
+	orphans, mismatched := 0, 0
 	for _, r := range rows {
 		k := key(r)
 		seen[k] = true
-		if !inMain[k] {
+		switch {
+		case !inMain[k]:
 			orphans++
+		case !same[k+"|"+id(r)]:
+			mismatched++
 		}
 	}
-	return []string{"count()", "copies", "orphans"}, [][]*string{{str(strconv.Itoa(len(rows))), str(strconv.Itoa(len(rows) - len(seen))), str(strconv.Itoa(orphans))}}, nil
+	return []string{"count()", "copies", "orphans", "mismatched"}, [][]*string{{str(strconv.Itoa(len(rows))), str(strconv.Itoa(len(rows) - len(seen))),
+		str(strconv.Itoa(orphans)), str(strconv.Itoa(mismatched))}}, nil
 }
 
 // selectColumns answers SELECT of plain columns, as the HTTP handler
