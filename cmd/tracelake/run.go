@@ -35,7 +35,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	}
 	limitMemory(cfg)
 	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
-	if cfg.Receivers() && !cfg.LoadsReceived() {
+	if cfg.Forwards() {
 		stopReceivers, err := startForwarding(cfg, metrics)
 		if err != nil {
 			return err

@@ -318,7 +318,8 @@ type Databend struct {
 // tenant_id column).
 type Tenancy struct {
 	// KafkaHeader is the Kafka header holding a record's tenant id; ""
-	// for none. Default X-Scope-OrgID: the receivers' forward writes it,
+	// for none (every row is Default's), refused with otlp.mode forward,
+	// which writes the tenant there. Default X-Scope-OrgID: the receivers' forward writes it,
 	// and the OpenTelemetry Collector's Kafka exporter passes the client's
 	// X-Scope-OrgID under that name (include_metadata_keys). An id that is
 	// not valid (Grafana Mimir's rules: at most 150 bytes of letters,
@@ -443,6 +444,10 @@ const (
 // LoadsReceived reports whether the receivers load their requests into
 // sink.table themselves (otlp.mode load).
 func (c *Config) LoadsReceived() bool { return c.Receivers() && c.OTLP.Mode == OTLPLoadMode }
+
+// Forwards reports whether the receivers forward their requests to Kafka
+// (otlp.mode forward).
+func (c *Config) Forwards() bool { return c.Receivers() && c.OTLP.Mode == OTLPForwardMode }
 
 // Consumes reports whether the process consumes Kafka topics.
 func (c *Config) Consumes() bool { return len(c.Kafka.Topics) > 0 || c.Kafka.TopicRegex != "" }
