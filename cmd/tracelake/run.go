@@ -36,7 +36,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	limitMemory(cfg)
 	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
 	if cfg.Forwards() {
-		stopReceivers, err := startForwarding(cfg, metrics)
+		stopReceivers, err := startForwarding(ctx, cfg, metrics)
 		if err != nil {
 			return err
 		}
