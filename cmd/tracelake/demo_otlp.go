@@ -76,17 +76,18 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 	cfg.Batch.MaxInterval = config.Duration(time.Second)
 	cfg.Load.MaxInterval = config.Duration(time.Second)
 	cfg.Sink.DuckDB.Path = path
+	cfg.OTLP.MaxBodyBytes = 1 << 20 // what the embedded topic takes (Kafka's default max.message.bytes)
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("BUG: demo config invalid: %w", err)
 	}
 
 	kopts := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}
-	fwd, err := otlp.NewKafkaForwarder(kopts, map[string]string{otlp.Traces: topic}, cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes))
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	fwd, err := otlp.NewKafkaForwarder(ctx, kopts, map[string]string{otlp.Traces: topic}, cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes), quiet)
 	if err != nil {
 		return err
 	}
 	defer fwd.Close()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rcv, err := otlp.Start(otlp.Options{HTTP: "127.0.0.1:0", MaxBodyBytes: int64(cfg.OTLP.MaxBodyBytes),
 		MaxInflightBytes: int64(cfg.MaxInflightBytes), DefaultTenant: cfg.Tenancy.Default, Forward: fwd, Log: quiet})
 	if err != nil {

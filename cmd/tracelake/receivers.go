@@ -23,12 +23,12 @@ import (
 // startForwarding starts the configured OTLP receivers forwarding to
 // Kafka (otlp.mode forward); stop shuts them down (waiting for requests in
 // progress) and closes the producer.
-func startForwarding(cfg *config.Config, metrics *obs.Metrics) (stop func(), err error) {
+func startForwarding(ctx context.Context, cfg *config.Config, metrics *obs.Metrics) (stop func(), err error) {
 	opts, err := kafka.ClientOptions(cfg.Kafka)
 	if err != nil {
 		return nil, err
 	}
-	fwd, err := otlp.NewKafkaForwarder(opts, cfg.OTLP.Forward.ForwardTopics(), cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes))
+	fwd, err := otlp.NewKafkaForwarder(ctx, opts, cfg.OTLP.Forward.ForwardTopics(), cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes), slog.Default())
 	if err != nil {
 		return nil, err
 	}

@@ -35,8 +35,8 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	}
 	limitMemory(cfg)
 	metrics, ready, status := obs.New(), &obs.Readiness{}, newStatus(cfg)
-	if cfg.Receivers() && !cfg.LoadsReceived() {
-		stopReceivers, err := startForwarding(cfg, metrics)
+	if cfg.Forwards() {
+		stopReceivers, err := startForwarding(ctx, cfg, metrics)
 		if err != nil {
 			return err
 		}

@@ -318,7 +318,8 @@ type Databend struct {
 // tenant_id column).
 type Tenancy struct {
 	// KafkaHeader is the Kafka header holding a record's tenant id; ""
-	// for none. Default X-Scope-OrgID: the receivers' forward writes it,
+	// for none (every row is Default's), refused with otlp.mode forward,
+	// which writes the tenant there. Default X-Scope-OrgID: the receivers' forward writes it,
 	// and the OpenTelemetry Collector's Kafka exporter passes the client's
 	// X-Scope-OrgID under that name (include_metadata_keys). An id that is
 	// not valid (Grafana Mimir's rules: at most 150 bytes of letters,
@@ -383,8 +384,10 @@ type OTLP struct {
 	// GRPC is the OTLP/gRPC listen address (4317 by convention); "" off.
 	GRPC string `yaml:"grpc"`
 	// MaxBodyBytes bounds one request after decompression (HTTP 413, gRPC
-	// ResourceExhausted past it). The topics must take messages this
-	// large (max.message.bytes). Default 8MiB.
+	// ResourceExhausted past it). In forward mode a request whose message
+	// is past its topic's max.message.bytes (read from the brokers at
+	// start; Kafka's default is 1MiB) is answered 413 too: give the
+	// topics a limit this large. Default 8MiB.
 	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
 	// MaxConcurrentRequests bounds the requests in progress at once (HTTP
 	// 429, gRPC Unavailable past it, both with a retry delay); 0 for no
@@ -443,6 +446,10 @@ const (
 // LoadsReceived reports whether the receivers load their requests into
 // sink.table themselves (otlp.mode load).
 func (c *Config) LoadsReceived() bool { return c.Receivers() && c.OTLP.Mode == OTLPLoadMode }
+
+// Forwards reports whether the receivers forward their requests to Kafka
+// (otlp.mode forward).
+func (c *Config) Forwards() bool { return c.Receivers() && c.OTLP.Mode == OTLPForwardMode }
 
 // Consumes reports whether the process consumes Kafka topics.
 func (c *Config) Consumes() bool { return len(c.Kafka.Topics) > 0 || c.Kafka.TopicRegex != "" }

@@ -69,6 +69,8 @@ func TestBadKeysNamed(t *testing.T) {
 		"sink.iceberg.rest.scope: scope and oauth2_server_uri go with credential")
 	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto or none, got "lz4"`)
 	f("testdata/transform_uncompressed.yaml", "sink.duckdb.json_compression: applies to the raw table tracelake creates")
+	f("testdata/forward_no_tenant_header.yaml",
+		`tenancy.kafka_header: otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got ""`)
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
 }
 
@@ -338,5 +340,27 @@ func TestOTLPForwardTopics(t *testing.T) {
 	cfg, _ = FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\", forward: {topic: otel}}"))
 	if got := cfg.OTLP.Forward.ForwardTopics(); got[SignalTraces] != "otel" || got[SignalLogs] != "otel" || got[SignalMetrics] != "otel" {
 		t.Errorf("one topic: %v", got)
+	}
+}
+
+// tenancy.kafka_header "" (no tenant header) is refused only where the
+// receivers forward: there the tenant they checked was written under an
+// empty name and every row stored as the default tenant's. Loading the
+// requests directly, or consuming topics, may read no header.
+func TestForwardNeedsTenantHeader(t *testing.T) {
+	for yaml, forwards := range map[string]bool{
+		"otlp: {http: \"127.0.0.1:4318\"}":                                      true,
+		"otlp: {grpc: \"127.0.0.1:4317\", mode: forward}\nkafka: {topics: [t]}": true,
+		"otlp: {http: \"127.0.0.1:4318\", mode: load}":                          false,
+		"kafka: {topics: [t], format: otlp_proto}":                              false,
+	} {
+		cfg, err := FromYAML([]byte(yaml + "\ntenancy: {kafka_header: \"\"}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.Validate()
+		if refused := err != nil && strings.Contains(err.Error(), "tenancy.kafka_header: "); refused != forwards || !forwards && err != nil {
+			t.Errorf("%s with kafka_header \"\": %v; want refused %v", yaml, err, forwards)
+		}
 	}
 }

@@ -96,6 +96,14 @@ func (c *Config) validate(consuming bool) error {
 	if err := otel.CheckTenant(c.Tenancy.Default); err != nil {
 		check(false, "tenancy.default", "%v", err)
 	}
+	// Forwarded requests carry their tenant in this header, and the
+	// consumers of the forward topics read it from there: under "" the
+	// tenant checked (and authorised by token) was written under an empty
+	// name and every row was stored as tenancy.default's. Load mode hands
+	// the tenant over in its own header, and a consumer alone may read
+	// none ("").
+	check(!c.Forwards() || c.Tenancy.KafkaHeader != "", "tenancy.kafka_header",
+		"otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got \"\"")
 	c.OTLP.validate(check)
 
 	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -19,19 +24,69 @@ import (
 // the brokers acknowledged it: an
 // idempotent producer with acks=all, so a retried produce never writes
 // the message twice.
+//
+// The producer groups concurrent requests into one record batch, and Kafka
+// refuses a batch past the topic's max.message.bytes whole: each topic's
+// batches are bounded by its limit, read from the brokers at start, so a
+// request is refused as too large only when its own message is.
 type KafkaForwarder struct {
 	cl     *kgo.Client
 	topics map[string]string
 	header string
+	// limits is each topic's max.message.bytes; read only once made.
+	limits map[string]int32
 }
+
+// kafkaDefaultMaxMessageBytes is Kafka's default max.message.bytes (and
+// message.max.bytes): 1 MiB plus the 12 bytes of a batch's offset and
+// length.
+const kafkaDefaultMaxMessageBytes = 1<<20 + 12
+
+// describeTimeout bounds asking the brokers for the topics' limits at start.
+const describeTimeout = 10 * time.Second
 
 // NewKafkaForwarder returns a forwarder over a client made from opts
 // (kafka.ClientOptions). topics maps each signal to its topic; a signal
-// without one is refused. maxBytes is the largest request forwarded.
-func NewKafkaForwarder(opts []kgo.Opt, topics map[string]string, tenantHeader string, maxBytes int64) (*KafkaForwarder, error) {
+// without one is refused. maxBytes is the largest request the receivers
+// take (otlp.max_body_bytes): a topic that takes less is logged. It asks
+// the brokers for each topic's max.message.bytes (DescribeConfigs) within
+// ctx and describeTimeout.
+func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]string, tenantHeader string, maxBytes int64, log *slog.Logger) (*KafkaForwarder, error) {
+	var names []string // the topics, once each (otlp.forward.topic takes all signals)
+	for _, t := range topics {
+		if t != "" && !slices.Contains(names, t) {
+			names = append(names, t)
+		}
+	}
+	slices.Sort(names)
+	limits, err := readLimits(ctx, opts, names)
+	if err != nil {
+		// Not a reason to refuse to start: a Kafka down at start comes
+		// back (meanwhile requests are answered 503 and retried), and a
+		// producer's principal may lack DescribeConfigs for good. Kafka's
+		// default is what most topics keep. A wrong guess costs: a topic
+		// taking less refuses some batches (answered 503, retried); one
+		// taking more has its requests past the guess refused with 413.
+		log.Warn("OTLP forward: cannot read the topics' max.message.bytes; assuming Kafka's default",
+			"topics", names, "max_message_bytes", kafkaDefaultMaxMessageBytes, "err", err)
+		limits = make(map[string]int32, len(names))
+		for _, t := range names {
+			limits[t] = kafkaDefaultMaxMessageBytes
+		}
+	}
+	for _, t := range names {
+		if int64(limits[t]) < maxBytes {
+			log.Warn("OTLP forward: a topic takes smaller messages than otlp.max_body_bytes; larger requests are refused with 413",
+				"topic", t, "max_message_bytes", limits[t], "max_body_bytes", maxBytes)
+		}
+	}
 	cl, err := kgo.NewClient(append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence needs it; also franz-go's default
-		kgo.ProducerBatchMaxBytes(int32(min(maxBytes+1<<16, 1<<30))),
+		// franz-go counts a batch as the broker does plus 4 bytes, so a
+		// batch it makes never passes the topic's limit.
+		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
+			return min(max(limits[topic], 512), 1<<30) // franz-go's range; unknown topics: 512
+		}),
 		// A client waiting on a dead cluster gets 503 and retries,
 		// rather than holding its request for ever.
 		kgo.RecordDeliveryTimeout(30*time.Second),
@@ -39,7 +94,96 @@ func NewKafkaForwarder(opts []kgo.Opt, topics map[string]string, tenantHeader st
 	if err != nil {
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
 	}
-	return &KafkaForwarder{cl: cl, topics: topics, header: tenantHeader}, nil
+	return &KafkaForwarder{cl: cl, topics: topics, header: tenantHeader, limits: limits}, nil
+}
+
+// readLimits asks the brokers for each topic's max.message.bytes; a topic
+// not created yet gets the broker's message.max.bytes, as it will when
+// created without its own.
+func readLimits(ctx context.Context, opts []kgo.Opt, topics []string) (map[string]int32, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, describeTimeout)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	described, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("describe the configs of topics %v: %w", topics, err)
+	}
+	limits := make(map[string]int32, len(topics))
+	for _, t := range topics {
+		rc, err := described.On(t, nil)
+		if err == nil {
+			err = rc.Err
+		}
+		switch {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("describe the configs of topic %s: %w", t, err)
+		}
+		if limits[t], err = configInt(rc, "max.message.bytes"); err != nil {
+			return nil, err
+		}
+	}
+	if len(limits) == len(topics) {
+		return limits, nil
+	}
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil || len(brokers) == 0 {
+		return nil, fmt.Errorf("list the brokers (for message.max.bytes): %w", errors.Join(err, errNoBroker))
+	}
+	bc, err := adm.DescribeBrokerConfigs(ctx, brokers[0].NodeID)
+	if err == nil && len(bc) > 0 {
+		err = bc[0].Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe the configs of broker %d: %w", brokers[0].NodeID, err)
+	}
+	brokerLimit, err := configInt(bc[0], "message.max.bytes")
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range topics {
+		if _, ok := limits[t]; !ok {
+			limits[t] = brokerLimit
+		}
+	}
+	return limits, nil
+}
+
+var errNoBroker = errors.New("no broker")
+
+// configInt is the value of key in rc, a positive int32.
+func configInt(rc kadm.ResourceConfig, key string) (int32, error) {
+	for _, c := range rc.Configs {
+		if c.Key == key {
+			n, err := strconv.ParseInt(c.MaybeValue(), 10, 32)
+			if err != nil || n <= 0 {
+				return 0, fmt.Errorf("%s of %q: want a positive number, got %q", key, rc.Name, c.MaybeValue())
+			}
+			return int32(n), nil
+		}
+	}
+	return 0, fmt.Errorf("%s of %q: not in the brokers' answer", key, rc.Name)
+}
+
+// loneBatchBytes is the size of a record batch holding only rec, as
+// franz-go counts it against ProducerBatchMaxBytes: past the topic's
+// limit, the record can never be produced.
+func loneBatchBytes(rec *kgo.Record) int {
+	l := 1 + // attributes
+		kbin.VarlongLen(0) + kbin.VarintLen(0) + // the first record's timestamp and offset deltas
+		kbin.VarintLen(int32(len(rec.Key))) + len(rec.Key) +
+		kbin.VarintLen(int32(len(rec.Value))) + len(rec.Value) +
+		kbin.VarintLen(int32(len(rec.Headers)))
+	for _, h := range rec.Headers {
+		l += kbin.VarintLen(int32(len(h.Key))) + len(h.Key) + kbin.VarintLen(int32(len(h.Value))) + len(h.Value)
+	}
+	return 65 + kbin.VarintLen(int32(l)) + l
 }
 
 // Forward implements Forwarder.
@@ -52,9 +196,17 @@ func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, bod
 	}
 	rec := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{
 		{Key: f.header, Value: []byte(tenant)}, {Key: otel.SignalHeader, Value: []byte(signal)}}}
+	if n, limit := loneBatchBytes(rec), f.limits[topic]; n > int(limit) {
+		return Stored{}, fmt.Errorf("%w: topic %s takes messages of up to %d bytes (its max.message.bytes), this one is %d", ErrTooLarge, topic, limit, n)
+	}
 	err := f.cl.ProduceSync(ctx, rec).FirstErr()
 	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
-		return Stored{}, fmt.Errorf("%w: topic %s refuses a message of %d bytes (its max.message.bytes): %w", ErrTooLarge, topic, len(body), err)
+		// The message alone fits the limit read at start: the broker
+		// refused the batch it was in, or the topic's limit was lowered
+		// since. Retried, not dropped: 413 is for a message too large
+		// alone.
+		return Stored{}, fmt.Errorf("produce to %s: the broker refused a batch holding a message of %d bytes, under the topic's max.message.bytes (%d) when the forwarder started: %w",
+			topic, len(body), f.limits[topic], err)
 	}
 	if err != nil {
 		return Stored{}, fmt.Errorf("produce to %s: %w", topic, err)

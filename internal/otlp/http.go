@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -135,8 +136,16 @@ func (r *Receivers) writeRefusal(w http.ResponseWriter, ref *refusal, isJSON boo
 		w.Header().Set("Content-Type", contentProto)
 	}
 	if ref.retry {
-		w.Header().Set("Retry-After", strconv.Itoa(int(r.opt.RetryAfter.Seconds())))
+		w.Header().Set("Retry-After", retryAfterSeconds(r.opt.RetryAfter))
 	}
 	w.WriteHeader(ref.httpStatus)
 	_, _ = w.Write(out)
+}
+
+// retryAfterSeconds is d as Retry-After's delay-seconds (RFC 9110 10.2.3),
+// a whole number: rounded up, so a client never comes back before d, and
+// at least 1, since 0 asks for the retry at once (a delay under a second
+// was sent as 0). gRPC's RetryInfo carries d exactly.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }

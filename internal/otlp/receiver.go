@@ -74,7 +74,9 @@ type Options struct {
 	TLS *tls.Config
 	// Tokens, when set, require a bearer token that holds the tenant.
 	Tokens *Tokens
-	// RetryAfter is the delay suggested to clients told to retry.
+	// RetryAfter is the delay suggested to clients told to retry: exact
+	// in gRPC's RetryInfo, rounded up to whole seconds (at least 1) in
+	// HTTP's Retry-After. Default 5s.
 	RetryAfter time.Duration
 	Forward    Forwarder
 	// Signals, when set, are the only signals taken: another's requests

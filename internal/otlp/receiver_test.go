@@ -473,3 +473,43 @@ func TestSDKLogExporter(t *testing.T) {
 		}
 	}
 }
+
+// Retry-After is whole seconds (RFC 9110 delay-seconds): a delay under a
+// second was sent as 0, asking clients to retry at once. It is rounded up,
+// at least 1; gRPC's RetryInfo keeps the delay exact.
+func TestRetryAfterRoundsUp(t *testing.T) {
+	f := func(d time.Duration, want string) {
+		t.Helper()
+		if got := retryAfterSeconds(d); got != want {
+			t.Errorf("retryAfterSeconds(%s) = %s, want %s", d, got, want)
+		}
+	}
+	f(time.Nanosecond, "1")
+	f(300*time.Millisecond, "1")
+	f(time.Second, "1")
+	f(1200*time.Millisecond, "2")
+	f(5*time.Second, "5")
+
+	pb, _ := traceRequest(t, 1)
+	fwd := &forwarded{fail: 2}
+	r := start(t, fwd, func(o *Options) { o.RetryAfter = 300 * time.Millisecond })
+	resp, _ := post(t, r, "/v1/traces", contentProto, "", pb, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("forward failing: %d, Retry-After %q; want 503, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(pb); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ptraceotlp.NewGRPCClient(dial(t, r)).Export(context.Background(), req)
+	st := status.Convert(err)
+	var delay time.Duration
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			delay = ri.RetryDelay.AsDuration()
+		}
+	}
+	if st.Code() != codes.Unavailable || delay != 300*time.Millisecond {
+		t.Errorf("gRPC with the forward failing: %v, RetryInfo %s; want Unavailable, 300ms", err, delay)
+	}
+}

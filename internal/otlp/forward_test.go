@@ -1,0 +1,166 @@
+package otlp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tracelake/tracelake/internal/kafka/kafkatest"
+)
+
+// bufferedHook closes all once n records are buffered in the producer.
+type bufferedHook struct {
+	mu  sync.Mutex
+	n   int
+	all chan struct{}
+}
+
+func (h *bufferedHook) OnProduceRecordBuffered(*kgo.Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n--; h.n == 0 {
+		close(h.all)
+	}
+}
+
+// holdMetadata holds the first Metadata request asking for topic until
+// release is closed: the records produced meanwhile wait for the topic's
+// partitions, and are batched together once it is answered.
+func holdMetadata(c *kfake.Cluster, topic string, release <-chan struct{}) {
+	c.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.MetadataRequest)
+		if !slices.ContainsFunc(req.Topics, func(t kmsg.MetadataRequestTopic) bool { return t.Topic != nil && *t.Topic == topic }) {
+			return nil, nil, false
+		}
+		c.SleepControl(func() { <-release })
+		c.DropControl()
+		return nil, nil, false
+	})
+}
+
+// createTopic creates topic with one partition and max.message.bytes limit.
+func createTopic(t *testing.T, c *kfake.Cluster, topic string, limit int) {
+	t.Helper()
+	v := strconv.Itoa(limit)
+	resp, err := kadm.NewClient(kafkatest.Client(t, c)).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &v}, topic)
+	if err = errors.Join(err, resp.Err); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Concurrent requests were grouped into one record batch bounded by
+// max_body_bytes + 64KiB, and the topic refused the batch past its
+// max.message.bytes whole: eight requests of 300 KB to a topic of 1 MiB
+// were answered 413, which clients do not retry, so they were dropped.
+// Batches are bounded by the topic's limit, read from the broker (kfake
+// refuses a batch past it as Kafka does): all eight are stored. A request
+// alone past the limit is refused as too large, one exactly at it is not.
+func TestForwardBatchesWithinTheTopicLimit(t *testing.T) {
+	const topic, limit, requests = "otlp_spans", 1 << 20, 8
+	c := kafkatest.Cluster(t, 1)
+	createTopic(t, c, topic, limit)
+	hook := &bufferedHook{n: requests, all: make(chan struct{})}
+	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(hook)}
+	f, err := NewKafkaForwarder(t.Context(), opts, map[string]string{Traces: topic}, "tenant", 8<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.limits[topic] != limit {
+		t.Errorf("limit read %d, want %d", f.limits[topic], limit)
+	}
+	// Every request is buffered before the first can be sent, so they
+	// are batched together as far as the batch bound lets them.
+	holdMetadata(c, topic, hook.all)
+	// Random bodies: franz-go compresses batches (snappy by default),
+	// and the broker measures them compressed.
+	rng := rand.NewChaCha8([32]byte{})
+	bodies := make([][]byte, requests)
+	for i := range bodies {
+		bodies[i] = make([]byte, 300_000)
+		_, _ = rng.Read(bodies[i])
+	}
+	errs := make([]error, requests)
+	var wg sync.WaitGroup
+	for i := range requests {
+		wg.Go(func() { _, errs[i] = f.Forward(t.Context(), Traces, fmt.Sprintf("team-%d", i), bodies[i]) })
+	}
+	wg.Wait()
+	forwarded := 0
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d of 300 KB: %v (too large: %v)", i, err, errors.Is(err, ErrTooLarge))
+		} else {
+			forwarded++
+		}
+	}
+	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
+	stored := map[string][]byte{}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for len(stored) < forwarded && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { stored[string(r.Headers[0].Value)] = r.Value })
+	}
+	for i := range requests {
+		if body, ok := stored[fmt.Sprintf("team-%d", i)]; !ok || !bytes.Equal(body, bodies[i]) {
+			t.Errorf("request %d: stored %v, with its body %v", i, ok, bytes.Equal(body, bodies[i]))
+		}
+	}
+
+	// One message alone: its batch at the limit goes (franz-go and the
+	// broker count it as loneBatchBytes does), one byte more is refused
+	// before producing.
+	size := limit - 200
+	for loneBatchBytes(&kgo.Record{Value: make([]byte, size), Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("big")}, {Key: "otlp-signal", Value: []byte(Traces)}}}) < limit {
+		size++
+	}
+	if _, err := f.Forward(t.Context(), Traces, "big", make([]byte, size)); err != nil {
+		t.Errorf("a request whose message is %d bytes, at the limit: %v", size, err)
+	}
+	if _, err := f.Forward(t.Context(), Traces, "big", make([]byte, size+1)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a request whose message is past the limit: %v, want ErrTooLarge", err)
+	}
+}
+
+// A topic not created yet takes the broker's message.max.bytes; when the
+// brokers cannot be asked, Kafka's default is assumed.
+func TestForwardLimitFallbacks(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"message.max.bytes": "2000000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	createTopic(t, c, "own", 300_000)
+	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)},
+		map[string]string{Traces: "own", Logs: "later", Metrics: "later"}, "tenant", 8<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.limits["own"] != 300_000 || f.limits["later"] != 2_000_000 {
+		t.Errorf("limits %v, want own 300000 (its own), later 2000000 (the broker's)", f.limits)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // nothing answers
+	f, err = NewKafkaForwarder(ctx, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, map[string]string{Traces: "t"}, "tenant", 8<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.limits["t"] != kafkaDefaultMaxMessageBytes {
+		t.Errorf("limit without a broker %d, want Kafka's default %d", f.limits["t"], kafkaDefaultMaxMessageBytes)
+	}
+}
