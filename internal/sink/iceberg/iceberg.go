@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -718,10 +719,14 @@ func (s *Sink) removeFiles(ctx context.Context, tbl *table.Table, files []iceber
 	if len(files) == 0 {
 		return
 	}
-	fs, err := tbl.FS(ctx)
+	fsys, err := tbl.FS(ctx)
 	if err == nil {
 		for _, f := range files {
-			if err = fs.Remove(f.FilePath()); err != nil {
+			err = fsys.Remove(f.FilePath())
+			if errors.Is(err, fs.ErrNotExist) {
+				err = nil // orphan cleanup's work: removed all the same
+			}
+			if err != nil {
 				break
 			}
 		}

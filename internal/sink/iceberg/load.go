@@ -1,6 +1,7 @@
 package iceberg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 type staged struct {
 	ranges            []sink.Range
 	raw, dlq, derived stagedFiles
+	at                time.Time // when staged (checkStaged)
 }
 
 // kind is one of a load's tables.
@@ -91,7 +93,7 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	st, ok := s.kept[f.Name]
 	s.mu.Unlock()
 	if !ok {
-		st = &staged{ranges: b.Ranges}
+		st = &staged{ranges: b.Ranges, at: time.Now()}
 		for _, k := range s.kinds() {
 			if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
 				s.drop(ctx, st)
@@ -327,6 +329,12 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	s.mu.Unlock()
 	if len(entries) == 0 {
+		return results
+	}
+	if err := s.checkStaged(ctx, entries); err != nil {
+		for i := range results {
+			results[i].err = cmp.Or(results[i].err, err)
+		}
 		return results
 	}
 	loadID := strconv.FormatInt(time.Now().UnixNano(), 36)
