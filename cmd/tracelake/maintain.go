@@ -80,6 +80,9 @@ func cmdOrphans(ctx context.Context, args []string) error {
 		if *dryRun {
 			done = "dry run, none deleted"
 		}
+		if len(o.Staged) > 0 {
+			done += fmt.Sprintf("; kept %d staged by a running tracelake (its lease lists them)", len(o.Staged))
+		}
 		fmt.Fprintf(os.Stderr, "%s: %d orphan files (%s), %s\n", o.Table, len(o.Files), mib(o.Bytes), done)
 	}
 	return err

@@ -172,6 +172,9 @@ type Sink struct {
 		leading bool
 	}
 
+	// lease keeps orphan cleanup off the staged files (lease.go).
+	lease leases
+
 	// Tests: make a load or a maintenance commit lose a race.
 	beforeLoadCommit, beforeMaintenanceCommit func()
 	beforeCatalogCommit                       func(table string)
@@ -287,8 +290,10 @@ func IsPostgres(catalog string) bool {
 	return strings.HasPrefix(catalog, "postgres://") || strings.HasPrefix(catalog, "postgresql://")
 }
 
-// Close releases the catalog.
+// Close stops the staging leases and removes them (files still staged
+// are orphans from then on), and releases the catalog.
 func (s *Sink) Close() error {
+	s.closeLeases()
 	if c, ok := s.cat.(interface{ Close() error }); ok {
 		return c.Close()
 	}

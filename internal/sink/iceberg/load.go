@@ -89,6 +89,7 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 		return sink.File{}, sink.ErrNoDerivedTable
 	}
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
+	s.startLeases()
 	s.mu.Lock()
 	st, ok := s.kept[f.Name]
 	s.mu.Unlock()
@@ -231,7 +232,7 @@ func (s *Sink) dropFiles(ctx context.Context, k kind, sf *stagedFiles) {
 			s.removeFiles(ctx, tbl, sf.files)
 		}
 	}
-	sf.files, sf.counts = nil, nil
+	s.setFiles(sf, nil, nil)
 }
 
 // loadRequest is one Load waiting for the commit of its group.
@@ -467,7 +468,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 				return nil, false, err
 			}
 			s.dropFiles(ctx, k, sf)
-			sf.files, sf.counts = files, cnt
+			s.setFiles(sf, files, cnt)
 		}
 		counts[i] = sf.counts
 		add = append(add, sf.files...)

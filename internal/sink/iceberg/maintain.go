@@ -9,6 +9,7 @@ import (
 	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
 )
@@ -288,27 +289,87 @@ type Orphans struct {
 	Files   []string
 	Bytes   int64
 	Deleted int
+	// Staged are the unreferenced files past the grace period that a
+	// running process's lease lists: staged, waiting for their commit.
+	// They are kept.
+	Staged []string
 }
 
 // RemoveOrphans deletes the files under each table's location that no
 // snapshot references and that are older than grace: files of commits that
 // failed with an unknown outcome, of crashed writers, of snapshots expired
-// without cleanup. With dryRun it only lists them.
+// without cleanup. Files that a running process staged and lists in its
+// lease (lease.go) are kept, however old. With dryRun it only lists them.
 func (s *Sink) RemoveOrphans(ctx context.Context, grace time.Duration, dryRun bool) ([]Orphans, error) {
 	if grace < MinOrphanAge {
 		return nil, fmt.Errorf("orphan grace period %s is shorter than %s: a younger file may belong to a load committing right now", grace, MinOrphanAge)
 	}
 	var out []Orphans
 	for _, id := range s.tableIDs() {
-		tbl, err := s.loadTable(ctx, id)
-		if err != nil {
-			return out, err
-		}
-		res, err := tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(grace), table.WithDryRun(dryRun))
+		o, err := s.removeOrphans(ctx, id, grace, dryRun)
 		if err != nil {
 			return out, fmt.Errorf("orphan cleanup of %s: %w", name(id), err)
 		}
-		out = append(out, Orphans{Table: name(id), Files: res.OrphanFileLocations, Bytes: res.TotalSizeBytes, Deleted: len(res.DeletedFiles)})
+		out = append(out, o)
 	}
 	return out, nil
+}
+
+func (s *Sink) removeOrphans(ctx context.Context, id table.Identifier, grace time.Duration, dryRun bool) (Orphans, error) {
+	o := Orphans{Table: name(id)}
+	tbl, err := s.loadTable(ctx, id)
+	if err != nil {
+		return o, err
+	}
+	staged, err := s.readLeases(ctx, tbl, dryRun)
+	if err != nil {
+		return o, err
+	}
+	// The table is read again after the leases: a file a lease no longer
+	// lists was committed (or discarded) before that lease was written, so
+	// a table read after the lease references it. Read before, it could
+	// miss that commit and take the file for an orphan.
+	if tbl, err = s.loadTable(ctx, id); err != nil {
+		return o, err
+	}
+	plan, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(grace))
+	if err != nil {
+		return o, err
+	}
+	for _, f := range plan.OrphanFiles() {
+		if staged[fileKey(f.Path)] {
+			o.Staged = append(o.Staged, f.Path)
+			continue
+		}
+		o.Files = append(o.Files, f.Path)
+		o.Bytes += f.SizeBytes
+	}
+	if dryRun || len(o.Files) == 0 {
+		return o, nil
+	}
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return o, err
+	}
+	o.Deleted, err = deletePaths(ctx, fsys, o.Files)
+	return o, err
+}
+
+// deletePaths deletes files (in batches where the store can), a file
+// already gone counting as deleted, and returns how many it deleted.
+func deletePaths(ctx context.Context, fsys icebergio.IO, paths []string) (int, error) {
+	if bulk, ok := fsys.(icebergio.BulkRemovableIO); ok {
+		deleted, err := bulk.DeleteFiles(ctx, paths)
+		return len(deleted), err
+	}
+	n := 0
+	var errs []error
+	for _, p := range paths {
+		if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("delete %s: %w", p, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }

@@ -1,6 +1,13 @@
 package iceberg
 
-import "time"
+import (
+	"context"
+	"time"
+)
+
+// RenewLeases writes the staging leases now, as the renewal every
+// leaseInterval does.
+func (s *Sink) RenewLeases(ctx context.Context) error { return s.renewLeases(ctx) }
 
 // AgeStaged makes every kept batch look staged d earlier, as a batch
 // whose load was retried that long.
@@ -11,3 +18,6 @@ func (s *Sink) AgeStaged(d time.Duration) {
 		st.at = st.at.Add(-d)
 	}
 }
+
+// LeaseStaleAfter is leaseStaleAfter.
+const LeaseStaleAfter = leaseStaleAfter
