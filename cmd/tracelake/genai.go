@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -62,6 +63,9 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 			return 0, err
 		}
 		defer db.Close()
+		if err := lake.beginRebuild(ctx); err != nil {
+			return 0, err
+		}
 		cols := selectColumns(duckdbsink.TypedColumns(typedTable(cfg)), rebuildSpanColumns)
 		if err := lake.copyInto(ctx, db, cfg.Sink.Table, cols, time.Time{}); err != nil {
 			return 0, err
@@ -188,7 +192,10 @@ type lake interface {
 	// copyInto copies columns cols of table (its rows from the start_time
 	// from on, unless zero) into a new table of the same name in db.
 	copyInto(ctx context.Context, db *sql.DB, table string, cols []duckdbsink.Column, from time.Time) error
-	// ReplaceDerived replaces genai_operations' rows (see the sinks').
+	// beginRebuild is called before the spans are read for a rebuild,
+	// ReplaceDerived after: it replaces genai_operations' rows (see the
+	// sinks').
+	beginRebuild(ctx context.Context) error
 	ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error)
 	Close() error
 }
@@ -209,7 +216,7 @@ func openLake(ctx context.Context, cfg *config.Config) (lake, error) {
 		if err != nil {
 			return nil, err
 		}
-		l, prepare = icebergLake{snk, cfg.Sink.Iceberg.Namespace}, snk.Prepare
+		l, prepare = &icebergLake{Sink: snk, namespace: cfg.Sink.Iceberg.Namespace}, snk.Prepare
 	default:
 		return nil, fmt.Errorf("BUG: no lake for sink %s", cfg.Sink.Type)
 	}
@@ -222,6 +229,9 @@ func openLake(ctx context.Context, cfg *config.Config) (lake, error) {
 
 type databendLake struct{ *databend.Sink }
 
+// beginRebuild: Databend's rebuild replaces the rows in one transaction.
+func (databendLake) beginRebuild(context.Context) error { return nil }
+
 func (d databendLake) copyInto(ctx context.Context, db *sql.DB, table string, cols []duckdbsink.Column, from time.Time) error {
 	since := ""
 	if !from.IsZero() {
@@ -233,11 +243,24 @@ func (d databendLake) copyInto(ctx context.Context, db *sql.DB, table string, co
 type icebergLake struct {
 	*iceberg.Sink
 	namespace string
+	rebuild   *iceberg.Rebuild // begun by beginRebuild
+}
+
+func (i *icebergLake) beginRebuild(ctx context.Context) (err error) {
+	i.rebuild, err = i.Sink.BeginRebuild(ctx)
+	return err
+}
+
+func (i *icebergLake) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error) {
+	if i.rebuild == nil {
+		return 0, errors.New("BUG: a rebuild's rows replaced before it began")
+	}
+	return i.Sink.ReplaceDerived(ctx, i.rebuild, chunks)
 }
 
 // copyInto scans the table's current snapshot; from is a row filter, so
 // the scan prunes the days before it.
-func (i icebergLake) copyInto(ctx context.Context, db *sql.DB, name string, cols []duckdbsink.Column, from time.Time) error {
+func (i *icebergLake) copyInto(ctx context.Context, db *sql.DB, name string, cols []duckdbsink.Column, from time.Time) error {
 	var scan []table.ScanOption
 	if !from.IsZero() {
 		scan = append(scan, table.WithRowFilter(iceberggo.GreaterThanEqual(iceberggo.Reference("start_time"), iceberggo.Timestamp(from.UnixMicro()))))

@@ -659,25 +659,69 @@ func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.S
 	return out, rd.Err()
 }
 
-// ReplaceDerived replaces every row of the derived table (Options.Derived)
-// with the NDJSON rows of chunks, derived from the main table as it stands
-// now, in one overwrite snapshot pinned to the snapshot whose files it
-// removes, and sets the derived table's positions to the main table's:
-// positions a failed load left ahead of the main table would otherwise
-// fence out the rows of the records read again there. A load committing
-// the derived table meanwhile fails it; run it with tracelake run stopped
-// (a load between the read of the main table and this commit would have
-// its derived rows replaced). It returns the rows written.
-func (s *Sink) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error) {
+// Rebuild is a rebuild of the derived table begun by BeginRebuild: the
+// tables as they stood before the main table's rows were read.
+type Rebuild struct {
+	derived  *table.Table
+	mainSnap int64 // the main table's snapshot, -1 for none
+	mainPos  map[sink.TopicPartition]int64
+}
+
+// BeginRebuild reads the derived table, then the main table, before the
+// caller reads the main table's rows to derive the new rows from. A load
+// commits the derived table before the main one, so a load whose derived
+// rows are not in what was read here fails the rebuild's commit (pinned
+// to this derived snapshot), and one whose main rows are not fails its
+// check of the main table's snapshot; neither has its derived rows
+// replaced by rows that lack them.
+func (s *Sink) BeginRebuild(ctx context.Context) (*Rebuild, error) {
 	if s.opt.Derived == nil {
-		return 0, errors.New("no derived table is configured")
+		return nil, errors.New("no derived table is configured")
 	}
+	derived, err := s.loadTable(ctx, s.derived)
+	if err != nil {
+		return nil, err
+	}
+	main, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return nil, err
+	}
+	pos, err := positions(main)
+	if err != nil {
+		return nil, err
+	}
+	return &Rebuild{derived: derived, mainSnap: snapshotID(main), mainPos: pos}, nil
+}
+
+func snapshotID(tbl *table.Table) int64 {
+	if snap := tbl.CurrentSnapshot(); snap != nil {
+		return snap.SnapshotID
+	}
+	return -1
+}
+
+// ReplaceDerived replaces every row of the derived table (Options.Derived)
+// with the NDJSON rows of chunks, derived from the main table as it stood
+// at BeginRebuild, in one overwrite snapshot pinned to the derived
+// snapshot BeginRebuild read, and sets the derived table's positions to
+// the main table's of then: positions a failed load left ahead of the
+// main table would otherwise fence out the rows of the records read again
+// there. A load that committed meanwhile fails it: run it with tracelake
+// run stopped. The one window left is a load that committed its derived
+// rows before BeginRebuild and commits its main rows after this commit.
+// It returns the rows written.
+func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, chunks [][]byte) (int64, error) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	tbl, err := s.loadTable(ctx, s.derived)
+	main, err := s.loadTable(ctx, s.raw)
 	if err != nil {
 		return 0, err
 	}
+	if snapshotID(main) != r.mainSnap {
+		return 0, fmt.Errorf("rebuild of %s: %s changed while its rows were read (a load committed: stop tracelake run), run it again",
+			name(s.derived), name(s.raw))
+	}
+	tbl := r.derived
 	sc, err := arrowSchema(tbl, s.derivedSchema)
 	if err != nil {
 		return 0, err
@@ -716,7 +760,7 @@ func (s *Sink) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, erro
 		s.removeFiles(ctx, tbl, added)
 		return 0, err
 	}
-	if err := s.takeMainPositions(ctx, txn, tbl); err != nil {
+	if err := takePositions(txn, tbl, r.mainPos); err != nil {
 		s.removeFiles(ctx, tbl, added)
 		return 0, err
 	}
@@ -740,17 +784,9 @@ func (s *Sink) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, erro
 	return n, nil
 }
 
-// takeMainPositions sets, in txn of table tbl, tbl's positions to the main
-// table's: every partition's the main table has, none other.
-func (s *Sink) takeMainPositions(ctx context.Context, txn *table.Transaction, tbl *table.Table) error {
-	main, err := s.loadTable(ctx, s.raw)
-	if err != nil {
-		return err
-	}
-	pos, err := positions(main)
-	if err != nil {
-		return err
-	}
+// takePositions sets, in txn of table tbl, tbl's positions to pos: every
+// partition's pos has, none other.
+func takePositions(txn *table.Transaction, tbl *table.Table, pos map[sink.TopicPartition]int64) error {
 	var drop []string
 	for k := range tbl.Properties() {
 		if isPositionKey(k) {
