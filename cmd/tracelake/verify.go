@@ -163,7 +163,11 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		defer cancel()
 		return kafka.DataRecords(rctx, cfg.Kafka, inKafka, stores)
 	}
-	rep := verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, cfg.Kafka.StartOffset == "earliest", records)
+	abandoned, err := ice.Abandoned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, abandoned, cfg.Kafka.StartOffset == "earliest", records)
 	if cfg.DecodesOTLP() {
 		d := otelDedupOf(cfg)
 		c, err := ice.DedupCounts(ctx, d.Identity())

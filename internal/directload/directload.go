@@ -12,7 +12,8 @@
 // load whose outcome was unknown — committed, its reply lost — never has
 // its positions reused; nor, where the sink commits its tables one by
 // one (Iceberg), a load that committed some of them: the sequence resumes
-// past the furthest table (sink.TableByTableCommitter). A client retrying after a lost answer stores its
+// past the furthest table, the positions skipped recorded as abandoned
+// (sink.TableByTableCommitter). A client retrying after a lost answer stores its
 // request twice, as with any OTLP backend: the dedup model keeps one copy.
 package directload
 
@@ -323,15 +324,27 @@ func stored(l sink.Loaded, tp sink.TopicPartition) (n int64) {
 // the main one; their rows stay, and positions given out again would be
 // fenced out of those tables, losing other requests' rows there.
 func (l *Loader) resume(ctx context.Context) error {
-	positions := l.opt.Sink.Positions
-	if t, ok := l.opt.Sink.(sink.TableByTableCommitter); ok {
-		positions = t.FurthestPositions
-	}
-	pos, err := positions(ctx, []sink.TopicPartition{l.tp})
+	tps := []sink.TopicPartition{l.tp}
+	pos, err := l.opt.Sink.Positions(ctx, tps)
 	if err != nil {
 		return fmt.Errorf("read the position of %s from the ledger: %w", l.tp, err)
 	}
-	l.next = pos[l.tp] // 0 when the ledger has none
+	next := pos[l.tp] // 0 when the ledger has none
+	if t, ok := l.opt.Sink.(sink.TableByTableCommitter); ok {
+		furthest, err := t.FurthestPositions(ctx, tps)
+		if err != nil {
+			return fmt.Errorf("read the positions of %s from the tables: %w", l.tp, err)
+		}
+		if f := furthest[l.tp]; f > next {
+			if err := t.Abandon(ctx, l.tp, next, f-1); err != nil {
+				return fmt.Errorf("abandon positions %d-%d of %s, which a failed load holds in part: %w", next, f-1, l.tp, err)
+			}
+			l.opt.Log.Warn("OTLP positions abandoned: a failed load committed some of its tables; its requests were refused for their clients to retry",
+				"partition", l.tp, "first", next, "last", f-1)
+			next = f
+		}
+	}
+	l.next = next
 	l.stats.given.Store(l.next)
 	l.stats.loaded.Store(l.next)
 	return nil

@@ -223,6 +223,12 @@ type TableByTableCommitter interface {
 	// FurthestPositions returns, for each partition of parts that any of
 	// the load's tables records, the furthest of their positions.
 	FurthestPositions(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
+	// Abandon moves the main table's position of tp past last, recording
+	// first..last as positions that hold nothing and never will (a load
+	// that failed after committing some tables held them; its requests
+	// were refused for their clients to retry), so that verify tells them
+	// from lost records. Positions already past last are left alone.
+	Abandon(ctx context.Context, tp TopicPartition, first, last int64) error
 }
 
 // Loaded is what a load wrote, per partition, after skipping rows already

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/kafka"
@@ -25,14 +26,34 @@ func TestFromStored(t *testing.T) {
 
 	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 12}}
 	next := map[sink.TopicPartition]int64{tp: 10}
-	clean := FromStored(marks, next, stored(0, 1, 2, 3, 4, 6, 7, 8, 9), stored(5), true, nil)
+	clean := FromStored(marks, next, stored(0, 1, 2, 3, 4, 6, 7, 8, 9), stored(5), nil, true, nil)
 	if !clean.OK || clean.Partitions[0].Lag != 2 || clean.Partitions[0].Rows != 9 || clean.Partitions[0].DLQRows != 1 {
 		t.Errorf("clean: %+v", clean)
 	}
-	bad := FromStored(marks, next, stored(0, 1, 1, 2, 4, 6, 7, 8, 9), stored(6), true, nil)
+	bad := FromStored(marks, next, stored(0, 1, 1, 2, 4, 6, 7, 8, 9), stored(6), nil, true, nil)
 	want := []string{"t/0: 2 offsets missing (gap: 3-3, 5-5)", "t/0: 2 offsets stored more than once"} // 3 and 5; 1 twice, 6 in both tables
 	if bad.OK || !slices.Equal(bad.Problems, want) {
 		t.Errorf("problems %q, want %q", bad.Problems, want)
+	}
+}
+
+// Positions the sink recorded as abandoned (an OTLP sequence's, past a
+// load that failed half-committed) are no gap; a hole beside them is.
+func TestAbandonedPositionsAreNoGap(t *testing.T) {
+	next := map[sink.TopicPartition]int64{tp: 10}
+	abandoned := map[sink.TopicPartition][]sink.Run{tp: {{First: 3, Last: 4}}}
+	rep := FromStored(nil, next, stored(0, 1, 2, 5, 6, 7, 8, 9), nil, abandoned, true, nil)
+	if !rep.OK || rep.Partitions[0].Abandoned != 2 || rep.Partitions[0].Gaps != 0 {
+		t.Errorf("abandoned 3-4: %+v %v", rep.Partitions[0], rep.Problems)
+	}
+	var text strings.Builder
+	rep.WriteText(&text)
+	if !strings.Contains(text.String(), "t/0: 2 positions abandoned") {
+		t.Errorf("the report does not show the abandoned positions:\n%s", text.String())
+	}
+	rep = FromStored(nil, next, stored(0, 1, 5, 6, 7, 8, 9), nil, abandoned, true, nil)
+	if rep.OK || rep.Partitions[0].Gaps != 1 {
+		t.Errorf("2 missing beside abandoned 3-4: %+v %v", rep.Partitions[0], rep.Problems)
 	}
 }
 
@@ -51,25 +72,25 @@ func TestFromStoredAsksKafkaAboutHoles(t *testing.T) {
 	}
 	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 11}}
 	next := map[sink.TopicPartition]int64{tp: 11}
-	clean := FromStored(marks, next, stored(5, 6, 8, 9), nil, true, records)
+	clean := FromStored(marks, next, stored(5, 6, 8, 9), nil, nil, true, records)
 	if !clean.OK || clean.Partitions[0].Lag != 0 {
 		t.Errorf("markers and aborted records counted: %+v", clean)
 	}
 	if want := (sink.Run{First: 0, Last: 10}); asked[tp] != want {
 		t.Errorf("asked Kafka about %v, want %v (from the log start to the last hole)", asked[tp], want)
 	}
-	withoutKafka := FromStored(marks, next, stored(5, 6, 8, 9), nil, true, nil)
+	withoutKafka := FromStored(marks, next, stored(5, 6, 8, 9), nil, nil, true, nil)
 	if withoutKafka.OK {
 		t.Error("without Kafka's answer the holes must count as gaps")
 	}
-	lost := FromStored(marks, next, stored(5, 9), nil, true, records)
+	lost := FromStored(marks, next, stored(5, 9), nil, nil, true, records)
 	if want := []string{"t/0: 2 offsets missing (gap: 6-6, 8-8)"}; !slices.Equal(lost.Problems, want) {
 		t.Errorf("problems %q, want %q", lost.Problems, want)
 	}
 	// Retention moved the log start to 6: 4 cannot be told apart any more.
 	marks[tp] = kafka.Watermarks{Low: 6, High: 11}
 	kafkaData = stored(6, 8, 9)
-	old := FromStored(marks, next, stored(3, 6, 8, 9), nil, true, records)
+	old := FromStored(marks, next, stored(3, 6, 8, 9), nil, nil, true, records)
 	if want := []string{"t/0: 2 offsets missing (gap: 4-5)"}; !slices.Equal(old.Problems, want) {
 		t.Errorf("problems %q, want %q", old.Problems, want)
 	}
@@ -90,7 +111,7 @@ func TestCheckLogEnds(t *testing.T) {
 		{"the log grew meanwhile", 12, false},
 		{"the log ends below the ledger", 8, true},
 	} {
-		rep := FromStored(before, next, stored(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil, true, nil)
+		rep := FromStored(before, next, stored(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil, nil, true, nil)
 		asked := 0
 		rep.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks {
 			asked++
@@ -100,7 +121,7 @@ func TestCheckLogEnds(t *testing.T) {
 			t.Errorf("%s: ok=%v past=%v asked %d times, problems %q", c.name, rep.OK, rep.Partitions[0].PastLogEnd, asked, rep.Problems)
 		}
 	}
-	caughtUp := FromStored(map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 10}}, next, stored(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil, true, nil)
+	caughtUp := FromStored(map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 10}}, next, stored(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil, nil, true, nil)
 	caughtUp.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks {
 		t.Error("Kafka asked again for a ledger within the log")
 		return nil

@@ -46,6 +46,11 @@ type Partition struct {
 	// problem, shown so a reader knows the table starts later.
 	Skipped       int64 `json:"skipped,omitempty"`
 	CountMismatch bool  `json:"count_mismatch"` // ledger counts differ from table rows
+	// Abandoned are positions of the OTLP receivers' own sequence that a
+	// load failed with after committing some of its tables (Iceberg): the
+	// requests there were refused for their clients to retry, and hold
+	// nothing; not a gap.
+	Abandoned int64 `json:"abandoned,omitempty"`
 	// PastLogEnd: the ledger reaches past Kafka's log end (see
 	// Report.CheckLogEnds).
 	PastLogEnd bool `json:"past_log_end,omitempty"`
@@ -450,9 +455,10 @@ type RecordsFunc func(spans map[sink.TopicPartition]sink.Run) (map[sink.TopicPar
 // through records) or can no longer say (below its log start): offsets of
 // a transactional producer's markers and aborted records hold nothing to
 // store. Without records (or if Kafka cannot answer) every such offset
-// counts as a gap.
+// counts as a gap. The abandoned positions (the sink's record of them)
+// hold nothing and are no gap.
 func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.TopicPartition]int64,
-	raw, dlq map[sink.TopicPartition]*sink.Offsets, fromStart bool, records RecordsFunc) *Report {
+	raw, dlq map[sink.TopicPartition]*sink.Offsets, abandoned map[sink.TopicPartition][]sink.Run, fromStart bool, records RecordsFunc) *Report {
 	parts := newPartitions(marks)
 	get := parts.get
 	for tp, n := range next {
@@ -467,10 +473,21 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 		get(tp).DLQRows = offs.Count()
 		stored[tp] = true
 	}
+	held := map[sink.TopicPartition]*sink.Offsets{} // abandoned positions, covered as rows are
+	for tp, runs := range abandoned {
+		held[tp] = &sink.Offsets{}
+		for _, r := range runs {
+			for o := r.First; o <= r.Last; o++ {
+				held[tp].Add(o)
+			}
+			get(tp).Abandoned += r.Last - r.First + 1
+		}
+		stored[tp] = true
+	}
 	holes := map[sink.TopicPartition][]sink.Run{}
 	for tp := range stored {
 		p := get(tp)
-		union, dups := sink.Coverage(raw[tp], dlq[tp])
+		union, dups := sink.Coverage(raw[tp], dlq[tp], held[tp])
 		p.Duplicates = dups
 		p.LedgerFirst = union[0].First
 		p.LedgerRecords = p.Rows + p.DLQRows
@@ -618,6 +635,12 @@ func (r *Report) WriteText(w io.Writer) {
 			p.Skipped, p.LedgerRanges, num(p.LedgerNext), p.Rows, p.DLQRows, p.Gaps, p.Overlaps, p.Duplicates, num(p.Lag))
 	}
 	tw.Flush()
+	for _, p := range r.Partitions {
+		if p.Abandoned > 0 {
+			fmt.Fprintf(w, "%s/%d: %d positions abandoned (a load failed after committing some of its tables; its requests were refused for their clients to retry)\n",
+				p.Topic, p.Partition, p.Abandoned)
+		}
+	}
 	for _, m := range r.Models {
 		state := "merged up to the raw table"
 		if m.Pending > 0 {

@@ -211,6 +211,19 @@ func TestDirectLoadResumesPastEveryTable(t *testing.T) {
 			t.Errorf("operation %q missing from %v", want, ops)
 		}
 	}
+	// The failed load's position is recorded as abandoned (verify tells
+	// it from a lost request), and the spans' position moved past it.
+	tp := sink.TopicPartition{Topic: directload.Topic("traces")}
+	abandoned, err := s.Abandoned(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []sink.Run{{First: 1, Last: 1}}; !slices.Equal(abandoned[tp], want) {
+		t.Errorf("abandoned %v, want %v", abandoned, want)
+	}
+	if pos, err := s.Positions(context.Background(), []sink.TopicPartition{tp}); err != nil || pos[tp] != 4 {
+		t.Errorf("position %v (%v), want 4: a, the abandoned b, c, b again", pos, err)
+	}
 }
 
 // spanAndOp decodes a request (its body a name) into one Spans row and

@@ -639,6 +639,91 @@ func (s *Sink) FurthestPositions(ctx context.Context, parts []sink.TopicPartitio
 	return out, nil
 }
 
+// abandonedKeyPrefix begins the main table's properties listing a
+// partition's abandoned positions (sink.TableByTableCommitter.Abandon):
+// tracelake.abandoned.<topic>.<partition> = "first-last,first-last".
+const abandonedKeyPrefix = "tracelake.abandoned."
+
+// Abandon implements sink.TableByTableCommitter: in one commit of the main
+// table (an empty snapshot, pinned as a load's), its position of tp moves
+// past last and first..last is added to the partition's abandoned
+// positions.
+func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last int64) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	fresh, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	start, err := positions(fresh)
+	if err != nil {
+		return err
+	}
+	if start[tp] > last {
+		return nil
+	}
+	first = max(first, start[tp])
+	next := maps.Clone(start)
+	next[tp] = last + 1
+	txn := fresh.NewTransaction()
+	if err := txn.AssertRefSnapshotID(""); err != nil {
+		return err
+	}
+	set, err := setPositions(txn, fresh.Properties(), start, next)
+	if err != nil {
+		return err
+	}
+	key := abandonedKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
+	runs := fmt.Sprintf("%d-%d", first, last)
+	if old := fresh.Properties()[key]; old != "" {
+		runs = old + "," + runs
+	}
+	if err := txn.SetProperties(iceberggo.Properties{key: runs}); err != nil {
+		return err
+	}
+	summary := maps.Clone(set)
+	summary[loadIDKey] = strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := addFiles(ctx, txn, fresh, s.mainSchema(), nil, summary); err != nil {
+		return err
+	}
+	committed, err := txn.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("commit the abandoned positions of %s: %w", tp, err)
+	}
+	s.remember(committed)
+	return nil
+}
+
+// Abandoned returns the main table's abandoned positions per partition
+// (see Abandon), for verify.
+func (s *Sink) Abandoned(ctx context.Context) (map[sink.TopicPartition][]sink.Run, error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return nil, err
+	}
+	out := map[sink.TopicPartition][]sink.Run{}
+	for k, v := range tbl.Properties() {
+		tail, ok := strings.CutPrefix(k, abandonedKeyPrefix)
+		if !ok {
+			continue
+		}
+		dot := strings.LastIndexByte(tail, '.')
+		part, err := strconv.ParseInt(tail[dot+1:], 10, 32)
+		if dot <= 0 || err != nil {
+			return nil, fmt.Errorf("property %s: want %s<topic>.<partition>", k, abandonedKeyPrefix)
+		}
+		tp := sink.TopicPartition{Topic: tail[:dot], Partition: int32(part)}
+		for _, r := range strings.Split(v, ",") {
+			var run sink.Run
+			if _, err := fmt.Sscanf(r, "%d-%d", &run.First, &run.Last); err != nil || run.First > run.Last {
+				return nil, fmt.Errorf("property %s=%q: want first-last,…", k, v)
+			}
+			out[tp] = append(out[tp], run)
+		}
+	}
+	return out, nil
+}
+
 // loadTable loads a table's current metadata from the catalog.
 func (s *Sink) loadTable(ctx context.Context, id table.Identifier) (*table.Table, error) {
 	tbl, err := s.cat.LoadTable(ctx, id)
