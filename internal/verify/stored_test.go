@@ -51,6 +51,11 @@ func TestAbandonedPositionsAreNoGap(t *testing.T) {
 	if !strings.Contains(text.String(), "t/0: 2 positions abandoned") {
 		t.Errorf("the report does not show the abandoned positions:\n%s", text.String())
 	}
+	// The failed load's dead letters there are stored once.
+	rep = FromStored(nil, next, stored(0, 1, 2, 5, 6, 7, 8, 9), stored(4), abandoned, true, nil)
+	if !rep.OK || rep.Partitions[0].Duplicates != 0 {
+		t.Errorf("a dead letter at an abandoned position: %+v %v", rep.Partitions[0], rep.Problems)
+	}
 	rep = FromStored(nil, next, stored(0, 1, 5, 6, 7, 8, 9), nil, abandoned, true, nil)
 	if rep.OK || rep.Partitions[0].Gaps != 1 {
 		t.Errorf("2 missing beside abandoned 3-4: %+v %v", rep.Partitions[0], rep.Problems)

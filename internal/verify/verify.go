@@ -487,7 +487,10 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 	holes := map[sink.TopicPartition][]sink.Run{}
 	for tp := range stored {
 		p := get(tp)
-		union, dups := sink.Coverage(raw[tp], dlq[tp], held[tp])
+		_, dups := sink.Coverage(raw[tp], dlq[tp])
+		// Abandoned positions may hold dead letters of the failed load:
+		// covered twice then, but not stored twice.
+		union, _ := sink.Coverage(raw[tp], dlq[tp], held[tp])
 		p.Duplicates = dups
 		p.LedgerFirst = union[0].First
 		p.LedgerRecords = p.Rows + p.DLQRows
