@@ -26,10 +26,15 @@ import (
 // in dir (a second call opens the same tables: another process).
 func openTyped(t *testing.T, dir string, typed *schema.Table) *iceberg.Sink {
 	t.Helper()
-	s, err := iceberg.Open(context.Background(), iceberg.Options{
-		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake",
-		Table: typed.Name, Typed: typed, DedupTable: typed.Name + "_dedup",
-	})
+	return openPrepared(t, dir, iceberg.Options{Table: typed.Name, Typed: typed, DedupTable: typed.Name + "_dedup"})
+}
+
+// openPrepared opens a sink of opt on the SQLite catalog and local
+// warehouse in dir, namespace tracelake, and prepares its tables.
+func openPrepared(t *testing.T, dir string, opt iceberg.Options) *iceberg.Sink {
+	t.Helper()
+	opt.Catalog, opt.Warehouse, opt.Namespace = filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"), "tracelake"
+	s, err := iceberg.Open(context.Background(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -25,18 +24,7 @@ import (
 // exact.
 func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := iceberg.Open(ctx, iceberg.Options{
-		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: "spans",
-		Typed: &sinktest.Spans, Derived: &sinktest.Ops, DerivedTable: "ops",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openDerived(t, t.TempDir())
 	load(t, s, sinktest.DerivedBatch(0, 9, 123456))
 	l := load(t, s, sinktest.DerivedBatch(5, 14, 123456), sinktest.DerivedBatch(15, 19, 123456))
 	if len(l.Ranges) != 1 || l.Ranges[0].Records != 20 {
@@ -118,18 +106,7 @@ func operations(t *testing.T, s *iceberg.Sink) []string {
 // in dir's catalog.
 func openDerived(t *testing.T, dir string) *iceberg.Sink {
 	t.Helper()
-	s, err := iceberg.Open(context.Background(), iceberg.Options{
-		Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: "spans",
-		Typed: &sinktest.Spans, Derived: &sinktest.Ops, DerivedTable: "ops",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return openPrepared(t, dir, iceberg.Options{Table: "spans", Typed: &sinktest.Spans, Derived: &sinktest.Ops, DerivedTable: "ops"})
 }
 
 // raceSpans makes s's commits to the spans table lose races: before each
