@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,14 +28,22 @@ import (
 //
 // The producer groups concurrent requests into one record batch, and Kafka
 // refuses a batch past the topic's max.message.bytes whole: each topic's
-// batches are bounded by its limit, read from the brokers at start, so a
-// request is refused as too large only when its own message is.
+// batches are bounded by its limit, read from the brokers at start. A
+// message past that limit before compression (the broker judges the
+// compressed batch), or one whose batch the broker refused all the same
+// (a limit guessed or changed since the start), is produced again alone,
+// one at a time: only the broker's refusal of that lone message answers
+// a request as too large.
 type KafkaForwarder struct {
 	cl     *kgo.Client
 	topics map[string]string
 	header string
 	// limits is each topic's max.message.bytes; read only once made.
 	limits map[string]int32
+	// alone produces one message at a time, its batches bounded by the
+	// largest request: each is a batch of its own.
+	alone   *kgo.Client
+	aloneMu sync.Mutex
 }
 
 // kafkaDefaultMaxMessageBytes is Kafka's default max.message.bytes (and
@@ -64,9 +73,9 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 		// Not a reason to refuse to start: a Kafka down at start comes
 		// back (meanwhile requests are answered 503 and retried), and a
 		// producer's principal may lack DescribeConfigs for good. Kafka's
-		// default is what most topics keep. A wrong guess costs: a topic
-		// taking less refuses some batches (answered 503, retried); one
-		// taking more has its requests past the guess refused with 413.
+		// default is what most topics keep. A wrong guess costs speed,
+		// not requests: a message past it, or in a batch the broker
+		// refuses, is produced again alone.
 		log.Warn("OTLP forward: cannot read the topics' max.message.bytes; assuming Kafka's default",
 			"topics", names, "max_message_bytes", kafkaDefaultMaxMessageBytes, "err", err)
 		limits = make(map[string]int32, len(names))
@@ -76,25 +85,35 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 	}
 	for _, t := range names {
 		if int64(limits[t]) < maxBytes {
-			log.Warn("OTLP forward: a topic takes smaller messages than otlp.max_body_bytes; larger requests are refused with 413",
+			log.Warn("OTLP forward: a topic takes smaller messages than otlp.max_body_bytes; larger requests that do not compress under it are refused with 413",
 				"topic", t, "max_message_bytes", limits[t], "max_body_bytes", maxBytes)
 		}
 	}
-	cl, err := kgo.NewClient(append(opts,
+	produce := []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence needs it; also franz-go's default
+		// A client waiting on a dead cluster gets 503 and retries,
+		// rather than holding its request for ever.
+		kgo.RecordDeliveryTimeout(30 * time.Second),
+	}
+	cl, err := kgo.NewClient(slices.Concat(opts, produce, []kgo.Opt{
 		// franz-go counts a batch as the broker does plus 4 bytes, so a
 		// batch it makes never passes the topic's limit.
 		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
 			return min(max(limits[topic], 512), 1<<30) // franz-go's range; unknown topics: 512
 		}),
-		// A client waiting on a dead cluster gets 503 and retries,
-		// rather than holding its request for ever.
-		kgo.RecordDeliveryTimeout(30*time.Second),
-	)...)
+	})...)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
 	}
-	return &KafkaForwarder{cl: cl, topics: topics, header: tenantHeader, limits: limits}, nil
+	alone, err := kgo.NewClient(slices.Concat(opts, produce, []kgo.Opt{
+		kgo.ProducerBatchMaxBytes(int32(min(maxBytes+1<<16, 1<<30))),
+		kgo.ProducerLinger(0),
+	})...)
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
+	}
+	return &KafkaForwarder{cl: cl, alone: alone, topics: topics, header: tenantHeader, limits: limits}, nil
 }
 
 // readLimits asks the brokers for each topic's max.message.bytes; a topic
@@ -196,23 +215,44 @@ func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, bod
 	}
 	rec := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{
 		{Key: f.header, Value: []byte(tenant)}, {Key: otel.SignalHeader, Value: []byte(signal)}}}
-	if n, limit := loneBatchBytes(rec), f.limits[topic]; n > int(limit) {
-		return Stored{}, fmt.Errorf("%w: topic %s takes messages of up to %d bytes (its max.message.bytes), this one is %d", ErrTooLarge, topic, limit, n)
+	if loneBatchBytes(rec) > int(f.limits[topic]) {
+		return f.produceAlone(ctx, rec)
 	}
 	err := f.cl.ProduceSync(ctx, rec).FirstErr()
-	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
-		// The message alone fits the limit read at start: the broker
-		// refused the batch it was in, or the topic's limit was lowered
-		// since. Retried, not dropped: 413 is for a message too large
-		// alone.
-		return Stored{}, fmt.Errorf("produce to %s: the broker refused a batch holding a message of %d bytes, under the topic's max.message.bytes (%d) when the forwarder started: %w",
-			topic, len(body), f.limits[topic], err)
+	if tooLarge(err) {
+		// The message fits the limit read (or guessed) at start, but the
+		// broker refused the batch it was in, whole: nothing of it was
+		// written. Alone, it is judged on its own.
+		return f.produceAlone(ctx, rec)
 	}
 	if err != nil {
-		return Stored{}, fmt.Errorf("produce to %s: %w", topic, err)
+		return Stored{}, fmt.Errorf("produce to %s: %w", rec.Topic, err)
 	}
 	return Stored{}, nil
 }
 
-// Close flushes and closes the producer.
-func (f *KafkaForwarder) Close() { f.cl.Close() }
+// produceAlone produces rec in a batch of its own: too large only if the
+// broker refuses it so.
+func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Stored, error) {
+	f.aloneMu.Lock()
+	defer f.aloneMu.Unlock()
+	err := f.alone.ProduceSync(ctx, rec).FirstErr()
+	if tooLarge(err) {
+		return Stored{}, fmt.Errorf("%w: topic %s refuses a message of %d bytes alone (its max.message.bytes, %d when the forwarder started): %w",
+			ErrTooLarge, rec.Topic, len(rec.Value), f.limits[rec.Topic], err)
+	}
+	if err != nil {
+		return Stored{}, fmt.Errorf("produce to %s: %w", rec.Topic, err)
+	}
+	return Stored{}, nil
+}
+
+func tooLarge(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
+}
+
+// Close flushes and closes the producers.
+func (f *KafkaForwarder) Close() {
+	f.cl.Close()
+	f.alone.Close()
+}

@@ -66,7 +66,8 @@ func createTopic(t *testing.T, c *kfake.Cluster, topic string, limit int) {
 // were answered 413, which clients do not retry, so they were dropped.
 // Batches are bounded by the topic's limit, read from the broker (kfake
 // refuses a batch past it as Kafka does): all eight are stored. A request
-// alone past the limit is refused as too large, one exactly at it is not.
+// alone past the limit (incompressible) is refused as too large, one
+// exactly at it is not.
 func TestForwardBatchesWithinTheTopicLimit(t *testing.T) {
 	const topic, limit, requests = "otlp_spans", 1 << 20, 8
 	c := kafkatest.Cluster(t, 1)
@@ -119,17 +120,20 @@ func TestForwardBatchesWithinTheTopicLimit(t *testing.T) {
 		}
 	}
 
-	// One message alone: its batch at the limit goes (franz-go and the
-	// broker count it as loneBatchBytes does), one byte more is refused
-	// before producing.
+	// One incompressible message alone: its batch at the broker's limit
+	// goes (franz-go counts 4 bytes more than the broker, as
+	// loneBatchBytes does), one byte more is refused by the broker, as
+	// too large.
 	size := limit - 200
-	for loneBatchBytes(&kgo.Record{Value: make([]byte, size), Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("big")}, {Key: "otlp-signal", Value: []byte(Traces)}}}) < limit {
+	for loneBatchBytes(&kgo.Record{Value: make([]byte, size), Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("big")}, {Key: "otlp-signal", Value: []byte(Traces)}}}) < limit+4 {
 		size++
 	}
-	if _, err := f.Forward(t.Context(), Traces, "big", make([]byte, size)); err != nil {
+	big := make([]byte, size+1)
+	_, _ = rng.Read(big)
+	if _, err := f.Forward(t.Context(), Traces, "big", big[:size]); err != nil {
 		t.Errorf("a request whose message is %d bytes, at the limit: %v", size, err)
 	}
-	if _, err := f.Forward(t.Context(), Traces, "big", make([]byte, size+1)); !errors.Is(err, ErrTooLarge) {
+	if _, err := f.Forward(t.Context(), Traces, "big", big); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a request whose message is past the limit: %v, want ErrTooLarge", err)
 	}
 }
