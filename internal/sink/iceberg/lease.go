@@ -55,9 +55,12 @@ const (
 	// lease long before any orphan cleanup may judge it.
 	leaseInterval = 5 * time.Minute
 	// leaseStaleAfter is the age (by the store's modification time, the
-	// clock orphan cleanup judges files by) past which a lease is a dead
-	// process's: two rewrites missed.
-	leaseStaleAfter = 3 * leaseInterval
+	// clock orphan cleanup judges files by, against the clock of the host
+	// running it) past which a lease is a dead process's: five rewrites
+	// missed, which tolerates 25 minutes of skew between the two clocks
+	// and stays under MinOrphanAge, so a dead process's files wait no
+	// longer than their grace period.
+	leaseStaleAfter = 6 * leaseInterval
 	// leaseDir is the leases' directory under a table's location.
 	leaseDir = "tracelake-staging"
 )
