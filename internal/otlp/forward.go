@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -40,11 +39,19 @@ type KafkaForwarder struct {
 	header string
 	// limits is each topic's max.message.bytes; read only once made.
 	limits map[string]int32
-	// alone produces one message at a time, its batches bounded by the
-	// largest request: each is a batch of its own.
-	alone   *kgo.Client
-	aloneMu sync.Mutex
+	// alone produces one message at a time (its turn is the one slot of
+	// aloneTurn): each is a batch of its own.
+	alone     *kgo.Client
+	aloneTurn chan struct{}
 }
+
+// aloneBatchBytes bounds the alone producer's batches: not the largest
+// request body, as an OTLP/JSON request is forwarded re-encoded as
+// protobuf, which can be several times larger; under the brokers' default
+// socket.request.max.bytes (100 MiB) with room for the request around
+// the batch. franz-go refuses a larger message itself, which the broker
+// would refuse too.
+const aloneBatchBytes = 99 << 20
 
 // kafkaDefaultMaxMessageBytes is Kafka's default max.message.bytes (and
 // message.max.bytes): 1 MiB plus the 12 bytes of a batch's offset and
@@ -106,14 +113,14 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
 	}
 	alone, err := kgo.NewClient(slices.Concat(opts, produce, []kgo.Opt{
-		kgo.ProducerBatchMaxBytes(int32(min(maxBytes+1<<16, 1<<30))),
+		kgo.ProducerBatchMaxBytes(aloneBatchBytes),
 		kgo.ProducerLinger(0),
 	})...)
 	if err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
 	}
-	return &KafkaForwarder{cl: cl, alone: alone, topics: topics, header: tenantHeader, limits: limits}, nil
+	return &KafkaForwarder{cl: cl, alone: alone, aloneTurn: make(chan struct{}, 1), topics: topics, header: tenantHeader, limits: limits}, nil
 }
 
 // readLimits asks the brokers for each topic's max.message.bytes; a topic
@@ -234,8 +241,12 @@ func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, bod
 // produceAlone produces rec in a batch of its own: too large only if the
 // broker refuses it so.
 func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Stored, error) {
-	f.aloneMu.Lock()
-	defer f.aloneMu.Unlock()
+	select {
+	case f.aloneTurn <- struct{}{}:
+	case <-ctx.Done():
+		return Stored{}, fmt.Errorf("produce to %s: waiting for the producer of large messages: %w", rec.Topic, ctx.Err())
+	}
+	defer func() { <-f.aloneTurn }()
 	err := f.alone.ProduceSync(ctx, rec).FirstErr()
 	if tooLarge(err) {
 		return Stored{}, fmt.Errorf("%w: topic %s refuses a message of %d bytes alone (its max.message.bytes, %d when the forwarder started): %w",

@@ -1,0 +1,147 @@
+package otlp
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tracelake/tracelake/internal/kafka/kafkatest"
+)
+
+// An OTLP/JSON request under otlp.max_body_bytes is re-encoded as protobuf
+// before it is forwarded, and protobuf can be several times larger (a
+// fixed64 bucket count or a double bound is 8 bytes, "0," in JSON is 2).
+// Past the topic's limit uncompressed, it goes to the lone producer, and is
+// stored: the broker takes it (zeros compress to a few percent under
+// snappy). With the lone producer's batches bounded by
+// max_body_bytes+64KiB, franz-go refused the record itself (nothing sent)
+// and the forwarder answered 413 (found by an outside review).
+func TestForwardJSONGrownPastBodyLimitIsNotRefusedByTheClient(t *testing.T) {
+	const topic, limit, maxBody = "otlp_metrics", 1 << 20, 1 << 20
+	c := kafkatest.Cluster(t, 1)
+	createTopic(t, c, topic, limit)
+	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Metrics: topic}, "tenant", maxBody, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	const n = 240_000
+	zeros := strings.TrimSuffix(strings.Repeat("0,", n), ",")
+	js := `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"latency","histogram":{"aggregationTemporality":2,"dataPoints":[{"count":"0","bucketCounts":[` +
+		zeros + `,0],"explicitBounds":[` + zeros + `]}]}}]}]}]}`
+	if len(js) > maxBody {
+		t.Fatalf("the JSON request is %d bytes, past max_body_bytes %d", len(js), maxBody)
+	}
+	var sig signal
+	for _, s := range signals {
+		if s.name == Metrics {
+			sig = s
+		}
+	}
+	body, items, err := sig.decode([]byte(js), true)
+	if err != nil || items != 1 {
+		t.Fatalf("decode: %d items, %v", items, err)
+	}
+	t.Logf("JSON %d bytes (max_body_bytes %d) -> protobuf %d bytes", len(js), maxBody, len(body))
+	if _, err := f.Forward(t.Context(), Metrics, "team-a", body); err != nil {
+		t.Fatalf("a request the receivers took (JSON %d bytes), %d bytes of zeros as protobuf, to a topic of %d bytes: %v (ErrTooLarge, a 413: %v)",
+			len(js), len(body), limit, err, errors.Is(err, ErrTooLarge))
+	}
+}
+
+// The control: the broker takes that very message alone (a producer whose
+// batch bound does not refuse it first).
+func TestForwardJSONGrownControlBrokerTakesIt(t *testing.T) {
+	const topic, limit = "otlp_metrics", 1 << 20
+	c := kafkatest.Cluster(t, 1)
+	createTopic(t, c, topic, limit)
+	body := make([]byte, 3840056) // zeros, as the protobuf above mostly is
+	cl := kafkatest.Client(t, c, kgo.ProducerBatchMaxBytes(16<<20))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: body}).FirstErr(); err != nil {
+		t.Fatalf("the broker refuses %d bytes of zeros alone: %v", len(body), err)
+	}
+}
+
+// A request waiting for its turn at the lone producer honours its context:
+// while another lone request's produce is unanswered (a slow or dead
+// broker: up to RecordDeliveryTimeout, 30s, each, and they queue), it
+// stayed blocked on a mutex once its context was done, holding its
+// handler, its max_inflight_bytes and a max_concurrent_requests slot
+// (found by an outside review).
+func TestForwardWaitingForTheLoneProducerHonoursItsContext(t *testing.T) {
+	// The limit guessed at start (1 MiB; the brokers did not answer), the
+	// topic taking 8 MiB: 2 MiB requests go to the lone producer and fit.
+	const topic = "otlp_spans"
+	c := kafkatest.Cluster(t, 1)
+	createTopic(t, c, topic, 8<<20)
+	unanswered, cancelStart := context.WithCancel(t.Context())
+	cancelStart()
+	f, err := NewKafkaForwarder(unanswered, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Traces: topic}, "tenant", 8<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	held, release := make(chan struct{}), make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		close(held)
+		c.SleepControl(func() { <-release })
+		c.DropControl()
+		return nil, nil, false
+	})
+	var released bool
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+
+	big := func(seed byte) []byte { // incompressible, past the guessed limit: produced alone
+		b := make([]byte, 2<<20)
+		_, _ = rand.NewChaCha8([32]byte{seed}).Read(b)
+		return b
+	}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := f.Forward(context.Background(), Traces, "team-a", big(1))
+		aDone <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first lone produce never reached the broker")
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := f.Forward(ctx, Traces, "team-b", big(2))
+		bDone <- err
+	}()
+	answered := false
+	select {
+	case err := <-bDone:
+		answered = true
+		if err == nil {
+			t.Error("a request whose context ended before it was produced was acknowledged")
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("a request whose context ended 200ms in is still waiting 5s later, behind another request's produce")
+	}
+	close(release)
+	released = true
+	if err := <-aDone; err != nil {
+		t.Errorf("the first request: %v", err)
+	}
+	if !answered {
+		<-bDone
+	}
+}
