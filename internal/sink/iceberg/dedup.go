@@ -117,11 +117,16 @@ func (s *Sink) Dedup(ctx context.Context, identity []string) (DedupResult, error
 	if err == nil {
 		summary := maps.Clone(set)
 		summary["tracelake.operation"] = "dedup"
-		if len(files) > 0 { // else only the positions move: all were copies
-			err = txn.AddDataFiles(ctx, files, summary, table.WithoutDuplicateCheck())
-		}
+		// With no file (all were copies) only the positions move, in an
+		// empty snapshot: a commit of properties alone would pass the
+		// snapshot assertion after another merge's, and a stale merge
+		// would set the positions back.
+		err = addFiles(ctx, txn, tgt, tgtSchema, files, summary)
 	}
 	if err == nil {
+		if s.beforeDedupCommit != nil {
+			s.beforeDedupCommit()
+		}
 		_, err = txn.Commit(ctx)
 	}
 	if err != nil {

@@ -234,3 +234,37 @@ func TestDedupHashesRecordsWithoutAnId(t *testing.T) {
 		t.Errorf("read %d, inserted %d, target %v; want 6, 3: hello and world once, there", res.Read, res.Inserted, rows)
 	}
 }
+
+// A merge whose rows were all copies moves the target's positions in an
+// empty snapshot: a stale merge (its increment read before another
+// merge's commit) then loses the race instead of setting the positions
+// back. It committed properties alone, which the snapshot assertion did
+// not stop, and the rows between were merged again.
+func TestStaleDedupDoesNotLowerThePositions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, other := openTyped(t, dir, &otel.Spans), openTyped(t, dir, &otel.Spans)
+	id := []string{"tenant_id", "trace_id", "span_id"}
+	a := spansRequest(t, time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), 1, 2)
+	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 0, a))
+	if _, err := s.Dedup(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 1, a)) // a client's retry: copies
+	raced := false
+	s.SetBeforeDedupCommit(func() {
+		if raced {
+			return
+		}
+		raced = true
+		// Another copy, and another process's merge of both.
+		load(t, other, otlpBatch(t, otel.SignalTraces, 0, 2, a))
+		if _, err := other.Dedup(ctx, id); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := s.Dedup(ctx, id); err == nil || !iceberg.LostRace(err) {
+		t.Errorf("the stale merge: %v, want a lost race", err)
+	}
+	checkCounts(t, s, iceberg.DedupCounts{Rows: 6, Identities: 2, Kept: 2, Pending: 0})
+}

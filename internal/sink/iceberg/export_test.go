@@ -168,3 +168,6 @@ func (s *Sink) Queued() int {
 	defer s.group.Unlock()
 	return len(s.group.queue)
 }
+
+// SetBeforeDedupCommit runs f in each Dedup right before its commit.
+func (s *Sink) SetBeforeDedupCommit(f func()) { s.beforeDedupCommit = f }

@@ -176,8 +176,8 @@ type Sink struct {
 	lease leases
 
 	// Tests: make a load or a maintenance commit lose a race.
-	beforeLoadCommit, beforeMaintenanceCommit func()
-	beforeCatalogCommit                       func(table string)
+	beforeLoadCommit, beforeMaintenanceCommit, beforeDedupCommit func()
+	beforeCatalogCommit                                          func(table string)
 }
 
 // Open opens (or creates) the catalog.
