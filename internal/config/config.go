@@ -385,9 +385,9 @@ type OTLP struct {
 	GRPC string `yaml:"grpc"`
 	// MaxBodyBytes bounds one request after decompression (HTTP 413, gRPC
 	// ResourceExhausted past it). In forward mode a request whose message
-	// is past its topic's max.message.bytes (read from the brokers at
-	// start; Kafka's default is 1MiB) is answered 413 too: give the
-	// topics a limit this large. Default 8MiB.
+	// the broker refuses alone, compressed, as past its topic's
+	// max.message.bytes (Kafka's default is 1MiB) is answered 413 too:
+	// give the topics a limit this large. Default 8MiB.
 	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
 	// MaxConcurrentRequests bounds the requests in progress at once (HTTP
 	// 429, gRPC Unavailable past it, both with a retry delay); 0 for no

@@ -48,10 +48,7 @@ func TestDerivedRowsAreCommittedAndFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rebuilt []byte
-	for o := range int64(20) {
-		rebuilt = sinktest.OpRow(rebuilt, o, 654321)
-	}
+	rebuilt := opRows(20, 654321)
 	if n, err := s.ReplaceDerived(ctx, r, [][]byte{rebuilt}); err != nil || n != 20 {
 		t.Fatalf("rebuild: %d rows, %v", n, err)
 	}
@@ -243,10 +240,7 @@ func TestRebuildTakesTheMainTablesPositions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rebuilt []byte
-	for o := range int64(10) {
-		rebuilt = sinktest.OpRow(rebuilt, o, 2)
-	}
+	rebuilt := opRows(10, 2)
 	if n, err := s.ReplaceDerived(ctx, r, [][]byte{rebuilt}); err != nil || n != 10 {
 		t.Fatalf("rebuild: %d rows, %v", n, err)
 	}
@@ -272,10 +266,7 @@ func TestRebuildFailsOverALoadThatLandedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rebuilt []byte // the operations of the spans read: offsets 0-9
-	for o := range int64(10) {
-		rebuilt = sinktest.OpRow(rebuilt, o, 2)
-	}
+	rebuilt := opRows(10, 2) // the operations of the spans read: offsets 0-9
 	load(t, s, sinktest.DerivedBatch(10, 19, 1)) // meanwhile
 	if _, err := s.ReplaceDerived(ctx, r, [][]byte{rebuilt}); err == nil {
 		t.Error("the rebuild committed over a load that landed while it read the spans")
@@ -283,4 +274,13 @@ func TestRebuildFailsOverALoadThatLandedMeanwhile(t *testing.T) {
 	if ops := operations(t, s); len(ops) != 20 {
 		t.Errorf("%d operations, want the loads' 20", len(ops))
 	}
+}
+
+// opRows are the Ops rows of offsets 0..n-1 costing dollars (a rebuild's).
+func opRows(n int64, dollars int) []byte {
+	var rows []byte
+	for o := range n {
+		rows = sinktest.OpRow(rows, o, dollars)
+	}
+	return rows
 }

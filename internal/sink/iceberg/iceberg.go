@@ -564,19 +564,33 @@ func parsePositions(props iceberggo.Properties) (map[sink.TopicPartition]int64, 
 		}
 	}
 	for k, v := range props {
-		tail, ok := strings.CutPrefix(k, PositionKeyPrefix)
+		tp, ok, perr := partitionKey(k, PositionKeyPrefix)
 		if !ok {
 			continue
 		}
-		dot := strings.LastIndexByte(tail, '.')
-		part, perr := strconv.ParseInt(tail[dot+1:], 10, 32)
 		next, nerr := strconv.ParseInt(v, 10, 64)
-		if dot <= 0 || perr != nil || nerr != nil || part < 0 || next < 0 {
+		if perr != nil || nerr != nil || next < 0 {
 			return nil, fmt.Errorf("property %s=%q: want %s<topic>.<partition> = the next offset to load", k, v, PositionKeyPrefix)
 		}
-		out[sink.TopicPartition{Topic: tail[:dot], Partition: int32(part)}] = next
+		out[tp] = next
 	}
 	return out, nil
+}
+
+// partitionKey reads the partition a property named prefix<topic>.<partition>
+// is about (topic names may hold dots, partitions do not); ok is false
+// for a property without prefix.
+func partitionKey(key, prefix string) (tp sink.TopicPartition, ok bool, err error) {
+	tail, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return tp, false, nil
+	}
+	dot := strings.LastIndexByte(tail, '.')
+	part, err := strconv.ParseInt(tail[dot+1:], 10, 32)
+	if dot <= 0 || err != nil || part < 0 {
+		return tp, true, fmt.Errorf("property %s: want %s<topic>.<partition>", key, prefix)
+	}
+	return sink.TopicPartition{Topic: tail[:dot], Partition: int32(part)}, true, nil
 }
 
 // formatPositions renders positions as properties to set, sorted.
@@ -665,11 +679,7 @@ func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last 
 	first = max(first, start[tp])
 	next := maps.Clone(start)
 	next[tp] = last + 1
-	txn := fresh.NewTransaction()
-	if err := txn.AssertRefSnapshotID(""); err != nil {
-		return err
-	}
-	set, err := setPositions(txn, fresh.Properties(), start, next)
+	txn, summary, err := beginPositionsCommit(fresh, start, next, newLoadID())
 	if err != nil {
 		return err
 	}
@@ -681,8 +691,6 @@ func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last 
 	if err := txn.SetProperties(iceberggo.Properties{key: runs}); err != nil {
 		return err
 	}
-	summary := maps.Clone(set)
-	summary[loadIDKey] = strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := addFiles(ctx, txn, fresh, s.mainSchema(), nil, summary); err != nil {
 		return err
 	}
@@ -703,16 +711,13 @@ func (s *Sink) Abandoned(ctx context.Context) (map[sink.TopicPartition][]sink.Ru
 	}
 	out := map[sink.TopicPartition][]sink.Run{}
 	for k, v := range tbl.Properties() {
-		tail, ok := strings.CutPrefix(k, abandonedKeyPrefix)
+		tp, ok, err := partitionKey(k, abandonedKeyPrefix)
 		if !ok {
 			continue
 		}
-		dot := strings.LastIndexByte(tail, '.')
-		part, err := strconv.ParseInt(tail[dot+1:], 10, 32)
-		if dot <= 0 || err != nil {
-			return nil, fmt.Errorf("property %s: want %s<topic>.<partition>", k, abandonedKeyPrefix)
+		if err != nil {
+			return nil, err
 		}
-		tp := sink.TopicPartition{Topic: tail[:dot], Partition: int32(part)}
 		for _, r := range strings.Split(v, ",") {
 			var run sink.Run
 			if _, err := fmt.Sscanf(r, "%d-%d", &run.First, &run.Last); err != nil || run.First > run.Last {
@@ -812,11 +817,7 @@ func (s *Sink) removeFiles(ctx context.Context, tbl *table.Table, files []iceber
 	fsys, err := tbl.FS(ctx)
 	if err == nil {
 		for _, f := range files {
-			err = fsys.Remove(f.FilePath())
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil // orphan cleanup's work: removed all the same
-			}
-			if err != nil {
+			if err = removeFile(fsys, f.FilePath()); err != nil {
 				break
 			}
 		}
@@ -827,6 +828,15 @@ func (s *Sink) removeFiles(ctx context.Context, tbl *table.Table, files []iceber
 		return
 	}
 	s.log.Info("deleted the data files of a failed commit", "table", name(tbl.Identifier()), "files", len(files))
+}
+
+// removeFile removes path, a file already gone (orphan cleanup's work)
+// counting as removed.
+func removeFile(fsys icebergio.IO, path string) error {
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // DataFiles lists the data files of a table's (the dead-letter table's

@@ -1125,10 +1125,7 @@ func TestStaleDeadLetterOnlyLoadDoesNotLowerThePosition(t *testing.T) {
 func TestFailedGroupMemberCanDiscard(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openSink(t, dir, false)
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
 	stage := func(p int32) sink.File {
 		f, err := s.Stage(ctx, batch(p, 0, 9))
 		if err != nil {

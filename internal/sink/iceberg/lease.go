@@ -205,10 +205,7 @@ func (s *Sink) removeLease(ctx context.Context, k kind, path string) error {
 	if err != nil {
 		return err
 	}
-	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return removeFile(fsys, path)
 }
 
 // stagedPaths lists the files of the batches kept, per table.
@@ -280,7 +277,7 @@ func (s *Sink) readLeases(ctx context.Context, tbl *table.Table, dryRun bool) (m
 		if age := time.Since(l.at); age > leaseStaleAfter {
 			s.log.Info("ignoring a stale staging lease: its process stopped renewing it", "lease", l.path, "age", age.Round(time.Second))
 			if !dryRun {
-				if err := fsys.Remove(l.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if err := removeFile(fsys, l.path); err != nil {
 					s.log.Warn("could not delete a stale staging lease", "lease", l.path, "err", err)
 				}
 			}

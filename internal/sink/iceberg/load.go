@@ -338,7 +338,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		}
 		return results
 	}
-	loadID := strconv.FormatInt(time.Now().UnixNano(), 36)
+	loadID := newLoadID()
 	counts := map[kind][]map[sink.TopicPartition]int64{}
 	landed := false // a table's commit of this group landed
 	for _, k := range s.kinds() {
@@ -482,21 +482,10 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		// repeated load).
 		return counts, false, nil
 	}
-	txn := fresh.NewTransaction()
-	// The positions are computed from the table as read here: the commit
-	// must land on exactly that snapshot. Pinned, a moved branch fails it
-	// (the retry reads the positions again), even if someone later sets
-	// commit.retry.num-retries, with which iceberg-go would otherwise
-	// replay these positions onto the newer table.
-	if err := txn.AssertRefSnapshotID(""); err != nil {
-		return nil, false, err
-	}
-	set, err := setPositions(txn, fresh.Properties(), start, next)
+	txn, summary, err := beginPositionsCommit(fresh, start, next, loadID)
 	if err != nil {
 		return nil, false, err
 	}
-	summary := maps.Clone(set)
-	summary[loadIDKey] = loadID
 	if err := addFiles(ctx, txn, fresh, s.schemaOf(k), add, summary); err != nil {
 		return nil, false, err
 	}
@@ -525,6 +514,31 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	s.remember(committed)
 	return counts, true, nil
+}
+
+// newLoadID names a load (its snapshots' tracelake.load-id).
+func newLoadID() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
+
+// beginPositionsCommit begins a commit of tbl that moves its positions
+// from start (as read from tbl) to next, and returns it with the summary
+// of its snapshot: the positions it sets and loadID. The positions are
+// computed from the table as read: the commit must land on exactly that
+// snapshot. Pinned, a moved branch fails it (the retry reads the
+// positions again), even if someone later sets commit.retry.num-retries,
+// with which iceberg-go would otherwise replay these positions onto the
+// newer table.
+func beginPositionsCommit(tbl *table.Table, start, next map[sink.TopicPartition]int64, loadID string) (*table.Transaction, iceberggo.Properties, error) {
+	txn := tbl.NewTransaction()
+	if err := txn.AssertRefSnapshotID(""); err != nil {
+		return nil, nil, err
+	}
+	set, err := setPositions(txn, tbl.Properties(), start, next)
+	if err != nil {
+		return nil, nil, err
+	}
+	summary := maps.Clone(set)
+	summary[loadIDKey] = loadID
+	return txn, summary, nil
 }
 
 // addFiles adds files to tbl in txn, in a snapshot with summary. With no
@@ -787,16 +801,15 @@ func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, chunks [][]byte) 
 // takePositions sets, in txn of table tbl, tbl's positions to pos: every
 // partition's pos has, none other.
 func takePositions(txn *table.Transaction, tbl *table.Table, pos map[sink.TopicPartition]int64) error {
-	var drop []string
-	for k := range tbl.Properties() {
-		if isPositionKey(k) {
-			drop = append(drop, k)
-		}
-	}
 	set := iceberggo.Properties{}
 	for tp, n := range pos {
 		set[positionKey(tp)] = strconv.FormatInt(n, 10)
-		drop = slices.DeleteFunc(drop, func(k string) bool { return k == positionKey(tp) })
+	}
+	var drop []string
+	for k := range tbl.Properties() {
+		if _, kept := set[k]; isPositionKey(k) && !kept {
+			drop = append(drop, k)
+		}
 	}
 	if len(drop) > 0 {
 		if err := txn.RemoveProperties(drop); err != nil {

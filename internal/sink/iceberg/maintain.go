@@ -365,7 +365,7 @@ func deletePaths(ctx context.Context, fsys icebergio.IO, paths []string) (int, e
 	n := 0
 	var errs []error
 	for _, p := range paths {
-		if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := removeFile(fsys, p); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s: %w", p, err))
 			continue
 		}
