@@ -1,0 +1,41 @@
+// Package query is tracelake's one read path: it answers read-only SQL
+// over the declared tables for a caller's scope (one tenant, or every
+// tenant for the operator) as a stream of Arrow record batches. The
+// Flight SQL server, the Grafana APIs and the commands that read a
+// running process's database all read through it.
+package query
+
+import (
+	"context"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// Reader answers queries for a scope.
+type Reader interface {
+	// Query runs one SELECT with its parameters ($1 or ? placeholders)
+	// and streams the result; the caller releases the reader, which
+	// frees what the query holds.
+	Query(ctx context.Context, s tenancy.Scope, sql string, params ...any) (array.RecordReader, error)
+	// Schema is the schema Query would answer for sql, without running it.
+	Schema(ctx context.Context, s tenancy.Scope, sql string) (*arrow.Schema, error)
+	// Tables lists the tables the scope may read, with their columns.
+	Tables(ctx context.Context, s tenancy.Scope) ([]Table, error)
+}
+
+// Table is a table a scope may read.
+type Table struct {
+	Name   string
+	Schema *arrow.Schema
+}
+
+// RefusedError is a query refused before it ran: not a single SELECT, or
+// one that reads what its scope may not (a table it was not given, a
+// file, a setting). Protocols answer it as the caller's error
+// (InvalidArgument / 400), never as the server's.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return "query refused: " + e.Reason }
