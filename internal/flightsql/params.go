@@ -1,0 +1,183 @@
+package flightsql
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+)
+
+// Parameters are bound as record batches (DoPut on a prepared statement):
+// one column per placeholder, one row per execution. The server keeps
+// them in the statement's handle as an Arrow IPC stream and hands them to
+// Reader.Query as Go values.
+
+// bindParams reads the parameter batches a client sends into the IPC
+// stream a handle carries; nil when they hold no row. Each value is
+// checked now, so that a parameter of a type the server cannot pass is
+// refused when bound rather than when run.
+func bindParams(rdr array.RecordReader) ([]byte, error) {
+	var (
+		buf  bytes.Buffer
+		w    *ipc.Writer
+		rows int64
+	)
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		if _, err := rowValues(rec, nil); err != nil {
+			return nil, err
+		}
+		if w == nil {
+			w = ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(alloc))
+		}
+		if err := w.Write(rec); err != nil {
+			return nil, fmt.Errorf("keep the bound parameters: %w", err)
+		}
+		rows += rec.NumRows()
+		if buf.Len() > maxParamBytes {
+			return nil, grpcstatus.Errorf(codes.InvalidArgument, "the bound parameters take more than %d bytes", maxParamBytes)
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "read the bound parameters: %v", err)
+	}
+	if w == nil || rows == 0 {
+		return nil, nil
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("keep the bound parameters: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// paramRows are the executions a handle's parameters ask for: one list
+// of values per bound row; one execution without parameters when none
+// are bound.
+func paramRows(b []byte) ([][]any, error) {
+	if b == nil {
+		return [][]any{nil}, nil
+	}
+	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(alloc))
+	if err != nil {
+		return nil, errBadHandle
+	}
+	defer r.Release()
+	var rows [][]any
+	for r.Next() {
+		if rows, err = rowValues(r.RecordBatch(), rows); err != nil {
+			return nil, err
+		}
+	}
+	if r.Err() != nil {
+		return nil, errBadHandle
+	}
+	return rows, nil
+}
+
+// rowValues appends the values of each row of rec to rows.
+func rowValues(rec arrow.RecordBatch, rows [][]any) ([][]any, error) {
+	for i := range int(rec.NumRows()) {
+		row := make([]any, rec.NumCols())
+		for c, col := range rec.Columns() {
+			v, err := value(col, i)
+			if err != nil {
+				return nil, grpcstatus.Errorf(codes.InvalidArgument, "parameter %d (%s): %v", c+1, rec.Schema().Field(c).Name, err)
+			}
+			row[c] = v
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+var errParamType = errors.New("type not supported as a parameter")
+
+// value is the Go value of a[i] as Reader.Query takes it: nil, bool,
+// the integer and float types, string, []byte, time.Time (dates, times of
+// day on 1970-01-01, timestamps in UTC or their zone), time.Duration, and
+// decimals as their exact decimal string.
+func value(a arrow.Array, i int) (any, error) {
+	if a.IsNull(i) {
+		return nil, nil
+	}
+	switch a := a.(type) {
+	case *array.Boolean:
+		return a.Value(i), nil
+	case *array.Int8:
+		return a.Value(i), nil
+	case *array.Int16:
+		return a.Value(i), nil
+	case *array.Int32:
+		return a.Value(i), nil
+	case *array.Int64:
+		return a.Value(i), nil
+	case *array.Uint8:
+		return a.Value(i), nil
+	case *array.Uint16:
+		return a.Value(i), nil
+	case *array.Uint32:
+		return a.Value(i), nil
+	case *array.Uint64:
+		return a.Value(i), nil
+	case *array.Float16:
+		return a.Value(i).Float32(), nil
+	case *array.Float32:
+		return a.Value(i), nil
+	case *array.Float64:
+		return a.Value(i), nil
+	case *array.String:
+		return a.Value(i), nil
+	case *array.LargeString:
+		return a.Value(i), nil
+	case *array.StringView:
+		return a.Value(i), nil
+	case *array.Binary:
+		return slices.Clone(a.Value(i)), nil
+	case *array.LargeBinary:
+		return slices.Clone(a.Value(i)), nil
+	case *array.BinaryView:
+		return slices.Clone(a.Value(i)), nil
+	case *array.FixedSizeBinary:
+		return slices.Clone(a.Value(i)), nil
+	case *array.Date32:
+		return a.Value(i).ToTime(), nil
+	case *array.Date64:
+		return a.Value(i).ToTime(), nil
+	case *array.Time32:
+		return a.Value(i).ToTime(a.DataType().(*arrow.Time32Type).Unit), nil
+	case *array.Time64:
+		return a.Value(i).ToTime(a.DataType().(*arrow.Time64Type).Unit), nil
+	case *array.Timestamp:
+		toTime, err := a.DataType().(*arrow.TimestampType).GetToTimeFunc()
+		if err != nil {
+			return nil, err
+		}
+		return toTime(a.Value(i)), nil
+	case *array.Duration:
+		return time.Duration(a.Value(i)) * a.DataType().(*arrow.DurationType).Unit.Multiplier(), nil
+	case *array.Decimal128:
+		return a.Value(i).ToString(a.DataType().(*arrow.Decimal128Type).Scale), nil
+	case *array.Decimal256:
+		return a.Value(i).ToString(a.DataType().(*arrow.Decimal256Type).Scale), nil
+	case array.Union:
+		// A client that takes the parameter types as unions (or a
+		// server that declared them so) sends the value in one child.
+		var child int
+		if d, ok := a.(*array.DenseUnion); ok {
+			child = int(d.ValueOffset(i))
+		} else {
+			child = i
+		}
+		return value(a.Field(a.ChildID(i)), child)
+	case *array.Dictionary:
+		return value(a.Dictionary(), a.GetValueIndex(i))
+	}
+	return nil, fmt.Errorf("%w: %s", errParamType, a.DataType())
+}
