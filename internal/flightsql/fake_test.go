@@ -38,6 +38,11 @@ var positionsSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "offset", Type: arrow.PrimitiveTypes.Int64},
 }, nil)
 
+// endlessBatches ends the endless query all the same, so that a server
+// that read a result whole before sending it fails a test rather than
+// hanging it.
+const endlessBatches = 50_000
+
 // spanRows is how many rows of spans each tenant has; batchRows how many
 // a batch holds, so a tenant's rows come in 4 batches.
 const (
@@ -140,6 +145,12 @@ func (f *fakeReader) queries() []call {
 	return slices.Clone(f.calls)
 }
 
+func (f *fakeReader) tableScopes() []tenancy.Scope {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.tables)
+}
+
 // released waits until every reader handed out was released.
 func (f *fakeReader) released(t *testing.T) {
 	t.Helper()
@@ -158,7 +169,7 @@ type spanRow struct {
 }
 
 // reader streams rows in batches of batchRows, made one at a time; nil
-// rows stream forever (until ctx ends). failAfter ≥ 0 fails the reader
+// rows stream "forever" (endlessBatches, or until ctx ends). failAfter ≥ 0 fails the reader
 // after that many batches.
 func (f *fakeReader) reader(ctx context.Context, rows []spanRow, failAfter int) *lazyReader {
 	f.open.Add(1)
@@ -210,6 +221,9 @@ func (r *lazyReader) Next() bool {
 	}
 	var batch []spanRow
 	if r.endless {
+		if r.made == endlessBatches {
+			return false
+		}
 		for i := range batchRows {
 			batch = append(batch, spanRow{fmt.Sprintf("e-%d", r.made*batchRows+i), int64(r.made*batchRows + i)})
 		}

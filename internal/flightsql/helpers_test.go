@@ -24,12 +24,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// gRPC's client resolver and balancer goroutines end shortly
-		// after a connection closes; these started in init.
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-	)
+	goleak.VerifyTestMain(m)
 }
+
+// quiet is the servers' log in tests.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // setup starts a server over a new fakeReader with a plain client of
 // it.
@@ -44,8 +43,7 @@ func setup(t *testing.T, opts ...func(*Options)) (*fakeReader, *Server, *afsql.C
 // when the test ends.
 func start(t *testing.T, r *fakeReader, opts ...func(*Options)) *Server {
 	t.Helper()
-	o := Options{Listen: "127.0.0.1:0", Reader: r, Tenants: testTenants, Version: "1.2.3",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := Options{Listen: "127.0.0.1:0", Reader: r, Tenants: testTenants, Version: "1.2.3", Log: quiet}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -115,8 +113,7 @@ type spans struct {
 }
 
 // readSpans reads a result of spansSchema to its end and releases it.
-func readSpans(t *testing.T, rdr array.RecordReader) spans {
-	t.Helper()
+func readSpans(rdr array.RecordReader) (spans, error) {
 	defer rdr.Release()
 	var got spans
 	for rdr.Next() {
@@ -129,10 +126,7 @@ func readSpans(t *testing.T, rdr array.RecordReader) spans {
 			got.ns = append(got.ns, ns.Value(i))
 		}
 	}
-	if err := rdr.Err(); err != nil {
-		t.Fatalf("read the result: %v", err)
-	}
-	return got
+	return got, rdr.Err()
 }
 
 // statement is a statement of sql on c, closed when the test ends.
@@ -152,11 +146,32 @@ func statement(t *testing.T, c adbc.Connection, sql string) adbc.Statement {
 // runQuery runs sql on c and reads its result.
 func runQuery(t *testing.T, c adbc.Connection, sql string) spans {
 	t.Helper()
-	rdr, _, err := statement(t, c, sql).ExecuteQuery(context.Background())
+	got, err := execute(t, c, sql)
 	if err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-	return readSpans(t, rdr)
+	return got
+}
+
+func execute(t *testing.T, c adbc.Connection, sql string) (spans, error) {
+	t.Helper()
+	rdr, _, err := statement(t, c, sql).ExecuteQuery(context.Background())
+	if err != nil {
+		return spans{}, err
+	}
+	return readSpans(rdr)
+}
+
+// tryQuery connects to uri as adbcConn does and runs allSpans; the error
+// is the connection's or the query's.
+func tryQuery(t *testing.T, uri, tenant, token string, extra map[string]string) (spans, error) {
+	t.Helper()
+	c, err := adbcOpen(uri, tenant, token, extra)
+	if err != nil {
+		return spans{}, err
+	}
+	defer c.Close()
+	return execute(t, c, allSpans)
 }
 
 // client is a plain arrow-go Flight SQL client of addr, for the calls
@@ -222,6 +237,34 @@ func open(ctx context.Context, t *testing.T, c *afsql.Client, sql string) *fligh
 		t.Fatal(err)
 	}
 	return rdr
+}
+
+// column reads rdr to its end and releases it: the values of column col
+// as strings.
+func column(t *testing.T, rdr array.RecordReader, col int) []string {
+	t.Helper()
+	defer rdr.Release()
+	var got []string
+	for rdr.Next() {
+		a := rdr.RecordBatch().Column(col)
+		for i := range a.Len() {
+			got = append(got, a.ValueStr(i))
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// fetchColumn fetches a FlightInfo's one endpoint with ctx: column col.
+func fetchColumn(ctx context.Context, t *testing.T, c *afsql.Client, info *flight.FlightInfo, col int) []string {
+	t.Helper()
+	rdr, err := c.DoGet(ctx, info.Endpoint[0].Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return column(t, rdr, col)
 }
 
 // wantCode fails unless err is a gRPC status of code.

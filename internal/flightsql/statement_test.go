@@ -68,7 +68,11 @@ func TestPreparedStatementWithParameter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return readSpans(t, rdr)
+		got, err := readSpans(rdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
 	}
 	if got := run(7); !slices.Equal(got.names, []string{"a-7", "a-8", "a-9"}) {
 		t.Errorf("n >= 7: %v", got.names)
@@ -122,6 +126,7 @@ func TestCancelledReadReleasesTheReader(t *testing.T) {
 	r.released(t)
 	// gRPC's flow control lets the server run ahead of the client by a
 	// window; bounded all the same.
+	t.Logf("%d batches made", r.batches.Load())
 	if n := r.batches.Load(); n > 10_000 {
 		t.Errorf("%d batches made for a client that read 2", n)
 	}
@@ -199,7 +204,7 @@ func TestStatementSchema(t *testing.T) {
 // a nil Server.
 func TestShutdownCancelsStreams(t *testing.T) {
 	r := &fakeReader{}
-	s, err := Start(Options{Listen: "127.0.0.1:0", Reader: r, Tenants: testTenants})
+	s, err := Start(Options{Listen: "127.0.0.1:0", Reader: r, Tenants: testTenants, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
