@@ -26,6 +26,13 @@ const (
 	endlessSpans = "SELECT name, n FROM endless"
 	brokenSpans  = "SELECT name, n FROM broken"
 	deleteSpans  = "DELETE FROM spans"
+	wideSpans    = "SELECT name, n FROM wide" // wideRows rows of long names in one batch
+)
+
+// wideRows of wideName bytes: one batch of about 10 MiB.
+const (
+	wideRows = 20_000
+	wideName = 500
 )
 
 var spansSchema = arrow.NewSchema([]arrow.Field{
@@ -104,6 +111,14 @@ func (f *fakeReader) Query(ctx context.Context, s tenancy.Scope, sql string, par
 		return f.reader(ctx, nil, -1), nil
 	case brokenSpans:
 		return f.reader(ctx, rows, 1), nil
+	case wideSpans:
+		rows = rows[:0]
+		for n := range wideRows {
+			rows = append(rows, spanRow{fmt.Sprintf("%0*d", wideName, n), int64(n)})
+		}
+		r := f.reader(ctx, rows, -1)
+		r.per = wideRows
+		return r, nil
 	case deleteSpans:
 		return nil, &query.RefusedError{Reason: "only a single SELECT is answered"}
 	}
@@ -112,7 +127,7 @@ func (f *fakeReader) Query(ctx context.Context, s tenancy.Scope, sql string, par
 
 func (f *fakeReader) Schema(_ context.Context, _ tenancy.Scope, sql string) (*arrow.Schema, error) {
 	switch sql {
-	case allSpans, spansFrom, endlessSpans, brokenSpans:
+	case allSpans, spansFrom, endlessSpans, brokenSpans, wideSpans:
 		return spansSchema, nil
 	case deleteSpans:
 		return nil, &query.RefusedError{Reason: "only a single SELECT is answered"}
@@ -173,7 +188,7 @@ type spanRow struct {
 // after that many batches.
 func (f *fakeReader) reader(ctx context.Context, rows []spanRow, failAfter int) *lazyReader {
 	f.open.Add(1)
-	r := &lazyReader{ctx: ctx, f: f, rows: rows, endless: rows == nil, failAfter: failAfter}
+	r := &lazyReader{ctx: ctx, f: f, rows: rows, endless: rows == nil, failAfter: failAfter, per: batchRows}
 	r.refs.Store(1)
 	return r
 }
@@ -184,6 +199,7 @@ type lazyReader struct {
 	rows      []spanRow
 	endless   bool
 	failAfter int
+	per       int // rows a batch holds
 	made      int
 	refs      atomic.Int64
 	cur       arrow.RecordBatch
@@ -231,7 +247,7 @@ func (r *lazyReader) Next() bool {
 		if len(r.rows) == 0 {
 			return false
 		}
-		k := min(batchRows, len(r.rows))
+		k := min(r.per, len(r.rows))
 		batch, r.rows = r.rows[:k], r.rows[k:]
 	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, spansSchema)

@@ -2,6 +2,7 @@ package flightsql
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -130,6 +131,29 @@ func TestCancelledReadReleasesTheReader(t *testing.T) {
 	if n := r.batches.Load(); n > 10_000 {
 		t.Errorf("%d batches made for a client that read 2", n)
 	}
+}
+
+// A batch of the Reader's larger than gRPC clients take (4 MiB by
+// default) goes out in slices of its rows: a client with the default
+// limit reads it whole.
+func TestLargeBatchIsSliced(t *testing.T) {
+	r, _, c := setup(t)
+	ctx := as("a", "tok-a")
+	info, err := c.Execute(ctx, wideSpans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := fetch(ctx, t, c, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.names) != wideRows || got.names[wideRows-1] != fmt.Sprintf("%0*d", wideName, wideRows-1) {
+		t.Errorf("%d rows, want %d in order", len(got.names), wideRows)
+	}
+	if got.batches < 4 {
+		t.Errorf("%d batches for ~10 MiB, want slices of at most %d bytes", got.batches, maxBatchBytes)
+	}
+	r.released(t)
 }
 
 // A query failing mid-stream: the client gets Internal without the

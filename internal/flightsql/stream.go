@@ -72,12 +72,29 @@ func (h *handler) send(ctx context.Context, rdr array.RecordReader, ch chan<- fl
 	}()
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
-		rec.Retain() // the reader reuses it on Next; DoGet releases it once written
-		select {
-		case ch <- flight.StreamChunk{Data: rec}:
-		case <-ctx.Done():
-			rec.Release()
-			return ctx.Err()
+		rows, step := rec.NumRows(), rec.NumRows()
+		if size := batchBytes(rec); size > maxBatchBytes && rows > 1 {
+			step = max(1, rows*maxBatchBytes/size)
+		}
+		for lo := int64(0); ; lo += step {
+			// A slice shares the batch's memory and holds it; the whole
+			// batch is retained the same way (the reader reuses it on
+			// Next). DoGet releases each once written.
+			part := rec
+			if step < rows {
+				part = rec.NewSlice(lo, min(lo+step, rows))
+			} else {
+				rec.Retain()
+			}
+			select {
+			case ch <- flight.StreamChunk{Data: part}:
+			case <-ctx.Done():
+				part.Release()
+				return ctx.Err()
+			}
+			if lo+step >= rows {
+				break
+			}
 		}
 	}
 	if err := rdr.Err(); err != nil {
@@ -86,10 +103,41 @@ func (h *handler) send(ctx context.Context, rdr array.RecordReader, ch chan<- fl
 	return ctx.Err()
 }
 
+// maxBatchBytes bounds the batches sent: a larger one of the Reader's
+// goes out as slices of its rows (not copied) of about this size. gRPC
+// clients refuse a message past a limit (4 MiB by default in most; ADBC
+// sets 16 MiB), while an engine's batch may hold a great many rows; half
+// the common limit leaves room for rows of uneven size.
+const maxBatchBytes = 2 << 20
+
 // sendErr ends the stream with err, unless the call already ended.
 func (h *handler) sendErr(ctx context.Context, ch chan<- flight.StreamChunk, err error) {
 	select {
 	case ch <- flight.StreamChunk{Err: err}:
 	case <-ctx.Done():
 	}
+}
+
+// batchBytes is the size of the memory rec's columns hold (all of it, for
+// a batch that is a slice of a larger one), dictionaries aside: they go
+// in messages of their own, and slicing rows would not make them smaller.
+func batchBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, c := range rec.Columns() {
+		n += dataBytes(c.Data())
+	}
+	return n
+}
+
+func dataBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += dataBytes(c)
+	}
+	return n
 }
