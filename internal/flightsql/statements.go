@@ -130,7 +130,7 @@ func (h *handler) DoGetPreparedStatement(ctx context.Context, cmd afsql.Prepared
 }
 
 // handleFor decodes a handle and refuses it unless it was issued for the
-// caller's scope (see handle).
+// caller's scope (see handle); it runs under the caller's scope.
 func (h *handler) handleFor(ctx context.Context, b []byte) (handle, error) {
 	sc, err := h.scope(ctx)
 	if err != nil {
@@ -143,5 +143,6 @@ func (h *handler) handleFor(ctx context.Context, b []byte) (handle, error) {
 	if err := hd.check(sc); err != nil {
 		return handle{}, err
 	}
+	hd.scope = sc // the same; what runs is the caller's, whatever check takes
 	return hd, nil
 }
