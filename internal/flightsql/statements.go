@@ -141,6 +141,8 @@ func (h *handler) handleFor(ctx context.Context, b []byte) (handle, error) {
 		return handle{}, err
 	}
 	if err := hd.check(sc); err != nil {
+		// Worth a look: a ticket reached a client it was not issued to.
+		h.log.Warn("Flight SQL handle of another scope refused", "scope", sc.String())
 		return handle{}, err
 	}
 	hd.scope = sc // the same; what runs is the caller's, whatever check takes
