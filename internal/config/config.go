@@ -29,6 +29,7 @@ type Config struct {
 	Tenancy Tenancy `yaml:"tenancy"`
 	OTLP    OTLP    `yaml:"otlp"`
 	GenAI   GenAI   `yaml:"genai"`
+	Query   Query   `yaml:"query"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
 	// memory. Default 256MiB; the Kafka fetch size, the load size, DuckDB's
@@ -404,6 +405,31 @@ type OTLP struct {
 	TokensFile string `yaml:"tokens_file"`
 }
 
+// Query configures the read side: SQL over the tables while they load
+// (DuckDB: served by `tracelake run`; Iceberg: by `tracelake serve`).
+// Reads are read-only and scoped to one tenant, decided as the receivers
+// decide writes: the bearer token of otlp.tokens_file (its read
+// tenants), X-Scope-OrgID, else tenancy.default unless tenancy.required.
+type Query struct {
+	// FlightSQL is the Arrow Flight SQL listen address (host:port), for
+	// JDBC, ODBC and ADBC clients; "" (default) serves none.
+	FlightSQL string `yaml:"flight_sql"`
+	// TLS serves Flight SQL over TLS (mutual TLS with client_ca_file), as
+	// otlp.tls does the receivers.
+	TLS ReceiverTLS `yaml:"tls"`
+	// SharedTables are tables without a tenant_id column that every
+	// tenant may read whole; every other such table (the raw and
+	// dead-letter tables, the ledger) is the operator's alone. Default none.
+	SharedTables []string `yaml:"shared_tables"`
+	// MaxConcurrent bounds the queries running at once per process; more
+	// wait. Default 4.
+	MaxConcurrent int `yaml:"max_concurrent"`
+	// Refresh is how often `tracelake serve` looks for the Iceberg
+	// tables' new snapshots: a read sees a load at most this long after
+	// it committed. Default 5s.
+	Refresh Duration `yaml:"refresh"`
+}
+
 // OTLPForward are the topics accepted requests are written to. Defaults
 // are the OpenTelemetry Collector Kafka exporter's: otlp_spans, otlp_logs,
 // otlp_metrics.
@@ -522,6 +548,7 @@ func Default() *Config {
 			Signal:           SignalTraces,
 		},
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
+		Query:   Query{MaxConcurrent: 4, Refresh: Duration(5 * time.Second)},
 		GenAI:   GenAI{Operations: "auto", Table: "genai_operations"},
 		OTLP: OTLP{Mode: OTLPForwardMode, MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},

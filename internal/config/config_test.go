@@ -364,3 +364,24 @@ func TestForwardNeedsTenantHeader(t *testing.T) {
 		}
 	}
 }
+
+// The query section's bad values are named by key; its defaults pass.
+func TestQueryChecked(t *testing.T) {
+	for yaml, key := range map[string]string{
+		"query: {flight_sql: \"8815\"}":                               "query.flight_sql",
+		"query: {max_concurrent: 0}":                                  "query.max_concurrent",
+		"query: {refresh: 1ms}":                                       "query.refresh",
+		"query: {tls: {cert_file: c.pem}}":                            "query.tls.cert_file",
+		"query: {tls: {client_ca_file: ca.pem}}":                      "query.tls.client_ca_file",
+		"query: {flight_sql: \"127.0.0.1:8815\", shared_tables: [p]}": "",
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		if err != nil {
+			t.Fatalf("%s: %v", yaml, err)
+		}
+		err = cfg.ValidateOffline()
+		if key == "" && err != nil || key != "" && (err == nil || !strings.Contains(err.Error(), key+":")) {
+			t.Errorf("%s: %v, want an error naming %q", yaml, err, key)
+		}
+	}
+}

@@ -105,6 +105,7 @@ func (c *Config) validate(consuming bool) error {
 	check(!c.Forwards() || c.Tenancy.KafkaHeader != "", "tenancy.kafka_header",
 		"otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got \"\"")
 	c.OTLP.validate(check)
+	c.Query.validate(check)
 
 	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,
 		"batch.max_records", "want 1 to 10000000, got %d", c.Batch.MaxRecords)
@@ -220,6 +221,16 @@ func (c *Config) otelSource() string {
 	return "kafka.format " + c.Kafka.Format
 }
 
+func (q *Query) validate(check func(ok bool, key, format string, args ...any)) {
+	if q.FlightSQL != "" {
+		_, _, err := net.SplitHostPort(q.FlightSQL)
+		check(err == nil, "query.flight_sql", "want host:port, got %q", q.FlightSQL)
+	}
+	q.TLS.validate("query.tls", check)
+	check(q.MaxConcurrent >= 1 && q.MaxConcurrent <= 1024, "query.max_concurrent", "want 1 to 1024, got %d", q.MaxConcurrent)
+	check(q.Refresh.D() >= 100*time.Millisecond, "query.refresh", "want 100ms or more, got %s", q.Refresh.D())
+}
+
 func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 	for key, addr := range map[string]string{"otlp.http": o.HTTP, "otlp.grpc": o.GRPC} {
 		if addr != "" {
@@ -237,7 +248,11 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 		check(topic != "" && !strings.ContainsAny(topic, " ,"), key, "want a topic name, got %q", topic)
 	}
 	check(!strings.ContainsAny(o.Forward.Topic, " ,"), "otlp.forward.topic", "want a topic name (or empty for one per signal), got %q", o.Forward.Topic)
-	t := o.TLS
-	check((t.CertFile == "") == (t.KeyFile == ""), "otlp.tls.cert_file", "set both cert_file and key_file, or neither")
-	check(t.ClientCAFile == "" || t.CertFile != "", "otlp.tls.client_ca_file", "mutual TLS needs the receivers' own cert_file and key_file too")
+	o.TLS.validate("otlp.tls", check)
+}
+
+// validate checks a server's TLS settings, under key.
+func (t ReceiverTLS) validate(key string, check func(ok bool, key, format string, args ...any)) {
+	check((t.CertFile == "") == (t.KeyFile == ""), key+".cert_file", "set both cert_file and key_file, or neither")
+	check(t.ClientCAFile == "" || t.CertFile != "", key+".client_ca_file", "mutual TLS needs the server's own cert_file and key_file too")
 }
