@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // Forwarder stores one accepted request durably, or says why it cannot.
@@ -235,7 +235,7 @@ func (r *Receivers) tenant(sent, token string) (string, *refusal) {
 		}
 		t = r.opt.DefaultTenant
 	}
-	if err := otel.CheckTenant(t); err != nil {
+	if err := tenancy.CheckTenant(t); err != nil {
 		return "", &refusal{http.StatusBadRequest, codes.InvalidArgument, err.Error(), false}
 	}
 	if r.opt.Tokens != nil {
