@@ -18,6 +18,7 @@ import (
 	"github.com/tracelake/tracelake/internal/otlp"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // startForwarding starts the configured OTLP receivers forwarding to
@@ -95,7 +96,7 @@ func startReceivers(cfg *config.Config, metrics *obs.Metrics, fwd otlp.Forwarder
 		return nil, err
 	}
 	if o.TokensFile != "" {
-		if ropt.Tokens, err = otlp.LoadTokens(o.TokensFile, slog.Default()); err != nil {
+		if ropt.Tokens, err = tenancy.LoadTokens(o.TokensFile, slog.Default()); err != nil {
 			return nil, err
 		}
 	}

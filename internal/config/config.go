@@ -400,8 +400,19 @@ type OTLP struct {
 	// TLS serves both receivers over TLS.
 	TLS ReceiverTLS `yaml:"tls"`
 	// TokensFile, when set, requires a bearer token of that file on every
-	// request, and the token must hold the request's tenant (401 / 403).
-	// The file is read again when it changes. See README.
+	// request, and the token must hold the request's tenant (401 / 403):
+	// for writing at the receivers, for reading at the query endpoints
+	// (the read side, when served; the same file and rules, see
+	// tenancy.Resolver). Each line is a token and its tenants, a
+	// comma-separated list or * for any: either one list, which the token
+	// may write and read (`s3cr3t team-a,team-b`, as before reads had
+	// their own), or fields write= and read=, in any order, either left
+	// out (`s3cr3t write=team-a read=team-a,team-b`); # starts a
+	// comment. A malformed line, an unknown field or a token on two
+	// lines is an error naming the line: at start, tracelake does not
+	// start; on a reload, the previous tokens stay. The file is read
+	// again within a second of a change. Default "": no tokens. See
+	// README.
 	TokensFile string `yaml:"tokens_file"`
 }
 

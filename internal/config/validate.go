@@ -1,8 +1,6 @@
 package config
 
 import (
-	"github.com/tracelake/tracelake/internal/otel"
-
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	gojson "github.com/goccy/go-json"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
@@ -93,7 +93,7 @@ func (c *Config) validate(consuming bool) error {
 	}
 	check(identifier.MatchString(c.GenAI.Table) && c.GenAI.Table != c.Sink.Table, "genai.table",
 		"want a table name other than sink.table (letters, digits, _), got %q", c.GenAI.Table)
-	if err := otel.CheckTenant(c.Tenancy.Default); err != nil {
+	if err := tenancy.CheckTenant(c.Tenancy.Default); err != nil {
 		check(false, "tenancy.default", "%v", err)
 	}
 	// Forwarded requests carry their tenant in this header, and the
