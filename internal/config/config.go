@@ -377,7 +377,8 @@ type OTLP struct {
 	// Mode is forward or load. Default: forward when the config names a
 	// Kafka (kafka.brokers, kafka.topics or kafka.topic_regex), load
 	// without one, so that receivers alone never wait on a Kafka that is
-	// not there.
+	// not there. forward without any of them is refused (it needs
+	// kafka.brokers).
 	Mode string `yaml:"mode"`
 	// Instance is, in load mode, this process's partition of the ledger
 	// topic otlp:<signal>: processes loading into the same tables need

@@ -74,6 +74,7 @@ func TestBadKeysNamed(t *testing.T) {
 	f("testdata/transform_uncompressed.yaml", "sink.duckdb.json_compression: applies to the raw table tracelake creates")
 	f("testdata/forward_no_tenant_header.yaml",
 		`tenancy.kafka_header: otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got ""`)
+	f("testdata/forward_no_brokers.yaml", "otlp.mode: forward needs kafka.brokers")
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
 }
 
@@ -411,5 +412,17 @@ func TestOTLPModeFollowsKafka(t *testing.T) {
 	// In load mode the table is the signal's, as with an OTLP format.
 	if cfg, _ := FromYAML([]byte(http)); cfg.Sink.Table != "otel_spans" {
 		t.Errorf("load by default: table %s, want otel_spans", cfg.Sink.Table)
+	}
+}
+
+// otlp.mode forward without a Kafka is refused in one line naming the key.
+func TestForwardNeedsBrokers(t *testing.T) {
+	cfg, err := FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\", mode: forward}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.Validate()
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "otlp.mode: forward needs kafka.brokers") {
+		t.Errorf("forward without brokers: %v, want one line on otlp.mode", err)
 	}
 }

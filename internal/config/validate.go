@@ -39,6 +39,8 @@ func (c *Config) validate(consuming bool) error {
 	switch {
 	case c.Consumes():
 		check(len(c.Kafka.Brokers) > 0, "kafka.brokers", "at least one host:port is required")
+	case c.Forwards():
+		check(len(c.Kafka.Brokers) > 0, "otlp.mode", "forward needs kafka.brokers (the Kafka it writes requests to); without a Kafka, use load (the default then)")
 	}
 	for _, b := range c.Kafka.Brokers {
 		_, port, err := net.SplitHostPort(b)
