@@ -43,8 +43,9 @@ func startForwarding(ctx context.Context, cfg *config.Config, metrics *obs.Metri
 
 // startLoading starts the configured OTLP receivers loading the requests
 // of kafka.signal into snk, prepared (otlp.mode load); stop shuts them
-// down, waiting for the loads of requests in progress.
-func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, snk sink.Sink, m *genai.Mapper) (stop func(), err error) {
+// down, waiting for the loads of requests in progress, and returns what
+// they loaded.
+func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, snk sink.Sink, m *genai.Mapper) (stop func() directload.Totals, err error) {
 	// The receivers hand requests over in protobuf, with the tenant they
 	// checked in directload's header (tenancy.kafka_header may be "").
 	dec, err := pipeline.OTLPDecoder(cfg, otel.EncodingProto, directload.TenantHeader, m)
@@ -67,7 +68,7 @@ func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics,
 		ld.Close()
 		return nil, err
 	}
-	return func() { shutdownReceivers(cfg, rcv); ld.Close() }, nil
+	return func() directload.Totals { shutdownReceivers(cfg, rcv); ld.Close(); return ld.Totals() }, nil
 }
 
 // startReceivers starts the configured OTLP receivers storing requests of
@@ -153,9 +154,9 @@ func serveReceiversOnly(ctx context.Context, cfg *config.Config, metrics *obs.Me
 		}()
 	}
 	slog.Info("tracelake running OTLP receivers only (no kafka.topics)")
-	<-ctx.Done()
 	start := time.Now()
+	<-ctx.Done()
 	stop()
-	slog.Info("tracelake stopped", "seconds", time.Since(start).Round(time.Millisecond).Seconds())
+	slog.Info("tracelake stopped", "elapsed", elapsed(time.Since(start)))
 	return nil
 }

@@ -43,7 +43,9 @@ type Config struct {
 
 // Kafka is where records come from.
 type Kafka struct {
-	// Brokers are seed brokers, host:port.
+	// Brokers are seed brokers, host:port. Default 127.0.0.1:9092 when
+	// topics or topic_regex is set, none otherwise: a config without a
+	// Kafka has its OTLP receivers load what they take (otlp.mode).
 	Brokers []string `yaml:"brokers"`
 	// Topics to consume; several topics share one group and one raw table.
 	Topics []string `yaml:"topics"`
@@ -373,7 +375,11 @@ func (c *Config) GenAIOperations() bool {
 // once the load committed. A process may run the receivers alone (no
 // kafka.topics) or beside its consumer.
 type OTLP struct {
-	// Mode is forward (default) or load.
+	// Mode is forward or load. Default: forward when the config names a
+	// Kafka (kafka.brokers, kafka.topics or kafka.topic_regex), load
+	// without one, so that receivers alone never wait on a Kafka that is
+	// not there. forward without any of them is refused (it needs
+	// kafka.brokers).
 	Mode string `yaml:"mode"`
 	// Instance is, in load mode, this process's partition of the ledger
 	// topic otlp:<signal>: processes loading into the same tables need
@@ -480,13 +486,30 @@ const (
 	OTLPLoadMode    = "load"
 )
 
+// DefaultBroker is kafka.brokers when the config consumes topics and names
+// no broker.
+const DefaultBroker = "127.0.0.1:9092"
+
+// OTLPMode is otlp.mode, or where it is not set its default: forward when
+// the config names a Kafka (brokers, topics or topic_regex), load without
+// one.
+func (c *Config) OTLPMode() string {
+	switch {
+	case c.OTLP.Mode != "":
+		return c.OTLP.Mode
+	case len(c.Kafka.Brokers) > 0 || c.Consumes():
+		return OTLPForwardMode
+	}
+	return OTLPLoadMode
+}
+
 // LoadsReceived reports whether the receivers load their requests into
 // sink.table themselves (otlp.mode load).
-func (c *Config) LoadsReceived() bool { return c.Receivers() && c.OTLP.Mode == OTLPLoadMode }
+func (c *Config) LoadsReceived() bool { return c.Receivers() && c.OTLPMode() == OTLPLoadMode }
 
 // Forwards reports whether the receivers forward their requests to Kafka
 // (otlp.mode forward).
-func (c *Config) Forwards() bool { return c.Receivers() && c.OTLP.Mode == OTLPForwardMode }
+func (c *Config) Forwards() bool { return c.Receivers() && c.OTLPMode() == OTLPForwardMode }
 
 // Consumes reports whether the process consumes Kafka topics.
 func (c *Config) Consumes() bool { return len(c.Kafka.Topics) > 0 || c.Kafka.TopicRegex != "" }
@@ -527,10 +550,16 @@ func (c *Config) DecodesOTLP() bool {
 	return c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON || c.LoadsReceived()
 }
 
-// settle fills in defaults that follow from other keys once the file and
-// the environment are read: with an OTLP format, sink.table left at its
-// default names the signal's table.
+// settle fills in defaults that follow from other keys once the file,
+// the environment and the flags are read: otlp.mode from the Kafka keys,
+// kafka.brokers for a config that consumes topics and names none, and,
+// with OpenTelemetry rows, sink.table left at its default names the
+// signal's table.
 func (c *Config) settle() {
+	c.OTLP.Mode = c.OTLPMode()
+	if len(c.Kafka.Brokers) == 0 && c.Consumes() {
+		c.Kafka.Brokers = []string{DefaultBroker}
+	}
 	if c.DecodesOTLP() && c.Sink.Table == DefaultTable {
 		c.Sink.Table = map[string]string{SignalLogs: "otel_logs", SignalMetrics: "otel_metrics"}[c.Kafka.Signal]
 		if c.Sink.Table == "" {
@@ -547,7 +576,6 @@ func Default() *Config {
 	}
 	return &Config{
 		Kafka: Kafka{
-			Brokers:          []string{"127.0.0.1:9092"},
 			Group:            "tracelake",
 			StartOffset:      "earliest",
 			MetadataRefresh:  Duration(30 * time.Second),
@@ -561,7 +589,7 @@ func Default() *Config {
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
 		Query:   Query{MaxConcurrent: 4, Refresh: Duration(5 * time.Second)},
 		GenAI:   GenAI{Operations: "auto", Table: "genai_operations"},
-		OTLP: OTLP{Mode: OTLPForwardMode, MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
+		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,
 		Mode:             ModeRaw,

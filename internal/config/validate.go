@@ -33,7 +33,15 @@ func (c *Config) validate(consuming bool) error {
 		}
 	}
 
-	check(len(c.Kafka.Brokers) > 0, "kafka.brokers", "at least one host:port is required")
+	// Without topics, the brokers are needed only to forward to: a config
+	// without a Kafka has its receivers load (OTLPMode), and forward
+	// there would time out every request on a Kafka that is not there.
+	switch {
+	case c.Consumes():
+		check(len(c.Kafka.Brokers) > 0, "kafka.brokers", "at least one host:port is required")
+	case c.Forwards():
+		check(len(c.Kafka.Brokers) > 0, "otlp.mode", "forward needs kafka.brokers (the Kafka it writes requests to); without a Kafka, use load (the default then)")
+	}
 	for _, b := range c.Kafka.Brokers {
 		_, port, err := net.SplitHostPort(b)
 		check(err == nil && port != "", "kafka.brokers", "want host:port, got %q", b)
@@ -238,7 +246,8 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 			check(err == nil, key, "want host:port (or empty for off), got %q", addr)
 		}
 	}
-	check(o.Mode == OTLPForwardMode || o.Mode == OTLPLoadMode, "otlp.mode", "want forward or load, got %q", o.Mode)
+	// "" in a config not read from a file (Default): OTLPMode decides.
+	check(o.Mode == "" || o.Mode == OTLPForwardMode || o.Mode == OTLPLoadMode, "otlp.mode", "want forward or load, got %q", o.Mode)
 	check(o.Instance >= 0, "otlp.instance", "want 0 or more, got %d", o.Instance)
 	check(o.MaxBodyBytes >= 1<<10 && o.MaxBodyBytes <= 256<<20, "otlp.max_body_bytes", "want 1KiB to 256MiB, got %s", o.MaxBodyBytes)
 	check(o.MaxConcurrentRequests >= 0 && o.MaxConcurrentRequests <= 1_000_000, "otlp.max_concurrent_requests",

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
@@ -176,6 +177,14 @@ type refusal struct {
 	code       codes.Code
 	msg        string
 	retry      bool // the client should retry after RetryAfter
+}
+
+// status is the refusal as a google.rpc.Status, the answer of either
+// protocol. Its message is made valid UTF-8: a Status whose message is not
+// marshals in neither encoding (a proto3 string), and a decode error may
+// quote the body's bytes; the 400 went out with an empty body.
+func (ref *refusal) status() *spb.Status {
+	return &spb.Status{Code: int32(ref.code), Message: strings.ToValidUTF8(ref.msg, "\uFFFD")}
 }
 
 // outcome names how a request was answered, for metrics.

@@ -264,6 +264,9 @@ func TestHTTPAnswers(t *testing.T) {
 		{"zstd", "/v1/traces", contentProto, "zstd", zs.Bytes(), auth("secret-all", "team-b"), 200, 0, 1},
 		{"not OTLP", "/v1/traces", contentProto, "", []byte("\xff\xff not protobuf"), auth("secret-a", "team-a"), 400, codes.InvalidArgument, 0},
 		{"bad logs JSON", "/v1/logs", contentJSON, "", []byte(`{"resourceLogs":"x"}`), auth("secret-a", "team-a"), 400, codes.InvalidArgument, 0},
+		// The decode error quotes the bytes, not UTF-8: the Status did not
+		// marshal, and the 400 came with an empty body.
+		{"JSON not UTF-8", "/v1/traces", contentJSON, "", []byte("\xff\xfe"), auth("secret-a", "team-a"), 400, codes.InvalidArgument, 0},
 		{"too large", "/v1/traces", contentProto, "", make([]byte, 5000), auth("secret-a", "team-a"), 413, codes.ResourceExhausted, 0},
 		{"too large once decompressed", "/v1/traces", contentProto, "gzip", gzipOf(make([]byte, 5000)), auth("secret-a", "team-a"), 413, codes.ResourceExhausted, 0},
 		{"unknown content type", "/v1/traces", "text/plain", "", pb, auth("secret-a", "team-a"), 415, 0, 0},
