@@ -326,7 +326,7 @@ func (r *Receivers) store(ctx context.Context, signal, tenant string, proto []by
 	}
 	a := accepted{items: items, rejected: st.rejected(items)}
 	if a.rejected > 0 {
-		a.reason = fmt.Sprintf("%d of %d %s went to the dead-letter table: %s", a.rejected, items, itemNames[signal], st.Reason)
+		a.reason = fmt.Sprintf("%d of %d %s went to the dead-letter table: %s", a.rejected, items, itemNames[signal], strings.ToValidUTF8(st.Reason, "\uFFFD"))
 	}
 	return a, nil
 }
