@@ -61,10 +61,11 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 // effective is the config after file, environment and flags, with the
 // problems found reading it (cfg is nil only if the file cannot be read).
 func (f *configFlags) effective() (*config.Config, error) {
-	cfg, loadErr := config.FromFile(f.path)
-	if cfg == nil {
-		return nil, loadErr
-	}
+	return config.FromFile(f.path, f.apply)
+}
+
+// apply sets the keys given as flags.
+func (f *configFlags) apply(cfg *config.Config) {
 	if f.brokers != "" {
 		cfg.Kafka.Brokers = splitComma(f.brokers)
 	}
@@ -86,7 +87,6 @@ func (f *configFlags) effective() (*config.Config, error) {
 	if f.mode != "" {
 		cfg.Mode = f.mode
 	}
-	return cfg, loadErr
 }
 
 func indent(err error) string {

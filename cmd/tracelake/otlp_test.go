@@ -764,6 +764,61 @@ func TestOTLPSignalsShareAForwardTopic(t *testing.T) {
 	}
 }
 
+// A new user's first config: receivers, a DuckDB file, no Kafka, no
+// otlp.mode. The receivers load what they take (they forwarded to a
+// 127.0.0.1:9092 that was not there: each request waited 10s and was
+// answered 503), and the closing line counts it (it said records=0
+// loaded=0) with the time run, rounded.
+func TestOTLPReceiversWithoutKafkaLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	addr := freeAddr(t)
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("otlp: {http: %q}\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+		addr, filepath.Join(dir, "first.duckdb"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := startRunUntil(t, bin, cfgPath, "first hour", "OTLP receiver listening")
+	const requests = 5
+	g := tracegen.New(5)
+	spans := 0
+	client := &http.Client{Timeout: 5 * time.Second} // a load answers within a second; a forward to no Kafka took 10s
+	for range requests {
+		td := g.OTLPTrace()
+		spans += td.SpanCount()
+		resp, err := client.Post("http://"+addr+"/v1/traces", "application/x-protobuf", bytes.NewReader(marshalOTLP(t, "otlp_proto", td)))
+		if err != nil {
+			t.Fatalf("post: %v\n%s", err, run.log)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("answered %d, want 200:\n%s", resp.StatusCode, run.log)
+		}
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, run.log)
+	}
+	closing := regexp.MustCompile(`tracelake stopped" records=0 otlp_requests=(\d+) loaded=(\d+) dlq=0 files=\d+ loads=[1-9]\d* elapsed=(\S+)`).FindStringSubmatch(run.log.String())
+	if closing == nil || closing[1] != fmt.Sprint(requests) || closing[2] != fmt.Sprint(spans) {
+		t.Fatalf("the closing line does not count %d requests and %d spans loaded:\n%s", requests, spans, run.log)
+	}
+	if !regexp.MustCompile(`^(\d+m)?\d+(\.\d)?s$|^\d00ms$`).MatchString(closing[3]) {
+		t.Errorf("elapsed=%s, want it rounded (12.3s, 4m5s)", closing[3])
+	}
+	var stored int64
+	mustScan(t, openDuckDBFile(t, filepath.Join(dir, "first.duckdb")).QueryRow(`SELECT count(*) FROM otel_spans`), &stored)
+	if stored != int64(spans) {
+		t.Errorf("otel_spans holds %d spans, want %d", stored, spans)
+	}
+}
+
 // otlp.mode load, no Kafka: the receivers load each request into the sink
 // and answer after the load committed. An OTLP/gRPC exporter sends GenAI
 // spans while tracelake is killed with SIGKILL at random moments: the

@@ -18,6 +18,7 @@ import (
 	"github.com/tracelake/tracelake/internal/otlp"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // startForwarding starts the configured OTLP receivers forwarding to
@@ -42,8 +43,9 @@ func startForwarding(ctx context.Context, cfg *config.Config, metrics *obs.Metri
 
 // startLoading starts the configured OTLP receivers loading the requests
 // of kafka.signal into snk, prepared (otlp.mode load); stop shuts them
-// down, waiting for the loads of requests in progress.
-func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, snk sink.Sink, m *genai.Mapper) (stop func(), err error) {
+// down, waiting for the loads of requests in progress, and returns what
+// they loaded.
+func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, snk sink.Sink, m *genai.Mapper) (stop func() directload.Totals, err error) {
 	// The receivers hand requests over in protobuf, with the tenant they
 	// checked in directload's header (tenancy.kafka_header may be "").
 	dec, err := pipeline.OTLPDecoder(cfg, otel.EncodingProto, directload.TenantHeader, m)
@@ -66,7 +68,7 @@ func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics,
 		ld.Close()
 		return nil, err
 	}
-	return func() { shutdownReceivers(cfg, rcv); ld.Close() }, nil
+	return func() directload.Totals { shutdownReceivers(cfg, rcv); ld.Close(); return ld.Totals() }, nil
 }
 
 // startReceivers starts the configured OTLP receivers storing requests of
@@ -95,7 +97,7 @@ func startReceivers(cfg *config.Config, metrics *obs.Metrics, fwd otlp.Forwarder
 		return nil, err
 	}
 	if o.TokensFile != "" {
-		if ropt.Tokens, err = otlp.LoadTokens(o.TokensFile, slog.Default()); err != nil {
+		if ropt.Tokens, err = tenancy.LoadTokens(o.TokensFile, slog.Default()); err != nil {
 			return nil, err
 		}
 	}
@@ -152,9 +154,9 @@ func serveReceiversOnly(ctx context.Context, cfg *config.Config, metrics *obs.Me
 		}()
 	}
 	slog.Info("tracelake running OTLP receivers only (no kafka.topics)")
-	<-ctx.Done()
 	start := time.Now()
+	<-ctx.Done()
 	stop()
-	slog.Info("tracelake stopped", "seconds", time.Since(start).Round(time.Millisecond).Seconds())
+	slog.Info("tracelake stopped", "elapsed", elapsed(time.Since(start)))
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/directload"
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
@@ -87,14 +88,17 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 			return err
 		}
 	}
+	var received directload.Totals // what the receivers loaded (otlp.mode load)
+	stopLoading := func() {}
 	if cfg.LoadsReceived() {
 		// Stopped before the sink closes (deferred after it): each
 		// request in progress is answered after its load.
-		stopReceivers, err := startLoading(ctx, cfg, metrics, status, snk, genaiMapper)
+		stop, err := startLoading(ctx, cfg, metrics, status, snk, genaiMapper)
 		if err != nil {
 			return err
 		}
-		defer stopReceivers()
+		stopLoading = sync.OnceFunc(func() { received = stop() })
+		defer stopLoading()
 	}
 	// finalMerge, with merge.every, merges once more after a run that
 	// ended idle, so its models are merged up to everything it loaded.
@@ -139,9 +143,32 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if err == nil && *idle > 0 && ctx.Err() == nil {
 		err = finalMerge()
 	}
-	slog.Info("tracelake stopped", "records", stats.Consumed.Load(), "loaded", stats.Loaded.Load(), "dlq", stats.DLQ.Load(),
-		"files", stats.Files.Load(), "loads", stats.Loads.Load(), "seconds", time.Since(start).Round(time.Millisecond).Seconds())
+	stopLoading() // so that the closing line counts the requests in progress too
+	logStopped(stats, received, cfg.LoadsReceived(), start)
 	return err
+}
+
+// logStopped is a run's closing line: what it read from Kafka and what
+// the receivers loaded (withReceived: otlp.mode load), in rows, files and
+// loads, and how long it ran.
+func logStopped(stats *pipeline.Stats, received directload.Totals, withReceived bool, start time.Time) {
+	args := []any{"records", stats.Consumed.Load()}
+	if withReceived {
+		args = append(args, "otlp_requests", received.Requests)
+	}
+	// Each of the receivers' loads is one staged file.
+	args = append(args, "loaded", stats.Loaded.Load()+received.Rows, "dlq", stats.DLQ.Load()+received.DLQ,
+		"files", stats.Files.Load()+received.Loads, "loads", stats.Loads.Load()+received.Loads, "elapsed", elapsed(time.Since(start)))
+	slog.Info("tracelake stopped", args...)
+}
+
+// elapsed is a run's time for its closing line: to a tenth of a second
+// under a minute (12.3s), to the second past it (4m5s).
+func elapsed(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // newStatus names what this process runs in the status page's header;

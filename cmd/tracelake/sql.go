@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
-	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sqltext"
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 func cmdSQL(ctx context.Context, args []string) error {
@@ -31,7 +31,7 @@ func cmdSQL(ctx context.Context, args []string) error {
 		return err
 	}
 	if *tenant != "" {
-		if err := otel.CheckTenant(*tenant); err != nil {
+		if err := tenancy.CheckTenant(*tenant); err != nil {
 			return usagef("--tenant: %v", err)
 		}
 	}

@@ -29,6 +29,7 @@ type Config struct {
 	Tenancy Tenancy `yaml:"tenancy"`
 	OTLP    OTLP    `yaml:"otlp"`
 	GenAI   GenAI   `yaml:"genai"`
+	Query   Query   `yaml:"query"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
 	// memory. Default 256MiB; the Kafka fetch size, the load size, DuckDB's
@@ -42,7 +43,9 @@ type Config struct {
 
 // Kafka is where records come from.
 type Kafka struct {
-	// Brokers are seed brokers, host:port.
+	// Brokers are seed brokers, host:port. Default 127.0.0.1:9092 when
+	// topics or topic_regex is set, none otherwise: a config without a
+	// Kafka has its OTLP receivers load what they take (otlp.mode).
 	Brokers []string `yaml:"brokers"`
 	// Topics to consume; several topics share one group and one raw table.
 	Topics []string `yaml:"topics"`
@@ -372,7 +375,11 @@ func (c *Config) GenAIOperations() bool {
 // once the load committed. A process may run the receivers alone (no
 // kafka.topics) or beside its consumer.
 type OTLP struct {
-	// Mode is forward (default) or load.
+	// Mode is forward or load. Default: forward when the config names a
+	// Kafka (kafka.brokers, kafka.topics or kafka.topic_regex), load
+	// without one, so that receivers alone never wait on a Kafka that is
+	// not there. forward without any of them is refused (it needs
+	// kafka.brokers).
 	Mode string `yaml:"mode"`
 	// Instance is, in load mode, this process's partition of the ledger
 	// topic otlp:<signal>: processes loading into the same tables need
@@ -399,9 +406,45 @@ type OTLP struct {
 	// TLS serves both receivers over TLS.
 	TLS ReceiverTLS `yaml:"tls"`
 	// TokensFile, when set, requires a bearer token of that file on every
-	// request, and the token must hold the request's tenant (401 / 403).
-	// The file is read again when it changes. See README.
+	// request, and the token must hold the request's tenant (401 / 403):
+	// for writing at the receivers, for reading at the query endpoints
+	// (the read side, when served; the same file and rules, see
+	// tenancy.Resolver). Each line is a token and its tenants, a
+	// comma-separated list or * for any: either one list, which the token
+	// may write and read (`s3cr3t team-a,team-b`, as before reads had
+	// their own), or fields write= and read=, in any order, either left
+	// out (`s3cr3t write=team-a read=team-a,team-b`); # starts a
+	// comment. A malformed line, an unknown field or a token on two
+	// lines is an error naming the line: at start, tracelake does not
+	// start; on a reload, the previous tokens stay. The file is read
+	// again within a second of a change. Default "": no tokens. See
+	// README.
 	TokensFile string `yaml:"tokens_file"`
+}
+
+// Query configures the read side: SQL over the tables while they load
+// (DuckDB: served by `tracelake run`; Iceberg: by `tracelake serve`).
+// Reads are read-only and scoped to one tenant, decided as the receivers
+// decide writes: the bearer token of otlp.tokens_file (its read
+// tenants), X-Scope-OrgID, else tenancy.default unless tenancy.required.
+type Query struct {
+	// FlightSQL is the Arrow Flight SQL listen address (host:port), for
+	// JDBC, ODBC and ADBC clients; "" (default) serves none.
+	FlightSQL string `yaml:"flight_sql"`
+	// TLS serves Flight SQL over TLS (mutual TLS with client_ca_file), as
+	// otlp.tls does the receivers.
+	TLS ReceiverTLS `yaml:"tls"`
+	// SharedTables are tables without a tenant_id column that every
+	// tenant may read whole; every other such table (the raw and
+	// dead-letter tables, the ledger) is the operator's alone. Default none.
+	SharedTables []string `yaml:"shared_tables"`
+	// MaxConcurrent bounds the queries running at once per process; more
+	// wait. Default 4.
+	MaxConcurrent int `yaml:"max_concurrent"`
+	// Refresh is how often `tracelake serve` looks for the Iceberg
+	// tables' new snapshots: a read sees a load at most this long after
+	// it committed. Default 5s.
+	Refresh Duration `yaml:"refresh"`
 }
 
 // OTLPForward are the topics accepted requests are written to. Defaults
@@ -443,13 +486,30 @@ const (
 	OTLPLoadMode    = "load"
 )
 
+// DefaultBroker is kafka.brokers when the config consumes topics and names
+// no broker.
+const DefaultBroker = "127.0.0.1:9092"
+
+// OTLPMode is otlp.mode, or where it is not set its default: forward when
+// the config names a Kafka (brokers, topics or topic_regex), load without
+// one.
+func (c *Config) OTLPMode() string {
+	switch {
+	case c.OTLP.Mode != "":
+		return c.OTLP.Mode
+	case len(c.Kafka.Brokers) > 0 || c.Consumes():
+		return OTLPForwardMode
+	}
+	return OTLPLoadMode
+}
+
 // LoadsReceived reports whether the receivers load their requests into
 // sink.table themselves (otlp.mode load).
-func (c *Config) LoadsReceived() bool { return c.Receivers() && c.OTLP.Mode == OTLPLoadMode }
+func (c *Config) LoadsReceived() bool { return c.Receivers() && c.OTLPMode() == OTLPLoadMode }
 
 // Forwards reports whether the receivers forward their requests to Kafka
 // (otlp.mode forward).
-func (c *Config) Forwards() bool { return c.Receivers() && c.OTLP.Mode == OTLPForwardMode }
+func (c *Config) Forwards() bool { return c.Receivers() && c.OTLPMode() == OTLPForwardMode }
 
 // Consumes reports whether the process consumes Kafka topics.
 func (c *Config) Consumes() bool { return len(c.Kafka.Topics) > 0 || c.Kafka.TopicRegex != "" }
@@ -490,10 +550,16 @@ func (c *Config) DecodesOTLP() bool {
 	return c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON || c.LoadsReceived()
 }
 
-// settle fills in defaults that follow from other keys once the file and
-// the environment are read: with an OTLP format, sink.table left at its
-// default names the signal's table.
+// settle fills in defaults that follow from other keys once the file,
+// the environment and the flags are read: otlp.mode from the Kafka keys,
+// kafka.brokers for a config that consumes topics and names none, and,
+// with OpenTelemetry rows, sink.table left at its default names the
+// signal's table.
 func (c *Config) settle() {
+	c.OTLP.Mode = c.OTLPMode()
+	if len(c.Kafka.Brokers) == 0 && c.Consumes() {
+		c.Kafka.Brokers = []string{DefaultBroker}
+	}
 	if c.DecodesOTLP() && c.Sink.Table == DefaultTable {
 		c.Sink.Table = map[string]string{SignalLogs: "otel_logs", SignalMetrics: "otel_metrics"}[c.Kafka.Signal]
 		if c.Sink.Table == "" {
@@ -510,7 +576,6 @@ func Default() *Config {
 	}
 	return &Config{
 		Kafka: Kafka{
-			Brokers:          []string{"127.0.0.1:9092"},
 			Group:            "tracelake",
 			StartOffset:      "earliest",
 			MetadataRefresh:  Duration(30 * time.Second),
@@ -522,8 +587,9 @@ func Default() *Config {
 			Signal:           SignalTraces,
 		},
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
+		Query:   Query{MaxConcurrent: 4, Refresh: Duration(5 * time.Second)},
 		GenAI:   GenAI{Operations: "auto", Table: "genai_operations"},
-		OTLP: OTLP{Mode: OTLPForwardMode, MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
+		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,
 		Mode:             ModeRaw,

@@ -2,6 +2,9 @@ package config
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +74,7 @@ func TestBadKeysNamed(t *testing.T) {
 	f("testdata/transform_uncompressed.yaml", "sink.duckdb.json_compression: applies to the raw table tracelake creates")
 	f("testdata/forward_no_tenant_header.yaml",
 		`tenancy.kafka_header: otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got ""`)
+	f("testdata/forward_no_brokers.yaml", "otlp.mode: forward needs kafka.brokers")
 	f("testdata/reference_typo.json", "batchSise: unknown key of the reference config (accepted: ")
 }
 
@@ -218,6 +222,7 @@ func TestTopicsOrRegex(t *testing.T) {
 	f := func(topics []string, re, want string) {
 		t.Helper()
 		cfg := Default()
+		cfg.Kafka.Brokers = []string{"k:9092"}
 		cfg.Kafka.Topics, cfg.Kafka.TopicRegex = topics, re
 		err := cfg.Validate()
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
@@ -349,7 +354,8 @@ func TestOTLPForwardTopics(t *testing.T) {
 // requests directly, or consuming topics, may read no header.
 func TestForwardNeedsTenantHeader(t *testing.T) {
 	for yaml, forwards := range map[string]bool{
-		"otlp: {http: \"127.0.0.1:4318\"}":                                      true,
+		"otlp: {http: \"127.0.0.1:4318\"}\nkafka: {brokers: [\"k:9092\"]}":      true,
+		"otlp: {http: \"127.0.0.1:4318\"}":                                      false,
 		"otlp: {grpc: \"127.0.0.1:4317\", mode: forward}\nkafka: {topics: [t]}": true,
 		"otlp: {http: \"127.0.0.1:4318\", mode: load}":                          false,
 		"kafka: {topics: [t], format: otlp_proto}":                              false,
@@ -362,5 +368,82 @@ func TestForwardNeedsTenantHeader(t *testing.T) {
 		if refused := err != nil && strings.Contains(err.Error(), "tenancy.kafka_header: "); refused != forwards || !forwards && err != nil {
 			t.Errorf("%s with kafka_header \"\": %v; want refused %v", yaml, err, forwards)
 		}
+	}
+}
+
+// The query section's bad values are named by key; its defaults pass.
+func TestQueryChecked(t *testing.T) {
+	for yaml, key := range map[string]string{
+		"query: {flight_sql: \"8815\"}":                               "query.flight_sql",
+		"query: {max_concurrent: 0}":                                  "query.max_concurrent",
+		"query: {refresh: 1ms}":                                       "query.refresh",
+		"query: {tls: {cert_file: c.pem}}":                            "query.tls.cert_file",
+		"query: {tls: {client_ca_file: ca.pem}}":                      "query.tls.client_ca_file",
+		"query: {flight_sql: \"127.0.0.1:8815\", shared_tables: [p]}": "",
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		if err != nil {
+			t.Fatalf("%s: %v", yaml, err)
+		}
+		err = cfg.ValidateOffline()
+		if key == "" && err != nil || key != "" && (err == nil || !strings.Contains(err.Error(), key+":")) {
+			t.Errorf("%s: %v, want an error naming %q", yaml, err, key)
+		}
+	}
+}
+
+// Receivers in a config that names no Kafka load what they take: they
+// forwarded by default, to a 127.0.0.1:9092 that was not there, and every
+// request timed out. A Kafka named by file, environment or flag makes
+// forward the default; an explicit otlp.mode is kept.
+func TestOTLPModeFollowsKafka(t *testing.T) {
+	const http = "otlp: {http: \"127.0.0.1:4318\"}\n"
+	f := func(yaml, env string, flags func(*Config), mode string, brokers ...string) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("TRACELAKE_KAFKA_BROKERS", env) // restored after the test
+		if env == "" {
+			os.Unsetenv("TRACELAKE_KAFKA_BROKERS")
+		}
+		var overrides []func(*Config)
+		if flags != nil {
+			overrides = append(overrides, flags)
+		}
+		cfg, err := FromFile(path, overrides...)
+		if err = errors.Join(err, cfg.Validate()); err != nil {
+			t.Fatalf("%q: %v", yaml, err)
+		}
+		if cfg.OTLP.Mode != mode || cfg.LoadsReceived() != (mode == OTLPLoadMode) || !slices.Equal(cfg.Kafka.Brokers, brokers) {
+			t.Errorf("%q (env %q): mode %s, brokers %v; want %s, %v", yaml, env, cfg.OTLP.Mode, cfg.Kafka.Brokers, mode, brokers)
+		}
+	}
+	f(http, "", nil, OTLPLoadMode)
+	f(http+"kafka: {signal: logs}", "", nil, OTLPLoadMode) // kafka.signal picks what load mode loads
+	f(http+"kafka: {brokers: [\"k:9092\"]}", "", nil, OTLPForwardMode, "k:9092")
+	f(http, "k:9092", nil, OTLPForwardMode, "k:9092")
+	f(http, "", func(c *Config) { c.Kafka.Brokers = []string{"f:9092"} }, OTLPForwardMode, "f:9092")
+	f(http+"kafka: {topics: [t], format: otlp_proto}", "", nil, OTLPForwardMode, DefaultBroker)
+	f(http+"kafka: {topic_regex: \"^t\", format: otlp_proto}", "", nil, OTLPForwardMode, DefaultBroker)
+	f(http, "", func(c *Config) { c.Kafka.Topics = []string{"t"}; c.Kafka.Format = FormatOTLPProto }, OTLPForwardMode, DefaultBroker)
+	f("otlp: {http: \"127.0.0.1:4318\", mode: load}\nkafka: {brokers: [\"k:9092\"]}", "", nil, OTLPLoadMode, "k:9092")
+	f("otlp: {http: \"127.0.0.1:4318\", mode: forward}\nkafka: {topics: [t]}", "", nil, OTLPForwardMode, DefaultBroker)
+	// In load mode the table is the signal's, as with an OTLP format.
+	if cfg, _ := FromYAML([]byte(http)); cfg.Sink.Table != "otel_spans" {
+		t.Errorf("load by default: table %s, want otel_spans", cfg.Sink.Table)
+	}
+}
+
+// otlp.mode forward without a Kafka is refused in one line naming the key.
+func TestForwardNeedsBrokers(t *testing.T) {
+	cfg, err := FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\", mode: forward}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.Validate()
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "otlp.mode: forward needs kafka.brokers") {
+		t.Errorf("forward without brokers: %v, want one line on otlp.mode", err)
 	}
 }

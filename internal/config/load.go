@@ -20,24 +20,29 @@ const EnvPrefix = "TRACELAKE_"
 
 // FromFile reads the file at path over Default (YAML, or the reference tool's JSON
 // file when the content is a JSON object with its keys), then applies
-// TRACELAKE_* environment overrides. An empty path loads defaults and the
-// environment only. Every problem found is returned, joined, one per key,
-// with the config as far as it could be read (nil only when the file could
-// not be read), so the caller can add Validate's findings to the report.
-func FromFile(path string) (*Config, error) {
+// TRACELAKE_* environment overrides, then overrides (a command's flags).
+// The defaults that follow from other keys (otlp.mode from the Kafka keys)
+// are filled in last, from all three. An empty path loads defaults and
+// the environment only. Every problem found is returned, joined, one per
+// key, with the config as far as it could be read (nil only when the file
+// could not be read), so the caller can add Validate's findings to the
+// report.
+func FromFile(path string, overrides ...func(*Config)) (*Config, error) {
 	cfg := Default()
+	var fileErr error
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read config: %w", err)
 		}
-		if err := decodeFile(cfg, path, data); err != nil {
-			return cfg, err
-		}
+		fileErr = decodeFile(cfg, path, data)
 	}
-	err := applyEnv(cfg, os.LookupEnv)
+	envErr := applyEnv(cfg, os.LookupEnv)
+	for _, o := range overrides {
+		o(cfg)
+	}
 	cfg.settle()
-	return cfg, err
+	return cfg, errors.Join(fileErr, envErr)
 }
 
 // FromYAML reads YAML text over Default, without the environment (for

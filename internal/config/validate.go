@@ -1,8 +1,6 @@
 package config
 
 import (
-	"github.com/tracelake/tracelake/internal/otel"
-
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	gojson "github.com/goccy/go-json"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
@@ -33,7 +33,15 @@ func (c *Config) validate(consuming bool) error {
 		}
 	}
 
-	check(len(c.Kafka.Brokers) > 0, "kafka.brokers", "at least one host:port is required")
+	// Without topics, the brokers are needed only to forward to: a config
+	// without a Kafka has its receivers load (OTLPMode), and forward
+	// there would time out every request on a Kafka that is not there.
+	switch {
+	case c.Consumes():
+		check(len(c.Kafka.Brokers) > 0, "kafka.brokers", "at least one host:port is required")
+	case c.Forwards():
+		check(len(c.Kafka.Brokers) > 0, "otlp.mode", "forward needs kafka.brokers (the Kafka it writes requests to); without a Kafka, use load (the default then)")
+	}
 	for _, b := range c.Kafka.Brokers {
 		_, port, err := net.SplitHostPort(b)
 		check(err == nil && port != "", "kafka.brokers", "want host:port, got %q", b)
@@ -93,7 +101,7 @@ func (c *Config) validate(consuming bool) error {
 	}
 	check(identifier.MatchString(c.GenAI.Table) && c.GenAI.Table != c.Sink.Table, "genai.table",
 		"want a table name other than sink.table (letters, digits, _), got %q", c.GenAI.Table)
-	if err := otel.CheckTenant(c.Tenancy.Default); err != nil {
+	if err := tenancy.CheckTenant(c.Tenancy.Default); err != nil {
 		check(false, "tenancy.default", "%v", err)
 	}
 	// Forwarded requests carry their tenant in this header, and the
@@ -105,6 +113,7 @@ func (c *Config) validate(consuming bool) error {
 	check(!c.Forwards() || c.Tenancy.KafkaHeader != "", "tenancy.kafka_header",
 		"otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got \"\"")
 	c.OTLP.validate(check)
+	c.Query.validate(check)
 
 	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,
 		"batch.max_records", "want 1 to 10000000, got %d", c.Batch.MaxRecords)
@@ -220,6 +229,16 @@ func (c *Config) otelSource() string {
 	return "kafka.format " + c.Kafka.Format
 }
 
+func (q *Query) validate(check func(ok bool, key, format string, args ...any)) {
+	if q.FlightSQL != "" {
+		_, _, err := net.SplitHostPort(q.FlightSQL)
+		check(err == nil, "query.flight_sql", "want host:port, got %q", q.FlightSQL)
+	}
+	q.TLS.validate("query.tls", check)
+	check(q.MaxConcurrent >= 1 && q.MaxConcurrent <= 1024, "query.max_concurrent", "want 1 to 1024, got %d", q.MaxConcurrent)
+	check(q.Refresh.D() >= 100*time.Millisecond, "query.refresh", "want 100ms or more, got %s", q.Refresh.D())
+}
+
 func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 	for key, addr := range map[string]string{"otlp.http": o.HTTP, "otlp.grpc": o.GRPC} {
 		if addr != "" {
@@ -227,7 +246,8 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 			check(err == nil, key, "want host:port (or empty for off), got %q", addr)
 		}
 	}
-	check(o.Mode == OTLPForwardMode || o.Mode == OTLPLoadMode, "otlp.mode", "want forward or load, got %q", o.Mode)
+	// "" in a config not read from a file (Default): OTLPMode decides.
+	check(o.Mode == "" || o.Mode == OTLPForwardMode || o.Mode == OTLPLoadMode, "otlp.mode", "want forward or load, got %q", o.Mode)
 	check(o.Instance >= 0, "otlp.instance", "want 0 or more, got %d", o.Instance)
 	check(o.MaxBodyBytes >= 1<<10 && o.MaxBodyBytes <= 256<<20, "otlp.max_body_bytes", "want 1KiB to 256MiB, got %s", o.MaxBodyBytes)
 	check(o.MaxConcurrentRequests >= 0 && o.MaxConcurrentRequests <= 1_000_000, "otlp.max_concurrent_requests",
@@ -237,7 +257,11 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 		check(topic != "" && !strings.ContainsAny(topic, " ,"), key, "want a topic name, got %q", topic)
 	}
 	check(!strings.ContainsAny(o.Forward.Topic, " ,"), "otlp.forward.topic", "want a topic name (or empty for one per signal), got %q", o.Forward.Topic)
-	t := o.TLS
-	check((t.CertFile == "") == (t.KeyFile == ""), "otlp.tls.cert_file", "set both cert_file and key_file, or neither")
-	check(t.ClientCAFile == "" || t.CertFile != "", "otlp.tls.client_ca_file", "mutual TLS needs the receivers' own cert_file and key_file too")
+	o.TLS.validate("otlp.tls", check)
+}
+
+// validate checks a server's TLS settings, under key.
+func (t ReceiverTLS) validate(key string, check func(ok bool, key, format string, args ...any)) {
+	check((t.CertFile == "") == (t.KeyFile == ""), key+".cert_file", "set both cert_file and key_file, or neither")
+	check(t.ClientCAFile == "" || t.CertFile != "", key+".client_ca_file", "mutual TLS needs the server's own cert_file and key_file too")
 }

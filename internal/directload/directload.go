@@ -88,12 +88,22 @@ type Loader struct {
 	stats stats
 }
 
-// stats are what the status page shows, read from other goroutines.
+// stats are what the status page and Totals show, read from other
+// goroutines.
 type stats struct {
 	requests, rows, dlq atomic.Int64 // taken; stored
+	loadedRequests      atomic.Int64 // requests whose load committed
+	loads               atomic.Int64 // loads committed
 	given               atomic.Int64 // positions handed out: the next one
 	loaded              atomic.Int64 // the ledger's next position
 	lastLoad            atomic.Int64 // unix nanoseconds, 0 for none
+}
+
+// Totals are what a Loader stored since it started.
+type Totals struct {
+	Requests  int64 // requests whose load committed (a retried one counts again)
+	Rows, DLQ int64 // rows stored in the table and in its dead-letter table
+	Loads     int64 // loads committed, one staged file each
 }
 
 // group is the requests of one load, decoded into its batch at
@@ -296,6 +306,8 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 	}
 	l.stats.rows.Add(rg.Records)
 	l.stats.dlq.Add(rg.DLQ)
+	l.stats.loadedRequests.Add(int64(len(g.reqs)))
+	l.stats.loads.Add(1)
 	l.stats.loaded.Store(rg.Last + 1)
 	l.stats.lastLoad.Store(time.Now().UnixNano())
 	if m := l.opt.Metrics; m != nil {
@@ -363,4 +375,9 @@ func (l *Loader) Snapshot() obs.Snapshot {
 			Next: l.stats.loaded.Load(), Committed: -1, HWM: l.stats.given.Load(), LastLoad: last}},
 		Consumed: l.stats.requests.Load(), Loaded: l.stats.rows.Load(), DLQ: l.stats.dlq.Load(),
 	}
+}
+
+// Totals reports what l stored since it started: after Close, everything.
+func (l *Loader) Totals() Totals {
+	return Totals{Requests: l.stats.loadedRequests.Load(), Rows: l.stats.rows.Load(), DLQ: l.stats.dlq.Load(), Loads: l.stats.loads.Load()}
 }

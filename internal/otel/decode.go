@@ -1,9 +1,7 @@
 package otel
 
 import (
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -14,6 +12,7 @@ import (
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // Signals an OTLP message can hold; the OpenTelemetry Collector's Kafka
@@ -69,8 +68,8 @@ type Tenancy struct {
 }
 
 // NewDecoder returns the decoder of signal in encoding.
-func NewDecoder(signal, encoding string, tenancy Tenancy) (*Decoder, error) {
-	d := &Decoder{signal: signal, tenancy: tenancy}
+func NewDecoder(signal, encoding string, tn Tenancy) (*Decoder, error) {
+	d := &Decoder{signal: signal, tenancy: tn}
 	switch encoding {
 	case EncodingProto:
 		d.traces, d.logs, d.metrics = &ptrace.ProtoUnmarshaler{}, &plog.ProtoUnmarshaler{}, &pmetric.ProtoUnmarshaler{}
@@ -89,7 +88,7 @@ func NewDecoder(signal, encoding string, tenancy Tenancy) (*Decoder, error) {
 	default:
 		return nil, fmt.Errorf("OTLP signal %q: want %s, %s or %s", signal, SignalTraces, SignalLogs, SignalMetrics)
 	}
-	if err := CheckTenant(tenancy.Default); err != nil {
+	if err := tenancy.CheckTenant(tn.Default); err != nil {
 		return nil, fmt.Errorf("default tenant: %w", err)
 	}
 	return d, nil
@@ -181,7 +180,7 @@ func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 			// (HTTP metadata the Collector passes on).
 			if strings.EqualFold(h.Key, d.tenancy.Header) {
 				t := string(h.Value)
-				if err := CheckTenant(t); err != nil {
+				if err := tenancy.CheckTenant(t); err != nil {
 					return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
 				}
 				return t, nil
@@ -189,38 +188,6 @@ func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 		}
 	}
 	return d.tenancy.Default, nil
-}
-
-// maxTenantLength and the characters allowed are Grafana Mimir's rules for
-// tenant ids (grafana/dskit tenant/tenant.go: ValidTenantID), so ids that
-// work there work here.
-const maxTenantLength = 150
-
-// CheckTenant says why t is not a valid tenant id, or nil.
-func CheckTenant(t string) error {
-	switch {
-	case t == "":
-		return errors.New("empty tenant id")
-	case len(t) > maxTenantLength:
-		return fmt.Errorf("tenant id of %d bytes: at most %d", len(t), maxTenantLength)
-	case t == "." || t == "..":
-		return fmt.Errorf("tenant id %q is not allowed", t)
-	}
-	for i := range len(t) {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || isTenantPunct(c)) {
-			return fmt.Errorf("tenant id %s has %q at byte %d: want letters, digits and !-_.*'()", strconv.Quote(t), c, i)
-		}
-	}
-	return nil
-}
-
-func isTenantPunct(c byte) bool {
-	switch c {
-	case '!', '-', '_', '.', '*', '\'', '(', ')':
-		return true
-	}
-	return false
 }
 
 // source is where a message's rows came from, written as each row's

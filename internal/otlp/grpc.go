@@ -71,7 +71,7 @@ func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface
 	if ref == nil {
 		return a, nil
 	}
-	st := status.New(ref.code, ref.msg)
+	st := status.FromProto(ref.status())
 	if ref.retry {
 		if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(r.opt.RetryAfter)}); err == nil {
 			st = withInfo

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -126,7 +125,7 @@ func badBody(err error) *refusal {
 // writeRefusal answers with the refusal as a google.rpc.Status in the
 // request's encoding.
 func (r *Receivers) writeRefusal(w http.ResponseWriter, ref *refusal, isJSON bool) {
-	st := &spb.Status{Code: int32(ref.code), Message: ref.msg}
+	st := ref.status()
 	var out []byte
 	if isJSON {
 		out, _ = protojson.Marshal(st)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -32,6 +33,9 @@ func TestPartialSuccess(t *testing.T) {
 		{"all", Stored{All: true, Reason: "not decodable"}, 3},
 		{"more than sent", Stored{Rejected: 9, Reason: "unable to cast"}, 3},
 		{"none", Stored{}, 0},
+		// A reason quoting a value that is not UTF-8 still makes an
+		// answer every client decodes (proto3 strings must be UTF-8).
+		{"reason not UTF-8", Stored{Rejected: 1, Reason: "bad value \"\xff\xfe\""}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -47,8 +51,11 @@ func TestPartialSuccess(t *testing.T) {
 			check := func(how string, got ptraceotlp.ExportPartialSuccess) {
 				t.Helper()
 				msgOK := got.ErrorMessage() == ""
+				if !utf8.ValidString(got.ErrorMessage()) {
+					t.Errorf("%s: the partial success's message is not UTF-8: %q", how, got.ErrorMessage())
+				}
 				if c.want > 0 {
-					msgOK = strings.Contains(got.ErrorMessage(), c.answer.Reason) && strings.Contains(got.ErrorMessage(), "dead-letter table")
+					msgOK = strings.Contains(got.ErrorMessage(), strings.ToValidUTF8(c.answer.Reason, "\uFFFD")) && strings.Contains(got.ErrorMessage(), "dead-letter table")
 				}
 				if got.RejectedSpans() != c.want || !msgOK {
 					t.Errorf("%s: partial success %d %q, want %d rejected and the reason %q", how, got.RejectedSpans(), got.ErrorMessage(), c.want, c.answer.Reason)

@@ -14,10 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // Forwarder stores one accepted request durably, or says why it cannot.
@@ -72,8 +73,9 @@ type Options struct {
 	// TLS, when set, serves both receivers over TLS (mutual TLS when it
 	// asks for client certificates).
 	TLS *tls.Config
-	// Tokens, when set, require a bearer token that holds the tenant.
-	Tokens *Tokens
+	// Tokens, when set, require a bearer token that may write the
+	// tenant (tenancy.Resolver.Write decides).
+	Tokens *tenancy.Tokens
 	// RetryAfter is the delay suggested to clients told to retry: exact
 	// in gRPC's RetryInfo, rounded up to whole seconds (at least 1) in
 	// HTTP's Retry-After. Default 5s.
@@ -94,6 +96,7 @@ type Options struct {
 // Receivers are the running OTLP receivers.
 type Receivers struct {
 	opt      Options
+	tenants  tenancy.Resolver
 	inflight atomic.Int64
 	requests atomic.Int64 // in progress, for MaxConcurrent
 	httpSrv  *http.Server
@@ -109,7 +112,8 @@ func Start(opt Options) (*Receivers, error) {
 	if opt.RetryAfter <= 0 {
 		opt.RetryAfter = 5 * time.Second
 	}
-	r := &Receivers{opt: opt, Addr: map[string]string{}}
+	r := &Receivers{opt: opt, Addr: map[string]string{},
+		tenants: tenancy.Resolver{Tokens: opt.Tokens, Default: opt.DefaultTenant, Required: opt.TenantRequired}}
 	if opt.HTTP != "" {
 		ln, err := net.Listen("tcp", opt.HTTP)
 		if err != nil {
@@ -175,6 +179,14 @@ type refusal struct {
 	retry      bool // the client should retry after RetryAfter
 }
 
+// status is the refusal as a google.rpc.Status, the answer of either
+// protocol. Its message is made valid UTF-8: a Status whose message is not
+// marshals in neither encoding (a proto3 string), and a decode error may
+// quote the body's bytes; the 400 went out with an empty body.
+func (ref *refusal) status() *spb.Status {
+	return &spb.Status{Code: int32(ref.code), Message: strings.ToValidUTF8(ref.msg, "\uFFFD")}
+}
+
 // outcome names how a request was answered, for metrics.
 func outcome(ref *refusal, rejected int) string {
 	if ref == nil {
@@ -228,25 +240,22 @@ func (r *Receivers) leave() { r.requests.Add(-1) }
 // tenant picks the request's tenant from what the client sent (header or
 // metadata; "" for none) and the token it showed.
 func (r *Receivers) tenant(sent, token string) (string, *refusal) {
-	t := sent
-	if t == "" {
-		if r.opt.TenantRequired {
-			return "", &refusal{http.StatusUnauthorized, codes.Unauthenticated, "a tenant is required: send it in X-Scope-OrgID (HTTP) or x-scope-orgid (gRPC metadata)", false}
-		}
-		t = r.opt.DefaultTenant
+	t, err := r.tenants.Write(sent, token)
+	if err == nil {
+		return t, nil
 	}
-	if err := otel.CheckTenant(t); err != nil {
-		return "", &refusal{http.StatusBadRequest, codes.InvalidArgument, err.Error(), false}
+	var e *tenancy.Error
+	if !errors.As(err, &e) { // not so today: every refusal is an *Error
+		return "", &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
 	}
-	if r.opt.Tokens != nil {
-		switch r.opt.Tokens.Allows(token, t) {
-		case tokenUnknown:
-			return "", &refusal{http.StatusUnauthorized, codes.Unauthenticated, "a valid bearer token is required", false}
-		case tokenOtherTenant:
-			return "", &refusal{http.StatusForbidden, codes.PermissionDenied, fmt.Sprintf("the token may not write tenant %s", t), false}
-		}
+	switch e.Kind {
+	case tenancy.Unauthenticated:
+		return "", &refusal{http.StatusUnauthorized, codes.Unauthenticated, e.Msg, false}
+	case tenancy.Forbidden:
+		return "", &refusal{http.StatusForbidden, codes.PermissionDenied, e.Msg, false}
+	default:
+		return "", &refusal{http.StatusBadRequest, codes.InvalidArgument, e.Msg, false}
 	}
-	return t, nil
 }
 
 // accepted is a request stored: its items (spans, log records, points)
@@ -317,7 +326,7 @@ func (r *Receivers) store(ctx context.Context, signal, tenant string, proto []by
 	}
 	a := accepted{items: items, rejected: st.rejected(items)}
 	if a.rejected > 0 {
-		a.reason = fmt.Sprintf("%d of %d %s went to the dead-letter table: %s", a.rejected, items, itemNames[signal], st.Reason)
+		a.reason = fmt.Sprintf("%d of %d %s went to the dead-letter table: %s", a.rejected, items, itemNames[signal], strings.ToValidUTF8(st.Reason, "\uFFFD"))
 	}
 	return a, nil
 }

@@ -34,7 +34,8 @@ type Table struct {
 
 // RefusedError is a query refused before it ran: not a single SELECT, or
 // one that reads what its scope may not (a table it was not given, a
-// file, a setting). Protocols answer it as the caller's error
+// file, a setting), or that DuckDB refused for the caller's reasons (a
+// column that does not exist). Protocols answer it as the caller's error
 // (InvalidArgument / 400), never as the server's.
 type RefusedError struct{ Reason string }
 

@@ -266,7 +266,7 @@ func TestRebuildFailsOverALoadThatLandedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rebuilt := opRows(10, 2) // the operations of the spans read: offsets 0-9
+	rebuilt := opRows(10, 2)                     // the operations of the spans read: offsets 0-9
 	load(t, s, sinktest.DerivedBatch(10, 19, 1)) // meanwhile
 	if _, err := s.ReplaceDerived(ctx, r, [][]byte{rebuilt}); err == nil {
 		t.Error("the rebuild committed over a load that landed while it read the spans")

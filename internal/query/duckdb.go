@@ -1,0 +1,333 @@
+package query
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// DuckDB reads a DuckDB database that another part of the process may be
+// loading: each query runs on a connection of its own, in its own
+// transaction, so it sees the loads committed when it started and
+// nothing after (DuckDB's MVCC), and never holds up a load's commit.
+//
+// A scope bound to one tenant reads through views: on the query's
+// connection, every table the tenant may read is shadowed by a temporary
+// view of the same name holding the tenant's rows alone (DuckDB resolves
+// an unqualified name in the temporary schema first), and the checker
+// admits unqualified names only. The connection is closed after the
+// query, never handed back to the pool where the loads would find the
+// views.
+type DuckDB struct {
+	db        *sql.DB
+	shared    []string
+	functions map[string]bool
+	slots     chan struct{}
+}
+
+// DuckDBOptions configure a DuckDB reader.
+type DuckDBOptions struct {
+	// Shared are tables without a tenant_id column that every tenant may
+	// read whole (the price table). Every other table without tenant_id
+	// is the operator's alone.
+	Shared []string
+	// MaxConcurrent bounds the queries running at once (each holds a
+	// connection and DuckDB's threads); more wait. Default 4.
+	MaxConcurrent int
+}
+
+// deniedFunctions are DuckDB functions that read or change state outside
+// the query: settings, variables, sequences, the environment, the log,
+// table statistics across tenants (stats() of a view's column reports
+// the base table's), or that sleep.
+var deniedFunctions = []string{"getenv", "current_setting", "getvariable", "nextval", "currval", "setseed",
+	"write_log", "stats", "pg_sleep", "sleep_ms"}
+
+// NewDuckDB reads db, the database a DuckDB sink opened.
+func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, error) {
+	if opt.MaxConcurrent <= 0 {
+		opt.MaxConcurrent = 4
+	}
+	// DuckDB's own functions (internal), but macros that read a table
+	// (pg_get_viewdef reads duckdb_views()), since a macro's body is not
+	// checked.
+	denied := make([]string, len(deniedFunctions))
+	for i, f := range deniedFunctions {
+		denied[i] = sqltext.String(f)
+	}
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT DISTINCT lower(function_name) FROM duckdb_functions()
+		WHERE internal AND (function_type IN ('scalar', 'aggregate', 'window')
+			OR function_type = 'macro' AND macro_definition NOT ILIKE '%%from%%')
+		AND lower(function_name) NOT IN (%s)`, strings.Join(denied, ", ")))
+	if err != nil {
+		return nil, fmt.Errorf("list duckdb's functions: %w", err)
+	}
+	defer rows.Close()
+	functions := map[string]bool{}
+	for rows.Next() {
+		var f string
+		if err := rows.Scan(&f); err != nil {
+			return nil, err
+		}
+		functions[f] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list duckdb's functions: %w", err)
+	}
+	shared := make([]string, len(opt.Shared))
+	for i, t := range opt.Shared {
+		shared[i] = strings.ToLower(t)
+	}
+	return &DuckDB{db: db, shared: shared, functions: functions, slots: make(chan struct{}, opt.MaxConcurrent)}, nil
+}
+
+// Query implements Reader.
+func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ...any) (array.RecordReader, error) {
+	sess, err := d.open(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	text, _, err := sess.parse(ctx, d.functions, q)
+	if err != nil {
+		sess.close()
+		return nil, err
+	}
+	return sess.run(ctx, text, params)
+}
+
+// Schema implements Reader: the query runs with no row (and NULL for
+// each parameter) for its schema.
+func (d *DuckDB) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.Schema, error) {
+	sess, err := d.open(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	text, params, err := sess.parse(ctx, d.functions, q)
+	if err != nil {
+		sess.close()
+		return nil, err
+	}
+	rr, err := sess.run(ctx, "SELECT * FROM ("+text+") LIMIT 0", make([]any, params))
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Release()
+	return rr.Schema(), nil
+}
+
+// Tables implements Reader.
+func (d *DuckDB) Tables(ctx context.Context, s tenancy.Scope) ([]Table, error) {
+	sess, err := d.open(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.close()
+	names := slices.Sorted(func(yield func(string) bool) {
+		for _, t := range sess.tables {
+			if !yield(t) {
+				return
+			}
+		}
+	})
+	tables := make([]Table, 0, len(names))
+	for _, name := range names {
+		var schema *arrow.Schema
+		err := sess.arrow(ctx, "SELECT * FROM "+sqltext.Ident(name)+" LIMIT 0", nil, func(rr array.RecordReader) {
+			schema = rr.Schema()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("columns of %s: %w", name, err)
+		}
+		tables = append(tables, Table{Name: name, Schema: schema})
+	}
+	return tables, nil
+}
+
+// session is one query's connection, with the scope's views made.
+type session struct {
+	d      *DuckDB
+	conn   *sql.Conn
+	tables map[string]string // lower-cased name → name, of the tables the scope reads
+}
+
+// open takes a slot and a connection and makes the scope's views there.
+func (d *DuckDB) open(ctx context.Context, s tenancy.Scope) (*session, error) {
+	if !s.All && s.Tenant == "" {
+		return nil, errors.New("BUG: a read with no tenant and not the operator's")
+	}
+	select {
+	case d.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		<-d.slots
+		return nil, fmt.Errorf("a connection to read: %w", err)
+	}
+	sess := &session{d: d, conn: conn, tables: map[string]string{}}
+	if err := sess.scope(ctx, s); err != nil {
+		sess.close()
+		return nil, err
+	}
+	return sess, nil
+}
+
+// scope finds the tables s reads and, for one tenant, shadows each with
+// the view of its rows.
+func (sess *session) scope(ctx context.Context, s tenancy.Scope) error {
+	rows, err := sess.conn.QueryContext(ctx, `SELECT t.table_name, current_database(),
+			EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')
+		FROM duckdb_tables() t
+		WHERE t.database_name = current_database() AND t.schema_name = 'main' AND NOT t.temporary`)
+	if err != nil {
+		return fmt.Errorf("list the tables: %w", err)
+	}
+	var views []string
+	for rows.Next() {
+		var name, catalog string
+		var tenanted bool
+		if err := rows.Scan(&name, &catalog, &tenanted); err != nil {
+			rows.Close()
+			return err
+		}
+		switch {
+		case s.All, !tenanted && slices.Contains(sess.d.shared, strings.ToLower(name)):
+		case tenanted:
+			views = append(views, fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.main.%s WHERE tenant_id = %s",
+				sqltext.Ident(name), sqltext.Ident(catalog), sqltext.Ident(name), sqltext.String(s.Tenant)))
+		default:
+			continue
+		}
+		sess.tables[strings.ToLower(name)] = name
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list the tables: %w", err)
+	}
+	for _, v := range views {
+		if _, err := sess.conn.ExecContext(ctx, v); err != nil {
+			return fmt.Errorf("scope the tables to the tenant: %w", err)
+		}
+	}
+	return nil
+}
+
+// parse checks q as DuckDB parses it and returns the text that runs (the
+// parsed query printed back) and its number of parameters.
+func (sess *session) parse(ctx context.Context, functions map[string]bool, q string) (string, int, error) {
+	var js string
+	if err := sess.conn.QueryRowContext(ctx, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", q).Scan(&js); err != nil {
+		return "", 0, fmt.Errorf("parse the query: %w", err)
+	}
+	tables := make(map[string]bool, len(sess.tables))
+	for t := range sess.tables {
+		tables[t] = true
+	}
+	c := checker{tables: tables, functions: functions}
+	params, err := c.check([]byte(js))
+	if err != nil {
+		return "", 0, err
+	}
+	var text string
+	if err := sess.conn.QueryRowContext(ctx, "SELECT json_deserialize_sql($1::JSON)", js).Scan(&text); err != nil {
+		return "", 0, fmt.Errorf("print the parsed query: %w", err)
+	}
+	return text, params, nil
+}
+
+// run starts text and hands the session to the reader it returns, which
+// closes it when released.
+func (sess *session) run(ctx context.Context, text string, params []any) (array.RecordReader, error) {
+	var rr array.RecordReader
+	err := sess.conn.Raw(func(dc any) error {
+		a, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
+		if err != nil {
+			return err
+		}
+		rr, err = a.QueryContext(ctx, text, params...)
+		return err
+	})
+	if err != nil {
+		sess.close()
+		return nil, queryError(err)
+	}
+	// The reader keeps using the connection after Raw returned: the
+	// session holds it (sql.Conn) until the reader is released.
+	return &sessionReader{RecordReader: rr, sess: sess}, nil
+}
+
+// arrow runs text and hands its reader to f, on the session, which stays
+// open.
+func (sess *session) arrow(ctx context.Context, text string, params []any, f func(array.RecordReader)) error {
+	return sess.conn.Raw(func(dc any) error {
+		a, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
+		if err != nil {
+			return err
+		}
+		rr, err := a.QueryContext(ctx, text, params...)
+		if err != nil {
+			return queryError(err)
+		}
+		defer rr.Release()
+		f(rr)
+		return nil
+	})
+}
+
+// close discards the connection (it may hold the scope's views) and
+// frees the slot.
+func (sess *session) close() {
+	sess.conn.Raw(func(any) error { return driver.ErrBadConn })
+	sess.conn.Close()
+	<-sess.d.slots
+}
+
+// queryError is a DuckDB error running a checked query: the caller's
+// (a column that does not exist, a type mismatch), reported as such.
+func queryError(err error) error {
+	var de *duckdb.Error
+	if errors.As(err, &de) {
+		switch de.Type {
+		case duckdb.ErrorTypeBinder, duckdb.ErrorTypeParser, duckdb.ErrorTypeCatalog, duckdb.ErrorTypeConversion,
+			duckdb.ErrorTypeInvalidInput, duckdb.ErrorTypeMismatchType, duckdb.ErrorTypeOutOfRange:
+			return &RefusedError{de.Msg}
+		}
+	}
+	return err
+}
+
+// sessionReader is a query's reader; releasing it closes the session.
+type sessionReader struct {
+	array.RecordReader
+	sess *session
+	refs int
+}
+
+func (r *sessionReader) Retain() {
+	r.refs++
+	r.RecordReader.Retain()
+}
+
+func (r *sessionReader) Release() {
+	r.RecordReader.Release()
+	if r.refs > 0 {
+		r.refs--
+		return
+	}
+	if r.sess != nil {
+		r.sess.close()
+		r.sess = nil
+	}
+}
