@@ -275,6 +275,27 @@ func wantCode(t *testing.T, what string, err error, code codes.Code) {
 	}
 }
 
+// runBound binds one int64 parameter to the prepared st, a row per
+// value, runs it and reads its result.
+func runBound(t *testing.T, st adbc.Statement, vs ...int64) spans {
+	t.Helper()
+	ctx := context.Background()
+	params := int64Batch(vs...)
+	defer params.Release()
+	if err := st.Bind(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	rdr, _, err := st.ExecuteQuery(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readSpans(rdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // int64Batch is a one-column batch of parameters, one row per value.
 func int64Batch(vs ...int64) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{{Name: "1", Type: arrow.PrimitiveTypes.Int64}}, nil))

@@ -58,31 +58,14 @@ func TestPreparedStatementWithParameter(t *testing.T) {
 		t.Errorf("parameter schema %v, want one int64", ps)
 	}
 
-	run := func(from ...int64) spans {
-		t.Helper()
-		params := int64Batch(from...)
-		defer params.Release()
-		if err := st.Bind(ctx, params); err != nil {
-			t.Fatal(err)
-		}
-		rdr, _, err := st.ExecuteQuery(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := readSpans(rdr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	if got := run(7); !slices.Equal(got.names, []string{"a-7", "a-8", "a-9"}) {
+	if got := runBound(t, st, 7); !slices.Equal(got.names, []string{"a-7", "a-8", "a-9"}) {
 		t.Errorf("n >= 7: %v", got.names)
 	}
 	// Bound again: the new value, not the first one.
-	if got := run(9); !slices.Equal(got.names, []string{"a-9"}) {
+	if got := runBound(t, st, 9); !slices.Equal(got.names, []string{"a-9"}) {
 		t.Errorf("n >= 9 after n >= 7: %v", got.names)
 	}
-	if got := run(8, 9); !slices.Equal(got.names, []string{"a-8", "a-9", "a-9"}) {
+	if got := runBound(t, st, 8, 9); !slices.Equal(got.names, []string{"a-8", "a-9", "a-9"}) {
 		t.Errorf("rows 8 and 9 bound: %v, want n >= 8 then n >= 9", got.names)
 	}
 	var params [][]any

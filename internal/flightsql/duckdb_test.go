@@ -1,0 +1,104 @@
+package flightsql
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	adbcfs "github.com/apache/arrow-adbc/go/adbc/driver/flightsql"
+
+	"github.com/tracelake/tracelake/internal/query"
+)
+
+// duckRows is tenant a's spans in the DuckDB test: more than DuckDB's
+// 2048-row vectors, so the result comes in several batches.
+const duckRows = 5000
+
+// duckLake is the DuckDB read path over a database of spans: tenant a's
+// duckRows (span-0…, duration_ms 0…) and tenant b's 10 secrets.
+func duckLake(t *testing.T) query.Reader {
+	t.Helper()
+	db, err := sql.Open("duckdb", filepath.Join(t.TempDir(), "lake.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, q := range []string{
+		`CREATE TABLE otel_spans (tenant_id VARCHAR, name VARCHAR, duration_ms BIGINT)`,
+		`INSERT INTO otel_spans SELECT 'a', 'span-' || i, i FROM range(5000) t(i)`,
+		`INSERT INTO otel_spans SELECT 'b', 'secret-' || i, i FROM range(10) t(i)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	r, err := query.NewDuckDB(context.Background(), db, query.DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// The DuckDB read path through Flight SQL, as ADBC and database/sql read
+// it: a tenant's rows in several batches and no other's, a prepared
+// statement with a parameter, the tables listed, a refusal of the
+// engine's as InvalidArgument.
+func TestDuckDB(t *testing.T) {
+	duck := duckLake(t)
+	s := start(t, &fakeReader{}, func(o *Options) { o.Reader = duck })
+	uri := "grpc+tcp://" + s.Addr
+	c := adbcConn(t, uri, "a", "tok-a", nil)
+	ctx := context.Background()
+
+	got := runQuery(t, c, "SELECT name, duration_ms FROM otel_spans ORDER BY duration_ms")
+	if len(got.names) != duckRows || got.names[0] != "span-0" || got.batches < 2 {
+		t.Errorf("tenant a: %d rows in %d batches, first %q; want %d rows in several", len(got.names), got.batches, got.names[:min(1, len(got.names))], duckRows)
+	}
+	if slices.ContainsFunc(got.names, func(n string) bool { return strings.HasPrefix(n, "secret") }) {
+		t.Error("tenant a read tenant b's rows")
+	}
+	if got := runQuery(t, adbcConn(t, uri, "b", "tok-b", nil), "SELECT name, duration_ms FROM otel_spans"); len(got.names) != 10 {
+		t.Errorf("tenant b: %d rows, want 10", len(got.names))
+	}
+
+	st := statement(t, c, "SELECT name, duration_ms FROM otel_spans WHERE duration_ms >= ? ORDER BY duration_ms")
+	if err := st.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := runBound(t, st, duckRows-3); !slices.Equal(got.names, []string{"span-4997", "span-4998", "span-4999"}) {
+		t.Errorf("prepared, duration_ms >= %d: %v", duckRows-3, got.names)
+	}
+
+	db := sqlDB(t, "uri="+uri+";"+adbcfs.OptionRPCCallHeaderPrefix+"x-scope-orgid=a;"+adbcfs.OptionAuthorizationHeader+"=Bearer tok-a")
+	prep, err := db.PrepareContext(ctx, "SELECT name, duration_ms FROM otel_spans WHERE duration_ms >= $1 ORDER BY duration_ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prep.Close()
+	rows, err := prep.QueryContext(ctx, int64(duckRows-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := scanSpans(t, rows); !slices.Equal(got, []string{"span-4999"}) {
+		t.Errorf("database/sql, duration_ms >= %d: %v", duckRows-1, got)
+	}
+
+	if got, want := objects(t, c, nil), []string{"tracelake.main.otel_spans(tenant_id,name,duration_ms)"}; !slices.Equal(got, want) {
+		t.Errorf("tenant a's objects %v, want %v", got, want)
+	}
+
+	cl := client(t, s.Addr)
+	info, err := cl.Execute(as("a", "tok-a"), "SELECT * FROM read_csv('/etc/passwd')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fetch(as("a", "tok-a"), t, cl, info)
+	wantCode(t, "read_csv", err, codes.InvalidArgument)
+	_, err = cl.Prepare(as("a", "tok-a"), "SELECT nope FROM otel_spans")
+	wantCode(t, "prepare with an unknown column", err, codes.InvalidArgument)
+}
