@@ -13,6 +13,9 @@ import (
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
+// The process resolves tenants with tenancy.Resolver.
+var _ Tenants = tenancy.Resolver{}
+
 // The tenant a call names reaches the Reader: each tenant sees its own
 // rows, and the operator's token without a tenant sees every tenant's.
 func TestTenantReachesTheReader(t *testing.T) {
