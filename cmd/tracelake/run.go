@@ -17,6 +17,8 @@ import (
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/query"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 func cmdRun(ctx, hard context.Context, args []string) error {
@@ -80,6 +82,19 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	}
 	if err := snk.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare tables: %w", err)
+	}
+	if db, ok := snk.(*duckdbsink.Sink); ok {
+		// Reads run beside the loads, on connections of their own
+		// (query.DuckDB); stopped before the sink closes.
+		reader, err := query.NewDuckDB(ctx, db.DB(), query.DuckDBOptions{Shared: cfg.Query.SharedTables, MaxConcurrent: cfg.Query.MaxConcurrent})
+		if err != nil {
+			return err
+		}
+		stopFlight, err := startFlightSQL(cfg, reader)
+		if err != nil {
+			return err
+		}
+		defer stopFlight()
 	}
 	ready.SinkReady()
 	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it

@@ -380,6 +380,7 @@ func TestQueryChecked(t *testing.T) {
 		"query: {tls: {cert_file: c.pem}}":                            "query.tls.cert_file",
 		"query: {tls: {client_ca_file: ca.pem}}":                      "query.tls.client_ca_file",
 		"query: {flight_sql: \"127.0.0.1:8815\", shared_tables: [p]}": "",
+		"query: {flight_sql: \"127.0.0.1:8815\"}\nsink: {type: databend, databend: {dsn: \"databend://u:p@h:8000/db\"}}": "query.flight_sql",
 	} {
 		cfg, err := FromYAML([]byte(yaml))
 		if err != nil {

@@ -114,6 +114,8 @@ func (c *Config) validate(consuming bool) error {
 		"otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got \"\"")
 	c.OTLP.validate(check)
 	c.Query.validate(check)
+	check(c.Query.FlightSQL == "" || c.Sink.Type != SinkDatabend, "query.flight_sql",
+		"the read path serves the duckdb and iceberg sinks; Databend answers SQL itself (bendsql, its HTTP and MySQL handlers)")
 
 	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,
 		"batch.max_records", "want 1 to 10000000, got %d", c.Batch.MaxRecords)
