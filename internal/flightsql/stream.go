@@ -14,8 +14,10 @@ import (
 // run answers a DoGet of a statement: once per bound parameter row (once
 // when none are bound), one result after the other. The first query runs
 // before the answer starts, so that its refusal is the call's error; the
-// batches then stream one at a time, as the client takes them, never
-// held all at once.
+// batches then stream as the client takes them, at most streamAhead
+// batches (of at most maxBatchBytes) ahead of the one being written, so
+// that the engine makes the next batches while gRPC sends one, and a
+// result is never held all at once.
 //
 // The stream goroutine ends when the results do, or when ctx (the DoGet's)
 // ends; arrow-go's DoGet drains the channel before it returns, so no
@@ -30,7 +32,7 @@ func (h *handler) run(ctx context.Context, what string, hd handle) (*arrow.Schem
 	if err != nil {
 		return nil, nil, h.fail(ctx, what, err)
 	}
-	ch := make(chan flight.StreamChunk)
+	ch := make(chan flight.StreamChunk, streamAhead)
 	go h.stream(ctx, what, hd, rdr, rows[1:], ch)
 	return rdr.Schema(), ch, nil
 }
@@ -102,6 +104,10 @@ func (h *handler) send(ctx context.Context, rdr array.RecordReader, ch chan<- fl
 	}
 	return ctx.Err()
 }
+
+// streamAhead is how many batches a stream may have made ahead of the
+// one gRPC is writing.
+const streamAhead = 8
 
 // maxBatchBytes bounds the batches sent: a larger one of the Reader's
 // goes out as slices of its rows (not copied) of about this size. gRPC
