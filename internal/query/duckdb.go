@@ -126,6 +126,70 @@ func (d *DuckDB) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.
 	return rr.Schema(), nil
 }
 
+// Parameters says the type of each parameter of q, as DuckDB infers it
+// from where it stands (flightsql.Parameters: JDBC binds by it). A
+// parameter whose type DuckDB leaves open is a string, which DuckDB casts.
+func (d *DuckDB) Parameters(ctx context.Context, s tenancy.Scope, q string) (*arrow.Schema, error) {
+	sess, err := d.open(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.close()
+	text, n, err := sess.parse(ctx, d.functions, q)
+	if err != nil {
+		return nil, err
+	}
+	fields := make([]arrow.Field, n)
+	err = sess.conn.Raw(func(dc any) error {
+		st, err := dc.(driver.ConnPrepareContext).PrepareContext(ctx, text)
+		if err != nil {
+			return queryError(err)
+		}
+		defer st.Close()
+		for i := range fields {
+			typ, err := st.(*duckdb.Stmt).ParamType(i + 1)
+			if err != nil {
+				return err
+			}
+			fields[i] = arrow.Field{Name: fmt.Sprintf("$%d", i+1), Type: arrowType(typ), Nullable: true}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// arrowType is the Arrow type of a DuckDB parameter type; a string for
+// those without a plain counterpart (DuckDB casts a string to them).
+func arrowType(t duckdb.Type) arrow.DataType {
+	switch t {
+	case duckdb.TYPE_BOOLEAN:
+		return arrow.FixedWidthTypes.Boolean
+	case duckdb.TYPE_TINYINT:
+		return arrow.PrimitiveTypes.Int8
+	case duckdb.TYPE_SMALLINT:
+		return arrow.PrimitiveTypes.Int16
+	case duckdb.TYPE_INTEGER:
+		return arrow.PrimitiveTypes.Int32
+	case duckdb.TYPE_BIGINT:
+		return arrow.PrimitiveTypes.Int64
+	case duckdb.TYPE_FLOAT:
+		return arrow.PrimitiveTypes.Float32
+	case duckdb.TYPE_DOUBLE:
+		return arrow.PrimitiveTypes.Float64
+	case duckdb.TYPE_DATE:
+		return arrow.FixedWidthTypes.Date32
+	case duckdb.TYPE_TIMESTAMP, duckdb.TYPE_TIMESTAMP_TZ:
+		return arrow.FixedWidthTypes.Timestamp_us
+	case duckdb.TYPE_BLOB:
+		return arrow.BinaryTypes.Binary
+	default:
+		return arrow.BinaryTypes.String
+	}
+}
+
 // Tables implements Reader.
 func (d *DuckDB) Tables(ctx context.Context, s tenancy.Scope) ([]Table, error) {
 	sess, err := d.open(ctx, s)

@@ -398,3 +398,23 @@ func TestReadSeesTheLoadsCommittedWhenItStarted(t *testing.T) {
 	}
 	var _ array.RecordReader = rr
 }
+
+// Parameters are typed as DuckDB infers them from where they stand (JDBC
+// binds by these types), checked as Query checks the query.
+func TestParameterTypes(t *testing.T) {
+	l := newLake(t)
+	s, err := l.reader.Parameters(context.Background(), tenantA, `SELECT * FROM otel_spans WHERE duration_ms > ? AND name = ? AND trace_id = $3::VARCHAR`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range s.Fields() {
+		got = append(got, f.Type.String())
+	}
+	if want := []string{"int64", "utf8", "utf8"}; !slices.Equal(got, want) {
+		t.Fatalf("parameter types %v, want %v", got, want)
+	}
+	if _, err := l.reader.Parameters(context.Background(), tenantA, `SELECT * FROM events WHERE record_content = ?`); err == nil {
+		t.Fatal("the parameters of a query over a table the tenant may not read were described")
+	}
+}
