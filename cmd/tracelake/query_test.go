@@ -113,17 +113,17 @@ func TestFlightSQLWhileRunning(t *testing.T) {
 		return got, rows.Err()
 	}
 	const byTenant = `SELECT tenant_id, count(*)::INTEGER FROM otel_spans WHERE duration_ns >= ? GROUP BY ALL`
-	got, err := count(flightDB(t, flightAddr, "tok-a", ""), byTenant, 0)
+	got, err := count(flightDB(t, flightAddr, "tok-a", ""), byTenant, int64(0))
 	if err != nil {
 		t.Fatalf("tenant a's token: %v\n%s", err, run.log)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(map[string]int{"a": spans["a"]}) {
 		t.Errorf("tenant a's token read %v, want a's %d spans alone", got, spans["a"])
 	}
-	if got, err = count(flightDB(t, flightAddr, "tok-ops", ""), byTenant, 0); err != nil || fmt.Sprint(got) != fmt.Sprint(spans) {
+	if got, err = count(flightDB(t, flightAddr, "tok-ops", ""), byTenant, int64(0)); err != nil || fmt.Sprint(got) != fmt.Sprint(spans) {
 		t.Errorf("a token reading every tenant read %v (%v), want %v", got, err, spans)
 	}
-	if got, err = count(flightDB(t, flightAddr, "tok-ops", "b"), byTenant, 0); err != nil || fmt.Sprint(got) != fmt.Sprint(map[string]int{"b": spans["b"]}) {
+	if got, err = count(flightDB(t, flightAddr, "tok-ops", "b"), byTenant, int64(0)); err != nil || fmt.Sprint(got) != fmt.Sprint(map[string]int{"b": spans["b"]}) {
 		t.Errorf("the operator's token naming b read %v (%v), want b's %d spans", got, err, spans["b"])
 	}
 	for _, c := range []struct{ token, tenant, q, want string }{
@@ -133,7 +133,7 @@ func TestFlightSQLWhileRunning(t *testing.T) {
 		{"tok-a", "", `SELECT tenant_id, count(*) FROM main.otel_spans GROUP BY ALL`, "InvalidArgument"},
 		{"tok-ops", "", `DELETE FROM otel_spans`, "InvalidArgument"},
 	} {
-		_, err := count(flightDB(t, flightAddr, c.token, c.tenant), c.q, 0)
+		_, err := count(flightDB(t, flightAddr, c.token, c.tenant), c.q, int64(0))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("token %q tenant %q %s: %v, want %s", c.token, c.tenant, c.q, err, c.want)
 		}
