@@ -48,7 +48,7 @@ func buildBinary(t testing.TB) string {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "tracelake")
-		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-tags", "duckdb_arrow", "-o", built.bin, ".").CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("build: %v\n%s", err, out)
 		}
 	})

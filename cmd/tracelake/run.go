@@ -16,6 +16,7 @@ import (
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 func cmdRun(ctx, hard context.Context, args []string) error {
@@ -81,6 +82,11 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	ready.SinkReady()
+	if d, ok := snk.(*duckdb.Sink); ok {
+		// Stopped before the sink closes (deferred after it): the commands
+		// in progress use it.
+		defer serveCommands(ctx, cfg, d, slog.Default())()
+	}
 	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it
 	if cfg.GenAIOperations() {
 		if genaiMapper, err = pipeline.GenAIMapper(cfg, slog.Default(), metrics); err != nil {
