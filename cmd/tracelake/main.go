@@ -46,10 +46,13 @@ Usage:
   tracelake expire  --config F [--older-than 24h] [--retain-last 1]  Iceberg: remove old snapshots
   tracelake orphans --config F [--older-than 168h] [--dry-run]      Iceberg: delete unreferenced files
   tracelake prices  list|match MODEL|update --file F  the LLM price table genai_operations is priced from
-  tracelake report  --config F [--since 7d] [-o report.html]   GenAI operations: tokens, cost, latency, errors
+  tracelake report  --config F [--since 7d] [--tenant T] [-o report.html]   GenAI operations: tokens, cost, latency, errors
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
   tracelake demo                                      embedded Kafka → DuckDB, end to end
   tracelake version
+
+While 'tracelake run' holds its DuckDB file, verify, sql, report, dlq list and
+reconcile go through it (its socket beside the file).
 
 Run 'tracelake COMMAND -h' for the flags of a command.
 `

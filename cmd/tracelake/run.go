@@ -85,7 +85,8 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if d, ok := snk.(*duckdb.Sink); ok {
 		// Stopped before the sink closes (deferred after it): the commands
 		// in progress use it.
-		defer serveCommands(ctx, cfg, d, slog.Default())()
+		stopSocket := serveCommands(ctx, cfg, d, slog.Default())
+		defer stopSocket()
 	}
 	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it
 	if cfg.GenAIOperations() {
