@@ -37,6 +37,7 @@ func servedSink(t *testing.T, dir string) (*config.Config, *bytes.Buffer) {
 	for _, q := range []string{
 		`CREATE TABLE spans (tenant_id VARCHAR, name VARCHAR)`,
 		`INSERT INTO spans VALUES ('a', 'a1'), ('a', 'a2'), ('b', 'b1')`,
+		`CREATE TABLE spans_copy AS SELECT * FROM spans WHERE name <> 'b1'`,
 	} {
 		if _, err := snk.DB().Exec(q); err != nil {
 			t.Fatal(err)
@@ -87,6 +88,11 @@ func TestCommandsOnTheSocket(t *testing.T) {
 	f("query refused", exitFailed, "sql", "SELECT * FROM read_csv('/etc/passwd')")
 	f("--tenant:", exitUsage, "sql", "--tenant", "a/b", "SELECT 1")
 	f("(0 rows)", exitOK, "dlq", "list", "--config", "ignored.yaml")
+	// A failed check exits 1 through the socket as it does standalone.
+	f("only in spans: 1", exitFailed, "reconcile", "--left", "spans", "--right", "spans_copy", "--key", "name")
+	f("EQUAL", exitOK, "reconcile", "--left", "spans", "--right", "spans", "--key", "name")
+	f("reconcile: give --left T1 --right T2 --key K, or --model M", exitUsage, "reconcile")
+	f("flag provided but not defined: -nope", exitUsage, "verify", "--nope")
 	f("dlq replay does not go through tracelake run", exitUsage, "dlq", "replay")
 	f("merge does not go through tracelake run", exitUsage, "merge")
 
