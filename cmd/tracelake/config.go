@@ -107,33 +107,6 @@ func splitComma(s string) []string {
 	return out
 }
 
-// open parses args (after the command registered its own flags on fs), loads
-// and validates the config and opens the DuckDB sink, which the caller
-// closes. Commands that only read the sink pass needKafka false.
-func (f *configFlags) open(fs *flag.FlagSet, args []string, needKafka bool) (*config.Config, *duckdb.Sink, error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, usageError{err}
-	}
-	cfg, err := f.loadFor(needKafka)
-	if err != nil {
-		return nil, nil, err
-	}
-	if cfg.Sink.Type != config.SinkDuckDB {
-		return nil, nil, fmt.Errorf("tracelake %s reads the duckdb sink; sink.type is %s (query it with its own client, e.g. bendsql for Databend)", fs.Name(), cfg.Sink.Type)
-	}
-	snk, err := openDuckDB(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, snk, nil
-}
-
-// openDuckDB opens the DuckDB sink of cfg for a command that only queries
-// or merges it.
-func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
-	return duckdb.Open(duckDBOptions(cfg))
-}
-
 // openDuckDBBesidePipeline opens the DuckDB sink of cfg for a pipeline
 // loading it from this process (see duckdb.Options.BesidePipeline).
 func openDuckDBBesidePipeline(cfg *config.Config) (*duckdb.Sink, error) {

@@ -152,7 +152,7 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 	}
 	page := strings.TrimSuffix(path, filepath.Ext(path)) + "-report.html"
 	var html bytes.Buffer
-	if err := writeReport(ctx, &html, snk.DB(), cfg, 0); err != nil {
+	if err := writeReport(ctx, &html, snk.DB(), cfg, 0, ""); err != nil {
 		return err
 	}
 	if err := os.WriteFile(page, html.Bytes(), 0o644); err != nil {

@@ -46,10 +46,13 @@ Usage:
   tracelake expire  --config F [--older-than 24h] [--retain-last 1]  Iceberg: remove old snapshots
   tracelake orphans --config F [--older-than 168h] [--dry-run]      Iceberg: delete unreferenced files
   tracelake prices  list|match MODEL|update --file F  the LLM price table genai_operations is priced from
-  tracelake report  --config F [--since 7d] [-o report.html]   GenAI operations: tokens, cost, latency, errors
+  tracelake report  --config F [--since 7d] [--tenant T] [-o report.html]   GenAI operations: tokens, cost, latency, errors
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
   tracelake demo                                      embedded Kafka → DuckDB, end to end
   tracelake version
+
+While 'tracelake run' holds its DuckDB file, verify, sql, report, dlq list and
+reconcile go through it (its socket beside the file).
 
 Run 'tracelake COMMAND -h' for the flags of a command.
 `
@@ -70,17 +73,17 @@ func run(args []string) int {
 	case "run":
 		err = cmdRun(ctx, hard, args[1:])
 	case "verify":
-		err = cmdVerify(ctx, args[1:])
+		err = cmdVerify(ctx, standalone, args[1:])
 	case "sql":
-		err = cmdSQL(ctx, args[1:])
+		err = cmdSQL(ctx, standalone, args[1:])
 	case "config":
 		err = cmdConfig(args[1:])
 	case "dlq":
-		err = cmdDLQ(ctx, args[1:])
+		err = cmdDLQ(ctx, standalone, args[1:])
 	case "merge":
 		err = cmdMerge(ctx, args[1:])
 	case "reconcile":
-		err = cmdReconcile(ctx, args[1:])
+		err = cmdReconcile(ctx, standalone, args[1:])
 	case "compact":
 		err = cmdCompact(ctx, args[1:])
 	case "expire":
@@ -88,7 +91,7 @@ func run(args []string) int {
 	case "orphans":
 		err = cmdOrphans(ctx, args[1:])
 	case "report":
-		err = cmdReport(ctx, args[1:])
+		err = cmdReport(ctx, standalone, args[1:])
 	case "prices":
 		err = cmdPrices(ctx, args[1:])
 	case "gen":
@@ -103,19 +106,35 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "tracelake: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
+	var held heldError
+	if errors.As(err, &held) {
+		// `tracelake run` (or another process) holds the DuckDB file.
+		err = whileRunHolds(ctx, held, args)
+	}
+	code, msg := exitStatus(err)
+	if msg != "" {
+		fmt.Fprintln(os.Stderr, "tracelake:", msg)
+	}
+	return code
+}
+
+// exitStatus is the exit code of a command that returned err and what it
+// prints after "tracelake: " ("" for nothing).
+func exitStatus(err error) (int, string) {
 	var ue usageError
 	var fe failedCheck
+	var re remoteExit
 	switch {
 	case err == nil:
-		return exitOK
+		return exitOK, ""
+	case errors.As(err, &re):
+		return re.code, re.msg // as the command said inside tracelake run
 	case errors.As(err, &ue):
-		fmt.Fprintln(os.Stderr, "tracelake:", err)
-		return exitUsage
+		return exitUsage, err.Error()
 	case errors.As(err, &fe):
-		return exitFailed // the report was printed already
+		return exitFailed, "" // the report was printed already
 	default:
-		fmt.Fprintln(os.Stderr, "tracelake:", err)
-		return exitFailed
+		return exitFailed, err.Error()
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"log/slog"
-	"os"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
@@ -14,8 +13,9 @@ import (
 
 // cmdReconcile is `tracelake reconcile`: compare two tables, or a model's
 // target with a rebuild of it computed on the fly. Exit 1 when they differ.
-func cmdReconcile(ctx context.Context, args []string) error {
-	fs := newFlagSet("reconcile")
+// It also runs inside `tracelake run` (env).
+func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := env.flagSet("reconcile")
 	var cf configFlags
 	cf.register(fs)
 	left := fs.String("left", "", "first table")
@@ -25,11 +25,11 @@ func cmdReconcile(ctx context.Context, args []string) error {
 	model := fs.String("model", "", "compare this model's target with a full rebuild computed on the fly (nothing is written)")
 	examples := fs.Int("examples", 10, "keys that differ to show")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	cfg, snk, err := cf.open(fs, args, false)
+	cfg, snk, release, err := env.open(ctx, &cf, fs, args, false, false)
 	if err != nil {
 		return err
 	}
-	defer snk.Close()
+	defer release()
 
 	var rep *reconcile.Report
 	switch {
@@ -51,13 +51,13 @@ func cmdReconcile(ctx context.Context, args []string) error {
 		return usagef("reconcile: give --left T1 --right T2 --key K, or --model M")
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		rep.WriteText(os.Stdout)
+		rep.WriteText(env.stdout)
 	}
 	if !rep.Equal {
 		return failedCheck{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,17 +17,21 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/report"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // defaultReportWindow is what the report covers unless asked otherwise.
 const defaultReportWindow = 7 * 24 * time.Hour
 
-// cmdReport is `tracelake report`: genai_operations as one HTML page.
-func cmdReport(ctx context.Context, args []string) error {
-	fs := newFlagSet("report")
+// cmdReport is `tracelake report`: genai_operations as one HTML page. On
+// the DuckDB sink it also runs inside `tracelake run` (env), which writes
+// the page to its standard output: the file is the client's to write.
+func cmdReport(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := env.flagSet("report")
 	var cf configFlags
 	cf.register(fs)
 	sinceFlag := fs.String("since", "7d", "the window before now: a number of days (7d) or a Go duration (12h); all for everything")
+	tenant := fs.String("tenant", "", "report on this tenant's operations alone (default: every tenant's)")
 	out := fs.String("o", "report.html", "the page to write; - for standard output")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -35,31 +40,48 @@ func cmdReport(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	cfg, err := cf.loadFor(false)
+	if *tenant != "" {
+		if err := tenancy.CheckTenant(*tenant); err != nil {
+			return usagef("--tenant: %v", err)
+		}
+	}
+	cfg, err := env.config(&cf, false)
 	if err != nil {
 		return err
 	}
 	if err := reportable(cfg); err != nil {
 		return err
 	}
-	db, closeDB, err := operationsDB(ctx, cfg, since)
+	var page bytes.Buffer
+	err = operationsPage(ctx, env, &page, cfg, since, *tenant)
+	var held heldError
+	if errors.As(err, &held) {
+		// `tracelake run` holds the file: it makes the page, written here.
+		err = throughRun(ctx, held, append([]string{"report"}, args...), &page)
+	}
 	if err != nil {
 		return err
 	}
-	defer closeDB()
-	var page bytes.Buffer
-	if err := writeReport(ctx, &page, db, cfg, since); err != nil {
-		return err
-	}
-	if *out == "-" {
-		_, err = os.Stdout.Write(page.Bytes())
+	if *out == "-" || env.running != nil {
+		_, err = env.stdout.Write(page.Bytes())
 		return err
 	}
 	if err := os.WriteFile(*out, page.Bytes(), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s\n", *out)
+	fmt.Fprintf(env.stderr, "wrote %s\n", *out)
 	return nil
+}
+
+// operationsPage writes the report of cfg's operations in the window for
+// tenant ("" for every tenant) to page.
+func operationsPage(ctx context.Context, env *cmdEnv, page io.Writer, cfg *config.Config, since time.Duration, tenant string) error {
+	db, closeDB, err := operationsDB(ctx, env, cfg, since)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	return writeReport(ctx, page, db, cfg, since, tenant)
 }
 
 // reportable says why cfg has no operations to report on, or nil.
@@ -73,7 +95,7 @@ func reportable(cfg *config.Config) error {
 // operationsDB is a DuckDB database holding genai_operations: the DuckDB
 // sink's file, or the window's operations read into memory from Iceberg
 // (the filter prunes the table's days) or Databend.
-func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) (*sql.DB, func(), error) {
+func operationsDB(ctx context.Context, env *cmdEnv, cfg *config.Config, since time.Duration) (*sql.DB, func(), error) {
 	if cfg.Sink.Type != config.SinkDuckDB {
 		lake, err := openLake(ctx, cfg)
 		if err != nil {
@@ -94,19 +116,17 @@ func operationsDB(ctx context.Context, cfg *config.Config, since time.Duration) 
 		}
 		return db, func() { db.Close() }, nil
 	}
-	snk, err := openDuckDB(cfg)
+	snk, release, err := env.duckDB(ctx, cfg, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := snk.Prepare(ctx); err != nil {
-		snk.Close()
-		return nil, nil, fmt.Errorf("prepare tables: %w", err)
-	}
-	return snk.DB(), func() { snk.Close() }, nil
+	return snk.DB(), release, nil
 }
 
-func writeReport(ctx context.Context, w io.Writer, db *sql.DB, cfg *config.Config, since time.Duration) error {
-	r, err := report.Build(ctx, db, report.Options{Table: cfg.GenAI.Table, Since: since, Now: time.Now()})
+// writeReport writes the page of the operations in db since the window's
+// start, of tenant alone unless "".
+func writeReport(ctx context.Context, w io.Writer, db *sql.DB, cfg *config.Config, since time.Duration, tenant string) error {
+	r, err := report.Build(ctx, db, report.Options{Table: cfg.GenAI.Table, Since: since, Tenant: tenant, Now: time.Now()})
 	if err != nil {
 		return err
 	}
@@ -131,7 +151,9 @@ func parseSince(s string) (time.Duration, error) {
 }
 
 // reportHandler serves the report from the running process's database,
-// for the status page (the file is locked while tracelake runs).
+// for the status page (the file is locked while tracelake runs):
+// /report?tenant=T&since=7d, both optional (every tenant, the last 7 days;
+// since as the report command's --since).
 func reportHandler(db *sql.DB, cfg *config.Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		since := defaultReportWindow
@@ -142,8 +164,15 @@ func reportHandler(db *sql.DB, cfg *config.Config) http.Handler {
 				return
 			}
 		}
+		tenant := r.URL.Query().Get("tenant")
+		if tenant != "" {
+			if err := tenancy.CheckTenant(tenant); err != nil {
+				http.Error(w, "tenant: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
 		var page bytes.Buffer
-		if err := writeReport(r.Context(), &page, db, cfg, since); err != nil {
+		if err := writeReport(r.Context(), &page, db, cfg, since, tenant); err != nil {
 			slog.Warn("report", "err", err)
 			http.Error(w, "report: "+err.Error(), http.StatusInternalServerError)
 			return

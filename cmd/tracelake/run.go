@@ -18,7 +18,7 @@ import (
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/query"
-	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 func cmdRun(ctx, hard context.Context, args []string) error {
@@ -83,10 +83,12 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if err := snk.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
-	if db, ok := snk.(*duckdbsink.Sink); ok {
+	if d, ok := snk.(*duckdb.Sink); ok {
 		// Reads run beside the loads, on connections of their own
-		// (query.DuckDB); stopped before the sink closes.
-		reader, err := query.NewDuckDB(ctx, db.DB(), query.DuckDBOptions{Shared: cfg.Query.SharedTables, MaxConcurrent: cfg.Query.MaxConcurrent})
+		// (query.DuckDB), for Flight SQL and the commands of the local
+		// socket alike; both stop before the sink closes (deferred after
+		// it): the reads and commands in progress use it.
+		reader, err := query.NewDuckDB(ctx, d.DB(), query.DuckDBOptions{Shared: cfg.Query.SharedTables, MaxConcurrent: cfg.Query.MaxConcurrent})
 		if err != nil {
 			return err
 		}
@@ -95,6 +97,8 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 			return err
 		}
 		defer stopFlight()
+		stopSocket := serveCommands(ctx, cfg, d, reader, slog.Default())
+		defer stopSocket()
 	}
 	ready.SinkReady()
 	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it

@@ -3,20 +3,29 @@ package main
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
-func cmdSQL(ctx context.Context, args []string) error {
-	fs := newFlagSet("sql")
+// cmdSQL is `tracelake sql`. On the DuckDB sink it also runs inside
+// `tracelake run` (env), through the read path: one SELECT over the
+// tables, for the tenant given (enforced there) or for the operator.
+func cmdSQL(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := env.flagSet("sql")
 	var cf configFlags
 	cf.register(fs)
 	tenant := fs.String("tenant", "", "every table with a tenant_id column (the OpenTelemetry tables, genai_operations) shows only this tenant's rows")
@@ -26,7 +35,7 @@ func cmdSQL(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("sql: want one query argument, got %d", fs.NArg())
 	}
-	cfg, err := cf.loadFor(false)
+	cfg, err := env.config(&cf, false)
 	if err != nil {
 		return err
 	}
@@ -34,6 +43,9 @@ func cmdSQL(ctx context.Context, args []string) error {
 		if err := tenancy.CheckTenant(*tenant); err != nil {
 			return usagef("--tenant: %v", err)
 		}
+	}
+	if env.running != nil {
+		return queryRunning(ctx, env, fs.Arg(0), *tenant)
 	}
 	switch cfg.Sink.Type {
 	case config.SinkIceberg:
@@ -49,9 +61,34 @@ func cmdSQL(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		return printQuery(ctx, os.Stdout, snk.DB(), fs.Arg(0))
+		return printQuery(ctx, env.stdout, snk.DB(), fs.Arg(0))
 	}
 	return fmt.Errorf("tracelake sql reads the duckdb and iceberg sinks; sink.type is %s (query Databend with its own client, e.g. bendsql)", cfg.Sink.Type)
+}
+
+// queryRunning answers q inside `tracelake run` through the read path,
+// which the file's loads go on beside: for tenant alone if not "", else
+// for every tenant. The read path takes one SELECT over the tables by
+// their plain names (no schema or catalog, no table functions), the
+// same for the operator: a query it refuses is the caller's error.
+func queryRunning(ctx context.Context, env *cmdEnv, q, tenant string) error {
+	if env.running.reader == nil {
+		return errors.New("this tracelake run could not start its read path (see its log); stop it to query the file")
+	}
+	scope := tenancy.Operator
+	if tenant != "" {
+		scope = tenancy.One(tenant)
+	}
+	rr, err := env.running.reader.Query(ctx, scope, q)
+	var refused *query.RefusedError
+	if errors.As(err, &refused) {
+		return fmt.Errorf("%w (through a running tracelake run, sql takes one SELECT over the tables, named without schema or catalog, and no table functions)", err)
+	}
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	defer rr.Release()
+	return writeTable(env.stdout, rr)
 }
 
 // restrictToTenant shadows every table of the database that has a
@@ -90,44 +127,115 @@ func restrictToTenant(ctx context.Context, db *sql.DB, tenant string) error {
 	return nil
 }
 
-// printQuery runs q and prints the result as an aligned table.
+// printQuery runs q (any statements; the last one's result is printed)
+// on one connection of db and prints the result as an aligned table.
 func printQuery(ctx context.Context, w io.Writer, db *sql.DB, q string) error {
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return fmt.Errorf("query: %w", err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(cols, "\t"))
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	n := 0
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		a, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
+		if err != nil {
 			return err
 		}
-		cells := make([]string, len(cols))
-		for i, v := range vals {
-			cells[i] = formatCell(v)
+		rr, err := a.QueryContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("query: %w", err)
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "(%d rows)\n", n)
-	return nil
+		defer rr.Release()
+		return writeTable(w, rr)
+	})
 }
 
+// writeTable prints the records of rr as an aligned table: a line of
+// column names, a line per row (formatCell), then the number of rows.
+// Every `sql` prints through it, standalone or through `tracelake run`,
+// so both print the same answer the same way.
+func writeTable(w io.Writer, rr array.RecordReader) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fields := rr.Schema().Fields()
+	cells := make([]string, len(fields))
+	for i, f := range fields {
+		cells[i] = f.Name
+	}
+	fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	n := 0
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		for row := range int(rec.NumRows()) {
+			for i, col := range rec.Columns() {
+				cells[i] = formatCell(cellValue(col, row))
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+			n++
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "(%d rows)\n", n)
+	return err
+}
+
+// cellValue is the Go value of row i of col that formatCell prints:
+// numbers, strings and bytes as they are, times as time.Time (DuckDB's
+// DATE, TIMESTAMP and TIMESTAMPTZ), decimals as DuckDB writes them;
+// anything else (lists, structs, maps, intervals, times of day) as Arrow
+// writes it (JSON for the nested ones).
+func cellValue(col arrow.Array, i int) any {
+	if col.IsNull(i) {
+		return nil
+	}
+	switch a := col.(type) {
+	case *array.Boolean:
+		return a.Value(i)
+	case *array.Int8:
+		return a.Value(i)
+	case *array.Int16:
+		return a.Value(i)
+	case *array.Int32:
+		return a.Value(i)
+	case *array.Int64:
+		return a.Value(i)
+	case *array.Uint8:
+		return a.Value(i)
+	case *array.Uint16:
+		return a.Value(i)
+	case *array.Uint32:
+		return a.Value(i)
+	case *array.Uint64:
+		return a.Value(i)
+	case *array.Float32:
+		return a.Value(i)
+	case *array.Float64:
+		return a.Value(i)
+	case *array.String:
+		return a.Value(i)
+	case *array.LargeString:
+		return a.Value(i)
+	case *array.Binary:
+		return a.Value(i)
+	case *array.Timestamp:
+		return a.Value(i).ToTime(a.DataType().(*arrow.TimestampType).Unit)
+	case *array.Date32:
+		return a.Value(i).ToTime()
+	case *array.Date64:
+		return a.Value(i).ToTime()
+	case *array.Decimal128:
+		t := a.DataType().(*arrow.Decimal128Type)
+		return duckdb.Decimal{Width: uint8(t.Precision), Scale: uint8(t.Scale), Value: a.Value(i).BigInt()}
+	}
+	return col.ValueStr(i)
+}
+
+// formatCell prints one value of a result: NULL, bytes quoted, times in
+// UTC (a date alone at midnight), control characters escaped, and at most
+// 120 bytes.
 func formatCell(v any) string {
 	var s string
 	switch x := v.(type) {

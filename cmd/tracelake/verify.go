@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,15 +25,17 @@ import (
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
-func cmdVerify(ctx context.Context, args []string) error {
-	fs := newFlagSet("verify")
+// cmdVerify is `tracelake verify`; on the DuckDB sink it also runs inside
+// `tracelake run` (env).
+func cmdVerify(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := env.flagSet("verify")
 	var cf configFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
-	cfg, err := cf.loadFor(true)
+	cfg, err := env.config(&cf, true)
 	if err != nil {
 		return err
 	}
@@ -68,11 +69,11 @@ func cmdVerify(ctx context.Context, args []string) error {
 			}
 		}
 	default:
-		snk, err := openDuckDB(cfg)
+		snk, release, err := env.duckDB(ctx, cfg, false)
 		if err != nil {
 			return err
 		}
-		defer snk.Close()
+		defer release()
 		if rep, err = verifyDuckDB(ctx, cfg, snk); err != nil {
 			return err
 		}
@@ -98,13 +99,13 @@ func cmdVerify(ctx context.Context, args []string) error {
 	}
 	rep.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks { return watermarks(ctx, cfg) })
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		rep.WriteText(os.Stdout)
+		rep.WriteText(env.stdout)
 	}
 	if !rep.OK {
 		return failedCheck{}

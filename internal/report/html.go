@@ -282,7 +282,7 @@ th,td{padding:.3em .7em;text-align:right;border-bottom:1px solid #eef0f3}th{back
 .l{text-align:left}code{font-size:12px}
 </style></head><body>
 <h1>GenAI operations</h1>
-<p class="muted">{{.Table}} · {{.Window}} · generated {{.Generated.Format "2006-01-02 15:04 UTC"}} by tracelake report</p>
+<p class="muted">{{.Table}}{{if .Tenant}} · tenant {{.Tenant}}{{end}} · {{.Window}} · generated {{.Generated.Format "2006-01-02 15:04 UTC"}} by tracelake report</p>
 <div class="tiles">
 <div class="tile"><div class="v">{{num .Operations}}</div><div class="k">operations</div></div>
 <div class="tile"><div class="v">{{money .CostUSD}}</div><div class="k">cost</div></div>

@@ -18,13 +18,17 @@ import (
 type Options struct {
 	Table string        // genai_operations table (unquoted name)
 	Since time.Duration // window before Now; 0 for everything
-	Now   time.Time
+	// Tenant, if not "", limits the report to that tenant's operations
+	// (tenant_id); every tenant's otherwise.
+	Tenant string
+	Now    time.Time
 }
 
 // Report is the data of the page.
 type Report struct {
 	Table     string
 	Since     time.Duration
+	Tenant    string // "" for every tenant
 	Generated time.Time
 
 	Operations, Errors, Unpriced int64
@@ -89,11 +93,14 @@ type TraceCost struct {
 
 // Build queries the table (DuckDB SQL).
 func Build(ctx context.Context, db *sql.DB, opt Options) (*Report, error) {
-	r := &Report{Table: opt.Table, Since: opt.Since, Generated: opt.Now.UTC()}
+	r := &Report{Table: opt.Table, Since: opt.Since, Tenant: opt.Tenant, Generated: opt.Now.UTC()}
 	t := sqltext.Name(opt.Table)
 	where := "start_time IS NOT NULL"
 	if opt.Since > 0 {
 		where += fmt.Sprintf(" AND start_time >= TIMESTAMP '%s'", opt.Now.UTC().Add(-opt.Since).Format("2006-01-02 15:04:05.000000"))
+	}
+	if opt.Tenant != "" {
+		where += " AND tenant_id = " + sqltext.String(opt.Tenant)
 	}
 	// A client that retried an export after a lost answer sent its spans
 	// twice (OTLP has no request id): each operation counts once, by its

@@ -101,6 +101,39 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// With a tenant, the report counts that tenant's operations alone: another
+// tenant's copy of trace-b's operations changes nothing of t's report and
+// is all of u's.
+func TestBuildOneTenant(t *testing.T) {
+	db := operations(t)
+	if _, err := db.Exec(`INSERT INTO genai_operations SELECT * REPLACE ('u' AS tenant_id, 'trace-u' AS trace_id, koffset + 5000 AS koffset)
+		FROM genai_operations WHERE trace_id = 'trace-b'`); err != nil {
+		t.Fatal(err)
+	}
+	build := func(tenant string) *Report {
+		t.Helper()
+		r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Tenant: tenant, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := build(""); r.Operations != 22 {
+		t.Errorf("every tenant: %d operations, want 22", r.Operations)
+	}
+	if r := build("t"); r.Operations != 13 || r.CostUSD != "0.063000000000" || len(r.Traces) != 2 || r.Traces[0].TraceID != "trace-b" {
+		t.Errorf("tenant t: ops=%d cost=%s traces=%+v, want trace-b's tenant's report", r.Operations, r.CostUSD, r.Traces)
+	}
+	r := build("u")
+	if r.Operations != 9 || r.CostUSD != "0.049500000000" || len(r.Traces) != 1 || r.Traces[0].Tenant != "u" || r.Tenant != "u" {
+		t.Errorf("tenant u: ops=%d cost=%s traces=%+v", r.Operations, r.CostUSD, r.Traces)
+	}
+	var page bytes.Buffer
+	if err := r.WriteHTML(&page); err != nil || !strings.Contains(page.String(), "tenant u") {
+		t.Errorf("the page does not name its tenant: %v", err)
+	}
+}
+
 // The page renders in a real browser (Chromium, headless) and each chart
 // draws the series the data has: one per priced model in the cost and
 // tokens charts, p50/p90/p99 for latency, the error rate.

@@ -252,11 +252,17 @@ func (s *Sink) CleanStage() error {
 	return nil
 }
 
-// openError explains the common failure to open: DuckDB allows one
-// process per database file.
+// ErrLocked is in the error Open returns (errors.Is) when another process
+// has the database file open: DuckDB allows one process per file, and a
+// running `tracelake run` holds it for as long as it runs. The command
+// that tried can go through that process instead (its local socket).
+var ErrLocked = errors.New("another process has the file open")
+
+// openError wraps a failure to open path, with ErrLocked when the cause
+// is another process holding the file.
 func openError(path string, err error) error {
 	if strings.Contains(err.Error(), "Could not set lock") {
-		return fmt.Errorf("open duckdb %s: another process has the file open (a running `tracelake run`? it can merge with merge.every; other commands need it stopped): %w", path, err)
+		return fmt.Errorf("open duckdb %s: %w: %w", path, ErrLocked, err)
 	}
 	return fmt.Errorf("open duckdb %s: %w", path, err)
 }

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+)
+
+// cmdEnv is what a command that reads the DuckDB sink (verify, sql,
+// report, dlq list, reconcile) runs with. Standalone it loads its config
+// and opens the file itself; inside `tracelake run`, asked on run's
+// socket (commandServer), it runs the same code on run's config and open
+// sink, which it never closes.
+type cmdEnv struct {
+	stdout, stderr io.Writer
+	// running is run's own config and sink; nil standalone.
+	running *runningSink
+}
+
+// runningSink is what `tracelake run` lends the commands it answers.
+type runningSink struct {
+	cfg *config.Config
+	snk *duckdb.Sink
+	// reader answers `sql`: one SELECT, read-only, for a scope (the
+	// file may be loading while it reads). nil if it could not start.
+	reader *query.DuckDB
+}
+
+// standalone is the environment of a command run from the shell.
+var standalone = &cmdEnv{stdout: os.Stdout, stderr: os.Stderr}
+
+// flagSet is the command's flag set, reporting to the command's stderr.
+func (e *cmdEnv) flagSet(name string) *flag.FlagSet {
+	fs := newFlagSet(name)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+// config is the command's config: the one cf loads standalone, run's own
+// inside run (the client checked that its config names run's database;
+// the other keys are run's, whatever the client's file says).
+func (e *cmdEnv) config(cf *configFlags, needKafka bool) (*config.Config, error) {
+	if e.running != nil {
+		return e.running.cfg, nil
+	}
+	return cf.loadFor(needKafka)
+}
+
+// duckDB is the command's DuckDB sink and its release: standalone, the
+// file opened (and its tables prepared if prepare), closed by release;
+// inside run, run's own, prepared, which release leaves open.
+func (e *cmdEnv) duckDB(ctx context.Context, cfg *config.Config, prepare bool) (*duckdb.Sink, func(), error) {
+	if e.running != nil {
+		return e.running.snk, func() {}, nil
+	}
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if prepare {
+		if err := snk.Prepare(ctx); err != nil {
+			snk.Close()
+			return nil, nil, fmt.Errorf("prepare tables: %w", err)
+		}
+	}
+	return snk, func() { snk.Close() }, nil
+}
+
+// open parses args (after the command registered its own flags on fs),
+// takes the config and the DuckDB sink, which the caller releases.
+// Commands that only read the sink pass needKafka false.
+func (e *cmdEnv) open(ctx context.Context, cf *configFlags, fs *flag.FlagSet, args []string, needKafka, prepare bool) (*config.Config, *duckdb.Sink, func(), error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, nil, usageError{err}
+	}
+	cfg, err := e.config(cf, needKafka)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if cfg.Sink.Type != config.SinkDuckDB {
+		return nil, nil, nil, fmt.Errorf("tracelake %s reads the duckdb sink; sink.type is %s (query it with its own client, e.g. bendsql for Databend)", fs.Name(), cfg.Sink.Type)
+	}
+	snk, release, err := e.duckDB(ctx, cfg, prepare)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, snk, release, nil
+}
+
+// heldError is a DuckDB file another process holds, met opening it: the
+// command may go through that process (whileRunHolds).
+type heldError struct {
+	path string // the database file, as the config names it
+	err  error  // the open's error (duckdb.ErrLocked)
+}
+
+func (e heldError) Error() string { return e.err.Error() }
+func (e heldError) Unwrap() error { return e.err }
+
+// openDuckDB opens the DuckDB sink of cfg for a command that only queries
+// or merges it; a file another process holds is a heldError.
+func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
+	snk, err := duckdb.Open(duckDBOptions(cfg))
+	if errors.Is(err, duckdb.ErrLocked) {
+		return nil, heldError{path: cfg.Sink.DuckDB.Path, err: err}
+	}
+	return snk, err
+}
