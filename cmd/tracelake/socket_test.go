@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
@@ -44,7 +45,11 @@ func servedSink(t *testing.T, dir string) (*config.Config, *bytes.Buffer) {
 		}
 	}
 	var log bytes.Buffer
-	stop := serveCommands(context.Background(), cfg, snk, slog.New(slog.NewTextHandler(&log, nil)))
+	reader, err := query.NewDuckDB(context.Background(), snk.DB(), query.DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveCommands(context.Background(), cfg, snk, reader, slog.New(slog.NewTextHandler(&log, nil)))
 	t.Cleanup(stop)
 	return cfg, &log
 }
@@ -141,7 +146,7 @@ func TestSocketPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer snk.Close()
-		stop := serveCommands(context.Background(), cfg, snk, slog.New(slog.DiscardHandler))
+		stop := serveCommands(context.Background(), cfg, snk, nil, slog.New(slog.DiscardHandler))
 		if _, err := os.Stat(socketPath(cfg.Sink.DuckDB.Path)); err != nil {
 			t.Fatal(err)
 		}
