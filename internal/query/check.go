@@ -61,10 +61,8 @@ type tableRef struct {
 // check says why the statement serialized as js may not run, or nil. It
 // returns the number of its parameters.
 func (c *checker) check(js []byte) (params int, err error) {
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.UseNumber()
-	var doc map[string]any
-	if err := dec.Decode(&doc); err != nil {
+	doc, err := decodeParse(js)
+	if err != nil {
 		return 0, fmt.Errorf("read the parsed query: %w", err)
 	}
 	if failed, _ := doc["error"].(bool); failed {
@@ -88,6 +86,19 @@ func (c *checker) check(js []byte) (params int, err error) {
 	}
 	named, _ := stmt["named_param_map"].([]any)
 	return len(named), nil
+}
+
+// decodeParse decodes json_serialize_sql's JSON, keeping numbers as
+// written (json.Number): printed back, a float64 would lose digits (the
+// parse holds 2^64-1 for "no location").
+func decodeParse(js []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
 }
 
 // walk checks every object under v; ctes are the CTE names in scope.

@@ -132,12 +132,7 @@ func (d *DuckDB) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.
 		sess.close()
 		return nil, err
 	}
-	rr, err := sess.run(ctx, "SELECT * FROM ("+text+") LIMIT 0", make([]any, params))
-	if err != nil {
-		return nil, err
-	}
-	defer rr.Release()
-	return rr.Schema(), nil
+	return sess.schema(ctx, text, params)
 }
 
 // Tables implements Reader.
@@ -310,6 +305,17 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 	// The reader keeps using the connection after Raw returned: the
 	// session holds it (sql.Conn) until the reader is released.
 	return &sessionReader{RecordReader: rr, sess: sess}, nil
+}
+
+// schema is the schema of query text with params parameters, which runs
+// with no row (and NULL for each parameter); the session closes.
+func (sess *session) schema(ctx context.Context, text string, params int) (*arrow.Schema, error) {
+	rr, err := sess.run(ctx, "SELECT * FROM ("+text+") LIMIT 0", make([]any, params))
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Release()
+	return rr.Schema(), nil
 }
 
 // arrow runs text and hands its reader to f, on the session, which stays
