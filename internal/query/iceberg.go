@@ -132,6 +132,9 @@ type ScanStats struct {
 	Rows    int64    // their rows, before the row filter
 }
 
+// refreshTimeout bounds one refresh of the tables.
+const refreshTimeout = time.Minute
+
 // tenantColumn is the column that says whose a row is.
 const tenantColumn = "tenant_id"
 
@@ -241,7 +244,11 @@ func (ic *Iceberg) refreshLoop() {
 		case <-ic.stop:
 			return
 		case <-t.C:
-			if err := ic.refresh(ctx); err != nil && ctx.Err() == nil {
+			// A catalog that hangs holds up the refreshes, not the queries.
+			rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+			err := ic.refresh(rctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				ic.opt.Log.Warn("refresh the iceberg tables; queries read them as last loaded", "err", err)
 			}
 		}
@@ -505,7 +512,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 	}
 	q := fmt.Sprintf("CREATE TEMP %s %s AS SELECT %s FROM main.%s%s", kind, sqltext.Ident(rp.view), strings.Join(sel, ", "), sqltext.Ident(scanView), where)
 	if _, err := sess.conn.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("make the view of %s: %w", t.decl.Name, queryError(err))
+		return fmt.Errorf("make the view of %s: %w", t.decl.Name, err)
 	}
 	return nil
 }

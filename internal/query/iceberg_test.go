@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -69,7 +70,7 @@ var baseOps = []op{
 	{"b", "t2", 7777, "9.25", day(1).Add(12 * time.Hour)},
 }
 
-func newIceLake(t *testing.T, opt IcebergOptions) *iceLake {
+func newIceLake(t testing.TB, opt IcebergOptions) *iceLake {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -99,7 +100,7 @@ func newIceLake(t *testing.T, opt IcebergOptions) *iceLake {
 }
 
 // open opens a reader of the lake's tables, counting its scans.
-func (l *iceLake) open(t *testing.T, opt IcebergOptions) *Iceberg {
+func (l *iceLake) open(t testing.TB, opt IcebergOptions) *Iceberg {
 	t.Helper()
 	opt.Shared = []string{"genai_prices"}
 	opt.OnScan = func(s ScanStats) {
@@ -128,7 +129,7 @@ func (l *iceLake) open(t *testing.T, opt IcebergOptions) *Iceberg {
 }
 
 // create makes table name with schema sc and the rows of a JSON array.
-func (l *iceLake) create(t *testing.T, name string, sc *iceberggo.Schema, rows string) {
+func (l *iceLake) create(t testing.TB, name string, sc *iceberggo.Schema, rows string) {
 	t.Helper()
 	ctx := context.Background()
 	tbl, err := l.snk.Catalog().CreateTable(ctx, table.Identifier{"tracelake", name}, sc)
@@ -167,7 +168,7 @@ type op struct {
 // load loads spans and operations in one commit, as `tracelake run` does
 // a batch of OTLP records: a file per partition (tenant, day) of each
 // table.
-func (l *iceLake) load(t *testing.T, spans []span, ops []op) {
+func (l *iceLake) load(t testing.TB, spans []span, ops []op) {
 	t.Helper()
 	b := &sink.Batch{}
 	first := l.next
@@ -197,7 +198,7 @@ func (l *iceLake) load(t *testing.T, spans []span, ops []op) {
 }
 
 // rows runs q for s and returns its rows, each cell printed, or the error.
-func (l *iceLake) rows(t *testing.T, s tenancy.Scope, q string, params ...any) ([]string, error) {
+func (l *iceLake) rows(t testing.TB, s tenancy.Scope, q string, params ...any) ([]string, error) {
 	t.Helper()
 	return readRows(l.reader, s, q, params...)
 }
@@ -501,6 +502,7 @@ func TestIcebergAnswersAsDuckDB(t *testing.T) {
 		`SELECT otel_spans.name FROM otel_spans WHERE otel_spans.duration_ms > 30`,
 		`SELECT s.name, o.input_tokens FROM otel_spans s LEFT JOIN genai_operations o ON o.trace_id = s.trace_id AND o.tenant_id = s.tenant_id WHERE o.input_tokens > 350`,
 		`SELECT s.name, o.input_tokens FROM otel_spans s LEFT JOIN genai_operations o ON o.trace_id = s.trace_id AND o.input_tokens > 350`,
+		`SELECT s.name, o.input_tokens FROM otel_spans s LEFT JOIN genai_operations o ON o.trace_id = s.trace_id AND s.duration_ms > 30`,
 		`SELECT s.name, o.input_tokens FROM otel_spans s RIGHT JOIN genai_operations o ON o.trace_id = s.trace_id AND s.duration_ms > 30 WHERE o.input_tokens < 300`,
 		`SELECT trace_id, s.name, o.input_tokens FROM otel_spans s FULL JOIN genai_operations o USING (trace_id, tenant_id) WHERE trace_id = 't1'`,
 		`SELECT s.name, o.input_tokens FROM otel_spans s JOIN genai_operations o ON s.trace_id = o.trace_id AND s.duration_ms > 30 AND o.input_tokens >= 400`,
@@ -555,6 +557,94 @@ func TestIcebergAnswersAsDuckDB(t *testing.T) {
 				t.Errorf("%s for %s:\n read %v\n want %v (DuckDB)", q, s, got, want)
 			}
 		}
+	}
+}
+
+// TestIcebergPushesWhatIsCertain: the filters each scan gets, for the
+// operator (no tenant filter): a comparison of a column with constants
+// where DuckDB drops every row it rejects, nothing elsewhere.
+func TestIcebergPushesWhatIsCertain(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	gt := func(col string, v any) string {
+		return fmt.Sprintf("GreaterThan(term=Reference(name='%s'), literal=%v)", col, v)
+	}
+	const all = "AlwaysTrue()"
+	for _, c := range []struct {
+		q    string
+		want []string // the filters of the query's scans, in the order of its references
+	}{
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > 5`, []string{gt("duration_ms", 5)}},
+		{`SELECT 1 FROM otel_spans WHERE 5 < duration_ms`, []string{gt("duration_ms", 5)}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms BETWEEN 5 AND 9`, []string{"And(left=GreaterThanEqual(term=Reference(name='duration_ms'), literal=5), right=LessThanEqual(term=Reference(name='duration_ms'), literal=9))"}},
+		{`SELECT 1 FROM otel_spans WHERE name IN ('a', 'b') AND start_time >= DATE '2024-03-02'`,
+			[]string{"And(left=In(term=Reference(name='name'), {[a b]}), right=GreaterThanEqual(term=Reference(name='start_time'), literal=2024-03-02 00:00:00.000000))"}},
+		{`SELECT 1 FROM otel_spans WHERE kpartition IN (1, 2, 3)`, []string{"In(term=Reference(name='kpartition'), {[1 2 3]})"}},
+		{`SELECT 1 FROM otel_spans WHERE start_time < TIMESTAMP '2024-03-02' + INTERVAL 1 HOUR`,
+			[]string{"LessThan(term=Reference(name='start_time'), literal=2024-03-02 01:00:00.000000)"}},
+		{`SELECT 1 FROM otel_spans s JOIN genai_operations o ON o.trace_id = s.trace_id AND s.duration_ms > 5 WHERE o.input_tokens > 7`,
+			[]string{gt("duration_ms", 5), gt("input_tokens", 7)}},
+		{`SELECT 1 FROM otel_spans a JOIN otel_spans b USING (trace_id) WHERE b.duration_ms > 5`, []string{all, gt("duration_ms", 5)}},
+		// The null-supplying side of an outer join takes the WHERE, the
+		// preserved side not the ON.
+		{`SELECT 1 FROM otel_spans s LEFT JOIN genai_operations o ON o.trace_id = s.trace_id AND s.duration_ms > 5 WHERE o.input_tokens > 7`,
+			[]string{all, gt("input_tokens", 7)}},
+		{`SELECT 1 FROM otel_spans s ASOF JOIN genai_operations o ON s.start_time >= o.start_time WHERE s.duration_ms > 5 AND o.input_tokens > 7`, []string{all, all}},
+		{`SELECT 1 FROM otel_spans s SEMI JOIN genai_operations o USING (trace_id) WHERE s.duration_ms > 5`, []string{all, all}},
+		{`SELECT 1 FROM (SELECT * FROM otel_spans) x WHERE x.duration_ms > 5`, []string{all}},
+		{`SELECT 1 FROM otel_spans t(a, b) WHERE b = 'x'`, []string{all}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > 5 OR name = 'x'`, []string{all}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms = 2.5`, []string{all}},
+		{`SELECT 1 FROM otel_spans WHERE start_time > now() - INTERVAL 1 HOUR`, []string{all}},
+		{`SELECT 1 FROM otel_spans WHERE name = $1`, []string{all}},
+		{`SELECT 1 FROM otel_spans WHERE attributes = '{}'`, []string{all}},
+		{`SELECT 1 FROM otel_spans WHERE upper(name) = 'X'`, []string{all}},
+	} {
+		var params []any
+		if strings.Contains(c.q, "$1") {
+			params = []any{"x"}
+		}
+		l.takeScans()
+		if _, err := l.rows(t, tenancy.Operator, c.q, params...); err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		var got []string
+		for _, s := range l.takeScans() {
+			got = append(got, sortedSets(s.Filter))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: filters\n%q\nwant\n%q", c.q, got, c.want)
+		}
+	}
+}
+
+// sortedSets sorts the values of the sets Iceberg prints ({[b a]}), which
+// it prints in no set order.
+func sortedSets(filter string) string {
+	return regexp.MustCompile(`\{\[[^]]*\]\}`).ReplaceAllStringFunc(filter, func(set string) string {
+		values := strings.Fields(set[2 : len(set)-2])
+		slices.Sort(values)
+		return "{[" + strings.Join(values, " ") + "]}"
+	})
+}
+
+// TestIcebergMaterializesCTEsNamedTwice: a CTE named twice runs once
+// (DuckDB would otherwise be free to inline it twice: two scans of one
+// reference's stream).
+func TestIcebergMaterializesCTEsNamedTwice(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	ctx := context.Background()
+	sess, err := openSession(ctx, l.reader.db, l.reader.slots, tenancy.Operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.close()
+	text, _, err := l.reader.plan(ctx, sess, tenancy.Operator, `WITH once AS (SELECT name FROM otel_spans), twice AS (SELECT name FROM otel_spans)
+		SELECT * FROM once, twice AS x, twice AS y`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "twice AS MATERIALIZED") || strings.Contains(text, "once AS MATERIALIZED") {
+		t.Fatalf("ran %s", text)
 	}
 }
 

@@ -82,7 +82,7 @@ func schemaAndTablesAreScoped(t *testing.T, r Reader) []Table {
 
 // writeLakeFiles writes beside a lake the files no tenant may read: a
 // secret, and a staged batch of tenant b's rows.
-func writeLakeFiles(t *testing.T, dir string) {
+func writeLakeFiles(t testing.TB, dir string) {
 	t.Helper()
 	for name, body := range map[string]string{
 		"secret.csv":        "tenant,secret\nb,file-b\n",
