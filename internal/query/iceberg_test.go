@@ -648,6 +648,41 @@ func TestIcebergMaterializesCTEsNamedTwice(t *testing.T) {
 	}
 }
 
+// TestIcebergSandbox: the query database reads no file and takes no
+// setting even for a query the checker would refuse, and a tenant's view
+// filters its rows again.
+func TestIcebergSandbox(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	ctx := context.Background()
+	sess, err := openSession(ctx, l.reader.db, l.reader.slots, tenantA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.close()
+	for _, q := range []string{
+		`SELECT * FROM read_csv('` + filepath.Join(l.dir, "secret.csv") + `')`,
+		`SELECT * FROM glob('` + l.dir + `/*')`,
+		`ATTACH '` + filepath.Join(l.dir, "catalog.db") + `' AS c`,
+		`SET enable_external_access = true`,
+		`SET threads = 1`,
+		`INSTALL httpfs`,
+	} {
+		if _, err := sess.conn.ExecContext(ctx, q); err == nil {
+			t.Errorf("the sandbox ran %s", q)
+		}
+	}
+	if _, _, err := l.reader.plan(ctx, sess, tenantA, `SELECT name FROM otel_spans`, false); err != nil {
+		t.Fatal(err)
+	}
+	var view string
+	if err := sess.conn.QueryRowContext(ctx, `SELECT sql FROM duckdb_views() WHERE temporary AND NOT internal`).Scan(&view); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(view, `WHERE (struct_extract(r, 'tenant_id') = 'a')`) {
+		t.Errorf("tenant a's view: %s", view)
+	}
+}
+
 // TestIcebergConcurrentQueries: queries of two tenants at once each read
 // their own rows (each query's scans are its own views).
 func TestIcebergConcurrentQueries(t *testing.T) {
