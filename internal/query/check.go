@@ -1,7 +1,9 @@
 package query
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,54 +23,82 @@ import (
 // (main.t, information_schema.tables), time travel (AT), and statements
 // that are not SELECTs (json_serialize_sql refuses them itself).
 
-// parsed is json_serialize_sql's answer.
-type parsed struct {
-	Error      bool              `json:"error"`
-	ErrorType  string            `json:"error_type"`
-	Message    string            `json:"error_message"`
-	Statements []json.RawMessage `json:"statements"`
-}
-
 // tableRefTypes are the table references a query may hold: the others
 // (TABLE_FUNCTION, SHOW_REF, PIVOT, COLUMN_DATA, DELIM_GET, …) are
 // refused.
 var tableRefTypes = map[string]bool{"BASE_TABLE": true, "JOIN": true, "SUBQUERY": true, "EXPRESSION_LIST": true, "EMPTY": true}
 
-// checker holds what a scope may name.
+// checker holds what a scope may name, and records what a checked query
+// names, for an engine that rewrites the tree before it runs (Iceberg).
 type checker struct {
 	tables    map[string]bool // lower-cased names of the tables the scope reads
 	functions map[string]bool // lower-cased names of the functions allowed
+
+	// doc is the whole parsed document, numbers kept as written
+	// (json.Number), so that it can be changed and printed back.
+	doc map[string]any
+	// refs are the query's references to tables (not to CTEs), in the
+	// order met, each the reference's object in doc.
+	refs []tableRef
+	// cteUses counts the references to each CTE name (lower-cased) in the
+	// whole query, whatever scope they are in: an over-count.
+	cteUses map[string]int
+	// ctes are the CTE definitions (the entries of every WITH clause).
+	ctes []map[string]any
+	// recursive is how many recursive CTE bodies the walk is in.
+	recursive int
+}
+
+// tableRef is a reference to a table the scope reads.
+type tableRef struct {
+	obj   map[string]any // the BASE_TABLE object
+	table string         // the table's lower-cased name
+	// inRecursive: the reference is in the body of a recursive CTE, which
+	// runs again for each step of the recursion.
+	inRecursive bool
 }
 
 // check says why the statement serialized as js may not run, or nil. It
 // returns the number of its parameters.
 func (c *checker) check(js []byte) (params int, err error) {
-	var p parsed
-	if err := json.Unmarshal(js, &p); err != nil {
+	doc, err := decodeParse(js)
+	if err != nil {
 		return 0, fmt.Errorf("read the parsed query: %w", err)
 	}
-	if p.Error {
-		if p.ErrorType == "not implemented" {
+	if failed, _ := doc["error"].(bool); failed {
+		if doc["error_type"] == "not implemented" {
 			return 0, &RefusedError{"only SELECT statements are taken (the endpoint is read-only)"}
 		}
-		return 0, &RefusedError{p.Message}
+		msg, _ := doc["error_message"].(string)
+		return 0, &RefusedError{msg}
 	}
-	if len(p.Statements) != 1 {
-		return 0, &RefusedError{fmt.Sprintf("one statement per query, got %d", len(p.Statements))}
+	stmts, _ := doc["statements"].([]any)
+	if len(stmts) != 1 {
+		return 0, &RefusedError{fmt.Sprintf("one statement per query, got %d", len(stmts))}
 	}
-	var stmt struct {
-		Node   any `json:"node"`
-		Params []struct {
-			Key string `json:"key"`
-		} `json:"named_param_map"`
+	stmt, ok := stmts[0].(map[string]any)
+	if !ok {
+		return 0, errors.New("read the parsed query: a statement that is not an object")
 	}
-	if err := json.Unmarshal(p.Statements[0], &stmt); err != nil {
-		return 0, fmt.Errorf("read the parsed query: %w", err)
-	}
-	if err := c.walk(stmt.Node, nil); err != nil {
+	c.doc, c.refs, c.ctes, c.cteUses = doc, nil, nil, map[string]int{}
+	if err := c.walk(stmt["node"], nil); err != nil {
 		return 0, err
 	}
-	return len(stmt.Params), nil
+	named, _ := stmt["named_param_map"].([]any)
+	return len(named), nil
+}
+
+// decodeParse decodes json_serialize_sql's JSON, keeping numbers as
+// written (json.Number): printed back, a float64 would lose digits (the
+// parse holds 2^64-1 for "no location").
+func decodeParse(js []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
 }
 
 // walk checks every object under v; ctes are the CTE names in scope.
@@ -131,19 +161,24 @@ func (c *checker) withCTEs(cm map[string]any, outer []string) ([]string, error) 
 		name, _ := entry["key"].(string)
 		body := entry["value"]
 		inBody := scope
-		if isRecursive(body) {
+		recursive := isRecursive(body)
+		if recursive {
 			inBody = append(append([]string(nil), scope...), name)
+			c.recursive++
 		}
-		if err := c.walk(body, inBody); err != nil {
+		err := c.walk(body, inBody)
+		if recursive {
+			c.recursive--
+		}
+		if err != nil {
 			return nil, err
 		}
+		c.ctes = append(c.ctes, entry)
 		scope = append(scope, name)
 	}
 	return scope, nil
 }
 
-// isRecursive says whether a CTE's body is a recursive query (WITH
-// RECURSIVE with a reference to itself).
 // isTableRef says whether o is a table reference (FROM's items): query
 // nodes (SELECT_NODE, …) have a sample too.
 func isTableRef(o map[string]any) bool {
@@ -152,6 +187,8 @@ func isTableRef(o map[string]any) bool {
 	return sampled && !strings.HasSuffix(typ, "_NODE")
 }
 
+// isRecursive says whether a CTE's body is a recursive query (WITH
+// RECURSIVE with a reference to itself).
 func isRecursive(body any) bool {
 	b, _ := body.(map[string]any)
 	q, _ := b["query"].(map[string]any)
@@ -183,12 +220,14 @@ func (c *checker) tableRef(o map[string]any, ctes []string) error {
 	lower := strings.ToLower(name)
 	for _, cte := range ctes {
 		if strings.ToLower(cte) == lower {
+			c.cteUses[lower]++
 			return nil
 		}
 	}
 	if !c.tables[lower] {
 		return &RefusedError{fmt.Sprintf("no table %s among those this caller may read", name)}
 	}
+	c.refs = append(c.refs, tableRef{obj: o, table: lower, inRecursive: c.recursive > 0})
 	return nil
 }
 

@@ -59,17 +59,27 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	if opt.MaxConcurrent <= 0 {
 		opt.MaxConcurrent = 4
 	}
-	// DuckDB's own functions (internal), but macros that read a table
-	// (pg_get_viewdef reads duckdb_views()), since a macro's body is not
-	// checked.
-	denied := make([]string, len(deniedFunctions))
-	for i, f := range deniedFunctions {
-		denied[i] = sqltext.String(f)
+	functions, err := allowedFunctions(ctx, db)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT DISTINCT lower(function_name) FROM duckdb_functions()
+	return &DuckDB{db: db, shared: lowerAll(opt.Shared), functions: functions, slots: make(chan struct{}, opt.MaxConcurrent)}, nil
+}
+
+// allowedFunctions are the functions a query may call: DuckDB's own
+// (internal), but macros that read a table (pg_get_viewdef reads
+// duckdb_views()), since a macro's body is not checked, and the denied
+// ones.
+func allowedFunctions(ctx context.Context, db *sql.DB) (map[string]bool, error) {
+	return functionSet(ctx, db, fmt.Sprintf(`SELECT DISTINCT lower(function_name) FROM duckdb_functions()
 		WHERE internal AND (function_type IN ('scalar', 'aggregate', 'window')
 			OR function_type = 'macro' AND macro_definition NOT ILIKE '%%from%%')
-		AND lower(function_name) NOT IN (%s)`, strings.Join(denied, ", ")))
+		AND lower(function_name) NOT IN (%s)`, sqltext.Strings(deniedFunctions)))
+}
+
+// functionSet runs q, which lists function names.
+func functionSet(ctx context.Context, db *sql.DB, q string) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("list duckdb's functions: %w", err)
 	}
@@ -85,11 +95,15 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list duckdb's functions: %w", err)
 	}
-	shared := make([]string, len(opt.Shared))
-	for i, t := range opt.Shared {
-		shared[i] = strings.ToLower(t)
+	return functions, nil
+}
+
+func lowerAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.ToLower(n)
 	}
-	return &DuckDB{db: db, shared: shared, functions: functions, slots: make(chan struct{}, opt.MaxConcurrent)}, nil
+	return out
 }
 
 // Query implements Reader.
@@ -118,12 +132,7 @@ func (d *DuckDB) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.
 		sess.close()
 		return nil, err
 	}
-	rr, err := sess.run(ctx, "SELECT * FROM ("+text+") LIMIT 0", make([]any, params))
-	if err != nil {
-		return nil, err
-	}
-	defer rr.Release()
-	return rr.Schema(), nil
+	return sess.schema(ctx, text, params)
 }
 
 // Parameters says the type of each parameter of q, as DuckDB infers it
@@ -220,28 +229,39 @@ func (d *DuckDB) Tables(ctx context.Context, s tenancy.Scope) ([]Table, error) {
 
 // session is one query's connection, with the scope's views made.
 type session struct {
-	d      *DuckDB
 	conn   *sql.Conn
+	slots  chan struct{}     // the engine's, one of which the session holds
 	tables map[string]string // lower-cased name → name, of the tables the scope reads
+	// cleanup runs when the session closes, last added first, before the
+	// connection is discarded.
+	cleanup []func()
 }
 
-// open takes a slot and a connection and makes the scope's views there.
-func (d *DuckDB) open(ctx context.Context, s tenancy.Scope) (*session, error) {
+// openSession takes one of slots and a connection of db.
+func openSession(ctx context.Context, db *sql.DB, slots chan struct{}, s tenancy.Scope) (*session, error) {
 	if !s.All && s.Tenant == "" {
 		return nil, errors.New("BUG: a read with no tenant and not the operator's")
 	}
 	select {
-	case d.slots <- struct{}{}:
+	case slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	conn, err := d.db.Conn(ctx)
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		<-d.slots
+		<-slots
 		return nil, fmt.Errorf("a connection to read: %w", err)
 	}
-	sess := &session{d: d, conn: conn, tables: map[string]string{}}
-	if err := sess.scope(ctx, s); err != nil {
+	return &session{conn: conn, slots: slots, tables: map[string]string{}}, nil
+}
+
+// open takes a slot and a connection and makes the scope's views there.
+func (d *DuckDB) open(ctx context.Context, s tenancy.Scope) (*session, error) {
+	sess, err := openSession(ctx, d.db, d.slots, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.scope(ctx, sess, s); err != nil {
 		sess.close()
 		return nil, err
 	}
@@ -250,7 +270,7 @@ func (d *DuckDB) open(ctx context.Context, s tenancy.Scope) (*session, error) {
 
 // scope finds the tables s reads and, for one tenant, shadows each with
 // the view of its rows.
-func (sess *session) scope(ctx context.Context, s tenancy.Scope) error {
+func (d *DuckDB) scope(ctx context.Context, sess *session, s tenancy.Scope) error {
 	rows, err := sess.conn.QueryContext(ctx, `SELECT t.table_name, current_database(),
 			EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')
 		FROM duckdb_tables() t
@@ -267,7 +287,7 @@ func (sess *session) scope(ctx context.Context, s tenancy.Scope) error {
 			return err
 		}
 		switch {
-		case s.All, !tenanted && slices.Contains(sess.d.shared, strings.ToLower(name)):
+		case s.All, !tenanted && slices.Contains(d.shared, strings.ToLower(name)):
 		case tenanted:
 			views = append(views, fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.main.%s WHERE tenant_id = %s",
 				sqltext.Ident(name), sqltext.Ident(catalog), sqltext.Ident(name), sqltext.String(s.Tenant)))
@@ -291,24 +311,43 @@ func (sess *session) scope(ctx context.Context, s tenancy.Scope) error {
 // parse checks q as DuckDB parses it and returns the text that runs (the
 // parsed query printed back) and its number of parameters.
 func (sess *session) parse(ctx context.Context, functions map[string]bool, q string) (string, int, error) {
-	var js string
+	_, js, params, err := sess.check(ctx, functions, q)
+	if err != nil {
+		return "", 0, err
+	}
+	text, err := sess.print(ctx, js)
+	if err != nil {
+		return "", 0, err
+	}
+	return text, params, nil
+}
+
+// check parses q as DuckDB does and checks it for the session's tables:
+// the checker holds the parsed tree (for an engine that rewrites it), js
+// the parse, params the number of parameters.
+func (sess *session) check(ctx context.Context, functions map[string]bool, q string) (c *checker, js string, params int, err error) {
 	if err := sess.conn.QueryRowContext(ctx, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", q).Scan(&js); err != nil {
-		return "", 0, fmt.Errorf("parse the query: %w", err)
+		return nil, "", 0, fmt.Errorf("parse the query: %w", err)
 	}
 	tables := make(map[string]bool, len(sess.tables))
 	for t := range sess.tables {
 		tables[t] = true
 	}
-	c := checker{tables: tables, functions: functions}
-	params, err := c.check([]byte(js))
+	c = &checker{tables: tables, functions: functions}
+	params, err = c.check([]byte(js))
 	if err != nil {
-		return "", 0, err
+		return nil, "", 0, err
 	}
+	return c, js, params, nil
+}
+
+// print is the SQL text of a parse (json_serialize_sql's JSON).
+func (sess *session) print(ctx context.Context, js string) (string, error) {
 	var text string
 	if err := sess.conn.QueryRowContext(ctx, "SELECT json_deserialize_sql($1::JSON)", js).Scan(&text); err != nil {
-		return "", 0, fmt.Errorf("print the parsed query: %w", err)
+		return "", fmt.Errorf("print the parsed query: %w", err)
 	}
-	return text, params, nil
+	return text, nil
 }
 
 // run starts text and hands the session to the reader it returns, which
@@ -332,6 +371,17 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 	return &sessionReader{RecordReader: rr, sess: sess}, nil
 }
 
+// schema is the schema of query text with params parameters, which runs
+// with no row (and NULL for each parameter); the session closes.
+func (sess *session) schema(ctx context.Context, text string, params int) (*arrow.Schema, error) {
+	rr, err := sess.run(ctx, "SELECT * FROM ("+text+") LIMIT 0", make([]any, params))
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Release()
+	return rr.Schema(), nil
+}
+
 // arrow runs text and hands its reader to f, on the session, which stays
 // open.
 func (sess *session) arrow(ctx context.Context, text string, params []any, f func(array.RecordReader)) error {
@@ -350,12 +400,16 @@ func (sess *session) arrow(ctx context.Context, text string, params []any, f fun
 	})
 }
 
-// close discards the connection (it may hold the scope's views) and
-// frees the slot.
+// close runs the cleanup, discards the connection (it may hold the
+// scope's views) and frees the slot.
 func (sess *session) close() {
+	for i := len(sess.cleanup) - 1; i >= 0; i-- {
+		sess.cleanup[i]()
+	}
+	sess.cleanup = nil
 	sess.conn.Raw(func(any) error { return driver.ErrBadConn })
 	sess.conn.Close()
-	<-sess.d.slots
+	<-sess.slots
 }
 
 // queryError is a DuckDB error running a checked query: the caller's

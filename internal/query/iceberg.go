@@ -1,0 +1,518 @@
+package query
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// Iceberg reads Iceberg tables from their catalog, for a process that
+// ingests nothing (`tracelake serve`): a query's tables are scanned from
+// the files of their current snapshot, straight from the warehouse (a
+// directory or S3), into an in-memory DuckDB of the reader's own that
+// runs the query over the scans as they stream; no table is copied first.
+//
+// Each reference of a query to a table is a scan of its own, planned
+// before the query runs: of the columns the query names (all for a *),
+// and of the rows its predicates keep where that is certain (a WHERE or
+// inner join's comparisons of a column with constants: =, <, <=, >, >=,
+// IN, BETWEEN, on string, integer and timestamp columns, constants that
+// may be casts and consistent functions, not parameters). For a tenant,
+// a table with a tenant_id column is scanned for the tenant's rows alone:
+// the other tenants' rows never reach the query's database (and its view
+// filters tenant_id again). From those predicates Iceberg skips the files
+// that cannot hold a row: by partition (tenant, day of the event time:
+// the typed tables are partitioned so) and by the column bounds the
+// manifests keep; the rows of the files it reads are filtered as read.
+//
+// Freshness: the tables' metadata is loaded from the catalog when the
+// reader opens and again every IcebergOptions.Refresh (default 5 s), so a
+// query sees what was committed at most Refresh (plus a catalog load)
+// before it starts, and each table as one snapshot throughout. Tables are
+// loaded one by one: a query over two tables may see each at a different
+// commit (tracelake commits a derived table before its source, and the
+// dead-letter table on its own). Replicas of the reader (serve processes
+// behind one address) each refresh on their own clock, so two queries on
+// two replicas may differ by up to Refresh; a client that must see its own
+// writes waits Refresh after they are committed.
+//
+// The query's database is a sandbox: in memory, with access to files,
+// the network and extensions off and its configuration locked when it is
+// opened, so that even a query the checker should have refused can read
+// nothing but what was registered for it.
+type Iceberg struct {
+	cat        catalog.Catalog
+	decl       []IcebergTable
+	opt        IcebergOptions
+	db         *sql.DB
+	functions  map[string]bool // the checker's
+	consistent map[string]bool // scalar functions whose constant calls may be pushed
+	template   string          // json_serialize_sql of SELECT NULL, for evaluating constants
+	shared     []string
+	slots      chan struct{}
+
+	mu     sync.RWMutex
+	tables map[string]*icebergTable // by lower-cased name; absent until the catalog has it
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	scanned func(rows int64) // tests: told of each batch a scan hands on
+	// mem allocates what a scan adds to its batches (see scanReader.wrap):
+	// held while DuckDB holds the batch.
+	mem memory.Allocator
+}
+
+// IcebergTable is a table the reader serves.
+type IcebergTable struct {
+	Name string           // the name queries use
+	ID   table.Identifier // the catalog's
+	// JSON are the string columns that hold JSON text: queries see them
+	// as JSON, as the DuckDB sink types them (record_metadata, attributes).
+	JSON []string
+}
+
+// IcebergOptions configure an Iceberg reader.
+type IcebergOptions struct {
+	// Shared are tables without a tenant_id column that every tenant may
+	// read whole (the price table). Every other table without tenant_id
+	// is the operator's alone.
+	Shared []string
+	// Refresh is how often the tables' metadata is loaded again from the
+	// catalog: how stale a query may be. Default 5 s.
+	Refresh time.Duration
+	// MaxConcurrent bounds the queries running at once; more wait.
+	// Default 4.
+	MaxConcurrent int
+	// ScanConcurrency is how many files one scan decodes at once; a scan
+	// holds up to that many files' batches while it returns them in
+	// order. Default 4.
+	ScanConcurrency int
+	// BatchRows is the most rows of a batch a scan hands to DuckDB: what
+	// a query holds of a table at once is about a batch per DuckDB thread
+	// and per file decoded ahead. Default 16384.
+	BatchRows int
+	// Threads is how many threads DuckDB runs the queries on, all queries
+	// together. Default DuckDB's: one per core.
+	Threads int
+	// OnScan, if set, is told of each scan a query plans, before it reads
+	// (tests, benchmarks, logs).
+	OnScan func(ScanStats)
+	// Log reports refresh failures. Default slog.Default().
+	Log *slog.Logger
+}
+
+// ScanStats describe one scan of a table for a query.
+type ScanStats struct {
+	Table   string   // the name queries use
+	Filter  string   // the row filter Iceberg applied, as it prints it
+	Columns []string // the columns read
+	Files   int      // data files read: those left after pruning
+	Bytes   int64    // their size
+	Rows    int64    // their rows, before the row filter
+}
+
+// refreshTimeout bounds one refresh of the tables.
+const refreshTimeout = time.Minute
+
+// tenantColumn is the column that says whose a row is.
+const tenantColumn = "tenant_id"
+
+// icebergTable is a served table as last loaded.
+type icebergTable struct {
+	decl     IcebergTable
+	tbl      *table.Table
+	fields   map[string]iceberggo.NestedField // by lower-cased name
+	json     map[string]bool                  // lower-cased
+	tenanted bool
+}
+
+// NewIceberg reads tables from cat. A table the catalog does not have yet
+// is served from the first refresh that finds it.
+func NewIceberg(ctx context.Context, cat catalog.Catalog, tables []IcebergTable, opt IcebergOptions) (*Iceberg, error) {
+	if opt.Refresh <= 0 {
+		opt.Refresh = 5 * time.Second
+	}
+	if opt.MaxConcurrent <= 0 {
+		opt.MaxConcurrent = 4
+	}
+	if opt.ScanConcurrency <= 0 {
+		opt.ScanConcurrency = 4
+	}
+	if opt.BatchRows <= 0 {
+		opt.BatchRows = 16384
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	names := map[string]bool{}
+	for _, t := range tables {
+		lower := strings.ToLower(t.Name)
+		if names[lower] {
+			return nil, fmt.Errorf("table %s declared twice", t.Name)
+		}
+		names[lower] = true
+	}
+	// Settings given when the database opens, locked: a query cannot turn
+	// them back (SET is refused anyway).
+	dsn := "?enable_external_access=false&lock_configuration=true"
+	if opt.Threads > 0 {
+		dsn += fmt.Sprintf("&threads=%d", opt.Threads)
+	}
+	db, err := sql.Open("duckdb", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open the query database: %w", err)
+	}
+	ic := &Iceberg{cat: cat, decl: slices.Clone(tables), opt: opt, mem: memory.DefaultAllocator, db: db, shared: lowerAll(opt.Shared), slots: make(chan struct{}, opt.MaxConcurrent),
+		tables: map[string]*icebergTable{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := ic.prepare(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := ic.refresh(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	go ic.refreshLoop()
+	return ic, nil
+}
+
+// prepare lists the functions and makes the constants' template.
+func (ic *Iceberg) prepare(ctx context.Context) error {
+	var err error
+	if ic.functions, err = allowedFunctions(ctx, ic.db); err != nil {
+		return err
+	}
+	if ic.consistent, err = functionSet(ctx, ic.db, `SELECT lower(function_name) FROM duckdb_functions()
+		WHERE function_type = 'scalar' GROUP BY 1 HAVING bool_and(stability = 'CONSISTENT')`); err != nil {
+		return err
+	}
+	if err := ic.db.QueryRowContext(ctx, "SELECT json_serialize_sql('SELECT NULL')::VARCHAR").Scan(&ic.template); err != nil {
+		return fmt.Errorf("parse a constant: %w", err)
+	}
+	return nil
+}
+
+// Close stops the refreshes and closes the query database; queries still
+// streaming fail.
+func (ic *Iceberg) Close() error {
+	var err error
+	ic.closeOnce.Do(func() {
+		close(ic.stop)
+		<-ic.done
+		err = ic.db.Close()
+	})
+	return err
+}
+
+// refreshLoop loads the tables every Refresh until Close.
+func (ic *Iceberg) refreshLoop() {
+	defer close(ic.done)
+	t := time.NewTicker(ic.opt.Refresh)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-ic.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		select {
+		case <-ic.stop:
+			return
+		case <-t.C:
+			// A catalog that hangs holds up the refreshes, not the queries.
+			rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+			err := ic.refresh(rctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				ic.opt.Log.Warn("refresh the iceberg tables; queries read them as last loaded", "err", err)
+			}
+		}
+	}
+}
+
+// refresh loads each table's current metadata. A table the catalog does
+// not have is left out, or kept as last loaded; one that fails to load is
+// kept as last loaded, and the failure returned.
+func (ic *Iceberg) refresh(ctx context.Context) error {
+	var errs []error
+	for _, decl := range ic.decl {
+		tbl, err := ic.cat.LoadTable(ctx, decl.ID)
+		if errors.Is(err, catalog.ErrNoSuchTable) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("load table %s: %w", strings.Join(decl.ID, "."), err))
+			continue
+		}
+		t := &icebergTable{decl: decl, tbl: tbl, fields: map[string]iceberggo.NestedField{}, json: map[string]bool{}}
+		for _, f := range tbl.Schema().Fields() {
+			t.fields[strings.ToLower(f.Name)] = f
+		}
+		for _, c := range decl.JSON {
+			t.json[strings.ToLower(c)] = true
+		}
+		_, t.tenanted = t.fields[tenantColumn]
+		ic.mu.Lock()
+		ic.tables[strings.ToLower(decl.Name)] = t
+		ic.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// scope is the tables s reads, as last loaded, by lower-cased name.
+func (ic *Iceberg) scope(s tenancy.Scope) map[string]*icebergTable {
+	ic.mu.RLock()
+	defer ic.mu.RUnlock()
+	out := map[string]*icebergTable{}
+	for name, t := range ic.tables {
+		if s.All || t.tenanted || slices.Contains(ic.shared, name) {
+			out[name] = t
+		}
+	}
+	return out
+}
+
+// Query implements Reader.
+func (ic *Iceberg) Query(ctx context.Context, s tenancy.Scope, q string, params ...any) (array.RecordReader, error) {
+	sess, text, _, err := ic.open(ctx, s, q, true)
+	if err != nil {
+		return nil, err
+	}
+	return sess.run(ctx, text, params)
+}
+
+// Schema implements Reader: the query runs over scans of no file, with
+// no row (and NULL for each parameter), for its schema.
+func (ic *Iceberg) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.Schema, error) {
+	sess, text, params, err := ic.open(ctx, s, q, false)
+	if err != nil {
+		return nil, err
+	}
+	return sess.schema(ctx, text, params)
+}
+
+// Tables implements Reader.
+func (ic *Iceberg) Tables(ctx context.Context, s tenancy.Scope) ([]Table, error) {
+	sess, err := openSession(ctx, ic.db, ic.slots, s)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.close()
+	tables := ic.scope(s)
+	names := make([]string, 0, len(tables))
+	for name := range tables {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	prefix, err := viewPrefix()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Table, 0, len(names))
+	for i, name := range names {
+		t := tables[name]
+		rp := &refPlan{tableRef: tableRef{table: name}, view: fmt.Sprintf("%s%d", prefix, i), all: true}
+		if err := ic.bind(ctx, sess, s, t, rp, nil, false); err != nil {
+			return nil, err
+		}
+		var schema *arrow.Schema
+		err := sess.arrow(ctx, "SELECT * FROM "+sqltext.Ident(rp.view)+" LIMIT 0", nil, func(rr array.RecordReader) {
+			schema = rr.Schema()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("columns of %s: %w", t.decl.Name, err)
+		}
+		out = append(out, Table{Name: t.decl.Name, Schema: schema})
+	}
+	return out, nil
+}
+
+// viewPrefix names the views of one query: unguessable, so that no other
+// query's can be named even by one the checker let through.
+func viewPrefix() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "tracelake_" + hex.EncodeToString(b) + "_", nil
+}
+
+// open checks q for s on a session of its own and binds each of its table
+// references to a view of a scan of its own (with no file unless scan).
+// It returns the session and the query to run.
+func (ic *Iceberg) open(ctx context.Context, s tenancy.Scope, q string, scan bool) (*session, string, int, error) {
+	sess, err := openSession(ctx, ic.db, ic.slots, s)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	text, params, err := ic.plan(ctx, sess, s, q, scan)
+	if err != nil {
+		sess.close()
+		return nil, "", 0, err
+	}
+	return sess, text, params, nil
+}
+
+func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q string, scan bool) (string, int, error) {
+	tables := ic.scope(s)
+	for name, t := range tables {
+		sess.tables[name] = t.decl.Name
+	}
+	c, _, params, err := sess.check(ctx, ic.functions, q)
+	if err != nil {
+		return "", 0, err
+	}
+	prefix, err := viewPrefix()
+	if err != nil {
+		return "", 0, err
+	}
+	columns := func(tableName, column string) (bool, bool) {
+		t := tables[tableName]
+		f, ok := t.fields[column]
+		return ok, ok && !t.json[column] && pushable(f.Type)
+	}
+	plans := planRefs(c, prefix, columns, ic.consistent)
+	var vals []constValue
+	if scan {
+		// A constant that does not evaluate (1/0) pushes nothing; the
+		// query reports it.
+		vals, _ = sess.constants(ctx, ic.template, plans)
+	}
+	for _, rp := range plans {
+		var n int
+		for _, p := range rp.preds {
+			n += len(p.exprs)
+		}
+		var mine []constValue
+		if len(vals) >= n {
+			mine, vals = vals[:n], vals[n:]
+		}
+		if err := ic.bind(ctx, sess, s, tables[rp.table], rp, mine, scan); err != nil {
+			return "", 0, err
+		}
+	}
+	js, err := json.Marshal(c.doc)
+	if err != nil {
+		return "", 0, err
+	}
+	text, err := sess.print(ctx, string(js))
+	if err != nil {
+		return "", 0, err
+	}
+	return text, params, nil
+}
+
+// bind makes rp's view: a scan of t for s (of no file unless scan), with
+// vals the values of rp's predicates' expressions (none: nothing pushed).
+func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *icebergTable, rp *refPlan, vals []constValue, scan bool) error {
+	tenant := !s.All && t.tenanted
+	// The table's columns the query names, in the table's order.
+	var cols []string
+	for _, f := range t.tbl.Schema().Fields() {
+		lower := strings.ToLower(f.Name)
+		if rp.all || rp.columns[lower] || tenant && lower == tenantColumn {
+			cols = append(cols, f.Name)
+		}
+	}
+	if len(cols) == 0 {
+		// count(*): one column to count the rows of.
+		cols = append(cols, t.tbl.Schema().Fields()[0].Name)
+	}
+	var filters []iceberggo.BooleanExpression
+	if tenant {
+		filters = append(filters, iceberggo.EqualTo(iceberggo.Reference(t.fields[tenantColumn].Name), s.Tenant))
+	}
+	if len(vals) > 0 {
+		for _, p := range rp.preds {
+			pv := vals[:len(p.exprs)]
+			vals = vals[len(p.exprs):]
+			if e, ok := icebergPred(t.fields[p.column], p, pv); ok {
+				filters = append(filters, e)
+			}
+		}
+	}
+	filter := and(filters)
+	sc := t.tbl.Scan(table.WithRowFilter(filter), table.WithSelectedFields(cols...),
+		table.WithMaxConcurrency(ic.opt.ScanConcurrency), table.WithArrowBatchSize(ic.opt.BatchRows))
+	var tasks []table.FileScanTask
+	if scan {
+		var err error
+		if tasks, err = sc.PlanFiles(ctx); err != nil {
+			sc.Close()
+			return fmt.Errorf("plan the scan of %s: %w", t.decl.Name, err)
+		}
+		if ic.opt.OnScan != nil {
+			st := ScanStats{Table: t.decl.Name, Filter: filter.String(), Columns: cols, Files: len(tasks)}
+			for _, task := range tasks {
+				st.Bytes += task.File.FileSizeBytes()
+				st.Rows += task.File.Count()
+			}
+			ic.opt.OnScan(st)
+		}
+	}
+	// With no task, ReadTasks opens no file: it gives the schema.
+	arrowSchema, seq, err := sc.ReadTasks(ctx, tasks)
+	if err != nil {
+		sc.Close()
+		return fmt.Errorf("read the scan of %s: %w", t.decl.Name, err)
+	}
+	sess.cleanup = append(sess.cleanup, func() { sc.Close() })
+	if !scan {
+		seq = nil
+	}
+	rr := newScanReader(t.decl.Name, arrowSchema, seq, scan, ic.mem, ic.scanned)
+	scanView := rp.view + "_scan"
+	err = sess.register(rr, scanView)
+	rr.Release() // the registered stream holds it
+	if err != nil {
+		return err
+	}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		field := "struct_extract(" + structColumn + ", " + sqltext.String(c) + ")"
+		if t.json[strings.ToLower(c)] {
+			field = "CAST(" + field + " AS JSON)"
+		}
+		sel[i] = field + " AS " + sqltext.Ident(c)
+	}
+	where := ""
+	if tenant {
+		// Again, in case a scan ever let another tenant's row through.
+		where = " WHERE struct_extract(" + structColumn + ", " + sqltext.String(t.fields[tenantColumn].Name) + ") = " + sqltext.String(s.Tenant)
+	}
+	// A reference a recursive CTE repeats is read into a table, once.
+	kind := "VIEW"
+	if rp.inRecursive && scan {
+		kind = "TABLE"
+	}
+	q := fmt.Sprintf("CREATE TEMP %s %s AS SELECT %s FROM main.%s%s", kind, sqltext.Ident(rp.view), strings.Join(sel, ", "), sqltext.Ident(scanView), where)
+	if _, err := sess.conn.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("make the view of %s: %w", t.decl.Name, err)
+	}
+	return nil
+}
