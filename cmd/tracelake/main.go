@@ -36,6 +36,7 @@ Usage:
   tracelake run     --config F [--exit-when-idle D]   ingest until stopped (or idle)
   tracelake verify  --config F [--json]               compare Kafka, ledger and tables
   tracelake sql     --config F "SELECT …"             query the DuckDB or Iceberg sink
+  tracelake serve   --config F                        Iceberg: serve Arrow Flight SQL (query.flight_sql) over the tables, ingesting nothing
   tracelake config  --config F                        print the effective config (secrets redacted), validate it
   tracelake dlq     list|replay --config F [--where SQL] [--dry-run]   inspect or replay dead-letter rows
   tracelake merge   --config F [--model M] [--every D] | --rebuild M | --print-sql [--dialect databend|duckdb]
@@ -84,6 +85,8 @@ func run(args []string) int {
 		err = cmdMerge(ctx, args[1:])
 	case "reconcile":
 		err = cmdReconcile(ctx, standalone, args[1:])
+	case "serve":
+		err = cmdServe(ctx, args[1:])
 	case "compact":
 		err = cmdCompact(ctx, args[1:])
 	case "expire":

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/flightsql"
 	"github.com/tracelake/tracelake/internal/query"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -54,4 +57,84 @@ func startFlightSQL(cfg *config.Config, reader query.Reader) (stop func(), err e
 			slog.Warn("Flight SQL shutdown", "err", err)
 		}
 	}, nil
+}
+
+// icebergReader is the read path over cfg's Iceberg tables: the main
+// table (raw or OpenTelemetry), its dead-letter table, genai_operations
+// and the OpenTelemetry table's dedup model, by their tracelake names;
+// the tables the catalog does not hold yet are read once they appear.
+func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (*query.Iceberg, error) {
+	raw, dlq := snk.Identifiers()
+	mainCols := append(duckdbsink.RawColumns(), icebergRawColumns...)
+	if t := typedTable(cfg); t != nil {
+		mainCols = duckdbsink.TypedColumns(t)
+	}
+	tables := []query.IcebergTable{
+		{Name: cfg.Sink.Table, ID: raw, JSON: jsonColumns(mainCols)},
+		{Name: cfg.DLQTable(), ID: dlq, JSON: jsonColumns(duckdbsink.DLQColumns())},
+	}
+	if t := derivedTable(cfg); t != nil {
+		tables = append(tables, query.IcebergTable{Name: cfg.GenAI.Table, ID: snk.DerivedIdentifier(), JSON: jsonColumns(duckdbsink.TypedColumns(t))})
+	}
+	if cfg.DecodesOTLP() {
+		dedup := otelDedupOf(cfg).Target()
+		id := append(slices.Clone(raw[:len(raw)-1]), dedup)
+		tables = append(tables, query.IcebergTable{Name: dedup, ID: id, JSON: jsonColumns(mainCols)})
+	}
+	return query.NewIceberg(ctx, snk.Catalog(), tables, query.IcebergOptions{Shared: cfg.Query.SharedTables,
+		Refresh: cfg.Query.Refresh.D(), MaxConcurrent: cfg.Query.MaxConcurrent, Log: slog.Default()})
+}
+
+// jsonColumns names the JSON columns of cols.
+func jsonColumns(cols []duckdbsink.Column) []string {
+	var names []string
+	for _, c := range cols {
+		if c.Type == "JSON" {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// cmdServe is `tracelake serve --config F`: the read side of an Iceberg
+// lake, a process that ingests nothing. It serves query.flight_sql over
+// the catalog's current snapshots, looked for every query.refresh;
+// replicas scale reads.
+func cmdServe(ctx context.Context, args []string) error {
+	fs := newFlagSet("serve")
+	var cf configFlags
+	cf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg, err := cf.loadFor(false)
+	if err != nil {
+		return err
+	}
+	switch {
+	case cfg.Sink.Type == config.SinkDuckDB:
+		return usagef("serve reads the iceberg sink: with duckdb, tracelake run serves query.flight_sql itself (one process holds the file)")
+	case cfg.Sink.Type != config.SinkIceberg:
+		return usagef("serve reads the iceberg sink; sink.type is %s (Databend answers SQL itself)", cfg.Sink.Type)
+	case cfg.Query.FlightSQL == "":
+		return usagef("serve needs query.flight_sql, the address to serve Arrow Flight SQL on")
+	}
+	snk, err := openIceberg(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	reader, err := icebergReader(ctx, cfg, snk)
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+	stop, err := startFlightSQL(cfg, reader)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	slog.Info("tracelake serving the iceberg tables", "refresh", cfg.Query.Refresh.D())
+	<-ctx.Done()
+	return nil
 }

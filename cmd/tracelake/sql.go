@@ -49,7 +49,17 @@ func cmdSQL(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	switch cfg.Sink.Type {
 	case config.SinkIceberg:
-		return queryIceberg(ctx, cfg, fs.Arg(0), *tenant)
+		snk, err := openIceberg(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer snk.Close()
+		reader, err := icebergReader(ctx, cfg, snk)
+		if err != nil {
+			return err
+		}
+		defer reader.Close()
+		return printRead(ctx, env.stdout, reader, fs.Arg(0), *tenant, "on iceberg")
 	case config.SinkDuckDB:
 		snk, err := openDuckDB(cfg)
 		if err != nil {
@@ -75,20 +85,27 @@ func queryRunning(ctx context.Context, env *cmdEnv, q, tenant string) error {
 	if env.running.reader == nil {
 		return errors.New("this tracelake run could not start its read path (see its log); stop it to query the file")
 	}
+	return printRead(ctx, env.stdout, env.running.reader, q, tenant, "through a running tracelake run")
+}
+
+// printRead answers q through the read path r, for tenant alone if not
+// "", else for every tenant, and prints the result; where says where a
+// query the read path refuses was sent.
+func printRead(ctx context.Context, w io.Writer, r query.Reader, q, tenant, where string) error {
 	scope := tenancy.Operator
 	if tenant != "" {
 		scope = tenancy.One(tenant)
 	}
-	rr, err := env.running.reader.Query(ctx, scope, q)
+	rr, err := r.Query(ctx, scope, q)
 	var refused *query.RefusedError
 	if errors.As(err, &refused) {
-		return fmt.Errorf("%w (through a running tracelake run, sql takes one SELECT over the tables, named without schema or catalog, and no table functions)", err)
+		return fmt.Errorf("%w (%s, sql takes one SELECT over the tables, named without schema or catalog, and no table functions)", err, where)
 	}
 	if err != nil {
 		return fmt.Errorf("query: %w", err)
 	}
 	defer rr.Release()
-	return writeTable(env.stdout, rr)
+	return writeTable(w, rr)
 }
 
 // restrictToTenant shadows every table of the database that has a

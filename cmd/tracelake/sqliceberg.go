@@ -5,9 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"log/slog"
-	"os"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -16,56 +13,10 @@ import (
 	"github.com/apache/iceberg-go/table"
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
-	"github.com/tracelake/tracelake/internal/config"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
-
-// queryIceberg answers a query over the Iceberg tables: the tables the
-// query names are scanned (current snapshot, by iceberg-go, from any
-// warehouse) into an in-memory DuckDB under their tracelake names, with
-// the column types of the DuckDB sink, and the query runs there. It costs a
-// full scan of each table named, so it is for looking at what landed, not
-// for analytics over a large lake; engines that read Iceberg do that. With
-// a tenant, tables with a tenant_id column show that tenant's rows alone.
-func queryIceberg(ctx context.Context, cfg *config.Config, query, tenant string) error {
-	snk, err := openIceberg(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer snk.Close()
-	db, err := memoryDuckDB()
-	if err != nil {
-		return fmt.Errorf("open in-memory duckdb: %w", err)
-	}
-	defer db.Close()
-	raw, dlq := snk.Identifiers()
-	mainCols := append(duckdbsink.RawColumns(), icebergRawColumns...)
-	if t := typedTable(cfg); t != nil {
-		mainCols = duckdbsink.TypedColumns(t)
-	}
-	tables := []icebergView{{raw, cfg.Sink.Table, mainCols}, {dlq, cfg.DLQTable(), duckdbsink.DLQColumns()}}
-	if t := derivedTable(cfg); t != nil {
-		tables = append(tables, icebergView{snk.DerivedIdentifier(), cfg.GenAI.Table, duckdbsink.TypedColumns(t)})
-	}
-	for _, t := range tables {
-		if !regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(t.name) + `\b`).MatchString(query) {
-			continue
-		}
-		n, err := copyIcebergTable(ctx, snk, t.id, db, t.name, t.cols)
-		if err != nil {
-			return err
-		}
-		slog.Debug("scanned iceberg table into duckdb", "table", t.name, "rows", n)
-	}
-	if tenant != "" {
-		if err := restrictToTenant(ctx, db, tenant); err != nil {
-			return err
-		}
-	}
-	return printQuery(ctx, os.Stdout, db, query)
-}
 
 // memoryDuckDB opens an in-memory DuckDB on one connection: every
 // statement sees the same database.
