@@ -120,7 +120,14 @@ func startRun(t *testing.T, bin, cfgPath, name string) *child {
 // logs mark.
 func startRunUntil(t *testing.T, bin, cfgPath, name, mark string) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(bin, "run", "--config", cfgPath), log: &childLog{t: t, prefix: name + ": ", mark: mark, assigned: make(chan struct{}, 1)}}
+	return startUntil(t, exec.Command(bin, "run", "--config", cfgPath), name, mark)
+}
+
+// startUntil starts cmd (a tracelake command) and waits until it logs
+// mark.
+func startUntil(t *testing.T, cmd *exec.Cmd, name, mark string) *child {
+	t.Helper()
+	c := &child{cmd: cmd, log: &childLog{t: t, prefix: name + ": ", mark: mark, assigned: make(chan struct{}, 1)}}
 	c.cmd.Stderr = c.log
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -620,6 +620,24 @@ func TestOTLPIntoIceberg(t *testing.T) {
 			t.Errorf("sql --tenant %s over Iceberg: %v\n%s", tenant, err, out)
 		}
 	}
+	// tracelake serve: the same tables through Flight SQL, per tenant.
+	flightAddr := freeAddr(t)
+	serveCmd := exec.Command(bin, "serve", "--config", cfgPath)
+	serveCmd.Env = append(os.Environ(), "TRACELAKE_QUERY_FLIGHT_SQL="+flightAddr)
+	served := startUntil(t, serveCmd, "serve", "serving Arrow Flight SQL")
+	for tenant, want := range map[string]int{"default": spans, "team-b": 0} {
+		var n int
+		if err := flightDB(t, flightAddr, "", tenant).QueryRow(`SELECT count(*)::INTEGER FROM otel_spans`).Scan(&n); err != nil || n != want {
+			t.Errorf("serve, tenant %s: %d spans (%v), want %d\n%s", tenant, n, err, want, served.log)
+		}
+	}
+	if err := flightDB(t, flightAddr, "", "default").QueryRow(`SELECT count(*) FROM main.otel_spans`).Scan(new(int64)); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
+		t.Errorf("serve took a qualified name: %v", err)
+	}
+	served.cmd.Process.Signal(syscall.SIGTERM)
+	if err := served.cmd.Wait(); err != nil {
+		t.Errorf("serve did not stop cleanly: %v\n%s", err, served.log)
+	}
 	cfg, err := config.FromFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)

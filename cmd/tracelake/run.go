@@ -19,6 +19,7 @@ import (
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
 func cmdRun(ctx, hard context.Context, args []string) error {
@@ -99,6 +100,20 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		defer stopFlight()
 		stopSocket := serveCommands(ctx, cfg, d, reader, slog.Default())
 		defer stopSocket()
+	}
+	if ice, ok := snk.(*iceberg.Sink); ok && cfg.Query.FlightSQL != "" {
+		// The same reads tracelake serve answers, from the loading
+		// process (replicas of serve scale them apart from the loads).
+		reader, err := icebergReader(ctx, cfg, ice)
+		if err != nil {
+			return err
+		}
+		defer reader.Close()
+		stopFlight, err := startFlightSQL(cfg, reader)
+		if err != nil {
+			return err
+		}
+		defer stopFlight()
 	}
 	ready.SinkReady()
 	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it
