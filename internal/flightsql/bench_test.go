@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,7 +110,7 @@ func BenchmarkStreamSpans(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv, err := Start(Options{Listen: "127.0.0.1:0", Reader: reader,
+		srv, err := Start(Options{Listen: "127.0.0.1:0", Reader: reader, Log: slog.New(slog.DiscardHandler),
 			Tenants: TenantsFunc(func(sent, _ string) (tenancy.Scope, error) { return tenancy.One(sent), nil })})
 		if err != nil {
 			b.Fatal(err)
