@@ -85,6 +85,20 @@ func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (
 		Refresh: cfg.Query.Refresh.D(), MaxConcurrent: cfg.Query.MaxConcurrent, Log: slog.Default()})
 }
 
+// openIcebergReader opens cfg's Iceberg sink for its read path alone;
+// closeReader closes both.
+func openIcebergReader(ctx context.Context, cfg *config.Config) (reader *query.Iceberg, closeReader func(), err error) {
+	snk, err := openIceberg(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if reader, err = icebergReader(ctx, cfg, snk); err != nil {
+		snk.Close()
+		return nil, nil, err
+	}
+	return reader, func() { reader.Close(); snk.Close() }, nil
+}
+
 // jsonColumns names the JSON columns of cols.
 func jsonColumns(cols []duckdbsink.Column) []string {
 	var names []string
@@ -119,16 +133,11 @@ func cmdServe(ctx context.Context, args []string) error {
 	case cfg.Query.FlightSQL == "":
 		return usagef("serve needs query.flight_sql, the address to serve Arrow Flight SQL on")
 	}
-	snk, err := openIceberg(ctx, cfg)
+	reader, closeReader, err := openIcebergReader(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer snk.Close()
-	reader, err := icebergReader(ctx, cfg, snk)
-	if err != nil {
-		return err
-	}
-	defer reader.Close()
+	defer closeReader()
 	stop, err := startFlightSQL(cfg, reader)
 	if err != nil {
 		return err

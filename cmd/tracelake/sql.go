@@ -49,16 +49,11 @@ func cmdSQL(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	switch cfg.Sink.Type {
 	case config.SinkIceberg:
-		snk, err := openIceberg(ctx, cfg)
+		reader, closeReader, err := openIcebergReader(ctx, cfg)
 		if err != nil {
 			return err
 		}
-		defer snk.Close()
-		reader, err := icebergReader(ctx, cfg, snk)
-		if err != nil {
-			return err
-		}
-		defer reader.Close()
+		defer closeReader()
 		return printRead(ctx, env.stdout, reader, fs.Arg(0), *tenant, "on iceberg")
 	case config.SinkDuckDB:
 		snk, err := openDuckDB(cfg)

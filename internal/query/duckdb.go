@@ -108,28 +108,33 @@ func lowerAll(names []string) []string {
 
 // Query implements Reader.
 func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ...any) (array.RecordReader, error) {
-	sess, err := d.open(ctx, s)
+	sess, text, _, err := d.prepare(ctx, s, q)
 	if err != nil {
-		return nil, err
-	}
-	text, _, err := sess.parse(ctx, d.functions, q)
-	if err != nil {
-		sess.close()
 		return nil, err
 	}
 	return sess.run(ctx, text, params)
 }
 
-// Schema implements Reader: the query runs with no row (and NULL for
-// each parameter) for its schema.
-func (d *DuckDB) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.Schema, error) {
+// prepare opens a session for s and checks q there: the session, which
+// the caller closes, the text to run and its number of parameters.
+func (d *DuckDB) prepare(ctx context.Context, s tenancy.Scope, q string) (*session, string, int, error) {
 	sess, err := d.open(ctx, s)
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
 	text, params, err := sess.parse(ctx, d.functions, q)
 	if err != nil {
 		sess.close()
+		return nil, "", 0, err
+	}
+	return sess, text, params, nil
+}
+
+// Schema implements Reader: the query runs with no row (and NULL for
+// each parameter) for its schema.
+func (d *DuckDB) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.Schema, error) {
+	sess, text, params, err := d.prepare(ctx, s, q)
+	if err != nil {
 		return nil, err
 	}
 	return sess.schema(ctx, text, params)
@@ -139,15 +144,11 @@ func (d *DuckDB) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.
 // from where it stands (flightsql.Parameters: JDBC binds by it). A
 // parameter whose type DuckDB leaves open is a string, which DuckDB casts.
 func (d *DuckDB) Parameters(ctx context.Context, s tenancy.Scope, q string) (*arrow.Schema, error) {
-	sess, err := d.open(ctx, s)
+	sess, text, n, err := d.prepare(ctx, s, q)
 	if err != nil {
 		return nil, err
 	}
 	defer sess.close()
-	text, n, err := sess.parse(ctx, d.functions, q)
-	if err != nil {
-		return nil, err
-	}
 	fields := make([]arrow.Field, n)
 	err = sess.conn.Raw(func(dc any) error {
 		st, err := dc.(driver.ConnPrepareContext).PrepareContext(ctx, text)
