@@ -23,7 +23,8 @@ import (
 // name another tenant is refused too, or runs as its caller (who could
 // send that SQL anyway). Refusing, rather than silently running under the
 // caller's scope, turns a ticket handed to the wrong client into an error
-// instead of a different answer.
+// instead of a different answer. The parameters a handle carries are a
+// caller's bytes too: checked before arrow-go reads them (paramRows).
 type handle struct {
 	scope  tenancy.Scope
 	sql    string

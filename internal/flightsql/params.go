@@ -22,8 +22,16 @@ import (
 // bindParams reads the parameter batches a client sends into the IPC
 // stream a handle carries; nil when they hold no row. Each value is
 // checked now, so that a parameter of a type the server cannot pass is
-// refused when bound rather than when run.
-func bindParams(rdr array.RecordReader) ([]byte, error) {
+// refused when bound rather than when run. The batches' messages were
+// checked as they arrived (checkDoPut); one a client forged otherwise
+// may still panic the reader: that is a refusal, not the end of the
+// process.
+func bindParams(rdr array.RecordReader) (_ []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = grpcstatus.Errorf(codes.InvalidArgument, "read the bound parameters: %v", p)
+		}
+	}()
 	var (
 		buf  bytes.Buffer
 		w    *ipc.Writer
@@ -31,6 +39,9 @@ func bindParams(rdr array.RecordReader) ([]byte, error) {
 	)
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
+		if rec.NumRows() > maxParamRows-rows {
+			return nil, errManyRows
+		}
 		if _, err := rowValues(rec, nil); err != nil {
 			return nil, err
 		}
@@ -59,17 +70,26 @@ func bindParams(rdr array.RecordReader) ([]byte, error) {
 
 // paramRows are the executions a handle's parameters ask for: one list
 // of values per bound row; one execution without parameters when none
-// are bound.
-func paramRows(b []byte) ([][]any, error) {
+// are bound. A handle is not signed (see handle), so b is whatever a
+// caller sent: it is checked before arrow-go reads it (checkIPCStream),
+// and a panic of the reader over a forged batch is a refusal.
+func paramRows(b []byte) (rows [][]any, err error) {
 	if b == nil {
 		return [][]any{nil}, nil
 	}
+	if checkIPCStream(b) != nil {
+		return nil, errBadHandle
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			rows, err = nil, errBadHandle
+		}
+	}()
 	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(alloc))
 	if err != nil {
 		return nil, errBadHandle
 	}
 	defer r.Release()
-	var rows [][]any
 	for r.Next() {
 		if rows, err = rowValues(r.RecordBatch(), rows); err != nil {
 			return nil, err
@@ -81,8 +101,18 @@ func paramRows(b []byte) ([][]any, error) {
 	return rows, nil
 }
 
+// maxParamRows bounds the rows of parameters bound to a statement: each
+// runs the query once, and a batch declares as many rows as it likes (a
+// column of nulls takes no bytes).
+const maxParamRows = 1024
+
+var errManyRows = grpcstatus.Errorf(codes.InvalidArgument, "more than %d rows of parameters: run the statement in parts", maxParamRows)
+
 // rowValues appends the values of each row of rec to rows.
 func rowValues(rec arrow.RecordBatch, rows [][]any) ([][]any, error) {
+	if rec.NumRows() > maxParamRows-int64(len(rows)) {
+		return nil, errManyRows
+	}
 	for i := range int(rec.NumRows()) {
 		row := make([]any, rec.NumCols())
 		for c, col := range rec.Columns() {

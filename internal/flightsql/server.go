@@ -156,7 +156,7 @@ func (s *Server) listen(addr string) (net.Listener, string, error) {
 func (s *Server) serve(ln net.Listener, h *handler, tenants Tenants, opts ...grpc.ServerOption) {
 	opts = append(opts,
 		grpc.ChainUnaryInterceptor(unaryScope(tenants)),
-		grpc.ChainStreamInterceptor(streamScope(tenants)),
+		grpc.ChainStreamInterceptor(streamScope(tenants), checkDoPut),
 	)
 	g := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(g, newFlightServer(h))
