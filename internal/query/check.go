@@ -13,8 +13,9 @@ import (
 // The checker reads a query as DuckDB's own parser read it (the JSON of
 // json_serialize_sql), never its text: comments, quoting and several
 // statements are the parser's business, and what runs is the parsed
-// query printed back (json_deserialize_sql), so the query checked is the
-// query run. It admits one SELECT whose every table reference is an
+// query printed back (json_deserialize_sql), itself parsed and checked
+// again (DuckDB's printer is not its parser's inverse), so the query
+// checked is the query run. It admits one SELECT whose every table reference is an
 // unqualified name of a table the scope may read (which the engine binds
 // to the scope's rows) or of a CTE in scope, and whose every function is
 // one of DuckDB's own scalar, aggregate or window functions that neither
@@ -56,6 +57,16 @@ type tableRef struct {
 	// inRecursive: the reference is in the body of a recursive CTE, which
 	// runs again for each step of the recursion.
 	inRecursive bool
+}
+
+// again is a checker of what c may name, for another query (check keeps
+// the state of the query it checked).
+func (c *checker) again(tables ...string) *checker {
+	all := maps.Clone(c.tables)
+	for _, t := range tables {
+		all[strings.ToLower(t)] = true
+	}
+	return &checker{tables: all, functions: c.functions}
 }
 
 // check says why the statement serialized as js may not run, or nil. It

@@ -236,6 +236,9 @@ type session struct {
 	// cleanup runs when the session closes, last added first, before the
 	// connection is discarded.
 	cleanup []func()
+	// checker checks the text that runs: the last query checked's, with
+	// what it may name (the views a rewrite binds it to included).
+	checker *checker
 }
 
 // openSession takes one of slots and a connection of db.
@@ -310,17 +313,42 @@ func (d *DuckDB) scope(ctx context.Context, sess *session, s tenancy.Scope) erro
 }
 
 // parse checks q as DuckDB parses it and returns the text that runs (the
-// parsed query printed back) and its number of parameters.
+// parsed query printed back, itself checked: see printChecked) and its
+// number of parameters.
 func (sess *session) parse(ctx context.Context, functions map[string]bool, q string) (string, int, error) {
-	_, js, params, err := sess.check(ctx, functions, q)
+	c, js, _, err := sess.check(ctx, functions, q)
 	if err != nil {
 		return "", 0, err
 	}
+	return sess.printChecked(ctx, js, c.again())
+}
+
+// printChecked prints the parse js back as the SQL text that is to run,
+// and checks that text as DuckDB parses it, with c: DuckDB's printer is
+// not its parser's inverse (it writes a named parameter's name unquoted,
+// so $"1, (SELECT …)" prints as SQL of its own), so what runs must be
+// checked as it is, whatever the printer made of the query checked. It
+// returns the text and its number of parameters.
+func (sess *session) printChecked(ctx context.Context, js string, c *checker) (string, int, error) {
 	text, err := sess.print(ctx, js)
 	if err != nil {
 		return "", 0, err
 	}
+	params, err := sess.checkText(ctx, text, c)
+	if err != nil {
+		return "", 0, err
+	}
 	return text, params, nil
+}
+
+// checkText checks text, which is to run as it is, as DuckDB parses it,
+// with c, and returns its number of parameters.
+func (sess *session) checkText(ctx context.Context, text string, c *checker) (int, error) {
+	var js string
+	if err := sess.conn.QueryRowContext(ctx, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", text).Scan(&js); err != nil {
+		return 0, fmt.Errorf("parse the query: %w", err)
+	}
+	return c.check([]byte(js))
 }
 
 // check parses q as DuckDB does and checks it for the session's tables:
@@ -339,6 +367,7 @@ func (sess *session) check(ctx context.Context, functions map[string]bool, q str
 	if err != nil {
 		return nil, "", 0, err
 	}
+	sess.checker = c.again()
 	return c, js, params, nil
 }
 
@@ -375,7 +404,13 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 // schema is the schema of query text with params parameters, which runs
 // with no row (and NULL for each parameter); the session closes.
 func (sess *session) schema(ctx context.Context, text string, params int) (*arrow.Schema, error) {
-	rr, err := sess.run(ctx, "SELECT * FROM ("+text+") LIMIT 0", make([]any, params))
+	// The query within another is checked again as the text it makes.
+	text = "SELECT * FROM (" + text + ") LIMIT 0"
+	if _, err := sess.checkText(ctx, text, sess.checker.again()); err != nil {
+		sess.close()
+		return nil, err
+	}
+	rr, err := sess.run(ctx, text, make([]any, params))
 	if err != nil {
 		return nil, err
 	}

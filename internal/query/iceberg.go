@@ -420,7 +420,13 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	if err != nil {
 		return "", 0, err
 	}
-	text, err := sess.print(ctx, string(js))
+	// The text that runs names the scans' views, and nothing else.
+	views := make([]string, len(plans))
+	for i, rp := range plans {
+		views[i] = rp.view
+	}
+	sess.checker = c.again(views...)
+	text, _, err := sess.printChecked(ctx, string(js), sess.checker.again())
 	if err != nil {
 		return "", 0, err
 	}

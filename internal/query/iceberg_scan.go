@@ -292,7 +292,7 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 	if err != nil {
 		return nil, err
 	}
-	inner, err := sess.print(ctx, string(js))
+	inner, _, err := sess.printChecked(ctx, string(js), sess.checker.again())
 	if err != nil {
 		return nil, err
 	}

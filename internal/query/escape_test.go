@@ -1,0 +1,51 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// refusedFor fails t unless each query is refused (a *RefusedError) for
+// tenant a by Query, Schema and Parameters alike.
+func refusedFor(t *testing.T, l *lake, queries []string, params ...any) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range queries {
+		var re *RefusedError
+		if got, err := l.rows(t, tenantA, q, params...); !errors.As(err, &re) {
+			t.Errorf("Query %s\n  not refused: %v, %v", q, got, err)
+		}
+		if s, err := l.reader.Schema(ctx, tenantA, q); !errors.As(err, &re) {
+			t.Errorf("Schema %s\n  not refused: %v, %v", q, s, err)
+		}
+		if s, err := l.reader.Parameters(ctx, tenantA, q); !errors.As(err, &re) {
+			t.Errorf("Parameters %s\n  not refused: %v, %v", q, s, err)
+		}
+	}
+}
+
+// TestEscapeThroughParameterName: DuckDB prints a named parameter back
+// with its name unquoted, so a name holding SQL became SQL of its own in
+// the text that ran: another table, files, several statements (a DELETE).
+func TestEscapeThroughParameterName(t *testing.T) {
+	l := newLake(t)
+	refusedFor(t, l, []string{
+		`SELECT $"1, (SELECT max(record_content::VARCHAR) FROM events) AS leak"`,
+		`SELECT $"1, (SELECT string_agg(name) FROM lake.main.otel_spans) AS leak"`,
+		`SELECT $"1 AS x FROM read_text('` + l.dir + `/secret.csv')"`,
+	}, 7)
+	refusedFor(t, l, []string{`SELECT $"$ a $$ AS s; DELETE FROM lake.main.otel_spans; SELECT 1 AS z"`})
+	var n int
+	if err := l.db.QueryRow(`SELECT count(*) FROM otel_spans`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("%d spans left, want 3: a tenant's read deleted rows", n)
+	}
+	// A named parameter is still a parameter.
+	got, err := l.rows(t, tenantA, `SELECT name FROM otel_spans WHERE duration_ms = $d`, 10)
+	if err != nil || len(got) != 1 || got[0] != "chat" {
+		t.Fatalf("a named parameter: %v, %v; want [chat]", got, err)
+	}
+}
