@@ -153,7 +153,14 @@ func (c *checker) object(o map[string]any, ctes []string) error {
 		if k == "cte_map" {
 			continue // walked by withCTEs, each body in its own scope
 		}
-		if err := c.walk(o[k], ctes); err != nil {
+		scope := ctes
+		if k == "left" && o["type"] == "RECURSIVE_CTE_NODE" {
+			// A recursive CTE is itself only in its recursive part: in
+			// its anchor, DuckDB binds its name to the table so named.
+			name, _ := o["cte_name"].(string)
+			scope = slices.DeleteFunc(slices.Clone(ctes), func(cte string) bool { return strings.EqualFold(cte, name) })
+		}
+		if err := c.walk(o[k], scope); err != nil {
 			return err
 		}
 	}
@@ -162,8 +169,9 @@ func (c *checker) object(o map[string]any, ctes []string) error {
 
 // withCTEs checks the bodies of a WITH clause and returns the names in
 // scope inside the query it belongs to. A body sees the CTEs before it
-// and, when recursive, itself: a name it uses that is none of those binds
-// to a table, and must be one the scope reads.
+// and, when recursive, itself (in its recursive part alone, see object):
+// a name it uses that is none of those binds to a table, and must be one
+// the scope reads.
 func (c *checker) withCTEs(cm map[string]any, outer []string) ([]string, error) {
 	entries, _ := cm["map"].([]any)
 	scope := append([]string(nil), outer...)

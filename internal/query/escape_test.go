@@ -49,3 +49,27 @@ func TestEscapeThroughParameterName(t *testing.T) {
 		t.Fatalf("a named parameter: %v, %v; want [chat]", got, err)
 	}
 }
+
+// TestEscapeThroughRecursiveCTEAnchor: in a recursive CTE, the CTE's own
+// name is the CTE only in the recursive part; in the anchor (the left of
+// the UNION) DuckDB binds it to the table of that name, which the checker
+// took for the CTE.
+func TestEscapeThroughRecursiveCTEAnchor(t *testing.T) {
+	l := newLake(t)
+	refusedFor(t, l, []string{
+		`WITH RECURSIVE events AS (SELECT record_content::VARCHAR AS x FROM events UNION ALL SELECT x FROM events WHERE false) SELECT * FROM events`,
+		`WITH RECURSIVE events(x) USING KEY (x) AS (SELECT (SELECT max(record_content::VARCHAR) FROM events) UNION SELECT x FROM events WHERE false) SELECT * FROM events`,
+		`WITH RECURSIVE events AS MATERIALIZED (SELECT (SELECT max(record_content::VARCHAR) FROM events) AS x UNION ALL SELECT x FROM events WHERE false) SELECT * FROM events`,
+		`SELECT * FROM (WITH RECURSIVE events_ledger AS (FROM events_ledger UNION ALL FROM events_ledger WHERE false) FROM events_ledger)`,
+	})
+	// The recursive part still reads the CTE, and the anchor a table of
+	// the tenant's named like it reads the tenant's rows.
+	got, err := l.rows(t, tenantA, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) SELECT sum(i) FROM n`)
+	if err != nil || len(got) != 1 || got[0] != "6" {
+		t.Fatalf("a recursive CTE: %v, %v; want [6]", got, err)
+	}
+	got, err = l.rows(t, tenantA, `WITH RECURSIVE otel_spans AS (SELECT name FROM otel_spans UNION SELECT name FROM otel_spans WHERE false) SELECT name FROM otel_spans ORDER BY name`)
+	if err != nil || len(got) != 2 || got[0] != "chat" || got[1] != "tool" {
+		t.Fatalf("an anchor over the tenant's table: %v, %v; want [chat tool]", got, err)
+	}
+}
