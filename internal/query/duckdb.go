@@ -50,9 +50,13 @@ type DuckDBOptions struct {
 // deniedFunctions are DuckDB functions that read or change state outside
 // the query: settings, variables, sequences, the environment, the log,
 // table statistics across tenants (stats() of a view's column reports
-// the base table's), or that sleep.
+// the base table's), the catalog and files (json_serialize_plan binds the
+// SQL it is given, unchecked: any table's columns, a file's schema), the
+// process's counters of queries, transactions and connections (which
+// count the loads and the other tenants' reads), or that sleep.
 var deniedFunctions = []string{"getenv", "current_setting", "getvariable", "nextval", "currval", "setseed",
-	"write_log", "stats", "pg_sleep", "sleep_ms"}
+	"write_log", "stats", "pg_sleep", "sleep_ms", "json_serialize_plan",
+	"current_query_id", "current_transaction_id", "txid_current", "current_connection_id"}
 
 // NewDuckDB reads db, the database a DuckDB sink opened.
 func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, error) {

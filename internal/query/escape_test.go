@@ -73,3 +73,29 @@ func TestEscapeThroughRecursiveCTEAnchor(t *testing.T) {
 		t.Fatalf("an anchor over the tenant's table: %v, %v; want [chat tool]", got, err)
 	}
 }
+
+// TestEscapeThroughSerializePlan: json_serialize_plan binds the SQL it is
+// given against the catalog, without the checker: the columns of any
+// table, the names of those a misspelt one suggests, a file's schema.
+func TestEscapeThroughSerializePlan(t *testing.T) {
+	l := newLake(t)
+	refusedFor(t, l, []string{
+		`SELECT json_serialize_plan('SELECT * FROM lake.main.events')`,
+		`SELECT json_serialize_plan('SELECT * FROM evnts')`,
+		`SELECT json_serialize_plan('SELECT * FROM read_json(''` + l.dir + `/stage/batch.json'')')`,
+		`SELECT name FROM otel_spans WHERE json_serialize_plan('SELECT 1') IS NOT NULL`,
+	})
+}
+
+// TestEscapeThroughActivityCounters: the ids DuckDB numbers queries,
+// transactions and connections with are the process's, so a tenant
+// polling them counts the loads and the other tenants' reads.
+func TestEscapeThroughActivityCounters(t *testing.T) {
+	l := newLake(t)
+	refusedFor(t, l, []string{
+		`SELECT current_query_id()`,
+		`SELECT current_transaction_id()`,
+		`SELECT txid_current()`,
+		`SELECT current_connection_id()`,
+	})
+}
