@@ -251,23 +251,25 @@ func (c *checker) tableRef(o map[string]any, ctes []string) error {
 }
 
 // expression checks a function call: a scalar, aggregate or window
-// function of DuckDB's own, allowed, and named without a schema.
+// function of DuckDB's own, or one of its macros, allowed
+// (allowedFunctions), named unqualified or with DuckDB's own schema.
 func (c *checker) expression(o map[string]any) error {
 	name, ok := o["function_name"].(string)
 	if !ok {
 		return nil
 	}
-	// DuckDB's parser writes some constructs as calls in schema main
-	// (a row constructor (a, b) is main.row): the same built-in function
-	// as unqualified, checked by name as any other.
-	if s, _ := o["schema"].(string); s != "" && !strings.EqualFold(s, "main") {
-		return &RefusedError{fmt.Sprintf("function %s.%s: name functions without a schema", s, name)}
+	cat, _ := o["catalog"].(string)
+	schema, _ := o["schema"].(string)
+	written := strings.Join(slices.DeleteFunc([]string{cat, schema, name}, func(s string) bool { return s == "" }), ".")
+	if cat != "" && !strings.EqualFold(cat, "system") {
+		return &RefusedError{fmt.Sprintf("function %s: name functions without a catalog", written)}
 	}
-	if cat, _ := o["catalog"].(string); cat != "" {
-		return &RefusedError{fmt.Sprintf("function %s.%s: name functions without a catalog", cat, name)}
+	key := strings.ToLower(name)
+	if schema != "" {
+		key = strings.ToLower(schema) + "." + key
 	}
-	if !c.functions[strings.ToLower(name)] {
-		return &RefusedError{fmt.Sprintf("function %s is not taken", name)}
+	if !c.functions[key] {
+		return &RefusedError{fmt.Sprintf("function %s is not taken", written)}
 	}
 	return nil
 }

@@ -70,15 +70,90 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	return &DuckDB{db: db, shared: lowerAll(opt.Shared), functions: functions, slots: make(chan struct{}, opt.MaxConcurrent)}, nil
 }
 
-// allowedFunctions are the functions a query may call: DuckDB's own
-// (internal), but macros that read a table (pg_get_viewdef reads
-// duckdb_views()), since a macro's body is not checked, and the denied
-// ones.
+// allowedFunctions are the functions a query may call, by how it names
+// them: "f" unqualified, "main.f" and "pg_catalog.f" with DuckDB's own
+// schemas (the parser itself names list and struct literals
+// main.list_value and main.struct_pack). A call binds to the functions of
+// that name in the schema it names, or for an unqualified one in the
+// first of main and pg_catalog that has the name, whichever overload its
+// arguments fit: so a name is allowed when every one of those is, each
+// one of DuckDB's own (internal) scalar, aggregate or window functions,
+// not denied, or a macro whose body passes the checker as a query would
+// (it reads no table and calls only allowed functions; pg_get_constraintdef
+// has an overload that does not and one that reads duckdb_constraints()).
+// A name the database or its temporary schema also defines a function of
+// is refused, since DuckDB would find that one first.
 func allowedFunctions(ctx context.Context, db *sql.DB) (map[string]bool, error) {
-	return functionSet(ctx, db, fmt.Sprintf(`SELECT DISTINCT lower(function_name) FROM duckdb_functions()
-		WHERE internal AND (function_type IN ('scalar', 'aggregate', 'window')
-			OR function_type = 'macro' AND macro_definition NOT ILIKE '%%from%%')
-		AND lower(function_name) NOT IN (%s)`, sqltext.Strings(deniedFunctions)))
+	rows, err := db.QueryContext(ctx, `SELECT lower(function_name), schema_name, function_type,
+			internal AND database_name = 'system',
+			CASE WHEN function_type = 'macro' THEN json_serialize_sql('SELECT (' || macro_definition || ')')::VARCHAR END
+		FROM duckdb_functions() WHERE function_type IN ('scalar', 'aggregate', 'window', 'macro')`)
+	if err != nil {
+		return nil, fmt.Errorf("list duckdb's functions: %w", err)
+	}
+	defer rows.Close()
+	type overload struct {
+		typ   string
+		macro []byte // a macro's body, as json_serialize_sql parsed it
+	}
+	bySchema := map[string]map[string][]overload{"main": {}, "pg_catalog": {}} // schema → name → overloads
+	foreign := map[string]bool{}                                               // names of functions not DuckDB's own
+	for rows.Next() {
+		var name, schema, typ string
+		var own bool
+		var body sql.NullString
+		if err := rows.Scan(&name, &schema, &typ, &own, &body); err != nil {
+			return nil, err
+		}
+		if !own || bySchema[schema] == nil {
+			foreign[name] = true
+			continue
+		}
+		bySchema[schema][name] = append(bySchema[schema][name], overload{typ, []byte(body.String)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list duckdb's functions: %w", err)
+	}
+	// keys are the names a call may use for each function, with what it binds to.
+	keys := map[string][]overload{}
+	for schema, names := range bySchema {
+		for name, ovs := range names {
+			if foreign[name] || slices.Contains(deniedFunctions, name) {
+				continue
+			}
+			keys[schema+"."+name] = ovs
+			if _, inMain := bySchema["main"][name]; schema == "main" || !inMain {
+				keys[name] = ovs
+			}
+		}
+	}
+	functions := map[string]bool{}
+	for key, ovs := range keys {
+		if !slices.ContainsFunc(ovs, func(o overload) bool { return o.typ == "macro" }) {
+			functions[key] = true
+		}
+	}
+	// Macros call other macros: each round allows those whose bodies call
+	// only what is allowed so far, until a round allows none.
+	body := checker{functions: functions}
+	for grown := true; grown; {
+		grown = false
+		for key, ovs := range keys {
+			if functions[key] {
+				continue
+			}
+			if !slices.ContainsFunc(ovs, func(o overload) bool {
+				if o.typ != "macro" {
+					return false
+				}
+				_, err := body.check(o.macro)
+				return err != nil
+			}) {
+				functions[key], grown = true, true
+			}
+		}
+	}
+	return functions, nil
 }
 
 // functionSet runs q, which lists function names.

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -98,4 +99,40 @@ func TestEscapeThroughActivityCounters(t *testing.T) {
 		`SELECT txid_current()`,
 		`SELECT current_connection_id()`,
 	})
+}
+
+// TestEscapeThroughMacroOverload: functions were allowed by name when one
+// of their overloads was, but a call binds to whichever overload its
+// arguments fit. pg_get_constraintdef(oid, pretty) calls
+// pg_get_constraintdef(oid), which reads duckdb_constraints(): the text of
+// any table's constraints. A macro's body is checked as a query is.
+func TestEscapeThroughMacroOverload(t *testing.T) {
+	l := newLake(t)
+	if _, err := l.db.Exec(`CREATE TABLE ops_secrets (k VARCHAR CHECK (k <> 'hunter2'))`); err != nil {
+		t.Fatal(err)
+	}
+	var oid int64
+	if err := l.db.QueryRow(`SELECT table_oid FROM duckdb_tables() WHERE table_name = 'ops_secrets'`).Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	refusedFor(t, l, []string{
+		fmt.Sprintf(`SELECT pg_get_constraintdef(%d)`, oid*1000000),
+		fmt.Sprintf(`SELECT pg_get_constraintdef(%d, true)`, oid*1000000),
+		`SELECT pg_catalog.pg_get_constraintdef(0)`,
+		`SELECT main.sleep_ms(1)`,
+		`SELECT system.main.getvariable('x')`,
+		`SELECT lake.main.upper('x')`,
+	})
+	// Macros whose bodies read nothing outside the query still work, and
+	// so do the list and struct literals DuckDB parses as calls of
+	// main.list_value and main.struct_pack.
+	for q, want := range map[string]string{
+		`SELECT list_sum([1, 2]), roundbankers(2.5, 0), {'a': 1}.a, array_to_string(['x', 'y'], '-')`: "3|2|1|x-y",
+		`SELECT pg_typeof(1), current_catalog() IS NOT NULL`:                                          "integer|true",
+	} {
+		got, err := l.rows(t, tenantA, q)
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %v, %v; want [%s]", q, got, err, want)
+		}
+	}
 }
