@@ -15,11 +15,12 @@ import (
 // statements are the parser's business, and what runs is the parsed
 // query printed back (json_deserialize_sql), itself parsed and checked
 // again (DuckDB's printer is not its parser's inverse), so the query
-// checked is the query run. It admits one SELECT whose every table reference is an
-// unqualified name of a table the scope may read (which the engine binds
-// to the scope's rows) or of a CTE in scope, and whose every function is
-// one of DuckDB's own scalar, aggregate or window functions that neither
-// reads outside state nor changes it. Everything else is refused: table
+// checked is the query run. It admits one SELECT whose every table
+// reference is an unqualified name of a table the scope may read (which
+// the engine binds to the scope's rows) or of a CTE in scope, whose every
+// function is one of DuckDB's own scalar, aggregate or window functions
+// (or macros) that neither reads outside state nor changes it, and whose
+// every type is one of DuckDB's own. Everything else is refused: table
 // functions (read_parquet, glob, duckdb_settings(), …), qualified names
 // (main.t, information_schema.tables), time travel (AT), and statements
 // that are not SELECTs (json_serialize_sql refuses them itself).
@@ -34,6 +35,7 @@ var tableRefTypes = map[string]bool{"BASE_TABLE": true, "JOIN": true, "SUBQUERY"
 type checker struct {
 	tables    map[string]bool // lower-cased names of the tables the scope reads
 	functions map[string]bool // lower-cased names of the functions allowed
+	types     map[string]bool // lower-cased names of the types the binder finds, allowed
 
 	// doc is the whole parsed document, numbers kept as written
 	// (json.Number), so that it can be changed and printed back.
@@ -62,11 +64,12 @@ type tableRef struct {
 // again is a checker of what c may name, for another query (check keeps
 // the state of the query it checked).
 func (c *checker) again(tables ...string) *checker {
-	all := maps.Clone(c.tables)
+	all := make(map[string]bool, len(c.tables)+len(tables))
+	maps.Copy(all, c.tables)
 	for _, t := range tables {
 		all[strings.ToLower(t)] = true
 	}
-	return &checker{tables: all, functions: c.functions}
+	return &checker{tables: all, functions: c.functions, types: c.types}
 }
 
 // check says why the statement serialized as js may not run, or nil. It
@@ -140,6 +143,10 @@ func (c *checker) object(o map[string]any, ctes []string) error {
 	}
 	if _, isExpr := o["class"]; isExpr {
 		if err := c.expression(o); err != nil {
+			return err
+		}
+	} else if o["id"] == "UNBOUND" {
+		if err := c.typeName(o); err != nil {
 			return err
 		}
 	} else if isTableRef(o) {
@@ -270,6 +277,21 @@ func (c *checker) expression(o map[string]any) error {
 	}
 	if !c.functions[key] {
 		return &RefusedError{fmt.Sprintf("function %s is not taken", written)}
+	}
+	return nil
+}
+
+// typeName checks a type the parser left for the binder to find by its
+// name (JSON, ENUM, a user's or an extension's type): one of DuckDB's
+// own, loaded (allowedTypes), named without a catalog or schema.
+func (c *checker) typeName(o map[string]any) error {
+	info, _ := o["type_info"].(map[string]any)
+	name, _ := info["name"].(string)
+	cat, _ := info["catalog"].(string)
+	schema, _ := info["schema"].(string)
+	if cat != "" || schema != "" || !c.types[strings.ToLower(name)] {
+		written := strings.Join(slices.DeleteFunc([]string{cat, schema, name}, func(s string) bool { return s == "" }), ".")
+		return &RefusedError{fmt.Sprintf("type %s is not taken: only DuckDB's own types", written)}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -30,10 +31,10 @@ import (
 // query, never handed back to the pool where the loads would find the
 // views.
 type DuckDB struct {
-	db        *sql.DB
-	shared    []string
-	functions map[string]bool
-	slots     chan struct{}
+	db     *sql.DB
+	shared []string
+	names  *checker // the functions and types a query may name
+	slots  chan struct{}
 }
 
 // DuckDBOptions configure a DuckDB reader.
@@ -63,11 +64,15 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	if opt.MaxConcurrent <= 0 {
 		opt.MaxConcurrent = 4
 	}
-	functions, err := allowedFunctions(ctx, db)
+	types, err := allowedTypes(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	return &DuckDB{db: db, shared: lowerAll(opt.Shared), functions: functions, slots: make(chan struct{}, opt.MaxConcurrent)}, nil
+	functions, err := allowedFunctions(ctx, db, types)
+	if err != nil {
+		return nil, err
+	}
+	return &DuckDB{db: db, shared: lowerAll(opt.Shared), names: &checker{functions: functions, types: types}, slots: make(chan struct{}, opt.MaxConcurrent)}, nil
 }
 
 // allowedFunctions are the functions a query may call, by how it names
@@ -83,7 +88,7 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 // has an overload that does not and one that reads duckdb_constraints()).
 // A name the database or its temporary schema also defines a function of
 // is refused, since DuckDB would find that one first.
-func allowedFunctions(ctx context.Context, db *sql.DB) (map[string]bool, error) {
+func allowedFunctions(ctx context.Context, db *sql.DB, types map[string]bool) (map[string]bool, error) {
 	rows, err := db.QueryContext(ctx, `SELECT lower(function_name), schema_name, function_type,
 			internal AND database_name = 'system',
 			CASE WHEN function_type = 'macro' THEN json_serialize_sql('SELECT (' || macro_definition || ')')::VARCHAR END
@@ -135,7 +140,7 @@ func allowedFunctions(ctx context.Context, db *sql.DB) (map[string]bool, error) 
 	}
 	// Macros call other macros: each round allows those whose bodies call
 	// only what is allowed so far, until a round allows none.
-	body := checker{functions: functions}
+	body := checker{functions: functions, types: types}
 	for grown := true; grown; {
 		grown = false
 		for key, ovs := range keys {
@@ -185,6 +190,35 @@ func lowerAll(names []string) []string {
 	return out
 }
 
+// allowedTypes are the lower-cased names of the types a query may name
+// that DuckDB's parser leaves for the binder to find (JSON, ENUM, …; the
+// parser knows INTEGER, VARCHAR and the like itself): DuckDB's own, as it
+// has them loaded. A name the database or its temporary schema also
+// defines a type of is refused, since DuckDB would find that one first.
+// A type not loaded would make DuckDB install and load the extension that
+// has it (INET), and one it does not know, suggest the names it has.
+func allowedTypes(ctx context.Context, db *sql.DB) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT lower(type_name), bool_and(internal)
+		FROM duckdb_types() GROUP BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("list duckdb's types: %w", err)
+	}
+	defer rows.Close()
+	types := map[string]bool{}
+	for rows.Next() {
+		var name string
+		var own bool
+		if err := rows.Scan(&name, &own); err != nil {
+			return nil, err
+		}
+		types[name] = own
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list duckdb's types: %w", err)
+	}
+	return types, nil
+}
+
 // Query implements Reader.
 func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ...any) (array.RecordReader, error) {
 	sess, text, _, err := d.prepare(ctx, s, q)
@@ -201,7 +235,7 @@ func (d *DuckDB) prepare(ctx context.Context, s tenancy.Scope, q string) (*sessi
 	if err != nil {
 		return nil, "", 0, err
 	}
-	text, params, err := sess.parse(ctx, d.functions, q)
+	text, params, err := sess.parse(ctx, d.names, q)
 	if err != nil {
 		sess.close()
 		return nil, "", 0, err
@@ -394,8 +428,8 @@ func (d *DuckDB) scope(ctx context.Context, sess *session, s tenancy.Scope) erro
 // parse checks q as DuckDB parses it and returns the text that runs (the
 // parsed query printed back, itself checked: see printChecked) and its
 // number of parameters.
-func (sess *session) parse(ctx context.Context, functions map[string]bool, q string) (string, int, error) {
-	c, js, _, err := sess.check(ctx, functions, q)
+func (sess *session) parse(ctx context.Context, names *checker, q string) (string, int, error) {
+	c, js, _, err := sess.check(ctx, names, q)
 	if err != nil {
 		return "", 0, err
 	}
@@ -432,16 +466,13 @@ func (sess *session) checkText(ctx context.Context, text string, c *checker) (in
 
 // check parses q as DuckDB does and checks it for the session's tables:
 // the checker holds the parsed tree (for an engine that rewrites it), js
-// the parse, params the number of parameters.
-func (sess *session) check(ctx context.Context, functions map[string]bool, q string) (c *checker, js string, params int, err error) {
+// the parse, params the number of parameters; names are the functions
+// and types it may name.
+func (sess *session) check(ctx context.Context, names *checker, q string) (c *checker, js string, params int, err error) {
 	if err := sess.conn.QueryRowContext(ctx, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", q).Scan(&js); err != nil {
 		return nil, "", 0, fmt.Errorf("parse the query: %w", err)
 	}
-	tables := make(map[string]bool, len(sess.tables))
-	for t := range sess.tables {
-		tables[t] = true
-	}
-	c = &checker{tables: tables, functions: functions}
+	c = names.again(slices.Collect(maps.Keys(sess.tables))...)
 	params, err = c.check([]byte(js))
 	if err != nil {
 		return nil, "", 0, err

@@ -81,7 +81,7 @@ func rowsScanned(b *testing.B, d *DuckDB, s tenancy.Scope, q string) int {
 		b.Fatal(err)
 	}
 	defer sess.close()
-	text, _, err := sess.parse(ctx, d.functions, q)
+	text, _, err := sess.parse(ctx, d.names, q)
 	if err != nil {
 		b.Fatal(err)
 	}

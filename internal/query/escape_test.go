@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -129,6 +130,38 @@ func TestEscapeThroughMacroOverload(t *testing.T) {
 	for q, want := range map[string]string{
 		`SELECT list_sum([1, 2]), roundbankers(2.5, 0), {'a': 1}.a, array_to_string(['x', 'y'], '-')`: "3|2|1|x-y",
 		`SELECT pg_typeof(1), current_catalog() IS NOT NULL`:                                          "integer|true",
+	} {
+		got, err := l.rows(t, tenantA, q)
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %v, %v; want [%s]", q, got, err, want)
+		}
+	}
+}
+
+// TestEscapeThroughTypeNames: a cast to a type DuckDB does not have
+// loaded made it install and load the extension that has it (INET: a
+// download from extensions.duckdb.org, a native library loaded into the
+// process the loads run in), and a type it did not know made it suggest
+// the names of the types it has, the database's own among them. A type
+// named by a query must be one of DuckDB's own.
+func TestEscapeThroughTypeNames(t *testing.T) {
+	l := newLake(t)
+	if _, err := l.db.Exec(`CREATE TYPE ops_mood AS ENUM ('calm', 'paged')`); err != nil {
+		t.Fatal(err)
+	}
+	refusedFor(t, l, []string{
+		`SELECT '127.0.0.1'::INET`,
+		`SELECT CAST(NULL AS MAP(VARCHAR, INET))`,
+		`SELECT 'calm'::ops_mood`,
+		`SELECT 'calm'::lake.main.ops_mood`,
+		`SELECT CAST(1 AS ops_mod)`,
+	})
+	if _, err := l.rows(t, tenantA, `SELECT CAST(1 AS ops_mod)`); err == nil || strings.Contains(err.Error(), "ops_mood") {
+		t.Errorf("a misspelt type: %v, want a refusal naming no other type", err)
+	}
+	for q, want := range map[string]string{
+		`SELECT '{"a": 7}'::JSON->>'a', 'b'::ENUM('a', 'b'), [1]::INT[]`: "7|b|[1]",
+		`SELECT json_group_array(name) FROM otel_spans`:                  `["chat","tool"]`,
 	} {
 		got, err := l.rows(t, tenantA, q)
 		if err != nil || len(got) != 1 || got[0] != want {

@@ -64,7 +64,7 @@ type Iceberg struct {
 	decl       []IcebergTable
 	opt        IcebergOptions
 	db         *sql.DB
-	functions  map[string]bool // the checker's
+	names      *checker        // the functions and types a query may name
 	consistent map[string]bool // scalar functions whose constant calls may be pushed
 	template   string          // json_serialize_sql of SELECT NULL, for evaluating constants
 	shared     []string
@@ -199,10 +199,15 @@ func NewIceberg(ctx context.Context, cat catalog.Catalog, tables []IcebergTable,
 
 // prepare lists the functions and makes the constants' template.
 func (ic *Iceberg) prepare(ctx context.Context) error {
-	var err error
-	if ic.functions, err = allowedFunctions(ctx, ic.db); err != nil {
+	types, err := allowedTypes(ctx, ic.db)
+	if err != nil {
 		return err
 	}
+	functions, err := allowedFunctions(ctx, ic.db, types)
+	if err != nil {
+		return err
+	}
+	ic.names = &checker{functions: functions, types: types}
 	if ic.consistent, err = functionSet(ctx, ic.db, `SELECT lower(function_name) FROM duckdb_functions()
 		WHERE function_type = 'scalar' GROUP BY 1 HAVING bool_and(stability = 'CONSISTENT')`); err != nil {
 		return err
@@ -383,7 +388,7 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	for name, t := range tables {
 		sess.tables[name] = t.decl.Name
 	}
-	c, _, params, err := sess.check(ctx, ic.functions, q)
+	c, _, params, err := sess.check(ctx, ic.names, q)
 	if err != nil {
 		return "", 0, err
 	}
