@@ -54,10 +54,12 @@ type DuckDBOptions struct {
 // the base table's), the catalog and files (json_serialize_plan binds the
 // SQL it is given, unchecked: any table's columns, a file's schema), the
 // process's counters of queries, transactions and connections (which
-// count the loads and the other tenants' reads), or that sleep.
+// count the loads and the other tenants' reads), how a column's values
+// are held in memory (vector_type: as the storage compressed them, over
+// every tenant's rows), or that sleep.
 var deniedFunctions = []string{"getenv", "current_setting", "getvariable", "nextval", "currval", "setseed",
 	"write_log", "stats", "pg_sleep", "sleep_ms", "json_serialize_plan",
-	"current_query_id", "current_transaction_id", "txid_current", "current_connection_id"}
+	"current_query_id", "current_transaction_id", "txid_current", "current_connection_id", "vector_type"}
 
 // NewDuckDB reads db, the database a DuckDB sink opened.
 func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, error) {
