@@ -7,9 +7,11 @@ import (
 )
 
 const testTokens = `# tokens of the resolver tests
-all-rw    *
-a-rw      team-a
-ab-rw     team-a,team-b
+all-rw    write=* read=*
+a-rw      write=team-a read=team-a
+ab-rw     write=team-a,team-b read=team-a,team-b
+old-a     team-a
+old-all   *
 a-w       write=team-a
 a-r       read=team-a
 ab-r      read=team-a,team-b
@@ -92,9 +94,12 @@ func TestResolverWrite(t *testing.T) {
 		{"no token", tokens, "team-a", "", "", &refused{Unauthenticated, "a valid bearer token is required"}},
 		{"unknown token", tokens, "team-a", "guess", "", &refused{Unauthenticated, "a valid bearer token is required"}},
 		{"malformed tenant before the token", tokens, "a/b", "guess", "", &refused{Invalid, "a/b"}},
-		{"old form: its tenant", tokens, "team-a", "a-rw", "team-a", nil},
-		{"old form: another tenant", tokens, "team-b", "a-rw", "", &refused{Forbidden, "the token may not write tenant team-b"}},
-		{"old form: one of several", tokens, "team-b", "ab-rw", "team-b", nil},
+		{"old form: its tenant", tokens, "team-a", "old-a", "team-a", nil},
+		{"old form: another tenant", tokens, "team-b", "old-a", "", &refused{Forbidden, "the token may not write tenant team-b"}},
+		{"old form: any", tokens, "team-z", "old-all", "team-z", nil},
+		{"its tenant", tokens, "team-a", "a-rw", "team-a", nil},
+		{"another tenant", tokens, "team-b", "a-rw", "", &refused{Forbidden, "the token may not write tenant team-b"}},
+		{"one of several", tokens, "team-b", "ab-rw", "team-b", nil},
 		{"any tenant", tokens, "team-z", "all-rw", "team-z", nil},
 		{"no tenant: the default, which the token must hold", tokens, "", "a-rw", "", &refused{Forbidden, "may not write tenant default"}},
 		{"no tenant: the default, held", tokens, "", "all-rw", "default", nil},
@@ -122,8 +127,10 @@ func TestResolverRead(t *testing.T) {
 		{"unknown token before a malformed tenant", tokens, "a/b", "guess", Scope{}, &refused{Unauthenticated, "bearer token"}},
 		{"malformed tenant", tokens, "a/b", "all-rw", Scope{}, &refused{Invalid, `tenant id "a/b"`}},
 		{"several tenants, all held", tokens, "team-a|team-b", "ab-r", Scope{}, &refused{Invalid, "a read serves one"}},
-		{"old form reads too", tokens, "team-a", "a-rw", One("team-a"), nil},
-		{"old form: another tenant", tokens, "team-b", "a-rw", Scope{}, &refused{Forbidden, "the token may not read tenant team-b"}},
+		{"old form writes only", tokens, "team-a", "old-a", Scope{}, &refused{Forbidden, "may not read tenant team-a"}},
+		{"old form with *: no read, never every tenant", tokens, "", "old-all", Scope{}, &refused{Forbidden, "may not read any tenant"}},
+		{"read and write: its tenant", tokens, "team-a", "a-rw", One("team-a"), nil},
+		{"read and write: another tenant", tokens, "team-b", "a-rw", Scope{}, &refused{Forbidden, "the token may not read tenant team-b"}},
 		{"read=: its tenant", tokens, "team-a", "a-r", One("team-a"), nil},
 		{"read=: another tenant, not replaced", tokens, "team-b", "a-r", Scope{}, &refused{Forbidden, "may not read tenant team-b"}},
 		{"read=: one of several", tokens, "team-b", "ab-r", One("team-b"), nil},
@@ -131,7 +138,7 @@ func TestResolverRead(t *testing.T) {
 		{"any: the tenant sent", tokens, "team-z", "all-rw", One("team-z"), nil},
 		{"any: a tenant named * is that tenant", tokens, "*", "all-rw", One("*"), nil},
 		{"none sent, one read: implied", tokens, "", "a-r", One("team-a"), nil},
-		{"none sent, old form with one: implied", tokens, "", "a-rw", One("team-a"), nil},
+		{"none sent, reads one: implied", tokens, "", "a-rw", One("team-a"), nil},
 		{"none sent, several read: pick one", tokens, "", "ab-r", Scope{}, &refused{Unauthenticated, "the token reads 2 tenants: name one in X-Scope-OrgID"}},
 		{"none sent, several read: not the default", Resolver{Tokens: tk, Default: "team-a"}, "", "ab-r", Scope{}, &refused{Unauthenticated, "name one"}},
 		{"none sent, reads any: every tenant", tokens, "", "all-rw", Operator, nil},

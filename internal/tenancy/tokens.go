@@ -24,9 +24,12 @@ import (
 //	s3cr3t-app    write=team-a
 //	s3cr3t-grafana read=team-a,team-b
 //	s3cr3t-both   write=team-a read=team-a,team-b
+//	s3cr3t-ops-rw write=* read=*
 //
 // A bare list of tenants (comma-separated, or * for any tenant) is what
-// the token may both write and read. Otherwise the fields write= and
+// the token may write, as before reads had grants of their own: a token
+// given to a collector before the query endpoints existed must not read
+// every tenant once they are turned on. Otherwise the fields write= and
 // read= each give a list, in any order, either left out (the token may
 // then not do that at all). Each tenant must be a valid tenant id
 // (CheckTenant); a * in a list means any tenant. Blank lines and lines
@@ -146,7 +149,7 @@ func parseGrant(fields []string) (Grant, error) {
 		if err != nil {
 			return Grant{}, err
 		}
-		return Grant{Write: s, Read: s}, nil
+		return Grant{Write: s}, nil
 	}
 	var g Grant
 	var seen [2]bool // write, read

@@ -44,14 +44,14 @@ func TestTokensFile(t *testing.T) {
 		name, file string
 		want       map[string]Grant // token → grant; nil Grant: not found
 	}{
-		{"old form: one tenant, both ways", "tok-a team-a\n",
-			map[string]Grant{"tok-a": {Write: list("team-a"), Read: list("team-a")}}},
+		{"old form: one tenant, written only", "tok-a team-a\n",
+			map[string]Grant{"tok-a": {Write: list("team-a")}}},
 		{"old form: several", "tok-ab team-a,team-b\n",
-			map[string]Grant{"tok-ab": {Write: list("team-a", "team-b"), Read: list("team-a", "team-b")}}},
-		{"old form: any", "tok-all *\n",
-			map[string]Grant{"tok-all": {Write: anyTenant, Read: anyTenant}}},
+			map[string]Grant{"tok-ab": {Write: list("team-a", "team-b")}}},
+		{"old form: any, and no read", "tok-all *\n",
+			map[string]Grant{"tok-all": {Write: anyTenant}}},
 		{"old form: * among tenants is any", "tok-all team-a,*\n",
-			map[string]Grant{"tok-all": {Write: anyTenant, Read: anyTenant}}},
+			map[string]Grant{"tok-all": {Write: anyTenant}}},
 		{"write only", "tok-w write=team-a\n",
 			map[string]Grant{"tok-w": {Write: list("team-a")}}},
 		{"read only", "tok-r read=team-a,team-b\n",
@@ -62,9 +62,9 @@ func TestTokensFile(t *testing.T) {
 			map[string]Grant{"tok-wr": {Write: list("team-a"), Read: list("team-a", "team-c")}}},
 		{"comments, blank lines, spaces and tabs",
 			"# tokens\n\n   \n  tok-a \t team-a  \n\t# tok-b team-b\ntok-c\tread=team-c\n",
-			map[string]Grant{"tok-a": {Write: list("team-a"), Read: list("team-a")}, "tok-b": {}, "tok-c": {Read: list("team-c")}}},
+			map[string]Grant{"tok-a": {Write: list("team-a")}, "tok-b": {}, "tok-c": {Read: list("team-c")}}},
 		{"a token holding = (base64 padding)", "dG9rZW4= team-a\n",
-			map[string]Grant{"dG9rZW4=": {Write: list("team-a"), Read: list("team-a")}}},
+			map[string]Grant{"dG9rZW4=": {Write: list("team-a")}}},
 		{"unknown and empty tokens", "tok-a team-a\n",
 			map[string]Grant{"tok-b": {}, "": {}, "tok-a ": {}}},
 	} {
@@ -135,8 +135,8 @@ func TestTokensFileReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w, r := can(tk, "old-token", "team-a"); !w || !r {
-		t.Fatal("first tokens not in effect")
+	if w, r := can(tk, "old-token", "team-a"); !w || r {
+		t.Fatal("first tokens not in effect (the old form writes and does not read)")
 	}
 	if w, r := can(tk, "old-token", "team-b"); w || r {
 		t.Fatal("first tokens hold another tenant")
