@@ -82,7 +82,7 @@ func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (
 		tables = append(tables, query.IcebergTable{Name: dedup, ID: id, JSON: jsonColumns(mainCols)})
 	}
 	return query.NewIceberg(ctx, snk.Catalog(), tables, query.IcebergOptions{Shared: cfg.Query.SharedTables,
-		Refresh: cfg.Query.Refresh.D(), MaxConcurrent: cfg.Query.MaxConcurrent, Log: slog.Default()})
+		Refresh: cfg.Query.Refresh.D(), MaxConcurrent: cfg.Query.MaxConcurrent, Timeout: cfg.Query.Timeout.D(), Log: slog.Default()})
 }
 
 // openIcebergReader opens cfg's Iceberg sink for its read path alone;

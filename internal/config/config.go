@@ -441,6 +441,11 @@ type Query struct {
 	// MaxConcurrent bounds the queries running at once per process; more
 	// wait. Default 4.
 	MaxConcurrent int `yaml:"max_concurrent"`
+	// Timeout bounds each query, from its start to its last batch read
+	// (the engine is interrupted past it): a runaway query does not hold
+	// the loading process's memory and threads for good. 0 for none.
+	// Default 10m.
+	Timeout Duration `yaml:"timeout"`
 	// Refresh is how often `tracelake serve` looks for the Iceberg
 	// tables' new snapshots: a read sees a load at most this long after
 	// it committed. Default 5s.
@@ -587,7 +592,7 @@ func Default() *Config {
 			Signal:           SignalTraces,
 		},
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
-		Query:   Query{MaxConcurrent: 4, Refresh: Duration(5 * time.Second)},
+		Query:   Query{MaxConcurrent: 4, Refresh: Duration(5 * time.Second), Timeout: Duration(10 * time.Minute)},
 		GenAI:   GenAI{Operations: "auto", Table: "genai_operations"},
 		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},

@@ -377,6 +377,7 @@ func TestQueryChecked(t *testing.T) {
 		"query: {flight_sql: \"8815\"}":                               "query.flight_sql",
 		"query: {max_concurrent: 0}":                                  "query.max_concurrent",
 		"query: {refresh: 1ms}":                                       "query.refresh",
+		"query: {timeout: -1s}":                                       "query.timeout",
 		"query: {tls: {cert_file: c.pem}}":                            "query.tls.cert_file",
 		"query: {tls: {client_ca_file: ca.pem}}":                      "query.tls.client_ca_file",
 		"query: {flight_sql: \"127.0.0.1:8815\", shared_tables: [p]}": "",

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -31,10 +32,11 @@ import (
 // query, never handed back to the pool where the loads would find the
 // views.
 type DuckDB struct {
-	db     *sql.DB
-	shared []string
-	names  *checker // the functions and types a query may name
-	slots  chan struct{}
+	db      *sql.DB
+	shared  []string
+	names   *checker // the functions and types a query may name
+	slots   chan struct{}
+	timeout time.Duration
 }
 
 // DuckDBOptions configure a DuckDB reader.
@@ -46,6 +48,9 @@ type DuckDBOptions struct {
 	// MaxConcurrent bounds the queries running at once (each holds a
 	// connection and DuckDB's threads); more wait. Default 4.
 	MaxConcurrent int
+	// Timeout bounds each query, from its start to its last batch read
+	// (DuckDB is interrupted past it); 0 for none.
+	Timeout time.Duration
 }
 
 // deniedFunctions are DuckDB functions that read or change state outside
@@ -74,7 +79,8 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	if err != nil {
 		return nil, err
 	}
-	return &DuckDB{db: db, shared: lowerAll(opt.Shared), names: &checker{functions: functions, types: types}, slots: make(chan struct{}, opt.MaxConcurrent)}, nil
+	return &DuckDB{db: db, shared: lowerAll(opt.Shared), names: &checker{functions: functions, types: types},
+		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout}, nil
 }
 
 // allowedFunctions are the functions a query may call, by how it names
@@ -223,11 +229,23 @@ func allowedTypes(ctx context.Context, db *sql.DB) (map[string]bool, error) {
 
 // Query implements Reader.
 func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ...any) (array.RecordReader, error) {
+	ctx, cancel := bounded(ctx, d.timeout)
 	sess, text, _, err := d.prepare(ctx, s, q)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
+	sess.cleanup = append(sess.cleanup, cancel)
 	return sess.run(ctx, text, params)
+}
+
+// bounded is ctx bounded by timeout (none when 0), for one query: its
+// cancel goes with the query's session.
+func bounded(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // prepare opens a session for s and checks q there: the session, which

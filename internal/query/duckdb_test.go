@@ -3,9 +3,11 @@ package query
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	_ "github.com/duckdb/duckdb-go/v2"
@@ -172,4 +174,37 @@ func TestParameterTypes(t *testing.T) {
 	if _, err := l.reader.Parameters(context.Background(), tenantA, `SELECT * FROM events WHERE record_content = ?`); err == nil {
 		t.Fatal("the parameters of a query over a table the tenant may not read were described")
 	}
+}
+
+// A query running past the reader's timeout is interrupted and fails with
+// the deadline; the next one runs (the slot and connection were freed).
+func TestQueryTimeout(t *testing.T) {
+	l := newLake(t)
+	if _, err := l.db.Exec(`INSERT INTO otel_spans SELECT 'a', 'bulk', 'n', i FROM range(200000) t(i)`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewDuckDB(context.Background(), l.db, DuckDBOptions{Timeout: 300 * time.Millisecond, MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	// 4·10^10 pairs: minutes of work without the timeout.
+	rr, err := r.Query(context.Background(), tenantA, `SELECT count(*) FROM otel_spans x, otel_spans y WHERE x.duration_ms + y.duration_ms = -1`)
+	if err == nil {
+		for rr.Next() {
+		}
+		err = rr.Err()
+		rr.Release()
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a query past the timeout: %v, want the deadline", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the query was stopped after %s", took)
+	}
+	rr, err = r.Query(context.Background(), tenantA, `SELECT count(*) FROM genai_operations`)
+	if err != nil {
+		t.Fatalf("the next query: %v", err)
+	}
+	rr.Release()
 }

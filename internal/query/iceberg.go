@@ -104,6 +104,9 @@ type IcebergOptions struct {
 	// MaxConcurrent bounds the queries running at once; more wait.
 	// Default 4.
 	MaxConcurrent int
+	// Timeout bounds each query, from its start to its last batch read;
+	// 0 for none.
+	Timeout time.Duration
 	// ScanConcurrency is how many files one scan decodes at once; a scan
 	// holds up to that many files' batches while it returns them in
 	// order. Default 4.
@@ -304,10 +307,13 @@ func (ic *Iceberg) scope(s tenancy.Scope) map[string]*icebergTable {
 
 // Query implements Reader.
 func (ic *Iceberg) Query(ctx context.Context, s tenancy.Scope, q string, params ...any) (array.RecordReader, error) {
+	ctx, cancel := bounded(ctx, ic.opt.Timeout)
 	sess, text, _, err := ic.open(ctx, s, q, true)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
+	sess.cleanup = append(sess.cleanup, cancel)
 	return sess.run(ctx, text, params)
 }
 
