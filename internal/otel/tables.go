@@ -36,6 +36,10 @@ var Spans = schema.Table{
 		{Name: "dropped_events_count", Type: schema.Int64},
 		{Name: "dropped_links_count", Type: schema.Int64},
 		{Name: "flags", Type: schema.Int64},
+		// start_time_unix_nano is start_time in nanoseconds, exact as sent:
+		// the APIs that answer OTLP's times (Tempo) need them, and
+		// start_time keeps microseconds, as every sink's timestamps do.
+		{Name: "start_time_unix_nano", Type: schema.Int64},
 	},
 }
 
@@ -60,6 +64,9 @@ var Logs = schema.Table{
 		{Name: "scope_attributes", Type: schema.JSON},
 		{Name: "log_attributes", Type: schema.JSON},
 		{Name: "dropped_attributes_count", Type: schema.Int64},
+		// time_unix_nano is time in nanoseconds, exact as sent (Loki
+		// answers them).
+		{Name: "time_unix_nano", Type: schema.Int64},
 	},
 }
 
