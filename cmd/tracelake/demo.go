@@ -80,12 +80,13 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 	fs := newFlagSet("demo")
 	n := fs.Int("messages", 100000, "number of agent traces to produce")
 	path := fs.String("duckdb", "./tracelake-demo.duckdb", "DuckDB file to write (replaced if it exists)")
-	withOTLP := fs.Bool("otlp", false, "send the agent traces as OpenTelemetry spans through the OTLP/HTTP receiver into otel_spans")
+	withOTLP := fs.Bool("otlp", false, "send the agent traces as OpenTelemetry spans, with their logs and metrics, through the OTLP/HTTP receiver into otel_spans, otel_logs and otel_metrics")
+	serve := fs.String("serve", "", "with --otlp: after the demo, answer the Grafana APIs (Tempo, Loki, Prometheus) on this host:port until interrupted")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	if *withOTLP {
-		return demoOTLP(ctx, hard, *n, *path)
+		return demoOTLP(ctx, hard, *n, *path, *serve)
 	}
 	const topic, partitions = "llm-traces", 4
 

@@ -8,15 +8,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -25,6 +29,8 @@ import (
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/otlp"
 	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tracegen"
 	"github.com/tracelake/tracelake/internal/verify"
@@ -51,13 +57,17 @@ WHERE r.parent_span_id IS NULL GROUP BY ALL ORDER BY ms DESC LIMIT 3`},
 FROM otel_spans GROUP BY ALL ORDER BY kpartition`},
 }
 
-// demoOTLP sends n agent traces through the OTLP/HTTP receiver (protobuf,
-// gzip, 50 traces per request, as an SDK's batch exporter does) into an
-// embedded Kafka topic, loads it into otel_spans, verifies, deduplicates
-// and shows the spans with SQL.
-func demoOTLP(ctx, hard context.Context, n int, path string) error {
-	const topic, partitions, perRequest = "otlp_spans", 4, 50
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+// demoOTLP sends n agent traces, with the log records and metrics their
+// agent writes, through the OTLP/HTTP receiver (protobuf, gzip, 50
+// traces per request, as an SDK's batch exporter does) into an embedded
+// Kafka topic per signal, loads each into its table of one DuckDB file
+// (otel_spans, otel_logs, otel_metrics), verifies them, deduplicates the
+// spans and shows them with SQL. With serve, it then answers the Grafana
+// APIs over the file until interrupted.
+func demoOTLP(ctx, hard context.Context, n int, path, serve string) error {
+	const partitions, perRequest = 4, 50
+	topics := map[string]string{otlp.Traces: "otlp_spans", otlp.Logs: "otlp_logs", otlp.Metrics: "otlp_metrics"}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, slices.Sorted(maps.Values(topics))...))
 	if err != nil {
 		return fmt.Errorf("start embedded Kafka: %w", err)
 	}
@@ -67,23 +77,32 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 			return fmt.Errorf("remove old demo database: %w", err)
 		}
 	}
-	cfg := config.Default()
-	cfg.Kafka.Brokers = cluster.ListenAddrs()
-	cfg.Kafka.Topics = []string{topic}
-	cfg.Kafka.Group = "tracelake-demo"
-	cfg.Kafka.Format = config.FormatOTLPProto
-	cfg.Sink.Table = otel.Spans.Name
-	cfg.Batch.MaxInterval = config.Duration(time.Second)
-	cfg.Load.MaxInterval = config.Duration(time.Second)
-	cfg.Sink.DuckDB.Path = path
-	cfg.OTLP.MaxBodyBytes = 1 << 20 // what the embedded topic takes (Kafka's default max.message.bytes)
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("BUG: demo config invalid: %w", err)
+	cfgs := map[string]*config.Config{}
+	for _, sig := range []string{config.SignalTraces, config.SignalLogs, config.SignalMetrics} {
+		cfg := config.Default()
+		cfg.Kafka.Brokers = cluster.ListenAddrs()
+		cfg.Kafka.Topics = []string{topics[sig]}
+		cfg.Kafka.Group = "tracelake-demo-" + sig
+		cfg.Kafka.Format = config.FormatOTLPProto
+		cfg.Kafka.Signal = sig
+		cfg.Sink.Table = otel.TableOf(sig).Name
+		cfg.Batch.MaxInterval = config.Duration(time.Second)
+		cfg.Load.MaxInterval = config.Duration(time.Second)
+		cfg.Sink.DuckDB.Path = path
+		if sig != config.SignalTraces { // a stage directory per sink of the file
+			cfg.Sink.DuckDB.StageDir = path + "." + sig + ".stage"
+		}
+		cfg.OTLP.MaxBodyBytes = 1 << 20 // what the embedded topic takes (Kafka's default max.message.bytes)
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("BUG: demo config invalid: %w", err)
+		}
+		cfgs[sig] = cfg
 	}
+	cfg := cfgs[config.SignalTraces]
 
 	kopts := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fwd, err := otlp.NewKafkaForwarder(ctx, kopts, map[string]string{otlp.Traces: topic}, cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes), quiet)
+	fwd, err := otlp.NewKafkaForwarder(ctx, kopts, topics, cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes), quiet)
 	if err != nil {
 		return err
 	}
@@ -94,16 +113,17 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 		return err
 	}
 	defer rcv.Shutdown(context.Background())
-	url := "http://" + rcv.Addr["http"] + "/v1/traces"
-	fmt.Printf("embedded Kafka on %v (topic %s, %d partitions); OTLP/HTTP receiver at %s\n", cluster.ListenAddrs(), topic, partitions, url)
+	base := "http://" + rcv.Addr["http"]
+	fmt.Printf("embedded Kafka on %v (topics %s, %s, %s; %d partitions each); OTLP/HTTP receiver at %s\n",
+		cluster.ListenAddrs(), topics[otlp.Traces], topics[otlp.Logs], topics[otlp.Metrics], partitions, base)
 
 	start := time.Now()
-	spans, err := sendAgentTraces(ctx, url, n, perRequest, progressFunc(n, "sending traces over OTLP/HTTP"))
+	sent, err := sendAgentTelemetry(ctx, base, n, perRequest, progressFunc(n, "sending traces, logs and metrics over OTLP/HTTP"))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("sent %d agent traces (%d spans) in %d requests, each answered after Kafka acknowledged it, %.1fs\n",
-		n, spans, (n+perRequest-1)/perRequest, time.Since(start).Seconds())
+	fmt.Printf("sent %d agent traces (%d spans) in %d requests, with %d log records and %d metric points, each answered after Kafka acknowledged it, %.1fs\n",
+		n, sent.spans, (n+perRequest-1)/perRequest, sent.logs, sent.points, time.Since(start).Seconds())
 
 	snk, err := openDuckDBBesidePipeline(cfg)
 	if err != nil {
@@ -144,6 +164,11 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 	if !rep.OK {
 		return failedCheck{}
 	}
+	for _, sig := range []string{config.SignalLogs, config.SignalMetrics} {
+		if err := loadBeside(ctx, hard, cfgs[sig], snk, quiet); err != nil {
+			return err
+		}
+	}
 	for _, q := range demoOTLPQueries {
 		fmt.Printf("\n-- %s\n%s;\n", q.title, q.sql)
 		if err := printQuery(ctx, os.Stdout, snk.DB(), q.sql); err != nil {
@@ -160,16 +185,78 @@ func demoOTLP(ctx, hard context.Context, n int, path string) error {
 	}
 	abs, _ := filepath.Abs(page)
 	fmt.Printf("\nreport: file://%s (tokens and cost by model and day, latency, errors, tools, costliest traces)\n", abs)
-	fmt.Printf("\nThe spans are in %s. Try:\n  tracelake sql --duckdb %s \"SELECT name, count(*) FROM otel_spans_dedup GROUP BY 1\"\n", path, path)
+	fmt.Printf("\nThe spans, logs and metrics are in %s. Try:\n  tracelake sql --duckdb %s \"SELECT name, count(*) FROM otel_spans_dedup GROUP BY 1\"\n", path, path)
+	if serve == "" {
+		fmt.Printf("\nTo look at them in Grafana, run the demo with --serve 127.0.0.1:3200: it then answers the Tempo, Loki and\n" +
+			"Prometheus APIs there (datasource URL http://127.0.0.1:3200 for all three; examples/grafana/ provisions them).\n")
+		return nil
+	}
+	return serveDemo(ctx, snk, serve)
+}
+
+// loadBeside loads cfg's topic into its table beside snk's, in snk's
+// database, and verifies it.
+func loadBeside(ctx, hard context.Context, cfg *config.Config, snk *duckdb.Sink, log *slog.Logger) error {
+	opt := duckDBOptions(cfg)
+	opt.BesidePipeline = true
+	other, err := snk.Beside(opt)
+	if err != nil {
+		return err
+	}
+	defer other.Close()
+	if err := other.Prepare(ctx); err != nil {
+		return err
+	}
+	stats := &pipeline.Stats{}
+	if err := pipeline.Run(ctx, hard, cfg, other, pipeline.RunOptions{ExitWhenIdle: 500 * time.Millisecond, Stats: stats, Log: log}); err != nil {
+		return err
+	}
+	rep, err := verifyDuckDB(ctx, cfg, other)
+	if err != nil {
+		return err
+	}
+	rows, _ := rep.Totals()
+	fmt.Printf("\nloaded %d OTLP messages into %d rows of %s; verify:\n", stats.Consumed.Load(), rows, cfg.Sink.Table)
+	rep.WriteText(os.Stdout)
+	if !rep.OK {
+		return failedCheck{}
+	}
 	return nil
 }
 
-// sendAgentTraces posts n generated agent traces, perRequest per request,
-// from 4 concurrent clients, and returns the spans sent. progress (nil
-// for none) is told how many traces were answered.
-func sendAgentTraces(ctx context.Context, url string, n, perRequest int, progress func(int)) (int, error) {
-	g := tracegen.New(1)
+// serveDemo answers the Grafana APIs over the demo's tables on addr until
+// ctx ends.
+func serveDemo(ctx context.Context, snk *duckdb.Sink, addr string) error {
+	reader, err := query.NewDuckDB(ctx, snk.DB(), query.DuckDBOptions{MaxConcurrent: 4, Timeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	cfg := config.Default()
+	cfg.Query.HTTP = addr
+	stop, err := startGrafanaAPIs(cfg, reader, map[string]string{config.SignalTraces: otel.Spans.Name,
+		config.SignalLogs: otel.Logs.Name, config.SignalMetrics: otel.Metrics.Name})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Printf("\nGrafana datasources (tenant %s, no token):\n  Tempo:      http://%s\n  Loki:       http://%s\n  Prometheus: http://%s\n"+
+		"serving until interrupted (Ctrl-C)\n", cfg.Tenancy.Default, addr, addr, addr)
+	<-ctx.Done()
+	return nil
+}
+
+// telemetrySent counts what sendAgentTelemetry sent.
+type telemetrySent struct{ spans, logs, points int }
+
+// sendAgentTelemetry posts n generated agent traces, perRequest per
+// request, with the log records and cumulative metrics of their spans
+// (tracegen.LogsOf, tracegen.Meter) to the receiver at base, from 4
+// concurrent clients. progress (nil for none) is told how many traces
+// were answered.
+func sendAgentTelemetry(ctx context.Context, base string, n, perRequest int, progress func(int)) (telemetrySent, error) {
+	g, meter := tracegen.New(1), tracegen.NewMeter()
 	type request struct {
+		path   string
 		body   []byte
 		traces int
 	}
@@ -183,45 +270,64 @@ func sendAgentTraces(ctx context.Context, url string, n, perRequest int, progres
 	for range 4 {
 		wg.Go(func() {
 			for r := range reqs {
-				err := postOTLP(ctx, url, r.body)
+				err := postOTLP(ctx, base+r.path, r.body)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
 				done += r.traces
-				if progress != nil {
+				if progress != nil && r.traces > 0 {
 					progress(done)
 				}
 				mu.Unlock()
 			}
 		})
 	}
-	spans := 0
-	for sent := 0; sent < n && ctx.Err() == nil; {
+	var sent telemetrySent
+	for at := 0; at < n && ctx.Err() == nil; {
 		td := ptrace.NewTraces()
-		k := min(perRequest, n-sent)
+		k := min(perRequest, n-at)
 		for range k {
 			g.OTLPTrace().ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 		}
-		spans += td.SpanCount()
-		body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-		if err != nil {
-			close(reqs)
-			return spans, err
+		ld, md := tracegen.LogsOf(td), meter.Record(td)
+		sent.spans += td.SpanCount()
+		sent.logs += ld.LogRecordCount()
+		sent.points += md.DataPointCount()
+		for _, m := range []struct {
+			path    string
+			marshal func() ([]byte, error)
+			traces  int
+		}{
+			{"/v1/traces", func() ([]byte, error) { return (&ptrace.ProtoMarshaler{}).MarshalTraces(td) }, k},
+			{"/v1/logs", func() ([]byte, error) { return (&plog.ProtoMarshaler{}).MarshalLogs(ld) }, 0},
+			{"/v1/metrics", func() ([]byte, error) { return (&pmetric.ProtoMarshaler{}).MarshalMetrics(md) }, 0},
+		} {
+			body, err := m.marshal()
+			if err != nil {
+				close(reqs)
+				wg.Wait()
+				return sent, err
+			}
+			reqs <- request{m.path, gzipped(body), m.traces}
 		}
-		var gz bytes.Buffer
-		zw := gzip.NewWriter(&gz)
-		_, _ = zw.Write(body)
-		_ = zw.Close()
-		reqs <- request{gz.Bytes(), k}
-		sent += k
+		at += k
 	}
 	close(reqs)
 	wg.Wait()
 	if firstErr != nil {
-		return spans, firstErr
+		return sent, firstErr
 	}
-	return spans, ctx.Err()
+	return sent, ctx.Err()
+}
+
+// gzipped is body gzip-compressed, as SDK exporters send it.
+func gzipped(body []byte) []byte {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(body)
+	_ = zw.Close()
+	return gz.Bytes()
 }
 
 // postOTLP posts one gzip protobuf request and checks it was accepted.

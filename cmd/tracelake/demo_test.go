@@ -33,7 +33,8 @@ func TestDemo(t *testing.T) {
 }
 
 // `tracelake demo --otlp`: agent traces through the OTLP/HTTP receiver,
-// Kafka and the pipeline into otel_spans, verified and deduplicated.
+// Kafka and the pipeline into otel_spans, verified and deduplicated; their
+// logs and metrics into otel_logs and otel_metrics of the same file.
 func TestDemoOTLP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -44,12 +45,19 @@ func TestDemoOTLP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo --otlp: %v\n%s", err, out)
 	}
-	spans := regexp.MustCompile(`sent 500 agent traces \((\d+) spans\) in 10 requests`).FindSubmatch(out)
-	if spans == nil {
+	sent := regexp.MustCompile(`sent 500 agent traces \((\d+) spans\) in 10 requests, with (\d+) log records and (\d+) metric points`).FindSubmatch(out)
+	if sent == nil {
 		t.Fatalf("demo output lacks what was sent:\n%s", out)
 	}
-	n := string(spans[1])
+	n, logs, points := string(sent[1]), string(sent[2]), string(sent[3])
+	if logs != n || points == "0" {
+		t.Errorf("sent %s log records for %s spans and %s metric points: want a record per span and some points", logs, n, points)
+	}
 	for _, want := range []string{
+		"loaded 10 OTLP messages into " + logs + " rows of otel_logs",
+		"OK: 4 partitions, " + logs + " rows, 0 dead-letter rows, no gaps, no duplicates",
+		"loaded 10 OTLP messages into " + points + " rows of otel_metrics",
+		"OK: 4 partitions, " + points + " rows, 0 dead-letter rows, no gaps, no duplicates",
 		"loaded 10 OTLP messages into " + n + " spans of otel_spans",
 		"model otel_spans_dedup: " + n + " rows read, " + n + " inserted",
 		"OK: 4 partitions, " + n + " rows, 0 dead-letter rows, no gaps, no duplicates",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/flightsql"
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -59,6 +60,21 @@ func startFlightSQL(cfg *config.Config, reader query.Reader) (stop func(), err e
 	}, nil
 }
 
+// serveReads serves reader on the configured read listeners,
+// query.flight_sql and query.http; stop stops both.
+func serveReads(cfg *config.Config, reader query.Reader) (stop func(), err error) {
+	stopFlight, err := startFlightSQL(cfg, reader)
+	if err != nil {
+		return nil, err
+	}
+	stopHTTP, err := startGrafanaAPIs(cfg, reader, signalTables(cfg))
+	if err != nil {
+		stopFlight()
+		return nil, err
+	}
+	return func() { stopHTTP(); stopFlight() }, nil
+}
+
 // icebergReader is the read path over cfg's Iceberg tables: the main
 // table (raw or OpenTelemetry), its dead-letter table, genai_operations
 // and the OpenTelemetry table's dedup model, by their tracelake names;
@@ -78,11 +94,23 @@ func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (
 	}
 	if cfg.DecodesOTLP() {
 		dedup := otelDedupOf(cfg).Target()
-		id := append(slices.Clone(raw[:len(raw)-1]), dedup)
-		tables = append(tables, query.IcebergTable{Name: dedup, ID: id, JSON: jsonColumns(mainCols)})
+		tables = append(tables, query.IcebergTable{Name: dedup, ID: sibling(raw, dedup), JSON: jsonColumns(mainCols)})
+		// The other signals' tables, loaded by the configurations of
+		// those signals into the same namespace, so that one process
+		// answers Tempo, Loki and Prometheus (query.http).
+		for sig, name := range signalTables(cfg) {
+			if name != cfg.Sink.Table {
+				tables = append(tables, query.IcebergTable{Name: name, ID: sibling(raw, name), JSON: jsonColumns(duckdbsink.TypedColumns(otel.TableOf(sig)))})
+			}
+		}
 	}
 	return query.NewIceberg(ctx, snk.Catalog(), tables, query.IcebergOptions{Shared: cfg.Query.SharedTables,
 		Refresh: cfg.Query.Refresh.D(), MaxConcurrent: cfg.Query.MaxConcurrent, Timeout: cfg.Query.Timeout.D(), Log: slog.Default()})
+}
+
+// sibling is the identifier of table name in the namespace of id.
+func sibling(id []string, name string) []string {
+	return append(slices.Clone(id[:len(id)-1]), name)
 }
 
 // openIcebergReader opens cfg's Iceberg sink for its read path alone;
@@ -111,8 +139,8 @@ func jsonColumns(cols []duckdbsink.Column) []string {
 }
 
 // cmdServe is `tracelake serve --config F`: the read side of an Iceberg
-// lake, a process that ingests nothing. It serves query.flight_sql over
-// the catalog's current snapshots, looked for every query.refresh;
+// lake, a process that ingests nothing. It serves query.flight_sql and
+// query.http over the catalog's current snapshots, looked for every query.refresh;
 // replicas scale reads.
 func cmdServe(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
@@ -130,15 +158,15 @@ func cmdServe(ctx context.Context, args []string) error {
 		return usagef("serve reads the iceberg sink: with duckdb, tracelake run serves query.flight_sql itself (one process holds the file)")
 	case cfg.Sink.Type != config.SinkIceberg:
 		return usagef("serve reads the iceberg sink; sink.type is %s (Databend answers SQL itself)", cfg.Sink.Type)
-	case cfg.Query.FlightSQL == "":
-		return usagef("serve needs query.flight_sql, the address to serve Arrow Flight SQL on")
+	case cfg.Query.FlightSQL == "" && cfg.Query.HTTP == "":
+		return usagef("serve needs query.flight_sql (Arrow Flight SQL) or query.http (the Grafana APIs), the address to serve on")
 	}
 	reader, closeReader, err := openIcebergReader(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeReader()
-	stop, err := startFlightSQL(cfg, reader)
+	stop, err := serveReads(cfg, reader)
 	if err != nil {
 		return err
 	}

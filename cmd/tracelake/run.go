@@ -94,15 +94,15 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		stopFlight, err := startFlightSQL(cfg, reader)
+		stopReads, err := serveReads(cfg, reader)
 		if err != nil {
 			return err
 		}
-		defer stopFlight()
+		defer stopReads()
 		stopSocket := serveCommands(ctx, cfg, d, reader, slog.Default())
 		defer stopSocket()
 	}
-	if ice, ok := snk.(*iceberg.Sink); ok && cfg.Query.FlightSQL != "" {
+	if ice, ok := snk.(*iceberg.Sink); ok && (cfg.Query.FlightSQL != "" || cfg.Query.HTTP != "") {
 		// The same reads tracelake serve answers, from the loading
 		// process (replicas of serve scale them apart from the loads).
 		reader, err := icebergReader(ctx, cfg, ice)
@@ -110,11 +110,11 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 			return err
 		}
 		defer reader.Close()
-		stopFlight, err := startFlightSQL(cfg, reader)
+		stopReads, err := serveReads(cfg, reader)
 		if err != nil {
 			return err
 		}
-		defer stopFlight()
+		defer stopReads()
 	}
 	ready.SinkReady()
 	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it

@@ -431,8 +431,14 @@ type Query struct {
 	// FlightSQL is the Arrow Flight SQL listen address (host:port), for
 	// JDBC, ODBC and ADBC clients; "" (default) serves none.
 	FlightSQL string `yaml:"flight_sql"`
-	// TLS serves Flight SQL over TLS (mutual TLS with client_ca_file), as
-	// otlp.tls does the receivers.
+	// HTTP is the listen address (host:port) of the Grafana APIs: Tempo
+	// over otel_spans, Loki over otel_logs, Prometheus over otel_metrics,
+	// all on one listener (each datasource's URL is http://HTTP); ""
+	// (default) serves none. A process answers the APIs of the tables it
+	// reads (see README, "Grafana").
+	HTTP string `yaml:"http"`
+	// TLS serves Flight SQL and the HTTP APIs over TLS (mutual TLS with
+	// client_ca_file), as otlp.tls does the receivers.
 	TLS ReceiverTLS `yaml:"tls"`
 	// SharedTables are tables without a tenant_id column that every
 	// tenant may read whole; every other such table (the raw and

@@ -382,6 +382,9 @@ func TestQueryChecked(t *testing.T) {
 		"query: {tls: {client_ca_file: ca.pem}}":                      "query.tls.client_ca_file",
 		"query: {flight_sql: \"127.0.0.1:8815\", shared_tables: [p]}": "",
 		"query: {flight_sql: \"127.0.0.1:8815\"}\nsink: {type: databend, databend: {dsn: \"databend://u:p@h:8000/db\"}}": "query.flight_sql",
+		"query: {http: \"3200\"}":           "query.http",
+		"query: {http: \"127.0.0.1:3200\"}": "",
+		"query: {http: \"127.0.0.1:3200\"}\nsink: {type: databend, databend: {dsn: \"databend://u:p@h:8000/db\"}}": "query.http",
 	} {
 		cfg, err := FromYAML([]byte(yaml))
 		if err != nil {

@@ -116,6 +116,8 @@ func (c *Config) validate(consuming bool) error {
 	c.Query.validate(check)
 	check(c.Query.FlightSQL == "" || c.Sink.Type != SinkDatabend, "query.flight_sql",
 		"the read path serves the duckdb and iceberg sinks; Databend answers SQL itself (bendsql, its HTTP and MySQL handlers)")
+	check(c.Query.HTTP == "" || c.Sink.Type != SinkDatabend, "query.http",
+		"the read path serves the duckdb and iceberg sinks; with Databend, point Grafana at Databend itself")
 
 	check(c.Batch.MaxRecords >= 1 && c.Batch.MaxRecords <= 10_000_000,
 		"batch.max_records", "want 1 to 10000000, got %d", c.Batch.MaxRecords)
@@ -232,9 +234,11 @@ func (c *Config) otelSource() string {
 }
 
 func (q *Query) validate(check func(ok bool, key, format string, args ...any)) {
-	if q.FlightSQL != "" {
-		_, _, err := net.SplitHostPort(q.FlightSQL)
-		check(err == nil, "query.flight_sql", "want host:port, got %q", q.FlightSQL)
+	for key, addr := range map[string]string{"query.flight_sql": q.FlightSQL, "query.http": q.HTTP} {
+		if addr != "" {
+			_, _, err := net.SplitHostPort(addr)
+			check(err == nil, key, "want host:port, got %q", addr)
+		}
 	}
 	q.TLS.validate("query.tls", check)
 	check(q.MaxConcurrent >= 1 && q.MaxConcurrent <= 1024, "query.max_concurrent", "want 1 to 1024, got %d", q.MaxConcurrent)

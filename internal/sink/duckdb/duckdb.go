@@ -66,6 +66,7 @@ type Options struct {
 type Sink struct {
 	opt    Options
 	db     *sql.DB
+	ownsDB bool // false for a sink opened Beside another
 	log    *slog.Logger
 	loadMu sync.Mutex
 	// lastLoaded is the last loaded offset per partition (-1: none), filled
@@ -119,6 +120,38 @@ func Open(opt Options) (*Sink, error) {
 		db.Close()
 		return nil, openError(opt.Path, err)
 	}
+	s, err := newSink(opt, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.ownsDB = true
+	return s, nil
+}
+
+// Beside opens a sink of other tables (opt.Table and what goes with it)
+// in s's database, for a process that loads several tables into one file
+// (DuckDB lets one process open it): the two load apart, each with its
+// own ledger, lock and stage directory (opt.StageDir, not s's: Prepare
+// removes the files it finds there), and closing it leaves the database
+// to s. opt's Path, MemoryLimit and Threads are s's.
+func (s *Sink) Beside(opt Options) (*Sink, error) {
+	if opt.Log == nil {
+		opt.Log = s.log
+	}
+	if err := os.MkdirAll(opt.StageDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create stage directory %s: %w", opt.StageDir, err)
+	}
+	if sqltext.Name(opt.Table) == s.tables.main || opt.StageDir == s.opt.StageDir {
+		// Prepare removes what it finds in its stage directory.
+		return nil, fmt.Errorf("BUG: a second sink of table %s or stage directory %s in one database", opt.Table, opt.StageDir)
+	}
+	opt.Path, opt.MemoryLimit, opt.Threads = s.opt.Path, s.opt.MemoryLimit, s.opt.Threads
+	return newSink(opt, s.db)
+}
+
+// newSink is a sink of opt's tables in db.
+func newSink(opt Options, db *sql.DB) (*Sink, error) {
 	if opt.Typed != nil && opt.Transform {
 		return nil, errors.New("BUG: a typed table in transform mode")
 	}
@@ -139,7 +172,6 @@ func Open(opt Options) (*Sink, error) {
 		s.tables.mainTopic = schema.TopicColumn
 	}
 	if (opt.Derived != nil) != (opt.Typed != nil && opt.DerivedTable != "") {
-		db.Close()
 		return nil, errors.New("BUG: a derived table needs a typed table and a name")
 	}
 	if opt.Derived != nil {
@@ -151,8 +183,13 @@ func Open(opt Options) (*Sink, error) {
 // DB exposes the database for queries (verify, sql).
 func (s *Sink) DB() *sql.DB { return s.db }
 
-// Close closes the database.
-func (s *Sink) Close() error { return s.db.Close() }
+// Close closes the database, unless the sink was opened Beside another.
+func (s *Sink) Close() error {
+	if !s.ownsDB {
+		return nil
+	}
+	return s.db.Close()
+}
 
 // ReleasesRows makes the sink a sink.RowsReleaser: Stage writes the rows
 // to files and keeps nothing of them.
