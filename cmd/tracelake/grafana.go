@@ -41,20 +41,20 @@ type apiOptions struct {
 var grafanaAPIs = []grafanaAPI{}
 
 // signalTables are the tables of each signal that a process of cfg
-// reads: on DuckDB the one it loads (one file, one signal per process);
-// on Iceberg every signal's, by its default name beside the loaded table
-// (the other signals' configurations load them into the same namespace).
+// reads: on DuckDB those it loads (kafka.signal's, and otlp.signals'
+// in load mode: one file, one process); on Iceberg every signal's (the
+// other signals' configurations load them into the same namespace).
 func signalTables(cfg *config.Config) map[string]string {
 	if !cfg.DecodesOTLP() {
 		return nil
 	}
-	tables := map[string]string{cfg.Kafka.Signal: cfg.Sink.Table}
+	signals := cfg.LoadedSignals()
 	if cfg.Sink.Type == config.SinkIceberg {
-		for _, sig := range []string{config.SignalTraces, config.SignalLogs, config.SignalMetrics} {
-			if _, ok := tables[sig]; !ok {
-				tables[sig] = otel.TableOf(sig).Name
-			}
-		}
+		signals = []string{config.SignalTraces, config.SignalLogs, config.SignalMetrics}
+	}
+	tables := map[string]string{cfg.Kafka.Signal: cfg.Sink.Table}
+	for _, sig := range signals {
+		tables[sig] = cfg.ForSignal(sig).Sink.Table
 	}
 	return tables
 }

@@ -116,6 +116,27 @@ func genaiHint(cfg *config.Config) string {
 	return ""
 }
 
+// mergeJob is what merge.every merges with one merger.
+type mergeJob struct {
+	merger modelMerger
+	models []config.Model
+}
+
+// mergeJobs are the models merge.every merges in a run of cfg: with
+// OpenTelemetry rows, each loaded table's dedup model (the run's, with
+// merger, and those of the other signals' targets), else merge.models.
+func mergeJobs(cfg *config.Config, merger modelMerger, targets []loadTarget) ([]mergeJob, error) {
+	if !cfg.DecodesOTLP() {
+		models, err := selectModels(cfg, "")
+		return []mergeJob{{merger, models}}, err
+	}
+	jobs := []mergeJob{{merger, oneModel(otelDedupOf(cfg))}}
+	for _, t := range targets[1:] {
+		jobs = append(jobs, mergeJob{dedupMerger(t.cfg, t.snk), oneModel(otelDedupOf(t.cfg))})
+	}
+	return jobs, nil
+}
+
 // otelDedupOf is the dedup model of cfg's OpenTelemetry table.
 func otelDedupOf(cfg *config.Config) merge.Dedup {
 	return merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}
@@ -245,11 +266,13 @@ func mergeAll(ctx context.Context, mg modelMerger, models []config.Model, report
 	return nil
 }
 
-// mergeEvery merges every model at each interval in the background of
-// `tracelake run` (merge.every), until ctx ends, reporting each attempt to
-// the metrics and the status page. A failed merge changes nothing (one
-// transaction) and is tried again at the next interval.
-func mergeEvery(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration, m *obs.Metrics, status *obs.Status) {
+// mergeEvery merges every job's models at each interval in the
+// background of `tracelake run` (merge.every), one after another (the
+// tables of one database or catalog do not race each other's merges),
+// until ctx ends, reporting each attempt to the metrics and the status
+// page. A failed merge changes nothing (one transaction) and is tried
+// again at the next interval.
+func mergeEvery(ctx context.Context, jobs []mergeJob, every time.Duration, m *obs.Metrics, status *obs.Status) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -258,8 +281,10 @@ func mergeEvery(ctx context.Context, mg modelMerger, models []config.Model, ever
 			return
 		case <-t.C:
 		}
-		if !mergePass(ctx, mg, models, every, m, status) {
-			return
+		for _, j := range jobs {
+			if !mergePass(ctx, j.merger, j.models, every, m, status) && ctx.Err() != nil {
+				return
+			}
 		}
 	}
 }

@@ -47,12 +47,15 @@ func TestMergeEveryReports(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		mergeEvery(ctx, merge.NewMerger(snk.DB(), slog.New(slog.DiscardHandler)), []config.Model{good, bad}, 10*time.Millisecond, m, status)
+		mergeEvery(ctx, []mergeJob{{merge.NewMerger(snk.DB(), slog.New(slog.DiscardHandler)), []config.Model{good, bad}}}, 10*time.Millisecond, m, status)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for testutil.ToFloat64(m.MergeFailures.WithLabelValues("bad")) == 0 || testutil.ToFloat64(m.MergeRawRows.WithLabelValues("good")) == 0 {
+	// The bad model fails at every interval, and the loop goes on: a
+	// failed merge is tried again at the next one.
+	for testutil.ToFloat64(m.MergeFailures.WithLabelValues("bad")) < 3 || testutil.ToFloat64(m.MergeRawRows.WithLabelValues("good")) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("no merge reported within 30s")
+			t.Fatalf("within 30s: %v failures of the bad model (want 3 intervals' worth), %v rows of the good one merged",
+				testutil.ToFloat64(m.MergeFailures.WithLabelValues("bad")), testutil.ToFloat64(m.MergeRawRows.WithLabelValues("good")))
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition
 	}

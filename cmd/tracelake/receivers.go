@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -18,6 +20,9 @@ import (
 	"github.com/tracelake/tracelake/internal/otlp"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -41,34 +46,111 @@ func startForwarding(ctx context.Context, cfg *config.Config, metrics *obs.Metri
 	return func() { shutdownReceivers(cfg, rcv); fwd.Close() }, nil
 }
 
+// loadTarget is where a load-mode run puts one signal's rows: the
+// signal's configuration (cfg.ForSignal) and its sink, prepared.
+type loadTarget struct {
+	cfg *config.Config
+	snk sink.Sink
+}
+
 // startLoading starts the configured OTLP receivers loading the requests
-// of kafka.signal into snk, prepared (otlp.mode load); stop shuts them
-// down, waiting for the loads of requests in progress, and returns what
-// they loaded.
-func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, snk sink.Sink, m *genai.Mapper) (stop func() directload.Totals, err error) {
-	// The receivers hand requests over in protobuf, with the tenant they
-	// checked in directload's header (tenancy.kafka_header may be "").
-	dec, err := pipeline.OTLPDecoder(cfg, otel.EncodingProto, directload.TenantHeader, m)
-	if err != nil {
-		return nil, err
-	}
+// of each target's signal into its sink (otlp.mode load); stop shuts
+// them down, waiting for the loads of requests in progress, and returns
+// what they loaded.
+func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, targets []loadTarget, m *genai.Mapper) (stop func() directload.Totals, err error) {
 	maxLoad := int64(cfg.LoadBytes())
 	if maxLoad == 0 { // no bound for the Kafka loads (Iceberg): requests wait in memory here
 		maxLoad = int64(cfg.MaxInflightBytes) / 4
 	}
-	ld, err := directload.Start(ctx, directload.Options{Sink: snk, Decoder: dec, Signal: cfg.Kafka.Signal,
-		Partition: cfg.OTLP.Instance, MaxLoadBytes: maxLoad,
-		Log: slog.Default(), Metrics: metrics})
+	loaders := signalLoaders{}
+	closeAll := func() directload.Totals {
+		var sum directload.Totals
+		for _, ld := range loaders {
+			ld.Close()
+			t := ld.Totals()
+			sum.Requests, sum.Rows, sum.DLQ, sum.Loads = sum.Requests+t.Requests, sum.Rows+t.Rows, sum.DLQ+t.DLQ, sum.Loads+t.Loads
+		}
+		return sum
+	}
+	for _, t := range targets {
+		// The receivers hand requests over in protobuf, with the tenant
+		// they checked in directload's header (tenancy.kafka_header may
+		// be "").
+		dec, err := pipeline.OTLPDecoder(t.cfg, otel.EncodingProto, directload.TenantHeader, m)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		ld, err := directload.Start(ctx, directload.Options{Sink: t.snk, Decoder: dec, Signal: t.cfg.Kafka.Signal,
+			Partition: cfg.OTLP.Instance, MaxLoadBytes: maxLoad,
+			Log: slog.Default(), Metrics: metrics})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		loaders[t.cfg.Kafka.Signal] = ld
+		status.AddSource(ld.Snapshot)
+	}
+	rcv, err := startReceivers(cfg, metrics, loaders, slices.Sorted(maps.Keys(loaders)))
 	if err != nil {
+		closeAll()
 		return nil, err
 	}
-	status.AddSource(ld.Snapshot)
-	rcv, err := startReceivers(cfg, metrics, ld, []string{cfg.Kafka.Signal})
-	if err != nil {
-		ld.Close()
-		return nil, err
+	return func() directload.Totals { shutdownReceivers(cfg, rcv); return closeAll() }, nil
+}
+
+// signalLoaders hand each signal's requests to its loader.
+type signalLoaders map[string]*directload.Loader
+
+// Forward implements otlp.Forwarder; the receivers take only the
+// signals it holds.
+func (s signalLoaders) Forward(ctx context.Context, signal, tenant string, body []byte) (otlp.Stored, error) {
+	ld, ok := s[signal]
+	if !ok {
+		return otlp.Stored{}, fmt.Errorf("BUG: a %s request where no loader takes it", signal)
 	}
-	return func() directload.Totals { shutdownReceivers(cfg, rcv); ld.Close(); return ld.Totals() }, nil
+	return ld.Forward(ctx, signal, tenant, body)
+}
+
+// openLoadTargets opens, beside main (the run's sink, of kafka.signal),
+// the sinks of the other signals of otlp.signals, each of its own table
+// in main's database or catalog, and prepares them; main is the first
+// target. closeAll closes the others.
+func openLoadTargets(ctx context.Context, cfg *config.Config, main sink.Sink, metrics *obs.Metrics, status *obs.Status) (targets []loadTarget, closeAll func(), err error) {
+	targets = []loadTarget{{cfg, main}}
+	closeAll = func() {
+		for _, t := range targets[1:] {
+			t.snk.Close()
+		}
+	}
+	for _, sig := range cfg.LoadedSignals() {
+		if sig == cfg.Kafka.Signal {
+			continue
+		}
+		sc := cfg.ForSignal(sig)
+		var snk sink.Sink
+		switch m := main.(type) {
+		case *duckdb.Sink:
+			opt := duckDBOptions(sc)
+			opt.BesidePipeline = true
+			snk, err = m.Beside(opt)
+		case *iceberg.Sink:
+			snk, err = openIcebergReporting(ctx, sc, commitReporter(metrics, status))
+		case *databend.Sink:
+			snk, err = openDatabend(sc)
+		default:
+			err = fmt.Errorf("BUG: otlp.signals on a %T", main)
+		}
+		if err == nil {
+			targets = append(targets, loadTarget{sc, snk})
+			err = snk.Prepare(ctx)
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("the %s table %s: %w", sig, sc.Sink.Table, err)
+		}
+	}
+	return targets, closeAll, nil
 }
 
 // startReceivers starts the configured OTLP receivers storing requests of

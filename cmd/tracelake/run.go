@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"slices"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -118,17 +119,25 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	}
 	ready.SinkReady()
 	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it
-	if cfg.GenAIOperations() {
+	if cfg.GenAIOperations() || slices.ContainsFunc(cfg.LoadedSignals(), func(sig string) bool { return cfg.ForSignal(sig).GenAIOperations() }) {
 		if genaiMapper, err = pipeline.GenAIMapper(cfg, slog.Default(), metrics); err != nil {
 			return err
 		}
 	}
 	var received directload.Totals // what the receivers loaded (otlp.mode load)
 	stopLoading := func() {}
+	targets := []loadTarget{{cfg, snk}}
 	if cfg.LoadsReceived() {
+		// The other signals' sinks (otlp.signals) close after the loads
+		// stop (deferred before them).
+		var closeTargets func()
+		if targets, closeTargets, err = openLoadTargets(ctx, cfg, snk, metrics, status); err != nil {
+			return err
+		}
+		defer closeTargets()
 		// Stopped before the sink closes (deferred after it): each
 		// request in progress is answered after its load.
-		stop, err := startLoading(ctx, cfg, metrics, status, snk, genaiMapper)
+		stop, err := startLoading(ctx, cfg, metrics, status, targets, genaiMapper)
 		if err != nil {
 			return err
 		}
@@ -139,10 +148,8 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	// ended idle, so its models are merged up to everything it loaded.
 	finalMerge := func() error { return nil }
 	if every := cfg.Merge.Every.D(); every > 0 && (len(cfg.Merge.Models) > 0 || cfg.DecodesOTLP()) {
-		var models []config.Model
-		if cfg.DecodesOTLP() {
-			models = oneModel(otelDedupOf(cfg)) // the table's dedup model (dedupMerger)
-		} else if models, err = selectModels(cfg, ""); err != nil {
+		jobs, err := mergeJobs(cfg, merger, targets)
+		if err != nil {
 			return err
 		}
 		merging, stopMerging := context.WithCancel(ctx)
@@ -151,12 +158,14 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		defer stop()
 		go func() {
 			defer close(mergeDone)
-			mergeEvery(merging, merger, models, every, metrics, status)
+			mergeEvery(merging, jobs, every, metrics, status)
 		}()
 		finalMerge = func() error {
 			stop()
-			if !mergePass(ctx, merger, models, every, metrics, status) && ctx.Err() == nil {
-				return fmt.Errorf("the final merge after the run failed (see the log); the models merge at the next run or tracelake merge")
+			for _, j := range jobs {
+				if !mergePass(ctx, j.merger, j.models, every, metrics, status) && ctx.Err() == nil {
+					return fmt.Errorf("the final merge after the run failed (see the log); the models merge at the next run or tracelake merge")
+				}
 			}
 			return nil
 		}

@@ -24,20 +24,7 @@ type modelMerger interface {
 // status page.
 func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status) (sink.Sink, modelMerger, error) {
 	if cfg.Sink.Type == config.SinkIceberg {
-		snk, err := openIcebergReporting(ctx, cfg, func(st iceberg.CommitStats) {
-			status.AddCommit(obs.CommitAttempt{Table: st.Table, Took: st.Took, Conflict: st.Conflict, Failed: st.Failed,
-				Snapshots: int64(st.Snapshots), MetadataBytes: st.MetadataBytes})
-			metrics.IcebergCommitDuration.WithLabelValues(st.Table).Observe(st.Took.Seconds())
-			if st.Conflict {
-				metrics.IcebergCommitConflicts.WithLabelValues(st.Table).Inc()
-			}
-			if st.Snapshots > 0 {
-				metrics.IcebergSnapshots.WithLabelValues(st.Table).Set(float64(st.Snapshots))
-			}
-			if st.MetadataBytes > 0 {
-				metrics.IcebergMetadataBytes.WithLabelValues(st.Table).Set(float64(st.MetadataBytes))
-			}
-		})
+		snk, err := openIcebergReporting(ctx, cfg, commitReporter(metrics, status))
 		if err != nil || !cfg.DecodesOTLP() {
 			return snk, nil, err // other models are not built for Iceberg (validation says so)
 		}
@@ -61,6 +48,25 @@ func openSink(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, sta
 		return snk, dedupMerger(cfg, snk), nil
 	}
 	return snk, merge.NewMerger(snk.DB(), slog.Default()), nil
+}
+
+// commitReporter reports an Iceberg sink's commits to metrics and the
+// status page.
+func commitReporter(metrics *obs.Metrics, status *obs.Status) func(iceberg.CommitStats) {
+	return func(st iceberg.CommitStats) {
+		status.AddCommit(obs.CommitAttempt{Table: st.Table, Took: st.Took, Conflict: st.Conflict, Failed: st.Failed,
+			Snapshots: int64(st.Snapshots), MetadataBytes: st.MetadataBytes})
+		metrics.IcebergCommitDuration.WithLabelValues(st.Table).Observe(st.Took.Seconds())
+		if st.Conflict {
+			metrics.IcebergCommitConflicts.WithLabelValues(st.Table).Inc()
+		}
+		if st.Snapshots > 0 {
+			metrics.IcebergSnapshots.WithLabelValues(st.Table).Set(float64(st.Snapshots))
+		}
+		if st.MetadataBytes > 0 {
+			metrics.IcebergMetadataBytes.WithLabelValues(st.Table).Set(float64(st.MetadataBytes))
+		}
+	}
 }
 
 func openIceberg(ctx context.Context, cfg *config.Config) (*iceberg.Sink, error) {

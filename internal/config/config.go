@@ -385,6 +385,15 @@ type OTLP struct {
 	// topic otlp:<signal>: processes loading into the same tables need
 	// different ones. Default 0.
 	Instance int32 `yaml:"instance"`
+	// Signals are, in load mode, the signals the receivers take, each
+	// loaded into its own table of the sink: kafka.signal's into
+	// sink.table, another's into its OpenTelemetry table (otel_spans,
+	// otel_logs, otel_metrics) in the same database or catalog, with its
+	// own ledger and dedup model. A request of a signal not listed is
+	// refused (404). Default [kafka.signal]; [traces, logs, metrics] for
+	// one process taking a Collector's or SDK's every signal (and
+	// answering every Grafana API of query.http).
+	Signals []string `yaml:"signals"`
 	// HTTP is the OTLP/HTTP listen address (host:port; 4318 by
 	// convention); "" (default) leaves it off.
 	HTTP string `yaml:"http"`
@@ -518,6 +527,37 @@ func (c *Config) OTLPMode() string {
 // sink.table themselves (otlp.mode load).
 func (c *Config) LoadsReceived() bool { return c.Receivers() && c.OTLPMode() == OTLPLoadMode }
 
+// LoadedSignals are the signals the receivers of a load-mode run take
+// (otlp.signals, by default kafka.signal alone); nil in forward mode.
+func (c *Config) LoadedSignals() []string {
+	switch {
+	case !c.LoadsReceived():
+		return nil
+	case len(c.OTLP.Signals) == 0:
+		return []string{c.Kafka.Signal}
+	}
+	return c.OTLP.Signals
+}
+
+// signalTable is the OpenTelemetry table of each signal (otel.TableOf's
+// names; config does not import the decoder).
+var signalTable = map[string]string{SignalTraces: "otel_spans", SignalLogs: "otel_logs", SignalMetrics: "otel_metrics"}
+
+// ForSignal is the configuration of signal's rows in a load-mode run
+// taking several (otlp.signals): c itself for kafka.signal, else a copy
+// loading signal into its OpenTelemetry table, with that table's stage
+// directory beside c's.
+func (c *Config) ForSignal(signal string) *Config {
+	if signal == c.Kafka.Signal {
+		return c
+	}
+	o := *c
+	o.Kafka.Signal = signal
+	o.Sink.Table = signalTable[signal]
+	o.Sink.DuckDB.StageDir = c.StageDir() + "." + o.Sink.Table
+	return &o
+}
+
 // Forwards reports whether the receivers forward their requests to Kafka
 // (otlp.mode forward).
 func (c *Config) Forwards() bool { return c.Receivers() && c.OTLPMode() == OTLPForwardMode }
@@ -572,10 +612,7 @@ func (c *Config) settle() {
 		c.Kafka.Brokers = []string{DefaultBroker}
 	}
 	if c.DecodesOTLP() && c.Sink.Table == DefaultTable {
-		c.Sink.Table = map[string]string{SignalLogs: "otel_logs", SignalMetrics: "otel_metrics"}[c.Kafka.Signal]
-		if c.Sink.Table == "" {
-			c.Sink.Table = "otel_spans"
-		}
+		c.Sink.Table = signalTable[c.Kafka.Signal]
 	}
 }
 

@@ -371,6 +371,37 @@ func TestForwardNeedsTenantHeader(t *testing.T) {
 	}
 }
 
+// otlp.signals: load mode only, known signals once each, holding
+// kafka.signal, and no other signal's table named sink.table.
+func TestOTLPSignalsChecked(t *testing.T) {
+	for yaml, key := range map[string]string{
+		"otlp: {http: \"127.0.0.1:4318\", signals: [traces, logs, metrics]}":                             "",
+		"otlp: {http: \"127.0.0.1:4318\", signals: [logs]}\nkafka: {signal: logs}":                       "",
+		"otlp: {http: \"127.0.0.1:4318\", signals: [traces, spans]}":                                     "otlp.signals",
+		"otlp: {http: \"127.0.0.1:4318\", signals: [traces, traces]}":                                    "otlp.signals",
+		"otlp: {http: \"127.0.0.1:4318\", signals: [logs, metrics]}":                                     "otlp.signals",
+		"otlp: {http: \"127.0.0.1:4318\", signals: [traces, logs]}\nsink: {table: otel_logs}":            "sink.table",
+		"otlp: {http: \"127.0.0.1:4318\", mode: forward, signals: [traces]}\nkafka: {brokers: [k:9092]}": "otlp.signals",
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		if err != nil {
+			t.Fatalf("%s: %v", yaml, err)
+		}
+		err = cfg.ValidateOffline()
+		if key == "" && err != nil || key != "" && (err == nil || !strings.Contains(err.Error(), key+":")) {
+			t.Errorf("%s: %v, want an error naming %q", yaml, err, key)
+		}
+	}
+	cfg, err := FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\", signals: [traces, logs, metrics]}\nsink: {duckdb: {path: a.duckdb}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := cfg.ForSignal(SignalLogs)
+	if logs.Sink.Table != "otel_logs" || logs.Kafka.Signal != SignalLogs || logs.StageDir() == cfg.StageDir() || cfg.ForSignal(SignalTraces) != cfg {
+		t.Errorf("ForSignal(logs) loads %s (signal %s, stage %s beside %s)", logs.Sink.Table, logs.Kafka.Signal, logs.StageDir(), cfg.StageDir())
+	}
+}
+
 // The query section's bad values are named by key; its defaults pass.
 func TestQueryChecked(t *testing.T) {
 	for yaml, key := range map[string]string{

@@ -85,6 +85,19 @@ func (c *Config) validate(consuming bool) error {
 		"want json, otlp_proto or otlp_json, got %q", c.Kafka.Format)
 	check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, c.Kafka.Signal), "kafka.signal",
 		"want traces, logs or metrics, got %q", c.Kafka.Signal)
+	if len(c.OTLP.Signals) > 0 {
+		check(c.LoadsReceived(), "otlp.signals", "applies to otlp.mode load (in forward mode the receivers take every signal, each to its otlp.forward topic)")
+		for i, sig := range c.OTLP.Signals {
+			check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, sig) && !slices.Contains(c.OTLP.Signals[:i], sig), "otlp.signals",
+				"want traces, logs or metrics, each once, got %q", c.OTLP.Signals)
+		}
+		check(slices.Contains(c.OTLP.Signals, c.Kafka.Signal), "otlp.signals",
+			"must hold kafka.signal (%s), whose rows go to sink.table, got %q", c.Kafka.Signal, c.OTLP.Signals)
+		for _, sig := range c.OTLP.Signals {
+			check(sig == c.Kafka.Signal || signalTable[sig] != c.Sink.Table, "sink.table",
+				"%s is where otlp.signals loads %s: name kafka.signal's (%s) table otherwise", c.Sink.Table, sig, c.Kafka.Signal)
+		}
+	}
 	if c.LoadsReceived() && c.Consumes() {
 		check(c.Kafka.Format != FormatJSON, "kafka.format",
 			"otlp.mode load writes OpenTelemetry rows into sink.table, and the topics consumed beside it load into the same table: want otlp_proto or otlp_json (or otlp.mode forward)")

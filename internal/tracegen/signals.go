@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -55,6 +56,7 @@ func LogsOf(td ptrace.Traces) plog.Logs {
 // meter does between exports: cumulative, from the first span's start.
 type Meter struct {
 	start, last pcommon.Timestamp
+	exported    pcommon.Timestamp // the last export's time
 	tokens      map[[2]string]int64      // {model, token type} → tokens
 	durations   map[string]*durationHist // operation → seconds
 }
@@ -77,7 +79,9 @@ func NewMeter() *Meter {
 }
 
 // Record adds the spans of td and returns the meter's state as one
-// export at the latest span end seen: gen_ai.client.token.usage (a
+// export at the latest span end seen, a second after the previous export
+// at least (each export is a new point of every series, as an SDK's
+// periodic reader makes them): gen_ai.client.token.usage (a
 // monotonic cumulative sum of tokens, by model and gen_ai.token.type) and
 // gen_ai.client.operation.duration (a cumulative histogram in seconds, by
 // operation).
@@ -91,6 +95,7 @@ func (m *Meter) Record(td ptrace.Traces) pmetric.Metrics {
 			}
 		}
 	}
+	m.exported = max(m.last, m.exported+pcommon.Timestamp(time.Second))
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	if td.ResourceSpans().Len() > 0 {
@@ -111,7 +116,7 @@ func (m *Meter) Record(td ptrace.Traces) pmetric.Metrics {
 	}) {
 		p := sum.DataPoints().AppendEmpty()
 		p.SetStartTimestamp(m.start)
-		p.SetTimestamp(m.last)
+		p.SetTimestamp(m.exported)
 		p.SetIntValue(m.tokens[k])
 		p.Attributes().PutStr("gen_ai.request.model", k[0])
 		p.Attributes().PutStr("gen_ai.token.type", k[1])
@@ -127,7 +132,7 @@ func (m *Meter) Record(td ptrace.Traces) pmetric.Metrics {
 		h := m.durations[op]
 		p := hist.DataPoints().AppendEmpty()
 		p.SetStartTimestamp(m.start)
-		p.SetTimestamp(m.last)
+		p.SetTimestamp(m.exported)
 		p.SetCount(h.count)
 		p.SetSum(h.sum)
 		p.SetMin(h.min)

@@ -3,6 +3,7 @@ package tracegen
 import (
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -14,6 +15,7 @@ func TestSignalsAgreeWithTheSpans(t *testing.T) {
 	g, m := New(7), NewMeter()
 	var spans, errors int
 	var input int64
+	var exported pcommon.Timestamp
 	for range 20 {
 		td := g.OTLPTrace()
 		ld := LogsOf(td)
@@ -38,6 +40,11 @@ func TestSignalsAgreeWithTheSpans(t *testing.T) {
 		}
 		spans += td.SpanCount()
 		md := m.Record(td)
+		at := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).Timestamp()
+		if at <= exported {
+			t.Fatalf("export at %v, not after the previous one at %v: a series would have two points at one time", at, exported)
+		}
+		exported = at
 		var gotInput int64
 		var counted uint64
 		for _, metric := range md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().All() {

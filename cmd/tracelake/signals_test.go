@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/tracegen"
+)
+
+// otlp.signals: one load-mode run takes traces, logs and metrics, each
+// into its own table of one DuckDB file with its own ledger (verify is OK
+// for each), and merge.every merges every table's dedup model, while the
+// run holds the file (read through its socket).
+func TestOneRunLoadsEverySignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "all.duckdb")
+	addr := freeAddr(t)
+	base := fmt.Sprintf("otlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\nmerge: {every: 300ms}\nmetrics: {listen: \"\"}\n", addr, db)
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	if err := os.WriteFile(cfgPath, []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
+	g, meter := tracegen.New(3), tracegen.NewMeter()
+	var spans, logs, points int
+	post := func(path string, body []byte) {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("post %s: %v\n%s", path, err, run.log)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, run.log)
+		}
+	}
+	for range 5 {
+		td := g.OTLPTrace()
+		ld, md := tracegen.LogsOf(td), meter.Record(td)
+		spans, logs, points = spans+td.SpanCount(), logs+ld.LogRecordCount(), points+md.DataPointCount()
+		tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+		mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+		post("/v1/traces", tb)
+		post("/v1/logs", lb)
+		post("/v1/metrics", mb)
+	}
+	// Every request was answered after its load committed; the models
+	// follow within merge.every.
+	want := fmt.Sprintf("%d|%d|%d", spans, logs, points)
+	var got string
+	counts := regexp.MustCompile(`(?m)^(\d+\|\d+\|\d+)\s*$`)
+	deadline := time.Now().Add(30 * time.Second)
+	for got != want && time.Now().Before(deadline) {
+		out, err := exec.Command(bin, "sql", "--duckdb", db,
+			"SELECT (SELECT count(*) FROM otel_spans_dedup) || '|' || (SELECT count(*) FROM otel_logs_dedup) || '|' || (SELECT count(*) FROM otel_metrics_dedup) AS n").Output()
+		if m := counts.FindStringSubmatch(string(out)); err == nil && m != nil {
+			got = m[1]
+		}
+		if got != want {
+			time.Sleep(100 * time.Millisecond) // the merge loop's next round
+		}
+	}
+	if got != want {
+		t.Fatalf("the dedup models hold %s spans|logs|points, want %s:\n%s", got, want, run.log)
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, run.log)
+	}
+	for sig, n := range map[string]int{"traces": spans, "logs": logs, "metrics": points} {
+		sigCfg := filepath.Join(dir, sig+".yaml")
+		if err := os.WriteFile(sigCfg, []byte(base+"kafka: {signal: "+sig+"}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep := verifyJSON(t, bin, sigCfg, 0)
+		if rows, dlq := rep.Totals(); !rep.OK || rows != int64(n) || dlq != 0 {
+			t.Errorf("%s: ok=%v rows=%d dlq=%d problems=%v, want %d rows once", sig, rep.OK, rows, dlq, rep.Problems, n)
+		}
+	}
+}
