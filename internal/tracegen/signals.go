@@ -56,7 +56,7 @@ func LogsOf(td ptrace.Traces) plog.Logs {
 // meter does between exports: cumulative, from the first span's start.
 type Meter struct {
 	start, last pcommon.Timestamp
-	exported    pcommon.Timestamp // the last export's time
+	exported    pcommon.Timestamp        // the last export's time
 	tokens      map[[2]string]int64      // {model, token type} → tokens
 	durations   map[string]*durationHist // operation → seconds
 }
