@@ -97,8 +97,9 @@ func (e *cmdEnv) open(ctx context.Context, cf *configFlags, fs *flag.FlagSet, ar
 // heldError is a DuckDB file another process holds, met opening it: the
 // command may go through that process (whileRunHolds).
 type heldError struct {
-	path string // the database file, as the config names it
-	err  error  // the open's error (duckdb.ErrLocked)
+	path  string // the database file, as the config names it
+	table string // the config's sink.table
+	err   error  // the open's error (duckdb.ErrLocked)
 }
 
 func (e heldError) Error() string { return e.err.Error() }
@@ -109,7 +110,7 @@ func (e heldError) Unwrap() error { return e.err }
 func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
 	snk, err := duckdb.Open(duckDBOptions(cfg))
 	if errors.Is(err, duckdb.ErrLocked) {
-		return nil, heldError{path: cfg.Sink.DuckDB.Path, err: err}
+		return nil, heldError{path: cfg.Sink.DuckDB.Path, table: cfg.Sink.Table, err: err}
 	}
 	return snk, err
 }

@@ -85,6 +85,16 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if err := snk.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
+	targets := []loadTarget{{cfg, snk}}
+	if cfg.LoadsReceived() {
+		// The other signals' sinks (otlp.signals), closed after what
+		// uses them stops (deferred before it).
+		var closeTargets func()
+		if targets, closeTargets, err = openLoadTargets(ctx, cfg, snk, metrics, status); err != nil {
+			return err
+		}
+		defer closeTargets()
+	}
 	if d, ok := snk.(*duckdb.Sink); ok {
 		// Reads run beside the loads, on connections of their own
 		// (query.DuckDB), for Flight SQL and the commands of the local
@@ -100,7 +110,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 			return err
 		}
 		defer stopReads()
-		stopSocket := serveCommands(ctx, cfg, d, reader, slog.Default())
+		stopSocket := serveCommands(ctx, targets, reader, slog.Default())
 		defer stopSocket()
 	}
 	if ice, ok := snk.(*iceberg.Sink); ok && (cfg.Query.FlightSQL != "" || cfg.Query.HTTP != "") {
@@ -126,15 +136,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	}
 	var received directload.Totals // what the receivers loaded (otlp.mode load)
 	stopLoading := func() {}
-	targets := []loadTarget{{cfg, snk}}
 	if cfg.LoadsReceived() {
-		// The other signals' sinks (otlp.signals) close after the loads
-		// stop (deferred before them).
-		var closeTargets func()
-		if targets, closeTargets, err = openLoadTargets(ctx, cfg, snk, metrics, status); err != nil {
-			return err
-		}
-		defer closeTargets()
 		// Stopped before the sink closes (deferred after it): each
 		// request in progress is answered after its load.
 		stop, err := startLoading(ctx, cfg, metrics, status, targets, genaiMapper)

@@ -21,8 +21,8 @@ import (
 
 // otlp.signals: one load-mode run takes traces, logs and metrics, each
 // into its own table of one DuckDB file with its own ledger (verify is OK
-// for each), and merge.every merges every table's dedup model, while the
-// run holds the file (read through its socket).
+// for each, asked through the run's socket with a config naming the
+// table), and merge.every merges every table's dedup model.
 func TestOneRunLoadsEverySignal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -81,12 +81,8 @@ func TestOneRunLoadsEverySignal(t *testing.T) {
 	if got != want {
 		t.Fatalf("the dedup models hold %s spans|logs|points, want %s:\n%s", got, want, run.log)
 	}
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	// verify goes through the run's socket, for the table its config
+	// names.
 	for sig, n := range map[string]int{"traces": spans, "logs": logs, "metrics": points} {
 		sigCfg := filepath.Join(dir, sig+".yaml")
 		if err := os.WriteFile(sigCfg, []byte(base+"kafka: {signal: "+sig+"}\n"), 0o644); err != nil {
@@ -96,5 +92,11 @@ func TestOneRunLoadsEverySignal(t *testing.T) {
 		if rows, dlq := rep.Totals(); !rep.OK || rows != int64(n) || dlq != 0 {
 			t.Errorf("%s: ok=%v rows=%d dlq=%d problems=%v, want %d rows once", sig, rep.OK, rows, dlq, rep.Problems, n)
 		}
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, run.log)
 	}
 }

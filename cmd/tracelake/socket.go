@@ -50,7 +50,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
@@ -62,6 +61,10 @@ func socketPath(db string) string { return db + ".sock" }
 type commandRequest struct {
 	Args     []string `json:"args"`
 	Database string   `json:"database"`
+	// Table is the client's sink.table: of the tables run loads
+	// (otlp.signals), the one the command is about; another or "" is
+	// run's own.
+	Table string `json:"table,omitempty"`
 }
 
 // runInfo is the answer of GET /v1/ping.
@@ -80,9 +83,9 @@ const (
 
 // commandServer answers the commands on run's socket.
 type commandServer struct {
-	path     string // the socket
-	database string // run's database file, absolute
-	running  *runningSink
+	path     string         // the socket
+	database string         // run's database file, absolute
+	running  []*runningSink // run's own first, then otlp.signals' other tables
 	srv      *http.Server
 	// base is the commands' context, canceled when run stops; inFlight
 	// counts the commands running, which use the sink run closes after.
@@ -97,7 +100,8 @@ type commandServer struct {
 // removes the socket. Without a socket (its path over the limit, a
 // socket something else answers on, a failed listen) it logs why once
 // and run goes on: the commands then say that nothing answers.
-func serveCommands(ctx context.Context, cfg *config.Config, snk *duckdb.Sink, reader *query.DuckDB, log *slog.Logger) (stop func()) {
+func serveCommands(ctx context.Context, targets []loadTarget, reader *query.DuckDB, log *slog.Logger) (stop func()) {
+	cfg := targets[0].cfg
 	path := socketPath(cfg.Sink.DuckDB.Path)
 	database, err := filepath.Abs(cfg.Sink.DuckDB.Path)
 	if err == nil {
@@ -111,8 +115,10 @@ func serveCommands(ctx context.Context, cfg *config.Config, snk *duckdb.Sink, re
 		log.Warn("no local socket: commands such as verify and sql cannot read the database while this run holds it", "socket", path, "err", err)
 		return func() {}
 	}
-	running := &runningSink{cfg: cfg, snk: snk, reader: reader}
-	s := &commandServer{path: path, database: database, running: running}
+	s := &commandServer{path: path, database: database}
+	for _, t := range targets {
+		s.running = append(s.running, &runningSink{cfg: t.cfg, snk: t.snk.(*duckdb.Sink), reader: reader})
+	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
@@ -193,12 +199,24 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 	var stderr bytes.Buffer
 	err := s.sameDatabase(req.Database)
 	if err == nil {
-		err = runInside(ctx, &cmdEnv{stdout: out, stderr: &stderr, running: s.running}, req.Args)
+		err = runInside(ctx, &cmdEnv{stdout: out, stderr: &stderr, running: s.runningFor(req.Table)}, req.Args)
 	}
 	code, msg := exitStatus(err)
 	w.Header().Set(trailerExit, strconv.Itoa(code))
 	w.Header().Set(trailerError, strconv.QuoteToASCII(msg))
 	w.Header().Set(trailerStderr, strconv.QuoteToASCII(stderr.String()))
+}
+
+// runningFor is what run lends a command whose config names table: the
+// sink of that table among run's (otlp.signals loads several), else
+// run's own (kafka.signal's).
+func (s *commandServer) runningFor(table string) *runningSink {
+	for _, r := range s.running {
+		if r.cfg.Sink.Table == table {
+			return r
+		}
+	}
+	return s.running[0]
 }
 
 // sameDatabase refuses a client whose config names another database
@@ -304,7 +322,7 @@ func throughRun(ctx context.Context, held heldError, args []string, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(commandRequest{Args: args, Database: database})
+	body, err := json.Marshal(commandRequest{Args: args, Database: database, Table: held.table})
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func servedSink(t *testing.T, dir string) (*config.Config, *bytes.Buffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := serveCommands(context.Background(), cfg, snk, reader, slog.New(slog.NewTextHandler(&log, nil)))
+	stop := serveCommands(context.Background(), []loadTarget{{cfg, snk}}, reader, slog.New(slog.NewTextHandler(&log, nil)))
 	t.Cleanup(stop)
 	return cfg, &log
 }
@@ -146,7 +146,7 @@ func TestSocketPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer snk.Close()
-		stop := serveCommands(context.Background(), cfg, snk, nil, slog.New(slog.DiscardHandler))
+		stop := serveCommands(context.Background(), []loadTarget{{cfg, snk}}, nil, slog.New(slog.DiscardHandler))
 		if _, err := os.Stat(socketPath(cfg.Sink.DuckDB.Path)); err != nil {
 			t.Fatal(err)
 		}
