@@ -111,7 +111,7 @@ func BenchmarkStreamSpans(b *testing.B) {
 			b.Fatal(err)
 		}
 		srv, err := Start(Options{Listen: "127.0.0.1:0", Reader: reader, Log: slog.New(slog.DiscardHandler),
-			Tenants: TenantsFunc(func(sent, _ string) (tenancy.Scope, error) { return tenancy.One(sent), nil })})
+			Tenants: tenancy.Resolver{}}) // the tenant each call names
 		if err != nil {
 			b.Fatal(err)
 		}

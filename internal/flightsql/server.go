@@ -36,34 +36,18 @@ type Tenants interface {
 	Read(sent, token string) (tenancy.Scope, error)
 }
 
-// TenantsFunc adapts a function to Tenants.
-type TenantsFunc func(sent, token string) (tenancy.Scope, error)
-
-// Read calls f.
-func (f TenantsFunc) Read(sent, token string) (tenancy.Scope, error) { return f(sent, token) }
-
 // Options configure the server.
 type Options struct {
-	// Listen is the address served: host:port (port 0 picks one, see
-	// Server.Addr), or unix:/path for a unix socket. "" serves none.
+	// Listen is the address served, host:port (port 0 picks one, see
+	// Server.Addr). Required.
 	Listen string
 	// TLS, when set, serves Listen over TLS (mutual TLS when it asks for
-	// client certificates). The local socket is never TLS.
+	// client certificates).
 	TLS *tls.Config
-	// Socket is the path of the local socket offered to the commands of
-	// the same host: created with mode 0600 (only the process's user may
-	// connect), removed on Shutdown. A stale socket left by a process that
-	// died is replaced; one another process still answers on is not. ""
-	// serves none.
-	Socket string
 	// Reader answers the queries. Required.
 	Reader query.Reader
-	// Tenants resolves the callers of Listen. Required.
+	// Tenants resolves the callers. Required.
 	Tenants Tenants
-	// SocketTenants resolves the callers of the local socket, whom the
-	// file mode already vouches for (typically: the operator's scope when
-	// no tenant is named). Nil: Tenants.
-	SocketTenants Tenants
 	// Version is the server version reported in GetSqlInfo. Default "dev".
 	Version string
 	// Catalog and DBSchema are the one catalog and schema the tables are
@@ -78,78 +62,39 @@ type Options struct {
 // Server is a running Flight SQL server.
 type Server struct {
 	// Addr is the address Listen is served on (the port chosen when it
-	// was 0), or unix:/path; "" without Listen.
+	// was 0).
 	Addr string
-	// Socket is the path of the local socket; "" without one.
-	Socket string
 
 	log     *slog.Logger
 	servers []*grpc.Server
-	sockets []*unixSocket
 	wg      sync.WaitGroup
 	once    sync.Once
 }
 
 // Start listens and serves until Shutdown.
 func Start(opt Options) (*Server, error) {
-	if opt.Reader == nil || opt.Tenants == nil {
-		return nil, errors.New("flightsql: Reader and Tenants are required")
-	}
-	if opt.Listen == "" && opt.Socket == "" {
-		return nil, errors.New("flightsql: nothing to listen on (Listen and Socket both empty)")
+	if opt.Reader == nil || opt.Tenants == nil || opt.Listen == "" {
+		return nil, errors.New("flightsql: Listen, Reader and Tenants are required")
 	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
-	}
-	if opt.SocketTenants == nil {
-		opt.SocketTenants = opt.Tenants
 	}
 	h, err := newHandler(opt)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: opt.Log}
-	if opt.Listen != "" {
-		ln, addr, err := s.listen(opt.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("flightsql: listen on %s: %w", opt.Listen, err)
-		}
-		var creds []grpc.ServerOption
-		if opt.TLS != nil {
-			creds = append(creds, grpc.Creds(credentials.NewTLS(opt.TLS.Clone())))
-		}
-		s.Addr = addr
-		s.serve(ln, h, opt.Tenants, creds...)
-	}
-	if opt.Socket != "" {
-		ln, err := listenUnix(opt.Socket)
-		if err != nil {
-			_ = s.Shutdown(context.Background())
-			return nil, fmt.Errorf("flightsql: local socket %s: %w", opt.Socket, err)
-		}
-		s.sockets = append(s.sockets, ln)
-		s.Socket = ln.path
-		s.serve(ln, h, opt.SocketTenants)
-	}
-	opt.Log.Info("Flight SQL server listening", "addr", s.Addr, "socket", s.Socket, "tls", opt.TLS != nil)
-	return s, nil
-}
-
-// listen opens addr: host:port, or unix:/path.
-func (s *Server) listen(addr string) (net.Listener, string, error) {
-	if path, ok := cutUnix(addr); ok {
-		ln, err := listenUnix(path)
-		if err != nil {
-			return nil, "", err
-		}
-		s.sockets = append(s.sockets, ln)
-		return ln, "unix:" + ln.path, nil
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", opt.Listen)
 	if err != nil {
-		return nil, "", err
+		return nil, fmt.Errorf("flightsql: listen on %s: %w", opt.Listen, err)
 	}
-	return ln, ln.Addr().String(), nil
+	var creds []grpc.ServerOption
+	if opt.TLS != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(opt.TLS.Clone())))
+	}
+	s := &Server{log: opt.Log, Addr: ln.Addr().String()}
+	s.serve(ln, h, opt.Tenants, creds...)
+	opt.Log.Info("Flight SQL server listening", "addr", s.Addr, "tls", opt.TLS != nil)
+	return s, nil
 }
 
 // serve runs one gRPC server on ln whose callers tenants resolves.
@@ -194,9 +139,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			<-done
 		}
 		s.wg.Wait()
-		for _, u := range s.sockets {
-			u.remove()
-		}
 	})
 	return err
 }

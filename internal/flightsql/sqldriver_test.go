@@ -85,15 +85,3 @@ func TestDatabaseSQL(t *testing.T) {
 	r.released(t)
 }
 
-// The local socket through database/sql, as the commands will use it.
-func TestDatabaseSQLOnTheSocket(t *testing.T) {
-	path := t.TempDir() + "/tracelake.sock"
-	start(t, &fakeReader{}, func(o *Options) { o.Socket, o.SocketTenants = path, localTenants })
-	rows, err := sqlDB(t, "uri=grpc+unix://"+path).QueryContext(context.Background(), allSpans)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := scanSpans(t, rows); len(got) != 2*spanRows {
-		t.Errorf("operator on the socket: %d rows, want %d", len(got), 2*spanRows)
-	}
-}
