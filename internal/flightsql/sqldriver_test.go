@@ -84,4 +84,3 @@ func TestDatabaseSQL(t *testing.T) {
 	}
 	r.released(t)
 }
-
