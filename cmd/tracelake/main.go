@@ -36,7 +36,7 @@ Usage:
   tracelake run     --config F [--exit-when-idle D]   ingest until stopped (or idle)
   tracelake verify  --config F [--json]               compare Kafka, ledger and tables
   tracelake sql     --config F "SELECT …"             query the DuckDB or Iceberg sink
-  tracelake serve   --config F                        Iceberg: serve Arrow Flight SQL (query.flight_sql) over the tables, ingesting nothing
+  tracelake serve   --config F                        Iceberg: serve Flight SQL (query.flight_sql) and the Grafana APIs (query.http), ingesting nothing
   tracelake config  --config F                        print the effective config (secrets redacted), validate it
   tracelake dlq     list|replay --config F [--where SQL] [--dry-run]   inspect or replay dead-letter rows
   tracelake merge   --config F [--model M] [--every D] | --rebuild M | --print-sql [--dialect databend|duckdb]
@@ -49,7 +49,7 @@ Usage:
   tracelake prices  list|match MODEL|update --file F  the LLM price table genai_operations is priced from
   tracelake report  --config F [--since 7d] [--tenant T] [-o report.html]   GenAI operations: tokens, cost, latency, errors
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
-  tracelake demo                                      embedded Kafka → DuckDB, end to end
+  tracelake demo    [--otlp [--serve ADDR]]           embedded Kafka → DuckDB, end to end (--otlp: traces, logs, metrics over OTLP)
   tracelake version
 
 While 'tracelake run' holds its DuckDB file, verify, sql, report, dlq list and
