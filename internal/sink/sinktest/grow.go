@@ -13,7 +13,7 @@ import (
 // created from it is what an upgraded deployment has.
 func OlderSpans() *schema.Table {
 	t := otel.Spans
-	t.Columns = t.Columns[:len(t.Columns)-1:len(t.Columns)-1]
+	t.Columns = t.Columns[: len(t.Columns)-1 : len(t.Columns)-1]
 	return &t
 }
 
