@@ -37,10 +37,9 @@ var (
 		iceberggo.NestedField{ID: 8, Name: "ktimestamp", Type: iceberggo.PrimitiveTypes.TimestampTz},
 		iceberggo.NestedField{ID: 9, Name: eventTimeColumn, Type: iceberggo.PrimitiveTypes.TimestampTz},
 	)
-	// addedRawColumns came after the first release: a raw table without
-	// them gets them added (optional, so its older rows read null).
-	addedRawColumns = []string{"ktopic", "ktimestamp", eventTimeColumn}
-	dlqSchema       = iceberggo.NewSchema(0,
+	// ktopic, ktimestamp and event_time came after the first release: a
+	// raw table without them gets them added (addColumns).
+	dlqSchema = iceberggo.NewSchema(0,
 		iceberggo.NestedField{ID: 1, Name: "topic", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 2, Name: "partition", Type: iceberggo.PrimitiveTypes.Int32},
 		iceberggo.NestedField{ID: 3, Name: "offset", Type: iceberggo.PrimitiveTypes.Int64},
