@@ -33,13 +33,7 @@ func TestDedupTargetGainsTheSourcesNewColumns(t *testing.T) {
 		if err := s.Prepare(ctx); err != nil {
 			t.Fatal(err)
 		}
-		f, err := s.Stage(ctx, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Load(ctx, []sink.File{f}); err != nil {
-			t.Fatal(err)
-		}
+		sinktest.StageLoad(t, s, b)
 		res, err := NewMerger(s.DB(), slog.New(slog.DiscardHandler)).Dedup(ctx, Dedup{Table: typed, Name: "otel_spans"})
 		if err != nil {
 			t.Fatal(err)

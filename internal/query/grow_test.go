@@ -35,13 +35,7 @@ func TestIcebergReadsAColumnAddedLater(t *testing.T) {
 		if err := snk.Prepare(ctx); err != nil {
 			t.Fatal(err)
 		}
-		f, err := snk.Stage(ctx, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := snk.Load(ctx, []sink.File{f}); err != nil {
-			t.Fatal(err)
-		}
+		sinktest.StageLoad(t, snk, b)
 		return snk
 	}
 	old := start(sinktest.OlderSpans(), sinktest.SpanBatch(0, 4, false))

@@ -1,7 +1,9 @@
 package sinktest
 
 import (
+	"context"
 	"fmt"
+	"testing"
 
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/schema"
@@ -43,4 +45,28 @@ func SpanBatch(first, last int64, withNanos bool) *sink.Batch {
 	}
 	b.Ranges = []sink.Range{r}
 	return b
+}
+
+// Sink is a sink as StageLoad uses it.
+type Sink interface {
+	Stage(ctx context.Context, b *sink.Batch) (sink.File, error)
+	Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
+}
+
+// StageLoad stages each batch and loads them in one load, as a pipeline
+// does, failing the test on an error.
+func StageLoad(t testing.TB, s Sink, batches ...*sink.Batch) {
+	t.Helper()
+	ctx := context.Background()
+	files := make([]sink.File, len(batches))
+	for i, b := range batches {
+		f, err := s.Stage(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[i] = f
+	}
+	if _, err := s.Load(ctx, files); err != nil {
+		t.Fatal(err)
+	}
 }
