@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/otel"
@@ -143,4 +144,57 @@ func TestUndeclaredColumnLeftAlone(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM otel_spans WHERE retired IS NULL AND start_time_unix_nano IS NOT NULL`); n != 3 {
 		t.Errorf("%d rows with the undeclared column null and the declared ones loaded, want 3", n)
 	}
+}
+
+// A derived table (genai_operations) grows as the declared table does:
+// here ops created before it declared cost.
+func TestDerivedTableGainsNewColumns(t *testing.T) {
+	ctx := context.Background()
+	opt := testOptions(t.TempDir())
+	opt.Table, opt.Typed, opt.DerivedTable = "spans", &sinktest.Spans, "ops"
+	olderOps := sinktest.Ops
+	olderOps.Columns = olderOps.Columns[:1]
+	for i, derived := range []*schema.Table{&olderOps, &sinktest.Ops} {
+		o := opt
+		o.Derived = derived
+		s, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Load(ctx, stage(t, s, sinktest.DerivedBatch(int64(i*10), int64(i*10+1), 3)))
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt.Derived = &sinktest.Ops
+	s := openWith(t, opt)
+	got := strings.Join(dumpRows(t, s.DB(), `SELECT name, coalesce(cost::VARCHAR, 'null') FROM ops ORDER BY koffset`), "; ")
+	if want := "op 0 null; op 1 null; op 10 3.000000000010; op 11 3.000000000011"; got != want {
+		t.Errorf("ops name cost: %s; want %s", got, want)
+	}
+}
+
+func dumpRows(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var a, b string
+		if err := rows.Scan(&a, &b); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a+" "+b)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
