@@ -327,10 +327,10 @@ func (s *Sink) DerivedIdentifier() table.Identifier { return s.derived }
 // table from before ktopic, ktimestamp and event_time keeps its
 // day(add_time) partition spec: evolving the spec is left to the user,
 // with an engine's ALTER TABLE … ADD PARTITION FIELD, and loads write
-// with the current spec), checks their columns, and refuses a table that has data but no positions
-// unless told to adopt it: starting such a table "from 0" would load
-// everything again, starting it from the group's offsets might skip; only
-// the user can say which is right.
+// with the current spec), checks their columns, and refuses a table that
+// has data but no positions unless told to adopt it: starting such a
+// table "from 0" would load everything again, starting it from the
+// group's offsets might skip; only the user can say which is right.
 func (s *Sink) Prepare(ctx context.Context) error {
 	err := s.cat.CreateNamespace(ctx, table.Identifier{s.opt.Namespace}, nil)
 	if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
