@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
@@ -78,6 +79,13 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 		if err := exec(ctx, tx,
 			watermarkTableSQL,
 			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s AS SELECT *, ''::VARCHAR AS dedup_key FROM %s LIMIT 0`, dst, src),
+		); err != nil {
+			return fmt.Errorf("create %s: %w", d.Target(), err)
+		}
+		if err := mg.growTarget(ctx, tx, d); err != nil {
+			return err
+		}
+		if err := exec(ctx, tx,
 			fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_dedup AS
 				SELECT s.*, %s AS dedup_key FROM %s s LEFT JOIN %s w
 					ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition
@@ -92,7 +100,9 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 		if res.Read == 0 {
 			return nil
 		}
-		r, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s SELECT * EXCLUDE (tl_rn) FROM (
+		// By name: the target of an older release has the source's added
+		// columns after its dedup_key (growTarget).
+		r, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s BY NAME SELECT * EXCLUDE (tl_rn) FROM (
 				SELECT *, row_number() OVER (PARTITION BY dedup_key ORDER BY ktopic, kpartition, koffset, kindex) AS tl_rn FROM tl_dedup)
 			WHERE tl_rn = 1 AND dedup_key NOT IN (SELECT dedup_key FROM %s)`, dst, dst))
 		if err != nil {
@@ -106,6 +116,25 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 	})
 	res.Took = time.Since(start)
 	return res, err
+}
+
+// growTarget adds to a target created before the source gained columns
+// (the sink adds a newly declared column to the source: duckdb.AddColumns)
+// the columns it lacks, so that the copies keep every column; rows kept
+// before read NULL in them, as they do in the source.
+func (mg *Merger) growTarget(ctx context.Context, tx *sql.Tx, d Dedup) error {
+	cols, err := duckdb.TableColumns(ctx, tx, d.Name)
+	if err != nil {
+		return err
+	}
+	added, err := duckdb.AddColumns(ctx, tx, d.Target(), append(cols, duckdb.Column{Name: "dedup_key", Type: "VARCHAR"}))
+	if err != nil {
+		return fmt.Errorf("bring %s up to the columns of %s: %w", d.Target(), d.Name, err)
+	}
+	if len(added) > 0 {
+		mg.log.Info("added the source's new columns to the dedup target; rows kept before read null in them", "table", d.Target(), "columns", len(added))
+	}
+	return nil
 }
 
 // DedupCounts are what verify reports of an OpenTelemetry table's copies.

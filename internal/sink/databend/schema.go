@@ -86,7 +86,9 @@ func typedColumns(t *schema.Table) []column {
 
 // Prepare creates the raw (unless in transform mode, where the table is
 // the user's and must exist), dead-letter and ledger tables if absent, and
-// checks that existing tables have tracelake's columns.
+// checks that existing tables have tracelake's columns. A declared table
+// (Typed, Derived, and the dedup tables built from Typed) created by an
+// older release is given the columns declared since (addColumns).
 func (s *Sink) Prepare(ctx context.Context) error {
 	if s.opt.StreamingLoad {
 		s.log.Info("streaming_load: files go through the query node (/v1/upload_to_stage) and are loaded with COPY in the load's transaction; " +
@@ -96,27 +98,28 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	type tableSpec struct {
 		name, quoted string
 		cols         []column
+		declared     bool // a declared table's (or built from one): grows (addColumns)
 	}
 	specs := []tableSpec{
-		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns},
-		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns},
+		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns, false},
+		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns, false},
 	}
 	if s.opt.Transform {
 		if _, err := ss.query(ctx, "DESC "+s.tables.main); err != nil {
 			return fmt.Errorf("transform mode loads into your table %s; describe it: %w", s.opt.Table, err)
 		}
 	} else {
-		main := rawColumns
-		if s.opt.Typed != nil {
+		main, typed := rawColumns, s.opt.Typed != nil
+		if typed {
 			main = typedColumns(s.opt.Typed)
 		}
-		specs = append([]tableSpec{{s.opt.Table, s.tables.main, main}}, specs...)
+		specs = append([]tableSpec{{s.opt.Table, s.tables.main, main, typed}}, specs...)
 		if s.opt.Derived != nil {
-			specs = append(specs, tableSpec{s.opt.DerivedTable, s.tables.derived, typedColumns(s.opt.Derived)})
+			specs = append(specs, tableSpec{s.opt.DerivedTable, s.tables.derived, typedColumns(s.opt.Derived), true})
 		}
-		if s.opt.Typed != nil {
+		if typed {
 			for _, name := range s.opt.DedupTables {
-				specs = append(specs, tableSpec{name, sqltext.Name(name), append(slices.Clone(main), column{"dedup_key", "VARCHAR", "NULL"})})
+				specs = append(specs, tableSpec{name, sqltext.Name(name), append(slices.Clone(main), column{"dedup_key", "VARCHAR", "NULL"}), true})
 			}
 		}
 	}
@@ -128,6 +131,10 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		res, err := ss.query(ctx, "DESC "+t.quoted)
 		if err != nil {
 			return fmt.Errorf("describe table %s: %w", t.name, err)
+		}
+		if t.declared {
+			errs = append(errs, s.addColumns(ctx, ss, t.name, t.quoted, t.cols, res))
+			continue
 		}
 		if diff := diffColumns(t.cols, res); len(diff) > 0 {
 			errs = append(errs, fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", t.name, strings.Join(diff, "\n  ")))

@@ -408,7 +408,9 @@ func (s *Sink) insertTyped(ctx context.Context, tx *sql.Tx, target string, t *sc
 	if p.ahead != nil && t == s.opt.Typed {
 		src = p.ahead.table // the same columns, read before the load
 	}
-	q := fmt.Sprintf(`INSERT INTO %s SELECT * FROM %s%s`, target, src, where(p.rawFilter))
+	// By name: a table created by an older release has the columns added
+	// since at its end (AddColumns), and may keep columns no longer declared.
+	q := fmt.Sprintf(`INSERT INTO %s BY NAME SELECT * FROM %s%s`, target, src, where(p.rawFilter))
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("insert rows: %w", err)
 	}

@@ -58,8 +58,10 @@ func TypedColumns(t *schema.Table) []Column {
 }
 
 // Prepare creates the raw (raw mode), dead-letter and ledger tables if absent,
-// and checks that existing ones have exactly the expected columns. In
-// transform mode the user's table must exist; its columns are read for loads.
+// and checks that existing ones have exactly the expected columns. A
+// declared table (Typed, Derived) is created, or given the columns a
+// newer release declares (ensureDeclared). In transform mode the user's
+// table must exist; its columns are read for loads.
 func (s *Sink) Prepare(ctx context.Context) error {
 	var errs []error
 	if s.opt.Transform {
@@ -71,9 +73,9 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	} else if s.opt.Typed != nil {
-		errs = append(errs, s.ensure(ctx, s.opt.Table, TypedColumns(s.opt.Typed)))
+		errs = append(errs, s.ensureDeclared(ctx, s.opt.Table, s.opt.Typed))
 		if s.opt.Derived != nil {
-			errs = append(errs, s.ensure(ctx, s.opt.DerivedTable, TypedColumns(s.opt.Derived)))
+			errs = append(errs, s.ensureDeclared(ctx, s.opt.DerivedTable, s.opt.Derived))
 		}
 	} else {
 		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))

@@ -152,11 +152,17 @@ func dedupSchema(t *schema.Table) *iceberggo.Schema {
 func (s *Sink) dedups() bool { return s.opt.Typed != nil && s.opt.DedupTable != "" }
 
 // dedupTarget creates the target (in the main table's namespace,
-// partitioned as it is) or loads it.
+// partitioned as it is) or loads it, adding the columns declared since
+// it was made.
 func (s *Sink) dedupTarget(ctx context.Context) (*table.Table, error) {
 	id, sc := s.sibling(s.opt.DedupTable), dedupSchema(s.opt.Typed)
 	tbl, err := s.createTable(ctx, id, sc, typedSpec(s.opt.Typed, sc))
 	if err != nil {
+		return nil, err
+	}
+	// A target made before the declared table gained columns gains them
+	// too, after its dedup_key.
+	if tbl, err = s.addColumns(ctx, tbl, sc); err != nil {
 		return nil, err
 	}
 	if diff := diffSchema(sc, tbl.Schema()); len(diff) > 0 {

@@ -322,11 +322,15 @@ func (s *Sink) tableIDs() []table.Identifier {
 // DerivedIdentifier is the derived table's (Options.Derived).
 func (s *Sink) DerivedIdentifier() table.Identifier { return s.derived }
 
-// Prepare creates the namespace and the tables if absent, checks existing
-// tables' columns, and refuses a table that has data but no positions
-// unless told to adopt it: starting such a table "from 0" would load
-// everything again, starting it from the group's offsets might skip; only
-// the user can say which is right.
+// Prepare creates the namespace and the tables if absent, adds to existing
+// tables the columns declared since they were created (addColumns; a raw
+// table from before ktopic, ktimestamp and event_time keeps its
+// day(add_time) partition spec: evolving the spec is left to the user,
+// with an engine's ALTER TABLE … ADD PARTITION FIELD, and loads write
+// with the current spec), checks their columns, and refuses a table that
+// has data but no positions unless told to adopt it: starting such a
+// table "from 0" would load everything again, starting it from the
+// group's offsets might skip; only the user can say which is right.
 func (s *Sink) Prepare(ctx context.Context) error {
 	err := s.cat.CreateNamespace(ctx, table.Identifier{s.opt.Namespace}, nil)
 	if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
@@ -341,10 +345,8 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if t.schema == rawSchema {
-			if tbl, err = s.addRawColumns(ctx, tbl); err != nil {
-				return err
-			}
+		if tbl, err = s.addColumns(ctx, tbl, t.schema); err != nil {
+			return err
 		}
 		if diff := diffSchema(t.schema, tbl.Schema()); len(diff) > 0 {
 			return fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", name(t.id), strings.Join(diff, "\n  "))
@@ -464,39 +466,6 @@ func (s *Sink) createTable(ctx context.Context, id table.Identifier, sc *iceberg
 		return nil, fmt.Errorf("create table %s: %w", name(id), err)
 	}
 	return tbl, nil
-}
-
-// addRawColumns adds the raw columns that came after a table was created
-// (addedRawColumns), optional, so that its older rows read null. Its
-// partition spec stays: day(add_time) for tables from before event_time
-// (evolving the spec is left to the user, with an engine's ALTER TABLE …
-// ADD PARTITION FIELD; loads write with the current spec).
-func (s *Sink) addRawColumns(ctx context.Context, tbl *table.Table) (*table.Table, error) {
-	var missing []string
-	for _, col := range addedRawColumns {
-		if _, ok := tbl.Schema().FindFieldByName(col); !ok {
-			missing = append(missing, col)
-		}
-	}
-	if len(missing) == 0 {
-		return tbl, nil
-	}
-	txn := tbl.NewTransaction()
-	update := txn.UpdateSchema(true, false)
-	for _, col := range missing {
-		f, _ := rawSchema.FindFieldByName(col)
-		update = update.AddColumn([]string{col}, f.Type, f.Doc, false, nil)
-	}
-	err := update.Commit()
-	var updated *table.Table
-	if err == nil {
-		updated, err = txn.Commit(ctx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("add columns %s to %s: %w", strings.Join(missing, ", "), name(tbl.Identifier()), err)
-	}
-	s.log.Info("added columns to an existing table", "table", name(tbl.Identifier()), "columns", missing)
-	return updated, nil
 }
 
 // tableProperties are set on the tables tracelake creates. A load commits

@@ -33,14 +33,13 @@ var (
 		iceberggo.NestedField{ID: 4, Name: "raw_data", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 5, Name: "record_metadata", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 6, Name: "add_time", Type: iceberggo.PrimitiveTypes.TimestampTz},
+		// ktopic, ktimestamp and event_time came after the first release:
+		// a raw table without them gets them added (addColumns).
 		iceberggo.NestedField{ID: 7, Name: "ktopic", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 8, Name: "ktimestamp", Type: iceberggo.PrimitiveTypes.TimestampTz},
 		iceberggo.NestedField{ID: 9, Name: eventTimeColumn, Type: iceberggo.PrimitiveTypes.TimestampTz},
 	)
-	// addedRawColumns came after the first release: a raw table without
-	// them gets them added (optional, so its older rows read null).
-	addedRawColumns = []string{"ktopic", "ktimestamp", eventTimeColumn}
-	dlqSchema       = iceberggo.NewSchema(0,
+	dlqSchema = iceberggo.NewSchema(0,
 		iceberggo.NestedField{ID: 1, Name: "topic", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 2, Name: "partition", Type: iceberggo.PrimitiveTypes.Int32},
 		iceberggo.NestedField{ID: 3, Name: "offset", Type: iceberggo.PrimitiveTypes.Int64},

@@ -104,6 +104,7 @@ const (
 	CodeBadArguments           = 1006
 	CodeUnknownTable           = 1025
 	CodeSemanticError          = 1065 // a statement it cannot bind
+	CodeAddColumnExist         = 1108 // ALTER TABLE … ADD COLUMN of a column the table has
 	CodeTableVersionMismatched = 2009
 	CodeOCCRetryFailure        = 2011
 	CodeDuplicatedUpsertFiles  = 2014

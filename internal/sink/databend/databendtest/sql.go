@@ -16,6 +16,7 @@ import (
 var (
 	reCreateTable  = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
 	reDesc         = regexp.MustCompile(`^DESC (\S+)$`)
+	reAddColumn    = regexp.MustCompile(`^ALTER TABLE (\S+) ADD COLUMN (\S+) (.+?)( NULL)?$`)
 	rePresign      = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
 	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+) WHERE topic IN \((.*)\) GROUP BY topic, "partition"$`)
 	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
@@ -121,6 +122,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		}
 		return nil, nil, nil
 	}
+	if m := reAddColumn.FindStringSubmatch(sql); m != nil {
+		return nil, nil, s.addColumn(m[1], unquote(m[2]), m[3])
+	}
 	if m := reDesc.FindStringSubmatch(sql); m != nil {
 		t, err := s.table(m[1])
 		if err != nil {
@@ -212,6 +216,26 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return s.execute(sql, tx)
 	}
 	return nil, nil, fmt.Errorf("fake: statement not modelled: %.120s", sql)
+}
+
+// addColumn runs ALTER TABLE … ADD COLUMN as databend-query does: the
+// column goes after the table's columns, and a column the table has is
+// error 1108 (expression/src/schema.rs TableSchema::add_columns,
+// AddColumnExistError; interpreters/interpreter_table_add_column.rs).
+// The rows stored before hold no value of it, so they read NULL, as
+// Databend's do for a nullable column added without a default
+// (tests/sqllogictests/suites/base/05_ddl/
+// 05_0028_ddl_alter_table_add_drop_column.test, "ADD COLUMN e int").
+func (s *Server) addColumn(quoted, col, typ string) error {
+	t, err := s.table(quoted)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(t.cols, col) {
+		return &codedError{CodeAddColumnExist, fmt.Sprintf("add column %s already exist", col)}
+	}
+	t.cols, t.types = append(t.cols, col), append(t.types, strings.TrimSpace(typ))
+	return nil
 }
 
 // apply writes a transaction's rows and load history.

@@ -1,0 +1,83 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// The Iceberg reader follows a table's schema as it evolves: once the
+// sink of a newer release adds start_time_unix_nano to otel_spans, a
+// reader opened before it answers the column after its next refresh,
+// NULL for the rows written before and the value for those after.
+func TestIcebergReadsAColumnAddedLater(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	start := func(typed *schema.Table, b *sink.Batch) *iceberg.Sink {
+		t.Helper()
+		snk, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+			Namespace: "tracelake", Table: "otel_spans", Typed: typed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { snk.Close() })
+		if err := snk.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sinktest.StageLoad(t, snk, b)
+		return snk
+	}
+	old := start(sinktest.OlderSpans(), sinktest.SpanBatch(0, 4, false))
+	r, err := NewIceberg(ctx, old.Catalog(), []IcebergTable{
+		{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, JSON: jsonNames(&otel.Spans)},
+	}, IcebergOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if _, err := readRows(r, tenancy.One("t1"), `SELECT start_time_unix_nano FROM otel_spans`); err == nil {
+		t.Fatal("the column was read before the table had it")
+	}
+
+	start(&otel.Spans, sinktest.SpanBatch(5, 9, true))
+	if err := r.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readRows(r, tenancy.One("t1"), `SELECT koffset, start_time_unix_nano, span_id FROM otel_spans ORDER BY koffset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for o := range int64(10) {
+		nanos := "(null)"
+		if o >= 5 {
+			nanos = fmt.Sprint(sinktest.SpanNanos(o))
+		}
+		want = append(want, fmt.Sprintf("%d|%s|span %d", o, nanos, o))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("rows:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// jsonNames are a declared table's JSON columns.
+func jsonNames(t *schema.Table) []string {
+	var out []string
+	for _, c := range t.AllColumns() {
+		if c.Type == schema.JSON {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
