@@ -64,9 +64,10 @@ func (ls Labels) Only(c Category) Labels {
 	return out
 }
 
-// Sort sorts ls by name in place and returns it.
+// Sort sorts ls by name in place, keeping the order of equal names, and
+// returns it.
 func (ls Labels) Sort() Labels {
-	slices.SortFunc(ls, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(ls, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
 	return ls
 }
 

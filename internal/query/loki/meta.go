@@ -1,0 +1,323 @@
+package loki
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/query/logql"
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// stream is a stream of the metadata routes, with what it holds in the
+// range asked.
+type stream struct {
+	labels         logql.Labels
+	entries, bytes int64
+}
+
+// streams reads the streams the matchers select in [start, end), each
+// once; every metadata route answers from them, so a tenant learns only
+// the labels and values of its own records.
+func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matcher, start, end int64) ([]stream, error) {
+	var args sqlArgs
+	q := streamsSQL(a.o.Table, ms, start, end, &args)
+	rr, err := a.o.Reader.Query(ctx, scope, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the streams of %s: %w", a.o.Table, err)
+	}
+	defer rr.Release()
+	res := resources{}
+	byKey := map[string]*stream{}
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		service, err1 := textColumn(rec.Column(0))
+		resource, err2 := textColumn(rec.Column(1))
+		number, err3 := intColumn(rec.Column(2))
+		text, err4 := textColumn(rec.Column(3))
+		entries, err5 := intColumn(rec.Column(4))
+		bytes, err6 := intColumn(rec.Column(5))
+		for _, err := range []error{err1, err2, err3, err4, err5, err6} {
+			if err != nil {
+				return nil, err
+			}
+		}
+		for i := range int(rec.NumRows()) {
+			ls := res.get(resource.Value(i)).labels(service.Value(i), int32(number(i)), text.Value(i))
+			k := ls.String()
+			s := byKey[k]
+			if s == nil {
+				s = &stream{labels: ls}
+				byKey[k] = s
+			}
+			s.entries += entries(i)
+			s.bytes += bytes(i)
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return nil, fmt.Errorf("read the streams of %s: %w", a.o.Table, err)
+	}
+	out := make([]stream, 0, len(byKey))
+	for _, s := range byKey {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(x, y stream) int { return strings.Compare(x.labels.String(), y.labels.String()) })
+	return out, nil
+}
+
+// selector reads a stream selector parameter (a log query's selector
+// is taken, its pipeline ignored, as Loki's metadata routes do); none
+// selects every stream.
+func selector(q string) ([]*logql.Matcher, error) {
+	if q == "" {
+		return nil, nil
+	}
+	e, err := logql.Parse(q)
+	if err != nil {
+		return nil, err
+	}
+	log, ok := e.(*logql.LogExpr)
+	if !ok {
+		return nil, badParam("a stream selector is required, got a metric query")
+	}
+	return log.Matchers, nil
+}
+
+// metaRange reads the range and selector of a metadata request.
+func (a *api) metaRange(r *http.Request, param string) ([][]*logql.Matcher, int64, int64, error) {
+	start, end, err := bounds(r, a.now())
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var sels [][]*logql.Matcher
+	for _, q := range r.Form[param] {
+		ms, err := selector(q)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		sels = append(sels, ms)
+	}
+	if len(sels) == 0 {
+		sels = [][]*logql.Matcher{nil}
+	}
+	// Loki's metadata ranges include their end.
+	return sels, start.UnixNano(), end.UnixNano() + 1, nil
+}
+
+// streamsOf reads the streams of every selector, each stream once.
+func (a *api) streamsOf(ctx context.Context, scope tenancy.Scope, sels [][]*logql.Matcher, start, end int64) ([]stream, error) {
+	var all []stream
+	seen := map[string]bool{}
+	for _, ms := range sels {
+		ss, err := a.streams(ctx, scope, ms, start, end)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			if k := s.labels.String(); !seen[k] {
+				seen[k] = true
+				all = append(all, s)
+			}
+		}
+	}
+	return all, nil
+}
+
+// labels answers /loki/api/v1/labels: the names of the stream labels in
+// the range.
+func (a *api) labels(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	if !a.form(w, r) {
+		return
+	}
+	sels, start, end, err := a.metaRange(r, "query")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	names := map[string]bool{}
+	for _, s := range ss {
+		for _, l := range s.labels {
+			names[l.Name] = true
+		}
+	}
+	writeJSON(w, stringsBody(names))
+}
+
+// labelValues answers /loki/api/v1/label/{name}/values.
+func (a *api) labelValues(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	if !a.form(w, r) {
+		return
+	}
+	name := r.PathValue("name")
+	sels, start, end, err := a.metaRange(r, "query")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	values := map[string]bool{}
+	for _, s := range ss {
+		if v, ok := s.labels.Get(name); ok {
+			values[v] = true
+		}
+	}
+	writeJSON(w, stringsBody(values))
+}
+
+func stringsBody(set map[string]bool) []byte {
+	b := []byte(`{"status":"success","data":[`)
+	for i, s := range slices.Sorted(func(yield func(string) bool) {
+		for k := range set {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, "]}"...)
+}
+
+// series answers /loki/api/v1/series: the streams match[] selects.
+func (a *api) series(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	if !a.form(w, r) {
+		return
+	}
+	param := "match[]"
+	if len(r.Form[param]) == 0 {
+		param = "match"
+	}
+	sels, start, end, err := a.metaRange(r, param)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	b := []byte(`{"status":"success","data":[`)
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendLabels(b, s.labels)
+	}
+	writeJSON(w, append(b, "]}"...))
+}
+
+// indexStats answers /loki/api/v1/index/stats (Loki
+// pkg/logproto/indexgateway.proto IndexStatsResponse): streams, chunks,
+// bytes and entries of what the selector selects. There are no chunks
+// here: each stream counts as one, the smallest Loki could hold.
+func (a *api) indexStats(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	if !a.form(w, r) {
+		return
+	}
+	sels, start, end, err := a.metaRange(r, "query")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var entries, bytes int64
+	for _, s := range ss {
+		entries += s.entries
+		bytes += s.bytes
+	}
+	writeJSON(w, fmt.Appendf(nil, `{"streams":%d,"chunks":%d,"bytes":%d,"entries":%d}`, len(ss), len(ss), bytes, entries))
+}
+
+// indexVolume answers /loki/api/v1/index/volume (Loki
+// pkg/querier/http.go VolumeHandler, pkg/storage/stores/index/seriesvolume):
+// the bytes of the selected streams, summed by the labels the selector
+// names (or targetLabels), largest first, at most limit, as a vector at
+// the range's end.
+func (a *api) indexVolume(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	if !a.form(w, r) {
+		return
+	}
+	if by := r.Form.Get("aggregateBy"); by != "" && by != "series" {
+		a.fail(w, r, badParam("aggregateBy %q is not supported: series is", by))
+		return
+	}
+	limit, err := parseLimit(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	sels, start, end, err := a.metaRange(r, "query")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var names []string
+	if t := r.Form.Get("targetLabels"); t != "" {
+		names = strings.Split(t, ",")
+	} else {
+		for _, ms := range sels {
+			for _, m := range ms {
+				names = append(names, m.Name)
+			}
+		}
+	}
+	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	type group struct {
+		labels logql.Labels
+		bytes  int64
+	}
+	groups := map[string]*group{}
+	for _, s := range ss {
+		var ls logql.Labels
+		for _, l := range s.labels {
+			if slices.Contains(names, l.Name) {
+				ls = append(ls, l)
+			}
+		}
+		k := ls.String()
+		if groups[k] == nil {
+			groups[k] = &group{labels: ls}
+		}
+		groups[k].bytes += s.bytes
+	}
+	var vec []logql.Sample
+	for _, g := range groups {
+		vec = append(vec, logql.Sample{Labels: g.labels, T: end - 1, V: float64(g.bytes)})
+	}
+	slices.SortFunc(vec, func(x, y logql.Sample) int {
+		if c := cmp.Compare(y.V, x.V); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Labels.String(), y.Labels.String())
+	})
+	if len(vec) > limit {
+		vec = vec[:limit]
+	}
+	b := []byte(`{"status":"success","data":{"resultType":"vector","result":`)
+	b = appendVector(b, vec)
+	writeJSON(w, append(b, "}}"...))
+}

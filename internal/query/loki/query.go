@@ -1,0 +1,51 @@
+package loki
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/query/logql"
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// query answers /loki/api/v1/query: an instant query.
+func (a *api) query(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	if !a.form(w, r) {
+		return
+	}
+	p, err := instantParams(r, a.now())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.run(w, r, scope, p)
+}
+
+// queryRange answers /loki/api/v1/query_range.
+func (a *api) queryRange(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	if !a.form(w, r) {
+		return
+	}
+	p, err := rangeParams(r, a.now())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.run(w, r, scope, p)
+}
+
+func (a *api) run(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, p logql.Params) {
+	start := time.Now()
+	e, err := logql.Parse(r.Form.Get("query"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	p.Categorize = categorize(r)
+	res, err := logql.Eval(r.Context(), &source{reader: a.o.Reader, scope: scope, table: a.o.Table}, e, p)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, queryBody(res, p.Categorize, time.Since(start)))
+}
