@@ -46,7 +46,8 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 			}
 		}
 		for i := range int(rec.NumRows()) {
-			ls := res.get(resource.Value(i)).labels(service.Value(i), int32(number(i)), text.Value(i))
+			// Copies: Arrow's strings point into buffers the next batch reuses.
+			ls := res.get(strings.Clone(resource.Value(i))).labels(strings.Clone(service.Value(i)), int32(number(i)), strings.Clone(text.Value(i)))
 			k := ls.String()
 			s := byKey[k]
 			if s == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -141,9 +142,12 @@ func entryCols(rec arrow.RecordBatch) (*columns, error) {
 	return c, nil
 }
 
+// read reads row i into r. Arrow's strings point into the batch's
+// buffers, which the next batch reuses: each is copied.
 func (c *columns) read(i int, r *row) {
-	*r = row{ts: c.ts(i), line: c.line.Value(i), service: c.service.Value(i), resource: c.res.Value(i),
-		scope: c.scope.Value(i), attrs: c.attrs.Value(i), scopeName: c.scopeName.Value(i), scopeVersion: c.scopeVersion.Value(i),
-		severityText: c.severityText.Value(i), severityNumber: int32(c.severityNumber(i)), traceID: c.traceID.Value(i),
-		spanID: c.spanID.Value(i), flags: c.flags(i), droppedAttributes: c.dropped(i)}
+	v := func(t text) string { return strings.Clone(t.Value(i)) }
+	*r = row{ts: c.ts(i), line: v(c.line), service: v(c.service), resource: v(c.res),
+		scope: v(c.scope), attrs: v(c.attrs), scopeName: v(c.scopeName), scopeVersion: v(c.scopeVersion),
+		severityText: v(c.severityText), severityNumber: int32(c.severityNumber(i)), traceID: v(c.traceID),
+		spanID: v(c.spanID), flags: c.flags(i), droppedAttributes: c.dropped(i)}
 }
