@@ -109,7 +109,7 @@ func intColumn(a arrow.Array) (ints, error) {
 	case *array.Int16:
 		return func(i int) int64 { return int64(c.Value(i)) }, nil
 	}
-	return nil, fmt.Errorf("read %s: an integer column of type %s", "logs", a.DataType())
+	return nil, fmt.Errorf("read logs: an integer column of type %s", a.DataType())
 }
 
 func textColumn(a arrow.Array) (text, error) {

@@ -155,7 +155,7 @@ func selectSQL(table string, sel logql.Selection, args *sqlArgs) string {
 // streamsSQL is the streams of a selection with their distinct records'
 // count and bytes, for the labels, series and index APIs.
 func streamsSQL(table string, ms []*logql.Matcher, start, end int64, args *sqlArgs) string {
-	return `SELECT service, res, severity_number, severity_text, count(*) AS entries, sum(octet_length(line)) AS bytes FROM (SELECT DISTINCT * FROM (` +
+	return `SELECT service, res, severity_number, severity_text, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes FROM (SELECT DISTINCT * FROM (` +
 		scanSQL(table, ms, start, end, entryColumns, args) + `) WHERE ts >= ` + args.add(start) + ` AND ts < ` + args.add(end) +
 		`) GROUP BY ALL`
 }
