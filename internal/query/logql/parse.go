@@ -17,7 +17,11 @@ var (
 		"stdvar_over_time", "quantile_over_time", "first_over_time", "last_over_time", "absent_over_time"}
 	needUnwrap = []string{"avg_over_time", "sum_over_time", "min_over_time", "max_over_time", "stddev_over_time",
 		"stdvar_over_time", "quantile_over_time", "first_over_time", "last_over_time", "rate_counter"}
-	noUnwrap  = []string{"count_over_time", "bytes_over_time", "bytes_rate", "absent_over_time"}
+	noUnwrap = []string{"count_over_time", "bytes_over_time", "bytes_rate", "absent_over_time"}
+	// groupingOps are the range aggregations that take by/without (Loki
+	// RangeAggregationExpr.validate).
+	groupingOps = []string{"avg_over_time", "stddev_over_time", "stdvar_over_time", "quantile_over_time",
+		"max_over_time", "min_over_time", "first_over_time", "last_over_time"}
 	vectorOps = []string{"sum", "avg", "count", "max", "min", "stddev", "stdvar", "topk", "bottomk", "sort", "sort_desc"}
 	// binary operators by precedence, lowest first (PromQL's, which
 	// LogQL keeps).
@@ -59,6 +63,9 @@ func checkMetric(e Expr) error {
 	case *LogExpr:
 		return &ParseError{Msg: "a log query cannot be used as a metric: wrap it in a range aggregation such as count_over_time"}
 	case *BinaryExpr:
+		if isSetOp(x.Op) && (isScalar(x.LHS) || isScalar(x.RHS)) {
+			return &ParseError{Msg: fmt.Sprintf("unexpected literal for right leg of logical/set binary operation (%s)", x.Op)}
+		}
 		if err := checkMetric(x.LHS); err != nil {
 			return err
 		}
@@ -69,6 +76,18 @@ func checkMetric(e Expr) error {
 		return checkMetric(x.Inner)
 	}
 	return nil
+}
+
+// isScalar says whether e is a number: a literal, or an operation on
+// numbers.
+func isScalar(e Expr) bool {
+	switch x := e.(type) {
+	case *Literal:
+		return true
+	case *BinaryExpr:
+		return isScalar(x.LHS) && isScalar(x.RHS)
+	}
+	return false
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -382,9 +401,16 @@ func (p *parser) rangeAggr() (Expr, error) {
 	}
 	if p.isIdent("offset") {
 		p.next()
+		neg := p.isOp("-")
+		if neg {
+			p.next()
+		}
 		t := p.next()
 		if r.Offset, err = ParseDuration(t.text); err != nil {
 			return nil, p.errorf(t, "invalid offset %s", t)
+		}
+		if neg {
+			r.Offset = -r.Offset
 		}
 	}
 	if err := p.expectOp(")"); err != nil {
@@ -398,7 +424,7 @@ func (p *parser) rangeAggr() (Expr, error) {
 		return nil, p.errorf(opTok, "invalid aggregation %s without unwrap", r.Op)
 	case slices.Contains(noUnwrap, r.Op) && r.Unwrap != nil:
 		return nil, p.errorf(opTok, "invalid aggregation %s with unwrap", r.Op)
-	case r.Grouping != nil && r.Unwrap == nil:
+	case r.Grouping != nil && !slices.Contains(groupingOps, r.Op):
 		return nil, p.errorf(opTok, "grouping not allowed for %s aggregation", r.Op)
 	}
 	return r, nil
@@ -564,7 +590,7 @@ func (p *parser) lineFilter() (Stage, error) {
 	}
 	if f.Op == LinePattern {
 		for _, v := range f.Values {
-			pp, err := compilePattern(v)
+			pp, err := compilePattern(v, false)
 			if err != nil {
 				return nil, err
 			}
@@ -592,7 +618,7 @@ func (p *parser) stage() (Stage, error) {
 				if ps.re, err = compileRegexpParser(arg); err != nil {
 					return nil, err
 				}
-			} else if ps.pattern, err = compilePattern(arg); err != nil {
+			} else if ps.pattern, err = compilePattern(arg, true); err != nil {
 				return nil, err
 			}
 			return ps, nil

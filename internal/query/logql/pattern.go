@@ -13,7 +13,9 @@ type patternPart struct {
 	isCap   bool
 }
 
-func compilePattern(in string) ([]patternPart, error) {
+// compilePattern reads a pattern; the pattern parser's must capture
+// (needCapture), the |> line filter's need not.
+func compilePattern(in string, needCapture bool) ([]patternPart, error) {
 	var parts []patternPart
 	rest := in
 	for rest != "" {
@@ -53,19 +55,10 @@ func compilePattern(in string) ([]patternPart, error) {
 			named++
 		}
 	}
-	if named == 0 && !hasCapture(parts) {
+	if needCapture && named == 0 {
 		return nil, &ParseError{Msg: "at least one capture is required"}
 	}
 	return parts, nil
-}
-
-func hasCapture(parts []patternPart) bool {
-	for _, p := range parts {
-		if p.isCap {
-			return true
-		}
-	}
-	return false
 }
 
 func appendLiteral(parts []patternPart, s string) []patternPart {
