@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -165,8 +164,7 @@ func (ev *evaluator) logs(ctx context.Context, log *LogExpr) (*Result, error) {
 		sel.Limit = ev.p.Limit
 	}
 	pl := &pipeline{stages: rest}
-	streams := map[string]*Stream{}
-	var order []string
+	var streams ByLabels[Stream]
 	n := 0
 	err := ev.src.Select(ctx, sel, func(e *Entry) error {
 		ev.entries++
@@ -182,13 +180,7 @@ func (ev *evaluator) logs(ctx context.Context, log *LogExpr) (*Result, error) {
 			key = ls.Only(CatStream)
 			se.Metadata, se.Parsed = ls.Only(CatMetadata), ls.Only(CatParsed)
 		}
-		k := key.String()
-		s := streams[k]
-		if s == nil {
-			s = &Stream{Labels: key}
-			streams[k] = s
-			order = append(order, k)
-		}
+		s := streams.At(key, func() *Stream { return &Stream{Labels: key} })
 		s.Entries = append(s.Entries, se)
 		n++
 		if ev.p.Limit > 0 && n >= ev.p.Limit {
@@ -200,9 +192,8 @@ func (ev *evaluator) logs(ctx context.Context, log *LogExpr) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Type: "streams", Streams: []Stream{}, Entries: ev.entries, Bytes: ev.bytes}
-	slices.Sort(order)
-	for _, k := range order {
-		res.Streams = append(res.Streams, *streams[k])
+	for _, s := range streams.Sorted() {
+		res.Streams = append(res.Streams, *s)
 	}
 	return res, nil
 }
@@ -283,11 +274,7 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 	sel := Selection{Matchers: r.Log.Matchers, Filters: filters, Forward: true,
 		Start: first - int64(r.Offset) - int64(r.Range) + 1, End: last - int64(r.Offset) + 1}
 	pl := &pipeline{stages: rest, unwrap: r.Unwrap}
-	type series struct {
-		labels Labels
-		points []Point
-	}
-	all := map[string]*series{}
+	var all ByLabels[Series]
 	err := ev.src.Select(ctx, sel, func(e *Entry) error {
 		ev.entries++
 		ev.bytes += int64(len(e.Line))
@@ -299,40 +286,28 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 		if r.Grouping != nil {
 			ls = group(r.Grouping, ls)
 		}
-		k := ls.String()
-		s := all[k]
-		if s == nil {
-			if errKind, bad := ls.Get(ErrorLabel); bad {
-				return &QueryError{fmt.Sprintf("pipeline error: '%s' for series: '%s'. Use a label filter to intentionally skip this error. (e.g | __error__!=\"%s\"). To skip all potential errors you can match empty errors.(e.g __error__=\"\") The label filter can also be specified after unwrap. (e.g | unwrap latency | __error__=\"\" )", errKind, k, errKind)}
-			}
-			s = &series{labels: ls}
-			all[k] = s
+		if errKind, bad := ls.Get(ErrorLabel); bad {
+			return &QueryError{fmt.Sprintf("pipeline error: '%s' for series: '%s'. Use a label filter to intentionally skip this error. (e.g | __error__!=\"%s\"). To skip all potential errors you can match empty errors.(e.g __error__=\"\") The label filter can also be specified after unwrap. (e.g | unwrap latency | __error__=\"\" )", errKind, ls, errKind)}
 		}
-		s.points = append(s.points, Point{T: e.TS, V: v})
+		s := all.At(ls, func() *Series { return &Series{Labels: ls} })
+		s.Points = append(s.Points, Point{T: e.TS, V: v})
 		return nil
 	})
 	if err != nil {
 		return value{}, err
 	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range all {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	series := all.Sorted()
 	vs := make([][]Sample, len(ev.steps))
 	for i, t := range ev.steps {
 		hi := t - int64(r.Offset)
 		lo := hi - int64(r.Range)
-		for _, k := range keys {
-			s := all[k]
-			from, _ := slices.BinarySearchFunc(s.points, lo+1, func(p Point, t int64) int { return cmpInt(p.T, t) })
-			to, _ := slices.BinarySearchFunc(s.points, hi+1, func(p Point, t int64) int { return cmpInt(p.T, t) })
+		for _, s := range series {
+			from, _ := slices.BinarySearchFunc(s.Points, lo+1, func(p Point, t int64) int { return cmpInt(p.T, t) })
+			to, _ := slices.BinarySearchFunc(s.Points, hi+1, func(p Point, t int64) int { return cmpInt(p.T, t) })
 			if from == to {
 				continue
 			}
-			vs[i] = append(vs[i], Sample{Labels: s.labels, T: t, V: rangeFunc(r, s.points[from:to])})
+			vs[i] = append(vs[i], Sample{Labels: s.Labels, T: t, V: rangeFunc(r, s.Points[from:to])})
 		}
 		if r.Op == "absent_over_time" && len(vs[i]) == 0 {
 			vs[i] = []Sample{{Labels: absentLabels(r.Log.Matchers), T: t, V: 1}}
@@ -376,22 +351,16 @@ func absentLabels(ms []*Matcher) Labels {
 
 // toMatrix turns a vector per step into series, sorted by labels.
 func toMatrix(vs [][]Sample) []Series {
-	byKey := map[string]*Series{}
+	var all ByLabels[Series]
 	for _, v := range vs {
 		for _, s := range v {
-			k := s.Labels.String()
-			se := byKey[k]
-			if se == nil {
-				se = &Series{Labels: s.Labels}
-				byKey[k] = se
-			}
+			se := all.At(s.Labels, func() *Series { return &Series{Labels: s.Labels} })
 			se.Points = append(se.Points, Point{T: s.T, V: s.V})
 		}
 	}
-	out := make([]Series, 0, len(byKey))
-	for _, s := range byKey {
+	out := []Series{}
+	for _, s := range all.Sorted() {
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(a, b Series) int { return strings.Compare(a.Labels.String(), b.Labels.String()) })
 	return out
 }

@@ -215,18 +215,26 @@ func (p *parser) labelList() ([]string, error) {
 		return nil, err
 	}
 	var names []string
-	for !p.isOp(")") {
+	err := p.list(")", func() error {
 		n, err := p.expectIdent()
-		if err != nil {
-			return nil, err
-		}
 		names = append(names, n)
+		return err
+	})
+	return names, err
+}
+
+// list parses comma-separated items up to close, which it consumes.
+func (p *parser) list(close string, item func() error) error {
+	for !p.isOp(close) {
+		if err := item(); err != nil {
+			return err
+		}
 		if !p.isOp(",") {
 			break
 		}
 		p.next()
 	}
-	return names, p.expectOp(")")
+	return p.expectOp(close)
 }
 
 func (p *parser) unary() (Expr, error) {
@@ -504,18 +512,12 @@ func (p *parser) selector() ([]*Matcher, error) {
 		return nil, err
 	}
 	var ms []*Matcher
-	for !p.isOp("}") {
+	err := p.list("}", func() error {
 		m, err := p.matcher(false)
-		if err != nil {
-			return nil, err
-		}
 		ms = append(ms, m)
-		if !p.isOp(",") {
-			break
-		}
-		p.next()
-	}
-	if err := p.expectOp("}"); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	if len(ms) == 0 {

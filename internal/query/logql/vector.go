@@ -143,23 +143,14 @@ func aggregate(a *VectorAggr, v []Sample) []Sample {
 		labels  Labels
 		samples []Sample
 	}
-	buckets := map[string]*bucket{}
-	var order []string
+	var buckets ByLabels[bucket]
 	for _, s := range v {
 		ls := group(g, s.Labels)
-		k := ls.String()
-		b := buckets[k]
-		if b == nil {
-			b = &bucket{labels: ls}
-			buckets[k] = b
-			order = append(order, k)
-		}
+		b := buckets.At(ls, func() *bucket { return &bucket{labels: ls} })
 		b.samples = append(b.samples, s)
 	}
-	slices.Sort(order)
 	var out []Sample
-	for _, k := range order {
-		b := buckets[k]
+	for _, b := range buckets.Sorted() {
 		t := b.samples[0].T
 		switch a.Op {
 		case "topk", "bottomk":
@@ -215,13 +206,12 @@ func cmpFloat(a, b float64) int {
 func binary(b *BinaryExpr, l, r value, steps []int64) (value, error) {
 	switch {
 	case l.scalar && r.scalar:
+		if isComparison(b.Op) && !b.ReturnBool {
+			return value{}, &QueryError{"comparisons between scalars must use BOOL modifier"}
+		}
 		out := make([]float64, len(steps))
 		for i := range steps {
-			v, keep := arith(b.Op, l.scalars[i], r.scalars[i])
-			if !keep && !b.ReturnBool && isComparison(b.Op) {
-				return value{}, &QueryError{"comparisons between scalars must use the bool modifier"}
-			}
-			out[i] = v
+			out[i], _ = arith(b.Op, l.scalars[i], r.scalars[i])
 		}
 		return value{scalar: true, scalars: out}, nil
 	case l.scalar || r.scalar:
@@ -239,17 +229,10 @@ func binary(b *BinaryExpr, l, r value, steps []int64) (value, error) {
 				if scalarLeft {
 					x, y = y, x
 				}
-				v, keep := arith(b.Op, x, y)
-				if isComparison(b.Op) {
-					if b.ReturnBool {
-						v = boolValue(keep)
-					} else if !keep {
-						continue
-					} else {
-						v = s.V
-					}
+				v, keep := result(b, x, y, s.V)
+				if keep {
+					vs[i] = append(vs[i], Sample{Labels: s.Labels, T: s.T, V: v})
 				}
-				vs[i] = append(vs[i], Sample{Labels: s.Labels, T: s.T, V: v})
 			}
 		}
 		return value{vectors: vs}, nil
@@ -300,6 +283,20 @@ func arith(op string, x, y float64) (float64, bool) {
 		return boolValue(x <= y), x <= y
 	}
 	return math.NaN(), false
+}
+
+// result is a sample's value after op on x and y, or keep false when a
+// comparison without bool drops it (one that holds keeps the vector's
+// own value, orig).
+func result(b *BinaryExpr, x, y, orig float64) (float64, bool) {
+	v, holds := arith(b.Op, x, y)
+	switch {
+	case !isComparison(b.Op):
+		return v, true
+	case b.ReturnBool:
+		return boolValue(holds), true
+	}
+	return orig, holds
 }
 
 // matchKey is the labels two samples are matched on.
@@ -359,18 +356,9 @@ func vectorBinary(b *BinaryExpr, lhs, rhs []Sample) []Sample {
 		if !manyLeft {
 			x, y = y, x
 		}
-		v, keep := arith(b.Op, x, y)
-		ls := resultLabels(b, s.Labels, o.Labels)
-		if isComparison(b.Op) {
-			if b.ReturnBool {
-				v = boolValue(keep)
-			} else if !keep {
-				continue
-			} else {
-				v = x
-			}
+		if v, keep := result(b, x, y, x); keep {
+			out = append(out, Sample{Labels: resultLabels(b, s.Labels, o.Labels), T: s.T, V: v})
 		}
-		out = append(out, Sample{Labels: ls, T: s.T, V: v})
 	}
 	return out
 }

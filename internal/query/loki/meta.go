@@ -31,7 +31,7 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 	}
 	defer rr.Release()
 	res := resources{}
-	byKey := map[string]*stream{}
+	var all logql.ByLabels[stream]
 	for rr.Next() {
 		rec := rr.RecordBatch()
 		service, err1 := textColumn(rec.Column(0))
@@ -48,12 +48,7 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 		for i := range int(rec.NumRows()) {
 			// Copies: Arrow's strings point into buffers the next batch reuses.
 			ls := res.get(strings.Clone(resource.Value(i))).labels(strings.Clone(service.Value(i)), int32(number(i)), strings.Clone(text.Value(i)))
-			k := ls.String()
-			s := byKey[k]
-			if s == nil {
-				s = &stream{labels: ls}
-				byKey[k] = s
-			}
+			s := all.At(ls, func() *stream { return &stream{labels: ls} })
 			s.entries += entries(i)
 			s.bytes += bytes(i)
 		}
@@ -61,11 +56,10 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 	if err := rr.Err(); err != nil {
 		return nil, fmt.Errorf("read the streams of %s: %w", a.o.Table, err)
 	}
-	out := make([]stream, 0, len(byKey))
-	for _, s := range byKey {
+	var out []stream
+	for _, s := range all.Sorted() {
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(x, y stream) int { return strings.Compare(x.labels.String(), y.labels.String()) })
 	return out, nil
 }
 
@@ -108,6 +102,27 @@ func (a *api) metaRange(r *http.Request, param string) ([][]*logql.Matcher, int6
 	return sels, start.UnixNano(), end.UnixNano() + 1, nil
 }
 
+// metaStreams does what every metadata route does first: it reads the
+// form, the range and the selectors of param, and the streams they
+// select; ok false when it answered an error.
+func (a *api) metaStreams(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, param string) (ss []stream, sels [][]*logql.Matcher, end int64, ok bool) {
+	if !a.form(w, r) {
+		return nil, nil, 0, false
+	}
+	if param == "match[]" && len(r.Form[param]) == 0 {
+		param = "match"
+	}
+	sels, start, end, err := a.metaRange(r, param)
+	if err == nil {
+		ss, err = a.streamsOf(r.Context(), scope, sels, start, end)
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return nil, nil, 0, false
+	}
+	return ss, sels, end, true
+}
+
 // streamsOf reads the streams of every selector, each stream once.
 func (a *api) streamsOf(ctx context.Context, scope tenancy.Scope, sels [][]*logql.Matcher, start, end int64) ([]stream, error) {
 	var all []stream
@@ -130,17 +145,8 @@ func (a *api) streamsOf(ctx context.Context, scope tenancy.Scope, sels [][]*logq
 // labels answers /loki/api/v1/labels: the names of the stream labels in
 // the range.
 func (a *api) labels(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	if !a.form(w, r) {
-		return
-	}
-	sels, start, end, err := a.metaRange(r, "query")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
-	if err != nil {
-		a.fail(w, r, err)
+	ss, _, _, ok := a.metaStreams(w, r, scope, "query")
+	if !ok {
 		return
 	}
 	names := map[string]bool{}
@@ -154,20 +160,11 @@ func (a *api) labels(w http.ResponseWriter, r *http.Request, scope tenancy.Scope
 
 // labelValues answers /loki/api/v1/label/{name}/values.
 func (a *api) labelValues(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	if !a.form(w, r) {
+	ss, _, _, ok := a.metaStreams(w, r, scope, "query")
+	if !ok {
 		return
 	}
 	name := r.PathValue("name")
-	sels, start, end, err := a.metaRange(r, "query")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
 	values := map[string]bool{}
 	for _, s := range ss {
 		if v, ok := s.labels.Get(name); ok {
@@ -196,21 +193,8 @@ func stringsBody(set map[string]bool) []byte {
 
 // series answers /loki/api/v1/series: the streams match[] selects.
 func (a *api) series(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	if !a.form(w, r) {
-		return
-	}
-	param := "match[]"
-	if len(r.Form[param]) == 0 {
-		param = "match"
-	}
-	sels, start, end, err := a.metaRange(r, param)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
-	if err != nil {
-		a.fail(w, r, err)
+	ss, _, _, ok := a.metaStreams(w, r, scope, "match[]")
+	if !ok {
 		return
 	}
 	b := []byte(`{"status":"success","data":[`)
@@ -228,17 +212,8 @@ func (a *api) series(w http.ResponseWriter, r *http.Request, scope tenancy.Scope
 // bytes and entries of what the selector selects. There are no chunks
 // here: each stream counts as one, the smallest Loki could hold.
 func (a *api) indexStats(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	if !a.form(w, r) {
-		return
-	}
-	sels, start, end, err := a.metaRange(r, "query")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
-	if err != nil {
-		a.fail(w, r, err)
+	ss, _, _, ok := a.metaStreams(w, r, scope, "query")
+	if !ok {
 		return
 	}
 	var entries, bytes int64
@@ -255,7 +230,8 @@ func (a *api) indexStats(w http.ResponseWriter, r *http.Request, scope tenancy.S
 // names (or targetLabels), largest first, at most limit, as a vector at
 // the range's end.
 func (a *api) indexVolume(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	if !a.form(w, r) {
+	ss, sels, end, ok := a.metaStreams(w, r, scope, "query")
+	if !ok {
 		return
 	}
 	if by := r.Form.Get("aggregateBy"); by != "" && by != "series" {
@@ -263,11 +239,6 @@ func (a *api) indexVolume(w http.ResponseWriter, r *http.Request, scope tenancy.
 		return
 	}
 	limit, err := parseLimit(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	sels, start, end, err := a.metaRange(r, "query")
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -282,16 +253,7 @@ func (a *api) indexVolume(w http.ResponseWriter, r *http.Request, scope tenancy.
 			}
 		}
 	}
-	ss, err := a.streamsOf(r.Context(), scope, sels, start, end)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	type group struct {
-		labels logql.Labels
-		bytes  int64
-	}
-	groups := map[string]*group{}
+	var groups logql.ByLabels[logql.Sample]
 	for _, s := range ss {
 		var ls logql.Labels
 		for _, l := range s.labels {
@@ -299,15 +261,12 @@ func (a *api) indexVolume(w http.ResponseWriter, r *http.Request, scope tenancy.
 				ls = append(ls, l)
 			}
 		}
-		k := ls.String()
-		if groups[k] == nil {
-			groups[k] = &group{labels: ls}
-		}
-		groups[k].bytes += s.bytes
+		g := groups.At(ls, func() *logql.Sample { return &logql.Sample{Labels: ls, T: end - 1} })
+		g.V += float64(s.bytes)
 	}
 	var vec []logql.Sample
-	for _, g := range groups {
-		vec = append(vec, logql.Sample{Labels: g.labels, T: end - 1, V: float64(g.bytes)})
+	for _, g := range groups.Sorted() {
+		vec = append(vec, *g)
 	}
 	slices.SortFunc(vec, func(x, y logql.Sample) int {
 		if c := cmp.Compare(y.V, x.V); c != 0 {
