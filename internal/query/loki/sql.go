@@ -70,6 +70,11 @@ func matcherSQL(m *logql.Matcher, args *sqlArgs) string {
 	}
 	switch m.Op {
 	case logql.MatchEq:
+		if m.Name == serviceLabel && m.Value != unknownService {
+			// On the column itself, so that the scan filters by it
+			// before it reads the other columns of a row.
+			return "service_name = " + args.add(m.Value)
+		}
 		return expr + " = " + args.add(m.Value)
 	case logql.MatchNotEq:
 		return expr + " <> " + args.add(m.Value)
