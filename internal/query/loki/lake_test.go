@@ -38,6 +38,8 @@ type record struct {
 	text     string
 	body     string
 	attrs    map[string]any
+	// observedOnly: the record has no time, only an observed time.
+	observedOnly bool
 }
 
 // lakeRecords are two tenants' records. Tenant a: checkout (in
@@ -70,7 +72,11 @@ func message(t testing.TB, r record) []byte {
 		rl.Resource().Attributes().PutStr(k, r.resource[k])
 	}
 	lr := rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
-	lr.SetTimestamp(pcommon.NewTimestampFromTime(t0.Add(r.at)))
+	if r.observedOnly {
+		lr.SetObservedTimestamp(pcommon.NewTimestampFromTime(t0.Add(r.at)))
+	} else {
+		lr.SetTimestamp(pcommon.NewTimestampFromTime(t0.Add(r.at)))
+	}
 	lr.SetSeverityNumber(r.severity)
 	lr.SetSeverityText(r.text)
 	lr.Body().SetStr(r.body)
@@ -147,10 +153,16 @@ func (l *lake) load(t testing.TB, tenants []string, values [][]byte) {
 // loaded twice); the tenant is X-Scope-OrgID's, required.
 func server(t *testing.T) *httptest.Server {
 	t.Helper()
+	return serverOf(t, append([]record{lakeRecords[0]}, lakeRecords...))
+}
+
+// serverOf serves the Loki API over a lake holding records.
+func serverOf(t *testing.T, records []record) *httptest.Server {
+	t.Helper()
 	l := newLake(t)
 	var tenants []string
 	var msgs [][]byte
-	for _, r := range append([]record{lakeRecords[0]}, lakeRecords...) {
+	for _, r := range records {
 		tenants = append(tenants, r.tenant)
 		msgs = append(msgs, message(t, r))
 	}

@@ -1,6 +1,8 @@
 package loki
 
 import (
+	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -131,4 +133,62 @@ func TestMetricQueries(t *testing.T) {
 	// queryUtils/ datasource.ts getLogsVolumeDataProvider).
 	check(`sum by (level, detected_level) (count_over_time({service_name="checkout"} | drop __error__[10s]))`,
 		map[string][]float64{"map[detected_level:error]": {1}, "map[detected_level:info]": {1}, "map[detected_level:warn]": {1}})
+}
+
+// TestRecordWithoutTime: a record with only an observed time is found
+// at that time, as Loki stores it; POST takes the parameters as a form.
+func TestRecordWithoutTime(t *testing.T) {
+	srv := serverOf(t, []record{{tenant: "a", resource: map[string]string{"service.name": "cron"}, at: 5 * time.Second, body: "tick", observedOnly: true}})
+	resp, err := http.PostForm(srv.URL+"/loki/api/v1/query_range", window(`{service_name="cron"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("POST without a tenant: %d", resp.StatusCode)
+	}
+	req, err := http.NewRequest("POST", srv.URL+"/loki/api/v1/query_range", strings.NewReader(window(`{service_name="cron"}`).Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Scope-OrgID", "a")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s %v", resp.StatusCode, body, err)
+	}
+	_, frames := decodeGrafana(t, body)
+	if f := frames[0]; len(f.lines) != 1 || f.lines[0] != "tick" || !f.times[0].Equal(t0.Add(5*time.Second)) || f.labels[0]["detected_level"] != "unknown" {
+		t.Fatalf("%+v", f)
+	}
+}
+
+// TestRefusals: malformed queries and parameters are the caller's
+// errors (400, Loki's messages), as are pipeline errors of metric
+// queries.
+func TestRefusals(t *testing.T) {
+	srv := server(t)
+	for _, c := range []struct {
+		path   string
+		params url.Values
+		msg    string
+	}{
+		{"/loki/api/v1/query_range", window(`{service_name="checkout"`), "parse error"},
+		{"/loki/api/v1/query_range", window(`{service_name=~".*"}`), "at least one"},
+		{"/loki/api/v1/query_range", window(`{service_name="checkout"}`, "limit", "0"), "limit must be a positive value"},
+		{"/loki/api/v1/query_range", window(`{service_name="checkout"}`, "direction", "sideways"), "invalid direction"},
+		{"/loki/api/v1/query_range", window(`rate({service_name="checkout"}[1m])`, "step", "1ms", "end", ns(t0.Add(time.Hour))), "exceeded maximum resolution"},
+		{"/loki/api/v1/query_range", window(`sum(count_over_time({service_name="checkout"} | json [1m]))`), "JSONParserErr"},
+		{"/loki/api/v1/labels", window(`sum(rate({a="b"}[1m]))`), "stream selector"},
+	} {
+		status, body := get(t, srv, "a", c.path, c.params)
+		if status != http.StatusBadRequest || !strings.Contains(string(body), c.msg) {
+			t.Errorf("%s %v: %d %s, want 400 with %q", c.path, c.params.Get("query"), status, body, c.msg)
+		}
+	}
 }
