@@ -1,6 +1,7 @@
 package logql
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -302,8 +303,8 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 		hi := t - int64(r.Offset)
 		lo := hi - int64(r.Range)
 		for _, s := range series {
-			from, _ := slices.BinarySearchFunc(s.Points, lo+1, func(p Point, t int64) int { return cmpInt(p.T, t) })
-			to, _ := slices.BinarySearchFunc(s.Points, hi+1, func(p Point, t int64) int { return cmpInt(p.T, t) })
+			from, _ := slices.BinarySearchFunc(s.Points, lo+1, func(p Point, t int64) int { return cmp.Compare(p.T, t) })
+			to, _ := slices.BinarySearchFunc(s.Points, hi+1, func(p Point, t int64) int { return cmp.Compare(p.T, t) })
 			if from == to {
 				continue
 			}
@@ -316,16 +317,6 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 		}
 	}
 	return value{vectors: vs}, nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // metricLabels are an entry's labels as a series' (sorted, no category).

@@ -173,40 +173,35 @@ func filterLabels(f LabelFilter, b *builder) bool {
 		r := filterLabels(x.Right, b)
 		return l || r
 	case *NumberFilter:
-		v, ok := b.get(x.Name)
-		if !ok {
-			return false
-		}
-		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
-			b.setErr(errLabelFilter, err.Error())
-			return true
-		}
-		return compare(x.Op, n, x.Value)
+		return filterNumber(b, x.Name, x.Op, x.Value, func(v string) (float64, error) {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		})
 	case *DurationFilter:
-		v, ok := b.get(x.Name)
-		if !ok {
-			return false
-		}
-		d, err := ParseDuration(v)
-		if err != nil {
-			b.setErr(errLabelFilter, err.Error())
-			return true
-		}
-		return compare(x.Op, float64(d), float64(x.Value))
+		return filterNumber(b, x.Name, x.Op, float64(x.Value), func(v string) (float64, error) {
+			d, err := ParseDuration(v)
+			return float64(d), err
+		})
 	case *BytesFilter:
-		v, ok := b.get(x.Name)
-		if !ok {
-			return false
-		}
-		n, err := ParseBytes(v)
-		if err != nil {
-			b.setErr(errLabelFilter, err.Error())
-			return true
-		}
-		return compare(x.Op, float64(n), float64(x.Value))
+		return filterNumber(b, x.Name, x.Op, float64(x.Value), func(v string) (float64, error) {
+			n, err := ParseBytes(v)
+			return float64(n), err
+		})
 	}
 	return false
+}
+
+// filterNumber compares label name, read by parse, with value.
+func filterNumber(b *builder, name string, op CmpOp, value float64, parse func(string) (float64, error)) bool {
+	v, ok := b.get(name)
+	if !ok {
+		return false
+	}
+	n, err := parse(v)
+	if err != nil {
+		b.setErr(errLabelFilter, err.Error())
+		return true
+	}
+	return compare(op, n, value)
 }
 
 func compare(op CmpOp, a, b float64) bool {

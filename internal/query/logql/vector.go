@@ -1,6 +1,7 @@
 package logql
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -127,7 +128,7 @@ func aggregate(a *VectorAggr, v []Sample) []Sample {
 	if a.Op == "sort" || a.Op == "sort_desc" {
 		out := slices.Clone(v)
 		slices.SortStableFunc(out, func(x, y Sample) int {
-			c := cmpFloat(x.V, y.V)
+			c := cmp.Compare(x.V, y.V)
 			if a.Op == "sort_desc" {
 				c = -c
 			}
@@ -157,9 +158,9 @@ func aggregate(a *VectorAggr, v []Sample) []Sample {
 			ss := slices.Clone(b.samples)
 			slices.SortStableFunc(ss, func(x, y Sample) int {
 				if a.Op == "topk" {
-					return cmpFloat(y.V, x.V)
+					return cmp.Compare(y.V, x.V)
 				}
-				return cmpFloat(x.V, y.V)
+				return cmp.Compare(x.V, y.V)
 			})
 			out = append(out, ss[:min(int(a.Param), len(ss))]...)
 			continue
@@ -188,16 +189,6 @@ func aggregate(a *VectorAggr, v []Sample) []Sample {
 		out = append(out, Sample{Labels: b.labels, T: t, V: val})
 	}
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // binary evaluates a binary operation at every step (Prometheus's

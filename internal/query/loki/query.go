@@ -10,32 +10,25 @@ import (
 
 // query answers /loki/api/v1/query: an instant query.
 func (a *api) query(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	if !a.form(w, r) {
-		return
-	}
-	p, err := instantParams(r, a.now())
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	a.run(w, r, scope, p)
+	a.run(w, r, scope, instantParams)
 }
 
 // queryRange answers /loki/api/v1/query_range.
 func (a *api) queryRange(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	a.run(w, r, scope, rangeParams)
+}
+
+// run answers a query whose parameters params reads.
+func (a *api) run(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, params func(*http.Request, time.Time) (logql.Params, error)) {
+	start := time.Now()
 	if !a.form(w, r) {
 		return
 	}
-	p, err := rangeParams(r, a.now())
+	p, err := params(r, a.now())
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.run(w, r, scope, p)
-}
-
-func (a *api) run(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, p logql.Params) {
-	start := time.Now()
 	e, err := logql.Parse(r.Form.Get("query"))
 	if err != nil {
 		a.fail(w, r, err)

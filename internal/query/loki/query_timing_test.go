@@ -7,13 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
-	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -23,17 +20,8 @@ import (
 // "timeout".
 func logsOverADay(b *testing.B, n int) *query.DuckDB {
 	b.Helper()
-	dir := b.TempDir()
-	s, err := duckdb.Open(duckdb.Options{Path: filepath.Join(dir, "logs.duckdb"), StageDir: filepath.Join(dir, "stage"),
-		Table: otel.Logs.Name, Typed: &otel.Logs, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	l := newLake(b)
 	ctx := context.Background()
-	if err := s.Prepare(ctx); err != nil {
-		b.Fatal(err)
-	}
 	day := int64(24 * time.Hour / time.Microsecond)
 	insert := fmt.Sprintf(`INSERT INTO otel_logs (tenant_id, service_name, "time", observed_time, severity_text, severity_number, body,
 			resource_attributes, log_attributes, time_unix_nano)
@@ -43,15 +31,11 @@ func logsOverADay(b *testing.B, n int) *query.DuckDB {
 			('{"http.route":"/api/item","attempt":' || (i %% 3) || '}')::JSON, epoch_us(t) * 1000
 		FROM (SELECT i, TIMESTAMP '2026-11-05 00:00:00' + INTERVAL (i * (%d // %d)) MICROSECONDS AS t FROM range(%d) r(i))`, day, n, n)
 	for _, q := range []string{insert, `CHECKPOINT`} {
-		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+		if _, err := l.sink.DB().ExecContext(ctx, q); err != nil {
 			b.Fatal(err)
 		}
 	}
-	r, err := query.NewDuckDB(ctx, s.DB(), query.DuckDBOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return r
+	return l.reader
 }
 
 // BenchmarkLineFilterHour answers Grafana's queries over one hour of one
