@@ -49,6 +49,15 @@ func appendSeconds(b []byte, ns int64) []byte {
 	return strconv.AppendFloat(b, float64(ms)/1000, 'f', -1, 64)
 }
 
+// appendPair is a sample: [seconds, "value"].
+func appendPair(b []byte, ns int64, v float64) []byte {
+	b = append(b, '[')
+	b = appendSeconds(b, ns)
+	b = append(b, ',')
+	b = appendValue(b, v)
+	return append(b, ']')
+}
+
 func appendValue(b []byte, v float64) []byte {
 	b = append(b, '"')
 	switch {
@@ -89,11 +98,7 @@ func queryBody(res *logql.Result, categorized bool, took time.Duration) []byte {
 				if j > 0 {
 					b = append(b, ',')
 				}
-				b = append(b, '[')
-				b = appendSeconds(b, p.T)
-				b = append(b, ',')
-				b = appendValue(b, p.V)
-				b = append(b, ']')
+				b = appendPair(b, p.T, p.V)
 			}
 			b = append(b, "]}"...)
 		}
@@ -101,11 +106,7 @@ func queryBody(res *logql.Result, categorized bool, took time.Duration) []byte {
 	case "vector":
 		b = appendVector(b, res.Vector)
 	case "scalar":
-		b = append(b, '[')
-		b = appendSeconds(b, res.Scalar.T)
-		b = append(b, ',')
-		b = appendValue(b, res.Scalar.V)
-		b = append(b, ']')
+		b = appendPair(b, res.Scalar.T, res.Scalar.V)
 	}
 	b = append(b, `,"stats":`...)
 	b = appendStats(b, res, took)
@@ -120,11 +121,9 @@ func appendVector(b []byte, v []logql.Sample) []byte {
 		}
 		b = append(b, `{"metric":`...)
 		b = appendLabels(b, s.Labels)
-		b = append(b, `,"value":[`...)
-		b = appendSeconds(b, s.T)
-		b = append(b, ',')
-		b = appendValue(b, s.V)
-		b = append(b, "]}"...)
+		b = append(b, `,"value":`...)
+		b = appendPair(b, s.T, s.V)
+		b = append(b, '}')
 	}
 	return append(b, ']')
 }
