@@ -29,6 +29,7 @@ func TestEveryRouteIsScoped(t *testing.T) {
 		{"/loki/api/v1/label/k8s_namespace_name/values", window("")},
 		{"/loki/api/v1/series", url.Values{"match[]": {`{service_name=~".+"}`}, "start": all["start"], "end": all["end"]}},
 		{"/loki/api/v1/index/stats", all},
+		{"/loki/api/v1/detected_labels", window("")},
 		{"/loki/api/v1/index/volume", window(`{service_name=~".+"}`, "targetLabels", "service_name,k8s_namespace_name")},
 	}
 	secrets := map[string][]string{"a": {"billing", "secret-ns", "secret-b"}, "b": {"checkout", "search", "prod", "/cart"}}
@@ -45,7 +46,7 @@ func TestEveryRouteIsScoped(t *testing.T) {
 					t.Errorf("%s for tenant %s holds %q: %s", r.path, tenant, s, body)
 				}
 			}
-			if r.path != "/loki/api/v1/labels" && r.path != "/loki/api/v1/label" && r.path != "/loki/api/v1/index/stats" &&
+			if r.path != "/loki/api/v1/labels" && r.path != "/loki/api/v1/label" && r.path != "/loki/api/v1/index/stats" && r.path != "/loki/api/v1/detected_labels" &&
 				!strings.Contains(r.path, "k8s_namespace_name") && !strings.Contains(r.params.Get("query"), "payment") &&
 				!strings.Contains(body, own[tenant]) {
 				t.Errorf("%s for tenant %s lacks its own %q: %s", r.path, tenant, own[tenant], body)
@@ -81,6 +82,18 @@ func TestLabelsAndSeries(t *testing.T) {
 	slices.SortFunc(series.Data, func(x, y map[string]string) int { return strings.Compare(x["service_name"], y["service_name"]) })
 	if len(series.Data) != 2 || series.Data[0]["detected_level"] != "error" || series.Data[1]["service_name"] != "search" {
 		t.Fatalf("series %v", series.Data)
+	}
+	var detected struct {
+		DetectedLabels []struct {
+			Label       string
+			Cardinality int
+		}
+	}
+	if err := json.Unmarshal(ok(t, srv, "a", "/loki/api/v1/detected_labels", window("")), &detected); err != nil {
+		t.Fatal(err)
+	}
+	if d := detected.DetectedLabels; len(d) != 3 || d[0].Label != "detected_level" || d[0].Cardinality != 3 || d[2].Label != "service_name" || d[2].Cardinality != 2 {
+		t.Fatalf("detected labels %+v", d)
 	}
 	// Outside the range, nothing.
 	if err := json.Unmarshal(ok(t, srv, "a", "/loki/api/v1/labels", url.Values{"start": {ns(t0.Add(time.Hour))}, "end": {ns(t0.Add(2 * time.Hour))}}), &names); err != nil {
