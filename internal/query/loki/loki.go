@@ -65,6 +65,7 @@ func Register(mux *http.ServeMux, o Options) error {
 		a.rt.Scoped(m+" /loki/api/v1/index/stats", a.indexStats)
 		a.rt.Scoped(m+" /loki/api/v1/index/volume", a.indexVolume)
 		a.rt.Scoped(m+" /loki/api/v1/detected_labels", a.detectedLabels)
+		a.rt.Scoped(m+" /loki/api/v1/detected_fields", a.detectedFields)
 	}
 	a.rt.Public("GET /loki/api/v1/status/buildinfo", a.buildinfo)
 	return nil

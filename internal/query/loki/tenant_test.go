@@ -30,6 +30,7 @@ func TestEveryRouteIsScoped(t *testing.T) {
 		{"/loki/api/v1/series", url.Values{"match[]": {`{service_name=~".+"}`}, "start": all["start"], "end": all["end"]}},
 		{"/loki/api/v1/index/stats", all},
 		{"/loki/api/v1/detected_labels", window("")},
+		{"/loki/api/v1/detected_fields", all},
 		{"/loki/api/v1/index/volume", window(`{service_name=~".+"}`, "targetLabels", "service_name,k8s_namespace_name")},
 	}
 	secrets := map[string][]string{"a": {"billing", "secret-ns", "secret-b"}, "b": {"checkout", "search", "prod", "/cart"}}
@@ -46,7 +47,7 @@ func TestEveryRouteIsScoped(t *testing.T) {
 					t.Errorf("%s for tenant %s holds %q: %s", r.path, tenant, s, body)
 				}
 			}
-			if r.path != "/loki/api/v1/labels" && r.path != "/loki/api/v1/label" && r.path != "/loki/api/v1/index/stats" && r.path != "/loki/api/v1/detected_labels" &&
+			if r.path != "/loki/api/v1/labels" && r.path != "/loki/api/v1/label" && r.path != "/loki/api/v1/index/stats" && r.path != "/loki/api/v1/detected_labels" && r.path != "/loki/api/v1/detected_fields" &&
 				!strings.Contains(r.path, "k8s_namespace_name") && !strings.Contains(r.params.Get("query"), "payment") &&
 				!strings.Contains(body, own[tenant]) {
 				t.Errorf("%s for tenant %s lacks its own %q: %s", r.path, tenant, own[tenant], body)
