@@ -64,6 +64,7 @@ func Register(mux *http.ServeMux, o Options) error {
 		a.rt.Scoped(m+" /loki/api/v1/series", a.series)
 		a.rt.Scoped(m+" /loki/api/v1/index/stats", a.indexStats)
 		a.rt.Scoped(m+" /loki/api/v1/index/volume", a.indexVolume)
+		a.rt.Scoped(m+" /loki/api/v1/index/volume_range", a.indexVolumeRange)
 		a.rt.Scoped(m+" /loki/api/v1/detected_labels", a.detectedLabels)
 		a.rt.Scoped(m+" /loki/api/v1/detected_fields", a.detectedFields)
 	}

@@ -86,23 +86,7 @@ func queryBody(res *logql.Result, categorized bool, took time.Duration) []byte {
 	case "streams":
 		b = appendStreams(b, res.Streams, categorized)
 	case "matrix":
-		b = append(b, '[')
-		for i, s := range res.Matrix {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"metric":`...)
-			b = appendLabels(b, s.Labels)
-			b = append(b, `,"values":[`...)
-			for j, p := range s.Points {
-				if j > 0 {
-					b = append(b, ',')
-				}
-				b = appendPair(b, p.T, p.V)
-			}
-			b = append(b, "]}"...)
-		}
-		b = append(b, ']')
+		b = appendMatrix(b, res.Matrix)
 	case "vector":
 		b = appendVector(b, res.Vector)
 	case "scalar":
@@ -111,6 +95,26 @@ func queryBody(res *logql.Result, categorized bool, took time.Duration) []byte {
 	b = append(b, `,"stats":`...)
 	b = appendStats(b, res, took)
 	return append(b, "}}"...)
+}
+
+func appendMatrix(b []byte, m []logql.Series) []byte {
+	b = append(b, '[')
+	for i, s := range m {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"metric":`...)
+		b = appendLabels(b, s.Labels)
+		b = append(b, `,"values":[`...)
+		for j, p := range s.Points {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendPair(b, p.T, p.V)
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, ']')
 }
 
 func appendVector(b []byte, v []logql.Sample) []byte {

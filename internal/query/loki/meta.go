@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/query/logql"
 	"github.com/tracelake/tracelake/internal/tenancy"
@@ -17,14 +20,15 @@ import (
 type stream struct {
 	labels         logql.Labels
 	entries, bytes int64
+	bucket         int64 // the step it falls in, for volume_range
 }
 
 // streams reads the streams the matchers select in [start, end), each
 // once; every metadata route answers from them, so a tenant learns only
 // the labels and values of its own records.
-func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matcher, start, end int64) ([]stream, error) {
+func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matcher, start, end, step int64) ([]stream, error) {
 	var args sqlArgs
-	q := streamsSQL(a.o.Table, ms, start, end, &args)
+	q := streamsSQL(a.o.Table, ms, start, end, step, &args)
 	rr, err := a.o.Reader.Query(ctx, scope, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read the streams of %s: %w", a.o.Table, err)
@@ -40,7 +44,8 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 		text, err4 := textColumn(rec.Column(3))
 		entries, err5 := intColumn(rec.Column(4))
 		bytes, err6 := intColumn(rec.Column(5))
-		for _, err := range []error{err1, err2, err3, err4, err5, err6} {
+		bucket, err7 := intColumn(rec.Column(6))
+		for _, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
 			if err != nil {
 				return nil, err
 			}
@@ -48,7 +53,9 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 		for i := range int(rec.NumRows()) {
 			// Copies: Arrow's strings point into buffers the next batch reuses.
 			ls := res.get(strings.Clone(resource.Value(i))).labels(strings.Clone(service.Value(i)), int32(number(i)), strings.Clone(text.Value(i)))
-			s := all.At(ls, func() *stream { return &stream{labels: ls} })
+			b := bucket(i)
+			key := append(slices.Clone(ls), logql.Label{Name: "__bucket__", Value: strconv.FormatInt(b, 10)})
+			s := all.At(key, func() *stream { return &stream{labels: ls, bucket: b} })
 			s.entries += entries(i)
 			s.bytes += bytes(i)
 		}
@@ -106,34 +113,45 @@ func (a *api) metaRange(r *http.Request, param string) ([][]*logql.Matcher, int6
 // form, the range and the selectors of param, and the streams they
 // select; ok false when it answered an error.
 func (a *api) metaStreams(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, param string) (ss []stream, sels [][]*logql.Matcher, end int64, ok bool) {
+	ss, sels, _, end, ok = a.metaStreamsBy(w, r, scope, param, false)
+	return ss, sels, end, ok
+}
+
+// metaStreamsBy is metaStreams, by bucket of the step parameter when
+// stepped (volume_range), with the range's start.
+func (a *api) metaStreamsBy(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, param string, stepped bool) (ss []stream, sels [][]*logql.Matcher, start, end int64, ok bool) {
 	if !a.form(w, r) {
-		return nil, nil, 0, false
+		return nil, nil, 0, 0, false
 	}
 	if param == "match[]" && len(r.Form[param]) == 0 {
 		param = "match"
 	}
 	sels, start, end, err := a.metaRange(r, param)
+	var step time.Duration
+	if err == nil && stepped {
+		step, err = volumeStep(r, start, end)
+	}
 	if err == nil {
-		ss, err = a.streamsOf(r.Context(), scope, sels, start, end)
+		ss, err = a.streamsOf(r.Context(), scope, sels, start, end, int64(step))
 	}
 	if err != nil {
 		a.fail(w, r, err)
-		return nil, nil, 0, false
+		return nil, nil, 0, 0, false
 	}
-	return ss, sels, end, true
+	return ss, sels, start, end, true
 }
 
 // streamsOf reads the streams of every selector, each stream once.
-func (a *api) streamsOf(ctx context.Context, scope tenancy.Scope, sels [][]*logql.Matcher, start, end int64) ([]stream, error) {
+func (a *api) streamsOf(ctx context.Context, scope tenancy.Scope, sels [][]*logql.Matcher, start, end, step int64) ([]stream, error) {
 	var all []stream
 	seen := map[string]bool{}
 	for _, ms := range sels {
-		ss, err := a.streams(ctx, scope, ms, start, end)
+		ss, err := a.streams(ctx, scope, ms, start, end, step)
 		if err != nil {
 			return nil, err
 		}
 		for _, s := range ss {
-			if k := s.labels.String(); !seen[k] {
+			if k := s.labels.String() + strconv.FormatInt(s.bucket, 10); !seen[k] {
 				seen[k] = true
 				all = append(all, s)
 			}
@@ -226,16 +244,35 @@ func (a *api) indexStats(w http.ResponseWriter, r *http.Request, scope tenancy.S
 
 // indexVolume answers /loki/api/v1/index/volume (Loki
 // pkg/querier/http.go VolumeHandler, pkg/storage/stores/index/seriesvolume):
-// the bytes of the selected streams, summed by the labels the selector
-// names (or targetLabels), largest first, at most limit, as a vector at
-// the range's end.
+// the bytes of the selected streams, as a vector at the range's end.
 func (a *api) indexVolume(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	ss, sels, end, ok := a.metaStreams(w, r, scope, "query")
+	a.volume(w, r, scope, false)
+}
+
+// indexVolumeRange answers /loki/api/v1/index/volume_range: the same by
+// step, each step's bytes at the step's end, the last step ending at the
+// range's end (Loki pkg/querier/queryrange/volume.go); a matrix when a
+// series has several steps.
+func (a *api) indexVolumeRange(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	a.volume(w, r, scope, true)
+}
+
+// volume sums bytes by the labels the selector names (or targetLabels)
+// with aggregateBy=series, the default; by label name (each series
+// {name=""}) with aggregateBy=labels; largest first, at most limit
+// series.
+func (a *api) volume(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, stepped bool) {
+	ss, sels, start, end, ok := a.metaStreamsBy(w, r, scope, "query", stepped)
 	if !ok {
 		return
 	}
-	if by := r.Form.Get("aggregateBy"); by != "" && by != "series" {
-		a.fail(w, r, badParam("aggregateBy %q is not supported: series is", by))
+	byLabels := false
+	switch by := r.Form.Get("aggregateBy"); by {
+	case "", "series":
+	case "labels":
+		byLabels = true
+	default:
+		a.fail(w, r, badParam("invalid aggregateBy %q: series or labels", by))
 		return
 	}
 	limit, err := parseLimit(r)
@@ -246,38 +283,83 @@ func (a *api) indexVolume(w http.ResponseWriter, r *http.Request, scope tenancy.
 	var names []string
 	if t := r.Form.Get("targetLabels"); t != "" {
 		names = strings.Split(t, ",")
-	} else {
+	} else if !byLabels {
 		for _, ms := range sels {
 			for _, m := range ms {
 				names = append(names, m.Name)
 			}
 		}
 	}
-	var groups logql.ByLabels[logql.Sample]
+	step, _ := volumeStep(r, start, end)
+	var groups logql.ByLabels[logql.Series]
+	add := func(ls logql.Labels, s stream) {
+		t := end - 1
+		if stepped {
+			t = min(start+(s.bucket+1)*int64(step), end-1)
+		}
+		g := groups.At(ls, func() *logql.Series { return &logql.Series{Labels: ls} })
+		if n := len(g.Points); n > 0 && g.Points[n-1].T == t {
+			g.Points[n-1].V += float64(s.bytes)
+			return
+		}
+		g.Points = append(g.Points, logql.Point{T: t, V: float64(s.bytes)})
+	}
+	slices.SortStableFunc(ss, func(x, y stream) int { return cmp.Compare(x.bucket, y.bucket) })
 	for _, s := range ss {
+		if byLabels {
+			for _, l := range s.labels {
+				if len(names) == 0 || slices.Contains(names, l.Name) {
+					add(logql.Labels{{Name: l.Name}}, s)
+				}
+			}
+			continue
+		}
 		var ls logql.Labels
 		for _, l := range s.labels {
 			if slices.Contains(names, l.Name) {
 				ls = append(ls, l)
 			}
 		}
-		g := groups.At(ls, func() *logql.Sample { return &logql.Sample{Labels: ls, T: end - 1} })
-		g.V += float64(s.bytes)
+		add(ls, s)
 	}
-	var vec []logql.Sample
-	for _, g := range groups.Sorted() {
-		vec = append(vec, *g)
+	series := groups.Sorted()
+	slices.SortStableFunc(series, func(x, y *logql.Series) int { return cmp.Compare(y.Points[0].V, x.Points[0].V) })
+	if len(series) > limit {
+		series = series[:limit]
 	}
-	slices.SortFunc(vec, func(x, y logql.Sample) int {
-		if c := cmp.Compare(y.V, x.V); c != 0 {
-			return c
+	matrix := false
+	for _, s := range series {
+		matrix = matrix || len(s.Points) > 1
+	}
+	res := &logql.Result{Type: "vector", Vector: []logql.Sample{}}
+	if matrix {
+		res.Type = "matrix"
+		for _, s := range series {
+			res.Matrix = append(res.Matrix, *s)
 		}
-		return strings.Compare(x.Labels.String(), y.Labels.String())
-	})
-	if len(vec) > limit {
-		vec = vec[:limit]
+	} else {
+		for _, s := range series {
+			res.Vector = append(res.Vector, logql.Sample{Labels: s.Labels, T: s.Points[0].T, V: s.Points[0].V})
+		}
 	}
-	b := []byte(`{"status":"success","data":{"resultType":"vector","result":`)
-	b = appendVector(b, vec)
+	b := []byte(`{"status":"success","data":{"resultType":"` + res.Type + `","result":`)
+	if matrix {
+		b = appendMatrix(b, res.Matrix)
+	} else {
+		b = appendVector(b, res.Vector)
+	}
 	writeJSON(w, append(b, "}}"...))
+}
+
+// volumeStep is volume_range's step (a duration or seconds; by default
+// as query_range's).
+func volumeStep(r *http.Request, start, end int64) (time.Duration, error) {
+	if v := r.Form.Get("step"); v != "" {
+		d, err := parseSecondsOrDuration(v)
+		if err == nil && d <= 0 {
+			err = badParam("zero or negative query resolution step widths are not accepted. Try a positive integer")
+		}
+		return d, err
+	}
+	return time.Duration(max(math.Floor(time.Duration(end-start).Seconds()/250), 1)) * time.Second, nil
 }

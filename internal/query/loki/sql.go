@@ -158,9 +158,14 @@ func selectSQL(table string, sel logql.Selection, args *sqlArgs) string {
 }
 
 // streamsSQL is the streams of a selection with their distinct records'
-// count and bytes, for the labels, series and index APIs.
-func streamsSQL(table string, ms []*logql.Matcher, start, end int64, args *sqlArgs) string {
-	return `SELECT service, res, severity_number, severity_text, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes FROM (SELECT DISTINCT * FROM (` +
-		scanSQL(table, ms, start, end, entryColumns, args) + `) WHERE ts >= ` + args.add(start) + ` AND ts < ` + args.add(end) +
-		`) GROUP BY ALL`
+// count and bytes, for the labels, series and index APIs; with a step
+// (ns), by bucket of step from start (bucket 0 without).
+func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, args *sqlArgs) string {
+	bucket := "0"
+	if step > 0 {
+		bucket = fmt.Sprintf("(ts - %d) // %d", start, step)
+	}
+	return `SELECT service, res, severity_number, severity_text, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes, ` + bucket +
+		` AS bucket FROM (SELECT DISTINCT * FROM (` + scanSQL(table, ms, start, end, entryColumns, args) + `) WHERE ts >= ` + args.add(start) +
+		` AND ts < ` + args.add(end) + `) GROUP BY ALL`
 }

@@ -32,6 +32,7 @@ func TestEveryRouteIsScoped(t *testing.T) {
 		{"/loki/api/v1/detected_labels", window("")},
 		{"/loki/api/v1/detected_fields", all},
 		{"/loki/api/v1/index/volume", window(`{service_name=~".+"}`, "targetLabels", "service_name,k8s_namespace_name")},
+		{"/loki/api/v1/index/volume_range", window(`{service_name=~".+"}`, "targetLabels", "service_name,k8s_namespace_name", "step", "2s")},
 	}
 	secrets := map[string][]string{"a": {"billing", "secret-ns", "secret-b"}, "b": {"checkout", "search", "prod", "/cart"}}
 	own := map[string]string{"a": "checkout", "b": "billing"}
@@ -121,5 +122,17 @@ func TestIndexStatsAndVolume(t *testing.T) {
 	if typ != "vector" || len(frames) != 2 || frames[0].metric["service_name"] != "checkout" || frames[0].values[0] != float64(wantBytes) ||
 		frames[1].metric["service_name"] != "search" || len(frames[0].metric) != 1 {
 		t.Fatalf("volume %s %+v", typ, frames)
+	}
+	// By label name: each label's bytes, as {name=""}.
+	typ, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/index/volume", window(`{service_name="checkout"}`, "aggregateBy", "labels")))
+	if got := seriesValues(frames); typ != "vector" || len(got) != 3 || got["map[k8s_namespace_name:]"][0] != float64(wantBytes) {
+		t.Fatalf("volume by labels %s %v", typ, got)
+	}
+	// By step: checkout's record at 1s in the step ending at 2s, those
+	// at 2s and 3s in the one ending at 4s.
+	typ, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/index/volume_range", window(`{service_name="checkout"}`, "step", "2s")))
+	if typ != "matrix" || len(frames) != 1 || !slices.Equal(frames[0].values, []float64{float64(len(lakeRecords[0].body)), float64(len(lakeRecords[1].body) + len(lakeRecords[2].body))}) ||
+		!frames[0].times[0].Equal(t0.Add(2*time.Second)) || !frames[0].times[1].Equal(t0.Add(4*time.Second)) {
+		t.Fatalf("volume_range %s %+v", typ, frames)
 	}
 }
