@@ -20,6 +20,12 @@ const (
 	// maxPoints bounds a range query's steps per series (Loki
 	// pkg/loghttp/query.go).
 	maxPoints = 11000
+	// maxEntries bounds a log query's limit: Loki's default
+	// max_entries_limit_per_query (pkg/validation/limits.go), which its
+	// frontend enforces (pkg/querier/queryrange/limits.go
+	// validateMaxEntriesLimits), so that one request cannot pull a
+	// tenant's whole table through memory.
+	maxEntries = 5000
 )
 
 // paramError is a parameter Loki would refuse: 400.
@@ -92,6 +98,9 @@ func parseLimit(r *http.Request) (int, error) {
 	}
 	if n <= 0 {
 		return 0, badParam("limit must be a positive value")
+	}
+	if n > maxEntries {
+		return 0, badParam("max entries limit per query exceeded, limit > max_entries_limit_per_query (%d > %d)", n, maxEntries)
 	}
 	return n, nil
 }
