@@ -2,6 +2,7 @@ package loki
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -180,7 +181,52 @@ type row struct {
 // attributes that are not stream labels, the scope's name, version and
 // attributes, the record's attributes, its severity, trace and span ids
 // and its flags and dropped attributes when not zero.
-func (r *row) metadata(res map[string]json.RawMessage) logql.Labels {
+func (r *row) metadata(res map[string]json.RawMessage, cache metadataCache) logql.Labels {
+	base := cache.base(r, res)
+	if r.traceID == "" && r.spanID == "" {
+		return base
+	}
+	md := slices.Clone(base)
+	for _, id := range []logql.Label{{Name: "trace_id", Value: r.traceID}, {Name: "span_id", Value: r.spanID}} {
+		if id.Value != "" {
+			id.Cat = logql.CatMetadata
+			md = append(md, id)
+		}
+	}
+	return dedupe(md.Sort())
+}
+
+// metadataKey is what a row's structured metadata but its ids come from.
+type metadataKey struct {
+	res, scope, attrs, scopeName, scopeVersion, severityText string
+	severityNumber                                           int32
+	flags, dropped                                           int64
+}
+
+// metadataCache keeps the structured metadata of a query's rows but
+// their trace and span ids: rows of a service share their attributes
+// far more often than not, and reading the JSON is most of the cost of
+// a row.
+type metadataCache map[metadataKey]logql.Labels
+
+// maxCached bounds a metadataCache: past it, the cache starts again.
+const maxCached = 10000
+
+func (c metadataCache) base(r *row, res map[string]json.RawMessage) logql.Labels {
+	k := metadataKey{r.resource, r.scope, r.attrs, r.scopeName, r.scopeVersion, r.severityText, r.severityNumber, r.flags, r.droppedAttributes}
+	if md, ok := c[k]; ok {
+		return md
+	}
+	if len(c) >= maxCached {
+		clear(c)
+	}
+	md := r.baseMetadata(res)
+	c[k] = md
+	return md
+}
+
+// baseMetadata is the structured metadata of a row but its ids.
+func (r *row) baseMetadata(res map[string]json.RawMessage) logql.Labels {
 	var md logql.Labels
 	md = attrLabels(md, "", res, logql.CatMetadata, isIndexed)
 	add := func(name, v string) {
@@ -209,8 +255,6 @@ func (r *row) metadata(res map[string]json.RawMessage) logql.Labels {
 	if r.flags != 0 {
 		add("flags", strconv.FormatInt(r.flags, 10))
 	}
-	add("trace_id", r.traceID)
-	add("span_id", r.spanID)
 	return dedupe(md.Sort())
 }
 

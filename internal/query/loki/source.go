@@ -68,6 +68,7 @@ func (s *source) Select(ctx context.Context, sel logql.Selection, fn func(*logql
 	}
 	defer rr.Release()
 	res := resources{}
+	cache := metadataCache{}
 	var e logql.Entry
 	var r row
 	for rr.Next() {
@@ -79,7 +80,7 @@ func (s *source) Select(ctx context.Context, sel logql.Selection, fn func(*logql
 		for i := range int(rec.NumRows()) {
 			cols.read(i, &r)
 			rs := res.get(r.resource)
-			e = logql.Entry{TS: r.ts, Line: r.line, Stream: rs.labels(r.service, r.severityNumber, r.severityText), Metadata: r.metadata(rs.attrs)}
+			e = logql.Entry{TS: r.ts, Line: r.line, Stream: rs.labels(r.service, r.severityNumber, r.severityText), Metadata: r.metadata(rs.attrs, cache)}
 			if err := fn(&e); err != nil {
 				return err
 			}
