@@ -25,12 +25,11 @@ type MatchOp string
 
 // The matcher operators.
 const (
-	MatchEq     MatchOp = "="
-	MatchNotEq  MatchOp = "!="
-	MatchRe     MatchOp = "=~"
-	MatchNotRe  MatchOp = "!~"
-	matchEqEq   MatchOp = "==" // a label filter's synonym of =
-	matchAbsent MatchOp = ""
+	MatchEq    MatchOp = "="
+	MatchNotEq MatchOp = "!="
+	MatchRe    MatchOp = "=~"
+	MatchNotRe MatchOp = "!~"
+	matchEqEq  MatchOp = "==" // a label filter's synonym of =
 )
 
 // Matcher is a label matcher: name op "value". Regular expressions are

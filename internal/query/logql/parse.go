@@ -513,7 +513,7 @@ func (p *parser) selector() ([]*Matcher, error) {
 	}
 	var ms []*Matcher
 	err := p.list("}", func() error {
-		m, err := p.matcher(false)
+		m, err := p.matcher()
 		ms = append(ms, m)
 		return err
 	})
@@ -533,18 +533,14 @@ func (p *parser) selector() ([]*Matcher, error) {
 	return nil, p.errorf(p.peek(), "queries require at least one regexp or equality matcher that does not have an empty-compatible value. For instance, app=~\".*\" does not meet this requirement, but app=~\".+\" will")
 }
 
-// matcher parses name op "value"; in a label filter (filter) == is
-// also taken.
-func (p *parser) matcher(filter bool) (*Matcher, error) {
+// matcher parses name op "value".
+func (p *parser) matcher() (*Matcher, error) {
 	name, err := p.expectIdent()
 	if err != nil {
 		return nil, err
 	}
 	opTok := p.next()
 	op := MatchOp(opTok.text)
-	if op == matchEqEq && filter {
-		op = MatchEq
-	}
 	if opTok.kind != tokOp || (op != MatchEq && op != MatchNotEq && op != MatchRe && op != MatchNotRe) {
 		return nil, p.errorf(opTok, "expected a matcher operator (=, !=, =~, !~) after %s, got %s", name, opTok)
 	}
@@ -727,7 +723,7 @@ func (p *parser) dropKeep() (Stage, error) {
 			return nil, p.errorf(p.peek(), "expected a label name, got %s", p.peek())
 		}
 		if next := p.peekAt(1); next.kind == tokOp && (next.text == "=" || next.text == "!=" || next.text == "=~" || next.text == "!~") {
-			m, err := p.matcher(false)
+			m, err := p.matcher()
 			if err != nil {
 				return nil, err
 			}
