@@ -341,8 +341,8 @@ func (p *parser) vectorAggr() (Expr, error) {
 	if v.Op == "topk" || v.Op == "bottomk" {
 		n := p.next()
 		k, err := strconv.ParseFloat(n.text, 64)
-		if n.kind != tokNumber || err != nil || k != float64(int64(k)) {
-			return nil, p.errorf(n, "%s takes an integer parameter, got %s", v.Op, n)
+		if n.kind != tokNumber || err != nil || k != float64(int64(k)) || k <= 0 {
+			return nil, p.errorf(n, "invalid parameter (must be an integer greater than 0) %s(%s", v.Op, n)
 		}
 		v.Param = k
 		if err := p.expectOp(","); err != nil {

@@ -82,7 +82,7 @@ func TestParseTree(t *testing.T) {
 		t.Fatalf("%#v", e)
 	}
 	for _, bad := range []string{`{}`, `{a=~".*"}`, `{a="b"} |= `, `sum(count_over_time({a="b"}))`, `vector(1) + {a="b"}`, `{a="b"} | regexp "(no-name)"`,
-		`{a="b"} | pattern "<a><b>"`, `rate({a="b"}[0s])`} {
+		`{a="b"} | pattern "<a><b>"`, `rate({a="b"}[0s])`, `topk(0, rate({a="b"}[1m]))`} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("%s: parsed", bad)
 		}
