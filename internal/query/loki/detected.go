@@ -48,13 +48,7 @@ func (a *api) detectedLabels(w http.ResponseWriter, r *http.Request, scope tenan
 	}
 	b := []byte(`{"detectedLabels":[`)
 	n := 0
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range values {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
 		if !slices.Contains(staticLabels, name) && rejectLabel(values[name]) {
 			continue
 		}

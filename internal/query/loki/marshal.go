@@ -97,79 +97,72 @@ func queryBody(res *logql.Result, categorized bool, took time.Duration) []byte {
 	return append(b, "}}"...)
 }
 
-func appendMatrix(b []byte, m []logql.Series) []byte {
+// appendArray writes n items as a JSON array, each by item.
+func appendArray(b []byte, n int, item func(b []byte, i int) []byte) []byte {
 	b = append(b, '[')
-	for i, s := range m {
+	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"metric":`...)
-		b = appendLabels(b, s.Labels)
-		b = append(b, `,"values":[`...)
-		for j, p := range s.Points {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendPair(b, p.T, p.V)
-		}
-		b = append(b, "]}"...)
+		b = item(b, i)
 	}
 	return append(b, ']')
 }
 
-func appendVector(b []byte, v []logql.Sample) []byte {
-	b = append(b, '[')
-	for i, s := range v {
-		if i > 0 {
-			b = append(b, ',')
-		}
+func appendMatrix(b []byte, m []logql.Series) []byte {
+	return appendArray(b, len(m), func(b []byte, i int) []byte {
 		b = append(b, `{"metric":`...)
-		b = appendLabels(b, s.Labels)
+		b = appendLabels(b, m[i].Labels)
+		b = append(b, `,"values":`...)
+		ps := m[i].Points
+		b = appendArray(b, len(ps), func(b []byte, j int) []byte { return appendPair(b, ps[j].T, ps[j].V) })
+		return append(b, '}')
+	})
+}
+
+func appendVector(b []byte, v []logql.Sample) []byte {
+	return appendArray(b, len(v), func(b []byte, i int) []byte {
+		b = append(b, `{"metric":`...)
+		b = appendLabels(b, v[i].Labels)
 		b = append(b, `,"value":`...)
-		b = appendPair(b, s.T, s.V)
-		b = append(b, '}')
-	}
-	return append(b, ']')
+		b = appendPair(b, v[i].T, v[i].V)
+		return append(b, '}')
+	})
 }
 
 // appendStreams writes streams; categorized, each entry carries its
 // structured metadata and parsed labels in a third element (an empty
 // object when it has none), as Loki's encodeStream does.
 func appendStreams(b []byte, streams []logql.Stream, categorized bool) []byte {
-	b = append(b, '[')
-	for i, s := range streams {
-		if i > 0 {
-			b = append(b, ',')
-		}
+	return appendArray(b, len(streams), func(b []byte, i int) []byte {
 		b = append(b, `{"stream":`...)
-		b = appendLabels(b, s.Labels)
-		b = append(b, `,"values":[`...)
-		for j, e := range s.Entries {
-			if j > 0 {
+		b = appendLabels(b, streams[i].Labels)
+		b = append(b, `,"values":`...)
+		es := streams[i].Entries
+		b = appendArray(b, len(es), func(b []byte, j int) []byte { return appendEntry(b, es[j], categorized) })
+		return append(b, '}')
+	})
+}
+
+func appendEntry(b []byte, e logql.StreamEntry, categorized bool) []byte {
+	b = append(b, `["`...)
+	b = strconv.AppendInt(b, e.TS, 10)
+	b = append(b, `",`...)
+	b = appendString(b, e.Line)
+	if categorized {
+		b = append(b, ",{"...)
+		if len(e.Metadata) > 0 {
+			b = append(b, `"structuredMetadata":`...)
+			b = appendLabels(b, e.Metadata)
+		}
+		if len(e.Parsed) > 0 {
+			if len(e.Metadata) > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, `["`...)
-			b = strconv.AppendInt(b, e.TS, 10)
-			b = append(b, `",`...)
-			b = appendString(b, e.Line)
-			if categorized {
-				b = append(b, ",{"...)
-				if len(e.Metadata) > 0 {
-					b = append(b, `"structuredMetadata":`...)
-					b = appendLabels(b, e.Metadata)
-				}
-				if len(e.Parsed) > 0 {
-					if len(e.Metadata) > 0 {
-						b = append(b, ',')
-					}
-					b = append(b, `"parsed":`...)
-					b = appendLabels(b, e.Parsed)
-				}
-				b = append(b, '}')
-			}
-			b = append(b, ']')
+			b = append(b, `"parsed":`...)
+			b = appendLabels(b, e.Parsed)
 		}
-		b = append(b, "]}"...)
+		b = append(b, '}')
 	}
 	return append(b, ']')
 }

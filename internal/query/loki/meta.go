@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -193,20 +194,10 @@ func (a *api) labelValues(w http.ResponseWriter, r *http.Request, scope tenancy.
 }
 
 func stringsBody(set map[string]bool) []byte {
-	b := []byte(`{"status":"success","data":[`)
-	for i, s := range slices.Sorted(func(yield func(string) bool) {
-		for k := range set {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, "]}"...)
+	names := slices.Sorted(maps.Keys(set))
+	b := []byte(`{"status":"success","data":`)
+	b = appendArray(b, len(names), func(b []byte, i int) []byte { return appendString(b, names[i]) })
+	return append(b, '}')
 }
 
 // series answers /loki/api/v1/series: the streams match[] selects.
@@ -215,14 +206,9 @@ func (a *api) series(w http.ResponseWriter, r *http.Request, scope tenancy.Scope
 	if !ok {
 		return
 	}
-	b := []byte(`{"status":"success","data":[`)
-	for i, s := range ss {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendLabels(b, s.labels)
-	}
-	writeJSON(w, append(b, "]}"...))
+	b := []byte(`{"status":"success","data":`)
+	b = appendArray(b, len(ss), func(b []byte, i int) []byte { return appendLabels(b, ss[i].labels) })
+	writeJSON(w, append(b, '}'))
 }
 
 // indexStats answers /loki/api/v1/index/stats (Loki
