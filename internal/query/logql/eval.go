@@ -45,10 +45,6 @@ type Params struct {
 	Categorize bool
 }
 
-// lookBack is how far before its time an instant log query reads (Loki
-// pkg/logql/engine.go, max_look_back_period's default).
-const lookBack = 30 * time.Second
-
 // Result is a query's answer: streams for a log query, a matrix for a
 // range metric query, a vector or scalar for an instant one.
 type Result struct {
@@ -95,7 +91,8 @@ type Sample struct {
 	V      float64
 }
 
-// Eval evaluates e over src.
+// Eval evaluates e over src. A log query reads [Start, End): Loki
+// answers none as an instant query, and the caller refuses those.
 func Eval(ctx context.Context, src Source, e Expr, p Params) (*Result, error) {
 	ev := &evaluator{src: src, p: p}
 	if log, ok := e.(*LogExpr); ok {
@@ -158,9 +155,6 @@ var errLimit = errors.New("limit reached")
 func (ev *evaluator) logs(ctx context.Context, log *LogExpr) (*Result, error) {
 	filters, rest := pushable(log.Stages)
 	sel := Selection{Matchers: log.Matchers, Filters: filters, Start: ev.p.Start, End: ev.p.End, Forward: ev.p.Forward}
-	if ev.p.Instant {
-		sel.Start, sel.End = ev.p.End-int64(lookBack), ev.p.End+1
-	}
 	if !dropsEntries(rest) {
 		sel.Limit = ev.p.Limit
 	}

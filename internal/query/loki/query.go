@@ -34,6 +34,11 @@ func (a *api) run(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, p
 		a.fail(w, r, err)
 		return
 	}
+	if _, isLog := e.(*logql.LogExpr); isLog && p.Instant {
+		// As Loki 3 answers it (pkg/querier/http.go InstantQueryHandler).
+		a.fail(w, r, badParam("log queries are not supported as an instant query type, please change your query to a range query type"))
+		return
+	}
 	p.Categorize = categorize(r)
 	res, err := logql.Eval(r.Context(), &source{reader: a.o.Reader, scope: scope, table: a.o.Table}, e, p)
 	if err != nil {
