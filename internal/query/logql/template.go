@@ -1,0 +1,142 @@
+package logql
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// lineTemplate is a line_format or label_format template: Go's
+// text/template over the labels, a missing label being empty, with the
+// functions of Loki's templates that Grafana users reach for (Loki
+// pkg/logql/log/fmt.go functionMap). __line__ and __timestamp__ read the
+// entry being formatted: a template belongs to one query's pipeline,
+// which one goroutine runs.
+type lineTemplate struct {
+	t    *template.Template
+	line string
+	ts   int64
+	buf  bytes.Buffer
+}
+
+func newTemplate(text string) (*lineTemplate, error) {
+	lt := &lineTemplate{}
+	funcs := template.FuncMap{
+		"__line__":      func() string { return lt.line },
+		"__timestamp__": func() time.Time { return time.Unix(0, lt.ts).UTC() },
+		"ToLower":       strings.ToLower,
+		"ToUpper":       strings.ToUpper,
+		"lower":         strings.ToLower,
+		"upper":         strings.ToUpper,
+		"Replace":       strings.Replace,
+		"replace":       func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
+		"Trim":          strings.Trim,
+		"TrimLeft":      strings.TrimLeft,
+		"TrimRight":     strings.TrimRight,
+		"TrimPrefix":    strings.TrimPrefix,
+		"TrimSuffix":    strings.TrimSuffix,
+		"TrimSpace":     strings.TrimSpace,
+		"trim":          strings.TrimSpace,
+		"trimAll":       func(cut, s string) string { return strings.Trim(s, cut) },
+		"trimPrefix":    func(p, s string) string { return strings.TrimPrefix(s, p) },
+		"trimSuffix":    func(p, s string) string { return strings.TrimSuffix(s, p) },
+		"title":         titleCase,
+		"contains":      func(sub, s string) bool { return strings.Contains(s, sub) },
+		"hasPrefix":     func(p, s string) bool { return strings.HasPrefix(s, p) },
+		"hasSuffix":     func(p, s string) bool { return strings.HasSuffix(s, p) },
+		"repeat":        func(n int, s string) string { return strings.Repeat(s, max(n, 0)) },
+		"trunc":         trunc,
+		"substr":        substr,
+		"default": func(d string, v ...string) string {
+			if len(v) == 0 || v[0] == "" {
+				return d
+			}
+			return v[0]
+		},
+		"regexReplaceAll": func(re, s, repl string) (string, error) {
+			r, err := regexp.Compile(re)
+			if err != nil {
+				return "", err
+			}
+			return r.ReplaceAllString(s, repl), nil
+		},
+		"regexReplaceAllLiteral": func(re, s, repl string) (string, error) {
+			r, err := regexp.Compile(re)
+			if err != nil {
+				return "", err
+			}
+			return r.ReplaceAllLiteralString(s, repl), nil
+		},
+		"urlencode": url.QueryEscape,
+		"urldecode": url.QueryUnescape,
+		"b64enc":    func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) },
+		"b64dec": func(s string) (string, error) {
+			b, err := base64.StdEncoding.DecodeString(s)
+			return string(b), err
+		},
+		"unixEpoch": func(t time.Time) string { return fmt.Sprint(t.Unix()) },
+		"alignLeft": func(n int, s string) string { return fmt.Sprintf("%-*s", n, trunc(n, s)) },
+		"alignRight": func(n int, s string) string {
+			return fmt.Sprintf("%*s", n, trunc(-n, s))
+		},
+	}
+	t, err := template.New("line").Option("missingkey=zero").Funcs(funcs).Parse(text)
+	if err != nil {
+		return nil, &ParseError{Msg: fmt.Sprintf("invalid template %q: %v", text, err)}
+	}
+	lt.t = t
+	return lt, nil
+}
+
+// run formats the template for an entry; a failing template is a
+// TemplateFormatErr and leaves the line as it was.
+func (lt *lineTemplate) run(line string, ts int64, b *builder) (string, bool) {
+	lt.line, lt.ts = line, ts
+	data := make(map[string]string, len(b.ls))
+	for _, l := range b.ls {
+		data[l.Name] = l.Value
+	}
+	lt.buf.Reset()
+	if err := lt.t.Execute(&lt.buf, data); err != nil {
+		b.setErr(errTemplateFormat, err.Error())
+		return line, false
+	}
+	return lt.buf.String(), true
+}
+
+func titleCase(s string) string {
+	words := strings.Fields(s)
+	for i, w := range words {
+		words[i] = strings.ToUpper(w[:1]) + w[1:]
+	}
+	return strings.Join(words, " ")
+}
+
+// trunc keeps the first n characters, or the last -n.
+func trunc(n int, s string) string {
+	switch {
+	case n >= 0 && n < len(s):
+		return s[:n]
+	case n < 0 && -n < len(s):
+		return s[len(s)+n:]
+	}
+	return s
+}
+
+func substr(start, end int, s string) string {
+	if start < 0 {
+		start = 0
+	}
+	if end < 0 || end > len(s) {
+		end = len(s)
+	}
+	if start > end {
+		return ""
+	}
+	return s[start:end]
+}

@@ -1,0 +1,272 @@
+package loki
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/query/logql"
+)
+
+// indexed are the resource attributes that become stream labels, dots
+// made underscores (Loki's defaults, pkg/loghttp/push/otlp_config.go
+// DefaultOTLPResourceAttributesAsIndexLabels); every other resource
+// attribute is structured metadata, as in Loki's OTLP ingestion
+// (pkg/loghttp/push/otlp.go). service.name is the service_name column.
+var indexed = []string{
+	"service.namespace", "service.instance.id", "deployment.environment", "deployment.environment.name",
+	"cloud.region", "cloud.availability_zone", "k8s.cluster.name", "k8s.namespace.name", "k8s.pod.name",
+	"k8s.container.name", "container.name", "k8s.replicaset.name", "k8s.deployment.name",
+	"k8s.statefulset.name", "k8s.daemonset.name", "k8s.cronjob.name", "k8s.job.name",
+}
+
+// Names of the stream labels that are not resource attributes.
+const (
+	serviceLabel = "service_name"
+	// levelLabel is the severity as Loki's distributor detects it
+	// (pkg/distributor/field_detection.go, from severity_number). Loki
+	// keeps it as structured metadata; here it is a stream label, so
+	// that a selector on it reaches the table's severity columns and the
+	// labels API lists it for Grafana's level filters.
+	levelLabel = "detected_level"
+	// unknownService is service_name when the resource names none (Loki
+	// service name discovery's default).
+	unknownService = "unknown_service"
+)
+
+// labelName is an attribute's name as a label: characters a label name
+// may not hold become _ (Loki pkg/loghttp/push/otlp.go attributeToLabels,
+// Prometheus's label name normalization).
+func labelName(attr string) string {
+	b := []byte(attr)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// attrLabels appends an attributes JSON object's labels: nested objects
+// flattened with _ (Loki attributeToLabels), arrays as their JSON.
+func attrLabels(dst logql.Labels, prefix string, obj map[string]json.RawMessage, cat logql.Category, skip func(string) bool) logql.Labels {
+	for k, raw := range obj {
+		if skip != nil && skip(k) {
+			continue
+		}
+		name := labelName(k)
+		if prefix != "" {
+			name = prefix + "_" + name
+		}
+		if len(raw) > 0 && raw[0] == '{' {
+			var inner map[string]json.RawMessage
+			if json.Unmarshal(raw, &inner) == nil {
+				dst = attrLabels(dst, name, inner, cat, nil)
+				continue
+			}
+		}
+		dst = append(dst, logql.Label{Name: name, Value: jsonValue(raw), Cat: cat})
+	}
+	return dst
+}
+
+// jsonValue is an attribute value as text: strings unquoted, the rest
+// as written.
+func jsonValue(raw json.RawMessage) string {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	if string(raw) == "null" {
+		return ""
+	}
+	return string(raw)
+}
+
+func isIndexed(attr string) bool {
+	for _, a := range indexed {
+		if a == attr {
+			return true
+		}
+	}
+	return attr == "service.name"
+}
+
+// streamLabels are a row's stream labels: service_name, detected_level
+// and the indexed resource attributes.
+func streamLabels(service string, res map[string]json.RawMessage, severityNumber int32, severityText string) logql.Labels {
+	if service == "" {
+		service = unknownService
+	}
+	ls := logql.Labels{{Name: serviceLabel, Value: service}, {Name: levelLabel, Value: detectedLevel(severityNumber, severityText)}}
+	for _, a := range indexed {
+		if raw, ok := res[a]; ok {
+			if v := jsonValue(raw); v != "" {
+				ls = append(ls, logql.Label{Name: labelName(a), Value: v})
+			}
+		}
+	}
+	return ls.Sort()
+}
+
+// detectedLevel is the level of a record: from its severity number's
+// range (Loki pkg/distributor/field_detection.go
+// detectLogLevelFromLogEntry), else its severity text when it names a
+// level, else unknown (Loki would look in the line; a record without a
+// severity is unknown here).
+func detectedLevel(n int32, text string) string {
+	switch {
+	case n <= 0:
+	case n <= 4:
+		return "trace"
+	case n <= 8:
+		return "debug"
+	case n <= 12:
+		return "info"
+	case n <= 16:
+		return "warn"
+	case n <= 20:
+		return "error"
+	case n <= 24:
+		return "fatal"
+	default:
+		return "unknown"
+	}
+	switch strings.ToLower(text) {
+	case "trace", "trc":
+		return "trace"
+	case "debug", "dbg":
+		return "debug"
+	case "info", "inf", "information":
+		return "info"
+	case "warn", "wrn", "warning":
+		return "warn"
+	case "error", "err":
+		return "error"
+	case "critical":
+		return "critical"
+	case "fatal":
+		return "fatal"
+	}
+	return "unknown"
+}
+
+// levelSQL is detectedLevel in SQL, for selectors on detected_level.
+const levelSQL = `CASE WHEN severity_number > 0 THEN CASE WHEN severity_number <= 4 THEN 'trace' WHEN severity_number <= 8 THEN 'debug'
+	WHEN severity_number <= 12 THEN 'info' WHEN severity_number <= 16 THEN 'warn' WHEN severity_number <= 20 THEN 'error'
+	WHEN severity_number <= 24 THEN 'fatal' ELSE 'unknown' END
+	ELSE CASE lower(coalesce(severity_text, '')) WHEN 'trace' THEN 'trace' WHEN 'trc' THEN 'trace' WHEN 'debug' THEN 'debug'
+	WHEN 'dbg' THEN 'debug' WHEN 'info' THEN 'info' WHEN 'inf' THEN 'info' WHEN 'information' THEN 'info' WHEN 'warn' THEN 'warn'
+	WHEN 'wrn' THEN 'warn' WHEN 'warning' THEN 'warn' WHEN 'error' THEN 'error' WHEN 'err' THEN 'error'
+	WHEN 'critical' THEN 'critical' WHEN 'fatal' THEN 'fatal' ELSE 'unknown' END END`
+
+// row is what a query reads of a log record.
+type row struct {
+	ts                       int64
+	line                     string
+	service                  string
+	resource, scope, attrs   string // JSON objects
+	scopeName, scopeVersion  string
+	severityText             string
+	severityNumber           int32
+	traceID, spanID          string
+	flags, droppedAttributes int64
+}
+
+// metadata is a row's structured metadata, as Loki's OTLP ingestion
+// makes it (pkg/loghttp/push/otlp.go otlpLogToPushEntry): the resource
+// attributes that are not stream labels, the scope's name, version and
+// attributes, the record's attributes, its severity, trace and span ids
+// and its flags and dropped attributes when not zero.
+func (r *row) metadata(res map[string]json.RawMessage, cache metadataCache) logql.Labels {
+	base := cache.base(r, res)
+	if r.traceID == "" && r.spanID == "" {
+		return base
+	}
+	md := slices.Clone(base)
+	for _, id := range []logql.Label{{Name: "trace_id", Value: r.traceID}, {Name: "span_id", Value: r.spanID}} {
+		if id.Value != "" {
+			id.Cat = logql.CatMetadata
+			md = append(md, id)
+		}
+	}
+	return dedupe(md.Sort())
+}
+
+// metadataKey is what a row's structured metadata but its ids come from.
+type metadataKey struct {
+	res, scope, attrs, scopeName, scopeVersion, severityText string
+	severityNumber                                           int32
+	flags, dropped                                           int64
+}
+
+// metadataCache keeps the structured metadata of a query's rows but
+// their trace and span ids: rows of a service share their attributes
+// far more often than not, and reading the JSON is most of the cost of
+// a row.
+type metadataCache map[metadataKey]logql.Labels
+
+// maxCached bounds a metadataCache: past it, the cache starts again.
+const maxCached = 10000
+
+func (c metadataCache) base(r *row, res map[string]json.RawMessage) logql.Labels {
+	k := metadataKey{r.resource, r.scope, r.attrs, r.scopeName, r.scopeVersion, r.severityText, r.severityNumber, r.flags, r.droppedAttributes}
+	if md, ok := c[k]; ok {
+		return md
+	}
+	if len(c) >= maxCached {
+		clear(c)
+	}
+	md := r.baseMetadata(res)
+	c[k] = md
+	return md
+}
+
+// baseMetadata is the structured metadata of a row but its ids.
+func (r *row) baseMetadata(res map[string]json.RawMessage) logql.Labels {
+	var md logql.Labels
+	md = attrLabels(md, "", res, logql.CatMetadata, isIndexed)
+	add := func(name, v string) {
+		if v != "" {
+			md = append(md, logql.Label{Name: name, Value: v, Cat: logql.CatMetadata})
+		}
+	}
+	add("scope_name", r.scopeName)
+	add("scope_version", r.scopeVersion)
+	for _, obj := range []string{r.scope, r.attrs} {
+		if obj == "" || obj == "{}" {
+			continue
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(obj), &m) == nil {
+			md = attrLabels(md, "", m, logql.CatMetadata, nil)
+		}
+	}
+	if r.severityNumber != 0 {
+		add("severity_number", strconv.Itoa(int(r.severityNumber)))
+	}
+	add("severity_text", r.severityText)
+	if r.droppedAttributes != 0 {
+		add("dropped_attributes_count", strconv.FormatInt(r.droppedAttributes, 10))
+	}
+	if r.flags != 0 {
+		add("flags", strconv.FormatInt(r.flags, 10))
+	}
+	return dedupe(md.Sort())
+}
+
+// dedupe keeps the last label of each name of sorted labels (a record's
+// attribute wins over its resource's of the same name).
+func dedupe(ls logql.Labels) logql.Labels {
+	out := ls[:0]
+	for i, l := range ls {
+		if i+1 < len(ls) && ls[i+1].Name == l.Name {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}

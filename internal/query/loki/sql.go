@@ -1,0 +1,171 @@
+package loki
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/query/logql"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// The SQL of a read: the tenant's rows are the reader's business (its
+// views), so none of it names a tenant.
+
+// tsSQL is a record's time in Unix ns: the exact column, else the
+// microsecond one (rows loaded before time_unix_nano existed). A record
+// without a time has its observed time (as Loki stores it,
+// pkg/loghttp/push/otlp.go timestampFromLogRecord).
+const (
+	tsSQL         = `coalesce(nullif(time_unix_nano, 0), epoch_us("time") * 1000)`
+	tsObservedSQL = `epoch_us(observed_time) * 1000`
+	lineSQL       = `coalesce(json_extract_string(body, '$'), '')`
+)
+
+// entryColumns are what a query reads of each record, in row's order;
+// distinct over them is distinct records (the landing table may hold a
+// record twice: a client's retry).
+func entryColumns(ts string) string {
+	return ts + ` AS ts, ` + lineSQL + ` AS line, coalesce(service_name, '') AS service, coalesce(resource_attributes::VARCHAR, '') AS res,
+		coalesce(scope_attributes::VARCHAR, '') AS scope_attrs, coalesce(log_attributes::VARCHAR, '') AS attrs,
+		coalesce(scope_name, '') AS scope_name, coalesce(scope_version, '') AS scope_version, coalesce(severity_text, '') AS severity_text,
+		coalesce(severity_number, 0) AS severity_number, coalesce(trace_id, '') AS trace_id, coalesce(span_id, '') AS span_id,
+		coalesce(flags, 0) AS flags, coalesce(dropped_attributes_count, 0) AS dropped`
+}
+
+// labelSQL is the SQL of a stream label's value ("" when absent), or ""
+// for a name no stream has.
+func labelSQL(name string) string {
+	switch name {
+	case serviceLabel:
+		return `coalesce(nullif(service_name, ''), '` + unknownService + `')`
+	case levelLabel:
+		return levelSQL
+	}
+	for _, a := range indexed {
+		if labelName(a) == name {
+			return `coalesce(json_extract_string(resource_attributes, ` + sqltext.String(`$."`+a+`"`) + `), '')`
+		}
+	}
+	return ""
+}
+
+// sqlArgs collects a statement's parameters in order.
+type sqlArgs []any
+
+func (a *sqlArgs) add(v any) string {
+	*a = append(*a, v)
+	return "?"
+}
+
+// matcherSQL is a matcher's condition; a matcher on a label no stream
+// has compares "" (Loki: an absent label is empty).
+func matcherSQL(m *logql.Matcher, args *sqlArgs) string {
+	expr := labelSQL(m.Name)
+	if expr == "" {
+		if m.Matches("") {
+			return "true"
+		}
+		return "false"
+	}
+	switch m.Op {
+	case logql.MatchEq:
+		if m.Name == serviceLabel && m.Value != unknownService {
+			// On the column itself, so that the scan filters by it
+			// before it reads the other columns of a row.
+			return "service_name = " + args.add(m.Value)
+		}
+		return expr + " = " + args.add(m.Value)
+	case logql.MatchNotEq:
+		return expr + " <> " + args.add(m.Value)
+	case logql.MatchRe:
+		return "regexp_full_match(" + expr + ", " + args.add("(?s:"+m.Value+")") + ")"
+	default:
+		return "NOT regexp_full_match(" + expr + ", " + args.add("(?s:"+m.Value+")") + ")"
+	}
+}
+
+// lineFilterSQL is a line filter's condition on the line column; the
+// regular expressions are RE2's in DuckDB as in Go.
+func lineFilterSQL(f *logql.LineFilter, args *sqlArgs) string {
+	var ors []string
+	for _, v := range f.Values {
+		switch f.Op {
+		case logql.LineContains, logql.LineNotContains:
+			ors = append(ors, "contains(line, "+args.add(v)+")")
+		default:
+			ors = append(ors, "regexp_matches(line, "+args.add(v)+")")
+		}
+	}
+	cond := "(" + strings.Join(ors, " OR ") + ")"
+	if f.Op == logql.LineNotContains || f.Op == logql.LineNotMatch {
+		cond = "NOT " + cond
+	}
+	return cond
+}
+
+// scanSQL is the records of table whose streams the matchers select in
+// [start, end) ns, with cols (given the time expression). The time
+// bounds are on the microsecond column too, which the scan prunes row
+// groups by; records without a time are found by their observed time in
+// a second scan, so that neither loses its pruning to an OR.
+func scanSQL(table string, ms []*logql.Matcher, start, end int64, cols func(ts string) string, args *sqlArgs) string {
+	var b strings.Builder
+	for i, branch := range []struct{ ts, col, extra string }{
+		{tsSQL, `"time"`, ""},
+		{tsObservedSQL, "observed_time", `"time" IS NULL AND `},
+	} {
+		if i > 0 {
+			b.WriteString("\nUNION ALL\n")
+		}
+		fmt.Fprintf(&b, "SELECT %s FROM %s WHERE %s%s >= %s AND %s < %s", cols(branch.ts), sqltext.Ident(table), branch.extra,
+			branch.col, timestampSQL(start), branch.col, timestampSQL(end+999))
+		for _, m := range ms {
+			b.WriteString(" AND ")
+			b.WriteString(matcherSQL(m, args))
+		}
+	}
+	return b.String()
+}
+
+// timestampSQL is the TIMESTAMP literal of ns truncated to microseconds:
+// a literal, which the scan's zone maps compare with, where a parameter
+// of Go's time.Time would bind as TIMESTAMP WITH TIME ZONE.
+func timestampSQL(ns int64) string {
+	return "TIMESTAMP '" + time.Unix(0, ns).UTC().Truncate(time.Microsecond).Format("2006-01-02 15:04:05.999999") + "'"
+}
+
+// selectSQL is the statement of a Selection: distinct records, exact
+// time bounds and line filters, in the direction asked, limited.
+func selectSQL(table string, sel logql.Selection, args *sqlArgs) string {
+	var b strings.Builder
+	b.WriteString("SELECT DISTINCT * FROM (")
+	b.WriteString(scanSQL(table, sel.Matchers, sel.Start, sel.End, entryColumns, args))
+	fmt.Fprintf(&b, ") WHERE ts >= %s AND ts < %s", args.add(sel.Start), args.add(sel.End))
+	for _, f := range sel.Filters {
+		b.WriteString(" AND ")
+		b.WriteString(lineFilterSQL(f, args))
+	}
+	if sel.Forward {
+		b.WriteString(" ORDER BY ts")
+	} else {
+		b.WriteString(" ORDER BY ts DESC")
+	}
+	if sel.Limit > 0 {
+		fmt.Fprintf(&b, " LIMIT %d", sel.Limit)
+	}
+	return b.String()
+}
+
+// streamsSQL is the streams of a selection with their distinct records'
+// count and bytes, for the labels, series and index APIs; with a step
+// (ns), by bucket of step from start (bucket 0 without).
+func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, args *sqlArgs) string {
+	bucket := "0"
+	if step > 0 {
+		bucket = fmt.Sprintf("(ts - %d) // %d", start, step)
+	}
+	return `SELECT service, res, severity_number, severity_text, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes, ` + bucket +
+		` AS bucket FROM (SELECT DISTINCT * FROM (` + scanSQL(table, ms, start, end, entryColumns, args) + `) WHERE ts >= ` + args.add(start) +
+		` AND ts < ` + args.add(end) + `) GROUP BY ALL`
+}
