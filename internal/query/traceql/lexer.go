@@ -105,12 +105,16 @@ func lexOne(q string, i int) (token, int, error) {
 			}
 		}
 		if j < len(q) && q[j] == ':' && (word == "span" || word == "trace") {
-			// span:name, trace:rootName: the intrinsic, named with its scope.
+			// span:name, trace:rootName: an intrinsic named with its scope.
 			k := j + 1
 			for k < len(q) && isIdentPart(q[k]) {
 				k++
 			}
-			return token{kind: tIdent, text: q[j+1 : k]}, k - i, nil
+			name, ok := scopedIntrinsics[q[i:k]]
+			if !ok {
+				return token{}, 0, fmt.Errorf("intrinsic %s is not supported", q[i:k])
+			}
+			return token{kind: tIdent, text: name}, k - i, nil
 		}
 		return token{kind: tIdent, text: word}, j - i, nil
 	}
@@ -124,6 +128,14 @@ func lexOne(q string, i int) (token, int, error) {
 	}
 	r, _ := utf8.DecodeRuneInString(q[i:])
 	return token{}, 0, fmt.Errorf("unexpected %q", r)
+}
+
+// scopedIntrinsics are the scoped spellings of the intrinsics answered
+// (upstream enum_attributes.go ScopedIntrinsic…), by the unscoped name.
+var scopedIntrinsics = map[string]string{
+	"span:name": IntrinsicName, "span:status": IntrinsicStatus, "span:statusMessage": IntrinsicStatusMessage,
+	"span:kind": IntrinsicKind, "span:duration": IntrinsicDuration, "trace:rootName": IntrinsicRootName,
+	"trace:rootService": IntrinsicRootServiceName, "trace:duration": IntrinsicTraceDuration,
 }
 
 // lexAttrName reads an attribute's name at q[i:]: the runes upstream's

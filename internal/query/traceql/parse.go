@@ -51,7 +51,7 @@ type parser struct {
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
-func (p *parser) next() token  { t := p.toks[p.i]; p.i = min(p.i+1, len(p.toks)-1); return t }
+func (p *parser) next() token { t := p.toks[p.i]; p.i = min(p.i+1, len(p.toks)-1); return t }
 
 func (p *parser) isOp(ops ...string) bool {
 	t := p.peek()
