@@ -3,6 +3,7 @@ package tempo
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -19,8 +20,12 @@ type row struct {
 
 func (r row) null(c int) bool { return r.rec.Column(c).IsNull(r.i) }
 
-// str is a text column's value, "" for null.
-func (r row) str(c int) string {
+// str is a text column's value, "" for null, copied: Arrow's strings
+// point into the batch's buffers, freed when the reader moves on.
+func (r row) str(c int) string { return strings.Clone(r.view(c)) }
+
+// view is a text column's value pointing into the batch.
+func (r row) view(c int) string {
 	col := r.rec.Column(c)
 	if col.IsNull(r.i) {
 		return ""
