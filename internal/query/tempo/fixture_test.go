@@ -20,8 +20,8 @@ import (
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/schema"
-	sinkduckdb "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink"
+	sinkduckdb "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
