@@ -25,20 +25,42 @@ func (r row) null(c int) bool { return r.rec.Column(c).IsNull(r.i) }
 func (r row) str(c int) string { return strings.Clone(r.view(c)) }
 
 // view is a text column's value pointing into the batch.
-func (r row) view(c int) string {
-	col := r.rec.Column(c)
-	if col.IsNull(r.i) {
+func (r row) view(c int) string { return textAt(r.rec.Column(c), r.i) }
+
+// textAt is col's text value at i, "" for null.
+func textAt(col arrow.Array, i int) string {
+	if col.IsNull(i) {
 		return ""
 	}
 	switch a := col.(type) {
 	case *array.String:
-		return a.Value(r.i)
+		return a.Value(i)
 	case *array.LargeString:
-		return a.Value(r.i)
+		return a.Value(i)
 	case *array.StringView:
-		return a.Value(r.i)
+		return a.Value(i)
 	}
-	return col.ValueStr(r.i)
+	return col.ValueStr(i)
+}
+
+// strs is a list of text column's values, copied; nil for null.
+func (r row) strs(c int) []string {
+	col := r.rec.Column(c)
+	if col.IsNull(r.i) {
+		return nil
+	}
+	l, ok := col.(*array.List)
+	if !ok {
+		panic(fmt.Sprintf("BUG: column %d is %s, not a list", c, col.DataType()))
+	}
+	start, end := l.ValueOffsets(r.i)
+	var out []string
+	for i := int(start); i < int(end); i++ {
+		if !l.ListValues().IsNull(i) {
+			out = append(out, strings.Clone(textAt(l.ListValues(), i)))
+		}
+	}
+	return out
 }
 
 // int is an integer column's value, 0 for null.

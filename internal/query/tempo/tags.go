@@ -77,15 +77,19 @@ func (s *server) attributeNames(ctx context.Context, scope tenancy.Scope, req ta
 	if err != nil {
 		return nil, err
 	}
+	// The names of each scope as one list (unnest, a table function in
+	// the select list, is not among the read path's functions).
 	var parts []string
 	for _, sc := range scopes {
 		col := map[string]string{"span": "span_attributes", "resource": "resource_attributes"}[sc]
-		parts = append(parts, fmt.Sprintf("SELECT DISTINCT '%s' AS scope, unnest(json_keys(%s)) AS tag FROM %s", sc, col, from))
+		parts = append(parts, fmt.Sprintf("SELECT '%s' AS scope, list_distinct(flatten(list(DISTINCT json_keys(%s)))) AS tags FROM %s", sc, col, from))
 	}
-	sql := with + "SELECT scope, tag FROM (" + strings.Join(parts, " UNION ") + ") ORDER BY scope, tag"
+	sql := with + strings.Join(parts, " UNION ALL ")
 	out := map[string][]string{}
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {
-		out[r.str(0)] = append(out[r.str(0)], r.str(1))
+		names := r.strs(1)
+		slices.Sort(names)
+		out[r.str(0)] = names
 		return nil
 	})
 	if err != nil {
@@ -110,10 +114,12 @@ func (s *server) tagsV1(w http.ResponseWriter, r *http.Request, scope tenancy.Sc
 		s.fail(w, r, err)
 		return
 	}
-	names, err := s.attributeNames(r.Context(), scope, req, scopes)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	names := map[string][]string{}
+	if len(scopes) > 0 {
+		if names, err = s.attributeNames(r.Context(), scope, req, scopes); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	var all []string
 	if sc == "intrinsic" {
