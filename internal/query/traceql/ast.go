@@ -61,6 +61,10 @@ type Comparison struct {
 	Value Static
 }
 
+// Literal is `true` or `false` alone.
+type Literal struct{ B bool }
+
+func (Literal) expr()    {}
 func (Logical) expr()    {}
 func (Not) expr()        {}
 func (Comparison) expr() {}

@@ -30,9 +30,14 @@ func (e *ParseError) Error() string { return "parse error: " + e.Msg }
 // tag of /api/v2/search/tag/{tag}/values): it must be an attribute or an
 // intrinsic alone, as inside `{ }`.
 func ParseAttribute(s string) (Attribute, error) {
-	q, err := Parse("{" + s + "}")
+	toks, err := lex("{" + s + "}")
 	if err != nil {
-		return Attribute{}, err
+		return Attribute{}, &ParseError{Msg: err.Error()}
+	}
+	p := &parser{toks: toks, bareIntrinsics: true}
+	q, err := p.query()
+	if err != nil {
+		return Attribute{}, &ParseError{Msg: err.Error()}
 	}
 	f, ok := q.Spans.(Filter)
 	if !ok || q.Select != nil || q.Metrics != nil {
@@ -48,6 +53,9 @@ func ParseAttribute(s string) (Attribute, error) {
 type parser struct {
 	toks []token
 	i    int
+	// bareIntrinsics admits an intrinsic alone in a filter, which names
+	// it (a tag) but is no condition.
+	bareIntrinsics bool
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -259,8 +267,20 @@ func (p *parser) fieldExpr() (Expr, error) {
 func (p *parser) fieldUnary() (Expr, error) {
 	switch {
 	case p.isOp("!"):
+		// ! binds tighter than a comparison (upstream expr.y): it negates
+		// a parenthesized condition, an attribute or a boolean, and
+		// !x = y, which compares a negation, is refused.
 		p.next()
-		x, err := p.fieldUnary()
+		var x Expr
+		var err error
+		if p.isOp("(", "!") {
+			x, err = p.fieldUnary()
+		} else {
+			x, err = p.comparison()
+			if _, compared := x.(Comparison); compared {
+				return nil, fmt.Errorf("! negates a value, not a comparison: write !(…)")
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -286,6 +306,11 @@ var flipped = map[string]string{"=": "=", "!=": "!=", ">": "<", ">=": "<=", "<":
 func (p *parser) comparison() (Expr, error) {
 	if a, ok := p.attribute(); ok {
 		if !p.isOp(compareOps...) {
+			if a.Scope == Intrinsic && !p.bareIntrinsics {
+				// Every intrinsic answered is a string, number or enum:
+				// alone it is no condition.
+				return nil, fmt.Errorf("%s alone is not a condition", a)
+			}
 			return a, nil
 		}
 		op := p.next().text
@@ -300,6 +325,9 @@ func (p *parser) comparison() (Expr, error) {
 		return nil, err
 	}
 	if !p.isOp(compareOps...) {
+		if v.Kind == Bool {
+			return Literal{B: v.B}, nil
+		}
 		return nil, p.unexpected("expecting a comparison")
 	}
 	op := p.next().text
@@ -328,8 +356,9 @@ func checkComparison(c Comparison) (Expr, error) {
 			return nil, fmt.Errorf("regular expression %q: %w", c.Value.S, err)
 		}
 	}
-	if c.Value.Kind == Nil && c.Op != "=" && c.Op != "!=" {
-		return nil, fmt.Errorf("nil is compared with = or != only")
+	if c.Value.Kind == Nil && c.Op != "!=" {
+		// Upstream validates `!= nil` (the attribute exists) alone.
+		return nil, fmt.Errorf("nil is compared with != only")
 	}
 	if c.Attr.Scope == Intrinsic {
 		switch c.Attr.Name {

@@ -205,6 +205,11 @@ func (b *Builder) cond(e Expr) (string, error) {
 		return b.cond(Comparison{Attr: e, Op: "=", Value: Static{Kind: Bool, B: true}})
 	case Comparison:
 		return b.comparison(e)
+	case Literal:
+		if e.B {
+			return "TRUE", nil
+		}
+		return "FALSE", nil
 	}
 	return "", fmt.Errorf("BUG: condition %T", e)
 }
@@ -224,9 +229,6 @@ func (b *Builder) comparison(c Comparison) (string, error) {
 		case Duration:
 			v = c.Value.D.Nanoseconds()
 		case Nil:
-			if c.Op == "=" {
-				return col + " IS NULL", nil
-			}
 			return col + " IS NOT NULL", nil
 		default:
 			v = c.Value.S
@@ -266,9 +268,6 @@ func (b *Builder) attrCompare(col string, c Comparison) (string, error) {
 	typ := fmt.Sprintf("json_type(%s, %s)", col, path)
 	switch c.Value.Kind {
 	case Nil:
-		if c.Op == "=" {
-			return typ + " IS NULL", nil
-		}
 		return typ + " IS NOT NULL", nil
 	case String:
 		if col == "resource_attributes" && c.Attr.Name == "service.name" {
