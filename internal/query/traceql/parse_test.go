@@ -75,7 +75,7 @@ func TestParseTree(t *testing.T) {
 		{`{} >> ({} || {})`, &Query{Spans: SpansetOp{Op: ">>", L: Filter{}, R: SpansetOp{Op: "||", L: Filter{}, R: Filter{}}}}},
 		{`{ !.a }`, &Query{Spans: Filter{Cond: Not{X: Attribute{Name: "a"}}}}},
 		{`{} | select(span.a, resource."b c") | rate() by (resource.service.name)`, &Query{Spans: Filter{},
-			Select: []Attribute{span("a"), {Scope: ResourceScope, Name: "b c"}},
+			Select:  []Attribute{span("a"), {Scope: ResourceScope, Name: "b c"}},
 			Metrics: &Metrics{Func: "rate", By: []Attribute{{Scope: ResourceScope, Name: "service.name"}}}}},
 		{`{ span.http.route =~ "/api/.*" } | quantile_over_time(duration, .99, .5)`, &Query{
 			Spans:   Filter{Cond: Comparison{Attr: span("http.route"), Op: "=~", Value: str("/api/.*")}},
