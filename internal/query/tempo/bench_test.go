@@ -43,6 +43,10 @@ func benchMux(b *testing.B, n int) *http.ServeMux {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
+	return benchMuxDB(b, db, n)
+}
+
+func benchMuxDB(b *testing.B, db *sql.DB, n int) *http.ServeMux {
 	createSpansTable(b, db)
 	usPerSpan := int64(24*time.Hour/time.Microsecond) / int64(n)
 	// Trace t holds spans 10t … 10t+9: the first its root, each later one
