@@ -3,14 +3,12 @@ package tempo
 import (
 	"context"
 	"crypto/md5"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"testing"
@@ -37,16 +35,7 @@ var benchStart = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
 func benchMux(b *testing.B, n int) *http.ServeMux {
 	b.Helper()
-	dir := b.TempDir()
-	db, err := sql.Open("duckdb", filepath.Join(dir, "bench.duckdb"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	return benchMuxDB(b, db, n)
-}
-
-func benchMuxDB(b *testing.B, db *sql.DB, n int) *http.ServeMux {
+	db, _ := openDB(b)
 	createSpansTable(b, db)
 	usPerSpan := int64(24*time.Hour/time.Microsecond) / int64(n)
 	// Trace t holds spans 10t … 10t+9: the first its root, each later one
@@ -97,16 +86,7 @@ func BenchmarkTraceByID(b *testing.B) {
 		t -= t % 2 // tenant a's traces
 		at := benchStart.Add(time.Duration(int64(t*10)*usPerSpan) * time.Microsecond)
 		path := fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", traceIDOf(t), at.Add(-30*time.Minute).Unix(), at.Add(30*time.Minute).Unix())
-		req := httptest.NewRequest("GET", path, nil)
-		req.Header.Set("X-Scope-OrgID", "a")
-		req.Header.Set("Accept", "application/protobuf")
-		rec := httptest.NewRecorder()
-		began := time.Now()
-		mux.ServeHTTP(rec, req)
-		took = append(took, time.Since(began))
-		if rec.Code != 200 || rec.Body.Len() < 500 {
-			b.Fatalf("%s: %d, %d bytes", path, rec.Code, rec.Body.Len())
-		}
+		took = append(took, timed(b, mux, path, "application/protobuf", 500))
 	}
 	reportPercentiles(b, took)
 }
@@ -121,17 +101,27 @@ func BenchmarkSearchServiceDuration(b *testing.B) {
 	var took []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
-		req := httptest.NewRequest("GET", "/api/search?"+params.Encode(), nil)
-		req.Header.Set("X-Scope-OrgID", "a")
-		rec := httptest.NewRecorder()
-		began := time.Now()
-		mux.ServeHTTP(rec, req)
-		took = append(took, time.Since(began))
-		if rec.Code != 200 || rec.Body.Len() < 100 {
-			b.Fatalf("%d %s", rec.Code, rec.Body)
-		}
+		took = append(took, timed(b, mux, "/api/search?"+params.Encode(), "", 100))
 	}
 	reportPercentiles(b, took)
+}
+
+// timed serves path for tenant a and returns how long it took; the
+// answer must be 200 and at least least bytes long.
+func timed(b *testing.B, mux *http.ServeMux, path, accept string, least int) time.Duration {
+	req := httptest.NewRequest("GET", path, nil)
+	req.Header.Set("X-Scope-OrgID", "a")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	rec := httptest.NewRecorder()
+	began := time.Now()
+	mux.ServeHTTP(rec, req)
+	took := time.Since(began)
+	if rec.Code != 200 || rec.Body.Len() < least {
+		b.Fatalf("%s: %d, %d bytes", path, rec.Code, rec.Body.Len())
+	}
+	return took
 }
 
 func reportPercentiles(b *testing.B, took []time.Duration) {

@@ -184,6 +184,19 @@ func loadSpans(t testing.TB, db *sql.DB, dir string, msgs map[string][]ptrace.Tr
 	}
 }
 
+// openDB opens a DuckDB file in a temporary directory, closed after the
+// test; it returns the directory too.
+func openDB(t testing.TB) (*sql.DB, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := sql.Open("duckdb", filepath.Join(dir, "lake.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, dir
+}
+
 // createSpansTable creates the spans table with the sink's columns.
 func createSpansTable(t testing.TB, db *sql.DB) {
 	t.Helper()
@@ -211,12 +224,7 @@ func newFixture(t *testing.T) *fixture {
 
 func newFixtureCap(t *testing.T, maxSpans int) *fixture {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := sql.Open("duckdb", filepath.Join(dir, "lake.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db, dir := openDB(t)
 	pay := traces(tenantA[3:])
 	loadSpans(t, db, dir, map[string][]ptrace.Traces{"a": {traces(tenantA), pay}, "b": {traces(tenantB)}})
 	r, err := query.NewDuckDB(context.Background(), db, query.DuckDBOptions{})

@@ -103,23 +103,10 @@ func (s *server) attributeNames(ctx context.Context, scope tenancy.Scope, req ta
 // (modules/frontend/tag_handlers.go: "V1 tag lookup only returns
 // intrinsics when scope is set explicitly").
 func (s *server) tagsV1(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	req, err := parseTagsRequest(r)
+	sc, scopes, names, err := s.tagNames(r, scope)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	sc := r.URL.Query().Get("scope")
-	scopes, err := tagScopes(sc)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	names := map[string][]string{}
-	if len(scopes) > 0 {
-		if names, err = s.attributeNames(r.Context(), scope, req, scopes); err != nil {
-			s.fail(w, r, err)
-			return
-		}
 	}
 	var all []string
 	if sc == "intrinsic" {
@@ -130,6 +117,22 @@ func (s *server) tagsV1(w http.ResponseWriter, r *http.Request, scope tenancy.Sc
 	}
 	slices.Sort(all)
 	writeJSON(w, tagsResponse{TagNames: slices.Compact(all)})
+}
+
+// tagNames reads a tags request and the attribute names it asks for:
+// its scope parameter, the attribute scopes that asks for, and their
+// names by scope.
+func (s *server) tagNames(r *http.Request, scope tenancy.Scope) (sc string, scopes []string, names map[string][]string, err error) {
+	req, err := parseTagsRequest(r)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	sc = r.URL.Query().Get("scope")
+	if scopes, err = tagScopes(sc); err != nil || len(scopes) == 0 {
+		return sc, nil, nil, err
+	}
+	names, err = s.attributeNames(r.Context(), scope, req, scopes)
+	return sc, scopes, names, err
 }
 
 // tagScopes are the attribute scopes a scope parameter asks for (none
@@ -179,13 +182,7 @@ type tagsV2Scope struct {
 // "V2 tag lookup returns intrinsics for both unscoped and explicit scope
 // requests").
 func (s *server) tagsV2(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	req, err := parseTagsRequest(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sc := r.URL.Query().Get("scope")
-	scopes, err := tagScopes(sc)
+	sc, scopes, names, err := s.tagNames(r, scope)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -194,16 +191,9 @@ func (s *server) tagsV2(w http.ResponseWriter, r *http.Request, scope tenancy.Sc
 	if sc == "" || sc == "none" || sc == "intrinsic" {
 		out = append(out, tagsV2Scope{Name: "intrinsic", Tags: intrinsicTags})
 	}
-	if len(scopes) > 0 {
-		names, err := s.attributeNames(r.Context(), scope, req, scopes)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		for _, sc := range scopes {
-			if len(names[sc]) > 0 {
-				out = append(out, tagsV2Scope{Name: sc, Tags: names[sc]})
-			}
+	for _, sc := range scopes {
+		if len(names[sc]) > 0 {
+			out = append(out, tagsV2Scope{Name: sc, Tags: names[sc]})
 		}
 	}
 	writeJSON(w, tagsV2Response{Scopes: out})

@@ -104,18 +104,22 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 	return tb.data(), partial, nil
 }
 
+// requestedTrace reads a trace by id request and its trace.
+func (s *server) requestedTrace(r *http.Request, scope tenancy.Scope) (*tracepb.TracesData, bool, error) {
+	req, err := parseTraceRequest(r)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.findTrace(r.Context(), scope, req)
+}
+
 // traceV1 answers /api/traces/{id}: the trace as tempopb.Trace (protobuf
 // when the Accept header asks for application/protobuf, else JSON with
 // its resource spans named batches), 404 when no span is found, 422
 // past the span cap (modules/querier/http.go TraceByIDHandler,
 // modules/frontend/combiner/trace_by_id.go).
 func (s *server) traceV1(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	req, err := parseTraceRequest(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	t, partial, err := s.findTrace(r.Context(), scope, req)
+	t, partial, err := s.requestedTrace(r, scope)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -153,12 +157,7 @@ func (s *server) traceV1(w http.ResponseWriter, r *http.Request, scope tenancy.S
 // past the span cap (modules/querier/http.go TraceByIDHandlerV2,
 // modules/frontend/combiner/trace_by_id_v2.go).
 func (s *server) traceV2(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	req, err := parseTraceRequest(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	t, partial, err := s.findTrace(r.Context(), scope, req)
+	t, partial, err := s.requestedTrace(r, scope)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -191,33 +191,28 @@ func (p *parser) metrics() (*Metrics, error) {
 // than && and ||, each level left-associative (upstream expr.y: AND OR on
 // one %left line, the structural operators on the next).
 func (p *parser) spansetExpr() (Spanset, error) {
-	l, err := p.spansetStructural()
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("&&", "||") {
-		op := p.next().text
-		r, err := p.spansetStructural()
-		if err != nil {
-			return nil, err
-		}
-		l = SpansetOp{Op: op, L: l, R: r}
-	}
-	return l, nil
+	return leftAssoc(p, p.spansetStructural, []string{"&&", "||"}, newSpansetOp)
 }
 
 func (p *parser) spansetStructural() (Spanset, error) {
-	l, err := p.spansetPrimary()
+	return leftAssoc(p, p.spansetPrimary, []string{">>", ">", "~", "<<", "<"}, newSpansetOp)
+}
+
+func newSpansetOp(op string, l, r Spanset) Spanset { return SpansetOp{Op: op, L: l, R: r} }
+
+// leftAssoc reads operands joined by ops, left-associative.
+func leftAssoc[T any](p *parser, operand func() (T, error), ops []string, join func(op string, l, r T) T) (T, error) {
+	l, err := operand()
 	if err != nil {
-		return nil, err
+		return l, err
 	}
-	for p.isOp(">>", ">", "~", "<<", "<") {
+	for p.isOp(ops...) {
 		op := p.next().text
-		r, err := p.spansetPrimary()
+		r, err := operand()
 		if err != nil {
-			return nil, err
+			return r, err
 		}
-		l = SpansetOp{Op: op, L: l, R: r}
+		l = join(op, l, r)
 	}
 	return l, nil
 }
@@ -249,19 +244,7 @@ func (p *parser) spansetPrimary() (Spanset, error) {
 // fieldExpr: conditions joined by && and ||, one precedence level,
 // left-associative, as upstream's grammar has them.
 func (p *parser) fieldExpr() (Expr, error) {
-	l, err := p.fieldUnary()
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("&&", "||") {
-		op := p.next().text
-		r, err := p.fieldUnary()
-		if err != nil {
-			return nil, err
-		}
-		l = Logical{Op: op, L: l, R: r}
-	}
-	return l, nil
+	return leftAssoc(p, p.fieldUnary, []string{"&&", "||"}, func(op string, l, r Expr) Expr { return Logical{Op: op, L: l, R: r} })
 }
 
 func (p *parser) fieldUnary() (Expr, error) {

@@ -106,11 +106,7 @@ func (b *Builder) spanset(s Spanset) (string, error) {
 		}
 		return b.cte(fmt.Sprintf("SELECT trace_id, span_id, parent_span_id FROM %s WHERE %s", from, cond)), nil
 	case SpansetOp:
-		l, err := b.spanset(s.L)
-		if err != nil {
-			return "", err
-		}
-		r, err := b.spanset(s.R)
+		l, r, err := both(b.spanset, s.L, s.R)
 		if err != nil {
 			return "", err
 		}
@@ -158,6 +154,16 @@ func (b *Builder) combine(op, l, r string) string {
 	panic("BUG: spanset operator " + op)
 }
 
+// both is the SQL of two operands.
+func both[T any](f func(T) (string, error), l, r T) (string, string, error) {
+	ls, err := f(l)
+	if err != nil {
+		return "", "", err
+	}
+	rs, err := f(r)
+	return ls, rs, err
+}
+
 // usesTrace says whether e reads a trace-level intrinsic.
 func usesTrace(e Expr) bool {
 	switch e := e.(type) {
@@ -179,11 +185,7 @@ func isTraceLevel(a Attribute) bool {
 func (b *Builder) cond(e Expr) (string, error) {
 	switch e := e.(type) {
 	case Logical:
-		l, err := b.cond(e.L)
-		if err != nil {
-			return "", err
-		}
-		r, err := b.cond(e.R)
+		l, r, err := both(b.cond, e.L, e.R)
 		if err != nil {
 			return "", err
 		}
