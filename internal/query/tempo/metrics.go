@@ -40,7 +40,7 @@ func parseRange(r *http.Request, now time.Time) (rangeRequest, error) {
 		return rangeRequest{}, bad("%v", err)
 	}
 	if q.Metrics == nil {
-		return rangeRequest{}, bad("not a metrics query: it needs a metrics function (rate, count_over_time, quantile_over_time)")
+		return rangeRequest{}, bad("not a metrics query: it needs a metrics function (rate, count_over_time, quantile_over_time, histogram_over_time)")
 	}
 	since := time.Hour
 	if s := v.Get("since"); s != "" {
@@ -149,8 +149,8 @@ type series struct {
 	hist   []map[float64]float64 // interval → bucket max (seconds) → count
 }
 
-// queryRange answers /api/metrics/query_range: rate(), count_over_time()
-// and quantile_over_time() of the spans a TraceQL spanset matches, by the
+// queryRange answers /api/metrics/query_range: rate(), count_over_time(),
+// quantile_over_time() and histogram_over_time() of the spans a TraceQL spanset matches, by the
 // attributes of by(), over intervals of step right-closed (start+i·step,
 // start+(i+1)·step], each sample stamped with its interval's end
 // (engine_metrics.go IntervalMapperQueryRange); a span counts in the
@@ -207,17 +207,21 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 	}
 	startP, endP, stepP := b.Param(int64(req.start)), b.Param(int64(req.end)), b.Param(int64(req.step))
 	cols = append(cols, fmt.Sprintf("(start_ns - %s - 1) // %s AS iv", startP, stepP))
-	if m.Func == "quantile_over_time" {
+	bucketed := m.Of != nil
+	cond := ""
+	if bucketed {
 		if m.Of.Scope != traceql.Intrinsic || m.Of.Name != traceql.IntrinsicDuration {
-			return nil, bad("quantile_over_time of %s is not supported: of duration only", m.Of)
+			return nil, bad("%s of %s is not supported: of duration only", m.Func, m.Of)
 		}
 		// Log2Bucketize (engine_metrics.go): the smallest power of two
-		// at least the duration, in seconds; -1 under 2ns.
-		cols = append(cols, "CASE WHEN duration_ns < 2 THEN -1 ELSE pow(2, ceil(log2(duration_ns))) / 1e9 END AS bucket")
+		// at least the duration, in seconds; a span under 2ns is in no
+		// bucket (bucketizeDuration in ast_metrics.go).
+		cols = append(cols, "pow(2, ceil(log2(duration_ns))) / 1e9 AS bucket")
+		cond = " AND duration_ns >= 2"
 	}
 	sql := fmt.Sprintf(`WITH %s
 SELECT %s, count(*) AS n FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) sp.* FROM %s sp JOIN hit USING (trace_id, span_id))
-WHERE start_ns > %s AND start_ns <= %s GROUP BY ALL`, with, strings.Join(cols, ", "), b.SpanRelation(), startP, endP)
+WHERE start_ns > %s AND start_ns <= %s%s GROUP BY ALL`, with, strings.Join(cols, ", "), b.SpanRelation(), startP, endP, cond)
 	intervals := int((req.end - req.start) / req.step)
 	all := map[string]*series{}
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {
@@ -251,7 +255,7 @@ WHERE start_ns > %s AND start_ns <= %s GROUP BY ALL`, with, strings.Join(cols, "
 			return nil
 		}
 		n := float64(r.int(int(r.rec.NumCols()) - 1))
-		if m.Func == "quantile_over_time" {
+		if bucketed {
 			if ser.hist[iv] == nil {
 				ser.hist[iv] = map[float64]float64{}
 			}
@@ -298,7 +302,7 @@ func rangeAnswer(req rangeRequest, all map[string]*series) rangeResponse {
 		for _, l := range ser.labels {
 			base = append(base, &keyValue{Key: l.key, Value: l.value})
 		}
-		if len(base) == 0 && m.Func != "quantile_over_time" {
+		if len(base) == 0 && m.Of == nil {
 			base = append(base, &keyValue{Key: "__name__", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: m.Func}}})
 		}
 		values := func(f func(i int) float64) []sample {
@@ -314,6 +318,14 @@ func rangeAnswer(req rangeRequest, all map[string]*series) rangeResponse {
 			resp.Series = append(resp.Series, &timeSeries{Labels: base, Samples: values(func(i int) float64 { return ser.counts[i] / secs })})
 		case "count_over_time":
 			resp.Series = append(resp.Series, &timeSeries{Labels: base, Samples: values(func(i int) float64 { return ser.counts[i] })})
+		case "histogram_over_time":
+			// A series per bucket, labelled __bucket (its max in
+			// seconds) after the by() labels (engine_metrics.go
+			// GroupingAggregator with byFuncLabel).
+			for _, max := range bucketsOf(ser.hist) {
+				labels := append(slices.Clone(base), &keyValue{Key: "__bucket", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: max}}})
+				resp.Series = append(resp.Series, &timeSeries{Labels: labels, Samples: values(func(i int) float64 { return ser.hist[i][max] })})
+			}
 		default:
 			for _, q := range m.Quantiles {
 				labels := append(slices.Clone(base), &keyValue{Key: "p", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: q}}})
@@ -358,6 +370,17 @@ func log2Quantile(p float64, hist map[float64]float64) float64 {
 		lo = math.Log2(maxes[i-1])
 	}
 	return math.Pow(2, lo+(hi-lo)*frac)
+}
+
+// bucketsOf are the buckets of every interval, sorted.
+func bucketsOf(hist []map[float64]float64) []float64 {
+	all := map[float64]float64{}
+	for _, h := range hist {
+		for b := range h {
+			all[b] = 0
+		}
+	}
+	return sortedFloats(all)
 }
 
 func sortedFloats(m map[float64]float64) []float64 {

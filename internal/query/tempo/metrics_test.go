@@ -89,6 +89,9 @@ func TestQueryRange(t *testing.T) {
 		// sample's bucket max, p100 the largest's.
 		{`{ trace:rootService = "frontend" } | quantile_over_time(duration, .5, 1)`, []string{
 			`p=doubleValue:0.5: 0.536871@2`, `p=doubleValue:1: 2.147484@2`}},
+		// The heatmap of Traces Drilldown: a series per log2 bucket.
+		{`{ resource.service.name = "db" } | histogram_over_time(duration)`, []string{
+			`__bucket=doubleValue:0.016777216: 1@2`, `__bucket=doubleValue:0.033554432: 1@3`, `__bucket=doubleValue:0.536870912: 1@2`}},
 	} {
 		if got := f.rangeOf("a", c.q); !slices.Equal(got, c.want) {
 			t.Errorf("%s:\n got %q\nwant %q", c.q, got, c.want)

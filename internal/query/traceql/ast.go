@@ -1,8 +1,8 @@
 // Package traceql reads the subset of Grafana Tempo's TraceQL that
 // tracelake answers (spanset filters over intrinsics and span, resource
 // and unscoped attributes; spanset && and ||; the structural operators
-// >> > ~ << <; select(); the metrics functions rate, count_over_time and
-// quantile_over_time with by()) into an AST, and turns that AST into SQL
+// >> > ~ << <; select(); the metrics functions rate, count_over_time,
+// quantile_over_time and histogram_over_time with by()) into an AST, and turns that AST into SQL
 // over the otel_spans table (sql.go). The grammar followed is upstream's
 // (grafana/tempo pkg/traceql/expr.y and lexer.go): the upstream parser
 // is not imported because grafana/tempo is a module with replace
@@ -142,9 +142,11 @@ type Static struct {
 
 // Metrics is the metrics function ending a query.
 type Metrics struct {
-	// Func is "rate", "count_over_time" or "quantile_over_time".
+	// Func is "rate", "count_over_time", "quantile_over_time" or
+	// "histogram_over_time".
 	Func string
-	// Of is quantile_over_time's attribute (duration).
+	// Of is quantile_over_time's and histogram_over_time's attribute
+	// (duration).
 	Of *Attribute
 	// Quantiles are quantile_over_time's quantiles.
 	Quantiles []float64

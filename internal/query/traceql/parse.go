@@ -108,14 +108,14 @@ func (p *parser) query() (*Query, error) {
 				return nil, err
 			}
 			q.Select = append(q.Select, attrs...)
-		case t.kind == tIdent && q.Metrics == nil && (t.text == "rate" || t.text == "count_over_time" || t.text == "quantile_over_time"):
+		case t.kind == tIdent && q.Metrics == nil && slices.Contains(metricsFuncs, t.text):
 			m, err := p.metrics()
 			if err != nil {
 				return nil, err
 			}
 			q.Metrics = m
 		default:
-			return nil, p.unexpected("expecting select() or a metrics function (rate, count_over_time, quantile_over_time)")
+			return nil, p.unexpected("expecting select() or a metrics function (rate, count_over_time, quantile_over_time, histogram_over_time)")
 		}
 	}
 	if p.peek().kind != tEOF {
@@ -144,6 +144,9 @@ func (p *parser) attrList() ([]Attribute, error) {
 	}
 }
 
+// metricsFuncs are the metrics functions answered.
+var metricsFuncs = []string{"rate", "count_over_time", "quantile_over_time", "histogram_over_time"}
+
 // metrics: rate() | count_over_time() | quantile_over_time(attr, q, …),
 // then optionally by(attrs).
 func (p *parser) metrics() (*Metrics, error) {
@@ -151,12 +154,14 @@ func (p *parser) metrics() (*Metrics, error) {
 	if err := p.expect("("); err != nil {
 		return nil, err
 	}
-	if m.Func == "quantile_over_time" {
+	if m.Func == "quantile_over_time" || m.Func == "histogram_over_time" {
 		a, ok := p.attribute()
 		if !ok {
-			return nil, p.unexpected("expecting the attribute of quantile_over_time")
+			return nil, p.unexpected("expecting the attribute of " + m.Func)
 		}
 		m.Of = &a
+	}
+	if m.Func == "quantile_over_time" {
 		for p.isOp(",") {
 			p.next()
 			switch t := p.peek(); t.kind {
