@@ -183,9 +183,9 @@ summ AS (SELECT trace_id, min(start_ns) AS t_start, max(start_ns + coalesce(dura
 	FROM %s sp WHERE trace_id IN (SELECT trace_id FROM cand) GROUP BY trace_id),
 top AS (SELECT c.trace_id, c.matched, s.t_start, s.t_end, s.root_name, s.root_service
 	FROM cand c JOIN summ s USING (trace_id) WHERE %s ORDER BY s.t_start DESC, c.trace_id LIMIT %s),
-picked AS (SELECT trace_id, span_id, name, start_ns, duration_ns%s,
-	row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) AS rn
-	FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) sp.* FROM %s sp JOIN hit USING (trace_id, span_id)
+picked AS (SELECT *, row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) AS rn
+	FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) sp.trace_id, sp.span_id, sp.name, sp.start_ns, sp.duration_ns%s
+		FROM %s sp JOIN hit USING (trace_id, span_id)
 		WHERE sp.trace_id IN (SELECT trace_id FROM top) ORDER BY sp.trace_id, sp.span_id, sp.start_ns))
 SELECT t.trace_id, t.matched, t.t_start, t.t_end, t.root_name, t.root_service,
 	p.span_id, p.name, p.start_ns, p.duration_ns%s
@@ -294,6 +294,10 @@ func searchOutputs(q *traceql.Query) []searchOutput {
 			o = searchOutput{key: a.Name, sql: jsonValue("span_attributes", a.Name)}
 		case traceql.ResourceScope:
 			o = searchOutput{key: a.Name, sql: jsonValue("resource_attributes", a.Name)}
+			if a.Name == "service.name" {
+				// Its own column, cheaper than the JSON: a JSON string.
+				o.sql = "to_json(service_name)::VARCHAR"
+			}
 		default:
 			o = searchOutput{key: a.Name, sql: fmt.Sprintf("coalesce(%s, %s)", jsonValue("span_attributes", a.Name), jsonValue("resource_attributes", a.Name))}
 		}

@@ -124,7 +124,7 @@ func TestSearchTraceQL(t *testing.T) {
 // query names and select()s, typed.
 func TestSearchAnswer(t *testing.T) {
 	f := newFixture(t)
-	s := f.search("a", url.Values{"q": {`{ span.db.system = "postgres" && status = error } | select(span.weight, resource.host, .nope)`}})
+	s := f.search("a", url.Values{"q": {`{ span.db.system = "postgres" && status = error } | select(span.weight, resource.host, resource.service.name, .nope)`}})
 	if len(s.Traces) != 1 {
 		t.Fatalf("%d traces", len(s.Traces))
 	}
@@ -144,7 +144,7 @@ func TestSearchAnswer(t *testing.T) {
 		}
 	}
 	slices.Sort(attrs)
-	want := []string{`db.system=stringValue:"postgres"`, `host=stringValue:"h-db"`, `status=stringValue:"error"`, `weight=doubleValue:1.5`}
+	want := []string{`db.system=stringValue:"postgres"`, `host=stringValue:"h-db"`, `service.name=stringValue:"db"`, `status=stringValue:"error"`, `weight=doubleValue:1.5`}
 	if !slices.Equal(attrs, want) {
 		t.Fatalf("attributes %q, want %q", attrs, want)
 	}
