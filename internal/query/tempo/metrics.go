@@ -29,7 +29,7 @@ type rangeRequest struct {
 // RFC 3339; end default now, start default an hour, or since, before),
 // step (seconds or a duration; default DefaultQueryRangeStep), then
 // aligned (pkg/traceql/engine_metrics.go AlignRequest).
-func parseRange(r *http.Request, now time.Time) (rangeRequest, error) {
+func parseRange(r *http.Request, now time.Time, instant bool) (rangeRequest, error) {
 	v := r.URL.Query()
 	text := v.Get("query")
 	if q := v.Get("q"); q != "" {
@@ -64,6 +64,12 @@ func parseRange(r *http.Request, now time.Time) (rangeRequest, error) {
 		return rangeRequest{}, bad("end must be after start")
 	}
 	req := rangeRequest{q: q, start: uint64(start.UnixNano()), end: uint64(end.UnixNano())}
+	if instant {
+		// One interval, the whole range, unaligned (an instant query is
+		// a range query of one step: engine_metrics.go IsInstant).
+		req.step = req.end - req.start
+		return req, nil
+	}
 	if s := v.Get("step"); s != "" {
 		d, err := parseSecondsOrDuration(s)
 		if err != nil || d <= 0 {
@@ -156,7 +162,7 @@ type series struct {
 // (engine_metrics.go IntervalMapperQueryRange); a span counts in the
 // interval of its start, once however often it was loaded.
 func (s *server) queryRange(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	req, err := parseRange(r, time.Now())
+	req, err := parseRange(r, time.Now(), false)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -167,6 +173,38 @@ func (s *server) queryRange(w http.ResponseWriter, r *http.Request, scope tenanc
 		return
 	}
 	writeJSON(w, rangeAnswer(req, all))
+}
+
+// instantResponse is tempopb.QueryInstantResponse as jsonpb writes it.
+type instantResponse struct {
+	Series  []instantSeries `json:"series,omitempty"`
+	Metrics searchMetrics   `json:"metrics"`
+}
+
+type instantSeries struct {
+	Labels []*keyValue `json:"labels,omitempty"`
+	Value  float64     `json:"value,omitempty"`
+}
+
+// queryInstant answers /api/metrics/query: the same functions over the
+// whole range (start, end], one value per series (Grafana's instant
+// metrics queries; pkg/api/http.go ParseQueryInstantRequest).
+func (s *server) queryInstant(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	req, err := parseRange(r, time.Now(), true)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	all, err := s.runRange(r.Context(), scope, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	resp := instantResponse{Metrics: searchMetrics{CompletedJobs: 1, TotalJobs: 1}}
+	for _, ts := range rangeAnswer(req, all).Series {
+		resp.Series = append(resp.Series, instantSeries{Labels: ts.Labels, Value: ts.Samples[0].Value})
+	}
+	writeJSON(w, resp)
 }
 
 // labelSQL is the SQL of a by() attribute's value: JSON text, or plain

@@ -111,6 +111,37 @@ func TestQueryRange(t *testing.T) {
 	}
 }
 
+// TestQueryInstant: one value per series over the whole range.
+func TestQueryInstant(t *testing.T) {
+	f := newFixture(t)
+	params := url.Values{"q": {`{ resource.service.name != "frontend" } | count_over_time() by (resource.service.name)`},
+		"start": {fmt.Sprint(base.Add(-time.Minute).Unix())}, "end": {fmt.Sprint(base.Add(2 * time.Minute).Unix())}}
+	var out struct {
+		Series []struct {
+			Labels []struct {
+				Key   string            `json:"key"`
+				Value map[string]string `json:"value"`
+			} `json:"labels"`
+			Value float64 `json:"value"`
+		} `json:"series"`
+	}
+	for _, tenant := range []string{"a", "b"} {
+		if code := f.json(tenant, "/api/metrics/query?"+params.Encode(), &out); code != 200 {
+			t.Fatalf("%d", code)
+		}
+		var got []string
+		for _, s := range out.Series {
+			got = append(got, fmt.Sprintf("%s=%s: %g", s.Labels[0].Key, s.Labels[0].Value["stringValue"], s.Value))
+		}
+		slices.Sort(got)
+		want := map[string][]string{"a": {"resource.service.name=db: 3", "resource.service.name=payments: 1"},
+			"b": {"resource.service.name=secret-svc: 2"}}[tenant]
+		if !slices.Equal(got, want) {
+			t.Errorf("tenant %s: %q, want %q", tenant, got, want)
+		}
+	}
+}
+
 // TestLog2Quantile: upstream's interpolation between power-of-two buckets
 // (below the first bucket, from half its max).
 func TestLog2Quantile(t *testing.T) {

@@ -74,6 +74,7 @@ func register(mux *http.ServeMux, o Options, maxSpans int) (*server, error) {
 	rt.Scoped("GET /api/search/tag/{tag}/values", s.tagValuesV1)
 	rt.Scoped("GET /api/v2/search/tag/{tag}/values", s.tagValuesV2)
 	rt.Scoped("GET /api/metrics/query_range", s.queryRange)
+	rt.Scoped("GET /api/metrics/query", s.queryInstant)
 	rt.Public("GET /api/echo", s.echo)
 	rt.Public("GET /api/status/buildinfo", s.buildInfo)
 	return s, nil
