@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tracelake/tracelake/internal/query/traceql"
@@ -46,8 +47,8 @@ func parseTagsRequest(r *http.Request) (tagsRequest, error) {
 		req.spans = parsed.Spans
 	}
 	if l := r.URL.Query().Get("limit"); l != "" {
-		var n int
-		if _, err := fmt.Sscan(l, &n); err != nil || n <= 0 {
+		n, err := strconv.Atoi(l)
+		if err != nil || n <= 0 {
 			return tagsRequest{}, bad("invalid limit: %s", l)
 		}
 		req.limit = min(n, maxTagValues)

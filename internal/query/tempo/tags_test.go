@@ -119,6 +119,7 @@ func TestTagValues(t *testing.T) {
 		{"a", "span.secret.key", "", nil},
 		{"b", "span.secret.key", "", []string{"string:b-value", "string:b-value-2"}},
 		{"a", "resource.service.name", fmt.Sprintf("?start=%d&end=%d", base.Unix()+30, base.Unix()+90), []string{"string:db", "string:payments"}},
+		{"a", "resource.service.name", "?limit=2", []string{"string:db", "string:frontend"}},
 	} {
 		if got := v2(c.tenant, c.tag, c.query); !slices.Equal(got, c.want) {
 			t.Errorf("tenant %s, %s%s: got %q, want %q", c.tenant, c.tag, c.query, got, c.want)
@@ -129,6 +130,9 @@ func TestTagValues(t *testing.T) {
 	// span%3Aname, which is no TraceQL attribute: 400.
 	if rec := f.get("a", "/api/v2/search/tag/span%3Aname/values", ""); rec.Code != 200 {
 		t.Fatalf("once-encoded: %d", rec.Code)
+	}
+	if rec := f.get("a", "/api/v2/search/tag/name/values?limit=1x", ""); rec.Code != 400 {
+		t.Fatalf("bad limit: %d", rec.Code)
 	}
 	if rec := f.get("a", "/api/v2/search/tag/span%253Aname/values", ""); rec.Code != 400 {
 		t.Fatalf("twice-encoded: %d %s", rec.Code, rec.Body)
