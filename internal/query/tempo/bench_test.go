@@ -74,7 +74,13 @@ func traceIDOf(t int) string { return md5hex(strconv.Itoa(t)) }
 // BenchmarkTraceByID: trace by id (v2, protobuf) with Grafana's window
 // (the dashboard's range: the hour around the trace), over
 // TEMPO_BENCH_SPANS spans of two tenants; reports p50 and p99.
-func BenchmarkTraceByID(b *testing.B) {
+func BenchmarkTraceByID(b *testing.B) { benchTraceByID(b, true) }
+
+// BenchmarkTraceByIDNoWindow: the same without a window (a scan of the
+// tenant's every span).
+func BenchmarkTraceByIDNoWindow(b *testing.B) { benchTraceByID(b, false) }
+
+func benchTraceByID(b *testing.B, window bool) {
 	n := benchSpans()
 	mux := benchMux(b, n)
 	traces := n / 10
@@ -85,7 +91,10 @@ func BenchmarkTraceByID(b *testing.B) {
 		t := (i * 7919) % traces
 		t -= t % 2 // tenant a's traces
 		at := benchStart.Add(time.Duration(int64(t*10)*usPerSpan) * time.Microsecond)
-		path := fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", traceIDOf(t), at.Add(-30*time.Minute).Unix(), at.Add(30*time.Minute).Unix())
+		path := "/api/v2/traces/" + traceIDOf(t)
+		if window {
+			path += fmt.Sprintf("?start=%d&end=%d", at.Add(-30*time.Minute).Unix(), at.Add(30*time.Minute).Unix())
+		}
 		took = append(took, timed(b, mux, path, "application/protobuf", 500))
 	}
 	reportPercentiles(b, took)
