@@ -1,13 +1,31 @@
 // Package traceql reads the subset of Grafana Tempo's TraceQL that
-// tracelake answers (spanset filters over intrinsics and span, resource
-// and unscoped attributes; spanset && and ||; the structural operators
-// >> > ~ << <; select(); the metrics functions rate, count_over_time,
-// quantile_over_time and histogram_over_time with by()) into an AST, and turns that AST into SQL
-// over the otel_spans table (sql.go). The grammar followed is upstream's
-// (grafana/tempo pkg/traceql/expr.y and lexer.go): the upstream parser
-// is not imported because grafana/tempo is a module with replace
-// directives and a dependency tree (Prometheus, gogo protobuf, Tempo's
-// cache) far beyond this subset.
+// tracelake answers into an AST, and turns that AST into SQL over the
+// otel_spans table (sql.go). The grammar followed is upstream's
+// (grafana/tempo pkg/traceql/expr.y and lexer.go); the upstream parser is
+// not imported because grafana/tempo is a module with replace directives
+// and a dependency tree (Prometheus, gogo protobuf, Tempo's cache) far
+// beyond this subset.
+//
+// Answered: spanset filters `{ … }` of comparisons (= != > >= < <= =~ !~,
+// regular expressions anchored) of an attribute with a static (string,
+// int, float, bool, duration, status, kind; `!= nil` for existence), the
+// attribute scoped `span.`, `resource.` or unscoped `.` (quoted names
+// included), or one of the intrinsics name, status, statusMessage, kind,
+// duration, rootName, rootServiceName, traceDuration (also spelled
+// span:…, trace:…); `&&`, `||`, `!` and parentheses inside a filter, a
+// bare boolean attribute or literal; spanset `&&` `||` and the structural
+// `>>` `>` `~` `<<` `<`; `| select(…)`; `| rate()`, `count_over_time()`,
+// `quantile_over_time(duration, q…)`, `histogram_over_time(duration)`,
+// each with `by(…)`.
+//
+// Refused with a parse error (400): arithmetic, aggregates and scalar
+// filters (count(), avg(…) > x), by() and coalesce() as pipeline stages,
+// the negated and union structural operators (!> &>> …), the parent.,
+// event., link. and instrumentation. scopes and their intrinsics, the id
+// intrinsics (trace:id, span:id, span:parentID), other metrics functions
+// (min/max/avg/sum_over_time, compare, topk, bottomk), `with(…)` hints,
+// comparisons of two statics, and `= nil` (upstream validates `!= nil`
+// alone).
 package traceql
 
 import "time"
