@@ -162,17 +162,26 @@ type series struct {
 // (engine_metrics.go IntervalMapperQueryRange); a span counts in the
 // interval of its start, once however often it was loaded.
 func (s *server) queryRange(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	req, err := parseRange(r, time.Now(), false)
+	resp, err := s.metrics(r, scope, false)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	writeJSON(w, resp)
+}
+
+// metrics reads a metrics request (instant or range) and answers its
+// series.
+func (s *server) metrics(r *http.Request, scope tenancy.Scope, instant bool) (rangeResponse, error) {
+	req, err := parseRange(r, time.Now(), instant)
+	if err != nil {
+		return rangeResponse{}, err
 	}
 	all, err := s.runRange(r.Context(), scope, req)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return rangeResponse{}, err
 	}
-	writeJSON(w, rangeAnswer(req, all))
+	return rangeAnswer(req, all), nil
 }
 
 // instantResponse is tempopb.QueryInstantResponse as jsonpb writes it.
@@ -190,18 +199,13 @@ type instantSeries struct {
 // whole range (start, end], one value per series (Grafana's instant
 // metrics queries; pkg/api/http.go ParseQueryInstantRequest).
 func (s *server) queryInstant(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	req, err := parseRange(r, time.Now(), true)
+	ranged, err := s.metrics(r, scope, true)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	all, err := s.runRange(r.Context(), scope, req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	resp := instantResponse{Metrics: searchMetrics{CompletedJobs: 1, TotalJobs: 1}}
-	for _, ts := range rangeAnswer(req, all).Series {
+	resp := instantResponse{Metrics: ranged.Metrics}
+	for _, ts := range ranged.Series {
 		resp.Series = append(resp.Series, instantSeries{Labels: ts.Labels, Value: ts.Samples[0].Value})
 	}
 	writeJSON(w, resp)
