@@ -1,0 +1,309 @@
+package traceql
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// The SQL reads the spans table of otel.Spans. A span's times are exact
+// nanoseconds: start_time_unix_nano, else (rows loaded before that column
+// existed) start_time's microseconds × 1000.
+const (
+	// StartNanos is the SQL of a span's start in nanoseconds.
+	StartNanos = "coalesce(start_time_unix_nano, epoch_us(start_time) * 1000)"
+	// spanColumns are the columns of the span relation (sp) the
+	// conditions read.
+	spanColumns = "trace_id, span_id, parent_span_id, name, kind, status_code, status_message, service_name, " +
+		StartNanos + " AS start_ns, duration_ns, resource_attributes, span_attributes"
+)
+
+// Builder writes the SQL of a query, collecting its parameters ($1, $2, …).
+type Builder struct {
+	Params []any
+	// Table is the spans table.
+	Table string
+	// StartMicros, EndMicros bound the spans read by start_time
+	// (microseconds since the epoch, inclusive); 0, 0 for no bound.
+	StartMicros, EndMicros int64
+
+	ctes  []string
+	trace bool // a condition reads trace-level intrinsics
+}
+
+// Param adds a parameter and returns its placeholder.
+func (b *Builder) Param(v any) string {
+	b.Params = append(b.Params, v)
+	return fmt.Sprintf("$%d", len(b.Params))
+}
+
+// Window is the SQL condition on start_time of the builder's bounds,
+// "TRUE" without.
+func (b *Builder) Window() string {
+	if b.StartMicros == 0 && b.EndMicros == 0 {
+		return "TRUE"
+	}
+	return fmt.Sprintf("start_time BETWEEN make_timestamp(%s) AND make_timestamp(%s)", b.Param(b.StartMicros), b.Param(b.EndMicros))
+}
+
+// SpanRelation is the SQL of the table's spans in the window, with the
+// columns the conditions read, as a subquery to name.
+func (b *Builder) SpanRelation() string {
+	return fmt.Sprintf("(SELECT %s FROM %s WHERE %s)", spanColumns, sqltext.Ident(b.Table), b.Window())
+}
+
+// Matches returns the WITH clause (without "WITH") whose last CTE, named
+// hit, holds the distinct (trace_id, span_id) of the spans s matches.
+// Duplicate rows of a span (client retries) are one span.
+func (b *Builder) Matches(s Spanset) (string, error) {
+	b.ctes = nil
+	name, err := b.spanset(s)
+	if err != nil {
+		return "", err
+	}
+	b.ctes = append(b.ctes, fmt.Sprintf("hit AS (SELECT DISTINCT trace_id, span_id FROM %s)", name))
+	if b.trace {
+		b.ctes = append([]string{b.traceCTE()}, b.ctes...)
+	}
+	return strings.Join(b.ctes, ",\n"), nil
+}
+
+// traceCTE is the trace-level intrinsics of each trace in the window: the
+// root span's name and service (the span without a parent), and the
+// trace's duration, from its first start to its last end.
+func (b *Builder) traceCTE() string {
+	return fmt.Sprintf(`tr AS (SELECT trace_id,
+		arg_min(name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_name,
+		arg_min(service_name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_service_name,
+		max(start_ns + duration_ns) - min(start_ns) AS trace_duration_ns
+		FROM %s sp GROUP BY trace_id)`, b.SpanRelation())
+}
+
+func (b *Builder) cte(body string) string {
+	name := fmt.Sprintf("s%d", len(b.ctes)+1)
+	b.ctes = append(b.ctes, fmt.Sprintf("%s AS (%s)", name, body))
+	return name
+}
+
+// spanset adds the CTEs of s and returns the name of the last, whose rows
+// are the matched spans' trace_id, span_id and parent_span_id.
+func (b *Builder) spanset(s Spanset) (string, error) {
+	switch s := s.(type) {
+	case Filter:
+		cond := "TRUE"
+		if s.Cond != nil {
+			c, err := b.cond(s.Cond)
+			if err != nil {
+				return "", err
+			}
+			cond = c
+		}
+		from := b.SpanRelation() + " sp"
+		if usesTrace(s.Cond) {
+			b.trace = true
+			from += " JOIN tr USING (trace_id)"
+		}
+		return b.cte(fmt.Sprintf("SELECT trace_id, span_id, parent_span_id FROM %s WHERE %s", from, cond)), nil
+	case SpansetOp:
+		l, r, err := both(b.spanset, s.L, s.R)
+		if err != nil {
+			return "", err
+		}
+		return b.cte(b.combine(s.Op, l, r)), nil
+	}
+	return "", fmt.Errorf("BUG: spanset %T", s)
+}
+
+// combine is the SQL of l op r (upstream semantics, pkg/traceql
+// ast_execute.go and the structural operators of the TraceQL docs): &&
+// keeps both sides' spans of the traces where both match, || either
+// side's, and a structural operator keeps the right-hand spans standing
+// in that relation to a left-hand span of their trace.
+func (b *Builder) combine(op, l, r string) string {
+	sameTrace := "x.trace_id = y.trace_id"
+	switch op {
+	case "&&":
+		return fmt.Sprintf(`SELECT * FROM %[1]s WHERE trace_id IN (SELECT trace_id FROM %[2]s)
+			UNION SELECT * FROM %[2]s WHERE trace_id IN (SELECT trace_id FROM %[1]s)`, l, r)
+	case "||":
+		return fmt.Sprintf("SELECT * FROM %s UNION SELECT * FROM %s", l, r)
+	case ">":
+		return fmt.Sprintf("SELECT * FROM %s y WHERE EXISTS (SELECT 1 FROM %s x WHERE %s AND x.span_id = y.parent_span_id)", r, l, sameTrace)
+	case "<":
+		return fmt.Sprintf("SELECT * FROM %s y WHERE EXISTS (SELECT 1 FROM %s x WHERE %s AND x.parent_span_id = y.span_id)", r, l, sameTrace)
+	case "~":
+		return fmt.Sprintf(`SELECT * FROM %s y WHERE EXISTS (SELECT 1 FROM %s x WHERE %s
+			AND x.parent_span_id = y.parent_span_id AND x.span_id <> y.span_id)`, r, l, sameTrace)
+	case ">>":
+		// The descendants of the left-hand spans, walked down their
+		// traces (UNION: a span met twice is walked once).
+		down := b.cte(fmt.Sprintf(`WITH RECURSIVE d(trace_id, span_id) AS (
+				SELECT c.trace_id, c.span_id FROM %[1]s c JOIN %[2]s x ON c.trace_id = x.trace_id AND c.parent_span_id = x.span_id
+				UNION SELECT c.trace_id, c.span_id FROM %[1]s c JOIN d ON c.trace_id = d.trace_id AND c.parent_span_id = d.span_id)
+			SELECT * FROM d`, b.SpanRelation(), l))
+		return fmt.Sprintf("SELECT * FROM %s y WHERE EXISTS (SELECT 1 FROM %s x WHERE %s AND x.span_id = y.span_id)", r, down, sameTrace)
+	case "<<":
+		// The ancestors of the left-hand spans, walked up their traces.
+		up := b.cte(fmt.Sprintf(`WITH RECURSIVE a(trace_id, span_id, parent_span_id) AS (
+				SELECT p.trace_id, p.span_id, p.parent_span_id FROM %[1]s p JOIN %[2]s x ON p.trace_id = x.trace_id AND p.span_id = x.parent_span_id
+				UNION SELECT p.trace_id, p.span_id, p.parent_span_id FROM %[1]s p JOIN a ON p.trace_id = a.trace_id AND p.span_id = a.parent_span_id)
+			SELECT * FROM a`, b.SpanRelation(), l))
+		return fmt.Sprintf("SELECT * FROM %s y WHERE EXISTS (SELECT 1 FROM %s x WHERE %s AND x.span_id = y.span_id)", r, up, sameTrace)
+	}
+	panic("BUG: spanset operator " + op)
+}
+
+// both is the SQL of two operands.
+func both[T any](f func(T) (string, error), l, r T) (string, string, error) {
+	ls, err := f(l)
+	if err != nil {
+		return "", "", err
+	}
+	rs, err := f(r)
+	return ls, rs, err
+}
+
+// usesTrace says whether e reads a trace-level intrinsic.
+func usesTrace(e Expr) bool {
+	switch e := e.(type) {
+	case Logical:
+		return usesTrace(e.L) || usesTrace(e.R)
+	case Not:
+		return usesTrace(e.X)
+	case Comparison:
+		return isTraceLevel(e.Attr)
+	}
+	return false
+}
+
+func isTraceLevel(a Attribute) bool {
+	return a.Scope == Intrinsic && (a.Name == IntrinsicRootName || a.Name == IntrinsicRootServiceName || a.Name == IntrinsicTraceDuration)
+}
+
+// cond is the SQL of a condition over the span relation sp (and tr).
+func (b *Builder) cond(e Expr) (string, error) {
+	switch e := e.(type) {
+	case Logical:
+		l, r, err := both(b.cond, e.L, e.R)
+		if err != nil {
+			return "", err
+		}
+		op := "AND"
+		if e.Op == "||" {
+			op = "OR"
+		}
+		return "(" + l + " " + op + " " + r + ")", nil
+	case Not:
+		x, err := b.cond(e.X)
+		if err != nil {
+			return "", err
+		}
+		// A comparison with a missing attribute is false, and so is its
+		// negation (upstream: nil compares false to everything).
+		return "(NOT coalesce(" + x + ", FALSE))", nil
+	case Attribute:
+		// {.a} holds for a boolean attribute that is true.
+		return b.cond(Comparison{Attr: e, Op: "=", Value: Static{Kind: Bool, B: true}})
+	case Comparison:
+		return b.comparison(e)
+	case Literal:
+		if e.B {
+			return "TRUE", nil
+		}
+		return "FALSE", nil
+	}
+	return "", fmt.Errorf("BUG: condition %T", e)
+}
+
+// intrinsicColumns are the columns of the intrinsics.
+var intrinsicColumns = map[string]string{
+	IntrinsicName: "name", IntrinsicStatus: "status_code", IntrinsicStatusMessage: "status_message",
+	IntrinsicKind: "kind", IntrinsicDuration: "duration_ns", IntrinsicRootName: "root_name",
+	IntrinsicRootServiceName: "root_service_name", IntrinsicTraceDuration: "trace_duration_ns",
+}
+
+func (b *Builder) comparison(c Comparison) (string, error) {
+	if c.Attr.Scope == Intrinsic {
+		col := intrinsicColumns[c.Attr.Name]
+		var v any
+		switch c.Value.Kind {
+		case Duration:
+			v = c.Value.D.Nanoseconds()
+		case Nil:
+			return col + " IS NOT NULL", nil
+		default:
+			v = c.Value.S
+		}
+		return compare(col, c.Op, b.Param(v)), nil
+	}
+	switch c.Attr.Scope {
+	case SpanScope:
+		return b.attrCompare("span_attributes", c)
+	case ResourceScope:
+		return b.attrCompare("resource_attributes", c)
+	}
+	// Unscoped: the span's attribute or the resource's (upstream's
+	// unscoped attributes match either).
+	s, err := b.attrCompare("span_attributes", c)
+	if err != nil {
+		return "", err
+	}
+	r, err := b.attrCompare("resource_attributes", c)
+	if err != nil {
+		return "", err
+	}
+	return "(" + s + " OR " + r + ")", nil
+}
+
+// JSONPath is the JSON pointer (RFC 6901) of a top-level key, as DuckDB's
+// json functions take it, written as a SQL string.
+func JSONPath(key string) string {
+	return sqltext.String("/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key))
+}
+
+// attrCompare compares an attribute of a JSON column: only values of the
+// static's type match (a string attribute "200" is not the int 200), as
+// upstream compares typed values; ints and floats compare as numbers.
+func (b *Builder) attrCompare(col string, c Comparison) (string, error) {
+	path := JSONPath(c.Attr.Name)
+	typ := fmt.Sprintf("json_type(%s, %s)", col, path)
+	switch c.Value.Kind {
+	case Nil:
+		return typ + " IS NOT NULL", nil
+	case String:
+		if col == "resource_attributes" && c.Attr.Name == "service.name" {
+			// The service has its own column, cheaper than the JSON.
+			return compare("service_name", c.Op, b.Param(c.Value.S)), nil
+		}
+		return fmt.Sprintf("(%s = 'VARCHAR' AND %s)", typ,
+			compare(fmt.Sprintf("json_extract_string(%s, %s)", col, path), c.Op, b.Param(c.Value.S))), nil
+	case Int, Float:
+		var v any = c.Value.F
+		if c.Value.Kind == Int {
+			v = float64(c.Value.I)
+		}
+		return fmt.Sprintf("(%s IN ('BIGINT', 'UBIGINT', 'DOUBLE') AND %s)", typ,
+			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS DOUBLE)", col, path), c.Op, b.Param(v))), nil
+	case Bool:
+		return fmt.Sprintf("(%s = 'BOOLEAN' AND %s)", typ,
+			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS BOOLEAN)", col, path), c.Op, b.Param(c.Value.B))), nil
+	}
+	return "", fmt.Errorf("%s cannot be compared with a %s", c.Attr, kindName(c.Value.Kind))
+}
+
+func kindName(k StaticKind) string {
+	return map[StaticKind]string{Duration: "duration", Status: "status", Kind: "kind"}[k]
+}
+
+// compare is x op v; a regular expression matches the whole value, as
+// upstream anchors them.
+func compare(x, op, v string) string {
+	switch op {
+	case "=~":
+		return fmt.Sprintf("regexp_full_match(%s, %s)", x, v)
+	case "!~":
+		return fmt.Sprintf("NOT regexp_full_match(%s, %s)", x, v)
+	}
+	return fmt.Sprintf("%s %s %s", x, op, v)
+}
