@@ -15,6 +15,8 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/query/loki"
+	"github.com/tracelake/tracelake/internal/query/tempo"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -38,7 +40,14 @@ type apiOptions struct {
 }
 
 // grafanaAPIs are the APIs query.http serves, each where its table is read.
-var grafanaAPIs = []grafanaAPI{}
+var grafanaAPIs = []grafanaAPI{
+	{name: "Tempo", signal: config.SignalTraces, register: func(mux *http.ServeMux, o apiOptions) (func(), error) {
+		return nil, tempo.Register(mux, tempo.Options{Reader: o.reader, Tenants: o.tenants, Table: o.table, Version: version, Log: o.log})
+	}},
+	{name: "Loki", signal: config.SignalLogs, register: func(mux *http.ServeMux, o apiOptions) (func(), error) {
+		return nil, loki.Register(mux, loki.Options{Reader: o.reader, Tenants: o.tenants, Table: o.table, Version: version, Log: o.log})
+	}},
+}
 
 // signalTables are the tables of each signal that a process of cfg
 // reads: on DuckDB those it loads (kafka.signal's, and otlp.signals'
