@@ -1,0 +1,418 @@
+package prom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/otlptranslator"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/timestamp"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// Each handler answers as its namesake in prometheus/prometheus
+// web/api/v1/api.go does (query, queryRange, labelNames, labelValues,
+// series, metricMetadata, serveBuildInfo, queryExemplars): the same
+// parameters, checks, messages and error kinds.
+
+// maxPoints is how many points a range query may answer per series
+// (api.go queryRange).
+const maxPoints = 11000
+
+// queryData is a query's answer.
+type queryData struct {
+	ResultType parser.ValueType `json:"resultType"`
+	Result     parser.Value     `json:"result"`
+}
+
+func (a *api) queryable(s tenancy.Scope) storage.Queryable {
+	return queryable{reader: a.opt.Reader, table: a.opt.Table, scope: s}
+}
+
+// withTimeout bounds ctx by the request's timeout parameter, if any.
+func withTimeout(ctx context.Context, r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	v := r.FormValue("timeout")
+	if v == "" {
+		return ctx, func() {}, nil
+	}
+	d, err := parseDuration(v)
+	if err != nil {
+		return nil, nil, invalidParam(err, "timeout")
+	}
+	if d <= 0 {
+		return nil, nil, invalidParam(fmt.Errorf("timeout must be positive, got %s", d), "timeout")
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, cancel, nil
+}
+
+// queryOpts reads lookback_delta.
+func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
+	var lookback time.Duration
+	if v := r.FormValue("lookback_delta"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return nil, badData(fmt.Errorf("error parsing lookback delta duration: %w", err))
+		}
+		lookback = d
+	}
+	return promql.NewPrometheusQueryOpts(false, lookback, nil), nil
+}
+
+func (a *api) query(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		a.fail(w, invalidParam(err, "limit"))
+		return
+	}
+	ts, err := timeParam(r, "time", time.Now())
+	if err != nil {
+		a.fail(w, invalidParam(err, "time"))
+		return
+	}
+	a.run(w, r, limit, func(ctx context.Context, opts promql.QueryOpts) (promql.Query, error) {
+		return a.engine.NewInstantQuery(ctx, a.queryable(s), opts, r.FormValue("query"), ts)
+	})
+}
+
+func (a *api) queryRange(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		a.fail(w, invalidParam(err, "limit"))
+		return
+	}
+	start, err := parseTime(r.FormValue("start"))
+	if err != nil {
+		a.fail(w, invalidParam(err, "start"))
+		return
+	}
+	end, err := parseTime(r.FormValue("end"))
+	if err != nil {
+		a.fail(w, invalidParam(err, "end"))
+		return
+	}
+	if end.Before(start) {
+		a.fail(w, invalidParam(errors.New("end timestamp must not be before start time"), "end"))
+		return
+	}
+	step, err := parseDuration(r.FormValue("step"))
+	if err != nil {
+		a.fail(w, invalidParam(err, "step"))
+		return
+	}
+	if step <= 0 {
+		a.fail(w, invalidParam(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"), "step"))
+		return
+	}
+	if end.Sub(start)/step > maxPoints {
+		a.fail(w, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")))
+		return
+	}
+	a.run(w, r, limit, func(ctx context.Context, opts promql.QueryOpts) (promql.Query, error) {
+		return a.engine.NewRangeQuery(ctx, a.queryable(s), opts, r.FormValue("query"), start, end, step)
+	})
+}
+
+// run makes a query with newQuery, runs it and answers its result, cut
+// to limit series (0: all) with a warning.
+func (a *api) run(w http.ResponseWriter, r *http.Request, limit int, newQuery func(context.Context, promql.QueryOpts) (promql.Query, error)) {
+	ctx, cancel, aerr := withTimeout(r.Context(), r)
+	if aerr != nil {
+		a.fail(w, aerr)
+		return
+	}
+	defer cancel()
+	opts, aerr := queryOpts(r)
+	if aerr != nil {
+		a.fail(w, aerr)
+		return
+	}
+	qry, err := newQuery(ctx, opts)
+	if err != nil {
+		a.fail(w, invalidParam(err, "query"))
+		return
+	}
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		a.fail(w, execError(res.Err))
+		return
+	}
+	warnings := res.Warnings
+	val := res.Value
+	switch v := val.(type) {
+	case promql.Matrix:
+		if v == nil {
+			v = promql.Matrix{} // answered [], never null
+		}
+		if limit > 0 && len(v) > limit {
+			v = v[:limit]
+			warnings = warnings.Add(errors.New("results truncated due to limit"))
+		}
+		val = v
+	case promql.Vector:
+		if v == nil {
+			v = promql.Vector{}
+		}
+		if limit > 0 && len(v) > limit {
+			v = v[:limit]
+			warnings = warnings.Add(errors.New("results truncated due to limit"))
+		}
+		val = v
+	}
+	a.ok(w, queryData{ResultType: val.Type(), Result: val}, warnings, r.FormValue("query"))
+}
+
+// lookup reads the start, end, limit and match[] of the metadata
+// endpoints (labels, label values, series) and opens a querier over the
+// range.
+func (a *api) lookup(r *http.Request, s tenancy.Scope) (storage.Querier, [][]*labels.Matcher, int, *apiError) {
+	if err := r.ParseForm(); err != nil {
+		return nil, nil, 0, badData(fmt.Errorf("error parsing form values: %w", err))
+	}
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return nil, nil, 0, invalidParam(err, "limit")
+	}
+	start, err := timeParam(r, "start", minTime)
+	if err != nil {
+		return nil, nil, 0, invalidParam(err, "start")
+	}
+	end, err := timeParam(r, "end", maxTime)
+	if err != nil {
+		return nil, nil, 0, invalidParam(err, "end")
+	}
+	sets, err := parseMatchers(a.parser, r.Form["match[]"])
+	if err != nil {
+		return nil, nil, 0, invalidParam(err, "match[]")
+	}
+	q, err := a.queryable(s).Querier(timestamp.FromTime(start), timestamp.FromTime(end))
+	if err != nil {
+		return nil, nil, 0, execError(err)
+	}
+	return q, sets, limit, nil
+}
+
+// labelHints asks for one more than limit, so that a cut is seen
+// (api.go toHintLimit).
+func labelHints(limit int) *storage.LabelHints {
+	if limit > 0 {
+		return &storage.LabelHints{Limit: limit + 1}
+	}
+	return &storage.LabelHints{}
+}
+
+// union gathers what each matcher set finds (one call without any),
+// sorted and cut to limit with a warning.
+func (a *api) union(w http.ResponseWriter, r *http.Request, sets [][]*labels.Matcher, limit int,
+	find func(ms ...*labels.Matcher) ([]string, annotations.Annotations, error)) {
+	if len(sets) == 0 {
+		sets = [][]*labels.Matcher{nil}
+	}
+	var all []string
+	var warnings annotations.Annotations
+	for _, ms := range sets {
+		vals, ws, err := find(ms...)
+		if err != nil {
+			a.fail(w, execError(err))
+			return
+		}
+		warnings.Merge(ws)
+		all = append(all, vals...)
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	if all == nil {
+		all = []string{}
+	}
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+		warnings = warnings.Add(errors.New("results truncated due to limit"))
+	}
+	a.ok(w, all, warnings, "")
+}
+
+func (a *api) labelNames(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
+	q, sets, limit, aerr := a.lookup(r, s)
+	if aerr != nil {
+		a.fail(w, aerr)
+		return
+	}
+	defer q.Close()
+	a.union(w, r, sets, limit, func(ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(r.Context(), labelHints(limit), ms...)
+	})
+}
+
+func (a *api) labelValues(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
+	name := r.PathValue("name")
+	if strings.HasPrefix(name, "U__") {
+		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+	}
+	if !model.UTF8Validation.IsValidLabelName(name) {
+		a.fail(w, badData(fmt.Errorf("invalid label name: %q", name)))
+		return
+	}
+	q, sets, limit, aerr := a.lookup(r, s)
+	if aerr != nil {
+		a.fail(w, aerr)
+		return
+	}
+	defer q.Close()
+	a.union(w, r, sets, limit, func(ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(r.Context(), name, labelHints(limit), ms...)
+	})
+}
+
+func (a *api) series(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
+	if err := r.ParseForm(); err != nil {
+		a.fail(w, badData(fmt.Errorf("error parsing form values: %w", err)))
+		return
+	}
+	if len(r.Form["match[]"]) == 0 {
+		a.fail(w, badData(errors.New("no match[] parameter provided")))
+		return
+	}
+	q, sets, limit, aerr := a.lookup(r, s)
+	if aerr != nil {
+		a.fail(w, aerr)
+		return
+	}
+	defer q.Close()
+	qr := q.(*querier)
+	hints := &storage.SelectHints{Start: qr.mint, End: qr.maxt, Func: "series"}
+	seen := map[string]bool{}
+	metrics := []labels.Labels{}
+	for _, ms := range sets {
+		set := q.Select(r.Context(), true, hints, ms...)
+		for set.Next() {
+			l := set.At().Labels()
+			if k := l.String(); !seen[k] {
+				seen[k] = true
+				metrics = append(metrics, l)
+			}
+		}
+		if err := set.Err(); err != nil {
+			a.fail(w, execError(err))
+			return
+		}
+	}
+	slices.SortFunc(metrics, labels.Compare)
+	var warnings annotations.Annotations
+	if limit > 0 && len(metrics) > limit {
+		metrics = metrics[:limit]
+		warnings = warnings.Add(errors.New("results truncated due to limit"))
+	}
+	a.ok(w, metrics, warnings, "")
+}
+
+// metadataEntry is one metadata of a metric family (Prometheus's
+// metadata.Metadata).
+type metadataEntry struct {
+	Type string `json:"type"`
+	Help string `json:"help"`
+	Unit string `json:"unit"`
+}
+
+// metadata answers the families with points at any time, keyed by their
+// Prometheus name: type, description as help, and the unit as
+// Prometheus's OTLP receiver names it
+// (prometheusremotewrite/metrics_to_prw.go: UnitNamer).
+func (a *api) metadata(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
+	limit, perMetric := -1, -1
+	if v := r.FormValue("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			a.fail(w, badData(errors.New("limit must be a number")))
+			return
+		}
+		limit = n
+	}
+	if v := r.FormValue("limit_per_metric"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			a.fail(w, badData(errors.New("limit_per_metric must be a number")))
+			return
+		}
+		perMetric = n
+	}
+	metric := r.FormValue("metric")
+	q := &querier{queryable: a.queryable(s).(queryable), mint: timestamp.FromTime(minTime), maxt: timestamp.FromTime(maxTime)}
+	fams, err := q.allFamilies(r.Context())
+	if err != nil {
+		a.fail(w, execError(err))
+		return
+	}
+	units := otlptranslator.UnitNamer{}
+	out := map[string][]metadataEntry{}
+	for _, f := range fams {
+		if metric != "" && f.prom != metric {
+			continue
+		}
+		ms, known := out[f.prom]
+		if !known && limit >= 0 && len(out) >= limit {
+			continue
+		}
+		if perMetric > 0 && len(ms) >= perMetric {
+			continue
+		}
+		m := metadataEntry{Type: f.promType(), Help: f.description, Unit: units.Build(f.unit)}
+		if !slices.Contains(ms, m) {
+			out[f.prom] = append(ms, m)
+		}
+	}
+	a.ok(w, out, nil, "")
+}
+
+// buildInfo is Prometheus's PrometheusVersion: tracelake's version, and
+// the Go it was built with.
+type buildInfo struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision"`
+	Branch    string `json:"branch"`
+	BuildUser string `json:"buildUser"`
+	BuildDate string `json:"buildDate"`
+	GoVersion string `json:"goVersion"`
+}
+
+func (a *api) buildInfo(w http.ResponseWriter, _ *http.Request) {
+	a.ok(w, buildInfo{Version: a.opt.Version, GoVersion: runtime.Version()}, nil, "")
+}
+
+// queryExemplars checks its parameters as Prometheus does and answers
+// none: the table's exemplars are not served yet, and Grafana asks for
+// them beside its range queries.
+func (a *api) queryExemplars(w http.ResponseWriter, r *http.Request, _ tenancy.Scope) {
+	start, err := timeParam(r, "start", minTime)
+	if err != nil {
+		a.fail(w, invalidParam(err, "start"))
+		return
+	}
+	end, err := timeParam(r, "end", maxTime)
+	if err != nil {
+		a.fail(w, invalidParam(err, "end"))
+		return
+	}
+	if end.Before(start) {
+		a.fail(w, invalidParam(errors.New("end timestamp must not be before start timestamp"), "end"))
+		return
+	}
+	if _, err := a.parser.ParseExpr(r.FormValue("query")); err != nil {
+		a.fail(w, badData(err))
+		return
+	}
+	a.ok(w, []struct{}{}, nil, "")
+}
