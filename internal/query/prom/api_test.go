@@ -259,8 +259,8 @@ func TestErrorsAnswerAsPrometheus(t *testing.T) {
 		{"POST", "/api/v1/series", url.Values{}, 400, "bad_data"},
 		{"GET", "/api/v1/labels", url.Values{"match[]": {`{job=""}`}}, 400, "bad_data"},
 		{"GET", "/api/v1/query", url.Values{"query": {`label_replace(vector(1), "x", "$1", "y", "(")`}, "time": {"1"}}, 422, "execution"},
-		{"GET", "/api/v1/query", url.Values{"query": {"http_server_requests_total"}, "time": {strconvTime(end)}}, 200, ""},
-		{"POST", "/api/v1/query", url.Values{"query": {"http_server_requests_total"}, "time": {strconvTime(end)}}, 200, ""},
+		{"GET", "/api/v1/query", url.Values{"query": {"http_server_requests_total"}, "time": {rfc3339(end)}}, 200, ""},
+		{"POST", "/api/v1/query", url.Values{"query": {"http_server_requests_total"}, "time": {rfc3339(end)}}, 200, ""},
 	} {
 		status, body := f.do(t, c.method, c.path, c.form, "ta", "")
 		var r response
@@ -273,7 +273,8 @@ func TestErrorsAnswerAsPrometheus(t *testing.T) {
 	}
 }
 
-func strconvTime(t time.Time) string { return time.Unix(t.Unix(), 0).UTC().Format(time.RFC3339) }
+// rfc3339 is t to the second, as clients send times.
+func rfc3339(t time.Time) string { return time.Unix(t.Unix(), 0).UTC().Format(time.RFC3339) }
 
 // do sends form by method (in the URL for GET, form-encoded for POST)
 // with a token and a tenant, and returns the status and body.

@@ -15,15 +15,15 @@ import (
 // values.
 func TestTenancyOnEveryEndpoint(t *testing.T) {
 	f := newFixture(t)
-	at := strconvTime(end)
+	at := rfc3339(end)
 	endpoints := []struct {
 		method, path string
 		form         url.Values
 	}{
 		{"GET", "/api/v1/query", url.Values{"query": {`{__name__=~".+"}`}, "time": {at}}},
 		{"POST", "/api/v1/query", url.Values{"query": {`{__name__=~".+"}`}, "time": {at}}},
-		{"GET", "/api/v1/query_range", url.Values{"query": {`{__name__=~".+"}`}, "start": {strconvTime(t0)}, "end": {at}, "step": {"60"}}},
-		{"POST", "/api/v1/query_range", url.Values{"query": {`{__name__=~".+"}`}, "start": {strconvTime(t0)}, "end": {at}, "step": {"60"}}},
+		{"GET", "/api/v1/query_range", url.Values{"query": {`{__name__=~".+"}`}, "start": {rfc3339(t0)}, "end": {at}, "step": {"60"}}},
+		{"POST", "/api/v1/query_range", url.Values{"query": {`{__name__=~".+"}`}, "start": {rfc3339(t0)}, "end": {at}, "step": {"60"}}},
 		{"GET", "/api/v1/query_exemplars", url.Values{"query": {"http_server_requests_total"}}},
 		{"GET", "/api/v1/labels", nil},
 		{"POST", "/api/v1/labels", url.Values{"match[]": {`{__name__=~".+"}`}}},
