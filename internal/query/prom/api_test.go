@@ -278,7 +278,7 @@ func rfc3339(t time.Time) string { return time.Unix(t.Unix(), 0).UTC().Format(ti
 
 // do sends form by method (in the URL for GET, form-encoded for POST)
 // with a token and a tenant, and returns the status and body.
-func (f *fixture) do(t *testing.T, method, path string, form url.Values, token, org string) (int, string) {
+func (f *fixture) do(t testing.TB, method, path string, form url.Values, token, org string) (int, string) {
 	t.Helper()
 	var req *http.Request
 	var err error

@@ -30,7 +30,7 @@ import (
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
 const (
-	step15 = 15 * time.Second
+	step15  = 15 * time.Second
 	nPoints = 41
 )
 
@@ -104,7 +104,9 @@ func resource(md pmetric.Metrics, service string) pmetric.MetricSlice {
 	return sm.Metrics()
 }
 
-func ts(i int) pcommon.Timestamp { return pcommon.NewTimestampFromTime(t0.Add(time.Duration(i) * step15)) }
+func ts(i int) pcommon.Timestamp {
+	return pcommon.NewTimestampFromTime(t0.Add(time.Duration(i) * step15))
+}
 
 // addCounter adds a cumulative monotonic sum of route, rising by perStep
 // every 15s.
