@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -14,48 +15,78 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 )
 
-// The fields of each point seriesSQL reads, in order.
-const (
-	fieldT = iota
-	fieldV
-	fieldC
-	fieldS
-	fieldB
-	fieldE
-	fieldQ
-	fieldF
-)
+// rawPoint is a point of a series as the table holds it.
+type rawPoint struct {
+	t          int64 // ms
+	v, c, s    float64
+	hasV, hasS bool
+	hasC       bool
+	b, e, q    string // bucket counts, bounds, quantiles: JSON text, "" for null
+	flags      int64
+}
+
+// listAt is the values of row i of a list column and where the row's
+// are among them.
+func listAt(col arrow.Array, i int) (arrow.Array, int, int) {
+	l := col.(*array.List)
+	start, end := l.ValueOffsets(i)
+	return l.ListValues(), int(start), int(end)
+}
+
+// rowPoints gathers row i's points from seriesSQL's lists, sorted by
+// time, one per timestamp: one of several loaded (a batch loaded twice by
+// a client's retry, the same point) or falling in the same millisecond.
+func rowPoints(rec arrow.RecordBatch, i int) []rawPoint {
+	_, start, end := listAt(rec.Column(colT), i)
+	pts := make([]rawPoint, end-start)
+	field := func(k int, set func(p *rawPoint, vals arrow.Array, j int)) {
+		vals, start, end := listAt(rec.Column(colT+k), i)
+		if end-start != len(pts) {
+			return // a list not read (null): the families read have no such field
+		}
+		for j := range pts {
+			set(&pts[j], vals, start+j)
+		}
+	}
+	field(0, func(p *rawPoint, a arrow.Array, j int) { p.t = int64At(a, j) })
+	field(1, func(p *rawPoint, a arrow.Array, j int) { p.v, p.hasV = float64At(a, j) })
+	field(2, func(p *rawPoint, a arrow.Array, j int) { p.c, p.hasC = float64At(a, j) })
+	field(3, func(p *rawPoint, a arrow.Array, j int) { p.s, p.hasS = float64At(a, j) })
+	field(4, func(p *rawPoint, a arrow.Array, j int) { p.b = stringAt(a, j) })
+	field(5, func(p *rawPoint, a arrow.Array, j int) { p.e = stringAt(a, j) })
+	field(6, func(p *rawPoint, a arrow.Array, j int) { p.q = stringAt(a, j) })
+	field(7, func(p *rawPoint, a arrow.Array, j int) { p.flags = int64At(a, j) })
+	if !slices.IsSortedFunc(pts, byTime) {
+		slices.SortFunc(pts, byTime)
+	}
+	return slices.CompactFunc(pts, func(a, b rawPoint) bool { return a.t == b.t })
+}
+
+func byTime(a, b rawPoint) int { return cmp.Compare(a.t, b.t) }
 
 // noRecordedValue is OTLP's FLAG_NO_RECORDED_VALUE: the point marks the
 // series gone, served as Prometheus's stale marker, as Prometheus's OTLP
 // receiver does (prometheusremotewrite/number_data_points.go).
 const noRecordedValue = 1
 
-// expandPoints makes the series of one row's points (rows start to end of
-// pts) for each kind w wants: a histogram's cumulative buckets le by le
-// (the last, +Inf, is the count: prometheusremotewrite/helper.go
-// addHistogramDataPoints), a summary's quantiles.
-func expandPoints(w wanted, base labels.Labels, pts *array.Struct, start, end int) ([]*floatSeries, error) {
-	ts, vs, cs, ss := pts.Field(fieldT), pts.Field(fieldV), pts.Field(fieldC), pts.Field(fieldS)
-	flags := pts.Field(fieldF)
+// expandPoints makes the series of one row's points for each kind w
+// wants: a histogram's cumulative buckets le by le (the last, +Inf, is
+// the count: prometheusremotewrite/helper.go addHistogramDataPoints), a
+// summary's quantiles.
+func expandPoints(w wanted, base labels.Labels, pts []rawPoint) ([]*floatSeries, error) {
 	var out []*floatSeries
 	for _, k := range w.kinds {
 		switch k.kind {
 		case kindValue, kindSum, kindCount:
-			s := &floatSeries{lset: withName(base, k.name, "", "")}
-			for j := start; j < end; j++ {
-				var v float64
-				var ok bool
-				switch k.kind {
-				case kindValue:
-					v, ok = float64At(vs, j)
-				case kindSum:
-					v, ok = float64At(ss, j)
-				default:
-					v, ok = float64At(cs, j)
-				}
-				if ok {
-					s.add(int64At(ts, j), stale(v, flags, j))
+			s := &floatSeries{lset: withName(base, k.name, "", ""), pts: make(points, 0, len(pts))}
+			for _, p := range pts {
+				switch {
+				case k.kind == kindValue && p.hasV:
+					s.add(p.t, stale(p.v, p))
+				case k.kind == kindSum && p.hasS:
+					s.add(p.t, stale(p.s, p))
+				case k.kind == kindCount && p.hasC:
+					s.add(p.t, stale(p.c, p))
 				}
 			}
 			out = append(out, s)
@@ -69,23 +100,22 @@ func expandPoints(w wanted, base labels.Labels, pts *array.Struct, start, end in
 				}
 				return s
 			}
-			for j := start; j < end; j++ {
-				t := int64At(ts, j)
+			for _, p := range pts {
 				if k.kind == kindQuantile {
 					var qs []quantile
-					if err := unmarshalOrEmpty(stringAt(pts.Field(fieldQ), j), &qs); err != nil {
+					if err := unmarshalOrEmpty(p.q, &qs); err != nil {
 						return nil, err
 					}
 					for _, q := range qs {
-						at("quantile", formatBound(float64(q.Quantile))).add(t, stale(float64(q.Value), flags, j))
+						at("quantile", formatBound(float64(q.Quantile))).add(p.t, stale(float64(q.Value), p))
 					}
 					continue
 				}
 				var bounds, counts []jsonFloat
-				if err := unmarshalOrEmpty(stringAt(pts.Field(fieldE), j), &bounds); err != nil {
+				if err := unmarshalOrEmpty(p.e, &bounds); err != nil {
 					return nil, err
 				}
-				if err := unmarshalOrEmpty(stringAt(pts.Field(fieldB), j), &counts); err != nil {
+				if err := unmarshalOrEmpty(p.b, &counts); err != nil {
 					return nil, err
 				}
 				var cum float64
@@ -94,10 +124,10 @@ func expandPoints(w wanted, base labels.Labels, pts *array.Struct, start, end in
 					if math.IsInf(float64(bounds[i]), 1) {
 						continue // +Inf is the count, below
 					}
-					at("le", formatBound(float64(bounds[i]))).add(t, stale(cum, flags, j))
+					at("le", formatBound(float64(bounds[i]))).add(p.t, stale(cum, p))
 				}
-				if c, ok := float64At(cs, j); ok {
-					at("le", "+Inf").add(t, stale(c, flags, j))
+				if p.hasC {
+					at("le", "+Inf").add(p.t, stale(p.c, p))
 				}
 			}
 			for _, v := range slices.Sorted(maps.Keys(bySuffix)) {
@@ -144,8 +174,9 @@ func expandShapes(w wanted, base labels.Labels, shapes arrow.Array, start, end i
 	return out, nil
 }
 
-func stale(v float64, flags arrow.Array, j int) float64 {
-	if int64At(flags, j)&noRecordedValue != 0 {
+// stale is v, or the stale marker for a point that has none.
+func stale(v float64, p rawPoint) float64 {
+	if p.flags&noRecordedValue != 0 {
 		return math.Float64frombits(value.StaleNaN)
 	}
 	return v

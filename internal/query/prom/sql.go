@@ -43,22 +43,29 @@ func familiesSQL(table string) string {
 
 // seriesFilter is what a series query pushes down beside the time range:
 // the OpenTelemetry names of the families wanted, and the values the
-// service_name label must have.
+// service_name label must have; distributions says whether any of the
+// families is a histogram or a summary.
 type seriesFilter struct {
-	names    []string
-	services []string
+	names         []string
+	services      []string
+	distributions bool
 }
 
 // seriesSQL reads the distinct series of the families f names in a time
 // range ($1, $2: microseconds), one row per series: the family, its
 // scope, its attributes as JSON text, and the tenant for a scope reading
-// every tenant. With points, the last column holds the series's points
-// in time order, each {t (ms), v, c, s, b, e, q, f} (value; count and
-// sum; bucket counts, bounds and quantiles as JSON text; flags), exact
-// duplicates (a batch loaded twice by a client's retry) dropped; without,
-// it holds the distinct bounds of a histogram or quantiles of a summary
-// (JSON lists), for the series names their buckets make. It returns the
-// query's parameters.
+// every tenant (columns colName to colTenant). With points, the columns
+// from colT on are lists of the series's points, one list per field, in
+// no order: time (ms), value, count, sum, bucket counts, bounds and
+// quantiles (JSON text), flags. Without, colShapes lists the distinct
+// bounds of a histogram or quantiles of a summary (JSON lists), for the
+// series names their buckets make. It returns the query's parameters.
+//
+// The points are not sorted nor made distinct here: ordering the lists
+// or dropping the exact duplicates a client's retry loads (grouping by
+// series and time) tripled the query's time on the benchmark's million
+// points (BenchmarkRate6h), so floatSeries sorts them and keeps one per
+// timestamp, which is what drops a duplicate by its natural key.
 func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (string, []any) {
 	tenant := "''"
 	if all {
@@ -66,8 +73,13 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 	}
 	last := `list(DISTINCT coalesce(explicit_bounds::VARCHAR, json_extract(quantiles, '$[*].quantile')::VARCHAR))`
 	if points {
-		last = `list_sort(list(DISTINCT {'t': epoch_ms(time), 'v': value, 'c': "count", 's': "sum",
-			'b': bucket_counts::VARCHAR, 'e': explicit_bounds::VARCHAR, 'q': quantiles::VARCHAR, 'f': flags}))`
+		// Gauges and sums have no distribution: their rows' lists of
+		// bucket counts, bounds and quantiles are left unread (null).
+		dist := `list(bucket_counts::VARCHAR), list(explicit_bounds::VARCHAR), list(quantiles::VARCHAR)`
+		if !f.distributions {
+			dist = `NULL::VARCHAR[], NULL::VARCHAR[], NULL::VARCHAR[]`
+		}
+		last = `list(epoch_ms(time)), list(value), list("count"), list("sum"), ` + dist + `, list(flags)`
 	}
 	params := []any{from, to}
 	var where strings.Builder
@@ -85,6 +97,21 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 		WHERE ` + where.String() + `
 		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9`, params
 }
+
+// The columns of seriesSQL's rows.
+const (
+	colName = iota
+	colUnit
+	colType
+	colMonotonic
+	colScopeName
+	colScopeVersion
+	colResource
+	colAttributes
+	colTenant
+	colShapes             // without points
+	colT      = colShapes // with points: the lists, one per field
+)
 
 // placeholders appends vs to params and returns their placeholders.
 func placeholders(params *[]any, vs []string) string {

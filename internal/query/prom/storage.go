@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -142,6 +141,7 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 		if !slices.Contains(f.names, w.fam.name) {
 			f.names = append(f.names, w.fam.name)
 		}
+		f.distributions = f.distributions || w.fam.typ == "histogram" || w.fam.typ == "summary"
 	}
 	slices.Sort(f.names)
 	from, to := timeRange(mint, maxt)
@@ -149,23 +149,23 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 	var out []*floatSeries
 	err = readRows(ctx, q.reader, q.scope, text, params, func(rec arrow.RecordBatch) error {
 		for i := range int(rec.NumRows()) {
-			fam := family{name: stringAt(rec.Column(0), i), unit: stringAt(rec.Column(1), i), typ: stringAt(rec.Column(2), i), monotonic: boolAt(rec.Column(3), i)}
+			fam := family{name: stringAt(rec.Column(colName), i), unit: stringAt(rec.Column(colUnit), i),
+				typ: stringAt(rec.Column(colType), i), monotonic: boolAt(rec.Column(colMonotonic), i)}
 			w, ok := want[fam.key()]
 			if !ok {
 				continue // a family of the same name but another unit or type
 			}
-			base, err := seriesLabels(stringAt(rec.Column(6), i), stringAt(rec.Column(7), i),
-				stringAt(rec.Column(4), i), stringAt(rec.Column(5), i), stringAt(rec.Column(8), i))
+			base, err := seriesLabels(stringAt(rec.Column(colResource), i), stringAt(rec.Column(colAttributes), i),
+				stringAt(rec.Column(colScopeName), i), stringAt(rec.Column(colScopeVersion), i), stringAt(rec.Column(colTenant), i))
 			if err != nil {
 				return fmt.Errorf("labels of %s: %w", fam.name, err)
 			}
-			list := rec.Column(9).(*array.List)
-			start, end := list.ValueOffsets(i)
 			var made []*floatSeries
 			if points {
-				made, err = expandPoints(w, base, list.ListValues().(*array.Struct), int(start), int(end))
+				made, err = expandPoints(w, base, rowPoints(rec, i))
 			} else {
-				made, err = expandShapes(w, base, list.ListValues(), int(start), int(end))
+				shapes, start, end := listAt(rec.Column(colShapes), i)
+				made, err = expandShapes(w, base, shapes, start, end)
 			}
 			if err != nil {
 				return fmt.Errorf("points of %s: %w", fam.name, err)
