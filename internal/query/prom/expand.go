@@ -56,13 +56,31 @@ func rowPoints(rec arrow.RecordBatch, i int) []rawPoint {
 	field(5, func(p *rawPoint, a arrow.Array, j int) { p.e = stringAt(a, j) })
 	field(6, func(p *rawPoint, a arrow.Array, j int) { p.q = stringAt(a, j) })
 	field(7, func(p *rawPoint, a arrow.Array, j int) { p.flags = int64At(a, j) })
-	if !slices.IsSortedFunc(pts, byTime) {
-		slices.SortFunc(pts, byTime)
+	if !slices.IsSortedFunc(pts, func(a, b rawPoint) int { return cmp.Compare(a.t, b.t) }) {
+		pts = sortByTime(pts)
 	}
 	return slices.CompactFunc(pts, func(a, b rawPoint) bool { return a.t == b.t })
 }
 
-func byTime(a, b rawPoint) int { return cmp.Compare(a.t, b.t) }
+// sortByTime sorts pts by time through their order alone: moving the
+// points themselves while sorting made the sort a sixth of a 6-hour
+// range query's CPU (BenchmarkRate6h).
+func sortByTime(pts []rawPoint) []rawPoint {
+	type key struct {
+		t int64
+		i int
+	}
+	keys := make([]key, len(pts))
+	for i, p := range pts {
+		keys[i] = key{p.t, i}
+	}
+	slices.SortFunc(keys, func(a, b key) int { return cmp.Compare(a.t, b.t) })
+	sorted := make([]rawPoint, len(pts))
+	for i, k := range keys {
+		sorted[i] = pts[k.i]
+	}
+	return sorted
+}
 
 // noRecordedValue is OTLP's FLAG_NO_RECORDED_VALUE: the point marks the
 // series gone, served as Prometheus's stale marker, as Prometheus's OTLP
