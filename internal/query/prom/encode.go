@@ -32,18 +32,10 @@ func (d queryData) MarshalJSON() ([]byte, error) {
 func appendResult(b []byte, v parser.Value) ([]byte, error) {
 	switch v := v.(type) {
 	case promql.Matrix:
-		b = append(b, '[')
-		for i, s := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if len(s.Histograms) > 0 {
-				js, err := json.Marshal(s) // native histograms: not read from the table
-				if err != nil {
-					return nil, err
-				}
-				b = append(b, js...)
-				continue
+		return appendList(b, len(v), func(b []byte, i int) ([]byte, error) {
+			s := v[i]
+			if len(s.Histograms) > 0 { // native histograms: not read from the table
+				return appendJSON(b, s)
 			}
 			b = append(b, `{"metric":`...)
 			b = appendLabels(b, s.Metric)
@@ -54,44 +46,53 @@ func appendResult(b []byte, v parser.Value) ([]byte, error) {
 				}
 				b = appendPoint(b, p.T, p.F)
 			}
-			b = append(b, "]}"...)
-		}
-		return append(b, ']'), nil
+			return append(b, "]}"...), nil
+		})
 	case promql.Vector:
-		b = append(b, '[')
-		for i, s := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
+		return appendList(b, len(v), func(b []byte, i int) ([]byte, error) {
+			s := v[i]
 			if s.H != nil {
-				js, err := json.Marshal(s)
-				if err != nil {
-					return nil, err
-				}
-				b = append(b, js...)
-				continue
+				return appendJSON(b, s)
 			}
 			b = append(b, `{"metric":`...)
 			b = appendLabels(b, s.Metric)
 			b = append(b, `,"value":`...)
 			b = appendPoint(b, s.T, s.F)
-			b = append(b, '}')
-		}
-		return append(b, ']'), nil
+			return append(b, '}'), nil
+		})
 	case promql.Scalar:
 		return appendPoint(b, v.T, v.V), nil
 	case promql.String:
 		b = append(b, '[')
 		b = appendTimestamp(b, v.T)
-		b = append(b, ',')
-		js, err := json.Marshal(v.V)
-		if err != nil {
+		b = appendString(append(b, ','), v.V)
+		return append(b, ']'), nil
+	}
+	return appendJSON(b, v)
+}
+
+// appendList writes a JSON list of n elements, each by elem.
+func appendList(b []byte, n int, elem func(b []byte, i int) ([]byte, error)) ([]byte, error) {
+	b = append(b, '[')
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = elem(b, i); err != nil {
 			return nil, err
 		}
-		return append(append(b, js...), ']'), nil
 	}
+	return append(b, ']'), nil
+}
+
+// appendJSON writes v as encoding/json does.
+func appendJSON(b []byte, v any) ([]byte, error) {
 	js, err := json.Marshal(v)
-	return append(b, js...), err
+	if err != nil {
+		return nil, err
+	}
+	return append(b, js...), nil
 }
 
 // appendLabels writes labels as a JSON object.

@@ -38,7 +38,7 @@ type queryData struct {
 	Result     parser.Value     `json:"result"`
 }
 
-func (a *api) queryable(s tenancy.Scope) storage.Queryable {
+func (a *api) queryable(s tenancy.Scope) queryable {
 	return queryable{reader: a.opt.Reader, table: a.opt.Table, scope: s}
 }
 
@@ -177,33 +177,44 @@ func (a *api) run(w http.ResponseWriter, r *http.Request, limit int, newQuery fu
 }
 
 // lookup reads the start, end, limit and match[] of the metadata
-// endpoints (labels, label values, series) and opens a querier over the
-// range.
-func (a *api) lookup(r *http.Request, s tenancy.Scope) (storage.Querier, [][]*labels.Matcher, int, *apiError) {
+// endpoints (labels, label values, series) and hands a querier over the
+// range to f, or answers why it cannot.
+func (a *api) lookup(w http.ResponseWriter, r *http.Request, s tenancy.Scope, f func(q *querier, sets [][]*labels.Matcher, limit int)) {
 	if err := r.ParseForm(); err != nil {
-		return nil, nil, 0, badData(fmt.Errorf("error parsing form values: %w", err))
+		a.fail(w, badData(fmt.Errorf("error parsing form values: %w", err)))
+		return
 	}
 	limit, err := parseLimit(r.FormValue("limit"))
 	if err != nil {
-		return nil, nil, 0, invalidParam(err, "limit")
+		a.fail(w, invalidParam(err, "limit"))
+		return
 	}
-	start, err := timeParam(r, "start", minTime)
-	if err != nil {
-		return nil, nil, 0, invalidParam(err, "start")
-	}
-	end, err := timeParam(r, "end", maxTime)
-	if err != nil {
-		return nil, nil, 0, invalidParam(err, "end")
+	start, end, aerr := optionalRange(r)
+	if aerr != nil {
+		a.fail(w, aerr)
+		return
 	}
 	sets, err := parseMatchers(a.parser, r.Form["match[]"])
 	if err != nil {
-		return nil, nil, 0, invalidParam(err, "match[]")
+		a.fail(w, invalidParam(err, "match[]"))
+		return
 	}
-	q, err := a.queryable(s).Querier(timestamp.FromTime(start), timestamp.FromTime(end))
+	q := &querier{queryable: a.queryable(s), mint: timestamp.FromTime(start), maxt: timestamp.FromTime(end)}
+	defer q.Close()
+	f(q, sets, limit)
+}
+
+// optionalRange reads start and end, Prometheus's bounds when absent.
+func optionalRange(r *http.Request) (start, end time.Time, _ *apiError) {
+	start, err := timeParam(r, "start", minTime)
 	if err != nil {
-		return nil, nil, 0, execError(err)
+		return start, end, invalidParam(err, "start")
 	}
-	return q, sets, limit, nil
+	end, err = timeParam(r, "end", maxTime)
+	if err != nil {
+		return start, end, invalidParam(err, "end")
+	}
+	return start, end, nil
 }
 
 // labelHints asks for one more than limit, so that a cut is seen
@@ -217,7 +228,7 @@ func labelHints(limit int) *storage.LabelHints {
 
 // union gathers what each matcher set finds (one call without any),
 // sorted and cut to limit with a warning.
-func (a *api) union(w http.ResponseWriter, r *http.Request, sets [][]*labels.Matcher, limit int,
+func (a *api) union(w http.ResponseWriter, sets [][]*labels.Matcher, limit int,
 	find func(ms ...*labels.Matcher) ([]string, annotations.Annotations, error)) {
 	if len(sets) == 0 {
 		sets = [][]*labels.Matcher{nil}
@@ -246,14 +257,10 @@ func (a *api) union(w http.ResponseWriter, r *http.Request, sets [][]*labels.Mat
 }
 
 func (a *api) labelNames(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
-	q, sets, limit, aerr := a.lookup(r, s)
-	if aerr != nil {
-		a.fail(w, aerr)
-		return
-	}
-	defer q.Close()
-	a.union(w, r, sets, limit, func(ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-		return q.LabelNames(r.Context(), labelHints(limit), ms...)
+	a.lookup(w, r, s, func(q *querier, sets [][]*labels.Matcher, limit int) {
+		a.union(w, sets, limit, func(ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+			return q.LabelNames(r.Context(), labelHints(limit), ms...)
+		})
 	})
 }
 
@@ -266,14 +273,10 @@ func (a *api) labelValues(w http.ResponseWriter, r *http.Request, s tenancy.Scop
 		a.fail(w, badData(fmt.Errorf("invalid label name: %q", name)))
 		return
 	}
-	q, sets, limit, aerr := a.lookup(r, s)
-	if aerr != nil {
-		a.fail(w, aerr)
-		return
-	}
-	defer q.Close()
-	a.union(w, r, sets, limit, func(ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-		return q.LabelValues(r.Context(), name, labelHints(limit), ms...)
+	a.lookup(w, r, s, func(q *querier, sets [][]*labels.Matcher, limit int) {
+		a.union(w, sets, limit, func(ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+			return q.LabelValues(r.Context(), name, labelHints(limit), ms...)
+		})
 	})
 }
 
@@ -286,37 +289,32 @@ func (a *api) series(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
 		a.fail(w, badData(errors.New("no match[] parameter provided")))
 		return
 	}
-	q, sets, limit, aerr := a.lookup(r, s)
-	if aerr != nil {
-		a.fail(w, aerr)
-		return
-	}
-	defer q.Close()
-	qr := q.(*querier)
-	hints := &storage.SelectHints{Start: qr.mint, End: qr.maxt, Func: "series"}
-	seen := map[string]bool{}
-	metrics := []labels.Labels{}
-	for _, ms := range sets {
-		set := q.Select(r.Context(), true, hints, ms...)
-		for set.Next() {
-			l := set.At().Labels()
-			if k := l.String(); !seen[k] {
-				seen[k] = true
-				metrics = append(metrics, l)
+	a.lookup(w, r, s, func(q *querier, sets [][]*labels.Matcher, limit int) {
+		hints := &storage.SelectHints{Start: q.mint, End: q.maxt, Func: "series"}
+		seen := map[string]bool{}
+		metrics := []labels.Labels{}
+		for _, ms := range sets {
+			set := q.Select(r.Context(), true, hints, ms...)
+			for set.Next() {
+				l := set.At().Labels()
+				if k := l.String(); !seen[k] {
+					seen[k] = true
+					metrics = append(metrics, l)
+				}
+			}
+			if err := set.Err(); err != nil {
+				a.fail(w, execError(err))
+				return
 			}
 		}
-		if err := set.Err(); err != nil {
-			a.fail(w, execError(err))
-			return
+		slices.SortFunc(metrics, labels.Compare)
+		var warnings annotations.Annotations
+		if limit > 0 && len(metrics) > limit {
+			metrics = metrics[:limit]
+			warnings = warnings.Add(errors.New("results truncated due to limit"))
 		}
-	}
-	slices.SortFunc(metrics, labels.Compare)
-	var warnings annotations.Annotations
-	if limit > 0 && len(metrics) > limit {
-		metrics = metrics[:limit]
-		warnings = warnings.Add(errors.New("results truncated due to limit"))
-	}
-	a.ok(w, metrics, warnings, "")
+		a.ok(w, metrics, warnings, "")
+	})
 }
 
 // metadataEntry is one metadata of a metric family (Prometheus's
@@ -332,25 +330,18 @@ type metadataEntry struct {
 // Prometheus's OTLP receiver names it
 // (prometheusremotewrite/metrics_to_prw.go: UnitNamer).
 func (a *api) metadata(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
-	limit, perMetric := -1, -1
-	if v := r.FormValue("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			a.fail(w, badData(errors.New("limit must be a number")))
-			return
-		}
-		limit = n
+	limit, aerr := numberParam(r, "limit")
+	if aerr != nil {
+		a.fail(w, aerr)
+		return
 	}
-	if v := r.FormValue("limit_per_metric"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			a.fail(w, badData(errors.New("limit_per_metric must be a number")))
-			return
-		}
-		perMetric = n
+	perMetric, aerr := numberParam(r, "limit_per_metric")
+	if aerr != nil {
+		a.fail(w, aerr)
+		return
 	}
 	metric := r.FormValue("metric")
-	q := &querier{queryable: a.queryable(s).(queryable), mint: timestamp.FromTime(minTime), maxt: timestamp.FromTime(maxTime)}
+	q := &querier{queryable: a.queryable(s), mint: timestamp.FromTime(minTime), maxt: timestamp.FromTime(maxTime)}
 	fams, err := q.allFamilies(r.Context())
 	if err != nil {
 		a.fail(w, execError(err))
@@ -377,6 +368,19 @@ func (a *api) metadata(w http.ResponseWriter, r *http.Request, s tenancy.Scope) 
 	a.ok(w, out, nil, "")
 }
 
+// numberParam reads a metadata limit: -1 (none) when absent.
+func numberParam(r *http.Request, name string) (int, *apiError) {
+	v := r.FormValue(name)
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, badData(errors.New(name + " must be a number"))
+	}
+	return n, nil
+}
+
 // buildInfo is Prometheus's PrometheusVersion: tracelake's version, and
 // the Go it was built with.
 type buildInfo struct {
@@ -396,14 +400,9 @@ func (a *api) buildInfo(w http.ResponseWriter, _ *http.Request) {
 // none: the table's exemplars are not served yet, and Grafana asks for
 // them beside its range queries.
 func (a *api) queryExemplars(w http.ResponseWriter, r *http.Request, _ tenancy.Scope) {
-	start, err := timeParam(r, "start", minTime)
-	if err != nil {
-		a.fail(w, invalidParam(err, "start"))
-		return
-	}
-	end, err := timeParam(r, "end", maxTime)
-	if err != nil {
-		a.fail(w, invalidParam(err, "end"))
+	start, end, aerr := optionalRange(r)
+	if aerr != nil {
+		a.fail(w, aerr)
 		return
 	}
 	if end.Before(start) {
