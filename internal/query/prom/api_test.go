@@ -107,6 +107,12 @@ func TestInstantQueries(t *testing.T) {
 	if n := scalar(`http_server_duration_seconds_count / http_server_duration_seconds_sum`); math.Abs(n-5.0/3) > 1e-9 {
 		t.Errorf("count/sum: %v, want 5/3", n)
 	}
+	if q := scalar(`rpc_latency_milliseconds{quantile="0.99"}`); q != 99 {
+		t.Errorf("summary quantile: %v, want 99", q)
+	}
+	if n := scalar(`rpc_latency_milliseconds_sum / rpc_latency_milliseconds_count`); n != 20 {
+		t.Errorf("summary mean: %v, want 20", n)
+	}
 	if n := scalar(`count(http_server_duration_seconds_bucket)`); n != 4 {
 		t.Errorf("%v buckets, want 4 (0.1, 0.5, 1, +Inf)", n)
 	}
@@ -173,7 +179,7 @@ func TestLabelsSeriesMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"http_server_duration_seconds_bucket", "http_server_duration_seconds_count", "http_server_duration_seconds_sum",
-		"http_server_requests_total", "process_memory_usage_bytes"}
+		"http_server_requests_total", "process_memory_usage_bytes", "rpc_latency_milliseconds", "rpc_latency_milliseconds_count", "rpc_latency_milliseconds_sum"}
 	if got := strs(names); !slices.Equal(got, want) {
 		t.Errorf("metric names %v, want %v", got, want)
 	}
@@ -222,6 +228,9 @@ func TestLabelsSeriesMetadata(t *testing.T) {
 	}
 	if m := md["http_server_duration_seconds"]; len(m) != 1 || m[0].Type != v1.MetricTypeHistogram || m[0].Unit != "seconds" {
 		t.Errorf("histogram metadata %v", m)
+	}
+	if m := md["rpc_latency_milliseconds"]; len(m) != 1 || m[0].Type != v1.MetricTypeSummary || m[0].Unit != "milliseconds" {
+		t.Errorf("summary metadata %v", m)
 	}
 	bi, err := c.Buildinfo(ctx)
 	if err != nil || bi.Version != "test" {

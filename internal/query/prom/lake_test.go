@@ -163,6 +163,27 @@ func addHistogram(ms pmetric.MetricSlice) {
 	}
 }
 
+// addSummary adds a summary in milliseconds: quantiles 0.5 and 0.99 at
+// 10 and 99, count i, sum 20i.
+func addSummary(ms pmetric.MetricSlice) {
+	m := ms.AppendEmpty()
+	m.SetName("rpc.latency")
+	m.SetUnit("ms")
+	s := m.SetEmptySummary()
+	for i := range nPoints {
+		dp := s.DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(ts(0))
+		dp.SetTimestamp(ts(i))
+		dp.SetCount(uint64(i))
+		dp.SetSum(20 * float64(i))
+		for q, v := range map[float64]float64{0.5: 10, 0.99: 99} {
+			qv := dp.QuantileValues().AppendEmpty()
+			qv.SetQuantile(q)
+			qv.SetValue(v)
+		}
+	}
+}
+
 // addDeltaCounter adds a delta sum, which is not served.
 func addDeltaCounter(ms pmetric.MetricSlice) {
 	m := ms.AppendEmpty()
@@ -187,8 +208,8 @@ type fixture struct {
 // "ops" every tenant.
 const tokensFile = "ta read=team-a\ntb read=team-b\nops read=*\n"
 
-// newFixture loads team-a's counter (twice, as a client's retry would),
-// gauge, histogram and a delta sum, and team-b's counter of another
+// newFixture loads team-a's counter, gauge, histogram, summary and a
+// delta sum (twice, as a client's retry would), and team-b's counter of another
 // service and route, and serves them.
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
@@ -198,6 +219,7 @@ func newFixture(t testing.TB) *fixture {
 	addCounter(ms, "http.server.requests", "/cart", 10)
 	addGauge(ms)
 	addHistogram(ms)
+	addSummary(ms)
 	addDeltaCounter(ms)
 	load(t, db, "team-a", a)
 	load(t, db, "team-a", a)

@@ -37,7 +37,7 @@ func TestTenancyOnEveryEndpoint(t *testing.T) {
 	// What only the other tenant's rows hold.
 	foreign := map[string][]string{
 		"team-a": {"secret-b", "admin-b"},
-		"team-b": {"checkout", "/cart", "process_memory", "http_server_duration"},
+		"team-b": {"checkout", "/cart", "process_memory", "http_server_duration", "rpc_latency", "quantile"},
 	}
 	// What each tenant's own answers hold something of.
 	own := map[string][]string{
