@@ -86,9 +86,13 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 	where.WriteString(`time >= make_timestamp($1) AND time <= make_timestamp($2) AND ` + servedWhere)
 	where.WriteString(" AND metric_name IN (" + placeholders(&params, f.names) + ")")
 	if len(f.services) > 0 {
-		// A series without the resource's service.name may take its
-		// service_name label from a point attribute: '' stays in.
-		where.WriteString(" AND coalesce(service_name, '') IN ('', " + placeholders(&params, f.services) + ")")
+		// The column is the resource's service.name; the label may come
+		// from elsewhere: a resource attribute escaping alike when the
+		// resource has no service.name (the column is ''), or a point
+		// attribute, which wins over the resource's, whose key holds
+		// "service" and "name" to escape to service_name.
+		where.WriteString(" AND (coalesce(service_name, '') IN ('', " + placeholders(&params, f.services) +
+			") OR attributes::VARCHAR LIKE '%service%name%')")
 	}
 	return `SELECT metric_name, coalesce(metric_unit, ''), metric_type, coalesce(is_monotonic, false),
 			coalesce(scope_name, ''), coalesce(scope_version, ''),
