@@ -1,6 +1,9 @@
 package prom
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -24,6 +27,13 @@ func (s *floatSeries) add(t int64, v float64) {
 		return
 	}
 	s.pts = append(s.pts, point{t, v})
+}
+
+// merge adds o's samples to s's, keeping one per timestamp (s's).
+func (s *floatSeries) merge(o *floatSeries) {
+	all := append(s.pts, o.pts...)
+	slices.SortStableFunc(all, func(a, b point) int { return cmp.Compare(a.t, b.t) })
+	s.pts = slices.CompactFunc(all, func(a, b point) bool { return a.t == b.t })
 }
 
 func (s *floatSeries) Labels() labels.Labels { return s.lset }

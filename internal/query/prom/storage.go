@@ -182,7 +182,23 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 		return nil, fmt.Errorf("read the series: %w", err)
 	}
 	slices.SortFunc(out, func(a, b *floatSeries) int { return labels.Compare(a.lset, b.lset) })
-	return out, nil
+	return mergeSame(out), nil
+}
+
+// mergeSame merges sorted series of the same labels into one: rows the
+// table tells apart may make the same labels (attributes written in
+// another order, metric names that escape alike), and a storage holds a
+// series once.
+func mergeSame(sorted []*floatSeries) []*floatSeries {
+	out := sorted[:0]
+	for _, s := range sorted {
+		if n := len(out); n > 0 && labels.Equal(out[n-1].lset, s.lset) {
+			out[n-1].merge(s)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // pushedServices are the values a service_name matcher lets through,
