@@ -247,7 +247,8 @@ func strs[T ~string](vs []T) []string {
 }
 
 // TestErrorsAnswerAsPrometheus: a query Prometheus cannot parse is 400
-// bad_data, a range too fine too; each in Prometheus's envelope, by GET
+// bad_data, a range too fine too, one failing as it runs 422 execution,
+// one past its timeout 503 timeout; each in Prometheus's envelope, by GET
 // and by POST alike.
 func TestErrorsAnswerAsPrometheus(t *testing.T) {
 	f := newFixture(t)
@@ -268,6 +269,8 @@ func TestErrorsAnswerAsPrometheus(t *testing.T) {
 		{"POST", "/api/v1/series", url.Values{}, 400, "bad_data"},
 		{"GET", "/api/v1/labels", url.Values{"match[]": {`{job=""}`}}, 400, "bad_data"},
 		{"GET", "/api/v1/query", url.Values{"query": {`label_replace(vector(1), "x", "$1", "y", "(")`}, "time": {"1"}}, 422, "execution"},
+		{"GET", "/api/v1/query", url.Values{"query": {"http_server_requests_total"}, "timeout": {"0.000001"}}, 503, "timeout"},
+		{"GET", "/api/v1/query", url.Values{"query": {"up"}, "timeout": {"-1s"}}, 400, "bad_data"},
 		{"GET", "/api/v1/query", url.Values{"query": {"http_server_requests_total"}, "time": {rfc3339(end)}}, 200, ""},
 		{"POST", "/api/v1/query", url.Values{"query": {"http_server_requests_total"}, "time": {rfc3339(end)}}, 200, ""},
 	} {
