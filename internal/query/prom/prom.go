@@ -5,6 +5,14 @@
 // scopes every read to the caller's tenant. Metric and label names are
 // translated as Prometheus's OTLP receiver and the Collector's Prometheus
 // exporter translate them (see names.go).
+//
+// Served: gauges, sums (monotonic ones as counters, _total), histograms
+// (_bucket{le}, _sum, _count) and summaries ({quantile}, _sum, _count),
+// of cumulative temporality. Not served: exponential histograms (which
+// would be native histograms), delta temporalities (PromQL reads a
+// counter's samples as cumulative), exemplars (query_exemplars answers
+// none). A scope reading every tenant sees each series's tenant as the
+// label __tenant_id__.
 package prom
 
 import (
