@@ -74,12 +74,13 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 	last := `list(DISTINCT coalesce(explicit_bounds::VARCHAR, json_extract(quantiles, '$[*].quantile')::VARCHAR))`
 	if points {
 		// Gauges and sums have no distribution: their rows' lists of
-		// bucket counts, bounds and quantiles are left unread (null).
-		dist := `list(bucket_counts::VARCHAR), list(explicit_bounds::VARCHAR), list(quantiles::VARCHAR)`
+		// counts, sums, bucket counts, bounds and quantiles are left
+		// unread (null).
+		dist := `list("count"), list("sum"), list(bucket_counts::VARCHAR), list(explicit_bounds::VARCHAR), list(quantiles::VARCHAR)`
 		if !f.distributions {
-			dist = `NULL::VARCHAR[], NULL::VARCHAR[], NULL::VARCHAR[]`
+			dist = `NULL::BIGINT[], NULL::DOUBLE[], NULL::VARCHAR[], NULL::VARCHAR[], NULL::VARCHAR[]`
 		}
-		last = `list(epoch_ms(time)), list(value), list("count"), list("sum"), ` + dist + `, list(flags)`
+		last = `list(epoch_ms(time)), list(value), ` + dist + `, list(flags)`
 	}
 	params := []any{from, to}
 	var where strings.Builder
