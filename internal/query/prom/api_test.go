@@ -126,6 +126,14 @@ func TestInstantQueries(t *testing.T) {
 			t.Errorf("%s: %v, want nothing", q, v)
 		}
 	}
+	// A limit cuts the result with Prometheus's warning.
+	v, warnings, _, err := c.Query(ctx, "http_server_duration_seconds_bucket", end, v1.WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.(model.Vector)) != 2 || !slices.Equal(warnings, []string{"results truncated due to limit"}) {
+		t.Errorf("limit 2: %v, warnings %q", v, warnings)
+	}
 	v, _, _, err = c.Query(ctx, "1+1", end)
 	if err != nil {
 		t.Fatal(err)

@@ -39,27 +39,60 @@ func listAt(col arrow.Array, i int) (arrow.Array, int, int) {
 func rowPoints(rec arrow.RecordBatch, i int) []rawPoint {
 	_, start, end := listAt(rec.Column(colT), i)
 	pts := make([]rawPoint, end-start)
-	field := func(k int, set func(p *rawPoint, vals arrow.Array, j int)) {
+	// values is field k's values of the row, nil for a list not read
+	// (null: the families read have no such field).
+	values := func(k int) (arrow.Array, int) {
 		vals, start, end := listAt(rec.Column(colT+k), i)
 		if end-start != len(pts) {
-			return // a list not read (null): the families read have no such field
+			return nil, 0
 		}
+		return vals, start
+	}
+	if a, at := values(0); a != nil {
 		for j := range pts {
-			set(&pts[j], vals, start+j)
+			pts[j].t = int64At(a, at+j)
 		}
 	}
-	field(0, func(p *rawPoint, a arrow.Array, j int) { p.t = int64At(a, j) })
-	field(1, func(p *rawPoint, a arrow.Array, j int) { p.v, p.hasV = float64At(a, j) })
-	field(2, func(p *rawPoint, a arrow.Array, j int) { p.c, p.hasC = float64At(a, j) })
-	field(3, func(p *rawPoint, a arrow.Array, j int) { p.s, p.hasS = float64At(a, j) })
-	field(4, func(p *rawPoint, a arrow.Array, j int) { p.b = stringAt(a, j) })
-	field(5, func(p *rawPoint, a arrow.Array, j int) { p.e = stringAt(a, j) })
-	field(6, func(p *rawPoint, a arrow.Array, j int) { p.q = stringAt(a, j) })
-	field(7, func(p *rawPoint, a arrow.Array, j int) { p.flags = int64At(a, j) })
+	numbers(values(1))(pts, func(p *rawPoint, v float64, ok bool) { p.v, p.hasV = v, ok })
+	numbers(values(2))(pts, func(p *rawPoint, v float64, ok bool) { p.c, p.hasC = v, ok })
+	numbers(values(3))(pts, func(p *rawPoint, v float64, ok bool) { p.s, p.hasS = v, ok })
+	for k, dst := range []func(p *rawPoint) *string{
+		func(p *rawPoint) *string { return &p.b }, func(p *rawPoint) *string { return &p.e }, func(p *rawPoint) *string { return &p.q },
+	} {
+		if a, at := values(4 + k); a != nil && a.NullN() < a.Len() {
+			for j := range pts {
+				*dst(&pts[j]) = stringAt(a, at+j)
+			}
+		}
+	}
+	if a, at := values(7); a != nil {
+		for j := range pts {
+			pts[j].flags = int64At(a, at+j)
+		}
+	}
 	if !slices.IsSortedFunc(pts, func(a, b rawPoint) int { return cmp.Compare(a.t, b.t) }) {
 		pts = sortByTime(pts)
 	}
 	return slices.CompactFunc(pts, func(a, b rawPoint) bool { return a.t == b.t })
+}
+
+// numbers walks the numbers of a list of points (values, from at),
+// doubles or integers, handing each to set with whether it is not null.
+func numbers(a arrow.Array, at int) func(pts []rawPoint, set func(p *rawPoint, v float64, ok bool)) {
+	return func(pts []rawPoint, set func(p *rawPoint, v float64, ok bool)) {
+		switch a := a.(type) {
+		case *array.Float64:
+			vs := a.Float64Values()[at : at+len(pts)]
+			for j := range pts {
+				set(&pts[j], vs[j], a.IsValid(at+j))
+			}
+		case *array.Int64:
+			vs := a.Int64Values()[at : at+len(pts)]
+			for j := range pts {
+				set(&pts[j], float64(vs[j]), a.IsValid(at+j))
+			}
+		}
+	}
 }
 
 // sortByTime sorts pts by time through their order alone: moving the

@@ -78,7 +78,29 @@ type writer struct{ log *slog.Logger }
 // (api.go respond: AsStrings(query, 10, 10)).
 func (wr writer) ok(w http.ResponseWriter, data any, annos annotations.Annotations, query string) {
 	warns, infos := annos.AsStrings(query, 10, 10)
-	wr.write(w, http.StatusOK, response{Status: "success", Data: data, Warnings: warns, Infos: infos})
+	d, isQuery := data.(queryData)
+	if !isQuery {
+		wr.write(w, http.StatusOK, response{Status: "success", Data: data, Warnings: warns, Infos: infos})
+		return
+	}
+	// A query's result, megabytes of it for a range query, is put in the
+	// envelope as it is: encoding/json would check and copy it again.
+	b, err := d.MarshalJSON()
+	if err != nil {
+		wr.fail(w, &apiError{errInternal, err})
+		return
+	}
+	b = append([]byte(`{"status":"success","data":`), b...)
+	for _, list := range []struct {
+		key string
+		vs  []string
+	}{{"warnings", warns}, {"infos", infos}} {
+		if len(list.vs) > 0 {
+			js, _ := json.Marshal(list.vs) // strings always encode
+			b = append(append(b, `,"`+list.key+`":`...), js...)
+		}
+	}
+	wr.send(w, http.StatusOK, append(b, '}'))
 }
 
 // fail answers e in Prometheus's shape with its status.
@@ -110,9 +132,13 @@ func (wr writer) write(w http.ResponseWriter, status int, r response) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	wr.send(w, status, b)
+}
+
+func (wr writer) send(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	if _, err := w.Write(b); err != nil {
+	if _, err := w.Write(body); err != nil {
 		wr.log.Debug("prometheus api: write the answer", "err", err)
 	}
 }
