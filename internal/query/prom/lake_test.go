@@ -12,6 +12,7 @@ import (
 	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -108,12 +109,18 @@ func ts(i int) pcommon.Timestamp {
 	return pcommon.NewTimestampFromTime(t0.Add(time.Duration(i) * step15))
 }
 
+// newMetric adds a metric of name and unit to ms.
+func newMetric(ms pmetric.MetricSlice, name, unit string) pmetric.Metric {
+	m := ms.AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	return m
+}
+
 // addCounter adds a cumulative monotonic sum of route, rising by perStep
 // every 15s.
 func addCounter(ms pmetric.MetricSlice, name, route string, perStep int64) {
-	m := ms.AppendEmpty()
-	m.SetName(name)
-	m.SetUnit("1")
+	m := newMetric(ms, name, "1")
 	m.SetDescription("Requests served.")
 	s := m.SetEmptySum()
 	s.SetIsMonotonic(true)
@@ -130,9 +137,7 @@ func addCounter(ms pmetric.MetricSlice, name, route string, perStep int64) {
 
 // addGauge adds a gauge in bytes.
 func addGauge(ms pmetric.MetricSlice) {
-	m := ms.AppendEmpty()
-	m.SetName("process.memory.usage")
-	m.SetUnit("By")
+	m := newMetric(ms, "process.memory.usage", "By")
 	g := m.SetEmptyGauge()
 	for i := range nPoints {
 		dp := g.DataPoints().AppendEmpty()
@@ -145,9 +150,7 @@ func addGauge(ms pmetric.MetricSlice) {
 // and 1: each step adds 1 observation to the first bucket, 2 to the
 // second, 1 to the third and 1 past the last (5 observations, sum 3).
 func addHistogram(ms pmetric.MetricSlice) {
-	m := ms.AppendEmpty()
-	m.SetName("http.server.duration")
-	m.SetUnit("s")
+	m := newMetric(ms, "http.server.duration", "s")
 	h := m.SetEmptyHistogram()
 	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	for i := range nPoints {
@@ -166,9 +169,7 @@ func addHistogram(ms pmetric.MetricSlice) {
 // addSummary adds a summary in milliseconds: quantiles 0.5 and 0.99 at
 // 10 and 99, count i, sum 20i.
 func addSummary(ms pmetric.MetricSlice) {
-	m := ms.AppendEmpty()
-	m.SetName("rpc.latency")
-	m.SetUnit("ms")
+	m := newMetric(ms, "rpc.latency", "ms")
 	s := m.SetEmptySummary()
 	for i := range nPoints {
 		dp := s.DataPoints().AppendEmpty()
@@ -184,10 +185,24 @@ func addSummary(ms pmetric.MetricSlice) {
 	}
 }
 
+// addGaugePoint adds a resource of the attributes res, in order, with one
+// point of gauge name at step i, and returns the point.
+func addGaugePoint(md pmetric.Metrics, res [][2]string, name string, i int, v int64) pmetric.NumberDataPoint {
+	rm := md.ResourceMetrics().AppendEmpty()
+	for _, kv := range res {
+		rm.Resource().Attributes().PutStr(kv[0], kv[1])
+	}
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(name)
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetTimestamp(ts(i))
+	dp.SetIntValue(v)
+	return dp
+}
+
 // addDeltaCounter adds a delta sum, which is not served.
 func addDeltaCounter(ms pmetric.MetricSlice) {
-	m := ms.AppendEmpty()
-	m.SetName("delta.requests")
+	m := newMetric(ms, "delta.requests", "")
 	s := m.SetEmptySum()
 	s.SetIsMonotonic(true)
 	s.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
@@ -227,6 +242,14 @@ func newFixture(t testing.TB) *fixture {
 	addCounter(resource(b, "secret-b"), "http.server.requests", "/admin-b", 7)
 	load(t, db, "team-b", b)
 	return serve(t, db)
+}
+
+// clientOf serves md, team-a's, and is team-a's client.
+func clientOf(t *testing.T, md pmetric.Metrics) v1.API {
+	t.Helper()
+	db := newTable(t)
+	load(t, db, "team-a", md)
+	return serve(t, db).client(t, "ta", "")
 }
 
 // serve serves db's otel_metrics with the fixture's tokens.
