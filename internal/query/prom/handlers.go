@@ -15,8 +15,8 @@ import (
 )
 
 // Each handler answers as its namesake in prometheus/prometheus
-// web/api/v1/api.go does (query, queryRange, labelNames, labelValues,
-// series, metricMetadata, serveBuildInfo, queryExemplars): the same
+// web/api/v1/api.go does (query, queryRange, serveBuildInfo,
+// queryExemplars; the metadata endpoints are in lookups.go): the same
 // parameters, checks, messages and error kinds.
 
 // maxPoints is how many points a range query may answer per series
