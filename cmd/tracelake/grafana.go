@@ -16,6 +16,7 @@ import (
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/query/loki"
+	"github.com/tracelake/tracelake/internal/query/prom"
 	"github.com/tracelake/tracelake/internal/query/tempo"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -46,6 +47,9 @@ var grafanaAPIs = []grafanaAPI{
 	}},
 	{name: "Loki", signal: config.SignalLogs, register: func(mux *http.ServeMux, o apiOptions) (func(), error) {
 		return nil, loki.Register(mux, loki.Options{Reader: o.reader, Tenants: o.tenants, Table: o.table, Version: version, Log: o.log})
+	}},
+	{name: "Prometheus", signal: config.SignalMetrics, register: func(mux *http.ServeMux, o apiOptions) (func(), error) {
+		return prom.Register(mux, prom.Options{Reader: o.reader, Tenants: o.tenants, Table: o.table, Version: version, Log: o.log, Timeout: o.timeout})
 	}},
 }
 

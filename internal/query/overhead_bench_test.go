@@ -1,0 +1,51 @@
+package query
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// BenchmarkQueryOverhead is what the read path costs a query beyond
+// running it: one small SELECT of a tenant through the reader, beside the
+// same SELECT on a connection of the database (the yardstick).
+func BenchmarkQueryOverhead(b *testing.B) {
+	ctx := context.Background()
+	db, err := sql.Open("duckdb", filepath.Join(b.TempDir(), "o.duckdb"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	for _, t := range []string{"otel_spans", "otel_logs", "otel_metrics", "genai_operations", "otel_spans_dedup"} {
+		if _, err := db.Exec(`CREATE TABLE ` + t + ` AS SELECT 'a' AS tenant_id, range AS v FROM range(1000)`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const q = `SELECT count(*) FROM otel_spans WHERE v < $1`
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			var n int64
+			if err := db.QueryRowContext(ctx, q, 10).Scan(&n); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	r, err := NewDuckDB(ctx, db, DuckDBOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("reader", func(b *testing.B) {
+		for b.Loop() {
+			rr, err := r.Query(ctx, tenancy.One("a"), q, 10)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rr.Next() {
+			}
+			rr.Release()
+		}
+	})
+}

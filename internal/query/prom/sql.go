@@ -1,0 +1,195 @@
+package prom
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/sqltext"
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// The SQL this package sends down the read path. The read path scopes
+// every table to the caller's tenant itself (query.Reader); the queries
+// name the table unqualified and carry every value as a parameter.
+
+// servedTypes are the metric types served: exponential histograms (which
+// would be native histograms) are not, nor delta temporalities, which
+// PromQL's rate() and increase() read as resets (a monotonic counter's
+// samples must be cumulative; the Collector's exporter accumulates deltas
+// itself, Prometheus's OTLP receiver refuses them by default).
+const servedWhere = `metric_type IN ('gauge', 'sum', 'histogram', 'summary') AND coalesce(temporality, '') <> 'delta'`
+
+// timeRange bounds a query in milliseconds, clamped to what a timestamp
+// in microseconds holds (Prometheus's API sends its MinTime and MaxTime
+// for "unbounded").
+func timeRange(mint, maxt int64) (from, to int64) {
+	const lo, hi = 0, 253402300799999 // 1970 to the end of year 9999
+	return min(max(mint, lo), hi) * 1000, min(max(maxt, lo), hi) * 1000
+}
+
+// familiesSQL lists the families with points in a time range ($1, $2:
+// microseconds).
+func familiesSQL(table string) string {
+	return `SELECT metric_name, coalesce(metric_unit, ''), metric_type, coalesce(is_monotonic, false), max(coalesce(metric_description, ''))
+		FROM ` + sqltext.Ident(table) + `
+		WHERE time >= make_timestamp($1) AND time <= make_timestamp($2) AND metric_name IS NOT NULL AND ` + servedWhere + `
+		GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`
+}
+
+// seriesFilter is what a series query pushes down beside the time range:
+// the OpenTelemetry names of the families wanted, and the values the
+// service_name label must have; distributions says whether any of the
+// families is a histogram or a summary.
+type seriesFilter struct {
+	names         []string
+	services      []string
+	distributions bool
+}
+
+// seriesSQL reads the distinct series of the families f names in a time
+// range ($1, $2: microseconds), one row per series: the family, its
+// scope, its attributes as JSON text, and the tenant for a scope reading
+// every tenant (columns colName to colTenant). With points, the columns
+// from colT on are lists of the series's points, one list per field, in
+// no order: time (ms), value, count, sum, bucket counts, bounds and
+// quantiles (JSON text), flags. Without, colShapes lists the distinct
+// bounds of a histogram or quantiles of a summary (JSON lists), for the
+// series names their buckets make. It returns the query's parameters.
+//
+// The points are not sorted nor made distinct here: ordering the lists
+// or dropping the exact duplicates a client's retry loads (grouping by
+// series and time) tripled the query's time on the benchmark's million
+// points (BenchmarkRate6h), so floatSeries sorts them and keeps one per
+// timestamp, which is what drops a duplicate by its natural key.
+func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (string, []any) {
+	tenant := "''"
+	if all {
+		tenant = "tenant_id"
+	}
+	last := `list(DISTINCT coalesce(explicit_bounds::VARCHAR, json_extract(quantiles, '$[*].quantile')::VARCHAR))`
+	if points {
+		// Gauges and sums have no distribution: their rows' lists of
+		// counts, sums, bucket counts, bounds and quantiles are left
+		// unread (null).
+		dist := `list("count"), list("sum"), list(bucket_counts::VARCHAR), list(explicit_bounds::VARCHAR), list(quantiles::VARCHAR)`
+		if !f.distributions {
+			dist = `NULL::BIGINT[], NULL::DOUBLE[], NULL::VARCHAR[], NULL::VARCHAR[], NULL::VARCHAR[]`
+		}
+		last = `list(epoch_ms(time)), list(value), ` + dist + `, list(flags)`
+	}
+	params := []any{from, to}
+	var where strings.Builder
+	where.WriteString(`time >= make_timestamp($1) AND time <= make_timestamp($2) AND ` + servedWhere)
+	where.WriteString(" AND metric_name IN (" + placeholders(&params, f.names) + ")")
+	if len(f.services) > 0 {
+		// The column is the resource's service.name; the label may come
+		// from elsewhere: a resource attribute escaping alike when the
+		// resource has no service.name (the column is ''), or a point
+		// attribute, which wins over the resource's, whose key holds
+		// "service" and "name" to escape to service_name.
+		where.WriteString(" AND (coalesce(service_name, '') IN ('', " + placeholders(&params, f.services) +
+			") OR attributes::VARCHAR LIKE '%service%name%')")
+	}
+	return `SELECT metric_name, coalesce(metric_unit, ''), metric_type, coalesce(is_monotonic, false),
+			coalesce(scope_name, ''), coalesce(scope_version, ''),
+			coalesce(resource_attributes::VARCHAR, '{}'), coalesce(attributes::VARCHAR, '{}'), ` + tenant + `, ` + last + `
+		FROM ` + sqltext.Ident(table) + `
+		WHERE ` + where.String() + `
+		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9`, params
+}
+
+// The columns of seriesSQL's rows.
+const (
+	colName = iota
+	colUnit
+	colType
+	colMonotonic
+	colScopeName
+	colScopeVersion
+	colResource
+	colAttributes
+	colTenant
+	colShapes             // without points
+	colT      = colShapes // with points: the lists, one per field
+)
+
+// placeholders appends vs to params and returns their placeholders.
+func placeholders(params *[]any, vs []string) string {
+	ph := make([]string, len(vs))
+	for i, v := range vs {
+		*params = append(*params, v)
+		ph[i] = fmt.Sprintf("$%d", len(*params))
+	}
+	return strings.Join(ph, ", ")
+}
+
+// readRows runs q for scope and hands each batch to f, which must copy
+// what it keeps: the batch's memory is freed after.
+func readRows(ctx context.Context, r query.Reader, scope tenancy.Scope, q string, params []any, f func(arrow.RecordBatch) error) error {
+	rr, err := r.Query(ctx, scope, q, params...)
+	if err != nil {
+		return err
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if err := f(rr.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	return rr.Err()
+}
+
+// stringAt is the string at row i of a string column of any of Arrow's
+// layouts, copied; "" for null.
+func stringAt(a arrow.Array, i int) string {
+	if a.IsNull(i) {
+		return ""
+	}
+	switch c := a.(type) {
+	case *array.String:
+		return strings.Clone(c.Value(i))
+	case *array.LargeString:
+		return strings.Clone(c.Value(i))
+	case *array.StringView:
+		return strings.Clone(c.Value(i))
+	}
+	return a.ValueStr(i)
+}
+
+// int64At is the integer at row i, 0 for null.
+func int64At(a arrow.Array, i int) int64 {
+	if a.IsNull(i) {
+		return 0
+	}
+	switch c := a.(type) {
+	case *array.Int64:
+		return c.Value(i)
+	case *array.Int32:
+		return int64(c.Value(i))
+	}
+	return 0
+}
+
+// float64At is the number at row i, and whether it is not null.
+func float64At(a arrow.Array, i int) (float64, bool) {
+	if a.IsNull(i) {
+		return 0, false
+	}
+	switch c := a.(type) {
+	case *array.Float64:
+		return c.Value(i), true
+	case *array.Int64:
+		return float64(c.Value(i)), true
+	}
+	return 0, false
+}
+
+func boolAt(a arrow.Array, i int) bool {
+	c, ok := a.(*array.Boolean)
+	return ok && !a.IsNull(i) && c.Value(i)
+}

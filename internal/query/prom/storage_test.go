@@ -1,0 +1,53 @@
+package prom
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// TestRowsOfTheSameLabelsAreOneSeries: resources whose attributes the
+// table holds in another order are two rows but one series; so are
+// metrics whose names escape alike.
+func TestRowsOfTheSameLabelsAreOneSeries(t *testing.T) {
+	md := pmetric.NewMetrics()
+	addGaugePoint(md, [][2]string{{"a", "v"}, {"b", "v"}}, "queue.depth", 0, 0)
+	addGaugePoint(md, [][2]string{{"b", "v"}, {"a", "v"}}, "queue_depth", 1, 1)
+	c := clientOf(t, md)
+	for q, want := range map[string]model.SampleValue{"count(queue_depth)": 1, "count_over_time(queue_depth[1m])": 2} {
+		v, _, _, err := c.Query(context.Background(), q, t0.Add(step15))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vec := v.(model.Vector); len(vec) != 1 || vec[0].Value != want {
+			t.Errorf("%s: %v, want %v", q, vec, want)
+		}
+	}
+}
+
+// TestServiceNamePushdownKeepsPointAttributes: a service_name matcher is
+// pushed down to the service_name column, which holds the resource's
+// service.name; a series whose label comes from a point attribute, which
+// wins over the resource's, must still be found, with or without
+// service.name on its resource; one of another service must not.
+func TestServiceNamePushdownKeepsPointAttributes(t *testing.T) {
+	md := pmetric.NewMetrics()
+	addGaugePoint(md, nil, "queue.depth", 0, 5).Attributes().PutStr("service.name", "worker")
+	addGaugePoint(md, [][2]string{{"service.name", "other"}}, "queue.depth", 0, 5).Attributes().PutStr("service.name", "worker")
+	addGaugePoint(md, [][2]string{{"service.name", "third"}}, "queue.depth", 0, 5)
+	v, _, _, err := clientOf(t, md).Query(context.Background(), `queue_depth{service_name="worker"}`, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []string
+	for _, s := range v.(model.Vector) {
+		jobs = append(jobs, string(s.Metric["job"]))
+	}
+	slices.Sort(jobs)
+	if !slices.Equal(jobs, []string{"", "other"}) {
+		t.Fatalf("got %v, want the series of the resource without service.name and of other's", v)
+	}
+}
