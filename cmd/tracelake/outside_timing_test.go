@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -114,7 +115,11 @@ func outsideConfig(b *testing.B, sinkName, broker, group string) string {
 	case "duckdb":
 		sinkYAML = fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "test.duckdb"))
 	case "iceberg":
-		sinkYAML = fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+		// TRACELAKE_BENCH_ICEBERG_PROPERTIES (YAML, say {k: v}) measures
+		// table properties against the defaults.
+		props := cmp.Or(os.Getenv("TRACELAKE_BENCH_ICEBERG_PROPERTIES"), "{}")
+		sinkYAML = fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q, table_properties: %s}}",
+			filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"), props)
 	}
 	path := filepath.Join(dir, "tracelake.yaml")
 	cfg := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], group: %s}\nsink: %s\nmetrics: {listen: \"127.0.0.1:0\"}\n", broker, testTopic, group, sinkYAML)
