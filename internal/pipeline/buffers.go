@@ -8,9 +8,10 @@ package pipeline
 // grows them from the size of the batch before, which under backpressure
 // is often a small one closed early: twice the bytes written were
 // allocated, and the collector's work and the heap's peaks with them; and
-// the fresh pages of each new buffer are faulted in by the kernel as rows
-// are copied in, which cost as much system time as the copying's user
-// time (docs/BENCHMARKS.md, "buffer_reuse"). A nil *buffers allocates.
+// the kernel faults in the fresh pages of each new buffer as rows are
+// copied in (issue 40's perf profile: a quarter of a run's samples in the
+// page-fault path; docs/BENCHMARKS.md, "outside_cpu" and "buffer_reuse").
+// A nil *buffers allocates.
 // Safe for concurrent use: the batcher takes, the stager or loader gives
 // back.
 //
