@@ -34,6 +34,13 @@ import (
 // its README documents) pointing at cluster and srv.
 func referenceConfig(t testing.TB, cluster *kfake.Cluster, srv *databendtest.Server, password string, extra map[string]any) string {
 	t.Helper()
+	return referenceConfigAt(t, cluster.ListenAddrs()[0], strings.Replace(srv.DSN(""), srv.Password, password, 1), extra)
+}
+
+// referenceConfigAt is referenceConfig for a broker and a Databend DSN
+// given by address (servers in other processes).
+func referenceConfigAt(t testing.TB, broker, dsn string, extra map[string]any) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -41,11 +48,11 @@ func referenceConfig(t testing.TB, cluster *kfake.Cluster, srv *databendtest.Ser
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	cfg := map[string]any{
-		"kafkaBootstrapServers": cluster.ListenAddrs()[0],
+		"kafkaBootstrapServers": broker,
 		"kafkaTopic":            testTopic,
 		"KafkaConsumerGroup":    "bend-ingest",
 		"isJsonTransform":       false,
-		"databendDSN":           strings.Replace(srv.DSN(""), srv.Password, password, 1),
+		"databendDSN":           dsn,
 		"databendTable":         "trace_raw",
 		"batchSize":             1000,
 		"batchMaxInterval":      10,

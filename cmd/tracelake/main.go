@@ -60,7 +60,10 @@ Run 'tracelake COMMAND -h' for the flags of a command.
 
 func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	os.Exit(run(os.Args[1:]))
+	stop := cpuProfile()
+	code := run(os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
 func run(args []string) int {

@@ -255,11 +255,11 @@ func TestMemoryFollowsInflightBytes(t *testing.T) {
 		workers                int
 		fetch, duckdb, goLimit ByteSize
 	}{
-		{"kafka: {topics: [t]}", 2, 4 << 20, 256 << 20, 384 << 20}, // the defaults
-		{"kafka: {topics: [t]}\nmax_inflight_bytes: 1GiB", 1, 32 << 20, 1 << 30, 1<<30 + 128<<20},
-		{"kafka: {topics: [t]}\nmax_inflight_bytes: 16GiB", 1, 50 << 20, 16 << 30, 16<<30 + 128<<20}, // fetch capped
-		{"kafka: {topics: [t]}\nmax_inflight_bytes: 16MiB", 2, 1 << 20, 128 << 20, 144 << 20},        // floors
-		{"kafka: {topics: [t], fetch_max_bytes: 3MiB}\nsink: {duckdb: {memory_limit: 2GiB}}", 2, 3 << 20, 2 << 30, 384 << 20},
+		{"kafka: {topics: [t]}", 2, 4 << 20, 256 << 20, 640 << 20}, // the defaults
+		{"kafka: {topics: [t]}\nmax_inflight_bytes: 1GiB", 1, 32 << 20, 1 << 30, 2<<30 + 128<<20},
+		{"kafka: {topics: [t]}\nmax_inflight_bytes: 16GiB", 1, 50 << 20, 16 << 30, 32<<30 + 128<<20}, // fetch capped
+		{"kafka: {topics: [t]}\nmax_inflight_bytes: 16MiB", 2, 1 << 20, 128 << 20, 160 << 20},        // floors
+		{"kafka: {topics: [t], fetch_max_bytes: 3MiB}\nsink: {duckdb: {memory_limit: 2GiB}}", 2, 3 << 20, 2 << 30, 640 << 20},
 	} {
 		cfg, err := FromYAML([]byte(tc.yaml))
 		if err == nil {

@@ -61,9 +61,14 @@ func (c *Config) LoadBytes() ByteSize {
 }
 
 // GoMemoryLimit is the soft limit for Go's heap (runtime/debug.SetMemoryLimit)
-// of a run: max_inflight_bytes plus a headroom. Without it the collector
-// lets garbage grow to twice the live heap between collections, which at
-// this allocation rate doubled the process's Go memory.
+// of a run: twice max_inflight_bytes plus a headroom. Without a limit the
+// collector lets garbage grow to twice the live heap between collections,
+// which at this allocation rate doubled the process's Go memory; with the
+// budget plus the headroom alone, the live heap (the budget's batches, the
+// fetches) sat at the limit, so the collector ran back to back and the
+// scavenger handed back pages the next batch faulted in again: a quarter of
+// a run's CPU into Databend (docs/BENCHMARKS.md, "2026-12-03, heap_limit";
+// the peak RSS stayed under the bound).
 func (c *Config) GoMemoryLimit() int64 {
-	return int64(c.MaxInflightBytes) + goHeadroom
+	return 2*int64(c.MaxInflightBytes) + goHeadroom
 }

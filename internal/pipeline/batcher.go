@@ -23,6 +23,9 @@ type batch struct {
 	// sink.FileStager), or its load read it (a sink.CommitReporter).
 	spilled  bool
 	dlqKinds map[string]int64 // decode dead-letter records by problem kind
+	// rows and derived are Batch's buffers, kept from staging to the end of
+	// the load for a sink that reads them until then (see buffers).
+	rows, derived []byte
 }
 
 // RowDecoder turns one record into rows of a declared table (OTLP spans or
@@ -74,8 +77,8 @@ type batcher struct {
 	lastRows int
 	// lastDerived is the same for the rows derived from them.
 	lastDerived int
-	// rows and derived recycle the buffers of staged batches (nil: the
-	// sink keeps them; see buffers).
+	// rows and derived recycle the buffers of batches the sink is done
+	// with (see buffers).
 	rows, derived *buffers
 }
 

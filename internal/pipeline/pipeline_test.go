@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -709,46 +710,98 @@ func TestLoadsSizedInBytes(t *testing.T) {
 	}
 }
 
+// bufferCounter notes the buffer each staged batch's rows came in.
+type bufferCounter struct {
+	mu      sync.Mutex
+	buffers map[*byte]int // rows buffer → batches staged in it
+}
+
+func (c *bufferCounter) note(rows []byte) {
+	c.mu.Lock()
+	c.buffers[unsafe.SliceData(rows)]++
+	c.mu.Unlock()
+}
+
 // releasingSink is a sink.RowsReleaser that notes the buffer each batch's
 // rows came in.
 type releasingSink struct {
 	sink.Sink
-	mu      sync.Mutex
-	buffers map[*byte]int // rows buffer → batches staged in it
+	bufferCounter
 }
 
 func (r *releasingSink) ReleasesRows() {}
 
 func (r *releasingSink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
-	r.mu.Lock()
-	r.buffers[unsafe.SliceData(b.Rows)]++
-	r.mu.Unlock()
+	r.note(b.Rows)
 	return r.Sink.Stage(ctx, b)
 }
 
-// With a sink that keeps no rows after staging, a worker writes its next
-// batches into the buffers of the batches it staged, instead of
-// allocating a batch's worth of bytes for each; every record still lands
-// once.
-func TestStagedBuffersReused(t *testing.T) {
+// keepingSink is a sink that reads each batch's rows until its load
+// ends (as Databend does): it notes the rows' buffer and a hash of them at
+// staging and counts the files whose rows changed before their load.
+type keepingSink struct {
+	sink.Sink
+	bufferCounter
+	kept    map[string]keptRows // by file name, until loaded
+	changed int
+}
+
+type keptRows struct {
+	rows []byte
+	sum  uint64
+}
+
+func rowsHash(b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+func (k *keepingSink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
+	f, err := k.Sink.Stage(ctx, b)
+	if err == nil {
+		k.note(b.Rows)
+		k.mu.Lock()
+		k.kept[f.Name] = keptRows{b.Rows, rowsHash(b.Rows)}
+		k.mu.Unlock()
+	}
+	return f, err
+}
+
+func (k *keepingSink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
+	k.mu.Lock()
+	for _, f := range files {
+		if r, ok := k.kept[f.Name]; ok && rowsHash(r.rows) != r.sum {
+			k.changed++
+		}
+		delete(k.kept, f.Name)
+	}
+	k.mu.Unlock()
+	return k.Sink.Load(ctx, files)
+}
+
+// runReusing ingests 20,000 records in batches of 500 into the sink wrap
+// makes of a DuckDB sink, checks that every record landed once and that
+// batches shared buffers. Polls take fewer records than a batch, as with a
+// backlog at the defaults (10,000 a batch; a poll takes a worker's share
+// of what the budget has left), so buffers come back between polls.
+func runReusing(t *testing.T, wrap func(sink.Sink) (sink.Sink, *bufferCounter)) {
+	t.Helper()
 	const n = 20_000
 	c := newCluster(t, 2)
 	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 2, nil))
 	cfg := testConfig(t, c)
 	cfg.Batch.MaxRecords = 500
-	// Polls of fewer records than a batch, as with a backlog at the
-	// defaults (10,000 a batch; a poll takes a worker's share of what the
-	// budget has left): buffers come back between polls.
 	cfg.MaxInflightBytes = 1 << 20
 	s := openSink(t, cfg)
-	rs := &releasingSink{Sink: s, buffers: map[*byte]int{}}
-	runUntilIdle(t, cfg, rs, &pipeline.Stats{})
+	wrapped, counter := wrap(s)
+	runUntilIdle(t, cfg, wrapped, &pipeline.Stats{})
 
 	if rows, _ := verifyOK(t, cfg, s).Totals(); rows != n {
 		t.Fatalf("rows = %d, want %d", rows, n)
 	}
 	var batches int
-	for _, k := range rs.buffers {
+	for _, k := range counter.buffers {
 		batches += k
 	}
 	// 40 batches or more in 2 workers, each in a buffer of its own
@@ -756,7 +809,31 @@ func TestStagedBuffersReused(t *testing.T) {
 	// waiting) however many batches it makes; how many batches share one
 	// depends on timing (polls of several batches allocate), so only a
 	// clear share is asked: a quarter of the batches in reused buffers.
-	if batches < 40 || len(rs.buffers) > batches*3/4 {
-		t.Errorf("%d batches staged in %d buffers: want several batches per buffer", batches, len(rs.buffers))
+	if batches < 40 || len(counter.buffers) > batches*3/4 {
+		t.Errorf("%d batches staged in %d buffers: want several batches per buffer", batches, len(counter.buffers))
+	}
+}
+
+// With a sink that keeps no rows after staging, a worker writes its next
+// batches into the buffers of the batches it staged, instead of
+// allocating a batch's worth of bytes for each; every record still lands
+// once.
+func TestStagedBuffersReused(t *testing.T) {
+	runReusing(t, func(s sink.Sink) (sink.Sink, *bufferCounter) {
+		rs := &releasingSink{Sink: s, bufferCounter: bufferCounter{buffers: map[*byte]int{}}}
+		return rs, &rs.bufferCounter
+	})
+}
+
+// With a sink that reads the rows until the load ends, a worker reuses
+// the buffers of loaded batches, and never one whose load is to come.
+func TestLoadedBuffersReused(t *testing.T) {
+	var ks *keepingSink
+	runReusing(t, func(s sink.Sink) (sink.Sink, *bufferCounter) {
+		ks = &keepingSink{Sink: s, bufferCounter: bufferCounter{buffers: map[*byte]int{}}, kept: map[string]keptRows{}}
+		return ks, &ks.bufferCounter
+	})
+	if ks.changed > 0 {
+		t.Errorf("%d staged batches' rows were overwritten before their load", ks.changed)
 	}
 }

@@ -164,9 +164,11 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	_, b.keepRecords = opt.Sink.(sink.RecordStager)
 	b.keepRecords = b.keepRecords && !opt.Transform && opt.Decoder == nil
 	b.decoder = opt.Decoder
+	kept := opt.LoadMaxFiles // buffers come back at the end of a load
 	if _, ok := opt.Sink.(sink.RowsReleaser); ok {
-		b.rows, b.derived = newBuffers(), newBuffers()
+		kept = buffersKept // they come back at staging
 	}
+	b.rows, b.derived = newBuffers(kept), newBuffers(kept)
 	w := &Worker{
 		id:      id,
 		opt:     opt,
@@ -549,10 +551,12 @@ func (w *Worker) stage(it item) item {
 		f, err = w.opt.Sink.Stage(w.hard, it.batch.Batch)
 		return err
 	})
-	if err == nil {
-		// A sink.RowsReleaser is done with them (no-op for other sinks).
+	if _, ok := w.opt.Sink.(sink.RowsReleaser); ok && err == nil {
 		w.b.rows.put(it.batch.Rows)
 		w.b.derived.put(it.batch.Derived)
+	} else if err == nil {
+		// The sink may read them until the load ends (release).
+		it.batch.rows, it.batch.derived = it.batch.Rows, it.batch.Derived
 	}
 	it.batch.Batch = nil // the sink owns the rows now; keep the bookkeeping
 	if err != nil {
@@ -701,6 +705,11 @@ func (w *Worker) release(items []item) {
 		if !it.batch.spilled {
 			bytes += it.batch.bytes
 		}
+		// The load ended (or its files were discarded): the sink is done
+		// with the rows. A batch that failed to stage has none kept here.
+		w.b.rows.put(it.batch.rows)
+		w.b.derived.put(it.batch.derived)
+		it.batch.rows, it.batch.derived = nil, nil
 	}
 	w.inflight.Add(-n)
 	w.freeMemory(bytes)

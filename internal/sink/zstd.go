@@ -7,21 +7,47 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Zstd compresses staged files. Encoders are pooled and single-threaded:
-// the workers staging concurrently are the parallelism.
-type Zstd struct{ pool sync.Pool }
+// Zstd compresses staged files. Encoders are single-threaded (the workers
+// staging concurrently are the parallelism) and kept, each with the
+// buffer it compressed into last: a new encoder's history and a new
+// output buffer per batch were large allocations whose fresh pages the
+// kernel faulted in on every batch (docs/BENCHMARKS.md, "buffer_reuse").
+// The zero value is ready for use.
+type Zstd struct {
+	once sync.Once
+	free chan *zstdEncoder
+}
 
-// Encode returns data compressed at SpeedFastest (~4x on agent traces).
-func (z *Zstd) Encode(data []byte) ([]byte, error) {
-	enc, _ := z.pool.Get().(*zstd.Encoder)
-	if enc == nil {
-		var err error
-		enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+// zstdKept is how many encoders stay kept: as many as batches a worker of
+// a concurrent stager stages at once (Databend's StageAhead). More are
+// made when more stage at once, and dropped after.
+const zstdKept = 4
+
+type zstdEncoder struct {
+	enc *zstd.Encoder
+	dst []byte
+}
+
+// Compress compresses data at SpeedFastest (~4x on agent traces) and
+// passes the result to use, which must not keep it: the buffer is reused
+// once use returns.
+func (z *Zstd) Compress(data []byte, use func(compressed []byte) error) error {
+	z.once.Do(func() { z.free = make(chan *zstdEncoder, zstdKept) })
+	var e *zstdEncoder
+	select {
+	case e = <-z.free:
+	default:
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 		if err != nil {
-			return nil, fmt.Errorf("zstd encoder: %w", err)
+			return fmt.Errorf("zstd encoder: %w", err)
 		}
+		e = &zstdEncoder{enc: enc}
 	}
-	out := enc.EncodeAll(data, make([]byte, 0, len(data)/3))
-	z.pool.Put(enc)
-	return out, nil
+	e.dst = e.enc.EncodeAll(data, e.dst[:0])
+	err := use(e.dst)
+	select {
+	case z.free <- e:
+	default:
+	}
+	return err
 }

@@ -462,17 +462,22 @@ func (s *Sink) stageLines(ctx context.Context, stem string, k *keptFile) (string
 // and the bytes.
 func (s *Sink) put(ctx context.Context, stem string, data []byte) (string, int64, error) {
 	name := stem + ".ndjson"
-	if s.opt.Zstd {
-		name += ".zst"
-		var err error
-		if data, err = s.zstd.Encode(data); err != nil {
-			return "", 0, err
+	upload := func(body []byte) error {
+		if err := s.upload(ctx, name, body); err != nil {
+			return fmt.Errorf("upload %s to %s: %w", name, s.location(), err)
 		}
+		return nil
 	}
-	if err := s.upload(ctx, name, data); err != nil {
-		return "", 0, fmt.Errorf("upload %s to %s: %w", name, s.location(), err)
+	if !s.opt.Zstd {
+		return name, int64(len(data)), upload(data)
 	}
-	return name, int64(len(data)), nil
+	name += ".zst"
+	var n int64
+	err := s.zstd.Compress(data, func(compressed []byte) error {
+		n = int64(len(compressed))
+		return upload(compressed)
+	})
+	return name, n, err
 }
 
 func (s *Sink) stagedBytes(name string) int64 {

@@ -241,16 +241,19 @@ func (s *Sink) rowsExt() string {
 }
 
 func (s *Sink) writeFile(path string, data []byte) (int64, error) {
-	if s.opt.Zstd {
-		var err error
-		if data, err = s.zstd.Encode(data); err != nil {
-			return 0, err
+	var n int64
+	write := func(body []byte) error {
+		n = int64(len(body))
+		if err := os.WriteFile(path, body, 0o644); err != nil {
+			return fmt.Errorf("stage %s: %w", path, err)
 		}
+		return nil
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return 0, fmt.Errorf("stage %s: %w", path, err)
+	if !s.opt.Zstd {
+		return n, write(data)
 	}
-	return int64(len(data)), nil
+	err := s.zstd.Compress(data, write)
+	return n, err
 }
 
 // Discard removes staged files that will not be loaded.

@@ -148,7 +148,7 @@ func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, k kind, out *stage
 // are ours to delete.
 func (s *Sink) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema, recs iter.Seq2[arrow.RecordBatch, error]) ([]iceberggo.DataFile, error) {
 	var written []iceberggo.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, sc, recs) {
+	for df, err := range table.WriteRecords(ctx, writeView(tbl), sc, recs) {
 		if err != nil {
 			s.removeFiles(ctx, tbl, written)
 			return nil, fmt.Errorf("write data files of %s: %w", name(tbl.Identifier()), err)
