@@ -171,3 +171,26 @@ func (s *Sink) Queued() int {
 
 // SetBeforeDedupCommit runs f in each Dedup right before its commit.
 func (s *Sink) SetBeforeDedupCommit(f func()) { s.beforeDedupCommit = f }
+
+// RawManifests returns, for each manifest of the raw table's current
+// snapshot, whether its entries span more than one day partition (its
+// partition summary's bounds differ).
+func (s *Sink) RawManifests(ctx context.Context) (spansDays []bool, err error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := tbl.CurrentSnapshot().Manifests(fs)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ms {
+		sum := m.Partitions()
+		spansDays = append(spansDays, len(sum) == 0 || sum[0].LowerBound == nil || string(*sum[0].LowerBound) != string(*sum[0].UpperBound))
+	}
+	return spansDays, nil
+}
