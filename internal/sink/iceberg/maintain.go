@@ -39,6 +39,11 @@ type Compaction struct {
 // rewriting it would race them only to be redone. With dryRun it only
 // plans (FilesAfter and BytesAfter are then estimates).
 func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time, dryRun bool) ([]Compaction, error) {
+	return s.compact(ctx, targetBytes, func(g compaction.Group) bool { return dayEndedBy(g.Tasks, settled) }, dryRun)
+}
+
+// compact rewrites the groups (one per partition) for which pick is true.
+func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compaction.Group) bool, dryRun bool) ([]Compaction, error) {
 	cfg := compaction.DefaultConfig()
 	cfg.TargetFileSizeBytes = targetBytes
 	cfg.MinFileSizeBytes = targetBytes * 3 / 4
@@ -54,7 +59,7 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time
 		if err != nil {
 			return out, fmt.Errorf("plan compaction of %s: %w", name(id), err)
 		}
-		plan.Groups = slices.DeleteFunc(plan.Groups, func(g compaction.Group) bool { return !dayEndedBy(g.Tasks, settled) })
+		plan.Groups = slices.DeleteFunc(plan.Groups, func(g compaction.Group) bool { return !pick(g) })
 		c := Compaction{Table: name(id), Groups: len(plan.Groups)}
 		for _, g := range plan.Groups {
 			c.FilesBefore += len(g.Tasks)
