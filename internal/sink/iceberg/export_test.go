@@ -194,3 +194,26 @@ func (s *Sink) RawManifests(ctx context.Context) (spansDays []bool, err error) {
 	}
 	return spansDays, nil
 }
+
+// SetSortedRowGroupRows sets the rows per row group of sorted compaction
+// until the returned func restores it.
+func SetSortedRowGroupRows(n int) (restore func()) {
+	old := sortedRowGroupRows
+	sortedRowGroupRows = n
+	return func() { sortedRowGroupRows = old }
+}
+
+// SortOrderColumns names the columns of the raw table's default sort
+// order, and tells whether it has the trace_id bloom filter property.
+func (s *Sink) SortOrderColumns(ctx context.Context) ([]string, bool, error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return nil, false, err
+	}
+	var cols []string
+	for _, f := range tbl.SortOrder().Fields() {
+		field, _ := tbl.Schema().FindFieldByID(f.SourceID())
+		cols = append(cols, field.Name)
+	}
+	return cols, tbl.Properties()[bloomColumnKey] == "true", nil
+}

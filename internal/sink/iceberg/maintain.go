@@ -71,9 +71,7 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 			continue
 		}
 		for _, g := range plan.Groups {
-			res, err := table.ExecuteCompactionGroup(ctx, tbl, table.CompactionTaskGroup{
-				PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
-			}, table.WithCompactionTargetFileSize(targetBytes))
+			res, err := compactGroup(ctx, tbl, g, targetBytes)
 			if err != nil {
 				s.removeFiles(ctx, tbl, res.NewDataFiles)
 				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
@@ -95,6 +93,18 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// compactGroup rewrites a group's files: in the table's declared sort
+// order (sorted.go) when it has one and the files no deletes, else as
+// iceberg-go does.
+func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64) (table.CompactionGroupResult, error) {
+	if tbl.SortOrder().Len() > 0 && !slices.ContainsFunc(g.Tasks, func(t table.FileScanTask) bool { return deletesOf(t) > 0 }) {
+		return compactGroupSorted(ctx, tbl, g.Tasks, g.TotalSizeBytes, targetBytes)
+	}
+	return table.ExecuteCompactionGroup(ctx, tbl, table.CompactionTaskGroup{
+		PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
+	}, table.WithCompactionTargetFileSize(targetBytes))
 }
 
 // dayEndedBy reports whether the day partition of tasks (all of one

@@ -98,13 +98,17 @@ func (m *Maintainer) Run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// Round claims the lease and, if it got it, compacts, rewrites the
-// manifests and expires snapshots.
+// Round claims the lease and, if it got it, declares the sort order of
+// the span tables (sorted.go), compacts, rewrites the manifests and
+// expires snapshots.
 func (m *Maintainer) Round(ctx context.Context) (MaintenanceRound, error) {
 	var r MaintenanceRound
 	held, err := m.claim(ctx)
 	if err != nil || held != "" {
 		r.HeldBy = held
+		return r, err
+	}
+	if err := m.s.declareLayout(ctx); err != nil {
 		return r, err
 	}
 	settled := time.Now()
