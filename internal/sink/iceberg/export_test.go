@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"context"
+	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -216,4 +217,20 @@ func (s *Sink) SortOrderColumns(ctx context.Context) ([]string, bool, error) {
 		cols = append(cols, field.Name)
 	}
 	return cols, tbl.Properties()[bloomColumnKey] == "true", nil
+}
+
+// PlanRawHour plans a scan of the raw table's rows whose event time is in
+// [from, from+1h), as a query of one hour would, and returns the files it
+// would read and how long planning took.
+func (s *Sink) PlanRawHour(ctx context.Context, from time.Time) (int, time.Duration, error) {
+	start := time.Now()
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return 0, 0, err
+	}
+	ref := iceberggo.Reference(eventTimeColumn)
+	filter := iceberggo.NewAnd(iceberggo.GreaterThanEqual(ref, iceberggo.Timestamp(from.UnixMicro())),
+		iceberggo.LessThan(ref, iceberggo.Timestamp(from.Add(time.Hour).UnixMicro())))
+	tasks, err := tbl.Scan(table.WithRowFilter(filter)).PlanFiles(ctx)
+	return len(tasks), time.Since(start), err
 }
