@@ -33,7 +33,7 @@ func TestWeekOfLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	metaDir := filepath.Join(dir, "warehouse", "tracelake.db", "trace_raw", "metadata")
-	start := time.Now().UTC().Truncate(24*time.Hour).Add(-(days + 1) * 24 * time.Hour)
+	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-(days + 1) * 24 * time.Hour)
 	clock := start
 	opt := roundOptions
 	opt.Now = func() time.Time { return clock }
