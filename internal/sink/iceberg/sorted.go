@@ -116,7 +116,8 @@ func sortKeys(tbl *table.Table, sc *arrow.Schema) []compute.SortKey {
 
 // compactGroupSorted rewrites a group's files (of one partition, without
 // deletes) into files in tbl's sort order. It holds the group's rows in
-// memory to sort them: a group is at most a few target sizes.
+// memory to sort them: the planner bin-packs a group to about the target
+// size of Parquet, several times that once decompressed.
 func compactGroupSorted(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, total, targetBytes int64) (table.CompactionGroupResult, error) {
 	res := table.CompactionGroupResult{BytesBefore: total}
 	sc, records, err := tbl.Scan().ReadTasks(ctx, tasks)
