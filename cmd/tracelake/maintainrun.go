@@ -26,7 +26,8 @@ func maintainer(cfg *config.Config, ice *iceberg.Sink) *iceberg.Maintainer {
 	return ice.NewMaintainer(iceberg.MaintenanceOptions{
 		TargetFileBytes: int64(m.TargetFileSize), SmallFiles: m.SmallFiles,
 		ExpireOlderThan: m.ExpireAfter.D(), RetainLast: m.RetainLast,
-		Lease: maintenanceLeaseRounds * max(m.Every.D(), time.Minute),
+		Lease:   maintenanceLeaseRounds * max(m.Every.D(), time.Minute),
+		OnRound: logRound,
 	})
 }
 
@@ -44,6 +45,24 @@ func startMaintenance(ctx context.Context, cfg *config.Config, ice *iceberg.Sink
 	slog.Info("iceberg maintenance scheduled", "every", every, "small_files", cfg.Sink.Iceberg.Maintenance.SmallFiles,
 		"target_file_size", cfg.Sink.Iceberg.Maintenance.TargetFileSize)
 	return func() { cancel(); wg.Wait() }
+}
+
+// logRound logs what a scheduled round changed (a failed one Run logs).
+func logRound(r iceberg.MaintenanceRound, _ error) {
+	var compacted, into, manifests, expired int
+	for _, c := range r.Compacted {
+		compacted, into = compacted+c.FilesBefore, into+c.FilesAfter
+	}
+	for _, m := range r.Manifests {
+		manifests += m.Before - m.After
+	}
+	for _, e := range r.Expired {
+		expired += e.Expired
+	}
+	if compacted+manifests+expired > 0 {
+		slog.Info("iceberg maintenance round", "compacted_files", compacted, "into", into,
+			"manifests_merged", manifests, "snapshots_expired", expired)
+	}
 }
 
 func cmdMaintain(ctx context.Context, args []string) error {

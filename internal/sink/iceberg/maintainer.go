@@ -53,6 +53,8 @@ type MaintenanceOptions struct {
 	// Now is the clock deciding which days ended; nil is time.Now. The
 	// week benchmark runs a simulated one.
 	Now func() time.Time
+	// OnRound, if set, is told each round Run ran and its error.
+	OnRound func(MaintenanceRound, error)
 }
 
 // MaintenanceRound reports one round.
@@ -92,6 +94,9 @@ func (m *Maintainer) Run(ctx context.Context, every time.Duration) {
 		case <-tick.C:
 		}
 		r, err := m.Round(ctx)
+		if m.opt.OnRound != nil {
+			m.opt.OnRound(r, err)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			m.s.log.Warn("iceberg maintenance round failed; the next one tries again", "in", every, "err", err)

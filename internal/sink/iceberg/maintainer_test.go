@@ -103,3 +103,42 @@ func rawFiles(t *testing.T, s *iceberg.Sink) int {
 	}
 	return len(files)
 }
+
+// TestMaintainerRunsOnSchedule: Run runs rounds until its context ends,
+// each told to OnRound, and returns.
+func TestMaintainerRunsOnSchedule(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(8) {
+		load(t, s, batch(0, i*10, i*10+9))
+	}
+	rounds := make(chan iceberg.MaintenanceRound)
+	opt := roundOptions
+	opt.OnRound = func(r iceberg.MaintenanceRound, err error) {
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+		select {
+		case rounds <- r:
+		case <-ctx.Done():
+		}
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.NewMaintainer(opt).Run(ctx, time.Millisecond)
+	}()
+	first, second := <-rounds, <-rounds
+	cancel()
+	<-stopped
+	if first.Compacted[0].FilesBefore != 8 || first.Compacted[0].FilesAfter != 1 || second.HeldBy != "" {
+		t.Errorf("rounds %+v then %+v: want the 8 files of today compacted, then a round of the same holder", first, second)
+	}
+	if n := rawFiles(t, s); n != 1 {
+		t.Errorf("%d raw files after the scheduled rounds, want 1", n)
+	}
+}
