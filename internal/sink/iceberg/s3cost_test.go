@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
 
@@ -23,6 +24,7 @@ func TestS3RequestCosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs.Take()
+	counted := iceberg.S3RequestCounts()
 	const loads, perLoad = 20, 1000
 	var loaded int64
 	hour := time.Now().UTC().Truncate(time.Hour)
@@ -35,6 +37,10 @@ func TestS3RequestCosts(t *testing.T) {
 		load(t, s, b)
 	}
 	loadReqs := reqs.Take()
+	// The process's own count (the metrics') agrees with the proxy's.
+	if c := since(counted); c.Put != int64(loadReqs["PUT"]) || c.Get != int64(loadReqs["GET"]) || c.List != int64(loadReqs["LIST"]) {
+		t.Errorf("the sink counted %+v for the loads, the proxy %v", c, loadReqs)
+	}
 	if loadReqs["LIST"] != 0 {
 		t.Errorf("loads listed the bucket %d times; want none on the hot path", loadReqs["LIST"])
 	}
@@ -63,4 +69,11 @@ func TestS3RequestCosts(t *testing.T) {
 	if queryReqs["LIST"] != 0 {
 		t.Errorf("a query listed the bucket %d times; want none", queryReqs["LIST"])
 	}
+}
+
+// since returns the requests S3RequestCounts counted after before.
+func since(before iceberg.S3Requests) iceberg.S3Requests {
+	now := iceberg.S3RequestCounts()
+	return iceberg.S3Requests{Put: now.Put - before.Put, Get: now.Get - before.Get, Head: now.Head - before.Head,
+		List: now.List - before.List, Delete: now.Delete - before.Delete}
 }
