@@ -64,7 +64,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	defer stopSampling()
 	go status.SampleEvery(sampling, 5*time.Second)
 	if ice, ok := snk.(*iceberg.Sink); ok {
-		registerS3Metrics(metrics)
+		reportS3Requests(metrics, status)
 		// Stopped before the sink closes (deferred after it).
 		defer startMaintenance(ctx, cfg, ice)()
 	}
