@@ -84,26 +84,19 @@ func (s *Sink) NewMaintainer(opt MaintenanceOptions) *Maintainer {
 
 // Run runs a round every interval until ctx ends. A failed round is
 // logged and the next one tries again.
-func (m *Maintainer) Run(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+func (m *Maintainer) Run(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func() {
 		r, err := m.Round(ctx)
 		if m.opt.OnRound != nil {
 			m.opt.OnRound(r, err)
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
-			m.s.log.Warn("iceberg maintenance round failed; the next one tries again", "in", every, "err", err)
+			m.s.log.Warn("iceberg maintenance round failed; the next one tries again", "in", interval, "err", err)
 		case r.HeldBy != "":
 			m.s.log.Debug("iceberg maintenance left to the lease's holder", "holder", r.HeldBy)
 		}
-	}
+	})
 }
 
 // Round claims the lease and, if it got it, declares the sort order of
