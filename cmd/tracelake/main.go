@@ -46,6 +46,7 @@ Usage:
   tracelake compact --config F [--target-size 512MiB] [--min-age 1h] [--dry-run]   Iceberg: rewrite small files per day
   tracelake expire  --config F [--older-than 24h] [--retain-last 1]  Iceberg: remove old snapshots
   tracelake orphans --config F [--older-than 168h] [--dry-run]      Iceberg: delete unreferenced files
+  tracelake maintain --config F [--once]              Iceberg: compact, rewrite manifests, expire every sink.iceberg.maintenance.every
   tracelake prices  list|match MODEL|update --file F  the LLM price table genai_operations is priced from
   tracelake report  --config F [--since 7d] [--tenant T] [-o report.html]   GenAI operations: tokens, cost, latency, errors
   tracelake gen     --brokers B --topic T --messages N [--partitions P]
@@ -96,6 +97,8 @@ func run(args []string) int {
 		err = cmdExpire(ctx, args[1:])
 	case "orphans":
 		err = cmdOrphans(ctx, args[1:])
+	case "maintain":
+		err = cmdMaintain(ctx, args[1:])
 	case "report":
 		err = cmdReport(ctx, standalone, args[1:])
 	case "prices":

@@ -94,17 +94,24 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // on fs), loads the config and opens the Iceberg sink, which must be the
 // configured one.
 func openIcebergFor(ctx context.Context, fs *flag.FlagSet, args []string) (*iceberg.Sink, error) {
+	snk, _, err := openIcebergConfigFor(ctx, fs, args)
+	return snk, err
+}
+
+// openIcebergConfigFor is openIcebergFor, returning the config too.
+func openIcebergConfigFor(ctx context.Context, fs *flag.FlagSet, args []string) (*iceberg.Sink, *config.Config, error) {
 	var cf configFlags
 	cf.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return nil, usageError{err}
+		return nil, nil, usageError{err}
 	}
 	cfg, err := cf.loadFor(false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.Sink.Type != config.SinkIceberg {
-		return nil, usagef("tracelake %s maintains Iceberg tables; sink.type is %s", fs.Name(), cfg.Sink.Type)
+		return nil, nil, usagef("tracelake %s maintains Iceberg tables; sink.type is %s", fs.Name(), cfg.Sink.Type)
 	}
-	return openIceberg(ctx, cfg)
+	snk, err := openIceberg(ctx, cfg)
+	return snk, cfg, err
 }

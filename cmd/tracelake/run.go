@@ -63,6 +63,11 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	sampling, stopSampling := context.WithCancel(context.Background())
 	defer stopSampling()
 	go status.SampleEvery(sampling, 5*time.Second)
+	if ice, ok := snk.(*iceberg.Sink); ok {
+		reportS3Requests(metrics, status)
+		// Stopped before the sink closes (deferred after it).
+		defer startMaintenance(ctx, cfg, ice)()
+	}
 	if cfg.Metrics.Listen != "" {
 		db, genaiReport := snk.(interface{ DB() *sql.DB })
 		genaiReport = genaiReport && cfg.GenAIOperations()

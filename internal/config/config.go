@@ -230,6 +230,29 @@ type Iceberg struct {
 	// when load.max_files batches wait). It takes the place of
 	// load.max_interval. Default 60s.
 	CommitInterval Duration `yaml:"commit_interval"`
+	// Maintenance is the maintenance `tracelake run` does itself.
+	Maintenance IcebergMaintenance `yaml:"maintenance"`
+}
+
+// IcebergMaintenance schedules compaction, manifest rewriting and
+// snapshot expiry in `tracelake run` (internal/sink/iceberg/maintainer.go).
+// Of the processes of a group, one at a time does it: the one holding a
+// lease committed to the raw table.
+type IcebergMaintenance struct {
+	// Every is how often a round runs. Default 0: off, maintenance is left
+	// to `tracelake compact`, `expire` (cron, or another engine). 5m keeps
+	// the current day at about small_files small files.
+	Every Duration `yaml:"every"`
+	// TargetFileSize is the size of compacted files. Default 128MiB.
+	TargetFileSize ByteSize `yaml:"target_file_size"`
+	// SmallFiles is how many small files (under 3/4 of target_file_size)
+	// the current day's partition may hold before a round compacts it;
+	// days that ended are compacted whatever their count. Default 32.
+	SmallFiles int `yaml:"small_files"`
+	// ExpireAfter and RetainLast: snapshots older than ExpireAfter beyond
+	// the newest RetainLast are expired each round. Defaults 24h and 1.
+	ExpireAfter Duration `yaml:"expire_after"`
+	RetainLast  int      `yaml:"retain_last"`
 }
 
 // IcebergREST authenticates to an Iceberg REST catalog and names its
@@ -653,7 +676,8 @@ func Default() *Config {
 			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "auto"},
 			Databend: Databend{Stage: "~", Purge: true, Uploads: 8, Timeout: Duration(5 * time.Minute)},
 			Iceberg: Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake", CatalogName: "tracelake",
-				CommitInterval: Duration(time.Minute)},
+				CommitInterval: Duration(time.Minute),
+				Maintenance:    IcebergMaintenance{TargetFileSize: 128 << 20, SmallFiles: 32, ExpireAfter: Duration(24 * time.Hour), RetainLast: 1}},
 		},
 	}
 }

@@ -63,6 +63,8 @@ func TestBadKeysNamed(t *testing.T) {
 		"sink.iceberg.rest: set, but sink.iceberg.catalog is not a REST catalog",
 		`sink.iceberg.namespace: want a name of letters, digits and _, got "a.b"`,
 		"sink.iceberg.commit_interval: want 100ms to 10m, got 2h0m0s",
+		"sink.iceberg.maintenance.every: want 0 (off) or at least 1s, got 10ms",
+		"sink.iceberg.maintenance.small_files: want at least 2, got 1",
 		`sink.iceberg.partition_by: want a JSON path to one field of the value, such as $.start_time, or empty for the Kafka timestamp; got "start_time"`,
 		"mode: transform mode is not built for the iceberg sink")
 	f("testdata/bad_iceberg_rest.yaml",

@@ -175,6 +175,12 @@ func (c *Config) validate(consuming bool) error {
 		// staged data files wait for their commit that long.
 		check(c.Sink.Iceberg.CommitInterval.D() >= 100*time.Millisecond && c.Sink.Iceberg.CommitInterval.D() <= 10*time.Minute,
 			"sink.iceberg.commit_interval", "want 100ms to 10m, got %s", c.Sink.Iceberg.CommitInterval)
+		m := c.Sink.Iceberg.Maintenance
+		check(m.Every.D() == 0 || m.Every.D() >= time.Second, "sink.iceberg.maintenance.every", "want 0 (off) or at least 1s, got %s", m.Every)
+		check(m.TargetFileSize >= 1<<20, "sink.iceberg.maintenance.target_file_size", "want at least 1MiB, got %s", m.TargetFileSize)
+		check(m.SmallFiles >= 2, "sink.iceberg.maintenance.small_files", "want at least 2, got %d", m.SmallFiles)
+		check(m.RetainLast >= 1, "sink.iceberg.maintenance.retain_last", "want at least 1, got %d", m.RetainLast)
+		check(m.ExpireAfter.D() >= 0, "sink.iceberg.maintenance.expire_after", "want a duration of 0 or more, got %s", m.ExpireAfter)
 		if pb := c.Sink.Iceberg.PartitionBy; pb != "" {
 			_, err := gojson.CreatePath(pb)
 			check(strings.HasPrefix(pb, "$.") && err == nil, "sink.iceberg.partition_by",

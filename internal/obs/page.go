@@ -96,7 +96,7 @@ func (s *Status) Handler(ready func() string) http.Handler {
 		snap := s.Snapshot()
 		samples := s.Samples()
 		d := pageData{
-			Info:     s.info,
+			Info:     s.header(),
 			Links:    s.links,
 			Uptime:   now.Sub(s.started).Round(time.Second).String(),
 			NotReady: ready(),

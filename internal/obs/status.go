@@ -74,6 +74,7 @@ type LoggedError struct {
 type Status struct {
 	info    [][2]string // label, value: what this process runs
 	links   [][2]string // label, path: pages beside the status page
+	live    []liveField // header fields read at each render
 	started time.Time
 
 	mu      sync.Mutex
@@ -177,6 +178,27 @@ func (s *Status) Models() []ModelStatus {
 // AddLink shows a link to another page of this server on the status page.
 // Call it before serving.
 func (s *Status) AddLink(label, path string) { s.links = append(s.links, [2]string{label, path}) }
+
+// liveField is a header field whose value changes while the process runs.
+type liveField struct {
+	label string
+	value func() string
+}
+
+// AddLive shows a header field whose value value gives at each render of
+// the page (the Iceberg sink's S3 request counts). Call it before serving.
+func (s *Status) AddLive(label string, value func() string) {
+	s.live = append(s.live, liveField{label, value})
+}
+
+// header is the page's header fields: the fixed ones, then the live ones.
+func (s *Status) header() [][2]string {
+	out := slices.Clone(s.info)
+	for _, f := range s.live {
+		out = append(out, [2]string{f.label, f.value()})
+	}
+	return out
+}
 
 // NewStatus creates a status with header fields (label, value pairs such as
 // group and topics). Never pass secrets: the page shows them as given.

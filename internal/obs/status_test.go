@@ -3,6 +3,7 @@ package obs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -97,6 +98,17 @@ func TestStatusPageEmpty(t *testing.T) {
 	for _, want := range []string{"no data yet", `<b class="ok">ready</b>`, "none since start", "not joined yet"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("empty page lacks %q", want)
+		}
+	}
+}
+
+// A live header field is read at each render.
+func TestStatusPageLiveField(t *testing.T) {
+	s, n := NewStatus([2]string{"group", "g"}), 0
+	s.AddLive("S3 requests", func() string { n++; return fmt.Sprintf("%d PUT", n) })
+	for _, want := range []string{"S3 requests <b>1 PUT</b>", "S3 requests <b>2 PUT</b>"} {
+		if html := render(t, s, ""); !strings.Contains(html, want) || !strings.Contains(html, "group <b>g</b>") {
+			t.Errorf("page lacks %q (and the fixed field)", want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"context"
+	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -171,3 +172,65 @@ func (s *Sink) Queued() int {
 
 // SetBeforeDedupCommit runs f in each Dedup right before its commit.
 func (s *Sink) SetBeforeDedupCommit(f func()) { s.beforeDedupCommit = f }
+
+// RawManifests returns, for each manifest of the raw table's current
+// snapshot, whether its entries span more than one day partition (its
+// partition summary's bounds differ).
+func (s *Sink) RawManifests(ctx context.Context) (spansDays []bool, err error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := tbl.CurrentSnapshot().Manifests(fs)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ms {
+		sum := m.Partitions()
+		spansDays = append(spansDays, len(sum) == 0 || sum[0].LowerBound == nil || string(*sum[0].LowerBound) != string(*sum[0].UpperBound))
+	}
+	return spansDays, nil
+}
+
+// SetSortedRowGroupRows sets the rows per row group of sorted compaction
+// until the returned func restores it.
+func SetSortedRowGroupRows(n int) (restore func()) {
+	old := sortedRowGroupRows
+	sortedRowGroupRows = n
+	return func() { sortedRowGroupRows = old }
+}
+
+// SortOrderColumns names the columns of the raw table's default sort
+// order, and tells whether it has the trace_id bloom filter property.
+func (s *Sink) SortOrderColumns(ctx context.Context) ([]string, bool, error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return nil, false, err
+	}
+	var cols []string
+	for _, f := range tbl.SortOrder().Fields() {
+		field, _ := tbl.Schema().FindFieldByID(f.SourceID())
+		cols = append(cols, field.Name)
+	}
+	return cols, tbl.Properties()[bloomColumnKey] == "true", nil
+}
+
+// PlanRawHour plans a scan of the raw table's rows whose event time is in
+// [from, from+1h), as a query of one hour would, and returns the files it
+// would read and how long planning took.
+func (s *Sink) PlanRawHour(ctx context.Context, from time.Time) (int, time.Duration, error) {
+	start := time.Now()
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return 0, 0, err
+	}
+	ref := iceberggo.Reference(eventTimeColumn)
+	filter := iceberggo.NewAnd(iceberggo.GreaterThanEqual(ref, iceberggo.Timestamp(from.UnixMicro())),
+		iceberggo.LessThan(ref, iceberggo.Timestamp(from.Add(time.Hour).UnixMicro())))
+	tasks, err := tbl.Scan(table.WithRowFilter(filter)).PlanFiles(ctx)
+	return len(tasks), time.Since(start), err
+}

@@ -101,14 +101,7 @@ func (s *Sink) startLeases() {
 
 func (s *Sink) renewLoop(ctx context.Context) {
 	defer close(s.lease.done)
-	tick := time.NewTicker(leaseInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, leaseInterval, func() {
 		rctx, cancel := context.WithTimeout(ctx, leaseInterval)
 		err := s.renewLeases(rctx)
 		cancel()
@@ -119,6 +112,20 @@ func (s *Sink) renewLoop(ctx context.Context) {
 			s.log.Warn("could not write the staging leases that keep tracelake orphans off this process's staged files; retrying",
 				"in", leaseInterval, "err", err)
 		}
+	})
+}
+
+// every calls f every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		f()
 	}
 }
 

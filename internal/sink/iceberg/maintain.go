@@ -39,6 +39,11 @@ type Compaction struct {
 // rewriting it would race them only to be redone. With dryRun it only
 // plans (FilesAfter and BytesAfter are then estimates).
 func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time, dryRun bool) ([]Compaction, error) {
+	return s.compact(ctx, targetBytes, func(g compaction.Group) bool { return dayEndedBy(g.Tasks, settled) }, dryRun)
+}
+
+// compact rewrites the groups (one per partition) for which pick is true.
+func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compaction.Group) bool, dryRun bool) ([]Compaction, error) {
 	cfg := compaction.DefaultConfig()
 	cfg.TargetFileSizeBytes = targetBytes
 	cfg.MinFileSizeBytes = targetBytes * 3 / 4
@@ -54,7 +59,7 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time
 		if err != nil {
 			return out, fmt.Errorf("plan compaction of %s: %w", name(id), err)
 		}
-		plan.Groups = slices.DeleteFunc(plan.Groups, func(g compaction.Group) bool { return !dayEndedBy(g.Tasks, settled) })
+		plan.Groups = slices.DeleteFunc(plan.Groups, func(g compaction.Group) bool { return !pick(g) })
 		c := Compaction{Table: name(id), Groups: len(plan.Groups)}
 		for _, g := range plan.Groups {
 			c.FilesBefore += len(g.Tasks)
@@ -66,9 +71,7 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time
 			continue
 		}
 		for _, g := range plan.Groups {
-			res, err := table.ExecuteCompactionGroup(ctx, tbl, table.CompactionTaskGroup{
-				PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
-			}, table.WithCompactionTargetFileSize(targetBytes))
+			res, err := compactGroup(ctx, tbl, g, targetBytes)
 			if err != nil {
 				s.removeFiles(ctx, tbl, res.NewDataFiles)
 				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
@@ -90,6 +93,18 @@ func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// compactGroup rewrites a group's files: in the table's declared sort
+// order (sorted.go) when it has one and the files no deletes, else as
+// iceberg-go does.
+func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64) (table.CompactionGroupResult, error) {
+	if tbl.SortOrder().Len() > 0 && !slices.ContainsFunc(g.Tasks, func(t table.FileScanTask) bool { return deletesOf(t) > 0 }) {
+		return compactGroupSorted(ctx, tbl, g.Tasks, g.TotalSizeBytes, targetBytes)
+	}
+	return table.ExecuteCompactionGroup(ctx, tbl, table.CompactionTaskGroup{
+		PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
+	}, table.WithCompactionTargetFileSize(targetBytes))
 }
 
 // dayEndedBy reports whether the day partition of tasks (all of one
