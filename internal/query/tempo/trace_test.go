@@ -272,3 +272,21 @@ func TestTraceByIDSpanCap(t *testing.T) {
 		t.Fatalf("pay: status %d, %d spans", v2.status, v2.trace.SpanCount())
 	}
 }
+
+// TestTraceByIDWindowOverlappingTheTrace: a window (Grafana's start and
+// end) that begins while the trace is still running finds it, whole, as
+// Tempo does: it reads the blocks whose time range, from their spans'
+// starts to their ends, overlaps the window (tempodb/tempodb.go
+// includeBlock) and answers every span of the trace in them. Bounding
+// the spans' start by the window drops the spans started before it: here
+// every span of the checkout trace (the root runs to base+2s), so the
+// trace is not found at all.
+func TestTraceByIDWindowOverlappingTheTrace(t *testing.T) {
+	f := newFixture(t)
+	s := base.Unix()
+	path := fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", traceCheckout, s+1, s+60)
+	rec := f.get("a", path, "application/protobuf")
+	if got, want := spanSummary(decodeTraceV2(t, rec.Body.Bytes()).trace), wantSpans(tenantA[:3]); !slices.Equal(got, want) {
+		t.Fatalf("window from base+1s (the root runs to base+2s): %d\n got %q\nwant %q", rec.Code, got, want)
+	}
+}
