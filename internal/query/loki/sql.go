@@ -70,9 +70,10 @@ func matcherSQL(m *logql.Matcher, args *sqlArgs) string {
 	}
 	switch m.Op {
 	case logql.MatchEq:
-		if m.Name == serviceLabel && m.Value != unknownService {
+		if m.Name == serviceLabel && m.Value != unknownService && m.Value != "" {
 			// On the column itself, so that the scan filters by it
-			// before it reads the other columns of a row.
+			// before it reads the other columns of a row ('' in the
+			// column is unknown_service: no value of the label is '').
 			return "service_name = " + args.add(m.Value)
 		}
 		return expr + " = " + args.add(m.Value)

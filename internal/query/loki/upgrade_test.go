@@ -45,3 +45,23 @@ func TestRetryAcrossTheUpgradeIsOneRecord(t *testing.T) {
 		t.Errorf("log query: %d lines, want the record once", n)
 	}
 }
+
+// TestEmptyServiceNameMatcher: a record whose resource names no service
+// is in the stream service_name="unknown_service" (Loki's default); a
+// matcher service_name="" selects streams without that label, which
+// every stream has, so it selects nothing, as Loki answers. The
+// matcher pushed down to the service_name column ('' for no service)
+// selected the record, under a label that contradicts the matcher.
+func TestEmptyServiceNameMatcher(t *testing.T) {
+	srv := serverOf(t, []record{{tenant: "a", resource: map[string]string{"k8s.namespace.name": "prod"}, at: time.Second, body: "no service"}})
+	_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(`{k8s_namespace_name="prod", service_name=""}`)))
+	for _, f := range frames {
+		if len(f.lines) > 0 {
+			t.Fatalf(`{service_name=""} answered %q with labels %v`, f.lines, f.labels)
+		}
+	}
+	_, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(`{k8s_namespace_name="prod", service_name="unknown_service"}`)))
+	if len(frames) == 0 || len(frames[0].lines) != 1 {
+		t.Fatalf(`{service_name="unknown_service"}: %+v`, frames)
+	}
+}
