@@ -290,3 +290,20 @@ func TestTraceByIDWindowOverlappingTheTrace(t *testing.T) {
 		t.Fatalf("window from base+1s (the root runs to base+2s): %d\n got %q\nwant %q", rec.Code, got, want)
 	}
 }
+
+// TestTraceByIDRetryAcrossTheUpgradeKeepsNanoseconds: the pay trace is
+// loaded twice; when the first copy was loaded before
+// start_time_unix_nano existed (null: its start is the microsecond
+// column's), the answer is still every span once at its exact
+// nanosecond, from the copy that has it.
+func TestTraceByIDRetryAcrossTheUpgradeKeepsNanoseconds(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.db.Exec(`UPDATE otel_spans SET start_time_unix_nano = NULL WHERE rowid IN
+		(SELECT min(rowid) FROM otel_spans WHERE trace_id = ? GROUP BY span_id)`, tracePay); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.get("a", "/api/traces/"+tracePay, "application/protobuf")
+	if got, want := spanSummary(decodeTraceV1(t, rec.Body.Bytes())), wantSpans(tenantA[3:]); !slices.Equal(got, want) {
+		t.Fatalf("%d\n got %q\nwant %q", rec.Code, got, want)
+	}
+}
