@@ -50,7 +50,7 @@ func TestRetryAcrossTheUpgradeIsOneRecord(t *testing.T) {
 // is in the stream service_name="unknown_service" (Loki's default); a
 // matcher service_name="" selects streams without that label, which
 // every stream has, so it selects nothing, as Loki answers. The
-// matcher pushed down to the service_name column ('' for no service)
+// matcher pushed down to the service_name column (empty for no service)
 // selected the record, under a label that contradicts the matcher.
 func TestEmptyServiceNameMatcher(t *testing.T) {
 	srv := serverOf(t, []record{{tenant: "a", resource: map[string]string{"k8s.namespace.name": "prod"}, at: time.Second, body: "no service"}})
