@@ -192,8 +192,8 @@ func TestTraceByIDNotFound(t *testing.T) {
 	}
 }
 
-// TestTraceByIDWindow: Grafana's start and end (Unix seconds) bound the
-// spans read.
+// TestTraceByIDWindow: Grafana's start and end (Unix seconds) find a
+// trace that runs during them; a window the trace does not touch does not.
 func TestTraceByIDWindow(t *testing.T) {
 	f := newFixture(t)
 	s := base.Unix()
