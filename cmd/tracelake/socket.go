@@ -212,7 +212,7 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 // run's own (kafka.signal's).
 func (s *commandServer) runningFor(table string) *runningSink {
 	for _, r := range s.running {
-		if r.cfg.Sink.Table == table {
+		if strings.EqualFold(r.cfg.Sink.Table, table) { // DuckDB's names ignore case
 			return r
 		}
 	}

@@ -197,3 +197,18 @@ func TestSocketPath(t *testing.T) {
 		}
 	})
 }
+
+// TestRunningForNamesTablesAsDuckDB: a client's sink.table names run's
+// tables as DuckDB does, without regard to case: OTEL_LOGS is the logs
+// table otlp.signals loads, not run's own (whose rows a command such as
+// verify would then report as the logs').
+func TestRunningForNamesTablesAsDuckDB(t *testing.T) {
+	traces, logs := &config.Config{}, &config.Config{}
+	traces.Sink.Table, logs.Sink.Table = "otel_spans", "otel_logs"
+	s := &commandServer{running: []*runningSink{{cfg: traces}, {cfg: logs}}}
+	for table, want := range map[string]*config.Config{"otel_logs": logs, "OTEL_LOGS": logs, "Otel_Spans": traces, "": traces} {
+		if got := s.runningFor(table).cfg; got != want {
+			t.Errorf("runningFor(%q) is %s's, want %s's", table, got.Sink.Table, want.Sink.Table)
+		}
+	}
+}

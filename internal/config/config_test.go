@@ -485,3 +485,27 @@ func TestForwardNeedsBrokers(t *testing.T) {
 		t.Errorf("forward without brokers: %v, want one line on otlp.mode", err)
 	}
 }
+
+// TestOTLPSignalsTableCollisionAnyCase: DuckDB names tables without
+// regard to case, and a table without a schema is main's, so sink.table
+// OTEL_LOGS or main.otel_logs is otel_logs, where otlp.signals loads the
+// logs: kafka.signal's rows would go into the logs table (and the two
+// sinks share a ledger). Refused like sink.table otel_logs.
+func TestOTLPSignalsTableCollisionAnyCase(t *testing.T) {
+	for _, table := range []string{"OTEL_LOGS", "main.otel_logs", "Main.Otel_Logs"} {
+		cfg, err := FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\", signals: [traces, logs]}\nsink: {table: " + table + "}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.ValidateOffline(); err == nil || !strings.Contains(err.Error(), "sink.table:") {
+			t.Errorf("sink.table %s with otlp.signals [traces, logs]: %v, want refused", table, err)
+		}
+	}
+	cfg, err := FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\", signals: [traces, logs]}\nsink: {table: other.otel_logs}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ValidateOffline(); err != nil {
+		t.Errorf("sink.table other.otel_logs (another schema): %v", err)
+	}
+}

@@ -48,7 +48,9 @@ func (d Dedup) keyExpr() string {
 	}
 	var cols []string
 	for _, c := range d.Table.Columns {
-		cols = append(cols, sqltext.Ident(c.Name)+" := "+sqltext.Ident(c.Name))
+		if schema.InContentKey(c.Name) {
+			cols = append(cols, sqltext.Ident(c.Name)+" := "+sqltext.Ident(c.Name))
+		}
 	}
 	// md5 of the row's JSON: 128 bits, so billions of distinct rows do not
 	// collide (a 64-bit hash would, by the birthday bound).
@@ -178,14 +180,17 @@ func (d Dedup) databendKey(alias string) string {
 	if id := d.Identity(); id != nil {
 		return "CONCAT_WS('/', " + alias + strings.Join(id, ", "+alias) + ")"
 	}
-	parts := make([]string, len(d.Table.Columns))
-	for i, c := range d.Table.Columns {
+	var parts []string
+	for _, c := range d.Table.Columns {
+		if !schema.InContentKey(c.Name) {
+			continue
+		}
 		col := alias + sqltext.Ident(c.Name)
 		text := "CAST(" + col + " AS VARCHAR)"
 		if c.Type == schema.JSON {
 			text = "CONCAT(COALESCE(JSON_TYPEOF(" + col + "), ''), ':', COALESCE(" + text + ", ''))"
 		}
-		parts[i] = fmt.Sprintf("CASE WHEN %s IS NULL THEN '-' ELSE CONCAT(CAST(LENGTH(%s) AS VARCHAR), ':', %s) END", col, text, text)
+		parts = append(parts, fmt.Sprintf("CASE WHEN %s IS NULL THEN '-' ELSE CONCAT(CAST(LENGTH(%s) AS VARCHAR), ':', %s) END", col, text, text))
 	}
 	return "MD5(CONCAT(" + strings.Join(parts, ",\n    ") + "))"
 }

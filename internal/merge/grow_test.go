@@ -2,6 +2,8 @@ package merge
 
 import (
 	"context"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -61,4 +63,49 @@ func TestDedupTargetGainsTheSourcesNewColumns(t *testing.T) {
 			t.Errorf("the target's last column is %s, want the one added", last)
 		}
 	})
+}
+
+// TestDedupOfALogRecordRetriedAcrossTheUpgrade: a log record loaded by
+// the release before time_unix_nano (the column null in its row, and
+// merged with that release's key) and loaded again after (a client's
+// retry, Kafka's redelivery) is one record: otel_logs_dedup must keep it
+// once, whether the first copy was merged before the upgrade or after.
+func TestDedupOfALogRecordRetriedAcrossTheUpgrade(t *testing.T) {
+	older := otel.Logs
+	older.Columns = older.Columns[: len(older.Columns)-1 : len(older.Columns)-1]
+	if older.Columns[len(older.Columns)-1].Name == "time_unix_nano" || otel.Logs.Columns[len(otel.Logs.Columns)-1].Name != "time_unix_nano" {
+		t.Fatal("time_unix_nano is not otel_logs' last column")
+	}
+	msg := func() []byte {
+		ld := plog.NewLogs()
+		r := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+		r.SetTimestamp(pcommon.Timestamp(1_796_040_000_000_000_123)) // not a whole microsecond
+		r.Body().SetStr("tool timed out")
+		v, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, mergedBefore := range []bool{true, false} {
+		l := newOTelLoader(t, otel.SignalLogs)
+		mg := NewMerger(l.s.DB(), slog.New(slog.DiscardHandler))
+		l.load(msg())
+		// The older release wrote no time_unix_nano.
+		if _, err := l.s.DB().Exec(`UPDATE otel_logs SET time_unix_nano = NULL`); err != nil {
+			t.Fatal(err)
+		}
+		if mergedBefore {
+			if _, err := mg.Dedup(context.Background(), Dedup{Table: &older, Name: "otel_logs"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.load(msg())
+		if _, err := mg.Dedup(context.Background(), Dedup{Table: &otel.Logs, Name: "otel_logs"}); err != nil {
+			t.Fatal(err)
+		}
+		if n := l.count(`SELECT count(*) FROM otel_logs_dedup`); n != 1 {
+			t.Errorf("merged before the upgrade %v: otel_logs_dedup keeps %d copies of the record, want 1", mergedBefore, n)
+		}
+	}
 }

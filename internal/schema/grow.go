@@ -56,3 +56,16 @@ func Missing(table string, have, want []SinkColumn) ([]SinkColumn, error) {
 	}
 	return add, nil
 }
+
+// exactCopies are declared columns that hold another column's value
+// exactly where that one rounds it (time_unix_nano is time to the
+// nanosecond), declared by a later release than that column.
+var exactCopies = map[string]bool{"time_unix_nano": true, "start_time_unix_nano": true}
+
+// InContentKey says whether a column is part of the key that identifies
+// a row by its content (a log record's, a point's: the dedup model's).
+// The exact copies are not: the column they copy already is, and a row
+// stored before they were declared (null in them) and its copy stored
+// after (a client's retry across the upgrade) must share a key, as must
+// the keys made before the upgrade and those made after.
+func InContentKey(col string) bool { return !exactCopies[col] }

@@ -70,9 +70,10 @@ func matcherSQL(m *logql.Matcher, args *sqlArgs) string {
 	}
 	switch m.Op {
 	case logql.MatchEq:
-		if m.Name == serviceLabel && m.Value != unknownService {
+		if m.Name == serviceLabel && m.Value != unknownService && m.Value != "" {
 			// On the column itself, so that the scan filters by it
-			// before it reads the other columns of a row.
+			// before it reads the other columns of a row ('' in the
+			// column is unknown_service: no value of the label is '').
 			return "service_name = " + args.add(m.Value)
 		}
 		return expr + " = " + args.add(m.Value)
@@ -135,12 +136,26 @@ func timestampSQL(ns int64) string {
 	return "TIMESTAMP '" + time.Unix(0, ns).UTC().Truncate(time.Microsecond).Format("2006-01-02 15:04:05.999999") + "'"
 }
 
+// entryKey are entryColumns but the time, which distinctSQL compares to
+// the microsecond.
+const entryKey = `line, service, res, scope_attrs, attrs, scope_name, scope_version, severity_text, severity_number,
+	trace_id, span_id, flags, dropped`
+
+// distinctSQL is the distinct records of scan (rows of entryColumns):
+// copies of a record are one, with its exact time. A copy loaded before
+// time_unix_nano existed has its time to the microsecond only, so copies
+// are compared by the microsecond of their time and keep the largest
+// time, the exact one when a copy has it (a retry across the upgrade).
+func distinctSQL(scan string) string {
+	return `SELECT max(ts) AS ts, ` + entryKey + ` FROM (` + scan + `) GROUP BY ts // 1000, ` + entryKey
+}
+
 // selectSQL is the statement of a Selection: distinct records, exact
 // time bounds and line filters, in the direction asked, limited.
 func selectSQL(table string, sel logql.Selection, args *sqlArgs) string {
 	var b strings.Builder
-	b.WriteString("SELECT DISTINCT * FROM (")
-	b.WriteString(scanSQL(table, sel.Matchers, sel.Start, sel.End, entryColumns, args))
+	b.WriteString("SELECT * FROM (")
+	b.WriteString(distinctSQL(scanSQL(table, sel.Matchers, sel.Start, sel.End, entryColumns, args)))
 	fmt.Fprintf(&b, ") WHERE ts >= %s AND ts < %s", args.add(sel.Start), args.add(sel.End))
 	for _, f := range sel.Filters {
 		b.WriteString(" AND ")
@@ -166,6 +181,6 @@ func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, args 
 		bucket = fmt.Sprintf("(ts - %d) // %d", start, step)
 	}
 	return `SELECT service, res, severity_number, severity_text, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes, ` + bucket +
-		` AS bucket FROM (SELECT DISTINCT * FROM (` + scanSQL(table, ms, start, end, entryColumns, args) + `) WHERE ts >= ` + args.add(start) +
+		` AS bucket FROM (SELECT * FROM (` + distinctSQL(scanSQL(table, ms, start, end, entryColumns, args)) + `) WHERE ts >= ` + args.add(start) +
 		` AND ts < ` + args.add(end) + `) GROUP BY ALL`
 }

@@ -26,10 +26,11 @@ const servedWhere = `metric_type IN ('gauge', 'sum', 'histogram', 'summary') AND
 
 // timeRange bounds a query in milliseconds, clamped to what a timestamp
 // in microseconds holds (Prometheus's API sends its MinTime and MaxTime
-// for "unbounded").
+// for "unbounded"): from mint's first microsecond through maxt's last, as
+// a point's sample is at its time truncated to the millisecond.
 func timeRange(mint, maxt int64) (from, to int64) {
 	const lo, hi = 0, 253402300799999 // 1970 to the end of year 9999
-	return min(max(mint, lo), hi) * 1000, min(max(maxt, lo), hi) * 1000
+	return min(max(mint, lo), hi) * 1000, min(max(maxt, lo), hi)*1000 + 999
 }
 
 // familiesSQL lists the families with points in a time range ($1, $2:

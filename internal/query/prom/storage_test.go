@@ -51,3 +51,21 @@ func TestServiceNamePushdownKeepsPointAttributes(t *testing.T) {
 		t.Fatalf("got %v, want the series of the resource without service.name and of other's", v)
 	}
 }
+
+// TestSubMillisecondPointAtTheQueryTime: a point stored at t0 + 0.5 ms is
+// a sample at t0's millisecond (Prometheus's OTLP receiver truncates
+// nanoseconds to milliseconds, as this package's epoch_ms does), so an
+// instant query at t0 sees it; the SQL's time bound compared the
+// microsecond column with t0's microsecond and lost it.
+func TestSubMillisecondPointAtTheQueryTime(t *testing.T) {
+	md := pmetric.NewMetrics()
+	dp := addGaugePoint(md, [][2]string{{"service.name", "s"}}, "queue.depth", 0, 5)
+	dp.SetTimestamp(dp.Timestamp() + 500_000) // t0 + 0.5 ms
+	v, _, _, err := clientOf(t, md).Query(context.Background(), `queue_depth`, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vec := v.(model.Vector); len(vec) != 1 || vec[0].Value != 5 {
+		t.Fatalf("queue_depth at t0: %v, want the sample of t0+0.5ms (at t0's millisecond)", v)
+	}
+}

@@ -21,6 +21,9 @@ import (
 type rangeRequest struct {
 	q                *traceql.Query
 	start, end, step uint64
+	// instant: one interval, [start, end], its start included
+	// (engine_metrics.go IntervalMapperInstant).
+	instant bool
 }
 
 // parseRange reads query_range's parameters as pkg/api/http.go
@@ -67,7 +70,7 @@ func parseRange(r *http.Request, now time.Time, instant bool) (rangeRequest, err
 	if instant {
 		// One interval, the whole range, unaligned (an instant query is
 		// a range query of one step: engine_metrics.go IsInstant).
-		req.step = req.end - req.start
+		req.step, req.instant = req.end-req.start, true
 		return req, nil
 	}
 	if s := v.Get("step"); s != "" {
@@ -247,8 +250,14 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 		cols = append(cols, fmt.Sprintf("%s AS l%d", sql, i))
 		texts[i] = text
 	}
-	startP, endP, stepP := b.Param(int64(req.start)), b.Param(int64(req.end)), b.Param(int64(req.step))
-	cols = append(cols, fmt.Sprintf("(start_ns - %s - 1) // %s AS iv", startP, stepP))
+	startP, endP := b.Param(int64(req.start)), b.Param(int64(req.end))
+	lower := ">"
+	if req.instant {
+		lower = ">="
+		cols = append(cols, "0 AS iv")
+	} else {
+		cols = append(cols, fmt.Sprintf("(start_ns - %s - 1) // %s AS iv", startP, b.Param(int64(req.step))))
+	}
 	bucketed := m.Of != nil
 	cond := ""
 	if bucketed {
@@ -263,7 +272,7 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 	}
 	sql := fmt.Sprintf(`WITH %s
 SELECT %s, count(*) AS n FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) sp.* FROM %s sp JOIN hit USING (trace_id, span_id))
-WHERE start_ns > %s AND start_ns <= %s%s GROUP BY ALL`, with, strings.Join(cols, ", "), b.SpanRelation(), startP, endP, cond)
+WHERE start_ns %s %s AND start_ns <= %s%s GROUP BY ALL`, with, strings.Join(cols, ", "), b.SpanRelation(), lower, startP, endP, cond)
 	intervals := int((req.end - req.start) / req.step)
 	all := map[string]*series{}
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {

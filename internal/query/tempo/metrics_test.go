@@ -155,3 +155,25 @@ func TestLog2Quantile(t *testing.T) {
 		t.Error("empty histogram")
 	}
 }
+
+// TestQueryInstantIncludesItsStart: an instant query counts the spans of
+// [start, end], its start included (pkg/traceql/engine_metrics.go
+// IntervalMapperInstant.isTsValid: ts >= start && ts <= end), unlike a
+// range query's right-closed intervals: the checkout root starts at base
+// exactly.
+func TestQueryInstantIncludesItsStart(t *testing.T) {
+	f := newFixture(t)
+	params := url.Values{"q": {`{ resource.service.name = "frontend" } | count_over_time()`},
+		"start": {fmt.Sprint(base.UnixNano())}, "end": {fmt.Sprint(base.Add(time.Second).UnixNano())}}
+	var out struct {
+		Series []struct {
+			Value float64 `json:"value"`
+		} `json:"series"`
+	}
+	if code := f.json("a", "/api/metrics/query?"+params.Encode(), &out); code != 200 {
+		t.Fatalf("%d", code)
+	}
+	if len(out.Series) != 1 || out.Series[0].Value != 1 {
+		t.Fatalf("%+v, want the root span, which starts at start, counted once", out.Series)
+	}
+}

@@ -21,10 +21,22 @@ import (
 // traceRequest is a trace by id request.
 type traceRequest struct {
 	id string // 32 lowercase hex digits, as the table holds ids
-	// startMicros, endMicros bound the spans' start when Grafana sent its
-	// window (start and end, Unix seconds); 0, 0 without.
+	// startMicros, endMicros are Grafana's window (start and end, Unix
+	// seconds) to the microsecond, through the end second; 0, 0 without.
 	startMicros, endMicros int64
 }
+
+// traceReach is how far before or after Grafana's window a trace's spans
+// are read. Tempo answers the whole trace of every block overlapping the
+// window (modules/querier: a block is searched when its start and end
+// time overlap the request's), and its ingesters cut blocks by
+// max_block_duration, so a trace that touches the window comes back whole
+// unless it ran for much longer than a block. Reading spans starting
+// within traceReach of the window, and answering when one of them runs
+// during it, gives the same answer with the window still pruning: a trace
+// running longer than traceReach beyond the window comes back without
+// its farther spans.
+const traceReach = time.Hour
 
 // parseTraceRequest reads the trace id and the window as Tempo does
 // (pkg/util/traceid.go hexStringToID: hex digits of either case, at most
@@ -62,8 +74,6 @@ func parseTraceRequest(r *http.Request) (traceRequest, error) {
 		return traceRequest{}, bad("http parameter start must be before end. received start=%d end=%d", start, end)
 	}
 	if start != 0 || end != 0 {
-		// Tempo prunes blocks by the window; here it bounds the spans'
-		// start, through the end second.
 		req.startMicros = start * 1e6
 		req.endMicros = (end+1)*1e6 - 1
 		if end == 0 {
@@ -81,27 +91,50 @@ const traceColumns = `span_id, parent_span_id, trace_state, name, kind, status_c
 	dropped_attributes_count, dropped_events_count, dropped_links_count, flags`
 
 // findTrace reads a trace's spans, each once (a span loaded twice by a
-// client's retry is one span), at most s.maxSpans: partial is true when
-// the trace has more.
+// client's retry is one span: the copy of the latest start, which is the
+// exact one when a copy loaded before start_time_unix_nano existed has
+// its start to the microsecond only), at most s.maxSpans: partial is
+// true when the trace has more.
 func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRequest) (t *tracepb.TracesData, partial bool, err error) {
-	b := traceql.Builder{Table: s.Table, StartMicros: req.startMicros, EndMicros: req.endMicros}
+	b := traceql.Builder{Table: s.Table}
+	windowed := req.startMicros != 0 || req.endMicros != 0
+	if windowed {
+		reach := traceReach.Microseconds()
+		b.StartMicros, b.EndMicros = max(req.startMicros-reach, 1), min(req.endMicros, 1<<62-1-reach)+reach
+	}
 	idParam := b.Param(req.id)
-	sql := fmt.Sprintf(`SELECT DISTINCT ON (span_id) %s FROM %s WHERE trace_id = %s AND %s ORDER BY span_id, start_ns LIMIT %d`,
+	sql := fmt.Sprintf(`SELECT DISTINCT ON (span_id) %s FROM %s WHERE trace_id = %s AND %s ORDER BY span_id, start_ns DESC LIMIT %d`,
 		traceColumns, sqltext.Ident(s.Table), idParam, b.Window(), s.maxSpans+1)
 	tb := newTraceBuilder(req.id)
-	n := 0
+	n, during := 0, !windowed
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {
 		n++
 		if n > s.maxSpans {
 			partial = true
 			return nil
 		}
+		during = during || runsDuring(r, req)
 		return tb.add(r)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("read trace %s: %w", req.id, err)
 	}
+	if !during {
+		// Read around the window but not in it: not found there.
+		return newTraceBuilder(req.id).data(), false, nil
+	}
 	return tb.data(), partial, nil
+}
+
+// runsDuring tells whether span r (traceColumns) runs during req's window:
+// it starts before the window ends and ends after it starts.
+func runsDuring(r row, req traceRequest) bool {
+	startNs := r.int(7)
+	endNs := startNs
+	if !r.null(8) {
+		endNs += r.int(8)
+	}
+	return startNs <= req.endMicros*1000+999 && endNs >= req.startMicros*1000
 }
 
 // requestedTrace reads a trace by id request and its trace.

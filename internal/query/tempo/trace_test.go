@@ -192,8 +192,8 @@ func TestTraceByIDNotFound(t *testing.T) {
 	}
 }
 
-// TestTraceByIDWindow: Grafana's start and end (Unix seconds) bound the
-// spans read.
+// TestTraceByIDWindow: Grafana's start and end (Unix seconds) find a
+// trace that runs during them; a window the trace does not touch does not.
 func TestTraceByIDWindow(t *testing.T) {
 	f := newFixture(t)
 	s := base.Unix()
@@ -270,5 +270,40 @@ func TestTraceByIDSpanCap(t *testing.T) {
 	// Under the cap, complete.
 	if v2 := decodeTraceV2(t, f.get("a", "/api/v2/traces/"+tracePay, "application/protobuf").Body.Bytes()); v2.status != 0 || v2.trace.SpanCount() != 2 {
 		t.Fatalf("pay: status %d, %d spans", v2.status, v2.trace.SpanCount())
+	}
+}
+
+// TestTraceByIDWindowOverlappingTheTrace: a window (Grafana's start and
+// end) that begins while the trace is still running finds it, whole, as
+// Tempo does: it reads the blocks whose time range, from their spans'
+// starts to their ends, overlaps the window (tempodb/tempodb.go
+// includeBlock) and answers every span of the trace in them. Bounding
+// the spans' start by the window drops the spans started before it: here
+// every span of the checkout trace (the root runs to base+2s), so the
+// trace is not found at all.
+func TestTraceByIDWindowOverlappingTheTrace(t *testing.T) {
+	f := newFixture(t)
+	s := base.Unix()
+	path := fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", traceCheckout, s+1, s+60)
+	rec := f.get("a", path, "application/protobuf")
+	if got, want := spanSummary(decodeTraceV2(t, rec.Body.Bytes()).trace), wantSpans(tenantA[:3]); !slices.Equal(got, want) {
+		t.Fatalf("window from base+1s (the root runs to base+2s): %d\n got %q\nwant %q", rec.Code, got, want)
+	}
+}
+
+// TestTraceByIDRetryAcrossTheUpgradeKeepsNanoseconds: the pay trace is
+// loaded twice; when the first copy was loaded before
+// start_time_unix_nano existed (null: its start is the microsecond
+// column's), the answer is still every span once at its exact
+// nanosecond, from the copy that has it.
+func TestTraceByIDRetryAcrossTheUpgradeKeepsNanoseconds(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.db.Exec(`UPDATE otel_spans SET start_time_unix_nano = NULL WHERE rowid IN
+		(SELECT min(rowid) FROM otel_spans WHERE trace_id = ? GROUP BY span_id)`, tracePay); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.get("a", "/api/traces/"+tracePay, "application/protobuf")
+	if got, want := spanSummary(decodeTraceV1(t, rec.Body.Bytes())), wantSpans(tenantA[3:]); !slices.Equal(got, want) {
+		t.Fatalf("%d\n got %q\nwant %q", rec.Code, got, want)
 	}
 }

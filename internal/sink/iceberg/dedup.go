@@ -339,12 +339,13 @@ func (inc *increment) firstCopies(identity []string) (map[string]rowRef, error) 
 }
 
 // keyColumns are the columns of rec a row's key is made of: identity, or
-// every column but the coordinates.
+// every column but the coordinates and the exact copies of another
+// (schema.InContentKey).
 func keyColumns(rec arrow.RecordBatch, identity []string) ([]arrow.Array, error) {
 	var cols []arrow.Array
 	if identity == nil {
 		for i, f := range rec.Schema().Fields() {
-			if !isCoordinate(f.Name) {
+			if !isCoordinate(f.Name) && schema.InContentKey(f.Name) {
 				cols = append(cols, rec.Column(i))
 			}
 		}
