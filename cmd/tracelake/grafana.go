@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,10 +14,10 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/query/httpapi"
 	"github.com/tracelake/tracelake/internal/query/loki"
 	"github.com/tracelake/tracelake/internal/query/prom"
 	"github.com/tracelake/tracelake/internal/query/tempo"
-	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // grafanaAPI is one of the HTTP APIs Grafana's datasources speak, over
@@ -28,28 +27,20 @@ type grafanaAPI struct {
 	signal string // the OpenTelemetry signal whose table it reads
 	// register adds the API's routes to mux; close (nil for none) frees
 	// what it holds once the listener stopped.
-	register func(mux *http.ServeMux, o apiOptions) (close func(), err error)
-}
-
-// apiOptions are what every API is built from.
-type apiOptions struct {
-	reader  query.Reader
-	tenants tenancy.Resolver
-	table   string
-	timeout time.Duration
-	log     *slog.Logger
+	// (timeout bounds a query where the API runs one of many reads).
+	register func(mux *http.ServeMux, o httpapi.Options, timeout time.Duration) (close func(), err error)
 }
 
 // grafanaAPIs are the APIs query.http serves, each where its table is read.
 var grafanaAPIs = []grafanaAPI{
-	{name: "Tempo", signal: config.SignalTraces, register: func(mux *http.ServeMux, o apiOptions) (func(), error) {
-		return nil, tempo.Register(mux, tempo.Options{Reader: o.reader, Tenants: o.tenants, Table: o.table, Version: version, Log: o.log})
+	{name: "Tempo", signal: config.SignalTraces, register: func(mux *http.ServeMux, o httpapi.Options, _ time.Duration) (func(), error) {
+		return nil, tempo.Register(mux, o)
 	}},
-	{name: "Loki", signal: config.SignalLogs, register: func(mux *http.ServeMux, o apiOptions) (func(), error) {
-		return nil, loki.Register(mux, loki.Options{Reader: o.reader, Tenants: o.tenants, Table: o.table, Version: version, Log: o.log})
+	{name: "Loki", signal: config.SignalLogs, register: func(mux *http.ServeMux, o httpapi.Options, _ time.Duration) (func(), error) {
+		return nil, loki.Register(mux, o)
 	}},
-	{name: "Prometheus", signal: config.SignalMetrics, register: func(mux *http.ServeMux, o apiOptions) (func(), error) {
-		return prom.Register(mux, prom.Options{Reader: o.reader, Tenants: o.tenants, Table: o.table, Version: version, Log: o.log, Timeout: o.timeout})
+	{name: "Prometheus", signal: config.SignalMetrics, register: func(mux *http.ServeMux, o httpapi.Options, timeout time.Duration) (func(), error) {
+		return prom.Register(mux, prom.Options{Options: o, Timeout: timeout})
 	}},
 }
 
@@ -81,13 +72,9 @@ func startGrafanaAPIs(cfg *config.Config, reader query.Reader, tables map[string
 	if cfg.Query.HTTP == "" {
 		return func() {}, nil
 	}
-	tenants, err := readTenants(cfg)
+	tenants, tlsConfig, err := readAccess(cfg)
 	if err != nil {
 		return nil, err
-	}
-	tlsConfig, err := receiverTLS(cfg.Query.TLS)
-	if err != nil {
-		return nil, fmt.Errorf("query.tls: %w", err)
 	}
 	mux := http.NewServeMux()
 	// Tempo's and Loki's /ready answer 200 "ready" once the process
@@ -106,8 +93,8 @@ func startGrafanaAPIs(cfg *config.Config, reader query.Reader, tables map[string
 		if !ok {
 			continue
 		}
-		c, err := api.register(mux, apiOptions{reader: reader, tenants: tenants, table: table,
-			timeout: cfg.Query.Timeout.D(), log: slog.Default()})
+		c, err := api.register(mux, httpapi.Options{Reader: reader, Tenants: tenants, Table: table, Version: version},
+			cfg.Query.Timeout.D())
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("query.http: %s API: %w", api.name, err)
@@ -138,11 +125,7 @@ func startGrafanaAPIs(cfg *config.Config, reader query.Reader, tables map[string
 	}()
 	slog.Info("serving the Grafana APIs", "addr", ln.Addr().String(), "apis", served, "tls", tlsConfig != nil)
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			slog.Warn("query.http shutdown", "err", err)
-		}
+		shutdown("query.http", srv.Shutdown)
 		closeAll()
 	}, nil
 }

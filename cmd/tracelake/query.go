@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -30,6 +31,30 @@ func readTenants(cfg *config.Config) (tenancy.Resolver, error) {
 	return r, nil
 }
 
+// readAccess is what a query listener checks its callers by: the tenancy
+// rules of readTenants and query.tls.
+func readAccess(cfg *config.Config) (tenancy.Resolver, *tls.Config, error) {
+	tenants, err := readTenants(cfg)
+	if err != nil {
+		return tenants, nil, err
+	}
+	tlsConfig, err := receiverTLS(cfg.Query.TLS)
+	if err != nil {
+		return tenants, nil, fmt.Errorf("query.tls: %w", err)
+	}
+	return tenants, tlsConfig, nil
+}
+
+// shutdown stops a listener, letting requests in progress finish for a
+// few seconds.
+func shutdown(what string, stop func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		slog.Warn(what+" shutdown", "err", err)
+	}
+}
+
 // startFlightSQL serves reader over Arrow Flight SQL on query.flight_sql,
 // if set; the function it returns stops it, letting streams in progress
 // finish for a few seconds.
@@ -37,13 +62,9 @@ func startFlightSQL(cfg *config.Config, reader query.Reader) (stop func(), err e
 	if cfg.Query.FlightSQL == "" {
 		return func() {}, nil
 	}
-	tenants, err := readTenants(cfg)
+	tenants, tlsConfig, err := readAccess(cfg)
 	if err != nil {
 		return nil, err
-	}
-	tlsConfig, err := receiverTLS(cfg.Query.TLS)
-	if err != nil {
-		return nil, fmt.Errorf("query.tls: %w", err)
 	}
 	srv, err := flightsql.Start(flightsql.Options{Listen: cfg.Query.FlightSQL, TLS: tlsConfig, Reader: reader, Tenants: tenants,
 		Version: version, Log: slog.Default()})
@@ -51,13 +72,7 @@ func startFlightSQL(cfg *config.Config, reader query.Reader) (stop func(), err e
 		return nil, fmt.Errorf("query.flight_sql: %w", err)
 	}
 	slog.Info("serving Arrow Flight SQL", "addr", srv.Addr, "tls", tlsConfig != nil)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			slog.Warn("Flight SQL shutdown", "err", err)
-		}
-	}, nil
+	return func() { shutdown("Flight SQL", srv.Shutdown) }, nil
 }
 
 // serveReads serves reader on the configured read listeners,

@@ -8,6 +8,8 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -110,4 +112,34 @@ func Status(err error) int {
 		return http.StatusGatewayTimeout
 	}
 	return http.StatusInternalServerError
+}
+
+// Options are what each API is built from.
+type Options struct {
+	// Reader reads the API's table for a request's scope.
+	Reader query.Reader
+	// Tenants decides each request's scope.
+	Tenants tenancy.Resolver
+	// Table is the table the API reads; default the API's own.
+	Table string
+	// Version is what the API's build-info endpoint answers.
+	Version string
+	// Log receives the failures that are the server's; default
+	// slog.Default().
+	Log *slog.Logger
+}
+
+// Defaulted returns o with Table (table by default) and Log set; an error
+// naming api without a Reader.
+func (o Options) Defaulted(api, table string) (Options, error) {
+	if o.Reader == nil {
+		return o, fmt.Errorf("%s: no reader", api)
+	}
+	if o.Table == "" {
+		o.Table = table
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return o, nil
 }

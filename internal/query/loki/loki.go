@@ -7,30 +7,15 @@
 package loki
 
 import (
-	"errors"
-	"log/slog"
 	"net/http"
 	"runtime"
 	"time"
 
-	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/query/httpapi"
-	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // Options configure the Loki API.
-type Options struct {
-	// Reader reads the logs table for a request's scope.
-	Reader query.Reader
-	// Tenants decides each request's scope.
-	Tenants tenancy.Resolver
-	// Table is the logs table; default "otel_logs".
-	Table string
-	// Version is the version buildinfo reports.
-	Version string
-	// Log logs failed requests; default slog.Default().
-	Log *slog.Logger
-}
+type Options = httpapi.Options
 
 // api serves the routes.
 type api struct {
@@ -45,14 +30,9 @@ type api struct {
 // (pkg/loki/modules.go), so both are registered. /ready is not
 // registered here: the listener's owner registers it once for every API.
 func Register(mux *http.ServeMux, o Options) error {
-	if mux == nil || o.Reader == nil {
-		return errors.New("loki: a mux and a reader are required")
-	}
-	if o.Table == "" {
-		o.Table = "otel_logs"
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
+	o, err := o.Defaulted("loki", "otel_logs")
+	if err != nil {
+		return err
 	}
 	a := &api{o: o, rt: httpapi.Routes{Mux: mux, Tenants: o.Tenants}, now: time.Now}
 	for _, m := range []string{"GET", "POST"} {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/query/httpapi"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	sinkduckdb "github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -268,7 +269,7 @@ func serve(t testing.TB, db *sql.DB) *fixture {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	closeFn, err := Register(mux, Options{Reader: r, Tenants: tenancy.Resolver{Tokens: tokens}, Version: "test"})
+	closeFn, err := Register(mux, Options{Options: httpapi.Options{Reader: r, Tenants: tenancy.Resolver{Tokens: tokens}, Version: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}

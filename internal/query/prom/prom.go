@@ -16,32 +16,18 @@
 package prom
 
 import (
-	"errors"
-	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/query/httpapi"
-	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // Options configure the API.
 type Options struct {
-	// Reader reads the table, scoped to each request's tenant.
-	Reader query.Reader
-	// Tenants decides each request's scope (token, X-Scope-OrgID).
-	Tenants tenancy.Resolver
-	// Table is the metrics table; default "otel_metrics".
-	Table string
-	// Version is what /api/v1/status/buildinfo answers as the version.
-	Version string
-	// Log receives what cannot be answered to a client; default
-	// slog.Default().
-	Log *slog.Logger
+	httpapi.Options
 	// Timeout bounds each PromQL query (Prometheus's --query.timeout);
 	// default 2m, its default. The read path's own timeout bounds each
 	// read below it.
@@ -70,14 +56,8 @@ type api struct {
 // the tenancy check; status/buildinfo, which tells nothing of any tenant,
 // without. It does not register /ready. closeFn releases the engine.
 func Register(mux *http.ServeMux, o Options) (closeFn func(), err error) {
-	if o.Reader == nil {
-		return nil, errors.New("prometheus api: no reader")
-	}
-	if o.Table == "" {
-		o.Table = "otel_metrics"
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
+	if o.Options, err = o.Defaulted("prometheus api", "otel_metrics"); err != nil {
+		return nil, err
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = defaultTimeout

@@ -10,24 +10,13 @@ package tempo
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 
-	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/query/httpapi"
-	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // Options configure the Tempo API.
-type Options struct {
-	Reader  query.Reader
-	Tenants tenancy.Resolver
-	// Table is the spans table; default "otel_spans".
-	Table string
-	// Version is answered by /api/status/buildinfo.
-	Version string
-	Log     *slog.Logger
-}
+type Options = httpapi.Options
 
 // maxTraceSpans is the most spans a trace by id answers: past it v1
 // answers 422 and v2 the first spans with status PARTIAL, as Tempo does
@@ -52,14 +41,9 @@ func Register(mux *http.ServeMux, o Options) error {
 }
 
 func register(mux *http.ServeMux, o Options, maxSpans int) (*server, error) {
-	if o.Reader == nil {
-		return nil, errors.New("tempo: no reader")
-	}
-	if o.Table == "" {
-		o.Table = "otel_spans"
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
+	o, err := o.Defaulted("tempo", "otel_spans")
+	if err != nil {
+		return nil, err
 	}
 	s := &server{Options: o, maxSpans: maxSpans,
 		routes: httpapi.Routes{Mux: mux, Tenants: o.Tenants}}
