@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	gojson "github.com/goccy/go-json"
-
 	"github.com/tracelake/tracelake/internal/schema"
 )
 
@@ -263,7 +261,7 @@ func (d *Decoder) debeziumKey(c *Change, key []byte) error {
 	if isNull(key) {
 		return nil // a table without a primary key
 	}
-	if !gojson.Valid(key) {
+	if !validJSON(key) {
 		return d.errorf("the key is not valid JSON")
 	}
 	var names [][]byte

@@ -15,8 +15,6 @@ import (
 	"bytes"
 	"fmt"
 	"sync"
-
-	gojson "github.com/goccy/go-json"
 )
 
 // Decoder turns Kafka records of one format into Changes. Safe for
@@ -82,7 +80,7 @@ func (d *Decoder) Decode(dst []Change, topic string, key, value []byte) (out []C
 		// compaction can drop the key; the delete itself came before.
 		return dst, nil
 	}
-	if !gojson.Valid(value) {
+	if !validJSON(value) {
 		return dst, d.errorf("the value is not valid JSON")
 	}
 	value = value[skipSpace(value, 0):]

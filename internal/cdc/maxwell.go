@@ -1,8 +1,6 @@
 package cdc
 
 import (
-	gojson "github.com/goccy/go-json"
-
 	"bytes"
 	"strings"
 )
@@ -117,7 +115,7 @@ func maxwellKey(c *Change, pkCols, key []byte) error {
 	if isNull(key) {
 		return nil
 	}
-	if !gojson.Valid(key) {
+	if !validJSON(key) {
 		return errorString("the key is not valid JSON")
 	}
 	it, ok := open(key, '{')

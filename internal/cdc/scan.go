@@ -1,7 +1,10 @@
 package cdc
 
 import (
+	"encoding/json"
+
 	"bytes"
+	gojson "github.com/goccy/go-json"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -192,4 +195,18 @@ func hex4(b []byte) int {
 		}
 	}
 	return v
+}
+
+// bigJSON is the size from which JSON is validated in place: gojson.Valid
+// copies its input into a pooled buffer, which for a 12 MB row is a 12 MB
+// copy, and a 12 MB buffer kept in the pool.
+const bigJSON = 1 << 20
+
+// validJSON says whether b is valid JSON: with gojson (faster) when small,
+// with encoding/json (no copy) when big.
+func validJSON(b []byte) bool {
+	if len(b) >= bigJSON {
+		return json.Valid(b)
+	}
+	return gojson.Valid(b)
 }

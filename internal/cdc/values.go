@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	gojson "github.com/goccy/go-json"
-
 	"github.com/tracelake/tracelake/internal/schema"
 )
 
@@ -67,7 +65,7 @@ func isNumber(v []byte) bool {
 	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
 		return false
 	}
-	return gojson.Valid(v)
+	return validJSON(v)
 }
 
 // isDecimal says whether v is a JSON number without exponent: exact
@@ -352,7 +350,7 @@ func (c *Change) putJSONText(col *Column, v []byte) bool {
 	if grown {
 		doc = out[from:]
 	}
-	if !gojson.Valid(doc) {
+	if !validJSON(doc) {
 		return false
 	}
 	if !grown {
