@@ -300,23 +300,9 @@ func (d *Decoder) debeziumKey(c *Change, key []byte) error {
 // rowFields appends the fields of the row struct in an envelope's schema
 // (the after field's, or the before field's): nil without schema.
 func rowFields(dst []field, envSchema []byte) []field {
-	it, ok := open(envSchema, '{')
-	var fields []byte
-	for k, v, more := it.member(); ok && more; k, v, more = it.member() {
-		if string(k) == "fields" {
-			fields = v
-		}
-	}
-	els, ok := open(fields, '[')
+	els, ok := open(member(envSchema, "fields"), '[')
 	for v, more := els.element(); ok && more; v, more = els.element() {
-		var name []byte
-		f, _ := open(v, '{')
-		for k, v, ok := f.member(); ok; k, v, ok = f.member() {
-			if string(k) == "field" {
-				name = text(v)
-			}
-		}
-		if string(name) == "after" || string(name) == "before" {
+		if name := string(text(member(v, "field"))); name == "after" || name == "before" {
 			if out := structFields(dst, v); len(out) > len(dst) {
 				return out
 			}
@@ -327,14 +313,7 @@ func rowFields(dst []field, envSchema []byte) []field {
 
 // structFields appends the fields of a struct schema.
 func structFields(dst []field, structSchema []byte) []field {
-	it, ok := open(structSchema, '{')
-	var fields []byte
-	for k, v, more := it.member(); ok && more; k, v, more = it.member() {
-		if string(k) == "fields" {
-			fields = v
-		}
-	}
-	els, ok := open(fields, '[')
+	els, ok := open(member(structSchema, "fields"), '[')
 	for v, more := els.element(); ok && more; v, more = els.element() {
 		var f field
 		m, _ := open(v, '{')

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/schema"
@@ -124,4 +125,29 @@ func TestFixtures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// One decoder serves goroutines at once: routes and names are created
+// while others read them (run with -race).
+func TestConcurrentDecode(t *testing.T) {
+	f := readFixture(t, "testdata/canal_insert.txt")
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			var changes []Change
+			var err error
+			for i := range 50 {
+				v := strings.Replace(string(f.value), `"table":"orders"`, fmt.Sprintf(`"table":"t%d"`, (g+i)%7), 1)
+				if changes, err = d.Decode(changes[:0], f.topic, nil, []byte(v)); err != nil || len(changes) != 2 {
+					t.Errorf("got %d changes, %v", len(changes), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -119,6 +119,18 @@ func (it *iter) element() (val []byte, ok bool) {
 	return it.b[i:end], true
 }
 
+// member returns the value of obj's member name, nil if obj is not an
+// object or has none.
+func member(obj []byte, name string) []byte {
+	it, ok := open(obj, '{')
+	for k, v, more := it.member(); ok && more; k, v, more = it.member() {
+		if string(k) == name {
+			return v
+		}
+	}
+	return nil
+}
+
 // count returns the number of elements of array v (0 if v is not one).
 func count(v []byte) int {
 	it, ok := open(v, '[')
