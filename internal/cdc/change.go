@@ -76,7 +76,7 @@ type Change struct {
 	Columns []Column
 	// Before is an Update's row before the change where the source sends
 	// it (Debezium's before; Canal's and Maxwell's data with old laid over
-	// it), so that a changed key can be seen; nil otherwise.
+	// it), so that a changed key can be seen; empty otherwise.
 	Before []Column
 	// Position is where the change is in its source's log.
 	Position Position
@@ -117,7 +117,8 @@ type Column struct {
 	Precision, Scale int
 	// SourceType is the type as the source names it: Debezium's logical
 	// name (io.debezium.time.Date) or else its schema type (int64), Canal's
-	// mysqlType (decimal(10,2)). "" when the type was inferred from the
+	// mysqlType (decimal(10,2)) or, without one, "sqlType N" (java.sql.Types).
+	// "" when the type was inferred from the
 	// value (Debezium without schemas, Maxwell): then an integral number
 	// is Int64, any other number Decimal (Float64 with an exponent), and a
 	// null String, so one column's type can differ between rows and the
