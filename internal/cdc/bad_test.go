@@ -1,0 +1,194 @@
+package cdc
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// Bad records return an *Error whose reason names what is wrong, and leave
+// dst as it was.
+func TestBadRecords(t *testing.T) {
+	f := func(format Format, value, wantReason string) {
+		t.Helper()
+		d, err := NewDecoder(Options{Format: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := make([]Change, 1, 4)
+		got, err := d.Decode(dst, "srv.db.t", nil, []byte(value))
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%s: got error %v, want an *Error", value, err)
+		}
+		if e.Reason != wantReason {
+			t.Errorf("%.60s:\n got reason %q\nwant        %q", value, e.Reason, wantReason)
+		}
+		if len(got) != 1 {
+			t.Errorf("%.60s: dst has %d changes after the error, want the 1 it had", value, len(got))
+		}
+	}
+	f(FormatDebezium, `{"before":null,"after":{"id":1}`, "not a Debezium change event: the value is not valid JSON")
+	f(FormatDebezium, `[1,2]`, "not a Debezium change event: the value is not a JSON object")
+	f(FormatDebezium, `{"after":{"id":5}}`, "not a Debezium change event: op is missing")
+	f(FormatDebezium, `{"after":{"id":5},"op":"x"}`, `not a Debezium change event: op "x" is not one of c, u, d, r, t`)
+	f(FormatDebezium, `{"before":null,"after":null,"op":"c","source":{"db":"d","table":"t"}}`, `not a Debezium change event: op "c" without the after image`)
+	f(FormatDebezium, `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[{"field":"p","type":"bytes","name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"2"}}]}]},"payload":{"after":{"p":"not base64!"},"op":"c","source":{"db":"d","table":"t"}}}`,
+		`not a Debezium change event: column "p": "not base64!" is not a value of org.apache.kafka.connect.data.Decimal`)
+	f(FormatCanal, `not json`, "not a Canal change event: the value is not valid JSON")
+	f(FormatCanal, `{"database":"d","table":"t","data":[{"id":"1"}]}`, "not a Canal change event: type is missing")
+	f(FormatCanal, `{"database":"d","table":"t","type":"MERGE","data":[{"id":"1"}]}`, `not a Canal change event: type "MERGE" is not one of INSERT, UPDATE, DELETE or a DDL type`)
+	f(FormatCanal, `{"database":"d","table":"t","type":"UPDATE","isDdl":false,"data":[{"id":"1"},{"id":"2"}],"old":[{"id":"0"}]}`,
+		"not a Canal change event: d.t: data has 2 rows but old has 1")
+	f(FormatCanal, `{"database":"d","table":"t","type":"INSERT","isDdl":false,"data":[]}`, "not a Canal change event: INSERT of d.t: data holds no row")
+	f(FormatCanal, `{"database":"d","table":"t","type":"INSERT","isDdl":false,"mysqlType":{"id":"int(11)"},"data":[{"id":"one"}]}`,
+		`not a Canal change event: d.t row 0: column "id": "one" is not a value of int(11)`)
+	f(FormatCanal, `{"database":"d","table":"t","type":"ALTER","isDdl":false,"sql":"ALTER TABLE t"}`, "not a Canal change event: isDdl is false but type is ALTER")
+	f(FormatMaxwell, `{"database":"d","table":"t","data":{"id":1}}`, "not a Maxwell change event: type is missing")
+	f(FormatMaxwell, `{"database":"d","table":"t","type":"upsert","data":{"id":1}}`,
+		`not a Maxwell change event: type "upsert" is not one of insert, update, delete, bootstrap-insert, bootstrap-start, bootstrap-complete or table-…`)
+}
+
+// Records that hold no change are skipped without an error.
+func TestNoChange(t *testing.T) {
+	f := func(format Format, topic, value string) {
+		t.Helper()
+		d, err := NewDecoder(Options{Format: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.Decode(nil, topic, nil, []byte(value))
+		if err != nil || len(got) != 0 {
+			t.Errorf("%s %s: got %d changes, %v; want none", topic, value, len(got), err)
+		}
+	}
+	f(FormatDebezium, "srv.db.t", "")
+	f(FormatDebezium, "srv.db.t", "null")
+	f(FormatDebezium, "srv.db.t", `{"schema":{"type":"struct"},"payload":null}`)
+	f(FormatDebezium, "__debezium-heartbeat.srv", `{"ts_ms":1700000000000}`)
+	f(FormatMaxwell, "maxwell", `{"database":"d","type":"database-create","sql":"CREATE DATABASE d"}`)
+}
+
+// Names with quotes, dots and non-ASCII characters become lowercase
+// identifiers that stay apart: the replaced characters add a hash of the
+// name (FNV-1a 32: shop.eu is b239034f, o"rder订单 5adedf10).
+func TestRouteNames(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(db, table string) []byte {
+		return []byte(`{"database":` + db + `,"table":` + table + `,"type":"INSERT","isDdl":false,"data":[{"id":"1"}]}`)
+	}
+	got, err := d.Decode(nil, "t", nil, msg(`"shop.eu"`, `"o\"rder订单"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := got[0].Table
+	if tb.Database != "shop.eu" || tb.Name != `o"rder订单` {
+		t.Errorf("source names %q.%q", tb.Database, tb.Name)
+	}
+	if want := "cdc_shop_eu_b239034f_o_rder___5adedf10_log"; tb.Log != want {
+		t.Errorf("log %q, want %q", tb.Log, want)
+	}
+	if want := "cdc_shop_eu_b239034f_o_rder___5adedf10"; tb.Model != want {
+		t.Errorf("model %q, want %q", tb.Model, want)
+	}
+	// Orders and orders both make cdc_shop_orders: the second is refused.
+	if _, err := d.Decode(nil, "t", nil, msg(`"shop"`, `"Orders"`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Decode(nil, "t", nil, msg(`"shop"`, `"orders"`))
+	if err == nil || !strings.Contains(err.Error(), "is routed to cdc_shop_orders_log, which already holds shop..Orders") {
+		t.Errorf("a second table routed to one name: %v", err)
+	}
+}
+
+// Shards of a table are routed to one logical table; the shard stays the
+// source table.
+func TestShards(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatMaxwell, LogTemplate: "{database}__{table}",
+		Shards: []Shard{{Database: `shop_\d+`, Table: `order_\d{2}`, AsDatabase: "shop", AsTable: "order"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	for _, src := range [][2]string{{"shop_1", "order_00"}, {"shop_2", "order_63"}, {"shop_1", "order_100"}} {
+		v := `{"database":"` + src[0] + `","table":"` + src[1] + `","type":"insert","ts":1,"data":{"id":1}}`
+		got, err := d.Decode(nil, "maxwell", nil, []byte(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0].Table.Name != src[1] {
+			t.Errorf("source table %q, want %q", got[0].Table.Name, src[1])
+		}
+		logs = append(logs, got[0].Table.Log+" "+got[0].Table.Model)
+	}
+	want := []string{"shop__order cdc_shop_order", "shop__order cdc_shop_order", "shop_1__order_100 cdc_shop_1_order_100"}
+	if strings.Join(logs, ",") != strings.Join(want, ",") {
+		t.Errorf("got %q, want %q", logs, want)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{Format: "avro"},
+		{Format: FormatCanal, LogTemplate: "cdc_{database}"},
+		{Format: FormatCanal, LogTemplate: "CDC_{table}"},
+		{Format: FormatCanal, ModelTemplate: "{db}_{table}"},
+		{Format: FormatCanal, Shards: []Shard{{Table: "order_("}}},
+	} {
+		if _, err := NewDecoder(o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// Positions sort as text as they do as tuples.
+func TestPositionText(t *testing.T) {
+	ps := []Position{{}, position(3, 154, 0), position(3, 154, 1), position(3, 1000, 0), position(10, 4, 0), position(1<<63, 0, 0)}
+	for i := 1; i < len(ps); i++ {
+		a, b := ps[i-1], ps[i]
+		if a.Compare(b) >= 0 || string(a.AppendText(nil)) >= string(b.AppendText(nil)) {
+			t.Errorf("%v !< %v", a, b)
+		}
+	}
+	if got := position(3, 154, 0).String(); got != "00000000000000000003.00000000000000000154.00000000000000000000" {
+		t.Errorf("text %s", got)
+	}
+}
+
+// A 12 MB row is decoded without copying it: its value is the record's
+// bytes, and decoding allocates little. (The seed's rows reach 10 MB+.)
+func TestBigRow(t *testing.T) {
+	big := strings.Repeat("x", 12<<20)
+	value := []byte(`{"data":[{"id":"1","body":"` + big + `"}],"database":"d","table":"t","type":"INSERT","isDdl":false,"mysqlType":{"id":"bigint(20)","body":"longtext"},"pkNames":["id"],"es":1,"id":1}`)
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := d.Decode(nil, "t", nil, value) // warm: routes and names
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	changes, err = d.Decode(changes[:0], "t", nil, value)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := changes[0].Columns[1].Value
+	if len(v) != len(big)+2 {
+		t.Fatalf("value of %d bytes, want %d", len(v), len(big)+2)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(value)))
+	if p := uintptr(unsafe.Pointer(unsafe.SliceData(v))); p < start || p >= start+uintptr(len(value)) {
+		t.Error("the 12 MB value was copied")
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Errorf("decoding allocated %d bytes", n)
+	}
+}

@@ -1,0 +1,368 @@
+package cdc
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/tracelake/tracelake/internal/schema"
+)
+
+// mysqlKind is how a MySQL value in Canal's text becomes its NDJSON.
+type mysqlKind uint8
+
+const (
+	textKind     mysqlKind = iota // a string as it is
+	intKind                       // "123" → 123
+	decimalKind                   // "10.50" as it is: exact decimal text
+	floatKind                     // "1.5" → 1.5
+	bitKind                       // bit(1): "1" → true
+	dateTimeKind                  // "2020-05-13 20:38:35.123" → µs, as UTC
+	timeKind                      // "-12:30:00" → µs
+	jsonKind                      // a string holding JSON → the JSON
+)
+
+// mysqlType is a column's type as Canal's mysqlType names it.
+type mysqlType struct {
+	typ              schema.Type
+	kind             mysqlKind
+	precision, scale int
+}
+
+// parseMySQLType maps a MySQL column type (bigint(20) unsigned,
+// decimal(10,2), datetime(3)…) to a logical type. tinyint(1) is an Int32,
+// not a Bool: MySQL stores 0..127 in it, and Debezium reads it as a
+// number too. bigint unsigned is a Decimal(20,0), beyond int64. Dates are
+// Timestamps (midnight, UTC); a TIME is an Int64 of µs; binary types are
+// the text Canal writes (ISO-8859-1 of the bytes).
+func parseMySQLType(t []byte) mysqlType {
+	var lower [64]byte
+	t = bytes.TrimSpace(t)
+	if len(t) <= len(lower) {
+		for i, c := range t {
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			lower[i] = c
+		}
+		t = lower[:len(t)]
+	}
+	unsigned := bytes.Contains(t, []byte("unsigned"))
+	base, args := t, []byte(nil)
+	if i := bytes.IndexAny(t, "( "); i >= 0 {
+		base = t[:i]
+		if t[i] == '(' {
+			if j := bytes.IndexByte(t[i:], ')'); j > 0 {
+				args = t[i+1 : i+j]
+			}
+		}
+	}
+	switch string(base) {
+	case "tinyint", "smallint", "mediumint", "year":
+		return mysqlType{typ: schema.Int32, kind: intKind}
+	case "int", "integer":
+		if unsigned {
+			return mysqlType{typ: schema.Int64, kind: intKind}
+		}
+		return mysqlType{typ: schema.Int32, kind: intKind}
+	case "bigint":
+		if unsigned {
+			return mysqlType{typ: schema.Decimal, kind: decimalKind, precision: 20}
+		}
+		return mysqlType{typ: schema.Int64, kind: intKind}
+	case "decimal", "numeric", "dec", "fixed":
+		p, s := 10, 0 // MySQL's default precision and scale
+		if args != nil {
+			ps := bytes.SplitN(args, []byte(","), 2)
+			p, _ = strconv.Atoi(string(bytes.TrimSpace(ps[0])))
+			if len(ps) == 2 {
+				s, _ = strconv.Atoi(string(bytes.TrimSpace(ps[1])))
+			}
+		}
+		return mysqlType{typ: schema.Decimal, kind: decimalKind, precision: p, scale: s}
+	case "float", "double", "real":
+		return mysqlType{typ: schema.Float64, kind: floatKind}
+	case "bit":
+		if args == nil || string(args) == "1" {
+			return mysqlType{typ: schema.Bool, kind: bitKind}
+		}
+		return mysqlType{typ: schema.Int64, kind: intKind}
+	case "bool", "boolean":
+		return mysqlType{typ: schema.Bool, kind: bitKind}
+	case "date", "datetime", "timestamp":
+		return mysqlType{typ: schema.Timestamp, kind: dateTimeKind}
+	case "time":
+		return mysqlType{typ: schema.Int64, kind: timeKind}
+	case "json":
+		return mysqlType{typ: schema.JSON, kind: jsonKind}
+	}
+	return mysqlType{typ: schema.String, kind: textKind}
+}
+
+// javaSQLTypes maps Canal's sqlType (java.sql.Types) for a column mysqlType
+// does not name.
+var javaSQLTypes = map[int]mysqlType{
+	-6: {typ: schema.Int32, kind: intKind}, 5: {typ: schema.Int32, kind: intKind}, 4: {typ: schema.Int32, kind: intKind},
+	-5: {typ: schema.Int64, kind: intKind},
+	2:  {typ: schema.Decimal, kind: decimalKind}, 3: {typ: schema.Decimal, kind: decimalKind},
+	6: {typ: schema.Float64, kind: floatKind}, 7: {typ: schema.Float64, kind: floatKind}, 8: {typ: schema.Float64, kind: floatKind},
+	16: {typ: schema.Bool, kind: bitKind},
+	91: {typ: schema.Timestamp, kind: dateTimeKind}, 93: {typ: schema.Timestamp, kind: dateTimeKind},
+	92: {typ: schema.Int64, kind: timeKind},
+}
+
+// canalColumn is a column's type in a Canal message.
+type canalColumn struct {
+	name []byte
+	// source is the type's name: the mysqlType, or "sqlType N".
+	source []byte
+	mysqlType
+}
+
+func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
+	var data, old, mysqlTypes, sqlTypeV, pkNames, db, tbl, typ, isDDL, es, id, sql []byte
+	it, _ := open(value, '{')
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(k) {
+		case "data":
+			data = v
+		case "old":
+			old = v
+		case "mysqlType":
+			mysqlTypes = v
+		case "sqlType":
+			sqlTypeV = v
+		case "pkNames":
+			pkNames = v
+		case "database":
+			db = text(v)
+		case "table":
+			tbl = text(v)
+		case "type":
+			typ = text(v)
+		case "isDdl":
+			isDDL = v
+		case "es":
+			es = v
+		case "id":
+			id = v
+		case "sql":
+			sql = v
+		}
+	}
+	if typ == nil {
+		return dst, d.errorf("type is missing")
+	}
+	var o Op
+	switch string(typ) {
+	case "INSERT":
+		o = Insert
+	case "UPDATE":
+		o = Update
+	case "DELETE":
+		o = Delete
+	case "TRUNCATE":
+		o = Truncate
+	case "CREATE", "ALTER", "ERASE", "RENAME", "CINDEX", "DINDEX", "QUERY":
+		o = SchemaChange
+	default:
+		return dst, d.errorf("type %q is not one of INSERT, UPDATE, DELETE or a DDL type", typ)
+	}
+	if ddl := string(isDDL) == "true"; ddl == o.HasRow() {
+		return dst, d.errorf("isDdl is %s but type is %s", isDDL, typ)
+	}
+	if db == nil || tbl == nil {
+		return dst, d.errorf("database or table is missing")
+	}
+	table, err := d.router.route(db, nil, tbl)
+	if err != nil {
+		return dst, &Error{Reason: err.Error()}
+	}
+	esMs := uintOf(es)
+	sourceTime := millisToMicros(es)
+	if !o.HasRow() {
+		dst, c := next(dst)
+		c.Op, c.Table, c.SourceTime, c.Position = o, table, sourceTime, position(esMs, uintOf(id), 0)
+		c.Statement = text(sql)
+		return dst, nil
+	}
+	rows, olds := count(data), 0
+	if rows == 0 {
+		return dst, d.errorf("%s of %s.%s: data holds no row", typ, db, tbl)
+	}
+	if o == Update && !isNull(old) {
+		if olds = count(old); olds != rows {
+			return dst, d.errorf("%s.%s: data has %d rows but old has %d", db, tbl, rows, olds)
+		}
+	}
+	types := canalTypes(mysqlTypes, sqlTypeV)
+	var keys [][]byte
+	ks, _ := open(pkNames, '[')
+	for v, ok := ks.element(); ok; v, ok = ks.element() {
+		keys = append(keys, text(v))
+	}
+	rowIt, _ := open(data, '[')
+	oldIt, _ := open(old, '[')
+	for i := range rows {
+		row, _ := rowIt.element()
+		var c *Change
+		dst, c = next(dst)
+		c.Op, c.Table, c.SourceTime = o, table, sourceTime
+		c.Position = position(esMs, uintOf(id), uint64(i))
+		table.keyNames(c, keys)
+		if c.Columns, err = c.canalRow(c.Columns, row, types); err != nil {
+			return dst, d.errorf("%s.%s row %d: %v", db, tbl, i, err)
+		}
+		if olds > 0 {
+			prev, _ := oldIt.element()
+			if c.Before, err = c.overlay(prev, func(col *Column, v []byte) error {
+				return c.canalValue(col, findCanal(types, col.Name, -1), v)
+			}); err != nil {
+				return dst, d.errorf("%s.%s row %d: old: %v", db, tbl, i, err)
+			}
+		}
+		c.settle(c.Columns)
+		c.settle(c.Before)
+	}
+	return dst, nil
+}
+
+// canalTypes lists the columns' types from mysqlType, and from sqlType
+// for a column mysqlType lacks.
+func canalTypes(mysqlTypes, sqlTypes []byte) []canalColumn {
+	var cols []canalColumn
+	it, ok := open(mysqlTypes, '{')
+	for k, v, more := it.member(); ok && more; k, v, more = it.member() {
+		t := text(v)
+		cols = append(cols, canalColumn{name: columnName(k), source: t, mysqlType: parseMySQLType(t)})
+	}
+	it, ok = open(sqlTypes, '{')
+	for k, v, more := it.member(); ok && more; k, v, more = it.member() {
+		name := columnName(k)
+		code, err := strconv.Atoi(string(v))
+		if err != nil || findCanal(cols, string(name), -1) != nil {
+			continue
+		}
+		// The zero mysqlType is text.
+		cols = append(cols, canalColumn{name: name, source: strconv.AppendInt([]byte("sqlType "), int64(code), 10), mysqlType: javaSQLTypes[code]})
+	}
+	return cols
+}
+
+func findCanal(cols []canalColumn, name string, i int) *canalColumn {
+	if i >= 0 && i < len(cols) && string(cols[i].name) == name {
+		return &cols[i]
+	}
+	for j := range cols {
+		if string(cols[j].name) == name {
+			return &cols[j]
+		}
+	}
+	return nil
+}
+
+// canalRow appends the columns of one element of data.
+func (c *Change) canalRow(cols []Column, row []byte, types []canalColumn) ([]Column, error) {
+	it, ok := open(row, '{')
+	if !ok {
+		return cols, errorString("the row is not a JSON object")
+	}
+	nameHint := 0
+	for i := 0; ; i++ {
+		k, v, ok := it.member()
+		if !ok {
+			return cols, nil
+		}
+		cols = append(cols, Column{Name: c.Table.cols.intern(columnName(k), &nameHint)})
+		col := &cols[len(cols)-1]
+		if err := c.canalValue(col, findCanal(types, col.Name, i), v); err != nil {
+			return cols, err
+		}
+	}
+}
+
+// canalValue types and writes one value of a Canal row: Canal writes every
+// value as a string, or null.
+func (c *Change) canalValue(col *Column, ct *canalColumn, v []byte) error {
+	mt := mysqlType{typ: schema.String, kind: textKind}
+	if ct != nil {
+		mt = ct.mysqlType
+		hint := 0
+		col.SourceType = c.Table.types.intern(ct.source, &hint)
+	}
+	col.Type, col.Precision, col.Scale = mt.typ, mt.precision, mt.scale
+	if isNull(v) {
+		return nil
+	}
+	if !isString(v) {
+		return errorString("column " + strconv.Quote(col.Name) + ": " + clip(v) + " is not a string")
+	}
+	inner := v[1 : len(v)-1]
+	bad := false
+	switch mt.kind {
+	case textKind:
+		col.Value = v
+	case intKind:
+		col.Value, bad = inner, !isInteger(inner)
+	case floatKind:
+		col.Value, bad = inner, !isNumber(inner)
+	case decimalKind:
+		col.Value, bad = v, !isDecimal(inner)
+	case bitKind:
+		switch string(inner) {
+		case "1", "true":
+			col.Value = jsonTrue
+		case "0", "false":
+			col.Value = jsonFalse
+		default:
+			bad = true
+		}
+	case dateTimeKind:
+		us, zero, ok := parseDateTime(inner)
+		if bad = !ok; ok && !zero {
+			c.putInt(col, us)
+		}
+	case timeKind:
+		us, ok := parseTimeOfDay(inner)
+		if bad = !ok; ok {
+			c.putInt(col, us)
+		}
+	case jsonKind:
+		bad = !c.putJSONText(col, v)
+	}
+	if bad {
+		col.Value = nil
+		return errorString("column " + strconv.Quote(col.Name) + ": " + clip(v) + " is not a value of " + col.SourceType)
+	}
+	return nil
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+// overlay returns c.Before filled with c.Columns with the members of old
+// laid over them, each typed by set: the row before an update, from
+// Canal's and Maxwell's old (the previous values of the changed columns).
+func (c *Change) overlay(old []byte, set func(col *Column, v []byte) error) ([]Column, error) {
+	before := append(c.Before[:0], c.Columns...)
+	it, ok := open(old, '{')
+	if !ok {
+		return before, errorString("not a JSON object")
+	}
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		name := columnName(k)
+		i := 0
+		for i < len(before) && before[i].Name != string(name) {
+			i++
+		}
+		if i == len(before) {
+			return before, errorString("column " + strconv.Quote(string(name)) + " is not in data")
+		}
+		col := &before[i]
+		*col = Column{Name: col.Name}
+		if err := set(col, v); err != nil {
+			return before, err
+		}
+	}
+	return before, nil
+}

@@ -1,0 +1,505 @@
+package cdc
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/schema"
+)
+
+// field is a column's type in Debezium's schema wrapper: an element of
+// schema.fields[after].fields.
+type field struct {
+	name, typ, logical []byte
+	scale, precision   int
+}
+
+// conversion is how a Debezium value becomes its NDJSON.
+type conversion uint8
+
+const (
+	asIs                 conversion = iota
+	fromDecimal                     // base64 big-endian unscaled bytes, scale parameter
+	fromVarDecimal                  // {"scale":s,"value":base64}
+	fromDays                        // days since the epoch
+	fromMillis                      // ms (since the epoch, or of the day)
+	fromNanos                       // ns
+	fromISO                         // ISO-8601 text with zone
+	fromJSONText                    // a string holding JSON
+	fromMySQLTextVariant            // not used by Debezium: see canal.go
+)
+
+type logicalType struct {
+	typ  schema.Type
+	conv conversion
+}
+
+// logicalTypes are the Debezium and Kafka Connect logical types (schema
+// name) decoded; others (io.debezium.data.Enum, Uuid, Bits…) are read by
+// their schema type.
+var logicalTypes = map[string]logicalType{
+	"org.apache.kafka.connect.data.Decimal":   {schema.Decimal, fromDecimal},
+	"io.debezium.data.VariableScaleDecimal":   {schema.Decimal, fromVarDecimal},
+	"io.debezium.time.Date":                   {schema.Timestamp, fromDays},
+	"org.apache.kafka.connect.data.Date":      {schema.Timestamp, fromDays},
+	"io.debezium.time.Timestamp":              {schema.Timestamp, fromMillis},
+	"org.apache.kafka.connect.data.Timestamp": {schema.Timestamp, fromMillis},
+	"io.debezium.time.MicroTimestamp":         {schema.Timestamp, asIs},
+	"io.debezium.time.NanoTimestamp":          {schema.Timestamp, fromNanos},
+	"io.debezium.time.ZonedTimestamp":         {schema.Timestamp, fromISO},
+	// A time of day is an Int64 of µs: MySQL's TIME spans ±838 hours,
+	// which no time-of-day type holds.
+	"io.debezium.time.Time":              {schema.Int64, fromMillis},
+	"org.apache.kafka.connect.data.Time": {schema.Int64, fromMillis},
+	"io.debezium.time.MicroTime":         {schema.Int64, asIs},
+	"io.debezium.time.NanoTime":          {schema.Int64, fromNanos},
+	"io.debezium.data.Json":              {schema.JSON, fromJSONText},
+	"io.debezium.time.Year":              {schema.Int32, asIs},
+}
+
+// connectTypes are Kafka Connect's schema types. Bytes stay the base64 text
+// the JsonConverter writes.
+var connectTypes = map[string]schema.Type{
+	"int8": schema.Int32, "int16": schema.Int32, "int32": schema.Int32, "int64": schema.Int64,
+	"float32": schema.Float64, "float64": schema.Float64, "boolean": schema.Bool,
+	"string": schema.String, "bytes": schema.String,
+	"struct": schema.JSON, "array": schema.JSON, "map": schema.JSON,
+}
+
+const heartbeatTopicPrefix = "__debezium-heartbeat"
+
+func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Change, error) {
+	var envSchema, payload []byte
+	wrapped := false
+	it, _ := open(value, '{')
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(k) {
+		case "schema":
+			envSchema = v
+		case "payload":
+			payload, wrapped = v, true
+		}
+	}
+	if !wrapped {
+		payload, envSchema = value, nil
+	} else if isNull(payload) {
+		return dst, nil // a tombstone with the schema wrapper
+	}
+	var before, after, source, op, tsMs []byte
+	it, ok := open(payload, '{')
+	if !ok {
+		return dst, d.errorf("payload is not a JSON object")
+	}
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(k) {
+		case "before":
+			before = v
+		case "after":
+			after = v
+		case "source":
+			source = v
+		case "op":
+			op = v
+		case "ts_ms":
+			tsMs = v
+		}
+	}
+	if op == nil {
+		if strings.HasPrefix(topic, heartbeatTopicPrefix) {
+			return dst, nil // a heartbeat: only time passing
+		}
+		return dst, d.errorf("op is missing")
+	}
+	var o Op
+	switch string(text(op)) {
+	case "c":
+		o = Insert
+	case "u":
+		o = Update
+	case "d":
+		o = Delete
+	case "r":
+		o = Read
+	case "t":
+		o = Truncate
+	case "m":
+		return dst, nil // a PostgreSQL logical-decoding message: no table's row
+	default:
+		return dst, d.errorf("op %s is not one of c, u, d, r, t", clip(op))
+	}
+	src := readSource(source)
+	if src.db == nil || src.table == nil {
+		// Without source (an SMT removed it): the topic server.db.table.
+		parts := strings.Split(topic, ".")
+		if len(parts) < 3 {
+			return dst, d.errorf("neither source.db and source.table nor the topic %q (server.database.table) name the table", topic)
+		}
+		src.db, src.table = []byte(parts[len(parts)-2]), []byte(parts[len(parts)-1])
+	}
+	table, err := d.router.route(src.db, src.schema, src.table)
+	if err != nil {
+		return dst, &Error{Reason: err.Error()}
+	}
+	dst, c := next(dst)
+	c.Op, c.Table, c.Position = o, table, src.position
+	c.SourceTime = src.timeUs
+	if c.SourceTime == 0 {
+		c.SourceTime = millisToMicros(tsMs)
+	}
+	if err := d.debeziumKey(c, key); err != nil {
+		return dst, err
+	}
+	fp := d.fieldList()
+	defer d.fields.Put(fp)
+	*fp = rowFields((*fp)[:0], envSchema)
+	row := after
+	switch o {
+	case Delete:
+		row = before
+	case Truncate:
+		return dst, nil
+	case Update:
+		if !isNull(before) {
+			if c.Before, err = d.debeziumRow(c, c.Before, before, *fp); err != nil {
+				return dst, err
+			}
+		}
+	}
+	if isNull(row) {
+		img := "after"
+		if o == Delete {
+			img = "before"
+		}
+		return dst, d.errorf("op %s without the %s image", op, img)
+	}
+	if c.Columns, err = d.debeziumRow(c, c.Columns, row, *fp); err != nil {
+		return dst, err
+	}
+	c.settle(c.Columns)
+	c.settle(c.Before)
+	return dst, nil
+}
+
+func (d *Decoder) fieldList() *[]field {
+	if p, ok := d.fields.Get().(*[]field); ok {
+		return p
+	}
+	return new([]field)
+}
+
+// source is what Debezium's source block says of a change.
+type source struct {
+	db, schema, table []byte
+	position          Position
+	timeUs            int64
+}
+
+func readSource(v []byte) source {
+	var s source
+	var file []byte
+	var pos, row, lsn []byte
+	var tsMs, tsUs []byte
+	it, _ := open(v, '{')
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(k) {
+		case "db":
+			s.db = text(v)
+		case "schema":
+			s.schema = text(v)
+		case "table":
+			s.table = text(v)
+		case "file":
+			file = text(v)
+		case "pos":
+			pos = v
+		case "row":
+			row = v
+		case "lsn":
+			lsn = v
+		case "ts_ms":
+			tsMs = v
+		case "ts_us":
+			tsUs = v
+		}
+	}
+	switch {
+	case !isNull(lsn):
+		s.position = position(uintOf(lsn))
+	case file != nil:
+		s.position = position(binlogNumber(file), uintOf(pos), uintOf(row))
+	}
+	s.timeUs = millisToMicros(tsMs)
+	if us, err := strconv.ParseInt(string(tsUs), 10, 64); err == nil {
+		s.timeUs = us
+	}
+	return s
+}
+
+func uintOf(v []byte) uint64 {
+	n, _ := strconv.ParseUint(string(v), 10, 64)
+	return n
+}
+
+func millisToMicros(v []byte) int64 {
+	ms, _ := strconv.ParseInt(string(v), 10, 64)
+	us, _ := mulExact(ms, usPerMs)
+	return us
+}
+
+// binlogNumber is the sequence number of a binlog file: 3 for
+// mysql-bin.000003.
+func binlogNumber(file []byte) uint64 {
+	dot := bytes.LastIndexByte(file, '.')
+	return uintOf(file[dot+1:])
+}
+
+// debeziumKey names the key columns from the record key: its schema's
+// fields, or else its members.
+func (d *Decoder) debeziumKey(c *Change, key []byte) error {
+	key = bytes.TrimSpace(key)
+	if isNull(key) {
+		return nil // a table without a primary key
+	}
+	if !validJSON(key) {
+		return d.errorf("the key is not valid JSON")
+	}
+	var names [][]byte
+	var keySchema, payload []byte
+	wrapped := false
+	it, ok := open(key, '{')
+	if !ok {
+		return nil // a key of one value (an SMT's): no column names
+	}
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(k) {
+		case "schema":
+			keySchema = v
+		case "payload":
+			payload, wrapped = v, true
+		}
+	}
+	if wrapped {
+		for _, f := range structFields(nil, keySchema) {
+			names = append(names, f.name)
+		}
+		if names == nil {
+			key = payload
+		}
+	}
+	if names == nil {
+		it, _ := open(key, '{')
+		for k, _, ok := it.member(); ok; k, _, ok = it.member() {
+			names = append(names, columnName(k))
+		}
+	}
+	c.Table.keyNames(c, names)
+	return nil
+}
+
+// rowFields appends the fields of the row struct in an envelope's schema
+// (the after field's, or the before field's): nil without schema.
+func rowFields(dst []field, envSchema []byte) []field {
+	els, ok := open(member(envSchema, "fields"), '[')
+	for v, more := els.element(); ok && more; v, more = els.element() {
+		if name := string(text(member(v, "field"))); name == "after" || name == "before" {
+			if out := structFields(dst, v); len(out) > len(dst) {
+				return out
+			}
+		}
+	}
+	return dst
+}
+
+// structFields appends the fields of a struct schema.
+func structFields(dst []field, structSchema []byte) []field {
+	els, ok := open(member(structSchema, "fields"), '[')
+	for v, more := els.element(); ok && more; v, more = els.element() {
+		var f field
+		m, _ := open(v, '{')
+		for k, v, ok := m.member(); ok; k, v, ok = m.member() {
+			switch string(k) {
+			case "field":
+				f.name = text(v)
+			case "type":
+				f.typ = text(v)
+			case "name":
+				f.logical = text(v)
+			case "parameters":
+				p, _ := open(v, '{')
+				for k, v, ok := p.member(); ok; k, v, ok = p.member() {
+					switch string(k) {
+					case "scale":
+						f.scale, _ = strconv.Atoi(string(text(v)))
+					case "connect.decimal.precision":
+						f.precision, _ = strconv.Atoi(string(text(v)))
+					}
+				}
+			}
+		}
+		dst = append(dst, f)
+	}
+	return dst
+}
+
+// debeziumRow appends the columns of a row image: typed by fields where
+// the schema has the column, else inferred.
+func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []field) ([]Column, error) {
+	it, ok := open(row, '{')
+	if !ok {
+		return cols, d.errorf("a row image is not a JSON object")
+	}
+	nameHint, typeHint := 0, 0
+	for i := 0; ; i++ {
+		k, v, ok := it.member()
+		if !ok {
+			return cols, nil
+		}
+		name := columnName(k)
+		cols = append(cols, Column{Name: c.Table.cols.intern(name, &nameHint)})
+		col := &cols[len(cols)-1]
+		f := findField(fields, name, i)
+		if f == nil {
+			c.infer(col, v)
+			continue
+		}
+		sourceType := f.logical
+		if sourceType == nil {
+			sourceType = f.typ
+		}
+		col.SourceType = c.Table.types.intern(sourceType, &typeHint)
+		if err := c.debeziumValue(col, f, v); err != nil {
+			return cols, d.errorf("column %q: %v", name, err)
+		}
+	}
+}
+
+// findField finds a column's field, first at i (the schema lists them in
+// the row's order).
+func findField(fields []field, name []byte, i int) *field {
+	if i < len(fields) && bytes.Equal(fields[i].name, name) {
+		return &fields[i]
+	}
+	for j := range fields {
+		if bytes.Equal(fields[j].name, name) {
+			return &fields[j]
+		}
+	}
+	return nil
+}
+
+// debeziumValue types and writes one value by its field.
+func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
+	lt, logical := logicalTypes[string(f.logical)]
+	if !logical {
+		typ, ok := connectTypes[string(f.typ)]
+		if !ok {
+			typ = schema.String
+		}
+		lt = logicalType{typ, asIs}
+	}
+	col.Type, col.Precision, col.Scale = lt.typ, f.precision, f.scale
+	if isNull(v) {
+		return nil
+	}
+	switch lt.conv {
+	case asIs:
+		if !fits(lt.typ, v) {
+			return errNotType(v, f)
+		}
+		col.Value = v
+	case fromDecimal:
+		u, ok := decodeBase64(nil, v)
+		if !ok {
+			return errNotType(v, f)
+		}
+		c.putDecimal(col, u, f.scale)
+	case fromVarDecimal:
+		var scale, value []byte
+		it, ok := open(v, '{')
+		for k, v, more := it.member(); ok && more; k, v, more = it.member() {
+			switch string(k) {
+			case "scale":
+				scale = v
+			case "value":
+				value = v
+			}
+		}
+		s, err := strconv.Atoi(string(scale))
+		u, okU := decodeBase64(nil, value)
+		if err != nil || !okU {
+			return errNotType(v, f)
+		}
+		c.putDecimal(col, u, s)
+	case fromDays, fromMillis, fromNanos:
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return errNotType(v, f)
+		}
+		var us int64
+		ok := true
+		switch lt.conv {
+		case fromDays:
+			us, ok = mulExact(n, usPerDay)
+		case fromMillis:
+			us, ok = mulExact(n, usPerMs)
+		default:
+			us = floorDiv(n, 1000)
+		}
+		if !ok {
+			return errNotType(v, f)
+		}
+		c.putInt(col, us)
+	case fromISO:
+		us, zero, ok := parseDateTime(text(v))
+		if !ok {
+			return errNotType(v, f)
+		}
+		if !zero {
+			c.putInt(col, us)
+		}
+	case fromJSONText:
+		if !c.putJSONText(col, v) {
+			return errNotType(v, f)
+		}
+	}
+	return nil
+}
+
+// fits says whether v is a value of type t as internal/schema's NDJSON
+// holds it.
+func fits(t schema.Type, v []byte) bool {
+	switch t {
+	case schema.Int32, schema.Int64, schema.Timestamp:
+		return isInteger(v)
+	case schema.Float64:
+		// Kafka Connect writes NaN and the infinities as strings.
+		return isNumber(v) || string(v) == `"NaN"` || string(v) == `"Infinity"` || string(v) == `"-Infinity"`
+	case schema.Bool:
+		return string(v) == "true" || string(v) == "false"
+	case schema.String:
+		return isString(v)
+	}
+	return true // JSON: any value
+}
+
+func errNotType(v []byte, f *field) error {
+	t := f.logical
+	if t == nil {
+		t = f.typ
+	}
+	return &valueError{value: clip(v), typ: string(t)}
+}
+
+type valueError struct{ value, typ string }
+
+func (e *valueError) Error() string { return e.value + " is not a value of " + e.typ }
+
+// clip is v for an error message, cut short: a reason is one line.
+func clip(v []byte) string {
+	const most = 64
+	if len(v) > most {
+		return string(v[:most]) + "…"
+	}
+	return string(v)
+}

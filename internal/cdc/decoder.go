@@ -1,0 +1,167 @@
+// Package cdc decodes database change events read from Kafka — Debezium
+// (MySQL and PostgreSQL connectors, JSON with or without schemas), Canal's
+// flat messages and Maxwell's JSON — into routed, typed changes: for each
+// row, the source table and the changelog and modelled tables it is routed
+// to, the operation, the primary-key columns, the row with each column's
+// logical type (internal/schema) and its value as the sinks' NDJSON holds
+// it, the source position and time.
+//
+// The pipeline does not use it yet: wiring kafka.format, so that every
+// source table gets its changelog table on every sink, is the next step
+// (issue 38).
+package cdc
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+)
+
+// Decoder turns Kafka records of one format into Changes. Safe for
+// concurrent use; it remembers each source table it has seen (its route
+// and column names), so its memory grows with the count of source tables,
+// not of records.
+type Decoder struct {
+	format Format
+	router router
+	// fields holds Debezium's field lists between records (*[]field).
+	fields sync.Pool
+}
+
+// NewDecoder returns a decoder configured by o.
+func NewDecoder(o Options) (*Decoder, error) {
+	switch o.Format {
+	case FormatDebezium, FormatCanal, FormatMaxwell:
+	default:
+		return nil, fmt.Errorf("format %q: want %s, %s or %s", o.Format, FormatDebezium, FormatCanal, FormatMaxwell)
+	}
+	d := &Decoder{format: o.Format}
+	var err error
+	if d.router.log, err = parseTemplate(cmpOr(o.LogTemplate, DefaultLogTemplate)); err != nil {
+		return nil, fmt.Errorf("changelog table name: %w", err)
+	}
+	if d.router.model, err = parseTemplate(cmpOr(o.ModelTemplate, DefaultModelTemplate)); err != nil {
+		return nil, fmt.Errorf("model table name: %w", err)
+	}
+	if d.router.shards, err = compileShards(o.Shards); err != nil {
+		return nil, err
+	}
+	d.router.tables, d.router.owners = map[string]*Table{}, map[string]string{}
+	return d, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Decode appends the changes of one Kafka record (its topic, key and
+// value) to dst and returns it: zero for a record that holds none (a
+// Kafka tombstone, a Debezium heartbeat or logical-decoding message), one
+// per row for Canal's messages of many rows, in their order. Changes in
+// dst[len(dst):cap(dst)] are reused: pass dst[:0] of the last call's
+// result to decode without allocating once warm.
+//
+// A record that cannot be decoded leaves dst as it was and returns an
+// *Error.
+func (d *Decoder) Decode(dst []Change, topic string, key, value []byte) (out []Change, err error) {
+	n := len(dst)
+	defer func() {
+		// A record that makes decoding panic is a bad record, not a reason
+		// to stop the pipeline at every restart.
+		if p := recover(); p != nil {
+			out, err = dst[:n], d.errorf("decoding it failed: %v", p)
+		}
+	}()
+	if isNull(bytes.TrimSpace(value)) {
+		// A tombstone: Debezium sends one after each delete so that log
+		// compaction can drop the key; the delete itself came before.
+		return dst, nil
+	}
+	if !validJSON(value) {
+		return dst, d.errorf("the value is not valid JSON")
+	}
+	value = value[skipSpace(value, 0):]
+	if value[0] != '{' {
+		return dst, d.errorf("the value is not a JSON object")
+	}
+	switch d.format {
+	case FormatCanal:
+		out, err = d.canal(dst, value)
+	case FormatMaxwell:
+		out, err = d.maxwell(dst, key, value)
+	default:
+		out, err = d.debezium(dst, topic, key, value)
+	}
+	if err != nil {
+		return dst[:n], err
+	}
+	return out, nil
+}
+
+// Error is a record that cannot be decoded. It is permanent: the record
+// goes to the dead-letter table with Reason.
+type Error struct {
+	// Reason is one sentence: "not a Debezium change event: op is
+	// missing".
+	Reason string
+}
+
+func (e *Error) Error() string { return e.Reason }
+
+var formatNames = map[Format]string{FormatDebezium: "Debezium", FormatCanal: "Canal", FormatMaxwell: "Maxwell"}
+
+func (d *Decoder) errorf(format string, args ...any) *Error {
+	return &Error{Reason: "not a " + formatNames[d.format] + " change event: " + fmt.Sprintf(format, args...)}
+}
+
+// maxReuse bounds the arena a reused Change keeps: one 12 MB row must not
+// pin 12 MB per slot.
+const maxReuse = 1 << 20
+
+// next appends a Change to dst, reusing the one past its end.
+func next(dst []Change) ([]Change, *Change) {
+	if len(dst) == cap(dst) {
+		dst = append(dst, Change{})
+		return dst, &dst[len(dst)-1]
+	}
+	dst = dst[:len(dst)+1]
+	c := &dst[len(dst)-1]
+	arena := c.arena[:0]
+	if cap(arena) > maxReuse {
+		arena = nil
+	}
+	*c = Change{Key: c.Key[:0], Columns: c.Columns[:0], Before: c.Before[:0], arena: arena}
+	return dst, c
+}
+
+// keyNames appends the interned key names to c.Key.
+func (t *Table) keyNames(c *Change, names [][]byte) {
+	hint := 0
+	for _, n := range names {
+		c.Key = append(c.Key, t.cols.intern(n, &hint))
+	}
+}
+
+// columnName returns a member's key unescaped (a copy only if escaped).
+func columnName(key []byte) []byte {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return key
+	}
+	quoted := make([]byte, 0, len(key)+2)
+	quoted = append(append(append(quoted, '"'), key...), '"')
+	name, _ := unquote(nil, quoted)
+	return name
+}
+
+// text returns JSON string v's content, unescaped; nil if v is not a
+// string.
+func text(v []byte) []byte {
+	if !isString(v) {
+		return nil
+	}
+	s, _ := unquote(nil, v)
+	return s
+}

@@ -1,0 +1,153 @@
+package cdc
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/schema"
+)
+
+// fixture is a testdata file: a description, then the sections topic, key,
+// value (the Kafka record) and want (the changes, written by hand from the
+// tools' documentation).
+type fixture struct {
+	topic      string
+	key, value []byte
+	want       string
+	format     Format
+}
+
+func readFixture(t *testing.T, path string) fixture {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]string{}
+	var name string
+	for line := range strings.Lines(string(b)) {
+		if h, ok := strings.CutPrefix(line, "-- "); ok && strings.HasSuffix(h, " --\n") {
+			name = strings.TrimSuffix(h, " --\n")
+			sections[name] = ""
+			continue
+		}
+		if name != "" {
+			sections[name] += line
+		}
+	}
+	f := fixture{
+		topic: strings.TrimSpace(sections["topic"]),
+		key:   []byte(strings.TrimSpace(sections["key"])),
+		value: []byte(strings.TrimSpace(sections["value"])),
+		want:  sections["want"],
+	}
+	f.format = Format(strings.SplitN(filepath.Base(path), "_", 2)[0])
+	return f
+}
+
+var typeNames = map[schema.Type]string{
+	schema.String: "String", schema.Int32: "Int32", schema.Int64: "Int64", schema.Float64: "Float64",
+	schema.Bool: "Bool", schema.Timestamp: "Timestamp", schema.JSON: "JSON", schema.Decimal: "Decimal",
+}
+
+// render writes changes as the fixtures' want sections do.
+func render(changes []Change) string {
+	var b strings.Builder
+	for _, c := range changes {
+		tbl := c.Table.Database + "." + c.Table.Name
+		if c.Table.Schema != "" {
+			tbl = c.Table.Database + "." + c.Table.Schema + "." + c.Table.Name
+		}
+		var pos []string
+		for _, p := range c.Position.Parts() {
+			pos = append(pos, fmt.Sprint(p))
+		}
+		fmt.Fprintf(&b, "%s %s log=%s model=%s key=%s pos=%s time=%d\n", c.Op, tbl, c.Table.Log, c.Table.Model,
+			strings.Join(c.Key, ","), strings.Join(pos, "."), c.SourceTime)
+		col := func(prefix string, col Column) {
+			typ := typeNames[col.Type]
+			if col.Precision != 0 || col.Scale != 0 {
+				typ += fmt.Sprintf("(%d,%d)", col.Precision, col.Scale)
+			}
+			src := col.SourceType
+			if src == "" {
+				src = "-"
+			}
+			v := "null"
+			if col.Value != nil {
+				v = string(col.Value)
+			}
+			fmt.Fprintf(&b, "  %s%s %s %s = %s\n", prefix, col.Name, typ, src, v)
+		}
+		for _, c := range c.Columns {
+			col("", c)
+		}
+		for _, c := range c.Before {
+			col("before ", c)
+		}
+		if c.Statement != nil {
+			fmt.Fprintf(&b, "  sql %s\n", c.Statement)
+		}
+	}
+	return b.String()
+}
+
+func TestFixtures(t *testing.T) {
+	paths, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			f := readFixture(t, path)
+			d, err := NewDecoder(Options{Format: f.format})
+			if err != nil {
+				t.Fatal(err)
+			}
+			changes, err := d.Decode(nil, f.topic, f.key, f.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(changes); got != f.want {
+				t.Errorf("got\n%s\nwant\n%s", got, f.want)
+			}
+			// Decoding again into the same changes (reused) gives the same.
+			again, err := d.Decode(changes[:0], f.topic, f.key, f.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(again); got != f.want {
+				t.Errorf("decoded again into reused changes:\n%s\nwant\n%s", got, f.want)
+			}
+		})
+	}
+}
+
+// One decoder serves goroutines at once: routes and names are created
+// while others read them (run with -race).
+func TestConcurrentDecode(t *testing.T) {
+	f := readFixture(t, "testdata/canal_insert.txt")
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			var changes []Change
+			var err error
+			for i := range 50 {
+				v := strings.Replace(string(f.value), `"table":"orders"`, fmt.Sprintf(`"table":"t%d"`, (g+i)%7), 1)
+				if changes, err = d.Decode(changes[:0], f.topic, nil, []byte(v)); err != nil || len(changes) != 2 {
+					t.Errorf("got %d changes, %v", len(changes), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

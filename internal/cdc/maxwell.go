@@ -1,0 +1,132 @@
+package cdc
+
+import (
+	"bytes"
+	"strings"
+)
+
+func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
+	var db, tbl, typ, ts, xoffset, pos, data, old, pkCols, sql []byte
+	it, _ := open(value, '{')
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(k) {
+		case "database":
+			db = text(v)
+		case "table":
+			tbl = text(v)
+		case "type":
+			typ = text(v)
+		case "ts":
+			ts = v
+		case "xoffset":
+			xoffset = v
+		case "position":
+			pos = text(v)
+		case "data":
+			data = v
+		case "old":
+			old = v
+		case "primary_key_columns":
+			pkCols = v
+		case "sql":
+			sql = v
+		}
+	}
+	if typ == nil {
+		return dst, d.errorf("type is missing")
+	}
+	var o Op
+	switch t := string(typ); {
+	case t == "insert":
+		o = Insert
+	case t == "update":
+		o = Update
+	case t == "delete":
+		o = Delete
+	case t == "bootstrap-insert":
+		o = Read
+	case t == "bootstrap-start":
+		o = SnapshotStart
+	case t == "bootstrap-complete":
+		o = SnapshotEnd
+	case strings.HasPrefix(t, "table-"):
+		o = SchemaChange
+	case strings.HasPrefix(t, "database-"):
+		return dst, nil // DDL of a database: no table to route it to
+	default:
+		return dst, d.errorf("type %q is not one of insert, update, delete, bootstrap-insert, bootstrap-start, bootstrap-complete or table-…", typ)
+	}
+	if db == nil || tbl == nil {
+		return dst, d.errorf("database or table is missing")
+	}
+	table, err := d.router.route(db, nil, tbl)
+	if err != nil {
+		return dst, &Error{Reason: err.Error()}
+	}
+	dst, c := next(dst)
+	c.Op, c.Table = o, table
+	seconds := uintOf(ts)
+	c.SourceTime, _ = mulExact(int64(seconds), 1_000_000)
+	if colon := bytes.LastIndexByte(pos, ':'); colon > 0 {
+		c.Position = position(binlogNumber(pos[:colon]), uintOf(pos[colon+1:]), uintOf(xoffset))
+	}
+	if !o.HasRow() {
+		c.Statement = text(sql)
+		return dst, nil
+	}
+	if err := maxwellKey(c, pkCols, key); err != nil {
+		return dst, d.errorf("%v", err)
+	}
+	row, ok := open(data, '{')
+	if !ok {
+		return dst, d.errorf("%s of %s.%s: data is not a JSON object", typ, db, tbl)
+	}
+	hint := 0
+	for k, v, ok := row.member(); ok; k, v, ok = row.member() {
+		c.Columns = append(c.Columns, Column{Name: table.cols.intern(columnName(k), &hint)})
+		c.infer(&c.Columns[len(c.Columns)-1], v)
+	}
+	if o == Update && !isNull(old) {
+		if c.Before, err = c.overlay(old, func(col *Column, v []byte) error {
+			c.infer(col, v)
+			return nil
+		}); err != nil {
+			return dst, d.errorf("%s.%s: old: %v", db, tbl, err)
+		}
+	}
+	c.settle(c.Columns)
+	c.settle(c.Before)
+	return dst, nil
+}
+
+// maxwellKey names the key columns: primary_key_columns (Maxwell's
+// output_primary_key_columns), or else the Kafka key Maxwell writes,
+// {"database":…,"table":…,"pk.id":…}, whose pk. members are the key.
+func maxwellKey(c *Change, pkCols, key []byte) error {
+	var names [][]byte
+	if cols, ok := open(pkCols, '['); ok {
+		for v, ok := cols.element(); ok; v, ok = cols.element() {
+			names = append(names, text(v))
+		}
+		c.Table.keyNames(c, names)
+		return nil
+	}
+	key = bytes.TrimSpace(key)
+	if isNull(key) {
+		return nil
+	}
+	if !validJSON(key) {
+		return errorString("the key is not valid JSON")
+	}
+	it, ok := open(key, '{')
+	if !ok {
+		return nil // the array key format, or a custom one: no names
+	}
+	for k, _, ok := it.member(); ok; k, _, ok = it.member() {
+		if name, isPK := bytes.CutPrefix(columnName(k), []byte("pk.")); isPK {
+			names = append(names, name)
+		}
+	}
+	c.Table.keyNames(c, names)
+	return nil
+}

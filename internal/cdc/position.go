@@ -1,0 +1,76 @@
+package cdc
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Position is where a change is in its source's log: a tuple of up to
+// three unsigned integers, compared left to right. Positions of one source
+// (one MySQL server, one PostgreSQL database, one Canal instance) order
+// its changes; positions of different sources do not compare.
+//
+//   - Debezium MySQL: (binlog file number, source.pos, source.row); the
+//     file's base name (mysql-bin) is dropped, it is the same for a server.
+//     A snapshot's rows share the position of the binlog where it began.
+//   - Debezium PostgreSQL: (source.lsn).
+//   - Canal: (es, id, the row's index in the message): the flat message has
+//     no binlog position; es is the binlog event's time in ms and id
+//     Canal's batch id, so changes within one millisecond of different
+//     batches order by batch; within a partition the Kafka offset is the
+//     true order.
+//   - Maxwell: (binlog file number, pos, xoffset) from position
+//     "binlog.000001:1234"; the zero Position without position (Maxwell's
+//     output_binlog_position off, and its bootstrap rows).
+//
+// The zero Position is unknown and sorts first.
+type Position struct {
+	parts [3]uint64
+	n     uint8
+}
+
+// PositionDigits is the width of each part in a Position's text.
+const PositionDigits = 20
+
+func position(parts ...uint64) Position {
+	var p Position
+	p.n = uint8(copy(p.parts[:], parts))
+	return p
+}
+
+// Parts returns the tuple.
+func (p Position) Parts() []uint64 { return slices.Clone(p.parts[:p.n]) }
+
+// IsZero says whether the source gave no position.
+func (p Position) IsZero() bool { return p.n == 0 }
+
+// Compare orders p and q as tuples: -1, 0 or +1.
+func (p Position) Compare(q Position) int {
+	for i := range min(p.n, q.n) {
+		if c := cmp.Compare(p.parts[i], q.parts[i]); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(p.n, q.n)
+}
+
+// AppendText appends p as text that sorts as the tuple does (byte order,
+// as VARCHAR columns compare): each part as PositionDigits decimal digits,
+// zero-padded, joined by '.'; "" for the zero Position.
+func (p Position) AppendText(dst []byte) []byte {
+	for i := range p.n {
+		if i > 0 {
+			dst = append(dst, '.')
+		}
+		var digits [PositionDigits]byte
+		v := p.parts[i]
+		for j := len(digits) - 1; j >= 0; j-- {
+			digits[j] = byte('0' + v%10)
+			v /= 10
+		}
+		dst = append(dst, digits[:]...)
+	}
+	return dst
+}
+
+func (p Position) String() string { return string(p.AppendText(nil)) }

@@ -1,0 +1,143 @@
+package cdc
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// router routes source tables to their tables, once per source table, and
+// detects two logical tables routed to one name. Safe for concurrent use.
+type router struct {
+	log, model template
+	shards     []shard
+
+	mu sync.RWMutex
+	// tables by source key (database, schema, table joined by 0 bytes).
+	tables map[string]*Table
+	// owners maps each routed name to the logical table it belongs to.
+	owners map[string]string
+}
+
+// route returns the source table's Table, creating it on first sight.
+func (r *router) route(db, schemaName, table []byte) (*Table, error) {
+	var buf [256]byte
+	key := append(append(append(append(append(buf[:0], db...), 0), schemaName...), 0), table...)
+	r.mu.RLock()
+	t := r.tables[string(key)]
+	r.mu.RUnlock()
+	if t != nil {
+		return t, nil
+	}
+	return r.add(string(key), string(db), string(schemaName), string(table))
+}
+
+func (r *router) add(key, db, schemaName, table string) (*Table, error) {
+	names := [fieldTable + 1]string{fieldDatabase: db, fieldSchema: schemaName, fieldTable: table}
+	for i := range r.shards {
+		if s := &r.shards[i]; s.matches(db, table) {
+			if s.asDB != "" {
+				names[fieldDatabase] = s.asDB
+			}
+			if s.asTable != "" {
+				names[fieldTable] = s.asTable
+			}
+			break
+		}
+	}
+	logical := names[fieldDatabase] + "." + names[fieldSchema] + "." + names[fieldTable]
+	t := &Table{Database: db, Schema: schemaName, Name: table, Log: r.log.expand(names), Model: r.model.expand(names)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if had := r.tables[key]; had != nil {
+		return had, nil
+	}
+	for _, name := range []string{t.Log, t.Model} {
+		if owner, ok := r.owners[name]; ok && owner != logical {
+			// Writing both into one table would mix two tables' rows
+			// under one key; the second one seen is refused, loudly.
+			return nil, fmt.Errorf("source table %s.%s is routed to %s, which already holds %s: map one of them with a shard rule or change the template",
+				strconv.Quote(db), strconv.Quote(table), name, owner)
+		}
+	}
+	if t.Log == t.Model {
+		return nil, fmt.Errorf("source table %s.%s: the changelog and model templates both make %s", strconv.Quote(db), strconv.Quote(table), t.Log)
+	}
+	r.owners[t.Log], r.owners[t.Model] = logical, logical
+	r.tables[key] = t
+	return t, nil
+}
+
+// sanitize makes a name a part of an identifier: ASCII letters lowercased,
+// digits and _ kept, every other character (dots, quotes, spaces,
+// non-ASCII) replaced by _. When one was replaced, _ and 8 hex digits of
+// the name's FNV-1a hash follow, so names that differ only there (a.b, a-b
+// and a_b; 订单 and 用户) stay apart. Names that differ only in case
+// (Orders, orders) do not: the router refuses the second.
+func sanitize(name string) string {
+	out := make([]byte, 0, len(name)+9)
+	replaced := false
+	for _, r := range name {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			out = append(out, byte(r)+'a'-'A')
+		case isIdentByte(r):
+			out = append(out, byte(r))
+		default:
+			out = append(out, '_')
+			replaced = true
+		}
+	}
+	if replaced {
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		out = fmt.Appendf(append(out, '_'), "%08x", h.Sum32())
+	}
+	return string(out)
+}
+
+// maxNames bounds the names a table interns: a source that invents column
+// names (schemaless JSON with data as keys) costs a string per use beyond
+// it, not memory without end.
+const maxNames = 4096
+
+// names interns a table's column names (and Canal's type names) so that a
+// change does not allocate a string per column. Lookups take no lock: the
+// list is replaced, never changed.
+type names struct {
+	mu   sync.Mutex
+	list atomic.Pointer[[]string]
+}
+
+// intern returns b as a string; *hint is where to look first (columns come
+// in the same order in every row) and is left after the match.
+func (n *names) intern(b []byte, hint *int) string {
+	if p := n.list.Load(); p != nil {
+		list := *p
+		if i := *hint; i < len(list) && list[i] == string(b) {
+			*hint = i + 1
+			return list[i]
+		}
+		for i, s := range list {
+			if s == string(b) {
+				*hint = i + 1
+				return s
+			}
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var list []string
+	if p := n.list.Load(); p != nil {
+		list = *p
+	}
+	s := string(b)
+	if len(list) < maxNames {
+		grown := append(list[:len(list):len(list)], s)
+		n.list.Store(&grown)
+		*hint = len(grown)
+	}
+	return s
+}

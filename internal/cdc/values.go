@@ -1,0 +1,363 @@
+package cdc
+
+import (
+	"encoding/base64"
+	"math"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/schema"
+)
+
+// Values are written as internal/schema's NDJSON holds them. A value that
+// is already that text (a string, an integer) is the record's own bytes;
+// the others (decimals from bytes, timestamps from text) are written to the
+// change's arena and placed by settle.
+
+var (
+	jsonTrue  = []byte("true")
+	jsonFalse = []byte("false")
+)
+
+// put writes a value to the change's arena.
+func (c *Change) put(col *Column, v []byte) {
+	col.from = int32(len(c.arena))
+	c.arena = append(c.arena, v...)
+	col.to = int32(len(c.arena))
+}
+
+// putInt writes an integer value to the change's arena.
+func (c *Change) putInt(col *Column, v int64) {
+	col.from = int32(len(c.arena))
+	c.arena = strconv.AppendInt(c.arena, v, 10)
+	col.to = int32(len(c.arena))
+}
+
+// settle points the arena values of cols into the arena, now that it is
+// complete.
+func (c *Change) settle(cols []Column) {
+	for i := range cols {
+		if col := &cols[i]; col.to > col.from {
+			col.Value = c.arena[col.from:col.to:col.to]
+		}
+	}
+}
+
+// isInteger says whether v is a JSON number without fraction or exponent.
+func isInteger(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 1 && v[0] == '0' {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isNumber says whether v is a JSON number.
+func isNumber(v []byte) bool {
+	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		return false
+	}
+	return validJSON(v)
+}
+
+// isDecimal says whether v is a JSON number without exponent: exact
+// decimal text.
+func isDecimal(v []byte) bool {
+	for _, c := range v {
+		if c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return isNumber(v)
+}
+
+// infer types a value of a source without types (Debezium without
+// schemas, Maxwell), conservatively: an integral number within int64 is
+// Int64, any other number without exponent Decimal (its exact text), one
+// with an exponent Float64; a string String; true/false Bool; an object or
+// array JSON; null String. A Decimal is written quoted to the arena.
+func (c *Change) infer(col *Column, v []byte) {
+	col.Type, col.Value = schema.String, nil
+	switch {
+	case isNull(v):
+	case v[0] == '"':
+		col.Value = v
+	case v[0] == 't' || v[0] == 'f':
+		col.Type, col.Value = schema.Bool, v
+	case v[0] == '{' || v[0] == '[':
+		col.Type, col.Value = schema.JSON, v
+	case isInteger(v):
+		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			col.Type, col.Value = schema.Int64, v
+			return
+		}
+		col.Type = schema.Decimal
+		c.putQuoted(col, v)
+	case isDecimal(v):
+		col.Type = schema.Decimal
+		c.putQuoted(col, v)
+	default:
+		col.Type, col.Value = schema.Float64, v
+	}
+}
+
+// putQuoted writes v as a JSON string (v needs no escape: a number).
+func (c *Change) putQuoted(col *Column, v []byte) {
+	col.from = int32(len(c.arena))
+	c.arena = append(append(append(c.arena, '"'), v...), '"')
+	col.to = int32(len(c.arena))
+}
+
+// putDecimal writes the decimal whose unscaled value is the big-endian
+// two's-complement integer u, with scale digits after the point, as a JSON
+// string of its exact text (Kafka Connect's Decimal).
+func (c *Change) putDecimal(col *Column, u []byte, scale int) {
+	var digits []byte
+	var scratch [24]byte
+	neg := len(u) > 0 && u[0]&0x80 != 0
+	if len(u) <= 8 {
+		var v int64
+		if neg {
+			v = -1
+		}
+		for _, b := range u {
+			v = v<<8 | int64(b)
+		}
+		mag := uint64(v)
+		if neg {
+			mag = -mag
+		}
+		digits = strconv.AppendUint(scratch[:0], mag, 10)
+	} else {
+		n := new(big.Int).SetBytes(u)
+		if neg {
+			n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(u))))
+			n.Neg(n)
+		}
+		digits = n.Append(scratch[:0], 10)
+	}
+	col.from = int32(len(c.arena))
+	c.arena = append(c.arena, '"')
+	if neg {
+		c.arena = append(c.arena, '-')
+	}
+	switch {
+	case scale <= 0:
+		c.arena = append(c.arena, digits...)
+		for range -scale {
+			c.arena = append(c.arena, '0')
+		}
+	case len(digits) > scale:
+		c.arena = append(c.arena, digits[:len(digits)-scale]...)
+		c.arena = append(append(c.arena, '.'), digits[len(digits)-scale:]...)
+	default:
+		c.arena = append(c.arena, '0', '.')
+		for range scale - len(digits) {
+			c.arena = append(c.arena, '0')
+		}
+		c.arena = append(c.arena, digits...)
+	}
+	c.arena = append(c.arena, '"')
+	col.to = int32(len(c.arena))
+}
+
+// decodeBase64 decodes a JSON string of standard base64 (how Kafka
+// Connect's JsonConverter writes bytes) into dst.
+func decodeBase64(dst, v []byte) ([]byte, bool) {
+	if !isString(v) {
+		return nil, false
+	}
+	s := v[1 : len(v)-1]
+	out, err := base64.StdEncoding.AppendDecode(dst[:0], s)
+	return out, err == nil
+}
+
+// Microseconds per unit of time.
+const (
+	usPerMs  = 1000
+	usPerDay = 86_400_000_000
+)
+
+// floorDiv divides rounding down, so an instant before the epoch in ns
+// lands on the µs that holds it.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// mulExact multiplies, false on overflow.
+func mulExact(a, b int64) (int64, bool) {
+	if a == 0 {
+		return 0, true
+	}
+	p := a * b
+	if p/a != b || (a == -1 && b == math.MinInt64) {
+		return 0, false
+	}
+	return p, true
+}
+
+func digitsOf(b []byte, n int) (int, bool) {
+	if len(b) < n {
+		return 0, false
+	}
+	v := 0
+	for _, c := range b[:n] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// parseDateTime reads a date with an optional time of day, fraction and
+// zone: YYYY-MM-DD[(T| )HH:MM:SS[.f…]][Z|±HH[:MM]], as MySQL writes
+// DATETIME and Debezium ZonedTimestamp. Without a zone the time is UTC
+// (MySQL's DATETIME has none; Debezium reads it as UTC too). It returns
+// µs since the epoch; zero is true for MySQL's zero date 0000-00-00, which
+// is no instant (Debezium makes it null).
+func parseDateTime(b []byte) (us int64, zero, ok bool) {
+	y, ok1 := digitsOf(b, 4)
+	if !ok1 || len(b) < 10 || b[4] != '-' || b[7] != '-' {
+		return 0, false, false
+	}
+	mo, ok2 := digitsOf(b[5:], 2)
+	d, ok3 := digitsOf(b[8:], 2)
+	if !ok2 || !ok3 {
+		return 0, false, false
+	}
+	if y == 0 && mo == 0 && d == 0 {
+		return 0, true, true
+	}
+	if mo < 1 || mo > 12 || d < 1 || d > 31 {
+		return 0, false, false
+	}
+	b = b[10:]
+	var hh, mm, ss int
+	var frac int64
+	if len(b) > 0 && (b[0] == 'T' || b[0] == ' ') {
+		var clockOK bool
+		if hh, mm, ss, frac, b, clockOK = parseClock(b[1:]); !clockOK || hh > 23 {
+			return 0, false, false
+		}
+	}
+	offset := 0
+	switch {
+	case len(b) == 0:
+	case len(b) == 1 && b[0] == 'Z':
+	case b[0] == '+' || b[0] == '-':
+		oh, okh := digitsOf(b[1:], 2)
+		rest := b[3:]
+		if len(rest) > 0 && rest[0] == ':' {
+			rest = rest[1:]
+		}
+		om := 0
+		okm := true
+		if len(rest) > 0 {
+			om, okm = digitsOf(rest, 2)
+			okm = okm && len(rest) == 2
+		}
+		if !okh || !okm {
+			return 0, false, false
+		}
+		offset = (oh*60 + om) * 60
+		if b[0] == '-' {
+			offset = -offset
+		}
+	default:
+		return 0, false, false
+	}
+	t := time.Date(y, time.Month(mo), d, hh, mm, ss, 0, time.UTC)
+	if t.Day() != d {
+		return 0, false, false // 2024-02-30
+	}
+	return (t.Unix()-int64(offset))*1_000_000 + frac, false, true
+}
+
+// parseClock reads HH:MM:SS[.f…] (HH may have more digits and b a leading
+// -: MySQL's TIME spans ±838 hours) and returns what follows it; frac is
+// in µs, digits past the sixth dropped.
+func parseClock(b []byte) (hh, mm, ss int, frac int64, rest []byte, ok bool) {
+	n := 0
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	hh, ok1 := digitsOf(b, n)
+	if !ok1 || n < 2 || n > 3 || len(b) < n+6 || b[n] != ':' || b[n+3] != ':' {
+		return 0, 0, 0, 0, nil, false
+	}
+	mm, ok2 := digitsOf(b[n+1:], 2)
+	ss, ok3 := digitsOf(b[n+4:], 2)
+	if !ok2 || !ok3 || mm > 59 || ss > 59 {
+		return 0, 0, 0, 0, nil, false
+	}
+	b = b[n+6:]
+	if len(b) > 0 && b[0] == '.' {
+		i := 1
+		scale := int64(100_000)
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			frac += int64(b[i]-'0') * scale
+			scale /= 10
+		}
+		if i == 1 {
+			return 0, 0, 0, 0, nil, false
+		}
+		b = b[i:]
+	}
+	return hh, mm, ss, frac, b, true
+}
+
+// parseTimeOfDay reads MySQL's TIME text as µs (negative for a negative
+// TIME).
+func parseTimeOfDay(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	hh, mm, ss, frac, rest, ok := parseClock(b)
+	if !ok || len(rest) != 0 {
+		return 0, false
+	}
+	us := (int64(hh)*3600+int64(mm)*60+int64(ss))*1_000_000 + frac
+	if neg {
+		us = -us
+	}
+	return us, true
+}
+
+// putJSONText writes the JSON document held in JSON string v (Debezium's
+// io.debezium.data.Json, MySQL's json column in Canal); false if v is not
+// a string holding valid JSON.
+func (c *Change) putJSONText(col *Column, v []byte) bool {
+	if !isString(v) {
+		return false
+	}
+	from := len(c.arena)
+	out, grown := unquote(c.arena, v)
+	doc := out
+	if grown {
+		doc = out[from:]
+	}
+	if !validJSON(doc) {
+		return false
+	}
+	if !grown {
+		col.Value = doc
+		return true
+	}
+	c.arena = out
+	col.from, col.to = int32(from), int32(len(out))
+	return true
+}
