@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ func sourceErrorf(format string, args ...any) error {
 // DATETIME columns as the wall-clock time they hold, taken as UTC.
 func MySQLConfig(source string) (*mysql.Config, error) {
 	u, err := url.Parse(source)
+	if err == nil && u.Port() != "" {
+		_, err = strconv.ParseUint(u.Port(), 10, 16)
+	}
 	if err != nil || u.Scheme != "mysql" {
 		// url.Parse's error repeats the URL, password included.
 		return nil, sourceErrorf("--source: want mysql://user:password@host:port/database, got %q", redact(source))

@@ -47,7 +47,7 @@ func (s *Server) Root(t testing.TB, db string) *sql.DB {
 
 // Start initialises a data directory in a temporary directory, starts
 // mariadbd on it (a free loopback port and a unix socket, no binary log,
-// small buffers), waits until it answers and returns it; it is stopped
+// small buffers, utf8mb4 by default), waits until it answers and returns it; it is stopped
 // when the test ends. Without mariadbd the test is skipped, or fails when
 // CI is set (.ci/run installs it). mariadbd refuses to run as root, so as
 // root it runs as the mysql user the package created (as the process's
@@ -107,7 +107,7 @@ func Start(t testing.TB) *Server {
 	srv := command(bin, append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + s.Socket,
 		"--port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dir, "pid"),
 		"--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=0",
-		"--skip-name-resolve", "--log-error=" + filepath.Join(dir, "error.log")}, userFlag...)...)
+		"--skip-name-resolve", "--character-set-server=utf8mb4", "--log-error=" + filepath.Join(dir, "error.log")}, userFlag...)...)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
