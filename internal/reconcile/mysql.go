@@ -78,15 +78,18 @@ func hostPort(u *url.URL) string {
 	return net.JoinHostPort(host, port)
 }
 
-// redact hides the password of a URL that does not parse.
+// redact hides the password of a URL, also of one that does not parse.
 func redact(source string) string {
-	scheme, rest, ok := strings.Cut(source, "://")
-	at := strings.LastIndex(rest, "@")
-	if !ok || at < 0 {
+	at := strings.LastIndex(source, "@")
+	if at < 0 {
 		return source
 	}
-	user, _, _ := strings.Cut(rest[:at], ":")
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
+	start := 0
+	if i := strings.Index(source[:at], "://"); i >= 0 {
+		start = i + len("://")
+	}
+	user, _, _ := strings.Cut(source[start:at], ":")
+	return source[:start] + user + ":xxxxx" + source[at:]
 }
 
 // MySQLTable is a table of a MySQL or MariaDB server, its primary key and

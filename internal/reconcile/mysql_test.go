@@ -103,6 +103,7 @@ func TestOpenMySQLErrors(t *testing.T) {
 	mariadbtest.Exec(t, srv.Root(t, ""), "CREATE DATABASE shop", "CREATE TABLE shop.nokey (a INT, b INT)")
 	good := srv.DSN("root", "", "shop") + "?socket=" + srv.Socket
 	for _, c := range []struct{ source, table, want string }{
+		{"mysql//u:secret@h/db", "t", `--source: want mysql://user:password@host:port/database, got "mysql//u:xxxxx@h/db"`},
 		{"postgres://u:secret@h/db", "t", `--source: want mysql://user:password@host:port/database, got "postgres://u:xxxxx@h/db"`},
 		{"mysql://u:secret@h:99999999/db", "t", `--source: want mysql://user:password@host:port/database, got "mysql://u:xxxxx@h:99999999/db"`},
 		{"mysql://u:secret@h/db?tls=maybe", "t", "--source mysql://u:xxxxx@h/db?tls=maybe: invalid value / unknown config name: maybe"},
