@@ -4,13 +4,10 @@
 package mariadbtest
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -18,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/tracelake/tracelake/internal/testserver"
 )
 
 // Server is a running MariaDB.
@@ -72,22 +71,9 @@ func Start(t testing.TB) *Server {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	data := filepath.Join(dir, "data")
-	var cred *syscall.Credential
-	userFlag := []string{}
-	if os.Geteuid() == 0 {
-		my, err := user.Lookup("mysql")
-		if err != nil {
-			t.Fatalf("running as root and there is no mysql user: %v", err)
-		}
-		uid, _ := strconv.Atoi(my.Uid)
-		gid, _ := strconv.Atoi(my.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
+	cred := testserver.RunAs(t, "mysql", dir)
+	var userFlag []string
+	if cred != nil {
 		userFlag = []string{"--user=mysql"}
 	}
 	command := func(name string, args ...string) *exec.Cmd {
@@ -103,7 +89,7 @@ func Start(t testing.TB) *Server {
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
-	s := &Server{Port: freePort(t), Socket: filepath.Join(dir, "sock")}
+	s := &Server{Port: testserver.FreePort(t), Socket: filepath.Join(dir, "sock")}
 	srv := command(bin, append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + s.Socket,
 		"--port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dir, "pid"),
 		"--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=0",
@@ -117,36 +103,12 @@ func Start(t testing.TB) *Server {
 		_ = srv.Process.Signal(syscall.SIGTERM) // clean shutdown
 		<-exited
 	})
-	db := s.Root(t, "")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := db.PingContext(ctx)
-		cancel()
-		if err == nil {
-			return s
-		}
-		select {
-		case werr := <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("mariadbd exited: %v\n%s", werr, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("MariaDB did not answer within 60s: %v\n%s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond) // polling the server's readiness, not synchronising test steps
+	logs := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return string(b)
 	}
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	testserver.AwaitReady(t, "MariaDB", s.Root(t, "").PingContext, exited, logs)
+	return s
 }
 
 // Exec runs statements on db, failing the test on the first error.
