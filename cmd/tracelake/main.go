@@ -43,6 +43,8 @@ Usage:
                                                       merge the raw table into the modelled tables
   tracelake reconcile --config F --left T1 --right T2 --key K [--columns C] | --model M
                                                       compare two tables (exit 1 when they differ)
+  tracelake reconcile --config F --source mysql://U:P@HOST:PORT/DB --table DB.T [--model M] [--batch N] [--rate R]
+                                                      compare a CDC model with its live MySQL/MariaDB table
   tracelake compact --config F [--target-size 512MiB] [--min-age 1h] [--dry-run]   Iceberg: rewrite small files per day
   tracelake expire  --config F [--older-than 24h] [--retain-last 1]  Iceberg: remove old snapshots
   tracelake orphans --config F [--older-than 168h] [--dry-run]      Iceberg: delete unreferenced files

@@ -4,16 +4,21 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/reconcile"
 )
 
-// cmdReconcile is `tracelake reconcile`: compare two tables, or a model's
-// target with a rebuild of it computed on the fly. Exit 1 when they differ.
-// It also runs inside `tracelake run` (env).
+// cmdReconcile is `tracelake reconcile`: compare two tables, a model's
+// target with a rebuild of it computed on the fly, or a CDC model's target
+// with the live source table in MySQL/MariaDB (--source). Exit 1 when they
+// differ. It also runs inside `tracelake run` (env).
 func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := env.flagSet("reconcile")
 	var cf configFlags
@@ -22,10 +27,25 @@ func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 	right := fs.String("right", "", "second table")
 	key := fs.String("key", "", "key columns, comma-separated")
 	columns := fs.String("columns", "", "compared columns, comma-separated (default: every column both tables have)")
-	model := fs.String("model", "", "compare this model's target with a full rebuild computed on the fly (nothing is written)")
+	model := fs.String("model", "", "compare this model's target with a full rebuild computed on the fly (nothing is written); with --source, the model compared (default: the one whose target is --table's)")
+	source := fs.String("source", "", "compare a model's target with its live source table: mysql://user:password@host:port/database[?go-sql-driver parameters, socket=PATH]")
+	batch := fs.Int("batch", 1000, "with --source: rows per key-range query on the source")
+	rate := fs.Float64("rate", 0, "with --source: at most this many source rows a second (0: no cap)")
+	recheck := fs.Int("recheck", 1000, "with --source: differing keys read again from both sides at the end (0: none)")
 	examples := fs.Int("examples", 10, "keys that differ to show")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	cfg, snk, release, err := env.open(ctx, &cf, fs, args, false, false)
+	// --table is sink.table (a config flag) for the other forms; with
+	// --source it names the source table instead, and sink.table, which
+	// only says which raw table a model reads, is left as configured.
+	fs.Lookup("table").Usage = "sink.table; with --source: the source table, database.table"
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	table := cf.table
+	if *source != "" {
+		cf.table = ""
+	}
+	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, false)
 	if err != nil {
 		return err
 	}
@@ -33,7 +53,18 @@ func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 
 	var rep *reconcile.Report
 	switch {
-	case *model != "" && *left == "" && *right == "":
+	case *source != "" && table != "" && *left == "" && *right == "" && *key == "":
+		if *batch < 1 || *rate < 0 || *recheck < 0 {
+			return usagef("reconcile: --batch must be >= 1, --rate and --recheck >= 0")
+		}
+		if *recheck == 0 {
+			*recheck = -1 // CompareStreams reads 0 as its default
+		}
+		if rep, err = reconcileSource(ctx, cfg, snk.DB(), *model, *source, table, splitComma(*columns), reconcile.StreamSpec{
+			Examples: *examples, Recheck: *recheck}, *batch, *rate); err != nil {
+			return err
+		}
+	case *model != "" && *left == "" && *right == "" && *source == "":
 		m, err := cfg.Model(*model)
 		if err != nil {
 			return usageError{err}
@@ -48,7 +79,7 @@ func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 			return err
 		}
 	default:
-		return usagef("reconcile: give --left T1 --right T2 --key K, or --model M")
+		return usagef("reconcile: give --left T1 --right T2 --key K, --model M, or --source mysql://… --table DB.T [--model M]")
 	}
 	if *asJSON {
 		enc := json.NewEncoder(env.stdout)
@@ -75,4 +106,74 @@ func reconcileModel(ctx context.Context, mg *merge.Merger, m config.Model, examp
 		return err
 	})
 	return rep, err
+}
+
+// reconcileSource compares a model's target (in db) with the source table
+// it models, read from MySQL/MariaDB in key ranges of batch rows. The
+// model is the one named, or the one whose target (or name) is the
+// table's; the key is the table's primary key, which must be the model's;
+// the columns compared are those given, or every column both have.
+func reconcileSource(ctx context.Context, cfg *config.Config, db *sql.DB, modelName, source, table string, columns []string,
+	spec reconcile.StreamSpec, batch int, rate float64) (*reconcile.Report, error) {
+	src, err := reconcile.OpenMySQL(ctx, source, table)
+	if se := (reconcile.SourceError{}); errors.As(err, &se) {
+		return nil, usageError{err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer src.DB.Close()
+	m, err := sourceModel(cfg, modelName, src.Table)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if !sameSet(m.Key, src.Key) {
+		return nil, usagef("model %s is keyed by (%s), but the primary key of %s.%s is (%s)",
+			m.Name, strings.Join(m.Key, ", "), src.Database, src.Table, strings.Join(src.Key, ", "))
+	}
+	target, err := reconcile.Columns(ctx, db, m.Target)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w (has tracelake merge built it?)", m.Name, err)
+	}
+	both := func(c string) bool { return slices.Contains(target, c) && slices.Contains(src.Columns, c) }
+	if len(columns) == 0 {
+		for _, c := range src.Columns {
+			if both(c) {
+				columns = append(columns, c)
+			}
+		}
+	}
+	for _, c := range columns {
+		if !both(c) {
+			return nil, usagef("column %s is not in both %s.%s and %s", c, src.Database, src.Table, m.Target)
+		}
+	}
+	if len(columns) == 0 {
+		return nil, usagef("%s.%s and %s have no column in common", src.Database, src.Table, m.Target)
+	}
+	spec.Left, spec.Right = src.Side(batch, rate), reconcile.DuckDBTable(db, m.Target)
+	spec.Key, spec.Columns = src.Key, columns
+	return reconcile.CompareStreams(ctx, spec)
+}
+
+// sourceModel is the model named, or else the one model whose target or
+// name is table.
+func sourceModel(cfg *config.Config, name, table string) (config.Model, error) {
+	if name != "" {
+		return cfg.Model(name)
+	}
+	var found []config.Model
+	for _, m := range cfg.Models() {
+		if m.Target == table || m.Name == table {
+			found = append(found, m)
+		}
+	}
+	if len(found) != 1 {
+		return config.Model{}, fmt.Errorf("%d models in merge.models have target or name %s; name one with --model", len(found), table)
+	}
+	return found[0], nil
+}
+
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
 }

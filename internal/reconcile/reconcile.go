@@ -40,8 +40,12 @@ type Report struct {
 	OnlyLeft, OnlyRight int64  // keys missing on the other side
 	Differ              int64  // keys on both sides with different values
 	DupLeft, DupRight   int64  // keys present more than once
-	Examples            []Example
-	Equal               bool
+	// Rechecked keys (CompareStreams) were found different by the scan and
+	// read again from both sides; Settled of them agreed then: they changed
+	// while the scan ran, and are not counted above.
+	Rechecked, Settled int64 `json:",omitempty"`
+	Examples           []Example
+	Equal              bool
 }
 
 // Example is one key that differs.
@@ -197,6 +201,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  sum of row hashes: %s vs %s\n", r.LeftSum, r.RightSum)
 	fmt.Fprintf(w, "  only in %s: %d, only in %s: %d, values differ: %d, duplicate keys: %d / %d\n",
 		r.Left, r.OnlyLeft, r.Right, r.OnlyRight, r.Differ, r.DupLeft, r.DupRight)
+	if r.Rechecked > 0 {
+		fmt.Fprintf(w, "  differing keys read again: %d, of which agree now (changed during the scan): %d\n", r.Rechecked, r.Settled)
+	}
 	fmt.Fprintf(w, "  diff rate: %.4f%%\n", 100*r.DiffRate())
 	for _, e := range r.Examples {
 		fmt.Fprintf(w, "  key %s: %s\n", e.Key, e.Problem)

@@ -4,20 +4,18 @@
 package icebergtest
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+
+	"github.com/tracelake/tracelake/internal/testserver"
 )
 
 // StartPostgres initialises a cluster in a temporary directory, starts a
@@ -34,29 +32,13 @@ func StartPostgres(t testing.TB) string {
 	binDir := filepath.Dir(bins[len(bins)-1])
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		pg, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root and there is no postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(pg.Uid)
-		gid, _ := strconv.Atoi(pg.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		// The postgres user must reach the directory: open the temporary
-		// directories on the way and give it the cluster's.
-		for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-			if err := os.Chmod(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+	cred := testserver.RunAs(t, "postgres", dir)
+	if cred != nil {
+		// The cluster's directory must be the postgres user's, and private.
 		if err := os.Mkdir(data, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chown(data, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dir, uid, gid); err != nil {
+		if err := os.Chown(data, int(cred.Uid), int(cred.Gid)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,7 +53,7 @@ func StartPostgres(t testing.TB) string {
 	if out, err := command("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	port := freePort(t)
+	port := testserver.FreePort(t)
 	srv := command("postgres", "-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off", "-c", "max_connections=200")
 	if testing.Verbose() {
@@ -90,26 +72,6 @@ func StartPostgres(t testing.TB) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := db.PingContext(ctx)
-		cancel()
-		if err == nil {
-			return url
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PostgreSQL did not answer within 60s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling the server's readiness, not synchronising test steps
-	}
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	testserver.AwaitReady(t, "PostgreSQL", db.PingContext, nil, func() string { return "" })
+	return url
 }

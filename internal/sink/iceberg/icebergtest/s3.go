@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tracelake/tracelake/internal/testserver"
 )
 
 // S3 is a running S3 server: versitygw with its posix backend on a
@@ -35,7 +37,7 @@ func StartS3(t testing.TB, bucket string) S3 {
 	if err := os.Mkdir(filepath.Join(s.Root, bucket), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testserver.FreePort(t)
 	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--region", s.Region,
 		"--port", fmt.Sprintf("127.0.0.1:%d", port), "posix", "--nometa", s.Root)
