@@ -96,7 +96,7 @@ func TestCommandsOnTheSocket(t *testing.T) {
 	// A failed check exits 1 through the socket as it does standalone.
 	f("only in spans: 1", exitFailed, "reconcile", "--left", "spans", "--right", "spans_copy", "--key", "name")
 	f("EQUAL", exitOK, "reconcile", "--left", "spans", "--right", "spans", "--key", "name")
-	f("reconcile: give --left T1 --right T2 --key K, or --model M", exitUsage, "reconcile")
+	f("reconcile: give --left T1 --right T2 --key K, --model M", exitUsage, "reconcile")
 	f("flag provided but not defined: -nope", exitUsage, "verify", "--nope")
 	f("dlq replay does not go through tracelake run", exitUsage, "dlq", "replay")
 	f("merge does not go through tracelake run", exitUsage, "merge")
