@@ -11,10 +11,10 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cputime"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -88,7 +88,7 @@ func benchTraceByID(b *testing.B, window bool) {
 	usPerSpan := int64(24*time.Hour/time.Microsecond) / int64(n)
 	var took []time.Duration
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		t := (i * 7919) % traces
 		t -= t % 2 // tenant a's traces
@@ -112,7 +112,7 @@ func BenchmarkSearchServiceDuration(b *testing.B) {
 		"start": {fmt.Sprint(from.Unix())}, "end": {fmt.Sprint(from.Add(time.Hour).Unix())}, "limit": {"20"}}
 	var took []time.Duration
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu := cputime.Process()
 	for b.Loop() {
 		took = append(took, timed(b, mux, "/api/search?"+params.Encode(), "", 100))
 	}
@@ -149,18 +149,9 @@ func md5hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// cpuTime is the process's CPU time so far (every thread's, DuckDB's
-// included): on a machine shared with other work, wall time per request
-// swells with the load, CPU time much less.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the CPU time per request since start.
+// reportCPU reports the process's CPU time per request since start
+// (every thread's, DuckDB's included), which the shared machine's load
+// swells less than wall time.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64((cputime.Process()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
