@@ -670,9 +670,15 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 // schema is the schema of query text with params parameters, which runs
 // with no row (and NULL for each parameter); the session closes.
 func (sess *session) schema(ctx context.Context, text string, params int) (*arrow.Schema, error) {
-	// The query within another is checked again as the text it makes.
+	// The query within another is checked again as the text it makes,
+	// and the tables it names viewed (those of the query within, made).
 	text = "SELECT * FROM (" + text + ") LIMIT 0"
-	if _, err := sess.checkText(ctx, text, sess.checker.again()); err != nil {
+	c := sess.checker.again()
+	if _, err := sess.checkText(ctx, text, c); err != nil {
+		sess.close()
+		return nil, err
+	}
+	if err := sess.view(ctx, c.named()); err != nil {
 		sess.close()
 		return nil, err
 	}
