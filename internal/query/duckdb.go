@@ -1,6 +1,7 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -9,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -25,18 +27,19 @@ import (
 // nothing after (DuckDB's MVCC), and never holds up a load's commit.
 //
 // A scope bound to one tenant reads through views: on the query's
-// connection, every table the tenant may read is shadowed by a temporary
-// view of the same name holding the tenant's rows alone (DuckDB resolves
-// an unqualified name in the temporary schema first), and the checker
-// admits unqualified names only. The connection is closed after the
-// query, never handed back to the pool where the loads would find the
-// views.
+// connection, every tenant-scoped table the query names is shadowed by a
+// temporary view of the same name holding the tenant's rows alone (DuckDB
+// resolves an unqualified name in the temporary schema first), and the
+// checker admits unqualified names only, of the tables the scope reads.
+// The connection is closed after the query, never handed back to the
+// pool where the loads would find the views.
 type DuckDB struct {
 	db      *sql.DB
 	shared  []string
 	names   *checker // the functions and types a query may name
 	slots   chan struct{}
 	timeout time.Duration
+	catalog catalogCache
 }
 
 // DuckDBOptions configure a DuckDB reader.
@@ -251,16 +254,46 @@ func bounded(ctx context.Context, timeout time.Duration) (context.Context, conte
 // prepare opens a session for s and checks q there: the session, which
 // the caller closes, the text to run and its number of parameters.
 func (d *DuckDB) prepare(ctx context.Context, s tenancy.Scope, q string) (*session, string, int, error) {
-	sess, err := d.open(ctx, s)
+	sess, err := openSession(ctx, d.db, d.slots, s)
 	if err != nil {
 		return nil, "", 0, err
 	}
-	text, params, err := sess.parse(ctx, d.names, q)
+	text, params, err := d.parse(ctx, sess, s, q)
 	if err != nil {
 		sess.close()
 		return nil, "", 0, err
 	}
 	return sess, text, params, nil
+}
+
+// parse checks q on sess for s as DuckDB parses it, makes the views of the
+// tables it names, and returns the text that runs (the parsed query
+// printed back, itself checked: see printChecked) and its number of
+// parameters.
+func (d *DuckDB) parse(ctx context.Context, sess *session, s tenancy.Scope, q string) (string, int, error) {
+	var js string
+	if err := sess.conn.QueryRowContext(ctx, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", q).Scan(&js); err != nil {
+		return "", 0, fmt.Errorf("parse the query: %w", err)
+	}
+	if err := d.scope(ctx, sess, s); err != nil {
+		return "", 0, err
+	}
+	c, _, err := sess.checkParse(d.names, js)
+	if err != nil {
+		return "", 0, err
+	}
+	printed := c.again()
+	text, params, err := sess.printChecked(ctx, js, printed)
+	if err != nil {
+		return "", 0, err
+	}
+	// What runs is the printed text: its names are those to view; the
+	// query checked names the same tables, viewed too should the printer
+	// have dropped one.
+	if err := sess.view(ctx, append(c.named(), printed.named()...)); err != nil {
+		return "", 0, err
+	}
+	return text, params, nil
 }
 
 // Schema implements Reader: the query runs with no row (and NULL for
@@ -340,6 +373,9 @@ func (d *DuckDB) Tables(ctx context.Context, s tenancy.Scope) ([]Table, error) {
 		return nil, err
 	}
 	defer sess.close()
+	if err := sess.view(ctx, slices.Collect(maps.Keys(sess.tables))); err != nil {
+		return nil, err
+	}
 	names := slices.Sorted(func(yield func(string) bool) {
 		for _, t := range sess.tables {
 			if !yield(t) {
@@ -366,6 +402,9 @@ type session struct {
 	conn   *sql.Conn
 	slots  chan struct{}     // the engine's, one of which the session holds
 	tables map[string]string // lower-cased name → name, of the tables the scope reads
+	// unviewed are the statements that make the views of the scope's
+	// tenant-scoped tables not viewed yet, by lower-cased name (view).
+	unviewed map[string]string
 	// cleanup runs when the session closes, last added first, before the
 	// connection is discarded.
 	cleanup []func()
@@ -389,10 +428,10 @@ func openSession(ctx context.Context, db *sql.DB, slots chan struct{}, s tenancy
 		<-slots
 		return nil, fmt.Errorf("a connection to read: %w", err)
 	}
-	return &session{conn: conn, slots: slots, tables: map[string]string{}}, nil
+	return &session{conn: conn, slots: slots, tables: map[string]string{}, unviewed: map[string]string{}}, nil
 }
 
-// open takes a slot and a connection and makes the scope's views there.
+// open takes a slot and a connection and finds the tables s reads there.
 func (d *DuckDB) open(ctx context.Context, s tenancy.Scope) (*session, error) {
 	sess, err := openSession(ctx, d.db, d.slots, s)
 	if err != nil {
@@ -405,55 +444,148 @@ func (d *DuckDB) open(ctx context.Context, s tenancy.Scope) (*session, error) {
 	return sess, nil
 }
 
-// scope finds the tables s reads and, for one tenant, shadows each with
-// the view of its rows.
-func (d *DuckDB) scope(ctx context.Context, sess *session, s tenancy.Scope) error {
-	rows, err := sess.conn.QueryContext(ctx, `SELECT t.table_name, current_database(),
-			EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')
-		FROM duckdb_tables() t
-		WHERE t.database_name = current_database() AND t.schema_name = 'main' AND NOT t.temporary`)
+// catalogCache is the last listing of the database's tables, which every
+// query's scope is made of, kept while the catalog's fingerprint stays
+// the same: listing them (a correlated lookup in duckdb_columns()) costs
+// several times reading the fingerprint.
+type catalogCache struct {
+	mu          sync.Mutex
+	listed      bool
+	fingerprint []tableVersion
+	tables      []catalogTable
+}
+
+// catalogTable is one table of the main schema of the database.
+type catalogTable struct {
+	name, catalog string
+	tenanted      bool // it has a tenant_id column
+}
+
+// catalogTables are the tables of the database's main schema, the FROM
+// of the listing and of the fingerprint.
+const catalogTables = ` FROM duckdb_tables() t WHERE t.database_name = current_database() AND t.schema_name = 'main' AND NOT t.temporary`
+
+// tableVersion is a table as the catalog holds it, to tell whether the
+// catalog changed since it was listed: its oid (a table dropped and made
+// again has a new one) and its CREATE statement as DuckDB writes it from
+// the catalog (an ALTER, which keeps the oid, changes its name or columns
+// there). A catalog's fingerprint is its tables' versions in oid order.
+type tableVersion struct {
+	oid    int64
+	create string
+}
+
+func byOid(a, b tableVersion) int { return cmp.Compare(a.oid, b.oid) }
+
+// list is the database's tables as the session sees them: listed again
+// there when the catalog's fingerprint is not the one of the listing
+// cached.
+func (c *catalogCache) list(ctx context.Context, sess *session) ([]catalogTable, error) {
+	// Rows are read rather than aggregated in SQL: DuckDB's aggregate
+	// costs twice the scan.
+	rows, err := sess.conn.QueryContext(ctx, `SELECT t.table_oid, t.sql`+catalogTables)
 	if err != nil {
-		return fmt.Errorf("list the tables: %w", err)
+		return nil, fmt.Errorf("read the catalog's fingerprint: %w", err)
 	}
-	var views []string
+	defer rows.Close()
+	var now []tableVersion
 	for rows.Next() {
-		var name, catalog string
-		var tenanted bool
-		if err := rows.Scan(&name, &catalog, &tenanted); err != nil {
-			rows.Close()
-			return err
+		var v tableVersion
+		if err := rows.Scan(&v.oid, &v.create); err != nil {
+			return nil, fmt.Errorf("read the catalog's fingerprint: %w", err)
 		}
+		now = append(now, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the catalog's fingerprint: %w", err)
+	}
+	slices.SortFunc(now, byOid)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listed && slices.Equal(c.fingerprint, now) {
+		return c.tables, nil
+	}
+	// The listing carries its own fingerprint, of the same snapshot: the
+	// one read before may be older.
+	rows, err = sess.conn.QueryContext(ctx, `SELECT t.table_oid, t.sql, t.table_name, current_database(),
+			EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')`+catalogTables)
+	if err != nil {
+		return nil, fmt.Errorf("list the tables: %w", err)
+	}
+	defer rows.Close()
+	var tables []catalogTable
+	now = now[:0]
+	for rows.Next() {
+		var v tableVersion
+		var t catalogTable
+		if err := rows.Scan(&v.oid, &v.create, &t.name, &t.catalog, &t.tenanted); err != nil {
+			return nil, fmt.Errorf("list the tables: %w", err)
+		}
+		now = append(now, v)
+		tables = append(tables, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the tables: %w", err)
+	}
+	slices.SortFunc(now, byOid)
+	c.listed, c.fingerprint, c.tables = true, now, tables
+	return tables, nil
+}
+
+// scope finds the tables s reads on sess, and for one tenant the
+// statement of each tenant-scoped table's view of its rows, which view
+// makes when a query names it.
+func (d *DuckDB) scope(ctx context.Context, sess *session, s tenancy.Scope) error {
+	tables, err := d.catalog.list(ctx, sess)
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		lower := strings.ToLower(t.name)
 		switch {
-		case s.All, !tenanted && slices.Contains(d.shared, strings.ToLower(name)):
-		case tenanted:
-			views = append(views, fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.main.%s WHERE tenant_id = %s",
-				sqltext.Ident(name), sqltext.Ident(catalog), sqltext.Ident(name), sqltext.String(s.Tenant)))
+		case s.All, !t.tenanted && slices.Contains(d.shared, lower):
+		case t.tenanted:
+			sess.unviewed[lower] = fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.main.%s WHERE tenant_id = %s",
+				sqltext.Ident(t.name), sqltext.Ident(t.catalog), sqltext.Ident(t.name), sqltext.String(s.Tenant))
 		default:
 			continue
 		}
-		sess.tables[strings.ToLower(name)] = name
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("list the tables: %w", err)
-	}
-	for _, v := range views {
-		if _, err := sess.conn.ExecContext(ctx, v); err != nil {
-			return fmt.Errorf("scope the tables to the tenant: %w", err)
-		}
+		sess.tables[lower] = t.name
 	}
 	return nil
 }
 
-// parse checks q as DuckDB parses it and returns the text that runs (the
-// parsed query printed back, itself checked: see printChecked) and its
-// number of parameters.
-func (sess *session) parse(ctx context.Context, names *checker, q string) (string, int, error) {
-	c, js, _, err := sess.check(ctx, names, q)
-	if err != nil {
-		return "", 0, err
+// view makes the views of the tenant-scoped tables among names
+// (lower-cased), those not made yet, in one statement. A table a query
+// does not name stays unviewed: the checker admits no other way to reach
+// it than its name.
+func (sess *session) view(ctx context.Context, names []string) error {
+	var stmts []string
+	for _, name := range names {
+		if v, ok := sess.unviewed[name]; ok {
+			stmts = append(stmts, v)
+			delete(sess.unviewed, name)
+		}
 	}
-	return sess.printChecked(ctx, js, c.again())
+	if len(stmts) == 0 {
+		return nil
+	}
+	if _, err := sess.conn.ExecContext(ctx, strings.Join(stmts, ";\n")); err != nil {
+		return fmt.Errorf("scope the tables to the tenant: %w", err)
+	}
+	return nil
+}
+
+// named are the lower-cased names of every table reference of the query
+// c checked last, whether the checker bound it to a table or to a CTE: a
+// name DuckDB would bind otherwise than the checker did is viewed all the
+// same.
+func (c *checker) named() []string {
+	names := slices.Collect(maps.Keys(c.cteUses))
+	for _, r := range c.refs {
+		names = append(names, r.table)
+	}
+	return names
 }
 
 // printChecked prints the parse js back as the SQL text that is to run,
@@ -461,13 +593,16 @@ func (sess *session) parse(ctx context.Context, names *checker, q string) (strin
 // not its parser's inverse (it writes a named parameter's name unquoted,
 // so $"1, (SELECT …)" prints as SQL of its own), so what runs must be
 // checked as it is, whatever the printer made of the query checked. It
-// returns the text and its number of parameters.
+// returns the text and its number of parameters. The text is printed and
+// parsed again in one statement.
 func (sess *session) printChecked(ctx context.Context, js string, c *checker) (string, int, error) {
-	text, err := sess.print(ctx, js)
+	var text, again string
+	err := sess.conn.QueryRowContext(ctx, `SELECT text, json_serialize_sql(text)::VARCHAR
+		FROM (SELECT json_deserialize_sql($1::JSON) AS text)`, js).Scan(&text, &again)
 	if err != nil {
-		return "", 0, err
+		return "", 0, fmt.Errorf("print the parsed query: %w", err)
 	}
-	params, err := sess.checkText(ctx, text, c)
+	params, err := c.check([]byte(again))
 	if err != nil {
 		return "", 0, err
 	}
@@ -492,22 +627,23 @@ func (sess *session) check(ctx context.Context, names *checker, q string) (c *ch
 	if err := sess.conn.QueryRowContext(ctx, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", q).Scan(&js); err != nil {
 		return nil, "", 0, fmt.Errorf("parse the query: %w", err)
 	}
-	c = names.again(slices.Collect(maps.Keys(sess.tables))...)
-	params, err = c.check([]byte(js))
+	c, params, err = sess.checkParse(names, js)
 	if err != nil {
 		return nil, "", 0, err
 	}
-	sess.checker = c.again()
 	return c, js, params, nil
 }
 
-// print is the SQL text of a parse (json_serialize_sql's JSON).
-func (sess *session) print(ctx context.Context, js string) (string, error) {
-	var text string
-	if err := sess.conn.QueryRowContext(ctx, "SELECT json_deserialize_sql($1::JSON)", js).Scan(&text); err != nil {
-		return "", fmt.Errorf("print the parsed query: %w", err)
+// checkParse checks js, a query as json_serialize_sql parsed it, for the
+// session's tables, as check does.
+func (sess *session) checkParse(names *checker, js string) (*checker, int, error) {
+	c := names.again(slices.Collect(maps.Keys(sess.tables))...)
+	params, err := c.check([]byte(js))
+	if err != nil {
+		return nil, 0, err
 	}
-	return text, nil
+	sess.checker = c.again()
+	return c, params, nil
 }
 
 // run starts text and hands the session to the reader it returns, which
@@ -534,9 +670,15 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 // schema is the schema of query text with params parameters, which runs
 // with no row (and NULL for each parameter); the session closes.
 func (sess *session) schema(ctx context.Context, text string, params int) (*arrow.Schema, error) {
-	// The query within another is checked again as the text it makes.
+	// The query within another is checked again as the text it makes,
+	// and the tables it names viewed (those of the query within, made).
 	text = "SELECT * FROM (" + text + ") LIMIT 0"
-	if _, err := sess.checkText(ctx, text, sess.checker.again()); err != nil {
+	c := sess.checker.again()
+	if _, err := sess.checkText(ctx, text, c); err != nil {
+		sess.close()
+		return nil, err
+	}
+	if err := sess.view(ctx, c.named()); err != nil {
 		sess.close()
 		return nil, err
 	}

@@ -76,15 +76,11 @@ func BenchmarkTenantHour(b *testing.B) {
 // read, from DuckDB's profile of the query.
 func rowsScanned(b *testing.B, d *DuckDB, s tenancy.Scope, q string) int {
 	ctx := context.Background()
-	sess, err := d.open(ctx, s)
+	sess, text, _, err := d.prepare(ctx, s, q)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer sess.close()
-	text, _, err := sess.parse(ctx, d.names, q)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, set := range []string{`PRAGMA enable_profiling = 'no_output'`, `SET custom_profiling_settings = '{"OPERATOR_ROWS_SCANNED": "true"}'`} {
 		if _, err := sess.conn.ExecContext(ctx, set); err != nil {
 			b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cputime"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -87,6 +88,7 @@ func benchTraceByID(b *testing.B, window bool) {
 	usPerSpan := int64(24*time.Hour/time.Microsecond) / int64(n)
 	var took []time.Duration
 	b.ResetTimer()
+	cpu := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		t := (i * 7919) % traces
 		t -= t % 2 // tenant a's traces
@@ -98,6 +100,7 @@ func benchTraceByID(b *testing.B, window bool) {
 		took = append(took, timed(b, mux, path, "application/protobuf", 500))
 	}
 	reportPercentiles(b, took)
+	reportCPU(b, cpu)
 }
 
 // BenchmarkSearchServiceDuration: { resource.service.name = "x" &&
@@ -109,10 +112,12 @@ func BenchmarkSearchServiceDuration(b *testing.B) {
 		"start": {fmt.Sprint(from.Unix())}, "end": {fmt.Sprint(from.Add(time.Hour).Unix())}, "limit": {"20"}}
 	var took []time.Duration
 	b.ResetTimer()
+	cpu := cputime.Process()
 	for b.Loop() {
 		took = append(took, timed(b, mux, "/api/search?"+params.Encode(), "", 100))
 	}
 	reportPercentiles(b, took)
+	reportCPU(b, cpu)
 }
 
 // timed serves path for tenant a and returns how long it took; the
@@ -142,4 +147,11 @@ func reportPercentiles(b *testing.B, took []time.Duration) {
 func md5hex(s string) string {
 	sum := md5.Sum([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// reportCPU reports the process's CPU time per request since start
+// (every thread's, DuckDB's included), which the shared machine's load
+// swells less than wall time.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64((cputime.Process()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
