@@ -34,7 +34,7 @@ type rowPoints struct {
 	t       []int64 // ms
 	v, c, s numberList
 	b, e, q stringList // bucket counts, bounds, quantiles: JSON text
-	flags   numberList
+	stale   []int64    // the times of the points that are stale markers, sorted
 	order   []int32
 }
 
@@ -58,7 +58,15 @@ func readRowPoints(rec arrow.RecordBatch, i int) rowPoints {
 	}
 	r.v, r.c, r.s = newNumberList(field(1)), newNumberList(field(2)), newNumberList(field(3))
 	r.b, r.e, r.q = newStringList(field(4)), newStringList(field(5)), newStringList(field(6))
-	r.flags = newNumberList(field(7))
+	// The stale markers' times are a list of their own (of its own
+	// length): see seriesSQL.
+	if stale, start, end := listAt(rec.Column(colT+7), i); end > start {
+		times := newNumberList(stale, start)
+		for j := range end - start {
+			r.stale = append(r.stale, times.int(j))
+		}
+		slices.Sort(r.stale)
+	}
 	r.order = timeOrder(r.t)
 	return r
 }
@@ -205,7 +213,7 @@ func expandPoints(w wanted, base labels.Labels, r rowPoints) ([]*floatSeries, er
 			s := &floatSeries{lset: withName(base, k.name, "", ""), pts: make(points, 0, len(r.order))}
 			for _, j := range r.order {
 				if v, ok := field.float(int(j)); ok {
-					s.add(r.t[j], r.stale(v, j))
+					s.add(r.t[j], r.staleOr(v, j))
 				}
 			}
 			out = append(out, s)
@@ -227,7 +235,7 @@ func expandPoints(w wanted, base labels.Labels, r rowPoints) ([]*floatSeries, er
 						return nil, err
 					}
 					for _, q := range qs {
-						at("quantile", formatBound(float64(q.Quantile))).add(t, r.stale(float64(q.Value), j))
+						at("quantile", formatBound(float64(q.Quantile))).add(t, r.staleOr(float64(q.Value), j))
 					}
 					continue
 				}
@@ -244,10 +252,10 @@ func expandPoints(w wanted, base labels.Labels, r rowPoints) ([]*floatSeries, er
 					if math.IsInf(float64(bounds[i]), 1) {
 						continue // +Inf is the count, below
 					}
-					at("le", formatBound(float64(bounds[i]))).add(t, r.stale(cum, j))
+					at("le", formatBound(float64(bounds[i]))).add(t, r.staleOr(cum, j))
 				}
 				if c, ok := r.c.float(int(j)); ok {
-					at("le", "+Inf").add(t, r.stale(c, j))
+					at("le", "+Inf").add(t, r.staleOr(c, j))
 				}
 			}
 			for _, v := range slices.Sorted(maps.Keys(bySuffix)) {
@@ -294,9 +302,10 @@ func expandShapes(w wanted, base labels.Labels, shapes arrow.Array, start, end i
 	return out, nil
 }
 
-// stale is v, or the stale marker for point j when it has none.
-func (r rowPoints) stale(v float64, j int32) float64 {
-	if r.flags.int(int(j))&noRecordedValue != 0 {
+// staleOr is v, or the stale marker when point j has no recorded value
+// (points of the same millisecond are one, stale when any is).
+func (r rowPoints) staleOr(v float64, j int32) float64 {
+	if _, found := slices.BinarySearch(r.stale, r.t[j]); found {
 		return math.Float64frombits(value.StaleNaN)
 	}
 	return v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -67,5 +68,42 @@ func TestSubMillisecondPointAtTheQueryTime(t *testing.T) {
 	}
 	if vec := v.(model.Vector); len(vec) != 1 || vec[0].Value != 5 {
 		t.Fatalf("queue_depth at t0: %v, want the sample of t0+0.5ms (at t0's millisecond)", v)
+	}
+}
+
+// TestNoRecordedValueIsAStaleMarker: a point flagged as having no
+// recorded value ends its series as a stale marker does in Prometheus
+// (the instant after it sees nothing, a range over it skips it), and
+// only that point: the flags are read as a list of their own.
+func TestNoRecordedValueIsAStaleMarker(t *testing.T) {
+	md := pmetric.NewMetrics()
+	for i := range 4 {
+		dp := addGaugePoint(md, nil, "queue.depth", i, int64(i+1))
+		if i == 2 {
+			dp.SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+		}
+	}
+	c := clientOf(t, md)
+	for _, tc := range []struct {
+		q    string
+		at   time.Time
+		want []model.SampleValue
+	}{
+		{"queue_depth", ts(1).AsTime().Add(time.Second), []model.SampleValue{2}},
+		{"queue_depth", ts(2).AsTime().Add(time.Second), nil},
+		{"queue_depth", ts(3).AsTime().Add(time.Second), []model.SampleValue{4}},
+		{"count_over_time(queue_depth[1m])", ts(3).AsTime(), []model.SampleValue{3}},
+	} {
+		v, _, _, err := c.Query(context.Background(), tc.q, tc.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []model.SampleValue
+		for _, s := range v.(model.Vector) {
+			got = append(got, s.Value)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s at %s: %v, want %v", tc.q, tc.at, got, tc.want)
+		}
 	}
 }
