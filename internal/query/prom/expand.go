@@ -75,12 +75,13 @@ func readRowPoints(rec arrow.RecordBatch, i int) rowPoints {
 type numberList struct {
 	a      arrow.Array // nil: not read
 	at     int
+	nulls  bool // whether a has nulls: asking each point otherwise costs a call per point
 	floats []float64
 	ints   []int64
 }
 
 func newNumberList(a arrow.Array, at int) numberList {
-	l := numberList{a: a, at: at}
+	l := numberList{a: a, at: at, nulls: a != nil && a.NullN() > 0}
 	switch c := a.(type) {
 	case *array.Float64:
 		l.floats = c.Float64Values()[at:]
@@ -95,7 +96,7 @@ func newNumberList(a arrow.Array, at int) numberList {
 // float is the j-th number, and whether it is not null.
 func (l numberList) float(j int) (float64, bool) {
 	switch {
-	case l.a == nil || l.a.IsNull(l.at+j):
+	case l.a == nil || l.nulls && l.a.IsNull(l.at+j):
 		return 0, false
 	case l.floats != nil:
 		return l.floats[j], true
@@ -106,7 +107,7 @@ func (l numberList) float(j int) (float64, bool) {
 // int is the j-th number as an integer, 0 for null.
 func (l numberList) int(j int) int64 {
 	switch {
-	case l.a == nil || l.a.IsNull(l.at+j):
+	case l.a == nil || l.nulls && l.a.IsNull(l.at+j):
 		return 0
 	case l.ints != nil:
 		return l.ints[j]
