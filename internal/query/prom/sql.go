@@ -61,15 +61,17 @@ type seriesFilter struct {
 // no order: time (ms), value, count, sum, bucket counts, bounds and
 // quantiles (JSON text); then the times of the points flagged as having
 // no recorded value (stale markers), a list most often empty: a list of
-// every point's flags cost a sixth of the query. Without, colShapes lists the distinct
-// bounds of a histogram or quantiles of a summary (JSON lists), for the
-// series names their buckets make. It returns the query's parameters.
+// every point's flags cost a sixth of the query. Without, colShapes
+// lists the distinct bounds of a histogram or quantiles of a summary
+// (JSON lists), for the series names their buckets make. It returns the
+// query's parameters.
 //
 // The points are not sorted nor made distinct here: ordering the lists
 // or dropping the exact duplicates a client's retry loads (grouping by
 // series and time) tripled the query's time on the benchmark's million
-// points (BenchmarkRate6h), so floatSeries sorts them and keeps one per
-// timestamp, which is what drops a duplicate by its natural key.
+// points (BenchmarkRate6h), so readRowPoints orders them (merging the
+// sorted runs DuckDB's threads leave) and keeps one per timestamp, which
+// is what drops a duplicate by its natural key.
 func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (string, []any) {
 	tenant := "''"
 	if all {
