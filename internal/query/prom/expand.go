@@ -61,9 +61,9 @@ func readRowPoints(rec arrow.RecordBatch, i int) rowPoints {
 	// The stale markers' times are a list of their own (of its own
 	// length): see seriesSQL.
 	if stale, start, end := listAt(rec.Column(colT+7), i); end > start {
-		times := newNumberList(stale, start)
+		marks := newNumberList(stale, start)
 		for j := range end - start {
-			r.stale = append(r.stale, times.int(j))
+			r.stale = append(r.stale, marks.int(j))
 		}
 		slices.Sort(r.stale)
 	}

@@ -167,34 +167,6 @@ func stringAt(a arrow.Array, i int) string {
 	return a.ValueStr(i)
 }
 
-// int64At is the integer at row i, 0 for null.
-func int64At(a arrow.Array, i int) int64 {
-	if a.IsNull(i) {
-		return 0
-	}
-	switch c := a.(type) {
-	case *array.Int64:
-		return c.Value(i)
-	case *array.Int32:
-		return int64(c.Value(i))
-	}
-	return 0
-}
-
-// float64At is the number at row i, and whether it is not null.
-func float64At(a arrow.Array, i int) (float64, bool) {
-	if a.IsNull(i) {
-		return 0, false
-	}
-	switch c := a.(type) {
-	case *array.Float64:
-		return c.Value(i), true
-	case *array.Int64:
-		return float64(c.Value(i)), true
-	}
-	return 0, false
-}
-
 func boolAt(a arrow.Array, i int) bool {
 	c, ok := a.(*array.Boolean)
 	return ok && !a.IsNull(i) && c.Value(i)
