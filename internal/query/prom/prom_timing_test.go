@@ -26,7 +26,7 @@ const (
 
 var benchStart = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
-func benchTable(b *testing.B) *sql.DB {
+func benchTable(b testing.TB) *sql.DB {
 	b.Helper()
 	db := newTable(b)
 	q := fmt.Sprintf(`INSERT INTO otel_metrics (tenant_id, service_name, metric_name, metric_description, metric_unit, metric_type,
