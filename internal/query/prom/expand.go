@@ -1,7 +1,6 @@
 package prom
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -15,16 +14,6 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 )
 
-// rawPoint is a point of a series as the table holds it.
-type rawPoint struct {
-	t          int64 // ms
-	v, c, s    float64
-	hasV, hasS bool
-	hasC       bool
-	b, e, q    string // bucket counts, bounds, quantiles: JSON text, "" for null
-	flags      int64
-}
-
 // listAt is the values of row i of a list column and where the row's
 // are among them.
 func listAt(col arrow.Array, i int) (arrow.Array, int, int) {
@@ -33,86 +22,172 @@ func listAt(col arrow.Array, i int) (arrow.Array, int, int) {
 	return l.ListValues(), int(start), int(end)
 }
 
-// rowPoints gathers row i's points from seriesSQL's lists, sorted by
-// time, one per timestamp: one of several loaded (a batch loaded twice by
-// a client's retry, the same point) or falling in the same millisecond.
-func rowPoints(rec arrow.RecordBatch, i int) []rawPoint {
+// rowPoints are one row's points, read in place from seriesSQL's lists
+// (valid while the batch is): the field lists, and order, the points'
+// indices among them in time order, one per timestamp (the first of
+// several loaded: a batch loaded twice by a client's retry, or points
+// falling in the same millisecond). Reading the fields where they lie,
+// rather than gathering each point into a struct first, keeps a
+// 6-hour range query from allocating and sorting a copy of every point
+// (BenchmarkRate6h).
+type rowPoints struct {
+	t       []int64 // ms
+	v, c, s numberList
+	b, e, q stringList // bucket counts, bounds, quantiles: JSON text
+	stale   []int64    // the times of the points that are stale markers, sorted
+	order   []int32
+}
+
+// readRowPoints reads row i's points from seriesSQL's lists.
+func readRowPoints(rec arrow.RecordBatch, i int) rowPoints {
 	_, start, end := listAt(rec.Column(colT), i)
-	pts := make([]rawPoint, end-start)
-	// values is field k's values of the row, nil for a list not read
+	n := end - start
+	// field is field k's values of the row, nil for a list not read
 	// (null: the families read have no such field).
-	values := func(k int) (arrow.Array, int) {
+	field := func(k int) (arrow.Array, int) {
 		vals, start, end := listAt(rec.Column(colT+k), i)
-		if end-start != len(pts) {
+		if end-start != n {
 			return nil, 0
 		}
 		return vals, start
 	}
-	if a, at := values(0); a != nil {
-		for j := range pts {
-			pts[j].t = int64At(a, at+j)
+	r := rowPoints{t: make([]int64, n)}
+	times := newNumberList(field(0))
+	for j := range r.t {
+		r.t[j] = times.int(j)
+	}
+	r.v, r.c, r.s = newNumberList(field(1)), newNumberList(field(2)), newNumberList(field(3))
+	r.b, r.e, r.q = newStringList(field(4)), newStringList(field(5)), newStringList(field(6))
+	// The stale markers' times are a list of their own (of its own
+	// length): see seriesSQL.
+	if stale, start, end := listAt(rec.Column(colT+7), i); end > start {
+		marks := newNumberList(stale, start)
+		for j := range end - start {
+			r.stale = append(r.stale, marks.int(j))
 		}
+		slices.Sort(r.stale)
 	}
-	numbers(values(1))(pts, func(p *rawPoint, v float64, ok bool) { p.v, p.hasV = v, ok })
-	numbers(values(2))(pts, func(p *rawPoint, v float64, ok bool) { p.c, p.hasC = v, ok })
-	numbers(values(3))(pts, func(p *rawPoint, v float64, ok bool) { p.s, p.hasS = v, ok })
-	for k, dst := range []func(p *rawPoint) *string{
-		func(p *rawPoint) *string { return &p.b }, func(p *rawPoint) *string { return &p.e }, func(p *rawPoint) *string { return &p.q },
-	} {
-		if a, at := values(4 + k); a != nil && a.NullN() < a.Len() {
-			for j := range pts {
-				*dst(&pts[j]) = stringAt(a, at+j)
-			}
-		}
-	}
-	if a, at := values(7); a != nil {
-		for j := range pts {
-			pts[j].flags = int64At(a, at+j)
-		}
-	}
-	if !slices.IsSortedFunc(pts, func(a, b rawPoint) int { return cmp.Compare(a.t, b.t) }) {
-		pts = sortByTime(pts)
-	}
-	return slices.CompactFunc(pts, func(a, b rawPoint) bool { return a.t == b.t })
+	r.order = timeOrder(r.t)
+	return r
 }
 
-// numbers walks the numbers of a list of points (values, from at),
-// doubles or integers, handing each to set with whether it is not null.
-func numbers(a arrow.Array, at int) func(pts []rawPoint, set func(p *rawPoint, v float64, ok bool)) {
-	return func(pts []rawPoint, set func(p *rawPoint, v float64, ok bool)) {
-		switch a := a.(type) {
-		case *array.Float64:
-			vs := a.Float64Values()[at : at+len(pts)]
-			for j := range pts {
-				set(&pts[j], vs[j], a.IsValid(at+j))
-			}
-		case *array.Int64:
-			vs := a.Int64Values()[at : at+len(pts)]
-			for j := range pts {
-				set(&pts[j], float64(vs[j]), a.IsValid(at+j))
-			}
-		}
-	}
+// numberList is a list of numbers of a row, doubles or integers.
+type numberList struct {
+	a      arrow.Array // nil: not read
+	at     int
+	nulls  bool // whether a has nulls: asking each point otherwise costs a call per point
+	floats []float64
+	ints   []int64
 }
 
-// sortByTime sorts pts by time through their order alone: moving the
-// points themselves while sorting made the sort a sixth of a 6-hour
-// range query's CPU (BenchmarkRate6h).
-func sortByTime(pts []rawPoint) []rawPoint {
-	type key struct {
-		t int64
-		i int
+func newNumberList(a arrow.Array, at int) numberList {
+	l := numberList{a: a, at: at, nulls: a != nil && a.NullN() > 0}
+	switch c := a.(type) {
+	case *array.Float64:
+		l.floats = c.Float64Values()[at:]
+	case *array.Int64:
+		l.ints = c.Int64Values()[at:]
+	default:
+		l.a = nil
 	}
-	keys := make([]key, len(pts))
-	for i, p := range pts {
-		keys[i] = key{p.t, i}
+	return l
+}
+
+// float is the j-th number, and whether it is not null.
+func (l numberList) float(j int) (float64, bool) {
+	switch {
+	case l.a == nil || l.nulls && l.a.IsNull(l.at+j):
+		return 0, false
+	case l.floats != nil:
+		return l.floats[j], true
 	}
-	slices.SortFunc(keys, func(a, b key) int { return cmp.Compare(a.t, b.t) })
-	sorted := make([]rawPoint, len(pts))
-	for i, k := range keys {
-		sorted[i] = pts[k.i]
+	return float64(l.ints[j]), true
+}
+
+// int is the j-th number as an integer, 0 for null.
+func (l numberList) int(j int) int64 {
+	switch {
+	case l.a == nil || l.nulls && l.a.IsNull(l.at+j):
+		return 0
+	case l.ints != nil:
+		return l.ints[j]
 	}
-	return sorted
+	return int64(l.floats[j])
+}
+
+// stringList is a list of strings of a row.
+type stringList struct {
+	a  arrow.Array // nil: not read, or every value null
+	at int
+}
+
+func newStringList(a arrow.Array, at int) stringList {
+	if a == nil || a.NullN() == a.Len() {
+		return stringList{}
+	}
+	return stringList{a, at}
+}
+
+// str is the j-th string, "" for null.
+func (l stringList) str(j int) string {
+	if l.a == nil {
+		return ""
+	}
+	return stringAt(l.a, l.at+j)
+}
+
+// timeOrder is the indices of ts in time order, stable, keeping the
+// first of equal times. The lists come from DuckDB's parallel
+// aggregation as a few sorted runs (one per thread that read the
+// series's rows), so runs are found and merged rather than sorted:
+// sorting the points was a sixth of a 6-hour range query's CPU
+// (BenchmarkRate6h).
+func timeOrder(ts []int64) []int32 {
+	order := make([]int32, len(ts))
+	for j := range order {
+		order[j] = int32(j)
+	}
+	var runs []int // the start of each sorted run but the first
+	for j := 1; j < len(ts); j++ {
+		if ts[j] < ts[j-1] {
+			runs = append(runs, j)
+		}
+	}
+	if len(runs) > 0 {
+		order = mergeRuns(ts, order, append(append([]int{0}, runs...), len(ts)))
+	}
+	return slices.CompactFunc(order, func(a, b int32) bool { return ts[a] == ts[b] })
+}
+
+// mergeRuns merges, pair by pair, the sorted runs of order that bounds
+// delimit (bounds[k] to bounds[k+1]), by ts, stably.
+func mergeRuns(ts []int64, order []int32, bounds []int) []int32 {
+	tmp := make([]int32, len(order))
+	for len(bounds) > 2 {
+		merged := []int{0}
+		for k := 0; k+1 < len(bounds); k += 2 {
+			lo, mid, hi := bounds[k], bounds[k+1], bounds[len(bounds)-1]
+			if k+2 < len(bounds) {
+				hi = bounds[k+2]
+			}
+			a, b, out := lo, mid, lo
+			for a < mid && b < hi {
+				if ts[order[b]] < ts[order[a]] {
+					tmp[out] = order[b]
+					b++
+				} else {
+					tmp[out] = order[a]
+					a++
+				}
+				out++
+			}
+			out += copy(tmp[out:], order[a:mid])
+			copy(tmp[out:], order[b:hi])
+			merged = append(merged, hi)
+		}
+		order, tmp, bounds = tmp, order, merged
+	}
+	return order
 }
 
 // noRecordedValue is OTLP's FLAG_NO_RECORDED_VALUE: the point marks the
@@ -124,20 +199,22 @@ const noRecordedValue = 1
 // wants: a histogram's cumulative buckets le by le (the last, +Inf, is
 // the count: prometheusremotewrite/helper.go addHistogramDataPoints), a
 // summary's quantiles.
-func expandPoints(w wanted, base labels.Labels, pts []rawPoint) ([]*floatSeries, error) {
+func expandPoints(w wanted, base labels.Labels, r rowPoints) ([]*floatSeries, error) {
 	var out []*floatSeries
 	for _, k := range w.kinds {
 		switch k.kind {
 		case kindValue, kindSum, kindCount:
-			s := &floatSeries{lset: withName(base, k.name, "", ""), pts: make(points, 0, len(pts))}
-			for _, p := range pts {
-				switch {
-				case k.kind == kindValue && p.hasV:
-					s.add(p.t, stale(p.v, p))
-				case k.kind == kindSum && p.hasS:
-					s.add(p.t, stale(p.s, p))
-				case k.kind == kindCount && p.hasC:
-					s.add(p.t, stale(p.c, p))
+			field := r.v
+			switch k.kind {
+			case kindSum:
+				field = r.s
+			case kindCount:
+				field = r.c
+			}
+			s := &floatSeries{lset: withName(base, k.name, "", ""), pts: make(points, 0, len(r.order))}
+			for _, j := range r.order {
+				if v, ok := field.float(int(j)); ok {
+					s.add(r.t[j], r.staleOr(v, j))
 				}
 			}
 			out = append(out, s)
@@ -151,22 +228,23 @@ func expandPoints(w wanted, base labels.Labels, pts []rawPoint) ([]*floatSeries,
 				}
 				return s
 			}
-			for _, p := range pts {
+			for _, j := range r.order {
+				t := r.t[j]
 				if k.kind == kindQuantile {
 					var qs []quantile
-					if err := unmarshalOrEmpty(p.q, &qs); err != nil {
+					if err := unmarshalOrEmpty(r.q.str(int(j)), &qs); err != nil {
 						return nil, err
 					}
 					for _, q := range qs {
-						at("quantile", formatBound(float64(q.Quantile))).add(p.t, stale(float64(q.Value), p))
+						at("quantile", formatBound(float64(q.Quantile))).add(t, r.staleOr(float64(q.Value), j))
 					}
 					continue
 				}
 				var bounds, counts []jsonFloat
-				if err := unmarshalOrEmpty(p.e, &bounds); err != nil {
+				if err := unmarshalOrEmpty(r.e.str(int(j)), &bounds); err != nil {
 					return nil, err
 				}
-				if err := unmarshalOrEmpty(p.b, &counts); err != nil {
+				if err := unmarshalOrEmpty(r.b.str(int(j)), &counts); err != nil {
 					return nil, err
 				}
 				var cum float64
@@ -175,10 +253,10 @@ func expandPoints(w wanted, base labels.Labels, pts []rawPoint) ([]*floatSeries,
 					if math.IsInf(float64(bounds[i]), 1) {
 						continue // +Inf is the count, below
 					}
-					at("le", formatBound(float64(bounds[i]))).add(p.t, stale(cum, p))
+					at("le", formatBound(float64(bounds[i]))).add(t, r.staleOr(cum, j))
 				}
-				if p.hasC {
-					at("le", "+Inf").add(p.t, stale(p.c, p))
+				if c, ok := r.c.float(int(j)); ok {
+					at("le", "+Inf").add(t, r.staleOr(c, j))
 				}
 			}
 			for _, v := range slices.Sorted(maps.Keys(bySuffix)) {
@@ -225,9 +303,10 @@ func expandShapes(w wanted, base labels.Labels, shapes arrow.Array, start, end i
 	return out, nil
 }
 
-// stale is v, or the stale marker for a point that has none.
-func stale(v float64, p rawPoint) float64 {
-	if p.flags&noRecordedValue != 0 {
+// staleOr is v, or the stale marker when point j has no recorded value
+// (points of the same millisecond are one, stale when any is).
+func (r rowPoints) staleOr(v float64, j int32) float64 {
+	if _, found := slices.BinarySearch(r.stale, r.t[j]); found {
 		return math.Float64frombits(value.StaleNaN)
 	}
 	return v

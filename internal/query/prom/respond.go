@@ -83,14 +83,14 @@ func (wr writer) ok(w http.ResponseWriter, data any, annos annotations.Annotatio
 		wr.write(w, http.StatusOK, response{Status: "success", Data: data, Warnings: warns, Infos: infos})
 		return
 	}
-	// A query's result, megabytes of it for a range query, is put in the
-	// envelope as it is: encoding/json would check and copy it again.
-	b, err := d.MarshalJSON()
+	// A query's result, megabytes of it for a range query, is written
+	// in the envelope: encoding/json would check and copy it again.
+	const envelope = `{"status":"success","data":`
+	b, err := d.appendJSON(append(make([]byte, 0, len(envelope)+d.sizeHint()), envelope...))
 	if err != nil {
 		wr.fail(w, &apiError{errInternal, err})
 		return
 	}
-	b = append([]byte(`{"status":"success","data":`), b...)
 	for _, list := range []struct {
 		key string
 		vs  []string

@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
-	"github.com/prometheus/prometheus/tsdb/chunks"
+
 	"github.com/prometheus/prometheus/util/annotations"
 )
 
@@ -23,47 +23,32 @@ type floatSeries struct {
 // within the same millisecond, the table keeping microseconds) is
 // dropped, since a series holds one sample per timestamp.
 func (s *floatSeries) add(t int64, v float64) {
-	if n := len(s.pts); n > 0 && t <= s.pts[n-1].t {
+	if n := len(s.pts); n > 0 && t <= s.pts[n-1].T {
 		return
 	}
-	s.pts = append(s.pts, point{t, v})
+	s.pts = append(s.pts, promql.FPoint{T: t, F: v})
 }
 
 // merge adds o's samples to s's, keeping one per timestamp (s's).
 func (s *floatSeries) merge(o *floatSeries) {
 	all := append(s.pts, o.pts...)
-	slices.SortStableFunc(all, func(a, b point) int { return cmp.Compare(a.t, b.t) })
-	s.pts = slices.CompactFunc(all, func(a, b point) bool { return a.t == b.t })
+	slices.SortStableFunc(all, func(a, b promql.FPoint) int { return cmp.Compare(a.T, b.T) })
+	s.pts = slices.CompactFunc(all, func(a, b promql.FPoint) bool { return a.T == b.T })
 }
 
 func (s *floatSeries) Labels() labels.Labels { return s.lset }
 
-// Iterator implements storage.Series with Prometheus's own iterator over
-// a list of samples (binary search on Seek).
-func (s *floatSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
-	return storage.NewListSeriesIterator(s.pts)
+// Iterator implements storage.Series with the engine's own iterator over
+// a slice of samples: Prometheus's list iterator
+// (storage.NewListSeriesIterator) reaches each sample through two
+// interface calls, and the engine reads every step's window of every
+// series.
+func (s *floatSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	return promql.NewStorageSeries(promql.Series{Floats: s.pts}).Iterator(it)
 }
 
-// point is a float sample (chunks.Sample); its methods take a pointer so
-// that handing one out (points.Get) allocates nothing.
-type point struct {
-	t int64
-	v float64
-}
-
-func (p *point) T() int64                      { return p.t }
-func (p *point) ST() int64                     { return 0 } // no start timestamp: off in the engine
-func (p *point) F() float64                    { return p.v }
-func (p *point) H() *histogram.Histogram       { return nil }
-func (p *point) FH() *histogram.FloatHistogram { return nil }
-func (p *point) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
-func (p *point) Copy() chunks.Sample           { c := *p; return &c }
-
-// points are a series's samples (storage.Samples).
-type points []point
-
-func (ps points) Get(i int) chunks.Sample { return &ps[i] }
-func (ps points) Len() int                { return len(ps) }
+// points are a series's samples.
+type points []promql.FPoint
 
 // seriesSet serves series from a slice (storage.SeriesSet).
 type seriesSet struct {

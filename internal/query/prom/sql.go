@@ -3,6 +3,7 @@ package prom
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -58,15 +59,19 @@ type seriesFilter struct {
 // every tenant (columns colName to colTenant). With points, the columns
 // from colT on are lists of the series's points, one list per field, in
 // no order: time (ms), value, count, sum, bucket counts, bounds and
-// quantiles (JSON text), flags. Without, colShapes lists the distinct
-// bounds of a histogram or quantiles of a summary (JSON lists), for the
-// series names their buckets make. It returns the query's parameters.
+// quantiles (JSON text); then the times of the points flagged as having
+// no recorded value (stale markers), a list most often empty: a list of
+// every point's flags cost a sixth of the query. Without, colShapes
+// lists the distinct bounds of a histogram or quantiles of a summary
+// (JSON lists), for the series names their buckets make. It returns the
+// query's parameters.
 //
 // The points are not sorted nor made distinct here: ordering the lists
 // or dropping the exact duplicates a client's retry loads (grouping by
 // series and time) tripled the query's time on the benchmark's million
-// points (BenchmarkRate6h), so floatSeries sorts them and keeps one per
-// timestamp, which is what drops a duplicate by its natural key.
+// points (BenchmarkRate6h), so readRowPoints orders them (merging the
+// sorted runs DuckDB's threads leave) and keeps one per timestamp, which
+// is what drops a duplicate by its natural key.
 func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (string, []any) {
 	tenant := "''"
 	if all {
@@ -81,7 +86,7 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 		if !f.distributions {
 			dist = `NULL::BIGINT[], NULL::DOUBLE[], NULL::VARCHAR[], NULL::VARCHAR[], NULL::VARCHAR[]`
 		}
-		last = `list(epoch_ms(time)), list(value), ` + dist + `, list(flags)`
+		last = `list(epoch_ms(time)), list(value), ` + dist + `, list(epoch_ms(time)) FILTER (WHERE flags & ` + strconv.Itoa(noRecordedValue) + ` <> 0)`
 	}
 	params := []any{from, to}
 	var where strings.Builder
@@ -160,34 +165,6 @@ func stringAt(a arrow.Array, i int) string {
 		return strings.Clone(c.Value(i))
 	}
 	return a.ValueStr(i)
-}
-
-// int64At is the integer at row i, 0 for null.
-func int64At(a arrow.Array, i int) int64 {
-	if a.IsNull(i) {
-		return 0
-	}
-	switch c := a.(type) {
-	case *array.Int64:
-		return c.Value(i)
-	case *array.Int32:
-		return int64(c.Value(i))
-	}
-	return 0
-}
-
-// float64At is the number at row i, and whether it is not null.
-func float64At(a arrow.Array, i int) (float64, bool) {
-	if a.IsNull(i) {
-		return 0, false
-	}
-	switch c := a.(type) {
-	case *array.Float64:
-		return c.Value(i), true
-	case *array.Int64:
-		return float64(c.Value(i)), true
-	}
-	return 0, false
 }
 
 func boolAt(a arrow.Array, i int) bool {

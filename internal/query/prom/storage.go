@@ -162,7 +162,7 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 			}
 			var made []*floatSeries
 			if points {
-				made, err = expandPoints(w, base, rowPoints(rec, i))
+				made, err = expandPoints(w, base, readRowPoints(rec, i))
 			} else {
 				shapes, start, end := listAt(rec.Column(colShapes), i)
 				made, err = expandShapes(w, base, shapes, start, end)

@@ -2,11 +2,18 @@ package prom
 
 import (
 	"context"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // TestRowsOfTheSameLabelsAreOneSeries: resources whose attributes the
@@ -67,5 +74,85 @@ func TestSubMillisecondPointAtTheQueryTime(t *testing.T) {
 	}
 	if vec := v.(model.Vector); len(vec) != 1 || vec[0].Value != 5 {
 		t.Fatalf("queue_depth at t0: %v, want the sample of t0+0.5ms (at t0's millisecond)", v)
+	}
+}
+
+// TestNoRecordedValueIsAStaleMarker: a point flagged as having no
+// recorded value ends its series as a stale marker does in Prometheus
+// (the instant after it sees nothing, a range over it skips it), and
+// only that point: the flags are read as a list of their own.
+func TestNoRecordedValueIsAStaleMarker(t *testing.T) {
+	md := pmetric.NewMetrics()
+	for i := range 4 {
+		dp := addGaugePoint(md, nil, "queue.depth", i, int64(i+1))
+		if i == 2 {
+			dp.SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+		}
+	}
+	c := clientOf(t, md)
+	for _, tc := range []struct {
+		q    string
+		at   time.Time
+		want []model.SampleValue
+	}{
+		{"queue_depth", ts(1).AsTime().Add(time.Second), []model.SampleValue{2}},
+		{"queue_depth", ts(2).AsTime().Add(time.Second), nil},
+		{"queue_depth", ts(3).AsTime().Add(time.Second), []model.SampleValue{4}},
+		{"count_over_time(queue_depth[1m])", ts(3).AsTime(), []model.SampleValue{3}},
+	} {
+		v, _, _, err := c.Query(context.Background(), tc.q, tc.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []model.SampleValue
+		for _, s := range v.(model.Vector) {
+			got = append(got, s.Value)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s at %s: %v, want %v", tc.q, tc.at, got, tc.want)
+		}
+	}
+}
+
+// TestRateOverDuckDBsRuns: DuckDB's parallel aggregation hands each
+// series's points over as several sorted runs (2 on 2 threads for the
+// benchmark's table); read out of order, a counter would seem to reset
+// and its rate jump. Every series of the benchmark's table rises by
+// s%7+1 every 15s: its rate is that over 15 at every step.
+func TestRateOverDuckDBsRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the benchmark's million points")
+	}
+	f := serve(t, benchTable(t))
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: defaultMaxSamples, Timeout: time.Minute, LookbackDelta: defaultLookback})
+	q := queryable{reader: f.reader, table: "otel_metrics", scope: tenancy.One("team-a")}
+	ctx := context.Background()
+	qry, err := engine.NewRangeQuery(ctx, q, nil, "rate(bench_requests_total[5m])", benchStart.Add(time.Hour), benchStart.Add(6*time.Hour), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	m := res.Value.(promql.Matrix)
+	if len(m) != benchSeries/2 {
+		t.Fatalf("%d series, want %d", len(m), benchSeries/2)
+	}
+	for _, s := range m {
+		n, err := strconv.Atoi(strings.TrimPrefix(s.Metric.Get("http_route"), "/r"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := float64(n%7+1) / 15
+		if len(s.Floats) != 301 {
+			t.Errorf("%s: %d steps, want 301", s.Metric, len(s.Floats))
+		}
+		for _, p := range s.Floats {
+			if math.Abs(p.F-want) > 1e-9 {
+				t.Fatalf("%s at %d: rate %v, want %v", s.Metric, p.T, p.F, want)
+			}
+		}
 	}
 }
