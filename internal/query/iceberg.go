@@ -485,10 +485,17 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 			return fmt.Errorf("plan the scan of %s: %w", t.decl.Name, err)
 		}
 		if ic.opt.OnScan != nil {
-			st := ScanStats{Table: t.decl.Name, Filter: filter.String(), Columns: cols, Files: len(tasks)}
+			st := ScanStats{Table: t.decl.Name, Filter: filter.String(), Columns: cols}
+			// iceberg-go splits a large file into tasks of its row groups
+			// (read.split.target-size): count each file once.
+			files := map[string]bool{}
 			for _, task := range tasks {
-				st.Bytes += task.File.FileSizeBytes()
-				st.Rows += task.File.Count()
+				if path := task.File.FilePath(); !files[path] {
+					files[path] = true
+					st.Files++
+					st.Bytes += task.File.FileSizeBytes()
+					st.Rows += task.File.Count()
+				}
 			}
 			ic.opt.OnScan(st)
 		}

@@ -72,19 +72,9 @@ var baseOps = []op{
 
 func newIceLake(t testing.TB, opt IcebergOptions) *iceLake {
 	t.Helper()
-	ctx := context.Background()
 	dir := t.TempDir()
 	writeLakeFiles(t, dir)
-	snk, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
-		Namespace: "tracelake", Table: "otel_spans", Typed: &spansTable, Derived: &opsTable, DerivedTable: "genai_operations"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snk.Close() })
-	if err := snk.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l := &iceLake{dir: dir, snk: snk}
+	l := &iceLake{dir: dir, snk: openLakeSink(t, dir)}
 	l.load(t, baseSpans, baseOps)
 	l.create(t, "events", iceberggo.NewSchema(0,
 		iceberggo.NestedField{ID: 1, Name: "record_metadata", Type: iceberggo.PrimitiveTypes.String},
@@ -97,6 +87,21 @@ func newIceLake(t testing.TB, opt IcebergOptions) *iceLake {
 	l.reader = l.open(t, opt)
 	l.refresh = true
 	return l
+}
+
+// openLakeSink opens the sink of the lake in dir, creating its tables.
+func openLakeSink(t testing.TB, dir string) *iceberg.Sink {
+	t.Helper()
+	snk, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "otel_spans", Typed: &spansTable, Derived: &opsTable, DerivedTable: "genai_operations"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snk.Close() })
+	if err := snk.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return snk
 }
 
 // open opens a reader of the lake's tables, counting its scans.
@@ -325,6 +330,41 @@ func TestIcebergPrunesFiles(t *testing.T) {
 		[]string{"2"}, 2, "t31", day(3).UnixMicro(), day(4).UnixMicro()-1)
 	check(tenantA, `SELECT count(*) FROM otel_spans WHERE trace_id = $2 AND duration_ms < $1`, []string{"1"}, 1, 1000, "t31")
 	check(tenantA, `SELECT $1, count(*) FROM otel_spans WHERE trace_id = $2`, []string{"x|2"}, 2, "x", "t31")
+}
+
+// TestIcebergScanStatsCountFiles: a file iceberg-go splits into several
+// tasks (its row groups, read.split.target-size apart) is one file of the
+// scan's stats, its rows counted once. (They were counted per task: a
+// 448 MB compacted file of 5M spans read as 2 files and 10M rows.)
+func TestIcebergScanStatsCountFiles(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	ctx := context.Background()
+	tbl, err := l.snk.Catalog().LoadTable(ctx, table.Identifier{"tracelake", "otel_spans"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.SetProperties(iceberggo.Properties{table.ParquetRowGroupLimitKey: "10", table.ReadSplitTargetSizeKey: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A sink that loads the table with its new properties.
+	l.snk = openLakeSink(t, l.dir)
+	spans := make([]span, 50)
+	for i := range spans {
+		spans[i] = span{"c", "t", "n", int64(i), day(7)}
+	}
+	l.load(t, spans, nil)
+	l.takeScans()
+	got, err := l.rows(t, tenancy.Operator, `SELECT count(*) FROM otel_spans WHERE tenant_id = 'c'`)
+	if err != nil || !slices.Equal(got, []string{"50"}) {
+		t.Fatalf("read %v, %v; want 50", got, err)
+	}
+	if scans := l.takeScans(); len(scans) != 1 || scans[0].Files != 1 || scans[0].Rows != 50 {
+		t.Fatalf("scans %+v, want one of 1 file and 50 rows", scans)
+	}
 }
 
 // TestIcebergSeesNewSnapshots: a reader opened before a commit sees it
