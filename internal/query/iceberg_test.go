@@ -646,6 +646,7 @@ func TestIcebergPushesWhatIsCertain(t *testing.T) {
 		// constant of that type would be.
 		{`SELECT 1 FROM otel_spans WHERE name = $1`, []string{"Equal(term=Reference(name='name'), literal=x)"}, []any{"x"}},
 		{`SELECT 1 FROM otel_spans WHERE duration_ms > $2 AND name < $1`, []string{"And(left=GreaterThan(term=Reference(name='duration_ms'), literal=5), right=LessThan(term=Reference(name='name'), literal=x))"}, []any{"x", 5}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > ? AND name = ?`, []string{"And(left=GreaterThan(term=Reference(name='duration_ms'), literal=5), right=Equal(term=Reference(name='name'), literal=x))"}, []any{5, "x"}},
 		{`SELECT 1 FROM otel_spans WHERE duration_ms > $1`, []string{all}, []any{"5"}},
 		{`SELECT 1 FROM otel_spans WHERE duration_ms > $1`, []string{all}, []any{2.5}},
 		{`SELECT 1 FROM otel_spans WHERE attributes = '{}'`, []string{all}, nil},
