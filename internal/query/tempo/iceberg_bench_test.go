@@ -43,9 +43,10 @@ const icebergBenchLoad = 10
 // CPU time per request (every thread's: DuckDB's, the scan's) and the
 // data files and rows the scans opened per request.
 //
-// The warehouses take minutes to build at 10M spans: they are kept under
-// the user's cache directory, by icebergBenchVersion and span count
-// (TEMPO_BENCH_SPANS), and built only when missing.
+// The warehouses take minutes to build (17 at 10M spans on 2 shared
+// cores, and ~14 GB of memory to sort a tenant's 5M spans): they are
+// kept under the user's cache directory, by icebergBenchVersion and span
+// count (TEMPO_BENCH_SPANS), and built only when missing.
 func BenchmarkIcebergTraceByID(b *testing.B) {
 	n := benchSpans()
 	dirs := icebergBenchLakes(b, n)
