@@ -36,7 +36,7 @@ import (
 // and of the rows its predicates keep where that is certain (a WHERE or
 // inner join's comparisons of a column with constants: =, <, <=, >, >=,
 // IN, BETWEEN, on string, integer and timestamp columns, constants that
-// may be casts and consistent functions, not parameters). For a tenant,
+// may be casts and consistent functions, and parameters). For a tenant,
 // a table with a tenant_id column is scanned for the tenant's rows alone:
 // the other tenants' rows never reach the query's database (and its view
 // filters tenant_id again). From those predicates Iceberg skips the files
@@ -308,7 +308,7 @@ func (ic *Iceberg) scope(s tenancy.Scope) map[string]*icebergTable {
 // Query implements Reader.
 func (ic *Iceberg) Query(ctx context.Context, s tenancy.Scope, q string, params ...any) (array.RecordReader, error) {
 	ctx, cancel := bounded(ctx, ic.opt.Timeout)
-	sess, text, _, err := ic.open(ctx, s, q, true)
+	sess, text, _, err := ic.open(ctx, s, q, params, true)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -320,7 +320,7 @@ func (ic *Iceberg) Query(ctx context.Context, s tenancy.Scope, q string, params 
 // Schema implements Reader: the query runs over scans of no file, with
 // no row (and NULL for each parameter), for its schema.
 func (ic *Iceberg) Schema(ctx context.Context, s tenancy.Scope, q string) (*arrow.Schema, error) {
-	sess, text, params, err := ic.open(ctx, s, q, false)
+	sess, text, params, err := ic.open(ctx, s, q, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -374,27 +374,28 @@ func viewPrefix() (string, error) {
 }
 
 // open checks q for s on a session of its own and binds each of its table
-// references to a view of a scan of its own (with no file unless scan).
-// It returns the session and the query to run.
-func (ic *Iceberg) open(ctx context.Context, s tenancy.Scope, q string, scan bool) (*session, string, int, error) {
+// references to a view of a scan of its own (with no file unless scan),
+// params the values of q's parameters (pushed with the constants). It
+// returns the session, the query to run and its number of parameters.
+func (ic *Iceberg) open(ctx context.Context, s tenancy.Scope, q string, params []any, scan bool) (*session, string, int, error) {
 	sess, err := openSession(ctx, ic.db, ic.slots, s)
 	if err != nil {
 		return nil, "", 0, err
 	}
-	text, params, err := ic.plan(ctx, sess, s, q, scan)
+	text, n, err := ic.plan(ctx, sess, s, q, params, scan)
 	if err != nil {
 		sess.close()
 		return nil, "", 0, err
 	}
-	return sess, text, params, nil
+	return sess, text, n, nil
 }
 
-func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q string, scan bool) (string, int, error) {
+func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q string, params []any, scan bool) (string, int, error) {
 	tables := ic.scope(s)
 	for name, t := range tables {
 		sess.tables[name] = t.decl.Name
 	}
-	c, _, params, err := sess.check(ctx, ic.names, q)
+	c, _, n, err := sess.check(ctx, ic.names, q)
 	if err != nil {
 		return "", 0, err
 	}
@@ -410,9 +411,9 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	plans := planRefs(c, prefix, columns, ic.consistent)
 	var vals []constValue
 	if scan {
-		// A constant that does not evaluate (1/0) pushes nothing; the
-		// query reports it.
-		vals, _ = sess.constants(ctx, ic.template, plans)
+		// A constant that does not evaluate (1/0, a parameter without its
+		// value) pushes nothing; the query reports it.
+		vals, _ = sess.constants(ctx, ic.template, plans, params)
 	}
 	for _, rp := range plans {
 		var n int
@@ -441,7 +442,7 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	if err != nil {
 		return "", 0, err
 	}
-	return text, params, nil
+	return text, n, nil
 }
 
 // bind makes rp's view: a scan of t for s (of no file unless scan), with
@@ -484,10 +485,17 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 			return fmt.Errorf("plan the scan of %s: %w", t.decl.Name, err)
 		}
 		if ic.opt.OnScan != nil {
-			st := ScanStats{Table: t.decl.Name, Filter: filter.String(), Columns: cols, Files: len(tasks)}
+			st := ScanStats{Table: t.decl.Name, Filter: filter.String(), Columns: cols}
+			// iceberg-go splits a large file into tasks of its row groups
+			// (read.split.target-size): count each file once.
+			files := map[string]bool{}
 			for _, task := range tasks {
-				st.Bytes += task.File.FileSizeBytes()
-				st.Rows += task.File.Count()
+				if path := task.File.FilePath(); !files[path] {
+					files[path] = true
+					st.Files++
+					st.Bytes += task.File.FileSizeBytes()
+					st.Rows += task.File.Count()
+				}
 			}
 			ic.opt.OnScan(st)
 		}

@@ -357,11 +357,13 @@ func columnParts(o map[string]any) ([]any, bool) {
 }
 
 // constant says whether e is an expression of constants alone that
-// answers the same whenever it runs: constants, casts, and scalar
-// functions DuckDB calls consistent (not now(), not random()).
+// answers the same whenever it runs: constants, parameters (their values
+// are bound when the query runs, and the constants are evaluated with
+// them: see session.constants), casts, and scalar functions DuckDB calls
+// consistent (not now(), not random()).
 func (p *planner) constant(e map[string]any) bool {
 	switch e["class"] {
-	case "CONSTANT":
+	case "CONSTANT", "PARAMETER":
 		return true
 	case "CAST":
 		child, _ := e["child"].(map[string]any)

@@ -262,8 +262,9 @@ const maxConstants = 1024
 // constants evaluates the constant expressions of the plans' predicates
 // on the session, in the order of the plans, their predicates and
 // expressions: one SELECT of them all, printed by DuckDB from the parsed
-// expressions (constants, casts and consistent functions only).
-func (sess *session) constants(ctx context.Context, template string, plans []*refPlan) ([]constValue, error) {
+// expressions (constants, parameters, casts and consistent functions
+// only), with params the values of the query's parameters.
+func (sess *session) constants(ctx context.Context, template string, plans []*refPlan, params []any) ([]constValue, error) {
 	var exprs []any
 	for _, rp := range plans {
 		for _, p := range rp.preds {
@@ -308,7 +309,16 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 		dest = append(dest, &vals[i].typ, &vals[i].i, &vals[i].us, &vals[i].s)
 	}
 	q := "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ")"
-	if err := sess.conn.QueryRowContext(ctx, q).Scan(dest...); err != nil {
+	if len(params) > 0 {
+		// DuckDB wants a value for every parameter a statement names and
+		// none more: the expressions may name some of the query's alone.
+		all := make([]string, len(params))
+		for i := range params {
+			all[i] = fmt.Sprintf("$%d", i+1)
+		}
+		q += ", (SELECT " + strings.Join(all, ", ") + ")"
+	}
+	if err := sess.conn.QueryRowContext(ctx, q, params...).Scan(dest...); err != nil {
 		return nil, fmt.Errorf("evaluate the query's constants: %w", err)
 	}
 	return vals, nil

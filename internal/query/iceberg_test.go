@@ -72,19 +72,9 @@ var baseOps = []op{
 
 func newIceLake(t testing.TB, opt IcebergOptions) *iceLake {
 	t.Helper()
-	ctx := context.Background()
 	dir := t.TempDir()
 	writeLakeFiles(t, dir)
-	snk, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
-		Namespace: "tracelake", Table: "otel_spans", Typed: &spansTable, Derived: &opsTable, DerivedTable: "genai_operations"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snk.Close() })
-	if err := snk.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l := &iceLake{dir: dir, snk: snk}
+	l := &iceLake{dir: dir, snk: openLakeSink(t, dir)}
 	l.load(t, baseSpans, baseOps)
 	l.create(t, "events", iceberggo.NewSchema(0,
 		iceberggo.NestedField{ID: 1, Name: "record_metadata", Type: iceberggo.PrimitiveTypes.String},
@@ -97,6 +87,21 @@ func newIceLake(t testing.TB, opt IcebergOptions) *iceLake {
 	l.reader = l.open(t, opt)
 	l.refresh = true
 	return l
+}
+
+// openLakeSink opens the sink of the lake in dir, creating its tables.
+func openLakeSink(t testing.TB, dir string) *iceberg.Sink {
+	t.Helper()
+	snk, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "otel_spans", Typed: &spansTable, Derived: &opsTable, DerivedTable: "genai_operations"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snk.Close() })
+	if err := snk.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return snk
 }
 
 // open opens a reader of the lake's tables, counting its scans.
@@ -296,9 +301,9 @@ func TestIcebergPrunesFiles(t *testing.T) {
 		l.load(t, spans, nil)
 	}
 	l.takeScans()
-	check := func(s tenancy.Scope, q string, wantRows []string, wantFiles int) {
+	check := func(s tenancy.Scope, q string, wantRows []string, wantFiles int, params ...any) {
 		t.Helper()
-		got, err := l.rows(t, s, q)
+		got, err := l.rows(t, s, q, params...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,6 +324,47 @@ func TestIcebergPrunesFiles(t *testing.T) {
 	check(tenantA, `SELECT count(*) FROM otel_spans s WHERE s.duration_ms IN (1001, 1002) AND s.start_time < '2024-03-03'`, []string{"2"}, 1)
 	// No file's names reach past 'tool'.
 	check(tenancy.Operator, `SELECT count(*) FROM otel_spans WHERE name > 'zzz'`, []string{"0"}, 0)
+	// Parameters prune as constants do (trace by id: the id and the
+	// window are parameters), whichever of them the predicates use.
+	check(tenantA, `SELECT count(*) FROM otel_spans WHERE trace_id = $1 AND start_time BETWEEN make_timestamp($2) AND make_timestamp($3)`,
+		[]string{"2"}, 2, "t31", day(3).UnixMicro(), day(4).UnixMicro()-1)
+	check(tenantA, `SELECT count(*) FROM otel_spans WHERE trace_id = $2 AND duration_ms < $1`, []string{"1"}, 1, 1000, "t31")
+	check(tenantA, `SELECT $1, count(*) FROM otel_spans WHERE trace_id = $2`, []string{"x|2"}, 2, "x", "t31")
+}
+
+// TestIcebergScanStatsCountFiles: a file iceberg-go splits into several
+// tasks (its row groups, read.split.target-size apart) is one file of the
+// scan's stats, its rows counted once. (They were counted per task: a
+// 448 MB compacted file of 5M spans read as 2 files and 10M rows.)
+func TestIcebergScanStatsCountFiles(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	ctx := context.Background()
+	tbl, err := l.snk.Catalog().LoadTable(ctx, table.Identifier{"tracelake", "otel_spans"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.SetProperties(iceberggo.Properties{table.ParquetRowGroupLimitKey: "10", table.ReadSplitTargetSizeKey: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A sink that loads the table with its new properties.
+	l.snk = openLakeSink(t, l.dir)
+	spans := make([]span, 50)
+	for i := range spans {
+		spans[i] = span{"c", "t", "n", int64(i), day(7)}
+	}
+	l.load(t, spans, nil)
+	l.takeScans()
+	got, err := l.rows(t, tenancy.Operator, `SELECT count(*) FROM otel_spans WHERE tenant_id = 'c'`)
+	if err != nil || !slices.Equal(got, []string{"50"}) {
+		t.Fatalf("read %v, %v; want 50", got, err)
+	}
+	if scans := l.takeScans(); len(scans) != 1 || scans[0].Files != 1 || scans[0].Rows != 50 {
+		t.Fatalf("scans %+v, want one of 1 file and 50 rows", scans)
+	}
 }
 
 // TestIcebergSeesNewSnapshots: a reader opened before a commit sees it
@@ -570,41 +616,44 @@ func TestIcebergPushesWhatIsCertain(t *testing.T) {
 	}
 	const all = "AlwaysTrue()"
 	for _, c := range []struct {
-		q    string
-		want []string // the filters of the query's scans, in the order of its references
+		q      string
+		want   []string // the filters of the query's scans, in the order of its references
+		params []any
 	}{
-		{`SELECT 1 FROM otel_spans WHERE duration_ms > 5`, []string{gt("duration_ms", 5)}},
-		{`SELECT 1 FROM otel_spans WHERE 5 < duration_ms`, []string{gt("duration_ms", 5)}},
-		{`SELECT 1 FROM otel_spans WHERE duration_ms BETWEEN 5 AND 9`, []string{"And(left=GreaterThanEqual(term=Reference(name='duration_ms'), literal=5), right=LessThanEqual(term=Reference(name='duration_ms'), literal=9))"}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > 5`, []string{gt("duration_ms", 5)}, nil},
+		{`SELECT 1 FROM otel_spans WHERE 5 < duration_ms`, []string{gt("duration_ms", 5)}, nil},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms BETWEEN 5 AND 9`, []string{"And(left=GreaterThanEqual(term=Reference(name='duration_ms'), literal=5), right=LessThanEqual(term=Reference(name='duration_ms'), literal=9))"}, nil},
 		{`SELECT 1 FROM otel_spans WHERE name IN ('a', 'b') AND start_time >= DATE '2024-03-02'`,
-			[]string{"And(left=In(term=Reference(name='name'), {[a b]}), right=GreaterThanEqual(term=Reference(name='start_time'), literal=2024-03-02 00:00:00.000000))"}},
-		{`SELECT 1 FROM otel_spans WHERE kpartition IN (1, 2, 3)`, []string{"In(term=Reference(name='kpartition'), {[1 2 3]})"}},
+			[]string{"And(left=In(term=Reference(name='name'), {[a b]}), right=GreaterThanEqual(term=Reference(name='start_time'), literal=2024-03-02 00:00:00.000000))"}, nil},
+		{`SELECT 1 FROM otel_spans WHERE kpartition IN (1, 2, 3)`, []string{"In(term=Reference(name='kpartition'), {[1 2 3]})"}, nil},
 		{`SELECT 1 FROM otel_spans WHERE start_time < TIMESTAMP '2024-03-02' + INTERVAL 1 HOUR`,
-			[]string{"LessThan(term=Reference(name='start_time'), literal=2024-03-02 01:00:00.000000)"}},
+			[]string{"LessThan(term=Reference(name='start_time'), literal=2024-03-02 01:00:00.000000)"}, nil},
 		{`SELECT 1 FROM otel_spans s JOIN genai_operations o ON o.trace_id = s.trace_id AND s.duration_ms > 5 WHERE o.input_tokens > 7`,
-			[]string{gt("duration_ms", 5), gt("input_tokens", 7)}},
-		{`SELECT 1 FROM otel_spans a JOIN otel_spans b USING (trace_id) WHERE b.duration_ms > 5`, []string{all, gt("duration_ms", 5)}},
+			[]string{gt("duration_ms", 5), gt("input_tokens", 7)}, nil},
+		{`SELECT 1 FROM otel_spans a JOIN otel_spans b USING (trace_id) WHERE b.duration_ms > 5`, []string{all, gt("duration_ms", 5)}, nil},
 		// The null-supplying side of an outer join takes the WHERE, the
 		// preserved side not the ON.
 		{`SELECT 1 FROM otel_spans s LEFT JOIN genai_operations o ON o.trace_id = s.trace_id AND s.duration_ms > 5 WHERE o.input_tokens > 7`,
-			[]string{all, gt("input_tokens", 7)}},
-		{`SELECT 1 FROM otel_spans s ASOF JOIN genai_operations o ON s.start_time >= o.start_time WHERE s.duration_ms > 5 AND o.input_tokens > 7`, []string{all, all}},
-		{`SELECT 1 FROM otel_spans s SEMI JOIN genai_operations o USING (trace_id) WHERE s.duration_ms > 5`, []string{all, all}},
-		{`SELECT 1 FROM (SELECT * FROM otel_spans) x WHERE x.duration_ms > 5`, []string{all}},
-		{`SELECT 1 FROM otel_spans t(a, b) WHERE b = 'x'`, []string{all}},
-		{`SELECT 1 FROM otel_spans WHERE duration_ms > 5 OR name = 'x'`, []string{all}},
-		{`SELECT 1 FROM otel_spans WHERE duration_ms = 2.5`, []string{all}},
-		{`SELECT 1 FROM otel_spans WHERE start_time > now() - INTERVAL 1 HOUR`, []string{all}},
-		{`SELECT 1 FROM otel_spans WHERE name = $1`, []string{all}},
-		{`SELECT 1 FROM otel_spans WHERE attributes = '{}'`, []string{all}},
-		{`SELECT 1 FROM otel_spans WHERE upper(name) = 'X'`, []string{all}},
+			[]string{all, gt("input_tokens", 7)}, nil},
+		{`SELECT 1 FROM otel_spans s ASOF JOIN genai_operations o ON s.start_time >= o.start_time WHERE s.duration_ms > 5 AND o.input_tokens > 7`, []string{all, all}, nil},
+		{`SELECT 1 FROM otel_spans s SEMI JOIN genai_operations o USING (trace_id) WHERE s.duration_ms > 5`, []string{all, all}, nil},
+		{`SELECT 1 FROM (SELECT * FROM otel_spans) x WHERE x.duration_ms > 5`, []string{all}, nil},
+		{`SELECT 1 FROM otel_spans t(a, b) WHERE b = 'x'`, []string{all}, nil},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > 5 OR name = 'x'`, []string{all}, nil},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms = 2.5`, []string{all}, nil},
+		{`SELECT 1 FROM otel_spans WHERE start_time > now() - INTERVAL 1 HOUR`, []string{all}, nil},
+		// A parameter is a constant of its value's type: pushed where a
+		// constant of that type would be.
+		{`SELECT 1 FROM otel_spans WHERE name = $1`, []string{"Equal(term=Reference(name='name'), literal=x)"}, []any{"x"}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > $2 AND name < $1`, []string{"And(left=GreaterThan(term=Reference(name='duration_ms'), literal=5), right=LessThan(term=Reference(name='name'), literal=x))"}, []any{"x", 5}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > ? AND name = ?`, []string{"And(left=GreaterThan(term=Reference(name='duration_ms'), literal=5), right=Equal(term=Reference(name='name'), literal=x))"}, []any{5, "x"}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > $1`, []string{all}, []any{"5"}},
+		{`SELECT 1 FROM otel_spans WHERE duration_ms > $1`, []string{all}, []any{2.5}},
+		{`SELECT 1 FROM otel_spans WHERE attributes = '{}'`, []string{all}, nil},
+		{`SELECT 1 FROM otel_spans WHERE upper(name) = 'X'`, []string{all}, nil},
 	} {
-		var params []any
-		if strings.Contains(c.q, "$1") {
-			params = []any{"x"}
-		}
 		l.takeScans()
-		if _, err := l.rows(t, tenancy.Operator, c.q, params...); err != nil {
+		if _, err := l.rows(t, tenancy.Operator, c.q, c.params...); err != nil {
 			t.Fatalf("%s: %v", c.q, err)
 		}
 		var got []string
@@ -639,7 +688,7 @@ func TestIcebergMaterializesCTEsNamedTwice(t *testing.T) {
 	}
 	defer sess.close()
 	text, _, err := l.reader.plan(ctx, sess, tenancy.Operator, `WITH once AS (SELECT name FROM otel_spans), twice AS (SELECT name FROM otel_spans)
-		SELECT * FROM once, twice AS x, twice AS y`, false)
+		SELECT * FROM once, twice AS x, twice AS y`, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +720,7 @@ func TestIcebergSandbox(t *testing.T) {
 			t.Errorf("the sandbox ran %s", q)
 		}
 	}
-	if _, _, err := l.reader.plan(ctx, sess, tenantA, `SELECT name FROM otel_spans`, false); err != nil {
+	if _, _, err := l.reader.plan(ctx, sess, tenantA, `SELECT name FROM otel_spans`, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	var view string

@@ -3,6 +3,7 @@ package tempo
 import (
 	"context"
 	"crypto/md5"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -37,6 +38,18 @@ var benchStart = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 func benchMux(b *testing.B, n int) *http.ServeMux {
 	b.Helper()
 	db, _ := openDB(b)
+	insertBenchSpans(b, db, n)
+	r, err := query.NewDuckDB(context.Background(), db, query.DuckDBOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return readerMux(b, r)
+}
+
+// insertBenchSpans creates otel_spans in db with the benchmarks' n spans,
+// in load order.
+func insertBenchSpans(b *testing.B, db *sql.DB, n int) {
+	b.Helper()
 	createSpansTable(b, db)
 	usPerSpan := int64(24*time.Hour/time.Microsecond) / int64(n)
 	// Trace t holds spans 10t … 10t+9: the first its root, each later one
@@ -57,10 +70,11 @@ func benchMux(b *testing.B, n int) *http.ServeMux {
 	if _, err := db.Exec(q); err != nil {
 		b.Fatal(err)
 	}
-	r, err := query.NewDuckDB(context.Background(), db, query.DuckDBOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+}
+
+// readerMux is the Tempo API over r, tenants required.
+func readerMux(b *testing.B, r query.Reader) *http.ServeMux {
+	b.Helper()
 	mux := http.NewServeMux()
 	if err := Register(mux, Options{Reader: r, Tenants: tenancy.Resolver{Required: true}}); err != nil {
 		b.Fatal(err)
@@ -83,7 +97,13 @@ func BenchmarkTraceByIDNoWindow(b *testing.B) { benchTraceByID(b, false) }
 
 func benchTraceByID(b *testing.B, window bool) {
 	n := benchSpans()
-	mux := benchMux(b, n)
+	traceByIDLoop(b, benchMux(b, n), n, window)
+}
+
+// traceByIDLoop asks mux for tenant a's bench traces, spread over the
+// day, each once, with Grafana's window or without, and reports p50 and
+// p99.
+func traceByIDLoop(b *testing.B, mux *http.ServeMux, n int, window bool) {
 	traces := n / 10
 	usPerSpan := int64(24*time.Hour/time.Microsecond) / int64(n)
 	var took []time.Duration
