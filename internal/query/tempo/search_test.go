@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // grafanaSearch is the search answer as Grafana's datasource reads it
@@ -251,5 +253,17 @@ func TestSearchWindowOverlappingTheTrace(t *testing.T) {
 	s = f.search("a", url.Values{"q": {`{ name = "db query" }`}, "start": {fmt.Sprint(st + 1)}, "end": {fmt.Sprint(st + 30)}})
 	if got := matchedSpans(s); !slices.Equal(got, []string{checkoutID + ": db query (1)"}) {
 		t.Fatalf("db query: %q", got)
+	}
+	// A trace running during the window though none of its spans does
+	// (a gap between them) is found too: the trace's time range is from
+	// its first start to its last end.
+	gap := "22222222222222222222222222222222"
+	loadSpans(t, f.db, t.TempDir(), map[string][]ptrace.Traces{"a": {traces([]span{
+		{gap, "40f067aa0ba902b7", "", "batch", "job", ptrace.SpanKindServer, ptrace.StatusCodeOk, 10 * time.Minute, time.Second, nil},
+		{gap, "40f067aa0ba902b8", "40f067aa0ba902b7", "batch", "later step", ptrace.SpanKindInternal, ptrace.StatusCodeOk, 15 * time.Minute, time.Second, nil},
+	})}})
+	s = f.search("a", url.Values{"q": {`{ name = "job" }`}, "start": {fmt.Sprint(st + 12*60)}, "end": {fmt.Sprint(st + 13*60)}})
+	if got := matchedSpans(s); !slices.Equal(got, []string{strings.TrimLeft(gap, "0") + ": job (1)"}) {
+		t.Fatalf("a trace with a gap over the window: %q", got)
 	}
 }

@@ -85,19 +85,19 @@ func (b *Builder) traces() bool {
 	return b.ReachMicros > 0 && (b.StartMicros != 0 || b.EndMicros != 0)
 }
 
-// windowCTE is win, the spans of the traces that have a span running
-// during the window (starting by its end, ending at its start or after:
+// windowCTE is win, the spans of the traces running during the window
+// (their first start by its end, their last end at its start or after:
 // tempodb/encoding/vparquet4/block_traceql.go createAllIterator's trace
 // time range), read within ReachMicros of the window.
 func (b *Builder) windowCTE() string {
 	lo := b.Param(max(b.StartMicros-b.ReachMicros, 1))
 	hi := b.Param(min(b.EndMicros, 1<<62-1-b.ReachMicros) + b.ReachMicros)
-	end := b.Param(b.EndMicros)
-	startNanos := b.Param(b.StartMicros * 1000)
+	startNanos, endNanos := b.Param(b.StartMicros*1000), b.Param(b.EndMicros*1000+999)
 	t := sqltext.Ident(b.Table)
 	return fmt.Sprintf(`win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
-		AND trace_id IN (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[5]s)
-			AND %[6]s + coalesce(duration_ns, 0) >= %[7]s))`, spanColumns, t, lo, hi, end, StartNanos, startNanos)
+		AND trace_id IN (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
+			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[5]s + coalesce(duration_ns, 0)) >= %[6]s))`,
+		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos)
 }
 
 // traceCTE is the trace-level intrinsics of each trace in the window: the
