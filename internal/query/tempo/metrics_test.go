@@ -209,3 +209,27 @@ func TestQueryRangeByMissingAttribute(t *testing.T) {
 		}
 	}
 }
+
+// TestDrilldownRootSpans: Traces Drilldown's default signal, root spans,
+// is { nestedSetParent<0 && true } (grafana/traces-drilldown
+// src/pages/Explore/primary-signals.ts), which Tempo answers with the
+// spans without a parent: their nestedSetParent is -1, every other
+// span's its parent's nestedSetLeft, 1 or more
+// (pkg/traceql/enum_attributes.go IntrinsicNestedSetParent;
+// tempodb/encoding/vparquet4 nested set numbering). Refusing it leaves
+// Drilldown's first page empty.
+func TestDrilldownRootSpans(t *testing.T) {
+	f := newFixture(t)
+	if got, want := f.rangeOf("a", `{nestedSetParent<0 && true} | count_over_time() by (resource.service.name)`), []string{
+		`resource.service.name=stringValue:"frontend": 1@2`, `resource.service.name=stringValue:"payments": 1@3`}; !slices.Equal(got, want) {
+		t.Errorf("root spans:\n got %q\nwant %q", got, want)
+	}
+	if got, want := matchedSpans(f.search("a", url.Values{"q": {`{ nestedSetParent > 0 }`}})), []string{
+		checkoutID + ": db query,sql parse (2)", payID + ": db query (1)"}; !slices.Equal(got, want) {
+		t.Errorf("spans with a parent:\n got %q\nwant %q", got, want)
+	}
+	if got, want := matchedSpans(f.search("a", url.Values{"q": {`{ nestedSetParent = -1 }`}})), []string{
+		checkoutID + ": GET /api (1)", payID + ": POST /pay (1)"}; !slices.Equal(got, want) {
+		t.Errorf("nestedSetParent = -1:\n got %q\nwant %q", got, want)
+	}
+}
