@@ -255,6 +255,20 @@ var intrinsicColumns = map[string]string{
 }
 
 func (b *Builder) comparison(c Comparison) (string, error) {
+	if c.Attr.Scope == Intrinsic && c.Attr.Name == IntrinsicNestedSetParent {
+		root, other, ok := NestedSetParentAnswers(c.Op, c.Value.I)
+		switch {
+		case !ok:
+			return "", fmt.Errorf("nestedSetParent %s %d is not supported", c.Op, c.Value.I)
+		case root && other:
+			return "TRUE", nil
+		case root:
+			return "parent_span_id IS NULL", nil
+		case other:
+			return "parent_span_id IS NOT NULL", nil
+		}
+		return "FALSE", nil
+	}
 	if c.Attr.Scope == Intrinsic {
 		col := intrinsicColumns[c.Attr.Name]
 		var v any
