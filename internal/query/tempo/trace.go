@@ -33,8 +33,9 @@ type traceRequest struct {
 // time overlap the request's), and its ingesters cut blocks by
 // max_block_duration, so a trace that touches the window comes back whole
 // unless it ran for much longer than a block. Reading spans starting
-// within traceReach of the window, and answering when one of them runs
-// during it, gives the same answer with the window still pruning: a trace
+// within traceReach of the window, and answering when the trace (its
+// first start to its last end) runs during it, gives the same answer
+// with the window still pruning: a trace
 // running longer than traceReach beyond the window comes back without
 // its farther spans.
 const traceReach = time.Hour
