@@ -95,11 +95,32 @@ func isIndexed(attr string) bool {
 	return attr == "service.name"
 }
 
+// discovered are the resource attributes whose stream labels Loki's
+// service name discovery takes service_name from when the resource has
+// no service.name, in its order: those of discover_service_name's
+// default labels (pkg/validation/limits.go: …, container_name,
+// k8s_container_name, …, k8s_job_name) that are stream labels here
+// (pkg/loghttp/push/otlplabels/labels.go ResourceAttrsToStreamLabels).
+var discovered = []string{"container.name", "k8s.container.name", "k8s.job.name"}
+
+// discoverService is the service_name of a resource without service.name:
+// the first discovered attribute it has, else unknown_service.
+func discoverService(res map[string]json.RawMessage) string {
+	for _, a := range discovered {
+		if raw, ok := res[a]; ok {
+			if v := jsonValue(raw); v != "" {
+				return v
+			}
+		}
+	}
+	return unknownService
+}
+
 // streamLabels are a row's stream labels: service_name, detected_level
 // and the indexed resource attributes.
 func streamLabels(service string, res map[string]json.RawMessage, severityNumber int32, severityText string) logql.Labels {
 	if service == "" {
-		service = unknownService
+		service = discoverService(res)
 	}
 	ls := logql.Labels{{Name: serviceLabel, Value: service}, {Name: levelLabel, Value: detectedLevel(severityNumber, severityText)}}
 	for _, a := range indexed {

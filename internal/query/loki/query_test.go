@@ -194,3 +194,26 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectedLevelFromTheLineWithoutSeverity: a record sent without a
+// severity (number 0, no text: a Collector's filelog receiver without a
+// severity parser) has the level its line states, as Loki's distributor
+// detects it (pkg/distributor/field_detection.go extractLogLevel →
+// detectLogLevelFromLogEntry: no severity_number metadata, so
+// extractLogLevelFromLogLine reads a JSON or logfmt level field, else
+// the words of the line). Grafana's log volume, sum by (detected_level),
+// then shows error and warn where "unknown" is answered here.
+func TestDetectedLevelFromTheLineWithoutSeverity(t *testing.T) {
+	srv := serverOf(t, []record{
+		{tenant: "a", resource: map[string]string{"service.name": "app"}, at: time.Second, body: `level=error msg="boom"`},
+		{tenant: "a", resource: map[string]string{"service.name": "app"}, at: 2 * time.Second, body: `{"level":"warn","msg":"slow"}`},
+	})
+	v := window(`sum by (detected_level) (count_over_time({service_name="app"}[10s]))`, "step", "10s", "end", ns(t0.Add(10*time.Second)))
+	_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", v))
+	got := seriesValues(frames)
+	want := map[string][]float64{"map[detected_level:error]": {1}, "map[detected_level:warn]": {1}}
+	if len(got) != len(want) || !slices.Equal(got["map[detected_level:error]"], want["map[detected_level:error]"]) ||
+		!slices.Equal(got["map[detected_level:warn]"], want["map[detected_level:warn]"]) {
+		t.Fatalf("log volume by level: %v, want %v", got, want)
+	}
+}

@@ -38,7 +38,13 @@ func entryColumns(ts string) string {
 func labelSQL(name string) string {
 	switch name {
 	case serviceLabel:
-		return `coalesce(nullif(service_name, ''), '` + unknownService + `')`
+		// The service.name column, else the discovered attributes
+		// (discoverService), else unknown_service.
+		expr := `coalesce(nullif(service_name, ''), `
+		for _, a := range discovered {
+			expr += `nullif(json_extract_string(resource_attributes, ` + sqltext.String(`$."`+a+`"`) + `), ''), `
+		}
+		return expr + `'` + unknownService + `')`
 	case levelLabel:
 		return levelSQL
 	}
@@ -72,9 +78,11 @@ func matcherSQL(m *logql.Matcher, args *sqlArgs) string {
 	case logql.MatchEq:
 		if m.Name == serviceLabel && m.Value != unknownService && m.Value != "" {
 			// On the column itself, so that the scan filters by it
-			// before it reads the other columns of a row ('' in the
-			// column is unknown_service: no value of the label is '').
-			return "service_name = " + args.add(m.Value)
+			// before it reads the other columns of a row: the value, or
+			// '' for a resource without service.name whose service is
+			// discovered (no value of the label is '').
+			v := args.add(m.Value)
+			return "service_name IN (" + v + ", '') AND " + expr + " = " + args.add(m.Value)
 		}
 		return expr + " = " + args.add(m.Value)
 	case logql.MatchNotEq:

@@ -2,9 +2,11 @@ package loki
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,5 +65,38 @@ func TestEmptyServiceNameMatcher(t *testing.T) {
 	_, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(`{k8s_namespace_name="prod", service_name="unknown_service"}`)))
 	if len(frames) == 0 || len(frames[0].lines) != 1 {
 		t.Fatalf(`{service_name="unknown_service"}: %+v`, frames)
+	}
+}
+
+// TestServiceNameDiscoveredFromTheResource: a resource without
+// service.name but with a container or job name (a Collector's filelog
+// and k8sattributes without a service) is the stream of that name, as
+// Loki's OTLP ingestion names it (pkg/loghttp/push/otlplabels/labels.go
+// ResourceAttrsToStreamLabels: the first of discover_service_name's
+// labels among the stream labels, pkg/validation/limits.go: …
+// container_name, k8s_container_name, …, k8s_job_name; unknown_service
+// only when none is there). Grafana's Logs Drilldown lists services by
+// service_name.
+func TestServiceNameDiscoveredFromTheResource(t *testing.T) {
+	srv := serverOf(t, []record{
+		{tenant: "a", resource: map[string]string{"k8s.namespace.name": "prod", "k8s.container.name": "nginx"}, at: time.Second, body: "GET /"},
+		{tenant: "a", resource: map[string]string{"k8s.namespace.name": "prod", "k8s.job.name": "backup", "k8s.container.name": "backup-c"}, at: 2 * time.Second, body: "done"},
+		{tenant: "a", resource: map[string]string{"k8s.namespace.name": "prod", "k8s.job.name": "cleanup"}, at: 3 * time.Second, body: "cleaned"},
+		{tenant: "a", resource: map[string]string{"k8s.namespace.name": "prod"}, at: 4 * time.Second, body: "orphan"},
+	})
+	var values struct {
+		Data []string `json:"data"`
+	}
+	if err := json.Unmarshal(ok(t, srv, "a", "/loki/api/v1/label/service_name/values", window("")), &values); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"backup-c", "cleanup", "nginx", "unknown_service"}; !slices.Equal(values.Data, want) {
+		t.Fatalf("service_name values %q, want %q", values.Data, want)
+	}
+	for sel, want := range map[string]string{`{service_name="nginx"}`: "GET /", `{service_name="cleanup"}`: "cleaned", `{service_name="unknown_service"}`: "orphan"} {
+		_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(sel)))
+		if len(frames) != 1 || !slices.Equal(frames[0].lines, []string{want}) {
+			t.Errorf("%s: %+v, want %q", sel, frames, want)
+		}
 	}
 }

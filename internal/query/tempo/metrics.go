@@ -349,9 +349,19 @@ func rangeAnswer(req rangeRequest, all map[string]*series) rangeResponse {
 	keys := sortedKeys(all)
 	for _, k := range keys {
 		ser := all[k]
+		// A span without a by() attribute has no such label; a group
+		// of spans missing every one is labelled by the first, "nil"
+		// (engine_metrics.go GroupingAggregator.labelsFor), but for a
+		// quantile's or a histogram's, which their p or __bucket label
+		// names.
 		base := make([]*keyValue, 0, len(ser.labels)+1)
 		for _, l := range ser.labels {
-			base = append(base, &keyValue{Key: l.key, Value: l.value})
+			if l.value.GetValue() != nil {
+				base = append(base, &keyValue{Key: l.key, Value: l.value})
+			}
+		}
+		if len(base) == 0 && len(ser.labels) > 0 && m.Of == nil {
+			base = append(base, &keyValue{Key: ser.labels[0].key, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "nil"}}})
 		}
 		if len(base) == 0 && m.Of == nil {
 			base = append(base, &keyValue{Key: "__name__", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: m.Func}}})

@@ -177,3 +177,63 @@ func TestQueryInstantIncludesItsStart(t *testing.T) {
 		t.Fatalf("%+v, want the root span, which starts at start, counted once", out.Series)
 	}
 }
+
+// TestQueryRangeByMissingAttribute: spans without a by() attribute are
+// in a series without that label, as Tempo answers them
+// (pkg/traceql/engine_metrics.go GroupingAggregator.labelsFor: "Nils are
+// dropped"; when every by() value is missing, the first label is the
+// string "nil", Static.AsAnyValue of a nil), not in one whose label has
+// no value (Grafana's legend then shows an empty value, and a series
+// beside the others' labels that Tempo never answers).
+func TestQueryRangeByMissingAttribute(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct {
+		q    string
+		want []string
+	}{
+		{`{} | count_over_time() by (span.http.method)`, []string{
+			`span.http.method=stringValue:"GET": 1@2`, `span.http.method=stringValue:"POST": 1@3`,
+			`span.http.method=stringValue:"nil": 2@2 1@3`}},
+		{`{} | count_over_time() by (span.http.method, resource.service.name)`, []string{
+			`resource.service.name=stringValue:"db": 2@2 1@3`,
+			`span.http.method=stringValue:"GET",resource.service.name=stringValue:"frontend": 1@2`,
+			`span.http.method=stringValue:"POST",resource.service.name=stringValue:"payments": 1@3`}},
+	} {
+		if got := f.rangeOf("a", c.q); !slices.Equal(got, c.want) {
+			t.Errorf("%s:\n got %q\nwant %q", c.q, got, c.want)
+		}
+		// No label without a value (which rangeOf does not show).
+		params := url.Values{"q": {c.q}, "start": {fmt.Sprint(base.Add(-time.Minute).Unix())}, "end": {fmt.Sprint(base.Add(2 * time.Minute).Unix())}, "step": {"60"}}
+		if rec := f.get("a", "/api/metrics/query_range?"+params.Encode(), ""); strings.Contains(rec.Body.String(), `"value":{}`) {
+			t.Errorf("%s: a label without a value: %s", c.q, rec.Body)
+		}
+	}
+}
+
+// TestDrilldownRootSpans: Traces Drilldown's default signal, root spans,
+// is { nestedSetParent<0 && true } (grafana/traces-drilldown
+// src/pages/Explore/primary-signals.ts), which Tempo answers with the
+// spans without a parent: their nestedSetParent is -1, every other
+// span's its parent's nestedSetLeft, 1 or more
+// (pkg/traceql/enum_attributes.go IntrinsicNestedSetParent;
+// tempodb/encoding/vparquet4 nested set numbering). Refusing it leaves
+// Drilldown's first page empty.
+func TestDrilldownRootSpans(t *testing.T) {
+	f := newFixture(t)
+	if got, want := f.rangeOf("a", `{nestedSetParent<0 && true} | count_over_time() by (resource.service.name)`), []string{
+		`resource.service.name=stringValue:"frontend": 1@2`, `resource.service.name=stringValue:"payments": 1@3`}; !slices.Equal(got, want) {
+		t.Errorf("root spans:\n got %q\nwant %q", got, want)
+	}
+	if got, want := matchedSpans(f.search("a", url.Values{"q": {`{ nestedSetParent > 0 }`}})), slices.Sorted(slices.Values([]string{
+		checkoutID + ": db query,sql parse (2)", payID + ": db query (1)"})); !slices.Equal(got, want) {
+		t.Errorf("spans with a parent:\n got %q\nwant %q", got, want)
+	}
+	if got, want := matchedSpans(f.search("a", url.Values{"q": {`{ nestedSetParent = -1 }`}})), slices.Sorted(slices.Values([]string{
+		checkoutID + ": GET /api (1)", payID + ": POST /pay (1)"})); !slices.Equal(got, want) {
+		t.Errorf("nestedSetParent = -1:\n got %q\nwant %q", got, want)
+	}
+	// A comparison whose answer depends on a span's place is refused.
+	if rec := f.get("a", "/api/search?"+url.Values{"q": {`{ nestedSetParent = 3 }`}}.Encode(), ""); rec.Code != 400 {
+		t.Errorf("nestedSetParent = 3: %d %s", rec.Code, rec.Body)
+	}
+}

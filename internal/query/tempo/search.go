@@ -152,7 +152,7 @@ type searchOutput struct {
 // runSearch runs q (its spanset and select()) with p's window, limits
 // and durations.
 func (s *server) runSearch(ctx context.Context, scope tenancy.Scope, q *traceql.Query, p searchParams) (*searchResponse, error) {
-	b := &traceql.Builder{Table: s.Table}
+	b := &traceql.Builder{Table: s.Table, ReachMicros: traceReach.Microseconds()}
 	b.StartMicros, b.EndMicros = p.window()
 	with, err := b.Matches(q.Spans)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // grafanaSearch is the search answer as Grafana's datasource reads it
@@ -224,5 +226,44 @@ func TestSearchTenancy(t *testing.T) {
 	}
 	if rec := f.get("", "/api/search?q={}", ""); rec.Code != 401 {
 		t.Fatalf("no tenant: %d", rec.Code)
+	}
+}
+
+// TestSearchWindowOverlappingTheTrace: a search whose window (start,
+// end) begins while a trace is still running finds the trace, with its
+// root and its whole duration, as Tempo does: its block search keeps the
+// traces whose start and end overlap the window
+// (tempodb/encoding/vparquet4/block_traceql.go createAllIterator: trace
+// StartTimeUnixNano <= end and EndTimeUnixNano >= start) and evaluates
+// every span of them. Bounding each span's start by the window loses the
+// checkout trace, whose root (base to base+2s) started before base+1s.
+func TestSearchWindowOverlappingTheTrace(t *testing.T) {
+	f := newFixture(t)
+	st := base.Unix()
+	s := f.search("a", url.Values{"q": {`{ name = "GET /api" }`}, "start": {fmt.Sprint(st + 1)}, "end": {fmt.Sprint(st + 30)}})
+	if got := matchedSpans(s); !slices.Equal(got, []string{checkoutID + ": GET /api (1)"}) {
+		t.Fatalf("window from base+1s (the root runs to base+2s): %q", got)
+	}
+	tr := s.Traces[0]
+	if tr.RootServiceName != "frontend" || tr.RootTraceName != "GET /api" || tr.StartTimeUnixNano != fmt.Sprint(base.UnixNano()) || tr.DurationMs != 2000 {
+		t.Fatalf("trace %+v", tr)
+	}
+	// A span of the trace matched inside the window answers the whole
+	// trace's root and duration too.
+	s = f.search("a", url.Values{"q": {`{ name = "db query" }`}, "start": {fmt.Sprint(st + 1)}, "end": {fmt.Sprint(st + 30)}})
+	if got := matchedSpans(s); !slices.Equal(got, []string{checkoutID + ": db query (1)"}) {
+		t.Fatalf("db query: %q", got)
+	}
+	// A trace running during the window though none of its spans does
+	// (a gap between them) is found too: the trace's time range is from
+	// its first start to its last end.
+	gap := "22222222222222222222222222222222"
+	loadSpans(t, f.db, t.TempDir(), map[string][]ptrace.Traces{"a": {traces([]span{
+		{gap, "40f067aa0ba902b7", "", "batch", "job", ptrace.SpanKindServer, ptrace.StatusCodeOk, 10 * time.Minute, time.Second, nil},
+		{gap, "40f067aa0ba902b8", "40f067aa0ba902b7", "batch", "later step", ptrace.SpanKindInternal, ptrace.StatusCodeOk, 15 * time.Minute, time.Second, nil},
+	})}})
+	s = f.search("a", url.Values{"q": {`{ name = "job" }`}, "start": {fmt.Sprint(st + 12*60)}, "end": {fmt.Sprint(st + 13*60)}})
+	if got := matchedSpans(s); !slices.Equal(got, []string{strings.TrimLeft(gap, "0") + ": job (1)"}) {
+		t.Fatalf("a trace with a gap over the window: %q", got)
 	}
 }

@@ -313,6 +313,27 @@ func (s *server) tagValuesV2(w http.ResponseWriter, r *http.Request, scope tenan
 	writeJSON(w, tagValuesV2Response{TagValues: values})
 }
 
+// v1Attribute is the attribute a v1 tag names: an attribute of a span or
+// its resource, but for the tags Tempo directs to intrinsics or to one
+// scope (tempodb/encoding/vparquet4/block_search_tags.go
+// translateTagToAttribute).
+func v1Attribute(tag string) traceql.Attribute {
+	switch tag {
+	case "name":
+		return traceql.Attribute{Scope: traceql.Intrinsic, Name: traceql.IntrinsicName}
+	case "rootServiceName":
+		return traceql.Attribute{Scope: traceql.Intrinsic, Name: traceql.IntrinsicRootServiceName}
+	case "rootName":
+		return traceql.Attribute{Scope: traceql.Intrinsic, Name: traceql.IntrinsicRootName}
+	case "service.name", "cluster", "namespace", "pod", "container",
+		"k8s.namespace.name", "k8s.cluster.name", "k8s.pod.name", "k8s.container.name":
+		return traceql.Attribute{Scope: traceql.ResourceScope, Name: tag}
+	case "http.method", "http.url", "http.status_code":
+		return traceql.Attribute{Scope: traceql.SpanScope, Name: tag}
+	}
+	return traceql.Attribute{Scope: traceql.Unscoped, Name: tag}
+}
+
 // tagValuesV1 answers /api/search/tag/{tag}/values: the tag is an
 // attribute's name, of a span or its resource; the values are strings;
 // status.code and error have Tempo's virtual values
@@ -335,7 +356,7 @@ func (s *server) tagValuesV1(w http.ResponseWriter, r *http.Request, scope tenan
 	case "error":
 		out = []string{"true"}
 	default:
-		values, err := s.attributeValues(r.Context(), scope, req, traceql.Attribute{Scope: traceql.Unscoped, Name: tag})
+		values, err := s.attributeValues(r.Context(), scope, req, v1Attribute(tag))
 		if err != nil {
 			s.fail(w, r, err)
 			return

@@ -175,3 +175,25 @@ func TestPublic(t *testing.T) {
 		t.Fatalf("buildinfo: %d %+v", code, info)
 	}
 }
+
+// TestTagValuesV1WellKnownTags: v1 tag values of the tags Tempo directs
+// to its intrinsics answer them: name the span names, rootServiceName
+// and rootName the root spans' service and name
+// (tempodb/encoding/vparquet4/block_search_tags.go
+// translateTagToAttribute, used by SearchTagValues), not the values of
+// attributes so named, which no span here has.
+func TestTagValuesV1WellKnownTags(t *testing.T) {
+	f := newFixture(t)
+	for tag, want := range map[string][]string{
+		"name":            {"GET /api", "POST /pay", "db query", "sql parse"},
+		"rootServiceName": {"frontend", "payments"},
+		"rootName":        {"GET /api", "POST /pay"},
+	} {
+		var v1 struct {
+			TagValues []string `json:"tagValues"`
+		}
+		if code := f.json("a", "/api/search/tag/"+tag+"/values", &v1); code != 200 || !slices.Equal(v1.TagValues, want) {
+			t.Errorf("%s: %d %q, want %q", tag, code, v1.TagValues, want)
+		}
+	}
+}

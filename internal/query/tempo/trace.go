@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,8 +33,9 @@ type traceRequest struct {
 // time overlap the request's), and its ingesters cut blocks by
 // max_block_duration, so a trace that touches the window comes back whole
 // unless it ran for much longer than a block. Reading spans starting
-// within traceReach of the window, and answering when one of them runs
-// during it, gives the same answer with the window still pruning: a trace
+// within traceReach of the window, and answering when the trace (its
+// first start to its last end) runs during it, gives the same answer
+// with the window still pruning: a trace
 // running longer than traceReach beyond the window comes back without
 // its farther spans.
 const traceReach = time.Hour
@@ -106,35 +108,36 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 	sql := fmt.Sprintf(`SELECT DISTINCT ON (span_id) %s FROM %s WHERE trace_id = %s AND %s ORDER BY span_id, start_ns DESC LIMIT %d`,
 		traceColumns, sqltext.Ident(s.Table), idParam, b.Window(), s.maxSpans+1)
 	tb := newTraceBuilder(req.id)
-	n, during := 0, !windowed
+	n := 0
+	first, last := int64(math.MaxInt64), int64(math.MinInt64) // the trace's first start and last end (ns)
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {
 		n++
 		if n > s.maxSpans {
 			partial = true
 			return nil
 		}
-		during = during || runsDuring(r, req)
+		start, end := spanTimes(r)
+		first, last = min(first, start), max(last, end)
 		return tb.add(r)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("read trace %s: %w", req.id, err)
 	}
-	if !during {
+	if windowed && !(n > 0 && first <= req.endMicros*1000+999 && last >= req.startMicros*1000) {
 		// Read around the window but not in it: not found there.
 		return newTraceBuilder(req.id).data(), false, nil
 	}
 	return tb.data(), partial, nil
 }
 
-// runsDuring tells whether span r (traceColumns) runs during req's window:
-// it starts before the window ends and ends after it starts.
-func runsDuring(r row, req traceRequest) bool {
-	startNs := r.int(7)
-	endNs := startNs
+// spanTimes are span r's (traceColumns) start and end in nanoseconds.
+func spanTimes(r row) (start, end int64) {
+	start = r.int(7)
+	end = start
 	if !r.null(8) {
-		endNs += r.int(8)
+		end += r.int(8)
 	}
-	return startNs <= req.endMicros*1000+999 && endNs >= req.startMicros*1000
+	return start, end
 }
 
 // requestedTrace reads a trace by id request and its trace.

@@ -307,3 +307,23 @@ func TestTraceByIDRetryAcrossTheUpgradeKeepsNanoseconds(t *testing.T) {
 		t.Fatalf("%d\n got %q\nwant %q", rec.Code, got, want)
 	}
 }
+
+// TestTraceByIDWindowInAGapOfTheTrace: a window falling between two of
+// a trace's spans (the trace runs from its first start to its last end
+// around it) finds the trace, as Tempo does: the trace is in the blocks
+// whose time range overlaps the window (tempodb/tempodb.go
+// includeBlock), whether or not one of its spans runs during it.
+func TestTraceByIDWindowInAGapOfTheTrace(t *testing.T) {
+	f := newFixture(t)
+	gap := "22222222222222222222222222222222"
+	spans := []span{
+		{gap, "40f067aa0ba902b7", "", "batch", "job", ptrace.SpanKindServer, ptrace.StatusCodeOk, 10 * time.Minute, time.Second, nil},
+		{gap, "40f067aa0ba902b8", "40f067aa0ba902b7", "batch", "later step", ptrace.SpanKindInternal, ptrace.StatusCodeOk, 15 * time.Minute, time.Second, nil},
+	}
+	loadSpans(t, f.db, t.TempDir(), map[string][]ptrace.Traces{"a": {traces(spans)}})
+	s := base.Unix()
+	rec := f.get("a", fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", gap, s+12*60, s+13*60), "application/protobuf")
+	if got, want := spanSummary(decodeTraceV2(t, rec.Body.Bytes()).trace), wantSpans(spans); !slices.Equal(got, want) {
+		t.Fatalf("window between the trace's spans: %d\n got %q\nwant %q", rec.Code, got, want)
+	}
+}

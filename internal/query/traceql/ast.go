@@ -113,6 +113,12 @@ const (
 	IntrinsicRootName        = "rootName"
 	IntrinsicRootServiceName = "rootServiceName"
 	IntrinsicTraceDuration   = "traceDuration"
+	// IntrinsicNestedSetParent is a span's parent's place in the
+	// trace's nested set numbering: -1 for a root span, 1 or more for
+	// the others (upstream enum_attributes.go). Only comparisons whose
+	// answer that tells are served: { nestedSetParent<0 }, Traces
+	// Drilldown's root spans, and the like.
+	IntrinsicNestedSetParent = "nestedSetParent"
 )
 
 // Attribute names a value of a span: an intrinsic or an attribute.

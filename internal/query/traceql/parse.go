@@ -330,6 +330,42 @@ func (p *parser) comparison() (Expr, error) {
 	return checkComparison(Comparison{Attr: a, Op: f, Value: v})
 }
 
+// NestedSetParentAnswers is what nestedSetParent op n answers for a root
+// span (nestedSetParent -1) and for every other span (1 or more), ok
+// false when the answer for the others depends on their place in the
+// trace.
+func NestedSetParentAnswers(op string, n int64) (root, other, ok bool) {
+	cmp := func(v int64) bool {
+		switch op {
+		case "=":
+			return v == n
+		case "!=":
+			return v != n
+		case "<":
+			return v < n
+		case "<=":
+			return v <= n
+		case ">":
+			return v > n
+		case ">=":
+			return v >= n
+		}
+		return false
+	}
+	root = cmp(-1)
+	switch op {
+	case "<":
+		return root, false, n <= 1
+	case "<=", "=":
+		return root, false, n < 1
+	case ">", "!=":
+		return root, true, n < 1
+	case ">=":
+		return root, true, n <= 1
+	}
+	return false, false, false
+}
+
 // checkComparison refuses what upstream's validation refuses (a regular
 // expression against a non-string; status or kind compared with the
 // other's values) and what the subset leaves out.
@@ -358,6 +394,13 @@ func checkComparison(c Comparison) (Expr, error) {
 			if c.Value.Kind != Kind {
 				return nil, fmt.Errorf("kind is compared with a span kind")
 			}
+		case IntrinsicNestedSetParent:
+			if c.Value.Kind != Int {
+				return nil, fmt.Errorf("nestedSetParent is compared with an integer")
+			}
+			if _, _, ok := NestedSetParentAnswers(c.Op, c.Value.I); !ok {
+				return nil, fmt.Errorf("nestedSetParent %s %d: only comparisons that tell root spans (-1) from the others (1 or more) are supported", c.Op, c.Value.I)
+			}
 		case IntrinsicDuration, IntrinsicTraceDuration:
 			if c.Value.Kind != Duration {
 				return nil, fmt.Errorf("%s is compared with a duration", c.Attr.Name)
@@ -377,7 +420,7 @@ func checkComparison(c Comparison) (Expr, error) {
 }
 
 var intrinsics = []string{IntrinsicName, IntrinsicStatus, IntrinsicStatusMessage, IntrinsicKind, IntrinsicDuration,
-	IntrinsicRootName, IntrinsicRootServiceName, IntrinsicTraceDuration}
+	IntrinsicRootName, IntrinsicRootServiceName, IntrinsicTraceDuration, IntrinsicNestedSetParent}
 
 // attribute reads an attribute or intrinsic, if one is next.
 func (p *parser) attribute() (Attribute, bool) {

@@ -27,6 +27,11 @@ type Builder struct {
 	// StartMicros, EndMicros bound the spans read by start_time
 	// (microseconds since the epoch, inclusive); 0, 0 for no bound.
 	StartMicros, EndMicros int64
+	// ReachMicros, when positive, makes the window select traces rather
+	// than spans, as Tempo's search does: the spans read are those of
+	// the traces with a span running during the window, each trace's
+	// spans starting within ReachMicros of it (Matches names them win).
+	ReachMicros int64
 
 	ctes  []string
 	trace bool // a condition reads trace-level intrinsics
@@ -50,6 +55,9 @@ func (b *Builder) Window() string {
 // SpanRelation is the SQL of the table's spans in the window, with the
 // columns the conditions read, as a subquery to name.
 func (b *Builder) SpanRelation() string {
+	if b.traces() {
+		return "win"
+	}
 	return fmt.Sprintf("(SELECT %s FROM %s WHERE %s)", spanColumns, sqltext.Ident(b.Table), b.Window())
 }
 
@@ -66,7 +74,30 @@ func (b *Builder) Matches(s Spanset) (string, error) {
 	if b.trace {
 		b.ctes = append([]string{b.traceCTE()}, b.ctes...)
 	}
+	if b.traces() {
+		b.ctes = append([]string{b.windowCTE()}, b.ctes...)
+	}
 	return strings.Join(b.ctes, ",\n"), nil
+}
+
+// traces says whether the window selects traces (ReachMicros).
+func (b *Builder) traces() bool {
+	return b.ReachMicros > 0 && (b.StartMicros != 0 || b.EndMicros != 0)
+}
+
+// windowCTE is win, the spans of the traces running during the window
+// (their first start by its end, their last end at its start or after:
+// tempodb/encoding/vparquet4/block_traceql.go createAllIterator's trace
+// time range), read within ReachMicros of the window.
+func (b *Builder) windowCTE() string {
+	lo := b.Param(max(b.StartMicros-b.ReachMicros, 1))
+	hi := b.Param(min(b.EndMicros, 1<<62-1-b.ReachMicros) + b.ReachMicros)
+	startNanos, endNanos := b.Param(b.StartMicros*1000), b.Param(b.EndMicros*1000+999)
+	t := sqltext.Ident(b.Table)
+	return fmt.Sprintf(`win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
+		AND trace_id IN (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
+			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[5]s + coalesce(duration_ns, 0)) >= %[6]s))`,
+		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos)
 }
 
 // traceCTE is the trace-level intrinsics of each trace in the window: the
@@ -224,6 +255,20 @@ var intrinsicColumns = map[string]string{
 }
 
 func (b *Builder) comparison(c Comparison) (string, error) {
+	if c.Attr.Scope == Intrinsic && c.Attr.Name == IntrinsicNestedSetParent {
+		root, other, ok := NestedSetParentAnswers(c.Op, c.Value.I)
+		switch {
+		case !ok:
+			return "", fmt.Errorf("nestedSetParent %s %d is not supported", c.Op, c.Value.I)
+		case root && other:
+			return "TRUE", nil
+		case root:
+			return "parent_span_id IS NULL", nil
+		case other:
+			return "parent_span_id IS NOT NULL", nil
+		}
+		return "FALSE", nil
+	}
 	if c.Attr.Scope == Intrinsic {
 		col := intrinsicColumns[c.Attr.Name]
 		var v any
