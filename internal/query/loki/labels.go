@@ -24,8 +24,8 @@ var indexed = []string{
 // Names of the stream labels that are not resource attributes.
 const (
 	serviceLabel = "service_name"
-	// levelLabel is the severity as Loki's distributor detects it
-	// (pkg/distributor/field_detection.go, from severity_number). Loki
+	// levelLabel is the level as Loki's distributor detects it
+	// (levelSQL). Loki
 	// keeps it as structured metadata; here it is a stream label, so
 	// that a selector on it reaches the table's severity columns and the
 	// labels API lists it for Grafana's level filters.
@@ -118,11 +118,11 @@ func discoverService(res map[string]json.RawMessage) string {
 
 // streamLabels are a row's stream labels: service_name, detected_level
 // and the indexed resource attributes.
-func streamLabels(service string, res map[string]json.RawMessage, severityNumber int32, severityText string) logql.Labels {
+func streamLabels(service string, res map[string]json.RawMessage, level string) logql.Labels {
 	if service == "" {
 		service = discoverService(res)
 	}
-	ls := logql.Labels{{Name: serviceLabel, Value: service}, {Name: levelLabel, Value: detectedLevel(severityNumber, severityText)}}
+	ls := logql.Labels{{Name: serviceLabel, Value: service}, {Name: levelLabel, Value: level}}
 	for _, a := range indexed {
 		if raw, ok := res[a]; ok {
 			if v := jsonValue(raw); v != "" {
@@ -133,56 +133,63 @@ func streamLabels(service string, res map[string]json.RawMessage, severityNumber
 	return ls.Sort()
 }
 
-// detectedLevel is the level of a record: from its severity number's
-// range (Loki pkg/distributor/field_detection.go
-// detectLogLevelFromLogEntry), else its severity text when it names a
-// level, else unknown (Loki would look in the line; a record without a
-// severity is unknown here).
-func detectedLevel(n int32, text string) string {
-	switch {
-	case n <= 0:
-	case n <= 4:
-		return "trace"
-	case n <= 8:
-		return "debug"
-	case n <= 12:
-		return "info"
-	case n <= 16:
-		return "warn"
-	case n <= 20:
-		return "error"
-	case n <= 24:
-		return "fatal"
-	default:
-		return "unknown"
-	}
-	switch strings.ToLower(text) {
-	case "trace", "trc":
-		return "trace"
-	case "debug", "dbg":
-		return "debug"
-	case "info", "inf", "information":
-		return "info"
-	case "warn", "wrn", "warning":
-		return "warn"
-	case "error", "err":
-		return "error"
-	case "critical":
-		return "critical"
-	case "fatal":
-		return "fatal"
-	}
-	return "unknown"
-}
-
-// levelSQL is detectedLevel in SQL, for selectors on detected_level.
-const levelSQL = `CASE WHEN severity_number > 0 THEN CASE WHEN severity_number <= 4 THEN 'trace' WHEN severity_number <= 8 THEN 'debug'
+// levelSQL is a record's detected_level, as Loki's distributor detects
+// it (pkg/distributor/field_detection.go): from its severity number's
+// range (detectLogLevelFromLogEntry), else from its severity text when
+// it names a level, else from its line (extractLogLevelFromLogLine): a
+// JSON line's first level field, a logfmt line's level field by the
+// priority of Loki's default level fields, else the first level word
+// standing on its own in the line, else unknown. It is computed in SQL
+// only, and read as a column, so that a selector on detected_level and
+// the labels a query answers agree. Unlike Loki: a severity text that
+// names no level does not become the level (Loki keeps such a text as
+// it is), a record attribute named level is not read, and a JSON level
+// field is found at any depth, arrays included.
+var levelSQL = `CASE WHEN severity_number > 0 THEN CASE WHEN severity_number <= 4 THEN 'trace' WHEN severity_number <= 8 THEN 'debug'
 	WHEN severity_number <= 12 THEN 'info' WHEN severity_number <= 16 THEN 'warn' WHEN severity_number <= 20 THEN 'error'
 	WHEN severity_number <= 24 THEN 'fatal' ELSE 'unknown' END
-	ELSE CASE lower(coalesce(severity_text, '')) WHEN 'trace' THEN 'trace' WHEN 'trc' THEN 'trace' WHEN 'debug' THEN 'debug'
-	WHEN 'dbg' THEN 'debug' WHEN 'info' THEN 'info' WHEN 'inf' THEN 'info' WHEN 'information' THEN 'info' WHEN 'warn' THEN 'warn'
-	WHEN 'wrn' THEN 'warn' WHEN 'warning' THEN 'warn' WHEN 'error' THEN 'error' WHEN 'err' THEN 'error'
-	WHEN 'critical' THEN 'critical' WHEN 'fatal' THEN 'fatal' ELSE 'unknown' END END`
+	ELSE coalesce(` + levelOf(`severity_text`) + `, ` + lineLevelSQL(lineSQL) + `) END`
+
+// levelWords are the names of levels in the texts that state one, and
+// the level each names (Loki's normalizeLogLevel).
+var levelWords = [][2]string{
+	{"trace", "trace"}, {"trc", "trace"}, {"debug", "debug"}, {"dbg", "debug"}, {"info", "info"}, {"inf", "info"},
+	{"information", "info"}, {"warn", "warn"}, {"wrn", "warn"}, {"warning", "warn"}, {"error", "error"}, {"err", "error"},
+	{"critical", "critical"}, {"fatal", "fatal"},
+}
+
+// levelOf is the SQL of the level a text names, NULL when it names none.
+func levelOf(text string) string {
+	var b strings.Builder
+	b.WriteString("CASE lower(" + text + ")")
+	for _, w := range levelWords {
+		b.WriteString(" WHEN '" + w[0] + "' THEN '" + w[1] + "'")
+	}
+	b.WriteString(" END")
+	return b.String()
+}
+
+// logfmtLevelFields are Loki's default level fields
+// (pkg/validation/limits.go DefaultAllowedLevelFields) as a logfmt line
+// is searched for them: by name regardless of case, in this order.
+var logfmtLevelFields = []string{"level", `log\.level`, "severity", "severitytext", "lvl", "severity_text"}
+
+// lineLevelSQL is the SQL of the level line states, unknown when none.
+func lineLevelSQL(line string) string {
+	// The JSON level fields, each in every case Loki lists; the first
+	// in the line whose value is a string.
+	json := `regexp_extract(` + line + `, '"(?:level|LEVEL|Level|log\.level|severity|SEVERITY|Severity|SeverityText|lvl|LVL|Lvl|severity_text|Severity_Text|SEVERITY_TEXT)"\s*:\s*"([^"]*)"', 1)`
+	var logfmt []string
+	for _, f := range logfmtLevelFields {
+		logfmt = append(logfmt, levelOf(`regexp_extract(`+line+`, '(?i)(?:^|\s)`+f+`="?([^"\s]*)', 1)`))
+	}
+	// The first level word with a boundary on each side (Loki's
+	// isLeftWordBoundary and isRightWordBoundary); at one place, the
+	// words in Loki's order of levelPatterns.
+	words := `regexp_extract(lower(` + line + `), '(?:^|[ \t\n\[({"''=|])(trace|debug|fatal|critical|error|err|warning|warn|info)(?:$|[ \t\n\[\](){}:,!"''=|])', 1)`
+	return `coalesce(CASE WHEN regexp_matches(` + line + `, '^\s*\{(?s:.*)\}\s*$') THEN ` + levelOf(json) +
+		` WHEN contains(` + line + `, '=') THEN coalesce(` + strings.Join(logfmt, ", ") + `) END, ` + levelOf(words) + `, 'unknown')`
+}
 
 // row is what a query reads of a log record.
 type row struct {
@@ -195,6 +202,7 @@ type row struct {
 	severityNumber           int32
 	traceID, spanID          string
 	flags, droppedAttributes int64
+	level                    string // detected_level (levelSQL)
 }
 
 // metadata is a row's structured metadata, as Loki's OTLP ingestion

@@ -39,19 +39,18 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 		rec := rr.RecordBatch()
 		service, err1 := textColumn(rec.Column(0))
 		resource, err2 := textColumn(rec.Column(1))
-		number, err3 := intColumn(rec.Column(2))
-		text, err4 := textColumn(rec.Column(3))
-		entries, err5 := intColumn(rec.Column(4))
-		bytes, err6 := intColumn(rec.Column(5))
-		bucket, err7 := intColumn(rec.Column(6))
-		for _, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
+		level, err3 := textColumn(rec.Column(2))
+		entries, err4 := intColumn(rec.Column(3))
+		bytes, err5 := intColumn(rec.Column(4))
+		bucket, err6 := intColumn(rec.Column(5))
+		for _, err := range []error{err1, err2, err3, err4, err5, err6} {
 			if err != nil {
 				return nil, err
 			}
 		}
 		for i := range int(rec.NumRows()) {
 			// Copies: Arrow's strings point into buffers the next batch reuses.
-			ls := res.get(strings.Clone(resource.Value(i))).labels(strings.Clone(service.Value(i)), int32(number(i)), strings.Clone(text.Value(i)))
+			ls := res.get(strings.Clone(resource.Value(i))).labels(strings.Clone(service.Value(i)), strings.Clone(level.Value(i)))
 			b := bucket(i)
 			key := append(slices.Clone(ls), logql.Label{Name: "__bucket__", Value: strconv.FormatInt(b, 10)})
 			s := all.At(key, func() *stream { return &stream{labels: ls, bucket: b} })

@@ -217,3 +217,52 @@ func TestDetectedLevelFromTheLineWithoutSeverity(t *testing.T) {
 		t.Fatalf("log volume by level: %v, want %v", got, want)
 	}
 }
+
+// TestDetectedLevelOfLines: the level a line states, as Loki's
+// extractLogLevelFromLogLine reads it, selects the line by
+// detected_level, and a severity wins over the line.
+func TestDetectedLevelOfLines(t *testing.T) {
+	want := map[string]string{
+		`{"msg":"x","level":"WARN"}`:                "warn",
+		`{"ctx":{"lvl":"dbg"},"msg":"error later"}`: "debug",
+		`{"level":"loud","msg":"fatal: disk"}`:      "fatal",
+		`ts=1 LVL=err msg=x`:                        "error",
+		`msg="warn me" level=info`:                  "info",
+		`log.level=critical`:                        "critical",
+		`[ERROR] could not connect`:                 "error",
+		`GET /warning-page 200 info`:                "info",
+		`misc:error errors terror`:                  "unknown",
+		`trace id 7: something`:                     "trace",
+		"two\nlines: warning":                       "warn",
+		`plain line`:                                "unknown",
+	}
+	var records []record
+	at := time.Second
+	for line := range want {
+		records = append(records, record{tenant: "a", resource: map[string]string{"service.name": "app"}, at: at, body: line})
+		at += time.Second
+	}
+	// A severity is the level whatever the line says.
+	records = append(records, record{tenant: "a", resource: map[string]string{"service.name": "app"}, at: at, body: "level=error sev", severity: 9},
+		record{tenant: "a", resource: map[string]string{"service.name": "app"}, at: at + time.Second, body: "level=error text", text: "Debug"})
+	want["level=error sev"] = "info"
+	want["level=error text"] = "debug"
+	srv := serverOf(t, records)
+	got := map[string]string{}
+	for _, level := range []string{"trace", "debug", "info", "warn", "error", "critical", "fatal", "unknown"} {
+		_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(`{service_name="app", detected_level="`+level+`"}`)))
+		for _, f := range frames {
+			for _, line := range newestFirst(f) {
+				if prev, dup := got[line]; dup {
+					t.Errorf("%q is %s and %s", line, prev, level)
+				}
+				got[line] = level
+			}
+		}
+	}
+	for line, level := range want {
+		if got[line] != level {
+			t.Errorf("%q: detected_level %q, want %q", line, got[line], level)
+		}
+	}
+}

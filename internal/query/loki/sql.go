@@ -30,7 +30,7 @@ func entryColumns(ts string) string {
 		coalesce(scope_attributes::VARCHAR, '') AS scope_attrs, coalesce(log_attributes::VARCHAR, '') AS attrs,
 		coalesce(scope_name, '') AS scope_name, coalesce(scope_version, '') AS scope_version, coalesce(severity_text, '') AS severity_text,
 		coalesce(severity_number, 0) AS severity_number, coalesce(trace_id, '') AS trace_id, coalesce(span_id, '') AS span_id,
-		coalesce(flags, 0) AS flags, coalesce(dropped_attributes_count, 0) AS dropped`
+		coalesce(flags, 0) AS flags, coalesce(dropped_attributes_count, 0) AS dropped, ` + levelSQL + ` AS level`
 }
 
 // labelSQL is the SQL of a stream label's value ("" when absent), or ""
@@ -147,7 +147,7 @@ func timestampSQL(ns int64) string {
 // entryKey are entryColumns but the time, which distinctSQL compares to
 // the microsecond.
 const entryKey = `line, service, res, scope_attrs, attrs, scope_name, scope_version, severity_text, severity_number,
-	trace_id, span_id, flags, dropped`
+	trace_id, span_id, flags, dropped, level`
 
 // distinctSQL is the distinct records of scan (rows of entryColumns):
 // copies of a record are one, with its exact time. A copy loaded before
@@ -188,7 +188,7 @@ func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, args 
 	if step > 0 {
 		bucket = fmt.Sprintf("(ts - %d) // %d", start, step)
 	}
-	return `SELECT service, res, severity_number, severity_text, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes, ` + bucket +
+	return `SELECT service, res, level, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes, ` + bucket +
 		` AS bucket FROM (SELECT * FROM (` + distinctSQL(scanSQL(table, ms, start, end, entryColumns, args)) + `) WHERE ts >= ` + args.add(start) +
 		` AND ts < ` + args.add(end) + `) GROUP BY ALL`
 }
