@@ -102,7 +102,9 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 		}
 		have := d.columns[c.Table.Log]
 		if have == nil {
-			have = d.router.RoutedColumns(c.Table.Log)
+			if have = d.router.RoutedColumns(c.Table.Log); have == nil {
+				have = map[string]string{} // a table not created yet
+			}
 			d.columns[c.Table.Log] = have
 		}
 		for j := range c.Columns {
