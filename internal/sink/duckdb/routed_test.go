@@ -71,7 +71,7 @@ func TestRoutedTablesCreatedGrownAndFenced(t *testing.T) {
 		`SELECT count(*) FROM cdc_db_users_log`:                               10,
 		`SELECT count(note) FROM cdc_db_orders_log`:                           3,
 		`SELECT count(*) FROM cdc_db_orders_log WHERE price = 1.25`:           10,
-		`SELECT count(*) FROM cdc_routes`:                                      2,
+		`SELECT count(*) FROM cdc_routes`:                                     2,
 		`SELECT sum(records) FROM cdc_ledger`:                                 20,
 		`SELECT count(*) FROM cdc_db_users_log WHERE cdc_source_time IS NULL`: 10,
 	} {
