@@ -77,6 +77,12 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		if s.opt.Derived != nil {
 			errs = append(errs, s.ensureDeclared(ctx, s.opt.DerivedTable, s.opt.Derived))
 		}
+	} else if s.opt.Routed {
+		if err := s.ensure(ctx, s.opt.Table+"_routes", routesColumns); err != nil {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, s.readRouted(ctx))
+		}
 	} else {
 		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
 	}

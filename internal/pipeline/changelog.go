@@ -1,0 +1,216 @@
+package pipeline
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// ChangelogDecoder is the RowDecoder of database change events
+// (kafka.format debezium, canal or maxwell): each change a cdc.Decoder
+// makes of a record becomes a row of its source table's changelog table
+// (Batch.Routed), the record's rows numbered by kindex. A record with no
+// change (a tombstone, a heartbeat, DDL) makes no row; its offset is
+// still covered by the ledger. Safe for concurrent use by the workers.
+type ChangelogDecoder struct {
+	dec    *cdc.Decoder
+	router sink.Router
+	// changes recycles Decode's slices (*[]cdc.Change).
+	changes sync.Pool
+
+	mu sync.Mutex
+	// columns are, per changelog table seen by this process, the type
+	// (in the sink's words) of each column: those the table had when
+	// first seen, and those this process's batches added since.
+	columns map[string]map[string]string
+	// typeNames caches the sink's type names.
+	typeNames map[sink.Column]string
+}
+
+// NewChangelogDecoder returns the decoder of o's format routing to the
+// tables of r.
+func NewChangelogDecoder(o cdc.Options, r sink.Router) (*ChangelogDecoder, error) {
+	dec, err := cdc.NewDecoder(o)
+	if err != nil {
+		return nil, err
+	}
+	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]string{}, typeNames: map[sink.Column]string{}}, nil
+}
+
+// reserved are the column names of a changelog row that are not the
+// source's.
+var reserved = func() map[string]bool {
+	m := map[string]bool{}
+	for _, c := range append(cdc.LogColumns, schema.Coordinates...) {
+		m[c.Name] = true
+	}
+	return m
+}()
+
+// AppendRows implements RowDecoder.
+func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
+	p, _ := d.changes.Get().(*[]cdc.Change)
+	if p == nil {
+		p = new([]cdc.Change)
+	}
+	defer d.changes.Put(p)
+	changes, err := d.dec.Decode((*p)[:0], r.Topic, r.Key, r.Value)
+	*p = changes
+	if err != nil {
+		return 0, err
+	}
+	if err := d.admit(changes); err != nil {
+		return 0, err
+	}
+	rows := 0
+	for i := range changes {
+		c := &changes[i]
+		if c.Op.Letter() == 0 {
+			continue
+		}
+		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name})
+		start := len(t.Rows)
+		t.Rows = d.appendRow(t, c, r, rows)
+		b.RoutedBytes += int64(len(t.Rows) - start)
+		b.MaxLine = max(b.MaxLine, len(t.Rows)-start)
+		rows++
+	}
+	return rows, nil
+}
+
+// admit checks that every typed column of the changes keeps the type its
+// table has (or that an earlier change gave it in this process) and
+// records the columns they add. A change of type refuses the record,
+// which is dead-lettered with the reason, and adds nothing: the other
+// tables go on, and so does this one with the records that fit it.
+func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	type added struct{ table, column, typ string }
+	var adds []added
+	for i := range changes {
+		c := &changes[i]
+		if c.Op.Letter() == 0 {
+			continue
+		}
+		have := d.columns[c.Table.Log]
+		if have == nil {
+			if have = d.router.RoutedColumns(c.Table.Log); have == nil {
+				have = map[string]string{} // a table not created yet
+			}
+			d.columns[c.Table.Log] = have
+		}
+		for j := range c.Columns {
+			col := &c.Columns[j]
+			if !typed(col) {
+				continue
+			}
+			if reserved[col.Name] {
+				return fmt.Errorf("source table %s has a column %s, a name the changelog table %s uses for its own", sourceName(c.Table), col.Name, c.Table.Log)
+			}
+			typ := d.typeName(col)
+			if was, ok := have[col.Name]; ok && was != typ {
+				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s: tracelake does not change a column's type (rename or alter the table yourself, then replay the dead-lettered records)",
+					col.Name, sourceName(c.Table), was, c.Table.Log, typ)
+			}
+			for _, a := range adds {
+				if a.table == c.Table.Log && a.column == col.Name && a.typ != typ {
+					return fmt.Errorf("column %s of source table %s is %s in one change of the record and %s in another", col.Name, sourceName(c.Table), a.typ, typ)
+				}
+			}
+			if _, ok := have[col.Name]; !ok {
+				adds = append(adds, added{c.Table.Log, col.Name, typ})
+			}
+		}
+	}
+	for _, a := range adds {
+		d.columns[a.table][a.column] = a.typ
+	}
+	return nil
+}
+
+// typed says whether a column's type is known: a value's, or a null's
+// the source declares. A null of an inferred type (Debezium without
+// schemas, Maxwell) says nothing, and the row leaves it out.
+func typed(c *cdc.Column) bool { return c.Value != nil || c.SourceType != "" }
+
+func (d *ChangelogDecoder) typeName(c *cdc.Column) string {
+	k := sinkColumn(c)
+	k.Name = ""
+	name, ok := d.typeNames[k]
+	if !ok {
+		name = d.router.ColumnType(k)
+		d.typeNames[k] = name
+	}
+	return name
+}
+
+func sinkColumn(c *cdc.Column) sink.Column {
+	out := sink.Column{Name: c.Name, Type: c.Type}
+	if c.Type == schema.Decimal {
+		out.Precision, out.Scale = c.Precision, c.Scale
+	}
+	return out
+}
+
+func sourceName(t *cdc.Table) string {
+	if t.Schema != "" {
+		return strconv.Quote(t.Database) + "." + strconv.Quote(t.Schema) + "." + strconv.Quote(t.Name)
+	}
+	return strconv.Quote(t.Database) + "." + strconv.Quote(t.Name)
+}
+
+// appendRow appends c's changelog row, the index-th of record r, to t's
+// rows, adding the columns it brings to t's.
+func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, r *kgo.Record, index int) []byte {
+	dst := append(t.Rows, '{')
+	for j := range c.Columns {
+		col := &c.Columns[j]
+		if !typed(col) {
+			continue
+		}
+		t.AddColumn(sinkColumn(col))
+		if col.Value == nil {
+			continue // read as null
+		}
+		dst = envelope.AppendString(dst, col.Name)
+		dst = append(append(dst, ':'), col.Value...)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"`+cdc.OpColumn+`":"`...)
+	dst = append(dst, c.Op.Letter(), '"')
+	if !c.Position.IsZero() {
+		dst = append(dst, `,"`+cdc.PositionColumn+`":"`...)
+		dst = append(c.Position.AppendText(dst), '"')
+	}
+	if c.SourceTime != 0 {
+		dst = append(dst, `,"`+cdc.SourceTimeColumn+`":`...)
+		dst = strconv.AppendInt(dst, c.SourceTime, 10)
+	}
+	if len(c.Key) > 0 {
+		dst = append(dst, `,"`+cdc.KeyColumn+`":[`...)
+		for i, k := range c.Key {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = envelope.AppendString(dst, k)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"`+schema.TopicColumn+`":`...)
+	dst = envelope.AppendString(dst, r.Topic)
+	dst = append(dst, `,"`+schema.PartitionColumn+`":`...)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, `,"`+schema.OffsetColumn+`":`...)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, `,"`+schema.IndexColumn+`":`...)
+	dst = strconv.AppendInt(dst, int64(index), 10)
+	return append(dst, '}', '\n')
+}
