@@ -1,7 +1,9 @@
 package cdc
 
 import (
+	"bytes"
 	"encoding/base64"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -360,4 +362,72 @@ func (c *Change) putJSONText(col *Column, v []byte) bool {
 	c.arena = out
 	col.from, col.to = int32(from), int32(len(out))
 	return true
+}
+
+// The range of a Timestamp (µs since the epoch) a changelog table holds:
+// DuckDB's TIMESTAMP, 290309 BC to 294247 AD (make_timestamp refuses the
+// rest).
+const (
+	minTimestamp = -9223372022400000000
+	maxTimestamp = math.MaxInt64 - 1
+)
+
+// Fits says why the column's value does not fit its type as a changelog
+// table holds it, nil when it does or is null: an Int32 beyond 32 bits,
+// an Int64 beyond 64 (Canal's int(11) of 3000000000, a Debezium int32
+// of more), a Timestamp out of range, a Float64 beyond a double, or a
+// Decimal of known precision (1 to 38: a DECIMAL(p,s) column) with more
+// integer or fraction digits than it holds. The decoders check a value's
+// text, not its size; such a value, written as it is, would fail the
+// load of every table in it at each retry, or (a fraction) be rounded.
+func (c *Column) Fits() error {
+	v := c.Value
+	if v == nil {
+		return nil
+	}
+	switch c.Type {
+	case schema.Int32:
+		if _, err := strconv.ParseInt(string(v), 10, 32); err != nil {
+			return errorString(clip(v) + " is out of the range of a 32-bit integer")
+		}
+	case schema.Int64:
+		if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
+			return errorString(clip(v) + " is out of the range of a 64-bit integer")
+		}
+	case schema.Timestamp:
+		if us, err := strconv.ParseInt(string(v), 10, 64); err != nil || us < minTimestamp || us > maxTimestamp {
+			return errorString(clip(v) + " µs since 1970 is out of the range of a timestamp")
+		}
+	case schema.Float64:
+		if !isString(v) { // "NaN", "Infinity", "-Infinity"
+			if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+				return errorString(clip(v) + " is out of the range of a double")
+			}
+		}
+	case schema.Decimal:
+		if c.Precision < 1 || c.Precision > 38 || c.Scale < 0 || c.Scale > c.Precision {
+			return nil // kept as its exact text
+		}
+		whole, frac := decimalDigits(v)
+		if whole > c.Precision-c.Scale || frac > c.Scale {
+			return errorString(fmt.Sprintf("%s has more digits than DECIMAL(%d,%d) holds", clip(v), c.Precision, c.Scale))
+		}
+	}
+	return nil
+}
+
+// decimalDigits counts the significant integer and fraction digits of a
+// decimal's text (quoted or not, signed or not): leading zeros of the
+// integer part and trailing zeros of the fraction do not count.
+func decimalDigits(v []byte) (whole, frac int) {
+	if isString(v) {
+		v = v[1 : len(v)-1]
+	}
+	if len(v) > 0 && (v[0] == '-' || v[0] == '+') {
+		v = v[1:]
+	}
+	intPart, fracPart, _ := bytes.Cut(v, []byte{'.'})
+	intPart = bytes.TrimLeft(intPart, "0")
+	fracPart = bytes.TrimRight(fracPart, "0")
+	return len(intPart), len(fracPart)
 }

@@ -115,6 +115,9 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 			if reserved[col.Name] {
 				return fmt.Errorf("source table %s has a column %s, a name the changelog table %s uses for its own", sourceName(c.Table), col.Name, c.Table.Log)
 			}
+			if err := col.Fits(); err != nil {
+				return fmt.Errorf("column %s of source table %s%s: %w", col.Name, sourceName(c.Table), sourceType(col), err)
+			}
 			typ := d.typeName(col)
 			if was, ok := have[col.Name]; ok && was != typ {
 				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s: tracelake does not change a column's type (rename or alter the table yourself, then replay the dead-lettered records)",
@@ -158,6 +161,15 @@ func sinkColumn(c *cdc.Column) sink.Column {
 		out.Precision, out.Scale = c.Precision, c.Scale
 	}
 	return out
+}
+
+// sourceType is the column's type as the source names it, for a reason,
+// "" when it was inferred.
+func sourceType(c *cdc.Column) string {
+	if c.SourceType == "" {
+		return ""
+	}
+	return " (" + c.SourceType + ")"
 }
 
 func sourceName(t *cdc.Table) string {

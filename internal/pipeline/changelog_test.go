@@ -1,0 +1,138 @@
+package pipeline_test
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/verify"
+)
+
+// cdcConfig is testConfig with kafka.format format (debezium, canal or
+// maxwell): changes routed to changelog tables.
+func cdcConfig(t *testing.T, c *kfake.Cluster, format string) *config.Config {
+	t.Helper()
+	cfg := testConfig(t, c)
+	cfg.Kafka.Format = format
+	cfg.Sink.Table = "cdc"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// openRouted opens the DuckDB sink of cfg with routed tables, as
+// `tracelake run` does with kafka.format debezium|canal|maxwell.
+func openRouted(t *testing.T, cfg *config.Config) *duckdb.Sink {
+	t.Helper()
+	s, err := duckdb.Open(duckdb.Options{
+		Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table, Routed: true, Log: testLog(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// runChanges runs the pipeline until it is idle, failing the test if it
+// is not within 30 seconds: a load that fails for good is retried
+// without end, so a record the sink cannot take stalls every table.
+func runChanges(t *testing.T, cfg *config.Config, s *duckdb.Sink) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the pipeline did not become idle within 30s: a load is failing over and over")
+	}
+}
+
+// verifyChanges runs verify over the routed tables, as `tracelake
+// verify` does with kafka.format debezium|canal|maxwell.
+func verifyChanges(t *testing.T, cfg *config.Config, s *duckdb.Sink) *verify.Report {
+	t.Helper()
+	main, err := s.RoutedRows(context.Background())
+	must(t, err)
+	tn := s.Tables()
+	rep, err := verify.Run(context.Background(), verify.SQLQuerier{DB: s.DB()},
+		verify.Tables{Main: main, DLQ: tn.DLQ, Ledger: tn.Ledger, Raw: true, Topic: "ktopic", Index: "kindex"}, watermarksOf(t, cfg), true)
+	must(t, err)
+	return rep
+}
+
+// produceChanges produces each value to partition 0 of topic, in order.
+func produceChanges(t *testing.T, cl *kgo.Client, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		produce(t, cl, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(v)})
+	}
+}
+
+// wantQuery checks a query's rows, each its values joined by "|".
+func wantQuery(t *testing.T, db *sql.DB, q string, want ...string) {
+	t.Helper()
+	rows, err := verify.SQLQuerier{DB: db}.QueryText(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	got := make([]string, len(rows))
+	for i, r := range rows {
+		got[i] = strings.Join(r, "|")
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s:\n got %q\nwant %q", q, got, want)
+	}
+}
+
+func canalInsert(table, mysqlTypes, data string) string {
+	return `{"data":` + data + `,"database":"shop","es":1589373515000,"id":1,"isDdl":false,"mysqlType":` + mysqlTypes +
+		`,"old":null,"pkNames":["id"],"table":"` + table + `","ts":1589373515477,"type":"INSERT"}`
+}
+
+// A value the source's type admits by its text but the changelog
+// column's type cannot hold (an int(11) of 3000000000, a decimal(5,2) of
+// 12345.67, a Debezium int32 beyond 32 bits) used to fail the load of
+// every table, retried without end: now the record is dead-lettered with
+// the reason, and the other records load.
+func TestCDCValueOutOfTypeRangeIsDeadLettered(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	produceChanges(t, cl,
+		canalInsert("items", `{"id":"int(11)","qty":"int(11)"}`, `[{"id":"1","qty":"3"}]`),
+		canalInsert("items", `{"id":"int(11)","qty":"int(11)"}`, `[{"id":"2","qty":"3000000000"}]`),
+		canalInsert("prices", `{"id":"int(11)","price":"decimal(5,2)"}`, `[{"id":"3","price":"12345.67"}]`),
+		canalInsert("prices", `{"id":"int(11)","price":"decimal(5,2)"}`, `[{"id":"4","price":"-999.99"}]`),
+		canalInsert("small", `{"id":"tinyint(4)"}`, `[{"id":"127"}]`),
+		canalInsert("users", `{"id":"int(11)","name":"varchar(10)"}`, `[{"id":"5","name":"ann"}]`),
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT id, qty FROM cdc_shop_items_log`, "1|3")
+	wantQuery(t, s.DB(), `SELECT id, price::VARCHAR FROM cdc_shop_prices_log`, "4|-999.99")
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_shop_small_log`, "127")
+	wantQuery(t, s.DB(), `SELECT id, name FROM cdc_shop_users_log`, "5|ann")
+	wantQuery(t, s.DB(), `SELECT "offset", stage, error FROM cdc_dlq ORDER BY "offset"`,
+		`1|decode|column qty of source table "shop"."items" (int(11)): 3000000000 is out of the range of a 32-bit integer`,
+		`2|decode|column price of source table "shop"."prices" (decimal(5,2)): "12345.67" has more digits than DECIMAL(5,2) holds`)
+}
