@@ -40,7 +40,7 @@ func TestColumnFits(t *testing.T) {
 	f(schema.Decimal, 10, 2, `"1.239"`, false)
 	f(schema.Decimal, 20, 0, `"18446744073709551615"`, true)
 	f(schema.Decimal, 0, 0, `"123456789012345678901234567890123456789012.5"`, true) // unknown precision: text
-	f(schema.Decimal, 40, 2, `"1.239"`, true)                                          // beyond DECIMAL: text
+	f(schema.Decimal, 40, 2, `"1.239"`, true)                                       // beyond DECIMAL: text
 	f(schema.String, 0, 0, `"x"`, true)
 	f(schema.Int32, 0, 0, "", true) // null
 }
