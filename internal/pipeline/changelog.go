@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,10 +27,11 @@ type ChangelogDecoder struct {
 	changes sync.Pool
 
 	mu sync.Mutex
-	// columns are, per changelog table seen by this process, the type
-	// (in the sink's words) of each column: those the table had when
-	// first seen, and those this process's batches added since.
-	columns map[string]map[string]string
+	// columns are, per changelog table seen by this process, its columns
+	// by lower-cased name, each with its name and its type (in the sink's
+	// words): those the table had when first seen, and those this
+	// process's batches added since.
+	columns map[string]map[string]tableColumn
 	// typeNames caches the sink's type names.
 	typeNames map[sink.Column]string
 }
@@ -41,7 +43,7 @@ func NewChangelogDecoder(o cdc.Options, r sink.Router) (*ChangelogDecoder, error
 	if err != nil {
 		return nil, err
 	}
-	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]string{}, typeNames: map[sink.Column]string{}}, nil
+	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]tableColumn{}, typeNames: map[sink.Column]string{}}, nil
 }
 
 // reserved are the column names of a changelog row that are not the
@@ -86,57 +88,85 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 }
 
 // admit checks that every typed column of the changes keeps the type its
-// table has (or that an earlier change gave it in this process) and
-// records the columns they add. A change of type refuses the record,
-// which is dead-lettered with the reason, and adds nothing: the other
-// tables go on, and so does this one with the records that fit it.
+// table has (or that an earlier change gave it in this process), that
+// its value fits that type, and records the columns they add. A change
+// of type refuses the record, which is dead-lettered with the reason, and
+// adds nothing: the other tables go on, and so does this one with the
+// records that fit it.
+//
+// Names are compared as DuckDB compares column names, ignoring case: a
+// source column that differs only in case from a changelog column or
+// from another column of the table (KOFFSET, ID beside id, price after
+// Price) would fail the CREATE or ALTER TABLE of the whole load at every
+// retry, so its record is refused instead.
 func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	type added struct{ table, column, typ string }
+	type added struct {
+		table, lower string
+		column       tableColumn
+	}
 	var adds []added
 	for i := range changes {
 		c := &changes[i]
 		if c.Op.Letter() == 0 {
 			continue
 		}
-		have := d.columns[c.Table.Log]
-		if have == nil {
-			if have = d.router.RoutedColumns(c.Table.Log); have == nil {
-				have = map[string]string{} // a table not created yet
-			}
-			d.columns[c.Table.Log] = have
-		}
+		have := d.tableColumns(c.Table.Log)
 		for j := range c.Columns {
 			col := &c.Columns[j]
 			if !typed(col) {
 				continue
 			}
-			if reserved[col.Name] {
-				return fmt.Errorf("source table %s has a column %s, a name the changelog table %s uses for its own", sourceName(c.Table), col.Name, c.Table.Log)
+			lower := strings.ToLower(col.Name) // no copy when already lower case
+			if reserved[lower] {
+				return fmt.Errorf("source table %s has a column %s, a name the changelog table %s uses for its own (DuckDB's column names ignore case)", sourceName(c.Table), col.Name, c.Table.Log)
 			}
 			if err := col.Fits(); err != nil {
 				return fmt.Errorf("column %s of source table %s%s: %w", col.Name, sourceName(c.Table), sourceType(col), err)
 			}
 			typ := d.typeName(col)
-			if was, ok := have[col.Name]; ok && was != typ {
-				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s: tracelake does not change a column's type (rename or alter the table yourself, then replay the dead-lettered records)",
-					col.Name, sourceName(c.Table), was, c.Table.Log, typ)
-			}
+			was, ok := have[lower]
 			for _, a := range adds {
-				if a.table == c.Table.Log && a.column == col.Name && a.typ != typ {
-					return fmt.Errorf("column %s of source table %s is %s in one change of the record and %s in another", col.Name, sourceName(c.Table), a.typ, typ)
+				if a.table == c.Table.Log && a.lower == lower {
+					was, ok = a.column, true
 				}
 			}
-			if _, ok := have[col.Name]; !ok {
-				adds = append(adds, added{c.Table.Log, col.Name, typ})
+			if ok && was.name != col.Name {
+				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s: DuckDB's column names ignore case, so they cannot be two columns",
+					col.Name, sourceName(c.Table), was.name, c.Table.Log)
+			}
+			if ok && was.typ != typ {
+				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s: tracelake does not change a column's type (rename or alter the table yourself, then replay the dead-lettered records)",
+					col.Name, sourceName(c.Table), was.typ, c.Table.Log, typ)
+			}
+			if !ok {
+				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
 			}
 		}
 	}
 	for _, a := range adds {
-		d.columns[a.table][a.column] = a.typ
+		d.columns[a.table][a.lower] = a.column
 	}
 	return nil
+}
+
+// tableColumn is a changelog table's column: its name as the table
+// spells it and its type in the sink's words.
+type tableColumn struct{ name, typ string }
+
+// tableColumns returns the columns of the changelog table by lower-cased
+// name, reading them from the router on first sight. Called with mu held.
+func (d *ChangelogDecoder) tableColumns(table string) map[string]tableColumn {
+	have := d.columns[table]
+	if have == nil {
+		have = map[string]tableColumn{} // a table not created yet: empty
+		for name, typ := range d.router.RoutedColumns(table) {
+			have[strings.ToLower(name)] = tableColumn{name, typ}
+		}
+		d.columns[table] = have
+	}
+	return have
 }
 
 // typed says whether a column's type is known: a value's, or a null's

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,4 +136,40 @@ func TestCDCValueOutOfTypeRangeIsDeadLettered(t *testing.T) {
 	wantQuery(t, s.DB(), `SELECT "offset", stage, error FROM cdc_dlq ORDER BY "offset"`,
 		`1|decode|column qty of source table "shop"."items" (int(11)): 3000000000 is out of the range of a 32-bit integer`,
 		`2|decode|column price of source table "shop"."prices" (decimal(5,2)): "12345.67" has more digits than DECIMAL(5,2) holds`)
+}
+
+func debeziumChange(table, after string, pos int) string {
+	return `{"before":null,"after":` + after + `,"source":{"db":"inv","table":"` + table + `","file":"mysql-bin.000003","pos":` +
+		strconv.Itoa(pos) + `,"row":0,"ts_ms":1700000000000},"op":"c","ts_ms":1700000000100}`
+}
+
+// DuckDB's column names ignore case: a source column named like a
+// changelog column in other case (KOFFSET), two source columns that
+// differ only in case, or a column whose name changed case used to make
+// CREATE or ALTER TABLE fail for the whole load, retried without end.
+// Now such a change is dead-lettered with the reason, and the rest load.
+func TestCDCColumnNamesDifferingInCaseAreDeadLettered(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	produceChanges(t, cl,
+		debeziumChange("a", `{"id":1,"KOFFSET":5}`, 1),
+		debeziumChange("b", `{"id":2,"ID":3}`, 2),
+		debeziumChange("c", `{"id":3,"Price":5}`, 3),
+		debeziumChange("c", `{"id":4,"price":6}`, 4),
+		debeziumChange("e", `{"id":5,"Cdc_Op":"x"}`, 5),
+		debeziumChange("e", `{"id":6}`, 6),
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT id, "Price" FROM cdc_inv_c_log`, "3|5")
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_e_log`, "6")
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
+		`0|source table "inv"."a" has a column KOFFSET, a name the changelog table cdc_inv_a_log uses for its own (DuckDB's column names ignore case)`,
+		`1|column ID of source table "inv"."b" is id in the changelog table cdc_inv_b_log: DuckDB's column names ignore case, so they cannot be two columns`,
+		`3|column price of source table "inv"."c" is Price in the changelog table cdc_inv_c_log: DuckDB's column names ignore case, so they cannot be two columns`,
+		`4|source table "inv"."e" has a column Cdc_Op, a name the changelog table cdc_inv_e_log uses for its own (DuckDB's column names ignore case)`)
 }
