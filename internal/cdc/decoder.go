@@ -50,6 +50,16 @@ func NewDecoder(o Options) (*Decoder, error) {
 	return d, nil
 }
 
+// Claim tells the decoder that the changelog table log exists and holds
+// the changes of source table database.schema.table (a table created by
+// an earlier process): another source table routed to the same name is
+// then refused, as it is when both are seen by this decoder, instead of
+// mixing its changes into log. A name claimed or routed already keeps
+// its owner.
+func (d *Decoder) Claim(log, database, schema, table string) {
+	d.router.claim(log, database, schema, table)
+}
+
 func cmpOr(s, def string) string {
 	if s == "" {
 		return def

@@ -34,8 +34,10 @@ func (r *router) route(db, schemaName, table []byte) (*Table, error) {
 	return r.add(string(key), string(db), string(schemaName), string(table))
 }
 
-func (r *router) add(key, db, schemaName, table string) (*Table, error) {
-	names := [fieldTable + 1]string{fieldDatabase: db, fieldSchema: schemaName, fieldTable: table}
+// logical returns the names of the logical table a source table belongs
+// to (its shard rule's) and its key in owners.
+func (r *router) logical(db, schemaName, table string) (names [fieldTable + 1]string, key string) {
+	names = [fieldTable + 1]string{fieldDatabase: db, fieldSchema: schemaName, fieldTable: table}
 	for i := range r.shards {
 		if s := &r.shards[i]; s.matches(db, table) {
 			if s.asDB != "" {
@@ -47,7 +49,22 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 			break
 		}
 	}
-	logical := names[fieldDatabase] + "." + names[fieldSchema] + "." + names[fieldTable]
+	return names, names[fieldDatabase] + "." + names[fieldSchema] + "." + names[fieldTable]
+}
+
+// claim makes the logical table of the source table own the routed
+// name, unless a table owns it already.
+func (r *router) claim(name, db, schemaName, table string) {
+	_, logical := r.logical(db, schemaName, table)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.owners[name]; !ok {
+		r.owners[name] = logical
+	}
+}
+
+func (r *router) add(key, db, schemaName, table string) (*Table, error) {
+	names, logical := r.logical(db, schemaName, table)
 	t := &Table{Database: db, Schema: schemaName, Name: table, Log: r.log.expand(names), Model: r.model.expand(names)}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -43,6 +43,11 @@ func NewChangelogDecoder(o cdc.Options, r sink.Router) (*ChangelogDecoder, error
 	if err != nil {
 		return nil, err
 	}
+	// The changelog tables made by earlier processes own their names: a
+	// source table routed to one of them and not its own is refused.
+	for log, src := range r.RoutedSources() {
+		dec.Claim(log, src.Database, src.Schema, src.Name)
+	}
 	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]tableColumn{}, typeNames: map[sink.Column]string{}}, nil
 }
 

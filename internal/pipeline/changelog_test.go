@@ -173,3 +173,37 @@ func TestCDCColumnNamesDifferingInCaseAreDeadLettered(t *testing.T) {
 		`3|column price of source table "inv"."c" is Price in the changelog table cdc_inv_c_log: DuckDB's column names ignore case, so they cannot be two columns`,
 		`4|source table "inv"."e" has a column Cdc_Op, a name the changelog table cdc_inv_e_log uses for its own (DuckDB's column names ignore case)`)
 }
+
+// Two source tables whose changelog names are one (inv_x.y and inv.x_y
+// both make cdc_inv_x_y_log; Orders and orders both cdc_inv_orders_log)
+// are refused in one process, but a second process only knew the tables
+// it saw itself: the second table's changes went into the first one's
+// changelog table, mixed. The tables of the registry now own their names
+// from the start.
+func TestCDCChangelogNameCollisionAcrossRestarts(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	change := func(db, table, after string, pos int) string {
+		return `{"before":null,"after":` + after + `,"source":{"db":"` + db + `","table":"` + table + `","file":"mysql-bin.000003","pos":` +
+			strconv.Itoa(pos) + `,"row":0,"ts_ms":1700000000000},"op":"c","ts_ms":1700000000100}`
+	}
+	produceChanges(t, cl, change("inv_x", "y", `{"id":1}`, 1), change("inv", "Orders", `{"id":2}`, 2))
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	s.Close()
+
+	// Another process, the same database file.
+	produceChanges(t, cl, change("inv", "x_y", `{"id":3}`, 3), change("inv", "orders", `{"id":4}`, 4),
+		change("inv_x", "y", `{"id":5}`, 5), change("inv", "Orders", `{"id":6}`, 6))
+	s = openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_x_y_log ORDER BY id`, "1", "5")
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_orders_log ORDER BY id`, "2", "6")
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
+		`2|source table "inv"."x_y" is routed to cdc_inv_x_y_log, which already holds inv_x..y: map one of them with a shard rule or change the template`,
+		`3|source table "inv"."orders" is routed to cdc_inv_orders_log, which already holds inv..Orders: map one of them with a shard rule or change the template`)
+}

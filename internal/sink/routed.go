@@ -69,6 +69,10 @@ type Router interface {
 	// It asks no database: the sink knows its routed tables from Prepare
 	// on and from its own loads.
 	RoutedColumns(table string) map[string]string
+	// RoutedSources returns every routed table the sink has, with the
+	// source table it was created for (the registry's), in a map the
+	// caller owns: a table keeps its name from one process to the next.
+	RoutedSources() map[string]SourceTable
 }
 
 // AddColumn adds c to the table's columns unless it holds one of that

@@ -92,6 +92,10 @@ type Sink struct {
 	// guards it against the decoders reading it (RoutedColumns).
 	routedMu sync.RWMutex
 	routed   map[string]map[string]string
+	// routedSources are the routed tables' source tables (the
+	// registry's), guarded by routedMu too; routedCreated those the load
+	// in progress created, the cache's once it commits.
+	routedSources, routedCreated map[string]sink.SourceTable
 	// routedAdded are the routed tables the load in progress created or
 	// grew, with all their columns: the cache's once it commits.
 	routedAdded map[string]map[string]string
@@ -191,6 +195,7 @@ func newSink(opt Options, db *sql.DB) (*Sink, error) {
 	if opt.Routed {
 		s.tables.routes = sqltext.Name(opt.Table + "_routes")
 		s.routed, s.routedAdded = map[string]map[string]string{}, map[string]map[string]string{}
+		s.routedSources, s.routedCreated = map[string]sink.SourceTable{}, map[string]sink.SourceTable{}
 	}
 	if (opt.Derived != nil) != (opt.Typed != nil && opt.DerivedTable != "") {
 		return nil, errors.New("BUG: a derived table needs a typed table and a name")

@@ -318,6 +318,7 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, com
 	// What this transaction creates or adds to routed tables reaches the
 	// cache only once it commits.
 	clear(s.routedAdded)
+	clear(s.routedCreated)
 	var ranges []sink.Range
 	files := 0
 	for _, p := range plans {
@@ -346,6 +347,7 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, com
 	if len(s.routedAdded) > 0 {
 		s.routedMu.Lock()
 		maps.Copy(s.routed, s.routedAdded)
+		maps.Copy(s.routedSources, s.routedCreated)
 		s.routedMu.Unlock()
 	}
 	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil

@@ -43,6 +43,13 @@ func (s *Sink) RoutedColumns(table string) map[string]string {
 	return maps.Clone(s.routed[table]) // nil map clones to nil
 }
 
+// RoutedSources implements sink.Router.
+func (s *Sink) RoutedSources() map[string]sink.SourceTable {
+	s.routedMu.RLock()
+	defer s.routedMu.RUnlock()
+	return maps.Clone(s.routedSources)
+}
+
 // readRouted fills the cache of routed tables and their columns from the
 // registry and the catalog, in one query: loads then look nothing up.
 func (s *Sink) readRouted(ctx context.Context) error {
@@ -67,10 +74,36 @@ func (s *Sink) readRouted(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
 	}
+	sources, err := s.readRoutes(ctx)
+	if err != nil {
+		return err
+	}
 	s.routedMu.Lock()
-	s.routed = routed
+	s.routed, s.routedSources = routed, sources
 	s.routedMu.Unlock()
 	return nil
+}
+
+// readRoutes reads the registry: each routed table's source table.
+func (s *Sink) readRoutes(ctx context.Context) (map[string]sink.SourceTable, error) {
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table FROM %s`, s.tables.routes))
+	if err != nil {
+		return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
+	}
+	defer rows.Close()
+	sources := map[string]sink.SourceTable{}
+	for rows.Next() {
+		var table string
+		var src sink.SourceTable
+		if err := rows.Scan(&table, &src.Database, &src.Schema, &src.Name); err != nil {
+			return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
+		}
+		sources[table] = src
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
+	}
+	return sources, nil
 }
 
 // routedName is a routed table's name, in the schema of the main table.
@@ -187,6 +220,7 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 			g.table, g.source.Database, g.source.Schema, g.source.Name, now); err != nil {
 			return fmt.Errorf("register changelog table %s: %w", g.table, err)
 		}
+		s.routedCreated[g.table] = g.source
 		s.log.Info("created a changelog table", "table", g.table, "source_database", g.source.Database, "source_table", g.source.Name)
 	} else {
 		added, err := AddColumns(ctx, tx, unquotedRouted(s.opt.Table, g.table), want)
