@@ -43,4 +43,12 @@ func TestColumnFits(t *testing.T) {
 	f(schema.Decimal, 40, 2, `"1.239"`, true)                                       // beyond DECIMAL: text
 	f(schema.String, 0, 0, `"x"`, true)
 	f(schema.Int32, 0, 0, "", true) // null
+	f(schema.String, 0, 0, `"\ud83d\ude00 \\ud800 \"\n"`, true)
+	f(schema.String, 0, 0, `"\ud800x"`, false)
+	f(schema.String, 0, 0, `"\udc00"`, false)
+	f(schema.String, 0, 0, `"\ud800\u0041"`, false)
+	f(schema.String, 0, 0, `"x\ud800"`, false)
+	f(schema.JSON, 0, 0, `{"a":["\ud800"]}`, false)
+	f(schema.String, 0, 0, "\"\xff\xfe\"", false)
+	f(schema.String, 0, 0, `"é 订单"`, true)
 }

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tracelake/tracelake/internal/schema"
 )
@@ -373,7 +374,9 @@ const (
 )
 
 // Fits says why the column's value does not fit its type as a changelog
-// table holds it, nil when it does or is null: an Int32 beyond 32 bits,
+// table holds it, nil when it does or is null: text that is not UTF-8 or
+// holds half a surrogate pair (\ud800), which DuckDB's JSON reader
+// refuses in any column, an Int32 beyond 32 bits,
 // an Int64 beyond 64 (Canal's int(11) of 3000000000, a Debezium int32
 // of more), a Timestamp out of range, a Float64 beyond a double, or a
 // Decimal of known precision (1 to 38: a DECIMAL(p,s) column) with more
@@ -384,6 +387,13 @@ func (c *Column) Fits() error {
 	v := c.Value
 	if v == nil {
 		return nil
+	}
+	// Valid JSON to Go, but DuckDB's JSON reader refuses the line.
+	if !utf8.Valid(v) {
+		return errorString(strconv.QuoteToASCII(clip(v)) + " is not UTF-8 text")
+	}
+	if bytes.IndexByte(v, '\\') >= 0 && hasLoneSurrogate(v) {
+		return errorString(clip(v) + " holds a \\u escape of half a UTF-16 surrogate pair, which is no character")
 	}
 	switch c.Type {
 	case schema.Int32:
@@ -414,6 +424,35 @@ func (c *Column) Fits() error {
 		}
 	}
 	return nil
+}
+
+// hasLoneSurrogate says whether JSON text v holds a \u escape of a
+// surrogate (D800-DFFF) that is not a high one followed by a low one.
+func hasLoneSurrogate(v []byte) bool {
+	for i := 0; i+1 < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		if v[i+1] != 'u' || i+6 > len(v) {
+			i++ // \" \\ \n …: the escaped byte is not an escape
+			continue
+		}
+		r := hex4(v[i+2:])
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return true // a low half first
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+12 > len(v) || v[i+6] != '\\' || v[i+7] != 'u' {
+				return true
+			}
+			if low := hex4(v[i+8:]); low < 0xdc00 || low > 0xdfff {
+				return true
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return false
 }
 
 // decimalDigits counts the significant integer and fraction digits of a

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -122,6 +123,9 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 			col := &c.Columns[j]
 			if !typed(col) {
 				continue
+			}
+			if !utf8.ValidString(col.Name) {
+				return fmt.Errorf("source table %s has a column named %s, which is not UTF-8 text", sourceName(c.Table), strconv.QuoteToASCII(col.Name))
 			}
 			lower := strings.ToLower(col.Name) // no copy when already lower case
 			if reserved[lower] {
