@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/config"
-	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/verify"
 )
@@ -34,17 +33,9 @@ func cdcConfig(t *testing.T, c *kfake.Cluster, format string) *config.Config {
 // `tracelake run` does with kafka.format debezium|canal|maxwell.
 func openRouted(t *testing.T, cfg *config.Config) *duckdb.Sink {
 	t.Helper()
-	s, err := duckdb.Open(duckdb.Options{
+	return openSinkWith(t, duckdb.Options{
 		Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table, Routed: true, Log: testLog(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // runChanges runs the pipeline until it is idle, failing the test if it
@@ -52,17 +43,7 @@ func openRouted(t *testing.T, cfg *config.Config) *duckdb.Sink {
 // without end, so a record the sink cannot take stalls every table.
 func runChanges(t *testing.T, cfg *config.Config, s *duckdb.Sink) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
-		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ctx.Err() != nil {
-		t.Fatal("the pipeline did not become idle within 30s: a load is failing over and over")
-	}
+	runIdleWithin(t, cfg, s, nil, 30*time.Second)
 }
 
 // verifyChanges runs verify over the routed tables, as `tracelake
