@@ -105,7 +105,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		// (query.DuckDB), for Flight SQL and the commands of the local
 		// socket alike; both stop before the sink closes (deferred after
 		// it): the reads and commands in progress use it.
-		reader, err := query.NewDuckDB(ctx, d.DB(), query.DuckDBOptions{Shared: cfg.Query.SharedTables,
+		reader, err := query.NewDuckDB(ctx, d.DB(), query.DuckDBOptions{Shared: cfg.Query.SharedTables, Routes: d.RoutesTable(),
 			MaxConcurrent: cfg.Query.MaxConcurrent, Timeout: cfg.Query.Timeout.D()})
 		if err != nil {
 			return err

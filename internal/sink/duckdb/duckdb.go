@@ -193,7 +193,7 @@ func newSink(opt Options, db *sql.DB) (*Sink, error) {
 		s.tables.mainTopic = schema.TopicColumn
 	}
 	if opt.Routed {
-		s.tables.routes = sqltext.Name(opt.Table + "_routes")
+		s.tables.routes = sqltext.Name(s.RoutesTable())
 		s.routed, s.routedAdded = map[string]map[string]string{}, map[string]map[string]string{}
 		s.routedSources, s.routedCreated = map[string]sink.SourceTable{}, map[string]sink.SourceTable{}
 	}

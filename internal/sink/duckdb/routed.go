@@ -43,6 +43,15 @@ func (s *Sink) RoutedColumns(table string) map[string]string {
 	return maps.Clone(s.routed[table]) // nil map clones to nil
 }
 
+// RoutesTable is the registry of routed tables' name (unquoted), ""
+// without Options.Routed.
+func (s *Sink) RoutesTable() string {
+	if !s.opt.Routed {
+		return ""
+	}
+	return s.opt.Table + "_routes"
+}
+
 // RoutedSources implements sink.Router.
 func (s *Sink) RoutedSources() map[string]sink.SourceTable {
 	s.routedMu.RLock()
