@@ -104,7 +104,7 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 		tombstones: sqltext.Name(m.Target + "_tombstones"), name: sqltext.String(m.Name)}
 	var pending bool
 	if err := c.mg.db.QueryRowContext(ctx, `SELECT EXISTS (`+c.incrementSQL(p)+`)`).Scan(&pending); err != nil {
-		if !missingTable(err) {
+		if !duckdb.IsMissing(err) {
 			return res, fmt.Errorf("look for changes of %s: %w", m.Source, err)
 		}
 		pending = true // no watermark table yet: the first merge makes it
@@ -114,12 +114,6 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 	}
 	err := c.mg.inTx(ctx, func(tx *sql.Tx) error { return c.step(ctx, tx, p, &res) })
 	return res, err
-}
-
-// missingTable says whether err is DuckDB's for a table that does not
-// exist.
-func missingTable(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "Catalog Error: Table with name")
 }
 
 // incrementSQL selects the changelog rows past the model's watermark

@@ -22,7 +22,7 @@ import (
 // pipeline's changelog decoder into a real DuckDB sink's changelog tables,
 // one load per flush, as a run does.
 type changeLoader struct {
-	t       *testing.T
+	t       testing.TB
 	s       *duckdb.Sink
 	dec     *pipeline.ChangelogDecoder
 	next    map[int32]int64
@@ -30,7 +30,7 @@ type changeLoader struct {
 	merger  *ChangelogMerger
 }
 
-func newChangeLoader(t *testing.T) *changeLoader {
+func newChangeLoader(t testing.TB) *changeLoader {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := duckdb.Open(duckdb.Options{Path: filepath.Join(dir, "c.duckdb"), StageDir: filepath.Join(dir, "stage"),
