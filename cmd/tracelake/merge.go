@@ -156,7 +156,7 @@ func changelogJob(cfg *config.Config, mg *merge.Merger) (mergeJob, error) {
 		return mergeJob{}, err
 	}
 	cm := merge.NewChangelogMerger(mg, cfg.Sink.Table, dec)
-	return mergeJob{merger: cm, list: cm.Models}, nil
+	return mergeJob{merger: cm, list: cm.Pending}, nil
 }
 
 // mergeJobs are the models merge.every merges in a run of cfg: with
@@ -272,6 +272,9 @@ func mergeLoop(ctx context.Context, job mergeJob, every time.Duration) error {
 		models, err := job.current(ctx)
 		if err != nil {
 			return err
+		}
+		if len(models) == 0 && job.list != nil {
+			fmt.Println("no changelog table has rows its model lacks")
 		}
 		if err := mergeAll(ctx, job.merger, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
 			return err

@@ -43,17 +43,18 @@ const ChangelogModels = "tracelake_cdc_models"
 // Kafka order: a change delivered twice or late, a snapshot row read after
 // the row's later change, never undoes a newer one.
 type ChangelogMerger struct {
-	mg             *Merger
-	routes, ledger string // quoted
-	schema         string // the tables' schema, "" for main
-	route          func(database, schemaName, table string) (*cdc.Table, error)
+	mg                      *Merger
+	routes, reached, ledger string // quoted
+	schema                  string // the tables' schema, "" for main
+	route                   func(database, schemaName, table string) (*cdc.Table, error)
 }
 
 // NewChangelogMerger merges the changelog tables registered in
 // <table>_routes of db, a DuckDB sink's database (table is sink.table),
 // naming their models as dec routes them.
 func NewChangelogMerger(mg *Merger, table string, dec *cdc.Decoder) *ChangelogMerger {
-	c := &ChangelogMerger{mg: mg, routes: sqltext.Name(table + "_routes"), ledger: sqltext.Name(table + "_ledger"), route: dec.Route}
+	c := &ChangelogMerger{mg: mg, routes: sqltext.Name(table + "_routes"), reached: sqltext.Name(table + duckdb.RoutesReached),
+		ledger: sqltext.Name(table + "_ledger"), route: dec.Route}
 	if s, _, ok := strings.Cut(table, "."); ok {
 		c.schema = s + "."
 	}
@@ -86,6 +87,54 @@ func (c *ChangelogMerger) Models(ctx context.Context) ([]config.Model, error) {
 	return out, nil
 }
 
+// Pending lists the models (as Models) whose changelog tables hold rows
+// past their watermarks: the tables a load reached further than the
+// model's last merge (<table>_routes_reached, which loads keep in their
+// transaction), found in one query whatever the count of tables, so that
+// a round over a thousand tables of which ten changed merges ten.
+func (c *ChangelogMerger) Pending(ctx context.Context) ([]config.Model, error) {
+	all, err := c.Models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(all))
+	for i, m := range all {
+		names[i] = "(" + sqltext.String(m.Name) + ", " + sqltext.String(strings.TrimPrefix(m.Source, c.schema)) + ")"
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	q := fmt.Sprintf(`SELECT DISTINCT m.model FROM (VALUES %s) AS m(model, log_table) JOIN %s r ON r.log_table = m.log_table
+LEFT JOIN %s w ON w.model = m.model AND w.topic = r.topic AND w."partition" = r."partition"
+WHERE r.next_offset > coalesce(w.next_offset, 0)`, strings.Join(names, ", "), c.reached, WatermarkTable)
+	rows, err := c.mg.db.QueryContext(ctx, q)
+	if duckdb.IsMissing(err) {
+		return all, nil // no watermark table yet: every table is new
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find the changelog tables with new rows: %w", err)
+	}
+	defer rows.Close()
+	pending := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("find the changelog tables with new rows: %w", err)
+		}
+		pending[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find the changelog tables with new rows: %w", err)
+	}
+	out := all[:0]
+	for _, m := range all {
+		if pending[m.Name] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
 // changelogPlan is one changelog model's merge, its names quoted.
 type changelogPlan struct {
 	m                             config.Model
@@ -95,24 +144,14 @@ type changelogPlan struct {
 }
 
 // Merge merges m's changelog rows past its watermark into its model
-// (m as Models lists it). A table with nothing new costs one query.
+// (m as Models lists it).
 func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, error) {
 	res := Result{Model: m.Name}
 	start := time.Now()
-	defer func() { res.Took = time.Since(start) }()
 	p := &changelogPlan{m: m, log: sqltext.Name(m.Source), target: sqltext.Name(m.Target),
 		tombstones: sqltext.Name(m.Target + "_tombstones"), name: sqltext.String(m.Name)}
-	var pending bool
-	if err := c.mg.db.QueryRowContext(ctx, `SELECT EXISTS (`+c.incrementSQL(p)+`)`).Scan(&pending); err != nil {
-		if !duckdb.IsMissing(err) {
-			return res, fmt.Errorf("look for changes of %s: %w", m.Source, err)
-		}
-		pending = true // no watermark table yet: the first merge makes it
-	}
-	if !pending {
-		return res, nil
-	}
 	err := c.mg.inTx(ctx, func(tx *sql.Tx) error { return c.step(ctx, tx, p, &res) })
+	res.Took = time.Since(start)
 	return res, err
 }
 
@@ -138,6 +177,9 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 	defer exec(context.WithoutCancel(ctx), tx, "DROP TABLE IF EXISTS tl_cinc", "DROP TABLE IF EXISTS tl_clatest")
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_cinc").Scan(&res.Read); err != nil {
 		return fmt.Errorf("count the increment of %s: %w", p.m.Source, err)
+	}
+	if res.Read == 0 {
+		return c.advance(ctx, tx, p)
 	}
 	truncated, err := c.prepare(ctx, tx, p)
 	if err != nil {
@@ -184,9 +226,17 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 	return c.advance(ctx, tx, p)
 }
 
-// advance moves the model's watermark past the increment.
+// advance moves the model's watermark past the increment, and up to the
+// offsets its changelog table is reached to (in this transaction's
+// snapshot, every row below them is merged or in the increment), so that
+// Pending no longer finds it.
 func (c *ChangelogMerger) advance(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
-	if _, err := tx.ExecContext(ctx, advanceWatermarkSQL(p.m.Name, "tl_cinc", "ktopic", "kpartition", "koffset")); err != nil {
+	reached := fmt.Sprintf(`MERGE INTO %s AS w USING (SELECT topic, "partition", next_offset FROM %s WHERE log_table = %s) AS s
+ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
+WHEN MATCHED AND s.next_offset > w.next_offset THEN UPDATE SET next_offset = s.next_offset, merged_at = NOW()
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, NOW())`,
+		WatermarkTable, c.reached, sqltext.String(strings.TrimPrefix(p.m.Source, c.schema)), p.name, p.name)
+	if err := exec(ctx, tx, advanceWatermarkSQL(p.m.Name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached); err != nil {
 		return fmt.Errorf("advance the watermark of %s: %w", p.m.Target, err)
 	}
 	return nil
@@ -223,7 +273,7 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("read the keys of %s: %w", p.m.Source, err)
 	}
-	if !registered && len(named) > 0 {
+	if keyJSON.String == "" && len(named) > 0 {
 		keyJSON = named[0]
 	}
 	for _, k := range named {

@@ -114,11 +114,11 @@ func (l *changeLoader) flush() {
 	}
 }
 
-// mergeAll merges every changelog model once and returns each model's
-// result or error by name.
+// mergeAll merges every changelog model with new rows once and returns
+// each model's result or error by name.
 func (l *changeLoader) mergeAll() (map[string]Result, map[string]error) {
 	l.t.Helper()
-	models, err := l.merger.Models(context.Background())
+	models, err := l.merger.Pending(context.Background())
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -169,8 +169,8 @@ func TestChangelogModelLatestBySourcePosition(t *testing.T) {
 		t.Errorf("first merge: %+v, want 5 read, 3 keys changed", r)
 	}
 	l.want(`SELECT id, v FROM cdc_db_orders`, "1|a", "2|b2")
-	if r := l.mustMerge()["cdc_db_orders"]; r.Read != 0 || r.Changed != 0 {
-		t.Errorf("merge with nothing new: %+v", r)
+	if res := l.mustMerge(); len(res) != 0 {
+		t.Errorf("merge with nothing new: %v", res)
 	}
 	// Late: an update of 2 older than the model's row, a snapshot read of
 	// 3 older than its delete; new: 1 updated, 4 inserted.
@@ -288,4 +288,43 @@ func TestChangelogModelFailedMergeRollsBack(t *testing.T) {
 		t.Errorf("merge after the failure read %d rows, want 2", r.Read)
 	}
 	l.want(`SELECT id, v FROM cdc_db_orders`, "2|b2")
+}
+
+// Pending finds the tables a load reached past their models' watermarks:
+// every table before its first merge, none after, then only the table
+// that changed — also when the load's records reached it on one of
+// several partitions and another table on the other.
+func TestChangelogPendingTables(t *testing.T) {
+	l := newChangeLoader(t)
+	pending := func(want ...string) {
+		t.Helper()
+		models, err := l.merger.Pending(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range models {
+			got = append(got, m.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("pending: %q, want %q", got, want)
+		}
+	}
+	pending()
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.change(0, "orders", "c", 101, row(2, "a"), "id")
+	l.change(0, "users", "c", 102, row(1, "u"), "id")
+	l.change(1, "orders", "c", 103, row(3, "a"), "id")
+	l.flush()
+	pending("cdc_db_orders", "cdc_db_users")
+	l.mustMerge()
+	pending()
+	l.change(1, "users", "u", 104, row(1, "u2"), "id")
+	l.change(1, "users", "u", 105, row(1, "u3"), "id")
+	l.flush()
+	pending("cdc_db_users")
+	if r := l.mustMerge()["cdc_db_users"]; r.Read != 2 {
+		t.Errorf("merge of users: %+v, want 2 rows read", r)
+	}
+	pending()
 }

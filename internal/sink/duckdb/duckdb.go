@@ -104,6 +104,11 @@ type tables struct {
 	main, dlq, ledger string
 	derived           string // "" without Options.Derived
 	routes            string // registry of routed tables, "" without Options.Routed
+	// reached is, per routed table and partition, the offset past the
+	// last record loaded that routed a row there (<Table>_routes_reached):
+	// what a merger compares with its watermarks to find the tables with
+	// new rows in one query, whatever the count of tables.
+	reached string
 	// mainTopic is the SQL expression of a main-table row's topic (raw
 	// and typed tables; the user's table in transform mode has none).
 	mainTopic string
@@ -190,6 +195,7 @@ func newSink(opt Options, db *sql.DB) (*Sink, error) {
 	}
 	if opt.Routed {
 		s.tables.routes = sqltext.Name(opt.Table + "_routes")
+		s.tables.reached = sqltext.Name(opt.Table + RoutesReached)
 		s.routed, s.routedAdded = map[string]map[string]string{}, map[string]map[string]string{}
 	}
 	if (opt.Derived != nil) != (opt.Typed != nil && opt.DerivedTable != "") {

@@ -80,7 +80,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, s.ensureDeclared(ctx, s.opt.DerivedTable, s.opt.Derived))
 		}
 	} else if s.opt.Routed {
-		if err := s.ensure(ctx, s.opt.Table+"_routes", routesColumns); err != nil {
+		if err := errors.Join(s.ensure(ctx, s.opt.Table+"_routes", routesColumns), s.ensure(ctx, s.opt.Table+RoutesReached, reachedColumns)); err != nil {
 			errs = append(errs, err)
 		} else {
 			errs = append(errs, s.readRouted(ctx))
