@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/obs"
@@ -78,7 +79,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return mergeLoop(ctx, merge.NewDatabendMerger(snk, *task), models, *every)
+		return mergeLoop(ctx, mergeJob{merger: merge.NewDatabendMerger(snk, *task), models: models}, *every)
 	}
 	snk, err := openDuckDB(cfg)
 	if err != nil {
@@ -89,6 +90,16 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	mg := merge.NewMerger(snk.DB(), slog.Default())
+	if cfg.CapturesChanges() {
+		if *rebuild != "" || *model != "" || *task {
+			return usagef("--rebuild, --model and --task: with kafka.format %s every changelog table's model is merged, none is configured", cfg.Kafka.Format)
+		}
+		job, err := changelogJob(cfg, mg)
+		if err != nil {
+			return err
+		}
+		return mergeLoop(ctx, job, *every)
+	}
 	if *rebuild != "" {
 		m, err := cfg.Model(*rebuild)
 		if err != nil {
@@ -105,7 +116,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return mergeLoop(ctx, mg, models, *every)
+	return mergeLoop(ctx, mergeJob{merger: mg, models: models}, *every)
 }
 
 // genaiHint names the one table --rebuild takes with OpenTelemetry spans.
@@ -116,23 +127,57 @@ func genaiHint(cfg *config.Config) string {
 	return ""
 }
 
-// mergeJob is what merge.every merges with one merger.
+// mergeJob is what merge.every merges with one merger: models, or the
+// models list lists at each pass (the changelog tables' models, whose
+// tables appear as their sources' first changes load).
 type mergeJob struct {
 	merger modelMerger
 	models []config.Model
+	list   func(context.Context) ([]config.Model, error)
+}
+
+// current returns the job's models as of now.
+func (j mergeJob) current(ctx context.Context) ([]config.Model, error) {
+	if j.list == nil {
+		return j.models, nil
+	}
+	models, err := j.list(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the models to merge: %w", err)
+	}
+	return models, nil
+}
+
+// changelogJob merges the model of every changelog table of cfg's sink
+// (kafka.format debezium, canal or maxwell).
+func changelogJob(cfg *config.Config, mg *merge.Merger) (mergeJob, error) {
+	dec, err := cdc.NewDecoder(cfg.CDCOptions())
+	if err != nil {
+		return mergeJob{}, err
+	}
+	cm := merge.NewChangelogMerger(mg, cfg.Sink.Table, dec)
+	return mergeJob{merger: cm, list: cm.Pending}, nil
 }
 
 // mergeJobs are the models merge.every merges in a run of cfg: with
 // OpenTelemetry rows, each loaded table's dedup model (the run's, with
 // merger, and those of the other signals' targets), else merge.models.
 func mergeJobs(cfg *config.Config, merger modelMerger, targets []loadTarget) ([]mergeJob, error) {
+	if cfg.CapturesChanges() {
+		mg, ok := merger.(*merge.Merger)
+		if !ok {
+			return nil, fmt.Errorf("BUG: kafka.format %s with a %T merger, not DuckDB's", cfg.Kafka.Format, merger)
+		}
+		job, err := changelogJob(cfg, mg)
+		return []mergeJob{job}, err
+	}
 	if !cfg.DecodesOTLP() {
 		models, err := selectModels(cfg, "")
-		return []mergeJob{{merger, models}}, err
+		return []mergeJob{{merger: merger, models: models}}, err
 	}
-	jobs := []mergeJob{{merger, oneModel(otelDedupOf(cfg))}}
+	jobs := []mergeJob{{merger: merger, models: oneModel(otelDedupOf(cfg))}}
 	for _, t := range targets[1:] {
-		jobs = append(jobs, mergeJob{dedupMerger(t.cfg, t.snk), oneModel(otelDedupOf(t.cfg))})
+		jobs = append(jobs, mergeJob{merger: dedupMerger(t.cfg, t.snk), models: oneModel(otelDedupOf(t.cfg))})
 	}
 	return jobs, nil
 }
@@ -163,7 +208,7 @@ func mergeDedup(ctx context.Context, cfg *config.Config, every time.Duration) er
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	dd := dedupMerger(cfg, snk)
-	return mergeLoop(ctx, dd, oneModel(otelDedupOf(cfg)), every)
+	return mergeLoop(ctx, mergeJob{merger: dd, models: oneModel(otelDedupOf(cfg))}, every)
 }
 
 // dedupMerger is the merger of cfg's dedup model on its opened sink.
@@ -222,9 +267,16 @@ func (o databendDedup) Merge(ctx context.Context, _ config.Model) (merge.Result,
 }
 
 // mergeLoop merges every model once, or at each interval until ctx ends.
-func mergeLoop(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration) error {
+func mergeLoop(ctx context.Context, job mergeJob, every time.Duration) error {
 	for {
-		if err := mergeAll(ctx, mg, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
+		models, err := job.current(ctx)
+		if err != nil {
+			return err
+		}
+		if len(models) == 0 && job.list != nil {
+			fmt.Println("no changelog table has rows its model lacks")
+		}
+		if err := mergeAll(ctx, job.merger, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
 			return err
 		}
 		if every <= 0 {
@@ -282,7 +334,7 @@ func mergeEvery(ctx context.Context, jobs []mergeJob, every time.Duration, m *ob
 		case <-t.C:
 		}
 		for _, j := range jobs {
-			if !mergePass(ctx, j.merger, j.models, every, m, status) && ctx.Err() != nil {
+			if !mergePass(ctx, j, every, m, status) && ctx.Err() != nil {
 				return
 			}
 		}
@@ -292,10 +344,15 @@ func mergeEvery(ctx context.Context, jobs []mergeJob, every time.Duration, m *ob
 // mergePass merges every model once, reporting each attempt, and reports
 // whether every model merged (false too when ctx ended during the pass:
 // the merge in flight was rolled back).
-func mergePass(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration, m *obs.Metrics, status *obs.Status) (ok bool) {
+func mergePass(ctx context.Context, job mergeJob, every time.Duration, m *obs.Metrics, status *obs.Status) (ok bool) {
+	models, err := job.current(ctx)
+	if err != nil {
+		slog.Warn("merge failed; retrying at the next merge.every", "every", every, "err", err)
+		return false
+	}
 	ok = true
 	for _, model := range models {
-		res, err := mg.Merge(ctx, model)
+		res, err := job.merger.Merge(ctx, model)
 		if ctx.Err() != nil {
 			return false // stopping: the merge was rolled back
 		}

@@ -47,7 +47,7 @@ func TestMergeEveryReports(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		mergeEvery(ctx, []mergeJob{{merge.NewMerger(snk.DB(), slog.New(slog.DiscardHandler)), []config.Model{good, bad}}}, 10*time.Millisecond, m, status)
+		mergeEvery(ctx, []mergeJob{{merger: merge.NewMerger(snk.DB(), slog.New(slog.DiscardHandler)), models: []config.Model{good, bad}}}, 10*time.Millisecond, m, status)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	// The bad model fails at every interval, and the loop goes on: a

@@ -175,3 +175,10 @@ func text(v []byte) []byte {
 	s, _ := unquote(nil, v)
 	return s
 }
+
+// Route returns the tables a source table's changes go to, as Decode
+// routes them: for a merger, which finds the source tables in the
+// registry of changelog tables and names their models.
+func (d *Decoder) Route(database, schemaName, table string) (*Table, error) {
+	return d.router.route([]byte(database), []byte(schemaName), []byte(table))
+}

@@ -213,7 +213,7 @@ func (c *Config) validate(consuming bool) error {
 	}
 	c.Merge.validate(check)
 	// An OpenTelemetry table's model is built in (<table>_dedup).
-	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP(), "merge.every", "is set but merge.models is empty")
+	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP() || c.CapturesChanges(), "merge.every", "is set but merge.models is empty (it merges the models of merge.models, of an OpenTelemetry table, or of the changelog tables of kafka.format debezium, canal or maxwell)")
 	for i, m := range c.Merge.Models {
 		check(c.Mode == ModeRaw || m.Source != "", fmt.Sprintf("merge.models[%d].source", i),
 			"a model reads a tracelake raw table; in transform mode sink.table is your own table, so name the raw table")

@@ -108,6 +108,11 @@ type tables struct {
 	main, dlq, ledger string
 	derived           string // "" without Options.Derived
 	routes            string // registry of routed tables, "" without Options.Routed
+	// reached is, per routed table and partition, the offset past the
+	// last record loaded that routed a row there (<Table>_routes_reached):
+	// what a merger compares with its watermarks to find the tables with
+	// new rows in one query, whatever the count of tables.
+	reached string
 	// mainTopic is the SQL expression of a main-table row's topic (raw
 	// and typed tables; the user's table in transform mode has none).
 	mainTopic string
@@ -194,6 +199,7 @@ func newSink(opt Options, db *sql.DB) (*Sink, error) {
 	}
 	if opt.Routed {
 		s.tables.routes = sqltext.Name(s.RoutesTable())
+		s.tables.reached = sqltext.Name(opt.Table + RoutesReached)
 		s.routed, s.routedAdded = map[string]map[string]string{}, map[string]map[string]string{}
 		s.routedSources, s.routedCreated = map[string]sink.SourceTable{}, map[string]sink.SourceTable{}
 	}

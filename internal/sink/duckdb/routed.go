@@ -22,6 +22,13 @@ var routesColumns = []Column{
 	{"source_table", "VARCHAR"}, {"first_seen", "TIMESTAMP"},
 }
 
+// RoutesReached ends the name of the table of offsets reached per routed
+// table and partition (tables.reached), after sink.table.
+const RoutesReached = "_routes_reached"
+
+// reachedColumns are the columns of <table>_routes_reached.
+var reachedColumns = []Column{{"log_table", "VARCHAR"}, {"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"next_offset", "BIGINT"}}
+
 // ColumnType implements sink.Router: a Decimal of known precision is
 // DECIMAL(p,s); of unknown precision (Debezium's VariableScaleDecimal, an
 // inferred number) its exact text, VARCHAR: no DECIMAL holds every such
@@ -178,6 +185,30 @@ func (s *Sink) insertRouted(ctx context.Context, tx *sql.Tx, p loadPlan, now tim
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("insert rows into %s: %w", g.table, err)
 		}
+	}
+	return s.recordReach(ctx, tx, p)
+}
+
+// recordReach moves each routed table's reached offsets past the load's
+// batches that routed rows to it, in one statement.
+func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx, p loadPlan) error {
+	var values []string
+	var args []any
+	for table, parts := range p.reach {
+		for tp, next := range parts {
+			values = append(values, "(?, ?, ?, ?)")
+			args = append(args, table, tp.Topic, tp.Partition, next)
+		}
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	q := fmt.Sprintf(`MERGE INTO %s AS o USING (VALUES %s) AS n(log_table, topic, "partition", next_offset)
+ON o.log_table = n.log_table AND o.topic = n.topic AND o."partition" = n."partition"
+WHEN MATCHED AND n.next_offset > o.next_offset THEN UPDATE SET next_offset = n.next_offset
+WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.topic, n."partition", n.next_offset)`, s.tables.reached, strings.Join(values, ", "))
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("record the offsets reached in %s: %w", s.tables.reached, err)
 	}
 	return nil
 }
