@@ -381,6 +381,13 @@ func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogP
 			if _, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(t.name), strings.Join(defs, ", "))); err != nil {
 				return fmt.Errorf("create model table %s: %w", t.name, err)
 			}
+			// Registered in the transaction that creates it: the read
+			// path keeps the model (and its tombstones) the operator's
+			// from its first commit, its tenant_id being the source's.
+			if _, err := tx.ExecContext(ctx, `UPDATE `+c.routes+` SET model_table = ? WHERE log_table = ?`,
+				strings.TrimPrefix(p.m.Target, c.schema), strings.TrimPrefix(p.m.Source, c.schema)); err != nil {
+				return fmt.Errorf("register model table %s: %w", p.m.Target, err)
+			}
 			continue
 		}
 		if _, err := duckdb.AddColumns(ctx, tx, t.name, t.cols); err != nil {

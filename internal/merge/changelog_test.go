@@ -169,6 +169,8 @@ func TestChangelogModelLatestBySourcePosition(t *testing.T) {
 		t.Errorf("first merge: %+v, want 5 read, 3 keys changed", r)
 	}
 	l.want(`SELECT id, v FROM cdc_db_orders`, "1|a", "2|b2")
+	// Registered, so that the read path keeps it the operator's.
+	l.want(`SELECT model_table FROM cdc_routes WHERE log_table = 'cdc_db_orders_log'`, "cdc_db_orders")
 	if res := l.mustMerge(); len(res) != 0 {
 		t.Errorf("merge with nothing new: %v", res)
 	}

@@ -49,11 +49,12 @@ type DuckDBOptions struct {
 	// is the operator's alone.
 	Shared []string
 	// Routes is the registry of routed changelog tables (database change
-	// capture: <sink.table>_routes, its log_table column), "" for none. A
-	// changelog table holds the source's columns: its tenant_id, if the
-	// source table has one, is the source's and names no tenant of ours,
-	// so such a table is the operator's alone (or Shared) like any table
-	// without one.
+	// capture: <sink.table>_routes, its log_table and model_table
+	// columns), "" for none. A changelog table, its model and the model's
+	// tombstones hold the source's columns: their tenant_id, if the source
+	// table has one, is the source's and names no tenant of ours, so such
+	// a table is the operator's alone (or Shared) like any table without
+	// one.
 	Routes string
 	// MaxConcurrent bounds the queries running at once (each holds a
 	// connection and DuckDB's threads); more wait. Default 4.
@@ -93,7 +94,8 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout}
 	d.catalog.tenanted = `EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')`
 	if opt.Routes != "" {
-		d.catalog.tenanted += fmt.Sprintf(` AND t.table_name NOT IN (SELECT log_table FROM %s)`, sqltext.Name(opt.Routes))
+		d.catalog.tenanted += fmt.Sprintf(` AND t.table_name NOT IN (SELECT log_table FROM %[1]s UNION ALL SELECT model_table FROM %[1]s
+			WHERE model_table IS NOT NULL UNION ALL SELECT model_table || '_tombstones' FROM %[1]s WHERE model_table IS NOT NULL)`, sqltext.Name(opt.Routes))
 	}
 	return d, nil
 }

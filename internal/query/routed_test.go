@@ -23,10 +23,14 @@ func TestChangelogTablesAreTheOperators(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	for _, q := range []string{
-		`CREATE TABLE cdc_routes (log_table VARCHAR, source_database VARCHAR, source_schema VARCHAR, source_table VARCHAR, first_seen TIMESTAMP)`,
+		`CREATE TABLE cdc_routes (log_table VARCHAR, source_database VARCHAR, source_schema VARCHAR, source_table VARCHAR, first_seen TIMESTAMP, model_table VARCHAR)`,
 		`CREATE TABLE cdc_shop_accounts_log (id BIGINT, tenant_id VARCHAR, secret VARCHAR, cdc_op VARCHAR)`,
-		`INSERT INTO cdc_routes VALUES ('cdc_shop_accounts_log', 'shop', '', 'accounts', now())`,
+		`INSERT INTO cdc_routes VALUES ('cdc_shop_accounts_log', 'shop', '', 'accounts', now(), 'cdc_shop_accounts')`,
 		`INSERT INTO cdc_shop_accounts_log VALUES (1, 'a', 'card of a', 'c'), (2, 'b', 'card of b', 'c')`,
+		`CREATE TABLE cdc_shop_accounts (id BIGINT, tenant_id VARCHAR, secret VARCHAR)`,
+		`INSERT INTO cdc_shop_accounts VALUES (1, 'a', 'card of a'), (2, 'b', 'card of b')`,
+		`CREATE TABLE cdc_shop_accounts_tombstones (id BIGINT, tenant_id VARCHAR)`,
+		`INSERT INTO cdc_shop_accounts_tombstones VALUES (3, 'a')`,
 		`CREATE TABLE otel_spans (tenant_id VARCHAR, name VARCHAR)`,
 		`INSERT INTO otel_spans VALUES ('a', 'chat'), ('b', 'secret-b')`,
 	} {
@@ -38,8 +42,10 @@ func TestChangelogTablesAreTheOperators(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := readRows(r, tenancy.One("a"), `SELECT id, secret FROM cdc_shop_accounts_log`); err == nil {
-		t.Errorf("tenant a read a changelog table: %v", got)
+	for _, table := range []string{"cdc_shop_accounts_log", "cdc_shop_accounts", "cdc_shop_accounts_tombstones"} {
+		if got, err := readRows(r, tenancy.One("a"), `SELECT id FROM `+table); err == nil {
+			t.Errorf("tenant a read %s: %v", table, got)
+		}
 	}
 	if got, err := readRows(r, tenancy.One("a"), `SELECT name FROM otel_spans`); err != nil || !slices.Equal(got, []string{"chat"}) {
 		t.Errorf("tenant a read otel_spans: %v, %v; want its own row", got, err)

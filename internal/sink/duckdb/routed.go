@@ -17,9 +17,12 @@ import (
 // routesColumns are the registry of routed tables (<table>_routes): one
 // row per changelog table, written in the transaction that creates it,
 // so verify finds every table that holds rows of the ledger's records.
+// model_table names the table its model merges into (merge's
+// ChangelogMerger writes it in the transaction that creates the model),
+// null until then: the read path keeps both tables the operator's.
 var routesColumns = []Column{
 	{"log_table", "VARCHAR"}, {"source_database", "VARCHAR"}, {"source_schema", "VARCHAR"},
-	{"source_table", "VARCHAR"}, {"first_seen", "TIMESTAMP"},
+	{"source_table", "VARCHAR"}, {"first_seen", "TIMESTAMP"}, {"model_table", "VARCHAR"},
 }
 
 // RoutesReached ends the name of the table of offsets reached per routed
@@ -256,7 +259,7 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", name, strings.Join(defs, ", "))); err != nil {
 			return fmt.Errorf("create changelog table %s: %w", g.table, err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s VALUES (?, ?, ?, ?, ?)", s.tables.routes),
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (log_table, source_database, source_schema, source_table, first_seen) VALUES (?, ?, ?, ?, ?)", s.tables.routes),
 			g.table, g.source.Database, g.source.Schema, g.source.Name, now); err != nil {
 			return fmt.Errorf("register changelog table %s: %w", g.table, err)
 		}
