@@ -81,7 +81,7 @@ func (l *changeLoader) change(p int32, table, op string, pos int, row map[string
 			l.t.Fatal(err)
 		}
 	}
-	l.pending[p] = append(l.pending[p], &kgo.Record{Topic: "srv.db." + table, Partition: p, Offset: l.next[p], Key: keyJSON, Value: value})
+	l.pending[p] = append(l.pending[p], &kgo.Record{Topic: "dbserver1", Partition: p, Offset: l.next[p], Key: keyJSON, Value: value})
 	l.next[p]++
 }
 

@@ -191,15 +191,12 @@ type loadPlan struct {
 	rowFiles, dlqFiles []string
 	derivedFiles       []string
 	routed             []sink.RoutedFile
-	// reach is, per routed table and partition, the offset past the
-	// last record of the load's batches that routed rows to it.
-	reach     map[string]map[sink.TopicPartition]int64
-	ranges    []sink.Range // merged per partition, fenced
-	exact     bool         // ranges' counts are exact (nothing fenced)
-	rawFilter string       // WHERE condition on raw files, "" for all rows
-	dlqFilter string       // WHERE condition on DLQ files
-	maxLine   int
-	files     int
+	ranges             []sink.Range // merged per partition, fenced
+	exact              bool         // ranges' counts are exact (nothing fenced)
+	rawFilter          string       // WHERE condition on raw files, "" for all rows
+	dlqFilter          string       // WHERE condition on DLQ files
+	maxLine            int
+	files              int
 	// ahead, when set, holds the rows of the files read before the load
 	// (see readAhead): the load inserts them from there, filtered alike.
 	ahead *readAhead
@@ -224,17 +221,6 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64, topic s
 			p.derivedFiles = append(p.derivedFiles, f.DerivedPath)
 		}
 		p.routed = append(p.routed, f.Routed...)
-		for _, rf := range f.Routed {
-			if p.reach == nil {
-				p.reach = map[string]map[sink.TopicPartition]int64{}
-			}
-			if p.reach[rf.Table] == nil {
-				p.reach[rf.Table] = map[sink.TopicPartition]int64{}
-			}
-			for _, r := range f.Ranges {
-				p.reach[rf.Table][r.TopicPartition] = max(p.reach[rf.Table][r.TopicPartition], r.Last+1)
-			}
-		}
 		p.maxLine = max(p.maxLine, f.MaxLine)
 	}
 	var rawConds, dlqConds []string

@@ -25,12 +25,15 @@ var routesColumns = []Column{
 	{"source_table", "VARCHAR"}, {"first_seen", "TIMESTAMP"}, {"model_table", "VARCHAR"},
 }
 
-// RoutesReached ends the name of the table of offsets reached per routed
-// table and partition (tables.reached), after sink.table.
+// RoutesReached ends the name of the table of what loads reached per
+// routed table and partition (tables.reached), after sink.table: the
+// offset past its last row, the source times of its first and last
+// changes (cdc_source_time), and when a load last added to it.
 const RoutesReached = "_routes_reached"
 
 // reachedColumns are the columns of <table>_routes_reached.
-var reachedColumns = []Column{{"log_table", "VARCHAR"}, {"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"next_offset", "BIGINT"}}
+var reachedColumns = []Column{{"log_table", "VARCHAR"}, {"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"next_offset", "BIGINT"},
+	{"first_source_time", "TIMESTAMP"}, {"last_source_time", "TIMESTAMP"}, {"loaded_at", "TIMESTAMP"}}
 
 // ColumnType implements sink.Router: a Decimal of known precision is
 // DECIMAL(p,s); of unknown precision (Debezium's VariableScaleDecimal, an
@@ -189,29 +192,34 @@ func (s *Sink) insertRouted(ctx context.Context, tx *sql.Tx, p loadPlan, now tim
 			return fmt.Errorf("insert rows into %s: %w", g.table, err)
 		}
 	}
-	return s.recordReach(ctx, tx, p)
+	return s.recordReach(ctx, tx, p, now)
 }
 
-// recordReach moves each routed table's reached offsets past the load's
-// batches that routed rows to it, in one statement.
-func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx, p loadPlan) error {
-	var values []string
-	var args []any
-	for table, parts := range p.reach {
-		for tp, next := range parts {
-			values = append(values, "(?, ?, ?, ?)")
-			args = append(args, table, tp.Topic, tp.Partition, next)
-		}
-	}
-	if len(values) == 0 {
+// recordReach moves what loads reached of each routed table of the
+// load, per partition, past its rows of the load (read back: exactly
+// those of the load's fenced ranges), in one statement.
+func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) error {
+	if len(p.ranges) == 0 {
 		return nil
 	}
-	q := fmt.Sprintf(`MERGE INTO %s AS o USING (VALUES %s) AS n(log_table, topic, "partition", next_offset)
-ON o.log_table = n.log_table AND o.topic = n.topic AND o."partition" = n."partition"
-WHEN MATCHED AND n.next_offset > o.next_offset THEN UPDATE SET next_offset = n.next_offset
-WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.topic, n."partition", n.next_offset)`, s.tables.reached, strings.Join(values, ", "))
-	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("record the offsets reached in %s: %w", s.tables.reached, err)
+	conds := make([]string, len(p.ranges))
+	for i, r := range p.ranges {
+		conds[i] = fmt.Sprintf("(ktopic = %s AND kpartition = %d AND koffset BETWEEN %d AND %d)", sqltext.String(r.Topic), r.Partition, r.First, r.Last)
+	}
+	var parts []string
+	for _, g := range groupRouted(p.routed) {
+		parts = append(parts, fmt.Sprintf(`SELECT %s AS log_table, ktopic, kpartition, max(koffset) + 1 AS next_offset, min(%s) AS first_t, max(%[2]s) AS last_t
+	FROM %s WHERE %s GROUP BY ktopic, kpartition`, sqltext.String(g.table), sqltext.Ident(cdc.SourceTimeColumn), s.routedName(g.table), strings.Join(conds, " OR ")))
+	}
+	q := fmt.Sprintf(`MERGE INTO %s AS o USING (%s) AS n
+ON o.log_table = n.log_table AND o.topic = n.ktopic AND o."partition" = n.kpartition
+WHEN MATCHED THEN UPDATE SET next_offset = greatest(o.next_offset, n.next_offset),
+	first_source_time = coalesce(least(o.first_source_time, n.first_t), o.first_source_time, n.first_t),
+	last_source_time = coalesce(greatest(o.last_source_time, n.last_t), o.last_source_time, n.last_t), loaded_at = ?
+WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.ktopic, n.kpartition, n.next_offset, n.first_t, n.last_t, ?)`,
+		s.tables.reached, strings.Join(parts, "\nUNION ALL\n"))
+	if _, err := tx.ExecContext(ctx, q, now, now); err != nil {
+		return fmt.Errorf("record what the load reached in %s: %w", s.tables.reached, err)
 	}
 	return nil
 }
