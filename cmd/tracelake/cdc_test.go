@@ -190,9 +190,14 @@ func TestCDCModelsMergedByRun(t *testing.T) {
 	bin := buildBinary(t)
 	cluster, cl := startKafka(t, 1)
 	cfgPath := writeConfig(t, cluster, "format: maxwell", "merge: {every: 1h}")
+	ts := 1449786310 // 2015-12-10T22:25:10Z
 	msg := func(table, typ, data string, pos int) *string {
-		return ptr(`{"database":"crm","table":"` + table + `","type":"` + typ + `","ts":1449786310,"xid":1,"position":"master.000006:` +
+		return ptr(`{"database":"crm","table":"` + table + `","type":"` + typ + `","ts":` + strconv.Itoa(ts) + `,"xid":1,"position":"master.000006:` +
 			strconv.Itoa(pos) + `","primary_key_columns":["id"],"data":` + data + `}`)
+	}
+	ready := func(table string) (string, error) {
+		out, err := exec.Command(bin, "ready", "--config", cfgPath, "--table", table, "--hour", "2015-12-10T22").CombinedOutput()
+		return string(out), err
 	}
 	produceValues(t, cl,
 		msg("leads", "insert", `{"id":1,"name":"Lem"}`, 100),
@@ -205,6 +210,11 @@ func TestCDCModelsMergedByRun(t *testing.T) {
 	wantRows(t, db, `SELECT id, name, cdc_position FROM cdc_crm_leads ORDER BY id`, "1|Stanislaw|"+position(6, 130, 0))
 	wantRows(t, db, `SELECT id, stage FROM cdc_crm_deals`, "7|new")
 	db.Close()
+	// Nothing loaded past 23:00 yet: the hour is not done.
+	if out, err := ready("cdc_crm_leads"); err == nil || !strings.Contains(out, "not ready") {
+		t.Errorf("ready before the hour's end: %v\n%s", err, out)
+	}
+	ts += 3600 // the second run's changes are an hour later
 
 	produceValues(t, cl,
 		msg("deals", "update", `{"id":7,"stage":"won"}`, 150),
@@ -215,6 +225,13 @@ func TestCDCModelsMergedByRun(t *testing.T) {
 	wantRows(t, db, `SELECT id, name FROM cdc_crm_leads ORDER BY id`, "1|Stanislaw", "2|Ann again")
 	wantRows(t, db, `SELECT id, stage FROM cdc_crm_deals`, "7|won")
 	db.Close()
+	// A change past 23:00 loaded and merged: 22:00 is done for both
+	// tables fed by the partition.
+	for _, table := range []string{"cdc_crm_leads", "cdc_crm_deals"} {
+		if out, err := ready(table); err != nil || !strings.Contains(out, "ready") {
+			t.Errorf("ready %s after the hour's end: %v\n%s", table, err, out)
+		}
+	}
 	out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "no changelog table has rows its model lacks") {
 		t.Errorf("tracelake merge after the runs: %v\n%s", err, out)

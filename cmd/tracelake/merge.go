@@ -134,6 +134,10 @@ type mergeJob struct {
 	merger modelMerger
 	models []config.Model
 	list   func(context.Context) ([]config.Model, error)
+	// after, when set, runs after each pass (the changelog models' done
+	// marks, which look at each model's own progress: one failed merge
+	// holds back its own model's marks alone).
+	after func(context.Context) error
 }
 
 // current returns the job's models as of now.
@@ -156,7 +160,14 @@ func changelogJob(cfg *config.Config, mg *merge.Merger) (mergeJob, error) {
 		return mergeJob{}, err
 	}
 	cm := merge.NewChangelogMerger(mg, cfg.Sink.Table, dec)
-	return mergeJob{merger: cm, list: cm.Pending}, nil
+	mark := func(ctx context.Context) error {
+		n, err := cm.MarkReady(ctx, cfg.CDC.Idle.D(), time.Now())
+		if n > 0 {
+			slog.Info("marked hours of changelog models done", "marks", n)
+		}
+		return err
+	}
+	return mergeJob{merger: cm, list: cm.Pending, after: mark}, nil
 }
 
 // mergeJobs are the models merge.every merges in a run of cfg: with
@@ -279,6 +290,11 @@ func mergeLoop(ctx context.Context, job mergeJob, every time.Duration) error {
 		if err := mergeAll(ctx, job.merger, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
 			return err
 		}
+		if job.after != nil {
+			if err := job.after(ctx); err != nil {
+				return err
+			}
+		}
 		if every <= 0 {
 			return nil
 		}
@@ -375,6 +391,12 @@ func mergePass(ctx context.Context, job mergeJob, every time.Duration, m *obs.Me
 		status.SetModel(ms)
 		if res.Read > 0 {
 			slog.Info("merged", "model", res.Model, "read", res.Read, "changed", res.Changed, "rejected", res.Rejected, "took", res.Took.Round(time.Millisecond))
+		}
+	}
+	if job.after != nil && ctx.Err() == nil {
+		if err := job.after(ctx); err != nil {
+			slog.Warn("after merging; retrying at the next merge.every", "every", every, "err", err)
+			return false
 		}
 	}
 	return ok

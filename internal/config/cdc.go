@@ -24,6 +24,11 @@ type CDC struct {
 	// Shards map physical tables to one logical table (order_00..order_63
 	// to order), the first match winning.
 	Shards []CDCShard `yaml:"shards"`
+	// Idle, for done marks (tracelake_ready): a Kafka partition on which
+	// nothing has loaded for this long counts as having reached now -
+	// Idle in source time, so that the tables of a quiet source are
+	// marked. 0 (default): a partition moves on only with its changes.
+	Idle Duration `yaml:"idle"`
 }
 
 // CDCShard maps the source tables it matches to one logical table.
@@ -68,7 +73,7 @@ const cdcTable = "cdc"
 
 func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any)) {
 	if !c.CapturesChanges() {
-		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0, "cdc",
+		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0, "cdc",
 			"applies to kafka.format debezium, canal or maxwell, got kafka.format %s", c.Kafka.Format)
 		return
 	}
@@ -84,6 +89,7 @@ func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any
 	for i, s := range opts.Shards {
 		one(fmt.Sprintf("cdc.shards[%d]", i), cdc.Options{Shards: []cdc.Shard{s}})
 	}
+	check(c.CDC.Idle >= 0, "cdc.idle", "must not be negative, got %s", c.CDC.Idle.D())
 	log, model := cmp.Or(c.CDC.LogTable, cdc.DefaultLogTemplate), cmp.Or(c.CDC.ModelTable, cdc.DefaultModelTemplate)
 	check(log != model, "cdc.model_table", "must differ from cdc.log_table (%s): a changelog and a model table would share a name", log)
 	check(c.Sink.Type == SinkDuckDB, "kafka.format",

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -28,6 +29,9 @@ type changeLoader struct {
 	next    map[int32]int64
 	pending map[int32][]*kgo.Record
 	merger  *ChangelogMerger
+	// at is the source time of the changes queued next (Debezium's
+	// source.ts_ms); 2023-11-14T22:13:20Z when zero.
+	at time.Time
 }
 
 func newChangeLoader(t testing.TB) *changeLoader {
@@ -64,8 +68,12 @@ func (l *changeLoader) change(p int32, table, op string, pos int, row map[string
 	for _, c := range key {
 		k[c] = row[c]
 	}
-	v := map[string]any{"op": op, "ts_ms": 1700000000000,
-		"source": map[string]any{"connector": "mysql", "db": "db", "table": table, "file": "mysql-bin.000001", "pos": pos, "row": 0, "ts_ms": 1700000000000}}
+	ms := int64(1700000000000)
+	if !l.at.IsZero() {
+		ms = l.at.UnixMilli()
+	}
+	v := map[string]any{"op": op, "ts_ms": ms,
+		"source": map[string]any{"connector": "mysql", "db": "db", "table": table, "file": "mysql-bin.000001", "pos": pos, "row": 0, "ts_ms": ms}}
 	if op == "d" {
 		v["before"], v["after"] = row, nil
 	} else {
