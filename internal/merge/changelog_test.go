@@ -330,3 +330,36 @@ func TestChangelogPendingTables(t *testing.T) {
 	}
 	pending()
 }
+
+// The model of source table audit_log is named cdc_db_audit_log, the
+// changelog table's name of source table audit. One process refuses the
+// second of the two; but a restarted one knew only the registry's
+// changelog names, not their models' names: audit's changes were routed
+// to cdc_db_audit_log, whose CREATE TABLE then failed every load of every
+// table at each retry (or, before the model was made, its merge deleted
+// and inserted rows of audit's changelog table). A restarted process now
+// refuses them as the first one does.
+func TestChangelogModelNameOwnedAcrossRestarts(t *testing.T) {
+	l := newChangeLoader(t)
+	l.change(0, "audit_log", "c", 100, row(1, "a"), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_audit_log`, "1|a")
+	// Another process, the same database file.
+	dec, err := pipeline.NewChangelogDecoder(cdc.Options{Format: cdc.FormatDebezium}, l.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.dec = dec
+	l.change(0, "audit", "c", 110, row(2, "b"), "id")
+	b := &sink.Batch{}
+	_, err = l.dec.AppendRows(b, l.pending[0][0])
+	if err == nil || !strings.Contains(err.Error(), "cdc_db_audit_log") {
+		t.Fatalf("a change of db.audit, whose changelog name is db.audit_log's model: %v, want it refused", err)
+	}
+	clear(l.pending)
+	l.change(0, "audit_log", "u", 120, row(1, "a2"), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_audit_log`, "1|a2")
+}
