@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -322,16 +323,25 @@ func selectModels(cfg *config.Config, name string) ([]config.Model, error) {
 	return cfg.Models(), nil
 }
 
-// mergeAll merges each model once, reporting each result.
+// mergeAll merges each model once, reporting each result, and returns
+// the failures joined. A model that fails changed nothing (one
+// transaction), so the ones after it are merged all the same: one
+// changelog table without a primary key does not keep the others'
+// models behind.
 func mergeAll(ctx context.Context, mg modelMerger, models []config.Model, report func(merge.Result)) error {
+	var errs []error
 	for _, m := range models {
 		res, err := mg.Merge(ctx, m)
 		if err != nil {
-			return fmt.Errorf("merge model %s: %w", m.Name, err)
+			errs = append(errs, fmt.Errorf("merge model %s: %w", m.Name, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		report(res)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // mergeEvery merges every job's models at each interval in the

@@ -46,7 +46,7 @@ func NewDecoder(o Options) (*Decoder, error) {
 	if d.router.shards, err = compileShards(o.Shards); err != nil {
 		return nil, err
 	}
-	d.router.tables, d.router.owners = map[string]*Table{}, map[string]string{}
+	d.router.tables, d.router.owners, d.router.modelClaims = map[string]*Table{}, map[string]string{}, map[string]bool{}
 	return d, nil
 }
 
@@ -54,8 +54,10 @@ func NewDecoder(o Options) (*Decoder, error) {
 // the changes of source table database.schema.table (a table created by
 // an earlier process): another source table routed to the same name is
 // then refused, as it is when both are seen by this decoder, instead of
-// mixing its changes into log. A name claimed or routed already keeps
-// its owner.
+// mixing its changes into log; so is one whose changelog table would take
+// the name of log's model. A name claimed or routed already keeps its
+// owner, except that a changelog table claimed takes its name back from
+// a model's claim.
 func (d *Decoder) Claim(log, database, schema, table string) {
 	d.router.claim(log, database, schema, table)
 }

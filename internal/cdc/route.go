@@ -19,6 +19,9 @@ type router struct {
 	tables map[string]*Table
 	// owners maps each routed name to the logical table it belongs to.
 	owners map[string]string
+	// modelClaims are the names in owners claimed as the model of a
+	// table of the registry, not as a changelog table that exists.
+	modelClaims map[string]bool
 }
 
 // route returns the source table's Table, creating it on first sight.
@@ -53,13 +56,25 @@ func (r *router) logical(db, schemaName, table string) (names [fieldTable + 1]st
 }
 
 // claim makes the logical table of the source table own the routed
-// name, unless a table owns it already.
+// name, and the name of its model, unless a table owns them already. The
+// model's name too: a source table whose changelog name is another's
+// model (audit's cdc_db_audit_log, audit_log's model) is refused after a
+// restart as it is in one process, before its table is created over the
+// model or the model merged into its changelog table.
 func (r *router) claim(name, db, schemaName, table string) {
-	_, logical := r.logical(db, schemaName, table)
+	names, logical := r.logical(db, schemaName, table)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.owners[name]; !ok {
+	// A changelog table that exists owns its name even when another
+	// table's model name was claimed for it first (the registry is read
+	// in no order): its rows are there.
+	if _, ok := r.owners[name]; !ok || r.modelClaims[name] {
 		r.owners[name] = logical
+		delete(r.modelClaims, name)
+	}
+	if model := r.model.expand(names); r.owners[model] == "" {
+		r.owners[model] = logical
+		r.modelClaims[model] = true
 	}
 }
 

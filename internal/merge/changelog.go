@@ -190,18 +190,21 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 		return c.advance(ctx, tx, p)
 	}
 	keys := p.keyMatch("t", "x")
+	// A change without a position (Maxwell's bootstrap rows) sorts before
+	// every position (cdc.Position's zero), here as in the window's
+	// NULLS LAST: compared as "", never as NULL, which would let it
+	// overwrite a newer row or a tombstone of an earlier merge.
+	pos := func(alias string) string { return "coalesce(" + alias + sqltext.Ident(cdc.PositionColumn) + ", '')" }
 	stmts := []string{
 		// The latest change per key past the latest truncation, dropped
 		// when the model or a tombstone holds a newer one.
 		fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_clatest AS SELECT * EXCLUDE (tl_rn) FROM (
-	SELECT *, row_number() OVER (PARTITION BY %s ORDER BY %s DESC NULLS LAST, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC) AS tl_rn
-	FROM tl_cinc WHERE %s <> 't' AND (%s IS NULL OR %s >= %s)) WHERE tl_rn = 1`,
-			p.keyList(), sqltext.Ident(cdc.PositionColumn), sqltext.Ident(cdc.OpColumn), sqltext.Ident(cdc.PositionColumn),
-			sqltext.Ident(cdc.PositionColumn), sqltext.String(truncated)),
-		fmt.Sprintf(`DELETE FROM tl_clatest x WHERE EXISTS (SELECT 1 FROM %s t WHERE %s AND t.%s > x.%s)
-	OR EXISTS (SELECT 1 FROM %s t WHERE %s AND t.%s > x.%s)`,
-			p.target, keys, sqltext.Ident(cdc.PositionColumn), sqltext.Ident(cdc.PositionColumn),
-			p.tombstones, keys, sqltext.Ident(cdc.PositionColumn), sqltext.Ident(cdc.PositionColumn)),
+	SELECT *, row_number() OVER (PARTITION BY %s ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC) AS tl_rn
+	FROM tl_cinc WHERE %s <> 't' AND %s >= %s) WHERE tl_rn = 1`,
+			p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn), pos(""), sqltext.String(truncated)),
+		fmt.Sprintf(`DELETE FROM tl_clatest x WHERE EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)
+	OR EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)`,
+			p.target, keys, pos("t."), pos("x."), p.tombstones, keys, pos("t."), pos("x.")),
 	}
 	if err := exec(ctx, tx, stmts...); err != nil {
 		return fmt.Errorf("pick the latest change per key of %s: %w", p.m.Source, err)

@@ -25,8 +25,8 @@ func BenchmarkChangelogRound(b *testing.B) {
 	}
 	pos := 100
 	// round updates the first `changed` tables, then merges: as a round of
-// merge.every does (the pending tables, found among all), or the changed
-// tables' models alone (the yardstick).
+	// merge.every does (the pending tables, found among all), or the changed
+	// tables' models alone (the yardstick).
 	round := func(b *testing.B, only bool) {
 		b.StopTimer()
 		pos++

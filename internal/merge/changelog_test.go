@@ -60,8 +60,8 @@ func newChangeLoader(t testing.TB) *changeLoader {
 }
 
 // change queues a Debezium event of db.<table> on partition p: op, the
-// binlog position pos (file 1), the row (before image for a delete) and
-// its key columns.
+// binlog position pos (file 1; none for a negative pos), the row (before
+// image for a delete) and its key columns.
 func (l *changeLoader) change(p int32, table, op string, pos int, row map[string]any, key ...string) {
 	l.t.Helper()
 	k := map[string]any{}
@@ -72,8 +72,12 @@ func (l *changeLoader) change(p int32, table, op string, pos int, row map[string
 	if !l.at.IsZero() {
 		ms = l.at.UnixMilli()
 	}
-	v := map[string]any{"op": op, "ts_ms": ms,
-		"source": map[string]any{"connector": "mysql", "db": "db", "table": table, "file": "mysql-bin.000001", "pos": pos, "row": 0, "ts_ms": ms}}
+	src := map[string]any{"connector": "mysql", "db": "db", "table": table, "file": "mysql-bin.000001", "pos": pos, "row": 0, "ts_ms": ms}
+	if pos < 0 {
+		delete(src, "file")
+		delete(src, "pos")
+	}
+	v := map[string]any{"op": op, "ts_ms": ms, "source": src}
 	if op == "d" {
 		v["before"], v["after"] = row, nil
 	} else {
@@ -337,4 +341,71 @@ func TestChangelogPendingTables(t *testing.T) {
 		t.Errorf("merge of users: %+v, want 2 rows read", r)
 	}
 	pending()
+}
+
+// The model of source table audit_log is named cdc_db_audit_log, the
+// changelog table's name of source table audit. One process refuses the
+// second of the two; but a restarted one knew only the registry's
+// changelog names, not their models' names: audit's changes were routed
+// to cdc_db_audit_log, whose CREATE TABLE then failed every load of every
+// table at each retry (or, before the model was made, its merge deleted
+// and inserted rows of audit's changelog table). A restarted process now
+// refuses them as the first one does.
+func TestChangelogModelNameOwnedAcrossRestarts(t *testing.T) {
+	l := newChangeLoader(t)
+	l.change(0, "audit_log", "c", 100, row(1, "a"), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_audit_log`, "1|a")
+	// Another process, the same database file.
+	dec, err := pipeline.NewChangelogDecoder(cdc.Options{Format: cdc.FormatDebezium}, l.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.dec = dec
+	l.change(0, "audit", "c", 110, row(2, "b"), "id")
+	b := &sink.Batch{}
+	_, err = l.dec.AppendRows(b, l.pending[0][0])
+	if err == nil || !strings.Contains(err.Error(), "cdc_db_audit_log") {
+		t.Fatalf("a change of db.audit, whose changelog name is db.audit_log's model: %v, want it refused", err)
+	}
+	clear(l.pending)
+	l.change(0, "audit_log", "u", 120, row(1, "a2"), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_audit_log`, "1|a2")
+}
+
+// A change without a position (Maxwell's bootstrap rows, or all its rows
+// with output_binlog_position off) sorts before every position, as
+// cdc.Position says, and within one increment it did; but against the
+// model or a tombstone from an earlier merge it won: a bootstrap row read
+// before a key's delete, merged after it, brought the row back, and one
+// read before an update undid it. The same changes now make the same
+// model whether they are merged at once or one merge apart.
+func TestChangelogModelChangeWithoutPositionIsOldest(t *testing.T) {
+	changes := func(l *changeLoader, split bool) {
+		l.change(0, "orders", "c", 100, row(1, "a"), "id")
+		l.change(0, "orders", "d", 120, row(1, "a"), "id")
+		l.change(0, "orders", "u", 130, row(2, "b2"), "id")
+		l.change(0, "orders", "u", 140, row(4, "d2"), "id")
+		if split {
+			l.flush()
+			l.mustMerge()
+		}
+		l.change(0, "orders", "r", -1, row(1, "a"), "id")
+		l.change(0, "orders", "r", -1, row(2, "b"), "id")
+		l.change(0, "orders", "r", -1, row(3, "c"), "id")
+		l.flush()
+		l.mustMerge()
+		// Without positions, Kafka order: the later one wins.
+		l.change(0, "orders", "r", -1, row(3, "c2"), "id")
+		l.flush()
+		l.mustMerge()
+	}
+	for _, split := range []bool{false, true} {
+		l := newChangeLoader(t)
+		changes(l, split)
+		l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "2|b2", "3|c2", "4|d2")
+	}
 }
