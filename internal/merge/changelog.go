@@ -62,27 +62,48 @@ func NewChangelogMerger(mg *Merger, table string, dec *cdc.Decoder) *ChangelogMe
 }
 
 // Models lists the models of the registered changelog tables: Name and
-// Target are the model table, Source the changelog table.
+// Target are the model table, Source the changelog table. A model keeps
+// the name it was created with (the registry's model_table); one not
+// created yet is named by the cdc: templates. A table that cannot be
+// named (two source tables claim the name: see cdc.Decoder.Claim) is left
+// out with a warning, so that it holds back no other table's model.
 func (c *ChangelogMerger) Models(ctx context.Context) ([]config.Model, error) {
-	rows, err := c.mg.db.QueryContext(ctx, `SELECT log_table, source_database, source_schema, source_table FROM `+c.routes+` ORDER BY log_table`)
+	rows, err := c.mg.db.QueryContext(ctx, `SELECT log_table, source_database, source_schema, source_table, coalesce(model_table, '') FROM `+
+		c.routes+` ORDER BY log_table`)
 	if err != nil {
 		return nil, fmt.Errorf("list the changelog tables of %s: %w", c.routes, err)
 	}
 	defer rows.Close()
-	var out []config.Model
+	type entry struct{ log, model string }
+	var entries []entry
+	logs := map[string]bool{}
 	for rows.Next() {
-		var log, database, schemaName, table string
-		if err := rows.Scan(&log, &database, &schemaName, &table); err != nil {
+		var log, database, schemaName, table, model string
+		if err := rows.Scan(&log, &database, &schemaName, &table, &model); err != nil {
 			return nil, fmt.Errorf("list the changelog tables of %s: %w", c.routes, err)
 		}
-		t, err := c.route(database, schemaName, table)
-		if err != nil {
-			return nil, fmt.Errorf("changelog table %s: %w", log, err)
+		logs[log] = true
+		if model == "" {
+			t, err := c.route(database, schemaName, table)
+			if err != nil {
+				c.mg.log.Warn("a changelog table has no model: its model's name is taken", "table", log, "err", err)
+				continue
+			}
+			model = t.Model
 		}
-		out = append(out, config.Model{Name: t.Model, Source: c.schema + log, Target: c.schema + t.Model})
+		entries = append(entries, entry{log, model})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list the changelog tables of %s: %w", c.routes, err)
+	}
+	var out []config.Model
+	for _, e := range entries {
+		if logs[e.model] {
+			// Never merge into another source table's changelog table.
+			c.mg.log.Warn("a changelog table has no model: its model's name is a changelog table's", "table", e.log, "model", e.model)
+			continue
+		}
+		out = append(out, config.Model{Name: e.model, Source: c.schema + e.log, Target: c.schema + e.model})
 	}
 	return out, nil
 }
@@ -284,7 +305,7 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 			return "", fmt.Errorf("changelog table %s holds a change without a primary key: a table without one has no model (its changes stay in the changelog table)", p.m.Source)
 		}
 		if !sameKey(k.String, keyJSON.String) {
-			return "", fmt.Errorf("the primary key of the source of %s changed from %s to %s: model %s is not merged further (rebuild it from the changelog table once the key is settled)",
+			return "", fmt.Errorf("the primary key of the source of %s changed from %s to %s: model %s is not merged further (a primary key that changes is not supported: its changes stay in the changelog table)",
 				p.m.Source, keyJSON.String, k.String, p.m.Target)
 		}
 	}

@@ -409,3 +409,24 @@ func TestChangelogModelChangeWithoutPositionIsOldest(t *testing.T) {
 		l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "2|b2", "3|c2", "4|d2")
 	}
 }
+
+// A registered changelog table whose model would be named like another
+// changelog table (source tables orders and orders_log) gets no model,
+// with a warning, and holds back no other table's.
+func TestChangelogModelNamedLikeAChangelogTableIsLeftOut(t *testing.T) {
+	l := newChangeLoader(t)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.flush()
+	l.mustMerge()
+	if _, err := l.s.DB().Exec(`CREATE TABLE cdc_db_orders_log_log AS SELECT * FROM cdc_db_orders_log;
+		INSERT INTO cdc_routes (log_table, source_database, source_schema, source_table, first_seen) VALUES ('cdc_db_orders_log_log', 'db', '', 'orders_log', now())`); err != nil {
+		t.Fatal(err)
+	}
+	models, err := l.merger.Models(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(models) != 1 || models[0].Name != "cdc_db_orders" {
+		t.Errorf("models: %+v, want cdc_db_orders alone", models)
+	}
+}
