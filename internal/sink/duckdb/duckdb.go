@@ -264,7 +264,7 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 		if err != nil {
 			return sink.File{}, err
 		}
-		f.Routed = append(f.Routed, sink.RoutedFile{Table: t.Table, Source: t.Source, Columns: t.Columns, Path: path})
+		f.Routed = append(f.Routed, sink.RoutedFile{Table: t.Table, Source: t.Source, Columns: t.Columns, Reach: t.Reach, Path: path})
 	}
 	return f, nil
 }

@@ -196,29 +196,44 @@ func (s *Sink) insertRouted(ctx context.Context, tx *sql.Tx, p loadPlan, now tim
 }
 
 // recordReach moves what loads reached of each routed table of the
-// load, per partition, past its rows of the load (read back: exactly
-// those of the load's fenced ranges), in one statement.
+// load, per partition, past its rows of the load, in one statement. The
+// batches say how far their rows go (sink.Reach): rows the fence skips
+// were loaded before, and moved it as far.
 func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) error {
-	if len(p.ranges) == 0 {
+	reach := map[string]map[sink.TopicPartition]sink.Reach{}
+	for _, f := range p.routed {
+		if reach[f.Table] == nil {
+			reach[f.Table] = map[sink.TopicPartition]sink.Reach{}
+		}
+		for tp, r := range f.Reach {
+			reach[f.Table][tp] = reach[f.Table][tp].Merge(r)
+		}
+	}
+	var values []string
+	var args []any
+	micros := func(us int64) any {
+		if us == 0 {
+			return nil
+		}
+		return time.UnixMicro(us).UTC()
+	}
+	for table, parts := range reach {
+		for tp, r := range parts {
+			values = append(values, "(?, ?, ?::INTEGER, ?::BIGINT, ?::TIMESTAMP, ?::TIMESTAMP)")
+			args = append(args, table, tp.Topic, tp.Partition, r.Next, micros(r.FirstTime), micros(r.LastTime))
+		}
+	}
+	if len(values) == 0 {
 		return nil
 	}
-	conds := make([]string, len(p.ranges))
-	for i, r := range p.ranges {
-		conds[i] = fmt.Sprintf("(ktopic = %s AND kpartition = %d AND koffset BETWEEN %d AND %d)", sqltext.String(r.Topic), r.Partition, r.First, r.Last)
-	}
-	var parts []string
-	for _, g := range groupRouted(p.routed) {
-		parts = append(parts, fmt.Sprintf(`SELECT %s AS log_table, ktopic, kpartition, max(koffset) + 1 AS next_offset, min(%s) AS first_t, max(%[2]s) AS last_t
-	FROM %s WHERE %s GROUP BY ktopic, kpartition`, sqltext.String(g.table), sqltext.Ident(cdc.SourceTimeColumn), s.routedName(g.table), strings.Join(conds, " OR ")))
-	}
-	q := fmt.Sprintf(`MERGE INTO %s AS o USING (%s) AS n
-ON o.log_table = n.log_table AND o.topic = n.ktopic AND o."partition" = n.kpartition
+	q := fmt.Sprintf(`MERGE INTO %s AS o USING (VALUES %s) AS n(log_table, topic, "partition", next_offset, first_t, last_t)
+ON o.log_table = n.log_table AND o.topic = n.topic AND o."partition" = n."partition"
 WHEN MATCHED THEN UPDATE SET next_offset = greatest(o.next_offset, n.next_offset),
 	first_source_time = coalesce(least(o.first_source_time, n.first_t), o.first_source_time, n.first_t),
 	last_source_time = coalesce(greatest(o.last_source_time, n.last_t), o.last_source_time, n.last_t), loaded_at = ?
-WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.ktopic, n.kpartition, n.next_offset, n.first_t, n.last_t, ?)`,
-		s.tables.reached, strings.Join(parts, "\nUNION ALL\n"))
-	if _, err := tx.ExecContext(ctx, q, now, now); err != nil {
+WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.topic, n."partition", n.next_offset, n.first_t, n.last_t, ?)`,
+		s.tables.reached, strings.Join(values, ", "))
+	if _, err := tx.ExecContext(ctx, q, append(args, now, now)...); err != nil {
 		return fmt.Errorf("record what the load reached in %s: %w", s.tables.reached, err)
 	}
 	return nil
