@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
 )
 
 // listAt is the values of row i of a list column and where the row's
@@ -51,10 +52,16 @@ func readRowPoints(rec arrow.RecordBatch, i int) rowPoints {
 		}
 		return vals, start
 	}
-	r := rowPoints{t: make([]int64, n)}
-	times := newNumberList(field(0))
-	for j := range r.t {
-		r.t[j] = times.int(j)
+	var r rowPoints
+	// The times are read where they lie when they can be (integers, none
+	// null, as epoch_ms makes them), copied otherwise.
+	if times := newNumberList(field(0)); times.ints != nil && !times.nulls {
+		r.t = times.ints[:n]
+	} else {
+		r.t = make([]int64, n)
+		for j := range r.t {
+			r.t[j] = times.int(j)
+		}
 	}
 	r.v, r.c, r.s = newNumberList(field(1)), newNumberList(field(2)), newNumberList(field(3))
 	r.b, r.e, r.q = newStringList(field(4)), newStringList(field(5)), newStringList(field(6))
@@ -212,9 +219,17 @@ func expandPoints(w wanted, base labels.Labels, r rowPoints) ([]*floatSeries, er
 				field = r.c
 			}
 			s := &floatSeries{lset: withName(base, k.name, "", ""), pts: make(points, 0, len(r.order))}
-			for _, j := range r.order {
-				if v, ok := field.float(int(j)); ok {
-					s.add(r.t[j], r.staleOr(v, j))
+			if field.floats != nil && !field.nulls && len(r.stale) == 0 {
+				// Most series: every point a double, none a stale marker;
+				// the order holds one point per time, increasing.
+				for _, j := range r.order {
+					s.pts = append(s.pts, promql.FPoint{T: r.t[j], F: field.floats[j]})
+				}
+			} else {
+				for _, j := range r.order {
+					if v, ok := field.float(int(j)); ok {
+						s.add(r.t[j], r.staleOr(v, j))
+					}
 				}
 			}
 			out = append(out, s)

@@ -188,7 +188,7 @@ func (a *api) metadata(w http.ResponseWriter, r *http.Request, s tenancy.Scope) 
 		return
 	}
 	metric := r.FormValue("metric")
-	q := &querier{queryable: a.queryable(s), mint: timestamp.FromTime(minTime), maxt: timestamp.FromTime(maxTime)}
+	q := &querier{queryable: a.queryable(s), mint: timestamp.FromTime(minTime), maxt: timestamp.FromTime(maxTime), described: true}
 	fams, err := q.allFamilies(r.Context())
 	if err != nil {
 		a.fail(w, execError(err))

@@ -4,13 +4,19 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/teststorage"
 
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -46,8 +52,12 @@ func benchTable(b testing.TB) *sql.DB {
 // them (15s), for one tenant, through the engine and the table's reads.
 func BenchmarkRate6h(b *testing.B) {
 	f := serve(b, benchTable(b))
+	benchRate6h(b, queryable{reader: f.reader, table: "otel_metrics", scope: tenancy.One("team-a")})
+}
+
+// benchRate6h runs BenchmarkRate6h's query over q.
+func benchRate6h(b *testing.B, q storage.Queryable) {
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: defaultMaxSamples, Timeout: time.Minute, LookbackDelta: defaultLookback})
-	q := queryable{reader: f.reader, table: "otel_metrics", scope: tenancy.One("team-a")}
 	ctx := context.Background()
 	var series int
 	var walls []time.Duration
@@ -73,6 +83,80 @@ func BenchmarkRate6h(b *testing.B) {
 	}
 	b.ReportMetric(float64(benchSeries*benchPoints/2)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
 }
+
+// BenchmarkRate6hYardstick is BenchmarkRate6h's query, same engine and
+// range, over the same series and samples held elsewhere, for what is
+// ours in its time: "tsdb", Prometheus's own storage (teststorage: the
+// head of a TSDB, in memory); "slices", the series as Select served them,
+// read once before (what the engine alone costs over our iterator).
+func BenchmarkRate6hYardstick(b *testing.B) {
+	f := serve(b, benchTable(b))
+	q := queryable{reader: f.reader, table: "otel_metrics", scope: tenancy.One("team-a")}
+	ctx := context.Background()
+	read, err := q.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var series []storage.Series
+	set := read.Select(ctx, true, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "bench_requests_total"))
+	for set.Next() {
+		series = append(series, set.At())
+	}
+	if err := set.Err(); err != nil {
+		b.Fatal(err)
+	}
+	db := teststorage.New(b)
+	app := db.Appender(ctx)
+	var it chunkenc.Iterator
+	for _, s := range series {
+		it = s.Iterator(it)
+		for it.Next() == chunkenc.ValFloat {
+			t, v := it.At()
+			if _, err := app.Append(0, s.Labels(), t, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := app.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	for _, y := range []struct {
+		name string
+		q    storage.Queryable
+	}{
+		{"tsdb", db},
+		{"slices", storage.QueryableFunc(func(int64, int64) (storage.Querier, error) { return sliceQuerier(series), nil })},
+	} {
+		b.Run(y.name, func(b *testing.B) { benchRate6h(b, y.q) })
+	}
+}
+
+// sliceQuerier serves series already read, whatever the matchers.
+type sliceQuerier []storage.Series
+
+func (s sliceQuerier) Select(context.Context, bool, *storage.SelectHints, ...*labels.Matcher) storage.SeriesSet {
+	return &sliceSet{series: s, i: -1}
+}
+
+func (sliceQuerier) LabelValues(context.Context, string, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return nil, nil, nil
+}
+
+func (sliceQuerier) LabelNames(context.Context, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return nil, nil, nil
+}
+
+func (sliceQuerier) Close() error { return nil }
+
+type sliceSet struct {
+	series []storage.Series
+	i      int
+}
+
+func (s *sliceSet) Next() bool                        { s.i++; return s.i < len(s.series) }
+func (s *sliceSet) At() storage.Series                { return s.series[s.i] }
+func (s *sliceSet) Err() error                        { return nil }
+func (s *sliceSet) Warnings() annotations.Annotations { return nil }
 
 // BenchmarkRate6hHTTP is BenchmarkRate6h as Grafana asks it: over HTTP,
 // answered in JSON.

@@ -1,8 +1,10 @@
 package prom
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +37,7 @@ func (q queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 type querier struct {
 	queryable
 	mint, maxt int64
+	described  bool // whether allFamilies reads the families' descriptions
 
 	mu       sync.Mutex
 	families []*family // read once per querier, for its range
@@ -42,7 +45,9 @@ type querier struct {
 
 func (q *querier) Close() error { return nil }
 
-// allFamilies are the families with points in the querier's range.
+// allFamilies are the families with points in the querier's range,
+// sorted by name, unit, type and monotonicity; their descriptions are
+// read when the querier is described.
 func (q *querier) allFamilies(ctx context.Context) ([]*family, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -50,23 +55,47 @@ func (q *querier) allFamilies(ctx context.Context) ([]*family, error) {
 		return q.families, nil
 	}
 	from, to := timeRange(q.mint, q.maxt)
-	fams := []*family{}
-	err := readRows(ctx, q.reader, q.scope, familiesSQL(q.table), []any{from, to}, func(rec arrow.RecordBatch) error {
+	byKey := map[string]*family{}
+	err := readRows(ctx, q.reader, q.scope, familiesSQL(q.table, q.described), []any{from, to}, func(rec arrow.RecordBatch) error {
 		for i := range int(rec.NumRows()) {
+			var desc string
+			if q.described {
+				desc = stringAt(rec.Column(4), i)
+			}
 			f, err := newFamily(stringAt(rec.Column(0), i), stringAt(rec.Column(1), i), stringAt(rec.Column(2), i),
-				boolAt(rec.Column(3), i), stringAt(rec.Column(4), i))
+				boolAt(rec.Column(3), i), desc)
 			if err != nil {
 				continue // a name that makes no Prometheus name is not served
 			}
-			fams = append(fams, f)
+			// Rows of a null and an empty unit (or monotonicity) are one
+			// family, described by the greater description.
+			if seen, ok := byKey[f.key()]; ok {
+				seen.description = max(seen.description, f.description)
+				continue
+			}
+			byKey[f.key()] = f
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list the metrics: %w", err)
 	}
+	fams := slices.SortedFunc(maps.Values(byKey), func(a, b *family) int {
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.unit, b.unit), cmp.Compare(a.typ, b.typ),
+			cmp.Compare(b2i(a.monotonic), b2i(b.monotonic)))
+	})
+	if fams == nil {
+		fams = []*family{}
+	}
 	q.families = fams
 	return fams, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // wanted is a family with the kinds of its series that the matchers on
@@ -138,27 +167,29 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 	}
 	f := seriesFilter{services: pushedServices(ms)}
 	for _, w := range want {
-		if !slices.Contains(f.names, w.fam.name) {
-			f.names = append(f.names, w.fam.name)
-		}
+		f.families = append(f.families, w.fam)
 		f.distributions = f.distributions || w.fam.typ == "histogram" || w.fam.typ == "summary"
 	}
-	slices.Sort(f.names)
+	slices.SortFunc(f.families, func(a, b *family) int { return cmp.Compare(a.key(), b.key()) })
 	from, to := timeRange(mint, maxt)
 	text, params := seriesSQL(q.table, q.scope.All, points, from, to, f)
 	var out []*floatSeries
 	err = readRows(ctx, q.reader, q.scope, text, params, func(rec arrow.RecordBatch) error {
 		for i := range int(rec.NumRows()) {
-			fam := family{name: stringAt(rec.Column(colName), i), unit: stringAt(rec.Column(colUnit), i),
-				typ: stringAt(rec.Column(colType), i), monotonic: boolAt(rec.Column(colMonotonic), i)}
-			w, ok := want[fam.key()]
-			if !ok {
-				continue // a family of the same name but another unit or type
+			// The rows are of the one family wanted, or say which.
+			w := want[f.families[0].key()]
+			if len(f.families) > 1 {
+				fam := family{name: stringAt(rec.Column(colName), i), unit: stringAt(rec.Column(colUnit), i),
+					typ: stringAt(rec.Column(colType), i), monotonic: boolAt(rec.Column(colMonotonic), i)}
+				var ok bool
+				if w, ok = want[fam.key()]; !ok {
+					return fmt.Errorf("BUG: a row of %s, a family not asked for", fam.name)
+				}
 			}
-			base, err := seriesLabels(stringAt(rec.Column(colResource), i), stringAt(rec.Column(colAttributes), i),
+			base, err := seriesLabels(orEmptyObject(stringAt(rec.Column(colResource), i)), orEmptyObject(stringAt(rec.Column(colAttributes), i)),
 				stringAt(rec.Column(colScopeName), i), stringAt(rec.Column(colScopeVersion), i), stringAt(rec.Column(colTenant), i))
 			if err != nil {
-				return fmt.Errorf("labels of %s: %w", fam.name, err)
+				return fmt.Errorf("labels of %s: %w", w.fam.name, err)
 			}
 			var made []*floatSeries
 			if points {
@@ -168,7 +199,7 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 				made, err = expandShapes(w, base, shapes, start, end)
 			}
 			if err != nil {
-				return fmt.Errorf("points of %s: %w", fam.name, err)
+				return fmt.Errorf("points of %s: %w", w.fam.name, err)
 			}
 			for _, s := range made {
 				if matchesAll(ms, s.lset) {
@@ -183,6 +214,14 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 	}
 	slices.SortFunc(out, func(a, b *floatSeries) int { return labels.Compare(a.lset, b.lset) })
 	return mergeSame(out), nil
+}
+
+// orEmptyObject is attributes read from the table, "{}" for none (null).
+func orEmptyObject(attributes string) string {
+	if attributes == "" {
+		return "{}"
+	}
+	return attributes
 }
 
 // mergeSame merges sorted series of the same labels into one: rows the

@@ -2,13 +2,16 @@ package prom
 
 import (
 	"context"
+	"database/sql"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -153,6 +156,89 @@ func TestRateOverDuckDBsRuns(t *testing.T) {
 			if math.Abs(p.F-want) > 1e-9 {
 				t.Fatalf("%s at %d: rate %v, want %v", s.Metric, p.T, p.F, want)
 			}
+		}
+	}
+}
+
+// insertPoints inserts team-a's points as rows of the table, one a value
+// list of (metric_name, metric_unit, metric_type, is_monotonic,
+// metric_description, scope_version, resource_attributes, attributes,
+// step, value), for rows no loader writes (null columns).
+func insertPoints(t *testing.T, db *sql.DB, rows ...string) {
+	t.Helper()
+	q := `INSERT INTO otel_metrics (tenant_id, metric_name, metric_unit, metric_type, is_monotonic, metric_description,
+			scope_name, scope_version, resource_attributes, attributes, time, value, temporality, flags)
+		SELECT 'team-a', n, u, ty, m, d, 'meter', sv, r, a, make_timestamp(` + strconv.FormatInt(t0.UnixMicro(), 10) + ` + i * 15000000), v,
+			CASE WHEN ty = 'sum' THEN 'cumulative' END, 0
+		FROM (VALUES ` + strings.Join(rows, ", ") + `) p(n, u, ty, m, d, sv, r, a, i, v)`
+	if _, err := db.Exec(q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// TestNullAndEmptyColumnsAreOneSeries: the families and the series are
+// grouped by the table's columns as they are (coalescing every point's
+// was a third of a range query), so a null unit, monotonicity, scope
+// version or attributes and an empty one come as two rows of the same
+// family and labels: they must be one family and one series, with the
+// points of both and the greater description.
+func TestNullAndEmptyColumnsAreOneSeries(t *testing.T) {
+	db := newTable(t)
+	insertPoints(t, db,
+		`('queue.depth', NULL, 'gauge', NULL, NULL, NULL, NULL, NULL, 0, 1)`,
+		`('queue.depth', '', 'gauge', false, 'Queued jobs.', '', '{}', '{}', 1, 2)`,
+		`('queue.depth', '', 'gauge', NULL, 'Jobs.', NULL, '{}', NULL, 2, 3)`)
+	f := serve(t, db)
+	c := f.client(t, "ta", "")
+	v, _, _, err := c.QueryRange(context.Background(), "count_over_time(queue_depth[1m])",
+		v1.Range{Start: ts(2).AsTime(), End: ts(2).AsTime(), Step: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := v.(model.Matrix); len(m) != 1 || len(m[0].Values) != 1 || m[0].Values[0].Value != 3 {
+		t.Fatalf("count_over_time: %v, want one series of 3 points", v)
+	}
+	md, err := c.Metadata(context.Background(), "queue_depth", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]v1.Metadata{"queue_depth": {{Type: "gauge", Help: "Queued jobs.", Unit: ""}}}
+	if !reflect.DeepEqual(md, want) {
+		t.Fatalf("metadata: %v, want %v", md, want)
+	}
+}
+
+// TestFamiliesOfOneNameAreTold: a gauge and a non-monotonic sum of one
+// OpenTelemetry name and unit are both queue_depth; read together, the
+// rows say which family they are of (one family's rows do not). A
+// monotonic sum of that name (queue_depth_total) and a gauge of another
+// unit (queue_depth_bytes) are not read.
+func TestFamiliesOfOneNameAreTold(t *testing.T) {
+	db := newTable(t)
+	insertPoints(t, db,
+		`('queue.depth', '', 'gauge', NULL, '', '', '{}', '{"q":"gauge"}', 0, 1)`,
+		`('queue.depth', '', 'gauge', NULL, '', '', '{}', '{"q":"gauge"}', 1, 2)`,
+		`('queue.depth', '', 'sum', false, '', '', '{}', '{"q":"sum"}', 1, 5)`,
+		`('queue.depth', '', 'sum', true, '', '', '{}', '{"q":"sum"}', 1, 7)`,
+		`('queue.depth', 'By', 'gauge', false, '', '', '{}', '{"q":"sum"}', 1, 9)`)
+	c := serve(t, db).client(t, "ta", "")
+	for q, want := range map[string]string{
+		"sum by (q) (count_over_time(queue_depth[1m]))": `{q="gauge"} => 2 @[1772359215], {q="sum"} => 1 @[1772359215]`,
+		"sum by (q) (queue_depth)":                      `{q="gauge"} => 2 @[1772359215], {q="sum"} => 5 @[1772359215]`,
+		"queue_depth_total":                             `queue_depth_total{otel_scope_name="meter", q="sum"} => 7 @[1772359215]`,
+	} {
+		v, _, _, err := c.Query(context.Background(), q, ts(1).AsTime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		vec := v.(model.Vector)
+		slices.SortFunc(vec, func(a, b *model.Sample) int { return strings.Compare(a.Metric.String(), b.Metric.String()) })
+		var got []string
+		for _, s := range vec {
+			got = append(got, s.String())
+		}
+		if strings.Join(got, ", ") != want {
+			t.Errorf("%s: %s, want %s", q, strings.Join(got, ", "), want)
 		}
 	}
 }
