@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/parquet/file"
+
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -125,6 +127,9 @@ func BenchmarkSortedCompaction(b *testing.B) {
 			rows += f.Count()
 		}
 		slices.Sort(sizes)
+		if os.Getenv("TRACELAKE_COMPACT_BENCH_COLUMNS") != "" {
+			logColumns(b, files[0].FilePath())
+		}
 		if rows != int64(spans) {
 			b.Fatalf("%d rows after compaction, want %d", rows, spans)
 		}
@@ -158,4 +163,26 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// logColumns logs the compressed bytes of each column of a Parquet file,
+// and of what is not in a column chunk (footer, bloom filters).
+func logColumns(b *testing.B, path string) {
+	r, err := file.OpenParquetFile(strings.TrimPrefix(path, "file://"), false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	cols := map[string]int64{}
+	var inChunks int64
+	for i := range r.NumRowGroups() {
+		rg := r.MetaData().RowGroup(i)
+		for c := range rg.NumColumns() {
+			cc, _ := rg.ColumnChunk(c)
+			cols[cc.PathInSchema().String()] += cc.TotalCompressedSize()
+			inChunks += cc.TotalCompressedSize()
+		}
+	}
+	st, _ := os.Stat(strings.TrimPrefix(path, "file://"))
+	b.Logf("%d row groups; column bytes %v; outside column chunks %d", r.NumRowGroups(), cols, st.Size()-inChunks)
 }

@@ -248,3 +248,18 @@ func PeakRowsHeld() int64 { return peakRowsHeld.Load() }
 
 // RowGroupBytesOf is the row group size compaction writes for a target.
 var RowGroupBytesOf = rowGroupBytesOf
+
+// Unsort makes the raw table unsorted, as tables made before their sort
+// order was declared at creation are until a maintenance round.
+func (s *Sink) Unsort(ctx context.Context) error {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.ReplaceSortOrder(table.UnsortedSortOrder); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}

@@ -56,7 +56,11 @@ func withWriteProperties(tbl *table.Table, set iceberggo.Properties) *table.Tabl
 		return tbl
 	}
 	if tbl.SortOrder().Len() > 0 {
-		if err := b.SetDefaultSortOrderID(table.UnsortedSortOrderID); err != nil {
+		unsorted := table.UnsortedSortOrder
+		if err := b.AddSortOrder(&unsorted); err != nil {
+			return tbl
+		}
+		if err := b.SetDefaultSortOrderID(-1); err != nil { // the one added
 			return tbl
 		}
 	}
