@@ -51,7 +51,10 @@ import (
 // the output batch being built, the writer's queue (compactWriteQueue
 // batches of outBatchBytes) and the Parquet row group it encodes (at most
 // about the target / 16, rowGroupBytesOf). With the defaults about
-// 128 + 16 + 8 + 3×8 + 8 MiB ≈ 190 MiB of Arrow buffers.
+// 128 + 16 + 8 + 3×8 + 8 MiB ≈ 190 MiB of Arrow buffers; measured, with
+// the garbage the collector has yet to take, ~400 MiB of Go heap and
+// ~500 MiB of RSS for partitions of 300,000 and 900,000 spans alike
+// (docs/BENCHMARKS.md, "compaction_streams").
 
 var (
 	// compactRunBytes is the Arrow bytes of rows a run gathers before it
