@@ -124,6 +124,7 @@ func duckDBOptions(cfg *config.Config) duckdb.Options {
 		Typed:            typedTable(cfg),
 		Derived:          derivedTable(cfg),
 		DerivedTable:     derivedName(cfg),
+		Routed:           cfg.CapturesChanges(),
 		Zstd:             cfg.Zstd(),
 		MemoryLimit:      int64(cfg.DuckDBMemoryLimit()),
 		Threads:          cfg.Sink.DuckDB.Threads,

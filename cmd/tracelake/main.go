@@ -45,6 +45,7 @@ Usage:
                                                       compare two tables (exit 1 when they differ)
   tracelake reconcile --config F --source mysql://U:P@HOST:PORT/DB --table DB.T [--model M] [--batch N] [--rate R]
                                                       compare a CDC model with its live MySQL/MariaDB table
+  tracelake ready   --config F --table T --hour H [--wait D]   exit 0 once a CDC model's hour is marked done
   tracelake compact --config F [--target-size 512MiB] [--min-age 1h] [--dry-run]   Iceberg: rewrite small files per day
   tracelake expire  --config F [--older-than 24h] [--retain-last 1]  Iceberg: remove old snapshots
   tracelake orphans --config F [--older-than 168h] [--dry-run]      Iceberg: delete unreferenced files
@@ -55,8 +56,8 @@ Usage:
   tracelake demo    [--otlp [--serve ADDR]]           embedded Kafka → DuckDB, end to end (--otlp: traces, logs, metrics over OTLP)
   tracelake version
 
-While 'tracelake run' holds its DuckDB file, verify, sql, report, dlq list and
-reconcile go through it (its socket beside the file).
+While 'tracelake run' holds its DuckDB file, verify, sql, report, dlq list,
+reconcile and ready go through it (its socket beside the file).
 
 Run 'tracelake COMMAND -h' for the flags of a command.
 `
@@ -91,6 +92,8 @@ func run(args []string) int {
 		err = cmdMerge(ctx, args[1:])
 	case "reconcile":
 		err = cmdReconcile(ctx, standalone, args[1:])
+	case "ready":
+		err = cmdReady(ctx, standalone, args[1:])
 	case "serve":
 		err = cmdServe(ctx, args[1:])
 	case "compact":

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/obs"
@@ -78,7 +80,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return mergeLoop(ctx, merge.NewDatabendMerger(snk, *task), models, *every)
+		return mergeLoop(ctx, mergeJob{merger: merge.NewDatabendMerger(snk, *task), models: models}, *every)
 	}
 	snk, err := openDuckDB(cfg)
 	if err != nil {
@@ -89,6 +91,16 @@ func cmdMerge(ctx context.Context, args []string) error {
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	mg := merge.NewMerger(snk.DB(), slog.Default())
+	if cfg.CapturesChanges() {
+		if *rebuild != "" || *model != "" || *task {
+			return usagef("--rebuild, --model and --task: with kafka.format %s every changelog table's model is merged, none is configured", cfg.Kafka.Format)
+		}
+		job, err := changelogJob(cfg, mg)
+		if err != nil {
+			return err
+		}
+		return mergeLoop(ctx, job, *every)
+	}
 	if *rebuild != "" {
 		m, err := cfg.Model(*rebuild)
 		if err != nil {
@@ -105,7 +117,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return mergeLoop(ctx, mg, models, *every)
+	return mergeLoop(ctx, mergeJob{merger: mg, models: models}, *every)
 }
 
 // genaiHint names the one table --rebuild takes with OpenTelemetry spans.
@@ -116,23 +128,68 @@ func genaiHint(cfg *config.Config) string {
 	return ""
 }
 
-// mergeJob is what merge.every merges with one merger.
+// mergeJob is what merge.every merges with one merger: models, or the
+// models list lists at each pass (the changelog tables' models, whose
+// tables appear as their sources' first changes load).
 type mergeJob struct {
 	merger modelMerger
 	models []config.Model
+	list   func(context.Context) ([]config.Model, error)
+	// after, when set, runs after each pass (the changelog models' done
+	// marks, which look at each model's own progress: one failed merge
+	// holds back its own model's marks alone).
+	after func(context.Context) error
+}
+
+// current returns the job's models as of now.
+func (j mergeJob) current(ctx context.Context) ([]config.Model, error) {
+	if j.list == nil {
+		return j.models, nil
+	}
+	models, err := j.list(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the models to merge: %w", err)
+	}
+	return models, nil
+}
+
+// changelogJob merges the model of every changelog table of cfg's sink
+// (kafka.format debezium, canal or maxwell).
+func changelogJob(cfg *config.Config, mg *merge.Merger) (mergeJob, error) {
+	dec, err := cdc.NewDecoder(cfg.CDCOptions())
+	if err != nil {
+		return mergeJob{}, err
+	}
+	cm := merge.NewChangelogMerger(mg, cfg.Sink.Table, dec)
+	mark := func(ctx context.Context) error {
+		n, err := cm.MarkReady(ctx, cfg.CDC.Idle.D(), time.Now())
+		if n > 0 {
+			slog.Info("marked hours of changelog models done", "marks", n)
+		}
+		return err
+	}
+	return mergeJob{merger: cm, list: cm.Pending, after: mark}, nil
 }
 
 // mergeJobs are the models merge.every merges in a run of cfg: with
 // OpenTelemetry rows, each loaded table's dedup model (the run's, with
 // merger, and those of the other signals' targets), else merge.models.
 func mergeJobs(cfg *config.Config, merger modelMerger, targets []loadTarget) ([]mergeJob, error) {
+	if cfg.CapturesChanges() {
+		mg, ok := merger.(*merge.Merger)
+		if !ok {
+			return nil, fmt.Errorf("BUG: kafka.format %s with a %T merger, not DuckDB's", cfg.Kafka.Format, merger)
+		}
+		job, err := changelogJob(cfg, mg)
+		return []mergeJob{job}, err
+	}
 	if !cfg.DecodesOTLP() {
 		models, err := selectModels(cfg, "")
-		return []mergeJob{{merger, models}}, err
+		return []mergeJob{{merger: merger, models: models}}, err
 	}
-	jobs := []mergeJob{{merger, oneModel(otelDedupOf(cfg))}}
+	jobs := []mergeJob{{merger: merger, models: oneModel(otelDedupOf(cfg))}}
 	for _, t := range targets[1:] {
-		jobs = append(jobs, mergeJob{dedupMerger(t.cfg, t.snk), oneModel(otelDedupOf(t.cfg))})
+		jobs = append(jobs, mergeJob{merger: dedupMerger(t.cfg, t.snk), models: oneModel(otelDedupOf(t.cfg))})
 	}
 	return jobs, nil
 }
@@ -163,7 +220,7 @@ func mergeDedup(ctx context.Context, cfg *config.Config, every time.Duration) er
 		return fmt.Errorf("prepare tables: %w", err)
 	}
 	dd := dedupMerger(cfg, snk)
-	return mergeLoop(ctx, dd, oneModel(otelDedupOf(cfg)), every)
+	return mergeLoop(ctx, mergeJob{merger: dd, models: oneModel(otelDedupOf(cfg))}, every)
 }
 
 // dedupMerger is the merger of cfg's dedup model on its opened sink.
@@ -222,10 +279,22 @@ func (o databendDedup) Merge(ctx context.Context, _ config.Model) (merge.Result,
 }
 
 // mergeLoop merges every model once, or at each interval until ctx ends.
-func mergeLoop(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration) error {
+func mergeLoop(ctx context.Context, job mergeJob, every time.Duration) error {
 	for {
-		if err := mergeAll(ctx, mg, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
+		models, err := job.current(ctx)
+		if err != nil {
 			return err
+		}
+		if len(models) == 0 && job.list != nil {
+			fmt.Println("no changelog table has rows its model lacks")
+		}
+		if err := mergeAll(ctx, job.merger, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
+			return err
+		}
+		if job.after != nil {
+			if err := job.after(ctx); err != nil {
+				return err
+			}
 		}
 		if every <= 0 {
 			return nil
@@ -254,16 +323,25 @@ func selectModels(cfg *config.Config, name string) ([]config.Model, error) {
 	return cfg.Models(), nil
 }
 
-// mergeAll merges each model once, reporting each result.
+// mergeAll merges each model once, reporting each result, and returns
+// the failures joined. A model that fails changed nothing (one
+// transaction), so the ones after it are merged all the same: one
+// changelog table without a primary key does not keep the others'
+// models behind.
 func mergeAll(ctx context.Context, mg modelMerger, models []config.Model, report func(merge.Result)) error {
+	var errs []error
 	for _, m := range models {
 		res, err := mg.Merge(ctx, m)
 		if err != nil {
-			return fmt.Errorf("merge model %s: %w", m.Name, err)
+			errs = append(errs, fmt.Errorf("merge model %s: %w", m.Name, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		report(res)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // mergeEvery merges every job's models at each interval in the
@@ -282,7 +360,7 @@ func mergeEvery(ctx context.Context, jobs []mergeJob, every time.Duration, m *ob
 		case <-t.C:
 		}
 		for _, j := range jobs {
-			if !mergePass(ctx, j.merger, j.models, every, m, status) && ctx.Err() != nil {
+			if !mergePass(ctx, j, every, m, status) && ctx.Err() != nil {
 				return
 			}
 		}
@@ -292,10 +370,15 @@ func mergeEvery(ctx context.Context, jobs []mergeJob, every time.Duration, m *ob
 // mergePass merges every model once, reporting each attempt, and reports
 // whether every model merged (false too when ctx ended during the pass:
 // the merge in flight was rolled back).
-func mergePass(ctx context.Context, mg modelMerger, models []config.Model, every time.Duration, m *obs.Metrics, status *obs.Status) (ok bool) {
+func mergePass(ctx context.Context, job mergeJob, every time.Duration, m *obs.Metrics, status *obs.Status) (ok bool) {
+	models, err := job.current(ctx)
+	if err != nil {
+		slog.Warn("merge failed; retrying at the next merge.every", "every", every, "err", err)
+		return false
+	}
 	ok = true
 	for _, model := range models {
-		res, err := mg.Merge(ctx, model)
+		res, err := job.merger.Merge(ctx, model)
 		if ctx.Err() != nil {
 			return false // stopping: the merge was rolled back
 		}
@@ -318,6 +401,12 @@ func mergePass(ctx context.Context, mg modelMerger, models []config.Model, every
 		status.SetModel(ms)
 		if res.Read > 0 {
 			slog.Info("merged", "model", res.Model, "read", res.Read, "changed", res.Changed, "rejected", res.Rejected, "took", res.Took.Round(time.Millisecond))
+		}
+	}
+	if job.after != nil && ctx.Err() == nil {
+		if err := job.after(ctx); err != nil {
+			slog.Warn("after merging; retrying at the next merge.every", "every", every, "err", err)
+			return false
 		}
 	}
 	return ok

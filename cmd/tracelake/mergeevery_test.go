@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +49,7 @@ func TestMergeEveryReports(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		mergeEvery(ctx, []mergeJob{{merge.NewMerger(snk.DB(), slog.New(slog.DiscardHandler)), []config.Model{good, bad}}}, 10*time.Millisecond, m, status)
+		mergeEvery(ctx, []mergeJob{{merger: merge.NewMerger(snk.DB(), slog.New(slog.DiscardHandler)), models: []config.Model{good, bad}}}, 10*time.Millisecond, m, status)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	// The bad model fails at every interval, and the loop goes on: a
@@ -71,5 +73,36 @@ func TestMergeEveryReports(t *testing.T) {
 	if len(models) != 2 || models[0].Name != "bad" || !strings.Contains(models[0].Err, "NOSUCHTYPE") ||
 		models[1].Err != "" || models[1].LastSuccess.IsZero() {
 		t.Errorf("status models: %+v", models)
+	}
+}
+
+// recordingMerger merges every model but those in fail, and records the
+// models it was asked to merge.
+type recordingMerger struct {
+	fail   map[string]bool
+	merged []string
+}
+
+func (r *recordingMerger) Merge(_ context.Context, m config.Model) (merge.Result, error) {
+	r.merged = append(r.merged, m.Name)
+	if r.fail[m.Name] {
+		return merge.Result{}, fmt.Errorf("injected failure of %s", m.Name)
+	}
+	return merge.Result{Model: m.Name}, nil
+}
+
+// tracelake merge stopped at the first model that failed: with CDC, one
+// changelog table without a primary key (merged first, by name) kept
+// every other table's model from being merged at all. It now merges the
+// others and fails naming each model that failed, as merge.every does.
+func TestMergeLoopGoesOnPastAFailedModel(t *testing.T) {
+	r := &recordingMerger{fail: map[string]bool{"a": true, "c": true}}
+	models := []config.Model{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}}
+	err := mergeLoop(context.Background(), mergeJob{merger: r, models: models}, 0)
+	if err == nil || !strings.Contains(err.Error(), "merge model a: injected failure of a") || !strings.Contains(err.Error(), "merge model c: injected failure of c") {
+		t.Errorf("error: %v, want both failures named", err)
+	}
+	if want := []string{"a", "b", "c", "d"}; !slices.Equal(r.merged, want) {
+		t.Errorf("merged %q, want %q", r.merged, want)
 	}
 }

@@ -33,11 +33,11 @@ const shopModel = `merge:
         ship_date: {path: $.ship_date, type: DATE}
         note: {path: $.note, type: VARCHAR}`
 
-// cdc writes changes to shop.orders and, for each, produces the change
+// sourceWriter writes changes to shop.orders and, for each, produces the change
 // event Debezium's MySQL connector would (decimal.handling.mode=string,
 // temporal values as ISO-8601 text), row images read back from the
 // server: what the binary log would carry.
-type cdc struct {
+type sourceWriter struct {
 	t    *testing.T
 	db   *sql.DB
 	prod *kgo.Client
@@ -46,7 +46,7 @@ type cdc struct {
 
 // image is the row of order id as the server holds it, as JSON; "" if
 // there is none.
-func (c *cdc) image(id int) string {
+func (c *sourceWriter) image(id int) string {
 	c.t.Helper()
 	var (
 		orderID                 int64
@@ -80,7 +80,7 @@ func (c *cdc) image(id int) string {
 
 // change runs stmt (about order id) on the server and queues its event;
 // a delete is followed by its tombstone.
-func (c *cdc) change(id int, stmt string, args ...any) {
+func (c *sourceWriter) change(id int, stmt string, args ...any) {
 	c.t.Helper()
 	before := c.image(id)
 	if _, err := c.db.Exec(stmt, args...); err != nil {
@@ -102,7 +102,7 @@ func (c *cdc) change(id int, stmt string, args ...any) {
 }
 
 // flush produces the queued events.
-func (c *cdc) flush() {
+func (c *sourceWriter) flush() {
 	c.t.Helper()
 	if err := c.prod.ProduceSync(context.Background(), c.recs...).FirstErr(); err != nil {
 		c.t.Fatal(err)
@@ -150,7 +150,7 @@ func TestReconcileWithMariaDB(t *testing.T) {
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 2)
 	cfgPath := writeConfig(t, cluster, "group: cdc", shopModel)
-	c := &cdc{t: t, db: root, prod: prod}
+	c := &sourceWriter{t: t, db: root, prod: prod}
 	placed := time.Date(2024, 5, 1, 10, 11, 12, 123456000, time.UTC)
 	ingest := func() {
 		t.Helper()

@@ -105,7 +105,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		// (query.DuckDB), for Flight SQL and the commands of the local
 		// socket alike; both stop before the sink closes (deferred after
 		// it): the reads and commands in progress use it.
-		reader, err := query.NewDuckDB(ctx, d.DB(), query.DuckDBOptions{Shared: cfg.Query.SharedTables,
+		reader, err := query.NewDuckDB(ctx, d.DB(), query.DuckDBOptions{Shared: cfg.Query.SharedTables, Routes: d.RoutesTable(),
 			MaxConcurrent: cfg.Query.MaxConcurrent, Timeout: cfg.Query.Timeout.D()})
 		if err != nil {
 			return err
@@ -154,7 +154,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	// finalMerge, with merge.every, merges once more after a run that
 	// ended idle, so its models are merged up to everything it loaded.
 	finalMerge := func() error { return nil }
-	if every := cfg.Merge.Every.D(); every > 0 && (len(cfg.Merge.Models) > 0 || cfg.DecodesOTLP()) {
+	if every := cfg.Merge.Every.D(); every > 0 && (len(cfg.Merge.Models) > 0 || cfg.DecodesOTLP() || cfg.CapturesChanges()) {
 		jobs, err := mergeJobs(cfg, merger, targets)
 		if err != nil {
 			return err
@@ -170,7 +170,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		finalMerge = func() error {
 			stop()
 			for _, j := range jobs {
-				if !mergePass(ctx, j.merger, j.models, every, metrics, status) && ctx.Err() == nil {
+				if !mergePass(ctx, j, every, metrics, status) && ctx.Err() == nil {
 					return fmt.Errorf("the final merge after the run failed (see the log); the models merge at the next run or tracelake merge")
 				}
 			}

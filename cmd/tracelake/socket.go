@@ -131,7 +131,7 @@ func serveCommands(ctx context.Context, targets []loadTarget, reader *query.Duck
 			log.Warn("local socket stopped", "socket", path, "err", err)
 		}
 	}()
-	log.Info("local socket: verify, sql, report, dlq list and reconcile go through this run", "socket", path)
+	log.Info("local socket: verify, sql, report, dlq list, reconcile and ready go through this run", "socket", path)
 	return sync.OnceFunc(func() {
 		s.cancel()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -247,8 +247,10 @@ func runInside(ctx context.Context, env *cmdEnv, args []string) error {
 		return cmdReconcile(ctx, env, args[1:])
 	case "dlq list":
 		return cmdDLQ(ctx, env, args[1:])
+	case "ready":
+		return cmdReady(ctx, env, args[1:])
 	default:
-		return usagef("%s does not go through tracelake run (verify, sql, report, dlq list and reconcile do)", name)
+		return usagef("%s does not go through tracelake run (verify, sql, report, dlq list, reconcile and ready do)", name)
 	}
 }
 
@@ -293,7 +295,7 @@ func (e remoteExit) Error() string { return e.msg }
 func whileRunHolds(ctx context.Context, held heldError, args []string) error {
 	name := commandName(args)
 	switch name {
-	case "verify", "sql", "reconcile", "dlq list":
+	case "verify", "sql", "reconcile", "dlq list", "ready":
 		return throughRun(ctx, held, args, os.Stdout)
 	}
 	info, why := pingRun(ctx, held.path)

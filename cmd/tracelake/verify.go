@@ -210,7 +210,16 @@ func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.S
 // verifyDuckDB verifies the DuckDB sink snk.
 func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (*verify.Report, error) {
 	t := snk.Tables()
-	return runVerify(ctx, cfg, verify.SQLQuerier{DB: snk.DB()}, verify.Tables{Main: t.Main, DLQ: t.DLQ, Ledger: t.Ledger, Topic: duckdb.TopicExpr})
+	main := t.Main
+	if cfg.CapturesChanges() {
+		// The rows of a record are in the changelog tables it was routed
+		// to: counted together, they must match the ledger.
+		var err error
+		if main, err = snk.RoutedRows(ctx); err != nil {
+			return nil, fmt.Errorf("verify: %w", err)
+		}
+	}
+	return runVerify(ctx, cfg, verify.SQLQuerier{DB: snk.DB()}, verify.Tables{Main: main, DLQ: t.DLQ, Ledger: t.Ledger, Topic: duckdb.TopicExpr})
 }
 
 // watermarks asks Kafka for the partitions' watermarks; nil (and a
@@ -233,7 +242,7 @@ func watermarks(ctx context.Context, cfg *config.Config) map[sink.TopicPartition
 // runVerify checks the ledger and tables of a SQL sink.
 func runVerify(ctx context.Context, cfg *config.Config, db verify.Querier, t verify.Tables) (*verify.Report, error) {
 	t.Raw = cfg.Mode == config.ModeRaw
-	if cfg.DecodesOTLP() {
+	if cfg.DecodesOTLP() || cfg.CapturesChanges() {
 		t.Topic, t.Index = schema.TopicColumn, schema.IndexColumn
 	}
 	rep, err := verify.Run(ctx, db, t, watermarks(ctx, cfg), cfg.Kafka.StartOffset == "earliest")

@@ -192,3 +192,24 @@ func TestBigRow(t *testing.T) {
 		t.Errorf("decoding allocated %d bytes", n)
 	}
 }
+
+// The registry names its changelog tables in no order; a changelog table
+// that exists keeps its name even when another table's model name was
+// claimed first (both made by a release that did not claim model names).
+func TestClaimedChangelogTableOutranksAModelName(t *testing.T) {
+	for _, order := range [][2]string{{"audit_log", "audit"}, {"audit", "audit_log"}} {
+		d, err := NewDecoder(Options{Format: FormatDebezium})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, table := range order {
+			d.Claim("cdc_db_"+table+"_log", "db", "", table)
+		}
+		if _, err := d.Route("db", "", "audit"); err != nil {
+			t.Errorf("claimed %v: audit, whose changelog table exists: %v", order, err)
+		}
+		if _, err := d.Route("db", "", "audit_log"); err == nil || !strings.Contains(err.Error(), "routed to cdc_db_audit_log, which already holds db..audit") {
+			t.Errorf("claimed %v: audit_log, whose model would be audit's changelog table: %v", order, err)
+		}
+	}
+}

@@ -46,8 +46,20 @@ func NewDecoder(o Options) (*Decoder, error) {
 	if d.router.shards, err = compileShards(o.Shards); err != nil {
 		return nil, err
 	}
-	d.router.tables, d.router.owners = map[string]*Table{}, map[string]string{}
+	d.router.tables, d.router.owners, d.router.modelClaims = map[string]*Table{}, map[string]string{}, map[string]bool{}
 	return d, nil
+}
+
+// Claim tells the decoder that the changelog table log exists and holds
+// the changes of source table database.schema.table (a table created by
+// an earlier process): another source table routed to the same name is
+// then refused, as it is when both are seen by this decoder, instead of
+// mixing its changes into log; so is one whose changelog table would take
+// the name of log's model. A name claimed or routed already keeps its
+// owner, except that a changelog table claimed takes its name back from
+// a model's claim.
+func (d *Decoder) Claim(log, database, schema, table string) {
+	d.router.claim(log, database, schema, table)
 }
 
 func cmpOr(s, def string) string {
@@ -164,4 +176,11 @@ func text(v []byte) []byte {
 	}
 	s, _ := unquote(nil, v)
 	return s
+}
+
+// Route returns the tables a source table's changes go to, as Decode
+// routes them: for a merger, which finds the source tables in the
+// registry of changelog tables and names their models.
+func (d *Decoder) Route(database, schemaName, table string) (*Table, error) {
+	return d.router.route([]byte(database), []byte(schemaName), []byte(table))
 }

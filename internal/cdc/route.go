@@ -19,6 +19,9 @@ type router struct {
 	tables map[string]*Table
 	// owners maps each routed name to the logical table it belongs to.
 	owners map[string]string
+	// modelClaims are the names in owners claimed as the model of a
+	// table of the registry, not as a changelog table that exists.
+	modelClaims map[string]bool
 }
 
 // route returns the source table's Table, creating it on first sight.
@@ -34,8 +37,10 @@ func (r *router) route(db, schemaName, table []byte) (*Table, error) {
 	return r.add(string(key), string(db), string(schemaName), string(table))
 }
 
-func (r *router) add(key, db, schemaName, table string) (*Table, error) {
-	names := [fieldTable + 1]string{fieldDatabase: db, fieldSchema: schemaName, fieldTable: table}
+// logical returns the names of the logical table a source table belongs
+// to (its shard rule's) and its key in owners.
+func (r *router) logical(db, schemaName, table string) (names [fieldTable + 1]string, key string) {
+	names = [fieldTable + 1]string{fieldDatabase: db, fieldSchema: schemaName, fieldTable: table}
 	for i := range r.shards {
 		if s := &r.shards[i]; s.matches(db, table) {
 			if s.asDB != "" {
@@ -47,7 +52,34 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 			break
 		}
 	}
-	logical := names[fieldDatabase] + "." + names[fieldSchema] + "." + names[fieldTable]
+	return names, names[fieldDatabase] + "." + names[fieldSchema] + "." + names[fieldTable]
+}
+
+// claim makes the logical table of the source table own the routed
+// name, and the name of its model, unless a table owns them already. The
+// model's name too: a source table whose changelog name is another's
+// model (audit's cdc_db_audit_log, audit_log's model) is refused after a
+// restart as it is in one process, before its table is created over the
+// model or the model merged into its changelog table.
+func (r *router) claim(name, db, schemaName, table string) {
+	names, logical := r.logical(db, schemaName, table)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// A changelog table that exists owns its name even when another
+	// table's model name was claimed for it first (the registry is read
+	// in no order): its rows are there.
+	if _, ok := r.owners[name]; !ok || r.modelClaims[name] {
+		r.owners[name] = logical
+		delete(r.modelClaims, name)
+	}
+	if model := r.model.expand(names); r.owners[model] == "" {
+		r.owners[model] = logical
+		r.modelClaims[model] = true
+	}
+}
+
+func (r *router) add(key, db, schemaName, table string) (*Table, error) {
+	names, logical := r.logical(db, schemaName, table)
 	t := &Table{Database: db, Schema: schemaName, Name: table, Log: r.log.expand(names), Model: r.model.expand(names)}
 	r.mu.Lock()
 	defer r.mu.Unlock()

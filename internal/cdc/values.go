@@ -1,11 +1,14 @@
 package cdc
 
 import (
+	"bytes"
 	"encoding/base64"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tracelake/tracelake/internal/schema"
 )
@@ -360,4 +363,110 @@ func (c *Change) putJSONText(col *Column, v []byte) bool {
 	c.arena = out
 	col.from, col.to = int32(from), int32(len(out))
 	return true
+}
+
+// The range of a Timestamp (µs since the epoch) a changelog table holds:
+// DuckDB's TIMESTAMP, 290309 BC to 294247 AD (make_timestamp refuses the
+// rest).
+const (
+	minTimestamp = -9223372022400000000
+	maxTimestamp = math.MaxInt64 - 1
+)
+
+// Fits says why the column's value does not fit its type as a changelog
+// table holds it, nil when it does or is null: text that is not UTF-8 or
+// holds half a surrogate pair (\ud800), which DuckDB's JSON reader
+// refuses in any column, an Int32 beyond 32 bits,
+// an Int64 beyond 64 (Canal's int(11) of 3000000000, a Debezium int32
+// of more), a Timestamp out of range, a Float64 beyond a double, or a
+// Decimal of known precision (1 to 38: a DECIMAL(p,s) column) with more
+// integer or fraction digits than it holds. The decoders check a value's
+// text, not its size; such a value, written as it is, would fail the
+// load of every table in it at each retry, or (a fraction) be rounded.
+func (c *Column) Fits() error {
+	v := c.Value
+	if v == nil {
+		return nil
+	}
+	// Valid JSON to Go, but DuckDB's JSON reader refuses the line.
+	if !utf8.Valid(v) {
+		return errorString(strconv.QuoteToASCII(clip(v)) + " is not UTF-8 text")
+	}
+	if bytes.IndexByte(v, '\\') >= 0 && hasLoneSurrogate(v) {
+		return errorString(clip(v) + " holds a \\u escape of half a UTF-16 surrogate pair, which is no character")
+	}
+	switch c.Type {
+	case schema.Int32:
+		if _, err := strconv.ParseInt(string(v), 10, 32); err != nil {
+			return errorString(clip(v) + " is out of the range of a 32-bit integer")
+		}
+	case schema.Int64:
+		if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
+			return errorString(clip(v) + " is out of the range of a 64-bit integer")
+		}
+	case schema.Timestamp:
+		if us, err := strconv.ParseInt(string(v), 10, 64); err != nil || us < minTimestamp || us > maxTimestamp {
+			return errorString(clip(v) + " µs since 1970 is out of the range of a timestamp")
+		}
+	case schema.Float64:
+		if !isString(v) { // "NaN", "Infinity", "-Infinity"
+			if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+				return errorString(clip(v) + " is out of the range of a double")
+			}
+		}
+	case schema.Decimal:
+		if c.Precision < 1 || c.Precision > 38 || c.Scale < 0 || c.Scale > c.Precision {
+			return nil // kept as its exact text
+		}
+		whole, frac := decimalDigits(v)
+		if whole > c.Precision-c.Scale || frac > c.Scale {
+			return errorString(fmt.Sprintf("%s has more digits than DECIMAL(%d,%d) holds", clip(v), c.Precision, c.Scale))
+		}
+	}
+	return nil
+}
+
+// hasLoneSurrogate says whether JSON text v holds a \u escape of a
+// surrogate (D800-DFFF) that is not a high one followed by a low one.
+func hasLoneSurrogate(v []byte) bool {
+	for i := 0; i+1 < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		if v[i+1] != 'u' || i+6 > len(v) {
+			i++ // \" \\ \n …: the escaped byte is not an escape
+			continue
+		}
+		r := hex4(v[i+2:])
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return true // a low half first
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+12 > len(v) || v[i+6] != '\\' || v[i+7] != 'u' {
+				return true
+			}
+			if low := hex4(v[i+8:]); low < 0xdc00 || low > 0xdfff {
+				return true
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return false
+}
+
+// decimalDigits counts the significant integer and fraction digits of a
+// decimal's text (quoted or not, signed or not): leading zeros of the
+// integer part and trailing zeros of the fraction do not count.
+func decimalDigits(v []byte) (whole, frac int) {
+	if isString(v) {
+		v = v[1 : len(v)-1]
+	}
+	if len(v) > 0 && (v[0] == '-' || v[0] == '+') {
+		v = v[1:]
+	}
+	intPart, fracPart, _ := bytes.Cut(v, []byte{'.'})
+	intPart = bytes.TrimLeft(intPart, "0")
+	fracPart = bytes.TrimRight(fracPart, "0")
+	return len(intPart), len(fracPart)
 }

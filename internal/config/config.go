@@ -30,6 +30,7 @@ type Config struct {
 	OTLP    OTLP    `yaml:"otlp"`
 	GenAI   GenAI   `yaml:"genai"`
 	Query   Query   `yaml:"query"`
+	CDC     CDC     `yaml:"cdc"`
 	// MaxInflightBytes caps the message bytes read from Kafka and not yet
 	// loaded, per process; past it, fetching pauses until loads free
 	// memory. Default 256MiB; the Kafka fetch size, the load size, DuckDB's
@@ -79,7 +80,9 @@ type Kafka struct {
 	ClientID string `yaml:"client_id"`
 	// Format of the messages: json (default: each message a JSON value,
 	// stored in the raw table or, in transform mode, the user's), or
-	// otlp_proto / otlp_json (OpenTelemetry, as the OpenTelemetry
+	// debezium, canal or maxwell (database change events, each change
+	// routed to a changelog table of its source table: see CDC; DuckDB
+	// only for now), or otlp_proto / otlp_json (OpenTelemetry, as the OpenTelemetry
 	// Collector's Kafka exporter writes it: each message one OTLP export
 	// request, decoded into one row per span or log record of otel_spans
 	// or otel_logs, or per metric point of otel_metrics), on every sink.
@@ -636,6 +639,9 @@ func (c *Config) settle() {
 	}
 	if c.DecodesOTLP() && c.Sink.Table == DefaultTable {
 		c.Sink.Table = signalTable[c.Kafka.Signal]
+	}
+	if c.CapturesChanges() && c.Sink.Table == DefaultTable {
+		c.Sink.Table = cdcTable
 	}
 }
 

@@ -72,6 +72,11 @@ func TestBadKeysNamed(t *testing.T) {
 		"sink.iceberg.rest.sigv4_region: set, but sink.iceberg.rest.sigv4 is false",
 		`sink.iceberg.rest.oauth2_server_uri: want an http:// or https:// URL, got "idp.example/token"`,
 		"sink.iceberg.rest.scope: scope and oauth2_server_uri go with credential")
+	f("testdata/bad_cdc.yaml",
+		`cdc.log_table: changelog table name: template "log_{database}": must hold {table}`,
+		`cdc.model_table: model table name: template "M_{table}": "M" is not lowercase a-z, 0-9 or _`,
+		"cdc.shards[0]: shards[0].table: error parsing regexp",
+		"kafka.format: canal routes changes to changelog tables, built for sink.type duckdb only for now, got sink.type databend")
 	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto or none, got "lz4"`)
 	f("testdata/transform_uncompressed.yaml", "sink.duckdb.json_compression: applies to the raw table tracelake creates")
 	f("testdata/forward_no_tenant_header.yaml",
@@ -322,7 +327,7 @@ func TestOTLPFormat(t *testing.T) {
 		t.Errorf("JSON default: table %q, otlp %v", cfg.Sink.Table, cfg.DecodesOTLP())
 	}
 	for yaml, want := range map[string]string{
-		"kafka: {topics: [t], format: protobuf}":                     `kafka.format: want json, otlp_proto or otlp_json, got "protobuf"`,
+		"kafka: {topics: [t], format: protobuf}":                     `kafka.format: want json, otlp_proto, otlp_json, debezium, canal or maxwell, got "protobuf"`,
 		"kafka: {topics: [t], format: otlp_proto, signal: profiles}": `kafka.signal: want traces, logs or metrics, got "profiles"`,
 		"kafka: {topics: [t], format: otlp_proto}\nmode: transform":  "mode: transform mode maps JSON objects onto your table; with kafka.format otlp_proto",
 		"kafka: {topics: [t]}\ntenancy: {default: ..}":               `tenancy.default: tenant id ".." is not allowed`,

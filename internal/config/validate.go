@@ -81,8 +81,9 @@ func (c *Config) validate(consuming bool) error {
 
 	check(c.Workers >= 1 && c.Workers <= 256, "workers", "want 1 to 256, got %d", c.Workers)
 	check(c.Mode == ModeRaw || c.Mode == ModeTransform, "mode", "want raw or transform, got %q", c.Mode)
-	check(slices.Contains([]string{FormatJSON, FormatOTLPProto, FormatOTLPJSON}, c.Kafka.Format), "kafka.format",
-		"want json, otlp_proto or otlp_json, got %q", c.Kafka.Format)
+	check(slices.Contains([]string{FormatJSON, FormatOTLPProto, FormatOTLPJSON}, c.Kafka.Format) || c.CapturesChanges(), "kafka.format",
+		"want json, otlp_proto, otlp_json, debezium, canal or maxwell, got %q", c.Kafka.Format)
+	c.validateCDC(check)
 	check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, c.Kafka.Signal), "kafka.signal",
 		"want traces, logs or metrics, got %q", c.Kafka.Signal)
 	if len(c.OTLP.Signals) > 0 {
@@ -98,7 +99,7 @@ func (c *Config) validate(consuming bool) error {
 				"%s is where otlp.signals loads %s: name kafka.signal's (%s) table otherwise", c.Sink.Table, sig, c.Kafka.Signal)
 		}
 	}
-	if c.LoadsReceived() && c.Consumes() {
+	if c.LoadsReceived() && c.Consumes() && !c.CapturesChanges() {
 		check(c.Kafka.Format != FormatJSON, "kafka.format",
 			"otlp.mode load writes OpenTelemetry rows into sink.table, and the topics consumed beside it load into the same table: want otlp_proto or otlp_json (or otlp.mode forward)")
 	}
@@ -212,7 +213,7 @@ func (c *Config) validate(consuming bool) error {
 	}
 	c.Merge.validate(check)
 	// An OpenTelemetry table's model is built in (<table>_dedup).
-	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP(), "merge.every", "is set but merge.models is empty")
+	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP() || c.CapturesChanges(), "merge.every", "is set but merge.models is empty (it merges the models of merge.models, of an OpenTelemetry table, or of the changelog tables of kafka.format debezium, canal or maxwell)")
 	for i, m := range c.Merge.Models {
 		check(c.Mode == ModeRaw || m.Source != "", fmt.Sprintf("merge.models[%d].source", i),
 			"a model reads a tracelake raw table; in transform mode sink.table is your own table, so name the raw table")

@@ -28,9 +28,15 @@ type batch struct {
 	rows, derived []byte
 }
 
+// decodedBytes is what the batch's decoded rows hold in memory.
+func (b *batch) decodedBytes() int64 {
+	return int64(len(b.Rows)+len(b.DLQ)+len(b.Derived)) + b.RoutedBytes
+}
+
 // RowDecoder turns one record into rows of a declared table (OTLP spans or
 // logs), appended to the batch's Rows as NDJSON lines (and rows derived
-// from them to its Derived), raising its MaxLine: it returns the count of
+// from them to its Derived), or into rows of routed tables (Routed,
+// counted in RoutedBytes: ChangelogDecoder), raising its MaxLine: it returns the count of
 // rows, or why the record cannot be decoded (it then leaves the batch as it
 // was and the record is dead-lettered with that reason).
 type RowDecoder interface {
@@ -117,9 +123,9 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		// Held in memory are the rows, not the message (dropped once
 		// decoded): they count against the budget, usually 3-5 times
 		// the protobuf's size.
-		held := len(b.cur.Rows) + len(b.cur.DLQ) + len(b.cur.Derived)
+		held := b.cur.decodedBytes()
 		b.addDecoded(r, rg)
-		b.lastSize = int64(len(b.cur.Rows) + len(b.cur.DLQ) + len(b.cur.Derived) - held)
+		b.lastSize = b.cur.decodedBytes() - held
 	} else {
 		b.addJSON(r, rg)
 		b.lastSize = int64(len(r.Value))

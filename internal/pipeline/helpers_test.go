@@ -69,10 +69,17 @@ func testConfig(t *testing.T, c *kfake.Cluster) *config.Config {
 
 func openSink(t *testing.T, cfg *config.Config) *duckdb.Sink {
 	t.Helper()
-	s, err := duckdb.Open(duckdb.Options{
+	return openSinkWith(t, duckdb.Options{
 		Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table,
 		Transform: cfg.Mode == config.ModeTransform, Zstd: cfg.Load.Compression == "zstd", Log: testLog(t),
 	})
+}
+
+// openSinkWith opens and prepares the DuckDB sink of opt, closed when
+// the test ends.
+func openSinkWith(t *testing.T, opt duckdb.Options) *duckdb.Sink {
+	t.Helper()
+	s, err := duckdb.Open(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +105,14 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // committed, failing the test after a minute.
 func runUntilIdle(t *testing.T, cfg *config.Config, snk sink.Sink, stats *pipeline.Stats) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	runIdleWithin(t, cfg, snk, stats, 2*time.Minute)
+}
+
+// runIdleWithin runs the pipeline until everything produced is loaded
+// and committed, failing the test after limit.
+func runIdleWithin(t *testing.T, cfg *config.Config, snk sink.Sink, stats *pipeline.Stats, limit time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	err := pipeline.Run(ctx, context.Background(), cfg, snk, pipeline.RunOptions{
 		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats,
@@ -107,7 +121,7 @@ func runUntilIdle(t *testing.T, cfg *config.Config, snk sink.Sink, stats *pipeli
 		t.Fatal(err)
 	}
 	if ctx.Err() != nil {
-		t.Fatal("pipeline did not become idle within 2 minutes")
+		t.Fatalf("pipeline did not become idle within %v: a load is failing over and over, or the pipeline is stuck", limit)
 	}
 }
 

@@ -75,6 +75,15 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		rawValue = envelope.ValueVerbatim // raw rows read as delimited lines
 	}
 	var decoder RowDecoder
+	if cfg.CapturesChanges() {
+		router, ok := snk.(sink.Router)
+		if !ok {
+			return fmt.Errorf("kafka.format %s: sink %s does not load changelog tables", cfg.Kafka.Format, cfg.Sink.Type)
+		}
+		if decoder, err = NewChangelogDecoder(cfg.CDCOptions(), router); err != nil {
+			return fmt.Errorf("kafka.format %s: %w", cfg.Kafka.Format, err)
+		}
+	}
 	if cfg.DecodesOTLP() {
 		if ro.GenAI == nil && cfg.GenAIOperations() {
 			if ro.GenAI, err = GenAIMapper(cfg, ro.Log, ro.Metrics); err != nil {

@@ -48,6 +48,14 @@ type DuckDBOptions struct {
 	// read whole (the price table). Every other table without tenant_id
 	// is the operator's alone.
 	Shared []string
+	// Routes is the registry of routed changelog tables (database change
+	// capture: <sink.table>_routes, its log_table and model_table
+	// columns), "" for none. A changelog table, its model and the model's
+	// tombstones hold the source's columns: their tenant_id, if the source
+	// table has one, is the source's and names no tenant of ours, so such
+	// a table is the operator's alone (or Shared) like any table without
+	// one.
+	Routes string
 	// MaxConcurrent bounds the queries running at once (each holds a
 	// connection and DuckDB's threads); more wait. Default 4.
 	MaxConcurrent int
@@ -82,8 +90,14 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	if err != nil {
 		return nil, err
 	}
-	return &DuckDB{db: db, shared: lowerAll(opt.Shared), names: &checker{functions: functions, types: types},
-		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout}, nil
+	d := &DuckDB{db: db, shared: lowerAll(opt.Shared), names: &checker{functions: functions, types: types},
+		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout}
+	d.catalog.tenanted = `EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')`
+	if opt.Routes != "" {
+		d.catalog.tenanted += fmt.Sprintf(` AND t.table_name NOT IN (SELECT log_table FROM %[1]s UNION ALL SELECT model_table FROM %[1]s
+			WHERE model_table IS NOT NULL UNION ALL SELECT model_table || '_tombstones' FROM %[1]s WHERE model_table IS NOT NULL)`, sqltext.Name(opt.Routes))
+	}
+	return d, nil
 }
 
 // allowedFunctions are the functions a query may call, by how it names
@@ -449,6 +463,8 @@ func (d *DuckDB) open(ctx context.Context, s tenancy.Scope) (*session, error) {
 // the same: listing them (a correlated lookup in duckdb_columns()) costs
 // several times reading the fingerprint.
 type catalogCache struct {
+	// tenanted is the SQL of whether catalog table t is tenant-scoped.
+	tenanted    string
 	mu          sync.Mutex
 	listed      bool
 	fingerprint []tableVersion
@@ -507,8 +523,7 @@ func (c *catalogCache) list(ctx context.Context, sess *session) ([]catalogTable,
 	}
 	// The listing carries its own fingerprint, of the same snapshot: the
 	// one read before may be older.
-	rows, err = sess.conn.QueryContext(ctx, `SELECT t.table_oid, t.sql, t.table_name, current_database(),
-			EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')`+catalogTables)
+	rows, err = sess.conn.QueryContext(ctx, `SELECT t.table_oid, t.sql, t.table_name, current_database(), `+c.tenanted+catalogTables)
 	if err != nil {
 		return nil, fmt.Errorf("list the tables: %w", err)
 	}

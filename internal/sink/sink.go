@@ -61,8 +61,16 @@ type Batch struct {
 	// row it comes from: loaded in the same transaction, fenced alike. Only
 	// a sink given a derived table gets them.
 	Derived []byte
-	Ranges  []Range // one per partition, sorted by topic and partition
-	MaxLine int     // longest NDJSON line, for readers with a line limit
+	// Routed are the rows of routed tables, one entry per table (see
+	// RoutedTo), loaded in the transaction of the rest, fenced alike: a
+	// Range's Records count them. Only a sink.Router gets them.
+	Routed []TableRows
+	// RoutedBytes is what Routed's rows hold, kept by whoever appends to
+	// them, for the in-flight memory budget.
+	RoutedBytes int64
+	routed      map[string]int // index in Routed by table name
+	Ranges      []Range        // one per partition, sorted by topic and partition
+	MaxLine     int            // longest NDJSON line, for readers with a line limit
 	// ID tells this batch from every other staging of the same offsets
 	// (by another worker or process, or after a re-read): see NewBatchID.
 	// Empty only in tests that build batches by hand.
@@ -132,9 +140,11 @@ type File struct {
 	DLQPath  string // "" when the batch had no dead-letter rows
 	// DerivedPath holds the batch's Derived rows; "" for none.
 	DerivedPath string
-	Ranges      []Range
-	Bytes       int64 // staged bytes (after compression)
-	MaxLine     int
+	// Routed are the batch's routed tables' rows, one file per table.
+	Routed  []RoutedFile
+	Ranges  []Range
+	Bytes   int64 // staged bytes (after compression)
+	MaxLine int
 }
 
 // Sink is a destination. Prepare is called once before anything else; the

@@ -43,6 +43,11 @@ type Options struct {
 	// fenced by the same coordinates.
 	Derived      *schema.Table
 	DerivedTable string
+	// Routed makes the sink a sink.Router: the batches' rows are routed
+	// tables' (Batch.Routed, database change capture), each created on
+	// first sight and registered in <Table>_routes; Table itself is not
+	// created, only its dead-letter and ledger tables.
+	Routed bool
 	// Zstd compresses staged files.
 	Zstd bool
 	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults
@@ -82,6 +87,18 @@ type Sink struct {
 	// aheadSlot holds a token while a load reads ahead or holds what it
 	// read: one at a time (see readAhead).
 	aheadSlot chan struct{}
+	// routed are the routed tables and their columns (name → type),
+	// read by Prepare and kept by the loads (Options.Routed); routedMu
+	// guards it against the decoders reading it (RoutedColumns).
+	routedMu sync.RWMutex
+	routed   map[string]map[string]string
+	// routedSources are the routed tables' source tables (the
+	// registry's), guarded by routedMu too; routedCreated those the load
+	// in progress created, the cache's once it commits.
+	routedSources, routedCreated map[string]sink.SourceTable
+	// routedAdded are the routed tables the load in progress created or
+	// grew, with all their columns: the cache's once it commits.
+	routedAdded map[string]map[string]string
 	// readAheadDone, when set (by tests), is called after a load waiting
 	// for the lock read its files ahead.
 	readAheadDone func()
@@ -90,6 +107,12 @@ type Sink struct {
 type tables struct {
 	main, dlq, ledger string
 	derived           string // "" without Options.Derived
+	routes            string // registry of routed tables, "" without Options.Routed
+	// reached is, per routed table and partition, the offset past the
+	// last record loaded that routed a row there (<Table>_routes_reached):
+	// what a merger compares with its watermarks to find the tables with
+	// new rows in one query, whatever the count of tables.
+	reached string
 	// mainTopic is the SQL expression of a main-table row's topic (raw
 	// and typed tables; the user's table in transform mode has none).
 	mainTopic string
@@ -168,8 +191,17 @@ func newSink(opt Options, db *sql.DB) (*Sink, error) {
 			mainTopic: "(record_metadata->>'topic')",
 		},
 	}
-	if opt.Typed != nil {
+	if opt.Typed != nil && opt.Routed {
+		return nil, errors.New("BUG: a typed table and routed tables")
+	}
+	if opt.Typed != nil || opt.Routed {
 		s.tables.mainTopic = schema.TopicColumn
+	}
+	if opt.Routed {
+		s.tables.routes = sqltext.Name(s.RoutesTable())
+		s.tables.reached = sqltext.Name(opt.Table + RoutesReached)
+		s.routed, s.routedAdded = map[string]map[string]string{}, map[string]map[string]string{}
+		s.routedSources, s.routedCreated = map[string]sink.SourceTable{}, map[string]sink.SourceTable{}
 	}
 	if (opt.Derived != nil) != (opt.Typed != nil && opt.DerivedTable != "") {
 		return nil, errors.New("BUG: a derived table needs a typed table and a name")
@@ -224,6 +256,16 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 	if f.DerivedPath, err = write(".derived.ndjson", b.Derived); err != nil {
 		return sink.File{}, err
 	}
+	if len(b.Routed) > 0 && !s.opt.Routed {
+		return sink.File{}, errors.New("BUG: routed rows for a sink without routed tables")
+	}
+	for i, t := range b.Routed {
+		path, err := write(".r"+strconv.Itoa(i)+".ndjson", t.Rows)
+		if err != nil {
+			return sink.File{}, err
+		}
+		f.Routed = append(f.Routed, sink.RoutedFile{Table: t.Table, Source: t.Source, Columns: t.Columns, Path: path})
+	}
 	return f, nil
 }
 
@@ -259,7 +301,11 @@ func (s *Sink) writeFile(path string, data []byte) (int64, error) {
 // Discard removes staged files that will not be loaded.
 func (s *Sink) Discard(files []sink.File) {
 	for _, f := range files {
-		for _, p := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
+		paths := []string{f.RowsPath, f.DLQPath, f.DerivedPath}
+		for _, r := range f.Routed {
+			paths = append(paths, r.Path)
+		}
+		for _, p := range paths {
 			if p != "" {
 				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 					s.log.Warn("remove staged file", "path", p, "err", err)

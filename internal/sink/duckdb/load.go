@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,6 +190,7 @@ func (s *Sink) fence(ctx context.Context, files []sink.File) (map[sink.TopicPart
 type loadPlan struct {
 	rowFiles, dlqFiles []string
 	derivedFiles       []string
+	routed             []sink.RoutedFile
 	ranges             []sink.Range // merged per partition, fenced
 	exact              bool         // ranges' counts are exact (nothing fenced)
 	rawFilter          string       // WHERE condition on raw files, "" for all rows
@@ -218,6 +220,7 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64, topic s
 		if f.DerivedPath != "" {
 			p.derivedFiles = append(p.derivedFiles, f.DerivedPath)
 		}
+		p.routed = append(p.routed, f.Routed...)
 		p.maxLine = max(p.maxLine, f.MaxLine)
 	}
 	var rawConds, dlqConds []string
@@ -312,6 +315,10 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, com
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
 
+	// What this transaction creates or adds to routed tables reaches the
+	// cache only once it commits.
+	clear(s.routedAdded)
+	clear(s.routedCreated)
 	var ranges []sink.Range
 	files := 0
 	for _, p := range plans {
@@ -336,6 +343,12 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, com
 	}
 	if err := tx.Commit(); err != nil {
 		return sink.Loaded{}, fmt.Errorf("commit: %w", err)
+	}
+	if len(s.routedAdded) > 0 {
+		s.routedMu.Lock()
+		maps.Copy(s.routed, s.routedAdded)
+		maps.Copy(s.routedSources, s.routedCreated)
+		s.routedMu.Unlock()
 	}
 	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
 }
@@ -364,6 +377,11 @@ func (s *Sink) insertFiles(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSO
 		// coordinates (each carries its source row's).
 		if err := s.insertTyped(ctx, tx, s.tables.derived, s.opt.Derived, p.derivedFiles, p); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.opt.DerivedTable, err)
+		}
+	}
+	if len(p.routed) > 0 {
+		if err := s.insertRouted(ctx, tx, p, now); err != nil {
+			return nil, err
 		}
 	}
 	if len(p.dlqFiles) > 0 {
@@ -418,23 +436,41 @@ func (s *Sink) insertTyped(ctx context.Context, tx *sql.Tx, target string, t *sc
 }
 
 // typedSource is the SQL of the staged rows of declared table t in files,
-// its columns in order: read with the table's own columns, timestamps
-// from microseconds, decimals from their exact text.
+// its columns in order (see ndjsonSource).
 func typedSource(t *schema.Table, files []string, maxLine int) string {
 	cols := t.AllColumns()
+	read := make([]readColumn, len(cols))
+	for i, c := range cols {
+		read[i] = readColumn{Name: c.Name, Logical: c.Type, Type: typeNames[c.Type]}
+	}
+	return ndjsonSource(read, files, maxLine)
+}
+
+// readColumn is a column of staged NDJSON rows: its logical type (how the
+// rows hold it) and its type in the table.
+type readColumn struct {
+	Name    string
+	Logical schema.Type
+	Type    string
+}
+
+// ndjsonSource is the SQL of the staged rows in files with the columns
+// cols: timestamps read from microseconds, decimals from their exact
+// text.
+func ndjsonSource(cols []readColumn, files []string, maxLine int) string {
 	read := make([]string, len(cols))
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		name := sqltext.Ident(c.Name)
-		typ := typeNames[c.Type]
+		typ := c.Type
 		sel[i] = name
-		switch c.Type {
-		case schema.Timestamp:
+		switch {
+		case c.Logical == schema.Timestamp:
 			typ = "BIGINT"
 			sel[i] = "make_timestamp(" + name + ") AS " + name
-		case schema.Decimal:
+		case c.Logical == schema.Decimal && c.Type != "VARCHAR":
 			typ = "VARCHAR"
-			sel[i] = "CAST(" + name + " AS " + typeNames[c.Type] + ") AS " + name
+			sel[i] = "CAST(" + name + " AS " + c.Type + ") AS " + name
 		}
 		read[i] = name + ": " + sqltext.String(typ)
 	}
@@ -451,12 +487,17 @@ func (s *Sink) countLoaded(ctx context.Context, tx *sql.Tx, p loadPlan, transfor
 	out := make([]sink.Range, 0, len(p.ranges))
 	for _, r := range p.ranges {
 		var raw, dlq int64
+		var err error
 		if s.opt.Transform {
 			raw = transformed[r.TopicPartition]
 		} else if len(p.rowFiles) > 0 {
 			q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND %s = $2 AND koffset BETWEEN $3 AND $4`, s.tables.main, s.tables.mainTopic)
 			if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&raw); err != nil {
 				return nil, fmt.Errorf("count loaded rows: %w", err)
+			}
+		} else if len(p.routed) > 0 {
+			if raw, err = s.countRouted(ctx, tx, p, r); err != nil {
+				return nil, err
 			}
 		} else {
 			raw = r.Records

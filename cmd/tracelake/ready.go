@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+)
+
+// cmdReady is `tracelake ready`: exit 0 once a changelog model's hour is
+// marked done (tracelake_ready), for schedulers; 1 if it is not, after
+// waiting up to --wait.
+func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := env.flagSet("ready")
+	var cf configFlags
+	cf.register(fs)
+	// --table is sink.table (a config flag) for the other commands; here
+	// it names the model table, and sink.table stays as configured.
+	fs.Lookup("table").Usage = "the model table (cdc.model_table's name of a source table, e.g. cdc_shop_orders)"
+	hourFlag := fs.String("hour", "", "the hour of source time, UTC: 2026-12-04T10 or RFC 3339 (truncated to the hour)")
+	wait := fs.Duration("wait", 0, "wait this long for the mark, looking every second")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	table := cf.table
+	cf.table = ""
+	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, false)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if table == "" || *hourFlag == "" {
+		return usagef("ready: give --table T --hour H [--wait D]")
+	}
+	hour, err := parseHour(*hourFlag)
+	if err != nil {
+		return usagef("--hour: %v", err)
+	}
+	if !cfg.CapturesChanges() {
+		return usagef("ready: done marks are written for the models of kafka.format debezium, canal or maxwell; kafka.format is %q", cfg.Kafka.Format)
+	}
+	deadline := time.Now().Add(*wait)
+	for {
+		ok, err := merge.Ready(ctx, snk.DB(), table, hour)
+		if err != nil && !duckdb.IsMissing(err) {
+			return err
+		}
+		if ok {
+			fmt.Fprintf(env.stdout, "%s %s: ready\n", table, hour.Format("2006-01-02T15"))
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			fmt.Fprintf(env.stdout, "%s %s: not ready\n", table, hour.Format("2006-01-02T15"))
+			return failedCheck{}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Second, time.Until(deadline))):
+		}
+	}
+}
+
+// parseHour reads an hour as 2026-12-04T10, 2026-12-04 10 or RFC 3339,
+// in UTC unless it says otherwise, truncated to the hour.
+func parseHour(s string) (time.Time, error) {
+	for _, layout := range []string{"2006-01-02T15", "2006-01-02 15", time.RFC3339, "2006-01-02T15:04", "2006-01-02 15:04"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC().Truncate(time.Hour), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q: want 2026-12-04T10 or RFC 3339", s)
+}

@@ -1,0 +1,100 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+)
+
+// CDC configures database change capture: kafka.format debezium, canal
+// or maxwell routes each change to a changelog table of its source table,
+// created on first sight.
+type CDC struct {
+	// LogTable names a source table's changelog table: {database},
+	// {schema} and {table} stand for its names, lowercased and made safe;
+	// the rest lowercase a-z, 0-9 and _; it must hold {table}. Default
+	// cdc_{database}_{table}_log.
+	LogTable string `yaml:"log_table"`
+	// ModelTable names its modelled table (not built yet; reserved, so a
+	// changelog table never takes a model's name). Default
+	// cdc_{database}_{table}.
+	ModelTable string `yaml:"model_table"`
+	// Shards map physical tables to one logical table (order_00..order_63
+	// to order), the first match winning.
+	Shards []CDCShard `yaml:"shards"`
+	// Idle, for done marks (tracelake_ready): a Kafka partition on which
+	// nothing has loaded for this long counts as having reached now -
+	// Idle in source time, so that the tables of a quiet source are
+	// marked. 0 (default): a partition moves on only with its changes.
+	Idle Duration `yaml:"idle"`
+}
+
+// CDCShard maps the source tables it matches to one logical table.
+type CDCShard struct {
+	// Database and Table are regular expressions (RE2) matching the whole
+	// name; empty matches any.
+	Database string `yaml:"database"`
+	Table    string `yaml:"table"`
+	// AsDatabase and AsTable are the logical names; empty keeps the
+	// source's.
+	AsDatabase string `yaml:"as_database"`
+	AsTable    string `yaml:"as_table"`
+}
+
+// The kafka.format values of database change events.
+const (
+	FormatCanal   = "canal"
+	FormatMaxwell = "maxwell"
+	// FormatDebezium is also a model's format (merge.go).
+)
+
+// CapturesChanges reports whether the messages are database change
+// events, routed to changelog tables (kafka.format debezium, canal or
+// maxwell).
+func (c *Config) CapturesChanges() bool {
+	return slices.Contains([]string{FormatDebezium, FormatCanal, FormatMaxwell}, c.Kafka.Format)
+}
+
+// CDCOptions are the change decoder's options.
+func (c *Config) CDCOptions() cdc.Options {
+	o := cdc.Options{Format: cdc.Format(c.Kafka.Format), LogTemplate: c.CDC.LogTable, ModelTemplate: c.CDC.ModelTable}
+	for _, s := range c.CDC.Shards {
+		o.Shards = append(o.Shards, cdc.Shard{Database: s.Database, Table: s.Table, AsDatabase: s.AsDatabase, AsTable: s.AsTable})
+	}
+	return o
+}
+
+// cdcTable is sink.table's default with database change capture: it
+// names the dead-letter, ledger and registry tables (cdc_dlq, cdc_ledger,
+// cdc_routes); the changes themselves go to the changelog tables.
+const cdcTable = "cdc"
+
+func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any)) {
+	if !c.CapturesChanges() {
+		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0, "cdc",
+			"applies to kafka.format debezium, canal or maxwell, got kafka.format %s", c.Kafka.Format)
+		return
+	}
+	// One error per key: each is checked alone, against the defaults.
+	one := func(key string, o cdc.Options) {
+		o.Format = cdc.FormatDebezium
+		_, err := cdc.NewDecoder(o)
+		check(err == nil, key, "%v", err)
+	}
+	one("cdc.log_table", cdc.Options{LogTemplate: c.CDC.LogTable})
+	one("cdc.model_table", cdc.Options{ModelTemplate: c.CDC.ModelTable})
+	opts := c.CDCOptions()
+	for i, s := range opts.Shards {
+		one(fmt.Sprintf("cdc.shards[%d]", i), cdc.Options{Shards: []cdc.Shard{s}})
+	}
+	check(c.CDC.Idle >= 0, "cdc.idle", "must not be negative, got %s", c.CDC.Idle.D())
+	log, model := cmp.Or(c.CDC.LogTable, cdc.DefaultLogTemplate), cmp.Or(c.CDC.ModelTable, cdc.DefaultModelTemplate)
+	check(log != model, "cdc.model_table", "must differ from cdc.log_table (%s): a changelog and a model table would share a name", log)
+	check(c.Sink.Type == SinkDuckDB, "kafka.format",
+		"%s routes changes to changelog tables, built for sink.type duckdb only for now, got sink.type %s", c.Kafka.Format, c.Sink.Type)
+	check(c.Mode == ModeRaw, "mode", "with kafka.format %s the changes go to changelog tables (accepted: raw)", c.Kafka.Format)
+	check(len(c.Merge.Models) == 0, "merge.models", "models read the raw table's JSON; with kafka.format %s the changes are in changelog tables", c.Kafka.Format)
+	check(!c.LoadsReceived(), "otlp.mode", "load writes OpenTelemetry rows, and kafka.format %s routes changes to changelog tables: use otlp.mode forward, or another process", c.Kafka.Format)
+}

@@ -1,0 +1,449 @@
+package merge
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// ChangelogModels is the registry of the models of changelog tables: one
+// row per model, with the primary key it is merged by (a JSON array of
+// column names, fixed by its first merge) and the position of the latest
+// truncation of its source table ("" for none), below which no change
+// applies.
+const ChangelogModels = "tracelake_cdc_models"
+
+// ChangelogMerger merges each changelog table of database change capture
+// (kafka.format debezium, canal or maxwell; see pipeline.ChangelogDecoder)
+// into its model: the latest row per primary key in source order, deletes
+// applied, with the source's columns. There is nothing to configure: the
+// tables come from the sink's registry of routed tables, the models'
+// names from the cdc: templates, the keys from the changes, the columns
+// from the changelog table.
+//
+// One merge of a table is one transaction, like Merger's: the model, its
+// tombstones, its registry row and its watermark move together. The
+// increment (the changelog rows past the watermark) is merged the way
+// the seed's CDC pipeline does it: the model's rows of the increment's
+// keys are removed (the anti-join) and the increment's latest row per key
+// inserted, unless it is a delete, or older than what the model or a
+// tombstone already holds for the key. Source order is the changes'
+// position (cdc_position, which sorts as the source's log), then their
+// Kafka order: a change delivered twice or late, a snapshot row read after
+// the row's later change, never undoes a newer one.
+type ChangelogMerger struct {
+	mg                      *Merger
+	routes, reached, ledger string // quoted
+	schema                  string // the tables' schema, "" for main
+	route                   func(database, schemaName, table string) (*cdc.Table, error)
+}
+
+// NewChangelogMerger merges the changelog tables registered in
+// <table>_routes of db, a DuckDB sink's database (table is sink.table),
+// naming their models as dec routes them.
+func NewChangelogMerger(mg *Merger, table string, dec *cdc.Decoder) *ChangelogMerger {
+	c := &ChangelogMerger{mg: mg, routes: sqltext.Name(table + "_routes"), reached: sqltext.Name(table + duckdb.RoutesReached),
+		ledger: sqltext.Name(table + "_ledger"), route: dec.Route}
+	if s, _, ok := strings.Cut(table, "."); ok {
+		c.schema = s + "."
+	}
+	return c
+}
+
+// Models lists the models of the registered changelog tables: Name and
+// Target are the model table, Source the changelog table. A model keeps
+// the name it was created with (the registry's model_table); one not
+// created yet is named by the cdc: templates. A table that cannot be
+// named (two source tables claim the name: see cdc.Decoder.Claim) is left
+// out with a warning, so that it holds back no other table's model.
+func (c *ChangelogMerger) Models(ctx context.Context) ([]config.Model, error) {
+	rows, err := c.mg.db.QueryContext(ctx, `SELECT log_table, source_database, source_schema, source_table, coalesce(model_table, '') FROM `+
+		c.routes+` ORDER BY log_table`)
+	if err != nil {
+		return nil, fmt.Errorf("list the changelog tables of %s: %w", c.routes, err)
+	}
+	defer rows.Close()
+	type entry struct{ log, model string }
+	var entries []entry
+	logs := map[string]bool{}
+	for rows.Next() {
+		var log, database, schemaName, table, model string
+		if err := rows.Scan(&log, &database, &schemaName, &table, &model); err != nil {
+			return nil, fmt.Errorf("list the changelog tables of %s: %w", c.routes, err)
+		}
+		logs[log] = true
+		if model == "" {
+			t, err := c.route(database, schemaName, table)
+			if err != nil {
+				c.mg.log.Warn("a changelog table has no model: its model's name is taken", "table", log, "err", err)
+				continue
+			}
+			model = t.Model
+		}
+		entries = append(entries, entry{log, model})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the changelog tables of %s: %w", c.routes, err)
+	}
+	var out []config.Model
+	for _, e := range entries {
+		if logs[e.model] {
+			// Never merge into another source table's changelog table.
+			c.mg.log.Warn("a changelog table has no model: its model's name is a changelog table's", "table", e.log, "model", e.model)
+			continue
+		}
+		out = append(out, config.Model{Name: e.model, Source: c.schema + e.log, Target: c.schema + e.model})
+	}
+	return out, nil
+}
+
+// Pending lists the models (as Models) whose changelog tables hold rows
+// past their watermarks: the tables a load reached further than the
+// model's last merge (<table>_routes_reached, which loads keep in their
+// transaction), found in one query whatever the count of tables, so that
+// a round over a thousand tables of which ten changed merges ten.
+func (c *ChangelogMerger) Pending(ctx context.Context) ([]config.Model, error) {
+	all, err := c.Models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(all))
+	for i, m := range all {
+		names[i] = "(" + sqltext.String(m.Name) + ", " + sqltext.String(strings.TrimPrefix(m.Source, c.schema)) + ")"
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	q := fmt.Sprintf(`SELECT DISTINCT m.model FROM (VALUES %s) AS m(model, log_table) JOIN %s r ON r.log_table = m.log_table
+LEFT JOIN %s w ON w.model = m.model AND w.topic = r.topic AND w."partition" = r."partition"
+WHERE r.next_offset > coalesce(w.next_offset, 0)`, strings.Join(names, ", "), c.reached, WatermarkTable)
+	rows, err := c.mg.db.QueryContext(ctx, q)
+	if duckdb.IsMissing(err) {
+		return all, nil // no watermark table yet: every table is new
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find the changelog tables with new rows: %w", err)
+	}
+	defer rows.Close()
+	pending := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("find the changelog tables with new rows: %w", err)
+		}
+		pending[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find the changelog tables with new rows: %w", err)
+	}
+	out := all[:0]
+	for _, m := range all {
+		if pending[m.Name] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// changelogPlan is one changelog model's merge, its names quoted.
+type changelogPlan struct {
+	m                             config.Model
+	log, target, tombstones, name string // quoted; name as a string literal
+	keys                          []string
+	columns                       []duckdb.Column // the model's: the source's, then position and source time
+}
+
+// Merge merges m's changelog rows past its watermark into its model
+// (m as Models lists it).
+func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, error) {
+	res := Result{Model: m.Name}
+	start := time.Now()
+	p := &changelogPlan{m: m, log: sqltext.Name(m.Source), target: sqltext.Name(m.Target),
+		tombstones: sqltext.Name(m.Target + "_tombstones"), name: sqltext.String(m.Name)}
+	err := c.mg.inTx(ctx, func(tx *sql.Tx) error { return c.step(ctx, tx, p, &res) })
+	res.Took = time.Since(start)
+	return res, err
+}
+
+// incrementSQL selects the changelog rows past the model's watermark
+// (per Kafka partition), skipping by the lowest watermark of the ledger's
+// partitions the row groups every one of which is merged.
+func (c *ChangelogMerger) incrementSQL(p *changelogPlan) string {
+	return fmt.Sprintf(`SELECT l.* FROM %s l LEFT JOIN %s w ON w.model = %s AND w.topic = l.ktopic AND w."partition" = l.kpartition
+WHERE l.koffset >= (SELECT coalesce(min(coalesce(w.next_offset, 0)), 0) FROM (SELECT DISTINCT topic, "partition" FROM %s) g
+	LEFT JOIN %s w ON w.model = %s AND w.topic = g.topic AND w."partition" = g."partition")
+AND l.koffset >= coalesce(w.next_offset, 0)`, p.log, WatermarkTable, p.name, c.ledger, WatermarkTable, p.name)
+}
+
+// step merges the increment in tx.
+func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan, res *Result) error {
+	if err := exec(ctx, tx, watermarkTableSQL, `CREATE TABLE IF NOT EXISTS `+ChangelogModels+
+		` (model VARCHAR, log_table VARCHAR, key_columns VARCHAR, truncated_at VARCHAR)`); err != nil {
+		return fmt.Errorf("create the tables of changelog models: %w", err)
+	}
+	if err := exec(ctx, tx, `CREATE OR REPLACE TEMP TABLE tl_cinc AS `+c.incrementSQL(p)); err != nil {
+		return fmt.Errorf("read the increment of %s: %w", p.m.Source, err)
+	}
+	defer exec(context.WithoutCancel(ctx), tx, "DROP TABLE IF EXISTS tl_cinc", "DROP TABLE IF EXISTS tl_clatest")
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_cinc").Scan(&res.Read); err != nil {
+		return fmt.Errorf("count the increment of %s: %w", p.m.Source, err)
+	}
+	if res.Read == 0 {
+		return c.advance(ctx, tx, p)
+	}
+	truncated, err := c.prepare(ctx, tx, p)
+	if err != nil {
+		return err
+	}
+	if len(p.keys) == 0 {
+		// Truncations of a table with no change yet: nothing to remove.
+		return c.advance(ctx, tx, p)
+	}
+	keys := p.keyMatch("t", "x")
+	// A change without a position (Maxwell's bootstrap rows) sorts before
+	// every position (cdc.Position's zero), here as in the window's
+	// NULLS LAST: compared as "", never as NULL, which would let it
+	// overwrite a newer row or a tombstone of an earlier merge.
+	pos := func(alias string) string { return "coalesce(" + alias + sqltext.Ident(cdc.PositionColumn) + ", '')" }
+	stmts := []string{
+		// The latest change per key past the latest truncation, dropped
+		// when the model or a tombstone holds a newer one.
+		fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_clatest AS SELECT * EXCLUDE (tl_rn) FROM (
+	SELECT *, row_number() OVER (PARTITION BY %s ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC) AS tl_rn
+	FROM tl_cinc WHERE %s <> 't' AND %s >= %s) WHERE tl_rn = 1`,
+			p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn), pos(""), sqltext.String(truncated)),
+		fmt.Sprintf(`DELETE FROM tl_clatest x WHERE EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)
+	OR EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)`,
+			p.target, keys, pos("t."), pos("x."), p.tombstones, keys, pos("t."), pos("x.")),
+	}
+	if err := exec(ctx, tx, stmts...); err != nil {
+		return fmt.Errorf("pick the latest change per key of %s: %w", p.m.Source, err)
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_clatest").Scan(&res.Changed); err != nil {
+		return fmt.Errorf("count the changes of %s: %w", p.m.Source, err)
+	}
+	if err := exec(ctx, tx,
+		fmt.Sprintf(`DELETE FROM %s t USING tl_clatest x WHERE %s`, p.target, keys),
+		fmt.Sprintf(`INSERT INTO %s BY NAME SELECT %s FROM tl_clatest WHERE %s <> 'd'`, p.target, p.columnList(), sqltext.Ident(cdc.OpColumn)),
+		fmt.Sprintf(`DELETE FROM %s t USING tl_clatest x WHERE %s`, p.tombstones, keys),
+		fmt.Sprintf(`INSERT INTO %s BY NAME SELECT %s, %s FROM tl_clatest WHERE %s = 'd'`, p.tombstones, p.keyList(),
+			sqltext.Ident(cdc.PositionColumn), sqltext.Ident(cdc.OpColumn)),
+	); err != nil {
+		return fmt.Errorf("merge into %s: %w", p.m.Target, err)
+	}
+	if failAfterMerge != nil {
+		if err := failAfterMerge(); err != nil {
+			return err
+		}
+	}
+	return c.advance(ctx, tx, p)
+}
+
+// advance moves the model's watermark past the increment, and up to the
+// offsets its changelog table is reached to (in this transaction's
+// snapshot, every row below them is merged or in the increment), so that
+// Pending no longer finds it.
+func (c *ChangelogMerger) advance(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
+	reached := fmt.Sprintf(`MERGE INTO %s AS w USING (SELECT topic, "partition", next_offset FROM %s WHERE log_table = %s) AS s
+ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
+WHEN MATCHED AND s.next_offset > w.next_offset THEN UPDATE SET next_offset = s.next_offset, merged_at = NOW()
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, NOW())`,
+		WatermarkTable, c.reached, sqltext.String(strings.TrimPrefix(p.m.Source, c.schema)), p.name, p.name)
+	if err := exec(ctx, tx, advanceWatermarkSQL(p.m.Name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached); err != nil {
+		return fmt.Errorf("advance the watermark of %s: %w", p.m.Target, err)
+	}
+	return nil
+}
+
+// prepare reads the model's key (from the registry, or the increment on
+// its first merge), creates its tables or adds the columns the changelog
+// gained, applies a truncation in the increment, and returns the position
+// of the latest truncation ("" for none).
+func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogPlan) (string, error) {
+	var keyJSON, truncated sql.NullString
+	err := tx.QueryRowContext(ctx, `SELECT key_columns, truncated_at FROM `+ChangelogModels+` WHERE model = ?`, p.m.Name).Scan(&keyJSON, &truncated)
+	registered := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("read the registry of changelog models: %w", err)
+	}
+	// The keys the increment's changes name (Debezium's key schema,
+	// Canal's pkNames, Maxwell's primary key); a truncation names none.
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT DISTINCT %s::VARCHAR FROM tl_cinc WHERE %s <> 't'`,
+		sqltext.Ident(cdc.KeyColumn), sqltext.Ident(cdc.OpColumn)))
+	if err != nil {
+		return "", fmt.Errorf("read the keys of %s: %w", p.m.Source, err)
+	}
+	var named []sql.NullString
+	for rows.Next() {
+		var k sql.NullString
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return "", fmt.Errorf("read the keys of %s: %w", p.m.Source, err)
+		}
+		named = append(named, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read the keys of %s: %w", p.m.Source, err)
+	}
+	if keyJSON.String == "" && len(named) > 0 {
+		keyJSON = named[0]
+	}
+	for _, k := range named {
+		if !k.Valid || len(k.String) == 0 {
+			return "", fmt.Errorf("changelog table %s holds a change without a primary key: a table without one has no model (its changes stay in the changelog table)", p.m.Source)
+		}
+		if !sameKey(k.String, keyJSON.String) {
+			return "", fmt.Errorf("the primary key of the source of %s changed from %s to %s: model %s is not merged further (a primary key that changes is not supported: its changes stay in the changelog table)",
+				p.m.Source, keyJSON.String, k.String, p.m.Target)
+		}
+	}
+	// Without a key (only truncations so far) the model is made with the
+	// first change.
+	if keyJSON.String != "" {
+		if err := json.Unmarshal([]byte(keyJSON.String), &p.keys); err != nil || len(p.keys) == 0 {
+			return "", fmt.Errorf("changelog table %s: primary key %s is not a list of column names", p.m.Source, keyJSON.String)
+		}
+	}
+	if err := c.columns(ctx, tx, p); err != nil {
+		return "", err
+	}
+	var cut sql.NullString
+	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT max(%s) FROM tl_cinc WHERE %s = 't'`, sqltext.Ident(cdc.PositionColumn),
+		sqltext.Ident(cdc.OpColumn))).Scan(&cut); err != nil {
+		return "", fmt.Errorf("read the truncations of %s: %w", p.m.Source, err)
+	}
+	if cut.Valid && cut.String > truncated.String {
+		truncated = cut
+		if len(p.keys) > 0 {
+			for _, t := range []string{p.target, p.tombstones} {
+				if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE %s < ? OR %s IS NULL`, t,
+					sqltext.Ident(cdc.PositionColumn), sqltext.Ident(cdc.PositionColumn)), cut.String); err != nil {
+					return "", fmt.Errorf("truncate %s: %w", p.m.Target, err)
+				}
+			}
+		}
+	}
+	q := `INSERT INTO ` + ChangelogModels + ` VALUES (?, ?, ?, ?)`
+	args := []any{p.m.Name, p.m.Source, keyJSON.String, truncated.String}
+	if registered {
+		q, args = `UPDATE `+ChangelogModels+` SET key_columns = ?, truncated_at = ? WHERE model = ?`, []any{keyJSON.String, truncated.String, p.m.Name}
+	}
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return "", fmt.Errorf("register model %s: %w", p.m.Target, err)
+	}
+	return truncated.String, nil
+}
+
+// sameKey compares two keys' JSON arrays of names.
+func sameKey(a, b string) bool {
+	var x, y []string
+	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal([]byte(b), &y) == nil && slices.Equal(x, y)
+}
+
+// columns sets the plan's columns from the changelog table's and brings
+// the model and its tombstones up to them: created on the first merge,
+// grown as the source's table gains columns (a column the source drops
+// stays, null in the rows changed since).
+func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
+	logCols, err := duckdb.TableColumns(ctx, tx, p.m.Source)
+	if err != nil {
+		return err
+	}
+	own := map[string]bool{}
+	for _, col := range append(slices.Clone(cdc.LogColumns), schema.Coordinates...) {
+		own[col.Name] = true
+	}
+	var position, sourceTime duckdb.Column
+	p.columns = p.columns[:0]
+	for _, col := range logCols {
+		switch {
+		case col.Name == cdc.PositionColumn:
+			position = col
+		case col.Name == cdc.SourceTimeColumn:
+			sourceTime = col
+		case !own[col.Name]:
+			p.columns = append(p.columns, col)
+		}
+	}
+	p.columns = append(p.columns, position, sourceTime)
+	if len(p.keys) == 0 {
+		return nil
+	}
+	var keyCols []duckdb.Column
+	for _, k := range p.keys {
+		i := slices.IndexFunc(p.columns, func(col duckdb.Column) bool { return col.Name == k })
+		if i < 0 {
+			return fmt.Errorf("changelog table %s has no column %s of its primary key", p.m.Source, k)
+		}
+		keyCols = append(keyCols, p.columns[i])
+	}
+	for _, t := range []struct {
+		name string
+		cols []duckdb.Column
+	}{{p.m.Target, p.columns}, {p.m.Target + "_tombstones", append(keyCols, position)}} {
+		have, err := duckdb.TableColumns(ctx, tx, t.name)
+		if err != nil {
+			return err
+		}
+		if len(have) == 0 {
+			defs := make([]string, len(t.cols))
+			for i, col := range t.cols {
+				defs[i] = sqltext.Ident(col.Name) + " " + col.Type
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(t.name), strings.Join(defs, ", "))); err != nil {
+				return fmt.Errorf("create model table %s: %w", t.name, err)
+			}
+			// Registered in the transaction that creates it: the read
+			// path keeps the model (and its tombstones) the operator's
+			// from its first commit, its tenant_id being the source's.
+			if _, err := tx.ExecContext(ctx, `UPDATE `+c.routes+` SET model_table = ? WHERE log_table = ?`,
+				strings.TrimPrefix(p.m.Target, c.schema), strings.TrimPrefix(p.m.Source, c.schema)); err != nil {
+				return fmt.Errorf("register model table %s: %w", p.m.Target, err)
+			}
+			continue
+		}
+		if _, err := duckdb.AddColumns(ctx, tx, t.name, t.cols); err != nil {
+			return fmt.Errorf("model %s: %w", p.m.Target, err)
+		}
+	}
+	return nil
+}
+
+// keyMatch is "a.k1 = b.k1 AND …".
+func (p *changelogPlan) keyMatch(a, b string) string {
+	parts := make([]string, len(p.keys))
+	for i, k := range p.keys {
+		parts[i] = a + "." + sqltext.Ident(k) + " = " + b + "." + sqltext.Ident(k)
+	}
+	return strings.Join(parts, " AND ")
+}
+
+// keyList is "k1, k2" quoted.
+func (p *changelogPlan) keyList() string {
+	parts := make([]string, len(p.keys))
+	for i, k := range p.keys {
+		parts[i] = sqltext.Ident(k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// columnList is the model's columns quoted.
+func (p *changelogPlan) columnList() string {
+	parts := make([]string, len(p.columns))
+	for i, col := range p.columns {
+		parts[i] = sqltext.Ident(col.Name)
+	}
+	return strings.Join(parts, ", ")
+}

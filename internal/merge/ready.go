@@ -1,0 +1,80 @@
+package merge
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// ReadyTable holds the done marks of changelog models: a row per model
+// table and hour of source time once the model holds every change of
+// the hour, for batch jobs to wait on (`tracelake ready`).
+const ReadyTable = "tracelake_ready"
+
+// readyTableSQL creates ReadyTable.
+const readyTableSQL = `CREATE TABLE IF NOT EXISTS ` + ReadyTable + ` ("table" VARCHAR, hour TIMESTAMP, marked_at TIMESTAMP)`
+
+// MarkReady marks the hours each changelog model is complete for and
+// returns how many marks it wrote, in one transaction.
+//
+// A model is complete up to a source time T when, on every Kafka
+// partition that feeds its changelog table, a change of source time T or
+// later has loaded (of any table: a partition carries its changes in the
+// source's log order) and the model is merged up to all its table's rows
+// loaded there. An hour is marked once T reaches its end, from the hour
+// of the table's first change on, each hour once. A partition on which
+// nothing has loaded for idle (> 0) counts as having reached now - idle:
+// a source that is quiet moves its tables on (the source's clock and
+// ours assumed within idle of each other, its lag under idle).
+func (c *ChangelogMerger) MarkReady(ctx context.Context, idle time.Duration, now time.Time) (int64, error) {
+	var marked int64
+	err := c.mg.inTx(ctx, func(tx *sql.Tx) error {
+		if err := exec(ctx, tx, readyTableSQL, watermarkTableSQL); err != nil {
+			return fmt.Errorf("create %s: %w", ReadyTable, err)
+		}
+		quiet := "NULL::TIMESTAMP"
+		if idle > 0 {
+			quiet = fmt.Sprintf(`CASE WHEN max(loaded_at) <= $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS THEN $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS END`, idle.Microseconds())
+		}
+		q := fmt.Sprintf(`INSERT INTO %[1]s
+WITH part AS (
+	SELECT topic, "partition", greatest(max(last_source_time), %[2]s) AS reached FROM %[3]s GROUP BY topic, "partition"
+), model AS (
+	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t, min(p.reached) AS through,
+		bool_and(coalesce(w.next_offset, 0) >= o.next_offset) AS merged
+	FROM %[3]s o JOIN part p USING (topic, "partition")
+	JOIN %[4]s r ON r.log_table = o.log_table AND r.model_table IS NOT NULL
+	LEFT JOIN %[5]s w ON w.model = r.model_table AND w.topic = o.topic AND w."partition" = o."partition"
+	WHERE o.first_source_time IS NOT NULL
+	GROUP BY o.log_table, r.model_table
+), due AS (
+	SELECT m.model_table, date_trunc('hour', coalesce(max(d.hour) + INTERVAL 1 HOUR, min(m.first_t))) AS from_hour,
+		date_trunc('hour', min(m.through)) - INTERVAL 1 HOUR AS to_hour
+	FROM model m LEFT JOIN %[1]s d ON d."table" = m.model_table
+	WHERE m.merged GROUP BY m.model_table
+)
+SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
+			ReadyTable, quiet, c.reached, c.routes, WatermarkTable)
+		r, err := tx.ExecContext(ctx, q, now.UTC())
+		if err != nil {
+			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)
+		}
+		marked = rowsAffected(r)
+		return nil
+	})
+	return marked, err
+}
+
+// Ready says whether table's hour (truncated to the hour) is marked.
+func Ready(ctx context.Context, db *sql.DB, table string, hour time.Time) (bool, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+sqltext.Ident(ReadyTable)+` WHERE "table" = ? AND hour = ?`,
+		table, hour.UTC().Truncate(time.Hour)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", ReadyTable, err)
+	}
+	return n > 0, nil
+}

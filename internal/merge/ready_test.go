@@ -1,0 +1,70 @@
+package merge
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// An hour of a model is marked once every partition feeding its table
+// has loaded a change at or past the hour's end and the model is merged
+// up to its rows: not while a partition lags, not before the merge, each
+// hour once from the table's first; a partition idle for longer than the
+// idle time counts as reaching now - idle.
+func TestMarkReady(t *testing.T) {
+	ctx := context.Background()
+	l := newChangeLoader(t)
+	// Source times five hours ago: the idle rule compares the loads'
+	// wall-clock times with now.
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	// hours are the marks of table from h to the hour before end.
+	hours := func(table string, end time.Time) []string {
+		var out []string
+		for at := h; at.Add(time.Hour).Compare(end) <= 0; at = at.Add(time.Hour) {
+			out = append(out, table+"|"+at.Format("2006-01-02 15"))
+		}
+		return out
+	}
+	mark := func(idle time.Duration, now time.Time) {
+		t.Helper()
+		if _, err := l.merger.MarkReady(ctx, idle, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marks := func(want ...string) {
+		t.Helper()
+		l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready`, want...)
+	}
+	// orders on partitions 0 and 1, users on 0 only.
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.change(1, "orders", "c", 101, row(2, "a"), "id")
+	l.change(0, "users", "c", 102, row(1, "u"), "id")
+	l.flush()
+	mark(0, time.Now())
+	marks() // not merged yet, and no partition past the first hour's end
+	l.mustMerge()
+	l.at = h.Add(2*time.Hour + 5*time.Minute) // on partition 0 only
+	l.change(0, "users", "u", 103, row(1, "u2"), "id")
+	l.flush()
+	mark(0, time.Now())
+	marks() // users' new row is not merged; orders' partition 1 lags in the first hour
+	l.mustMerge()
+	mark(0, time.Now())
+	users := hours("cdc_db_users", h.Add(2*time.Hour))
+	marks(users...) // orders still waits for partition 1
+	mark(0, time.Now())
+	marks(users...) // each hour once
+	// With an idle time of 30 minutes, an hour from now both partitions
+	// are idle and count as reaching half an hour from now: both tables
+	// are complete up to then.
+	later := time.Now().Add(time.Hour)
+	mark(30*time.Minute, later)
+	marks(append(hours("cdc_db_orders", later.Add(-30*time.Minute)), hours("cdc_db_users", later.Add(-30*time.Minute))...)...)
+	for table, want := range map[string]bool{"cdc_db_orders": true, "cdc_db_deals": false} {
+		got, err := Ready(ctx, l.s.DB(), table, h.Add(time.Hour+25*time.Minute))
+		if err != nil || got != want {
+			t.Errorf("Ready(%s, the second hour) = %v, %v; want %v", table, got, err, want)
+		}
+	}
+}

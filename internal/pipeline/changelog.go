@@ -1,0 +1,267 @@
+package pipeline
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// ChangelogDecoder is the RowDecoder of database change events
+// (kafka.format debezium, canal or maxwell): each change a cdc.Decoder
+// makes of a record becomes a row of its source table's changelog table
+// (Batch.Routed), the record's rows numbered by kindex. A record with no
+// change (a tombstone, a heartbeat, DDL) makes no row; its offset is
+// still covered by the ledger. Safe for concurrent use by the workers.
+type ChangelogDecoder struct {
+	dec    *cdc.Decoder
+	router sink.Router
+	// changes recycles Decode's slices (*[]cdc.Change).
+	changes sync.Pool
+
+	mu sync.Mutex
+	// columns are, per changelog table seen by this process, its columns
+	// by lower-cased name, each with its name and its type (in the sink's
+	// words): those the table had when first seen, and those this
+	// process's batches added since.
+	columns map[string]map[string]tableColumn
+	// typeNames caches the sink's type names.
+	typeNames map[sink.Column]string
+}
+
+// NewChangelogDecoder returns the decoder of o's format routing to the
+// tables of r.
+func NewChangelogDecoder(o cdc.Options, r sink.Router) (*ChangelogDecoder, error) {
+	dec, err := cdc.NewDecoder(o)
+	if err != nil {
+		return nil, err
+	}
+	// The changelog tables made by earlier processes own their names: a
+	// source table routed to one of them and not its own is refused.
+	for log, src := range r.RoutedSources() {
+		dec.Claim(log, src.Database, src.Schema, src.Name)
+	}
+	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]tableColumn{}, typeNames: map[sink.Column]string{}}, nil
+}
+
+// reserved are the column names of a changelog row that are not the
+// source's.
+var reserved = func() map[string]bool {
+	m := map[string]bool{}
+	for _, c := range append(cdc.LogColumns, schema.Coordinates...) {
+		m[c.Name] = true
+	}
+	return m
+}()
+
+// AppendRows implements RowDecoder.
+func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
+	p, _ := d.changes.Get().(*[]cdc.Change)
+	if p == nil {
+		p = new([]cdc.Change)
+	}
+	defer d.changes.Put(p)
+	changes, err := d.dec.Decode((*p)[:0], r.Topic, r.Key, r.Value)
+	*p = changes
+	if err != nil {
+		return 0, err
+	}
+	if err := d.admit(changes); err != nil {
+		return 0, err
+	}
+	rows := 0
+	for i := range changes {
+		c := &changes[i]
+		if c.Op.Letter() == 0 {
+			continue
+		}
+		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name})
+		start := len(t.Rows)
+		t.Rows = d.appendRow(t, c, r, rows)
+		b.RoutedBytes += int64(len(t.Rows) - start)
+		b.MaxLine = max(b.MaxLine, len(t.Rows)-start)
+		rows++
+	}
+	return rows, nil
+}
+
+// admit checks that every typed column of the changes keeps the type its
+// table has (or that an earlier change gave it in this process), that
+// its value fits that type, and records the columns they add. A change
+// of type refuses the record, which is dead-lettered with the reason, and
+// adds nothing: the other tables go on, and so does this one with the
+// records that fit it.
+//
+// Names are compared as DuckDB compares column names, ignoring case: a
+// source column that differs only in case from a changelog column or
+// from another column of the table (KOFFSET, ID beside id, price after
+// Price) would fail the CREATE or ALTER TABLE of the whole load at every
+// retry, so its record is refused instead.
+func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	type added struct {
+		table, lower string
+		column       tableColumn
+	}
+	var adds []added
+	for i := range changes {
+		c := &changes[i]
+		if c.Op.Letter() == 0 {
+			continue
+		}
+		have := d.tableColumns(c.Table.Log)
+		for j := range c.Columns {
+			col := &c.Columns[j]
+			if !typed(col) {
+				continue
+			}
+			if !utf8.ValidString(col.Name) {
+				return fmt.Errorf("source table %s has a column named %s, which is not UTF-8 text", sourceName(c.Table), strconv.QuoteToASCII(col.Name))
+			}
+			lower := strings.ToLower(col.Name) // no copy when already lower case
+			if reserved[lower] {
+				return fmt.Errorf("source table %s has a column %s, a name the changelog table %s uses for its own (DuckDB's column names ignore case)", sourceName(c.Table), col.Name, c.Table.Log)
+			}
+			if err := col.Fits(); err != nil {
+				return fmt.Errorf("column %s of source table %s%s: %w", col.Name, sourceName(c.Table), sourceType(col), err)
+			}
+			typ := d.typeName(col)
+			was, ok := have[lower]
+			for _, a := range adds {
+				if a.table == c.Table.Log && a.lower == lower {
+					was, ok = a.column, true
+				}
+			}
+			if ok && was.name != col.Name {
+				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s: DuckDB's column names ignore case, so they cannot be two columns",
+					col.Name, sourceName(c.Table), was.name, c.Table.Log)
+			}
+			if ok && was.typ != typ {
+				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s: tracelake does not change a column's type (rename or alter the table yourself, then replay the dead-lettered records)",
+					col.Name, sourceName(c.Table), was.typ, c.Table.Log, typ)
+			}
+			if !ok {
+				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
+			}
+		}
+	}
+	for _, a := range adds {
+		d.columns[a.table][a.lower] = a.column
+	}
+	return nil
+}
+
+// tableColumn is a changelog table's column: its name as the table
+// spells it and its type in the sink's words.
+type tableColumn struct{ name, typ string }
+
+// tableColumns returns the columns of the changelog table by lower-cased
+// name, reading them from the router on first sight. Called with mu held.
+func (d *ChangelogDecoder) tableColumns(table string) map[string]tableColumn {
+	have := d.columns[table]
+	if have == nil {
+		have = map[string]tableColumn{} // a table not created yet: empty
+		for name, typ := range d.router.RoutedColumns(table) {
+			have[strings.ToLower(name)] = tableColumn{name, typ}
+		}
+		d.columns[table] = have
+	}
+	return have
+}
+
+// typed says whether a column's type is known: a value's, or a null's
+// the source declares. A null of an inferred type (Debezium without
+// schemas, Maxwell) says nothing, and the row leaves it out.
+func typed(c *cdc.Column) bool { return c.Value != nil || c.SourceType != "" }
+
+func (d *ChangelogDecoder) typeName(c *cdc.Column) string {
+	k := sinkColumn(c)
+	k.Name = ""
+	name, ok := d.typeNames[k]
+	if !ok {
+		name = d.router.ColumnType(k)
+		d.typeNames[k] = name
+	}
+	return name
+}
+
+func sinkColumn(c *cdc.Column) sink.Column {
+	out := sink.Column{Name: c.Name, Type: c.Type}
+	if c.Type == schema.Decimal {
+		out.Precision, out.Scale = c.Precision, c.Scale
+	}
+	return out
+}
+
+// sourceType is the column's type as the source names it, for a reason,
+// "" when it was inferred.
+func sourceType(c *cdc.Column) string {
+	if c.SourceType == "" {
+		return ""
+	}
+	return " (" + c.SourceType + ")"
+}
+
+func sourceName(t *cdc.Table) string {
+	if t.Schema != "" {
+		return strconv.Quote(t.Database) + "." + strconv.Quote(t.Schema) + "." + strconv.Quote(t.Name)
+	}
+	return strconv.Quote(t.Database) + "." + strconv.Quote(t.Name)
+}
+
+// appendRow appends c's changelog row, the index-th of record r, to t's
+// rows, adding the columns it brings to t's.
+func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, r *kgo.Record, index int) []byte {
+	dst := append(t.Rows, '{')
+	for j := range c.Columns {
+		col := &c.Columns[j]
+		if !typed(col) {
+			continue
+		}
+		t.AddColumn(sinkColumn(col))
+		if col.Value == nil {
+			continue // read as null
+		}
+		dst = envelope.AppendString(dst, col.Name)
+		dst = append(append(dst, ':'), col.Value...)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"`+cdc.OpColumn+`":"`...)
+	dst = append(dst, c.Op.Letter(), '"')
+	if !c.Position.IsZero() {
+		dst = append(dst, `,"`+cdc.PositionColumn+`":"`...)
+		dst = append(c.Position.AppendText(dst), '"')
+	}
+	if c.SourceTime != 0 {
+		dst = append(dst, `,"`+cdc.SourceTimeColumn+`":`...)
+		dst = strconv.AppendInt(dst, c.SourceTime, 10)
+	}
+	if len(c.Key) > 0 {
+		dst = append(dst, `,"`+cdc.KeyColumn+`":[`...)
+		for i, k := range c.Key {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = envelope.AppendString(dst, k)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"`+schema.TopicColumn+`":`...)
+	dst = envelope.AppendString(dst, r.Topic)
+	dst = append(dst, `,"`+schema.PartitionColumn+`":`...)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, `,"`+schema.OffsetColumn+`":`...)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, `,"`+schema.IndexColumn+`":`...)
+	dst = strconv.AppendInt(dst, int64(index), 10)
+	return append(dst, '}', '\n')
+}

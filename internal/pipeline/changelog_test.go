@@ -1,0 +1,218 @@
+package pipeline_test
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/verify"
+)
+
+// cdcConfig is testConfig with kafka.format format (debezium, canal or
+// maxwell): changes routed to changelog tables.
+func cdcConfig(t *testing.T, c *kfake.Cluster, format string) *config.Config {
+	t.Helper()
+	cfg := testConfig(t, c)
+	cfg.Kafka.Format = format
+	cfg.Sink.Table = "cdc"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// openRouted opens the DuckDB sink of cfg with routed tables, as
+// `tracelake run` does with kafka.format debezium|canal|maxwell.
+func openRouted(t *testing.T, cfg *config.Config) *duckdb.Sink {
+	t.Helper()
+	return openSinkWith(t, duckdb.Options{
+		Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table, Routed: true, Log: testLog(t),
+	})
+}
+
+// runChanges runs the pipeline until it is idle, failing the test if it
+// is not within 30 seconds: a load that fails for good is retried
+// without end, so a record the sink cannot take stalls every table.
+func runChanges(t *testing.T, cfg *config.Config, s *duckdb.Sink) {
+	t.Helper()
+	runIdleWithin(t, cfg, s, nil, 30*time.Second)
+}
+
+// verifyChanges runs verify over the routed tables, as `tracelake
+// verify` does with kafka.format debezium|canal|maxwell.
+func verifyChanges(t *testing.T, cfg *config.Config, s *duckdb.Sink) *verify.Report {
+	t.Helper()
+	main, err := s.RoutedRows(context.Background())
+	must(t, err)
+	tn := s.Tables()
+	rep, err := verify.Run(context.Background(), verify.SQLQuerier{DB: s.DB()},
+		verify.Tables{Main: main, DLQ: tn.DLQ, Ledger: tn.Ledger, Raw: true, Topic: "ktopic", Index: "kindex"}, watermarksOf(t, cfg), true)
+	must(t, err)
+	return rep
+}
+
+// produceChanges produces each value to partition 0 of topic, in order.
+func produceChanges(t *testing.T, cl *kgo.Client, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		produce(t, cl, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(v)})
+	}
+}
+
+// wantQuery checks a query's rows, each its values joined by "|".
+func wantQuery(t *testing.T, db *sql.DB, q string, want ...string) {
+	t.Helper()
+	rows, err := verify.SQLQuerier{DB: db}.QueryText(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	got := make([]string, len(rows))
+	for i, r := range rows {
+		got[i] = strings.Join(r, "|")
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s:\n got %q\nwant %q", q, got, want)
+	}
+}
+
+func canalInsert(table, mysqlTypes, data string) string {
+	return `{"data":` + data + `,"database":"shop","es":1589373515000,"id":1,"isDdl":false,"mysqlType":` + mysqlTypes +
+		`,"old":null,"pkNames":["id"],"table":"` + table + `","ts":1589373515477,"type":"INSERT"}`
+}
+
+// A value the source's type admits by its text but the changelog
+// column's type cannot hold (an int(11) of 3000000000, a decimal(5,2) of
+// 12345.67, a Debezium int32 beyond 32 bits) used to fail the load of
+// every table, retried without end: now the record is dead-lettered with
+// the reason, and the other records load.
+func TestCDCValueOutOfTypeRangeIsDeadLettered(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	produceChanges(t, cl,
+		canalInsert("items", `{"id":"int(11)","qty":"int(11)"}`, `[{"id":"1","qty":"3"}]`),
+		canalInsert("items", `{"id":"int(11)","qty":"int(11)"}`, `[{"id":"2","qty":"3000000000"}]`),
+		canalInsert("prices", `{"id":"int(11)","price":"decimal(5,2)"}`, `[{"id":"3","price":"12345.67"}]`),
+		canalInsert("prices", `{"id":"int(11)","price":"decimal(5,2)"}`, `[{"id":"4","price":"-999.99"}]`),
+		canalInsert("small", `{"id":"tinyint(4)"}`, `[{"id":"127"}]`),
+		canalInsert("users", `{"id":"int(11)","name":"varchar(10)"}`, `[{"id":"5","name":"ann"}]`),
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT id, qty FROM cdc_shop_items_log`, "1|3")
+	wantQuery(t, s.DB(), `SELECT id, price::VARCHAR FROM cdc_shop_prices_log`, "4|-999.99")
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_shop_small_log`, "127")
+	wantQuery(t, s.DB(), `SELECT id, name FROM cdc_shop_users_log`, "5|ann")
+	wantQuery(t, s.DB(), `SELECT "offset", stage, error FROM cdc_dlq ORDER BY "offset"`,
+		`1|decode|column qty of source table "shop"."items" (int(11)): 3000000000 is out of the range of a 32-bit integer`,
+		`2|decode|column price of source table "shop"."prices" (decimal(5,2)): "12345.67" has more digits than DECIMAL(5,2) holds`)
+}
+
+func debeziumChange(table, after string, pos int) string {
+	return `{"before":null,"after":` + after + `,"source":{"db":"inv","table":"` + table + `","file":"mysql-bin.000003","pos":` +
+		strconv.Itoa(pos) + `,"row":0,"ts_ms":1700000000000},"op":"c","ts_ms":1700000000100}`
+}
+
+// DuckDB's column names ignore case: a source column named like a
+// changelog column in other case (KOFFSET), two source columns that
+// differ only in case, or a column whose name changed case used to make
+// CREATE or ALTER TABLE fail for the whole load, retried without end.
+// Now such a change is dead-lettered with the reason, and the rest load.
+func TestCDCColumnNamesDifferingInCaseAreDeadLettered(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	produceChanges(t, cl,
+		debeziumChange("a", `{"id":1,"KOFFSET":5}`, 1),
+		debeziumChange("b", `{"id":2,"ID":3}`, 2),
+		debeziumChange("c", `{"id":3,"Price":5}`, 3),
+		debeziumChange("c", `{"id":4,"price":6}`, 4),
+		debeziumChange("e", `{"id":5,"Cdc_Op":"x"}`, 5),
+		debeziumChange("e", `{"id":6}`, 6),
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT id, "Price" FROM cdc_inv_c_log`, "3|5")
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_e_log`, "6")
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
+		`0|source table "inv"."a" has a column KOFFSET, a name the changelog table cdc_inv_a_log uses for its own (DuckDB's column names ignore case)`,
+		`1|column ID of source table "inv"."b" is id in the changelog table cdc_inv_b_log: DuckDB's column names ignore case, so they cannot be two columns`,
+		`3|column price of source table "inv"."c" is Price in the changelog table cdc_inv_c_log: DuckDB's column names ignore case, so they cannot be two columns`,
+		`4|source table "inv"."e" has a column Cdc_Op, a name the changelog table cdc_inv_e_log uses for its own (DuckDB's column names ignore case)`)
+}
+
+// Two source tables whose changelog names are one (inv_x.y and inv.x_y
+// both make cdc_inv_x_y_log; Orders and orders both cdc_inv_orders_log)
+// are refused in one process, but a second process only knew the tables
+// it saw itself: the second table's changes went into the first one's
+// changelog table, mixed. The tables of the registry now own their names
+// from the start.
+func TestCDCChangelogNameCollisionAcrossRestarts(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	change := func(db, table, after string, pos int) string {
+		return `{"before":null,"after":` + after + `,"source":{"db":"` + db + `","table":"` + table + `","file":"mysql-bin.000003","pos":` +
+			strconv.Itoa(pos) + `,"row":0,"ts_ms":1700000000000},"op":"c","ts_ms":1700000000100}`
+	}
+	produceChanges(t, cl, change("inv_x", "y", `{"id":1}`, 1), change("inv", "Orders", `{"id":2}`, 2))
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	s.Close()
+
+	// Another process, the same database file.
+	produceChanges(t, cl, change("inv", "x_y", `{"id":3}`, 3), change("inv", "orders", `{"id":4}`, 4),
+		change("inv_x", "y", `{"id":5}`, 5), change("inv", "Orders", `{"id":6}`, 6))
+	s = openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_x_y_log ORDER BY id`, "1", "5")
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_orders_log ORDER BY id`, "2", "6")
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
+		`2|source table "inv"."x_y" is routed to cdc_inv_x_y_log, which already holds inv_x..y: map one of them with a shard rule or change the template`,
+		`3|source table "inv"."orders" is routed to cdc_inv_orders_log, which already holds inv..Orders: map one of them with a shard rule or change the template`)
+}
+
+// Text Go takes for JSON but DuckDB's JSON reader refuses (half a
+// surrogate pair, bytes that are not UTF-8, in a value or a column's
+// name) used to fail the load of every table at each retry: now its
+// record is dead-lettered with the reason, and the rest load.
+func TestCDCTextDuckDBRefusesIsDeadLettered(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	produceChanges(t, cl,
+		debeziumChange("j", `{"id":1,"j":{"a":"\ud800"}}`, 1),
+		debeziumChange("s", `{"id":2,"s":"\ud800x"}`, 2),
+		debeziumChange("s", "{\"id\":3,\"s\":\"\xff\xfe\"}", 3),
+		debeziumChange("s", "{\"id\":4,\"\xff\":\"x\"}", 4),
+		debeziumChange("s", `{"id":5,"s":"\ud83d\ude00 \\ud800"}`, 5),
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT id, s FROM cdc_inv_s_log`, `5|😀 \ud800`)
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
+		`0|column j of source table "inv"."j": {"a":"\ud800"} holds a \u escape of half a UTF-16 surrogate pair, which is no character`,
+		`1|column s of source table "inv"."s": "\ud800x" holds a \u escape of half a UTF-16 surrogate pair, which is no character`,
+		`2|column s of source table "inv"."s": "\"\xff\xfe\"" is not UTF-8 text`,
+		`3|source table "inv"."s" has a column named "\xff", which is not UTF-8 text`)
+}

@@ -1,0 +1,338 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// routesColumns are the registry of routed tables (<table>_routes): one
+// row per changelog table, written in the transaction that creates it,
+// so verify finds every table that holds rows of the ledger's records.
+// model_table names the table its model merges into (merge's
+// ChangelogMerger writes it in the transaction that creates the model),
+// null until then: the read path keeps both tables the operator's.
+var routesColumns = []Column{
+	{"log_table", "VARCHAR"}, {"source_database", "VARCHAR"}, {"source_schema", "VARCHAR"},
+	{"source_table", "VARCHAR"}, {"first_seen", "TIMESTAMP"}, {"model_table", "VARCHAR"},
+}
+
+// RoutesReached ends the name of the table of what loads reached per
+// routed table and partition (tables.reached), after sink.table: the
+// offset past its last row, the source times of its first and last
+// changes (cdc_source_time), and when a load last added to it.
+const RoutesReached = "_routes_reached"
+
+// reachedColumns are the columns of <table>_routes_reached.
+var reachedColumns = []Column{{"log_table", "VARCHAR"}, {"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"next_offset", "BIGINT"},
+	{"first_source_time", "TIMESTAMP"}, {"last_source_time", "TIMESTAMP"}, {"loaded_at", "TIMESTAMP"}}
+
+// ColumnType implements sink.Router: a Decimal of known precision is
+// DECIMAL(p,s); of unknown precision (Debezium's VariableScaleDecimal, an
+// inferred number) its exact text, VARCHAR: no DECIMAL holds every such
+// value without rounding.
+func (s *Sink) ColumnType(c sink.Column) string {
+	if c.Type == schema.Decimal {
+		if c.Precision >= 1 && c.Precision <= 38 && c.Scale >= 0 && c.Scale <= c.Precision {
+			return fmt.Sprintf("DECIMAL(%d,%d)", c.Precision, c.Scale)
+		}
+		return "VARCHAR"
+	}
+	return typeNames[c.Type]
+}
+
+// RoutedColumns implements sink.Router.
+func (s *Sink) RoutedColumns(table string) map[string]string {
+	s.routedMu.RLock()
+	defer s.routedMu.RUnlock()
+	return maps.Clone(s.routed[table]) // nil map clones to nil
+}
+
+// RoutesTable is the registry of routed tables' name (unquoted), ""
+// without Options.Routed.
+func (s *Sink) RoutesTable() string {
+	if !s.opt.Routed {
+		return ""
+	}
+	return s.opt.Table + "_routes"
+}
+
+// RoutedSources implements sink.Router.
+func (s *Sink) RoutedSources() map[string]sink.SourceTable {
+	s.routedMu.RLock()
+	defer s.routedMu.RUnlock()
+	return maps.Clone(s.routedSources)
+}
+
+// readRouted fills the cache of routed tables and their columns from the
+// registry and the catalog, in one query: loads then look nothing up.
+func (s *Sink) readRouted(ctx context.Context) error {
+	schemaName, _ := splitTable(s.opt.Table)
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c
+		JOIN %s r ON c.table_name = r.log_table WHERE c.table_schema = ? ORDER BY c.table_name, c.ordinal_position`, s.tables.routes), schemaName)
+	if err != nil {
+		return fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
+	}
+	defer rows.Close()
+	routed := map[string]map[string]string{}
+	for rows.Next() {
+		var table, name, typ string
+		if err := rows.Scan(&table, &name, &typ); err != nil {
+			return fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
+		}
+		if routed[table] == nil {
+			routed[table] = map[string]string{}
+		}
+		routed[table][name] = typ
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
+	}
+	sources, err := s.readRoutes(ctx)
+	if err != nil {
+		return err
+	}
+	s.routedMu.Lock()
+	s.routed, s.routedSources = routed, sources
+	s.routedMu.Unlock()
+	return nil
+}
+
+// readRoutes reads the registry: each routed table's source table.
+func (s *Sink) readRoutes(ctx context.Context) (map[string]sink.SourceTable, error) {
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table FROM %s`, s.tables.routes))
+	if err != nil {
+		return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
+	}
+	defer rows.Close()
+	sources := map[string]sink.SourceTable{}
+	for rows.Next() {
+		var table string
+		var src sink.SourceTable
+		if err := rows.Scan(&table, &src.Database, &src.Schema, &src.Name); err != nil {
+			return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
+		}
+		sources[table] = src
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
+	}
+	return sources, nil
+}
+
+// routedName is a routed table's name, in the schema of the main table.
+func (s *Sink) routedName(table string) string {
+	if schemaName, _, ok := strings.Cut(s.opt.Table, "."); ok {
+		return sqltext.Name(schemaName + "." + table)
+	}
+	return sqltext.Name(table)
+}
+
+// routedGroup is one routed table's files in a load plan.
+type routedGroup struct {
+	table   string
+	source  sink.SourceTable
+	columns []sink.Column // the source's columns of every file, first seen first
+	files   []string
+}
+
+// groupRouted groups the plan's routed files by table, in the order the
+// tables first appear.
+func groupRouted(files []sink.RoutedFile) []routedGroup {
+	var out []routedGroup
+	at := map[string]int{}
+	for _, f := range files {
+		i, ok := at[f.Table]
+		if !ok {
+			i = len(out)
+			at[f.Table] = i
+			out = append(out, routedGroup{table: f.Table, source: f.Source})
+		}
+		g := &out[i]
+		for _, c := range f.Columns {
+			if !containsColumn(g.columns, c.Name) {
+				g.columns = append(g.columns, c)
+			}
+		}
+		g.files = append(g.files, f.Path)
+	}
+	return out
+}
+
+func containsColumn(cols []sink.Column, name string) bool {
+	for _, c := range cols {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// insertRouted creates each routed table of the plan or adds the columns
+// it lacks (looking at the catalog only then), registers a created table,
+// and inserts its rows fenced as the main table's. What it creates or adds
+// is recorded in s.routedAdded, for the cache once the load commits.
+func (s *Sink) insertRouted(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) error {
+	for _, g := range groupRouted(p.routed) {
+		all := s.routedColumns(g.columns)
+		if err := s.ensureRouted(ctx, tx, g, all, now); err != nil {
+			return err
+		}
+		q := fmt.Sprintf(`INSERT INTO %s BY NAME SELECT * FROM %s%s`, s.routedName(g.table),
+			ndjsonSource(all, g.files, p.maxLine), where(p.rawFilter))
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("insert rows into %s: %w", g.table, err)
+		}
+	}
+	return s.recordReach(ctx, tx, p, now)
+}
+
+// recordReach moves what loads reached of each routed table of the
+// load, per partition, past its rows of the load (read back: exactly
+// those of the load's fenced ranges), in one statement.
+func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) error {
+	if len(p.ranges) == 0 {
+		return nil
+	}
+	conds := make([]string, len(p.ranges))
+	for i, r := range p.ranges {
+		conds[i] = fmt.Sprintf("(ktopic = %s AND kpartition = %d AND koffset BETWEEN %d AND %d)", sqltext.String(r.Topic), r.Partition, r.First, r.Last)
+	}
+	var parts []string
+	for _, g := range groupRouted(p.routed) {
+		parts = append(parts, fmt.Sprintf(`SELECT %s AS log_table, ktopic, kpartition, max(koffset) + 1 AS next_offset, min(%s) AS first_t, max(%[2]s) AS last_t
+	FROM %s WHERE %s GROUP BY ktopic, kpartition`, sqltext.String(g.table), sqltext.Ident(cdc.SourceTimeColumn), s.routedName(g.table), strings.Join(conds, " OR ")))
+	}
+	q := fmt.Sprintf(`MERGE INTO %s AS o USING (%s) AS n
+ON o.log_table = n.log_table AND o.topic = n.ktopic AND o."partition" = n.kpartition
+WHEN MATCHED THEN UPDATE SET next_offset = greatest(o.next_offset, n.next_offset),
+	first_source_time = coalesce(least(o.first_source_time, n.first_t), o.first_source_time, n.first_t),
+	last_source_time = coalesce(greatest(o.last_source_time, n.last_t), o.last_source_time, n.last_t), loaded_at = ?
+WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.ktopic, n.kpartition, n.next_offset, n.first_t, n.last_t, ?)`,
+		s.tables.reached, strings.Join(parts, "\nUNION ALL\n"))
+	if _, err := tx.ExecContext(ctx, q, now, now); err != nil {
+		return fmt.Errorf("record what the load reached in %s: %w", s.tables.reached, err)
+	}
+	return nil
+}
+
+// routedColumns are a changelog table's columns: the source's, the
+// changelog's own, the coordinates.
+func (s *Sink) routedColumns(source []sink.Column) []readColumn {
+	out := make([]readColumn, 0, len(source)+len(cdc.LogColumns)+len(schema.Coordinates))
+	for _, c := range source {
+		out = append(out, readColumn{Name: c.Name, Logical: c.Type, Type: s.ColumnType(c)})
+	}
+	for _, c := range append(cdc.LogColumns, schema.Coordinates...) {
+		out = append(out, readColumn{Name: c.Name, Logical: c.Type, Type: typeNames[c.Type]})
+	}
+	return out
+}
+
+// ensureRouted creates g's table with columns, or adds those it lacks.
+// The cache (known before this load, or created or grown by an earlier
+// plan of it) says which; the catalog is read only to grow a table.
+func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, columns []readColumn, now time.Time) error {
+	known := s.routedAdded[g.table]
+	if known == nil {
+		s.routedMu.RLock()
+		known = s.routed[g.table]
+		s.routedMu.RUnlock()
+	}
+	want := make([]Column, len(columns))
+	missing := known == nil
+	for i, c := range columns {
+		want[i] = Column{c.Name, c.Type}
+		if _, ok := known[c.Name]; !ok {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	name := s.routedName(g.table)
+	if known == nil {
+		defs := make([]string, len(want))
+		for i, c := range want {
+			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", name, strings.Join(defs, ", "))); err != nil {
+			return fmt.Errorf("create changelog table %s: %w", g.table, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (log_table, source_database, source_schema, source_table, first_seen) VALUES (?, ?, ?, ?, ?)", s.tables.routes),
+			g.table, g.source.Database, g.source.Schema, g.source.Name, now); err != nil {
+			return fmt.Errorf("register changelog table %s: %w", g.table, err)
+		}
+		s.routedCreated[g.table] = g.source
+		s.log.Info("created a changelog table", "table", g.table, "source_database", g.source.Database, "source_table", g.source.Name)
+	} else {
+		added, err := AddColumns(ctx, tx, unquotedRouted(s.opt.Table, g.table), want)
+		if err != nil {
+			return fmt.Errorf("changelog table %s: %w", g.table, err)
+		}
+		s.log.Info("added source columns to a changelog table", "table", g.table, "columns", names(added))
+	}
+	grown := maps.Clone(known)
+	if grown == nil {
+		grown = map[string]string{}
+	}
+	for _, c := range want {
+		grown[c.Name] = c.Type
+	}
+	s.routedAdded[g.table] = grown
+	return nil
+}
+
+// unquotedRouted is a routed table's name as TableColumns takes it.
+func unquotedRouted(main, table string) string {
+	if schemaName, _, ok := strings.Cut(main, "."); ok {
+		return schemaName + "." + table
+	}
+	return table
+}
+
+// countRouted counts, per range, the rows of the plan's routed tables
+// in its offsets: the load's own (nothing past the fence is older).
+func (s *Sink) countRouted(ctx context.Context, tx *sql.Tx, p loadPlan, r sink.Range) (int64, error) {
+	var total int64
+	for _, g := range groupRouted(p.routed) {
+		var n int64
+		q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND ktopic = $2 AND koffset BETWEEN $3 AND $4`, s.routedName(g.table))
+		if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count loaded rows of %s: %w", g.table, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// RoutedRows is the SQL of every routed table's coordinates, one
+// relation (for verify: each row of a record routed anywhere), from the
+// registry: a relation with no rows when nothing is routed yet.
+func (s *Sink) RoutedRows(ctx context.Context) (string, error) {
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table FROM %s ORDER BY log_table`, s.tables.routes))
+	if err != nil {
+		return "", fmt.Errorf("list the routed tables of %s: %w", s.tables.routes, err)
+	}
+	defer rows.Close()
+	parts := []string{`SELECT NULL::VARCHAR AS ktopic, NULL::INTEGER AS kpartition, NULL::BIGINT AS koffset, NULL::INTEGER AS kindex WHERE false`}
+	for rows.Next() {
+		var table string
+		if err := rows.Scan(&table); err != nil {
+			return "", fmt.Errorf("list the routed tables of %s: %w", s.tables.routes, err)
+		}
+		parts = append(parts, "SELECT ktopic, kpartition, koffset, kindex FROM "+s.routedName(table))
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("list the routed tables of %s: %w", s.tables.routes, err)
+	}
+	return "(" + strings.Join(parts, " UNION ALL ") + ")", nil
+}

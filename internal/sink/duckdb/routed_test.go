@@ -1,0 +1,114 @@
+package duckdb
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// routedBatch is offsets [first, last] of partition 0, each record one
+// change of db.orders (an id, and from withNote on a note) and one of
+// db.users.
+func routedBatch(first, last, withNote int64) *sink.Batch {
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: first, Last: last, Records: 2 * (last - first + 1)}}}
+	for o := first; o <= last; o++ {
+		orders := b.RoutedTo("cdc_db_orders_log", sink.SourceTable{Database: "db", Name: "orders"})
+		orders.AddColumn(sink.Column{Name: "id", Type: schema.Int64})
+		orders.AddColumn(sink.Column{Name: "price", Type: schema.Decimal, Precision: 10, Scale: 2})
+		note := ""
+		if o >= withNote {
+			orders.AddColumn(sink.Column{Name: "note", Type: schema.String})
+			note = fmt.Sprintf(`"note":"n%d",`, o)
+		}
+		orders.Rows = fmt.Appendf(orders.Rows, `{"id":%d,"price":"1.25",%s"cdc_op":"c","cdc_position":"%020d","cdc_source_time":1700000000000000,"cdc_key":["id"],"ktopic":"t","kpartition":0,"koffset":%d,"kindex":0}`+"\n", o, note, o, o)
+		users := b.RoutedTo("cdc_db_users_log", sink.SourceTable{Database: "db", Name: "users"})
+		users.AddColumn(sink.Column{Name: "name", Type: schema.String})
+		users.Rows = fmt.Appendf(users.Rows, `{"name":"u%d","cdc_op":"u","ktopic":"t","kpartition":0,"koffset":%d,"kindex":1}`+"\n", o, o)
+	}
+	return b
+}
+
+func routedSink(t *testing.T, dir string) *Sink {
+	t.Helper()
+	opt := testOptions(dir)
+	opt.Table, opt.Routed = "cdc", true
+	s := openWith(t, opt)
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Routed tables are created on first sight and registered, grow a column
+// when one shows up, and are fenced by the ledger: the same batch loaded
+// again, or a batch re-reading offsets already loaded, adds no row.
+func TestRoutedTablesCreatedGrownAndFenced(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := routedSink(t, dir)
+	if cols := s.RoutedColumns("cdc_db_orders_log"); len(cols) != 0 {
+		t.Fatalf("columns of a table not created yet: %v", cols)
+	}
+	first := routedBatch(0, 4, 100)
+	if _, err := s.Load(ctx, stage(t, s, first)); err != nil {
+		t.Fatal(err)
+	}
+	// The same offsets again (a lost reply), then offsets 3..9, of which
+	// 5..9 are new and from 7 on bring a note column.
+	loaded, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100), routedBatch(3, 9, 7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loaded.Ranges; len(got) != 1 || got[0].First != 5 || got[0].Last != 9 || got[0].Records != 10 {
+		t.Errorf("ledger ranges of the replay: %+v, want 5..9 with 10 rows", got)
+	}
+	for q, want := range map[string]int64{
+		`SELECT count(*) FROM cdc_db_orders_log`:                              10,
+		`SELECT count(DISTINCT koffset) FROM cdc_db_orders_log`:               10,
+		`SELECT count(*) FROM cdc_db_users_log`:                               10,
+		`SELECT count(note) FROM cdc_db_orders_log`:                           3,
+		`SELECT count(*) FROM cdc_db_orders_log WHERE price = 1.25`:           10,
+		`SELECT count(*) FROM cdc_routes`:                                     2,
+		`SELECT sum(records) FROM cdc_ledger`:                                 20,
+		`SELECT count(*) FROM cdc_db_users_log WHERE cdc_source_time IS NULL`: 10,
+	} {
+		if got := count(t, s, q); got != want {
+			t.Errorf("%s: %d, want %d", q, got, want)
+		}
+	}
+	want := map[string]string{"id": "BIGINT", "price": "DECIMAL(10,2)", "note": "VARCHAR", "cdc_op": "VARCHAR",
+		"cdc_position": "VARCHAR", "cdc_source_time": "TIMESTAMP", "cdc_key": "JSON",
+		"ktopic": "VARCHAR", "kpartition": "INTEGER", "koffset": "BIGINT", "kindex": "INTEGER"}
+	have, err := TableColumns(ctx, s.DB(), "cdc_db_orders_log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range have {
+		if want[c.Name] != c.Type {
+			t.Errorf("column %s is %s, want %s", c.Name, c.Type, want[c.Name])
+		}
+	}
+	if len(have) != len(want) {
+		t.Errorf("columns %v, want %v", have, want)
+	}
+	if got := s.RoutedColumns("cdc_db_orders_log"); got["note"] != "VARCHAR" || got["price"] != "DECIMAL(10,2)" {
+		t.Errorf("cached columns after the loads: %v", got)
+	}
+	union, err := s.RoutedRows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, s, "SELECT count(*) FROM "+union); got != 20 {
+		t.Errorf("rows of every routed table: %d, want 20", got)
+	}
+
+	// A second process knows the tables from the registry, without a load.
+	s.Close()
+	again := routedSink(t, dir)
+	if got := again.RoutedColumns("cdc_db_orders_log"); got["note"] != "VARCHAR" || len(got) != len(want) {
+		t.Errorf("columns read by Prepare: %v", got)
+	}
+}
