@@ -81,3 +81,43 @@ func jsonNames(t *schema.Table) []string {
 	}
 	return out
 }
+
+// A refresh that finds a table's metadata unchanged keeps the table as
+// loaded, with iceberg-go's cache of decoded manifest lists; it replaced
+// it with a fresh load (an empty cache) every 5 seconds.
+func TestIcebergRefreshKeepsAnUnchangedTable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	snk, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "otel_spans", Typed: &otel.Spans})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snk.Close() })
+	if err := snk.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sinktest.StageLoad(t, snk, sinktest.SpanBatch(0, 4, true))
+	r, err := NewIceberg(ctx, snk.Catalog(), []IcebergTable{
+		{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, JSON: jsonNames(&otel.Spans)},
+	}, IcebergOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	loaded := func() *table.Table {
+		t.Helper()
+		if err := r.refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return r.scope(tenancy.Scope{All: true})["otel_spans"].tbl
+	}
+	first := loaded()
+	if again := loaded(); again != first {
+		t.Error("a refresh with nothing committed replaced the loaded table")
+	}
+	sinktest.StageLoad(t, snk, sinktest.SpanBatch(5, 9, true))
+	if after := loaded(); after == first || after.CurrentSnapshot().SnapshotID == first.CurrentSnapshot().SnapshotID {
+		t.Error("a refresh after a commit kept the table as it was")
+	}
+}

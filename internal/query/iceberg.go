@@ -265,7 +265,11 @@ func (ic *Iceberg) refreshLoop() {
 
 // refresh loads each table's current metadata. A table the catalog does
 // not have is left out, or kept as last loaded; one that fails to load is
-// kept as last loaded, and the failure returned.
+// kept as last loaded, and the failure returned. A table whose metadata
+// did not change since it was last loaded is kept as it was: a loaded
+// table carries iceberg-go's cache of decoded manifest lists, which a
+// fresh load starts empty, so every query after each refresh (every 5 s
+// by default) would decode them again.
 func (ic *Iceberg) refresh(ctx context.Context) error {
 	var errs []error
 	for _, decl := range ic.decl {
@@ -275,6 +279,12 @@ func (ic *Iceberg) refresh(ctx context.Context) error {
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("load table %s: %w", strings.Join(decl.ID, "."), err))
+			continue
+		}
+		ic.mu.RLock()
+		last := ic.tables[strings.ToLower(decl.Name)]
+		ic.mu.RUnlock()
+		if last != nil && last.tbl.MetadataLocation() == tbl.MetadataLocation() {
 			continue
 		}
 		t := &icebergTable{decl: decl, tbl: tbl, fields: map[string]iceberggo.NestedField{}, json: map[string]bool{}}

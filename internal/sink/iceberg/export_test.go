@@ -234,3 +234,32 @@ func (s *Sink) PlanRawHour(ctx context.Context, from time.Time) (int, time.Durat
 	tasks, err := tbl.Scan(table.WithRowFilter(filter)).PlanFiles(ctx)
 	return len(tasks), time.Since(start), err
 }
+
+// SetCompactionMemory sets the external sort's sizes (sortmerge.go) until
+// the returned func restores them.
+func SetCompactionMemory(runBytes, mergeBatch, outBatch int64, fanIn int) (restore func()) {
+	r, m, o, f := compactRunBytes, mergeBatchBytes, outBatchBytes, mergeFanIn
+	compactRunBytes, mergeBatchBytes, outBatchBytes, mergeFanIn = runBytes, mergeBatch, outBatch, fanIn
+	return func() { compactRunBytes, mergeBatchBytes, outBatchBytes, mergeFanIn = r, m, o, f }
+}
+
+// PeakRowsHeld is the most rows the last sorted compaction held at once.
+func PeakRowsHeld() int64 { return peakRowsHeld.Load() }
+
+// RowGroupBytesOf is the row group size compaction writes for a target.
+var RowGroupBytesOf = rowGroupBytesOf
+
+// Unsort makes the raw table unsorted, as tables made before their sort
+// order was declared at creation are until a maintenance round.
+func (s *Sink) Unsort(ctx context.Context) error {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.ReplaceSortOrder(table.UnsortedSortOrder); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}

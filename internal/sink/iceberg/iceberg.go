@@ -457,8 +457,17 @@ func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, sc *iceber
 // loads it if it exists.
 func (s *Sink) createTable(ctx context.Context, id table.Identifier, sc *iceberggo.Schema, spec iceberggo.PartitionSpec) (*table.Table, error) {
 	props := maps.Clone(tableProperties)
+	opts := []catalog.CreateTableOpt{catalog.WithPartitionSpec(&spec)}
+	// Span tables are made with their sort order and trace_id bloom filter
+	// declared (sorted.go), so that other engines know the layout from the
+	// start, not from the first maintenance round; loads are not sorted
+	// for it (writeView).
+	if order, ok := spanSortOrder(sc); ok {
+		opts = append(opts, catalog.WithSortOrder(order))
+		props[bloomColumnKey] = "true"
+	}
 	maps.Copy(props, s.opt.TableProperties)
-	tbl, err := s.cat.CreateTable(ctx, id, sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(props))
+	tbl, err := s.cat.CreateTable(ctx, id, sc, append(opts, catalog.WithProperties(props))...)
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = s.cat.LoadTable(ctx, id)
 	}

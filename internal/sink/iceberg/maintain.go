@@ -59,7 +59,7 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 		if err != nil {
 			return out, fmt.Errorf("plan compaction of %s: %w", name(id), err)
 		}
-		plan.Groups = slices.DeleteFunc(plan.Groups, func(g compaction.Group) bool { return !pick(g) })
+		plan.Groups = slices.DeleteFunc(byPartition(plan.Groups), func(g compaction.Group) bool { return !pick(g) })
 		c := Compaction{Table: name(id), Groups: len(plan.Groups)}
 		for _, g := range plan.Groups {
 			c.FilesBefore += len(g.Tasks)
@@ -95,16 +95,45 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 	return out, nil
 }
 
+// byPartition joins the planner's groups of each partition into one:
+// iceberg-go bin-packs a partition's small files into groups of about the
+// target size, each rewritten on its own, so the sorted files of one
+// group overlap those of the others in every sort key (a trace-id lookup
+// opens one file per group), and a partition whose small files sum to
+// many times the target never counts as holding SmallFiles of them.
+// Compaction streams (sortmerge.go), so a partition's files together cost
+// no more memory than a group's; the output is rolled at the target.
+func byPartition(groups []compaction.Group) []compaction.Group {
+	var out []compaction.Group
+	at := map[string]int{}
+	for _, g := range groups {
+		i, ok := at[g.PartitionKey]
+		if !ok {
+			at[g.PartitionKey] = len(out)
+			out = append(out, compaction.Group{PartitionKey: g.PartitionKey})
+			i = len(out) - 1
+		}
+		out[i].Tasks = append(out[i].Tasks, g.Tasks...)
+		out[i].TotalSizeBytes += g.TotalSizeBytes
+		out[i].DeleteFileCount += g.DeleteFileCount
+	}
+	return out
+}
+
 // compactGroup rewrites a group's files: in the table's declared sort
 // order (sorted.go) when it has one and the files no deletes, else as
-// iceberg-go does.
+// iceberg-go does, streaming a file at a time into files rolled at the
+// target (sorted.go, "Output files at the target size").
 func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64) (table.CompactionGroupResult, error) {
 	if tbl.SortOrder().Len() > 0 && !slices.ContainsFunc(g.Tasks, func(t table.FileScanTask) bool { return deletesOf(t) > 0 }) {
 		return compactGroupSorted(ctx, tbl, g.Tasks, g.TotalSizeBytes, targetBytes)
 	}
-	return table.ExecuteCompactionGroup(ctx, tbl, table.CompactionTaskGroup{
+	rgRows := rowGroupRows(g.Tasks, targetBytes)
+	return table.ExecuteCompactionGroup(ctx, compactView(tbl, rgRows), table.CompactionTaskGroup{
 		PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
-	}, table.WithCompactionTargetFileSize(targetBytes))
+	}, table.WithCompactionTargetFileSize(writerTarget(targetBytes)), table.WithCompactionScanConcurrency(1),
+		table.WithCompactionArrowBatchSize(min(compactReadBatchRows, rgRows)), table.WithCompactionRecordBatchBufferSize(compactWriteQueue),
+		table.WithCompactionParquetRowGroupLimit(rgRows))
 }
 
 // dayEndedBy reports whether the day partition of tasks (all of one

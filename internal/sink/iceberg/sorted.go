@@ -2,13 +2,11 @@ package iceberg
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"iter"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
+	"math"
+	"strconv"
+
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 )
@@ -31,9 +29,9 @@ import (
 // (github.com/grafana/tempo docs/sources/tempo/operations/schema.md).
 // Java Iceberg's sort-based rewrite (RewriteDataFilesSparkAction with
 // SortStrategy) sorts by the table's sort order as here; iceberg-go
-// v0.7.0's ExecuteCompactionGroup does not sort
-// (github.com/apache/iceberg-go table/rewrite_data_files.go), hence
-// compactGroupSorted.
+// v0.7.0's ExecuteCompactionGroup does not sort (its writer sorts each
+// batch on its own: github.com/apache/iceberg-go table/sort_keys.go),
+// hence compactGroupSorted.
 
 // sortColumns are the columns of the declared sort order, in order.
 var sortColumns = []string{"tenant_id", "trace_id"}
@@ -91,70 +89,27 @@ func spanSortOrder(sc *iceberggo.Schema) (table.SortOrder, bool) {
 	return order, err == nil
 }
 
-// sortKeys maps tbl's declared sort order onto columns of schema sc; nil
-// if the order is empty or uses anything but identity transforms.
-func sortKeys(tbl *table.Table, sc *arrow.Schema) []compute.SortKey {
-	var keys []compute.SortKey
-	for _, f := range tbl.SortOrder().Fields() {
-		field, ok := tbl.Schema().FindFieldByID(f.SourceID())
-		idx := sc.FieldIndices(field.Name)
-		if _, identity := f.Transform.(iceberggo.IdentityTransform); !ok || !identity || len(idx) != 1 {
-			return nil
-		}
-		k := compute.DefaultSortKey()
-		k.ColumnIndex = idx[0]
-		if f.Direction == table.SortDESC {
-			k.Order = compute.SortOrderDescending
-		}
-		if f.NullOrder == table.NullsFirst {
-			k.NullPlacement = compute.SortNullsAtStart
-		}
-		keys = append(keys, k)
-	}
-	return keys
-}
-
 // compactGroupSorted rewrites a group's files (of one partition, without
-// deletes) into files in tbl's sort order. It holds the group's rows in
-// memory to sort them: the planner bin-packs a group to about the target
-// size of Parquet, several times that once decompressed.
+// deletes) into files in tbl's sort order, rolled at targetBytes, in
+// bounded memory: an external merge sort (sortmerge.go).
 func compactGroupSorted(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, total, targetBytes int64) (table.CompactionGroupResult, error) {
 	res := table.CompactionGroupResult{BytesBefore: total}
-	sc, records, err := tbl.Scan().ReadTasks(ctx, tasks)
+	sc, records, err := sortedCompactionScan(tbl).ReadTasks(ctx, tasks)
 	if err != nil {
 		return res, fmt.Errorf("read the files to compact: %w", err)
 	}
-	keys := sortKeys(tbl, sc)
-	if keys == nil {
-		return res, errors.New("the table's sort order is not one of columns")
-	}
-	var batches []arrow.RecordBatch
-	defer func() {
-		for _, b := range batches {
-			b.Release()
-		}
-	}()
-	for rec, err := range records {
-		if err != nil {
-			return res, fmt.Errorf("read the files to compact: %w", err)
-		}
-		batches = append(batches, rec)
-	}
-	all := array.NewTableFromRecords(sc, batches)
-	defer all.Release()
-	idx, err := compute.SortIndicesTable(ctx, all, keys)
+	order, err := newRowOrder(tbl, sc)
 	if err != nil {
-		return res, fmt.Errorf("sort: %w", err)
+		return res, err
 	}
-	defer idx.Release()
-	sorted, err := compute.Take(ctx, *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(all), compute.NewDatumWithoutOwning(idx))
+	rgRows := rowGroupRows(tasks, targetBytes)
+	sorted, done, err := sortRecords(ctx, sc, order, rgRows, records)
 	if err != nil {
-		return res, fmt.Errorf("sort: %w", err)
+		return res, fmt.Errorf("sort the files to compact: %w", err)
 	}
-	defer sorted.Release()
-	opts := []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(targetBytes),
-		table.WithParquetRowGroupLimit(sortedRowGroupRows)}
-	for df, err := range table.WriteRecords(ctx, tbl, sc, batchesOf(sorted.(*compute.TableDatum).Value), opts...) {
+	defer done()
+	opts := append(compactWriteOptions(targetBytes), table.WithParquetRowGroupLimit(rgRows))
+	for df, err := range table.WriteRecords(ctx, compactView(tbl, rgRows), sc, sorted, opts...) {
 		if err != nil {
 			return res, fmt.Errorf("write the sorted files: %w", err)
 		}
@@ -167,21 +122,68 @@ func compactGroupSorted(ctx context.Context, tbl *table.Table, tasks []table.Fil
 	return res, nil
 }
 
-// batchesOf yields tbl's rows as record batches (WriteRecords releases
-// each one it consumes).
-func batchesOf(tbl arrow.Table) iter.Seq2[arrow.RecordBatch, error] {
-	return func(yield func(arrow.RecordBatch, error) bool) {
-		rdr := array.NewTableReader(tbl, int64(sortedRowGroupRows))
-		defer rdr.Release()
-		for rdr.Next() {
-			rec := rdr.RecordBatch()
-			rec.Retain()
-			if !yield(rec, nil) {
-				return
-			}
-		}
-		if err := rdr.Err(); err != nil {
-			yield(nil, err)
-		}
+// Output files at the target size. iceberg-go's writer rolls a file once
+// the row groups it flushed reach its target; the row group it is filling,
+// the bloom filters and the footer come on top (it wrote a 448 MB file
+// for a 128 MiB target: 305 row groups each with a bloom filter of 1 MiB,
+// arrow-go's size when none is given, written at the end). So compaction
+// writes row groups of about a sixteenth of the target at most (in rows:
+// the writer's limit in bytes counts only pages already flushed, none
+// while a row group is buffered), bloom filters sized for a row group's
+// trace ids, and sets the writer's target lower by a row group and a
+// 32nd for the bloom filters and footer: a file ends within one row
+// group of the target, and at least 3/4 of it unless it is the last.
+
+// rowGroupBytesOf is the row group size compaction aims at for a target.
+func rowGroupBytesOf(target int64) int64 { return max(target/16, 1<<10) }
+
+// writerTarget is the target compaction gives iceberg-go's writer.
+func writerTarget(target int64) int64 {
+	return max(target-rowGroupBytesOf(target)-target/32, target/2)
+}
+
+// rowGroupRows is the rows of a row group of about rowGroupBytesOf(target)
+// at the compressed bytes per row of the files compacted (sorted rows
+// compress better, so the row groups come out smaller), at most
+// sortedRowGroupRows.
+func rowGroupRows(tasks []table.FileScanTask, target int64) int {
+	var bytes, rows int64
+	for _, t := range tasks {
+		bytes += t.File.FileSizeBytes()
+		rows += t.File.Count()
 	}
+	if bytes == 0 || rows == 0 {
+		return sortedRowGroupRows
+	}
+	return int(min(max(rowGroupBytesOf(target)*rows/bytes, 16), int64(sortedRowGroupRows)))
+}
+
+// compactWriteOptions are the options of compaction's writes.
+func compactWriteOptions(target int64) []table.WriteRecordOption {
+	return []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(writerTarget(target)),
+		table.WithRecordBatchBufferSize(compactWriteQueue)}
+}
+
+// compactView is tbl as compaction writes it: writeView's, with bloom
+// filters sized for row groups of rgRows (unless the table sets their
+// size).
+func compactView(tbl *table.Table, rgRows int) *table.Table {
+	set := iceberggo.Properties{}
+	if _, ok := tbl.Properties()[table.ParquetBloomFilterMaxBytesKey]; !ok {
+		set[table.ParquetBloomFilterMaxBytesKey] = strconv.Itoa(bloomBytesFor(rgRows))
+	}
+	return withWriteProperties(tbl, set)
+}
+
+// bloomBytesFor is the size of a split-block bloom filter for n distinct
+// values at a 1% false-positive rate (arrow-go's optimalNumBytes), a power
+// of two of at least 32 bytes: 32 KiB for the 16,384 trace ids of a
+// sorted row group, where arrow-go would write 1 MiB.
+func bloomBytesFor(n int) int {
+	bits := -8 * float64(n) / math.Log(1-math.Pow(0.01, 1.0/8))
+	b := 32
+	for float64(b)*8 < bits {
+		b *= 2
+	}
+	return b
 }

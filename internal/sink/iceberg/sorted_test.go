@@ -51,6 +51,14 @@ func TestSortedCompactionPrunesTraceLookups(t *testing.T) {
 	defer iceberg.SetSortedRowGroupRows(250)()
 	opt := iceberg.Options{Table: "spans", Typed: &lookupSpans}
 	sorted, unsorted := openPrepared(t, t.TempDir(), opt), openPrepared(t, t.TempDir(), opt)
+	// Declared when the table is made, before any round (it was declared
+	// by the first maintenance round only).
+	if cols, bloom, err := sorted.SortOrderColumns(ctx); err != nil || fmt.Sprint(cols) != "[tenant_id trace_id]" || !bloom {
+		t.Errorf("a new span table's sort order %v, bloom filter property %v (%v); want [tenant_id trace_id] and true", cols, bloom, err)
+	}
+	if err := unsorted.Unsort(ctx); err != nil {
+		t.Fatal(err)
+	}
 	id := spanLoads(t, sorted, 40)
 	spanLoads(t, unsorted, 40)
 

@@ -1,6 +1,9 @@
 package iceberg
 
 import (
+	"maps"
+	"strconv"
+
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 )
@@ -20,27 +23,46 @@ var plainColumns = []string{"raw_data", "uuid", "record_metadata"}
 const dictKeyPrefix = "write.parquet.dict-encoding-enabled.column."
 
 // writeView is tbl as its data files are written: with dictionary
-// encoding off for plainColumns, unless the table's own properties say
-// otherwise. The properties only steer the writer; nothing commits them,
-// so tables made before this (or by another tool) are written alike.
-// Where the view cannot be built, tbl is written as it is.
-func writeView(tbl *table.Table) *table.Table {
+// encoding off for plainColumns and bloom filters sized for a sorted row
+// group's trace ids (bloomBytesFor), unless the table's own properties
+// say otherwise, and unsorted. The properties only steer the writer;
+// nothing commits them, so tables made before this (or by another tool)
+// are written alike. Unsorted because iceberg-go's writer sorts each
+// batch it writes on its own by a declared sort order (a copy of every
+// batch), which orders nothing across a file: loads gain nothing from it,
+// and compaction hands it rows already in order. Where the view cannot be
+// built, tbl is written as it is.
+func writeView(tbl *table.Table) *table.Table { return withWriteProperties(tbl, nil) }
+
+// withWriteProperties is writeView with the properties set over it.
+func withWriteProperties(tbl *table.Table, set iceberggo.Properties) *table.Table {
 	props := tbl.Properties()
-	set := iceberggo.Properties{}
+	defaults := iceberggo.Properties{table.ParquetBloomFilterMaxBytesKey: strconv.Itoa(bloomBytesFor(sortedRowGroupRows))}
 	for _, col := range plainColumns {
-		if _, ok := props[dictKeyPrefix+col]; !ok {
-			set[dictKeyPrefix+col] = "false"
+		defaults[dictKeyPrefix+col] = "false"
+	}
+	all := iceberggo.Properties{}
+	for k, v := range defaults {
+		if _, ok := props[k]; !ok {
+			all[k] = v
 		}
 	}
-	if len(set) == 0 {
-		return tbl
-	}
+	maps.Copy(all, set)
 	b, err := table.MetadataBuilderFromBase(tbl.Metadata(), tbl.MetadataLocation())
 	if err != nil {
 		return tbl
 	}
-	if err := b.SetProperties(set); err != nil {
+	if err := b.SetProperties(all); err != nil {
 		return tbl
+	}
+	if tbl.SortOrder().Len() > 0 {
+		unsorted := table.UnsortedSortOrder
+		if err := b.AddSortOrder(&unsorted); err != nil {
+			return tbl
+		}
+		if err := b.SetDefaultSortOrderID(-1); err != nil { // the one added
+			return tbl
+		}
 	}
 	meta, err := b.Build()
 	if err != nil {

@@ -2,10 +2,13 @@ package iceberg_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet/file"
+
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
 // The columns unique to each row are written without a Parquet
@@ -45,5 +48,18 @@ func TestUniqueColumnsAreWrittenPlain(t *testing.T) {
 		if got, ok := dict[col]; !ok || got != w {
 			t.Errorf("column %s: dictionary page %v (present %v), want %v; all: %v", col, got, ok, w, dict)
 		}
+	}
+}
+
+// TestLoadsAreNotSortedByTheWriter: a span table declares its sort order
+// when it is made, and iceberg-go's writer would sort each batch it
+// writes by it (a copy of every batch, ordering nothing across files);
+// loads write their rows as they came.
+func TestLoadsAreNotSortedByTheWriter(t *testing.T) {
+	s := openPrepared(t, t.TempDir(), iceberg.Options{Table: "spans", Typed: &lookupSpans})
+	ids := loadSpanIDs(t, s, 0, 1, 7, 0)
+	files := spanFiles(t, s)
+	if len(files) != 1 || !slices.Equal(files[0].ids, ids) {
+		t.Errorf("the loaded file's trace ids are not in the order loaded (sorted: %v)", len(files) == 1 && slices.IsSorted(files[0].ids))
 	}
 }
