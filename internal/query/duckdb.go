@@ -40,6 +40,7 @@ type DuckDB struct {
 	slots   chan struct{}
 	timeout time.Duration
 	catalog catalogCache
+	yield   yielder
 }
 
 // DuckDBOptions configure a DuckDB reader.
@@ -54,6 +55,17 @@ type DuckDBOptions struct {
 	// Timeout bounds each query, from its start to its last batch read
 	// (DuckDB is interrupted past it); 0 for none.
 	Timeout time.Duration
+	// Loads, when set, are the loads into the database in this process
+	// (the sink's Loading): a query gives way to them, before it runs
+	// and between its batches, waiting each time until no load is in
+	// flight or for YieldWait at most (see yielder). Reads are slower
+	// while loads run, by design: ingest keeps its cores. Nil: reads
+	// never wait.
+	Loads Loads
+	// YieldWait bounds each of a query's waits for the loads in flight;
+	// default DefaultYieldWait (1s). Under loads that never pause, a
+	// query moves by one batch per YieldWait.
+	YieldWait time.Duration
 }
 
 // deniedFunctions are DuckDB functions that read or change state outside
@@ -74,6 +86,9 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	if opt.MaxConcurrent <= 0 {
 		opt.MaxConcurrent = 4
 	}
+	if opt.YieldWait <= 0 {
+		opt.YieldWait = DefaultYieldWait
+	}
 	types, err := allowedTypes(ctx, db)
 	if err != nil {
 		return nil, err
@@ -83,7 +98,8 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 		return nil, err
 	}
 	return &DuckDB{db: db, shared: lowerAll(opt.Shared), names: &checker{functions: functions, types: types},
-		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout}, nil
+		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout,
+		yield: yielder{loads: opt.Loads, max: opt.YieldWait}}, nil
 }
 
 // allowedFunctions are the functions a query may call, by how it names
@@ -239,7 +255,18 @@ func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ..
 		return nil, err
 	}
 	sess.cleanup = append(sess.cleanup, cancel)
-	return sess.run(ctx, text, params)
+	// DuckDB computes the whole result when the query runs (duckdb-go's
+	// results are materialized): most of a large read's work is there,
+	// and the wait before it is what spares the loads most.
+	if err := d.yield.wait(ctx); err != nil {
+		sess.close()
+		return nil, err
+	}
+	rr, err := sess.run(ctx, text, params)
+	if err != nil {
+		return nil, err
+	}
+	return d.yield.reader(ctx, rr), nil
 }
 
 // bounded is ctx bounded by timeout (none when 0), for one query: its
