@@ -255,14 +255,15 @@ func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ..
 		return nil, err
 	}
 	sess.cleanup = append(sess.cleanup, cancel)
-	// DuckDB computes the whole result when the query runs (duckdb-go's
-	// results are materialized): most of a large read's work is there,
-	// and the wait before it is what spares the loads most.
+	// Reads give way to the loads in flight (yielder): the query runs
+	// once none is (or after the wait's bound), below the loads' CPU
+	// priority, and each batch after the first waits the same way.
 	if err := d.yield.wait(ctx); err != nil {
 		sess.close()
 		return nil, err
 	}
-	rr, err := sess.run(ctx, text, params)
+	var rr array.RecordReader
+	d.yield.run(func() { rr, err = sess.run(ctx, text, params) })
 	if err != nil {
 		return nil, err
 	}

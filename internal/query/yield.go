@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -21,7 +22,8 @@ const DefaultYieldWait = time.Second
 
 // yielder makes a read give way to the loads in flight: before its query
 // runs and before each batch after the first, it waits until no load is
-// in flight, or for at most max, whichever comes first. The bound is what
+// in flight, or for at most max, whichever comes first; the query itself
+// runs below the loads' CPU priority (run). The bound is what
 // keeps a read going under loads that never pause (a busy pipeline's
 // come back to back): it then moves by one step (its query, or one batch)
 // per max, never stops. A waiting read holds its connection and its
@@ -93,4 +95,31 @@ func (r *yieldingReader) Err() error {
 		return r.err
 	}
 	return r.RecordReader.Err()
+}
+
+// run runs a query's execution, f. DuckDB computes a result whole when
+// its query runs (duckdb-go's results are materialized), on the calling
+// thread (and DuckDB's worker threads, beside the pipeline none on 2
+// cores): that cannot pause between batches, so with loads to give way
+// to it runs on a thread of its own at the lowest CPU priority, which
+// the loads' threads take the cores from while they need them. The
+// thread ends with it (never handed back to the Go runtime at that
+// priority). What it does not cover: DuckDB's worker threads (threads
+// > 1) run their share of the query at theirs, and a lock inside DuckDB
+// the query holds briefly may keep a load waiting for the query's slice
+// of CPU (the scheduler's milliseconds, not the query's time).
+func (y yielder) run(f func()) {
+	if y.loads == nil {
+		f()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Never unlocked: the thread exits with this goroutine.
+		runtime.LockOSThread()
+		_ = lowestPriority() // at worst, the read runs at the loads' priority
+		f()
+	}()
+	<-done
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -15,25 +16,31 @@ import (
 
 // BenchmarkLoadWhileReading loads spans as BenchmarkLoad does, alone and
 // while a client of the read path streams the whole table over and over
-// (SELECT * through query.DuckDB, as Flight SQL serves it): the loads'
-// rate beside itself in the same run, with the reads giving way to the
-// loads (yielding: query.DuckDBOptions.Loads) and not (reading). Each op
-// loads two loads untimed, so that the table holds rows to stream, then
-// the rest timed. reads_alone is what the reads make with no load: the
-// same client streaming the table of the two untimed loads for three
-// passes, timed.
+// (SELECT * through query.DuckDB, as Flight SQL serves it), with the
+// reads giving way to the loads (yielding: query.DuckDBOptions.Loads) and
+// not (reading): the loads' rate beside itself. Each op runs the three
+// one after the other, in an order that turns from op to op, so that
+// each shares the machine's load of the moment with the others (a
+// shared machine's load moves more between sub-benchmarks than the
+// reads do); each loads two loads untimed, so that the table holds rows
+// to stream, then the rest timed. reads_alone is what the reads make
+// with no load: the same client streaming the table of the two untimed
+// loads for three passes.
 func BenchmarkLoadWhileReading(b *testing.B) {
 	batches, valueBytes := spanBatches()
 	const untimed = 2 * batchesPerLoad
 	ctx := context.Background()
-	for _, v := range []struct {
+	variants := []struct {
 		name              string
 		reading, yielding bool
-	}{{"alone", false, false}, {"reading", true, false}, {"yielding", true, true}} {
-		b.Run(v.name, func(b *testing.B) {
-			var streamed atomic.Int64
-			for range b.N {
-				b.StopTimer()
+	}{{"alone", false, false}, {"reading", true, false}, {"yielding", true, true}}
+	b.Run("interleaved", func(b *testing.B) {
+		secs := make([]float64, len(variants))
+		streamed := make([]atomic.Int64, len(variants))
+		for op := range b.N {
+			for i := range variants {
+				i = (i + op) % len(variants)
+				v := variants[i]
 				s := loadedSink(b, batches[:untimed])
 				stop, wg := make(chan struct{}), sync.WaitGroup{}
 				if v.reading {
@@ -45,23 +52,26 @@ func BenchmarkLoadWhileReading(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					wg.Go(func() { streamed.Add(streamUntil(b, r, stop)) })
+					wg.Go(func() { streamed[i].Add(streamUntil(b, r, stop)) })
 				}
-				b.StartTimer()
+				start := time.Now()
 				stageAndLoad(b, s, batches[untimed:], batchesPerLoad)
-				b.StopTimer()
+				secs[i] += time.Since(start).Seconds()
 				close(stop)
 				wg.Wait()
 				s.Close()
-				b.StartTimer()
 			}
-			secs := b.Elapsed().Seconds()
-			timed := int64(len(batches)-untimed) * rowsPerBatch
-			b.ReportMetric(float64(int64(b.N)*timed)/secs, "records/s")
-			b.ReportMetric(float64(int64(b.N)*valueBytes*timed/int64(len(batches)*rowsPerBatch))/secs/1e6, "MB/s")
-			b.ReportMetric(float64(streamed.Load())/secs, "streamed-rows/s")
-		})
-	}
+		}
+		timed := int64(len(batches)-untimed) * rowsPerBatch
+		mb := float64(int64(b.N)*valueBytes*timed/int64(len(batches)*rowsPerBatch)) / 1e6
+		for i, v := range variants {
+			b.ReportMetric(mb/secs[i], v.name+"-MB/s")
+			if v.reading {
+				b.ReportMetric(secs[0]/secs[i]*100, v.name+"-%-of-alone")
+				b.ReportMetric(float64(streamed[i].Load())/secs[i], v.name+"-streamed-rows/s")
+			}
+		}
+	})
 	b.Run("reads_alone", func(b *testing.B) {
 		var streamed int64
 		for range b.N {
