@@ -25,58 +25,21 @@ import (
 // reads do); each loads two loads untimed, so that the table holds rows
 // to stream, then the rest timed. reads_alone is what the reads make
 // with no load: the same client streaming the table of the two untimed
-// loads for three passes.
+// loads for three passes. interleaved,beside_pipeline runs DuckDB with
+// the threads tracelake run gives it beside its pipeline.
 func BenchmarkLoadWhileReading(b *testing.B) {
 	batches, valueBytes := spanBatches()
 	const untimed = 2 * batchesPerLoad
 	ctx := context.Background()
-	variants := []struct {
-		name              string
-		reading, yielding bool
-	}{{"alone", false, false}, {"reading", true, false}, {"yielding", true, true}}
-	b.Run("interleaved", func(b *testing.B) {
-		secs := make([]float64, len(variants))
-		streamed := make([]atomic.Int64, len(variants))
-		for op := range b.N {
-			for i := range variants {
-				i = (i + op) % len(variants)
-				v := variants[i]
-				s := loadedSink(b, batches[:untimed])
-				stop, wg := make(chan struct{}), sync.WaitGroup{}
-				if v.reading {
-					opt := query.DuckDBOptions{}
-					if v.yielding {
-						opt.Loads = s.Loading()
-					}
-					r, err := query.NewDuckDB(ctx, s.DB(), opt)
-					if err != nil {
-						b.Fatal(err)
-					}
-					wg.Go(func() { streamed[i].Add(streamUntil(b, r, stop)) })
-				}
-				start := time.Now()
-				stageAndLoad(b, s, batches[untimed:], batchesPerLoad)
-				secs[i] += time.Since(start).Seconds()
-				close(stop)
-				wg.Wait()
-				s.Close()
-			}
-		}
-		timed := int64(len(batches)-untimed) * rowsPerBatch
-		mb := float64(int64(b.N)*valueBytes*timed/int64(len(batches)*rowsPerBatch)) / 1e6
-		for i, v := range variants {
-			b.ReportMetric(mb/secs[i], v.name+"-MB/s")
-			if v.reading {
-				b.ReportMetric(secs[0]/secs[i]*100, v.name+"-%-of-alone")
-				b.ReportMetric(float64(streamed[i].Load())/secs[i], v.name+"-streamed-rows/s")
-			}
-		}
-	})
+	for _, beside := range []bool{false, true} {
+		name := map[bool]string{false: "interleaved", true: "interleaved,beside_pipeline"}[beside]
+		b.Run(name, func(b *testing.B) { loadWhileReading(b, batches, valueBytes, beside) })
+	}
 	b.Run("reads_alone", func(b *testing.B) {
 		var streamed int64
 		for range b.N {
 			b.StopTimer()
-			s := loadedSink(b, batches[:untimed])
+			s := loadedSink(b, batches[:untimed], false)
 			r, err := query.NewDuckDB(ctx, s.DB(), query.DuckDBOptions{Loads: s.Loading()})
 			if err != nil {
 				b.Fatal(err)
@@ -93,10 +56,61 @@ func BenchmarkLoadWhileReading(b *testing.B) {
 	})
 }
 
+// loadWhileReading is an op of BenchmarkLoadWhileReading/interleaved:
+// beside, DuckDB's threads as tracelake run sets them beside its
+// pipeline (one core fewer: 1 on 2 cores).
+func loadWhileReading(b *testing.B, batches []*sink.Batch, valueBytes int64, beside bool) {
+	const untimed = 2 * batchesPerLoad
+	ctx := context.Background()
+	variants := []struct {
+		name              string
+		reading, yielding bool
+	}{{"alone", false, false}, {"reading", true, false}, {"yielding", true, true}}
+	secs := make([]float64, len(variants))
+	streamed := make([]atomic.Int64, len(variants))
+	for op := range b.N {
+		for i := range variants {
+			i = (i + op) % len(variants)
+			v := variants[i]
+			s := loadedSink(b, batches[:untimed], beside)
+			stop, wg := make(chan struct{}), sync.WaitGroup{}
+			if v.reading {
+				opt := query.DuckDBOptions{}
+				if v.yielding {
+					opt.Loads = s.Loading()
+				}
+				r, err := query.NewDuckDB(ctx, s.DB(), opt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Go(func() { streamed[i].Add(streamUntil(b, r, stop)) })
+			}
+			start := time.Now()
+			stageAndLoad(b, s, batches[untimed:], batchesPerLoad)
+			secs[i] += time.Since(start).Seconds()
+			close(stop)
+			wg.Wait()
+			s.Close()
+		}
+	}
+	timed := int64(len(batches)-untimed) * rowsPerBatch
+	mb := float64(int64(b.N)*valueBytes*timed/int64(len(batches)*rowsPerBatch)) / 1e6
+	for i, v := range variants {
+		b.ReportMetric(mb/secs[i], v.name+"-MB/s")
+		if v.reading {
+			b.ReportMetric(secs[0]/secs[i]*100, v.name+"-%-of-alone")
+			b.ReportMetric(float64(streamed[i].Load())/secs[i], v.name+"-streamed-rows/s")
+		}
+	}
+}
+
 // loadedSink is a sink of a new database that holds the batches' rows,
-// loaded batchesPerLoad at a time.
-func loadedSink(b *testing.B, batches []*sink.Batch) *Sink {
-	s := openWith(b, testOptions(b.TempDir()))
+// loaded batchesPerLoad at a time; beside, with DuckDB's threads as
+// tracelake run sets them beside its pipeline.
+func loadedSink(b *testing.B, batches []*sink.Batch, beside bool) *Sink {
+	opt := testOptions(b.TempDir())
+	opt.BesidePipeline = beside
+	s := openWith(b, opt)
 	if err := s.Prepare(context.Background()); err != nil {
 		b.Fatal(err)
 	}
