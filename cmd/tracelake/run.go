@@ -105,8 +105,14 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		// (query.DuckDB), for Flight SQL and the commands of the local
 		// socket alike; both stop before the sink closes (deferred after
 		// it): the reads and commands in progress use it.
-		reader, err := query.NewDuckDB(ctx, d.DB(), query.DuckDBOptions{Shared: cfg.Query.SharedTables, Routes: d.RoutesTable(),
-			MaxConcurrent: cfg.Query.MaxConcurrent, Timeout: cfg.Query.Timeout.D()})
+		opt := query.DuckDBOptions{Shared: cfg.Query.SharedTables, Routes: d.RoutesTable(),
+			MaxConcurrent: cfg.Query.MaxConcurrent, Timeout: cfg.Query.Timeout.D()}
+		if wait := cfg.Query.YieldToLoads.D(); wait > 0 {
+			// Reads give way to the loads of every sink of the file
+			// (query.yield_to_loads).
+			opt.Loads, opt.YieldWait = d.Loading(), wait
+		}
+		reader, err := query.NewDuckDB(ctx, d.DB(), opt)
 		if err != nil {
 			return err
 		}

@@ -487,6 +487,14 @@ type Query struct {
 	// the loading process's memory and threads for good. 0 for none.
 	// Default 10m.
 	Timeout Duration `yaml:"timeout"`
+	// YieldToLoads makes reads of DuckDB in the loading process give way
+	// to the loads: a query waits for the loads in flight to end before it
+	// runs and before each batch after its first, each wait at most this
+	// long (then it goes on by one step, so loads that never pause slow a
+	// read down but never stop it). Reads are slower while loads run, by
+	// design: ingest keeps its cores. 0 turns it off (reads and loads
+	// share the cores). Default 1s.
+	YieldToLoads Duration `yaml:"yield_to_loads"`
 	// Refresh is how often `tracelake serve` looks for the Iceberg
 	// tables' new snapshots: a read sees a load at most this long after
 	// it committed. Default 5s.
@@ -664,8 +672,9 @@ func Default() *Config {
 			Signal:           SignalTraces,
 		},
 		Tenancy: Tenancy{KafkaHeader: "X-Scope-OrgID", Default: "default"},
-		Query:   Query{MaxConcurrent: 4, Refresh: Duration(5 * time.Second), Timeout: Duration(10 * time.Minute)},
-		GenAI:   GenAI{Operations: "auto", Table: "genai_operations"},
+		Query: Query{MaxConcurrent: 4, Refresh: Duration(5 * time.Second), Timeout: Duration(10 * time.Minute),
+			YieldToLoads: Duration(time.Second)},
+		GenAI: GenAI{Operations: "auto", Table: "genai_operations"},
 		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,

@@ -264,6 +264,8 @@ func (q *Query) validate(check func(ok bool, key, format string, args ...any)) {
 	check(q.MaxConcurrent >= 1 && q.MaxConcurrent <= 1024, "query.max_concurrent", "want 1 to 1024, got %d", q.MaxConcurrent)
 	check(q.Refresh.D() >= 100*time.Millisecond, "query.refresh", "want 100ms or more, got %s", q.Refresh.D())
 	check(q.Timeout.D() >= 0, "query.timeout", "want 0 (none) or more, got %s", q.Timeout.D())
+	check(q.YieldToLoads.D() >= 0 && q.YieldToLoads.D() <= time.Minute, "query.yield_to_loads",
+		"want 0 (off) to 1m, got %s", q.YieldToLoads.D())
 }
 
 func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	afsql "github.com/apache/arrow-go/v18/arrow/flight/flightsql"
@@ -80,6 +82,7 @@ func BenchmarkStreamSpans(b *testing.B) {
 	ctx := context.Background()
 	b.Run("duckdb_arrow", func(b *testing.B) {
 		var rows int64
+		cpu := -processCPU()
 		for b.Loop() {
 			conn, err := db.Conn(ctx)
 			if err != nil {
@@ -103,7 +106,9 @@ func BenchmarkStreamSpans(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		cpu += processCPU()
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 	})
 	b.Run("flight_sql", func(b *testing.B) {
 		reader, err := query.NewDuckDB(ctx, db, query.DuckDBOptions{})
@@ -123,6 +128,7 @@ func BenchmarkStreamSpans(b *testing.B) {
 		defer c.Close()
 		cctx := metadata.AppendToOutgoingContext(ctx, "x-scope-orgid", "a")
 		var rows int64
+		cpu := -processCPU()
 		for b.Loop() {
 			info, err := c.Execute(cctx, q)
 			if err != nil {
@@ -145,7 +151,9 @@ func BenchmarkStreamSpans(b *testing.B) {
 		if rows != benchSpans/2 {
 			b.Fatalf("streamed %d rows, want tenant a's %d", rows, benchSpans/2)
 		}
+		cpu += processCPU()
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 	})
 }
 
@@ -156,4 +164,12 @@ func drain(rr array.RecordReader) int64 {
 		n += rr.RecordBatch().NumRows()
 	}
 	return n
+}
+
+// processCPU is the CPU time (user and system) of this process so far,
+// every thread's: DuckDB's, the server's and the client's.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -40,6 +40,7 @@ type DuckDB struct {
 	slots   chan struct{}
 	timeout time.Duration
 	catalog catalogCache
+	yield   yielder
 }
 
 // DuckDBOptions configure a DuckDB reader.
@@ -62,6 +63,17 @@ type DuckDBOptions struct {
 	// Timeout bounds each query, from its start to its last batch read
 	// (DuckDB is interrupted past it); 0 for none.
 	Timeout time.Duration
+	// Loads, when set, are the loads into the database in this process
+	// (the sink's Loading): a query gives way to them, before it runs
+	// and between its batches, waiting each time until no load is in
+	// flight or for YieldWait at most (see yielder). Reads are slower
+	// while loads run, by design: ingest keeps its cores. Nil: reads
+	// never wait.
+	Loads Loads
+	// YieldWait bounds each of a query's waits for the loads in flight;
+	// default DefaultYieldWait (1s). Under loads that never pause, a
+	// query moves by one batch per YieldWait.
+	YieldWait time.Duration
 }
 
 // deniedFunctions are DuckDB functions that read or change state outside
@@ -82,6 +94,9 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	if opt.MaxConcurrent <= 0 {
 		opt.MaxConcurrent = 4
 	}
+	if opt.YieldWait <= 0 {
+		opt.YieldWait = DefaultYieldWait
+	}
 	types, err := allowedTypes(ctx, db)
 	if err != nil {
 		return nil, err
@@ -91,7 +106,8 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 		return nil, err
 	}
 	d := &DuckDB{db: db, shared: lowerAll(opt.Shared), names: &checker{functions: functions, types: types},
-		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout}
+		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout,
+		yield: yielder{loads: opt.Loads, max: opt.YieldWait}}
 	d.catalog.tenanted = `EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')`
 	if opt.Routes != "" {
 		d.catalog.tenanted += fmt.Sprintf(` AND t.table_name NOT IN (SELECT log_table FROM %[1]s UNION ALL SELECT model_table FROM %[1]s
@@ -253,7 +269,19 @@ func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ..
 		return nil, err
 	}
 	sess.cleanup = append(sess.cleanup, cancel)
-	return sess.run(ctx, text, params)
+	// Reads give way to the loads in flight (yielder): the query runs
+	// once none is (or after the wait's bound), below the loads' CPU
+	// priority, and each batch after the first waits the same way.
+	if err := d.yield.wait(ctx); err != nil {
+		sess.close()
+		return nil, err
+	}
+	var rr array.RecordReader
+	d.yield.run(func() { rr, err = sess.run(ctx, text, params) })
+	if err != nil {
+		return nil, err
+	}
+	return d.yield.reader(ctx, rr), nil
 }
 
 // bounded is ctx bounded by timeout (none when 0), for one query: its

@@ -102,6 +102,9 @@ type Sink struct {
 	// readAheadDone, when set (by tests), is called after a load waiting
 	// for the lock read its files ahead.
 	readAheadDone func()
+	// loading signals the loads in flight into db, this sink's and those
+	// of the sinks Beside it (one per database).
+	loading *Loading
 }
 
 type tables struct {
@@ -143,7 +146,7 @@ func Open(opt Options) (*Sink, error) {
 		db.Close()
 		return nil, openError(opt.Path, err)
 	}
-	s, err := newSink(opt, db)
+	s, err := newSink(opt, db, newLoading())
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -170,11 +173,12 @@ func (s *Sink) Beside(opt Options) (*Sink, error) {
 		return nil, fmt.Errorf("BUG: a second sink of table %s or stage directory %s in one database", opt.Table, opt.StageDir)
 	}
 	opt.Path, opt.MemoryLimit, opt.Threads = s.opt.Path, s.opt.MemoryLimit, s.opt.Threads
-	return newSink(opt, s.db)
+	return newSink(opt, s.db, s.loading)
 }
 
-// newSink is a sink of opt's tables in db.
-func newSink(opt Options, db *sql.DB) (*Sink, error) {
+// newSink is a sink of opt's tables in db, whose loads in flight loading
+// signals.
+func newSink(opt Options, db *sql.DB, loading *Loading) (*Sink, error) {
 	if opt.Typed != nil && opt.Transform {
 		return nil, errors.New("BUG: a typed table in transform mode")
 	}
@@ -184,6 +188,7 @@ func newSink(opt Options, db *sql.DB) (*Sink, error) {
 		log:        opt.Log,
 		lastLoaded: map[sink.TopicPartition]int64{},
 		aheadSlot:  make(chan struct{}, 1),
+		loading:    loading,
 		tables: tables{
 			main:      sqltext.Name(opt.Table),
 			dlq:       sqltext.Name(opt.Table + "_dlq"),
@@ -214,6 +219,10 @@ func newSink(opt Options, db *sql.DB) (*Sink, error) {
 
 // DB exposes the database for queries (verify, sql).
 func (s *Sink) DB() *sql.DB { return s.db }
+
+// Loading signals the loads in flight into the database, this sink's and
+// those of every sink Beside it: readers of DB give way to them.
+func (s *Sink) Loading() *Loading { return s.loading }
 
 // Close closes the database, unless the sink was opened Beside another.
 func (s *Sink) Close() error {

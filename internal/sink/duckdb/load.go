@@ -39,6 +39,9 @@ func (s *Sink) LoadReporting(ctx context.Context, files []sink.File, committing 
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
 	}
+	// In flight from here, waiting for the lock included: a waiting load
+	// reads its files ahead, and begins the moment the one before ends.
+	defer s.loading.begin()()
 	var ahead *readAhead
 	if !s.loadMu.TryLock() {
 		// Another load holds the lock, most of its time committing: read
