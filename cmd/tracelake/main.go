@@ -46,7 +46,7 @@ Usage:
   tracelake reconcile --config F --source mysql://U:P@HOST:PORT/DB --table DB.T [--model M] [--batch N] [--rate R]
                                                       compare a CDC model with its live MySQL/MariaDB table
   tracelake ready   --config F --table T --hour H [--wait D]   exit 0 once a CDC model's hour is marked done
-  tracelake compact --config F [--target-size 512MiB] [--min-age 1h] [--dry-run]   Iceberg: rewrite small files per day
+  tracelake compact --config F [--target-size 128MiB] [--min-age 1h] [--dry-run]   Iceberg: rewrite small files per day
   tracelake expire  --config F [--older-than 24h] [--retain-last 1]  Iceberg: remove old snapshots
   tracelake orphans --config F [--older-than 168h] [--dry-run]      Iceberg: delete unreferenced files
   tracelake maintain --config F [--once]              Iceberg: compact, rewrite manifests, expire every sink.iceberg.maintenance.every

@@ -16,15 +16,20 @@ import (
 
 func cmdCompact(ctx context.Context, args []string) error {
 	fs := newFlagSet("compact")
-	target := config.ByteSize(512 << 20)
-	fs.TextVar(&target, "target-size", target, "size of the rewritten files (Iceberg's default write.target-file-size-bytes)")
+	var target config.ByteSize
+	fs.TextVar(&target, "target-size", target, "size of the rewritten files (default: sink.iceberg.maintenance.target_file_size, 128MiB unless configured)")
 	dryRun := fs.Bool("dry-run", false, "only show what would be rewritten")
 	minAge := fs.Duration("min-age", time.Hour, "compact a day partition once its day ended this long ago (loads add to the current day all day); -24h compacts the current day too")
-	snk, err := openIcebergFor(ctx, fs, args)
+	snk, cfg, err := openIcebergConfigFor(ctx, fs, args)
 	if err != nil {
 		return err
 	}
 	defer snk.Close()
+	if target == 0 {
+		// The size scheduled maintenance compacts to: one size of file
+		// whoever compacts.
+		target = cfg.Sink.Iceberg.Maintenance.TargetFileSize
+	}
 	if target < 1<<20 {
 		return usagef("compact: --target-size %s is below 1MiB", target)
 	}
