@@ -161,6 +161,11 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 	if len(files) > 2 {
 		t.Errorf("%d raw data files after compaction", len(files))
 	}
+	// Without --target-size, compact rolls files at the size scheduled
+	// maintenance does (sink.iceberg.maintenance.target_file_size).
+	if out := maintain("compact", "--dry-run"); !strings.Contains(out, "compacting to files of 128MiB") {
+		t.Errorf("compact's default target: %s", out)
+	}
 	if out := maintain("orphans", "--dry-run"); !strings.Contains(out, "trace_raw: 0 orphan files") {
 		t.Errorf("orphans: %s", out)
 	}

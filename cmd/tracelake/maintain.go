@@ -33,6 +33,7 @@ func cmdCompact(ctx context.Context, args []string) error {
 	if target < 1<<20 {
 		return usagef("compact: --target-size %s is below 1MiB", target)
 	}
+	fmt.Printf("compacting to files of %s\n", target)
 	res, err := snk.Compact(ctx, int64(target), time.Now().Add(-*minAge), *dryRun)
 	for _, c := range res {
 		verb := "rewrote"
