@@ -396,7 +396,11 @@ func openError(path string, err error) error {
 func dsnSettings(opt Options) string {
 	v := url.Values{}
 	v.Set("max_vacuum_tasks", "0")
-	v.Set("checkpoint_threshold", strconv.Itoa(checkpointThreshold>>10)+"KiB")
+	threshold := checkpointThreshold
+	if opt.Routed {
+		threshold = routedCheckpointThreshold
+	}
+	v.Set("checkpoint_threshold", strconv.Itoa(threshold>>10)+"KiB")
 	v.Set("allocator_flush_threshold", "16MiB")
 	v.Set("allocator_background_threads", "true")
 	if opt.MemoryLimit > 0 {
@@ -411,6 +415,13 @@ func dsnSettings(opt Options) string {
 // checkpointThreshold is DuckDB's checkpoint_threshold (see dsnSettings):
 // a load of more than ~12,000 raw rows checkpoints in its commit.
 const checkpointThreshold = 1 << 20
+
+// routedCheckpointThreshold is checkpoint_threshold with routed tables
+// (database change capture): a checkpoint writes every table of the
+// database, and a load of a thousand changelog tables checkpointed at
+// 1 MiB took seconds more each load as tables grew ("2026-12-04,
+// cdc_tables"); the log holds up to this much between checkpoints.
+const routedCheckpointThreshold = 256 << 20
 
 // threadMemory is the share of memory_limit each DuckDB thread needs to
 // read staged files: DuckDB's JSON reader holds a buffer of twice
