@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tracelake/tracelake/internal/otel"
@@ -119,5 +120,67 @@ func TestIcebergRefreshKeepsAnUnchangedTable(t *testing.T) {
 	sinktest.StageLoad(t, snk, sinktest.SpanBatch(5, 9, true))
 	if after := loaded(); after == first || after.CurrentSnapshot().SnapshotID == first.CurrentSnapshot().SnapshotID {
 		t.Error("a refresh after a commit kept the table as it was")
+	}
+}
+
+// noLocationCatalog answers tables without their metadata location, as a
+// REST catalog may (the spec's LoadTableResult makes metadata-location
+// optional).
+type noLocationCatalog struct{ catalog.Catalog }
+
+func (c noLocationCatalog) LoadTable(ctx context.Context, id table.Identifier) (*table.Table, error) {
+	tbl, err := c.Catalog.LoadTable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return table.New(id, tbl.Metadata(), "", tbl.FS, c.Catalog), nil
+}
+
+// Broke: a refresh kept the loaded table whenever the catalog answered the
+// same metadata location as before, and a catalog that answers none
+// answers "" every time: the reader kept the table it loaded first and
+// never saw a commit again. A table is kept only when its metadata is the
+// same.
+func TestIcebergRefreshSeesCommitsWithoutAMetadataLocation(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	snk, err := iceberg.Open(ctx, iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse"),
+		Namespace: "tracelake", Table: "otel_spans", Typed: &otel.Spans})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snk.Close() })
+	if err := snk.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sinktest.StageLoad(t, snk, sinktest.SpanBatch(0, 4, true))
+	r, err := NewIceberg(ctx, noLocationCatalog{snk.Catalog()}, []IcebergTable{
+		{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, JSON: jsonNames(&otel.Spans)},
+	}, IcebergOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	loaded := func() *table.Table {
+		t.Helper()
+		if err := r.refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return r.scope(tenancy.Scope{All: true})["otel_spans"].tbl
+	}
+	first := loaded()
+	if again := loaded(); again != first {
+		t.Error("a refresh with nothing committed replaced the loaded table")
+	}
+	sinktest.StageLoad(t, snk, sinktest.SpanBatch(5, 9, true))
+	if after := loaded(); after.CurrentSnapshot().SnapshotID == first.CurrentSnapshot().SnapshotID {
+		t.Error("a refresh after a commit kept the table as it was")
+	}
+	got, err := readRows(r, tenancy.Scope{All: true}, `SELECT count(*) FROM otel_spans`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[10]" {
+		t.Errorf("rows after the second load: %v, want 10", got)
 	}
 }
