@@ -284,7 +284,7 @@ func (ic *Iceberg) refresh(ctx context.Context) error {
 		ic.mu.RLock()
 		last := ic.tables[strings.ToLower(decl.Name)]
 		ic.mu.RUnlock()
-		if last != nil && last.tbl.MetadataLocation() == tbl.MetadataLocation() {
+		if last != nil && unchanged(last.tbl, tbl) {
 			continue
 		}
 		t := &icebergTable{decl: decl, tbl: tbl, fields: map[string]iceberggo.NestedField{}, json: map[string]bool{}}
@@ -300,6 +300,14 @@ func (ic *Iceberg) refresh(ctx context.Context) error {
 		ic.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// unchanged reports whether table now has the metadata it had when last
+// was loaded. Its content decides, not its location: a catalog may answer
+// no location (REST's metadata-location is optional), the same "" after
+// every commit.
+func unchanged(last, now *table.Table) bool {
+	return last.MetadataLocation() == now.MetadataLocation() && last.Metadata().Equals(now.Metadata())
 }
 
 // scope is the tables s reads, as last loaded, by lower-cased name.

@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -256,7 +259,8 @@ func appendValue(b array.Builder, a arrow.Array, i int) error {
 type externalSort struct {
 	sc    *arrow.Schema
 	order rowOrder
-	dir   string // spilled runs, created at the first spill
+	dir   string   // spilled runs, created at the first spill
+	lock  *os.File // held on dir while it exists (removeStaleSpills)
 
 	run      []arrow.RecordBatch // rows gathered, not yet sorted
 	runBytes int64
@@ -390,11 +394,17 @@ type runFile struct {
 
 func (s *externalSort) newRunFile() (*runFile, error) {
 	if s.dir == "" {
-		dir, err := os.MkdirTemp("", "tracelake-compact-")
+		removeStaleSpills()
+		dir, err := os.MkdirTemp("", spillDirPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("spill a sorted run: %w", err)
 		}
-		s.dir = dir
+		lock, err := lockSpillDir(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("spill a sorted run: %w", err)
+		}
+		s.dir, s.lock = dir, lock
 	}
 	f, err := os.Create(fmt.Sprintf("%s/run-%06d.arrows", s.dir, s.nextRun))
 	if err != nil {
@@ -526,6 +536,54 @@ func (s *externalSort) close() {
 	s.releaseRun()
 	if s.dir != "" {
 		os.RemoveAll(s.dir)
+		s.lock.Close()
+	}
+}
+
+// Spills of a process that died. Only the sort that made a directory of
+// spilled runs removes it, so a process killed while compacting (an OOM
+// kill, a deploy) would leave about its partition's compressed size in
+// $TMPDIR for good, once per crash. Each spilling sort holds a lock on its
+// directory (flock: the kernel drops it when the process ends, however it
+// ends), and the next sort to spill removes every directory whose lock is
+// free. A directory modified in the last spillDirGrace is left alone: its
+// sort may not have locked it yet.
+
+// spillDirPrefix names the directories of spilled runs in $TMPDIR.
+const spillDirPrefix = "tracelake-compact-"
+
+// spillDirGrace is how long a new directory may go unlocked.
+const spillDirGrace = time.Minute
+
+// lockSpillDir takes the lock of a directory of spilled runs, held until
+// the returned file is closed (or the process ends).
+func lockSpillDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// removeStaleSpills removes the directories of spilled runs no process
+// holds. Best effort: what it cannot remove, a later sort tries again.
+func removeStaleSpills() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), spillDirPrefix+"*"))
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < spillDirGrace {
+			continue
+		}
+		lock, err := lockSpillDir(dir)
+		if err != nil {
+			continue // held: a sort is running
+		}
+		os.RemoveAll(dir)
+		lock.Close()
 	}
 }
 
