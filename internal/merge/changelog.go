@@ -181,9 +181,7 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 // partitions the row groups every one of which is merged.
 func (c *ChangelogMerger) incrementSQL(p *changelogPlan) string {
 	return fmt.Sprintf(`SELECT l.* FROM %s l LEFT JOIN %s w ON w.model = %s AND w.topic = l.ktopic AND w."partition" = l.kpartition
-WHERE l.koffset >= (SELECT coalesce(min(coalesce(w.next_offset, 0)), 0) FROM (SELECT DISTINCT topic, "partition" FROM %s) g
-	LEFT JOIN %s w ON w.model = %s AND w.topic = g.topic AND w."partition" = g."partition")
-AND l.koffset >= coalesce(w.next_offset, 0)`, p.log, WatermarkTable, p.name, c.ledger, WatermarkTable, p.name)
+WHERE l.koffset >= (%s) AND l.koffset >= coalesce(w.next_offset, 0)`, p.log, WatermarkTable, p.name, lowestWatermarkSQL(c.ledger, p.name))
 }
 
 // step merges the increment in tx.

@@ -189,9 +189,14 @@ var watermarkTableSQL = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHA
 // lowestSQL is the lowest watermark of the model over the source's
 // partitions (0 for a partition never merged): every raw row below it is
 // merged, so the increment scan can skip those row groups.
-func (p *plan) lowestSQL() string {
+func (p *plan) lowestSQL() string { return lowestWatermarkSQL(p.ledger, sqltext.String(p.m.Name)) }
+
+// lowestWatermarkSQL is the lowest watermark of model (a string literal)
+// over the partitions of ledger (quoted), 0 for a partition it never
+// merged.
+func lowestWatermarkSQL(ledger, model string) string {
 	return fmt.Sprintf(`SELECT coalesce(min(coalesce(w.next_offset, 0)), 0) FROM (SELECT DISTINCT topic, "partition" FROM %s) l
-LEFT JOIN %s w ON w.model = %s AND w.topic = l.topic AND w."partition" = l."partition"`, p.ledger, WatermarkTable, sqltext.String(p.m.Name))
+LEFT JOIN %s w ON w.model = %s AND w.topic = l.topic AND w."partition" = l."partition"`, ledger, WatermarkTable, model)
 }
 
 // tableSQL creates the tables a model needs if they are absent.
