@@ -200,7 +200,7 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 	if res.Read == 0 {
 		return c.advance(ctx, tx, p)
 	}
-	truncated, err := c.prepare(ctx, tx, p)
+	past, err := c.prepare(ctx, tx, p)
 	if err != nil {
 		return err
 	}
@@ -209,18 +209,13 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 		return c.advance(ctx, tx, p)
 	}
 	keys := p.keyMatch("t", "x")
-	// A change without a position (Maxwell's bootstrap rows) sorts before
-	// every position (cdc.Position's zero), here as in the window's
-	// NULLS LAST: compared as "", never as NULL, which would let it
-	// overwrite a newer row or a tombstone of an earlier merge.
-	pos := func(alias string) string { return "coalesce(" + alias + sqltext.Ident(cdc.PositionColumn) + ", '')" }
 	stmts := []string{
 		// The latest change per key past the latest truncation, dropped
 		// when the model or a tombstone holds a newer one.
 		fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_clatest AS SELECT * EXCLUDE (tl_rn) FROM (
 	SELECT *, row_number() OVER (PARTITION BY %s ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC) AS tl_rn
-	FROM tl_cinc WHERE %s <> 't' AND %s >= %s) WHERE tl_rn = 1`,
-			p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn), pos(""), sqltext.String(truncated)),
+	FROM tl_cinc WHERE %s <> 't' AND %s) WHERE tl_rn = 1`,
+			p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn), past),
 		fmt.Sprintf(`DELETE FROM tl_clatest x WHERE EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)
 	OR EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)`,
 			p.target, keys, pos("t."), pos("x."), p.tombstones, keys, pos("t."), pos("x.")),
@@ -264,10 +259,20 @@ WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at)
 	return nil
 }
 
+// pos is the SQL of a change's position (alias "t." or ""). A change
+// without one (Maxwell's bootstrap rows) sorts before every position
+// (cdc.Position's zero), here as in the window's NULLS LAST: compared as
+// "", never as NULL, which would let it overwrite a newer row or a
+// tombstone of an earlier merge.
+func pos(alias string) string {
+	return "coalesce(" + alias + sqltext.Ident(cdc.PositionColumn) + ", '')"
+}
+
 // prepare reads the model's key (from the registry, or the increment on
 // its first merge), creates its tables or adds the columns the changelog
-// gained, applies a truncation in the increment, and returns the position
-// of the latest truncation ("" for none).
+// gained, applies a truncation in the increment, and returns the SQL
+// condition of the increment's changes that come after the latest
+// truncation.
 func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogPlan) (string, error) {
 	var keyJSON, truncated sql.NullString
 	err := tx.QueryRowContext(ctx, `SELECT key_columns, truncated_at FROM `+ChangelogModels+` WHERE model = ?`, p.m.Name).Scan(&keyJSON, &truncated)
@@ -317,17 +322,28 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 	if err := c.columns(ctx, tx, p); err != nil {
 		return "", err
 	}
+	// The latest truncation of the increment, in source order and then in
+	// the log's: positions can tie (Canal's (es, id, row) for the messages
+	// of one batch within a millisecond), and then the log orders them.
+	past := pos("") + " >= " + sqltext.String(truncated.String)
 	var cut sql.NullString
-	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT max(%s) FROM tl_cinc WHERE %s = 't'`, sqltext.Ident(cdc.PositionColumn),
-		sqltext.Ident(cdc.OpColumn))).Scan(&cut); err != nil {
+	var topic string
+	var partition, offset, index int64
+	err = tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT %s, ktopic, kpartition, koffset, kindex FROM tl_cinc WHERE %s = 't'
+ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC LIMIT 1`, pos(""), sqltext.Ident(cdc.OpColumn), pos(""))).
+		Scan(&cut, &topic, &partition, &offset, &index)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("read the truncations of %s: %w", p.m.Source, err)
 	}
-	if cut.Valid && cut.String > truncated.String {
+	// At the position of the latest truncation so far, what an earlier
+	// merge took came before this one in the log: it goes too.
+	if cut.Valid && cut.String >= truncated.String {
 		truncated = cut
+		past = fmt.Sprintf(`(%s > %s OR %s = %s AND (ktopic, kpartition, koffset, kindex) > (%s, %d, %d, %d))`,
+			pos(""), sqltext.String(cut.String), pos(""), sqltext.String(cut.String), sqltext.String(topic), partition, offset, index)
 		if len(p.keys) > 0 {
 			for _, t := range []string{p.target, p.tombstones} {
-				if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE %s < ? OR %s IS NULL`, t,
-					sqltext.Ident(cdc.PositionColumn), sqltext.Ident(cdc.PositionColumn)), cut.String); err != nil {
+				if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE %s <= ?`, t, pos("")), cut.String); err != nil {
 					return "", fmt.Errorf("truncate %s: %w", p.m.Target, err)
 				}
 			}
@@ -341,7 +357,7 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		return "", fmt.Errorf("register model %s: %w", p.m.Target, err)
 	}
-	return truncated.String, nil
+	return past, nil
 }
 
 // sameKey compares two keys' JSON arrays of names.

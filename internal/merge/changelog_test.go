@@ -249,6 +249,38 @@ func TestChangelogModelTruncate(t *testing.T) {
 	l.want(`SELECT id, v FROM cdc_db_orders`, "3|c")
 }
 
+// A truncation at the same position as changes (Canal's (es, id, row):
+// messages of one batch within one millisecond) is ordered against them
+// by the log: what came before it is removed, in its merge or an
+// earlier one, and what came after it stays.
+func TestChangelogModelTruncateAtAnEqualPosition(t *testing.T) {
+	l := newChangeLoader(t)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.flush()
+	l.mustMerge()
+	l.change(0, "orders", "c", 200, row(2, "b"), "id")
+	l.change(0, "orders", "t", 200, nil)
+	l.change(0, "orders", "c", 200, row(3, "c"), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_orders`, "3|c")
+	// A second truncation at the position of the first removes what came
+	// between them.
+	l.change(0, "orders", "t", 200, nil)
+	l.change(0, "orders", "c", 200, row(4, "d"), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_orders`, "4|d")
+	// Merged in a round before the truncation's.
+	l.change(0, "orders", "c", 300, row(5, "e"), "id")
+	l.flush()
+	l.mustMerge()
+	l.change(0, "orders", "t", 300, nil)
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_orders`)
+}
+
 // A table whose key changes, or that has none, stops alone with a reason;
 // the other tables merge.
 func TestChangelogModelFailureIsIsolated(t *testing.T) {
