@@ -164,6 +164,9 @@ type Sink struct {
 	mu     sync.Mutex
 	kept   map[string]*staged      // staged batches by name, until committed or discarded
 	tables map[string]*table.Table // each table as last read, for staging
+	// compacting are the files running compactions wrote and have not
+	// committed, by compaction: leased as staged files are (lease.go).
+	compacting map[*leased]bool
 
 	// group gathers concurrent loads into one commit (see Load).
 	group struct {

@@ -25,13 +25,16 @@ import (
 
 // Staged files and orphan cleanup. A staged batch's data files are in the
 // tables' locations but in no snapshot until a load commits them, so to
-// `tracelake orphans` they look like the files of a crashed writer. Two
+// `tracelake orphans` they look like the files of a crashed writer; so do
+// the files a compaction writes until it commits them, and compacting a
+// whole day can take longer than the grace period. Two
 // guards keep a commit from adding a file orphan cleanup deleted:
 //
-//   - A lease: while a Sink has staged files, it writes, every
-//     leaseInterval, one file per table under the table's location,
+//   - A lease: while a Sink has staged files (or a compaction's
+//     uncommitted output), it writes, every leaseInterval, one file per
+//     table under the table's location,
 //     <location>/tracelake-staging/<id>.json, listing the files it staged
-//     there and has not committed or discarded. RemoveOrphans reads the
+//     (or wrote) there and has not committed or discarded. RemoveOrphans reads the
 //     leases written within leaseStaleAfter and keeps the files they list;
 //     older leases (a process that died, or cannot reach the store) are
 //     ignored and deleted. iceberg-go's orphan cleanup walks the whole
@@ -71,10 +74,22 @@ type leases struct {
 	cancel context.CancelFunc // stops the renewal loop
 	done   chan struct{}      // closed when the loop has stopped
 
-	mu      sync.Mutex      // serialises renewals and Close
-	id      string          // names this Sink's leases
-	written map[kind]string // the leases written, by table; nil until started
+	mu      sync.Mutex              // serialises renewals and Close
+	id      string                  // names this Sink's leases
+	written map[string]writtenLease // the leases written, by table name; nil until started
 	closed  bool
+}
+
+// writtenLease is a lease written, of table id.
+type writtenLease struct {
+	id   table.Identifier
+	path string
+}
+
+// leased are the files a lease of table id lists.
+type leased struct {
+	id    table.Identifier
+	files []string
 }
 
 // leaseFile is a lease's content.
@@ -92,7 +107,7 @@ func (s *Sink) startLeases() {
 		_, _ = rand.Read(b[:])
 		ctx, cancel := context.WithCancel(context.Background())
 		s.lease.mu.Lock()
-		s.lease.id, s.lease.written = hex.EncodeToString(b[:]), map[kind]string{}
+		s.lease.id, s.lease.written = hex.EncodeToString(b[:]), map[string]writtenLease{}
 		s.lease.cancel, s.lease.done = cancel, make(chan struct{})
 		s.lease.mu.Unlock()
 		go s.renewLoop(ctx)
@@ -140,24 +155,23 @@ func (s *Sink) renewLeases(ctx context.Context) error {
 	staged := s.stagedPaths()
 	host, _ := os.Hostname()
 	var errs []error
-	for _, k := range s.kinds() {
-		files, had := staged[k], s.lease.written[k]
-		switch {
-		case len(files) == 0 && had == "":
-		case len(files) == 0:
-			if err := s.removeLease(ctx, k, had); err != nil {
-				errs = append(errs, fmt.Errorf("remove lease %s: %w", had, err))
-				continue
-			}
-			delete(s.lease.written, k)
-		default:
-			path, err := s.writeLease(ctx, k, leaseFile{Host: host, PID: os.Getpid(), Files: files})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("write the staging lease of %s: %w", name(s.id(k)), err))
-				continue
-			}
-			s.lease.written[k] = path
+	for tn, had := range s.lease.written {
+		if _, ok := staged[tn]; ok {
+			continue
 		}
+		if err := s.removeLease(ctx, had.id, had.path); err != nil {
+			errs = append(errs, fmt.Errorf("remove lease %s: %w", had.path, err))
+			continue
+		}
+		delete(s.lease.written, tn)
+	}
+	for tn, l := range staged {
+		path, err := s.writeLease(ctx, l.id, leaseFile{Host: host, PID: os.Getpid(), Files: l.files})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write the staging lease of %s: %w", tn, err))
+			continue
+		}
+		s.lease.written[tn] = writtenLease{l.id, path}
 	}
 	return errors.Join(errs...)
 }
@@ -181,16 +195,16 @@ func (s *Sink) closeLeases() {
 	s.lease.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for k, path := range s.lease.written {
-		if err := s.removeLease(ctx, k, path); err != nil {
-			s.log.Warn("could not remove a staging lease; tracelake orphans ignores it once stale", "lease", path, "err", err)
+	for _, l := range s.lease.written {
+		if err := s.removeLease(ctx, l.id, l.path); err != nil {
+			s.log.Warn("could not remove a staging lease; tracelake orphans ignores it once stale", "lease", l.path, "err", err)
 		}
 	}
 }
 
-// writeLease writes this Sink's lease of table k and returns its path.
-func (s *Sink) writeLease(ctx context.Context, k kind, lf leaseFile) (string, error) {
-	tbl, fsys, err := s.tableFS(ctx, k)
+// writeLease writes this Sink's lease of table id and returns its path.
+func (s *Sink) writeLease(ctx context.Context, id table.Identifier, lf leaseFile) (string, error) {
+	tbl, fsys, err := s.tableFSOf(ctx, id)
 	if err != nil {
 		return "", err
 	}
@@ -206,26 +220,41 @@ func (s *Sink) writeLease(ctx context.Context, k kind, lf leaseFile) (string, er
 	return path, w.WriteFile(path, data)
 }
 
-// removeLease removes the lease at path of table k.
-func (s *Sink) removeLease(ctx context.Context, k kind, path string) error {
-	_, fsys, err := s.tableFS(ctx, k)
+// removeLease removes the lease at path of table id.
+func (s *Sink) removeLease(ctx context.Context, id table.Identifier, path string) error {
+	_, fsys, err := s.tableFSOf(ctx, id)
 	if err != nil {
 		return err
 	}
 	return removeFile(fsys, path)
 }
 
-// stagedPaths lists the files of the batches kept, per table.
-func (s *Sink) stagedPaths() map[kind][]string {
-	out := map[kind][]string{}
+// stagedPaths lists the files of the batches kept and the compactions'
+// uncommitted output, by table name.
+func (s *Sink) stagedPaths() map[string]*leased {
+	out := map[string]*leased{}
+	add := func(id table.Identifier, paths ...string) {
+		if len(paths) == 0 {
+			return
+		}
+		l := out[name(id)]
+		if l == nil {
+			l = &leased{id: id}
+			out[name(id)] = l
+		}
+		l.files = append(l.files, paths...)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range s.kept {
 		for _, k := range s.kinds() {
 			for _, df := range st.of(k).files {
-				out[k] = append(out[k], df.FilePath())
+				add(s.id(k), df.FilePath())
 			}
 		}
+	}
+	for c := range s.compacting {
+		add(c.id, c.files...)
 	}
 	return out
 }

@@ -50,6 +50,9 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 	cfg.MaxFileSizeBytes = targetBytes * 9 / 5
 	cfg.MinInputFiles = 2 // two small files of a day are already worth one
 	var out []Compaction
+	if !dryRun {
+		s.startLeases()
+	}
 	for _, id := range s.tableIDs() {
 		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
@@ -71,12 +74,7 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 			continue
 		}
 		for _, g := range plan.Groups {
-			res, err := compactGroup(ctx, tbl, g, targetBytes)
-			if err != nil {
-				s.removeFiles(ctx, tbl, res.NewDataFiles)
-				return append(out, c), fmt.Errorf("compact %s: %w", name(id), err)
-			}
-			err = s.replaceFiles(ctx, tbl, g.Tasks, res)
+			res, err := s.compactLeased(ctx, tbl, g, targetBytes)
 			if errors.Is(err, errGroupChanged) {
 				s.log.Warn("compaction group left as it is: another writer changed its files since they were read",
 					"table", name(id), "partition", g.PartitionKey, "err", err)
@@ -93,6 +91,71 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// compactLeased compacts group g of tbl and commits it, the files it
+// writes listed in the process's leases from when each is written until
+// the commit, so that `tracelake orphans` keeps them however long the
+// compaction takes; before the commit it checks they are all there.
+func (s *Sink) compactLeased(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64) (table.CompactionGroupResult, error) {
+	out := &leased{id: tbl.Identifier()}
+	s.mu.Lock()
+	if s.compacting == nil {
+		s.compacting = map[*leased]bool{}
+	}
+	s.compacting[out] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.compacting, out)
+		s.mu.Unlock()
+		// Committed or removed: the lease lists them no longer (a lease
+		// left would outlive the process's interest in the table).
+		if err := s.renewLeases(context.WithoutCancel(ctx)); err != nil {
+			s.log.Warn("could not rewrite the staging leases after a compaction; they are rewritten within 5 minutes", "err", err)
+		}
+	}()
+	written := func(path string) {
+		s.mu.Lock()
+		if !slices.Contains(out.files, path) {
+			out.files = append(out.files, path)
+		}
+		s.mu.Unlock()
+	}
+	res, err := compactGroup(ctx, tbl, g, targetBytes, written)
+	if err != nil {
+		s.removeFiles(ctx, tbl, res.NewDataFiles)
+		return res, err
+	}
+	// The unsorted path names its files at the end: leased now, and
+	// looked up, since one written long ago may be gone already.
+	for _, df := range res.NewDataFiles {
+		written(df.FilePath())
+	}
+	if err := s.renewLeases(ctx); err != nil {
+		s.removeFiles(ctx, tbl, res.NewDataFiles)
+		return res, fmt.Errorf("lease the compacted files before committing them: %w", err)
+	}
+	if err := s.outputExists(ctx, tbl, res.NewDataFiles); err != nil {
+		s.removeFiles(ctx, tbl, res.NewDataFiles)
+		return res, err
+	}
+	return res, s.replaceFiles(ctx, tbl, g.Tasks, res)
+}
+
+// outputExists checks that a compaction's files are all there before it
+// commits them: a commit must never reference a file that is gone.
+func (s *Sink) outputExists(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile) error {
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return err
+	}
+	for _, df := range files {
+		if err := exists(fsys, df.FilePath()); err != nil {
+			return fmt.Errorf("compacted file %s is gone before its commit (deleted by another tool's orphan cleanup?); nothing was committed: %w", df.FilePath(), err)
+		}
+	}
+	return nil
 }
 
 // byPartition joins the planner's groups of each partition into one:
@@ -124,9 +187,9 @@ func byPartition(groups []compaction.Group) []compaction.Group {
 // order (sorted.go) when it has one and the files no deletes, else as
 // iceberg-go does, streaming a file at a time into files rolled at the
 // target (sorted.go, "Output files at the target size").
-func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64) (table.CompactionGroupResult, error) {
+func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64, written func(path string)) (table.CompactionGroupResult, error) {
 	if tbl.SortOrder().Len() > 0 && !slices.ContainsFunc(g.Tasks, func(t table.FileScanTask) bool { return deletesOf(t) > 0 }) {
-		return compactGroupSorted(ctx, tbl, g.Tasks, g.TotalSizeBytes, targetBytes)
+		return compactGroupSorted(ctx, tbl, g.Tasks, g.TotalSizeBytes, targetBytes, written)
 	}
 	rgRows := rowGroupRows(g.Tasks, targetBytes)
 	return table.ExecuteCompactionGroup(ctx, compactView(tbl, rgRows), table.CompactionTaskGroup{

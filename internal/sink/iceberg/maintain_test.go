@@ -410,3 +410,60 @@ func TestCompactionLeavesTheCurrentDay(t *testing.T) {
 		t.Errorf("snapshots %v (%v): the current day was rewritten", ops, err)
 	}
 }
+
+// A compaction's files wait for its commit however long it takes (a whole
+// day's partition can take longer than the grace period): `tracelake
+// orphans` run meanwhile by another process took them for a crashed
+// writer's and deleted them, and the commit then referenced files that
+// were gone, losing every row of the day. They are in the compacting
+// process's leases from when each is written until the commit.
+func TestOrphansKeepACompactionsFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "warehouse")
+	s := openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(4) {
+		load(t, s, batch(0, i*10, i*10+9, i*10+3))
+	}
+	raw, dlq := stored(t, s, false), stored(t, s, true)
+	cleaner := openSink(t, dir, false)
+	commits := 0
+	s.SetBeforeMaintenanceCommit(func() {
+		commits++
+		var files []string
+		_ = filepath.WalkDir(root, func(path string, _ os.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(path, ".parquet") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		backdate(t, older, files...)
+		res, err := cleaner.RemoveOrphans(ctx, week, false)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, o := range res {
+			if o.Deleted != 0 {
+				t.Errorf("%s: orphan cleanup deleted %v before the compaction's commit", o.Table, o.Files)
+			}
+		}
+	})
+	done, err := s.Compact(ctx, 64<<20, everyDay, false)
+	s.SetBeforeMaintenanceCommit(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if commits != 2 || done[0].FilesAfter != 1 || done[1].FilesAfter != 1 {
+		t.Fatalf("compaction %+v with %d commits: want both tables compacted", done, commits)
+	}
+	if got := stored(t, s, false); !maps.EqualFunc(got, raw, slices.Equal) {
+		t.Errorf("raw offsets after compaction %v, were %v", got, raw)
+	}
+	if got := stored(t, s, true); !maps.EqualFunc(got, dlq, slices.Equal) {
+		t.Errorf("dead-letter offsets after compaction %v, were %v", got, dlq)
+	}
+}

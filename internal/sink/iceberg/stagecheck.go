@@ -103,7 +103,12 @@ func (s *Sink) forget(ctx context.Context, st *staged) string {
 
 // tableFS is table k (as last read) and its file system.
 func (s *Sink) tableFS(ctx context.Context, k kind) (*table.Table, icebergio.IO, error) {
-	tbl, err := s.table(ctx, s.id(k))
+	return s.tableFSOf(ctx, s.id(k))
+}
+
+// tableFSOf is table id (as last read) and its file system.
+func (s *Sink) tableFSOf(ctx context.Context, id table.Identifier) (*table.Table, icebergio.IO, error) {
+	tbl, err := s.table(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
