@@ -235,7 +235,8 @@ func labelSQL(a traceql.Attribute) (sql string, text bool, err error) {
 
 func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeRequest) (map[string]*series, error) {
 	m := req.q.Metrics
-	b := &traceql.Builder{Table: s.Table, StartMicros: int64(req.start / 1000), EndMicros: int64(req.end/1000 + 1)}
+	b := &traceql.Builder{Table: s.Table, StartMicros: int64(req.start / 1000), EndMicros: int64(req.end/1000 + 1),
+		TraceReachMicros: traceReach.Microseconds()}
 	with, err := b.Matches(req.q.Spans)
 	if err != nil {
 		return nil, bad("%v", err)
