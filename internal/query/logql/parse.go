@@ -31,7 +31,26 @@ var (
 type parser struct {
 	toks []token
 	i    int
+	// depth is how deep the parser's recursion is nested: bounded by
+	// maxDepth.
+	depth int
 }
+
+// maxDepth bounds a query's nesting: a recursive descent over a query of
+// millions of parentheses (a form-encoded POST of up to 10 MB) grows the
+// goroutine's stack past Go's limit, a fatal error that ends the process.
+const maxDepth = 1000
+
+// enter counts one more level of nesting; leave must follow it.
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxDepth {
+		return p.errorf(p.peek(), "the query nests deeper than %d levels", maxDepth)
+	}
+	return nil
+}
+
+func (p *parser) leave() { p.depth-- }
 
 // Parse reads a LogQL query.
 func Parse(q string) (Expr, error) {
@@ -237,6 +256,10 @@ func (p *parser) list(close string, item func() error) error {
 }
 
 func (p *parser) unary() (Expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	if p.isOp("-") || p.isOp("+") {
 		neg := p.next().text == "-"
 		e, err := p.unary()

@@ -381,6 +381,10 @@ func isFilterOp(s string) bool {
 }
 
 func (p *parser) labelFilterPrimary() (LabelFilter, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	if p.isOp("(") {
 		p.next()
 		f, err := p.labelFilter()

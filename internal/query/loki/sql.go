@@ -30,7 +30,17 @@ func entryColumns(ts string) string {
 		coalesce(scope_attributes::VARCHAR, '') AS scope_attrs, coalesce(log_attributes::VARCHAR, '') AS attrs,
 		coalesce(scope_name, '') AS scope_name, coalesce(scope_version, '') AS scope_version, coalesce(severity_text, '') AS severity_text,
 		coalesce(severity_number, 0) AS severity_number, coalesce(trace_id, '') AS trace_id, coalesce(span_id, '') AS span_id,
-		coalesce(flags, 0) AS flags, coalesce(dropped_attributes_count, 0) AS dropped, ` + levelSQL + ` AS level`
+		coalesce(flags, 0) AS flags, coalesce(dropped_attributes_count, 0) AS dropped, ` + levelSQL + ` AS level, ` +
+		exact(ts) + ` AS exact`
+}
+
+// exact is the SQL of whether the time expression ts is a record's exact
+// nanosecond (time_unix_nano), not its microsecond column's.
+func exact(ts string) string {
+	if ts == tsSQL {
+		return `coalesce(time_unix_nano, 0) <> 0`
+	}
+	return `false`
 }
 
 // labelSQL is the SQL of a stream label's value ("" when absent), or ""
@@ -150,12 +160,14 @@ const entryKey = `line, service, res, scope_attrs, attrs, scope_name, scope_vers
 	trace_id, span_id, flags, dropped, level`
 
 // distinctSQL is the distinct records of scan (rows of entryColumns):
-// copies of a record are one, with its exact time. A copy loaded before
-// time_unix_nano existed has its time to the microsecond only, so copies
-// are compared by the microsecond of their time and keep the largest
-// time, the exact one when a copy has it (a retry across the upgrade).
+// copies of a record are one, with its exact time. Records of the same
+// line and stream at two nanoseconds of one microsecond are two, as Loki
+// keeps them. A copy loaded before time_unix_nano existed has its time
+// to the microsecond only: it is dropped when a copy of the same
+// microsecond has the exact time (a retry across the upgrade).
 func distinctSQL(scan string) string {
-	return `SELECT max(ts) AS ts, ` + entryKey + ` FROM (` + scan + `) GROUP BY ts // 1000, ` + entryKey
+	return `SELECT ts, ` + entryKey + ` FROM (SELECT ts, ` + entryKey + `, exact, bool_or(exact) OVER (PARTITION BY ts // 1000, ` + entryKey +
+		`) AS has_exact FROM (SELECT ts, ` + entryKey + `, exact FROM (` + scan + `) GROUP BY ts, ` + entryKey + `, exact)) WHERE exact OR NOT has_exact`
 }
 
 // selectSQL is the statement of a Selection: distinct records, exact

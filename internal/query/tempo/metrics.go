@@ -235,7 +235,14 @@ func labelSQL(a traceql.Attribute) (sql string, text bool, err error) {
 
 func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeRequest) (map[string]*series, error) {
 	m := req.q.Metrics
-	b := &traceql.Builder{Table: s.Table, StartMicros: int64(req.start / 1000), EndMicros: int64(req.end/1000 + 1)}
+	// The spansets are evaluated over the traces running during the range
+	// (ReachMicros), and the matched spans starting in it counted, as
+	// Tempo evaluates a trace's spansets and then checks each span's
+	// start (engine_metrics.go MetricsEvaluator.Do, checkTime): a span
+	// in the range matches structurally, and by its trace's root and
+	// duration, spans before it.
+	b := &traceql.Builder{Table: s.Table, StartMicros: int64(req.start / 1000), EndMicros: int64(req.end/1000 + 1),
+		ReachMicros: traceReach.Microseconds()}
 	with, err := b.Matches(req.q.Spans)
 	if err != nil {
 		return nil, bad("%v", err)

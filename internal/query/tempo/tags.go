@@ -60,6 +60,7 @@ func parseTagsRequest(r *http.Request) (tagsRequest, error) {
 // reads: the window's, those of q when sent.
 func (s *server) spans(b *traceql.Builder, req tagsRequest) (with, from string, err error) {
 	b.StartMicros, b.EndMicros = req.startMicros, req.endMicros
+	b.TraceReachMicros = traceReach.Microseconds()
 	if req.spans == nil {
 		return "", b.SpanRelation() + " sp", nil
 	}

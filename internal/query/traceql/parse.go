@@ -56,7 +56,26 @@ type parser struct {
 	// bareIntrinsics admits an intrinsic alone in a filter, which names
 	// it (a tag) but is no condition.
 	bareIntrinsics bool
+	// depth is how many parentheses, negations and braces the parser is
+	// inside: each is a recursion, bounded by maxDepth.
+	depth int
 }
+
+// maxDepth bounds a query's nesting: a recursive descent over a query of
+// a million parentheses (a GET of a megabyte) grows the goroutine's stack
+// past Go's limit, a fatal error that ends the process.
+const maxDepth = 1000
+
+// enter counts one more level of nesting; leave must follow it.
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxDepth {
+		return &ParseError{Msg: fmt.Sprintf("the query nests deeper than %d levels", maxDepth)}
+	}
+	return nil
+}
+
+func (p *parser) leave() { p.depth-- }
 
 func (p *parser) peek() token { return p.toks[p.i] }
 func (p *parser) next() token { t := p.toks[p.i]; p.i = min(p.i+1, len(p.toks)-1); return t }
@@ -223,6 +242,10 @@ func leftAssoc[T any](p *parser, operand func() (T, error), ops []string, join f
 }
 
 func (p *parser) spansetPrimary() (Spanset, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	switch {
 	case p.isOp("("):
 		p.next()
@@ -253,6 +276,10 @@ func (p *parser) fieldExpr() (Expr, error) {
 }
 
 func (p *parser) fieldUnary() (Expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	switch {
 	case p.isOp("!"):
 		// ! binds tighter than a comparison (upstream expr.y): it negates

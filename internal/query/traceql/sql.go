@@ -32,6 +32,14 @@ type Builder struct {
 	// the traces with a span running during the window, each trace's
 	// spans starting within ReachMicros of it (Matches names them win).
 	ReachMicros int64
+	// TraceReachMicros, when positive and the window selects spans (no
+	// ReachMicros), makes the trace-level intrinsics (rootName,
+	// rootServiceName, traceDuration) those of each whole trace with a
+	// span in the window, read from its spans starting within
+	// TraceReachMicros of the window, not of its spans in the window
+	// alone: Tempo keeps them with the trace, so a span in the window
+	// knows its trace's root even when the root started before it.
+	TraceReachMicros int64
 
 	ctes  []string
 	trace bool // a condition reads trace-level intrinsics
@@ -108,7 +116,22 @@ func (b *Builder) traceCTE() string {
 		arg_min(name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_name,
 		arg_min(service_name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_service_name,
 		max(start_ns + duration_ns) - min(start_ns) AS trace_duration_ns
-		FROM %s sp GROUP BY trace_id)`, b.SpanRelation())
+		FROM %s sp GROUP BY trace_id)`, b.traceLevelRelation())
+}
+
+// traceLevelRelation is the spans the trace-level intrinsics are
+// computed from: the span relation, or with TraceReachMicros (and a
+// window selecting spans) the spans of the window's traces within that
+// reach of it.
+func (b *Builder) traceLevelRelation() string {
+	if b.traces() || b.TraceReachMicros <= 0 || (b.StartMicros == 0 && b.EndMicros == 0) {
+		return b.SpanRelation()
+	}
+	lo := b.Param(max(b.StartMicros-b.TraceReachMicros, 1))
+	hi := b.Param(min(b.EndMicros, 1<<62-1-b.TraceReachMicros) + b.TraceReachMicros)
+	t := sqltext.Ident(b.Table)
+	return fmt.Sprintf(`(SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
+		AND trace_id IN (SELECT trace_id FROM %[2]s WHERE %[5]s))`, spanColumns, t, lo, hi, b.Window())
 }
 
 func (b *Builder) cte(body string) string {
