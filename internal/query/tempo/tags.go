@@ -229,6 +229,11 @@ func (s *server) attributeValues(ctx context.Context, scope tenancy.Scope, req t
 	case traceql.Intrinsic:
 		col := map[string]string{traceql.IntrinsicName: "name", traceql.IntrinsicStatusMessage: "status_message",
 			traceql.IntrinsicRootName: "name", traceql.IntrinsicRootServiceName: "service_name"}[a.Name]
+		if col == "" {
+			// An intrinsic whose values are numbers of each span or trace
+			// (duration, nestedSetParent, …): no list of them is kept.
+			return nil, nil
+		}
 		cond := col + " IS NOT NULL"
 		if a.Name == traceql.IntrinsicRootName || a.Name == traceql.IntrinsicRootServiceName {
 			cond += " AND parent_span_id IS NULL"
