@@ -281,6 +281,52 @@ func TestChangelogModelTruncateAtAnEqualPosition(t *testing.T) {
 	l.want(`SELECT id, v FROM cdc_db_orders`)
 }
 
+// A truncation and changes at its position on different Kafka partitions
+// (Canal sends a TRUNCATE, DDL, to partition 0 and hashes rows over the
+// others) make the same model whether they are merged at once or one
+// merge apart: in one merge the log's coordinates order them (a row of a
+// higher partition after the truncation, one of a lower before it), but
+// a row merged in an earlier round was removed by the truncation whatever
+// its partition, and one merged in a later round stayed whatever its
+// partition.
+func TestChangelogModelTruncateAtAnEqualPositionAcrossPartitionsAndMerges(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		rowP, truncP     int32
+		truncFirst, want bool // want: the row stays
+	}{
+		{"row on a higher partition merged first", 1, 0, false, true},
+		{"row on a lower partition merged after", 0, 1, true, false},
+	} {
+		for _, split := range []bool{false, true} {
+			l := newChangeLoader(t)
+			l.change(0, "orders", "c", 100, row(1, "a"), "id")
+			l.flush()
+			l.mustMerge()
+			first := func() { l.change(c.rowP, "orders", "c", 200, row(3, "c"), "id") }
+			second := func() { l.change(c.truncP, "orders", "t", 200, nil) }
+			if c.truncFirst {
+				first, second = second, first
+			}
+			first()
+			if split {
+				l.flush()
+				l.mustMerge()
+			}
+			second()
+			l.flush()
+			l.mustMerge()
+			var want []string
+			if c.want {
+				want = []string{"3|c"}
+			}
+			if got := dump(t, l.s.DB(), `SELECT id, v FROM cdc_db_orders`); !slices.Equal(got, want) {
+				t.Errorf("%s, split %v: model %q, want %q", c.name, split, got, want)
+			}
+		}
+	}
+}
+
 // A table whose key changes, or that has none, stops alone with a reason;
 // the other tables merge.
 func TestChangelogModelFailureIsIsolated(t *testing.T) {

@@ -192,11 +192,43 @@ func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, tar
 		return compactGroupSorted(ctx, tbl, g.Tasks, g.TotalSizeBytes, targetBytes, written)
 	}
 	rgRows := rowGroupRows(g.Tasks, targetBytes)
-	return table.ExecuteCompactionGroup(ctx, compactView(tbl, rgRows), table.CompactionTaskGroup{
+	// iceberg-go names the files only once it wrote them all: each is
+	// leased as it is created instead.
+	view := compactView(tbl, rgRows)
+	view = table.New(view.Identifier(), view.Metadata(), view.MetadataLocation(), noticeCreates(view.FS, written), nil)
+	return table.ExecuteCompactionGroup(ctx, view, table.CompactionTaskGroup{
 		PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
 	}, table.WithCompactionTargetFileSize(writerTarget(targetBytes)), table.WithCompactionScanConcurrency(1),
 		table.WithCompactionArrowBatchSize(min(compactReadBatchRows, rgRows)), table.WithCompactionRecordBatchBufferSize(compactWriteQueue),
 		table.WithCompactionParquetRowGroupLimit(rgRows))
+}
+
+// noticeCreates is fsF's file system telling written of each file before
+// it creates it.
+func noticeCreates(fsF func(context.Context) (icebergio.IO, error), written func(path string)) func(context.Context) (icebergio.IO, error) {
+	return func(ctx context.Context) (icebergio.IO, error) {
+		fsys, err := fsF(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w, ok := fsys.(icebergio.WriteFileIO)
+		if !ok {
+			return fsys, nil
+		}
+		return createNoticer{w, written}, nil
+	}
+}
+
+// createNoticer is a file system telling written of each file before it
+// creates it.
+type createNoticer struct {
+	icebergio.WriteFileIO
+	written func(path string)
+}
+
+func (c createNoticer) Create(path string) (icebergio.FileWriter, error) {
+	c.written(path)
+	return c.WriteFileIO.Create(path)
 }
 
 // dayEndedBy reports whether the day partition of tasks (all of one

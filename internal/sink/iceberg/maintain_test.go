@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/tracelake/tracelake/internal/sink"
@@ -465,5 +467,104 @@ func TestOrphansKeepACompactionsFiles(t *testing.T) {
 	}
 	if got := stored(t, s, true); !maps.EqualFunc(got, dlq, slices.Equal) {
 		t.Errorf("dead-letter offsets after compaction %v, were %v", got, dlq)
+	}
+}
+
+// noticeCreate is the local file system, telling onCreate of each file
+// created, before it is.
+type noticeCreate struct {
+	icebergio.LocalFS
+	onCreate func(path string)
+}
+
+func (n noticeCreate) Create(path string) (icebergio.FileWriter, error) {
+	n.onCreate(path)
+	return n.LocalFS.Create(path)
+}
+
+// A table without a sort order (the raw and dead-letter tables, the
+// derived and dedup tables; a span table's files with deletes) is
+// compacted by iceberg-go's ExecuteCompactionGroup, which names its files
+// only once it wrote them all: until then they were in no lease, so
+// `tracelake orphans` run meanwhile (the lease renewed, the first files
+// older than the grace) deleted them, and the compaction failed at its
+// check before the commit, every time it outlasted the grace period.
+func TestOrphansKeepAnUnsortedCompactionsFilesWhileItWrites(t *testing.T) {
+	ctx := context.Background()
+	var hook func(path string)
+	for _, scheme := range []string{"", "file"} {
+		icebergio.Unregister(scheme)
+		icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
+			return noticeCreate{onCreate: func(path string) {
+				if hook != nil {
+					hook(path)
+				}
+			}}, nil
+		})
+		t.Cleanup(func() {
+			icebergio.Unregister(scheme)
+			icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
+				return icebergio.LocalFS{}, nil
+			})
+		})
+	}
+	dir := t.TempDir()
+	root := filepath.Join(dir, "warehouse")
+	s := openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(8) {
+		load(t, s, batch(0, i*2000, i*2000+1999, i*2000+3))
+	}
+	raw := stored(t, s, false)
+	cleaner := openSink(t, dir, false)
+	var compacting atomic.Bool
+	var created atomic.Int32
+	hook = func(path string) {
+		if !compacting.Load() || !strings.HasSuffix(path, ".parquet") {
+			return
+		}
+		if created.Add(1) != 2 {
+			return
+		}
+		// A renewal tick, then orphan cleanup once the first file is
+		// older than the grace period.
+		if err := s.RenewLeases(ctx); err != nil {
+			t.Error(err)
+		}
+		var files []string
+		_ = filepath.WalkDir(root, func(path string, _ os.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(path, ".parquet") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		backdate(t, older, files...)
+		res, err := cleaner.RemoveOrphans(ctx, week, false)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, o := range res {
+			if o.Deleted != 0 {
+				t.Errorf("%s: orphan cleanup deleted %v while the compaction was writing", o.Table, o.Files)
+			}
+		}
+	}
+	compacting.Store(true)
+	done, err := s.Compact(ctx, 128<<10, everyDay, false)
+	compacting.Store(false)
+	if n := created.Load(); n < 2 {
+		t.Fatalf("the compaction created %d files; the test needs two", n)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done[0].FilesAfter < 2 {
+		t.Fatalf("compaction %+v: want the raw table compacted into several files", done)
+	}
+	if got := stored(t, s, false); !maps.EqualFunc(got, raw, slices.Equal) {
+		t.Errorf("raw offsets after compaction %v, were %v", got, raw)
 	}
 }
