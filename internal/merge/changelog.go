@@ -323,8 +323,11 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 		return "", err
 	}
 	// The latest truncation of the increment, in source order and then in
-	// the log's: positions can tie (Canal's (es, id, row) for the messages
-	// of one batch within a millisecond), and then the log orders them.
+	// the log's. Positions can tie (Canal's (es, id, row): the messages of
+	// one batch within a millisecond); a change at the truncation's
+	// position goes with it only if it is before it in the same Kafka
+	// partition. Across partitions the log does not order them, and the
+	// change stays: the same model whichever merges the changes fall in.
 	past := pos("") + " >= " + sqltext.String(truncated.String)
 	var cut sql.NullString
 	var topic string
@@ -335,15 +338,21 @@ ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC LIMIT 
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("read the truncations of %s: %w", p.m.Source, err)
 	}
-	// At the position of the latest truncation so far, what an earlier
-	// merge took came before this one in the log: it goes too.
 	if cut.Valid && cut.String >= truncated.String {
 		truncated = cut
-		past = fmt.Sprintf(`(%s > %s OR %s = %s AND (ktopic, kpartition, koffset, kindex) > (%s, %d, %d, %d))`,
-			pos(""), sqltext.String(cut.String), pos(""), sqltext.String(cut.String), sqltext.String(topic), partition, offset, index)
+		at := sqltext.String(cut.String)
+		before := func(alias string) string {
+			return fmt.Sprintf(`(%[1]sktopic = %[2]s AND %[1]skpartition = %[3]d AND (%[1]skoffset, %[1]skindex) < (%[4]d, %[5]d))`,
+				alias, sqltext.String(topic), partition, offset, index)
+		}
+		past = fmt.Sprintf(`(%s > %s OR %s = %s AND NOT %s)`, pos(""), at, pos(""), at, before(""))
 		if len(p.keys) > 0 {
+			// A row merged before, at the truncation's position, goes if
+			// its change (in the changelog table) is before it.
 			for _, t := range []string{p.target, p.tombstones} {
-				if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE %s <= ?`, t, pos("")), cut.String); err != nil {
+				q := fmt.Sprintf(`DELETE FROM %s t WHERE %s < %s OR %s = %s AND EXISTS (SELECT 1 FROM %s l WHERE %s AND %s = %s AND %s)`,
+					t, pos("t."), at, pos("t."), at, p.log, p.keyMatch("t", "l"), pos("l."), at, before("l."))
+				if _, err := tx.ExecContext(ctx, q); err != nil {
 					return "", fmt.Errorf("truncate %s: %w", p.m.Target, err)
 				}
 			}
