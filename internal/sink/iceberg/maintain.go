@@ -111,7 +111,9 @@ func (s *Sink) compactLeased(ctx context.Context, tbl *table.Table, g compaction
 		s.mu.Unlock()
 		// Committed or removed: the lease lists them no longer (a lease
 		// left would outlive the process's interest in the table).
-		if err := s.renewLeases(context.WithoutCancel(ctx)); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseInterval)
+		defer cancel()
+		if err := s.renewLeases(rctx); err != nil {
 			s.log.Warn("could not rewrite the staging leases after a compaction; they are rewritten within 5 minutes", "err", err)
 		}
 	}()

@@ -435,24 +435,7 @@ func TestOrphansKeepACompactionsFiles(t *testing.T) {
 	commits := 0
 	s.SetBeforeMaintenanceCommit(func() {
 		commits++
-		var files []string
-		_ = filepath.WalkDir(root, func(path string, _ os.DirEntry, err error) error {
-			if err == nil && strings.HasSuffix(path, ".parquet") {
-				files = append(files, path)
-			}
-			return nil
-		})
-		backdate(t, older, files...)
-		res, err := cleaner.RemoveOrphans(ctx, week, false)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		for _, o := range res {
-			if o.Deleted != 0 {
-				t.Errorf("%s: orphan cleanup deleted %v before the compaction's commit", o.Table, o.Files)
-			}
-		}
+		cleanAllAged(t, cleaner, root, "before the compaction's commit")
 	})
 	done, err := s.Compact(ctx, 64<<20, everyDay, false)
 	s.SetBeforeMaintenanceCommit(nil)
@@ -533,24 +516,7 @@ func TestOrphansKeepAnUnsortedCompactionsFilesWhileItWrites(t *testing.T) {
 		if err := s.RenewLeases(ctx); err != nil {
 			t.Error(err)
 		}
-		var files []string
-		_ = filepath.WalkDir(root, func(path string, _ os.DirEntry, err error) error {
-			if err == nil && strings.HasSuffix(path, ".parquet") {
-				files = append(files, path)
-			}
-			return nil
-		})
-		backdate(t, older, files...)
-		res, err := cleaner.RemoveOrphans(ctx, week, false)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		for _, o := range res {
-			if o.Deleted != 0 {
-				t.Errorf("%s: orphan cleanup deleted %v while the compaction was writing", o.Table, o.Files)
-			}
-		}
+		cleanAllAged(t, cleaner, root, "while the compaction was writing")
 	}
 	compacting.Store(true)
 	done, err := s.Compact(ctx, 128<<10, everyDay, false)
@@ -566,5 +532,30 @@ func TestOrphansKeepAnUnsortedCompactionsFilesWhileItWrites(t *testing.T) {
 	}
 	if got := stored(t, s, false); !maps.EqualFunc(got, raw, slices.Equal) {
 		t.Errorf("raw offsets after compaction %v, were %v", got, raw)
+	}
+}
+
+// cleanAllAged backdates every data file under root past the grace period
+// and runs cleaner's orphan cleanup, which must delete nothing (when says
+// when it ran).
+func cleanAllAged(t *testing.T, cleaner *iceberg.Sink, root, when string) {
+	t.Helper()
+	var files []string
+	_ = filepath.WalkDir(root, func(path string, _ os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".parquet") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	backdate(t, older, files...)
+	res, err := cleaner.RemoveOrphans(context.Background(), week, false)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, o := range res {
+		if o.Deleted != 0 {
+			t.Errorf("%s: orphan cleanup deleted %v %s", o.Table, o.Files, when)
+		}
 	}
 }
