@@ -269,20 +269,14 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 	sel := Selection{Matchers: r.Log.Matchers, Filters: filters, Forward: true,
 		Start: first - int64(r.Offset) - int64(r.Range) + 1, End: last - int64(r.Offset) + 1}
 	pl := &pipeline{stages: rest, unwrap: r.Unwrap}
+	if w, n, ok := ev.buckets(r); ok {
+		return ev.rangeAggrBucketed(ctx, r, sel, pl, w, n)
+	}
 	var all ByLabels[Series]
 	err := ev.src.Select(ctx, sel, func(e *Entry) error {
-		ev.entries++
-		ev.bytes += int64(len(e.Line))
-		v, ok := pl.sample(e, r.Op)
-		if !ok {
-			return nil
-		}
-		ls := metricLabels(pl.b.ls)
-		if r.Grouping != nil {
-			ls = group(r.Grouping, ls)
-		}
-		if errKind, bad := ls.Get(ErrorLabel); bad {
-			return &QueryError{fmt.Sprintf("pipeline error: '%s' for series: '%s'. Use a label filter to intentionally skip this error. (e.g | __error__!=\"%s\"). To skip all potential errors you can match empty errors.(e.g __error__=\"\") The label filter can also be specified after unwrap. (e.g | unwrap latency | __error__=\"\" )", errKind, ls, errKind)}
+		v, ls, ok, err := ev.sampleOf(r, pl, e)
+		if !ok || err != nil {
+			return err
 		}
 		s := all.At(ls, func() *Series { return &Series{Labels: ls} })
 		s.Points = append(s.Points, Point{T: e.TS, V: v})
@@ -304,13 +298,140 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 			}
 			vs[i] = append(vs[i], Sample{Labels: s.Labels, T: t, V: rangeFunc(r, s.Points[from:to])})
 		}
-		if r.Op == "absent_over_time" && len(vs[i]) == 0 {
-			vs[i] = []Sample{{Labels: absentLabels(r.Log.Matchers), T: t, V: 1}}
-		} else if r.Op == "absent_over_time" {
-			vs[i] = nil
+	}
+	return ev.absent(r, vs), nil
+}
+
+// absent is vs as absent_over_time answers it: a sample of the matchers'
+// labels at each step without any, none at the others. Other aggregations'
+// vs are as they are.
+func (ev *evaluator) absent(r *RangeAggr, vs [][]Sample) value {
+	if r.Op == "absent_over_time" {
+		for i, t := range ev.steps {
+			if len(vs[i]) == 0 {
+				vs[i] = []Sample{{Labels: absentLabels(r.Log.Matchers), T: t, V: 1}}
+			} else {
+				vs[i] = nil
+			}
 		}
 	}
-	return value{vectors: vs}, nil
+	return value{vectors: vs}
+}
+
+// sampleOf is entry e's sample in range aggregation r (ok false for an
+// entry the pipeline drops) and the labels of its series.
+func (ev *evaluator) sampleOf(r *RangeAggr, pl *pipeline, e *Entry) (float64, Labels, bool, error) {
+	ev.entries++
+	ev.bytes += int64(len(e.Line))
+	v, ok := pl.sample(e, r.Op)
+	if !ok {
+		return 0, nil, false, nil
+	}
+	ls := metricLabels(pl.b.ls)
+	if r.Grouping != nil {
+		ls = group(r.Grouping, ls)
+	}
+	if errKind, bad := ls.Get(ErrorLabel); bad {
+		return 0, nil, false, &QueryError{fmt.Sprintf("pipeline error: '%s' for series: '%s'. Use a label filter to intentionally skip this error. (e.g | __error__!=\"%s\"). To skip all potential errors you can match empty errors.(e.g __error__=\"\") The label filter can also be specified after unwrap. (e.g | unwrap latency | __error__=\"\" )", errKind, ls, errKind)}
+	}
+	return v, ls, true, nil
+}
+
+// maxBuckets bounds the buckets per series of rangeAggrBucketed: a range
+// of many steps costs as many buckets, more than the entries it would hold.
+var maxBuckets = 32 << 10
+
+// buckets says whether r can be evaluated by rangeAggrBucketed and with
+// buckets of how many ns, how many: an aggregation whose windows' values
+// are sums of integers (entries counted, bytes; Grafana's log volume is
+// count_over_time), over steps the range is a whole number of.
+func (ev *evaluator) buckets(r *RangeAggr) (width int64, n int, ok bool) {
+	switch r.Op {
+	case "count_over_time", "absent_over_time", "rate", "bytes_over_time", "bytes_rate":
+	default:
+		return 0, 0, false
+	}
+	if r.Unwrap != nil || r.Range <= 0 {
+		return 0, 0, false
+	}
+	if len(ev.steps) == 1 {
+		return int64(r.Range), 1, true
+	}
+	step := ev.steps[1] - ev.steps[0]
+	if int64(r.Range)%step != 0 {
+		return 0, 0, false
+	}
+	n = len(ev.steps) - 1 + int(int64(r.Range)/step)
+	return step, n, n <= maxBuckets
+}
+
+// bucket is the entries of one series in one bucket: how many, and the
+// sum of their samples.
+type bucket struct{ n, v float64 }
+
+// rangeAggrBucketed is rangeAggr for the aggregations buckets allows,
+// holding per series a count and a sum per bucket of width ns instead of
+// every entry: bucket k holds (lo+k·width, lo+(k+1)·width], lo the first
+// window's excluded lower bound, so each step's window is a run of
+// range/width buckets. Its answers are rangeAggr's.
+func (ev *evaluator) rangeAggrBucketed(ctx context.Context, r *RangeAggr, sel Selection, pl *pipeline, width int64, n int) (value, error) {
+	lo := sel.Start - 1
+	type bucketed struct {
+		labels  Labels
+		buckets []bucket
+	}
+	var all ByLabels[bucketed]
+	err := ev.src.Select(ctx, sel, func(e *Entry) error {
+		v, ls, ok, err := ev.sampleOf(r, pl, e)
+		if !ok || err != nil {
+			return err
+		}
+		k := (e.TS - lo - 1) / width
+		if e.TS <= lo || k >= int64(n) {
+			return nil
+		}
+		s := all.At(ls, func() *bucketed { return &bucketed{labels: ls, buckets: make([]bucket, n)} })
+		s.buckets[k].n++
+		s.buckets[k].v += v
+		return nil
+	})
+	if err != nil {
+		return value{}, err
+	}
+	series := all.Sorted()
+	span := n - len(ev.steps) + 1 // buckets per window
+	secs := r.Range.Seconds()
+	vs := make([][]Sample, len(ev.steps))
+	for _, s := range series {
+		var win bucket
+		for k := range span - 1 {
+			win.n += s.buckets[k].n
+			win.v += s.buckets[k].v
+		}
+		for i, t := range ev.steps {
+			in := s.buckets[i+span-1]
+			win.n += in.n
+			win.v += in.v
+			if win.n > 0 {
+				var v float64
+				switch r.Op {
+				case "count_over_time", "absent_over_time":
+					v = win.n
+				case "rate":
+					v = win.n / secs
+				case "bytes_over_time":
+					v = win.v
+				case "bytes_rate":
+					v = win.v / secs
+				}
+				vs[i] = append(vs[i], Sample{Labels: s.labels, T: t, V: v})
+			}
+			out := s.buckets[i]
+			win.n -= out.n
+			win.v -= out.v
+		}
+	}
+	return ev.absent(r, vs), nil
 }
 
 // metricLabels are an entry's labels as a series' (sorted, no category).

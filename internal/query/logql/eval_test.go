@@ -2,7 +2,11 @@ package logql
 
 import (
 	"context"
+	"fmt"
+	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -128,4 +132,143 @@ func TestLogQueryLimitAfterFilters(t *testing.T) {
 	if len(res.Streams) != 1 || len(res.Streams[0].Entries) != 1 || res.Streams[0].Entries[0].Line != "a4 lvl=info" {
 		t.Fatalf("%+v", res.Streams)
 	}
+}
+
+// TestBucketedRangesAnswerAsEveryEntry: count_over_time, rate,
+// bytes_over_time, bytes_rate and absent_over_time, summed per bucket of a
+// step (rangeAggrBucketed: Grafana's log volume over a month no longer
+// holds every entry of the month), answer exactly as the same queries
+// evaluated over every entry, for ranges of one and several steps, with
+// offsets, line filters, parsers and groupings, at entries on the windows'
+// edges.
+func TestBucketedRangesAnswerAsEveryEntry(t *testing.T) {
+	var es entries
+	for i := range int64(600) {
+		// Entries at whole and odd times, some exactly on step edges.
+		ts := i*sec/3 + (i%7)*sec/7
+		lvl := []string{"info", "error", "warn"}[i%3]
+		es = append(es, Entry{TS: ts, Line: fmt.Sprintf("m%d lvl=%s %s", i, lvl, strings.Repeat("x", int(i%11))),
+			Stream: app([]string{"a", "b", "c"}[i%3])})
+	}
+	queries := []string{
+		`count_over_time({app=~".+"}[%s]%s)`,
+		`sum by (app) (rate({app=~"a|b"} |= "lvl" [%s]%s))`,
+		`bytes_over_time({app="a"} | logfmt | lvl="error" [%s]%s)`,
+		`sum by (lvl) (bytes_rate({app=~".+"} | logfmt [%s]%s))`,
+		`absent_over_time({app="c"} |= "m59" [%s]%s)`,
+		`sum without (lvl) (count_over_time({app="b"} != "x" | logfmt [%s]%s))`,
+	}
+	eval := func(q string, p Params, buckets int) *Result {
+		t.Helper()
+		defer func(was int) { maxBuckets = was }(maxBuckets)
+		maxBuckets = buckets
+		e, err := Parse(q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		res, err := Eval(context.Background(), es, e, p)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return res
+	}
+	bucketed := 0
+	for _, q := range queries {
+		for _, rng := range []string{"1s", "3s", "10s"} {
+			for _, off := range []string{"", " offset 2s"} {
+				for _, p := range []Params{
+					{Start: 5 * sec, End: 190 * sec, Step: time.Second},
+					{Start: 0, End: 200 * sec, Step: 5 * time.Second},
+					{Start: 7*sec + 1, End: 150 * sec, Step: 1500 * time.Millisecond},
+					{Start: 77 * sec, End: 77 * sec, Instant: true},
+				} {
+					query := fmt.Sprintf(q, rng, off)
+					e, _ := Parse(query)
+					ev := &evaluator{steps: []int64{p.Start}}
+					if !p.Instant {
+						ev.steps = append(ev.steps, p.Start+int64(p.Step))
+					}
+					r, ok := e.(*RangeAggr)
+					if va, isVec := e.(*VectorAggr); isVec {
+						r, ok = va.Inner.(*RangeAggr)
+					}
+					if ok && r != nil {
+						if _, _, b := ev.buckets(r); b {
+							bucketed++
+						}
+					}
+					want, got := eval(query, p, 0), eval(query, p, 1<<20)
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("%s %+v:\n bucketed %+v\n entries  %+v", query, p, got, want)
+					}
+				}
+			}
+		}
+	}
+	if bucketed == 0 {
+		t.Fatal("no query was bucketed")
+	}
+}
+
+// liveAtEnd is a Source of n entries of one stream, one a millisecond
+// from 1ms, made as they are read; at the end of the read it records the
+// live heap (after a collection): what the evaluation holds of them.
+type liveAtEnd struct {
+	n    int64
+	live uint64
+}
+
+func (s *liveAtEnd) Select(_ context.Context, sel Selection, fn func(*Entry) error) error {
+	e := Entry{Line: "GET /api 200", Stream: app("a")}
+	for i := range s.n {
+		if e.TS = (i + 1) * int64(time.Millisecond); e.TS < sel.Start || e.TS >= sel.End {
+			continue
+		}
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.live = ms.HeapAlloc
+	return nil
+}
+
+// TestLogVolumeHoldsBucketsNotEntries: Grafana's log volume query
+// (count_over_time per step) over a million entries holds a count per
+// step, not a point per entry (16 MB and more of them), so a query over a
+// month of a busy tenant cannot take the process's memory.
+func TestLogVolumeHoldsBucketsNotEntries(t *testing.T) {
+	e, err := Parse(`sum by (app) (count_over_time({app="a"}[10s]))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Params{Start: 10 * sec, End: 1000 * sec, Step: 10 * time.Second}
+	live := func(buckets int) (uint64, float64) {
+		defer func(was int) { maxBuckets = was }(maxBuckets)
+		maxBuckets = buckets
+		src := &liveAtEnd{n: 1_000_000}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		res, err := Eval(context.Background(), src, e, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total float64
+		for _, pt := range res.Matrix[0].Points {
+			total += pt.V
+		}
+		return src.live - min(src.live, ms.HeapAlloc), total
+	}
+	entriesHeld, want := live(0)
+	bucketsHeld, got := live(1 << 20)
+	if got != want || want != 1_000_000 {
+		t.Fatalf("counted %v entries bucketed, %v every entry held, want 1,000,000", got, want)
+	}
+	if entriesHeld < 8<<20 || bucketsHeld > entriesHeld/16 {
+		t.Errorf("live heap at the end of the read: %d bytes bucketed, %d with every entry held", bucketsHeld, entriesHeld)
+	}
+	t.Logf("live heap at the end of the read: %d bytes bucketed, %d with every entry held", bucketsHeld, entriesHeld)
 }
