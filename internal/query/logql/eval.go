@@ -269,8 +269,8 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 	sel := Selection{Matchers: r.Log.Matchers, Filters: filters, Forward: true,
 		Start: first - int64(r.Offset) - int64(r.Range) + 1, End: last - int64(r.Offset) + 1}
 	pl := &pipeline{stages: rest, unwrap: r.Unwrap}
-	if w, n, ok := ev.buckets(r); ok {
-		return ev.rangeAggrBucketed(ctx, r, sel, pl, w, n)
+	if w, ok := ev.buckets(r); ok {
+		return ev.rangeAggrBucketed(ctx, r, sel, pl, w)
 	}
 	var all ByLabels[Series]
 	err := ev.src.Select(ctx, sel, func(e *Entry) error {
@@ -337,98 +337,106 @@ func (ev *evaluator) sampleOf(r *RangeAggr, pl *pipeline, e *Entry) (float64, La
 	return v, ls, true, nil
 }
 
-// maxBuckets bounds the buckets per series of rangeAggrBucketed: a range
-// of many steps costs as many buckets, more than the entries it would hold.
-var maxBuckets = 32 << 10
+// bucketing is on but in the tests that compare it with the entries' path.
+var bucketing = true
 
 // buckets says whether r can be evaluated by rangeAggrBucketed and with
-// buckets of how many ns, how many: an aggregation whose windows' values
-// are sums of integers (entries counted, bytes; Grafana's log volume is
+// buckets of how many ns: an aggregation whose windows' values are sums
+// of integers (entries counted, bytes; Grafana's log volume is
 // count_over_time), over steps the range is a whole number of.
-func (ev *evaluator) buckets(r *RangeAggr) (width int64, n int, ok bool) {
+func (ev *evaluator) buckets(r *RangeAggr) (width int64, ok bool) {
 	switch r.Op {
 	case "count_over_time", "absent_over_time", "rate", "bytes_over_time", "bytes_rate":
 	default:
-		return 0, 0, false
+		return 0, false
 	}
-	if r.Unwrap != nil || r.Range <= 0 {
-		return 0, 0, false
+	if !bucketing || r.Unwrap != nil || r.Range <= 0 {
+		return 0, false
 	}
 	if len(ev.steps) == 1 {
-		return int64(r.Range), 1, true
+		return int64(r.Range), true
 	}
 	step := ev.steps[1] - ev.steps[0]
-	if int64(r.Range)%step != 0 {
-		return 0, 0, false
-	}
-	n = len(ev.steps) - 1 + int(int64(r.Range)/step)
-	return step, n, n <= maxBuckets
+	return step, int64(r.Range)%step == 0
 }
 
-// bucket is the entries of one series in one bucket: how many, and the
-// sum of their samples.
-type bucket struct{ n, v float64 }
+// bucket is the entries of one series in bucket k: how many, and the sum
+// of their samples.
+type bucket struct {
+	k    int64
+	n, v float64
+}
 
 // rangeAggrBucketed is rangeAggr for the aggregations buckets allows,
-// holding per series a count and a sum per bucket of width ns instead of
-// every entry: bucket k holds (lo+k·width, lo+(k+1)·width], lo the first
-// window's excluded lower bound, so each step's window is a run of
-// range/width buckets. Its answers are rangeAggr's.
-func (ev *evaluator) rangeAggrBucketed(ctx context.Context, r *RangeAggr, sel Selection, pl *pipeline, width int64, n int) (value, error) {
+// holding per series a count and a sum per bucket of width ns that has
+// entries, instead of every entry: bucket k holds (lo+k·width,
+// lo+(k+1)·width], lo the first window's excluded lower bound, so each
+// step's window is a run of range/width buckets. A series holds no more
+// buckets than entries, nor than steps and range allow. Its answers are
+// rangeAggr's.
+func (ev *evaluator) rangeAggrBucketed(ctx context.Context, r *RangeAggr, sel Selection, pl *pipeline, width int64) (value, error) {
 	lo := sel.Start - 1
 	type bucketed struct {
 		labels  Labels
-		buckets []bucket
+		buckets []bucket // by k
 	}
 	var all ByLabels[bucketed]
 	err := ev.src.Select(ctx, sel, func(e *Entry) error {
 		v, ls, ok, err := ev.sampleOf(r, pl, e)
-		if !ok || err != nil {
+		if !ok || err != nil || e.TS <= lo || e.TS >= sel.End {
 			return err
 		}
 		k := (e.TS - lo - 1) / width
-		if e.TS <= lo || k >= int64(n) {
-			return nil
+		s := all.At(ls, func() *bucketed { return &bucketed{labels: ls} })
+		// Entries come in time order: the last bucket, or a new one.
+		i := len(s.buckets) - 1
+		switch {
+		case i < 0 || s.buckets[i].k < k:
+			s.buckets = append(s.buckets, bucket{k: k})
+			i++
+		case s.buckets[i].k > k:
+			var found bool
+			if i, found = slices.BinarySearchFunc(s.buckets, k, func(b bucket, k int64) int { return cmp.Compare(b.k, k) }); !found {
+				s.buckets = slices.Insert(s.buckets, i, bucket{k: k})
+			}
 		}
-		s := all.At(ls, func() *bucketed { return &bucketed{labels: ls, buckets: make([]bucket, n)} })
-		s.buckets[k].n++
-		s.buckets[k].v += v
+		s.buckets[i].n++
+		s.buckets[i].v += v
 		return nil
 	})
 	if err != nil {
 		return value{}, err
 	}
-	series := all.Sorted()
-	span := n - len(ev.steps) + 1 // buckets per window
+	span := int64(r.Range) / width // buckets per window
 	secs := r.Range.Seconds()
 	vs := make([][]Sample, len(ev.steps))
-	for _, s := range series {
+	for _, s := range all.Sorted() {
 		var win bucket
-		for k := range span - 1 {
-			win.n += s.buckets[k].n
-			win.v += s.buckets[k].v
-		}
+		in, out := 0, 0 // the window is s.buckets[out:in]
 		for i, t := range ev.steps {
-			in := s.buckets[i+span-1]
-			win.n += in.n
-			win.v += in.v
-			if win.n > 0 {
-				var v float64
-				switch r.Op {
-				case "count_over_time", "absent_over_time":
-					v = win.n
-				case "rate":
-					v = win.n / secs
-				case "bytes_over_time":
-					v = win.v
-				case "bytes_rate":
-					v = win.v / secs
-				}
-				vs[i] = append(vs[i], Sample{Labels: s.labels, T: t, V: v})
+			for ; in < len(s.buckets) && s.buckets[in].k < int64(i)+span; in++ {
+				win.n += s.buckets[in].n
+				win.v += s.buckets[in].v
 			}
-			out := s.buckets[i]
-			win.n -= out.n
-			win.v -= out.v
+			for ; out < in && s.buckets[out].k < int64(i); out++ {
+				win.n -= s.buckets[out].n
+				win.v -= s.buckets[out].v
+			}
+			if win.n == 0 {
+				continue
+			}
+			var v float64
+			switch r.Op {
+			case "count_over_time", "absent_over_time":
+				v = win.n
+			case "rate":
+				v = win.n / secs
+			case "bytes_over_time":
+				v = win.v
+			case "bytes_rate":
+				v = win.v / secs
+			}
+			vs[i] = append(vs[i], Sample{Labels: s.labels, T: t, V: v})
 		}
 	}
 	return ev.absent(r, vs), nil

@@ -158,10 +158,10 @@ func TestBucketedRangesAnswerAsEveryEntry(t *testing.T) {
 		`absent_over_time({app="c"} |= "m59" [%s]%s)`,
 		`sum without (lvl) (count_over_time({app="b"} != "x" | logfmt [%s]%s))`,
 	}
-	eval := func(q string, p Params, buckets int) *Result {
+	eval := func(q string, p Params, buckets bool) *Result {
 		t.Helper()
-		defer func(was int) { maxBuckets = was }(maxBuckets)
-		maxBuckets = buckets
+		defer func(was bool) { bucketing = was }(bucketing)
+		bucketing = buckets
 		e, err := Parse(q)
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -193,11 +193,11 @@ func TestBucketedRangesAnswerAsEveryEntry(t *testing.T) {
 						r, ok = va.Inner.(*RangeAggr)
 					}
 					if ok && r != nil {
-						if _, _, b := ev.buckets(r); b {
+						if _, b := ev.buckets(r); b {
 							bucketed++
 						}
 					}
-					want, got := eval(query, p, 0), eval(query, p, 1<<20)
+					want, got := eval(query, p, false), eval(query, p, true)
 					if !reflect.DeepEqual(got, want) {
 						t.Errorf("%s %+v:\n bucketed %+v\n entries  %+v", query, p, got, want)
 					}
@@ -207,6 +207,19 @@ func TestBucketedRangesAnswerAsEveryEntry(t *testing.T) {
 	}
 	if bucketed == 0 {
 		t.Fatal("no query was bucketed")
+	}
+	// Entries out of time order (a Source owes the order, the buckets do
+	// not depend on it).
+	backwards := slices.Clone(es)
+	slices.Reverse(backwards)
+	q, p := `sum by (app) (count_over_time({app=~".+"}[3s]))`, Params{Start: 5 * sec, End: 190 * sec, Step: time.Second}
+	e, _ := Parse(q)
+	got, err := Eval(context.Background(), backwards, e, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := eval(q, p, true); !reflect.DeepEqual(got, want) {
+		t.Errorf("entries out of order:\n %+v\n want %+v", got, want)
 	}
 }
 
@@ -245,9 +258,9 @@ func TestLogVolumeHoldsBucketsNotEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := Params{Start: 10 * sec, End: 1000 * sec, Step: 10 * time.Second}
-	live := func(buckets int) (uint64, float64) {
-		defer func(was int) { maxBuckets = was }(maxBuckets)
-		maxBuckets = buckets
+	live := func(buckets bool) (uint64, float64) {
+		defer func(was bool) { bucketing = was }(bucketing)
+		bucketing = buckets
 		src := &liveAtEnd{n: 1_000_000}
 		runtime.GC()
 		var ms runtime.MemStats
@@ -262,8 +275,8 @@ func TestLogVolumeHoldsBucketsNotEntries(t *testing.T) {
 		}
 		return src.live - min(src.live, ms.HeapAlloc), total
 	}
-	entriesHeld, want := live(0)
-	bucketsHeld, got := live(1 << 20)
+	entriesHeld, want := live(false)
+	bucketsHeld, got := live(true)
 	if got != want || want != 1_000_000 {
 		t.Fatalf("counted %v entries bucketed, %v every entry held, want 1,000,000", got, want)
 	}
