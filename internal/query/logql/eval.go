@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -351,6 +352,11 @@ func (ev *evaluator) buckets(r *RangeAggr) (width int64, ok bool) {
 		return 0, false
 	}
 	if !bucketing || r.Unwrap != nil || r.Range <= 0 {
+		return 0, false
+	}
+	// A bucket's index is counted from the first window's lower bound:
+	// the last window's upper bound must be within int64 of it.
+	if ev.steps[len(ev.steps)-1]-ev.steps[0] > math.MaxInt64-int64(r.Range) {
 		return 0, false
 	}
 	if len(ev.steps) == 1 {

@@ -285,3 +285,31 @@ func TestLogVolumeHoldsBucketsNotEntries(t *testing.T) {
 	}
 	t.Logf("live heap at the end of the read: %d bytes bucketed, %d with every entry held", bucketsHeld, entriesHeld)
 }
+
+// TestBucketedHugeRangeDoesNotOverflow: a range near the longest
+// duration, over steps spanning more than what is left of int64 after it,
+// counted its entries' bucket from the first window's lower bound and
+// overflowed: the bucketed path answered nothing where every entry's path
+// answered 1.
+func TestBucketedHugeRangeDoesNotOverflow(t *testing.T) {
+	base := int64(1_700_000_000) * sec
+	es := entries{{TS: base + 3000*sec, Line: "x", Stream: app("a")}}
+	e, err := Parse(`count_over_time({app="a"}[2562047h])`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Params{Start: base, End: base + 3060*sec, Step: time.Minute}
+	run := func(b bool) *Result {
+		defer func(was bool) { bucketing = was }(bucketing)
+		bucketing = b
+		res, err := Eval(context.Background(), es, e, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	got, want := run(true), run(false)
+	if len(want.Matrix) != 1 || len(want.Matrix[0].Points) != 2 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("bucketed %+v\n entries %+v", got.Matrix, want.Matrix)
+	}
+}
