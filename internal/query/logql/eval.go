@@ -102,9 +102,11 @@ func Eval(ctx context.Context, src Source, e Expr, p Params) (*Result, error) {
 	if !p.Instant && p.Step <= 0 {
 		return nil, &QueryError{"a range metric query needs a step greater than 0"}
 	}
+	// The next step is compared as End-t, not t+Step: a huge step would
+	// carry t past int64, negative, below End.
 	for t := p.Start; t <= p.End; t += int64(p.Step) {
 		ev.steps = append(ev.steps, t)
-		if p.Instant {
+		if p.Instant || p.End-t < int64(p.Step) {
 			break
 		}
 	}

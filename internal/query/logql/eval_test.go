@@ -313,3 +313,31 @@ func TestBucketedHugeRangeDoesNotOverflow(t *testing.T) {
 		t.Fatalf("bucketed %+v\n entries %+v", got.Matrix, want.Matrix)
 	}
 }
+
+// TestHugeStepEndsTheSteps: a step that carries the next step's time past
+// int64 (query_range accepts step=9223372036) wrapped it negative, below
+// the end, and the steps never ended; Loki answers the first step alone.
+func TestHugeStepEndsTheSteps(t *testing.T) {
+	base := int64(1_700_000_000) * sec
+	e, err := Parse(`count_over_time({app="a"}[1s])`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := Eval(context.Background(), entries{{TS: base, Line: "x", Stream: app("a")}}, e,
+			Params{Start: base, End: base + 10*sec, Step: 9223372036 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res == nil || len(res.Matrix) != 1 || len(res.Matrix[0].Points) != 1 || res.Matrix[0].Points[0].T != base {
+			t.Fatalf("%+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		panic("the steps of a huge step never end") // stop the process before the steps take its memory
+	}
+}
