@@ -460,11 +460,16 @@ func metricLabels(ls Labels) Labels {
 }
 
 // absentLabels are the equality matchers' labels, what absent_over_time
-// answers (Prometheus's absent).
+// answers (Prometheus's absent), but none of a name two matchers name
+// (Loki pkg/logql/evaluator.go absentLabels).
 func absentLabels(ms []*Matcher) Labels {
+	named := map[string]int{}
+	for _, m := range ms {
+		named[m.Name]++
+	}
 	ls := Labels{}
 	for _, m := range ms {
-		if m.Op == MatchEq {
+		if m.Op == MatchEq && named[m.Name] == 1 {
 			ls = append(ls, Label{Name: m.Name, Value: m.Value})
 		}
 	}

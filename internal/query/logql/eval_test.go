@@ -341,3 +341,21 @@ func TestHugeStepEndsTheSteps(t *testing.T) {
 		panic("the steps of a huge step never end") // stop the process before the steps take its memory
 	}
 }
+
+// TestAbsentLabelsAsLoki: absent_over_time answers the equality
+// matchers' labels, but none for a name another matcher also names
+// (Loki pkg/logql/evaluator.go absentLabels): {app="z", app=~"z.*"}
+// answered {app="z"}, {app="z", app="z"} the label twice.
+func TestAbsentLabelsAsLoki(t *testing.T) {
+	p := Params{Start: 3 * sec, End: 3 * sec, Instant: true}
+	for q, want := range map[string]string{
+		`absent_over_time({app="z", app=~"z.*"}[1s])`:       `{}`,
+		`absent_over_time({app="z", app="z"}[1s])`:          `{}`,
+		`absent_over_time({app="z", env="x", app!=""}[1s])`: `{env="x"}`,
+	} {
+		res := evalAt(t, q, p)
+		if len(res.Vector) != 1 || res.Vector[0].Labels.String() != want {
+			t.Errorf("%s: %+v, want %s", q, res.Vector, want)
+		}
+	}
+}
