@@ -117,23 +117,18 @@ func (s *Sink) compactLeased(ctx context.Context, tbl *table.Table, g compaction
 			s.log.Warn("could not rewrite the staging leases after a compaction; they are rewritten within 5 minutes", "err", err)
 		}
 	}()
-	written := func(path string) {
+	created := func(path string) {
 		s.mu.Lock()
-		if !slices.Contains(out.files, path) {
-			out.files = append(out.files, path)
-		}
+		out.files = append(out.files, path)
 		s.mu.Unlock()
 	}
-	res, err := compactGroup(ctx, tbl, g, targetBytes, written)
+	res, err := compactGroup(ctx, tbl, g, targetBytes, created)
 	if err != nil {
 		s.removeFiles(ctx, tbl, res.NewDataFiles)
 		return res, err
 	}
-	// The unsorted path names its files at the end: leased now, and
-	// looked up, since one written long ago may be gone already.
-	for _, df := range res.NewDataFiles {
-		written(df.FilePath())
-	}
+	// Leased now, not at the next renewal, and looked up: one written
+	// long ago may be gone already.
 	if err := s.renewLeases(ctx); err != nil {
 		s.removeFiles(ctx, tbl, res.NewDataFiles)
 		return res, fmt.Errorf("lease the compacted files before committing them: %w", err)
@@ -188,26 +183,25 @@ func byPartition(groups []compaction.Group) []compaction.Group {
 // compactGroup rewrites a group's files: in the table's declared sort
 // order (sorted.go) when it has one and the files no deletes, else as
 // iceberg-go does, streaming a file at a time into files rolled at the
-// target (sorted.go, "Output files at the target size").
-func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64, written func(path string)) (table.CompactionGroupResult, error) {
+// target (sorted.go, "Output files at the target size"). created is told
+// of each file before it is created: iceberg-go names them only once it
+// wrote them all.
+func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64, created func(path string)) (table.CompactionGroupResult, error) {
+	tbl = table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), noticeCreates(tbl.FS, created), nil)
 	if tbl.SortOrder().Len() > 0 && !slices.ContainsFunc(g.Tasks, func(t table.FileScanTask) bool { return deletesOf(t) > 0 }) {
-		return compactGroupSorted(ctx, tbl, g.Tasks, g.TotalSizeBytes, targetBytes, written)
+		return compactGroupSorted(ctx, tbl, g.Tasks, g.TotalSizeBytes, targetBytes)
 	}
 	rgRows := rowGroupRows(g.Tasks, targetBytes)
-	// iceberg-go names the files only once it wrote them all: each is
-	// leased as it is created instead.
-	view := compactView(tbl, rgRows)
-	view = table.New(view.Identifier(), view.Metadata(), view.MetadataLocation(), noticeCreates(view.FS, written), nil)
-	return table.ExecuteCompactionGroup(ctx, view, table.CompactionTaskGroup{
+	return table.ExecuteCompactionGroup(ctx, compactView(tbl, rgRows), table.CompactionTaskGroup{
 		PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
 	}, table.WithCompactionTargetFileSize(writerTarget(targetBytes)), table.WithCompactionScanConcurrency(1),
 		table.WithCompactionArrowBatchSize(min(compactReadBatchRows, rgRows)), table.WithCompactionRecordBatchBufferSize(compactWriteQueue),
 		table.WithCompactionParquetRowGroupLimit(rgRows))
 }
 
-// noticeCreates is fsF's file system telling written of each file before
+// noticeCreates is fsF's file system telling created of each file before
 // it creates it.
-func noticeCreates(fsF func(context.Context) (icebergio.IO, error), written func(path string)) func(context.Context) (icebergio.IO, error) {
+func noticeCreates(fsF func(context.Context) (icebergio.IO, error), created func(path string)) func(context.Context) (icebergio.IO, error) {
 	return func(ctx context.Context) (icebergio.IO, error) {
 		fsys, err := fsF(ctx)
 		if err != nil {
@@ -217,19 +211,19 @@ func noticeCreates(fsF func(context.Context) (icebergio.IO, error), written func
 		if !ok {
 			return fsys, nil
 		}
-		return createNoticer{w, written}, nil
+		return createNoticer{w, created}, nil
 	}
 }
 
-// createNoticer is a file system telling written of each file before it
+// createNoticer is a file system telling created of each file before it
 // creates it.
 type createNoticer struct {
 	icebergio.WriteFileIO
-	written func(path string)
+	created func(path string)
 }
 
 func (c createNoticer) Create(path string) (icebergio.FileWriter, error) {
-	c.written(path)
+	c.created(path)
 	return c.WriteFileIO.Create(path)
 }
 

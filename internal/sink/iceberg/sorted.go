@@ -92,7 +92,7 @@ func spanSortOrder(sc *iceberggo.Schema) (table.SortOrder, bool) {
 // compactGroupSorted rewrites a group's files (of one partition, without
 // deletes) into files in tbl's sort order, rolled at targetBytes, in
 // bounded memory: an external merge sort (sortmerge.go).
-func compactGroupSorted(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, total, targetBytes int64, written func(path string)) (table.CompactionGroupResult, error) {
+func compactGroupSorted(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, total, targetBytes int64) (table.CompactionGroupResult, error) {
 	res := table.CompactionGroupResult{BytesBefore: total}
 	sc, records, err := sortedCompactionScan(tbl).ReadTasks(ctx, tasks)
 	if err != nil {
@@ -113,7 +113,6 @@ func compactGroupSorted(ctx context.Context, tbl *table.Table, tasks []table.Fil
 		if err != nil {
 			return res, fmt.Errorf("write the sorted files: %w", err)
 		}
-		written(df.FilePath())
 		res.NewDataFiles = append(res.NewDataFiles, df)
 		res.BytesAfter += df.FileSizeBytes()
 	}
