@@ -465,6 +465,66 @@ func (n noticeCreate) Create(path string) (icebergio.FileWriter, error) {
 	return n.LocalFS.Create(path)
 }
 
+// hookCreates makes the local warehouse's file system call onCreate
+// before it creates each file, for the rest of the test.
+func hookCreates(t *testing.T, onCreate func(path string)) {
+	for _, scheme := range []string{"", "file"} {
+		icebergio.Unregister(scheme)
+		icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
+			return noticeCreate{onCreate: onCreate}, nil
+		})
+		t.Cleanup(func() {
+			icebergio.Unregister(scheme)
+			icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
+				return icebergio.LocalFS{}, nil
+			})
+		})
+	}
+}
+
+// A compaction file that another tool deleted (an orphan cleanup that
+// reads no lease) before the commit fails the compaction before it
+// commits, and the table keeps its files and rows: a commit must never
+// reference a file that is gone.
+func TestCompactionCommitsNoFileThatIsGone(t *testing.T) {
+	ctx := context.Background()
+	var compacting atomic.Bool
+	var first string
+	hookCreates(t, func(path string) {
+		if !compacting.Load() || !strings.HasSuffix(path, ".parquet") {
+			return
+		}
+		if first == "" {
+			first = path
+			return
+		}
+		if err := os.Remove(strings.TrimPrefix(first, "file://")); err != nil {
+			t.Error(err)
+		}
+	})
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(8) {
+		load(t, s, batch(0, i*2000, i*2000+1999))
+	}
+	raw := stored(t, s, false)
+	compacting.Store(true)
+	_, err := s.Compact(ctx, 128<<10, everyDay, false)
+	compacting.Store(false)
+	if first == "" {
+		t.Fatal("the compaction created no file")
+	}
+	if err == nil || !strings.Contains(err.Error(), "is gone before its commit") {
+		t.Fatalf("compaction with a file gone: %v", err)
+	}
+	if got := stored(t, s, false); !maps.EqualFunc(got, raw, slices.Equal) {
+		t.Errorf("raw offsets after the failed compaction %v, were %v", got, raw)
+	}
+}
+
 // A table without a sort order (the raw and dead-letter tables, the
 // derived and dedup tables; a span table's files with deletes) is
 // compacted by iceberg-go's ExecuteCompactionGroup, which names its files
@@ -475,22 +535,11 @@ func (n noticeCreate) Create(path string) (icebergio.FileWriter, error) {
 func TestOrphansKeepAnUnsortedCompactionsFilesWhileItWrites(t *testing.T) {
 	ctx := context.Background()
 	var hook func(path string)
-	for _, scheme := range []string{"", "file"} {
-		icebergio.Unregister(scheme)
-		icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
-			return noticeCreate{onCreate: func(path string) {
-				if hook != nil {
-					hook(path)
-				}
-			}}, nil
-		})
-		t.Cleanup(func() {
-			icebergio.Unregister(scheme)
-			icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
-				return icebergio.LocalFS{}, nil
-			})
-		})
-	}
+	hookCreates(t, func(path string) {
+		if hook != nil {
+			hook(path)
+		}
+	})
 	dir := t.TempDir()
 	root := filepath.Join(dir, "warehouse")
 	s := openSink(t, dir, false)
