@@ -55,7 +55,14 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		ro.Ready = &obs.Readiness{}
 	}
 	if ro.Budget == nil {
-		ro.Budget = NewBudget(int64(cfg.MaxInflightBytes))
+		max := int64(cfg.MaxInflightBytes)
+		if h, ok := snk.(sink.MemoryHolder); ok {
+			// A quarter for the rows the sink holds after staging (the
+			// Iceberg sink's open writers), the rest for the batches.
+			h.HoldUpTo(max/4, cfg.Workers)
+			max -= max / 4
+		}
+		ro.Budget = NewBudget(max)
 	}
 	kopts, err := kafka.ConsumerOptions(cfg.Kafka)
 	if err != nil {

@@ -76,10 +76,12 @@ type Options struct {
 
 // Worker owns one Kafka consumer and the pipeline behind it.
 type Worker struct {
-	id  int
-	opt Options
-	log *slog.Logger
-	cl  *kgo.Client
+	id int
+	// stream names the worker's batches as one sequence (sink.Batch.Stream).
+	stream string
+	opt    Options
+	log    *slog.Logger
+	cl     *kgo.Client
 	// sizer sizes cl's fetches by the partitions owned; nil without
 	// Options.FetchBytes.
 	sizer *kafka.FetchSizer
@@ -170,6 +172,7 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	}
 	b.rows, b.derived = newBuffers(kept), newBuffers(kept)
 	w := &Worker{
+		stream:  sink.NewBatchID(),
 		id:      id,
 		opt:     opt,
 		log:     opt.Log.With("worker", id),
@@ -546,6 +549,7 @@ func (w *Worker) stageLoop() {
 // stage stages one batch, retrying until it succeeds or shutdown.
 func (w *Worker) stage(it item) item {
 	var f sink.File
+	it.batch.Stream = w.stream
 	err := w.retry("stage", func() error {
 		var err error
 		f, err = w.opt.Sink.Stage(w.hard, it.batch.Batch)

@@ -71,6 +71,14 @@ type Batch struct {
 	routed      map[string]int // index in Routed by table name
 	Ranges      []Range        // one per partition, sorted by topic and partition
 	MaxLine     int            // longest NDJSON line, for readers with a line limit
+	// Stream names the sequence the batch belongs to (a worker's): a
+	// stream's batches are staged one at a time, in the order they were
+	// read, and each load or discard of the stream names every batch of
+	// it staged before the load or discard began, all but those staged
+	// meanwhile. A sink may write a stream's batches into files shared
+	// between them (the Iceberg sink's load-sized files). Empty: a batch
+	// on its own.
+	Stream string
 	// ID tells this batch from every other staging of the same offsets
 	// (by another worker or process, or after a re-read): see NewBatchID.
 	// Empty only in tests that build batches by hand.
@@ -197,6 +205,14 @@ type RecordStager interface {
 // commit interval) does not stop reading.
 type FileStager interface {
 	StagesToFiles()
+}
+
+// MemoryHolder is a Sink that holds staged rows in memory after Stage
+// returned (the Iceberg sink's open writers buffer a row group of each
+// partition): the pipeline gives it a share of max_inflight_bytes, bytes
+// for all its streams (workers), and counts the batches against the rest.
+type MemoryHolder interface {
+	HoldUpTo(bytes int64, streams int)
 }
 
 // CommitReporter is a Sink whose load can tell when the files' rows are in

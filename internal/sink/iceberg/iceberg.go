@@ -161,9 +161,12 @@ type Sink struct {
 	// OnCommit (guarded by commitMu).
 	sizedAt map[string]time.Time
 
-	mu     sync.Mutex
-	kept   map[string]*staged      // staged batches by name, until committed or discarded
-	tables map[string]*table.Table // each table as last read, for staging
+	mu   sync.Mutex
+	kept map[string]*staged // staged batches by name, until committed or discarded
+	// committedEarly are batches committed with an earlier load, written
+	// into its files while it began (open.go), until their own load.
+	committedEarly map[string]bool
+	tables         map[string]*table.Table // each table as last read, for staging
 	// compacting are the files running compactions wrote and have not
 	// committed, by compaction: leased as staged files are (lease.go).
 	compacting map[*leased]bool
@@ -177,6 +180,14 @@ type Sink struct {
 
 	// lease keeps orphan cleanup off the staged files (lease.go).
 	lease leases
+
+	// The streams' open writers (open.go).
+	writing     sync.Mutex
+	streams     map[string]*openEntry // by sink.Batch.Stream
+	writerBytes int64                 // a stream's writers' memory
+	// writeCtx is the open writers' context, canceled by Close.
+	writeCtx    context.Context
+	stopWriting context.CancelFunc
 
 	// Tests: make a load or a maintenance commit lose a race.
 	beforeLoadCommit, beforeMaintenanceCommit, beforeDedupCommit func()
@@ -215,19 +226,25 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	if opt.Derived != nil {
 		derived, derivedSchema = table.Identifier{opt.Namespace, opt.DerivedTable}, typedSchema(opt.Derived)
 	}
+	writeCtx, stopWriting := context.WithCancel(context.Background())
 	return &Sink{
-		derived:       derived,
-		derivedSchema: derivedSchema,
-		opt:           opt,
-		typed:         typed,
-		cat:           cat,
-		log:           opt.Log,
-		raw:           table.Identifier{opt.Namespace, opt.Table},
-		dlq:           table.Identifier{opt.Namespace, opt.Table + "_dlq"},
-		eventAt:       eventAt,
-		kept:          map[string]*staged{},
-		tables:        map[string]*table.Table{},
-		sizedAt:       map[string]time.Time{},
+		committedEarly: map[string]bool{},
+		streams:        map[string]*openEntry{},
+		writerBytes:    defaultWriterBytes,
+		writeCtx:       writeCtx,
+		stopWriting:    stopWriting,
+		derived:        derived,
+		derivedSchema:  derivedSchema,
+		opt:            opt,
+		typed:          typed,
+		cat:            cat,
+		log:            opt.Log,
+		raw:            table.Identifier{opt.Namespace, opt.Table},
+		dlq:            table.Identifier{opt.Namespace, opt.Table + "_dlq"},
+		eventAt:        eventAt,
+		kept:           map[string]*staged{},
+		tables:         map[string]*table.Table{},
+		sizedAt:        map[string]time.Time{},
 	}, nil
 }
 
@@ -296,6 +313,16 @@ func IsPostgres(catalog string) bool {
 // Close stops the staging leases and removes them (files still staged
 // are orphans from then on), and releases the catalog.
 func (s *Sink) Close() error {
+	// Batches still in open writers have no load coming: their files go.
+	s.writing.Lock()
+	open := slices.Collect(maps.Values(s.streams))
+	s.writing.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	for _, e := range open {
+		s.abortEntry(ctx, e)
+	}
+	cancel()
+	s.stopWriting()
 	s.closeLeases()
 	if c, ok := s.cat.(interface{ Close() error }); ok {
 		return c.Close()
@@ -792,23 +819,32 @@ func LostRace(err error) bool {
 // removeFiles deletes data files no commit references. A file it cannot
 // delete is left to orphan cleanup.
 func (s *Sink) removeFiles(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile) {
-	if len(files) == 0 {
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = f.FilePath()
+	}
+	s.removePaths(ctx, tbl, paths)
+}
+
+// removePaths is removeFiles by path.
+func (s *Sink) removePaths(ctx context.Context, tbl *table.Table, paths []string) {
+	if len(paths) == 0 {
 		return
 	}
 	fsys, err := tbl.FS(ctx)
 	if err == nil {
-		for _, f := range files {
-			if err = removeFile(fsys, f.FilePath()); err != nil {
+		for _, p := range paths {
+			if err = removeFile(fsys, p); err != nil {
 				break
 			}
 		}
 	}
 	if err != nil {
 		s.log.Warn("could not delete the data files of a failed commit; tracelake orphans removes them later",
-			"table", name(tbl.Identifier()), "files", len(files), "err", err)
+			"table", name(tbl.Identifier()), "files", len(paths), "err", err)
 		return
 	}
-	s.log.Info("deleted the data files of a failed commit", "table", name(tbl.Identifier()), "files", len(files))
+	s.log.Info("deleted the data files of a failed commit", "table", name(tbl.Identifier()), "files", len(paths))
 }
 
 // removeFile removes path, a file already gone (orphan cleanup's work)

@@ -248,9 +248,20 @@ func (s *Sink) stagedPaths() map[string]*leased {
 	defer s.mu.Unlock()
 	for _, st := range s.kept {
 		for _, k := range s.kinds() {
-			for _, df := range st.of(k).files {
+			sf := st.of(k)
+			for _, df := range sf.files {
 				add(s.id(k), df.FilePath())
 			}
+			add(s.id(k), unfinished(sf.files, sf.creating)...)
+		}
+	}
+	// An open entry's files from their creation, before its first batch
+	// is kept.
+	s.writing.Lock()
+	defer s.writing.Unlock()
+	for _, e := range s.streams {
+		for _, k := range s.kinds() {
+			add(s.id(k), e.st.of(k).creating...)
 		}
 	}
 	for c := range s.compacting {

@@ -28,6 +28,10 @@ type staged struct {
 	ranges            []sink.Range
 	raw, dlq, derived stagedFiles
 	at                time.Time // when staged (checkStaged)
+	// names are the batches staged in it: one, or a stream's batches
+	// written into its open writers (open.go).
+	names []string
+	open  *openEntry // the open writers, until closed (under Sink.mu)
 }
 
 // kind is one of a load's tables.
@@ -51,8 +55,11 @@ func (s *Sink) kinds() []kind {
 
 // stagedFiles are a staged batch's data files of one table.
 type stagedFiles struct {
-	files  []iceberggo.DataFile
-	counts map[sink.TopicPartition]int64 // rows per partition
+	files []iceberggo.DataFile
+	// creating are the files open writers created, complete or not:
+	// leased, and deleted with the rest if never committed.
+	creating []string
+	counts   map[sink.TopicPartition]int64 // rows per partition
 	// referenced: a commit that landed, or may have (its outcome is
 	// unknown), references the files, so they are never deleted here.
 	referenced bool
@@ -93,18 +100,22 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	s.mu.Lock()
 	st, ok := s.kept[f.Name]
 	s.mu.Unlock()
-	if !ok {
-		st = &staged{ranges: b.Ranges, at: time.Now()}
-		for _, k := range s.kinds() {
-			if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
-				s.drop(ctx, st)
-				return sink.File{}, err
-			}
-		}
-		s.mu.Lock()
-		s.kept[f.Name] = st
-		s.mu.Unlock()
+	if ok {
+		return f, nil
 	}
+	if b.Stream != "" {
+		return f, s.stageOpen(ctx, b, &f)
+	}
+	st = &staged{ranges: b.Ranges, at: time.Now(), names: []string{f.Name}}
+	for _, k := range s.kinds() {
+		if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
+			s.drop(ctx, st)
+			return sink.File{}, err
+		}
+	}
+	s.mu.Lock()
+	s.kept[f.Name] = st
+	s.mu.Unlock()
 	for _, df := range slices.Concat(st.raw.files, st.dlq.files, st.derived.files) {
 		f.Bytes += df.FileSizeBytes()
 	}
@@ -122,17 +133,7 @@ func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, k kind, out *stage
 		return err
 	}
 	out.counts = map[sink.TopicPartition]int64{}
-	var rec arrow.RecordBatch
-	switch {
-	case k == dlqTable:
-		rec, err = buildDLQRecord(sc, b.DLQ, time.Now(), out.counts)
-	case k == derivedTable:
-		rec, err = buildTypedRecord(sc, s.opt.Derived, b.Derived, out.counts)
-	case s.opt.Typed != nil:
-		rec, err = buildTypedRecord(sc, s.opt.Typed, b.Rows, out.counts)
-	default:
-		rec = buildRawRecord(sc, b.Records, time.Now(), s.eventAt, out.counts)
-	}
+	rec, err := s.buildRecord(sc, b, k, out.counts)
 	if err != nil {
 		return err
 	}
@@ -210,10 +211,22 @@ func (s *Sink) Discard(files []sink.File) {
 	defer cancel()
 	for _, f := range files {
 		s.mu.Lock()
+		delete(s.committedEarly, f.Name)
 		st := s.kept[f.Name]
-		delete(s.kept, f.Name)
-		s.mu.Unlock()
+		var e *openEntry
 		if st != nil {
+			// Its entry goes whole: the batches written with it are
+			// in its files.
+			for _, n := range st.names {
+				delete(s.kept, n)
+			}
+			e = st.open
+		}
+		s.mu.Unlock()
+		switch {
+		case e != nil:
+			s.abortEntry(ctx, e)
+		case st != nil:
 			s.drop(ctx, st)
 		}
 	}
@@ -227,12 +240,27 @@ func (s *Sink) drop(ctx context.Context, st *staged) {
 }
 
 func (s *Sink) dropFiles(ctx context.Context, k kind, sf *stagedFiles) {
-	if !sf.referenced && len(sf.files) > 0 {
+	s.mu.Lock()
+	files, creating := sf.files, sf.creating
+	sf.creating = nil
+	s.mu.Unlock()
+	if !sf.referenced && len(files)+len(creating) > 0 {
 		if tbl, err := s.table(ctx, s.id(k)); err == nil {
-			s.removeFiles(ctx, tbl, sf.files)
+			s.removeFiles(ctx, tbl, files)
+			s.removePaths(ctx, tbl, unfinished(files, creating))
 		}
 	}
 	s.setFiles(sf, nil, nil)
+}
+
+// unfinished are the paths of creating that are not among files: those of
+// writers that failed.
+func unfinished(files []iceberggo.DataFile, creating []string) []string {
+	done := map[string]bool{}
+	for _, df := range files {
+		done[df.FilePath()] = true
+	}
+	return slices.DeleteFunc(slices.Clone(creating), func(p string) bool { return done[p] })
 }
 
 // loadRequest is one Load waiting for the commit of its group.
@@ -315,11 +343,17 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		var mine []*staged
 		for _, f := range req.files {
 			st := s.kept[f.Name]
-			if st == nil {
+			switch {
+			case st == nil && s.committedEarly[f.Name]:
+				continue // its rows and positions are in
+			case st == nil:
 				results[i].err = fmt.Errorf("batch %s was not staged in this process", f.Name)
+			case !slices.Contains(mine, st) && !slices.Contains(entries, st):
+				mine = append(mine, st) // a stream's entry holds several of the files
+			}
+			if results[i].err != nil {
 				break
 			}
-			mine = append(mine, st)
 		}
 		if results[i].err == nil {
 			entries = append(entries, mine...)
@@ -330,6 +364,14 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	s.mu.Unlock()
 	if len(entries) == 0 {
+		return results
+	}
+	// From here no batch is written into the entries: a batch written
+	// into one before is committed with it.
+	if err := s.closeAll(ctx, entries); err != nil {
+		for i := range results {
+			results[i].err = cmp.Or(results[i].err, err)
+		}
 		return results
 	}
 	if err := s.checkStaged(ctx, entries); err != nil {
@@ -387,7 +429,20 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 			continue
 		}
 		for _, f := range req.files {
-			delete(s.kept, f.Name)
+			delete(s.committedEarly, f.Name)
+		}
+	}
+	for e, st := range entries {
+		if results[owner[e]].err != nil {
+			continue
+		}
+		for _, n := range st.names {
+			if s.kept[n] == st {
+				delete(s.kept, n)
+				if !slices.ContainsFunc(group[owner[e]].files, func(f sink.File) bool { return f.Name == n }) {
+					s.committedEarly[n] = true
+				}
+			}
 		}
 	}
 	s.mu.Unlock()
