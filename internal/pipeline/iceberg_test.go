@@ -50,7 +50,12 @@ func TestIcebergPipeline(t *testing.T) {
 	must(t, err)
 	t.Cleanup(func() { s.Close() })
 	must(t, s.Prepare(context.Background()))
-	runUntilIdle(t, cfg, s, &pipeline.Stats{})
+	held := &heldShare{Sink: s}
+	runUntilIdle(t, cfg, held, &pipeline.Stats{})
+	// The open writers' memory is a share of max_inflight_bytes.
+	if want := int64(cfg.MaxInflightBytes) / 4; held.bytes != want || held.streams != cfg.Workers {
+		t.Errorf("the sink holds up to %d bytes for %d streams, want %d for %d", held.bytes, held.streams, want, cfg.Workers)
+	}
 
 	var rows, dead int64
 	for _, dlq := range []bool{false, true} {
@@ -162,5 +167,24 @@ func TestIcebergCommitInterval(t *testing.T) {
 	if snaps := len(tbl.Metadata().Snapshots()); rows != n || snaps > 2 {
 		t.Errorf("%d rows in %d snapshots; want %d rows in one or two", rows, snaps, n)
 	}
-	t.Logf("peak in flight %d KiB of %d", budget.Peak()>>10, bound>>10)
+	// A worker's batches of a commit share files: one per worker and
+	// commit (all rows are of today), not one per batch (40).
+	files, err := s.DataFiles(context.Background(), false)
+	must(t, err)
+	if snaps := len(tbl.Metadata().Snapshots()); len(files) > cfg.Workers*snaps {
+		t.Errorf("%d data files from %d workers in %d commits, want at most one per worker and commit", len(files), cfg.Workers, snaps)
+	}
+	t.Logf("peak in flight %d KiB of %d, %d data files", budget.Peak()>>10, bound>>10, len(files))
+}
+
+// heldShare is a sink telling what the pipeline gave it to hold.
+type heldShare struct {
+	*iceberg.Sink
+	bytes   int64
+	streams int
+}
+
+func (h *heldShare) HoldUpTo(bytes int64, streams int) {
+	h.bytes, h.streams = bytes, streams
+	h.Sink.HoldUpTo(bytes, streams)
 }

@@ -2,6 +2,8 @@ package iceberg
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
@@ -262,4 +264,23 @@ func (s *Sink) Unsort(ctx context.Context) error {
 	}
 	_, err = txn.Commit(ctx)
 	return err
+}
+
+// OpenBuffered is what the streams' open writers buffer, by the estimate
+// that bounds it.
+func (s *Sink) OpenBuffered() int64 {
+	s.writing.Lock()
+	open := slices.Collect(maps.Values(s.streams))
+	s.writing.Unlock()
+	var n int64
+	for _, e := range open {
+		e.mu.Lock()
+		for _, t := range e.tables {
+			for _, w := range t.parts {
+				n += t.buffered(w)
+			}
+		}
+		e.mu.Unlock()
+	}
+	return n
 }

@@ -99,23 +99,27 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	s.startLeases()
 	s.mu.Lock()
 	st, ok := s.kept[f.Name]
+	alone := ok && st.open == nil && len(st.names) == 1
 	s.mu.Unlock()
-	if ok {
-		return f, nil
-	}
-	if b.Stream != "" {
+	switch {
+	case alone:
+		// Staged before (a retry): its files, as they were.
+	case ok:
+		return f, nil // written into a stream's files with others
+	case b.Stream != "":
 		return f, s.stageOpen(ctx, b, &f)
-	}
-	st = &staged{ranges: b.Ranges, at: time.Now(), names: []string{f.Name}}
-	for _, k := range s.kinds() {
-		if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
-			s.drop(ctx, st)
-			return sink.File{}, err
+	default:
+		st = &staged{ranges: b.Ranges, at: time.Now(), names: []string{f.Name}}
+		for _, k := range s.kinds() {
+			if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
+				s.drop(ctx, st)
+				return sink.File{}, err
+			}
 		}
+		s.mu.Lock()
+		s.kept[f.Name] = st
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.kept[f.Name] = st
-	s.mu.Unlock()
 	for _, df := range slices.Concat(st.raw.files, st.dlq.files, st.derived.files) {
 		f.Bytes += df.FileSizeBytes()
 	}

@@ -15,8 +15,16 @@ import (
 // batches of 10,000 records) into the Iceberg raw table: Arrow conversion
 // and Parquet (zstd) writing at staging, then the commit to a SQLite
 // catalog on local disk; it reports the data files the table then has and
-// their size.
+// their size. files=batch stages each batch on its own (a file each, as
+// the OTLP receivers' loads do); files=stream stages them as a worker's,
+// into open files shared by the batches.
 func BenchmarkLoad(b *testing.B) {
+	for _, stream := range []string{"", "worker"} {
+		b.Run("files="+map[string]string{"": "batch", "worker": "stream"}[stream], func(b *testing.B) { benchmarkLoad(b, stream) })
+	}
+}
+
+func benchmarkLoad(b *testing.B, stream string) {
 	const batches, per = 10, 10_000
 	g := tracegen.New(1)
 	var valueBytes int64
@@ -31,6 +39,7 @@ func BenchmarkLoad(b *testing.B) {
 				ID: [16]byte{byte(o), byte(o >> 8), byte(o >> 16)}})
 		}
 		bt.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: first, Last: first + per - 1, Records: per}}
+		bt.Stream = stream
 		staged[i] = bt
 	}
 	for range b.N {

@@ -2,9 +2,14 @@ package iceberg_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -216,5 +221,49 @@ func TestOpenFilesRollAtTheTargetSize(t *testing.T) {
 	}
 	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 9999)) {
 		t.Errorf("raw offsets: %d rows", len(got[0]))
+	}
+}
+
+// A stream's open writers buffer a row group per partition: rows spread
+// over many days (a backlog replayed by event time) would buffer them all
+// until the load. Past the stream's share of max_inflight_bytes, the
+// writers buffering the most finish their files early; every row still
+// lands once.
+func TestOpenWritersStayWithinTheirMemory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw", PartitionBy: "$.t"})
+	const limit = 1 << 20
+	s.HoldUpTo(limit, 1)
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var files []sink.File
+	for i := range int64(40) {
+		b := &sink.Batch{Stream: "w"}
+		first := i * 500
+		for o := first; o < first+500; o++ {
+			// 40 days, each batch touching all of them.
+			at := day.AddDate(0, 0, int(o%40))
+			rec := &kgo.Record{Topic: "traces", Offset: o, Timestamp: time.Now(),
+				Value: fmt.Appendf(nil, `{"t":%q,"pad":%q}`, at.Format(time.RFC3339), strings.Repeat("x", 200))}
+			b.Records = append(b.Records, sink.Record{Record: rec, ID: [16]byte{byte(o), byte(o >> 8)}})
+		}
+		b.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "traces"}, First: first, Last: first + 499, Records: 500}}
+		f, err := s.Stage(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		if held := s.OpenBuffered(); held > limit {
+			t.Fatalf("after batch %d the open writers buffer %d bytes, over their %d", i, held, limit)
+		}
+	}
+	if _, err := s.Load(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 19999)) {
+		t.Errorf("raw offsets: %d rows", len(got[0]))
+	}
+	if n := dataFiles(t, s, false); n <= 40 {
+		t.Errorf("%d data files for 40 days: the writers never finished early", n)
 	}
 }
