@@ -2,6 +2,7 @@ package iceberg_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
 
 // stage stages the batches as one stream's and returns their files.
@@ -265,5 +267,49 @@ func TestOpenWritersStayWithinTheirMemory(t *testing.T) {
 	}
 	if n := dataFiles(t, s, false); n <= 40 {
 		t.Errorf("%d data files for 40 days: the writers never finished early", n)
+	}
+}
+
+// A load-sized file on S3 is uploaded in parts (the SDK's multipart upload
+// past 8 MiB), where a batch's file of ~1 MiB was one PUT: the parts land
+// and the table reads back every row.
+func TestS3LoadSizedFilesUploadInParts(t *testing.T) {
+	ctx := context.Background()
+	s3, reqs := icebergtest.CountRequests(t, icebergtest.StartS3(t, "lake"))
+	s := openS3Sink(t, s3)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var batches []*sink.Batch
+	noise := make([]byte, 3000)
+	for i := range int64(8) {
+		b := &sink.Batch{}
+		for o := i * 1000; o < (i+1)*1000; o++ {
+			_, _ = crand.Read(noise) // incompressible: the file is as large as the rows
+			rec := &kgo.Record{Topic: "traces", Offset: o, Timestamp: time.Now(), Value: fmt.Appendf(nil, `{"n":"%x"}`, noise)}
+			b.Records = append(b.Records, sink.Record{Record: rec, ID: [16]byte{byte(o), byte(o >> 8)}})
+		}
+		b.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "traces"}, First: i * 1000, Last: i*1000 + 999, Records: 1000}}
+		batches = append(batches, b)
+	}
+	reqs.Take()
+	if _, err := s.Load(ctx, stage(t, s, "w", batches...)); err != nil {
+		t.Fatal(err)
+	}
+	puts := reqs.Take()["PUT"]
+	files, err := s.DataFiles(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].FileSizeBytes() < 16<<20 {
+		t.Fatalf("%d raw data files, want 1 of more than 16 MiB", len(files))
+	}
+	// A data file of more than two 8 MiB parts: its start, 3 parts, its
+	// end; then the manifest, manifest list and metadata.json.
+	if puts < 8 {
+		t.Errorf("%d PUTs for a data file of %d bytes: not uploaded in parts", puts, files[0].FileSizeBytes())
+	}
+	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 7999)) {
+		t.Errorf("raw offsets: %d rows", len(got[0]))
 	}
 }

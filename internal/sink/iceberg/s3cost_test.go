@@ -3,12 +3,19 @@ package iceberg_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
+	"github.com/tracelake/tracelake/internal/tracegen"
 )
 
 // TestS3RequestCosts counts the S3 requests (through a counting proxy in
@@ -76,4 +83,68 @@ func since(before iceberg.S3Requests) iceberg.S3Requests {
 	now := iceberg.S3RequestCounts()
 	return iceberg.S3Requests{Put: now.Put - before.Put, Get: now.Get - before.Get, Head: now.Head - before.Head,
 		List: now.List - before.List, Delete: now.Delete - before.Delete}
+}
+
+// BenchmarkS3Requests counts the S3 requests of loading 200,000 synthetic
+// spans (20 batches of 10,000, ~180 MB of values) in one commit, each batch
+// in files of its own (files=batch) or a worker's batches in shared,
+// load-sized files (files=stream), and reports them per GB of values.
+func BenchmarkS3Requests(b *testing.B) {
+	const batches, per = 20, 10_000
+	g := tracegen.New(1)
+	var valueBytes int64
+	var staged []*sink.Batch
+	for i := range int64(batches) {
+		bt := &sink.Batch{}
+		for o := i * per; o < (i+1)*per; o++ {
+			v := g.Append(nil)
+			valueBytes += int64(len(v))
+			bt.Records = append(bt.Records, sink.Record{Record: &kgo.Record{Topic: "t", Offset: o, Value: v, Timestamp: time.Now()},
+				ID: [16]byte{byte(o), byte(o >> 8), byte(o >> 16)}})
+		}
+		bt.Ranges = []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: i * per, Last: (i+1)*per - 1, Records: per}}
+		staged = append(staged, bt)
+	}
+	for _, stream := range []string{"", "worker"} {
+		b.Run("files="+map[string]string{"": "batch", "worker": "stream"}[stream], func(b *testing.B) {
+			ctx := context.Background()
+			s3, reqs := icebergtest.CountRequests(b, icebergtest.StartS3(b, "lake"))
+			for range b.N {
+				s, err := iceberg.Open(ctx, iceberg.Options{
+					Catalog: filepath.Join(b.TempDir(), "catalog.db"), Warehouse: "s3://lake/warehouse" + strconv.Itoa(rand.Int()), Namespace: "tracelake", Table: "trace_raw",
+					S3: iceberg.S3{Endpoint: s3.Endpoint, Region: s3.Region, AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Prepare(ctx); err != nil {
+					b.Fatal(err)
+				}
+				reqs.Take()
+				var files []sink.File
+				for _, bt := range staged {
+					bt.Stream = stream
+					f, err := s.Stage(ctx, bt)
+					if err != nil {
+						b.Fatal(err)
+					}
+					files = append(files, f)
+				}
+				if _, err := s.Load(ctx, files); err != nil {
+					b.Fatal(err)
+				}
+				n := reqs.Take()
+				written, err := s.DataFiles(ctx, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				gb := float64(valueBytes) / (1 << 30)
+				b.ReportMetric(float64(n["PUT"])/gb, "PUT/GB")
+				b.ReportMetric(float64(n["GET"]+n["HEAD"])/gb, "GET+HEAD/GB")
+				b.ReportMetric(float64(n["LIST"]), "LISTs")
+				b.ReportMetric(float64(len(written)), "files")
+				s.Close()
+			}
+		})
+	}
 }

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
 // TestWeekOfLoads is the week benchmark (docs/BENCHMARKS.md, "iceberg_week")
 // in compressed time: seven simulated days of loads, loadsPerHour an hour,
-// each of the hour's events, with a maintenance round at the end of every
+// each of the hour's events in batchesPerLoad batches of one worker, with a maintenance round at the end of every
 // simulated hour on the simulated clock. Data volume and file counts are
 // scaled down (3 loads an hour, not 80 files a second); expiry keeps a
 // simulated day of snapshots (retain-last), the scaled equivalent of the
@@ -25,7 +26,7 @@ func TestWeekOfLoads(t *testing.T) {
 	if os.Getenv("TRACELAKE_WEEK") == "" {
 		t.Skip("the week benchmark: set TRACELAKE_WEEK=1")
 	}
-	const days, loadsPerHour, rowsPerLoad = 7, 3, 20
+	const days, loadsPerHour, batchesPerLoad, rowsPerLoad = 7, 3, 10, 20
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openSink(t, dir, false)
@@ -48,12 +49,19 @@ func TestWeekOfLoads(t *testing.T) {
 	next := int64(0)
 	for hour := range days * 24 {
 		for range loadsPerHour {
-			b := batch(0, next, next+rowsPerLoad-1)
-			for i := range b.Records {
-				b.Records[i].Record.Timestamp = clock.Add(time.Duration(i) * time.Minute)
+			// A worker's batches of one commit: one file between them.
+			var batches []*sink.Batch
+			for range batchesPerLoad {
+				b := batch(0, next, next+rowsPerLoad/batchesPerLoad-1)
+				for i := range b.Records {
+					b.Records[i].Record.Timestamp = clock.Add(time.Duration(next+int64(i)) % 60 * time.Minute)
+				}
+				batches = append(batches, b)
+				next += rowsPerLoad / batchesPerLoad
 			}
-			load(t, s, b)
-			next += rowsPerLoad
+			if _, err := s.Load(ctx, stage(t, s, "worker", batches...)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		hourStart := clock
 		clock = clock.Add(time.Hour)
