@@ -1,6 +1,7 @@
 package iceberg
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -491,20 +492,25 @@ func partitionKeyerOf(tbl *table.Table, sc *arrow.Schema) partitionKeyer {
 }
 
 // split is rec's rows by partition key. A record of one partition is
-// itself (retained), the common case.
+// itself (retained), the common case, found without a string per row.
 func (k partitionKeyer) split(ctx context.Context, rec arrow.RecordBatch) (map[string]arrow.RecordBatch, error) {
 	n := int(rec.NumRows())
-	keys := make([]string, n)
-	for i := range n {
-		keys[i] = k.key(rec, i)
+	first := k.appendKey(nil, rec, 0)
+	var buf []byte
+	i := 1
+	for ; i < n; i++ {
+		if buf = k.appendKey(buf[:0], rec, i); !bytes.Equal(buf, first) {
+			break
+		}
 	}
-	if !slices.ContainsFunc(keys, func(x string) bool { return x != keys[0] }) {
+	if i >= n {
 		rec.Retain()
-		return map[string]arrow.RecordBatch{keys[0]: rec}, nil
+		return map[string]arrow.RecordBatch{string(first): rec}, nil
 	}
 	rows := map[string][]int32{}
-	for i, key := range keys {
-		rows[key] = append(rows[key], int32(i))
+	for i := range n {
+		buf = k.appendKey(buf[:0], rec, i)
+		rows[string(buf)] = append(rows[string(buf)], int32(i))
 	}
 	out := map[string]arrow.RecordBatch{}
 	for key, idx := range rows {
@@ -525,27 +531,27 @@ func (k partitionKeyer) split(ctx context.Context, rec arrow.RecordBatch) (map[s
 	return out, nil
 }
 
-// key is row i's partition key.
-func (k partitionKeyer) key(rec arrow.RecordBatch, i int) string {
-	var b []byte
+// appendKey appends row i's partition key to b.
+func (k partitionKeyer) appendKey(b []byte, rec arrow.RecordBatch, i int) []byte {
 	for j, c := range k.cols {
 		col := rec.Column(c)
 		switch {
 		case col.IsNull(i):
 			b = append(b, 0)
 		case k.day[j]:
-			ts := col.(*array.Timestamp).Value(i)
-			unit := col.DataType().(*arrow.TimestampType).Unit
-			sec := ts.ToTime(unit).Unix()
-			day := sec / 86400
-			if sec%86400 < 0 {
+			per := int64(24 * time.Hour / col.DataType().(*arrow.TimestampType).Unit.Multiplier())
+			v := int64(col.(*array.Timestamp).Value(i))
+			day := v / per
+			if v%per < 0 {
 				day--
 			}
 			b = strconv.AppendInt(b, day, 10)
+		case col.DataType().ID() == arrow.STRING:
+			b = append(b, col.(*array.String).Value(i)...)
 		default:
 			b = append(b, col.ValueStr(i)...)
 		}
 		b = append(b, 1)
 	}
-	return string(b)
+	return b
 }
