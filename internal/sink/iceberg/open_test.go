@@ -313,3 +313,41 @@ func TestS3LoadSizedFilesUploadInParts(t *testing.T) {
 		t.Errorf("raw offsets: %d rows", len(got[0]))
 	}
 }
+
+// A process that died with a stream's files open leaves them unreferenced:
+// once its lease is stale, orphan cleanup deletes them, and the records,
+// read again by the process that takes over, land once.
+func TestCrashedStreamsFilesGoToOrphans(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "warehouse")
+	crashed := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	stage(t, crashed, "w", batch(0, 0, 9, 3), batch(0, 10, 19))
+	if err := crashed.RenewLeases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	open := parquetFiles(t, root)
+	if len(open) != 2 {
+		t.Fatalf("%d files being written, want a raw and a dead-letter one: %v", len(open), open)
+	}
+	// The process is gone: its lease is no longer renewed.
+	backdate(t, iceberg.LeaseStaleAfter+time.Minute, leaseFiles(t, root)...)
+	backdate(t, older, open...)
+	next := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	res, err := next.RemoveOrphans(ctx, week, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Deleted+res[1].Deleted != 2 {
+		t.Errorf("orphan cleanup %+v: want the dead process's two files deleted", res)
+	}
+	if _, err := next.Load(ctx, stage(t, next, "w2", batch(0, 0, 9, 3), batch(0, 10, 19))); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, next, false); !slices.Equal(got[0], seq(0, 19, 3)) {
+		t.Errorf("raw offsets %v", got)
+	}
+	if left := unreferenced(t, next, root); len(left) != 0 {
+		t.Errorf("files left: %v", left)
+	}
+}
