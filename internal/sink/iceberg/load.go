@@ -30,8 +30,9 @@ type staged struct {
 	at                time.Time // when staged (checkStaged)
 	// names are the batches staged in it: one, or a stream's batches
 	// written into its open writers (open.go).
-	names []string
-	open  *openEntry // the open writers, until closed (under Sink.mu)
+	names  []string
+	shares map[string]share // what each of names holds, for a stream's entry
+	open   *openEntry       // the open writers, until closed (under Sink.mu)
 }
 
 // kind is one of a load's tables.
@@ -348,8 +349,8 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		for _, f := range req.files {
 			st := s.kept[f.Name]
 			switch {
-			case st == nil && s.committedEarly[f.Name]:
-				continue // its rows and positions are in
+			case st == nil && s.committedEarly[f.Name] != nil:
+				continue // its rows and positions are in (earlyShares)
 			case st == nil:
 				results[i].err = fmt.Errorf("batch %s was not staged in this process", f.Name)
 			case !slices.Contains(mine, st) && !slices.Contains(entries, st):
@@ -368,6 +369,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	s.mu.Unlock()
 	if len(entries) == 0 {
+		s.earlyShares(group, results)
 		return results
 	}
 	// From here no batch is written into the entries: a batch written
@@ -409,33 +411,28 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		}
 		counts[k] = c
 	}
+	early := map[string]share{} // what batches committed early took of their entries' rows
 	for e, st := range entries {
 		r := &results[owner[e]]
 		r.loaded.LoadID = loadID
+		got := share{}
 		for _, rg := range st.ranges {
-			i := slices.IndexFunc(r.loaded.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
-			if i < 0 {
-				r.loaded.Ranges = append(r.loaded.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
-				i = len(r.loaded.Ranges) - 1
+			got[rg.TopicPartition] = rowCount{counts[mainTable][e][rg.TopicPartition], counts[dlqTable][e][rg.TopicPartition]}
+		}
+		for _, n := range st.names {
+			if !slices.ContainsFunc(group[owner[e]].files, func(f sink.File) bool { return f.Name == n }) {
+				early[n] = got.take(st.shares[n])
 			}
-			x := &r.loaded.Ranges[i]
-			x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
-			x.Records += counts[mainTable][e][rg.TopicPartition]
-			x.DLQ += counts[dlqTable][e][rg.TopicPartition]
+		}
+		for _, rg := range st.ranges {
+			addLoaded(&r.loaded, rg, got[rg.TopicPartition])
 		}
 	}
 	// Committed: forgotten, and their files now belong to the tables. A
 	// member that failed alone keeps its staged batches, for its retry or
 	// its Discard.
+	s.earlyShares(group, results)
 	s.mu.Lock()
-	for i, req := range group {
-		if results[i].err != nil {
-			continue
-		}
-		for _, f := range req.files {
-			delete(s.committedEarly, f.Name)
-		}
-	}
 	for e, st := range entries {
 		if results[owner[e]].err != nil {
 			continue
@@ -443,14 +440,50 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		for _, n := range st.names {
 			if s.kept[n] == st {
 				delete(s.kept, n)
-				if !slices.ContainsFunc(group[owner[e]].files, func(f sink.File) bool { return f.Name == n }) {
-					s.committedEarly[n] = true
+				if sh, ok := early[n]; ok {
+					s.committedEarly[n] = sh
 				}
 			}
 		}
 	}
 	s.mu.Unlock()
 	return results
+}
+
+// earlyShares counts, in the loads of group that succeeded, the rows of
+// their batches an earlier load committed (written into its files), and
+// forgets those batches.
+func (s *Sink) earlyShares(group []*loadRequest, results []loadResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, req := range group {
+		if results[i].err != nil {
+			continue
+		}
+		for _, f := range req.files {
+			sh, ok := s.committedEarly[f.Name]
+			if !ok {
+				continue
+			}
+			delete(s.committedEarly, f.Name)
+			for _, rg := range f.Ranges {
+				addLoaded(&results[i].loaded, rg, sh[rg.TopicPartition])
+			}
+		}
+	}
+}
+
+// addLoaded adds n rows of rg's partition, and its offsets, to l.
+func addLoaded(l *sink.Loaded, rg sink.Range, n rowCount) {
+	i := slices.IndexFunc(l.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
+	if i < 0 {
+		l.Ranges = append(l.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
+		i = len(l.Ranges) - 1
+	}
+	x := &l.Ranges[i]
+	x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
+	x.Records += n.rows
+	x.DLQ += n.dlq
 }
 
 // maxRacesInALoad bounds the commits of one table in one load that lose a

@@ -177,6 +177,11 @@ func (s *Sink) stageOpen(ctx context.Context, b *sink.Batch, f *sink.File) error
 	}
 	e.st.ranges = unionRanges(e.st.ranges, b.Ranges)
 	e.st.names = append(e.st.names, f.Name)
+	sh := share{}
+	for _, r := range b.Ranges {
+		sh[r.TopicPartition] = rowCount{counts[mainTable][r.TopicPartition], counts[dlqTable][r.TopicPartition]}
+	}
+	e.st.shares[f.Name] = sh
 	s.kept[f.Name] = e.st
 	s.mu.Unlock()
 	sink.Advance(e.seen, b.Ranges)
@@ -222,7 +227,7 @@ func (s *Sink) openEntryFor(b *sink.Batch, schemas map[kind]*arrow.Schema) *open
 		_ = s.closeEntry(e)
 	}
 	e = &openEntry{stream: b.Stream, tables: map[kind]*openTable{}, seen: map[sink.TopicPartition]int64{},
-		st: &staged{at: time.Now()}}
+		st: &staged{at: time.Now(), shares: map[string]share{}}}
 	e.st.open = e
 	for _, k := range s.kinds() {
 		e.st.of(k).counts = map[sink.TopicPartition]int64{}
@@ -231,6 +236,26 @@ func (s *Sink) openEntryFor(b *sink.Batch, schemas map[kind]*arrow.Schema) *open
 	s.streams[b.Stream] = e
 	s.writing.Unlock()
 	return e
+}
+
+// rowCount is a count of a main table's rows and dead letters.
+type rowCount struct{ rows, dlq int64 }
+
+// share is what a batch holds of an entry's rows, per partition.
+type share map[sink.TopicPartition]rowCount
+
+// take moves what of want sh holds out of sh, and returns it: a batch
+// committed with another load takes its rows out of that load's count,
+// at most what the entry committed (a fenced entry committed fewer).
+func (sh share) take(want share) share {
+	out := share{}
+	for tp, w := range want {
+		have := sh[tp]
+		m := rowCount{min(w.rows, have.rows), min(w.dlq, have.dlq)}
+		sh[tp] = rowCount{have.rows - m.rows, have.dlq - m.dlq}
+		out[tp] = m
+	}
+	return out
 }
 
 // overlaps reports whether ranges cover an offset at or below seen's.

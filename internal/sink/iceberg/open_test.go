@@ -55,6 +55,8 @@ func TestStreamBatchesShareLoadSizedFiles(t *testing.T) {
 		batches = append(batches, batch(0, i*10, i*10+9, i*10+3))
 	}
 	files := stage(t, s, "worker-1", batches...)
+	// The writers create their files as they take the rows.
+	waitUntil(t, func() bool { return len(unreferenced(t, s, filepath.Join(dir, "warehouse"))) >= 2 })
 	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 2 {
 		t.Errorf("files being written: %v, want one raw and one dead-letter file", left)
 	}
@@ -100,8 +102,14 @@ func TestBatchStagedWhileALoadBeginsIsCommittedWithIt(t *testing.T) {
 	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
 	first := stage(t, s, "w", batch(0, 0, 9), batch(0, 10, 19))
 	during := stage(t, s, "w", batch(0, 20, 29, 25)) // staged before the load of the first two began
-	if _, err := s.Load(ctx, first); err != nil {
+	l, err := s.Load(ctx, first)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Each load reports its own batches' rows: the batch committed early
+	// is counted by its own load (metrics of rows and dead letters).
+	if len(l.Ranges) != 1 || l.Ranges[0].Records != 20 || l.Ranges[0].DLQ != 0 {
+		t.Errorf("first load reported %+v, want its 20 rows", l.Ranges)
 	}
 	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 29, 25)) {
 		t.Errorf("raw offsets after the first load %v, want the batch written with them too", got)
@@ -115,8 +123,11 @@ func TestBatchStagedWhileALoadBeginsIsCommittedWithIt(t *testing.T) {
 	}
 	// Its own load, with a batch staged after the first load.
 	after := stage(t, s, "w", batch(0, 30, 39))
-	if _, err := s.Load(ctx, append(during, after...)); err != nil {
+	if l, err = s.Load(ctx, append(during, after...)); err != nil {
 		t.Fatal(err)
+	}
+	if len(l.Ranges) != 1 || l.Ranges[0].Records != 19 || l.Ranges[0].DLQ != 1 || l.Ranges[0].First != 20 || l.Ranges[0].Last != 39 {
+		t.Errorf("second load reported %+v, want 20-39 with 19 rows and a dead letter", l.Ranges)
 	}
 	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 39, 25)) {
 		t.Errorf("raw offsets %v", got)
@@ -176,6 +187,7 @@ func TestOpenFilesAreKeptFromOrphans(t *testing.T) {
 	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
 	root := filepath.Join(dir, "warehouse")
 	files := stage(t, s, "w", batch(0, 0, 9, 3), batch(0, 10, 19))
+	waitUntil(t, func() bool { return len(parquetFiles(t, root)) == 2 })
 	if err := s.RenewLeases(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -323,13 +335,12 @@ func TestCrashedStreamsFilesGoToOrphans(t *testing.T) {
 	root := filepath.Join(dir, "warehouse")
 	crashed := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
 	stage(t, crashed, "w", batch(0, 0, 9, 3), batch(0, 10, 19))
+	// The writers create their files as they take the rows.
+	waitUntil(t, func() bool { return len(parquetFiles(t, root)) == 2 })
 	if err := crashed.RenewLeases(ctx); err != nil {
 		t.Fatal(err)
 	}
 	open := parquetFiles(t, root)
-	if len(open) != 2 {
-		t.Fatalf("%d files being written, want a raw and a dead-letter one: %v", len(open), open)
-	}
 	// The process is gone: its lease is no longer renewed.
 	backdate(t, iceberg.LeaseStaleAfter+time.Minute, leaseFiles(t, root)...)
 	backdate(t, older, open...)
