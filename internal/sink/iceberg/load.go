@@ -31,7 +31,9 @@ type staged struct {
 	// names are the batches staged in it: one, or a stream's batches
 	// written into its open writers (open.go).
 	names []string
-	open  *openEntry // the open writers, until closed (under Sink.mu)
+	// open are the open writers, until closed (under Sink.mu); kept,
+	// closed, when a write failed, for the load to fail on.
+	open *openEntry
 }
 
 // kind is one of a load's tables.
@@ -100,22 +102,28 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	s.mu.Lock()
 	st, ok := s.kept[f.Name]
 	s.mu.Unlock()
-	if ok {
-		return f, nil
-	}
-	if b.Stream != "" {
-		return f, s.stageOpen(ctx, b, &f)
-	}
-	st = &staged{ranges: b.Ranges, at: time.Now(), names: []string{f.Name}}
-	for _, k := range s.kinds() {
-		if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
-			s.drop(ctx, st)
+	switch {
+	case ok && b.Stream != "":
+		return f, nil // its bytes are in files shared with other batches
+	case b.Stream != "":
+		if err := s.stageOpen(ctx, b, &f); err != nil {
+			s.sealStream(b.Stream)
 			return sink.File{}, err
 		}
+		return f, nil
+	case !ok:
+		st = &staged{ranges: b.Ranges, at: time.Now(), names: []string{f.Name}}
+		for _, k := range s.kinds() {
+			if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
+				s.drop(ctx, st)
+				return sink.File{}, err
+			}
+		}
+		s.mu.Lock()
+		s.kept[f.Name] = st
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.kept[f.Name] = st
-	s.mu.Unlock()
+	// Staged now, or before (a stage retried): its files.
 	for _, df := range slices.Concat(st.raw.files, st.dlq.files, st.derived.files) {
 		f.Bytes += df.FileSizeBytes()
 	}
@@ -149,12 +157,27 @@ func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, k kind, out *stage
 // are ours to delete.
 func (s *Sink) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema, recs iter.Seq2[arrow.RecordBatch, error]) ([]iceberggo.DataFile, error) {
 	var written []iceberggo.DataFile
-	for df, err := range table.WriteRecords(ctx, writeView(tbl), sc, recs) {
+	var given int64
+	counted := func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range recs {
+			if rec != nil {
+				given += rec.NumRows() // before WriteRecords releases it
+			}
+			if !yield(rec, err) {
+				return
+			}
+		}
+	}
+	for df, err := range table.WriteRecords(ctx, writeView(tbl), sc, counted) {
 		if err != nil {
 			s.removeFiles(ctx, tbl, written)
 			return nil, fmt.Errorf("write data files of %s: %w", name(tbl.Identifier()), err)
 		}
 		written = append(written, df)
+	}
+	if err := wroteAll(written, given); err != nil {
+		s.removeFiles(ctx, tbl, written)
+		return nil, fmt.Errorf("write data files of %s: %w", name(tbl.Identifier()), err)
 	}
 	return written, nil
 }
@@ -364,6 +387,9 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	s.mu.Unlock()
 	if len(entries) == 0 {
+		// Nothing to commit: the batches named were committed with an
+		// earlier load (or none was staged), and are forgotten.
+		s.forgetEarly(group, results)
 		return results
 	}
 	// From here no batch is written into the entries: a batch written
@@ -423,15 +449,8 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	// Committed: forgotten, and their files now belong to the tables. A
 	// member that failed alone keeps its staged batches, for its retry or
 	// its Discard.
+	s.forgetEarly(group, results)
 	s.mu.Lock()
-	for i, req := range group {
-		if results[i].err != nil {
-			continue
-		}
-		for _, f := range req.files {
-			delete(s.committedEarly, f.Name)
-		}
-	}
 	for e, st := range entries {
 		if results[owner[e]].err != nil {
 			continue
@@ -447,6 +466,21 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	s.mu.Unlock()
 	return results
+}
+
+// forgetEarly forgets, of the loads of group that succeeded, the batches
+// committed with an earlier load: their own load found them loaded.
+func (s *Sink) forgetEarly(group []*loadRequest, results []loadResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, req := range group {
+		if results[i].err != nil {
+			continue
+		}
+		for _, f := range req.files {
+			delete(s.committedEarly, f.Name)
+		}
+	}
 }
 
 // maxRacesInALoad bounds the commits of one table in one load that lose a

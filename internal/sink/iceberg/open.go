@@ -392,10 +392,28 @@ func (s *Sink) finish(e *openEntry, k kind, w *partWriter) error {
 	if w.err != nil {
 		return w.err
 	}
+	if err := wroteAll(w.files, w.rows); err != nil {
+		return fmt.Errorf("%s: %w", name(s.id(k)), err)
+	}
 	sf := e.st.of(k)
 	s.mu.Lock()
 	sf.files = append(sf.files, w.files...)
 	s.mu.Unlock()
+	return nil
+}
+
+// wroteAll checks that files hold the rows given to their writer:
+// iceberg-go's partitioned writer drops a file whose writing failed,
+// with its rows, and its error, when the failure comes before the next
+// rows of the file's partition, and goes on in a new file.
+func wroteAll(files []iceberggo.DataFile, rows int64) error {
+	var n int64
+	for _, df := range files {
+		n += df.Count()
+	}
+	if n != rows {
+		return fmt.Errorf("the data files written hold %d of the %d rows given to their writer: a file failed and its rows were dropped", n, rows)
+	}
 	return nil
 }
 
@@ -419,11 +437,29 @@ func (s *Sink) closeEntry(e *openEntry) error {
 			}
 		}
 		e.tables = nil
-		s.mu.Lock()
-		e.st.open = nil
-		s.mu.Unlock()
+		if e.err == nil {
+			// A failed entry keeps its open entry, closed: its load
+			// (closeAll) finds the error, whoever closed it (a batch
+			// read again, the next batch after a failed write).
+			s.mu.Lock()
+			e.st.open = nil
+			s.mu.Unlock()
+		}
 	}
 	return e.err
+}
+
+// sealStream closes the stream's open entry, if any: no later batch of
+// the stream is written with the batches in it. A stage that failed
+// calls it, so that a batch staged after the failed one is not committed
+// with those before (its positions past the failed batch's records).
+func (s *Sink) sealStream(stream string) {
+	s.writing.Lock()
+	e := s.streams[stream]
+	s.writing.Unlock()
+	if e != nil {
+		_ = s.closeEntry(e) // a write's error stays with the entry, for its load
+	}
 }
 
 // abortEntry stops an open entry's writers and deletes what they wrote:
@@ -434,8 +470,8 @@ func (s *Sink) abortEntry(ctx context.Context, e *openEntry) {
 }
 
 // closeAll closes the open entries of the entries (before their commit):
-// an entry whose write failed fails the load with sink.ErrFatal, and is
-// forgotten.
+// an entry whose write failed, when it was closed or before, fails the
+// load with sink.ErrFatal, and is forgotten.
 func (s *Sink) closeAll(ctx context.Context, entries []*staged) error {
 	for _, st := range entries {
 		s.mu.Lock()

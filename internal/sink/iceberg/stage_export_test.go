@@ -21,3 +21,11 @@ func (s *Sink) AgeStaged(d time.Duration) {
 
 // LeaseStaleAfter is leaseStaleAfter.
 const LeaseStaleAfter = leaseStaleAfter
+
+// CommittedEarly is how many batches are remembered as committed with an
+// earlier load, until their own.
+func (s *Sink) CommittedEarly() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.committedEarly)
+}

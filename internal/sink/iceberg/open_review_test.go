@@ -1,0 +1,365 @@
+package iceberg_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	icebergio "github.com/apache/iceberg-go/io"
+
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
+)
+
+// writeFaults makes writes to chosen data files of the local warehouse
+// fail, as a store that fails a writer's upload.
+type writeFaults struct {
+	mu      sync.Mutex
+	created []string        // the Parquet files created, in order
+	doomed  map[string]bool // files whose writes fail from now on
+	doomNew bool            // files created now are doomed from the start
+	given   int             // doomed files closed (given up)
+}
+
+// injectWriteFaults makes the local warehouse's file system go through
+// the faults returned, for the rest of the test.
+func injectWriteFaults(t *testing.T) *writeFaults {
+	f := &writeFaults{doomed: map[string]bool{}}
+	for _, scheme := range []string{"", "file"} {
+		icebergio.Unregister(scheme)
+		icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
+			return faultyFS{f: f}, nil
+		})
+		t.Cleanup(func() {
+			icebergio.Unregister(scheme)
+			icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
+				return icebergio.LocalFS{}, nil
+			})
+		})
+	}
+	return f
+}
+
+// createdFiles is how many Parquet files were created so far.
+func (f *writeFaults) createdFiles() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.created)
+}
+
+// doomCreated makes every write to the Parquet files created from now on
+// fail, as long as on holds.
+func (f *writeFaults) doomCreated(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.doomNew = on
+}
+
+// givenUp is how many doomed files were closed.
+func (f *writeFaults) givenUp() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.given
+}
+
+// doom makes every write to the Parquet files created so far fail.
+func (f *writeFaults) doom() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.created {
+		f.doomed[p] = true
+	}
+}
+
+func (f *writeFaults) fails(path string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.doomed[path]
+}
+
+var errInjected = errors.New("injected write failure")
+
+type faultyFS struct {
+	icebergio.LocalFS
+	f *writeFaults
+}
+
+func (fs faultyFS) Create(path string) (icebergio.FileWriter, error) {
+	w, err := fs.LocalFS.Create(path)
+	if err != nil || !strings.HasSuffix(path, ".parquet") {
+		return w, err
+	}
+	fs.f.mu.Lock()
+	fs.f.created = append(fs.f.created, path)
+	if fs.f.doomNew {
+		fs.f.doomed[path] = true
+	}
+	fs.f.mu.Unlock()
+	return faultyWriter{w, path, fs.f}, nil
+}
+
+type faultyWriter struct {
+	icebergio.FileWriter
+	path string
+	f    *writeFaults
+}
+
+func (w faultyWriter) Write(p []byte) (int, error) {
+	if w.f.fails(w.path) {
+		return 0, errInjected
+	}
+	return w.FileWriter.Write(p)
+}
+
+func (w faultyWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.f.fails(w.path) {
+		return 0, errInjected
+	}
+	return w.FileWriter.ReadFrom(r)
+}
+
+func (w faultyWriter) Close() error {
+	err := w.FileWriter.Close()
+	if w.f.fails(w.path) {
+		w.f.mu.Lock()
+		w.f.given++
+		w.f.mu.Unlock()
+		return errInjected
+	}
+	return err
+}
+
+// An entry closed before its load because the next batch read a
+// partition again finishes its files then: a file whose writing fails
+// there has lost the rows of the batches written into it, and their load
+// must fail (sink.ErrFatal: they are read again from Kafka). It committed
+// the entry without the file, the positions past the lost rows.
+func TestWriteErrorOfAnEntryClosedByAReReadFailsItsLoad(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	faults := injectWriteFaults(t)
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	files := stage(t, s, "w", batch(0, 0, 9))
+	waitUntil(t, func() bool { return faults.createdFiles() == 1 }) // the raw file: written asynchronously
+	faults.doom()
+	files = append(files, stage(t, s, "w", batch(0, 5, 14))...) // read again: closes the first entry
+	_, err := s.Load(ctx, files)
+	if err == nil {
+		t.Fatalf("the load of an entry whose file failed succeeded: raw offsets %v, want 0-14 or a failed load", stored(t, s, false))
+	}
+	if !errors.Is(err, sink.ErrFatal) || !errors.Is(err, errInjected) {
+		t.Errorf("load: %v, want sink.ErrFatal with the write's error", err)
+	}
+	s.Discard(files)
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("files left after the failed load's Discard: %v", left)
+	}
+}
+
+// A batch whose write fails leaves the stream's entry failed: the next
+// batch of the stream starts a new entry, closing the failed one, and the
+// load of the batches written before the failure must still fail. The
+// closing dropped the entry's error, and the load committed the entry
+// without its file: the rows of the batches before the failure lost, the
+// positions past them.
+func TestFailedEntryClosedByTheNextBatchFailsItsLoad(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	faults := injectWriteFaults(t)
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	s.HoldUpTo(1, 1) // a big batch finishes the stream's file while it is staged
+	before := stage(t, s, "w", batch(0, 0, 9))
+	waitUntil(t, func() bool { return faults.createdFiles() == 1 })
+	faults.doom()
+	big := batch(0, 10, 30009)
+	big.Stream = "w"
+	if _, err := s.Stage(ctx, big); !errors.Is(err, sink.ErrFatal) {
+		t.Fatalf("stage of a batch whose file fails: %v, want sink.ErrFatal", err)
+	}
+	// The worker stages on (its poll loop had sent the next batch) while
+	// it loads what was staged before the failed batch.
+	after := stage(t, s, "w", batch(0, 30010, 30019))
+	if _, err := s.Load(ctx, before); err == nil {
+		t.Fatalf("the load of the batch written before the failed write succeeded: raw offsets %v, position %d",
+			len(stored(t, s, false)[0]), position(t, s, 0))
+	} else if !errors.Is(err, sink.ErrFatal) {
+		t.Errorf("load: %v, want sink.ErrFatal", err)
+	}
+	s.Discard(before)
+	s.Discard(after)
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("files left after the Discards: %v", left)
+	}
+}
+
+// A writer whose file fails between two batches (an upload that fails as
+// a row group is flushed) has lost the rows given to it: iceberg-go's
+// partitioned writer drops the failed file's writer, and with it its
+// error, when the failure comes before the next rows of its partition,
+// which then go into a new file. The load of the batches must fail
+// (sink.ErrFatal). It committed the new file alone, the positions past
+// the rows lost.
+func TestRowsOfAWriterThatFailedBetweenBatchesFailTheLoad(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	faults := injectWriteFaults(t)
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	faults.doomCreated(true)
+	files := stage(t, s, "w", batch(0, 0, 9))
+	// The writer failed and gave up its file.
+	waitUntil(t, func() bool { return faults.givenUp() == 1 })
+	faults.doomCreated(false)
+	files = append(files, stage(t, s, "w", batch(0, 10, 19))...)
+	_, err := s.Load(ctx, files)
+	if err == nil {
+		t.Fatalf("the load of rows a failed writer lost succeeded: raw offsets %v, position %d", stored(t, s, false), position(t, s, 0))
+	}
+	if !errors.Is(err, sink.ErrFatal) {
+		t.Errorf("load: %v, want sink.ErrFatal", err)
+	}
+	s.Discard(files)
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("files left after the failed load's Discard: %v", left)
+	}
+}
+
+// position is the raw table's position of partition p of topic traces.
+func position(t *testing.T, s *iceberg.Sink, p int32) int64 {
+	t.Helper()
+	tp := sink.TopicPartition{Topic: "traces", Partition: p}
+	pos, err := s.Positions(context.Background(), []sink.TopicPartition{tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pos[tp]
+}
+
+// A batch that fails to stage (its rows cannot be built) is not loaded,
+// and the pipeline never loads a batch of the stream read after it: the
+// next batch, staged while the worker loads those before the failure,
+// must not be committed with them, or the positions pass the failed
+// batch's records, which the next run then skips.
+func TestBatchAfterAFailedStageIsNotCommittedWithTheOnesBefore(t *testing.T) {
+	ctx := context.Background()
+	s := openDerived(t, t.TempDir())
+	before := stage(t, s, "w", sinktest.DerivedBatch(0, 9, 1))
+	failing := sinktest.DerivedBatch(10, 19, 1)
+	failing.Rows = append(bytes.Clone(failing.Rows), "{\n"...) // a row that is not JSON
+	failing.Stream = "w"
+	if _, err := s.Stage(ctx, failing); err == nil {
+		t.Fatal("a batch with a malformed row was staged")
+	}
+	stage(t, s, "w", sinktest.DerivedBatch(20, 29, 1))
+	if _, err := s.Load(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	if next := position(t, s, 0); next != 10 {
+		t.Errorf("position %d after the load of offsets 0-9, want 10: the failed batch's offsets 10-19 are skipped", next)
+	}
+}
+
+// A load whose batches were all committed with the load before (staged
+// while it began) commits nothing, and its batches are forgotten: the
+// sink kept them for good, one per such load (a worker of a quiet topic
+// makes one every load interval).
+func TestLoadOfBatchesCommittedEarlyForgetsThem(t *testing.T) {
+	ctx := context.Background()
+	s := openPrepared(t, t.TempDir(), iceberg.Options{Table: "trace_raw"})
+	for i := range int64(3) {
+		files := stage(t, s, "w", batch(0, i*20, i*20+9), batch(0, i*20+10, i*20+19))
+		if _, err := s.Load(ctx, files[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Load(ctx, files[1:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 59)) {
+		t.Errorf("raw offsets %v", got)
+	}
+	if n := s.CommittedEarly(); n != 0 {
+		t.Errorf("%d batches still remembered as committed early after their own loads", n)
+	}
+}
+
+// Workers stage their next batches while their loads (shared in group
+// commits) run, as the pipeline does: every row is committed once, the
+// positions end past the last batch, no file is left behind and nothing
+// stays remembered.
+func TestStreamsStageWhileTheirLoadsCommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw", GroupWait: 5 * time.Millisecond})
+	const streams, batches, size = 3, 40, 10
+	var wg sync.WaitGroup
+	for w := range int32(streams) {
+		files := make(chan sink.File, batches)
+		wg.Go(func() {
+			defer close(files)
+			for i := range int64(batches) {
+				b := batch(w, i*size, i*size+size-1, i*size+3)
+				b.Stream = fmt.Sprint("worker-", w)
+				f, err := s.Stage(ctx, b)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				files <- f
+			}
+		})
+		wg.Go(func() {
+			var pending []sink.File
+			load := func() {
+				if len(pending) == 0 {
+					return
+				}
+				if _, err := s.Load(ctx, pending); err != nil {
+					t.Error(err)
+				}
+				pending = nil
+			}
+			for {
+				select {
+				case f, ok := <-files:
+					if !ok {
+						load()
+						return
+					}
+					pending = append(pending, f)
+				case <-time.After(time.Millisecond):
+					load()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	raw, dlq := stored(t, s, false), stored(t, s, true)
+	for w := range int32(streams) {
+		var bad []int64
+		for i := range int64(batches) {
+			bad = append(bad, i*size+3)
+		}
+		if !slices.Equal(raw[w], seq(0, batches*size-1, bad...)) || !slices.Equal(dlq[w], bad) {
+			t.Errorf("partition %d: raw offsets %v, dead letters %v", w, raw[w], dlq[w])
+		}
+		if next := position(t, s, w); next != batches*size {
+			t.Errorf("partition %d: position %d, want %d", w, next, batches*size)
+		}
+	}
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("files left unreferenced: %v", left)
+	}
+	if n := s.CommittedEarly(); n != 0 {
+		t.Errorf("%d batches still remembered as committed early after their own loads", n)
+	}
+}
