@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"maps"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	iceberggo "github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -251,6 +254,17 @@ func (s *Sink) Discard(files []sink.File) {
 			s.abortEntry(ctx, e)
 		case st != nil:
 			s.drop(ctx, st)
+		}
+		if e != nil {
+			// A batch written into it while it closed has no files
+			// either: not staged, its load fails.
+			s.mu.Lock()
+			for _, n := range st.names {
+				if s.kept[n] == st {
+					delete(s.kept, n)
+				}
+			}
+			s.mu.Unlock()
 		}
 	}
 }
@@ -664,7 +678,9 @@ func addFiles(ctx context.Context, txn *table.Transaction, tbl *table.Table, sc 
 }
 
 // refence writes files of tbl (one of kind k's) again without the rows
-// pos covers, and counts the rows kept per partition.
+// pos covers, and counts the rows kept per partition. The files are read
+// a row group at a time, each written as it is read: a stream's entry is
+// a load's worth of files of the target size.
 // Rare: only a partition that changed owner while its batch waited for
 // its commit gets here.
 func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile, k kind,
@@ -678,88 +694,134 @@ func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.
 		return nil, nil, err
 	}
 	counts := map[sink.TopicPartition]int64{}
-	var kept []arrow.RecordBatch
-	defer func() {
-		for _, rec := range kept {
-			rec.Release()
-		}
-	}()
-	for _, df := range files {
-		recs, err := readFenced(ctx, fs, df.FilePath(), sc, k == dlqTable, pos, counts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read staged file %s again: %w", df.FilePath(), err)
-		}
-		kept = append(kept, recs...)
-	}
-	if len(kept) == 0 {
-		return nil, counts, nil
-	}
+	refenceHeld.Store(0)
+	peakRefenceRows.Store(0)
+	var readErr error
 	written, err := s.writeFiles(ctx, tbl, sc, func(yield func(arrow.RecordBatch, error) bool) {
-		for _, rec := range kept {
-			rec.Retain() // WriteRecords releases what it consumes
-			if !yield(rec, nil) {
+		for _, df := range files {
+			more, err := readFenced(ctx, fs, df.FilePath(), sc, k == dlqTable, pos, counts, func(rec arrow.RecordBatch) bool {
+				ok := yield(rec, nil) // WriteRecords releases rec
+				holdRefence(-rec.NumRows())
+				return ok
+			})
+			if err != nil {
+				readErr = fmt.Errorf("read staged file %s again: %w", df.FilePath(), err)
+				yield(nil, readErr)
+				return
+			}
+			if !more {
 				return
 			}
 		}
 	})
-	return written, counts, err
+	if readErr != nil {
+		return nil, nil, readErr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return written, counts, nil
 }
 
-// readFenced reads a staged Parquet file and returns its rows past pos,
-// as record batches of schema sc (a slice per run of rows kept), adding
-// them to counts per partition.
+// refenceHeld are the rows refence holds read and not yet written;
+// peakRefenceRows the most since the last refence began. A test measures
+// the memory bound with them.
+var refenceHeld, peakRefenceRows atomic.Int64
+
+func holdRefence(n int64) {
+	if h := refenceHeld.Add(n); h > peakRefenceRows.Load() {
+		peakRefenceRows.Store(h)
+	}
+}
+
+// readFenced reads a staged Parquet file a batch of rows at a time
+// (compactReadBatchRows) and hands its rows past pos to yield, as record
+// batches of schema sc (a slice per run of rows kept, yield's to release),
+// adding them to counts per partition. It returns false if yield did.
 func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.Schema, dlq bool,
-	pos, counts map[sink.TopicPartition]int64) ([]arrow.RecordBatch, error) {
+	pos, counts map[sink.TopicPartition]int64, yield func(arrow.RecordBatch) bool) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	defer f.Close()
-	tbl, err := pqarrow.ReadTable(ctx, f, nil, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	pf, err := file.NewParquetReader(f)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	defer tbl.Release()
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: compactReadBatchRows}, memory.DefaultAllocator)
+	if err != nil {
+		return false, err
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return false, err
+	}
+	defer rr.Release()
+	for rr.Next() {
+		out, err := fenceRecord(rr.RecordBatch(), sc, dlq, pos, counts)
+		if err != nil {
+			return false, err
+		}
+		for i, rec := range out {
+			if !yield(rec) {
+				for _, rest := range out[i+1:] {
+					holdRefence(-rest.NumRows())
+					rest.Release()
+				}
+				return false, nil
+			}
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return true, nil
+}
+
+// fenceRecord is rec's rows past pos, as record batches of schema sc (a
+// slice per run of rows kept), added to counts per partition.
+func fenceRecord(rec arrow.RecordBatch, sc *arrow.Schema, dlq bool, pos, counts map[sink.TopicPartition]int64) ([]arrow.RecordBatch, error) {
 	topicCol, partCol, offsetCol := "ktopic", "kpartition", "koffset"
 	if dlq {
 		topicCol, partCol, offsetCol = "topic", "partition", "offset"
 	}
-	rd := array.NewTableReader(tbl, 0)
-	defer rd.Release()
-	var out []arrow.RecordBatch
-	for rd.Next() {
-		rec := rd.RecordBatch()
-		cols := make([]arrow.Array, sc.NumFields())
-		for i, field := range sc.Fields() {
-			idx := rec.Schema().FieldIndices(field.Name)
-			if len(idx) == 0 || !arrow.TypeEqual(rec.Column(idx[0]).DataType(), field.Type) {
-				return nil, fmt.Errorf("column %s is not tracelake's %s", field.Name, field.Type)
-			}
-			cols[i] = rec.Column(idx[0])
+	cols := make([]arrow.Array, sc.NumFields())
+	for i, field := range sc.Fields() {
+		idx := rec.Schema().FieldIndices(field.Name)
+		if len(idx) == 0 || !arrow.TypeEqual(rec.Column(idx[0]).DataType(), field.Type) {
+			return nil, fmt.Errorf("column %s is not tracelake's %s", field.Name, field.Type)
 		}
-		conformed := array.NewRecordBatch(sc, cols, rec.NumRows())
-		topics := cols[sc.FieldIndices(topicCol)[0]].(*array.String)
-		parts := cols[sc.FieldIndices(partCol)[0]].(*array.Int32)
-		offsets := cols[sc.FieldIndices(offsetCol)[0]].(*array.Int64)
-		run := -1
-		for i := range int(conformed.NumRows()) {
-			tp := sink.TopicPartition{Topic: topics.Value(i), Partition: parts.Value(i)}
-			if next, ok := pos[tp]; !ok || offsets.Value(i) >= next {
-				counts[tp]++
-				if run < 0 {
-					run = i
-				}
-			} else if run >= 0 {
-				out = append(out, conformed.NewSlice(int64(run), int64(i)))
-				run = -1
-			}
-		}
-		if run >= 0 {
-			out = append(out, conformed.NewSlice(int64(run), conformed.NumRows()))
-		}
-		conformed.Release()
+		cols[i] = rec.Column(idx[0])
 	}
-	return out, rd.Err()
+	conformed := array.NewRecordBatch(sc, cols, rec.NumRows())
+	defer conformed.Release()
+	topics := cols[sc.FieldIndices(topicCol)[0]].(*array.String)
+	parts := cols[sc.FieldIndices(partCol)[0]].(*array.Int32)
+	offsets := cols[sc.FieldIndices(offsetCol)[0]].(*array.Int64)
+	var out []arrow.RecordBatch
+	keep := func(from, to int) {
+		out = append(out, conformed.NewSlice(int64(from), int64(to)))
+		holdRefence(int64(to - from))
+	}
+	run := -1
+	for i := range int(conformed.NumRows()) {
+		tp := sink.TopicPartition{Topic: topics.Value(i), Partition: parts.Value(i)}
+		if next, ok := pos[tp]; !ok || offsets.Value(i) >= next {
+			counts[tp]++
+			if run < 0 {
+				run = i
+			}
+		} else if run >= 0 {
+			keep(run, i)
+			run = -1
+		}
+	}
+	if run >= 0 {
+		keep(run, int(conformed.NumRows()))
+	}
+	return out, nil
 }
 
 // Rebuild is a rebuild of the derived table begun by BeginRebuild: the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -14,8 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/sinktest"
@@ -29,6 +35,26 @@ type writeFaults struct {
 	doomed  map[string]bool // files whose writes fail from now on
 	doomNew bool            // files created now are doomed from the start
 	given   int             // doomed files closed (given up)
+	// held, if set, holds up the closing of every Parquet file until it
+	// is closed; closing counts the closings held up.
+	held    chan struct{}
+	closing int
+}
+
+// holdCloses holds up the closing of every Parquet file from now on,
+// until the function returned is called.
+func (f *writeFaults) holdCloses() (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = make(chan struct{})
+	return sync.OnceFunc(func() { close(f.held) })
+}
+
+// closingHeld is how many closings are held up.
+func (f *writeFaults) closingHeld() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closing
 }
 
 // injectWriteFaults makes the local warehouse's file system go through
@@ -129,6 +155,15 @@ func (w faultyWriter) ReadFrom(r io.Reader) (int64, error) {
 }
 
 func (w faultyWriter) Close() error {
+	w.f.mu.Lock()
+	held := w.f.held
+	if held != nil {
+		w.f.closing++
+	}
+	w.f.mu.Unlock()
+	if held != nil {
+		<-held
+	}
 	err := w.FileWriter.Close()
 	if w.f.fails(w.path) {
 		w.f.mu.Lock()
@@ -361,5 +396,247 @@ func TestStreamsStageWhileTheirLoadsCommit(t *testing.T) {
 	}
 	if n := s.CommittedEarly(); n != 0 {
 		t.Errorf("%d batches still remembered as committed early after their own loads", n)
+	}
+}
+
+// A partition that moved while a stream's entry waited for its load (its
+// new owner committed part of it) has the entry's files written again
+// without the rows the positions cover, a read batch of rows at a time.
+// The refence read every file of the entry into memory before writing:
+// with load-sized entries, a worker's load interval of rows at once,
+// where it was one batch's before.
+func TestRefenceOfALoadSizedEntryHoldsABatchOfRowsAtATime(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	if err := s.SetTableProperty(ctx, "write.target-file-size-bytes", "65536"); err != nil {
+		t.Fatal(err)
+	}
+	const batches, size = 300, 100
+	all := []*sink.Batch{batch(0, 0, 9, 3)}
+	for i := range int64(batches) {
+		all = append(all, batch(1, i*size, i*size+size-1, i*size+7))
+	}
+	files := stage(t, s, "w", all...)
+	// Partition 0 moved to another process, which committed part of it.
+	other := openSink(t, dir, false)
+	load(t, other, batch(0, 0, 4, 3))
+	l, err := s.Load(ctx, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []int64
+	for i := range int64(batches) {
+		bad = append(bad, i*size+7)
+	}
+	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 9, 3)) || !slices.Equal(got[1], seq(0, batches*size-1, bad...)) {
+		t.Errorf("raw offsets: partition 0 %v, partition 1 %d rows", got[0], len(got[1]))
+	}
+	if got := stored(t, s, true); !slices.Equal(got[0], []int64{3}) || !slices.Equal(got[1], bad) {
+		t.Errorf("dead-letter offsets %v", got)
+	}
+	if len(l.Ranges) != 2 || l.Ranges[0].Records != 5 || l.Ranges[1].Records != batches*(size-1) {
+		t.Errorf("loaded %+v, want partition 0's 5 rows past the other owner's and all of partition 1", l.Ranges)
+	}
+	if peak, rows := iceberg.PeakRefenceRows(), int64(batches*(size-1)); peak > rows/4 {
+		t.Errorf("the refence held %d of the entry's %d rows at once, want a read batch's", peak, rows)
+	}
+}
+
+// A Discard of a stream's batches while its next batch is being written
+// into the same files (the contract lets a stream stage while it loads
+// or discards) leaves that batch not staged: its load fails. It stayed
+// kept, its files deleted with the entry, and its load committed nothing
+// with the positions past it and past the discarded batches.
+func TestBatchStagedWhileItsEntryIsDiscardedIsNotLoadedEmpty(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	faults := injectWriteFaults(t)
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	s.HoldUpTo(1, 1) // a big batch finishes the stream's file while it is staged
+	discarded := stage(t, s, "w", batch(0, 0, 9))
+	release := faults.holdCloses()
+	defer release()
+	big := batch(0, 10, 30009)
+	big.Stream = "w"
+	staged := make(chan error, 1)
+	var f sink.File
+	go func() {
+		var err error
+		f, err = s.Stage(ctx, big)
+		staged <- err
+	}()
+	waitUntil(t, func() bool { return faults.closingHeld() == 1 }) // the big batch is being written
+	done := make(chan struct{})
+	go func() {
+		s.Discard(discarded)
+		close(done)
+	}()
+	waitUntil(t, func() bool { return s.KeptBatches() == 0 }) // the Discard took the entry's batches
+	release()
+	if err := <-staged; err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if _, err := s.Load(ctx, []sink.File{f}); err == nil {
+		t.Errorf("the load of a batch whose files a Discard deleted succeeded: raw offsets %v, position %d", stored(t, s, false), position(t, s, 0))
+	}
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("files left after the Discard: %v", left)
+	}
+}
+
+// A stream's batches of a declared table partitioned by tenant and day
+// go into a writer per partition, which finishes its file early when the
+// stream's writers hold too much (and a new one takes the partition's next
+// rows): every span lands once, in a file of its own partition.
+func TestTypedStreamWritesEachTenantAndDayOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTyped(t, dir, &otel.Spans)
+	s.HoldUpTo(1, 1) // the writers finish files early
+	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: "tenant", Default: "team-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	days := []time.Time{time.Date(2026, 11, 29, 23, 59, 0, 0, time.UTC), time.Date(2026, 11, 30, 0, 1, 0, 0, time.UTC)}
+	tenants := []string{"a", "b", "c"}
+	want := map[string]int{}
+	var batches []*sink.Batch
+	offset := int64(0)
+	for range 12 {
+		b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "otlp"}, First: offset}}}
+		for range 300 {
+			tenant, day := tenants[offset%3], days[offset/3%2]
+			rec := &kgo.Record{Topic: "otlp", Offset: offset, Value: spansRequest(t, day, byte(offset), byte(offset+1)),
+				Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte(tenant)}}}
+			n, err := dec.AppendRows(b, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Ranges[0].Records += int64(n)
+			want[tenant+" "+day.Format(time.DateOnly)] += n
+			offset++
+		}
+		b.Ranges[0].Last = offset - 1
+		batches = append(batches, b)
+	}
+	files := stage(t, s, "w", batches...)
+	if _, err := s.Load(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Stored(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tp, offs := range m {
+		if union, dups := sink.Coverage(offs); dups != 0 || len(union) != 1 || union[0].First != 0 || union[0].Last != offset-1 {
+			t.Errorf("%v: offsets %v, %d rows twice; want 0-%d once", tp, union, dups, offset-1)
+		}
+	}
+	tbl, err := s.Catalog().LoadTable(ctx, table.Identifier{"tracelake", otel.Spans.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, recs, err := tbl.Scan(table.WithSelectedFields("tenant_id", "start_time")).ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenant, start := rec.Column(0).(*array.String), rec.Column(1).(*array.Timestamp)
+		unit := start.DataType().(*arrow.TimestampType).Unit
+		for i := range int(rec.NumRows()) {
+			got[tenant.Value(i)+" "+start.Value(i).ToTime(unit).UTC().Format(time.DateOnly)]++
+		}
+		rec.Release()
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("spans per tenant and day %v, want %v", got, want)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) <= len(want) {
+		t.Errorf("%d files for %d partitions: the writers finished no file early", len(tasks), len(want))
+	}
+}
+
+// Two workers' streams in one group commit, a partition having moved
+// from one to the other while both held it in their open entries (the
+// revoke's flush gave up): the commit fences the second entry past the
+// first, each row once, the positions past both.
+func TestGroupCommitOfTwoStreamsWithAMovedPartition(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw", GroupWait: 200 * time.Millisecond})
+	a := stage(t, s, "worker-a", batch(0, 0, 9, 2), batch(1, 0, 9), batch(0, 10, 19))
+	b := stage(t, s, "worker-b", batch(0, 0, 14, 2), batch(2, 0, 9), batch(0, 15, 24, 20))
+	var wg sync.WaitGroup
+	loaded := make([]sink.Loaded, 2)
+	for i, files := range [][]sink.File{a, b} {
+		wg.Go(func() {
+			l, err := s.Load(ctx, files)
+			if err != nil {
+				t.Error(err)
+			}
+			loaded[i] = l
+		})
+	}
+	wg.Wait()
+	if ops, err := s.Operations(ctx); err != nil || len(ops) != 1 {
+		t.Errorf("raw snapshots %v (%v), want one commit for both streams", ops, err)
+	}
+	raw := stored(t, s, false)
+	if !slices.Equal(raw[0], seq(0, 24, 2, 20)) || !slices.Equal(raw[1], seq(0, 9)) || !slices.Equal(raw[2], seq(0, 9)) {
+		t.Errorf("raw offsets %v", raw)
+	}
+	if dlq := stored(t, s, true); !slices.Equal(dlq[0], []int64{2, 20}) {
+		t.Errorf("dead-letter offsets %v", dlq)
+	}
+	for p, want := range map[int32]int64{0: 25, 1: 10, 2: 10} {
+		if next := position(t, s, p); next != want {
+			t.Errorf("partition %d: position %d, want %d", p, next, want)
+		}
+	}
+	var records int64
+	for _, l := range loaded {
+		for _, r := range l.Ranges {
+			records += r.Records
+		}
+	}
+	if records != 23+10+10 {
+		t.Errorf("loads report %d rows, want 43 (%+v)", records, loaded)
+	}
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("files left unreferenced: %v", left)
+	}
+}
+
+// Closed with batches in open writers (their loads never came: the run
+// stopped), the sink deletes the writers' files: nothing is left for
+// orphan cleanup, and no lease.
+func TestCloseDeletesTheOpenFiles(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "warehouse")
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	stage(t, s, "w", batch(0, 0, 9, 3), batch(0, 10, 19))
+	stage(t, s, "v", batch(1, 0, 9))
+	waitUntil(t, func() bool { return len(unreferenced(t, s, root)) == 3 })
+	if err := s.RenewLeases(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := unreferenced(t, openSink(t, dir, false), root); len(left) != 0 {
+		t.Errorf("files left after Close: %v", left)
+	}
+	if leases := leaseFiles(t, root); len(leases) != 0 {
+		t.Errorf("leases left after Close: %v", leases)
 	}
 }

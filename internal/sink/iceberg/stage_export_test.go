@@ -29,3 +29,13 @@ func (s *Sink) CommittedEarly() int {
 	defer s.mu.Unlock()
 	return len(s.committedEarly)
 }
+
+// PeakRefenceRows is the most rows the last refence held at once.
+func PeakRefenceRows() int64 { return peakRefenceRows.Load() }
+
+// KeptBatches is how many staged batches are kept for their loads.
+func (s *Sink) KeptBatches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.kept)
+}
