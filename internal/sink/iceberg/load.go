@@ -34,9 +34,21 @@ type staged struct {
 	// names are the batches staged in it: one, or a stream's batches
 	// written into its open writers (open.go).
 	names []string
+	// batches are the rows of each batch of a stream's entry, as staged,
+	// for the load of a batch committed with an earlier load to report
+	// them (earlyRows).
+	batches map[string]*earlyRows
 	// open are the open writers, until closed (under Sink.mu); kept,
 	// closed, when a write failed, for the load to fail on.
 	open *openEntry
+}
+
+// earlyRows are a batch's rows per partition in the main and dead-letter
+// tables. Of a batch committed with an earlier load, they are reported by
+// its own load, the one that committed them not counting them.
+type earlyRows struct {
+	loadID    string // the load that committed them
+	rows, dlq map[sink.TopicPartition]int64
 }
 
 // kind is one of a load's tables.
@@ -381,7 +393,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		for _, f := range req.files {
 			st := s.kept[f.Name]
 			switch {
-			case st == nil && s.committedEarly[f.Name]:
+			case st == nil && s.committedEarly[f.Name] != nil:
 				continue // its rows and positions are in
 			case st == nil:
 				results[i].err = fmt.Errorf("batch %s was not staged in this process", f.Name)
@@ -403,7 +415,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	if len(entries) == 0 {
 		// Nothing to commit: the batches named were committed with an
 		// earlier load (or none was staged), and are forgotten.
-		s.forgetEarly(group, results)
+		s.reportEarly(group, results)
 		return results
 	}
 	// From here no batch is written into the entries: a batch written
@@ -422,9 +434,10 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	loadID := newLoadID()
 	counts := map[kind][]map[sink.TopicPartition]int64{}
+	fenced := map[kind][]bool{}
 	landed := false // a table's commit of this group landed
 	for _, k := range s.kinds() {
-		c, ok, err := s.commitTable(ctx, entries, k, loadID)
+		c, f, ok, err := s.commitTable(ctx, entries, k, loadID)
 		// Once a table's commit landed, a later one that loses a race is
 		// tried again at once, fenced by the positions read again: failed,
 		// the load would leave the tables committed first ahead of the
@@ -432,7 +445,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		// positions (the OTLP receivers' sequence) could not add.
 		for race := 1; err != nil && landed && LostRace(err) && race < maxRacesInALoad; race++ {
 			s.log.Info("a load's commit lost a race after another table's landed; committing it again", "table", name(s.id(k)), "race", race)
-			c, ok, err = s.commitTable(ctx, entries, k, loadID)
+			c, f, ok, err = s.commitTable(ctx, entries, k, loadID)
 		}
 		landed = landed || ok
 		if err != nil {
@@ -443,7 +456,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 			}
 			return results
 		}
-		counts[k] = c
+		counts[k], fenced[k] = c, f
 	}
 	for e, st := range entries {
 		r := &results[owner[e]]
@@ -460,39 +473,76 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 			x.DLQ += counts[dlqTable][e][rg.TopicPartition]
 		}
 	}
+	s.reportEarly(group, results)
 	// Committed: forgotten, and their files now belong to the tables. A
 	// member that failed alone keeps its staged batches, for its retry or
-	// its Discard.
-	s.forgetEarly(group, results)
+	// its Discard. A batch committed early is reported by its own load:
+	// its rows as staged, unless the positions fenced its entry (then
+	// this load's count has what is left of them).
 	s.mu.Lock()
 	for e, st := range entries {
 		if results[owner[e]].err != nil {
 			continue
 		}
+		r := &results[owner[e]]
 		for _, n := range st.names {
-			if s.kept[n] == st {
-				delete(s.kept, n)
-				if !slices.ContainsFunc(group[owner[e]].files, func(f sink.File) bool { return f.Name == n }) {
-					s.committedEarly[n] = true
+			if s.kept[n] != st {
+				continue
+			}
+			delete(s.kept, n)
+			if slices.ContainsFunc(group[owner[e]].files, func(f sink.File) bool { return f.Name == n }) {
+				continue
+			}
+			early := &earlyRows{loadID: loadID}
+			if b := st.batches[n]; b != nil {
+				if !fenced[mainTable][e] {
+					early.rows = b.rows
+				}
+				if !fenced[dlqTable][e] {
+					early.dlq = b.dlq
 				}
 			}
+			for i := range r.loaded.Ranges {
+				x := &r.loaded.Ranges[i]
+				x.Records -= early.rows[x.TopicPartition]
+				x.DLQ -= early.dlq[x.TopicPartition]
+			}
+			s.committedEarly[n] = early
 		}
 	}
 	s.mu.Unlock()
 	return results
 }
 
-// forgetEarly forgets, of the loads of group that succeeded, the batches
-// committed with an earlier load: their own load found them loaded.
-func (s *Sink) forgetEarly(group []*loadRequest, results []loadResult) {
+// reportEarly adds to the loads of group that succeeded the rows of
+// their batches committed with an earlier load, and forgets the batches:
+// their own load found them loaded.
+func (s *Sink) reportEarly(group []*loadRequest, results []loadResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, req := range group {
 		if results[i].err != nil {
 			continue
 		}
+		r := &results[i]
 		for _, f := range req.files {
+			early := s.committedEarly[f.Name]
+			if early == nil {
+				continue
+			}
 			delete(s.committedEarly, f.Name)
+			r.loaded.LoadID = cmp.Or(r.loaded.LoadID, early.loadID)
+			for _, rg := range f.Ranges {
+				j := slices.IndexFunc(r.loaded.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
+				if j < 0 {
+					r.loaded.Ranges = append(r.loaded.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
+					j = len(r.loaded.Ranges) - 1
+				}
+				x := &r.loaded.Ranges[j]
+				x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
+				x.Records += early.rows[rg.TopicPartition]
+				x.DLQ += early.dlq[rg.TopicPartition]
+			}
 		}
 	}
 }
@@ -531,9 +581,10 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 
 // commitTable adds the staged files of entries to one table, past its
 // positions, with the advanced positions, in one commit; it returns the
-// rows added per entry and partition, and whether a commit landed. The
-// main table's positions advance
-// even when it gets no row (a load of dead letters only).
+// rows added per entry and partition, which entries the positions fenced
+// (in part or whole), and whether a commit landed. The main table's
+// positions advance even when it gets no row (a load of dead letters
+// only).
 //
 // Under the process's commit lock the table is read again and each entry
 // fenced by the positions as they stand, advanced by the entries before
@@ -541,7 +592,7 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 // entry the positions do not reach goes in as staged, one they cover is
 // left out, one they cover in part has its files written again without
 // the covered rows.
-func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string) ([]map[sink.TopicPartition]int64, bool, error) {
+func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string) ([]map[sink.TopicPartition]int64, []bool, bool, error) {
 	if s.beforeLoadCommit != nil {
 		s.beforeLoadCommit()
 	}
@@ -550,25 +601,28 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	id := s.id(k)
 	fresh, err := s.loadTable(ctx, id)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	s.remember(fresh)
 	start, err := positions(fresh)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	next := maps.Clone(start)
 	counts := make([]map[sink.TopicPartition]int64, len(entries))
+	fenced := make([]bool, len(entries))
 	var add []iceberggo.DataFile
 	for i, st := range entries {
 		sf := st.of(k)
-		switch covered(st.ranges, next) {
+		cov := covered(st.ranges, next)
+		fenced[i] = cov != coversNone
+		switch cov {
 		case coversAll:
 			s.dropFiles(ctx, k, sf)
 		case coversPart:
 			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
 			if err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
 			s.dropFiles(ctx, k, sf)
 			s.setFiles(sf, files, cnt)
@@ -583,14 +637,14 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		// No row to add, and the dead-letter or derived table's fence
 		// stays, or the main table's positions are already there (a
 		// repeated load).
-		return counts, false, nil
+		return counts, fenced, false, nil
 	}
 	txn, summary, err := beginPositionsCommit(fresh, start, next, loadID)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if err := addFiles(ctx, txn, fresh, s.schemaOf(k), add, summary); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if s.beforeCatalogCommit != nil {
 		s.beforeCatalogCommit(name(id))
@@ -613,10 +667,10 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 			s.log.Warn("iceberg commit failed with an unknown outcome; its data files are kept (tracelake orphans removes them if unreferenced)",
 				"table", name(id), "files", len(add), "err", err)
 		}
-		return nil, false, fmt.Errorf("commit: %w", err)
+		return nil, nil, false, fmt.Errorf("commit: %w", err)
 	}
 	s.remember(committed)
-	return counts, true, nil
+	return counts, fenced, true, nil
 }
 
 // newLoadID names a load (its snapshots' tracelake.load-id).

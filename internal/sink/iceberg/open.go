@@ -176,6 +176,7 @@ func (s *Sink) stageOpen(ctx context.Context, b *sink.Batch, f *sink.File) error
 	}
 	e.st.ranges = unionRanges(e.st.ranges, b.Ranges)
 	e.st.names = append(e.st.names, f.Name)
+	e.st.batches[f.Name] = &earlyRows{rows: counts[mainTable], dlq: counts[dlqTable]}
 	s.kept[f.Name] = e.st
 	s.mu.Unlock()
 	sink.Advance(e.seen, b.Ranges)
@@ -221,7 +222,7 @@ func (s *Sink) openEntryFor(b *sink.Batch, schemas map[kind]*arrow.Schema) *open
 		_ = s.closeEntry(e)
 	}
 	e = &openEntry{stream: b.Stream, tables: map[kind]*openTable{}, seen: map[sink.TopicPartition]int64{},
-		st: &staged{at: time.Now()}}
+		st: &staged{at: time.Now(), batches: map[string]*earlyRows{}}}
 	e.st.open = e
 	for _, k := range s.kinds() {
 		e.st.of(k).counts = map[sink.TopicPartition]int64{}

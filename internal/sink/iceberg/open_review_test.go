@@ -640,3 +640,46 @@ func TestCloseDeletesTheOpenFiles(t *testing.T) {
 		t.Errorf("leases left after Close: %v", leases)
 	}
 }
+
+// A batch committed with the load before its own (staged while that one
+// began) is reported by its own load: each load reports the rows and
+// dead letters of the batches it names, as the pipeline counts them
+// (it takes dead letters a load reports beyond its batches' for rows the
+// table rejected). The load that committed the batch reported them, and
+// its own load none. An entry the positions fenced reports what is left
+// of it with the load that committed it.
+func TestEachLoadReportsTheRowsOfItsOwnBatches(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	report := func(files []sink.File) (rows, dlq int64) {
+		t.Helper()
+		l, err := s.Load(ctx, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range l.Ranges {
+			rows, dlq = rows+r.Records, dlq+r.DLQ
+		}
+		return rows, dlq
+	}
+	files := stage(t, s, "w", batch(0, 0, 9), batch(0, 10, 19, 15))
+	if rows, dlq := report(files[:1]); rows != 10 || dlq != 0 {
+		t.Errorf("the load of offsets 0-9 reports %d rows and %d dead letters, want 10 and none", rows, dlq)
+	}
+	if rows, dlq := report(files[1:]); rows != 9 || dlq != 1 {
+		t.Errorf("the load of offsets 10-19 (committed with the one before) reports %d rows and %d dead letters, want 9 and 1", rows, dlq)
+	}
+	// Fenced: another process committed offsets 20-24 meanwhile.
+	files = stage(t, s, "w", batch(0, 20, 29, 22), batch(0, 30, 39, 35))
+	load(t, openSink(t, dir, false), batch(0, 20, 24, 22))
+	if rows, dlq := report(files[:1]); rows != 14 || dlq != 1 {
+		t.Errorf("the load of the fenced entry reports %d rows and %d dead letters, want what is left of it: 14 and 1", rows, dlq)
+	}
+	if rows, dlq := report(files[1:]); rows != 0 || dlq != 0 {
+		t.Errorf("the load of a batch of the fenced entry, committed before, reports %d rows and %d dead letters, want none", rows, dlq)
+	}
+	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 39, 15, 22, 35)) {
+		t.Errorf("raw offsets %v", got)
+	}
+}
