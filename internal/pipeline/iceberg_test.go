@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,9 +10,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -187,4 +191,60 @@ type heldShare struct {
 func (h *heldShare) HoldUpTo(bytes int64, streams int) {
 	h.bytes, h.streams = bytes, streams
 	h.Sink.HoldUpTo(bytes, streams)
+}
+
+// A worker's batch staged while its load begins is committed with that
+// load (the Iceberg sink's load-sized files), so the load reports its dead
+// letters too; its own load then reports none. The dead-letter metric
+// counts each dead letter once, by its decode reason: none is a row the
+// table rejected.
+func TestIcebergDeadLettersCommittedEarlyAreCountedOnce(t *testing.T) {
+	const n, every = 3000, 10
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	var recs []*kgo.Record
+	for i := range n {
+		v := fmt.Appendf(nil, `{"i":%d}`, i)
+		if i%every == 0 {
+			v = []byte("not json")
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Value: v})
+	}
+	produce(t, cl, recs...)
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Sink.Type = config.SinkIceberg
+	cfg.Sink.Iceberg.CommitInterval = config.Duration(100 * time.Millisecond)
+	cfg.Batch.MaxRecords = 50
+	cfg.Load.MaxFiles = 2
+	must(t, cfg.Validate())
+	dir := t.TempDir()
+	// Each load waits for others to share its commit: the worker stages its
+	// next batches meanwhile, into the files the load then closes.
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
+		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Log: testLog(t),
+		GroupWait: 100 * time.Millisecond})
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	must(t, s.Prepare(context.Background()))
+	m := obs.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	must(t, pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{ExitWhenIdle: 300 * time.Millisecond,
+		RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m}))
+	dead, err := s.Stored(context.Background(), true)
+	must(t, err)
+	var stored int64
+	for _, offs := range dead {
+		stored += offs.Count()
+	}
+	if stored != n/every {
+		t.Errorf("%d dead letters stored, want %d", stored, n/every)
+	}
+	if got := testutil.ToFloat64(m.DLQRecords.WithLabelValues("invalid_json")); got != n/every {
+		t.Errorf("dead letters counted invalid_json: %v, want %d", got, n/every)
+	}
+	if got := testutil.ToFloat64(m.DLQRecords.WithLabelValues(envelope.KindRejected)); got != 0 {
+		t.Errorf("dead letters counted rejected by the table: %v, want none (each was counted by its decode reason too)", got)
+	}
 }

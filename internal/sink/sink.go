@@ -76,8 +76,10 @@ type Batch struct {
 	// read, and each load or discard of the stream names every batch of
 	// it staged before the load or discard began, all but those staged
 	// meanwhile. A sink may write a stream's batches into files shared
-	// between them (the Iceberg sink's load-sized files). Empty: a batch
-	// on its own.
+	// between them (the Iceberg sink's load-sized files), and commit a
+	// batch staged meanwhile with the load; each load still reports
+	// (Loaded) the rows of the batches it names. Empty: a batch on its
+	// own.
 	Stream string
 	// ID tells this batch from every other staging of the same offsets
 	// (by another worker or process, or after a re-read): see NewBatchID.

@@ -164,9 +164,8 @@ type Sink struct {
 	mu   sync.Mutex
 	kept map[string]*staged // staged batches by name, until committed or discarded
 	// committedEarly are batches committed with an earlier load, written
-	// into its files while it began (open.go), until their own load, with
-	// the rows of them that load committed (its own load reports them).
-	committedEarly map[string]share
+	// into its files while it began (open.go), until their own load.
+	committedEarly map[string]*earlyRows
 	tables         map[string]*table.Table // each table as last read, for staging
 	// compacting are the files running compactions wrote and have not
 	// committed, by compaction: leased as staged files are (lease.go).
@@ -229,7 +228,7 @@ func Open(ctx context.Context, opt Options) (*Sink, error) {
 	}
 	writeCtx, stopWriting := context.WithCancel(context.Background())
 	return &Sink{
-		committedEarly: map[string]share{},
+		committedEarly: map[string]*earlyRows{},
 		streams:        map[string]*openEntry{},
 		writerBytes:    defaultWriterBytes,
 		writeCtx:       writeCtx,

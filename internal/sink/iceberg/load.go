@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"maps"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	iceberggo "github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -30,9 +33,22 @@ type staged struct {
 	at                time.Time // when staged (checkStaged)
 	// names are the batches staged in it: one, or a stream's batches
 	// written into its open writers (open.go).
-	names  []string
-	shares map[string]share // what each of names holds, for a stream's entry
-	open   *openEntry       // the open writers, until closed (under Sink.mu)
+	names []string
+	// batches are the rows of each batch of a stream's entry, as staged,
+	// for the load of a batch committed with an earlier load to report
+	// them (earlyRows).
+	batches map[string]*earlyRows
+	// open are the open writers, until closed (under Sink.mu); kept,
+	// closed, when a write failed, for the load to fail on.
+	open *openEntry
+}
+
+// earlyRows are a batch's rows per partition in the main and dead-letter
+// tables. Of a batch committed with an earlier load, they are reported by
+// its own load, the one that committed them not counting them.
+type earlyRows struct {
+	loadID    string // the load that committed them
+	rows, dlq map[sink.TopicPartition]int64
 }
 
 // kind is one of a load's tables.
@@ -100,16 +116,17 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	s.startLeases()
 	s.mu.Lock()
 	st, ok := s.kept[f.Name]
-	alone := ok && st.open == nil && len(st.names) == 1
 	s.mu.Unlock()
 	switch {
-	case alone:
-		// Staged before (a retry): its files, as they were.
-	case ok:
-		return f, nil // written into a stream's files with others
+	case ok && b.Stream != "":
+		return f, nil // its bytes are in files shared with other batches
 	case b.Stream != "":
-		return f, s.stageOpen(ctx, b, &f)
-	default:
+		if err := s.stageOpen(ctx, b, &f); err != nil {
+			s.sealStream(b.Stream)
+			return sink.File{}, err
+		}
+		return f, nil
+	case !ok:
 		st = &staged{ranges: b.Ranges, at: time.Now(), names: []string{f.Name}}
 		for _, k := range s.kinds() {
 			if err := s.stageTable(ctx, b, k, st.of(k)); err != nil {
@@ -121,6 +138,7 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 		s.kept[f.Name] = st
 		s.mu.Unlock()
 	}
+	// Staged now, or before (a stage retried): its files.
 	for _, df := range slices.Concat(st.raw.files, st.dlq.files, st.derived.files) {
 		f.Bytes += df.FileSizeBytes()
 	}
@@ -154,12 +172,27 @@ func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, k kind, out *stage
 // are ours to delete.
 func (s *Sink) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema, recs iter.Seq2[arrow.RecordBatch, error]) ([]iceberggo.DataFile, error) {
 	var written []iceberggo.DataFile
-	for df, err := range table.WriteRecords(ctx, writeView(tbl), sc, recs) {
+	var given int64
+	counted := func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range recs {
+			if rec != nil {
+				given += rec.NumRows() // before WriteRecords releases it
+			}
+			if !yield(rec, err) {
+				return
+			}
+		}
+	}
+	for df, err := range table.WriteRecords(ctx, writeView(tbl), sc, counted) {
 		if err != nil {
 			s.removeFiles(ctx, tbl, written)
 			return nil, fmt.Errorf("write data files of %s: %w", name(tbl.Identifier()), err)
 		}
 		written = append(written, df)
+	}
+	if err := wroteAll(written, given); err != nil {
+		s.removeFiles(ctx, tbl, written)
+		return nil, fmt.Errorf("write data files of %s: %w", name(tbl.Identifier()), err)
 	}
 	return written, nil
 }
@@ -233,6 +266,17 @@ func (s *Sink) Discard(files []sink.File) {
 			s.abortEntry(ctx, e)
 		case st != nil:
 			s.drop(ctx, st)
+		}
+		if e != nil {
+			// A batch written into it while it closed has no files
+			// either: not staged, its load fails.
+			s.mu.Lock()
+			for _, n := range st.names {
+				if s.kept[n] == st {
+					delete(s.kept, n)
+				}
+			}
+			s.mu.Unlock()
 		}
 	}
 }
@@ -350,7 +394,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 			st := s.kept[f.Name]
 			switch {
 			case st == nil && s.committedEarly[f.Name] != nil:
-				continue // its rows and positions are in (earlyShares)
+				continue // its rows and positions are in
 			case st == nil:
 				results[i].err = fmt.Errorf("batch %s was not staged in this process", f.Name)
 			case !slices.Contains(mine, st) && !slices.Contains(entries, st):
@@ -369,7 +413,9 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	s.mu.Unlock()
 	if len(entries) == 0 {
-		s.earlyShares(group, results)
+		// Nothing to commit: the batches named were committed with an
+		// earlier load (or none was staged), and are forgotten.
+		s.reportEarly(group, results)
 		return results
 	}
 	// From here no batch is written into the entries: a batch written
@@ -388,9 +434,10 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	}
 	loadID := newLoadID()
 	counts := map[kind][]map[sink.TopicPartition]int64{}
+	fenced := map[kind][]bool{}
 	landed := false // a table's commit of this group landed
 	for _, k := range s.kinds() {
-		c, ok, err := s.commitTable(ctx, entries, k, loadID)
+		c, f, ok, err := s.commitTable(ctx, entries, k, loadID)
 		// Once a table's commit landed, a later one that loses a race is
 		// tried again at once, fenced by the positions read again: failed,
 		// the load would leave the tables committed first ahead of the
@@ -398,7 +445,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		// positions (the OTLP receivers' sequence) could not add.
 		for race := 1; err != nil && landed && LostRace(err) && race < maxRacesInALoad; race++ {
 			s.log.Info("a load's commit lost a race after another table's landed; committing it again", "table", name(s.id(k)), "race", race)
-			c, ok, err = s.commitTable(ctx, entries, k, loadID)
+			c, f, ok, err = s.commitTable(ctx, entries, k, loadID)
 		}
 		landed = landed || ok
 		if err != nil {
@@ -409,81 +456,95 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 			}
 			return results
 		}
-		counts[k] = c
+		counts[k], fenced[k] = c, f
 	}
-	early := map[string]share{} // what batches committed early took of their entries' rows
 	for e, st := range entries {
 		r := &results[owner[e]]
 		r.loaded.LoadID = loadID
-		got := share{}
 		for _, rg := range st.ranges {
-			got[rg.TopicPartition] = rowCount{counts[mainTable][e][rg.TopicPartition], counts[dlqTable][e][rg.TopicPartition]}
-		}
-		for _, n := range st.names {
-			if !slices.ContainsFunc(group[owner[e]].files, func(f sink.File) bool { return f.Name == n }) {
-				early[n] = got.take(st.shares[n])
+			i := slices.IndexFunc(r.loaded.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
+			if i < 0 {
+				r.loaded.Ranges = append(r.loaded.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
+				i = len(r.loaded.Ranges) - 1
 			}
-		}
-		for _, rg := range st.ranges {
-			addLoaded(&r.loaded, rg, got[rg.TopicPartition])
+			x := &r.loaded.Ranges[i]
+			x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
+			x.Records += counts[mainTable][e][rg.TopicPartition]
+			x.DLQ += counts[dlqTable][e][rg.TopicPartition]
 		}
 	}
+	s.reportEarly(group, results)
 	// Committed: forgotten, and their files now belong to the tables. A
 	// member that failed alone keeps its staged batches, for its retry or
-	// its Discard.
-	s.earlyShares(group, results)
+	// its Discard. A batch committed early is reported by its own load:
+	// its rows as staged, unless the positions fenced its entry (then
+	// this load's count has what is left of them).
 	s.mu.Lock()
 	for e, st := range entries {
 		if results[owner[e]].err != nil {
 			continue
 		}
+		r := &results[owner[e]]
 		for _, n := range st.names {
-			if s.kept[n] == st {
-				delete(s.kept, n)
-				if sh, ok := early[n]; ok {
-					s.committedEarly[n] = sh
+			if s.kept[n] != st {
+				continue
+			}
+			delete(s.kept, n)
+			if slices.ContainsFunc(group[owner[e]].files, func(f sink.File) bool { return f.Name == n }) {
+				continue
+			}
+			early := &earlyRows{loadID: loadID}
+			if b := st.batches[n]; b != nil {
+				if !fenced[mainTable][e] {
+					early.rows = b.rows
+				}
+				if !fenced[dlqTable][e] {
+					early.dlq = b.dlq
 				}
 			}
+			for i := range r.loaded.Ranges {
+				x := &r.loaded.Ranges[i]
+				x.Records -= early.rows[x.TopicPartition]
+				x.DLQ -= early.dlq[x.TopicPartition]
+			}
+			s.committedEarly[n] = early
 		}
 	}
 	s.mu.Unlock()
 	return results
 }
 
-// earlyShares counts, in the loads of group that succeeded, the rows of
-// their batches an earlier load committed (written into its files), and
-// forgets those batches.
-func (s *Sink) earlyShares(group []*loadRequest, results []loadResult) {
+// reportEarly adds to the loads of group that succeeded the rows of
+// their batches committed with an earlier load, and forgets the batches:
+// their own load found them loaded.
+func (s *Sink) reportEarly(group []*loadRequest, results []loadResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, req := range group {
 		if results[i].err != nil {
 			continue
 		}
+		r := &results[i]
 		for _, f := range req.files {
-			sh, ok := s.committedEarly[f.Name]
-			if !ok {
+			early := s.committedEarly[f.Name]
+			if early == nil {
 				continue
 			}
 			delete(s.committedEarly, f.Name)
+			r.loaded.LoadID = cmp.Or(r.loaded.LoadID, early.loadID)
 			for _, rg := range f.Ranges {
-				addLoaded(&results[i].loaded, rg, sh[rg.TopicPartition])
+				j := slices.IndexFunc(r.loaded.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
+				if j < 0 {
+					r.loaded.Ranges = append(r.loaded.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
+					j = len(r.loaded.Ranges) - 1
+				}
+				x := &r.loaded.Ranges[j]
+				x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
+				x.Records += early.rows[rg.TopicPartition]
+				x.DLQ += early.dlq[rg.TopicPartition]
 			}
 		}
 	}
-}
-
-// addLoaded adds n rows of rg's partition, and its offsets, to l.
-func addLoaded(l *sink.Loaded, rg sink.Range, n rowCount) {
-	i := slices.IndexFunc(l.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
-	if i < 0 {
-		l.Ranges = append(l.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
-		i = len(l.Ranges) - 1
-	}
-	x := &l.Ranges[i]
-	x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
-	x.Records += n.rows
-	x.DLQ += n.dlq
 }
 
 // maxRacesInALoad bounds the commits of one table in one load that lose a
@@ -520,9 +581,10 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 
 // commitTable adds the staged files of entries to one table, past its
 // positions, with the advanced positions, in one commit; it returns the
-// rows added per entry and partition, and whether a commit landed. The
-// main table's positions advance
-// even when it gets no row (a load of dead letters only).
+// rows added per entry and partition, which entries the positions fenced
+// (in part or whole), and whether a commit landed. The main table's
+// positions advance even when it gets no row (a load of dead letters
+// only).
 //
 // Under the process's commit lock the table is read again and each entry
 // fenced by the positions as they stand, advanced by the entries before
@@ -530,7 +592,7 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 // entry the positions do not reach goes in as staged, one they cover is
 // left out, one they cover in part has its files written again without
 // the covered rows.
-func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string) ([]map[sink.TopicPartition]int64, bool, error) {
+func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string) ([]map[sink.TopicPartition]int64, []bool, bool, error) {
 	if s.beforeLoadCommit != nil {
 		s.beforeLoadCommit()
 	}
@@ -539,25 +601,28 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	id := s.id(k)
 	fresh, err := s.loadTable(ctx, id)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	s.remember(fresh)
 	start, err := positions(fresh)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	next := maps.Clone(start)
 	counts := make([]map[sink.TopicPartition]int64, len(entries))
+	fenced := make([]bool, len(entries))
 	var add []iceberggo.DataFile
 	for i, st := range entries {
 		sf := st.of(k)
-		switch covered(st.ranges, next) {
+		cov := covered(st.ranges, next)
+		fenced[i] = cov != coversNone
+		switch cov {
 		case coversAll:
 			s.dropFiles(ctx, k, sf)
 		case coversPart:
 			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
 			if err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
 			s.dropFiles(ctx, k, sf)
 			s.setFiles(sf, files, cnt)
@@ -572,14 +637,14 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		// No row to add, and the dead-letter or derived table's fence
 		// stays, or the main table's positions are already there (a
 		// repeated load).
-		return counts, false, nil
+		return counts, fenced, false, nil
 	}
 	txn, summary, err := beginPositionsCommit(fresh, start, next, loadID)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if err := addFiles(ctx, txn, fresh, s.schemaOf(k), add, summary); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if s.beforeCatalogCommit != nil {
 		s.beforeCatalogCommit(name(id))
@@ -602,10 +667,10 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 			s.log.Warn("iceberg commit failed with an unknown outcome; its data files are kept (tracelake orphans removes them if unreferenced)",
 				"table", name(id), "files", len(add), "err", err)
 		}
-		return nil, false, fmt.Errorf("commit: %w", err)
+		return nil, nil, false, fmt.Errorf("commit: %w", err)
 	}
 	s.remember(committed)
-	return counts, true, nil
+	return counts, fenced, true, nil
 }
 
 // newLoadID names a load (its snapshots' tracelake.load-id).
@@ -667,7 +732,9 @@ func addFiles(ctx context.Context, txn *table.Transaction, tbl *table.Table, sc 
 }
 
 // refence writes files of tbl (one of kind k's) again without the rows
-// pos covers, and counts the rows kept per partition.
+// pos covers, and counts the rows kept per partition. The files are read
+// a row group at a time, each written as it is read: a stream's entry is
+// a load's worth of files of the target size.
 // Rare: only a partition that changed owner while its batch waited for
 // its commit gets here.
 func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile, k kind,
@@ -681,88 +748,134 @@ func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.
 		return nil, nil, err
 	}
 	counts := map[sink.TopicPartition]int64{}
-	var kept []arrow.RecordBatch
-	defer func() {
-		for _, rec := range kept {
-			rec.Release()
-		}
-	}()
-	for _, df := range files {
-		recs, err := readFenced(ctx, fs, df.FilePath(), sc, k == dlqTable, pos, counts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read staged file %s again: %w", df.FilePath(), err)
-		}
-		kept = append(kept, recs...)
-	}
-	if len(kept) == 0 {
-		return nil, counts, nil
-	}
+	refenceHeld.Store(0)
+	peakRefenceRows.Store(0)
+	var readErr error
 	written, err := s.writeFiles(ctx, tbl, sc, func(yield func(arrow.RecordBatch, error) bool) {
-		for _, rec := range kept {
-			rec.Retain() // WriteRecords releases what it consumes
-			if !yield(rec, nil) {
+		for _, df := range files {
+			more, err := readFenced(ctx, fs, df.FilePath(), sc, k == dlqTable, pos, counts, func(rec arrow.RecordBatch) bool {
+				ok := yield(rec, nil) // WriteRecords releases rec
+				holdRefence(-rec.NumRows())
+				return ok
+			})
+			if err != nil {
+				readErr = fmt.Errorf("read staged file %s again: %w", df.FilePath(), err)
+				yield(nil, readErr)
+				return
+			}
+			if !more {
 				return
 			}
 		}
 	})
-	return written, counts, err
+	if readErr != nil {
+		return nil, nil, readErr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return written, counts, nil
 }
 
-// readFenced reads a staged Parquet file and returns its rows past pos,
-// as record batches of schema sc (a slice per run of rows kept), adding
-// them to counts per partition.
+// refenceHeld are the rows refence holds read and not yet written;
+// peakRefenceRows the most since the last refence began. A test measures
+// the memory bound with them.
+var refenceHeld, peakRefenceRows atomic.Int64
+
+func holdRefence(n int64) {
+	if h := refenceHeld.Add(n); h > peakRefenceRows.Load() {
+		peakRefenceRows.Store(h)
+	}
+}
+
+// readFenced reads a staged Parquet file a batch of rows at a time
+// (compactReadBatchRows) and hands its rows past pos to yield, as record
+// batches of schema sc (a slice per run of rows kept, yield's to release),
+// adding them to counts per partition. It returns false if yield did.
 func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.Schema, dlq bool,
-	pos, counts map[sink.TopicPartition]int64) ([]arrow.RecordBatch, error) {
+	pos, counts map[sink.TopicPartition]int64, yield func(arrow.RecordBatch) bool) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	defer f.Close()
-	tbl, err := pqarrow.ReadTable(ctx, f, nil, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	pf, err := file.NewParquetReader(f)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	defer tbl.Release()
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: compactReadBatchRows}, memory.DefaultAllocator)
+	if err != nil {
+		return false, err
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return false, err
+	}
+	defer rr.Release()
+	for rr.Next() {
+		out, err := fenceRecord(rr.RecordBatch(), sc, dlq, pos, counts)
+		if err != nil {
+			return false, err
+		}
+		for i, rec := range out {
+			if !yield(rec) {
+				for _, rest := range out[i+1:] {
+					holdRefence(-rest.NumRows())
+					rest.Release()
+				}
+				return false, nil
+			}
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return true, nil
+}
+
+// fenceRecord is rec's rows past pos, as record batches of schema sc (a
+// slice per run of rows kept), added to counts per partition.
+func fenceRecord(rec arrow.RecordBatch, sc *arrow.Schema, dlq bool, pos, counts map[sink.TopicPartition]int64) ([]arrow.RecordBatch, error) {
 	topicCol, partCol, offsetCol := "ktopic", "kpartition", "koffset"
 	if dlq {
 		topicCol, partCol, offsetCol = "topic", "partition", "offset"
 	}
-	rd := array.NewTableReader(tbl, 0)
-	defer rd.Release()
-	var out []arrow.RecordBatch
-	for rd.Next() {
-		rec := rd.RecordBatch()
-		cols := make([]arrow.Array, sc.NumFields())
-		for i, field := range sc.Fields() {
-			idx := rec.Schema().FieldIndices(field.Name)
-			if len(idx) == 0 || !arrow.TypeEqual(rec.Column(idx[0]).DataType(), field.Type) {
-				return nil, fmt.Errorf("column %s is not tracelake's %s", field.Name, field.Type)
-			}
-			cols[i] = rec.Column(idx[0])
+	cols := make([]arrow.Array, sc.NumFields())
+	for i, field := range sc.Fields() {
+		idx := rec.Schema().FieldIndices(field.Name)
+		if len(idx) == 0 || !arrow.TypeEqual(rec.Column(idx[0]).DataType(), field.Type) {
+			return nil, fmt.Errorf("column %s is not tracelake's %s", field.Name, field.Type)
 		}
-		conformed := array.NewRecordBatch(sc, cols, rec.NumRows())
-		topics := cols[sc.FieldIndices(topicCol)[0]].(*array.String)
-		parts := cols[sc.FieldIndices(partCol)[0]].(*array.Int32)
-		offsets := cols[sc.FieldIndices(offsetCol)[0]].(*array.Int64)
-		run := -1
-		for i := range int(conformed.NumRows()) {
-			tp := sink.TopicPartition{Topic: topics.Value(i), Partition: parts.Value(i)}
-			if next, ok := pos[tp]; !ok || offsets.Value(i) >= next {
-				counts[tp]++
-				if run < 0 {
-					run = i
-				}
-			} else if run >= 0 {
-				out = append(out, conformed.NewSlice(int64(run), int64(i)))
-				run = -1
-			}
-		}
-		if run >= 0 {
-			out = append(out, conformed.NewSlice(int64(run), conformed.NumRows()))
-		}
-		conformed.Release()
+		cols[i] = rec.Column(idx[0])
 	}
-	return out, rd.Err()
+	conformed := array.NewRecordBatch(sc, cols, rec.NumRows())
+	defer conformed.Release()
+	topics := cols[sc.FieldIndices(topicCol)[0]].(*array.String)
+	parts := cols[sc.FieldIndices(partCol)[0]].(*array.Int32)
+	offsets := cols[sc.FieldIndices(offsetCol)[0]].(*array.Int64)
+	var out []arrow.RecordBatch
+	keep := func(from, to int) {
+		out = append(out, conformed.NewSlice(int64(from), int64(to)))
+		holdRefence(int64(to - from))
+	}
+	run := -1
+	for i := range int(conformed.NumRows()) {
+		tp := sink.TopicPartition{Topic: topics.Value(i), Partition: parts.Value(i)}
+		if next, ok := pos[tp]; !ok || offsets.Value(i) >= next {
+			counts[tp]++
+			if run < 0 {
+				run = i
+			}
+		} else if run >= 0 {
+			keep(run, i)
+			run = -1
+		}
+	}
+	if run >= 0 {
+		keep(run, int(conformed.NumRows()))
+	}
+	return out, nil
 }
 
 // Rebuild is a rebuild of the derived table begun by BeginRebuild: the

@@ -177,11 +177,7 @@ func (s *Sink) stageOpen(ctx context.Context, b *sink.Batch, f *sink.File) error
 	}
 	e.st.ranges = unionRanges(e.st.ranges, b.Ranges)
 	e.st.names = append(e.st.names, f.Name)
-	sh := share{}
-	for _, r := range b.Ranges {
-		sh[r.TopicPartition] = rowCount{counts[mainTable][r.TopicPartition], counts[dlqTable][r.TopicPartition]}
-	}
-	e.st.shares[f.Name] = sh
+	e.st.batches[f.Name] = &earlyRows{rows: counts[mainTable], dlq: counts[dlqTable]}
 	s.kept[f.Name] = e.st
 	s.mu.Unlock()
 	sink.Advance(e.seen, b.Ranges)
@@ -227,7 +223,7 @@ func (s *Sink) openEntryFor(b *sink.Batch, schemas map[kind]*arrow.Schema) *open
 		_ = s.closeEntry(e)
 	}
 	e = &openEntry{stream: b.Stream, tables: map[kind]*openTable{}, seen: map[sink.TopicPartition]int64{},
-		st: &staged{at: time.Now(), shares: map[string]share{}}}
+		st: &staged{at: time.Now(), batches: map[string]*earlyRows{}}}
 	e.st.open = e
 	for _, k := range s.kinds() {
 		e.st.of(k).counts = map[sink.TopicPartition]int64{}
@@ -236,26 +232,6 @@ func (s *Sink) openEntryFor(b *sink.Batch, schemas map[kind]*arrow.Schema) *open
 	s.streams[b.Stream] = e
 	s.writing.Unlock()
 	return e
-}
-
-// rowCount is a count of a main table's rows and dead letters.
-type rowCount struct{ rows, dlq int64 }
-
-// share is what a batch holds of an entry's rows, per partition.
-type share map[sink.TopicPartition]rowCount
-
-// take moves what of want sh holds out of sh, and returns it: a batch
-// committed with another load takes its rows out of that load's count,
-// at most what the entry committed (a fenced entry committed fewer).
-func (sh share) take(want share) share {
-	out := share{}
-	for tp, w := range want {
-		have := sh[tp]
-		m := rowCount{min(w.rows, have.rows), min(w.dlq, have.dlq)}
-		sh[tp] = rowCount{have.rows - m.rows, have.dlq - m.dlq}
-		out[tp] = m
-	}
-	return out
 }
 
 // overlaps reports whether ranges cover an offset at or below seen's.
@@ -418,10 +394,28 @@ func (s *Sink) finish(e *openEntry, k kind, w *partWriter) error {
 	if w.err != nil {
 		return w.err
 	}
+	if err := wroteAll(w.files, w.rows); err != nil {
+		return fmt.Errorf("%s: %w", name(s.id(k)), err)
+	}
 	sf := e.st.of(k)
 	s.mu.Lock()
 	sf.files = append(sf.files, w.files...)
 	s.mu.Unlock()
+	return nil
+}
+
+// wroteAll checks that files hold the rows given to their writer:
+// iceberg-go's partitioned writer drops a file whose writing failed,
+// with its rows, and its error, when the failure comes before the next
+// rows of the file's partition, and goes on in a new file.
+func wroteAll(files []iceberggo.DataFile, rows int64) error {
+	var n int64
+	for _, df := range files {
+		n += df.Count()
+	}
+	if n != rows {
+		return fmt.Errorf("the data files written hold %d of the %d rows given to their writer: a file failed and its rows were dropped", n, rows)
+	}
 	return nil
 }
 
@@ -445,11 +439,29 @@ func (s *Sink) closeEntry(e *openEntry) error {
 			}
 		}
 		e.tables = nil
-		s.mu.Lock()
-		e.st.open = nil
-		s.mu.Unlock()
+		if e.err == nil {
+			// A failed entry keeps its open entry, closed: its load
+			// (closeAll) finds the error, whoever closed it (a batch
+			// read again, the next batch after a failed write).
+			s.mu.Lock()
+			e.st.open = nil
+			s.mu.Unlock()
+		}
 	}
 	return e.err
+}
+
+// sealStream closes the stream's open entry, if any: no later batch of
+// the stream is written with the batches in it. A stage that failed
+// calls it, so that a batch staged after the failed one is not committed
+// with those before (its positions past the failed batch's records).
+func (s *Sink) sealStream(stream string) {
+	s.writing.Lock()
+	e := s.streams[stream]
+	s.writing.Unlock()
+	if e != nil {
+		_ = s.closeEntry(e) // a write's error stays with the entry, for its load
+	}
 }
 
 // abortEntry stops an open entry's writers and deletes what they wrote:
@@ -460,8 +472,8 @@ func (s *Sink) abortEntry(ctx context.Context, e *openEntry) {
 }
 
 // closeAll closes the open entries of the entries (before their commit):
-// an entry whose write failed fails the load with sink.ErrFatal, and is
-// forgotten.
+// an entry whose write failed, when it was closed or before, fails the
+// load with sink.ErrFatal, and is forgotten.
 func (s *Sink) closeAll(ctx context.Context, entries []*staged) error {
 	for _, st := range entries {
 		s.mu.Lock()

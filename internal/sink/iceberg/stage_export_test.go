@@ -21,3 +21,21 @@ func (s *Sink) AgeStaged(d time.Duration) {
 
 // LeaseStaleAfter is leaseStaleAfter.
 const LeaseStaleAfter = leaseStaleAfter
+
+// CommittedEarly is how many batches are remembered as committed with an
+// earlier load, until their own.
+func (s *Sink) CommittedEarly() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.committedEarly)
+}
+
+// PeakRefenceRows is the most rows the last refence held at once.
+func PeakRefenceRows() int64 { return peakRefenceRows.Load() }
+
+// KeptBatches is how many staged batches are kept for their loads.
+func (s *Sink) KeptBatches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.kept)
+}
