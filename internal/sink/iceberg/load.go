@@ -147,11 +147,7 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 
 // stageTable writes b's rows of one table as data files into out.
 func (s *Sink) stageTable(ctx context.Context, b *sink.Batch, k kind, out *stagedFiles) error {
-	tbl, err := s.table(ctx, s.id(k))
-	if err != nil {
-		return err
-	}
-	sc, err := arrowSchema(tbl, s.schemaOf(k))
+	tbl, sc, err := s.tableSchema(ctx, k)
 	if err != nil {
 		return err
 	}
@@ -195,6 +191,19 @@ func (s *Sink) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schem
 		return nil, fmt.Errorf("write data files of %s: %w", name(tbl.Identifier()), err)
 	}
 	return written, nil
+}
+
+// tableSchema is table k as last read and the Arrow schema of its rows.
+func (s *Sink) tableSchema(ctx context.Context, k kind) (*table.Table, *arrow.Schema, error) {
+	tbl, err := s.table(ctx, s.id(k))
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := arrowSchema(tbl, s.schemaOf(k))
+	if err != nil {
+		return nil, nil, err
+	}
+	return tbl, sc, nil
 }
 
 // schemaOf is the schema of one of the tables.
@@ -462,15 +471,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		r := &results[owner[e]]
 		r.loaded.LoadID = loadID
 		for _, rg := range st.ranges {
-			i := slices.IndexFunc(r.loaded.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
-			if i < 0 {
-				r.loaded.Ranges = append(r.loaded.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
-				i = len(r.loaded.Ranges) - 1
-			}
-			x := &r.loaded.Ranges[i]
-			x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
-			x.Records += counts[mainTable][e][rg.TopicPartition]
-			x.DLQ += counts[dlqTable][e][rg.TopicPartition]
+			addLoaded(&r.loaded, rg, counts[mainTable][e][rg.TopicPartition], counts[dlqTable][e][rg.TopicPartition])
 		}
 	}
 	s.reportEarly(group, results)
@@ -533,18 +534,24 @@ func (s *Sink) reportEarly(group []*loadRequest, results []loadResult) {
 			delete(s.committedEarly, f.Name)
 			r.loaded.LoadID = cmp.Or(r.loaded.LoadID, early.loadID)
 			for _, rg := range f.Ranges {
-				j := slices.IndexFunc(r.loaded.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
-				if j < 0 {
-					r.loaded.Ranges = append(r.loaded.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
-					j = len(r.loaded.Ranges) - 1
-				}
-				x := &r.loaded.Ranges[j]
-				x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
-				x.Records += early.rows[rg.TopicPartition]
-				x.DLQ += early.dlq[rg.TopicPartition]
+				addLoaded(&r.loaded, rg, early.rows[rg.TopicPartition], early.dlq[rg.TopicPartition])
 			}
 		}
 	}
+}
+
+// addLoaded adds rg's offsets, rows and dead letters to l's range of its
+// partition.
+func addLoaded(l *sink.Loaded, rg sink.Range, rows, dlq int64) {
+	i := slices.IndexFunc(l.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
+	if i < 0 {
+		l.Ranges = append(l.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
+		i = len(l.Ranges) - 1
+	}
+	x := &l.Ranges[i]
+	x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
+	x.Records += rows
+	x.DLQ += dlq
 }
 
 // maxRacesInALoad bounds the commits of one table in one load that lose a

@@ -121,11 +121,7 @@ func (s *Sink) stageOpen(ctx context.Context, b *sink.Batch, f *sink.File) error
 	// first row is written would leave part of the batch in the entry.
 	schemas := map[kind]*arrow.Schema{}
 	for _, k := range s.kinds() {
-		tbl, err := s.table(ctx, s.id(k))
-		if err != nil {
-			return err
-		}
-		sc, err := arrowSchema(tbl, s.schemaOf(k))
+		_, sc, err := s.tableSchema(ctx, k)
 		if err != nil {
 			return err
 		}
