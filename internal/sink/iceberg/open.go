@@ -67,6 +67,10 @@ const (
 type openEntry struct {
 	mu     sync.Mutex
 	stream string
+	// ctx is the writers'; canceled, they stop (an entry failed or
+	// discarded).
+	ctx    context.Context
+	cancel context.CancelFunc
 	st     *staged
 	tables map[kind]*openTable
 	err    error // a write failed: the entry's rows are lost with it
@@ -220,6 +224,7 @@ func (s *Sink) openEntryFor(b *sink.Batch, schemas map[kind]*arrow.Schema) *open
 	}
 	e = &openEntry{stream: b.Stream, tables: map[kind]*openTable{}, seen: map[sink.TopicPartition]int64{},
 		st: &staged{at: time.Now(), batches: map[string]*earlyRows{}}}
+	e.ctx, e.cancel = context.WithCancel(s.writeCtx)
 	e.st.open = e
 	for _, k := range s.kinds() {
 		e.st.of(k).counts = map[sink.TopicPartition]int64{}
@@ -273,7 +278,7 @@ func (s *Sink) writeOpen(ctx context.Context, e *openEntry, k kind, rec arrow.Re
 	for key, part := range parts {
 		w := t.parts[key]
 		if w == nil {
-			w = t.start(s.writeCtx)
+			w = t.start(e.ctx)
 			t.parts[key] = w
 		}
 		part.Retain() // iceberg-go's writer releases what it takes
@@ -283,6 +288,11 @@ func (s *Sink) writeOpen(ctx context.Context, e *openEntry, k kind, rec arrow.Re
 		case <-w.finished:
 			part.Release()
 			return cmpErr(w.err, "the writer of a partition of "+name(s.id(k))+" ended early")
+		case <-ctx.Done():
+			// A hard shutdown while the store hangs: the entry fails,
+			// its batches are read again.
+			part.Release()
+			return fmt.Errorf("stopped while the writer of a partition of %s was busy: %w", name(s.id(k)), ctx.Err())
 		}
 	}
 	for _, part := range parts {
@@ -426,6 +436,13 @@ func (s *Sink) closeEntry(e *openEntry) error {
 	s.writing.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.tables != nil && e.err != nil {
+		// Failed: its files are never committed, so its writers are
+		// stopped, not waited for (a store that hangs would hold a hard
+		// shutdown).
+		e.cancel()
+		e.tables = nil
+	}
 	if e.tables != nil {
 		for k, t := range e.tables {
 			for _, w := range t.parts {
@@ -435,6 +452,7 @@ func (s *Sink) closeEntry(e *openEntry) error {
 			}
 		}
 		e.tables = nil
+		e.cancel()
 		if e.err == nil {
 			// A failed entry keeps its open entry, closed: its load
 			// (closeAll) finds the error, whoever closed it (a batch
@@ -463,6 +481,7 @@ func (s *Sink) sealStream(stream string) {
 // abortEntry stops an open entry's writers and deletes what they wrote:
 // the batches in it will not be loaded.
 func (s *Sink) abortEntry(ctx context.Context, e *openEntry) {
+	e.cancel() // its files go: they need not be finished first
 	_ = s.closeEntry(e)
 	s.drop(ctx, e.st)
 }

@@ -3,6 +3,7 @@ package iceberg_test
 import (
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -361,5 +362,40 @@ func TestCrashedStreamsFilesGoToOrphans(t *testing.T) {
 	}
 	if left := unreferenced(t, next, root); len(left) != 0 {
 		t.Errorf("files left: %v", left)
+	}
+}
+
+// With the store hanging, a hard shutdown (Stage's context) ends a stage
+// waiting for a stream's writer, with sink.ErrFatal: the batches written
+// into the entry are read again. It waited for the store however long.
+func TestStageEndsWithItsContextWhileTheStoreHangs(t *testing.T) {
+	s := openPrepared(t, t.TempDir(), iceberg.Options{Table: "trace_raw"})
+	hang := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	hookCreates(t, func(path string) {
+		if strings.HasSuffix(path, ".parquet") {
+			cancel() // the store hangs, and the process is told to stop now
+			<-hang
+		}
+	})
+	t.Cleanup(func() { close(hang) }) // before the sink's Close, which finishes the writers
+	ended := make(chan error, 1)
+	go func() {
+		for i := int64(0); ; i++ {
+			b := batch(0, i*10, i*10+9)
+			b.Stream = "w"
+			if _, err := s.Stage(ctx, b); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, sink.ErrFatal) || !errors.Is(err, context.Canceled) {
+			t.Errorf("stage: %v, want sink.ErrFatal for the canceled context", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("stages still waiting for a hung store a minute after their context ended")
 	}
 }
