@@ -93,10 +93,11 @@ func openIcebergReporting(ctx context.Context, cfg *config.Config, onCommit func
 		DedupTable:      dedupName(cfg),
 		// The workers' loads come at the same moments (AlignLoads):
 		// one commit takes them all.
-		GroupWait: 200 * time.Millisecond,
-		S3:        iceberg.S3(cfg.Sink.Iceberg.S3),
-		REST:      iceberg.REST(cfg.Sink.Iceberg.REST),
-		Log:       slog.Default(),
+		GroupWait:       200 * time.Millisecond,
+		TargetFileBytes: int64(cfg.Sink.Iceberg.Maintenance.TargetFileSize),
+		S3:              iceberg.S3(cfg.Sink.Iceberg.S3),
+		REST:            iceberg.REST(cfg.Sink.Iceberg.REST),
+		Log:             slog.Default(),
 	})
 }
 

@@ -103,6 +103,11 @@ type Options struct {
 	Log *slog.Logger
 	// OnCommit, if set, is told of each load's catalog commit (metrics).
 	OnCommit func(CommitStats)
+	// TargetFileBytes is the size at which a worker's open data files roll
+	// when the table sets no write.target-file-size-bytes: the
+	// compaction's target (sink.iceberg.maintenance.target_file_size), so
+	// that compaction finds the load's files full. 0: 128 MiB.
+	TargetFileBytes int64
 	// GroupWait is how long a load waits for the loads of other workers
 	// of the process to join its commit: with the workers' loads aligned
 	// to the same moments (the commit interval), one commit per interval

@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +26,10 @@ import (
 // batch, that is ~80 files a second at 100 MB/s, millions a day. Instead
 // the batches of one stream (a worker: sink.Batch.Stream) go into writers
 // kept open across them, one per table and partition, rolled at the
-// table's target file size (write.target-file-size-bytes, by default
-// defaultLoadFileBytes), until the stream's next load closes them: the
-// batches written together are one staged entry, fenced at the commit by
-// the union of their ranges (refence writes it again without what the
+// table's target file size (write.target-file-size-bytes, else
+// Options.TargetFileBytes, compaction's target), until the stream's next
+// load closes them: the batches written together are one staged entry,
+// fenced at the commit by the union of their ranges (refence writes it again without what the
 // positions cover, as for one batch).
 //
 // The load closes the writers at the moment it begins, with every batch
@@ -54,9 +55,9 @@ import (
 // sink.ErrFatal and the records are read again from Kafka.
 
 const (
-	// defaultLoadFileBytes is the target size of load files when the
-	// table sets none: hot data is queried often, so files stay well
-	// below iceberg-go's 512 MiB default.
+	// defaultLoadFileBytes is the target size of load files when neither
+	// the table nor Options set one: hot data is queried often, so files
+	// stay well below iceberg-go's 512 MiB default.
 	defaultLoadFileBytes = 128 << 20
 	// defaultWriterBytes is a stream's open writers' memory when the
 	// pipeline gives none (HoldUpTo).
@@ -314,7 +315,7 @@ func (s *Sink) openTableFor(ctx context.Context, e *openEntry, k kind, rec arrow
 	if err != nil {
 		return nil, err
 	}
-	target := int64(defaultLoadFileBytes)
+	target := cmp.Or(s.opt.TargetFileBytes, defaultLoadFileBytes)
 	if v, err := strconv.ParseInt(tbl.Properties()[table.WriteTargetFileSizeBytesKey], 10, 64); err == nil && v > 0 {
 		target = v
 	}

@@ -204,18 +204,30 @@ func TestOpenFilesAreKeptFromOrphans(t *testing.T) {
 	}
 }
 
-// Files roll at the table's target size (write.target-file-size-bytes):
-// a stream's batches fill files of about that size, not one file.
+// Files roll at the table's target size (write.target-file-size-bytes),
+// or, where the table sets none, at compaction's (Options.TargetFileBytes,
+// so that compaction finds them full): a stream's batches fill files of
+// about that size, not one file.
 func TestOpenFilesRollAtTheTargetSize(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
 	const target = 64 << 10
-	if err := s.SetTableProperty(ctx, "write.target-file-size-bytes", "65536"); err != nil {
-		t.Fatal(err)
-	}
+	t.Run("table", func(t *testing.T) {
+		s := openPrepared(t, t.TempDir(), iceberg.Options{Table: "trace_raw"})
+		if err := s.SetTableProperty(context.Background(), "write.target-file-size-bytes", "65536"); err != nil {
+			t.Fatal(err)
+		}
+		rollsAt(t, s, target)
+	})
+	t.Run("compaction", func(t *testing.T) {
+		rollsAt(t, openPrepared(t, t.TempDir(), iceberg.Options{Table: "trace_raw", TargetFileBytes: target}), target)
+	})
+}
+
+// rollsAt loads 300 batches of a stream into s and checks that its files
+// are of about target bytes.
+func rollsAt(t *testing.T, s *iceberg.Sink, target int64) {
+	ctx := context.Background()
 	var batches []*sink.Batch
-	for i := range int64(100) {
+	for i := range int64(300) {
 		batches = append(batches, batch(0, i*100, i*100+99))
 	}
 	if _, err := s.Load(ctx, stage(t, s, "w", batches...)); err != nil {
@@ -232,10 +244,10 @@ func TestOpenFilesRollAtTheTargetSize(t *testing.T) {
 			t.Errorf("a file of %d bytes for a target of %d", f.FileSizeBytes(), target)
 		}
 	}
-	if want := total / target; int64(len(files)) < want || len(files) >= len(batches) {
+	if want := total / target; want < 3 || int64(len(files)) < want || len(files) >= len(batches) {
 		t.Errorf("%d files of %d bytes in all for a target of %d bytes and %d batches", len(files), total, target, len(batches))
 	}
-	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 9999)) {
+	if got := stored(t, s, false); !slices.Equal(got[0], seq(0, 29999)) {
 		t.Errorf("raw offsets: %d rows", len(got[0]))
 	}
 }
