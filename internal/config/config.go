@@ -246,7 +246,9 @@ type IcebergMaintenance struct {
 	// to `tracelake compact`, `expire` (cron, or another engine). 5m keeps
 	// the current day at about small_files small files.
 	Every Duration `yaml:"every"`
-	// TargetFileSize is the size of compacted files. Default 128MiB.
+	// TargetFileSize is the size of compacted files, and of the files a
+	// worker's loads write where the table sets no
+	// write.target-file-size-bytes. Default 128MiB.
 	TargetFileSize ByteSize `yaml:"target_file_size"`
 	// SmallFiles is how many small files (under 3/4 of target_file_size)
 	// the current day's partition may hold before a round compacts it;
