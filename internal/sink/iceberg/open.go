@@ -29,8 +29,8 @@ import (
 // table's target file size (write.target-file-size-bytes, else
 // Options.TargetFileBytes, compaction's target), until the stream's next
 // load closes them: the batches written together are one staged entry,
-// fenced at the commit by the union of their ranges (refence writes it again without what the
-// positions cover, as for one batch).
+// fenced at the commit by the union of their ranges (refence writes it
+// again without what the positions cover, as for one batch).
 //
 // The load closes the writers at the moment it begins, with every batch
 // written so far: a worker stages its next batch while its load of the
@@ -45,7 +45,9 @@ import (
 // sized at a sixteenth of the target file in Arrow bytes, and a stream's
 // writers hold at most writerBytes between them: past it, the writer
 // buffering the most finishes its file early. The pipeline takes the
-// streams' share out of max_inflight_bytes (sink.MemoryHolder).
+// streams' share out of max_inflight_bytes (sink.MemoryHolder). Not
+// counted: the batches still in iceberg-go's writer (its goroutines and
+// channels, a few per writer) after Stage handed them over.
 //
 // Crash safety: files being written are in the staging leases from the
 // moment each is created (noticeCreates), so `tracelake orphans` keeps
