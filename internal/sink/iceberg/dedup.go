@@ -94,13 +94,26 @@ func (s *Sink) Dedup(ctx context.Context, identity []string) (DedupResult, error
 	}()
 	var files []iceberggo.DataFile
 	if len(recs) > 0 {
-		if files, err = s.writeFiles(ctx, tgt, sc, func(yield func(arrow.RecordBatch, error) bool) {
+		// Leased from when each is written until the commit, as a
+		// compaction's: `tracelake orphans` keeps them.
+		created, release := s.leaseOutput(ctx, tgt.Identifier())
+		defer release()
+		leased := table.New(tgt.Identifier(), tgt.Metadata(), tgt.MetadataLocation(), noticeCreates(tgt.FS, created), nil)
+		if files, err = s.writeFiles(ctx, leased, sc, func(yield func(arrow.RecordBatch, error) bool) {
 			for _, r := range recs {
 				if !yield(r, nil) {
 					return
 				}
 			}
 		}); err != nil {
+			return res, err
+		}
+		if err := s.renewLeases(ctx); err != nil {
+			s.removeFiles(ctx, tgt, files)
+			return res, fmt.Errorf("lease the merge's files before committing them: %w", err)
+		}
+		if err := s.outputExists(ctx, tgt, files); err != nil {
+			s.removeFiles(ctx, tgt, files)
 			return res, err
 		}
 	}

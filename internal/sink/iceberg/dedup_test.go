@@ -268,3 +268,25 @@ func TestStaleDedupDoesNotLowerThePositions(t *testing.T) {
 	}
 	checkCounts(t, s, iceberg.DedupCounts{Rows: 6, Identities: 2, Kept: 2, Pending: 0})
 }
+
+// A dedup merge's files wait for its commit outside any snapshot: an
+// orphan cleanup meanwhile (another process's, judging them old) deleted
+// them, and the commit referenced files that were gone. They are leased
+// from when each is written until the commit, as a compaction's.
+func TestOrphansKeepADedupMergesFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTyped(t, dir, &otel.Spans)
+	day := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 0, spansRequest(t, day, 1, 2, 3)))
+	cleaner := openTyped(t, dir, &otel.Spans)
+	s.SetBeforeDedupCommit(func() { cleanAllAged(t, cleaner, filepath.Join(dir, "warehouse"), "before the merge's commit") })
+	res, err := s.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"})
+	s.SetBeforeDedupCommit(nil)
+	if err != nil || res.Inserted != 3 {
+		t.Fatalf("merge inserted %d (%v), want 3", res.Inserted, err)
+	}
+	if rows, _ := dedupRows(t, s, "otel_spans_dedup", "name"); len(rows) != 3 {
+		t.Errorf("%d rows merged, want 3", len(rows))
+	}
+}

@@ -172,8 +172,9 @@ type Sink struct {
 	// into its files while it began (open.go), until their own load.
 	committedEarly map[string]*earlyRows
 	tables         map[string]*table.Table // each table as last read, for staging
-	// compacting are the files running compactions wrote and have not
-	// committed, by compaction: leased as staged files are (lease.go).
+	// compacting are the files running compactions and dedup merges
+	// wrote and have not committed, by writer: leased as staged files are
+	// (lease.go).
 	compacting map[*leased]bool
 
 	// group gathers concurrent loads into one commit (see Load).

@@ -98,30 +98,8 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 // the commit, so that `tracelake orphans` keeps them however long the
 // compaction takes; before the commit it checks they are all there.
 func (s *Sink) compactLeased(ctx context.Context, tbl *table.Table, g compaction.Group, targetBytes int64) (table.CompactionGroupResult, error) {
-	out := &leased{id: tbl.Identifier()}
-	s.mu.Lock()
-	if s.compacting == nil {
-		s.compacting = map[*leased]bool{}
-	}
-	s.compacting[out] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.compacting, out)
-		s.mu.Unlock()
-		// Committed or removed: the lease lists them no longer (a lease
-		// left would outlive the process's interest in the table).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseInterval)
-		defer cancel()
-		if err := s.renewLeases(rctx); err != nil {
-			s.log.Warn("could not rewrite the staging leases after a compaction; they are rewritten within 5 minutes", "err", err)
-		}
-	}()
-	created := func(path string) {
-		s.mu.Lock()
-		out.files = append(out.files, path)
-		s.mu.Unlock()
-	}
+	created, release := s.leaseOutput(ctx, tbl.Identifier())
+	defer release()
 	res, err := compactGroup(ctx, tbl, g, targetBytes, created)
 	if err != nil {
 		s.removeFiles(ctx, tbl, res.NewDataFiles)
@@ -140,8 +118,40 @@ func (s *Sink) compactLeased(ctx context.Context, tbl *table.Table, g compaction
 	return res, s.replaceFiles(ctx, tbl, g.Tasks, res)
 }
 
-// outputExists checks that a compaction's files are all there before it
-// commits them: a commit must never reference a file that is gone.
+// leaseOutput lists the files a compaction or a merge writes into table
+// id (created is told of each as it is created) in the process's leases
+// until release, which writes the leases again without them.
+func (s *Sink) leaseOutput(ctx context.Context, id table.Identifier) (created func(path string), release func()) {
+	out := &leased{id: id}
+	s.mu.Lock()
+	if s.compacting == nil {
+		s.compacting = map[*leased]bool{}
+	}
+	s.compacting[out] = true
+	s.mu.Unlock()
+	created = func(path string) {
+		s.mu.Lock()
+		out.files = append(out.files, path)
+		s.mu.Unlock()
+	}
+	release = func() {
+		s.mu.Lock()
+		delete(s.compacting, out)
+		s.mu.Unlock()
+		// Committed or removed: the lease lists them no longer (a lease
+		// left would outlive the process's interest in the table).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseInterval)
+		defer cancel()
+		if err := s.renewLeases(rctx); err != nil {
+			s.log.Warn("could not rewrite the staging leases after a compaction or merge; they are rewritten within 5 minutes", "err", err)
+		}
+	}
+	return created, release
+}
+
+// outputExists checks that a compaction's (or merge's) files are all
+// there before it commits them: a commit must never reference a file
+// that is gone.
 func (s *Sink) outputExists(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile) error {
 	fsys, err := tbl.FS(ctx)
 	if err != nil {
@@ -149,7 +159,7 @@ func (s *Sink) outputExists(ctx context.Context, tbl *table.Table, files []icebe
 	}
 	for _, df := range files {
 		if err := exists(fsys, df.FilePath()); err != nil {
-			return fmt.Errorf("compacted file %s is gone before its commit (deleted by another tool's orphan cleanup?); nothing was committed: %w", df.FilePath(), err)
+			return fmt.Errorf("written file %s is gone before its commit (deleted by another tool's orphan cleanup?); nothing was committed: %w", df.FilePath(), err)
 		}
 	}
 	return nil
