@@ -42,7 +42,8 @@ import (
 // table gained a column), starts a new entry, committed after the first.
 //
 // Memory: a writer buffers the row group it is filling. Row groups are
-// sized at a sixteenth of the target file in Arrow bytes, and a stream's
+// sized at a sixty-fourth of the target file in Arrow bytes
+// (loadRowGroupBytesOf), and a stream's
 // writers hold at most writerBytes between them: past it, the writer
 // buffering the most finishes its file early. The pipeline takes the
 // streams' share out of max_inflight_bytes (sink.MemoryHolder). Not
@@ -102,6 +103,16 @@ type partWriter struct {
 	err      error
 	rows     int64 // rows fed
 }
+
+// loadRowGroupBytesOf is the Arrow bytes of a load file's row groups for
+// a target: a sixty-fourth of it, 2 MiB at 128 MiB. A writer buffers the
+// row group it fills (arrow-go's buffered row group writer), and holds
+// several times its Arrow bytes doing so: with a sixteenth, as
+// compaction's row groups, `tracelake run` into Iceberg peaked at 574–700
+// MiB where a file per batch had peaked at 515–577, with a sixty-fourth
+// at 403–494 (docs/BENCHMARKS.md, "load_sized_files"). Compaction
+// rewrites the files in row groups sized for queries.
+func loadRowGroupBytesOf(target int64) int64 { return max(target/64, 1<<10) }
 
 // buffered is what w's open row group holds, at most, in Arrow bytes.
 func (t *openTable) buffered(w *partWriter) int64 { return w.rows % t.rgRows * t.rowBytes }
@@ -322,7 +333,7 @@ func (s *Sink) openTableFor(ctx context.Context, e *openEntry, k kind, rec arrow
 		target = v
 	}
 	rowBytes := max(recordBytes(rec)/max(rec.NumRows(), 1), 1)
-	rgRows := min(max(rowGroupBytesOf(target)/rowBytes, 1024), 1<<20)
+	rgRows := min(max(loadRowGroupBytesOf(target)/rowBytes, 1024), 1<<20)
 	sf := e.st.of(k)
 	created := func(path string) {
 		s.mu.Lock()
