@@ -99,13 +99,7 @@ func Runs(files []File) [][]File {
 	start := 0
 	last := map[TopicPartition]int64{}
 	for i, f := range files {
-		overlaps := false
-		for _, r := range f.Ranges {
-			if l, ok := last[r.TopicPartition]; ok && r.First <= l {
-				overlaps = true
-			}
-		}
-		if overlaps {
+		if Overlaps(last, f.Ranges) {
 			runs = append(runs, files[start:i])
 			start = i
 			clear(last)
@@ -116,6 +110,18 @@ func Runs(files []File) [][]File {
 		runs = append(runs, files[start:])
 	}
 	return runs
+}
+
+// Overlaps reports whether ranges cover an offset at or below fence's
+// (the last offset per partition of the files before them): a partition
+// read again.
+func Overlaps(fence map[TopicPartition]int64, ranges []Range) bool {
+	for _, r := range ranges {
+		if last, ok := fence[r.TopicPartition]; ok && r.First <= last {
+			return true
+		}
+	}
+	return false
 }
 
 // Advance moves fence (the last loaded offset per partition) past ranges:

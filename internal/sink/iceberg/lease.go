@@ -246,22 +246,25 @@ func (s *Sink) stagedPaths() map[string]*leased {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Each entry once: a stream's entry is kept under each of its
+	// batches' names, and an open one is its stream's before its first
+	// batch is kept.
+	entries := map[*staged]bool{}
 	for _, st := range s.kept {
+		entries[st] = true
+	}
+	s.writing.Lock()
+	defer s.writing.Unlock()
+	for _, e := range s.streams {
+		entries[e.st] = true
+	}
+	for st := range entries {
 		for _, k := range s.kinds() {
 			sf := st.of(k)
 			for _, df := range sf.files {
 				add(s.id(k), df.FilePath())
 			}
 			add(s.id(k), unfinished(sf.files, sf.creating)...)
-		}
-	}
-	// An open entry's files from their creation, before its first batch
-	// is kept.
-	s.writing.Lock()
-	defer s.writing.Unlock()
-	for _, e := range s.streams {
-		for _, k := range s.kinds() {
-			add(s.id(k), e.st.of(k).creating...)
 		}
 	}
 	for c := range s.compacting {

@@ -272,20 +272,9 @@ func (s *Sink) Discard(files []sink.File) {
 		s.mu.Unlock()
 		switch {
 		case e != nil:
-			s.abortEntry(ctx, e)
+			s.abortEntry(ctx, e) // a batch written while it closed goes too: its load fails, not staged
 		case st != nil:
 			s.drop(ctx, st)
-		}
-		if e != nil {
-			// A batch written into it while it closed has no files
-			// either: not staged, its load fails.
-			s.mu.Lock()
-			for _, n := range st.names {
-				if s.kept[n] == st {
-					delete(s.kept, n)
-				}
-			}
-			s.mu.Unlock()
 		}
 	}
 }
@@ -543,15 +532,22 @@ func (s *Sink) reportEarly(group []*loadRequest, results []loadResult) {
 // addLoaded adds rg's offsets, rows and dead letters to l's range of its
 // partition.
 func addLoaded(l *sink.Loaded, rg sink.Range, rows, dlq int64) {
-	i := slices.IndexFunc(l.Ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
+	l.Ranges = addRange(l.Ranges, rg, rows, dlq)
+}
+
+// addRange widens the range of rg's partition in ranges (one per
+// partition) to rg's offsets and adds rows and dead letters to it.
+func addRange(ranges []sink.Range, rg sink.Range, rows, dlq int64) []sink.Range {
+	i := slices.IndexFunc(ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
 	if i < 0 {
-		l.Ranges = append(l.Ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
-		i = len(l.Ranges) - 1
+		ranges = append(ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
+		i = len(ranges) - 1
 	}
-	x := &l.Ranges[i]
+	x := &ranges[i]
 	x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
 	x.Records += rows
 	x.DLQ += dlq
+	return ranges
 }
 
 // maxRacesInALoad bounds the commits of one table in one load that lose a

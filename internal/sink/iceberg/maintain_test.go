@@ -453,8 +453,8 @@ func TestOrphansKeepACompactionsFiles(t *testing.T) {
 	}
 }
 
-// noticeCreate is the local file system, telling onCreate of each file
-// created, before it is.
+// noticeCreate is the local file system, listing included, telling
+// onCreate of each file created, before it is.
 type noticeCreate struct {
 	icebergio.LocalFS
 	onCreate func(path string)
@@ -468,10 +468,16 @@ func (n noticeCreate) Create(path string) (icebergio.FileWriter, error) {
 // hookCreates makes the local warehouse's file system call onCreate
 // before it creates each file, for the rest of the test.
 func hookCreates(t *testing.T, onCreate func(path string)) {
+	useLocalFS(t, noticeCreate{onCreate: onCreate})
+}
+
+// useLocalFS makes fsys the local warehouse's file system for the rest
+// of the test.
+func useLocalFS(t *testing.T, fsys icebergio.IO) {
 	for _, scheme := range []string{"", "file"} {
 		icebergio.Unregister(scheme)
 		icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
-			return noticeCreate{onCreate: onCreate}, nil
+			return fsys, nil
 		})
 		t.Cleanup(func() {
 			icebergio.Unregister(scheme)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -189,7 +188,9 @@ func (s *Sink) stageOpen(ctx context.Context, b *sink.Batch, f *sink.File) error
 			sf.counts[tp] += n
 		}
 	}
-	e.st.ranges = unionRanges(e.st.ranges, b.Ranges)
+	for _, r := range b.Ranges {
+		e.st.ranges = addRange(e.st.ranges, r, 0, 0)
+	}
 	e.st.names = append(e.st.names, f.Name)
 	e.st.batches[f.Name] = &earlyRows{rows: counts[mainTable], dlq: counts[dlqTable]}
 	s.kept[f.Name] = e.st
@@ -222,7 +223,7 @@ func (s *Sink) openEntryFor(b *sink.Batch, schemas map[kind]*arrow.Schema) *open
 	s.writing.Unlock()
 	if e != nil {
 		e.mu.Lock()
-		fits := e.tables != nil && e.err == nil && !overlaps(e.seen, b.Ranges)
+		fits := e.tables != nil && e.err == nil && !sink.Overlaps(e.seen, b.Ranges)
 		for k, sc := range schemas {
 			if t := e.tables[k]; t != nil && !t.sc.Equal(sc) {
 				fits = false
@@ -247,30 +248,6 @@ func (s *Sink) openEntryFor(b *sink.Batch, schemas map[kind]*arrow.Schema) *open
 	s.streams[b.Stream] = e
 	s.writing.Unlock()
 	return e
-}
-
-// overlaps reports whether ranges cover an offset at or below seen's.
-func overlaps(seen map[sink.TopicPartition]int64, ranges []sink.Range) bool {
-	for _, r := range ranges {
-		if last, ok := seen[r.TopicPartition]; ok && r.First <= last {
-			return true
-		}
-	}
-	return false
-}
-
-// unionRanges is a with b's ranges merged in, one range per partition
-// from the first offset to the last either covers.
-func unionRanges(a, b []sink.Range) []sink.Range {
-	for _, r := range b {
-		i := slices.IndexFunc(a, func(x sink.Range) bool { return x.TopicPartition == r.TopicPartition })
-		if i < 0 {
-			a = append(a, sink.Range{TopicPartition: r.TopicPartition, First: r.First, Last: r.Last})
-			continue
-		}
-		a[i].First, a[i].Last = min(a[i].First, r.First), max(a[i].Last, r.Last)
-	}
-	return a
 }
 
 // writeOpen writes rec into the entry's writers of table k, split by
@@ -301,7 +278,7 @@ func (s *Sink) writeOpen(ctx context.Context, e *openEntry, k kind, rec arrow.Re
 			w.rows += part.NumRows()
 		case <-w.finished:
 			part.Release()
-			return cmpErr(w.err, "the writer of a partition of "+name(s.id(k))+" ended early")
+			return cmp.Or(w.err, errors.New("the writer of a partition of "+name(s.id(k))+" ended early"))
 		case <-ctx.Done():
 			// A hard shutdown while the store hangs: the entry fails,
 			// its batches are read again.
@@ -313,13 +290,6 @@ func (s *Sink) writeOpen(ctx context.Context, e *openEntry, k kind, rec arrow.Re
 		part.Release()
 	}
 	return s.boundMemory(e)
-}
-
-func cmpErr(err error, msg string) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(msg)
 }
 
 // openTableFor opens an entry's writing into table k, sized by rec.
@@ -492,12 +462,13 @@ func (s *Sink) sealStream(stream string) {
 	}
 }
 
-// abortEntry stops an open entry's writers and deletes what they wrote:
-// the batches in it will not be loaded.
+// abortEntry stops an open entry's writers and forgets its batches, their
+// files deleted: they will not be loaded. Closed first, it takes no batch
+// after.
 func (s *Sink) abortEntry(ctx context.Context, e *openEntry) {
 	e.cancel() // its files go: they need not be finished first
 	_ = s.closeEntry(e)
-	s.drop(ctx, e.st)
+	s.forget(ctx, e.st)
 }
 
 // closeAll closes the open entries of the entries (before their commit):

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,18 +60,7 @@ func (f *writeFaults) closingHeld() int {
 // the faults returned, for the rest of the test.
 func injectWriteFaults(t *testing.T) *writeFaults {
 	f := &writeFaults{doomed: map[string]bool{}}
-	for _, scheme := range []string{"", "file"} {
-		icebergio.Unregister(scheme)
-		icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
-			return faultyFS{f: f}, nil
-		})
-		t.Cleanup(func() {
-			icebergio.Unregister(scheme)
-			icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
-				return icebergio.LocalFS{}, nil
-			})
-		})
-	}
+	useLocalFS(t, faultyFS{f: f})
 	return f
 }
 
