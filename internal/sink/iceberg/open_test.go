@@ -3,8 +3,10 @@ package iceberg_test
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -192,6 +194,16 @@ func TestOpenFilesAreKeptFromOrphans(t *testing.T) {
 	waitUntil(t, func() bool { return len(unreferenced(t, s, root)) == 2 })
 	if err := s.RenewLeases(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Each lease lists its table's file once, not once per batch in it.
+	for _, path := range leaseFiles(t, root) {
+		var lease struct{ Files []string }
+		if data, err := os.ReadFile(path); err != nil || json.Unmarshal(data, &lease) != nil {
+			t.Fatalf("lease %s: %v", path, err)
+		}
+		if len(lease.Files) != 1 {
+			t.Errorf("lease %s lists %v, want the table's one open file once", path, lease.Files)
+		}
 	}
 	cleaner := openSink(t, dir, false)
 	cleanAllAged(t, cleaner, root, "while the stream's files were open")
