@@ -506,3 +506,25 @@ func TestChangelogModelNamedLikeAChangelogTableIsLeftOut(t *testing.T) {
 		t.Errorf("models: %+v, want cdc_db_orders alone", models)
 	}
 }
+
+// A column inferred as an integer (Debezium without schemas) that later
+// gets a fraction becomes its exact text, in the changelog table and the
+// model, and integers still load into it as theirs.
+func TestChangelogModelWidensAnInferredInteger(t *testing.T) {
+	l := newChangeLoader(t)
+	price := func(id int, p any) map[string]any { return map[string]any{"id": id, "price": p} }
+	l.change(0, "orders", "c", 100, price(1, 10), "id")
+	l.flush()
+	l.mustMerge()
+	l.change(0, "orders", "c", 110, price(2, 7), "id")
+	l.change(0, "orders", "c", 120, price(3, json.Number("12.50")), "id")
+	l.change(1, "orders", "c", 130, price(4, 8), "id")
+	l.flush()
+	l.mustMerge()
+	l.change(0, "orders", "u", 140, price(1, 11), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT table_name, data_type FROM information_schema.columns WHERE column_name = 'price'`,
+		"cdc_db_orders_log|VARCHAR", "cdc_db_orders|VARCHAR") // sorted
+	l.want(`SELECT id, price FROM cdc_db_orders ORDER BY id`, "1|11", "2|7", "3|12.50", "4|8")
+}

@@ -98,12 +98,13 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 	return rows, nil
 }
 
-// admit checks that every typed column of the changes keeps the type its
-// table has (or that an earlier change gave it in this process), that
-// its value fits that type, and records the columns they add. A change
-// of type refuses the record, which is dead-lettered with the reason, and
-// adds nothing: the other tables go on, and so does this one with the
-// records that fit it.
+// admit checks that every typed column of the changes has a type that
+// the type its table has (or that an earlier change gave it in this
+// process) holds, or that holds it (sink.Column.Holds: the column is
+// widened), that its value fits its type, and records the columns they
+// add or widen. Any other change of type refuses the record, which is
+// dead-lettered with the reason, and adds nothing: the other tables go
+// on, and so does this one with the records that fit it.
 //
 // Names are compared as DuckDB compares column names, ignoring case: a
 // source column that differs only in case from a changelog column or
@@ -150,12 +151,19 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s: DuckDB's column names ignore case, so they cannot be two columns",
 					col.Name, sourceName(c.Table), was.name, c.Table.Log)
 			}
-			if ok && was.typ != typ {
-				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s: tracelake does not change a column's type (rename or alter the table yourself, then replay the dead-lettered records)",
-					col.Name, sourceName(c.Table), was.typ, c.Table.Log, typ)
-			}
-			if !ok {
+			switch {
+			case !ok:
 				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
+			case was.typ == typ || d.router.Holds(was.typ, typ):
+				// The column's type takes the value as it is.
+			case d.router.Holds(typ, was.typ):
+				// Widened (INTEGER to BIGINT, DECIMAL(10,2) to
+				// DECIMAL(12,2), a number to its exact text) at this
+				// change's load; later changes of the narrower type fit.
+				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
+			default:
+				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s, which does not hold every %s value: tracelake widens a column's type but changes it no other way (rename or alter the table yourself, then replay the dead-lettered records)",
+					col.Name, sourceName(c.Table), was.typ, c.Table.Log, typ, was.typ)
 			}
 		}
 	}

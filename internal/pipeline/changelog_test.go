@@ -11,7 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/verify"
 )
@@ -215,4 +217,81 @@ func TestCDCTextDuckDBRefusesIsDeadLettered(t *testing.T) {
 		`1|column s of source table "inv"."s": "\ud800x" holds a \u escape of half a UTF-16 surrogate pair, which is no character`,
 		`2|column s of source table "inv"."s": "\"\xff\xfe\"" is not UTF-8 text`,
 		`3|source table "inv"."s" has a column named "\xff", which is not UTF-8 text`)
+}
+
+// A column whose source type is widened (int(11) to bigint(20),
+// decimal(5,2) to decimal(7,2)) is widened in its changelog table and its
+// model, in the batch that first brings the wider type even when its
+// narrower values come first, and after a restart; values of the
+// narrower type still load. A change to a type that does not hold the
+// column's (a number to a time) is dead-lettered with the reason, and
+// the rest load.
+func TestCDCWidenedColumnTypes(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	items := func(qtyType, id, qty string) string {
+		return canalInsert("items", `{"id":"int(11)","qty":"`+qtyType+`"}`, `[{"id":"`+id+`","qty":"`+qty+`"}]`)
+	}
+	prices := func(priceType, id, price string) string {
+		return canalInsert("prices", `{"id":"int(11)","price":"`+priceType+`"}`, `[{"id":"`+id+`","price":"`+price+`"}]`)
+	}
+	produceChanges(t, cl,
+		items("int(11)", "1", "3"),
+		items("bigint(20)", "2", "3000000000"),
+		items("int(11)", "3", "4"),
+		prices("decimal(5,2)", "1", "999.99"),
+		prices("decimal(7,2)", "2", "12345.67"),
+		prices("decimal(5,2)", "3", "1.50"),
+		items("datetime", "4", "2020-01-01 00:00:00"),
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	types := `SELECT table_name, column_name, data_type FROM information_schema.columns WHERE column_name IN ('qty', 'price') AND table_name LIKE '%_log' ORDER BY ALL`
+	wantQuery(t, s.DB(), types, "cdc_shop_items_log|qty|BIGINT", "cdc_shop_prices_log|price|DECIMAL(7,2)")
+	wantQuery(t, s.DB(), `SELECT id, qty FROM cdc_shop_items_log ORDER BY id`, "1|3", "2|3000000000", "3|4")
+	wantQuery(t, s.DB(), `SELECT id, price::VARCHAR FROM cdc_shop_prices_log ORDER BY id`, "1|999.99", "2|12345.67", "3|1.50")
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
+		`6|column qty of source table "shop"."items" is BIGINT in the changelog table cdc_shop_items_log, and this change makes it TIMESTAMP, which does not hold every BIGINT value: tracelake widens a column's type but changes it no other way (rename or alter the table yourself, then replay the dead-lettered records)`)
+
+	// The models take the changelog's types; widened again after a
+	// restart (the types read back from the catalog), they follow.
+	mergeModels := func() {
+		t.Helper()
+		dec, err := cdc.NewDecoder(cfg.CDCOptions())
+		must(t, err)
+		cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), testLog(t)), cfg.Sink.Table, dec)
+		models, err := cm.Pending(context.Background())
+		must(t, err)
+		for _, m := range models {
+			if _, err := cm.Merge(context.Background(), m); err != nil {
+				t.Fatalf("merge %s: %v", m.Name, err)
+			}
+		}
+	}
+	mergeModels()
+	modelTypes := `SELECT table_name, column_name, data_type FROM information_schema.columns WHERE column_name IN ('qty', 'price') AND table_name NOT LIKE '%_log' ORDER BY ALL`
+	wantQuery(t, s.DB(), modelTypes, "cdc_shop_items|qty|BIGINT", "cdc_shop_prices|price|DECIMAL(7,2)")
+	s.Close()
+
+	produceChanges(t, cl,
+		items("int(11)", "5", "5"),
+		prices("decimal(9,3)", "4", "123456.789"),
+		prices("decimal(5,2)", "5", "2.25"),
+	)
+	s = openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify after the restart: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), types, "cdc_shop_items_log|qty|BIGINT", "cdc_shop_prices_log|price|DECIMAL(9,3)")
+	mergeModels()
+	wantQuery(t, s.DB(), modelTypes, "cdc_shop_items|qty|BIGINT", "cdc_shop_prices|price|DECIMAL(9,3)")
+	wantQuery(t, s.DB(), `SELECT id, qty FROM cdc_shop_items ORDER BY id`, "1|3", "2|3000000000", "3|4", "5|5")
+	wantQuery(t, s.DB(), `SELECT id, price::VARCHAR FROM cdc_shop_prices ORDER BY id`,
+		"1|999.990", "2|12345.670", "3|1.500", "4|123456.789", "5|2.250")
+	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "1")
 }

@@ -21,7 +21,7 @@ type TableRows struct {
 	// Reach is, per partition, how far the rows go: what the sink
 	// records of the table for mergers when it loads them.
 	Reach map[TopicPartition]Reach
-	has   map[string]struct{} // Columns' names
+	has   map[string]int // Columns' indexes by name
 }
 
 // Reach is how far a routed table's rows of one partition go: the offset
@@ -103,17 +103,104 @@ type Router interface {
 	// source table it was created for (the registry's), in a map the
 	// caller owns: a table keeps its name from one process to the next.
 	RoutedSources() map[string]SourceTable
+	// Holds says whether a column of type have takes the values of type
+	// want (both in the sink's words) exactly: Column.Holds. A change
+	// whose column's type the table's holds is loaded as it is; one whose
+	// type holds the table's widens the column at its load.
+	Holds(have, want string) bool
 }
 
-// AddColumn adds c to the table's columns unless it holds one of that
-// name already.
+// AddColumn adds c to the table's columns, or, when they hold one of that
+// name already, makes its type the narrowest that holds both (Join): the
+// sink reads every row of the batch with it. Two types without one (the
+// router's checks admit none) keep the first.
 func (t *TableRows) AddColumn(c Column) {
-	if _, ok := t.has[c.Name]; ok {
+	if i, ok := t.has[c.Name]; ok {
+		if j, ok := Join(t.Columns[i], c); ok {
+			t.Columns[i] = j
+		}
 		return
 	}
 	if t.has == nil {
-		t.has = map[string]struct{}{}
+		t.has = map[string]int{}
 	}
-	t.has[c.Name] = struct{}{}
+	t.has[c.Name] = len(t.Columns)
 	t.Columns = append(t.Columns, c)
+}
+
+// Holds says whether every value of o's type is a value of c's, exactly,
+// so that a column of c's type takes o's rows as they are, and a column
+// of o's type may be widened to c's without changing a value: a type
+// holds itself; BIGINT and DOUBLE hold INTEGER; a Decimal of known
+// precision holds the integers and Decimals of no more digits before and
+// after the point; text (a String, or a Decimal of unknown precision,
+// which the sinks keep as its exact text) holds every integer and
+// Decimal. Nothing else: a double is not exact as a Decimal or as text,
+// and a time, a boolean or JSON is no number.
+func (c Column) Holds(o Column) bool {
+	switch {
+	case c.Type == o.Type && c.Precision == o.Precision && c.Scale == o.Scale:
+		return true
+	case c.text():
+		_, _, exact := o.digits()
+		return o.text() || exact
+	case c.Type == schema.Int64 || c.Type == schema.Float64:
+		return o.Type == schema.Int32
+	case c.Type == schema.Decimal:
+		ci, cs, _ := c.digits()
+		oi, os, ok := o.digits()
+		return ok && oi <= ci && os <= cs
+	}
+	return false
+}
+
+// Join is the narrowest type that holds both a and b, if one does: the
+// one that holds the other, or a Decimal of both's digits before and
+// after the point (as text past 38 digits).
+func Join(a, b Column) (Column, bool) {
+	switch {
+	case a.Holds(b):
+		return a, true
+	case b.Holds(a):
+		return b, true
+	}
+	ai, as, aok := a.digits()
+	bi, bs, bok := b.digits()
+	if !aok || !bok {
+		return a, false
+	}
+	i, s := max(ai, bi), max(as, bs)
+	if i+s > maxDecimalDigits {
+		return Column{Name: a.Name, Type: schema.Decimal}, true // its exact text
+	}
+	return Column{Name: a.Name, Type: schema.Decimal, Precision: i + s, Scale: s}, true
+}
+
+// maxDecimalDigits is the most digits a Decimal of known precision has
+// (DuckDB's, Databend's and Iceberg's DECIMAL(38, s)).
+const maxDecimalDigits = 38
+
+// KnownDecimal says whether c is a Decimal of known precision and scale,
+// which sinks store as DECIMAL(p,s); any other Decimal is its exact text.
+func (c Column) KnownDecimal() bool {
+	return c.Type == schema.Decimal && c.Precision >= 1 && c.Precision <= maxDecimalDigits && c.Scale >= 0 && c.Scale <= c.Precision
+}
+
+// text says whether c's values are stored as text.
+func (c Column) text() bool {
+	return c.Type == schema.String || c.Type == schema.Decimal && !c.KnownDecimal()
+}
+
+// digits are the most digits before and after the point a value of c's
+// type has, for an integer or a Decimal of known precision.
+func (c Column) digits() (before, after int, ok bool) {
+	switch {
+	case c.Type == schema.Int32:
+		return 10, 0, true
+	case c.Type == schema.Int64:
+		return 19, 0, true
+	case c.KnownDecimal():
+		return c.Precision - c.Scale, c.Scale, true
+	}
+	return 0, 0, false
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,12 +42,38 @@ var reachedColumns = []Column{{"log_table", "VARCHAR"}, {"topic", "VARCHAR"}, {"
 // value without rounding.
 func (s *Sink) ColumnType(c sink.Column) string {
 	if c.Type == schema.Decimal {
-		if c.Precision >= 1 && c.Precision <= 38 && c.Scale >= 0 && c.Scale <= c.Precision {
+		if c.KnownDecimal() {
 			return fmt.Sprintf("DECIMAL(%d,%d)", c.Precision, c.Scale)
 		}
 		return "VARCHAR"
 	}
 	return typeNames[c.Type]
+}
+
+// Holds implements sink.Router.
+func (s *Sink) Holds(have, want string) bool { return holds(have, want) }
+
+func holds(have, want string) bool {
+	h, ok := logicalOf(have)
+	w, wok := logicalOf(want)
+	return ok && wok && h.Holds(w)
+}
+
+// logicalOf is the logical type of a routed column of DuckDB type typ,
+// as ColumnType names them and the catalog gives them back; false for a
+// type ColumnType does not make.
+func logicalOf(typ string) (sink.Column, bool) {
+	for t, name := range typeNames {
+		if name == typ && t != schema.Decimal {
+			return sink.Column{Type: t}, true
+		}
+	}
+	var c sink.Column
+	if _, err := fmt.Sscanf(typ, "DECIMAL(%d,%d)", &c.Precision, &c.Scale); err != nil || typ != fmt.Sprintf("DECIMAL(%d,%d)", c.Precision, c.Scale) {
+		return sink.Column{}, false
+	}
+	c.Type = schema.Decimal
+	return c, c.KnownDecimal()
 }
 
 // RoutedColumns implements sink.Router.
@@ -145,7 +172,7 @@ type routedGroup struct {
 }
 
 // groupRouted groups the plan's routed files by table, in the order the
-// tables first appear.
+// tables first appear, with their columns' types joined.
 func groupRouted(files []sink.RoutedFile) []routedGroup {
 	var out []routedGroup
 	at := map[string]int{}
@@ -158,22 +185,20 @@ func groupRouted(files []sink.RoutedFile) []routedGroup {
 		}
 		g := &out[i]
 		for _, c := range f.Columns {
-			if !containsColumn(g.columns, c.Name) {
+			j := slices.IndexFunc(g.columns, func(h sink.Column) bool { return h.Name == c.Name })
+			if j < 0 {
 				g.columns = append(g.columns, c)
+				continue
+			}
+			// The files' types of a column join as a batch's rows' do
+			// (TableRows.AddColumn): every file is read with the one type.
+			if t, ok := sink.Join(g.columns[j], c); ok {
+				g.columns[j] = t
 			}
 		}
 		g.files = append(g.files, f.Path)
 	}
 	return out
-}
-
-func containsColumn(cols []sink.Column, name string) bool {
-	for _, c := range cols {
-		if c.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // insertRouted creates each routed table of the plan or adds the columns
@@ -252,9 +277,12 @@ func (s *Sink) routedColumns(source []sink.Column) []readColumn {
 	return out
 }
 
-// ensureRouted creates g's table with columns, or adds those it lacks.
-// The cache (known before this load, or created or grown by an earlier
-// plan of it) says which; the catalog is read only to grow a table.
+// ensureRouted creates g's table with columns, or adds those it lacks
+// and widens those whose type does not hold g's (sink.Join: the table's
+// type and the rows', which the decoder admitted as one holding the
+// other or as parts of one type). The cache (known before this load, or
+// created or grown by an earlier plan of it) says which; the catalog is
+// read only to add a column.
 func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, columns []readColumn, now time.Time) error {
 	known := s.routedAdded[g.table]
 	if known == nil {
@@ -264,17 +292,30 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 	}
 	want := make([]Column, len(columns))
 	missing := known == nil
+	var widen []Column
 	for i, c := range columns {
 		want[i] = Column{c.Name, c.Type}
-		if _, ok := known[c.Name]; !ok {
+		have, ok := known[c.Name]
+		switch {
+		case !ok:
 			missing = true
+		case have != c.Type && i < len(g.columns):
+			to, err := s.widerType(g.table, c.Name, have, g.columns[i])
+			if err != nil {
+				return err
+			}
+			want[i].Type = to
+			if to != have {
+				widen = append(widen, want[i])
+			}
 		}
 	}
-	if !missing {
+	if !missing && len(widen) == 0 {
 		return nil
 	}
 	name := s.routedName(g.table)
-	if known == nil {
+	switch {
+	case known == nil:
 		defs := make([]string, len(want))
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
@@ -288,12 +329,20 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		}
 		s.routedCreated[g.table] = g.source
 		s.log.Info("created a changelog table", "table", g.table, "source_database", g.source.Database, "source_table", g.source.Name)
-	} else {
-		added, err := AddColumns(ctx, tx, unquotedRouted(s.opt.Table, g.table), want)
-		if err != nil {
+	default:
+		if err := alterTypes(ctx, tx, name, widen); err != nil {
 			return fmt.Errorf("changelog table %s: %w", g.table, err)
 		}
-		s.log.Info("added source columns to a changelog table", "table", g.table, "columns", names(added))
+		if len(widen) > 0 {
+			s.log.Info("widened source columns of a changelog table", "table", g.table, "columns", names(widen))
+		}
+		if missing {
+			added, err := AddColumns(ctx, tx, unquotedRouted(s.opt.Table, g.table), want)
+			if err != nil {
+				return fmt.Errorf("changelog table %s: %w", g.table, err)
+			}
+			s.log.Info("added source columns to a changelog table", "table", g.table, "columns", names(added))
+		}
 	}
 	grown := maps.Clone(known)
 	if grown == nil {
@@ -304,6 +353,54 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 	}
 	s.routedAdded[g.table] = grown
 	return nil
+}
+
+// widerType is the type a column of table of type have takes to hold
+// the rows' type c too: have when it holds c, else the Join of both.
+func (s *Sink) widerType(table, column, have string, c sink.Column) (string, error) {
+	h, ok := logicalOf(have)
+	if !ok {
+		return "", fmt.Errorf("changelog table %s has column %s as %s, a type tracelake does not make", table, column, have)
+	}
+	to, ok := sink.Join(h, c)
+	if !ok {
+		return "", fmt.Errorf("changelog table %s has column %s as %s, and rows of this load have it as %s: no type holds both", table, column, have, s.ColumnType(c))
+	}
+	return s.ColumnType(to), nil
+}
+
+// alterTypes changes each column of cols in table (quoted) to its type.
+// DuckDB casts the stored values (ALTER TABLE … ALTER COLUMN … TYPE);
+// callers widen only to a type that holds them exactly (sink.Holds).
+func alterTypes(ctx context.Context, db DB, table string, cols []Column) error {
+	for _, c := range cols {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", table, sqltext.Ident(c.Name), c.Type)); err != nil {
+			return fmt.Errorf("widen column %s to %s: %w", c.Name, c.Type, err)
+		}
+	}
+	return nil
+}
+
+// WidenColumns widens each column of table (unquoted, as TableColumns
+// takes it) whose type the type want gives it holds (Holds): a model
+// follows its changelog table's widened columns. Other differences are
+// left to AddColumns, which refuses them. It returns the columns widened.
+func WidenColumns(ctx context.Context, db DB, table string, want []Column) ([]Column, error) {
+	have, err := TableColumns(ctx, db, table)
+	if err != nil {
+		return nil, err
+	}
+	types := make(map[string]string, len(have))
+	for _, c := range have {
+		types[c.Name] = c.Type
+	}
+	var widen []Column
+	for _, c := range want {
+		if t, ok := types[c.Name]; ok && t != c.Type && holds(c.Type, t) {
+			widen = append(widen, c)
+		}
+	}
+	return widen, alterTypes(ctx, db, sqltext.Name(table), widen)
 }
 
 // unquotedRouted is a routed table's name as TableColumns takes it.

@@ -112,3 +112,43 @@ func TestRoutedTablesCreatedGrownAndFenced(t *testing.T) {
 		t.Errorf("columns read by Prepare: %v", got)
 	}
 }
+
+// The types the sink names its routed columns with read back as the same
+// logical types (the widening rule compares the catalog's with the
+// rows'), and the files of one table in a load are read with the type
+// that holds every file's rows of a column, whatever their order.
+func TestRoutedTypesReadBackAndJoin(t *testing.T) {
+	s := &Sink{}
+	for _, c := range []sink.Column{
+		{Type: schema.Int32}, {Type: schema.Int64}, {Type: schema.Float64}, {Type: schema.String},
+		{Type: schema.Bool}, {Type: schema.Timestamp}, {Type: schema.JSON},
+		{Type: schema.Decimal, Precision: 38, Scale: 10}, {Type: schema.Decimal, Precision: 5, Scale: 0},
+	} {
+		got, ok := logicalOf(s.ColumnType(c))
+		if !ok || got != c {
+			t.Errorf("%s reads back as %+v, %v; want %+v", s.ColumnType(c), got, ok, c)
+		}
+	}
+	for _, typ := range []string{"DECIMAL(18,12) ", "DECIMAL(40,2)", "HUGEINT", "INTEGER[]"} {
+		if c, ok := logicalOf(typ); ok {
+			t.Errorf("%q reads as %+v: a type the sink does not make", typ, c)
+		}
+	}
+	if !s.Holds("BIGINT", "INTEGER") || s.Holds("INTEGER", "BIGINT") || !s.Holds("VARCHAR", "DECIMAL(7,2)") || s.Holds("DECIMAL(7,2)", "DOUBLE") {
+		t.Error("Holds does not follow sink.Column.Holds")
+	}
+	files := []sink.RoutedFile{
+		{Table: "a", Columns: []sink.Column{{Name: "x", Type: schema.Int64}}, Path: "1"},
+		{Table: "b", Columns: []sink.Column{{Name: "y", Type: schema.Int32}}, Path: "2"},
+		{Table: "a", Columns: []sink.Column{{Name: "z", Type: schema.Bool}, {Name: "x", Type: schema.Decimal}}, Path: "3"},
+		{Table: "a", Columns: []sink.Column{{Name: "x", Type: schema.Int32}}, Path: "4"},
+	}
+	got := groupRouted(files)
+	want := []routedGroup{
+		{table: "a", columns: []sink.Column{{Name: "x", Type: schema.Decimal}, {Name: "z", Type: schema.Bool}}, files: []string{"1", "3", "4"}},
+		{table: "b", columns: []sink.Column{{Name: "y", Type: schema.Int32}}, files: []string{"2"}},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("groups %+v, want %+v", got, want)
+	}
+}
