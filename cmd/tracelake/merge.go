@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/cdc"
@@ -139,6 +141,9 @@ type mergeJob struct {
 	// marks, which look at each model's own progress: one failed merge
 	// holds back its own model's marks alone).
 	after func(context.Context) error
+	// concurrency is how many of its models merge at once (eachModel);
+	// 0 or 1, one after another.
+	concurrency int
 }
 
 // current returns the job's models as of now.
@@ -168,7 +173,7 @@ func changelogJob(cfg *config.Config, mg *merge.Merger) (mergeJob, error) {
 		}
 		return err
 	}
-	return mergeJob{merger: cm, list: cm.Pending, after: mark}, nil
+	return mergeJob{merger: cm, list: cm.Pending, after: mark, concurrency: cfg.MergeConcurrency()}, nil
 }
 
 // mergeJobs are the models merge.every merges in a run of cfg: with
@@ -288,7 +293,7 @@ func mergeLoop(ctx context.Context, job mergeJob, every time.Duration) error {
 		if len(models) == 0 && job.list != nil {
 			fmt.Println("no changelog table has rows its model lacks")
 		}
-		if err := mergeAll(ctx, job.merger, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
+		if err := mergeAll(ctx, job, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
 			return err
 		}
 		if job.after != nil {
@@ -323,25 +328,53 @@ func selectModels(cfg *config.Config, name string) ([]config.Model, error) {
 	return cfg.Models(), nil
 }
 
-// mergeAll merges each model once, reporting each result, and returns
-// the failures joined. A model that fails changed nothing (one
-// transaction), so the ones after it are merged all the same: one
-// changelog table without a primary key does not keep the others'
-// models behind.
-func mergeAll(ctx context.Context, mg modelMerger, models []config.Model, report func(merge.Result)) error {
-	var errs []error
-	for _, m := range models {
-		res, err := mg.Merge(ctx, m)
+// mergeAll merges each of the job's models once, reporting each result,
+// and returns the failures joined, in the models' order. A model that
+// fails changed nothing (one transaction), so the others are merged all
+// the same: one changelog table without a primary key does not keep the
+// others' models behind.
+func mergeAll(ctx context.Context, job mergeJob, models []config.Model, report func(merge.Result)) error {
+	errs := make([]error, len(models))
+	var mu sync.Mutex
+	eachModel(ctx, models, job.concurrency, func(i int, m config.Model) {
+		res, err := job.merger.Merge(ctx, m)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("merge model %s: %w", m.Name, err))
-			if ctx.Err() != nil {
-				break
+			errs[i] = fmt.Errorf("merge model %s: %w", m.Name, err)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		report(res)
+	})
+	return errors.Join(errs...)
+}
+
+// eachModel calls merge for each model, up to n at once (one at a time
+// for n ≤ 1), until ctx ends: the merges started finish, no other
+// starts. The first merge runs alone: it creates the tables every merge
+// writes (the watermarks), which merges side by side would each create
+// and conflict on in DuckDB's catalog. Different models' merges write
+// different tables and different rows of the shared ones.
+func eachModel(ctx context.Context, models []config.Model, n int, merge func(i int, m config.Model)) {
+	sem := make(chan struct{}, max(n, 1))
+	var wg sync.WaitGroup
+	for i, m := range models {
+		if i == 0 {
+			if ctx.Err() == nil {
+				merge(i, m)
 			}
 			continue
 		}
-		report(res)
+		sem <- struct{}{}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			merge(i, m)
+		})
 	}
-	return errors.Join(errs...)
+	wg.Wait()
 }
 
 // mergeEvery merges every job's models at each interval in the
@@ -376,21 +409,22 @@ func mergePass(ctx context.Context, job mergeJob, every time.Duration, m *obs.Me
 		slog.Warn("merge failed; retrying at the next merge.every", "every", every, "err", err)
 		return false
 	}
-	ok = true
-	for _, model := range models {
+	var failed atomic.Bool
+	eachModel(ctx, models, job.concurrency, func(_ int, model config.Model) {
 		res, err := job.merger.Merge(ctx, model)
 		if ctx.Err() != nil {
-			return false // stopping: the merge was rolled back
+			failed.Store(true) // stopping: the merge was rolled back
+			return
 		}
 		now := time.Now()
 		ms := obs.ModelStatus{Name: model.Name, At: now}
 		if err != nil {
-			ok = false
+			failed.Store(true)
 			m.MergeFailures.WithLabelValues(model.Name).Inc()
 			ms.Err = err.Error()
 			status.SetModel(ms)
 			slog.Warn("merge failed; retrying at the next merge.every", "model", model.Name, "every", every, "err", err)
-			continue
+			return
 		}
 		m.MergeRawRows.WithLabelValues(model.Name).Add(float64(res.Read))
 		m.MergeChanged.WithLabelValues(model.Name).Add(float64(res.Changed))
@@ -402,7 +436,11 @@ func mergePass(ctx context.Context, job mergeJob, every time.Duration, m *obs.Me
 		if res.Read > 0 {
 			slog.Info("merged", "model", res.Model, "read", res.Read, "changed", res.Changed, "rejected", res.Rejected, "took", res.Took.Round(time.Millisecond))
 		}
+	})
+	if ctx.Err() != nil {
+		return false
 	}
+	ok = !failed.Load()
 	if job.after != nil && ctx.Err() == nil {
 		if err := job.after(ctx); err != nil {
 			slog.Warn("after merging; retrying at the next merge.every", "every", every, "err", err)

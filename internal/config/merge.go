@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -15,9 +16,27 @@ import (
 type Merge struct {
 	// Every makes `tracelake run` merge every model on this schedule in the
 	// background; 0 (default) leaves merging to `tracelake merge`.
-	Every  Duration `yaml:"every"`
-	Models []Model  `yaml:"models"`
+	Every Duration `yaml:"every"`
+	// Concurrency is how many changelog models (kafka.format debezium,
+	// canal or maxwell: one per source table, thousands of them) merge at
+	// once, each in its own transaction. Default 2; 1 merges one after
+	// another.
+	Concurrency int     `yaml:"concurrency"`
+	Models      []Model `yaml:"models"`
 }
+
+// DefaultMergeConcurrency is merge.concurrency's default: measured on 2
+// cores, two merges at once take a round of small changelog merges in
+// ~0.7 of the time one at a time does, three in ~0.6 (a merge is mostly
+// statements' fixed costs, on one core each).
+const DefaultMergeConcurrency = 2
+
+// maxMergeConcurrency bounds merge.concurrency: each merge holds a
+// connection and DuckDB's memory for its increment.
+const maxMergeConcurrency = 64
+
+// MergeConcurrency is merge.concurrency, its default filled in.
+func (c *Config) MergeConcurrency() int { return cmp.Or(c.Merge.Concurrency, DefaultMergeConcurrency) }
 
 // Model is one modelled table: rows projected from the raw table's JSON,
 // the latest change per key merged into Target.
@@ -171,6 +190,8 @@ var (
 
 func (m *Merge) validate(check func(ok bool, key, format string, args ...any)) {
 	check(m.Every.D() >= 0 && m.Every.D() <= 24*time.Hour, "merge.every", "want 0 (off) to 24h, got %s", m.Every)
+	check(m.Concurrency >= 0 && m.Concurrency <= maxMergeConcurrency, "merge.concurrency", "want 1 to %d merges at once (0: the default, %d), got %d",
+		maxMergeConcurrency, DefaultMergeConcurrency, m.Concurrency)
 	seen := map[string]bool{}
 	for i, mo := range m.Models {
 		key := func(k string) string { return fmt.Sprintf("merge.models[%d].%s", i, k) }

@@ -154,9 +154,9 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 			switch {
 			case !ok:
 				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
-			case was.typ == typ || d.router.Holds(was.typ, typ):
+			case was.typ == typ || d.holds(was.typ, sinkColumn(col)):
 				// The column's type takes the value as it is.
-			case d.router.Holds(typ, was.typ):
+			case d.widens(sinkColumn(col), was.typ):
 				// Widened (INTEGER to BIGINT, DECIMAL(10,2) to
 				// DECIMAL(12,2), a number to its exact text) at this
 				// change's load; later changes of the narrower type fit.
@@ -171,6 +171,20 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 		d.columns[a.table][a.lower] = a.column
 	}
 	return nil
+}
+
+// holds says whether a column of the sink's type have takes c's values
+// as they are.
+func (d *ChangelogDecoder) holds(have string, c sink.Column) bool {
+	h, ok := d.router.ColumnOf(have)
+	return ok && h.Holds(c)
+}
+
+// widens says whether c's type holds the sink's type have, so that a
+// column of have is widened to it.
+func (d *ChangelogDecoder) widens(c sink.Column, have string) bool {
+	h, ok := d.router.ColumnOf(have)
+	return ok && c.Holds(h)
 }
 
 // tableColumn is a changelog table's column: its name as the table

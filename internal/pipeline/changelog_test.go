@@ -295,3 +295,114 @@ func TestCDCWidenedColumnTypes(t *testing.T) {
 		"1|999.990", "2|12345.670", "3|1.500", "4|123456.789", "5|2.250")
 	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "1")
 }
+
+// --- Review of e45d94b (widened column types): tests that fail on it. ---
+
+// reviewMergeModels merges every pending changelog model once, failing
+// the test on an error.
+func reviewMergeModels(t *testing.T, cfg *config.Config, s *duckdb.Sink) {
+	t.Helper()
+	dec, err := cdc.NewDecoder(cfg.CDCOptions())
+	must(t, err)
+	cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), testLog(t)), cfg.Sink.Table, dec)
+	models, err := cm.Pending(context.Background())
+	must(t, err)
+	for _, m := range models {
+		if _, err := cm.Merge(context.Background(), m); err != nil {
+			t.Fatalf("merge %s: %v", m.Name, err)
+		}
+	}
+}
+
+// Review of e45d94b: DuckDB refuses ALTER TABLE … ALTER COLUMN … TYPE on a
+// table that has any index ("Dependency Error: Cannot alter entry … because
+// there are entries that depend on it"; ADD COLUMN still works). The
+// changelog tables are the operator's, who may index them (by id, for
+// lookups). A change that widens a column of such a table, dead-lettered
+// before e45d94b, now makes its load fail at every retry: every table of
+// the pipeline stalls (here users' change never loads).
+func TestCDCWideningAnIndexedChangelogTableDoesNotStall(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	items := func(qtyType, id, qty string) string {
+		return canalInsert("items", `{"id":"int(11)","qty":"`+qtyType+`"}`, `[{"id":"`+id+`","qty":"`+qty+`"}]`)
+	}
+	produceChanges(t, cl, items("int(11)", "1", "3"))
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if _, err := s.DB().Exec(`CREATE INDEX items_by_id ON cdc_shop_items_log (id)`); err != nil {
+		t.Fatal(err)
+	}
+	produceChanges(t, cl,
+		items("bigint(20)", "2", "3000000000"),
+		canalInsert("users", `{"id":"int(11)","name":"varchar(10)"}`, `[{"id":"5","name":"ann"}]`),
+	)
+	runIdleWithin(t, cfg, s, nil, 15*time.Second)
+	wantQuery(t, s.DB(), `SELECT id, name FROM cdc_shop_users_log`, "5|ann")
+}
+
+// Review of e45d94b: a DECIMAL key column widened to text (Canal's
+// decimal(10,2) to decimal(65,4): past 38 digits a decimal is its exact
+// text) holds its older values as DuckDB writes the DECIMAL(10,2) ("1.50")
+// and the newer as the source now writes them ("1.5000"): one source row,
+// two keys. The model keeps both rows (a delete would remove only one);
+// before e45d94b the change was dead-lettered.
+func TestCDCDecimalKeyWidenedToTextKeepsOneModelRow(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	accounts := func(idType, id, name, typ string) string {
+		return strings.Replace(canalInsert("accounts", `{"id":"`+idType+`","name":"varchar(10)"}`, `[{"id":"`+id+`","name":"`+name+`"}]`),
+			`"type":"INSERT"`, `"type":"`+typ+`"`, 1)
+	}
+	produceChanges(t, cl, accounts("decimal(10,2)", "1.50", "a", "INSERT"))
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	reviewMergeModels(t, cfg, s)
+	produceChanges(t, cl, accounts("decimal(65,4)", "1.5000", "b", "UPDATE"))
+	runChanges(t, cfg, s)
+	reviewMergeModels(t, cfg, s)
+	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "0")
+	wantQuery(t, s.DB(), `SELECT name FROM cdc_shop_accounts`, "b")
+}
+
+// Review of e45d94b: a MySQL TIME is an Int64 of µs in a changelog table;
+// "text holds every integer" widens it to VARCHAR when the source column
+// becomes a varchar, and its older rows then read "45000000000" beside the
+// newer "13:00:00": the widening changed what the values say. (Either the
+// change is dead-lettered, or the older rows keep a time's text.)
+func TestCDCTimeWidenedToTextKeepsItsMeaning(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	items := func(tType, id, v string) string {
+		return canalInsert("items", `{"id":"int(11)","t":"`+tType+`"}`, `[{"id":"`+id+`","t":"`+v+`"}]`)
+	}
+	produceChanges(t, cl, items("time", "1", "12:30:00"))
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	produceChanges(t, cl, items("varchar(8)", "2", "13:00:00"))
+	runChanges(t, cfg, s)
+	wantQuery(t, s.DB(), `SELECT id, t::VARCHAR FROM cdc_shop_items_log WHERE t::VARCHAR = '45000000000'`)
+}
+
+// Review of e45d94b: the README says "Where two loads bring types of which
+// neither holds the other (BIGINT and DECIMAL(10,2)), the column becomes
+// the DECIMAL that holds both (DECIMAL(21,2))". The decoder dead-letters
+// such a change instead (neither type holds the other), whichever comes
+// second, also across shards mapped to one table: the sink's join of such
+// types is only reached transiently, in a race.
+func TestCDCBigintAndDecimalBecomeTheDecimalThatHoldsBoth(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	items := func(qtyType, id, qty string) string {
+		return canalInsert("items", `{"id":"int(11)","qty":"`+qtyType+`"}`, `[{"id":"`+id+`","qty":"`+qty+`"}]`)
+	}
+	produceChanges(t, cl, items("bigint(20)", "1", "3000000000"), items("decimal(10,2)", "2", "1.50"))
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	wantQuery(t, s.DB(), `SELECT data_type FROM information_schema.columns WHERE table_name = 'cdc_shop_items_log' AND column_name = 'qty'`, "DECIMAL(21,2)")
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq`)
+}

@@ -103,11 +103,14 @@ type Router interface {
 	// source table it was created for (the registry's), in a map the
 	// caller owns: a table keeps its name from one process to the next.
 	RoutedSources() map[string]SourceTable
-	// Holds says whether a column of type have takes the values of type
-	// want (both in the sink's words) exactly: Column.Holds. A change
-	// whose column's type the table's holds is loaded as it is; one whose
-	// type holds the table's widens the column at its load.
-	Holds(have, want string) bool
+	// ColumnOf is the logical type of a routed table's column of type typ
+	// (in the sink's words, as RoutedColumns gives it), false for a type
+	// the sink does not make. The sink's text type is text (a Decimal of
+	// unknown precision): it holds a String's values and a decimal's
+	// exact text alike. A change whose column's type the table's holds
+	// (Column.Holds) loads as it is; one whose type holds the table's
+	// widens the column at its load.
+	ColumnOf(typ string) (Column, bool)
 }
 
 // AddColumn adds c to the table's columns, or, when they hold one of that
@@ -133,14 +136,17 @@ func (t *TableRows) AddColumn(c Column) {
 // of o's type may be widened to c's without changing a value: a type
 // holds itself; BIGINT and DOUBLE hold INTEGER; a Decimal of known
 // precision holds the integers and Decimals of no more digits before and
-// after the point; text (a String, or a Decimal of unknown precision,
-// which the sinks keep as its exact text) holds every integer and
-// Decimal. Nothing else: a double is not exact as a Decimal or as text,
-// and a time, a boolean or JSON is no number.
+// after the point; a Decimal of unknown precision, which sinks keep as
+// its exact text, holds every integer, Decimal and String (text all). A
+// String holds text alone: a number whose source column became a string
+// changed meaning, not width. A double is not exact as a Decimal or as
+// text, and a time, a boolean or JSON is no number.
 func (c Column) Holds(o Column) bool {
 	switch {
 	case c.Type == o.Type && c.Precision == o.Precision && c.Scale == o.Scale:
 		return true
+	case c.Type == schema.String:
+		return o.text()
 	case c.text():
 		_, _, exact := o.digits()
 		return o.text() || exact

@@ -32,7 +32,7 @@ func TestColumnHoldsAndJoin(t *testing.T) {
 		{i32, i32, true}, {i64, i32, true}, {i32, i64, false}, {f64, i32, true}, {f64, i64, false},
 		{d52, d52, true}, {d72, d52, true}, {d52, d72, false}, {d63, d52, true}, {d52, d63, false},
 		{d120, i32, true}, {d72, i32, false}, {d190, i64, true}, {d3810, i64, true}, {d3020, i64, false},
-		{text, i64, true}, {text, d3810, true}, {str, i32, true}, {str, text, true}, {text, str, true},
+		{text, i64, true}, {text, d3810, true}, {str, i32, false}, {str, d52, false}, {str, text, true}, {text, str, true},
 		{text, f64, false}, {d190, f64, false}, {f64, d52, false},
 		{ts, i64, false}, {i64, ts, false}, {b, i32, false}, {js, str, false}, {str, js, false}, {str, b, false},
 	} {
@@ -52,6 +52,7 @@ func TestColumnHoldsAndJoin(t *testing.T) {
 		{i64, d3810, d3810, true},
 		{i64, d3020, text, true}, // 19 + 20 digits: more than a DECIMAL holds
 		{i64, text, text, true},
+		{i64, str, i64, false}, // a number become a string changed meaning
 		{i64, f64, i64, false},
 		{ts, i64, ts, false},
 	} {

@@ -50,19 +50,17 @@ func (s *Sink) ColumnType(c sink.Column) string {
 	return typeNames[c.Type]
 }
 
-// Holds implements sink.Router.
-func (s *Sink) Holds(have, want string) bool { return holds(have, want) }
-
-func holds(have, want string) bool {
-	h, ok := logicalOf(have)
-	w, wok := logicalOf(want)
-	return ok && wok && h.Holds(w)
-}
+// ColumnOf implements sink.Router.
+func (s *Sink) ColumnOf(typ string) (sink.Column, bool) { return logicalOf(typ) }
 
 // logicalOf is the logical type of a routed column of DuckDB type typ,
-// as ColumnType names them and the catalog gives them back; false for a
+// as ColumnType names them and the catalog gives them back (VARCHAR as
+// text: a String's or a decimal's, sink.Router.ColumnOf); false for a
 // type ColumnType does not make.
 func logicalOf(typ string) (sink.Column, bool) {
+	if typ == "VARCHAR" {
+		return sink.Column{Type: schema.Decimal}, true
+	}
 	for t, name := range typeNames {
 		if name == typ && t != schema.Decimal {
 			return sink.Column{Type: t}, true
@@ -382,7 +380,7 @@ func alterTypes(ctx context.Context, db DB, table string, cols []Column) error {
 }
 
 // WidenColumns widens each column of table (unquoted, as TableColumns
-// takes it) whose type the type want gives it holds (Holds): a model
+// takes it) whose type the type want gives it holds (sink.Column.Holds): a model
 // follows its changelog table's widened columns. Other differences are
 // left to AddColumns, which refuses them. It returns the columns widened.
 func WidenColumns(ctx context.Context, db DB, table string, want []Column) ([]Column, error) {
@@ -401,6 +399,14 @@ func WidenColumns(ctx context.Context, db DB, table string, want []Column) ([]Co
 		}
 	}
 	return widen, alterTypes(ctx, db, sqltext.Name(table), widen)
+}
+
+// holds compares two routed column types in DuckDB's words
+// (sink.Column.Holds).
+func holds(have, want string) bool {
+	h, ok := logicalOf(have)
+	w, wok := logicalOf(want)
+	return ok && wok && h.Holds(w)
 }
 
 // unquotedRouted is a routed table's name as TableColumns takes it.
