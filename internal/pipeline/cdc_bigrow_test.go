@@ -1,16 +1,13 @@
 package pipeline_test
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
-	"github.com/tracelake/tracelake/internal/merge"
 )
 
 // A 12 MB row (a source row with a 12 MB text column: the seed's rows go
@@ -36,15 +33,6 @@ func TestCDCTwelveMegabyteRow(t *testing.T) {
 		"1|5|false", "2|12582912|true", "3|5|false")
 	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "0")
 
-	dec, err := cdc.NewDecoder(cfg.CDCOptions())
-	must(t, err)
-	cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), testLog(t)), cfg.Sink.Table, dec)
-	models, err := cm.Pending(context.Background())
-	must(t, err)
-	for _, m := range models {
-		if _, err := cm.Merge(context.Background(), m); err != nil {
-			t.Fatalf("merge %s: %v", m.Name, err)
-		}
-	}
+	mergeModels(t, cfg, s)
 	wantQuery(t, s.DB(), `SELECT id, strlen(body) FROM cdc_inv_docs ORDER BY id`, "1|5", "2|12582912", "3|5")
 }

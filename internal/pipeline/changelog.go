@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,19 +153,24 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s: DuckDB's column names ignore case, so they cannot be two columns",
 					col.Name, sourceName(c.Table), was.name, c.Table.Log)
 			}
-			switch {
-			case !ok:
+			if !ok {
 				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
-			case was.typ == typ || d.holds(was.typ, sinkColumn(col)):
-				// The column's type takes the value as it is.
-			case d.widens(sinkColumn(col), was.typ):
+				continue
+			}
+			if was.typ == typ {
+				continue
+			}
+			to, err := d.widen(c.Table.Log, was.typ, sinkColumn(col), slices.Contains(c.Key, col.Name))
+			if err != nil {
+				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s: %w",
+					col.Name, sourceName(c.Table), was.typ, c.Table.Log, typ, err)
+			}
+			if to != was.typ {
 				// Widened (INTEGER to BIGINT, DECIMAL(10,2) to
-				// DECIMAL(12,2), a number to its exact text) at this
-				// change's load; later changes of the narrower type fit.
-				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
-			default:
-				return fmt.Errorf("column %s of source table %s is %s in the changelog table %s, and this change makes it %s, which does not hold every %s value: tracelake widens a column's type but changes it no other way (rename or alter the table yourself, then replay the dead-lettered records)",
-					col.Name, sourceName(c.Table), was.typ, c.Table.Log, typ, was.typ)
+				// DECIMAL(12,2), an integer to a decimal's text) at
+				// this change's load; later changes of the narrower
+				// type fit.
+				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, to}})
 			}
 		}
 	}
@@ -173,18 +180,31 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 	return nil
 }
 
-// holds says whether a column of the sink's type have takes c's values
-// as they are.
-func (d *ChangelogDecoder) holds(have string, c sink.Column) bool {
+// widen is the type, in the sink's words, a column of table of type
+// have takes for c's values (sink.Widen): have itself when it holds
+// them. An error says why it cannot: no type holds both, a number would
+// go into a key column of text, or the table cannot be altered.
+func (d *ChangelogDecoder) widen(table, have string, c sink.Column, key bool) (string, error) {
 	h, ok := d.router.ColumnOf(have)
-	return ok && h.Holds(c)
-}
-
-// widens says whether c's type holds the sink's type have, so that a
-// column of have is widened to it.
-func (d *ChangelogDecoder) widens(c sink.Column, have string) bool {
-	h, ok := d.router.ColumnOf(have)
-	return ok && c.Holds(h)
+	if !ok {
+		return "", fmt.Errorf("%s is not a type tracelake makes, and it changes no other", have)
+	}
+	to, ok := sink.Widen(h, c)
+	if !ok {
+		return "", errors.New("no type holds every value of both exactly, and tracelake widens a column's type but changes it no other way (rename or alter the table yourself, then replay the dead-lettered records)")
+	}
+	if key && to.Text() && !(h.Text() && c.Text()) {
+		// As text, 7 and "007" (or a number and the same number written
+		// another way) are two keys of what the source has as one.
+		return "", errors.New("the column is part of the primary key, whose numbers as text would not compare as the source's (dead-lettered rather than one row made two)")
+	}
+	if to == h {
+		return have, nil
+	}
+	if err := d.router.Widenable(table); err != nil {
+		return "", fmt.Errorf("it would widen the column to %s, but %w", d.router.ColumnType(to), err)
+	}
+	return d.router.ColumnType(to), nil
 }
 
 // tableColumn is a changelog table's column: its name as the table

@@ -111,6 +111,9 @@ type Router interface {
 	// (Column.Holds) loads as it is; one whose type holds the table's
 	// widens the column at its load.
 	ColumnOf(typ string) (Column, bool)
+	// Widenable says why a column of routed table cannot be widened, nil
+	// when it can (a table not created yet can).
+	Widenable(table string) error
 }
 
 // AddColumn adds c to the table's columns, or, when they hold one of that
@@ -131,25 +134,26 @@ func (t *TableRows) AddColumn(c Column) {
 	t.Columns = append(t.Columns, c)
 }
 
-// Holds says whether every value of o's type is a value of c's, exactly,
-// so that a column of c's type takes o's rows as they are, and a column
-// of o's type may be widened to c's without changing a value: a type
-// holds itself; BIGINT and DOUBLE hold INTEGER; a Decimal of known
-// precision holds the integers and Decimals of no more digits before and
-// after the point; a Decimal of unknown precision, which sinks keep as
-// its exact text, holds every integer, Decimal and String (text all). A
-// String holds text alone: a number whose source column became a string
-// changed meaning, not width. A double is not exact as a Decimal or as
-// text, and a time, a boolean or JSON is no number.
+// Holds says whether every value of o's type is a value of c's, exactly
+// and written the same, so that a column of c's type takes o's rows as
+// they are, and a column of o's type may be widened to c's without
+// changing a value or how it compares: a type holds itself; BIGINT and
+// DOUBLE hold INTEGER; a Decimal of known precision holds the integers
+// and Decimals of no more digits before and after the point; a Decimal
+// of unknown precision, which sinks keep as its exact text, holds the
+// integers (their digits) and Strings (text all). Nothing else: a known
+// Decimal's text has its scale's zeros ("1.50", where a source's text may
+// say "1.5000"), a double is exact neither as a Decimal nor as text, a
+// number whose source column became a String changed meaning, not width,
+// and a time, a boolean or JSON is no number.
 func (c Column) Holds(o Column) bool {
 	switch {
 	case c.Type == o.Type && c.Precision == o.Precision && c.Scale == o.Scale:
 		return true
 	case c.Type == schema.String:
-		return o.text()
-	case c.text():
-		_, _, exact := o.digits()
-		return o.text() || exact
+		return o.Text()
+	case c.Text():
+		return o.Text() || o.Type == schema.Int32 || o.Type == schema.Int64
 	case c.Type == schema.Int64 || c.Type == schema.Float64:
 		return o.Type == schema.Int32
 	case c.Type == schema.Decimal:
@@ -160,26 +164,41 @@ func (c Column) Holds(o Column) bool {
 	return false
 }
 
-// Join is the narrowest type that holds both a and b, if one does: the
-// one that holds the other, or a Decimal of both's digits before and
-// after the point (as text past 38 digits).
-func Join(a, b Column) (Column, bool) {
+// Widen is the type a column of type have becomes to take c's values
+// too, if it may: have when it holds c; c when c holds have; for two
+// numbers of which neither holds the other (BIGINT and DECIMAL(10,2)),
+// the Decimal with the digits of both before and after the point
+// (DECIMAL(21,2)), within 38 digits. A String never widens a column of
+// numbers: see Holds.
+func Widen(have, c Column) (Column, bool) {
 	switch {
-	case a.Holds(b):
-		return a, true
-	case b.Holds(a):
-		return b, true
+	case have.Holds(c):
+		return have, true
+	case c.Holds(have):
+		return c, true
 	}
-	ai, as, aok := a.digits()
-	bi, bs, bok := b.digits()
-	if !aok || !bok {
-		return a, false
+	hi, hs, hok := have.digits()
+	ci, cs, cok := c.digits()
+	if !hok || !cok || max(hi, ci)+max(hs, cs) > maxDecimalDigits {
+		return have, false
 	}
-	i, s := max(ai, bi), max(as, bs)
-	if i+s > maxDecimalDigits {
-		return Column{Name: a.Name, Type: schema.Decimal}, true // its exact text
+	return Column{Name: have.Name, Type: schema.Decimal, Precision: max(hi, ci) + max(hs, cs), Scale: max(hs, cs)}, true
+}
+
+// Join is the narrowest type that holds both a and b, if one does, for
+// rows of types a router admitted one after the other (Widen from the
+// table's type) and that now load together without the ones between
+// them: Widen either way, or text, which holds integers and Strings
+// alike (a column widened from BIGINT to a decimal's text that then took
+// strings).
+func Join(a, b Column) (Column, bool) {
+	if t, ok := Widen(a, b); ok {
+		return t, true
 	}
-	return Column{Name: a.Name, Type: schema.Decimal, Precision: i + s, Scale: s}, true
+	if text := (Column{Name: a.Name, Type: schema.Decimal}); text.Holds(a) && text.Holds(b) {
+		return text, true
+	}
+	return a, false
 }
 
 // maxDecimalDigits is the most digits a Decimal of known precision has
@@ -192,8 +211,9 @@ func (c Column) KnownDecimal() bool {
 	return c.Type == schema.Decimal && c.Precision >= 1 && c.Precision <= maxDecimalDigits && c.Scale >= 0 && c.Scale <= c.Precision
 }
 
-// text says whether c's values are stored as text.
-func (c Column) text() bool {
+// Text says whether c's values are stored as text: a String's, or a
+// Decimal's of unknown precision.
+func (c Column) Text() bool {
 	return c.Type == schema.String || c.Type == schema.Decimal && !c.KnownDecimal()
 }
 

@@ -32,7 +32,7 @@ func TestColumnHoldsAndJoin(t *testing.T) {
 		{i32, i32, true}, {i64, i32, true}, {i32, i64, false}, {f64, i32, true}, {f64, i64, false},
 		{d52, d52, true}, {d72, d52, true}, {d52, d72, false}, {d63, d52, true}, {d52, d63, false},
 		{d120, i32, true}, {d72, i32, false}, {d190, i64, true}, {d3810, i64, true}, {d3020, i64, false},
-		{text, i64, true}, {text, d3810, true}, {str, i32, false}, {str, d52, false}, {str, text, true}, {text, str, true},
+		{text, i64, true}, {text, d3810, false}, {text, d52, false}, {str, i32, false}, {str, d52, false}, {str, text, true}, {text, str, true},
 		{text, f64, false}, {d190, f64, false}, {f64, d52, false},
 		{ts, i64, false}, {i64, ts, false}, {b, i32, false}, {js, str, false}, {str, js, false}, {str, b, false},
 	} {
@@ -50,15 +50,35 @@ func TestColumnHoldsAndJoin(t *testing.T) {
 		{d72, d63, Column{Type: schema.Decimal, Precision: 8, Scale: 3}, true},
 		{i64, d52, Column{Type: schema.Decimal, Precision: 21, Scale: 2}, true},
 		{i64, d3810, d3810, true},
-		{i64, d3020, text, true}, // 19 + 20 digits: more than a DECIMAL holds
+		{i64, d3020, i64, false}, // 19 + 20 digits: more than a DECIMAL holds
 		{i64, text, text, true},
-		{i64, str, i64, false}, // a number become a string changed meaning
+		{i64, str, text, true}, // rows of a column widened to text that took strings since
+		{d52, text, d52, false},
 		{i64, f64, i64, false},
 		{ts, i64, ts, false},
 	} {
 		got, ok := Join(c.a, c.b)
 		if ok != c.ok || got != c.want {
 			t.Errorf("Join(%+v, %+v) = %+v, %v; want %+v, %v", c.a, c.b, got, ok, c.want, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		have, c, want Column
+		ok            bool
+	}{
+		{i32, i64, i64, true}, {i64, i32, i64, true},
+		{i64, d52, Column{Type: schema.Decimal, Precision: 21, Scale: 2}, true},
+		{i64, text, text, true},
+		{text, i64, text, true},
+		{text, str, text, true},
+		{i64, str, i64, false},  // a number become a string changed meaning
+		{d52, text, d52, false}, // a known decimal's text is not the source's
+		{i64, d3020, i64, false},
+		{f64, d52, f64, false},
+	} {
+		got, ok := Widen(c.have, c.c)
+		if ok != c.ok || got != c.want {
+			t.Errorf("Widen(%+v, %+v) = %+v, %v; want %+v, %v", c.have, c.c, got, ok, c.want, c.ok)
 		}
 	}
 	// A batch's rows of one column are read with the type that holds them

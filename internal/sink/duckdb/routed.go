@@ -50,6 +50,39 @@ func (s *Sink) ColumnType(c sink.Column) string {
 	return typeNames[c.Type]
 }
 
+// Widenable implements sink.Router: DuckDB changes no column's type in a
+// table with an index ("Cannot change the type of this column: an index
+// depends on it", even with the index dropped in the same transaction),
+// which an operator may have made on a changelog table or its model (or
+// the model's tombstones); a change that would widen one is refused with
+// the reason, so that neither its load fails at every retry nor the
+// model's merges.
+func (s *Sink) Widenable(table string) error {
+	schemaName, _ := splitTable(s.opt.Table)
+	rows, err := s.db.Query(fmt.Sprintf(`SELECT table_name || '.' || index_name FROM duckdb_indexes() i
+WHERE schema_name = $1 AND (table_name = $2 OR table_name IN (SELECT model_table FROM %[1]s WHERE log_table = $2 UNION ALL SELECT model_table || '_tombstones' FROM %[1]s WHERE log_table = $2))
+ORDER BY ALL`, s.tables.routes), schemaName, table)
+	if err != nil {
+		return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("DuckDB changes no column type of a table with an index, and there are %s: drop them, then replay the dead-lettered records", strings.Join(names, ", "))
+	}
+	return nil
+}
+
 // ColumnOf implements sink.Router.
 func (s *Sink) ColumnOf(typ string) (sink.Column, bool) { return logicalOf(typ) }
 
@@ -373,7 +406,7 @@ func (s *Sink) widerType(table, column, have string, c sink.Column) (string, err
 func alterTypes(ctx context.Context, db DB, table string, cols []Column) error {
 	for _, c := range cols {
 		if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", table, sqltext.Ident(c.Name), c.Type)); err != nil {
-			return fmt.Errorf("widen column %s to %s: %w", c.Name, c.Type, err)
+			return fmt.Errorf("widen column %s to %s (DuckDB changes no column type of a table with an index: drop its indexes): %w", c.Name, c.Type, err)
 		}
 	}
 	return nil
