@@ -19,47 +19,40 @@ func modelsNamed(n int) []config.Model {
 	return out
 }
 
-// Up to n merges run side by side once the first has run alone: two
-// merges each wait to see the other running (they would wait forever,
-// and fail the test, one at a time); no more than n are ever in flight;
-// every model is merged once.
+// Up to n merges run side by side: two merges each wait to see the other
+// running (they would wait forever, and fail the test, one at a time);
+// no more than n are ever in flight; every model is merged once.
 func TestEachModelMergesSideBySide(t *testing.T) {
 	const n = 3
 	var (
 		mu       sync.Mutex
 		running  int
 		most     int
-		firstRan atomic.Bool
 		done     = make([]atomic.Int32, 12)
 		together = make(chan struct{})
 		once     sync.Once
 	)
-	eachModel(context.Background(), modelsNamed(len(done)), n, func(i int, m config.Model) {
+	started := eachModel(context.Background(), modelsNamed(len(done)), n, func(i int, m config.Model) {
 		mu.Lock()
 		running++
 		most = max(most, running)
-		if i > 0 && !firstRan.Load() {
-			t.Errorf("%s started before the first merge ended", m.Name)
-		}
 		if running == 2 {
 			once.Do(func() { close(together) })
 		}
 		mu.Unlock()
-		if i > 0 {
-			select {
-			case <-together:
-			case <-time.After(30 * time.Second):
-				t.Errorf("%s: no other merge ran beside it in 30s", m.Name)
-			}
+		select {
+		case <-together:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s: no other merge ran beside it in 30s", m.Name)
 		}
 		mu.Lock()
 		running--
 		mu.Unlock()
-		if i == 0 {
-			firstRan.Store(true)
-		}
 		done[i].Add(1)
 	})
+	if started != len(done) {
+		t.Errorf("started %d merges of %d", started, len(done))
+	}
 	if most > n {
 		t.Errorf("%d merges in flight, want at most %d", most, n)
 	}
@@ -74,13 +67,13 @@ func TestEachModelMergesSideBySide(t *testing.T) {
 func TestEachModelStopsStartingWhenCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var merged atomic.Int32
-	eachModel(ctx, modelsNamed(10), 1, func(i int, _ config.Model) {
+	started := eachModel(ctx, modelsNamed(10), 1, func(i int, _ config.Model) {
 		merged.Add(1)
 		if i == 3 {
 			cancel()
 		}
 	})
-	if got := merged.Load(); got != 4 {
-		t.Errorf("%d merges, want the 4 started before the cancel", got)
+	if got := merged.Load(); got != 4 || started != 4 {
+		t.Errorf("%d merges (%d said started), want the 4 started before the cancel", got, started)
 	}
 }

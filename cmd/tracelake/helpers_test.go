@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
@@ -203,4 +206,19 @@ func runUntilIdle(t testing.TB, bin, cfgPath string, env ...string) verify.Repor
 		t.Fatalf("run until idle: %v\n%s", err, out)
 	}
 	return verifyJSON(t, bin, cfgPath, 0)
+}
+
+// openPrepared opens cfg's DuckDB sink with its tables prepared, closed
+// when the test ends.
+func openPrepared(t *testing.T, cfg *config.Config) *duckdb.Sink {
+	t.Helper()
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snk.Close() })
+	if err := snk.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return snk
 }

@@ -329,14 +329,15 @@ func selectModels(cfg *config.Config, name string) ([]config.Model, error) {
 }
 
 // mergeAll merges each of the job's models once, reporting each result,
-// and returns the failures joined, in the models' order. A model that
-// fails changed nothing (one transaction), so the others are merged all
-// the same: one changelog table without a primary key does not keep the
+// and returns the failures joined, in the models' order, and an error
+// when ctx ended before every model was merged. A model that fails
+// changed nothing (one transaction), so the others are merged all the
+// same: one changelog table without a primary key does not keep the
 // others' models behind.
 func mergeAll(ctx context.Context, job mergeJob, models []config.Model, report func(merge.Result)) error {
-	errs := make([]error, len(models))
+	errs := make([]error, len(models)+1)
 	var mu sync.Mutex
-	eachModel(ctx, models, job.concurrency, func(i int, m config.Model) {
+	started := eachModel(ctx, models, job.concurrency, func(i int, m config.Model) {
 		res, err := job.merger.Merge(ctx, m)
 		if err != nil {
 			errs[i] = fmt.Errorf("merge model %s: %w", m.Name, err)
@@ -346,35 +347,33 @@ func mergeAll(ctx context.Context, job mergeJob, models []config.Model, report f
 		defer mu.Unlock()
 		report(res)
 	})
+	if started < len(models) {
+		errs[len(models)] = fmt.Errorf("stopped with %d of %d models not merged: %w", len(models)-started, len(models), context.Cause(ctx))
+	}
 	return errors.Join(errs...)
 }
 
 // eachModel calls merge for each model, up to n at once (one at a time
 // for n ≤ 1), until ctx ends: the merges started finish, no other
-// starts. The first merge runs alone: it creates the tables every merge
-// writes (the watermarks), which merges side by side would each create
-// and conflict on in DuckDB's catalog. Different models' merges write
-// different tables and different rows of the shared ones.
-func eachModel(ctx context.Context, models []config.Model, n int, merge func(i int, m config.Model)) {
+// starts. It returns how many it started. Different models' merges
+// write different tables and different rows of the tables they share,
+// which exist before a round (ChangelogMerger.Pending creates them).
+func eachModel(ctx context.Context, models []config.Model, n int, merge func(i int, m config.Model)) (started int) {
 	sem := make(chan struct{}, max(n, 1))
 	var wg sync.WaitGroup
 	for i, m := range models {
-		if i == 0 {
-			if ctx.Err() == nil {
-				merge(i, m)
-			}
-			continue
-		}
 		sem <- struct{}{}
 		if ctx.Err() != nil {
 			break
 		}
+		started++
 		wg.Go(func() {
 			defer func() { <-sem }()
 			merge(i, m)
 		})
 	}
 	wg.Wait()
+	return started
 }
 
 // mergeEvery merges every job's models at each interval in the

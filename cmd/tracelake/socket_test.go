@@ -27,14 +27,7 @@ func servedSink(t *testing.T, dir string) (*config.Config, *bytes.Buffer) {
 	cfg := config.Default()
 	cfg.Sink.Table = "events"
 	cfg.Sink.DuckDB.Path = filepath.Join(dir, "t.duckdb")
-	snk, err := openDuckDB(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snk.Close() })
-	if err := snk.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	snk := openPrepared(t, cfg)
 	for _, q := range []string{
 		`CREATE TABLE spans (tenant_id VARCHAR, name VARCHAR)`,
 		`INSERT INTO spans VALUES ('a', 'a1'), ('a', 'a2'), ('b', 'b1')`,

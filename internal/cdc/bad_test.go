@@ -213,3 +213,31 @@ func TestClaimedChangelogTableOutranksAModelName(t *testing.T) {
 		}
 	}
 }
+
+// A model's tombstones table (<model>_tombstones) is its table's name as
+// much as the model's: a source table whose model would be it
+// (orders_tombstones' cdc_db_orders_tombstones, orders' tombstones) is
+// refused, in either order and after a restart, instead of its rows
+// becoming tombstones of orders' rows and deleting them.
+func TestTombstonesNameIsOwned(t *testing.T) {
+	for _, order := range [][]string{{"orders", "orders_tombstones"}, {"orders_tombstones", "orders"}} {
+		d, err := NewDecoder(Options{Format: FormatDebezium})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Route("db", "", order[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Route("db", "", order[1]); err == nil || !strings.Contains(err.Error(), "routed to cdc_db_orders_tombstones, which already holds") {
+			t.Errorf("%v: the second routed to %v", order, err)
+		}
+	}
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Claim("cdc_db_orders_log", "db", "", "orders") // a restart: orders' table exists
+	if _, err := d.Route("db", "", "orders_tombstones"); err == nil || !strings.Contains(err.Error(), "which already holds db..orders") {
+		t.Errorf("after a restart: %v", err)
+	}
+}

@@ -72,11 +72,19 @@ func (r *router) claim(name, db, schemaName, table string) {
 		r.owners[name] = logical
 		delete(r.modelClaims, name)
 	}
-	if model := r.model.expand(names); r.owners[model] == "" {
-		r.owners[model] = logical
-		r.modelClaims[model] = true
+	model := r.model.expand(names)
+	for _, n := range []string{model, model + TombstonesSuffix} {
+		if r.owners[n] == "" {
+			r.owners[n] = logical
+			r.modelClaims[n] = true
+		}
 	}
 }
+
+// TombstonesSuffix ends the name of a changelog model's tombstones table
+// (after the model's): routed like the model's own name, so that no
+// source table's changelog table or model takes it.
+const TombstonesSuffix = "_tombstones"
 
 func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 	names, logical := r.logical(db, schemaName, table)
@@ -86,7 +94,7 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 	if had := r.tables[key]; had != nil {
 		return had, nil
 	}
-	for _, name := range []string{t.Log, t.Model} {
+	for _, name := range []string{t.Log, t.Model, t.Model + TombstonesSuffix} {
 		if owner, ok := r.owners[name]; ok && owner != logical {
 			// Writing both into one table would mix two tables' rows
 			// under one key; the second one seen is refused, loudly.
@@ -97,7 +105,7 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 	if t.Log == t.Model {
 		return nil, fmt.Errorf("source table %s.%s: the changelog and model templates both make %s", strconv.Quote(db), strconv.Quote(table), t.Log)
 	}
-	r.owners[t.Log], r.owners[t.Model] = logical, logical
+	r.owners[t.Log], r.owners[t.Model], r.owners[t.Model+TombstonesSuffix] = logical, logical, logical
 	r.tables[key] = t
 	return t, nil
 }

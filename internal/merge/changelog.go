@@ -125,6 +125,13 @@ func (c *ChangelogMerger) Pending(ctx context.Context) ([]config.Model, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
+	// The tables every merge writes exist, committed, before any merge
+	// of the round: merges side by side (merge.concurrency) that each
+	// created them would conflict in DuckDB's catalog, and a first merge
+	// that failed would take them with it.
+	if err := exec(ctx, c.mg.db, sharedTablesSQL...); err != nil {
+		return nil, fmt.Errorf("create the tables of changelog models: %w", err)
+	}
 	q := fmt.Sprintf(`SELECT DISTINCT m.model FROM (VALUES %s) AS m(model, log_table) JOIN %s r ON r.log_table = m.log_table
 LEFT JOIN %s w ON w.model = m.model AND w.topic = r.topic AND w."partition" = r."partition"
 WHERE r.next_offset > coalesce(w.next_offset, 0)`, strings.Join(names, ", "), c.reached, WatermarkTable)
@@ -156,6 +163,11 @@ WHERE r.next_offset > coalesce(w.next_offset, 0)`, strings.Join(names, ", "), c.
 	return out, nil
 }
 
+// sharedTablesSQL creates the tables every changelog model's merge
+// writes: the watermarks and the registry of models.
+var sharedTablesSQL = []string{watermarkTableSQL,
+	`CREATE TABLE IF NOT EXISTS ` + ChangelogModels + ` (model VARCHAR, log_table VARCHAR, key_columns VARCHAR, truncated_at VARCHAR)`}
+
 // changelogPlan is one changelog model's merge, its names quoted.
 type changelogPlan struct {
 	m                             config.Model
@@ -170,7 +182,7 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 	res := Result{Model: m.Name}
 	start := time.Now()
 	p := &changelogPlan{m: m, log: sqltext.Name(m.Source), target: sqltext.Name(m.Target),
-		tombstones: sqltext.Name(m.Target + "_tombstones"), name: sqltext.String(m.Name)}
+		tombstones: sqltext.Name(m.Target + cdc.TombstonesSuffix), name: sqltext.String(m.Name)}
 	err := c.mg.inTx(ctx, func(tx *sql.Tx) error { return c.step(ctx, tx, p, &res) })
 	res.Took = time.Since(start)
 	return res, err
@@ -186,8 +198,7 @@ WHERE l.koffset >= (%s) AND l.koffset >= coalesce(w.next_offset, 0)`, p.log, Wat
 
 // step merges the increment in tx.
 func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan, res *Result) error {
-	if err := exec(ctx, tx, watermarkTableSQL, `CREATE TABLE IF NOT EXISTS `+ChangelogModels+
-		` (model VARCHAR, log_table VARCHAR, key_columns VARCHAR, truncated_at VARCHAR)`); err != nil {
+	if err := exec(ctx, tx, sharedTablesSQL...); err != nil {
 		return fmt.Errorf("create the tables of changelog models: %w", err)
 	}
 	if err := exec(ctx, tx, `CREATE OR REPLACE TEMP TABLE tl_cinc AS `+c.incrementSQL(p)); err != nil {
@@ -415,7 +426,7 @@ func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogP
 	for _, t := range []struct {
 		name string
 		cols []duckdb.Column
-	}{{p.m.Target, p.columns}, {p.m.Target + "_tombstones", append(keyCols, position)}} {
+	}{{p.m.Target, p.columns}, {p.m.Target + cdc.TombstonesSuffix, append(keyCols, position)}} {
 		have, err := duckdb.TableColumns(ctx, tx, t.name)
 		if err != nil {
 			return err

@@ -262,9 +262,13 @@ func (mg *Merger) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-func exec(ctx context.Context, tx *sql.Tx, stmts ...string) error {
+// exec runs stmts in order on db (a transaction, or the database for
+// statements that commit each on its own), stopping at the first error.
+func exec(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, stmts ...string) error {
 	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
+		if _, err := db.ExecContext(ctx, q); err != nil {
 			return err
 		}
 	}

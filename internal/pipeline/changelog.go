@@ -191,7 +191,7 @@ func (d *ChangelogDecoder) widen(table, have string, c sink.Column, key bool) (s
 	}
 	to, ok := sink.Widen(h, c)
 	if !ok {
-		return "", errors.New("no type holds every value of both exactly, and tracelake widens a column's type but changes it no other way (rename or alter the table yourself, then replay the dead-lettered records)")
+		return "", errors.New("no type holds every value of both exactly, and tracelake widens a column's type but changes it no other way (rename or alter the table yourself; the changes dead-lettered meanwhile stay in the dead-letter table)")
 	}
 	if key && to.Text() && !(h.Text() && c.Text()) {
 		// As text, 7 and "007" (or a number and the same number written

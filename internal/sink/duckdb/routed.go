@@ -52,15 +52,19 @@ func (s *Sink) ColumnType(c sink.Column) string {
 
 // Widenable implements sink.Router: DuckDB changes no column's type in a
 // table with an index ("Cannot change the type of this column: an index
-// depends on it", even with the index dropped in the same transaction),
-// which an operator may have made on a changelog table or its model (or
-// the model's tombstones); a change that would widen one is refused with
-// the reason, so that neither its load fails at every retry nor the
-// model's merges.
+// depends on it", even with the index dropped in the same transaction) or
+// with a primary key, unique or foreign key constraint (which it cannot
+// drop at all), which an operator may have made on a changelog table or
+// its model (or the model's tombstones); a change that would widen one is
+// refused with the reason, so that neither its load fails at every retry
+// nor the model's merges.
 func (s *Sink) Widenable(table string) error {
 	schemaName, _ := splitTable(s.opt.Table)
-	rows, err := s.db.Query(fmt.Sprintf(`SELECT table_name || '.' || index_name FROM duckdb_indexes() i
-WHERE schema_name = $1 AND (table_name = $2 OR table_name IN (SELECT model_table FROM %[1]s WHERE log_table = $2 UNION ALL SELECT model_table || '_tombstones' FROM %[1]s WHERE log_table = $2))
+	rows, err := s.db.Query(fmt.Sprintf(`WITH t AS (SELECT $2 AS name UNION ALL SELECT model_table FROM %[1]s WHERE log_table = $2
+	UNION ALL SELECT model_table || '_tombstones' FROM %[1]s WHERE log_table = $2)
+SELECT table_name || '.' || index_name FROM duckdb_indexes() WHERE schema_name = $1 AND table_name IN (SELECT name FROM t)
+UNION ALL SELECT table_name || '(' || constraint_type || ')' FROM duckdb_constraints()
+	WHERE schema_name = $1 AND table_name IN (SELECT name FROM t) AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY')
 ORDER BY ALL`, s.tables.routes), schemaName, table)
 	if err != nil {
 		return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
@@ -78,7 +82,7 @@ ORDER BY ALL`, s.tables.routes), schemaName, table)
 		return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
 	}
 	if len(names) > 0 {
-		return fmt.Errorf("DuckDB changes no column type of a table with an index, and there are %s: drop them, then replay the dead-lettered records", strings.Join(names, ", "))
+		return fmt.Errorf("DuckDB changes no column type of a table with an index or a key constraint, and there are %s (an index can be dropped; the changes dead-lettered meanwhile stay in the dead-letter table)", strings.Join(names, ", "))
 	}
 	return nil
 }
@@ -406,7 +410,7 @@ func (s *Sink) widerType(table, column, have string, c sink.Column) (string, err
 func alterTypes(ctx context.Context, db DB, table string, cols []Column) error {
 	for _, c := range cols {
 		if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", table, sqltext.Ident(c.Name), c.Type)); err != nil {
-			return fmt.Errorf("widen column %s to %s (DuckDB changes no column type of a table with an index: drop its indexes): %w", c.Name, c.Type, err)
+			return fmt.Errorf("widen column %s to %s (DuckDB changes no column type of a table with an index or a key constraint): %w", c.Name, c.Type, err)
 		}
 	}
 	return nil
