@@ -255,7 +255,7 @@ func TestCDCWidenedColumnTypes(t *testing.T) {
 	wantQuery(t, s.DB(), `SELECT id, qty FROM cdc_shop_items_log ORDER BY id`, "1|3", "2|3000000000", "3|4")
 	wantQuery(t, s.DB(), `SELECT id, price::VARCHAR FROM cdc_shop_prices_log ORDER BY id`, "1|999.99", "2|12345.67", "3|1.50")
 	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
-		`6|column qty of source table "shop"."items" is BIGINT in the changelog table cdc_shop_items_log, and this change makes it TIMESTAMP: no type holds every value of both exactly, and tracelake widens a column's type but changes it no other way (rename or alter the table yourself, the changes dead-lettered meanwhile stay in the dead-letter table)`)
+		`6|column qty of source table "shop"."items" is BIGINT in the changelog table cdc_shop_items_log, and this change makes it TIMESTAMP: no type holds every value of both exactly, and tracelake widens a column's type but changes it no other way (rename or alter the table yourself; the changes dead-lettered meanwhile stay in the dead-letter table)`)
 
 	// The models take the changelog's types; widened again after a
 	// restart (the types read back from the catalog), they follow.
