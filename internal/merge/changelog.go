@@ -448,12 +448,7 @@ func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogP
 			}
 			continue
 		}
-		// The changelog's widened columns are widened here too, before
-		// its new ones are added.
-		if _, err := duckdb.WidenColumns(ctx, tx, t.name, t.cols); err != nil {
-			return fmt.Errorf("model %s: %w", p.m.Target, err)
-		}
-		if _, err := duckdb.AddColumns(ctx, tx, t.name, t.cols); err != nil {
+		if err := duckdb.GrowColumns(ctx, tx, t.name, have, t.cols); err != nil {
 			return fmt.Errorf("model %s: %w", p.m.Target, err)
 		}
 	}

@@ -39,6 +39,12 @@ func AddColumns(ctx context.Context, db DB, table string, want []Column) ([]Colu
 	if len(have) == 0 {
 		return nil, fmt.Errorf("add columns to %s: the table does not exist", table)
 	}
+	return addMissing(ctx, db, table, have, want)
+}
+
+// addMissing adds the columns of want that have, the table's columns,
+// lacks (AddColumns).
+func addMissing(ctx context.Context, db DB, table string, have, want []Column) ([]Column, error) {
 	missing, err := schema.Missing(table, sinkColumns(have), sinkColumns(want))
 	if err != nil {
 		return nil, err

@@ -61,11 +61,11 @@ func (s *Sink) ColumnType(c sink.Column) string {
 func (s *Sink) Widenable(table string) error {
 	schemaName, _ := splitTable(s.opt.Table)
 	rows, err := s.db.Query(fmt.Sprintf(`WITH t AS (SELECT $2 AS name UNION ALL SELECT model_table FROM %[1]s WHERE log_table = $2
-	UNION ALL SELECT model_table || '_tombstones' FROM %[1]s WHERE log_table = $2)
+	UNION ALL SELECT model_table || '%[2]s' FROM %[1]s WHERE log_table = $2)
 SELECT table_name || '.' || index_name FROM duckdb_indexes() WHERE schema_name = $1 AND table_name IN (SELECT name FROM t)
 UNION ALL SELECT table_name || '(' || constraint_type || ')' FROM duckdb_constraints()
 	WHERE schema_name = $1 AND table_name IN (SELECT name FROM t) AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY')
-ORDER BY ALL`, s.tables.routes), schemaName, table)
+ORDER BY ALL`, s.tables.routes, cdc.TombstonesSuffix), schemaName, table)
 	if err != nil {
 		return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
 	}
@@ -416,15 +416,13 @@ func alterTypes(ctx context.Context, db DB, table string, cols []Column) error {
 	return nil
 }
 
-// WidenColumns widens each column of table (unquoted, as TableColumns
-// takes it) whose type the type want gives it holds (sink.Column.Holds): a model
-// follows its changelog table's widened columns. Other differences are
-// left to AddColumns, which refuses them. It returns the columns widened.
-func WidenColumns(ctx context.Context, db DB, table string, want []Column) ([]Column, error) {
-	have, err := TableColumns(ctx, db, table)
-	if err != nil {
-		return nil, err
-	}
+// GrowColumns brings a changelog model's table (unquoted, as
+// TableColumns takes it), whose columns are have, up to want, its
+// changelog table's: each column whose type want's holds
+// (sink.Column.Holds) is widened to it, as the changelog table was, and
+// the columns it lacks are added (AddColumns, which refuses any other
+// difference of type).
+func GrowColumns(ctx context.Context, db DB, table string, have, want []Column) error {
 	types := make(map[string]string, len(have))
 	for _, c := range have {
 		types[c.Name] = c.Type
@@ -435,7 +433,17 @@ func WidenColumns(ctx context.Context, db DB, table string, want []Column) ([]Co
 			widen = append(widen, c)
 		}
 	}
-	return widen, alterTypes(ctx, db, sqltext.Name(table), widen)
+	if err := alterTypes(ctx, db, sqltext.Name(table), widen); err != nil {
+		return err
+	}
+	have = slices.Clone(have)
+	for i, c := range have {
+		if j := slices.IndexFunc(widen, func(w Column) bool { return w.Name == c.Name }); j >= 0 {
+			have[i].Type = widen[j].Type
+		}
+	}
+	_, err := addMissing(ctx, db, table, have, want)
+	return err
 }
 
 // holds compares two routed column types in DuckDB's words
