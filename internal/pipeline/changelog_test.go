@@ -121,6 +121,12 @@ func TestCDCValueOutOfTypeRangeIsDeadLettered(t *testing.T) {
 		`2|decode|column price of source table "shop"."prices" (decimal(5,2)): "12345.67" has more digits than DECIMAL(5,2) holds`)
 }
 
+// canalColumn is a Canal insert into shop.<table> of the row id (an
+// int(11)) with one more column, col, of MySQL type typ and value v.
+func canalColumn(table, col, typ, id, v string) string {
+	return canalInsert(table, `{"id":"int(11)","`+col+`":"`+typ+`"}`, `[{"id":"`+id+`","`+col+`":"`+v+`"}]`)
+}
+
 func debeziumChange(table, after string, pos int) string {
 	return `{"before":null,"after":` + after + `,"source":{"db":"inv","table":"` + table + `","file":"mysql-bin.000003","pos":` +
 		strconv.Itoa(pos) + `,"row":0,"ts_ms":1700000000000},"op":"c","ts_ms":1700000000100}`
@@ -230,12 +236,8 @@ func TestCDCWidenedColumnTypes(t *testing.T) {
 	c := newCluster(t, 1)
 	cfg := cdcConfig(t, c, config.FormatCanal)
 	cl := producer(t, c)
-	items := func(qtyType, id, qty string) string {
-		return canalInsert("items", `{"id":"int(11)","qty":"`+qtyType+`"}`, `[{"id":"`+id+`","qty":"`+qty+`"}]`)
-	}
-	prices := func(priceType, id, price string) string {
-		return canalInsert("prices", `{"id":"int(11)","price":"`+priceType+`"}`, `[{"id":"`+id+`","price":"`+price+`"}]`)
-	}
+	items := func(qtyType, id, qty string) string { return canalColumn("items", "qty", qtyType, id, qty) }
+	prices := func(priceType, id, price string) string { return canalColumn("prices", "price", priceType, id, price) }
 	produceChanges(t, cl,
 		items("int(11)", "1", "3"),
 		items("bigint(20)", "2", "3000000000"),
@@ -309,9 +311,7 @@ func TestCDCWideningAnIndexedTableIsDeadLettered(t *testing.T) {
 	c := newCluster(t, 1)
 	cfg := cdcConfig(t, c, config.FormatCanal)
 	cl := producer(t, c)
-	row := func(table, qtyType, id, qty string) string {
-		return canalInsert(table, `{"id":"int(11)","qty":"`+qtyType+`"}`, `[{"id":"`+id+`","qty":"`+qty+`"}]`)
-	}
+	row := func(table, qtyType, id, qty string) string { return canalColumn(table, "qty", qtyType, id, qty) }
 	produceChanges(t, cl, row("items", "int(11)", "1", "3"), row("parts", "int(11)", "1", "3"))
 	s := openRouted(t, cfg)
 	runChanges(t, cfg, s)
@@ -382,9 +382,7 @@ func TestCDCNumbersDoNotBecomeStrings(t *testing.T) {
 	c := newCluster(t, 1)
 	cfg := cdcConfig(t, c, config.FormatCanal)
 	cl := producer(t, c)
-	items := func(tType, id, v string) string {
-		return canalInsert("items", `{"id":"int(11)","t":"`+tType+`"}`, `[{"id":"`+id+`","t":"`+v+`"}]`)
-	}
+	items := func(tType, id, v string) string { return canalColumn("items", "t", tType, id, v) }
 	produceChanges(t, cl, items("time", "1", "12:30:00"), items("varchar(8)", "2", "13:00:00"))
 	s := openRouted(t, cfg)
 	runChanges(t, cfg, s)
@@ -399,9 +397,7 @@ func TestCDCBigintAndDecimalBecomeTheDecimalThatHoldsBoth(t *testing.T) {
 	c := newCluster(t, 1)
 	cfg := cdcConfig(t, c, config.FormatCanal)
 	cl := producer(t, c)
-	items := func(table, qtyType, id, qty string) string {
-		return canalInsert(table, `{"id":"int(11)","qty":"`+qtyType+`"}`, `[{"id":"`+id+`","qty":"`+qty+`"}]`)
-	}
+	items := func(table, qtyType, id, qty string) string { return canalColumn(table, "qty", qtyType, id, qty) }
 	produceChanges(t, cl,
 		items("a", "bigint(20)", "1", "3000000000"), items("a", "decimal(10,2)", "2", "1.50"),
 		items("b", "decimal(10,2)", "1", "1.50"), items("b", "bigint(20)", "2", "3000000000"),

@@ -144,6 +144,15 @@ func scanRaw(t *testing.T, s *iceberg.Sink, fn func(arrow.RecordBatch), columns 
 	}
 }
 
+// wantAllReferenced checks that the warehouse under dir holds no Parquet
+// file the tables do not reference; after says when, for the message.
+func wantAllReferenced(t *testing.T, s *iceberg.Sink, dir, after string) {
+	t.Helper()
+	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
+		t.Errorf("files left %s: %v", after, left)
+	}
+}
+
 // unreferenced lists the Parquet files under root (the warehouse's
 // directory on disk) that the current snapshot of neither table
 // references. Files are matched by name: their names are unique.
@@ -1157,9 +1166,7 @@ func TestFailedGroupMemberCanDiscard(t *testing.T) {
 		t.Fatal("the failed load's staged files are gone before its Discard")
 	}
 	s.Discard([]sink.File{failing})
-	if after := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(after) != 0 {
-		t.Errorf("files left after the failed load's Discard: %v", after)
-	}
+	wantAllReferenced(t, s, dir, "after the failed load's Discard")
 }
 
 // waitUntil waits (up to 10 s) for cond.
@@ -1263,9 +1270,7 @@ func TestDiscardedBatchLeavesNoFiles(t *testing.T) {
 		t.Fatalf("%d staged files, want 2 (raw and dead letters): %v", len(staged), staged)
 	}
 	s.Discard([]sink.File{f})
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files of a discarded batch left behind: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "behind by a discarded batch")
 	if _, err := s.Load(context.Background(), []sink.File{f}); err == nil || !strings.Contains(err.Error(), "not staged in this process") {
 		t.Errorf("load of a discarded batch: %v", err)
 	}

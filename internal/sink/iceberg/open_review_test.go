@@ -184,9 +184,7 @@ func TestWriteErrorOfAnEntryClosedByAReReadFailsItsLoad(t *testing.T) {
 		t.Errorf("load: %v, want sink.ErrFatal", err)
 	}
 	s.Discard(files)
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files left after the failed load's Discard: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "after the failed load's Discard")
 }
 
 // A batch whose write fails leaves the stream's entry failed: the next
@@ -220,9 +218,7 @@ func TestFailedEntryClosedByTheNextBatchFailsItsLoad(t *testing.T) {
 	}
 	s.Discard(before)
 	s.Discard(after)
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files left after the Discards: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "after the Discards")
 }
 
 // A writer whose file fails between two batches (an upload that fails as
@@ -251,9 +247,7 @@ func TestRowsOfAWriterThatFailedBetweenBatchesFailTheLoad(t *testing.T) {
 		t.Errorf("load: %v, want sink.ErrFatal", err)
 	}
 	s.Discard(files)
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files left after the failed load's Discard: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "after the failed load's Discard")
 }
 
 // position is the raw table's position of partition p of topic traces.
@@ -379,9 +373,7 @@ func TestStreamsStageWhileTheirLoadsCommit(t *testing.T) {
 			t.Errorf("partition %d: position %d, want %d", w, next, batches*size)
 		}
 	}
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files left unreferenced: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "unreferenced")
 	if n := s.CommittedEarly(); n != 0 {
 		t.Errorf("%d batches still remembered as committed early after their own loads", n)
 	}
@@ -475,9 +467,7 @@ func TestBatchStagedWhileItsEntryIsDiscardedIsNotLoadedEmpty(t *testing.T) {
 			t.Errorf("the load of a batch whose files a Discard deleted succeeded: raw offsets %v, position %d", stored(t, s, false), position(t, s, 0))
 		}
 	}
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files left after the Discard: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "after the Discard")
 }
 
 // A stream's batches of a declared table partitioned by tenant and day
@@ -606,9 +596,7 @@ func TestGroupCommitOfTwoStreamsWithAMovedPartition(t *testing.T) {
 	if records != 23+10+10 {
 		t.Errorf("loads report %d rows, want 43 (%+v)", records, loaded)
 	}
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files left unreferenced: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "unreferenced")
 }
 
 // Closed with batches in open writers (their loads never came: the run

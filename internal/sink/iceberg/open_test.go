@@ -88,9 +88,7 @@ func TestStreamBatchesShareLoadSizedFiles(t *testing.T) {
 	if raw := dataFiles(t, s, false); raw != 2 {
 		t.Errorf("%d raw data files after a second load, want 2", raw)
 	}
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files left unreferenced: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "unreferenced")
 }
 
 // A worker stages its next batch while the load of the batches before it
@@ -136,9 +134,7 @@ func TestBatchStagedWhileALoadBeginsIsCommittedWithIt(t *testing.T) {
 	if got := stored(t, s, true); !slices.Equal(got[0], []int64{25}) {
 		t.Errorf("dead-letter offsets %v", got)
 	}
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files left unreferenced: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "unreferenced")
 }
 
 // A partition read again while its batches wait (it came back to the same
@@ -167,9 +163,7 @@ func TestDiscardedStreamLeavesNoFiles(t *testing.T) {
 	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
 	files := stage(t, s, "w", batch(0, 0, 9, 3), batch(0, 10, 19))
 	s.Discard(files[:1])
-	if left := unreferenced(t, s, filepath.Join(dir, "warehouse")); len(left) != 0 {
-		t.Errorf("files of discarded batches left behind: %v", left)
-	}
+	wantAllReferenced(t, s, dir, "behind by discarded batches")
 	s.Discard(files[1:])
 	// The stream goes on in new files.
 	if _, err := s.Load(ctx, stage(t, s, "w", batch(0, 0, 9))); err != nil {
