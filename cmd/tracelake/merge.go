@@ -440,7 +440,7 @@ func mergePass(ctx context.Context, job mergeJob, every time.Duration, m *obs.Me
 		return false
 	}
 	ok = !failed.Load()
-	if job.after != nil && ctx.Err() == nil {
+	if job.after != nil {
 		if err := job.after(ctx); err != nil {
 			slog.Warn("after merging; retrying at the next merge.every", "every", every, "err", err)
 			return false

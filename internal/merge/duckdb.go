@@ -264,9 +264,7 @@ func (mg *Merger) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // exec runs stmts in order on db (a transaction, or the database for
 // statements that commit each on its own), stopping at the first error.
-func exec(ctx context.Context, db interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, stmts ...string) error {
+func exec(ctx context.Context, db duckdb.DB, stmts ...string) error {
 	for _, q := range stmts {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return err
