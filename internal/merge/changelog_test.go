@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -100,6 +101,14 @@ func (l *changeLoader) change(p int32, table, op string, pos int, row map[string
 // flush loads the queued events, one batch per partition, in one load.
 func (l *changeLoader) flush() {
 	l.t.Helper()
+	if _, err := l.s.Load(context.Background(), l.stage()); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// stage stages the queued events, one batch per partition.
+func (l *changeLoader) stage() []sink.File {
+	l.t.Helper()
 	ctx := context.Background()
 	var files []sink.File
 	for p, recs := range l.pending {
@@ -121,9 +130,7 @@ func (l *changeLoader) flush() {
 		files = append(files, f)
 	}
 	clear(l.pending)
-	if _, err := l.s.Load(ctx, files); err != nil {
-		l.t.Fatal(err)
-	}
+	return files
 }
 
 // mergeAll merges every changelog model with new rows once and returns
@@ -527,4 +534,30 @@ func TestChangelogModelWidensAnInferredInteger(t *testing.T) {
 	l.want(`SELECT table_name, data_type FROM information_schema.columns WHERE column_name = 'price'`,
 		"cdc_db_orders_log|VARCHAR", "cdc_db_orders|VARCHAR") // sorted
 	l.want(`SELECT id, price FROM cdc_db_orders ORDER BY id`, "1|11", "2|7", "3|12.50", "4|8")
+}
+
+// A load that widens a column and then fails rolls the widening back
+// with it; its retry widens the column again: the sink's columns are
+// those committed, not those of a load that failed.
+func TestChangelogWideningOfAFailedLoadIsRetried(t *testing.T) {
+	l := newChangeLoader(t)
+	price := func(id int, p any) map[string]any { return map[string]any{"id": id, "price": p} }
+	l.change(0, "orders", "c", 100, price(1, 10), "id")
+	l.flush()
+	l.change(0, "orders", "c", 110, price(2, json.Number("12.5")), "id")
+	widen := l.stage()
+	l.change(1, "users", "c", 120, row(1, "a"), "id")
+	broken := l.stage()
+	if err := os.Remove(broken[0].Routed[0].Path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.s.Load(context.Background(), append(slices.Clone(widen), broken...)); err == nil {
+		t.Fatal("a load of a staged file that is gone succeeded")
+	}
+	l.want(`SELECT data_type FROM information_schema.columns WHERE table_name = 'cdc_db_orders_log' AND column_name = 'price'`, "BIGINT")
+	if _, err := l.s.Load(context.Background(), widen); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	l.want(`SELECT data_type FROM information_schema.columns WHERE table_name = 'cdc_db_orders_log' AND column_name = 'price'`, "VARCHAR")
+	l.want(`SELECT id, price FROM cdc_db_orders_log`, "1|10", "2|12.5")
 }
