@@ -125,6 +125,7 @@ func duckDBOptions(cfg *config.Config) duckdb.Options {
 		Derived:          derivedTable(cfg),
 		DerivedTable:     derivedName(cfg),
 		Routed:           cfg.CapturesChanges(),
+		DistributeEvery:  cfg.CDC.DistributeEvery.D(),
 		Zstd:             cfg.Zstd(),
 		MemoryLimit:      int64(cfg.DuckDBMemoryLimit()),
 		Threads:          cfg.Sink.DuckDB.Threads,

@@ -97,7 +97,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		if *rebuild != "" || *model != "" || *task {
 			return usagef("--rebuild, --model and --task: with kafka.format %s every changelog table's model is merged, none is configured", cfg.Kafka.Format)
 		}
-		job, err := changelogJob(cfg, mg)
+		job, err := changelogJob(cfg, mg, snk)
 		if err != nil {
 			return err
 		}
@@ -159,13 +159,13 @@ func (j mergeJob) current(ctx context.Context) ([]config.Model, error) {
 }
 
 // changelogJob merges the model of every changelog table of cfg's sink
-// (kafka.format debezium, canal or maxwell).
-func changelogJob(cfg *config.Config, mg *merge.Merger) (mergeJob, error) {
+// (kafka.format debezium, canal or maxwell), snk.
+func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink) (mergeJob, error) {
 	dec, err := cdc.NewDecoder(cfg.CDCOptions())
 	if err != nil {
 		return mergeJob{}, err
 	}
-	cm := merge.NewChangelogMerger(mg, cfg.Sink.Table, dec)
+	cm := merge.NewChangelogMerger(mg, snk, dec)
 	mark := func(ctx context.Context) error {
 		n, err := cm.MarkReady(ctx, cfg.CDC.Idle.D(), time.Now())
 		if n > 0 {
@@ -182,10 +182,11 @@ func changelogJob(cfg *config.Config, mg *merge.Merger) (mergeJob, error) {
 func mergeJobs(cfg *config.Config, merger modelMerger, targets []loadTarget) ([]mergeJob, error) {
 	if cfg.CapturesChanges() {
 		mg, ok := merger.(*merge.Merger)
-		if !ok {
-			return nil, fmt.Errorf("BUG: kafka.format %s with a %T merger, not DuckDB's", cfg.Kafka.Format, merger)
+		snk, sok := targets[0].snk.(*duckdb.Sink)
+		if !ok || !sok {
+			return nil, fmt.Errorf("BUG: kafka.format %s with a %T merger and a %T sink, not DuckDB's", cfg.Kafka.Format, merger, targets[0].snk)
 		}
-		job, err := changelogJob(cfg, mg)
+		job, err := changelogJob(cfg, mg, snk)
 		return []mergeJob{job}, err
 	}
 	if !cfg.DecodesOTLP() {

@@ -29,6 +29,12 @@ type CDC struct {
 	// Idle in source time, so that the tables of a quiet source are
 	// marked. 0 (default): a partition moves on only with its changes.
 	Idle Duration `yaml:"idle"`
+	// DistributeEvery bounds how long loaded changes wait in the landing
+	// table (<sink.table>_landing) before they move into their changelog
+	// tables, at the end of a load; each merge round and the end of a run
+	// move them too. Default 30s: each move costs DuckDB about 2 ms per
+	// table it writes (docs/BENCHMARKS.md, "cdc_landing").
+	DistributeEvery Duration `yaml:"distribute_every"`
 }
 
 // CDCShard maps the source tables it matches to one logical table.
@@ -73,7 +79,7 @@ const cdcTable = "cdc"
 
 func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any)) {
 	if !c.CapturesChanges() {
-		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0, "cdc",
+		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0 && c.CDC.DistributeEvery == 0, "cdc",
 			"applies to kafka.format debezium, canal or maxwell, got kafka.format %s", c.Kafka.Format)
 		return
 	}
@@ -90,6 +96,7 @@ func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any
 		one(fmt.Sprintf("cdc.shards[%d]", i), cdc.Options{Shards: []cdc.Shard{s}})
 	}
 	check(c.CDC.Idle >= 0, "cdc.idle", "must not be negative, got %s", c.CDC.Idle.D())
+	check(c.CDC.DistributeEvery >= 0, "cdc.distribute_every", "must not be negative, got %s (0: the default, 30s)", c.CDC.DistributeEvery.D())
 	log, model := cmp.Or(c.CDC.LogTable, cdc.DefaultLogTemplate), cmp.Or(c.CDC.ModelTable, cdc.DefaultModelTemplate)
 	check(log != model, "cdc.model_table", "must differ from cdc.log_table (%s): a changelog and a model table would share a name", log)
 	check(c.Sink.Type == SinkDuckDB, "kafka.format",

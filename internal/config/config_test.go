@@ -76,6 +76,7 @@ func TestBadKeysNamed(t *testing.T) {
 		`cdc.log_table: changelog table name: template "log_{database}": must hold {table}`,
 		`cdc.model_table: model table name: template "M_{table}": "M" is not lowercase a-z, 0-9 or _`,
 		"cdc.shards[0]: shards[0].table: error parsing regexp",
+		"cdc.distribute_every: must not be negative, got -5s (0: the default, 30s)",
 		"kafka.format: canal routes changes to changelog tables, built for sink.type duckdb only for now, got sink.type databend",
 		"merge.concurrency: want 1 to 64 merges at once (0: the default, 2), got 100")
 	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto or none, got "lz4"`)

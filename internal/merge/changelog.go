@@ -44,17 +44,20 @@ const ChangelogModels = "tracelake_cdc_models"
 // the row's later change, never undoes a newer one.
 type ChangelogMerger struct {
 	mg                      *Merger
+	snk                     *duckdb.Sink
 	routes, reached, ledger string // quoted
+	landing                 string // quoted: duckdb.Landing
 	schema                  string // the tables' schema, "" for main
 	route                   func(database, schemaName, table string) (*cdc.Table, error)
 }
 
-// NewChangelogMerger merges the changelog tables registered in
-// <table>_routes of db, a DuckDB sink's database (table is sink.table),
-// naming their models as dec routes them.
-func NewChangelogMerger(mg *Merger, table string, dec *cdc.Decoder) *ChangelogMerger {
-	c := &ChangelogMerger{mg: mg, routes: sqltext.Name(table + "_routes"), reached: sqltext.Name(table + duckdb.RoutesReached),
-		ledger: sqltext.Name(table + "_ledger"), route: dec.Route}
+// NewChangelogMerger merges the changelog tables of snk, a DuckDB sink
+// with routed tables (registered in <sink.table>_routes of its database,
+// which mg merges in), naming their models as dec routes them.
+func NewChangelogMerger(mg *Merger, snk *duckdb.Sink, dec *cdc.Decoder) *ChangelogMerger {
+	table := snk.Table()
+	c := &ChangelogMerger{mg: mg, snk: snk, routes: sqltext.Name(table + "_routes"), reached: sqltext.Name(table + duckdb.RoutesReached),
+		ledger: sqltext.Name(table + "_ledger"), landing: sqltext.Name(table + duckdb.Landing), route: dec.Route}
 	if s, _, ok := strings.Cut(table, "."); ok {
 		c.schema = s + "."
 	}
@@ -108,12 +111,18 @@ func (c *ChangelogMerger) Models(ctx context.Context) ([]config.Model, error) {
 	return out, nil
 }
 
-// Pending lists the models (as Models) whose changelog tables hold rows
-// past their watermarks: the tables a load reached further than the
-// model's last merge (<table>_routes_reached, which loads keep in their
-// transaction), found in one query whatever the count of tables, so that
-// a round over a thousand tables of which ten changed merges ten.
+// Pending moves the changes landed so far into their changelog tables
+// (duckdb.Sink.Distribute), then lists the models (as Models) whose
+// changelog tables hold rows past their watermarks: the tables that
+// reached further than the model's last merge (<table>_routes_reached,
+// which each move keeps in its transaction), found in one query whatever
+// the count of tables, so that a round over a thousand tables of which
+// ten changed merges ten. A table whose changes cannot move holds back
+// its own model alone: the others merge what moved.
 func (c *ChangelogMerger) Pending(ctx context.Context) ([]config.Model, error) {
+	if _, err := c.snk.Distribute(ctx); err != nil {
+		c.mg.log.Error("changes could not be moved from the landing table into their changelog tables; their models merge what moved before", "err", err)
+	}
 	all, err := c.Models(ctx)
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func newChangeLoader(t testing.TB) *changeLoader {
 		t.Fatal(err)
 	}
 	return &changeLoader{t: t, s: s, dec: dec, next: map[int32]int64{}, pending: map[int32][]*kgo.Record{},
-		merger: NewChangelogMerger(NewMerger(s.DB(), slog.New(slog.DiscardHandler)), "cdc", names)}
+		merger: NewChangelogMerger(NewMerger(s.DB(), slog.New(slog.DiscardHandler)), s, names)}
 }
 
 // change queues a Debezium event of db.<table> on partition p: op, the
@@ -98,10 +98,20 @@ func (l *changeLoader) change(p int32, table, op string, pos int, row map[string
 	l.next[p]++
 }
 
-// flush loads the queued events, one batch per partition, in one load.
+// flush loads the queued events, one batch per partition, in one load,
+// and moves them into their changelog tables.
 func (l *changeLoader) flush() {
 	l.t.Helper()
 	if _, err := l.s.Load(context.Background(), l.stage()); err != nil {
+		l.t.Fatal(err)
+	}
+	l.distribute()
+}
+
+// distribute moves the landed changes into their changelog tables.
+func (l *changeLoader) distribute() {
+	l.t.Helper()
+	if _, err := l.s.Distribute(context.Background()); err != nil {
 		l.t.Fatal(err)
 	}
 }
@@ -559,5 +569,6 @@ func TestChangelogWideningOfAFailedLoadIsRetried(t *testing.T) {
 		t.Fatalf("the retry: %v", err)
 	}
 	l.want(`SELECT data_type FROM information_schema.columns WHERE table_name = 'cdc_db_orders_log' AND column_name = 'price'`, "VARCHAR")
+	l.distribute()
 	l.want(`SELECT id, price FROM cdc_db_orders_log`, "1|10", "2|12.5")
 }

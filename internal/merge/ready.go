@@ -29,6 +29,11 @@ const readyTableSQL = `CREATE TABLE IF NOT EXISTS ` + ReadyTable + ` ("table" VA
 // nothing has loaded for idle (> 0) counts as having reached now - idle:
 // a source that is quiet moves its tables on (the source's clock and
 // ours assumed within idle of each other, its lag under idle).
+//
+// A table with changes still in the sink's landing table (not moved into
+// it yet, or unable to move: see duckdb.Landing) is marked no further:
+// its partitions' progress, which the other tables move, does not hold
+// for it.
 func (c *ChangelogMerger) MarkReady(ctx context.Context, idle time.Duration, now time.Time) (int64, error) {
 	var marked int64
 	err := c.mg.inTx(ctx, func(tx *sql.Tx) error {
@@ -48,7 +53,7 @@ WITH part AS (
 	FROM %[3]s o JOIN part p USING (topic, "partition")
 	JOIN %[4]s r ON r.log_table = o.log_table AND r.model_table IS NOT NULL
 	LEFT JOIN %[5]s w ON w.model = r.model_table AND w.topic = o.topic AND w."partition" = o."partition"
-	WHERE o.first_source_time IS NOT NULL
+	WHERE o.first_source_time IS NOT NULL AND o.log_table NOT IN (SELECT log_table FROM %[6]s)
 	GROUP BY o.log_table, r.model_table
 ), due AS (
 	SELECT m.model_table, date_trunc('hour', coalesce(max(d.hour) + INTERVAL 1 HOUR, min(m.first_t))) AS from_hour,
@@ -57,7 +62,7 @@ WITH part AS (
 	WHERE m.merged GROUP BY m.model_table
 )
 SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
-			ReadyTable, quiet, c.reached, c.routes, WatermarkTable)
+			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing)
 		r, err := tx.ExecContext(ctx, q, now.UTC())
 		if err != nil {
 			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)

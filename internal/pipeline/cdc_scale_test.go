@@ -101,7 +101,7 @@ func TestCDCHundredTables(t *testing.T) {
 	}
 	dec, err := cdc.NewDecoder(cfg.CDCOptions())
 	must(t, err)
-	cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), slog.New(slog.DiscardHandler)), cfg.Sink.Table, dec)
+	cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), slog.New(slog.DiscardHandler)), s, dec)
 	models, err := cm.Pending(context.Background())
 	must(t, err)
 	if len(models) != tables {

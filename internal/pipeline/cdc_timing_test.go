@@ -87,7 +87,7 @@ func BenchmarkCDCTables(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), slog.New(slog.DiscardHandler)), cfg.Sink.Table, dec)
+				cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), slog.New(slog.DiscardHandler)), s, dec)
 				start := time.Now()
 				models, err := cm.Pending(context.Background())
 				if err != nil {

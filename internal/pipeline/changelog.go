@@ -88,11 +88,6 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name})
 		start := len(t.Rows)
 		t.Rows = d.appendRow(t, c, r, rows)
-		if t.Reach == nil {
-			t.Reach = map[sink.TopicPartition]sink.Reach{}
-		}
-		tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-		t.Reach[tp] = t.Reach[tp].Add(r.Offset, c.SourceTime)
 		b.RoutedBytes += int64(len(t.Rows) - start)
 		b.MaxLine = max(b.MaxLine, len(t.Rows)-start)
 		rows++

@@ -291,7 +291,7 @@ func mergeModels(t *testing.T, cfg *config.Config, s *duckdb.Sink) {
 	t.Helper()
 	dec, err := cdc.NewDecoder(cfg.CDCOptions())
 	must(t, err)
-	cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), testLog(t)), cfg.Sink.Table, dec)
+	cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), testLog(t)), s, dec)
 	models, err := cm.Pending(context.Background())
 	must(t, err)
 	for _, m := range models {

@@ -200,6 +200,11 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	if fatal != nil && !slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, fatal) }) {
 		errs = append(errs, fatal)
 	}
+	if f, ok := snk.(sink.Finisher); ok {
+		if err := f.Finish(hard); err != nil {
+			ro.Log.Error("the sink could not finish the work it defers past its loads; it does it again at its next load or merge round", "err", err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pending data was not loaded and will be read again on the next start: %w", err)
 	}

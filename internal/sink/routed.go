@@ -18,36 +18,7 @@ type TableRows struct {
 	// were first seen; the changelog's and the coordinates follow.
 	Columns []Column
 	Rows    []byte
-	// Reach is, per partition, how far the rows go: what the sink
-	// records of the table for mergers when it loads them.
-	Reach map[TopicPartition]Reach
-	has   map[string]int // Columns' indexes by name
-}
-
-// Reach is how far a routed table's rows of one partition go: the offset
-// past the last, and the source times (Unix µs, 0 for none) of the
-// earliest and latest change.
-type Reach struct {
-	Next                int64
-	FirstTime, LastTime int64
-}
-
-// Add extends r over a row at offset with source time at (0: none).
-func (r Reach) Add(offset, at int64) Reach {
-	r.Next = max(r.Next, offset+1)
-	if at != 0 {
-		if r.FirstTime == 0 || at < r.FirstTime {
-			r.FirstTime = at
-		}
-		r.LastTime = max(r.LastTime, at)
-	}
-	return r
-}
-
-// Merge is r extended over o.
-func (r Reach) Merge(o Reach) Reach {
-	r = r.Add(o.Next-1, o.FirstTime)
-	return r.Add(o.Next-1, o.LastTime)
+	has     map[string]int // Columns' indexes by name
 }
 
 // SourceTable names a table of a source database.
@@ -77,12 +48,13 @@ func (b *Batch) RoutedTo(table string, source SourceTable) *TableRows {
 	return &b.Routed[len(b.Routed)-1]
 }
 
-// RoutedFile is a staged routed table's rows.
+// RoutedFile is a staged routed table's rows: Path is the batch's file of
+// routed rows, which holds every routed table's rows of the batch (each
+// line names its table), so several RoutedFiles of one batch share it.
 type RoutedFile struct {
 	Table   string
 	Source  SourceTable
 	Columns []Column
-	Reach   map[TopicPartition]Reach
 	Path    string
 }
 

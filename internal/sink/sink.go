@@ -239,6 +239,14 @@ type RowsReleaser interface {
 	ReleasesRows()
 }
 
+// Finisher is a Sink that completes, once the pipeline's workers have
+// stopped, work it defers past its loads: the DuckDB sink moves the
+// routed rows still in its landing table into their changelog tables, so
+// that a stopped process leaves them there.
+type Finisher interface {
+	Finish(ctx context.Context) error
+}
+
 // TableByTableCommitter is a Sink whose load commits its tables one after
 // another, each fenced by positions of its own (Iceberg): a load that
 // fails between two commits leaves the tables committed first ahead of

@@ -4,6 +4,7 @@
 package duckdb
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
 	"github.com/google/uuid"
@@ -48,6 +50,10 @@ type Options struct {
 	// first sight and registered in <Table>_routes; Table itself is not
 	// created, only its dead-letter and ledger tables.
 	Routed bool
+	// DistributeEvery bounds how long routed rows wait in the landing
+	// table before a load's end moves them into their changelog tables
+	// (see Landing); 0: DefaultDistributeEvery.
+	DistributeEvery time.Duration
 	// Zstd compresses staged files.
 	Zstd bool
 	// MemoryLimit (bytes) and Threads bound DuckDB; 0 keeps its defaults
@@ -99,6 +105,11 @@ type Sink struct {
 	// routedAdded are the routed tables the load in progress created or
 	// grew, with all their columns: the cache's once it commits.
 	routedAdded map[string]map[string]string
+	// landedSince is when the oldest rows landed since the last
+	// distribution landed (zero: none); landingFailed are the tables
+	// whose rows could not be moved, with the reason. Guarded by loadMu.
+	landedSince   time.Time
+	landingFailed map[string]error
 	// readAheadDone, when set (by tests), is called after a load waiting
 	// for the lock read its files ahead.
 	readAheadDone func()
@@ -116,6 +127,9 @@ type tables struct {
 	// what a merger compares with its watermarks to find the tables with
 	// new rows in one query, whatever the count of tables.
 	reached string
+	// landing holds the routed rows loaded and not yet distributed
+	// (<Table>_landing, see Landing).
+	landing string
 	// mainTopic is the SQL expression of a main-table row's topic (raw
 	// and typed tables; the user's table in transform mode has none).
 	mainTopic string
@@ -205,6 +219,8 @@ func newSink(opt Options, db *sql.DB, loading *Loading) (*Sink, error) {
 	if opt.Routed {
 		s.tables.routes = sqltext.Name(s.RoutesTable())
 		s.tables.reached = sqltext.Name(opt.Table + RoutesReached)
+		s.tables.landing = sqltext.Name(opt.Table + Landing)
+		s.opt.DistributeEvery = cmp.Or(s.opt.DistributeEvery, DefaultDistributeEvery)
 		s.routed, s.routedAdded = map[string]map[string]string{}, map[string]map[string]string{}
 		s.routedSources, s.routedCreated = map[string]sink.SourceTable{}, map[string]sink.SourceTable{}
 	}
@@ -216,6 +232,10 @@ func newSink(opt Options, db *sql.DB, loading *Loading) (*Sink, error) {
 	}
 	return s, nil
 }
+
+// Table is the sink's table (Options.Table): with routed tables, the
+// stem of the names of the tables that keep them.
+func (s *Sink) Table() string { return s.opt.Table }
 
 // DB exposes the database for queries (verify, sql).
 func (s *Sink) DB() *sql.DB { return s.db }
@@ -268,12 +288,19 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 	if len(b.Routed) > 0 && !s.opt.Routed {
 		return sink.File{}, errors.New("BUG: routed rows for a sink without routed tables")
 	}
-	for i, t := range b.Routed {
-		path, err := write(".r"+strconv.Itoa(i)+".ndjson", t.Rows)
+	if len(b.Routed) > 0 {
+		buf := landingBuffers.Get().(*[]byte)
+		defer landingBuffers.Put(buf)
+		if *buf, err = appendLandingRows((*buf)[:0], b.Routed); err != nil {
+			return sink.File{}, err
+		}
+		path, err := write(".routed", *buf)
 		if err != nil {
 			return sink.File{}, err
 		}
-		f.Routed = append(f.Routed, sink.RoutedFile{Table: t.Table, Source: t.Source, Columns: t.Columns, Reach: t.Reach, Path: path})
+		for _, t := range b.Routed {
+			f.Routed = append(f.Routed, sink.RoutedFile{Table: t.Table, Source: t.Source, Columns: t.Columns, Path: path})
+		}
 	}
 	return f, nil
 }

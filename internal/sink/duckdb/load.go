@@ -65,7 +65,11 @@ func (s *Sink) LoadReporting(ctx context.Context, files []sink.File, committing 
 			err = fmt.Errorf("%w: %w", sink.ErrFatal, err)
 		}
 	}()
-	return s.loadHalving(ctx, files, committing, ahead)
+	loaded, err := s.loadHalving(ctx, files, committing, ahead)
+	if err == nil && s.opt.Routed {
+		s.distributeIfDue(ctx)
+	}
+	return loaded, err
 }
 
 func (s *Sink) loadHalving(ctx context.Context, files []sink.File, committing func(), ahead *readAhead) (sink.Loaded, error) {
@@ -465,20 +469,28 @@ func ndjsonSource(cols []readColumn, files []string, maxLine int) string {
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		name := sqltext.Ident(c.Name)
-		typ := c.Type
+		typ, expr := c.read(name)
 		sel[i] = name
-		switch {
-		case c.Logical == schema.Timestamp:
-			typ = "BIGINT"
-			sel[i] = "make_timestamp(" + name + ") AS " + name
-		case c.Logical == schema.Decimal && c.Type != "VARCHAR":
-			typ = "VARCHAR"
-			sel[i] = "CAST(" + name + " AS " + c.Type + ") AS " + name
+		if expr != name {
+			sel[i] = expr + " AS " + name
 		}
 		read[i] = name + ": " + sqltext.String(typ)
 	}
 	return fmt.Sprintf("(SELECT %s FROM %s)", strings.Join(sel, ", "),
 		readNDJSON(files, "columns = {"+strings.Join(read, ", ")+"}", maxLine))
+}
+
+// read is how c is read from a staged row's JSON: the type to read its
+// value as, and the SQL of the column's value from at, the value read:
+// timestamps from microseconds, decimals from their exact text.
+func (c readColumn) read(at string) (typ, expr string) {
+	switch {
+	case c.Logical == schema.Timestamp:
+		return "BIGINT", "make_timestamp(" + at + ")"
+	case c.Logical == schema.Decimal && c.Type != "VARCHAR":
+		return "VARCHAR", "CAST(" + at + " AS " + c.Type + ")"
+	}
+	return c.Type, at
 }
 
 // countLoaded counts, per partition, the rows this load inserted into the
@@ -499,7 +511,7 @@ func (s *Sink) countLoaded(ctx context.Context, tx *sql.Tx, p loadPlan, transfor
 				return nil, fmt.Errorf("count loaded rows: %w", err)
 			}
 		} else if len(p.routed) > 0 {
-			if raw, err = s.countRouted(ctx, tx, p, r); err != nil {
+			if raw, err = s.countLanded(ctx, tx, r); err != nil {
 				return nil, err
 			}
 		} else {

@@ -203,7 +203,6 @@ type routedGroup struct {
 	table   string
 	source  sink.SourceTable
 	columns []sink.Column // the source's columns of every file, first seen first
-	files   []string
 }
 
 // groupRouted groups the plan's routed files by table, in the order the
@@ -231,72 +230,22 @@ func groupRouted(files []sink.RoutedFile) []routedGroup {
 				g.columns[j] = t
 			}
 		}
-		g.files = append(g.files, f.Path)
 	}
 	return out
 }
 
 // insertRouted creates each routed table of the plan or adds the columns
 // it lacks (looking at the catalog only then), registers a created table,
-// and inserts its rows fenced as the main table's. What it creates or adds
-// is recorded in s.routedAdded, for the cache once the load commits.
+// and lands its rows (see Landing), fenced as the main table's. What it
+// creates or adds is recorded in s.routedAdded, for the cache once the
+// load commits.
 func (s *Sink) insertRouted(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) error {
 	for _, g := range groupRouted(p.routed) {
-		all := s.routedColumns(g.columns)
-		if err := s.ensureRouted(ctx, tx, g, all, now); err != nil {
+		if err := s.ensureRouted(ctx, tx, g, s.routedColumns(g.columns), now); err != nil {
 			return err
 		}
-		q := fmt.Sprintf(`INSERT INTO %s BY NAME SELECT * FROM %s%s`, s.routedName(g.table),
-			ndjsonSource(all, g.files, p.maxLine), where(p.rawFilter))
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("insert rows into %s: %w", g.table, err)
-		}
 	}
-	return s.recordReach(ctx, tx, p, now)
-}
-
-// recordReach moves what loads reached of each routed table of the
-// load, per partition, past its rows of the load, in one statement. The
-// batches say how far their rows go (sink.Reach): rows the fence skips
-// were loaded before, and moved it as far.
-func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) error {
-	reach := map[string]map[sink.TopicPartition]sink.Reach{}
-	for _, f := range p.routed {
-		if reach[f.Table] == nil {
-			reach[f.Table] = map[sink.TopicPartition]sink.Reach{}
-		}
-		for tp, r := range f.Reach {
-			reach[f.Table][tp] = reach[f.Table][tp].Merge(r)
-		}
-	}
-	var values []string
-	var args []any
-	micros := func(us int64) any {
-		if us == 0 {
-			return nil
-		}
-		return time.UnixMicro(us).UTC()
-	}
-	for table, parts := range reach {
-		for tp, r := range parts {
-			values = append(values, "(?, ?, ?::INTEGER, ?::BIGINT, ?::TIMESTAMP, ?::TIMESTAMP)")
-			args = append(args, table, tp.Topic, tp.Partition, r.Next, micros(r.FirstTime), micros(r.LastTime))
-		}
-	}
-	if len(values) == 0 {
-		return nil
-	}
-	q := fmt.Sprintf(`MERGE INTO %s AS o USING (VALUES %s) AS n(log_table, topic, "partition", next_offset, first_t, last_t)
-ON o.log_table = n.log_table AND o.topic = n.topic AND o."partition" = n."partition"
-WHEN MATCHED THEN UPDATE SET next_offset = greatest(o.next_offset, n.next_offset),
-	first_source_time = coalesce(least(o.first_source_time, n.first_t), o.first_source_time, n.first_t),
-	last_source_time = coalesce(greatest(o.last_source_time, n.last_t), o.last_source_time, n.last_t), loaded_at = ?
-WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.topic, n."partition", n.next_offset, n.first_t, n.last_t, ?)`,
-		s.tables.reached, strings.Join(values, ", "))
-	if _, err := tx.ExecContext(ctx, q, append(args, now, now)...); err != nil {
-		return fmt.Errorf("record what the load reached in %s: %w", s.tables.reached, err)
-	}
-	return nil
+	return s.insertLanding(ctx, tx, p)
 }
 
 // routedColumns are a changelog table's columns: the source's, the
@@ -462,31 +411,17 @@ func unquotedRouted(main, table string) string {
 	return table
 }
 
-// countRouted counts, per range, the rows of the plan's routed tables
-// in its offsets: the load's own (nothing past the fence is older).
-func (s *Sink) countRouted(ctx context.Context, tx *sql.Tx, p loadPlan, r sink.Range) (int64, error) {
-	var total int64
-	for _, g := range groupRouted(p.routed) {
-		var n int64
-		q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE kpartition = $1 AND ktopic = $2 AND koffset BETWEEN $3 AND $4`, s.routedName(g.table))
-		if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&n); err != nil {
-			return 0, fmt.Errorf("count loaded rows of %s: %w", g.table, err)
-		}
-		total += n
-	}
-	return total, nil
-}
-
 // RoutedRows is the SQL of every routed table's coordinates, one
 // relation (for verify: each row of a record routed anywhere), from the
-// registry: a relation with no rows when nothing is routed yet.
+// registry, and of the rows still landed (see Landing): a row is in one
+// of the two.
 func (s *Sink) RoutedRows(ctx context.Context) (string, error) {
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table FROM %s ORDER BY log_table`, s.tables.routes))
 	if err != nil {
 		return "", fmt.Errorf("list the routed tables of %s: %w", s.tables.routes, err)
 	}
 	defer rows.Close()
-	parts := []string{`SELECT NULL::VARCHAR AS ktopic, NULL::INTEGER AS kpartition, NULL::BIGINT AS koffset, NULL::INTEGER AS kindex WHERE false`}
+	parts := []string{fmt.Sprintf("SELECT %s FROM %s", landedCoordinates, s.tables.landing)}
 	for rows.Next() {
 		var table string
 		if err := rows.Scan(&table); err != nil {

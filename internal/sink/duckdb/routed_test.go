@@ -65,7 +65,26 @@ func TestRoutedTablesCreatedGrownAndFenced(t *testing.T) {
 	if got := loaded.Ranges; len(got) != 1 || got[0].First != 5 || got[0].Last != 9 || got[0].Records != 10 {
 		t.Errorf("ledger ranges of the replay: %+v, want 5..9 with 10 rows", got)
 	}
+	union, err := s.RoutedRows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rows are landed, counted by verify, until they are moved.
 	for q, want := range map[string]int64{
+		`SELECT count(*) FROM cdc_landing`:        20,
+		`SELECT count(*) FROM cdc_db_orders_log`:  0,
+		`SELECT count(*) FROM cdc_routes_reached`: 0,
+		"SELECT count(*) FROM " + union:           20,
+	} {
+		if got := count(t, s, q); got != want {
+			t.Errorf("before the move, %s: %d, want %d", q, got, want)
+		}
+	}
+	if n, err := s.Distribute(ctx); err != nil || n != 20 {
+		t.Fatalf("Distribute moved %d rows, %v; want 20", n, err)
+	}
+	for q, want := range map[string]int64{
+		`SELECT count(*) FROM cdc_landing`:                                    0,
 		`SELECT count(*) FROM cdc_db_orders_log`:                              10,
 		`SELECT count(DISTINCT koffset) FROM cdc_db_orders_log`:               10,
 		`SELECT count(*) FROM cdc_db_users_log`:                               10,
@@ -74,6 +93,11 @@ func TestRoutedTablesCreatedGrownAndFenced(t *testing.T) {
 		`SELECT count(*) FROM cdc_routes`:                                     2,
 		`SELECT sum(records) FROM cdc_ledger`:                                 20,
 		`SELECT count(*) FROM cdc_db_users_log WHERE cdc_source_time IS NULL`: 10,
+		// What each table reached: partition 0 past offset 9, the
+		// orders' source times, none for the users'.
+		`SELECT count(*) FROM cdc_routes_reached WHERE next_offset = 10 AND topic = 't' AND "partition" = 0`:                              2,
+		`SELECT count(*) FROM cdc_routes_reached WHERE log_table = 'cdc_db_orders_log' AND epoch_us(last_source_time) = 1700000000000000`: 1,
+		`SELECT count(*) FROM cdc_routes_reached WHERE log_table = 'cdc_db_users_log' AND last_source_time IS NULL`:                       1,
 	} {
 		if got := count(t, s, q); got != want {
 			t.Errorf("%s: %d, want %d", q, got, want)
@@ -96,10 +120,6 @@ func TestRoutedTablesCreatedGrownAndFenced(t *testing.T) {
 	}
 	if got := s.RoutedColumns("cdc_db_orders_log"); got["note"] != "VARCHAR" || got["price"] != "DECIMAL(10,2)" {
 		t.Errorf("cached columns after the loads: %v", got)
-	}
-	union, err := s.RoutedRows(ctx)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if got := count(t, s, "SELECT count(*) FROM "+union); got != 20 {
 		t.Errorf("rows of every routed table: %d, want 20", got)
@@ -153,8 +173,8 @@ func TestRoutedTypesReadBackAndJoin(t *testing.T) {
 	}
 	got := groupRouted(files)
 	want := []routedGroup{
-		{table: "a", columns: []sink.Column{{Name: "x", Type: schema.Decimal}, {Name: "z", Type: schema.Bool}}, files: []string{"1", "3", "4"}},
-		{table: "b", columns: []sink.Column{{Name: "y", Type: schema.Int32}}, files: []string{"2"}},
+		{table: "a", columns: []sink.Column{{Name: "x", Type: schema.Decimal}, {Name: "z", Type: schema.Bool}}},
+		{table: "b", columns: []sink.Column{{Name: "y", Type: schema.Int32}}},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("groups %+v, want %+v", got, want)

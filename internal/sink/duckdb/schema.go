@@ -80,7 +80,8 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, s.ensureDeclared(ctx, s.opt.DerivedTable, s.opt.Derived))
 		}
 	} else if s.opt.Routed {
-		if err := errors.Join(s.ensure(ctx, s.opt.Table+"_routes", routesColumns), s.ensure(ctx, s.opt.Table+RoutesReached, reachedColumns)); err != nil {
+		if err := errors.Join(s.ensure(ctx, s.opt.Table+"_routes", routesColumns), s.ensure(ctx, s.opt.Table+RoutesReached, reachedColumns),
+			s.ensure(ctx, s.opt.Table+Landing, landingColumns)); err != nil {
 			errs = append(errs, err)
 		} else {
 			errs = append(errs, s.readRouted(ctx))

@@ -1,0 +1,342 @@
+package duckdb
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// Routed rows land first, then are distributed. A load of routed rows
+// (database change capture) inserts every routed table's rows of its
+// batches into one landing table (<table>_landing: the changelog table's
+// name and the row's JSON), in one statement fenced by the ledger as the
+// raw table's rows are: what DuckDB charges per table and statement
+// (about a millisecond, BENCHMARKS "cdc_insert_cost") is not paid per load
+// for every table a load touches. The tables' columns are still created,
+// added and widened by the load that brings them (ensureRouted), so the
+// decoders' checks see the catalog as before.
+//
+// Distribute moves the landed rows into their changelog tables, typed,
+// one statement per table, and deletes them from the landing table in the
+// same transaction, with what each table reached (<table>_routes_reached,
+// which mergers and done marks read) computed from the rows moved: a
+// changelog table, and its reach, holds rows once, whole, or not yet.
+// Verify counts the ledger against the rows of both tables.
+
+// Landing ends the name of the landing table of routed rows, after
+// sink.table.
+const Landing = "_landing"
+
+// landingColumns are the landing table's columns.
+var landingColumns = []Column{{"log_table", "VARCHAR"}, {"row", "VARCHAR"}}
+
+// DefaultDistributeEvery is Options.DistributeEvery's default. Each
+// distribution pays DuckDB's cost of an insert once per table it moves
+// rows into, about 2 ms a table whatever its rows (BENCHMARKS
+// "cdc_landing"): over a thousand tables, 2 s a distribution.
+const DefaultDistributeEvery = 30 * time.Second
+
+// landingBuffers hold a batch's landing lines while Stage writes them.
+var landingBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// appendLandingRows appends the batch's routed rows as landing lines:
+// the table's name, envelope.FieldSeparator, the row's JSON. JSON has no
+// control character outside a string's escapes, and the routed names none.
+func appendLandingRows(dst []byte, routed []sink.TableRows) ([]byte, error) {
+	for _, t := range routed {
+		if strings.ContainsFunc(t.Table, func(r rune) bool { return r < ' ' }) {
+			return dst, fmt.Errorf("BUG: routed table name %q has a control character", t.Table)
+		}
+		for rows := t.Rows; len(rows) > 0; {
+			line, rest, _ := bytes.Cut(rows, []byte{'\n'})
+			rows = rest
+			if len(line) == 0 {
+				continue
+			}
+			if bytes.IndexByte(line, envelope.FieldSeparator) >= 0 {
+				return dst, fmt.Errorf("BUG: a row of %s holds a raw control character (0x1f)", t.Table)
+			}
+			dst = append(dst, t.Table...)
+			dst = append(dst, envelope.FieldSeparator)
+			dst = append(append(dst, line...), '\n')
+		}
+	}
+	return dst, nil
+}
+
+// readLanding is the table function reading staged landing lines.
+func readLanding(files []string, maxLine int) string {
+	limit := max(2<<20, 2*maxLine+1024)
+	return fmt.Sprintf(`read_csv(%s, columns = {log_table: 'VARCHAR', "row": 'VARCHAR'}, `+
+		`delim = %s, quote = '', escape = '', header = false, auto_detect = false, new_line = '\n', max_line_size = %d, buffer_size = %d)`,
+		fileList(files), sqltext.String(string(rune(envelope.FieldSeparator))), limit, max(32<<20, 2*limit))
+}
+
+// landedCoordinates is the SQL of a landed row's coordinates, named as
+// the changelog tables' columns, for the fence and for verify.
+var landedCoordinates = fmt.Sprintf(`"row"->>'%[1]s' AS %[1]s, ("row"->>'%[2]s')::INTEGER AS %[2]s, ("row"->>'%[3]s')::BIGINT AS %[3]s, ("row"->>'%[4]s')::INTEGER AS %[4]s`,
+	schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, schema.IndexColumn)
+
+// insertLanding inserts the plan's routed rows into the landing table, in
+// one statement whatever the count of tables.
+func (s *Sink) insertLanding(ctx context.Context, tx *sql.Tx, p loadPlan) error {
+	var files []string
+	for _, f := range p.routed {
+		if !slices.Contains(files, f.Path) {
+			files = append(files, f.Path)
+		}
+	}
+	src := readLanding(files, p.maxLine)
+	if p.rawFilter != "" {
+		src = fmt.Sprintf(`(SELECT log_table, "row" FROM (SELECT *, %s FROM %s) WHERE %s)`, landedCoordinates, src, p.rawFilter)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s SELECT log_table, "row" FROM %s`, s.tables.landing, src)); err != nil {
+		return fmt.Errorf("insert routed rows into %s: %w", s.tables.landing, err)
+	}
+	if s.landedSince.IsZero() {
+		s.landedSince = time.Now()
+	}
+	return nil
+}
+
+// Distribute moves the landed routed rows into their changelog tables,
+// waiting for a load in progress. A table whose rows cannot be moved
+// (its insert fails: a constraint an operator added, a column dropped)
+// keeps them landed, counted by verify, and is reported in the error,
+// while the other tables' rows move: one table never holds back the
+// others. It returns the rows moved.
+func (s *Sink) Distribute(ctx context.Context) (int64, error) {
+	if !s.opt.Routed {
+		return 0, nil
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	return s.distribute(ctx)
+}
+
+// Finish implements sink.Finisher: a stopped pipeline leaves its rows in
+// their changelog tables.
+func (s *Sink) Finish(ctx context.Context) error {
+	n, err := s.Distribute(ctx)
+	if n > 0 {
+		s.log.Info("moved the landed changes into their changelog tables", "rows", n)
+	}
+	return err
+}
+
+// distributeIfDue distributes after a load once the oldest rows landed
+// since the last distribution have waited Options.DistributeEvery. The
+// load has committed: a failure is logged, and the rows stay landed for
+// the next distribution. Called with loadMu held.
+func (s *Sink) distributeIfDue(ctx context.Context) {
+	if s.landedSince.IsZero() || time.Since(s.landedSince) < s.opt.DistributeEvery {
+		return
+	}
+	if _, err := s.distribute(ctx); err != nil {
+		s.log.Error("changes could not be moved from the landing table into their changelog tables; they stay landed and are moved again later", "err", err)
+	}
+}
+
+// distribute is Distribute with loadMu held. Tables that failed before
+// are moved each in a transaction of its own, after the others.
+func (s *Sink) distribute(ctx context.Context) (int64, error) {
+	start := time.Now()
+	failed := maps.Clone(s.landingFailed)
+	if failed == nil {
+		failed = map[string]error{}
+	}
+	moved, err := s.distributeTables(ctx, nil, failed)
+	if err != nil {
+		return moved, err
+	}
+	if moved > 0 {
+		s.log.Info("moved landed changes into their changelog tables", "rows", moved, "seconds", time.Since(start).Round(time.Millisecond).Seconds())
+	}
+	s.landedSince = time.Time{}
+	for table := range s.landingFailed {
+		if _, ok := failed[table]; ok {
+			n, err := s.distributeTables(ctx, []string{table}, nil)
+			moved += n
+			if err == nil {
+				delete(failed, table)
+			}
+		}
+	}
+	for table, err := range failed {
+		if _, was := s.landingFailed[table]; !was {
+			s.log.Error("a changelog table's changes cannot be moved there; they stay in the landing table, the other tables go on", "table", table, "err", err)
+		}
+	}
+	s.landingFailed = failed
+	if len(failed) == 0 {
+		return moved, nil
+	}
+	errs := make([]error, 0, len(failed))
+	for _, table := range slices.Sorted(maps.Keys(failed)) {
+		errs = append(errs, fmt.Errorf("changelog table %s: %w", table, failed[table]))
+	}
+	return moved, errors.Join(errs...)
+}
+
+// distributeTables moves the landed rows of only (nil: of every table
+// but those in skip) in one transaction. A table whose insert fails is
+// added to skip and the transaction run again without it (DuckDB aborts
+// a transaction at its first error); with only, the error is returned.
+func (s *Sink) distributeTables(ctx context.Context, only []string, skip map[string]error) (int64, error) {
+	for {
+		moved, table, err := s.distributeOnce(ctx, only, skip)
+		if err == nil || table == "" || only != nil {
+			return moved, err
+		}
+		skip[table] = err
+	}
+}
+
+// distributeOnce runs one distribution transaction; on a table's failed
+// insert it returns the table. The rows to move are copied once, sorted
+// by table (tl_moving, numbered by table: a table's rows are contiguous,
+// so that each table's insert reads its own rows, not the whole landing
+// table, whatever the count of tables).
+func (s *Sink) distributeOnce(ctx context.Context, only []string, skip map[string]error) (moved int64, failed string, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, "", fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	tables, err := s.landedTables(ctx, tx, only, skip)
+	if err != nil || len(tables) == 0 {
+		return 0, "", err
+	}
+	in := make([]string, len(tables))
+	for i, t := range tables {
+		in[i] = sqltext.String(t)
+	}
+	which := fmt.Sprintf("log_table IN (%s)", strings.Join(in, ", "))
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`CREATE TEMP TABLE tl_moving AS
+SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s WHERE %s ORDER BY tid`, s.tables.landing, which)); err != nil {
+		return 0, "", fmt.Errorf("read the landed rows of %s: %w", s.tables.landing, err)
+	}
+	for i, table := range slices.Sorted(slices.Values(tables)) {
+		r, err := tx.ExecContext(ctx, s.distributeSQL(table), i+1, table)
+		if err != nil {
+			return 0, table, fmt.Errorf("move its landed rows: %w", err)
+		}
+		if n, err := r.RowsAffected(); err == nil {
+			moved += n
+		}
+	}
+	if err := s.recordReach(ctx, tx); err != nil {
+		return 0, "", err
+	}
+	for _, q := range []string{fmt.Sprintf("DELETE FROM %s WHERE %s", s.tables.landing, which), "DROP TABLE tl_moving"} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return 0, "", fmt.Errorf("delete the moved rows from %s: %w", s.tables.landing, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, "", fmt.Errorf("commit the move of landed rows: %w", err)
+	}
+	return moved, "", nil
+}
+
+// landedTables lists the tables with landed rows: only's, or all but
+// skip's.
+func (s *Sink) landedTables(ctx context.Context, tx *sql.Tx, only []string, skip map[string]error) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT log_table FROM %s ORDER BY log_table", s.tables.landing))
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of %s: %w", s.tables.landing, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("list the tables of %s: %w", s.tables.landing, err)
+		}
+		_, skipped := skip[t]
+		if only != nil && slices.Contains(only, t) || only == nil && !skipped {
+			out = append(out, t)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the tables of %s: %w", s.tables.landing, err)
+	}
+	return out, nil
+}
+
+// distributeSQL is the insert of table's rows of tl_moving (its number
+// and its name are the statement's parameters), typed as the changelog table's columns are. A
+// row is read as read_ndjson reads a staged file with those columns: a
+// column a row leaves out is null; a value its column's type does not
+// take fails the statement, as does a key the table has no column for
+// (json_transform says neither: it gives null; the row's count of keys,
+// every one non-null, must be its count of non-null columns).
+func (s *Sink) distributeSQL(table string) string {
+	s.routedMu.RLock()
+	have := s.routed[table]
+	s.routedMu.RUnlock()
+	names := slices.Sorted(maps.Keys(have))
+	structure := make(map[string]string, len(names))
+	sel := make([]string, len(names))
+	present := make([]string, len(names))
+	for i, name := range names {
+		c := readColumn{Name: name, Type: have[name]}
+		if l, ok := logicalOf(c.Type); ok {
+			c.Logical = l.Type
+		}
+		read, expr := c.read("r." + sqltext.Ident(name))
+		structure[name] = read
+		sel[i] = expr + " AS " + sqltext.Ident(name)
+		present[i] = "(r." + sqltext.Ident(name) + " IS NOT NULL)::INTEGER"
+	}
+	shape, _ := json.Marshal(structure) // a map of strings: never fails
+	return fmt.Sprintf(`INSERT INTO %s BY NAME SELECT %s FROM (SELECT json_transform("row", %s) AS r, "row" FROM tl_moving WHERE tid = $1)
+WHERE CASE WHEN len(json_keys("row")) = %s THEN true ELSE error('a landed row of ' || $2 || ' holds a value its column''s type does not take, or a column the table lacks: ' || left("row", 500)) END`,
+		s.routedName(table), strings.Join(sel, ", "), sqltext.String(string(shape)), strings.Join(present, " + "))
+}
+
+// recordReach moves what each moved table reached, per partition, past
+// its moved rows (tl_moving), in one statement.
+func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx) error {
+	q := fmt.Sprintf(`MERGE INTO %[1]s AS o USING (
+	SELECT log_table, c[1] AS topic, c[2]::INTEGER AS "partition", max(c[3]::BIGINT) + 1 AS next_offset,
+		make_timestamp(min(c[4]::BIGINT)) AS first_t, make_timestamp(max(c[4]::BIGINT)) AS last_t
+	FROM (SELECT log_table, json_extract_string("row", ['$.%[2]s', '$.%[3]s', '$.%[4]s', '$.%[5]s']) AS c FROM tl_moving)
+	GROUP BY ALL) AS n
+ON o.log_table = n.log_table AND o.topic = n.topic AND o."partition" = n."partition"
+WHEN MATCHED THEN UPDATE SET next_offset = greatest(o.next_offset, n.next_offset),
+	first_source_time = coalesce(least(o.first_source_time, n.first_t), o.first_source_time, n.first_t),
+	last_source_time = coalesce(greatest(o.last_source_time, n.last_t), o.last_source_time, n.last_t), loaded_at = $1
+WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.topic, n."partition", n.next_offset, n.first_t, n.last_t, $1)`,
+		s.tables.reached, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, cdc.SourceTimeColumn)
+	if _, err := tx.ExecContext(ctx, q, time.Now().UTC()); err != nil {
+		return fmt.Errorf("record what the moved rows reached in %s: %w", s.tables.reached, err)
+	}
+	return nil
+}
+
+// countLanded counts the landed rows in range r: the load's own (nothing
+// past the fence is older, and no distribution runs during a load).
+func (s *Sink) countLanded(ctx context.Context, tx *sql.Tx, r sink.Range) (int64, error) {
+	var n int64
+	q := fmt.Sprintf(`SELECT count(*) FROM (SELECT %s FROM %s) WHERE kpartition = $1 AND ktopic = $2 AND koffset BETWEEN $3 AND $4`,
+		landedCoordinates, s.tables.landing)
+	if err := tx.QueryRowContext(ctx, q, r.Partition, r.Topic, r.First, r.Last).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count loaded rows of %s: %w", s.tables.landing, err)
+	}
+	return n, nil
+}

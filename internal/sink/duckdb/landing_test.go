@@ -1,0 +1,154 @@
+package duckdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// wantCounts checks each query's count.
+func wantCounts(t *testing.T, s *Sink, when string, want map[string]int64) {
+	t.Helper()
+	for q, n := range want {
+		if got := count(t, s, q); got != n {
+			t.Errorf("%s, %s: %d, want %d", when, q, got, n)
+		}
+	}
+}
+
+// routedRowCount counts the rows verify counts: every changelog table's
+// and the landed ones.
+func routedRowCount(t *testing.T, s *Sink) int64 {
+	t.Helper()
+	union, err := s.RoutedRows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return count(t, s, "SELECT count(*) FROM "+union)
+}
+
+// Landed rows are durable: a process that stops (or dies) before moving
+// them leaves them landed, counted by verify, and the next process moves
+// them, once.
+func TestLandedRowsMoveAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := routedSink(t, dir)
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 9, 5))); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // no Finish: as a process killed after the load
+	s = routedSink(t, dir)
+	wantCounts(t, s, "after the restart", map[string]int64{`SELECT count(*) FROM cdc_landing`: 20, `SELECT count(*) FROM cdc_db_orders_log`: 0})
+	if got := routedRowCount(t, s); got != 20 {
+		t.Errorf("verify counts %d rows, want 20", got)
+	}
+	if n, err := s.Distribute(ctx); err != nil || n != 20 {
+		t.Fatalf("Distribute: %d, %v; want 20 rows", n, err)
+	}
+	if n, err := s.Distribute(ctx); err != nil || n != 0 {
+		t.Fatalf("Distribute again: %d, %v; want nothing to move", n, err)
+	}
+	wantCounts(t, s, "after the move", map[string]int64{`SELECT count(*) FROM cdc_landing`: 0, `SELECT count(*) FROM cdc_db_orders_log`: 10,
+		`SELECT count(note) FROM cdc_db_orders_log`: 5, `SELECT count(*) FROM cdc_db_users_log`: 10})
+	if got := routedRowCount(t, s); got != 20 {
+		t.Errorf("verify counts %d rows, want 20", got)
+	}
+}
+
+// A load moves the landed rows once the oldest has waited
+// DistributeEvery, and not before.
+func TestLoadsMoveLandedRowsWhenDue(t *testing.T) {
+	ctx := context.Background()
+	opt := testOptions(t.TempDir())
+	opt.Table, opt.Routed = "cdc", true
+	opt.DistributeEvery = time.Hour
+	s := openWith(t, opt)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, s, "an hour not passed", map[string]int64{`SELECT count(*) FROM cdc_landing`: 10})
+	s.opt.DistributeEvery = time.Nanosecond
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(5, 9, 100))); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, s, "the wait passed", map[string]int64{`SELECT count(*) FROM cdc_landing`: 0, `SELECT count(*) FROM cdc_db_users_log`: 10})
+}
+
+// A table whose rows cannot move (its changelog table lost a column the
+// rows hold) keeps them landed and is named in the error, while the
+// other tables' rows move; they move once the table is mended.
+func TestLandedRowsOfABrokenTableWaitAlone(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir())
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(5, 9, 7))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`ALTER TABLE cdc_db_orders_log DROP COLUMN note`); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		n, err := s.Distribute(ctx)
+		if err == nil || !strings.Contains(err.Error(), "changelog table cdc_db_orders_log") {
+			t.Fatalf("round %d: Distribute's error %v, want one naming cdc_db_orders_log", round, err)
+		}
+		if want := []int64{5, 0}[round]; n != want {
+			t.Errorf("round %d: %d rows moved, want the users' %d", round, n, want)
+		}
+		wantCounts(t, s, fmt.Sprint("round ", round), map[string]int64{
+			`SELECT count(*) FROM cdc_landing WHERE log_table = 'cdc_db_orders_log'`: 5,
+			`SELECT count(*) FROM cdc_landing WHERE log_table = 'cdc_db_users_log'`:  0,
+			`SELECT count(*) FROM cdc_db_users_log`:                                  10,
+			`SELECT count(*) FROM cdc_db_orders_log`:                                 5,
+			// What the orders reached is what moved: offsets 0..4.
+			`SELECT count(*) FROM cdc_routes_reached WHERE log_table = 'cdc_db_orders_log' AND next_offset = 5`: 1,
+		})
+		if got := routedRowCount(t, s); got != 20 {
+			t.Errorf("round %d: verify counts %d rows, want 20", round, got)
+		}
+	}
+	if _, err := s.DB().Exec(`ALTER TABLE cdc_db_orders_log ADD COLUMN note VARCHAR`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Distribute(ctx); err != nil || n != 5 {
+		t.Fatalf("Distribute after the mend: %d, %v; want the orders' 5", n, err)
+	}
+	wantCounts(t, s, "mended", map[string]int64{`SELECT count(*) FROM cdc_landing`: 0, `SELECT count(note) FROM cdc_db_orders_log`: 3,
+		`SELECT count(*) FROM cdc_routes_reached WHERE next_offset = 10`: 2})
+}
+
+// A landed value its column's type does not take stops its table's move
+// with the reason, as a staged file's did its load, instead of becoming
+// a null.
+func TestLandedValueItsTypeDoesNotTakeIsNoNull(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir())
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: 0, Last: 1, Records: 2}}}
+	items := b.RoutedTo("cdc_db_items_log", sink.SourceTable{Database: "db", Name: "items"})
+	items.AddColumn(sink.Column{Name: "qty", Type: schema.Int64})
+	for o, qty := range []string{"3", `"three"`} {
+		items.Rows = fmt.Appendf(items.Rows, `{"qty":%s,"cdc_op":"c","ktopic":"t","kpartition":0,"koffset":%d,"kindex":0}`+"\n", qty, o)
+	}
+	if _, err := s.Load(ctx, stage(t, s, b)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Distribute(ctx)
+	if err == nil || !strings.Contains(err.Error(), `holds a value its column's type does not take`) || !strings.Contains(err.Error(), `"three"`) {
+		t.Fatalf("Distribute: %v; want the row's value named", err)
+	}
+	wantCounts(t, s, "refused", map[string]int64{`SELECT count(*) FROM cdc_landing`: 2, `SELECT count(*) FROM cdc_db_items_log`: 0})
+}
