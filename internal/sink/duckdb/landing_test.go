@@ -152,3 +152,20 @@ func TestLandedValueItsTypeDoesNotTakeIsNoNull(t *testing.T) {
 	}
 	wantCounts(t, s, "refused", map[string]int64{`SELECT count(*) FROM cdc_landing`: 2, `SELECT count(*) FROM cdc_db_items_log`: 0})
 }
+
+// The landing table's rows are stored uncompressed: they leave at the next
+// move, and compressing them at a checkpoint would be work thrown away.
+func TestLandedRowsAreNotCompressed(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir())
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 999, 100))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec("CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, s, "checkpointed", map[string]int64{
+		`SELECT (count(*) > 0)::INTEGER FROM pragma_storage_info('cdc_landing') WHERE segment_type = 'VARCHAR'`:                    1,
+		`SELECT count(*) FROM pragma_storage_info('cdc_landing') WHERE segment_type = 'VARCHAR' AND compression <> 'Uncompressed'`: 0,
+	})
+}

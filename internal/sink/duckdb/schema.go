@@ -106,7 +106,9 @@ func (s *Sink) ensure(ctx context.Context, table string, want []Column) error {
 		defs := make([]string, len(want))
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
-			if s.opt.UncompressedJSON && c.Type == "JSON" {
+			// The landing table's rows stay until the next move: DuckDB
+			// compressing them at a checkpoint would be work thrown away.
+			if s.opt.UncompressedJSON && c.Type == "JSON" || table == s.opt.Table+Landing {
 				defs[i] += " USING COMPRESSION uncompressed"
 			}
 		}
