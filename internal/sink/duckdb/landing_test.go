@@ -169,3 +169,25 @@ func TestLandedRowsAreNotCompressed(t *testing.T) {
 		`SELECT count(*) FROM pragma_storage_info('cdc_landing') WHERE segment_type = 'VARCHAR' AND compression <> 'Uncompressed'`: 0,
 	})
 }
+
+// Routed rows staged with zstd land and move as uncompressed ones do.
+func TestLandedRowsStagedWithZstd(t *testing.T) {
+	ctx := context.Background()
+	opt := testOptions(t.TempDir())
+	opt.Table, opt.Routed, opt.Zstd = "cdc", true, true
+	s := openWith(t, opt)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	files := stage(t, s, routedBatch(0, 99, 50))
+	if p := files[0].Routed[0].Path; !strings.HasSuffix(p, ".routed.zst") {
+		t.Fatalf("staged %s, want a .routed.zst file", p)
+	}
+	if _, err := s.Load(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Distribute(ctx); err != nil || n != 200 {
+		t.Fatalf("Distribute: %d, %v; want 200 rows", n, err)
+	}
+	wantCounts(t, s, "moved", map[string]int64{`SELECT count(note) FROM cdc_db_orders_log`: 50, `SELECT count(*) FROM cdc_db_users_log`: 100})
+}
