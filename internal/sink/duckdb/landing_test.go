@@ -65,13 +65,7 @@ func TestLandedRowsMoveAfterARestart(t *testing.T) {
 // DistributeEvery, and not before.
 func TestLoadsMoveLandedRowsWhenDue(t *testing.T) {
 	ctx := context.Background()
-	opt := testOptions(t.TempDir())
-	opt.Table, opt.Routed = "cdc", true
-	opt.DistributeEvery = time.Hour
-	s := openWith(t, opt)
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := routedSink(t, t.TempDir(), func(o *Options) { o.DistributeEvery = time.Hour })
 	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
 		t.Fatal(err)
 	}
@@ -173,12 +167,7 @@ func TestLandedRowsAreNotCompressed(t *testing.T) {
 // Routed rows staged with zstd land and move as uncompressed ones do.
 func TestLandedRowsStagedWithZstd(t *testing.T) {
 	ctx := context.Background()
-	opt := testOptions(t.TempDir())
-	opt.Table, opt.Routed, opt.Zstd = "cdc", true, true
-	s := openWith(t, opt)
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := routedSink(t, t.TempDir(), func(o *Options) { o.Zstd = true })
 	files := stage(t, s, routedBatch(0, 99, 50))
 	if p := files[0].Routed[0].Path; !strings.HasSuffix(p, ".routed.zst") {
 		t.Fatalf("staged %s, want a .routed.zst file", p)

@@ -31,10 +31,15 @@ func routedBatch(first, last, withNote int64) *sink.Batch {
 	return b
 }
 
-func routedSink(t *testing.T, dir string) *Sink {
+// routedSink is a prepared sink of routed tables in dir, its options
+// changed by each of with.
+func routedSink(t *testing.T, dir string, with ...func(*Options)) *Sink {
 	t.Helper()
 	opt := testOptions(dir)
 	opt.Table, opt.Routed = "cdc", true
+	for _, f := range with {
+		f(&opt)
+	}
 	s := openWith(t, opt)
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
