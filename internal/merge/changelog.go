@@ -118,7 +118,9 @@ func (c *ChangelogMerger) Models(ctx context.Context) ([]config.Model, error) {
 // which each move keeps in its transaction), found in one query whatever
 // the count of tables, so that a round over a thousand tables of which
 // ten changed merges ten. A table whose changes cannot move holds back
-// its own model alone: the others merge what moved.
+// its own model alone: the others merge what moved. Its model is listed
+// too, and its Merge fails with the reason, so that a round reports it
+// (status page, metrics, `tracelake merge`'s exit code).
 func (c *ChangelogMerger) Pending(ctx context.Context) ([]config.Model, error) {
 	if _, err := c.snk.Distribute(ctx); err != nil {
 		c.mg.log.Error("changes could not be moved from the landing table into their changelog tables; their models merge what moved before", "err", err)
@@ -163,9 +165,10 @@ WHERE r.next_offset > coalesce(w.next_offset, 0)`, strings.Join(names, ", "), c.
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("find the changelog tables with new rows: %w", err)
 	}
-	out := all[:0]
+	unmoved := c.snk.Unmoved()
+	var out []config.Model
 	for _, m := range all {
-		if pending[m.Name] {
+		if _, stuck := unmoved[strings.TrimPrefix(m.Source, c.schema)]; pending[m.Name] || stuck {
 			out = append(out, m)
 		}
 	}
@@ -194,6 +197,11 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 		tombstones: sqltext.Name(m.Target + cdc.TombstonesSuffix), name: sqltext.String(m.Name)}
 	err := c.mg.inTx(ctx, func(tx *sql.Tx) error { return c.step(ctx, tx, p, &res) })
 	res.Took = time.Since(start)
+	if stuck := c.snk.Unmoved()[strings.TrimPrefix(m.Source, c.schema)]; err == nil && stuck != nil {
+		// Merged up to what moved; the rest waits in the landing table,
+		// and the model is reported failed until it moves.
+		err = fmt.Errorf("changes of changelog table %s cannot move there from the landing table, so its model is merged only up to the changes before them: %w", m.Source, stuck)
+	}
 	return res, err
 }
 

@@ -35,11 +35,15 @@ type changeLoader struct {
 	at time.Time
 }
 
-func newChangeLoader(t testing.TB) *changeLoader {
+func newChangeLoader(t testing.TB, with ...func(*duckdb.Options)) *changeLoader {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := duckdb.Open(duckdb.Options{Path: filepath.Join(dir, "c.duckdb"), StageDir: filepath.Join(dir, "stage"),
-		Table: "cdc", Routed: true, Log: slog.New(slog.DiscardHandler)})
+	opt := duckdb.Options{Path: filepath.Join(dir, "c.duckdb"), StageDir: filepath.Join(dir, "stage"),
+		Table: "cdc", Routed: true, Log: slog.New(slog.DiscardHandler)}
+	for _, f := range with {
+		f(&opt)
+	}
+	s, err := duckdb.Open(opt)
 	if err != nil {
 		t.Fatal(err)
 	}

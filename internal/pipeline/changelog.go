@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -63,6 +64,23 @@ var reserved = func() map[string]bool {
 	}
 	return m
 }()
+
+var jsonNull = []byte("null")
+
+// appendOneLine appends the JSON value v with its line breaks as spaces:
+// outside a string's escapes, where JSON has no raw control character,
+// they are whitespace between tokens (a message's object passed through
+// as it was written), and a row is one line.
+func appendOneLine(dst, v []byte) []byte {
+	for {
+		i := bytes.IndexByte(v, '\n')
+		if i < 0 {
+			return append(dst, v...)
+		}
+		dst = append(append(dst, v[:i]...), ' ')
+		v = v[i+1:]
+	}
+}
 
 // AppendRows implements RowDecoder.
 func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
@@ -270,11 +288,11 @@ func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, r *kgo.Re
 			continue
 		}
 		t.AddColumn(sinkColumn(col))
-		if col.Value == nil {
-			continue // read as null
+		if col.Value == nil || bytes.Equal(col.Value, jsonNull) {
+			continue // read as null; a JSON column's JSON null is SQL's
 		}
 		dst = envelope.AppendString(dst, col.Name)
-		dst = append(append(dst, ':'), col.Value...)
+		dst = appendOneLine(append(dst, ':'), col.Value)
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"`+cdc.OpColumn+`":"`...)

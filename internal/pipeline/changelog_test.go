@@ -436,3 +436,42 @@ func TestCDCWideningUnderAKeyConstraintIsDeadLettered(t *testing.T) {
 	wantQuery(t, s.DB(), `SELECT id, qty FROM cdc_shop_parts ORDER BY id`, "1|3", "3|5")
 	wantQuery(t, s.DB(), `SELECT "offset", error LIKE '%there are cdc_shop_parts(PRIMARY KEY)%' FROM cdc_dlq ORDER BY "offset"`, "1|true")
 }
+
+// A JSON column holding JSON null (Canal writes "null", Debezium's
+// io.debezium.data.Json "null") is NULL in the changelog table, and its
+// table's changes move: the move's check that every key of a row gave a
+// value must not take the null for a value its type does not take.
+func TestCDCJSONNullIsNull(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	produceChanges(t, cl,
+		canalColumn("docs", "doc", "json", "1", `{\"a\":1}`),
+		canalColumn("docs", "doc", "json", "2", `null`),
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)  // ends with the sink's Finish: a distribution
+	mergeModels(t, cfg, s) // another
+	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_landing`, "0")
+	wantQuery(t, s.DB(), `SELECT id, coalesce(doc::VARCHAR, 'NULL') FROM cdc_shop_docs_log ORDER BY id`, `1|{"a":1}`, "2|NULL")
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`)
+}
+
+// A change whose value holds line breaks between JSON tokens (valid
+// JSON; Maxwell's object here, passed through as the message has it)
+// loads, and so does the change after it: a raw line break would end the
+// staged row's line, and the load fail at every retry, stalling every
+// table of the partition.
+func TestCDCLineBreaksBetweenJSONTokens(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatMaxwell)
+	cl := producer(t, c)
+	mx := func(table, data string) string {
+		return `{"database":"shop","table":"` + table + `","type":"insert","ts":1700000000,"position":"master.000001:100","data":` + data + `}`
+	}
+	produceChanges(t, cl, mx("docs", "{\"id\":1,\"doc\":{\r\n\"a\":\n1}}"), mx("ok", `{"id":2}`))
+	s := openRouted(t, cfg)
+	runIdleWithin(t, cfg, s, nil, 10*time.Second)
+	wantQuery(t, s.DB(), `SELECT id, doc->>'a' FROM cdc_shop_docs_log`, "1|1")
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_shop_ok_log`, "2")
+}

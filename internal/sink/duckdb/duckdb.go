@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
@@ -108,8 +109,16 @@ type Sink struct {
 	// landedSince is when the oldest rows landed since the last
 	// distribution landed (zero: none); landingFailed are the tables
 	// whose rows could not be moved, with the reason. Guarded by loadMu.
-	landedSince   time.Time
-	landingFailed map[string]error
+	landedSince time.Time
+	// moveTimer, while set, moves the landed rows when they are due if
+	// no load does first (distributeIfDue); closed stops it for good.
+	// Guarded by loadMu.
+	moveTimer     *time.Timer
+	closed        bool
+	landingFailed map[string]landingFailure
+	// unmoved is landingFailed's tables and errors as of the last move,
+	// for mergers (Unmoved), which do not wait for the loads.
+	unmoved atomic.Pointer[map[string]error]
 	// readAheadDone, when set (by tests), is called after a load waiting
 	// for the lock read its files ahead.
 	readAheadDone func()
@@ -223,6 +232,7 @@ func newSink(opt Options, db *sql.DB, loading *Loading) (*Sink, error) {
 		s.opt.DistributeEvery = cmp.Or(s.opt.DistributeEvery, DefaultDistributeEvery)
 		s.routed, s.routedAdded = map[string]map[string]string{}, map[string]map[string]string{}
 		s.routedSources, s.routedCreated = map[string]sink.SourceTable{}, map[string]sink.SourceTable{}
+		s.landingFailed = map[string]landingFailure{}
 	}
 	if (opt.Derived != nil) != (opt.Typed != nil && opt.DerivedTable != "") {
 		return nil, errors.New("BUG: a derived table needs a typed table and a name")
@@ -245,7 +255,15 @@ func (s *Sink) DB() *sql.DB { return s.db }
 func (s *Sink) Loading() *Loading { return s.loading }
 
 // Close closes the database, unless the sink was opened Beside another.
+// A load or move in progress ends first; landed rows stay for the next
+// process to move.
 func (s *Sink) Close() error {
+	s.loadMu.Lock()
+	s.closed = true
+	if s.moveTimer != nil {
+		s.moveTimer.Stop()
+	}
+	s.loadMu.Unlock()
 	if !s.ownsDB {
 		return nil
 	}
@@ -294,7 +312,7 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 		if *buf, err = appendLandingRows((*buf)[:0], b.Routed); err != nil {
 			return sink.File{}, err
 		}
-		path, err := write(".routed", *buf)
+		path, err := write(landingExt, *buf)
 		if err != nil {
 			return sink.File{}, err
 		}
@@ -361,7 +379,7 @@ func (s *Sink) CleanStage() error {
 	}
 	removed := 0
 	for _, e := range entries {
-		if name := strings.TrimSuffix(e.Name(), ".zst"); strings.HasSuffix(name, ".ndjson") || strings.HasSuffix(name, rawRowsExt) {
+		if name := strings.TrimSuffix(e.Name(), ".zst"); strings.HasSuffix(name, ".ndjson") || strings.HasSuffix(name, rawRowsExt) || strings.HasSuffix(name, landingExt) {
 			if err := os.Remove(filepath.Join(s.opt.StageDir, e.Name())); err != nil {
 				return fmt.Errorf("remove stale staged file: %w", err)
 			}

@@ -50,12 +50,17 @@ var landingColumns = []Column{{"log_table", "VARCHAR"}, {"row", "VARCHAR"}}
 // "cdc_landing"): over a thousand tables, 2 s a distribution.
 const DefaultDistributeEvery = 30 * time.Second
 
+// landingExt names a batch's staged landing lines.
+const landingExt = ".routed"
+
 // landingBuffers hold a batch's landing lines while Stage writes them.
 var landingBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // appendLandingRows appends the batch's routed rows as landing lines:
-// the table's name, envelope.FieldSeparator, the row's JSON. JSON has no
-// control character outside a string's escapes, and the routed names none.
+// the table's name, envelope.FieldSeparator, the row's JSON with its
+// carriage returns as spaces (DuckDB's CSV reader ends a line there; in
+// JSON they are whitespace between tokens). JSON has no other control
+// character outside a string's escapes, and the routed names none.
 func appendLandingRows(dst []byte, routed []sink.TableRows) ([]byte, error) {
 	for _, t := range routed {
 		if strings.ContainsFunc(t.Table, func(r rune) bool { return r < ' ' }) {
@@ -72,7 +77,12 @@ func appendLandingRows(dst []byte, routed []sink.TableRows) ([]byte, error) {
 			}
 			dst = append(dst, t.Table...)
 			dst = append(dst, envelope.FieldSeparator)
+			start := len(dst)
 			dst = append(append(dst, line...), '\n')
+			for i := bytes.IndexByte(dst[start:], '\r'); i >= 0; i = bytes.IndexByte(dst[start:], '\r') {
+				dst[start+i] = ' '
+				start += i + 1
+			}
 		}
 	}
 	return dst, nil
@@ -128,6 +138,15 @@ func (s *Sink) Distribute(ctx context.Context) (int64, error) {
 	return s.distribute(ctx)
 }
 
+// Unmoved are the changelog tables whose landed changes could not move
+// into them at the last try, with the reason (see Distribute).
+func (s *Sink) Unmoved() map[string]error {
+	if p := s.unmoved.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // Finish implements sink.Finisher: a stopped pipeline leaves its rows in
 // their changelog tables.
 func (s *Sink) Finish(ctx context.Context) error {
@@ -138,12 +157,19 @@ func (s *Sink) Finish(ctx context.Context) error {
 	return err
 }
 
-// distributeIfDue distributes after a load once the oldest rows landed
-// since the last distribution have waited Options.DistributeEvery. The
-// load has committed: a failure is logged, and the rows stay landed for
-// the next distribution. Called with loadMu held.
+// distributeIfDue distributes once the oldest rows landed since the last
+// distribution have waited Options.DistributeEvery, and otherwise makes
+// sure a move comes then, even if no load does (a quiet source). It runs
+// after each load, which has committed: a failure is logged, and the rows
+// stay landed for the next distribution. Called with loadMu held.
 func (s *Sink) distributeIfDue(ctx context.Context) {
-	if s.landedSince.IsZero() || time.Since(s.landedSince) < s.opt.DistributeEvery {
+	if s.landedSince.IsZero() || s.closed {
+		return
+	}
+	if wait := s.opt.DistributeEvery - time.Since(s.landedSince); wait > 0 {
+		if s.moveTimer == nil {
+			s.moveTimer = time.AfterFunc(wait, s.moveWhenDue)
+		}
 		return
 	}
 	if _, err := s.distribute(ctx); err != nil {
@@ -151,87 +177,145 @@ func (s *Sink) distributeIfDue(ctx context.Context) {
 	}
 }
 
-// distribute is Distribute with loadMu held. Tables that failed before
-// are moved each in a transaction of its own, after the others.
+// moveWhenDue is the move a quiet source's landed rows wait for (see
+// distributeIfDue).
+func (s *Sink) moveWhenDue() {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	s.moveTimer = nil
+	s.distributeIfDue(context.Background())
+}
+
+// distribute is Distribute with loadMu held. A table that failed before
+// is left out of the move of the others, and tried alone once its wait
+// has passed: DistributeEvery, doubling at each failure up to
+// maxLandingWait.
 func (s *Sink) distribute(ctx context.Context) (int64, error) {
 	start := time.Now()
-	failed := maps.Clone(s.landingFailed)
-	if failed == nil {
-		failed = map[string]error{}
+	skip := map[string]bool{}
+	for table := range s.landingFailed {
+		skip[table] = true
 	}
-	moved, err := s.distributeTables(ctx, nil, failed)
+	moved, fresh, err := s.distributeTables(ctx, nil, skip)
 	if err != nil {
 		return moved, err
+	}
+	s.landedSince = time.Time{}
+	for table, err := range fresh {
+		s.log.Error("a changelog table's changes cannot be moved there; they stay in the landing table, the other tables go on", "table", table, "err", err)
+		s.landingFailed[table] = landingFailure{err: err, wait: s.opt.DistributeEvery, retry: time.Now().Add(s.opt.DistributeEvery)}
+	}
+	for _, table := range slices.Sorted(maps.Keys(s.landingFailed)) {
+		f := s.landingFailed[table]
+		if fresh[table] != nil || time.Now().Before(f.retry) {
+			continue
+		}
+		n, failed, err := s.distributeTables(ctx, []string{table}, nil)
+		switch {
+		case err != nil:
+			return moved, err
+		case failed[table] != nil:
+			f.err, f.wait = failed[table], min(2*f.wait, max(maxLandingWait, s.opt.DistributeEvery))
+			f.retry = time.Now().Add(f.wait)
+			s.landingFailed[table] = f
+		default:
+			moved += n
+			delete(s.landingFailed, table)
+			s.log.Info("a changelog table's changes that could not move have moved", "table", table, "rows", n)
+		}
 	}
 	if moved > 0 {
 		s.log.Info("moved landed changes into their changelog tables", "rows", moved, "seconds", time.Since(start).Round(time.Millisecond).Seconds())
 	}
-	s.landedSince = time.Time{}
-	for table := range s.landingFailed {
-		if _, ok := failed[table]; ok {
-			n, err := s.distributeTables(ctx, []string{table}, nil)
-			moved += n
-			if err == nil {
-				delete(failed, table)
-			}
-		}
+	unmoved := make(map[string]error, len(s.landingFailed))
+	for table, f := range s.landingFailed {
+		unmoved[table] = f.err
 	}
-	for table, err := range failed {
-		if _, was := s.landingFailed[table]; !was {
-			s.log.Error("a changelog table's changes cannot be moved there; they stay in the landing table, the other tables go on", "table", table, "err", err)
-		}
-	}
-	s.landingFailed = failed
-	if len(failed) == 0 {
+	s.unmoved.Store(&unmoved)
+	if len(s.landingFailed) == 0 {
 		return moved, nil
 	}
-	errs := make([]error, 0, len(failed))
-	for _, table := range slices.Sorted(maps.Keys(failed)) {
-		errs = append(errs, fmt.Errorf("changelog table %s: %w", table, failed[table]))
+	errs := make([]error, 0, len(s.landingFailed))
+	for _, table := range slices.Sorted(maps.Keys(s.landingFailed)) {
+		errs = append(errs, fmt.Errorf("changelog table %s: %w", table, s.landingFailed[table].err))
 	}
 	return moved, errors.Join(errs...)
 }
 
+// landingFailure is a table whose landed rows could not move: why, and
+// when to try again.
+type landingFailure struct {
+	err   error
+	wait  time.Duration
+	retry time.Time
+}
+
+// maxLandingWait bounds the wait between two tries of a table whose rows
+// could not move: each try copies and converts all its landed rows.
+const maxLandingWait = 10 * time.Minute
+
 // distributeTables moves the landed rows of only (nil: of every table
-// but those in skip) in one transaction. A table whose insert fails is
-// added to skip and the transaction run again without it (DuckDB aborts
-// a transaction at its first error); with only, the error is returned.
-func (s *Sink) distributeTables(ctx context.Context, only []string, skip map[string]error) (int64, error) {
+// but skip's) in one transaction. A table whose insert fails is left out
+// and the transaction run again without it (DuckDB aborts a transaction
+// at its first error); such tables are returned with their errors. An
+// error that is no table's (the database's, memory, the context) ends it.
+func (s *Sink) distributeTables(ctx context.Context, only []string, skip map[string]bool) (int64, map[string]error, error) {
+	failed := map[string]error{}
 	for {
-		moved, table, err := s.distributeOnce(ctx, only, skip)
-		if err == nil || table == "" || only != nil {
-			return moved, err
+		moved, table, err := s.distributeOnce(ctx, only, skip, failed)
+		switch {
+		case err == nil:
+			return moved, failed, nil
+		case table == "" || isFatal(err) || isOutOfMemory(err) || ctx.Err() != nil:
+			return 0, failed, err
 		}
-		skip[table] = err
+		failed[table] = err
+		if only != nil {
+			return 0, failed, nil
+		}
 	}
 }
 
-// distributeOnce runs one distribution transaction; on a table's failed
-// insert it returns the table. The rows to move are copied once, sorted
-// by table (tl_moving, numbered by table: a table's rows are contiguous,
-// so that each table's insert reads its own rows, not the whole landing
-// table, whatever the count of tables).
-func (s *Sink) distributeOnce(ctx context.Context, only []string, skip map[string]error) (moved int64, failed string, err error) {
+// distributeOnce runs one distribution transaction of the landed rows of
+// only (nil: all), but skip's and failed's; on a table's failed insert it
+// returns the table. The rows to move are copied once, sorted and
+// numbered by table (tl_moving: a table's rows are contiguous, so that
+// each table's insert reads its own rows, not the whole landing table,
+// whatever the count of tables).
+func (s *Sink) distributeOnce(ctx context.Context, only []string, skip map[string]bool, failed map[string]error) (moved int64, table string, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, "", fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	tables, err := s.landedTables(ctx, tx, only, skip)
-	if err != nil || len(tables) == 0 {
-		return 0, "", err
+	var out []string
+	for t := range skip {
+		out = append(out, sqltext.String(t))
 	}
-	in := make([]string, len(tables))
-	for i, t := range tables {
-		in[i] = sqltext.String(t)
+	for t := range failed {
+		out = append(out, sqltext.String(t))
 	}
-	which := fmt.Sprintf("log_table IN (%s)", strings.Join(in, ", "))
+	which := "true"
+	if len(out) > 0 {
+		which = fmt.Sprintf("log_table NOT IN (%s)", strings.Join(out, ", "))
+	}
+	if only != nil {
+		in := make([]string, len(only))
+		for i, t := range only {
+			in[i] = sqltext.String(t)
+		}
+		which += fmt.Sprintf(" AND log_table IN (%s)", strings.Join(in, ", "))
+	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`CREATE TEMP TABLE tl_moving AS
 SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s WHERE %s ORDER BY tid`, s.tables.landing, which)); err != nil {
 		return 0, "", fmt.Errorf("read the landed rows of %s: %w", s.tables.landing, err)
 	}
-	for i, table := range slices.Sorted(slices.Values(tables)) {
-		r, err := tx.ExecContext(ctx, s.distributeSQL(table), i+1, table)
+	tables, err := movingTables(ctx, tx)
+	if err != nil || len(tables) == 0 {
+		return 0, "", err
+	}
+	for tid, table := range tables {
+		r, err := tx.ExecContext(ctx, s.distributeSQL(table), tid, table)
 		if err != nil {
 			return 0, table, fmt.Errorf("move its landed rows: %w", err)
 		}
@@ -242,7 +326,7 @@ SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s W
 	if err := s.recordReach(ctx, tx); err != nil {
 		return 0, "", err
 	}
-	for _, q := range []string{fmt.Sprintf("DELETE FROM %s WHERE %s", s.tables.landing, which), "DROP TABLE tl_moving"} {
+	for _, q := range []string{fmt.Sprintf("DELETE FROM %s WHERE log_table IN (SELECT log_table FROM tl_moving)", s.tables.landing), "DROP TABLE tl_moving"} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return 0, "", fmt.Errorf("delete the moved rows from %s: %w", s.tables.landing, err)
 		}
@@ -253,27 +337,24 @@ SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s W
 	return moved, "", nil
 }
 
-// landedTables lists the tables with landed rows: only's, or all but
-// skip's.
-func (s *Sink) landedTables(ctx context.Context, tx *sql.Tx, only []string, skip map[string]error) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT log_table FROM %s ORDER BY log_table", s.tables.landing))
+// movingTables are tl_moving's tables by their number there.
+func movingTables(ctx context.Context, tx *sql.Tx) (map[int64]string, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT DISTINCT tid, log_table FROM tl_moving")
 	if err != nil {
-		return nil, fmt.Errorf("list the tables of %s: %w", s.tables.landing, err)
+		return nil, fmt.Errorf("list the tables of the landed rows: %w", err)
 	}
 	defer rows.Close()
-	var out []string
+	out := map[int64]string{}
 	for rows.Next() {
+		var tid int64
 		var t string
-		if err := rows.Scan(&t); err != nil {
-			return nil, fmt.Errorf("list the tables of %s: %w", s.tables.landing, err)
+		if err := rows.Scan(&tid, &t); err != nil {
+			return nil, fmt.Errorf("list the tables of the landed rows: %w", err)
 		}
-		_, skipped := skip[t]
-		if only != nil && slices.Contains(only, t) || only == nil && !skipped {
-			out = append(out, t)
-		}
+		out[tid] = t
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list the tables of %s: %w", s.tables.landing, err)
+		return nil, fmt.Errorf("list the tables of the landed rows: %w", err)
 	}
 	return out, nil
 }

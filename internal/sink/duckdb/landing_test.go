@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,13 @@ func TestLandedRowsOfABrokenTableWaitAlone(t *testing.T) {
 	if _, err := s.DB().Exec(`ALTER TABLE cdc_db_orders_log ADD COLUMN note VARCHAR`); err != nil {
 		t.Fatal(err)
 	}
+	// The table is tried again once its wait has passed, not before.
+	if n, err := s.Distribute(ctx); err == nil || n != 0 {
+		t.Fatalf("Distribute within the broken table's wait: %d, %v; want nothing moved and the table named", n, err)
+	}
+	f := s.landingFailed["cdc_db_orders_log"]
+	f.retry = time.Now()
+	s.landingFailed["cdc_db_orders_log"] = f
 	if n, err := s.Distribute(ctx); err != nil || n != 5 {
 		t.Fatalf("Distribute after the mend: %d, %v; want the orders' 5", n, err)
 	}
@@ -179,4 +187,136 @@ func TestLandedRowsStagedWithZstd(t *testing.T) {
 		t.Fatalf("Distribute: %d, %v; want 200 rows", n, err)
 	}
 	wantCounts(t, s, "moved", map[string]int64{`SELECT count(note) FROM cdc_db_orders_log`: 50, `SELECT count(*) FROM cdc_db_users_log`: 100})
+}
+
+// Each table's landed rows move into it whatever order the database's
+// collation gives the tables' names (a table's number in the move is
+// DuckDB's, read back from it, not Go's order of the names).
+func TestLandedRowsMoveToTheirTableUnderAnyCollation(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir())
+	if _, err := s.DB().Exec(`SET GLOBAL default_collation = 'nocase'`); err != nil {
+		t.Fatal(err)
+	}
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: 0, Last: 1, Records: 2}}}
+	for o, table := range []string{"cdc_B_log", "cdc_a_log"} {
+		rows := b.RoutedTo(table, sink.SourceTable{Database: "db", Name: table})
+		rows.AddColumn(sink.Column{Name: "v", Type: schema.String})
+		rows.Rows = fmt.Appendf(rows.Rows, `{"v":%q,"cdc_op":"c","ktopic":"t","kpartition":0,"koffset":%d,"kindex":0}`+"\n", table, o)
+	}
+	if _, err := s.Load(ctx, stage(t, s, b)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, s, "moved", map[string]int64{`SELECT count(*) FROM "cdc_B_log" WHERE v = 'cdc_B_log'`: 1, `SELECT count(*) FROM cdc_a_log WHERE v = 'cdc_a_log'`: 1})
+}
+
+// A routed row whose JSON holds a carriage return as whitespace (valid
+// JSON: a decoder passes a message's object through as it was written)
+// lands and moves: DuckDB's CSV reader of the landing lines would end a
+// line there, and the load fail at every retry, stalling every table of
+// the partition.
+func TestLandedRowWithACarriageReturn(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir())
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: 0, Last: 0, Records: 1}}}
+	docs := b.RoutedTo("cdc_db_docs_log", sink.SourceTable{Database: "db", Name: "docs"})
+	docs.AddColumn(sink.Column{Name: "id", Type: schema.Int64})
+	docs.AddColumn(sink.Column{Name: "doc", Type: schema.JSON})
+	docs.Rows = []byte("{\"id\":1,\"doc\":{\r\"a\":1},\"cdc_op\":\"c\",\"ktopic\":\"t\",\"kpartition\":0,\"koffset\":0,\"kindex\":0}\n")
+	b.MaxLine = len(docs.Rows)
+	if _, err := s.Load(ctx, stage(t, s, b)); err != nil {
+		t.Fatalf("load of a row with a carriage return between JSON tokens: %v", err)
+	}
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, s, `SELECT count(*) FROM cdc_db_docs_log WHERE doc->>'a' = '1'`); got != 1 {
+		t.Errorf("rows moved: %d, want 1", got)
+	}
+}
+
+// Prepare removes the landing files an earlier process staged and never
+// loaded (killed between Stage and Load), with zstd or not.
+func TestPrepareRemovesStaleLandingFiles(t *testing.T) {
+	for _, zstd := range []bool{false, true} {
+		dir := t.TempDir()
+		opt := testOptions(dir)
+		opt.Table, opt.Routed, opt.Zstd = "cdc", true, zstd
+		s := openWith(t, opt)
+		if err := s.Prepare(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		files := stage(t, s, routedBatch(0, 9, 5)) // killed before the load
+		s.Close()
+		s = openWith(t, opt)
+		if err := s.Prepare(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if _, err := os.Stat(f.Routed[0].Path); err == nil { // one file per batch
+				t.Errorf("zstd %v: stale staged file %s left after Prepare", zstd, f.Routed[0].Path)
+			}
+		}
+	}
+}
+
+// The landed rows of a source that goes quiet after a load (no load
+// comes, no merge round) move once DistributeEvery has passed.
+func TestLandedRowsOfAQuietSourceMove(t *testing.T) {
+	ctx := context.Background()
+	opt := testOptions(t.TempDir())
+	opt.Table, opt.Routed = "cdc", true
+	opt.DistributeEvery = 50 * time.Millisecond
+	s := openWith(t, opt)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
+		t.Fatal(err)
+	}
+	// The source is quiet: no load comes. The move does, soon after
+	// distribute_every; a generous deadline fails without it.
+	for deadline := time.Now().Add(10 * time.Second); count(t, s, `SELECT count(*) FROM cdc_landing`) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the landed rows of a quiet source did not move within 10s with distribute_every 50ms")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wantCounts(t, s, "moved", map[string]int64{`SELECT count(*) FROM cdc_db_orders_log`: 5})
+}
+
+// Verify (which opens the sink without Prepare) counts the rows of a
+// database written before the landing table, which has none.
+func TestRoutedRowsOfADatabaseFromBeforeTheLandingTable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := routedSink(t, dir)
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// As the release before: no landing table.
+	if _, err := s.DB().Exec(`DROP TABLE cdc_landing`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	opt := testOptions(dir)
+	opt.Table, opt.Routed = "cdc", true
+	s = openWith(t, opt) // verify: no Prepare
+	union, err := s.RoutedRows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := s.DB().QueryRow("SELECT count(*) FROM " + union).Scan(&n); err != nil {
+		t.Fatalf("verify's count over a database from before the landing table: %v", strings.SplitN(err.Error(), "\n", 2)[0])
+	}
+	if n != 10 {
+		t.Errorf("rows: %d, want 10", n)
+	}
 }

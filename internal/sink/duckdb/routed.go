@@ -421,7 +421,16 @@ func (s *Sink) RoutedRows(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("list the routed tables of %s: %w", s.tables.routes, err)
 	}
 	defer rows.Close()
-	parts := []string{fmt.Sprintf("SELECT %s FROM %s", landedCoordinates, s.tables.landing)}
+	parts := []string{`SELECT NULL::VARCHAR AS ktopic, NULL::INTEGER AS kpartition, NULL::BIGINT AS koffset, NULL::INTEGER AS kindex WHERE false`}
+	// A database of a release before the landing table has none (verify
+	// opens it without Prepare).
+	landing, err := TableColumns(ctx, s.db, s.opt.Table+Landing)
+	if err != nil {
+		return "", err
+	}
+	if len(landing) > 0 {
+		parts = append(parts, fmt.Sprintf("SELECT %s FROM %s", landedCoordinates, s.tables.landing))
+	}
 	for rows.Next() {
 		var table string
 		if err := rows.Scan(&table); err != nil {
