@@ -26,7 +26,7 @@ const readyTableSQL = `CREATE TABLE IF NOT EXISTS ` + ReadyTable + ` ("table" VA
 // source's log order) and the model is merged up to all its table's rows
 // loaded there. An hour is marked once T reaches its end, from the hour
 // of the table's first change on, each hour once. A partition on which
-// nothing has loaded for idle (> 0) counts as having reached now - idle:
+// nothing has loaded for idle (> 0; by the ledger) counts as having reached now - idle:
 // a source that is quiet moves its tables on (the source's clock and
 // ours assumed within idle of each other, its lag under idle).
 //
@@ -42,11 +42,16 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, idle time.Duration, now
 		}
 		quiet := "NULL::TIMESTAMP"
 		if idle > 0 {
-			quiet = fmt.Sprintf(`CASE WHEN max(loaded_at) <= $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS THEN $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS END`, idle.Microseconds())
+			quiet = fmt.Sprintf(`CASE WHEN max(l.loaded_at) <= $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS THEN $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS END`, idle.Microseconds())
 		}
+		// A partition is quiet when nothing has loaded on it (the
+		// ledger), not when nothing has moved: its changes land first.
 		q := fmt.Sprintf(`INSERT INTO %[1]s
-WITH part AS (
-	SELECT topic, "partition", greatest(max(last_source_time), %[2]s) AS reached FROM %[3]s GROUP BY topic, "partition"
+WITH loads AS (
+	SELECT topic, "partition", max(loaded_at) AS loaded_at FROM %[7]s GROUP BY topic, "partition"
+), part AS (
+	SELECT o.topic, o."partition", greatest(max(o.last_source_time), %[2]s) AS reached
+	FROM %[3]s o LEFT JOIN loads l ON l.topic = o.topic AND l."partition" = o."partition" GROUP BY o.topic, o."partition"
 ), model AS (
 	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t, min(p.reached) AS through,
 		bool_and(coalesce(w.next_offset, 0) >= o.next_offset) AS merged
@@ -62,7 +67,7 @@ WITH part AS (
 	WHERE m.merged GROUP BY m.model_table
 )
 SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
-			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing)
+			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger)
 		r, err := tx.ExecContext(ctx, q, now.UTC())
 		if err != nil {
 			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)

@@ -124,3 +124,45 @@ func TestMarkReadyWaitsForLandedChanges(t *testing.T) {
 	marks(hour("cdc_db_orders", 0), hour("cdc_db_orders", 1), hour("cdc_db_orders", 2),
 		hour("cdc_db_users", 0), hour("cdc_db_users", 1), hour("cdc_db_users", 2))
 }
+
+// cdc.idle counts a partition as having reached now - idle when nothing
+// has loaded on it for idle: by the ledger, not by what moved. A
+// partition catching up on a backlog whose changes land but do not move
+// (a table whose moves fail; equally between two moves when idle <
+// distribute_every) is not idle: its other tables are not marked done
+// while their changes of those hours are still behind in Kafka.
+func TestMarkReadyPartitionThatIsLoadingIsNotIdle(t *testing.T) {
+	ctx := context.Background()
+	l := newChangeLoader(t, func(o *duckdb.Options) { o.DistributeEvery = time.Nanosecond })
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.flush()
+	l.mustMerge()
+	if _, err := l.s.DB().Exec(`ALTER TABLE cdc_db_orders_log DROP COLUMN v`); err != nil {
+		t.Fatal(err)
+	}
+	// That load and move were an hour ago.
+	for _, q := range []string{`UPDATE cdc_ledger SET loaded_at = loaded_at - INTERVAL 1 HOUR`,
+		`UPDATE cdc_routes_reached SET loaded_at = loaded_at - INTERVAL 1 HOUR`} {
+		if _, err := l.s.DB().Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const idle = 30 * time.Minute
+	// Catching up, five hours behind: partition 0 loads the orders'
+	// change of h+20m now (it lands, and cannot move). The users' next
+	// change, of h+30m, is behind it in Kafka, not loaded yet.
+	l.at = h.Add(20 * time.Minute)
+	l.change(0, "orders", "u", 102, row(1, "b"), "id")
+	if _, err := l.s.Load(ctx, l.stage()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.merger.MarkReady(ctx, idle, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 loaded just now: it is not idle, and reached h+20m at
+	// most: no hour of users is complete (its change of h+30m is to come).
+	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`)
+}

@@ -288,8 +288,8 @@ func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, r *kgo.Re
 			continue
 		}
 		t.AddColumn(sinkColumn(col))
-		if col.Value == nil || bytes.Equal(col.Value, jsonNull) {
-			continue // read as null; a JSON column's JSON null is SQL's
+		if col.Value == nil || bytes.Equal(bytes.TrimSpace(col.Value), jsonNull) {
+			continue // read as null; a JSON column's JSON null (" null" as PostgreSQL's json keeps it) is SQL's
 		}
 		dst = envelope.AppendString(dst, col.Name)
 		dst = appendOneLine(append(dst, ':'), col.Value)

@@ -475,3 +475,25 @@ func TestCDCLineBreaksBetweenJSONTokens(t *testing.T) {
 	wantQuery(t, s.DB(), `SELECT id, doc->>'a' FROM cdc_shop_docs_log`, "1|1")
 	wantQuery(t, s.DB(), `SELECT id FROM cdc_shop_ok_log`, "2")
 }
+
+// PostgreSQL's json type keeps a document's text as written, and Debezium
+// passes it on as io.debezium.data.Json: a JSON null with whitespace
+// around it (' null', 'null\n') is JSON null too, NULL in the changelog
+// table, and its table's changes move.
+func TestCDCJSONNullWithWhitespaceIsNull(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	pg := func(id int, doc string) string {
+		return `{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},` +
+			`{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"doc"}],"optional":true,"name":"pg.public.docs.Value","field":"after"}],` +
+			`"optional":false,"name":"pg.public.docs.Envelope"},"payload":{"before":null,"after":{"id":` + strconv.Itoa(id) + `,"doc":` + strconv.Quote(doc) + `},` +
+			`"source":{"connector":"postgresql","name":"pg","ts_ms":1700000000000,"db":"shop","schema":"public","table":"docs","lsn":` + strconv.Itoa(100+id) + `},"op":"c","ts_ms":1700000000100}}`
+	}
+	produceChanges(t, cl, pg(1, `{"a":1}`), pg(2, " null"), pg(3, "null\n"), pg(4, `{"a":4}`))
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s) // ends with the sink's Finish: a distribution
+	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_landing`, "0")
+	wantQuery(t, s.DB(), `SELECT id, coalesce(doc::VARCHAR, 'NULL') FROM cdc_shop_docs_log ORDER BY id`,
+		`1|{"a":1}`, "2|NULL", "3|NULL", `4|{"a":4}`)
+}

@@ -106,16 +106,16 @@ type Sink struct {
 	// routedAdded are the routed tables the load in progress created or
 	// grew, with all their columns: the cache's once it commits.
 	routedAdded map[string]map[string]string
-	// landedSince is when the oldest rows landed since the last
-	// distribution landed (zero: none); landingFailed are the tables
-	// whose rows could not be moved, with the reason. Guarded by loadMu.
-	landedSince time.Time
-	// moveTimer, while set, moves the landed rows when they are due if
-	// no load does first (distributeIfDue); closed stops it for good.
-	// Guarded by loadMu.
-	moveTimer     *time.Timer
-	closed        bool
+	// landedSince is when the oldest rows landed since the last move
+	// landed (zero: none); landingFailed are the tables whose rows could
+	// not be moved, with the reason and their next try. moveTimer, while
+	// set, moves at moveAt, when a move is due, if no load does first
+	// (distributeIfDue); closed stops it for good. Guarded by loadMu.
+	landedSince   time.Time
 	landingFailed map[string]landingFailure
+	moveTimer     *time.Timer
+	moveAt        time.Time
+	closed        bool
 	// unmoved is landingFailed's tables and errors as of the last move,
 	// for mergers (Unmoved), which do not wait for the loads.
 	unmoved atomic.Pointer[map[string]error]

@@ -157,28 +157,54 @@ func (s *Sink) Finish(ctx context.Context) error {
 	return err
 }
 
-// distributeIfDue distributes once the oldest rows landed since the last
-// distribution have waited Options.DistributeEvery, and otherwise makes
-// sure a move comes then, even if no load does (a quiet source). It runs
-// after each load, which has committed: a failure is logged, and the rows
-// stay landed for the next distribution. Called with loadMu held.
+// distributeIfDue moves the landed rows once the oldest rows landed
+// since the last move have waited Options.DistributeEvery, or a table
+// that could not move is due to be tried again, and otherwise makes sure
+// a move comes then, even if no load does (a quiet source). It runs after
+// each load, which has committed: a failure is logged, and the rows stay
+// landed for the next move. Called with loadMu held.
 func (s *Sink) distributeIfDue(ctx context.Context) {
-	if s.landedSince.IsZero() || s.closed {
+	if s.closed {
 		return
 	}
-	if wait := s.opt.DistributeEvery - time.Since(s.landedSince); wait > 0 {
-		if s.moveTimer == nil {
-			s.moveTimer = time.AfterFunc(wait, s.moveWhenDue)
+	if at, ok := s.nextMove(); ok && !time.Now().Before(at) {
+		if _, err := s.distribute(ctx); err != nil {
+			s.log.Error("changes could not be moved from the landing table into their changelog tables; they stay landed and are moved again later", "err", err)
 		}
+	}
+	at, ok := s.nextMove()
+	if !ok {
 		return
 	}
-	if _, err := s.distribute(ctx); err != nil {
-		s.log.Error("changes could not be moved from the landing table into their changelog tables; they stay landed and are moved again later", "err", err)
+	switch {
+	case s.moveTimer == nil:
+		s.moveTimer = time.AfterFunc(time.Until(at), s.moveWhenDue)
+	case at.Before(s.moveAt):
+		s.moveTimer.Reset(time.Until(at))
+	default:
+		return
 	}
+	s.moveAt = at
 }
 
-// moveWhenDue is the move a quiet source's landed rows wait for (see
-// distributeIfDue).
+// nextMove is when the next move is due: DistributeEvery after the
+// oldest rows landed since the last, or a failed table's next try;
+// false for none.
+func (s *Sink) nextMove() (time.Time, bool) {
+	var at time.Time
+	if !s.landedSince.IsZero() {
+		at = s.landedSince.Add(s.opt.DistributeEvery)
+	}
+	for _, f := range s.landingFailed {
+		if at.IsZero() || f.retry.Before(at) {
+			at = f.retry
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// moveWhenDue is the move a quiet source's landed rows, or a failed
+// table's next try, wait for (see distributeIfDue).
 func (s *Sink) moveWhenDue() {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
@@ -192,6 +218,7 @@ func (s *Sink) moveWhenDue() {
 // maxLandingWait.
 func (s *Sink) distribute(ctx context.Context) (int64, error) {
 	start := time.Now()
+	defer s.publishUnmoved()
 	skip := map[string]bool{}
 	for table := range s.landingFailed {
 		skip[table] = true
@@ -227,11 +254,6 @@ func (s *Sink) distribute(ctx context.Context) (int64, error) {
 	if moved > 0 {
 		s.log.Info("moved landed changes into their changelog tables", "rows", moved, "seconds", time.Since(start).Round(time.Millisecond).Seconds())
 	}
-	unmoved := make(map[string]error, len(s.landingFailed))
-	for table, f := range s.landingFailed {
-		unmoved[table] = f.err
-	}
-	s.unmoved.Store(&unmoved)
 	if len(s.landingFailed) == 0 {
 		return moved, nil
 	}
@@ -240,6 +262,15 @@ func (s *Sink) distribute(ctx context.Context) (int64, error) {
 		errs = append(errs, fmt.Errorf("changelog table %s: %w", table, s.landingFailed[table].err))
 	}
 	return moved, errors.Join(errs...)
+}
+
+// publishUnmoved makes the tables whose rows could not move Unmoved's.
+func (s *Sink) publishUnmoved() {
+	unmoved := make(map[string]error, len(s.landingFailed))
+	for table, f := range s.landingFailed {
+		unmoved[table] = f.err
+	}
+	s.unmoved.Store(&unmoved)
 }
 
 // landingFailure is a table whose landed rows could not move: why, and

@@ -320,3 +320,41 @@ func TestRoutedRowsOfADatabaseFromBeforeTheLandingTable(t *testing.T) {
 		t.Errorf("rows: %d, want 10", n)
 	}
 }
+
+// A table whose rows could not move is tried again once its wait has
+// passed, also when no load and no merge round comes (a quiet source,
+// merge.every off): the next try is a move of its own.
+func TestMendedTableOfAQuietSourceMoves(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir(), func(o *Options) { o.DistributeEvery = 50 * time.Millisecond })
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`ALTER TABLE cdc_db_orders_log DROP COLUMN note`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(5, 9, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Distribute(ctx); err == nil {
+		t.Fatal("Distribute with the orders' table broken: no error")
+	}
+	if _, err := s.DB().Exec(`ALTER TABLE cdc_db_orders_log ADD COLUMN note VARCHAR`); err != nil {
+		t.Fatal(err)
+	}
+	// The source is quiet from here: no load, no merge round. The orders'
+	// wait is 50ms; give it 100 times that.
+	for deadline := time.Now().Add(5 * time.Second); count(t, s, `SELECT count(*) FROM cdc_landing`) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the mended table's %d landed rows did not move within 5s (wait 50ms); Unmoved() = %v",
+				count(t, s, `SELECT count(*) FROM cdc_landing`), s.Unmoved())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if u := s.Unmoved(); len(u) != 0 {
+		t.Errorf("Unmoved() after the mended table moved: %v", u)
+	}
+}
