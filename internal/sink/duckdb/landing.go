@@ -176,6 +176,11 @@ func (s *Sink) distributeIfDue(ctx context.Context) {
 	if !ok {
 		return
 	}
+	if now := time.Now(); !at.After(now) {
+		// Still due: the move just made failed whole (the database, its
+		// memory). Try again a wait later, not at once and again.
+		at = now.Add(s.opt.DistributeEvery)
+	}
 	switch {
 	case s.moveTimer == nil:
 		s.moveTimer = time.AfterFunc(time.Until(at), s.moveWhenDue)

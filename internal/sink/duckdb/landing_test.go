@@ -3,8 +3,10 @@ package duckdb
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -356,5 +358,45 @@ func TestMendedTableOfAQuietSourceMoves(t *testing.T) {
 	}
 	if u := s.Unmoved(); len(u) != 0 {
 		t.Errorf("Unmoved() after the mended table moved: %v", u)
+	}
+}
+
+// countingHandler counts the log records at level Error.
+type countingHandler struct{ errors atomic.Int64 }
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelError {
+		h.errors.Add(1)
+	}
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// A move that fails whole (here the landing table is gone) is tried again
+// a wait later, not at once and again: without a load or a merge round,
+// the timer makes one try per DistributeEvery.
+func TestAFailingMoveIsTriedAgainAWaitLater(t *testing.T) {
+	ctx := context.Background()
+	h := &countingHandler{}
+	s := routedSink(t, t.TempDir(), func(o *Options) { o.DistributeEvery = 50 * time.Millisecond; o.Log = slog.New(h) })
+	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`DROP TABLE cdc_landing`); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); h.errors.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d failed moves in 5s with distribute_every 50ms, want a try every 50ms", h.errors.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start, tries := time.Now(), h.errors.Load()
+	time.Sleep(500 * time.Millisecond)
+	// At most one try per 50ms (10 in 500ms), with room for timers firing late.
+	if n := h.errors.Load() - tries; n > 15 {
+		t.Errorf("%d tries in %v with distribute_every 50ms: the failing move is tried at once and again", n, time.Since(start).Round(time.Millisecond))
 	}
 }
