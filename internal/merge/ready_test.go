@@ -78,23 +78,13 @@ func TestMarkReady(t *testing.T) {
 // once they move and merge, it is.
 func TestMarkReadyWaitsForLandedChanges(t *testing.T) {
 	ctx := context.Background()
-	// Moves after every load, and a broken table tried again at each.
-	l := newChangeLoader(t, func(o *duckdb.Options) { o.DistributeEvery = time.Nanosecond })
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l, h := ordersCannotMove(t)
 	marks := func(want ...string) {
 		t.Helper()
 		if _, err := l.merger.MarkReady(ctx, 0, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`, want...)
-	}
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.change(0, "users", "c", 101, row(1, "u"), "id")
-	l.flush()
-	l.mustMerge()
-	if _, err := l.s.DB().Exec(`ALTER TABLE cdc_db_orders_log DROP COLUMN v`); err != nil {
-		t.Fatal(err)
 	}
 	l.at = h.Add(time.Hour + 10*time.Minute)
 	l.change(0, "orders", "u", 102, row(1, "b"), "id")
@@ -133,16 +123,7 @@ func TestMarkReadyWaitsForLandedChanges(t *testing.T) {
 // while their changes of those hours are still behind in Kafka.
 func TestMarkReadyPartitionThatIsLoadingIsNotIdle(t *testing.T) {
 	ctx := context.Background()
-	l := newChangeLoader(t, func(o *duckdb.Options) { o.DistributeEvery = time.Nanosecond })
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.change(0, "users", "c", 101, row(1, "u"), "id")
-	l.flush()
-	l.mustMerge()
-	if _, err := l.s.DB().Exec(`ALTER TABLE cdc_db_orders_log DROP COLUMN v`); err != nil {
-		t.Fatal(err)
-	}
+	l, h := ordersCannotMove(t)
 	// That load and move were an hour ago.
 	for _, q := range []string{`UPDATE cdc_ledger SET loaded_at = loaded_at - INTERVAL 1 HOUR`,
 		`UPDATE cdc_routes_reached SET loaded_at = loaded_at - INTERVAL 1 HOUR`} {
@@ -165,4 +146,24 @@ func TestMarkReadyPartitionThatIsLoadingIsNotIdle(t *testing.T) {
 	// Partition 0 loaded just now: it is not idle, and reached h+20m at
 	// most: no hour of users is complete (its change of h+30m is to come).
 	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`)
+}
+
+// ordersCannotMove loads a change of orders and one of users on partition
+// 0 at h+10m (h five hours ago), merges them, then breaks orders'
+// changelog table (a column its changes hold dropped), so that its later
+// changes cannot move. The loader moves after every load, and tries a
+// broken table again at each.
+func ordersCannotMove(t *testing.T) (*changeLoader, time.Time) {
+	t.Helper()
+	l := newChangeLoader(t, func(o *duckdb.Options) { o.DistributeEvery = time.Nanosecond })
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.flush()
+	l.mustMerge()
+	if _, err := l.s.DB().Exec(`ALTER TABLE cdc_db_orders_log DROP COLUMN v`); err != nil {
+		t.Fatal(err)
+	}
+	return l, h
 }
