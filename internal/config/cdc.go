@@ -29,11 +29,12 @@ type CDC struct {
 	// Idle in source time, so that the tables of a quiet source are
 	// marked. 0 (default): a partition moves on only with its changes.
 	Idle Duration `yaml:"idle"`
-	// DistributeEvery bounds how long loaded changes wait in the landing
+	// DistributeEvery is how long loaded changes wait in the landing
 	// table (<sink.table>_landing) before they move into their changelog
-	// tables, at the end of a load; each merge round and the end of a run
-	// move them too. Default 30s: each move costs DuckDB about 2 ms per
-	// table it writes (docs/BENCHMARKS.md, "cdc_landing").
+	// tables (or nine times as long as the last move took, if longer);
+	// each merge round and the end of a run move them too. Default 30s:
+	// each move costs DuckDB about 2 ms per table it writes
+	// (docs/BENCHMARKS.md, "cdc_landing").
 	DistributeEvery Duration `yaml:"distribute_every"`
 }
 

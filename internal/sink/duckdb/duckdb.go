@@ -112,6 +112,7 @@ type Sink struct {
 	// set, moves at moveAt, when a move is due, if no load does first
 	// (distributeIfDue); closed stops it for good. Guarded by loadMu.
 	landedSince   time.Time
+	moveTook      time.Duration // the last move's main pass
 	landingFailed map[string]landingFailure
 	moveTimer     *time.Timer
 	moveAt        time.Time

@@ -193,12 +193,13 @@ func (s *Sink) distributeIfDue(ctx context.Context) {
 }
 
 // nextMove is when the next move is due: DistributeEvery after the
-// oldest rows landed since the last, or a failed table's next try;
-// false for none.
+// oldest rows landed since the last (or nine times as long as the last
+// move took, if longer: moves take at most a tenth of the time, whatever
+// the count of tables), or a failed table's next try; false for none.
 func (s *Sink) nextMove() (time.Time, bool) {
 	var at time.Time
 	if !s.landedSince.IsZero() {
-		at = s.landedSince.Add(s.opt.DistributeEvery)
+		at = s.landedSince.Add(max(s.opt.DistributeEvery, 9*s.moveTook))
 	}
 	for _, f := range s.landingFailed {
 		if at.IsZero() || f.retry.Before(at) {
@@ -232,7 +233,7 @@ func (s *Sink) distribute(ctx context.Context) (int64, error) {
 	if err != nil {
 		return moved, err
 	}
-	s.landedSince = time.Time{}
+	s.landedSince, s.moveTook = time.Time{}, time.Since(start)
 	for table, err := range fresh {
 		s.log.Error("a changelog table's changes cannot be moved there; they stay in the landing table, the other tables go on", "table", table, "err", err)
 		s.landingFailed[table] = landingFailure{err: err, wait: s.opt.DistributeEvery, retry: time.Now().Add(s.opt.DistributeEvery)}

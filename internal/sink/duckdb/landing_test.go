@@ -400,3 +400,18 @@ func TestAFailingMoveIsTriedAgainAWaitLater(t *testing.T) {
 		t.Errorf("%d tries in %v with distribute_every 50ms: the failing move is tried at once and again", n, time.Since(start).Round(time.Millisecond))
 	}
 }
+
+// Moves take at most about a tenth of the time: after a move that took
+// long (a thousand tables), the next waits nine times as long, if that is
+// longer than DistributeEvery.
+func TestMovesWaitNineTimesTheirLength(t *testing.T) {
+	s := routedSink(t, t.TempDir(), func(o *Options) { o.DistributeEvery = time.Second })
+	now := time.Now()
+	s.landedSince = now
+	for took, want := range map[time.Duration]time.Duration{0: time.Second, 100 * time.Millisecond: time.Second, 3 * time.Second: 27 * time.Second} {
+		s.moveTook = took
+		if at, ok := s.nextMove(); !ok || at.Sub(now) != want {
+			t.Errorf("after a move of %v: next move in %v, want %v", took, at.Sub(now), want)
+		}
+	}
+}
