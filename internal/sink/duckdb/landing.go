@@ -90,10 +90,7 @@ func appendLandingRows(dst []byte, routed []sink.TableRows) ([]byte, error) {
 
 // readLanding is the table function reading staged landing lines.
 func readLanding(files []string, maxLine int) string {
-	limit := max(2<<20, 2*maxLine+1024)
-	return fmt.Sprintf(`read_csv(%s, columns = {log_table: 'VARCHAR', "row": 'VARCHAR'}, `+
-		`delim = %s, quote = '', escape = '', header = false, auto_detect = false, new_line = '\n', max_line_size = %d, buffer_size = %d)`,
-		fileList(files), sqltext.String(string(rune(envelope.FieldSeparator))), limit, max(32<<20, 2*limit))
+	return readDelimited(files, `{log_table: 'VARCHAR', "row": 'VARCHAR'}`, maxLine)
 }
 
 // landedCoordinates is the SQL of a landed row's coordinates, named as

@@ -271,10 +271,17 @@ func fileList(files []string) string {
 // line limit follows the longest staged line, as readNDJSON's does; the
 // reader's buffer must be larger than a line.
 func readRawRows(files []string, maxLine int) string {
+	return readDelimited(files, `{uuid: 'VARCHAR', koffset: 'BIGINT', kpartition: 'INTEGER', raw_data: 'VARCHAR', raw_text: 'VARCHAR', record_metadata: 'VARCHAR'}`, maxLine)
+}
+
+// readDelimited is the table function reading staged lines of fields
+// ended by envelope.FieldSeparator, as columns (a DuckDB struct of column
+// names and types): no quoting, every field read as it was written.
+func readDelimited(files []string, columns string, maxLine int) string {
 	limit := max(2<<20, 2*maxLine+1024)
-	return fmt.Sprintf(`read_csv(%s, columns = {uuid: 'VARCHAR', koffset: 'BIGINT', kpartition: 'INTEGER', raw_data: 'VARCHAR', raw_text: 'VARCHAR', record_metadata: 'VARCHAR'}, `+
+	return fmt.Sprintf(`read_csv(%s, columns = %s, `+
 		`delim = %s, quote = '', escape = '', header = false, auto_detect = false, new_line = '\n', max_line_size = %d, buffer_size = %d)`,
-		fileList(files), sqltext.String(string(rune(envelope.FieldSeparator))), limit, max(32<<20, 2*limit))
+		fileList(files), columns, sqltext.String(string(rune(envelope.FieldSeparator))), limit, max(32<<20, 2*limit))
 }
 
 // rawSource is the SQL of the staged raw rows of files with their value
