@@ -222,11 +222,7 @@ func (s *Sink) moveWhenDue() {
 func (s *Sink) distribute(ctx context.Context) (int64, error) {
 	start := time.Now()
 	defer s.publishUnmoved()
-	skip := map[string]bool{}
-	for table := range s.landingFailed {
-		skip[table] = true
-	}
-	moved, fresh, err := s.distributeTables(ctx, nil, skip)
+	moved, fresh, err := s.distributeTables(ctx, "", slices.Collect(maps.Keys(s.landingFailed)))
 	if err != nil {
 		return moved, err
 	}
@@ -240,7 +236,7 @@ func (s *Sink) distribute(ctx context.Context) (int64, error) {
 		if fresh[table] != nil || time.Now().Before(f.retry) {
 			continue
 		}
-		n, failed, err := s.distributeTables(ctx, []string{table}, nil)
+		n, failed, err := s.distributeTables(ctx, table, nil)
 		switch {
 		case err != nil:
 			return moved, err
@@ -288,15 +284,16 @@ type landingFailure struct {
 // could not move: each try copies and converts all its landed rows.
 const maxLandingWait = 10 * time.Minute
 
-// distributeTables moves the landed rows of only (nil: of every table
-// but skip's) in one transaction. A table whose insert fails is left out
-// and the transaction run again without it (DuckDB aborts a transaction
-// at its first error); such tables are returned with their errors. An
-// error that is no table's (the database's, memory, the context) ends it.
-func (s *Sink) distributeTables(ctx context.Context, only []string, skip map[string]bool) (int64, map[string]error, error) {
+// distributeTables moves the landed rows of table only ("": of every
+// table but skip's) in one transaction. A table whose insert fails is
+// left out and the transaction run again without it (DuckDB aborts a
+// transaction at its first error); such tables are returned with their
+// errors. An error that is no table's (the database's, memory, the
+// context) ends it.
+func (s *Sink) distributeTables(ctx context.Context, only string, skip []string) (int64, map[string]error, error) {
 	failed := map[string]error{}
 	for {
-		moved, table, err := s.distributeOnce(ctx, only, skip, failed)
+		moved, table, err := s.distributeOnce(ctx, only, skip)
 		switch {
 		case err == nil:
 			return moved, failed, nil
@@ -304,41 +301,32 @@ func (s *Sink) distributeTables(ctx context.Context, only []string, skip map[str
 			return 0, failed, err
 		}
 		failed[table] = err
-		if only != nil {
+		if only != "" {
 			return 0, failed, nil
 		}
+		skip = append(skip, table)
 	}
 }
 
 // distributeOnce runs one distribution transaction of the landed rows of
-// only (nil: all), but skip's and failed's; on a table's failed insert it
-// returns the table. The rows to move are copied once, sorted and
+// table only ("": of every table but skip's); on a table's failed insert
+// it returns the table. The rows to move are copied once, sorted and
 // numbered by table (tl_moving: a table's rows are contiguous, so that
 // each table's insert reads its own rows, not the whole landing table,
 // whatever the count of tables).
-func (s *Sink) distributeOnce(ctx context.Context, only []string, skip map[string]bool, failed map[string]error) (moved int64, table string, err error) {
+func (s *Sink) distributeOnce(ctx context.Context, only string, skip []string) (moved int64, table string, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, "", fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	var out []string
-	for t := range skip {
-		out = append(out, sqltext.String(t))
-	}
-	for t := range failed {
-		out = append(out, sqltext.String(t))
-	}
-	which := "true"
-	if len(out) > 0 {
-		which = fmt.Sprintf("log_table NOT IN (%s)", strings.Join(out, ", "))
-	}
-	if only != nil {
-		in := make([]string, len(only))
-		for i, t := range only {
-			in[i] = sqltext.String(t)
+	which := "log_table = " + sqltext.String(only)
+	if only == "" {
+		out := make([]string, len(skip))
+		for i, t := range skip {
+			out[i] = sqltext.String(t)
 		}
-		which += fmt.Sprintf(" AND log_table IN (%s)", strings.Join(in, ", "))
+		which = fmt.Sprintf("log_table NOT IN (%s)", strings.Join(append(out, "''"), ", "))
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`CREATE TEMP TABLE tl_moving AS
 SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s WHERE %s ORDER BY tid`, s.tables.landing, which)); err != nil {
