@@ -341,8 +341,10 @@ func parseTimeOfDay(b []byte) (int64, bool) {
 }
 
 // putJSONText writes the JSON document held in JSON string v (Debezium's
-// io.debezium.data.Json, MySQL's json column in Canal); false if v is not
-// a string holding valid JSON.
+// io.debezium.data.Json, MySQL's json column in Canal), or nothing for
+// the document null (" null" as PostgreSQL's json keeps its text): SQL's
+// null, as the column's null; false if v is not a string holding valid
+// JSON.
 func (c *Change) putJSONText(col *Column, v []byte) bool {
 	if !isString(v) {
 		return false
@@ -355,6 +357,9 @@ func (c *Change) putJSONText(col *Column, v []byte) bool {
 	}
 	if !validJSON(doc) {
 		return false
+	}
+	if bytes.Equal(bytes.TrimSpace(doc), []byte("null")) {
+		return true // the arena keeps nothing of it
 	}
 	if !grown {
 		col.Value = doc

@@ -65,8 +65,6 @@ var reserved = func() map[string]bool {
 	return m
 }()
 
-var jsonNull = []byte("null")
-
 // appendOneLine appends the JSON value v with its line breaks as spaces:
 // outside a string's escapes, where JSON has no raw control character,
 // they are whitespace between tokens (a message's object passed through
@@ -288,8 +286,8 @@ func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, r *kgo.Re
 			continue
 		}
 		t.AddColumn(sinkColumn(col))
-		if col.Value == nil || bytes.Equal(bytes.TrimSpace(col.Value), jsonNull) {
-			continue // read as null; a JSON column's JSON null (" null" as PostgreSQL's json keeps it) is SQL's
+		if col.Value == nil {
+			continue // read as null
 		}
 		dst = envelope.AppendString(dst, col.Name)
 		dst = appendOneLine(append(dst, ':'), col.Value)
