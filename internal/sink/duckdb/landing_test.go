@@ -118,6 +118,17 @@ func TestLandedRowsOfABrokenTableWaitAlone(t *testing.T) {
 			t.Errorf("round %d: verify counts %d rows, want 20", round, got)
 		}
 	}
+	// Tried again once its wait has passed, and failing, it waits twice as
+	// long.
+	f := s.landingFailed["cdc_db_orders_log"]
+	f.retry = time.Now()
+	s.landingFailed["cdc_db_orders_log"] = f
+	if _, err := s.Distribute(ctx); err == nil {
+		t.Fatal("Distribute of the broken table once due: no error")
+	}
+	if got := s.landingFailed["cdc_db_orders_log"].wait; got != 2*DefaultDistributeEvery {
+		t.Errorf("wait after a second failure: %v, want %v", got, 2*DefaultDistributeEvery)
+	}
 	if _, err := s.DB().Exec(`ALTER TABLE cdc_db_orders_log ADD COLUMN note VARCHAR`); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +136,7 @@ func TestLandedRowsOfABrokenTableWaitAlone(t *testing.T) {
 	if n, err := s.Distribute(ctx); err == nil || n != 0 {
 		t.Fatalf("Distribute within the broken table's wait: %d, %v; want nothing moved and the table named", n, err)
 	}
-	f := s.landingFailed["cdc_db_orders_log"]
+	f = s.landingFailed["cdc_db_orders_log"]
 	f.retry = time.Now()
 	s.landingFailed["cdc_db_orders_log"] = f
 	if n, err := s.Distribute(ctx); err != nil || n != 5 {
