@@ -268,20 +268,22 @@ func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ..
 		cancel()
 		return nil, err
 	}
-	sess.cleanup = append(sess.cleanup, cancel)
 	// Reads give way to the loads in flight (yielder): the query runs
 	// once none is (or after the wait's bound), below the loads' CPU
-	// priority, and each batch after the first waits the same way.
+	// priority, and each batch after the first waits and is made the same
+	// way. The thread ends with the session.
+	t := d.yield.thread()
+	sess.cleanup = append(sess.cleanup, cancel, t.stop)
 	if err := d.yield.wait(ctx); err != nil {
 		sess.close()
 		return nil, err
 	}
 	var rr array.RecordReader
-	d.yield.run(func() { rr, err = sess.run(ctx, text, params) })
+	t.do(func() { rr, err = sess.run(ctx, text, params) })
 	if err != nil {
 		return nil, err
 	}
-	return d.yield.reader(ctx, rr), nil
+	return d.yield.reader(ctx, rr, t), nil
 }
 
 // bounded is ctx bounded by timeout (none when 0), for one query: its
@@ -694,11 +696,10 @@ func (sess *session) checkParse(names *checker, js string) (*checker, int, error
 func (sess *session) run(ctx context.Context, text string, params []any) (array.RecordReader, error) {
 	var rr array.RecordReader
 	err := sess.conn.Raw(func(dc any) error {
-		a, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
-		if err != nil {
-			return err
+		sr, err := streamQuery(ctx, dc.(driver.Conn), text, params)
+		if err == nil {
+			rr = sr
 		}
-		rr, err = a.QueryContext(ctx, text, params...)
 		return err
 	})
 	if err != nil {
@@ -737,11 +738,7 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 // open.
 func (sess *session) arrow(ctx context.Context, text string, params []any, f func(array.RecordReader)) error {
 	return sess.conn.Raw(func(dc any) error {
-		a, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
-		if err != nil {
-			return err
-		}
-		rr, err := a.QueryContext(ctx, text, params...)
+		rr, err := streamQuery(ctx, dc.(driver.Conn), text, params)
 		if err != nil {
 			return queryError(err)
 		}

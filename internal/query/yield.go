@@ -22,14 +22,15 @@ const DefaultYieldWait = time.Second
 
 // yielder makes a read give way to the loads in flight: before its query
 // runs and before each batch after the first, it waits until no load is
-// in flight, or for at most max, whichever comes first; the query itself
-// runs below the loads' CPU priority (run). The bound is what
-// keeps a read going under loads that never pause (a busy pipeline's
-// come back to back): it then moves by one step (its query, or one batch)
-// per max, never stops. A waiting read holds its connection and its
-// materialized result, no lock and no transaction (DuckDB's result is
-// computed whole when the query runs, and its transaction is over by
-// then), so a load never waits for it.
+// in flight, or for at most max, whichever comes first; the query's
+// work (its execution and the making of each batch: results stream, so
+// most of it is in the batches) runs below the loads' CPU priority
+// (niceThread). The bound is what keeps a read going under loads that
+// never pause (a busy pipeline's come back to back): it then moves by one
+// step (its query, or one batch) per max, never stops. A waiting read
+// holds its connection and its result's transaction (a snapshot: the
+// loads commit and checkpoint beside it) and no lock, so a load never
+// waits for it.
 type yielder struct {
 	loads Loads // nil: reads never wait
 	max   time.Duration
@@ -58,13 +59,13 @@ func (y yielder) wait(ctx context.Context) error {
 	return nil
 }
 
-// reader is rr waiting before each batch after the first (see yielder);
-// with no loads, rr itself.
-func (y yielder) reader(ctx context.Context, rr array.RecordReader) array.RecordReader {
+// reader is rr waiting before each batch after the first (see yielder)
+// and making it on t; with no loads, rr itself.
+func (y yielder) reader(ctx context.Context, rr array.RecordReader, t *niceThread) array.RecordReader {
 	if y.loads == nil {
 		return rr
 	}
-	return &yieldingReader{RecordReader: rr, ctx: ctx, y: y}
+	return &yieldingReader{RecordReader: rr, ctx: ctx, y: y, t: t}
 }
 
 // yieldingReader is a query's reader that gives way to loads between
@@ -73,6 +74,7 @@ type yieldingReader struct {
 	array.RecordReader
 	ctx     context.Context
 	y       yielder
+	t       *niceThread
 	started bool
 	err     error
 }
@@ -87,7 +89,9 @@ func (r *yieldingReader) Next() bool {
 		}
 	}
 	r.started = true
-	return r.RecordReader.Next()
+	var ok bool
+	r.t.do(func() { ok = r.RecordReader.Next() })
+	return ok
 }
 
 func (r *yieldingReader) Err() error {
@@ -97,29 +101,60 @@ func (r *yieldingReader) Err() error {
 	return r.RecordReader.Err()
 }
 
-// run runs a query's execution, f. DuckDB computes a result whole when
-// its query runs (duckdb-go's results are materialized), on the calling
-// thread (and DuckDB's worker threads, beside the pipeline none on 2
-// cores): that cannot pause between batches, so with loads to give way
-// to it runs on a thread of its own at the lowest CPU priority, which
-// the loads' threads take the cores from while they need them. The
-// thread ends with it (never handed back to the Go runtime at that
-// priority). What it does not cover: DuckDB's worker threads (threads
-// > 1) run their share of the query at theirs, and a lock inside DuckDB
-// the query holds briefly may keep a load waiting for the query's slice
-// of CPU (the scheduler's milliseconds, not the query's time).
-func (y yielder) run(f func()) {
+// niceThread runs a read's DuckDB work, one call at a time, on an OS
+// thread of its own at the lowest CPU priority, which the loads' threads
+// take the cores from while they need them: the query's execution and the
+// making of each batch, which cannot pause halfway. The thread ends with
+// the read (stop), never handed back to the Go runtime at that priority.
+// What it does not cover: DuckDB's worker threads (threads > 1) run
+// their share of the query at theirs, and a lock inside DuckDB the query
+// holds briefly may keep a load waiting for the query's slice of CPU (the
+// scheduler's milliseconds, not the query's time).
+type niceThread struct {
+	calls chan func()
+	done  chan any // each call's panic, or nil
+}
+
+// thread starts a read's niceThread; with no loads to give way to, nil,
+// which runs each call where it is made.
+func (y yielder) thread() *niceThread {
 	if y.loads == nil {
-		f()
-		return
+		return nil
 	}
-	done := make(chan struct{})
+	t := &niceThread{calls: make(chan func()), done: make(chan any)}
 	go func() {
-		defer close(done)
 		// Never unlocked: the thread exits with this goroutine.
 		runtime.LockOSThread()
 		_ = lowestPriority() // at worst, the read runs at the loads' priority
-		f()
+		for f := range t.calls {
+			t.done <- call(f)
+		}
 	}()
-	<-done
+	return t
+}
+
+// do runs f on t and returns when it has; a panic in f is do's.
+func (t *niceThread) do(f func()) {
+	if t == nil {
+		f()
+		return
+	}
+	t.calls <- f
+	if p := <-t.done; p != nil {
+		panic(p)
+	}
+}
+
+// stop ends t's thread; t takes no call after it.
+func (t *niceThread) stop() {
+	if t != nil {
+		close(t.calls)
+	}
+}
+
+// call runs f, returning its panic.
+func call(f func()) (p any) {
+	defer func() { p = recover() }()
+	f()
+	return nil
 }

@@ -1,0 +1,235 @@
+package query
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	bindings "github.com/duckdb/duckdb-go-bindings"
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// DuckDB's results stream here: a query's batches are made as the reader
+// asks for them (duckdb_pending_prepared_streaming, then
+// duckdb_fetch_chunk), so that a result is never held whole, in DuckDB's
+// memory or ours, and the query's work is spread over its batches, which
+// the yielder paces. duckdb-go runs every statement materialized (its
+// Arrow reader fetches from a result DuckDB computed whole when the query
+// ran) and has no streaming call; streaming also costs about a quarter
+// less CPU per row than duckdb-go's Arrow reader (docs/BENCHMARKS.md,
+// "2026-12-04, streamed_reads"). A streaming result holds its
+// transaction (the query's snapshot) until it is released: DuckDB's
+// commits and checkpoints go on beside it (TestLoadsCommitAndCheckpointBesideAStreamingRead).
+//
+// The statement is prepared and its parameters bound by duckdb-go
+// (PrepareContext, BindWithCtx: its conversions of Go values); its C
+// handles, which duckdb-go keeps unexported, are read through
+// duckdbHandles.
+
+// duckdbHandles are the offsets of the C handles inside duckdb-go's Conn
+// and Stmt, checked against the fields' names and types once: a duckdb-go
+// release that moved them fails every read with errHandles (and the
+// tests), never reads a wrong field. go.mod pins the release checked.
+var duckdbHandles = sync.OnceValues(func() (handleOffsets, error) {
+	conn, ok1 := fieldOffset[duckdb.Conn, bindings.Connection]("conn")
+	stmt, ok2 := fieldOffset[duckdb.Stmt, *bindings.PreparedStatement]("preparedStmt")
+	if !ok1 || !ok2 {
+		return handleOffsets{}, errHandles
+	}
+	return handleOffsets{conn: conn, stmt: stmt}, nil
+})
+
+var errHandles = errors.New("BUG: this duckdb-go release keeps its connection and statement handles elsewhere: the read path cannot stream (see internal/query/duckdb_stream.go)")
+
+type handleOffsets struct{ conn, stmt uintptr }
+
+// fieldOffset is the offset of T's field name if it has type F.
+func fieldOffset[T, F any](name string) (uintptr, bool) {
+	f, ok := reflect.TypeFor[T]().FieldByName(name)
+	if !ok || f.Type != reflect.TypeFor[F]() || len(f.Index) != 1 {
+		return 0, false
+	}
+	return f.Offset, true
+}
+
+// streamQuery runs text with params on dc (a duckdb-go connection, which
+// the caller holds until the reader is released) as a streaming result.
+// ctx interrupts the query while it runs and while its batches are read.
+func streamQuery(ctx context.Context, dc driver.Conn, text string, params []any) (*streamReader, error) {
+	offs, err := duckdbHandles()
+	if err != nil {
+		return nil, err
+	}
+	c, ok := dc.(*duckdb.Conn)
+	if !ok {
+		return nil, fmt.Errorf("BUG: not a duckdb-go connection: %T", dc)
+	}
+	ds, err := c.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	stmt := ds.(*duckdb.Stmt)
+	args := make([]driver.NamedValue, len(params))
+	for i, p := range params {
+		args[i] = driver.NamedValue{Ordinal: i + 1, Value: p}
+	}
+	if err := stmt.BindWithCtx(ctx, args); err != nil {
+		stmt.Close()
+		return nil, err
+	}
+	conn := *(*bindings.Connection)(unsafe.Add(unsafe.Pointer(c), offs.conn))
+	prepared := *(**bindings.PreparedStatement)(unsafe.Add(unsafe.Pointer(stmt), offs.stmt))
+	r := &streamReader{ctx: ctx, stmt: stmt}
+	r.refs.Store(1)
+	// DuckDB is interrupted once ctx ends, until the reader is released
+	// (under mu: never once the caller may close the connection).
+	r.stopInterrupt = context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !r.closed {
+			bindings.Interrupt(conn)
+		}
+	})
+	if bindings.PendingPreparedStreaming(*prepared, &r.pending) == bindings.StateError {
+		err := &duckdb.Error{Type: duckdb.ErrorTypeInvalid, Msg: bindings.PendingError(r.pending)}
+		r.close()
+		return nil, err
+	}
+	state := bindings.ExecutePending(r.pending, &r.res)
+	r.hasRes = true // destroyed even when it holds the error
+	if state == bindings.StateError {
+		err := r.resultError()
+		r.close()
+		return nil, err
+	}
+	r.opts = bindings.ResultGetArrowOptions(&r.res)
+	r.hasOpts = true
+	n := bindings.ColumnCount(&r.res)
+	names, types := make([]string, n), make([]bindings.LogicalType, n)
+	for i := range n {
+		names[i] = bindings.ColumnName(&r.res, i)
+		types[i] = bindings.ColumnLogicalType(&r.res, i)
+	}
+	schema, ed := bindings.NewArrowSchema(r.opts, types, names)
+	for i := range types {
+		bindings.DestroyLogicalType(&types[i])
+	}
+	if err := errorData(ed); err != nil {
+		r.close()
+		return nil, fmt.Errorf("the result's Arrow schema: %w", err)
+	}
+	r.schema = schema
+	return r, nil
+}
+
+// streamReader reads a streaming result's batches: each batch is valid
+// until the next Next (Retain it to keep it), as arrow's readers go.
+type streamReader struct {
+	ctx           context.Context
+	stmt          *duckdb.Stmt
+	pending       bindings.PendingResult
+	res           bindings.Result
+	hasRes        bool
+	opts          bindings.ArrowOptions
+	hasOpts       bool
+	schema        *arrow.Schema
+	stopInterrupt func() bool
+	refs          atomic.Int64
+	mu            sync.Mutex // the interrupt against close
+	closed        bool
+
+	cur  arrow.RecordBatch
+	err  error
+	done bool
+}
+
+func (r *streamReader) Schema() *arrow.Schema { return r.schema }
+
+func (r *streamReader) Next() bool {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	if r.done || r.err != nil {
+		return false
+	}
+	chunk := bindings.FetchChunk(r.res)
+	if chunk.Ptr == nil {
+		// The end of the result, or its failure: a result cut short is
+		// never taken for a whole one.
+		r.done = true
+		if bindings.ResultError(&r.res) != "" {
+			r.err = r.resultError()
+		}
+		return false
+	}
+	defer bindings.DestroyDataChunk(&chunk)
+	rec, ed := bindings.DataChunkToArrowArray(r.opts, r.schema, chunk)
+	if err := errorData(ed); err != nil {
+		r.err = fmt.Errorf("a batch of the result as Arrow: %w", err)
+		return false
+	}
+	r.cur = rec
+	return true
+}
+
+func (r *streamReader) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record is RecordBatch (arrow's older name).
+func (r *streamReader) Record() arrow.RecordBatch { return r.cur }
+
+func (r *streamReader) Err() error { return r.err }
+
+func (r *streamReader) Retain() { r.refs.Add(1) }
+
+func (r *streamReader) Release() {
+	if r.refs.Add(-1) == 0 {
+		r.close()
+	}
+}
+
+// resultError is the error of the result, the context's when it ended
+// the query.
+func (r *streamReader) resultError() error {
+	err := &duckdb.Error{Type: duckdb.ErrorType(bindings.ResultErrorType(&r.res)), Msg: bindings.ResultError(&r.res)}
+	if ctxErr := r.ctx.Err(); ctxErr != nil {
+		return errors.Join(ctxErr, err)
+	}
+	return err
+}
+
+// close frees the batch, the result (ending its transaction) and the
+// statement.
+func (r *streamReader) close() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	r.stopInterrupt()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	if r.hasOpts {
+		bindings.DestroyArrowOptions(&r.opts)
+	}
+	if r.hasRes {
+		bindings.DestroyResult(&r.res)
+	}
+	bindings.DestroyPending(&r.pending)
+	r.stmt.Close()
+}
+
+// errorData is DuckDB's error data as an error, nil when it holds none.
+func errorData(ed bindings.ErrorData) error {
+	defer bindings.DestroyErrorData(&ed)
+	if !bindings.ErrorDataHasError(ed) {
+		return nil
+	}
+	return &duckdb.Error{Type: duckdb.ErrorType(bindings.ErrorDataErrorType(ed)), Msg: bindings.ErrorDataMessage(ed)}
+}
