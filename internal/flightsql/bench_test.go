@@ -14,7 +14,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	afsql "github.com/apache/arrow-go/v18/arrow/flight/flightsql"
-	bindings "github.com/duckdb/duckdb-go-bindings"
 	duckdb "github.com/duckdb/duckdb-go/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -74,28 +73,15 @@ func spanTable(b *testing.B, n int) *sql.DB {
 // BenchmarkStreamSpans streams one tenant's spans (SELECT * FROM
 // otel_spans, 500,000 rows of the declared table's columns) through
 // Arrow Flight SQL over loopback TCP — a client in the same process
-// reading every batch — beside its yardsticks in the same run, DuckDB's
-// own Arrow export of the same query in the same process with no read
-// path around it: duckdb_stream, DuckDB's streaming result as the read
-// path takes it (duckdb_pending_prepared_streaming, a batch made per
-// duckdb_fetch_chunk), by its C API on a connection of the same
-// database; and duckdb_arrow, duckdb-go's Arrow reader (a materialized
-// result, the read path's engine side until 2026-12-04).
+// reading every batch — beside its yardstick in the same run: DuckDB's
+// own Arrow export of the same query on a connection of the same
+// database, in the same process, with no read path around it (duckdb-go's
+// Arrow reader: a materialized result, as the read path runs queries on
+// DuckDB).
 func BenchmarkStreamSpans(b *testing.B) {
 	db := spanTable(b, benchSpans)
 	const q = "SELECT * FROM otel_spans"
 	ctx := context.Background()
-	b.Run("duckdb_stream", func(b *testing.B) {
-		conn := cConnection(b, db)
-		var rows int64
-		cpu := -processCPU()
-		for b.Loop() {
-			rows = streamCAPI(b, conn, q+" WHERE tenant_id = 'a'")
-		}
-		cpu += processCPU()
-		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
-	})
 	b.Run("duckdb_arrow", func(b *testing.B) {
 		var rows int64
 		cpu := -processCPU()
@@ -188,87 +174,4 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// cConnection is a connection by DuckDB's C API to the database behind
-// db (the file spanTable made: DuckDB's instance cache, which duckdb-go
-// opens files through, gives the same database).
-func cConnection(b *testing.B, db *sql.DB) bindings.Connection {
-	b.Helper()
-	var path string
-	if err := db.QueryRow("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").Scan(&path); err != nil {
-		b.Fatal(err)
-	}
-	var cfg bindings.Config
-	bindings.CreateConfig(&cfg)
-	defer bindings.DestroyConfig(&cfg)
-	bindings.SetConfig(cfg, "duckdb_api", "go") // as duckdb-go opened it: the cache takes only the same configuration
-	var cdb bindings.Database
-	var msg string
-	if bindings.GetOrCreateFromCache(duckdb.GetInstanceCache(), path, &cdb, cfg, &msg) == bindings.StateError {
-		b.Fatalf("open %s by the C API: %s", path, msg)
-	}
-	var conn bindings.Connection
-	if bindings.Connect(cdb, &conn) == bindings.StateError {
-		b.Fatal("connect by the C API")
-	}
-	b.Cleanup(func() {
-		bindings.Disconnect(&conn)
-		bindings.Close(&cdb)
-	})
-	return conn
-}
-
-// streamCAPI runs q on conn as a streaming result and converts each of
-// its chunks to an Arrow batch, as DuckDB's own export does; it returns
-// the rows.
-func streamCAPI(b *testing.B, conn bindings.Connection, q string) int64 {
-	var ps bindings.PreparedStatement
-	defer bindings.DestroyPrepare(&ps)
-	if bindings.Prepare(conn, q, &ps) == bindings.StateError {
-		b.Fatal(bindings.PrepareError(ps))
-	}
-	var pending bindings.PendingResult
-	defer bindings.DestroyPending(&pending)
-	if bindings.PendingPreparedStreaming(ps, &pending) == bindings.StateError {
-		b.Fatal(bindings.PendingError(pending))
-	}
-	var res bindings.Result
-	defer bindings.DestroyResult(&res)
-	if bindings.ExecutePending(pending, &res) == bindings.StateError {
-		b.Fatal(bindings.ResultError(&res))
-	}
-	opts := bindings.ResultGetArrowOptions(&res)
-	defer bindings.DestroyArrowOptions(&opts)
-	n := bindings.ColumnCount(&res)
-	names, types := make([]string, n), make([]bindings.LogicalType, n)
-	for i := range n {
-		names[i] = bindings.ColumnName(&res, i)
-		types[i] = bindings.ColumnLogicalType(&res, i)
-		defer bindings.DestroyLogicalType(&types[i])
-	}
-	schema, ed := bindings.NewArrowSchema(opts, types, names)
-	if bindings.ErrorDataHasError(ed) {
-		b.Fatal(bindings.ErrorDataMessage(ed))
-	}
-	bindings.DestroyErrorData(&ed)
-	var rows int64
-	for {
-		chunk := bindings.FetchChunk(res)
-		if chunk.Ptr == nil {
-			break
-		}
-		rec, ed := bindings.DataChunkToArrowArray(opts, schema, chunk)
-		bindings.DestroyDataChunk(&chunk)
-		if bindings.ErrorDataHasError(ed) {
-			b.Fatal(bindings.ErrorDataMessage(ed))
-		}
-		bindings.DestroyErrorData(&ed)
-		rows += rec.NumRows()
-		rec.Release()
-	}
-	if msg := bindings.ResultError(&res); msg != "" {
-		b.Fatal(msg)
-	}
-	return rows
 }

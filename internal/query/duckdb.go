@@ -270,8 +270,8 @@ func (d *DuckDB) Query(ctx context.Context, s tenancy.Scope, q string, params ..
 	}
 	// Reads give way to the loads in flight (yielder): the query runs
 	// once none is (or after the wait's bound), below the loads' CPU
-	// priority, and each batch after the first waits and is made the same
-	// way. The thread ends with the session.
+	// priority, and each batch after the first waits and is fetched the
+	// same way. The thread ends with the session.
 	t := d.yield.thread()
 	sess.cleanup = append(sess.cleanup, cancel, t.stop)
 	if err := d.yield.wait(ctx); err != nil {
@@ -298,7 +298,7 @@ func bounded(ctx context.Context, timeout time.Duration) (context.Context, conte
 // prepare opens a session for s and checks q there: the session, which
 // the caller closes, the text to run and its number of parameters.
 func (d *DuckDB) prepare(ctx context.Context, s tenancy.Scope, q string) (*session, string, int, error) {
-	sess, err := openSession(ctx, d.db, d.slots, s)
+	sess, err := d.openSession(ctx, s)
 	if err != nil {
 		return nil, "", 0, err
 	}
@@ -455,6 +455,11 @@ type session struct {
 	// checker checks the text that runs: the last query checked's, with
 	// what it may name (the views a rewrite binds it to included).
 	checker *checker
+	// materialize runs the session's queries materialized, not streaming
+	// (runQuery): over a database that loads go on beside, so that a
+	// read's snapshot ends when its query has run, whatever the client's
+	// pace.
+	materialize bool
 }
 
 // openSession takes one of slots and a connection of db.
@@ -475,9 +480,21 @@ func openSession(ctx context.Context, db *sql.DB, slots chan struct{}, s tenancy
 	return &session{conn: conn, slots: slots, tables: map[string]string{}, unviewed: map[string]string{}}, nil
 }
 
+// openSession takes one of d's slots and a connection. Its queries run
+// materialized: the database is a sink's, which loads beside the reads
+// (runQuery).
+func (d *DuckDB) openSession(ctx context.Context, s tenancy.Scope) (*session, error) {
+	sess, err := openSession(ctx, d.db, d.slots, s)
+	if err != nil {
+		return nil, err
+	}
+	sess.materialize = true
+	return sess, nil
+}
+
 // open takes a slot and a connection and finds the tables s reads there.
 func (d *DuckDB) open(ctx context.Context, s tenancy.Scope) (*session, error) {
-	sess, err := openSession(ctx, d.db, d.slots, s)
+	sess, err := d.openSession(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -696,7 +713,7 @@ func (sess *session) checkParse(names *checker, js string) (*checker, int, error
 func (sess *session) run(ctx context.Context, text string, params []any) (array.RecordReader, error) {
 	var rr array.RecordReader
 	err := sess.conn.Raw(func(dc any) error {
-		sr, err := streamQuery(ctx, dc.(driver.Conn), text, params)
+		sr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize)
 		if err == nil {
 			rr = sr
 		}
@@ -738,7 +755,7 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 // open.
 func (sess *session) arrow(ctx context.Context, text string, params []any, f func(array.RecordReader)) error {
 	return sess.conn.Raw(func(dc any) error {
-		rr, err := streamQuery(ctx, dc.(driver.Conn), text, params)
+		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize)
 		if err != nil {
 			return queryError(err)
 		}

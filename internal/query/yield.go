@@ -22,15 +22,15 @@ const DefaultYieldWait = time.Second
 
 // yielder makes a read give way to the loads in flight: before its query
 // runs and before each batch after the first, it waits until no load is
-// in flight, or for at most max, whichever comes first; the query's
-// work (its execution and the making of each batch: results stream, so
-// most of it is in the batches) runs below the loads' CPU priority
-// (niceThread). The bound is what keeps a read going under loads that
-// never pause (a busy pipeline's come back to back): it then moves by one
-// step (its query, or one batch) per max, never stops. A waiting read
-// holds its connection and its result's transaction (a snapshot: the
-// loads commit and checkpoint beside it) and no lock, so a load never
-// waits for it.
+// in flight, or for at most max, whichever comes first; the query's work
+// (its execution, and the fetch of each batch) runs below the loads' CPU
+// priority (niceThread). The bound is what keeps a read going under loads
+// that never pause (a busy pipeline's come back to back): it then moves
+// by one step (its query, or one batch) per max, never stops. In the
+// loading process a result is materialized (runQuery): a waiting read
+// holds its connection and its computed result, no lock and no
+// transaction (its transaction ended when its query ran), so a load never
+// waits for it and DuckDB checkpoints as it would without it.
 type yielder struct {
 	loads Loads // nil: reads never wait
 	max   time.Duration
@@ -103,8 +103,9 @@ func (r *yieldingReader) Err() error {
 
 // niceThread runs a read's DuckDB work, one call at a time, on an OS
 // thread of its own at the lowest CPU priority, which the loads' threads
-// take the cores from while they need them: the query's execution and the
-// making of each batch, which cannot pause halfway. The thread ends with
+// take the cores from while they need them: the query's execution (DuckDB
+// computes a materialized result whole, without a pause) and the fetch of
+// each batch. The thread ends with
 // the read (stop), never handed back to the Go runtime at that priority.
 // What it does not cover: DuckDB's worker threads (threads > 1) run
 // their share of the query at theirs, and a lock inside DuckDB the query

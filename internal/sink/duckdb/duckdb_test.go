@@ -402,37 +402,42 @@ func TestLoadReportsCommitting(t *testing.T) {
 	}
 }
 
+// walBytes is the size of s's write-ahead log, 0 when there is none.
+func walBytes(t *testing.T, s *Sink) int64 {
+	t.Helper()
+	st, err := os.Stat(s.opt.Path + ".wal")
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// loadRange stages and loads batch(first, last) in one load.
+func loadRange(t *testing.T, s *Sink, first, last int64) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := s.Stage(ctx, batch(first, last))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A load of the default size checkpoints in its own commit, so its rows
 // are written to the database file once, not to the write-ahead log
 // first; a small load gathers in the log (see checkpointThreshold).
 func TestFullLoadsCheckpointInTheirCommit(t *testing.T) {
-	ctx := context.Background()
 	s := prepared(t, false)
-	wal := func() int64 {
-		st, err := os.Stat(s.opt.Path + ".wal")
-		if errors.Is(err, os.ErrNotExist) {
-			return 0
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return st.Size()
-	}
-	load := func(first, last int64) {
-		t.Helper()
-		f, err := s.Stage(ctx, batch(first, last))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Load(ctx, []sink.File{f}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	load(0, 9)
-	if wal() == 0 {
+	loadRange(t, s, 0, 9)
+	if walBytes(t, s) == 0 {
 		t.Fatal("a load of 10 rows left the write-ahead log empty: it should gather there")
 	}
-	load(10, 20_009) // the rows of a load of the default size (~1 KB messages)
-	if n := wal(); n != 0 {
+	loadRange(t, s, 10, 20_009) // the rows of a load of the default size (~1 KB messages)
+	if n := walBytes(t, s); n != 0 {
 		t.Errorf("after a load of 20,000 rows the write-ahead log holds %d bytes, want none (checkpointed in the commit)", n)
 	}
 	if got := count(t, s, `SELECT count(*) FROM trace_raw`); got != 20_010 {

@@ -15,21 +15,28 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
-// DuckDB's results stream here: a query's batches are made as the reader
-// asks for them (duckdb_pending_prepared_streaming, then
-// duckdb_fetch_chunk), so that a result is never held whole, in DuckDB's
-// memory or ours, and the query's work is spread over its batches, which
-// the yielder paces. duckdb-go runs every statement materialized (its
-// Arrow reader fetches from a result DuckDB computed whole when the query
-// ran) and has no streaming call; streaming also costs about a quarter
-// less CPU per row than duckdb-go's Arrow reader (docs/BENCHMARKS.md,
-// "2026-12-04, streamed_reads"). A streaming result holds its
-// transaction (the query's snapshot) until it is released: DuckDB's
-// commits and checkpoints go on beside it (TestLoadsCommitAndCheckpointBesideAStreamingRead).
+// A query's result is read by DuckDB's C API, streaming or materialized
+// (runQuery). Streaming, DuckDB makes each batch as the reader asks for it
+// (duckdb_pending_prepared_streaming, then duckdb_fetch_chunk): a result is
+// never held whole, and it costs about a quarter less CPU per row than
+// computing it first (docs/BENCHMARKS.md, "2026-12-04, streamed_reads");
+// but its transaction (the query's snapshot) stays open until the reader
+// is released, as slowly as the client reads, and once a commit beside it
+// updates rows, drops or alters a table (a merge's watermark, a column
+// added) DuckDB checkpoints nothing until then: every load goes to the
+// write-ahead log (TestLoadsCheckpointBesideAStreamingReadAfterAnUpdate,
+// internal/sink/duckdb). So a read streams where the database is the
+// reader's own (the Iceberg reader's engine, whose tables are its scans),
+// and is materialized over a DuckDB sink's database, which loads go on
+// beside: DuckDB computes the result when the query runs (below the
+// loads' priority), its transaction ends there, and the batches are
+// fetched from it (within memory_limit, spilled to DuckDB's temporary
+// directory past it).
 //
-// The statement is prepared and its parameters bound by duckdb-go
-// (PrepareContext, BindWithCtx: its conversions of Go values); its C
-// handles, which duckdb-go keeps unexported, are read through
+// duckdb-go runs every statement materialized and has no streaming call,
+// so the statement is prepared and its parameters bound by duckdb-go
+// (PrepareContext, BindWithCtx: its conversions of Go values), and run by
+// the C API on its handles, which duckdb-go keeps unexported, read through
 // duckdbHandles.
 
 // duckdbHandles are the offsets of the C handles inside duckdb-go's Conn
@@ -45,7 +52,7 @@ var duckdbHandles = sync.OnceValues(func() (handleOffsets, error) {
 	return handleOffsets{conn: conn, stmt: stmt}, nil
 })
 
-var errHandles = errors.New("BUG: this duckdb-go release keeps its connection and statement handles elsewhere: the read path cannot stream (see internal/query/duckdb_stream.go)")
+var errHandles = errors.New("BUG: this duckdb-go release keeps its connection and statement handles elsewhere: the read path cannot run queries (see internal/query/duckdb_result.go)")
 
 type handleOffsets struct{ conn, stmt uintptr }
 
@@ -58,10 +65,11 @@ func fieldOffset[T, F any](name string) (uintptr, bool) {
 	return f.Offset, true
 }
 
-// streamQuery runs text with params on dc (a duckdb-go connection, which
-// the caller holds until the reader is released) as a streaming result.
-// ctx interrupts the query while it runs and while its batches are read.
-func streamQuery(ctx context.Context, dc driver.Conn, text string, params []any) (*streamReader, error) {
+// runQuery runs text with params on dc (a duckdb-go connection, which the
+// caller holds until the reader is released), its result streaming or
+// materialized. ctx interrupts the query while it runs and while its
+// batches are read.
+func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, stream bool) (*resultReader, error) {
 	offs, err := duckdbHandles()
 	if err != nil {
 		return nil, err
@@ -85,10 +93,21 @@ func streamQuery(ctx context.Context, dc driver.Conn, text string, params []any)
 	}
 	conn := *(*bindings.Connection)(unsafe.Add(unsafe.Pointer(c), offs.conn))
 	prepared := *(**bindings.PreparedStatement)(unsafe.Add(unsafe.Pointer(stmt), offs.stmt))
-	r := &streamReader{ctx: ctx, stmt: stmt}
+	r := &resultReader{ctx: ctx, stmt: stmt}
 	r.refs.Store(1)
+	pend := bindings.PendingPrepared
+	if stream {
+		pend = bindings.PendingPreparedStreaming
+	}
+	if pend(*prepared, &r.pending) == bindings.StateError {
+		err := &duckdb.Error{Type: duckdb.ErrorTypeInvalid, Msg: bindings.PendingError(r.pending)}
+		r.close()
+		return nil, err
+	}
 	// DuckDB is interrupted once ctx ends, until the reader is released
-	// (under mu: never once the caller may close the connection).
+	// (under mu: never once the caller may close the connection). Not
+	// before: a query clears its connection's interrupt as it starts, in
+	// the pending call.
 	r.stopInterrupt = context.AfterFunc(ctx, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -96,11 +115,6 @@ func streamQuery(ctx context.Context, dc driver.Conn, text string, params []any)
 			bindings.Interrupt(conn)
 		}
 	})
-	if bindings.PendingPreparedStreaming(*prepared, &r.pending) == bindings.StateError {
-		err := &duckdb.Error{Type: duckdb.ErrorTypeInvalid, Msg: bindings.PendingError(r.pending)}
-		r.close()
-		return nil, err
-	}
 	state := bindings.ExecutePending(r.pending, &r.res)
 	r.hasRes = true // destroyed even when it holds the error
 	if state == bindings.StateError {
@@ -128,9 +142,9 @@ func streamQuery(ctx context.Context, dc driver.Conn, text string, params []any)
 	return r, nil
 }
 
-// streamReader reads a streaming result's batches: each batch is valid
-// until the next Next (Retain it to keep it), as arrow's readers go.
-type streamReader struct {
+// resultReader reads a result's batches: each batch is valid until the
+// next Next (Retain it to keep it), as arrow's readers go.
+type resultReader struct {
 	ctx           context.Context
 	stmt          *duckdb.Stmt
 	pending       bindings.PendingResult
@@ -149,14 +163,19 @@ type streamReader struct {
 	done bool
 }
 
-func (r *streamReader) Schema() *arrow.Schema { return r.schema }
+func (r *resultReader) Schema() *arrow.Schema { return r.schema }
 
-func (r *streamReader) Next() bool {
+func (r *resultReader) Next() bool {
 	if r.cur != nil {
 		r.cur.Release()
 		r.cur = nil
 	}
 	if r.done || r.err != nil {
+		return false
+	}
+	// An ended read ends here, whatever DuckDB still holds made.
+	if err := r.ctx.Err(); err != nil {
+		r.err = err
 		return false
 	}
 	chunk := bindings.FetchChunk(r.res)
@@ -179,16 +198,16 @@ func (r *streamReader) Next() bool {
 	return true
 }
 
-func (r *streamReader) RecordBatch() arrow.RecordBatch { return r.cur }
+func (r *resultReader) RecordBatch() arrow.RecordBatch { return r.cur }
 
 // Record is RecordBatch (arrow's older name).
-func (r *streamReader) Record() arrow.RecordBatch { return r.cur }
+func (r *resultReader) Record() arrow.RecordBatch { return r.cur }
 
-func (r *streamReader) Err() error { return r.err }
+func (r *resultReader) Err() error { return r.err }
 
-func (r *streamReader) Retain() { r.refs.Add(1) }
+func (r *resultReader) Retain() { r.refs.Add(1) }
 
-func (r *streamReader) Release() {
+func (r *resultReader) Release() {
 	if r.refs.Add(-1) == 0 {
 		r.close()
 	}
@@ -196,7 +215,7 @@ func (r *streamReader) Release() {
 
 // resultError is the error of the result, the context's when it ended
 // the query.
-func (r *streamReader) resultError() error {
+func (r *resultReader) resultError() error {
 	err := &duckdb.Error{Type: duckdb.ErrorType(bindings.ResultErrorType(&r.res)), Msg: bindings.ResultError(&r.res)}
 	if ctxErr := r.ctx.Err(); ctxErr != nil {
 		return errors.Join(ctxErr, err)
@@ -206,12 +225,14 @@ func (r *streamReader) resultError() error {
 
 // close frees the batch, the result (ending its transaction) and the
 // statement.
-func (r *streamReader) close() {
+func (r *resultReader) close() {
 	if r.cur != nil {
 		r.cur.Release()
 		r.cur = nil
 	}
-	r.stopInterrupt()
+	if r.stopInterrupt != nil {
+		r.stopInterrupt()
+	}
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()

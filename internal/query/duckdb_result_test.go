@@ -1,0 +1,95 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// bulkRows are the rows of the 'bulk' trace the tests below load.
+const bulkRows = 400_000
+
+// failingLater is a query over the lake's otel_spans that fails at the
+// last row of the 'bulk' trace (duration_ms 0 to bulkRows-1, loaded in
+// that order), several times DuckDB's streaming buffer past the first.
+const failingLater = `SELECT CASE WHEN duration_ms = 399999 AND trace_id = 'bulk' THEN error('the last row fails') ELSE duration_ms END AS d FROM otel_spans`
+
+// The Iceberg reader's results stream: their first batches reach the
+// reader before DuckDB has made the rest (here, before a row that fails
+// the query), DuckDB reading the scan only a bounded way ahead of the
+// client, and a result cut short by a failure ends with its error, never
+// as a whole one. Materialized, the query itself failed and no batch
+// came; streaming with insertion order kept, DuckDB read the whole scan
+// before the first batch.
+func TestIcebergReadStreamsAndAFailureLaterIsTheReadsError(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{ScanConcurrency: 1, BatchRows: 4096})
+	spans := make([]span, bulkRows)
+	for i := range spans {
+		spans[i] = span{"a", "bulk", "n", int64(i), day(2)}
+	}
+	l.load(t, spans, nil)
+	rr, err := l.reader.Query(context.Background(), tenantA, failingLater)
+	if err != nil {
+		t.Fatalf("the query failed before its first batch (a materialized result): %v", err)
+	}
+	defer rr.Release()
+	if !rr.Next() {
+		t.Fatalf("no batch came before the failure: %v", rr.Err())
+	}
+	// What DuckDB holds made ahead of the reader is bounded: the scan
+	// has not handed it the table.
+	l.mu.Lock()
+	scanned := l.scanned
+	l.mu.Unlock()
+	if scanned >= bulkRows {
+		t.Errorf("at the first batch the scan had handed DuckDB %d rows: the whole table, read ahead of the client", scanned)
+	}
+	n := rr.RecordBatch().NumRows()
+	for rr.Next() {
+		n += rr.RecordBatch().NumRows()
+	}
+	if err := rr.Err(); err == nil || !strings.Contains(err.Error(), "the last row fails") {
+		t.Fatalf("after %d rows the read ended with %v, want the failure", n, err)
+	}
+	if n >= bulkRows {
+		t.Fatalf("read %d rows: the whole result despite the failure", n)
+	}
+}
+
+// A DuckDB sink's database is read materialized: DuckDB computes a
+// result when its query runs, so a row that fails the query fails it
+// before any batch goes out, and the read's transaction ends there, not
+// when the client has read the last batch (see
+// TestLoadsCheckpointBesideAStreamingReadAfterAnUpdate in
+// internal/sink/duckdb for why).
+func TestDuckDBReadsAreMaterialized(t *testing.T) {
+	for _, loads := range []Loads{nil, newLoadsFake()} {
+		t.Run(fmt.Sprintf("loads=%v", loads != nil), func(t *testing.T) {
+			l := newLake(t)
+			if _, err := l.db.Exec(`INSERT INTO otel_spans SELECT 'a', 'bulk', 'n', i FROM range(400000) t(i)`); err != nil {
+				t.Fatal(err)
+			}
+			r, err := NewDuckDB(context.Background(), l.db, DuckDBOptions{Loads: loads})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rr, err := r.Query(context.Background(), tenantA, failingLater)
+			if err == nil {
+				rr.Release()
+				t.Fatal("the query's later failing row did not fail the query before its first batch: the result streams")
+			}
+			if !strings.Contains(err.Error(), "the last row fails") {
+				t.Fatalf("the query failed with %v, want its failing row's error", err)
+			}
+		})
+	}
+}
+
+// The handles the reads take from duckdb-go are where this release keeps
+// them: an upgrade that moves them fails here first.
+func TestDuckDBGoHandlesFound(t *testing.T) {
+	if _, err := duckdbHandles(); err != nil {
+		t.Fatal(err)
+	}
+}
