@@ -798,6 +798,10 @@ type sessionReader struct {
 	refs int
 }
 
+// Err is the reader's error, a query's own mistake met at a later batch
+// (a streaming result's) refused as when the query runs (queryError).
+func (r *sessionReader) Err() error { return queryError(r.RecordReader.Err()) }
+
 func (r *sessionReader) Retain() {
 	r.refs++
 	r.RecordReader.Retain()

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -56,6 +57,10 @@ var errHandles = errors.New("BUG: this duckdb-go release keeps its connection an
 
 type handleOffsets struct{ conn, stmt uintptr }
 
+// interruptEvery is how often a read whose context ended interrupts
+// DuckDB again while it is not released.
+const interruptEvery = 100 * time.Millisecond
+
 // fieldOffset is the offset of T's field name if it has type F.
 func fieldOffset[T, F any](name string) (uintptr, bool) {
 	f, ok := reflect.TypeFor[T]().FieldByName(name)
@@ -93,7 +98,7 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 	}
 	conn := *(*bindings.Connection)(unsafe.Add(unsafe.Pointer(c), offs.conn))
 	prepared := *(**bindings.PreparedStatement)(unsafe.Add(unsafe.Pointer(stmt), offs.stmt))
-	r := &resultReader{ctx: ctx, stmt: stmt}
+	r := &resultReader{ctx: ctx, stmt: stmt, closing: make(chan struct{})}
 	r.refs.Store(1)
 	pend := bindings.PendingPrepared
 	if stream {
@@ -104,15 +109,28 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		r.close()
 		return nil, err
 	}
-	// DuckDB is interrupted once ctx ends, until the reader is released
-	// (under mu: never once the caller may close the connection). Not
-	// before: a query clears its connection's interrupt as it starts, in
-	// the pending call.
+	// DuckDB is interrupted once ctx ends, and again every
+	// interruptEvery (DuckDB clears a connection's interrupt in places:
+	// duckdb-go repeats it too), until the reader is released; under mu,
+	// never once the caller may close the connection. Not before the
+	// pending call: a query clears its connection's interrupt as it
+	// starts.
 	r.stopInterrupt = context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if !r.closed {
+		t := time.NewTicker(interruptEvery)
+		defer t.Stop()
+		for {
+			r.mu.Lock()
+			if r.closed {
+				r.mu.Unlock()
+				return
+			}
 			bindings.Interrupt(conn)
+			r.mu.Unlock()
+			select {
+			case <-t.C:
+			case <-r.closing:
+				return
+			}
 		}
 	})
 	state := bindings.ExecutePending(r.pending, &r.res)
@@ -157,6 +175,7 @@ type resultReader struct {
 	refs          atomic.Int64
 	mu            sync.Mutex // the interrupt against close
 	closed        bool
+	closing       chan struct{} // closed by close: the interrupts stop
 
 	cur  arrow.RecordBatch
 	err  error
@@ -234,7 +253,10 @@ func (r *resultReader) close() {
 		r.stopInterrupt()
 	}
 	r.mu.Lock()
-	r.closed = true
+	if !r.closed {
+		r.closed = true
+		close(r.closing)
+	}
 	r.mu.Unlock()
 	if r.hasOpts {
 		bindings.DestroyArrowOptions(&r.opts)

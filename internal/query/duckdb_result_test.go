@@ -15,6 +15,19 @@ const bulkRows = 400_000
 // that order), several times DuckDB's streaming buffer past the first.
 const failingLater = `SELECT CASE WHEN duration_ms = 399999 AND trace_id = 'bulk' THEN error('the last row fails') ELSE duration_ms END AS d FROM otel_spans`
 
+// bulkIceLake is an Iceberg lake with bulkRows spans of tenant a's 'bulk'
+// trace more, in one load, their duration_ms 0 to bulkRows-1.
+func bulkIceLake(t *testing.T) *iceLake {
+	t.Helper()
+	l := newIceLake(t, IcebergOptions{ScanConcurrency: 1, BatchRows: 4096})
+	spans := make([]span, bulkRows)
+	for i := range spans {
+		spans[i] = span{"a", "bulk", "n", int64(i), day(2)}
+	}
+	l.load(t, spans, nil)
+	return l
+}
+
 // The Iceberg reader's results stream: their first batches reach the
 // reader before DuckDB has made the rest (here, before a row that fails
 // the query), DuckDB reading the scan only a bounded way ahead of the
@@ -23,12 +36,7 @@ const failingLater = `SELECT CASE WHEN duration_ms = 399999 AND trace_id = 'bulk
 // came; streaming with insertion order kept, DuckDB read the whole scan
 // before the first batch.
 func TestIcebergReadStreamsAndAFailureLaterIsTheReadsError(t *testing.T) {
-	l := newIceLake(t, IcebergOptions{ScanConcurrency: 1, BatchRows: 4096})
-	spans := make([]span, bulkRows)
-	for i := range spans {
-		spans[i] = span{"a", "bulk", "n", int64(i), day(2)}
-	}
-	l.load(t, spans, nil)
+	l := bulkIceLake(t)
 	rr, err := l.reader.Query(context.Background(), tenantA, failingLater)
 	if err != nil {
 		t.Fatalf("the query failed before its first batch (a materialized result): %v", err)
