@@ -119,13 +119,9 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		t := time.NewTicker(interruptEvery)
 		defer t.Stop()
 		for {
-			r.mu.Lock()
-			if r.closed {
-				r.mu.Unlock()
+			if !r.interrupt(conn) {
 				return
 			}
-			bindings.Interrupt(conn)
-			r.mu.Unlock()
 			select {
 			case <-t.C:
 			case <-r.closing:
@@ -133,15 +129,12 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 			}
 		}
 	})
-	state := bindings.ExecutePending(r.pending, &r.res)
-	r.hasRes = true // destroyed even when it holds the error
-	if state == bindings.StateError {
+	if bindings.ExecutePending(r.pending, &r.res) == bindings.StateError {
 		err := r.resultError()
 		r.close()
 		return nil, err
 	}
 	r.opts = bindings.ResultGetArrowOptions(&r.res)
-	r.hasOpts = true
 	n := bindings.ColumnCount(&r.res)
 	names, types := make([]string, n), make([]bindings.LogicalType, n)
 	for i := range n {
@@ -166,16 +159,13 @@ type resultReader struct {
 	ctx           context.Context
 	stmt          *duckdb.Stmt
 	pending       bindings.PendingResult
-	res           bindings.Result
-	hasRes        bool
-	opts          bindings.ArrowOptions
-	hasOpts       bool
+	res           bindings.Result       // destroyed even when it holds an error
+	opts          bindings.ArrowOptions // zero until the query ran
 	schema        *arrow.Schema
 	stopInterrupt func() bool
 	refs          atomic.Int64
-	mu            sync.Mutex // the interrupt against close
-	closed        bool
-	closing       chan struct{} // closed by close: the interrupts stop
+	mu            sync.Mutex    // the interrupt against close
+	closing       chan struct{} // closed by close, under mu: no interrupt after it
 
 	cur  arrow.RecordBatch
 	err  error
@@ -253,19 +243,30 @@ func (r *resultReader) close() {
 		r.stopInterrupt()
 	}
 	r.mu.Lock()
-	if !r.closed {
-		r.closed = true
+	select {
+	case <-r.closing:
+	default:
 		close(r.closing)
 	}
 	r.mu.Unlock()
-	if r.hasOpts {
-		bindings.DestroyArrowOptions(&r.opts)
-	}
-	if r.hasRes {
-		bindings.DestroyResult(&r.res)
-	}
+	bindings.DestroyArrowOptions(&r.opts)
+	bindings.DestroyResult(&r.res)
 	bindings.DestroyPending(&r.pending)
 	r.stmt.Close()
+}
+
+// interrupt interrupts DuckDB on conn unless the reader is closed, which
+// it reports.
+func (r *resultReader) interrupt(conn bindings.Connection) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.closing:
+		return false
+	default:
+		bindings.Interrupt(conn)
+		return true
+	}
 }
 
 // errorData is DuckDB's error data as an error, nil when it holds none.
