@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	afsql "github.com/apache/arrow-go/v18/arrow/flight/flightsql"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/tracelake/tracelake/internal/cputime"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -84,7 +83,7 @@ func BenchmarkStreamSpans(b *testing.B) {
 	ctx := context.Background()
 	b.Run("duckdb_arrow", func(b *testing.B) {
 		var rows int64
-		cpu := -processCPU()
+		cpu := -cputime.Process()
 		for b.Loop() {
 			conn, err := db.Conn(ctx)
 			if err != nil {
@@ -108,7 +107,7 @@ func BenchmarkStreamSpans(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		cpu += processCPU()
+		cpu += cputime.Process()
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 	})
@@ -130,7 +129,7 @@ func BenchmarkStreamSpans(b *testing.B) {
 		defer c.Close()
 		cctx := metadata.AppendToOutgoingContext(ctx, "x-scope-orgid", "a")
 		var rows int64
-		cpu := -processCPU()
+		cpu := -cputime.Process()
 		for b.Loop() {
 			info, err := c.Execute(cctx, q)
 			if err != nil {
@@ -153,7 +152,7 @@ func BenchmarkStreamSpans(b *testing.B) {
 		if rows != benchSpans/2 {
 			b.Fatalf("streamed %d rows, want tenant a's %d", rows, benchSpans/2)
 		}
-		cpu += processCPU()
+		cpu += cputime.Process()
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 	})
@@ -166,12 +165,4 @@ func drain(rr array.RecordReader) int64 {
 		n += rr.RecordBatch().NumRows()
 	}
 	return n
-}
-
-// processCPU is the CPU time (user and system) of this process so far,
-// every thread's: DuckDB's, the server's and the client's.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -414,15 +414,10 @@ func walBytes(t *testing.T, s *Sink) int64 {
 	return st.Size()
 }
 
-// loadRange stages and loads batch(first, last) in one load.
-func loadRange(t *testing.T, s *Sink, first, last int64) {
+// mustLoad stages bs and loads them in one load.
+func mustLoad(t *testing.T, s *Sink, bs ...*sink.Batch) {
 	t.Helper()
-	ctx := context.Background()
-	f, err := s.Stage(ctx, batch(first, last))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+	if _, err := s.Load(context.Background(), stage(t, s, bs...)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -432,11 +427,11 @@ func loadRange(t *testing.T, s *Sink, first, last int64) {
 // first; a small load gathers in the log (see checkpointThreshold).
 func TestFullLoadsCheckpointInTheirCommit(t *testing.T) {
 	s := prepared(t, false)
-	loadRange(t, s, 0, 9)
+	mustLoad(t, s, batch(0, 9))
 	if walBytes(t, s) == 0 {
 		t.Fatal("a load of 10 rows left the write-ahead log empty: it should gather there")
 	}
-	loadRange(t, s, 10, 20_009) // the rows of a load of the default size (~1 KB messages)
+	mustLoad(t, s, batch(10, 20_009)) // the rows of a load of the default size (~1 KB messages)
 	if n := walBytes(t, s); n != 0 {
 		t.Errorf("after a load of 20,000 rows the write-ahead log holds %d bytes, want none (checkpointed in the commit)", n)
 	}

@@ -38,15 +38,11 @@ func TestDeclaredTableGainsNewColumns(t *testing.T) {
 		f(s)
 	}
 	run(sinktest.OlderSpans(), func(s *Sink) {
-		if _, err := s.Load(ctx, stage(t, s, sinktest.SpanBatch(0, 4, false))); err != nil {
-			t.Fatal(err)
-		}
+		mustLoad(t, s, sinktest.SpanBatch(0, 4, false))
 	})
 	var grown []Column
 	run(&otel.Spans, func(s *Sink) {
-		if _, err := s.Load(ctx, stage(t, s, sinktest.SpanBatch(5, 9, true))); err != nil {
-			t.Fatal(err)
-		}
+		mustLoad(t, s, sinktest.SpanBatch(5, 9, true))
 		var err error
 		if grown, err = TableColumns(ctx, s.DB(), "otel_spans"); err != nil {
 			t.Fatal(err)
@@ -137,9 +133,7 @@ func TestUndeclaredColumnLeftAlone(t *testing.T) {
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Load(ctx, stage(t, s, sinktest.SpanBatch(0, 2, true))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, sinktest.SpanBatch(0, 2, true))
 	if n := count(t, s, `SELECT count(*) FROM otel_spans WHERE retired IS NULL AND start_time_unix_nano IS NOT NULL`); n != 3 {
 		t.Errorf("%d rows with the undeclared column null and the declared ones loaded, want 3", n)
 	}

@@ -42,9 +42,7 @@ func TestLandedRowsMoveAfterARestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := routedSink(t, dir)
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 9, 5))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(0, 9, 5))
 	s.Close() // no Finish: as a process killed after the load
 	s = routedSink(t, dir)
 	wantCounts(t, s, "after the restart", map[string]int64{`SELECT count(*) FROM cdc_landing`: 20, `SELECT count(*) FROM cdc_db_orders_log`: 0})
@@ -67,16 +65,11 @@ func TestLandedRowsMoveAfterARestart(t *testing.T) {
 // A load moves the landed rows once the oldest has waited
 // DistributeEvery, and not before.
 func TestLoadsMoveLandedRowsWhenDue(t *testing.T) {
-	ctx := context.Background()
 	s := routedSink(t, t.TempDir(), func(o *Options) { o.DistributeEvery = time.Hour })
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(0, 4, 100))
 	wantCounts(t, s, "an hour not passed", map[string]int64{`SELECT count(*) FROM cdc_landing`: 10})
 	s.opt.DistributeEvery = time.Nanosecond
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(5, 9, 100))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(5, 9, 100))
 	wantCounts(t, s, "the wait passed", map[string]int64{`SELECT count(*) FROM cdc_landing`: 0, `SELECT count(*) FROM cdc_db_users_log`: 10})
 }
 
@@ -86,15 +79,11 @@ func TestLoadsMoveLandedRowsWhenDue(t *testing.T) {
 func TestLandedRowsOfABrokenTableWaitAlone(t *testing.T) {
 	ctx := context.Background()
 	s := routedSink(t, t.TempDir())
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(0, 4, 100))
 	if _, err := s.Distribute(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(5, 9, 7))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(5, 9, 7))
 	if _, err := s.DB().Exec(`ALTER TABLE cdc_db_orders_log DROP COLUMN note`); err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +147,7 @@ func TestLandedValueItsTypeDoesNotTakeIsNoNull(t *testing.T) {
 	for o, qty := range []string{"3", `"three"`} {
 		items.Rows = fmt.Appendf(items.Rows, `{"qty":%s,"cdc_op":"c","ktopic":"t","kpartition":0,"koffset":%d,"kindex":0}`+"\n", qty, o)
 	}
-	if _, err := s.Load(ctx, stage(t, s, b)); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, b)
 	_, err := s.Distribute(ctx)
 	if err == nil || !strings.Contains(err.Error(), `holds a value its column's type does not take`) || !strings.Contains(err.Error(), `"three"`) {
 		t.Fatalf("Distribute: %v; want the row's value named", err)
@@ -171,11 +158,8 @@ func TestLandedValueItsTypeDoesNotTakeIsNoNull(t *testing.T) {
 // The landing table's rows are stored uncompressed: they leave at the next
 // move, and compressing them at a checkpoint would be work thrown away.
 func TestLandedRowsAreNotCompressed(t *testing.T) {
-	ctx := context.Background()
 	s := routedSink(t, t.TempDir())
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 999, 100))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(0, 999, 100))
 	if _, err := s.DB().Exec("CHECKPOINT"); err != nil {
 		t.Fatal(err)
 	}
@@ -217,9 +201,7 @@ func TestLandedRowsMoveToTheirTableUnderAnyCollation(t *testing.T) {
 		rows.AddColumn(sink.Column{Name: "v", Type: schema.String})
 		rows.Rows = fmt.Appendf(rows.Rows, `{"v":%q,"cdc_op":"c","ktopic":"t","kpartition":0,"koffset":%d,"kindex":0}`+"\n", table, o)
 	}
-	if _, err := s.Load(ctx, stage(t, s, b)); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, b)
 	if _, err := s.Distribute(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -287,9 +269,7 @@ func TestLandedRowsOfAQuietSourceMove(t *testing.T) {
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(0, 4, 100))
 	// The source is quiet: no load comes. The move does, soon after
 	// distribute_every; a generous deadline fails without it.
 	for deadline := time.Now().Add(10 * time.Second); count(t, s, `SELECT count(*) FROM cdc_landing`) > 0; {
@@ -307,9 +287,7 @@ func TestRoutedRowsOfADatabaseFromBeforeTheLandingTable(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := routedSink(t, dir)
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(0, 4, 100))
 	if _, err := s.Distribute(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -340,18 +318,14 @@ func TestRoutedRowsOfADatabaseFromBeforeTheLandingTable(t *testing.T) {
 func TestMendedTableOfAQuietSourceMoves(t *testing.T) {
 	ctx := context.Background()
 	s := routedSink(t, t.TempDir(), func(o *Options) { o.DistributeEvery = 50 * time.Millisecond })
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 0))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(0, 4, 0))
 	if _, err := s.Distribute(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.DB().Exec(`ALTER TABLE cdc_db_orders_log DROP COLUMN note`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(5, 9, 0))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(5, 9, 0))
 	if _, err := s.Distribute(ctx); err == nil {
 		t.Fatal("Distribute with the orders' table broken: no error")
 	}
@@ -389,12 +363,9 @@ func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 // a wait later, not at once and again: without a load or a merge round,
 // the timer makes one try per DistributeEvery.
 func TestAFailingMoveIsTriedAgainAWaitLater(t *testing.T) {
-	ctx := context.Background()
 	h := &countingHandler{}
 	s := routedSink(t, t.TempDir(), func(o *Options) { o.DistributeEvery = 50 * time.Millisecond; o.Log = slog.New(h) })
-	if _, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, routedBatch(0, 4, 100))
 	if _, err := s.DB().Exec(`DROP TABLE cdc_landing`); err != nil {
 		t.Fatal(err)
 	}

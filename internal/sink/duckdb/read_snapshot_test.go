@@ -33,7 +33,7 @@ func TestLoadsCheckpointBesideAStreamingReadAfterAnUpdate(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				ctx := context.Background()
 				s := prepared(t, false)
-				loadRange(t, s, 0, 20_009)
+				mustLoad(t, s, batch(0, 20_009))
 				// A table a merge keeps (as internal/merge's watermarks).
 				if _, err := s.DB().Exec(`CREATE TABLE marks (model VARCHAR, next_offset BIGINT);
 					INSERT INTO marks VALUES ('m', 1); CHECKPOINT`); err != nil {
@@ -56,8 +56,8 @@ func TestLoadsCheckpointBesideAStreamingReadAfterAnUpdate(t *testing.T) {
 				if _, err := s.DB().Exec(c.stmt); err != nil {
 					t.Fatal(err)
 				}
-				loadRange(t, s, 20_010, 40_019)
-				loadRange(t, s, 40_020, 60_029)
+				mustLoad(t, s, batch(20_010, 40_019))
+				mustLoad(t, s, batch(40_020, 60_029))
 				if n := walBytes(t, s); n != 0 {
 					t.Errorf("after two loads of 20,000 rows the write-ahead log holds %d bytes, want none (checkpointed in their commits)", n)
 				}

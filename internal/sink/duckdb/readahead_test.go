@@ -132,9 +132,7 @@ func TestLoadWaitingForTheLockReadsAhead(t *testing.T) {
 func TestReadAheadRowsAreFenced(t *testing.T) {
 	ctx := context.Background()
 	s := prepared(t, false)
-	if _, err := s.Load(ctx, stage(t, s, batch(0, 99))); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, batch(0, 99))
 	files := stage(t, s, batch(0, 49), batch(50, 149), batch(150, 199))
 	ahead := s.readAhead(ctx, files)
 	if ahead == nil {

@@ -58,9 +58,7 @@ func TestRoutedTablesCreatedGrownAndFenced(t *testing.T) {
 		t.Fatalf("columns of a table not created yet: %v", cols)
 	}
 	first := routedBatch(0, 4, 100)
-	if _, err := s.Load(ctx, stage(t, s, first)); err != nil {
-		t.Fatal(err)
-	}
+	mustLoad(t, s, first)
 	// The same offsets again (a lost reply), then offsets 3..9, of which
 	// 5..9 are new and from 7 on bring a note column.
 	loaded, err := s.Load(ctx, stage(t, s, routedBatch(0, 4, 100), routedBatch(3, 9, 7)))

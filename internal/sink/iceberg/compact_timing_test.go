@@ -1,7 +1,6 @@
 package iceberg_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,12 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/parquet/file"
 
+	"github.com/tracelake/tracelake/internal/cputime"
+	"github.com/tracelake/tracelake/internal/procmem"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -87,7 +87,7 @@ func BenchmarkSortedCompaction(b *testing.B) {
 			}
 		}
 		runtime.GC()
-		resetPeakRSS()
+		procmem.ResetPeak()
 		var peakHeap atomic.Uint64
 		done := make(chan struct{})
 		sampled := make(chan struct{})
@@ -107,11 +107,11 @@ func BenchmarkSortedCompaction(b *testing.B) {
 			}
 		}()
 		b.StartTimer()
-		cpu0 := cpuTime()
+		cpu0 := cputime.Process()
 		start := time.Now()
 		r, err := s.NewMaintainer(iceberg.MaintenanceOptions{TargetFileBytes: target, SmallFiles: 8, ExpireOlderThan: 24 * time.Hour,
 			RetainLast: 1, Lease: time.Hour, Now: func() time.Time { return time.Now().Add(72 * time.Hour) }}).Round(ctx)
-		took, cpu := time.Since(start), cpuTime()-cpu0
+		took, cpu := time.Since(start), cputime.Process()-cpu0
 		b.StopTimer()
 		close(done)
 		<-sampled
@@ -137,41 +137,14 @@ func BenchmarkSortedCompaction(b *testing.B) {
 		}
 		b.Logf("%d spans (%d MB of bodies): %d files of %d bytes into %d: sizes %v; round %.1f s (CPU %.1f s), %.0f spans/s, peak heap in use %d MiB, peak RSS %d MiB",
 			spans, bodyBytes>>20, r.Compacted[0].FilesBefore, r.Compacted[0].BytesBefore, len(files), sizes,
-			took.Seconds(), cpu.Seconds(), float64(spans)/took.Seconds(), peakHeap.Load()>>20, peakRSS()>>20)
+			took.Seconds(), cpu.Seconds(), float64(spans)/took.Seconds(), peakHeap.Load()>>20, procmem.Peak()>>20)
 		b.ReportMetric(float64(spans)/took.Seconds(), "spans/s")
 		b.ReportMetric(float64(peakHeap.Load()>>20), "peak-heap-MiB")
-		b.ReportMetric(float64(peakRSS()>>20), "peak-RSS-MiB")
+		b.ReportMetric(float64(procmem.Peak()>>20), "peak-RSS-MiB")
 		b.ReportMetric(float64(len(files)), "files")
 		b.ReportMetric(float64(sizes[len(sizes)-1]>>20), "largest-file-MiB")
 		s.Close()
 	}
-}
-
-// cpuTime is the process's CPU time, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// resetPeakRSS resets the process's VmHWM (Linux: clear_refs 5).
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// peakRSS is the process's VmHWM in bytes.
-func peakRSS() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // logColumns logs the compressed bytes of each column of a Parquet file,
