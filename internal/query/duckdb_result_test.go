@@ -123,6 +123,32 @@ func TestDuckDBReadsAreMaterialized(t *testing.T) {
 	}
 }
 
+// A read whose context ends stops at its next batch with the context's
+// error, even where DuckDB holds the rest made (a materialized result):
+// a cancelled client, or query.timeout, is never handed more rows.
+func TestReadEndsWithItsContext(t *testing.T) {
+	l := newLake(t)
+	if _, err := l.db.Exec(`INSERT INTO otel_spans SELECT 'a', 'bulk', 'n', i FROM range(100000) t(i)`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rr, err := l.reader.Query(ctx, tenantA, `SELECT duration_ms FROM otel_spans`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	if !rr.Next() {
+		t.Fatal(rr.Err())
+	}
+	cancel()
+	if rr.Next() {
+		t.Fatal("a batch came after the read's context ended")
+	}
+	if err := rr.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the read ended with %v, want its context's error", err)
+	}
+}
+
 // The handles the reads take from duckdb-go are where this release keeps
 // them: an upgrade that moves them fails here first.
 func TestDuckDBGoHandlesFound(t *testing.T) {
