@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"time"
 
@@ -67,6 +68,10 @@ type batcher struct {
 	// ready are batches closed out of turn (cut), to be sent before the
 	// open one.
 	ready []*batch
+	// stalled are the partitions whose batching stopped this poll at a
+	// record to decode again (takeStalled): their later records are
+	// skipped until the worker reads from it again.
+	stalled map[sink.TopicPartition]stall
 	// decoder, when set, makes the rows of a declared table of each record
 	// (OTLP) instead of raw or transform rows.
 	decoder RowDecoder
@@ -101,8 +106,8 @@ func newBatcher(transform bool, maxRecords int, maxBytes int64, maxInterval time
 }
 
 // add encodes r into the open batch and returns the batch if r filled it;
-// added is false when r was skipped as already batched, or is a
-// transaction marker.
+// added is false when r was skipped as already batched, is a transaction
+// marker, or stalled its partition (stalled).
 func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	if want, ok := b.next[tp]; ok && r.Offset < want {
@@ -110,24 +115,29 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		// would be skipped by the sink's ledger check anyway.
 		return nil, false
 	}
-	rg := b.rangeOf(tp, r.Offset, now)
+	if _, ok := b.stalled[tp]; ok {
+		// Past a record to decode again: read again after it.
+		return nil, false
+	}
 	if r.Attrs.IsControl() {
 		// A transaction's commit or abort marker holds an offset and no
 		// message. The range covers it, so the ledger stays contiguous and
 		// the committed offset passes it: past a partition's last marker
 		// is its end (lag 0, idle).
+		b.rangeOf(tp, r.Offset, now)
 		return nil, false
 	}
-
 	if b.decoder != nil {
 		// Held in memory are the rows, not the message (dropped once
 		// decoded): they count against the budget, usually 3-5 times
 		// the protobuf's size.
-		held := b.cur.decodedBytes()
-		b.addDecoded(r, rg)
-		b.lastSize = b.cur.decodedBytes() - held
+		size, ok := b.addDecoded(tp, r, now)
+		if !ok {
+			return nil, false
+		}
+		b.lastSize = size
 	} else {
-		b.addJSON(r, rg)
+		b.addJSON(r, b.rangeOf(tp, r.Offset, now))
 		b.lastSize = int64(len(r.Value))
 	}
 	b.records++
@@ -166,15 +176,47 @@ func (b *batcher) addJSON(r *kgo.Record, rg *sink.Range) {
 }
 
 // addDecoded adds the rows the decoder makes of r (any number, none for
-// an empty message), or a dead letter with the decoder's reason.
-func (b *batcher) addDecoded(r *kgo.Record, rg *sink.Range) {
+// an empty message), or a dead letter with the decoder's reason. A
+// decoder that could not decide (sink.ErrTransient) stalls r's
+// partition instead: no range covers r, and false says it was not added.
+// size is what the rows added hold in memory.
+func (b *batcher) addDecoded(tp sink.TopicPartition, r *kgo.Record, now time.Time) (size int64, added bool) {
+	opened := b.open(now)
+	held := b.cur.decodedBytes()
 	n, err := b.decoder.AppendRows(b.cur.Batch, r)
+	if errors.Is(err, sink.ErrTransient) {
+		if opened {
+			b.cur = nil // nothing else in it; an empty batch is no load
+		}
+		if b.stalled == nil {
+			b.stalled = map[sink.TopicPartition]stall{}
+		}
+		b.stalled[tp] = stall{offset: r.Offset, err: err}
+		return 0, false
+	}
+	rg := b.rangeOf(tp, r.Offset, now)
 	if err != nil {
 		b.deadLetter(r, rg, envelope.Problem{Kind: envelope.KindUndecodable, Reason: err.Error()})
-		return
+	} else {
+		rg.Records += int64(n)
+		b.cur.created = append(b.cur.created, r.Timestamp.UnixNano())
 	}
-	rg.Records += int64(n)
-	b.cur.created = append(b.cur.created, r.Timestamp.UnixNano())
+	return b.cur.decodedBytes() - held, true
+}
+
+// stall is where a partition's batching stopped: the record the decoder
+// could not decide on, which the worker reads again.
+type stall struct {
+	offset int64
+	err    error
+}
+
+// takeStalled returns the partitions stalled since the last call, each
+// with the offset to read again from, and batches them again from there.
+func (b *batcher) takeStalled() map[sink.TopicPartition]stall {
+	s := b.stalled
+	b.stalled = nil
+	return s
 }
 
 func (b *batcher) deadLetter(r *kgo.Record, rg *sink.Range, problem envelope.Problem) {
@@ -188,19 +230,26 @@ func (b *batcher) deadLetter(r *kgo.Record, rg *sink.Range, problem envelope.Pro
 	b.cur.dlqKinds[problem.Kind]++
 }
 
+// open opens a batch unless one is open, and says whether it did.
+func (b *batcher) open(now time.Time) bool {
+	if b.cur != nil {
+		return false
+	}
+	b.cur = &batch{
+		Batch:   &sink.Batch{Rows: b.rows.get(b.lastRows), Derived: b.derived.get(b.lastDerived)},
+		created: make([]int64, 0, b.maxRecords),
+	}
+	if b.keepRecords {
+		b.cur.Records = make([]sink.Record, 0, min(b.maxRecords, 1<<16))
+	}
+	b.opened = now
+	return true
+}
+
 // rangeOf returns tp's range in the open batch, opening either as needed,
 // extended to offset. A new range starts where the previous one ended.
 func (b *batcher) rangeOf(tp sink.TopicPartition, offset int64, now time.Time) *sink.Range {
-	if b.cur == nil {
-		b.cur = &batch{
-			Batch:   &sink.Batch{Rows: b.rows.get(b.lastRows), Derived: b.derived.get(b.lastDerived)},
-			created: make([]int64, 0, b.maxRecords),
-		}
-		if b.keepRecords {
-			b.cur.Records = make([]sink.Record, 0, min(b.maxRecords, 1<<16))
-		}
-		b.opened = now
-	}
+	b.open(now)
 	i, ok := b.index[tp]
 	if !ok {
 		first, known := b.next[tp]

@@ -3,8 +3,10 @@ package pipeline_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/verify"
 )
@@ -496,4 +499,56 @@ func TestCDCJSONNullWithWhitespaceIsNull(t *testing.T) {
 	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_landing`, "0")
 	wantQuery(t, s.DB(), `SELECT id, coalesce(doc::VARCHAR, 'NULL') FROM cdc_shop_docs_log ORDER BY id`,
 		`1|{"a":1}`, "2|NULL", "3|NULL", `4|{"a":4}`)
+}
+
+// flakyRouter is the DuckDB sink whose Widenable cannot answer its first
+// fails calls, as when its database fails the read.
+type flakyRouter struct {
+	*duckdb.Sink
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *flakyRouter) Widenable(table string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fails > 0 {
+		f.fails--
+		return fmt.Errorf("%w: injected: the indexes of %s could not be read", sink.ErrTransient, table)
+	}
+	return f.Sink.Widenable(table)
+}
+
+// A change whose widening the sink could not check (its read of the
+// table's indexes failed) used to be dead-lettered with that failure as
+// its reason: a valid change kept out of its table, with no way back.
+// Now its partition is read again from it after a backoff, and nothing
+// after it in the partition is batched past it meanwhile: every change
+// lands, none twice, no dead letter.
+func TestCDCUnansweredWideningIsReadAgain(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatCanal)
+	cl := producer(t, c)
+	row := func(table, qtyType, id, qty string) string { return canalColumn(table, "qty", qtyType, id, qty) }
+	produceChanges(t, cl,
+		row("items", "int(11)", "1", "3"),
+		row("parts", "int(11)", "1", "5"),
+		row("items", "bigint(20)", "2", "3000000000"), // widens: Widenable fails twice
+		row("parts", "int(11)", "2", "6"),
+		row("items", "int(11)", "3", "4"),
+		row("parts", "bigint(20)", "3", "4000000000"),
+	)
+	s := openRouted(t, cfg)
+	flaky := &flakyRouter{Sink: s, fails: 2}
+	runIdleWithin(t, cfg, flaky, nil, 30*time.Second)
+	if flaky.fails != 0 {
+		t.Fatalf("Widenable was not asked again: %d injected failures left", flaky.fails)
+	}
+	mergeModels(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "0")
+	wantQuery(t, s.DB(), `SELECT id, qty, typeof(qty) FROM cdc_shop_items_log ORDER BY id`, "1|3|BIGINT", "2|3000000000|BIGINT", "3|4|BIGINT")
+	wantQuery(t, s.DB(), `SELECT id, qty FROM cdc_shop_parts ORDER BY id`, "1|5", "2|6", "3|4000000000")
 }

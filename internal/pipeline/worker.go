@@ -109,7 +109,11 @@ type Worker struct {
 	// drained is true when the last poll returned no record and no owned
 	// partition was behind its end at its last fetch: the worker is
 	// waiting for Kafka, not blocked behind its loads or the memory budget.
-	drained  atomic.Bool
+	drained atomic.Bool
+	// rereads are the partitions whose batching stalled at a record to
+	// decode again (batcher.takeStalled), paused until their retry;
+	// touched by the poll loop only.
+	rereads  map[sink.TopicPartition]*reread
 	inflight atomic.Int64 // records read and not yet loaded (or dropped)
 	flushNow atomic.Bool  // close the open batch and load at the next poll wake-up
 	held     atomic.Int64 // bytes of the budget this worker holds (read, not yet loaded or spilled)
@@ -252,8 +256,9 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		w.log.Warn("not every worker of this process joined the group in time; reading anyway", "waited", w.opt.StartWait)
 	}
 	for ctx.Err() == nil {
-		// Wake at least every 250ms to notice flush requests.
+		// Wake at least every 250ms to notice flush requests (and retries).
 		wait := 250 * time.Millisecond
+		w.resumeRereads(time.Now())
 		w.mu.Lock()
 		if due := w.b.due(); !due.IsZero() {
 			wait = min(wait, max(time.Until(due), time.Millisecond))
@@ -317,6 +322,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 				closed = append(closed, b)
 			}
 		})
+		stalled := w.b.takeStalled()
 		flushNow := w.flushNow.Swap(false)
 		if flushNow {
 			closed = append(closed, w.b.closeAll()...)
@@ -336,6 +342,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		}
 		w.opt.Budget.settle(reserved, n, bytes)
 		w.drained.Store(drained)
+		w.readAgain(stalled, now)
 		w.opt.Metrics.Batches.Add(float64(len(closed)))
 		// Sending blocks while the stager and loader are behind (or a load
 		// is being retried): nothing new is polled meanwhile, so backlog
@@ -353,6 +360,67 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			<-w.sendSem
 		}
 		w.cl.AllowRebalance()
+	}
+}
+
+// reread is a partition read again from a record the decoder could not
+// decide on (a sink question unanswered, sink.ErrTransient): at offset,
+// after delay, which doubles while the same record stalls again.
+type reread struct {
+	offset   int64
+	delay    time.Duration
+	resumeAt time.Time // zero once resumed
+}
+
+// readAgain sets each stalled partition's position back to its stalled
+// record and pauses it for a backoff: no range covers that record or any
+// after it, so the ledger holds no gap, and nothing is dead-lettered for
+// a failure that was not the record's. It runs in the poll loop before
+// AllowRebalance, as SetOffsets must, and drops what the client buffered
+// of those partitions.
+func (w *Worker) readAgain(stalled map[sink.TopicPartition]stall, now time.Time) {
+	if len(stalled) == 0 {
+		return
+	}
+	set := map[string]map[int32]kgo.EpochOffset{}
+	pause := map[string][]int32{}
+	if w.rereads == nil {
+		w.rereads = map[sink.TopicPartition]*reread{}
+	}
+	for tp, st := range stalled {
+		rr := w.rereads[tp]
+		if rr == nil || rr.offset != st.offset {
+			rr = &reread{offset: st.offset, delay: w.opt.RetryBase}
+			w.rereads[tp] = rr
+		} else {
+			rr.delay = min(rr.delay*2, w.opt.RetryMaxDelay)
+		}
+		rr.resumeAt = now.Add(rr.delay)
+		if set[tp.Topic] == nil {
+			set[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		set[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: st.offset}
+		pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
+		w.opt.Stats.addRetry()
+		w.opt.Metrics.Retries.WithLabelValues("decode").Inc()
+		w.log.Warn("a record could not be decoded now; reading its partition again from it",
+			"topic", tp.Topic, "partition", tp.Partition, "offset", st.offset, "in", rr.delay, "err", st.err)
+	}
+	w.cl.PauseFetchPartitions(pause)
+	w.cl.SetOffsets(set)
+}
+
+// resumeRereads resumes fetching the partitions whose retry is due.
+func (w *Worker) resumeRereads(now time.Time) {
+	resume := map[string][]int32{}
+	for tp, rr := range w.rereads {
+		if !rr.resumeAt.IsZero() && !now.Before(rr.resumeAt) {
+			rr.resumeAt = time.Time{}
+			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+		}
+	}
+	if len(resume) > 0 {
+		w.cl.ResumeFetchPartitions(resume)
 	}
 }
 

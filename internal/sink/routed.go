@@ -84,7 +84,8 @@ type Router interface {
 	// widens the column at its load.
 	ColumnOf(typ string) (Column, bool)
 	// Widenable says why a column of routed table cannot be widened, nil
-	// when it can (a table not created yet can).
+	// when it can (a table not created yet can); an error wrapping
+	// ErrTransient when it could not tell.
 	Widenable(table string) error
 }
 

@@ -23,6 +23,13 @@ import (
 // the next start resumes from the ledger, so nothing is lost.
 var ErrFatal = errors.New("the sink cannot go on in this process: restart tracelake (it resumes from the ledger; nothing is lost)")
 
+// ErrTransient marks a question the sink could not answer now (its
+// database failed the read), as opposed to its answer: asked again later,
+// it may answer. The pipeline reads the record again rather than decide
+// on a failure (a record dead-lettered for one would be a valid change
+// kept out of its table).
+var ErrTransient = errors.New("not answered now")
+
 // ErrNoDerivedTable is a sink's answer to a batch with Derived rows when it
 // loads no derived table: configuration checks keep such batches away, so
 // it is a bug, and the load stops rather than drop the rows.

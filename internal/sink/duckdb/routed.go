@@ -67,19 +67,19 @@ UNION ALL SELECT table_name || '(' || constraint_type || ')' FROM duckdb_constra
 	WHERE schema_name = $1 AND table_name IN (SELECT name FROM t) AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY')
 ORDER BY ALL`, s.tables.routes, cdc.TombstonesSuffix), schemaName, table)
 	if err != nil {
-		return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
+		return fmt.Errorf("%w: the indexes of %s and its model could not be read: %w", sink.ErrTransient, table, err)
 	}
 	defer rows.Close()
 	var names []string
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
-			return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
+			return fmt.Errorf("%w: the indexes of %s and its model could not be read: %w", sink.ErrTransient, table, err)
 		}
 		names = append(names, n)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("the indexes of %s and its model could not be read: %w", table, err)
+		return fmt.Errorf("%w: the indexes of %s and its model could not be read: %w", sink.ErrTransient, table, err)
 	}
 	if len(names) > 0 {
 		return fmt.Errorf("DuckDB changes no column type of a table with an index or a key constraint, and there are %s (an index can be dropped; the changes dead-lettered meanwhile stay in the dead-letter table)", strings.Join(names, ", "))
