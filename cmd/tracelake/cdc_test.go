@@ -242,3 +242,54 @@ func TestCDCModelsMergedByRun(t *testing.T) {
 func position(file, pos, xoffset int) string {
 	return fmt.Sprintf("%0*d.%0*d.%0*d", cdc.PositionDigits, file, cdc.PositionDigits, pos, cdc.PositionDigits, xoffset)
 }
+
+// With cdc.heartbeats, a change of the heartbeat table (a row the source
+// updates every little while, in its log with every other change) moves
+// the done marks of tables whose partitions are quiet: partition 1 holds
+// deals' change of 22:25 and nothing after, so without a heartbeat 22:00
+// is not done for deals; the heartbeat of 23:05 on partition 0, read
+// while partition 1 had loaded everything, proves that every change
+// before 23:05 was in Kafka, and 22:00 is done.
+func TestCDCHeartbeatMovesQuietTables(t *testing.T) {
+	bin := buildBinary(t)
+	cluster, _ := startKafka(t, 2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cfgPath := writeConfig(t, cluster, "format: maxwell", "merge: {every: 1h}\ncdc: {heartbeats: [{table: ops.heartbeat}]}")
+	msg := func(p int32, table, data string, ts, pos int) *kgo.Record {
+		return &kgo.Record{Topic: testTopic, Partition: p, Value: []byte(`{"database":"` + map[bool]string{true: "ops", false: "crm"}[table == "heartbeat"] +
+			`","table":"` + table + `","type":"update","ts":` + strconv.Itoa(ts) + `,"xid":1,"position":"master.000006:` +
+			strconv.Itoa(pos) + `","primary_key_columns":["id"],"data":` + data + `}`)}
+	}
+	produce := func(recs ...*kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := func(table string) bool {
+		out, err := exec.Command(bin, "ready", "--config", cfgPath, "--table", table, "--hour", "2015-12-10T22").CombinedOutput()
+		if err != nil && !strings.Contains(string(out), "not ready") {
+			t.Fatalf("ready %s: %v\n%s", table, err, out)
+		}
+		return err == nil
+	}
+	const at = 1449786310 // 2015-12-10T22:25:10Z
+	produce(msg(0, "leads", `{"id":1,"name":"Lem"}`, at, 100), msg(1, "deals", `{"id":7,"stage":"new"}`, at, 110),
+		msg(0, "leads", `{"id":2,"name":"Ann"}`, at+2400, 120)) // 23:05
+	cdcRun(t, bin, cfgPath).Close()
+	if !ready("cdc_crm_leads") || ready("cdc_crm_deals") {
+		t.Fatalf("before the heartbeat: leads' partition reached 23:05 (want ready), deals' 22:25 (want not ready): leads %v, deals %v",
+			ready("cdc_crm_leads"), ready("cdc_crm_deals"))
+	}
+	produce(msg(0, "heartbeat", `{"id":1,"beat":"23:05"}`, at+2410, 130))
+	db := cdcRun(t, bin, cfgPath)
+	wantRows(t, db, `SELECT id, stage FROM cdc_crm_deals`, "7|new")
+	db.Close()
+	if !ready("cdc_crm_deals") {
+		t.Error("deals' 22:00 is not done after a heartbeat of 23:05 with its partition loaded to its end")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -97,7 +98,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		if *rebuild != "" || *model != "" || *task {
 			return usagef("--rebuild, --model and --task: with kafka.format %s every changelog table's model is merged, none is configured", cfg.Kafka.Format)
 		}
-		job, err := changelogJob(cfg, mg, snk)
+		job, err := changelogJob(cfg, mg, snk, heartbeats{})
 		if err != nil {
 			return err
 		}
@@ -159,15 +160,21 @@ func (j mergeJob) current(ctx context.Context) ([]config.Model, error) {
 }
 
 // changelogJob merges the model of every changelog table of cfg's sink
-// (kafka.format debezium, canal or maxwell), snk.
-func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink) (mergeJob, error) {
+// (kafka.format debezium, canal or maxwell), snk, marking the hours done
+// after each pass, with the heartbeats hb read (none in tracelake merge,
+// which reads no changes).
+func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb heartbeats) (mergeJob, error) {
 	dec, err := cdc.NewDecoder(cfg.CDCOptions())
 	if err != nil {
 		return mergeJob{}, err
 	}
 	cm := merge.NewChangelogMerger(mg, snk, dec)
 	mark := func(ctx context.Context) error {
-		n, err := cm.MarkReady(ctx, cfg.CDC.Idle.D(), time.Now())
+		m := merge.Marking{Now: time.Now(), Idle: cfg.CDC.Idle.D(), Beats: hb.beats.Latest()}
+		if hb.admin != nil {
+			m.Ends = hb.ends
+		}
+		n, err := cm.MarkReady(ctx, m)
 		if n > 0 {
 			slog.Info("marked hours of changelog models done", "marks", n)
 		}
@@ -176,17 +183,37 @@ func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink) (merge
 	return mergeJob{merger: cm, list: cm.Pending, after: mark, concurrency: cfg.MergeConcurrency()}, nil
 }
 
+// heartbeats are the heartbeats a run reads (cdc.heartbeats), and the
+// client that lists the end offsets they are checked against.
+type heartbeats struct {
+	beats *cdc.Beats
+	admin *kafka.Admin
+}
+
+// ends lists the last stable offsets of topics' partitions.
+func (h heartbeats) ends(ctx context.Context, topics []string) (map[sink.TopicPartition]int64, error) {
+	w, err := h.admin.Watermarks(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[sink.TopicPartition]int64, len(w))
+	for tp, m := range w {
+		out[tp] = m.High
+	}
+	return out, nil
+}
+
 // mergeJobs are the models merge.every merges in a run of cfg: with
 // OpenTelemetry rows, each loaded table's dedup model (the run's, with
 // merger, and those of the other signals' targets), else merge.models.
-func mergeJobs(cfg *config.Config, merger modelMerger, targets []loadTarget) ([]mergeJob, error) {
+func mergeJobs(cfg *config.Config, merger modelMerger, targets []loadTarget, hb heartbeats) ([]mergeJob, error) {
 	if cfg.CapturesChanges() {
 		mg, ok := merger.(*merge.Merger)
 		snk, sok := targets[0].snk.(*duckdb.Sink)
 		if !ok || !sok {
 			return nil, fmt.Errorf("BUG: kafka.format %s with a %T merger and a %T sink, not DuckDB's", cfg.Kafka.Format, merger, targets[0].snk)
 		}
-		job, err := changelogJob(cfg, mg, snk)
+		job, err := changelogJob(cfg, mg, snk, hb)
 		return []mergeJob{job}, err
 	}
 	if !cfg.DecodesOTLP() {

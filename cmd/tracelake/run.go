@@ -13,9 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/directload"
 	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/query"
@@ -160,8 +162,16 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	// finalMerge, with merge.every, merges once more after a run that
 	// ended idle, so its models are merged up to everything it loaded.
 	finalMerge := func() error { return nil }
+	var hb heartbeats
+	if tables := cfg.HeartbeatTables(); cfg.CapturesChanges() && len(tables) > 0 {
+		if hb.admin, err = kafka.NewAdmin(cfg.Kafka); err != nil {
+			return err
+		}
+		defer hb.admin.Close()
+		hb.beats = cdc.NewBeats(tables)
+	}
 	if every := cfg.Merge.Every.D(); every > 0 && (len(cfg.Merge.Models) > 0 || cfg.DecodesOTLP() || cfg.CapturesChanges()) {
-		jobs, err := mergeJobs(cfg, merger, targets)
+		jobs, err := mergeJobs(cfg, merger, targets, hb)
 		if err != nil {
 			return err
 		}
@@ -191,7 +201,8 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	slog.Info("tracelake running", "brokers", cfg.Kafka.Brokers, "topics", cfg.Kafka.Topics, "topic_regex", cfg.Kafka.TopicRegex, "group", cfg.Kafka.Group,
 		"workers", cfg.Workers, "mode", cfg.Mode, "format", cfg.Kafka.Format, "signal", cfg.Kafka.Signal, "sink", cfg.Sink.Type, "table", cfg.Sink.Table)
 	if cfg.Consumes() {
-		err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status, GenAI: genaiMapper})
+		err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status, GenAI: genaiMapper,
+			Beats: hb.beats})
 	} else {
 		ready.Join() // no group to join
 		slog.Info("no kafka.topics: loading what the OTLP receivers take until stopped")

@@ -29,6 +29,10 @@ type CDC struct {
 	// Idle in source time, so that the tables of a quiet source are
 	// marked. 0 (default): a partition moves on only with its changes.
 	Idle Duration `yaml:"idle"`
+	// Heartbeats are source tables whose changes are heartbeats, which
+	// move the done marks of every table whose partitions were loaded to
+	// their end after the heartbeat was read (cdc.HeartbeatTable).
+	Heartbeats []CDCHeartbeat `yaml:"heartbeats"`
 	// DistributeEvery is how long loaded changes wait in the landing
 	// table (<sink.table>_landing) before they move into their changelog
 	// tables (or nine times as long as the last move took, if longer);
@@ -48,6 +52,26 @@ type CDCShard struct {
 	// source's.
 	AsDatabase string `yaml:"as_database"`
 	AsTable    string `yaml:"as_table"`
+}
+
+// CDCHeartbeat is a source table whose changes are heartbeats.
+type CDCHeartbeat struct {
+	// Table is database.table (database.schema.table for PostgreSQL).
+	Table string `yaml:"table"`
+	// Topics is a regular expression (RE2) matching the topics its
+	// source's changes go to; empty matches every topic read.
+	Topics string `yaml:"topics"`
+}
+
+// HeartbeatTables are cdc.heartbeats, as validated.
+func (c *Config) HeartbeatTables() []cdc.HeartbeatTable {
+	var out []cdc.HeartbeatTable
+	for _, h := range c.CDC.Heartbeats {
+		if t, err := cdc.ParseHeartbeatTable(h.Table, h.Topics); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // The kafka.format values of database change events.
@@ -80,7 +104,7 @@ const cdcTable = "cdc"
 
 func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any)) {
 	if !c.CapturesChanges() {
-		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0 && c.CDC.DistributeEvery == 0, "cdc",
+		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0 && len(c.CDC.Heartbeats) == 0 && c.CDC.DistributeEvery == 0, "cdc",
 			"applies to kafka.format debezium, canal or maxwell, got kafka.format %s", c.Kafka.Format)
 		return
 	}
@@ -95,6 +119,10 @@ func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any
 	opts := c.CDCOptions()
 	for i, s := range opts.Shards {
 		one(fmt.Sprintf("cdc.shards[%d]", i), cdc.Options{Shards: []cdc.Shard{s}})
+	}
+	for i, h := range c.CDC.Heartbeats {
+		_, err := cdc.ParseHeartbeatTable(h.Table, h.Topics)
+		check(err == nil, fmt.Sprintf("cdc.heartbeats[%d]", i), "%v", err)
 	}
 	check(c.CDC.Idle >= 0, "cdc.idle", "must not be negative, got %s", c.CDC.Idle.D())
 	check(c.CDC.DistributeEvery >= 0, "cdc.distribute_every", "must not be negative, got %s (0: the default, 30s)", c.CDC.DistributeEvery.D())

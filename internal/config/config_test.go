@@ -77,6 +77,8 @@ func TestBadKeysNamed(t *testing.T) {
 		`cdc.model_table: model table name: template "M_{table}": "M" is not lowercase a-z, 0-9 or _`,
 		"cdc.shards[0]: shards[0].table: error parsing regexp",
 		"cdc.distribute_every: must not be negative, got -5s (0: the default, 30s)",
+		`cdc.heartbeats[1]: want database.table, or database.schema.table for PostgreSQL, got "heartbeat"`,
+		"cdc.heartbeats[2]: topics: error parsing regexp: missing closing ): `db1\\.(`",
 		"kafka.format: canal routes changes to changelog tables, built for sink.type duckdb only for now, got sink.type databend",
 		"merge.concurrency: want 1 to 64 merges at once (0: the default, 2), got 100")
 	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto or none, got "lz4"`)

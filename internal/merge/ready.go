@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
@@ -17,6 +21,20 @@ const ReadyTable = "tracelake_ready"
 // readyTableSQL creates ReadyTable.
 const readyTableSQL = `CREATE TABLE IF NOT EXISTS ` + ReadyTable + ` ("table" VARCHAR, hour TIMESTAMP, marked_at TIMESTAMP)`
 
+// Marking is what MarkReady goes by besides the tables.
+type Marking struct {
+	// Now is the time of the marks.
+	Now time.Time
+	// Idle (> 0): a partition on which nothing has loaded for Idle (by
+	// the ledger) counts as having reached Now - Idle.
+	Idle time.Duration
+	// Beats are the latest heartbeats read (cdc.Beats.Latest), and Ends
+	// lists the last stable offsets of topics' partitions: MarkReady
+	// asks it after it has the beats.
+	Beats []cdc.Beat
+	Ends  func(ctx context.Context, topics []string) (map[sink.TopicPartition]int64, error)
+}
+
 // MarkReady marks the hours each changelog model is complete for and
 // returns how many marks it wrote, in one transaction.
 //
@@ -25,33 +43,46 @@ const readyTableSQL = `CREATE TABLE IF NOT EXISTS ` + ReadyTable + ` ("table" VA
 // later has loaded (of any table: a partition carries its changes in the
 // source's log order) and the model is merged up to all its table's rows
 // loaded there. An hour is marked once T reaches its end, from the hour
-// of the table's first change on, each hour once. A partition on which
-// nothing has loaded for idle (> 0; by the ledger) counts as having reached now - idle:
-// a source that is quiet moves its tables on (the source's clock and
-// ours assumed within idle of each other, its lag under idle).
+// of the table's first change on, each hour once.
+//
+// A quiet partition moves on two ways. A heartbeat of source time T
+// (m.Beats) moves each partition of its source's topics that has loaded
+// every record below its last stable offset as listed after the
+// heartbeat was read: whatever the source sent before T was in Kafka by
+// then. And with m.Idle, a partition on which nothing has loaded for
+// Idle counts as having reached Now - Idle (the source's clock and ours
+// assumed within Idle of each other, its lag under Idle).
 //
 // A table with changes still in the sink's landing table (not moved into
 // it yet, or unable to move: see duckdb.Landing) is marked no further:
 // its partitions' progress, which the other tables move, does not hold
 // for it.
-func (c *ChangelogMerger) MarkReady(ctx context.Context, idle time.Duration, now time.Time) (int64, error) {
+func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, error) {
+	beats, err := c.beatsReached(ctx, m)
+	if err != nil {
+		return 0, err
+	}
 	var marked int64
-	err := c.mg.inTx(ctx, func(tx *sql.Tx) error {
+	err = c.mg.inTx(ctx, func(tx *sql.Tx) error {
 		if err := exec(ctx, tx, readyTableSQL, watermarkTableSQL); err != nil {
 			return fmt.Errorf("create %s: %w", ReadyTable, err)
 		}
 		quiet := "NULL::TIMESTAMP"
-		if idle > 0 {
-			quiet = fmt.Sprintf(`CASE WHEN max(l.loaded_at) <= $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS THEN $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS END`, idle.Microseconds())
+		if m.Idle > 0 {
+			quiet = fmt.Sprintf(`CASE WHEN max(l.loaded_at) <= $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS THEN $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS END`, m.Idle.Microseconds())
 		}
 		// A partition is quiet when nothing has loaded on it (the
 		// ledger), not when nothing has moved: its changes land first.
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
-	SELECT topic, "partition", max(loaded_at) AS loaded_at FROM %[7]s GROUP BY topic, "partition"
+	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
+), beats AS (
+	%[8]s
 ), part AS (
-	SELECT o.topic, o."partition", greatest(max(o.last_source_time), %[2]s) AS reached
-	FROM %[3]s o LEFT JOIN loads l ON l.topic = o.topic AND l."partition" = o."partition" GROUP BY o.topic, o."partition"
+	SELECT o.topic, o."partition", greatest(max(o.last_source_time), %[2]s, max(b.t)) AS reached
+	FROM %[3]s o LEFT JOIN loads l ON l.topic = o.topic AND l."partition" = o."partition"
+	LEFT JOIN beats b ON b.topic = o.topic AND b."partition" = o."partition" AND l.next_offset >= b.end_offset
+	GROUP BY o.topic, o."partition"
 ), model AS (
 	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t, min(p.reached) AS through,
 		bool_and(coalesce(w.next_offset, 0) >= o.next_offset) AS merged
@@ -67,8 +98,8 @@ WITH loads AS (
 	WHERE m.merged GROUP BY m.model_table
 )
 SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
-			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger)
-		r, err := tx.ExecContext(ctx, q, now.UTC())
+			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, beats)
+		r, err := tx.ExecContext(ctx, q, m.Now.UTC())
 		if err != nil {
 			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)
 		}
@@ -76,6 +107,56 @@ SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR))
 		return nil
 	})
 	return marked, err
+}
+
+// beatsReached is the query of what the heartbeats reached: a row (topic,
+// partition, end_offset, t) for each partition of a heartbeat's topics
+// that feeds a changelog table, with its last stable offset listed after
+// the heartbeat of source time t was read.
+func (c *ChangelogMerger) beatsReached(ctx context.Context, m Marking) (string, error) {
+	const none = `SELECT NULL::VARCHAR AS topic, NULL::INTEGER AS "partition", NULL::BIGINT AS end_offset, NULL::TIMESTAMP AS t WHERE false`
+	if len(m.Beats) == 0 || m.Ends == nil {
+		return none, nil
+	}
+	rows, err := c.mg.db.QueryContext(ctx, `SELECT DISTINCT topic FROM `+c.reached+` ORDER BY topic`)
+	if err != nil {
+		return "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+	}
+	var topics []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+		}
+		if slices.ContainsFunc(m.Beats, func(b cdc.Beat) bool { return b.Topics.MatchString(t) }) {
+			topics = append(topics, t)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+	}
+	if len(topics) == 0 {
+		return none, nil
+	}
+	ends, err := m.Ends(ctx, topics)
+	if err != nil {
+		return "", fmt.Errorf("list the end offsets of the heartbeats' topics: %w", err)
+	}
+	var values []string
+	for tp, end := range ends {
+		for _, b := range m.Beats {
+			if b.Topics.MatchString(tp.Topic) {
+				values = append(values, fmt.Sprintf("(%s, %d, %d, make_timestamp(%d))", sqltext.String(tp.Topic), tp.Partition, end, b.SourceTime))
+			}
+		}
+	}
+	if len(values) == 0 {
+		return none, nil
+	}
+	slices.Sort(values)
+	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS b(topic, "partition", end_offset, t)`, nil
 }
 
 // Ready says whether table's hour (truncated to the hour) is marked.

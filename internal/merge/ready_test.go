@@ -2,10 +2,13 @@ package merge
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
@@ -30,7 +33,7 @@ func TestMarkReady(t *testing.T) {
 	}
 	mark := func(idle time.Duration, now time.Time) {
 		t.Helper()
-		if _, err := l.merger.MarkReady(ctx, idle, now); err != nil {
+		if _, err := l.merger.MarkReady(ctx, Marking{Now: now, Idle: idle}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,6 +75,54 @@ func TestMarkReady(t *testing.T) {
 	}
 }
 
+// A heartbeat (a change of a heartbeat table, source time T) moves a
+// quiet partition of its source's topics to T once that partition has
+// loaded everything below its last stable offset as listed after the
+// heartbeat was read: not while a record below it is still to load, not
+// for a topic of another source.
+func TestMarkReadyHeartbeatMovesCaughtUpPartitions(t *testing.T) {
+	ctx := context.Background()
+	l := newChangeLoader(t)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.change(1, "orders", "c", 101, row(2, "a"), "id") // partition 1 then goes quiet
+	l.at = h.Add(3*time.Hour + 5*time.Minute)
+	l.change(0, "heartbeat", "u", 102, row(1, "beat"), "id")
+	l.flush()
+	l.mustMerge()
+	beat := cdc.Beat{SourceTime: l.at.UnixMicro(), Topics: regexp.MustCompile(`^dbserver1$`)}
+	var listed []string
+	mark := func(beats []cdc.Beat, end1 int64) {
+		t.Helper()
+		ends := func(_ context.Context, topics []string) (map[sink.TopicPartition]int64, error) {
+			listed = append(listed, topics...)
+			return map[sink.TopicPartition]int64{{Topic: "dbserver1", Partition: 0}: 2, {Topic: "dbserver1", Partition: 1}: end1}, nil
+		}
+		if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Beats: beats, Ends: ends}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marks := func(want ...string) {
+		t.Helper()
+		l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_orders' ORDER BY ALL`, want...)
+	}
+	mark(nil, 1)
+	marks() // partition 1 reached h+10m only
+	mark([]cdc.Beat{beat}, 2)
+	marks() // partition 1 has a record below its end not loaded
+	mark([]cdc.Beat{{SourceTime: beat.SourceTime, Topics: regexp.MustCompile(`^otherserver\.`)}}, 1)
+	marks() // a heartbeat of another source's topics
+	if len(listed) != 1 || listed[0] != "dbserver1" {
+		t.Errorf("end offsets listed of %q, want dbserver1 (once: another source's topics are not asked)", listed)
+	}
+	mark([]cdc.Beat{beat}, 1)
+	at := func(n int) string {
+		return "cdc_db_orders|" + h.Add(time.Duration(n)*time.Hour).Format("2006-01-02 15")
+	}
+	marks(at(0), at(1), at(2)) // to the heartbeat's hour
+}
+
 // A table whose changes wait in the landing table (here: they cannot
 // move, its changelog table lost a column they hold) is not marked past
 // them, although its partition moved on with another table's changes;
@@ -81,7 +132,7 @@ func TestMarkReadyWaitsForLandedChanges(t *testing.T) {
 	l, h := ordersCannotMove(t)
 	marks := func(want ...string) {
 		t.Helper()
-		if _, err := l.merger.MarkReady(ctx, 0, time.Now()); err != nil {
+		if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`, want...)
@@ -140,7 +191,7 @@ func TestMarkReadyPartitionThatIsLoadingIsNotIdle(t *testing.T) {
 	if _, err := l.s.Load(ctx, l.stage()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.merger.MarkReady(ctx, idle, time.Now()); err != nil {
+	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Idle: idle}); err != nil {
 		t.Fatal(err)
 	}
 	// Partition 0 loaded just now: it is not idle, and reached h+20m at

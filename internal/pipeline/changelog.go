@@ -27,6 +27,8 @@ import (
 type ChangelogDecoder struct {
 	dec    *cdc.Decoder
 	router sink.Router
+	// Beats, when set, keeps the heartbeats among the changes.
+	Beats *cdc.Beats
 	// changes recycles Decode's slices (*[]cdc.Change).
 	changes sync.Pool
 
@@ -101,6 +103,7 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 		if c.Op.Letter() == 0 {
 			continue
 		}
+		d.Beats.See(c)
 		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name})
 		start := len(t.Rows)
 		t.Rows = d.appendRow(t, c, r, rows)

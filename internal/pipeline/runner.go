@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/genai"
@@ -25,6 +26,10 @@ type RunOptions struct {
 	// ExitWhenIdle, when > 0, ends the run once every record that arrived is
 	// loaded and committed and nothing new came for this long.
 	ExitWhenIdle time.Duration
+	// Beats, with kafka.format debezium, canal or maxwell, keeps the
+	// heartbeats among the changes read (cdc.heartbeats), for the done
+	// marks.
+	Beats *cdc.Beats
 	// RetryBase is the first retry delay (default 1s; tests shorten it).
 	RetryBase time.Duration
 	Log       *slog.Logger
@@ -87,9 +92,12 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		if !ok {
 			return fmt.Errorf("kafka.format %s: sink %s does not load changelog tables", cfg.Kafka.Format, cfg.Sink.Type)
 		}
-		if decoder, err = NewChangelogDecoder(cfg.CDCOptions(), router); err != nil {
+		cd, err := NewChangelogDecoder(cfg.CDCOptions(), router)
+		if err != nil {
 			return fmt.Errorf("kafka.format %s: %w", cfg.Kafka.Format, err)
 		}
+		cd.Beats = ro.Beats
+		decoder = cd
 	}
 	if cfg.DecodesOTLP() {
 		if ro.GenAI == nil && cfg.GenAIOperations() {
