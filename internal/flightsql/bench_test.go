@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	afsql "github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	icetable "github.com/apache/iceberg-go/table"
 	duckdb "github.com/duckdb/duckdb-go/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,7 +21,10 @@ import (
 	"github.com/tracelake/tracelake/internal/cputime"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/schema"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -116,46 +120,112 @@ func BenchmarkStreamSpans(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv, err := Start(Options{Listen: "127.0.0.1:0", Reader: reader, Log: slog.New(slog.DiscardHandler),
-			Tenants: tenancy.Resolver{}}) // the tenant each call names
-		if err != nil {
-			b.Fatal(err)
+		streamFlight(b, reader, q)
+	})
+}
+
+// BenchmarkStreamSpansIceberg is BenchmarkStreamSpans over the same spans
+// in Iceberg (a SQLite catalog and a local warehouse, loaded as the
+// pipeline loads: a file per tenant and batch of 10,000 spans), read as
+// `tracelake serve` reads them (query.NewIceberg): its yardstick is the
+// reader's own Arrow result of the query for tenant a, read in the same
+// process with no transport (DuckDB's export of its scan of the files).
+func BenchmarkStreamSpansIceberg(b *testing.B) {
+	db := spanTable(b, benchSpans)
+	dir := b.TempDir()
+	snk, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
+		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: "otel_spans", Typed: &otel.Spans})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer snk.Close()
+	ctx := context.Background()
+	if err := snk.Prepare(ctx); err != nil {
+		b.Fatal(err)
+	}
+	icebergtest.LoadTable(b, db, "otel_spans", &otel.Spans, benchSpans, 10_000, 10, snk)
+	var jsonCols []string
+	for _, c := range otel.Spans.Columns {
+		if c.Type == schema.JSON {
+			jsonCols = append(jsonCols, c.Name)
 		}
-		defer srv.Shutdown(ctx)
-		c, err := afsql.NewClient(srv.Addr, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		cctx := metadata.AppendToOutgoingContext(ctx, "x-scope-orgid", "a")
+	}
+	reader, err := query.NewIceberg(ctx, snk.Catalog(),
+		[]query.IcebergTable{{Name: "otel_spans", ID: icetable.Identifier{"tracelake", "otel_spans"}, JSON: jsonCols}}, query.IcebergOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reader.Close()
+	const q = "SELECT * FROM otel_spans"
+	b.Run("reader_arrow", func(b *testing.B) {
 		var rows int64
 		cpu := -cputime.Process()
 		for b.Loop() {
-			info, err := c.Execute(cctx, q)
+			rr, err := reader.Query(ctx, tenancy.One("a"), q)
 			if err != nil {
 				b.Fatal(err)
 			}
-			rows = 0
-			for _, ep := range info.Endpoint {
-				rdr, err := c.DoGet(cctx, ep.Ticket)
-				if err != nil {
-					b.Fatal(err)
-				}
-				rows += drain(rdr)
-				err = rdr.Err()
-				rdr.Release()
-				if err != nil {
-					b.Fatal(err)
-				}
+			rows = drain(rr)
+			err = rr.Err()
+			rr.Release()
+			if err != nil {
+				b.Fatal(err)
 			}
 		}
 		if rows != benchSpans/2 {
-			b.Fatalf("streamed %d rows, want tenant a's %d", rows, benchSpans/2)
+			b.Fatalf("read %d rows, want tenant a's %d", rows, benchSpans/2)
 		}
 		cpu += cputime.Process()
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 	})
+	b.Run("flight_sql", func(b *testing.B) { streamFlight(b, reader, q) })
+}
+
+// streamFlight runs q for tenant a through Arrow Flight SQL served from
+// reader over loopback TCP, a client in the same process reading every
+// batch, and reports rows per second and CPU per run.
+func streamFlight(b *testing.B, reader query.Reader, q string) {
+	ctx := context.Background()
+	srv, err := Start(Options{Listen: "127.0.0.1:0", Reader: reader, Log: slog.New(slog.DiscardHandler),
+		Tenants: tenancy.Resolver{}}) // the tenant each call names
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	c, err := afsql.NewClient(srv.Addr, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	cctx := metadata.AppendToOutgoingContext(ctx, "x-scope-orgid", "a")
+	var rows int64
+	cpu := -cputime.Process()
+	for b.Loop() {
+		info, err := c.Execute(cctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = 0
+		for _, ep := range info.Endpoint {
+			rdr, err := c.DoGet(cctx, ep.Ticket)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows += drain(rdr)
+			err = rdr.Err()
+			rdr.Release()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if rows != benchSpans/2 {
+		b.Fatalf("streamed %d rows, want tenant a's %d", rows, benchSpans/2)
+	}
+	cpu += cputime.Process()
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 }
 
 // drain reads every batch of rr and counts its rows.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,8 +16,8 @@ import (
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/schema"
-	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
 
 // icebergBenchVersion names the layout of the cached warehouses (the
@@ -174,52 +173,7 @@ func buildIcebergBenchLakes(b *testing.B, n int, loaded, compacted string) {
 	defer db.Close()
 	insertBenchSpans(b, db, n)
 	sinks := []*iceberg.Sink{openBenchSink(b, loaded), openBenchSink(b, compacted)}
-	// Each row as the decoders write it (schema.Type's NDJSON forms),
-	// with its Kafka coordinates: offset = its row number.
-	fields := []string{"'ktopic', 'spans'", "'kpartition', 0", "'koffset', rowid", "'kindex', 0"}
-	for _, c := range otel.Spans.Columns {
-		v := c.Name
-		if c.Type == schema.Timestamp {
-			v = "epoch_us(" + c.Name + ")"
-		}
-		fields = append(fields, fmt.Sprintf("'%s', %s", c.Name, v))
-	}
-	rowsQ := "SELECT json_object(" + strings.Join(fields, ", ") + ")::VARCHAR FROM otel_spans WHERE rowid >= ? AND rowid < ? ORDER BY rowid"
-	staged := make([][]sink.File, len(sinks))
-	for first := 0; first < n; first += icebergBenchBatch {
-		last := min(first+icebergBenchBatch, n) - 1
-		batch := &sink.Batch{ID: sink.NewBatchID(), Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "spans"},
-			First: int64(first), Last: int64(last), Records: int64(last - first + 1)}}}
-		rows, err := db.Query(rowsQ, first, last+1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for rows.Next() {
-			var line []byte
-			if err := rows.Scan(&line); err != nil {
-				b.Fatal(err)
-			}
-			batch.Rows = append(append(batch.Rows, line...), '\n')
-			batch.MaxLine = max(batch.MaxLine, len(line))
-		}
-		if err := rows.Err(); err != nil {
-			b.Fatal(err)
-		}
-		rows.Close()
-		for i, snk := range sinks {
-			f, err := snk.Stage(ctx, batch)
-			if err != nil {
-				b.Fatal(err)
-			}
-			staged[i] = append(staged[i], f)
-			if len(staged[i]) == icebergBenchLoad || last == n-1 {
-				if _, err := snk.Load(ctx, staged[i]); err != nil {
-					b.Fatal(err)
-				}
-				staged[i] = staged[i][:0]
-			}
-		}
-	}
+	icebergtest.LoadTable(b, db, "otel_spans", &otel.Spans, n, icebergBenchBatch, icebergBenchLoad, sinks...)
 	dayAfter := benchStart.Add(48 * time.Hour)
 	round, err := sinks[1].NewMaintainer(iceberg.MaintenanceOptions{TargetFileBytes: 128 << 20, SmallFiles: 32,
 		ExpireOlderThan: 24 * time.Hour, RetainLast: 1, Lease: time.Minute, Now: func() time.Time { return dayAfter }}).Round(ctx)
