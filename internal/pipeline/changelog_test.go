@@ -15,7 +15,10 @@ import (
 
 	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/kafka"
+	"github.com/tracelake/tracelake/internal/kafka/kafkatest"
 	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/verify"
@@ -551,4 +554,72 @@ func TestCDCUnansweredWideningIsReadAgain(t *testing.T) {
 	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "0")
 	wantQuery(t, s.DB(), `SELECT id, qty, typeof(qty) FROM cdc_shop_items_log ORDER BY id`, "1|3|BIGINT", "2|3000000000|BIGINT", "3|4|BIGINT")
 	wantQuery(t, s.DB(), `SELECT id, qty FROM cdc_shop_parts ORDER BY id`, "1|5", "2|6", "3|4000000000")
+}
+
+// debeziumAt is a Debezium insert into db.table of row (key id) at
+// source time at.
+func debeziumAt(db, table string, id int, at time.Time) []byte {
+	return fmt.Appendf(nil, `{"before":null,"after":{"id":%d},"source":{"db":%q,"table":%q,"file":"mysql-bin.000003","pos":%d,"row":0,"ts_ms":%d},"op":"c","ts_ms":%d}`,
+		id, db, table, id, at.UnixMilli(), at.UnixMilli())
+}
+
+// A heartbeat speaks for its own source's topics only (README "Done
+// marks": "give each heartbeat the topics its source writes to"). Two
+// MySQL servers run the same heartbeat.action.query, so both have a
+// table ops.heartbeat, configured once per source with its topics.
+// dbserver2's heartbeat of h+3h05m says nothing about dbserver1, whose
+// connector has sent orders' change of h+10m and nothing since (it may be
+// hours behind its binlog). Beats.See matches the table by name only and
+// never looks at the record's topic, so dbserver2's heartbeat is taken as
+// dbserver1's too, and cdc_inv_orders is marked done for h, h+1 and h+2
+// while dbserver1's changes of those hours are still to come.
+func TestCDCHeartbeatOfAnotherSourceMovesNoPartition(t *testing.T) {
+	const one, two = "dbserver1.inv", "dbserver2.inv"
+	c := kafkatest.Cluster(t, 1, one, two)
+	cfg := testConfig(t, c)
+	cfg.Kafka.Topics = []string{one, two}
+	cfg.Kafka.Format = config.FormatDebezium
+	cfg.Sink.Table = "cdc"
+	cfg.CDC.Heartbeats = []config.CDCHeartbeat{{Table: "ops.heartbeat", Topics: `^dbserver1\.`}, {Table: "ops.heartbeat", Topics: `^dbserver2\.`}}
+	must(t, cfg.Validate())
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	cl := producer(t, c)
+	produce(t, cl, &kgo.Record{Topic: one, Key: []byte(`{"id":1}`), Value: debeziumAt("inv", "orders", 1, h.Add(10*time.Minute))})
+	produce(t, cl, &kgo.Record{Topic: two, Key: []byte(`{"id":1}`), Value: debeziumAt("ops", "heartbeat", 1, h.Add(3*time.Hour+5*time.Minute))})
+
+	s := openRouted(t, cfg)
+	beats := cdc.NewBeats(cfg.HeartbeatTables())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	must(t, pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Beats: beats,
+	}))
+	if ctx.Err() != nil {
+		t.Fatal("pipeline did not become idle within 30s")
+	}
+	for _, b := range beats.Latest() {
+		if b.Topics.MatchString(one) {
+			t.Errorf("a heartbeat of %s's source (%s) is kept, but only %s's was read", one, time.UnixMicro(b.SourceTime).UTC(), two)
+		}
+	}
+
+	mergeModels(t, cfg, s)
+	admin, err := kafka.NewAdmin(cfg.Kafka)
+	must(t, err)
+	defer admin.Close()
+	ends := func(ctx context.Context, topics []string) (map[sink.TopicPartition]int64, error) {
+		w, err := admin.Watermarks(ctx, topics)
+		out := map[sink.TopicPartition]int64{}
+		for tp, m := range w {
+			out[tp] = m.High
+		}
+		return out, err
+	}
+	dec, err := cdc.NewDecoder(cfg.CDCOptions())
+	must(t, err)
+	cm := merge.NewChangelogMerger(merge.NewMerger(s.DB(), testLog(t)), s, dec)
+	if _, err := cm.MarkReady(context.Background(), merge.Marking{Now: time.Now(), Beats: beats.Latest(), Ends: ends}); err != nil {
+		t.Fatal(err)
+	}
+	wantQuery(t, s.DB(), `SELECT "table", strftime(hour, '%H') FROM tracelake_ready WHERE "table" = 'cdc_inv_orders' ORDER BY ALL`)
 }
