@@ -218,3 +218,41 @@ func ordersCannotMove(t *testing.T) (*changeLoader, time.Time) {
 	}
 	return l, h
 }
+
+// A heartbeat of T proves that every change made before T is in Kafka
+// below the ends listed after it, on every partition of its topics. A
+// table is complete to T only if each partition that may carry its
+// changes has loaded to its end, but MarkReady checks only the
+// partitions the table's rows already came from (<table>_routes_reached).
+// Here orders has loaded one change, of h+10m, on partition 0, which has
+// loaded to its end; partition 1 holds orders' change of h+20m, in Kafka
+// below its listed end (1) and not loaded yet (its worker is behind);
+// the heartbeat of h+3h05m is on partition 2. Without the heartbeat,
+// orders is not marked (partition 0 reached h+10m only); with it, orders
+// is marked done for h, h+1 and h+2 although the heartbeat's own listing
+// shows partition 1 behind, and orders' change of h+20m then arrives in
+// an hour marked done.
+func TestMarkReadyHeartbeatWaitsForPartitionsOfItsTopicsBehind(t *testing.T) {
+	ctx := context.Background()
+	l := newChangeLoader(t)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	beatAt := h.Add(3*time.Hour + 5*time.Minute)
+	l.at = beatAt
+	l.change(2, "heartbeat", "u", 102, row(1, "beat"), "id")
+	l.flush()
+	l.mustMerge()
+	beat := cdc.Beat{SourceTime: beatAt.UnixMicro(), Topics: regexp.MustCompile(`^dbserver1$`)}
+	ends := func(context.Context, []string) (map[sink.TopicPartition]int64, error) {
+		return map[sink.TopicPartition]int64{
+			{Topic: "dbserver1", Partition: 0}: 1,
+			{Topic: "dbserver1", Partition: 1}: 1, // orders' change of h+20m, not loaded
+			{Topic: "dbserver1", Partition: 2}: 1,
+		}, nil
+	}
+	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Beats: []cdc.Beat{beat}, Ends: ends}); err != nil {
+		t.Fatal(err)
+	}
+	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_orders' ORDER BY ALL`)
+}
