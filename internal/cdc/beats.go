@@ -66,14 +66,18 @@ func NewBeats(tables []HeartbeatTable) *Beats {
 	return b
 }
 
-// See records c if it is a change of a heartbeat table later than the
-// latest seen of it. Its record was read, so it was in Kafka before now.
-func (b *Beats) See(c *Change) {
-	if b == nil || c.SourceTime == 0 {
+// See records c, read from topic, if it is a change of a heartbeat table
+// whose topics match topic, later than the latest seen of it. Its record
+// was read, so it was in Kafka before now. Only a change taken from the
+// source's log counts (an insert, update or delete): a snapshot row of
+// the table (Debezium "r", Maxwell's bootstrap) is read beside the log,
+// stamped with the time of the read, and proves nothing about it.
+func (b *Beats) See(topic string, c *Change) {
+	if b == nil || c.SourceTime == 0 || c.Op < Insert || c.Op > Delete {
 		return
 	}
 	for i, t := range b.tables {
-		if t.Table == c.Table.Name && t.Database == c.Table.Database && t.Schema == c.Table.Schema {
+		if t.Table == c.Table.Name && t.Database == c.Table.Database && t.Schema == c.Table.Schema && b.topics[i].MatchString(topic) {
 			b.mu.Lock()
 			b.latest[i] = max(b.latest[i], c.SourceTime)
 			b.mu.Unlock()

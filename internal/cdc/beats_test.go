@@ -25,7 +25,7 @@ func TestBeatsIgnoreSnapshotRows(t *testing.T) {
 	if len(changes) != 1 || changes[0].Op != Read {
 		t.Fatalf("decoded %+v, want one Read", changes)
 	}
-	b.See(&changes[0])
+	b.See("maxwell", &changes[0])
 	if l := b.Latest(); len(l) != 0 {
 		t.Errorf("a bootstrap row of the heartbeat table is kept as a heartbeat of source time %d", l[0].SourceTime)
 	}

@@ -69,24 +69,37 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 		}
 		quiet := "NULL::TIMESTAMP"
 		if m.Idle > 0 {
-			quiet = fmt.Sprintf(`CASE WHEN max(l.loaded_at) <= $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS THEN $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS END`, m.Idle.Microseconds())
+			quiet = fmt.Sprintf(`CASE WHEN l.loaded_at <= $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS THEN $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS END`, m.Idle.Microseconds())
 		}
 		// A partition is quiet when nothing has loaded on it (the
 		// ledger), not when nothing has moved: its changes land first.
+		// A table's changes may come on any partition of its topics (a
+		// new key hashes anywhere), so each of them, known from the
+		// ledger, from any table's rows or from a heartbeat's listing,
+		// must have reached the hour's end; one of unknown progress
+		// (nothing loaded, or no source time yet) holds the table back.
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
 	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
 ), beats AS (
 	%[8]s
+), parts AS (
+	SELECT topic, "partition" FROM loads UNION SELECT topic, "partition" FROM %[3]s UNION SELECT topic, "partition" FROM beats
+), fed AS (
+	SELECT topic, "partition", max(last_source_time) AS t FROM %[3]s GROUP BY topic, "partition"
 ), part AS (
-	SELECT o.topic, o."partition", greatest(max(o.last_source_time), %[2]s, max(b.t)) AS reached
-	FROM %[3]s o LEFT JOIN loads l ON l.topic = o.topic AND l."partition" = o."partition"
-	LEFT JOIN beats b ON b.topic = o.topic AND b."partition" = o."partition" AND l.next_offset >= b.end_offset
-	GROUP BY o.topic, o."partition"
+	SELECT p.topic, p."partition", greatest(any_value(f.t), any_value(%[2]s), max(b.t)) AS reached
+	FROM parts p LEFT JOIN fed f ON f.topic = p.topic AND f."partition" = p."partition"
+	LEFT JOIN loads l ON l.topic = p.topic AND l."partition" = p."partition"
+	LEFT JOIN beats b ON b.topic = p.topic AND b."partition" = p."partition" AND l.next_offset >= b.end_offset
+	GROUP BY p.topic, p."partition"
+), through AS (
+	SELECT t.log_table, CASE WHEN bool_or(p.reached IS NULL) THEN NULL ELSE min(p.reached) END AS through
+	FROM (SELECT DISTINCT log_table, topic FROM %[3]s) t JOIN part p ON p.topic = t.topic GROUP BY t.log_table
 ), model AS (
-	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t, min(p.reached) AS through,
+	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t, any_value(th.through) AS through,
 		bool_and(coalesce(w.next_offset, 0) >= o.next_offset) AS merged
-	FROM %[3]s o JOIN part p USING (topic, "partition")
+	FROM %[3]s o JOIN through th ON th.log_table = o.log_table
 	JOIN %[4]s r ON r.log_table = o.log_table AND r.model_table IS NOT NULL
 	LEFT JOIN %[5]s w ON w.model = r.model_table AND w.topic = o.topic AND w."partition" = o."partition"
 	WHERE o.first_source_time IS NOT NULL AND o.log_table NOT IN (SELECT log_table FROM %[6]s)
@@ -142,7 +155,10 @@ func (c *ChangelogMerger) beatsReached(ctx context.Context, m Marking) (string, 
 	}
 	ends, err := m.Ends(ctx, topics)
 	if err != nil {
-		return "", fmt.Errorf("list the end offsets of the heartbeats' topics: %w", err)
+		// The marks that need no heartbeat go on; these wait for the
+		// next round.
+		c.mg.log.Warn("the end offsets of the heartbeats' topics could not be listed; done marks go by the changes alone this round", "err", err)
+		return none, nil
 	}
 	var values []string
 	for tp, end := range ends {

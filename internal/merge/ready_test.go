@@ -2,6 +2,7 @@ package merge
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -57,10 +58,19 @@ func TestMarkReady(t *testing.T) {
 	marks() // users' new row is not merged; orders' partition 1 lags in the first hour
 	l.mustMerge()
 	mark(0, time.Now())
-	users := hours("cdc_db_users", h.Add(2*time.Hour))
-	marks(users...) // orders still waits for partition 1
+	// users has had changes on partition 0 only, but its next may come on
+	// partition 1 (a new key hashes anywhere), which reached h+10m: it
+	// waits, as orders does.
+	marks()
+	l.at = h.Add(2*time.Hour + 10*time.Minute)
+	l.change(1, "orders", "u", 104, row(2, "b"), "id")
+	l.flush()
+	l.mustMerge()
 	mark(0, time.Now())
-	marks(users...) // each hour once
+	users, orders := hours("cdc_db_users", h.Add(2*time.Hour)), hours("cdc_db_orders", h.Add(2*time.Hour))
+	marks(append(orders, users...)...)
+	mark(0, time.Now())
+	marks(append(orders, users...)...) // each hour once
 	// With an idle time of 30 minutes, an hour from now both partitions
 	// are idle and count as reaching half an hour from now: both tables
 	// are complete up to then.
@@ -109,6 +119,11 @@ func TestMarkReadyHeartbeatMovesCaughtUpPartitions(t *testing.T) {
 	}
 	mark(nil, 1)
 	marks() // partition 1 reached h+10m only
+	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Beats: []cdc.Beat{beat},
+		Ends: func(context.Context, []string) (map[sink.TopicPartition]int64, error) { return nil, errors.New("no broker") }}); err != nil {
+		t.Errorf("a round whose heartbeats' ends cannot be listed failed: %v", err)
+	}
+	marks() // and moved nothing
 	mark([]cdc.Beat{beat}, 2)
 	marks() // partition 1 has a record below its end not loaded
 	mark([]cdc.Beat{{SourceTime: beat.SourceTime, Topics: regexp.MustCompile(`^otherserver\.`)}}, 1)

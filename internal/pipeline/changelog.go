@@ -103,7 +103,7 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 		if c.Op.Letter() == 0 {
 			continue
 		}
-		d.Beats.See(c)
+		d.Beats.See(r.Topic, c)
 		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name})
 		start := len(t.Rows)
 		t.Rows = d.appendRow(t, c, r, rows)

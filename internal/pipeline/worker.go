@@ -834,6 +834,9 @@ func (w *Worker) waitForBudget(ctx context.Context) {
 	}
 	paused := map[string][]int32{}
 	for tp := range w.owned {
+		if rr := w.rereads[tp]; rr != nil && !rr.resumeAt.IsZero() {
+			continue // paused until its retry (resumeRereads)
+		}
 		paused[tp.Topic] = append(paused[tp.Topic], tp.Partition)
 	}
 	w.mu.Unlock()
