@@ -91,7 +91,7 @@ WITH loads AS (
 	SELECT p.topic, p."partition", greatest(any_value(f.t), any_value(%[2]s), max(b.t)) AS reached
 	FROM parts p LEFT JOIN fed f ON f.topic = p.topic AND f."partition" = p."partition"
 	LEFT JOIN loads l ON l.topic = p.topic AND l."partition" = p."partition"
-	LEFT JOIN beats b ON b.topic = p.topic AND b."partition" = p."partition" AND l.next_offset >= b.end_offset
+	LEFT JOIN beats b ON b.topic = p.topic AND b."partition" = p."partition" AND coalesce(l.next_offset, 0) >= b.end_offset
 	GROUP BY p.topic, p."partition"
 ), through AS (
 	SELECT t.log_table, CASE WHEN bool_or(p.reached IS NULL) THEN NULL ELSE min(p.reached) END AS through
