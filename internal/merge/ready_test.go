@@ -121,7 +121,9 @@ func TestMarkReadyHeartbeatMovesCaughtUpPartitions(t *testing.T) {
 	mark(nil, 1)
 	marks() // partition 1 reached h+10m only
 	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Beats: []cdc.Beat{beat},
-		Ends: func(context.Context, []string) (map[sink.TopicPartition]int64, error) { return nil, errors.New("no broker") }}); err != nil {
+		Ends: func(context.Context, []string) (map[sink.TopicPartition]int64, error) {
+			return nil, errors.New("no broker")
+		}}); err != nil {
 		t.Errorf("a round whose heartbeats' ends cannot be listed failed: %v", err)
 	}
 	marks() // and moved nothing
