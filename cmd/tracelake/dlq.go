@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/pipeline"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 // cmdDLQ is `tracelake dlq list|replay`. list also runs inside `tracelake
@@ -36,14 +42,24 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 	if env.running != nil {
 		return errors.New("BUG: dlq replay inside tracelake run")
 	}
+	opt := duckdb.ReplayOptions{Where: *whereSQL, DryRun: *dryRun}
+	into := cfg.Sink.Table
 	if cfg.CapturesChanges() {
-		// Replay loads raw rows into sink.table, which change capture
-		// does not have: its changes would have to go through the
-		// changelog decoder to their tables, not built yet.
-		return usagef("dlq replay: not built for kafka.format %s: the dead-lettered changes stay in %s (a later change of the same rows brings a model up to date; reconcile --source finds the rows that differ)",
-			cfg.Kafka.Format, snk.Tables().DLQ)
+		// Each change goes through the changelog decoder, checked against
+		// the tables as they are now, to its changelog table, and its
+		// model merges it at the next round.
+		dec, err := pipeline.NewChangelogDecoder(cfg.CDCOptions(), snk)
+		if err != nil {
+			return err
+		}
+		names, err := cdc.NewDecoder(cfg.CDCOptions())
+		if err != nil {
+			return err
+		}
+		cm := merge.NewChangelogMerger(merge.NewMerger(snk.DB(), slog.Default()), snk, names)
+		opt.Decode, opt.Replayed, into = dec.AppendRows, cm.LowerWatermarks, "the changelog tables"
 	}
-	res, err := snk.Replay(ctx, *whereSQL, *dryRun)
+	res, err := snk.Replay(ctx, opt)
 	if err != nil {
 		return err
 	}
@@ -51,7 +67,7 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 	if *dryRun {
 		verb = "dry run: would replay"
 	}
-	fmt.Fprintf(env.stdout, "%s %d dead-letter rows into %s: %d loaded, %d still failing\n", verb, res.Candidates, cfg.Sink.Table, res.Loaded, res.Candidates-res.Loaded)
+	fmt.Fprintf(env.stdout, "%s %d dead-letter rows into %s: %d loaded, %d still failing\n", verb, res.Candidates, into, res.Loaded, res.Candidates-res.Loaded)
 	reasons := make([]string, 0, len(res.Failing))
 	for r := range res.Failing {
 		reasons = append(reasons, r)

@@ -13,6 +13,7 @@ import (
 	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/schema"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -497,4 +498,29 @@ func (p *changelogPlan) columnList() string {
 		parts[i] = sqltext.Ident(col.Name)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// LowerWatermarks lowers, in tx, the watermarks of the models of the
+// changelog tables in lowest to the lowest offset replayed into each table
+// by partition (duckdb.ReplayOptions.Replayed): replayed dead letters land
+// below what the models merged, and their next merges read from there. A
+// change merged again changes nothing: a model keeps the latest change
+// by source position.
+func (c *ChangelogMerger) LowerWatermarks(ctx context.Context, tx *sql.Tx, lowest map[string]map[sink.TopicPartition]int64) error {
+	var values []string
+	for table, parts := range lowest {
+		for tp, offset := range parts {
+			values = append(values, fmt.Sprintf("(%s, %s, %d, %d)", sqltext.String(table), sqltext.String(tp.Topic), tp.Partition, offset))
+		}
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	q := fmt.Sprintf(`UPDATE %[1]s AS w SET next_offset = least(w.next_offset, v.next_offset)
+FROM (VALUES %[2]s) AS v(log_table, topic, "partition", next_offset) JOIN %[3]s r ON r.log_table = v.log_table
+WHERE w.model = r.model_table AND w.topic = v.topic AND w."partition" = v."partition"`, WatermarkTable, strings.Join(values, ", "), c.routes)
+	if err := exec(ctx, tx, watermarkTableSQL, q); err != nil {
+		return fmt.Errorf("lower the watermarks of the replayed changes' models: %w", err)
+	}
+	return nil
 }

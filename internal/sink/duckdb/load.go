@@ -358,13 +358,19 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, com
 	if err := tx.Commit(); err != nil {
 		return sink.Loaded{}, fmt.Errorf("commit: %w", err)
 	}
+	s.keepRouted()
+	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
+}
+
+// keepRouted adds what a committed transaction created or added to routed
+// tables to the cache.
+func (s *Sink) keepRouted() {
 	if len(s.routedAdded) > 0 {
 		s.routedMu.Lock()
 		maps.Copy(s.routed, s.routedAdded)
 		maps.Copy(s.routedSources, s.routedCreated)
 		s.routedMu.Unlock()
 	}
-	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
 }
 
 // insertFiles inserts the rows of the plan's files into the main table (raw

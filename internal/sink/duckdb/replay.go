@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
 // ReplayResult says what a replay did (or would do, in a dry run).
@@ -20,26 +22,48 @@ type ReplayResult struct {
 	Failing    map[string]int64 // still failing, by error
 }
 
-// Replay moves dead-letter rows matching where (SQL over the dead-letter
-// table's columns; "" for all) back through the load path after a fix (a new
-// column, a changed type). In one transaction the rows leave the
-// dead-letter table, the ones that now load go into the main table and the
+// ReplayOptions say which dead-letter rows a replay takes and how.
+type ReplayOptions struct {
+	// Where is SQL over the dead-letter table's columns; "" for all.
+	Where string
+	// DryRun rolls the replay back: it reports what would happen.
+	DryRun bool
+	// Decode, for a sink of routed tables, makes the rows of a
+	// dead-lettered record as the pipeline does
+	// (pipeline.ChangelogDecoder.AppendRows), or says why it cannot; an
+	// error wrapping sink.ErrTransient stops the replay.
+	Decode func(b *sink.Batch, r *kgo.Record) (int, error)
+	// Replayed, with Decode, runs in the replay's transaction with the
+	// lowest offset replayed into each routed table, by partition: the
+	// rows land below what the tables' models merged, so it lowers their
+	// watermarks (merge.LowerWatermarks).
+	Replayed func(ctx context.Context, tx *sql.Tx, lowest map[string]map[sink.TopicPartition]int64) error
+}
+
+// Replay moves dead-letter rows matching o.Where back through the load
+// path after a fix (a new column, a changed type, an index dropped). In
+// one transaction the rows leave the dead-letter table, the ones that now
+// load go into the main table (with o.Decode, their changes into the
+// landing table, moved into their changelog tables as any load's) and the
 // others come back with their new error: a row is in one table or the
 // other, never both. The filter is evaluated once: the rows it picks are
 // noted by rowid, read and deleted by that note, so a filter that is not
 // deterministic (random(), now()) cannot replay one set and delete
-// another. With dryRun the transaction is rolled back.
-func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayResult, error) {
-	if s.opt.Typed != nil {
+// another. With o.DryRun the transaction is rolled back.
+func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error) {
+	switch {
+	case s.opt.Typed != nil:
 		// Its dead letters are messages that did not decode: a replay
 		// would need the decoder, which only the pipeline has.
 		return ReplayResult{}, fmt.Errorf("replay is not built for %s (decoded OpenTelemetry rows); the dead letters stay in %s", s.opt.Table, s.opt.Table+"_dlq")
+	case s.opt.Routed && o.Decode == nil:
+		return ReplayResult{}, errors.New("BUG: a replay of dead-lettered changes without their decoder")
 	}
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
 	filter := ""
-	if where != "" {
-		filter = " WHERE " + where
+	if o.Where != "" {
+		filter = " WHERE " + o.Where
 	}
 	now := time.Now().UTC()
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -55,11 +79,9 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 	if err != nil {
 		return ReplayResult{}, fmt.Errorf("select dead-letter rows: %w", err)
 	}
-	var raw, dlq []byte
-	maxLine := 0
+	var raw rawReplay
+	decoded := decodedReplay{decode: o.Decode, b: &sink.Batch{ID: sink.NewBatchID()}, lowest: map[string]map[sink.TopicPartition]int64{}}
 	var res ReplayResult
-	ids := envelope.NewUUIDs()
-	var id [16]byte
 	for rows.Next() {
 		var r kgo.Record
 		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value); err != nil {
@@ -67,21 +89,12 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 			return ReplayResult{}, fmt.Errorf("read dead-letter rows: %w", err)
 		}
 		res.Candidates++
-		p := envelope.Check(r.Value)
-		if p.OK() && s.opt.Transform {
-			p = envelope.CheckObject(r.Value)
+		if o.Decode == nil {
+			raw.add(&r, s.opt.Transform)
+		} else if err := decoded.add(&r); err != nil {
+			rows.Close()
+			return ReplayResult{}, err
 		}
-		start, startDLQ := len(raw), len(dlq)
-		switch {
-		case !p.OK():
-			dlq = envelope.AppendDLQRow(dlq, &r, p.Reason, envelope.StageDecode)
-		case s.opt.Transform:
-			raw = envelope.AppendTransformRow(raw, &r, envelope.ValueText)
-		default:
-			ids.Next(&id)
-			raw = envelope.AppendRawRow(raw, &r, &id, envelope.ValueVerbatim)
-		}
-		maxLine = max(maxLine, len(raw)-start, len(dlq)-startDLQ)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -96,24 +109,41 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 	if _, err := tx.ExecContext(ctx, `DROP TABLE tl_replay`); err != nil {
 		return ReplayResult{}, fmt.Errorf("drop the replay's temporary table: %w", err)
 	}
-	plan := loadPlan{maxLine: maxLine}
-	for _, f := range []struct {
-		name string
-		data []byte
-		dst  *[]string
-	}{{"rows" + s.rowsExt(), raw, &plan.rowFiles}, {"dlq.ndjson", dlq, &plan.dlqFiles}} {
-		if len(f.data) == 0 {
-			continue
+	var plan loadPlan
+	if o.Decode == nil {
+		plan = loadPlan{maxLine: raw.maxLine}
+		for _, f := range []struct {
+			name string
+			data []byte
+			dst  *[]string
+		}{{"rows" + s.rowsExt(), raw.rows, &plan.rowFiles}, {"dlq.ndjson", raw.dlq, &plan.dlqFiles}} {
+			if len(f.data) == 0 {
+				continue
+			}
+			path := filepath.Join(s.opt.StageDir, fmt.Sprintf("replay-%d-%s", now.UnixNano(), f.name))
+			if err := os.WriteFile(path, f.data, 0o644); err != nil {
+				return ReplayResult{}, fmt.Errorf("stage replayed rows: %w", err)
+			}
+			defer os.Remove(path)
+			*f.dst = []string{path}
 		}
-		path := filepath.Join(s.opt.StageDir, fmt.Sprintf("replay-%d-%s", now.UnixNano(), f.name))
-		if err := os.WriteFile(path, f.data, 0o644); err != nil {
-			return ReplayResult{}, fmt.Errorf("stage replayed rows: %w", err)
+	} else {
+		f, err := s.Stage(ctx, decoded.b)
+		if err != nil {
+			return ReplayResult{}, fmt.Errorf("stage replayed changes: %w", err)
 		}
-		defer os.Remove(path)
-		*f.dst = []string{path}
+		defer s.Discard([]sink.File{f})
+		plan = newLoadPlan([]sink.File{f}, nil, s.tables.mainTopic)
 	}
+	clear(s.routedAdded)
+	clear(s.routedCreated)
 	if _, err := s.insertFiles(ctx, tx, plan, false, now); err != nil {
 		return ReplayResult{}, err
+	}
+	if o.Replayed != nil && len(decoded.lowest) > 0 {
+		if err := o.Replayed(ctx, tx, decoded.lowest); err != nil {
+			return ReplayResult{}, err
+		}
 	}
 	if res.Failing, err = s.replayFailures(ctx, tx, now); err != nil {
 		return ReplayResult{}, err
@@ -122,13 +152,82 @@ func (s *Sink) Replay(ctx context.Context, where string, dryRun bool) (ReplayRes
 		res.Loaded -= n
 	}
 	res.Loaded += res.Candidates
-	if dryRun {
+	if o.DryRun {
 		return res, nil // rolled back by the deferred Rollback
 	}
 	if err := tx.Commit(); err != nil {
 		return ReplayResult{}, fmt.Errorf("commit replay: %w", err)
 	}
+	s.keepRouted()
 	return res, nil
+}
+
+// rawReplay builds the raw (or transform) rows of replayed records, and
+// dead letters of those that still do not fit.
+type rawReplay struct {
+	rows, dlq []byte
+	maxLine   int
+	ids       *envelope.UUIDs
+	id        [16]byte
+}
+
+func (p *rawReplay) add(r *kgo.Record, transform bool) {
+	problem := envelope.Check(r.Value)
+	if problem.OK() && transform {
+		problem = envelope.CheckObject(r.Value)
+	}
+	start, startDLQ := len(p.rows), len(p.dlq)
+	switch {
+	case !problem.OK():
+		p.dlq = envelope.AppendDLQRow(p.dlq, r, problem.Reason, envelope.StageDecode)
+	case transform:
+		p.rows = envelope.AppendTransformRow(p.rows, r, envelope.ValueText)
+	default:
+		if p.ids == nil {
+			p.ids = envelope.NewUUIDs()
+		}
+		p.ids.Next(&p.id)
+		p.rows = envelope.AppendRawRow(p.rows, r, &p.id, envelope.ValueVerbatim)
+	}
+	p.maxLine = max(p.maxLine, len(p.rows)-start, len(p.dlq)-startDLQ)
+}
+
+// decodedReplay builds the changes of replayed records into a batch, with
+// the lowest offset replayed into each routed table by partition.
+type decodedReplay struct {
+	decode func(b *sink.Batch, r *kgo.Record) (int, error)
+	b      *sink.Batch
+	lowest map[string]map[sink.TopicPartition]int64
+}
+
+func (p *decodedReplay) add(r *kgo.Record) error {
+	sizes := make([]int, len(p.b.Routed))
+	for i, t := range p.b.Routed {
+		sizes[i] = len(t.Rows)
+	}
+	_, err := p.decode(p.b, r)
+	switch {
+	case errors.Is(err, sink.ErrTransient):
+		return fmt.Errorf("replay %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+	case err != nil:
+		start := len(p.b.DLQ)
+		p.b.DLQ = envelope.AppendDLQRow(p.b.DLQ, r, err.Error(), envelope.StageDecode)
+		p.b.MaxLine = max(p.b.MaxLine, len(p.b.DLQ)-start)
+		return nil
+	}
+	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+	for i, t := range p.b.Routed {
+		if i < len(sizes) && len(t.Rows) == sizes[i] {
+			continue // no row of r
+		}
+		if p.lowest[t.Table] == nil {
+			p.lowest[t.Table] = map[sink.TopicPartition]int64{}
+		}
+		if at, ok := p.lowest[t.Table][tp]; !ok || r.Offset < at {
+			p.lowest[t.Table][tp] = r.Offset
+		}
+	}
+	return nil
 }
 
 // replayFailures counts, by error, the rows this replay put back into the

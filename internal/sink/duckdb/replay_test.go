@@ -49,14 +49,14 @@ func TestReplayAfterFix(t *testing.T) {
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dry, err := s.Replay(ctx, "", true)
+	dry, err := s.Replay(ctx, ReplayOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dry.Candidates != 2 || dry.Loaded != 1 || count(t, s, `SELECT count(*) FROM spans_dlq`) != 2 || count(t, s, `SELECT count(*) FROM spans`) != 1 {
 		t.Fatalf("dry run: %+v, or it changed the tables", dry)
 	}
-	res, err := s.Replay(ctx, `"offset" IN (0, 1)`, false)
+	res, err := s.Replay(ctx, ReplayOptions{Where: `"offset" IN (0, 1)`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestReplayEvaluatesTheFilterOnce(t *testing.T) {
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Replay(ctx, `random() < 0.5`, false)
+	res, err := s.Replay(ctx, ReplayOptions{Where: `random() < 0.5`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestReplayRawRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := s.Replay(ctx, "", false)
+	res, err := s.Replay(ctx, ReplayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
