@@ -163,7 +163,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	// ended idle, so its models are merged up to everything it loaded.
 	finalMerge := func() error { return nil }
 	var hb heartbeats
-	if tables := cfg.HeartbeatTables(); cfg.CapturesChanges() && len(tables) > 0 {
+	if tables := cfg.Heartbeats(); cfg.CapturesChanges() && len(tables) > 0 {
 		if hb.admin, err = kafka.NewAdmin(cfg.Kafka); err != nil {
 			return err
 		}

@@ -1,35 +1,50 @@
 package cdc
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 )
 
-// HeartbeatTable is a source table whose changes are heartbeats: a row a
-// job at the source updates every little while (Debezium's
-// heartbeat.action.query, or a scheduled UPDATE for Canal and Maxwell).
-// Its change comes through the source's log in order with every other,
-// so its source time T proves that the connector had sent every change
-// made before T by then. Debezium's own heartbeat messages
-// (__debezium-heartbeat.*) prove no such thing: the connector sends them
-// after any event once the interval has passed, stamped with the wall
-// clock, also while it is hours behind its log.
-type HeartbeatTable struct {
-	// Database, Schema and Table name the source table (Schema:
+// Heartbeat is where heartbeats of a source come from: a table or a
+// topic.
+//
+// A heartbeat table is a source table a job at the source updates every
+// little while (Debezium's heartbeat.action.query, or a scheduled UPDATE
+// for Canal and Maxwell). Its change comes through the source's log in
+// order with every other, so its source time T proves that the connector
+// had sent every change made before T by then.
+//
+// A heartbeat topic holds Debezium's own heartbeat messages
+// (__debezium-heartbeat.<topic.prefix>, value {"ts_ms": …}). They prove
+// less: the connector sends one after any event once the interval has
+// passed, stamped with its wall clock, also while it is behind its log
+// (BinlogStreamingChangeEventSource.handleEvent). One counts as reaching
+// its time less Lag: the operator's bound on how far behind its log the
+// connector runs, as cdc.idle bounds it.
+type Heartbeat struct {
+	// Database, Schema and Table name a heartbeat table (Schema:
 	// PostgreSQL's, "" for MySQL).
 	Database, Schema, Table string
+	// Topic names a heartbeat topic instead.
+	Topic string
+	// Lag is subtracted from a heartbeat message's time.
+	Lag time.Duration
 	// Topics, a regular expression (RE2) matching some of a topic's name,
 	// are the topics the same source's changes go to: the partitions a
-	// heartbeat speaks for. "" matches every topic.
+	// heartbeat speaks for. "" matches every topic; for a heartbeat topic
+	// <prefix>.<server>, "" means the topics of Debezium's naming for
+	// that server, ^<server>\. .
 	Topics string
 }
 
 // ParseHeartbeatTable reads "database.table" or "database.schema.table".
-func ParseHeartbeatTable(name, topics string) (HeartbeatTable, error) {
+func ParseHeartbeatTable(name, topics string) (Heartbeat, error) {
 	parts := strings.Split(name, ".")
-	h := HeartbeatTable{Topics: topics}
+	h := Heartbeat{Topics: topics}
 	switch {
 	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
 		h.Database, h.Table = parts[0], parts[1]
@@ -38,30 +53,49 @@ func ParseHeartbeatTable(name, topics string) (HeartbeatTable, error) {
 	default:
 		return h, fmt.Errorf("want database.table, or database.schema.table for PostgreSQL, got %q", name)
 	}
-	if _, err := regexp.Compile(topics); err != nil {
-		return h, fmt.Errorf("topics: %w", err)
-	}
-	return h, nil
+	return h, checkTopics(topics)
 }
 
-// Beats keeps the latest heartbeat seen of each heartbeat table, for the
+// ParseHeartbeatTopic reads a heartbeat topic, <prefix>.<server>.
+func ParseHeartbeatTopic(topic, topics string, lag time.Duration) (Heartbeat, error) {
+	_, server, ok := strings.Cut(topic, ".")
+	if !ok || server == "" {
+		return Heartbeat{}, fmt.Errorf("want Debezium's heartbeat topic, <topic.heartbeat.prefix>.<topic.prefix> such as __debezium-heartbeat.dbserver1, got %q", topic)
+	}
+	if lag < 0 {
+		return Heartbeat{}, fmt.Errorf("lag must not be negative, got %s", lag)
+	}
+	if topics == "" {
+		topics = "^" + regexp.QuoteMeta(server) + `\.`
+	}
+	return Heartbeat{Topic: topic, Lag: lag, Topics: topics}, checkTopics(topics)
+}
+
+func checkTopics(topics string) error {
+	if _, err := regexp.Compile(topics); err != nil {
+		return fmt.Errorf("topics: %w", err)
+	}
+	return nil
+}
+
+// Beats keeps the latest heartbeat seen of each heartbeat source, for the
 // done marks. Safe for concurrent use.
 type Beats struct {
-	tables []HeartbeatTable
-	topics []*regexp.Regexp
-	mu     sync.Mutex
-	latest []int64 // source time in µs by table, 0 for none yet
+	sources []Heartbeat
+	topics  []*regexp.Regexp
+	mu      sync.Mutex
+	latest  []int64 // source time in µs by source, 0 for none yet
 }
 
-// NewBeats keeps the heartbeats of tables (checked by
-// ParseHeartbeatTable); nil when there are none.
-func NewBeats(tables []HeartbeatTable) *Beats {
-	if len(tables) == 0 {
+// NewBeats keeps the heartbeats of sources (checked by
+// ParseHeartbeatTable or ParseHeartbeatTopic); nil when there are none.
+func NewBeats(sources []Heartbeat) *Beats {
+	if len(sources) == 0 {
 		return nil
 	}
-	b := &Beats{tables: tables, latest: make([]int64, len(tables))}
-	for _, t := range tables {
-		b.topics = append(b.topics, regexp.MustCompile(t.Topics))
+	b := &Beats{sources: sources, latest: make([]int64, len(sources))}
+	for _, s := range sources {
+		b.topics = append(b.topics, regexp.MustCompile(s.Topics))
 	}
 	return b
 }
@@ -76,24 +110,61 @@ func (b *Beats) See(topic string, c *Change) {
 	if b == nil || c.SourceTime == 0 || c.Op < Insert || c.Op > Delete {
 		return
 	}
-	for i, t := range b.tables {
-		if t.Table == c.Table.Name && t.Database == c.Table.Database && t.Schema == c.Table.Schema && b.topics[i].MatchString(topic) {
-			b.mu.Lock()
-			b.latest[i] = max(b.latest[i], c.SourceTime)
-			b.mu.Unlock()
+	for i, s := range b.sources {
+		if s.Table == c.Table.Name && s.Database == c.Table.Database && s.Schema == c.Table.Schema && b.topics[i].MatchString(topic) {
+			b.saw(i, c.SourceTime)
 		}
 	}
 }
 
-// Beat is the latest heartbeat of a heartbeat table: every change its
-// source made before SourceTime (µs since the Unix epoch) was sent to a
-// topic Topics matches before the heartbeat was read.
+// SeeMessage records a Debezium heartbeat message read from a heartbeat
+// topic (its value {"ts_ms": …}, with or without the schema wrapper), and
+// says whether topic is one: its messages are no changes.
+func (b *Beats) SeeMessage(topic string, value []byte) bool {
+	if b == nil {
+		return false
+	}
+	is := false
+	for i, s := range b.sources {
+		if s.Topic != topic {
+			continue
+		}
+		is = true
+		var m struct {
+			TsMs    int64 `json:"ts_ms"`
+			Payload *struct {
+				TsMs int64 `json:"ts_ms"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(value, &m) != nil {
+			continue
+		}
+		ms := m.TsMs
+		if m.Payload != nil {
+			ms = m.Payload.TsMs
+		}
+		if at := time.UnixMilli(ms).Add(-s.Lag).UnixMicro(); ms > 0 && at > 0 {
+			b.saw(i, at)
+		}
+	}
+	return is
+}
+
+func (b *Beats) saw(i int, t int64) {
+	b.mu.Lock()
+	b.latest[i] = max(b.latest[i], t)
+	b.mu.Unlock()
+}
+
+// Beat is the latest heartbeat of a heartbeat source: every change it
+// made before SourceTime (µs since the Unix epoch) was sent to a topic
+// Topics matches before the heartbeat was read.
 type Beat struct {
 	SourceTime int64
 	Topics     *regexp.Regexp
 }
 
-// Latest returns the latest heartbeat of each heartbeat table that has
+// Latest returns the latest heartbeat of each heartbeat source that has
 // had one.
 func (b *Beats) Latest() []Beat {
 	if b == nil {

@@ -29,9 +29,9 @@ type CDC struct {
 	// Idle in source time, so that the tables of a quiet source are
 	// marked. 0 (default): a partition moves on only with its changes.
 	Idle Duration `yaml:"idle"`
-	// Heartbeats are source tables whose changes are heartbeats, which
-	// move the done marks of every table whose partitions were loaded to
-	// their end after the heartbeat was read (cdc.HeartbeatTable).
+	// Heartbeats are where the sources' heartbeats come from, which move
+	// the done marks of every table whose partitions were loaded to their
+	// end after the heartbeat was read (cdc.Heartbeat).
 	Heartbeats []CDCHeartbeat `yaml:"heartbeats"`
 	// DistributeEvery is how long loaded changes wait in the landing
 	// table (<sink.table>_landing) before they move into their changelog
@@ -54,21 +54,44 @@ type CDCShard struct {
 	AsTable    string `yaml:"as_table"`
 }
 
-// CDCHeartbeat is a source table whose changes are heartbeats.
+// CDCHeartbeat is where a source's heartbeats come from: a source table
+// whose changes are heartbeats, or Debezium's heartbeat topic.
 type CDCHeartbeat struct {
 	// Table is database.table (database.schema.table for PostgreSQL).
 	Table string `yaml:"table"`
+	// Topic is Debezium's heartbeat topic (__debezium-heartbeat.<server>),
+	// instead of Table.
+	Topic string `yaml:"topic"`
+	// Lag, with Topic, is how far behind its log the connector may run:
+	// a heartbeat message counts as reaching its time less Lag.
+	Lag Duration `yaml:"lag"`
 	// Topics is a regular expression (RE2) matching the topics its
-	// source's changes go to; empty matches every topic read.
+	// source's changes go to; empty matches every topic read (with
+	// Topic, those of Debezium's naming for its server).
 	Topics string `yaml:"topics"`
 }
 
-// HeartbeatTables are cdc.heartbeats, as validated.
-func (c *Config) HeartbeatTables() []cdc.HeartbeatTable {
-	var out []cdc.HeartbeatTable
+// parse checks h and returns it as the decoder takes it.
+func (h CDCHeartbeat) parse(format string) (cdc.Heartbeat, error) {
+	switch {
+	case (h.Table == "") == (h.Topic == ""):
+		return cdc.Heartbeat{}, fmt.Errorf("want table (a source table whose changes are heartbeats) or topic (Debezium's heartbeat topic), one of them, got table %q and topic %q", h.Table, h.Topic)
+	case h.Table != "" && h.Lag != 0:
+		return cdc.Heartbeat{}, fmt.Errorf("lag applies to a heartbeat topic: a heartbeat table's changes come through the source's log, got lag %s", h.Lag.D())
+	case h.Table != "":
+		return cdc.ParseHeartbeatTable(h.Table, h.Topics)
+	case format != FormatDebezium:
+		return cdc.Heartbeat{}, fmt.Errorf("topic: heartbeat messages are Debezium's, and kafka.format is %s (use a heartbeat table)", format)
+	}
+	return cdc.ParseHeartbeatTopic(h.Topic, h.Topics, h.Lag.D())
+}
+
+// Heartbeats are cdc.heartbeats, as validated.
+func (c *Config) Heartbeats() []cdc.Heartbeat {
+	var out []cdc.Heartbeat
 	for _, h := range c.CDC.Heartbeats {
-		if t, err := cdc.ParseHeartbeatTable(h.Table, h.Topics); err == nil {
-			out = append(out, t)
+		if p, err := h.parse(c.Kafka.Format); err == nil {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -121,7 +144,7 @@ func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any
 		one(fmt.Sprintf("cdc.shards[%d]", i), cdc.Options{Shards: []cdc.Shard{s}})
 	}
 	for i, h := range c.CDC.Heartbeats {
-		_, err := cdc.ParseHeartbeatTable(h.Table, h.Topics)
+		_, err := h.parse(c.Kafka.Format)
 		check(err == nil, fmt.Sprintf("cdc.heartbeats[%d]", i), "%v", err)
 	}
 	check(c.CDC.Idle >= 0, "cdc.idle", "must not be negative, got %s", c.CDC.Idle.D())

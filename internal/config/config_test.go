@@ -79,6 +79,9 @@ func TestBadKeysNamed(t *testing.T) {
 		"cdc.distribute_every: must not be negative, got -5s (0: the default, 30s)",
 		`cdc.heartbeats[1]: want database.table, or database.schema.table for PostgreSQL, got "heartbeat"`,
 		"cdc.heartbeats[2]: topics: error parsing regexp: missing closing ): `db1\\.(`",
+		`cdc.heartbeats[3]: want table (a source table whose changes are heartbeats) or topic (Debezium's heartbeat topic), one of them, got table "ops.heartbeat" and topic "__debezium-heartbeat.db1"`,
+		"cdc.heartbeats[4]: topic: heartbeat messages are Debezium's, and kafka.format is canal (use a heartbeat table)",
+		"cdc.heartbeats[5]: lag applies to a heartbeat topic: a heartbeat table's changes come through the source's log, got lag 1m0s",
 		"kafka.format: canal routes changes to changelog tables, built for sink.type duckdb only for now, got sink.type databend",
 		"merge.concurrency: want 1 to 64 merges at once (0: the default, 2), got 100")
 	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto or none, got "lz4"`)

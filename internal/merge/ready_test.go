@@ -240,16 +240,15 @@ func ordersCannotMove(t *testing.T) (*changeLoader, time.Time) {
 // A heartbeat of T proves that every change made before T is in Kafka
 // below the ends listed after it, on every partition of its topics. A
 // table is complete to T only if each partition that may carry its
-// changes has loaded to its end, but MarkReady checks only the
-// partitions the table's rows already came from (<table>_routes_reached).
+// changes has loaded to its end; MarkReady used to check only the
+// partitions the table's rows had come from (<table>_routes_reached).
 // Here orders has loaded one change, of h+10m, on partition 0, which has
 // loaded to its end; partition 1 holds orders' change of h+20m, in Kafka
 // below its listed end (1) and not loaded yet (its worker is behind);
-// the heartbeat of h+3h05m is on partition 2. Without the heartbeat,
-// orders is not marked (partition 0 reached h+10m only); with it, orders
-// is marked done for h, h+1 and h+2 although the heartbeat's own listing
-// shows partition 1 behind, and orders' change of h+20m then arrives in
-// an hour marked done.
+// the heartbeat of h+3h05m is on partition 2. Orders was marked done for
+// h, h+1 and h+2 although the heartbeat's own listing showed partition 1
+// behind, and orders' change of h+20m then arrived in an hour marked
+// done. Now nothing is marked.
 func TestMarkReadyHeartbeatWaitsForPartitionsOfItsTopicsBehind(t *testing.T) {
 	ctx := context.Background()
 	l := newChangeLoader(t)

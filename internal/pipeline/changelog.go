@@ -89,6 +89,9 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 		p = new([]cdc.Change)
 	}
 	defer d.changes.Put(p)
+	if d.Beats.SeeMessage(r.Topic, r.Value) {
+		return 0, nil // a heartbeat message: time passing, no change
+	}
 	changes, err := d.dec.Decode((*p)[:0], r.Topic, r.Key, r.Value)
 	*p = changes
 	if err != nil {

@@ -569,26 +569,49 @@ func debeziumAt(db, table string, id int, at time.Time) []byte {
 // table ops.heartbeat, configured once per source with its topics.
 // dbserver2's heartbeat of h+3h05m says nothing about dbserver1, whose
 // connector has sent orders' change of h+10m and nothing since (it may be
-// hours behind its binlog). Beats.See matches the table by name only and
-// never looks at the record's topic, so dbserver2's heartbeat is taken as
-// dbserver1's too, and cdc_inv_orders is marked done for h, h+1 and h+2
-// while dbserver1's changes of those hours are still to come.
+// hours behind its binlog). Beats.See used to match the table by name
+// only, never looking at the record's topic, so dbserver2's heartbeat was
+// taken as dbserver1's too, and cdc_inv_orders was marked done for h, h+1
+// and h+2 while dbserver1's changes of those hours were still to come.
 func TestCDCHeartbeatOfAnotherSourceMovesNoPartition(t *testing.T) {
 	const one, two = "dbserver1.inv", "dbserver2.inv"
-	c := kafkatest.Cluster(t, 1, one, two)
-	cfg := testConfig(t, c)
-	cfg.Kafka.Topics = []string{one, two}
-	cfg.Kafka.Format = config.FormatDebezium
-	cfg.Sink.Table = "cdc"
-	cfg.CDC.Heartbeats = []config.CDCHeartbeat{{Table: "ops.heartbeat", Topics: `^dbserver1\.`}, {Table: "ops.heartbeat", Topics: `^dbserver2\.`}}
-	must(t, cfg.Validate())
+	c, cfg := debeziumTopics(t, []config.CDCHeartbeat{{Table: "ops.heartbeat", Topics: `^dbserver1\.`}, {Table: "ops.heartbeat", Topics: `^dbserver2\.`}}, one, two)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
 	cl := producer(t, c)
 	produce(t, cl, &kgo.Record{Topic: one, Key: []byte(`{"id":1}`), Value: debeziumAt("inv", "orders", 1, h.Add(10*time.Minute))})
 	produce(t, cl, &kgo.Record{Topic: two, Key: []byte(`{"id":1}`), Value: debeziumAt("ops", "heartbeat", 1, h.Add(3*time.Hour+5*time.Minute))})
 
 	s := openRouted(t, cfg)
-	beats := cdc.NewBeats(cfg.HeartbeatTables())
+	beats := runWithBeats(t, cfg, s)
+	for _, b := range beats.Latest() {
+		if b.Topics.MatchString(one) {
+			t.Errorf("a heartbeat of %s's source (%s) is kept, but only %s's was read", one, time.UnixMicro(b.SourceTime).UTC(), two)
+		}
+	}
+
+	markWithBeats(t, cfg, s, beats)
+	wantQuery(t, s.DB(), `SELECT "table", strftime(hour, '%H') FROM tracelake_ready WHERE "table" = 'cdc_inv_orders' ORDER BY ALL`)
+}
+
+// debeziumTopics is a cluster of topics (a partition each) and the config
+// of a run reading Debezium changes from them with heartbeats.
+func debeziumTopics(t *testing.T, heartbeats []config.CDCHeartbeat, topics ...string) (*kfake.Cluster, *config.Config) {
+	t.Helper()
+	c := kafkatest.Cluster(t, 1, topics...)
+	cfg := testConfig(t, c)
+	cfg.Kafka.Topics = topics
+	cfg.Kafka.Format = config.FormatDebezium
+	cfg.Sink.Table = "cdc"
+	cfg.CDC.Heartbeats = heartbeats
+	must(t, cfg.Validate())
+	return c, cfg
+}
+
+// runWithBeats runs the pipeline until it is idle, keeping the
+// heartbeats of cfg's cdc.heartbeats, as `tracelake run` does.
+func runWithBeats(t *testing.T, cfg *config.Config, s *duckdb.Sink) *cdc.Beats {
+	t.Helper()
+	beats := cdc.NewBeats(cfg.Heartbeats())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	must(t, pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
@@ -597,12 +620,14 @@ func TestCDCHeartbeatOfAnotherSourceMovesNoPartition(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("pipeline did not become idle within 30s")
 	}
-	for _, b := range beats.Latest() {
-		if b.Topics.MatchString(one) {
-			t.Errorf("a heartbeat of %s's source (%s) is kept, but only %s's was read", one, time.UnixMicro(b.SourceTime).UTC(), two)
-		}
-	}
+	return beats
+}
 
+// markWithBeats merges the models and marks the done hours with the
+// heartbeats read, listing the end offsets from cfg's Kafka, as a merge
+// round of `tracelake run` does.
+func markWithBeats(t *testing.T, cfg *config.Config, s *duckdb.Sink, beats *cdc.Beats) {
+	t.Helper()
 	mergeModels(t, cfg, s)
 	admin, err := kafka.NewAdmin(cfg.Kafka)
 	must(t, err)
@@ -621,5 +646,27 @@ func TestCDCHeartbeatOfAnotherSourceMovesNoPartition(t *testing.T) {
 	if _, err := cm.MarkReady(context.Background(), merge.Marking{Now: time.Now(), Beats: beats.Latest(), Ends: ends}); err != nil {
 		t.Fatal(err)
 	}
-	wantQuery(t, s.DB(), `SELECT "table", strftime(hour, '%H') FROM tracelake_ready WHERE "table" = 'cdc_inv_orders' ORDER BY ALL`)
+}
+
+// Debezium's heartbeat messages (cdc.heartbeats with a topic) move the
+// partitions of their server's topics, loaded to their end, to their time
+// less the configured lag; they are no changes (no dead letter, no row).
+func TestCDCHeartbeatMessagesMoveQuietTables(t *testing.T) {
+	const orders, beat = "dbserver1.inv.orders", "__debezium-heartbeat.dbserver1"
+	c, cfg := debeziumTopics(t, []config.CDCHeartbeat{{Topic: beat, Lag: config.Duration(30 * time.Minute)}}, orders, beat)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	cl := producer(t, c)
+	produce(t, cl, &kgo.Record{Topic: orders, Key: []byte(`{"id":1}`), Value: debeziumAt("inv", "orders", 1, h.Add(10*time.Minute))})
+	s := openRouted(t, cfg)
+	markWithBeats(t, cfg, s, runWithBeats(t, cfg, s))
+	wantQuery(t, s.DB(), `SELECT count(*) FROM tracelake_ready`, "0") // orders' partition reached h+10m
+	produce(t, cl, &kgo.Record{Topic: beat, Key: []byte(`{"serverName":"dbserver1"}`),
+		Value: fmt.Appendf(nil, `{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}]},"payload":{"ts_ms":%d}}`, h.Add(3*time.Hour+5*time.Minute).UnixMilli())})
+	markWithBeats(t, cfg, s, runWithBeats(t, cfg, s))
+	// Reached h+3h05m less 30m: h, h+1 done, h+2 not.
+	at := func(n int) string {
+		return "cdc_inv_orders|" + h.Add(time.Duration(n)*time.Hour).Format("2006-01-02 15")
+	}
+	wantQuery(t, s.DB(), `SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`, at(0), at(1))
+	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "0")
 }
