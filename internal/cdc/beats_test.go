@@ -10,8 +10,8 @@ import (
 // snapshot row of the heartbeat table does not: Maxwell's bootstrap (and
 // Debezium's snapshots, op "r") read the table beside the binlog, stamped
 // with the time of the read, while replication may be hours behind its
-// log, exactly the flaw for which Debezium's heartbeat messages are
-// refused. Beats.See used to take every change with a row, so a
+// log, the flaw for which Debezium's heartbeat messages count only less a
+// lag. Beats.See used to take every change with a row, so a
 // bootstrap of ops.heartbeat at 22:25 was a heartbeat of 22:25, and
 // every caught-up partition of the source counted as having reached it.
 func TestBeatsIgnoreSnapshotRows(t *testing.T) {
