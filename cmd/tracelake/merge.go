@@ -190,15 +190,16 @@ type heartbeats struct {
 	admin *kafka.Admin
 }
 
-// ends lists the last stable offsets of topics' partitions.
-func (h heartbeats) ends(ctx context.Context, topics []string) (map[sink.TopicPartition]int64, error) {
-	w, err := h.admin.Watermarks(ctx, topics)
+// ends lists the log start and last stable offsets of the partitions of
+// those of topics that exist.
+func (h heartbeats) ends(ctx context.Context, topics []string) (map[sink.TopicPartition]merge.Offsets, error) {
+	w, err := h.admin.ExistingWatermarks(ctx, topics)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[sink.TopicPartition]int64, len(w))
+	out := make(map[sink.TopicPartition]merge.Offsets, len(w))
 	for tp, m := range w {
-		out[tp] = m.High
+		out[tp] = merge.Offsets{Start: m.Low, End: m.High}
 	}
 	return out, nil
 }

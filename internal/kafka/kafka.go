@@ -4,6 +4,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -115,6 +117,17 @@ func (a *Admin) Ping(ctx context.Context) error {
 // watermark; records past it belong to open transactions and are not
 // readable yet, so lag and idleness are measured against it.
 func (a *Admin) Watermarks(ctx context.Context, topics []string) (map[sink.TopicPartition]Watermarks, error) {
+	return a.watermarks(ctx, topics, false)
+}
+
+// ExistingWatermarks are the Watermarks of the partitions of those of
+// topics that exist: a topic Kafka does not know (deleted) has none, and
+// is no error.
+func (a *Admin) ExistingWatermarks(ctx context.Context, topics []string) (map[sink.TopicPartition]Watermarks, error) {
+	return a.watermarks(ctx, topics, true)
+}
+
+func (a *Admin) watermarks(ctx context.Context, topics []string, existing bool) (map[sink.TopicPartition]Watermarks, error) {
 	starts, err := a.adm.ListStartOffsets(ctx, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("list start offsets of %v: %w", topics, err)
@@ -127,6 +140,9 @@ func (a *Admin) Watermarks(ctx context.Context, topics []string) (map[sink.Topic
 	var firstErr error
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
+			if existing && errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+				return
+			}
 			if firstErr == nil {
 				firstErr = fmt.Errorf("end offset of %s/%d: %w", o.Topic, o.Partition, o.Err)
 			}

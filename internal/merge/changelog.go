@@ -50,6 +50,10 @@ type ChangelogMerger struct {
 	landing                 string // quoted: duckdb.Landing
 	schema                  string // the tables' schema, "" for main
 	route                   func(database, schemaName, table string) (*cdc.Table, error)
+	// dec decodes dead-lettered changes, which hold their tables' done
+	// marks back (MarkReady).
+	dec *cdc.Decoder
+	dlq string // quoted
 }
 
 // NewChangelogMerger merges the changelog tables of snk, a DuckDB sink
@@ -58,7 +62,8 @@ type ChangelogMerger struct {
 func NewChangelogMerger(mg *Merger, snk *duckdb.Sink, dec *cdc.Decoder) *ChangelogMerger {
 	table := snk.Table()
 	c := &ChangelogMerger{mg: mg, snk: snk, routes: sqltext.Name(table + "_routes"), reached: sqltext.Name(table + duckdb.RoutesReached),
-		ledger: sqltext.Name(table + "_ledger"), landing: sqltext.Name(table + duckdb.Landing), route: dec.Route}
+		ledger: sqltext.Name(table + "_ledger"), landing: sqltext.Name(table + duckdb.Landing), route: dec.Route,
+		dec: dec, dlq: snk.Tables().DLQ}
 	if s, _, ok := strings.Cut(table, "."); ok {
 		c.schema = s + "."
 	}
@@ -282,7 +287,16 @@ ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
 WHEN MATCHED AND s.next_offset > w.next_offset THEN UPDATE SET next_offset = s.next_offset, merged_at = NOW()
 WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, NOW())`,
 		WatermarkTable, c.reached, sqltext.String(strings.TrimPrefix(p.m.Source, c.schema)), p.name, p.name)
-	if err := exec(ctx, tx, advanceWatermarkSQL(p.m.Name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached); err != nil {
+	// Never past a change of the table still in the landing table: one
+	// below what moved (a replayed dead letter, whose table's move
+	// failed) would be left behind for good.
+	landed := fmt.Sprintf(`UPDATE %s AS w SET next_offset = l.next_offset FROM (
+	SELECT "row"->>'%s' AS topic, ("row"->>'%s')::INTEGER AS "partition", min(("row"->>'%s')::BIGINT) AS next_offset
+	FROM %s WHERE log_table = %s GROUP BY ALL) AS l
+WHERE w.model = %s AND w.topic = l.topic AND w."partition" = l."partition" AND w.next_offset > l.next_offset`,
+		WatermarkTable, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, c.landing,
+		sqltext.String(strings.TrimPrefix(p.m.Source, c.schema)), p.name)
+	if err := exec(ctx, tx, advanceWatermarkSQL(p.m.Name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached, landed); err != nil {
 		return fmt.Errorf("advance the watermark of %s: %w", p.m.Target, err)
 	}
 	return nil

@@ -29,11 +29,15 @@ type Marking struct {
 	// the ledger) counts as having reached Now - Idle.
 	Idle time.Duration
 	// Beats are the latest heartbeats read (cdc.Beats.Latest), and Ends
-	// lists the last stable offsets of topics' partitions: MarkReady
-	// asks it after it has the beats.
+	// lists the log start and last stable offsets of the partitions of
+	// those of topics that exist: MarkReady asks it after it has the
+	// beats.
 	Beats []cdc.Beat
-	Ends  func(ctx context.Context, topics []string) (map[sink.TopicPartition]int64, error)
+	Ends  func(ctx context.Context, topics []string) (map[sink.TopicPartition]Offsets, error)
 }
+
+// Offsets are where a partition's log starts and its last stable offset.
+type Offsets struct{ Start, End int64 }
 
 // MarkReady marks the hours each changelog model is complete for and
 // returns how many marks it wrote, in one transaction.
@@ -59,6 +63,10 @@ type Marking struct {
 // for it.
 func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, error) {
 	beats, err := c.beatsReached(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	dead, err := c.deadLettered(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -91,15 +99,20 @@ WITH loads AS (
 	SELECT p.topic, p."partition", greatest(any_value(f.t), any_value(%[2]s), max(b.t)) AS reached
 	FROM parts p LEFT JOIN fed f ON f.topic = p.topic AND f."partition" = p."partition"
 	LEFT JOIN loads l ON l.topic = p.topic AND l."partition" = p."partition"
-	LEFT JOIN beats b ON b.topic = p.topic AND b."partition" = p."partition" AND coalesce(l.next_offset, 0) >= b.end_offset
+	LEFT JOIN beats b ON b.topic = p.topic AND b."partition" = p."partition" AND greatest(l.next_offset, b.start_offset) >= b.end_offset
 	GROUP BY p.topic, p."partition"
 ), through AS (
 	SELECT t.log_table, CASE WHEN bool_or(p.reached IS NULL) THEN NULL ELSE min(p.reached) END AS through
 	FROM (SELECT DISTINCT log_table, topic FROM %[3]s) t JOIN part p ON p.topic = t.topic GROUP BY t.log_table
+), dead AS (
+	%[9]s
+), held AS (
+	SELECT log_table, min(t) AS t, bool_or(t IS NULL) AS unknown FROM dead GROUP BY log_table
 ), model AS (
-	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t, any_value(th.through) AS through,
+	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t,
+		CASE WHEN any_value(h.unknown) THEN NULL ELSE least(any_value(th.through), any_value(h.t)) END AS through,
 		bool_and(coalesce(w.next_offset, 0) >= o.next_offset) AS merged
-	FROM %[3]s o JOIN through th ON th.log_table = o.log_table
+	FROM %[3]s o JOIN through th ON th.log_table = o.log_table LEFT JOIN held h ON h.log_table = o.log_table
 	JOIN %[4]s r ON r.log_table = o.log_table AND r.model_table IS NOT NULL
 	LEFT JOIN %[5]s w ON w.model = r.model_table AND w.topic = o.topic AND w."partition" = o."partition"
 	WHERE o.first_source_time IS NOT NULL AND o.log_table NOT IN (SELECT log_table FROM %[6]s)
@@ -111,7 +124,7 @@ WITH loads AS (
 	WHERE m.merged GROUP BY m.model_table
 )
 SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
-			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, beats)
+			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, beats, dead)
 		r, err := tx.ExecContext(ctx, q, m.Now.UTC())
 		if err != nil {
 			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)
@@ -122,12 +135,66 @@ SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR))
 	return marked, err
 }
 
+// deadLettered is the query of the changes in the dead-letter table, a
+// row (log_table, t) each: its changelog table and its source time (NULL
+// when it has none). A table's model lacks them until a replay: it is
+// complete up to the first at most. A dead letter that does not decode
+// as a change (not a change event at all) is no table's.
+func (c *ChangelogMerger) deadLettered(ctx context.Context) (string, error) {
+	const none = `SELECT NULL::VARCHAR AS log_table, NULL::TIMESTAMP AS t WHERE false`
+	rows, err := c.mg.db.QueryContext(ctx, `SELECT topic, "key", "value" FROM `+c.dlq)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", c.dlq, err)
+	}
+	defer rows.Close()
+	first := map[string]int64{} // log table → earliest source time, 0 for one without
+	var changes []cdc.Change
+	for rows.Next() {
+		var topic string
+		var key, value []byte
+		if err := rows.Scan(&topic, &key, &value); err != nil {
+			return "", fmt.Errorf("read %s: %w", c.dlq, err)
+		}
+		changes, err = c.dec.Decode(changes[:0], topic, key, value)
+		if err != nil {
+			continue
+		}
+		for _, ch := range changes {
+			if ch.Op.Letter() == 0 {
+				continue
+			}
+			if t, ok := first[ch.Table.Log]; !ok || t != 0 && (ch.SourceTime == 0 || ch.SourceTime < t) {
+				first[ch.Table.Log] = ch.SourceTime
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read %s: %w", c.dlq, err)
+	}
+	if len(first) == 0 {
+		return none, nil
+	}
+	values := make([]string, 0, len(first))
+	for table, t := range first {
+		at := "NULL::TIMESTAMP"
+		if t != 0 {
+			at = fmt.Sprintf("make_timestamp(%d)", t)
+		}
+		values = append(values, fmt.Sprintf("(%s, %s)", sqltext.String(table), at))
+	}
+	slices.Sort(values)
+	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS d(log_table, t)`, nil
+}
+
 // beatsReached is the query of what the heartbeats reached: a row (topic,
-// partition, end_offset, t) for each partition of a heartbeat's topics
-// that feeds a changelog table, with its last stable offset listed after
-// the heartbeat of source time t was read.
+// partition, start_offset, end_offset, t) for each partition of a
+// heartbeat's topics that feeds a changelog table, with its log start and
+// last stable offset listed after the heartbeat of source time t was
+// read. A partition counts as reaching t once it loaded to its end, or
+// has nothing left to load: its log starts at its end (records deleted
+// before they were read are lost, and verify says so).
 func (c *ChangelogMerger) beatsReached(ctx context.Context, m Marking) (string, error) {
-	const none = `SELECT NULL::VARCHAR AS topic, NULL::INTEGER AS "partition", NULL::BIGINT AS end_offset, NULL::TIMESTAMP AS t WHERE false`
+	const none = `SELECT NULL::VARCHAR AS topic, NULL::INTEGER AS "partition", NULL::BIGINT AS start_offset, NULL::BIGINT AS end_offset, NULL::TIMESTAMP AS t WHERE false`
 	if len(m.Beats) == 0 || m.Ends == nil {
 		return none, nil
 	}
@@ -161,10 +228,10 @@ func (c *ChangelogMerger) beatsReached(ctx context.Context, m Marking) (string, 
 		return none, nil
 	}
 	var values []string
-	for tp, end := range ends {
+	for tp, o := range ends {
 		for _, b := range m.Beats {
 			if b.Topics.MatchString(tp.Topic) {
-				values = append(values, fmt.Sprintf("(%s, %d, %d, make_timestamp(%d))", sqltext.String(tp.Topic), tp.Partition, end, b.SourceTime))
+				values = append(values, fmt.Sprintf("(%s, %d, %d, %d, make_timestamp(%d))", sqltext.String(tp.Topic), tp.Partition, o.Start, o.End, b.SourceTime))
 			}
 		}
 	}
@@ -172,7 +239,7 @@ func (c *ChangelogMerger) beatsReached(ctx context.Context, m Marking) (string, 
 		return none, nil
 	}
 	slices.Sort(values)
-	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS b(topic, "partition", end_offset, t)`, nil
+	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS b(topic, "partition", start_offset, end_offset, t)`, nil
 }
 
 // Ready says whether table's hour (truncated to the hour) is marked.

@@ -105,10 +105,10 @@ func TestMarkReadyHeartbeatMovesCaughtUpPartitions(t *testing.T) {
 	var listed []string
 	mark := func(beats []cdc.Beat, end1 int64) {
 		t.Helper()
-		ends := func(_ context.Context, topics []string) (map[sink.TopicPartition]int64, error) {
+		ends := func(_ context.Context, topics []string) (map[sink.TopicPartition]Offsets, error) {
 			listed = append(listed, topics...)
-			return map[sink.TopicPartition]int64{{Topic: "dbserver1", Partition: 0}: 2, {Topic: "dbserver1", Partition: 1}: end1,
-				{Topic: "dbserver1", Partition: 2}: 0}, nil // never written to: nothing to wait for
+			return map[sink.TopicPartition]Offsets{{Topic: "dbserver1", Partition: 0}: {End: 2}, {Topic: "dbserver1", Partition: 1}: {End: end1},
+				{Topic: "dbserver1", Partition: 2}: {}}, nil // never written to: nothing to wait for
 		}
 		if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Beats: beats, Ends: ends}); err != nil {
 			t.Fatal(err)
@@ -121,7 +121,7 @@ func TestMarkReadyHeartbeatMovesCaughtUpPartitions(t *testing.T) {
 	mark(nil, 1)
 	marks() // partition 1 reached h+10m only
 	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Beats: []cdc.Beat{beat},
-		Ends: func(context.Context, []string) (map[sink.TopicPartition]int64, error) {
+		Ends: func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
 			return nil, errors.New("no broker")
 		}}); err != nil {
 		t.Errorf("a round whose heartbeats' ends cannot be listed failed: %v", err)
@@ -261,11 +261,11 @@ func TestMarkReadyHeartbeatWaitsForPartitionsOfItsTopicsBehind(t *testing.T) {
 	l.flush()
 	l.mustMerge()
 	beat := cdc.Beat{SourceTime: beatAt.UnixMicro(), Topics: regexp.MustCompile(`^dbserver1$`)}
-	ends := func(context.Context, []string) (map[sink.TopicPartition]int64, error) {
-		return map[sink.TopicPartition]int64{
-			{Topic: "dbserver1", Partition: 0}: 1,
-			{Topic: "dbserver1", Partition: 1}: 1, // orders' change of h+20m, not loaded
-			{Topic: "dbserver1", Partition: 2}: 1,
+	ends := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
+		return map[sink.TopicPartition]Offsets{
+			{Topic: "dbserver1", Partition: 0}: {End: 1},
+			{Topic: "dbserver1", Partition: 1}: {End: 1}, // orders' change of h+20m, not loaded
+			{Topic: "dbserver1", Partition: 2}: {End: 1},
 		}, nil
 	}
 	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Beats: []cdc.Beat{beat}, Ends: ends}); err != nil {

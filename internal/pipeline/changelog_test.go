@@ -632,11 +632,11 @@ func markWithBeats(t *testing.T, cfg *config.Config, s *duckdb.Sink, beats *cdc.
 	admin, err := kafka.NewAdmin(cfg.Kafka)
 	must(t, err)
 	defer admin.Close()
-	ends := func(ctx context.Context, topics []string) (map[sink.TopicPartition]int64, error) {
-		w, err := admin.Watermarks(ctx, topics)
-		out := map[sink.TopicPartition]int64{}
+	ends := func(ctx context.Context, topics []string) (map[sink.TopicPartition]merge.Offsets, error) {
+		w, err := admin.ExistingWatermarks(ctx, topics)
+		out := map[sink.TopicPartition]merge.Offsets{}
 		for tp, m := range w {
-			out[tp] = m.High
+			out[tp] = merge.Offsets{Start: m.Low, End: m.High}
 		}
 		return out, err
 	}

@@ -413,19 +413,22 @@ WHERE CASE WHEN len(json_keys("row")) = %s THEN true ELSE error('a landed row of
 }
 
 // recordReach moves what each moved table reached, per partition, past
-// its moved rows (tl_moving), in one statement.
+// its moved rows (tl_moving), in one statement. The last source time is
+// of changes taken from the source's log: a snapshot row (op r) is read
+// beside it, stamped with the time of the read, and says nothing of how
+// far the log was sent (done marks go by it).
 func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx) error {
 	q := fmt.Sprintf(`MERGE INTO %[1]s AS o USING (
 	SELECT log_table, c[1] AS topic, c[2]::INTEGER AS "partition", max(c[3]::BIGINT) + 1 AS next_offset,
-		make_timestamp(min(c[4]::BIGINT)) AS first_t, make_timestamp(max(c[4]::BIGINT)) AS last_t
-	FROM (SELECT log_table, json_extract_string("row", ['$.%[2]s', '$.%[3]s', '$.%[4]s', '$.%[5]s']) AS c FROM tl_moving)
+		make_timestamp(min(c[4]::BIGINT)) AS first_t, make_timestamp(max(c[4]::BIGINT) FILTER (WHERE c[5] IS DISTINCT FROM 'r')) AS last_t
+	FROM (SELECT log_table, json_extract_string("row", ['$.%[2]s', '$.%[3]s', '$.%[4]s', '$.%[5]s', '$.%[6]s']) AS c FROM tl_moving)
 	GROUP BY ALL) AS n
 ON o.log_table = n.log_table AND o.topic = n.topic AND o."partition" = n."partition"
 WHEN MATCHED THEN UPDATE SET next_offset = greatest(o.next_offset, n.next_offset),
 	first_source_time = coalesce(least(o.first_source_time, n.first_t), o.first_source_time, n.first_t),
 	last_source_time = coalesce(greatest(o.last_source_time, n.last_t), o.last_source_time, n.last_t), loaded_at = $1
 WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.topic, n."partition", n.next_offset, n.first_t, n.last_t, $1)`,
-		s.tables.reached, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, cdc.SourceTimeColumn)
+		s.tables.reached, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, cdc.SourceTimeColumn, cdc.OpColumn)
 	if _, err := tx.ExecContext(ctx, q, time.Now().UTC()); err != nil {
 		return fmt.Errorf("record what the moved rows reached in %s: %w", s.tables.reached, err)
 	}

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // ReplayResult says what a replay did (or would do, in a dry run).
@@ -140,6 +142,9 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	if _, err := s.insertFiles(ctx, tx, plan, false, now); err != nil {
 		return ReplayResult{}, err
 	}
+	if err := decoded.recount(ctx, tx, s.tables.ledger); err != nil {
+		return ReplayResult{}, err
+	}
 	if o.Replayed != nil && len(decoded.lowest) > 0 {
 		if err := o.Replayed(ctx, tx, decoded.lowest); err != nil {
 			return ReplayResult{}, err
@@ -198,6 +203,29 @@ type decodedReplay struct {
 	decode func(b *sink.Batch, r *kgo.Record) (int, error)
 	b      *sink.Batch
 	lowest map[string]map[sink.TopicPartition]int64
+	// decoded are the records that now decode, as SQL rows (topic,
+	// partition, offset, rows made).
+	decoded []string
+}
+
+// recount moves the replayed records that now decode from the dead-letter
+// count of the ledger's range that holds each to its count of rows, by
+// the rows each made (a message of several changes, or of none): verify
+// compares those counts with the rows stored.
+func (p *decodedReplay) recount(ctx context.Context, tx *sql.Tx, ledger string) error {
+	if len(p.decoded) == 0 {
+		return nil
+	}
+	q := fmt.Sprintf(`UPDATE %[1]s AS l SET records = l.records + s.made, dlq_records = l.dlq_records - s.n FROM (
+	SELECT g.topic, g."partition", g.first_offset, sum(d.made) AS made, count(*) AS n
+	FROM %[1]s g JOIN (VALUES %[2]s) AS d(topic, "partition", "offset", made)
+		ON g.topic = d.topic AND g."partition" = d."partition" AND d."offset" BETWEEN g.first_offset AND g.last_offset
+	GROUP BY ALL) AS s
+WHERE l.topic = s.topic AND l."partition" = s."partition" AND l.first_offset = s.first_offset`, ledger, strings.Join(p.decoded, ", "))
+	if _, err := tx.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("count the replayed records' rows in %s: %w", ledger, err)
+	}
+	return nil
 }
 
 func (p *decodedReplay) add(r *kgo.Record) error {
@@ -205,7 +233,7 @@ func (p *decodedReplay) add(r *kgo.Record) error {
 	for i, t := range p.b.Routed {
 		sizes[i] = len(t.Rows)
 	}
-	_, err := p.decode(p.b, r)
+	n, err := p.decode(p.b, r)
 	switch {
 	case errors.Is(err, sink.ErrTransient):
 		return fmt.Errorf("replay %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
@@ -215,6 +243,7 @@ func (p *decodedReplay) add(r *kgo.Record) error {
 		p.b.MaxLine = max(p.b.MaxLine, len(p.b.DLQ)-start)
 		return nil
 	}
+	p.decoded = append(p.decoded, fmt.Sprintf("(%s, %d, %d, %d)", sqltext.String(r.Topic), r.Partition, r.Offset, n))
 	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	for i, t := range p.b.Routed {
 		if i < len(sizes) && len(t.Rows) == sizes[i] {

@@ -17,10 +17,11 @@ import (
 
 // A Canal message holds several rows (data[]): the ledger counts the
 // rows a record made (records) or the record dead-lettered (dlq_records),
-// and verify compares them with the rows stored. `dlq replay` turns a
-// dead letter of a message of two rows into two changelog rows and
-// leaves the ledger's counts as they were (one dead letter), so verify
-// fails after the replay: "ledger counts 2 records, tables hold 3".
+// and verify compares them with the rows stored. `dlq replay` used to
+// turn a dead letter of a message of two rows into two changelog rows and
+// leave the ledger's counts as they were (one dead letter), so verify
+// failed after the replay: "ledger counts 2 records, tables hold 3". Now
+// the replay moves each record from the dead-letter count to its rows'.
 func TestCDCReplayOfAMessageOfTwoRowsVerifies(t *testing.T) {
 	bin := buildBinary(t)
 	cluster, cl := startKafka(t, 1)
@@ -106,13 +107,14 @@ const beatAt = 1449786310 // 2015-12-10T22:25:10Z
 // A partition of the heartbeat's topics whose records Kafka deleted
 // (retention) before tracelake read them has nothing to load: its log
 // starts at its end. The heartbeat's listing of ends names it (end 1),
-// the ledger has nothing of it, and MarkReady takes it as a partition of
-// unknown progress (coalesce(next_offset, 0) >= end fails): it holds back
+// the ledger has nothing of it, and MarkReady took it as a partition of
+// unknown progress (coalesce(next_offset, 0) >= end failed): it held back
 // every table of the topic for good, although the heartbeat proves that
 // nothing before 23:05 is still to come on it. Without cdc.heartbeats
 // leads would be marked (partition 1 is in neither the ledger nor
-// cdc_routes_reached); with them it never is. The same holds for a
-// partition start_offset latest skipped.
+// cdc_routes_reached); with them it never was. The same held for a
+// partition start_offset latest skipped. Now a partition whose log starts
+// at its end has nothing left to load.
 func TestCDCHeartbeatWithAPartitionEmptiedByRetention(t *testing.T) {
 	h := newHeartbeatTest(t)
 	cfgPath := writeConfig(t, h.cluster, "format: maxwell", "merge: {every: 1h}\ncdc: {heartbeats: [{table: ops.heartbeat}]}")
@@ -137,9 +139,9 @@ func TestCDCHeartbeatWithAPartitionEmptiedByRetention(t *testing.T) {
 // A topic of the heartbeat's topics that is deleted (a Debezium topic of
 // a source table dropped, or of a connector removed) stays in the ledger
 // and in cdc_routes_reached, so MarkReady asks its end offsets at every
-// round; the listing fails for the topic Kafka no longer knows, and with
+// round; the listing failed for the topic Kafka no longer knows, and with
 // it the heartbeats of every topic: "done marks go by the changes alone
-// this round", every round. leads's partition 1 reached 22:26 and
+// this round", every round. Now a deleted topic is left out of it. leads's partition 1 reached 22:26 and
 // has loaded everything; the heartbeat of 23:05 should mark 22:00 done.
 func TestCDCHeartbeatAfterATopicIsDeleted(t *testing.T) {
 	h := newHeartbeatTest(t)

@@ -45,12 +45,12 @@ func (l *changeLoader) stageDeadLettering() []sink.File {
 // which the connector emits between the changes it streams) is read
 // beside the log and stamped with the time of the read: it says nothing
 // about how far the log has been sent (the reason cdc.Beats.See refuses
-// it as a heartbeat). MarkReady takes it as the partition's progress all
+// it as a heartbeat). MarkReady took it as the partition's progress all
 // the same (<table>_routes_reached's last_source_time, of every op): the
 // connector streams the log two hours behind (users' change of h+10m),
-// reads a chunk of orders at h+3h05m, and users is marked done for h,
-// h+1 and h+2 while its next change of the log, of h+20m, is still to
-// come on the partition.
+// reads a chunk of orders at h+3h05m, and users was marked done for h,
+// h+1 and h+2 while its next change of the log, of h+20m, was still to
+// come on the partition. Now the last source time is the log's only.
 func TestMarkReadySnapshotRowIsNoProgressOfTheLog(t *testing.T) {
 	ctx := context.Background()
 	l := newChangeLoader(t)
@@ -76,9 +76,10 @@ func TestMarkReadySnapshotRowIsNoProgressOfTheLog(t *testing.T) {
 // column; equally a widening an index blocks, README "Widened types")
 // is a change of its table and hour that the model does not hold, as
 // much as one still in the landing table, which holds its table's marks
-// back. MarkReady looks at the dead-letter table not at all: orders'
+// back. MarkReady looked at the dead-letter table not at all: orders'
 // change of h+20m is in cdc_dlq, the partition moves on with users'
-// change of h+2h05m, and orders is marked done for h and h+1.
+// change of h+2h05m, and orders was marked done for h and h+1. Now a
+// dead-lettered change holds its table's marks before its hour.
 func TestMarkReadyWaitsForDeadLetteredChanges(t *testing.T) {
 	ctx := context.Background()
 	l := newChangeLoader(t)
@@ -106,11 +107,11 @@ func TestMarkReadyWaitsForDeadLetteredChanges(t *testing.T) {
 // transaction; the changes reach the changelog table only at the next
 // move. When the table's moves fail meanwhile (here: an operator's
 // unique index on the changelog table refuses the change), the next
-// merge of the model reads from the lowered watermark without them and
-// advances the watermark back to what the table reached; once the table
-// is mended (the index dropped) and its changes move, the table reaches
-// no further (the replayed offsets are below), Pending does not list the
-// model, and the replayed change of id 2 never reaches the model.
+// merge of the model used to advance the watermark back to what the
+// table reached, past the replayed change still landed; once the table
+// was mended and its changes moved, the table reached no further (the
+// replayed offsets are below), and the change never reached the model.
+// Now a merge's watermark stops at the table's lowest landed change.
 func TestReplayedChangesOfATableThatCannotMoveReachTheModel(t *testing.T) {
 	ctx := context.Background()
 	l := newChangeLoader(t, func(o *duckdb.Options) { o.DistributeEvery = time.Nanosecond })
