@@ -70,6 +70,9 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	if beforeMarking != nil {
+		beforeMarking()
+	}
 	var marked int64
 	err = c.mg.inTx(ctx, func(tx *sql.Tx) error {
 		if err := exec(ctx, tx, readyTableSQL, watermarkTableSQL); err != nil {
@@ -241,6 +244,10 @@ func (c *ChangelogMerger) beatsReached(ctx context.Context, m Marking) (string, 
 	slices.Sort(values)
 	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS b(topic, "partition", start_offset, end_offset, t)`, nil
 }
+
+// beforeMarking, set by tests, runs in MarkReady just before the
+// transaction that writes the marks (loads go on meanwhile in a run).
+var beforeMarking func()
 
 // Ready says whether table's hour (truncated to the hour) is marked.
 func Ready(ctx context.Context, db *sql.DB, table string, hour time.Time) (bool, error) {

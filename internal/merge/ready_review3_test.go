@@ -1,0 +1,151 @@
+package merge
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// A change of source table db.Orders is refused by the pipeline: its
+// changelog name, cdc_db_orders_log, belongs to db.orders (names that
+// differ only in case are one name), and it stays dead-lettered until an
+// operator maps it elsewhere (a shard rule); it never goes into
+// cdc_db_orders. MarkReady decodes the dead letters with the merger's
+// own decoder, which knows no claims (the pipeline's decoder is given the
+// registry's, NewChangelogDecoder): in a process that has not routed
+// db.orders itself (every process after the one that first merged it,
+// since Models routes only tables without a model yet), db.Orders'
+// change decodes as cdc_db_orders_log's and holds cdc_db_orders' marks
+// before h+20m for good. The merger that merged orders first marks h and
+// h+1; the restarted one marks nothing, ever.
+func TestMarkReadyDeadLetterOfAnotherSourceTableHoldsNoMarks(t *testing.T) {
+	ctx := context.Background()
+	l := newChangeLoader(t)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.flush()
+	l.mustMerge()
+	l.at = h.Add(20 * time.Minute)
+	l.change(0, "Orders", "c", 101, row(1, "A"), "id") // refused: cdc_db_orders_log holds db.orders
+	l.at = h.Add(2*time.Hour + 5*time.Minute)
+	l.change(0, "users", "c", 102, row(1, "u"), "id")
+	if _, err := l.s.Load(ctx, l.stageDeadLettering()); err != nil {
+		t.Fatal(err)
+	}
+	l.distribute()
+	l.want(`SELECT "offset" FROM cdc_dlq`, "1")
+	l.mustMerge()
+	// The merger of a restarted process, on the same database.
+	names, err := cdc.NewDecoder(cdc.Options{Format: cdc.FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := NewChangelogMerger(NewMerger(l.s.DB(), slog.New(slog.DiscardHandler)), l.s, names)
+	if _, err := restarted.MarkReady(ctx, Marking{Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_orders' ORDER BY ALL`,
+		"cdc_db_orders|"+h.Format("2006-01-02 15"), "cdc_db_orders|"+h.Add(time.Hour).Format("2006-01-02 15"))
+}
+
+// MarkReady reads the dead-letter table (deadLettered) before, and
+// outside, the transaction in which it reads the partitions' progress
+// and writes the marks. In `tracelake run` loads and moves go on beside
+// the merge rounds: a load that dead-letters orders' change of h+20m and
+// loads users' change of h+2h05m after it on the partition, committed
+// (and moved) in between, is seen by the second read and not by the
+// first, and orders is marked done for h and h+1 without the change. The
+// longer the dead-letter table (every row is decoded in between), the
+// wider the window. Read in the marks' transaction, both would be of one
+// snapshot.
+func TestMarkReadyDeadLetterCommittedDuringTheRound(t *testing.T) {
+	ctx := context.Background()
+	l := newChangeLoader(t)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.flush()
+	l.mustMerge()
+	beforeMarking = func() {
+		beforeMarking = nil
+		l.at = h.Add(20 * time.Minute)
+		l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id") // dead-lettered
+		l.at = h.Add(2*time.Hour + 5*time.Minute)
+		l.change(0, "users", "c", 102, row(1, "u"), "id")
+		if _, err := l.s.Load(ctx, l.stageDeadLettering()); err != nil {
+			t.Error(err)
+		}
+		if _, err := l.s.Distribute(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { beforeMarking = nil })
+	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	l.want(`SELECT "offset" FROM cdc_dlq`, "1")
+	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_orders' ORDER BY ALL`)
+}
+
+// README "Done marks": every partition of a table's topics counts, and
+// "one whose progress is not known (nothing loaded on it yet …) holds the
+// table back". MarkReady knows a partition only from the ledger, from
+// <table>_routes_reached or from a heartbeat's listing of ends: without a
+// heartbeat (plain, or cdc.idle) a partition of which nothing has loaded
+// yet (a run's first minutes over a backlog, a worker behind, a
+// partition added to the topic) is not known at all, and holds nothing
+// back. Here partition 1 holds orders' change of h+20m, in Kafka below
+// its end and not loaded; partition 0 has loaded users' change of
+// h+3h05m. The listing of the topic's partitions (Ends, which a run has
+// for heartbeats) names partition 1; without a heartbeat MarkReady does
+// not ask it, and orders is marked done for h, h+1 and h+2.
+func TestMarkReadyPartitionNothingLoadedHoldsTheTableBack(t *testing.T) {
+	ctx := context.Background()
+	l := newChangeLoader(t)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.at = h.Add(3*time.Hour + 5*time.Minute)
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.flush()
+	l.mustMerge()
+	ends := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
+		return map[sink.TopicPartition]Offsets{
+			{Topic: "dbserver1", Partition: 0}: {End: 2},
+			{Topic: "dbserver1", Partition: 1}: {End: 1}, // orders' change of h+20m, not loaded
+		}, nil
+	}
+	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Ends: ends}); err != nil {
+		t.Fatal(err)
+	}
+	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_orders' ORDER BY ALL`)
+}
+
+// cdc.idle is written into MarkReady's SQL as INTERVAL <µs> MICROSECONDS,
+// and DuckDB's parser takes an integer literal there only up to 2^31-1:
+// an idle time over 35m47s (cdc.idle: 1h, which validation accepts) is a
+// syntax error, every merge round's MarkReady fails, and no hour is ever
+// marked. Here the partition has been quiet for two hours: with
+// cdc.idle 1h, orders is complete up to an hour ago.
+func TestMarkReadyIdleOfAnHour(t *testing.T) {
+	ctx := context.Background()
+	l := newChangeLoader(t)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.flush()
+	l.mustMerge()
+	now := time.Now().Add(2 * time.Hour)
+	if _, err := l.merger.MarkReady(ctx, Marking{Now: now, Idle: time.Hour}); err != nil {
+		t.Fatalf("MarkReady with cdc.idle 1h: %v", err)
+	}
+	var n int
+	if err := l.s.DB().QueryRow(`SELECT count(*) FROM tracelake_ready WHERE "table" = 'cdc_db_orders'`).Scan(&n); err != nil || n == 0 {
+		t.Errorf("marks of cdc_db_orders after two quiet hours with cdc.idle 1h: %d, %v", n, err)
+	}
+}
