@@ -98,7 +98,12 @@ func cmdMerge(ctx context.Context, args []string) error {
 		if *rebuild != "" || *model != "" || *task {
 			return usagef("--rebuild, --model and --task: with kafka.format %s every changelog table's model is merged, none is configured", cfg.Kafka.Format)
 		}
-		job, err := changelogJob(cfg, mg, snk, heartbeats{})
+		hb, closeHB, err := newHeartbeats(cfg, false)
+		if err != nil {
+			return err
+		}
+		defer closeHB()
+		job, err := changelogJob(cfg, mg, snk, hb)
 		if err != nil {
 			return err
 		}
@@ -161,8 +166,8 @@ func (j mergeJob) current(ctx context.Context) ([]config.Model, error) {
 
 // changelogJob merges the model of every changelog table of cfg's sink
 // (kafka.format debezium, canal or maxwell), snk, marking the hours done
-// after each pass, with the heartbeats hb read (none in tracelake merge,
-// which reads no changes).
+// after each pass, with the heartbeats hb read and its listing of the
+// topics' offsets.
 func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb heartbeats) (mergeJob, error) {
 	dec, err := cdc.NewDecoder(cfg.CDCOptions())
 	if err != nil {
@@ -184,15 +189,43 @@ func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb hea
 }
 
 // heartbeats are the heartbeats a run reads (cdc.heartbeats), and the
-// client that lists the end offsets they are checked against.
+// client that lists the offsets of the changelog tables' topics, which
+// the done marks are checked against (a partition with records to load
+// and none loaded holds its tables back; a heartbeat moves partitions
+// loaded to their end).
 type heartbeats struct {
 	beats *cdc.Beats
 	admin *kafka.Admin
 }
 
+// listTimeout bounds a round's listing of offsets: the marks of a round
+// whose listing fails go by what loaded alone, and the round goes on.
+const listTimeout = 15 * time.Second
+
+// newHeartbeats is cfg's heartbeats with change capture: read ones when
+// reading (tracelake run; tracelake merge reads no change), and the
+// listing client.
+func newHeartbeats(cfg *config.Config, reading bool) (heartbeats, func(), error) {
+	var hb heartbeats
+	if !cfg.CapturesChanges() {
+		return hb, func() {}, nil
+	}
+	admin, err := kafka.NewAdmin(cfg.Kafka)
+	if err != nil {
+		return hb, nil, err
+	}
+	hb.admin = admin
+	if reading {
+		hb.beats = cdc.NewBeats(cfg.Heartbeats())
+	}
+	return hb, admin.Close, nil
+}
+
 // ends lists the log start and last stable offsets of the partitions of
 // those of topics that exist.
 func (h heartbeats) ends(ctx context.Context, topics []string) (map[sink.TopicPartition]merge.Offsets, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	w, err := h.admin.ExistingWatermarks(ctx, topics)
 	if err != nil {
 		return nil, err

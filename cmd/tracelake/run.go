@@ -13,11 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/directload"
 	"github.com/tracelake/tracelake/internal/genai"
-	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/query"
@@ -162,14 +160,11 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	// finalMerge, with merge.every, merges once more after a run that
 	// ended idle, so its models are merged up to everything it loaded.
 	finalMerge := func() error { return nil }
-	var hb heartbeats
-	if tables := cfg.Heartbeats(); cfg.CapturesChanges() && len(tables) > 0 {
-		if hb.admin, err = kafka.NewAdmin(cfg.Kafka); err != nil {
-			return err
-		}
-		defer hb.admin.Close()
-		hb.beats = cdc.NewBeats(tables)
+	hb, closeHB, err := newHeartbeats(cfg, true)
+	if err != nil {
+		return err
 	}
+	defer closeHB()
 	if every := cfg.Merge.Every.D(); every > 0 && (len(cfg.Merge.Models) > 0 || cfg.DecodesOTLP() || cfg.CapturesChanges()) {
 		jobs, err := mergeJobs(cfg, merger, targets, hb)
 		if err != nil {

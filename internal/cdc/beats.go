@@ -119,7 +119,8 @@ func (b *Beats) See(topic string, c *Change) {
 
 // SeeMessage records a Debezium heartbeat message read from a heartbeat
 // topic (its value {"ts_ms": …}, with or without the schema wrapper), and
-// says whether topic is one: its messages are no changes.
+// says whether it is one: it is no change. A message with an op is a
+// change, whatever its topic, as Debezium's decoder has it.
 func (b *Beats) SeeMessage(topic string, value []byte) bool {
 	if b == nil {
 		return false
@@ -129,20 +130,25 @@ func (b *Beats) SeeMessage(topic string, value []byte) bool {
 		if s.Topic != topic {
 			continue
 		}
-		is = true
 		var m struct {
-			TsMs    int64 `json:"ts_ms"`
+			TsMs    int64           `json:"ts_ms"`
+			Op      json.RawMessage `json:"op"`
 			Payload *struct {
-				TsMs int64 `json:"ts_ms"`
+				TsMs int64           `json:"ts_ms"`
+				Op   json.RawMessage `json:"op"`
 			} `json:"payload"`
 		}
 		if json.Unmarshal(value, &m) != nil {
-			continue
+			continue // not JSON: the decoder dead-letters it
 		}
-		ms := m.TsMs
+		ms, op := m.TsMs, m.Op
 		if m.Payload != nil {
-			ms = m.Payload.TsMs
+			ms, op = m.Payload.TsMs, m.Payload.Op
 		}
+		if op != nil {
+			return false
+		}
+		is = true
 		if at := time.UnixMilli(ms).Add(-s.Lag).UnixMicro(); ms > 0 && at > 0 {
 			b.saw(i, at)
 		}

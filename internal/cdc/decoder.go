@@ -50,6 +50,16 @@ func NewDecoder(o Options) (*Decoder, error) {
 	return d, nil
 }
 
+// Fresh returns a decoder of d's options that has seen no table and
+// claims no name: a decoder for another purpose (the dead letters' tables,
+// read beside the merges) whose routes do not change d's.
+func (d *Decoder) Fresh() *Decoder {
+	n := &Decoder{format: d.format}
+	n.router.log, n.router.model, n.router.shards = d.router.log, d.router.model, d.router.shards
+	n.router.tables, n.router.owners, n.router.modelClaims = map[string]*Table{}, map[string]string{}, map[string]bool{}
+	return n
+}
+
 // Claim tells the decoder that the changelog table log exists and holds
 // the changes of source table database.schema.table (a table created by
 // an earlier process): another source table routed to the same name is

@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 
 	"github.com/tracelake/tracelake/internal/cdc"
@@ -144,8 +145,14 @@ func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any
 		one(fmt.Sprintf("cdc.shards[%d]", i), cdc.Options{Shards: []cdc.Shard{s}})
 	}
 	for i, h := range c.CDC.Heartbeats {
+		key := fmt.Sprintf("cdc.heartbeats[%d]", i)
 		_, err := h.parse(c.Kafka.Format)
-		check(err == nil, fmt.Sprintf("cdc.heartbeats[%d]", i), "%v", err)
+		check(err == nil, key, "%v", err)
+		if err == nil && h.Topic != "" {
+			re, rerr := regexp.Compile(c.Kafka.TopicRegex)
+			read := slices.Contains(c.Kafka.Topics, h.Topic) || c.Kafka.TopicRegex != "" && rerr == nil && re.MatchString(h.Topic)
+			check(read, key, "topic %s is not read: add it to kafka.topics (or let kafka.topic_regex match it), or its heartbeats never come", h.Topic)
+		}
 	}
 	check(c.CDC.Idle >= 0, "cdc.idle", "must not be negative, got %s", c.CDC.Idle.D())
 	check(c.CDC.DistributeEvery >= 0, "cdc.distribute_every", "must not be negative, got %s (0: the default, 30s)", c.CDC.DistributeEvery.D())

@@ -28,12 +28,18 @@ type Marking struct {
 	// Idle (> 0): a partition on which nothing has loaded for Idle (by
 	// the ledger) counts as having reached Now - Idle.
 	Idle time.Duration
-	// Beats are the latest heartbeats read (cdc.Beats.Latest), and Ends
-	// lists the log start and last stable offsets of the partitions of
-	// those of topics that exist: MarkReady asks it after it has the
-	// beats.
+	// Beats are the latest heartbeats read (cdc.Beats.Latest).
 	Beats []cdc.Beat
-	Ends  func(ctx context.Context, topics []string) (map[sink.TopicPartition]Offsets, error)
+	// Ends, when set, lists the log start and last stable offsets of the
+	// partitions of those of topics that exist; MarkReady asks it for the
+	// changelog tables' topics, after it has the beats. Without it, a
+	// partition nothing has loaded from yet is not known, and holds no
+	// table back (nor does a heartbeat move anything).
+	Ends func(ctx context.Context, topics []string) (map[sink.TopicPartition]Offsets, error)
+
+	// beforeMarking, set by tests, runs just before the transaction that
+	// reads the tables and writes the marks (loads go on meanwhile).
+	beforeMarking func()
 }
 
 // Offsets are where a partition's log starts and its last stable offset.
@@ -43,72 +49,84 @@ type Offsets struct{ Start, End int64 }
 // returns how many marks it wrote, in one transaction.
 //
 // A model is complete up to a source time T when, on every Kafka
-// partition that feeds its changelog table, a change of source time T or
+// partition of its changelog table's topics, a change of source time T or
 // later has loaded (of any table: a partition carries its changes in the
-// source's log order) and the model is merged up to all its table's rows
-// loaded there. An hour is marked once T reaches its end, from the hour
-// of the table's first change on, each hour once.
+// source's log order; a snapshot row, read beside the log, is none), the
+// model is merged up to all its table's rows loaded there, and no change
+// of the table before T is dead-lettered. An hour is marked once T
+// reaches its end, from the hour of the table's first change on, each
+// hour once. A partition with records not loaded and none loaded, or none
+// with a source time, is of unknown progress and holds its tables back.
 //
 // A quiet partition moves on two ways. A heartbeat of source time T
 // (m.Beats) moves each partition of its source's topics that has loaded
 // every record below its last stable offset as listed after the
-// heartbeat was read: whatever the source sent before T was in Kafka by
-// then. And with m.Idle, a partition on which nothing has loaded for
-// Idle counts as having reached Now - Idle (the source's clock and ours
-// assumed within Idle of each other, its lag under Idle).
+// heartbeat was read, or has none to load (its log starts at its end):
+// whatever the source sent before T was in Kafka by then. And with
+// m.Idle, a partition on which nothing has loaded for Idle counts as
+// having reached Now - Idle (the source's clock and ours assumed within
+// Idle of each other, its lag under Idle).
 //
 // A table with changes still in the sink's landing table (not moved into
 // it yet, or unable to move: see duckdb.Landing) is marked no further:
 // its partitions' progress, which the other tables move, does not hold
 // for it.
 func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, error) {
-	beats, err := c.beatsReached(ctx, m)
+	ends, beats, err := c.listed(ctx, m)
 	if err != nil {
 		return 0, err
 	}
-	dead, err := c.deadLettered(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if beforeMarking != nil {
-		beforeMarking()
+	if m.beforeMarking != nil {
+		m.beforeMarking()
 	}
 	var marked int64
 	err = c.mg.inTx(ctx, func(tx *sql.Tx) error {
 		if err := exec(ctx, tx, readyTableSQL, watermarkTableSQL); err != nil {
 			return fmt.Errorf("create %s: %w", ReadyTable, err)
 		}
+		// Read in the marks' snapshot: a dead letter committed after
+		// it is past the progress this transaction sees.
+		dead, err := c.deadLettered(ctx, tx)
+		if err != nil {
+			return err
+		}
 		quiet := "NULL::TIMESTAMP"
 		if m.Idle > 0 {
-			quiet = fmt.Sprintf(`CASE WHEN l.loaded_at <= $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS THEN $1::TIMESTAMP - INTERVAL %[1]d MICROSECONDS END`, m.Idle.Microseconds())
+			quiet = fmt.Sprintf(`CASE WHEN l.loaded_at <= $1::TIMESTAMP - INTERVAL (%[1]d) MICROSECONDS THEN $1::TIMESTAMP - INTERVAL (%[1]d) MICROSECONDS END`, m.Idle.Microseconds())
 		}
 		// A partition is quiet when nothing has loaded on it (the
 		// ledger), not when nothing has moved: its changes land first.
 		// A table's changes may come on any partition of its topics (a
 		// new key hashes anywhere), so each of them, known from the
-		// ledger, from any table's rows or from a heartbeat's listing,
+		// ledger, from any table's rows or from the listing of ends,
 		// must have reached the hour's end; one of unknown progress
-		// (nothing loaded, or no source time yet) holds the table back.
+		// (records to load and none loaded, or none with a source time)
+		// holds the table back.
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
 	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
-), beats AS (
+), ends AS (
 	%[8]s
+), beats AS (
+	%[9]s
 ), parts AS (
-	SELECT topic, "partition" FROM loads UNION SELECT topic, "partition" FROM %[3]s UNION SELECT topic, "partition" FROM beats
+	SELECT topic, "partition" FROM loads UNION SELECT topic, "partition" FROM %[3]s
+	UNION SELECT e.topic, e."partition" FROM ends e LEFT JOIN loads l ON l.topic = e.topic AND l."partition" = e."partition"
+		WHERE greatest(l.next_offset, e.start_offset) < e.end_offset
 ), fed AS (
 	SELECT topic, "partition", max(last_source_time) AS t FROM %[3]s GROUP BY topic, "partition"
 ), part AS (
 	SELECT p.topic, p."partition", greatest(any_value(f.t), any_value(%[2]s), max(b.t)) AS reached
 	FROM parts p LEFT JOIN fed f ON f.topic = p.topic AND f."partition" = p."partition"
 	LEFT JOIN loads l ON l.topic = p.topic AND l."partition" = p."partition"
-	LEFT JOIN beats b ON b.topic = p.topic AND b."partition" = p."partition" AND greatest(l.next_offset, b.start_offset) >= b.end_offset
+	LEFT JOIN ends e ON e.topic = p.topic AND e."partition" = p."partition"
+	LEFT JOIN beats b ON b.topic = p.topic AND greatest(l.next_offset, e.start_offset) >= e.end_offset
 	GROUP BY p.topic, p."partition"
 ), through AS (
 	SELECT t.log_table, CASE WHEN bool_or(p.reached IS NULL) THEN NULL ELSE min(p.reached) END AS through
 	FROM (SELECT DISTINCT log_table, topic FROM %[3]s) t JOIN part p ON p.topic = t.topic GROUP BY t.log_table
 ), dead AS (
-	%[9]s
+	%[10]s
 ), held AS (
 	SELECT log_table, min(t) AS t, bool_or(t IS NULL) AS unknown FROM dead GROUP BY log_table
 ), model AS (
@@ -127,7 +145,7 @@ WITH loads AS (
 	WHERE m.merged GROUP BY m.model_table
 )
 SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
-			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, beats, dead)
+			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, ends, beats, dead)
 		r, err := tx.ExecContext(ctx, q, m.Now.UTC())
 		if err != nil {
 			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)
@@ -141,15 +159,21 @@ SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR))
 // deadLettered is the query of the changes in the dead-letter table, a
 // row (log_table, t) each: its changelog table and its source time (NULL
 // when it has none). A table's model lacks them until a replay: it is
-// complete up to the first at most. A dead letter that does not decode
-// as a change (not a change event at all) is no table's.
-func (c *ChangelogMerger) deadLettered(ctx context.Context) (string, error) {
+// complete up to the first at most. They are decoded as the pipeline
+// decodes (the registry's tables claim their names), by a decoder of
+// their own: a dead letter that is no change event, or of a table whose
+// name another claims, is no table's.
+func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string, error) {
 	const none = `SELECT NULL::VARCHAR AS log_table, NULL::TIMESTAMP AS t WHERE false`
-	rows, err := c.mg.db.QueryContext(ctx, `SELECT topic, "key", "value" FROM `+c.dlq)
+	rows, err := tx.QueryContext(ctx, `SELECT topic, "key", "value" FROM `+c.dlq)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", c.dlq, err)
 	}
 	defer rows.Close()
+	dec := c.dec.Fresh()
+	for log, src := range c.snk.RoutedSources() {
+		dec.Claim(log, src.Database, src.Schema, src.Name)
+	}
 	first := map[string]int64{} // log table → earliest source time, 0 for one without
 	var changes []cdc.Change
 	for rows.Next() {
@@ -158,7 +182,7 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context) (string, error) {
 		if err := rows.Scan(&topic, &key, &value); err != nil {
 			return "", fmt.Errorf("read %s: %w", c.dlq, err)
 		}
-		changes, err = c.dec.Decode(changes[:0], topic, key, value)
+		changes, err = dec.Decode(changes[:0], topic, key, value)
 		if err != nil {
 			continue
 		}
@@ -189,65 +213,63 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context) (string, error) {
 	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS d(log_table, t)`, nil
 }
 
-// beatsReached is the query of what the heartbeats reached: a row (topic,
-// partition, start_offset, end_offset, t) for each partition of a
-// heartbeat's topics that feeds a changelog table, with its log start and
-// last stable offset listed after the heartbeat of source time t was
-// read. A partition counts as reaching t once it loaded to its end, or
-// has nothing left to load: its log starts at its end (records deleted
-// before they were read are lost, and verify says so).
-func (c *ChangelogMerger) beatsReached(ctx context.Context, m Marking) (string, error) {
-	const none = `SELECT NULL::VARCHAR AS topic, NULL::INTEGER AS "partition", NULL::BIGINT AS start_offset, NULL::BIGINT AS end_offset, NULL::TIMESTAMP AS t WHERE false`
-	if len(m.Beats) == 0 || m.Ends == nil {
-		return none, nil
+// listed are the queries of the listing of the changelog tables' topics'
+// partitions, rows (topic, partition, start_offset, end_offset), and of
+// the heartbeats, rows (topic, t): the source time each heartbeat of the
+// topic's source reached, read before the listing. A listing that fails
+// leaves both empty for the round (logged): the marks that need neither
+// go on.
+func (c *ChangelogMerger) listed(ctx context.Context, m Marking) (ends, beats string, err error) {
+	ends = `SELECT NULL::VARCHAR AS topic, NULL::INTEGER AS "partition", NULL::BIGINT AS start_offset, NULL::BIGINT AS end_offset WHERE false`
+	beats = `SELECT NULL::VARCHAR AS topic, NULL::TIMESTAMP AS t WHERE false`
+	if m.Ends == nil {
+		return ends, beats, nil
 	}
 	rows, err := c.mg.db.QueryContext(ctx, `SELECT DISTINCT topic FROM `+c.reached+` ORDER BY topic`)
 	if err != nil {
-		return "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+		return "", "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
 	}
 	var topics []string
 	for rows.Next() {
 		var t string
 		if err := rows.Scan(&t); err != nil {
 			rows.Close()
-			return "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+			return "", "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
 		}
-		if slices.ContainsFunc(m.Beats, func(b cdc.Beat) bool { return b.Topics.MatchString(t) }) {
-			topics = append(topics, t)
-		}
+		topics = append(topics, t)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+		return "", "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
 	}
 	if len(topics) == 0 {
-		return none, nil
+		return ends, beats, nil
 	}
-	ends, err := m.Ends(ctx, topics)
+	listed, err := m.Ends(ctx, topics)
 	if err != nil {
-		// The marks that need no heartbeat go on; these wait for the
-		// next round.
-		c.mg.log.Warn("the end offsets of the heartbeats' topics could not be listed; done marks go by the changes alone this round", "err", err)
-		return none, nil
+		c.mg.log.Warn("the end offsets of the changelog tables' topics could not be listed; done marks go by what loaded alone this round", "err", err)
+		return ends, beats, nil
 	}
-	var values []string
-	for tp, o := range ends {
+	var endRows, beatRows []string
+	for tp, o := range listed {
+		endRows = append(endRows, fmt.Sprintf("(%s, %d, %d, %d)", sqltext.String(tp.Topic), tp.Partition, o.Start, o.End))
+	}
+	for _, t := range topics {
 		for _, b := range m.Beats {
-			if b.Topics.MatchString(tp.Topic) {
-				values = append(values, fmt.Sprintf("(%s, %d, %d, %d, make_timestamp(%d))", sqltext.String(tp.Topic), tp.Partition, o.Start, o.End, b.SourceTime))
+			if b.Topics.MatchString(t) {
+				beatRows = append(beatRows, fmt.Sprintf("(%s, make_timestamp(%d))", sqltext.String(t), b.SourceTime))
 			}
 		}
 	}
-	if len(values) == 0 {
-		return none, nil
+	if len(endRows) > 0 {
+		slices.Sort(endRows)
+		ends = `SELECT * FROM (VALUES ` + strings.Join(endRows, ", ") + `) AS e(topic, "partition", start_offset, end_offset)`
 	}
-	slices.Sort(values)
-	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS b(topic, "partition", start_offset, end_offset, t)`, nil
+	if len(beatRows) > 0 {
+		beats = `SELECT * FROM (VALUES ` + strings.Join(beatRows, ", ") + `) AS b(topic, t)`
+	}
+	return ends, beats, nil
 }
-
-// beforeMarking, set by tests, runs in MarkReady just before the
-// transaction that writes the marks (loads go on meanwhile in a run).
-var beforeMarking func()
 
 // Ready says whether table's hour (truncated to the hour) is marked.
 func Ready(ctx context.Context, db *sql.DB, table string, hour time.Time) (bool, error) {

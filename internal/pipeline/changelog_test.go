@@ -670,3 +670,21 @@ func TestCDCHeartbeatMessagesMoveQuietTables(t *testing.T) {
 	wantQuery(t, s.DB(), `SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`, at(0), at(1))
 	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "0")
 }
+
+// Beats.SeeMessage took every record of a configured heartbeat topic
+// for a heartbeat message, whatever it held, and AppendRows then made no
+// row of it: a topic of changes given as the heartbeat topic (here
+// dbserver1.inv.orders, which ParseHeartbeatTopic accepts as <prefix>.
+// <server>) lost every change on it without a trace: no row, no dead
+// letter, the ledger counting the records as having made none, so verify
+// passed. Now, as in the Debezium decoder, a message with an op is a
+// change, not a heartbeat.
+func TestCDCChangeOnTheHeartbeatTopicIsNotLost(t *testing.T) {
+	const orders = "dbserver1.inv.orders"
+	c, cfg := debeziumTopics(t, []config.CDCHeartbeat{{Topic: orders}}, orders)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	produce(t, producer(t, c), &kgo.Record{Topic: orders, Key: []byte(`{"id":1}`), Value: debeziumAt("inv", "orders", 1, h.Add(10*time.Minute))})
+	s := openRouted(t, cfg)
+	runWithBeats(t, cfg, s)
+	wantQuery(t, s.DB(), `SELECT count(*), sum(records + dlq_records)::BIGINT FROM cdc_ledger`, "1|1")
+}

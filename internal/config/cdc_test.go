@@ -9,8 +9,9 @@ import (
 // A heartbeat topic must be among kafka.topics (docs/OPERATIONS.md, and
 // README "Done marks": "read from that topic, which kafka.topics must
 // include"): one that is not read brings no heartbeat, and the tables it
-// was meant to move are never marked, without a word. Validation accepts
-// it; so it does a topic_regex that does not match it.
+// was meant to move are never marked, without a word. Validation
+// accepted it, and a topic_regex that does not match it; now it refuses
+// both.
 func TestHeartbeatTopicNotReadIsRefused(t *testing.T) {
 	for topics, ok := range map[string]bool{
 		`topics: [dbserver1.inv.orders]`:                                 false,

@@ -14,14 +14,13 @@ import (
 // changelog name, cdc_db_orders_log, belongs to db.orders (names that
 // differ only in case are one name), and it stays dead-lettered until an
 // operator maps it elsewhere (a shard rule); it never goes into
-// cdc_db_orders. MarkReady decodes the dead letters with the merger's
-// own decoder, which knows no claims (the pipeline's decoder is given the
-// registry's, NewChangelogDecoder): in a process that has not routed
-// db.orders itself (every process after the one that first merged it,
-// since Models routes only tables without a model yet), db.Orders'
-// change decodes as cdc_db_orders_log's and holds cdc_db_orders' marks
-// before h+20m for good. The merger that merged orders first marks h and
-// h+1; the restarted one marks nothing, ever.
+// cdc_db_orders. MarkReady used to decode the dead letters with the
+// merger's own decoder, which knew no claims (the pipeline's decoder is
+// given the registry's, NewChangelogDecoder): in a process that had not
+// routed db.orders itself, db.Orders' change decoded as
+// cdc_db_orders_log's and held cdc_db_orders' marks before h+20m for
+// good. Now the dead letters are decoded with the registry's claims, by
+// a decoder of their own.
 func TestMarkReadyDeadLetterOfAnotherSourceTableHoldsNoMarks(t *testing.T) {
 	ctx := context.Background()
 	l := newChangeLoader(t)
@@ -34,10 +33,7 @@ func TestMarkReadyDeadLetterOfAnotherSourceTableHoldsNoMarks(t *testing.T) {
 	l.change(0, "Orders", "c", 101, row(1, "A"), "id") // refused: cdc_db_orders_log holds db.orders
 	l.at = h.Add(2*time.Hour + 5*time.Minute)
 	l.change(0, "users", "c", 102, row(1, "u"), "id")
-	if _, err := l.s.Load(ctx, l.stageDeadLettering()); err != nil {
-		t.Fatal(err)
-	}
-	l.distribute()
+	l.flushDeadLettering()
 	l.want(`SELECT "offset" FROM cdc_dlq`, "1")
 	l.mustMerge()
 	// The merger of a restarted process, on the same database.
@@ -53,9 +49,9 @@ func TestMarkReadyDeadLetterOfAnotherSourceTableHoldsNoMarks(t *testing.T) {
 		"cdc_db_orders|"+h.Format("2006-01-02 15"), "cdc_db_orders|"+h.Add(time.Hour).Format("2006-01-02 15"))
 }
 
-// MarkReady reads the dead-letter table (deadLettered) before, and
+// MarkReady read the dead-letter table (deadLettered) before, and
 // outside, the transaction in which it reads the partitions' progress
-// and writes the marks. In `tracelake run` loads and moves go on beside
+// and writes the marks (now it reads it in that transaction). In `tracelake run` loads and moves go on beside
 // the merge rounds: a load that dead-letters orders' change of h+20m and
 // loads users' change of h+2h05m after it on the partition, committed
 // (and moved) in between, is seen by the second read and not by the
@@ -71,8 +67,7 @@ func TestMarkReadyDeadLetterCommittedDuringTheRound(t *testing.T) {
 	l.change(0, "orders", "c", 100, row(1, "a"), "id")
 	l.flush()
 	l.mustMerge()
-	beforeMarking = func() {
-		beforeMarking = nil
+	before := func() {
 		l.at = h.Add(20 * time.Minute)
 		l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id") // dead-lettered
 		l.at = h.Add(2*time.Hour + 5*time.Minute)
@@ -84,28 +79,23 @@ func TestMarkReadyDeadLetterCommittedDuringTheRound(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	t.Cleanup(func() { beforeMarking = nil })
-	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	l.wantMarks(Marking{Now: time.Now(), beforeMarking: before}, "cdc_db_orders")
 	l.want(`SELECT "offset" FROM cdc_dlq`, "1")
-	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_orders' ORDER BY ALL`)
 }
 
 // README "Done marks": every partition of a table's topics counts, and
 // "one whose progress is not known (nothing loaded on it yet …) holds the
 // table back". MarkReady knows a partition only from the ledger, from
 // <table>_routes_reached or from a heartbeat's listing of ends: without a
-// heartbeat (plain, or cdc.idle) a partition of which nothing has loaded
+// heartbeat (plain, or cdc.idle) a partition of which nothing had loaded
 // yet (a run's first minutes over a backlog, a worker behind, a
-// partition added to the topic) is not known at all, and holds nothing
-// back. Here partition 1 holds orders' change of h+20m, in Kafka below
+// partition added to the topic) was not known at all, and held nothing
+// back. Now the tables' topics are listed at every round. Here partition 1 holds orders' change of h+20m, in Kafka below
 // its end and not loaded; partition 0 has loaded users' change of
-// h+3h05m. The listing of the topic's partitions (Ends, which a run has
-// for heartbeats) names partition 1; without a heartbeat MarkReady does
-// not ask it, and orders is marked done for h, h+1 and h+2.
+// h+3h05m. The listing of the topic's partitions names partition 1;
+// without a heartbeat MarkReady did not ask it, and orders was marked
+// done for h, h+1 and h+2.
 func TestMarkReadyPartitionNothingLoadedHoldsTheTableBack(t *testing.T) {
-	ctx := context.Background()
 	l := newChangeLoader(t)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
 	l.at = h.Add(10 * time.Minute)
@@ -120,17 +110,14 @@ func TestMarkReadyPartitionNothingLoadedHoldsTheTableBack(t *testing.T) {
 			{Topic: "dbserver1", Partition: 1}: {End: 1}, // orders' change of h+20m, not loaded
 		}, nil
 	}
-	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now(), Ends: ends}); err != nil {
-		t.Fatal(err)
-	}
-	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_orders' ORDER BY ALL`)
+	l.wantMarks(Marking{Now: time.Now(), Ends: ends}, "cdc_db_orders")
 }
 
-// cdc.idle is written into MarkReady's SQL as INTERVAL <µs> MICROSECONDS,
-// and DuckDB's parser takes an integer literal there only up to 2^31-1:
-// an idle time over 35m47s (cdc.idle: 1h, which validation accepts) is a
-// syntax error, every merge round's MarkReady fails, and no hour is ever
-// marked. Here the partition has been quiet for two hours: with
+// cdc.idle was written into MarkReady's SQL as INTERVAL <µs>
+// MICROSECONDS, and DuckDB's parser takes an integer literal there only
+// up to 2^31-1: an idle time over 35m47s (cdc.idle: 1h, which validation
+// accepts) was a syntax error, every merge round's MarkReady failed, and
+// no hour was ever marked. Here the partition has been quiet for two hours: with
 // cdc.idle 1h, orders is complete up to an hour ago.
 func TestMarkReadyIdleOfAnHour(t *testing.T) {
 	ctx := context.Background()

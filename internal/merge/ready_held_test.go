@@ -41,6 +41,16 @@ func (l *changeLoader) stageDeadLettering() []sink.File {
 	return files
 }
 
+// flushDeadLettering loads the queued events as stageDeadLettering stages
+// them, in one load, and moves them into their changelog tables.
+func (l *changeLoader) flushDeadLettering() {
+	l.t.Helper()
+	if _, err := l.s.Load(context.Background(), l.stageDeadLettering()); err != nil {
+		l.t.Fatal(err)
+	}
+	l.distribute()
+}
+
 // A snapshot row (Debezium "r": here a chunk of an incremental snapshot,
 // which the connector emits between the changes it streams) is read
 // beside the log and stamped with the time of the read: it says nothing
@@ -52,7 +62,6 @@ func (l *changeLoader) stageDeadLettering() []sink.File {
 // h+1 and h+2 while its next change of the log, of h+20m, was still to
 // come on the partition. Now the last source time is the log's only.
 func TestMarkReadySnapshotRowIsNoProgressOfTheLog(t *testing.T) {
-	ctx := context.Background()
 	l := newChangeLoader(t)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
 	l.at = h.Add(10 * time.Minute)
@@ -61,10 +70,7 @@ func TestMarkReadySnapshotRowIsNoProgressOfTheLog(t *testing.T) {
 	l.change(0, "orders", "r", 101, row(1, "a"), "id") // read now, beside a log two hours behind
 	l.flush()
 	l.mustMerge()
-	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_users' ORDER BY ALL`)
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_users")
 	// The log's next change of users, in an hour marked done.
 	l.at = h.Add(20 * time.Minute)
 	l.change(0, "users", "u", 102, row(1, "u2"), "id")
@@ -81,7 +87,6 @@ func TestMarkReadySnapshotRowIsNoProgressOfTheLog(t *testing.T) {
 // change of h+2h05m, and orders was marked done for h and h+1. Now a
 // dead-lettered change holds its table's marks before its hour.
 func TestMarkReadyWaitsForDeadLetteredChanges(t *testing.T) {
-	ctx := context.Background()
 	l := newChangeLoader(t)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
 	l.at = h.Add(10 * time.Minute)
@@ -90,16 +95,10 @@ func TestMarkReadyWaitsForDeadLetteredChanges(t *testing.T) {
 	l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id")
 	l.at = h.Add(2*time.Hour + 5*time.Minute)
 	l.change(0, "users", "c", 102, row(1, "u"), "id")
-	if _, err := l.s.Load(ctx, l.stageDeadLettering()); err != nil {
-		t.Fatal(err)
-	}
-	l.distribute()
+	l.flushDeadLettering()
 	l.want(`SELECT "offset" FROM cdc_dlq`, "1")
 	l.mustMerge()
-	if _, err := l.merger.MarkReady(ctx, Marking{Now: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = 'cdc_db_orders' ORDER BY ALL`)
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders")
 }
 
 // A replay lands dead-lettered changes below what their model merged and
@@ -118,10 +117,7 @@ func TestReplayedChangesOfATableThatCannotMoveReachTheModel(t *testing.T) {
 	l.change(0, "orders", "c", 100, row(1, "a"), "id")
 	l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "a", "KOFFSET": 1}, "id") // dead-lettered
 	l.change(0, "orders", "c", 102, row(3, "c"), "id")
-	if _, err := l.s.Load(ctx, l.stageDeadLettering()); err != nil {
-		t.Fatal(err)
-	}
-	l.distribute()
+	l.flushDeadLettering()
 	l.mustMerge()
 	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "1|a", "3|c")
 	// The dead letter's cause is fixed (its value rewritten here to a
