@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -173,6 +174,13 @@ cdc: {distribute_every: 100ms}`)
 	db := cdcRun(t, bin, cfgPath)
 	wantRows(t, db, `SELECT count(*) FROM cdc_landing`, "0")
 	wantRows(t, db, `SELECT count(*) FROM cdc_dlq`, "0")
+	// Every change once in its changelog table, at its own coordinates.
+	var counts []string
+	for table := range state {
+		counts = append(counts, `SELECT ktopic, kpartition, koffset FROM cdc_inv_`+table+`_log`)
+	}
+	wantRows(t, db, `SELECT count(*), count(DISTINCT (ktopic, kpartition, koffset)) FROM (`+strings.Join(counts, " UNION ALL ")+`)`,
+		fmt.Sprintf("%d|%d", changes, changes))
 	for table, rows := range state {
 		var want []string
 		for id := range keys {
