@@ -177,7 +177,7 @@ func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb hea
 	mark := func(ctx context.Context) error {
 		m := merge.Marking{Now: time.Now(), Idle: cfg.CDC.Idle.D(), Beats: hb.beats.Latest()}
 		if hb.admin != nil {
-			m.Ends = hb.ends
+			m.Ends, m.Committed = hb.ends, hb.committed
 		}
 		n, err := cm.MarkReady(ctx, m)
 		if n > 0 {
@@ -196,6 +196,7 @@ func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb hea
 type heartbeats struct {
 	beats *cdc.Beats
 	admin *kafka.Admin
+	group string
 }
 
 // listTimeout bounds a round's listing of offsets: the marks of a round
@@ -214,7 +215,7 @@ func newHeartbeats(cfg *config.Config, reading bool) (heartbeats, func(), error)
 	if err != nil {
 		return hb, nil, err
 	}
-	hb.admin = admin
+	hb.admin, hb.group = admin, cfg.Kafka.Group
 	if reading {
 		hb.beats = cdc.NewBeats(cfg.Heartbeats())
 	}
@@ -235,6 +236,13 @@ func (h heartbeats) ends(ctx context.Context, topics []string) (map[sink.TopicPa
 		out[tp] = merge.Offsets{Start: m.Low, End: m.High}
 	}
 	return out, nil
+}
+
+// committed lists the consumer group's committed offsets.
+func (h heartbeats) committed(ctx context.Context) (map[sink.TopicPartition]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	return h.admin.Committed(ctx, h.group)
 }
 
 // mergeJobs are the models merge.every merges in a run of cfg: with

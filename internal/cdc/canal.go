@@ -175,7 +175,7 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	}
 	table, err := d.router.route(db, nil, tbl)
 	if err != nil {
-		return dst, &Error{Reason: err.Error()}
+		return dst, routeError(err)
 	}
 	esMs := uintOf(es)
 	sourceTime := millisToMicros(es)

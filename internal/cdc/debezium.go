@@ -139,7 +139,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	}
 	table, err := d.router.route(src.db, src.schema, src.table)
 	if err != nil {
-		return dst, &Error{Reason: err.Error()}
+		return dst, routeError(err)
 	}
 	dst, c := next(dst)
 	c.Op, c.Table, c.Position = o, table, src.position

@@ -129,6 +129,9 @@ type Error struct {
 	// Reason is one sentence: "not a Debezium change event: op is
 	// missing".
 	Reason string
+	// Claimed: the record is a change of a source table whose changelog
+	// or model name another source table holds (see Decoder.Claim).
+	Claimed bool
 }
 
 func (e *Error) Error() string { return e.Reason }

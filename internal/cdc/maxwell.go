@@ -61,7 +61,7 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	}
 	table, err := d.router.route(db, nil, tbl)
 	if err != nil {
-		return dst, &Error{Reason: err.Error()}
+		return dst, routeError(err)
 	}
 	dst, c := next(dst)
 	c.Op, c.Table = o, table

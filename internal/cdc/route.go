@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -86,6 +87,19 @@ func (r *router) claim(name, db, schemaName, table string) {
 // source table's changelog table or model takes it.
 const TombstonesSuffix = "_tombstones"
 
+// claimedError refuses a source table whose routed names another table
+// holds.
+type claimedError struct{ reason string }
+
+func (e *claimedError) Error() string { return e.reason }
+
+// routeError is the Error of a record whose source table cannot be
+// routed.
+func routeError(err error) *Error {
+	var claimed *claimedError
+	return &Error{Reason: err.Error(), Claimed: errors.As(err, &claimed)}
+}
+
 func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 	names, logical := r.logical(db, schemaName, table)
 	t := &Table{Database: db, Schema: schemaName, Name: table, Log: r.log.expand(names), Model: r.model.expand(names)}
@@ -98,8 +112,8 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 		if owner, ok := r.owners[name]; ok && owner != logical {
 			// Writing both into one table would mix two tables' rows
 			// under one key; the second one seen is refused, loudly.
-			return nil, fmt.Errorf("source table %s.%s is routed to %s, which already holds %s: map one of them with a shard rule or change the template",
-				strconv.Quote(db), strconv.Quote(table), name, owner)
+			return nil, &claimedError{fmt.Sprintf("source table %s.%s is routed to %s, which already holds %s: map one of them with a shard rule or change the template",
+				strconv.Quote(db), strconv.Quote(table), name, owner)}
 		}
 	}
 	if t.Log == t.Model {

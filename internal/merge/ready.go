@@ -3,7 +3,9 @@ package merge
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +38,13 @@ type Marking struct {
 	// partition nothing has loaded from yet is not known, and holds no
 	// table back (nor does a heartbeat move anything).
 	Ends func(ctx context.Context, topics []string) (map[sink.TopicPartition]Offsets, error)
+	// Committed, when set, lists the consumer group's committed offsets,
+	// asked before the marks' snapshot: where the group's reading of a
+	// partition nothing has loaded from starts (kafka.start_offset
+	// latest commits its start alone), the records below it not to load.
+	// Offsets are committed after their loads, so one listed before the
+	// snapshot is never past what the snapshot loaded.
+	Committed func(ctx context.Context) (map[sink.TopicPartition]int64, error)
 
 	// beforeMarking, set by tests, runs just before the transaction that
 	// reads the tables and writes the marks (loads go on meanwhile).
@@ -72,36 +81,49 @@ type Offsets struct{ Start, End int64 }
 // its partitions' progress, which the other tables move, does not hold
 // for it.
 func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, error) {
-	ends, beats, err := c.listed(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	if m.beforeMarking != nil {
-		m.beforeMarking()
+	var committed map[sink.TopicPartition]int64
+	if m.Committed != nil {
+		var err error
+		if committed, err = m.Committed(ctx); err != nil {
+			c.mg.log.Warn("the consumer group's offsets could not be listed; no hour is marked this round", "err", err)
+			return 0, nil
+		}
 	}
 	var marked int64
-	err = c.mg.inTx(ctx, func(tx *sql.Tx) error {
+	err := c.mg.inTx(ctx, func(tx *sql.Tx) error {
 		if err := exec(ctx, tx, readyTableSQL, watermarkTableSQL); err != nil {
 			return fmt.Errorf("create %s: %w", ReadyTable, err)
 		}
-		// Read in the marks' snapshot: a dead letter committed after
-		// it is past the progress this transaction sees.
+		// The transaction's snapshot is taken by its first read, the
+		// topics'; the listing comes after it, so that a record it does
+		// not show was appended after everything the snapshot loaded.
+		ends, beats, ok, err := c.listed(ctx, tx, m, committed)
+		if err != nil || !ok {
+			return err
+		}
+		if m.beforeMarking != nil {
+			m.beforeMarking()
+		}
 		dead, err := c.deadLettered(ctx, tx)
 		if err != nil {
 			return err
 		}
+		// A partition is quiet when nothing has loaded on it (the
+		// ledger), not when nothing has moved: its changes land first;
+		// and not when the listing shows records on it to load.
 		quiet := "NULL::TIMESTAMP"
 		if m.Idle > 0 {
-			quiet = fmt.Sprintf(`CASE WHEN l.loaded_at <= $1::TIMESTAMP - INTERVAL (%[1]d) MICROSECONDS THEN $1::TIMESTAMP - INTERVAL (%[1]d) MICROSECONDS END`, m.Idle.Microseconds())
+			quiet = fmt.Sprintf(`CASE WHEN l.loaded_at <= $1::TIMESTAMP - INTERVAL (%[1]d) MICROSECONDS
+		AND (e.end_offset IS NULL OR greatest(l.next_offset, e.start_offset) >= e.end_offset)
+		THEN $1::TIMESTAMP - INTERVAL (%[1]d) MICROSECONDS END`, m.Idle.Microseconds())
 		}
-		// A partition is quiet when nothing has loaded on it (the
-		// ledger), not when nothing has moved: its changes land first.
 		// A table's changes may come on any partition of its topics (a
 		// new key hashes anywhere), so each of them, known from the
 		// ledger, from any table's rows or from the listing of ends,
 		// must have reached the hour's end; one of unknown progress
 		// (records to load and none loaded, or none with a source time)
-		// holds the table back.
+		// holds the table back, and so does a dead letter of the table
+		// (or, one that is no change event, of its topic).
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
 	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
@@ -128,10 +150,13 @@ WITH loads AS (
 ), dead AS (
 	%[10]s
 ), held AS (
-	SELECT log_table, min(t) AS t, bool_or(t IS NULL) AS unknown FROM dead GROUP BY log_table
+	SELECT log_table, min(t) AS t, bool_or(t IS NULL) AS unknown FROM (
+		SELECT log_table, t FROM dead WHERE log_table IS NOT NULL
+		UNION ALL SELECT DISTINCT o.log_table, NULL::TIMESTAMP FROM dead d JOIN %[3]s o ON o.topic = d.topic WHERE d.log_table IS NULL
+	) GROUP BY log_table
 ), model AS (
 	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t,
-		CASE WHEN any_value(h.unknown) THEN NULL ELSE least(any_value(th.through), any_value(h.t)) END AS through,
+		CASE WHEN any_value(h.unknown) OR any_value(th.through) IS NULL THEN NULL ELSE least(any_value(th.through), any_value(h.t)) END AS through,
 		bool_and(coalesce(w.next_offset, 0) >= o.next_offset) AS merged
 	FROM %[3]s o JOIN through th ON th.log_table = o.log_table LEFT JOIN held h ON h.log_table = o.log_table
 	JOIN %[4]s r ON r.log_table = o.log_table AND r.model_table IS NOT NULL
@@ -156,15 +181,18 @@ SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR))
 	return marked, err
 }
 
-// deadLettered is the query of the changes in the dead-letter table, a
-// row (log_table, t) each: its changelog table and its source time (NULL
-// when it has none). A table's model lacks them until a replay: it is
-// complete up to the first at most. They are decoded as the pipeline
-// decodes (the registry's tables claim their names), by a decoder of
-// their own: a dead letter that is no change event, or of a table whose
-// name another claims, is no table's.
+// deadLettered is the query of the dead letters' tables, rows
+// (log_table, topic, t): a change's changelog table and source time (NULL
+// when it has none), or, for a dead letter that does not decode as a
+// change (not a change event at all, or one whose row the decoder
+// refuses), its topic alone. A table's model lacks its dead-lettered
+// changes until a replay: it is complete up to the first at most; one of
+// unknown table holds every table of its topic. They are decoded as the
+// pipeline decodes (the registry's tables claim their names), by a
+// decoder of their own: a change of a table whose name another claims is
+// no table's.
 func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string, error) {
-	const none = `SELECT NULL::VARCHAR AS log_table, NULL::TIMESTAMP AS t WHERE false`
+	const none = `SELECT NULL::VARCHAR AS log_table, NULL::VARCHAR AS topic, NULL::TIMESTAMP AS t WHERE false`
 	rows, err := tx.QueryContext(ctx, `SELECT topic, "key", "value" FROM `+c.dlq)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", c.dlq, err)
@@ -174,7 +202,8 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string,
 	for log, src := range c.snk.RoutedSources() {
 		dec.Claim(log, src.Database, src.Schema, src.Name)
 	}
-	first := map[string]int64{} // log table → earliest source time, 0 for one without
+	first := map[string]int64{}  // log table → earliest source time, 0 for one without
+	unknown := map[string]bool{} // topics of dead letters of no known table
 	var changes []cdc.Change
 	for rows.Next() {
 		var topic string
@@ -183,7 +212,12 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string,
 			return "", fmt.Errorf("read %s: %w", c.dlq, err)
 		}
 		changes, err = dec.Decode(changes[:0], topic, key, value)
-		if err != nil {
+		var derr *cdc.Error
+		switch {
+		case errors.As(err, &derr) && derr.Claimed:
+			continue // a table whose name another holds: none of theirs
+		case err != nil:
+			unknown[topic] = true
 			continue
 		}
 		for _, ch := range changes {
@@ -198,61 +232,65 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string,
 	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("read %s: %w", c.dlq, err)
 	}
-	if len(first) == 0 {
-		return none, nil
+	if len(unknown) > 0 {
+		c.mg.log.Warn("dead letters that are no change event hold back the done marks of every table of their topics; replay them once they decode, or delete them", "topics", slices.Sorted(maps.Keys(unknown)))
 	}
-	values := make([]string, 0, len(first))
+	var values []string
 	for table, t := range first {
 		at := "NULL::TIMESTAMP"
 		if t != 0 {
 			at = fmt.Sprintf("make_timestamp(%d)", t)
 		}
-		values = append(values, fmt.Sprintf("(%s, %s)", sqltext.String(table), at))
+		values = append(values, fmt.Sprintf("(%s, NULL, %s)", sqltext.String(table), at))
+	}
+	for topic := range unknown {
+		values = append(values, fmt.Sprintf("(NULL, %s, NULL::TIMESTAMP)", sqltext.String(topic)))
+	}
+	if len(values) == 0 {
+		return none, nil
 	}
 	slices.Sort(values)
-	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS d(log_table, t)`, nil
+	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS d(log_table, topic, t)`, nil
 }
 
 // listed are the queries of the listing of the changelog tables' topics'
-// partitions, rows (topic, partition, start_offset, end_offset), and of
+// partitions, rows (topic, partition, start_offset, end_offset: start
+// past the group's committed offset, if any), and of
 // the heartbeats, rows (topic, t): the source time each heartbeat of the
-// topic's source reached, read before the listing. A listing that fails
-// leaves both empty for the round (logged): the marks that need neither
-// go on.
-func (c *ChangelogMerger) listed(ctx context.Context, m Marking) (ends, beats string, err error) {
+// topic's source reached, read before the listing. The topics are read in
+// tx. ok is false when m.Ends fails (logged): the round marks nothing, as
+// it cannot tell the partitions with records to load.
+func (c *ChangelogMerger) listed(ctx context.Context, tx *sql.Tx, m Marking, committed map[sink.TopicPartition]int64) (ends, beats string, ok bool, err error) {
 	ends = `SELECT NULL::VARCHAR AS topic, NULL::INTEGER AS "partition", NULL::BIGINT AS start_offset, NULL::BIGINT AS end_offset WHERE false`
 	beats = `SELECT NULL::VARCHAR AS topic, NULL::TIMESTAMP AS t WHERE false`
-	if m.Ends == nil {
-		return ends, beats, nil
-	}
-	rows, err := c.mg.db.QueryContext(ctx, `SELECT DISTINCT topic FROM `+c.reached+` ORDER BY topic`)
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT topic FROM `+c.reached+` ORDER BY topic`)
 	if err != nil {
-		return "", "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+		return "", "", false, fmt.Errorf("read the topics of %s: %w", c.reached, err)
 	}
 	var topics []string
 	for rows.Next() {
 		var t string
 		if err := rows.Scan(&t); err != nil {
 			rows.Close()
-			return "", "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+			return "", "", false, fmt.Errorf("read the topics of %s: %w", c.reached, err)
 		}
 		topics = append(topics, t)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return "", "", fmt.Errorf("read the topics of %s: %w", c.reached, err)
+		return "", "", false, fmt.Errorf("read the topics of %s: %w", c.reached, err)
 	}
-	if len(topics) == 0 {
-		return ends, beats, nil
+	if m.Ends == nil || len(topics) == 0 {
+		return ends, beats, true, nil
 	}
 	listed, err := m.Ends(ctx, topics)
 	if err != nil {
-		c.mg.log.Warn("the end offsets of the changelog tables' topics could not be listed; done marks go by what loaded alone this round", "err", err)
-		return ends, beats, nil
+		c.mg.log.Warn("the offsets of the changelog tables' topics could not be listed; no hour is marked this round", "err", err)
+		return "", "", false, nil
 	}
 	var endRows, beatRows []string
 	for tp, o := range listed {
-		endRows = append(endRows, fmt.Sprintf("(%s, %d, %d, %d)", sqltext.String(tp.Topic), tp.Partition, o.Start, o.End))
+		endRows = append(endRows, fmt.Sprintf("(%s, %d, %d, %d)", sqltext.String(tp.Topic), tp.Partition, max(o.Start, committed[tp]), o.End))
 	}
 	for _, t := range topics {
 		for _, b := range m.Beats {
@@ -268,7 +306,7 @@ func (c *ChangelogMerger) listed(ctx context.Context, m Marking) (ends, beats st
 	if len(beatRows) > 0 {
 		beats = `SELECT * FROM (VALUES ` + strings.Join(beatRows, ", ") + `) AS b(topic, t)`
 	}
-	return ends, beats, nil
+	return ends, beats, true, nil
 }
 
 // Ready says whether table's hour (truncated to the hour) is marked.

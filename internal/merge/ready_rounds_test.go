@@ -23,9 +23,10 @@ import (
 // restarted after such a stop, before its workers reach every
 // partition; a worker stalled on a load that fails). Here partition 0
 // loaded orders' change of h+10m an hour ago; orders' change of h+20m
-// is in Kafka below the partition's end, not loaded. MarkReady takes
-// the partition as quiet and marks orders done for h up to an hour ago,
-// without the change of h+20m.
+// is in Kafka below the partition's end, not loaded. MarkReady took
+// the partition as quiet and marked orders done for h up to an hour ago,
+// without the change of h+20m; now the listing's records to load keep a
+// partition from being quiet.
 func TestMarkReadyIdleIsNoQuietWithRecordsToLoad(t *testing.T) {
 	l := newChangeLoader(t)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
@@ -47,16 +48,16 @@ func TestMarkReadyIdleIsNoQuietWithRecordsToLoad(t *testing.T) {
 	l.wantMarks(Marking{Now: time.Now(), Idle: 30 * time.Minute, Ends: ends}, "cdc_db_orders")
 }
 
-// A round whose listing of ends fails goes by what loaded alone: a
-// partition with records to load and none loaded is then not known, and
-// holds nothing back — the wrong mark the listing at every round was
+// A round whose listing of ends failed went by what loaded alone: a
+// partition with records to load and none loaded was then not known, and
+// held nothing back — the wrong mark the listing at every round was
 // brought in to prevent (TestMarkReadyPartitionNothingLoadedHoldsTheTableBack),
 // back whenever the listing fails: Kafka unreachable from the merge,
 // the 15 s listTimeout passed, or one partition's offsets not listed
 // (leader moving) failing the listing of all. Here partition 1 holds
 // orders' change of h+20m, not loaded; partition 0 has loaded users'
-// change of h+3h05m; the listing fails, and orders is marked done for
-// h, h+1 and h+2.
+// change of h+3h05m; the listing fails, and orders was marked done for
+// h, h+1 and h+2. Now such a round marks nothing.
 func TestMarkReadyListingFailedHoldsATableWithAPartitionNotKnown(t *testing.T) {
 	l := newChangeLoader(t)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
@@ -80,8 +81,8 @@ func TestMarkReadyListingFailedHoldsATableWithAPartitionNotKnown(t *testing.T) {
 	l.wantMarks(Marking{Now: time.Now(), Ends: failed}, "cdc_db_orders")
 }
 
-// MarkReady lists the partitions' ends before the transaction in which
-// it reads what loaded (the ledger, <table>_routes_reached); loads and
+// MarkReady listed the partitions' ends before the transaction in which
+// it reads what loaded (now after the transaction's first read) (the ledger, <table>_routes_reached); loads and
 // moves go on in between (tracelake run). A partition the listing shows
 // empty is left out, but a change may reach it after the listing, and
 // a later change of the source's log reach another partition, load and
@@ -91,7 +92,7 @@ func TestMarkReadyListingFailedHoldsATableWithAPartitionNotKnown(t *testing.T) {
 // listed; then orders' change of h+30m goes to partition 1 and users'
 // change of h+2h05m, later in the log, to partition 0, which loads and
 // moves it before the marks' transaction. Orders is marked done for h
-// and h+1 while its change of h+30m waits on partition 1.
+// and h+1 while its change of h+30m waited on partition 1.
 func TestMarkReadyPartitionWrittenAfterTheListing(t *testing.T) {
 	ctx := context.Background()
 	l := newChangeLoader(t)
@@ -127,10 +128,11 @@ func TestMarkReadyPartitionWrittenAfterTheListing(t *testing.T) {
 // Canal datetime 2024-05-00, which MySQL stores under a permissive
 // sql_mode) is dead-lettered with its table named: a change of the
 // table and hour that its model lacks until a replay. MarkReady's
-// dead-letter decoding drops every record cdc.Decode returns an error
+// dead-letter decoding dropped every record cdc.Decode returns an error
 // for, as if it were no change event at all: orders' change of h+20m
 // is in cdc_dlq, users' change of h+2h05m moves the partition on, and
-// orders is marked done for h and h+1.
+// orders was marked done for h and h+1. Now a dead letter that does not
+// decode holds every table of its topic.
 func TestMarkReadyWaitsForAChangeWhoseRowIsRefused(t *testing.T) {
 	l := newCanalLoader(t)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
@@ -174,11 +176,11 @@ func newCanalLoader(t *testing.T) *changeLoader {
 // A table of unknown progress (a partition of its topics with records
 // to load and none loaded: through is NULL) is marked no further, and a
 // dead-lettered change holds its table's marks before it. MarkReady
-// takes least(through, the first dead letter's time), and DuckDB's least
-// ignores NULL: a dead letter turns unknown progress into progress up to
+// took least(through, the first dead letter's time), and DuckDB's least
+// ignores NULL: a dead letter turned unknown progress into progress up to
 // the dead letter. Here partition 1 holds orders' change of h+20m, not
 // loaded; partition 0 loaded orders' change of h+10m and dead-lettered
-// its change of h+3h20m; orders is marked done for h, h+1 and h+2.
+// its change of h+3h20m; orders was marked done for h, h+1 and h+2.
 func TestMarkReadyDeadLetterIsNoProgress(t *testing.T) {
 	l := newChangeLoader(t)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
