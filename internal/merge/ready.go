@@ -94,9 +94,9 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 		if err := exec(ctx, tx, readyTableSQL, watermarkTableSQL); err != nil {
 			return fmt.Errorf("create %s: %w", ReadyTable, err)
 		}
-		// The transaction's snapshot is taken by its first read, the
-		// topics'; the listing comes after it, so that a record it does
-		// not show was appended after everything the snapshot loaded.
+		// The transaction's snapshot is taken by its first statement,
+		// above; the listing comes after it, so that a record it does not
+		// show was appended after everything the snapshot loaded.
 		ends, beats, ok, err := c.listed(ctx, tx, m, committed)
 		if err != nil || !ok {
 			return err
