@@ -289,8 +289,18 @@ func (c *ChangelogMerger) listed(ctx context.Context, tx *sql.Tx, m Marking, com
 		return "", "", false, nil
 	}
 	var endRows, beatRows []string
+	seen := map[string]bool{}
 	for tp, o := range listed {
 		endRows = append(endRows, fmt.Sprintf("(%s, %d, %d, %d)", sqltext.String(tp.Topic), tp.Partition, max(o.Start, committed[tp]), o.End))
+		seen[tp.Topic] = true
+	}
+	for _, t := range topics {
+		if !seen[t] {
+			// Not listed (deleted, or Kafka did not know it for the
+			// moment): a partition of no known progress, -1, holds its
+			// tables back, and its topic alone.
+			endRows = append(endRows, fmt.Sprintf("(%s, -1, 0, 1)", sqltext.String(t)))
+		}
 	}
 	for _, t := range topics {
 		for _, b := range m.Beats {

@@ -199,3 +199,36 @@ func TestMarkReadyDeadLetterIsNoProgress(t *testing.T) {
 	}
 	l.wantMarks(Marking{Now: time.Now(), Ends: ends}, "cdc_db_orders")
 }
+
+// A topic the listing does not show (deleted, or unknown to Kafka for
+// the moment) gives its partitions no known progress: its tables wait,
+// whatever cdc.idle says, while the tables of the topics listed are
+// marked. Here orders' topic is listed and quiet for two hours; users'
+// (its rows' topic rewritten to one the listing does not show) has
+// reached h+3h05m by its own change.
+func TestMarkReadyUnlistedTopicHoldsItsTablesAlone(t *testing.T) {
+	l := newChangeLoader(t)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.at = h.Add(3*time.Hour + 5*time.Minute)
+	l.change(0, "users", "u", 102, row(1, "u2"), "id")
+	l.flush()
+	l.mustMerge()
+	for _, q := range []string{`UPDATE cdc_routes_reached SET topic = 'dbserver2' WHERE log_table = 'cdc_db_users_log'`,
+		`UPDATE ` + WatermarkTable + ` SET topic = 'dbserver2' WHERE model = 'cdc_db_users'`} {
+		if _, err := l.s.DB().Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ends := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
+		return map[sink.TopicPartition]Offsets{{Topic: "dbserver1", Partition: 0}: {End: 2}}, nil
+	}
+	now := time.Now().Add(2 * time.Hour)
+	l.wantMarks(Marking{Now: now, Idle: time.Hour, Ends: ends}, "cdc_db_users")
+	var n int
+	if err := l.s.DB().QueryRow(`SELECT count(*) FROM tracelake_ready WHERE "table" = 'cdc_db_orders'`).Scan(&n); err != nil || n == 0 {
+		t.Errorf("marks of cdc_db_orders, whose topic is listed: %d, %v", n, err)
+	}
+}
