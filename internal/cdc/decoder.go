@@ -4,11 +4,9 @@
 // row, the source table and the changelog and modelled tables it is routed
 // to, the operation, the primary-key columns, the row with each column's
 // logical type (internal/schema) and its value as the sinks' NDJSON holds
-// it, the source position and time.
-//
-// The pipeline does not use it yet: wiring kafka.format, so that every
-// source table gets its changelog table on every sink, is the next step
-// (issue 38).
+// it, the source position and time. The pipeline's ChangelogDecoder
+// routes its changes to changelog tables (kafka.format debezium, canal or
+// maxwell), and Beats keeps the heartbeats among them for the done marks.
 package cdc
 
 import (
