@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -81,8 +79,11 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	if err != nil {
 		return ReplayResult{}, fmt.Errorf("select dead-letter rows: %w", err)
 	}
-	var raw rawReplay
-	decoded := decodedReplay{decode: o.Decode, b: &sink.Batch{ID: sink.NewBatchID()}, lowest: map[string]map[sink.TopicPartition]int64{}}
+	// The rows that now load (and the dead letters that still fail) are
+	// a batch, staged and inserted as a load's are.
+	b := &sink.Batch{ID: sink.NewBatchID()}
+	raw := rawReplay{b: b}
+	decoded := decodedReplay{decode: o.Decode, b: b, lowest: map[string]map[sink.TopicPartition]int64{}}
 	var res ReplayResult
 	for rows.Next() {
 		var r kgo.Record
@@ -111,32 +112,12 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	if _, err := tx.ExecContext(ctx, `DROP TABLE tl_replay`); err != nil {
 		return ReplayResult{}, fmt.Errorf("drop the replay's temporary table: %w", err)
 	}
-	var plan loadPlan
-	if o.Decode == nil {
-		plan = loadPlan{maxLine: raw.maxLine}
-		for _, f := range []struct {
-			name string
-			data []byte
-			dst  *[]string
-		}{{"rows" + s.rowsExt(), raw.rows, &plan.rowFiles}, {"dlq.ndjson", raw.dlq, &plan.dlqFiles}} {
-			if len(f.data) == 0 {
-				continue
-			}
-			path := filepath.Join(s.opt.StageDir, fmt.Sprintf("replay-%d-%s", now.UnixNano(), f.name))
-			if err := os.WriteFile(path, f.data, 0o644); err != nil {
-				return ReplayResult{}, fmt.Errorf("stage replayed rows: %w", err)
-			}
-			defer os.Remove(path)
-			*f.dst = []string{path}
-		}
-	} else {
-		f, err := s.Stage(ctx, decoded.b)
-		if err != nil {
-			return ReplayResult{}, fmt.Errorf("stage replayed changes: %w", err)
-		}
-		defer s.Discard([]sink.File{f})
-		plan = newLoadPlan([]sink.File{f}, nil, s.tables.mainTopic)
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("stage replayed rows: %w", err)
 	}
+	defer s.Discard([]sink.File{f})
+	plan := newLoadPlan([]sink.File{f}, nil, s.tables.mainTopic)
 	clear(s.routedAdded)
 	clear(s.routedCreated)
 	if _, err := s.insertFiles(ctx, tx, plan, false, now); err != nil {
@@ -167,13 +148,12 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	return res, nil
 }
 
-// rawReplay builds the raw (or transform) rows of replayed records, and
-// dead letters of those that still do not fit.
+// rawReplay adds the raw (or transform) rows of replayed records to b,
+// and dead letters of those that still do not fit.
 type rawReplay struct {
-	rows, dlq []byte
-	maxLine   int
-	ids       *envelope.UUIDs
-	id        [16]byte
+	b   *sink.Batch
+	ids *envelope.UUIDs
+	id  [16]byte
 }
 
 func (p *rawReplay) add(r *kgo.Record, transform bool) {
@@ -181,20 +161,21 @@ func (p *rawReplay) add(r *kgo.Record, transform bool) {
 	if problem.OK() && transform {
 		problem = envelope.CheckObject(r.Value)
 	}
-	start, startDLQ := len(p.rows), len(p.dlq)
+	b := p.b
+	start, startDLQ := len(b.Rows), len(b.DLQ)
 	switch {
 	case !problem.OK():
-		p.dlq = envelope.AppendDLQRow(p.dlq, r, problem.Reason, envelope.StageDecode)
+		b.DLQ = envelope.AppendDLQRow(b.DLQ, r, problem.Reason, envelope.StageDecode)
 	case transform:
-		p.rows = envelope.AppendTransformRow(p.rows, r, envelope.ValueText)
+		b.Rows = envelope.AppendTransformRow(b.Rows, r, envelope.ValueText)
 	default:
 		if p.ids == nil {
 			p.ids = envelope.NewUUIDs()
 		}
 		p.ids.Next(&p.id)
-		p.rows = envelope.AppendRawRow(p.rows, r, &p.id, envelope.ValueVerbatim)
+		b.Rows = envelope.AppendRawRow(b.Rows, r, &p.id, envelope.ValueVerbatim)
 	}
-	p.maxLine = max(p.maxLine, len(p.rows)-start, len(p.dlq)-startDLQ)
+	b.MaxLine = max(b.MaxLine, len(b.Rows)-start, len(b.DLQ)-startDLQ)
 }
 
 // decodedReplay builds the changes of replayed records into a batch, with
