@@ -192,7 +192,6 @@ SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR))
 // decoder of their own: a change of a table whose name another claims is
 // no table's.
 func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string, error) {
-	const none = `SELECT NULL::VARCHAR AS log_table, NULL::VARCHAR AS topic, NULL::TIMESTAMP AS t WHERE false`
 	rows, err := tx.QueryContext(ctx, `SELECT topic, "key", "value" FROM `+c.dlq)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", c.dlq, err)
@@ -246,11 +245,23 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string,
 	for topic := range unknown {
 		values = append(values, fmt.Sprintf("(NULL, %s, NULL::TIMESTAMP)", sqltext.String(topic)))
 	}
-	if len(values) == 0 {
-		return none, nil
+	return valuesQuery(values, "log_table VARCHAR, topic VARCHAR, t TIMESTAMP"), nil
+}
+
+// valuesQuery is the query of rows (SQL tuples) of columns ("name TYPE,
+// …"), none when rows is empty.
+func valuesQuery(rows []string, columns string) string {
+	var names, empty []string
+	for _, c := range strings.Split(columns, ", ") {
+		name, typ, _ := strings.Cut(c, " ")
+		names = append(names, name)
+		empty = append(empty, "NULL::"+typ+" AS "+name)
 	}
-	slices.Sort(values)
-	return `SELECT * FROM (VALUES ` + strings.Join(values, ", ") + `) AS d(log_table, topic, t)`, nil
+	if len(rows) == 0 {
+		return "SELECT " + strings.Join(empty, ", ") + " WHERE false"
+	}
+	slices.Sort(rows)
+	return "SELECT * FROM (VALUES " + strings.Join(rows, ", ") + ") AS v(" + strings.Join(names, ", ") + ")"
 }
 
 // listed are the queries of the listing of the changelog tables' topics'
@@ -261,8 +272,7 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string,
 // tx. ok is false when m.Ends fails (logged): the round marks nothing, as
 // it cannot tell the partitions with records to load.
 func (c *ChangelogMerger) listed(ctx context.Context, tx *sql.Tx, m Marking, committed map[sink.TopicPartition]int64) (ends, beats string, ok bool, err error) {
-	ends = `SELECT NULL::VARCHAR AS topic, NULL::INTEGER AS "partition", NULL::BIGINT AS start_offset, NULL::BIGINT AS end_offset WHERE false`
-	beats = `SELECT NULL::VARCHAR AS topic, NULL::TIMESTAMP AS t WHERE false`
+	const endColumns, beatColumns = `topic VARCHAR, "partition" INTEGER, start_offset BIGINT, end_offset BIGINT`, "topic VARCHAR, t TIMESTAMP"
 	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT topic FROM `+c.reached+` ORDER BY topic`)
 	if err != nil {
 		return "", "", false, fmt.Errorf("read the topics of %s: %w", c.reached, err)
@@ -281,7 +291,7 @@ func (c *ChangelogMerger) listed(ctx context.Context, tx *sql.Tx, m Marking, com
 		return "", "", false, fmt.Errorf("read the topics of %s: %w", c.reached, err)
 	}
 	if m.Ends == nil || len(topics) == 0 {
-		return ends, beats, true, nil
+		return valuesQuery(nil, endColumns), valuesQuery(nil, beatColumns), true, nil
 	}
 	listed, err := m.Ends(ctx, topics)
 	if err != nil {
@@ -309,14 +319,7 @@ func (c *ChangelogMerger) listed(ctx context.Context, tx *sql.Tx, m Marking, com
 			}
 		}
 	}
-	if len(endRows) > 0 {
-		slices.Sort(endRows)
-		ends = `SELECT * FROM (VALUES ` + strings.Join(endRows, ", ") + `) AS e(topic, "partition", start_offset, end_offset)`
-	}
-	if len(beatRows) > 0 {
-		beats = `SELECT * FROM (VALUES ` + strings.Join(beatRows, ", ") + `) AS b(topic, t)`
-	}
-	return ends, beats, true, nil
+	return valuesQuery(endRows, endColumns), valuesQuery(beatRows, beatColumns), true, nil
 }
 
 // Ready says whether table's hour (truncated to the hour) is marked.
