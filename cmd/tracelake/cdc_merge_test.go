@@ -85,7 +85,7 @@ func (r *cdcMerges) load(id int, tables ...string) {
 
 func (r *cdcMerges) job() mergeJob {
 	r.t.Helper()
-	job, err := changelogJob(r.cfg, merge.NewMerger(r.snk.DB(), slog.New(slog.DiscardHandler)), r.snk, heartbeats{})
+	job, err := changelogJob(r.cfg, merge.NewMerger(r.snk.DB(), slog.New(slog.DiscardHandler)), r.snk, markSources{})
 	if err != nil {
 		r.t.Fatal(err)
 	}

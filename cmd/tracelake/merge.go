@@ -98,7 +98,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		if *rebuild != "" || *model != "" || *task {
 			return usagef("--rebuild, --model and --task: with kafka.format %s every changelog table's model is merged, none is configured", cfg.Kafka.Format)
 		}
-		hb, closeHB, err := newHeartbeats(cfg, false)
+		hb, closeHB, err := newMarkSources(cfg, false)
 		if err != nil {
 			return err
 		}
@@ -166,9 +166,8 @@ func (j mergeJob) current(ctx context.Context) ([]config.Model, error) {
 
 // changelogJob merges the model of every changelog table of cfg's sink
 // (kafka.format debezium, canal or maxwell), snk, marking the hours done
-// after each pass, with the heartbeats hb read and its listing of the
-// topics' offsets.
-func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb heartbeats) (mergeJob, error) {
+// after each pass by hb: the heartbeats read and the listing of offsets.
+func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb markSources) (mergeJob, error) {
 	dec, err := cdc.NewDecoder(cfg.CDCOptions())
 	if err != nil {
 		return mergeJob{}, err
@@ -188,26 +187,26 @@ func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb hea
 	return mergeJob{merger: cm, list: cm.Pending, after: mark, concurrency: cfg.MergeConcurrency()}, nil
 }
 
-// heartbeats are the heartbeats a run reads (cdc.heartbeats), and the
-// client that lists the offsets of the changelog tables' topics, which
-// the done marks are checked against (a partition with records to load
-// and none loaded holds its tables back; a heartbeat moves partitions
-// loaded to their end).
-type heartbeats struct {
+// markSources are what the done marks go by beyond the tables: the
+// heartbeats a run reads (cdc.heartbeats), and the client that lists the
+// offsets of the changelog tables' topics and the group's committed ones
+// (a partition with records to load and none loaded holds its tables
+// back; a heartbeat moves partitions loaded to their end).
+type markSources struct {
 	beats *cdc.Beats
 	admin *kafka.Admin
 	group string
 }
 
-// listTimeout bounds a round's listing of offsets: the marks of a round
-// whose listing fails go by what loaded alone, and the round goes on.
+// listTimeout bounds a round's listing of offsets: a round whose listing
+// fails marks nothing, and the merges go on.
 const listTimeout = 15 * time.Second
 
-// newHeartbeats is cfg's heartbeats with change capture: read ones when
-// reading (tracelake run; tracelake merge reads no change), and the
-// listing client.
-func newHeartbeats(cfg *config.Config, reading bool) (heartbeats, func(), error) {
-	var hb heartbeats
+// newMarkSources are cfg's mark sources with change capture: the
+// heartbeats when reading (tracelake run; tracelake merge reads no
+// change), and the listing client.
+func newMarkSources(cfg *config.Config, reading bool) (markSources, func(), error) {
+	var hb markSources
 	if !cfg.CapturesChanges() {
 		return hb, func() {}, nil
 	}
@@ -224,7 +223,7 @@ func newHeartbeats(cfg *config.Config, reading bool) (heartbeats, func(), error)
 
 // ends lists the log start and last stable offsets of the partitions of
 // those of topics that exist.
-func (h heartbeats) ends(ctx context.Context, topics []string) (map[sink.TopicPartition]merge.Offsets, error) {
+func (h markSources) ends(ctx context.Context, topics []string) (map[sink.TopicPartition]merge.Offsets, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	w, err := h.admin.ExistingWatermarks(ctx, topics)
@@ -239,7 +238,7 @@ func (h heartbeats) ends(ctx context.Context, topics []string) (map[sink.TopicPa
 }
 
 // committed lists the consumer group's committed offsets.
-func (h heartbeats) committed(ctx context.Context) (map[sink.TopicPartition]int64, error) {
+func (h markSources) committed(ctx context.Context) (map[sink.TopicPartition]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	return h.admin.Committed(ctx, h.group)
@@ -248,7 +247,7 @@ func (h heartbeats) committed(ctx context.Context) (map[sink.TopicPartition]int6
 // mergeJobs are the models merge.every merges in a run of cfg: with
 // OpenTelemetry rows, each loaded table's dedup model (the run's, with
 // merger, and those of the other signals' targets), else merge.models.
-func mergeJobs(cfg *config.Config, merger modelMerger, targets []loadTarget, hb heartbeats) ([]mergeJob, error) {
+func mergeJobs(cfg *config.Config, merger modelMerger, targets []loadTarget, hb markSources) ([]mergeJob, error) {
 	if cfg.CapturesChanges() {
 		mg, ok := merger.(*merge.Merger)
 		snk, sok := targets[0].snk.(*duckdb.Sink)

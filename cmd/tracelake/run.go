@@ -160,7 +160,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	// finalMerge, with merge.every, merges once more after a run that
 	// ended idle, so its models are merged up to everything it loaded.
 	finalMerge := func() error { return nil }
-	hb, closeHB, err := newHeartbeats(cfg, true)
+	hb, closeHB, err := newMarkSources(cfg, true)
 	if err != nil {
 		return err
 	}
