@@ -62,8 +62,7 @@ func (l *changeLoader) flushDeadLettering() {
 // h+1 and h+2 while its next change of the log, of h+20m, was still to
 // come on the partition. Now the last source time is the log's only.
 func TestMarkReadySnapshotRowIsNoProgressOfTheLog(t *testing.T) {
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l, h := hoursAgo(t)
 	l.at = h.Add(10 * time.Minute)
 	l.change(0, "users", "c", 100, row(1, "u"), "id")
 	l.at = h.Add(3*time.Hour + 5*time.Minute)
@@ -87,8 +86,7 @@ func TestMarkReadySnapshotRowIsNoProgressOfTheLog(t *testing.T) {
 // change of h+2h05m, and orders was marked done for h and h+1. Now a
 // dead-lettered change holds its table's marks before its hour.
 func TestMarkReadyWaitsForDeadLetteredChanges(t *testing.T) {
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l, h := hoursAgo(t)
 	l.at = h.Add(10 * time.Minute)
 	l.change(0, "orders", "c", 100, row(1, "a"), "id")
 	l.at = h.Add(20 * time.Minute)

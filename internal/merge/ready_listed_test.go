@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/cdc"
-	"github.com/tracelake/tracelake/internal/sink"
 )
 
 // A change of source table db.Orders is refused by the pipeline: its
@@ -23,12 +22,7 @@ import (
 // a decoder of their own.
 func TestMarkReadyDeadLetterOfAnotherSourceTableHoldsNoMarks(t *testing.T) {
 	ctx := context.Background()
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.flush()
-	l.mustMerge()
+	l, h := ordersMerged(t)
 	l.at = h.Add(20 * time.Minute)
 	l.change(0, "Orders", "c", 101, row(1, "A"), "id") // refused: cdc_db_orders_log holds db.orders
 	l.at = h.Add(2*time.Hour + 5*time.Minute)
@@ -61,12 +55,7 @@ func TestMarkReadyDeadLetterOfAnotherSourceTableHoldsNoMarks(t *testing.T) {
 // snapshot.
 func TestMarkReadyDeadLetterCommittedDuringTheRound(t *testing.T) {
 	ctx := context.Background()
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.flush()
-	l.mustMerge()
+	l, h := ordersMerged(t)
 	before := func() {
 		l.at = h.Add(20 * time.Minute)
 		l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id") // dead-lettered
@@ -90,27 +79,15 @@ func TestMarkReadyDeadLetterCommittedDuringTheRound(t *testing.T) {
 // heartbeat (plain, or cdc.idle) a partition of which nothing had loaded
 // yet (a run's first minutes over a backlog, a worker behind, a
 // partition added to the topic) was not known at all, and held nothing
-// back. Now the tables' topics are listed at every round. Here partition 1 holds orders' change of h+20m, in Kafka below
-// its end and not loaded; partition 0 has loaded users' change of
+// back. Now the tables' topics are listed at every round. Here
+// partition 1 holds orders' change of h+20m, in Kafka below its end and
+// not loaded; partition 0 has loaded users' change of
 // h+3h05m. The listing of the topic's partitions names partition 1;
 // without a heartbeat MarkReady did not ask it, and orders was marked
 // done for h, h+1 and h+2.
 func TestMarkReadyPartitionNothingLoadedHoldsTheTableBack(t *testing.T) {
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.at = h.Add(3*time.Hour + 5*time.Minute)
-	l.change(0, "users", "c", 101, row(1, "u"), "id")
-	l.flush()
-	l.mustMerge()
-	ends := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
-		return map[sink.TopicPartition]Offsets{
-			{Topic: "dbserver1", Partition: 0}: {End: 2},
-			{Topic: "dbserver1", Partition: 1}: {End: 1}, // orders' change of h+20m, not loaded
-		}, nil
-	}
-	l.wantMarks(Marking{Now: time.Now(), Ends: ends}, "cdc_db_orders")
+	l := usersPastOrders(t)
+	l.wantMarks(Marking{Now: time.Now(), Ends: partitionOneBehind}, "cdc_db_orders")
 }
 
 // cdc.idle was written into MarkReady's SQL as INTERVAL <µs>
@@ -121,12 +98,7 @@ func TestMarkReadyPartitionNothingLoadedHoldsTheTableBack(t *testing.T) {
 // cdc.idle 1h, orders is complete up to an hour ago.
 func TestMarkReadyIdleOfAnHour(t *testing.T) {
 	ctx := context.Background()
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.flush()
-	l.mustMerge()
+	l, _ := ordersMerged(t)
 	now := time.Now().Add(2 * time.Hour)
 	if _, err := l.merger.MarkReady(ctx, Marking{Now: now, Idle: time.Hour}); err != nil {
 		t.Fatalf("MarkReady with cdc.idle 1h: %v", err)

@@ -28,12 +28,7 @@ import (
 // without the change of h+20m; now the listing's records to load keep a
 // partition from being quiet.
 func TestMarkReadyIdleIsNoQuietWithRecordsToLoad(t *testing.T) {
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.flush()
-	l.mustMerge()
+	l, _ := ordersMerged(t)
 	for _, q := range []string{`UPDATE cdc_ledger SET loaded_at = loaded_at - INTERVAL 1 HOUR`,
 		`UPDATE cdc_routes_reached SET loaded_at = loaded_at - INTERVAL 1 HOUR`} {
 		if _, err := l.s.DB().Exec(q); err != nil {
@@ -59,22 +54,9 @@ func TestMarkReadyIdleIsNoQuietWithRecordsToLoad(t *testing.T) {
 // change of h+3h05m; the listing fails, and orders was marked done for
 // h, h+1 and h+2. Now such a round marks nothing.
 func TestMarkReadyListingFailedHoldsATableWithAPartitionNotKnown(t *testing.T) {
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.at = h.Add(3*time.Hour + 5*time.Minute)
-	l.change(0, "users", "c", 101, row(1, "u"), "id")
-	l.flush()
-	l.mustMerge()
+	l := usersPastOrders(t)
 	// With the listing, partition 1 holds orders back.
-	listed := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
-		return map[sink.TopicPartition]Offsets{
-			{Topic: "dbserver1", Partition: 0}: {End: 2},
-			{Topic: "dbserver1", Partition: 1}: {End: 1}, // orders' change of h+20m, not loaded
-		}, nil
-	}
-	l.wantMarks(Marking{Now: time.Now(), Ends: listed}, "cdc_db_orders")
+	l.wantMarks(Marking{Now: time.Now(), Ends: partitionOneBehind}, "cdc_db_orders")
 	failed := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
 		return nil, errors.New("end offset of dbserver1/1: NOT_LEADER_FOR_PARTITION")
 	}
@@ -95,12 +77,7 @@ func TestMarkReadyListingFailedHoldsATableWithAPartitionNotKnown(t *testing.T) {
 // and h+1 while its change of h+30m waited on partition 1.
 func TestMarkReadyPartitionWrittenAfterTheListing(t *testing.T) {
 	ctx := context.Background()
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.flush()
-	l.mustMerge()
+	l, h := ordersMerged(t)
 	ends := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
 		return map[sink.TopicPartition]Offsets{
 			{Topic: "dbserver1", Partition: 0}: {End: 1},
@@ -182,8 +159,7 @@ func newCanalLoader(t *testing.T) *changeLoader {
 // loaded; partition 0 loaded orders' change of h+10m and dead-lettered
 // its change of h+3h20m; orders was marked done for h, h+1 and h+2.
 func TestMarkReadyDeadLetterIsNoProgress(t *testing.T) {
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l, h := hoursAgo(t)
 	l.at = h.Add(10 * time.Minute)
 	l.change(0, "orders", "c", 100, row(1, "a"), "id")
 	l.at = h.Add(3*time.Hour + 20*time.Minute)
@@ -191,13 +167,7 @@ func TestMarkReadyDeadLetterIsNoProgress(t *testing.T) {
 	l.flushDeadLettering()
 	l.want(`SELECT "offset" FROM cdc_dlq`, "1")
 	l.mustMerge()
-	ends := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
-		return map[sink.TopicPartition]Offsets{
-			{Topic: "dbserver1", Partition: 0}: {End: 2},
-			{Topic: "dbserver1", Partition: 1}: {End: 1}, // orders' change of h+20m, not loaded
-		}, nil
-	}
-	l.wantMarks(Marking{Now: time.Now(), Ends: ends}, "cdc_db_orders")
+	l.wantMarks(Marking{Now: time.Now(), Ends: partitionOneBehind}, "cdc_db_orders")
 }
 
 // A topic the listing does not show (deleted, or unknown to Kafka for
@@ -207,8 +177,7 @@ func TestMarkReadyDeadLetterIsNoProgress(t *testing.T) {
 // (its rows' topic rewritten to one the listing does not show) has
 // reached h+3h05m by its own change.
 func TestMarkReadyUnlistedTopicHoldsItsTablesAlone(t *testing.T) {
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l, h := hoursAgo(t)
 	l.at = h.Add(10 * time.Minute)
 	l.change(0, "orders", "c", 100, row(1, "a"), "id")
 	l.change(0, "users", "c", 101, row(1, "u"), "id")

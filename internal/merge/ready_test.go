@@ -92,8 +92,7 @@ func TestMarkReady(t *testing.T) {
 // for a topic of another source.
 func TestMarkReadyHeartbeatMovesCaughtUpPartitions(t *testing.T) {
 	ctx := context.Background()
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l, h := hoursAgo(t)
 	l.at = h.Add(10 * time.Minute)
 	l.change(0, "orders", "c", 100, row(1, "a"), "id")
 	l.change(1, "orders", "c", 101, row(2, "a"), "id") // partition 1 then goes quiet
@@ -250,8 +249,7 @@ func ordersCannotMove(t *testing.T) (*changeLoader, time.Time) {
 // behind, and orders' change of h+20m then arrived in an hour marked
 // done. Now nothing is marked.
 func TestMarkReadyHeartbeatWaitsForPartitionsOfItsTopicsBehind(t *testing.T) {
-	l := newChangeLoader(t)
-	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l, h := hoursAgo(t)
 	l.at = h.Add(10 * time.Minute)
 	l.change(0, "orders", "c", 100, row(1, "a"), "id")
 	beatAt := h.Add(3*time.Hour + 5*time.Minute)
@@ -278,4 +276,46 @@ func (l *changeLoader) wantMarks(m Marking, table string, want ...string) {
 		l.t.Fatal(err)
 	}
 	l.want(`SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready WHERE "table" = '`+table+`' ORDER BY ALL`, want...)
+}
+
+// hoursAgo is a change loader and the hour five hours ago, where the
+// tests' source times start: hours that can be marked done, recent
+// enough for cdc.idle's wall-clock rule.
+func hoursAgo(t testing.TB) (*changeLoader, time.Time) {
+	t.Helper()
+	return newChangeLoader(t), time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+}
+
+// ordersMerged is hoursAgo with orders' change of h+10m loaded, moved and
+// merged.
+func ordersMerged(t testing.TB) (*changeLoader, time.Time) {
+	t.Helper()
+	l, h := hoursAgo(t)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.flush()
+	l.mustMerge()
+	return l, h
+}
+
+// partitionOneBehind lists dbserver1's partition 0 loaded to its end (2)
+// and partition 1 holding a record none of which loaded (orders' change
+// of h+20m, in the tests that use it).
+func partitionOneBehind(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
+	return map[sink.TopicPartition]Offsets{{Topic: "dbserver1", Partition: 0}: {End: 2}, {Topic: "dbserver1", Partition: 1}: {End: 1}}, nil
+}
+
+// usersPastOrders is hoursAgo with orders' change of h+10m and users' of
+// h+3h05m loaded on partition 0, moved and merged: partition 0 is past
+// the first hours, and orders waits only for the other partitions.
+func usersPastOrders(t testing.TB) *changeLoader {
+	t.Helper()
+	l, h := hoursAgo(t)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.at = h.Add(3*time.Hour + 5*time.Minute)
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.flush()
+	l.mustMerge()
+	return l
 }
