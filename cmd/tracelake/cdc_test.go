@@ -252,47 +252,22 @@ func position(file, pos, xoffset int) string {
 // loaded everything, proves that every change before 23:05 was in Kafka,
 // and 22:00 is done.
 func TestCDCHeartbeatMovesQuietTables(t *testing.T) {
-	bin := buildBinary(t)
-	cluster, _ := startKafka(t, 2)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	cfgPath := writeConfig(t, cluster, "format: maxwell", "merge: {every: 1h}\ncdc: {heartbeats: [{table: ops.heartbeat}]}")
-	msg := func(p int32, table, data string, ts, pos int) *kgo.Record {
-		return &kgo.Record{Topic: testTopic, Partition: p, Value: []byte(`{"database":"` + map[bool]string{true: "ops", false: "crm"}[table == "heartbeat"] +
-			`","table":"` + table + `","type":"update","ts":` + strconv.Itoa(ts) + `,"xid":1,"position":"master.000006:` +
-			strconv.Itoa(pos) + `","primary_key_columns":["id"],"data":` + data + `}`)}
-	}
-	produce := func(recs ...*kgo.Record) {
-		t.Helper()
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ready := func(table string) bool {
-		out, err := exec.Command(bin, "ready", "--config", cfgPath, "--table", table, "--hour", "2015-12-10T22").CombinedOutput()
-		if err != nil && !strings.Contains(string(out), "not ready") {
-			t.Fatalf("ready %s: %v\n%s", table, err, out)
-		}
-		return err == nil
-	}
-	const at = 1449786310 // 2015-12-10T22:25:10Z
-	produce(msg(0, "leads", `{"id":1,"name":"Lem"}`, at, 100), msg(1, "deals", `{"id":7,"stage":"new"}`, at, 110),
-		msg(0, "leads", `{"id":2,"name":"Ann"}`, at+2400, 120)) // 23:05
-	cdcRun(t, bin, cfgPath).Close()
+	h := newHeartbeatTest(t)
+	cfgPath := writeConfig(t, h.cluster, "format: maxwell", "merge: {every: 1h}\ncdc: {heartbeats: [{table: ops.heartbeat}]}")
+	h.produce(h.msg(testTopic, 0, "leads", `{"id":1,"name":"Lem"}`, beatAt, 100), h.msg(testTopic, 1, "deals", `{"id":7,"stage":"new"}`, beatAt, 110),
+		h.msg(testTopic, 0, "leads", `{"id":2,"name":"Ann"}`, beatAt+2400, 120)) // 23:05
+	cdcRun(t, h.bin, cfgPath).Close()
 	// Partition 0 reached 23:05, partition 1 22:25; a change of either
 	// table may come on either partition (a new key hashes anywhere).
-	if ready("cdc_crm_leads") || ready("cdc_crm_deals") {
-		t.Fatalf("before the heartbeat, 22:00 is done: leads %v, deals %v", ready("cdc_crm_leads"), ready("cdc_crm_deals"))
+	if h.ready(cfgPath, "cdc_crm_leads") || h.ready(cfgPath, "cdc_crm_deals") {
+		t.Fatalf("before the heartbeat, 22:00 is done: leads %v, deals %v", h.ready(cfgPath, "cdc_crm_leads"), h.ready(cfgPath, "cdc_crm_deals"))
 	}
-	produce(msg(0, "heartbeat", `{"id":1,"beat":"23:05"}`, at+2410, 130))
-	db := cdcRun(t, bin, cfgPath)
+	h.produce(h.msg(testTopic, 0, "heartbeat", `{"id":1,"beat":"23:05"}`, beatAt+2410, 130))
+	db := cdcRun(t, h.bin, cfgPath)
 	wantRows(t, db, `SELECT id, stage FROM cdc_crm_deals`, "7|new")
 	db.Close()
 	for _, table := range []string{"cdc_crm_leads", "cdc_crm_deals"} {
-		if !ready(table) {
+		if !h.ready(cfgPath, table) {
 			t.Errorf("%s's 22:00 is not done after a heartbeat of 23:05 with every partition loaded to its end", table)
 		}
 	}
