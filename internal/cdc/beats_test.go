@@ -52,7 +52,12 @@ func TestBeatsOfHeartbeatMessages(t *testing.T) {
 	}
 	b.SeeMessage("__debezium-heartbeat.dbserver1", []byte(`{"schema":{"type":"struct"},"payload":{"ts_ms":1700000600000}}`))
 	b.SeeMessage("__debezium-heartbeat.dbserver1", []byte(`{"payload":{}}`))
-	b.SeeMessage("__debezium-heartbeat.dbserver1", []byte(`not json`))
+	if b.SeeMessage("__debezium-heartbeat.dbserver1", []byte(`not json`)) {
+		t.Error("a message that is not JSON is taken for a heartbeat (the decoder dead-letters it)")
+	}
+	if b.SeeMessage("__debezium-heartbeat.dbserver1", []byte(`{"payload":{"op":"c","ts_ms":1800000000000}}`)) {
+		t.Error("a change (it has an op) on the heartbeat topic is taken for a heartbeat")
+	}
 	l := b.Latest()
 	want := time.UnixMilli(1700000600000).Add(-30 * time.Minute).UnixMicro()
 	if len(l) != 1 || l[0].SourceTime != want {
