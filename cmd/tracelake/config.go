@@ -117,20 +117,20 @@ func openDuckDBBesidePipeline(cfg *config.Config) (*duckdb.Sink, error) {
 
 func duckDBOptions(cfg *config.Config) duckdb.Options {
 	return duckdb.Options{
-		Path:             cfg.Sink.DuckDB.Path,
-		StageDir:         cfg.StageDir(),
-		Table:            cfg.Sink.Table,
-		Transform:        cfg.Mode == config.ModeTransform,
-		Typed:            typedTable(cfg),
-		Derived:          derivedTable(cfg),
-		DerivedTable:     derivedName(cfg),
-		Routed:           cfg.CapturesChanges(),
-		DistributeEvery:  cfg.CDC.DistributeEvery.D(),
-		Zstd:             cfg.Zstd(),
-		MemoryLimit:      int64(cfg.DuckDBMemoryLimit()),
-		Threads:          cfg.Sink.DuckDB.Threads,
-		UncompressedJSON: cfg.Sink.DuckDB.JSONCompression == "none",
-		Log:              slog.Default(),
+		Path:            cfg.Sink.DuckDB.Path,
+		StageDir:        cfg.StageDir(),
+		Table:           cfg.Sink.Table,
+		Transform:       cfg.Mode == config.ModeTransform,
+		Typed:           typedTable(cfg),
+		Derived:         derivedTable(cfg),
+		DerivedTable:    derivedName(cfg),
+		Routed:          cfg.CapturesChanges(),
+		DistributeEvery: cfg.CDC.DistributeEvery.D(),
+		Zstd:            cfg.Zstd(),
+		MemoryLimit:     int64(cfg.DuckDBMemoryLimit()),
+		Threads:         cfg.Sink.DuckDB.Threads,
+		JSONCompression: duckdb.JSONCompression(cfg.Sink.DuckDB.JSONCompression),
+		Log:             slog.Default(),
 	}
 }
 

@@ -303,11 +303,14 @@ type DuckDB struct {
 	// pipeline in run and demo), at most one per 64 MiB of the memory
 	// limit (each reading thread holds a 32 MiB buffer).
 	Threads int `yaml:"threads"`
-	// JSONCompression is how the raw table tracelake creates stores
-	// raw_data and record_metadata: auto (DuckDB picks, FSST for traces,
-	// about half the size) or none (ingest 1.2-1.75x faster, the file about
-	// twice as big; docs/BENCHMARKS.md, "2026-11-30, json_compression"). A table that exists keeps
-	// what it was created with.
+	// JSONCompression is how the tables tracelake creates store their
+	// JSON columns (the raw table's raw_data and record_metadata): zstd
+	// (the default: a third less CPU per load than auto and a quarter of
+	// its file, in a new database file; docs/BENCHMARKS.md, "2026-12-05,
+	// json_zstd"), auto (DuckDB picks, FSST for traces) or none (ingest
+	// 1.2-1.75x faster than auto, the file about twice as big;
+	// "2026-11-30, json_compression"). A table that exists keeps what it
+	// was created with.
 	JSONCompression string `yaml:"json_compression"`
 }
 
@@ -690,7 +693,7 @@ func Default() *Config {
 		Sink: Sink{
 			Type:     SinkDuckDB,
 			Table:    DefaultTable,
-			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "auto"},
+			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "zstd"},
 			Databend: Databend{Stage: "~", Purge: true, Uploads: 8, Timeout: Duration(5 * time.Minute)},
 			Iceberg: Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake", CatalogName: "tracelake",
 				CommitInterval: Duration(time.Minute),

@@ -83,9 +83,9 @@ func BenchmarkBareConsume(b *testing.B) {
 // idle wait (exit-when-idle) is subtracted.
 func BenchmarkPipelineDuckDB(b *testing.B) {
 	for _, v := range []struct {
-		name, compression string // staging compression
-		uncompressedJSON  bool   // sink.duckdb.json_compression: none
-	}{{"none", "none", false}, {"zstd", "zstd", false}, {"json=none", "none", true}} {
+		name, compression string                 // staging compression
+		json              duckdb.JSONCompression // sink.duckdb.json_compression
+	}{{"none", "none", duckdb.JSONZstd}, {"zstd", "zstd", duckdb.JSONZstd}, {"json=auto", "none", duckdb.JSONAuto}, {"json=none", "none", duckdb.JSONNone}} {
 		b.Run(v.name, func(b *testing.B) {
 			c := benchSetup(b)
 			var busy busyTime
@@ -95,7 +95,7 @@ func BenchmarkPipelineDuckDB(b *testing.B) {
 				cfg.Load.MaxInterval = config.Duration(time.Second)
 				cfg.Sink.DuckDB.Path = filepath.Join(b.TempDir(), "bench.duckdb")
 				s, err := duckdb.Open(duckdb.Options{Path: cfg.Sink.DuckDB.Path, StageDir: cfg.StageDir(), Table: cfg.Sink.Table,
-					Zstd: v.compression == "zstd", UncompressedJSON: v.uncompressedJSON, BesidePipeline: true, Log: testLog(nil)})
+					Zstd: v.compression == "zstd", JSONCompression: v.json, BesidePipeline: true, Log: testLog(nil)})
 				if err != nil {
 					b.Fatal(err)
 				}

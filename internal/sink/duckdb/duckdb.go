@@ -65,11 +65,10 @@ type Options struct {
 	// this process while DuckDB loads them (tracelake run, the demo):
 	// with Threads 0, DuckDB leaves it one core.
 	BesidePipeline bool
-	// UncompressedJSON creates the raw table with its JSON columns
-	// uncompressed: faster loads (DuckDB's checkpoint compresses less) for
-	// a bigger file.
-	UncompressedJSON bool
-	Log              *slog.Logger
+	// JSONCompression is how the JSON columns of the tables the sink
+	// creates are stored; "" is JSONZstd.
+	JSONCompression JSONCompression
+	Log             *slog.Logger
 }
 
 // Sink loads into one DuckDB database file. DuckDB allows one process per
@@ -448,6 +447,12 @@ func dsnSettings(opt Options) string {
 	}
 	v.Set("checkpoint_threshold", strconv.Itoa(threshold>>10)+"KiB")
 	v.Set("allocator_flush_threshold", "16MiB")
+	// A new database file is written in DuckDB v1.2's storage format,
+	// which compresses strings with zstd (JSONZstd); DuckDB's default,
+	// v0.10.2's, has no zstd for strings and stores a column asked for
+	// it uncompressed. An existing file keeps the format it was created
+	// with, whatever this says (see zstdStorage).
+	v.Set("storage_compatibility_version", zstdStorageVersion)
 	v.Set("allocator_background_threads", "true")
 	if opt.MemoryLimit > 0 {
 		v.Set("memory_limit", strconv.FormatInt(opt.MemoryLimit>>20, 10)+"MiB")

@@ -3,6 +3,7 @@ package duckdb
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -285,54 +288,127 @@ func TestFatalErrorsClassified(t *testing.T) {
 	}
 }
 
-// UncompressedJSON stores the raw table's JSON columns uncompressed; by
-// default DuckDB compresses them. The table reopens with either (the
-// setting is not part of the columns' types).
-func TestUncompressedJSON(t *testing.T) {
-	ctx := context.Background()
-	for _, uncompressed := range []bool{false, true} {
+// JSONCompression says how the raw table's JSON columns are stored: zstd
+// by default (a new file is in a storage format that has it), as DuckDB
+// picks with auto (not zstd), uncompressed with none. The table reopens
+// with any setting (it is not part of the columns' types).
+func TestJSONCompression(t *testing.T) {
+	for _, c := range []struct {
+		setting JSONCompression
+		want    func(string) bool
+	}{
+		{"", func(comp string) bool { return comp == "ZSTD" }},
+		{JSONZstd, func(comp string) bool { return comp == "ZSTD" }},
+		{JSONAuto, func(comp string) bool { return comp != "ZSTD" && comp != "Uncompressed" }},
+		{JSONNone, func(comp string) bool { return comp == "Uncompressed" }},
+	} {
 		opt := testOptions(t.TempDir())
-		opt.UncompressedJSON = uncompressed
+		opt.JSONCompression = c.setting
 		s := openWith(t, opt)
-		if err := s.Prepare(ctx); err != nil {
-			t.Fatal(err)
-		}
-		f, err := s.Stage(ctx, batch(0, 9999))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Load(ctx, []sink.File{f}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.DB().Exec("CHECKPOINT"); err != nil {
-			t.Fatal(err)
-		}
-		rows, err := s.DB().Query(`SELECT DISTINCT column_name, compression FROM pragma_storage_info('trace_raw')
-			WHERE column_name IN ('raw_data', 'record_metadata') AND segment_type = 'JSON' ORDER BY ALL`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for rows.Next() {
-			var col, comp string
-			if err := rows.Scan(&col, &comp); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, col+"="+comp)
-			if (comp == "Uncompressed") != uncompressed {
-				t.Errorf("UncompressedJSON %v: %s stored %s", uncompressed, col, comp)
+		got := loadedJSONStorage(t, s)
+		for col, comp := range got {
+			if !c.want(comp) {
+				t.Errorf("json_compression %q: %s stored %s", c.setting, col, comp)
 			}
 		}
-		if err := rows.Err(); err != nil || len(got) != 2 {
-			t.Fatalf("storage info %v (%v); want both JSON columns", got, err)
-		}
-		t.Logf("UncompressedJSON %v: %v", uncompressed, got)
+		t.Logf("json_compression %q: %v", c.setting, got)
 		s.Close()
-		opt.UncompressedJSON = !uncompressed
-		if err := openWith(t, opt).Prepare(ctx); err != nil {
-			t.Errorf("reopen with the other setting: %v", err)
+		for _, other := range []JSONCompression{JSONZstd, JSONAuto, JSONNone} {
+			opt.JSONCompression = other
+			s := openWith(t, opt)
+			if err := s.Prepare(context.Background()); err != nil {
+				t.Errorf("reopen with %q: %v", other, err)
+			}
+			s.Close()
 		}
 	}
+}
+
+// zstd is for the raw table alone: the declared tables' JSON columns (the
+// OpenTelemetry tables' attributes, read by trace id) keep DuckDB's pick
+// unless json_compression is none.
+func TestJSONCompressionOfDeclaredTables(t *testing.T) {
+	for setting, want := range map[JSONCompression]string{"": "", JSONZstd: "", JSONAuto: "", JSONNone: " USING COMPRESSION uncompressed"} {
+		opt := testOptions(t.TempDir())
+		opt.Table, opt.Typed, opt.JSONCompression = "otel_spans", &otel.Spans, setting
+		opt.Derived, opt.DerivedTable = &genai.Table, "genai_operations"
+		s := openWith(t, opt)
+		for _, table := range []string{"otel_spans", "genai_operations"} {
+			got, err := s.jsonStorage(context.Background(), table)
+			if err != nil || got != want {
+				t.Errorf("json_compression %q, %s: %q (%v), want %q", setting, table, got, err, want)
+			}
+		}
+		s.Close()
+	}
+}
+
+// A database file created in DuckDB's older storage format (as tracelake
+// created them before it asked for zstd's) has no zstd for strings, and a
+// column created there with USING COMPRESSION zstd would be stored
+// uncompressed: a raw table created in such a file is compressed as
+// DuckDB picks instead.
+func TestJSONCompressionInAnOlderFile(t *testing.T) {
+	opt := testOptions(t.TempDir())
+	db, err := sql.Open("duckdb", opt.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE other (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := openWith(t, opt)
+	if ok, version, err := zstdStorage(context.Background(), s.DB()); err != nil || ok {
+		t.Fatalf("file created in DuckDB's default format: zstd %v, format %q (%v)", ok, version, err)
+	}
+	for col, comp := range loadedJSONStorage(t, s) {
+		if comp == "Uncompressed" || comp == "ZSTD" {
+			t.Errorf("%s stored %s in a file of the older format, want DuckDB's pick", col, comp)
+		}
+	}
+}
+
+// loadedJSONStorage prepares s, loads a batch and checkpoints, and
+// returns how the raw table's two JSON columns are stored (their
+// segments' compression other than Constant).
+func loadedJSONStorage(t *testing.T, s *Sink) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Stage(ctx, batch(0, 9999))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec("CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.DB().Query(`SELECT DISTINCT column_name, compression FROM pragma_storage_info('trace_raw')
+		WHERE column_name IN ('raw_data', 'record_metadata') AND segment_type = 'JSON' AND compression <> 'Constant' ORDER BY ALL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]string{}
+	for rows.Next() {
+		var col, comp string
+		if err := rows.Scan(&col, &comp); err != nil {
+			t.Fatal(err)
+		}
+		if had, ok := got[col]; ok {
+			t.Errorf("%s stored both %s and %s", col, had, comp)
+		}
+		got[col] = comp
+	}
+	if err := rows.Err(); err != nil || len(got) != 2 {
+		t.Fatalf("storage info %v (%v); want both JSON columns", got, err)
+	}
+	return got
 }
 
 // The sink is a sink.RowsReleaser: once Stage returns it holds nothing of

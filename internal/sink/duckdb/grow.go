@@ -29,8 +29,8 @@ type DB interface {
 // returns the columns added (none when the table is up to date, so a
 // second start changes nothing). The table must exist.
 //
-// A JSON column added here is compressed, whatever UncompressedJSON
-// says: DuckDB's ADD COLUMN takes no USING COMPRESSION.
+// A JSON column added here is compressed as DuckDB picks, whatever
+// JSONCompression says: DuckDB's ADD COLUMN takes no USING COMPRESSION.
 func AddColumns(ctx context.Context, db DB, table string, want []Column) ([]Column, error) {
 	have, err := TableColumns(ctx, db, table)
 	if err != nil {

@@ -52,8 +52,9 @@ func reportRate(b *testing.B, valueBytes int64) {
 // BenchmarkLoad is the sink's own path for 500,000 spans: stage each batch
 // as an NDJSON file, then load 10 files (100,000 rows) per transaction with
 // their ledger rows, DuckDB's automatic checkpoints included; with the raw
-// table's JSON columns compressed as DuckDB picks (json=auto) and
-// uncompressed (json=none); and, as loads=default, loads of the files that
+// table's JSON columns compressed with zstd (json=zstd, the default), as
+// DuckDB picks (json=auto) and uncompressed (json=none); and, as
+// loads=default, loads of the files that
 // reach the default load.max_bytes, as the pipeline's loader makes them
 // (the yardstick of the pipeline at its defaults). It reports the database
 // file's size and the CPU time per row (every thread of the process:
@@ -63,17 +64,19 @@ func BenchmarkLoad(b *testing.B) {
 	ctx := context.Background()
 	defaultLoad := int((int64(config.Default().LoadBytes())*int64(len(batches)) + valueBytes - 1) / valueBytes)
 	for _, v := range []struct {
-		name         string
-		uncompressed bool
-		perLoad      int // batches per load
-	}{{"json=auto", false, batchesPerLoad}, {"json=none", true, batchesPerLoad}, {"json=auto,loads=default", false, defaultLoad}} {
-		uncompressed := v.uncompressed
-		b.Run(v.name, func(b *testing.B) {
+		json    JSONCompression
+		perLoad int // batches per load
+	}{{JSONZstd, batchesPerLoad}, {JSONAuto, batchesPerLoad}, {JSONNone, batchesPerLoad}, {JSONZstd, defaultLoad}} {
+		name := "json=" + string(v.json)
+		if v.perLoad != batchesPerLoad {
+			name += ",loads=default"
+		}
+		b.Run(name, func(b *testing.B) {
 			var cpu time.Duration
 			for range b.N {
 				b.StopTimer()
 				opt := testOptions(b.TempDir())
-				opt.UncompressedJSON = uncompressed
+				opt.JSONCompression = v.json
 				s := openWith(b, opt)
 				if err := s.Prepare(ctx); err != nil {
 					b.Fatal(err)
@@ -121,4 +124,34 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkScanJSON is what each json_compression costs the reads: a
+// query that parses every raw_data of BenchmarkLoad's 500,000 spans,
+// loaded as the sink loads them and checkpointed, in rows/s.
+func BenchmarkScanJSON(b *testing.B) {
+	batches, _ := spanBatches()
+	ctx := context.Background()
+	for _, json := range []JSONCompression{JSONZstd, JSONAuto, JSONNone} {
+		b.Run("json="+string(json), func(b *testing.B) {
+			opt := testOptions(b.TempDir())
+			opt.JSONCompression = json
+			s := openWith(b, opt)
+			if err := s.Prepare(ctx); err != nil {
+				b.Fatal(err)
+			}
+			stageAndLoad(b, s, batches, batchesPerLoad)
+			if _, err := s.DB().ExecContext(ctx, "CHECKPOINT"); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				var n int64
+				if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM trace_raw WHERE raw_data->>'$.kind' = 'llm'`).Scan(&n); err != nil || n == 0 {
+					b.Fatalf("%d llm spans (%v)", n, err)
+				}
+			}
+			b.ReportMetric(float64(b.N*loadsPerOp*batchesPerLoad*rowsPerBatch)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
 }

@@ -103,13 +103,22 @@ func (s *Sink) ensure(ctx context.Context, table string, want []Column) error {
 		return err
 	}
 	if len(have) == 0 {
+		var jsonStorage string
+		if slices.ContainsFunc(want, func(c Column) bool { return c.Type == "JSON" }) {
+			if jsonStorage, err = s.jsonStorage(ctx, table); err != nil {
+				return err
+			}
+		}
 		defs := make([]string, len(want))
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
-			// The landing table's rows stay until the next move: DuckDB
-			// compressing them at a checkpoint would be work thrown away.
-			if s.opt.UncompressedJSON && c.Type == "JSON" || table == s.opt.Table+Landing {
+			switch {
+			case table == s.opt.Table+Landing:
+				// The landing table's rows stay until the next move: DuckDB
+				// compressing them at a checkpoint would be work thrown away.
 				defs[i] += " USING COMPRESSION uncompressed"
+			case c.Type == "JSON":
+				defs[i] += jsonStorage
 			}
 		}
 		if schema, _, ok := strings.Cut(table, "."); ok {
