@@ -304,13 +304,15 @@ type DuckDB struct {
 	// limit (each reading thread holds a 32 MiB buffer).
 	Threads int `yaml:"threads"`
 	// JSONCompression is how the tables tracelake creates store their
-	// JSON columns (the raw table's raw_data and record_metadata): zstd
-	// (the default: a third less CPU per load than auto and a quarter of
-	// its file, in a new database file; docs/BENCHMARKS.md, "2026-12-05,
-	// json_zstd"), auto (DuckDB picks, FSST for traces) or none (ingest
-	// 1.2-1.75x faster than auto, the file about twice as big;
-	// "2026-11-30, json_compression"). A table that exists keeps what it
-	// was created with.
+	// JSON columns (the raw table's raw_data and record_metadata): auto
+	// (the default: DuckDB picks, FSST or a dictionary for traces), zstd
+	// (the raw table's, in a new database file: for ~1 KB values a third
+	// less CPU per load and a quarter of auto's file, but a scan holds up
+	// to 2,048 values decompressed within memory_limit, so values of tens
+	// of KB and more fail scans; docs/BENCHMARKS.md, "2026-12-05,
+	// json_zstd") or none (ingest 1.2-1.75x faster than auto, the file
+	// about twice as big; "2026-11-30, json_compression"). A table that
+	// exists keeps what it was created with.
 	JSONCompression string `yaml:"json_compression"`
 }
 
@@ -693,7 +695,7 @@ func Default() *Config {
 		Sink: Sink{
 			Type:     SinkDuckDB,
 			Table:    DefaultTable,
-			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "zstd"},
+			DuckDB:   DuckDB{Path: "./tracelake.duckdb", JSONCompression: "auto"},
 			Databend: Databend{Stage: "~", Purge: true, Uploads: 8, Timeout: Duration(5 * time.Minute)},
 			Iceberg: Iceberg{Catalog: "./tracelake-catalog.db", Warehouse: "./tracelake-warehouse", Namespace: "tracelake", CatalogName: "tracelake",
 				CommitInterval: Duration(time.Minute),

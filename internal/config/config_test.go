@@ -84,7 +84,7 @@ func TestBadKeysNamed(t *testing.T) {
 		"cdc.heartbeats[5]: lag applies to a heartbeat topic: a heartbeat table's changes come through the source's log, got lag 1m0s",
 		"kafka.format: canal routes changes to changelog tables, built for sink.type duckdb only for now, got sink.type databend",
 		"merge.concurrency: want 1 to 64 merges at once (0: the default, 2), got 100")
-	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want zstd, auto or none, got "lz4"`)
+	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto, zstd or none, got "lz4"`)
 	f("testdata/transform_uncompressed.yaml", "sink.duckdb.json_compression: applies to the raw table tracelake creates")
 	f("testdata/forward_no_tenant_header.yaml",
 		`tenancy.kafka_header: otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got ""`)

@@ -159,10 +159,10 @@ func (c *Config) validate(consuming bool) error {
 			"want 0 (max_inflight_bytes) or at least 128MiB, got %s", c.Sink.DuckDB.MemoryLimit)
 		check(c.Sink.DuckDB.Threads >= 0 && c.Sink.DuckDB.Threads <= 1024, "sink.duckdb.threads",
 			"want 0 (one per core, one fewer beside the pipeline, within memory_limit) to 1024, got %d", c.Sink.DuckDB.Threads)
-		check(slices.Contains([]string{"zstd", "auto", "none"}, c.Sink.DuckDB.JSONCompression), "sink.duckdb.json_compression",
-			"want zstd, auto or none, got %q", c.Sink.DuckDB.JSONCompression)
+		check(slices.Contains([]string{"auto", "zstd", "none"}, c.Sink.DuckDB.JSONCompression), "sink.duckdb.json_compression",
+			"want auto, zstd or none, got %q", c.Sink.DuckDB.JSONCompression)
 		check(c.Mode == ModeRaw || c.Sink.DuckDB.JSONCompression != "none", "sink.duckdb.json_compression",
-			"applies to the raw table tracelake creates; in transform mode the table is yours (accepted: zstd or auto, which change nothing there)")
+			"applies to the raw table tracelake creates; in transform mode the table is yours (accepted: auto, or zstd, which changes nothing there)")
 	case SinkDatabend:
 		c.Sink.Databend.validate(check)
 	case SinkIceberg:

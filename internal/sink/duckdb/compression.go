@@ -12,18 +12,25 @@ import (
 type JSONCompression string
 
 const (
-	// JSONZstd compresses the raw table's (raw_data and record_metadata)
-	// with zstd: a load costs a third less CPU than with DuckDB's own pick
-	// and the file is a quarter of its size, for scans that parse the
-	// column 4–12% slower (docs/BENCHMARKS.md, "2026-12-05, json_zstd").
-	// The declared tables' (the OpenTelemetry tables' attributes) are
-	// stored as with JSONAuto: there a trace read by id took ~15% longer
-	// with zstd. It needs the file's storage format to be v1.2's or newer
-	// (zstdStorage); in an older file the columns are stored as with
-	// JSONAuto.
-	JSONZstd JSONCompression = "zstd"
-	// JSONAuto lets DuckDB's checkpoint pick per segment (FSST for traces).
+	// JSONAuto lets DuckDB's checkpoint pick per segment (FSST or a
+	// dictionary for traces; never zstd, see dsnSettings). The default.
 	JSONAuto JSONCompression = "auto"
+	// JSONZstd compresses the raw table's (raw_data and record_metadata)
+	// with zstd: for ~1 KB values a load costs a third less CPU than with
+	// JSONAuto and the file is a quarter of its size, for scans that parse
+	// the column 4–12% slower (docs/BENCHMARKS.md, "2026-12-05,
+	// json_zstd"). Not the default, because DuckDB decompresses a vector
+	// of up to 2,048 values into one buffer that must fit in memory_limit
+	// (ZSTDScanState::ScanInternal, src/storage/compression/zstd.cpp):
+	// with values of tens of KB and more, scans of the column fail with
+	// DuckDB's Out of Memory where JSONAuto's storage reads them
+	// (TestLargeValuesReadBackWithinTheMemoryLimit). The declared tables'
+	// JSON columns (the OpenTelemetry tables' attributes) are stored as
+	// with JSONAuto: there a trace read by id took ~15% longer with zstd.
+	// A new database file is then created in a storage format that has
+	// zstd for strings (zstdStorageVersion); in an older file the raw
+	// table is created as with JSONAuto, and Prepare logs why.
+	JSONZstd JSONCompression = "zstd"
 	// JSONNone stores them uncompressed, the declared tables' too:
 	// cheaper loads than JSONAuto for twice its file size.
 	JSONNone JSONCompression = "none"
@@ -31,17 +38,18 @@ const (
 
 // zstdStorageVersion is the oldest storage format in which DuckDB
 // compresses strings with zstd (its v1.2.0; a file in it is read by
-// DuckDB v1.2.0 and newer).
+// DuckDB v1.2.0 and newer). DuckDB's default, v0.10.2's, has none: a
+// column asked for zstd there is stored uncompressed.
 const zstdStorageVersion = "v1.2.0"
 
-// jsonStorage is the USING COMPRESSION clause of a JSON column that
-// table is created with: "" leaves the choice to DuckDB.
-func (s *Sink) jsonStorage(ctx context.Context, table string) (string, error) {
-	raw := table == s.opt.Table && s.opt.Typed == nil
-	switch {
-	case s.opt.JSONCompression == JSONNone:
+// rawJSONStorage is the USING COMPRESSION clause of the raw table's JSON
+// columns, should Prepare create it: "" leaves the choice to DuckDB.
+func (s *Sink) rawJSONStorage(ctx context.Context) (string, error) {
+	switch s.opt.JSONCompression {
+	case JSONNone:
 		return " USING COMPRESSION uncompressed", nil
-	case s.opt.JSONCompression == JSONAuto || !raw:
+	case JSONZstd:
+	default:
 		return "", nil
 	}
 	ok, version, err := zstdStorage(ctx, s.db)
@@ -49,11 +57,24 @@ func (s *Sink) jsonStorage(ctx context.Context, table string) (string, error) {
 		return "", err
 	}
 	if !ok {
-		s.log.Info("the database file's storage format predates zstd for strings: JSON columns compressed as DuckDB picks; a new database file gets zstd",
-			"table", table, "storage_version", version, "zstd_from", zstdStorageVersion)
+		s.log.Warn("sink.duckdb.json_compression zstd: the database file's storage format predates zstd for strings, so a raw table created in it is compressed as with auto (a new database file gets zstd)",
+			"path", s.opt.Path, "storage_version", version, "zstd_from", zstdStorageVersion)
 		return "", nil
 	}
 	return " USING COMPRESSION zstd", nil
+}
+
+// jsonStorage is the USING COMPRESSION clause of a JSON column that
+// table is created with: the raw table's is rawJSON (rawJSONStorage),
+// the declared tables' uncompressed with JSONNone, else DuckDB's pick.
+func (s *Sink) jsonStorage(table string) string {
+	switch {
+	case table == s.opt.Table && s.opt.Typed == nil:
+		return s.rawJSON
+	case s.opt.JSONCompression == JSONNone:
+		return " USING COMPRESSION uncompressed"
+	}
+	return ""
 }
 
 // zstdStorage says whether db's file is in a storage format that stores

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ type Options struct {
 	// with Threads 0, DuckDB leaves it one core.
 	BesidePipeline bool
 	// JSONCompression is how the JSON columns of the tables the sink
-	// creates are stored; "" is JSONZstd.
+	// creates are stored; "" is JSONAuto.
 	JSONCompression JSONCompression
 	Log             *slog.Logger
 }
@@ -85,6 +86,9 @@ type Sink struct {
 	lastLoaded map[sink.TopicPartition]int64
 	tables     tables
 	zstd       sink.Zstd
+	// rawJSON is the USING COMPRESSION clause of the raw table's JSON
+	// columns, set by Prepare (rawJSONStorage).
+	rawJSON string
 	// columns of the user's table, read by Prepare in transform mode.
 	userColumns []userColumn
 	userKeys    []userKey
@@ -447,12 +451,16 @@ func dsnSettings(opt Options) string {
 	}
 	v.Set("checkpoint_threshold", strconv.Itoa(threshold>>10)+"KiB")
 	v.Set("allocator_flush_threshold", "16MiB")
-	// A new database file is written in DuckDB v1.2's storage format,
-	// which compresses strings with zstd (JSONZstd); DuckDB's default,
-	// v0.10.2's, has no zstd for strings and stores a column asked for
-	// it uncompressed. An existing file keeps the format it was created
-	// with, whatever this says (see zstdStorage).
-	v.Set("storage_compatibility_version", zstdStorageVersion)
+	// With JSONZstd a new database file is written in a storage format
+	// that compresses strings with zstd (an existing file keeps the
+	// format it was created with, see zstdStorage). In such a file
+	// DuckDB's own pick would be zstd for strings of 4 KiB and more on
+	// average, whose scans need a vector of them in one buffer within
+	// memory_limit (see JSONZstd): never picked, as in the older format.
+	if opt.JSONCompression == JSONZstd {
+		v.Set("storage_compatibility_version", zstdStorageVersion)
+	}
+	v.Set("zstd_min_string_length", strconv.FormatUint(math.MaxUint32, 10))
 	v.Set("allocator_background_threads", "true")
 	if opt.MemoryLimit > 0 {
 		v.Set("memory_limit", strconv.FormatInt(opt.MemoryLimit>>20, 10)+"MiB")

@@ -288,18 +288,19 @@ func TestFatalErrorsClassified(t *testing.T) {
 	}
 }
 
-// JSONCompression says how the raw table's JSON columns are stored: zstd
-// by default (a new file is in a storage format that has it), as DuckDB
-// picks with auto (not zstd), uncompressed with none. The table reopens
-// with any setting (it is not part of the columns' types).
+// JSONCompression says how the raw table's JSON columns are stored: as
+// DuckDB picks by default and with auto (not zstd), zstd with zstd (a
+// new file is then in a storage format that has it), uncompressed with
+// none. The table reopens with any setting (it is not part of the
+// columns' types).
 func TestJSONCompression(t *testing.T) {
 	for _, c := range []struct {
 		setting JSONCompression
 		want    func(string) bool
 	}{
-		{"", func(comp string) bool { return comp == "ZSTD" }},
-		{JSONZstd, func(comp string) bool { return comp == "ZSTD" }},
+		{"", func(comp string) bool { return comp != "ZSTD" && comp != "Uncompressed" }},
 		{JSONAuto, func(comp string) bool { return comp != "ZSTD" && comp != "Uncompressed" }},
+		{JSONZstd, func(comp string) bool { return comp == "ZSTD" }},
 		{JSONNone, func(comp string) bool { return comp == "Uncompressed" }},
 	} {
 		opt := testOptions(t.TempDir())
@@ -333,23 +334,27 @@ func TestJSONCompressionOfDeclaredTables(t *testing.T) {
 		opt.Table, opt.Typed, opt.JSONCompression = "otel_spans", &otel.Spans, setting
 		opt.Derived, opt.DerivedTable = &genai.Table, "genai_operations"
 		s := openWith(t, opt)
+		if err := s.Prepare(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		for _, table := range []string{"otel_spans", "genai_operations"} {
-			got, err := s.jsonStorage(context.Background(), table)
-			if err != nil || got != want {
-				t.Errorf("json_compression %q, %s: %q (%v), want %q", setting, table, got, err, want)
+			if got := s.jsonStorage(table); got != want {
+				t.Errorf("json_compression %q, %s: %q, want %q", setting, table, got, want)
 			}
 		}
 		s.Close()
 	}
 }
 
-// A database file created in DuckDB's older storage format (as tracelake
-// created them before it asked for zstd's) has no zstd for strings, and a
+// A database file created in DuckDB's older storage format (DuckDB's
+// default, as tracelake creates them unless json_compression is zstd) has
+// no zstd for strings, and a
 // column created there with USING COMPRESSION zstd would be stored
 // uncompressed: a raw table created in such a file is compressed as
 // DuckDB picks instead.
 func TestJSONCompressionInAnOlderFile(t *testing.T) {
 	opt := testOptions(t.TempDir())
+	opt.JSONCompression = JSONZstd
 	db, err := sql.Open("duckdb", opt.Path)
 	if err != nil {
 		t.Fatal(err)

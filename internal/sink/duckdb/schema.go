@@ -87,7 +87,12 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, s.readRouted(ctx))
 		}
 	} else {
-		errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
+		rawJSON, err := s.rawJSONStorage(ctx)
+		s.rawJSON = rawJSON
+		errs = append(errs, err)
+		if err == nil {
+			errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
+		}
 	}
 	errs = append(errs, s.ensure(ctx, s.opt.Table+"_dlq", dlqColumns), s.ensure(ctx, s.opt.Table+"_ledger", ledgerColumns))
 	if err := errors.Join(errs...); err != nil {
@@ -103,12 +108,6 @@ func (s *Sink) ensure(ctx context.Context, table string, want []Column) error {
 		return err
 	}
 	if len(have) == 0 {
-		var jsonStorage string
-		if slices.ContainsFunc(want, func(c Column) bool { return c.Type == "JSON" }) {
-			if jsonStorage, err = s.jsonStorage(ctx, table); err != nil {
-				return err
-			}
-		}
 		defs := make([]string, len(want))
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
@@ -118,7 +117,7 @@ func (s *Sink) ensure(ctx context.Context, table string, want []Column) error {
 				// compressing them at a checkpoint would be work thrown away.
 				defs[i] += " USING COMPRESSION uncompressed"
 			case c.Type == "JSON":
-				defs[i] += jsonStorage
+				defs[i] += s.jsonStorage(table)
 			}
 		}
 		if schema, _, ok := strings.Cut(table, "."); ok {
