@@ -3,7 +3,6 @@ package duckdb
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -355,14 +354,7 @@ func TestJSONCompressionOfDeclaredTables(t *testing.T) {
 func TestJSONCompressionInAnOlderFile(t *testing.T) {
 	opt := testOptions(t.TempDir())
 	opt.JSONCompression = JSONZstd
-	db, err := sql.Open("duckdb", opt.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("CREATE TABLE other (x INTEGER)"); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	olderFormatFile(t, opt.Path, "CREATE TABLE other (x INTEGER)")
 	s := openWith(t, opt)
 	if ok, version, err := zstdStorage(context.Background(), s.DB()); err != nil || ok {
 		t.Fatalf("file created in DuckDB's default format: zstd %v, format %q (%v)", ok, version, err)

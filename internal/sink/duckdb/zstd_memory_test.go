@@ -40,14 +40,7 @@ func TestLargeValuesReadBackWithinTheMemoryLimit(t *testing.T) {
 			opt.JSONCompression = c.json
 			switch {
 			case c.olderFile:
-				db, err := sql.Open("duckdb", opt.Path) // DuckDB's default storage format
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := db.Exec("CREATE TABLE other (x INTEGER)"); err != nil {
-					t.Fatal(err)
-				}
-				db.Close()
+				olderFormatFile(t, opt.Path, "CREATE TABLE other (x INTEGER)")
 			case c.zstdFile:
 				other := opt
 				other.Table, other.JSONCompression = "other_raw", JSONZstd
@@ -95,15 +88,8 @@ func TestLargeValuesReadBackWithinTheMemoryLimit(t *testing.T) {
 func TestOlderFileSaysSoAtStart(t *testing.T) {
 	opt := testOptions(t.TempDir())
 	opt.JSONCompression = JSONZstd
-	db, err := sql.Open("duckdb", opt.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The raw table as an older release created it.
-	if _, err := db.Exec(`CREATE TABLE trace_raw (uuid VARCHAR, koffset BIGINT, kpartition INTEGER, raw_data JSON, record_metadata JSON, add_time TIMESTAMP)`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	olderFormatFile(t, opt.Path, `CREATE TABLE trace_raw (uuid VARCHAR, koffset BIGINT, kpartition INTEGER, raw_data JSON, record_metadata JSON, add_time TIMESTAMP)`)
 	var logs bytes.Buffer
 	opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	s := openPrepared(t, opt)
@@ -112,5 +98,20 @@ func TestOlderFileSaysSoAtStart(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "storage format predates zstd") {
 		t.Errorf("json_compression zstd on a file of an older release's storage format: nothing logged at start; log:\n%s", logs.String())
+	}
+}
+
+// olderFormatFile creates the database file path in DuckDB's default
+// storage format (as older releases did, and tracelake does unless
+// json_compression is zstd), with what create makes in it.
+func olderFormatFile(t *testing.T, path, create string) {
+	t.Helper()
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(create); err != nil {
+		t.Fatal(err)
 	}
 }
