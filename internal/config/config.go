@@ -308,9 +308,9 @@ type DuckDB struct {
 	// (the default: DuckDB picks, FSST or a dictionary for traces), zstd
 	// (the raw table's, in a new database file: for ~1 KB values a third
 	// less CPU per load and a quarter of auto's file, but a scan holds up
-	// to 2,048 values decompressed within memory_limit, so values of tens
-	// of KB and more fail scans; docs/BENCHMARKS.md, "2026-12-05,
-	// json_zstd") or none (ingest 1.2-1.75x faster than auto, the file
+	// to 2,048 values decompressed within memory_limit, so large values
+	// (~128 KB on average at 256 MiB) fail scans; docs/BENCHMARKS.md,
+	// "2026-12-05, json_zstd") or none (ingest 1.2-1.75x faster than auto, the file
 	// about twice as big; "2026-11-30, json_compression"). A table that
 	// exists keeps what it was created with.
 	JSONCompression string `yaml:"json_compression"`

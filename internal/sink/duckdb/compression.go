@@ -22,8 +22,9 @@ const (
 	// json_zstd"). Not the default, because DuckDB decompresses a vector
 	// of up to 2,048 values into one buffer that must fit in memory_limit
 	// (ZSTDScanState::ScanInternal, src/storage/compression/zstd.cpp):
-	// with values of tens of KB and more, scans of the column fail with
-	// DuckDB's Out of Memory where JSONAuto's storage reads them
+	// with values averaging about memory_limit/2,048 or more, scans of
+	// the column fail with DuckDB's Out of Memory where JSONAuto's
+	// storage reads them
 	// (TestLargeValuesReadBackWithinTheMemoryLimit). The declared tables'
 	// JSON columns (the OpenTelemetry tables' attributes) are stored as
 	// with JSONAuto: there a trace read by id took ~15% longer with zstd.
