@@ -25,21 +25,11 @@ func resolve(ctx context.Context, tenants Tenants) (tenancy.Scope, error) {
 		}
 		return ""
 	}
-	sc, err := tenants.Read(first("x-scope-orgid"), bearer(first("authorization")))
+	sc, err := tenants.Read(first("x-scope-orgid"), tenancy.Bearer(first("authorization")))
 	if err != nil {
 		return tenancy.Scope{}, status(err)
 	}
 	return sc, nil
-}
-
-// bearer is the token of an authorization value "Bearer <token>" (the
-// scheme in any case); "" for none or another scheme.
-func bearer(v string) string {
-	scheme, token, ok := strings.Cut(v, " ")
-	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return ""
-	}
-	return strings.TrimSpace(token)
 }
 
 // scopeOf is the scope the interceptors resolved for the call.

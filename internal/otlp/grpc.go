@@ -3,7 +3,6 @@ package otlp
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
@@ -16,6 +15,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // newGRPCServer serves the OTLP TraceService, LogsService and
@@ -96,7 +97,7 @@ func (r *Receivers) storeGRPC(ctx context.Context, signal string, req interface{
 		}
 		return ""
 	}
-	token, _ := strings.CutPrefix(first("authorization"), "Bearer ")
+	token := tenancy.Bearer(first("authorization"))
 	tenant, ref := r.tenant(first("x-scope-orgid"), token)
 	if ref != nil || items == 0 {
 		return accepted{}, ref
@@ -105,7 +106,7 @@ func (r *Receivers) storeGRPC(ctx context.Context, signal string, req interface{
 	if err != nil {
 		return accepted{}, &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
 	}
-	release, ref := r.hold(len(proto))
+	release, ref := r.hold(len(proto), 0)
 	if ref != nil {
 		return accepted{}, ref
 	}

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // The content types of OTLP/HTTP.
@@ -38,14 +40,17 @@ func (r *Receivers) httpHandler() http.Handler {
 }
 
 func (r *Receivers) serveHTTP(w http.ResponseWriter, req *http.Request, sig *signal) {
+	// Every 4xx carries a google.rpc.Status (the OTLP/HTTP specification,
+	// "Failures"): as protobuf where the request's encoding is not known.
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "OTLP/HTTP takes POST", http.StatusMethodNotAllowed)
+		r.writeRefusal(w, &refusal{httpStatus: http.StatusMethodNotAllowed, code: codes.Unimplemented, msg: "OTLP/HTTP takes POST"}, false)
 		return
 	}
 	ctype, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
 	if ctype != contentProto && ctype != contentJSON {
-		http.Error(w, fmt.Sprintf("Content-Type %q: want %s or %s", ctype, contentProto, contentJSON), http.StatusUnsupportedMediaType)
+		r.writeRefusal(w, &refusal{httpStatus: http.StatusUnsupportedMediaType, code: codes.InvalidArgument,
+			msg: fmt.Sprintf("Content-Type %q: want %s or %s", ctype, contentProto, contentJSON)}, false)
 		return
 	}
 	isJSON := ctype == contentJSON
@@ -70,7 +75,7 @@ func (r *Receivers) handleHTTP(req *http.Request, sig *signal, isJSON bool) (acc
 		return accepted{}, ref
 	}
 	defer r.leave()
-	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	token := tenancy.Bearer(req.Header.Get("Authorization"))
 	tenant, ref := r.tenant(req.Header.Get("X-Scope-OrgID"), token)
 	if ref != nil {
 		return accepted{}, ref

@@ -270,7 +270,7 @@ func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body
 	if ref := r.serves(sig.name); ref != nil {
 		return accepted{}, ref
 	}
-	release, ref := r.hold(len(body))
+	release, ref := r.hold(len(body), 0)
 	if ref != nil {
 		return accepted{}, ref
 	}
@@ -279,8 +279,8 @@ func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body
 	if err != nil {
 		return accepted{}, &refusal{http.StatusBadRequest, codes.InvalidArgument, fmt.Sprintf("not an OTLP %s export request: %v", sig.name, err), false}
 	}
-	if isJSON { // its protobuf is a second copy
-		releaseProto, ref := r.hold(len(proto))
+	if isJSON { // its protobuf is a second copy, of the same request
+		releaseProto, ref := r.hold(len(proto), len(body))
 		if ref != nil {
 			return accepted{}, ref
 		}
@@ -300,11 +300,13 @@ func (r *Receivers) serves(signal string) *refusal {
 
 // hold takes n bytes of MaxInflightBytes while a request is decoded and
 // forwarded, or refuses the request when they are taken; release gives
-// them back. A request alone always goes, however large (it passed
-// MaxBodyBytes).
-func (r *Receivers) hold(n int) (release func(), ref *refusal) {
+// them back. own is what the same request holds already (an OTLP/JSON
+// body, when its protobuf copy is held). A request alone always goes,
+// however large (it passed MaxBodyBytes): refused, it would be refused
+// again at every retry, with nothing else in flight.
+func (r *Receivers) hold(n, own int) (release func(), ref *refusal) {
 	size := int64(n)
-	if total := r.inflight.Add(size); total > r.opt.MaxInflightBytes && total != size {
+	if total := r.inflight.Add(size); total > r.opt.MaxInflightBytes && total != size+int64(own) {
 		r.inflight.Add(-size)
 		return nil, &refusal{http.StatusTooManyRequests, codes.Unavailable, "too much data in flight (max_inflight_bytes): retry later", true}
 	}

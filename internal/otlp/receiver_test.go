@@ -269,13 +269,17 @@ func TestHTTPAnswers(t *testing.T) {
 		{"JSON not UTF-8", "/v1/traces", contentJSON, "", []byte("\xff\xfe"), auth("secret-a", "team-a"), 400, codes.InvalidArgument, 0},
 		{"too large", "/v1/traces", contentProto, "", make([]byte, 5000), auth("secret-a", "team-a"), 413, codes.ResourceExhausted, 0},
 		{"too large once decompressed", "/v1/traces", contentProto, "gzip", gzipOf(make([]byte, 5000)), auth("secret-a", "team-a"), 413, codes.ResourceExhausted, 0},
-		{"unknown content type", "/v1/traces", "text/plain", "", pb, auth("secret-a", "team-a"), 415, 0, 0},
+		// Every 4xx carries a Status (protobuf where the encoding is not
+		// known); this one came as plain text.
+		{"unknown content type", "/v1/traces", "text/plain", "", pb, auth("secret-a", "team-a"), 415, codes.InvalidArgument, 0},
 		{"no token", "/v1/traces", contentProto, "", pb, map[string]string{"X-Scope-OrgID": "team-a"}, 401, codes.Unauthenticated, 0},
 		{"wrong token", "/v1/traces", contentProto, "", pb, auth("guess", "team-a"), 401, codes.Unauthenticated, 0},
 		{"another tenant", "/v1/traces", contentProto, "", pb, auth("secret-a", "team-b"), 403, codes.PermissionDenied, 0},
 		{"a token that only reads", "/v1/traces", contentProto, "", pb, auth("secret-reader", "team-a"), 403, codes.PermissionDenied, 0},
 		{"a tenant the token reads, not writes", "/v1/traces", contentProto, "", pb, auth("secret-writer", "team-a"), 403, codes.PermissionDenied, 0},
 		{"bad tenant", "/v1/traces", contentProto, "", pb, auth("secret-all", "a/b"), 400, codes.InvalidArgument, 0},
+		// Authentication schemes are case-insensitive (RFC 9110 11.1).
+		{"bearer in lower case", "/v1/traces", contentProto, "", pb, map[string]string{"Authorization": "bearer secret-a", "X-Scope-OrgID": "team-a"}, 200, 0, 1},
 	} {
 		before := len(fwd.stored())
 		resp, out := post(t, r, c.path, c.ctype, c.enc, c.body, c.header)
@@ -309,6 +313,16 @@ func TestHTTPAnswers(t *testing.T) {
 	if got := fwd.stored()[1]; !bytes.Equal(got.body, pb) {
 		t.Errorf("the JSON request was forwarded as %q, want its protobuf", got.body)
 	}
+	resp, err := http.Get("http://" + r.Addr["http"] + "/v1/traces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	var st spb.Status
+	if err := proto.Unmarshal(out, &st); resp.StatusCode != http.StatusMethodNotAllowed || err != nil || st.Message == "" {
+		t.Errorf("GET: %d, body %q (%v); want 405 with a Status", resp.StatusCode, out, err)
+	}
 }
 
 func gzipOf(b []byte) []byte {
@@ -317,6 +331,30 @@ func gzipOf(b []byte) []byte {
 	_, _ = w.Write(b)
 	_ = w.Close()
 	return buf.Bytes()
+}
+
+// A request alone always goes, however large: an OTLP/JSON request whose
+// body fits max_inflight_bytes but whose body and protobuf copy together
+// do not was told 429 on every retry, nothing else being in flight, until
+// its client gave up (found by a review: the copy was held as if of
+// another request).
+func TestALoneJSONRequestGoes(t *testing.T) {
+	pb, js := traceRequest(t, 200)
+	fwd := &forwarded{}
+	r := start(t, fwd, func(o *Options) { o.MaxInflightBytes = int64(len(js) + len(pb)/2) })
+	for range 3 {
+		resp, out := post(t, r, "/v1/traces", contentJSON, "", js, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("a lone JSON request of %d bytes (protobuf %d, max_inflight_bytes %d): %d %s",
+				len(js), len(pb), len(js)+len(pb)/2, resp.StatusCode, out)
+		}
+	}
+	if n := len(fwd.stored()); n != 3 {
+		t.Fatalf("%d requests forwarded, want 3", n)
+	}
+	if n := r.inflight.Load(); n != 0 {
+		t.Errorf("%d bytes still held after the requests", n)
+	}
 }
 
 // Backpressure and faults: 429 past max in-flight bytes, 503 when the

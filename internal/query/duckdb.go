@@ -226,7 +226,7 @@ func functionSet(ctx context.Context, db *sql.DB, q string) (map[string]bool, er
 func lowerAll(names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = strings.ToLower(n)
+		out[i] = foldName(n)
 	}
 	return out
 }
@@ -603,7 +603,7 @@ func (d *DuckDB) scope(ctx context.Context, sess *session, s tenancy.Scope) erro
 		return err
 	}
 	for _, t := range tables {
-		lower := strings.ToLower(t.name)
+		lower := foldName(t.name)
 		switch {
 		case s.All, !t.tenanted && slices.Contains(d.shared, lower):
 		case t.tenanted:

@@ -170,7 +170,7 @@ func NewIceberg(ctx context.Context, cat catalog.Catalog, tables []IcebergTable,
 	}
 	names := map[string]bool{}
 	for _, t := range tables {
-		lower := strings.ToLower(t.Name)
+		lower := foldName(t.Name)
 		if names[lower] {
 			return nil, fmt.Errorf("table %s declared twice", t.Name)
 		}
@@ -287,21 +287,21 @@ func (ic *Iceberg) refresh(ctx context.Context) error {
 			continue
 		}
 		ic.mu.RLock()
-		last := ic.tables[strings.ToLower(decl.Name)]
+		last := ic.tables[foldName(decl.Name)]
 		ic.mu.RUnlock()
 		if last != nil && unchanged(last.tbl, tbl) {
 			continue
 		}
 		t := &icebergTable{decl: decl, tbl: tbl, fields: map[string]iceberggo.NestedField{}, json: map[string]bool{}}
 		for _, f := range tbl.Schema().Fields() {
-			t.fields[strings.ToLower(f.Name)] = f
+			t.fields[foldName(f.Name)] = f
 		}
 		for _, c := range decl.JSON {
-			t.json[strings.ToLower(c)] = true
+			t.json[foldName(c)] = true
 		}
 		_, t.tenanted = t.fields[tenantColumn]
 		ic.mu.Lock()
-		ic.tables[strings.ToLower(decl.Name)] = t
+		ic.tables[foldName(decl.Name)] = t
 		ic.mu.Unlock()
 	}
 	return errors.Join(errs...)
@@ -475,7 +475,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 	// The table's columns the query names, in the table's order.
 	var cols []string
 	for _, f := range t.tbl.Schema().Fields() {
-		lower := strings.ToLower(f.Name)
+		lower := foldName(f.Name)
 		if rp.all || rp.columns[lower] || tenant && lower == tenantColumn {
 			cols = append(cols, f.Name)
 		}
@@ -543,7 +543,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		field := "struct_extract(" + structColumn + ", " + sqltext.String(c) + ")"
-		if t.json[strings.ToLower(c)] {
+		if t.json[foldName(c)] {
 			field = "CAST(" + field + " AS JSON)"
 		}
 		sel[i] = field + " AS " + sqltext.Ident(c)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 )
 
 // The Iceberg reader plans each table reference of a checked query before
@@ -69,7 +68,7 @@ func planRefs(c *checker, prefix string, columns tableColumns, consistent map[st
 			alias = name
 			r.obj["alias"] = name
 		}
-		rp := &refPlan{tableRef: r, binding: strings.ToLower(alias), view: fmt.Sprintf("%s%d", prefix, i), columns: map[string]bool{}}
+		rp := &refPlan{tableRef: r, binding: foldName(alias), view: fmt.Sprintf("%s%d", prefix, i), columns: map[string]bool{}}
 		r.obj["table_name"] = rp.view
 		if renamed, _ := r.obj["column_name_alias"].([]any); len(renamed) > 0 {
 			rp.all = true // t(a, b) names columns by position
@@ -83,7 +82,7 @@ func planRefs(c *checker, prefix string, columns tableColumns, consistent map[st
 		// A CTE named twice would be inlined twice (a scan twice) if DuckDB
 		// chose to; materialized, its body runs once. A recursive one runs
 		// again for each step: its references are materialized instead.
-		if c.cteUses[strings.ToLower(name)] > 1 && body != nil && !isRecursive(body) {
+		if c.cteUses[foldName(name)] > 1 && body != nil && !isRecursive(body) {
 			body["materialized"] = "CTE_MATERIALIZE_ALWAYS"
 		}
 	}
@@ -116,7 +115,7 @@ func (p *planner) walk(v any, leaves []*refPlan) {
 			}
 			if rel, _ := x["relation_name"].(string); rel != "" {
 				for _, rp := range p.plans {
-					if rp.binding == strings.ToLower(rel) {
+					if rp.binding == foldName(rel) {
 						rp.all = true
 					}
 				}
@@ -129,7 +128,7 @@ func (p *planner) walk(v any, leaves []*refPlan) {
 			using, _ := x["using_columns"].([]any)
 			for _, u := range using {
 				if name, ok := u.(string); ok {
-					p.name(strings.ToLower(name))
+					p.name(foldName(name))
 				}
 			}
 		}
@@ -162,12 +161,12 @@ func (p *planner) columnRef(o map[string]any) {
 	parts, _ := o["column_names"].([]any)
 	for _, part := range parts {
 		s, _ := part.(string)
-		p.name(strings.ToLower(s))
+		p.name(foldName(s))
 	}
 	if len(parts) == 1 {
 		s, _ := parts[0].(string)
 		for _, rp := range p.plans {
-			if rp.binding == strings.ToLower(s) {
+			if rp.binding == foldName(s) {
 				rp.all = true
 			}
 		}
@@ -370,7 +369,7 @@ func (p *planner) constant(e map[string]any) bool {
 		return p.constant(child)
 	case "FUNCTION":
 		name, _ := e["function_name"].(string)
-		if !p.consistent[strings.ToLower(name)] || e["filter"] != nil || e["distinct"] == true {
+		if !p.consistent[foldName(name)] || e["filter"] != nil || e["distinct"] == true {
 			return false
 		}
 		if ob, _ := e["order_bys"].(map[string]any); ob != nil {
@@ -398,10 +397,10 @@ func (p *planner) constant(e map[string]any) bool {
 // qualified name means rp's column if the qualifier is rp's binding.
 func (p *planner) resolve(rp *refPlan, parts []any) (string, bool) {
 	name, _ := parts[len(parts)-1].(string)
-	name = strings.ToLower(name)
+	name = foldName(name)
 	if len(parts) == 2 {
 		q, _ := parts[0].(string)
-		if strings.ToLower(q) != rp.binding {
+		if foldName(q) != rp.binding {
 			return "", false
 		}
 	}

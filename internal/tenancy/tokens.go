@@ -234,3 +234,14 @@ func (t *Tokens) Lookup(token string) (Grant, bool) {
 	g, ok := t.grants[sha256.Sum256([]byte(token))]
 	return g, ok
 }
+
+// Bearer is the token of an Authorization value "Bearer <token>", the
+// scheme in any case (RFC 9110 11.1: auth schemes are case-insensitive);
+// "" for none or another scheme.
+func Bearer(v string) string {
+	scheme, token, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}

@@ -168,3 +168,16 @@ func TestTokensFileReloads(t *testing.T) {
 		}
 	}
 }
+
+// An Authorization value's bearer token, the scheme in any case (RFC
+// 9110 11.1); none for another scheme.
+func TestBearer(t *testing.T) {
+	for in, want := range map[string]string{
+		"Bearer s3cr3t": "s3cr3t", "bearer s3cr3t": "s3cr3t", "BEARER  s3cr3t ": "s3cr3t",
+		"Basic dXNlcjpwdw==": "", "Bearer": "", "": "", "Bearers s3cr3t": "",
+	} {
+		if got := Bearer(in); got != want {
+			t.Errorf("Bearer(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

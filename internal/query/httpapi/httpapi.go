@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/tenancy"
@@ -79,7 +78,7 @@ func (rt Routes) refuse(w http.ResponseWriter, status int, msg string) {
 // password of Basic authentication (what Grafana's datasources and
 // promtool's http config send when set to basic auth); "" for none.
 func Token(r *http.Request) string {
-	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+	if t := tenancy.Bearer(r.Header.Get("Authorization")); t != "" {
 		return t
 	}
 	if _, pw, ok := r.BasicAuth(); ok {
