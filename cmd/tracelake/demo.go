@@ -17,6 +17,7 @@ import (
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/tracegen"
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // demoQueries show what the raw table answers without any modelling.
@@ -146,7 +147,7 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 		return err
 	}
 	secs := time.Since(start).Seconds() - idle.Seconds()
-	rep, err := verifyDuckDB(ctx, cfg, snk)
+	rep, err := verifyDuckDB(ctx, cfg, snk, verify.SQLQuerier{DB: snk.DB()})
 	if err != nil {
 		return err
 	}

@@ -146,7 +146,7 @@ func demoOTLP(ctx, hard context.Context, n int, path, serve string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := verifyDuckDB(ctx, cfg, snk)
+	rep, err := verifyDuckDB(ctx, cfg, snk, verify.SQLQuerier{DB: snk.DB()})
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func loadBeside(ctx, hard context.Context, cfg *config.Config, snk *duckdb.Sink,
 	if err := pipeline.Run(ctx, hard, cfg, other, pipeline.RunOptions{ExitWhenIdle: 500 * time.Millisecond, Stats: stats, Log: log}); err != nil {
 		return err
 	}
-	rep, err := verifyDuckDB(ctx, cfg, other)
+	rep, err := verifyDuckDB(ctx, cfg, other, verify.SQLQuerier{DB: other.DB()})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +32,9 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	defer release()
+	if err := whereOnly(ctx, snk.DB(), snk.Tables().DLQ, *whereSQL); err != nil {
+		return err
+	}
 	if args[0] == "list" {
 		where := ""
 		if *whereSQL != "" {
@@ -75,6 +80,37 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 	sort.Strings(reasons)
 	for _, r := range reasons {
 		fmt.Fprintf(env.stdout, "  %6d  %s\n", res.Failing[r], r)
+	}
+	return nil
+}
+
+// whereOnly refuses a --where that is not a condition over table: it is
+// pasted into the commands' statements, and one that ends a statement and
+// starts another ("false; DELETE FROM …") would run that too — through a
+// running process, a write beside its loads. DuckDB's parser says
+// whether the query it makes is one SELECT (json_serialize_sql takes
+// SELECTs only).
+func whereOnly(ctx context.Context, db *sql.DB, table, where string) error {
+	if where == "" {
+		return nil
+	}
+	var tree string
+	if err := db.QueryRowContext(ctx, `SELECT json_serialize_sql(?::VARCHAR)::VARCHAR`, "SELECT * FROM "+table+" WHERE "+where).Scan(&tree); err != nil {
+		return fmt.Errorf("--where: %w", err)
+	}
+	var parsed struct {
+		Error      bool              `json:"error"`
+		Message    string            `json:"error_message"`
+		Statements []json.RawMessage `json:"statements"`
+	}
+	if err := json.Unmarshal([]byte(tree), &parsed); err != nil {
+		return fmt.Errorf("--where: DuckDB's parse of it: %w", err)
+	}
+	switch {
+	case parsed.Error:
+		return usagef("--where %q: want a condition over the dead-letter table's columns: %s", where, parsed.Message)
+	case len(parsed.Statements) != 1:
+		return usagef("--where %q: want one condition over the dead-letter table's columns, not statements", where)
 	}
 	return nil
 }

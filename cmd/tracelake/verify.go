@@ -74,7 +74,17 @@ func cmdVerify(ctx context.Context, env *cmdEnv, args []string) error {
 			return err
 		}
 		defer release()
-		if rep, err = verifyDuckDB(ctx, cfg, snk); err != nil {
+		// One snapshot for every count the verdict compares: through a
+		// running process loads commit between the queries, and the
+		// ledger read before a load and the rows counted after it would
+		// disagree (each load is whole, so no snapshot does).
+		tx, err := snk.DB().BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		defer tx.Rollback() //nolint:errcheck // read only
+		snapshot := verify.SQLQuerier{DB: tx}
+		if rep, err = verifyDuckDB(ctx, cfg, snk, snapshot); err != nil {
 			return err
 		}
 		mg := merge.NewMerger(snk.DB(), slog.Default())
@@ -84,7 +94,7 @@ func cmdVerify(ctx context.Context, env *cmdEnv, args []string) error {
 			}
 			if cfg.GenAIOperations() {
 				t := snk.Tables()
-				if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main, genai.SpanIdentity); err != nil {
+				if err := rep.CheckDerived(ctx, snapshot, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main, genai.SpanIdentity); err != nil {
 					return err
 				}
 			}
@@ -207,8 +217,8 @@ func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.S
 	return rep.CheckDerived(ctx, verify.SQLQuerier{DB: db}, cfg.GenAI.Table, "derived", "main", genai.SpanIdentity)
 }
 
-// verifyDuckDB verifies the DuckDB sink snk.
-func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (*verify.Report, error) {
+// verifyDuckDB verifies the DuckDB sink snk, its tables read by q.
+func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink, q verify.SQLQuerier) (*verify.Report, error) {
 	t := snk.Tables()
 	main := t.Main
 	if cfg.CapturesChanges() {
@@ -219,7 +229,7 @@ func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (*v
 			return nil, fmt.Errorf("verify: %w", err)
 		}
 	}
-	return runVerify(ctx, cfg, verify.SQLQuerier{DB: snk.DB()}, verify.Tables{Main: main, DLQ: t.DLQ, Ledger: t.Ledger, Topic: duckdb.TopicExpr})
+	return runVerify(ctx, cfg, q, verify.Tables{Main: main, DLQ: t.DLQ, Ledger: t.Ledger, Topic: duckdb.TopicExpr})
 }
 
 // watermarks asks Kafka for the partitions' watermarks; nil (and a

@@ -92,7 +92,15 @@ type TraceCost struct {
 }
 
 // Build queries the table (DuckDB SQL).
-func Build(ctx context.Context, db *sql.DB, opt Options) (*Report, error) {
+func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
+	// One snapshot for every figure: loads commit beside a report built
+	// through a running process, and totals counted before a load would
+	// disagree with the models' figures counted after it.
+	db, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
+	}
+	defer db.Rollback() //nolint:errcheck // read only
 	r := &Report{Table: opt.Table, Since: opt.Since, Tenant: opt.Tenant, Generated: opt.Now.UTC()}
 	t := sqltext.Name(opt.Table)
 	where := "start_time IS NOT NULL"
@@ -116,7 +124,7 @@ func Build(ctx context.Context, db *sql.DB, opt Options) (*Report, error) {
 		Scan(&r.Operations, &r.Errors, &r.Unpriced, &r.InputTokens, &r.OutputTokens, &r.CostUSD); err != nil {
 		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
 	}
-	err := query(ctx, db, `SELECT `+model+`, count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
+	err = query(ctx, db, `SELECT `+model+`, count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
 		coalesce(sum(cache_read_tokens), 0), coalesce(sum(total_cost_usd), 0)::DOUBLE, coalesce(sum(total_cost_usd)::VARCHAR, '')`+from+`
 		AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) GROUP BY 1 ORDER BY 6 DESC, 1`,
 		func(s scanner) error {
@@ -199,7 +207,7 @@ func Build(ctx context.Context, db *sql.DB, opt Options) (*Report, error) {
 
 type scanner interface{ Scan(dest ...any) error }
 
-func query(ctx context.Context, db *sql.DB, q string, each func(scanner) error) error {
+func query(ctx context.Context, db *sql.Tx, q string, each func(scanner) error) error {
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return err

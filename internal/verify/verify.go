@@ -186,7 +186,13 @@ type Querier interface {
 }
 
 // SQLQuerier runs queries on a database/sql handle.
-type SQLQuerier struct{ DB *sql.DB }
+type SQLQuerier struct {
+	// DB is a database, or a transaction whose one snapshot every query
+	// of a check reads (a database loads meanwhile).
+	DB interface {
+		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	}
+}
 
 // QueryText implements Querier.
 func (s SQLQuerier) QueryText(ctx context.Context, q string) ([][]string, error) {
