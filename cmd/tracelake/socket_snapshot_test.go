@@ -16,6 +16,7 @@ import (
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 // rawBatch is offsets [first, first+n) of partition 0 of topic t as raw rows.
@@ -40,17 +41,7 @@ func rawBatch(first int64, n int) *sink.Batch {
 // loads committed when they started, and a load between the ledger's and
 // the rows' said "ledger counts 0 records, tables hold 50").
 func TestVerifyThroughRunWhileItLoads(t *testing.T) {
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.Sink.Table = "events"
-	cfg.Sink.DuckDB.Path = filepath.Join(dir, "t.duckdb")
-	snk := openPrepared(t, cfg)
-	reader, err := query.NewDuckDB(context.Background(), snk.DB(), query.DuckDBOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := serveCommands(context.Background(), []loadTarget{{cfg, snk}}, reader, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	t.Cleanup(stop)
+	cfg, snk := servedEvents(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -83,11 +74,7 @@ func TestVerifyThroughRunWhileItLoads(t *testing.T) {
 // A --where that ended the statement and started others deleted run's
 // rows and ledger (found by a review); it is refused as not a condition.
 func TestDLQListThroughRunWritesNothing(t *testing.T) {
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.Sink.Table = "events"
-	cfg.Sink.DuckDB.Path = filepath.Join(dir, "t.duckdb")
-	snk := openPrepared(t, cfg)
+	cfg, snk := servedEvents(t)
 	f, err := snk.Stage(context.Background(), rawBatch(0, 10))
 	if err != nil {
 		t.Fatal(err)
@@ -95,12 +82,6 @@ func TestDLQListThroughRunWritesNothing(t *testing.T) {
 	if _, err := snk.Load(context.Background(), []sink.File{f}); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := query.NewDuckDB(context.Background(), snk.DB(), query.DuckDBOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := serveCommands(context.Background(), []loadTarget{{cfg, snk}}, reader, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	t.Cleanup(stop)
 	tb := snk.Tables()
 	out, code := ask(t, cfg, "dlq", "list", "--where", "false; DELETE FROM "+tb.Main+"; DELETE FROM "+tb.Ledger+"; SELECT * FROM "+tb.DLQ+" WHERE true")
 	var rows, ledger int64
@@ -116,4 +97,21 @@ func TestDLQListThroughRunWritesNothing(t *testing.T) {
 	if out, code := ask(t, cfg, "dlq", "list", "--where", "stage = 'load' OR \"offset\" >= 0"); code != exitOK {
 		t.Errorf("dlq list with a condition through run: exit %d\n%s", code, out)
 	}
+}
+
+// servedEvents is a DuckDB sink of raw table events, prepared, whose
+// commands are served as a running run serves them (its socket).
+func servedEvents(t *testing.T) (*config.Config, *duckdb.Sink) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Sink.Table = "events"
+	cfg.Sink.DuckDB.Path = filepath.Join(t.TempDir(), "t.duckdb")
+	snk := openPrepared(t, cfg)
+	reader, err := query.NewDuckDB(context.Background(), snk.DB(), query.DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveCommands(context.Background(), []loadTarget{{cfg, snk}}, reader, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(stop)
+	return cfg, snk
 }
