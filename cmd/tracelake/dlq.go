@@ -48,6 +48,10 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 		return errors.New("BUG: dlq replay inside tracelake run")
 	}
 	opt := duckdb.ReplayOptions{Where: *whereSQL, DryRun: *dryRun}
+	if models := cfg.Models(); len(models) > 0 {
+		// The replayed rows land below what the models merged.
+		opt.Replayed = merge.LowerWatermarks(models)
+	}
 	into := cfg.Sink.Table
 	if cfg.CapturesChanges() {
 		// Each change goes through the changelog decoder, checked against

@@ -202,8 +202,8 @@ SELECT tl_topic, kpartition, koffset, tl_kind, %s AS tl_reason, %s FROM (
 // databendLatest selects the newest good change per key of the increment,
 // without the changes older than the key's last delete.
 func (p *plan) databendLatest(inc string) string {
-	q := fmt.Sprintf(`SELECT %s, tl_kind, kpartition, koffset FROM %s WHERE tl_reason IS NULL AND tl_kind <> '%s'
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), inc, kindSkip, p.keyList(), p.latestOrder("kpartition", "koffset"))
+	q := fmt.Sprintf(`SELECT %s, tl_kind, %s AS tl_deleted, kpartition, koffset FROM %s WHERE tl_reason IS NULL AND tl_kind <> '%s'
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), p.deletedSQL(), inc, kindSkip, p.keyList(), p.latestOrder("kpartition", "koffset"))
 	if p.version == "" {
 		return q
 	}

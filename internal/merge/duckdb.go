@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -279,4 +280,33 @@ func rowsAffected(r sql.Result) int64 {
 		return 0
 	}
 	return n
+}
+
+// LowerWatermarks is, for a replay of dead letters into raw tables
+// (duckdb.ReplayOptions.Replayed), what lowers the watermarks of models
+// to the lowest offset replayed into their source table, by partition:
+// the replayed rows land at their own offsets, below what the models
+// merged, and would never be read. The next merge reads again from
+// there: a key's changes from that offset on are merged again, to the
+// same result (the latest of them), the replayed one among them in its
+// place.
+func LowerWatermarks(models []config.Model) func(ctx context.Context, tx *sql.Tx, lowest map[string]map[sink.TopicPartition]int64) error {
+	return func(ctx context.Context, tx *sql.Tx, lowest map[string]map[sink.TopicPartition]int64) error {
+		var values []string
+		for _, m := range models {
+			for tp, offset := range lowest[m.Source] {
+				values = append(values, fmt.Sprintf("(%s, %s, %d, %d)", sqltext.String(m.Name), sqltext.String(tp.Topic), tp.Partition, offset))
+			}
+		}
+		if len(values) == 0 {
+			return nil
+		}
+		q := fmt.Sprintf(`UPDATE %s AS w SET next_offset = least(w.next_offset, v.next_offset)
+FROM (VALUES %s) AS v(model, topic, "partition", next_offset)
+WHERE w.model = v.model AND w.topic = v.topic AND w."partition" = v."partition"`, WatermarkTable, strings.Join(values, ", "))
+		if err := exec(ctx, tx, watermarkTableSQL, q); err != nil {
+			return fmt.Errorf("lower the watermarks of the replayed rows' models: %w", err)
+		}
+		return nil
+	}
 }

@@ -101,12 +101,13 @@ func (p *plan) rejectSQL() string {
 	return fmt.Sprintf(`INSERT INTO %s SELECT tl_topic, tl_partition, tl_offset, tl_reason, now() FROM tl_inc WHERE tl_reason IS NOT NULL`, p.rejects)
 }
 
-// latestSQL keeps the newest good change per key, then (with a version)
+// latestSQL keeps the newest good change per key (with whether the
+// increment deleted the key before it, deletedSQL), then (with a version)
 // drops changes older than the key's last delete.
 func (p *plan) latestSQL() []string {
 	q := []string{fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_latest AS
-SELECT tl_partition, tl_offset, tl_kind, %s FROM tl_inc WHERE tl_kind <> '%s' AND tl_reason IS NULL
-QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), kindSkip, p.keyList(), p.latestOrder("tl_partition", "tl_offset"))}
+SELECT tl_partition, tl_offset, tl_kind, %s AS tl_deleted, %s FROM tl_inc WHERE tl_kind <> '%s' AND tl_reason IS NULL
+QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.deletedSQL(), p.columnList(""), kindSkip, p.keyList(), p.latestOrder("tl_partition", "tl_offset"))}
 	if p.version != "" {
 		q = append(q, fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND d.%s > l.%s`,
 			p.tombstones, p.keyMatch("d", "l"), p.version, p.version))
@@ -119,13 +120,23 @@ func (p *plan) mergeSQL() string {
 	return fmt.Sprintf("MERGE INTO %s AS t USING tl_latest AS s ON (%s)\n%s", p.target, p.keyMatch("t", "s"), p.mergeClauses())
 }
 
+// deletedSQL says, per row of an increment's changes, whether the
+// increment deletes its key (the window of the key's changes, before the
+// latest is picked): an "insert" that is a key's latest change after a
+// delete of the same increment replaces the row the delete removed, as
+// the two merged one increment each would.
+func (p *plan) deletedSQL() string {
+	return fmt.Sprintf("max(CASE WHEN tl_kind = '%s' THEN 1 ELSE 0 END) OVER (PARTITION BY %s) = 1", kindDelete, p.keyList())
+}
+
 // mergeClauses are the WHEN clauses of the MERGE of source s into target t,
 // the same in every dialect. With a version, a change older than the
 // target's row is ignored; without one, an "insert" never overwrites (a
-// replayed insert), an upsert or delete always applies.
+// replayed insert) unless the increment deleted the key before it
+// (s.tl_deleted), an upsert or delete always applies.
 func (p *plan) mergeClauses() string {
 	newer := ""
-	upsert := fmt.Sprintf("s.tl_kind = '%s'", kindUpsert)
+	upsert := fmt.Sprintf("(s.tl_kind = '%s' OR s.tl_kind = '%s' AND s.tl_deleted)", kindUpsert, kindInsert)
 	if p.version != "" {
 		newer = fmt.Sprintf(" AND s.%s >= t.%s", p.version, p.version)
 		upsert = fmt.Sprintf("s.tl_kind <> '%s'", kindDelete)

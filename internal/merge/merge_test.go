@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 // customers is a json-format model with an action field and a version.
@@ -172,9 +173,7 @@ func head(s []string) []string { return s[:min(len(s), 5)] }
 // stay as they were, and the next merge does the whole increment.
 func TestFailedMergeLeavesNoTrace(t *testing.T) {
 	ctx := context.Background()
-	l := newRawLoader(t)
-	m := customers()
-	mg := NewMerger(l.db(), slog.New(slog.DiscardHandler))
+	l, m, mg := customersLoader(t, true)
 	l.add(0, change{id: 1, v: 1, action: "insert", name: "a", balance: "1.00"}.json())
 	l.flush()
 	if _, err := mg.Merge(ctx, m); err != nil {
@@ -218,10 +217,7 @@ func TestFailedMergeLeavesNoTrace(t *testing.T) {
 // overwrites an existing row (a replayed insert), an "update" does.
 func TestActionsWithoutVersion(t *testing.T) {
 	ctx := context.Background()
-	l := newRawLoader(t)
-	m := customers()
-	m.Version = ""
-	mg := NewMerger(l.db(), slog.New(slog.DiscardHandler))
+	l, m, mg := customersLoader(t, false)
 	for _, c := range []change{
 		{id: 1, action: "insert", name: "first", balance: "1"},
 		{id: 2, action: "insert", name: "two", balance: "2"},
@@ -293,4 +289,75 @@ func TestQuotedPathSegments(t *testing.T) {
 	if got := dump(t, l.db(), `SELECT span_id, dotted, nested FROM otel`); !slices.Equal(got, []string{"s1|42|7"}) {
 		t.Errorf("got %v, want s1|42|7", got)
 	}
+}
+
+// Without a version, a delete followed by an insert of the same key must
+// leave the inserted row, whether the two land in one increment or in two:
+// merged one change at a time, the delete removes "first" and the insert
+// creates "second". (Found by a review: the insert, the key's latest
+// change, found the key's row and did not overwrite it, and the delete
+// was never applied.)
+func TestDeleteThenInsertInOneIncrement(t *testing.T) {
+	ctx := context.Background()
+	l, m, mg := customersLoader(t, false)
+	l.add(0, change{id: 1, action: "insert", name: "first", balance: "1"}.json())
+	l.flush()
+	if _, err := mg.Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	l.add(0, change{id: 1, action: "delete", name: "", balance: "0"}.json())
+	l.add(0, change{id: 1, action: "insert", name: "second", balance: "2"}.json())
+	l.flush()
+	if _, err := mg.Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dump(t, l.db(), `SELECT id, name FROM customers`), []string{"1|second"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v (the same changes merged one increment each give %v)", got, want, want)
+	}
+}
+
+// A dead letter of the raw table replayed after a fix lands at its own
+// offset, below the watermark of every model that merged the rows after
+// it: the model must still merge it, so the replay lowers the models'
+// watermarks (found by a review: `dlq replay` in raw mode lowered none,
+// and the row never reached a model, with nothing pending).
+func TestReplayedDeadLetterReachesModel(t *testing.T) {
+	ctx := context.Background()
+	l, m, mg := customersLoader(t, true)
+	l.add(0, change{id: 1, v: 1, action: "insert", name: "one", balance: "1"}.json())
+	l.next[0]++ // offset 1 was dead-lettered
+	l.add(0, change{id: 3, v: 1, action: "insert", name: "three", balance: "3"}.json())
+	l.flush()
+	if _, err := mg.Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.db().Exec(`INSERT INTO trace_raw_dlq VALUES (?, 0, 1, NULL, ?::BLOB, 'an old reason', 'decode', now())`,
+		testTopic, string(change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.s.Replay(ctx, duckdb.ReplayOptions{Replayed: LowerWatermarks([]config.Model{m})}); err != nil || res.Loaded != 1 {
+		t.Fatalf("replay: %+v %v", res, err)
+	}
+	// The replayed row, and the one after it, merged again from there.
+	if n, err := mg.Pending(ctx, m); err != nil || n != 2 {
+		t.Errorf("pending after the replay = %d (%v), want 2", n, err)
+	}
+	if _, err := mg.Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dump(t, l.db(), `SELECT id, name FROM customers`), []string{"1|one", "2|two", "3|three"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// customersLoader is a raw table's loader and the customers model, with
+// its version or without, and its merger.
+func customersLoader(t *testing.T, versioned bool) (*rawLoader, config.Model, *Merger) {
+	t.Helper()
+	l := newRawLoader(t)
+	m := customers()
+	if !versioned {
+		m.Version = ""
+	}
+	return l, m, NewMerger(l.db(), slog.New(slog.DiscardHandler))
 }

@@ -33,10 +33,11 @@ type ReplayOptions struct {
 	// (pipeline.ChangelogDecoder.AppendRows), or says why it cannot; an
 	// error wrapping sink.ErrTransient stops the replay.
 	Decode func(b *sink.Batch, r *kgo.Record) (int, error)
-	// Replayed, with Decode, runs in the replay's transaction with the
-	// lowest offset replayed into each routed table, by partition: the
-	// rows land below what the tables' models merged, so it lowers their
-	// watermarks (merge.LowerWatermarks).
+	// Replayed runs in the replay's transaction with the lowest offset
+	// replayed into each table (with Decode, each routed table; else the
+	// main table), by partition: the rows land below what the tables'
+	// models merged, so it lowers their watermarks
+	// (merge.ChangelogMerger.LowerWatermarks, merge.LowerWatermarks).
 	Replayed func(ctx context.Context, tx *sql.Tx, lowest map[string]map[sink.TopicPartition]int64) error
 }
 
@@ -82,7 +83,7 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	// The rows that now load (and the dead letters that still fail) are
 	// a batch, staged and inserted as a load's are.
 	b := &sink.Batch{ID: sink.NewBatchID()}
-	raw := rawReplay{b: b}
+	raw := rawReplay{b: b, table: s.opt.Table, lowest: map[string]map[sink.TopicPartition]int64{}}
 	decoded := decodedReplay{decode: o.Decode, b: b, lowest: map[string]map[sink.TopicPartition]int64{}}
 	var res ReplayResult
 	for rows.Next() {
@@ -126,8 +127,12 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	if err := decoded.recount(ctx, tx, s.tables.ledger); err != nil {
 		return ReplayResult{}, err
 	}
-	if o.Replayed != nil && len(decoded.lowest) > 0 {
-		if err := o.Replayed(ctx, tx, decoded.lowest); err != nil {
+	lowest := raw.lowest
+	if o.Decode != nil {
+		lowest = decoded.lowest
+	}
+	if o.Replayed != nil && len(lowest) > 0 {
+		if err := o.Replayed(ctx, tx, lowest); err != nil {
 			return ReplayResult{}, err
 		}
 	}
@@ -154,6 +159,10 @@ type rawReplay struct {
 	b   *sink.Batch
 	ids *envelope.UUIDs
 	id  [16]byte
+	// lowest is the lowest offset of the rows that load into table, by
+	// partition.
+	table  string
+	lowest map[string]map[sink.TopicPartition]int64
 }
 
 func (p *rawReplay) add(r *kgo.Record, transform bool) {
@@ -163,6 +172,9 @@ func (p *rawReplay) add(r *kgo.Record, transform bool) {
 	}
 	b := p.b
 	start, startDLQ := len(b.Rows), len(b.DLQ)
+	if problem.OK() {
+		lower(p.lowest, p.table, r)
+	}
 	switch {
 	case !problem.OK():
 		b.DLQ = envelope.AppendDLQRow(b.DLQ, r, problem.Reason, envelope.StageDecode)
@@ -225,19 +237,24 @@ func (p *decodedReplay) add(r *kgo.Record) error {
 		return nil
 	}
 	p.decoded = append(p.decoded, fmt.Sprintf("(%s, %d, %d, %d)", sqltext.String(r.Topic), r.Partition, r.Offset, n))
-	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	for i, t := range p.b.Routed {
 		if i < len(sizes) && len(t.Rows) == sizes[i] {
 			continue // no row of r
 		}
-		if p.lowest[t.Table] == nil {
-			p.lowest[t.Table] = map[sink.TopicPartition]int64{}
-		}
-		if at, ok := p.lowest[t.Table][tp]; !ok || r.Offset < at {
-			p.lowest[t.Table][tp] = r.Offset
-		}
+		lower(p.lowest, t.Table, r)
 	}
 	return nil
+}
+
+// lower makes r's offset the lowest of table's in its partition, if lower.
+func lower(lowest map[string]map[sink.TopicPartition]int64, table string, r *kgo.Record) {
+	if lowest[table] == nil {
+		lowest[table] = map[sink.TopicPartition]int64{}
+	}
+	tp := sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+	if at, ok := lowest[table][tp]; !ok || r.Offset < at {
+		lowest[table][tp] = r.Offset
+	}
 }
 
 // replayFailures counts, by error, the rows this replay put back into the
