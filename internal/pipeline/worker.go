@@ -654,6 +654,13 @@ func (w *Worker) stage(it item) item {
 func (w *Worker) loadLoop() error {
 	var pending []item
 	var pendingBytes int64
+	// pendingNext is the offset after the pending files' last of each
+	// partition: a file that starts past it follows records Kafka deleted
+	// before they were read (retention; checkContinuity logs them), and
+	// loads apart, so that no ledger row spans them and verify reports
+	// the gap (a load's ledger row of a partition goes from its first
+	// file's first offset to its last file's last).
+	pendingNext := map[sink.TopicPartition]int64{}
 	var timer <-chan time.Time
 	var failed error
 	commitRetry := time.NewTicker(time.Second)
@@ -664,7 +671,7 @@ func (w *Worker) loadLoop() error {
 	// partition read again) may be among them: the sinks fence each file
 	// past the ones before it (sink.Runs).
 	load := func() {
-		defer func() { pending, pendingBytes, timer = pending[:0], 0, nil }()
+		defer func() { pending, pendingBytes, timer = pending[:0], 0, nil; clear(pendingNext) }()
 		if len(pending) == 0 {
 			return
 		}
@@ -732,8 +739,14 @@ func (w *Worker) loadLoop() error {
 				w.release([]item{it})
 				continue
 			}
+			if afterGap(pendingNext, it.file.Ranges) {
+				load()
+			}
 			pending = append(pending, it)
 			pendingBytes += it.batch.bytes
+			for _, r := range it.file.Ranges {
+				pendingNext[r.TopicPartition] = max(pendingNext[r.TopicPartition], r.Last+1)
+			}
 			if len(pending) == 1 {
 				timer = time.After(w.untilLoad(time.Now()))
 			}
@@ -754,6 +767,17 @@ func (w *Worker) loadLoop() error {
 			}
 		}
 	}
+}
+
+// afterGap says whether ranges start past next (the offset after what
+// is pending of each partition) in a partition: records between were lost.
+func afterGap(next map[sink.TopicPartition]int64, ranges []sink.Range) bool {
+	for _, r := range ranges {
+		if n, ok := next[r.TopicPartition]; ok && r.First > n {
+			return true
+		}
+	}
+	return false
 }
 
 // untilLoad is how long the first file pending at now waits for its load.
