@@ -40,19 +40,9 @@ func TestRetentionGapInsidePendingFilesNotBridged(t *testing.T) {
 			return nil, nil, false
 		}
 		held.Add(1)
-		r := req.(*kmsg.FetchRequest)
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition, sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rp.Partition, 100, 100, 0
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return fetchAnswer(req.(*kmsg.FetchRequest), func(sp *kmsg.FetchResponseTopicPartition) {
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 100, 100, 0
+		}), nil, true
 	})
 
 	stats := &pipeline.Stats{}
@@ -99,4 +89,22 @@ func TestRetentionGapInsidePendingFilesNotBridged(t *testing.T) {
 	if rep.OK || !slices.Equal(rep.Problems, want) {
 		t.Errorf("verify: ok=%v problems %q, want %q", rep.OK, rep.Problems, want)
 	}
+}
+
+// fetchAnswer is a fetch response to r with no records: each partition
+// asked for, as set makes it.
+func fetchAnswer(r *kmsg.FetchRequest, set func(*kmsg.FetchResponseTopicPartition)) *kmsg.FetchResponse {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			set(&sp)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

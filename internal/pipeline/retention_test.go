@@ -137,18 +137,7 @@ func TestKafkaDataLossStopsTheRun(t *testing.T) {
 			return nil, nil, false
 		}
 		answered.Store(true)
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OffsetOutOfRange.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return fetchAnswer(r, func(sp *kmsg.FetchResponseTopicPartition) { sp.ErrorCode = kerr.OffsetOutOfRange.Code }), nil, true
 	})
 	c.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
