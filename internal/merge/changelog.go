@@ -530,11 +530,6 @@ func (c *ChangelogMerger) LowerWatermarks(ctx context.Context, tx *sql.Tx, lowes
 	if len(values) == 0 {
 		return nil
 	}
-	q := fmt.Sprintf(`UPDATE %[1]s AS w SET next_offset = least(w.next_offset, v.next_offset)
-FROM (VALUES %[2]s) AS v(log_table, topic, "partition", next_offset) JOIN %[3]s r ON r.log_table = v.log_table
-WHERE w.model = r.model_table AND w.topic = v.topic AND w."partition" = v."partition"`, WatermarkTable, strings.Join(values, ", "), c.routes)
-	if err := exec(ctx, tx, watermarkTableSQL, q); err != nil {
-		return fmt.Errorf("lower the watermarks of the replayed changes' models: %w", err)
-	}
-	return nil
+	return lowerWatermarks(ctx, tx, fmt.Sprintf(`SELECT r.model_table, v.topic, v."partition", v.next_offset
+FROM (VALUES %s) AS v(log_table, topic, "partition", next_offset) JOIN %s r ON r.log_table = v.log_table`, strings.Join(values, ", "), c.routes))
 }

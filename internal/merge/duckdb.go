@@ -301,12 +301,20 @@ func LowerWatermarks(models []config.Model) func(ctx context.Context, tx *sql.Tx
 		if len(values) == 0 {
 			return nil
 		}
-		q := fmt.Sprintf(`UPDATE %s AS w SET next_offset = least(w.next_offset, v.next_offset)
-FROM (VALUES %s) AS v(model, topic, "partition", next_offset)
-WHERE w.model = v.model AND w.topic = v.topic AND w."partition" = v."partition"`, WatermarkTable, strings.Join(values, ", "))
-		if err := exec(ctx, tx, watermarkTableSQL, q); err != nil {
-			return fmt.Errorf("lower the watermarks of the replayed rows' models: %w", err)
-		}
-		return nil
+		return lowerWatermarks(ctx, tx, "VALUES "+strings.Join(values, ", "))
 	}
+}
+
+// lowerWatermarks lowers each model's watermark of a partition to the
+// offset the rows of lowest (SQL of rows: model, topic, partition,
+// offset) give it, if lower, in tx: a dead-letter replay's rows land
+// below what the models merged.
+func lowerWatermarks(ctx context.Context, tx *sql.Tx, lowest string) error {
+	q := fmt.Sprintf(`UPDATE %s AS w SET next_offset = least(w.next_offset, v.next_offset)
+FROM (%s) AS v(model, topic, "partition", next_offset)
+WHERE w.model = v.model AND w.topic = v.topic AND w."partition" = v."partition"`, WatermarkTable, lowest)
+	if err := exec(ctx, tx, watermarkTableSQL, q); err != nil {
+		return fmt.Errorf("lower the watermarks of the replayed rows' models: %w", err)
+	}
+	return nil
 }

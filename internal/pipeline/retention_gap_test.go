@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -65,11 +64,7 @@ func TestRetentionGapInsidePendingFilesNotBridged(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling a condition: the held fetches
 	}
 	produceNumbers(t, cl, 100, 200)
-	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 150})
-	resp, err := kadm.NewClient(cl).DeleteRecords(context.Background(), del)
-	must(t, err)
-	must(t, resp.Error())
+	deleteBelow(t, cl, 150)
 	hold.Store(false)
 	for stats.Consumed.Load() < 150 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)

@@ -35,11 +35,7 @@ func TestRetentionLossIsReportedNeverBridged(t *testing.T) {
 
 	produceNumbers(t, cl, 100, 200)
 	// Retention deletes 100-149 before they were loaded.
-	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 150})
-	resp, err := kadm.NewClient(cl).DeleteRecords(context.Background(), del)
-	must(t, err)
-	must(t, resp.Error())
+	deleteBelow(t, cl, 150)
 
 	m := obs.New()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -194,4 +190,15 @@ func TestKafkaDataLossStopsTheRun(t *testing.T) {
 	if got := testutil.ToFloat64(m.LogResets.WithLabelValues(topic)); got != 1 {
 		t.Errorf("log resets metric %v, want 1", got)
 	}
+}
+
+// deleteBelow deletes partition 0's records below offset at, as retention
+// does (the log start moves to at).
+func deleteBelow(t *testing.T, cl *kgo.Client, at int64) {
+	t.Helper()
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: at})
+	resp, err := kadm.NewClient(cl).DeleteRecords(context.Background(), del)
+	must(t, err)
+	must(t, resp.Error())
 }

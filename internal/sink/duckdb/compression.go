@@ -44,13 +44,10 @@ const (
 const zstdStorageVersion = "v1.2.0"
 
 // rawJSONStorage is the USING COMPRESSION clause of the raw table's JSON
-// columns, should Prepare create it: "" leaves the choice to DuckDB.
+// columns with JSONZstd, should Prepare create it: "" leaves the choice
+// to DuckDB (and jsonStorage applies JSONNone).
 func (s *Sink) rawJSONStorage(ctx context.Context) (string, error) {
-	switch s.opt.JSONCompression {
-	case JSONNone:
-		return " USING COMPRESSION uncompressed", nil
-	case JSONZstd:
-	default:
+	if s.opt.JSONCompression != JSONZstd {
 		return "", nil
 	}
 	ok, version, err := zstdStorage(ctx, s.db)
@@ -66,14 +63,14 @@ func (s *Sink) rawJSONStorage(ctx context.Context) (string, error) {
 }
 
 // jsonStorage is the USING COMPRESSION clause of a JSON column that
-// table is created with: the raw table's is rawJSON (rawJSONStorage),
-// the declared tables' uncompressed with JSONNone, else DuckDB's pick.
+// table is created with: uncompressed with JSONNone, the raw table's
+// rawJSON (rawJSONStorage), else DuckDB's pick.
 func (s *Sink) jsonStorage(table string) string {
 	switch {
-	case table == s.opt.Table && s.opt.Typed == nil:
-		return s.rawJSON
 	case s.opt.JSONCompression == JSONNone:
 		return " USING COMPRESSION uncompressed"
+	case table == s.opt.Table && s.opt.Typed == nil:
+		return s.rawJSON
 	}
 	return ""
 }
