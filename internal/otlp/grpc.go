@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip
+	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip (zstd and snappy: grpc_compression.go)
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -22,6 +22,7 @@ import (
 // newGRPCServer serves the OTLP TraceService, LogsService and
 // MetricsService Export calls (pdata's gRPC bindings).
 func (r *Receivers) newGRPCServer() *grpc.Server {
+	allowZstdWindow(r.opt.MaxBodyBytes)
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.opt.MaxBodyBytes))}
 	if r.opt.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(r.opt.TLS.Clone())))
