@@ -205,6 +205,16 @@ func TestTraceByIDWindow(t *testing.T) {
 	if rec := f.get("a", out, "application/protobuf"); rec.Code != 404 {
 		t.Fatalf("outside the window: %d", rec.Code)
 	}
+	// Either bound alone is a window open on the other side (Tempo's
+	// ParseTraceByIDRequest compares them only when both are set).
+	for _, q := range []string{fmt.Sprintf("start=%d", s-10), fmt.Sprintf("end=%d", s+70)} {
+		if rec := f.get("a", fmt.Sprintf("/api/traces/%s?%s", tracePay, q), "application/protobuf"); rec.Code != 200 {
+			t.Fatalf("%s alone: %d, want the trace", q, rec.Code)
+		}
+	}
+	if rec := f.get("a", fmt.Sprintf("/api/traces/%s?start=%d", tracePay, s+10000), "application/protobuf"); rec.Code != 404 {
+		t.Fatalf("a start after the trace, alone: %d", rec.Code)
+	}
 }
 
 // TestTraceByIDJSON: v1 JSON names the resource spans batches (Tempo's
