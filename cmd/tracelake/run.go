@@ -101,6 +101,9 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		defer closeTargets()
 	}
 	if d, ok := snk.(*duckdb.Sink); ok {
+		if err := d.MoveLanded(ctx); err != nil {
+			return err
+		}
 		// Reads run beside the loads, on connections of their own
 		// (query.DuckDB), for Flight SQL and the commands of the local
 		// socket alike; both stop before the sink closes (deferred after

@@ -178,6 +178,12 @@ func (s *Sink) distributeIfDue(ctx context.Context) {
 		// memory). Try again a wait later, not at once and again.
 		at = now.Add(s.opt.DistributeEvery)
 	}
+	s.moveBy(at)
+}
+
+// moveBy makes sure a move comes at at or sooner. Called with loadMu
+// held.
+func (s *Sink) moveBy(at time.Time) {
 	switch {
 	case s.moveTimer == nil:
 		s.moveTimer = time.AfterFunc(time.Until(at), s.moveWhenDue)
@@ -187,6 +193,34 @@ func (s *Sink) distributeIfDue(ctx context.Context) {
 		return
 	}
 	s.moveAt = at
+}
+
+// MoveLanded arranges a move, at once and in the background, of the rows
+// a process before this one left landed (killed before its Finish, or
+// `tracelake dlq replay`'s), so that they do not wait for a load that a
+// quiet source may never send. For the process that loads (tracelake
+// run), after Prepare; a command that only reads never calls it.
+func (s *Sink) MoveLanded(ctx context.Context) error {
+	if !s.opt.Routed {
+		return nil
+	}
+	var landed bool
+	if err := s.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT EXISTS (FROM %s)`, s.tables.landing)).Scan(&landed); err != nil {
+		return fmt.Errorf("look for changes left in %s: %w", s.tables.landing, err)
+	}
+	if !landed {
+		return nil
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if s.landedSince.IsZero() {
+		s.landedSince = time.Now().Add(-s.opt.DistributeEvery) // they waited the downtime at least
+	}
+	s.moveBy(time.Now())
+	return nil
 }
 
 // nextMove is when the next move is due: DistributeEvery after the

@@ -281,6 +281,36 @@ func TestLandedRowsOfAQuietSourceMove(t *testing.T) {
 	wantCounts(t, s, "moved", map[string]int64{`SELECT count(*) FROM cdc_db_orders_log`: 5})
 }
 
+// The rows a killed process left landed move soon after the next one
+// starts loading (MoveLanded: tracelake run, after Prepare), even when its
+// source is quiet and no load comes; a process that only prepares the
+// tables (a command) moves nothing. Found by a review.
+func TestLandedRowsOfAQuietSourceMoveAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := routedSink(t, dir, func(o *Options) { o.DistributeEvery = time.Hour })
+	mustLoad(t, s, routedBatch(0, 4, 100))
+	s.Close() // no Finish: a process killed after its load
+	s = routedSink(t, dir, func(o *Options) { o.DistributeEvery = time.Hour })
+	if s.moveTimer != nil {
+		t.Fatal("Prepare alone arranged a move")
+	}
+	if err := s.MoveLanded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Due at once (the rows waited the downtime), on the move timer; a
+	// generous deadline fails only without a move.
+	for deadline := time.Now().Add(10 * time.Second); count(t, s, `SELECT count(*) FROM cdc_landing`) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after a restart, %d changes are still landed", count(t, s, `SELECT count(*) FROM cdc_landing`))
+		}
+	}
+	wantCounts(t, s, "moved", map[string]int64{`SELECT count(*) FROM cdc_db_orders_log`: 5, `SELECT count(*) FROM cdc_db_users_log`: 5})
+	if err := s.MoveLanded(ctx); err != nil || s.moveTimer != nil {
+		t.Fatalf("nothing landed: MoveLanded %v, a move arranged %v", err, s.moveTimer != nil)
+	}
+}
+
 // Verify (which opens the sink without Prepare) counts the rows of a
 // database written before the landing table, which has none.
 func TestRoutedRowsOfADatabaseFromBeforeTheLandingTable(t *testing.T) {
