@@ -43,7 +43,7 @@ type Tokens struct {
 
 	mu      sync.Mutex
 	checked time.Time // last look at the file
-	stamp   fileStamp // the file as last read
+	sum     [32]byte  // SHA-256 of the file as last read
 	grants  map[[32]byte]Grant
 }
 
@@ -64,40 +64,41 @@ func (s Tenants) Holds(t string) bool {
 	return s.Any || slices.Contains(s.List, t)
 }
 
-type fileStamp struct {
-	mod  time.Time
-	size int64
-}
-
-// reloadEvery bounds how often the file is looked at for a change.
+// reloadEvery bounds how often the file is read again to see whether it
+// changed. Its contents decide, not its modification time and size: a
+// token rotated for one of the same length, in a file copied with its
+// time kept (cp -p, rsync -t) or written twice within one tick of the
+// file system's clock, is a change they do not show.
 const reloadEvery = time.Second
 
 // LoadTokens reads the tokens file; log is told of each reload (and of a
 // file that no longer reads).
 func LoadTokens(path string, log *slog.Logger) (*Tokens, error) {
 	t := &Tokens{path: path, log: log}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("tokens file: %w", err)
-	}
-	if err := t.read(fileStamp{st.ModTime(), st.Size()}); err != nil {
+	if _, err := t.read(); err != nil {
 		return nil, err
 	}
 	t.checked = time.Now()
 	return t, nil
 }
 
-func (t *Tokens) read(stamp fileStamp) error {
+// read reads the file and takes its tokens if it changed since the last
+// read; changed says whether it did.
+func (t *Tokens) read() (changed bool, err error) {
 	data, err := os.ReadFile(t.path)
 	if err != nil {
-		return fmt.Errorf("tokens file: %w", err)
+		return false, fmt.Errorf("tokens file: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	if t.grants != nil && sum == t.sum {
+		return false, nil
 	}
 	grants, err := parseTokens(data)
 	if err != nil {
-		return fmt.Errorf("tokens file %s, %w", t.path, err)
+		return false, fmt.Errorf("tokens file %s, %w", t.path, err)
 	}
-	t.grants, t.stamp = grants, stamp
-	return nil
+	t.grants, t.sum = grants, sum
+	return true, nil
 }
 
 // parseTokens reads the lines of a tokens file; an error starts with the
@@ -207,15 +208,12 @@ func (t *Tokens) reload() {
 		return
 	}
 	t.checked = time.Now()
-	st, err := os.Stat(t.path)
-	if err == nil && (fileStamp{st.ModTime(), st.Size()}) == t.stamp {
-		return
-	}
-	if err == nil {
-		err = t.read(fileStamp{st.ModTime(), st.Size()})
-	}
+	changed, err := t.read()
 	if err != nil {
 		t.log.Error("tokens file not reloaded; the previous tokens stay", "err", err)
+		return
+	}
+	if !changed {
 		return
 	}
 	t.log.Info("tokens file reloaded", "path", t.path, "tokens", len(t.grants))

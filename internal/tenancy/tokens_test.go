@@ -181,3 +181,44 @@ func TestBearer(t *testing.T) {
 		}
 	}
 }
+
+// A tokens file replaced by one of the same size and modification time
+// (a token rotated for one of the same length, deployed with cp -p or
+// rsync -t, or written twice within one tick of the file system's clock)
+// is read again: the revoked token is refused, the new one taken. Found
+// by a review.
+func TestTokensFileReplacedWithTheSameSizeAndTimeIsReloaded(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens")
+	mtime := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(path, "leaked-token-aaaa team-a\n")
+	tk, err := LoadTokens(path, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tk.Lookup("leaked-token-aaaa"); !ok {
+		t.Fatal("the first token is not in effect")
+	}
+	// The rotation, deployed atomically (a new file renamed over the old
+	// one) with its time preserved: the same size, another token.
+	next := filepath.Join(dir, "tokens.new")
+	write(next, "fresh-token-bbbbb team-a\n")
+	if err := os.Rename(next, path); err != nil {
+		t.Fatal(err)
+	}
+	tk.checked = time.Time{} // as if reloadEvery had passed
+	if _, ok := tk.Lookup("leaked-token-aaaa"); ok {
+		t.Error("the revoked token still writes team-a: the replaced file (same size and mtime, another inode and content) was not read again")
+	}
+	if _, ok := tk.Lookup("fresh-token-bbbbb"); !ok {
+		t.Error("the new token is refused: the replaced file was not read again")
+	}
+}
