@@ -121,6 +121,7 @@ type request struct {
 	// stored is what its load did with its rows, filled in by add (a
 	// request the decoder refused) and by load (rows the sink rejected).
 	stored otlp.Stored
+	rows   int64 // its rows in the load (main and dead-letter tables)
 	done   chan error
 }
 
@@ -229,13 +230,14 @@ func (l *Loader) add(ctx context.Context, r *request) {
 	if n, err := l.opt.Decoder.AppendRows(g.batch, rec); err != nil {
 		// The receivers decoded it already; kept, with the reason, should
 		// the decoder still refuse it.
-		r.stored = otlp.Stored{All: true, Reason: err.Error()}
+		r.stored, r.rows = otlp.Stored{All: true, Reason: err.Error()}, 1
 		start := len(g.batch.DLQ)
 		g.batch.DLQ = envelope.AppendDLQRow(g.batch.DLQ, rec, err.Error(), envelope.StageDecode)
 		g.batch.MaxLine = max(g.batch.MaxLine, len(g.batch.DLQ)-start)
 		rg.DLQ++
 	} else {
 		rg.Records += int64(n)
+		r.rows = int64(n)
 	}
 	rg.Last = l.next
 	l.next++
@@ -263,8 +265,24 @@ func (l *Loader) finished(ctx context.Context, g *group, err error) {
 			}
 		}
 	}
+	var fenced *fencedError
+	if errors.As(err, &fenced) {
+		answer(g.reqs[:fenced.stored], err)
+		answer(g.reqs[fenced.stored:], nil)
+		return
+	}
 	answer(g.reqs, err)
 }
+
+// fencedError is a load whose first requests' positions were fenced
+// (another process had loaded them): those stored of its requests
+// follow them.
+type fencedError struct {
+	stored int // the requests fenced, before those stored
+	err    error
+}
+
+func (e *fencedError) Error() string { return e.err.Error() }
 
 func answer(reqs []*request, err error) {
 	for _, r := range reqs {
@@ -286,13 +304,6 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		l.opt.Sink.Discard([]sink.File{f})
 		return fmt.Errorf("load: %w", err)
 	}
-	if got := stored(loaded, l.tp); got != rg.Records+rg.DLQ {
-		// Rows were fenced: another process wrote these positions (two
-		// loaders with one otlp.instance). Nothing of ours is stored
-		// under them; resume past them and let the clients retry.
-		return fmt.Errorf("positions %d-%d of %s were already in the ledger (another process loading with the same otlp.instance?): %d of %d rows stored",
-			rg.First, rg.Last, l.tp, got, rg.Records+rg.DLQ)
-	}
 	for _, rj := range loaded.Rejected {
 		if rj.TopicPartition != l.tp || rj.Offset < rg.First || rj.Offset > rg.Last {
 			// Committed: the clients are answered all the same.
@@ -303,6 +314,30 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		if st.Rejected++; st.Reason == "" {
 			st.Reason = rj.Reason
 		}
+	}
+	if got := stored(loaded, l.tp); got != rg.Records+rg.DLQ {
+		// Rows were fenced: another process wrote positions up to some
+		// of these (two loaders with one otlp.instance). The fence is
+		// cumulative, so ours are stored from the load's range's start
+		// on: those requests count as stored (a retry would store them
+		// twice), the others are told to retry (finished), and the
+		// sequence resumes past both.
+		fenced := &fencedError{stored: len(g.reqs)}
+		for _, r := range loaded.Ranges {
+			if r.TopicPartition == l.tp {
+				fenced.stored = int(r.First - rg.First)
+			}
+		}
+		var rows int64
+		for _, r := range g.reqs[min(fenced.stored, len(g.reqs)):] {
+			rows += r.rows
+		}
+		if fenced.stored <= 0 || rows != got {
+			fenced.stored = len(g.reqs) // not as a fence leaves them: none is known stored
+		}
+		fenced.err = fmt.Errorf("positions %d-%d of %s were already in the ledger (another process loading with the same otlp.instance?): %d of %d rows stored",
+			rg.First, rg.First+int64(fenced.stored)-1, l.tp, got, rg.Records+rg.DLQ)
+		return fenced
 	}
 	l.stats.rows.Add(rg.Records)
 	l.stats.dlq.Add(rg.DLQ)

@@ -183,6 +183,62 @@ func TestOneInstanceTwiceIsCaught(t *testing.T) {
 	}
 }
 
+// Two loaders with one instance, and a load of two requests fenced in
+// part (the other loader committed the first's position while it waited):
+// the request stored under this loader's own position is answered as
+// stored, the fenced one told to retry, so every span is stored once.
+// Found by a review: both were answered 503 and the stored one's retry
+// stored it twice.
+func TestAPartlyFencedLoadDoesNotDoubleTheStoredRequests(t *testing.T) {
+	f := newFixture(t)
+	bodies, spans := requestBodies(t, 5)
+	gate1, gate2 := make(chan struct{}), make(chan struct{})
+	f.sink.beforeLoad = func(n int) {
+		switch n {
+		case 2:
+			<-gate1 // b's first load (position 0, a's already) waits until b's next requests queue behind it
+		case 3:
+			<-gate2 // b's second load (positions 1-2) waits until a commits position 1
+		}
+	}
+	a, b := f.start(0), f.start(0) // both resume at 0
+	f.forward(t, a, bodies[0])     // load 1: a at position 0
+
+	b0 := make(chan error, 1)
+	go func() { b0 <- forward(b, bodies[1]) }() // load 2: b at position 0, held
+	waitFor(t, func() bool { return f.sink.loads.Load() == 2 })
+	type answer struct {
+		body []byte
+		err  error
+	}
+	b12 := make(chan answer, 2)
+	for _, body := range bodies[2:4] {
+		go func() { b12 <- answer{body, forward(b, body)} }()
+	}
+	waitFor(t, func() bool { return f.decoded.Load() == 4 }) // a's, b's held one and the two behind it
+	close(gate1)
+	if err := <-b0; err == nil {
+		t.Fatal("a request loaded at a position a's load holds was answered OK")
+	}
+	// b resumes from the ledger at 1 and loads the two requests at 1-2
+	// (load 3, held); meanwhile a commits position 1 (load 4).
+	waitFor(t, func() bool { return f.sink.loads.Load() == 3 })
+	f.forward(t, a, bodies[4])
+	close(gate2)
+	// The clients retry every request answered with an error, as told.
+	retry := [][]byte{bodies[1]}
+	for range 2 {
+		if a := <-b12; a.err != nil {
+			retry = append(retry, a.body)
+		}
+	}
+	f.forward(t, b, retry...)
+	if n, d := f.count(t, "SELECT count(*) FROM otel_spans"), f.count(t, "SELECT count(DISTINCT span_id) FROM otel_spans"); n != int64(spans) || d != int64(spans) {
+		t.Errorf("%d spans stored (%d distinct), want each of the %d once: %d of them were committed under b's position and answered 503, then stored again by the retry",
+			n, d, spans, n-d)
+	}
+}
+
 type fixture struct {
 	db      *sql.DB
 	sink    *countingSink
