@@ -37,6 +37,13 @@ type changeLoader struct {
 
 func newChangeLoader(t testing.TB, with ...func(*duckdb.Options)) *changeLoader {
 	t.Helper()
+	return newFormatLoader(t, cdc.FormatDebezium, with...)
+}
+
+// newFormatLoader is newChangeLoader for changes of format (queued as
+// they are with raw).
+func newFormatLoader(t testing.TB, format cdc.Format, with ...func(*duckdb.Options)) *changeLoader {
+	t.Helper()
 	dir := t.TempDir()
 	opt := duckdb.Options{Path: filepath.Join(dir, "c.duckdb"), StageDir: filepath.Join(dir, "stage"),
 		Table: "cdc", Routed: true, Log: slog.New(slog.DiscardHandler)}
@@ -51,7 +58,7 @@ func newChangeLoader(t testing.TB, with ...func(*duckdb.Options)) *changeLoader 
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	opts := cdc.Options{Format: cdc.FormatDebezium}
+	opts := cdc.Options{Format: format}
 	dec, err := pipeline.NewChangelogDecoder(opts, s)
 	if err != nil {
 		t.Fatal(err)

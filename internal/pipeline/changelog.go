@@ -108,13 +108,48 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 		}
 		d.Beats.See(r.Topic, c)
 		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name})
+		if c.Op == cdc.Update && keyChanged(c) {
+			// Canal and Maxwell send an update of a row's primary key
+			// as one update of the new key (Debezium as a delete and a
+			// create): the old key's row goes with a delete of its own,
+			// at the same position and before it.
+			start := len(t.Rows)
+			t.Rows = d.appendRow(t, c, c.Before, cdc.Delete, r, rows)
+			b.MaxLine = max(b.MaxLine, len(t.Rows)-start)
+			b.RoutedBytes += int64(len(t.Rows) - start)
+			rows++
+		}
 		start := len(t.Rows)
-		t.Rows = d.appendRow(t, c, r, rows)
+		t.Rows = d.appendRow(t, c, c.Columns, c.Op, r, rows)
 		b.RoutedBytes += int64(len(t.Rows) - start)
 		b.MaxLine = max(b.MaxLine, len(t.Rows)-start)
 		rows++
 	}
 	return rows, nil
+}
+
+// keyChanged says whether an update changes its row's primary key: a
+// key column's value before it (Change.Before, where the source sends
+// it) differs from the value after.
+func keyChanged(c *cdc.Change) bool {
+	if len(c.Before) == 0 {
+		return false
+	}
+	for _, k := range c.Key {
+		if !bytes.Equal(columnValue(c.Before, k), columnValue(c.Columns, k)) {
+			return true
+		}
+	}
+	return false
+}
+
+func columnValue(cols []cdc.Column, name string) []byte {
+	for i := range cols {
+		if cols[i].Name == name {
+			return cols[i].Value
+		}
+	}
+	return nil
 }
 
 // admit checks that every typed column of the changes has a type that
@@ -282,12 +317,13 @@ func sourceName(t *cdc.Table) string {
 	return strconv.Quote(t.Database) + "." + strconv.Quote(t.Name)
 }
 
-// appendRow appends c's changelog row, the index-th of record r, to t's
-// rows, adding the columns it brings to t's.
-func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, r *kgo.Record, index int) []byte {
+// appendRow appends a changelog row of c, the index-th of record r, to
+// t's rows, adding the columns it brings to t's: cols and op are c's
+// (Columns and Op), or its row before an update of its key as a delete.
+func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, cols []cdc.Column, op cdc.Op, r *kgo.Record, index int) []byte {
 	dst := append(t.Rows, '{')
-	for j := range c.Columns {
-		col := &c.Columns[j]
+	for j := range cols {
+		col := &cols[j]
 		if !typed(col) {
 			continue
 		}
@@ -300,7 +336,7 @@ func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, r *kgo.Re
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"`+cdc.OpColumn+`":"`...)
-	dst = append(dst, c.Op.Letter(), '"')
+	dst = append(dst, op.Letter(), '"')
 	if !c.Position.IsZero() {
 		dst = append(dst, `,"`+cdc.PositionColumn+`":"`...)
 		dst = append(c.Position.AppendText(dst), '"')
