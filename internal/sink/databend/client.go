@@ -295,6 +295,20 @@ func (c *client) uploadToStage(ctx context.Context, stage, dir, name string, bod
 	return c.do(ctx, http.MethodPut, "/v1/upload_to_stage", w.FormDataContentType(), &buf, h, nil)
 }
 
+// stickyLost begins the 400 answer to a statement of a session whose node
+// is no longer in the cluster (servers/http/middleware/session.rs,
+// HTTPSessionEndpoint::call): a databend-query process that restarted
+// (it draws a new node id at start, query/config/src/inner.rs
+// InnerConfig::init) or left with a rolling upgrade or a scale-down. Its
+// transaction is lost with it, as at SessionLost: a retry's new
+// transaction reads the ledger first. Its code, BadArguments 1006, says
+// nothing more, so the message's first words tell it apart: the one
+// answer not told by its code alone.
+const (
+	stickyLost   = "Sticky session state lost"
+	badArguments = 1006
+)
+
 const credentialsRefused = "Databend refused the credentials of sink.databend.dsn"
 
 // transientError is a failure worth retrying: the network, a 5xx, a
@@ -311,7 +325,8 @@ func isTransient(err error) bool {
 
 // statusError classifies an HTTP status: 2xx is fine; 401 and 403 stop the
 // run (credentials or grants are wrong, retrying cannot help); 408, 429
-// and 5xx are retried; other 4xx mean tracelake sent something the server
+// and 5xx are retried, and so is the 400 of a session whose node left the
+// cluster (stickyLost); other 4xx mean tracelake sent something the server
 // cannot take, which retrying cannot fix either.
 func statusError(method, path string, code int, body []byte) error {
 	if code >= 200 && code < 300 {
@@ -321,8 +336,9 @@ func statusError(method, path string, code int, body []byte) error {
 	var qe struct {
 		Error *godatabend.QueryError `json:"error"`
 	}
+	code1006 := false
 	if json.Unmarshal(body, &qe) == nil && qe.Error != nil && qe.Error.Message != "" {
-		msg = qe.Error.Message
+		msg, code1006 = qe.Error.Message, qe.Error.Code == badArguments
 	}
 	if len(msg) > 300 {
 		msg = msg[:300] + "…"
@@ -331,7 +347,8 @@ func statusError(method, path string, code int, body []byte) error {
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return fmt.Errorf("%w: %s (%w)", sink.ErrFatal, credentialsRefused, err)
-	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500,
+		code == http.StatusBadRequest && code1006 && strings.HasPrefix(msg, stickyLost):
 		return &transientError{err}
 	default:
 		return fmt.Errorf("%w: %w", sink.ErrFatal, err)

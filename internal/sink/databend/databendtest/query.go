@@ -141,7 +141,13 @@ func (s *Server) routed(h func(*node, http.ResponseWriter, *http.Request)) http.
 		}
 		n, err := s.route(r)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			// HttpErrorCode::bad_request's body (servers/http/error.rs,
+			// as_response): {"error": QueryError} of BadArguments 1006.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(struct {
+				Error queryError `json:"error"`
+			}{queryError{Code: 1006, Message: err.Error()}})
 			return
 		}
 		h(n, w, r)
@@ -151,6 +157,7 @@ func (s *Server) routed(h func(*node, http.ResponseWriter, *http.Request)) http.
 func (s *Server) route(r *http.Request) (*node, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.restartPending()
 	if id := r.Header.Get("X-DATABEND-STICKY-NODE"); id != "" {
 		for _, n := range s.nodes {
 			if n.id == id {

@@ -100,6 +100,8 @@ type Server struct {
 	// LateCommit said it lands late.
 	pendingLate *txn
 	nextID      int
+	restarts    int   // RestartNodeAtNextRequest
+	restartNext []int // RestartNodeAtNextRequest
 	statements  []string
 	uploads     []string
 }
