@@ -59,12 +59,11 @@ func (s *Server) execute(stmt string, tx *txn) ([]string, [][]*string, error) {
 	}
 	if tx == nil {
 		s.tables[name].rows = written
+		s.tables[name].rewrites++
 		return nil, nil, nil
 	}
-	if tx.cleared == nil {
-		tx.cleared = map[string]bool{}
-	}
-	tx.cleared[name], tx.rows[name] = true, written
+	tx.rewrote(name, s.tables[name])
+	tx.rows[name] = written
 	return nil, nil, nil
 }
 

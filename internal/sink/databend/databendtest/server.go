@@ -111,6 +111,10 @@ type table struct {
 	types   []string
 	rows    []Row
 	lenient bool // a user's table: NDJSON fields it lacks are dropped
+	// rewrites counts the commits that rewrote rows (UPDATE, MERGE,
+	// DELETE): the segments a transaction's own rewrite started from
+	// are gone once it changed (see txn.base).
+	rewrites int
 }
 
 // txn holds a transaction's writes until COMMIT.
@@ -119,6 +123,30 @@ type txn struct {
 	history map[string]bool // files COPY loaded with FORCE = FALSE
 	forced  map[string]bool // files COPY loaded with FORCE = TRUE
 	cleared map[string]bool // tables DELETE FROM emptied (their committed rows)
+	// base is, per table the transaction rewrote (cleared), what its
+	// rewrite read of the committed table: a COMMIT after another
+	// transaction rewrote it too conflicts, one after appends only keeps
+	// them (apply).
+	base map[string]rewriteBase
+}
+
+type rewriteBase struct{ rewrites, rows int }
+
+// rewrote records that tx rewrites table name from its committed rows as
+// they are now.
+func (tx *txn) rewrote(name string, t *table) {
+	if tx.cleared == nil {
+		tx.cleared = map[string]bool{}
+	}
+	if tx.base == nil {
+		tx.base = map[string]rewriteBase{}
+	}
+	b, ok := tx.base[name]
+	if !ok {
+		b.rewrites = t.rewrites
+	}
+	b.rows = len(t.rows)
+	tx.base[name], tx.cleared[name] = b, true
 }
 
 // New starts a fake Databend of one node on loopback with the given

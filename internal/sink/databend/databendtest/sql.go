@@ -73,7 +73,7 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	case sql == "COMMIT":
 		sess.TxnState, *txp = "AutoCommit", nil
 		for _, l := range s.late {
-			s.apply(l)
+			_ = s.apply(l) // a late commit that conflicts lands nothing
 		}
 		s.late = nil
 		if tx == nil {
@@ -96,7 +96,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 				return nil, nil, &codedError{CodeDuplicatedUpsertFiles, fmt.Sprintf("DuplicatedUpsertFiles: file %s, in operation `commit`", strings.SplitN(k, "\x00", 2)[1])}
 			}
 		}
-		s.apply(tx)
+		if err := s.apply(tx); err != nil {
+			return nil, nil, err
+		}
 		return nil, nil, nil
 	case sql == "ROLLBACK":
 		sess.TxnState, *txp = "AutoCommit", nil
@@ -173,10 +175,7 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		if tx == nil {
 			return nil, nil, errors.New("fake: DELETE outside a transaction is not modelled")
 		}
-		if tx.cleared == nil {
-			tx.cleared = map[string]bool{}
-		}
-		tx.cleared[unquote(m[1])] = true
+		tx.rewrote(unquote(m[1]), s.tables[unquote(m[1])])
 		delete(tx.rows, unquote(m[1]))
 		return nil, nil, nil
 	}
@@ -238,13 +237,28 @@ func (s *Server) addColumn(quoted, col, typ string) error {
 	return nil
 }
 
-// apply writes a transaction's rows and load history.
-func (s *Server) apply(tx *txn) {
+// apply writes a transaction's rows and load history, as databend-query
+// commits a transaction on top of what committed since it read
+// (storages/fuse/src/retry/commit.rs, commit_with_backoff and
+// try_rebuild_req): the rows it appended go after the others'; a table it
+// rewrote keeps the rows appended since its rewrite read it, and one that
+// another commit rewrote meanwhile (the segments its rewrite replaced are
+// gone) fails the commit with UnresolvableConflict 4001, nothing applied.
+func (s *Server) apply(tx *txn) error {
+	for name, b := range tx.base {
+		if s.tables[name].rewrites != b.rewrites {
+			return &codedError{CodeUnresolvableConflict, commitErrorMessage(CodeUnresolvableConflict)}
+		}
+	}
 	for name := range tx.cleared {
-		s.tables[name].rows = nil
+		t := s.tables[name]
+		t.rows = append(tx.rows[name], t.rows[tx.base[name].rows:]...)
+		t.rewrites++
 	}
 	for name, rows := range tx.rows {
-		s.tables[name].rows = append(s.tables[name].rows, rows...)
+		if !tx.cleared[name] {
+			s.tables[name].rows = append(s.tables[name].rows, rows...)
+		}
 	}
 	for k := range tx.history {
 		s.history[k] = true
@@ -252,6 +266,7 @@ func (s *Server) apply(tx *txn) {
 	for k := range tx.forced {
 		s.history[k] = true
 	}
+	return nil
 }
 
 func (s *Server) table(quoted string) (*table, error) {
@@ -319,7 +334,7 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 		own := &txn{rows: map[string][]Row{}, history: map[string]bool{}, forced: map[string]bool{}}
 		cols, rows, err := s.copyInto(own, name, location, files, force)
 		if err == nil {
-			s.apply(own)
+			err = s.apply(own) // appends only: never conflicts
 		}
 		return cols, rows, err
 	}
