@@ -252,8 +252,13 @@ func (l *Loader) add(ctx context.Context, r *request) {
 // lost), and the open group, decoded at positions after the failed
 // load's, is decoded again at the right ones.
 func (l *Loader) finished(ctx context.Context, g *group, err error) {
+	var fenced *fencedError
+	retried := g.reqs
+	if errors.As(err, &fenced) {
+		retried = g.reqs[:fenced.stored]
+	}
 	if err != nil {
-		l.opt.Log.Warn("OTLP requests not loaded; their clients are told to retry", "requests", len(g.reqs), "err", err)
+		l.opt.Log.Warn("OTLP requests not loaded; their clients are told to retry", "requests", len(retried), "err", err)
 		if l.opt.Metrics != nil {
 			l.opt.Metrics.Retries.WithLabelValues("direct_load").Inc()
 		}
@@ -265,13 +270,8 @@ func (l *Loader) finished(ctx context.Context, g *group, err error) {
 			}
 		}
 	}
-	var fenced *fencedError
-	if errors.As(err, &fenced) {
-		answer(g.reqs[:fenced.stored], err)
-		answer(g.reqs[fenced.stored:], nil)
-		return
-	}
-	answer(g.reqs, err)
+	answer(retried, err)
+	answer(g.reqs[len(retried):], nil) // past a fence: stored
 }
 
 // fencedError is a load whose first requests' positions were fenced
@@ -283,6 +283,28 @@ type fencedError struct {
 }
 
 func (e *fencedError) Error() string { return e.err.Error() }
+
+// fencedBefore is how many of a load's requests were fenced when got of
+// their rows were stored: the requests after them hold got rows (sinks
+// count what they stored, not where it starts). A request of no rows
+// counts as stored, whichever side it was (nothing of it can be stored
+// twice). len(reqs) when no suffix holds got rows: none is known stored.
+func fencedBefore(reqs []*request, got int64) int {
+	var rows int64
+	for i := len(reqs); i > 0; i-- {
+		if rows+reqs[i-1].rows > got {
+			if rows == got {
+				return i
+			}
+			break
+		}
+		rows += reqs[i-1].rows
+	}
+	if rows == got {
+		return 0
+	}
+	return len(reqs)
+}
 
 func answer(reqs []*request, err error) {
 	for _, r := range reqs {
@@ -318,23 +340,11 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 	if got := stored(loaded, l.tp); got != rg.Records+rg.DLQ {
 		// Rows were fenced: another process wrote positions up to some
 		// of these (two loaders with one otlp.instance). The fence is
-		// cumulative, so ours are stored from the load's range's start
-		// on: those requests count as stored (a retry would store them
-		// twice), the others are told to retry (finished), and the
-		// sequence resumes past both.
-		fenced := &fencedError{stored: len(g.reqs)}
-		for _, r := range loaded.Ranges {
-			if r.TopicPartition == l.tp {
-				fenced.stored = int(r.First - rg.First)
-			}
-		}
-		var rows int64
-		for _, r := range g.reqs[min(fenced.stored, len(g.reqs)):] {
-			rows += r.rows
-		}
-		if fenced.stored <= 0 || rows != got {
-			fenced.stored = len(g.reqs) // not as a fence leaves them: none is known stored
-		}
+		// cumulative, so what is stored of ours is the requests after
+		// some position: those requests count as stored (a retry would
+		// store them twice), the others are told to retry (finished),
+		// and the sequence resumes past both.
+		fenced := &fencedError{stored: fencedBefore(g.reqs, got)}
 		fenced.err = fmt.Errorf("positions %d-%d of %s were already in the ledger (another process loading with the same otlp.instance?): %d of %d rows stored",
 			rg.First, rg.First+int64(fenced.stored)-1, l.tp, got, rg.Records+rg.DLQ)
 		return fenced
