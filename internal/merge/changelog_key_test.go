@@ -2,11 +2,13 @@ package merge
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
 // raw queues a record of topic on partition p as it is.
@@ -44,21 +46,43 @@ func TestCanalUpdateOfTheKeyLeavesNoRowOfTheOldKey(t *testing.T) {
 	l.want(`SELECT cdc_op, id, kindex FROM cdc_test_orders_log WHERE koffset = 1 ORDER BY kindex`, "d|1|0", "d|3|2", "u|2|1", "u|4|3") // sorted
 }
 
+// maxwellMsg is a Maxwell message of test.orders, keyed by id.
+func maxwellMsg(typ string, ts int, data, old string) string {
+	m := `{"database":"test","table":"orders","type":"` + typ + `","ts":` + strconv.Itoa(ts) + `,"xid":1,"data":` + data + `,"primary_key_columns":["id"]`
+	if old != "" {
+		m += `,"old":` + old
+	}
+	return m + `}`
+}
+
 // Maxwell sends an update of the key the same way (data and old).
 func TestMaxwellUpdateOfTheKeyLeavesNoRowOfTheOldKey(t *testing.T) {
 	l := newFormatLoader(t, cdc.FormatMaxwell)
-	msg := func(typ string, ts int, data, old string) string {
-		m := `{"database":"test","table":"orders","type":"` + typ + `","ts":` + strconv.Itoa(ts) + `,"xid":1,"data":` + data + `,"primary_key_columns":["id"]`
-		if old != "" {
-			m += `,"old":` + old
-		}
-		return m + `}`
-	}
-	l.raw(0, "maxwell", msg("insert", 1589373560, `{"id":1,"name":"a"}`, ""))
-	l.raw(0, "maxwell", msg("update", 1589373561, `{"id":2,"name":"a"}`, `{"id":1}`))
-	l.raw(0, "maxwell", msg("update", 1589373562, `{"id":2,"name":"b"}`, `{"name":"a"}`)) // the key kept: no delete
+	l.raw(0, "maxwell", maxwellMsg("insert", 1589373560, `{"id":1,"name":"a"}`, ""))
+	l.raw(0, "maxwell", maxwellMsg("update", 1589373561, `{"id":2,"name":"a"}`, `{"id":1}`))
+	l.raw(0, "maxwell", maxwellMsg("update", 1589373562, `{"id":2,"name":"b"}`, `{"name":"a"}`)) // the key kept: no delete
 	l.flush()
 	l.mustMerge()
 	l.want(`SELECT id, name FROM cdc_test_orders ORDER BY id`, "2|b")
 	l.want(`SELECT count(*) FILTER (cdc_op = 'd'), count(*) FROM cdc_test_orders_log`, "1|4")
+}
+
+// The old key's delete holds the key columns alone, which pass the checks
+// of every column: an old value of another type in a column that is not
+// the key (a MySQL JSON column that held "x") retypes nothing, and an old
+// key of text in a key column of numbers is dead-lettered with its
+// reason. Found by a review: the delete carried the whole old image,
+// unchecked, and the load made a column of numbers text.
+func TestKeyUpdateOldImageIsCheckedLikeTheRow(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatMaxwell)
+	l.raw(0, "maxwell", maxwellMsg("insert", 1589373560, `{"id":1,"doc":5}`, ""))
+	l.raw(0, "maxwell", maxwellMsg("update", 1589373561, `{"id":2,"doc":6}`, `{"id":1,"doc":"x"}`))
+	l.flush()
+	l.want(`SELECT data_type FROM information_schema.columns WHERE table_name = 'cdc_test_orders_log' AND column_name IN ('id', 'doc') ORDER BY column_name`, "BIGINT", "BIGINT")
+	l.want(`SELECT cdc_op, id, coalesce(doc, 0) FROM cdc_test_orders_log`, "c|1|5", "d|1|0", "u|2|6")
+	var b sink.Batch
+	_, err := l.dec.AppendRows(&b, &kgo.Record{Topic: "maxwell", Value: []byte(maxwellMsg("update", 1589373562, `{"id":3,"doc":7}`, `{"id":"two"}`))})
+	if err == nil || !strings.Contains(err.Error(), "column id of source table") {
+		t.Fatalf("an old key of text in a key column of numbers: %v, want refused (dead-lettered)", err)
+	}
 }

@@ -108,13 +108,14 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 		}
 		d.Beats.See(r.Topic, c)
 		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name})
-		if c.Op == cdc.Update && keyChanged(c) {
+		if old := oldKey(c); old != nil {
 			// Canal and Maxwell send an update of a row's primary key
 			// as one update of the new key (Debezium as a delete and a
 			// create): the old key's row goes with a delete of its own,
-			// at the same position and before it.
+			// at the same position and before it, of its key columns
+			// (the other columns' old values are no row's).
 			start := len(t.Rows)
-			t.Rows = d.appendRow(t, c, c.Before, cdc.Delete, r, rows)
+			t.Rows = d.appendRow(t, c, old, cdc.Delete, r, rows)
 			b.MaxLine = max(b.MaxLine, len(t.Rows)-start)
 			b.RoutedBytes += int64(len(t.Rows) - start)
 			rows++
@@ -128,28 +129,38 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 	return rows, nil
 }
 
-// keyChanged says whether an update changes its row's primary key: a
-// key column's value before it (Change.Before, where the source sends
-// it) differs from the value after.
-func keyChanged(c *cdc.Change) bool {
-	if len(c.Before) == 0 {
-		return false
+// oldKey is the key columns before an update that changes its row's
+// primary key (a key column's value in Change.Before, where the source
+// sends it, differs from the value after), nil for any other change.
+func oldKey(c *cdc.Change) []cdc.Column {
+	if c.Op != cdc.Update || len(c.Before) == 0 {
+		return nil
 	}
+	changed := false
 	for _, k := range c.Key {
-		if !bytes.Equal(columnValue(c.Before, k), columnValue(c.Columns, k)) {
-			return true
+		if !bytes.Equal(column(c.Before, k).Value, column(c.Columns, k).Value) {
+			changed = true
 		}
 	}
-	return false
+	if !changed {
+		return nil
+	}
+	key := make([]cdc.Column, len(c.Key))
+	for i, k := range c.Key {
+		key[i] = column(c.Before, k)
+	}
+	return key
 }
 
-func columnValue(cols []cdc.Column, name string) []byte {
+// column is the column of cols named name, the zero Column (a null of
+// unknown type, written as none) for none.
+func column(cols []cdc.Column, name string) cdc.Column {
 	for i := range cols {
 		if cols[i].Name == name {
-			return cols[i].Value
+			return cols[i]
 		}
 	}
-	return nil
+	return cdc.Column{}
 }
 
 // admit checks that every typed column of the changes has a type that
@@ -179,10 +190,9 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 			continue
 		}
 		have := d.tableColumns(c.Table.Log)
-		for j := range c.Columns {
-			col := &c.Columns[j]
+		check := func(col *cdc.Column) error {
 			if !typed(col) {
-				continue
+				return nil
 			}
 			if !utf8.ValidString(col.Name) {
 				return fmt.Errorf("source table %s has a column named %s, which is not UTF-8 text", sourceName(c.Table), strconv.QuoteToASCII(col.Name))
@@ -207,10 +217,10 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 			}
 			if !ok {
 				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
-				continue
+				return nil
 			}
 			if was.typ == typ {
-				continue
+				return nil
 			}
 			to, err := d.widen(c.Table.Log, was.typ, sinkColumn(col), slices.Contains(c.Key, col.Name))
 			if err != nil {
@@ -223,6 +233,19 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 				// this change's load; later changes of the narrower
 				// type fit.
 				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, to}})
+			}
+			return nil
+		}
+		for j := range c.Columns {
+			if err := check(&c.Columns[j]); err != nil {
+				return err
+			}
+		}
+		// An update of the key also writes the old key's delete
+		// (AppendRows): its key columns go through the same checks.
+		for _, col := range oldKey(c) {
+			if err := check(&col); err != nil {
+				return err
 			}
 		}
 	}
