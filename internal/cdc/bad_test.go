@@ -37,6 +37,18 @@ func TestBadRecords(t *testing.T) {
 	f(FormatDebezium, `{"before":null,"after":null,"op":"c","source":{"db":"d","table":"t"}}`, `not a Debezium change event: op "c" without the after image`)
 	f(FormatDebezium, `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[{"field":"p","type":"bytes","name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"2"}}]}]},"payload":{"after":{"p":"not base64!"},"op":"c","source":{"db":"d","table":"t"}}}`,
 		`not a Debezium change event: column "p": "not base64!" is not a value of org.apache.kafka.connect.data.Decimal`)
+	// Debezium's placeholder for a value it did not read (a PostgreSQL
+	// TOAST value an update left unchanged) as text, as a jsonb's text,
+	// as an array and as bytea: a model given it would hold it. Found by
+	// a review (the text was stored as the value).
+	toast := func(value string) string {
+		return `{"before":null,"after":{"id":1,"doc":` + value + `},"op":"u","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`
+	}
+	why := `column "doc" holds Debezium's placeholder for a value it did not read (__debezium_unavailable_value: with PostgreSQL's REPLICA IDENTITY DEFAULT, a large value that an update left unchanged): its value is not known, and a model given the placeholder would hold it; set REPLICA IDENTITY FULL on the source table`
+	for _, v := range []string{`"__debezium_unavailable_value"`, `["__debezium_unavailable_value"]`, `"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="`} {
+		f(FormatDebezium, toast(v), why)
+	}
+	f(FormatDebezium, `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[{"field":"id","type":"int32"},{"field":"doc","type":"string","name":"io.debezium.data.Json"}]}]},"payload":`+toast(`"__debezium_unavailable_value"`)+`}`, why)
 	f(FormatCanal, `not json`, "not a Canal change event: the value is not valid JSON")
 	f(FormatCanal, `{"database":"d","table":"t","data":[{"id":"1"}]}`, "not a Canal change event: type is missing")
 	f(FormatCanal, `{"database":"d","table":"t","type":"MERGE","data":[{"id":"1"}]}`, `not a Canal change event: type "MERGE" is not one of INSERT, UPDATE, DELETE or a DDL type`)

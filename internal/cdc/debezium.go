@@ -2,6 +2,8 @@ package cdc
 
 import (
 	"bytes"
+	"encoding/base64"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -356,6 +358,9 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 			return cols, nil
 		}
 		name := columnName(k)
+		if unavailable(v) {
+			return cols, &Error{Reason: fmt.Sprintf("column %q holds Debezium's placeholder for a value it did not read (%s: with PostgreSQL's REPLICA IDENTITY DEFAULT, a large value that an update left unchanged): its value is not known, and a model given the placeholder would hold it; set REPLICA IDENTITY FULL on the source table", name, unavailableValue)}
+		}
 		cols = append(cols, Column{Name: c.Table.cols.intern(name, &nameHint)})
 		col := &cols[len(cols)-1]
 		f := findField(fields, name, i)
@@ -372,6 +377,34 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 			return cols, d.errorf("column %q: %v", name, err)
 		}
 	}
+}
+
+// unavailableValue is what Debezium writes for a value it did not read
+// (unavailable.value.placeholder's default): a PostgreSQL TOAST value an
+// update did not change, under REPLICA IDENTITY DEFAULT, comes as this
+// text, as a list of it for an array, or as its bytes (base64) for
+// bytea (the PostgreSQL connector's documentation, "Considerations for
+// TOASTed values").
+const unavailableValue = "__debezium_unavailable_value"
+
+var unavailableForms = [][]byte{
+	[]byte(`"` + unavailableValue + `"`),
+	[]byte(`["` + unavailableValue + `"]`),
+	[]byte(`"` + base64.StdEncoding.EncodeToString([]byte(unavailableValue)) + `"`),
+}
+
+// unavailable says whether a column's JSON value v is Debezium's
+// placeholder for a value it did not read.
+func unavailable(v []byte) bool {
+	if len(v) < len(unavailableValue) {
+		return false // the common case, at the cost of a length
+	}
+	for _, f := range unavailableForms {
+		if bytes.Equal(v, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // findField finds a column's field, first at i (the schema lists them in
