@@ -144,6 +144,29 @@ func TestShards(t *testing.T) {
 	}
 }
 
+// A source table named like a shard rule's logical table that the rule
+// does not map (shop.order beside order_00..) is another table: whichever
+// comes second is refused, never mixed with the shards under one key.
+// Found by a review.
+func TestShardsAndATableOfTheirName(t *testing.T) {
+	for _, order := range [][2]string{{"order_00", "order"}, {"order", "order_00"}} {
+		d, err := NewDecoder(Options{Format: FormatMaxwell, Shards: []Shard{{Database: "shop", Table: `order_[0-9]+`, AsTable: "order"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := func(table string) []byte {
+			return []byte(`{"database":"shop","table":"` + table + `","type":"insert","ts":1,"primary_key_columns":["id"],"data":{"id":1}}`)
+		}
+		got, err := d.Decode(nil, "maxwell", nil, msg(order[0]))
+		if err != nil || got[0].Table.Log != "cdc_shop_order_log" {
+			t.Fatalf("%s first: %v", order[0], err)
+		}
+		if _, err := d.Decode(nil, "maxwell", nil, msg(order[1])); err == nil || !strings.Contains(err.Error(), "is routed to cdc_shop_order_log, which already holds") {
+			t.Errorf("%s after %s: %v, want refused", order[1], order[0], err)
+		}
+	}
+}
+
 func TestBadOptions(t *testing.T) {
 	for _, o := range []Options{
 		{Format: "avro"},

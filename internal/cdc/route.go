@@ -42,6 +42,7 @@ func (r *router) route(db, schemaName, table []byte) (*Table, error) {
 // to (its shard rule's) and its key in owners.
 func (r *router) logical(db, schemaName, table string) (names [fieldTable + 1]string, key string) {
 	names = [fieldTable + 1]string{fieldDatabase: db, fieldSchema: schemaName, fieldTable: table}
+	sharded := ""
 	for i := range r.shards {
 		if s := &r.shards[i]; s.matches(db, table) {
 			if s.asDB != "" {
@@ -50,10 +51,14 @@ func (r *router) logical(db, schemaName, table string) (names [fieldTable + 1]st
 			if s.asTable != "" {
 				names[fieldTable] = s.asTable
 			}
+			// The shards of a logical table are one table, and a
+			// source table of that name that no rule maps is another
+			// (add it to the rule's pattern to make it one of them).
+			sharded = "shards of "
 			break
 		}
 	}
-	return names, names[fieldDatabase] + "." + names[fieldSchema] + "." + names[fieldTable]
+	return names, sharded + names[fieldDatabase] + "." + names[fieldSchema] + "." + names[fieldTable]
 }
 
 // claim makes the logical table of the source table own the routed
