@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/cdc"
@@ -54,6 +55,10 @@ type ChangelogMerger struct {
 	// marks back (MarkReady).
 	dec *cdc.Decoder
 	dlq string // quoted
+	// dead holds what each dead letter said at the last round
+	// (deadLetters).
+	deadMu sync.Mutex
+	dead   map[deadKey]deadLetter
 }
 
 // NewChangelogMerger merges the changelog tables of snk, a DuckDB sink

@@ -192,44 +192,21 @@ SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR))
 // decoder of their own: a change of a table whose name another claims is
 // no table's.
 func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT topic, "key", "value" FROM `+c.dlq)
+	letters, err := c.deadLetters(ctx, tx)
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", c.dlq, err)
-	}
-	defer rows.Close()
-	dec := c.dec.Fresh()
-	for log, src := range c.snk.RoutedSources() {
-		dec.Claim(log, src.Database, src.Schema, src.Name)
+		return "", err
 	}
 	first := map[string]int64{}  // log table → earliest source time, 0 for one without
 	unknown := map[string]bool{} // topics of dead letters of no known table
-	var changes []cdc.Change
-	for rows.Next() {
-		var topic string
-		var key, value []byte
-		if err := rows.Scan(&topic, &key, &value); err != nil {
-			return "", fmt.Errorf("read %s: %w", c.dlq, err)
+	for _, d := range letters {
+		if d.unknown {
+			unknown[d.topic] = true
 		}
-		changes, err = dec.Decode(changes[:0], topic, key, value)
-		var derr *cdc.Error
-		switch {
-		case errors.As(err, &derr) && derr.Claimed:
-			continue // a table whose name another holds: none of theirs
-		case err != nil:
-			unknown[topic] = true
-			continue
-		}
-		for _, ch := range changes {
-			if ch.Op.Letter() == 0 {
-				continue
-			}
-			if t, ok := first[ch.Table.Log]; !ok || t != 0 && (ch.SourceTime == 0 || ch.SourceTime < t) {
-				first[ch.Table.Log] = ch.SourceTime
+		for table, t := range d.tables {
+			if f, ok := first[table]; !ok || f != 0 && (t == 0 || t < f) {
+				first[table] = t
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("read %s: %w", c.dlq, err)
 	}
 	if len(unknown) > 0 {
 		c.mg.log.Warn("dead letters that are no change event hold back the done marks of every table of their topics; replay them once they decode, or delete them", "topics", slices.Sorted(maps.Keys(unknown)))
@@ -246,6 +223,117 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string,
 		values = append(values, fmt.Sprintf("(NULL, %s, NULL::TIMESTAMP)", sqltext.String(topic)))
 	}
 	return valuesQuery(values, "log_table VARCHAR, topic VARCHAR, t TIMESTAMP"), nil
+}
+
+// deadLetter is what a dead letter says of the done marks: the changelog
+// tables of its changes with the earliest source time of each (0 for
+// none), or that it decodes to no table (unknown: its topic's tables).
+type deadLetter struct {
+	topic   string
+	tables  map[string]int64
+	unknown bool
+}
+
+// deadKey is a dead letter's record.
+type deadKey struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+// deadLetters returns what each dead letter says, decoding only those
+// not decoded by an earlier round: a round reads the dead-letter table's
+// coordinates, and the values (up to 12 MB each) of the new ones alone,
+// however many dead letters wait for a replay. A dead letter's record
+// decodes the same way every time; one whose table's name a table
+// registered since claims (no table's now) keeps holding that table back
+// until it is replayed or deleted, the safe side.
+func (c *ChangelogMerger) deadLetters(ctx context.Context, tx *sql.Tx) (map[deadKey]deadLetter, error) {
+	c.deadMu.Lock()
+	defer c.deadMu.Unlock()
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT topic, "partition", "offset" FROM `+c.dlq)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", c.dlq, err)
+	}
+	now := map[deadKey]deadLetter{}
+	var missing []string
+	for rows.Next() {
+		var k deadKey
+		if err := rows.Scan(&k.topic, &k.partition, &k.offset); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read %s: %w", c.dlq, err)
+		}
+		if d, ok := c.dead[k]; ok {
+			now[k] = d
+		} else {
+			missing = append(missing, fmt.Sprintf("(%s, %d, %d)", sqltext.String(k.topic), k.partition, k.offset))
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", c.dlq, err)
+	}
+	if len(missing) > 0 {
+		if err := c.decodeDead(ctx, tx, missing, now); err != nil {
+			return nil, err
+		}
+	}
+	c.dead = now // the replayed and deleted ones leave
+	return now, nil
+}
+
+// decodeDead decodes the dead letters of records missing (SQL tuples of
+// topic, partition and offset) into into, as the pipeline decodes (the
+// registry's tables claim their names), by a decoder of their own: a
+// change of a table whose name another claims is no table's.
+func (c *ChangelogMerger) decodeDead(ctx context.Context, tx *sql.Tx, missing []string, into map[deadKey]deadLetter) error {
+	dec := c.dec.Fresh()
+	for log, src := range c.snk.RoutedSources() {
+		dec.Claim(log, src.Database, src.Schema, src.Name)
+	}
+	var changes []cdc.Change
+	for chunk := range slices.Chunk(missing, 1000) {
+		rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT d.topic, d."partition", d."offset", d."key", d."value" FROM %s d
+	JOIN (VALUES %s) AS m(topic, "partition", "offset") USING (topic, "partition", "offset")`, c.dlq, strings.Join(chunk, ", ")))
+		if err != nil {
+			return fmt.Errorf("read %s: %w", c.dlq, err)
+		}
+		for rows.Next() {
+			var k deadKey
+			var key, value []byte
+			if err := rows.Scan(&k.topic, &k.partition, &k.offset, &key, &value); err != nil {
+				rows.Close()
+				return fmt.Errorf("read %s: %w", c.dlq, err)
+			}
+			d := deadLetter{topic: k.topic, tables: map[string]int64{}}
+			if prev, ok := into[k]; ok {
+				d = prev // the record's other dead letters
+			}
+			changes, err = dec.Decode(changes[:0], k.topic, key, value)
+			var derr *cdc.Error
+			switch {
+			case errors.As(err, &derr) && derr.Claimed:
+				// a table whose name another holds: none of theirs
+			case err != nil:
+				d.unknown = true
+			default:
+				for _, ch := range changes {
+					if ch.Op.Letter() == 0 {
+						continue
+					}
+					if t, ok := d.tables[ch.Table.Log]; !ok || t != 0 && (ch.SourceTime == 0 || ch.SourceTime < t) {
+						d.tables[ch.Table.Log] = ch.SourceTime
+					}
+				}
+			}
+			into[k] = d
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read %s: %w", c.dlq, err)
+		}
+	}
+	return nil
 }
 
 // valuesQuery is the query of rows (SQL tuples) of columns ("name TYPE,

@@ -2,6 +2,7 @@ package merge
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,6 +98,35 @@ func TestMarkReadyWaitsForDeadLetteredChanges(t *testing.T) {
 	l.want(`SELECT "offset" FROM cdc_dlq`, "1")
 	l.mustMerge()
 	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders")
+}
+
+// Each round decodes only the dead letters no round before it decoded:
+// their values (up to 12 MB each) are not read again at every round while
+// they wait for a replay, and one replayed or deleted no longer holds its
+// table back. Here the dead letter's value is rewritten in place to a
+// change three hours later: a round that read it again would mark orders
+// for h to h+2.
+func TestMarkReadyDecodesEachDeadLetterOnce(t *testing.T) {
+	l, h := hoursAgo(t)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.at = h.Add(20 * time.Minute)
+	l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id")
+	l.at = h.Add(2*time.Hour + 5*time.Minute)
+	l.change(0, "users", "c", 102, row(1, "u"), "id")
+	l.flushDeadLettering()
+	l.mustMerge()
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders")
+	later := fmt.Sprintf(`UPDATE cdc_dlq SET "value" = replace("value"::VARCHAR, '%d', '%d')::BLOB`,
+		h.Add(20*time.Minute).UnixMilli(), h.Add(3*time.Hour).UnixMilli())
+	if _, err := l.s.DB().Exec(later); err != nil {
+		t.Fatal(err)
+	}
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders")
+	if _, err := l.s.DB().Exec(`DELETE FROM cdc_dlq`); err != nil {
+		t.Fatal(err)
+	}
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders", "cdc_db_orders|"+h.Format("2006-01-02 15"), "cdc_db_orders|"+h.Add(time.Hour).Format("2006-01-02 15"))
 }
 
 // A replay lands dead-lettered changes below what their model merged and
