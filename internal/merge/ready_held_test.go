@@ -52,6 +52,22 @@ func (l *changeLoader) flushDeadLettering() {
 	l.distribute()
 }
 
+// ordersDeadLettered is hoursAgo with orders' change of h+10m loaded,
+// its change of h+20m dead-lettered (a source column named like a
+// changelog column) and users' change of h+2h05m loaded.
+func ordersDeadLettered(t *testing.T) (*changeLoader, time.Time) {
+	t.Helper()
+	l, h := hoursAgo(t)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.at = h.Add(20 * time.Minute)
+	l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id")
+	l.at = h.Add(2*time.Hour + 5*time.Minute)
+	l.change(0, "users", "c", 102, row(1, "u"), "id")
+	l.flushDeadLettering()
+	return l, h
+}
+
 // A snapshot row (Debezium "r": here a chunk of an incremental snapshot,
 // which the connector emits between the changes it streams) is read
 // beside the log and stamped with the time of the read: it says nothing
@@ -87,14 +103,7 @@ func TestMarkReadySnapshotRowIsNoProgressOfTheLog(t *testing.T) {
 // change of h+2h05m, and orders was marked done for h and h+1. Now a
 // dead-lettered change holds its table's marks before its hour.
 func TestMarkReadyWaitsForDeadLetteredChanges(t *testing.T) {
-	l, h := hoursAgo(t)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.at = h.Add(20 * time.Minute)
-	l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id")
-	l.at = h.Add(2*time.Hour + 5*time.Minute)
-	l.change(0, "users", "c", 102, row(1, "u"), "id")
-	l.flushDeadLettering()
+	l, _ := ordersDeadLettered(t)
 	l.want(`SELECT "offset" FROM cdc_dlq`, "1")
 	l.mustMerge()
 	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders")
@@ -107,14 +116,7 @@ func TestMarkReadyWaitsForDeadLetteredChanges(t *testing.T) {
 // change three hours later: a round that read it again would mark orders
 // for h to h+2.
 func TestMarkReadyDecodesEachDeadLetterOnce(t *testing.T) {
-	l, h := hoursAgo(t)
-	l.at = h.Add(10 * time.Minute)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.at = h.Add(20 * time.Minute)
-	l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id")
-	l.at = h.Add(2*time.Hour + 5*time.Minute)
-	l.change(0, "users", "c", 102, row(1, "u"), "id")
-	l.flushDeadLettering()
+	l, h := ordersDeadLettered(t)
 	l.mustMerge()
 	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders")
 	later := fmt.Sprintf(`UPDATE cdc_dlq SET "value" = replace("value"::VARCHAR, '%d', '%d')::BLOB`,
