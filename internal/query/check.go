@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -153,6 +154,8 @@ func (c *checker) object(o map[string]any, ctes []string) error {
 		if err := c.tableRef(o, ctes); err != nil {
 			return err
 		}
+	} else if err := sample(o); err != nil {
+		return err // a query node's (USING SAMPLE after its FROM)
 	}
 	// In key order, so that a query with several faults is refused for
 	// the same one each time.
@@ -213,6 +216,19 @@ func isTableRef(o map[string]any) bool {
 	return sampled && !strings.HasSuffix(typ, "_NODE")
 }
 
+// sample checks a table reference's or a query node's sample: Bernoulli
+// only. DuckDB takes a SYSTEM sample by whole vectors of the table it
+// scans and a reservoir as its chunks arrive, and a tenant's view scans
+// the table every tenant's rows are in: which of a tenant's rows such a
+// sample holds would tell where other tenants' rows lie among them.
+func sample(o map[string]any) error {
+	sm, _ := o["sample"].(map[string]any)
+	if sm == nil || sm["method"] == "BERNOULLI" {
+		return nil
+	}
+	return &RefusedError{"a sample is taken by Bernoulli only (USING SAMPLE 10 PERCENT (bernoulli)): the others depend on the rows of other tenants"}
+}
+
 // isRecursive says whether a CTE's body is a recursive query (WITH
 // RECURSIVE with a reference to itself).
 func isRecursive(body any) bool {
@@ -223,6 +239,9 @@ func isRecursive(body any) bool {
 }
 
 func (c *checker) tableRef(o map[string]any, ctes []string) error {
+	if err := sample(o); err != nil {
+		return err
+	}
 	typ, _ := o["type"].(string)
 	if !tableRefTypes[typ] {
 		if typ == "TABLE_FUNCTION" {
@@ -278,7 +297,75 @@ func (c *checker) expression(o map[string]any) error {
 	if !c.functions[key] {
 		return &RefusedError{fmt.Sprintf("function %s is not taken", written)}
 	}
+	children, _ := o["children"].([]any)
+	switch foldName(name) {
+	case "json_transform", "json_transform_strict", "from_json", "from_json_strict":
+		// The structure names types as strings, which DuckDB finds when
+		// it binds: a type not loaded would install its extension, and
+		// the database's own types (an ENUM's values) would be read.
+		return c.structure(written, children)
+	case "list_aggregate", "array_aggregate", "list_aggr", "array_aggr", "aggregate":
+		// The aggregate is named as a string, found when it binds: a name
+		// not found makes DuckDB suggest the database's own functions.
+		if f, ok := constantString(children, 1); !ok || !c.functions[foldName(f)] {
+			return &RefusedError{fmt.Sprintf("function %s takes the name of an allowed function as a constant string", written)}
+		}
+	}
 	return nil
+}
+
+// structure checks the structure argument of a JSON function that names
+// types in a string (json_transform's): a constant string of JSON whose
+// every type is one of DuckDB's own, loaded (allowedTypes), named
+// without a catalog or schema, with a width and list brackets at most;
+// a struct or a list is JSON's object or array.
+func (c *checker) structure(written string, children []any) error {
+	s, ok := constantString(children, 1)
+	var v any
+	if !ok || json.Unmarshal([]byte(s), &v) != nil {
+		return &RefusedError{fmt.Sprintf("function %s takes its structure as a constant string of JSON", written)}
+	}
+	var leaf func(v any) bool
+	leaf = func(v any) bool {
+		switch x := v.(type) {
+		case string:
+			m := typeString.FindStringSubmatch(x)
+			return m != nil && c.types[foldName(strings.TrimSpace(m[1]))]
+		case map[string]any:
+			for _, e := range x {
+				if !leaf(e) {
+					return false
+				}
+			}
+			return true
+		case []any:
+			return len(x) == 1 && leaf(x[0])
+		}
+		return false
+	}
+	if !leaf(v) {
+		return &RefusedError{fmt.Sprintf("function %s: a type of its structure is not taken: only DuckDB's own types, such as VARCHAR, BIGINT[] or DECIMAL(18,3)", written)}
+	}
+	return nil
+}
+
+// typeString is a type named in a string: a name (words), a width such as
+// (18,3), and list brackets.
+var typeString = regexp.MustCompile(`^\s*([A-Za-z][A-Za-z0-9_ ]*?)\s*(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?\s*(?:\[\d*\]\s*)*$`)
+
+// constantString is children[i] when it is a constant string.
+func constantString(children []any, i int) (string, bool) {
+	if i >= len(children) {
+		return "", false
+	}
+	o, _ := children[i].(map[string]any)
+	if o["type"] != "VALUE_CONSTANT" {
+		return "", false
+	}
+	v, _ := o["value"].(map[string]any)
+	typ, _ := v["type"].(map[string]any)
+	s, ok := v["value"].(string)
+	return s, ok && typ["id"] == "VARCHAR"
 }
 
 // typeName checks a type the parser left for the binder to find by its

@@ -84,10 +84,13 @@ type DuckDBOptions struct {
 // process's counters of queries, transactions and connections (which
 // count the loads and the other tenants' reads), how a column's values
 // are held in memory (vector_type: as the storage compressed them, over
-// every tenant's rows), or that sleep.
+// every tenant's rows), that sleep, or that find a type named in a string
+// (make_type: a type not loaded installs its extension, see
+// checker.structure).
 var deniedFunctions = []string{"getenv", "current_setting", "getvariable", "nextval", "currval", "setseed",
 	"write_log", "stats", "pg_sleep", "sleep_ms", "json_serialize_plan",
-	"current_query_id", "current_transaction_id", "txid_current", "current_connection_id", "vector_type"}
+	"current_query_id", "current_transaction_id", "txid_current", "current_connection_id", "vector_type",
+	"make_type"}
 
 // NewDuckDB reads db, the database a DuckDB sink opened.
 func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, error) {

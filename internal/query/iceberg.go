@@ -183,7 +183,7 @@ func NewIceberg(ctx context.Context, cat catalog.Catalog, tables []IcebergTable,
 	// the first batch (TestIcebergReadStreamsAndAFailureLaterIsTheReadsError).
 	// A query without ORDER BY gets its rows in no particular order, as
 	// SQL has it.
-	dsn := "?enable_external_access=false&lock_configuration=true&preserve_insertion_order=false"
+	dsn := "?enable_external_access=false&autoinstall_known_extensions=false&autoload_known_extensions=false&lock_configuration=true&preserve_insertion_order=false"
 	if opt.Threads > 0 {
 		dsn += fmt.Sprintf("&threads=%d", opt.Threads)
 	}

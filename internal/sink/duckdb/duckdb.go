@@ -462,6 +462,11 @@ func dsnSettings(opt Options) string {
 	}
 	v.Set("zstd_min_string_length", strconv.FormatUint(math.MaxUint32, 10))
 	v.Set("allocator_background_threads", "true")
+	// The extensions tracelake uses are built in; nothing a statement
+	// names (a type, a function) downloads or loads another into the
+	// process (the read path refuses such names too).
+	v.Set("autoinstall_known_extensions", "false")
+	v.Set("autoload_known_extensions", "false")
 	if opt.MemoryLimit > 0 {
 		v.Set("memory_limit", strconv.FormatInt(opt.MemoryLimit>>20, 10)+"MiB")
 	}

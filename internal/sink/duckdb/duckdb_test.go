@@ -548,3 +548,18 @@ func TestPrepareRemovesStaleStagedFiles(t *testing.T) {
 		t.Errorf("stage directory holds %v, want only notes.txt", left)
 	}
 }
+
+// No statement on the sink's database installs or loads an extension: a
+// type or function of one not built in is an error, and DuckDB writes
+// nothing under $HOME/.duckdb (where it would download it to).
+func TestNoExtensionIsInstalledOrLoaded(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	s := openWith(t, testOptions(t.TempDir()))
+	if _, err := s.DB().Exec(`SELECT NULL::INET`); err == nil {
+		t.Fatal("a type of an extension not built in was found")
+	}
+	if _, err := os.Stat(filepath.Join(home, ".duckdb")); err == nil {
+		t.Errorf("DuckDB wrote %s: it tried to install an extension", filepath.Join(home, ".duckdb"))
+	}
+}
