@@ -231,7 +231,9 @@ func AppendMetadata(dst []byte, r *kgo.Record) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"key":`...)
-			dst = AppendString(dst, []byte(h.Key))
+			// A header's key is bytes on the wire, as its value is:
+			// Kafka checks neither for UTF-8.
+			dst = appendBytes(dst, []byte(h.Key), `,"key_encoding":"base64"`)
 			dst = append(dst, `,"value":`...)
 			dst = appendBytes(dst, h.Value, `,"value_encoding":"base64"`)
 			dst = append(dst, '}')

@@ -89,12 +89,19 @@ func TestNastyInputs(t *testing.T) {
 		// Whitespace JSON allows around and between tokens is kept too.
 		{"carriage returns", nil, []byte("\t{\"a\":\r1.50}\r"), true},
 		{"spaces and tabs around", nil, []byte(" \t {\"a\": 1.50, \"b\": \"\\u001f\"} \t"), true},
+		// A header key is bytes on the wire too: not UTF-8, it is kept
+		// as base64 (it made every load of its partition fail; found by
+		// a review).
+		{"binary header key", nil, []byte(`{"h":1}`), true},
 	}
 	c := newCluster(t, 1)
 	cl := producer(t, c, kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedBytes(64<<20))
 	for _, tc := range cases {
-		produce(t, cl, &kgo.Record{Topic: topic, Key: tc.key, Value: tc.value,
-			Headers: []kgo.RecordHeader{{Key: "case", Value: []byte(tc.name)}}})
+		headers := []kgo.RecordHeader{{Key: "case", Value: []byte(tc.name)}}
+		if tc.name == "binary header key" {
+			headers = append(headers, kgo.RecordHeader{Key: "trace\xff\xfeid", Value: []byte("x")})
+		}
+		produce(t, cl, &kgo.Record{Topic: topic, Key: tc.key, Value: tc.value, Headers: headers})
 	}
 	cfg := testConfig(t, c)
 	s := openSink(t, cfg)
@@ -139,6 +146,11 @@ func TestNastyInputs(t *testing.T) {
 	must(t, s.DB().QueryRow(`SELECT record_metadata->'headers'->0->>'value' FROM trace_raw WHERE koffset = 0`).Scan(&header))
 	if header != "big numbers" {
 		t.Errorf("header = %q", header)
+	}
+	must(t, s.DB().QueryRow(`SELECT record_metadata->'headers'->1->>'key', record_metadata->'headers'->1->>'key_encoding' FROM trace_raw WHERE koffset = ?`,
+		len(cases)-1).Scan(&key, &enc))
+	if key != "dHJhY2X//mlk" || enc != "base64" {
+		t.Errorf("binary header key stored as %q (%s), want base64 dHJhY2X//mlk", key, enc)
 	}
 }
 
