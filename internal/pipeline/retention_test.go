@@ -62,20 +62,11 @@ func TestRetentionLossIsReportedNeverBridged(t *testing.T) {
 // every record of the new topic was dropped as already batched.
 func TestRecreatedTopicStopsTheRun(t *testing.T) {
 	c, cl, cfg, s := loadedHundred(t)
-
-	adm := kadm.NewClient(cl)
-	_, err := adm.DeleteTopics(context.Background(), topic)
-	must(t, err)
-	_, err = adm.CreateTopic(context.Background(), 1, 1, nil, topic)
-	must(t, err)
-	fresh := producer(t, c) // cl knows the old topic's id
-	for i := range 10 {
-		produce(t, fresh, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"new": %d}`, i)})
-	}
+	recreateTopic(t, c, cl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	m := obs.New()
-	err = pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+	err := pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
 		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m,
 	})
 	if err == nil || !strings.Contains(err.Error(), "deleted and recreated") {
@@ -91,6 +82,57 @@ func TestRecreatedTopicStopsTheRun(t *testing.T) {
 	if rep.OK || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "the ledger reaches offset 99, past the end of Kafka's log (10)") ||
 		!rep.Partitions[0].PastLogEnd {
 		t.Errorf("verify over a recreated topic: ok=%v problems %q; want the ledger past the log end", rep.OK, rep.Problems)
+	}
+}
+
+// A topic deleted and recreated under a running worker: the client keeps
+// the old topic's id and Kafka answers every fetch UNKNOWN_TOPIC_ID, so
+// no record of the new log ever reaches checkContinuity. The run stops
+// with the reason once the topic stays unknown (UnknownTopicWait), and
+// does not spin meanwhile. Found by a review: it ran on for good, nothing
+// of the new topic loaded, logging ten thousand fetch errors a second.
+func TestTopicRecreatedUnderTheRunStopsIt(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	cfg := testConfig(t, c)
+	s := openSink(t, cfg)
+	stats := &pipeline.Stats{}
+	m := obs.New()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+			RetryBase: 10 * time.Millisecond, UnknownTopicWait: 2 * time.Second, Log: testLog(t), Stats: stats, Metrics: m})
+	}()
+	produceNumbers(t, cl, 0, 100)
+	await(t, "100 records loaded", func() bool { return stats.Loaded.Load() >= 100 })
+	recreateTopic(t, c, cl)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "deleted and recreated") {
+			t.Fatalf("run over a topic recreated under it: %v; want an error saying it was recreated", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the run went on for a minute over a topic deleted and recreated under it")
+	}
+	if got := testutil.ToFloat64(m.LogResets.WithLabelValues(topic)); got < 1 {
+		t.Errorf("log resets metric %v, want at least 1", got)
+	}
+}
+
+// recreateTopic deletes the one-partition topic and creates it again with
+// 10 records (cl knows the old topic's id).
+func recreateTopic(t *testing.T, c *kfake.Cluster, cl *kgo.Client) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	_, err := adm.DeleteTopics(context.Background(), topic)
+	must(t, err)
+	_, err = adm.CreateTopic(context.Background(), 1, 1, nil, topic)
+	must(t, err)
+	fresh := producer(t, c)
+	for i := range 10 {
+		produce(t, fresh, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"new": %d}`, i)})
 	}
 }
 

@@ -32,12 +32,16 @@ type RunOptions struct {
 	Beats *cdc.Beats
 	// RetryBase is the first retry delay (default 1s; tests shorten it).
 	RetryBase time.Duration
-	Log       *slog.Logger
-	Stats     *Stats
-	Metrics   *obs.Metrics   // nil: a private registry nobody serves
-	Ready     *obs.Readiness // nil: not reported
-	Budget    *Budget        // nil: max_inflight_bytes of the config
-	Status    *obs.Status    // nil: no status page
+	// UnknownTopicWait is how long a topic's fetches may be answered
+	// UNKNOWN_TOPIC_ID (deleted under the run) before it stops (default
+	// 1 minute; tests shorten it).
+	UnknownTopicWait time.Duration
+	Log              *slog.Logger
+	Stats            *Stats
+	Metrics          *obs.Metrics   // nil: a private registry nobody serves
+	Ready            *obs.Readiness // nil: not reported
+	Budget           *Budget        // nil: max_inflight_bytes of the config
+	Status           *obs.Status    // nil: no status page
 	// GenAI maps spans to genai_operations when the config asks for them;
 	// nil: Run makes its own (registering its counters on Metrics).
 	GenAI *genai.Mapper
@@ -122,23 +126,24 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		// Iceberg: the workers load at the same moments, so that their
 		// loads share a commit; at a moment of this process's own, so
 		// that processes do not all commit at once and conflict.
-		AlignLoads:    cfg.Sink.Type == config.SinkIceberg,
-		LoadPhase:     time.Duration(rand.Int64N(int64(max(cfg.LoadInterval(), 1)))),
-		RetryBase:     ro.RetryBase,
-		RetryMaxDelay: cfg.Retry.MaxDelay.D(),
-		KafkaOpts:     kopts,
-		FetchBytes:    int64(cfg.FetchBytes()),
-		StartAt:       startAt,
-		Sink:          snk,
-		Log:           ro.Log,
-		Stats:         ro.Stats,
-		Metrics:       ro.Metrics,
-		Ready:         ro.Ready,
-		Budget:        ro.Budget,
-		Workers:       cfg.Workers,
-		RevokeWait:    cfg.Kafka.RebalanceTimeout.D() / 2,
-		CommitTimeout: cfg.Kafka.CommitTimeout.D(),
-		Start:         newStartGate(cfg.Workers),
+		AlignLoads:       cfg.Sink.Type == config.SinkIceberg,
+		LoadPhase:        time.Duration(rand.Int64N(int64(max(cfg.LoadInterval(), 1)))),
+		RetryBase:        ro.RetryBase,
+		UnknownTopicWait: ro.UnknownTopicWait,
+		RetryMaxDelay:    cfg.Retry.MaxDelay.D(),
+		KafkaOpts:        kopts,
+		FetchBytes:       int64(cfg.FetchBytes()),
+		StartAt:          startAt,
+		Sink:             snk,
+		Log:              ro.Log,
+		Stats:            ro.Stats,
+		Metrics:          ro.Metrics,
+		Ready:            ro.Ready,
+		Budget:           ro.Budget,
+		Workers:          cfg.Workers,
+		RevokeWait:       cfg.Kafka.RebalanceTimeout.D() / 2,
+		CommitTimeout:    cfg.Kafka.CommitTimeout.D(),
+		Start:            newStartGate(cfg.Workers),
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

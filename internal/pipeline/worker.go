@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -42,7 +43,11 @@ type Options struct {
 	LoadPhase     time.Duration
 	RetryBase     time.Duration // first backoff; 1s in production
 	RetryMaxDelay time.Duration
-	KafkaOpts     []kgo.Opt // from kafka.ConsumerOptions
+	// UnknownTopicWait is how long Kafka may answer a topic's fetches
+	// with UNKNOWN_TOPIC_ID before the run stops (see topicsUnknown);
+	// 1 minute by default.
+	UnknownTopicWait time.Duration
+	KafkaOpts        []kgo.Opt // from kafka.ConsumerOptions
 	// FetchBytes is what the worker's buffered fetches may hold
 	// decompressed (config.FetchBytes, see kafka.FetchSizer); 0: the
 	// client's own fetch sizes.
@@ -106,6 +111,10 @@ type Worker struct {
 	intake, hard context.Context
 
 	lastRecord atomic.Int64 // unix nanos of the last record read
+
+	// unknownSince is, per topic whose fetches Kafka answers
+	// UNKNOWN_TOPIC_ID, since when (the poll loop's alone).
+	unknownSince map[string]time.Time
 	// drained is true when the last poll returned no record and no owned
 	// partition was behind its end at its last fetch: the worker is
 	// waiting for Kafka, not blocked behind its loads or the memory budget.
@@ -152,6 +161,9 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	}
 	if opt.RetryBase == 0 {
 		opt.RetryBase = time.Second
+	}
+	if opt.UnknownTopicWait == 0 {
+		opt.UnknownTopicWait = time.Minute
 	}
 	if opt.Start == nil {
 		opt.Start = newStartGate(0)
@@ -277,15 +289,26 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.opt.Budget.settle(reserved, 0, 0)
 			return
 		}
+		unknown := map[string]bool{}
 		fetches.EachError(func(t string, p int32, err error) {
 			var lost *kgo.ErrDataLoss
 			switch {
 			case errors.As(err, &lost):
 				w.dataLoss(lost)
+			case errors.Is(err, kerr.UnknownTopicID):
+				unknown[t] = true
 			case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 				w.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
+		if w.topicsUnknown(unknown) && fetches.NumRecords() == 0 {
+			// The client answers at once while the topic stays
+			// unknown: not a loop that spins.
+			select {
+			case <-ctx.Done():
+			case <-time.After(w.opt.RetryBase):
+			}
+		}
 
 		now := time.Now()
 		var closed []*batch
@@ -477,6 +500,40 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 		w.b.cut(tp) // the open range of tp must not go on over the gap
 		w.b.setNext(tp, lostTo)
 	}
+}
+
+// topicsUnknown follows the topics whose fetches Kafka answered
+// UNKNOWN_TOPIC_ID in a poll (unknown), and says whether there are any.
+// The client keeps the topic id it first learned, so a topic deleted under
+// a running worker, and recreated under its name or not, is answered so
+// from then on: its new log's offsets are not the ledger's, as for a log
+// that ends below the ledger (checkContinuity), and the run stops once a
+// topic has stayed unknown for UnknownTopicWait (a moment of it is a
+// broker that has not learned a new topic yet).
+func (w *Worker) topicsUnknown(unknown map[string]bool) bool {
+	for t := range w.unknownSince {
+		if !unknown[t] {
+			delete(w.unknownSince, t)
+		}
+	}
+	for t := range unknown {
+		since, ok := w.unknownSince[t]
+		switch {
+		case !ok:
+			if w.unknownSince == nil {
+				w.unknownSince = map[string]time.Time{}
+			}
+			w.unknownSince[t] = time.Now()
+			w.log.Warn("Kafka does not know the topic's id: it was deleted, or a broker has not learned it yet; the run stops if this lasts", "topic", t, "wait", w.opt.UnknownTopicWait)
+		case time.Since(since) >= w.opt.UnknownTopicWait:
+			err := fmt.Errorf("%w: topic %s: Kafka has not known its id for %s: the topic was deleted and recreated, or deleted. "+
+				"The ledger's offsets of its partitions belong to the old log; load a recreated topic into a new table (sink.table), or remove its ledger rows to start it again",
+				sink.ErrFatal, t, w.opt.UnknownTopicWait)
+			w.stopOnLogReset(t, err, "topic id unknown to Kafka; stopping", "since", since)
+			w.unknownSince[t] = time.Now() // stopping: said once per wait
+		}
+	}
+	return len(unknown) > 0
 }
 
 // dataLoss handles Kafka losing records it had acknowledged, as the client
