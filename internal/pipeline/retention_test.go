@@ -96,15 +96,8 @@ func TestTopicRecreatedUnderTheRunStopsIt(t *testing.T) {
 	cl := producer(t, c)
 	cfg := testConfig(t, c)
 	s := openSink(t, cfg)
-	stats := &pipeline.Stats{}
-	m := obs.New()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
-			RetryBase: 10 * time.Millisecond, UnknownTopicWait: 2 * time.Second, Log: testLog(t), Stats: stats, Metrics: m})
-	}()
+	stats, m := &pipeline.Stats{}, obs.New()
+	ctx, done := runBehind(t, cfg, s, pipeline.RunOptions{UnknownTopicWait: 2 * time.Second, Stats: stats, Metrics: m})
 	produceNumbers(t, cl, 0, 100)
 	await(t, "100 records loaded", func() bool { return stats.Loaded.Load() >= 100 })
 	recreateTopic(t, c, cl)
@@ -119,6 +112,19 @@ func TestTopicRecreatedUnderTheRunStopsIt(t *testing.T) {
 	if got := testutil.ToFloat64(m.LogResets.WithLabelValues(topic)); got < 1 {
 		t.Errorf("log resets metric %v, want at least 1", got)
 	}
+}
+
+// runBehind runs the pipeline in the background for at most a minute
+// (ctx), with ro's retries shortened and the test's log; the run's error
+// arrives on done.
+func runBehind(t *testing.T, cfg *config.Config, s sink.Sink, ro pipeline.RunOptions) (ctx context.Context, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	ro.RetryBase, ro.Log = 10*time.Millisecond, testLog(t)
+	errs := make(chan error, 1)
+	go func() { errs <- pipeline.Run(ctx, context.Background(), cfg, s, ro) }()
+	return ctx, errs
 }
 
 // recreateTopic deletes the one-partition topic and creates it again with
@@ -202,14 +208,8 @@ func TestKafkaDataLossStopsTheRun(t *testing.T) {
 		return resp, nil, true
 	})
 
-	stats := &pipeline.Stats{}
-	m := obs.New()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{RetryBase: 10 * time.Millisecond, Log: testLog(t), Stats: stats, Metrics: m})
-	}()
+	stats, m := &pipeline.Stats{}, obs.New()
+	ctx, done := runBehind(t, cfg, s, pipeline.RunOptions{Stats: stats, Metrics: m})
 	for stats.Consumed.Load() < 100 {
 		select {
 		case err := <-done:
