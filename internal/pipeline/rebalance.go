@@ -3,7 +3,9 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"slices"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,6 +33,7 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		w.log.Error("read ledger positions for assigned partitions", "err", err)
 		return nil, err
 	}
+	logStarts := w.logStarts(ctx, offsets, positions)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for t, ps := range offsets {
@@ -39,6 +42,15 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			committed := o.EpochOffset().Offset // < 0: no commit (the reset offset is the log start)
 			start := committed
 			next, inLedger := positions[tp]
+			if at, ok := logStarts[tp]; ok {
+				// Reading starts at the log start as it is now, a
+				// position of its own: records deleted before they are
+				// read (a sink down for longer than retention) are
+				// then lost from it, and said so (checkContinuity),
+				// where a reset to a later log start would not show.
+				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
+				start = at
+			}
 			if at, ok := w.opt.StartAt[tp]; ok && committed < 0 && !inLedger {
 				// start_offset latest: the end when the run started. It is
 				// committed at once, so the group (lag, exit-when-idle) and
@@ -79,6 +91,44 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		}
 	}
 	return offsets, nil
+}
+
+// logStarts lists the log start offsets of the assigned partitions that
+// have no committed offset, no ledger position and no StartAt (a fresh
+// group's, or a partition added to a topic): where their reading starts.
+// A listing that fails leaves them to the client's reset, as before.
+func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) map[sink.TopicPartition]int64 {
+	var topics []string
+	for t, ps := range offsets {
+		for p, o := range ps {
+			tp := sink.TopicPartition{Topic: t, Partition: p}
+			_, inLedger := positions[tp]
+			_, pinned := w.opt.StartAt[tp]
+			if o.EpochOffset().Offset < 0 && !inLedger && !pinned && !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	listed, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
+	if err != nil {
+		w.log.Warn("list the log start of partitions with no position; reading starts at the client's reset", "err", err)
+		return nil
+	}
+	starts := map[sink.TopicPartition]int64{}
+	listed.Each(func(o kadm.ListedOffset) {
+		tp := sink.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		_, inLedger := positions[tp]
+		_, pinned := w.opt.StartAt[tp]
+		if ps, ok := offsets[o.Topic]; ok && o.Err == nil && !inLedger && !pinned {
+			if off, ok := ps[o.Partition]; ok && off.EpochOffset().Offset < 0 {
+				starts[tp] = o.Offset
+			}
+		}
+	})
+	return starts
 }
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
