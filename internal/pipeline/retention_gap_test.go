@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -31,18 +32,7 @@ func TestRetentionGapInsidePendingFilesNotBridged(t *testing.T) {
 	s := openSink(t, cfg)
 
 	// While hold is set, fetches are answered with no records.
-	var hold atomic.Bool
-	var held atomic.Int32
-	c.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !hold.Load() {
-			return nil, nil, false
-		}
-		held.Add(1)
-		return fetchAnswer(req.(*kmsg.FetchRequest), func(sp *kmsg.FetchResponseTopicPartition) {
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 100, 100, 0
-		}), nil, true
-	})
+	hold, held := holdFetches(c, 100)
 
 	stats := &pipeline.Stats{}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
@@ -88,6 +78,24 @@ func TestRetentionGapInsidePendingFilesNotBridged(t *testing.T) {
 
 // fetchAnswer is a fetch response to r with no records: each partition
 // asked for, as set makes it.
+// holdFetches makes c answer every fetch, while hold is set, with no
+// records, as a partition whose log ends at end and starts at 0; held
+// counts those answers.
+func holdFetches(c *kfake.Cluster, end int64) (hold *atomic.Bool, held *atomic.Int32) {
+	hold, held = new(atomic.Bool), new(atomic.Int32)
+	c.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !hold.Load() {
+			return nil, nil, false
+		}
+		held.Add(1)
+		return fetchAnswer(req.(*kmsg.FetchRequest), func(sp *kmsg.FetchResponseTopicPartition) {
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = end, end, 0
+		}), nil, true
+	})
+	return hold, held
+}
+
 func fetchAnswer(r *kmsg.FetchRequest, set func(*kmsg.FetchResponseTopicPartition)) *kmsg.FetchResponse {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	for _, rt := range r.Topics {

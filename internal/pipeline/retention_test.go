@@ -71,18 +71,7 @@ func TestRetentionBeforeTheFirstReadIsReported(t *testing.T) {
 	cfg.Workers = 1
 	s := openSink(t, cfg)
 	// While hold is set, fetches are answered as an empty partition's.
-	var hold atomic.Bool
-	var held atomic.Int32
-	c.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !hold.Load() {
-			return nil, nil, false
-		}
-		held.Add(1)
-		return fetchAnswer(req.(*kmsg.FetchRequest), func(sp *kmsg.FetchResponseTopicPartition) {
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 0, 0, 0
-		}), nil, true
-	})
+	hold, held := holdFetches(c, 0)
 	hold.Store(true)
 	stats, m := &pipeline.Stats{}, obs.New()
 	_, stop, done := runBehind(t, cfg, s, pipeline.RunOptions{Stats: stats, Metrics: m})
