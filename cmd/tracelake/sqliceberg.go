@@ -21,7 +21,7 @@ import (
 // memoryDuckDB opens an in-memory DuckDB on one connection: every
 // statement sees the same database.
 func memoryDuckDB() (*sql.DB, error) {
-	db, err := sql.Open("duckdb", "")
+	db, err := sql.Open("duckdb", "?autoinstall_known_extensions=false&autoload_known_extensions=false")
 	if err != nil {
 		return nil, fmt.Errorf("open in-memory duckdb: %w", err)
 	}

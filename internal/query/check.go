@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -217,16 +217,21 @@ func isTableRef(o map[string]any) bool {
 }
 
 // sample checks a table reference's or a query node's sample: Bernoulli
-// only. DuckDB takes a SYSTEM sample by whole vectors of the table it
-// scans and a reservoir as its chunks arrive, and a tenant's view scans
-// the table every tenant's rows are in: which of a tenant's rows such a
-// sample holds would tell where other tenants' rows lie among them.
+// without a seed only. DuckDB takes a SYSTEM sample by whole vectors of
+// the table it scans and a reservoir as its chunks arrive, and a
+// tenant's view scans the table every tenant's rows are in: which of a
+// tenant's rows such a sample holds would tell where other tenants' rows
+// lie among them. A seed makes a sample repeatable, and each of DuckDB's
+// threads draws from it anew over the rows its part of the table holds:
+// the same telling, by a sample that answers the same every time.
 func sample(o map[string]any) error {
 	sm, _ := o["sample"].(map[string]any)
-	if sm == nil || sm["method"] == "BERNOULLI" {
+	method, _ := sm["method"].(string)
+	seed, _ := sm["seed"].(json.Number) // -1: none
+	if sm == nil || strings.EqualFold(method, "bernoulli") && (sm["seed"] == nil || seed == "-1") {
 		return nil
 	}
-	return &RefusedError{"a sample is taken by Bernoulli only (USING SAMPLE 10 PERCENT (bernoulli)): the others depend on the rows of other tenants"}
+	return &RefusedError{"a sample is taken by Bernoulli without a seed only (USING SAMPLE 10 PERCENT (bernoulli)): the others depend on the rows of other tenants"}
 }
 
 // isRecursive says whether a CTE's body is a recursive query (WITH
@@ -316,42 +321,139 @@ func (c *checker) expression(o map[string]any) error {
 
 // structure checks the structure argument of a JSON function that names
 // types in a string (json_transform's): a constant string of JSON whose
-// every type is one of DuckDB's own, loaded (allowedTypes), named
-// without a catalog or schema, with a width and list brackets at most;
-// a struct or a list is JSON's object or array.
+// every type is one of DuckDB's own (typeOK); a struct or a list is
+// JSON's object or array. Read token by token: DuckDB binds every key of
+// an object, a key given twice too, where a decoder into a map keeps the
+// last.
 func (c *checker) structure(written string, children []any) error {
 	s, ok := constantString(children, 1)
-	var v any
-	if !ok || json.Unmarshal([]byte(s), &v) != nil {
+	if !ok {
 		return &RefusedError{fmt.Sprintf("function %s takes its structure as a constant string of JSON", written)}
 	}
-	var leaf func(v any) bool
-	leaf = func(v any) bool {
-		switch x := v.(type) {
-		case string:
-			m := typeString.FindStringSubmatch(x)
-			return m != nil && c.types[foldName(strings.TrimSpace(m[1]))]
-		case map[string]any:
-			for _, e := range x {
-				if !leaf(e) {
-					return false
-				}
-			}
-			return true
-		case []any:
-			return len(x) == 1 && leaf(x[0])
+	dec := json.NewDecoder(strings.NewReader(s))
+	type open struct{ object, wantKey bool }
+	var stack []*open     // the objects and arrays open
+	valueDone := func() { // a value ended: an object's next string is a key
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].wantKey = true
 		}
-		return false
 	}
-	if !leaf(v) {
-		return &RefusedError{fmt.Sprintf("function %s: a type of its structure is not taken: only DuckDB's own types, such as VARCHAR, BIGINT[] or DECIMAL(18,3)", written)}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &RefusedError{fmt.Sprintf("function %s takes its structure as a constant string of JSON", written)}
+		}
+		switch x := tok.(type) {
+		case json.Delim:
+			if x == '{' || x == '[' {
+				stack = append(stack, &open{object: x == '{', wantKey: x == '{'})
+				continue
+			}
+			stack = stack[:len(stack)-1]
+			valueDone()
+		case string:
+			if top := len(stack) - 1; top >= 0 && stack[top].wantKey {
+				stack[top].wantKey = false
+				continue
+			}
+			if !c.typeOK(x) {
+				return &RefusedError{fmt.Sprintf("function %s: a type of its structure is not taken: only DuckDB's own types, such as VARCHAR, BIGINT[], DECIMAL(18,3) or MAP(VARCHAR, BIGINT)", written)}
+			}
+			valueDone()
+		default:
+			return &RefusedError{fmt.Sprintf("function %s: its structure holds %v where a type goes", written, tok)}
+		}
 	}
-	return nil
 }
 
-// typeString is a type named in a string: a name (words), a width such as
-// (18,3), and list brackets.
-var typeString = regexp.MustCompile(`^\s*([A-Za-z][A-Za-z0-9_ ]*?)\s*(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?\s*(?:\[\d*\]\s*)*$`)
+// typeOK says whether s names only DuckDB's own types, loaded
+// (allowedTypes), without a catalog or schema: a name (of words: TIMESTAMP
+// WITH TIME ZONE) with a width such as (18,3); MAP(k, v), STRUCT(name
+// type, …) or UNION(name type, …) of such types; each followed by list
+// brackets.
+func (c *checker) typeOK(s string) bool {
+	p := typeParser{s: s, types: c.types}
+	return p.typ() && p.skip() == len(p.s)
+}
+
+// typeParser reads a type named in a string (typeOK).
+type typeParser struct {
+	s     string
+	i     int
+	types map[string]bool
+}
+
+// skip passes spaces and returns the position.
+func (p *typeParser) skip() int {
+	for p.i < len(p.s) && p.s[p.i] == ' ' {
+		p.i++
+	}
+	return p.i
+}
+
+// eat passes the character b, if it is next.
+func (p *typeParser) eat(b byte) bool {
+	if p.skip() < len(p.s) && p.s[p.i] == b {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// word reads letters, digits and underscores.
+func (p *typeParser) word() string {
+	from := p.skip()
+	for p.i < len(p.s) && (p.s[p.i] == '_' || 'a' <= p.s[p.i]|0x20 && p.s[p.i]|0x20 <= 'z' || '0' <= p.s[p.i] && p.s[p.i] <= '9') {
+		p.i++
+	}
+	return p.s[from:p.i]
+}
+
+func (p *typeParser) typ() bool {
+	words := []string{p.word()}
+	for {
+		at := p.i
+		if w := p.word(); w != "" {
+			words = append(words, w)
+			continue
+		}
+		p.i = at
+		break
+	}
+	name := foldName(strings.Join(words, " "))
+	ok := true
+	switch name {
+	case "map":
+		ok = p.eat('(') && p.typ() && p.eat(',') && p.typ() && p.eat(')')
+	case "struct", "union":
+		ok = p.eat('(')
+		for first := true; ok && !p.eat(')'); first = false {
+			ok = (first || p.eat(',')) && p.word() != "" && p.typ()
+		}
+	default:
+		if p.eat('(') {
+			ok = p.width() && (!p.eat(',') || p.width()) && p.eat(')')
+		}
+		ok = ok && p.types[name]
+	}
+	for ok && p.eat('[') {
+		p.width()
+		ok = p.eat(']')
+	}
+	return ok
+}
+
+// width reads digits, false for none.
+func (p *typeParser) width() bool {
+	from := p.skip()
+	for p.i < len(p.s) && '0' <= p.s[p.i] && p.s[p.i] <= '9' {
+		p.i++
+	}
+	return p.i > from
+}
 
 // constantString is children[i] when it is a constant string.
 func constantString(children []any, i int) (string, bool) {
