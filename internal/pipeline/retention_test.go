@@ -163,6 +163,61 @@ func runBehind(t *testing.T, cfg *config.Config, s sink.Sink, ro pipeline.RunOpt
 	return ctx, cancel, errs
 }
 
+// As TestTopicRecreatedUnderTheRunStopsIt, on a cluster of two brokers
+// (a topic on each) with a busy second topic in the run: its fetches come
+// back in polls of their own, which must not restart the recreated
+// topic's wait. Found by a review: the run never stopped.
+func TestTopicRecreatedBesideABusyTopicStopsTheRun(t *testing.T) {
+	const busy = "busy"
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, topic, busy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	// The two topics on two brokers: their fetches are answered apart.
+	lead := func() {
+		must(t, c.MoveTopicPartition(topic, 0, 1))
+		must(t, c.MoveTopicPartition(busy, 0, 0))
+	}
+	lead()
+	cl := producer(t, c)
+	cfg := testConfig(t, c)
+	cfg.Kafka.Topics = []string{topic, busy}
+	cfg.Workers = 1
+	s := openSink(t, cfg)
+	stats, m := &pipeline.Stats{}, obs.New()
+	ctx, _, done := runBehind(t, cfg, s, pipeline.RunOptions{UnknownTopicWait: time.Second, Stats: stats, Metrics: m})
+	produceNumbers(t, cl, 0, 100)
+	await(t, "100 records loaded", func() bool { return stats.Loaded.Load() >= 100 })
+
+	// The busy topic: a record every few milliseconds, until the test ends.
+	busyCtx, stopBusy := context.WithCancel(context.Background())
+	defer stopBusy()
+	go func() {
+		for i := 0; busyCtx.Err() == nil; i++ {
+			cl.Produce(busyCtx, &kgo.Record{Topic: busy, Value: fmt.Appendf(nil, `{"b": %d}`, i)}, nil)
+			select {
+			case <-busyCtx.Done():
+			case <-time.After(3 * time.Millisecond):
+			}
+		}
+	}()
+	recreateTopic(t, c, cl)
+	lead()
+	deadline := time.NewTimer(20 * time.Second) // 20 times UnknownTopicWait
+	defer deadline.Stop()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "deleted and recreated") {
+			t.Fatalf("run over a topic recreated under it: %v; want an error saying it was recreated", err)
+		}
+	case <-deadline.C:
+		t.Fatalf("the run went on for 20s (UnknownTopicWait 1s) over a topic deleted and recreated under it, beside a busy topic; %d records loaded", stats.Loaded.Load())
+	case <-ctx.Done():
+		t.Fatal("run context ended")
+	}
+}
+
 // recreateTopic deletes the one-partition topic and creates it again with
 // 10 records (cl knows the old topic's id).
 func recreateTopic(t *testing.T, c *kfake.Cluster, cl *kgo.Client) {

@@ -301,12 +301,19 @@ func (w *Worker) pollLoop(ctx context.Context) {
 				w.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
-		if w.topicsUnknown(unknown) && fetches.NumRecords() == 0 {
+		known := map[string]bool{}
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if p.Err == nil {
+				known[p.Topic] = true
+			}
+		})
+		if w.topicsUnknown(unknown, known) && fetches.NumRecords() == 0 {
 			// The client answers at once while the topic stays
-			// unknown: not a loop that spins.
+			// unknown: not a loop that spins (the other topics' records
+			// wait in the client's buffer meanwhile).
 			select {
 			case <-ctx.Done():
-			case <-time.After(w.opt.RetryBase):
+			case <-time.After(min(w.opt.RetryBase, 100*time.Millisecond)):
 			}
 		}
 
@@ -503,15 +510,18 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 }
 
 // topicsUnknown follows the topics whose fetches Kafka answered
-// UNKNOWN_TOPIC_ID in a poll (unknown), and says whether there are any.
+// UNKNOWN_TOPIC_ID in a poll (unknown), and those it answered without an
+// error (known: the topic is there again), and says whether any is
+// unknown. A poll that carries neither for a topic (its broker's answer
+// came in another) changes nothing.
 // The client keeps the topic id it first learned, so a topic deleted under
 // a running worker, and recreated under its name or not, is answered so
 // from then on: its new log's offsets are not the ledger's, as for a log
 // that ends below the ledger (checkContinuity), and the run stops once a
 // topic has stayed unknown for UnknownTopicWait (a moment of it is a
 // broker that has not learned a new topic yet).
-func (w *Worker) topicsUnknown(unknown map[string]bool) bool {
-	for t := range w.unknownSince {
+func (w *Worker) topicsUnknown(unknown, known map[string]bool) bool {
+	for t := range known {
 		if !unknown[t] {
 			delete(w.unknownSince, t)
 		}
