@@ -112,9 +112,9 @@ type Worker struct {
 
 	lastRecord atomic.Int64 // unix nanos of the last record read
 
-	// unknownSince is, per topic whose fetches Kafka answers
-	// UNKNOWN_TOPIC_ID, since when (the poll loop's alone).
-	unknownSince map[string]time.Time
+	// unknownTopics are the topics whose fetches Kafka answers
+	// UNKNOWN_TOPIC_ID (the poll loop's alone, see topicsUnknown).
+	unknownTopics map[string]*unknownTopic
 	// drained is true when the last poll returned no record and no owned
 	// partition was behind its end at its last fetch: the worker is
 	// waiting for Kafka, not blocked behind its loads or the memory budget.
@@ -509,39 +509,49 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 	}
 }
 
+// unknownTopic is a topic whose fetches Kafka answers UNKNOWN_TOPIC_ID:
+// since when without a break, and when a poll last said so.
+type unknownTopic struct{ since, seen time.Time }
+
 // topicsUnknown follows the topics whose fetches Kafka answered
 // UNKNOWN_TOPIC_ID in a poll (unknown), and those it answered without an
 // error (known: the topic is there again), and says whether any is
-// unknown. A poll that carries neither for a topic (its broker's answer
-// came in another) changes nothing.
-// The client keeps the topic id it first learned, so a topic deleted under
-// a running worker, and recreated under its name or not, is answered so
-// from then on: its new log's offsets are not the ledger's, as for a log
-// that ends below the ledger (checkContinuity), and the run stops once a
-// topic has stayed unknown for UnknownTopicWait (a moment of it is a
-// broker that has not learned a new topic yet).
+// unknown. The client hands a poll a partition only with records or an
+// error, so a poll that names neither for a topic (its broker answered in
+// another, or it is quiet) says nothing of it; a topic no poll has called
+// unknown for half of UnknownTopicWait is taken as answered again (a
+// deleted topic is called so at every poll). The client keeps the topic
+// id it first learned, so a topic deleted under a running worker, and
+// recreated under its name or not, is answered so from then on: its new
+// log's offsets are not the ledger's, as for a log that ends below the
+// ledger (checkContinuity), and the run stops once a topic has stayed
+// unknown for UnknownTopicWait (a moment of it is a broker that has not
+// learned a new topic yet).
 func (w *Worker) topicsUnknown(unknown, known map[string]bool) bool {
-	for t := range known {
-		if !unknown[t] {
-			delete(w.unknownSince, t)
+	now := time.Now()
+	for t, u := range w.unknownTopics {
+		if known[t] && !unknown[t] || now.Sub(u.seen) > w.opt.UnknownTopicWait/2 {
+			delete(w.unknownTopics, t)
 		}
 	}
 	for t := range unknown {
-		since, ok := w.unknownSince[t]
+		u := w.unknownTopics[t]
 		switch {
-		case !ok:
-			if w.unknownSince == nil {
-				w.unknownSince = map[string]time.Time{}
+		case u == nil:
+			if w.unknownTopics == nil {
+				w.unknownTopics = map[string]*unknownTopic{}
 			}
-			w.unknownSince[t] = time.Now()
+			w.unknownTopics[t] = &unknownTopic{since: now, seen: now}
 			w.log.Warn("Kafka does not know the topic's id: it was deleted, or a broker has not learned it yet; the run stops if this lasts", "topic", t, "wait", w.opt.UnknownTopicWait)
-		case time.Since(since) >= w.opt.UnknownTopicWait:
+			continue
+		case now.Sub(u.since) >= w.opt.UnknownTopicWait:
 			err := fmt.Errorf("%w: topic %s: Kafka has not known its id for %s: the topic was deleted and recreated, or deleted. "+
 				"The ledger's offsets of its partitions belong to the old log; load a recreated topic into a new table (sink.table), or remove its ledger rows to start it again",
 				sink.ErrFatal, t, w.opt.UnknownTopicWait)
-			w.stopOnLogReset(t, err, "topic id unknown to Kafka; stopping", "since", since)
-			w.unknownSince[t] = time.Now() // stopping: said once per wait
+			w.stopOnLogReset(t, err, "topic id unknown to Kafka; stopping", "since", u.since)
+			u.since = now // stopping: said once per wait
 		}
+		u.seen = now
 	}
 	return len(unknown) > 0
 }
