@@ -144,20 +144,21 @@ type Match struct {
 	text string
 }
 
-// matches reports whether id (lowercased already) matches. As in the
-// package, the text comparisons ignore case and the regex does not.
-func (m *Match) matches(id, original string) bool {
+// matches reports whether id (lowercased already) matches: as in the
+// package, every clause, a regex too, is given the lowercased id
+// (genai-prices' Provider.find_model and calcPrice lower it first).
+func (m *Match) matches(id string) bool {
 	switch {
 	case m.Or != nil:
 		for i := range m.Or {
-			if m.Or[i].matches(id, original) {
+			if m.Or[i].matches(id) {
 				return true
 			}
 		}
 		return false
 	case m.And != nil:
 		for i := range m.And {
-			if !m.And[i].matches(id, original) {
+			if !m.And[i].matches(id) {
 				return false
 			}
 		}
@@ -171,7 +172,7 @@ func (m *Match) matches(id, original string) bool {
 	case m.Contains != nil:
 		return strings.Contains(id, m.text)
 	case m.Regex != nil:
-		return m.re != nil && m.re.MatchString(original) && (m.not == nil || !m.not.MatchString(original))
+		return m.re != nil && m.re.MatchString(id) && (m.not == nil || !m.not.MatchString(id))
 	}
 	return false
 }
@@ -502,7 +503,7 @@ func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 		// No provider, or one the data does not know: the provider whose
 		// model_match takes the model (claude → anthropic).
 		for i := range t.Providers {
-			if mm := t.Providers[i].ModelMatch; mm != nil && mm.matches(lower, model) {
+			if mm := t.Providers[i].ModelMatch; mm != nil && mm.matches(lower) {
 				p, how = &t.Providers[i], MatchAlias
 				break
 			}
@@ -512,7 +513,7 @@ func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 		}
 	}
 	for _, c := range candidates(model) {
-		m, via := t.model(p, strings.ToLower(c.id), c.id)
+		m, via := t.model(p, strings.ToLower(c.id))
 		if m == nil {
 			continue
 		}
@@ -535,7 +536,7 @@ func (t *Table) provider(id string) *Provider {
 		}
 	}
 	for i := range t.Providers {
-		if pm := t.Providers[i].ProviderMatch; pm != nil && pm.matches(id, id) {
+		if pm := t.Providers[i].ProviderMatch; pm != nil && pm.matches(id) {
 			return &t.Providers[i]
 		}
 	}
@@ -544,9 +545,9 @@ func (t *Table) provider(id string) *Provider {
 
 // model finds the first model of p matching id, then of p's fallback
 // providers; it returns the model and the provider that has it.
-func (t *Table) model(p *Provider, lower, original string) (*Model, *Provider) {
+func (t *Table) model(p *Provider, lower string) (*Model, *Provider) {
 	for i := range p.Models {
-		if p.Models[i].Match.matches(lower, original) {
+		if p.Models[i].Match.matches(lower) {
 			return &p.Models[i], p
 		}
 	}
@@ -557,7 +558,7 @@ func (t *Table) model(p *Provider, lower, original string) (*Model, *Provider) {
 				continue
 			}
 			for j := range fb.Models {
-				if fb.Models[j].Match.matches(lower, original) {
+				if fb.Models[j].Match.matches(lower) {
 					return &fb.Models[j], fb
 				}
 			}

@@ -42,7 +42,7 @@ func TestFind(t *testing.T) {
 		{"azure.ai.openai", "gpt-4o", noon, "openai/gpt-4o", MatchAlias},                     // fallback provider
 		{"azure.ai.openai", "phi-4-mini", noon, "azure/phi-4", MatchExact},                   // mapped provider id
 		{"anthropic", "claude-opus-5-20261101", noon, "anthropic/claude-opus-5", MatchExact}, // regex
-		{"anthropic", "CLAUDE-OPUS-5-20261101", noon, "", ""},                                // regexes keep case, as in the package
+		{"anthropic", "CLAUDE-OPUS-5-20261101", noon, "anthropic/claude-opus-5", MatchExact}, // a regex too is given the lowercased id
 		{"openai", "gpt-unknown", noon, "", ""},
 		{"someone", "mystery-model", noon, "", ""},
 		{"openai", "", noon, "", ""},
@@ -235,7 +235,7 @@ func TestLeadingNegativeLookahead(t *testing.T) {
 		t.Fatal("the lookahead did not compile")
 	}
 	for id, want := range map[string]bool{"gemini-2.5-pro": true, "gemini-2.5-pro-preview": true, "gemini-2.5-pro-tts": false, "gemini-2.5-pro-TTS-x": false, "gemini-2.0": false} {
-		if got := m.matches(strings.ToLower(id), id); got != want {
+		if got := m.matches(strings.ToLower(id)); got != want {
 			t.Errorf("%s matches %v, want %v", id, got, want)
 		}
 	}
@@ -253,5 +253,32 @@ func TestFindRemembersABoundedNumber(t *testing.T) {
 	}
 	if f, ok := tab.Find("openai", "gpt-4o", noon); !ok || f.ID() != "openai/gpt-4o" {
 		t.Errorf("past the bound, Find still answers: %v %v", f.ID(), ok)
+	}
+}
+
+// A model id with capital letters is priced as its lowercase spelling,
+// by a regex rule too, as genai-prices does (its calcPrice and
+// Provider.find_model lower the id before every rule). Found by a review:
+// a dated id matched by a regex alone went unpriced.
+func TestRegexMatchesTheLowercasedModelID(t *testing.T) {
+	tab := Embedded()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ provider, model, want string }{
+		{"anthropic", "Claude-Opus-5-20261101", "anthropic/claude-opus-5"},
+		{"x_ai", "Grok-4.5-20261001", "x-ai/grok-4.5"},
+		{"", "Claude-Opus-5-20261101", "anthropic/claude-opus-5"}, // provider from the model
+	} {
+		// The lowercase spelling is found: the data has the model.
+		if f, ok := tab.Find(c.provider, strings.ToLower(c.model), at); !ok || f.ID() != c.want {
+			t.Fatalf("Find(%q, lowercase %q) = %v %v, want %s", c.provider, c.model, f.ID(), ok, c.want)
+		}
+		f, ok := tab.Find(c.provider, c.model, at)
+		if !ok {
+			t.Errorf("Find(%q, %q): no price, want %s (genai-prices lowercases the id before every match, regex included)", c.provider, c.model, c.want)
+			continue
+		}
+		if f.ID() != c.want {
+			t.Errorf("Find(%q, %q) = %s, want %s", c.provider, c.model, f.ID(), c.want)
+		}
 	}
 }
