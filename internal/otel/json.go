@@ -47,6 +47,12 @@ func (w *row) int(name string, v int64) { w.key(name); w.b = strconv.AppendInt(w
 
 func (w *row) null(name string) { w.key(name); w.b = append(w.b, "null"...) }
 
+// nanos writes an OTLP time (unsigned nanoseconds) as a column of
+// int64 nanoseconds, held at int64's end past it (2262-04-11), as a
+// metric point's times are (row.uint): never wrapped to a time before
+// 1970. The time's microsecond column holds it exactly.
+func (w *row) nanos(name string, t pcommon.Timestamp) { w.uint(name, uint64(t)) }
+
 // spanDuration is end - start in nanoseconds, false when either is unset (0):
 // a span sent without its end has no duration, not minus its start. A
 // span that ends before it starts (a skewed clock) has a negative one;

@@ -34,7 +34,7 @@ func appendLogs(w *row, ld plog.Logs, src source, frags *fragments) (rows, longe
 				w.fragment(scope)
 				w.attrs("log_attributes", l.Attributes())
 				w.int("dropped_attributes_count", int64(l.DroppedAttributesCount()))
-				w.int("time_unix_nano", int64(l.Timestamp()))
+				w.nanos("time_unix_nano", l.Timestamp())
 				w.coordinates(src, rows)
 				w.end()
 				rows++

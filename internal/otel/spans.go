@@ -50,7 +50,7 @@ func appendSpans(w *row, td ptrace.Traces, src source, frags *fragments, ops *op
 				w.int("dropped_events_count", int64(s.DroppedEventsCount()))
 				w.int("dropped_links_count", int64(s.DroppedLinksCount()))
 				w.int("flags", int64(s.Flags()))
-				w.int("start_time_unix_nano", int64(s.StartTimestamp()))
+				w.nanos("start_time_unix_nano", s.StartTimestamp())
 				w.coordinates(src, rows)
 				w.end()
 				ops.add(s, service, src, rows)

@@ -36,7 +36,8 @@ var Spans = schema.Table{
 		{Name: "dropped_events_count", Type: schema.Int64},
 		{Name: "dropped_links_count", Type: schema.Int64},
 		{Name: "flags", Type: schema.Int64},
-		// start_time_unix_nano is start_time in nanoseconds, exact as sent:
+		// start_time_unix_nano is start_time in nanoseconds, exact as sent
+		// (held at int64's end past 2262):
 		// the APIs that answer OTLP's times (Tempo) need them, and
 		// start_time keeps microseconds, as every sink's timestamps do.
 		{Name: "start_time_unix_nano", Type: schema.Int64},
