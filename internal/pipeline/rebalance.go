@@ -112,6 +112,11 @@ func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo
 	if len(topics) == 0 {
 		return nil
 	}
+	select {
+	case <-w.clientSet:
+	case <-ctx.Done():
+		return nil
+	}
 	listed, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
 	if err != nil {
 		w.log.Warn("list the log start of partitions with no position; reading starts at the client's reset", "err", err)

@@ -102,6 +102,10 @@ type Worker struct {
 	closing  bool
 	started  bool // had its first assignment (startGate)
 
+	// clientSet is closed once cl is set: the group's callbacks may run
+	// before kgo.NewClient returns.
+	clientSet chan struct{}
+
 	batches chan item     // poll loop → stager
 	files   chan item     // stager → loader
 	sendSem chan struct{} // held by whoever sends a sequence of items to batches, so a partition's batches stay in order
@@ -188,16 +192,17 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	}
 	b.rows, b.derived = newBuffers(kept), newBuffers(kept)
 	w := &Worker{
-		stream:  sink.NewBatchID(),
-		id:      id,
-		opt:     opt,
-		log:     opt.Log.With("worker", id),
-		b:       b,
-		owned:   map[sink.TopicPartition]*partition{},
-		seeded:  map[sink.TopicPartition]int64{},
-		batches: make(chan item, 2),
-		files:   make(chan item, max(4, opt.LoadMaxFiles)),
-		sendSem: make(chan struct{}, 1),
+		stream:    sink.NewBatchID(),
+		id:        id,
+		opt:       opt,
+		log:       opt.Log.With("worker", id),
+		b:         b,
+		owned:     map[sink.TopicPartition]*partition{},
+		seeded:    map[sink.TopicPartition]int64{},
+		batches:   make(chan item, 2),
+		files:     make(chan item, max(4, opt.LoadMaxFiles)),
+		sendSem:   make(chan struct{}, 1),
+		clientSet: make(chan struct{}),
 	}
 	kopts := append([]kgo.Opt{}, opt.KafkaOpts...)
 	kopts = append(kopts,
@@ -216,6 +221,7 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 		return nil, fmt.Errorf("worker %d: kafka client: %w", id, err)
 	}
 	w.cl = cl
+	close(w.clientSet)
 	if w.sizer != nil {
 		w.sizer.Attach(cl)
 	}
