@@ -295,25 +295,22 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			w.opt.Budget.settle(reserved, 0, 0)
 			return
 		}
-		unknown := map[string]bool{}
+		var unknown map[string]bool // nil on the healthy path: no map a poll
 		fetches.EachError(func(t string, p int32, err error) {
 			var lost *kgo.ErrDataLoss
 			switch {
 			case errors.As(err, &lost):
 				w.dataLoss(lost)
 			case errors.Is(err, kerr.UnknownTopicID):
+				if unknown == nil {
+					unknown = map[string]bool{}
+				}
 				unknown[t] = true
 			case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 				w.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
-		known := map[string]bool{}
-		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			if p.Err == nil {
-				known[p.Topic] = true
-			}
-		})
-		if w.topicsUnknown(unknown, known) && fetches.NumRecords() == 0 {
+		if (unknown != nil || len(w.unknownTopics) > 0) && w.topicsUnknown(unknown, knownTopics(fetches)) && fetches.NumRecords() == 0 {
 			// The client answers at once while the topic stays
 			// unknown: not a loop that spins (the other topics' records
 			// wait in the client's buffer meanwhile).
@@ -513,6 +510,18 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 		w.b.cut(tp) // the open range of tp must not go on over the gap
 		w.b.setNext(tp, lostTo)
 	}
+}
+
+// knownTopics are the topics a poll fetched a partition of without an
+// error.
+func knownTopics(fetches kgo.Fetches) map[string]bool {
+	known := map[string]bool{}
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if p.Err == nil {
+			known[p.Topic] = true
+		}
+	})
+	return known
 }
 
 // unknownTopic is a topic whose fetches Kafka answers UNKNOWN_TOPIC_ID:
