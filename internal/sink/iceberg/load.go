@@ -612,6 +612,11 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		return nil, nil, false, err
 	}
 	next := maps.Clone(start)
+	if k != mainTable && slices.ContainsFunc(entries, func(st *staged) bool { return len(st.of(k).files) > 0 }) {
+		if err := s.fenceByMain(ctx, entries, next); err != nil {
+			return nil, nil, false, err
+		}
+	}
 	counts := make([]map[sink.TopicPartition]int64, len(entries))
 	fenced := make([]bool, len(entries))
 	var add []iceberggo.DataFile
@@ -674,6 +679,35 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	s.remember(committed)
 	return counts, fenced, true, nil
+}
+
+// fenceByMain raises next, the positions a dead-letter or derived table's
+// commit fences entries by, to the main table's where those are further,
+// for the partitions of entries. The main table commits last, so its
+// positions cover a record only once every table of some load has it:
+// a table whose own positions lag (a load with no dead letter adds no
+// commit to the dead-letter table) would otherwise take rows at positions
+// another process's load holds — where two loaders share one
+// otlp.instance, rows of other requests — while the main table fenced
+// them out, and the load's count of what it stored would no longer be
+// the rows of its last requests (directload's fencedBefore).
+func (s *Sink) fenceByMain(ctx context.Context, entries []*staged, next map[sink.TopicPartition]int64) error {
+	main, err := s.loadTable(ctx, s.id(mainTable))
+	if err != nil {
+		return err
+	}
+	pos, err := positions(main)
+	if err != nil {
+		return err
+	}
+	for _, st := range entries {
+		for _, r := range st.ranges {
+			if n, ok := pos[r.TopicPartition]; ok && n > next[r.TopicPartition] {
+				next[r.TopicPartition] = n
+			}
+		}
+	}
+	return nil
 }
 
 // newLoadID names a load (its snapshots' tracelake.load-id).
