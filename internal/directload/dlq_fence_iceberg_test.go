@@ -22,7 +22,7 @@ import (
 // duplicate). Expected: the request is told to retry (as a span request at
 // a taken position is), and after the retry the dead letter sits at a
 // position of its own.
-func TestHuntADeadLetterAtAnotherLoadersPositionIsCaught(t *testing.T) {
+func TestIcebergDeadLetterAtAnotherLoadersPositionIsCaught(t *testing.T) {
 	f := newIcebergFixture(t)
 	s := f.sink.Sink.(*iceberg.Sink)
 	bodies, spans := requestBodies(t, 2)
@@ -91,7 +91,7 @@ func oneSpanBody(t *testing.T) []byte {
 // retry (its dead letter was stored: the retry DOUBLES it). Expected, once
 // every request answered with an error is retried: each span once, one
 // dead letter.
-func TestHuntAFencedLoadWithADeadLetterLosesAndDoublesRequests(t *testing.T) {
+func TestIcebergFencedLoadWithADeadLetterStoresEachRequestOnce(t *testing.T) {
 	f := newIcebergFixture(t)
 	s := f.sink.Sink.(*iceberg.Sink)
 	bodies, spans := requestBodies(t, 3)
