@@ -37,3 +37,24 @@ func TestHuntMaxwellCommitRowWithoutXoffsetSortsBeforeItsTransaction(t *testing.
 	l.mustMerge()
 	l.want(`SELECT id, name FROM cdc_test_orders`, "1|a2", "2|a3", "3|a4")
 }
+
+// Canal puts every entry of one batch (getWithoutAck) in flat messages
+// with the batch's id, and es is the binlog event's header timestamp,
+// which MySQL writes in whole seconds (so es is a multiple of 1000). Two
+// statements in one second, one batch: UPDATE orders SET name = 'x' WHERE
+// id IN (1, 2, 3) (one message: id 3 is its row 2), then UPDATE orders SET
+// name = 'y' WHERE id = 3 (the next message, on the same partition: id 3
+// is its row 0). The row's index orders the rows of one message only; the
+// second statement is later in the log and in Kafka, and the model must
+// hold 'y' (README: "then Kafka order for changes at one position (a Canal
+// message's rows)").
+func TestHuntCanalRowIndexOrdersAcrossMessagesOfOneBatch(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatCanal)
+	l.raw(0, "example", canalMsg("INSERT", 1589373560000, 1, `[{"id":"1","name":"a"},{"id":"2","name":"b"},{"id":"3","name":"c"}]`, ""))
+	l.raw(0, "example", canalMsg("UPDATE", 1589373561000, 2, `[{"id":"1","name":"x"},{"id":"2","name":"x"},{"id":"3","name":"x"}]`,
+		`[{"name":"a"},{"name":"b"},{"name":"c"}]`))
+	l.raw(0, "example", canalMsg("UPDATE", 1589373561000, 2, `[{"id":"3","name":"y"}]`, `[{"name":"x"}]`))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, name FROM cdc_test_orders`, "1|x", "2|x", "3|y")
+}
