@@ -58,3 +58,17 @@ func TestHuntCanalRowIndexOrdersAcrossMessagesOfOneBatch(t *testing.T) {
 	l.mustMerge()
 	l.want(`SELECT id, name FROM cdc_test_orders`, "1|x", "2|x", "3|y")
 }
+
+// The same ordering in a truncation: INSERT INTO orders VALUES (1), (2),
+// (3) then TRUNCATE orders in one second, one Canal batch (same es and
+// id), on one partition. Every row came before the truncation, and the
+// model must be empty; rows 1 and 2 of the insert's message sort after
+// the TRUNCATE's (es, id, 0) and stay.
+func TestHuntCanalTruncateKeepsRowsOfAnEarlierMessageOfItsBatch(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatCanal)
+	l.raw(0, "example", canalMsg("INSERT", 1589373560000, 4, `[{"id":"1","name":"a"},{"id":"2","name":"b"},{"id":"3","name":"c"}]`, ""))
+	l.raw(0, "example", `{"data":null,"database":"test","es":1589373560000,"id":4,"isDdl":true,"mysqlType":null,"old":null,"pkNames":null,"sql":"TRUNCATE TABLE orders","sqlType":null,"table":"orders","ts":1589373560321,"type":"TRUNCATE"}`)
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, name FROM cdc_test_orders`)
+}
