@@ -1,6 +1,8 @@
 package merge
 
 import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/cdc"
@@ -71,4 +73,25 @@ func TestHuntCanalTruncateKeepsRowsOfAnEarlierMessageOfItsBatch(t *testing.T) {
 	l.flush()
 	l.mustMerge()
 	l.want(`SELECT id, name FROM cdc_test_orders`)
+}
+
+// Without output_primary_key_columns (Maxwell's default), the key columns
+// come from the Kafka key Maxwell writes, whose names it lower-cases:
+// RowMap.pkToJsonHash writes `"pk." + pk.toLowerCase()` (zendesk/maxwell,
+// src/main/java/com/zendesk/maxwell/row/RowMap.java), while data keeps
+// the column's own name. A MySQL table whose key column is OrderID must
+// still be merged into its model.
+func TestHuntMaxwellKafkaKeyLowerCasesTheKeyColumn(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatMaxwell)
+	add := func(key, value string) {
+		l.pending[0] = append(l.pending[0], &kgo.Record{Topic: "maxwell", Partition: 0, Offset: l.next[0], Key: []byte(key), Value: []byte(value)})
+		l.next[0]++
+	}
+	add(`{"database":"test","table":"orders","pk.orderid":1}`,
+		`{"database":"test","table":"orders","type":"insert","ts":1589373560,"xid":1,"commit":true,"data":{"OrderID":1,"name":"a"}}`)
+	add(`{"database":"test","table":"orders","pk.orderid":1}`,
+		`{"database":"test","table":"orders","type":"update","ts":1589373561,"xid":2,"commit":true,"data":{"OrderID":1,"name":"b"},"old":{"name":"a"}}`)
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT "OrderID", name FROM cdc_test_orders`, "1|b")
 }
