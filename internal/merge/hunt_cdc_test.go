@@ -1,6 +1,8 @@
 package merge
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"testing"
@@ -94,4 +96,37 @@ func TestHuntMaxwellKafkaKeyLowerCasesTheKeyColumn(t *testing.T) {
 	l.flush()
 	l.mustMerge()
 	l.want(`SELECT "OrderID", name FROM cdc_test_orders`, "1|b")
+}
+
+// With binlog_transaction_compression=ON (MySQL 8.0.20+), a transaction's
+// events come inside one TRANSACTION_PAYLOAD event, and the events in it
+// carry nextPosition 0 (mysql-binlog-connector-java's
+// TransactionPayloadEventDataDeserializerTest shows them so). Debezium
+// moves source.pos only for an event whose position is above 0
+// (BinlogStreamingChangeEventSource.handleEvent:
+// `if (trackableEventHeader.getPosition() > 0) offsetContext.setEventPosition(...)`),
+// so every row of the transaction has the payload event's pos, and
+// source.row restarts at 0 with each rows event (handleChange). In
+// BEGIN; UPDATE orders SET v = 'x' WHERE id IN (1, 2, 3); UPDATE orders
+// SET v = 'y' WHERE id = 3; COMMIT the second statement's row of id 3 is
+// (pos P, row 0), after the first's (P, row 2) in the log and in Kafka:
+// the model must hold 'y'.
+func TestHuntDebeziumCompressedTransactionRowsOfLaterEvent(t *testing.T) {
+	l := newChangeLoader(t)
+	for id := 1; id <= 3; id++ {
+		l.change(0, "orders", "c", 100+id, row(id, "a"), "id")
+	}
+	add := func(id, rowInEvent int, v string) {
+		value := fmt.Sprintf(`{"before":null,"after":{"id":%d,"v":%q},"source":{"connector":"mysql","db":"db","table":"orders","server_id":1,"file":"mysql-bin.000001","pos":500,"row":%d,"ts_ms":1700000001000},"op":"u","ts_ms":1700000001000}`,
+			id, v, rowInEvent)
+		l.pending[0] = append(l.pending[0], &kgo.Record{Topic: "dbserver1", Partition: 0, Offset: l.next[0], Key: []byte(fmt.Sprintf(`{"id":%d}`, id)), Value: []byte(value)})
+		l.next[0]++
+	}
+	add(1, 0, "x")
+	add(2, 1, "x")
+	add(3, 2, "x")
+	add(3, 0, "y") // the second UPDATE's rows event, same payload
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_orders`, "1|x", "2|x", "3|y")
 }
