@@ -181,7 +181,7 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	sourceTime := millisToMicros(es)
 	if !o.HasRow() {
 		dst, c := next(dst)
-		c.Op, c.Table, c.SourceTime, c.Position = o, table, sourceTime, position(esMs, uintOf(id), 0)
+		c.Op, c.Table, c.SourceTime, c.Position = o, table, sourceTime, position(esMs, uintOf(id))
 		c.Statement = text(sql)
 		return dst, nil
 	}
@@ -207,7 +207,7 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		var c *Change
 		dst, c = next(dst)
 		c.Op, c.Table, c.SourceTime = o, table, sourceTime
-		c.Position = position(esMs, uintOf(id), uint64(i))
+		c.Position = position(esMs, uintOf(id))
 		table.keyNames(c, keys)
 		if c.Columns, err = c.canalRow(c.Columns, row, types); err != nil {
 			return dst, d.errorf("%s.%s row %d: %v", db, tbl, i, err)

@@ -200,7 +200,7 @@ type source struct {
 func readSource(v []byte) source {
 	var s source
 	var file []byte
-	var pos, row, lsn []byte
+	var pos, lsn []byte
 	var tsMs, tsUs []byte
 	it, _ := open(v, '{')
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
@@ -215,8 +215,6 @@ func readSource(v []byte) source {
 			file = text(v)
 		case "pos":
 			pos = v
-		case "row":
-			row = v
 		case "lsn":
 			lsn = v
 		case "ts_ms":
@@ -229,7 +227,7 @@ func readSource(v []byte) source {
 	case !isNull(lsn):
 		s.position = position(uintOf(lsn))
 	case file != nil:
-		s.position = position(binlogNumber(file), uintOf(pos), uintOf(row))
+		s.position = position(binlogNumber(file), uintOf(pos))
 	}
 	s.timeUs = millisToMicros(tsMs)
 	if us, err := strconv.ParseInt(string(tsUs), 10, 64); err == nil {

@@ -2,11 +2,13 @@ package cdc
 
 import (
 	"bytes"
+	"math"
+	"slices"
 	"strings"
 )
 
 func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
-	var db, tbl, typ, ts, xoffset, pos, data, old, pkCols, sql []byte
+	var db, tbl, typ, ts, xoffset, commit, pos, data, old, pkCols, sql []byte
 	it, _ := open(value, '{')
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
 		switch string(k) {
@@ -20,6 +22,8 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 			ts = v
 		case "xoffset":
 			xoffset = v
+		case "commit":
+			commit = v
 		case "position":
 			pos = text(v)
 		case "data":
@@ -68,14 +72,11 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	seconds := uintOf(ts)
 	c.SourceTime, _ = mulExact(int64(seconds), 1_000_000)
 	if colon := bytes.LastIndexByte(pos, ':'); colon > 0 {
-		c.Position = position(binlogNumber(pos[:colon]), uintOf(pos[colon+1:]), uintOf(xoffset))
+		c.Position = position(binlogNumber(pos[:colon]), uintOf(pos[colon+1:]), rowInTransaction(xoffset, commit))
 	}
 	if !o.HasRow() {
 		c.Statement = text(sql)
 		return dst, nil
-	}
-	if err := maxwellKey(c, pkCols, key); err != nil {
-		return dst, d.errorf("%v", err)
 	}
 	row, ok := open(data, '{')
 	if !ok {
@@ -85,6 +86,9 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	for k, v, ok := row.member(); ok; k, v, ok = row.member() {
 		c.Columns = append(c.Columns, Column{Name: table.cols.intern(columnName(k), &hint)})
 		c.infer(&c.Columns[len(c.Columns)-1], v)
+	}
+	if err := maxwellKey(c, pkCols, key); err != nil {
+		return dst, d.errorf("%v", err)
 	}
 	if o == Update && !isNull(old) {
 		if c.Before, err = c.overlay(old, func(col *Column, v []byte) error {
@@ -99,9 +103,25 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	return dst, nil
 }
 
-// maxwellKey names the key columns: primary_key_columns (Maxwell's
-// output_primary_key_columns), or else the Kafka key Maxwell writes,
-// {"database":…,"table":…,"pk.id":…}, whose pk. members are the key.
+// rowInTransaction orders a row among its transaction's rows at one
+// binlog position: Maxwell's xoffset, which it leaves out of the last row
+// of a transaction (the one with "commit": true; RowMap.toJSON writes
+// xoffset only when the row is not the commit), so that row sorts after
+// every other (without output_xoffset every other row is 0).
+func rowInTransaction(xoffset, commit []byte) uint64 {
+	if xoffset == nil && string(commit) == "true" {
+		return math.MaxUint64
+	}
+	return uintOf(xoffset)
+}
+
+// maxwellKey names the key columns (called once c.Columns holds the row's
+// columns): primary_key_columns (Maxwell's output_primary_key_columns),
+// or else the Kafka key Maxwell writes, {"database":…,"table":…,"pk.id":…},
+// whose pk. members are the key. Maxwell writes those names lower-cased
+// (RowMap.pkToJsonHash: "pk." + pk.toLowerCase()) where the row keeps the
+// column's own case, and MySQL's column names ignore case: each names the
+// row's column it matches ignoring case.
 func maxwellKey(c *Change, pkCols, key []byte) error {
 	var names [][]byte
 	if cols, ok := open(pkCols, '['); ok {
@@ -124,6 +144,9 @@ func maxwellKey(c *Change, pkCols, key []byte) error {
 	}
 	for k, _, ok := it.member(); ok; k, _, ok = it.member() {
 		if name, isPK := bytes.CutPrefix(columnName(k), []byte("pk.")); isPK {
+			if i := slices.IndexFunc(c.Columns, func(col Column) bool { return strings.EqualFold(col.Name, string(name)) }); i >= 0 {
+				name = []byte(c.Columns[i].Name)
+			}
 			names = append(names, name)
 		}
 	}

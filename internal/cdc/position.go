@@ -10,18 +10,27 @@ import (
 // (one MySQL server, one PostgreSQL database, one Canal instance) order
 // its changes; positions of different sources do not compare.
 //
-//   - Debezium MySQL: (binlog file number, source.pos, source.row); the
-//     file's base name (mysql-bin) is dropped, it is the same for a server.
-//     A snapshot's rows share the position of the binlog where it began.
+//   - Debezium MySQL: (binlog file number, source.pos); the file's base
+//     name (mysql-bin) is dropped, it is the same for a server. A
+//     snapshot's rows share the position of the binlog where it began.
+//     source.row is left out: in a transaction the binlog compressed
+//     (binlog_transaction_compression), every row has the payload's pos and
+//     row starts again at 0 with each statement, so a later statement's
+//     row 0 would sort before an earlier one's row 2; rows of one position
+//     go by Kafka order (Debezium puts a key's changes in one partition).
 //   - Debezium PostgreSQL: (source.lsn).
-//   - Canal: (es, id, the row's index in the message): the flat message has
-//     no binlog position; es is the binlog event's time in ms and id
-//     Canal's batch id, so changes within one millisecond of different
-//     batches order by batch; within a partition the Kafka offset is the
-//     true order.
+//   - Canal: (es, id): the flat message has no binlog position; es is the
+//     binlog event's time in ms (whole seconds, as MySQL writes it) and id
+//     Canal's batch id, which every flat message of one batch carries, so
+//     changes of one second of different batches order by batch; within a
+//     partition the Kafka offset (and a row's index in its message) is the
+//     true order. A row's index is not a part: compared across two
+//     messages of one batch it would put a later statement's first row
+//     before an earlier one's third.
 //   - Maxwell: (binlog file number, pos, xoffset) from position
-//     "binlog.000001:1234"; the zero Position without position (Maxwell's
-//     output_binlog_position off, and its bootstrap rows).
+//     "binlog.000001:1234", the transaction's last row (which has no
+//     xoffset) after every other; the zero Position without position
+//     (Maxwell's output_binlog_position off, and its bootstrap rows).
 //
 // The zero Position is unknown and sorts first.
 type Position struct {
