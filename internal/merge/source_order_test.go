@@ -20,7 +20,7 @@ import (
 // and 4→3 (the commit: no xoffset). Key 3 is given up by the second row
 // (its old key's delete, at xoffset 1) and taken by the third, later in the
 // log and in Kafka. The model must hold id 3.
-func TestSourceOrderMaxwellCommitRowWithoutXoffsetSortsBeforeItsTransaction(t *testing.T) {
+func TestSourceOrderMaxwellCommitRowSortsLastInItsTransaction(t *testing.T) {
 	l := newFormatLoader(t, cdc.FormatMaxwell)
 	msg := func(typ, pos, extra, data, old string) string {
 		m := `{"database":"test","table":"orders","type":"` + typ + `","ts":1589373561,"xid":7` + extra +
@@ -52,7 +52,7 @@ func TestSourceOrderMaxwellCommitRowWithoutXoffsetSortsBeforeItsTransaction(t *t
 // second statement is later in the log and in Kafka, and the model must
 // hold 'y' (README: "then Kafka order for changes at one position (a Canal
 // message's rows)").
-func TestSourceOrderCanalRowIndexOrdersAcrossMessagesOfOneBatch(t *testing.T) {
+func TestSourceOrderCanalMessagesOfOneBatchGoByKafkaOrder(t *testing.T) {
 	l := newFormatLoader(t, cdc.FormatCanal)
 	l.raw(0, "example", canalMsg("INSERT", 1589373560000, 1, `[{"id":"1","name":"a"},{"id":"2","name":"b"},{"id":"3","name":"c"}]`, ""))
 	l.raw(0, "example", canalMsg("UPDATE", 1589373561000, 2, `[{"id":"1","name":"x"},{"id":"2","name":"x"},{"id":"3","name":"x"}]`,
@@ -68,7 +68,7 @@ func TestSourceOrderCanalRowIndexOrdersAcrossMessagesOfOneBatch(t *testing.T) {
 // id), on one partition. Every row came before the truncation, and the
 // model must be empty; rows 1 and 2 of the insert's message sort after
 // the TRUNCATE's (es, id, 0) and stay.
-func TestSourceOrderCanalTruncateKeepsRowsOfAnEarlierMessageOfItsBatch(t *testing.T) {
+func TestSourceOrderCanalTruncateRemovesRowsOfAnEarlierMessageOfItsBatch(t *testing.T) {
 	l := newFormatLoader(t, cdc.FormatCanal)
 	l.raw(0, "example", canalMsg("INSERT", 1589373560000, 4, `[{"id":"1","name":"a"},{"id":"2","name":"b"},{"id":"3","name":"c"}]`, ""))
 	l.raw(0, "example", `{"data":null,"database":"test","es":1589373560000,"id":4,"isDdl":true,"mysqlType":null,"old":null,"pkNames":null,"sql":"TRUNCATE TABLE orders","sqlType":null,"table":"orders","ts":1589373560321,"type":"TRUNCATE"}`)
@@ -83,7 +83,7 @@ func TestSourceOrderCanalTruncateKeepsRowsOfAnEarlierMessageOfItsBatch(t *testin
 // src/main/java/com/zendesk/maxwell/row/RowMap.java), while data keeps
 // the column's own name. A MySQL table whose key column is OrderID must
 // still be merged into its model.
-func TestSourceOrderMaxwellKafkaKeyLowerCasesTheKeyColumn(t *testing.T) {
+func TestMaxwellKafkaKeyNamesMatchTheRowsColumnsIgnoringCase(t *testing.T) {
 	l := newFormatLoader(t, cdc.FormatMaxwell)
 	add := func(key, value string) {
 		l.pending[0] = append(l.pending[0], &kgo.Record{Topic: "maxwell", Partition: 0, Offset: l.next[0], Key: []byte(key), Value: []byte(value)})
@@ -111,7 +111,7 @@ func TestSourceOrderMaxwellKafkaKeyLowerCasesTheKeyColumn(t *testing.T) {
 // SET v = 'y' WHERE id = 3; COMMIT the second statement's row of id 3 is
 // (pos P, row 0), after the first's (P, row 2) in the log and in Kafka:
 // the model must hold 'y'.
-func TestSourceOrderDebeziumCompressedTransactionRowsOfLaterEvent(t *testing.T) {
+func TestSourceOrderDebeziumCompressedTransactionGoesByKafkaOrder(t *testing.T) {
 	l := newChangeLoader(t)
 	for id := 1; id <= 3; id++ {
 		l.change(0, "orders", "c", 100+id, row(id, "a"), "id")
