@@ -62,8 +62,8 @@ type commandRequest struct {
 	Args     []string `json:"args"`
 	Database string   `json:"database"`
 	// Table is the client's sink.table: of the tables run loads
-	// (otlp.signals), the one the command is about; another or "" is
-	// run's own.
+	// (otlp.signals), the one the command is about; "" is run's own, and
+	// another is refused.
 	Table string `json:"table,omitempty"`
 }
 
@@ -198,8 +198,12 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 	_ = out.rc.Flush() // the client knows the command started
 	var stderr bytes.Buffer
 	err := s.sameDatabase(req.Database)
+	var running *runningSink
 	if err == nil {
-		err = runInside(ctx, &cmdEnv{stdout: out, stderr: &stderr, running: s.runningFor(req.Table)}, req.Args)
+		running, err = s.runningFor(req.Table)
+	}
+	if err == nil {
+		err = runInside(ctx, &cmdEnv{stdout: out, stderr: &stderr, running: running}, req.Args)
 	}
 	code, msg := exitStatus(err)
 	w.Header().Set(trailerExit, strconv.Itoa(code))
@@ -208,15 +212,23 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 }
 
 // runningFor is what run lends a command whose config names table: the
-// sink of that table among run's (otlp.signals loads several), else
-// run's own (kafka.signal's).
-func (s *commandServer) runningFor(table string) *runningSink {
-	for _, r := range s.running {
-		if strings.EqualFold(r.cfg.Sink.Table, table) { // DuckDB's names ignore case
-			return r
-		}
+// sink of that table among run's (otlp.signals loads several); "" is
+// run's own (kafka.signal's). A table run does not load is refused: run's
+// config would answer for another table than the one asked about (verify
+// would check run's table and say OK).
+func (s *commandServer) runningFor(table string) (*runningSink, error) {
+	if table == "" {
+		return s.running[0], nil
 	}
-	return s.running[0]
+	tables := make([]string, len(s.running))
+	for i, r := range s.running {
+		if strings.EqualFold(r.cfg.Sink.Table, table) { // DuckDB's names ignore case
+			return r, nil
+		}
+		tables[i] = r.cfg.Sink.Table
+	}
+	return nil, usagef("the config names sink.table %q, and this tracelake run (pid %d) loads %s into %s: give the command the config run uses, or stop run to read %q",
+		table, os.Getpid(), strings.Join(tables, ", "), s.database, table)
 }
 
 // sameDatabase refuses a client whose config names another database

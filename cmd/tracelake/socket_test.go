@@ -200,8 +200,33 @@ func TestRunningForNamesTablesAsDuckDB(t *testing.T) {
 	traces.Sink.Table, logs.Sink.Table = "otel_spans", "otel_logs"
 	s := &commandServer{running: []*runningSink{{cfg: traces}, {cfg: logs}}}
 	for table, want := range map[string]*config.Config{"otel_logs": logs, "OTEL_LOGS": logs, "Otel_Spans": traces, "": traces} {
-		if got := s.runningFor(table).cfg; got != want {
-			t.Errorf("runningFor(%q) is %s's, want %s's", table, got.Sink.Table, want.Sink.Table)
+		got, err := s.runningFor(table)
+		if err != nil {
+			t.Fatalf("runningFor(%q): %v", table, err)
 		}
+		if got.cfg != want {
+			t.Errorf("runningFor(%q) is %s's, want %s's", table, got.cfg.Sink.Table, want.Sink.Table)
+		}
+	}
+}
+
+// A client whose config names a table run does not load is refused, not
+// answered with run's own table: verify would check run's table and say
+// OK about the one asked.
+func TestCommandForATableRunDoesNotLoadIsRefused(t *testing.T) {
+	cfg, _ := servedSink(t, t.TempDir())
+	var out bytes.Buffer
+	held := heldError{path: cfg.Sink.DuckDB.Path, table: "orders", err: duckdb.ErrLocked}
+	err := throughRun(context.Background(), held, []string{"verify"}, &out)
+	code, msg := exitStatus(err)
+	if code != exitUsage || !strings.Contains(msg, `sink.table "orders"`) || !strings.Contains(msg, "events") {
+		t.Errorf("verify of a table run does not load: exit %d, %q, output %q", code, msg, out.String())
+	}
+	held.table = "EVENTS" // run's own, named in another case
+	if _, code := ask(t, cfg, "sql", "SELECT 1 AS one"); code != exitOK {
+		t.Errorf("run's own table refused: exit %d", code)
+	}
+	if err := throughRun(context.Background(), held, []string{"sql", "SELECT 1 AS one"}, &out); err != nil {
+		t.Errorf("run's own table, named in another case: %v", err)
 	}
 }
