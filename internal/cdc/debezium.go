@@ -88,7 +88,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	} else if isNull(payload) {
 		return dst, nil // a tombstone with the schema wrapper
 	}
-	var before, after, source, op, tsMs []byte
+	var before, after, source, op, tsMs, ddl, tableChanges, status []byte
 	it, ok := open(payload, '{')
 	if !ok {
 		return dst, d.errorf("payload is not a JSON object")
@@ -105,11 +105,27 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 			op = v
 		case "ts_ms":
 			tsMs = v
+		case "ddl":
+			ddl = v
+		case "tableChanges":
+			tableChanges = v
+		case "status":
+			status = text(v)
 		}
 	}
 	if op == nil {
-		if strings.HasPrefix(topic, heartbeatTopicPrefix) {
+		switch {
+		case strings.HasPrefix(topic, heartbeatTopicPrefix):
 			return dst, nil // a heartbeat: only time passing
+		case ddl != nil || tableChanges != nil:
+			// The connector's schema change topic (named as the server,
+			// topic.prefix): DDL, no row. A table's columns come from its
+			// change events' own schemas and rows, as they change.
+			return dst, nil
+		case string(status) == "BEGIN" || string(status) == "END":
+			// Transaction metadata (provide.transaction.metadata, the
+			// <server>.transaction topic): no row.
+			return dst, nil
 		}
 		return dst, d.errorf("op is missing")
 	}

@@ -1,0 +1,34 @@
+package cdc
+
+import "testing"
+
+// Messages of a Debezium connector's other topics hold no row: its schema
+// change topic (named as the server: a `topics: [dbserver1]` or a pattern
+// such as ^dbserver1 reads it) and its transaction metadata topic. They
+// decode to no change, where they were dead-lettered as "op is missing".
+// Shapes from Debezium's documentation (shared-mariadb-mysql.adoc: "Message
+// emitted to the connector schema change topic", "Transaction metadata").
+func TestDebeziumSchemaChangeAndTransactionMessagesHoldNoRow(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, value := range map[string]string{
+		"schema change": `{"schema":{},"payload":{"source":{"version":"2.7.0.Final","connector":"mysql","name":"dbserver1","ts_ms":1651535750218,"snapshot":"false","db":"inventory","table":"customers","server_id":223344,"file":"mysql-bin.000003","pos":570,"row":0},` +
+			`"databaseName":"inventory","schemaName":null,"ddl":"ALTER TABLE customers ADD middle_name varchar(255) AFTER first_name",` +
+			`"tableChanges":[{"type":"ALTER","id":"\"inventory\".\"customers\"","table":{"primaryKeyColumnNames":["id"],"columns":[{"name":"id","jdbcType":4,"typeName":"INT","position":1,"optional":false}]}}]}}`,
+		"schema change, no schema": `{"source":{"db":"inventory","file":"mysql-bin.000003","pos":570},"databaseName":"inventory","ddl":"CREATE DATABASE inventory","tableChanges":[]}`,
+		"transaction begin":        `{"status":"BEGIN","id":"0e4d5dcd-a33b-11ea-80f1-02010a22a99e:10","ts_ms":1486500577125,"event_count":null,"data_collections":null}`,
+		"transaction end": `{"status":"END","id":"0e4d5dcd-a33b-11ea-80f1-02010a22a99e:10","ts_ms":1486500577691,"event_count":2,` +
+			`"data_collections":[{"data_collection":"s1.a","event_count":1},{"data_collection":"s1.b","event_count":1}]}`,
+	} {
+		got, err := d.Decode(nil, "dbserver1", nil, []byte(value))
+		if err != nil || len(got) != 0 {
+			t.Errorf("%s: %d changes, err %v; want none and no error", name, len(got), err)
+		}
+	}
+	// Without those members a message without op is still not a change.
+	if _, err := d.Decode(nil, "dbserver1", nil, []byte(`{"status":"DONE","after":{"id":1}}`)); err == nil {
+		t.Error("a message with no op and an unknown status was taken")
+	}
+}
