@@ -276,3 +276,33 @@ func TestTombstonesNameIsOwned(t *testing.T) {
 		t.Errorf("after a restart: %v", err)
 	}
 }
+
+// A truncation of one shard cannot be applied to its logical table's model
+// (it would remove every shard's rows, and a model row does not say which
+// shard it came from): it is dead-lettered with the reason, from Debezium
+// and Canal alike; a table no rule maps is truncated as before.
+func TestTruncateOfOneShardIsDeadLettered(t *testing.T) {
+	shards := []Shard{{Database: "shop", Table: `order_[0-9]+`, AsTable: "order"}}
+	debezium := func(table string) string {
+		return `{"before":null,"after":null,"op":"t","source":{"db":"shop","table":"` + table + `","file":"mysql-bin.000001","pos":4},"ts_ms":1}`
+	}
+	canal := func(table string) string {
+		return `{"data":null,"database":"shop","es":1589373560000,"id":4,"isDdl":true,"mysqlType":null,"old":null,"pkNames":null,"sql":"TRUNCATE TABLE ` +
+			table + `","sqlType":null,"table":"` + table + `","ts":1589373560321,"type":"TRUNCATE"}`
+	}
+	for format, value := range map[Format]func(string) string{FormatDebezium: debezium, FormatCanal: canal} {
+		d, err := NewDecoder(Options{Format: format, Shards: shards})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Decode(nil, "shop", nil, []byte(value("order_07")))
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(e.Reason, "truncation of shop.order_07, one shard of cdc_shop_order") {
+			t.Errorf("%s: a shard's truncation: %v, want it refused", formatNames[format], err)
+		}
+		got, err := d.Decode(nil, "shop", nil, []byte(value("customers")))
+		if err != nil || len(got) != 1 || got[0].Op != Truncate {
+			t.Errorf("%s: a table's truncation: %v, %v", formatNames[format], got, err)
+		}
+	}
+}

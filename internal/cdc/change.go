@@ -104,6 +104,9 @@ type Table struct {
 	// (Options.Shards), distinct for distinct logical tables.
 	Log, Model string
 
+	// shard: a shard rule maps the source table to its logical table.
+	shard bool
+
 	// cols interns its column names, types Canal's type names.
 	cols, types names
 }

@@ -118,6 +118,15 @@ func (d *Decoder) Decode(dst []Change, topic string, key, value []byte) (out []C
 	if err != nil {
 		return dst[:n], err
 	}
+	for i := n; i < len(out); i++ {
+		if c := &out[i]; c.Op == Truncate && c.Table.shard {
+			// The logical table's model holds every shard's rows and does
+			// not say which shard each came from: applied, the truncation
+			// would remove the other shards' rows too.
+			return dst[:n], &Error{Reason: fmt.Sprintf("a truncation of %s, one shard of %s: the model holds every shard's rows and cannot tell this shard's, "+
+				"so it is not applied (the shard's rows stay in the model until they change; reconcile --source finds them)", c.Table.source(), c.Table.Model)}
+		}
+	}
 	return out, nil
 }
 
@@ -161,6 +170,15 @@ func next(dst []Change) ([]Change, *Change) {
 }
 
 // keyNames appends the interned key names to c.Key.
+// source names the source table as the source does: database.table, or
+// database.schema.table.
+func (t *Table) source() string {
+	if t.Schema != "" {
+		return t.Database + "." + t.Schema + "." + t.Name
+	}
+	return t.Database + "." + t.Name
+}
+
 func (t *Table) keyNames(c *Change, names [][]byte) {
 	hint := 0
 	for _, n := range names {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -54,12 +55,15 @@ func (r *router) logical(db, schemaName, table string) (names [fieldTable + 1]st
 			// The shards of a logical table are one table, and a
 			// source table of that name that no rule maps is another
 			// (add it to the rule's pattern to make it one of them).
-			sharded = "shards of "
+			sharded = shardsPrefix
 			break
 		}
 	}
 	return names, sharded + names[fieldDatabase] + "." + names[fieldSchema] + "." + names[fieldTable]
 }
+
+// shardsPrefix begins the logical key of a shard rule's logical table.
+const shardsPrefix = "shards of "
 
 // claim makes the logical table of the source table own the routed
 // name, and the name of its model, unless a table owns them already. The
@@ -107,7 +111,8 @@ func routeError(err error) *Error {
 
 func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 	names, logical := r.logical(db, schemaName, table)
-	t := &Table{Database: db, Schema: schemaName, Name: table, Log: r.log.expand(names), Model: r.model.expand(names)}
+	t := &Table{Database: db, Schema: schemaName, Name: table, Log: r.log.expand(names), Model: r.model.expand(names),
+		shard: strings.HasPrefix(logical, shardsPrefix)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if had := r.tables[key]; had != nil {
