@@ -124,7 +124,8 @@ func (d *Decoder) Decode(dst []Change, topic string, key, value []byte) (out []C
 			// not say which shard each came from: applied, the truncation
 			// would remove the other shards' rows too.
 			return dst[:n], &Error{Reason: fmt.Sprintf("a truncation of %s, one shard of %s: the model holds every shard's rows and cannot tell this shard's, "+
-				"so it is not applied (the shard's rows stay in the model until they change; reconcile --source finds them)", c.Table.source(), c.Table.Model)}
+				"so it is not applied (the shard's rows stay in the model until they change; reconcile --source finds them; delete this dead letter to let the table's done marks go on)",
+				c.Table.source(), c.Table.Model), Log: c.Table.Log, SourceTime: c.SourceTime}
 		}
 	}
 	return out, nil
@@ -139,6 +140,12 @@ type Error struct {
 	// Claimed: the record is a change of a source table whose changelog
 	// or model name another source table holds (see Decoder.Claim).
 	Claimed bool
+	// Log and SourceTime, when Log is set: the record is a change of that
+	// changelog table at that source time (0: unknown) that cannot be
+	// applied (a truncation of one shard), which holds back that table's
+	// done marks alone.
+	Log        string
+	SourceTime int64
 }
 
 func (e *Error) Error() string { return e.Reason }

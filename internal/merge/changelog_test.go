@@ -44,6 +44,12 @@ func newChangeLoader(t testing.TB, with ...func(*duckdb.Options)) *changeLoader 
 // they are with raw).
 func newFormatLoader(t testing.TB, format cdc.Format, with ...func(*duckdb.Options)) *changeLoader {
 	t.Helper()
+	return newOptionsLoader(t, cdc.Options{Format: format}, with...)
+}
+
+// newOptionsLoader is newFormatLoader with the decoder's options.
+func newOptionsLoader(t testing.TB, opts cdc.Options, with ...func(*duckdb.Options)) *changeLoader {
+	t.Helper()
 	dir := t.TempDir()
 	opt := duckdb.Options{Path: filepath.Join(dir, "c.duckdb"), StageDir: filepath.Join(dir, "stage"),
 		Table: "cdc", Routed: true, Log: slog.New(slog.DiscardHandler)}
@@ -58,7 +64,6 @@ func newFormatLoader(t testing.TB, format cdc.Format, with ...func(*duckdb.Optio
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	opts := cdc.Options{Format: format}
 	dec, err := pipeline.NewChangelogDecoder(opts, s)
 	if err != nil {
 		t.Fatal(err)

@@ -203,9 +203,7 @@ func (c *ChangelogMerger) deadLettered(ctx context.Context, tx *sql.Tx) (string,
 			unknown[d.topic] = true
 		}
 		for table, t := range d.tables {
-			if f, ok := first[table]; !ok || f != 0 && (t == 0 || t < f) {
-				first[table] = t
-			}
+			hold(first, table, t)
 		}
 	}
 	if len(unknown) > 0 {
@@ -232,6 +230,14 @@ type deadLetter struct {
 	topic   string
 	tables  map[string]int64
 	unknown bool
+}
+
+// hold records in from that table is held back from source time t (0:
+// unknown, before any), keeping the earliest.
+func hold(from map[string]int64, table string, t int64) {
+	if was, ok := from[table]; !ok || was != 0 && (t == 0 || t < was) {
+		from[table] = t
+	}
 }
 
 // deadKey is a dead letter's record.
@@ -314,6 +320,10 @@ func (c *ChangelogMerger) decodeDead(ctx context.Context, tx *sql.Tx, missing []
 			switch {
 			case errors.As(err, &derr) && derr.Claimed:
 				// a table whose name another holds: none of theirs
+			case errors.As(err, &derr) && derr.Log != "":
+				// a change of a known table that cannot be applied: that
+				// table's alone
+				hold(d.tables, derr.Log, derr.SourceTime)
 			case err != nil:
 				d.unknown = true
 			default:
@@ -321,9 +331,7 @@ func (c *ChangelogMerger) decodeDead(ctx context.Context, tx *sql.Tx, missing []
 					if ch.Op.Letter() == 0 {
 						continue
 					}
-					if t, ok := d.tables[ch.Table.Log]; !ok || t != 0 && (ch.SourceTime == 0 || ch.SourceTime < t) {
-						d.tables[ch.Table.Log] = ch.SourceTime
-					}
+					hold(d.tables, ch.Table.Log, ch.SourceTime)
 				}
 			}
 			into[k] = d

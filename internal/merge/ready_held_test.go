@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -172,4 +173,25 @@ func TestReplayedChangesOfATableThatCannotMoveReachTheModel(t *testing.T) {
 	l.want(`SELECT count(*) FROM cdc_landing`, "0")
 	l.want(`SELECT id, v FROM cdc_db_orders_log ORDER BY id`, "1|a", "2|a", "3|c")
 	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "1|a", "2|a", "3|c")
+}
+
+// A truncation of one shard is dead-lettered (its logical table's model
+// cannot tell the shard's rows): it holds back its own table's marks
+// alone. As a dead letter that decodes to no table it held back every
+// table of its topic (users here) until it was deleted.
+func TestMarkReadyShardTruncationHoldsItsTableAlone(t *testing.T) {
+	l := newOptionsLoader(t, cdc.Options{Format: cdc.FormatDebezium, Shards: []cdc.Shard{{Table: `orders_[0-9]+`, AsTable: "orders"}}})
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders_01", "c", 100, row(1, "a"), "id")
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.at = h.Add(20 * time.Minute)
+	l.change(0, "orders_02", "t", 102, nil)
+	l.at = h.Add(2*time.Hour + 5*time.Minute)
+	l.change(0, "users", "c", 103, row(2, "v"), "id")
+	l.flushDeadLettering()
+	l.want(`SELECT "offset" FROM cdc_dlq`, "2")
+	l.mustMerge()
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_users", "cdc_db_users|"+h.Format("2006-01-02 15"), "cdc_db_users|"+h.Add(time.Hour).Format("2006-01-02 15"))
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders")
 }
