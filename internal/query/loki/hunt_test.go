@@ -1,0 +1,37 @@
+package loki
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+)
+
+// TestHuntRateCounterExtrapolates: Loki's rate_counter is Prometheus's
+// rate of a counter, extrapolated to the window's edges
+// (pkg/logql/range_vector.go rateCounter → extrapolatedRate, since
+// rate_counter was added, grafana/loki#6412). Counter values 10, 20, 30,
+// 40 at t0+10s…40s, window (t0, t0+60s]: increase 30 over 30s sampled,
+// extrapolated 10s to the start (under 1.1 × the 10s spacing; the zero
+// point is 10s before the first sample, no nearer) and 5s to the end
+// (half the spacing: the 20s gap is over the threshold), so 30·45/30 =
+// 45 over 60s: 0.75 per second. Without extrapolation it is 0.5.
+func TestHuntRateCounterExtrapolates(t *testing.T) {
+	var recs []record
+	for i := 1; i <= 4; i++ {
+		recs = append(recs, record{tenant: "a", resource: map[string]string{"service.name": "counter"},
+			at: time.Duration(i) * 10 * time.Second, severity: plog.SeverityNumberInfo, body: fmt.Sprintf("requests=%d", i*10)})
+	}
+	srv := serverOf(t, recs)
+	q := `sum(rate_counter({service_name="counter"} | logfmt | unwrap requests [1m]))`
+	v := window(q, "step", "60s", "start", ns(t0.Add(time.Minute)), "end", ns(t0.Add(time.Minute)))
+	typ, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", v))
+	if typ != "matrix" || len(frames) != 1 || len(frames[0].values) != 1 {
+		t.Fatalf("%s %+v", typ, frames)
+	}
+	if got := frames[0].values[0]; math.Abs(got-0.75) > 1e-9 {
+		t.Fatalf("%s at t0+60s = %v, want 0.75 (Loki's extrapolatedRate)", q, got)
+	}
+}
