@@ -3,6 +3,9 @@ package loki
 import (
 	"fmt"
 	"math"
+	"net/http"
+	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,5 +36,48 @@ func TestHuntRateCounterExtrapolates(t *testing.T) {
 	}
 	if got := frames[0].values[0]; math.Abs(got-0.75) > 1e-9 {
 		t.Fatalf("%s at t0+60s = %v, want 0.75 (Loki's extrapolatedRate)", q, got)
+	}
+}
+
+// huntMinute is an instant-like range query at t0+1m over lakeRecords.
+func huntMinute(q string) url.Values {
+	return window(q, "step", "60s", "start", ns(t0.Add(time.Minute)), "end", ns(t0.Add(time.Minute)))
+}
+
+// TestHuntComparisonOnKeepsOnlyMatchingLabels: a one-to-one vector
+// comparison with on(…) answers samples labelled with the on labels
+// alone, filter or bool alike (Loki pkg/logql/evaluator.go resultMetric:
+// for CardOneToOne with On it deletes every other label, whatever the
+// operator; Prometheus's resultMetric does the same).
+func TestHuntComparisonOnKeepsOnlyMatchingLabels(t *testing.T) {
+	srv := server(t)
+	q := `sum by (service_name, detected_level) (count_over_time({service_name="checkout", detected_level="error"}[1m]))` +
+		` >= on(service_name) (sum by (service_name) (count_over_time({service_name="checkout"}[1m])) * 0)`
+	_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", huntMinute(q)))
+	got := seriesValues(frames)
+	want := "map[service_name:checkout]"
+	if len(got) != 1 || !slices.Equal(got[want], []float64{1}) {
+		t.Fatalf("%s: %v, want {%s: [1]} (the on() labels only)", q, got, want)
+	}
+}
+
+// TestHuntManyToOneMustBeExplicit: matching several series of one side
+// with one of the other without group_left/group_right is an error in
+// Loki (pkg/logql/evaluator.go vectorBinop: "multiple matches for
+// labels: many-to-one matching must be explicit", and "found duplicate
+// series on the right hand-side" when the one side has several), not an
+// answer built from whichever sample was matched last.
+func TestHuntManyToOneMustBeExplicit(t *testing.T) {
+	srv := server(t)
+	for _, q := range []string{
+		// Three checkout series (one per level) on the left, one on the right.
+		`count_over_time({service_name="checkout"}[1m]) / on(service_name) sum by (service_name) (count_over_time({service_name="checkout"}[1m]))`,
+		// One on the left, three on the right.
+		`sum by (service_name) (count_over_time({service_name="checkout"}[1m])) / on(service_name) count_over_time({service_name="checkout"}[1m])`,
+	} {
+		status, body := get(t, srv, "a", "/loki/api/v1/query_range", huntMinute(q))
+		if status == http.StatusOK {
+			t.Errorf("%s: 200 %s, want an error (many-to-one matching must be explicit / duplicate series)", q, body)
+		}
 	}
 }
