@@ -81,3 +81,23 @@ func TestHuntManyToOneMustBeExplicit(t *testing.T) {
 		}
 	}
 }
+
+// TestHuntOrLabelFilterShortCircuits: Loki's `a or b` label filter does
+// not run b when a holds (pkg/logql/log/label_filter.go
+// BinaryLabelFilter.Process: `if !b.And && lok { return line, true }`),
+// so b's conversion error is never set on a line a keeps. Here rows=42
+// keeps the line and msg (not a number) is never compared: the count is
+// 1, not a pipeline error.
+func TestHuntOrLabelFilterShortCircuits(t *testing.T) {
+	srv := serverOf(t, []record{{tenant: "a", resource: map[string]string{"service.name": "db"},
+		at: time.Second, severity: plog.SeverityNumberInfo, body: `rows=42 msg=slow`}})
+	q := `sum(count_over_time({service_name="db"} | logfmt | rows > 40 or msg > 1 [1m]))`
+	status, body := get(t, srv, "a", "/loki/api/v1/query_range", huntMinute(q))
+	if status != http.StatusOK {
+		t.Fatalf("%s: %d %s, want 200 with the value 1 (Loki does not evaluate the right of or when the left holds)", q, status, body)
+	}
+	_, frames := decodeGrafana(t, body)
+	if got := seriesValues(frames); !slices.Equal(got["map[]"], []float64{1}) {
+		t.Fatalf("%s: %v, want 1", q, got)
+	}
+}
