@@ -66,3 +66,33 @@ func TestHuntDecolorizeAsLoki(t *testing.T) {
 		}
 	}
 }
+
+// TestHuntLogfmtWithoutStrictSetsNoError: Loki's logfmt parser without
+// --strict skips what it cannot scan and never sets __error__
+// (pkg/logql/log/parser.go LogfmtParser.Process: only `if l.strict &&
+// l.dec.Err() != nil` adds LogfmtParserErr), so a JSON line or a line
+// with an unterminated quote among logfmt lines fails no metric query
+// and matches no __error__ filter.
+func TestHuntLogfmtWithoutStrictSetsNoError(t *testing.T) {
+	for _, line := range []string{
+		`{"level":"error","msg":"payment failed"}`,
+		`level=warn msg="unterminated`,
+		`=oops level=info`,
+	} {
+		if got := huntLine(t, `{app="a"} | logfmt | __error__ != ""`, line); got != "" {
+			t.Errorf("logfmt (not strict) of %q set __error__: the line was kept by __error__ != \"\"", line)
+		}
+	}
+	e, err := Parse(`sum(count_over_time({app="a"} | logfmt [5s]))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := entries{{TS: 1 * sec, Line: `{"level":"error"}`, Stream: app("a")}, {TS: 2 * sec, Line: `level=info`, Stream: app("a")}}
+	res, err := Eval(context.Background(), src, e, Params{Start: 3 * sec, End: 3 * sec, Instant: true})
+	if err != nil {
+		t.Fatalf("a JSON line among logfmt ones fails the metric query: %v (Loki answers 2)", err)
+	}
+	if len(res.Vector) != 1 || res.Vector[0].V != 2 {
+		t.Fatalf("%+v, want 2", res.Vector)
+	}
+}
