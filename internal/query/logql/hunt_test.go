@@ -96,3 +96,20 @@ func TestHuntLogfmtWithoutStrictSetsNoError(t *testing.T) {
 		t.Fatalf("%+v, want 2", res.Vector)
 	}
 }
+
+// TestHuntJSONExpressionObjectIsItsText: `| json u="user"` whose value
+// is an object or an array sets the label to the value's text as the
+// line holds it (Loki pkg/logql/log/parser.go JSONExpressionParser: an
+// Object is string(data), the bytes of the line), not a re-encoding with
+// its keys sorted and its spacing removed.
+func TestHuntJSONExpressionObjectIsItsText(t *testing.T) {
+	line := `{"user": {"name": "x", "id": 1}, "tags": ["b", "a"]}`
+	for q, want := range map[string]string{
+		"{app=\"a\"} | json u=\"user\" | line_format `{{.u}}`": `{"name": "x", "id": 1}`,
+		"{app=\"a\"} | json t=\"tags\" | line_format `{{.t}}`": `["b", "a"]`,
+	} {
+		if got := huntLine(t, q, line); got != want {
+			t.Errorf("%s: %q, want %q (the value's text in the line)", q, got, want)
+		}
+	}
+}
