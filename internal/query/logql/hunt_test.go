@@ -113,3 +113,21 @@ func TestHuntJSONExpressionObjectIsItsText(t *testing.T) {
 		}
 	}
 }
+
+// TestHuntKeepKeepsTheError: keep never removes __error__ and
+// __error_details__ (Loki pkg/logql/log/keep_labels.go: isSpecialLabel
+// labels are skipped), so a line the json parser failed on still fails a
+// metric query, and still matches `__error__ != ""` after keep.
+func TestHuntKeepKeepsTheError(t *testing.T) {
+	if got := huntLine(t, `{app="a"} | json | keep level | __error__ != ""`, `not json`); got != "not json" {
+		t.Errorf("keep removed __error__: the line that failed json is not matched by __error__ != \"\" (got %q)", got)
+	}
+	e, err := Parse(`sum(count_over_time({app="a"} | json | keep level [5s]))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := entries{{TS: 1 * sec, Line: `not json`, Stream: app("a")}}
+	if res, err := Eval(context.Background(), src, e, Params{Start: 3 * sec, End: 3 * sec, Instant: true}); err == nil {
+		t.Fatalf("%+v, want Loki's pipeline error (JSONParserErr kept through keep)", res.Vector)
+	}
+}
