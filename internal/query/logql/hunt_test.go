@@ -148,3 +148,23 @@ func TestHuntLabelFormatRenameBeforeTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestHuntUnwrapOfAMissingLabelSkipsTheLine: a line without the
+// unwrapped label (or with it empty) gives no sample and no error (Loki
+// pkg/logql/log/metrics_extraction.go: `if stringValue == "" { return
+// ExtractedSample{}, false }`, grafana/loki#6713): the sum is the other
+// lines', not a SampleExtractionErr.
+func TestHuntUnwrapOfAMissingLabelSkipsTheLine(t *testing.T) {
+	e, err := Parse(`sum(sum_over_time({app="a"} | logfmt | unwrap took [5s]))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := entries{{TS: 1 * sec, Line: `took=5 msg=ok`, Stream: app("a")}, {TS: 2 * sec, Line: `msg=started`, Stream: app("a")}}
+	res, err := Eval(context.Background(), src, e, Params{Start: 3 * sec, End: 3 * sec, Instant: true})
+	if err != nil {
+		t.Fatalf("a line without took fails the query: %v (Loki answers 5)", err)
+	}
+	if len(res.Vector) != 1 || res.Vector[0].V != 5 {
+		t.Fatalf("%+v, want 5", res.Vector)
+	}
+}
