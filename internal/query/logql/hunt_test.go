@@ -168,3 +168,26 @@ func TestHuntUnwrapOfAMissingLabelSkipsTheLine(t *testing.T) {
 		t.Fatalf("%+v, want 5", res.Vector)
 	}
 }
+
+// TestHuntPatternLineFilterAsLoki: |> matches as Loki's pattern Test
+// (pkg/logql/log/pattern/pattern.go Matcher.Test): each literal at its
+// first occurrence after the previous, no capture empty, a pattern that
+// ends on a literal consumes the whole line there, one that ends on a
+// capture leaves it something.
+func TestHuntPatternLineFilterAsLoki(t *testing.T) {
+	for _, c := range []struct {
+		pattern, line string
+		want          bool
+	}{
+		{"<_> bar", "x bar y bar", false}, // the first " bar" does not end the line
+		{"foo <_>", "foo ", false},        // the last capture is empty
+		{"<_> bar <_>", " bar x", false},  // the first capture is empty
+		{"<_> bar <_>", "x bar y", true},
+	} {
+		q := "{app=\"a\"} |> `" + c.pattern + "`"
+		got := huntLine(t, q, c.line) != ""
+		if got != c.want {
+			t.Errorf("%q |> %q: kept %v, want %v (Loki)", c.line, c.pattern, got, c.want)
+		}
+	}
+}
