@@ -299,7 +299,7 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 			if from == to {
 				continue
 			}
-			vs[i] = append(vs[i], Sample{Labels: s.Labels, T: t, V: rangeFunc(r, s.Points[from:to])})
+			vs[i] = append(vs[i], Sample{Labels: s.Labels, T: t, V: rangeFunc(r, s.Points[from:to], hi)})
 		}
 	}
 	return ev.absent(r, vs), nil

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // rangeFunc applies a range aggregation to a window's points, oldest
-// first (Loki pkg/logql/range_vector.go).
-func rangeFunc(r *RangeAggr, ps []Point) float64 {
+// first (Loki pkg/logql/range_vector.go); end is the window's upper
+// bound in Unix ns (the step's time minus the offset).
+func rangeFunc(r *RangeAggr, ps []Point, end int64) float64 {
 	secs := r.Range.Seconds()
 	switch r.Op {
 	case "count_over_time", "absent_over_time":
@@ -52,7 +54,7 @@ func rangeFunc(r *RangeAggr, ps []Point) float64 {
 		}
 		return quantile(r.Param, vs)
 	case "rate_counter":
-		return counterRate(ps, secs)
+		return counterRate(ps, r.Range, end)
 	}
 	return math.NaN()
 }
@@ -95,20 +97,42 @@ func quantile(q float64, vs []float64) float64 {
 	return vs[int(lo)]*(1-w) + vs[int(hi)]*w
 }
 
-// counterRate is the per-second increase of a counter over the window,
-// counting resets, without Prometheus's extrapolation to the window's
-// edges.
-func counterRate(ps []Point, secs float64) float64 {
+// counterRate is Prometheus's rate of a counter over the window
+// (rng, end]: the increase between the first and last points, resets
+// counted, extrapolated towards the window's edges, per second of the
+// range. Loki's rate_counter is this (pkg/logql/range_vector.go
+// extrapolatedRate with isCounter and isRate), so a counter sampled
+// sparsely is not under-reported.
+func counterRate(ps []Point, rng time.Duration, end int64) float64 {
 	if len(ps) < 2 {
 		return 0
 	}
-	inc := ps[len(ps)-1].V - ps[0].V
+	first, last := ps[0], ps[len(ps)-1]
+	inc := last.V - first.V
 	for i := 1; i < len(ps); i++ {
 		if ps[i].V < ps[i-1].V {
 			inc += ps[i-1].V
 		}
 	}
-	return inc / secs
+	sampled := float64(last.T-first.T) / 1e9
+	toStart := float64(first.T-(end-int64(rng))) / 1e9
+	toEnd := float64(end-last.T) / 1e9
+	// A point is expected at the edge when the gap to it is within the
+	// average spacing (plus 10% for jitter); otherwise extrapolate by
+	// half the spacing only.
+	avg := sampled / float64(len(ps)-1)
+	if toStart >= avg*1.1 {
+		toStart = avg / 2
+	}
+	// A counter is never negative: extrapolate back no further than
+	// where the slope would reach zero.
+	if inc > 0 && first.V >= 0 {
+		toStart = min(toStart, sampled*first.V/inc)
+	}
+	if toEnd >= avg*1.1 {
+		toEnd = avg / 2
+	}
+	return inc * (sampled + toStart + toEnd) / sampled / rng.Seconds()
 }
 
 // group keeps the labels by lists, or drops those without lists.
@@ -178,9 +202,9 @@ func aggregate(a *VectorAggr, v []Sample) []Sample {
 		case "count":
 			val = float64(len(ps))
 		case "min":
-			val = rangeFunc(&RangeAggr{Op: "min_over_time"}, ps)
+			val = rangeFunc(&RangeAggr{Op: "min_over_time"}, ps, 0)
 		case "max":
-			val = rangeFunc(&RangeAggr{Op: "max_over_time"}, ps)
+			val = rangeFunc(&RangeAggr{Op: "max_over_time"}, ps, 0)
 		case "stddev":
 			val = math.Sqrt(variance(ps))
 		case "stdvar":

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 )
 
-// TestHuntRateCounterExtrapolates: Loki's rate_counter is Prometheus's
+// TestRateCounterExtrapolates: Loki's rate_counter is Prometheus's
 // rate of a counter, extrapolated to the window's edges
 // (pkg/logql/range_vector.go rateCounter → extrapolatedRate, since
 // rate_counter was added, grafana/loki#6412). Counter values 10, 20, 30,
@@ -21,7 +21,7 @@ import (
 // point is 10s before the first sample, no nearer) and 5s to the end
 // (half the spacing: the 20s gap is over the threshold), so 30·45/30 =
 // 45 over 60s: 0.75 per second. Without extrapolation it is 0.5.
-func TestHuntRateCounterExtrapolates(t *testing.T) {
+func TestRateCounterExtrapolates(t *testing.T) {
 	var recs []record
 	for i := 1; i <= 4; i++ {
 		recs = append(recs, record{tenant: "a", resource: map[string]string{"service.name": "counter"},
