@@ -145,6 +145,15 @@ type QueryError struct{ Msg string }
 
 func (e *QueryError) Error() string { return e.Msg }
 
+// EvalError is a query that fails while it is evaluated, such as a
+// vector match that is not one-to-one without group_left/group_right.
+// Loki returns these as plain errors, which its API answers with 500
+// and the message (pkg/util/server/error.go ClientHTTPStatusAndError),
+// though they are the query's fault, not the server's.
+type EvalError struct{ Msg string }
+
+func (e *EvalError) Error() string { return e.Msg }
+
 type evaluator struct {
 	src            Source
 	p              Params

@@ -254,7 +254,10 @@ func binary(b *BinaryExpr, l, r value, steps []int64) (value, error) {
 	}
 	vs := make([][]Sample, len(steps))
 	for i := range steps {
-		vs[i] = vectorBinary(b, l.vectors[i], r.vectors[i])
+		var err error
+		if vs[i], err = vectorBinary(b, l.vectors[i], r.vectors[i]); err != nil {
+			return value{}, err
+		}
 	}
 	return value{vectors: vs}, nil
 }
@@ -325,7 +328,11 @@ func matchKey(m *VectorMatching, ls Labels) string {
 	return group(&Grouping{Without: true, Labels: m.Labels}, ls).String()
 }
 
-func vectorBinary(b *BinaryExpr, lhs, rhs []Sample) []Sample {
+// vectorBinary matches lhs with rhs. As in Loki (pkg/logql/evaluator.go
+// vectorBinop), a match that is not one-to-one and not declared by
+// group_left/group_right is an error, not an answer made of whichever
+// pair came last.
+func vectorBinary(b *BinaryExpr, lhs, rhs []Sample) ([]Sample, error) {
 	m := b.Matching
 	switch b.Op {
 	case "and", "unless":
@@ -339,7 +346,7 @@ func vectorBinary(b *BinaryExpr, lhs, rhs []Sample) []Sample {
 				out = append(out, s)
 			}
 		}
-		return out
+		return out, nil
 	case "or":
 		out := slices.Clone(lhs)
 		in := map[string]bool{}
@@ -351,7 +358,7 @@ func vectorBinary(b *BinaryExpr, lhs, rhs []Sample) []Sample {
 				out = append(out, s)
 			}
 		}
-		return out
+		return out, nil
 	}
 	one, many, manyLeft := rhs, lhs, true
 	if m != nil && m.Card == "group_right" {
@@ -359,38 +366,60 @@ func vectorBinary(b *BinaryExpr, lhs, rhs []Sample) []Sample {
 	}
 	byKey := map[string]Sample{}
 	for _, s := range one {
-		byKey[matchKey(m, s.Labels)] = s
+		k := matchKey(m, s.Labels)
+		if _, dup := byKey[k]; dup {
+			side := "right"
+			if !manyLeft {
+				side = "left"
+			}
+			return nil, &EvalError{"found duplicate series on the " + side + " hand-side;many-to-many matching not allowed: matching labels must be unique on one side"}
+		}
+		byKey[k] = s
 	}
+	oneToOne := m == nil || m.Card == ""
+	matched := map[string]map[string]bool{} // key → result labels made of it
 	var out []Sample
 	for _, s := range many {
-		o, ok := byKey[matchKey(m, s.Labels)]
+		k := matchKey(m, s.Labels)
+		o, ok := byKey[k]
 		if !ok {
 			continue
 		}
+		ls := resultLabels(b, s.Labels, o.Labels)
+		// A match counts whether or not a comparison then drops it.
+		results, seen := matched[k]
+		switch {
+		case oneToOne && seen:
+			return nil, &EvalError{"multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)"}
+		case !oneToOne && results[ls.String()]:
+			return nil, &EvalError{"multiple matches for labels: grouping labels must ensure unique matches"}
+		case !seen:
+			results = map[string]bool{}
+			matched[k] = results
+		}
+		results[ls.String()] = true
 		x, y := s.V, o.V
 		if !manyLeft {
 			x, y = y, x
 		}
 		if v, keep := result(b, x, y, x); keep {
-			out = append(out, Sample{Labels: resultLabels(b, s.Labels, o.Labels), T: s.T, V: v})
+			out = append(out, Sample{Labels: ls, T: s.T, V: v})
 		}
 	}
-	return out
+	return out, nil
 }
 
 // resultLabels are the labels of a matched pair's result: the "many"
 // side's, kept to the on labels or without the ignoring ones for
-// one-to-one arithmetic, with group_left/right's included labels from
-// the "one" side.
+// one-to-one matching, a filtering comparison too (Loki
+// pkg/logql/evaluator.go resultMetric does not look at the operator),
+// with group_left/right's included labels from the "one" side.
 func resultLabels(b *BinaryExpr, many, one Labels) Labels {
 	m := b.Matching
 	if m == nil {
 		return many
 	}
 	if m.Card == "" {
-		if isComparison(b.Op) && !b.ReturnBool {
-			return many
-		}
 		if m.On {
 			return group(&Grouping{Labels: m.Labels}, many)
 		}

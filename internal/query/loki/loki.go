@@ -7,11 +7,13 @@
 package loki
 
 import (
+	"errors"
 	"net/http"
 	"runtime"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/query/httpapi"
+	"github.com/tracelake/tracelake/internal/query/logql"
 )
 
 // Options configure the Loki API.
@@ -52,12 +54,18 @@ func Register(mux *http.ServeMux, o Options) error {
 	return nil
 }
 
-// fail answers err: a refused parameter or query 400, the read path's
-// failures by their kind (httpapi.Status), logged when they are the
-// server's.
+// fail answers err: a refused parameter or query 400, a query failing
+// in evaluation 500 as Loki answers it (not logged: the query's fault),
+// the read path's failures by their kind (httpapi.Status), logged when
+// they are the server's.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if isParamError(err) {
 		a.rt.Fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var ee *logql.EvalError
+	if errors.As(err, &ee) {
+		a.rt.Fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	if status := httpapi.Status(err); status >= 500 {
