@@ -166,12 +166,14 @@ func filterLabels(f LabelFilter, b *builder) bool {
 		v, _ := b.get(x.Matcher.Name)
 		return x.Matcher.Matches(v)
 	case *BinaryFilter:
+		// The right side of an or whose left holds never runs, so it
+		// sets no LabelFilterErr on a line the left keeps (Loki
+		// pkg/logql/log/label_filter.go BinaryLabelFilter.Process).
 		l := filterLabels(x.Left, b)
 		if x.And {
 			return l && filterLabels(x.Right, b)
 		}
-		r := filterLabels(x.Right, b)
-		return l || r
+		return l || filterLabels(x.Right, b)
 	case *NumberFilter:
 		return filterNumber(b, x.Name, x.Op, x.Value, func(v string) (float64, error) {
 			return strconv.ParseFloat(strings.TrimSpace(v), 64)

@@ -85,13 +85,13 @@ func TestManyToOneMustBeExplicit(t *testing.T) {
 	}
 }
 
-// TestHuntOrLabelFilterShortCircuits: Loki's `a or b` label filter does
+// TestOrLabelFilterShortCircuits: Loki's `a or b` label filter does
 // not run b when a holds (pkg/logql/log/label_filter.go
 // BinaryLabelFilter.Process: `if !b.And && lok { return line, true }`),
 // so b's conversion error is never set on a line a keeps. Here rows=42
 // keeps the line and msg (not a number) is never compared: the count is
 // 1, not a pipeline error.
-func TestHuntOrLabelFilterShortCircuits(t *testing.T) {
+func TestOrLabelFilterShortCircuits(t *testing.T) {
 	srv := serverOf(t, []record{{tenant: "a", resource: map[string]string{"service.name": "db"},
 		at: time.Second, severity: plog.SeverityNumberInfo, body: `rows=42 msg=slow`}})
 	q := `sum(count_over_time({service_name="db"} | logfmt | rows > 40 or msg > 1 [1m]))`
