@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// huntLine runs a log query over one entry with line and answers the
+// lineAfter runs a log query over one entry with line and answers the
 // line the pipeline made of it ("" when dropped).
-func huntLine(t *testing.T, q, line string) string {
+func lineAfter(t *testing.T, q, line string) string {
 	t.Helper()
 	e, err := Parse(q)
 	if err != nil {
@@ -28,11 +28,11 @@ func huntLine(t *testing.T, q, line string) string {
 	return ""
 }
 
-// TestHuntTemplateTitleAndAlign: line_format's title is sprig's, which
+// TestTemplateTitleAndAlignAsLoki: line_format's title is sprig's, which
 // is strings.Title (a capital after every non-letter, spacing kept), and
 // alignLeft/alignRight count characters, not bytes (Loki
 // pkg/logql/log/fmt.go alignLeft, alignRight on []rune).
-func TestHuntTemplateTitleAndAlign(t *testing.T) {
+func TestTemplateTitleAndAlignAsLoki(t *testing.T) {
 	for tmpl, want := range map[string]string{
 		`{{ title "hello-world  foo" }}`: "Hello-World  Foo", // strings.Title("hello-world  foo")
 		`{{ title "élan vital" }}`:       "Élan Vital",
@@ -41,7 +41,7 @@ func TestHuntTemplateTitleAndAlign(t *testing.T) {
 		`{{ alignLeft 6 "hé" }}`:         "hé    ",
 	} {
 		q := "{app=\"a\"} | line_format `" + tmpl + "`"
-		if got := huntLine(t, q, "x"); got != want {
+		if got := lineAfter(t, q, "x"); got != want {
 			t.Errorf("%s: %q, want %q", tmpl, got, want)
 		}
 	}
@@ -61,7 +61,7 @@ func TestHuntDecolorizeAsLoki(t *testing.T) {
 		"\x1b[31mred\x1b[0m plain",
 	} {
 		want := lokiANSI.ReplaceAllString(line, "")
-		if got := huntLine(t, `{app="a"} | decolorize`, line); got != want {
+		if got := lineAfter(t, `{app="a"} | decolorize`, line); got != want {
 			t.Errorf("decolorize %q: %q, want %q (Loki)", line, got, want)
 		}
 	}
@@ -79,7 +79,7 @@ func TestHuntLogfmtWithoutStrictSetsNoError(t *testing.T) {
 		`level=warn msg="unterminated`,
 		`=oops level=info`,
 	} {
-		if got := huntLine(t, `{app="a"} | logfmt | __error__ != ""`, line); got != "" {
+		if got := lineAfter(t, `{app="a"} | logfmt | __error__ != ""`, line); got != "" {
 			t.Errorf("logfmt (not strict) of %q set __error__: the line was kept by __error__ != \"\"", line)
 		}
 	}
@@ -108,7 +108,7 @@ func TestHuntJSONExpressionObjectIsItsText(t *testing.T) {
 		"{app=\"a\"} | json u=\"user\" | line_format `{{.u}}`": `{"name": "x", "id": 1}`,
 		"{app=\"a\"} | json t=\"tags\" | line_format `{{.t}}`": `["b", "a"]`,
 	} {
-		if got := huntLine(t, q, line); got != want {
+		if got := lineAfter(t, q, line); got != want {
 			t.Errorf("%s: %q, want %q (the value's text in the line)", q, got, want)
 		}
 	}
@@ -119,7 +119,7 @@ func TestHuntJSONExpressionObjectIsItsText(t *testing.T) {
 // labels are skipped), so a line the json parser failed on still fails a
 // metric query, and still matches `__error__ != ""` after keep.
 func TestHuntKeepKeepsTheError(t *testing.T) {
-	if got := huntLine(t, `{app="a"} | json | keep level | __error__ != ""`, `not json`); got != "not json" {
+	if got := lineAfter(t, `{app="a"} | json | keep level | __error__ != ""`, `not json`); got != "not json" {
 		t.Errorf("keep removed __error__: the line that failed json is not matched by __error__ != \"\" (got %q)", got)
 	}
 	e, err := Parse(`sum(count_over_time({app="a"} | json | keep level [5s]))`)
@@ -143,7 +143,7 @@ func TestHuntLabelFormatRenameBeforeTemplate(t *testing.T) {
 		"{app=\"a\"} | logfmt | label_format a=b, c=`{{.a}}` | line_format `[{{.c}}]`": "[1]",
 		"{app=\"a\"} | logfmt | label_format a=b, c=`{{.b}}` | line_format `[{{.c}}]`": "[]",
 	} {
-		if got := huntLine(t, q, "b=1"); got != want {
+		if got := lineAfter(t, q, "b=1"); got != want {
 			t.Errorf("%s: %q, want %q", q, got, want)
 		}
 	}
@@ -185,7 +185,7 @@ func TestHuntPatternLineFilterAsLoki(t *testing.T) {
 		{"<_> bar <_>", "x bar y", true},
 	} {
 		q := "{app=\"a\"} |> `" + c.pattern + "`"
-		got := huntLine(t, q, c.line) != ""
+		got := lineAfter(t, q, c.line) != ""
 		if got != c.want {
 			t.Errorf("%q |> %q: kept %v, want %v (Loki)", c.line, c.pattern, got, c.want)
 		}

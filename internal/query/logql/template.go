@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode"
 )
 
 // lineTemplate is a line_format or label_format template: Go's
@@ -79,11 +80,9 @@ func newTemplate(text string) (*lineTemplate, error) {
 			b, err := base64.StdEncoding.DecodeString(s)
 			return string(b), err
 		},
-		"unixEpoch": func(t time.Time) string { return fmt.Sprint(t.Unix()) },
-		"alignLeft": func(n int, s string) string { return fmt.Sprintf("%-*s", n, trunc(n, s)) },
-		"alignRight": func(n int, s string) string {
-			return fmt.Sprintf("%*s", n, trunc(-n, s))
-		},
+		"unixEpoch":  func(t time.Time) string { return fmt.Sprint(t.Unix()) },
+		"alignLeft":  func(n int, s string) string { return align(n, s, false) },
+		"alignRight": func(n int, s string) string { return align(n, s, true) },
 	}
 	t, err := template.New("line").Option("missingkey=zero").Funcs(funcs).Parse(text)
 	if err != nil {
@@ -109,23 +108,65 @@ func (lt *lineTemplate) run(line string, ts int64, b *builder) (string, bool) {
 	return lt.buf.String(), true
 }
 
+// titleCase is sprig's title, which is strings.Title (deprecated, so
+// not called): a letter after anything but a letter, digit or _ is
+// upper-cased, the spacing kept as it is.
 func titleCase(s string) string {
-	words := strings.Fields(s)
-	for i, w := range words {
-		words[i] = strings.ToUpper(w[:1]) + w[1:]
-	}
-	return strings.Join(words, " ")
+	prev := ' '
+	return strings.Map(func(r rune) rune {
+		sep := isTitleSeparator(prev)
+		prev = r
+		if sep {
+			return unicode.ToTitle(r)
+		}
+		return r
+	}, s)
 }
 
-// trunc keeps the first n characters, or the last -n.
+// isTitleSeparator is strings.Title's word boundary.
+func isTitleSeparator(r rune) bool {
+	if r <= unicode.MaxASCII {
+		switch {
+		case '0' <= r && r <= '9', 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', r == '_':
+			return false
+		}
+		return true
+	}
+	if unicode.IsLetter(r) || unicode.IsDigit(r) {
+		return false
+	}
+	return unicode.IsSpace(r)
+}
+
+// trunc keeps the first n characters, or the last -n; characters, not
+// bytes, as Loki's (pkg/logql/log/fmt.go trunc), so no rune is cut.
 func trunc(n int, s string) string {
+	rs := []rune(s)
 	switch {
-	case n >= 0 && n < len(s):
-		return s[:n]
-	case n < 0 && -n < len(s):
-		return s[len(s)+n:]
+	case n >= 0 && n < len(rs):
+		return string(rs[:n])
+	case n < 0 && -n < len(rs):
+		return string(rs[len(rs)+n:])
 	}
 	return s
+}
+
+// align is alignLeft (right false) and alignRight: s cut or padded with
+// spaces to n characters, counted as runes; a negative n leaves s as it
+// is (Loki pkg/logql/log/fmt.go alignLeft, alignRight).
+func align(n int, s string, right bool) string {
+	rs := []rune(s)
+	switch {
+	case n < 0 || n == len(rs):
+		return s
+	case n > len(rs) && right:
+		return strings.Repeat(" ", n-len(rs)) + s
+	case n > len(rs):
+		return s + strings.Repeat(" ", n-len(rs))
+	case right:
+		return string(rs[len(rs)-n:])
+	}
+	return string(rs[:n])
 }
 
 func substr(start, end int, s string) string {
