@@ -51,10 +51,10 @@ func TestTemplateTitleAndAlignAsLoki(t *testing.T) {
 // ansiPattern, from acarl005/stripansi).
 var lokiANSI = regexp.MustCompile("[\u001B\u009B][[\\]()#;?]*(?:(?:(?:[a-zA-Z\\d]*(?:;[a-zA-Z\\d]*)*)?\u0007)|(?:(?:\\d{1,4}(?:;\\d{0,4})*)?[\\dA-PRZcf-ntqry=><~]))")
 
-// TestHuntDecolorizeAsLoki: decolorize removes what Loki's pattern
+// TestDecolorizeAsLoki: decolorize removes what Loki's pattern
 // removes: private-mode CSI sequences (ESC[?25l, cursor hiding, as a
 // progress bar writes them) and OSC titles (ESC]0;…BEL) included.
-func TestHuntDecolorizeAsLoki(t *testing.T) {
+func TestDecolorizeAsLoki(t *testing.T) {
 	for _, line := range []string{
 		"\x1b[?25lloading\x1b[?25h done",
 		"\x1b]0;build\x07compiling",

@@ -132,7 +132,11 @@ func convertUnwrapped(conv, v string) (float64, error) {
 	return strconv.ParseFloat(strings.TrimSpace(v), 64)
 }
 
-var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[a-zA-Z]`)
+// ansi is what decolorize removes: Loki's pattern (pkg/logql/log/fmt.go
+// ansiPattern, after acarl005/stripansi), which takes private-mode CSI
+// sequences (ESC[?25l) and OSC sequences ended by BEL (ESC]0;title BEL)
+// too, not only colours.
+var ansi = regexp.MustCompile("[\u001b\u009b][[\\]()#;?]*(?:(?:(?:[a-zA-Z\\d]*(?:;[a-zA-Z\\d]*)*)?\u0007)|(?:(?:\\d{1,4}(?:;\\d{0,4})*)?[\\dA-PRZcf-ntqry=><~]))")
 
 // keeps says whether the filter keeps line.
 func (f *LineFilter) keeps(line string) bool {
