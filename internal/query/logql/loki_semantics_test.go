@@ -67,13 +67,13 @@ func TestDecolorizeAsLoki(t *testing.T) {
 	}
 }
 
-// TestHuntLogfmtWithoutStrictSetsNoError: Loki's logfmt parser without
+// TestLogfmtWithoutStrictSetsNoError: Loki's logfmt parser without
 // --strict skips what it cannot scan and never sets __error__
 // (pkg/logql/log/parser.go LogfmtParser.Process: only `if l.strict &&
 // l.dec.Err() != nil` adds LogfmtParserErr), so a JSON line or a line
 // with an unterminated quote among logfmt lines fails no metric query
 // and matches no __error__ filter.
-func TestHuntLogfmtWithoutStrictSetsNoError(t *testing.T) {
+func TestLogfmtWithoutStrictSetsNoError(t *testing.T) {
 	for _, line := range []string{
 		`{"level":"error","msg":"payment failed"}`,
 		`level=warn msg="unterminated`,

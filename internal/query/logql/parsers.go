@@ -202,9 +202,11 @@ func unpackedLine(line string) string {
 
 // logfmt extracts key=value pairs (Loki pkg/logql/log/parser.go
 // LogfmtParser over pkg/logql/log/logfmt): values may be quoted with Go
-// escapes; a key without a value is kept only with --keep-empty; a
-// malformed pair is a LogfmtParserErr, which stops parsing with
-// --strict and is skipped otherwise. With parameters, only the labels
+// escapes; a key without a value is kept only with --keep-empty. A
+// malformed pair stops parsing with --strict, a LogfmtParserErr; without
+// it, the pair is skipped to the next space and no error is set, as
+// Loki's parser only reports errors when strict (so a JSON line among
+// logfmt ones fails no metric query). With parameters, only the labels
 // asked for are set, each from its key.
 func logfmt(ps *Parser, line string, b *builder) {
 	want := map[string]string{} // key → label, for parameters
@@ -215,7 +217,19 @@ func logfmt(ps *Parser, line string, b *builder) {
 		}
 		want[key] = p.Label
 	}
+	// malformed handles a pair unreadable at i: it answers whether to
+	// go on, from the next space.
 	i := 0
+	malformed := func(msg string) bool {
+		if ps.Strict {
+			b.setErr(errLogfmt, fmt.Sprintf("logfmt syntax error at pos %d : %s", i+1, msg))
+			return false
+		}
+		for i < len(line) && line[i] != ' ' && line[i] != '\t' {
+			i++
+		}
+		return true
+	}
 	for i < len(line) {
 		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
 			i++
@@ -228,12 +242,10 @@ func logfmt(ps *Parser, line string, b *builder) {
 			i++
 		}
 		key := line[start:i]
-		if key == "" {
-			b.setErr(errLogfmt, fmt.Sprintf("logfmt syntax error at pos %d : unexpected '%c'", i+1, line[i]))
-			if ps.Strict {
+		if key == "" || i < len(line) && line[i] == '"' {
+			if !malformed(fmt.Sprintf("unexpected '%c'", line[i])) {
 				return
 			}
-			i++
 			continue
 		}
 		var value string
@@ -249,7 +261,9 @@ func logfmt(ps *Parser, line string, b *builder) {
 					j++
 				}
 				if j >= len(line) {
-					b.setErr(errLogfmt, fmt.Sprintf("logfmt syntax error at pos %d : unterminated quoted value", len(line)+1))
+					if ps.Strict {
+						b.setErr(errLogfmt, fmt.Sprintf("logfmt syntax error at pos %d : unterminated quoted value", len(line)+1))
+					}
 					return
 				}
 				v, err := strconv.Unquote(line[i : j+1])
@@ -260,8 +274,14 @@ func logfmt(ps *Parser, line string, b *builder) {
 				i = j + 1
 			} else {
 				vs := i
-				for i < len(line) && line[i] != ' ' && line[i] != '\t' {
+				for i < len(line) && line[i] != ' ' && line[i] != '\t' && line[i] != '=' && line[i] != '"' {
 					i++
+				}
+				if i < len(line) && (line[i] == '=' || line[i] == '"') {
+					if !malformed(fmt.Sprintf("unexpected '%c'", line[i])) {
+						return
+					}
+					continue
 				}
 				value = line[vs:i]
 			}
