@@ -97,12 +97,12 @@ func TestLogfmtWithoutStrictSetsNoError(t *testing.T) {
 	}
 }
 
-// TestHuntJSONExpressionObjectIsItsText: `| json u="user"` whose value
+// TestJSONExpressionObjectIsItsText: `| json u="user"` whose value
 // is an object or an array sets the label to the value's text as the
 // line holds it (Loki pkg/logql/log/parser.go JSONExpressionParser: an
 // Object is string(data), the bytes of the line), not a re-encoding with
 // its keys sorted and its spacing removed.
-func TestHuntJSONExpressionObjectIsItsText(t *testing.T) {
+func TestJSONExpressionObjectIsItsText(t *testing.T) {
 	line := `{"user": {"name": "x", "id": 1}, "tags": ["b", "a"]}`
 	for q, want := range map[string]string{
 		"{app=\"a\"} | json u=\"user\" | line_format `{{.u}}`": `{"name": "x", "id": 1}`,

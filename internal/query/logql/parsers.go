@@ -97,8 +97,7 @@ func jsonAll(line string, b *builder) {
 // a path not found gives an empty label (Loki JSONExpressionParser).
 func jsonParams(params []ExtractParam, line string, b *builder) {
 	dec := json.NewDecoder(strings.NewReader(line))
-	dec.UseNumber()
-	var doc any
+	var doc json.RawMessage
 	if err := dec.Decode(&doc); err != nil {
 		b.setErr(errJSON, err.Error())
 		return
@@ -108,68 +107,74 @@ func jsonParams(params []ExtractParam, line string, b *builder) {
 		if path == "" {
 			path = p.Label
 		}
-		v := jsonPath(doc, path)
 		name := p.Label
 		if b.has(name, CatStream) || b.has(name, CatMetadata) {
 			name += duplicateSuffix
 		}
-		b.set(CatParsed, name, jsonText(v))
+		b.set(CatParsed, name, jsonText(jsonPath(doc, path)))
 	}
 }
 
-// jsonPath follows a path such as a.b[0]["c d"] in doc; nil when absent.
-func jsonPath(doc any, path string) any {
+// jsonPath follows a path such as a.b[0]["c d"] in doc, undecoded
+// below the path so that an object or array found keeps its text as the
+// line has it; nil when absent.
+func jsonPath(doc json.RawMessage, path string) json.RawMessage {
 	cur := doc
 	for path != "" && cur != nil {
+		var key string
 		switch {
 		case path[0] == '.':
 			path = path[1:]
+			continue
 		case path[0] == '[':
 			end := strings.IndexByte(path, ']')
 			if end < 0 {
 				return nil
 			}
-			key := strings.TrimSpace(path[1:end])
+			key = strings.TrimSpace(path[1:end])
 			path = path[end+1:]
 			if uq, err := strconv.Unquote(key); err == nil {
-				o, _ := cur.(map[string]any)
-				cur = o[uq]
-				continue
+				key = uq
+				break
 			}
 			i, err := strconv.Atoi(key)
-			arr, _ := cur.([]any)
-			if err != nil || i < 0 || i >= len(arr) {
+			var arr []json.RawMessage
+			if err != nil || json.Unmarshal(cur, &arr) != nil || i < 0 || i >= len(arr) {
 				return nil
 			}
 			cur = arr[i]
+			continue
 		default:
 			end := strings.IndexAny(path, ".[")
 			if end < 0 {
 				end = len(path)
 			}
-			o, _ := cur.(map[string]any)
-			cur = o[path[:end]]
-			path = path[end:]
+			key, path = path[:end], path[end:]
 		}
+		var o map[string]json.RawMessage
+		if json.Unmarshal(cur, &o) != nil {
+			return nil
+		}
+		cur = o[key]
 	}
 	return cur
 }
 
-// jsonText is a JSON value as a label: strings unquoted, others as JSON.
-func jsonText(v any) string {
-	switch x := v.(type) {
-	case nil:
+// jsonText is a JSON value as a label: a string unquoted, null empty,
+// anything else its text in the line (Loki JSONExpressionParser sets an
+// object's bytes as they are, not a re-encoding).
+func jsonText(v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	switch {
+	case len(v) == 0 || string(v) == "null":
 		return ""
-	case string:
-		return x
-	case json.Number:
-		return x.String()
+	case v[0] == '"':
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return s
+		}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return strings.TrimSuffix(buf.String(), "\n")
+	return string(v)
 }
 
 // unpack reads a line packed by Promtail's pack stage: a JSON object
