@@ -55,42 +55,84 @@ func setParsed(b *builder, name, value string) {
 // jsonAll extracts every scalar field of a JSON object line, nested keys
 // joined with _ (Loki pkg/logql/log/parser.go JSONParser): arrays and
 // nulls are skipped; a line that is not a JSON object is a
-// JSONParserErr.
+// JSONParserErr. Fields are read in the line's order, so of two keys
+// that sanitize to one label name the last wins, as in Loki.
 func jsonAll(line string, b *builder) {
 	dec := json.NewDecoder(strings.NewReader(line))
 	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil {
+	if tok, err := dec.Token(); err != nil {
 		b.setErr(errJSON, err.Error())
 		return
-	}
-	if obj == nil {
+	} else if tok != json.Delim('{') {
 		b.setErr(errJSON, "not a JSON object")
 		return
 	}
-	var walk func(prefix string, o map[string]any)
-	walk = func(prefix string, o map[string]any) {
-		for k, v := range o {
-			key := sanitizeLabelName(k, prefix == "")
-			if key == "" {
-				continue
+	if err := jsonObject(dec, "", b); err != nil {
+		b.setErr(errJSON, err.Error())
+	}
+}
+
+// jsonObject sets the fields of the object whose '{' dec has just read,
+// and reads its '}'.
+func jsonObject(dec *json.Decoder, prefix string, b *builder) error {
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		k, _ := tok.(string)
+		key := sanitizeLabelName(k, prefix == "")
+		if key != "" && prefix != "" {
+			key = prefix + "_" + key
+		}
+		if tok, err = dec.Token(); err != nil {
+			return err
+		}
+		switch x := tok.(type) {
+		case json.Delim:
+			if x == '{' && key != "" {
+				err = jsonObject(dec, key, b)
+			} else {
+				err = jsonSkip(dec)
 			}
-			if prefix != "" {
-				key = prefix + "_" + key
+			if err != nil {
+				return err
 			}
-			switch x := v.(type) {
-			case map[string]any:
-				walk(key, x)
-			case string:
+			continue
+		case string:
+			if key != "" {
 				setParsed(b, key, x)
-			case json.Number:
+			}
+		case json.Number:
+			if key != "" {
 				setParsed(b, key, x.String())
-			case bool:
+			}
+		case bool:
+			if key != "" {
 				setParsed(b, key, strconv.FormatBool(x))
 			}
 		}
 	}
-	walk("", obj)
+	_, err := dec.Token() // the closing '}'
+	return err
+}
+
+// jsonSkip reads the rest of the object or array whose opening dec has
+// just read.
+func jsonSkip(dec *json.Decoder) error {
+	for depth := 1; depth > 0; {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+	return nil
 }
 
 // jsonParams extracts the labels of json's parameters by their paths;
