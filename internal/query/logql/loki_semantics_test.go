@@ -114,11 +114,11 @@ func TestJSONExpressionObjectIsItsText(t *testing.T) {
 	}
 }
 
-// TestHuntKeepKeepsTheError: keep never removes __error__ and
+// TestKeepKeepsTheError: keep never removes __error__ and
 // __error_details__ (Loki pkg/logql/log/keep_labels.go: isSpecialLabel
 // labels are skipped), so a line the json parser failed on still fails a
 // metric query, and still matches `__error__ != ""` after keep.
-func TestHuntKeepKeepsTheError(t *testing.T) {
+func TestKeepKeepsTheError(t *testing.T) {
 	if got := lineAfter(t, `{app="a"} | json | keep level | __error__ != ""`, `not json`); got != "not json" {
 		t.Errorf("keep removed __error__: the line that failed json is not matched by __error__ != \"\" (got %q)", got)
 	}

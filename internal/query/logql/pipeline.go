@@ -256,7 +256,11 @@ func formatLabels(lf *LabelFormat, line string, ts int64, b *builder) {
 }
 
 // dropKeep runs drop and keep: an item by name matches the label of
-// that name, an item with a matcher only when its value matches.
+// that name, an item with a matcher only when its value matches. keep
+// never removes __error__ and __error_details__ (Loki
+// pkg/logql/log/keep_labels.go skips them), so a failed stage still
+// fails a metric query and still matches an __error__ filter; drop
+// removes them when named, the documented way to ignore an error.
 func dropKeep(d *DropKeep, b *builder) {
 	matches := func(l Label) bool {
 		for _, it := range d.Items {
@@ -271,7 +275,7 @@ func dropKeep(d *DropKeep, b *builder) {
 	}
 	kept := b.ls[:0]
 	for _, l := range b.ls {
-		if matches(l) == d.Keep {
+		if matches(l) == d.Keep || d.Keep && (l.Name == ErrorLabel || l.Name == ErrorDetailsLabel) {
 			kept = append(kept, l)
 		}
 	}
