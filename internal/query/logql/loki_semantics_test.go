@@ -132,13 +132,13 @@ func TestKeepKeepsTheError(t *testing.T) {
 	}
 }
 
-// TestHuntLabelFormatRenameBeforeTemplate: Loki's label_format runs its
+// TestLabelFormatRenameBeforeTemplate: Loki's label_format runs its
 // items in order, a rename at once (set dst, delete src), and its
 // templates read the labels as they are at the first template
 // (pkg/logql/log/fmt.go LabelsFormatter.Process: lbs.IntoMap(m) when
 // the first template runs): a template after a rename sees the renamed
 // label and no longer its source.
-func TestHuntLabelFormatRenameBeforeTemplate(t *testing.T) {
+func TestLabelFormatRenameBeforeTemplate(t *testing.T) {
 	for q, want := range map[string]string{
 		"{app=\"a\"} | logfmt | label_format a=b, c=`{{.a}}` | line_format `[{{.c}}]`": "[1]",
 		"{app=\"a\"} | logfmt | label_format a=b, c=`{{.b}}` | line_format `[{{.c}}]`": "[]",

@@ -228,30 +228,29 @@ func compare(op CmpOp, a, b float64) bool {
 	return false
 }
 
-// formatLabels runs label_format: templates see the labels as they were
-// before the stage, and a rename removes its source.
+// formatLabels runs label_format's items in order, as Loki's
+// LabelsFormatter (pkg/logql/log/fmt.go): a rename sets its label and
+// removes its source at once; templates read the labels as they were
+// when the first template ran, so they see earlier renames but not the
+// labels set by earlier templates. A failing template sets no label.
 func formatLabels(lf *LabelFormat, line string, ts int64, b *builder) {
-	type set struct{ name, value string }
-	var sets []set
-	var renamed []string
+	var data map[string]string
 	for _, it := range lf.Items {
-		if it.tmpl != nil {
-			v, _ := it.tmpl.run(line, ts, b)
-			sets = append(sets, set{it.Dst, v})
+		if it.tmpl == nil {
+			if v, ok := b.get(it.Src); ok {
+				b.set(CatParsed, it.Dst, v)
+				if it.Src != it.Dst {
+					b.del(it.Src)
+				}
+			}
 			continue
 		}
-		if v, ok := b.get(it.Src); ok {
-			sets = append(sets, set{it.Dst, v})
-			if it.Src != it.Dst {
-				renamed = append(renamed, it.Src)
-			}
+		if data == nil {
+			data = templateData(b)
 		}
-	}
-	for _, n := range renamed {
-		b.del(n)
-	}
-	for _, s := range sets {
-		b.set(CatParsed, s.name, s.value)
+		if v, ok := it.tmpl.runOn(line, ts, data, b); ok {
+			b.set(CatParsed, it.Dst, v)
+		}
 	}
 }
 

@@ -92,14 +92,24 @@ func newTemplate(text string) (*lineTemplate, error) {
 	return lt, nil
 }
 
-// run formats the template for an entry; a failing template is a
-// TemplateFormatErr and leaves the line as it was.
+// run formats the template for an entry over its labels now; a failing
+// template is a TemplateFormatErr and leaves the line as it was.
 func (lt *lineTemplate) run(line string, ts int64, b *builder) (string, bool) {
-	lt.line, lt.ts = line, ts
+	return lt.runOn(line, ts, templateData(b), b)
+}
+
+// templateData is the labels as a template reads them.
+func templateData(b *builder) map[string]string {
 	data := make(map[string]string, len(b.ls))
 	for _, l := range b.ls {
 		data[l.Name] = l.Value
 	}
+	return data
+}
+
+// runOn is run over data, labels read earlier.
+func (lt *lineTemplate) runOn(line string, ts int64, data map[string]string, b *builder) (string, bool) {
+	lt.line, lt.ts = line, ts
 	lt.buf.Reset()
 	if err := lt.t.Execute(&lt.buf, data); err != nil {
 		b.setErr(errTemplateFormat, err.Error())
