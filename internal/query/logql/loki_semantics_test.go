@@ -149,12 +149,12 @@ func TestLabelFormatRenameBeforeTemplate(t *testing.T) {
 	}
 }
 
-// TestHuntUnwrapOfAMissingLabelSkipsTheLine: a line without the
+// TestUnwrapOfAMissingLabelSkipsTheLine: a line without the
 // unwrapped label (or with it empty) gives no sample and no error (Loki
 // pkg/logql/log/metrics_extraction.go: `if stringValue == "" { return
 // ExtractedSample{}, false }`, grafana/loki#6713): the sum is the other
 // lines', not a SampleExtractionErr.
-func TestHuntUnwrapOfAMissingLabelSkipsTheLine(t *testing.T) {
+func TestUnwrapOfAMissingLabelSkipsTheLine(t *testing.T) {
 	e, err := Parse(`sum(sum_over_time({app="a"} | logfmt | unwrap took [5s]))`)
 	if err != nil {
 		t.Fatal(err)

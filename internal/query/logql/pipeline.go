@@ -95,7 +95,10 @@ func (p *pipeline) process(e *Entry) (line string, ok bool) {
 
 // sample is the value of e for a range aggregation: 1 a line, its
 // length in bytes, or the unwrapped label's value (removed from the
-// labels, as Loki does); ok false when the entry gives none.
+// labels, as Loki does); ok false when the entry gives none. An entry
+// without the unwrapped label, or with it empty, gives none and no error
+// (Loki pkg/logql/log/metrics_extraction.go, grafana/loki#6713): a line
+// that does not carry the value is not a failed conversion.
 func (p *pipeline) sample(e *Entry, op string) (float64, bool) {
 	line, ok := p.process(e)
 	if !ok {
@@ -104,6 +107,9 @@ func (p *pipeline) sample(e *Entry, op string) (float64, bool) {
 	switch {
 	case p.unwrap != nil:
 		v, _ := p.b.get(p.unwrap.Label)
+		if v == "" {
+			return 0, false
+		}
 		f, err := convertUnwrapped(p.unwrap.Conv, v)
 		p.b.del(p.unwrap.Label)
 		if err != nil {

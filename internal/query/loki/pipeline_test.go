@@ -76,7 +76,8 @@ func TestDropAndCategorizedLabels(t *testing.T) {
 }
 
 // TestUnwrap: unwrap takes sample values from a label (duration() in
-// seconds), grouped by the labels asked for.
+// seconds), grouped by the labels asked for; a line without the label
+// gives none, one whose value does not convert fails the query.
 func TestUnwrap(t *testing.T) {
 	srv := server(t)
 	v := window(`sum by (service_name) (max_over_time({service_name="checkout"} | logfmt | unwrap duration(took) | __error__="" [1m]))`,
@@ -85,9 +86,17 @@ func TestUnwrap(t *testing.T) {
 	if typ != "matrix" || len(frames) != 1 || frames[0].values[0] != 1.5 {
 		t.Fatalf("%s %+v", typ, frames)
 	}
-	// Without the error filter, the lines took does not parse in fail
-	// the query, as Loki's do.
+	// The lines without rows give no sample and no error (Loki
+	// pkg/logql/log/metrics_extraction.go, grafana/loki#6713): the sum
+	// is the one line's.
 	v.Set("query", `sum(sum_over_time({service_name="checkout"} | logfmt | unwrap rows [1m]))`)
+	typ, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", v))
+	if typ != "matrix" || len(frames) != 1 || frames[0].values[0] != 42 {
+		t.Fatalf("%s %+v, want 42", typ, frames)
+	}
+	// Without the error filter, a line whose value does not parse fails
+	// the query, as Loki's does.
+	v.Set("query", `sum(sum_over_time({service_name="checkout"} | logfmt | unwrap msg [1m]))`)
 	status, body := get(t, srv, "a", "/loki/api/v1/query_range", v)
 	if status != 400 || !strings.Contains(string(body), "SampleExtractionErr") {
 		t.Fatalf("%d %s", status, body)
