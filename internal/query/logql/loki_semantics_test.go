@@ -169,12 +169,12 @@ func TestUnwrapOfAMissingLabelSkipsTheLine(t *testing.T) {
 	}
 }
 
-// TestHuntPatternLineFilterAsLoki: |> matches as Loki's pattern Test
+// TestPatternLineFilterAsLoki: |> matches as Loki's pattern Test
 // (pkg/logql/log/pattern/pattern.go Matcher.Test): each literal at its
 // first occurrence after the previous, no capture empty, a pattern that
 // ends on a literal consumes the whole line there, one that ends on a
 // capture leaves it something.
-func TestHuntPatternLineFilterAsLoki(t *testing.T) {
+func TestPatternLineFilterAsLoki(t *testing.T) {
 	for _, c := range []struct {
 		pattern, line string
 		want          bool
@@ -183,6 +183,7 @@ func TestHuntPatternLineFilterAsLoki(t *testing.T) {
 		{"foo <_>", "foo ", false},        // the last capture is empty
 		{"<_> bar <_>", " bar x", false},  // the first capture is empty
 		{"<_> bar <_>", "x bar y", true},
+		{"foo <_>", "xfoo bar", true}, // Test does not anchor a leading literal
 	} {
 		q := "{app=\"a\"} |> `" + c.pattern + "`"
 		got := lineAfter(t, q, c.line) != ""

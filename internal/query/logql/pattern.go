@@ -117,11 +117,16 @@ func matchPattern(parts []patternPart, line string) (names, values []string) {
 	return names, values
 }
 
-// testPattern is the |> line filter: the pattern's literals appear in
-// the line in order, the first at its start unless a capture leads.
+// testPattern is the |> line filter, as Loki's Matcher.Test
+// (pkg/logql/log/pattern/pattern.go): each literal is found at its
+// first occurrence after the previous one (a leading literal anywhere:
+// Test, unlike the parser's match, does not anchor it); no capture may
+// be empty, so a literal right after the previous one fails; a pattern
+// ending on a literal must end the line there, one ending on a capture
+// must leave it something.
 func testPattern(parts []patternPart, line string) bool {
-	if len(parts) == 0 {
-		return line == ""
+	if line == "" || len(parts) == 0 {
+		return line == "" && len(parts) == 0
 	}
 	off := 0
 	for i, p := range parts {
@@ -129,13 +134,11 @@ func testPattern(parts []patternPart, line string) bool {
 			continue
 		}
 		j := strings.Index(line[off:], p.literal)
-		if j < 0 || i == 0 && j != 0 {
+		if j < 0 || i > 0 && j == 0 {
 			return false
 		}
 		off += j + len(p.literal)
 	}
-	if !parts[len(parts)-1].isCap {
-		return strings.HasSuffix(line, parts[len(parts)-1].literal)
-	}
-	return true
+	endsOnCapture := parts[len(parts)-1].isCap
+	return endsOnCapture == (off < len(line))
 }
