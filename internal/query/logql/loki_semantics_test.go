@@ -1,3 +1,6 @@
+// Tests of answers that once differed from Grafana Loki's, each
+// citing the Loki source its expectation comes from.
+
 package logql
 
 import (
