@@ -39,16 +39,7 @@ func TestIcebergDeadLetterAtAnotherLoadersPositionIsCaught(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx := context.Background()
-	raw, err := s.Stored(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dlq, err := s.Stored(ctx, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sink.TopicPartition{Topic: Topic("traces"), Partition: 0}
+	raw, dlq, tp := storedOf(t, s)
 	if n := raw[tp].Count(); n != int64(spans) {
 		t.Errorf("%d spans stored, want %d", n, spans)
 	}
@@ -136,16 +127,7 @@ func TestIcebergFencedLoadWithADeadLetterStoresEachRequestOnce(t *testing.T) {
 		}
 	}
 	f.forward(t, b, retry...) // the clients retry what was answered with an error
-	ctx := context.Background()
-	raw, err := s.Stored(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dlq, err := s.Stored(ctx, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sink.TopicPartition{Topic: Topic("traces"), Partition: 0}
+	raw, dlq, tp := storedOf(t, s)
 	want := int64(spans + spansIn(t, bodies[2]) + 1) // bodies[2] forwarded twice by a; S once
 	if n := raw[tp].Count(); n != want {
 		t.Errorf("%d spans stored, want %d (the one-span request answered as stored, its span fenced out?)", n, want)
@@ -153,4 +135,19 @@ func TestIcebergFencedLoadWithADeadLetterStoresEachRequestOnce(t *testing.T) {
 	if n := dlq[tp].Count(); n != 1 {
 		t.Errorf("%d dead letters stored, want 1 (the refused request told to retry after its dead letter was stored?)", n)
 	}
+}
+
+// storedOf is what s holds of the traces partition: its rows' and dead
+// letters' positions.
+func storedOf(t *testing.T, s *iceberg.Sink) (raw, dlq map[sink.TopicPartition]*sink.Offsets, tp sink.TopicPartition) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if raw, err = s.Stored(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if dlq, err = s.Stored(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	return raw, dlq, sink.TopicPartition{Topic: Topic("traces"), Partition: 0}
 }
