@@ -174,7 +174,7 @@ func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb mar
 	}
 	cm := merge.NewChangelogMerger(mg, snk, dec)
 	mark := func(ctx context.Context) error {
-		m := merge.Marking{Now: time.Now(), Idle: cfg.CDC.Idle.D(), Beats: hb.beats.Latest()}
+		m := merge.Marking{Now: time.Now(), Idle: cfg.CDC.Idle.D(), Delay: cfg.CDC.ReadyDelay.D(), Beats: hb.beats.Latest()}
 		if hb.admin != nil {
 			m.Ends, m.Committed = hb.ends, hb.committed
 		}

@@ -30,6 +30,13 @@ type CDC struct {
 	// Idle in source time, so that the tables of a quiet source are
 	// marked. 0 (default): a partition moves on only with its changes.
 	Idle Duration `yaml:"idle"`
+	// ReadyDelay, for done marks: an hour is marked once every partition
+	// has reached its end plus this much source time. A MySQL binlog
+	// event's time is when its statement began, while transactions are
+	// written at their commit: a transaction begun before the hour's end
+	// and committed after a later one comes after changes past the end.
+	// Default 1m (the longest transaction expected); 0 marks at the end.
+	ReadyDelay Duration `yaml:"ready_delay"`
 	// Heartbeats are where the sources' heartbeats come from, which move
 	// the done marks of every table whose partitions were loaded to their
 	// end after the heartbeat was read (cdc.Heartbeat).
@@ -155,6 +162,7 @@ func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any
 		}
 	}
 	check(c.CDC.Idle >= 0, "cdc.idle", "must not be negative, got %s", c.CDC.Idle.D())
+	check(c.CDC.ReadyDelay >= 0, "cdc.ready_delay", "must not be negative, got %s", c.CDC.ReadyDelay.D())
 	check(c.CDC.DistributeEvery >= 0, "cdc.distribute_every", "must not be negative, got %s (0: the default, 30s)", c.CDC.DistributeEvery.D())
 	log, model := cmp.Or(c.CDC.LogTable, cdc.DefaultLogTemplate), cmp.Or(c.CDC.ModelTable, cdc.DefaultModelTemplate)
 	check(log != model, "cdc.model_table", "must differ from cdc.log_table (%s): a changelog and a model table would share a name", log)

@@ -682,6 +682,7 @@ func Default() *Config {
 		Query: Query{MaxConcurrent: 4, Refresh: Duration(5 * time.Second), Timeout: Duration(10 * time.Minute),
 			YieldToLoads: Duration(time.Second)},
 		GenAI: GenAI{Operations: "auto", Table: "genai_operations"},
+		CDC:   CDC{ReadyDelay: Duration(time.Minute)},
 		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,

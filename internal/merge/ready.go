@@ -30,6 +30,10 @@ type Marking struct {
 	// Idle (> 0): a partition on which nothing has loaded for Idle (by
 	// the ledger) counts as having reached Now - Idle.
 	Idle time.Duration
+	// Delay: an hour is marked once its table's partitions have reached
+	// its end plus Delay (cdc.ready_delay: a MySQL change's time is when
+	// its statement began, and a transaction comes at its commit).
+	Delay time.Duration
 	// Beats are the latest heartbeats read (cdc.Beats.Latest).
 	Beats []cdc.Beat
 	// Ends, when set, lists the log start and last stable offsets of the
@@ -63,7 +67,7 @@ type Offsets struct{ Start, End int64 }
 // source's log order; a snapshot row, read beside the log, is none), the
 // model is merged up to all its table's rows loaded there, and no change
 // of the table before T is dead-lettered. An hour is marked once T
-// reaches its end, from the hour of the table's first change on, each
+// reaches its end plus m.Delay, from the hour of the table's first change on, each
 // hour once. A partition with records not loaded and none loaded, or none
 // with a source time, is of unknown progress and holds its tables back.
 //
@@ -165,12 +169,12 @@ WITH loads AS (
 	GROUP BY o.log_table, r.model_table
 ), due AS (
 	SELECT m.model_table, date_trunc('hour', coalesce(max(d.hour) + INTERVAL 1 HOUR, min(m.first_t))) AS from_hour,
-		date_trunc('hour', min(m.through)) - INTERVAL 1 HOUR AS to_hour
+		date_trunc('hour', min(m.through) - INTERVAL (%[11]d) MICROSECONDS) - INTERVAL 1 HOUR AS to_hour
 	FROM model m LEFT JOIN %[1]s d ON d."table" = m.model_table
 	WHERE m.merged GROUP BY m.model_table
 )
 SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
-			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, ends, beats, dead)
+			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, ends, beats, dead, m.Delay.Microseconds())
 		r, err := tx.ExecContext(ctx, q, m.Now.UTC())
 		if err != nil {
 			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)

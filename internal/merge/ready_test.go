@@ -319,3 +319,31 @@ func usersPastOrders(t testing.TB) *changeLoader {
 	l.mustMerge()
 	return l
 }
+
+// A MySQL change's source time is when its statement began, and its
+// transaction comes in the binlog at its commit: a transaction begun at
+// h+59m59s that commits after users' change of h+1h00m30s comes after it.
+// With Marking.Delay (cdc.ready_delay) an hour waits for its partitions to
+// be that far past its end; without, h is marked at once.
+func TestMarkReadyWaitsTheDelayPastTheHour(t *testing.T) {
+	for _, delay := range []time.Duration{0, time.Minute} {
+		l, h := ordersMerged(t)
+		l.at = h.Add(time.Hour + 30*time.Second)
+		l.change(0, "users", "c", 101, row(1, "u"), "id")
+		l.flush()
+		l.mustMerge()
+		var want []string
+		if delay == 0 {
+			want = []string{"cdc_db_orders|" + h.Format("2006-01-02 15")}
+		}
+		l.wantMarks(Marking{Now: time.Now(), Delay: delay}, "cdc_db_orders", want...)
+		if delay == 0 {
+			continue
+		}
+		l.at = h.Add(time.Hour + 2*time.Minute) // the late transaction, then more
+		l.change(0, "orders", "c", 102, row(2, "b"), "id")
+		l.flush()
+		l.mustMerge()
+		l.wantMarks(Marking{Now: time.Now(), Delay: delay}, "cdc_db_orders", "cdc_db_orders|"+h.Format("2006-01-02 15"))
+	}
+}
