@@ -127,3 +127,34 @@ func TestHuntReconcileBinCollationPadSpace(t *testing.T) {
 		t.Fatalf("the key is utf8mb4_bin, yet the error says to use a _bin collation: %v", err)
 	}
 }
+
+// Compare (reconcile --left --right, in DuckDB) hashes with DuckDB's hash,
+// which depends on the type: the same 1.5 as DECIMAL(12,2) and as
+// DECIMAL(18,4) (a model and a copy with a wider decimal) is "values
+// differ", while CompareStreams documents DECIMAL(12,2) = DECIMAL(18,4).
+func TestHuntCompareDecimalScale(t *testing.T) {
+	db := duck(t, "CREATE TABLE a (k INTEGER, v DECIMAL(12,2))", "INSERT INTO a VALUES (1, 1.5), (2, 10)",
+		"CREATE TABLE b (k INTEGER, v DECIMAL(18,4))", "INSERT INTO b VALUES (1, 1.5), (2, 10)")
+	r, err := Compare(context.Background(), db, Spec{Left: "a", Right: "b", Key: []string{"k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Equal {
+		t.Fatalf("equal values of two decimal scales reported different: %+v", *r)
+	}
+}
+
+// A row whose key is NULL, identical in both tables, is reported missing
+// on both sides ("l.k = r.k" never matches NULL), so two identical tables
+// are DIFFERENT.
+func TestHuntCompareNullKeyIdentical(t *testing.T) {
+	db := duck(t, "CREATE TABLE a (k INTEGER, v INTEGER)", "INSERT INTO a VALUES (1, 1), (NULL, 2)",
+		"CREATE TABLE b (k INTEGER, v INTEGER)", "INSERT INTO b VALUES (1, 1), (NULL, 2)")
+	r, err := Compare(context.Background(), db, Spec{Left: "a", Right: "b", Key: []string{"k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Equal {
+		t.Fatalf("two identical tables (one NULL key each) reported different: %+v", *r)
+	}
+}
