@@ -67,3 +67,18 @@ func TestHuntConfigByteSizeOverflow(t *testing.T) {
 		}
 	}
 }
+
+// A list in the environment given as YAML flow text (as the environment
+// takes merge.models: [{…}]) is split on commas as it is: the topics are
+// "[llm-traces" and "other]", names Kafka does not allow, and the config
+// is valid. Either the flow list is read, or the names are rejected.
+func TestHuntConfigEnvTopicsFlowList(t *testing.T) {
+	t.Setenv("TRACELAKE_KAFKA_TOPICS", "[llm-traces, other]")
+	cfg, err := FromFile("")
+	if cfg != nil {
+		err = errors.Join(err, cfg.Validate())
+	}
+	if err == nil && (len(cfg.Kafka.Topics) != 2 || cfg.Kafka.Topics[0] != "llm-traces" || cfg.Kafka.Topics[1] != "other") {
+		t.Fatalf("TRACELAKE_KAFKA_TOPICS=[llm-traces, other] accepted as topics %q; want [llm-traces other] or an error naming kafka.topics", cfg.Kafka.Topics)
+	}
+}
