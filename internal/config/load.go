@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -59,8 +60,21 @@ func decodeFile(cfg *Config, path string, data []byte) error {
 	if strings.EqualFold(filepath.Ext(path), ".json") && looksLikeReference(trimmed) {
 		return decodeReference(cfg, trimmed)
 	}
+	// A decoder, not yaml.Unmarshal: Unmarshal reads the first document
+	// and drops the rest, so settings after a "---" would be ignored
+	// without a word.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file means all defaults
+		}
+		return fmt.Errorf("parse %s: %w", path, err)
+	}
+	var second yaml.Node
+	if err := dec.Decode(&second); err == nil && len(second.Content) > 0 {
+		return fmt.Errorf("%s: a second YAML document at line %d: a config file holds one document (remove the \"---\" and merge the keys into one mapping)", path, second.Content[0].Line)
+	} else if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("parse %s: %w", path, err)
 	}
 	if len(root.Content) == 0 {
@@ -79,14 +93,33 @@ var (
 // decodeNode decodes n into v key by key, so that every error carries the key
 // path and unknown keys are reported with the keys accepted in their place.
 func decodeNode(n *yaml.Node, v reflect.Value, path string, errs *[]error) {
+	// An alias (*name) stands for the node its anchor marks: a section
+	// may be given as an alias of a mapping like any other YAML value.
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
 	if v.Kind() == reflect.Struct && !reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
 		if n.Kind != yaml.MappingNode {
 			*errs = append(*errs, fmt.Errorf("%s: want a mapping of keys, got %q", orRoot(path), n.Value))
 			return
 		}
 		fields := yamlFields(v.Type())
+		seen := map[string]int{} // key -> line, to report a key given twice
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key := n.Content[i].Value
+			if n.Content[i].Tag == "!!merge" {
+				// Merged keys would have to be checked and reported like
+				// written ones; rather than half-support "<<", refuse it.
+				*errs = append(*errs, fmt.Errorf("%s: the YAML merge key << is not supported: write the keys out, or give the whole section as an alias (key: *name)", join(path, key)))
+				continue
+			}
+			if line, dup := seen[key]; dup {
+				// YAML forbids it; keeping the last value silently would
+				// hide which setting is in force.
+				*errs = append(*errs, fmt.Errorf("%s: defined twice (lines %d, %d): give each key once", join(path, key), line, n.Content[i].Line))
+				continue
+			}
+			seen[key] = n.Content[i].Line
 			idx, ok := fields[key]
 			if !ok {
 				*errs = append(*errs, fmt.Errorf("%s: unknown key (accepted: %s)", join(path, key), acceptedKeys(fields)))
@@ -182,15 +215,23 @@ func applyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 		if !ok {
 			return
 		}
-		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String {
-			v.Set(splitList(s, v.Type()))
-			return
-		}
 		var n yaml.Node
 		if err := yaml.Unmarshal([]byte(s), &n); err != nil || len(n.Content) == 0 {
 			n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
 		} else {
 			n = *n.Content[0]
+		}
+		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String {
+			// "a,b" or, as for the lists of sections, YAML flow text
+			// "[a, b]": read as a list, not split into "[a" and "b]".
+			if n.Kind != yaml.SequenceNode {
+				v.Set(splitList(s, v.Type()))
+				return
+			}
+			if err := n.Decode(v.Addr().Interface()); err != nil {
+				errs = append(errs, fmt.Errorf("%s (from %s): want a list of names such as a,b or [a, b]: %s", path, name, cleanYAMLError(err)))
+			}
+			return
 		}
 		if v.Kind() == reflect.String {
 			// Keep the text as given: "0123" or "true" stay strings.

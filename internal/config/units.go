@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -69,8 +70,10 @@ func (s *ByteSize) UnmarshalText(b []byte) error {
 		}
 	}
 	n, err := strconv.ParseInt(str, 10, 64)
-	if err != nil || n < 0 {
-		return fmt.Errorf("want a size such as 16MiB, 512KiB or 1GB, got %q", b)
+	// n > MaxInt64/mult: the product would wrap around (2^64 bytes read
+	// as 0, which some keys take as "derived").
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return fmt.Errorf("want a size such as 16MiB, 512KiB or 1GB (at most 8EiB), got %q", b)
 	}
 	*s = ByteSize(n * mult)
 	return nil

@@ -56,7 +56,7 @@ func (c *Config) validate(consuming bool) error {
 		check(err == nil, "kafka.topic_regex", "not a valid regular expression: %v", err)
 	}
 	for _, t := range c.Kafka.Topics {
-		check(t != "" && !strings.ContainsAny(t, " ,"), "kafka.topics", "invalid topic name %q", t)
+		check(validTopic(t), "kafka.topics", "want topic names of A-Z, a-z, 0-9, '.', '_' and '-' (at most 249, not \".\" or \"..\"), got %q", t)
 	}
 	check(c.Kafka.Group != "", "kafka.group", "a consumer group name is required")
 	check(slices.Contains([]string{"earliest", "latest"}, c.Kafka.StartOffset),
@@ -283,9 +283,10 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 		"want 0 (no bound) to 1000000, got %d", o.MaxConcurrentRequests)
 	for key, topic := range map[string]string{"otlp.forward.traces_topic": o.Forward.TracesTopic,
 		"otlp.forward.logs_topic": o.Forward.LogsTopic, "otlp.forward.metrics_topic": o.Forward.MetricsTopic} {
-		check(topic != "" && !strings.ContainsAny(topic, " ,"), key, "want a topic name, got %q", topic)
+		check(validTopic(topic), key, "want a topic name of A-Z, a-z, 0-9, '.', '_' and '-' (at most 249), got %q", topic)
 	}
-	check(!strings.ContainsAny(o.Forward.Topic, " ,"), "otlp.forward.topic", "want a topic name (or empty for one per signal), got %q", o.Forward.Topic)
+	check(o.Forward.Topic == "" || validTopic(o.Forward.Topic), "otlp.forward.topic",
+		"want a topic name of A-Z, a-z, 0-9, '.', '_' and '-' (at most 249; or empty for one per signal), got %q", o.Forward.Topic)
 	o.TLS.validate("otlp.tls", check)
 }
 
@@ -306,4 +307,20 @@ func sameTable(name, table string) bool {
 		table = t
 	}
 	return strings.EqualFold(name, table)
+}
+
+// validTopic is Kafka's rule for topic names (kafka.common.internals.Topic):
+// ASCII letters, digits, '.', '_' and '-', 1 to 249 of them, not "." or
+// "..". Checked here so that a mistyped list ("[a" from a list split on
+// commas) is reported at startup, not by the broker.
+func validTopic(t string) bool {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return false
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
