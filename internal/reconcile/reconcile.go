@@ -81,31 +81,40 @@ func Compare(ctx context.Context, q Querier, spec Spec) (*Report, error) {
 		return nil, fmt.Errorf("reconcile %s with %s: the tables have no column in common", spec.Left, spec.Right)
 	}
 	r := &Report{Left: spec.Left, Right: spec.Right, Columns: cols}
-	rowHash := "hash(" + quoteAll(cols, "") + ")"
 	l, rt := sqltext.Name(spec.Left), sqltext.Name(spec.Right)
+	lHash, err := rowHash(ctx, q, spec.Left, cols)
+	if err != nil {
+		return nil, err
+	}
+	rHash, err := rowHash(ctx, q, spec.Right, cols)
+	if err != nil {
+		return nil, err
+	}
 
 	// Whole-table fingerprints.
 	for _, side := range []struct {
-		table string
-		rows  *int64
-		sum   *string
-	}{{l, &r.LeftRows, &r.LeftSum}, {rt, &r.RightRows, &r.RightSum}} {
-		q1 := fmt.Sprintf("SELECT count(*), coalesce(sum(%s::HUGEINT), 0)::VARCHAR FROM %s", rowHash, side.table)
+		table, hash string
+		rows        *int64
+		sum         *string
+	}{{l, lHash, &r.LeftRows, &r.LeftSum}, {rt, rHash, &r.RightRows, &r.RightSum}} {
+		q1 := fmt.Sprintf("SELECT count(*), coalesce(sum(%s::HUGEINT), 0)::VARCHAR FROM %s", side.hash, side.table)
 		if err := q.QueryRowContext(ctx, q1).Scan(side.rows, side.sum); err != nil {
 			return nil, fmt.Errorf("fingerprint %s: %w", side.table, err)
 		}
 	}
 
-	// Row by row, by key.
+	// Row by row, by key. IS NOT DISTINCT FROM: a NULL key (a key path
+	// missing from an event) is a key like any other, matched to the other
+	// side's NULL, as CompareStreams does.
 	keys := quoteAll(spec.Key, "")
 	match := strings.Join(mapStrings(spec.Key, func(k string) string {
 		q := sqltext.Ident(k)
-		return "l." + q + " = r." + q
+		return "l." + q + " IS NOT DISTINCT FROM r." + q
 	}), " AND ")
 	sides := fmt.Sprintf(`WITH l AS (SELECT %s, %s AS tl_hash, count(*) OVER (PARTITION BY %s) AS tl_n FROM %s),
 r AS (SELECT %s, %s AS tl_hash, count(*) OVER (PARTITION BY %s) AS tl_n FROM %s),
 j AS (SELECT %s, l.tl_hash AS lh, r.tl_hash AS rh, l.tl_n AS ln, r.tl_n AS rn FROM l FULL OUTER JOIN r ON %s)`,
-		keys, rowHash, keys, l, keys, rowHash, keys, rt, keyExprs(spec.Key), match)
+		keys, lHash, keys, l, keys, rHash, keys, rt, keyExprs(spec.Key), match)
 	q2 := sides + `
 SELECT count(*) FILTER (WHERE rh IS NULL AND rn IS NULL),
        count(*) FILTER (WHERE lh IS NULL AND ln IS NULL),
@@ -143,12 +152,63 @@ ORDER BY 1 LIMIT %d`, quoteAll(spec.Key, "tl_k_"), spec.Right, spec.Left, spec.E
 }
 
 // keyExprs names the joined key columns tl_k_<key>, from whichever side has
-// the row.
+// the row, as text, NULL as "NULL" (concat_ws would drop it from the
+// example key).
 func keyExprs(keys []string) string {
 	return strings.Join(mapStrings(keys, func(k string) string {
 		q := sqltext.Ident(k)
-		return fmt.Sprintf("coalesce(l.%s, r.%s)::VARCHAR AS %s", q, q, sqltext.Ident("tl_k_"+k))
+		return fmt.Sprintf("CASE WHEN l.tl_n IS NOT NULL THEN coalesce(l.%s::VARCHAR, 'NULL') ELSE coalesce(r.%s::VARCHAR, 'NULL') END AS %s",
+			q, q, sqltext.Ident("tl_k_"+k))
 	}), ", ")
+}
+
+// rowHash is the SQL hash of a row of table over cols, each column hashed
+// in a canonical text form rather than as itself: DuckDB's hash() depends
+// on the type, so 1.5 as DECIMAL(12,2) and as DECIMAL(18,4), or 7 as
+// INTEGER and as BIGINT, would hash differently. The forms follow
+// canonical(): decimals without trailing zeros, booleans as 0/1, the rest
+// as DuckDB writes them as text.
+func rowHash(ctx context.Context, q Querier, table string, cols []string) (string, error) {
+	rows, err := q.QueryContext(ctx, "DESCRIBE SELECT * FROM "+sqltext.Name(table))
+	if err != nil {
+		return "", fmt.Errorf("read column types of %s: %w", table, err)
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return "", fmt.Errorf("read column types of %s: %w", table, err)
+	}
+	types := map[string]string{}
+	for rows.Next() {
+		// column_name, column_type, then null, key, default, extra.
+		vals := make([]any, len(names))
+		ptrs := make([]any, len(names))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", fmt.Errorf("read column types of %s: %w", table, err)
+		}
+		types[fmt.Sprint(vals[0])] = strings.ToUpper(fmt.Sprint(vals[1]))
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read column types of %s: %w", table, err)
+	}
+	exprs := make([]string, len(cols))
+	for i, c := range cols {
+		col := sqltext.Ident(c)
+		switch t := types[c]; {
+		case strings.HasPrefix(t, "DECIMAL(") && !strings.HasSuffix(t, ",0)"):
+			// A scale above 0 always writes a point: trailing zeros,
+			// then a bare point, go ("10.50" 10.5, "10.00" 10).
+			exprs[i] = fmt.Sprintf("rtrim(rtrim(%s::VARCHAR, '0'), '.')", col)
+		case t == "BOOLEAN":
+			exprs[i] = col + "::INTEGER::VARCHAR"
+		default:
+			exprs[i] = col + "::VARCHAR"
+		}
+	}
+	return "hash(" + strings.Join(exprs, ", ") + ")", nil
 }
 
 func commonColumns(ctx context.Context, q Querier, left, right string) ([]string, error) {
