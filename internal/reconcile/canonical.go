@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
@@ -21,6 +22,9 @@ import (
 //	strings, bytes                   as they are
 //	timestamps                       UTC, microseconds: 2024-05-01T10:11:12.000000Z
 //	dates                            2024-05-01
+//	times of day                     10:11:12, 10:11:12.500000 (a fraction only when not zero)
+//	BIT(n)                           the unsigned number its bits make (BIT(1) is 0 or 1, as a boolean)
+//	JSON                             compact, objects' keys sorted, numbers as doubles
 //	NULL                             distinct from every value (also from '')
 //
 // A decimal column compared with an integer one thus matches on equal
@@ -34,34 +38,64 @@ type kind uint8
 
 const (
 	kindNull kind = iota
-	kindInt
+	kindNumber
 	kindText
 )
 
 func (k kind) String() string {
-	return [...]string{"NULL", "an integer", "text"}[k]
+	return [...]string{"NULL", "a number", "text"}[k]
 }
 
-// value is one canonical value: an integer (ordered as a number) or text
-// (ordered byte by byte).
+// value is one canonical value: a number (ordered as a number, whichever
+// type it came as: integer, unsigned, decimal or float) or text (ordered
+// byte by byte).
 type value struct {
 	kind kind
-	n    int64
-	text string // the canonical text of every non-null value
+	n    int64    // a number that is an int64
+	rat  *big.Rat // any other number (decimal, float, unsigned past int64), exactly
+	text string   // the canonical text of every non-null value
+	// bound is the value to pass back to a database as a key bound: the
+	// number as a number, a float as the float it was read as (its
+	// shortest text, read back as a double, is another number for a
+	// FLOAT column: k > '0.1' selects the FLOAT 0.1 again, forever), a
+	// decimal as its exact text, text as text. Float keys are read this
+	// way rather than refused: a float32 widens to float64 exactly, so
+	// the bound is the stored value itself and ranges neither repeat nor
+	// skip a row, and tables keyed by a float do exist.
+	bound any
 }
 
 // timestampLayout has a fixed width, so timestamps order as text.
 const timestampLayout = "2006-01-02T15:04:05.000000Z"
 
 // canonical turns a value scanned from database/sql (into an any) into its
-// canonical form. dbType is the column's DatabaseTypeName; it tells
-// decimals and dates apart from text and timestamps.
+// canonical form. dbType is the column's DatabaseTypeName (or the declared
+// type, where the driver's does not tell); it tells decimals, dates, times,
+// bits and JSON apart from text and timestamps.
 func canonical(v any, dbType string) (value, error) {
 	dbType = strings.ToUpper(dbType)
 	isDecimal := strings.HasPrefix(dbType, "DECIMAL") || strings.HasPrefix(dbType, "NUMERIC")
-	switch x := v.(type) {
-	case nil:
+	if v == nil {
 		return value{}, nil
+	}
+	switch dbType {
+	case "JSON":
+		return jsonValue(v)
+	case "TIME":
+		return timeOfDayValue(v)
+	case "BIT":
+		// MariaDB sends BIT(n) as n bits, big-endian, in bytes; Debezium
+		// sends BIT(1) as a boolean, wider ones as bytes: the number the
+		// bits make is the form both have.
+		if b, ok := v.([]byte); ok && len(b) <= 8 {
+			var u uint64
+			for _, c := range b {
+				u = u<<8 | uint64(c)
+			}
+			return uintValue(u), nil
+		}
+	}
+	switch x := v.(type) {
 	case int64:
 		return intValue(x), nil
 	case int32:
@@ -73,10 +107,7 @@ func canonical(v any, dbType string) (value, error) {
 	case int:
 		return intValue(int64(x)), nil
 	case uint64:
-		if x > math.MaxInt64 {
-			return value{kind: kindText, text: strconv.FormatUint(x, 10)}, nil
-		}
-		return intValue(int64(x)), nil
+		return uintValue(x), nil
 	case uint32:
 		return intValue(int64(x)), nil
 	case uint16:
@@ -92,16 +123,16 @@ func canonical(v any, dbType string) (value, error) {
 		if x.IsInt64() {
 			return intValue(x.Int64()), nil
 		}
-		return value{kind: kindText, text: x.String()}, nil
+		return value{kind: kindNumber, rat: new(big.Rat).SetInt(x), text: x.String(), bound: x.String()}, nil
 	case float64:
-		return value{kind: kindText, text: strconv.FormatFloat(x, 'g', -1, 64)}, nil
+		return floatValue(x, strconv.FormatFloat(x, 'g', -1, 64)), nil
 	case float32:
-		return value{kind: kindText, text: strconv.FormatFloat(float64(x), 'g', -1, 32)}, nil
+		return floatValue(float64(x), strconv.FormatFloat(float64(x), 'g', -1, 32)), nil
 	case time.Time:
 		if dbType == "DATE" {
-			return value{kind: kindText, text: x.Format(time.DateOnly)}, nil
+			return textOnly(x.Format(time.DateOnly)), nil
 		}
-		return value{kind: kindText, text: x.UTC().Format(timestampLayout)}, nil
+		return textOnly(x.UTC().Format(timestampLayout)), nil
 	case []byte:
 		return textValue(string(x), isDecimal, dbType)
 	case string:
@@ -112,8 +143,76 @@ func canonical(v any, dbType string) (value, error) {
 	return value{}, fmt.Errorf("a value of type %T (%s) has no canonical form", v, dbType)
 }
 
+func textOnly(s string) value { return value{kind: kindText, text: s, bound: s} }
+
+// uintValue is an unsigned integer: past int64 it is still a number,
+// ordered after every signed one.
+func uintValue(u uint64) value {
+	if u <= math.MaxInt64 {
+		return intValue(int64(u))
+	}
+	return value{kind: kindNumber, rat: new(big.Rat).SetUint64(u), text: strconv.FormatUint(u, 10), bound: u}
+}
+
+// floatValue is a float: ordered as the exact number it is, hashed as its
+// shortest text. NaN and infinities are no number: text.
+func floatValue(f float64, text string) value {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return textOnly(text)
+	}
+	return value{kind: kindNumber, rat: new(big.Rat).SetFloat64(f), text: text, bound: f}
+}
+
+// jsonValue is a JSON document written compactly with its objects' keys
+// sorted, so that the same document hashes equal whichever spacing and key
+// order it was stored with. MySQL's driver sends the text ([]byte);
+// DuckDB's sends it decoded (numbers as float64, a JSON string as a Go
+// string), so the text is decoded the same way first: numbers compare as
+// doubles.
+func jsonValue(v any) (value, error) {
+	if text, ok := v.([]byte); ok {
+		if err := json.Unmarshal(text, &v); err != nil {
+			return value{}, fmt.Errorf("JSON column: %w", err)
+		}
+	}
+	b, err := json.Marshal(v) // encoding/json sorts map keys
+	if err != nil {
+		return value{}, fmt.Errorf("JSON column: %w", err)
+	}
+	return textOnly(string(b)), nil
+}
+
+// timeOfDayValue is a TIME as HH:MM:SS, with .ffffff only when there is a
+// fraction: MySQL's drivers send the text ("10:11:12", "10:11:12.500"),
+// DuckDB's a time.Time on 0001-01-01. MySQL's TIME also holds negative
+// times and hours past 23: those keep their hours as written.
+func timeOfDayValue(v any) (value, error) {
+	switch x := v.(type) {
+	case time.Time:
+		s := x.Format("15:04:05")
+		if us := x.Nanosecond() / 1000; us != 0 {
+			s += fmt.Sprintf(".%06d", us)
+		}
+		return textOnly(s), nil
+	case []byte:
+		v = string(x)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return value{}, fmt.Errorf("a TIME value of type %T has no canonical form", v)
+	}
+	hms, frac, _ := strings.Cut(s, ".")
+	if strings.Trim(frac, "0123456789") != "" || len(frac) > 6 {
+		return value{}, fmt.Errorf("%q is not a time of day", s)
+	}
+	if strings.Trim(frac, "0") != "" {
+		hms += "." + frac + strings.Repeat("0", 6-len(frac))
+	}
+	return textOnly(hms), nil
+}
+
 func intValue(n int64) value {
-	return value{kind: kindInt, n: n, text: strconv.FormatInt(n, 10)}
+	return value{kind: kindNumber, n: n, text: strconv.FormatInt(n, 10), bound: n}
 }
 
 // textValue is text, or a number the driver sent as text: MySQL's drivers
@@ -128,14 +227,20 @@ func textValue(s string, isDecimal bool, dbType string) (value, error) {
 		if n, err := strconv.ParseInt(d, 10, 64); err == nil {
 			return intValue(n), nil
 		}
-		return value{kind: kindText, text: d}, nil
+		r, _ := new(big.Rat).SetString(d) // d is a plain decimal
+		// The exact text goes back as the bound: the database reads it
+		// as the decimal it is.
+		return value{kind: kindNumber, rat: r, text: d, bound: d}, nil
 	}
 	if strings.HasSuffix(dbType, "INT") {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return intValue(n), nil
 		}
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return uintValue(u), nil
+		}
 	}
-	return value{kind: kindText, text: s}, nil
+	return textOnly(s), nil
 }
 
 // canonicalDecimal writes an exact decimal without a plus sign, leading
@@ -163,28 +268,33 @@ func canonicalDecimal(s string) (string, error) {
 	return out, nil
 }
 
-// compare orders canonical values: NULL first, integers as numbers, the
-// rest (and an integer against text) byte by byte.
+// compare orders canonical values: NULL first, numbers as numbers (as the
+// databases order a numeric key), the rest (and a number against text)
+// byte by byte.
 func (a value) compare(b value) int {
 	switch {
 	case a.kind == kindNull || b.kind == kindNull:
 		return cmp.Compare(a.kind, b.kind) // kindNull is the lowest kind
-	case a.kind == kindInt && b.kind == kindInt:
-		return cmp.Compare(a.n, b.n)
+	case a.kind == kindNumber && b.kind == kindNumber:
+		if a.rat == nil && b.rat == nil {
+			return cmp.Compare(a.n, b.n)
+		}
+		return a.exact().Cmp(b.exact())
 	}
 	return strings.Compare(a.text, b.text)
 }
 
-// arg is the value to pass back to a database for it: an integer as one,
-// the rest as its canonical text.
-func (a value) arg() any {
-	switch a.kind {
-	case kindNull:
-		return nil
-	case kindInt:
-		return a.n
+// exact is a number as a big.Rat.
+func (a value) exact() *big.Rat {
+	if a.rat != nil {
+		return a.rat
 	}
-	return a.text
+	return new(big.Rat).SetInt64(a.n)
+}
+
+// arg is the value to pass back to a database for it (see value.bound).
+func (a value) arg() any {
+	return a.bound
 }
 
 // appendHashed appends the value to a row's hashed bytes: NULL as one

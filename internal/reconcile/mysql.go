@@ -98,7 +98,10 @@ type MySQLTable struct {
 	DB              *sql.DB
 	Database, Table string
 	Key, Columns    []string
-	source          string // the URL, password hidden
+	// Types are declared types the driver does not tell: MariaDB's JSON
+	// is LONGTEXT with a json_valid check, sent as text.
+	Types  map[string]string
+	source string // the URL, password hidden
 }
 
 // OpenMySQL connects to the server of source and describes table
@@ -164,6 +167,9 @@ WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`); err != ni
 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION`); err != nil {
 		return err
 	}
+	if t.Types, err = t.jsonColumns(ctx); err != nil {
+		return err
+	}
 	if len(t.Key) == 0 {
 		// Without a key the table can be neither read in key ranges nor
 		// joined to the model by key.
@@ -172,11 +178,44 @@ WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER 
 	return nil
 }
 
+// jsonColumns finds MariaDB's JSON columns: JSON is an alias there of
+// LONGTEXT CHECK (json_valid(col)), which the driver reports as text, so
+// they would be hashed as the text they were written as, spacing and key
+// order included. MySQL's JSON is a type of its own that the driver names.
+func (t *MySQLTable) jsonColumns(ctx context.Context) (map[string]string, error) {
+	var version string
+	if err := t.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return nil, fmt.Errorf("read the server version of %s: %w", t.source, err)
+	}
+	if !strings.Contains(version, "MariaDB") {
+		return nil, nil
+	}
+	rows, err := t.DB.QueryContext(ctx, `SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
+WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`, t.Database, t.Table)
+	if err != nil {
+		return nil, fmt.Errorf("read the check constraints of %s.%s: %w", t.Database, t.Table, err)
+	}
+	defer rows.Close()
+	types := map[string]string{}
+	for rows.Next() {
+		var clause string
+		if err := rows.Scan(&clause); err != nil {
+			return nil, fmt.Errorf("read the check constraints of %s.%s: %w", t.Database, t.Table, err)
+		}
+		for _, c := range t.Columns {
+			if clause == "json_valid("+mysqlIdent(c)+")" {
+				types[c] = "JSON"
+			}
+		}
+	}
+	return types, rows.Err()
+}
+
 // Side is the table as one side of CompareStreams, read batch rows at a
 // time, at most rate rows a second (0: no cap).
 func (t *MySQLTable) Side(batch int, rate float64) Table {
 	return Table{Name: t.Database + "." + t.Table, DB: t.DB, From: mysqlIdent(t.Database) + "." + mysqlIdent(t.Table),
-		Quote: mysqlIdent, Batch: batch, Rate: rate}
+		Quote: mysqlIdent, Types: t.Types, Batch: batch, Rate: rate}
 }
 
 func mysqlIdent(name string) string {

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -29,6 +30,13 @@ type Table struct {
 	// Rate caps the rows read per second (0: no cap), to spare a busy
 	// database.
 	Rate float64
+	// Types are declared column types that override the driver's
+	// DatabaseTypeName for the canonical form (MariaDB's JSON).
+	Types map[string]string
+	// NullsFirst orders by key NULLS FIRST, as compare() does, for a
+	// database that puts NULL last by default (DuckDB). MySQL puts NULL
+	// first and does not take the clause.
+	NullsFirst bool
 }
 
 // StreamSpec says what to compare across two databases.
@@ -141,8 +149,8 @@ func CompareStreams(ctx context.Context, spec StreamSpec) (*Report, error) {
 	return r, nil
 }
 
-// sameKinds checks that the key columns are integers on both sides or text
-// on both: integers order as numbers, text byte by byte, so a mixed key
+// sameKinds checks that the key columns are numbers on both sides or text
+// on both: numbers order as numbers, text byte by byte, so a mixed key
 // would come in two orders that cannot be joined.
 func sameKinds(spec StreamSpec, l, r []value) error {
 	for i, c := range spec.Key {
@@ -259,7 +267,12 @@ func (s *scanner) selectList() string {
 }
 
 func (s *scanner) orderBy() string {
-	return strings.Join(mapStrings(s.key, s.t.Quote), ", ")
+	return strings.Join(mapStrings(s.key, func(c string) string {
+		if s.t.NullsFirst {
+			return s.t.Quote(c) + " NULLS FIRST"
+		}
+		return s.t.Quote(c)
+	}), ", ")
 }
 
 // after is the condition "key > k" over the key columns, expanded
@@ -298,8 +311,7 @@ func (s *scanner) next(ctx context.Context) (row, bool, error) {
 	if s.prev != nil {
 		switch c := compareKeys(r.key, s.prev); {
 		case c < 0:
-			return row{}, false, fmt.Errorf("%s does not come in key order: key (%s) after (%s); "+
-				"a text key whose collation does not order bytes as they are (use a _bin collation) cannot be compared", s.t.Name, keyText(r.key), keyText(s.prev))
+			return row{}, false, outOfOrder(s.t.Name, s.key, r.key, s.prev)
 		case c == 0:
 			// The same key again: counted, hashed into the sum, not joined.
 			s.dups++
@@ -308,6 +320,27 @@ func (s *scanner) next(ctx context.Context) (row, bool, error) {
 	}
 	s.prev = r.key
 	return r, true, nil
+}
+
+// outOfOrder is the error for a key read after a greater one. For a text
+// key it names the cause, a collation that does not order bytes as they
+// are: MariaDB's and MySQL's _bin collations before utf8mb4_0900_bin are
+// PAD SPACE (trailing spaces ignored, so 'a\t' sorts before 'a'), hence the
+// advice of a NO PAD binary collation or VARBINARY.
+func outOfOrder(table string, cols []string, k, prev []value) error {
+	msg := fmt.Sprintf("%s does not come in key order: key (%s) after (%s)", table, keyText(k), keyText(prev))
+	for i := range k {
+		if k[i].compare(prev[i]) == 0 {
+			continue
+		}
+		if k[i].kind == kindText && prev[i].kind == kindText {
+			return fmt.Errorf("%s; the text key column %s is sorted by a collation that does not order bytes as they are, "+
+				"so it cannot be compared: give it a NO PAD binary collation (utf8mb4_nopad_bin on MariaDB, utf8mb4_0900_bin on MySQL) "+
+				"or make it VARBINARY (_bin collations are PAD SPACE: 'a\\t' sorts before 'a')", msg, cols[i])
+		}
+		return fmt.Errorf("%s in column %s", msg, cols[i])
+	}
+	return errors.New(msg)
 }
 
 // fill reads the next batch: the rows after the last key read.
@@ -381,6 +414,14 @@ func (s *scanner) read(ctx context.Context, q string, args []any) error {
 	}
 	h := fnv.New64a()
 	nk := len(s.key)
+	names := append(append([]string{}, s.key...), s.cols...) // as selectList
+	dbTypes := make([]string, len(types))
+	for i, ct := range types {
+		dbTypes[i] = ct.DatabaseTypeName()
+		if t, ok := s.t.Types[names[i]]; ok {
+			dbTypes[i] = t
+		}
+	}
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
 			return fmt.Errorf("read %s: %w", s.t.Name, err)
@@ -388,7 +429,7 @@ func (s *scanner) read(ctx context.Context, q string, args []any) error {
 		r := row{key: make([]value, nk)}
 		s.buf = s.buf[:0]
 		for i, v := range vals {
-			cv, err := canonical(v, types[i].DatabaseTypeName())
+			cv, err := canonical(v, dbTypes[i])
 			if err != nil {
 				return fmt.Errorf("read %s, column %s: %w", s.t.Name, types[i].Name(), err)
 			}
@@ -421,6 +462,12 @@ func (s *scanner) byKeys(ctx context.Context, keys [][]value) (map[string]uint64
 		for _, k := range keys[:n] {
 			var ands []string
 			for i, c := range s.key {
+				if k[i].kind == kindNull {
+					// "= NULL" matches nothing: the row would read as
+					// gone from both sides, and its difference as settled.
+					ands = append(ands, s.t.Quote(c)+" IS NULL")
+					continue
+				}
 				ands = append(ands, s.t.Quote(c)+" = ?")
 				args = append(args, k[i].arg())
 			}
@@ -442,7 +489,7 @@ func (s *scanner) byKeys(ctx context.Context, keys [][]value) (map[string]uint64
 // DuckDBTable is a DuckDB table as one side of CompareStreams, read in one
 // ordered query (the file is local; a sort costs no other user anything).
 func DuckDBTable(db Querier, table string) Table {
-	return Table{Name: table, DB: db, From: sqltext.Name(table), Quote: sqltext.Ident}
+	return Table{Name: table, DB: db, From: sqltext.Name(table), Quote: sqltext.Ident, NullsFirst: true}
 }
 
 // Columns are the columns of a DuckDB table.
