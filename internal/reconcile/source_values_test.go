@@ -89,12 +89,21 @@ func TestSourceDecimalKeyOrdersAsNumber(t *testing.T) {
 	wantEqual(t, r, err, 5)
 }
 
-// A BIGINT UNSIGNED key past 2^63-1 is a number after every signed one.
+// A BIGINT UNSIGNED key past 2^63-1 is a number after every signed one,
+// and can be read again by key from both sides.
 func TestSourceUnsignedKeyPastInt64OrdersLast(t *testing.T) {
 	r, err := compareWithMariaDB(t, "ids", 1,
 		[]string{"CREATE TABLE shop.ids (k BIGINT UNSIGNED PRIMARY KEY, v INT)", "INSERT INTO shop.ids VALUES (5,1),(18446744073709551615,2)"},
 		[]string{"CREATE TABLE ids (k UBIGINT PRIMARY KEY, v INTEGER)", "INSERT INTO ids VALUES (5,1),(18446744073709551615,2)"})
 	wantEqual(t, r, err, 2)
+	// A row that differs is read again from both sides by its key: DuckDB
+	// takes the bound past int64 too.
+	r, err = compareWithMariaDB(t, "ids", 1,
+		[]string{"CREATE TABLE shop.ids (k BIGINT UNSIGNED PRIMARY KEY, v INT)", "INSERT INTO shop.ids VALUES (5,1),(18446744073709551615,2)"},
+		[]string{"CREATE TABLE ids (k UBIGINT PRIMARY KEY, v INTEGER)", "INSERT INTO ids VALUES (5,1),(18446744073709551615,3)"})
+	if err != nil || r.Differ != 1 || r.Rechecked != 1 || r.Examples[0].Key != "18446744073709551615" {
+		t.Fatalf("a differing row keyed past int64: %v %+v", err, r)
+	}
 }
 
 // A FLOAT primary key read in batches ends: the next batch starts after

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,10 @@ type Table struct {
 	// Types are declared column types that override the driver's
 	// DatabaseTypeName for the canonical form (MariaDB's JSON).
 	Types map[string]string
+	// UnsignedAsText passes a key bound past int64 as its text, for a
+	// driver that refuses such a uint64 (DuckDB's, through database/sql's
+	// default converter); the database reads the text as the column's type.
+	UnsignedAsText bool
 	// NullsFirst orders by key NULLS FIRST, as compare() does, for a
 	// database that puts NULL last by default (DuckDB). MySQL puts NULL
 	// first and does not take the clause.
@@ -285,13 +290,21 @@ func (s *scanner) after(k []value) (string, []any) {
 		var ands []string
 		for j := 0; j < i; j++ {
 			ands = append(ands, s.t.Quote(s.key[j])+" = ?")
-			args = append(args, k[j].arg())
+			args = append(args, s.arg(k[j]))
 		}
 		ands = append(ands, s.t.Quote(s.key[i])+" > ?")
-		args = append(args, k[i].arg())
+		args = append(args, s.arg(k[i]))
 		ors = append(ors, "("+strings.Join(ands, " AND ")+")")
 	}
 	return strings.Join(ors, " OR "), args
+}
+
+// arg is the bound to pass to the table's database for v.
+func (s *scanner) arg(v value) any {
+	if u, ok := v.bound.(uint64); ok && s.t.UnsignedAsText {
+		return strconv.FormatUint(u, 10)
+	}
+	return v.arg()
 }
 
 // next returns the next row in key order; false at the end.
@@ -469,7 +482,7 @@ func (s *scanner) byKeys(ctx context.Context, keys [][]value) (map[string]uint64
 					continue
 				}
 				ands = append(ands, s.t.Quote(c)+" = ?")
-				args = append(args, k[i].arg())
+				args = append(args, s.arg(k[i]))
 			}
 			ors = append(ors, "("+strings.Join(ands, " AND ")+")")
 		}
@@ -489,7 +502,7 @@ func (s *scanner) byKeys(ctx context.Context, keys [][]value) (map[string]uint64
 // DuckDBTable is a DuckDB table as one side of CompareStreams, read in one
 // ordered query (the file is local; a sort costs no other user anything).
 func DuckDBTable(db Querier, table string) Table {
-	return Table{Name: table, DB: db, From: sqltext.Name(table), Quote: sqltext.Ident, NullsFirst: true}
+	return Table{Name: table, DB: db, From: sqltext.Name(table), Quote: sqltext.Ident, NullsFirst: true, UnsignedAsText: true}
 }
 
 // Columns are the columns of a DuckDB table.
