@@ -73,7 +73,7 @@ func (s *ByteSize) UnmarshalText(b []byte) error {
 	// n > MaxInt64/mult: the product would wrap around (2^64 bytes read
 	// as 0, which some keys take as "derived").
 	if err != nil || n < 0 || n > math.MaxInt64/mult {
-		return fmt.Errorf("want a size such as 16MiB, 512KiB or 1GB (at most 8EiB), got %q", b)
+		return fmt.Errorf("want a size such as 16MiB, 512KiB or 1GB (at most 2^63-1 bytes), got %q", b)
 	}
 	*s = ByteSize(n * mult)
 	return nil
