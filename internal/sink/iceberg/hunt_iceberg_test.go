@@ -33,3 +33,34 @@ func TestHuntCompactionLeavesTheCurrentDayOfASpanTable(t *testing.T) {
 		t.Errorf("snapshots %v (%v): the current day was rewritten", ops, err)
 	}
 }
+
+// Rewriting the manifests clusters the entries by day partition, one
+// manifest per day (manifests.go), so planning a scan of a day opens that
+// day's manifests only. A span table (partitioned by tenant and day)
+// loaded with each load spanning three days must end with manifests of
+// one day each.
+func TestHuntRewriteManifestsClustersASpanTableByDay(t *testing.T) {
+	ctx := context.Background()
+	s := openTyped(t, t.TempDir(), &otel.Spans)
+	days := []time.Time{time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC), time.Date(2026, 11, 3, 12, 0, 0, 0, time.UTC)}
+	for i := range int64(3) {
+		var reqs [][]byte
+		for j, d := range days {
+			reqs = append(reqs, spansRequest(t, d, byte(10*i)+byte(j)+1))
+		}
+		load(t, s, otlpBatch(t, otel.SignalTraces, 0, 3*i, reqs...))
+	}
+	if _, err := s.RewriteManifests(ctx); err != nil {
+		t.Fatal(err)
+	}
+	per, err := s.HuntManifestDays(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range per {
+		if n != 1 {
+			t.Errorf("after rewriting the manifests, distinct days per manifest: %v; want one day per manifest", per)
+			break
+		}
+	}
+}
