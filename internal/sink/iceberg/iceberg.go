@@ -466,9 +466,10 @@ func positionsAt(meta table.Metadata, cur *table.Snapshot) map[sink.TopicPartiti
 	return out
 }
 
-// dayFieldID is the partition field of the day: of event_time in raw
-// tables created since it exists, of add_time in older raw tables and in
-// dead-letter tables.
+// dayFieldID is the partition field of the day asked for when a table is
+// created: of event_time in raw tables created since it exists, of
+// add_time in older raw tables and in dead-letter tables. iceberg-go
+// assigns the IDs itself, in the spec's order: a table's own is dayField's.
 const dayFieldID = 1000
 
 func (s *Sink) createOrLoad(ctx context.Context, id table.Identifier, sc *iceberggo.Schema) (*table.Table, error) {

@@ -39,11 +39,12 @@ type Compaction struct {
 // rewriting it would race them only to be redone. With dryRun it only
 // plans (FilesAfter and BytesAfter are then estimates).
 func (s *Sink) Compact(ctx context.Context, targetBytes int64, settled time.Time, dryRun bool) ([]Compaction, error) {
-	return s.compact(ctx, targetBytes, func(g compaction.Group) bool { return dayEndedBy(g.Tasks, settled) }, dryRun)
+	return s.compact(ctx, targetBytes, func(day int, g compaction.Group) bool { return dayEndedBy(g.Tasks, day, settled) }, dryRun)
 }
 
-// compact rewrites the groups (one per partition) for which pick is true.
-func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compaction.Group) bool, dryRun bool) ([]Compaction, error) {
+// compact rewrites the groups (one per partition) for which pick is true,
+// given the table's day partition field (dayField).
+func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(day int, g compaction.Group) bool, dryRun bool) ([]Compaction, error) {
 	cfg := compaction.DefaultConfig()
 	cfg.TargetFileSizeBytes = targetBytes
 	cfg.MinFileSizeBytes = targetBytes * 3 / 4
@@ -62,7 +63,8 @@ func (s *Sink) compact(ctx context.Context, targetBytes int64, pick func(compact
 		if err != nil {
 			return out, fmt.Errorf("plan compaction of %s: %w", name(id), err)
 		}
-		plan.Groups = slices.DeleteFunc(byPartition(plan.Groups), func(g compaction.Group) bool { return !pick(g) })
+		day := dayField(tbl.Spec())
+		plan.Groups = slices.DeleteFunc(byPartition(plan.Groups), func(g compaction.Group) bool { return !pick(day, g) })
 		c := Compaction{Table: name(id), Groups: len(plan.Groups)}
 		for _, g := range plan.Groups {
 			c.FilesBefore += len(g.Tasks)
@@ -237,15 +239,28 @@ func (c createNoticer) Create(path string) (icebergio.FileWriter, error) {
 	return c.WriteFileIO.Create(path)
 }
 
-// dayEndedBy reports whether the day partition of tasks (all of one
-// partition) ended by t. A file without a day partition (a table
+// dayField is the ID of spec's day partition field, -1 if it has none.
+// By its transform, not dayFieldID: iceberg-go gives a new table's
+// partition fields IDs of its own, in order (a span table's tenant field
+// comes first and gets 1000).
+func dayField(spec iceberggo.PartitionSpec) int {
+	for _, f := range spec.Fields() {
+		if _, ok := f.Transform.(iceberggo.DayTransform); ok {
+			return f.FieldID
+		}
+	}
+	return -1
+}
+
+// dayEndedBy reports whether the day partition (field day) of tasks (all
+// of one partition) ended by t. A file without a day partition (a table
 // partitioned otherwise) counts as ended.
-func dayEndedBy(tasks []table.FileScanTask, t time.Time) bool {
+func dayEndedBy(tasks []table.FileScanTask, day int, t time.Time) bool {
 	if len(tasks) == 0 {
 		return true
 	}
 	var days int64
-	switch v := tasks[0].File.Partition()[dayFieldID].(type) {
+	switch v := tasks[0].File.Partition()[day].(type) {
 	case iceberggo.Date:
 		days = int64(v)
 	case int32:

@@ -116,8 +116,8 @@ func (m *Maintainer) Round(ctx context.Context) (MaintenanceRound, error) {
 	if m.opt.Now != nil {
 		settled = m.opt.Now()
 	}
-	pick := func(g compaction.Group) bool {
-		return dayEndedBy(g.Tasks, settled) || len(g.Tasks) >= m.opt.SmallFiles
+	pick := func(day int, g compaction.Group) bool {
+		return dayEndedBy(g.Tasks, day, settled) || len(g.Tasks) >= m.opt.SmallFiles
 	}
 	if r.Compacted, err = m.s.compact(ctx, m.opt.TargetFileBytes, pick, false); err != nil {
 		return r, err

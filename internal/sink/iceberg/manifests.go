@@ -43,7 +43,7 @@ func (s *Sink) RewriteManifests(ctx context.Context) ([]ManifestRewrite, error) 
 				return nil, err
 			}
 			txn := tbl.NewTransaction()
-			res, err := txn.RewriteManifests(ctx, table.WithRewriteManifestClusterBy(dayOf))
+			res, err := txn.RewriteManifests(ctx, table.WithRewriteManifestClusterBy(dayOf(dayField(tbl.Spec()))))
 			if err != nil {
 				return nil, fmt.Errorf("rewrite the manifests: %w", err)
 			}
@@ -62,16 +62,18 @@ func (s *Sink) RewriteManifests(ctx context.Context) ([]ManifestRewrite, error) 
 	return out, nil
 }
 
-// dayOf is a data file's day partition as a manifest cluster key; files of
-// a table partitioned otherwise all share one key.
-func dayOf(df iceberggo.DataFile) any {
-	switch v := df.Partition()[dayFieldID].(type) {
-	case iceberggo.Date:
-		return strconv.Itoa(int(v))
-	case int32:
-		return strconv.Itoa(int(v))
+// dayOf is a data file's day partition (field day) as a manifest cluster
+// key; files of a table partitioned otherwise all share one key.
+func dayOf(day int) func(df iceberggo.DataFile) any {
+	return func(df iceberggo.DataFile) any {
+		switch v := df.Partition()[day].(type) {
+		case iceberggo.Date:
+			return strconv.Itoa(int(v))
+		case int32:
+			return strconv.Itoa(int(v))
+		}
+		return "none"
 	}
-	return "none"
 }
 
 // manifestCount is the number of manifests of tbl's current snapshot.

@@ -6,21 +6,15 @@ import (
 	iceberggo "github.com/apache/iceberg-go"
 )
 
-// HuntManifestDays returns, for each data manifest of the main table's
+// ManifestDays returns, for each data manifest of the main table's
 // current snapshot, how many distinct day partitions (the spec's day
 // field, found by its transform) its live entries hold.
-func (s *Sink) HuntManifestDays(ctx context.Context) ([]int, error) {
+func (s *Sink) ManifestDays(ctx context.Context) ([]int, error) {
 	tbl, err := s.loadTable(ctx, s.raw)
 	if err != nil {
 		return nil, err
 	}
-	day := -1
-	spec := tbl.Spec()
-	for _, f := range spec.Fields() {
-		if _, ok := f.Transform.(iceberggo.DayTransform); ok {
-			day = f.FieldID
-		}
-	}
+	day := dayField(tbl.Spec())
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 // alone until the day ended (TestCompactionLeavesTheCurrentDay, on the raw
 // table). A span table is partitioned by tenant and day; its current day
 // must be left alone the same way.
-func TestHuntCompactionLeavesTheCurrentDayOfASpanTable(t *testing.T) {
+func TestCompactionLeavesTheCurrentDayOfASpanTable(t *testing.T) {
 	ctx := context.Background()
 	s := openTyped(t, t.TempDir(), &otel.Spans)
 	now := time.Now()
@@ -39,7 +39,7 @@ func TestHuntCompactionLeavesTheCurrentDayOfASpanTable(t *testing.T) {
 // day's manifests only. A span table (partitioned by tenant and day)
 // loaded with each load spanning three days must end with manifests of
 // one day each.
-func TestHuntRewriteManifestsClustersASpanTableByDay(t *testing.T) {
+func TestRewriteManifestsClustersASpanTableByDay(t *testing.T) {
 	ctx := context.Background()
 	s := openTyped(t, t.TempDir(), &otel.Spans)
 	days := []time.Time{time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC), time.Date(2026, 11, 3, 12, 0, 0, 0, time.UTC)}
@@ -53,7 +53,7 @@ func TestHuntRewriteManifestsClustersASpanTableByDay(t *testing.T) {
 	if _, err := s.RewriteManifests(ctx); err != nil {
 		t.Fatal(err)
 	}
-	per, err := s.HuntManifestDays(ctx)
+	per, err := s.ManifestDays(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
