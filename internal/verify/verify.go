@@ -511,6 +511,16 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 			p.LedgerFirst = p.Low
 		}
 	}
+	for tp, n := range next {
+		// A position with nothing stored below it: every offset read
+		// from the log start up to it is a hole (of aborted records and
+		// markers only, or lost). Without fromStart where reading began
+		// is not known, as for the head of a partition with rows.
+		if p := get(tp); !stored[tp] && fromStart && p.Low >= 0 && n > p.Low {
+			holes[tp] = []sink.Run{{First: p.Low, Last: n - 1}}
+			p.LedgerFirst = p.Low
+		}
+	}
 	data := map[sink.TopicPartition][]sink.Run{}
 	if records != nil {
 		data = recordsIn(parts, holes, records)

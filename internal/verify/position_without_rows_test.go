@@ -12,7 +12,7 @@ import (
 // Kafka holds a committed record at each of them: every one of them is
 // missing. verify must report the gap as it does when one row of the
 // partition survives (TestFromStored).
-func TestHuntFromStoredMissesAPartitionWithAPositionAndNoRows(t *testing.T) {
+func TestFromStoredPartitionWithAPositionAndNoRows(t *testing.T) {
 	other := sink.TopicPartition{Topic: "t", Partition: 1}
 	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 10}, other: {Low: 0, High: 10}}
 	next := map[sink.TopicPartition]int64{tp: 10, other: 10}
@@ -50,5 +50,12 @@ func TestHuntFromStoredMissesAPartitionWithAPositionAndNoRows(t *testing.T) {
 	one[other] = &o
 	if rep := FromStored(marks, next, one, nil, nil, true, records); rep.OK {
 		t.Errorf("control (one row of partition 1 stored): OK, want a gap of 9")
+	}
+	// A position over records all aborted (Kafka holds no committed data
+	// record there) has nothing to store: no gap.
+	if rep := FromStored(marks, next, all(tp), nil, nil, true, func(map[sink.TopicPartition]sink.Run) (map[sink.TopicPartition]*sink.Offsets, error) {
+		return all(tp), nil
+	}); !rep.OK {
+		t.Errorf("partition 1 of aborted records only: %q, want OK", rep.Problems)
 	}
 }
