@@ -59,3 +59,15 @@ func TestFromStoredPartitionWithAPositionAndNoRows(t *testing.T) {
 		t.Errorf("partition 1 of aborted records only: %q, want OK", rep.Problems)
 	}
 }
+
+// Lag is what is still to load: with nothing loaded yet from a partition
+// whose first 40 records retention deleted, 60, not 100.
+func TestLagLeavesOutWhatRetentionDeleted(t *testing.T) {
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 40, High: 100}}
+	for _, fromStart := range []bool{true, false} {
+		rep := FromStored(marks, map[sink.TopicPartition]int64{}, nil, nil, nil, fromStart, nil)
+		if len(rep.Partitions) != 1 || rep.Partitions[0].Lag != 60 && (fromStart || rep.Partitions[0].Lag != -1) {
+			t.Errorf("fromStart %v: partitions %+v, want lag 60 (or unknown without fromStart)", fromStart, rep.Partitions)
+		}
+	}
+}

@@ -413,7 +413,9 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 			}
 		}
 		if p.High >= 0 {
-			p.Lag = p.High - max(p.LedgerNext, 0)
+			// What is still to load: nothing below the log start is
+			// (retention deleted it; a gap if it was never loaded).
+			p.Lag = p.High - max(p.LedgerNext, p.Low, 0)
 			if p.LedgerNext < 0 && !fromStart {
 				p.Lag = -1
 			}
