@@ -211,8 +211,12 @@ func TestCDCModelsMergedByRun(t *testing.T) {
 	wantRows(t, db, `SELECT id, stage FROM cdc_crm_deals`, "7|new")
 	db.Close()
 	// Nothing loaded past 23:00 yet: the hour is not done.
-	if out, err := ready("cdc_crm_leads"); err == nil || !strings.Contains(out, "not ready") {
+	if out, err := ready("cdc_crm_leads"); err == nil || !strings.Contains(out, "not ready") || strings.Contains(out, "no table") {
 		t.Errorf("ready before the hour's end: %v\n%s", err, out)
+	}
+	// A misspelt name is not ready either, and says why.
+	if out, err := ready("cdc_crm_laeds"); err == nil || !strings.Contains(out, "not ready (no table of that name") {
+		t.Errorf("ready of a table that does not exist: %v\n%s", err, out)
 	}
 	ts += 3600 // the second run's changes are an hour later
 

@@ -52,7 +52,12 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 			return nil
 		}
 		if !time.Now().Before(deadline) {
-			fmt.Fprintf(env.stdout, "%s %s: not ready\n", table, hour.Format("2006-01-02T15"))
+			why := ""
+			if cols, err := duckdb.TableColumns(ctx, snk.DB(), table); err == nil && len(cols) == 0 {
+				// A misspelt name waits as long as a real one: say so.
+				why = " (no table of that name in this database yet: a model is created by its source table's first change)"
+			}
+			fmt.Fprintf(env.stdout, "%s %s: not ready%s\n", table, hour.Format("2006-01-02T15"), why)
 			return failedCheck{}
 		}
 		select {
