@@ -365,11 +365,13 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 	return nil
 }
 
-// stored is what a load wrote of tp, rows and dead letters.
+// stored is what a load wrote of tp's records, rows and dead letters: not
+// the dead letters of derived rows a sink refused (a GenAI operation
+// Databend rejected), whose spans are stored too.
 func stored(l sink.Loaded, tp sink.TopicPartition) (n int64) {
 	for _, r := range l.Ranges {
 		if r.TopicPartition == tp {
-			n += r.Records + r.DLQ
+			n += r.Records + r.DLQ - r.DerivedDLQ
 		}
 	}
 	return n

@@ -53,6 +53,11 @@ type Range struct {
 	Last    int64 // last offset read
 	Records int64 // rows for the main table
 	DLQ     int64 // rows for the dead-letter table
+	// DerivedDLQ are the rows of DLQ that are a derived table's rows the
+	// table refused (their main rows are in Records too), where a sink
+	// isolates such rows (Databend): a load's rows of its records are
+	// Records + DLQ - DerivedDLQ.
+	DerivedDLQ int64
 }
 
 // Batch is a closed batch of encoded rows, owned by the sink once passed to

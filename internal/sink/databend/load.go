@@ -173,16 +173,17 @@ type target struct {
 }
 
 // tally counts the rows a load writes per partition.
-type tally map[sink.TopicPartition]*[2]int64 // records, dead letters
+type tally map[sink.TopicPartition]*[3]int64 // records, dead letters, of which derived rows
 
-func (t tally) add(tp sink.TopicPartition, records, dlq int64) {
+func (t tally) add(tp sink.TopicPartition, records, dlq int64) *[3]int64 {
 	c := t[tp]
 	if c == nil {
-		c = &[2]int64{}
+		c = &[3]int64{}
 		t[tp] = c
 	}
 	c[0] += records
 	c[1] += dlq
+	return c
 }
 
 // ranges returns the fenced ranges with the counts of the tally.
@@ -190,9 +191,9 @@ func (t tally) ranges(fenced []sink.Range) []sink.Range {
 	out := make([]sink.Range, 0, len(fenced))
 	for _, r := range fenced {
 		if c := t[r.TopicPartition]; c != nil {
-			r.Records, r.DLQ = c[0], c[1]
+			r.Records, r.DLQ, r.DerivedDLQ = c[0], c[1], c[2]
 		} else {
-			r.Records, r.DLQ = 0, 0
+			r.Records, r.DLQ, r.DerivedDLQ = 0, 0, 0
 		}
 		out = append(out, r)
 	}
@@ -223,7 +224,9 @@ func (s *Sink) targets(ctx context.Context, p *loadPlan, ledger map[sink.TopicPa
 	if p.rejectsFile != "" {
 		r.dlq = append(r.dlq, target{p.rejectsFile, int64(len(p.rejects))})
 		for _, rej := range p.rejects {
-			r.counts.add(rej.tp, 0, 1)
+			if c := r.counts.add(rej.tp, 0, 1); rej.derived {
+				c[2]++ // beside its main row, which is counted
+			}
 		}
 	}
 	return r.main, r.dlq, r.derived, r.counts, nil

@@ -23,7 +23,7 @@ import (
 // again... (README "otlp.mode: load": each request is answered only after
 // the load holding its rows committed; a retryable error is for a request
 // not stored.)
-func TestHuntRejectedGenAIOperationAnswersACommittedRequestWithRetry(t *testing.T) {
+func TestDatabendRejectedGenAIOperationAnswersItsRequestStored(t *testing.T) {
 	srv := databendtest.New("tl", "pw")
 	t.Cleanup(srv.Close)
 	s, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "otel_spans", Typed: &otel.Spans,
