@@ -7,6 +7,8 @@
 package otlp
 
 import (
+	"fmt"
+
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -45,14 +47,24 @@ type response interface {
 
 // decodeWith reads body into req; a protobuf body is forwarded as it came
 // (it decoded, so it is valid), a JSON body re-encoded as protobuf so every
-// forwarded message has one encoding.
-func decodeWith(req request, count func() int, body []byte, isJSON bool) ([]byte, int, error) {
+// forwarded message has one encoding, and decoded once more (into check,
+// an empty request) as its loaders will decode it: pdata's JSON decoder
+// takes a request its protobuf decoder refuses (values nested past the
+// protobuf decoder's recursion limit), which answered 200 would be
+// dead-lettered whole by every loader.
+func decodeWith(req, check request, count func() int, body []byte, isJSON bool) ([]byte, int, error) {
 	if isJSON {
 		if err := req.UnmarshalJSON(body); err != nil {
 			return nil, 0, err
 		}
 		proto, err := req.MarshalProto()
-		return proto, count(), err
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := check.UnmarshalProto(proto); err != nil {
+			return nil, 0, fmt.Errorf("the request as protobuf, as it is forwarded and loaded, does not decode: %w", err)
+		}
+		return proto, count(), nil
 	}
 	if err := req.UnmarshalProto(body); err != nil {
 		return nil, 0, err
@@ -72,7 +84,7 @@ var signals = []signal{
 		name: Traces, path: "/v1/traces",
 		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
 			req := ptraceotlp.NewExportRequest()
-			return decodeWith(req, func() int { return req.Traces().SpanCount() }, body, isJSON)
+			return decodeWith(req, ptraceotlp.NewExportRequest(), func() int { return req.Traces().SpanCount() }, body, isJSON)
 		},
 		response: func(a accepted) response { return tracesResponse(a) },
 	},
@@ -80,7 +92,7 @@ var signals = []signal{
 		name: Logs, path: "/v1/logs",
 		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
 			req := plogotlp.NewExportRequest()
-			return decodeWith(req, func() int { return req.Logs().LogRecordCount() }, body, isJSON)
+			return decodeWith(req, plogotlp.NewExportRequest(), func() int { return req.Logs().LogRecordCount() }, body, isJSON)
 		},
 		response: func(a accepted) response { return logsResponse(a) },
 	},
@@ -88,7 +100,7 @@ var signals = []signal{
 		name: Metrics, path: "/v1/metrics",
 		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
 			req := pmetricotlp.NewExportRequest()
-			return decodeWith(req, func() int { return req.Metrics().DataPointCount() }, body, isJSON)
+			return decodeWith(req, pmetricotlp.NewExportRequest(), func() int { return req.Metrics().DataPointCount() }, body, isJSON)
 		},
 		response: func(a accepted) response { return metricsResponse(a) },
 	},

@@ -24,7 +24,7 @@ import (
 // in protobuf is refused 400. A request accepted must be one its loader
 // reads (README: "400 / InvalidArgument for a body that is not an export
 // request"; the OTLP specification: a 200 means every item was accepted).
-func TestHuntJSONRequestAcceptedThatNoLoaderCanRead(t *testing.T) {
+func TestJSONRequestItsLoadersCannotReadIsRefused(t *testing.T) {
 	td := ptrace.NewTraces()
 	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
 	for i := range 100 {
