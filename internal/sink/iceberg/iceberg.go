@@ -673,10 +673,13 @@ func (s *Sink) FurthestPositions(ctx context.Context, parts []sink.TopicPartitio
 // tracelake.abandoned.<topic>.<partition> = "first-last,first-last".
 const abandonedKeyPrefix = "tracelake.abandoned."
 
-// Abandon implements sink.TableByTableCommitter: in one commit of the main
-// table (an empty snapshot, pinned as a load's), its position of tp moves
-// past last and first..last is added to the partition's abandoned
-// positions.
+// Abandon implements sink.TableByTableCommitter: the rows the dead-letter
+// and derived tables hold at first..last are deleted (the failed load that
+// committed them is answered with a retry: its clients send the requests
+// again, at other positions), then in one commit of the main table (an
+// empty snapshot, pinned as a load's), its position of tp moves past last
+// and first..last is added to the partition's abandoned positions. A
+// crash between the two abandons them again at the next start.
 func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last int64) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
@@ -692,6 +695,13 @@ func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last 
 		return nil
 	}
 	first = max(first, start[tp])
+	for _, k := range s.kinds() {
+		if k != mainTable {
+			if err := s.deleteAbandoned(ctx, k, tp, first, last); err != nil {
+				return err
+			}
+		}
+	}
 	next := maps.Clone(start)
 	next[tp] = last + 1
 	txn, summary, err := beginPositionsCommit(fresh, start, next, newLoadID())
@@ -714,6 +724,39 @@ func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last 
 		return fmt.Errorf("commit the abandoned positions of %s: %w", tp, err)
 	}
 	s.remember(committed)
+	return nil
+}
+
+// deleteAbandoned deletes the rows of table k (the dead-letter or derived
+// table) at tp's positions first..last, if its positions reached them.
+func (s *Sink) deleteAbandoned(ctx context.Context, k kind, tp sink.TopicPartition, first, last int64) error {
+	id := s.id(k)
+	tbl, err := s.loadTable(ctx, id)
+	if err != nil {
+		return err
+	}
+	pos, err := positions(tbl)
+	if err != nil {
+		return err
+	}
+	if pos[tp] <= first {
+		return nil // none of its commits reached them
+	}
+	topic, partition, offset := schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn
+	if k == dlqTable {
+		topic, partition, offset = "topic", "partition", "offset"
+	}
+	filter := iceberggo.NewAnd(iceberggo.EqualTo(iceberggo.Reference(topic), tp.Topic),
+		iceberggo.EqualTo(iceberggo.Reference(partition), tp.Partition),
+		iceberggo.GreaterThanEqual(iceberggo.Reference(offset), first),
+		iceberggo.LessThanEqual(iceberggo.Reference(offset), last))
+	err = s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
+		txn := tbl.NewTransaction()
+		return txn, txn.Delete(ctx, filter, iceberggo.Properties{loadIDKey: newLoadID()})
+	})
+	if err != nil {
+		return fmt.Errorf("delete the rows of %s at the abandoned positions %d-%d of %s: %w", name(id), first, last, tp, err)
+	}
 	return nil
 }
 

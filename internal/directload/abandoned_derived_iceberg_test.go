@@ -28,7 +28,7 @@ import (
 // of one span (its cost counted twice in every report) where it must
 // hold one (README, GenAI operations: one row per GenAI span, loaded
 // exactly once with its span; "a load that did not commit leaves no gap").
-func TestHuntIcebergAbandonedPositionsKeepDerivedRowsOfARetriedRequest(t *testing.T) {
+func TestIcebergAbandonedPositionsLoseTheFailedLoadsDerivedRows(t *testing.T) {
 	dir := t.TempDir()
 	catalogPath := filepath.Join(dir, "catalog.db")
 	lockDB, err := sql.Open(sqliteshim.ShimName, "file:"+catalogPath+"?_pragma=busy_timeout(10000)")
