@@ -1,0 +1,96 @@
+package tempo
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// newFixtureSpans is the Tempo API over a DuckDB holding spans alone, for
+// tenant a.
+func newFixtureSpans(t *testing.T, spans []span) *fixture {
+	t.Helper()
+	db, dir := openDB(t)
+	loadSpans(t, db, dir, map[string][]ptrace.Traces{"a": {traces(spans)}})
+	r, err := query.NewDuckDB(context.Background(), db, query.DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, db: db}
+	f.mux = http.NewServeMux()
+	if _, err := register(f.mux, Options{Reader: r, Tenants: tenancy.Resolver{Required: true}, Version: "v-test"}, maxTraceSpans); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestHuntSearchMinDurationIgnoredByTraceQL: Tempo applies minDuration and
+// maxDuration to the tags search alone (tempodb/encoding/vparquet4/
+// block_search.go, req.MinDurationMs); a TraceQL search (q) goes to
+// traceql.Engine.ExecuteSearch (pkg/traceql/engine.go), which never reads
+// them (modules/querier/querier.go: api.IsTraceQLQuery picks the engine).
+// So q={} with minDuration=1m answers every trace.
+func TestHuntSearchMinDurationIgnoredByTraceQL(t *testing.T) {
+	f := newFixture(t)
+	got := matchedSpans(f.search("a", url.Values{"q": {`{}`}, "minDuration": {"1m"}}))
+	want := []string{checkoutID + ": GET /api,db query,sql parse (3)", payID + ": POST /pay,db query (2)"}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("q={} minDuration=1m:\n got %q\nwant %q", got, want)
+	}
+	got = matchedSpans(f.search("a", url.Values{"q": {`{}`}, "maxDuration": {"1ms"}}))
+	if len(got) != len(want) {
+		t.Errorf("q={} maxDuration=1ms:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestHuntSearchSpssZero: spss=0 is parsed as 0 (pkg/api/http.go
+// ParseSearchRequestWithDefault) and the engine reads 0 as its default,
+// 3 spans a spanset (pkg/traceql/engine.go ExecuteSearch:
+// "if spansPerSpanSet == 0 { spansPerSpanSet = DefaultSpansPerSpanSet }").
+func TestHuntSearchSpssZero(t *testing.T) {
+	f := newFixture(t)
+	got := matchedSpans(f.search("a", url.Values{"q": {`{}`}, "spss": {"0"}}))
+	want := []string{checkoutID + ": GET /api,db query,sql parse (3)", payID + ": POST /pay,db query (2)"}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("q={} spss=0:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestHuntSearchSpssMax: the frontend refuses more than
+// max_spans_per_span_set (default 100, modules/frontend/config.go) with
+// 400 "spans per span set exceeds 100. received 101"
+// (modules/frontend/search_sharder.go RoundTrip).
+func TestHuntSearchSpssMax(t *testing.T) {
+	f := newFixture(t)
+	rec := f.get("a", "/api/search?"+url.Values{"q": {`{}`}, "spss": {"101"}}.Encode(), "")
+	if rec.Code != 400 {
+		t.Errorf("spss=101: %d %s, want 400 spans per span set exceeds 100. received 101", rec.Code, rec.Body)
+	}
+}
+
+// TestHuntRegexDotMatchesNewline: Tempo's =~ and !~ are Prometheus's
+// FastRegexMatcher (pkg/regexp/regexp.go NewRegexp →
+// labels.NewFastRegexMatcher, which compiles "^(?s:" + re + ")$"): `.`
+// matches a newline, so "first.*" matches "first\nsecond".
+func TestHuntRegexDotMatchesNewline(t *testing.T) {
+	f := newFixtureSpans(t, []span{
+		{traceCheckout, spanRoot, "", "frontend", "GET /api", ptrace.SpanKindServer, ptrace.StatusCodeOk, 0, time.Second,
+			map[string]any{"msg": "first\nsecond"}},
+	})
+	got := matchedSpans(f.search("a", url.Values{"q": {`{ span.msg =~ "first.*" }`}}))
+	want := checkoutID + ": GET /api (1)"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf(`{ span.msg =~ "first.*" } over "first\nsecond": got %q, want [%q]`, got, want)
+	}
+	got = matchedSpans(f.search("a", url.Values{"q": {`{ span.msg !~ "first.*" }`}}))
+	if len(got) != 0 {
+		t.Errorf(`{ span.msg !~ "first.*" } over "first\nsecond": got %q, want none`, got)
+	}
+}
