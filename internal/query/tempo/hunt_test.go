@@ -2,8 +2,10 @@ package tempo
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -92,5 +94,79 @@ func TestHuntRegexDotMatchesNewline(t *testing.T) {
 	got = matchedSpans(f.search("a", url.Values{"q": {`{ span.msg !~ "first.*" }`}}))
 	if len(got) != 0 {
 		t.Errorf(`{ span.msg !~ "first.*" } over "first\nsecond": got %q, want none`, got)
+	}
+}
+
+// searchStatus runs q for tenant a and returns the status code and, on
+// 200, the answer as matchedSpans lists it.
+func (f *fixture) searchStatus(q string) (int, []string, string) {
+	f.t.Helper()
+	rec := f.get("a", "/api/search?"+url.Values{"q": {q}}.Encode(), "")
+	if rec.Code != 200 {
+		return rec.Code, nil, rec.Body.String()
+	}
+	var out grafanaSearch
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		f.t.Fatalf("search %s: %v", q, err)
+	}
+	return rec.Code, matchedSpans(out), ""
+}
+
+// TestHuntNilComparisons: Tempo's grammar reads `x = nil` as
+// OpNotExists and `x != nil` as OpExists (pkg/traceql/expr.y, "NIL
+// handling"); validation refuses `= nil` only for intrinsics and
+// resource.service.name (ast_validate.go UnaryOperation.validate), and
+// pkg/traceql/test_examples.yaml lists `{ name != nil }` as valid. So
+// `{ span.db.system = nil }` answers the spans without db.system, and
+// `{ name != nil }` every span.
+func TestHuntNilComparisons(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct {
+		q    string
+		want []string
+	}{
+		{`{ span.db.system = nil }`, []string{checkoutID + ": GET /api (1)", payID + ": POST /pay (1)"}},
+		{`{ name != nil }`, []string{checkoutID + ": GET /api,db query,sql parse (3)", payID + ": POST /pay,db query (2)"}},
+		{`{ status != nil && kind = server }`, []string{checkoutID + ": GET /api (1)", payID + ": POST /pay (1)"}},
+	} {
+		code, got, body := f.searchStatus(c.q)
+		if code != 200 || !slices.Equal(got, slices.Sorted(slices.Values(c.want))) {
+			t.Errorf("%s: %d %s %q, want 200 %q", c.q, code, body, got, c.want)
+		}
+	}
+}
+
+// TestHuntDurationComparedWithNumber: int, float and duration are
+// matching operands (pkg/traceql/enum_statics.go isMatchingOperand:
+// "t.isNumeric() && otherT.isNumeric()", isNumeric includes
+// TypeDuration), and the fetch layer compares span duration nanoseconds
+// with an int operand (tempodb/encoding/vparquet4/block_traceql.go
+// createDurationPredicate / createIntPredicate, case traceql.TypeInt).
+// `{ duration > 1000000000 }` is the spans over 1s.
+func TestHuntDurationComparedWithNumber(t *testing.T) {
+	f := newFixture(t)
+	code, got, body := f.searchStatus(`{ duration > 1000000000 }`)
+	want := []string{checkoutID + ": GET /api (1)", payID + ": POST /pay (1)"}
+	if code != 200 || !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("{ duration > 1000000000 }: %d %s %q, want 200 %q", code, body, got, want)
+	}
+}
+
+// TestHuntIntLiteralDoesNotMatchFloatAttribute: Tempo's fetch layer
+// reads an int operand's predicate from the int value column alone
+// (tempodb/encoding/vparquet4/block_traceql.go createAttributeIterator:
+// case traceql.TypeInt → attrIntPreds only; the float column is not
+// read), so `{ span.weight > 1 }` does not match weight = 1.5 (a
+// double): grafana/tempo issue #4332 "Ints can't be compared to floats",
+// open; only `> 1.` does.
+func TestHuntIntLiteralDoesNotMatchFloatAttribute(t *testing.T) {
+	f := newFixture(t)
+	code, got, body := f.searchStatus(`{ span.weight > 1 }`)
+	if code != 200 || len(got) != 0 {
+		t.Errorf("{ span.weight > 1 } over weight=1.5: %d %s %q, want 200 and no traces", code, body, got)
+	}
+	code, got, body = f.searchStatus(`{ span.http.status_code = 200.0 }`)
+	if code != 200 || len(got) != 0 {
+		t.Errorf("{ span.http.status_code = 200.0 } over an int 200: %d %s %q, want 200 and no traces", code, body, got)
 	}
 }
