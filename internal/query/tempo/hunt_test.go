@@ -3,6 +3,7 @@ package tempo
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -168,5 +169,88 @@ func TestHuntIntLiteralDoesNotMatchFloatAttribute(t *testing.T) {
 	code, got, body = f.searchStatus(`{ span.http.status_code = 200.0 }`)
 	if code != 200 || len(got) != 0 {
 		t.Errorf("{ span.http.status_code = 200.0 } over an int 200: %d %s %q, want 200 and no traces", code, body, got)
+	}
+}
+
+// v2Values requests /api/v2/search/tag/{tag}/values with q for tenant a:
+// the status and the values as "type:value", sorted.
+func (f *fixture) v2Values(tag, q string) (int, []string) {
+	f.t.Helper()
+	var out struct {
+		TagValues []struct{ Type, Value string } `json:"tagValues"`
+	}
+	code := f.json("a", "/api/v2/search/tag/"+url.PathEscape(tag)+"/values?q="+url.QueryEscape(q), &out)
+	var vs []string
+	for _, v := range out.TagValues {
+		vs = append(vs, v.Type+":"+v.Value)
+	}
+	slices.Sort(vs)
+	return code, vs
+}
+
+// TestHuntTagQueryLenient: the q of the tag APIs is read by
+// traceql.ExtractConditionGroups (pkg/traceql/lenient_extract.go; called
+// by modules/querier/querier.go SearchTagValuesBlocksV2 and the frontend's
+// tag_handlers.go, whose only error is too many condition groups): a q
+// that does not parse (Grafana's autocomplete sends the query being
+// typed), or whose pipeline does not start with a spanset filter
+// (findSpansetFilter: "SpansetOperation ... not a simple spanset
+// filter"), gives no conditions and the values of every span: 200, not
+// 400, and not narrowed by a structural operator.
+func TestHuntTagQueryLenient(t *testing.T) {
+	f := newFixture(t)
+	all := []string{"string:db", "string:frontend", "string:payments"}
+	for _, q := range []string{`{ span.http.method = }`, `{ span.http.method = "POST" } >> { }`} {
+		if code, got := f.v2Values("resource.service.name", q); code != 200 || !slices.Equal(got, all) {
+			t.Errorf("values of resource.service.name, q=%s: %d %q, want 200 %q", q, code, got, all)
+		}
+	}
+	if rec := f.get("a", "/api/v2/search/tags?q="+url.QueryEscape("{ x"), ""); rec.Code != 200 {
+		t.Errorf("v2 tags, q={ x: %d %s, want 200 (all tags)", rec.Code, rec.Body)
+	}
+}
+
+// TestHuntTagValuesOwnCondition: when a condition group of q compares
+// the tag itself with = a value, Tempo answers that value without reading
+// the data (pkg/traceql/engine.go ExecuteTagValues: "if c.Attribute ==
+// tag && c.Op == OpEqual { cb(c.Operands[0]) ... skip = true }").
+func TestHuntTagValuesOwnCondition(t *testing.T) {
+	f := newFixture(t)
+	want := []string{"string:PUT"}
+	if code, got := f.v2Values("span.http.method", `{ span.http.method = "PUT" }`); code != 200 || !slices.Equal(got, want) {
+		t.Errorf(`values of span.http.method, q={ span.http.method = "PUT" }: %d %q, want 200 %q`, code, got, want)
+	}
+}
+
+// TestHuntFloatExponent: Tempo lexes numbers with Go's text/scanner
+// (pkg/traceql/lexer.go Lex: case scanner.Float → strconv.ParseFloat),
+// which reads 1e1 as a float: `{ span.weight < 1e1 }` matches weight 1.5.
+func TestHuntFloatExponent(t *testing.T) {
+	f := newFixture(t)
+	code, got, body := f.searchStatus(`{ span.weight < 1e1 }`)
+	want := []string{checkoutID + ": db query (1)"}
+	if code != 200 || !slices.Equal(got, want) {
+		t.Errorf("{ span.weight < 1e1 }: %d %s %q, want 200 %q", code, body, got, want)
+	}
+}
+
+// TestHuntTagRequestParams: Tempo's tag requests read limit with
+// strconv.ParseUint, 0 accepted (MaxTagValues 0: the configured default),
+// and start and end with no check that end is after start
+// (pkg/api/search_tags.go parseSearchTagValuesRequest,
+// ParseSearchTagsRequest: unlike ParseSearchRequest, no "start must be
+// before end"; modules/frontend/tag_sharder.go RoundTrip checks only the
+// range's maximum duration). start = end is 200.
+func TestHuntTagRequestParams(t *testing.T) {
+	f := newFixture(t)
+	s := fmt.Sprint(base.Unix())
+	for _, p := range []string{
+		"/api/v2/search/tag/resource.service.name/values?limit=0",
+		"/api/search/tag/service.name/values?start=" + s + "&end=" + s,
+		"/api/v2/search/tags?start=" + s + "&end=" + s,
+	} {
+		if rec := f.get("a", p, ""); rec.Code != 200 {
+			t.Errorf("%s: %d %s, want 200", p, rec.Code, rec.Body)
+		}
 	}
 }
