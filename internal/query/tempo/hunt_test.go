@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"testing"
@@ -251,6 +252,54 @@ func TestHuntTagRequestParams(t *testing.T) {
 	} {
 		if rec := f.get("a", p, ""); rec.Code != 200 {
 			t.Errorf("%s: %d %s, want 200", p, rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestHuntMetricsEndCutoff: Tempo's frontend clamps a range query's end
+// to now - query_end_cutoff (default 30s, modules/frontend/config.go
+// QueryEndCutoff) before validating, aligns (traceql.AlignRequest), then
+// clamps again and rounds the end down to a step
+// (modules/frontend/metrics_query_range_handler.go clampQueryEnd →
+// traceql.AlignEndToLeft). Grafana's "last hour" (end = now = 03:04:05,
+// step 60s) ends at 03:03:00, not 03:05:00.
+func TestHuntMetricsEndCutoff(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := httptest.NewRequest("GET", "/api/metrics/query_range?"+url.Values{"q": {"{} | rate()"},
+		"start": {fmt.Sprint(now.Add(-time.Hour).Unix())}, "end": {fmt.Sprint(now.Unix())}, "step": {"60"}}.Encode(), nil)
+	req, err := parseRange(r, now, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := uint64(time.Date(2026, 1, 2, 3, 3, 0, 0, time.UTC).UnixNano())
+	if req.end != want {
+		t.Errorf("end %s, want %s", time.Unix(0, int64(req.end)).UTC(), time.Unix(0, int64(want)).UTC())
+	}
+}
+
+// TestHuntMetricsLimits: Tempo's frontend refuses a range query of more
+// than max_intervals (default 10,000, modules/frontend/config.go
+// cfg.Metrics.MaxIntervals) with 400 "step of 1s is too small, minimum
+// step for given range is …", and a range over the metrics max_duration
+// (default 24h, cfg.Metrics.Sharder.MaxDuration) with 400 "metrics query
+// time range exceeds the maximum allowed duration of 24h0m0s"
+// (modules/frontend/metrics_query_validation.go validateQueryRangeReq).
+// It reads since as a Prometheus duration (pkg/api/http.go
+// determineBounds: model.ParseDuration), so since=1d is a day.
+func TestHuntMetricsLimits(t *testing.T) {
+	f := newFixture(t)
+	start := base.Truncate(time.Hour)
+	for _, c := range []struct {
+		params url.Values
+		code   int
+	}{
+		{url.Values{"start": {fmt.Sprint(start.Unix())}, "end": {fmt.Sprint(start.Add(10_001 * time.Second).Unix())}, "step": {"1"}}, 400},
+		{url.Values{"start": {fmt.Sprint(start.Unix())}, "end": {fmt.Sprint(start.Add(25 * time.Hour).Unix())}, "step": {"3600"}}, 400},
+		{url.Values{"since": {"1d"}, "step": {"3600"}}, 200},
+	} {
+		c.params.Set("q", "{} | count_over_time()")
+		if rec := f.get("a", "/api/metrics/query_range?"+c.params.Encode(), ""); rec.Code != c.code {
+			t.Errorf("%v: %d %.120s, want %d", c.params, rec.Code, rec.Body, c.code)
 		}
 	}
 }
