@@ -303,3 +303,22 @@ func TestHuntMetricsLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestHuntSearchLimits: Tempo's search frontend refuses a limit over
+// max_limit (default 256Ki, modules/frontend/config.go) with 400 "limit
+// 262145 exceeds max limit 262144" (modules/frontend/search_handlers.go
+// adjustLimit), and a window over max_duration (default 168h) with 400
+// "range specified by start and end exceeds 168h0m0s"
+// (modules/frontend/search_sharder.go RoundTrip).
+func TestHuntSearchLimits(t *testing.T) {
+	f := newFixture(t)
+	s := base.Unix()
+	for _, p := range []url.Values{
+		{"q": {"{}"}, "limit": {"262145"}},
+		{"q": {"{}"}, "start": {fmt.Sprint(s)}, "end": {fmt.Sprint(s + 169*3600)}},
+	} {
+		if rec := f.get("a", "/api/search?"+p.Encode(), ""); rec.Code != 400 {
+			t.Errorf("%v: %d %.120s, want 400", p, rec.Code, rec.Body)
+		}
+	}
+}
