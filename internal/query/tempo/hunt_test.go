@@ -322,3 +322,29 @@ func TestHuntSearchLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestHuntArrayAttributes: an array attribute's elements are compared
+// one by one: `=` matches when an element does, `!=` when none does
+// (pkg/traceql/ast_execute.go BinaryOperation.execute, case
+// lhsT.isMatchingArrayElement(rhsT): "operators like OpNotEqual ... must
+// check all elements"; enum_statics.go isMatchingArrayElement); vparquet4
+// keeps the elements in the typed value columns the predicates read
+// (block_traceql.go createAttributeIterator, TypeStringArray with
+// TypeString). Tag values list the elements
+// (tempodb/encoding/vparquet4/block_autocomplete.go).
+func TestHuntArrayAttributes(t *testing.T) {
+	f := newFixtureSpans(t, []span{
+		{traceCheckout, spanRoot, "", "frontend", "GET /api", ptrace.SpanKindServer, ptrace.StatusCodeOk, 0, time.Second,
+			map[string]any{"tags": []any{"blue", "green"}, "codes": []any{int64(7), int64(9)}}},
+	})
+	want := []string{checkoutID + ": GET /api (1)"}
+	for _, q := range []string{`{ span.tags = "green" }`, `{ span.tags =~ "gr.*" }`, `{ span.tags != "red" }`, `{ span.codes > 8 }`} {
+		if code, got, body := f.searchStatus(q); code != 200 || !slices.Equal(got, want) {
+			t.Errorf("%s over tags [blue green], codes [7 9]: %d %s %q, want %q", q, code, body, got, want)
+		}
+	}
+	wantVals := []string{"string:blue", "string:green"}
+	if code, got := f.v2Values("span.tags", ""); code != 200 || !slices.Equal(got, wantVals) {
+		t.Errorf("values of span.tags: %d %q, want %q", code, got, wantVals)
+	}
+}
