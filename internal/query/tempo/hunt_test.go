@@ -348,3 +348,15 @@ func TestHuntArrayAttributes(t *testing.T) {
 		t.Errorf("values of span.tags: %d %q, want %q", code, got, wantVals)
 	}
 }
+
+// TestHuntMetricsByTraceIntrinsic: by() takes any attribute, the trace
+// intrinsics among them (pkg/traceql/expr.y: by(attributeList);
+// engine_metrics.go GroupingAggregator reads each span's value with
+// AttributeFor, labelled by Attribute.String(), "rootServiceName").
+func TestHuntMetricsByTraceIntrinsic(t *testing.T) {
+	f := newFixture(t)
+	want := []string{`rootServiceName=stringValue:"frontend": 3@2`, `rootServiceName=stringValue:"payments": 2@3`}
+	if got := f.rangeOf("a", `{} | count_over_time() by (rootServiceName)`); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
