@@ -1,6 +1,7 @@
 package tempo
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 )
@@ -19,6 +20,11 @@ type searchParams struct {
 const (
 	defaultLimit = 20 // pkg/api/http.go defaultLimit
 	defaultSpss  = 3  // defaultSpansPerSpanSet
+	// The frontend's defaults (modules/frontend/config.go): max_limit,
+	// max_spans_per_span_set and the search's max_duration.
+	maxLimit          = 256 << 10
+	maxSpss           = 100
+	maxSearchDuration = 168 * time.Hour
 )
 
 func parseSearch(v map[string][]string) (searchParams, error) {
@@ -77,6 +83,10 @@ func parseSearch(v map[string][]string) (searchParams, error) {
 		if n == 0 {
 			return p, bad("invalid limit: must be a positive number")
 		}
+		if n > maxLimit {
+			// modules/frontend/search_handlers.go adjustLimit
+			return p, bad("limit %d exceeds max limit %d", n, maxLimit)
+		}
 		p.limit = int(n)
 	}
 	if s := get("spss"); s != "" {
@@ -84,10 +94,20 @@ func parseSearch(v map[string][]string) (searchParams, error) {
 		if err != nil {
 			return p, bad("invalid spss: %v", err)
 		}
-		p.spss = int(n)
+		if n > maxSpss {
+			// modules/frontend/search_sharder.go RoundTrip
+			return p, bad("spans per span set exceeds %d. received %d", maxSpss, n)
+		}
+		// 0 is the engine's default (pkg/traceql/engine.go
+		// ExecuteSearch: "if spansPerSpanSet == 0").
+		p.spss = cmp.Or(int(n), defaultSpss)
 	}
 	if (p.start != 0 || p.end != 0) && p.end <= p.start {
 		return p, bad("http parameter start must be before end. received start=%d end=%d", p.start, p.end)
+	}
+	if time.Duration(p.end-p.start)*time.Second > maxSearchDuration {
+		// modules/frontend/search_sharder.go RoundTrip
+		return p, bad("range specified by start and end exceeds %s. received start=%d end=%d", maxSearchDuration, p.start, p.end)
 	}
 	return p, nil
 }

@@ -38,6 +38,11 @@ func (s *server) search(w http.ResponseWriter, r *http.Request, scope tenancy.Sc
 			s.fail(w, r, bad("metrics queries are answered by /api/metrics/query_range"))
 			return
 		}
+		// minDuration and maxDuration are the tags search's alone: the
+		// TraceQL engine never reads them (modules/querier/querier.go
+		// picks it by api.IsTraceQLQuery; pkg/traceql/engine.go
+		// ExecuteSearch).
+		p.minDur, p.maxDur = 0, 0
 	} else {
 		// A tags search answers traces alone (no spansets), as Tempo's
 		// non-TraceQL search did.

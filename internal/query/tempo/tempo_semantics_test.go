@@ -35,17 +35,17 @@ func newFixtureSpans(t *testing.T, spans []span) *fixture {
 	return f
 }
 
-// TestHuntSearchMinDurationIgnoredByTraceQL: Tempo applies minDuration and
+// TestSearchTraceQLIgnoresMinMaxDuration: Tempo applies minDuration and
 // maxDuration to the tags search alone (tempodb/encoding/vparquet4/
 // block_search.go, req.MinDurationMs); a TraceQL search (q) goes to
 // traceql.Engine.ExecuteSearch (pkg/traceql/engine.go), which never reads
 // them (modules/querier/querier.go: api.IsTraceQLQuery picks the engine).
 // So q={} with minDuration=1m answers every trace.
-func TestHuntSearchMinDurationIgnoredByTraceQL(t *testing.T) {
+func TestSearchTraceQLIgnoresMinMaxDuration(t *testing.T) {
 	f := newFixture(t)
 	got := matchedSpans(f.search("a", url.Values{"q": {`{}`}, "minDuration": {"1m"}}))
-	want := []string{checkoutID + ": GET /api,db query,sql parse (3)", payID + ": POST /pay,db query (2)"}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+	want := []string{payID + ": POST /pay,db query (2)", checkoutID + ": GET /api,db query,sql parse (3)"}
+	if !slices.Equal(got, want) {
 		t.Errorf("q={} minDuration=1m:\n got %q\nwant %q", got, want)
 	}
 	got = matchedSpans(f.search("a", url.Values{"q": {`{}`}, "maxDuration": {"1ms"}}))
@@ -54,24 +54,24 @@ func TestHuntSearchMinDurationIgnoredByTraceQL(t *testing.T) {
 	}
 }
 
-// TestHuntSearchSpssZero: spss=0 is parsed as 0 (pkg/api/http.go
+// TestSearchSpssZeroIsDefault: spss=0 is parsed as 0 (pkg/api/http.go
 // ParseSearchRequestWithDefault) and the engine reads 0 as its default,
 // 3 spans a spanset (pkg/traceql/engine.go ExecuteSearch:
 // "if spansPerSpanSet == 0 { spansPerSpanSet = DefaultSpansPerSpanSet }").
-func TestHuntSearchSpssZero(t *testing.T) {
+func TestSearchSpssZeroIsDefault(t *testing.T) {
 	f := newFixture(t)
 	got := matchedSpans(f.search("a", url.Values{"q": {`{}`}, "spss": {"0"}}))
-	want := []string{checkoutID + ": GET /api,db query,sql parse (3)", payID + ": POST /pay,db query (2)"}
-	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+	want := []string{payID + ": POST /pay,db query (2)", checkoutID + ": GET /api,db query,sql parse (3)"}
+	if !slices.Equal(got, want) {
 		t.Errorf("q={} spss=0:\n got %q\nwant %q", got, want)
 	}
 }
 
-// TestHuntSearchSpssMax: the frontend refuses more than
+// TestSearchSpssOver100Refused: the frontend refuses more than
 // max_spans_per_span_set (default 100, modules/frontend/config.go) with
 // 400 "spans per span set exceeds 100. received 101"
 // (modules/frontend/search_sharder.go RoundTrip).
-func TestHuntSearchSpssMax(t *testing.T) {
+func TestSearchSpssOver100Refused(t *testing.T) {
 	f := newFixture(t)
 	rec := f.get("a", "/api/search?"+url.Values{"q": {`{}`}, "spss": {"101"}}.Encode(), "")
 	if rec.Code != 400 {
@@ -304,13 +304,13 @@ func TestHuntMetricsLimits(t *testing.T) {
 	}
 }
 
-// TestHuntSearchLimits: Tempo's search frontend refuses a limit over
+// TestSearchLimitAndRangeMaximums: Tempo's search frontend refuses a limit over
 // max_limit (default 256Ki, modules/frontend/config.go) with 400 "limit
 // 262145 exceeds max limit 262144" (modules/frontend/search_handlers.go
 // adjustLimit), and a window over max_duration (default 168h) with 400
 // "range specified by start and end exceeds 168h0m0s"
 // (modules/frontend/search_sharder.go RoundTrip).
-func TestHuntSearchLimits(t *testing.T) {
+func TestSearchLimitAndRangeMaximums(t *testing.T) {
 	f := newFixture(t)
 	s := base.Unix()
 	for _, p := range []url.Values{
