@@ -233,6 +233,15 @@ func lexNumber(q string, i int) (token, int, error) {
 	for j < len(q) && (isDigit(q[j]) || q[j] == '.') {
 		j++
 	}
+	if e := exponentLen(q[j:]); e > 0 {
+		// 1e1, 2.5E-3: a float, as Go's text/scanner reads it (upstream
+		// lexer.go Lex, case scanner.Float).
+		f, err := strconv.ParseFloat(q[i:j+e], 64)
+		if err != nil {
+			return token{}, 0, fmt.Errorf("number %s: %w", q[i:j+e], err)
+		}
+		return token{kind: tFloat, f: f}, j + e - i, nil
+	}
 	k := j
 	for k < len(q) {
 		r, n := utf8.DecodeRuneInString(q[k:])
@@ -261,6 +270,26 @@ func lexNumber(q string, i int) (token, int, error) {
 		return token{}, 0, fmt.Errorf("number %s: %w", text, err)
 	}
 	return token{kind: tInt, i: n}, j - i, nil
+}
+
+// exponentLen is the length of the exponent (e or E, a sign, digits)
+// that s starts with, 0 if none.
+func exponentLen(s string) int {
+	if len(s) < 2 || s[0]|0x20 != 'e' {
+		return 0
+	}
+	n := 1
+	if s[n] == '+' || s[n] == '-' {
+		n++
+	}
+	start := n
+	for n < len(s) && isDigit(s[n]) {
+		n++
+	}
+	if n == start {
+		return 0
+	}
+	return n
 }
 
 // parseDuration reads Go's durations and Prometheus's d, w, y units.

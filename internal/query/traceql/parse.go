@@ -407,9 +407,20 @@ func checkComparison(c Comparison) (Expr, error) {
 			return nil, fmt.Errorf("regular expression %q: %w", c.Value.S, err)
 		}
 	}
-	if c.Value.Kind == Nil && c.Op != "!=" {
-		// Upstream validates `!= nil` (the attribute exists) alone.
-		return nil, fmt.Errorf("nil is compared with != only")
+	if c.Value.Kind == Nil {
+		// `= nil` is "does not exist", `!= nil` "exists" (upstream
+		// expr.y, NIL handling); ast_validate.go UnaryOperation.validate
+		// refuses `= nil` for intrinsics and resource.service.name,
+		// which always exist.
+		switch {
+		case c.Op != "=" && c.Op != "!=":
+			return nil, fmt.Errorf("nil is compared with = or != only")
+		case c.Op == "=" && c.Attr.Scope == Intrinsic:
+			return nil, fmt.Errorf("%s=nil is not valid because intrinsics cannot be nil", c.Attr)
+		case c.Op == "=" && c.Attr == Attribute{Scope: ResourceScope, Name: "service.name"}:
+			return nil, fmt.Errorf("%s=nil is not valid because resource.service.name cannot be nil", c.Attr)
+		}
+		return c, nil
 	}
 	if c.Attr.Scope == Intrinsic {
 		switch c.Attr.Name {
@@ -429,8 +440,11 @@ func checkComparison(c Comparison) (Expr, error) {
 				return nil, fmt.Errorf("nestedSetParent %s %d: only comparisons that tell root spans (-1) from the others (1 or more) are supported", c.Op, c.Value.I)
 			}
 		case IntrinsicDuration, IntrinsicTraceDuration:
-			if c.Value.Kind != Duration {
-				return nil, fmt.Errorf("%s is compared with a duration", c.Attr.Name)
+			// A number is nanoseconds: int, float and duration are
+			// matching operands (upstream enum_statics.go
+			// isMatchingOperand, isNumeric).
+			if c.Value.Kind != Duration && c.Value.Kind != Int && c.Value.Kind != Float {
+				return nil, fmt.Errorf("%s is compared with a duration or a number", c.Attr.Name)
 			}
 		default:
 			if c.Value.Kind != String {

@@ -278,6 +278,15 @@ var intrinsicColumns = map[string]string{
 }
 
 func (b *Builder) comparison(c Comparison) (string, error) {
+	if c.Value.Kind == Nil {
+		return b.exists(c.Attr, c.Op == "!="), nil
+	}
+	if c.Op == "=~" || c.Op == "!~" {
+		// `.` matches a newline: upstream's regular expressions are
+		// Prometheus's FastRegexMatcher (pkg/regexp/regexp.go), which
+		// compiles "^(?s:" + re + ")$".
+		c.Value.S = "(?s:" + c.Value.S + ")"
+	}
 	if c.Attr.Scope == Intrinsic && c.Attr.Name == IntrinsicNestedSetParent {
 		root, other, ok := NestedSetParentAnswers(c.Op, c.Value.I)
 		switch {
@@ -298,8 +307,10 @@ func (b *Builder) comparison(c Comparison) (string, error) {
 		switch c.Value.Kind {
 		case Duration:
 			v = c.Value.D.Nanoseconds()
-		case Nil:
-			return col + " IS NOT NULL", nil
+		case Int:
+			v = c.Value.I // nanoseconds
+		case Float:
+			v = c.Value.F
 		default:
 			v = c.Value.S
 		}
@@ -324,6 +335,30 @@ func (b *Builder) comparison(c Comparison) (string, error) {
 	return "(" + s + " OR " + r + ")", nil
 }
 
+// exists is the SQL of `a != nil` (present) or `a = nil` (missing,
+// present false). Intrinsics are always present (upstream: every span
+// has them; validation refuses `= nil` on them), and so is the service.
+func (b *Builder) exists(a Attribute, present bool) string {
+	var cond string
+	switch {
+	case a.Scope == Intrinsic:
+		cond = "TRUE"
+	case a.Scope == ResourceScope && a.Name == "service.name":
+		cond = "service_name IS NOT NULL"
+	case a.Scope == SpanScope:
+		cond = fmt.Sprintf("json_type(span_attributes, %s) IS NOT NULL", JSONPath(a.Name))
+	case a.Scope == ResourceScope:
+		cond = fmt.Sprintf("json_type(resource_attributes, %s) IS NOT NULL", JSONPath(a.Name))
+	default:
+		// Unscoped: present in the span or the resource.
+		cond = fmt.Sprintf("(json_type(span_attributes, %[1]s) IS NOT NULL OR json_type(resource_attributes, %[1]s) IS NOT NULL)", JSONPath(a.Name))
+	}
+	if present {
+		return cond
+	}
+	return "NOT " + cond
+}
+
 // JSONPath is the JSON pointer (RFC 6901) of a top-level key, as DuckDB's
 // json functions take it, written as a SQL string.
 func JSONPath(key string) string {
@@ -333,29 +368,50 @@ func JSONPath(key string) string {
 // attrCompare compares an attribute of a JSON column: only values of the
 // static's type match (a string attribute "200" is not the int 200), as
 // upstream compares typed values; ints and floats compare as numbers.
+// An array attribute is compared element by element: =, =~, > and the
+// like hold when an element does, != and !~ when every element does
+// (upstream ast_execute.go BinaryOperation.execute,
+// isMatchingArrayElement: "operators like OpNotEqual ... must check all
+// elements").
 func (b *Builder) attrCompare(col string, c Comparison) (string, error) {
+	if c.Value.Kind == String && col == "resource_attributes" && c.Attr.Name == "service.name" {
+		// The service has its own column, cheaper than the JSON.
+		return compare("service_name", c.Op, b.Param(c.Value.S)), nil
+	}
 	path := JSONPath(c.Attr.Name)
-	typ := fmt.Sprintf("json_type(%s, %s)", col, path)
+	scalar, err := b.valueCompare(col, path, c)
+	if err != nil {
+		return "", err
+	}
+	elem, err := b.valueCompare("e", "'$'", c)
+	if err != nil {
+		return "", err
+	}
+	all := "list_bool_or"
+	if c.Op == "!=" || c.Op == "!~" {
+		all = "list_bool_and"
+	}
+	return fmt.Sprintf("(CASE json_type(%[1]s, %[2]s) WHEN 'ARRAY' THEN coalesce(%[3]s(list_transform(CAST(json_extract(%[1]s, %[2]s) AS JSON[]), e -> %[4]s)), FALSE) ELSE %[5]s END)",
+		col, path, all, elem, scalar), nil
+}
+
+// valueCompare compares the JSON value at path of doc with c's static.
+func (b *Builder) valueCompare(doc, path string, c Comparison) (string, error) {
+	typ := fmt.Sprintf("json_type(%s, %s)", doc, path)
 	switch c.Value.Kind {
-	case Nil:
-		return typ + " IS NOT NULL", nil
 	case String:
-		if col == "resource_attributes" && c.Attr.Name == "service.name" {
-			// The service has its own column, cheaper than the JSON.
-			return compare("service_name", c.Op, b.Param(c.Value.S)), nil
-		}
 		return fmt.Sprintf("(%s = 'VARCHAR' AND %s)", typ,
-			compare(fmt.Sprintf("json_extract_string(%s, %s)", col, path), c.Op, b.Param(c.Value.S))), nil
+			compare(fmt.Sprintf("json_extract_string(%s, %s)", doc, path), c.Op, b.Param(c.Value.S))), nil
 	case Int, Float:
 		var v any = c.Value.F
 		if c.Value.Kind == Int {
 			v = float64(c.Value.I)
 		}
 		return fmt.Sprintf("(%s IN ('BIGINT', 'UBIGINT', 'DOUBLE') AND %s)", typ,
-			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS DOUBLE)", col, path), c.Op, b.Param(v))), nil
+			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS DOUBLE)", doc, path), c.Op, b.Param(v))), nil
 	case Bool:
 		return fmt.Sprintf("(%s = 'BOOLEAN' AND %s)", typ,
-			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS BOOLEAN)", col, path), c.Op, b.Param(c.Value.B))), nil
+			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS BOOLEAN)", doc, path), c.Op, b.Param(c.Value.B))), nil
 	}
 	return "", fmt.Errorf("%s cannot be compared with a %s", c.Attr, kindName(c.Value.Kind))
 }
