@@ -1,7 +1,9 @@
 package tempo
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -223,7 +225,7 @@ func (s *server) attributeValues(ctx context.Context, scope tenancy.Scope, req t
 	add := func(col string) {
 		path := traceql.JSONPath(a.Name)
 		parts = append(parts, fmt.Sprintf(`SELECT json_type(%[1]s, %[2]s) AS t, json_extract_string(%[1]s, %[2]s) AS v FROM %[3]s
-			WHERE json_type(%[1]s, %[2]s) IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'DOUBLE', 'BOOLEAN')`, col, path, from))
+			WHERE json_type(%[1]s, %[2]s) IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'DOUBLE', 'BOOLEAN', 'ARRAY')`, col, path, from))
 	}
 	switch a.Scope {
 	case traceql.Intrinsic:
@@ -254,13 +256,50 @@ func (s *server) attributeValues(ctx context.Context, scope tenancy.Scope, req t
 	sql := fmt.Sprintf("%sSELECT DISTINCT t, v FROM (%s) ORDER BY t, v LIMIT %s", with, strings.Join(parts, " UNION ALL "), b.Param(req.limit))
 	var out []tagValue
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {
+		if r.str(0) == "ARRAY" {
+			out = append(out, arrayValues(r.str(1))...)
+			return nil
+		}
 		out = append(out, tagValue{Type: jsonTypes[r.str(0)], Value: r.str(1)})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the values of %s: %w", a, err)
 	}
-	return out, nil
+	// An array's elements are values of the tag (vparquet4 keeps them
+	// in the value columns, block_autocomplete.go reads them there): the
+	// arrays come first ("ARRAY" sorts before the scalar types), each
+	// distinct array one row of the limit.
+	slices.SortFunc(out, func(x, y tagValue) int { return cmp.Or(cmp.Compare(x.Type, y.Type), cmp.Compare(x.Value, y.Value)) })
+	out = slices.Compact(out)
+	return out[:min(len(out), req.limit)], nil
+}
+
+// arrayValues are the scalar elements of a JSON array, typed as
+// jsonTypes names them.
+func arrayValues(text string) []tagValue {
+	d := json.NewDecoder(strings.NewReader(text))
+	d.UseNumber()
+	var elems []any
+	if d.Decode(&elems) != nil {
+		return nil
+	}
+	var out []tagValue
+	for _, e := range elems {
+		switch e := e.(type) {
+		case string:
+			out = append(out, tagValue{Type: "string", Value: e})
+		case bool:
+			out = append(out, tagValue{Type: "bool", Value: strconv.FormatBool(e)})
+		case json.Number:
+			typ := "float"
+			if _, err := strconv.ParseInt(e.String(), 10, 64); err == nil {
+				typ = "int"
+			}
+			out = append(out, tagValue{Type: typ, Value: e.String()})
+		}
+	}
+	return out
 }
 
 // virtualValuesV2 are the values Tempo answers of status and kind

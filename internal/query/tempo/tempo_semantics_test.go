@@ -323,7 +323,7 @@ func TestSearchLimitAndRangeMaximums(t *testing.T) {
 	}
 }
 
-// TestHuntArrayAttributes: an array attribute's elements are compared
+// TestArrayAttributesCompareElements: an array attribute's elements are compared
 // one by one: `=` matches when an element does, `!=` when none does
 // (pkg/traceql/ast_execute.go BinaryOperation.execute, case
 // lhsT.isMatchingArrayElement(rhsT): "operators like OpNotEqual ... must
@@ -332,7 +332,7 @@ func TestSearchLimitAndRangeMaximums(t *testing.T) {
 // (block_traceql.go createAttributeIterator, TypeStringArray with
 // TypeString). Tag values list the elements
 // (tempodb/encoding/vparquet4/block_autocomplete.go).
-func TestHuntArrayAttributes(t *testing.T) {
+func TestArrayAttributesCompareElements(t *testing.T) {
 	f := newFixtureSpans(t, []span{
 		{traceCheckout, spanRoot, "", "frontend", "GET /api", ptrace.SpanKindServer, ptrace.StatusCodeOk, 0, time.Second,
 			map[string]any{"tags": []any{"blue", "green"}, "codes": []any{int64(7), int64(9)}}},
