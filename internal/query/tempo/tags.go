@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/query/traceql"
 	"github.com/tracelake/tracelake/internal/tenancy"
@@ -25,37 +26,100 @@ var intrinsicTags = []string{"duration", "name", "status", "statusMessage", "kin
 const maxTagValues = 10_000
 
 // tagsRequest is what a tags or tag values request may narrow by: the
-// window (start, end: Unix seconds), a TraceQL spanset (q) and a limit.
+// window (start, end: Unix seconds), q's condition groups and a limit.
 type tagsRequest struct {
 	startMicros, endMicros int64
-	spans                  traceql.Spanset // nil for every span
+	groups                 []traceql.Group // nil for every span
 	limit                  int
 }
 
 // parseTagsRequest reads start, end, q and limit as pkg/api/search_tags.go
-// does.
+// does: a limit of 0 is the default; no "start before end", the
+// frontend checks the range's length alone (modules/frontend/
+// tag_sharder.go RoundTrip, its unsigned end-start passing the maximum
+// when end is before start); q as traceql.ExtractConditionGroups reads
+// it (traceql.TagFilter).
 func parseTagsRequest(r *http.Request) (tagsRequest, error) {
-	p, err := parseSearch(map[string][]string{"start": r.URL.Query()["start"], "end": r.URL.Query()["end"]})
-	if err != nil {
-		return tagsRequest{}, err
-	}
+	v := r.URL.Query()
 	req := tagsRequest{limit: maxTagValues}
-	req.startMicros, req.endMicros = p.window()
-	if q := r.URL.Query().Get("q"); q != "" {
-		parsed, err := traceql.Parse(q)
-		if err != nil {
-			return tagsRequest{}, bad("%v", err)
+	var start, end uint32
+	for _, f := range []struct {
+		name string
+		dst  *uint32
+	}{{"start", &start}, {"end", &end}} {
+		if s := v.Get(f.name); s != "" {
+			n, err := strconv.ParseUint(s, 10, 32)
+			if err != nil {
+				return req, bad("invalid %s: %v", f.name, err)
+			}
+			*f.dst = uint32(n)
 		}
-		req.spans = parsed.Spans
 	}
-	if l := r.URL.Query().Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n <= 0 {
+	if time.Duration(end-start)*time.Second > maxSearchDuration {
+		return req, bad("range specified by start and end exceeds %s. received start=%d end=%d", maxSearchDuration, start, end)
+	}
+	req.startMicros, req.endMicros = searchParams{start: start, end: end}.window()
+	if f := traceql.TagFilter(v.Get("q")); f != nil {
+		groups, ok := traceql.ConditionGroups(f.Cond)
+		if !ok {
+			// pkg/traceql/lenient_extract.go ErrMaxConditionGroupsPerTagQueryReached
+			return req, bad("maximum condition groups reached (limit: 100). Reduce the number of OR conditions in the query")
+		}
+		req.groups = groups
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.ParseUint(l, 10, 32)
+		if err != nil {
 			return tagsRequest{}, bad("invalid limit: %s", l)
 		}
-		req.limit = min(n, maxTagValues)
+		if n > 0 {
+			req.limit = int(min(n, maxTagValues))
+		}
 	}
 	return req, nil
+}
+
+// ownValues takes out of req the condition groups that compare tag a
+// itself with = a static, and returns those statics: Tempo answers them
+// without reading the data (pkg/traceql/engine.go ExecuteTagValues).
+// read is false when no group is left to read.
+func ownValues(req tagsRequest, a traceql.Attribute) (vals []traceql.Static, rest tagsRequest, read bool) {
+	if req.groups == nil {
+		return nil, req, true
+	}
+	rest = req
+	rest.groups = nil
+	for _, g := range req.groups {
+		own := false
+		for _, c := range g {
+			if c, ok := c.(traceql.Comparison); ok && c.Attr == a && c.Op == "=" {
+				vals = append(vals, c.Value)
+				own = true
+				break
+			}
+		}
+		if !own {
+			rest.groups = append(rest.groups, g)
+		}
+	}
+	return vals, rest, rest.groups != nil
+}
+
+// staticValue is a static as a tag value (tempopb.TagValue).
+func staticValue(v traceql.Static) tagValue {
+	switch v.Kind {
+	case traceql.Int:
+		return tagValue{Type: "int", Value: strconv.FormatInt(v.I, 10)}
+	case traceql.Float:
+		return tagValue{Type: "float", Value: strconv.FormatFloat(v.F, 'g', -1, 64)}
+	case traceql.Bool:
+		return tagValue{Type: "bool", Value: strconv.FormatBool(v.B)}
+	case traceql.Duration:
+		return tagValue{Type: "duration", Value: v.D.String()}
+	case traceql.Status, traceql.Kind:
+		return tagValue{Type: "keyword", Value: v.S}
+	}
+	return tagValue{Type: "string", Value: v.S}
 }
 
 // spans is the SQL (WITH clause and FROM) of the spans a tags request
@@ -63,10 +127,10 @@ func parseTagsRequest(r *http.Request) (tagsRequest, error) {
 func (s *server) spans(b *traceql.Builder, req tagsRequest) (with, from string, err error) {
 	b.StartMicros, b.EndMicros = req.startMicros, req.endMicros
 	b.TraceReachMicros = traceReach.Microseconds()
-	if req.spans == nil {
+	if req.groups == nil {
 		return "", b.SpanRelation() + " sp", nil
 	}
-	m, err := b.Matches(req.spans)
+	m, err := b.Matches(traceql.Or(req.groups))
 	if err != nil {
 		return "", "", bad("%v", err)
 	}
@@ -216,6 +280,14 @@ var jsonTypes = map[string]string{"VARCHAR": "string", "BIGINT": "int", "UBIGINT
 // type and text) among req's spans, sorted by type then value, at most
 // req.limit.
 func (s *server) attributeValues(ctx context.Context, scope tenancy.Scope, req tagsRequest, a traceql.Attribute) ([]tagValue, error) {
+	own, req, read := ownValues(req, a)
+	var out []tagValue
+	for _, v := range own {
+		out = append(out, staticValue(v))
+	}
+	if !read {
+		return out[:min(len(out), req.limit)], nil
+	}
 	b := &traceql.Builder{Table: s.Table}
 	with, from, err := s.spans(b, req)
 	if err != nil {
@@ -254,7 +326,6 @@ func (s *server) attributeValues(ctx context.Context, scope tenancy.Scope, req t
 		add("resource_attributes")
 	}
 	sql := fmt.Sprintf("%sSELECT DISTINCT t, v FROM (%s) ORDER BY t, v LIMIT %s", with, strings.Join(parts, " UNION ALL "), b.Param(req.limit))
-	var out []tagValue
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {
 		if r.str(0) == "ARRAY" {
 			out = append(out, arrayValues(r.str(1))...)

@@ -67,10 +67,10 @@ func TestTags(t *testing.T) {
 	if got := v2.Scopes[0].Tags; !slices.Equal(got, []string{"http.method", "http.status_code"}) {
 		t.Fatalf("v2 tags of payments %q", got)
 	}
-	for _, p := range []string{"/api/search/tags?scope=bogus", "/api/v2/search/tags?q=" + url.QueryEscape("{ x")} {
-		if rec := f.get("a", p, ""); rec.Code != 400 {
-			t.Fatalf("%s: %d", p, rec.Code)
-		}
+	// A bad scope is 400; a q that does not parse is not (it filters
+	// nothing: TestTagQueryLenient).
+	if rec := f.get("a", "/api/search/tags?scope=bogus", ""); rec.Code != 400 {
+		t.Fatalf("scope=bogus: %d", rec.Code)
 	}
 	for _, p := range []string{"/api/search/tags", "/api/v2/search/tags"} {
 		if rec := f.get("", p, ""); rec.Code != 401 {

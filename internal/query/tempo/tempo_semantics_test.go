@@ -79,11 +79,11 @@ func TestSearchSpssOver100Refused(t *testing.T) {
 	}
 }
 
-// TestHuntRegexDotMatchesNewline: Tempo's =~ and !~ are Prometheus's
+// TestRegexDotMatchesNewline: Tempo's =~ and !~ are Prometheus's
 // FastRegexMatcher (pkg/regexp/regexp.go NewRegexp →
 // labels.NewFastRegexMatcher, which compiles "^(?s:" + re + ")$"): `.`
 // matches a newline, so "first.*" matches "first\nsecond".
-func TestHuntRegexDotMatchesNewline(t *testing.T) {
+func TestRegexDotMatchesNewline(t *testing.T) {
 	f := newFixtureSpans(t, []span{
 		{traceCheckout, spanRoot, "", "frontend", "GET /api", ptrace.SpanKindServer, ptrace.StatusCodeOk, 0, time.Second,
 			map[string]any{"msg": "first\nsecond"}},
@@ -114,14 +114,14 @@ func (f *fixture) searchStatus(q string) (int, []string, string) {
 	return rec.Code, matchedSpans(out), ""
 }
 
-// TestHuntNilComparisons: Tempo's grammar reads `x = nil` as
+// TestNilComparisons: Tempo's grammar reads `x = nil` as
 // OpNotExists and `x != nil` as OpExists (pkg/traceql/expr.y, "NIL
 // handling"); validation refuses `= nil` only for intrinsics and
 // resource.service.name (ast_validate.go UnaryOperation.validate), and
 // pkg/traceql/test_examples.yaml lists `{ name != nil }` as valid. So
 // `{ span.db.system = nil }` answers the spans without db.system, and
 // `{ name != nil }` every span.
-func TestHuntNilComparisons(t *testing.T) {
+func TestNilComparisons(t *testing.T) {
 	f := newFixture(t)
 	for _, c := range []struct {
 		q    string
@@ -138,14 +138,14 @@ func TestHuntNilComparisons(t *testing.T) {
 	}
 }
 
-// TestHuntDurationComparedWithNumber: int, float and duration are
+// TestDurationComparedWithNumber: int, float and duration are
 // matching operands (pkg/traceql/enum_statics.go isMatchingOperand:
 // "t.isNumeric() && otherT.isNumeric()", isNumeric includes
 // TypeDuration), and the fetch layer compares span duration nanoseconds
 // with an int operand (tempodb/encoding/vparquet4/block_traceql.go
 // createDurationPredicate / createIntPredicate, case traceql.TypeInt).
 // `{ duration > 1000000000 }` is the spans over 1s.
-func TestHuntDurationComparedWithNumber(t *testing.T) {
+func TestDurationComparedWithNumber(t *testing.T) {
 	f := newFixture(t)
 	code, got, body := f.searchStatus(`{ duration > 1000000000 }`)
 	want := []string{checkoutID + ": GET /api (1)", payID + ": POST /pay (1)"}
@@ -189,7 +189,7 @@ func (f *fixture) v2Values(tag, q string) (int, []string) {
 	return code, vs
 }
 
-// TestHuntTagQueryLenient: the q of the tag APIs is read by
+// TestTagQueryLenient: the q of the tag APIs is read by
 // traceql.ExtractConditionGroups (pkg/traceql/lenient_extract.go; called
 // by modules/querier/querier.go SearchTagValuesBlocksV2 and the frontend's
 // tag_handlers.go, whose only error is too many condition groups): a q
@@ -198,7 +198,7 @@ func (f *fixture) v2Values(tag, q string) (int, []string) {
 // (findSpansetFilter: "SpansetOperation ... not a simple spanset
 // filter"), gives no conditions and the values of every span: 200, not
 // 400, and not narrowed by a structural operator.
-func TestHuntTagQueryLenient(t *testing.T) {
+func TestTagQueryLenient(t *testing.T) {
 	f := newFixture(t)
 	all := []string{"string:db", "string:frontend", "string:payments"}
 	for _, q := range []string{`{ span.http.method = }`, `{ span.http.method = "POST" } >> { }`} {
@@ -211,11 +211,11 @@ func TestHuntTagQueryLenient(t *testing.T) {
 	}
 }
 
-// TestHuntTagValuesOwnCondition: when a condition group of q compares
+// TestTagValuesOfOwnCondition: when a condition group of q compares
 // the tag itself with = a value, Tempo answers that value without reading
 // the data (pkg/traceql/engine.go ExecuteTagValues: "if c.Attribute ==
 // tag && c.Op == OpEqual { cb(c.Operands[0]) ... skip = true }").
-func TestHuntTagValuesOwnCondition(t *testing.T) {
+func TestTagValuesOfOwnCondition(t *testing.T) {
 	f := newFixture(t)
 	want := []string{"string:PUT"}
 	if code, got := f.v2Values("span.http.method", `{ span.http.method = "PUT" }`); code != 200 || !slices.Equal(got, want) {
@@ -223,10 +223,10 @@ func TestHuntTagValuesOwnCondition(t *testing.T) {
 	}
 }
 
-// TestHuntFloatExponent: Tempo lexes numbers with Go's text/scanner
+// TestFloatExponent: Tempo lexes numbers with Go's text/scanner
 // (pkg/traceql/lexer.go Lex: case scanner.Float → strconv.ParseFloat),
 // which reads 1e1 as a float: `{ span.weight < 1e1 }` matches weight 1.5.
-func TestHuntFloatExponent(t *testing.T) {
+func TestFloatExponent(t *testing.T) {
 	f := newFixture(t)
 	code, got, body := f.searchStatus(`{ span.weight < 1e1 }`)
 	want := []string{checkoutID + ": db query (1)"}
@@ -235,14 +235,14 @@ func TestHuntFloatExponent(t *testing.T) {
 	}
 }
 
-// TestHuntTagRequestParams: Tempo's tag requests read limit with
+// TestTagRequestLimitZeroAndEmptyRange: Tempo's tag requests read limit with
 // strconv.ParseUint, 0 accepted (MaxTagValues 0: the configured default),
 // and start and end with no check that end is after start
 // (pkg/api/search_tags.go parseSearchTagValuesRequest,
 // ParseSearchTagsRequest: unlike ParseSearchRequest, no "start must be
 // before end"; modules/frontend/tag_sharder.go RoundTrip checks only the
 // range's maximum duration). start = end is 200.
-func TestHuntTagRequestParams(t *testing.T) {
+func TestTagRequestLimitZeroAndEmptyRange(t *testing.T) {
 	f := newFixture(t)
 	s := fmt.Sprint(base.Unix())
 	for _, p := range []string{
