@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 
 	"github.com/tracelake/tracelake/internal/query/traceql"
@@ -25,6 +26,13 @@ type rangeRequest struct {
 	// (engine_metrics.go IntervalMapperInstant).
 	instant bool
 }
+
+// The frontend's bounds on a metrics query (modules/frontend/config.go:
+// metrics max_intervals, and the metrics sharder's max_duration).
+const (
+	maxIntervals       = 10_000
+	maxMetricsDuration = 24 * time.Hour
+)
 
 // parseRange reads query_range's parameters as pkg/api/http.go
 // ParseQueryRangeRequest does: the query in q (or query, Prometheus's
@@ -47,9 +55,13 @@ func parseRange(r *http.Request, now time.Time, instant bool) (rangeRequest, err
 	}
 	since := time.Hour
 	if s := v.Get("since"); s != "" {
-		if since, err = time.ParseDuration(s); err != nil {
+		// Prometheus's durations, 1d and 1w among them (pkg/api/http.go
+		// determineBounds).
+		d, err := model.ParseDuration(s)
+		if err != nil {
 			return rangeRequest{}, bad("could not parse 'since' parameter: %v", err)
 		}
+		since = time.Duration(d)
 	}
 	end, err := parseTimestamp(v.Get("end"), now)
 	if err != nil {
@@ -67,6 +79,11 @@ func parseRange(r *http.Request, now time.Time, instant bool) (rangeRequest, err
 		return rangeRequest{}, bad("end must be after start")
 	}
 	req := rangeRequest{q: q, start: uint64(start.UnixNano()), end: uint64(end.UnixNano())}
+	if req.end-req.start > uint64(maxMetricsDuration) {
+		// modules/frontend/metrics_query_validation.go
+		// validateMetricsQueryMaxDuration
+		return rangeRequest{}, bad("metrics query time range exceeds the maximum allowed duration of %s", maxMetricsDuration)
+	}
 	if instant {
 		// One interval, the whole range, unaligned (an instant query is
 		// a range query of one step: engine_metrics.go IsInstant).
@@ -82,9 +99,11 @@ func parseRange(r *http.Request, now time.Time, instant bool) (rangeRequest, err
 	} else {
 		req.step = defaultStep(req.start, req.end)
 	}
-	if (req.end-req.start)/req.step > 11000 {
-		// Prometheus's bound on points per series, which Grafana keeps.
-		return rangeRequest{}, bad("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")
+	if (req.end-req.start)/req.step > maxIntervals {
+		// metrics_query_validation.go validateQueryRangeReq, before
+		// the alignment widens the range.
+		return rangeRequest{}, bad("step of %s is too small, minimum step for given range is %s",
+			time.Duration(req.step), time.Duration((req.end-req.start)/maxIntervals))
 	}
 	req.start -= req.start % req.step
 	if m := req.end % req.step; m != 0 {
