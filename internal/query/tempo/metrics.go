@@ -244,8 +244,12 @@ func labelSQL(a traceql.Attribute) (sql string, text bool, err error) {
 	case traceql.Unscoped:
 		return fmt.Sprintf("coalesce(%s, %s)", jsonValue("span_attributes", a.Name), jsonValue("resource_attributes", a.Name)), false, nil
 	}
+	// The trace-level ones are the trace's (engine_metrics.go
+	// GroupingAggregator reads each span's value with AttributeFor, the
+	// trace's root for these), from the builder's tr.
 	col := map[string]string{traceql.IntrinsicName: "name", traceql.IntrinsicStatus: "status_code",
-		traceql.IntrinsicKind: "kind", traceql.IntrinsicStatusMessage: "status_message"}[a.Name]
+		traceql.IntrinsicKind: "kind", traceql.IntrinsicStatusMessage: "status_message",
+		traceql.IntrinsicRootName: "root_name", traceql.IntrinsicRootServiceName: "root_service_name"}[a.Name]
 	if col == "" {
 		return "", false, bad("by(%s) is not supported", a)
 	}
@@ -262,9 +266,20 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 	// duration, spans before it.
 	b := &traceql.Builder{Table: s.Table, StartMicros: int64(req.start / 1000), EndMicros: int64(req.end/1000 + 1),
 		ReachMicros: traceReach.Microseconds()}
+	spans := "sp.*"
+	for _, a := range m.By {
+		if a.Scope == traceql.Intrinsic && (a.Name == traceql.IntrinsicRootName || a.Name == traceql.IntrinsicRootServiceName) {
+			b.UseTraceIntrinsics()
+			spans = "sp.*, tr.root_name, tr.root_service_name"
+		}
+	}
 	with, err := b.Matches(req.q.Spans)
 	if err != nil {
 		return nil, bad("%v", err)
+	}
+	join := "JOIN hit USING (trace_id, span_id)"
+	if spans != "sp.*" {
+		join += " LEFT JOIN tr USING (trace_id)"
 	}
 	var cols []string
 	texts := make([]bool, len(m.By))
@@ -297,8 +312,8 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 		cond = " AND duration_ns >= 2"
 	}
 	sql := fmt.Sprintf(`WITH %s
-SELECT %s, count(*) AS n FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) sp.* FROM %s sp JOIN hit USING (trace_id, span_id))
-WHERE start_ns %s %s AND start_ns <= %s%s GROUP BY ALL`, with, strings.Join(cols, ", "), b.SpanRelation(), lower, startP, endP, cond)
+SELECT %s, count(*) AS n FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) %s FROM %s sp %s)
+WHERE start_ns %s %s AND start_ns <= %s%s GROUP BY ALL`, with, strings.Join(cols, ", "), spans, b.SpanRelation(), join, lower, startP, endP, cond)
 	intervals := int((req.end - req.start) / req.step)
 	all := map[string]*series{}
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {

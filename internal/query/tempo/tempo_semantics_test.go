@@ -135,6 +135,11 @@ func TestNilComparisons(t *testing.T) {
 			t.Errorf("%s: %d %s %q, want 200 %q", c.q, code, body, got, c.want)
 		}
 	}
+	for _, q := range []string{`{ name = nil }`, `{ resource.service.name = nil }`} {
+		if code, _, _ := f.searchStatus(q); code != 400 {
+			t.Errorf("%s: %d, want 400 (cannot be nil)", q, code)
+		}
+	}
 }
 
 // TestDurationComparedWithNumber: int, float and duration are
@@ -328,11 +333,11 @@ func TestArrayAttributesCompareElements(t *testing.T) {
 	}
 }
 
-// TestHuntMetricsByTraceIntrinsic: by() takes any attribute, the trace
+// TestMetricsByRootServiceName: by() takes any attribute, the trace
 // intrinsics among them (pkg/traceql/expr.y: by(attributeList);
 // engine_metrics.go GroupingAggregator reads each span's value with
 // AttributeFor, labelled by Attribute.String(), "rootServiceName").
-func TestHuntMetricsByTraceIntrinsic(t *testing.T) {
+func TestMetricsByRootServiceName(t *testing.T) {
 	f := newFixture(t)
 	want := []string{`rootServiceName=stringValue:"frontend": 3@2`, `rootServiceName=stringValue:"payments": 2@3`}
 	if got := f.rangeOf("a", `{} | count_over_time() by (rootServiceName)`); !slices.Equal(got, want) {

@@ -45,6 +45,12 @@ type Builder struct {
 	trace bool // a condition reads trace-level intrinsics
 }
 
+// UseTraceIntrinsics makes Matches define tr, the trace-level
+// intrinsics of each trace (trace_id, root_name, root_service_name,
+// trace_duration_ns), for a caller that reads them, as by(rootName)
+// does. Call it before Matches.
+func (b *Builder) UseTraceIntrinsics() { b.trace = true }
+
 // Param adds a parameter and returns its placeholder.
 func (b *Builder) Param(v any) string {
 	b.Params = append(b.Params, v)
