@@ -91,7 +91,7 @@ func cpuTime() time.Duration {
 
 // openBenchReader opens the Iceberg reader of the spans table in dir, as
 // `tracelake serve` declares it, telling onScan of each scan.
-func openBenchReader(b *testing.B, dir string, onScan func(query.ScanStats)) *query.Iceberg {
+func openBenchReader(b testing.TB, dir string, onScan func(query.ScanStats)) *query.Iceberg {
 	b.Helper()
 	snk := openBenchSink(b, dir)
 	var jsonCols []string
@@ -112,7 +112,7 @@ func openBenchReader(b *testing.B, dir string, onScan func(query.ScanStats)) *qu
 
 // openBenchSink opens (creating if need be) the spans table of the
 // warehouse in dir.
-func openBenchSink(b *testing.B, dir string) *iceberg.Sink {
+func openBenchSink(b testing.TB, dir string) *iceberg.Sink {
 	b.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)

@@ -8,7 +8,8 @@
 //
 // Answered: spanset filters `{ … }` of comparisons (= != > >= < <= =~ !~,
 // regular expressions anchored) of an attribute with a static (string,
-// int, float, bool, duration, status, kind; `!= nil` for existence), the
+// int, float, bool, duration, status, kind; `!= nil` for existence,
+// `= nil` for absence), the
 // attribute scoped `span.`, `resource.` or unscoped `.` (quoted names
 // included), or one of the intrinsics name, status, statusMessage, kind,
 // duration, rootName, rootServiceName, traceDuration (also spelled
@@ -24,8 +25,8 @@
 // event., link. and instrumentation. scopes and their intrinsics, the id
 // intrinsics (trace:id, span:id, span:parentID), other metrics functions
 // (min/max/avg/sum_over_time, compare, topk, bottomk), `with(…)` hints,
-// comparisons of two statics, and `= nil` (upstream validates `!= nil`
-// alone).
+// comparisons of two statics, and `= nil` on an intrinsic or
+// resource.service.name (upstream's ast_validate.go: they cannot be nil).
 package traceql
 
 import "time"

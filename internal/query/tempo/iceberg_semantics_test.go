@@ -1,0 +1,44 @@
+package tempo
+
+import (
+	"net/http"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// TestIcebergTempoSemantics: the SQL of array attributes (lambdas over
+// JSON lists), nil comparisons, regular expressions and by(rootName)
+// runs on the Iceberg reader as on DuckDB.
+func TestIcebergTempoSemantics(t *testing.T) {
+	db, dir := openDB(t)
+	spans := append([]span{{traceCheckout, spanRoot, "", "frontend", "GET /api", ptrace.SpanKindServer, ptrace.StatusCodeOk, 0, time.Second,
+		map[string]any{"tags": []any{"blue", "green"}, "msg": "first\nsecond"}}}, tenantA[1:]...)
+	loadSpans(t, db, dir, map[string][]ptrace.Traces{"a": {traces(spans)}})
+	lake := filepath.Join(dir, "lake")
+	icebergtest.LoadTable(t, db, "otel_spans", &otel.Spans, len(spans), len(spans), 1, openBenchSink(t, lake))
+	f := &fixture{t: t, db: db, mux: http.NewServeMux()}
+	if _, err := register(f.mux, Options{Reader: openBenchReader(t, lake, nil), Tenants: tenancy.Resolver{Required: true}, Version: "v-test"}, maxTraceSpans); err != nil {
+		t.Fatal(err)
+	}
+	for q, n := range map[string]int{`{ span.tags = "green" }`: 1, `{ span.tags != "red" && span.msg =~ "first.*" }`: 1,
+		`{ span.db.system = nil && kind = server && name != nil }`: 2} {
+		code, got, body := f.searchStatus(q)
+		if code != 200 || len(got) != n {
+			t.Errorf("%s: %d %s %q, want %d traces", q, code, body, got, n)
+		}
+	}
+	if code, got := f.v2Values("span.tags", ""); code != 200 || !slices.Equal(got, []string{"string:blue", "string:green"}) {
+		t.Errorf("values of span.tags: %d %q", code, got)
+	}
+	if got := f.rangeOf("a", `{} | count_over_time() by (rootServiceName)`); len(got) == 0 {
+		t.Errorf("by (rootServiceName): no series")
+	}
+}
