@@ -116,3 +116,25 @@ func TestParseAttribute(t *testing.T) {
 		}
 	}
 }
+
+// TestConditionGroups: q's filter expanded into OR groups as upstream's
+// lenient_extract.go splitReqConditions does; a group with no condition
+// but bare attributes filters nothing, and so does a q that does not
+// parse or is not a single filter.
+func TestConditionGroups(t *testing.T) {
+	for q, want := range map[string]int{
+		`{ (.a = "1" || .b = "2") && .c = "3" }`: 2,
+		`{ .a = "1" && .c = "3" }`:               1,
+		`{ .a = "x" || .b }`:                     0,
+	} {
+		groups, ok := ConditionGroups(TagFilter(q).Cond)
+		if !ok || len(groups) != want {
+			t.Errorf("%s: %d groups %v, want %d", q, len(groups), groups, want)
+		}
+	}
+	for _, q := range []string{`{ .a = }`, `{ .a = "1" } >> { .b = "2" }`, `{ }`, ``} {
+		if f := TagFilter(q); f != nil {
+			t.Errorf("%s: filter %v, want none", q, f)
+		}
+	}
+}
