@@ -295,3 +295,81 @@ func checkOracle(t *testing.T, md pmetric.Metrics, at time.Time, name string, wa
 		t.Fatalf("BAD TEST: Prometheus's converter stores %v\nthe test expects %v", got, want)
 	}
 }
+
+// TestHuntEmptyServiceAttributesKeepPointLabels: Prometheus sets job and
+// instance only when they are not empty (metrics_to_prw.go
+// setResourceContext caches service.name and service.instance.id;
+// helper.go createAttributes: `if c.resourceLabels.jobLabel != ""`,
+// `if c.resourceLabels.instanceLabel != ""`), so a resource whose
+// service.name and service.instance.id are "" leaves the point's own job
+// and instance attributes as they are. seriesLabels sets job and
+// instance to "" over them, and an empty label is dropped: the point's
+// job="batch" and instance="p-1" are lost.
+func TestHuntEmptyServiceAttributesKeepPointLabels(t *testing.T) {
+	md := pmetric.NewMetrics()
+	dp := addGaugePoint(md, [][2]string{{"service.name", ""}, {"service.instance.id", ""}}, "queue.depth", 0, 5)
+	dp.Attributes().PutStr("job", "batch")
+	dp.Attributes().PutStr("instance", "p-1")
+	want := []string{`queue_depth{instance="p-1", job="batch"} => 5 @[1772359200]`}
+	checkOracle(t, md, t0, "queue_depth", want)
+	got := huntInstant(t, md, "queue_depth", t0)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}
+
+// TestHuntServiceNameMatcherOnPromotedAttribute: a resource holding
+// service.name=a then service_name=b has the label service_name="b" in
+// Prometheus (promoted resource attributes set in the resource's order,
+// the last winning: metrics_to_prw.go addPromotedAttributes), so
+// queue_depth{service_name="b"} finds the series. Besides addAttributes
+// joining the two ("a;b", TestHuntCollidingResourceAttributesLastWins),
+// seriesSQL's service_name pushdown keeps only rows whose service_name
+// column (the resource's service.name, "a") is '' or "b", or whose point
+// attributes look like service.name: the row is never read.
+func TestHuntServiceNameMatcherOnPromotedAttribute(t *testing.T) {
+	md := pmetric.NewMetrics()
+	addGaugePoint(md, [][2]string{{"service.name", "a"}, {"service_name", "b"}}, "queue.depth", 0, 5)
+	want := []string{`queue_depth{job="a", service_name="b"} => 5 @[1772359200]`}
+	checkOracle(t, md, t0, "queue_depth", want)
+	got := huntInstant(t, md, `queue_depth{service_name="b"}`, t0)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}
+
+// TestHuntSummaryWithoutQuantiles: a summary point without quantiles
+// makes only _sum and _count series in Prometheus (helper.go
+// addSummaryDataPoints appends one series per quantile), so the values
+// of __name__ (web/api/v1/api.go labelValues, over the stored series)
+// do not hold the family's bare name. LabelValues answers __name__ from
+// the families alone, every kind of each: rpc_wait.
+func TestHuntSummaryWithoutQuantiles(t *testing.T) {
+	md := pmetric.NewMetrics()
+	ms := resource(md, "checkout")
+	dp := newMetric(ms, "rpc.wait", "").SetEmptySummary().DataPoints().AppendEmpty()
+	dp.SetTimestamp(ts(0))
+	dp.SetCount(2)
+	dp.SetSum(3)
+	var stored []string
+	for _, s := range prometheusStores(t, md, ts(0).AsTime(), "rpc_wait") {
+		name, _, _ := strings.Cut(s, "{")
+		stored = append(stored, name)
+	}
+	slices.Sort(stored)
+	want := []string{"rpc_wait_count", "rpc_wait_sum"}
+	if !slices.Equal(stored, want) {
+		t.Fatalf("BAD TEST: Prometheus's converter stores %v", stored)
+	}
+	vals, _, _, err := clientOf(t, md).LabelValues(context.Background(), model.MetricNameLabel, nil, t0.Add(-time.Minute), end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vals {
+		got = append(got, string(v))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("__name__ values: %v, want %v", got, want)
+	}
+}
