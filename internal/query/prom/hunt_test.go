@@ -423,3 +423,21 @@ func TestHuntUnspecifiedTemporalityRefused(t *testing.T) {
 		t.Fatalf("got %v, want nothing (refused by Prometheus)", got)
 	}
 }
+
+// TestHuntUnderscoreOnlyAttributeRefused: an attribute whose name is
+// underscores alone makes no label name (otlptranslator label_namer.go
+// Build errs), and Prometheus then refuses the point and the rest of
+// its metric (helper.go createAttributes returns the error;
+// number_data_points.go addGaugeNumberDataPoints returns it; a resource
+// attribute's error skips the whole resource: metrics_to_prw.go
+// setResourceContext). addAttributes skips the attribute and serves the
+// point without it.
+func TestHuntUnderscoreOnlyAttributeRefused(t *testing.T) {
+	md := pmetric.NewMetrics()
+	addGaugePoint(md, nil, "queue.depth", 0, 5).Attributes().PutStr("__", "x")
+	addGaugePoint(md, [][2]string{{"___", "y"}}, "queue.size", 0, 6)
+	checkOracle(t, md, t0, "queue", nil)
+	if got := huntInstant(t, md, `{__name__=~"queue.*"}`, t0); len(got) != 0 {
+		t.Fatalf("got %v, want nothing (refused by Prometheus)", got)
+	}
+}
