@@ -195,7 +195,7 @@ func TestHuntHistogramWithoutSum(t *testing.T) {
 	dp.SetTimestamp(ts(0))
 	dp.ExplicitBounds().FromRaw([]float64{1})
 	dp.BucketCounts().FromRaw([]uint64{1, 1})
-	dp.SetCount(2) // no sum
+	dp.SetCount(2)      // no sum
 	var stored []string // Prometheus's series, as name{le=...}
 	for _, s := range prometheusStores(t, md, ts(0).AsTime(), "job_duration") {
 		name, rest, _ := strings.Cut(s, "{")
@@ -326,7 +326,7 @@ func TestHuntEmptyServiceAttributesKeepPointLabels(t *testing.T) {
 // queue_depth{service_name="b"} finds the series. Besides addAttributes
 // joining the two ("a;b", TestHuntCollidingResourceAttributesLastWins),
 // seriesSQL's service_name pushdown keeps only rows whose service_name
-// column (the resource's service.name, "a") is '' or "b", or whose point
+// column (the resource's service.name, "a") is ” or "b", or whose point
 // attributes look like service.name: the row is never read.
 func TestHuntServiceNameMatcherOnPromotedAttribute(t *testing.T) {
 	md := pmetric.NewMetrics()
