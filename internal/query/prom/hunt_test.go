@@ -22,7 +22,7 @@ import (
 // (DefaultOTLPConfig) and storage/remote/write_otlp_handler.go (how the
 // config becomes the translator's Settings).
 
-// instant runs q at at and returns its vector's samples as strings,
+// huntInstant loads md for team-a, runs q at at and returns its vector's samples as strings,
 // sorted.
 func huntInstant(t *testing.T, md pmetric.Metrics, q string, at time.Time) []string {
 	t.Helper()
