@@ -21,10 +21,15 @@ import (
 // (open-telemetry/opentelemetry-collector-contrib
 // exporter/prometheusexporter/collector.go configureMetricNamer,
 // getMetricMetadata; prometheus/prometheus
-// storage/remote/otlptranslator/prometheusremotewrite/helper.go).
+// storage/remote/otlptranslator/prometheusremotewrite/helper.go). Label
+// names keep runs of underscores (a__b) and a leading underscore is
+// prefixed with "key" (_tag is key_tag), as Prometheus's default OTLP
+// config says (config/config.go DefaultOTLPConfig:
+// LabelNameUnderscoreSanitization, LabelNamePreserveMultipleUnderscores;
+// metrics_to_prw.go setResourceContext builds its LabelNamer with them).
 var (
 	metricNamer = otlptranslator.MetricNamer{WithMetricSuffixes: true}
-	labelNamer  = otlptranslator.LabelNamer{}
+	labelNamer  = otlptranslator.LabelNamer{UnderscoreLabelSanitization: true, PreserveMultipleUnderscores: true}
 )
 
 // kind is which of a family's Prometheus series a series is.
