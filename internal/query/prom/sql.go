@@ -19,12 +19,13 @@ import (
 // every table to the caller's tenant itself (query.Reader); the queries
 // name the table unqualified and carry every value as a parameter.
 
-// servedTypes are the metric types served: exponential histograms (which
-// would be native histograms) are not, nor delta temporalities, which
-// PromQL's rate() and increase() read as resets (a monotonic counter's
-// samples must be cumulative; the Collector's exporter accumulates deltas
-// itself, Prometheus's OTLP receiver refuses them by default).
-const servedWhere = `metric_type IN ('gauge', 'sum', 'histogram', 'summary') AND (temporality IS NULL OR temporality <> 'delta')`
+// servedWhere picks the rows served: exponential histograms (which
+// would be native histograms) are not; sums and histograms only of
+// cumulative temporality, as Prometheus's OTLP receiver stores them by
+// default (metrics_to_prw.go FromMetrics refuses any other, unspecified
+// included: "invalid temporality and type combination"). PromQL's rate()
+// and increase() would read deltas as resets.
+const servedWhere = `(metric_type IN ('gauge', 'summary') OR metric_type IN ('sum', 'histogram') AND temporality = 'cumulative')`
 
 // timeRange bounds a query in milliseconds, clamped to what a timestamp
 // in microseconds holds (Prometheus's API sends its MinTime and MaxTime
