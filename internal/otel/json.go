@@ -229,19 +229,43 @@ func appendTime(dst []byte, t pcommon.Timestamp) []byte {
 	return append(dst, '"')
 }
 
-// AttributesFromJSON reads an attributes column back into a map: integers
-// as ints, other numbers as doubles, strings, bools, arrays and maps as
-// they are (bytes stay base64 strings, NaN and the infinities strings).
+// AttributesFromJSON reads an attributes column back into a map, in the
+// column's order (the attributes' order as received, which decides which
+// of two attributes escaping to one Prometheus label wins): integers as
+// ints, other numbers as doubles, strings, bools, arrays and maps as they
+// are (bytes stay base64 strings, NaN and the infinities strings). A key
+// written twice keeps its last value.
 func AttributesFromJSON(data []byte) (pcommon.Map, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
-	var raw map[string]any
 	m := pcommon.NewMap()
-	if err := d.Decode(&raw); err != nil {
+	if tok, err := d.Token(); err != nil {
+		return m, fmt.Errorf("attributes are not a JSON object: %w", err)
+	} else if tok != json.Delim('{') {
+		return m, fmt.Errorf("attributes are not a JSON object: %v", tok)
+	}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return m, fmt.Errorf("attributes are not a JSON object: %w", err)
+		}
+		var raw any
+		if err := d.Decode(&raw); err != nil {
+			return m, fmt.Errorf("attributes are not a JSON object: %w", err)
+		}
+		k, _ := tok.(string)
+		v, ok := m.Get(k)
+		if !ok {
+			v = m.PutEmpty(k)
+		}
+		if err := v.FromRaw(withNumbers(raw)); err != nil {
+			return m, err
+		}
+	}
+	if _, err := d.Token(); err != nil {
 		return m, fmt.Errorf("attributes are not a JSON object: %w", err)
 	}
-	err := m.FromRaw(withNumbers(raw).(map[string]any))
-	return m, err
+	return m, nil
 }
 
 // withNumbers turns the json.Numbers of v into int64 or float64.
