@@ -2,13 +2,13 @@ package prom
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
 
 	"github.com/prometheus/otlptranslator"
 	"github.com/prometheus/prometheus/model/labels"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/tracelake/tracelake/internal/otel"
 )
@@ -124,19 +124,26 @@ func (f *family) promType() string {
 
 // seriesLabels are the labels every series of a row shares but its name
 // (and le or quantile): built as Prometheus's OTLP receiver builds them
-// with promote_all_resource_attributes and scope metadata on
-// (prometheusremotewrite/helper.go createAttributes,
-// metrics_to_prw.go setResourceContext): the point's attributes sorted by
-// key, names escaped, values as pdata's AsString, and values of
-// attributes whose names escape alike joined with ";" in key order; then
-// the resource's attributes where no point attribute set the label; job
-// (service.namespace/service.name) and instance (service.instance.id);
-// otel_scope_name and otel_scope_version. tenant, when not "", is the
-// row's tenant for a scope reading every tenant, kept apart as Grafana
-// Mimir's tenant federation does (__tenant_id__, grafana/mimir
+// with promote_all_resource_attributes and promote_scope_metadata on
+// (prometheusremotewrite/helper.go createAttributes, metrics_to_prw.go
+// setResourceContext, setScopeContext), from JSON objects of attributes
+// in the order received:
+//   - the point's attributes sorted by key, names escaped, values as
+//     pdata's AsString; attributes whose names escape alike joined with
+//     ";" in key order, onto a value that is not empty (addAttributes);
+//   - the resource's attributes, in the resource's order, the last of
+//     those escaping alike winning (PromoteResourceAttributes
+//     addPromotedAttributes), on labels the point left empty;
+//   - job (service.namespace/service.name) and instance
+//     (service.instance.id), when not empty;
+//   - for a scope with a name only: its attributes as otel_scope_<key>,
+//     in its order, then otel_scope_name and otel_scope_version.
+//
+// An empty label is no label. tenant, when not "", is the row's tenant
+// for a scope reading every tenant, kept apart as Grafana Mimir's tenant
+// federation does (__tenant_id__, grafana/mimir
 // pkg/querier/tenantfederation), so that two tenants' series never merge.
-func seriesLabels(resourceJSON, pointJSON, scopeName, scopeVersion, tenant string) (labels.Labels, error) {
-	b := labels.NewScratchBuilder(16)
+func seriesLabels(resourceJSON, pointJSON, scopeName, scopeVersion, scopeJSON, tenant string) (labels.Labels, error) {
 	point, err := otel.AttributesFromJSON([]byte(pointJSON))
 	if err != nil {
 		return labels.EmptyLabels(), fmt.Errorf("point attributes: %w", err)
@@ -145,61 +152,97 @@ func seriesLabels(resourceJSON, pointJSON, scopeName, scopeVersion, tenant strin
 	if err != nil {
 		return labels.EmptyLabels(), fmt.Errorf("resource attributes: %w", err)
 	}
-	pointAttrs, resAttrs := map[string]string{}, map[string]string{}
-	for k, v := range point.All() {
-		pointAttrs[k] = v.AsString()
-	}
-	for k, v := range res.All() {
-		resAttrs[k] = v.AsString()
-	}
 	set := map[string]string{}
-	addAttributes(set, pointAttrs)
+	addAttributes(set, point, nil)
 	promoted := map[string]string{}
-	for k, v := range resAttrs {
-		if name, err := labelNamer.Build(k); err == nil && set[name] == "" {
-			promoted[k] = v
+	for k, v := range res.All() {
+		if name, err := labelNamer.Build(k); err == nil {
+			promoted[name] = v.AsString() // the last wins
 		}
 	}
-	addAttributes(set, promoted)
-	if name, ok := resAttrs["service.name"]; ok {
-		if ns, ok := resAttrs["service.namespace"]; ok {
-			name = ns + "/" + name
+	for name, v := range promoted {
+		if set[name] == "" {
+			set[name] = v
 		}
-		set["job"] = name
 	}
-	if inst, ok := resAttrs["service.instance.id"]; ok {
-		set["instance"] = inst
+	setJobInstance(set, res)
+	if scopeName != "" {
+		scope, err := otel.AttributesFromJSON([]byte(scopeJSON))
+		if err != nil {
+			return labels.EmptyLabels(), fmt.Errorf("scope attributes: %w", err)
+		}
+		for k, v := range scope.All() {
+			if name, err := labelNamer.Build("otel_scope_" + k); err == nil {
+				set[name] = v.AsString()
+			}
+		}
+		set["otel_scope_name"] = scopeName
+		set["otel_scope_version"] = scopeVersion
 	}
-	set["otel_scope_name"] = scopeName
-	set["otel_scope_version"] = scopeVersion
+	return build(set, tenant), nil
+}
+
+// setJobInstance sets job (service.namespace/service.name) and instance
+// (service.instance.id) from the resource's attributes, each only when
+// not empty (helper.go createAttributes: `if
+// c.resourceLabels.jobLabel != ""`).
+func setJobInstance(set map[string]string, res pcommon.Map) {
+	if name, ok := res.Get("service.name"); ok {
+		job := name.AsString()
+		if ns, ok := res.Get("service.namespace"); ok {
+			job = ns.AsString() + "/" + job
+		}
+		if job != "" {
+			set["job"] = job
+		}
+	}
+	if inst, ok := res.Get("service.instance.id"); ok && inst.AsString() != "" {
+		set["instance"] = inst.AsString()
+	}
+}
+
+// build is the labels of set, with tenant's when not "": an empty label
+// is no label, in Prometheus.
+func build(set map[string]string, tenant string) labels.Labels {
 	if tenant != "" {
 		set[tenantLabel] = tenant
 	}
+	b := labels.NewScratchBuilder(len(set))
 	for name, v := range set {
-		if v != "" { // an empty label is no label, in Prometheus
+		if v != "" {
 			b.Add(name, v)
 		}
 	}
 	b.Sort()
-	return b.Labels(), nil
+	return b.Labels()
 }
 
 // tenantLabel names each series's tenant for a scope reading every
 // tenant.
 const tenantLabel = "__tenant_id__"
 
-// addAttributes adds attrs to set in key order, names escaped; values
-// of attributes whose names escape alike are joined with ";".
-func addAttributes(set, attrs map[string]string) {
-	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+// addAttributes adds attrs but those named in ignore to set, in key
+// order, names escaped; the value of an attribute whose name escapes as
+// an earlier one's is joined to that one's with ";", when that is not
+// empty (helper.go createAttributes).
+func addAttributes(set map[string]string, attrs pcommon.Map, ignore []string) {
+	keys := make([]string, 0, attrs.Len())
+	for k := range attrs.All() {
+		if !slices.Contains(ignore, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
 		name, err := labelNamer.Build(k)
 		if err != nil {
 			continue // an attribute of underscores alone makes no label
 		}
-		if old, ok := set[name]; ok {
-			set[name] = old + ";" + attrs[k]
+		v, _ := attrs.Get(k)
+		if old := set[name]; old != "" {
+			set[name] = old + ";" + v.AsString()
 		} else {
-			set[name] = attrs[k]
+			set[name] = v.AsString()
 		}
 	}
 }

@@ -42,7 +42,7 @@ func TestFamilyNames(t *testing.T) {
 func TestSeriesLabels(t *testing.T) {
 	f := func(res, point, tenant, want string) {
 		t.Helper()
-		got, err := seriesLabels(res, point, "scope", "", tenant)
+		got, err := seriesLabels(res, point, "scope", "", "{}", tenant)
 		if err != nil {
 			t.Fatal(err)
 		}

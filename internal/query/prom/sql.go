@@ -67,7 +67,8 @@ type seriesFilter struct {
 
 // seriesSQL reads the distinct series of the families f names in a time
 // range ($1, $2: microseconds), one row per series: the family (null
-// when f names one: the rows are all of it), its scope, its attributes
+// when f names one: the rows are all of it), its scope (name, version,
+// attributes), its resource's and point's attributes
 // as JSON text, and the tenant for a scope reading every tenant (columns
 // colName to colTenant). With points, the columns from colT on are lists
 // of the series's points, one list per field, in no order: time (ms),
@@ -93,7 +94,7 @@ type seriesFilter struct {
 // version, attributes) come apart, and are one series again in read
 // (mergeSame), as are any two rows of the same labels.
 func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (string, []any) {
-	group := []string{"scope_name", "scope_version", "resource_attributes", "attributes"}
+	group := []string{"scope_name", "scope_version", "scope_attributes", "resource_attributes", "attributes"}
 	family := "NULL::VARCHAR, NULL::VARCHAR, NULL::VARCHAR, NULL::BOOLEAN"
 	if len(f.families) > 1 {
 		family = "metric_name, metric_unit, metric_type, is_monotonic"
@@ -154,7 +155,7 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 		where.WriteString(" AND (coalesce(service_name, '') IN ('', " + placeholders(&params, f.services) +
 			") OR attributes::VARCHAR LIKE '%service%name%')")
 	}
-	return `SELECT ` + family + `, scope_name, scope_version, resource_attributes::VARCHAR, attributes::VARCHAR, ` + tenant + `, ` + last + `
+	return `SELECT ` + family + `, scope_name, scope_version, scope_attributes::VARCHAR, resource_attributes::VARCHAR, attributes::VARCHAR, ` + tenant + `, ` + last + `
 		FROM ` + sqltext.Ident(table) + `
 		WHERE ` + where.String() + `
 		GROUP BY ` + strings.Join(group, ", "), params
@@ -168,6 +169,7 @@ const (
 	colMonotonic
 	colScopeName
 	colScopeVersion
+	colScopeAttributes
 	colResource
 	colAttributes
 	colTenant

@@ -187,7 +187,8 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 				}
 			}
 			base, err := seriesLabels(orEmptyObject(stringAt(rec.Column(colResource), i)), orEmptyObject(stringAt(rec.Column(colAttributes), i)),
-				stringAt(rec.Column(colScopeName), i), stringAt(rec.Column(colScopeVersion), i), stringAt(rec.Column(colTenant), i))
+				stringAt(rec.Column(colScopeName), i), stringAt(rec.Column(colScopeVersion), i),
+				orEmptyObject(stringAt(rec.Column(colScopeAttributes), i)), stringAt(rec.Column(colTenant), i))
 			if err != nil {
 				return fmt.Errorf("labels of %s: %w", w.fam.name, err)
 			}
