@@ -329,13 +329,15 @@ func TestEmptyServiceAttributesKeepPointLabels(t *testing.T) {
 // column (the resource's service.name, "a") is ” or "b", or whose point
 // attributes look like service.name: the row is never read.
 func TestServiceNameMatcherOnPromotedAttribute(t *testing.T) {
-	md := pmetric.NewMetrics()
-	addGaugePoint(md, [][2]string{{"service.name", "a"}, {"service_name", "b"}}, "queue.depth", 0, 5)
-	want := []string{`queue_depth{job="a", service_name="b"} => 5 @[1772359200]`}
-	checkOracle(t, md, t0, "queue_depth", want)
-	got := instantSamples(t, md, `queue_depth{service_name="b"}`, t0)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v\nwant %v", got, want)
+	for _, key := range []string{"service_name", "service-name", "service\"name", "service\u00e9name"} {
+		md := pmetric.NewMetrics()
+		addGaugePoint(md, [][2]string{{"service.name", "a"}, {key, "b"}}, "queue.depth", 0, 5)
+		want := []string{`queue_depth{job="a", service_name="b"} => 5 @[1772359200]`}
+		checkOracle(t, md, t0, "queue_depth", want)
+		got := instantSamples(t, md, `queue_depth{service_name="b"}`, t0)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%q: got %v\nwant %v", key, got, want)
+		}
 	}
 }
 

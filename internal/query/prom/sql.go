@@ -148,18 +148,29 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 	where.WriteString(")")
 	if len(f.services) > 0 {
 		// The column is the resource's service.name; the label may come
-		// from elsewhere: a resource attribute escaping alike when the
-		// resource has no service.name (the column is ''), or a point
-		// attribute, which wins over the resource's, whose key holds
-		// "service" and "name" to escape to service_name.
+		// from elsewhere: a point attribute, which wins over the
+		// resource's, whose key holds "service" and "name" to escape to
+		// service_name; or another resource attribute escaping to
+		// service_name (service_name, service-name: "service", one
+		// character that escapes to _, "name"), which wins over
+		// service.name when later in the resource (metrics_to_prw.go
+		// addPromotedAttributes), or when the resource has no
+		// service.name (the column is ''). Such resources are rare, and
+		// their rows are read whatever the column says.
 		where.WriteString(" AND (coalesce(service_name, '') IN ('', " + placeholders(&params, f.services) +
-			") OR attributes::VARCHAR LIKE '%service%name%')")
+			") OR attributes::VARCHAR LIKE '%service%name%' OR regexp_matches(resource_attributes::VARCHAR, '" + otherServiceNameKey + "'))")
 	}
 	return `SELECT ` + family + `, scope_name, scope_version, scope_attributes::VARCHAR, resource_attributes::VARCHAR, attributes::VARCHAR, ` + tenant + `, ` + last + `
 		FROM ` + sqltext.Ident(table) + `
 		WHERE ` + where.String() + `
 		GROUP BY ` + strings.Join(group, ", "), params
 }
+
+// otherServiceNameKey finds, in a JSON object's text, a key other than
+// service.name that escapes to the label service_name: "service", one
+// character that is no letter, digit or dot (as is, or escaped by JSON:
+// \", \\, \uXXXX), "name".
+const otherServiceNameKey = `"service([^.a-zA-Z0-9\\"]|\\.|\\u[0-9a-fA-F]{4})name"`
 
 // The columns of seriesSQL's rows.
 const (
