@@ -232,6 +232,9 @@ func expandPoints(w wanted, base labels.Labels, r rowPoints) ([]*floatSeries, er
 					}
 				}
 			}
+			if len(s.pts) == 0 {
+				continue // no point has the field: a histogram without a sum
+			}
 			out = append(out, s)
 		case kindBucket, kindQuantile:
 			bySuffix := map[string]*floatSeries{}
@@ -284,12 +287,18 @@ func expandPoints(w wanted, base labels.Labels, r rowPoints) ([]*floatSeries, er
 
 // expandShapes makes the series, without samples, of one row whose
 // distinct bounds or quantiles (JSON lists) are rows start to end of
-// shapes.
-func expandShapes(w wanted, base labels.Labels, shapes arrow.Array, start, end int) ([]*floatSeries, error) {
+// shapes; noSum says the row has no sum, so no _sum series.
+func expandShapes(w wanted, base labels.Labels, shapes arrow.Array, start, end int, noSum bool) ([]*floatSeries, error) {
 	var out []*floatSeries
 	for _, k := range w.kinds {
 		label := ""
 		switch k.kind {
+		case kindSum:
+			if noSum {
+				continue
+			}
+			out = append(out, &floatSeries{lset: withName(base, k.name, "", "")})
+			continue
 		case kindBucket:
 			label = "le"
 		case kindQuantile:

@@ -50,6 +50,9 @@ type family struct {
 	monotonic       bool
 	description     string
 	prom            string // the Prometheus metric family name
+	// Whether no point has a sum (a histogram's is optional), and
+	// whether none has quantiles: their series are not served.
+	noSum, noQuantiles bool
 }
 
 // key identifies a family among the table's rows.
@@ -89,15 +92,25 @@ func newFamily(name, unit, typ string, monotonic bool, description string) (*fam
 }
 
 // kinds are the series a family is served as, with their metric names:
-// a histogram as _bucket{le}, _sum and _count, a summary as its
-// quantiles, _sum and _count (prometheusremotewrite/helper.go
-// addHistogramDataPoints, addSummaryDataPoints).
+// a histogram as _bucket{le}, _sum (when a point has a sum) and _count,
+// a summary as its quantiles (when a point has any), _sum and _count
+// (prometheusremotewrite/helper.go addHistogramDataPoints: "If the sum
+// is unset, it indicates the _sum metric point should be omitted";
+// addSummaryDataPoints, a series per quantile).
 func (f *family) kinds() []namedKind {
+	var out []namedKind
 	switch f.typ {
 	case "histogram":
-		return []namedKind{{kindBucket, f.prom + "_bucket"}, {kindSum, f.prom + "_sum"}, {kindCount, f.prom + "_count"}}
+		out = append(out, namedKind{kindBucket, f.prom + "_bucket"})
+		if !f.noSum {
+			out = append(out, namedKind{kindSum, f.prom + "_sum"})
+		}
+		return append(out, namedKind{kindCount, f.prom + "_count"})
 	case "summary":
-		return []namedKind{{kindQuantile, f.prom}, {kindSum, f.prom + "_sum"}, {kindCount, f.prom + "_count"}}
+		if !f.noQuantiles {
+			out = append(out, namedKind{kindQuantile, f.prom})
+		}
+		return append(out, namedKind{kindSum, f.prom + "_sum"}, namedKind{kindCount, f.prom + "_count"})
 	}
 	return []namedKind{{kindValue, f.prom}}
 }

@@ -40,7 +40,9 @@ func timeRange(mint, maxt int64) (from, to int64) {
 // microseconds): metric_name, metric_unit, metric_type and is_monotonic
 // as the table holds them, so a null unit and an empty one are two rows
 // (as are a null and a false is_monotonic), which allFamilies makes one;
-// with described, then the family's greatest description. The columns
+// then whether no point has a sum, and whether none has quantiles (the
+// family's kinds); with described, then the family's greatest
+// description. The columns
 // are grouped as they are: coalescing each point's cost a third of the
 // query, and the description's max another third, on BenchmarkRate6h's
 // 500k points; only the metadata endpoint answers descriptions.
@@ -49,7 +51,7 @@ func familiesSQL(table string, described bool) string {
 	if described {
 		desc = ", max(metric_description)"
 	}
-	return `SELECT metric_name, metric_unit, metric_type, is_monotonic` + desc + `
+	return `SELECT metric_name, metric_unit, metric_type, is_monotonic, count("sum") = 0, coalesce(max(json_array_length(quantiles)), 0) = 0` + desc + `
 		FROM ` + sqltext.Ident(table) + `
 		WHERE time >= make_timestamp($1) AND time <= make_timestamp($2) AND metric_name IS NOT NULL AND ` + servedWhere + `
 		GROUP BY metric_name, metric_unit, metric_type, is_monotonic`
@@ -77,7 +79,8 @@ type seriesFilter struct {
 // (stale markers), a list most often empty: a list of every point's
 // flags cost a sixth of the query. Without, colShapes lists the distinct
 // bounds of a histogram or quantiles of a summary (JSON lists), for the
-// series names their buckets make. It returns the query's parameters.
+// series names their buckets make, and colNoSum says whether no point
+// has a sum (a histogram's optional sum: no _sum series). It returns the query's parameters.
 //
 // The points are not sorted nor made distinct here: ordering the lists
 // or dropping the exact duplicates a client's retry loads (grouping by
@@ -100,12 +103,16 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 		family = "metric_name, metric_unit, metric_type, is_monotonic"
 		group = append(group, family)
 	}
+	noSum := "true"
+	if f.distributions {
+		noSum = `count("sum") = 0`
+	}
 	tenant := "''"
 	if all {
 		tenant = "tenant_id"
 		group = append(group, tenant)
 	}
-	last := `list(DISTINCT coalesce(explicit_bounds::VARCHAR, json_extract(quantiles, '$[*].quantile')::VARCHAR))`
+	last := `list(DISTINCT coalesce(explicit_bounds::VARCHAR, json_extract(quantiles, '$[*].quantile')::VARCHAR)), ` + noSum
 	if points {
 		// Gauges and sums have no distribution: their rows' lists of
 		// counts, sums, bucket counts, bounds and quantiles are left
@@ -185,6 +192,7 @@ const (
 	colAttributes
 	colTenant
 	colShapes             // without points
+	colNoSum              // without points
 	colT      = colShapes // with points: the lists, one per field
 )
 

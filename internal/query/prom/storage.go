@@ -60,17 +60,20 @@ func (q *querier) allFamilies(ctx context.Context) ([]*family, error) {
 		for i := range int(rec.NumRows()) {
 			var desc string
 			if q.described {
-				desc = stringAt(rec.Column(4), i)
+				desc = stringAt(rec.Column(6), i)
 			}
 			f, err := newFamily(stringAt(rec.Column(0), i), stringAt(rec.Column(1), i), stringAt(rec.Column(2), i),
 				boolAt(rec.Column(3), i), desc)
 			if err != nil {
 				continue // a name that makes no Prometheus name is not served
 			}
+			f.noSum, f.noQuantiles = boolAt(rec.Column(4), i), boolAt(rec.Column(5), i)
 			// Rows of a null and an empty unit (or monotonicity) are one
 			// family, described by the greater description.
 			if seen, ok := byKey[f.key()]; ok {
 				seen.description = max(seen.description, f.description)
+				seen.noSum = seen.noSum && f.noSum
+				seen.noQuantiles = seen.noQuantiles && f.noQuantiles
 				continue
 			}
 			byKey[f.key()] = f
@@ -197,7 +200,7 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 				made, err = expandPoints(w, base, readRowPoints(rec, i))
 			} else {
 				shapes, start, end := listAt(rec.Column(colShapes), i)
-				made, err = expandShapes(w, base, shapes, start, end)
+				made, err = expandShapes(w, base, shapes, start, end, boolAt(rec.Column(colNoSum), i))
 			}
 			if err != nil {
 				return fmt.Errorf("points of %s: %w", w.fam.name, err)
