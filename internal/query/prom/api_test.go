@@ -187,7 +187,7 @@ func TestLabelsSeriesMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"http_server_duration_seconds_bucket", "http_server_duration_seconds_count", "http_server_duration_seconds_sum",
-		"http_server_requests_total", "process_memory_usage_bytes", "rpc_latency_milliseconds", "rpc_latency_milliseconds_count", "rpc_latency_milliseconds_sum"}
+		"http_server_requests_total", "process_memory_usage_bytes", "rpc_latency_milliseconds", "rpc_latency_milliseconds_count", "rpc_latency_milliseconds_sum", "target_info"}
 	if got := strs(names); !slices.Equal(got, want) {
 		t.Errorf("metric names %v, want %v", got, want)
 	}

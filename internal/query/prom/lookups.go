@@ -175,7 +175,9 @@ type metadataEntry struct {
 // metadata answers the families with points at any time, keyed by their
 // Prometheus name: type, description as help, and the unit as
 // Prometheus's OTLP receiver names it
-// (prometheusremotewrite/metrics_to_prw.go: UnitNamer).
+// (prometheusremotewrite/metrics_to_prw.go: UnitNamer); and target_info
+// when a resource has it (a gauge, "Target metadata": helper.go
+// addResourceTargetInfo).
 func (a *api) metadata(w http.ResponseWriter, r *http.Request, s tenancy.Scope) {
 	limit, aerr := numberParam(r, "limit")
 	if aerr != nil {
@@ -196,6 +198,16 @@ func (a *api) metadata(w http.ResponseWriter, r *http.Request, s tenancy.Scope) 
 	}
 	units := otlptranslator.UnitNamer{}
 	out := map[string][]metadataEntry{}
+	if len(fams) > 0 && (metric == "" || metric == targetInfoName) && limit != 0 && perMetric != 0 {
+		has, err := q.hasTargetInfo(r.Context())
+		if err != nil {
+			a.fail(w, execError(err))
+			return
+		}
+		if has {
+			out[targetInfoName] = []metadataEntry{{Type: "gauge", Help: targetInfoHelp}}
+		}
+	}
 	for _, f := range fams {
 		if metric != "" && f.prom != metric {
 			continue

@@ -163,10 +163,11 @@ func TestCollisionJoinsOnlyOntoAValue(t *testing.T) {
 // TestTargetInfoPerResource: for each resource with points and attributes
 // besides service.namespace/name/instance.id, Prometheus writes a
 // target_info gauge of 1 labelled with those other attributes, job and
-// instance, from the resource's earliest to its latest point every
-// lookback/2 and at the latest (helper.go addResourceTargetInfo; on by
-// default: DisableTargetInfo is false in write_otlp_handler.go). It is
-// what Grafana joins resource attributes from; the API serves none.
+// instance (helper.go addResourceTargetInfo; on by default:
+// DisableTargetInfo is false in write_otlp_handler.go), with the metadata
+// gauge "Target metadata". It is what Grafana joins resource attributes
+// from. Served per resource, with a sample at each time of its points
+// (targetInfoSQL), listed among the metric names and in the metadata.
 func TestTargetInfoPerResource(t *testing.T) {
 	md := pmetric.NewMetrics()
 	ms := resource(md, "checkout")
@@ -176,6 +177,22 @@ func TestTargetInfoPerResource(t *testing.T) {
 	got := instantSamples(t, md, "target_info", end)
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	c := clientOf(t, md)
+	ctx := context.Background()
+	vals, _, _, err := c.LabelValues(ctx, model.MetricNameLabel, nil, t0.Add(-time.Minute), end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(vals, targetInfoName) {
+		t.Errorf("__name__ values %v lack target_info", vals)
+	}
+	meta, err := c.Metadata(ctx, targetInfoName, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := meta[targetInfoName]; len(m) != 1 || m[0].Type != "gauge" || m[0].Help != "Target metadata" {
+		t.Errorf("target_info metadata %+v", m)
 	}
 }
 
@@ -222,7 +239,7 @@ func TestHistogramWithoutSumHasNoSumSeries(t *testing.T) {
 	} else if !slices.Equal(names, want) {
 		t.Errorf("series: %v, want %v", names, want)
 	}
-	vals, _, _, err := c.LabelValues(ctx, model.MetricNameLabel, nil, t0.Add(-time.Minute), end)
+	vals, _, _, err := c.LabelValues(ctx, model.MetricNameLabel, []string{`{__name__=~"job_duration.*"}`}, t0.Add(-time.Minute), end)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +381,7 @@ func TestSummaryWithoutQuantilesHasNoBaseSeries(t *testing.T) {
 	if !slices.Equal(stored, want) {
 		t.Fatalf("BAD TEST: Prometheus's converter stores %v", stored)
 	}
-	vals, _, _, err := clientOf(t, md).LabelValues(context.Background(), model.MetricNameLabel, nil, t0.Add(-time.Minute), end)
+	vals, _, _, err := clientOf(t, md).LabelValues(context.Background(), model.MetricNameLabel, []string{`{__name__=~"rpc_wait.*"}`}, t0.Add(-time.Minute), end)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,10 +164,26 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 	if err != nil {
 		return nil, err
 	}
-	want := match(fams, ms)
-	if len(want) == 0 {
-		return nil, nil
+	var out []*floatSeries
+	if want := match(fams, ms); len(want) > 0 {
+		if out, err = q.readFamilies(ctx, want, mint, maxt, points, ms); err != nil {
+			return nil, fmt.Errorf("read the series: %w", err)
+		}
 	}
+	if matchesName(ms, targetInfoName) {
+		ti, err := q.readTargetInfo(ctx, mint, maxt, points, ms)
+		if err != nil {
+			return nil, fmt.Errorf("read target_info: %w", err)
+		}
+		out = append(out, ti...)
+	}
+	slices.SortFunc(out, func(a, b *floatSeries) int { return labels.Compare(a.lset, b.lset) })
+	return mergeSame(out), nil
+}
+
+// readFamilies finds the series of the families wanted matching ms in
+// [mint, maxt], with their samples when points is set, in no order.
+func (q *querier) readFamilies(ctx context.Context, want map[string]wanted, mint, maxt int64, points bool, ms []*labels.Matcher) ([]*floatSeries, error) {
 	f := seriesFilter{services: pushedServices(ms)}
 	for _, w := range want {
 		f.families = append(f.families, w.fam)
@@ -177,7 +193,7 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 	from, to := timeRange(mint, maxt)
 	text, params := seriesSQL(q.table, q.scope.All, points, from, to, f)
 	var out []*floatSeries
-	err = readRows(ctx, q.reader, q.scope, text, params, func(rec arrow.RecordBatch) error {
+	err := readRows(ctx, q.reader, q.scope, text, params, func(rec arrow.RecordBatch) error {
 		for i := range int(rec.NumRows()) {
 			// The rows are of the one family wanted, or say which.
 			w := want[f.families[0].key()]
@@ -213,11 +229,7 @@ func (q *querier) read(ctx context.Context, mint, maxt int64, points bool, ms []
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read the series: %w", err)
-	}
-	slices.SortFunc(out, func(a, b *floatSeries) int { return labels.Compare(a.lset, b.lset) })
-	return mergeSame(out), nil
+	return out, err
 }
 
 // orEmptyObject is attributes read from the table, "{}" for none (null).
@@ -279,7 +291,8 @@ func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms 
 }
 
 // LabelValues implements storage.LabelQuerier. Metric names without
-// other matchers come from the families alone.
+// other matchers come from the families alone, and target_info when a
+// resource has it.
 func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	set := map[string]struct{}{}
 	if name == labels.MetricName && !slices.ContainsFunc(ms, func(m *labels.Matcher) bool { return m.Name != labels.MetricName }) {
@@ -290,6 +303,13 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 		for _, w := range match(fams, ms) {
 			for _, k := range w.kinds {
 				set[k.name] = struct{}{}
+			}
+		}
+		if len(fams) > 0 && matchesName(ms, targetInfoName) {
+			if has, err := q.hasTargetInfo(ctx); err != nil {
+				return nil, nil, fmt.Errorf("read target_info: %w", err)
+			} else if has {
+				set[targetInfoName] = struct{}{}
 			}
 		}
 		return limited(set, hints), nil, nil
