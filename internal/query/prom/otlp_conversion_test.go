@@ -46,8 +46,7 @@ func instantSamples(t *testing.T, md pmetric.Metrics, q string, at time.Time) []
 // them): an attribute "a__b" stays label a__b (otlptranslator
 // strconv.go sanitizeLabelName keeps the underscores), "k8s..pod" is
 // k8s__pod, and "_tag" is key_tag (label_namer.go Build). names.go's
-// labelNamer is otlptranslator.LabelNamer{} with both off: a_b, k8s_pod,
-// _tag.
+// labelNamer sets both.
 func TestLabelNamesKeepUnderscoresAsPrometheusDefaults(t *testing.T) {
 	md := pmetric.NewMetrics()
 	dp := addGaugePoint(md, nil, "queue.depth", 0, 5)
@@ -67,10 +66,8 @@ func TestLabelNamesKeepUnderscoresAsPrometheusDefaults(t *testing.T) {
 // Prometheus also labels each series with the scope's attributes as
 // otel_scope_<key> (metrics_to_prw.go setScopeContext, helper.go
 // createAttributes "Merge cached scope labels"), so two scopes of one
-// name and version but other attributes are two series. Here they are
-// one (seriesSQL groups by scope_name and scope_version only;
-// seriesLabels has no scope attributes), and the second scope's point at
-// the same time is dropped as a duplicate.
+// name and version but other attributes are two series. seriesSQL groups
+// the rows by scope_attributes too, and seriesLabels labels them.
 func TestScopeAttributesAreLabels(t *testing.T) {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
@@ -103,8 +100,6 @@ func TestScopeAttributesAreLabels(t *testing.T) {
 // leaves scopeLabels nil, and createAttributes then sets neither
 // otel_scope_name nor otel_scope_version), so a nameless scope's version
 // is no label, and a point attribute otel.scope.name is not overwritten.
-// seriesLabels sets both whatever the name: otel_scope_version="1.0" is
-// served, and the point's otel_scope_name="x" is lost.
 func TestNoScopeLabelsWithoutScopeName(t *testing.T) {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
@@ -129,8 +124,8 @@ func TestNoScopeLabelsWithoutScopeName(t *testing.T) {
 // createAttributes); promoted resource attributes are set one after the
 // other in the resource's order (metrics_to_prw.go
 // PromoteResourceAttributes.addPromotedAttributes: builder.Set), so the
-// last of deployment.env and deployment_env wins. addAttributes joins
-// them: deployment_env="a;b".
+// last of deployment.env and deployment_env wins. seriesLabels takes
+// them in the resource's order (otel.AttributesFromJSON keeps it).
 func TestCollidingResourceAttributesLastWins(t *testing.T) {
 	md := pmetric.NewMetrics()
 	addGaugePoint(md, [][2]string{{"deployment.env", "a"}, {"deployment_env", "b"}}, "queue.depth", 0, 5)
@@ -146,7 +141,7 @@ func TestCollidingResourceAttributesLastWins(t *testing.T) {
 // alike; Prometheus joins only onto a non-empty value (helper.go
 // createAttributes: `if existingValue := c.builder.Get(finalKey);
 // existingValue != ""`, and setting "" is no label), so the label is
-// a_b="x". addAttributes joins onto any value it has seen: a_b=";x".
+// a_b="x".
 func TestCollisionJoinsOnlyOntoAValue(t *testing.T) {
 	md := pmetric.NewMetrics()
 	dp := addGaugePoint(md, nil, "queue.depth", 0, 5)
@@ -200,9 +195,8 @@ func TestTargetInfoPerResource(t *testing.T) {
 // _sum series in Prometheus (helper.go addHistogramDataPoints: "If the
 // sum is unset, it indicates the _sum metric point should be omitted"),
 // so the series and label values endpoints (web/api/v1/api.go series,
-// labelValues, over the stored series) list none. expandShapes makes a
-// _sum series for every histogram row, and LabelValues(__name__) lists
-// every kind of every family.
+// labelValues, over the stored series) list none. The families query and
+// the series listing say whether a point has a sum.
 func TestHistogramWithoutSumHasNoSumSeries(t *testing.T) {
 	md := pmetric.NewMetrics()
 	ms := resource(md, "checkout")
@@ -321,8 +315,7 @@ func checkOracle(t *testing.T, md pmetric.Metrics, at time.Time, name string, wa
 // `if c.resourceLabels.instanceLabel != ""`), so a resource whose
 // service.name and service.instance.id are "" leaves the point's own job
 // and instance attributes as they are. seriesLabels sets job and
-// instance to "" over them, and an empty label is dropped: the point's
-// job="batch" and instance="p-1" are lost.
+// instance only when not empty.
 func TestEmptyServiceAttributesKeepPointLabels(t *testing.T) {
 	md := pmetric.NewMetrics()
 	dp := addGaugePoint(md, [][2]string{{"service.name", ""}, {"service.instance.id", ""}}, "queue.depth", 0, 5)
@@ -340,11 +333,10 @@ func TestEmptyServiceAttributesKeepPointLabels(t *testing.T) {
 // service.name=a then service_name=b has the label service_name="b" in
 // Prometheus (promoted resource attributes set in the resource's order,
 // the last winning: metrics_to_prw.go addPromotedAttributes), so
-// queue_depth{service_name="b"} finds the series. Besides addAttributes
-// joining the two ("a;b", TestCollidingResourceAttributesLastWins),
-// seriesSQL's service_name pushdown keeps only rows whose service_name
-// column (the resource's service.name, "a") is ” or "b", or whose point
-// attributes look like service.name: the row is never read.
+// queue_depth{service_name="b"} finds the series. seriesSQL's
+// service_name pushdown reads the rows whose resource attributes hold
+// another key escaping to service_name (service-name, service"name,
+// serviceéname...) whatever their service_name column says.
 func TestServiceNameMatcherOnPromotedAttribute(t *testing.T) {
 	for _, key := range []string{"service_name", "service-name", "service\"name", "service\u00e9name"} {
 		md := pmetric.NewMetrics()
@@ -362,8 +354,8 @@ func TestServiceNameMatcherOnPromotedAttribute(t *testing.T) {
 // makes only _sum and _count series in Prometheus (helper.go
 // addSummaryDataPoints appends one series per quantile), so the values
 // of __name__ (web/api/v1/api.go labelValues, over the stored series)
-// do not hold the family's bare name. LabelValues answers __name__ from
-// the families alone, every kind of each: rpc_wait.
+// do not hold the family's bare name. The families query says whether
+// a point has quantiles.
 func TestSummaryWithoutQuantilesHasNoBaseSeries(t *testing.T) {
 	md := pmetric.NewMetrics()
 	ms := resource(md, "checkout")
@@ -398,9 +390,8 @@ func TestSummaryWithoutQuantilesHasNoBaseSeries(t *testing.T) {
 // stores a sum or histogram only of cumulative temporality (or delta,
 // when allowed); any other, AGGREGATION_TEMPORALITY_UNSPECIFIED
 // included, is refused: "invalid temporality and type combination"
-// (metrics_to_prw.go FromMetrics). servedWhere refuses only 'delta', so
-// an unspecified sum is served as a counter and an unspecified
-// histogram as buckets.
+// (metrics_to_prw.go FromMetrics). servedWhere serves sums and
+// histograms only of cumulative temporality.
 func TestUnspecifiedTemporalityRefused(t *testing.T) {
 	md := pmetric.NewMetrics()
 	ms := resource(md, "checkout")
