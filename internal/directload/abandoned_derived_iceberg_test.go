@@ -80,16 +80,7 @@ func TestIcebergAbandonedPositionsLoseTheFailedLoadsDerivedRows(t *testing.T) {
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: TenantHeader, Default: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec = dec.WithGenAI(genai.NewMapper(nil, false))
-	l, err := Start(context.Background(), Options{Sink: s, Decoder: dec, Signal: otel.SignalTraces, MaxLoadBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := startGenAILoader(t, s)
 
 	td := ptrace.NewTraces()
 	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()

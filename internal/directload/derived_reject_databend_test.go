@@ -10,6 +10,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 )
@@ -44,16 +45,7 @@ func TestDatabendRejectedGenAIOperationAnswersItsRequestStored(t *testing.T) {
 		}
 		return ""
 	}
-	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: TenantHeader, Default: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec = dec.WithGenAI(genai.NewMapper(nil, false))
-	l, err := Start(context.Background(), Options{Sink: s, Decoder: dec, Signal: otel.SignalTraces, MaxLoadBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := startGenAILoader(t, s)
 
 	td := ptrace.NewTraces()
 	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
@@ -90,4 +82,21 @@ func TestDatabendRejectedGenAIOperationAnswersItsRequestStored(t *testing.T) {
 	if spans != 2 {
 		t.Errorf("%d spans stored, want 2", spans)
 	}
+}
+
+// startGenAILoader starts a traces loader into s whose decoder also makes
+// GenAI operations; it is closed with the test.
+func startGenAILoader(t *testing.T, s sink.Sink) *Loader {
+	t.Helper()
+	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: TenantHeader, Default: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec = dec.WithGenAI(genai.NewMapper(nil, false))
+	l, err := Start(context.Background(), Options{Sink: s, Decoder: dec, Signal: otel.SignalTraces, MaxLoadBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }

@@ -54,11 +54,7 @@ func TestLabelNamesKeepUnderscoresAsPrometheusDefaults(t *testing.T) {
 	dp.Attributes().PutStr("k8s..pod", "2")
 	dp.Attributes().PutStr("_tag", "3")
 	want := []string{`queue_depth{a__b="1", k8s__pod="2", key_tag="3"} => 5 @[1772359200]`}
-	checkOracle(t, md, t0, "queue_depth", want)
-	got := instantSamples(t, md, "queue_depth", t0)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v\nwant %v", got, want)
-	}
+	wantInstant(t, md, t0, "queue_depth", want)
 }
 
 // TestScopeAttributesAreLabels: with scope metadata promoted (as
@@ -87,11 +83,7 @@ func TestScopeAttributesAreLabels(t *testing.T) {
 		`queue_depth{job="svc", otel_scope_name="meter", otel_scope_region="eu", otel_scope_version="1.0", service_name="svc"} => 10 @[1772359200]`,
 		`queue_depth{job="svc", otel_scope_name="meter", otel_scope_region="us", otel_scope_version="1.0", service_name="svc"} => 11 @[1772359200]`,
 	}
-	checkOracle(t, md, t0, "queue_depth", want)
-	got := instantSamples(t, md, "queue_depth", t0)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v\nwant %v", got, want)
-	}
+	wantInstant(t, md, t0, "queue_depth", want)
 }
 
 // TestNoScopeLabelsWithoutScopeName: Prometheus promotes scope
@@ -112,11 +104,7 @@ func TestNoScopeLabelsWithoutScopeName(t *testing.T) {
 	dp.SetIntValue(5)
 	dp.Attributes().PutStr("otel.scope.name", "x")
 	want := []string{`queue_depth{otel_scope_name="x"} => 5 @[1772359200]`}
-	checkOracle(t, md, t0, "queue_depth", want)
-	got := instantSamples(t, md, "queue_depth", t0)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v\nwant %v", got, want)
-	}
+	wantInstant(t, md, t0, "queue_depth", want)
 }
 
 // TestCollidingResourceAttributesLastWins: Prometheus joins with ";"
@@ -130,11 +118,7 @@ func TestCollidingResourceAttributesLastWins(t *testing.T) {
 	md := pmetric.NewMetrics()
 	addGaugePoint(md, [][2]string{{"deployment.env", "a"}, {"deployment_env", "b"}}, "queue.depth", 0, 5)
 	want := []string{`queue_depth{deployment_env="b"} => 5 @[1772359200]`}
-	checkOracle(t, md, t0, "queue_depth", want)
-	got := instantSamples(t, md, "queue_depth", t0)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v\nwant %v", got, want)
-	}
+	wantInstant(t, md, t0, "queue_depth", want)
 }
 
 // TestCollisionJoinsOnlyOntoAValue: point attributes a.b="" and a_b="x" escape
@@ -148,11 +132,7 @@ func TestCollisionJoinsOnlyOntoAValue(t *testing.T) {
 	dp.Attributes().PutStr("a.b", "")
 	dp.Attributes().PutStr("a_b", "x")
 	want := []string{`queue_depth{a_b="x"} => 5 @[1772359200]`}
-	checkOracle(t, md, t0, "queue_depth", want)
-	got := instantSamples(t, md, "queue_depth", t0)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v\nwant %v", got, want)
-	}
+	wantInstant(t, md, t0, "queue_depth", want)
 }
 
 // TestTargetInfoPerResource: for each resource with points and attributes
@@ -168,11 +148,7 @@ func TestTargetInfoPerResource(t *testing.T) {
 	ms := resource(md, "checkout")
 	addGauge(ms)
 	want := []string{`target_info{host_name="h1", instance="i-1", job="shop/checkout"} => 1 @[1772359800]`}
-	checkOracle(t, md, end, "target_info", want)
-	got := instantSamples(t, md, "target_info", end)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v\nwant %v", got, want)
-	}
+	wantInstant(t, md, end, "target_info", want)
 	c := clientOf(t, md)
 	ctx := context.Background()
 	vals, _, _, err := c.LabelValues(ctx, model.MetricNameLabel, nil, t0.Add(-time.Minute), end)
@@ -322,11 +298,7 @@ func TestEmptyServiceAttributesKeepPointLabels(t *testing.T) {
 	dp.Attributes().PutStr("job", "batch")
 	dp.Attributes().PutStr("instance", "p-1")
 	want := []string{`queue_depth{instance="p-1", job="batch"} => 5 @[1772359200]`}
-	checkOracle(t, md, t0, "queue_depth", want)
-	got := instantSamples(t, md, "queue_depth", t0)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v\nwant %v", got, want)
-	}
+	wantInstant(t, md, t0, "queue_depth", want)
 }
 
 // TestServiceNameMatcherOnPromotedAttribute: a resource holding
@@ -430,5 +402,15 @@ func TestUnderscoreOnlyAttributeLeftOut(t *testing.T) {
 	want := []string{`queue_depth => 5 @[1772359200]`, `queue_size => 6 @[1772359200]`}
 	if got := instantSamples(t, md, `{__name__=~"queue.*"}`, t0); !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// wantInstant checks want against Prometheus's own conversion of md
+// (checkOracle), then against what this API answers for name at at.
+func wantInstant(t *testing.T, md pmetric.Metrics, at time.Time, name string, want []string) {
+	t.Helper()
+	checkOracle(t, md, at, name, want)
+	if got := instantSamples(t, md, name, at); !slices.Equal(got, want) {
+		t.Fatalf("got %v\nwant %v", got, want)
 	}
 }
