@@ -63,7 +63,7 @@ type commandRequest struct {
 	Database string   `json:"database"`
 	// Table is the client's sink.table: of the tables run loads
 	// (otlp.signals), the one the command is about; "" is run's own, and
-	// another is refused.
+	// another is refused for a command about it (runningFor).
 	Table string `json:"table,omitempty"`
 }
 
@@ -200,7 +200,7 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 	err := s.sameDatabase(req.Database)
 	var running *runningSink
 	if err == nil {
-		running, err = s.runningFor(req.Table)
+		running, err = s.runningFor(req.Table, readsSinkTable(req.Args))
 	}
 	if err == nil {
 		err = runInside(ctx, &cmdEnv{stdout: out, stderr: &stderr, running: running}, req.Args)
@@ -211,21 +211,30 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(trailerStderr, strconv.QuoteToASCII(stderr.String()))
 }
 
+// readsSinkTable says whether the command args answers about the
+// config's sink.table (its rows, ledger and dead letters): verify and dlq
+// list. The others read what they name (sql, report, reconcile, ready).
+func readsSinkTable(args []string) bool {
+	name := commandName(args)
+	return name == "verify" || name == "dlq list"
+}
+
 // runningFor is what run lends a command whose config names table: the
-// sink of that table among run's (otlp.signals loads several); "" is
-// run's own (kafka.signal's). A table run does not load is refused: run's
-// config would answer for another table than the one asked about (verify
-// would check run's table and say OK).
-func (s *commandServer) runningFor(table string) (*runningSink, error) {
-	if table == "" {
-		return s.running[0], nil
-	}
+// sink of that table among run's (otlp.signals loads several), else run's
+// own (kafka.signal's). For a command about the table (strict), a table
+// run does not load is refused: run's config would answer for another
+// table than the one asked about (verify would check run's table and say
+// OK about it).
+func (s *commandServer) runningFor(table string, strict bool) (*runningSink, error) {
 	tables := make([]string, len(s.running))
 	for i, r := range s.running {
 		if strings.EqualFold(r.cfg.Sink.Table, table) { // DuckDB's names ignore case
 			return r, nil
 		}
 		tables[i] = r.cfg.Sink.Table
+	}
+	if table == "" || !strict {
+		return s.running[0], nil
 	}
 	return nil, usagef("the config names sink.table %q, and this tracelake run (pid %d) loads %s into %s: give the command the config run uses, or stop run to read %q",
 		table, os.Getpid(), strings.Join(tables, ", "), s.database, table)

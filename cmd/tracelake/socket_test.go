@@ -200,7 +200,7 @@ func TestRunningForNamesTablesAsDuckDB(t *testing.T) {
 	traces.Sink.Table, logs.Sink.Table = "otel_spans", "otel_logs"
 	s := &commandServer{running: []*runningSink{{cfg: traces}, {cfg: logs}}}
 	for table, want := range map[string]*config.Config{"otel_logs": logs, "OTEL_LOGS": logs, "Otel_Spans": traces, "": traces} {
-		got, err := s.runningFor(table)
+		got, err := s.runningFor(table, true)
 		if err != nil {
 			t.Fatalf("runningFor(%q): %v", table, err)
 		}
@@ -221,6 +221,10 @@ func TestCommandForATableRunDoesNotLoadIsRefused(t *testing.T) {
 	code, msg := exitStatus(err)
 	if code != exitUsage || !strings.Contains(msg, `sink.table "orders"`) || !strings.Contains(msg, "events") {
 		t.Errorf("verify of a table run does not load: exit %d, %q, output %q", code, msg, out.String())
+	}
+	// sql reads the tables it names, whichever the config's is.
+	if err := throughRun(context.Background(), held, []string{"sql", "SELECT 1 AS one"}, &out); err != nil {
+		t.Errorf("sql with a config of another table: %v", err)
 	}
 	held.table = "EVENTS" // run's own, named in another case
 	if _, code := ask(t, cfg, "sql", "SELECT 1 AS one"); code != exitOK {
