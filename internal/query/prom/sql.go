@@ -24,8 +24,10 @@ import (
 // cumulative temporality, as Prometheus's OTLP receiver stores them by
 // default (metrics_to_prw.go FromMetrics refuses any other, unspecified
 // included: "invalid temporality and type combination"). PromQL's rate()
-// and increase() would read deltas as resets.
-const servedWhere = `(metric_type IN ('gauge', 'summary') OR metric_type IN ('sum', 'histogram') AND temporality = 'cumulative')`
+// and increase() would read deltas as resets. Written as one IN list
+// and a condition beside it, which DuckDB pushes into the scan (an OR
+// of the two kinds at the top cost BenchmarkRate6h a tenth more CPU).
+const servedWhere = `metric_type IN ('gauge', 'sum', 'histogram', 'summary') AND (temporality = 'cumulative' OR metric_type IN ('gauge', 'summary'))`
 
 // timeRange bounds a query in milliseconds, clamped to what a timestamp
 // in microseconds holds (Prometheus's API sends its MinTime and MaxTime
@@ -51,7 +53,7 @@ func familiesSQL(table string, described bool) string {
 	if described {
 		desc = ", max(metric_description)"
 	}
-	return `SELECT metric_name, metric_unit, metric_type, is_monotonic, count("sum") = 0, coalesce(max(json_array_length(quantiles)), 0) = 0` + desc + `
+	return `SELECT metric_name, metric_unit, metric_type, is_monotonic, count("sum") FILTER (WHERE metric_type = 'histogram') = 0, coalesce(max(json_array_length(quantiles)) FILTER (WHERE metric_type = 'summary'), 0) = 0` + desc + `
 		FROM ` + sqltext.Ident(table) + `
 		WHERE time >= make_timestamp($1) AND time <= make_timestamp($2) AND metric_name IS NOT NULL AND ` + servedWhere + `
 		GROUP BY metric_name, metric_unit, metric_type, is_monotonic`
