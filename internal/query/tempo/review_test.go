@@ -1,0 +1,26 @@
+package tempo
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestReviewTagQueryLenientKeepsCompleteConditions: Grafana's
+// autocomplete sends the query being typed, e.g. the values of
+// span.http.method while the user types
+// `{ resource.service.name = "payments" && span.http.method = }`. Tempo
+// reads q with traceql.ExtractConditionGroups, which parses it with
+// ParseLenient (pkg/traceql/lenient_parser.go: "incomplete matchers are
+// replaced with `true` and the cleaned query is re-parsed", the example
+// in its doc being `{ .foo = "bar" && name = }`), so the complete
+// condition resource.service.name = "payments" still narrows the values
+// to POST. traceql.TagFilter (groups.go) uses the strict Parse, which
+// fails, and returns nil: every span's values are answered.
+func TestReviewTagQueryLenientKeepsCompleteConditions(t *testing.T) {
+	f := newFixture(t)
+	q := `{ resource.service.name = "payments" && span.http.method = }`
+	want := []string{"string:POST"}
+	if code, got := f.v2Values("span.http.method", q); code != 200 || !slices.Equal(got, want) {
+		t.Errorf("values of span.http.method, q=%s: %d %q, want 200 %q", q, code, got, want)
+	}
+}
