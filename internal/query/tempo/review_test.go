@@ -24,3 +24,24 @@ func TestReviewTagQueryLenientKeepsCompleteConditions(t *testing.T) {
 		t.Errorf("values of span.http.method, q=%s: %d %q, want 200 %q", q, code, got, want)
 	}
 }
+
+// TestReviewTagValuesNilConditionIsNotAValue: `span.foo = nil` is not an
+// equality with a value: Tempo's grammar makes it
+// newUnaryOperation(OpNotExists, …) (pkg/traceql/expr.y, "NIL
+// handling"), so ExecuteTagValues's shortcut (pkg/traceql/engine.go:
+// `c.Attribute == tag && c.Op == OpEqual` → cb(c.Operands[0])) never
+// applies to it: the group is read, with the tag's own OpNone condition
+// added, and a span lacking the tag has no value of it. tempo's
+// ownValues (tags.go) takes the Comparison{Op: "=", Value: nil} for an
+// own value and answers {"string", ""} without reading anything.
+func TestReviewTagValuesNilConditionIsNotAValue(t *testing.T) {
+	f := newFixture(t)
+	for q, want := range map[string][]string{
+		`{ span.http.method = nil }`:                                       nil,
+		`{ span.http.method = nil || resource.service.name = "payments" }`: {"string:POST"},
+	} {
+		if code, got := f.v2Values("span.http.method", q); code != 200 || !slices.Equal(got, want) {
+			t.Errorf("values of span.http.method, q=%s: %d %q, want 200 %q", q, code, got, want)
+		}
+	}
+}
