@@ -27,3 +27,21 @@ func TestReviewJSONFirstKeyWins(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewLogfmtFirstKeyWins: Loki's LogfmtParser skips a key already
+// extracted on the line (pkg/logql/log/parser.go LogfmtParser.Process:
+// `if !parserHints.ShouldExtract(key) || parserHints.Extracted(key) {
+// continue }`, the hints recording each parsed label: labels.go Set →
+// RecordExtracted), so of `a=1 a=2`, and of two keys sanitizing alike,
+// the first is the label. Not introduced today (bd219dc rewrote the
+// loop around it), the same rule as TestReviewJSONFirstKeyWins.
+func TestReviewLogfmtFirstKeyWins(t *testing.T) {
+	for line, want := range map[string]string{
+		`a_b=1 a_b=2`: "1",
+		`a-b=1 a_b=2`: "1",
+	} {
+		if got := lineAfter(t, "{app=\"a\"} | logfmt | line_format `{{.a_b}}`", line); got != want {
+			t.Errorf("%s: %q, want %q (the first key, as Loki)", line, got, want)
+		}
+	}
+}
