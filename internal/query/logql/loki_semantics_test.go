@@ -195,20 +195,3 @@ func TestPatternLineFilterAsLoki(t *testing.T) {
 		}
 	}
 }
-
-// TestJSONLastKeyWins: `| json` reads the fields in the line's order, so
-// when two keys sanitize to the same label name the last one's value is
-// the label, as in Loki (its parser walks the line), every time.
-func TestJSONLastKeyWins(t *testing.T) {
-	for line, want := range map[string]string{
-		`{"a-b":"1","a_b":"2"}`:     "2",
-		`{"a_b":"2","a-b":"1"}`:     "1",
-		`{"x":{"y":"3"},"x_y":"4"}`: "4",
-	} {
-		for range 20 { // a walk in map order differs across runs
-			if got := lineAfter(t, "{app=\"a\"} | json | line_format `{{.a_b}}{{.x_y}}`", line); got != want {
-				t.Fatalf("%s: %q, want %q (the last key)", line, got, want)
-			}
-		}
-	}
-}

@@ -49,6 +49,12 @@ func setParsed(b *builder, name, value string) {
 	if b.has(name, CatStream) || b.has(name, CatMetadata) {
 		name += duplicateSuffix
 	}
+	if b.has(name, CatParsed) {
+		// The first value parsed on a line keeps its name: Loki's parsers
+		// skip a key already extracted (pkg/logql/log/parser.go,
+		// parserHints.Extracted, recorded by every parsed label's Set).
+		return
+	}
 	b.set(CatParsed, name, value)
 }
 
@@ -56,7 +62,7 @@ func setParsed(b *builder, name, value string) {
 // joined with _ (Loki pkg/logql/log/parser.go JSONParser): arrays and
 // nulls are skipped; a line that is not a JSON object is a
 // JSONParserErr. Fields are read in the line's order, so of two keys
-// that sanitize to one label name the last wins, as in Loki.
+// that sanitize to one label name the first wins, as in Loki.
 func jsonAll(line string, b *builder) {
 	dec := json.NewDecoder(strings.NewReader(line))
 	dec.UseNumber()

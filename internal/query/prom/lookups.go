@@ -198,7 +198,7 @@ func (a *api) metadata(w http.ResponseWriter, r *http.Request, s tenancy.Scope) 
 	}
 	units := otlptranslator.UnitNamer{}
 	out := map[string][]metadataEntry{}
-	if len(fams) > 0 && (metric == "" || metric == targetInfoName) && limit != 0 && perMetric != 0 {
+	if (metric == "" || metric == targetInfoName) && limit != 0 && perMetric != 0 { // as LabelValues: families or not
 		has, err := q.hasTargetInfo(r.Context())
 		if err != nil {
 			a.fail(w, execError(err))

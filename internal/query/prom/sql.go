@@ -165,9 +165,10 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 		// service.name when later in the resource (metrics_to_prw.go
 		// addPromotedAttributes), or when the resource has no
 		// service.name (the column is ''). Such resources are rare, and
-		// their rows are read whatever the column says.
+		// their rows are read whatever the column says; a LIKE first
+		// spares most rows the regular expression.
 		where.WriteString(" AND (coalesce(service_name, '') IN ('', " + placeholders(&params, f.services) +
-			") OR attributes::VARCHAR LIKE '%service%name%' OR regexp_matches(resource_attributes::VARCHAR, '" + otherServiceNameKey + "'))")
+			") OR attributes::VARCHAR LIKE '%service%name%' OR resource_attributes::VARCHAR LIKE '%service%name%' AND regexp_matches(resource_attributes::VARCHAR, '" + otherServiceNameKey + "'))")
 	}
 	return `SELECT ` + family + `, scope_name, scope_version, scope_attributes::VARCHAR, resource_attributes::VARCHAR, attributes::VARCHAR, ` + tenant + `, ` + last + `
 		FROM ` + sqltext.Ident(table) + `

@@ -305,7 +305,11 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 				set[k.name] = struct{}{}
 			}
 		}
-		if len(fams) > 0 && matchesName(ms, targetInfoName) {
+		// Not only with families served: Prometheus writes target_info
+		// for a resource with points it refuses too (metrics_to_prw.go
+		// FromMetrics: the timestamps are found before the temporality
+		// check).
+		if matchesName(ms, targetInfoName) {
 			if has, err := q.hasTargetInfo(ctx); err != nil {
 				return nil, nil, fmt.Errorf("read target_info: %w", err)
 			} else if has {

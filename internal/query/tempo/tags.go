@@ -92,7 +92,9 @@ func ownValues(req tagsRequest, a traceql.Attribute) (vals []traceql.Static, res
 	for _, g := range req.groups {
 		own := false
 		for _, c := range g {
-			if c, ok := c.(traceql.Comparison); ok && c.Attr == a && c.Op == "=" {
+			// "= nil" is the attribute missing (Tempo's OpNotExists), no
+			// value of it.
+			if c, ok := c.(traceql.Comparison); ok && c.Attr == a && c.Op == "=" && c.Value.Kind != traceql.Nil {
 				vals = append(vals, c.Value)
 				own = true
 				break

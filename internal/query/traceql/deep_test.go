@@ -19,3 +19,24 @@ func TestDeepNestingIsRefused(t *testing.T) {
 		t.Errorf("a query nesting 100 levels: %v", err)
 	}
 }
+
+// A q being typed is completed as upstream's ParseLenient completes it
+// (pkg/traceql/lenient_parser_test.go's shapes): a comparison with no
+// value becomes true, unclosed braces are closed, the rest is kept.
+func TestCompleted(t *testing.T) {
+	for q, want := range map[string]string{
+		`{ .foo = "bar" && name = }`:                `{ .foo = "bar" && true }`,
+		`{ span.http.method = `:                     `{ true  }`,
+		`{ name = || resource.service.name = "a" }`: `{ true || resource.service.name = "a" }`,
+		`{ (span.a > ) && span.b = 1 }`:             `{ (true ) && span.b = 1 }`,
+		`{ span.a = 1 } | count() > `:               `{ span.a = 1 } | count() > `,
+		`{ span.a = "x`:                             ``,
+	} {
+		if got := completed(q); got != want {
+			t.Errorf("completed(%q) = %q, want %q", q, got, want)
+		}
+	}
+	if TagFilter(`{ resource.service.name = "payments" && span.http.method = }`) == nil {
+		t.Error("a completed q filters nothing")
+	}
+}

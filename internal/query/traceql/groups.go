@@ -1,24 +1,28 @@
 package traceql
 
+import "strings"
+
 // maxConditionGroups bounds the OR expansion of ConditionGroups (upstream
 // lenient_extract.go DefaultMaxConditionGroupsPerTagQuery).
 const maxConditionGroups = 100
 
 // TagFilter is the filter a tag request's q narrows the spans by, read
 // as upstream's traceql.ExtractConditionGroups reads it
-// (pkg/traceql/lenient_extract.go): a q that does not parse, or whose
-// spanset is not a single filter (a structural or spanset operator), or
-// whose filter places no condition, filters nothing (nil). The tag
-// APIs never refuse a q: Grafana's autocomplete sends the query being
-// typed.
+// (pkg/traceql/lenient_extract.go): a q that does not parse, even with
+// its incomplete comparisons taken as true (completed), or whose spanset
+// is not a single filter (a structural or spanset operator), or whose
+// filter places no condition, filters nothing (nil). The tag APIs never
+// refuse a q: Grafana's autocomplete sends the query being typed.
 func TagFilter(q string) *Filter {
 	parsed, err := Parse(q)
 	if err != nil {
-		return nil
+		if parsed, err = Parse(completed(q)); err != nil {
+			return nil
+		}
 	}
 	f, ok := parsed.Spans.(Filter)
-	if !ok || f.Cond == nil {
-		return nil
+	if always, lit := f.Cond.(Literal); !ok || f.Cond == nil || lit && always.B {
+		return nil // no condition, or only true (what a completed q may leave)
 	}
 	return &f
 }
@@ -98,4 +102,47 @@ func Or(groups []Group) Filter {
 		}
 	}
 	return Filter{Cond: cond}
+}
+
+// comparisons are the operators of a comparison.
+var comparisons = map[string]bool{"=": true, "!=": true, "=~": true, "!~": true, ">": true, ">=": true, "<": true, "<=": true}
+
+// completed is q as it is being typed, made whole as upstream's
+// ParseLenient makes it (pkg/traceql/lenient_parser.go): before the first
+// pipe, an attribute and a comparison with nothing after it (the end, a
+// closing brace or parenthesis, && or ||) becomes true, which places no
+// condition in an AND and matches everything in an OR; unclosed braces
+// are closed. "" when q does not lex.
+func completed(q string) string {
+	toks, err := lex(q)
+	if err != nil {
+		return ""
+	}
+	ends := func(t token) bool {
+		return t.kind == tEOF || t.kind == tOp && (t.text == "}" || t.text == ")" || t.text == "&&" || t.text == "||")
+	}
+	var b strings.Builder
+	from, depth := 0, 0
+	for i := 0; i < len(toks) && toks[i].kind != tEOF; i++ {
+		t := toks[i]
+		if t.kind == tOp && t.text == "|" {
+			break
+		}
+		switch {
+		case t.kind == tOp && t.text == "{":
+			depth++
+		case t.kind == tOp && t.text == "}":
+			depth--
+		case (t.kind == tAttr || t.kind == tIdent) && i+2 < len(toks) && toks[i+1].kind == tOp && comparisons[toks[i+1].text] && ends(toks[i+2]):
+			b.WriteString(q[from:t.pos])
+			b.WriteString("true")
+			from = toks[i+1].pos + len(toks[i+1].text)
+			i++
+		}
+	}
+	b.WriteString(q[from:])
+	for ; depth > 0; depth-- {
+		b.WriteString(" }")
+	}
+	return b.String()
 }

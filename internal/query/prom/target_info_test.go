@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-// TestReviewTargetInfoListedWhenOnlyDeltaSums: Prometheus's OTLP receiver
+// TestTargetInfoListedWhenOnlyDeltaSums: Prometheus's OTLP receiver
 // writes target_info for every resource with any metric point, refused
 // ones included (metrics_to_prw.go FromMetrics: findMinAndMaxTimestamps
 // runs before the temporality check, and addResourceTargetInfo is called
@@ -20,7 +20,7 @@ import (
 // only when some served family exists (`len(fams) > 0` in
 // storage.go LabelValues and lookups.go metadata): a resource sending
 // only delta sums has a target_info one can query but not find.
-func TestReviewTargetInfoListedWhenOnlyDeltaSums(t *testing.T) {
+func TestTargetInfoListedWhenOnlyDeltaSums(t *testing.T) {
 	md := pmetric.NewMetrics()
 	addDeltaCounter(resource(md, "checkout")) // one point at ts(1)
 	at := ts(1).AsTime()

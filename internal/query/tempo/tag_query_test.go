@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestReviewTagQueryLenientKeepsCompleteConditions: Grafana's
+// TestTagQueryLenientKeepsCompleteConditions: Grafana's
 // autocomplete sends the query being typed, e.g. the values of
 // span.http.method while the user types
 // `{ resource.service.name = "payments" && span.http.method = }`. Tempo
@@ -16,7 +16,7 @@ import (
 // condition resource.service.name = "payments" still narrows the values
 // to POST. traceql.TagFilter (groups.go) uses the strict Parse, which
 // fails, and returns nil: every span's values are answered.
-func TestReviewTagQueryLenientKeepsCompleteConditions(t *testing.T) {
+func TestTagQueryLenientKeepsCompleteConditions(t *testing.T) {
 	f := newFixture(t)
 	q := `{ resource.service.name = "payments" && span.http.method = }`
 	want := []string{"string:POST"}
@@ -25,7 +25,7 @@ func TestReviewTagQueryLenientKeepsCompleteConditions(t *testing.T) {
 	}
 }
 
-// TestReviewTagValuesNilConditionIsNotAValue: `span.foo = nil` is not an
+// TestTagValuesNilConditionIsNotAValue: `span.foo = nil` is not an
 // equality with a value: Tempo's grammar makes it
 // newUnaryOperation(OpNotExists, …) (pkg/traceql/expr.y, "NIL
 // handling"), so ExecuteTagValues's shortcut (pkg/traceql/engine.go:
@@ -34,7 +34,7 @@ func TestReviewTagQueryLenientKeepsCompleteConditions(t *testing.T) {
 // added, and a span lacking the tag has no value of it. tempo's
 // ownValues (tags.go) takes the Comparison{Op: "=", Value: nil} for an
 // own value and answers {"string", ""} without reading anything.
-func TestReviewTagValuesNilConditionIsNotAValue(t *testing.T) {
+func TestTagValuesNilConditionIsNotAValue(t *testing.T) {
 	f := newFixture(t)
 	for q, want := range map[string][]string{
 		`{ span.http.method = nil }`:                                       nil,

@@ -2,7 +2,7 @@ package logql
 
 import "testing"
 
-// TestReviewJSONFirstKeyWins: when two keys of a line sanitize to one
+// TestJSONFirstKeyWins: when two keys of a line sanitize to one
 // label name, Loki keeps the FIRST one's value, not the last.
 // pkg/logql/log/parser.go JSONParser.parseLabelValue skips a key when
 // `j.lbs.ParserLabelHints().Extracted(sanitizedKey)`; labels.go
@@ -16,7 +16,7 @@ import "testing"
 // test says the same for params: "duplicate field name takes first
 // value" (parser_test.go). d660023's TestJSONLastKeyWins asserts the
 // opposite.
-func TestReviewJSONFirstKeyWins(t *testing.T) {
+func TestJSONFirstKeyWins(t *testing.T) {
 	for line, want := range map[string]string{
 		`{"a-b":"1","a_b":"2"}`:     "1",
 		`{"a_b":"2","a-b":"1"}`:     "2",
@@ -28,14 +28,14 @@ func TestReviewJSONFirstKeyWins(t *testing.T) {
 	}
 }
 
-// TestReviewLogfmtFirstKeyWins: Loki's LogfmtParser skips a key already
+// TestLogfmtFirstKeyWins: Loki's LogfmtParser skips a key already
 // extracted on the line (pkg/logql/log/parser.go LogfmtParser.Process:
 // `if !parserHints.ShouldExtract(key) || parserHints.Extracted(key) {
 // continue }`, the hints recording each parsed label: labels.go Set →
 // RecordExtracted), so of `a=1 a=2`, and of two keys sanitizing alike,
 // the first is the label. Not introduced today (bd219dc rewrote the
-// loop around it), the same rule as TestReviewJSONFirstKeyWins.
-func TestReviewLogfmtFirstKeyWins(t *testing.T) {
+// loop around it), the same rule as TestJSONFirstKeyWins.
+func TestLogfmtFirstKeyWins(t *testing.T) {
 	for line, want := range map[string]string{
 		`a_b=1 a_b=2`: "1",
 		`a-b=1 a_b=2`: "1",
