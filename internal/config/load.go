@@ -72,7 +72,7 @@ func decodeFile(cfg *Config, path string, data []byte) error {
 		return fmt.Errorf("parse %s: %w", path, err)
 	}
 	var second yaml.Node
-	if err := dec.Decode(&second); err == nil && len(second.Content) > 0 {
+	if err := dec.Decode(&second); err == nil && len(second.Content) > 0 && !emptyDocument(&second) {
 		return fmt.Errorf("%s: a second YAML document at line %d: a config file holds one document (remove the \"---\" and merge the keys into one mapping)", path, second.Content[0].Line)
 	} else if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("parse %s: %w", path, err)
@@ -89,6 +89,13 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 	yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
 )
+
+// emptyDocument says whether doc holds nothing: yaml.v3 reads a document
+// with no content (a trailing "---") as one null scalar.
+func emptyDocument(doc *yaml.Node) bool {
+	c := doc.Content
+	return len(c) == 1 && c[0].Kind == yaml.ScalarNode && c[0].Tag == "!!null" && c[0].Value == ""
+}
 
 // decodeNode decodes n into v key by key, so that every error carries the key
 // path and unknown keys are reported with the keys accepted in their place.

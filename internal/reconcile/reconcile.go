@@ -189,7 +189,9 @@ func rowHash(ctx context.Context, q Querier, table string, cols []string) (strin
 		if err := rows.Scan(ptrs...); err != nil {
 			return "", fmt.Errorf("read column types of %s: %w", table, err)
 		}
-		types[fmt.Sprint(vals[0])] = strings.ToUpper(fmt.Sprint(vals[1]))
+		// By the name lower-cased: DuckDB's names ignore case, and a
+		// column may be named in another case than the table's.
+		types[strings.ToLower(fmt.Sprint(vals[0]))] = strings.ToUpper(fmt.Sprint(vals[1]))
 	}
 	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("read column types of %s: %w", table, err)
@@ -197,7 +199,7 @@ func rowHash(ctx context.Context, q Querier, table string, cols []string) (strin
 	exprs := make([]string, len(cols))
 	for i, c := range cols {
 		col := sqltext.Ident(c)
-		switch t := types[c]; {
+		switch t := types[strings.ToLower(c)]; {
 		case strings.HasPrefix(t, "DECIMAL(") && !strings.HasSuffix(t, ",0)"):
 			// A scale above 0 always writes a point: trailing zeros,
 			// then a bare point, go ("10.50" 10.5, "10.00" 10).

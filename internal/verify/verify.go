@@ -420,6 +420,12 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 				p.Lag = -1
 			}
 		}
+		if p.LedgerNext >= 0 && p.Low > p.LedgerNext {
+			// Retention deleted records past where loading stands,
+			// never loaded: lost (the run reports them too once it
+			// reads the partition again).
+			p.addGap(p.LedgerNext, p.Low-1)
+		}
 		if raw {
 			p.CountMismatch = p.Rows+p.DLQRows != p.LedgerRecords
 		} else {

@@ -8,7 +8,7 @@ import "testing"
 // no setting, and the file loaded before that change: it must still load.
 // yaml.v3 decodes it as a document holding one !!null scalar, which
 // decodeFile counts as a second document (len(second.Content) > 0).
-func TestReviewTrailingEmptyDocumentIsNotASecondDocument(t *testing.T) {
+func TestTrailingEmptyDocumentIsNotASecondDocument(t *testing.T) {
 	for _, text := range []string{
 		"kafka: {topics: [a]}\n---\n",
 		"kafka: {topics: [a]}\n---\n# end\n",

@@ -15,7 +15,7 @@ import (
 // lag leaves them out ("a gap if it was never loaded"), but no gap counts
 // them either: verify says OK and the 30 lost records appear nowhere.
 // Before that change they were at least in the lag (90).
-func TestReviewRecordsRetentionDeletedPastThePositionAreAGap(t *testing.T) {
+func TestRecordsRetentionDeletedPastThePositionAreAGap(t *testing.T) {
 	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 40, High: 100}}
 	next := map[sink.TopicPartition]int64{tp: 10}
 	var o sink.Offsets
@@ -45,11 +45,11 @@ func TestReviewRecordsRetentionDeletedPastThePositionAreAGap(t *testing.T) {
 	}
 }
 
-// reviewLedger answers Run's queries: the ledger's rows for the ledger
+// ledgerRows answers Run's queries: the ledger's rows for the ledger
 // query, nothing else.
-type reviewLedger [][]string
+type ledgerRows [][]string
 
-func (l reviewLedger) QueryText(_ context.Context, q string) ([][]string, error) {
+func (l ledgerRows) QueryText(_ context.Context, q string) ([][]string, error) {
 	if strings.Contains(q, "first_offset") {
 		return l, nil
 	}
@@ -62,9 +62,9 @@ func (l reviewLedger) QueryText(_ context.Context, q string) ([][]string, error)
 // The ledger path (DuckDB, Databend): the ledger reaches offset 10, the
 // log now starts at 40. Records 10-39 were never loaded and are gone:
 // a gap, not a lag of 60 with verify OK.
-func TestReviewLedgerPastPositionDeletedByRetentionIsAGap(t *testing.T) {
+func TestLedgerPastPositionDeletedByRetentionIsAGap(t *testing.T) {
 	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 40, High: 100}}
-	ledger := reviewLedger{{"t", "0", "0", "9", "10"}}
+	ledger := ledgerRows{{"t", "0", "0", "9", "10"}}
 	for _, fromStart := range []bool{true, false} {
 		rep, err := Run(context.Background(), ledger, Tables{Main: "m", DLQ: "d", Ledger: "l"}, marks, fromStart)
 		if err != nil {

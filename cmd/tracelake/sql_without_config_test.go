@@ -15,7 +15,7 @@ import (
 // transform run loads (run's own here is "events"): since aeebb08 the
 // socket refuses the query with a usage error, though sql does not
 // depend on sink.table at all. Expected: the query is answered.
-func TestReviewSQLWithoutAConfigGoesThroughRun(t *testing.T) {
+func TestSQLWithoutAConfigGoesThroughRun(t *testing.T) {
 	cfg, _ := servedSink(t, t.TempDir())
 	cf := configFlags{duckdb: cfg.Sink.DuckDB.Path}
 	client, err := cf.loadFor(false)

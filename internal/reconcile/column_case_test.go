@@ -11,7 +11,7 @@ import (
 // and DECIMAL(12,2) 1.50 against DECIMAL(18,4) 1.5000 comes out
 // DIFFERENT, where the same tables compared over their own names are
 // EQUAL (TestCompareHashesEqualValuesOfCompatibleTypesEqual).
-func TestReviewCompareColumnNamedInAnotherCaseIsCanonical(t *testing.T) {
+func TestCompareColumnNamedInAnotherCaseIsCanonical(t *testing.T) {
 	db := duck(t, `CREATE TABLE a (k INTEGER, "Amount" DECIMAL(12,2))`, "INSERT INTO a VALUES (1, 1.5), (2, 10)",
 		`CREATE TABLE b (k INTEGER, "Amount" DECIMAL(18,4))`, "INSERT INTO b VALUES (1, 1.5), (2, 10)")
 	r, err := Compare(context.Background(), db, Spec{Left: "a", Right: "b", Key: []string{"k"}, Columns: []string{"k", "amount"}})
