@@ -1,0 +1,73 @@
+package report
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// An agent invocation span carries the usage of the whole invocation: the
+// OpenTelemetry GenAI agent spans (gen-ai-agent-spans.md, "Invoke agent
+// span") list gen_ai.request.model and gen_ai.usage.input_tokens /
+// output_tokens on invoke_agent spans, and instrumentations set them to the
+// run's totals (Pydantic AI's agent run span, Sentry's OpenAI Agents
+// integration: the sums of the run's model requests), while each of those
+// requests is also a chat span of its own with its usage. tracelake prices
+// both (fixtures.json: "otel agent, Anthropic, ..." prices an invoke_agent
+// span), and the report adds both up: the trace's tokens and cost count
+// twice. The LLM usage the trace paid for is its chats'.
+func TestHuntAgentUsageNotCountedTwiceWithItsChats(t *testing.T) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var defs []string
+	for _, c := range duckdb.TypedColumns(&genai.Table) {
+		defs = append(defs, sqltext.Ident(c.Name)+" "+c.Type)
+	}
+	if _, err := db.Exec("CREATE TABLE genai_operations (" + strings.Join(defs, ", ") + ")"); err != nil {
+		t.Fatal(err)
+	}
+	start := now.Add(-time.Hour).Format("2006-01-02 15:04:05")
+	// The agent (span a) and its two chats (b, c, children of a); the
+	// agent's usage is the sum of its chats' (gpt-4o: $2.5/M in, $10/M out).
+	for i, r := range []struct {
+		span, parent, op, agent string
+		in, out                 int64
+		cost                    string
+	}{
+		{"a", "", "invoke_agent", "researcher", 1500, 300, "0.006750000000"},
+		{"b", "a", "chat", "", 1000, 200, "0.004500000000"},
+		{"c", "a", "chat", "", 500, 100, "0.002250000000"},
+	} {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, parent_span_id, start_time, duration_ms, operation,
+			provider, request_model, agent_name, status, input_tokens, output_tokens, total_tokens, total_cost_usd, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', 'trace-1', ?, ?, CAST(? AS TIMESTAMP), 10, ?, 'openai', 'gpt-4o', nullif(?, ''), 'ok', ?, ?, ?, CAST(? AS DECIMAL(18,12)), 'otlp', 0, 1, ?)`,
+			r.span, r.parent, start, r.op, r.agent, r.in, r.out, r.in+r.out, r.cost, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InputTokens != 1500 || r.OutputTokens != 300 || r.CostUSD != "0.006750000000" {
+		t.Errorf("report totals: input %d output %d cost %s, want 1500 300 0.006750000000 (the agent's usage is its chats')",
+			r.InputTokens, r.OutputTokens, r.CostUSD)
+	}
+	if len(r.Traces) != 1 || r.Traces[0].CostUSD != "0.006750000000" || r.Traces[0].Tokens != 1800 {
+		t.Errorf("most expensive traces %+v, want trace-1 at 0.006750000000 and 1800 tokens", r.Traces)
+	}
+	if len(r.Models) != 1 || r.Models[0].InputTokens != 1500 || r.Models[0].CostText != "0.006750000000" {
+		t.Errorf("models %+v, want gpt-4o with 1500 input tokens at 0.006750000000", r.Models)
+	}
+}
