@@ -196,6 +196,7 @@ func (m *Mapper) price(op *Operation, at time.Time) {
 				cost, ok := f.Prices.Cost(prices.Usage{
 					Input: deref(op.InputTokens), CacheRead: deref(op.CacheReadTokens),
 					CacheWrite: deref(op.CacheCreationTokens), Output: deref(op.OutputTokens),
+					Reasoning: deref(op.ReasoningTokens),
 				})
 				if !ok {
 					m.stats.CostOutOfRange.Add(1)

@@ -97,6 +97,9 @@ type Conditional struct {
 // cost. A zero Price with Set false is absent from the data.
 type Prices struct {
 	Input, CacheRead, CacheWrite, Output, Requests Price
+	// OutputReasoning is the price of reasoning tokens where the model
+	// prices them apart from the rest of its output.
+	OutputReasoning Price
 }
 
 // Price is one price: a base and optional tiers chosen by the total input
@@ -337,13 +340,15 @@ func timeOfDay(s string) (int, error) {
 
 // priceKeys are the data's keys tracelake prices by; the others (audio,
 // images, web searches, one-hour cache writes) need usage that spans do not
-// report and are left out of the cost.
+// report and are left out of the cost. Reasoning tokens are reported
+// (gen_ai.usage.reasoning.output_tokens and the conventions' equivalents).
 var priceKeys = map[string]func(*Prices) *Price{
-	"input_mtok":       func(p *Prices) *Price { return &p.Input },
-	"cache_read_mtok":  func(p *Prices) *Price { return &p.CacheRead },
-	"cache_write_mtok": func(p *Prices) *Price { return &p.CacheWrite },
-	"output_mtok":      func(p *Prices) *Price { return &p.Output },
-	"requests_kcount":  func(p *Prices) *Price { return &p.Requests },
+	"output_reasoning_mtok": func(p *Prices) *Price { return &p.OutputReasoning },
+	"input_mtok":            func(p *Prices) *Price { return &p.Input },
+	"cache_read_mtok":       func(p *Prices) *Price { return &p.CacheRead },
+	"cache_write_mtok":      func(p *Prices) *Price { return &p.CacheWrite },
+	"output_mtok":           func(p *Prices) *Price { return &p.Output },
+	"requests_kcount":       func(p *Prices) *Price { return &p.Requests },
 }
 
 func parsePrices(data json.RawMessage) (Prices, error) {
@@ -625,12 +630,15 @@ func (m *Model) PricesAt(t time.Time) Prices {
 }
 
 // Usage is an operation's token counts. Input includes the cache reads
-// and writes (the OpenTelemetry meaning); Output includes reasoning.
+// and writes (the OpenTelemetry meaning); Output includes the Reasoning
+// tokens.
 type Usage struct {
-	Input, CacheRead, CacheWrite, Output int64
+	Input, CacheRead, CacheWrite, Output, Reasoning int64
 }
 
-// Cost is what an operation cost, in pico-dollars (10⁻¹² USD).
+// Cost is what an operation cost, in pico-dollars (10⁻¹² USD). Output
+// includes the reasoning tokens' cost (output_cost_usd is the cost of
+// output_tokens, which include them), so the parts add up to Total.
 type Cost struct {
 	Input, CacheRead, CacheWrite, Output, Requests int64
 }
@@ -644,8 +652,10 @@ const MaxCost = 1e18 - 1
 
 // Cost prices u. As in genai-prices, cache reads and writes are split out
 // of the input only where the model has a price for them (else they cost
-// the input price), every tiered price takes the tier of the total input
-// tokens, and a model with a per-request price charges one request. ok is
+// the input price), reasoning tokens are split out of the output only where
+// the model has a price for them (else they cost the output price), every
+// tiered price takes the tier of the total input tokens, and a model with a
+// per-request price charges one request. ok is
 // false when a part or the total would pass MaxCost (token counts no
 // operation has: a bogus attribute): such a cost cannot be stored, and
 // one wrong product must not wrap around to a plausible number.
@@ -669,12 +679,25 @@ func (p Prices) Cost(u Usage) (c Cost, ok bool) {
 		uncached -= u.CacheWrite
 	}
 	c.Input = times(uncached, p.Input.at(u.Input))
-	c.Output = times(u.Output, p.Output.at(u.Input))
+	uncachedOutput := u.Output
+	if p.OutputReasoning.Set {
+		// genai-prices' unit registry (prices/units.yml) makes
+		// output_reasoning_tokens a descendant of output_tokens, and
+		// computeLeafValues (packages/js/src/decompose.ts) charges
+		// output_mtok on the output less the reasoning tokens. It throws
+		// when reasoning exceeds output; a span's bogus count is capped
+		// at the output instead, so no tokens are charged twice or
+		// negatively.
+		reasoning := max(min(u.Reasoning, u.Output), 0)
+		c.Output = times(reasoning, p.OutputReasoning.at(u.Input))
+		uncachedOutput -= reasoning
+	}
+	c.Output += times(uncachedOutput, p.Output.at(u.Input))
 	if p.Requests.Set {
 		// Micro-dollars per thousand requests: ×10⁶ to pico, ÷10³ for one.
 		c.Requests = times(1000, p.Requests.at(u.Input))
 	}
-	// Each part is at most MaxCost, so the sum of five cannot overflow.
+	// Each product is at most MaxCost, so the sum of six cannot overflow.
 	if !ok || c.Total() > MaxCost {
 		return Cost{}, false
 	}

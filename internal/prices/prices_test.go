@@ -282,3 +282,34 @@ func TestRegexMatchesTheLowercasedModelID(t *testing.T) {
 		}
 	}
 }
+
+// Reasoning tokens cost their own price only where the model has one;
+// else all output costs the output price. A count of reasoning tokens
+// above the output (a bogus span) is capped at the output: no token is
+// charged twice.
+func TestCostReasoningTokens(t *testing.T) {
+	tab := Embedded()
+	find := func(provider, model string) Prices {
+		f, ok := tab.Find(provider, model, noon)
+		if !ok {
+			t.Fatalf("no price for %s/%s", provider, model)
+		}
+		return f.Prices
+	}
+	deep, gpt := find("perplexity", "sonar-deep-research"), find("openai", "gpt-4o")
+	for _, c := range []struct {
+		name   string
+		p      Prices
+		u      Usage
+		output int64 // pico-dollars
+	}{
+		{"own price", deep, Usage{Output: 1000, Reasoning: 600}, 400*8_000_000 + 600*3_000_000},
+		{"capped at the output", deep, Usage{Output: 1000, Reasoning: 5000}, 1000 * 3_000_000},
+		{"no reasoning price", gpt, Usage{Output: 1000, Reasoning: 600}, 1000 * 10_000_000},
+	} {
+		got, ok := c.p.Cost(c.u)
+		if !ok || got.Output != c.output {
+			t.Errorf("%s: output cost %d (ok %v), want %d", c.name, got.Output, ok, c.output)
+		}
+	}
+}

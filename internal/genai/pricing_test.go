@@ -1,0 +1,43 @@
+package genai_test
+
+import (
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/prices"
+)
+
+// Perplexity's sonar-deep-research prices reasoning tokens apart
+// (genai-prices: output_mtok 8, output_reasoning_mtok 3). In genai-prices'
+// unit registry (prices/units.yml) output_reasoning_tokens is a descendant
+// of output_tokens, so calcPrice (packages/js/src/engine.ts with
+// decompose.ts computeLeafValues) charges output_mtok on the output tokens
+// less the reasoning ones, and output_reasoning_mtok on the reasoning
+// ones. The span reports its reasoning tokens
+// (gen_ai.usage.reasoning.output_tokens), and the README leaves out only
+// prices whose usage spans do not report (audio, image, web search,
+// one-hour cache writes).
+func TestReasoningTokensPricedAtTheirOwnPrice(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("gen_ai.operation.name", "chat")
+	attrs.PutStr("gen_ai.provider.name", "perplexity")
+	attrs.PutStr("gen_ai.request.model", "sonar-deep-research")
+	attrs.PutInt("gen_ai.usage.input_tokens", 1000)
+	attrs.PutInt("gen_ai.usage.output_tokens", 1000)
+	attrs.PutInt("gen_ai.usage.reasoning.output_tokens", 600)
+	m := genai.NewMapper(prices.Embedded(), false)
+	op, ok := m.Map(&genai.Span{Name: "chat sonar-deep-research", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+	if !ok || op.Price == nil {
+		t.Fatalf("not priced: %v %+v", ok, op)
+	}
+	// 400 output tokens at $8/M + 600 reasoning tokens at $3/M = $0.005;
+	// 1000 input tokens at $2/M = $0.002.
+	const wantOutput, wantTotal = 5_000_000_000, 7_000_000_000 // pico-dollars
+	if op.Cost.Output != wantOutput || op.Cost.Total() != wantTotal {
+		t.Errorf("output cost %s total %s (price %s), want output %s total %s: the reasoning tokens at their own price",
+			prices.Decimal(op.Cost.Output), prices.Decimal(op.Cost.Total()), op.Price.ID(), prices.Decimal(wantOutput), prices.Decimal(wantTotal))
+	}
+}
