@@ -497,25 +497,29 @@ func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 	lower := strings.ToLower(model)
 	var p *Provider
 	how := MatchExact
-	if provider != "" {
-		id := strings.ToLower(strings.TrimSpace(provider))
+	id := strings.ToLower(strings.TrimSpace(provider))
+	if id != "" {
 		if mapped, ok := providerIDs[id]; ok {
 			id = mapped
 		}
 		p = t.provider(id)
 	}
-	if p == nil {
-		// No provider, or one the data does not know: the provider whose
-		// model_match takes the model (claude → anthropic).
+	// A provider the data does not know (a self-hosted ollama or vllm)
+	// has no price: the model ran there, not at the API whose model_match
+	// takes its name. Only without a provider is the provider found by
+	// the model (claude → anthropic), as genai-prices' matchProvider
+	// (packages/js/src/engine.ts) does — and, as there, for "litellm",
+	// a proxy in front of any provider.
+	if p == nil && (id == "" || id == "litellm") {
 		for i := range t.Providers {
 			if mm := t.Providers[i].ModelMatch; mm != nil && mm.matches(lower) {
 				p, how = &t.Providers[i], MatchAlias
 				break
 			}
 		}
-		if p == nil {
-			return Found{}, false
-		}
+	}
+	if p == nil {
+		return Found{}, false
 	}
 	for _, c := range candidates(model) {
 		m, via := t.model(p, strings.ToLower(c.id))
