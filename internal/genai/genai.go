@@ -145,16 +145,16 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 	op.CacheReadTokens, _ = r.intFrom(colCacheReadTokens)
 	op.CacheCreationTokens, _ = r.intFrom(colCacheCreationTokens)
 	op.ReasoningTokens, _ = r.intFrom(colReasoningTokens)
+	var inputPastRange bool
 	if fromClaude && op.InputTokens != nil {
 		// Claude Code's input_tokens is the API's: without the cache
 		// reads and writes, which input_tokens here always includes.
-		in := *op.InputTokens + deref(op.CacheReadTokens) + deref(op.CacheCreationTokens)
-		op.InputTokens = &in
+		op.InputTokens = sum(*op.InputTokens, deref(op.CacheReadTokens), deref(op.CacheCreationTokens))
+		inputPastRange = op.InputTokens == nil
 	}
 	op.TotalTokens, _ = r.intFrom(colTotalTokens)
-	if op.TotalTokens == nil && (op.InputTokens != nil || op.OutputTokens != nil) {
-		total := deref(op.InputTokens) + deref(op.OutputTokens)
-		op.TotalTokens = &total
+	if op.TotalTokens == nil && !inputPastRange && (op.InputTokens != nil || op.OutputTokens != nil) {
+		op.TotalTokens = sum(deref(op.InputTokens), deref(op.OutputTokens))
 	}
 	op.Temperature = r.float(colTemperature)
 	op.MaxTokens, _ = r.intFrom(colMaxTokens)
@@ -208,6 +208,21 @@ func (m *Mapper) price(op *Operation, at time.Time) {
 		}
 	}
 	m.stats.Unpriced.Add(1)
+}
+
+// sum adds token counts, nil when the sum passes the int64 range: counts
+// are kept as sent, and bogus ones (near 2⁶³) must not wrap around to a
+// plausible or negative sum; a sum that does not exist is no count.
+func sum(counts ...int64) *int64 {
+	var total int64
+	for _, c := range counts {
+		next := total + c
+		if (c > 0 && next < total) || (c < 0 && next > total) {
+			return nil
+		}
+		total = next
+	}
+	return &total
 }
 
 func deref(p *int64) int64 {

@@ -41,3 +41,40 @@ func TestReasoningTokensPricedAtTheirOwnPrice(t *testing.T) {
 			prices.Decimal(op.Cost.Output), prices.Decimal(op.Cost.Total()), op.Price.ID(), prices.Decimal(wantOutput), prices.Decimal(wantTotal))
 	}
 }
+
+// A bogus token count near the int64 range (the README: "tokens kept as
+// sent", no cost, never wrapped around) must not make total_tokens wrap
+// around to a negative sum: total_tokens is input + output only when that
+// sum exists; a sum past int64 is no count (null), not a negative one.
+func TestTotalTokensDoNotWrapAround(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("gen_ai.operation.name", "chat")
+	attrs.PutStr("gen_ai.provider.name", "openai")
+	attrs.PutStr("gen_ai.request.model", "gpt-4o")
+	attrs.PutInt("gen_ai.usage.input_tokens", 1<<62)
+	attrs.PutInt("gen_ai.usage.output_tokens", 1<<62)
+	op, ok := genai.NewMapper(prices.Embedded(), false).Map(&genai.Span{Name: "chat gpt-4o", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+	if !ok {
+		t.Fatal("not read")
+	}
+	if op.TotalTokens != nil && *op.TotalTokens < 0 {
+		t.Errorf("total_tokens %d: input 2^62 + output 2^62 wrapped around to a negative count", *op.TotalTokens)
+	}
+}
+
+// Claude Code's input_tokens excludes the cache, which is added to it; a
+// sum past int64 is no count either.
+func TestClaudeCodeInputTokensDoNotWrapAround(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("model", "claude-sonnet-4-5")
+	attrs.PutInt("input_tokens", 1<<62)
+	attrs.PutInt("cache_read_tokens", 1<<62)
+	attrs.PutInt("output_tokens", 10)
+	op, ok := genai.NewMapper(prices.Embedded(), false).Map(&genai.Span{Name: "claude_code.llm_request", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+	if !ok {
+		t.Fatal("not read")
+	}
+	if op.InputTokens != nil || op.TotalTokens != nil {
+		t.Errorf("input_tokens %v total_tokens %v, want null: 2^62 + 2^62 cache reads wrap around", op.InputTokens, op.TotalTokens)
+	}
+}
