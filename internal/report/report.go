@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/sqltext"
@@ -113,8 +114,26 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	// A client that retried an export after a lost answer sent its spans
 	// twice (OTLP has no request id): each operation counts once, by its
 	// span, whatever the copies.
-	from := " FROM (SELECT * FROM " + t + " WHERE " + where +
-		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id ORDER BY ktopic, kpartition, koffset, kindex) = 1) AS operations WHERE true"
+	//
+	// An operation with a descendant operation that has usage in its
+	// trace (an agent, chain or workflow span carrying the sum of its
+	// model calls: instrumentations set invoke_agent's usage to the
+	// run's) would count that usage twice with its descendants': its
+	// tokens and costs are left out of the sums (null here; its row in
+	// the table keeps them), and it still counts as an operation.
+	// Descendants are followed by parent_span_id from operation to
+	// operation; UNION ends at a cycle of bogus ids.
+	same := func(a, b string) string {
+		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
+	}
+	from := " FROM (WITH RECURSIVE ops AS (SELECT * FROM " + t + " WHERE " + where +
+		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id ORDER BY ktopic, kpartition, koffset, kindex) = 1)," +
+		" ancestors AS (SELECT p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ops c JOIN ops p ON " + same("p", "c") +
+		" AND p.span_id = c.parent_span_id WHERE c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL" +
+		" UNION SELECT p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ancestors a JOIN ops p ON " + same("p", "a") +
+		" AND p.span_id = a.parent_span_id)" +
+		" SELECT * REPLACE (" + unlessRolledUp + ") FROM (SELECT *, EXISTS (SELECT 1 FROM ancestors a WHERE " + same("a", "ops") +
+		" AND a.span_id = ops.span_id) AS rolled_up FROM ops)) AS operations WHERE true"
 	// A model is the one that answered, else the one asked for.
 	const model = "coalesce(response_model, request_model, '(none)')"
 
@@ -204,6 +223,20 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	sort.Strings(r.Days)
 	return r, nil
 }
+
+// unlessRolledUp nulls an operation's usage columns where its
+// descendants' usage counts instead (Build's rolled_up).
+var unlessRolledUp = func() string {
+	var b strings.Builder
+	for i, c := range []string{"input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "cache_creation_tokens",
+		"reasoning_tokens", "input_cost_usd", "cache_read_cost_usd", "cache_creation_cost_usd", "output_cost_usd", "total_cost_usd"} {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "CASE WHEN rolled_up THEN NULL ELSE %[1]s END AS %[1]s", c)
+	}
+	return b.String()
+}()
 
 type scanner interface{ Scan(dest ...any) error }
 
