@@ -139,12 +139,12 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 
 	if err := db.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'error'),
 		count(*) FILTER (WHERE total_cost_usd IS NULL AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)),
-		coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(total_cost_usd), 0)::VARCHAR`+from).
+		`+tokens("input_tokens")+`, `+tokens("output_tokens")+`, coalesce(sum(total_cost_usd), 0)::VARCHAR`+from).
 		Scan(&r.Operations, &r.Errors, &r.Unpriced, &r.InputTokens, &r.OutputTokens, &r.CostUSD); err != nil {
 		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
 	}
-	err = query(ctx, db, `SELECT `+model+`, count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
-		coalesce(sum(cache_read_tokens), 0), coalesce(sum(total_cost_usd), 0)::DOUBLE, coalesce(sum(total_cost_usd)::VARCHAR, '')`+from+`
+	err = query(ctx, db, `SELECT `+model+`, count(*), `+tokens("input_tokens")+`, `+tokens("output_tokens")+`,
+		`+tokens("cache_read_tokens")+`, coalesce(sum(total_cost_usd), 0)::DOUBLE, coalesce(sum(total_cost_usd)::VARCHAR, '')`+from+`
 		AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) GROUP BY 1 ORDER BY 6 DESC, 1`,
 		func(s scanner) error {
 			var m ModelUsage
@@ -156,7 +156,7 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 		})
 	if err == nil {
 		err = query(ctx, db, `SELECT strftime(start_time, '%Y-%m-%d'), `+model+`, coalesce(sum(total_cost_usd), 0)::DOUBLE,
-			coalesce(sum(total_tokens), 0)`+from+` AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) GROUP BY 1, 2 ORDER BY 1, 2`,
+			`+tokens("total_tokens")+from+` AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) GROUP BY 1, 2 ORDER BY 1, 2`,
 			func(s scanner) error {
 				var d ModelDay
 				if err := s.Scan(&d.Day, &d.Model, &d.CostUSD, &d.Tokens); err != nil {
@@ -199,7 +199,7 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	}
 	if err == nil {
 		err = query(ctx, db, `SELECT tenant_id, trace_id, coalesce(min(service_name), ''), coalesce(string_agg(DISTINCT coalesce(response_model, request_model), ', ' ORDER BY coalesce(response_model, request_model)), ''),
-			count(*), coalesce(sum(total_tokens), 0), sum(total_cost_usd)::VARCHAR`+from+` AND trace_id IS NOT NULL
+			count(*), `+tokens("total_tokens")+`, sum(total_cost_usd)::VARCHAR`+from+` AND trace_id IS NOT NULL
 			GROUP BY 1, 2 HAVING sum(total_cost_usd) > 0 ORDER BY sum(total_cost_usd) DESC, 2 LIMIT 10`,
 			func(s scanner) error {
 				var c TraceCost
@@ -222,6 +222,15 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	}
 	sort.Strings(r.Days)
 	return r, nil
+}
+
+// tokens is the sum of a token column as a BIGINT, 0 for none. DuckDB
+// sums BIGINT as HUGEINT: counts are kept as sent, and bogus ones near
+// 2⁶³ sum past the int64 the report scans, which failed the whole page
+// (every tenant's, the status page's too). Such a sum is clamped to the
+// int64 range: no real usage comes near it.
+func tokens(column string) string {
+	return "coalesce(greatest(least(sum(" + column + "), 9223372036854775807), -9223372036854775807), 0)::BIGINT"
 }
 
 // unlessRolledUp nulls an operation's usage columns where its

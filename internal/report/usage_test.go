@@ -72,3 +72,22 @@ func TestAgentUsageNotCountedTwiceWithItsChats(t *testing.T) {
 		t.Errorf("models %+v, want gpt-4o with 1500 input tokens at 0.006750000000", r.Models)
 	}
 }
+
+// Token counts are kept as sent (README: a bogus count is stored, its cost
+// null), and each of these fits its BIGINT column; but their sum does not
+// fit the int64 the report scans it into: the sum is clamped to int64 and
+// the report — every tenant's, the status page's /report too — is drawn.
+func TestReportSurvivesHugeTokenCounts(t *testing.T) {
+	db := operations(t)
+	if _, err := db.Exec(`INSERT INTO genai_operations SELECT * REPLACE (4611686018427387904 AS input_tokens, NULL AS total_cost_usd,
+		koffset + 7000 + kindex AS koffset, span_id || '-bogus' AS span_id) FROM genai_operations WHERE trace_id = 'trace-a' AND koffset < 1000`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatalf("two spans with 2^62 input tokens each fail the report: %v", err)
+	}
+	if r.Operations != 16 {
+		t.Errorf("operations %d, want 16", r.Operations)
+	}
+}
