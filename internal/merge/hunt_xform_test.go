@@ -2,6 +2,7 @@ package merge
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -97,5 +98,30 @@ func TestHuntReplayLoweringTheWatermarkDoublesRejects(t *testing.T) {
 	}
 	if got, want := dump(t, l.db(), `SELECT "partition", "offset" FROM customers_rejects`), []string{"0|2"}; !slices.Equal(got, want) {
 		t.Errorf("rejects: got %v, want %v (offset 2 rejected once)", got, want)
+	}
+}
+
+// README, "Models": rows that do not fit — "a value that does not cast" —
+// go to <name>_rejects. A list column whose element does not cast is
+// TRY_CAST to a list holding NULL, not to NULL, so the row is merged with
+// the element silently replaced by NULL instead of rejected.
+func TestHuntModelListElementThatDoesNotCastIsRejected(t *testing.T) {
+	ctx := context.Background()
+	l := newRawLoader(t)
+	l.add(0, []byte(`{"id":1,"qty":[1,"x"],"dims":{"w":"wide"}}`))
+	l.add(0, []byte(`{"id":2,"qty":[1,2],"dims":{"w":3}}`))
+	l.flush()
+	m := config.Model{Name: "items", Key: []string{"id"}, Columns: config.Columns{
+		{Name: "id", Path: "$.id", Type: "BIGINT"},
+		{Name: "qty", Path: "$.qty", Type: "INTEGER[]"},
+		{Name: "dims", Path: "$.dims", Type: "STRUCT(w INTEGER)"},
+	}}.WithDefaults("trace_raw")
+	if _, err := NewMerger(l.db(), slog.New(slog.DiscardHandler)).Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := dump(t, l.db(), `SELECT id, qty::VARCHAR, dims::VARCHAR FROM items`)
+	rejects := dump(t, l.db(), `SELECT "offset", reason FROM items_rejects`)
+	if want := []string{"2|[1, 2]|{'w': 3}"}; !slices.Equal(got, want) || len(rejects) != 1 {
+		t.Errorf("items = %v, rejects = %v; want %v and offset 0 rejected", got, rejects, want)
 	}
 }
