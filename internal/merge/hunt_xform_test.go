@@ -77,7 +77,7 @@ func TestHuntReplayLoweringTheWatermarkDoublesRejects(t *testing.T) {
 	ctx := context.Background()
 	l, m, mg := customersLoader(t, true)
 	l.add(0, change{id: 1, v: 1, action: "insert", name: "one", balance: "1"}.json())
-	l.next[0]++ // offset 1 was dead-lettered
+	l.next[0]++                                                           // offset 1 was dead-lettered
 	l.add(0, []byte(`{"action":"update","id":3,"v":2,"balance":"lots"}`)) // offset 2: rejected by the model
 	l.flush()
 	if _, err := mg.Merge(ctx, m); err != nil {

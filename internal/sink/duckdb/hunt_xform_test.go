@@ -133,4 +133,3 @@ func TestHuntTransformTimestampWithOffsetIsNotShifted(t *testing.T) {
 		t.Errorf("orders = %v: the +02:00 offset was dropped (want 2024-01-01 08:00:00, or a dead letter); dead letters: %v", rows, dlq)
 	}
 }
-
