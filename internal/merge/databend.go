@@ -199,11 +199,10 @@ SELECT tl_topic, kpartition, koffset, tl_kind, %s AS tl_reason, %s FROM (
 )`, inc, p.columnList(""), p.reasonExpr(), p.columnList(""), proj, topic, inner, p.source, WatermarkTable, sqltext.String(m.Name), topic)
 }
 
-// databendLatest selects the newest good change per key of the increment,
+// databendLatest selects the deciding change per key of the increment (latestQuery),
 // without the changes older than the key's last delete.
 func (p *plan) databendLatest(inc string) string {
-	q := fmt.Sprintf(`SELECT %s, tl_kind, %s AS tl_deleted, kpartition, koffset FROM %s WHERE tl_reason IS NULL AND tl_kind <> '%s'
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), p.deletedSQL(), inc, kindSkip, p.keyList(), p.latestOrder("kpartition", "koffset"))
+	q := p.latestQuery(inc, "kpartition", "koffset")
 	if p.version == "" {
 		return q
 	}

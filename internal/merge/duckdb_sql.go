@@ -101,13 +101,11 @@ func (p *plan) rejectSQL() string {
 	return fmt.Sprintf(`INSERT INTO %s SELECT tl_topic, tl_partition, tl_offset, tl_reason, now() FROM tl_inc WHERE tl_reason IS NOT NULL`, p.rejects)
 }
 
-// latestSQL keeps the newest good change per key (with whether the
-// increment deleted the key before it, deletedSQL), then (with a version)
-// drops changes older than the key's last delete.
+// latestSQL keeps the change per key that decides the key's row (see
+// latestQuery), then (with a version) drops changes older than the key's
+// last delete.
 func (p *plan) latestSQL() []string {
-	q := []string{fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_latest AS
-SELECT tl_partition, tl_offset, tl_kind, %s AS tl_deleted, %s FROM tl_inc WHERE tl_kind <> '%s' AND tl_reason IS NULL
-QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.deletedSQL(), p.columnList(""), kindSkip, p.keyList(), p.latestOrder("tl_partition", "tl_offset"))}
+	q := []string{"CREATE OR REPLACE TEMP TABLE tl_latest AS\n" + p.latestQuery("tl_inc", "tl_partition", "tl_offset")}
 	if p.version != "" {
 		q = append(q, fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND d.%s > l.%s`,
 			p.tombstones, p.keyMatch("d", "l"), p.version, p.version))
@@ -120,20 +118,43 @@ func (p *plan) mergeSQL() string {
 	return fmt.Sprintf("MERGE INTO %s AS t USING tl_latest AS s ON (%s)\n%s", p.target, p.keyMatch("t", "s"), p.mergeClauses())
 }
 
-// deletedSQL says, per row of an increment's changes, whether the
-// increment deletes its key (the window of the key's changes, before the
-// latest is picked): an "insert" that is a key's latest change after a
-// delete of the same increment replaces the row the delete removed, as
-// the two merged one increment each would.
-func (p *plan) deletedSQL() string {
-	return fmt.Sprintf("max(CASE WHEN tl_kind = '%s' THEN 1 ELSE 0 END) OVER (PARTITION BY %s) = 1", kindDelete, p.keyList())
+// latestQuery selects, from the increment's good changes (from, in either
+// dialect), one change per key with tl_deleted, such that merging it gives
+// the row merging the key's changes one at a time would.
+//
+// With a version that is the newest change. Without one an "insert" only
+// inserts if the key is absent, so the newest change does not decide: the
+// key's last upsert or delete does, and of the inserts after it only the
+// first can apply — and only if that last change was a delete (or there is
+// none: then the first insert, if the target lacks the key). So the
+// candidates are the last upsert/delete and the inserts after it; an
+// upsert wins, else the first insert, else the delete. tl_deleted says the
+// candidates hold a delete: the chosen insert then replaces whatever the
+// target holds, as it would right after the delete.
+func (p *plan) latestQuery(from, partition, offset string) string {
+	good := fmt.Sprintf("%s WHERE tl_reason IS NULL AND tl_kind <> '%s'", from, kindSkip)
+	if p.version != "" {
+		return fmt.Sprintf(`SELECT %s, tl_kind, false AS tl_deleted, %s, %s FROM %s
+QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), partition, offset, good, p.keyList(), p.latestOrder(partition, offset))
+	}
+	return fmt.Sprintf(`SELECT %s, tl_kind, max(CASE WHEN tl_kind = '%s' THEN 1 ELSE 0 END) OVER (PARTITION BY %s) = 1 AS tl_deleted, %s, %s FROM (
+  SELECT *, min(CASE WHEN tl_kind <> '%s' THEN tl_rn END) OVER (PARTITION BY %s) AS tl_last FROM (
+    SELECT *, row_number() OVER (PARTITION BY %s ORDER BY %s) AS tl_rn FROM %s
+  ) AS tl_ranked
+) AS tl_candidates WHERE tl_last IS NULL OR tl_rn <= tl_last
+QUALIFY row_number() OVER (PARTITION BY %s ORDER BY CASE WHEN tl_kind = '%s' THEN 0 WHEN tl_kind = '%s' THEN 1 ELSE 2 END, tl_rn DESC) = 1`,
+		p.columnList(""), kindDelete, p.keyList(), partition, offset,
+		kindInsert, p.keyList(),
+		p.keyList(), p.latestOrder(partition, offset), good,
+		p.keyList(), kindUpsert, kindInsert)
 }
 
 // mergeClauses are the WHEN clauses of the MERGE of source s into target t,
 // the same in every dialect. With a version, a change older than the
 // target's row is ignored; without one, an "insert" never overwrites (a
-// replayed insert) unless the increment deleted the key before it
-// (s.tl_deleted), an upsert or delete always applies.
+// replayed insert) unless the key's deciding change in the increment is a
+// delete before it (s.tl_deleted, see latestQuery), an upsert or delete
+// always applies.
 func (p *plan) mergeClauses() string {
 	newer := ""
 	upsert := fmt.Sprintf("(s.tl_kind = '%s' OR s.tl_kind = '%s' AND s.tl_deleted)", kindUpsert, kindInsert)
@@ -214,7 +235,7 @@ LEFT JOIN %s w ON w.model = %s AND w.topic = l.topic AND w."partition" = l."part
 func (p *plan) tableSQL() []string {
 	q := []string{
 		watermarkTableSQL,
-		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, "partition" INTEGER, "offset" BIGINT, reason VARCHAR, rejected_at TIMESTAMP)`, p.rejects),
+		p.rejectsTableSQL(),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.target, columnDefs(p.m.Columns)),
 	}
 	if p.version != "" {
@@ -222,4 +243,9 @@ func (p *plan) tableSQL() []string {
 		q = append(q, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.tombstones, columnDefs(append(append([]config.Column{}, p.keys...), v))))
 	}
 	return q
+}
+
+// rejectsTableSQL creates the model's rejects table if it is absent.
+func (p *plan) rejectsTableSQL() string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (topic VARCHAR, "partition" INTEGER, "offset" BIGINT, reason VARCHAR, rejected_at TIMESTAMP)`, p.rejects)
 }
