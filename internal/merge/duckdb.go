@@ -294,15 +294,47 @@ func LowerWatermarks(models []config.Model) func(ctx context.Context, tx *sql.Tx
 	return func(ctx context.Context, tx *sql.Tx, lowest map[string]map[sink.TopicPartition]int64) error {
 		var values []string
 		for _, m := range models {
-			for tp, offset := range lowest[m.Source] {
-				values = append(values, fmt.Sprintf("(%s, %s, %d, %d)", sqltext.String(m.Name), sqltext.String(tp.Topic), tp.Partition, offset))
+			var rows []string
+			for table, parts := range lowest {
+				// lowest is keyed by the sink's spelling of the raw
+				// table, m.Source by the config's: DuckDB resolves both
+				// to one table.
+				if !sameTable(table, m.Source) {
+					continue
+				}
+				for tp, offset := range parts {
+					rows = append(rows, fmt.Sprintf("(%s, %s, %d, %d)", sqltext.String(m.Name), sqltext.String(tp.Topic), tp.Partition, offset))
+				}
 			}
+			if len(rows) == 0 {
+				continue
+			}
+			// The rows from the lowered watermark on are merged again,
+			// and those that do not fit rejected again: forget their
+			// earlier rejects, so each is held once.
+			p := newPlan(m)
+			if err := exec(ctx, tx, p.rejectsTableSQL(), fmt.Sprintf(`DELETE FROM %s AS r USING (VALUES %s) AS v(model, topic, "partition", next_offset)
+WHERE r.topic = v.topic AND r."partition" = v."partition" AND r."offset" >= v.next_offset`, p.rejects, strings.Join(rows, ", "))); err != nil {
+				return fmt.Errorf("forget the rejects of model %s from the replayed offsets on: %w", m.Name, err)
+			}
+			values = append(values, rows...)
 		}
 		if len(values) == 0 {
 			return nil
 		}
 		return lowerWatermarks(ctx, tx, "VALUES "+strings.Join(values, ", "))
 	}
+}
+
+// sameTable reports whether two spellings of a table name are the same
+// table as DuckDB resolves them: case-insensitive, with the default schema
+// main implied.
+func sameTable(a, b string) bool {
+	norm := func(n string) string {
+		n = strings.ToLower(n)
+		return strings.TrimPrefix(n, "main.")
+	}
+	return norm(a) == norm(b)
 }
 
 // lowerWatermarks lowers each model's watermark of a partition to the
