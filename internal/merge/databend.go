@@ -196,7 +196,7 @@ SELECT tl_topic, kpartition, koffset, tl_kind, %s AS tl_reason, %s FROM (
     FROM %s AS r LEFT JOIN %s AS w ON w.model = %s AND w.topic = %s AND w."partition" = r.kpartition
     WHERE r.koffset >= COALESCE(w.next_offset, 0)
   )
-)`, inc, p.columnList(""), p.reasonExpr(), p.columnList(""), proj, topic, inner, p.source, WatermarkTable, sqltext.String(m.Name), topic)
+)`, inc, p.columnList(""), p.reasonExpr(false), p.columnList(""), proj, topic, inner, p.source, WatermarkTable, sqltext.String(m.Name), topic)
 }
 
 // databendLatest selects the deciding change per key of the increment (latestQuery),

@@ -71,13 +71,15 @@ WITH src AS (
 	}))
 	// Keep only what the later steps read: the documents and the raw texts
 	// are large, and every later step copies what tl_inc holds.
-	fmt.Fprintf(&b, "SELECT tl_topic, tl_partition, tl_offset, tl_kind, %s, %s AS tl_reason FROM typed", p.columnList(""), p.reasonExpr())
+	fmt.Fprintf(&b, "SELECT tl_topic, tl_partition, tl_offset, tl_kind, %s, %s AS tl_reason FROM typed", p.columnList(""), p.reasonExpr(true))
 	return b.String()
 }
 
 // reasonExpr says why a row is rejected, or NULL: a value that does not cast
-// to its column's type, a missing key or version.
-func (p *plan) reasonExpr() string {
+// to its column's type, a missing key or version. With nested (DuckDB), a
+// list, struct or map value one element of which does not cast is
+// rejected too: TRY_CAST nulls the element, not the value.
+func (p *plan) reasonExpr(nested bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CASE WHEN tl_kind = '%s' THEN NULL", kindSkip)
 	if p.m.Format == config.FormatDebezium {
@@ -86,6 +88,11 @@ func (p *plan) reasonExpr() string {
 	for i, c := range p.m.Columns {
 		fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s IS NULL THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 			i, sqltext.Ident(c.Name), sqltext.String("column "+c.Name+": cannot cast "), i, sqltext.String(" to "+c.Type))
+		if nested && !strings.EqualFold(c.Type, "JSON") && sqltext.Nested(c.Type) {
+			fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
+				i, sqltext.NestedCastLost(sqltext.Ident(c.Name), fmt.Sprintf("tl_raw_%d", i), c.Type),
+				sqltext.String("column "+c.Name+": an element does not cast: "), i, sqltext.String(" to "+c.Type))
+		}
 	}
 	for _, c := range p.keys {
 		fmt.Fprintf(&b, " WHEN %s IS NULL THEN %s", sqltext.Ident(c.Name), sqltext.String("key column "+c.Name+" is missing or null"))

@@ -162,8 +162,15 @@ func (c userColumn) value() string {
 		jsonPath(c.name), c.source("j"), c.typ, def)
 }
 
-func (c userColumn) badCast() string {
-	return fmt.Sprintf("(%s AND TRY_CAST(%s AS %s) IS NULL)", c.present(), c.source("j"), c.typ)
+// badCast is true when the field is present and its cast, v (the column's
+// value), failed: NULL, or for a list, struct or map an element NULL that
+// is not null in the field (TRY_CAST nulls only the element).
+func (c userColumn) badCast(v string) string {
+	lost := ""
+	if c.typ != "JSON" && sqltext.Nested(c.typ) {
+		lost = " OR " + sqltext.NestedCastLost(v, c.source("j"), c.typ)
+	}
+	return fmt.Sprintf("(%s AND (%s IS NULL%s))", c.present(), v, lost)
 }
 
 // insertTransformed maps each staged JSON object onto the user's table by
@@ -178,7 +185,7 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 	casts = append(casts, fmt.Sprintf("CASE WHEN j IS NULL THEN %d END", notJSON))
 	for i, c := range cols {
 		vals = append(vals, c.value()+" AS "+ref(i))
-		casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(), i))
+		casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(ref(i)), i))
 		if c.notNull {
 			nulls = append(nulls, fmt.Sprintf("CASE WHEN %s IS NULL THEN %d END", ref(i), -i-1))
 		}
@@ -225,7 +232,8 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 	// a foreign key without its referenced row.
 	stage := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tracelake_transform AS
 		WITH src AS (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s),
-		casted AS (SELECT topic, "partition", "offset", "key", "value", %s, [%s] AS tl_cast FROM src),
+		valued AS (SELECT topic, "partition", "offset", "key", "value", j, %s FROM src),
+		casted AS (SELECT * EXCLUDE (j), [%s] AS tl_cast FROM valued),
 		pre AS (SELECT *, list_filter(tl_cast || [%s], x -> x IS NOT NULL) AS tl_pre FROM casted)
 		SELECT *, tl_pre || list_filter([%s], x -> x IS NOT NULL) AS tl_bad FROM pre`,
 		readNDJSON(p.rowFiles, transformReadColumns, p.maxLine), where(p.dlqFilter),

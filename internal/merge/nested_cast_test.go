@@ -10,10 +10,10 @@ import (
 )
 
 // README, "Models": rows that do not fit — "a value that does not cast" —
-// go to <name>_rejects. A list column whose element does not cast is
-// TRY_CAST to a list holding NULL, not to NULL, so the row is merged with
-// the element silently replaced by NULL instead of rejected.
-func TestHuntModelListElementThatDoesNotCastIsRejected(t *testing.T) {
+// go to <name>_rejects. A list or struct element that does not cast is
+// such a value: TRY_CAST gives the list with NULL for the element, which
+// must not be merged as if the element were null.
+func TestModelRejectsAListOrStructElementThatDoesNotCast(t *testing.T) {
 	ctx := context.Background()
 	l := newRawLoader(t)
 	l.add(0, []byte(`{"id":1,"qty":[1,"x"],"dims":{"w":"wide"}}`))

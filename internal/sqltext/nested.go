@@ -1,0 +1,107 @@
+package sqltext
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Nested reports whether typ (a DuckDB type) is a list, array, struct, map
+// or union: a type whose TRY_CAST can succeed with NULL in place of the
+// elements that do not cast.
+func Nested(typ string) bool {
+	t := strings.ToUpper(strings.TrimSpace(typ))
+	for _, p := range []string{"STRUCT(", "MAP(", "UNION("} {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return strings.HasSuffix(t, "]")
+}
+
+// NestedCastLost is DuckDB SQL, true when cast — TRY_CAST(src AS typ) of a
+// nested typ, not NULL — holds a NULL leaf that src does not: an element
+// that did not cast. TRY_CAST keeps the outer value and nulls the leaf, so
+// the value alone cannot tell. The same cast with every leaf VARCHAR
+// (VarcharLeaves) casts every leaf that is there, and nulls exactly the
+// leaves src lacks or holds as null; more NULLs in cast than in it is a
+// lost element. NULLs are counted in the values' JSON text, without its
+// strings; only casts with a null at all pay for the second cast.
+func NestedCastLost(cast, src, typ string) string {
+	count := func(v string) string {
+		bare := fmt.Sprintf(`regexp_replace(to_json(%s)::VARCHAR, '"(?:[^"\\]|\\.)*"', '', 'g')`, v)
+		return fmt.Sprintf("(length(%s) - length(replace(%s, 'null', '')))", bare, bare)
+	}
+	return fmt.Sprintf("(contains(to_json(%s)::VARCHAR, 'null') AND %s > %s)",
+		cast, count(cast), count(fmt.Sprintf("TRY_CAST(%s AS %s)", src, VarcharLeaves(typ))))
+}
+
+// VarcharLeaves is the nested type typ with every leaf type VARCHAR (map
+// keys and JSON leaves kept): STRUCT(a INTEGER, b DECIMAL(9,2)[]) is STRUCT(a VARCHAR,
+// b VARCHAR[]).
+func VarcharLeaves(typ string) string {
+	t := strings.TrimSpace(typ)
+	if strings.HasSuffix(t, "]") {
+		if i := strings.LastIndex(t, "["); i > 0 {
+			return VarcharLeaves(t[:i]) + t[i:]
+		}
+	}
+	if strings.EqualFold(t, "JSON") {
+		return t // any JSON casts; its nulls are the source's
+	}
+	open := strings.IndexByte(t, '(')
+	if open < 0 || !strings.HasSuffix(t, ")") {
+		return "VARCHAR"
+	}
+	head, parts := strings.ToUpper(strings.TrimSpace(t[:open])), splitTop(t[open+1:len(t)-1])
+	switch head {
+	case "MAP":
+		if len(parts) == 2 {
+			return "MAP(" + parts[0] + ", " + VarcharLeaves(parts[1]) + ")"
+		}
+	case "STRUCT", "UNION":
+		for i, p := range parts {
+			name, rest := splitName(p)
+			parts[i] = name + " " + VarcharLeaves(rest)
+		}
+		return head + "(" + strings.Join(parts, ", ") + ")"
+	}
+	return "VARCHAR" // DECIMAL(9,2), VARCHAR(10), …
+}
+
+// splitTop splits s at the commas outside parentheses and quotes.
+func splitTop(s string) []string {
+	var parts []string
+	depth, quoted, start := 0, false, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			quoted = !quoted
+		case quoted:
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == ',' && depth == 0:
+			parts = append(parts, strings.TrimSpace(s[start:i]))
+			start = i + 1
+		}
+	}
+	return append(parts, strings.TrimSpace(s[start:]))
+}
+
+// splitName splits a struct field "name TYPE" (name possibly quoted).
+func splitName(f string) (name, typ string) {
+	if strings.HasPrefix(f, `"`) {
+		for i := 1; i < len(f); i++ {
+			if f[i] == '"' {
+				if i+1 < len(f) && f[i+1] == '"' {
+					i++
+					continue
+				}
+				return f[:i+1], strings.TrimSpace(f[i+1:])
+			}
+		}
+	}
+	name, typ, _ = strings.Cut(f, " ")
+	return name, strings.TrimSpace(typ)
+}
