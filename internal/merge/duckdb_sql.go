@@ -67,7 +67,7 @@ WITH src AS (
 	fmt.Fprintf(&b, "paths AS (\n  SELECT *, %s FROM doc\n), ", strings.Join(extracts, ", "))
 	fmt.Fprintf(&b, "ext AS (\n  SELECT *, %s FROM paths\n), ", strings.Join(raw, ", "))
 	fmt.Fprintf(&b, "typed AS (\n  SELECT *, %s FROM ext\n)\n", list(p.m.Columns, ", ", func(c config.Column, i int) string {
-		return fmt.Sprintf("TRY_CAST(tl_raw_%d AS %s) AS %s", i, c.Type, sqltext.Ident(c.Name))
+		return fmt.Sprintf("%s AS %s", sqltext.TryCast(fmt.Sprintf("tl_raw_%d", i), c.Type), sqltext.Ident(c.Name))
 	}))
 	// Keep only what the later steps read: the documents and the raw texts
 	// are large, and every later step copies what tl_inc holds.
