@@ -89,11 +89,14 @@ type Sink struct {
 	// rawJSON is the USING COMPRESSION clause of the raw table's JSON
 	// columns, set by Prepare (rawJSONStorage).
 	rawJSON string
-	// columns of the user's table, read by Prepare in transform mode.
-	userColumns []userColumn
-	userKeys    []userKey
-	userChecks  []userCheck
-	userFKs     []userForeignKey
+	// columns of the user's table, read by Prepare in transform mode and
+	// again by a load that finds the table changed (userTableSQL, its
+	// CREATE statement when read).
+	userTableSQL string
+	userColumns  []userColumn
+	userKeys     []userKey
+	userChecks   []userCheck
+	userFKs      []userForeignKey
 	// aheadSlot holds a token while a load reads ahead or holds what it
 	// read: one at a time (see readAhead).
 	aheadSlot chan struct{}

@@ -67,13 +67,7 @@ func TypedColumns(t *schema.Table) []Column {
 func (s *Sink) Prepare(ctx context.Context) error {
 	var errs []error
 	if s.opt.Transform {
-		cols, err := s.readUserColumns(ctx)
-		errs = append(errs, err)
-		s.userColumns = cols
-		if err == nil {
-			s.userKeys, s.userChecks, s.userFKs, err = s.readUserConstraints(ctx)
-			errs = append(errs, err)
-		}
+		errs = append(errs, s.readUserTable(ctx, s.db))
 	} else if s.opt.Typed != nil {
 		errs = append(errs, s.ensureDeclared(ctx, s.opt.Table, s.opt.Typed))
 		if s.opt.Derived != nil {

@@ -20,6 +20,7 @@ type userColumn struct {
 	name, typ string
 	def       string // column default expression, "" for none (NULL)
 	notNull   bool
+	generated bool // GENERATED ALWAYS AS: DuckDB computes it, no insert may name it
 }
 
 const transformReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER', "offset": 'BIGINT', "key": 'VARCHAR', "value": 'VARCHAR'}`
@@ -28,9 +29,63 @@ const transformReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER
 // error text; the rest get tracelake's description of the same failure.
 const maxErrorLookups = 1000
 
-func (s *Sink) readUserColumns(ctx context.Context) ([]userColumn, error) {
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// userTableSQLQuery is the CREATE statement of the user's table: DuckDB
+// rewrites it on every ALTER, so a load compares it with what the sink read
+// to see a changed table (one catalog lookup per load).
+const userTableSQLQuery = `SELECT sql FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?`
+
+// readUserTable reads the user's table: its columns and constraints, as q
+// (the load's transaction, or the database) sees them.
+func (s *Sink) readUserTable(ctx context.Context, q querier) error {
 	schema, name := splitTable(s.opt.Table)
-	rows, err := s.db.QueryContext(ctx, `SELECT column_name, data_type, coalesce(column_default, ''), is_nullable = 'NO'
+	var text string
+	rows, err := q.QueryContext(ctx, userTableSQLQuery, schema, name)
+	if err != nil {
+		return fmt.Errorf("read table %s: %w", s.opt.Table, err)
+	}
+	for rows.Next() {
+		if err := rows.Scan(&text); err != nil {
+			rows.Close()
+			return fmt.Errorf("read table %s: %w", s.opt.Table, err)
+		}
+	}
+	rows.Close()
+	cols, err := s.readUserColumns(ctx, q)
+	if err != nil {
+		return err
+	}
+	s.userColumns = cols
+	if s.userKeys, s.userChecks, s.userFKs, err = s.readUserConstraints(ctx, q); err != nil {
+		return err
+	}
+	s.userTableSQL = text
+	return nil
+}
+
+// refreshUserTable reads the user's table again, in the load's transaction
+// tx, if it changed since it was read: a column added while tracelake runs
+// is filled from the next load on.
+func (s *Sink) refreshUserTable(ctx context.Context, tx *sql.Tx) error {
+	schema, name := splitTable(s.opt.Table)
+	var text string
+	if err := tx.QueryRowContext(ctx, userTableSQLQuery, schema, name).Scan(&text); err != nil {
+		return fmt.Errorf("read table %s: %w", s.opt.Table, err)
+	}
+	if text == s.userTableSQL {
+		return nil
+	}
+	s.log.Info("the table changed: reading its columns and constraints again", "table", s.opt.Table)
+	return s.readUserTable(ctx, tx)
+}
+
+func (s *Sink) readUserColumns(ctx context.Context, q querier) ([]userColumn, error) {
+	schema, name := splitTable(s.opt.Table)
+	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type, coalesce(column_default, ''), is_nullable = 'NO'
 		FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position`, schema, name)
 	if err != nil {
 		return nil, fmt.Errorf("read columns of %s: %w", s.opt.Table, err)
@@ -49,6 +104,17 @@ func (s *Sink) readUserColumns(ctx context.Context) ([]userColumn, error) {
 	}
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("table %s does not exist: transform mode loads into an existing table; create it first", s.opt.Table)
+	}
+	for i, c := range cols {
+		// Neither information_schema nor duckdb_columns() says a column is
+		// generated (its expression is its column_default): ask the binder,
+		// with an insert of no rows. It runs on the database, never in a
+		// load's transaction, which a failed statement would abort.
+		if c.def == "" {
+			continue
+		}
+		_, err := s.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) SELECT NULL WHERE false", s.tables.main, sqltext.Ident(c.name)))
+		cols[i].generated = err != nil && strings.Contains(err.Error(), "generated column")
 	}
 	return cols, nil
 }
@@ -75,9 +141,9 @@ type userForeignKey struct {
 
 // readUserConstraints reads the constraints a row can violate, so that
 // loads send violating rows to the dead-letter table instead of failing.
-func (s *Sink) readUserConstraints(ctx context.Context) ([]userKey, []userCheck, []userForeignKey, error) {
+func (s *Sink) readUserConstraints(ctx context.Context, q querier) ([]userKey, []userCheck, []userForeignKey, error) {
 	schema, name := splitTable(s.opt.Table)
-	rows, err := s.db.QueryContext(ctx, `SELECT constraint_type, coalesce(expression, ''), constraint_text,
+	rows, err := q.QueryContext(ctx, `SELECT constraint_type, coalesce(expression, ''), constraint_text,
 			to_json(constraint_column_names)::VARCHAR, coalesce(referenced_table, ''), to_json(coalesce(referenced_column_names, []))::VARCHAR
 		FROM duckdb_constraints() WHERE schema_name = ? AND table_name = ?
 			AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'CHECK', 'FOREIGN KEY')`, schema, name)
@@ -158,8 +224,8 @@ func (c userColumn) value() string {
 	if c.def != "" {
 		def = c.def
 	}
-	return fmt.Sprintf("CASE WHEN json_exists(j, %s) THEN TRY_CAST(%s AS %s) ELSE %s END",
-		jsonPath(c.name), c.source("j"), c.typ, def)
+	return fmt.Sprintf("CASE WHEN json_exists(j, %s) THEN %s ELSE %s END",
+		jsonPath(c.name), sqltext.TryCast(c.source("j"), c.typ), def)
 }
 
 // badCast is true when the field is present and its cast, v (the column's
@@ -179,11 +245,19 @@ func (c userColumn) badCast(v string) string {
 // dead-letter table with DuckDB's error; the rest are inserted. It returns
 // the rows inserted per partition.
 func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, now time.Time) (map[sink.TopicPartition]int64, error) {
+	if err := s.refreshUserTable(ctx, tx); err != nil {
+		return nil, err
+	}
 	cols := s.userColumns
 	ref := func(i int) string { return sqltext.Ident(fmt.Sprintf("c%d", i)) }
 	var vals, casts, nulls, names, refs []string
 	casts = append(casts, fmt.Sprintf("CASE WHEN j IS NULL THEN %d END", notJSON))
 	for i, c := range cols {
+		if c.generated {
+			// Not a field to fill: DuckDB computes it on insert.
+			vals = append(vals, "NULL AS "+ref(i))
+			continue
+		}
 		vals = append(vals, c.value()+" AS "+ref(i))
 		casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(ref(i)), i))
 		if c.notNull {
@@ -192,19 +266,19 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		names = append(names, sqltext.Ident(c.name))
 		refs = append(refs, ref(i))
 	}
+	// Row-local reasons, decided per object alone: a key already in the
+	// table, a failing CHECK, a foreign key without its row. A key earlier
+	// in this load is decided after them (acceptRows): only an object
+	// actually inserted holds its keys.
 	var uniques []string
 	for k, key := range s.userKeys {
-		var notNull, match, part []string
+		var notNull, match []string
 		for _, i := range key.columns {
 			notNull = append(notNull, ref(i)+" IS NOT NULL")
 			match = append(match, fmt.Sprintf("t.%s = pre.%s", sqltext.Ident(cols[i].name), ref(i)))
-			part = append(part, ref(i))
 		}
-		uniques = append(uniques, fmt.Sprintf(`CASE WHEN len(tl_pre) = 0 AND %s AND (
-				EXISTS (SELECT 1 FROM %s t WHERE %s)
-				OR row_number() OVER (PARTITION BY len(tl_pre) = 0, %s ORDER BY "partition", "offset") > 1)
-			THEN %d END`, strings.Join(notNull, " AND "), s.tables.main, strings.Join(match, " AND "),
-			strings.Join(part, ", "), uniqueBase-k))
+		uniques = append(uniques, fmt.Sprintf(`CASE WHEN len(tl_pre) = 0 AND %s AND EXISTS (SELECT 1 FROM %s t WHERE %s) THEN %d END`,
+			strings.Join(notNull, " AND "), s.tables.main, strings.Join(match, " AND "), uniqueBase-k))
 	}
 	for k, c := range s.userChecks {
 		// The expression is DuckDB's, over column names: evaluate it in a
@@ -228,14 +302,16 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 	// Stage table: every object with its coordinates, its column values and
 	// in tl_bad the reasons it cannot be inserted (see rejectReason): a
 	// field that does not cast, a NOT NULL column without a value, a key
-	// that exists in the table or earlier in this load, a CHECK that fails,
-	// a foreign key without its referenced row.
+	// that exists in the table, a CHECK that fails, a foreign key without
+	// its referenced row; tl_ins is false for those, and acceptRows decides
+	// the others.
 	stage := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tracelake_transform AS
 		WITH src AS (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s),
 		valued AS (SELECT topic, "partition", "offset", "key", "value", j, %s FROM src),
 		casted AS (SELECT * EXCLUDE (j), [%s] AS tl_cast FROM valued),
-		pre AS (SELECT *, list_filter(tl_cast || [%s], x -> x IS NOT NULL) AS tl_pre FROM casted)
-		SELECT *, tl_pre || list_filter([%s], x -> x IS NOT NULL) AS tl_bad FROM pre`,
+		pre AS (SELECT *, list_filter(tl_cast || [%s], x -> x IS NOT NULL) AS tl_pre FROM casted),
+		bad AS (SELECT *, tl_pre || list_filter([%s], x -> x IS NOT NULL) AS tl_bad FROM pre)
+		SELECT *, CASE WHEN len(tl_bad) > 0 THEN false END::BOOLEAN AS tl_ins FROM bad`,
 		readNDJSON(p.rowFiles, transformReadColumns, p.maxLine), where(p.dlqFilter),
 		strings.Join(vals, ", "), strings.Join(casts, ", "), strings.Join(nulls, ", "), strings.Join(uniques, ", "))
 	if _, err := tx.ExecContext(ctx, stage); err != nil {
@@ -243,7 +319,10 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 	}
 	defer tx.ExecContext(ctx, `DROP TABLE IF EXISTS tracelake_transform`) //nolint:errcheck // temp table, gone with the connection anyway
 
-	q := fmt.Sprintf(`INSERT INTO %s (%s) SELECT %s FROM tracelake_transform WHERE len(tl_bad) = 0`,
+	if err := s.acceptRows(ctx, tx); err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf(`INSERT INTO %s (%s) SELECT %s FROM tracelake_transform WHERE tl_ins`,
 		s.tables.main, strings.Join(names, ", "), strings.Join(refs, ", "))
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return nil, fmt.Errorf("insert into %s: %w", s.opt.Table, err)
@@ -252,7 +331,7 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		return nil, err
 	}
 
-	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", count(*) FROM tracelake_transform WHERE len(tl_bad) = 0 GROUP BY ALL`)
+	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", count(*) FROM tracelake_transform WHERE tl_ins GROUP BY ALL`)
 	if err != nil {
 		return nil, fmt.Errorf("count inserted rows: %w", err)
 	}
@@ -267,6 +346,62 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		inserted[tp] = n
 	}
 	return inserted, rows.Err()
+}
+
+// acceptRows decides which objects of the stage table that passed their
+// own checks (tl_ins NULL) are inserted, as inserting them one at a time in
+// (partition, offset) order would: an object is refused for a key an
+// object inserted before it holds. With several keys this is a chain (an
+// object refused for one key frees its other keys for later objects), so it
+// goes in rounds: accept each undecided object that is the first undecided
+// one of each of its keys, then refuse the undecided objects that share a
+// key with an accepted one. Each round accepts at least the earliest
+// undecided object; a load without duplicate keys takes one round.
+func (s *Sink) acceptRows(ctx context.Context, tx *sql.Tx) error {
+	ref := func(i int) string { return sqltext.Ident(fmt.Sprintf("c%d", i)) }
+	var first []string
+	for _, key := range s.userKeys {
+		var null, part []string
+		for _, i := range key.columns {
+			null = append(null, ref(i)+" IS NULL")
+			part = append(part, ref(i))
+		}
+		// A key with a NULL column conflicts with nothing.
+		first = append(first, fmt.Sprintf(`(%s OR row_number() OVER (PARTITION BY %s ORDER BY "partition", "offset", topic) = 1)`,
+			strings.Join(null, " OR "), strings.Join(part, ", ")))
+	}
+	if len(first) == 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE tracelake_transform SET tl_ins = true WHERE tl_ins IS NULL`); err != nil {
+			return fmt.Errorf("decide the rows to insert into %s: %w", s.opt.Table, err)
+		}
+		return nil
+	}
+	accept := fmt.Sprintf(`UPDATE tracelake_transform AS t SET tl_ins = true FROM (
+			SELECT topic, "partition", "offset" FROM tracelake_transform WHERE tl_ins IS NULL QUALIFY %s
+		) AS f WHERE t.topic = f.topic AND t."partition" = f."partition" AND t."offset" = f."offset"`, strings.Join(first, " AND "))
+	for {
+		if _, err := tx.ExecContext(ctx, accept); err != nil {
+			return fmt.Errorf("decide the rows to insert into %s: %w", s.opt.Table, err)
+		}
+		var undecided int64
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tracelake_transform WHERE tl_ins IS NULL`).Scan(&undecided); err != nil {
+			return fmt.Errorf("decide the rows to insert into %s: %w", s.opt.Table, err)
+		}
+		if undecided == 0 {
+			return nil
+		}
+		for k, key := range s.userKeys {
+			var match []string
+			for _, i := range key.columns {
+				match = append(match, fmt.Sprintf("a.%s = t.%s", ref(i), ref(i)))
+			}
+			q := fmt.Sprintf(`UPDATE tracelake_transform AS t SET tl_ins = false, tl_bad = [%d] WHERE tl_ins IS NULL
+				AND EXISTS (SELECT 1 FROM tracelake_transform a WHERE a.tl_ins AND %s)`, uniqueBase-k, strings.Join(match, " AND "))
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("decide the rows to insert into %s: %w", s.opt.Table, err)
+			}
+		}
+	}
 }
 
 // Codes in tl_bad besides a column index (bad cast) and -index-1 (NOT NULL):
@@ -285,7 +420,7 @@ const (
 // (stage load) with DuckDB's error for the first bad column.
 func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", "offset", "key", "value", tl_bad[1]
-		FROM tracelake_transform WHERE len(tl_bad) > 0`)
+		FROM tracelake_transform WHERE NOT tl_ins`)
 	if err != nil {
 		return fmt.Errorf("read rejected rows: %w", err)
 	}

@@ -85,3 +85,99 @@ func TestTransformDeadLettersAListStructOrMapElementThatDoesNotCast(t *testing.T
 		t.Errorf("dead letters = %v, want offsets 0, 1, 2", dlq)
 	}
 }
+
+// README, "Transform mode": an object the table rejects goes to the DLQ —
+// "a primary-key or unique key already in the table or in an object
+// inserted earlier in the same load". An earlier object of the load that is itself dead-lettered (a
+// failing CHECK) is not in the table: the next object with its key loads,
+// it is no duplicate of a row that was never stored.
+func TestTransformKeyOfADeadLetteredObjectIsNoDuplicate(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id BIGINT PRIMARY KEY, amount INTEGER CHECK (amount > 0))`,
+		`SELECT id, amount FROM orders`,
+		`{"id":1,"amount":-5}`, // CHECK fails: dead-lettered
+		`{"id":1,"amount":7}`,  // the corrected change: must load
+	)
+	if want := []string{"1|7"}; !slices.Equal(rows, want) {
+		t.Errorf("orders = %v, want %v; dead letters: %v", rows, want, dlq)
+	}
+	if len(dlq) != 1 || !strings.HasPrefix(dlq[0], "0|") {
+		t.Errorf("dead letters = %v, want only offset 0 (CHECK)", dlq)
+	}
+}
+
+// The same with two keys: object 1 duplicates object 0's primary key and
+// is dead-lettered; object 2 has a new id and object 1's email — object 1
+// was never stored, so object 2 loads.
+func TestTransformUniqueKeyOfAnObjectRefusedForAnotherKeyIsNoDuplicate(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id BIGINT PRIMARY KEY, email VARCHAR UNIQUE)`,
+		`SELECT id, email FROM orders`,
+		`{"id":1,"email":"a"}`,
+		`{"id":1,"email":"b"}`, // duplicate id: dead-lettered
+		`{"id":2,"email":"b"}`, // b is in no stored row: must load
+	)
+	if want := []string{"1|a", "2|b"}; !slices.Equal(rows, want) {
+		t.Errorf("orders = %v, want %v; dead letters: %v", rows, want, dlq)
+	}
+}
+
+// A timestamp with a zone offset into a TIMESTAMP column: 10:00+02:00 is
+// 08:00 UTC. DuckDB's cast of the text drops the offset and would store
+// 10:00, a wrong instant.
+func TestTransformStoresATimestampWithAnOffsetInUTC(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id BIGINT, ts TIMESTAMP)`,
+		`SELECT id, ts::VARCHAR FROM orders`,
+		`{"id":1,"ts":"2024-01-01T10:00:00+02:00"}`,
+	)
+	if want := []string{"1|2024-01-01 08:00:00"}; !slices.Equal(rows, want) {
+		t.Errorf("orders = %v, want %v; dead letters: %v", rows, want, dlq)
+	}
+}
+
+// README, "Transform mode": "fields are matched to columns by name". A
+// column added to the user's table while tracelake runs is filled from the
+// next load on: the load sees the table changed and reads it again, rather
+// than dropping the new field silently.
+func TestTransformFillsAColumnAddedWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	opt := testOptions(t.TempDir())
+	opt.Table, opt.Transform = "orders", true
+	s := openWith(t, opt)
+	if _, err := s.DB().Exec(`CREATE TABLE orders (id BIGINT)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`ALTER TABLE orders ADD COLUMN note VARCHAR`); err != nil {
+		t.Fatal(err)
+	}
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 0, Records: 1}}}
+	b.Rows = envelope.AppendTransformRow(b.Rows, &kgo.Record{Topic: "t", Offset: 0, Value: []byte(`{"id":1,"note":"hello"}`)}, envelope.ValueText)
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	var note *string
+	if err := s.DB().QueryRow(`SELECT note FROM orders WHERE id = 1`).Scan(&note); err != nil {
+		t.Fatal(err)
+	}
+	if note == nil || *note != "hello" {
+		t.Errorf("note = %v, want hello (the field was dropped silently)", note)
+	}
+}
+
+// A user table with a generated column loads: the column is not a field to
+// fill (using its expression as a default failed every load, retried
+// forever).
+func TestTransformLoadsATableWithAGeneratedColumn(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id BIGINT, dbl BIGINT GENERATED ALWAYS AS (id * 2))`,
+		`SELECT id, dbl FROM orders`,
+		`{"id":2}`,
+	)
+	if want := []string{"2|4"}; !slices.Equal(rows, want) {
+		t.Errorf("orders = %v, want %v; dead letters %v", rows, want, dlq)
+	}
+}
