@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/config"
-	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
 // customers is a json-format model with an action field and a version.
@@ -331,13 +330,7 @@ func TestReplayedDeadLetterReachesModel(t *testing.T) {
 	if _, err := mg.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.db().Exec(`INSERT INTO trace_raw_dlq VALUES (?, 0, 1, NULL, ?::BLOB, 'an old reason', 'decode', now())`,
-		testTopic, string(change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := l.s.Replay(ctx, duckdb.ReplayOptions{Replayed: LowerWatermarks([]config.Model{m})}); err != nil || res.Loaded != 1 {
-		t.Fatalf("replay: %+v %v", res, err)
-	}
+	replayDeadLetter(t, l, m, change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())
 	// The replayed row, and the one after it, merged again from there.
 	if n, err := mg.Pending(ctx, m); err != nil || n != 2 {
 		t.Errorf("pending after the replay = %d (%v), want 2", n, err)

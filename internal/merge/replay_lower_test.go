@@ -24,13 +24,7 @@ func TestReplayLoweringTheWatermarkKeepsEachRejectOnce(t *testing.T) {
 	if _, err := mg.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.db().Exec(`INSERT INTO trace_raw_dlq VALUES (?, 0, 1, NULL, ?::BLOB, 'an old reason', 'decode', now())`,
-		testTopic, string(change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := l.s.Replay(ctx, duckdb.ReplayOptions{Replayed: LowerWatermarks([]config.Model{m})}); err != nil || res.Loaded != 1 {
-		t.Fatalf("replay: %+v %v", res, err)
-	}
+	replayDeadLetter(t, l, m, change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())
 	if _, err := mg.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +56,7 @@ func TestReplayLowersAModelWhoseSourceIsSpelledOtherwise(t *testing.T) {
 			if _, err := mg.Merge(ctx, m); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.db().Exec(`INSERT INTO trace_raw_dlq VALUES (?, 0, 1, NULL, ?::BLOB, 'an old reason', 'decode', now())`,
-				testTopic, string(change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())); err != nil {
-				t.Fatal(err)
-			}
-			if res, err := l.s.Replay(ctx, duckdb.ReplayOptions{Replayed: LowerWatermarks([]config.Model{m})}); err != nil || res.Loaded != 1 {
-				t.Fatalf("replay: %+v %v", res, err)
-			}
+			replayDeadLetter(t, l, m, change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())
 			if _, err := mg.Merge(ctx, m); err != nil {
 				t.Fatal(err)
 			}
@@ -76,5 +64,17 @@ func TestReplayLowersAModelWhoseSourceIsSpelledOtherwise(t *testing.T) {
 				t.Errorf("got %v, want %v (the replayed row never reaches the model)", got, want)
 			}
 		})
+	}
+}
+
+// replayDeadLetter puts value in the raw table's dead letters at partition
+// 0, offset 1, and replays it as `dlq replay` does, lowering m's watermark.
+func replayDeadLetter(t *testing.T, l *rawLoader, m config.Model, value []byte) {
+	t.Helper()
+	if _, err := l.db().Exec(`INSERT INTO trace_raw_dlq VALUES (?, 0, 1, NULL, ?::BLOB, 'an old reason', 'decode', now())`, testTopic, string(value)); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.s.Replay(context.Background(), duckdb.ReplayOptions{Replayed: LowerWatermarks([]config.Model{m})}); err != nil || res.Loaded != 1 {
+		t.Fatalf("replay: %+v %v", res, err)
 	}
 }
