@@ -217,6 +217,7 @@ func (s *Server) handleQuery(n *node, w http.ResponseWriter, r *http.Request) {
 	q := &query{id: "q" + strconv.Itoa(s.nextID)}
 	var runErr error
 	q.cols, q.rows, runErr = s.run(req.SQL, &sess, &tx)
+	q.rows = s.maxResultRows(req.SQL, sess, q.rows)
 	if runErr != nil {
 		q.err = asQueryError(runErr)
 		if sess.TxnState == "Active" {
@@ -421,3 +422,19 @@ func unknownTable(name string) error {
 }
 
 func (e *codedError) Error() string { return fmt.Sprintf("%d: %s", e.code, e.msg) }
+
+// maxResultRows applies the max_result_rows setting (the session's, else
+// the global one) to a query without LIMIT, as Planner::add_max_rows_limit
+// (sql/src/planner/planner.rs) does: the result is cut silently.
+func (s *Server) maxResultRows(sql string, sess sessionConf, rows [][]*string) [][]*string {
+	v, ok := sess.Settings["max_result_rows"]
+	if !ok {
+		v = s.GlobalSettings["max_result_rows"]
+	}
+	limit, _ := strconv.Atoi(v)
+	up := strings.ToUpper(strings.TrimSpace(sql))
+	if limit <= 0 || !strings.HasPrefix(up, "SELECT") || strings.Contains(up, " LIMIT ") || len(rows) <= limit {
+		return rows
+	}
+	return rows[:limit]
+}

@@ -88,6 +88,13 @@ type Server struct {
 	// merge models') in an embedded DuckDB over the session's view of the
 	// tables, writing what they change into its transaction (execute).
 	SQL bool
+	// GlobalSettings are settings an administrator set with SET GLOBAL
+	// (a setting of SettingScope::Both, settings/src/settings_default.rs);
+	// a session's own settings override them. Only max_result_rows is
+	// modelled: a query (Statement::Query) without LIMIT gets LIMIT
+	// max_result_rows (Planner::add_max_rows_limit,
+	// sql/src/planner/planner.rs; 0, the default, means no limit).
+	GlobalSettings map[string]string
 
 	mu      sync.Mutex
 	nodes   []*node
