@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // An administrator's SET GLOBAL max_result_rows (a setting of scope Both,
@@ -47,5 +50,39 @@ func TestHuntLedgerReadCutByMaxResultRowsDoublesRows(t *testing.T) {
 		if o := offsets(t, srv, p); !slices.Equal(o, seq(0, 9)) {
 			t.Errorf("partition %d holds offsets %v; want 0..9 once", p, o)
 		}
+	}
+}
+
+// A span Databend rejects goes to the dead-letter table, but the GenAI
+// operation derived from it (same coordinates, kindex 1) still loads:
+// genai_operations then holds a row whose span is missing, which verify
+// counts as an orphan (README "genai_operations": "verify checks … a row
+// whose span is missing"; internal/verify DerivedCheckSQL). The load
+// itself makes the inconsistency it is checked for.
+func TestHuntRejectedSpanLeavesItsOperationOrphaned(t *testing.T) {
+	srv, s := prepared(t, "", withOps)
+	srv.Set(func() {
+		srv.Reject = func(table string, r databendtest.Row) string {
+			if table == "spans" && string(r["koffset"]) == "3" && string(r["kindex"]) == "1" {
+				return "bad string"
+			}
+			return ""
+		}
+	})
+	if _, err := s.Load(context.Background(), stage(t, s, sinktest.DerivedBatch(0, 4, 0))); err != nil {
+		t.Fatal(err)
+	}
+	spans := map[string]bool{}
+	for _, r := range srv.Rows("spans") {
+		spans[string(r["koffset"])+"/"+string(r["kindex"])] = true
+	}
+	for _, r := range srv.Rows("ops") {
+		if k := string(r["koffset"]) + "/" + string(r["kindex"]); !spans[k] {
+			t.Errorf("operation %s loaded, its span (%s) is not in the spans table (dead-lettered)", r["name"], k)
+		}
+	}
+	rows, err := s.QueryText(context.Background(), verify.DerivedCheckSQL(`"ops"`, `"spans"`, []string{}))
+	if err == nil && len(rows) == 1 && rows[0][2] != "0" {
+		t.Errorf("verify's derived check finds %s orphans after a load", rows[0][2])
 	}
 }
