@@ -86,3 +86,26 @@ func TestHuntRejectedSpanLeavesItsOperationOrphaned(t *testing.T) {
 		t.Errorf("verify's derived check finds %s orphans after a load", rows[0][2])
 	}
 }
+
+// verify reads the whole ledger (one row per load) with a SELECT without
+// LIMIT; under SET GLOBAL max_result_rows (Planner::add_max_rows_limit,
+// sql/src/planner/planner.rs) it reads only the first rows and reports a
+// whole table as not matching its ledger.
+func TestHuntVerifyLedgerReadCutByMaxResultRows(t *testing.T) {
+	srv, s := prepared(t, "")
+	ctx := context.Background()
+	for _, b := range []*sink.Batch{batch(0, 0, 9), batch(0, 10, 19), batch(0, 20, 29)} {
+		if _, err := s.Load(ctx, stage(t, s, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Set(func() { srv.GlobalSettings = map[string]string{"max_result_rows": "1"} })
+	main, dlq, ledger := s.Tables()
+	rep, err := verify.Run(ctx, s, verify.Tables{Main: main, DLQ: dlq, Ledger: ledger, Raw: true, Topic: s.MainTopicExpr()}, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || len(rep.Partitions) != 1 || rep.Partitions[0].LedgerRecords != 30 {
+		t.Errorf("verify: ok %v, problems %v, partitions %+v; want ok with 30 records in the ledger", rep.OK, rep.Problems, rep.Partitions)
+	}
+}
