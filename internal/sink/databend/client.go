@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -48,9 +49,17 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 	if cfg.Role != "" {
 		base["role"] = cfg.Role
 	}
-	if len(cfg.Params) > 0 {
-		base["settings"] = cfg.Params
+	// The DSN's settings, and max_result_rows 0 whatever the DSN or the
+	// server's SET GLOBAL say: databend-query cuts a SELECT without LIMIT
+	// at max_result_rows without an error (planner.rs add_max_rows_limit),
+	// and tracelake's reads of the ledger and its tables must be whole (a
+	// ledger read cut short fences too low and loads rows again).
+	settings := maps.Clone(cfg.Params)
+	if settings == nil {
+		settings = map[string]string{}
 	}
+	settings["max_result_rows"] = "0"
+	base["settings"] = settings
 	raw, err := json.Marshal(base)
 	if err != nil {
 		return nil, err

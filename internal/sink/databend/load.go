@@ -96,6 +96,9 @@ type rejectRow struct {
 	row     []byte
 	reason  string
 	derived bool // a derived table's row: its main row loaded
+	// at is a declared table's main row's coordinates, which the rows
+	// derived from it share (nil otherwise).
+	at *rowAt
 }
 
 // copyOutcome is COPY's report on one file.

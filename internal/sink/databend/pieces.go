@@ -19,8 +19,17 @@ const wholeReject = 32
 type line struct {
 	tp     sink.TopicPartition
 	offset int64
+	index  int32   // a declared table's row: its index in the record (kindex)
 	key    *string // base64 of the key's bytes; nil without a key
 	value  []byte  // the message value as staged (JSON)
+}
+
+// rowAt is a declared table's row's coordinates: a span, and the GenAI
+// operation derived from it, share them.
+type rowAt struct {
+	tp     sink.TopicPartition
+	offset int64
+	index  int32
 }
 
 // origin reads line i of a kept file: raw rows and dead-letter rows carry
@@ -45,6 +54,7 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 			Partition int32           `json:"kpartition"`
 			Offset    int64           `json:"koffset"`
 			Topic     *string         `json:"ktopic"` // a declared table's row
+			Index     int32           `json:"kindex"`
 			Value     json.RawMessage `json:"raw_data"`
 			Metadata  struct {
 				Topic       string  `json:"topic"`
@@ -59,7 +69,7 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 			// A declared table's row (a span, a log record, a point):
 			// its message is not kept, so a rejected row is
 			// dead-lettered as the row itself.
-			return line{tp: sink.TopicPartition{Topic: *r.Topic, Partition: r.Partition}, offset: r.Offset, value: text}, nil
+			return line{tp: sink.TopicPartition{Topic: *r.Topic, Partition: r.Partition}, offset: r.Offset, index: r.Index, value: text}, nil
 		}
 		l := line{tp: sink.TopicPartition{Topic: r.Metadata.Topic, Partition: r.Partition}, offset: r.Offset, value: r.Value}
 		if key := r.Metadata.Key; key != nil && r.Metadata.KeyEncoding != "base64" {
@@ -91,6 +101,14 @@ func (s *Sink) lineTP(k *keptFile, i int, dlq bool) sink.TopicPartition {
 // the ledger between two rounds of one load, so every round fences what
 // earlier rounds staged.
 func (s *Sink) fence(ctx context.Context, p *loadPlan, name string, fence map[sink.TopicPartition]int64, dlq bool) error {
+	return s.keepLines(ctx, p, name, dlq, func(l line) bool { return pastFence(fence, l.tp, l.offset) })
+}
+
+// keepLines leaves out of the pieces of a kept file every line keep is
+// false for: pieces that lose lines are staged again with the rest,
+// pieces with none left are dropped. A file not yet in pieces is one
+// piece of all its lines.
+func (s *Sink) keepLines(ctx context.Context, p *loadPlan, name string, dlq bool, keep func(line) bool) error {
 	k := s.keptLines(name)
 	if k == nil {
 		return fmt.Errorf("%w: staged file %s is not kept in this process", sink.ErrFatal, name)
@@ -111,7 +129,7 @@ func (s *Sink) fence(ctx context.Context, p *loadPlan, name string, fence map[si
 			if err != nil {
 				return err
 			}
-			if pastFence(fence, l.tp, l.offset) {
+			if keep(l) {
 				idx = append(idx, i)
 			}
 		}
@@ -166,6 +184,7 @@ func (s *Sink) stagePiece(ctx context.Context, p *loadPlan, originName string, k
 // that cannot take the data at all, where splitting further would cost a
 // round per row).
 func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]copyOutcome) error {
+	before := len(p.rejects)
 	for name, o := range rejected {
 		pc := p.find(name)
 		derived := p.isDerived(pc.origin)
@@ -228,7 +247,39 @@ func (s *Sink) leaveOut(ctx context.Context, p *loadPlan, rejected map[string]co
 		s.log.Warn("Databend rejected rows; loading the rest and sending these to the dead-letter table",
 			"file", name, "rejected", o.errors, "first_error", o.firstError)
 	}
+	if err := s.leaveOutDerivedOf(ctx, p, p.rejects[before:]); err != nil {
+		return err
+	}
 	return s.stageRejects(ctx, p)
+}
+
+// leaveOutDerivedOf takes out of the plan's derived files the rows derived
+// from main rows just rejected (a GenAI operation of a span Databend
+// refused): its span is in the dead-letter table, and an operation without
+// its span is what verify reports (a rebuild derives it again once the
+// span is loaded).
+func (s *Sink) leaveOutDerivedOf(ctx context.Context, p *loadPlan, rejects []rejectRow) error {
+	gone := map[rowAt]bool{}
+	for _, r := range rejects {
+		if !r.derived && r.at != nil {
+			gone[*r.at] = true
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	for _, f := range p.files {
+		if f.DerivedPath == "" {
+			continue
+		}
+		err := s.keepLines(ctx, p, f.DerivedPath, false, func(l line) bool {
+			return !gone[rowAt{tp: l.tp, offset: l.offset, index: l.index}]
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stageRejects stages the plan's rejected rows as one dead-letter file
@@ -309,7 +360,11 @@ func (p *loadPlan) reject(k *keptFile, i int, reason string, derived bool) error
 	if err != nil {
 		return err
 	}
-	p.rejects = append(p.rejects, rejectRow{tp: l.tp, offset: l.offset, row: row, reason: reason, derived: derived})
+	rj := rejectRow{tp: l.tp, offset: l.offset, row: row, reason: reason, derived: derived}
+	if k.coords == nil && !derived { // a declared table's row (raw rows derive nothing)
+		rj.at = &rowAt{tp: l.tp, offset: l.offset, index: l.index}
+	}
+	p.rejects = append(p.rejects, rj)
 	return nil
 }
 

@@ -18,7 +18,7 @@ import (
 // max_result_rows to such a query (Planner::add_max_rows_limit,
 // sql/src/planner/planner.rs): the read is cut silently and the rebuild
 // replaces the operations of every span with those of the first few.
-func TestHuntGenAIRebuildReadCutByMaxResultRows(t *testing.T) {
+func TestGenAIRebuildReadIsWholeUnderMaxResultRows(t *testing.T) {
 	srv := databendtest.New("tl", "s3cret")
 	t.Cleanup(srv.Close)
 	srv.CreateTable("otel_spans", []string{"span_id", "kpartition"}, []string{"VARCHAR", "BIGINT"})

@@ -18,7 +18,7 @@ import (
 // ledger read (SELECT topic, "partition", max(last_offset) … GROUP BY) has
 // no LIMIT, so with more partitions than max_result_rows it silently
 // misses some: their files look unloaded and are copied again.
-func TestHuntLedgerReadCutByMaxResultRowsDoublesRows(t *testing.T) {
+func TestLedgerReadIsWholeUnderMaxResultRows(t *testing.T) {
 	srv, former := prepared(t, "")
 	ctx := context.Background()
 	// A former owner loaded offsets 0..9 of partitions 0 and 1.
@@ -59,7 +59,7 @@ func TestHuntLedgerReadCutByMaxResultRowsDoublesRows(t *testing.T) {
 // counts as an orphan (README "genai_operations": "verify checks … a row
 // whose span is missing"; internal/verify DerivedCheckSQL). The load
 // itself makes the inconsistency it is checked for.
-func TestHuntRejectedSpanLeavesItsOperationOrphaned(t *testing.T) {
+func TestRejectedSpanTakesItsOperationOut(t *testing.T) {
 	srv, s := prepared(t, "", withOps)
 	srv.Set(func() {
 		srv.Reject = func(table string, r databendtest.Row) string {
@@ -91,7 +91,7 @@ func TestHuntRejectedSpanLeavesItsOperationOrphaned(t *testing.T) {
 // LIMIT; under SET GLOBAL max_result_rows (Planner::add_max_rows_limit,
 // sql/src/planner/planner.rs) it reads only the first rows and reports a
 // whole table as not matching its ledger.
-func TestHuntVerifyLedgerReadCutByMaxResultRows(t *testing.T) {
+func TestVerifyLedgerReadIsWholeUnderMaxResultRows(t *testing.T) {
 	srv, s := prepared(t, "")
 	ctx := context.Background()
 	for _, b := range []*sink.Batch{batch(0, 0, 9), batch(0, 10, 19), batch(0, 20, 29)} {
