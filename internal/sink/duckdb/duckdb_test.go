@@ -563,3 +563,37 @@ func TestNoExtensionIsInstalledOrLoaded(t *testing.T) {
 		t.Errorf("DuckDB wrote %s: it tried to install an extension", filepath.Join(home, ".duckdb"))
 	}
 }
+
+// A load whose commit reported an error may have landed all the same
+// (DuckDB invalidates the database after some such commits, but says the
+// commit is durable): its partitions' positions are read from the ledger
+// again by the next load, not taken from what this process cached, so a
+// retry of the same files fences what landed. Here the failed load's rows
+// and ledger row are written by hand, as a commit that landed would have.
+func TestLoadAfterAFailedCommitReadsTheLedgerAgain(t *testing.T) {
+	s := prepared(t, false)
+	mustLoad(t, s, batch(0, 99))
+	files := stage(t, s, batch(100, 199))
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := s.LoadReporting(ctx, files, cancel); err == nil {
+		t.Fatal("the load committed; the test needs its commit to fail")
+	}
+	for _, q := range []string{
+		`INSERT INTO trace_raw SELECT * REPLACE (koffset + 100 AS koffset) FROM trace_raw WHERE koffset < 100`,
+		`INSERT INTO trace_raw_ledger SELECT * REPLACE (100 AS first_offset, 199 AS last_offset) FROM trace_raw_ledger`,
+	} {
+		if _, err := s.DB().Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded, err := s.Load(context.Background(), stage(t, s, batch(100, 199)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded.Ranges) != 0 {
+		t.Errorf("the retry loaded %+v, want nothing (the ledger covers it)", loaded.Ranges)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw`); n != 200 {
+		t.Errorf("%d rows, want 200 (offsets 100-199 once)", n)
+	}
+}

@@ -121,6 +121,14 @@ func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func(
 		loaded, err = s.loadTx(ctx, plans, true, committing)
 	}
 	if err != nil {
+		// A commit that reported an error may have landed all the same:
+		// the next load of these partitions reads their positions from
+		// the ledger again instead of trusting what was cached.
+		for _, f := range files {
+			for _, r := range f.Ranges {
+				delete(s.lastLoaded, r.TopicPartition)
+			}
+		}
 		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
 	}
 	for _, r := range loaded.Ranges {
@@ -144,7 +152,8 @@ func isFatal(err error) bool {
 // insert ("Out of Memory Error") or in the COMMIT ("Failed to commit:
 // failed to pin block of size …"): ordinary errors, the transaction is
 // rolled back and the database stays (unlike a fatal error, see isFatal;
-// should a commit have landed all the same, the ledger fences its rows).
+// should a commit have landed all the same, the ledger fences its rows:
+// a failed load's partitions are read from it again, loadOnce).
 func isOutOfMemory(err error) bool {
 	msg := err.Error()
 	return !isFatal(err) && (strings.Contains(msg, "Out of Memory Error") ||
