@@ -30,4 +30,3 @@ func TestHuntSubstraitPlansRefusedPermissionDenied(t *testing.T) {
 		t.Errorf("the Reader ran %d queries", len(q))
 	}
 }
-

@@ -25,7 +25,7 @@ func TestHuntUnnestOfAListIsRefused(t *testing.T) {
 	}{
 		{`SELECT name FROM otel_spans WHERE name = ANY (['chat']) ORDER BY name`, []string{"chat"}},
 		{`SELECT name FROM otel_spans WHERE name IN (SELECT unnest(['chat', 'secret-b'])) ORDER BY name`, []string{"chat"}},
-		{`SELECT count(*) FROM (SELECT unnest(str_split(name, 'o')) AS part FROM otel_spans)`, []string{"6"}},
+		{`SELECT count(*) FROM (SELECT unnest(str_split(name, 'o')) AS part FROM otel_spans)`, []string{"5"}},
 		{`SELECT sum(x) FROM (SELECT unnest([1, 2, 3]) AS x)`, []string{"6"}},
 	} {
 		got, err := l.rows(t, tenantA, tc.q)
