@@ -21,6 +21,25 @@ func (h *handler) DoPutCommandSubstraitPlan(context.Context, afsql.StatementSubs
 	return 0, readOnly
 }
 
+// Substrait plans are not taken at all, queries included: the read path
+// checks SQL text, and a plan would bypass it.
+
+func (h *handler) GetFlightInfoSubstraitPlan(context.Context, afsql.StatementSubstraitPlan, *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return nil, readOnly
+}
+
+func (h *handler) GetSchemaSubstraitPlan(context.Context, afsql.StatementSubstraitPlan, *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+	return nil, readOnly
+}
+
+func (h *handler) PollFlightInfoSubstraitPlan(context.Context, afsql.StatementSubstraitPlan, *flight.FlightDescriptor) (*flight.PollInfo, error) {
+	return nil, readOnly
+}
+
+func (h *handler) CreatePreparedSubstraitPlan(context.Context, afsql.ActionCreatePreparedSubstraitPlanRequest) (afsql.ActionCreatePreparedStatementResult, error) {
+	return afsql.ActionCreatePreparedStatementResult{}, readOnly
+}
+
 func (h *handler) DoPutPreparedStatementUpdate(context.Context, afsql.PreparedStatementUpdate, flight.MessageReader) (int64, error) {
 	return 0, readOnly
 }

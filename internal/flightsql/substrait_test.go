@@ -7,13 +7,13 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// TestHuntSubstraitPlansRefusedPermissionDenied: README "Reading while it
+// TestSubstraitPlansRefusedPermissionDenied: README "Reading while it
 // loads", Read-only: "Flight SQL's other DoPuts, updates, Substrait plans
 // and transactions are refused as PermissionDenied" (and the package doc:
 // "Updates, ingestion, transactions and Substrait plans are refused
 // (PermissionDenied)"). A Substrait query, its schema, its poll and a
 // prepared Substrait plan are Substrait plans too.
-func TestHuntSubstraitPlansRefusedPermissionDenied(t *testing.T) {
+func TestSubstraitPlansRefusedPermissionDenied(t *testing.T) {
 	r, _, c := setup(t)
 	ctx := as("a", "tok-a")
 	plan := afsql.SubstraitPlan{Plan: []byte{1}, Version: "0.1"}
