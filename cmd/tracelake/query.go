@@ -38,9 +38,9 @@ func readAccess(cfg *config.Config) (tenancy.Resolver, *tls.Config, error) {
 	if err != nil {
 		return tenants, nil, err
 	}
-	tlsConfig, err := receiverTLS(cfg.Query.TLS)
+	tlsConfig, err := receiverTLS("query.tls", cfg.Query.TLS)
 	if err != nil {
-		return tenants, nil, fmt.Errorf("query.tls: %w", err)
+		return tenants, nil, err
 	}
 	return tenants, tlsConfig, nil
 }

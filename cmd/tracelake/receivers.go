@@ -175,7 +175,7 @@ func startReceivers(cfg *config.Config, metrics *obs.Metrics, fwd otlp.Forwarder
 		},
 	}
 	var err error
-	if ropt.TLS, err = receiverTLS(o.TLS); err != nil {
+	if ropt.TLS, err = receiverTLS("otlp.tls", o.TLS); err != nil {
 		return nil, err
 	}
 	if o.TokensFile != "" {
@@ -194,25 +194,25 @@ func shutdownReceivers(cfg *config.Config, rcv *otlp.Receivers) {
 	rcv.Shutdown(ctx)
 }
 
-// receiverTLS is the receivers' TLS configuration; nil without a
-// certificate.
-func receiverTLS(t config.ReceiverTLS) (*tls.Config, error) {
+// receiverTLS is the server TLS of key's settings (otlp.tls, query.tls);
+// nil without a certificate. Its errors name key.
+func receiverTLS(key string, t config.ReceiverTLS) (*tls.Config, error) {
 	if t.CertFile == "" {
 		return nil, nil
 	}
 	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("otlp.tls: %w", err)
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if t.ClientCAFile != "" {
 		pem, err := os.ReadFile(t.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("otlp.tls.client_ca_file: %w", err)
+			return nil, fmt.Errorf("%s.client_ca_file: %w", key, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("otlp.tls.client_ca_file %s: no PEM certificate in it", t.ClientCAFile)
+			return nil, fmt.Errorf("%s.client_ca_file %s: no PEM certificate in it", key, t.ClientCAFile)
 		}
 		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
