@@ -369,8 +369,14 @@ func (d *DuckDB) Parameters(ctx context.Context, s tenancy.Scope, q string) (*ar
 		return nil, err
 	}
 	defer sess.close()
+	return sess.parameters(ctx, text, n)
+}
+
+// parameters says the type of each of the n parameters of text (checked,
+// its views made on sess) as DuckDB infers it.
+func (sess *session) parameters(ctx context.Context, text string, n int) (*arrow.Schema, error) {
 	fields := make([]arrow.Field, n)
-	err = sess.conn.Raw(func(dc any) error {
+	err := sess.conn.Raw(func(dc any) error {
 		st, err := dc.(driver.ConnPrepareContext).PrepareContext(ctx, text)
 		if err != nil {
 			return queryError(err)

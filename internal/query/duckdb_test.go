@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	_ "github.com/duckdb/duckdb-go/v2"
 
@@ -157,22 +158,26 @@ func TestReadSeesTheLoadsCommittedWhenItStarted(t *testing.T) {
 }
 
 // Parameters are typed as DuckDB infers them from where they stand (JDBC
-// binds by these types), checked as Query checks the query.
+// binds by these types), checked as Query checks the query: over the
+// DuckDB sink and over Iceberg (tracelake serve) alike.
 func TestParameterTypes(t *testing.T) {
-	l := newLake(t)
-	s, err := l.reader.Parameters(context.Background(), tenantA, `SELECT * FROM otel_spans WHERE duration_ms > ? AND name = ? AND trace_id = $3::VARCHAR`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, f := range s.Fields() {
-		got = append(got, f.Type.String())
-	}
-	if want := []string{"int64", "utf8", "utf8"}; !slices.Equal(got, want) {
-		t.Fatalf("parameter types %v, want %v", got, want)
-	}
-	if _, err := l.reader.Parameters(context.Background(), tenantA, `SELECT * FROM events WHERE record_content = ?`); err == nil {
-		t.Fatal("the parameters of a query over a table the tenant may not read were described")
+	for name, r := range map[string]interface {
+		Parameters(context.Context, tenancy.Scope, string) (*arrow.Schema, error)
+	}{"duckdb": newLake(t).reader, "iceberg": newIceLake(t, IcebergOptions{}).reader} {
+		s, err := r.Parameters(context.Background(), tenantA, `SELECT * FROM otel_spans WHERE duration_ms > ? AND name = ? AND trace_id = $3::VARCHAR`)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var got []string
+		for _, f := range s.Fields() {
+			got = append(got, f.Type.String())
+		}
+		if want := []string{"int64", "utf8", "utf8"}; !slices.Equal(got, want) {
+			t.Errorf("%s: parameter types %v, want %v", name, got, want)
+		}
+		if _, err := r.Parameters(context.Background(), tenantA, `SELECT * FROM events WHERE record_content = ?`); err == nil {
+			t.Errorf("%s: the parameters of a query over a table the tenant may not read were described", name)
+		}
 	}
 }
 

@@ -350,6 +350,18 @@ func (ic *Iceberg) Schema(ctx context.Context, s tenancy.Scope, q string) (*arro
 	return sess.schema(ctx, text, params)
 }
 
+// Parameters says the type of each parameter of q as DuckDB infers it
+// over scans of no file (flightsql.Parameters: JDBC binds by it), as the
+// DuckDB reader does.
+func (ic *Iceberg) Parameters(ctx context.Context, s tenancy.Scope, q string) (*arrow.Schema, error) {
+	sess, text, n, err := ic.open(ctx, s, q, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.close()
+	return sess.parameters(ctx, text, n)
+}
+
 // Tables implements Reader.
 func (ic *Iceberg) Tables(ctx context.Context, s tenancy.Scope) ([]Table, error) {
 	sess, err := openSession(ctx, ic.db, ic.slots, s)
