@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -114,4 +115,12 @@ func dump(t testing.TB, db *sql.DB, q string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// mustMerge merges m once with mg.
+func mustMerge(t testing.TB, mg *Merger, m config.Model) {
+	t.Helper()
+	if _, err := mg.Merge(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
 }

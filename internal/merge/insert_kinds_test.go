@@ -1,7 +1,6 @@
 package merge
 
 import (
-	"context"
 	"slices"
 	"testing"
 )
@@ -11,28 +10,21 @@ import (
 // a time keep the first; landed in one increment they must too — the
 // result may not depend on when the merge ran.
 func TestTwoInsertsOfAKeyInOneIncrementKeepTheFirst(t *testing.T) {
-	ctx := context.Background()
 	// One at a time.
 	l1, m1, mg1 := customersLoader(t, false)
 	l1.add(0, change{id: 1, action: "insert", name: "first", balance: "1"}.json())
 	l1.flush()
-	if _, err := mg1.Merge(ctx, m1); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg1, m1)
 	l1.add(0, change{id: 1, action: "insert", name: "second", balance: "2"}.json())
 	l1.flush()
-	if _, err := mg1.Merge(ctx, m1); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg1, m1)
 	oneAtATime := dump(t, l1.db(), `SELECT id, name FROM customers`)
 	// Both in one increment.
 	l2, m2, mg2 := customersLoader(t, false)
 	l2.add(0, change{id: 1, action: "insert", name: "first", balance: "1"}.json())
 	l2.add(0, change{id: 1, action: "insert", name: "second", balance: "2"}.json())
 	l2.flush()
-	if _, err := mg2.Merge(ctx, m2); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg2, m2)
 	together := dump(t, l2.db(), `SELECT id, name FROM customers`)
 	want := []string{"1|first"}
 	if !slices.Equal(oneAtATime, want) || !slices.Equal(together, want) {
@@ -45,20 +37,15 @@ func TestTwoInsertsOfAKeyInOneIncrementKeepTheFirst(t *testing.T) {
 // merged one at a time give "second" (the third insert finds the key), and
 // so must one increment holding all three.
 func TestDeleteThenTwoInsertsInOneIncrementKeepTheFirstInsert(t *testing.T) {
-	ctx := context.Background()
 	l, m, mg := customersLoader(t, false)
 	l.add(0, change{id: 1, action: "insert", name: "first", balance: "1"}.json())
 	l.flush()
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	l.add(0, change{id: 1, action: "delete", balance: "0"}.json())
 	l.add(0, change{id: 1, action: "insert", name: "second", balance: "2"}.json())
 	l.add(0, change{id: 1, action: "insert", name: "third", balance: "3"}.json()) // a replayed/duplicate insert: never overwrites
 	l.flush()
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	if got, want := dump(t, l.db(), `SELECT id, name FROM customers`), []string{"1|second"}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v (as merged one change at a time)", got, want)
 	}

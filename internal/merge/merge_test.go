@@ -108,9 +108,7 @@ func TestCDCStreamMatchesFinalState(t *testing.T) {
 			}
 			if i%(len(stream[p])/4+1) == 0 { // four increments
 				l.flush()
-				if _, err := mg.Merge(ctx, m); err != nil {
-					t.Fatal(err)
-				}
+				mustMerge(t, mg, m)
 			}
 		}
 	}
@@ -175,9 +173,7 @@ func TestFailedMergeLeavesNoTrace(t *testing.T) {
 	l, m, mg := customersLoader(t, true)
 	l.add(0, change{id: 1, v: 1, action: "insert", name: "a", balance: "1.00"}.json())
 	l.flush()
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	before := dump(t, l.db(), `SELECT * FROM customers`)
 
 	l.add(0, change{id: 1, v: 2, action: "update", name: "b", balance: "2.00"}.json())
@@ -232,9 +228,7 @@ func TestActionsWithoutVersion(t *testing.T) {
 		}
 	}
 	pending(3) // no watermark table yet
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	pending(0)
 	for _, c := range []change{
 		{id: 1, action: "insert", name: "replayed", balance: "9"}, // ignored: 1 exists
@@ -246,9 +240,7 @@ func TestActionsWithoutVersion(t *testing.T) {
 	}
 	l.flush()
 	pending(4)
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	want := []string{"1|first", "2|two'", "4|four"}
 	if got := dump(t, l.db(), `SELECT id, name FROM customers`); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
@@ -297,19 +289,14 @@ func TestQuotedPathSegments(t *testing.T) {
 // change, found the key's row and did not overwrite it, and the delete
 // was never applied.)
 func TestDeleteThenInsertInOneIncrement(t *testing.T) {
-	ctx := context.Background()
 	l, m, mg := customersLoader(t, false)
 	l.add(0, change{id: 1, action: "insert", name: "first", balance: "1"}.json())
 	l.flush()
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	l.add(0, change{id: 1, action: "delete", name: "", balance: "0"}.json())
 	l.add(0, change{id: 1, action: "insert", name: "second", balance: "2"}.json())
 	l.flush()
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	if got, want := dump(t, l.db(), `SELECT id, name FROM customers`), []string{"1|second"}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v (the same changes merged one increment each give %v)", got, want, want)
 	}
@@ -327,17 +314,13 @@ func TestReplayedDeadLetterReachesModel(t *testing.T) {
 	l.next[0]++ // offset 1 was dead-lettered
 	l.add(0, change{id: 3, v: 1, action: "insert", name: "three", balance: "3"}.json())
 	l.flush()
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	replayDeadLetter(t, l, m, change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())
 	// The replayed row, and the one after it, merged again from there.
 	if n, err := mg.Pending(ctx, m); err != nil || n != 2 {
 		t.Errorf("pending after the replay = %d (%v), want 2", n, err)
 	}
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	if got, want := dump(t, l.db(), `SELECT id, name FROM customers`), []string{"1|one", "2|two", "3|three"}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

@@ -15,19 +15,14 @@ import (
 // the watermark and the rows after it are merged again: a row rejected
 // before is held in <name>_rejects once, not once per merge.
 func TestReplayLoweringTheWatermarkKeepsEachRejectOnce(t *testing.T) {
-	ctx := context.Background()
 	l, m, mg := customersLoader(t, true)
 	l.add(0, change{id: 1, v: 1, action: "insert", name: "one", balance: "1"}.json())
 	l.next[0]++                                                           // offset 1 was dead-lettered
 	l.add(0, []byte(`{"action":"update","id":3,"v":2,"balance":"lots"}`)) // offset 2: rejected by the model
 	l.flush()
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	replayDeadLetter(t, l, m, change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())
-	if _, err := mg.Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	mustMerge(t, mg, m)
 	if got, want := dump(t, l.db(), `SELECT id, name FROM customers`), []string{"1|one", "2|two"}; !slices.Equal(got, want) {
 		t.Errorf("target: got %v, want %v", got, want)
 	}
@@ -44,7 +39,6 @@ func TestReplayLoweringTheWatermarkKeepsEachRejectOnce(t *testing.T) {
 func TestReplayLowersAModelWhoseSourceIsSpelledOtherwise(t *testing.T) {
 	for _, source := range []string{"TRACE_RAW", "main.trace_raw"} {
 		t.Run(source, func(t *testing.T) {
-			ctx := context.Background()
 			l := newRawLoader(t)
 			m := customers()
 			m.Source = source
@@ -53,13 +47,9 @@ func TestReplayLowersAModelWhoseSourceIsSpelledOtherwise(t *testing.T) {
 			l.next[0]++ // offset 1 was dead-lettered
 			l.add(0, change{id: 3, v: 1, action: "insert", name: "three", balance: "3"}.json())
 			l.flush()
-			if _, err := mg.Merge(ctx, m); err != nil {
-				t.Fatal(err)
-			}
+			mustMerge(t, mg, m)
 			replayDeadLetter(t, l, m, change{id: 2, v: 1, action: "insert", name: "two", balance: "2"}.json())
-			if _, err := mg.Merge(ctx, m); err != nil {
-				t.Fatal(err)
-			}
+			mustMerge(t, mg, m)
 			if got, want := dump(t, l.db(), `SELECT id, name FROM customers`), []string{"1|one", "2|two", "3|three"}; !slices.Equal(got, want) {
 				t.Errorf("got %v, want %v (the replayed row never reaches the model)", got, want)
 			}
