@@ -25,18 +25,7 @@ import (
 // the load holding its rows committed; a retryable error is for a request
 // not stored.)
 func TestDatabendRejectedGenAIOperationAnswersItsRequestStored(t *testing.T) {
-	srv := databendtest.New("tl", "pw")
-	t.Cleanup(srv.Close)
-	s, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "otel_spans", Typed: &otel.Spans,
-		Derived: &genai.Table, DerivedTable: "genai_operations",
-		Stage: "~", Prefix: "tracelake/otel_spans/", Purge: true, Uploads: 1, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	srv, s := databendSpans(t, true)
 	// Databend refuses every operation row (as it refuses a value its
 	// column cannot take).
 	srv.Reject = func(table string, r databendtest.Row) string {
@@ -99,4 +88,27 @@ func startGenAILoader(t *testing.T, s sink.Sink) *Loader {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// databendSpans is a test Databend server and a prepared sink of
+// otel_spans on it, with genai_operations derived when genAI; closed with
+// the test.
+func databendSpans(t *testing.T, genAI bool) (*databendtest.Server, *databend.Sink) {
+	t.Helper()
+	srv := databendtest.New("tl", "pw")
+	t.Cleanup(srv.Close)
+	opt := databend.Options{DSN: srv.DSN(""), Table: "otel_spans", Typed: &otel.Spans,
+		Stage: "~", Prefix: "tracelake/otel_spans/", Purge: true, Uploads: 1, Timeout: 10 * time.Second}
+	if genAI {
+		opt.Derived, opt.DerivedTable = &genai.Table, "genai_operations"
+	}
+	s, err := databend.Open(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return srv, s
 }

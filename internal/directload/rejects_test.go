@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/otlp"
-	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 )
 
@@ -20,17 +18,7 @@ import (
 // one load are told apart, and a request the decoder refuses whole is
 // rejected whole.
 func TestRejectedRowsAreToldToTheirRequests(t *testing.T) {
-	srv := databendtest.New("tl", "pw")
-	t.Cleanup(srv.Close)
-	s, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "otel_spans", Typed: &otel.Spans,
-		Stage: "~", Prefix: "tracelake/otel_spans/", Purge: true, Uploads: 1, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	srv, s := databendSpans(t, false)
 	// The table refuses the spans named "refused" (as Databend refuses a
 	// value its column cannot take).
 	srv.Reject = func(table string, r databendtest.Row) string {
