@@ -12,6 +12,7 @@ import (
 
 	gojson "github.com/goccy/go-json"
 
+	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -95,7 +96,7 @@ func (c *Config) validate(consuming bool) error {
 		check(slices.Contains(c.OTLP.Signals, c.Kafka.Signal), "otlp.signals",
 			"must hold kafka.signal (%s), whose rows go to sink.table, got %q", c.Kafka.Signal, c.OTLP.Signals)
 		for _, sig := range c.OTLP.Signals {
-			check(sig == c.Kafka.Signal || !sameTable(signalTable[sig], c.Sink.Table), "sink.table",
+			check(sig == c.Kafka.Signal || !sqltext.SameTable(signalTable[sig], c.Sink.Table), "sink.table",
 				"%s is where otlp.signals loads %s: name kafka.signal's (%s) table otherwise", c.Sink.Table, sig, c.Kafka.Signal)
 		}
 	}
@@ -294,19 +295,6 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 func (t ReceiverTLS) validate(key string, check func(ok bool, key, format string, args ...any)) {
 	check((t.CertFile == "") == (t.KeyFile == ""), key+".cert_file", "set both cert_file and key_file, or neither")
 	check(t.ClientCAFile == "" || t.CertFile != "", key+".client_ca_file", "mutual TLS needs the server's own cert_file and key_file too")
-}
-
-// sameTable says whether table (sink.table) names the table name of
-// the default schema, as DuckDB resolves names: without regard to case,
-// main's when it names no schema.
-func sameTable(name, table string) bool {
-	if schema, t, ok := strings.Cut(table, "."); ok {
-		if !strings.EqualFold(schema, "main") {
-			return false
-		}
-		table = t
-	}
-	return strings.EqualFold(name, table)
 }
 
 // validTopic is Kafka's rule for topic names (kafka.common.internals.Topic):

@@ -299,7 +299,7 @@ func LowerWatermarks(models []config.Model) func(ctx context.Context, tx *sql.Tx
 				// lowest is keyed by the sink's spelling of the raw
 				// table, m.Source by the config's: DuckDB resolves both
 				// to one table.
-				if !sameTable(table, m.Source) {
+				if !sqltext.SameTable(table, m.Source) {
 					continue
 				}
 				for tp, offset := range parts {
@@ -326,16 +326,6 @@ WHERE r.topic = v.topic AND r."partition" = v."partition" AND r."offset" >= v.ne
 	}
 }
 
-// sameTable reports whether two spellings of a table name are the same
-// table as DuckDB resolves them: case-insensitive, with the default schema
-// main implied.
-func sameTable(a, b string) bool {
-	norm := func(n string) string {
-		n = strings.ToLower(n)
-		return strings.TrimPrefix(n, "main.")
-	}
-	return norm(a) == norm(b)
-}
 
 // lowerWatermarks lowers each model's watermark of a partition to the
 // offset the rows of lowest (SQL of rows: model, topic, partition,
