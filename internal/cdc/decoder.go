@@ -176,7 +176,6 @@ func next(dst []Change) ([]Change, *Change) {
 	return dst, c
 }
 
-// keyNames appends the interned key names to c.Key.
 // source names the source table as the source does: database.table, or
 // database.schema.table.
 func (t *Table) source() string {
@@ -186,6 +185,7 @@ func (t *Table) source() string {
 	return t.Database + "." + t.Name
 }
 
+// keyNames appends the interned key names to c.Key.
 func (t *Table) keyNames(c *Change, names [][]byte) {
 	hint := 0
 	for _, n := range names {

@@ -326,7 +326,6 @@ WHERE r.topic = v.topic AND r."partition" = v."partition" AND r."offset" >= v.ne
 	}
 }
 
-
 // lowerWatermarks lowers each model's watermark of a partition to the
 // offset the rows of lowest (SQL of rows: model, topic, partition,
 // offset) give it, if lower, in tx: a dead-letter replay's rows land

@@ -88,7 +88,7 @@ func (p *plan) reasonExpr(nested bool) string {
 	for i, c := range p.m.Columns {
 		fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s IS NULL THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 			i, sqltext.Ident(c.Name), sqltext.String("column "+c.Name+": cannot cast "), i, sqltext.String(" to "+c.Type))
-		if nested && !strings.EqualFold(c.Type, "JSON") && sqltext.Nested(c.Type) {
+		if nested && sqltext.Nested(c.Type) {
 			fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 				i, sqltext.NestedCastLost(sqltext.Ident(c.Name), fmt.Sprintf("tl_raw_%d", i), c.Type),
 				sqltext.String("column "+c.Name+": an element does not cast: "), i, sqltext.String(" to "+c.Type))

@@ -254,11 +254,7 @@ func AttributesFromJSON(data []byte) (pcommon.Map, error) {
 			return m, fmt.Errorf("attributes are not a JSON object: %w", err)
 		}
 		k, _ := tok.(string)
-		v, ok := m.Get(k)
-		if !ok {
-			v = m.PutEmpty(k)
-		}
-		if err := v.FromRaw(withNumbers(raw)); err != nil {
+		if err := m.PutEmpty(k).FromRaw(withNumbers(raw)); err != nil { // PutEmpty clears a key given twice
 			return m, err
 		}
 	}

@@ -386,18 +386,19 @@ func vectorBinary(b *BinaryExpr, lhs, rhs []Sample) ([]Sample, error) {
 			continue
 		}
 		ls := resultLabels(b, s.Labels, o.Labels)
+		key := ls.String()
 		// A match counts whether or not a comparison then drops it.
 		results, seen := matched[k]
 		switch {
 		case oneToOne && seen:
 			return nil, &EvalError{"multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)"}
-		case !oneToOne && results[ls.String()]:
+		case !oneToOne && results[key]:
 			return nil, &EvalError{"multiple matches for labels: grouping labels must ensure unique matches"}
 		case !seen:
 			results = map[string]bool{}
 			matched[k] = results
 		}
-		results[ls.String()] = true
+		results[key] = true
 		x, y := s.V, o.V
 		if !manyLeft {
 			x, y = y, x

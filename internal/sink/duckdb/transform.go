@@ -233,7 +233,7 @@ func (c userColumn) value() string {
 // is not null in the field (TRY_CAST nulls only the element).
 func (c userColumn) badCast(v string) string {
 	lost := ""
-	if c.typ != "JSON" && sqltext.Nested(c.typ) {
+	if sqltext.Nested(c.typ) {
 		lost = " OR " + sqltext.NestedCastLost(v, c.source("j"), c.typ)
 	}
 	return fmt.Sprintf("(%s AND (%s IS NULL%s))", c.present(), v, lost)
