@@ -434,8 +434,9 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 	counts := map[kind][]map[sink.TopicPartition]int64{}
 	fenced := map[kind][]bool{}
 	landed := false // a table's commit of this group landed
+	main := &mainPositions{}
 	for _, k := range s.kinds() {
-		c, f, ok, err := s.commitTable(ctx, entries, k, loadID)
+		c, f, ok, err := s.commitTable(ctx, entries, k, loadID, main)
 		// Once a table's commit landed, a later one that loses a race is
 		// tried again at once, fenced by the positions read again: failed,
 		// the load would leave the tables committed first ahead of the
@@ -443,7 +444,7 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		// positions (the OTLP receivers' sequence) could not add.
 		for race := 1; err != nil && landed && LostRace(err) && race < maxRacesInALoad; race++ {
 			s.log.Info("a load's commit lost a race after another table's landed; committing it again", "table", name(s.id(k)), "race", race)
-			c, f, ok, err = s.commitTable(ctx, entries, k, loadID)
+			c, f, ok, err = s.commitTable(ctx, entries, k, loadID, main)
 		}
 		landed = landed || ok
 		if err != nil {
@@ -595,7 +596,7 @@ func covered(ranges []sink.Range, pos map[sink.TopicPartition]int64) coverage {
 // entry the positions do not reach goes in as staged, one they cover is
 // left out, one they cover in part has its files written again without
 // the covered rows.
-func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string) ([]map[sink.TopicPartition]int64, []bool, bool, error) {
+func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadID string, main *mainPositions) ([]map[sink.TopicPartition]int64, []bool, bool, error) {
 	if s.beforeLoadCommit != nil {
 		s.beforeLoadCommit()
 	}
@@ -613,7 +614,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	next := maps.Clone(start)
 	if k != mainTable && slices.ContainsFunc(entries, func(st *staged) bool { return len(st.of(k).files) > 0 }) {
-		if err := s.fenceByMain(ctx, entries, next); err != nil {
+		if err := s.fenceByMain(ctx, entries, next, main); err != nil {
 			return nil, nil, false, err
 		}
 	}
@@ -691,12 +692,8 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 // otlp.instance, rows of other requests — while the main table fenced
 // them out, and the load's count of what it stored would no longer be
 // the rows of its last requests (directload's fencedBefore).
-func (s *Sink) fenceByMain(ctx context.Context, entries []*staged, next map[sink.TopicPartition]int64) error {
-	main, err := s.loadTable(ctx, s.id(mainTable))
-	if err != nil {
-		return err
-	}
-	pos, err := positions(main)
+func (s *Sink) fenceByMain(ctx context.Context, entries []*staged, next map[sink.TopicPartition]int64, main *mainPositions) error {
+	pos, err := main.get(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -708,6 +705,30 @@ func (s *Sink) fenceByMain(ctx context.Context, entries []*staged, next map[sink
 		}
 	}
 	return nil
+}
+
+// mainPositions are the main table's positions as read for one load's
+// commits of its other tables: once, by the first that needs them, not a
+// catalog read per table. Read again for the second table, they could be
+// further only where another process's main commit landed between this
+// load's commits: the race README names for loaders sharing an
+// otlp.instance, which a second read would narrow, not close.
+type mainPositions struct {
+	pos map[sink.TopicPartition]int64
+}
+
+func (m *mainPositions) get(ctx context.Context, s *Sink) (map[sink.TopicPartition]int64, error) {
+	if m.pos != nil {
+		return m.pos, nil
+	}
+	tbl, err := s.loadTable(ctx, s.id(mainTable))
+	if err != nil {
+		return nil, err
+	}
+	if m.pos, err = positions(tbl); err != nil {
+		return nil, err
+	}
+	return m.pos, nil
 }
 
 // newLoadID names a load (its snapshots' tracelake.load-id).
