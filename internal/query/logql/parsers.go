@@ -142,7 +142,8 @@ func jsonSkip(dec *json.Decoder) error {
 }
 
 // jsonParams extracts the labels of json's parameters by their paths;
-// a path not found gives an empty label (Loki JSONExpressionParser).
+// a path not found gives an empty label (Loki JSONExpressionParser). The
+// line's top-level object is decoded once for all of them.
 func jsonParams(params []ExtractParam, line string, b *builder) {
 	dec := json.NewDecoder(strings.NewReader(line))
 	var doc json.RawMessage
@@ -150,6 +151,8 @@ func jsonParams(params []ExtractParam, line string, b *builder) {
 		b.setErr(errJSON, err.Error())
 		return
 	}
+	var top map[string]json.RawMessage // nil: not an object
+	_ = json.Unmarshal(doc, &top)
 	for _, p := range params {
 		path := p.Expr
 		if path == "" {
@@ -159,14 +162,15 @@ func jsonParams(params []ExtractParam, line string, b *builder) {
 		if b.has(name, CatStream) || b.has(name, CatMetadata) {
 			name += duplicateSuffix
 		}
-		b.set(CatParsed, name, jsonText(jsonPath(doc, path)))
+		b.set(CatParsed, name, jsonText(jsonPath(doc, top, path)))
 	}
 }
 
 // jsonPath follows a path such as a.b[0]["c d"] in doc, undecoded
 // below the path so that an object or array found keeps its text as the
-// line has it; nil when absent.
-func jsonPath(doc json.RawMessage, path string) json.RawMessage {
+// line has it; nil when absent. top is doc's object, decoded (nil when
+// doc is none).
+func jsonPath(doc json.RawMessage, top map[string]json.RawMessage, path string) json.RawMessage {
 	cur := doc
 	for path != "" && cur != nil {
 		var key string
@@ -190,7 +194,7 @@ func jsonPath(doc json.RawMessage, path string) json.RawMessage {
 			if err != nil || json.Unmarshal(cur, &arr) != nil || i < 0 || i >= len(arr) {
 				return nil
 			}
-			cur = arr[i]
+			cur, top = arr[i], nil
 			continue
 		default:
 			end := strings.IndexAny(path, ".[")
@@ -199,11 +203,11 @@ func jsonPath(doc json.RawMessage, path string) json.RawMessage {
 			}
 			key, path = path[:end], path[end:]
 		}
-		var o map[string]json.RawMessage
-		if json.Unmarshal(cur, &o) != nil {
+		o := top
+		if o == nil && json.Unmarshal(cur, &o) != nil {
 			return nil
 		}
-		cur = o[key]
+		cur, top = o[key], nil
 	}
 	return cur
 }
