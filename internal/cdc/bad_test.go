@@ -306,3 +306,42 @@ func TestTruncateOfOneShardIsDeadLettered(t *testing.T) {
 		}
 	}
 }
+
+// Debezium's placeholder for a value it did not read takes a form of its
+// own for each PostgreSQL type (UnchangedToastedPlaceholder): an integer[],
+// bigint[] or date[] value is a list of the placeholder's bytes as numbers,
+// a bytea[] a list of its bytes, a uuid[] a list of its name-based UUID,
+// an hstore a map of it to itself (or that map's JSON text). Each is
+// refused as the text form is: a model given it would hold [95,95,100,…]
+// for an array the update did not change.
+func TestUnavailablePlaceholderOfEveryPostgresType(t *testing.T) {
+	toastedInts := `[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,101]`
+	hstore := `{"__debezium_unavailable_value":"__debezium_unavailable_value"}`
+	hstoreJSON := `"{\"__debezium_unavailable_value\":\"__debezium_unavailable_value\"}"`
+	for _, tc := range []struct{ name, typ, value string }{
+		{"integer[]", `{"type":"array","items":{"type":"int32","optional":true}}`, toastedInts},
+		{"bigint[]", `{"type":"array","items":{"type":"int64","optional":true}}`, toastedInts},
+		{"date[]", `{"type":"array","items":{"type":"int32","optional":true,"name":"io.debezium.time.Date"}}`, toastedInts},
+		{"bytea[]", `{"type":"array","items":{"type":"bytes","optional":true}}`, `["X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="]`},
+		{"uuid[]", `{"type":"array","items":{"type":"string","optional":true,"name":"io.debezium.data.Uuid"}}`, `["b68a35a7-17ad-35b3-af2a-ae46edb4545a"]`},
+		{"hstore map", `{"type":"map","keys":{"type":"string"},"values":{"type":"string","optional":true}}`, hstore},
+		{"hstore json", `{"type":"string","name":"io.debezium.data.Json"}`, hstoreJSON},
+	} {
+		field := strings.Replace(tc.typ, `{`, `{"field":"doc","optional":true,`, 1)
+		payload := `{"before":null,"after":{"id":1,"doc":` + tc.value + `},"op":"u","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`
+		for _, value := range []string{
+			payload, // schemas off
+			`{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[{"field":"id","type":"int32"},` + field + `]}]},"payload":` + payload + `}`,
+		} {
+			d, err := NewDecoder(Options{Format: FormatDebezium})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.Decode(nil, "srv.public.t", nil, []byte(value))
+			var e *Error
+			if !errors.As(err, &e) || !strings.Contains(e.Reason, "placeholder for a value it did not read") {
+				t.Errorf("%s: got %d changes (%s), error %v; want the placeholder refused", tc.name, len(got), render(got), err)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"bytes"
+	"crypto/md5"
 	"encoding/base64"
 	"fmt"
 	"strconv"
@@ -395,17 +396,46 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 
 // unavailableValue is what Debezium writes for a value it did not read
 // (unavailable.value.placeholder's default): a PostgreSQL TOAST value an
-// update did not change, under REPLICA IDENTITY DEFAULT, comes as this
-// text, as a list of it for an array, or as its bytes (base64) for
-// bytea (the PostgreSQL connector's documentation, "Considerations for
-// TOASTed values").
+// update did not change, under REPLICA IDENTITY DEFAULT (the PostgreSQL
+// connector's documentation, "Considerations for TOASTed values").
 const unavailableValue = "__debezium_unavailable_value"
 
-var unavailableForms = [][]byte{
-	[]byte(`"` + unavailableValue + `"`),
-	[]byte(`["` + unavailableValue + `"]`),
-	[]byte(`"` + base64.StdEncoding.EncodeToString([]byte(unavailableValue)) + `"`),
-}
+// unavailableForms are the JSON values the PostgreSQL connector writes for
+// the placeholder, one per type (UnchangedToastedPlaceholder and
+// UnchangedToastedReplicationMessageColumn.setUnchangedToastValue in
+// debezium-connector-postgres): its text (text, json, jsonb, xml…, bytea
+// in the hex and base64 modes); its bytes, base64 (bytea in the bytes
+// mode); a list of its text (text[], varchar[], json[]…); a list of its
+// bytes (bytea[]); a list of its bytes as numbers (integer[], bigint[],
+// date[]); a list of the name-based UUID of its bytes
+// (UUID.nameUUIDFromBytes: uuid[]); and a map of it to itself (hstore as
+// a map, or as that map's JSON text in hstore.handling.mode=json).
+var unavailableForms = func() [][]byte {
+	b64 := base64.StdEncoding.EncodeToString([]byte(unavailableValue))
+	var numbers []byte
+	for i, b := range []byte(unavailableValue) {
+		if i > 0 {
+			numbers = append(numbers, ',')
+		}
+		numbers = strconv.AppendInt(numbers, int64(b), 10)
+	}
+	// UUID.nameUUIDFromBytes: MD5, version 3, IETF variant.
+	h := md5.Sum([]byte(unavailableValue))
+	h[6] = h[6]&0x0f | 0x30
+	h[8] = h[8]&0x3f | 0x80
+	uuid := fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	hstore := `{"` + unavailableValue + `":"` + unavailableValue + `"}`
+	return [][]byte{
+		[]byte(`"` + unavailableValue + `"`),
+		[]byte(`"` + b64 + `"`),
+		[]byte(`["` + unavailableValue + `"]`),
+		[]byte(`["` + b64 + `"]`),
+		append(append([]byte{'['}, numbers...), ']'),
+		[]byte(`["` + uuid + `"]`),
+		[]byte(hstore),
+		[]byte(strconv.Quote(hstore)),
+	}
+}()
 
 // unavailable says whether a column's JSON value v is Debezium's
 // placeholder for a value it did not read.
