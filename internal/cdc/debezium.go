@@ -16,6 +16,10 @@ import (
 type field struct {
 	name, typ, logical []byte
 	scale, precision   int
+	// itemLogical and itemScale are an array's items' logical type and
+	// scale (schema.fields[after].fields[i].items).
+	itemLogical []byte
+	itemScale   int
 }
 
 // conversion is how a Debezium value becomes its NDJSON.
@@ -332,31 +336,53 @@ func rowFields(dst []field, envSchema []byte) []field {
 func structFields(dst []field, structSchema []byte) []field {
 	els, ok := open(member(structSchema, "fields"), '[')
 	for v, more := els.element(); ok && more; v, more = els.element() {
-		var f field
-		m, _ := open(v, '{')
-		for k, v, ok := m.member(); ok; k, v, ok = m.member() {
-			switch string(k) {
-			case "field":
-				f.name = text(v)
-			case "type":
-				f.typ = text(v)
-			case "name":
-				f.logical = text(v)
-			case "parameters":
-				p, _ := open(v, '{')
-				for k, v, ok := p.member(); ok; k, v, ok = p.member() {
-					switch string(k) {
-					case "scale":
-						f.scale, _ = strconv.Atoi(string(text(v)))
-					case "connect.decimal.precision":
-						f.precision, _ = strconv.Atoi(string(text(v)))
-					}
+		dst = append(dst, readField(v))
+	}
+	return dst
+}
+
+// readField reads one field of a struct schema.
+func readField(v []byte) field {
+	var f field
+	m, _ := open(v, '{')
+	for k, v, ok := m.member(); ok; k, v, ok = m.member() {
+		switch string(k) {
+		case "field":
+			f.name = text(v)
+		case "type":
+			f.typ = text(v)
+		case "name":
+			f.logical = text(v)
+		case "parameters":
+			f.scale, f.precision = decimalParameters(v)
+		case "items":
+			it, _ := open(v, '{')
+			for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+				switch string(k) {
+				case "name":
+					f.itemLogical = text(v)
+				case "parameters":
+					f.itemScale, _ = decimalParameters(v)
 				}
 			}
 		}
-		dst = append(dst, f)
 	}
-	return dst
+	return f
+}
+
+// decimalParameters reads a Decimal's scale and precision from a schema's
+// parameters (strings: {"scale":"2","connect.decimal.precision":"10"}).
+func decimalParameters(v []byte) (scale, precision int) {
+	p, _ := open(v, '{')
+	for k, v, ok := p.member(); ok; k, v, ok = p.member() {
+		switch string(k) {
+		case "scale":
+			scale, _ = strconv.Atoi(string(text(v)))
+		case "connect.decimal.precision":
+			precision, _ = strconv.Atoi(string(text(v)))
+		}
+	}
+	return scale, precision
 }
 
 // debeziumRow appends the columns of a row image: typed by fields where
@@ -484,6 +510,18 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		if !fits(lt.typ, v) {
 			return errNotType(v, f)
 		}
+		if string(f.typ) == "array" {
+			if conv := logicalTypes[string(f.itemLogical)].conv; conv == fromDecimal || conv == fromVarDecimal {
+				// A PostgreSQL numeric[]: its items are Decimals, each
+				// the base64 of an unscaled integer whose scale only the
+				// schema says (or a VariableScaleDecimal's {scale, value}),
+				// which as they are would be no number to a reader.
+				if !c.putDecimalArray(col, v, conv, f.itemScale) {
+					return errNotType(v, f)
+				}
+				return nil
+			}
+		}
 		col.Value = v
 	case fromDecimal:
 		u, ok := decodeBase64(nil, v)
@@ -492,19 +530,8 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		}
 		c.putDecimal(col, u, f.scale)
 	case fromVarDecimal:
-		var scale, value []byte
-		it, ok := open(v, '{')
-		for k, v, more := it.member(); ok && more; k, v, more = it.member() {
-			switch string(k) {
-			case "scale":
-				scale = v
-			case "value":
-				value = v
-			}
-		}
-		s, err := strconv.Atoi(string(scale))
-		u, okU := decodeBase64(nil, value)
-		if err != nil || !okU {
+		u, s, ok := varDecimal(v)
+		if !ok {
 			return errNotType(v, f)
 		}
 		c.putDecimal(col, u, s)
@@ -541,6 +568,63 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		}
 	}
 	return nil
+}
+
+// varDecimal reads a VariableScaleDecimal, {"scale":s,"value":base64}:
+// its unscaled value's bytes and its scale.
+func varDecimal(v []byte) (u []byte, scale int, ok bool) {
+	var sc, value []byte
+	it, isObject := open(v, '{')
+	for k, v, more := it.member(); isObject && more; k, v, more = it.member() {
+		switch string(k) {
+		case "scale":
+			sc = v
+		case "value":
+			value = v
+		}
+	}
+	scale, err := strconv.Atoi(string(sc))
+	u, okU := decodeBase64(nil, value)
+	return u, scale, err == nil && okU
+}
+
+// putDecimalArray writes a JSON array of Decimals (conv fromDecimal, each
+// of the items' scale) or VariableScaleDecimals (fromVarDecimal) as the
+// array of their exact decimal numbers, nulls kept, as PostgreSQL's
+// to_json writes a numeric[]: [12.34,null,-0.05]. False if an item is
+// neither null nor such a decimal.
+func (c *Change) putDecimalArray(col *Column, v []byte, conv conversion, scale int) bool {
+	from := len(c.arena)
+	c.arena = append(c.arena, '[')
+	it, _ := open(v, '[')
+	var u []byte
+	for i := 0; ; i++ {
+		item, more := it.element()
+		if !more {
+			break
+		}
+		if i > 0 {
+			c.arena = append(c.arena, ',')
+		}
+		if isNull(item) {
+			c.arena = append(c.arena, "null"...)
+			continue
+		}
+		s, ok := scale, false
+		if conv == fromVarDecimal {
+			u, s, ok = varDecimal(item)
+		} else {
+			u, ok = decodeBase64(u, item)
+		}
+		if !ok {
+			c.arena = c.arena[:from]
+			return false
+		}
+		c.arena = appendDecimal(c.arena, u, s)
+	}
+	c.arena = append(c.arena, ']')
+	col.from, col.to = int32(from), int32(len(c.arena))
+	return true
 }
 
 // fits says whether v is a value of type t as internal/schema's NDJSON

@@ -151,3 +151,41 @@ func TestConcurrentDecode(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A PostgreSQL numeric[] comes from Debezium (decimal.handling.mode
+// precise) as an array of Decimals, each the base64 of its unscaled value,
+// whose scale is the items schema's alone (or of VariableScaleDecimals,
+// {scale, value}, for numeric[] without a precision): the changelog's
+// JSON holds the numbers, exact, as PostgreSQL's to_json writes them.
+func TestDebeziumNumericArrayKeepsItsDecimals(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[` +
+		`{"field":"id","type":"int32"},` +
+		`{"field":"prices","type":"array","optional":true,"items":{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"30"}}},` +
+		`{"field":"amounts","type":"array","optional":true,"items":{"type":"struct","optional":true,"name":"io.debezium.data.VariableScaleDecimal","fields":[{"field":"scale","type":"int32"},{"field":"value","type":"bytes"}]}}` +
+		`]}]},"payload":{"before":null,"after":{"id":1,` +
+		`"prices":["BNI=",null,"+w==","AQAAAAAAAAAA"],` +
+		`"amounts":[{"scale":3,"value":"BNI="},{"scale":0,"value":"/nEW8Ak8jB8RscD1Lg=="},null]},` +
+		`"op":"c","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}}`
+	got, err := d.Decode(nil, "srv.public.t", nil, []byte(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"prices":  `[12.34,null,-0.05,184467440737095516.16]`,
+		"amounts": `[1.234,-123456789012345678901234567890,null]`,
+	}
+	for _, col := range got[0].Columns {
+		if w, ok := want[col.Name]; ok && string(col.Value) != w {
+			t.Errorf("%s = %s, want %s", col.Name, col.Value, w)
+		}
+	}
+	// An item that is no Decimal is refused, not kept as it came.
+	bad := strings.Replace(value, `"BNI=",null`, `"BNI=",7`, 1)
+	if _, err := d.Decode(nil, "srv.public.t", nil, []byte(bad)); err == nil {
+		t.Errorf("a numeric[] holding 7 where a Decimal's bytes go: no error")
+	}
+}

@@ -123,6 +123,17 @@ func (c *Change) putQuoted(col *Column, v []byte) {
 // two's-complement integer u, with scale digits after the point, as a JSON
 // string of its exact text (Kafka Connect's Decimal).
 func (c *Change) putDecimal(col *Column, u []byte, scale int) {
+	col.from = int32(len(c.arena))
+	c.arena = append(c.arena, '"')
+	c.arena = appendDecimal(c.arena, u, scale)
+	c.arena = append(c.arena, '"')
+	col.to = int32(len(c.arena))
+}
+
+// appendDecimal appends the exact text of the decimal whose unscaled value
+// is the big-endian two's-complement integer u, with scale digits after the
+// point: -0.05 for u 0xfb and scale 2.
+func appendDecimal(dst, u []byte, scale int) []byte {
 	var digits []byte
 	var scratch [24]byte
 	neg := len(u) > 0 && u[0]&0x80 != 0
@@ -147,29 +158,26 @@ func (c *Change) putDecimal(col *Column, u []byte, scale int) {
 		}
 		digits = n.Append(scratch[:0], 10)
 	}
-	col.from = int32(len(c.arena))
-	c.arena = append(c.arena, '"')
 	if neg {
-		c.arena = append(c.arena, '-')
+		dst = append(dst, '-')
 	}
 	switch {
 	case scale <= 0:
-		c.arena = append(c.arena, digits...)
+		dst = append(dst, digits...)
 		for range -scale {
-			c.arena = append(c.arena, '0')
+			dst = append(dst, '0')
 		}
 	case len(digits) > scale:
-		c.arena = append(c.arena, digits[:len(digits)-scale]...)
-		c.arena = append(append(c.arena, '.'), digits[len(digits)-scale:]...)
+		dst = append(dst, digits[:len(digits)-scale]...)
+		dst = append(append(dst, '.'), digits[len(digits)-scale:]...)
 	default:
-		c.arena = append(c.arena, '0', '.')
+		dst = append(dst, '0', '.')
 		for range scale - len(digits) {
-			c.arena = append(c.arena, '0')
+			dst = append(dst, '0')
 		}
-		c.arena = append(c.arena, digits...)
+		dst = append(dst, digits...)
 	}
-	c.arena = append(c.arena, '"')
-	col.to = int32(len(c.arena))
+	return dst
 }
 
 // decodeBase64 decodes a JSON string of standard base64 (how Kafka
