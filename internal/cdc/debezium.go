@@ -77,17 +77,7 @@ var connectTypes = map[string]schema.Type{
 const heartbeatTopicPrefix = "__debezium-heartbeat"
 
 func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Change, error) {
-	var envSchema, payload []byte
-	wrapped := false
-	it, _ := open(value, '{')
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
-		switch string(k) {
-		case "schema":
-			envSchema = v
-		case "payload":
-			payload, wrapped = v, true
-		}
-	}
+	envSchema, payload, wrapped := connectEnvelope(value)
 	if !wrapped {
 		payload, envSchema = value, nil
 	} else if isNull(payload) {
@@ -286,20 +276,10 @@ func (d *Decoder) debeziumKey(c *Change, key []byte) error {
 		return d.errorf("the key is not valid JSON")
 	}
 	var names [][]byte
-	var keySchema, payload []byte
-	wrapped := false
-	it, ok := open(key, '{')
-	if !ok {
+	if _, ok := open(key, '{'); !ok {
 		return nil // a key of one value (an SMT's): no column names
 	}
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
-		switch string(k) {
-		case "schema":
-			keySchema = v
-		case "payload":
-			payload, wrapped = v, true
-		}
-	}
+	keySchema, payload, wrapped := connectEnvelope(key)
 	if wrapped {
 		for _, f := range structFields(nil, keySchema) {
 			names = append(names, f.name)
@@ -316,6 +296,30 @@ func (d *Decoder) debeziumKey(c *Change, key []byte) error {
 	}
 	c.Table.keyNames(c, names)
 	return nil
+}
+
+// connectEnvelope reads the JsonConverter's wrapper of a value with its
+// schema (schemas.enable=true): an object of exactly the members schema
+// (a Connect schema, an object, or null) and payload. A key without the
+// wrapper is the key columns' object, which may hold a column named
+// payload or schema (a primary key (payload) is {"payload":5}): taken for
+// the wrapper, its columns would be lost.
+func connectEnvelope(v []byte) (schema, payload []byte, ok bool) {
+	it, isObject := open(v, '{')
+	n := 0
+	for k, v, more := it.member(); isObject && more; k, v, more = it.member() {
+		n++
+		switch string(k) {
+		case "schema":
+			schema = v
+		case "payload":
+			payload, ok = v, true
+		}
+	}
+	if n != 2 || schema == nil || !isNull(schema) && schema[0] != '{' {
+		return nil, nil, false
+	}
+	return schema, payload, ok
 }
 
 // rowFields appends the fields of the row struct in an envelope's schema

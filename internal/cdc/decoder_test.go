@@ -189,3 +189,27 @@ func TestDebeziumNumericArrayKeepsItsDecimals(t *testing.T) {
 		t.Errorf("a numeric[] holding 7 where a Decimal's bytes go: no error")
 	}
 }
+
+// A Kafka key without the schema wrapper is the key columns' object: a
+// primary key column named payload (or schema) is a column, not the
+// JsonConverter's wrapper, whose payload would be taken for the key.
+func TestDebeziumKeyColumnNamedPayload(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := `{"before":null,"after":{"payload":5,"schema":"s","v":1},"op":"c","source":{"db":"d","table":"t","file":"mysql-bin.000001","pos":4}}`
+	for key, want := range map[string]string{
+		`{"payload":5}`:              "payload",
+		`{"schema":"s","payload":5}`: "schema,payload",
+		`{"schema":{"type":"struct","fields":[{"field":"payload","type":"int32"}]},"payload":{"payload":5}}`: "payload",
+	} {
+		got, err := d.Decode(nil, "srv.d.t", []byte(key), []byte(value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := strings.Join(got[0].Key, ","); k != want {
+			t.Errorf("key %s: key columns %q, want %q", key, k, want)
+		}
+	}
+}
