@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/schema"
 )
@@ -515,12 +516,13 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 			return errNotType(v, f)
 		}
 		if string(f.typ) == "array" {
-			if conv := logicalTypes[string(f.itemLogical)].conv; conv == fromDecimal || conv == fromVarDecimal {
-				// A PostgreSQL numeric[]: its items are Decimals, each
-				// the base64 of an unscaled integer whose scale only the
-				// schema says (or a VariableScaleDecimal's {scale, value}),
-				// which as they are would be no number to a reader.
-				if !c.putDecimalArray(col, v, conv, f.itemScale) {
+			if item := logicalTypes[string(f.itemLogical)]; convertsItems(item) {
+				// A PostgreSQL numeric[], date[] or timestamp[]: its
+				// items as Debezium writes them are no number or time
+				// to a reader (a Decimal is the base64 of an unscaled
+				// integer whose scale only the schema says, a date its
+				// days since 1970).
+				if !c.putItems(col, v, item, f.itemScale) {
 					return errNotType(v, f)
 				}
 				return nil
@@ -544,16 +546,7 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		if err != nil {
 			return errNotType(v, f)
 		}
-		var us int64
-		ok := true
-		switch lt.conv {
-		case fromDays:
-			us, ok = mulExact(n, usPerDay)
-		case fromMillis:
-			us, ok = mulExact(n, usPerMs)
-		default:
-			us = floorDiv(n, 1000)
-		}
+		us, ok := toMicros(lt.conv, n)
 		if !ok {
 			return errNotType(v, f)
 		}
@@ -592,39 +585,77 @@ func varDecimal(v []byte) (u []byte, scale int, ok bool) {
 	return u, scale, err == nil && okU
 }
 
-// putDecimalArray writes a JSON array of Decimals (conv fromDecimal, each
-// of the items' scale) or VariableScaleDecimals (fromVarDecimal) as the
-// array of their exact decimal numbers, nulls kept, as PostgreSQL's
-// to_json writes a numeric[]: [12.34,null,-0.05]. False if an item is
-// neither null nor such a decimal.
-func (c *Change) putDecimalArray(col *Column, v []byte, conv conversion, scale int) bool {
+// toMicros converts n of a time's unit (conv fromDays, fromMillis,
+// fromNanos, or asIs for µs) to µs, false on overflow.
+func toMicros(conv conversion, n int64) (int64, bool) {
+	switch conv {
+	case fromDays:
+		return mulExact(n, usPerDay)
+	case fromMillis:
+		return mulExact(n, usPerMs)
+	case fromNanos:
+		return floorDiv(n, 1000), true
+	}
+	return n, true
+}
+
+// convertsItems says whether putItems writes an array of item.
+func convertsItems(item logicalType) bool {
+	return item.conv == fromDecimal || item.conv == fromVarDecimal || item.typ == schema.Timestamp && item.conv != fromISO
+}
+
+// putItems writes a JSON array of Debezium's items of type item (scale:
+// a Decimal's) as PostgreSQL's to_json writes the array, nulls kept:
+// decimals as their exact numbers, [12.34,null,-0.05]; dates and
+// timestamps (without zone) as ISO text, ["2018-06-20"],
+// ["2018-06-20T13:37:03.123456"]. False if an item is not of the type.
+func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bool {
 	from := len(c.arena)
 	c.arena = append(c.arena, '[')
 	it, _ := open(v, '[')
 	var u []byte
 	for i := 0; ; i++ {
-		item, more := it.element()
+		v, more := it.element()
 		if !more {
 			break
 		}
 		if i > 0 {
 			c.arena = append(c.arena, ',')
 		}
-		if isNull(item) {
+		if isNull(v) {
 			c.arena = append(c.arena, "null"...)
 			continue
 		}
-		s, ok := scale, false
-		if conv == fromVarDecimal {
-			u, s, ok = varDecimal(item)
-		} else {
-			u, ok = decodeBase64(u, item)
+		ok := false
+		switch item.conv {
+		case fromDecimal:
+			if u, ok = decodeBase64(u, v); ok {
+				c.arena = appendDecimal(c.arena, u, scale)
+			}
+		case fromVarDecimal:
+			var s int
+			if u, s, ok = varDecimal(v); ok {
+				c.arena = appendDecimal(c.arena, u, s)
+			}
+		default:
+			var us int64
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if us, ok = toMicros(item.conv, n); ok && err == nil && us >= minTimestamp && us <= maxTimestamp {
+				layout := "2006-01-02T15:04:05.999999"
+				if item.conv == fromDays {
+					layout = "2006-01-02"
+				}
+				c.arena = append(c.arena, '"')
+				c.arena = time.UnixMicro(us).UTC().AppendFormat(c.arena, layout)
+				c.arena = append(c.arena, '"')
+			} else {
+				ok = false
+			}
 		}
 		if !ok {
 			c.arena = c.arena[:from]
 			return false
 		}
-		c.arena = appendDecimal(c.arena, u, s)
 	}
 	c.arena = append(c.arena, ']')
 	col.from, col.to = int32(from), int32(len(c.arena))

@@ -213,3 +213,42 @@ func TestDebeziumKeyColumnNamedPayload(t *testing.T) {
 		}
 	}
 }
+
+// A PostgreSQL date[] or timestamp[] comes from Debezium as an array of
+// its items' numbers (days since 1970, µs or ms since 1970 as the
+// time.precision.mode says): the changelog's JSON holds the dates and
+// times, as PostgreSQL's to_json writes them, not numbers whose unit only
+// the schema said.
+func TestDebeziumDateAndTimestampArraysAreTimes(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[` +
+		`{"field":"id","type":"int32"},` +
+		`{"field":"days","type":"array","optional":true,"items":{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1}},` +
+		`{"field":"stamps","type":"array","optional":true,"items":{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1}},` +
+		`{"field":"millis","type":"array","optional":true,"items":{"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1}},` +
+		`{"field":"zoned","type":"array","optional":true,"items":{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1}}` +
+		`]}]},"payload":{"before":null,"after":{"id":1,` +
+		`"days":[17702,null,-1],` +
+		`"stamps":[1529501823123456,-1],` +
+		`"millis":[1529501823000],` +
+		`"zoned":["2018-06-20T13:37:03Z"]},` +
+		`"op":"c","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}}`
+	got, err := d.Decode(nil, "srv.public.t", nil, []byte(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"days":   `["2018-06-20",null,"1969-12-31"]`,
+		"stamps": `["2018-06-20T13:37:03.123456","1969-12-31T23:59:59.999999"]`,
+		"millis": `["2018-06-20T13:37:03"]`,
+		"zoned":  `["2018-06-20T13:37:03Z"]`,
+	}
+	for _, col := range got[0].Columns {
+		if w, ok := want[col.Name]; ok && string(col.Value) != w {
+			t.Errorf("%s = %s, want %s", col.Name, col.Value, w)
+		}
+	}
+}
