@@ -305,22 +305,22 @@ func (d *Decoder) debeziumKey(c *Change, key []byte) error {
 // wrapper is the key columns' object, which may hold a column named
 // payload or schema (a primary key (payload) is {"payload":5}): taken for
 // the wrapper, its columns would be lost.
-func connectEnvelope(v []byte) (schema, payload []byte, ok bool) {
+func connectEnvelope(v []byte) (connectSchema, payload []byte, ok bool) {
 	it, isObject := open(v, '{')
 	n := 0
 	for k, v, more := it.member(); isObject && more; k, v, more = it.member() {
 		n++
 		switch string(k) {
 		case "schema":
-			schema = v
+			connectSchema = v
 		case "payload":
 			payload, ok = v, true
 		}
 	}
-	if n != 2 || schema == nil || !isNull(schema) && schema[0] != '{' {
+	if n != 2 || connectSchema == nil || !isNull(connectSchema) && connectSchema[0] != '{' {
 		return nil, nil, false
 	}
-	return schema, payload, ok
+	return connectSchema, payload, ok
 }
 
 // rowFields appends the fields of the row struct in an envelope's schema
