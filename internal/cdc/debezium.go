@@ -601,14 +601,17 @@ func toMicros(conv conversion, n int64) (int64, bool) {
 
 // convertsItems says whether putItems writes an array of item.
 func convertsItems(item logicalType) bool {
-	return item.conv == fromDecimal || item.conv == fromVarDecimal || item.typ == schema.Timestamp && item.conv != fromISO
+	return item.conv == fromDecimal || item.conv == fromVarDecimal || item.typ == schema.Timestamp && item.conv != fromISO ||
+		item.typ == schema.Int64 // a time of day: logicalTypes' only Int64s
 }
 
 // putItems writes a JSON array of Debezium's items of type item (scale:
 // a Decimal's) as PostgreSQL's to_json writes the array, nulls kept:
 // decimals as their exact numbers, [12.34,null,-0.05]; dates and
 // timestamps (without zone) as ISO text, ["2018-06-20"],
-// ["2018-06-20T13:37:03.123456"]. False if an item is not of the type.
+// ["2018-06-20T13:37:03.123456"]; times of day as ["13:37:03.123"]
+// (the connector's unit, ms, µs or ns, is the item schema's alone).
+// False if an item is not of the type.
 func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bool {
 	from := len(c.arena)
 	c.arena = append(c.arena, '[')
@@ -640,7 +643,13 @@ func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bo
 		default:
 			var us int64
 			n, err := strconv.ParseInt(string(v), 10, 64)
-			if us, ok = toMicros(item.conv, n); ok && err == nil && us >= minTimestamp && us <= maxTimestamp {
+			if item.typ == schema.Int64 {
+				if us, ok = toMicros(item.conv, n); ok && err == nil && us >= 0 && us <= usPerDay {
+					c.arena = appendTimeOfDay(c.arena, us)
+				} else {
+					ok = false
+				}
+			} else if us, ok = toMicros(item.conv, n); ok && err == nil && us >= minTimestamp && us <= maxTimestamp {
 				layout := "2006-01-02T15:04:05.999999"
 				if item.conv == fromDays {
 					layout = "2006-01-02"
@@ -660,6 +669,18 @@ func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bo
 	c.arena = append(c.arena, ']')
 	col.from, col.to = int32(from), int32(len(c.arena))
 	return true
+}
+
+// appendTimeOfDay appends us µs past midnight as PostgreSQL writes a
+// time, quoted: "13:37:03.123", trailing zeros of the fraction dropped,
+// "24:00:00" for the end of the day.
+func appendTimeOfDay(dst []byte, us int64) []byte {
+	s := us / 1e6
+	dst = fmt.Appendf(dst, `"%02d:%02d:%02d`, s/3600, s/60%60, s%60)
+	if frac := us % 1e6; frac != 0 {
+		dst = append(dst, strings.TrimRight(fmt.Sprintf(".%06d", frac), "0")...)
+	}
+	return append(dst, '"')
 }
 
 // fits says whether v is a value of type t as internal/schema's NDJSON

@@ -219,6 +219,40 @@ func TestDebeziumKeyColumnNamedPayload(t *testing.T) {
 // time.precision.mode says): the changelog's JSON holds the dates and
 // times, as PostgreSQL's to_json writes them, not numbers whose unit only
 // the schema said.
+// A PostgreSQL time[] holds times of day whose unit only the item schema
+// says (ms, µs or ns by time.precision.mode): they are written as
+// to_json writes them, not as counts in whichever unit the connector used.
+func TestDebeziumTimeArraysAreTimesOfDay(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[` +
+		`{"field":"id","type":"int32"},` +
+		`{"field":"micros","type":"array","optional":true,"items":{"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","version":1}},` +
+		`{"field":"millis","type":"array","optional":true,"items":{"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Time","version":1}},` +
+		`{"field":"nanos","type":"array","optional":true,"items":{"type":"int64","optional":true,"name":"io.debezium.time.NanoTime","version":1}}` +
+		`]}]},"payload":{"before":null,"after":{"id":1,` +
+		`"micros":[49023123456,null,86400000000],` +
+		`"millis":[49023123],` +
+		`"nanos":[49023123456789,0]},` +
+		`"op":"c","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}}`
+	got, err := d.Decode(nil, "srv.public.t", nil, []byte(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"micros": `["13:37:03.123456",null,"24:00:00"]`,
+		"millis": `["13:37:03.123"]`,
+		"nanos":  `["13:37:03.123456","00:00:00"]`,
+	}
+	for _, col := range got[0].Columns {
+		if w, ok := want[col.Name]; ok && string(col.Value) != w {
+			t.Errorf("%s = %s, want %s", col.Name, col.Value, w)
+		}
+	}
+}
+
 func TestDebeziumDateAndTimestampArraysAreTimes(t *testing.T) {
 	d, err := NewDecoder(Options{Format: FormatDebezium})
 	if err != nil {
