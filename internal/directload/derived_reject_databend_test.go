@@ -82,7 +82,7 @@ func startGenAILoader(t *testing.T, s sink.Sink) *Loader {
 		t.Fatal(err)
 	}
 	dec = dec.WithGenAI(genai.NewMapper(nil, false))
-	l, err := Start(context.Background(), Options{Sink: s, Decoder: dec, Signal: otel.SignalTraces, MaxLoadBytes: 64 << 20})
+	l, err := Start(context.Background(), Options{Sink: s, Decoder: dec, Signal: otel.SignalTraces, MaxLoadBytes: 64 << 20, RetryBase: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

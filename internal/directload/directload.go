@@ -7,7 +7,8 @@
 // commit), and each is answered only after the load holding its rows
 // committed. It implements otlp.Forwarder.
 //
-// A load that fails answers its requests with an error (the receivers
+// A load that fails is tried again with the same staged rows
+// (LoadAttempts), then answers its requests with an error (the receivers
 // tell clients to retry) and the sequence resumes from the ledger, so a
 // load whose outcome was unknown — committed, its reply lost — never has
 // its positions reused; nor, where the sink commits its tables one by
@@ -18,6 +19,7 @@
 package directload
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,9 +71,26 @@ type Options struct {
 	Partition int32
 	// MaxLoadBytes bounds the request bytes of one load.
 	MaxLoadBytes int64
-	Log          *slog.Logger
-	Metrics      *obs.Metrics // may be nil
+	// RetryBase is the first wait before a failed load is tried again
+	// with the same staged rows (doubling, LoadAttempts in all);
+	// DefaultRetryBase if zero.
+	RetryBase time.Duration
+	Log       *slog.Logger
+	Metrics   *obs.Metrics // may be nil
 }
+
+// LoadAttempts is how many times a load is tried with the same staged
+// rows before its requests are refused. Only the same staged files tell a
+// sink that an attempt whose outcome was unknown committed after all:
+// Databend lands a COMMIT whose reply was lost late, after the ledger
+// read that resumes the sequence, and refuses the second commit of a
+// file (DuplicatedUpsertFiles), where rows staged again under new names
+// at the same positions would commit beside it. Three attempts wait
+// RetryBase and twice it, well inside an OTLP exporter's 10 s timeout.
+const LoadAttempts = 3
+
+// DefaultRetryBase is the first wait before a failed load's next attempt.
+const DefaultRetryBase = 500 * time.Millisecond
 
 // Loader is the direct loading of one signal's requests.
 type Loader struct {
@@ -321,6 +340,17 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		return fmt.Errorf("stage: %w", err)
 	}
 	loaded, err := l.opt.Sink.Load(ctx, []sink.File{f})
+	delay := cmp.Or(l.opt.RetryBase, DefaultRetryBase)
+	for attempt := 2; err != nil && attempt <= LoadAttempts && !errors.Is(err, sink.ErrFatal); attempt++ {
+		l.opt.Log.Warn("OTLP load failed; trying it again with the same staged rows before answering",
+			"attempt", attempt, "in", delay, "err", err)
+		if l.opt.Metrics != nil {
+			l.opt.Metrics.Retries.WithLabelValues("direct_load").Inc()
+		}
+		time.Sleep(delay) // ctx never ends: a load in progress finishes (loop)
+		delay *= 2
+		loaded, err = l.opt.Sink.Load(ctx, []sink.File{f})
+	}
 	if err != nil {
 		// Committed or not, nobody can tell: the ledger will.
 		l.opt.Sink.Discard([]sink.File{f})

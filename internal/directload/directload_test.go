@@ -98,16 +98,23 @@ func TestAFailedLoadIsAnsweredAndNotReused(t *testing.T) {
 		t.Run(map[bool]string{false: "failed", true: "reply lost"}[lost], func(t *testing.T) {
 			f := newFixture(t)
 			bodies, spans := requestBodies(t, 3)
-			fail := func(n int) error {
-				if n == 2 {
-					return errors.New("connection reset")
-				}
-				return nil
-			}
 			if lost {
-				f.sink.afterLoad = fail
+				// Committed, its reply lost: the next attempt finds its
+				// positions loaded, and the requests are refused (nobody
+				// can tell this process's commit from another's).
+				f.sink.afterLoad = func(n int) error {
+					if n == 2 {
+						return errors.New("connection reset")
+					}
+					return nil
+				}
 			} else {
-				f.sink.failLoad = fail
+				f.sink.failLoad = func(n int) error { // every attempt of the second load
+					if n >= 2 && n < 2+LoadAttempts {
+						return errors.New("connection reset")
+					}
+					return nil
+				}
 			}
 			l := f.start(0)
 			f.forward(t, l, bodies[0])
@@ -124,6 +131,25 @@ func TestAFailedLoadIsAnsweredAndNotReused(t *testing.T) {
 	}
 }
 
+// A load that fails once is tried again with the same staged rows before
+// its requests are answered: they are answered OK and stored once.
+func TestAFailedLoadIsTriedAgainBeforeItIsAnswered(t *testing.T) {
+	f := newFixture(t)
+	bodies, spans := requestBodies(t, 3)
+	f.sink.failLoad = func(n int) error {
+		if n == 2 || n == 3 {
+			return errors.New("connection reset")
+		}
+		return nil
+	}
+	l := f.start(0)
+	f.forward(t, l, bodies...)
+	if got := f.sink.loads.Load(); got != 5 {
+		t.Errorf("%d loads, want 5: three requests, the second's tried three times", got)
+	}
+	f.checkStored(t, spans, spans, 3)
+}
+
 // A load that fails while the next requests wait, decoded at the
 // positions after it: they are decoded again at the positions the ledger
 // gives (the failed load's, as it did not commit), so the ledger has no
@@ -137,7 +163,7 @@ func TestRequestsDecodedBehindAFailedLoadMoveUp(t *testing.T) {
 		}
 	}
 	f.sink.failLoad = func(n int) error {
-		if n == 1 {
+		if n <= LoadAttempts {
 			return errors.New("disk full")
 		}
 		return nil
@@ -304,7 +330,7 @@ func (f *fixture) start(partition int32) *Loader {
 		panic(err)
 	}
 	l, err := Start(context.Background(), Options{Sink: f.sink, Decoder: countingDecoder{dec, &f.decoded}, Signal: otel.SignalTraces,
-		Partition: partition, MaxLoadBytes: 64 << 20})
+		Partition: partition, MaxLoadBytes: 64 << 20, RetryBase: time.Millisecond})
 	if err != nil {
 		panic(err)
 	}
@@ -436,7 +462,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestSDKExporterRetriesWhileTheSinkFails(t *testing.T) {
 	f := newFixture(t)
 	f.sink.failLoad = func(n int) error {
-		if n <= 2 {
+		if n <= 2*LoadAttempts { // the first two loads, every attempt
 			return errors.New("the sink is down")
 		}
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -40,7 +41,7 @@ func TestRejectedRowsAreToldToTheirRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := Start(context.Background(), Options{Sink: sk, Decoder: dec, Signal: otel.SignalTraces, MaxLoadBytes: 64 << 20})
+	l, err := Start(context.Background(), Options{Sink: sk, Decoder: dec, Signal: otel.SignalTraces, MaxLoadBytes: 64 << 20, RetryBase: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

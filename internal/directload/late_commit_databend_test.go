@@ -1,0 +1,56 @@
+package directload
+
+import (
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+)
+
+// A load whose COMMIT reply is lost and whose commit lands late — after
+// the loader read the ledger again to resume (databendtest.LateCommit: a
+// commit still in flight in the meta service when its reply was lost) —
+// must not have its positions given to other requests: README
+// "otlp.mode: load" promises the positions of a load whose outcome is
+// unknown are never reused. Reused, the late commit and the next load both
+// land at them: two ledger ranges over the same positions (verify fails
+// on them) and each position holding the rows of two requests.
+func TestDatabendLateCommitPositionsAreNotReused(t *testing.T) {
+	srv, s := databendSpans(t, true)
+	var commits atomic.Int32
+	srv.Set(func() {
+		srv.LateCommit = func() bool { return commits.Add(1) == 1 } // the first load's
+	})
+	l := startGenAILoader(t, s)
+	bodies, _ := requestBodies(t, 2)
+	if err := forward(l, bodies[0]); err == nil {
+		t.Fatal("a load whose COMMIT reply was lost was answered OK")
+	}
+	// The client's retry of the first request, then the second: the late
+	// commit lands when the next COMMIT arrives.
+	for _, b := range [][]byte{bodies[0], bodies[1]} {
+		if err := forward(l, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int64]int{}
+	for _, r := range srv.Rows("otel_spans_ledger") {
+		var first, last int64
+		if err := json.Unmarshal(r["first_offset"], &first); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(r["last_offset"], &last); err != nil {
+			t.Fatal(err)
+		}
+		for p := first; p <= last; p++ {
+			seen[p]++
+		}
+	}
+	for p, n := range seen {
+		if n > 1 {
+			t.Errorf("position %d is in %d ledger ranges: a late commit's positions were given to other requests", p, n)
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatal("the ledger is empty")
+	}
+}
