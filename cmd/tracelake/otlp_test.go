@@ -1044,3 +1044,59 @@ func TestOTLPLoadModeOnIcebergAndDatabend(t *testing.T) {
 		})
 	}
 }
+
+// otlp.mode load on Iceberg (a local warehouse) and the test Databend
+// server, killed with SIGKILL at random moments while an OTLP/gRPC
+// exporter sends GenAI spans: every span is stored (copies only from
+// answers lost to a kill) and verify is OK — no gap in the receivers'
+// sequence, no position twice, each span's genai_operations row beside it.
+// Iceberg commits its tables one by one, so a kill can fall between them.
+func TestOTLPLoadModeKill9OnIcebergAndDatabend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	for name, sinkCfg := range map[string]func(dir string) string{
+		"iceberg": func(dir string) string {
+			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+		},
+		"databend": func(string) string {
+			srv := databendtest.New("u", "p")
+			srv.Set(func() { srv.SQL = true }) // the dedup model's setup
+			t.Cleanup(srv.Close)
+			return fmt.Sprintf("{type: databend, databend: {dsn: %q}}", srv.DSN(""))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfgPath := filepath.Join(dir, "tracelake.yaml")
+			grpcAddr := freeAddr(t)
+			if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("otlp: {mode: load, grpc: %q}\ntenancy: {kafka_header: \"\"}\nsink: %s\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+				grpcAddr, sinkCfg(dir))), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			const spans = 2000
+			sent := streamSpans(t, grpcAddr, "team-b", spans, "chat gpt-4o-mini", attribute.String("gen_ai.operation.name", "chat"),
+				attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", "gpt-4o-mini"),
+				attribute.Int("gen_ai.usage.input_tokens", 100), attribute.Int("gen_ai.usage.output_tokens", 20))
+			const listening = "OTLP receiver listening"
+			killAtRandomMomentsAfter(t, bin, cfgPath, 4, listening)
+			run := startRunUntil(t, bin, cfgPath, "run last", listening)
+			if err := <-sent; err != nil {
+				t.Fatalf("the exporter gave up: %v", err)
+			}
+			if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := run.cmd.Wait(); err != nil {
+				t.Fatalf("run: %v\n%s", err, run.log)
+			}
+			out, _ := exec.Command(bin, "verify", "--config", cfgPath).CombinedOutput()
+			rep := verifyJSON(t, bin, cfgPath, 0)
+			if !rep.OK || rep.Copies == nil || rep.Copies.Identities != spans {
+				t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans\n%s", rep.OK, rep.Problems, rep.Copies, spans, out)
+			}
+			t.Logf("%d spans stored for %d sent", rep.Copies.Rows, spans)
+		})
+	}
+}
