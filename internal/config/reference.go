@@ -156,10 +156,18 @@ func decodeReference(cfg *Config, data []byte) error {
 			errs = append(errs, fmt.Errorf("%s: %v", k, err))
 		}
 	}
-	// The reference uses TLS only together with SASL (disableTLS turns it
-	// off there); without isSASL it connects in plain text.
-	if cfg.Kafka.SASL.Mechanism == "" {
+	// The reference uses TLS only together with SASL, and there unless
+	// disableTLS is true, its default false (bend-ingest-kafka,
+	// batch_reader.go: SASL_SSL unless DisableTLS; before, a TLS dialer
+	// "if !cfg.DisableTLS"): a file without disableTLS must not send the
+	// SASL password in plain text. Without isSASL it connects in plain
+	// text.
+	_, tlsGiven := m["disableTLS"]
+	switch {
+	case cfg.Kafka.SASL.Mechanism == "":
 		cfg.Kafka.TLS.Enabled = false
+	case !tlsGiven:
+		cfg.Kafka.TLS.Enabled = true
 	}
 	return errors.Join(errs...)
 }
