@@ -128,3 +128,30 @@ func TestExampleConfigsValidate(t *testing.T) {
 		}
 	}
 }
+
+// README: "Not built: models and transform mode on Iceberg (validation
+// says so)". merge.models on the iceberg sink is refused by name, and
+// merge.every there gets one error, not two.
+func TestIcebergModelsRefusedByValidationOnce(t *testing.T) {
+	model := "merge: {models: [{name: spans, key: [id], columns: {id: {path: $.id, type: VARCHAR}}}]}\n"
+	for yaml, want := range map[string]string{
+		model:                   "merge.models: ",
+		"merge: {every: 30s}\n": "merge.every: ",
+		"merge: {every: 30s, models: [{name: spans, key: [id], columns: {id: {path: $.id, type: VARCHAR}}}]}\n": "merge.models: ",
+	} {
+		cfg, err := FromYAML([]byte("kafka: {topics: [t]}\nsink: {type: iceberg}\n" + yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s on iceberg: got %v, want an error naming %s", strings.TrimSpace(yaml), err, want)
+			continue
+		}
+		for _, key := range []string{"merge.models: ", "merge.every: "} {
+			if n := strings.Count(err.Error(), key); n > 1 {
+				t.Errorf("%s on iceberg: %d errors for %s, want one:\n%v", strings.TrimSpace(yaml), n, strings.TrimSuffix(key, ": "), err)
+			}
+		}
+	}
+}

@@ -199,7 +199,16 @@ func (c *Config) validate(consuming bool) error {
 			"sink.iceberg.namespace", "want a name of letters, digits and _, got %q", c.Sink.Iceberg.Namespace)
 		check(!strings.Contains(c.Sink.Table, "."), "sink.table", "with iceberg, a table name without a schema (the namespace is sink.iceberg.namespace), got %q", c.Sink.Table)
 		check(c.Mode == ModeRaw, "mode", "transform mode is not built for the iceberg sink; accepted with iceberg: raw")
-		check(c.Merge.Every.D() == 0 || c.DecodesOTLP(), "merge.every", "models are not built for the iceberg sink yet (the OpenTelemetry tables' dedup model is)")
+		// Models read the raw table with DuckDB's or Databend's SQL; only
+		// the OpenTelemetry tables' dedup model is built for Iceberg (its
+		// models are refused by the OpenTelemetry check above). One error
+		// per key: models named, merge.every only when it is the key set.
+		if !c.DecodesOTLP() {
+			check(len(c.Merge.Models) == 0, "merge.models",
+				"models are not built for the iceberg sink yet (accepted with iceberg: none; the OpenTelemetry tables' dedup model is built in)")
+			check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0, "merge.every",
+				"models are not built for the iceberg sink yet (the OpenTelemetry tables' dedup model is): want 0")
+		}
 	default:
 		check(false, "sink.type", "want duckdb, databend or iceberg, got %q", c.Sink.Type)
 	}
@@ -214,7 +223,8 @@ func (c *Config) validate(consuming bool) error {
 	}
 	c.Merge.validate(check)
 	// An OpenTelemetry table's model is built in (<table>_dedup).
-	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP() || c.CapturesChanges(), "merge.every", "is set but merge.models is empty (it merges the models of merge.models, of an OpenTelemetry table, or of the changelog tables of kafka.format debezium, canal or maxwell)")
+	// (Iceberg's merge.every is checked with the sink above.)
+	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP() || c.CapturesChanges() || c.Sink.Type == SinkIceberg, "merge.every", "is set but merge.models is empty (it merges the models of merge.models, of an OpenTelemetry table, or of the changelog tables of kafka.format debezium, canal or maxwell)")
 	for i, m := range c.Merge.Models {
 		check(c.Mode == ModeRaw || m.Source != "", fmt.Sprintf("merge.models[%d].source", i),
 			"a model reads a tracelake raw table; in transform mode sink.table is your own table, so name the raw table")
