@@ -173,3 +173,38 @@ func TestConfigCommandRedacts(t *testing.T) {
 		t.Errorf("validation: %v", err)
 	}
 }
+
+// A common flag given with its zero value (--workers 0, --mode "") is a
+// value like any other: it overrides the file and is refused by name, as
+// the same value in the file would be, not dropped for the file's value
+// ("Every command that takes --config also takes --brokers, --topics,
+// --group, --workers, --table, --duckdb and --mode, which override the
+// file and the environment").
+func TestConfigFlagGivenAsZeroIsCheckedNotDropped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("kafka: {topics: [t]}\nworkers: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for flagArgs, want := range map[string]string{
+		"--workers=0": "workers: want 1 to 256, got 0",
+		"--mode=":     `mode: want raw or transform, got ""`,
+		"--table=":    `sink.table: want a table name`,
+		"--group=":    "kafka.group: a consumer group name is required",
+		"--duckdb=":   "sink.duckdb.path: a database file path is required",
+	} {
+		fs := newFlagSet("run")
+		var cf configFlags
+		cf.register(fs)
+		if err := fs.Parse([]string{"--config", path, flagArgs}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := cf.loadFor(true)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			workers := 0
+			if cfg != nil {
+				workers = cfg.Workers
+			}
+			t.Errorf("%s over a file with workers: 3: got %v (workers %d), want a usage error naming %q", flagArgs, err, workers, want)
+		}
+	}
+}

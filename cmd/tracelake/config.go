@@ -26,9 +26,14 @@ type configFlags struct {
 	table   string
 	duckdb  string
 	mode    string
+	// fs is the flag set registered on, to tell a flag given as 0 or ""
+	// from one not given; nil for a configFlags built in code, whose
+	// zero values mean "not given".
+	fs *flag.FlagSet
 }
 
 func (f *configFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.path, "config", "", "config file (YAML, or the reference tool's JSON)")
 	fs.StringVar(&f.brokers, "brokers", "", "kafka.brokers, comma-separated host:port")
 	fs.StringVar(&f.topics, "topics", "", "kafka.topics, comma-separated")
@@ -64,29 +69,43 @@ func (f *configFlags) effective() (*config.Config, error) {
 	return config.FromFile(f.path, f.apply)
 }
 
-// apply sets the keys given as flags.
+// apply sets the keys given as flags. A flag on the command line is
+// applied whatever its value, so that --workers 0 or --mode "" is
+// refused by validation like the same value in the file, rather than
+// leaving the file's value in force without a word.
 func (f *configFlags) apply(cfg *config.Config) {
-	if f.brokers != "" {
+	if f.given("brokers", f.brokers != "") {
 		cfg.Kafka.Brokers = splitComma(f.brokers)
 	}
-	if f.topics != "" {
+	if f.given("topics", f.topics != "") {
 		cfg.Kafka.Topics = splitComma(f.topics)
 	}
-	if f.group != "" {
+	if f.given("group", f.group != "") {
 		cfg.Kafka.Group = f.group
 	}
-	if f.workers != 0 {
+	if f.given("workers", f.workers != 0) {
 		cfg.Workers = f.workers
 	}
-	if f.table != "" {
+	if f.given("table", f.table != "") {
 		cfg.Sink.Table = f.table
 	}
-	if f.duckdb != "" {
+	if f.given("duckdb", f.duckdb != "") {
 		cfg.Sink.DuckDB.Path = f.duckdb
 	}
-	if f.mode != "" {
+	if f.given("mode", f.mode != "") {
 		cfg.Mode = f.mode
 	}
+}
+
+// given reports whether the flag name was on the command line; set says
+// so for a configFlags not parsed from one.
+func (f *configFlags) given(name string, set bool) bool {
+	if f.fs == nil || !f.fs.Parsed() {
+		return set
+	}
+	found := false
+	f.fs.Visit(func(fl *flag.Flag) { found = found || fl.Name == name })
+	return found
 }
 
 func indent(err error) string {
