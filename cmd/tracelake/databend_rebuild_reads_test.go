@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
@@ -45,5 +47,56 @@ func TestGenAIRebuildReadIsWholeUnderMaxResultRows(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("the rebuild read %d of the table's 3 spans", n)
+	}
+}
+
+// Databend writes a TIMESTAMP in a result, and reads a string compared
+// with one, in the session's timezone (formats field_encoder/string.rs
+// timestamp_text; types/timestamp.rs string_to_timestamp), and an
+// administrator's SET GLOBAL timezone (scope Both,
+// settings/src/settings_default.rs) changes it for every session that does
+// not set its own. The rebuild and the report read spans' times as UTC
+// text and filter them by a UTC literal, so under another server timezone
+// they would read every time shifted and the wrong rows.
+func TestGenAIReadsTimesInUTCUnderAServerTimezone(t *testing.T) {
+	srv := databendtest.New("tl", "s3cret")
+	t.Cleanup(srv.Close)
+	srv.CreateTable("otel_spans", []string{"span_id", "start_time"}, []string{"VARCHAR", "TIMESTAMP"})
+	early := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	late := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	for i, at := range []time.Time{early, late} {
+		srv.AppendRow("otel_spans", databendtest.Row{"span_id": json.RawMessage(fmt.Sprintf(`"s%d"`, i)), "start_time": json.RawMessage(fmt.Sprint(at.UnixMicro()))})
+	}
+	srv.Set(func() { srv.GlobalSettings = map[string]string{"timezone": "Asia/Shanghai"} })
+	snk, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "otel_spans"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := memoryDuckDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	cols := []duckdbsink.Column{{Name: "span_id", Type: "VARCHAR"}, {Name: "start_time", Type: "TIMESTAMP"}}
+	since := databendTime(time.Date(2024, 5, 1, 6, 0, 0, 0, time.UTC))
+	if err := copyDatabendRows(context.Background(), snk, db, "otel_spans", cols, since); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query("SELECT span_id, start_time FROM otel_spans ORDER BY span_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var id string
+		var at time.Time
+		if err := rows.Scan(&id, &at); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id+" "+at.UTC().Format(time.RFC3339))
+	}
+	if want := []string{"s1 " + late.Format(time.RFC3339)}; !slices.Equal(got, want) {
+		t.Errorf("read the spans from %s on as %q, want %q", since, got, want)
 	}
 }

@@ -427,14 +427,34 @@ func (e *codedError) Error() string { return fmt.Sprintf("%d: %s", e.code, e.msg
 // the global one) to a query without LIMIT, as Planner::add_max_rows_limit
 // (sql/src/planner/planner.rs) does: the result is cut silently.
 func (s *Server) maxResultRows(sql string, sess sessionConf, rows [][]*string) [][]*string {
-	v, ok := sess.Settings["max_result_rows"]
-	if !ok {
-		v = s.GlobalSettings["max_result_rows"]
-	}
-	limit, _ := strconv.Atoi(v)
+	limit, _ := strconv.Atoi(s.setting(sess, "max_result_rows"))
 	up := strings.ToUpper(strings.TrimSpace(sql))
 	if limit <= 0 || !strings.HasPrefix(up, "SELECT") || strings.Contains(up, " LIMIT ") || len(rows) <= limit {
 		return rows
 	}
 	return rows[:limit]
+}
+
+// setting is the value of a setting in the session: its own, else the
+// global one ("" when neither is set: the default).
+func (s *Server) setting(sess sessionConf, name string) string {
+	if v, ok := sess.Settings[name]; ok {
+		return v
+	}
+	return s.GlobalSettings[name]
+}
+
+// timezone is the session's timezone setting (default UTC,
+// settings/src/settings_default.rs "timezone", scope Both: SET GLOBAL
+// changes it for every session that does not set its own).
+func (s *Server) timezone(sess sessionConf) (*time.Location, error) {
+	name := s.setting(sess, "timezone")
+	if name == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, &codedError{CodeSemanticError, fmt.Sprintf("invalid timezone %q: %v", name, err)}
+	}
+	return loc, nil
 }

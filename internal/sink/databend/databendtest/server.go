@@ -90,10 +90,14 @@ type Server struct {
 	SQL bool
 	// GlobalSettings are settings an administrator set with SET GLOBAL
 	// (a setting of SettingScope::Both, settings/src/settings_default.rs);
-	// a session's own settings override them. Only max_result_rows is
-	// modelled: a query (Statement::Query) without LIMIT gets LIMIT
-	// max_result_rows (Planner::add_max_rows_limit,
-	// sql/src/planner/planner.rs; 0, the default, means no limit).
+	// a session's own settings override them. Modelled: max_result_rows,
+	// a query (Statement::Query) without LIMIT gets LIMIT max_result_rows
+	// (Planner::add_max_rows_limit, sql/src/planner/planner.rs; 0, the
+	// default, means no limit); timezone (default UTC), in which a
+	// TIMESTAMP is written in a result (formats field_encoder/string.rs
+	// timestamp_text: jiff_timezone) and a string compared with one is
+	// read (types/timestamp.rs string_to_timestamp with the function
+	// context's tz) — by the plain column reads (selectColumns).
 	GlobalSettings map[string]string
 
 	mu      sync.Mutex

@@ -180,7 +180,11 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return nil, nil, nil
 	}
 	if m := reSelectColumns.FindStringSubmatch(sql); m != nil {
-		return s.selectColumns(tx, m[2], strings.Split(m[1], ", "), m[4])
+		loc, err := s.timezone(*sess)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.selectColumns(tx, loc, m[2], strings.Split(m[1], ", "), m[4])
 	}
 	if m := reDerivedCheck.FindStringSubmatch(sql); m != nil {
 		var ids []string
@@ -654,10 +658,12 @@ func (s *Server) derivedCheck(tx *txn, derived, main string, ids []string) ([]st
 // selectColumns answers SELECT of plain columns, as the HTTP handler
 // writes values: text, NULL as null, a TIMESTAMP (stored here as the
 // microseconds COPY read) in TIMESTAMP_FORMAT (expression
-// types/timestamp.rs: %Y-%m-%d %H:%M:%S%.6f), a VARIANT as its JSON, a
-// string without its quotes. With since, only rows whose start_time is at
-// or after it.
-func (s *Server) selectColumns(tx *txn, name string, cols []string, since string) ([]string, [][]*string, error) {
+// types/timestamp.rs: %Y-%m-%d %H:%M:%S%.6f) in the session's timezone
+// loc (formats field_encoder/string.rs timestamp_text), a VARIANT as its
+// JSON, a string without its quotes. With since, only rows whose
+// start_time is at or after it, the literal read in loc too
+// (types/timestamp.rs string_to_timestamp).
+func (s *Server) selectColumns(tx *txn, loc *time.Location, name string, cols []string, since string) ([]string, [][]*string, error) {
 	t, err := s.table(name)
 	if err != nil {
 		return nil, nil, err
@@ -673,7 +679,7 @@ func (s *Server) selectColumns(tx *txn, name string, cols []string, since string
 	}
 	var from time.Time
 	if since != "" {
-		if from, err = time.Parse("2006-01-02 15:04:05.000000", since); err != nil {
+		if from, err = time.ParseInLocation("2006-01-02 15:04:05.000000", since, loc); err != nil {
 			return nil, nil, fmt.Errorf("fake: timestamp %q: %w", since, err)
 		}
 	}
@@ -697,7 +703,7 @@ func (s *Server) selectColumns(tx *txn, name string, cols []string, since string
 				if err != nil {
 					return nil, nil, fmt.Errorf("fake: %s is not microseconds: %s", c, v)
 				}
-				row[i] = str(time.UnixMicro(us).UTC().Format("2006-01-02 15:04:05.000000"))
+				row[i] = str(time.UnixMicro(us).In(loc).Format("2006-01-02 15:04:05.000000"))
 			case types[c] == "VARIANT":
 				row[i] = str(string(v))
 			case strings.HasPrefix(string(v), `"`):
