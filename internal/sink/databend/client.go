@@ -59,6 +59,16 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 		settings = map[string]string{}
 	}
 	settings["max_result_rows"] = "0"
+	// timezone UTC whatever the DSN or SET GLOBAL say (scope Both,
+	// settings/src/settings_default.rs): databend-query writes a
+	// TIMESTAMP in a result, casts one to text and reads a string as one
+	// in the session's timezone (formats field_encoder/string.rs
+	// timestamp_text; expression types/timestamp.rs string_to_timestamp).
+	// tracelake reads results' times as UTC, filters by UTC literals,
+	// hashes times as text into the dedup model's keys (which must not
+	// change between sessions) and casts model columns' times without an
+	// offset as UTC, as on DuckDB.
+	settings["timezone"] = "UTC"
 	base["settings"] = settings
 	raw, err := json.Marshal(base)
 	if err != nil {
