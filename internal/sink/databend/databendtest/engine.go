@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,6 +87,7 @@ var (
 )
 
 func (s *Server) variantSQL(stmt string) string {
+	stmt = duckdbLiterals(stmt)
 	stmt = reVariantText.ReplaceAllString(stmt, `(($1)->>'$$')`)
 	// CAST(col AS VARCHAR) of a column that is VARIANT in every table
 	// that has it (the fake knows the types; DuckDB's cast would keep a
@@ -245,3 +247,94 @@ func readResult(rows *sql.Rows) ([]string, [][]*string, error) {
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// duckdbLiterals rewrites the statement's string literals as Databend
+// reads them into DuckDB's literals of the same text. Databend's lexer
+// takes a backslash and the character after it as one (a quote after it
+// does not end the literal) and unescapes \b \f \n \r \t \' \" \\
+// \uXXXX \xXX and octal, keeping the backslash before any other character
+// (ast/src/parser/token.rs LiteralString, ast/src/ast/quote.rs
+// QuotedString::from_str); DuckDB keeps every backslash as it is.
+func duckdbLiterals(stmt string) string {
+	var b strings.Builder
+	for i := 0; i < len(stmt); {
+		switch c := stmt[i]; c {
+		case '"': // a quoted identifier, "" inside it
+			j := i + 1
+			for j < len(stmt) && (stmt[j] != '"' || j+1 < len(stmt) && stmt[j+1] == '"') {
+				if stmt[j] == '"' {
+					j++
+				}
+				j++
+			}
+			end := min(j+1, len(stmt))
+			b.WriteString(stmt[i:end])
+			i = end
+		case '\'':
+			var lit strings.Builder
+			j := i + 1
+			for j < len(stmt) {
+				if stmt[j] == '\\' && j+1 < len(stmt) {
+					j = unescapeOne(stmt, j+1, &lit)
+					continue
+				}
+				if stmt[j] == '\'' {
+					if j+1 < len(stmt) && stmt[j+1] == '\'' {
+						lit.WriteByte('\'')
+						j += 2
+						continue
+					}
+					break
+				}
+				lit.WriteByte(stmt[j])
+				j++
+			}
+			b.WriteString(quoteString(lit.String()))
+			i = j + 1
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
+}
+
+// unescapeOne writes the character the escape at stmt[i:] (past its
+// backslash) stands for, as quote.rs QuotedString::from_str does, and
+// returns the index past it.
+func unescapeOne(stmt string, i int, out *strings.Builder) int {
+	simple := map[byte]rune{'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t', '\'': '\'', '"': '"', '\\': '\\'}
+	c := stmt[i]
+	if r, ok := simple[c]; ok {
+		out.WriteRune(r)
+		return i + 1
+	}
+	digits := func(from, n, base int) (int, int) {
+		v, j := 0, from
+		for ; j < len(stmt) && j < from+n; j++ {
+			d, err := strconv.ParseInt(stmt[j:j+1], base, 8)
+			if err != nil {
+				break
+			}
+			v = v*base + int(d)
+		}
+		return v, j
+	}
+	switch {
+	case c == 'u':
+		v, j := digits(i+1, 4, 16)
+		out.WriteRune(rune(v))
+		return j
+	case c == 'x':
+		v, j := digits(i+1, 2, 16)
+		out.WriteRune(rune(v))
+		return j
+	case c >= '0' && c <= '7':
+		v, j := digits(i, len(stmt), 8)
+		out.WriteRune(rune(v))
+		return j
+	}
+	out.WriteByte('\\')
+	out.WriteByte(c)
+	return i + 1
+}
