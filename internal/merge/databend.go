@@ -77,6 +77,7 @@ type DatabendStatements struct {
 // Databend returns the model's statements for Databend.
 func Databend(m config.Model) DatabendStatements {
 	p := newPlan(m)
+	p.lit = sqltext.DatabendString
 	inc := sqltext.Name(m.Name + "_increment")
 	st := DatabendStatements{
 		// The tables the DuckDB merge uses (the same SQL in both), the
@@ -136,7 +137,8 @@ func (st DatabendStatements) Script(title string) string {
 	return b.String()
 }
 
-// databendPath renders a JSON path ($.a.b[0]) as Databend variant access.
+// databendPath renders a JSON path ($.a.b[0]) as Databend variant access,
+// its keys as Databend literals (sqltext.DatabendString).
 func databendPath(doc, path string) string {
 	var b strings.Builder
 	b.WriteString(doc)
@@ -152,7 +154,7 @@ func databendPath(doc, path string) string {
 		if rest[0] == '"' {
 			// A quoted key: ."gen_ai.request.model"
 			end := strings.IndexByte(rest[1:], '"') + 1
-			b.WriteString("[" + sqltext.String(rest[1:end]) + "]")
+			b.WriteString("[" + sqltext.DatabendString(rest[1:end]) + "]")
 			rest = rest[end+1:]
 			continue
 		}
@@ -160,7 +162,7 @@ func databendPath(doc, path string) string {
 		if end < 0 {
 			end = len(rest)
 		}
-		b.WriteString("[" + sqltext.String(rest[:end]) + "]")
+		b.WriteString("[" + sqltext.DatabendString(rest[:end]) + "]")
 		rest = rest[end:]
 	}
 	return b.String()
@@ -196,7 +198,7 @@ SELECT tl_topic, kpartition, koffset, tl_kind, %s AS tl_reason, %s FROM (
     FROM %s AS r LEFT JOIN %s AS w ON w.model = %s AND w.topic = %s AND w."partition" = r.kpartition
     WHERE r.koffset >= COALESCE(w.next_offset, 0)
   )
-)`, inc, p.columnList(""), p.reasonExpr(false), p.columnList(""), proj, topic, inner, p.source, WatermarkTable, sqltext.String(m.Name), topic)
+)`, inc, p.columnList(""), p.reasonExpr(false), p.columnList(""), proj, topic, inner, p.source, WatermarkTable, p.lit(m.Name), topic)
 }
 
 // databendLatest selects the deciding change per key of the increment (latestQuery),
@@ -242,13 +244,13 @@ WHEN NOT MATCHED AND s.tl_kind = '%s' THEN INSERT (%s) VALUES (%s)`, p.tombstone
 // partition -1 of no topic, never a raw row's.
 func claimRowSQL(model string) string {
 	return fmt.Sprintf(`MERGE INTO %s AS w USING (SELECT %s AS model) AS s ON w.model = s.model AND w."partition" = -1
-WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (s.model, '', -1, 0, NOW())`, WatermarkTable, sqltext.String(model))
+WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (s.model, '', -1, 0, NOW())`, WatermarkTable, sqltext.DatabendString(model))
 }
 
 // claimSQL claims model for one merge transaction by rewriting its claim
 // row: of two merges at once, Databend fails the second commit.
 func claimSQL(model string) string {
-	return fmt.Sprintf(`UPDATE %s SET merged_at = NOW() WHERE model = %s AND "partition" = -1`, WatermarkTable, sqltext.String(model))
+	return fmt.Sprintf(`UPDATE %s SET merged_at = NOW() WHERE model = %s AND "partition" = -1`, WatermarkTable, sqltext.DatabendString(model))
 }
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }

@@ -87,18 +87,18 @@ func (p *plan) reasonExpr(nested bool) string {
 	}
 	for i, c := range p.m.Columns {
 		fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s IS NULL THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
-			i, sqltext.Ident(c.Name), sqltext.String("column "+c.Name+": cannot cast "), i, sqltext.String(" to "+c.Type))
+			i, sqltext.Ident(c.Name), p.lit("column "+c.Name+": cannot cast "), i, p.lit(" to "+c.Type))
 		if nested && sqltext.Nested(c.Type) {
 			fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 				i, sqltext.NestedCastLost(sqltext.Ident(c.Name), fmt.Sprintf("tl_raw_%d", i), c.Type),
-				sqltext.String("column "+c.Name+": an element does not cast: "), i, sqltext.String(" to "+c.Type))
+				p.lit("column "+c.Name+": an element does not cast: "), i, p.lit(" to "+c.Type))
 		}
 	}
 	for _, c := range p.keys {
-		fmt.Fprintf(&b, " WHEN %s IS NULL THEN %s", sqltext.Ident(c.Name), sqltext.String("key column "+c.Name+" is missing or null"))
+		fmt.Fprintf(&b, " WHEN %s IS NULL THEN %s", sqltext.Ident(c.Name), p.lit("key column "+c.Name+" is missing or null"))
 	}
 	if p.version != "" {
-		fmt.Fprintf(&b, " WHEN %s IS NULL THEN %s", p.version, sqltext.String("version column "+p.m.Version+" is missing or null"))
+		fmt.Fprintf(&b, " WHEN %s IS NULL THEN %s", p.version, p.lit("version column "+p.m.Version+" is missing or null"))
 	}
 	b.WriteString(" END")
 	return b.String()

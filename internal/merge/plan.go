@@ -34,6 +34,10 @@ type plan struct {
 	tombstones      string // quoted; "" without a version column
 	keys, values    []config.Column
 	version         string // quoted column name, "" if none
+	// lit quotes a string literal in the dialect the plan writes:
+	// sqltext.String for DuckDB, sqltext.DatabendString for Databend
+	// (whose lexer reads backslashes as escapes).
+	lit func(string) string
 }
 
 func newPlan(m config.Model) *plan {
@@ -43,6 +47,7 @@ func newPlan(m config.Model) *plan {
 		source:  sqltext.Name(m.Source),
 		ledger:  sqltext.Name(m.Source + "_ledger"),
 		rejects: sqltext.Name(m.Name + "_rejects"),
+		lit:     sqltext.String,
 	}
 	for _, c := range m.Columns {
 		if slices.Contains(m.Key, c.Name) {
@@ -104,9 +109,9 @@ func (p *plan) latestOrder(partition, offset string) string {
 // (json format), given the expression of the action value.
 func (p *plan) kindExpr(action string) string {
 	if p.m.Action.Path == "" {
-		return sqltext.String(kindUpsert)
+		return p.lit(kindUpsert)
 	}
 	return fmt.Sprintf("CASE WHEN %s IN (%s) THEN %s WHEN %s IN (%s) THEN %s ELSE %s END",
-		action, sqltext.Strings(p.m.Action.Delete), sqltext.String(kindDelete),
-		action, sqltext.Strings(p.m.Action.Insert), sqltext.String(kindInsert), sqltext.String(kindUpsert))
+		action, sqltext.QuoteAll(p.m.Action.Delete, p.lit), p.lit(kindDelete),
+		action, sqltext.QuoteAll(p.m.Action.Insert, p.lit), p.lit(kindInsert), p.lit(kindUpsert))
 }

@@ -20,11 +20,23 @@ func Name(name string) string {
 // String quotes a string literal.
 func String(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
+// DatabendString quotes a string literal for Databend, whose lexer reads a
+// backslash as an escape (ast/src/parser/token.rs LiteralString,
+// ast/src/ast/quote.rs QuotedString::from_str: '\b' is a backspace, '\\'
+// one backslash, and a quote after a backslash does not end the literal),
+// where DuckDB and String keep it as it is.
+func DatabendString(s string) string {
+	return String(strings.ReplaceAll(s, `\`, `\\`))
+}
+
 // Strings quotes each string and joins them with ", ".
-func Strings(ss []string) string {
+func Strings(ss []string) string { return QuoteAll(ss, String) }
+
+// QuoteAll quotes each string with quote and joins them with ", ".
+func QuoteAll(ss []string, quote func(string) string) string {
 	q := make([]string, len(ss))
 	for i, s := range ss {
-		q[i] = String(s)
+		q[i] = quote(s)
 	}
 	return strings.Join(q, ", ")
 }
