@@ -513,17 +513,52 @@ func parseRows(t *table, data []byte) ([]Row, error) {
 		if err := json.Unmarshal(l, &r); err != nil {
 			return nil, fmt.Errorf("line %d: not a JSON object: %w", i+1, err)
 		}
-		for k := range r {
-			if !slices.Contains(t.cols, k) {
+		for k, v := range r {
+			c := slices.Index(t.cols, k)
+			if c < 0 {
 				if !t.lenient {
 					return nil, fmt.Errorf("line %d: field %q is not a column of the table", i+1, k)
 				}
 				delete(r, k)
+				continue
+			}
+			if strings.EqualFold(t.types[c], "TIMESTAMP") {
+				if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+					r[k] = json.RawMessage(strconv.FormatInt(int64ToTimestamp(n), 10))
+				} else if ts, err := time.Parse(time.RFC3339Nano, jsonString(v)); err == nil && strings.HasPrefix(string(v), `"`) {
+					// A string with its offset is that instant, whatever
+					// the session's time zone (common/io
+					// cursor_read_datetime_ext.rs read_text_to_datetime).
+					r[k] = json.RawMessage(strconv.FormatInt(ts.UnixMicro(), 10))
+				}
 			}
 		}
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// int64ToTimestamp is how COPY reads an integer into a TIMESTAMP column
+// (formats field_decoder/json_ast.rs read_timestamp calls expression
+// utils/auto_detect_datetime.rs int64_to_timestamp): by magnitude, as
+// seconds below 31,536,000,000, as milliseconds below
+// 31,536,000,000,000, else as microseconds (out of 0001..9999 it is
+// TIMESTAMP_MIN, types/timestamp.rs clamp_timestamp). The fake stores the
+// microseconds Databend would.
+func int64ToTimestamp(n int64) int64 {
+	const (
+		minMicros = -62135596800000000 // 0001-01-01 00:00:00
+		maxMicros = 253402300799999999 // 9999-12-31 23:59:59.999999
+	)
+	switch {
+	case -31536000000 < n && n < 31536000000:
+		return n * 1_000_000
+	case -31536000000000 < n && n < 31536000000000:
+		return n * 1_000
+	case n < minMicros || n > maxMicros:
+		return minMicros
+	}
+	return n
 }
 
 func (s *Server) insertLedger(tx *txn, name, values string) error {
