@@ -317,7 +317,7 @@ func (s *Sink) ReplaceDerived(ctx context.Context, files [][]byte) (int64, error
 		}
 	}()
 	for i, data := range files {
-		name, _, err := s.put(ctx, fmt.Sprintf("rebuild-%s-%d-%d", s.opt.DerivedTable, time.Now().UnixNano(), i), data)
+		name, _, err := s.put(ctx, fmt.Sprintf("rebuild-%s-%d-%d", s.opt.DerivedTable, time.Now().UnixNano(), i), stageableTimes(data, timestampColumns(s.opt.Derived)))
 		if err != nil {
 			return 0, err
 		}
@@ -416,7 +416,7 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 		return sink.File{}, sink.ErrNoDerivedTable
 	}
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
-	rows := &keptFile{data: b.Rows}
+	rows := &keptFile{data: stageableTimes(b.Rows, timestampColumns(s.opt.Typed))}
 	if s.opt.Transform {
 		var err error
 		if rows, err = splitTransformRows(sink.Lines(b.Rows)); err != nil {
@@ -430,7 +430,7 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{data: b.DLQ}); err != nil {
 		return sink.File{}, err
 	}
-	if f.DerivedPath, err = s.stageLines(ctx, f.Name+".derived", &keptFile{data: b.Derived}); err != nil {
+	if f.DerivedPath, err = s.stageLines(ctx, f.Name+".derived", &keptFile{data: stageableTimes(b.Derived, timestampColumns(s.opt.Derived))}); err != nil {
 		return sink.File{}, err
 	}
 	for _, n := range []string{f.RowsPath, f.DLQPath, f.DerivedPath} {
