@@ -59,7 +59,8 @@ var (
 // a TIMESTAMP column by magnitude (formats field_decoder/json_ast.rs
 // read_timestamp, expression utils/auto_detect_datetime.rs
 // int64_to_timestamp: at or past 31,536,000,000,000 it is microseconds,
-// which every time after 1971-01-01 is). A DOUBLE column takes JSON
+// which every time after 1971-01-01 is; an earlier one is staged as a
+// string, see stageableTimes). A DOUBLE column takes JSON
 // numbers only (json_ast.rs read_float), so a NaN or infinite value (the
 // decoder writes them as strings) is a row Databend rejects: it goes to
 // the dead-letter table with Databend's error.
