@@ -138,7 +138,7 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		b.lastSize = size
 	} else {
 		b.addJSON(r, b.rangeOf(tp, r.Offset, now))
-		b.lastSize = int64(len(r.Value))
+		b.lastSize = messageBytes(r)
 	}
 	b.records++
 	b.cur.bytes += b.lastSize
@@ -146,6 +146,19 @@ func (b *batcher) add(r *kgo.Record, now time.Time) (full *batch, added bool) {
 		return b.close(), true
 	}
 	return nil, true
+}
+
+// messageBytes is what a raw or transform record holds in memory until it
+// loads: its value, key and headers, which its staged row (or dead letter,
+// or the record a sink.RecordStager keeps) carries all of. Counting the
+// value alone let records with large headers or keys and small values
+// pass batch.max_bytes and max_inflight_bytes unbounded.
+func messageBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
 }
 
 // addJSON adds a JSON message: a raw or transform row, or a dead letter

@@ -134,3 +134,31 @@ func TestDecodedRowsCountAsHeldBytes(t *testing.T) {
 		t.Fatalf("a refused record held %d bytes, its dead-letter row is %d", b.lastSize, len(b.cur.DLQ))
 	}
 }
+
+// A raw record holds its key and headers in memory as well as its value
+// (the staged row carries all three): the batch's bytes (batch.max_bytes,
+// max_inflight_bytes) count them. Before, only the value counted: records
+// with large headers or keys and small values held nothing by the budget,
+// the batch closed only at max_records, and memory grew without bound.
+func TestRecordKeyAndHeadersCountAsHeldBytes(t *testing.T) {
+	now := time.Now()
+	b := newBatcher(false, 1000, 1<<20, time.Hour)
+	header := make([]byte, 400<<10)
+	r := func(off int64) *kgo.Record {
+		return &kgo.Record{Topic: "t", Offset: off, Key: []byte("k"), Value: []byte(`{}`),
+			Headers: []kgo.RecordHeader{{Key: "baggage", Value: header}}}
+	}
+	want := int64(len("k") + len(`{}`) + len("baggage") + len(header))
+	if full, _ := b.add(r(0), now); full != nil || b.lastSize != want {
+		t.Fatalf("first record held %d bytes, want %d (key, value and headers); closed %v", b.lastSize, want, full != nil)
+	}
+	b.add(r(1), now)
+	full, _ := b.add(r(2), now)
+	if full == nil || full.bytes != 3*want {
+		t.Fatalf("the batch did not close at max_bytes 1 MiB after 3 records of 400 KiB headers: %v", full != nil)
+	}
+	// A null value with a null key and no headers holds nothing.
+	if b.add(&kgo.Record{Topic: "t", Offset: 3}, now); b.lastSize != 0 {
+		t.Errorf("an empty record held %d bytes", b.lastSize)
+	}
+}
