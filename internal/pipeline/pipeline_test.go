@@ -481,6 +481,47 @@ func TestTopicRegex(t *testing.T) {
 	verifyOK(t, cfg, s)
 }
 
+// A listed topic that does not exist (not created yet, or deleted while
+// tracelake was stopped) holds no record to load: --exit-when-idle exits
+// once the others are loaded. Before, Kafka's answer for it
+// (UNKNOWN_TOPIC_OR_PARTITION) failed every idle check and the run never
+// exited, where a topic_regex run, which lists only existing topics, did.
+func TestIdleExitWithAListedTopicNotCreated(t *testing.T) {
+	c := newCluster(t, 1)
+	produceNumbers(t, producer(t, c), 0, 10)
+	cfg := testConfig(t, c)
+	cfg.Kafka.Topics = []string{topic, "not-created-yet"}
+	s := openSink(t, cfg)
+	runIdleWithin(t, cfg, s, nil, 20*time.Second)
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw`); n != 10 {
+		t.Errorf("%d rows loaded, want 10", n)
+	}
+	verifyOK(t, cfg, s)
+}
+
+// start_offset latest with a listed topic that does not exist yet: the
+// run starts (the topic's partitions, once created, start at their
+// beginning, as any partition created while running). Before, listing
+// the ends failed on it and the run refused to start.
+func TestStartOffsetLatestWithAListedTopicNotCreated(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	produceNumbers(t, cl, 0, 10) // before the start: skipped
+	cfg := testConfig(t, c)
+	cfg.Kafka.Topics = []string{topic, "not-created-yet"}
+	cfg.Kafka.StartOffset = "latest"
+	s := openSink(t, cfg)
+	runIdleWithin(t, cfg, s, nil, 20*time.Second)
+	produceNumbers(t, cl, 10, 15)
+	runIdleWithin(t, cfg, s, nil, 20*time.Second)
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE koffset >= 10`); n != 5 {
+		t.Errorf("%d rows of the records produced after the start, want 5", n)
+	}
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE koffset < 10`); n != 0 {
+		t.Errorf("%d rows of the records produced before the start, want none (latest)", n)
+	}
+}
+
 // reorderSink makes the first batch's stage finish only after the
 // second's, and records how many stages ran at once. It stages like a
 // remote sink (sink.ConcurrentStager).
