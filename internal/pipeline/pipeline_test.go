@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/kafka/kafkatest"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -519,6 +520,39 @@ func TestStartOffsetLatestWithAListedTopicNotCreated(t *testing.T) {
 	}
 	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE koffset < 10`); n != 0 {
 		t.Errorf("%d rows of the records produced before the start, want none (latest)", n)
+	}
+}
+
+// topic_regex consumes every matching topic Kafka does not flag internal,
+// one named with a leading "__" too (franz-go's regex consumer skips only
+// the flagged ones): start_offset latest skips its records from before the
+// start as any other's. Before, the end offsets were listed for topics
+// without a leading "__" only, so that topic was read from its beginning,
+// and verify and exit-when-idle did not see it.
+func TestTopicRegexWithALeadingUnderscoreStartsLatest(t *testing.T) {
+	const under = "__events"
+	c := kafkatest.Cluster(t, 1, under)
+	cl := producer(t, c)
+	for i := range 10 { // before the start: skipped
+		produce(t, cl, &kgo.Record{Topic: under, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+	}
+	cfg := testConfig(t, c)
+	cfg.Kafka.Topics = nil
+	cfg.Kafka.TopicRegex = "^__ev"
+	cfg.Kafka.StartOffset = "latest"
+	must(t, cfg.Validate())
+	s := openSink(t, cfg)
+	runIdleWithin(t, cfg, s, nil, 20*time.Second)
+	produce(t, cl, &kgo.Record{Topic: under, Value: []byte(`{"after": 1}`)})
+	runIdleWithin(t, cfg, s, nil, 20*time.Second)
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE koffset < 10`); n != 0 {
+		t.Errorf("%d rows of the records produced before the start, want none (latest)", n)
+	}
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE koffset = 10`); n != 1 {
+		t.Errorf("%d rows of the record produced after the start, want 1", n)
+	}
+	if rep := verifyReport(t, cfg, s); len(rep.Partitions) != 1 || rep.Partitions[0].High != 11 {
+		t.Errorf("verify saw %+v, want %s/0 with Kafka's high watermark 11", rep.Partitions, under)
 	}
 }
 
