@@ -981,17 +981,7 @@ func TestOTLPLoadModeOnIcebergAndDatabend(t *testing.T) {
 	}
 	t.Parallel() // mostly waiting on the child
 	bin := buildBinary(t)
-	for name, sinkCfg := range map[string]func(dir string) string{
-		"iceberg": func(dir string) string {
-			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
-		},
-		"databend": func(string) string {
-			srv := databendtest.New("u", "p")
-			srv.Set(func() { srv.SQL = true }) // the dedup model's setup
-			t.Cleanup(srv.Close)
-			return fmt.Sprintf("{type: databend, databend: {dsn: %q}}", srv.DSN(""))
-		},
-	} {
+	for name, sinkCfg := range icebergAndDatabendSinks(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			cfgPath := filepath.Join(dir, "tracelake.yaml")
@@ -1056,17 +1046,7 @@ func TestOTLPLoadModeKill9OnIcebergAndDatabend(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	for name, sinkCfg := range map[string]func(dir string) string{
-		"iceberg": func(dir string) string {
-			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
-		},
-		"databend": func(string) string {
-			srv := databendtest.New("u", "p")
-			srv.Set(func() { srv.SQL = true }) // the dedup model's setup
-			t.Cleanup(srv.Close)
-			return fmt.Sprintf("{type: databend, databend: {dsn: %q}}", srv.DSN(""))
-		},
-	} {
+	for name, sinkCfg := range icebergAndDatabendSinks(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			cfgPath := filepath.Join(dir, "tracelake.yaml")
@@ -1098,5 +1078,21 @@ func TestOTLPLoadModeKill9OnIcebergAndDatabend(t *testing.T) {
 			}
 			t.Logf("%d spans stored for %d sent", rep.Copies.Rows, spans)
 		})
+	}
+}
+
+// icebergAndDatabendSinks are the sink configs, by name, of a local
+// Iceberg warehouse in a test's directory and of a test Databend server.
+func icebergAndDatabendSinks(t *testing.T) map[string]func(dir string) string {
+	return map[string]func(dir string) string{
+		"iceberg": func(dir string) string {
+			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+		},
+		"databend": func(string) string {
+			srv := databendtest.New("u", "p")
+			srv.Set(func() { srv.SQL = true }) // the dedup model's setup
+			t.Cleanup(srv.Close)
+			return fmt.Sprintf("{type: databend, databend: {dsn: %q}}", srv.DSN(""))
+		},
 	}
 }
