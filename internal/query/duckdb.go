@@ -471,6 +471,10 @@ type session struct {
 	// checker checks the text that runs: the last query checked's, with
 	// what it may name (the views a rewrite binds it to included).
 	checker *checker
+	// scans are the Iceberg scans the session's views read (none for the
+	// DuckDB reader): a query that fails where one failed failed for it
+	// (failure).
+	scans []*scanReader
 	// materialize runs the session's queries materialized, not streaming
 	// (runQuery): over a database that loads go on beside, so that a
 	// read's snapshot ends when its query has run, whatever the client's
@@ -736,8 +740,9 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 		return err
 	})
 	if err != nil {
+		err = sess.failure(err)
 		sess.close()
-		return nil, queryError(err)
+		return nil, err
 	}
 	// The reader keeps using the connection after Raw returned: the
 	// session holds it (sql.Conn) until the reader is released.
@@ -773,7 +778,7 @@ func (sess *session) arrow(ctx context.Context, text string, params []any, f fun
 	return sess.conn.Raw(func(dc any) error {
 		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize)
 		if err != nil {
-			return queryError(err)
+			return sess.failure(err)
 		}
 		defer rr.Release()
 		f(rr)
@@ -791,6 +796,23 @@ func (sess *session) close() {
 	sess.conn.Raw(func(any) error { return driver.ErrBadConn })
 	sess.conn.Close()
 	<-sess.slots
+}
+
+// failure is err, DuckDB's error running a query on the session, as the
+// caller gets it: the error of a scan of the session that failed, which
+// DuckDB reports as an Invalid Input of its own (the Arrow stream's
+// get_next failed) though it is the server's (a data file gone, the
+// warehouse unreachable) or the read's context's; else queryError's.
+func (sess *session) failure(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, sc := range sess.scans {
+		if serr := sc.failure(); serr != nil {
+			return fmt.Errorf("the query's scan failed: %w", serr)
+		}
+	}
+	return queryError(err)
 }
 
 // queryError is a DuckDB error running a checked query: the caller's
@@ -816,7 +838,12 @@ type sessionReader struct {
 
 // Err is the reader's error, a query's own mistake met at a later batch
 // (a streaming result's) refused as when the query runs (queryError).
-func (r *sessionReader) Err() error { return queryError(r.RecordReader.Err()) }
+func (r *sessionReader) Err() error {
+	if r.sess == nil {
+		return queryError(r.RecordReader.Err())
+	}
+	return r.sess.failure(r.RecordReader.Err())
+}
 
 func (r *sessionReader) Retain() {
 	r.refs++

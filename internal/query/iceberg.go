@@ -546,6 +546,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 		seq = nil
 	}
 	rr := newScanReader(t.decl.Name, arrowSchema, seq, scan, ic.mem, ic.scanned)
+	sess.scans = append(sess.scans, rr)
 	scanView := rp.view + "_scan"
 	err = sess.register(rr, scanView)
 	rr.Release() // the registered stream holds it

@@ -57,6 +57,11 @@ type scanReader struct {
 	mem    memory.Allocator                    // for the filler field
 	read   func(rows int64)                    // told of each batch handed on (tests), or nil
 
+	// failed is the scan's error, once it has one, for the session to
+	// tell its query's failure from the caller's (session.failure): err
+	// is set on a DuckDB thread, this is read on the query's.
+	failed atomic.Pointer[error]
+
 	// The producer goroutine, started by the first Next.
 	ch      chan scanItem
 	done    chan struct{}
@@ -134,7 +139,7 @@ func (r *scanReader) Next() bool {
 	}
 	if r.ended {
 		if r.guard {
-			r.err = fmt.Errorf("BUG: %s was scanned a second time in one query", r.table)
+			r.fail(fmt.Errorf("BUG: %s was scanned a second time in one query", r.table))
 		}
 		return false
 	}
@@ -147,7 +152,7 @@ func (r *scanReader) Next() bool {
 	}
 	for it := range r.ch {
 		if it.err != nil {
-			r.err = fmt.Errorf("read %s: %w", r.table, it.err)
+			r.fail(fmt.Errorf("read %s: %w", r.table, it.err))
 			return false
 		}
 		if it.rec.NumRows() == 0 {
@@ -163,6 +168,20 @@ func (r *scanReader) Next() bool {
 	}
 	r.ended = true
 	return false
+}
+
+// fail ends the stream with err.
+func (r *scanReader) fail(err error) {
+	r.err = err
+	r.failed.Store(&err)
+}
+
+// failure is the scan's error, nil while it has none.
+func (r *scanReader) failure() error {
+	if p := r.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // start reads the scan on a goroutine of its own: DuckDB asks for batches
