@@ -3,7 +3,6 @@ package flightsql
 import (
 	"context"
 	"errors"
-	"regexp"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -53,12 +52,5 @@ func status(err error) error {
 	if st, ok := grpcstatus.FromError(err); ok && st.Code() != codes.Unknown {
 		return err
 	}
-	return grpcstatus.Error(codes.Internal, stripPaths(err.Error()))
+	return grpcstatus.Error(codes.Internal, query.StripPaths(err.Error()))
 }
-
-// filePath is an absolute path of two or more parts (a lone /, as in
-// a / b, is not one), or a file: URL.
-var filePath = regexp.MustCompile(`(?:file://)?(?:[A-Za-z]:)?(?:[/\\][\w.@+~-]+){2,}[/\\]?`)
-
-// stripPaths replaces the file paths in an error message.
-func stripPaths(msg string) string { return filePath.ReplaceAllString(msg, "<path>") }

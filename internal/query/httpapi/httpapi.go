@@ -51,11 +51,16 @@ func (rt Routes) Public(pattern string, h http.HandlerFunc) {
 	rt.Mux.HandleFunc(pattern, h)
 }
 
-// Error answers err with Status(err) in the API's shape. Messages of
-// server-side failures are the error's text: the read path strips file
-// paths from what it returns.
+// Error answers err with Status(err) in the API's shape. The message of
+// a server-side failure (5xx) is the error's text with its file paths
+// taken out (query.StripPaths), as Flight SQL answers it: the read path's
+// errors name the files it reads, the Iceberg warehouse's among them.
 func (rt Routes) Error(w http.ResponseWriter, err error) {
-	rt.refuse(w, Status(err), err.Error())
+	status, msg := Status(err), err.Error()
+	if status >= 500 {
+		msg = query.StripPaths(msg)
+	}
+	rt.refuse(w, status, msg)
 }
 
 // Fail answers status with msg in the API's shape.

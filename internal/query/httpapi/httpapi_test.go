@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -71,5 +73,30 @@ func TestScopedDecidesTheTenantBeforeTheHandler(t *testing.T) {
 	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/ready", nil))
 	if rec.Code != 200 {
 		t.Fatalf("public route answered %d without a token", rec.Code)
+	}
+}
+
+// TestErrorHidesTheServersFilePaths: a server-side failure is answered
+// with its message, the file paths it names taken out (the Iceberg
+// warehouse's data files, the DuckDB database), as Flight SQL answers
+// it; a refused query keeps its message whole.
+func TestErrorHidesTheServersFilePaths(t *testing.T) {
+	rt := Routes{}
+	for _, c := range []struct {
+		err    error
+		status int
+		body   string
+	}{
+		{errors.New("the query's scan failed: read otel_spans: open /srv/lake/warehouse/tracelake.db/otel_spans/data/x.parquet: no such file or directory"),
+			500, "the query's scan failed: read otel_spans: open <path>: no such file or directory\n"},
+		{errors.New("read file:///srv/lake/x.duckdb: gone"), 500, "read <path>: gone\n"},
+		{&query.RefusedError{Reason: "no table a/b/c among those this caller may read"}, 400,
+			"query refused: no table a/b/c among those this caller may read\n"},
+	} {
+		rec := httptest.NewRecorder()
+		rt.Error(rec, c.err)
+		if rec.Code != c.status || rec.Body.String() != c.body {
+			t.Errorf("%v: answered %d %q, want %d %q", c.err, rec.Code, rec.Body, c.status, c.body)
+		}
 	}
 }

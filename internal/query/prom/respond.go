@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/tracelake/tracelake/internal/query"
 )
 
 // The answers' envelope and errors are Prometheus's
@@ -103,9 +105,16 @@ func (wr writer) ok(w http.ResponseWriter, data any, annos annotations.Annotatio
 	wr.send(w, http.StatusOK, append(b, '}'))
 }
 
-// fail answers e in Prometheus's shape with its status.
+// fail answers e in Prometheus's shape with its status. A failure that
+// is not the request's own (bad_data) may be the read path's, whose
+// errors name the files it reads: their paths are taken out
+// (query.StripPaths), as the other APIs and Flight SQL do.
 func (wr writer) fail(w http.ResponseWriter, e *apiError) {
-	wr.write(w, e.typ.status, response{Status: "error", ErrorType: e.typ.name, Error: e.err.Error()})
+	msg := e.err.Error()
+	if e.typ.status != http.StatusBadRequest {
+		msg = query.StripPaths(msg)
+	}
+	wr.write(w, e.typ.status, response{Status: "error", ErrorType: e.typ.name, Error: msg})
 }
 
 // refuse answers a refusal of the tenancy rules (httpapi.Routes.Refuse):

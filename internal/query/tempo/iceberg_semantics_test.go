@@ -1,9 +1,12 @@
 package tempo
 
 import (
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +43,35 @@ func TestIcebergTempoSemantics(t *testing.T) {
 	}
 	if got := f.rangeOf("a", `{} | count_over_time() by (rootServiceName)`); len(got) == 0 {
 		t.Errorf("by (rootServiceName): no series")
+	}
+}
+
+// TestIcebergReadFailureHidesWarehousePaths: a search whose scan fails
+// (the warehouse's data files gone) is the server's failure, 500, and
+// its answer does not name the warehouse's files: it was a 400 "query
+// refused" quoting the data file's path.
+func TestIcebergReadFailureHidesWarehousePaths(t *testing.T) {
+	db, dir := openDB(t)
+	loadSpans(t, db, dir, map[string][]ptrace.Traces{"a": {traces(tenantA)}})
+	lake := filepath.Join(dir, "lake")
+	icebergtest.LoadTable(t, db, "otel_spans", &otel.Spans, len(tenantA), len(tenantA), 1, openBenchSink(t, lake))
+	f := &fixture{t: t, db: db, mux: http.NewServeMux()}
+	if _, err := register(f.mux, Options{Reader: openBenchReader(t, lake, nil), Tenants: tenancy.Resolver{Required: true}, Version: "v-test"}, maxTraceSpans); err != nil {
+		t.Fatal(err)
+	}
+	removed := 0
+	err := filepath.WalkDir(filepath.Join(lake, "warehouse"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".parquet") {
+			removed++
+			return os.Remove(p)
+		}
+		return err
+	})
+	if err != nil || removed == 0 {
+		t.Fatalf("remove the data files: %v (%d removed)", err, removed)
+	}
+	code, _, body := f.searchStatus(`{}`)
+	if code != http.StatusInternalServerError || strings.Contains(body, lake) || strings.Contains(body, "warehouse") {
+		t.Fatalf("a search over removed data files answered %d %q, want a 500 naming no file of the warehouse", code, body)
 	}
 }

@@ -1,0 +1,15 @@
+package query
+
+import "regexp"
+
+// filePath is an absolute path of two or more parts (a lone /, as in
+// a / b, is not one), or a file: URL.
+var filePath = regexp.MustCompile(`(?:file://)?(?:[A-Za-z]:)?(?:[/\\][\w.@+~-]+){2,}[/\\]?`)
+
+// StripPaths replaces the file paths in the message of a server's error
+// with <path>: the read path's failures may name the files it reads (the
+// DuckDB database, the Iceberg warehouse's data and metadata files), which
+// are the operator's to know, not a tenant's. Every protocol answers a
+// server's error through it (Flight SQL, the Tempo, Loki and Prometheus
+// APIs); the logs keep the errors whole.
+func StripPaths(msg string) string { return filePath.ReplaceAllString(msg, "<path>") }
