@@ -224,24 +224,83 @@ func (s SQLQuerier) QueryText(ctx context.Context, q string) ([][]string, error)
 	return out, rows.Err()
 }
 
+// maxReads bounds Run's attempts to read the ledger and the tables with
+// no load committing in between.
+const maxReads = 10
+
 // Run builds the report. marks may be nil when Kafka is unreachable;
 // fromStart says partitions should be covered from their low watermark
 // (start_offset earliest), so an uncovered head counts as a gap.
+//
+// The ledger and the tables are read by several queries. Where they do
+// not share one snapshot (Databend: each statement reads the latest
+// committed version of each table, even inside BEGIN, session_catalog.rs
+// get_table), a load committing between them makes the rows outnumber the
+// ledger read before it. A load commits its rows with its ledger rows,
+// and ledger rows are only added, so Run reads the ledger's size again
+// after the counts: unchanged, no load committed in between and the
+// figures agree; changed, it reads everything again.
 func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartition]kafka.Watermarks, fromStart bool) (*Report, error) {
+	for attempt := 1; ; attempt++ {
+		rep, read, err := run(ctx, db, t, marks, fromStart)
+		if err != nil {
+			return nil, err
+		}
+		now, err := ledgerSize(ctx, db, t.Ledger)
+		if err != nil {
+			return nil, err
+		}
+		if now == read {
+			return rep, nil
+		}
+		if attempt == maxReads {
+			return nil, fmt.Errorf("the ledger %s changed while the tables were counted, %d times in a row (loads committing meanwhile): try again", t.Ledger, attempt)
+		}
+	}
+}
+
+// ledgerState is how many rows a ledger has and the records they count:
+// what a load committing changes.
+type ledgerState struct{ rows, records int64 }
+
+// ledgerSize reads the ledger's state.
+func ledgerSize(ctx context.Context, db Querier, ledger string) (ledgerState, error) {
+	res, err := db.QueryText(ctx, fmt.Sprintf(`SELECT count(*), coalesce(sum(records + dlq_records), 0) FROM %s`, ledger))
+	if err != nil {
+		return ledgerState{}, fmt.Errorf("read ledger %s: %w", ledger, err)
+	}
+	if len(res) != 1 || len(res[0]) != 2 {
+		return ledgerState{}, fmt.Errorf("read ledger %s: %d rows answered, want one of two columns", ledger, len(res))
+	}
+	var s ledgerState
+	for i, p := range []*int64{&s.rows, &s.records} {
+		if *p, err = strconv.ParseInt(res[0][i], 10, 64); err != nil {
+			return ledgerState{}, fmt.Errorf("read ledger %s: %w", ledger, err)
+		}
+	}
+	return s, nil
+}
+
+// run builds the report from one read of each table, and returns the
+// state of the ledger it read.
+func run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartition]kafka.Watermarks, fromStart bool) (*Report, ledgerState, error) {
 	parts := newPartitions(marks)
 	get := parts.get
 
+	var read ledgerState
 	ledger, err := db.QueryText(ctx, fmt.Sprintf(
 		`SELECT topic, "partition", first_offset, last_offset, records + dlq_records FROM %s ORDER BY topic, "partition", first_offset, last_offset`, t.Ledger))
 	if err != nil {
-		return nil, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
+		return nil, read, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
 	}
 	for _, row := range ledger {
 		tp, nums, err := parseRow(row, 3)
 		if err != nil {
-			return nil, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
+			return nil, read, fmt.Errorf("read ledger %s: %w", t.Ledger, err)
 		}
 		first, last, n := nums[0], nums[1], nums[2]
+		read.rows++
+		read.records += n
 		p := get(tp)
 		switch {
 		case p.LedgerNext < 0:
@@ -281,12 +340,12 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 				p.Duplicates = rows - distinct
 			}
 		}); err != nil {
-		return nil, fmt.Errorf("count %s: %w", t.DLQ, err)
+		return nil, read, fmt.Errorf("count %s: %w", t.DLQ, err)
 	}
 	if t.Raw {
 		if err := scan(fmt.Sprintf(`SELECT %s, kpartition, count(*), count(DISTINCT koffset) FROM %s GROUP BY 1, 2`, t.Topic, t.Main),
 			func(p *Partition, rows, _ int64) { p.Rows = rows }); err != nil {
-			return nil, fmt.Errorf("count %s: %w", t.Main, err)
+			return nil, read, fmt.Errorf("count %s: %w", t.Main, err)
 		}
 		// An offset stored twice, in either table or in both.
 		q := fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT o) FROM (
@@ -304,7 +363,7 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 				t.Topic, t.Index, t.Main, t.DLQ)
 		}
 		if err := scan(q, func(p *Partition, rows, distinct int64) { p.Duplicates = rows - distinct }); err != nil {
-			return nil, fmt.Errorf("find duplicates: %w", err)
+			return nil, read, fmt.Errorf("find duplicates: %w", err)
 		}
 	}
 
@@ -315,7 +374,7 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		// after loading, or never written.
 		res, err := db.QueryText(ctx, fmt.Sprintf(`SELECT count(*) FROM %s`, t.Main))
 		if err != nil {
-			return nil, fmt.Errorf("count %s: %w", t.Main, err)
+			return nil, read, fmt.Errorf("count %s: %w", t.Main, err)
 		}
 		var stored int64
 		if len(res) == 1 && len(res[0]) == 1 {
@@ -326,7 +385,7 @@ func Run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 			rep.OK = false
 		}
 	}
-	return rep, nil
+	return rep, read, nil
 }
 
 // CheckLogEnds fails the report for every partition whose ledger reaches

@@ -3,9 +3,11 @@ package databend_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 	"github.com/tracelake/tracelake/internal/sink/sinktest"
 	"github.com/tracelake/tracelake/internal/verify"
@@ -107,5 +109,55 @@ func TestVerifyLedgerReadIsWholeUnderMaxResultRows(t *testing.T) {
 	}
 	if !rep.OK || len(rep.Partitions) != 1 || rep.Partitions[0].LedgerRecords != 30 {
 		t.Errorf("verify: ok %v, problems %v, partitions %+v; want ok with 30 records in the ledger", rep.OK, rep.Problems, rep.Partitions)
+	}
+}
+
+// loadAfterLedgerRead is the sink as verify reads it while `tracelake
+// run` loads: a load commits right after verify's first read of the
+// ledger, before it counts the tables.
+type loadAfterLedgerRead struct {
+	*databend.Sink
+	ledger string
+	load   func()
+}
+
+func (q *loadAfterLedgerRead) QueryText(ctx context.Context, sql string) ([][]string, error) {
+	rows, err := q.Sink.QueryText(ctx, sql)
+	if q.load != nil && strings.Contains(sql, "first_offset") && strings.Contains(sql, q.ledger) {
+		load := q.load
+		q.load = nil
+		load()
+	}
+	return rows, err
+}
+
+// Each of verify's queries is a statement of its own, and Databend reads
+// the latest committed version of a table in each (session_catalog.rs
+// get_table: only a table the transaction itself changed is read from the
+// transaction's buffer, so not even BEGIN gives one snapshot). A load
+// committing between the ledger read and the table counts (verify while
+// run loads) made verify report a healthy table's partition as not
+// matching its ledger.
+func TestVerifyWhileALoadCommits(t *testing.T) {
+	_, s := prepared(t, "")
+	ctx := context.Background()
+	if _, err := s.Load(ctx, stage(t, s, batch(0, 0, 9))); err != nil {
+		t.Fatal(err)
+	}
+	main, dlq, ledger := s.Tables()
+	q := &loadAfterLedgerRead{Sink: s, ledger: ledger, load: func() {
+		if _, err := s.Load(ctx, stage(t, s, batch(0, 10, 19))); err != nil {
+			t.Error(err)
+		}
+	}}
+	rep, err := verify.Run(ctx, q, verify.Tables{Main: main, DLQ: dlq, Ledger: ledger, Raw: true, Topic: s.MainTopicExpr()}, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.load != nil {
+		t.Fatal("no load committed during verify")
+	}
+	if !rep.OK || len(rep.Partitions) != 1 || rep.Partitions[0].LedgerRecords != rep.Partitions[0].Rows {
+		t.Errorf("verify while a load commits: ok %v, problems %v, partitions %+v", rep.OK, rep.Problems, rep.Partitions)
 	}
 }

@@ -24,6 +24,7 @@ var (
 	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
 	reRemove       = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
 	reLedgerScan   = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
+	reLedgerSize   = regexp.MustCompile(`^SELECT count\(\*\), coalesce\(sum\(records \+ dlq_records\), 0\) FROM (\S+)$`)
 	reDLQCount     = regexp.MustCompile(`^SELECT topic, "partition", count\(\*\), count\(DISTINCT "offset"\) FROM (\S+) GROUP BY 1, 2$`)
 	reRawCount     = regexp.MustCompile(`^SELECT (?:record_metadata:topic::VARCHAR|ktopic), kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
 	// A declared table's rows (OTLP): a message's rows share its offset,
@@ -153,6 +154,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	}
 	if m := reLedgerScan.FindStringSubmatch(sql); m != nil {
 		return s.ledgerScan(m[1], tx)
+	}
+	if m := reLedgerSize.FindStringSubmatch(sql); m != nil {
+		return s.ledgerSize(m[1], tx)
 	}
 	if m := reDLQCount.FindStringSubmatch(sql); m != nil {
 		return s.countStored(tx, false, m[1])
@@ -443,6 +447,21 @@ func (s *Server) ledgerScan(ledger string, tx *txn) ([]string, [][]*string, erro
 			str(string(r["last_offset"])), str(strconv.FormatInt(n, 10))})
 	}
 	return []string{"topic", "partition", "first_offset", "last_offset", "n"}, out, nil
+}
+
+// ledgerSize is verify's read of a ledger's size: its rows and the
+// records they count.
+func (s *Server) ledgerSize(ledger string, tx *txn) ([]string, [][]*string, error) {
+	t, err := s.table(ledger)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows := visible(t, tx, unquote(ledger))
+	var n int64
+	for _, r := range rows {
+		n += jsonInt(r["records"]) + jsonInt(r["dlq_records"])
+	}
+	return []string{"count", "n"}, [][]*string{{str(strconv.Itoa(len(rows))), str(strconv.FormatInt(n, 10))}}, nil
 }
 
 // countStored counts the rows of the tables per topic and partition, and
