@@ -564,6 +564,14 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 		// Abandoned positions may hold dead letters of the failed load:
 		// covered twice then, but not stored twice.
 		union, _ := sink.Coverage(raw[tp], dlq[tp], held[tp])
+		if len(union) == 0 {
+			// Rows, but none is its message's first (a declared table's
+			// index 0, the one counted by its offset): no offset is known
+			// stored, as for a position with nothing stored below it
+			// (below), so a hole from the log start.
+			delete(stored, tp)
+			continue
+		}
 		p.Duplicates = dups
 		p.LedgerFirst = union[0].First
 		p.LedgerRecords = p.Rows + p.DLQRows
