@@ -34,6 +34,9 @@ const (
 	fromMillis                      // ms (since the epoch, or of the day)
 	fromNanos                       // ns
 	fromISO                         // ISO-8601 text with zone
+	fromISODate                     // ISO-8601 date, UTC: 2017-09-15Z
+	fromISOLocal                    // ISO-8601 date and time, UTC: 2019-07-09T02:28:57.123456Z
+	fromISOTime                     // ISO-8601 time of day, UTC: 04:05:11.789Z
 	fromJSONText                    // a string holding JSON
 	fromMySQLTextVariant            // not used by Debezium: see canal.go
 )
@@ -41,29 +44,95 @@ const (
 type logicalType struct {
 	typ  schema.Type
 	conv conversion
+	// infinity is what Debezium writes for PostgreSQL's infinity and
+	// -infinity in this type (JSON text), nil for a type that has none.
+	infinity *[2]string
 }
+
+// The values Debezium's PostgreSQL connector writes for infinity and
+// -infinity (PostgresValueConverter: POSITIVE_INFINITY_* and
+// NEGATIVE_INFINITY_*, the connector's documentation, "TIMESTAMP type" and
+// time.precision.mode=nanoseconds; the expected values of
+// AbstractRecordsProducerTest and PostgresTemporalPrecisionHandlingIT),
+// by logical type. A timestamp's are pgjdbc's PGStatement.DATE_POSITIVE_INFINITY
+// and DATE_NEGATIVE_INFINITY µs (294247-01-10T04:00:25.2 and
+// -290308-12-21T19:59:27.6), in the type's unit; a NanoTimestamp's int64's
+// bounds; a date's the epoch days of LocalDate -5877611-06-21 and
+// -5877611-06-22 (DateTimeFormat.date, the pgoutput text "infinity");
+// a ZonedTimestamp's PostgreSQL's own text. Each is out of the range of
+// every other source's dates (MySQL's end in 9999); a PostgreSQL
+// timestamp of exactly 294247-01-10T04:00:25.2 is read as infinity, as
+// Debezium gives the two alike.
+var (
+	microInfinity  = &[2]string{"9223372036825200000", "-9223372036832400000"}
+	milliInfinity  = &[2]string{"9223372036825200", "-9223372036832400"}
+	nanoInfinity   = &[2]string{"9223372036854775807", "-9223372036854775808"}
+	dayInfinity    = &[2]string{"-2147472692", "-2147472691"}
+	zonedInfinity  = &[2]string{`"infinity"`, `"-infinity"`}
+	isoInfinity    = &[2]string{`"+294247-01-10T04:00:25.2Z"`, `"-290308-12-21T19:59:27.6Z"`}
+	isoDayInfinity = &[2]string{`"-5877611-06-21Z"`, `"-5877611-06-22Z"`}
+)
 
 // logicalTypes are the Debezium and Kafka Connect logical types (schema
 // name) decoded; others (io.debezium.data.Enum, Uuid, Bits…) are read by
-// their schema type.
+// their schema type. A date is a Timestamp at its midnight, UTC.
 var logicalTypes = map[string]logicalType{
-	"org.apache.kafka.connect.data.Decimal":   {schema.Decimal, fromDecimal},
-	"io.debezium.data.VariableScaleDecimal":   {schema.Decimal, fromVarDecimal},
-	"io.debezium.time.Date":                   {schema.Timestamp, fromDays},
-	"org.apache.kafka.connect.data.Date":      {schema.Timestamp, fromDays},
-	"io.debezium.time.Timestamp":              {schema.Timestamp, fromMillis},
-	"org.apache.kafka.connect.data.Timestamp": {schema.Timestamp, fromMillis},
-	"io.debezium.time.MicroTimestamp":         {schema.Timestamp, asIs},
-	"io.debezium.time.NanoTimestamp":          {schema.Timestamp, fromNanos},
-	"io.debezium.time.ZonedTimestamp":         {schema.Timestamp, fromISO},
+	"org.apache.kafka.connect.data.Decimal":   {schema.Decimal, fromDecimal, nil},
+	"io.debezium.data.VariableScaleDecimal":   {schema.Decimal, fromVarDecimal, nil},
+	"io.debezium.time.Date":                   {schema.Timestamp, fromDays, dayInfinity},
+	"org.apache.kafka.connect.data.Date":      {schema.Timestamp, fromDays, dayInfinity},
+	"io.debezium.time.Timestamp":              {schema.Timestamp, fromMillis, milliInfinity},
+	"org.apache.kafka.connect.data.Timestamp": {schema.Timestamp, fromMillis, milliInfinity},
+	"io.debezium.time.MicroTimestamp":         {schema.Timestamp, asIs, microInfinity},
+	"io.debezium.time.NanoTimestamp":          {schema.Timestamp, fromNanos, nanoInfinity},
+	"io.debezium.time.ZonedTimestamp":         {schema.Timestamp, fromISO, zonedInfinity},
+	// time.precision.mode=isostring: UTC ISO-8601 text (IsoDate,
+	// IsoTimestamp and IsoTime: java.time's ISO_OFFSET_DATE,
+	// ISO_OFFSET_DATE_TIME and ISO_OFFSET_TIME at ZoneOffset.UTC).
+	"io.debezium.time.IsoDate":      {schema.Timestamp, fromISODate, isoDayInfinity},
+	"io.debezium.time.IsoTimestamp": {schema.Timestamp, fromISOLocal, isoInfinity},
+	"io.debezium.time.IsoTime":      {schema.Int64, fromISOTime, nil},
 	// A time of day is an Int64 of µs: MySQL's TIME spans ±838 hours,
 	// which no time-of-day type holds.
-	"io.debezium.time.Time":              {schema.Int64, fromMillis},
-	"org.apache.kafka.connect.data.Time": {schema.Int64, fromMillis},
-	"io.debezium.time.MicroTime":         {schema.Int64, asIs},
-	"io.debezium.time.NanoTime":          {schema.Int64, fromNanos},
-	"io.debezium.data.Json":              {schema.JSON, fromJSONText},
-	"io.debezium.time.Year":              {schema.Int32, asIs},
+	"io.debezium.time.Time":              {schema.Int64, fromMillis, nil},
+	"org.apache.kafka.connect.data.Time": {schema.Int64, fromMillis, nil},
+	"io.debezium.time.MicroTime":         {schema.Int64, asIs, nil},
+	"io.debezium.time.NanoTime":          {schema.Int64, fromNanos, nil},
+	"io.debezium.data.Json":              {schema.JSON, fromJSONText, nil},
+	"io.debezium.time.Year":              {schema.Int32, asIs, nil},
+}
+
+// infinite says whether v is Debezium's value of PostgreSQL's infinity or
+// -infinity in lt, and which as a Timestamp value.
+func (lt logicalType) infinite(v []byte) (int64, bool) {
+	switch {
+	case lt.infinity == nil:
+	case string(v) == lt.infinity[0]:
+		return schema.TimestampInfinity, true
+	case string(v) == lt.infinity[1]:
+		return schema.TimestampNegativeInfinity, true
+	}
+	return 0, false
+}
+
+// micros reads v (not null, not an infinity), a value of lt, a time type,
+// as µs: since the epoch (a Timestamp), or since midnight (an Int64 time of
+// day); zero is true for MySQL's zero date, which is no instant. False
+// when v is not a value of lt, or overflows.
+func (lt logicalType) micros(v []byte) (us int64, zero, ok bool) {
+	switch lt.conv {
+	case fromISO, fromISODate, fromISOLocal:
+		return parseDateTime(text(v))
+	case fromISOTime:
+		us, ok := parseISOTime(text(v))
+		return us, false, ok
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return 0, false, false
+	}
+	us, ok = toMicros(lt.conv, n)
+	return us, false, ok
 }
 
 // connectTypes are Kafka Connect's schema types. Bytes stay the base64 text
@@ -504,10 +573,14 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		if !ok {
 			typ = schema.String
 		}
-		lt = logicalType{typ, asIs}
+		lt = logicalType{typ: typ, conv: asIs}
 	}
 	col.Type, col.Precision, col.Scale = lt.typ, f.precision, f.scale
 	if isNull(v) {
+		return nil
+	}
+	if inf, ok := lt.infinite(v); ok {
+		c.putInt(col, inf)
 		return nil
 	}
 	switch lt.conv {
@@ -541,18 +614,8 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 			return errNotType(v, f)
 		}
 		c.putDecimal(col, u, s)
-	case fromDays, fromMillis, fromNanos:
-		n, err := strconv.ParseInt(string(v), 10, 64)
-		if err != nil {
-			return errNotType(v, f)
-		}
-		us, ok := toMicros(lt.conv, n)
-		if !ok {
-			return errNotType(v, f)
-		}
-		c.putInt(col, us)
-	case fromISO:
-		us, zero, ok := parseDateTime(text(v))
+	case fromDays, fromMillis, fromNanos, fromISO, fromISODate, fromISOLocal, fromISOTime:
+		us, zero, ok := lt.micros(v)
 		if !ok {
 			return errNotType(v, f)
 		}
@@ -605,13 +668,18 @@ func convertsItems(item logicalType) bool {
 		item.typ == schema.Int64 // a time of day: logicalTypes' only Int64s
 }
 
+// isDate says whether a value of lt is a date, without time of day.
+func (lt logicalType) isDate() bool { return lt.conv == fromDays || lt.conv == fromISODate }
+
 // putItems writes a JSON array of Debezium's items of type item (scale:
 // a Decimal's) as PostgreSQL's to_json writes the array, nulls kept:
 // decimals as their exact numbers, [12.34,null,-0.05]; dates and
 // timestamps (without zone) as ISO text, ["2018-06-20"],
 // ["2018-06-20T13:37:03.123456"]; times of day as ["13:37:03.123"]
-// (the connector's unit, ms, µs or ns, is the item schema's alone).
-// False if an item is not of the type.
+// (the connector's unit, ms, µs or ns, or its UTC text with
+// time.precision.mode=isostring, is the item schema's alone); an infinite
+// date or timestamp as "infinity" or "-infinity". False if an item is not
+// of the type.
 func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bool {
 	from := len(c.arena)
 	c.arena = append(c.arena, '[')
@@ -641,23 +709,36 @@ func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bo
 				c.arena = appendDecimal(c.arena, u, s)
 			}
 		default:
-			var us int64
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if item.typ == schema.Int64 {
-				if us, ok = toMicros(item.conv, n); ok && err == nil && us >= 0 && us <= usPerDay {
-					c.arena = appendTimeOfDay(c.arena, us)
+			if inf, isInf := item.infinite(v); isInf {
+				// PostgreSQL's to_json writes an infinite date or
+				// timestamp as its text.
+				if inf > 0 {
+					c.arena = append(c.arena, `"infinity"`...)
 				} else {
-					ok = false
+					c.arena = append(c.arena, `"-infinity"`...)
 				}
-			} else if us, ok = toMicros(item.conv, n); ok && err == nil && us >= minTimestamp && us <= maxTimestamp {
+				ok = true
+				break
+			}
+			var us int64
+			var zero bool
+			us, zero, ok = item.micros(v)
+			switch {
+			case !ok || zero:
+				ok = false
+			case item.typ == schema.Int64:
+				if ok = us >= 0 && us <= usPerDay; ok {
+					c.arena = appendTimeOfDay(c.arena, us)
+				}
+			case us >= minTimestamp && us <= maxTimestamp:
 				layout := "2006-01-02T15:04:05.999999"
-				if item.conv == fromDays {
+				if item.isDate() {
 					layout = "2006-01-02"
 				}
 				c.arena = append(c.arena, '"')
 				c.arena = time.UnixMicro(us).UTC().AppendFormat(c.arena, layout)
 				c.arena = append(c.arena, '"')
-			} else {
+			default:
 				ok = false
 			}
 		}

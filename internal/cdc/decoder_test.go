@@ -286,3 +286,151 @@ func TestDebeziumDateAndTimestampArraysAreTimes(t *testing.T) {
 		}
 	}
 }
+
+// pgMessage is a Debezium PostgreSQL change event (schemas on) of table
+// public.t: an insert of row (its after image's members, in order, as
+// JSON) whose after struct has fields (each a field's schema, JSON).
+func pgMessage(fields []string, row string) string {
+	return `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","optional":true,"name":"srv.public.t.Value","fields":[` +
+		`{"field":"id","type":"int32"},` + strings.Join(fields, ",") + `]}],"optional":false,"name":"srv.public.t.Envelope"},` +
+		`"payload":{"before":null,"after":{"id":1,` + row + `},"op":"c","source":{"connector":"postgresql","db":"postgres","schema":"public","table":"t","lsn":7}}}`
+}
+
+// columnValues are a change's columns' values by name ("null" for null).
+func columnValues(c *Change) map[string]string {
+	out := map[string]string{}
+	for _, col := range c.Columns {
+		v := "null"
+		if col.Value != nil {
+			v = string(col.Value)
+		}
+		out[col.Name] = v
+	}
+	return out
+}
+
+// PostgreSQL's infinity and -infinity dates and timestamps come from
+// Debezium as sentinel values, one pair per logical type
+// (PostgresValueConverter and the connector's documentation, "TIMESTAMP
+// type", "time.precision.mode=nanoseconds"; debezium-connector-postgres'
+// AbstractRecordsProducerTest and PostgresTemporalPrecisionHandlingIT):
+// they are the changelog's infinities, not timestamps of the year 294247
+// (a MicroTimestamp's 9223372036825200000 µs is in range) nor dead letters
+// (a Date's -2147472692 days overflows µs).
+func TestDebeziumPostgresInfinityIsInfinity(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const inf, ninf = "9223372036854775807", "-9223372036854775807"
+	field := func(name, typ, logical string) string {
+		return fmt.Sprintf(`{"field":%q,"type":%q,"optional":true,"name":%q,"version":1}`, name, typ, logical)
+	}
+	types := []struct{ typ, logical, pos, neg string }{
+		{"int64", "io.debezium.time.MicroTimestamp", "9223372036825200000", "-9223372036832400000"},
+		{"int64", "io.debezium.time.Timestamp", "9223372036825200", "-9223372036832400"},
+		{"int64", "org.apache.kafka.connect.data.Timestamp", "9223372036825200", "-9223372036832400"},
+		{"int64", "io.debezium.time.NanoTimestamp", "9223372036854775807", "-9223372036854775808"},
+		{"int32", "io.debezium.time.Date", "-2147472692", "-2147472691"},
+		{"int32", "org.apache.kafka.connect.data.Date", "-2147472692", "-2147472691"},
+		{"string", "io.debezium.time.ZonedTimestamp", `"infinity"`, `"-infinity"`},
+		{"string", "io.debezium.time.IsoTimestamp", `"+294247-01-10T04:00:25.2Z"`, `"-290308-12-21T19:59:27.6Z"`},
+		{"string", "io.debezium.time.IsoDate", `"-5877611-06-21Z"`, `"-5877611-06-22Z"`},
+	}
+	var fields, row []string
+	want := map[string]string{}
+	for i, ty := range types {
+		p, n := fmt.Sprintf("p%d", i), fmt.Sprintf("n%d", i)
+		fields = append(fields, field(p, ty.typ, ty.logical), field(n, ty.typ, ty.logical))
+		row = append(row, fmt.Sprintf("%q:%s,%q:%s", p, ty.pos, n, ty.neg))
+		want[p], want[n] = inf, ninf
+	}
+	// A timestamp[] or date[] holds them as PostgreSQL's to_json writes
+	// them.
+	fields = append(fields,
+		`{"field":"stamps","type":"array","optional":true,"items":{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1}}`,
+		`{"field":"days","type":"array","optional":true,"items":{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1}}`)
+	row = append(row, `"stamps":[9223372036825200000,1529501823123456,-9223372036832400000]`, `"days":[-2147472692,17702,-2147472691]`)
+	want["stamps"] = `["infinity","2018-06-20T13:37:03.123456","-infinity"]`
+	want["days"] = `["infinity","2018-06-20","-infinity"]`
+	got, err := d.Decode(nil, "srv.public.t", nil, []byte(pgMessage(fields, strings.Join(row, ","))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := columnValues(&got[0])
+	for name, w := range want {
+		if values[name] != w {
+			t.Errorf("%s = %s, want %s", name, values[name], w)
+		}
+	}
+	for _, col := range got[0].Columns {
+		if err := col.Fits(); err != nil {
+			t.Errorf("%s: %v", col.Name, err)
+		}
+	}
+	// A finite value next to a sentinel stays itself.
+	got, err = d.Decode(nil, "srv.public.t", nil, []byte(pgMessage([]string{field("ts", "int64", "io.debezium.time.MicroTimestamp")}, `"ts":9223372036825199999`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := columnValues(&got[0])["ts"]; v != "9223372036825199999" {
+		t.Errorf("ts = %s, want 9223372036825199999", v)
+	}
+}
+
+// time.precision.mode=isostring writes dates, times and timestamps as
+// UTC ISO-8601 text (io.debezium.time.IsoDate: DateTimeFormatter
+// ISO_OFFSET_DATE, "2017-09-15Z"; IsoTime: ISO_OFFSET_TIME,
+// "04:05:11.789Z"; IsoTimestamp: ISO_OFFSET_DATE_TIME,
+// "2019-07-09T02:28:57.123456Z", a year past 9999 signed): they are the
+// typed date, time of day and timestamp the other modes give, not text.
+func TestDebeziumIsoStringTimesAreTyped(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := []string{
+		`{"field":"d","type":"string","optional":true,"name":"io.debezium.time.IsoDate","version":1}`,
+		`{"field":"t","type":"string","optional":true,"name":"io.debezium.time.IsoTime","version":1}`,
+		`{"field":"t0","type":"string","optional":true,"name":"io.debezium.time.IsoTime","version":1}`,
+		`{"field":"ts","type":"string","optional":true,"name":"io.debezium.time.IsoTimestamp","version":1}`,
+		`{"field":"big","type":"string","optional":true,"name":"io.debezium.time.IsoTimestamp","version":1}`,
+		`{"field":"bc","type":"string","optional":true,"name":"io.debezium.time.IsoDate","version":1}`,
+		`{"field":"days","type":"array","optional":true,"items":{"type":"string","optional":true,"name":"io.debezium.time.IsoDate","version":1}}`,
+		`{"field":"times","type":"array","optional":true,"items":{"type":"string","optional":true,"name":"io.debezium.time.IsoTime","version":1}}`,
+		`{"field":"stamps","type":"array","optional":true,"items":{"type":"string","optional":true,"name":"io.debezium.time.IsoTimestamp","version":1}}`,
+	}
+	row := `"d":"2017-09-15Z","t":"04:05:11.789Z","t0":"10:15:30Z","ts":"2019-07-09T02:28:57.123456Z","big":"+10000-01-01T00:00:00Z","bc":"-0001-12-31Z",` +
+		`"days":["2018-06-20Z",null],"times":["13:37:03.123Z"],"stamps":["2018-06-20T13:37:03.123456Z"]`
+	got, err := d.Decode(nil, "srv.public.t", nil, []byte(pgMessage(fields, row)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		typ schema.Type
+		v   string
+	}{
+		"d":      {schema.Timestamp, "1505433600000000"},
+		"t":      {schema.Int64, "14711789000"},
+		"t0":     {schema.Int64, "36930000000"},
+		"ts":     {schema.Timestamp, "1562639337123456"},
+		"big":    {schema.Timestamp, "253402300800000000"},
+		"bc":     {schema.Timestamp, "-62167305600000000"},
+		"days":   {schema.JSON, `["2018-06-20",null]`},
+		"times":  {schema.JSON, `["13:37:03.123"]`},
+		"stamps": {schema.JSON, `["2018-06-20T13:37:03.123456"]`},
+	}
+	for _, col := range got[0].Columns {
+		w, ok := want[col.Name]
+		if !ok {
+			continue
+		}
+		if col.Type != w.typ || string(col.Value) != w.v {
+			t.Errorf("%s = %s %s, want %s %s", col.Name, typeNames[col.Type], col.Value, typeNames[w.typ], w.v)
+		}
+	}
+	// Text that is not the format is refused, not kept as text.
+	if _, err := d.Decode(nil, "srv.public.t", nil, []byte(pgMessage(fields[:1], `"d":"15/09/2017"`))); err == nil {
+		t.Error("an IsoDate of 15/09/2017 was taken")
+	}
+}

@@ -28,8 +28,10 @@ func TestColumnFits(t *testing.T) {
 	f(schema.Int64, 0, 0, "18446744073709551615", false)
 	f(schema.Timestamp, 0, 0, "1700000000000000", true)
 	f(schema.Timestamp, 0, 0, "9223372036854775806", true)
-	f(schema.Timestamp, 0, 0, "9223372036854775807", false)
-	f(schema.Timestamp, 0, 0, "-9223372036854775807", false)
+	f(schema.Timestamp, 0, 0, "9223372036854775807", true)  // infinity
+	f(schema.Timestamp, 0, 0, "-9223372036854775807", true) // -infinity
+	f(schema.Timestamp, 0, 0, "-9223372036854775808", false)
+	f(schema.Timestamp, 0, 0, "-9223372022400000001", false)
 	f(schema.Float64, 0, 0, "1.5e300", true)
 	f(schema.Float64, 0, 0, `"NaN"`, true)
 	f(schema.Float64, 0, 0, "1e400", false)

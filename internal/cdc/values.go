@@ -235,13 +235,31 @@ func digitsOf(b []byte, n int) (int, bool) {
 
 // parseDateTime reads a date with an optional time of day, fraction and
 // zone: YYYY-MM-DD[(T| )HH:MM:SS[.f…]][Z|±HH[:MM]], as MySQL writes
-// DATETIME and Debezium ZonedTimestamp. Without a zone the time is UTC
-// (MySQL's DATETIME has none; Debezium reads it as UTC too). It returns
-// µs since the epoch; zero is true for MySQL's zero date 0000-00-00, which
-// is no instant (Debezium makes it null).
+// DATETIME and Debezium ZonedTimestamp, IsoDate (2017-09-15Z) and
+// IsoTimestamp. The year is four digits, or a sign and four or more as
+// java.time's ISO formats write a year past 9999 or before 1 (+10000,
+// -0001: year 0 is 1 BC). Without a zone the time is UTC (MySQL's
+// DATETIME has none; Debezium reads it as UTC too). It returns µs since
+// the epoch, false past the range of an int64; zero is true for MySQL's
+// zero date 0000-00-00, which is no instant (Debezium makes it null).
 func parseDateTime(b []byte) (us int64, zero, ok bool) {
-	y, ok1 := digitsOf(b, 4)
-	if !ok1 || len(b) < 10 || b[4] != '-' || b[7] != '-' {
+	signed, neg := len(b) > 0 && (b[0] == '+' || b[0] == '-'), len(b) > 0 && b[0] == '-'
+	if signed {
+		b = b[1:]
+	}
+	n := 0
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	if n < 4 || n > 4 && !signed || n > 9 {
+		return 0, false, false
+	}
+	y, _ := digitsOf(b, n)
+	if neg {
+		y = -y
+	}
+	b = b[n-4:] // as if the year were four digits
+	if len(b) < 10 || b[4] != '-' || b[7] != '-' {
 		return 0, false, false
 	}
 	mo, ok2 := digitsOf(b[5:], 2)
@@ -249,7 +267,7 @@ func parseDateTime(b []byte) (us int64, zero, ok bool) {
 	if !ok2 || !ok3 {
 		return 0, false, false
 	}
-	if y == 0 && mo == 0 && d == 0 {
+	if y == 0 && mo == 0 && d == 0 && !signed {
 		return 0, true, true
 	}
 	if mo < 1 || mo > 12 || d < 1 || d > 31 {
@@ -294,7 +312,11 @@ func parseDateTime(b []byte) (us int64, zero, ok bool) {
 	if t.Day() != d {
 		return 0, false, false // 2024-02-30
 	}
-	return (t.Unix()-int64(offset))*1_000_000 + frac, false, true
+	us, ok = mulExact(t.Unix()-int64(offset), 1_000_000)
+	if !ok || us > math.MaxInt64-frac {
+		return 0, false, false
+	}
+	return us + frac, false, true
 }
 
 // parseClock reads HH:MM:SS[.f…] (HH may have more digits and b a leading
@@ -346,6 +368,17 @@ func parseTimeOfDay(b []byte) (int64, bool) {
 		us = -us
 	}
 	return us, true
+}
+
+// parseISOTime reads Debezium's IsoTime, a time of day at UTC as
+// java.time's ISO_OFFSET_TIME writes it (HH:MM:SS[.f…]Z, seconds always
+// written), as µs since midnight.
+func parseISOTime(b []byte) (int64, bool) {
+	hh, mm, ss, frac, rest, ok := parseClock(b)
+	if !ok || len(b) < 3 || b[2] != ':' || hh > 23 || string(rest) != "Z" {
+		return 0, false
+	}
+	return (int64(hh)*3600+int64(mm)*60+int64(ss))*1_000_000 + frac, true
 }
 
 // putJSONText writes the JSON document held in JSON string v (Debezium's
@@ -418,7 +451,11 @@ func (c *Column) Fits() error {
 			return errorString(clip(v) + " is out of the range of a 64-bit integer")
 		}
 	case schema.Timestamp:
-		if us, err := strconv.ParseInt(string(v), 10, 64); err != nil || us < minTimestamp || us > maxTimestamp {
+		us, err := strconv.ParseInt(string(v), 10, 64)
+		if us == schema.TimestampInfinity || us == schema.TimestampNegativeInfinity {
+			break // PostgreSQL's infinities, which the changelog keeps
+		}
+		if err != nil || us < minTimestamp || us > maxTimestamp {
 			return errorString(clip(v) + " µs since 1970 is out of the range of a timestamp")
 		}
 	case schema.Float64:

@@ -4,13 +4,16 @@
 // own and loads the rows fenced by the coordinates, as it does the raw table.
 package schema
 
+import "math"
+
 // Type is a column's logical type; each sink names its own.
 type Type int
 
 // The logical types. Rows carry them in NDJSON as: String and JSON as JSON
 // text (JSON columns hold any JSON value), Int32/Int64 as numbers,
 // Float64 as a number or the strings "NaN", "Infinity", "-Infinity",
-// Bool as true/false, Timestamp as microseconds since the Unix epoch (UTC),
+// Bool as true/false, Timestamp as microseconds since the Unix epoch (UTC)
+// or one of the infinities (TimestampInfinity),
 // Decimal (dollars: 18 digits, 12 after the point) as a string of its exact
 // decimal text. Any column may be null.
 const (
@@ -22,6 +25,17 @@ const (
 	Timestamp
 	JSON
 	Decimal
+)
+
+// TimestampInfinity and TimestampNegativeInfinity are the Timestamp values
+// of infinity and -infinity: int64's largest and its negation, past every
+// instant a Timestamp column holds. Change capture writes them for
+// PostgreSQL's infinite dates and timestamps; the DuckDB sink, the only one
+// change capture loads into, reads them as its 'infinity' and '-infinity'
+// where it moves changelog rows. No other decoder writes them.
+const (
+	TimestampInfinity         = math.MaxInt64
+	TimestampNegativeInfinity = -math.MaxInt64
 )
 
 // Column is a column of a declared table.

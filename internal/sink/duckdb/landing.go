@@ -431,7 +431,7 @@ func (s *Sink) distributeSQL(table string) string {
 	sel := make([]string, len(names))
 	present := make([]string, len(names))
 	for i, name := range names {
-		c := readColumn{Name: name, Type: have[name]}
+		c := readColumn{Name: name, Type: have[name], Infinite: true}
 		if l, ok := logicalOf(c.Type); ok {
 			c.Logical = l.Type
 		}

@@ -427,3 +427,27 @@ func TestMovesWaitNineTimesTheirLength(t *testing.T) {
 		}
 	}
 }
+
+// A changelog row's Timestamp of infinity or -infinity (change capture's
+// PostgreSQL infinite dates and timestamps, schema.TimestampInfinity)
+// moves into its table as DuckDB's 'infinity' and '-infinity', where
+// make_timestamp refuses int64's bounds and the move failed.
+func TestLandedInfiniteTimestampIsInfinity(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir())
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: 0, Last: 2, Records: 3}}}
+	items := b.RoutedTo("cdc_db_items_log", sink.SourceTable{Database: "db", Name: "items"})
+	items.AddColumn(sink.Column{Name: "valid_to", Type: schema.Timestamp})
+	for o, v := range []int64{schema.TimestampInfinity, schema.TimestampNegativeInfinity, 1700000000000000} {
+		items.Rows = fmt.Appendf(items.Rows, `{"valid_to":%d,"cdc_op":"c","ktopic":"t","kpartition":0,"koffset":%d,"kindex":0}`+"\n", v, o)
+	}
+	mustLoad(t, s, b)
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, s, "moved", map[string]int64{
+		`SELECT count(*) FROM cdc_db_items_log WHERE valid_to = 'infinity'::TIMESTAMP AND koffset = 0`:           1,
+		`SELECT count(*) FROM cdc_db_items_log WHERE valid_to = '-infinity'::TIMESTAMP AND koffset = 1`:          1,
+		`SELECT count(*) FROM cdc_db_items_log WHERE valid_to = TIMESTAMP '2023-11-14 22:13:20' AND koffset = 2`: 1,
+	})
+}

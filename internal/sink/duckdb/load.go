@@ -481,6 +481,10 @@ type readColumn struct {
 	Name    string
 	Logical schema.Type
 	Type    string
+	// Infinite: a Timestamp's values may be schema.TimestampInfinity or
+	// TimestampNegativeInfinity (changelog rows: PostgreSQL's infinite
+	// dates and timestamps), which make_timestamp refuses.
+	Infinite bool
 }
 
 // ndjsonSource is the SQL of the staged rows in files with the columns
@@ -507,6 +511,9 @@ func ndjsonSource(cols []readColumn, files []string, maxLine int) string {
 // timestamps from microseconds, decimals from their exact text.
 func (c readColumn) read(at string) (typ, expr string) {
 	switch {
+	case c.Logical == schema.Timestamp && c.Infinite:
+		return "BIGINT", fmt.Sprintf("CASE %[1]s WHEN %[2]d THEN 'infinity'::TIMESTAMP WHEN %[3]d THEN '-infinity'::TIMESTAMP ELSE make_timestamp(%[1]s) END",
+			at, schema.TimestampInfinity, schema.TimestampNegativeInfinity)
 	case c.Logical == schema.Timestamp:
 		return "BIGINT", "make_timestamp(" + at + ")"
 	case c.Logical == schema.Decimal && c.Type != "VARCHAR":
