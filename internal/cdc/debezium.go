@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -259,6 +260,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	if c.Columns, err = d.debeziumRow(c, c.Columns, row, *fp); err != nil {
 		return dst, err
 	}
+	c.keepRowKeys()
 	c.settle(c.Columns)
 	c.settle(c.Before)
 	return dst, nil
@@ -366,6 +368,27 @@ func (d *Decoder) debeziumKey(c *Change, key []byte) error {
 	}
 	c.Table.keyNames(c, names)
 	return nil
+}
+
+// keepRowKeys drops from c.Key the names that are no column of the row
+// (c.Columns): the field Debezium's ByLogicalTableRouter and
+// ToLogicalTopicRouter add to the key of every table they send to one
+// topic, with key.enforce.uniqueness (the default), naming the physical
+// table (key.field.name: __dbz__physicalTableIdentifier, or
+// __dbz__sourceIdentifier for ToLogicalTopicRouter, or the operator's;
+// ToLogicalTopicRouter.updateKeySchema in debezium-connect-plugins). The
+// table's key is its own key columns, which every row image holds (each
+// of the row's fields is written, null or not); a name outside the row
+// would make the model's key a column it has not.
+func (c *Change) keepRowKeys() {
+	keep := c.Key[:0]
+	for _, k := range c.Key {
+		if slices.ContainsFunc(c.Columns, func(col Column) bool { return col.Name == k }) {
+			keep = append(keep, k)
+		}
+	}
+	clear(c.Key[len(keep):])
+	c.Key = keep
 }
 
 // connectEnvelope reads the JsonConverter's wrapper of a value with its

@@ -434,3 +434,32 @@ func TestDebeziumIsoStringTimesAreTyped(t *testing.T) {
 		t.Error("an IsoDate of 15/09/2017 was taken")
 	}
 }
+
+// Debezium's ByLogicalTableRouter (and ToLogicalTopicRouter), with
+// key.enforce.uniqueness (its default), adds a field naming the physical
+// table to the record key (key.field.name: __dbz__physicalTableIdentifier,
+// or __dbz__sourceIdentifier for ToLogicalTopicRouter;
+// debezium-connect-plugins' ToLogicalTopicRouter.updateKeySchema). It is
+// no column of the row: the table's key is the row's key columns alone,
+// with schemas or without.
+func TestDebeziumRouterKeyFieldIsNoKeyColumn(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := `{"before":null,"after":{"id":1,"v":"x"},"op":"c","source":{"db":"inventory","table":"customers_shard1","file":"mysql-bin.000001","pos":4}}`
+	for _, key := range []string{
+		`{"id":1,"__dbz__physicalTableIdentifier":"dbserver1.inventory.customers_shard1"}`,
+		`{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"string","optional":false,"field":"__dbz__physicalTableIdentifier"}],"optional":false,"name":"customers_all_shards.Key"},` +
+			`"payload":{"id":1,"__dbz__physicalTableIdentifier":"dbserver1.inventory.customers_shard1"}}`,
+		`{"id":1,"__dbz__sourceIdentifier":"dbserver1.inventory.customers_shard1"}`,
+	} {
+		got, err := d.Decode(nil, "customers_all_shards", []byte(key), []byte(value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := strings.Join(got[0].Key, ","); k != "id" {
+			t.Errorf("key %s: key columns %q, want id", key, k)
+		}
+	}
+}
