@@ -463,3 +463,32 @@ func TestDebeziumRouterKeyFieldIsNoKeyColumn(t *testing.T) {
 		}
 	}
 }
+
+// Maxwell's kafka_key_format=array writes the key as [database, table,
+// [{pk: value}, …]], each primary key column's name lower-cased
+// (RowIdentity.toKeyJson): its names are the table's key, matched to the
+// row's columns as the hash format's are.
+func TestMaxwellArrayKeyNamesTheKey(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatMaxwell})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := `{"database":"test","table":"orders","type":"insert","ts":1449786310,"data":{"ID":1,"part2":"hello","v":3}}`
+	for key, want := range map[string]string{
+		`["test","orders",[{"id":1},{"part2":"hello"}]]`: "ID,part2",
+		`["test","orders",[]]`:                           "", // no primary key
+	} {
+		got, err := d.Decode(nil, "maxwell", []byte(key), []byte(value))
+		if err != nil {
+			t.Fatalf("key %s: %v", key, err)
+		}
+		if k := strings.Join(got[0].Key, ","); k != want {
+			t.Errorf("key %s: key columns %q, want %q", key, k, want)
+		}
+	}
+	// An array of another shape names no key: refused, not taken as a
+	// table without one.
+	if _, err := d.Decode(nil, "maxwell", []byte(`["test","orders",{"id":1}]`), []byte(value)); err == nil {
+		t.Error(`a key ["test","orders",{"id":1}] was taken`)
+	}
+}

@@ -117,11 +117,14 @@ func rowInTransaction(xoffset, commit []byte) uint64 {
 
 // maxwellKey names the key columns (called once c.Columns holds the row's
 // columns): primary_key_columns (Maxwell's output_primary_key_columns),
-// or else the Kafka key Maxwell writes, {"database":…,"table":…,"pk.id":…},
-// whose pk. members are the key. Maxwell writes those names lower-cased
-// (RowMap.pkToJsonHash: "pk." + pk.toLowerCase()) where the row keeps the
-// column's own case, and MySQL's column names ignore case: each names the
-// row's column it matches ignoring case.
+// or else the Kafka key Maxwell writes (RowIdentity.toKeyJson): with
+// kafka_key_format=hash (the default) {"database":…,"table":…,"pk.id":…},
+// whose pk. members are the key; with kafka_key_format=array
+// [database, table, [{"id":…}, …]], one object per key column. Maxwell
+// writes those names lower-cased ("pk." + pk.toLowerCase(), and
+// pk.getKey().toLowerCase()) where the row keeps the column's own case, and
+// MySQL's column names ignore case: each names the row's column it matches
+// ignoring case.
 func maxwellKey(c *Change, pkCols, key []byte) error {
 	var names [][]byte
 	if cols, ok := open(pkCols, '['); ok {
@@ -138,18 +141,53 @@ func maxwellKey(c *Change, pkCols, key []byte) error {
 	if !validJSON(key) {
 		return errorString("the key is not valid JSON")
 	}
-	it, ok := open(key, '{')
-	if !ok {
-		return nil // the array key format, or a custom one: no names
-	}
-	for k, _, ok := it.member(); ok; k, _, ok = it.member() {
-		if name, isPK := bytes.CutPrefix(columnName(k), []byte("pk.")); isPK {
-			if i := slices.IndexFunc(c.Columns, func(col Column) bool { return strings.EqualFold(col.Name, string(name)) }); i >= 0 {
-				name = []byte(c.Columns[i].Name)
+	if it, ok := open(key, '{'); ok {
+		for k, _, ok := it.member(); ok; k, _, ok = it.member() {
+			if name, isPK := bytes.CutPrefix(columnName(k), []byte("pk.")); isPK {
+				names = append(names, name)
 			}
-			names = append(names, name)
+		}
+	} else if it, ok := open(key, '['); ok {
+		var err error
+		if names, err = arrayKeyNames(it); err != nil {
+			return err
+		}
+	} else {
+		return nil // a custom key: no names
+	}
+	for i, name := range names {
+		if j := slices.IndexFunc(c.Columns, func(col Column) bool { return strings.EqualFold(col.Name, string(name)) }); j >= 0 {
+			names[i] = []byte(c.Columns[j].Name)
 		}
 	}
 	c.Table.keyNames(c, names)
 	return nil
+}
+
+// arrayKeyNames reads the key columns' names of Maxwell's array key,
+// [database, table, [{"id":1}, {"part2":"x"}]] (it: the outer array
+// opened): none for [] (a table without a primary key).
+func arrayKeyNames(it iter) ([][]byte, error) {
+	var pks []byte
+	n := 0
+	for v, ok := it.element(); ok; v, ok = it.element() {
+		if n == 2 {
+			pks = v
+		}
+		n++
+	}
+	cols, ok := open(pks, '[')
+	if n != 3 || !ok {
+		return nil, errorString("the key is an array but not Maxwell's kafka_key_format=array, [database, table, [{column: value}, …]]: it names no key columns")
+	}
+	var names [][]byte
+	for v, ok := cols.element(); ok; v, ok = cols.element() {
+		col, isObject := open(v, '{')
+		k, _, more := col.member()
+		if !isObject || !more {
+			return nil, errorString("the key is an array but not Maxwell's kafka_key_format=array, [database, table, [{column: value}, …]]: it names no key columns")
+		}
+		names = append(names, columnName(k))
+	}
+	return names, nil
 }
