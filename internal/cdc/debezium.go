@@ -145,7 +145,26 @@ var connectTypes = map[string]schema.Type{
 	"struct": schema.JSON, "array": schema.JSON, "map": schema.JSON,
 }
 
+// heartbeatTopicPrefix begins the name of Debezium's heartbeat topics by
+// default (topic.heartbeat.prefix; HeartbeatImpl.DEFAULT_HEARTBEAT_TOPICS_PREFIX).
 const heartbeatTopicPrefix = "__debezium-heartbeat"
+
+// heartbeatSchema is the name of a heartbeat message's value schema
+// (SchemaFactory.heartbeatValueSchema), which Debezium matches by suffix
+// (isHeartBeatSchema: a schema name adjuster may change what comes before).
+const heartbeatSchema = "io.debezium.connector.common.Heartbeat"
+
+// isHeartbeat says whether a message without op is a Debezium heartbeat
+// by its shape, whatever its topic (topic.heartbeat.prefix sets any
+// prefix): its value schema, or, without schemas, a payload whose only
+// member is ts_ms, an integer (HeartbeatImpl.messageValue) — no event of
+// the connector's other topics is that alone.
+func isHeartbeat(envSchema []byte, members int, tsMs []byte) bool {
+	if name := text(member(envSchema, "name")); name != nil {
+		return bytes.HasSuffix(name, []byte(heartbeatSchema))
+	}
+	return members == 1 && isInteger(tsMs)
+}
 
 func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Change, error) {
 	envSchema, payload, wrapped := connectEnvelope(value)
@@ -159,7 +178,9 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	if !ok {
 		return dst, d.errorf("payload is not a JSON object")
 	}
+	members := 0
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		members++
 		switch string(k) {
 		case "before":
 			before = v
@@ -181,7 +202,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	}
 	if op == nil {
 		switch {
-		case strings.HasPrefix(topic, heartbeatTopicPrefix):
+		case strings.HasPrefix(topic, heartbeatTopicPrefix) || isHeartbeat(envSchema, members, tsMs):
 			return dst, nil // a heartbeat: only time passing
 		case ddl != nil || tableChanges != nil:
 			// The connector's schema change topic (named as the server,

@@ -32,3 +32,31 @@ func TestDebeziumSchemaChangeAndTransactionMessagesHoldNoRow(t *testing.T) {
 		t.Error("a message with no op and an unknown status was taken")
 	}
 }
+
+// A Debezium heartbeat message goes to <topic.heartbeat.prefix>.<topic.prefix>,
+// whatever prefix the connector sets: it is recognised by its shape, the
+// value schema io.debezium.connector.common.Heartbeat (SchemaFactory.
+// heartbeatValueSchema) or, without schemas, a value of ts_ms alone, and
+// makes no change and no dead letter.
+func TestDebeziumHeartbeatOfAnyTopicHoldsNoRow(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := `{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey","version":1},"payload":{"serverName":"dbserver1"}}`
+	for name, value := range map[string]string{
+		"schemas on":  `{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":1714000000000}}`,
+		"schemas off": `{"ts_ms":1714000000000}`,
+	} {
+		for _, topic := range []string{"__debezium-heartbeat.dbserver1", "hb.dbserver1", "ops-heartbeats"} {
+			got, err := d.Decode(nil, topic, []byte(key), []byte(value))
+			if err != nil || len(got) != 0 {
+				t.Errorf("%s on %s: %d changes, err %v; want none and no error", name, topic, len(got), err)
+			}
+		}
+	}
+	// A message of ts_ms and more, without op, is no heartbeat.
+	if _, err := d.Decode(nil, "hb.dbserver1", nil, []byte(`{"ts_ms":1714000000000,"after":{"id":1}}`)); err == nil {
+		t.Error("a message with ts_ms, an after image and no op was taken")
+	}
+}
