@@ -660,6 +660,12 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		c.putDecimal(col, u, s)
 	case fromDays, fromMillis, fromNanos, fromISO, fromISODate, fromISOLocal, fromISOTime:
 		us, zero, ok := lt.micros(v)
+		if !ok && lt.typ == schema.Timestamp && isInteger(v) {
+			// A date or time of the type's unit beyond int64's µs (an
+			// infinite date PostgreSQL's JDBC driver gave a snapshot as
+			// the year 292278994).
+			return errorString(fmt.Sprintf("%s (%s) is out of the range of a timestamp", clip(v), f.logical))
+		}
 		if !ok {
 			return errNotType(v, f)
 		}

@@ -376,6 +376,14 @@ func TestDebeziumPostgresInfinityIsInfinity(t *testing.T) {
 	if v := columnValues(&got[0])["ts"]; v != "9223372036825199999" {
 		t.Errorf("ts = %s, want 9223372036825199999", v)
 	}
+	// A snapshot's infinite date is no sentinel: PostgreSQL's JDBC driver
+	// gives it as a date of the year 292278994, whose epoch day Debezium
+	// truncates to an int (Date.toEpochDay), on a day that depends on the
+	// connector's time zone. It is dead-lettered as out of range.
+	_, err = d.Decode(nil, "srv.public.t", nil, []byte(pgMessage([]string{field("d", "int32", "io.debezium.time.Date")}, `"d":-622191233`)))
+	if err == nil || !strings.Contains(err.Error(), "out of the range of a timestamp") {
+		t.Errorf("a date of -622191233 days: %v; want it out of the range of a timestamp", err)
+	}
 }
 
 // time.precision.mode=isostring writes dates, times and timestamps as
