@@ -688,3 +688,58 @@ func TestCDCChangeOnTheHeartbeatTopicIsNotLost(t *testing.T) {
 	runWithBeats(t, cfg, s)
 	wantQuery(t, s.DB(), `SELECT count(*), sum(records + dlq_records)::BIGINT FROM cdc_ledger`, "1|1")
 }
+
+// pgChange is a Debezium PostgreSQL insert (schemas on) into
+// postgres.public.<table> of the row id with column valid_to, a
+// MicroTimestamp of value us, and valid_from, a Date of value days.
+func pgChange(table string, id int, us, days string, lsn int) string {
+	return `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","optional":true,"fields":[` +
+		`{"field":"id","type":"int32"},{"field":"valid_to","type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1},` +
+		`{"field":"valid_from","type":"int32","optional":true,"name":"io.debezium.time.Date","version":1}]}],"optional":false},` +
+		`"payload":{"before":null,"after":{"id":` + strconv.Itoa(id) + `,"valid_to":` + us + `,"valid_from":` + days + `},"op":"c",` +
+		`"source":{"connector":"postgresql","db":"postgres","schema":"public","table":"` + table + `","lsn":` + strconv.Itoa(lsn) + `,"ts_ms":1700000000000}}}`
+}
+
+// PostgreSQL's infinity and -infinity, which Debezium writes as sentinel
+// values (9223372036825200000 µs, -2147472692 days), land in the
+// changelog table and its model as DuckDB's 'infinity' and '-infinity':
+// the timestamp was stored as 294247-01-10 and the date dead-lettered.
+func TestCDCPostgresInfinityIsInfinity(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	key := func(id int) []byte { return []byte(`{"id":` + strconv.Itoa(id) + `}`) }
+	produce(t, cl,
+		&kgo.Record{Topic: topic, Partition: 0, Key: key(1), Value: []byte(pgChange("plans", 1, "9223372036825200000", "-2147472691", 10))},
+		&kgo.Record{Topic: topic, Partition: 0, Key: key(2), Value: []byte(pgChange("plans", 2, "-9223372036832400000", "-2147472692", 11))},
+		&kgo.Record{Topic: topic, Partition: 0, Key: key(3), Value: []byte(pgChange("plans", 3, "1700000000000000", "19675", 12))},
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_dlq`, "0")
+	mergeModels(t, cfg, s)
+	for _, table := range []string{"cdc_postgres_plans_log", "cdc_postgres_plans"} {
+		wantQuery(t, s.DB(), `SELECT id, valid_to::VARCHAR, valid_from::VARCHAR FROM `+table+` ORDER BY id`,
+			"1|infinity|-infinity", "2|-infinity|infinity", "3|2023-11-14 22:13:20|2023-11-14 00:00:00")
+	}
+}
+
+// Debezium's ByLogicalTableRouter adds __dbz__physicalTableIdentifier to
+// the record key (key.enforce.uniqueness): no column of the row, it made
+// the model's key a column the model has not, and the model never merged.
+func TestCDCRouterKeyFieldLeavesTheModelKeyed(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	key := `{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"string","optional":false,"field":"__dbz__physicalTableIdentifier"}],"optional":false,"name":"plans_all.Key"},` +
+		`"payload":{"id":1,"__dbz__physicalTableIdentifier":"srv.public.plans"}}`
+	produce(t, cl, &kgo.Record{Topic: topic, Partition: 0, Key: []byte(key), Value: []byte(pgChange("plans", 1, "1700000000000000", "19675", 10))})
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	mergeModels(t, cfg, s)
+	wantQuery(t, s.DB(), `SELECT id, cdc_key::VARCHAR FROM cdc_postgres_plans_log`, `1|["id"]`)
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_postgres_plans`, "1")
+}
