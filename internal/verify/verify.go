@@ -265,7 +265,9 @@ type ledgerState struct{ rows, records int64 }
 
 // ledgerSize reads the ledger's state.
 func ledgerSize(ctx context.Context, db Querier, ledger string) (ledgerState, error) {
-	res, err := db.QueryText(ctx, fmt.Sprintf(`SELECT count(*), coalesce(sum(records + dlq_records), 0) FROM %s`, ledger))
+	// DuckDB sums BIGINTs as a HUGEINT, which database/sql cannot scan
+	// into text: cast back (a ledger's records fit an int64).
+	res, err := db.QueryText(ctx, fmt.Sprintf(`SELECT count(*), CAST(coalesce(sum(records + dlq_records), 0) AS BIGINT) FROM %s`, ledger))
 	if err != nil {
 		return ledgerState{}, fmt.Errorf("read ledger %s: %w", ledger, err)
 	}

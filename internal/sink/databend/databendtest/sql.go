@@ -24,7 +24,7 @@ var (
 	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
 	reRemove       = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
 	reLedgerScan   = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
-	reLedgerSize   = regexp.MustCompile(`^SELECT count\(\*\), coalesce\(sum\(records \+ dlq_records\), 0\) FROM (\S+)$`)
+	reLedgerSize   = regexp.MustCompile(`^SELECT count\(\*\), CAST\(coalesce\(sum\(records \+ dlq_records\), 0\) AS BIGINT\) FROM (\S+)$`)
 	reDLQCount     = regexp.MustCompile(`^SELECT topic, "partition", count\(\*\), count\(DISTINCT "offset"\) FROM (\S+) GROUP BY 1, 2$`)
 	reRawCount     = regexp.MustCompile(`^SELECT (?:record_metadata:topic::VARCHAR|ktopic), kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
 	// A declared table's rows (OTLP): a message's rows share its offset,
