@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/genai"
@@ -365,4 +366,98 @@ func parseRows(t *testing.T, ndjson []byte) []map[string]any {
 		rows = append(rows, m)
 	}
 	return rows
+}
+
+// A double attribute reads back a double and an int an int, whole or
+// not, in a span's attributes, inside arrays and maps, a log's body and
+// a metric's exemplars: the JSON columns keep OTLP's types.
+func TestWholeDoublesReadBackAsDoubles(t *testing.T) {
+	fill := func(m pcommon.Map) {
+		m.PutDouble("d", 2)
+		m.PutDouble("zero", 0)
+		m.PutDouble("neg_zero", math.Copysign(0, -1))
+		m.PutDouble("big", 1e6)
+		m.PutDouble("huge", 1e21)
+		m.PutDouble("half", 2.5)
+		m.PutInt("i", 2)
+		arr := m.PutEmptySlice("arr")
+		arr.AppendEmpty().SetDouble(2)
+		arr.AppendEmpty().SetInt(3)
+		m.PutEmptyMap("kv").PutDouble("d", 2)
+	}
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	fill(rs.Resource().Attributes())
+	sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetTraceID(pcommon.TraceID{1})
+	sp.SetSpanID(pcommon.SpanID{1})
+	fill(sp.Attributes())
+	value, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDecoder(SignalTraces, EncodingProto, Tenancy{Default: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b sink.Batch
+	if _, err := d.AppendRows(&b, &kgo.Record{Value: value}); err != nil {
+		t.Fatal(err)
+	}
+	var row map[string]json.RawMessage
+	if err := json.Unmarshal(b.Rows, &row); err != nil {
+		t.Fatal(err)
+	}
+	want := pcommon.NewMap()
+	fill(want)
+	for _, col := range []string{"resource_attributes", "span_attributes"} {
+		got, err := AttributesFromJSON(row[col])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(want) {
+			t.Errorf("%s %s read back as %v, want %v", col, row[col], got.AsRaw(), want.AsRaw())
+		}
+		neg, _ := got.Get("neg_zero")
+		if neg.Type() != pcommon.ValueTypeDouble || !math.Signbit(neg.Double()) {
+			t.Errorf("%s: -0.0 read back as %s %v", col, neg.Type(), neg.AsRaw())
+		}
+	}
+
+	// A log's body, a double alone.
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetDouble(2)
+	value, err = (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err = NewDecoder(SignalLogs, EncodingProto, Tenancy{Default: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	rows := decodeRows(t, d, &kgo.Record{Value: value})
+	if body := rows[0]["body"]; body != json.Number("2.0") {
+		t.Errorf("a double body 2 written as %#v, want 2.0", body)
+	}
+
+	// Exemplars: an as_double 2 and an as_int 2 stay apart.
+	md := pmetric.NewMetrics()
+	dp := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetDoubleValue(2)
+	dp.Exemplars().AppendEmpty().SetDoubleValue(2)
+	dp.Exemplars().AppendEmpty().SetIntValue(2)
+	value, err = (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err = NewDecoder(SignalMetrics, EncodingProto, Tenancy{Default: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	rows = decodeRows(t, d, &kgo.Record{Value: value})
+	ex := rows[0]["exemplars"].([]any)
+	if v0, v1 := ex[0].(map[string]any)["value"], ex[1].(map[string]any)["value"]; v0 != json.Number("2.0") || v1 != json.Number("2") {
+		t.Errorf("exemplar values as_double 2 and as_int 2 written as %v and %v, want 2.0 and 2", v0, v1)
+	}
+	if v, vi := rows[0]["value"], rows[0]["value_int"]; v != json.Number("2.0") || vi != nil {
+		t.Errorf("a double point's value %v, value_int %v; want 2.0 and none", v, vi)
+	}
 }

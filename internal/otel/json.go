@@ -172,7 +172,8 @@ func repeated(k string, written []string, many *map[string]struct{}) bool {
 }
 
 // appendValue appends an AnyValue as JSON with its type kept: ints as
-// integers (exact to 64 bits), doubles as numbers (NaN and the infinities,
+// integers (exact to 64 bits), doubles as numbers with a fraction or an
+// exponent (appendDouble; NaN and the infinities,
 // which JSON lacks, as the strings "NaN", "Infinity", "-Infinity"), bytes
 // as base64 strings, empty as null.
 func appendValue(dst []byte, v pcommon.Value) []byte {
@@ -206,6 +207,17 @@ func appendValue(dst []byte, v pcommon.Value) []byte {
 	}
 }
 
+// appendDouble writes a double so that every reader takes it for one,
+// never for an int: with a fraction or an exponent always (2.0, -0.0,
+// 1e21). JSON itself has one number type, but DuckDB's json_type, Go's
+// and Databend's parsers (serde_json, then jsonb's From<&serde_json::Value>:
+// databendlabs/databend src/query/formats/src/field_decoder/json_ast.rs
+// read_variant, databendlabs/jsonb src/from.rs) all read a number
+// without either as an integer, so a whole double written as 2 came back
+// an int attribute. The text is the one DuckDB's JSON (yyjson) stores
+// (the shortest digits, fixed notation for 1e-6 <= |f| < 1e21 with .0
+// when whole, else an exponent without + or leading zeros), so a JSON
+// column holds the same text on every sink (Iceberg keeps it as written).
 func appendDouble(dst []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
@@ -215,7 +227,20 @@ func appendDouble(dst []byte, f float64) []byte {
 	case math.IsInf(f, -1):
 		return append(dst, `"-Infinity"`...)
 	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		dst = strconv.AppendFloat(dst, f, 'e', -1, 64)
+		// Go writes the exponent signed and of two digits at least
+		// (1e+21, 1e-07): drop the + and the leading zero.
+		e := bytes.LastIndexByte(dst, 'e')
+		exp, _ := strconv.Atoi(string(dst[e+1:]))
+		return strconv.AppendInt(dst[:e+1], int64(exp), 10)
+	}
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'f', -1, 64)
+	if bytes.IndexByte(dst[start:], '.') < 0 {
+		dst = append(dst, ".0"...)
+	}
+	return dst
 }
 
 // appendTime appends t as an RFC 3339 UTC string with microseconds, for

@@ -46,3 +46,36 @@ func TestAppendTime(t *testing.T) {
 		}
 	}
 }
+
+// A double is written with a fraction or an exponent, whole or not, as
+// DuckDB's JSON stores it (yyjson: read_ndjson of each value into a JSON
+// column printed these texts), so that no reader takes it for an int
+// and the text is the same on every sink.
+func TestDoublesAreWrittenWithAFractionOrAnExponent(t *testing.T) {
+	for f, want := range map[float64]string{
+		2:                     "2.0",
+		0:                     "0.0",
+		-7:                    "-7.0",
+		0.7:                   "0.7",
+		123456.789:            "123456.789",
+		1e6:                   "1000000.0",
+		1e20:                  "100000000000000000000.0",
+		1.2345678901234567e19: "12345678901234567000.0",
+		1e21:                  "1e21",
+		-1.5e21:               "-1.5e21",
+		0.000001:              "0.000001",
+		1e-7:                  "1e-7",
+		1.23e-7:               "1.23e-7",
+		5e-324:                "5e-324",
+		math.MaxFloat64:       "1.7976931348623157e308",
+		math.Inf(1):           `"Infinity"`,
+		math.Inf(-1):          `"-Infinity"`,
+	} {
+		if got := string(appendDouble([]byte("x"), f)); got != "x"+want {
+			t.Errorf("%v written as %s, want %s", f, got[1:], want)
+		}
+	}
+	if got := string(appendDouble(nil, math.Copysign(0, -1))); got != "-0.0" {
+		t.Errorf("-0 written as %s, want -0.0", got)
+	}
+}
