@@ -10,8 +10,9 @@ import (
 )
 
 // The attribute columns hold JSON objects keeping OTLP's types (see
-// internal/otel): a JSON integer was an int, another number a double (a
-// whole double was written as an integer, and comes back an int), a
+// internal/otel): a JSON integer was an int, another number a double
+// (written with a fraction or an exponent, 2.0, so a whole double stays
+// one; rows loaded before that hold it as 2, and read back an int), a
 // string a string (bytes were base64 strings), arrays and maps as such.
 
 // keyValues reads a JSON object of attributes, in its order.

@@ -224,9 +224,16 @@ func newFixture(t *testing.T) *fixture {
 
 func newFixtureCap(t *testing.T, maxSpans int) *fixture {
 	t.Helper()
-	db, dir := openDB(t)
 	pay := traces(tenantA[3:])
-	loadSpans(t, db, dir, map[string][]ptrace.Traces{"a": {traces(tenantA), pay}, "b": {traces(tenantB)}})
+	return newFixtureOf(t, map[string][]ptrace.Traces{"a": {traces(tenantA), pay}, "b": {traces(tenantB)}}, maxSpans)
+}
+
+// newFixtureOf is the Tempo API over a DuckDB holding msgs, each
+// tenant's messages loaded as the pipeline loads them.
+func newFixtureOf(t *testing.T, msgs map[string][]ptrace.Traces, maxSpans int) *fixture {
+	t.Helper()
+	db, dir := openDB(t)
+	loadSpans(t, db, dir, msgs)
 	r, err := query.NewDuckDB(context.Background(), db, query.DuckDBOptions{})
 	if err != nil {
 		t.Fatal(err)

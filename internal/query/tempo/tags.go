@@ -107,13 +107,36 @@ func ownValues(req tagsRequest, a traceql.Attribute) (vals []traceql.Static, res
 	return vals, rest, rest.groups != nil
 }
 
+// floatText is a float tag value's text as Tempo writes it
+// (pkg/traceql/util.go MakeCollectTagValueFunc: Static.String, which is
+// ast_stringer.go EncodeToString: FormatFloat 'g', then .0 when neither
+// . nor e shows, so that a whole float does not read as an int).
+func floatText(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, "e.") {
+		s += ".0"
+	}
+	return s
+}
+
+// jsonFloatText is floatText of a JSON number's text (as DuckDB prints
+// a double: 1000000.0 where Tempo writes 1e+06); text that is not a
+// number is kept.
+func jsonFloatText(text string) string {
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return text
+	}
+	return floatText(f)
+}
+
 // staticValue is a static as a tag value (tempopb.TagValue).
 func staticValue(v traceql.Static) tagValue {
 	switch v.Kind {
 	case traceql.Int:
 		return tagValue{Type: "int", Value: strconv.FormatInt(v.I, 10)}
 	case traceql.Float:
-		return tagValue{Type: "float", Value: strconv.FormatFloat(v.F, 'g', -1, 64)}
+		return tagValue{Type: "float", Value: floatText(v.F)}
 	case traceql.Bool:
 		return tagValue{Type: "bool", Value: strconv.FormatBool(v.B)}
 	case traceql.Duration:
@@ -333,7 +356,11 @@ func (s *server) attributeValues(ctx context.Context, scope tenancy.Scope, req t
 			out = append(out, arrayValues(r.str(1))...)
 			return nil
 		}
-		out = append(out, tagValue{Type: jsonTypes[r.str(0)], Value: r.str(1)})
+		v := tagValue{Type: jsonTypes[r.str(0)], Value: r.str(1)}
+		if v.Type == "float" {
+			v.Value = jsonFloatText(v.Value)
+		}
+		out = append(out, v)
 		return nil
 	})
 	if err != nil {
@@ -365,11 +392,11 @@ func arrayValues(text string) []tagValue {
 		case bool:
 			out = append(out, tagValue{Type: "bool", Value: strconv.FormatBool(e)})
 		case json.Number:
-			typ := "float"
 			if _, err := strconv.ParseInt(e.String(), 10, 64); err == nil {
-				typ = "int"
+				out = append(out, tagValue{Type: "int", Value: e.String()})
+			} else {
+				out = append(out, tagValue{Type: "float", Value: jsonFloatText(e.String())})
 			}
-			out = append(out, tagValue{Type: typ, Value: e.String()})
 		}
 	}
 	return out
