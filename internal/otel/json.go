@@ -289,6 +289,24 @@ func AttributesFromJSON(data []byte) (pcommon.Map, error) {
 	return m, nil
 }
 
+// ValueFromJSON reads one JSON value of an attributes column (as
+// AttributesFromJSON reads each of an object's): integers as ints, other
+// numbers as doubles, strings, bools, arrays and maps as they are, null
+// empty.
+func ValueFromJSON(data []byte) (pcommon.Value, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var raw any
+	if err := d.Decode(&raw); err != nil {
+		return pcommon.NewValueEmpty(), fmt.Errorf("attribute value is not JSON: %w", err)
+	}
+	v := pcommon.NewValueEmpty()
+	if err := v.FromRaw(withNumbers(raw)); err != nil {
+		return v, fmt.Errorf("attribute value: %w", err)
+	}
+	return v, nil
+}
+
 // withNumbers turns the json.Numbers of v into int64 or float64.
 func withNumbers(v any) any {
 	switch v := v.(type) {

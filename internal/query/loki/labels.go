@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query/logql"
 )
 
@@ -71,19 +72,50 @@ func attrLabels(dst logql.Labels, prefix string, obj map[string]json.RawMessage,
 	return dst
 }
 
-// jsonValue is an attribute value as text: strings unquoted, the rest
-// as written.
+// jsonValue is an attribute value as text, as Loki's OTLP ingestion
+// writes a label's value: pdata's AsString (pkg/loghttp/push/otlplabels/
+// labels.go AttributeToLabels). Strings unquoted, ints and bools as
+// written; a double as AsString writes it, whole without .0 (the column
+// holds 2.0, so that it reads back a double; Loki's label is 2), and
+// arrays as the JSON of their values, doubles so too.
 func jsonValue(raw json.RawMessage) string {
-	if len(raw) > 0 && raw[0] == '"' {
+	if len(raw) == 0 {
+		return ""
+	}
+	switch raw[0] {
+	case '"':
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
 			return s
 		}
-	}
-	if string(raw) == "null" {
+		return string(raw)
+	case 'n':
 		return ""
+	case 't', 'f':
+		return string(raw)
 	}
-	return string(raw)
+	if isInteger(raw) {
+		return string(raw)
+	}
+	v, err := otel.ValueFromJSON(raw)
+	if err != nil {
+		return string(raw)
+	}
+	return v.AsString()
+}
+
+// isInteger is whether raw is a JSON integer: an int attribute, whose
+// text is AsString's.
+func isInteger(raw []byte) bool {
+	if len(raw) > 0 && raw[0] == '-' {
+		raw = raw[1:]
+	}
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(raw) > 0
 }
 
 func isIndexed(attr string) bool {

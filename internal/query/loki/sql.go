@@ -19,8 +19,23 @@ import (
 const (
 	tsSQL         = `coalesce(nullif(time_unix_nano, 0), epoch_us("time") * 1000)`
 	tsObservedSQL = `epoch_us(observed_time) * 1000`
-	lineSQL       = `coalesce(json_extract_string(body, '$'), '')`
 )
+
+// lineSQL is a record's line: its body as Loki's OTLP ingestion writes
+// it (pkg/loghttp/push/otlp.go: log.Body().AsString()), "" for none.
+var lineSQL = `coalesce(` + asStringSQL("body", "'$'") + `, '')`
+
+// asStringSQL is the SQL of the JSON value at path of doc as pdata's
+// AsString writes the attribute it holds, for scalars: a double without
+// the .0 its JSON has when whole, and with the + of a positive exponent
+// (DuckDB prints a double 2.0 and 1e21, float64AsString 2 and 1e+21;
+// a negative exponent, 1e-7, and a fraction are alike); any other value
+// as json_extract_string reads it.
+func asStringSQL(doc, path string) string {
+	extract := `json_extract_string(` + doc + `, ` + path + `)`
+	return `CASE json_type(` + doc + `, ` + path + `) WHEN 'DOUBLE' THEN regexp_replace(regexp_replace(` + extract +
+		`, '\.0$', ''), 'e([0-9])', 'e+\1') ELSE ` + extract + ` END`
+}
 
 // entryColumns are what a query reads of each record, in row's order;
 // distinct over them is distinct records (the landing table may hold a
@@ -60,7 +75,7 @@ func labelSQL(name string) string {
 	}
 	for _, a := range indexed {
 		if labelName(a) == name {
-			return `coalesce(json_extract_string(resource_attributes, ` + sqltext.String(`$."`+a+`"`) + `), '')`
+			return `coalesce(` + asStringSQL("resource_attributes", sqltext.String(`$."`+a+`"`)) + `, '')`
 		}
 	}
 	return ""
