@@ -375,7 +375,7 @@ func TestOTLPMetricsFromKafka(t *testing.T) {
 	want := `gauge - - 1.5 - - - - - - - - - - - 2026-11-30 12:00:00.123456 | ` +
 		`gauge - - nan - - - - - - - - - - - 2026-11-30 12:00:00.123456 | ` +
 		`sum delta true 9007199254740992.0 9007199254740993 - - - - - - - - - [{"time":null,"value":7,"trace_id":"ab000000000000000000000000000000","span_id":null,"filtered_attributes":{}}] 2026-11-30 12:00:00.123456 | ` +
-		`histogram unspecified - - - 6 3.5 0.1 - [1,2,3] [0.5,1] - - - - 2026-11-30 12:00:00.123456 | ` +
+		`histogram unspecified - - - 6 3.5 0.1 - [1,2,3] [0.5,1.0] - - - - 2026-11-30 12:00:00.123456 | ` +
 		`exponential_histogram unspecified - - - 4 - - - - - 3 {"offset":-2,"bucket_counts":[1,2]} - - 2026-11-30 12:00:00.123456 | ` +
 		`summary - - - - 10 12.0 - - - - - - [{"quantile":0.99,"value":4.2}] - 2026-11-30 12:00:00.123456`
 	if got != want {
