@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -522,5 +523,24 @@ func TestOTLPSignalsTableCollisionAnyCase(t *testing.T) {
 	}
 	if err := cfg.ValidateOffline(); err != nil {
 		t.Errorf("sink.table other.otel_logs (another schema): %v", err)
+	}
+}
+
+// An explicit empty action list would be merged as `x IN ()`, a syntax
+// error on DuckDB and Databend that fails every merge; it is refused by
+// key, where leaving the key out gives its default value.
+func TestModelActionEmptyListRefused(t *testing.T) {
+	const model = "kafka: {brokers: [\"k:9092\"], topics: [cdc]}\nmerge: {models: [{name: m, key: [id], columns: {id: {path: $.id, type: BIGINT}}, action: %s}]}"
+	for action, want := range map[string]string{
+		"{path: $.op, insert: []}":               "merge.models[0].action.insert: want at least one value of the action field (leave the key out for the default, [insert])",
+		"{path: $.op, delete: []}":               "merge.models[0].action.delete: want at least one value of the action field (leave the key out for the default, [delete])",
+		"{path: $.op}":                           "",
+		"{path: $.op, delete: [d], insert: [i]}": "",
+	} {
+		cfg, err := FromYAML([]byte(fmt.Sprintf(model, action)))
+		err = errors.Join(err, cfg.Validate())
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("action %s: %v, want %q", action, err, want)
+		}
 	}
 }

@@ -223,6 +223,14 @@ func (m *Merge) validate(check func(ok bool, key, format string, args ...any)) {
 		if mo.Action.Path != "" || mo.Action.Delete != nil || mo.Action.Insert != nil {
 			check(mo.Format != FormatDebezium, key("action"), "not used with format debezium (its op says what a change does)")
 			check(jsonPath.MatchString(mo.Action.Path), key("action.path"), "want a JSON path like $.action, got %q", mo.Action.Path)
+			// An empty list is not "none": it would be merged as `IN ()`,
+			// a syntax error on DuckDB and Databend, and an absent key
+			// means the default (WithDefaults), which an empty list written
+			// back by `tracelake config` (omitempty) would silently become.
+			check(mo.Action.Delete == nil || len(mo.Action.Delete) > 0, key("action.delete"),
+				"want at least one value of the action field (leave the key out for the default, [delete])")
+			check(mo.Action.Insert == nil || len(mo.Action.Insert) > 0, key("action.insert"),
+				"want at least one value of the action field (leave the key out for the default, [insert])")
 		}
 	}
 }
