@@ -301,7 +301,7 @@ WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at)
 WHERE w.model = %s AND w.topic = l.topic AND w."partition" = l."partition" AND w.next_offset > l.next_offset`,
 		WatermarkTable, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, c.landing,
 		sqltext.String(strings.TrimPrefix(p.m.Source, c.schema)), p.name)
-	if err := exec(ctx, tx, advanceWatermarkSQL(p.m.Name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached, landed); err != nil {
+	if err := exec(ctx, tx, advanceWatermarkSQL(p.name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached, landed); err != nil {
 		return fmt.Errorf("advance the watermark of %s: %w", p.m.Target, err)
 	}
 	return nil

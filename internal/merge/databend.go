@@ -94,7 +94,7 @@ func Databend(m config.Model) DatabendStatements {
 		},
 	}
 	st.Merge = append(st.Merge, p.databendTombstones(inc)...)
-	st.Merge = append(st.Merge, advanceWatermarkSQL(m.Name, inc, "tl_topic", "kpartition", "koffset"),
+	st.Merge = append(st.Merge, advanceWatermarkSQL(p.lit(m.Name), inc, "tl_topic", "kpartition", "koffset"),
 		"DELETE FROM "+inc)
 	task := sqltext.Name(m.Name + "_merge")
 	body := "BEGIN;\n" + strings.Join(st.Merge, ";\n") + ";\nCOMMIT;"

@@ -111,7 +111,7 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 			return fmt.Errorf("insert into %s: %w", d.Target(), err)
 		}
 		res.Inserted = rowsAffected(r)
-		if _, err := tx.ExecContext(ctx, advanceWatermarkSQL(d.model(), "tl_dedup", "ktopic", "kpartition", "koffset")); err != nil {
+		if _, err := tx.ExecContext(ctx, advanceWatermarkSQL(model, "tl_dedup", "ktopic", "kpartition", "koffset")); err != nil {
 			return fmt.Errorf("advance the watermark of %s: %w", d.Target(), err)
 		}
 		return nil
@@ -207,6 +207,8 @@ func (d Dedup) DatabendIncrement() string { return d.Target() + "_increment" }
 // watermark and empties the increment. The tables are the sink's.
 func (d Dedup) Databend() DatabendStatements {
 	src, dst, inc := sqltext.Name(d.Name), sqltext.Name(d.Target()), sqltext.Name(d.DatabendIncrement())
+	// Databend's lexer unescapes backslashes in literals (sqltext.DatabendString).
+	model := sqltext.DatabendString(d.model())
 	var names []string
 	for _, c := range d.Table.AllColumns() {
 		names = append(names, sqltext.Ident(c.Name))
@@ -219,11 +221,11 @@ func (d Dedup) Databend() DatabendStatements {
 			fmt.Sprintf(`INSERT INTO %s (%s, dedup_key)
 SELECT %s, %s
 FROM %s AS s LEFT JOIN %s AS w ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition
-WHERE s.koffset >= COALESCE(w.next_offset, 0)`, inc, cols, "s."+strings.Join(names, ", s."), d.databendKey("s."), src, WatermarkTable, sqltext.String(d.model())),
+WHERE s.koffset >= COALESCE(w.next_offset, 0)`, inc, cols, "s."+strings.Join(names, ", s."), d.databendKey("s."), src, WatermarkTable, model),
 			fmt.Sprintf(`INSERT INTO %s (%s, dedup_key)
 SELECT %s, dedup_key FROM %s WHERE dedup_key NOT IN (SELECT dedup_key FROM %s)
 QUALIFY ROW_NUMBER() OVER (PARTITION BY dedup_key ORDER BY ktopic, kpartition, koffset, kindex) = 1`, dst, cols, cols, inc, dst),
-			advanceWatermarkSQL(d.model(), inc, "ktopic", "kpartition", "koffset"),
+			advanceWatermarkSQL(model, inc, "ktopic", "kpartition", "koffset"),
 			"DELETE FROM " + inc,
 		},
 	}
@@ -236,5 +238,5 @@ func (d Dedup) DatabendCountsSQL() string {
 	src := sqltext.Name(d.Name)
 	return fmt.Sprintf(`SELECT (SELECT COUNT(*) FROM %s), (SELECT COUNT(DISTINCT %s) FROM %s AS s), (SELECT COUNT(*) FROM %s),
   (SELECT COUNT(*) FROM %s AS s LEFT JOIN %s AS w ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition WHERE s.koffset >= COALESCE(w.next_offset, 0))`,
-		src, d.databendKey("s."), src, sqltext.Name(d.Target()), src, WatermarkTable, sqltext.String(d.model()))
+		src, d.databendKey("s."), src, sqltext.Name(d.Target()), src, WatermarkTable, sqltext.DatabendString(d.model()))
 }

@@ -208,18 +208,22 @@ WHEN NOT MATCHED THEN INSERT (%s) VALUES (%s)`, p.tombstones, cols, kindDelete, 
 
 // watermarkSQL advances the model's watermark past every row of tl_inc.
 func (p *plan) watermarkSQL() string {
-	return advanceWatermarkSQL(p.m.Name, "tl_inc", "tl_topic", "tl_partition", "tl_offset")
+	return advanceWatermarkSQL(p.lit(p.m.Name), "tl_inc", "tl_topic", "tl_partition", "tl_offset")
 }
 
 // advanceWatermarkSQL moves model's watermark, per partition, past the
 // highest offset of the rows of from (the increment), in either dialect.
+// model is a string literal, quoted for the dialect (sqltext.String for
+// DuckDB, sqltext.DatabendString for Databend, whose lexer unescapes
+// backslashes): quoted here, a Databend model's watermark rows would be
+// kept under another name than its claim row's.
 func advanceWatermarkSQL(model, from, topic, partition, offset string) string {
 	return fmt.Sprintf(`MERGE INTO %s AS w USING (
   SELECT %s AS topic, %s AS "partition", MAX(%s) + 1 AS next_offset FROM %s GROUP BY %s, %s
 ) AS s ON w.model = %s AND w.topic = s.topic AND w."partition" = s."partition"
 WHEN MATCHED THEN UPDATE SET next_offset = s.next_offset, merged_at = NOW()
 WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (%s, s.topic, s."partition", s.next_offset, NOW())`,
-		WatermarkTable, topic, partition, offset, from, topic, partition, sqltext.String(model), sqltext.String(model))
+		WatermarkTable, topic, partition, offset, from, topic, partition, model, model)
 }
 
 // watermarkTableSQL creates the watermark table, shared by every model.

@@ -385,7 +385,7 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 		}
 	}
 	q := fmt.Sprintf(`SELECT topic, "partition", max(last_offset) FROM %s WHERE topic IN (%s) GROUP BY topic, "partition"`,
-		s.tables.ledger, sqltext.Strings(topics))
+		s.tables.ledger, sqltext.QuoteAll(topics, sqltext.DatabendString))
 	res, err := ss.query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger %s: %w", s.opt.Table+"_ledger", err)
@@ -576,7 +576,9 @@ func (s *Sink) remove(ctx context.Context, files []sink.File) error {
 	if len(names) == 0 {
 		return nil
 	}
-	q := fmt.Sprintf("REMOVE %s PATTERN = %s", s.location(), sqltext.String(".*("+strings.Join(names, "|")+")$"))
+	// The pattern's backslashes (regexp.QuoteMeta) are doubled for Databend's
+	// lexer, which would otherwise read a backslash as an escape.
+	q := fmt.Sprintf("REMOVE %s PATTERN = %s", s.location(), sqltext.DatabendString(".*("+strings.Join(names, "|")+")$"))
 	_, err := s.c.session().query(ctx, q)
 	return err
 }

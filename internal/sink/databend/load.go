@@ -366,7 +366,7 @@ func (s *Sink) copyFiles(ctx context.Context, ss *session, p *loadPlan, table st
 func (s *Sink) copySQL(table string, names []string, force bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "COPY INTO %s FROM %s FILES = (%s) FILE_FORMAT = (TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO) PURGE = FALSE FORCE = %s ON_ERROR = CONTINUE",
-		table, s.location(), sqltext.Strings(names), strings.ToUpper(strconv.FormatBool(force)))
+		table, s.location(), sqltext.QuoteAll(names, sqltext.DatabendString), strings.ToUpper(strconv.FormatBool(force)))
 	if s.opt.DisableVariantCheck {
 		b.WriteString(" DISABLE_VARIANT_CHECK = TRUE")
 	}
@@ -429,7 +429,7 @@ func ledgerInsert(ledger string, ranges []sink.Range, loadID string, files int) 
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "(%s, %d, %d, %d, %d, %d, %s, %d, NOW())",
-			sqltext.String(r.Topic), r.Partition, r.First, r.Last, r.Records, r.DLQ, sqltext.String(loadID), files)
+			sqltext.DatabendString(r.Topic), r.Partition, r.First, r.Last, r.Records, r.DLQ, sqltext.DatabendString(loadID), files)
 	}
 	return b.String()
 }

@@ -205,7 +205,10 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return []string{"count()"}, [][]*string{{str(strconv.Itoa(len(visible(t, *txp, unquote(m[1])))))}}, nil
 	}
 	if m := reRemove.FindStringSubmatch(sql); m != nil {
-		re, err := regexp.Compile(strings.ReplaceAll(m[2], "''", "'"))
+		// The pattern is the literal's text as Databend's lexer reads it:
+		// its backslash escapes undone (duckdbLiterals).
+		lit := duckdbLiterals("'" + m[2] + "'")
+		re, err := regexp.Compile(strings.ReplaceAll(lit[1:len(lit)-1], "''", "'"))
 		if err != nil {
 			return nil, nil, err
 		}
