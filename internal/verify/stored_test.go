@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -133,5 +134,29 @@ func TestCheckLogEnds(t *testing.T) {
 	})
 	if !caughtUp.OK {
 		t.Errorf("caught up: problems %q", caughtUp.Problems)
+	}
+}
+
+// A topic recreated shorter than the stored positions: Kafka is asked
+// only below each partition's log end (a read past it waits for records
+// that never come, until its timeout, and then every hole of every
+// partition counts as a gap), and a hole past the log end, which Kafka
+// can no longer tell about, is a gap.
+func TestFromStoredAsksKafkaOnlyBelowTheLogEnd(t *testing.T) {
+	// The new log: 0, 1 and 3 committed, 2 a commit marker; it ends at 4.
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 4}}
+	next := map[sink.TopicPartition]int64{tp: 10}
+	records := func(spans map[sink.TopicPartition]sink.Run) (map[sink.TopicPartition]*sink.Offsets, error) {
+		for p, r := range spans {
+			if r.Last >= marks[p].High {
+				// kafka.DataRecords would wait here for offset r.Last.
+				return nil, fmt.Errorf("%v: asked through offset %d, past the log end %d", p, r.Last, marks[p].High)
+			}
+		}
+		return stored(0, 1, 3), nil
+	}
+	rep := FromStored(marks, next, stored(0, 1, 3, 5, 6, 7, 8, 9), nil, nil, true, records)
+	if want := []string{"t/0: 1 offsets missing (gap: 4-4)"}; !slices.Equal(rep.Problems, want) {
+		t.Errorf("problems %q, want %q (2 is a marker Kafka holds, 4 past the log end)", rep.Problems, want)
 	}
 }

@@ -527,7 +527,8 @@ type RecordsFunc func(spans map[sink.TopicPartition]sink.Run) (map[sink.TopicPar
 // next is where each partition resumes, raw and dlq the offsets stored in
 // each table. An offset from the first stored one up to next that is in
 // neither table is a gap if Kafka holds a committed record there (asked
-// through records) or can no longer say (below its log start): offsets of
+// through records) or can no longer say (below its log start, or past its
+// end on a topic recreated shorter than the positions): offsets of
 // a transactional producer's markers and aborted records hold nothing to
 // store. Without records (or if Kafka cannot answer) every such offset
 // counts as a gap. The abandoned positions (the sink's record of them)
@@ -615,8 +616,11 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 			if h.First < p.Low { // retention took it: lost, or a marker nobody can tell now
 				p.addGap(h.First, min(h.Last, p.Low-1))
 			}
+			if h.Last >= p.High { // past the log end (a recreated topic): nobody can tell now either
+				p.addGap(max(h.First, p.Low, p.High), h.Last)
+			}
 		}
-		for _, g := range intersect(hs, d) { // Kafka's records are all at or above Low
+		for _, g := range intersect(hs, d) { // Kafka's records are all from Low up to High
 			p.addGap(g.First, g.Last)
 		}
 	}
@@ -662,17 +666,23 @@ func missingRuns(union []sink.Run, next int64) []sink.Run {
 	return out
 }
 
-// recordsIn asks Kafka which offsets of the holes at or above the log
-// start hold committed records, per partition; a partition left out was
-// not asked (or Kafka could not answer).
+// recordsIn asks Kafka which offsets of the holes from the log start up
+// to the log end hold committed records, per partition; a partition left
+// out was not asked (or Kafka could not answer). The read stops below the
+// log end (High, the last stable offset): kafka.DataRecords waits for a
+// record at each span's last offset, and past the end of a log recreated
+// shorter than the positions none comes until its timeout, which then
+// leaves every partition unanswered.
 func recordsIn(parts partitions, holes map[sink.TopicPartition][]sink.Run, records RecordsFunc) map[sink.TopicPartition][]sink.Run {
 	spans := map[sink.TopicPartition]sink.Run{}
 	for tp, hs := range holes {
 		p := parts.get(tp)
-		if len(hs) == 0 || p.Low < 0 || hs[len(hs)-1].Last < p.Low {
+		if len(hs) == 0 || p.Low < 0 {
 			continue
 		}
-		spans[tp] = sink.Run{First: max(hs[0].First, p.Low), Last: hs[len(hs)-1].Last}
+		if r := (sink.Run{First: max(hs[0].First, p.Low), Last: min(hs[len(hs)-1].Last, p.High-1)}); r.First <= r.Last {
+			spans[tp] = r
+		}
 	}
 	out := map[sink.TopicPartition][]sink.Run{}
 	if len(spans) == 0 {
