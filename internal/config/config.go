@@ -131,7 +131,7 @@ type TLS struct {
 type Batch struct {
 	// MaxRecords per batch. Default 10000.
 	MaxRecords int `yaml:"max_records"`
-	// MaxBytes of message values per batch. Default 16MiB.
+	// MaxBytes of messages (key, value and headers) per batch. Default 16MiB.
 	MaxBytes ByteSize `yaml:"max_bytes"`
 	// MaxInterval from the first record of a batch to its close. Default 10s.
 	MaxInterval Duration `yaml:"max_interval"`
@@ -142,7 +142,7 @@ type Batch struct {
 type Load struct {
 	// MaxFiles per load. Default 128.
 	MaxFiles int `yaml:"max_files"`
-	// MaxBytes of message values per load: a load closes once its files
+	// MaxBytes of messages per load: a load closes once its files
 	// reach it. Default (0) a sixteenth of max_inflight_bytes, none for Iceberg
 	// (see LoadBytes).
 	MaxBytes ByteSize `yaml:"max_bytes"`

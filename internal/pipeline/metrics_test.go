@@ -145,3 +145,33 @@ func TestFatalSinkErrorStopsRun(t *testing.T) {
 		}
 	})
 }
+
+// tracelake_consumed_bytes_total counts what was read from Kafka: each
+// record's key, value and headers, as the batch budget does (a value-only
+// count hid records whose keys or headers are most of their size).
+func TestConsumedBytesCountKeyValueAndHeaders(t *testing.T) {
+	const n = 5
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	want := 0.0
+	for i := range n {
+		r := &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("key-%d", i)), Value: []byte(fmt.Sprintf(`{"n":%d}`, i)),
+			Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte(strings.Repeat("x", 100))}}}
+		want += float64(len(r.Key) + len(r.Value) + len("traceparent") + 100)
+		produce(t, cl, r)
+	}
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	m := obs.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, downSink{openSink(t, cfg)}, pipeline.RunOptions{RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m})
+	}()
+	await(t, "all records consumed", func() bool { return testutil.ToFloat64(m.ConsumedRecords.WithLabelValues(topic)) == n })
+	cancel()
+	<-done // the run's counting is over
+	if got := testutil.ToFloat64(m.ConsumedBytes.WithLabelValues(topic)); got != want {
+		t.Errorf("consumed bytes = %v, want %v (keys, values and headers)", got, want)
+	}
+}

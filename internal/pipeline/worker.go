@@ -328,9 +328,11 @@ func (w *Worker) pollLoop(ctx context.Context) {
 			if len(p.Records) == 0 {
 				return
 			}
-			pb := 0
+			// What was read: each record's key, value and headers, as
+			// the batch budget counts it (messageBytes).
+			pb := int64(0)
 			for _, r := range p.Records {
-				pb += len(r.Value)
+				pb += messageBytes(r)
 			}
 			w.opt.Metrics.ConsumedRecords.WithLabelValues(p.Topic).Add(float64(len(p.Records)))
 			w.opt.Metrics.ConsumedBytes.WithLabelValues(p.Topic).Add(float64(pb))
