@@ -205,7 +205,9 @@ shutdown_timeout: 20s`
 	t.Run("three processes on Iceberg", func(t *testing.T) {
 		url := icebergtest.StartPostgres(t)
 		warehouse := filepath.Join(t.TempDir(), "warehouse")
-		cfgPath, prod := churnThree(t, bin, fmt.Sprintf("type: iceberg, iceberg: {catalog: %q, warehouse: %q, commit_interval: 300ms}", url, warehouse), kafkaSettings, settings)
+		// Iceberg loads at its commit_interval, and refuses load.max_interval.
+		icebergSettings := strings.Replace(settings, "load: {max_files: 3, max_interval: 100ms}", "load: {max_files: 3}", 1)
+		cfgPath, prod := churnThree(t, bin, fmt.Sprintf("type: iceberg, iceberg: {catalog: %q, warehouse: %q, commit_interval: 300ms}", url, warehouse), kafkaSettings, icebergSettings)
 		rep := verifyJSON(t, bin, cfgPath, 0) // markers and aborted records are no gaps
 		_, dlq := rep.Totals()
 		checkChaos(t, prod, loadedValues(t, bin, cfgPath), int(dlq))

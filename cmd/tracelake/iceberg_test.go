@@ -68,7 +68,7 @@ func writeIcebergConfig(t *testing.T, dir string, cluster *kfake.Cluster) string
 	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], group: ice, session_timeout: 6s, rebalance_timeout: 6s}
 workers: 2
 batch: {max_records: 1000, max_interval: 100ms}
-load: {max_files: 4, max_interval: 200ms}
+load: {max_files: 4}
 sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q, commit_interval: 300ms}}
 metrics: {listen: "127.0.0.1:0"}
 `, cluster.ListenAddrs()[0], testTopic, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
@@ -211,7 +211,7 @@ func TestIcebergThreeInstancesOnPostgresAndS3(t *testing.T) {
 	cfg := fmt.Sprintf(`kafka: {brokers: [%q], topics: [%s], group: three, session_timeout: 6s, rebalance_timeout: 10s}
 workers: 1
 batch: {max_records: 1000, max_interval: 100ms}
-load: {max_files: 4, max_interval: 200ms}
+load: {max_files: 4}
 retry: {max_delay: 2s}
 sink: {type: iceberg, iceberg: {catalog: %q, warehouse: "s3://lake/warehouse", commit_interval: 300ms,
   s3: {endpoint: %q, region: %q, access_key_id: %q, secret_access_key: %q}}}

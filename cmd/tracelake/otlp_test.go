@@ -132,10 +132,10 @@ func TestOTLPCrashKill9ExactlyOnce(t *testing.T) {
 			t.Parallel()
 			cluster, prod := startKafka(t, 4)
 			kafka := "format: otlp_proto, group: crash, session_timeout: 6s, rebalance_timeout: 6s"
-			rest := "workers: 2\nbatch: {max_records: 100, max_interval: 100ms}\nload: {max_files: 3, max_interval: 100ms}"
-			cfgPath := writeConfig(t, cluster, kafka, rest)
-			if sinkType == "iceberg" {
-				cfgPath = writeOTLPIcebergConfig(t, cluster, kafka, rest)
+			rest := "workers: 2\nbatch: {max_records: 100, max_interval: 100ms}\nload: {max_files: 3%s}"
+			cfgPath := writeConfig(t, cluster, kafka, fmt.Sprintf(rest, ", max_interval: 100ms"))
+			if sinkType == "iceberg" { // Iceberg loads at its commit_interval
+				cfgPath = writeOTLPIcebergConfig(t, cluster, kafka, fmt.Sprintf(rest, ""))
 			}
 			spans, err := tracegen.ProduceOTLP(context.Background(), prod, testTopic, "otlp_proto", 1500, 1)
 			if err != nil {

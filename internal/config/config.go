@@ -660,6 +660,9 @@ func (c *Config) settle() {
 	}
 }
 
+// defaultLoadInterval is load.max_interval's default.
+const defaultLoadInterval = 5 * time.Second
+
 // Default returns the configuration every file is loaded over.
 func Default() *Config {
 	workers := 2
@@ -688,7 +691,7 @@ func Default() *Config {
 		Workers:          workers,
 		Mode:             ModeRaw,
 		Batch:            Batch{MaxRecords: 10000, MaxBytes: 16 << 20, MaxInterval: Duration(10 * time.Second)},
-		Load:             Load{MaxFiles: 128, MaxInterval: Duration(5 * time.Second), Compression: "auto"},
+		Load:             Load{MaxFiles: 128, MaxInterval: Duration(defaultLoadInterval), Compression: "auto"},
 		Retry:            Retry{MaxDelay: Duration(30 * time.Minute)},
 		Metrics:          Metrics{Listen: "127.0.0.1:9464"},
 		ShutdownTimeout:  Duration(30 * time.Second),

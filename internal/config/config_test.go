@@ -544,3 +544,22 @@ func TestModelActionEmptyListRefused(t *testing.T) {
 		}
 	}
 }
+
+// load.max_interval is not used by the Iceberg sink, which commits every
+// sink.iceberg.commit_interval: set there, it is refused by key rather
+// than silently ignored; left at its default it is no error.
+func TestIcebergRefusesLoadMaxInterval(t *testing.T) {
+	const iceberg = "kafka: {topics: [t]}\nsink: {type: iceberg, iceberg: {catalog: c.db, warehouse: w}}\n"
+	for yaml, want := range map[string]string{
+		iceberg:                                             "",
+		iceberg + "load: {max_files: 4}":                    "",
+		iceberg + "load: {max_interval: 200ms}":             "load.max_interval: not used with sink.type iceberg, which commits every sink.iceberg.commit_interval (1m0s): leave it out, and set sink.iceberg.commit_interval (100ms to 10m)",
+		"kafka: {topics: [t]}\nload: {max_interval: 200ms}": "",
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		err = errors.Join(err, cfg.Validate())
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s:\n got %v\nwant %q", yaml, err, want)
+		}
+	}
+}

@@ -199,6 +199,13 @@ func (c *Config) validate(consuming bool) error {
 			"sink.iceberg.namespace", "want a name of letters, digits and _, got %q", c.Sink.Iceberg.Namespace)
 		check(!strings.Contains(c.Sink.Table, "."), "sink.table", "with iceberg, a table name without a schema (the namespace is sink.iceberg.namespace), got %q", c.Sink.Table)
 		check(c.Mode == ModeRaw, "mode", "transform mode is not built for the iceberg sink; accepted with iceberg: raw")
+		// Iceberg loads at its commit interval (LoadInterval): a
+		// load.max_interval would be ignored without a word. The file's
+		// keys are not kept, so only a value other than the default is
+		// seen as set.
+		check(c.Load.MaxInterval.D() == defaultLoadInterval, "load.max_interval",
+			"not used with sink.type iceberg, which commits every sink.iceberg.commit_interval (%s): leave it out, and set sink.iceberg.commit_interval (100ms to 10m)",
+			c.Sink.Iceberg.CommitInterval)
 		// Models read the raw table with DuckDB's or Databend's SQL; only
 		// the OpenTelemetry tables' dedup model is built for Iceberg (its
 		// models are refused by the OpenTelemetry check above). One error

@@ -135,7 +135,8 @@ func TestIcebergCommitInterval(t *testing.T) {
 	cfg := testConfig(t, c)
 	cfg.Sink.Type = config.SinkIceberg
 	cfg.Sink.Iceberg.CommitInterval = config.Duration(10 * time.Minute)
-	cfg.Load.MaxFiles = 1000 // only the interval, or idleness, loads
+	cfg.Load.MaxInterval = config.Default().Load.MaxInterval // Iceberg loads at its commit interval, and refuses another
+	cfg.Load.MaxFiles = 1000                                 // only the interval, or idleness, loads
 	cfg.Batch.MaxRecords = 500
 	cfg.MaxInflightBytes = bound
 	must(t, cfg.Validate())
@@ -215,6 +216,7 @@ func TestIcebergDeadLettersCommittedEarlyAreCountedOnce(t *testing.T) {
 	cfg.Workers = 1
 	cfg.Sink.Type = config.SinkIceberg
 	cfg.Sink.Iceberg.CommitInterval = config.Duration(100 * time.Millisecond)
+	cfg.Load.MaxInterval = config.Default().Load.MaxInterval // Iceberg loads at its commit interval, and refuses another
 	cfg.Batch.MaxRecords = 50
 	cfg.Load.MaxFiles = 2
 	must(t, cfg.Validate())
