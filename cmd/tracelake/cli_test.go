@@ -208,3 +208,22 @@ func TestConfigFlagGivenAsZeroIsCheckedNotDropped(t *testing.T) {
 		}
 	}
 }
+
+// Asking a command for help is no error: it prints the command's usage and
+// exits 0, as `tracelake --help` does; a flag it does not know still exits 2.
+func TestCommandHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"run", "-h"}, {"verify", "-h"}, {"sql", "--help"}, {"serve", "-h"}, {"config", "-h"},
+		{"dlq", "-h"}, {"dlq", "list", "-h"}, {"dlq", "replay", "-help"}, {"merge", "-h"}, {"reconcile", "-h"},
+		{"ready", "-h"}, {"compact", "-h"}, {"expire", "-h"}, {"orphans", "-h"}, {"maintain", "-h"},
+		{"prices", "-h"}, {"prices", "list", "-h"}, {"prices", "match", "-h"}, {"prices", "update", "-h"},
+		{"report", "-h"}, {"gen", "-h"}, {"demo", "-h"},
+	} {
+		if code := run(args); code != exitOK {
+			t.Errorf("tracelake %s: exit %d, want %d", strings.Join(args, " "), code, exitOK)
+		}
+	}
+	if code := run([]string{"verify", "--no-such-flag"}); code != exitUsage {
+		t.Errorf("an unknown flag: exit %d, want %d", code, exitUsage)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 
 	"github.com/tracelake/tracelake/internal/cdc"
@@ -18,8 +19,13 @@ import (
 // cmdDLQ is `tracelake dlq list|replay`. list also runs inside `tracelake
 // run` (env), replay never: it writes the tables.
 func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
+	const usage = "want list or replay, e.g. tracelake dlq replay --config F --where \"stage = 'load'\" --dry-run (tracelake dlq list -h: the flags)"
+	if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help", "help"}, args[0]) {
+		fmt.Fprintln(env.stdout, "tracelake dlq:", usage)
+		return nil
+	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
-		return usagef("dlq: want list or replay, e.g. tracelake dlq replay --config F --where \"stage = 'load'\" --dry-run")
+		return usagef("dlq: %s", usage)
 	}
 	fs := env.flagSet("dlq " + args[0])
 	var cf configFlags

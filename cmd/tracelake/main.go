@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -140,6 +141,10 @@ func exitStatus(err error) (int, string) {
 	var re remoteExit
 	switch {
 	case err == nil:
+		return exitOK, ""
+	case errors.Is(err, flag.ErrHelp):
+		// -h or -help: the flag set printed the command's usage; asking
+		// for it is no error, as `tracelake --help` is not.
 		return exitOK, ""
 	case errors.As(err, &re):
 		return re.code, re.msg // as the command said inside tracelake run
