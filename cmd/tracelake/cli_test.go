@@ -227,3 +227,14 @@ func TestCommandHelpExitsZero(t *testing.T) {
 		t.Errorf("an unknown flag: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// compact --target-size under 1MiB, 0 included, is refused before anything
+// is opened: 0 used to mean the configured size without a word.
+func TestCompactRefusesTargetSizeBelow1MiB(t *testing.T) {
+	for _, size := range []string{"0", "0B", "512KiB"} {
+		err := cmdCompact(context.Background(), []string{"--target-size", size})
+		if code, _ := exitStatus(err); code != exitUsage || !strings.Contains(fmt.Sprint(err), "want at least 1MiB") {
+			t.Errorf("--target-size %s: exit %d, %v; want %d and the size accepted", size, code, err, exitUsage)
+		}
+	}
+}

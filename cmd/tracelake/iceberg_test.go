@@ -169,11 +169,12 @@ func TestIcebergMaintenanceWhileIngesting(t *testing.T) {
 	if out := maintain("orphans", "--dry-run"); !strings.Contains(out, "trace_raw: 0 orphan files") {
 		t.Errorf("orphans: %s", out)
 	}
-	// Bad flags are usage errors (exit 2) that say what is accepted.
+	// Bad flags are usage errors (exit 2) that say what is accepted, and
+	// name the flag (as -flag in the flag package's own messages).
 	for _, bad := range [][]string{{"orphans", "--older-than", "10m"}, {"compact", "--target-size", "4KiB"}, {"expire", "--retain-last", "0"}} {
 		cmd := exec.Command(bin, append([]string{bad[0], "--config", cfgPath}, bad[1:]...)...)
 		out, err := cmd.CombinedOutput()
-		if cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), bad[1]) {
+		if cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), strings.TrimPrefix(bad[1], "-")) {
 			t.Errorf("%v: exit %d (%v), want %d:\n%s", bad, cmd.ProcessState.ExitCode(), err, exitUsage, out)
 		}
 	}

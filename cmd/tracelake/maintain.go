@@ -16,8 +16,20 @@ import (
 
 func cmdCompact(ctx context.Context, args []string) error {
 	fs := newFlagSet("compact")
-	var target config.ByteSize
-	fs.TextVar(&target, "target-size", target, "size of the rewritten files (default: sink.iceberg.maintenance.target_file_size, 128MiB unless configured)")
+	var target config.ByteSize // 0: not given
+	// Checked as it is parsed, before anything is opened: a size given
+	// as 0 must not fall back to the configured one without a word.
+	fs.Func("target-size", "size of the rewritten files, at least 1MiB (default: sink.iceberg.maintenance.target_file_size, 128MiB unless configured)", func(s string) error {
+		var b config.ByteSize
+		if err := b.UnmarshalText([]byte(s)); err != nil {
+			return err
+		}
+		if b < 1<<20 {
+			return fmt.Errorf("want at least 1MiB, got %s", b)
+		}
+		target = b
+		return nil
+	})
 	dryRun := fs.Bool("dry-run", false, "only show what would be rewritten")
 	minAge := fs.Duration("min-age", time.Hour, "compact a day partition once its day ended this long ago (loads add to the current day all day); -24h compacts the current day too")
 	snk, cfg, err := openIcebergConfigFor(ctx, fs, args)
@@ -27,11 +39,8 @@ func cmdCompact(ctx context.Context, args []string) error {
 	defer snk.Close()
 	if target == 0 {
 		// The size scheduled maintenance compacts to: one size of file
-		// whoever compacts.
+		// whoever compacts (at least 1MiB: config validation).
 		target = cfg.Sink.Iceberg.Maintenance.TargetFileSize
-	}
-	if target < 1<<20 {
-		return usagef("compact: --target-size %s is below 1MiB", target)
 	}
 	fmt.Printf("compacting to files of %s\n", target)
 	res, err := snk.Compact(ctx, int64(target), time.Now().Add(-*minAge), *dryRun)
