@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/schema"
@@ -59,6 +60,62 @@ func verifyTyped(t *testing.T, s *iceberg.Sink, marks map[sink.TopicPartition]ka
 func rowFilter(o int64, i int32) iceberggo.BooleanExpression {
 	return iceberggo.NewAnd(iceberggo.EqualTo(iceberggo.Reference(schema.OffsetColumn), o),
 		iceberggo.EqualTo(iceberggo.Reference(schema.IndexColumn), i))
+}
+
+// A message's rows beyond its first (an OTLP message's second span) count
+// on Iceberg as they do on the sinks with a ledger: one stored twice is a
+// duplicate, and one missing between its message's others is missing.
+// verify counted only each message's first row by its offset and printed
+// OK over either.
+func TestVerifyCountsEveryRowOfAMessage(t *testing.T) {
+	ctx := context.Background()
+	s := openPrepared(t, t.TempDir(), iceberg.Options{Table: "spans", Typed: &sinktest.Spans})
+	load(t, s, messageBatch(0, 9))
+	if rep := verifyTyped(t, s, nil); !rep.OK || rep.Partitions[0].Rows != 30 {
+		t.Fatalf("after a clean load: %+v %q", rep.Partitions, rep.Problems)
+	}
+	raw, _ := s.Identifiers()
+
+	// The second span of message 4 stored again.
+	tbl, err := s.Catalog().LoadTable(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := tbl.Scan(table.WithRowFilter(rowFilter(4, 1))).ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.NumRows() != 1 {
+		t.Fatalf("%d rows at 4/1", again.NumRows())
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.AppendTable(ctx, again, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again.Release()
+	rep := verifyTyped(t, s, nil)
+	if rep.OK || rep.Partitions[0].Duplicates != 1 {
+		t.Errorf("message 4's second span stored twice: ok=%v %+v %q", rep.OK, rep.Partitions, rep.Problems)
+	}
+
+	// Message 6's second span deleted (its first and third stay).
+	if tbl, err = s.Catalog().LoadTable(ctx, raw); err != nil {
+		t.Fatal(err)
+	}
+	txn = tbl.NewTransaction()
+	if err := txn.Delete(ctx, iceberggo.NewOr(rowFilter(6, 1), rowFilter(4, 1)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep = verifyTyped(t, s, nil)
+	if rep.OK || rep.Partitions[0].Rows != 28 {
+		t.Errorf("message 4's and 6's second spans missing: ok=%v %+v %q", rep.OK, rep.Partitions, rep.Problems)
+	}
 }
 
 // A partition whose rows left are all a message's later rows (its first
