@@ -14,6 +14,18 @@ type Offsets struct {
 	runs  []Run
 	count int64 // offsets added, with their repeats
 	more  int64 // rows beyond a message's first (AddRow)
+
+	// RepeatedRows are rows beyond a message's first whose (offset,
+	// index) another row has too: stored twice. Offsets by themselves
+	// cannot tell (AddRow counts such rows without their index); the
+	// scan's owner counts them where a table has an index (Iceberg's
+	// declared tables).
+	RepeatedRows int64
+	// MissingRows are indexes of a message that no row has, below the
+	// largest index stored of it (index 0 missing is a missing offset,
+	// seen by the runs; a message's last rows missing cannot be seen:
+	// nothing stored says how many rows it had).
+	MissingRows int64
 }
 
 // Run is the offsets First through Last, each once.

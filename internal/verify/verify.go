@@ -38,8 +38,13 @@ type Partition struct {
 	// deleted by retention before they were loaded stay here for good.
 	Missing    []string `json:"missing,omitempty"`
 	Overlaps   int64    `json:"overlaps"`   // offsets covered by more than one ledger range
-	Duplicates int64    `json:"duplicates"` // offsets stored more than once (main ∪ dead-letter)
-	Lag        int64    `json:"lag"`        // high watermark − ledger next, -1 unknown
+	Duplicates int64    `json:"duplicates"` // offsets (rows of a message: offset, index) stored more than once (main ∪ dead-letter)
+	// MissingRows are rows of a message missing between its others: an
+	// index below the largest stored of its message that no row has
+	// (Iceberg, which has no ledger to count rows against; a message's
+	// last rows missing cannot be seen there).
+	MissingRows int64 `json:"missing_rows,omitempty"`
+	Lag         int64 `json:"lag"` // high watermark − ledger next, -1 unknown
 	// Skipped are the offsets from Kafka's low watermark to the first one
 	// loaded when loading did not start at the log start on purpose
 	// (start_offset latest, or a committed offset it resumed from): not a
@@ -507,6 +512,9 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 		if p.Duplicates > 0 {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets stored more than once", name, p.Duplicates))
 		}
+		if p.MissingRows > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d rows of messages missing (an index below a stored row's of its message)", name, p.MissingRows))
+		}
 		if p.CountMismatch {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: ledger counts %d records, tables hold %d", name, p.LedgerRecords, p.Rows+p.DLQRows))
 		}
@@ -564,6 +572,14 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 	for tp := range stored {
 		p := get(tp)
 		_, dups := sink.Coverage(raw[tp], dlq[tp])
+		// A message's rows beyond its first are not in the runs: the
+		// scan counted those stored twice and missing by their index.
+		for _, offs := range []*sink.Offsets{raw[tp], dlq[tp]} {
+			if offs != nil {
+				p.Duplicates += offs.RepeatedRows
+				p.MissingRows += offs.MissingRows
+			}
+		}
 		// Abandoned positions may hold dead letters of the failed load:
 		// covered twice then, but not stored twice.
 		union, _ := sink.Coverage(raw[tp], dlq[tp], held[tp])
@@ -575,7 +591,7 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 			delete(stored, tp)
 			continue
 		}
-		p.Duplicates = dups
+		p.Duplicates += dups
 		p.LedgerFirst = union[0].First
 		p.LedgerRecords = p.Rows + p.DLQRows
 		if p.LedgerNext < 0 {

@@ -939,7 +939,9 @@ func (s *Sink) mainSchema() *iceberggo.Schema {
 
 // Stored reads a table (the dead-letter table with dlq) with a scan of its
 // current snapshot and returns, per partition, the offsets stored (with
-// their repeats): what verify needs, and what tests read back.
+// their repeats): what verify needs, and what tests read back. A declared
+// table's rows beyond their message's first are checked by their index
+// too (rowCheck): the offsets' RepeatedRows and MissingRows.
 func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*sink.Offsets, error) {
 	id, cols := s.raw, storedColumns{offset: "koffset", partition: "kpartition", topic: "record_metadata", inMetadata: true}
 	if s.opt.Typed != nil {
@@ -957,14 +959,39 @@ func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*s
 		return nil, fmt.Errorf("scan %s: %w", name(id), err)
 	}
 	out := map[sink.TopicPartition]*sink.Offsets{}
-	for rec, err := range batches {
-		if err != nil {
-			return nil, fmt.Errorf("scan %s: %w", name(id), err)
+	scan := func(later func(sink.TopicPartition, int64, int32) error) error {
+		for rec, err := range batches {
+			if err != nil {
+				return fmt.Errorf("scan %s: %w", name(id), err)
+			}
+			err = countStored(rec, cols, out, later)
+			rec.Release()
+			if err != nil {
+				return fmt.Errorf("scan %s: %w", name(id), err)
+			}
 		}
-		if err := countStored(rec, cols, out); err != nil {
-			return nil, fmt.Errorf("scan %s: %w", name(id), err)
+		return nil
+	}
+	if cols.index == "" {
+		// One row per message: the offsets' runs see every row.
+		if err := scan(nil); err != nil {
+			return nil, err
 		}
-		rec.Release()
+		return out, nil
+	}
+	rows, err := newRowCheck(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", name(id), err)
+	}
+	defer rows.close()
+	if err := rows.load(ctx, scan); err != nil {
+		return nil, err
+	}
+	if err := rows.count(ctx, out); err != nil {
+		return nil, fmt.Errorf("check %s: %w", name(id), err)
+	}
+	if err := rows.close(); err != nil {
+		return nil, fmt.Errorf("check %s: %w", name(id), err)
 	}
 	return out, nil
 }

@@ -202,8 +202,10 @@ func (c storedColumns) names() []string {
 
 // countStored adds the offsets of one scanned batch to out: each
 // message's offset once (a declared table's rows beyond a message's first
-// are counted as rows of it, not as offsets stored again).
-func countStored(rec arrow.RecordBatch, c storedColumns, out map[sink.TopicPartition]*sink.Offsets) error {
+// are counted as rows of it, not as offsets stored again, and handed to
+// later, if not nil, to be checked by their index).
+func countStored(rec arrow.RecordBatch, c storedColumns, out map[sink.TopicPartition]*sink.Offsets,
+	later func(tp sink.TopicPartition, o int64, k int32) error) error {
 	col := func(name string) (arrow.Array, error) {
 		idx := rec.Schema().FieldIndices(name)
 		if len(idx) == 0 {
@@ -245,6 +247,11 @@ func countStored(rec arrow.RecordBatch, c storedColumns, out map[sink.TopicParti
 		}
 		if index != nil && index.Value(i) > 0 {
 			out[tp].AddRow()
+			if later != nil {
+				if err := later(tp, o.Value(i), index.Value(i)); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		out[tp].Add(o.Value(i))
