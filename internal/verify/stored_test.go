@@ -160,3 +160,17 @@ func TestFromStoredAsksKafkaOnlyBelowTheLogEnd(t *testing.T) {
 		t.Errorf("problems %q, want %q (2 is a marker Kafka holds, 4 past the log end)", rep.Problems, want)
 	}
 }
+
+// The rows of a message beyond its first that the scan found stored twice
+// or missing (by their index; the offsets' runs see only each message's
+// first row) fail the report, as a duplicate and as missing rows.
+func TestFromStoredCountsRowsBeyondAMessagesFirst(t *testing.T) {
+	next := map[sink.TopicPartition]int64{tp: 3}
+	raw := stored(0, 1, 2)
+	raw[tp].RepeatedRows, raw[tp].MissingRows = 1, 2
+	rep := FromStored(nil, next, raw, nil, nil, true, nil)
+	want := []string{"t/0: 1 offsets stored more than once", "t/0: 2 rows of messages missing (an index below a stored row's of its message)"}
+	if rep.OK || rep.Partitions[0].Duplicates != 1 || rep.Partitions[0].MissingRows != 2 || !slices.Equal(rep.Problems, want) {
+		t.Errorf("problems %q, want %q: %+v", rep.Problems, want, rep.Partitions[0])
+	}
+}
