@@ -25,7 +25,8 @@ var reWrite = regexp.MustCompile(`^(?:INSERT INTO|MERGE INTO|UPDATE|DELETE FROM)
 // txn_merge_into.test), or at once outside one. DuckDB evaluates the
 // expressions, so only the SQL that both engines read alike is
 // trustworthy here; the one difference the merge SQL meets is rewritten
-// (variantSQL).
+// (variantSQL): a variant cast to a string, and TRY_CAST of a variant to
+// a number, a boolean or a timestamp (variantTryCast).
 func (s *Server) execute(stmt string, tx *txn) ([]string, [][]*string, error) {
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
@@ -73,14 +74,19 @@ func (s *Server) execute(stmt string, tx *txn) ([]string, [][]*string, error) {
 // text otherwise (functions/src/scalars/variant.rs, "to_string"); DuckDB's
 // cast of JSON to VARCHAR keeps a string's quotes, its ->> '$' does not.
 // Databend's JSON_TYPEOF is DuckDB's json_type (variant.rs registers
-// "json_typeof"); the names it answers differ ('string' and VARCHAR),
-// which only matters across engines. Everything else the merge SQL uses (v['key'] on a variant, NULL for a
-// missing key; TRY_CAST of a JSON number; MERGE INTO, QUALIFY, IF) DuckDB
-// reads as Databend does.
+// "json_typeof"); of the names they answer BOOLEAN, DOUBLE, ARRAY and
+// OBJECT agree, the others differ (jsonb src/constants.rs: STRING,
+// INTEGER, DECIMAL, NULL_VALUE; DuckDB: VARCHAR, BIGINT, UBIGINT, NULL).
+// Databend's TRY_CAST of a variant to a number, a boolean or a timestamp
+// reads the JSON value as the jsonb crate does, not as DuckDB's cast of
+// JSON: rewritten (variantTryCast). Everything else the merge SQL uses
+// (v['key'] on a variant, NULL for a missing key; TRY_CAST of a variant
+// to DECIMAL, DATE or VARCHAR; MERGE INTO, QUALIFY, IF) DuckDB reads as
+// Databend does.
 var (
-	// v['a']['b']::VARCHAR, v being a column or a call without nested
-	// parentheses.
-	reVariantText = regexp.MustCompile(`((?:[A-Za-z_][\w.]*|[A-Za-z_]+\([^()]*\))(?:\['[^']*'\])+)::VARCHAR`)
+	// v['a']['b']::VARCHAR or v['a'][0]::VARCHAR, v being a column or a
+	// call without nested parentheses.
+	reVariantText = regexp.MustCompile(`((?:[A-Za-z_][\w.]*|[A-Za-z_]+\([^()]*\))(?:\['[^']*'\]|\[[0-9]+\])+)::VARCHAR`)
 	// TRY_CAST(v['a'] AS VARCHAR)
 	reVariantTryText = regexp.MustCompile(`TRY_CAST\(((?:[A-Za-z_][\w.]*)(?:\['[^']*'\])+) AS VARCHAR\)`)
 	reJSONTypeof     = regexp.MustCompile(`\bJSON_TYPEOF\(`)
@@ -112,7 +118,72 @@ func (s *Server) variantSQL(stmt string) string {
 		stmt = re.ReplaceAllString(stmt, `(($1)->>'$$')`)
 	}
 	stmt = reVariantTryText.ReplaceAllString(stmt, `(($1)->>'$$')`)
+	stmt = reVariantTryCast.ReplaceAllStringFunc(stmt, func(m string) string {
+		sub := reVariantTryCast.FindStringSubmatch(m)
+		if cast := variantTryCast(sub[1], sub[2]); cast != "" {
+			return cast
+		}
+		return m
+	})
 	return reJSONTypeof.ReplaceAllString(stmt, "json_type(")
+}
+
+// TRY_CAST(v['a'][0] AS TYPE) of a variant path to a type with arguments
+// or none.
+var reVariantTryCast = regexp.MustCompile(`TRY_CAST\(([A-Za-z_][\w.]*(?:\['(?:[^']|'')*'\]|\[[0-9]+\])+) AS ([A-Za-z_][A-Za-z0-9_]*(?:\([0-9, ]+\))?)\)`)
+
+// rustFloat is what Rust's str::parse::<f64> reads (core num/dec2flt): a
+// sign, digits with an optional point and exponent, inf, infinity or nan
+// in any case; no spaces, no underscores, no hexadecimal.
+const rustFloat = `(?i)[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)(e[+-]?[0-9]+)?|inf|infinity|nan)`
+
+// variantTryCast is DuckDB SQL giving what Databend's TRY_CAST of the
+// variant v to typ gives, for the types whose cast from a variant DuckDB's
+// TRY_CAST of JSON does not read as Databend does; "" to keep DuckDB's.
+// Databend casts a variant with the jsonb crate (functions/src/scalars/
+// variant.rs registers try_to_<number>, try_to_boolean and
+// try_to_timestamp on RawJsonb's to_i64, to_f64, to_bool and
+// cast_to_timestamp; jsonb src/functions/scalar.rs, src/number.rs):
+//   - an integer: a JSON boolean is 1 or 0; a number is rounded to the
+//     nearest integer, halves away from zero (number.rs round_float_to_int,
+//     round_decimal_i128); a string is an integer as Rust's parse::<i64>
+//     reads it, else a float as parse::<f64> reads it, rounded
+//     (scalar.rs parse_string_to_i64); nothing else casts;
+//   - a float: a boolean is 1 or 0, a number its value, a string what
+//     parse::<f64> reads (no spaces: " 12 " does not cast);
+//   - a boolean: a JSON boolean, or the strings true/yes and false/no in
+//     any case (scalar.rs to_bool); a number does not cast;
+//   - a timestamp: a string only (variant.rs cast_to_timestamp: any other
+//     JSON type is InvalidJsonType), read by string_to_timestamp, which
+//     honours a zone offset (the instant), else in the session's time
+//     zone (UTC here).
+func variantTryCast(v, typ string) string {
+	s := "((" + v + ")->>'$')"
+	kind := "json_type(" + v + ")"
+	switch t := strings.ToUpper(typ); t {
+	case "TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "INT8", "INT16", "INT32", "INT64",
+		"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UINT8", "UINT16", "UINT32", "UINT64":
+		return fmt.Sprintf(`(CASE %[1]s WHEN 'BOOLEAN' THEN TRY_CAST(CASE WHEN TRY_CAST(%[2]s AS BOOLEAN) THEN 1 ELSE 0 END AS %[3]s)
+ WHEN 'BIGINT' THEN TRY_CAST(%[4]s AS %[3]s) WHEN 'UBIGINT' THEN TRY_CAST(%[4]s AS %[3]s)
+ WHEN 'DOUBLE' THEN TRY_CAST(round(TRY_CAST(%[4]s AS DOUBLE)) AS %[3]s)
+ WHEN 'VARCHAR' THEN CASE WHEN regexp_full_match(%[4]s, '[+-]?[0-9]+') THEN TRY_CAST(%[4]s AS %[3]s)
+   WHEN regexp_full_match(%[4]s, %[5]s) AND isfinite(TRY_CAST(%[4]s AS DOUBLE)) THEN TRY_CAST(round(TRY_CAST(%[4]s AS DOUBLE)) AS %[3]s) END END)`,
+			kind, v, typ, s, quoteString(rustFloat))
+	case "DOUBLE", "FLOAT", "REAL", "FLOAT64", "FLOAT32":
+		return fmt.Sprintf(`(CASE %[1]s WHEN 'BOOLEAN' THEN CASE WHEN TRY_CAST(%[2]s AS BOOLEAN) THEN 1 ELSE 0 END::%[3]s
+ WHEN 'BIGINT' THEN TRY_CAST(%[4]s AS %[3]s) WHEN 'UBIGINT' THEN TRY_CAST(%[4]s AS %[3]s) WHEN 'DOUBLE' THEN TRY_CAST(%[4]s AS %[3]s)
+ WHEN 'VARCHAR' THEN CASE WHEN regexp_full_match(%[4]s, %[5]s) THEN TRY_CAST(%[4]s AS %[3]s) END END)`,
+			kind, v, typ, s, quoteString(rustFloat))
+	case "BOOLEAN", "BOOL":
+		return fmt.Sprintf(`(CASE %[1]s WHEN 'BOOLEAN' THEN TRY_CAST(%[2]s AS BOOLEAN)
+ WHEN 'VARCHAR' THEN CASE WHEN lower(%[3]s) IN ('true', 'yes') THEN true WHEN lower(%[3]s) IN ('false', 'no') THEN false END END)`,
+			kind, v, s)
+	case "TIMESTAMP", "DATETIME":
+		return fmt.Sprintf(`(CASE WHEN %[1]s = 'VARCHAR' THEN CASE WHEN regexp_matches(%[2]s, %[3]s) THEN make_timestamp(epoch_us(TRY_CAST(%[2]s AS TIMESTAMPTZ)))
+ WHEN NOT regexp_matches(lower(%[2]s), 'inf') THEN TRY_CAST(%[2]s AS TIMESTAMP) END END)`,
+			kind, s, quoteString(`:[0-9]{2}(\.[0-9]*)?\s*([zZ]|[+-][0-9]{2}(:?[0-9]{2})?)\s*$`))
+	}
+	return ""
 }
 
 // engineType is DuckDB's type for a Databend column type.
