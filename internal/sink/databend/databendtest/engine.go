@@ -87,8 +87,8 @@ var (
 	// v['a']['b']::VARCHAR or v['a'][0]::VARCHAR, v being a column or a
 	// call without nested parentheses.
 	reVariantText = regexp.MustCompile(`((?:[A-Za-z_][\w.]*|[A-Za-z_]+\([^()]*\))(?:\['[^']*'\]|\[[0-9]+\])+)::VARCHAR`)
-	// TRY_CAST(v['a'] AS VARCHAR)
-	reVariantTryText = regexp.MustCompile(`TRY_CAST\(((?:[A-Za-z_][\w.]*)(?:\['[^']*'\])+) AS VARCHAR\)`)
+	// TRY_CAST(v['a'] AS VARCHAR), TRY_CAST(v['a'][0] AS VARCHAR)
+	reVariantTryText = regexp.MustCompile(`TRY_CAST\(((?:[A-Za-z_][\w.]*)(?:\['[^']*'\]|\[[0-9]+\])+) AS VARCHAR\)`)
 	reJSONTypeof     = regexp.MustCompile(`\bJSON_TYPEOF\(`)
 )
 
