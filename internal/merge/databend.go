@@ -168,6 +168,35 @@ func databendPath(doc, path string) string {
 	return b.String()
 }
 
+// databendTryCast is the Databend SQL casting the variant v to typ as the
+// DuckDB merge casts the path's text (TRY_CAST of json_extract_string), so
+// that a model gives the same rows and rejects on both sinks. Databend's
+// TRY_CAST of a variant reads it with the jsonb crate, which differs from
+// that where a JSON boolean meets a number or a number a boolean
+// (functions/src/scalars/variant.rs try_to_<number>, try_to_boolean;
+// scalars/decimal/src/cast_from_jsonb.rs; jsonb src/functions/scalar.rs
+// to_i64, to_f64, to_bool):
+//   - into a number a JSON boolean is 1 or 0 on Databend, while DuckDB
+//     cannot cast the text "true" to a number: it does not cast here either
+//     (a key of true would otherwise be the key 1, overwriting its row);
+//   - into a boolean Databend takes a JSON boolean and the strings
+//     true/yes/false/no, DuckDB's text cast also t/y/1 and f/n/0 (so the
+//     numbers 1 and 0), in any case and without spaces: the variant's text
+//     is matched against DuckDB's words.
+func databendTryCast(v, typ string) string {
+	base, _, _ := strings.Cut(strings.ToUpper(strings.TrimSpace(typ)), "(")
+	switch strings.TrimSpace(base) {
+	case "BOOLEAN", "BOOL", "LOGICAL":
+		return fmt.Sprintf("CASE WHEN LOWER(%[1]s::VARCHAR) IN ('true', 't', 'yes', 'y', '1') THEN TRUE WHEN LOWER(%[1]s::VARCHAR) IN ('false', 'f', 'no', 'n', '0') THEN FALSE END", v)
+	case "TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "HUGEINT", "INT1", "INT2", "INT4", "INT8", "INT16", "INT32", "INT64",
+		"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT", "UINT8", "UINT16", "UINT32", "UINT64",
+		"FLOAT", "FLOAT4", "FLOAT8", "FLOAT32", "FLOAT64", "REAL", "DOUBLE", "DECIMAL", "NUMERIC":
+		// JSON_TYPEOF answers BOOLEAN for a JSON boolean (jsonb src/constants.rs TYPE_BOOLEAN).
+		return fmt.Sprintf("CASE WHEN JSON_TYPEOF(%[1]s) = 'BOOLEAN' THEN NULL ELSE TRY_CAST(%[1]s AS %[2]s) END", v, typ)
+	}
+	return fmt.Sprintf("TRY_CAST(%s AS %s)", v, typ)
+}
+
 // databendIncrement projects the raw rows past the model's watermark into
 // the scratch table inc.
 func (p *plan) databendIncrement(inc string) string {
@@ -187,7 +216,7 @@ func (p *plan) databendIncrement(inc string) string {
 		if strings.EqualFold(c.Type, "JSON") || strings.EqualFold(c.Type, "VARIANT") {
 			return fmt.Sprintf("%s AS tl_raw_%d, %s AS %s", v, i, v, sqltext.Ident(c.Name))
 		}
-		return fmt.Sprintf("%s::VARCHAR AS tl_raw_%d, TRY_CAST(%s AS %s) AS %s", v, i, v, c.Type, sqltext.Ident(c.Name))
+		return fmt.Sprintf("%s::VARCHAR AS tl_raw_%d, %s AS %s", v, i, databendTryCast(v, c.Type), sqltext.Ident(c.Name))
 	})
 	topic := "r.record_metadata['topic']::VARCHAR"
 	return fmt.Sprintf(`INSERT INTO %s (tl_topic, kpartition, koffset, tl_kind, tl_reason, %s)
