@@ -186,7 +186,14 @@ func TestSinksStoreTheSameOTLPRows(t *testing.T) {
 	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	sameRowsOnSinks(t, cluster.ListenAddrs()[0], "traces", []string{"otel_spans", "genai_operations", "otel_spans_dlq"})
+}
 
+// sameRowsOnSinks reads the OTLP messages of signal on testTopic at
+// broker into DuckDB, Databend (its test server) and Iceberg, and checks
+// that each of tables holds the same rows on all three.
+func sameRowsOnSinks(t *testing.T, broker, signal string, tables []string) {
+	t.Helper()
 	srv := databendtest.New("u", "p")
 	srv.Set(func() { srv.SQL = true }) // executes the dedup model's setup
 	t.Cleanup(srv.Close)
@@ -206,9 +213,9 @@ func TestSinksStoreTheSameOTLPRows(t *testing.T) {
 		if k.name == "iceberg" {
 			load = "" // Iceberg loads at its commit_interval
 		}
-		text := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], group: %s, format: otlp_proto, signal: traces}\n"+
+		text := fmt.Sprintf("kafka: {brokers: [%q], topics: [%s], group: %s, format: otlp_proto, signal: %s}\n"+
 			"batch: {max_interval: 100ms}\n%ssink: {%s}\nmetrics: {listen: \"\"}\n",
-			cluster.ListenAddrs()[0], testTopic, "g-"+k.name, load, sinkCfg)
+			broker, testTopic, "g-"+k.name, signal, load, sinkCfg)
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +225,7 @@ func TestSinksStoreTheSameOTLPRows(t *testing.T) {
 		}
 		got[k.name] = loadAndRead(t, k.name, cfg, srv)
 	}
-	for _, tbl := range []string{"otel_spans", "genai_operations", "otel_spans_dlq"} {
+	for _, tbl := range tables {
 		want := got["duckdb"][tbl]
 		if len(want) == 0 {
 			t.Errorf("duckdb: no rows in %s", tbl)
@@ -247,14 +254,17 @@ func loadAndRead(t *testing.T, kind string, cfg *config.Config, srv *databendtes
 	t.Helper()
 	ctx := context.Background()
 	runToIdle(t, kind, cfg, nil)
-	spans, ops := typedTable(cfg), derivedTable(cfg)
+	typed, derived := typedTable(cfg), derivedTable(cfg)
+	main, dlqName := typed.Name, typed.Name+"_dlq"
 	out := map[string]sinkRows{}
 	switch kind {
 	case "duckdb":
 		db := openDuckDBFile(t, cfg.Sink.DuckDB.Path)
-		out["otel_spans"] = duckRows(t, db, "otel_spans", duckdbsink.TypedColumns(spans))
-		out["genai_operations"] = duckRows(t, db, "genai_operations", duckdbsink.TypedColumns(ops))
-		out["otel_spans_dlq"] = duckRows(t, db, "otel_spans_dlq", duckdbsink.DLQColumns())
+		out[main] = duckRows(t, db, main, duckdbsink.TypedColumns(typed))
+		if derived != nil {
+			out[derived.Name] = duckRows(t, db, derived.Name, duckdbsink.TypedColumns(derived))
+		}
+		out[dlqName] = duckRows(t, db, dlqName, duckdbsink.DLQColumns())
 	case "iceberg":
 		ice, err := openIceberg(ctx, cfg)
 		if err != nil {
@@ -267,24 +277,27 @@ func loadAndRead(t *testing.T, kind string, cfg *config.Config, srv *databendtes
 		}
 		defer db.Close()
 		raw, dlq := ice.Identifiers()
-		for _, v := range []struct {
+		type icebergTable struct {
 			id   table.Identifier
 			name string
 			cols []duckdbsink.Column
-		}{
-			{raw, "otel_spans", duckdbsink.TypedColumns(spans)},
-			{ice.DerivedIdentifier(), "genai_operations", duckdbsink.TypedColumns(ops)},
-			{dlq, "otel_spans_dlq", duckdbsink.DLQColumns()},
-		} {
+		}
+		tables := []icebergTable{{raw, main, duckdbsink.TypedColumns(typed)}, {dlq, dlqName, duckdbsink.DLQColumns()}}
+		if derived != nil {
+			tables = append(tables, icebergTable{ice.DerivedIdentifier(), derived.Name, duckdbsink.TypedColumns(derived)})
+		}
+		for _, v := range tables {
 			if _, err := copyIcebergTable(ctx, ice, v.id, db, v.name, v.cols); err != nil {
 				t.Fatal(err)
 			}
 			out[v.name] = duckRows(t, db, v.name, v.cols)
 		}
 	case "databend":
-		out["otel_spans"] = databendRows(t, srv, "otel_spans", duckdbsink.TypedColumns(spans))
-		out["genai_operations"] = databendRows(t, srv, "genai_operations", duckdbsink.TypedColumns(ops))
-		out["otel_spans_dlq"] = databendRows(t, srv, "otel_spans_dlq", duckdbsink.DLQColumns())
+		out[main] = databendRows(t, srv, main, duckdbsink.TypedColumns(typed))
+		if derived != nil {
+			out[derived.Name] = databendRows(t, srv, derived.Name, duckdbsink.TypedColumns(derived))
+		}
+		out[dlqName] = databendRows(t, srv, dlqName, duckdbsink.DLQColumns())
 	}
 	return out
 }
@@ -336,7 +349,7 @@ func duckRows(t *testing.T, db *sql.DB, name string, cols []duckdbsink.Column) s
 	t.Helper()
 	var sel, names []string
 	for _, c := range cols {
-		if name == "otel_spans_dlq" && !slices.Contains(dlqCompared, c.Name) {
+		if strings.HasSuffix(name, "_dlq") && !slices.Contains(dlqCompared, c.Name) {
 			continue
 		}
 		expr := quoteIdent(c.Name)
@@ -423,7 +436,7 @@ func databendRows(t *testing.T, srv *databendtest.Server, name string, cols []du
 	for _, row := range srv.Rows(name) {
 		r := map[string]string{}
 		for _, c := range cols {
-			if name == "otel_spans_dlq" && !slices.Contains(dlqCompared, c.Name) {
+			if strings.HasSuffix(name, "_dlq") && !slices.Contains(dlqCompared, c.Name) {
 				continue
 			}
 			v, ok := row[c.Name]
