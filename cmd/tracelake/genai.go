@@ -22,6 +22,7 @@ import (
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/prices"
+	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
@@ -40,7 +41,10 @@ var rebuildSpanColumns = []string{"tenant_id", "service_name", "name", "trace_id
 // newer tracelake), replacing the table's rows in one transaction. On
 // Databend and Iceberg the spans are read into an in-memory DuckDB first
 // (the whole table: mind its size); Databend then stages and copies the
-// rows, Iceberg commits them as one overwrite. It returns the rows.
+// rows, Iceberg commits them as one overwrite. A sink whose rebuild covers
+// only the spans up to positions read before them (Databend: loads may
+// commit while it reads and replaces) has the spans past those left out
+// here, and keeps their operations as loaded. It returns the rows.
 func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 	table, err := prices.Load(cfg.GenAI.PricesFile)
 	if err != nil {
@@ -63,12 +67,18 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 			return 0, err
 		}
 		defer db.Close()
-		if err := lake.beginRebuild(ctx); err != nil {
+		upTo, err := lake.beginRebuild(ctx)
+		if err != nil {
 			return 0, err
 		}
 		cols := selectColumns(duckdbsink.TypedColumns(typedTable(cfg)), rebuildSpanColumns)
 		if err := lake.copyInto(ctx, db, cfg.Sink.Table, cols, time.Time{}); err != nil {
 			return 0, err
+		}
+		if upTo != nil {
+			if err := keepSpansUpTo(ctx, db, cfg.Sink.Table, upTo); err != nil {
+				return 0, err
+			}
 		}
 		chunks, err := operationChunks(ctx, db, cfg.Sink.Table, m)
 		if err != nil {
@@ -173,6 +183,26 @@ func operationChunks(ctx context.Context, db *sql.DB, spans string, m *genai.Map
 	return chunks, err
 }
 
+// keepSpansUpTo deletes from table spans in db (DuckDB) the spans past
+// upTo: those of a partition upTo lacks, or past its last offset there.
+// Their loads committed after the rebuild began; their operations are not
+// the rebuild's to replace.
+func keepSpansUpTo(ctx context.Context, db *sql.DB, spans string, upTo map[sink.TopicPartition]int64) error {
+	values := make([]string, 0, len(upTo))
+	for tp, last := range upTo {
+		values = append(values, fmt.Sprintf("(%s, %d, %d)", sqltext.String(tp.Topic), tp.Partition, last))
+	}
+	keep := "FALSE" // nothing loaded when the rebuild began
+	if len(values) > 0 {
+		keep = fmt.Sprintf(`EXISTS (SELECT 1 FROM (VALUES %s) AS up_to(ktopic, kpartition, last_offset)
+			WHERE up_to.ktopic = s.ktopic AND up_to.kpartition = s.kpartition AND s.koffset <= up_to.last_offset)`, strings.Join(values, ", "))
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s AS s WHERE NOT %s", sqltext.Name(spans), keep)); err != nil {
+		return fmt.Errorf("leave out the spans loaded after the rebuild began: %w", err)
+	}
+	return nil
+}
+
 // selectColumns are the columns of cols named in names, in names' order.
 func selectColumns(cols []duckdbsink.Column, names []string) []duckdbsink.Column {
 	var out []duckdbsink.Column
@@ -194,8 +224,11 @@ type lake interface {
 	copyInto(ctx context.Context, db *sql.DB, table string, cols []duckdbsink.Column, from time.Time) error
 	// beginRebuild is called before the spans are read for a rebuild,
 	// ReplaceDerived after: it replaces genai_operations' rows (see the
-	// sinks').
-	beginRebuild(ctx context.Context) error
+	// sinks'). beginRebuild returns the last offset per partition of the
+	// spans the rebuild covers, or nil for every span read: the
+	// operations are derived from those spans only, and ReplaceDerived
+	// replaces only theirs.
+	beginRebuild(ctx context.Context) (upTo map[sink.TopicPartition]int64, err error)
 	ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error)
 	Close() error
 }
@@ -210,7 +243,7 @@ func openLake(ctx context.Context, cfg *config.Config) (lake, error) {
 		if err != nil {
 			return nil, err
 		}
-		l, prepare = databendLake{snk}, snk.Prepare
+		l, prepare = &databendLake{Sink: snk}, snk.Prepare
 	case config.SinkIceberg:
 		snk, err := openIceberg(ctx, cfg)
 		if err != nil {
@@ -227,12 +260,32 @@ func openLake(ctx context.Context, cfg *config.Config) (lake, error) {
 	return l, nil
 }
 
-type databendLake struct{ *databend.Sink }
+type databendLake struct {
+	*databend.Sink
+	rebuild *databend.Rebuild // begun by beginRebuild
+}
 
-// beginRebuild: Databend's rebuild replaces the rows in one transaction.
-func (databendLake) beginRebuild(context.Context) error { return nil }
+// beginRebuild reads the ledger's positions: a load may commit while the
+// rebuild reads the spans and before it replaces the operations (nothing
+// stops tracelake run, and no Databend transaction reads one snapshot of
+// tables it only reads), so the rebuild covers the spans up to them.
+func (d *databendLake) beginRebuild(ctx context.Context) (map[sink.TopicPartition]int64, error) {
+	r, err := d.Sink.BeginRebuild(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.rebuild = r
+	return r.UpTo(), nil
+}
 
-func (d databendLake) copyInto(ctx context.Context, db *sql.DB, table string, cols []duckdbsink.Column, from time.Time) error {
+func (d *databendLake) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error) {
+	if d.rebuild == nil {
+		return 0, errors.New("BUG: a rebuild's rows replaced before it began")
+	}
+	return d.Sink.ReplaceDerived(ctx, d.rebuild, chunks)
+}
+
+func (d *databendLake) copyInto(ctx context.Context, db *sql.DB, table string, cols []duckdbsink.Column, from time.Time) error {
 	since := ""
 	if !from.IsZero() {
 		since = databendTime(from)
@@ -246,9 +299,11 @@ type icebergLake struct {
 	rebuild   *iceberg.Rebuild // begun by beginRebuild
 }
 
-func (i *icebergLake) beginRebuild(ctx context.Context) (err error) {
+// beginRebuild: Iceberg's rebuild covers every span read, the main
+// table's snapshot it reads here (its commit fails if a load moved it).
+func (i *icebergLake) beginRebuild(ctx context.Context) (_ map[sink.TopicPartition]int64, err error) {
 	i.rebuild, err = i.Sink.BeginRebuild(ctx)
-	return err
+	return nil, err
 }
 
 func (i *icebergLake) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error) {

@@ -9,11 +9,13 @@ package databend
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -300,12 +302,53 @@ func (s *Sink) QueryRows(ctx context.Context, q string) ([][]*string, error) {
 	return res.Rows, nil
 }
 
-// ReplaceDerived replaces every row of the derived table (Options.Derived)
-// with the NDJSON rows of files (each one file's content), in one
-// transaction: the files are staged, then DELETE and COPY, then COMMIT.
-// It returns the rows copied. Loads running meanwhile make the commit
-// conflict (it then fails: run it with tracelake run stopped).
-func (s *Sink) ReplaceDerived(ctx context.Context, files [][]byte) (int64, error) {
+// Rebuild is a rebuild of the derived table begun by BeginRebuild: the
+// ledger's positions before the main table's rows were read.
+type Rebuild struct {
+	last map[sink.TopicPartition]int64
+}
+
+// UpTo is the last offset per partition the rebuild covers: its rows
+// must be derived from the main table's rows at or below these offsets
+// (of these partitions) and from all of them. The main table's rows past
+// them are loads that committed after BeginRebuild; their derived rows
+// stay as they loaded.
+func (r *Rebuild) UpTo() map[sink.TopicPartition]int64 { return maps.Clone(r.last) }
+
+// BeginRebuild reads the ledger's last loaded offset of every partition,
+// before the caller reads the main table's rows to derive the new rows
+// from. A load commits its rows, its derived rows and its ledger rows in
+// one transaction and never adds a row at or below the ledger's position
+// (its fence), so every main and derived row at or below what is read
+// here is committed before it, and the rows read after it include them.
+// Databend gives no transaction one snapshot of the tables it only reads
+// (a read sees the latest commit; only a mutated table keeps a base
+// snapshot: TxnBuffer in storages/common/session/src/transaction.rs), so
+// the ledger, not a snapshot, is what bounds the rebuild.
+func (s *Sink) BeginRebuild(ctx context.Context) (*Rebuild, error) {
+	if s.opt.Derived == nil {
+		return nil, errors.New("no derived table is configured")
+	}
+	last, err := s.ledgerPositions(ctx, s.c.session(), "")
+	if err != nil {
+		return nil, err
+	}
+	return &Rebuild{last: last}, nil
+}
+
+// ReplaceDerived replaces the rows of the derived table (Options.Derived)
+// that r covers (Rebuild.UpTo) with the NDJSON rows of files (each one
+// file's content, derived from the main table's rows r covers), in one
+// transaction: the files are staged, then DELETE of the rows r covers
+// and COPY, then COMMIT. The derived rows of loads that committed after
+// BeginRebuild are past r and stay; a load committing during the
+// transaction appends its rows after what the DELETE read, and
+// databend-query commits the DELETE on top of them
+// (storages/fuse/src/retry/commit.rs, try_rebuild_req; retry/diff.rs
+// SegmentsDiff keeps segments appended since the base): so a rebuild
+// beside a running loader neither loses nor doubles a row. It returns the
+// rows copied.
+func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, files [][]byte) (int64, error) {
 	if s.opt.Derived == nil {
 		return 0, errors.New("no derived table is configured")
 	}
@@ -330,8 +373,10 @@ func (s *Sink) ReplaceDerived(ctx context.Context, files [][]byte) (int64, error
 	}
 	committed := false
 	defer func() { end(committed) }()
-	if _, err := ss.query(ctx, "DELETE FROM "+s.tables.derived); err != nil {
-		return 0, fmt.Errorf("empty %s: %w", s.opt.DerivedTable, err)
+	if len(r.last) > 0 { // an empty ledger: no row is covered
+		if _, err := ss.query(ctx, deleteUpTo(s.tables.derived, r.last)); err != nil {
+			return 0, fmt.Errorf("delete the rebuilt rows of %s: %w", s.opt.DerivedTable, err)
+		}
 	}
 	got, err := s.copyFiles(ctx, ss, &loadPlan{}, s.tables.derived, targets)
 	if err != nil {
@@ -349,6 +394,24 @@ func (s *Sink) ReplaceDerived(ctx context.Context, files [][]byte) (int64, error
 	}
 	committed = true
 	return n, nil
+}
+
+// deleteUpTo is the DELETE of table's rows whose coordinates are at or
+// below last's offset of their partition.
+func deleteUpTo(table string, last map[sink.TopicPartition]int64) string {
+	parts := slices.SortedFunc(maps.Keys(last), func(a, b sink.TopicPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "DELETE FROM %s WHERE ", table)
+	for i, tp := range parts {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		fmt.Fprintf(&b, "(%s = %s AND %s = %d AND %s <= %d)", schema.TopicColumn, sqltext.DatabendString(tp.Topic),
+			schema.PartitionColumn, tp.Partition, schema.OffsetColumn, last[tp])
+	}
+	return b.String()
 }
 
 // location is the stage path of the sink's files, as SQL: @~/prefix/.
@@ -372,9 +435,8 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 // lastLoaded reads the last loaded offset of each of parts that the ledger
 // knows, in the session ss (inside a load's transaction: its snapshot).
 func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
-	out := map[sink.TopicPartition]int64{}
 	if len(parts) == 0 {
-		return out, nil
+		return map[sink.TopicPartition]int64{}, nil
 	}
 	var topics []string
 	want := map[sink.TopicPartition]bool{}
@@ -384,12 +446,23 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 			topics = append(topics, tp.Topic)
 		}
 	}
-	q := fmt.Sprintf(`SELECT topic, "partition", max(last_offset) FROM %s WHERE topic IN (%s) GROUP BY topic, "partition"`,
-		s.tables.ledger, sqltext.QuoteAll(topics, sqltext.DatabendString))
+	last, err := s.ledgerPositions(ctx, ss, fmt.Sprintf(" WHERE topic IN (%s)", sqltext.QuoteAll(topics, sqltext.DatabendString)))
+	if err != nil {
+		return nil, err
+	}
+	maps.DeleteFunc(last, func(tp sink.TopicPartition, _ int64) bool { return !want[tp] })
+	return last, nil
+}
+
+// ledgerPositions reads the last loaded offset of each partition the
+// ledger knows (those of the rows where selects), in the session ss.
+func (s *Sink) ledgerPositions(ctx context.Context, ss *session, where string) (map[sink.TopicPartition]int64, error) {
+	q := fmt.Sprintf(`SELECT topic, "partition", max(last_offset) FROM %s%s GROUP BY topic, "partition"`, s.tables.ledger, where)
 	res, err := ss.query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger %s: %w", s.opt.Table+"_ledger", err)
 	}
+	out := map[sink.TopicPartition]int64{}
 	for _, row := range res.Rows {
 		if len(row) < 3 || row[0] == nil || row[1] == nil || row[2] == nil {
 			continue
@@ -399,10 +472,7 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("read ledger: unexpected row %v", deref(row))
 		}
-		tp := sink.TopicPartition{Topic: *row[0], Partition: int32(p)}
-		if want[tp] {
-			out[tp] = o
-		}
+		out[sink.TopicPartition{Topic: *row[0], Partition: int32(p)}] = o
 	}
 	return out, nil
 }

@@ -18,7 +18,7 @@ var (
 	reDesc         = regexp.MustCompile(`^DESC (\S+)$`)
 	reAddColumn    = regexp.MustCompile(`^ALTER TABLE (\S+) ADD COLUMN (\S+) (.+?)( NULL)?$`)
 	rePresign      = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
-	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+) WHERE topic IN \((.*)\) GROUP BY topic, "partition"$`)
+	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+)(?: WHERE topic IN \((.*)\))? GROUP BY topic, "partition"$`)
 	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
 	reLedgerInsert = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
 	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
@@ -33,6 +33,10 @@ var (
 	reStoredCount      = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
 	reTableCount       = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
 	reDelete           = regexp.MustCompile(`^DELETE FROM (\S+)$`)
+	// The GenAI rebuild's DELETE of the rows at or below the ledger's
+	// positions: one (topic, partition, last offset) per partition.
+	reDeleteUpTo = regexp.MustCompile(`^DELETE FROM (\S+) WHERE (\(ktopic = '(?:[^'\\]|''|\\.)*' AND kpartition = \d+ AND koffset <= -?\d+\)(?: OR .*)?)$`)
+	reUpToTuple  = regexp.MustCompile(`\(ktopic = '((?:[^'\\]|''|\\.)*)' AND kpartition = (\d+) AND koffset <= (-?\d+)\)`)
 	// Plain columns of a table, optionally from a time on (the report and
 	// the rebuild read tables so).
 	reSelectColumns = regexp.MustCompile(`^SELECT ((?:[a-z_]+)(?:, [a-z_]+)*) FROM (\S+)( WHERE start_time >= '([^']+)')?$`)
@@ -183,6 +187,35 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		delete(tx.rows, unquote(m[1]))
 		return nil, nil, nil
 	}
+	if m := reDeleteUpTo.FindStringSubmatch(sql); m != nil {
+		// Only inside a transaction here (the rebuild's), as DELETE FROM:
+		// the rows kept are its own view's, applied at COMMIT on top of
+		// the rows appended since (apply).
+		t, err := s.table(m[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		if tx == nil {
+			return nil, nil, errors.New("fake: DELETE outside a transaction is not modelled")
+		}
+		name := unquote(m[1])
+		upTo := map[string]int64{}
+		for _, c := range reUpToTuple.FindAllStringSubmatch(m[2], -1) {
+			topic := strings.ReplaceAll(strings.ReplaceAll(c[1], "''", "'"), `\\`, `\`)
+			last, _ := strconv.ParseInt(c[3], 10, 64)
+			upTo[topic+"\x00"+c[2]] = last
+		}
+		var kept []Row
+		for _, r := range visible(t, tx, name) {
+			last, ok := upTo[jsonString(r["ktopic"])+"\x00"+strconv.FormatInt(jsonInt(r["kpartition"]), 10)]
+			if !ok || jsonInt(r["koffset"]) > last {
+				kept = append(kept, r)
+			}
+		}
+		tx.rewrote(name, t)
+		tx.rows[name] = kept
+		return nil, nil, nil
+	}
 	if m := reSelectColumns.FindStringSubmatch(sql); m != nil {
 		loc, err := s.timezone(*sess)
 		if err != nil {
@@ -316,7 +349,7 @@ func (s *Server) positions(ledger, topicList string, tx *txn) ([]string, [][]*st
 	var order []key
 	for _, r := range visible(t, tx, unquote(ledger)) {
 		k := key{jsonString(r["topic"]), jsonInt(r["partition"])}
-		if !slices.Contains(topics, k.topic) {
+		if topicList != "" && !slices.Contains(topics, k.topic) { // no list: every topic
 			continue
 		}
 		o := jsonInt(r["last_offset"])
