@@ -290,3 +290,26 @@ func TestOrphansKeepADedupMergesFiles(t *testing.T) {
 		t.Errorf("%d rows merged, want 3", len(rows))
 	}
 }
+
+// `tracelake merge` runs the dedup merge in a process of its own, which
+// stages nothing: its leases were never started (only staging and
+// compaction started them), so the merge's files, listed for leasing,
+// were in no lease written, and an orphan cleanup before its commit
+// deleted them all the same.
+func TestOrphansKeepTheFilesOfADedupMergeInAProcessOfItsOwn(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	day := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	load(t, openTyped(t, dir, &otel.Spans), otlpBatch(t, otel.SignalTraces, 0, 0, spansRequest(t, day, 1, 2, 3)))
+	merger := openTyped(t, dir, &otel.Spans)
+	cleaner := openTyped(t, dir, &otel.Spans)
+	merger.SetBeforeDedupCommit(func() { cleanAllAged(t, cleaner, filepath.Join(dir, "warehouse"), "before the merge's commit") })
+	res, err := merger.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"})
+	merger.SetBeforeDedupCommit(nil)
+	if err != nil || res.Inserted != 3 {
+		t.Fatalf("merge inserted %d (%v), want 3", res.Inserted, err)
+	}
+	if rows, _ := dedupRows(t, merger, "otel_spans_dedup", "name"); len(rows) != 3 {
+		t.Errorf("%d rows merged, want 3", len(rows))
+	}
+}

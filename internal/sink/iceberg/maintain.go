@@ -120,10 +120,14 @@ func (s *Sink) compactLeased(ctx context.Context, tbl *table.Table, g compaction
 	return res, s.replaceFiles(ctx, tbl, g.Tasks, res)
 }
 
-// leaseOutput lists the files a compaction or a merge writes into table
-// id (created is told of each as it is created) in the process's leases
-// until release, which writes the leases again without them.
+// leaseOutput lists the files a compaction, a merge or a rebuild
+// (ReplaceDerived) writes into table id (created is told of each as it is
+// created) in the process's leases until release, which writes the leases
+// again without them.
 func (s *Sink) leaseOutput(ctx context.Context, id table.Identifier) (created func(path string), release func()) {
+	// A process that stages nothing (`tracelake merge`, `merge --rebuild`)
+	// has no leases running until now: renewLeases writes none before.
+	s.startLeases()
 	out := &leased{id: id}
 	s.mu.Lock()
 	if s.compacting == nil {
