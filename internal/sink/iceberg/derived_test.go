@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -273,6 +274,39 @@ func TestRebuildFailsOverALoadThatLandedMeanwhile(t *testing.T) {
 	}
 	if ops := operations(t, s); len(ops) != 20 {
 		t.Errorf("%d operations, want the loads' 20", len(ops))
+	}
+}
+
+// A rebuild writes all its files before its one commit, outside any
+// snapshot until then: an orphan cleanup meanwhile (`tracelake orphans`,
+// judging them older than its grace on a long rebuild) deleted them, and
+// the commit referenced files that were gone, a table no scan can read.
+// They are leased from when each is written until the commit, as a
+// compaction's, by the rebuild's own process (`tracelake merge --rebuild`,
+// which stages nothing).
+func TestOrphansKeepARebuildsFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	load(t, openDerived(t, dir), sinktest.DerivedBatch(0, 9, 1))
+	s := openDerived(t, dir)
+	cleaner := openDerived(t, dir)
+	r, err := s.BeginRebuild(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetBeforeRebuildCommit(func() { cleanAllAged(t, cleaner, filepath.Join(dir, "warehouse"), "before the rebuild's commit") })
+	n, err := s.ReplaceDerived(ctx, r, [][]byte{opRows(10, 2)})
+	s.SetBeforeRebuildCommit(nil)
+	if err != nil || n != 10 {
+		t.Fatalf("rebuild: %d rows, %v", n, err)
+	}
+	want := make([]string, 0, 10)
+	for o := range 10 {
+		want = append(want, fmt.Sprintf("op %d 2.%012d", o, o))
+	}
+	slices.Sort(want)
+	if got := operations(t, s); !slices.Equal(got, want) {
+		t.Errorf("operations after the rebuild\n%v\nwant\n%v", got, want)
 	}
 }
 

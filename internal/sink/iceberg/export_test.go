@@ -172,6 +172,10 @@ func (s *Sink) Queued() int {
 	return len(s.group.queue)
 }
 
+// SetBeforeRebuildCommit runs f in each ReplaceDerived right before its
+// commit, after its files are written.
+func (s *Sink) SetBeforeRebuildCommit(f func()) { s.beforeRebuildCommit = f }
+
 // SetBeforeDedupCommit runs f in each Dedup right before its commit.
 func (s *Sink) SetBeforeDedupCommit(f func()) { s.beforeDedupCommit = f }
 

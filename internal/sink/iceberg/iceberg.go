@@ -197,6 +197,7 @@ type Sink struct {
 
 	// Tests: make a load or a maintenance commit lose a race.
 	beforeLoadCommit, beforeMaintenanceCommit, beforeDedupCommit func()
+	beforeRebuildCommit                                          func()
 	beforeCatalogCommit                                          func(table string)
 }
 

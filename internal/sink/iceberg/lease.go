@@ -26,8 +26,9 @@ import (
 // Staged files and orphan cleanup. A staged batch's data files are in the
 // tables' locations but in no snapshot until a load commits them, so to
 // `tracelake orphans` they look like the files of a crashed writer; so do
-// the files a compaction writes until it commits them, and compacting a
-// whole day can take longer than the grace period. Two
+// the files a compaction, a dedup merge or a rebuild of the derived table
+// writes until it commits them, and compacting a whole day (or rebuilding
+// every derived row) can take longer than the grace period. Two
 // guards keep a commit from adding a file orphan cleanup deleted:
 //
 //   - A lease: while a Sink has staged files (or a compaction's

@@ -1003,6 +1003,13 @@ func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, chunks [][]byte) 
 	if err != nil {
 		return 0, err
 	}
+	// Every chunk's files are written before the one commit, outside any
+	// snapshot until then: leased from when each is created until the
+	// commit, as a compaction's, so that `tracelake orphans` keeps them
+	// however long the rebuild takes.
+	created, release := s.leaseOutput(ctx, tbl.Identifier())
+	defer release()
+	leased := table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), noticeCreates(tbl.FS, created), nil)
 	counts := map[sink.TopicPartition]int64{}
 	var added []iceberggo.DataFile
 	for _, chunk := range chunks {
@@ -1014,12 +1021,23 @@ func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, chunks [][]byte) 
 		if rec == nil {
 			continue
 		}
-		files, err := s.writeFiles(ctx, tbl, sc, func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) })
+		files, err := s.writeFiles(ctx, leased, sc, func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) })
 		if err != nil {
 			s.removeFiles(ctx, tbl, added)
 			return 0, err
 		}
 		added = append(added, files...)
+	}
+	// Leased now, not at the next renewal, and looked up: one written
+	// long ago may be gone already (a lease that lapsed, another tool's
+	// cleanup).
+	if err := s.renewLeases(ctx); err != nil {
+		s.removeFiles(ctx, tbl, added)
+		return 0, fmt.Errorf("lease the rebuild's files before committing them: %w", err)
+	}
+	if err := s.outputExists(ctx, tbl, added); err != nil {
+		s.removeFiles(ctx, tbl, added)
+		return 0, err
 	}
 	var old []iceberggo.DataFile
 	if tbl.CurrentSnapshot() != nil {
@@ -1045,6 +1063,9 @@ func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, chunks [][]byte) 
 	if err := txn.ReplaceDataFilesWithDataFiles(ctx, old, added, props); err != nil {
 		s.removeFiles(ctx, tbl, added)
 		return 0, fmt.Errorf("replace the files of %s: %w", name(s.derived), err)
+	}
+	if s.beforeRebuildCommit != nil {
+		s.beforeRebuildCommit()
 	}
 	committed, err := txn.Commit(ctx)
 	if err != nil {
