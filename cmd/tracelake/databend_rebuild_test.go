@@ -99,16 +99,20 @@ sink: {type: databend, databend: {dsn: %q}}
 	}
 	l := newTraceLoader(t, snk)
 	l.load(0, 4)
-	// One load commits after the rebuild read the spans, before it
-	// replaces the operations; another inside the rebuild's transaction,
-	// after its DELETE.
-	var afterRead, afterDelete sync.Once
-	var loadedAfterRead, loadedAfterDelete bool
+	// One load commits as the rebuild begins (after it read the ledger,
+	// before the spans: their operations must not be derived again),
+	// one after the rebuild read the spans, before it replaces the
+	// operations, and one inside the rebuild's transaction, after its
+	// DELETE.
+	var afterLedger, afterRead, afterDelete sync.Once
+	var loadedAfterLedger, loadedAfterRead, loadedAfterDelete bool
 	srv.Set(func() {
 		srv.After = func(sql string) {
 			switch {
+			case strings.HasPrefix(sql, `SELECT topic, "partition", max(last_offset) FROM "otel_spans_ledger" GROUP BY`):
+				afterLedger.Do(func() { l.load(5, 7); loadedAfterLedger = true })
 			case strings.HasPrefix(sql, "SELECT tenant_id, service_name, name, trace_id"):
-				afterRead.Do(func() { l.load(5, 9); loadedAfterRead = true })
+				afterRead.Do(func() { l.load(8, 9); loadedAfterRead = true })
 			case strings.HasPrefix(sql, `DELETE FROM "genai_operations"`):
 				afterDelete.Do(func() { l.load(10, 14); loadedAfterDelete = true })
 			}
@@ -118,8 +122,9 @@ sink: {type: databend, databend: {dsn: %q}}
 		t.Fatal(err)
 	}
 	srv.Set(func() { srv.After = nil })
-	if !loadedAfterRead || !loadedAfterDelete {
-		t.Fatalf("the loads beside the rebuild did not run (after the read: %v, after the DELETE: %v)", loadedAfterRead, loadedAfterDelete)
+	if !loadedAfterLedger || !loadedAfterRead || !loadedAfterDelete {
+		t.Fatalf("the loads beside the rebuild did not run (after the ledger read: %v, the spans read: %v, the DELETE: %v)",
+			loadedAfterLedger, loadedAfterRead, loadedAfterDelete)
 	}
 
 	spans := map[string]bool{}
