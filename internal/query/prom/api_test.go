@@ -7,15 +7,21 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	promapi "github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/tracelake/tracelake/internal/query"
+	"github.com/tracelake/tracelake/internal/query/httpapi"
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // The answers are decoded by Prometheus's own Go client
@@ -321,4 +327,66 @@ func (f *fixture) do(t testing.TB, method, path string, form url.Values, token, 
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// TestExecutionErrorKeepsTheQuerysOwnText: a query failing as it runs
+// (422 execution: here label_replace's regular expression, which
+// Prometheus compiles at evaluation) is answered with Prometheus's message
+// whole, the query's own text in it. Only the read path's failures name
+// the server's files; a URL path the user wrote (a route, a regular
+// expression over routes) is not one to take out.
+func TestExecutionErrorKeepsTheQuerysOwnText(t *testing.T) {
+	f := newFixture(t)
+	status, body := f.do(t, "GET", "/api/v1/query", url.Values{"query": {`label_replace(vector(1), "x", "$1", "y", "/api/v1/users/(")`}, "time": {"1"}}, "ta", "")
+	var r response
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if status != 422 || r.ErrorType != "execution" {
+		t.Fatalf("answered %d %s, want 422 execution", status, body)
+	}
+	if !strings.Contains(r.Error, `/api/v1/users/(`) {
+		t.Errorf("error %q does not hold the query's own regular expression /api/v1/users/(", r.Error)
+	}
+}
+
+// failingReader fails every query with an error naming a file, as a
+// scan of a data file gone from the warehouse does.
+type failingReader struct{ query.Reader }
+
+func (failingReader) Query(context.Context, tenancy.Scope, string, ...any) (array.RecordReader, error) {
+	return nil, errors.New("the query's scan failed: read otel_metrics: open /srv/lake/warehouse/m/data/x.parquet: no such file or directory")
+}
+
+// TestReadFailureHidesTheServersFilePaths: the read path's failure under
+// a PromQL query and under a lookup is answered without the paths of the
+// server's files, though PromQL answers it as an execution error.
+func TestReadFailureHidesTheServersFilePaths(t *testing.T) {
+	f := newFixture(t)
+	mux := http.NewServeMux()
+	tokens, err := tenancy.LoadTokens(f.tokens, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFn, err := Register(mux, Options{Options: httpapi.Options{Reader: failingReader{f.reader}, Tenants: tenancy.Resolver{Tokens: tokens}, Version: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { srv.Close(); closeFn() })
+	failing := &fixture{srv: srv}
+	for _, c := range []struct{ path, query string }{
+		{"/api/v1/query", "http_server_requests_total"},
+		{"/api/v1/series", `{job="shop/checkout"}`},
+	} {
+		form := url.Values{"query": {c.query}, "match[]": {c.query}, "time": {rfc3339(end)}}
+		status, body := failing.do(t, "GET", c.path, form, "ta", "")
+		var r response
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatalf("%s: %v: %s", c.path, err, body)
+		}
+		if status < 400 || !strings.Contains(r.Error, "open <path>: no such file") || strings.Contains(r.Error, "/srv/lake") {
+			t.Errorf("%s: answered %d %q, want the failure without the file's path", c.path, status, r.Error)
+		}
+	}
 }

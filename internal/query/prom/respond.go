@@ -105,13 +105,17 @@ func (wr writer) ok(w http.ResponseWriter, data any, annos annotations.Annotatio
 	wr.send(w, http.StatusOK, append(b, '}'))
 }
 
-// fail answers e in Prometheus's shape with its status. A failure that
-// is not the request's own (bad_data) may be the read path's, whose
-// errors name the files it reads: their paths are taken out
-// (query.StripPaths), as the other APIs and Flight SQL do.
+// fail answers e in Prometheus's shape with its status. The read path's
+// failures name the files it reads: their paths are taken out
+// (query.StripPaths), as the other APIs and Flight SQL do. The request's
+// own failures keep their text whole: bad_data, and the execution errors
+// of PromQL's evaluation, which quote the query and its series' labels
+// (a regular expression over routes, http_route="/api/v1/users"), where
+// the read path's errors come as execution errors too (readError).
 func (wr writer) fail(w http.ResponseWriter, e *apiError) {
 	msg := e.err.Error()
-	if e.typ.status != http.StatusBadRequest {
+	var re *readError
+	if e.typ.status != http.StatusBadRequest && (e.typ != errExec || errors.As(e.err, &re)) {
 		msg = query.StripPaths(msg)
 	}
 	wr.write(w, e.typ.status, response{Status: "error", ErrorType: e.typ.name, Error: msg})

@@ -3,6 +3,7 @@ package prom
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"testing"
@@ -17,8 +18,10 @@ func TestFailHidesTheServersFilePaths(t *testing.T) {
 		e    *apiError
 		want string
 	}{
-		{execError(errors.New("the query's scan failed: read otel_metrics: open /srv/lake/warehouse/m/data/x.parquet: no such file or directory")),
-			"the query's scan failed: read otel_metrics: open <path>: no such file or directory"},
+		{execError(fmt.Errorf("expanding series: %w", &readError{errors.New("the query's scan failed: read otel_metrics: open /srv/lake/warehouse/m/data/x.parquet: no such file or directory")})),
+			"expanding series: the query's scan failed: read otel_metrics: open <path>: no such file or directory"},
+		{&apiError{errInternal, errors.New("encode /srv/lake/x: failed")}, "encode <path>: failed"},
+		{execError(errors.New(`invalid regular expression in label_replace(): /api/v1/users/(`)), `invalid regular expression in label_replace(): /api/v1/users/(`},
 		{badData(errors.New(`invalid parameter "match[]": /a/b`)), `invalid parameter "match[]": /a/b`},
 	} {
 		rec := httptest.NewRecorder()

@@ -214,16 +214,29 @@ func placeholders(params *[]any, vs []string) string {
 func readRows(ctx context.Context, r query.Reader, scope tenancy.Scope, q string, params []any, f func(arrow.RecordBatch) error) error {
 	rr, err := r.Query(ctx, scope, q, params...)
 	if err != nil {
-		return err
+		return &readError{err}
 	}
 	defer rr.Release()
 	for rr.Next() {
 		if err := f(rr.RecordBatch()); err != nil {
-			return err
+			return &readError{err}
 		}
 	}
-	return rr.Err()
+	if err := rr.Err(); err != nil {
+		return &readError{err}
+	}
+	return nil
 }
+
+// readError is a failure of the read path under the API's storage (the
+// reader's query, its scans, the rows it gave): the server's, whose
+// message may name the files it reads (writer.fail). PromQL answers it
+// inside an execution error ("expanding series: ..."), beside its own
+// evaluation errors, which quote the query and its series' labels.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
 
 // stringAt is the string at row i of a string column of any of Arrow's
 // layouts, copied; "" for null.
