@@ -80,6 +80,11 @@ type stagedFiles struct {
 	// referenced: a commit that landed, or may have (its outcome is
 	// unknown), references the files, so they are never deleted here.
 	referenced bool
+	// landed: a commit of this load's that landed added the files (and
+	// counts) to their table, and a later table's commit failed. The
+	// load tried again finds its positions covering them, and they are
+	// its rows, not another load's: counted as stored, not fenced.
+	landed bool
 }
 
 func (st *staged) of(k kind) *stagedFiles {
@@ -625,10 +630,18 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		sf := st.of(k)
 		cov := covered(st.ranges, next)
 		fenced[i] = cov != coversNone
-		switch cov {
-		case coversAll:
+		switch {
+		case cov == coversAll && sf.landed:
+			// Committed by this load's earlier attempt (a later table's
+			// commit failed): its rows are in, and counted, else the
+			// load reports them fenced and the OTLP receivers tell their
+			// clients to send them again (directload's fencedError).
+			fenced[i] = false
+			counts[i] = sf.counts
+			continue
+		case cov == coversAll:
 			s.dropFiles(ctx, k, sf)
-		case coversPart:
+		case cov == coversPart:
 			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
 			if err != nil {
 				return nil, nil, false, err
@@ -666,6 +679,15 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		// cleanup judges them if the commit did not land).
 		for _, st := range entries {
 			st.of(k).referenced = true
+		}
+	}
+	if err == nil {
+		for _, st := range entries {
+			// Those whose files this commit added (a fenced entry's
+			// are dropped).
+			if len(st.of(k).files) > 0 {
+				st.of(k).landed = true
+			}
 		}
 	}
 	if err != nil {
