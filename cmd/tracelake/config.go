@@ -30,6 +30,17 @@ type configFlags struct {
 	// from one not given; nil for a configFlags built in code, whose
 	// zero values mean "not given".
 	fs *flag.FlagSet
+	// unset are flags a command read for a meaning of its own (ready's
+	// --table names a model): they leave their keys as configured.
+	unset map[string]bool
+}
+
+// leaveKey makes the flag name count as not given, its key as configured.
+func (f *configFlags) leaveKey(name string) {
+	if f.unset == nil {
+		f.unset = map[string]bool{}
+	}
+	f.unset[name] = true
 }
 
 func (f *configFlags) register(fs *flag.FlagSet) {
@@ -100,6 +111,9 @@ func (f *configFlags) apply(cfg *config.Config) {
 // given reports whether the flag name was on the command line; set says
 // so for a configFlags not parsed from one.
 func (f *configFlags) given(name string, set bool) bool {
+	if f.unset[name] {
+		return false
+	}
 	if f.fs == nil || !f.fs.Parsed() {
 		return set
 	}

@@ -25,7 +25,7 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 		return usageError{err}
 	}
 	table := cf.table
-	cf.table = ""
+	cf.leaveKey("table")
 	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, false)
 	if err != nil {
 		return err

@@ -43,7 +43,7 @@ func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	table := cf.table
 	if *source != "" {
-		cf.table = ""
+		cf.leaveKey("table")
 	}
 	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, false)
 	if err != nil {
