@@ -1045,6 +1045,7 @@ func TestOTLPLoadModeKill9OnIcebergAndDatabend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // mostly waiting on the child
 	bin := buildBinary(t)
 	for name, sinkCfg := range icebergAndDatabendSinks(t) {
 		t.Run(name, func(t *testing.T) {
@@ -1060,7 +1061,7 @@ func TestOTLPLoadModeKill9OnIcebergAndDatabend(t *testing.T) {
 				attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", "gpt-4o-mini"),
 				attribute.Int("gen_ai.usage.input_tokens", 100), attribute.Int("gen_ai.usage.output_tokens", 20))
 			const listening = "OTLP receiver listening"
-			killAtRandomMomentsAfter(t, bin, cfgPath, 4, listening)
+			killAtRandomMomentsAfter(t, bin, cfgPath, 3, listening)
 			run := startRunUntil(t, bin, cfgPath, "run last", listening)
 			if err := <-sent; err != nil {
 				t.Fatalf("the exporter gave up: %v", err)
