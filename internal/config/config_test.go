@@ -563,3 +563,34 @@ func TestIcebergRefusesLoadMaxInterval(t *testing.T) {
 		}
 	}
 }
+
+// A misspelled override in a section's namespace is an error naming it and
+// what the section takes; variables outside every section are not ours.
+func TestUnknownEnvVariableIsNamed(t *testing.T) {
+	t.Setenv("TRACELAKE_KAFKA_BROKER", "a:1")            // kafka.brokers misspelled
+	t.Setenv("TRACELAKE_SINK_DUCKDB_MEMORY_LIMT", "1GB") // sink.duckdb.memory_limit misspelled
+	t.Setenv("TRACELAKE_CPU_PROFILE", "/tmp/p")          // no section: not a setting, passes
+	t.Setenv("TRACELAKE_KAFKA_GROUP", "g")               // a key: applied
+	cfg, err := FromFile("")
+	if err == nil {
+		t.Fatal("misspelled variables were accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"TRACELAKE_KAFKA_BROKER: no setting has this name (accepted: ", "TRACELAKE_KAFKA_BROKERS",
+		"TRACELAKE_KAFKA_SASL_*", "TRACELAKE_SINK_DUCKDB_MEMORY_LIMT: no setting has this name", "TRACELAKE_SINK_DUCKDB_MEMORY_LIMIT",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "TRACELAKE_CPU_PROFILE") || strings.Contains(msg, "TRACELAKE_KAFKA_GROUP:") {
+		t.Errorf("a variable that is not a misspelled setting was refused:\n%s", msg)
+	}
+	if strings.Contains(msg, "TRACELAKE_SINK_DUCKDB_MEMORY_LIMT: no setting has this name (accepted: TRACELAKE_KAFKA") {
+		t.Errorf("accepted list is not the innermost section's:\n%s", msg)
+	}
+	if cfg == nil || cfg.Kafka.Group != "g" {
+		t.Errorf("the known variable was not applied: %+v", cfg)
+	}
+}

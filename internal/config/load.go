@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,7 +39,7 @@ func FromFile(path string, overrides ...func(*Config)) (*Config, error) {
 		}
 		fileErr = decodeFile(cfg, path, data)
 	}
-	envErr := applyEnv(cfg, os.LookupEnv)
+	envErr := errors.Join(applyEnv(cfg, os.LookupEnv), unknownEnv(os.Environ()))
 	for _, o := range overrides {
 		o(cfg)
 	}
@@ -256,6 +257,49 @@ func applyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 			errs = append(errs, fmt.Errorf("%s (from %s): %s", path, name, cleanYAMLError(err)))
 		}
 	})
+	return errors.Join(errs...)
+}
+
+// unknownEnv reports the variables of environ that are in a section's
+// namespace (TRACELAKE_KAFKA_…, TRACELAKE_SINK_DUCKDB_…) but name none of
+// its keys: a misspelled override would otherwise leave the file's value
+// in force without a word. Other TRACELAKE_* names (TRACELAKE_CPU_PROFILE,
+// a test's or another tool's) are not settings and pass.
+func unknownEnv(environ []string) error {
+	keys := map[string]bool{} // every key's variable
+	// A section's variable prefix -> what it holds: its keys' variables
+	// and its sections' prefixes (TRACELAKE_KAFKA_SASL_*).
+	sections := map[string][]string{}
+	walkLeaves(reflect.ValueOf(Default()).Elem(), "", func(path string, _ reflect.StructField, _ reflect.Value) {
+		name := EnvName(path)
+		keys[name] = true
+		child := name
+		for i := strings.LastIndexByte(path, '.'); i > 0; i = strings.LastIndexByte(path[:i], '.') {
+			prefix := EnvName(path[:i]) + "_"
+			if !slices.Contains(sections[prefix], child) {
+				sections[prefix] = append(sections[prefix], child)
+			}
+			child = prefix + "*"
+		}
+	})
+	var errs []error
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, EnvPrefix) || keys[name] {
+			continue
+		}
+		// The innermost section it is in says what it could have meant.
+		var in string
+		for prefix := range sections {
+			if strings.HasPrefix(name, prefix) && len(prefix) > len(in) {
+				in = prefix
+			}
+		}
+		if in != "" {
+			accepted := slices.Sorted(slices.Values(sections[in]))
+			errs = append(errs, fmt.Errorf("%s: no setting has this name (accepted: %s)", name, strings.Join(accepted, ", ")))
+		}
+	}
 	return errors.Join(errs...)
 }
 
