@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/google/uuid"
 
 	"github.com/tracelake/tracelake/internal/query/logql"
@@ -123,36 +125,8 @@ func fieldType(v string) string {
 // finds in their lines, each field with its type (decided by its first
 // value), distinct values and parsers, at most limit fields.
 func (a *api) detectedFields(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	if !a.form(w, r) {
-		return
-	}
-	p, err := rangeParams(r, a.now())
-	if err == nil && r.Form.Get("line_limit") != "" {
-		p.Limit, err = strconv.Atoi(r.Form.Get("line_limit"))
-	} else if err == nil {
-		p.Limit = defaultLineLimit
-	}
-	fieldLimit := defaultFieldLimit
-	if err == nil && r.Form.Get("limit") != "" {
-		fieldLimit, err = strconv.Atoi(r.Form.Get("limit"))
-	}
-	var e logql.Expr
-	if err == nil {
-		e, err = logql.Parse(r.Form.Get("query"))
-	}
-	if err == nil {
-		if _, isLog := e.(*logql.LogExpr); !isLog {
-			err = badParam("detected_fields takes a log query")
-		}
-	}
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	p.Categorize = true
-	res, err := logql.Eval(r.Context(), &source{reader: a.o.Reader, scope: scope, table: a.o.Table}, e, p)
-	if err != nil {
-		a.fail(w, r, err)
+	res, fieldLimit, ok := a.detectedLines(w, r, scope)
+	if !ok {
 		return
 	}
 	fields := map[string]*detectedField{}
@@ -197,4 +171,111 @@ func (a *api) detectedFields(w http.ResponseWriter, r *http.Request, scope tenan
 		b = append(b, '}')
 	}
 	writeJSON(w, fmt.Appendf(b, `],"limit":%d}`, fieldLimit))
+}
+
+// detectedLines reads the lines detected_fields and detected_field's
+// values look at (Loki pkg/loghttp/query.go ParseDetectedFieldsQuery): the
+// newest line_limit entries of a log query, and limit, the most fields
+// or values to answer; false when it answered an error.
+func (a *api) detectedLines(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) (*logql.Result, int, bool) {
+	if !a.form(w, r) {
+		return nil, 0, false
+	}
+	p, err := rangeParams(r, a.now())
+	if err == nil && r.Form.Get("line_limit") != "" {
+		p.Limit, err = strconv.Atoi(r.Form.Get("line_limit"))
+	} else if err == nil {
+		p.Limit = defaultLineLimit
+	}
+	fieldLimit := defaultFieldLimit
+	if err == nil && r.Form.Get("limit") != "" {
+		fieldLimit, err = strconv.Atoi(r.Form.Get("limit"))
+	}
+	var e logql.Expr
+	if err == nil {
+		e, err = logql.Parse(r.Form.Get("query"))
+	}
+	if err == nil {
+		if _, isLog := e.(*logql.LogExpr); !isLog {
+			err = badParam("detected fields take a log query")
+		}
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return nil, 0, false
+	}
+	p.Categorize = true
+	res, err := logql.Eval(r.Context(), &source{reader: a.o.Reader, scope: scope, table: a.o.Table}, e, p)
+	if err != nil {
+		a.fail(w, r, err)
+		return nil, 0, false
+	}
+	return res, fieldLimit, true
+}
+
+// detectedFieldValues answers /loki/api/v1/detected_field/{name}/values
+// (Loki pkg/querier/queryrange/detected_fields.go
+// parseDetectedFieldValues), which Grafana's Logs Drilldown asks for a
+// field's values to filter by: the distinct values of the structured
+// metadata and parsed fields of that name among the same lines as
+// detected_fields, up to limit values (checked before each entry, as Loki
+// does). A parsed value in bytes (a size with a unit) is written as
+// go-humanize writes it, so it can go into a query as it is.
+func (a *api) detectedFieldValues(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
+	res, limit, ok := a.detectedLines(w, r, scope)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	values := map[string]bool{}
+	for _, s := range res.Streams {
+		for _, en := range s.Entries {
+			if len(values) >= limit {
+				break
+			}
+			for _, l := range en.Metadata {
+				if l.Name == name {
+					values[l.Value] = true
+				}
+			}
+			_, parsed := logql.LineFields(en.Line)
+			for _, l := range parsed {
+				if l.Name == name {
+					values[bytesValue(l.Value)] = true
+				}
+			}
+		}
+	}
+	if len(values) == 0 {
+		// Loki's answer leaves out empty values and a zero limit.
+		writeJSON(w, []byte(`{}`))
+		return
+	}
+	b := []byte(`{"values":[`)
+	for i, v := range slices.Sorted(maps.Keys(values)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v)
+	}
+	writeJSON(w, fmt.Appendf(b, `],"limit":%d}`, limit))
+}
+
+// bytesValue is v as Loki gives a parsed value of a size: go-humanize's
+// SI form without its space ("1.5 KiB" becomes "1.5kB"), for a value
+// go-humanize parses that ends in one of Loki's units (allowedBytesUnits).
+func bytesValue(v string) string {
+	n, err := humanize.ParseBytes(v)
+	if err != nil || !hasBytesUnit(strings.ToLower(v)) {
+		return v
+	}
+	return strings.Replace(humanize.Bytes(n), " ", "", 1)
+}
+
+// bytesUnits are the endings of Loki's allowedBytesUnits.
+var bytesUnits = []string{"b", "kib", "kb", "mib", "mb", "gib", "gb", "tib", "tb", "pib", "pb", "eib", "eb",
+	"ki", "k", "mi", "m", "gi", "g", "ti", "t", "pi", "p", "ei", "e"}
+
+func hasBytesUnit(s string) bool {
+	return slices.ContainsFunc(bytesUnits, func(u string) bool { return strings.HasSuffix(s, u) })
 }

@@ -68,3 +68,56 @@ func TestDetectedFields(t *testing.T) {
 		t.Errorf("limit %d", resp.Limit)
 	}
 }
+
+// TestDetectedFieldValues: a field's distinct values among a query's lines,
+// from structured metadata and the parsers, as Logs Drilldown asks for them;
+// nothing of another tenant's lines.
+func TestDetectedFieldValues(t *testing.T) {
+	srv := server(t)
+	values := func(tenant, field string, more ...string) (vals []string, limit int) {
+		t.Helper()
+		var resp struct {
+			Values []string
+			Limit  int
+		}
+		body := ok(t, srv, tenant, "/loki/api/v1/detected_field/"+field+"/values", window(`{service_name=~".+"}`, more...))
+		if err := json.Unmarshal(body, &resp); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		return resp.Values, resp.Limit
+	}
+	for field, want := range map[string]string{
+		"status":        "[200 502]",         // logfmt and json
+		"took":          "[1.5s 250ms]",      // durations, not sizes
+		"severity_text": "[ERROR INFO WARN]", // structured metadata
+		"user_id":       "[u1]",              // a json field of a nested object
+		"no_such":       "[]",
+	} {
+		got, limit := values("a", field)
+		if fmt.Sprint(got) != want {
+			t.Errorf("%s: %v, want %s", field, got, want)
+		}
+		if wantLimit := map[bool]int{true: 0, false: 1000}[want == "[]"]; limit != wantLimit {
+			t.Errorf("%s: limit %d, want %d", field, limit, wantLimit)
+		}
+	}
+	if got, _ := values("a", "severity_text", "limit", "1"); len(got) != 1 {
+		t.Errorf("limit 1 gave %v", got)
+	}
+	if got, _ := values("b", "status"); len(got) != 0 {
+		t.Errorf("tenant b sees tenant a's values: %v", got)
+	}
+	if got, _ := values("b", "severity_text"); fmt.Sprint(got) != "[]" {
+		t.Errorf("tenant b: %v", got)
+	}
+}
+
+// A parsed size is answered as Loki writes it, ready for a query; other
+// values as they are.
+func TestDetectedFieldBytesValue(t *testing.T) {
+	for in, want := range map[string]string{"1.5KiB": "1.5kB", "2MB": "2.0MB", "42": "42", "12ms": "12ms", "u1": "u1"} {
+		if got := bytesValue(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}

@@ -49,6 +49,7 @@ func Register(mux *http.ServeMux, o Options) error {
 		a.rt.Scoped(m+" /loki/api/v1/index/volume_range", a.indexVolumeRange)
 		a.rt.Scoped(m+" /loki/api/v1/detected_labels", a.detectedLabels)
 		a.rt.Scoped(m+" /loki/api/v1/detected_fields", a.detectedFields)
+		a.rt.Scoped(m+" /loki/api/v1/detected_field/{name}/values", a.detectedFieldValues)
 	}
 	a.rt.Public("GET /loki/api/v1/status/buildinfo", a.buildinfo)
 	return nil
