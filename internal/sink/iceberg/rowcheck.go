@@ -30,6 +30,11 @@ type rowCheck struct {
 	tps []sink.TopicPartition         // by number
 }
 
+// rowCheckMemory is the scratch database's memory limit: the spans past
+// their message's first take 16 bytes each in its table, so ~16 million
+// of them before it spills.
+const rowCheckMemory = "256MiB"
+
 // newRowCheck opens the scratch database.
 func newRowCheck(ctx context.Context) (*rowCheck, error) {
 	dir, err := os.MkdirTemp("", "tracelake-rows-")
@@ -47,8 +52,12 @@ func newRowCheck(ctx context.Context) (*rowCheck, error) {
 	db.SetMaxOpenConns(1)
 	c := &rowCheck{dir: dir, db: db, ids: map[sink.TopicPartition]int32{}}
 	// Insertion order does not matter to a GROUP BY; keeping it would
-	// hold more in memory.
-	for _, q := range []string{`SET preserve_insertion_order = false`, `CREATE TABLE r (tp INTEGER, o BIGINT, k INTEGER)`} {
+	// hold more in memory. DuckDB's default memory limit is 80% of the
+	// machine's memory, which the process reading the table beside it
+	// (verify, or a run's status page) does not have to spare: the
+	// aggregation spills past rowCheckMemory instead.
+	for _, q := range []string{`SET preserve_insertion_order = false`, `SET memory_limit = '` + rowCheckMemory + `'`,
+		`CREATE TABLE r (tp INTEGER, o BIGINT, k INTEGER)`} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			c.close()
 			return nil, fmt.Errorf("prepare the rows' check database: %w", err)
