@@ -41,10 +41,10 @@ var rebuildSpanColumns = []string{"tenant_id", "service_name", "name", "trace_id
 // newer tracelake), replacing the table's rows in one transaction. On
 // Databend and Iceberg the spans are read into an in-memory DuckDB first
 // (the whole table: mind its size); Databend then stages and copies the
-// rows, Iceberg commits them as one overwrite. A sink whose rebuild covers
-// only the spans up to positions read before them (Databend: loads may
-// commit while it reads and replaces) has the spans past those left out
-// here, and keeps their operations as loaded. It returns the rows.
+// rows, Iceberg commits them in one commit. Both cover only the spans up
+// to positions read before them (loads may commit while the rebuild reads
+// and replaces): the spans past those are left out here, and their
+// operations stay as loaded. It returns the rows.
 func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 	table, err := prices.Load(cfg.GenAI.PricesFile)
 	if err != nil {
@@ -75,10 +75,8 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 		if err := lake.copyInto(ctx, db, cfg.Sink.Table, cols, time.Time{}); err != nil {
 			return 0, err
 		}
-		if upTo != nil {
-			if err := keepSpansUpTo(ctx, db, cfg.Sink.Table, upTo); err != nil {
-				return 0, err
-			}
+		if err := keepSpansUpTo(ctx, db, cfg.Sink.Table, upTo); err != nil {
+			return 0, err
 		}
 		chunks, err := operationChunks(ctx, db, cfg.Sink.Table, m)
 		if err != nil {
@@ -225,9 +223,8 @@ type lake interface {
 	// beginRebuild is called before the spans are read for a rebuild,
 	// ReplaceDerived after: it replaces genai_operations' rows (see the
 	// sinks'). beginRebuild returns the last offset per partition of the
-	// spans the rebuild covers, or nil for every span read: the
-	// operations are derived from those spans only, and ReplaceDerived
-	// replaces only theirs.
+	// spans the rebuild covers: the operations are derived from those
+	// spans only, and ReplaceDerived replaces only theirs.
 	beginRebuild(ctx context.Context) (upTo map[sink.TopicPartition]int64, err error)
 	ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error)
 	Close() error
@@ -299,11 +296,16 @@ type icebergLake struct {
 	rebuild   *iceberg.Rebuild // begun by beginRebuild
 }
 
-// beginRebuild: Iceberg's rebuild covers every span read, the main
-// table's snapshot it reads here (its commit fails if a load moved it).
-func (i *icebergLake) beginRebuild(ctx context.Context) (_ map[sink.TopicPartition]int64, err error) {
-	i.rebuild, err = i.Sink.BeginRebuild(ctx)
-	return nil, err
+// beginRebuild reads the spans table's positions: a load may commit
+// while the rebuild reads the spans and replaces the operations, so the
+// rebuild covers the spans up to them and keeps the operations past them.
+func (i *icebergLake) beginRebuild(ctx context.Context) (map[sink.TopicPartition]int64, error) {
+	r, err := i.Sink.BeginRebuild(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i.rebuild = r
+	return r.UpTo(), nil
 }
 
 func (i *icebergLake) ReplaceDerived(ctx context.Context, chunks [][]byte) (int64, error) {

@@ -212,12 +212,12 @@ func (spanAndOp) AppendRows(b *sink.Batch, r *kgo.Record) (int, error) {
 	return 1, nil
 }
 
-// A rebuild of the derived table takes the main table's positions: after a
-// load that committed its operations and not its spans, the rebuild drops
-// those operations (their spans are not there), and the records read
-// again get their operations. It kept the operations' positions, which
-// fenced them out for good.
-func TestRebuildTakesTheMainTablesPositions(t *testing.T) {
+// A rebuild after a load that committed its operations and not its spans
+// (its spans' commit lost every race, the process stopped): the
+// operations past the spans' positions stay as loaded, the positions with
+// them, and the records read again load their spans without doubling the
+// operations.
+func TestRebuildKeepsTheOperationsPastTheSpans(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, other := openDerived(t, dir), openDerived(t, dir)
@@ -241,12 +241,14 @@ func TestRebuildTakesTheMainTablesPositions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rebuilt := opRows(10, 2)
-	if n, err := s.ReplaceDerived(ctx, r, [][]byte{rebuilt}); err != nil || n != 10 {
+	if up := r.UpTo(); up[tp[0]] != 9 {
+		t.Fatalf("the rebuild covers %v, want the spans' offsets up to 9", up)
+	}
+	if n, err := s.ReplaceDerived(ctx, r, [][]byte{opRows(10, 2)}); err != nil || n != 10 {
 		t.Fatalf("rebuild: %d rows, %v", n, err)
 	}
-	if pos, err := s.FurthestPositions(ctx, tp); err != nil || pos[tp[0]] != 10 {
-		t.Fatalf("furthest position after the rebuild %v (%v), want the spans' 10", pos, err)
+	if pos, err := s.FurthestPositions(ctx, tp); err != nil || pos[tp[0]] != 20 {
+		t.Fatalf("furthest position after the rebuild %v (%v), want the operations' 20 still", pos, err)
 	}
 	load(t, s, sinktest.DerivedBatch(10, 19, 1)) // read again from Kafka
 	if ops := operations(t, s); len(ops) != 20 {
@@ -255,11 +257,11 @@ func TestRebuildTakesTheMainTablesPositions(t *testing.T) {
 }
 
 // A load that commits while a rebuild reads the spans (found by an outside
-// review): its operations are not in the rebuilt rows, so the rebuild
-// fails instead of replacing them (and setting the positions past the
-// load, which nothing would load again). It committed, and the load's
-// operations were lost.
-func TestRebuildFailsOverALoadThatLandedMeanwhile(t *testing.T) {
+// review): its operations are not in the rebuilt rows, and the rebuild
+// replaced them, losing them. They are past the positions the rebuild
+// read, so they stay; the rebuild's commit, which lost its race with the
+// load's, is made again over the table as the load left it.
+func TestRebuildKeepsALoadThatLandedMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	s := openDerived(t, t.TempDir())
 	load(t, s, sinktest.DerivedBatch(0, 9, 1))
@@ -269,11 +271,58 @@ func TestRebuildFailsOverALoadThatLandedMeanwhile(t *testing.T) {
 	}
 	rebuilt := opRows(10, 2)                     // the operations of the spans read: offsets 0-9
 	load(t, s, sinktest.DerivedBatch(10, 19, 1)) // meanwhile
-	if _, err := s.ReplaceDerived(ctx, r, [][]byte{rebuilt}); err == nil {
-		t.Error("the rebuild committed over a load that landed while it read the spans")
+	if n, err := s.ReplaceDerived(ctx, r, [][]byte{rebuilt}); err != nil || n != 10 {
+		t.Fatalf("rebuild over a load that landed meanwhile: %d rows, %v", n, err)
 	}
-	if ops := operations(t, s); len(ops) != 20 {
-		t.Errorf("%d operations, want the loads' 20", len(ops))
+	rebuiltAndLoaded(t, operations(t, s))
+}
+
+// A load that committed its operations before the rebuild began and its
+// spans after the rebuild's commit (two processes, or run beside merge
+// --rebuild): the rebuild did not read its spans, and replaced every
+// operation, so the load's were lost for good (README listed it as the
+// window left). They are past the spans' positions, and stay.
+func TestRebuildKeepsOperationsWhoseSpansCommitAfterIt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, rebuilder := openDerived(t, dir), openDerived(t, dir)
+	load(t, s, sinktest.DerivedBatch(0, 9, 1))
+	rebuilt := false
+	s.SetBeforeTableCommit(func(table string) {
+		if table != "tracelake.spans" || rebuilt {
+			return
+		}
+		rebuilt = true // the load's operations are committed, its spans not yet
+		r, err := rebuilder.BeginRebuild(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := rebuilder.ReplaceDerived(ctx, r, [][]byte{opRows(10, 2)}); err != nil || n != 10 {
+			t.Fatalf("rebuild: %d rows, %v", n, err)
+		}
+	})
+	load(t, s, sinktest.DerivedBatch(10, 19, 1))
+	if !rebuilt {
+		t.Fatal("the rebuild did not run between the load's two commits")
+	}
+	rebuiltAndLoaded(t, operations(t, s))
+}
+
+// rebuiltAndLoaded checks ops are the rebuild's operations of offsets 0-9
+// (2 dollars) and the load's of 10-19 (1 dollar), each once.
+func rebuiltAndLoaded(t *testing.T, ops []string) {
+	t.Helper()
+	var want []string
+	for o := range 20 {
+		dollars := 2
+		if o >= 10 {
+			dollars = 1
+		}
+		want = append(want, fmt.Sprintf("op %d %d.%012d", o, dollars, o))
+	}
+	slices.Sort(want)
+	if !slices.Equal(ops, want) {
+		t.Errorf("operations %v, want %v", ops, want)
 	}
 }
 

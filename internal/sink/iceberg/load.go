@@ -22,6 +22,7 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -959,27 +960,30 @@ func fenceRecord(rec arrow.RecordBatch, sc *arrow.Schema, dlq bool, pos, counts 
 }
 
 // Rebuild is a rebuild of the derived table begun by BeginRebuild: the
-// tables as they stood before the main table's rows were read.
+// main table's positions before its rows were read.
 type Rebuild struct {
-	derived  *table.Table
-	mainSnap int64 // the main table's snapshot, -1 for none
-	mainPos  map[sink.TopicPartition]int64
+	mainPos map[sink.TopicPartition]int64
 }
 
-// BeginRebuild reads the derived table, then the main table, before the
-// caller reads the main table's rows to derive the new rows from. A load
-// commits the derived table before the main one, so a load whose derived
-// rows are not in what was read here fails the rebuild's commit (pinned
-// to this derived snapshot), and one whose main rows are not fails its
-// check of the main table's snapshot; neither has its derived rows
-// replaced by rows that lack them.
+// UpTo is the last offset per partition of the main table's rows the
+// rebuild covers: the caller derives the new rows from those rows only
+// (a load may commit more while it reads them).
+func (r *Rebuild) UpTo() map[sink.TopicPartition]int64 {
+	last := make(map[sink.TopicPartition]int64, len(r.mainPos))
+	for tp, next := range r.mainPos {
+		last[tp] = next - 1
+	}
+	return last
+}
+
+// BeginRebuild reads the main table's positions, before the caller reads
+// the main table's rows to derive the new rows from. Every main row below
+// them is committed by then (a load commits its rows with its positions
+// and never adds one below them), so the rows read after hold them; the
+// rebuild covers those and leaves every derived row past them as loaded.
 func (s *Sink) BeginRebuild(ctx context.Context) (*Rebuild, error) {
 	if s.opt.Derived == nil {
 		return nil, errors.New("no derived table is configured")
-	}
-	derived, err := s.loadTable(ctx, s.derived)
-	if err != nil {
-		return nil, err
 	}
 	main, err := s.loadTable(ctx, s.raw)
 	if err != nil {
@@ -989,38 +993,29 @@ func (s *Sink) BeginRebuild(ctx context.Context) (*Rebuild, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Rebuild{derived: derived, mainSnap: snapshotID(main), mainPos: pos}, nil
+	return &Rebuild{mainPos: pos}, nil
 }
 
-func snapshotID(tbl *table.Table) int64 {
-	if snap := tbl.CurrentSnapshot(); snap != nil {
-		return snap.SnapshotID
-	}
-	return -1
-}
-
-// ReplaceDerived replaces every row of the derived table (Options.Derived)
-// with the NDJSON rows of chunks, derived from the main table as it stood
-// at BeginRebuild, in one overwrite snapshot pinned to the derived
-// snapshot BeginRebuild read, and sets the derived table's positions to
-// the main table's of then: positions a failed load left ahead of the
-// main table would otherwise fence out the rows of the records read again
-// there. A load that committed meanwhile fails it: run it with tracelake
-// run stopped. The one window left is a load that committed its derived
-// rows before BeginRebuild and commits its main rows after this commit.
-// It returns the rows written.
+// ReplaceDerived replaces the derived table's (Options.Derived) rows of
+// the main rows BeginRebuild's positions cover with the NDJSON rows of
+// chunks, derived from those main rows only (Rebuild.UpTo), in one
+// commit that deletes the old ones (copy-on-write) and adds the new. The
+// derived rows past those positions stay as loaded: a load commits its
+// derived rows before its main rows, so a load running beside the rebuild
+// may have derived rows there whose main rows commit later (replacing
+// them too lost them), or whose main rows the rebuild did not read. The
+// derived table's positions become at least the main table's of then:
+// positions a failed load left ahead with no rows there would otherwise
+// fence out the rows of the records read again. A load committing derived
+// rows meanwhile makes the commit lose its race; it is made again over
+// the table as it then stands. It returns the rows written.
 func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, chunks [][]byte) (int64, error) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	main, err := s.loadTable(ctx, s.raw)
+	tbl, err := s.loadTable(ctx, s.derived)
 	if err != nil {
 		return 0, err
 	}
-	if snapshotID(main) != r.mainSnap {
-		return 0, fmt.Errorf("rebuild of %s: %s changed while its rows were read (a load committed: stop tracelake run), run it again",
-			name(s.derived), name(s.raw))
-	}
-	tbl := r.derived
 	sc, err := arrowSchema(tbl, s.derivedSchema)
 	if err != nil {
 		return 0, err
@@ -1050,6 +1045,13 @@ func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, chunks [][]byte) 
 		}
 		added = append(added, files...)
 	}
+	for tp := range counts {
+		// Its derived rows as loaded stay: these would double them.
+		if _, ok := r.mainPos[tp]; !ok {
+			s.removeFiles(ctx, tbl, added)
+			return 0, fmt.Errorf("BUG: rebuild of %s: rows derived from partition %s, which the rebuild does not cover", name(s.derived), tp)
+		}
+	}
 	// Leased now, not at the next renewal, and looked up: one written
 	// long ago may be gone already (a lease that lapsed, another tool's
 	// cleanup).
@@ -1061,47 +1063,90 @@ func (s *Sink) ReplaceDerived(ctx context.Context, r *Rebuild, chunks [][]byte) 
 		s.removeFiles(ctx, tbl, added)
 		return 0, err
 	}
-	var old []iceberggo.DataFile
-	if tbl.CurrentSnapshot() != nil {
-		tasks, err := tbl.Scan().PlanFiles(ctx)
-		if err != nil {
+	for attempt := 1; ; attempt++ {
+		committed, err := s.commitRebuild(ctx, tbl, r, added)
+		if err == nil {
+			s.remember(committed)
+			break
+		}
+		if !LostRace(err) {
+			// Committed or not, nobody can tell: the files stay (orphan
+			// cleanup removes them if unreferenced).
+			return 0, fmt.Errorf("commit the rebuild of %s: %w", name(s.derived), err)
+		}
+		if attempt == maintenanceAttempts {
 			s.removeFiles(ctx, tbl, added)
-			return 0, fmt.Errorf("plan files of %s: %w", name(s.derived), err)
+			return 0, fmt.Errorf("commit the rebuild of %s: lost %d races in a row with loads, the last: %w", name(s.derived), attempt, err)
 		}
-		for _, t := range tasks {
-			old = append(old, t.File)
+		s.log.Info("the rebuild's commit lost a race with a load; making it again", "table", name(s.derived), "attempt", attempt)
+		if tbl, err = s.loadTable(ctx, s.derived); err != nil {
+			return 0, err
 		}
 	}
-	txn := tbl.NewTransaction()
-	if err := txn.AssertRefSnapshotID(""); err != nil {
-		s.removeFiles(ctx, tbl, added)
-		return 0, err
-	}
-	if err := takePositions(txn, tbl, r.mainPos); err != nil {
-		s.removeFiles(ctx, tbl, added)
-		return 0, err
-	}
-	props := iceberggo.Properties{"tracelake.operation": "rebuild"}
-	if err := txn.ReplaceDataFilesWithDataFiles(ctx, old, added, props); err != nil {
-		s.removeFiles(ctx, tbl, added)
-		return 0, fmt.Errorf("replace the files of %s: %w", name(s.derived), err)
-	}
-	if s.beforeRebuildCommit != nil {
-		s.beforeRebuildCommit()
-	}
-	committed, err := txn.Commit(ctx)
-	if err != nil {
-		if LostRace(err) {
-			s.removeFiles(ctx, tbl, added)
-		}
-		return 0, fmt.Errorf("commit the rebuild of %s: %w", name(s.derived), err)
-	}
-	s.remember(committed)
 	var n int64
 	for _, c := range counts {
 		n += c
 	}
 	return n, nil
+}
+
+// commitRebuild commits, over the derived table tbl as read, the deletion
+// of its rows below r's positions and the rebuilt files added, pinned to
+// tbl's snapshot.
+func (s *Sink) commitRebuild(ctx context.Context, tbl *table.Table, r *Rebuild, added []iceberggo.DataFile) (*table.Table, error) {
+	had, err := positions(tbl)
+	if err != nil {
+		return nil, err
+	}
+	next := maps.Clone(had)
+	for tp, n := range r.mainPos {
+		next[tp] = max(next[tp], n)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.AssertRefSnapshotID(""); err != nil {
+		return nil, err
+	}
+	if err := takePositions(txn, tbl, next); err != nil {
+		return nil, err
+	}
+	props := iceberggo.Properties{"tracelake.operation": "rebuild"}
+	if below := belowPositions(r.mainPos); below != nil && tbl.CurrentSnapshot() != nil {
+		if err := txn.Delete(ctx, below, props); err != nil {
+			return nil, fmt.Errorf("delete the rebuilt rows of %s: %w", name(s.derived), err)
+		}
+	}
+	if len(added) > 0 {
+		if err := txn.AddDataFiles(ctx, added, props); err != nil {
+			return nil, fmt.Errorf("add the rebuilt files of %s: %w", name(s.derived), err)
+		}
+	}
+	if s.beforeRebuildCommit != nil {
+		s.beforeRebuildCommit()
+	}
+	return txn.Commit(ctx)
+}
+
+// belowPositions is the filter of a derived table's rows below pos, per
+// partition; nil for none.
+func belowPositions(pos map[sink.TopicPartition]int64) iceberggo.BooleanExpression {
+	var parts []iceberggo.BooleanExpression
+	for tp, n := range pos {
+		if n <= 0 {
+			continue
+		}
+		parts = append(parts, iceberggo.NewAnd(
+			iceberggo.EqualTo(iceberggo.Reference(schema.TopicColumn), tp.Topic),
+			iceberggo.EqualTo(iceberggo.Reference(schema.PartitionColumn), tp.Partition),
+			iceberggo.LessThan(iceberggo.Reference(schema.OffsetColumn), n)))
+	}
+	switch len(parts) {
+	case 0:
+		return nil
+	case 1:
+		return parts[0]
+	default:
+		return iceberggo.NewOr(parts[0], parts[1], parts[2:]...)
+	}
 }
 
 // takePositions sets, in txn of table tbl, tbl's positions to pos: every
