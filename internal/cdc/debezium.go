@@ -639,6 +639,11 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 				// to a reader (a Decimal is the base64 of an unscaled
 				// integer whose scale only the schema says, a date its
 				// days since 1970).
+				if item.conv == fromDecimal {
+					if err := checkScale(v, f.itemScale); err != nil {
+						return err
+					}
+				}
 				if !c.putItems(col, v, item, f.itemScale) {
 					return errNotType(v, f)
 				}
@@ -651,11 +656,17 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		if !ok {
 			return errNotType(v, f)
 		}
+		if err := checkScale(v, f.scale); err != nil {
+			return err
+		}
 		c.putDecimal(col, u, f.scale)
 	case fromVarDecimal:
 		u, s, ok := varDecimal(v)
 		if !ok {
 			return errNotType(v, f)
+		}
+		if err := checkScale(v, s); err != nil {
+			return err
 		}
 		c.putDecimal(col, u, s)
 	case fromDays, fromMillis, fromNanos, fromISO, fromISODate, fromISOLocal, fromISOTime:
@@ -676,6 +687,27 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		if !c.putJSONText(col, v) {
 			return errNotType(v, f)
 		}
+	}
+	return nil
+}
+
+// maxDecimalScale is the largest scale, after the point or (negative)
+// before it, of a decimal written as its exact text: PostgreSQL's numeric
+// holds 16383 digits after the point (its dscale field, NUMERIC_DSCALE_MAX),
+// more than any other database Debezium reads (Oracle's NUMBER -84 to 127,
+// MySQL's DECIMAL 30, SQL Server's 38). appendDecimal writes a zero per unit
+// of scale past the unscaled value's digits, so a scale far past it (a
+// VariableScaleDecimal's is any int32, a Decimal's any schema parameter)
+// would make a message of a hundred bytes gigabytes of text: the process
+// runs out of memory on it at every restart.
+const maxDecimalScale = 16383
+
+// checkScale refuses a decimal v whose scale no database has (see
+// maxDecimalScale), before its text is written.
+func checkScale(v []byte, scale int) error {
+	if scale > maxDecimalScale || scale < -maxDecimalScale {
+		return errorString(fmt.Sprintf("%s has a scale of %d, beyond any database's decimal (at most %d digits either side of the point): "+
+			"its exact text would be that many digits long", clip(v), scale, maxDecimalScale))
 	}
 	return nil
 }
@@ -755,8 +787,10 @@ func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bo
 			}
 		case fromVarDecimal:
 			var s int
-			if u, s, ok = varDecimal(v); ok {
+			if u, s, ok = varDecimal(v); ok && checkScale(v, s) == nil {
 				c.arena = appendDecimal(c.arena, u, s)
+			} else {
+				ok = false
 			}
 		default:
 			if inf, isInf := item.infinite(v); isInf {
