@@ -18,10 +18,15 @@ import (
 type field struct {
 	name, typ, logical []byte
 	scale, precision   int
+	// hasScale: the parameters give the scale, an integer (a Decimal's
+	// bytes are no number without it).
+	hasScale bool
 	// itemLogical and itemScale are an array's items' logical type and
-	// scale (schema.fields[after].fields[i].items).
-	itemLogical []byte
-	itemScale   int
+	// scale (schema.fields[after].fields[i].items), itemHasScale
+	// hasScale's of the items.
+	itemLogical  []byte
+	itemScale    int
+	itemHasScale bool
 }
 
 // conversion is how a Debezium value becomes its NDJSON.
@@ -472,7 +477,7 @@ func readField(v []byte) field {
 		case "name":
 			f.logical = text(v)
 		case "parameters":
-			f.scale, f.precision = decimalParameters(v)
+			f.scale, f.precision, f.hasScale = decimalParameters(v)
 		case "items":
 			it, _ := open(v, '{')
 			for k, v, ok := it.member(); ok; k, v, ok = it.member() {
@@ -480,7 +485,7 @@ func readField(v []byte) field {
 				case "name":
 					f.itemLogical = text(v)
 				case "parameters":
-					f.itemScale, _ = decimalParameters(v)
+					f.itemScale, _, f.itemHasScale = decimalParameters(v)
 				}
 			}
 		}
@@ -489,18 +494,21 @@ func readField(v []byte) field {
 }
 
 // decimalParameters reads a Decimal's scale and precision from a schema's
-// parameters (strings: {"scale":"2","connect.decimal.precision":"10"}).
-func decimalParameters(v []byte) (scale, precision int) {
+// parameters (strings: {"scale":"2","connect.decimal.precision":"10"});
+// hasScale is false when they give no scale that is an integer.
+func decimalParameters(v []byte) (scale, precision int, hasScale bool) {
 	p, _ := open(v, '{')
 	for k, v, ok := p.member(); ok; k, v, ok = p.member() {
 		switch string(k) {
 		case "scale":
-			scale, _ = strconv.Atoi(string(text(v)))
+			var err error
+			scale, err = strconv.Atoi(string(text(v)))
+			hasScale = err == nil
 		case "connect.decimal.precision":
 			precision, _ = strconv.Atoi(string(text(v)))
 		}
 	}
-	return scale, precision
+	return scale, precision, hasScale
 }
 
 // debeziumRow appends the columns of a row image: typed by fields where
@@ -640,7 +648,7 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 				// integer whose scale only the schema says, a date its
 				// days since 1970).
 				if item.conv == fromDecimal {
-					if err := checkScale(v, f.itemScale); err != nil {
+					if err := checkScale(v, f.itemScale, f.itemHasScale); err != nil {
 						return err
 					}
 				}
@@ -656,7 +664,7 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		if !ok {
 			return errNotType(v, f)
 		}
-		if err := checkScale(v, f.scale); err != nil {
+		if err := checkScale(v, f.scale, f.hasScale); err != nil {
 			return err
 		}
 		c.putDecimal(col, u, f.scale)
@@ -665,7 +673,7 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		if !ok {
 			return errNotType(v, f)
 		}
-		if err := checkScale(v, s); err != nil {
+		if err := checkScale(v, s, true); err != nil {
 			return err
 		}
 		c.putDecimal(col, u, s)
@@ -702,9 +710,16 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 // runs out of memory on it at every restart.
 const maxDecimalScale = 16383
 
-// checkScale refuses a decimal v whose scale no database has (see
-// maxDecimalScale), before its text is written.
-func checkScale(v []byte, scale int) error {
+// checkScale refuses a decimal v whose scale is not known (known false: a
+// Decimal schema without its scale parameter, which Kafka Connect's
+// Decimal.scale refuses too, "Invalid Decimal schema: scale parameter not
+// found", Debezium's CHANGELOG.md, DBZ-3371; read as 0, 123.45 was stored
+// as 12345) or that no database has (see maxDecimalScale), before its text
+// is written.
+func checkScale(v []byte, scale int, known bool) error {
+	if !known {
+		return errorString(clip(v) + " is a Decimal whose schema gives no scale (parameters.scale, an integer): where its point goes is not known")
+	}
 	if scale > maxDecimalScale || scale < -maxDecimalScale {
 		return errorString(fmt.Sprintf("%s has a scale of %d, beyond any database's decimal (at most %d digits either side of the point): "+
 			"its exact text would be that many digits long", clip(v), scale, maxDecimalScale))
@@ -787,7 +802,7 @@ func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bo
 			}
 		case fromVarDecimal:
 			var s int
-			if u, s, ok = varDecimal(v); ok && checkScale(v, s) == nil {
+			if u, s, ok = varDecimal(v); ok && checkScale(v, s, true) == nil {
 				c.arena = appendDecimal(c.arena, u, s)
 			} else {
 				ok = false

@@ -66,3 +66,51 @@ func TestDecimalScaleBeyondAnyDatabaseIsRefusedWithoutExpanding(t *testing.T) {
 		t.Errorf("scale 16383: got %.40s…, want %.40s…", c[0].Columns[1].Value, want)
 	}
 }
+
+// A Kafka Connect Decimal's bytes are its unscaled value; only the schema's
+// scale parameter places the point (Kafka Connect's Decimal.toLogical
+// throws "Invalid Decimal schema: scale parameter not found" without it,
+// Debezium's CHANGELOG, DBZ-3371). A schema without one (an SMT that
+// rebuilt it, a hand-written producer) stored 123.45 as 12345: a value a
+// hundred times too large, silently. It is dead-lettered with the reason.
+func TestDecimalWithoutItsScaleIsDeadLettered(t *testing.T) {
+	event := func(params string, array bool) string {
+		typ, value := `"type":"bytes","name":"org.apache.kafka.connect.data.Decimal"`+params, `"MDk="` // 12345
+		if array {
+			typ, value = `"type":"array","items":{`+typ+`}`, `["MDk="]`
+		}
+		return `{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[{"field":"id","type":"int32"},{"field":"n",` + typ + `}]}]},` +
+			`"payload":{"before":null,"after":{"id":1,"n":` + value + `},"op":"c","source":{"db":"d","table":"t"}}}`
+	}
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, params string
+		array        bool
+	}{
+		{"no parameters", ``, false},
+		{"parameters without scale", `,"parameters":{"connect.decimal.precision":"7"}`, false},
+		{"a scale that is no integer", `,"parameters":{"scale":"two"}`, false},
+		{"array items without scale", ``, true},
+	} {
+		got, err := d.Decode(nil, "srv.d.t", nil, []byte(event(tc.params, tc.array)))
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(e.Reason, `column "n"`) || !strings.Contains(e.Reason, "scale") {
+			var v string
+			if len(got) > 0 && len(got[0].Columns) > 1 {
+				v = string(got[0].Columns[1].Value)
+			}
+			t.Errorf("%s: got %v (value %s), want a dead letter naming column n and its scale", tc.name, err, v)
+		}
+	}
+	// With its scale, it is 123.45.
+	got, err := d.Decode(nil, "srv.d.t", nil, []byte(event(`,"parameters":{"scale":"2"}`, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := string(got[0].Columns[1].Value); v != `"123.45"` {
+		t.Errorf("with scale 2: %s, want \"123.45\"", v)
+	}
+}
