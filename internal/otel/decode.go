@@ -2,6 +2,7 @@ package otel
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,6 +58,9 @@ type Decoder struct {
 	metrics  pmetric.Unmarshaler
 	tenancy  Tenancy
 	kindName string // what the message should be, for errors
+	// maxRowBytes, when not 0, is the most bytes of rows one message may
+	// decode to (WithMaxRowBytes).
+	maxRowBytes int
 }
 
 // Tenancy says where a record's tenant comes from.
@@ -105,6 +109,19 @@ func TableOf(signal string) *schema.Table {
 	return &Spans
 }
 
+// WithMaxRowBytes makes the decoder refuse a message whose rows take more
+// than n bytes, having written no more than about n of them. Every row of
+// a resource (or scope) repeats its attributes, so a small message can
+// decode to any multiple of its size: 16 KiB of resource attributes over
+// thousands of empty spans, a few bytes each in protobuf, is gigabytes of
+// rows, which would exhaust the process's memory at every attempt to
+// read it. The pipeline gives max_inflight_bytes: rows past it cannot be
+// held anyway.
+func (d *Decoder) WithMaxRowBytes(n int64) *Decoder {
+	d.maxRowBytes = int(min(n, math.MaxInt))
+	return d
+}
+
 // WithGenAI makes the decoder of traces also write a genai_operations row
 // of each GenAI span into Batch.Derived, read by m.
 func (d *Decoder) WithGenAI(m *genai.Mapper) *Decoder { d.genai = m; return d }
@@ -140,6 +157,9 @@ func (d *Decoder) AppendRows(b *sink.Batch, r *kgo.Record) (rows int, err error)
 	src := source{topic: r.Topic, partition: r.Partition, offset: r.Offset, tenant: tenant}
 	src.coordinates = frags.coordinates(src)
 	w := row{b: b.Rows}
+	if d.maxRowBytes > 0 {
+		w.limit = len(b.Rows) + d.maxRowBytes
+	}
 	var longest int
 	switch d.signal {
 	case SignalLogs:
@@ -163,6 +183,11 @@ func (d *Decoder) AppendRows(b *sink.Batch, r *kgo.Record) (rows int, err error)
 		rows, longest = appendSpans(&w, traces, src, frags, &ops)
 		b.Derived = ops.w.b
 		longest = max(longest, ops.longest)
+	}
+	if w.full() {
+		// The deferred function drops the rows written (and the derived).
+		return 0, fmt.Errorf("%s of %d bytes decodes to more than %d bytes of rows (max_inflight_bytes): its resources' and scopes' attributes are repeated in each of their rows",
+			d.kindName, len(r.Value), d.maxRowBytes)
 	}
 	b.Rows = w.b
 	b.MaxLine = max(b.MaxLine, longest)

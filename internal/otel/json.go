@@ -20,7 +20,16 @@ import (
 type row struct {
 	b     []byte
 	first bool
+	// limit, when not 0, is the length of b past which the rows of a
+	// message stop being written (full): a message's rows repeat its
+	// resource's and scope's attributes, so they can be any multiple of
+	// its size (Decoder.WithMaxRowBytes).
+	limit int
 }
+
+// full reports whether the rows written reached the limit: the message's
+// writers write no more rows.
+func (w *row) full() bool { return w.limit > 0 && len(w.b) > w.limit }
 
 func (w *row) begin() { w.b = append(w.b, '{'); w.first = true }
 func (w *row) end()   { w.b = append(w.b, "}\n"...) }

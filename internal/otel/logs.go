@@ -17,6 +17,9 @@ func appendLogs(w *row, ld plog.Logs, src source, frags *fragments) (rows, longe
 			scope := frags.scope(resJSON, sl.Scope())
 			records := sl.LogRecords()
 			for k := range records.Len() {
+				if w.full() {
+					return rows, longest
+				}
 				l := records.At(k)
 				start := len(w.b)
 				w.beginWith(rowHead)

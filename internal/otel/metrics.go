@@ -27,6 +27,9 @@ func appendMetrics(w *row, md pmetric.Metrics, src source, frags *fragments) (ro
 				// point writes one data point's row: the columns every
 				// type shares around the type's own (fill).
 				point := func(start, ts pcommon.Timestamp, attrs pcommon.Map, exemplars pmetric.ExemplarSlice, flags pmetric.DataPointFlags, fill func()) {
+					if w.full() {
+						return // the message is refused (AppendRows)
+					}
 					begin := len(w.b)
 					w.beginWith(rowHead)
 					w.str("metric_name", m.Name())

@@ -21,6 +21,9 @@ func appendSpans(w *row, td ptrace.Traces, src source, frags *fragments, ops *op
 			scope := frags.scope(resJSON, ss.Scope())
 			spans := ss.Spans()
 			for k := range spans.Len() {
+				if w.full() {
+					return rows, longest
+				}
 				s := spans.At(k)
 				start := len(w.b)
 				w.beginWith(rowHead)

@@ -374,6 +374,9 @@ func OTLPDecoder(cfg *config.Config, encoding, tenantHeader string, m *genai.Map
 	if m != nil {
 		d.WithGenAI(m)
 	}
+	// The rows of one message never outgrow the process's memory budget:
+	// past it, the message is dead-lettered (otel.Decoder.WithMaxRowBytes).
+	d.WithMaxRowBytes(int64(cfg.MaxInflightBytes))
 	return d, nil
 }
 
