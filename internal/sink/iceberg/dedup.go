@@ -383,8 +383,17 @@ func isCoordinate(col string) bool {
 	return false
 }
 
+// keyEscaper escapes a value of a row's key: its separator '/', the
+// escape '\' itself, and NUL, which starts the null marker.
+var keyEscaper = strings.NewReplacer(`\`, `\\`, "/", `\/`, "\x00", `\0`)
+
 // rowKey is row i's key over cols: the values joined, or (hashed) their
-// MD5 — 128 bits, so billions of distinct rows do not collide.
+// MD5 — 128 bits, so billions of distinct rows do not collide. Each value
+// is escaped (keyEscaper) before it is joined: the joined text of two
+// different rows must differ, or the dedup merge keeps one of them as the
+// other's copy (a log record of scope "a/b" version "1" and one of scope
+// "a" version "b/1" had one key). A value without '/', '\' or NUL is
+// written as it is, so the keys of such rows stay those made before.
 func rowKey(cols []arrow.Array, i int, hashed bool) string {
 	var b strings.Builder
 	for j, c := range cols {
@@ -392,10 +401,14 @@ func rowKey(cols []arrow.Array, i int, hashed bool) string {
 			b.WriteByte('/')
 		}
 		if c.IsNull(i) {
-			b.WriteString("\x00null")
+			b.WriteString("\x00null") // no escaped value holds a NUL
 			continue
 		}
-		b.WriteString(c.ValueStr(i))
+		v := c.ValueStr(i)
+		if strings.ContainsAny(v, "/\\\x00") {
+			v = keyEscaper.Replace(v)
+		}
+		b.WriteString(v)
 	}
 	if !hashed {
 		return b.String()

@@ -313,3 +313,35 @@ func TestOrphansKeepTheFilesOfADedupMergeInAProcessOfItsOwn(t *testing.T) {
 		t.Errorf("%d rows merged, want 3", len(rows))
 	}
 }
+
+// Two log records that differ only in how their text splits between two
+// columns (scope "a/b" version "1", scope "a" version "b/1") are two
+// records: the dedup merge keeps both. Their key joined the columns' text
+// with "/" before hashing it, so both had one key and the second was left
+// out of the target as a copy — a record lost.
+func TestDedupKeepsRecordsWhoseColumnsJoinAlike(t *testing.T) {
+	s := openTyped(t, t.TempDir(), &otel.Logs)
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	for _, scope := range [][2]string{{"a/b", "1"}, {"a", "b/1"}} {
+		sl := rl.ScopeLogs().AppendEmpty()
+		sl.Scope().SetName(scope[0])
+		sl.Scope().SetVersion(scope[1])
+		r := sl.LogRecords().AppendEmpty()
+		r.Body().SetStr("hello")
+		r.SetTimestamp(pcommon.NewTimestampFromTime(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)))
+	}
+	body, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, otlpBatch(t, otel.SignalLogs, 0, 0, body))
+	res, err := s.Dedup(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, perKey := dedupRows(t, s, "otel_logs_dedup", "scope_name")
+	if res.Read != 2 || res.Inserted != 2 || len(perKey) != 2 {
+		t.Errorf("read %d, inserted %d, target %v (keys %v); want both records, under two keys", res.Read, res.Inserted, rows, perKey)
+	}
+}
