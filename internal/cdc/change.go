@@ -130,6 +130,12 @@ type Column struct {
 	// Value is the value as the NDJSON of internal/schema holds it (see its
 	// Type); nil for null.
 	Value []byte
+	// SourceText is the JSON string the source wrote a time as
+	// (Debezium's time.precision.mode=isostring: IsoDate, IsoTimestamp
+	// and IsoTime), nil for any other value. A release before ac48d7f
+	// took them for strings, so a changelog table it made holds them in
+	// text columns, which take this text rather than the typed Value.
+	SourceText []byte
 
 	// from, to locate a value written to the change's arena until the
 	// arena stops growing (settle).

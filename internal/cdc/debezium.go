@@ -631,6 +631,9 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 	if isNull(v) {
 		return nil
 	}
+	if lt.fromText() {
+		col.SourceText = v
+	}
 	if inf, ok := lt.infinite(v); ok {
 		c.putInt(col, inf)
 		return nil
@@ -763,6 +766,14 @@ func toMicros(conv conversion, n int64) (int64, bool) {
 func convertsItems(item logicalType) bool {
 	return item.conv == fromDecimal || item.conv == fromVarDecimal || item.typ == schema.Timestamp && item.conv != fromISO ||
 		item.typ == schema.Int64 // a time of day: logicalTypes' only Int64s
+}
+
+// fromText says whether lt is one of time.precision.mode=isostring's
+// types, JSON strings read into a time, which a release before ac48d7f
+// stored as their text (Column.SourceText). ZonedTimestamp was always a
+// timestamp.
+func (lt logicalType) fromText() bool {
+	return lt.conv == fromISODate || lt.conv == fromISOLocal || lt.conv == fromISOTime
 }
 
 // isDate says whether a value of lt is a date, without time of day.

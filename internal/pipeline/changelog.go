@@ -219,6 +219,18 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 				adds = append(adds, added{c.Table.Log, lower, tableColumn{col.Name, typ}})
 				return nil
 			}
+			if col.SourceText != nil && was.typ != typ {
+				// A time the source wrote as text, in a column of text: a
+				// release before ac48d7f made it so (it took Debezium's
+				// isostring times for strings), and the column goes on
+				// holding the source's text, neither a timestamp it cannot
+				// hold (every change of the table dead-lettered after the
+				// upgrade) nor a time of day's µs among the times' text.
+				if h, known := d.router.ColumnOf(was.typ); known && h.Text() {
+					col.Type, col.Precision, col.Scale, col.Value = schema.String, 0, 0, col.SourceText
+					typ = d.typeName(col)
+				}
+			}
 			if was.typ == typ {
 				return nil
 			}
