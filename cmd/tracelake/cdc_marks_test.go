@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
 )
 
 // A Canal message holds several rows (data[]): the ledger counts the
@@ -198,5 +201,53 @@ func TestCDCStartOffsetLatestPartitionDoesNotHoldMarks(t *testing.T) {
 	db.Close()
 	if !h.ready(cfgPath, "cdc_crm_leads") {
 		t.Errorf("cdc_crm_leads's 22:00 is not done after a heartbeat of 23:05, every partition read to its end (partition 1's record skipped by start_offset latest)")
+	}
+}
+
+// The done marks' listing of offsets (merge.Marking.Ends) named only the
+// topics the changelog tables' changes had come from: a shard on a topic
+// of its own (Debezium's dbserver1.db.order_01 beside order_00, mapped to
+// one table by cdc.shards) whose changes had not loaded yet was not
+// listed, and its table was marked done with them still in Kafka. Now
+// the listing names every topic read too (not the others), so that
+// MarkReady sees its records to load.
+func TestMarkListingNamesEveryTopicRead(t *testing.T) {
+	topics := []string{"dbserver1.db.order_00", "dbserver1.db.order_01", "dbserver2.db.order_00"}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("kafka: {brokers: [%q], topic_regex: '^dbserver1\\.', format: debezium}\nsink: {duckdb: {path: %q}}\n",
+		cluster.ListenAddrs()[0], filepath.Join(dir, "test.duckdb"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.FromFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, closeHB, err := newMarkSources(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeHB)
+	asked := []string{"dbserver1.db.order_00"}
+	listed, err := hb.ends(context.Background(), asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for tp := range listed {
+		got = append(got, fmt.Sprintf("%s/%d", tp.Topic, tp.Partition))
+	}
+	slices.Sort(got)
+	want := []string{"dbserver1.db.order_00/0", "dbserver1.db.order_00/1", "dbserver1.db.order_01/0", "dbserver1.db.order_01/1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+	if len(asked) != 1 {
+		t.Errorf("the caller's topics changed: %v", asked)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -196,6 +197,7 @@ type markSources struct {
 	beats *cdc.Beats
 	admin *kafka.Admin
 	group string
+	kafka config.Kafka // the topics read
 }
 
 // listTimeout bounds a round's listing of offsets: a round whose listing
@@ -214,7 +216,7 @@ func newMarkSources(cfg *config.Config, reading bool) (markSources, func(), erro
 	if err != nil {
 		return hb, nil, err
 	}
-	hb.admin, hb.group = admin, cfg.Kafka.Group
+	hb.admin, hb.group, hb.kafka = admin, cfg.Kafka.Group, cfg.Kafka
 	if reading {
 		hb.beats = cdc.NewBeats(cfg.Heartbeats())
 	}
@@ -222,10 +224,23 @@ func newMarkSources(cfg *config.Config, reading bool) (markSources, func(), erro
 }
 
 // ends lists the log start and last stable offsets of the partitions of
-// those of topics that exist.
+// those of topics that exist, and of every other topic read: a topic
+// that no changelog table's changes came from yet may carry any table's
+// (a shard's, on a topic of its own), and holds the marks back while it
+// has records to load (merge.Marking.Ends).
 func (h markSources) ends(ctx context.Context, topics []string) (map[sink.TopicPartition]merge.Offsets, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
+	read, err := h.admin.Topics(ctx, h.kafka)
+	if err != nil {
+		return nil, fmt.Errorf("list the topics read: %w", err)
+	}
+	topics = slices.Clone(topics) // the caller's
+	for _, t := range read {
+		if !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
 	w, err := h.admin.ExistingWatermarks(ctx, topics)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,9 @@ type changeLoader struct {
 	// at is the source time of the changes queued next (Debezium's
 	// source.ts_ms); 2023-11-14T22:13:20Z when zero.
 	at time.Time
+	// topic is the topic of the changes queued next; dbserver1 when "".
+	// A flush must not queue two topics on one partition.
+	topic string
 }
 
 func newChangeLoader(t testing.TB, with ...func(*duckdb.Options)) *changeLoader {
@@ -110,7 +113,11 @@ func (l *changeLoader) change(p int32, table, op string, pos int, row map[string
 			l.t.Fatal(err)
 		}
 	}
-	l.pending[p] = append(l.pending[p], &kgo.Record{Topic: "dbserver1", Partition: p, Offset: l.next[p], Key: keyJSON, Value: value})
+	topic := l.topic
+	if topic == "" {
+		topic = "dbserver1"
+	}
+	l.pending[p] = append(l.pending[p], &kgo.Record{Topic: topic, Partition: p, Offset: l.next[p], Key: keyJSON, Value: value})
 	l.next[p]++
 }
 

@@ -37,10 +37,12 @@ type Marking struct {
 	// Beats are the latest heartbeats read (cdc.Beats.Latest).
 	Beats []cdc.Beat
 	// Ends, when set, lists the log start and last stable offsets of the
-	// partitions of those of topics that exist; MarkReady asks it for the
-	// changelog tables' topics, after it has the beats. Without it, a
-	// partition nothing has loaded from yet is not known, and holds no
-	// table back (nor does a heartbeat move anything).
+	// partitions of those of topics that exist, and of every other topic
+	// read (kafka.topics, or those kafka.topic_regex matches now);
+	// MarkReady asks it for the changelog tables' topics, after it has
+	// the beats. Without it, a partition nothing has loaded from yet is
+	// not known, and holds no table back (nor does a heartbeat move
+	// anything).
 	Ends func(ctx context.Context, topics []string) (map[sink.TopicPartition]Offsets, error)
 	// Committed, when set, lists the consumer group's committed offsets,
 	// asked before the marks' snapshot: where the group's reading of a
@@ -84,6 +86,13 @@ type Offsets struct{ Start, End int64 }
 // it yet, or unable to move: see duckdb.Landing) is marked no further:
 // its partitions' progress, which the other tables move, does not hold
 // for it.
+//
+// A table's topics are those its changes came from so far; a topic read
+// that no table's changes came from yet, with records to load on a
+// partition nothing has loaded from, holds every table back: it may carry
+// any table's changes (a shard's, when the source names a topic per
+// table, or a table's of a second server), and which is known only once
+// they load.
 func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, error) {
 	var committed map[sink.TopicPartition]int64
 	if m.Committed != nil {
@@ -127,7 +136,9 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 		// must have reached the hour's end; one of unknown progress
 		// (records to load and none loaded, or none with a source time)
 		// holds the table back, and so does a dead letter of the table
-		// (or, one that is no change event, of its topic).
+		// (or, one that is no change event, of its topic), and a topic
+		// of no table yet with a partition of unknown progress (unread:
+		// its changes may be any table's).
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
 	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
@@ -153,10 +164,14 @@ WITH loads AS (
 	FROM (SELECT DISTINCT log_table, topic FROM %[3]s) t JOIN part p ON p.topic = t.topic GROUP BY t.log_table
 ), dead AS (
 	%[10]s
+), unread AS (
+	SELECT DISTINCT e.topic FROM ends e LEFT JOIN loads l ON l.topic = e.topic AND l."partition" = e."partition"
+	WHERE l.topic IS NULL AND e.start_offset < e.end_offset AND e.topic NOT IN (SELECT topic FROM %[3]s)
 ), held AS (
 	SELECT log_table, min(t) AS t, bool_or(t IS NULL) AS unknown FROM (
 		SELECT log_table, t FROM dead WHERE log_table IS NOT NULL
 		UNION ALL SELECT DISTINCT o.log_table, NULL::TIMESTAMP FROM dead d JOIN %[3]s o ON o.topic = d.topic WHERE d.log_table IS NULL
+		UNION ALL SELECT DISTINCT log_table, NULL::TIMESTAMP FROM %[3]s WHERE EXISTS (FROM unread)
 	) GROUP BY log_table
 ), model AS (
 	SELECT o.log_table, r.model_table, min(o.first_source_time) AS first_t,

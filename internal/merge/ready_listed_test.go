@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
 // A change of source table db.Orders is refused by the pipeline: its
@@ -107,4 +108,59 @@ func TestMarkReadyIdleOfAnHour(t *testing.T) {
 	if err := l.s.DB().QueryRow(`SELECT count(*) FROM tracelake_ready WHERE "table" = 'cdc_db_orders'`).Scan(&n); err != nil || n == 0 {
 		t.Errorf("marks of cdc_db_orders after two quiet hours with cdc.idle 1h: %d, %v", n, err)
 	}
+}
+
+// The shards of a logical table come on a topic each when the source
+// names a topic per table (Debezium: dbserver1.db.order_00,
+// dbserver1.db.order_01, …), and so does one table of several servers
+// (dbserver1.db.orders, dbserver2.db.orders). MarkReady knew a table's
+// topics only from the changes of it that had moved
+// (<table>_routes_reached), and listed only those: a shard whose topic
+// nothing had loaded from yet (a run's first minutes over a backlog, a
+// worker behind, a new shard) did not hold its table back. Here order_00
+// has loaded changes of h+10m and h+3h05m on its topic; order_01's change
+// of h+20m is in Kafka, on its own topic, and not loaded: the logical
+// table cdc_db_order was marked done for h, h+1 and h+2, and the change
+// then arrived in an hour marked done. The listing of ends names every
+// topic read; one of which nothing has loaded, with records to load, may
+// carry any table's changes, and holds every table back until it loads.
+func TestMarkReadyShardOnATopicNothingLoadedHoldsItsTable(t *testing.T) {
+	l := newOptionsLoader(t, cdc.Options{Format: cdc.FormatDebezium, Shards: []cdc.Shard{{Table: `order_[0-9]+`, AsTable: "order"}}})
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	l.topic = "dbserver1.db.order_00"
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "order_00", "c", 100, row(1, "a"), "id")
+	l.at = h.Add(3*time.Hour + 5*time.Minute)
+	l.change(0, "order_00", "c", 102, row(3, "c"), "id")
+	l.flush()
+	l.mustMerge()
+	// The listing names every topic read, as the run's does (Ends).
+	ends := func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
+		return map[sink.TopicPartition]Offsets{
+			{Topic: "dbserver1.db.order_00", Partition: 0}: {End: 2},
+			{Topic: "dbserver1.db.order_01", Partition: 0}: {End: 1}, // order_01's change of h+20m, not loaded
+		}, nil
+	}
+	l.wantMarks(Marking{Now: time.Now(), Ends: ends}, "cdc_db_order")
+
+	// Once order_01's change has loaded, moved and merged, the table is
+	// complete to where its slower topic reached (h+20m): no hour yet.
+	// Then order_01 passes h+2h and both hours before are marked.
+	l.topic = "dbserver1.db.order_01"
+	l.next = map[int32]int64{}
+	l.at = h.Add(20 * time.Minute)
+	l.change(0, "order_01", "c", 101, row(2, "b"), "id")
+	l.at = h.Add(2*time.Hour + 10*time.Minute)
+	l.change(0, "order_01", "u", 103, row(2, "b2"), "id")
+	l.flush()
+	l.mustMerge()
+	ends = func(context.Context, []string) (map[sink.TopicPartition]Offsets, error) {
+		return map[sink.TopicPartition]Offsets{
+			{Topic: "dbserver1.db.order_00", Partition: 0}: {End: 2},
+			{Topic: "dbserver1.db.order_01", Partition: 0}: {End: 2},
+		}, nil
+	}
+	l.want(`SELECT id, v FROM cdc_db_order ORDER BY id`, "1|a", "2|b2", "3|c")
+	l.wantMarks(Marking{Now: time.Now(), Ends: ends}, "cdc_db_order",
+		"cdc_db_order|"+h.Format("2006-01-02 15"), "cdc_db_order|"+h.Add(time.Hour).Format("2006-01-02 15"))
 }
