@@ -496,6 +496,12 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 		// count(*): one column to count the rows of.
 		cols = append(cols, t.tbl.Schema().Fields()[0].Name)
 	}
+	// The scan reads cols and, where some file may hold none of them, a
+	// column every file holds: the view takes cols alone.
+	read := cols
+	if guard, ok := guardColumn(t.tbl, cols); ok {
+		read = append(slices.Clone(cols), guard)
+	}
 	var filters []iceberggo.BooleanExpression
 	if tenant {
 		filters = append(filters, iceberggo.EqualTo(iceberggo.Reference(t.fields[tenantColumn].Name), s.Tenant))
@@ -510,7 +516,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 		}
 	}
 	filter := and(filters)
-	sc := t.tbl.Scan(table.WithRowFilter(filter), table.WithSelectedFields(cols...),
+	sc := t.tbl.Scan(table.WithRowFilter(filter), table.WithSelectedFields(read...),
 		table.WithMaxConcurrency(ic.opt.ScanConcurrency), table.WithArrowBatchSize(ic.opt.BatchRows))
 	var tasks []table.FileScanTask
 	if scan {
@@ -520,7 +526,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 			return fmt.Errorf("plan the scan of %s: %w", t.decl.Name, err)
 		}
 		if ic.opt.OnScan != nil {
-			st := ScanStats{Table: t.decl.Name, Filter: filter.String(), Columns: cols}
+			st := ScanStats{Table: t.decl.Name, Filter: filter.String(), Columns: read}
 			// iceberg-go splits a large file into tasks of its row groups
 			// (read.split.target-size): count each file once.
 			files := map[string]bool{}
@@ -576,4 +582,66 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 		return fmt.Errorf("make the view of %s: %w", t.decl.Name, err)
 	}
 	return nil
+}
+
+// guardColumn is a column for a scan of cols to read beside them when a
+// data file of tbl may hold none of cols: one written before they were
+// added to the table (a raw table's event_time, added at start to a table
+// created before it; schema evolution gives the files written before a
+// column null in it). iceberg-go v0.7.0 fails such a file where it should
+// read its rows with the columns null: it asks the Parquet reader for no
+// column at all, and that refuses ("no leaf column readers matched col
+// indices": table/arrow_scanner.go prepareToRead, arrow-go
+// parquet/pqarrow/file_reader.go). A file is written with all the columns
+// of the table's schema of the time, and the table's metadata keeps every
+// schema it had: when each of them has one of cols, every file holds one.
+// Otherwise the guard is the column of the current schema that the most of
+// them have (every one, for a column the table was created with),
+// preferring one of a fixed width (cheaper to read than a string), then
+// the oldest.
+func guardColumn(tbl *table.Table, cols []string) (string, bool) {
+	current := tbl.Schema()
+	ids := make([]int, 0, len(cols))
+	for _, c := range cols {
+		if f, ok := current.FindFieldByName(c); ok {
+			ids = append(ids, f.ID)
+		}
+	}
+	schemas := tbl.Metadata().Schemas()
+	covered := func(sc *iceberggo.Schema) bool {
+		for _, id := range ids {
+			if _, ok := sc.FindFieldByID(id); ok {
+				return true
+			}
+		}
+		return false
+	}
+	if !slices.ContainsFunc(schemas, func(sc *iceberggo.Schema) bool { return !covered(sc) }) {
+		return "", false
+	}
+	var best iceberggo.NestedField
+	bestHeld, bestFixed := -1, false
+	for _, f := range current.Fields() {
+		if _, ok := f.Type.(iceberggo.PrimitiveType); !ok {
+			continue
+		}
+		held := 0
+		for _, sc := range schemas {
+			if _, ok := sc.FindFieldByID(f.ID); ok {
+				held++
+			}
+		}
+		fixed := true
+		switch f.Type.(type) {
+		case iceberggo.StringType, iceberggo.BinaryType:
+			fixed = false
+		}
+		if held > bestHeld || held == bestHeld && (fixed && !bestFixed || fixed == bestFixed && f.ID < best.ID) {
+			best, bestHeld, bestFixed = f, held, fixed
+		}
+	}
+	if bestHeld < 0 || slices.Contains(cols, best.Name) {
+		return "", false
+	}
+	return best.Name, true
 }

@@ -774,3 +774,57 @@ func TestScanReaderRefusesASecondScan(t *testing.T) {
 		t.Fatal("a second scan was answered")
 	}
 }
+
+// TestIcebergReadsColumnsAddedAfterItsFiles: a query naming only columns
+// added to a table after some of its files were written (a raw table's
+// event_time, added at start to a table created before it) reads those
+// files' rows with the columns null, as a file of the table is read with
+// any column it lacks, rather than failing.
+func TestIcebergReadsColumnsAddedAfterItsFiles(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	ctx := context.Background()
+	tbl, err := l.snk.Catalog().LoadTable(ctx, table.Identifier{"tracelake", "events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	update := txn.UpdateSchema(true, false).
+		AddColumn([]string{"event_time"}, iceberggo.PrimitiveTypes.TimestampTz, "", false, nil).
+		AddColumn([]string{"ktopic"}, iceberggo.PrimitiveTypes.String, "", false, nil)
+	if err := update.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	as, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, as, strings.NewReader(
+		`[{"record_metadata": "{}", "record_content": "{}", "event_time": "2024-03-01T10:00:00Z", "ktopic": "traces"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	at := array.NewTableFromRecords(as, []arrow.RecordBatch{rec})
+	defer at.Release()
+	if _, err := tbl.AppendTable(ctx, at, 1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.reader.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string][]string{
+		`SELECT ktopic, event_time FROM events ORDER BY ktopic NULLS FIRST`: {"(null)|(null)", "traces|2024-03-01T10:00:00"},
+		`SELECT count(*) FROM events WHERE event_time IS NULL`:              {"1"},
+		`SELECT count(ktopic), max(event_time) FROM events`:                 {"1|2024-03-01T10:00:00"},
+		// Pruned by the predicate, the older file is not read at all.
+		`SELECT ktopic FROM events WHERE ktopic = 'traces'`: {"traces"},
+	} {
+		got, err := l.rows(t, tenancy.Operator, q)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: read %v, %v; want %v", q, got, err, want)
+		}
+	}
+}
