@@ -42,6 +42,10 @@ type REST struct {
 	// answer 503, as a gateway that lost the catalog's reply would: the
 	// client cannot know whether its commit happened.
 	LoseCommitReplies atomic.Int64
+	// FailCommits makes the next this many commits answer 500 without
+	// landing, as a catalog that failed before applying them would: the
+	// client cannot tell them from a commit whose reply was lost.
+	FailCommits atomic.Int64
 }
 
 // StartREST serves backing over REST until the test ends.
@@ -120,6 +124,10 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 				Updates      table.Updates      `json:"updates"`
 			}
 			if !decode(w, req, &body) {
+				return
+			}
+			if r.FailCommits.Add(-1) >= 0 {
+				restError(w, http.StatusInternalServerError, "ServerError", "the catalog failed before the commit landed")
 				return
 			}
 			meta, loc, err := cat.CommitTable(ctx, id, body.Requirements, body.Updates)
