@@ -272,12 +272,18 @@ func (l *Loader) add(ctx context.Context, r *request) {
 // load's, is decoded again at the right ones.
 func (l *Loader) finished(ctx context.Context, g *group, err error) {
 	var fenced *fencedError
-	retried := g.reqs
+	refused := func(int) bool { return true }
 	if errors.As(err, &fenced) {
-		retried = g.reqs[:fenced.stored]
+		refused = func(i int) bool { return fenced.refused[i] }
 	}
 	if err != nil {
-		l.opt.Log.Warn("OTLP requests not loaded; their clients are told to retry", "requests", len(retried), "err", err)
+		n := 0
+		for i := range g.reqs {
+			if refused(i) {
+				n++
+			}
+		}
+		l.opt.Log.Warn("OTLP requests not loaded; their clients are told to retry", "requests", n, "err", err)
 		if l.opt.Metrics != nil {
 			l.opt.Metrics.Retries.WithLabelValues("direct_load").Inc()
 		}
@@ -289,16 +295,21 @@ func (l *Loader) finished(ctx context.Context, g *group, err error) {
 			}
 		}
 	}
-	answer(retried, err)
-	answer(g.reqs[len(retried):], nil) // past a fence: stored
+	for i, r := range g.reqs {
+		if err != nil && refused(i) {
+			r.done <- err
+		} else {
+			r.done <- nil // stored: by this load, or past a fence
+		}
+	}
 }
 
-// fencedError is a load whose first requests' positions were fenced
-// (another process had loaded them): those stored of its requests
-// follow them.
+// fencedError is a load some of whose requests' positions were fenced
+// (another process had loaded them): those are refused, the others are
+// stored.
 type fencedError struct {
-	stored int // the requests fenced, before those stored
-	err    error
+	refused []bool // by request of the load
+	err     error
 }
 
 func (e *fencedError) Error() string { return e.err.Error() }
@@ -368,16 +379,33 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		}
 	}
 	if got := stored(loaded, l.tp); got != rg.Records+rg.DLQ {
-		// Rows were fenced: another process wrote positions up to some
-		// of these (two loaders with one otlp.instance). The fence is
-		// cumulative, so what is stored of ours is the requests after
-		// some position: those requests count as stored (a retry would
-		// store them twice), the others are told to retry (finished),
-		// and the sequence resumes past both.
-		fenced := &fencedError{stored: fencedBefore(g.reqs, got)}
-		fenced.err = fmt.Errorf("positions %d-%d of %s were already in the ledger (another process loading with the same otlp.instance?): %d of %d rows stored",
-			rg.First, rg.First+int64(fenced.stored)-1, l.tp, got, rg.Records+rg.DLQ)
-		return fenced
+		// Rows were fenced. The fence is cumulative, so what this attempt
+		// stored is the requests after some position: those count as
+		// stored (a retry would store them twice). Of the requests
+		// before, those at positions the ledger records as this load's
+		// own (an earlier attempt of the same staged files committed
+		// them, its reply lost: sink.Loaded.Own) are stored too; the
+		// others' positions another process wrote (two loaders with one
+		// otlp.instance): they are told to retry (finished), and the
+		// sequence resumes past both.
+		from := fencedBefore(g.reqs, got)
+		refused := make([]bool, len(g.reqs))
+		first, last := int64(-1), int64(-1)
+		for i := range g.reqs[:from] {
+			if pos := rg.First + int64(i); !ownPosition(loaded.Own, l.tp, pos) {
+				refused[i] = true
+				last = pos
+				if first < 0 {
+					first = pos
+				}
+			}
+		}
+		if first >= 0 {
+			return &fencedError{refused: refused, err: fmt.Errorf("positions %d-%d of %s were already in the ledger, loaded by another load (another process loading with the same otlp.instance?): %d of %d rows stored",
+				first, last, l.tp, got, rg.Records+rg.DLQ)}
+		}
+		l.opt.Log.Info("OTLP load committed by an earlier attempt whose reply was lost; its requests are stored",
+			"partition", l.tp, "first", rg.First, "last", rg.Last)
 	}
 	l.stats.rows.Add(rg.Records)
 	l.stats.dlq.Add(rg.DLQ)
@@ -393,6 +421,16 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		m.LoadDuration.Observe(time.Since(start).Seconds())
 	}
 	return nil
+}
+
+// ownPosition reports whether pos of tp is in one of own's ranges.
+func ownPosition(own []sink.Range, tp sink.TopicPartition, pos int64) bool {
+	for _, r := range own {
+		if r.TopicPartition == tp && r.First <= pos && pos <= r.Last {
+			return true
+		}
+	}
+	return false
 }
 
 // stored is what a load wrote of tp's records, rows and dead letters: not

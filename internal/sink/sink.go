@@ -7,6 +7,7 @@ package sink
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -114,6 +115,31 @@ var (
 // token of this process and a counter.
 func NewBatchID() string {
 	return batchProcess + strconv.FormatUint(batchIDs.Add(1), 36)
+}
+
+// LoadIdentity names a load of files: the same for every attempt to load
+// the same staged files (a retry after a reply was lost), another for a
+// load of any other staging, whose files carry another Batch.ID in their
+// names (Batch.Name), even of the same offsets (another process loading
+// with the same otlp.instance, a re-read). A sink records it as the
+// load's load_id in its ledger, so that an attempt finding its positions
+// fenced can tell its own earlier commit from another's (Loaded.Own).
+func LoadIdentity(files []File) string {
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.Name
+	}
+	return IdentityOf(names)
+}
+
+// IdentityOf is LoadIdentity of the staged files (or batches) named.
+func IdentityOf(names []string) string {
+	h := sha256.New()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0}) // names never hold NUL: no two lists hash alike by joining
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // Record is a raw row kept as its Kafka record (already checked: its value
@@ -282,8 +308,20 @@ type TableByTableCommitter interface {
 // Loaded is what a load wrote, per partition, after skipping rows already
 // recorded. The pipeline commits Kafka offsets from it.
 type Loaded struct {
+	// LoadID names the load in the ledger: LoadIdentity of its files,
+	// where the sink records that.
 	LoadID string
 	Ranges []Range
+	// Own are positions the fence left out of this load that the ledger
+	// records as committed by this load's identity (LoadIdentity): an
+	// earlier attempt of the same staged files committed them, its reply
+	// lost. Per ledger row, with the rows it counts; not in Ranges, which
+	// are what this attempt wrote. A sink that reports them looks only
+	// when its fence left positions out; the OTLP direct load answers
+	// their requests as stored (a refusal would have them stored twice),
+	// the pipeline ignores them (it commits Kafka offsets from Ranges,
+	// which cover the fenced positions as they always did).
+	Own []Range
 	// Rejected are the main table's rows the sink sent to the dead-letter
 	// table at the load instead (the table refused a value), one per row.
 	// Only a sink that isolates such rows reports them (Databend); a

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -155,8 +153,19 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	if _, err := s.copyFiles(ctx, ss, p, s.tables.dlq, dlq); err != nil {
 		return sink.Loaded{}, nil, err
 	}
-	ranges := counts.ranges(sink.Fence(p.files, fence).Ranges)
-	loadID := uuid.NewString()
+	fenced := sink.Fence(p.files, fence)
+	ranges := counts.ranges(fenced.Ranges)
+	// The same for every attempt and round of these files: an attempt
+	// whose COMMIT landed, its reply lost (or late: the ledger read of a
+	// later attempt sees it, see copyFiles), is told from another load
+	// by it.
+	loadID := sink.LoadIdentity(p.files)
+	var own []sink.Range
+	if !fenced.Exact {
+		if own, err = s.ownRanges(ctx, ss, loadID); err != nil {
+			return sink.Loaded{}, nil, err
+		}
+	}
 	if len(ranges) > 0 {
 		if _, err := ss.query(ctx, ledgerInsert(s.tables.ledger, ranges, loadID, len(p.files))); err != nil {
 			return sink.Loaded{}, nil, fmt.Errorf("insert ledger rows: %w", err)
@@ -166,7 +175,37 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 		return sink.Loaded{}, nil, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
-	return sink.Loaded{LoadID: loadID, Ranges: ranges, Rejected: p.rejected()}, nil, nil
+	return sink.Loaded{LoadID: loadID, Ranges: ranges, Rejected: p.rejected(), Own: own}, nil, nil
+}
+
+// ownRanges are the ledger rows recorded as loadID's (sink.Loaded.Own),
+// read in the load's transaction, as its fence was: an earlier attempt of
+// the same files committed them.
+func (s *Sink) ownRanges(ctx context.Context, ss *session, loadID string) ([]sink.Range, error) {
+	res, err := ss.query(ctx, fmt.Sprintf(`SELECT topic, "partition", first_offset, last_offset, records, dlq_records FROM %s WHERE load_id = %s`,
+		s.tables.ledger, sqltext.DatabendString(loadID)))
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger rows of load %s: %w", loadID, err)
+	}
+	own := []sink.Range{}
+	for _, row := range res.Rows {
+		var n [5]int64
+		ok := len(row) == 6 && row[0] != nil
+		for i := 1; ok && i < 6; i++ {
+			var err error
+			ok = row[i] != nil
+			if ok {
+				n[i-1], err = strconv.ParseInt(*row[i], 10, 64)
+				ok = err == nil
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("read the ledger rows of load %s: unexpected row %v", loadID, deref(row))
+		}
+		own = append(own, sink.Range{TopicPartition: sink.TopicPartition{Topic: *row[0], Partition: int32(n[0])},
+			First: n[1], Last: n[2], Records: n[3], DLQ: n[4]})
+	}
+	return own, nil
 }
 
 // target is a staged name to COPY and the rows it holds.

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
-	"github.com/google/uuid"
 
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -524,8 +523,6 @@ func threadsFor(opt Options) int {
 	}
 	return int(max(1, cores))
 }
-
-func newLoadID() string { return uuid.NewString() }
 
 // TopicExpr is the SQL expression of a raw row's topic.
 const TopicExpr = "record_metadata->>'topic'"

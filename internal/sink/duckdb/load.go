@@ -112,13 +112,17 @@ func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func(
 	if len(plans) == 1 {
 		plans[0].ahead = ahead // read from all the files, as the plan reads them
 	}
-	loaded, err := s.loadTx(ctx, plans, false, committing)
+	// The same for every attempt of these files: an attempt whose commit
+	// landed, its reply lost, is told from another load by it (ownRanges).
+	// The halves of a load halved (loadHalving) are loads of their own.
+	loadID := sink.LoadIdentity(files)
+	loaded, err := s.loadTx(ctx, plans, loadID, false, committing)
 	if err != nil && isJSONError(err) && !s.opt.Transform && s.opt.Typed == nil {
 		// Our validator accepted a value DuckDB's JSON parser rejects. Load
 		// again, sending such rows to the dead-letter table instead of
 		// stalling the partition on a load that can never succeed.
 		s.log.Warn("a value was rejected by DuckDB's JSON parser; loading again with a per-row check", "err", err)
-		loaded, err = s.loadTx(ctx, plans, true, committing)
+		loaded, err = s.loadTx(ctx, plans, loadID, true, committing)
 	}
 	if err != nil {
 		// A commit that reported an error may have landed all the same:
@@ -320,12 +324,11 @@ func where(conds ...string) string {
 }
 
 // loadTx runs one load transaction: the plans' rows in order, then the
-// ledger rows of all of them. With checkJSON, rows whose raw_data DuckDB
-// cannot parse go to the dead-letter table (stage load). committing (when
-// not nil) is called before the commit.
-func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, committing func()) (sink.Loaded, error) {
+// ledger rows of all of them, recorded as loadID's. With checkJSON, rows
+// whose raw_data DuckDB cannot parse go to the dead-letter table (stage
+// load). committing (when not nil) is called before the commit.
+func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, loadID string, checkJSON bool, committing func()) (sink.Loaded, error) {
 	now := time.Now().UTC()
-	loadID := newLoadID()
 	var tx *sql.Tx
 	var err error
 	if ahead := plans[0].ahead; ahead != nil {
@@ -342,9 +345,15 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, com
 	// cache only once it commits.
 	clear(s.routedAdded)
 	clear(s.routedCreated)
-	var ranges []sink.Range
+	var ranges, own []sink.Range
 	files := 0
 	for _, p := range plans {
+		if !p.exact && own == nil {
+			// Rows were fenced: by this load's own earlier attempt?
+			if own, err = s.ownRanges(ctx, tx, loadID); err != nil {
+				return sink.Loaded{}, err
+			}
+		}
 		transformed, err := s.insertFiles(ctx, tx, p, checkJSON, now)
 		if err != nil {
 			return sink.Loaded{}, err
@@ -368,7 +377,29 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, checkJSON bool, com
 		return sink.Loaded{}, fmt.Errorf("commit: %w", err)
 	}
 	s.keepRouted()
-	return sink.Loaded{LoadID: loadID, Ranges: ranges}, nil
+	return sink.Loaded{LoadID: loadID, Ranges: ranges, Own: own}, nil
+}
+
+// ownRanges are the ledger rows recorded as loadID's (sink.Loaded.Own):
+// an earlier attempt of the same files committed them. Never nil.
+func (s *Sink) ownRanges(ctx context.Context, tx *sql.Tx, loadID string) ([]sink.Range, error) {
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT topic, "partition", first_offset, last_offset, records, dlq_records FROM %s WHERE load_id = $1`, s.tables.ledger), loadID)
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger rows of load %s: %w", loadID, err)
+	}
+	defer rows.Close()
+	own := []sink.Range{}
+	for rows.Next() {
+		var r sink.Range
+		if err := rows.Scan(&r.Topic, &r.Partition, &r.First, &r.Last, &r.Records, &r.DLQ); err != nil {
+			return nil, fmt.Errorf("read the ledger rows of load %s: %w", loadID, err)
+		}
+		own = append(own, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the ledger rows of load %s: %w", loadID, err)
+	}
+	return own, nil
 }
 
 // keepRouted adds what a committed transaction created or added to routed

@@ -86,6 +86,11 @@ type stagedFiles struct {
 	// load tried again finds its positions covering them, and they are
 	// its rows, not another load's: counted as stored, not fenced.
 	landed bool
+	// tried are the load ids of this table's commits that held the files
+	// (or moved their positions) and failed with an unknown outcome (a
+	// lost reply): one found among the table's snapshots landed, and the
+	// files are its rows, as landed ones are.
+	tried []string
 }
 
 func (st *staged) of(k kind) *stagedFiles {
@@ -436,7 +441,13 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		}
 		return results
 	}
-	loadID := newLoadID()
+	// The same for every attempt of the same staged batches: a commit
+	// whose reply was lost is found by it (commitTable).
+	var names []string
+	for _, st := range entries {
+		names = append(names, st.names...)
+	}
+	loadID := sink.IdentityOf(names)
 	counts := map[kind][]map[sink.TopicPartition]int64{}
 	fenced := map[kind][]bool{}
 	landed := false // a table's commit of this group landed
@@ -627,16 +638,18 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	counts := make([]map[sink.TopicPartition]int64, len(entries))
 	fenced := make([]bool, len(entries))
 	var add []iceberggo.DataFile
+	in := make([]bool, len(entries)) // entries this commit adds or moves the positions of
 	for i, st := range entries {
 		sf := st.of(k)
 		cov := covered(st.ranges, next)
 		fenced[i] = cov != coversNone
 		switch {
-		case cov == coversAll && sf.landed:
+		case cov == coversAll && (sf.landed || committedBy(fresh, sf.tried)):
 			// Committed by this load's earlier attempt (a later table's
-			// commit failed): its rows are in, and counted, else the
-			// load reports them fenced and the OTLP receivers tell their
-			// clients to send them again (directload's fencedError).
+			// commit failed, or this one's reply was lost): its rows
+			// are in, and counted, else the load reports them fenced
+			// and the OTLP receivers tell their clients to send them
+			// again (directload's fencedError).
 			fenced[i] = false
 			counts[i] = sf.counts
 			continue
@@ -652,6 +665,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		}
 		counts[i] = sf.counts
 		add = append(add, sf.files...)
+		in[i] = cov != coversAll
 		for _, r := range st.ranges {
 			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
 		}
@@ -688,6 +702,15 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 			// are dropped).
 			if len(st.of(k).files) > 0 {
 				st.of(k).landed = true
+			}
+		}
+	}
+	if err != nil && !LostRace(err) {
+		// It may have landed: the retry looks for it among the table's
+		// snapshots before it takes the positions for another load's.
+		for i, st := range entries {
+			if in[i] {
+				st.of(k).tried = append(st.of(k).tried, loadID)
 			}
 		}
 	}
@@ -754,7 +777,24 @@ func (m *mainPositions) get(ctx context.Context, s *Sink) (map[sink.TopicPartiti
 	return m.pos, nil
 }
 
-// newLoadID names a load (its snapshots' tracelake.load-id).
+// committedBy reports whether a snapshot of tbl's current branch is a
+// commit of one of the loads ids names (tracelake.load-id).
+func committedBy(tbl *table.Table, ids []string) bool {
+	meta := tbl.Metadata()
+	cur := meta.CurrentSnapshot()
+	if len(ids) == 0 || cur == nil {
+		return false
+	}
+	for _, snap := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
+		if snap.Summary != nil && slices.Contains(ids, snap.Summary.Properties[loadIDKey]) {
+			return true
+		}
+	}
+	return false
+}
+
+// newLoadID names a commit that is not a load's (its snapshot's
+// tracelake.load-id): a load's is sink.IdentityOf its batches.
 func newLoadID() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
 
 // beginPositionsCommit begins a commit of tbl that moves its positions

@@ -24,6 +24,9 @@ var (
 	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
 	reRemove       = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
 	reLedgerScan   = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
+	// The ledger rows of one load (its load_id), read by a load whose
+	// fence left positions out, in its transaction.
+	reLedgerOfLoad = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records, dlq_records FROM (\S+) WHERE load_id = '((?:[^'\\]|'')*)'$`)
 	reLedgerSize   = regexp.MustCompile(`^SELECT count\(\*\), CAST\(coalesce\(sum\(records \+ dlq_records\), 0\) AS BIGINT\) FROM (\S+)$`)
 	reDLQCount     = regexp.MustCompile(`^SELECT topic, "partition", count\(\*\), count\(DISTINCT "offset"\) FROM (\S+) GROUP BY 1, 2$`)
 	reRawCount     = regexp.MustCompile(`^SELECT (?:record_metadata:topic::VARCHAR|ktopic), kpartition, count\(\*\), count\(DISTINCT koffset\) FROM (\S+) GROUP BY 1, 2$`)
@@ -158,6 +161,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	}
 	if m := reLedgerScan.FindStringSubmatch(sql); m != nil {
 		return s.ledgerScan(m[1], tx)
+	}
+	if m := reLedgerOfLoad.FindStringSubmatch(sql); m != nil {
+		return s.ledgerOfLoad(m[1], strings.ReplaceAll(m[2], "''", "'"), tx)
 	}
 	if m := reLedgerSize.FindStringSubmatch(sql); m != nil {
 		return s.ledgerSize(m[1], tx)
@@ -483,6 +489,24 @@ func (s *Server) ledgerScan(ledger string, tx *txn) ([]string, [][]*string, erro
 			str(string(r["last_offset"])), str(strconv.FormatInt(n, 10))})
 	}
 	return []string{"topic", "partition", "first_offset", "last_offset", "n"}, out, nil
+}
+
+// ledgerOfLoad is a ledger's rows of one load, as the session sees them
+// (visible: committed rows and its transaction's own).
+func (s *Server) ledgerOfLoad(ledger, loadID string, tx *txn) ([]string, [][]*string, error) {
+	t, err := s.table(ledger)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out [][]*string
+	for _, r := range visible(t, tx, unquote(ledger)) {
+		if jsonString(r["load_id"]) != loadID {
+			continue
+		}
+		out = append(out, []*string{str(jsonString(r["topic"])), str(string(r["partition"])), str(string(r["first_offset"])),
+			str(string(r["last_offset"])), str(string(r["records"])), str(string(r["dlq_records"]))})
+	}
+	return []string{"topic", "partition", "first_offset", "last_offset", "records", "dlq_records"}, out, nil
 }
 
 // ledgerSize is verify's read of a ledger's size: its rows and the
