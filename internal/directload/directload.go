@@ -11,7 +11,9 @@
 // (LoadAttempts), then answers its requests with an error (the receivers
 // tell clients to retry) and the sequence resumes from the ledger, so a
 // load whose outcome was unknown — committed, its reply lost — never has
-// its positions reused; nor, where the sink commits its tables one by
+// its positions reused (an attempt that finds them in the ledger under
+// the load's own identity, sink.LoadIdentity, answers its requests as
+// stored: sink.Loaded.Own); nor, where the sink commits its tables one by
 // one (Iceberg), a load that committed some of them: the sequence resumes
 // past the furthest table, the positions skipped recorded as abandoned
 // (sink.TableByTableCommitter). A client retrying after a lost answer stores its

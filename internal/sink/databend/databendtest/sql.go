@@ -492,7 +492,10 @@ func (s *Server) ledgerScan(ledger string, tx *txn) ([]string, [][]*string, erro
 }
 
 // ledgerOfLoad is a ledger's rows of one load, as the session sees them
-// (visible: committed rows and its transaction's own).
+// (visible): a table its transaction has not written is read as
+// committed now, one it wrote from the transaction's buffer
+// (TxnManager::get_table_from_buffer,
+// src/query/storages/common/session/src/transaction.rs).
 func (s *Server) ledgerOfLoad(ledger, loadID string, tx *txn) ([]string, [][]*string, error) {
 	t, err := s.table(ledger)
 	if err != nil {
