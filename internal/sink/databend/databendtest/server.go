@@ -400,3 +400,13 @@ func (s *Server) AppendRow(table string, r Row) {
 	defer s.mu.Unlock()
 	s.tables[table].rows = append(s.tables[table].rows, r)
 }
+
+// RemoveRows deletes the committed rows of a table that drop says, as a
+// write outside tracelake would (tests of verify).
+func (s *Server) RemoveRows(table string, drop func(Row) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tables[table]
+	t.rows = slices.DeleteFunc(slices.Clone(t.rows), drop)
+	t.rewrites++ // a DELETE's commit
+}
