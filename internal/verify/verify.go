@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,19 @@ type Partition struct {
 	// problem, shown so a reader knows the table starts later.
 	Skipped       int64 `json:"skipped,omitempty"`
 	CountMismatch bool  `json:"count_mismatch"` // ledger counts differ from table rows
+	// Unstored are records a ledger range counts that no row in its
+	// offsets stands for (raw mode: a range's distinct rows below its
+	// count), summed over the ranges; Unloaded are rows in a range beyond
+	// its count, and Uncovered rows at offsets no ledger range covers:
+	// rows no load wrote. A record deleted and another row stored
+	// elsewhere keep the partition's count; these do not.
+	Unstored  int64 `json:"unstored_records,omitempty"`
+	Unloaded  int64 `json:"unloaded_rows,omitempty"`
+	Uncovered int64 `json:"uncovered_rows,omitempty"`
+	// RangeMismatches lists the first ranges whose rows differ from
+	// their count ("0-9: 10 counted, 9 stored"), and the offsets of
+	// uncovered rows.
+	RangeMismatches []string `json:"range_mismatches,omitempty"`
 	// Abandoned are positions of the OTLP receivers' own sequence that a
 	// load failed with after committing some of its tables (Iceberg): the
 	// requests there were refused for their clients to retry, and hold
@@ -295,6 +309,7 @@ func run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 	get := parts.get
 
 	var read ledgerState
+	ranges := map[rangeKey]*ledgerRange{} // raw mode: each range's count, to compare with its rows
 	ledger, err := db.QueryText(ctx, fmt.Sprintf(
 		`SELECT topic, "partition", first_offset, last_offset, records + dlq_records FROM %s ORDER BY topic, "partition", first_offset, last_offset`, t.Ledger))
 	if err != nil {
@@ -321,6 +336,17 @@ func run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		p.LedgerNext = max(p.LedgerNext, last+1)
 		p.LedgerRanges++
 		p.LedgerRecords += n
+		if t.Raw {
+			// Two rows of one first offset (a range written twice) are
+			// overlaps already; their rows are compared with their sum.
+			k := rangeKey{tp, first}
+			if r := ranges[k]; r != nil {
+				r.records += n
+				r.last = max(r.last, last)
+			} else {
+				ranges[k] = &ledgerRange{last: last, records: n}
+			}
+		}
 	}
 
 	// scan reads rows of topic, partition, count, distinct count.
@@ -338,40 +364,20 @@ func run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		}
 		return nil
 	}
-	if err := scan(fmt.Sprintf(`SELECT topic, "partition", count(*), count(DISTINCT "offset") FROM %s GROUP BY 1, 2`, t.DLQ),
-		func(p *Partition, rows, distinct int64) {
-			p.DLQRows = rows
-			if !t.Raw {
+	if !t.Raw {
+		if err := scan(fmt.Sprintf(`SELECT topic, "partition", count(*), count(DISTINCT "offset") FROM %s GROUP BY 1, 2`, t.DLQ),
+			func(p *Partition, rows, distinct int64) {
 				// The user's table has no offsets to check; the dead-letter
-				// table has (in raw mode the union below counts both).
+				// table has. Its rows are not compared with the ledger's
+				// ranges: a replay moves dead letters into the user's
+				// table without moving the ledger's dlq_records count.
+				p.DLQRows = rows
 				p.Duplicates = rows - distinct
-			}
-		}); err != nil {
-		return nil, read, fmt.Errorf("count %s: %w", t.DLQ, err)
-	}
-	if t.Raw {
-		if err := scan(fmt.Sprintf(`SELECT %s, kpartition, count(*), count(DISTINCT koffset) FROM %s GROUP BY 1, 2`, t.Topic, t.Main),
-			func(p *Partition, rows, _ int64) { p.Rows = rows }); err != nil {
-			return nil, read, fmt.Errorf("count %s: %w", t.Main, err)
+			}); err != nil {
+			return nil, read, fmt.Errorf("count %s: %w", t.DLQ, err)
 		}
-		// An offset stored twice, in either table or in both.
-		q := fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT o) FROM (
-			SELECT %s AS topic, kpartition AS p, koffset AS o FROM %s
-			UNION ALL SELECT topic, "partition", "offset" FROM %s) AS stored GROUP BY 1, 2`, t.Topic, t.Main, t.DLQ)
-		if t.Index != "" {
-			// A row is its (offset, index); a dead letter its offset and
-			// value: a message that did not decode, or one row of a
-			// message the database rejected (Databend) beside the rows it
-			// took. Keys are text: DuckDB's count(DISTINCT) takes one
-			// argument, Databend's a list; both take this.
-			q = fmt.Sprintf(`SELECT topic, p, count(*), count(DISTINCT k) FROM (
-			SELECT %s AS topic, kpartition AS p, CAST(koffset AS VARCHAR) || '/' || CAST(%s AS VARCHAR) AS k FROM %s
-			UNION ALL SELECT topic, "partition", CAST("offset" AS VARCHAR) || '/dead/' || coalesce(CAST("value" AS VARCHAR), '') FROM %s) AS stored GROUP BY 1, 2`,
-				t.Topic, t.Index, t.Main, t.DLQ)
-		}
-		if err := scan(q, func(p *Partition, rows, distinct int64) { p.Duplicates = rows - distinct }); err != nil {
-			return nil, read, fmt.Errorf("find duplicates: %w", err)
-		}
+	} else if err := countRanges(ctx, db, t, ranges, get); err != nil {
+		return nil, read, err
 	}
 
 	rep := finish(parts, t.Raw, fromStart)
@@ -393,6 +399,113 @@ func run(ctx context.Context, db Querier, t Tables, marks map[sink.TopicPartitio
 		}
 	}
 	return rep, read, nil
+}
+
+// rangeKey names a ledger range by its partition and first offset.
+type rangeKey struct {
+	tp    sink.TopicPartition
+	first int64
+}
+
+// ledgerRange is a ledger range's count and the distinct rows stored at
+// its offsets.
+type ledgerRange struct {
+	last, records, stored int64
+}
+
+// RangeCountSQL is the query of the rows of the main and the dead-letter
+// table (raw mode) per ledger range: topic, partition, the range's first
+// offset (-1 for rows at offsets no range covers), rows, distinct rows
+// (offsets; with t.Index a row's (offset, index), a dead letter's
+// (offset, value)), main-table rows, and the least and greatest offset.
+//
+// Each row is given the range whose first offset is the greatest at or
+// below its own, and is in it if the ranges so far reach its offset: the
+// ledger's ranges and the rows are one stream ordered by offset (a range
+// before the rows at its first offset, equal rows next to each other),
+// read with running maxima (a window sorts, and spills to disk, so memory
+// stays bounded; a join on the range's bounds would be a hash join on the
+// partition checking every range of it for every row). A row is one more
+// distinct when it differs from the one before. Databend reads it as
+// DuckDB does: max over a ROWS frame and lag (tests/sqllogictests/suites/
+// query/window_function/window_basic.test, expr_in_window.test), a
+// window's partitions spilled to disk (window_partition_spill.test).
+func RangeCountSQL(t Tables) string {
+	key, dead := "koffset", `"offset"`
+	if t.Index != "" {
+		key = fmt.Sprintf(`CAST(koffset AS VARCHAR) || '/' || CAST(%s AS VARCHAR)`, t.Index)
+		dead = `CAST("offset" AS VARCHAR) || '/dead/' || coalesce(CAST("value" AS VARCHAR), '')`
+	}
+	const order = `PARTITION BY topic, p ORDER BY o, m, k`
+	return fmt.Sprintf(`SELECT topic, p, CASE WHEN o <= reach THEN start ELSE -1 END AS r, count(*), `+
+		`count(CASE WHEN prev IS NULL OR prev <> k THEN 1 END), count(CASE WHEN m = 1 THEN 1 END), min(o), max(o) FROM (`+
+		`SELECT topic, p, o, m, k, `+
+		`max(lo) OVER (%[1]s ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS start, `+
+		`max(hi) OVER (%[1]s ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS reach, `+
+		`lag(k) OVER (%[1]s) AS prev FROM (`+
+		`SELECT %[2]s AS topic, kpartition AS p, koffset AS o, 1 AS m, %[3]s AS k, -1 AS lo, -1 AS hi FROM %[4]s `+
+		`UNION ALL SELECT topic, "partition", "offset", 0, %[5]s, -1, -1 FROM %[6]s `+
+		`UNION ALL SELECT topic, "partition", first_offset, -1, NULL, first_offset, last_offset FROM %[7]s) AS e) AS w `+
+		`WHERE m >= 0 GROUP BY 1, 2, 3`, order, t.Topic, key, t.Main, dead, t.DLQ, t.Ledger)
+}
+
+// countRanges counts the main and dead-letter tables' rows (raw mode) per
+// partition and per ledger range (ranges, read from the ledger), and
+// notes in each partition the rows stored twice, the records of a range
+// with no row, the rows beyond a range's count and those outside every
+// range.
+func countRanges(ctx context.Context, db Querier, t Tables, ranges map[rangeKey]*ledgerRange, get func(sink.TopicPartition) *Partition) error {
+	res, err := db.QueryText(ctx, RangeCountSQL(t))
+	if err != nil {
+		return fmt.Errorf("count %s and %s per ledger range: %w", t.Main, t.DLQ, err)
+	}
+	for _, row := range res {
+		tp, nums, err := parseRow(row, 6)
+		if err != nil {
+			return fmt.Errorf("count %s and %s per ledger range: %w", t.Main, t.DLQ, err)
+		}
+		first, rows, distinct, main, lo, hi := nums[0], nums[1], nums[2], nums[3], nums[4], nums[5]
+		p := get(tp)
+		p.Rows += main
+		p.DLQRows += rows - main
+		p.Duplicates += rows - distinct
+		if r := ranges[rangeKey{tp, first}]; first >= 0 && r != nil {
+			r.stored += distinct
+			continue
+		}
+		// (A range unknown here was committed after the ledger was read:
+		// Run reads everything again.)
+		p.Uncovered += distinct
+		p.mismatch(fmt.Sprintf("offsets %d-%d: rows outside the ranges", lo, hi))
+	}
+	keys := slices.Collect(maps.Keys(ranges))
+	slices.SortFunc(keys, func(a, b rangeKey) int {
+		return cmp.Or(cmp.Compare(a.tp.Topic, b.tp.Topic), cmp.Compare(a.tp.Partition, b.tp.Partition), cmp.Compare(a.first, b.first))
+	})
+	for _, k := range keys {
+		r := ranges[k]
+		if r.stored == r.records {
+			continue
+		}
+		p := get(k.tp)
+		if r.stored < r.records {
+			p.Unstored += r.records - r.stored
+		} else {
+			p.Unloaded += r.stored - r.records
+		}
+		p.mismatch(fmt.Sprintf("%d-%d: %d counted, %d stored", k.first, r.last, r.records, r.stored))
+	}
+	return nil
+}
+
+// mismatch notes a range whose rows differ from its count.
+func (p *Partition) mismatch(what string) {
+	switch {
+	case len(p.RangeMismatches) < maxMissing:
+		p.RangeMismatches = append(p.RangeMismatches, what)
+	case len(p.RangeMismatches) == maxMissing:
+		p.RangeMismatches = append(p.RangeMismatches, "…")
+	}
 }
 
 // CheckLogEnds fails the report for every partition whose ledger reaches
@@ -517,6 +630,19 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 		}
 		if p.CountMismatch {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: ledger counts %d records, tables hold %d", name, p.LedgerRecords, p.Rows+p.DLQRows))
+		}
+		ranges := ""
+		if len(p.RangeMismatches) > 0 {
+			ranges = " (" + strings.Join(p.RangeMismatches, "; ") + ")"
+		}
+		if p.Unstored > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d records counted by their ledger range not stored%s", name, p.Unstored, ranges))
+		}
+		if p.Unloaded > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d rows in ledger ranges beyond what their loads wrote%s", name, p.Unloaded, ranges))
+		}
+		if p.Uncovered > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d rows at offsets no ledger range covers, no load wrote them%s", name, p.Uncovered, ranges))
 		}
 	}
 	slices.SortFunc(rep.Partitions, func(a, b Partition) int {

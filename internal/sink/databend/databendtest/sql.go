@@ -34,8 +34,15 @@ var (
 	// each has its index; a dead letter is its offset and value.
 	reTypedStoredCount = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT k\) FROM \(\s*SELECT ktopic AS topic, kpartition AS p, CAST\(koffset AS VARCHAR\) \|\| '/' \|\| CAST\(kindex AS VARCHAR\) AS k FROM (\S+)\s+UNION ALL SELECT topic, "partition", CAST\("offset" AS VARCHAR\) \|\| '/dead/' \|\| coalesce\(CAST\("value" AS VARCHAR\), ''\) FROM (\S+)\) AS stored GROUP BY 1, 2$`)
 	reStoredCount      = regexp.MustCompile(`(?s)^SELECT topic, p, count\(\*\), count\(DISTINCT o\) FROM \(\s*SELECT record_metadata:topic::VARCHAR AS topic, kpartition AS p, koffset AS o FROM (\S+)\s+UNION ALL SELECT topic, "partition", "offset" FROM (\S+)\) AS stored GROUP BY 1, 2$`)
-	reTableCount       = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
-	reDelete           = regexp.MustCompile(`^DELETE FROM (\S+)$`)
+	// verify's count of the rows per ledger range (verify.RangeCountSQL):
+	// the main table's topic, its row key (koffset, or a declared table's
+	// offset and kindex), the main, dead-letter and ledger tables.
+	reRangeCount = regexp.MustCompile(`^SELECT topic, p, CASE WHEN o <= reach THEN start ELSE -1 END AS r, count\(\*\), .+ FROM \(` +
+		`SELECT (\S+) AS topic, kpartition AS p, koffset AS o, 1 AS m, (.+?) AS k, -1 AS lo, -1 AS hi FROM (\S+) ` +
+		`UNION ALL SELECT topic, "partition", "offset", 0, .+?, -1, -1 FROM (\S+) ` +
+		`UNION ALL SELECT topic, "partition", first_offset, -1, NULL, first_offset, last_offset FROM (\S+)\) AS e\) AS w WHERE m >= 0 GROUP BY 1, 2, 3$`)
+	reTableCount = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
+	reDelete     = regexp.MustCompile(`^DELETE FROM (\S+)$`)
 	// The GenAI rebuild's DELETE of the rows at or below the ledger's
 	// positions: one (topic, partition, last offset) per partition.
 	reDeleteUpTo = regexp.MustCompile(`^DELETE FROM (\S+) WHERE (\(ktopic = '(?:[^'\\]|''|\\.)*' AND kpartition = \d+ AND koffset <= -?\d+\)(?: OR .*)?)$`)
@@ -176,6 +183,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	}
 	if m := reStoredCount.FindStringSubmatch(sql); m != nil {
 		return s.countStored(tx, false, m[1], m[2])
+	}
+	if m := reRangeCount.FindStringSubmatch(sql); m != nil {
+		return s.countRanges(tx, strings.Contains(m[2], "kindex"), m[3], m[4], m[5])
 	}
 	if m := reTypedStoredCount.FindStringSubmatch(sql); m != nil {
 		return s.countStored(tx, true, m[1], m[2])
@@ -562,6 +572,84 @@ func (s *Server) countStored(tx *txn, rowIDs bool, tables ...string) ([]string, 
 		out = append(out, []*string{str(k.topic), str(strconv.FormatInt(k.part, 10)), str(strconv.Itoa(rows[k])), str(strconv.Itoa(len(distinct[k])))})
 	}
 	return []string{"topic", "partition", "count", "distinct"}, out, nil
+}
+
+// countRanges counts the rows of the main and the dead-letter table per
+// ledger range, as verify.RangeCountSQL does: each row is in the range
+// with the greatest first offset at or below its own if the ranges up to
+// there reach its offset, else outside (-1); per topic, partition and
+// range the rows, the distinct ones (offsets, or with rowIDs a declared
+// table's rows and dead letters), the main table's and the least and
+// greatest offset.
+func (s *Server) countRanges(tx *txn, rowIDs bool, main, dlq, ledger string) ([]string, [][]*string, error) {
+	type part struct {
+		topic string
+		p     int64
+	}
+	type span struct{ first, last int64 }
+	lt, err := s.table(ledger)
+	if err != nil {
+		return nil, nil, err
+	}
+	spans := map[part][]span{}
+	for _, r := range visible(lt, tx, unquote(ledger)) {
+		k := part{jsonString(r["topic"]), jsonInt(r["partition"])}
+		spans[k] = append(spans[k], span{jsonInt(r["first_offset"]), jsonInt(r["last_offset"])})
+	}
+	type group struct {
+		part
+		r int64
+	}
+	type counts struct {
+		rows, main int
+		ids        map[string]bool
+		lo, hi     int64
+	}
+	groups := map[group]*counts{}
+	var order []group
+	for _, name := range []string{main, dlq} {
+		t, err := s.table(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range visible(t, tx, unquote(name)) {
+			p, topic, offset, id := coordinates(r)
+			if !rowIDs {
+				id = offset
+			}
+			o, _ := strconv.ParseInt(offset, 10, 64)
+			k := part{topic, p}
+			start, reach := int64(-1), int64(-1)
+			for _, sp := range spans[k] {
+				if sp.first <= o {
+					start, reach = max(start, sp.first), max(reach, sp.last)
+				}
+			}
+			g := group{k, -1}
+			if o <= reach {
+				g.r = start
+			}
+			c := groups[g]
+			if c == nil {
+				c = &counts{ids: map[string]bool{}, lo: o, hi: o}
+				groups[g] = c
+				order = append(order, g)
+			}
+			c.rows++
+			if name == main {
+				c.main++
+			}
+			c.ids[id] = true
+			c.lo, c.hi = min(c.lo, o), max(c.hi, o)
+		}
+	}
+	var out [][]*string
+	for _, g := range order {
+		c := groups[g]
+		out = append(out, []*string{str(g.topic), str(strconv.FormatInt(g.p, 10)), str(strconv.FormatInt(g.r, 10)), str(strconv.Itoa(c.rows)),
+			str(strconv.Itoa(len(c.ids))), str(strconv.Itoa(c.main)), str(strconv.FormatInt(c.lo, 10)), str(strconv.FormatInt(c.hi, 10))})
+	}
+	return []string{"topic", "p", "r", "count", "distinct", "main", "min", "max"}, out, nil
 }
 
 // coordinates reads partition, topic and offset from a raw, a declared
