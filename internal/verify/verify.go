@@ -430,6 +430,11 @@ type ledgerRange struct {
 // DuckDB does: max over a ROWS frame and lag (tests/sqllogictests/suites/
 // query/window_function/window_basic.test, expr_in_window.test), a
 // window's partitions spilled to disk (window_partition_spill.test).
+//
+// A declared table's row is its (offset, index); a dead letter its offset
+// and value: a message that did not decode, or one row of a message the
+// database rejected (Databend) beside the rows it took. In raw mode an
+// offset in both tables is a row stored twice.
 func RangeCountSQL(t Tables) string {
 	key, dead := "koffset", `"offset"`
 	if t.Index != "" {
