@@ -21,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -140,6 +141,29 @@ const refreshTimeout = time.Minute
 
 // tenantColumn is the column that says whose a row is.
 const tenantColumn = "tenant_id"
+
+// boundedStrings are the string columns whose values are short by
+// construction — ids of a fixed length in hex, a tenant (at most 150
+// bytes), a Kafka topic name (at most 249), an OpenTelemetry enum — the
+// only string columns whose predicates are pushed to Iceberg. A value of
+// more than 4096 bytes makes arrow-go's Parquet writer drop its column
+// chunk's max or min (parquet/file/column_writer.go ApplyStatSizeLimits),
+// after which iceberg-go bounds the file by its other row groups
+// (table/internal/parquet_files.go skips the chunk) and, reading, prunes
+// the row group as one whose max is "" (table/evaluators.go
+// TestRowGroup): a pushed predicate on a column of free text (a span's
+// name, a status message, a log body) lost the rows with or beside a long
+// value, in every file already written as well.
+var boundedStrings = map[string]bool{tenantColumn: true, "trace_id": true, "span_id": true, "parent_span_id": true,
+	schema.TopicColumn: true, "kind": true, "status_code": true}
+
+// shortValues says whether column, of Iceberg type t, holds values
+// Parquet keeps statistics of: any that is not a string, and the strings
+// of boundedStrings.
+func shortValues(t iceberggo.Type, column string) bool {
+	_, isString := t.(iceberggo.StringType)
+	return !isString || boundedStrings[column]
+}
 
 // icebergTable is a served table as last loaded.
 type icebergTable struct {
@@ -441,7 +465,7 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	columns := func(tableName, column string) (bool, bool) {
 		t := tables[tableName]
 		f, ok := t.fields[column]
-		return ok, ok && !t.json[column] && pushable(f.Type)
+		return ok, ok && !t.json[column] && pushable(f.Type) && shortValues(f.Type, column)
 	}
 	plans := planRefs(c, prefix, columns, ic.consistent)
 	var vals []constValue
