@@ -2,9 +2,16 @@ package iceberg
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"maps"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -287,4 +294,86 @@ func (s *Sink) OpenBuffered() int64 {
 		e.mu.Unlock()
 	}
 	return n
+}
+
+// RekeyDedupTargetAsBefore rewrites the dedup target's dedup_key as a
+// release before 66f2b1b made it: each column's text joined with '/'
+// unescaped (hashed, for a target keyed by every column), the keys of a
+// target merged before an upgrade.
+func (s *Sink) RekeyDedupTargetAsBefore(ctx context.Context, identity []string) error {
+	tgt, err := s.dedupTarget(ctx)
+	if err != nil {
+		return err
+	}
+	sc, err := arrowSchema(tgt, dedupSchema(s.opt.Typed))
+	if err != nil {
+		return err
+	}
+	var cols []string
+	for _, f := range sc.Fields() {
+		cols = append(cols, f.Name)
+	}
+	tasks, err := tgt.Scan().PlanFiles(ctx)
+	if err != nil {
+		return err
+	}
+	var old []iceberggo.DataFile
+	for _, t := range tasks {
+		old = append(old, t.File)
+	}
+	_, batches, err := tgt.Scan(table.WithSelectedFields(cols...)).ToArrowRecords(ctx)
+	if err != nil {
+		return err
+	}
+	var recs []arrow.RecordBatch
+	for rec, err := range batches {
+		if err != nil {
+			return err
+		}
+		content := array.NewRecordBatch( // every column but dedup_key
+			arrow.NewSchema(sc.Fields()[:len(cols)-1], nil), rec.Columns()[:len(cols)-1], rec.NumRows())
+		keyCols, err := keyColumns(content, identity)
+		if err != nil {
+			return err
+		}
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		for i := range int(rec.NumRows()) {
+			var k strings.Builder
+			for j, c := range keyCols {
+				if j > 0 {
+					k.WriteByte('/')
+				}
+				if c.IsNull(i) {
+					k.WriteString("\x00null")
+					continue
+				}
+				k.WriteString(c.ValueStr(i))
+			}
+			key := k.String()
+			if identity == nil {
+				sum := md5.Sum([]byte(key))
+				key = hex.EncodeToString(sum[:])
+			}
+			b.Append(key)
+		}
+		keys := b.NewArray()
+		out := append(slices.Clone(rec.Columns()[:len(cols)-1]), keys)
+		recs = append(recs, array.NewRecordBatch(sc, out, rec.NumRows()))
+	}
+	files, err := s.writeFiles(ctx, tgt, sc, func(yield func(arrow.RecordBatch, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	txn := tgt.NewTransaction()
+	if err := txn.ReplaceDataFilesWithDataFiles(ctx, old, files, nil); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
 }
