@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -72,11 +73,11 @@ func (s *Sink) Dedup(ctx context.Context, identity []string) (DedupResult, error
 	if inc.rows == 0 {
 		return res, nil
 	}
-	kept, err := inc.firstCopies(identity)
+	kept, legacy, err := inc.firstCopies(identity)
 	if err != nil {
 		return res, err
 	}
-	if err := dropKnown(ctx, tgt, s.opt.Typed.Time, inc, kept); err != nil {
+	if err := dropKnown(ctx, tgt, s.opt.Typed.Time, inc, kept, legacy); err != nil {
 		return res, err
 	}
 	sc, err := arrowSchema(tgt, tgtSchema)
@@ -312,13 +313,15 @@ func coordinates(rec arrow.RecordBatch) (coords, error) {
 }
 
 // firstCopies returns, by key, the first copy (lowest coordinates) of each
-// identity in the increment.
-func (inc *increment) firstCopies(identity []string) (map[string]rowRef, error) {
+// identity in the increment, and legacy: the keys of those whose key
+// differs from the one a release before the escaping (rowKeys) gave them,
+// by that older key.
+func (inc *increment) firstCopies(identity []string) (kept map[string]rowRef, legacy map[string][]string, err error) {
 	cs := make([]coords, len(inc.recs))
 	for i, rec := range inc.recs {
 		c, err := coordinates(rec)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cs[i] = c
 	}
@@ -335,20 +338,25 @@ func (inc *increment) firstCopies(identity []string) (map[string]rowRef, error) 
 		}
 		return ca.index.Value(a.row) < cb.index.Value(b.row)
 	}
-	kept := map[string]rowRef{}
+	kept = map[string]rowRef{}
+	legacy = map[string][]string{}
 	for ri, rec := range inc.recs {
 		cols, err := keyColumns(rec, identity)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for i := range int(rec.NumRows()) {
-			k, ref := rowKey(cols, i, identity == nil), rowRef{ri, i}
+			k, was := rowKeys(cols, i, identity == nil)
+			ref := rowRef{ri, i}
 			if old, ok := kept[k]; !ok || before(ref, old) {
 				kept[k] = ref
 			}
+			if was != "" && !slices.Contains(legacy[was], k) {
+				legacy[was] = append(legacy[was], k)
+			}
 		}
 	}
-	return kept, nil
+	return kept, legacy, nil
 }
 
 // keyColumns are the columns of rec a row's key is made of: identity, or
@@ -395,31 +403,55 @@ var keyEscaper = strings.NewReplacer(`\`, `\\`, "/", `\/`, "\x00", `\0`)
 // "a" version "b/1" had one key). A value without '/', '\' or NUL is
 // written as it is, so the keys of such rows stay those made before.
 func rowKey(cols []arrow.Array, i int, hashed bool) string {
-	var b strings.Builder
+	k, _ := rowKeys(cols, i, hashed)
+	return k
+}
+
+// rowKeys is row i's key (rowKey) and, when it differs, the key a release
+// before the escaping gave it (the values joined as they are; "" when
+// the same): a target merged before holds its rows under those, and a
+// copy of one of them (a client's retry across the upgrade) must be found
+// there by it, or it is merged as a row of its own (dropKnown).
+func rowKeys(cols []arrow.Array, i int, hashed bool) (key, legacy string) {
+	var b, was strings.Builder
+	escaped := false
 	for j, c := range cols {
 		if j > 0 {
 			b.WriteByte('/')
+			was.WriteByte('/')
 		}
 		if c.IsNull(i) {
 			b.WriteString("\x00null") // no escaped value holds a NUL
+			was.WriteString("\x00null")
 			continue
 		}
 		v := c.ValueStr(i)
+		was.WriteString(v)
 		if strings.ContainsAny(v, "/\\\x00") {
-			v = keyEscaper.Replace(v)
+			v, escaped = keyEscaper.Replace(v), true
 		}
 		b.WriteString(v)
 	}
-	if !hashed {
-		return b.String()
+	key = b.String()
+	if escaped {
+		legacy = was.String()
 	}
-	sum := md5.Sum([]byte(b.String()))
-	return hex.EncodeToString(sum[:])
+	if hashed {
+		sum := md5.Sum([]byte(key))
+		key = hex.EncodeToString(sum[:])
+		if escaped {
+			sum := md5.Sum([]byte(legacy))
+			legacy = hex.EncodeToString(sum[:])
+		}
+	}
+	return key, legacy
 }
 
 // dropKnown removes from kept the keys the target already holds, reading
-// the target's keys of the increment's event times only.
-func dropKnown(ctx context.Context, tgt *table.Table, timeCol string, inc *increment, kept map[string]rowRef) error {
+// the target's keys of the increment's event times only, and those whose
+// key before the escaping (legacy, by that key) it holds: rows a release
+// before it merged.
+func dropKnown(ctx context.Context, tgt *table.Table, timeCol string, inc *increment, kept map[string]rowRef, legacy map[string][]string) error {
 	opts := []table.ScanOption{table.WithSelectedFields(DedupKeyColumn)}
 	if timeCol != "" {
 		lo, hi, ok := inc.timeRange(timeCol)
@@ -449,7 +481,11 @@ func dropKnown(ctx context.Context, tgt *table.Table, timeCol string, inc *incre
 			return fmt.Errorf("%s.%s is not a string column", name(tgt.Identifier()), DedupKeyColumn)
 		}
 		for i := range keys.Len() {
-			delete(kept, keys.Value(i))
+			k := keys.Value(i)
+			delete(kept, k)
+			for _, nk := range legacy[k] {
+				delete(kept, nk)
+			}
 		}
 		rec.Release()
 	}
