@@ -5,20 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-
-	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
@@ -36,21 +29,6 @@ func verifyOf(t *testing.T, s *databend.Sink, declared bool) *verify.Report {
 		t.Fatal(err)
 	}
 	return rep
-}
-
-// hasProblem says whether one of the report's problems contains each of
-// want.
-func hasProblem(rep *verify.Report, want ...string) bool {
-	for _, p := range rep.Problems {
-		all := true
-		for _, w := range want {
-			all = all && strings.Contains(p, w)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }
 
 // at says whether a row (raw, declared or dead letter) is at offset o (and
@@ -124,54 +102,12 @@ func TestVerifyCountsRowsPerLedgerRange(t *testing.T) {
 				t.Fatalf("verify OK after %s: %+v", c.name, rep.Partitions)
 			}
 			for _, w := range c.want {
-				if !hasProblem(rep, w...) {
+				if !sinktest.HasProblem(rep, w...) {
 					t.Errorf("no problem with %q in %q", w, rep.Problems)
 				}
 			}
 		})
 	}
-}
-
-// spansBatch decodes offsets first..last of partition 0 of topic "otlp",
-// each a message of three spans, those in bad a message that does not
-// decode (a dead letter).
-func spansBatch(t *testing.T, first, last int64, bad ...int64) *sink.Batch {
-	t.Helper()
-	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Default: "team-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	td := ptrace.NewTraces()
-	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
-	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	for i := range 3 {
-		sp := ss.Spans().AppendEmpty()
-		sp.SetName(fmt.Sprintf("span %d", i))
-		sp.SetTraceID([16]byte{1})
-		sp.SetSpanID([8]byte{byte(i + 1)})
-		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
-		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Second)))
-	}
-	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "otlp"}, First: first, Last: last}}}
-	for o := first; o <= last; o++ {
-		r := &kgo.Record{Topic: "otlp", Offset: o, Value: body, Timestamp: time.Now()}
-		if slices.Contains(bad, o) {
-			r.Value = []byte("not OTLP")
-			b.DLQ = envelope.AppendDLQRow(b.DLQ, r, "not OTLP", envelope.StageDecode)
-			b.Ranges[0].DLQ++
-			continue
-		}
-		n, err := dec.AppendRows(b, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Ranges[0].Records += int64(n)
-	}
-	return b
 }
 
 // The same on a declared table (otel_spans), whose messages hold many
@@ -204,7 +140,7 @@ func TestVerifyCountsSpansPerLedgerRange(t *testing.T) {
 			if err := s.Prepare(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			for _, b := range []*sink.Batch{spansBatch(t, 0, 9, 3), spansBatch(t, 10, 19, 13)} {
+			for _, b := range []*sink.Batch{sinktest.SpansBatch(t, 0, 9, 3), sinktest.SpansBatch(t, 10, 19, 13)} {
 				if _, err := s.Load(context.Background(), stage(t, s, b)); err != nil {
 					t.Fatal(err)
 				}
@@ -218,7 +154,7 @@ func TestVerifyCountsSpansPerLedgerRange(t *testing.T) {
 				t.Fatalf("verify OK after %s: %+v", c.name, rep.Partitions)
 			}
 			for _, w := range c.want {
-				if !hasProblem(rep, w...) {
+				if !sinktest.HasProblem(rep, w...) {
 					t.Errorf("no problem with %q in %q", w, rep.Problems)
 				}
 			}

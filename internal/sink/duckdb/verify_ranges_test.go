@@ -3,17 +3,15 @@ package duckdb
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
@@ -31,21 +29,6 @@ func verifyOf(t *testing.T, s *Sink, declared bool) *verify.Report {
 		t.Fatal(err)
 	}
 	return rep
-}
-
-// problem says whether one of the report's problems contains each of
-// want.
-func problem(rep *verify.Report, want ...string) bool {
-	for _, p := range rep.Problems {
-		all := true
-		for _, w := range want {
-			all = all && strings.Contains(p, w)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }
 
 // exec runs statements on the sink's database, as an operator (or a bug)
@@ -133,63 +116,12 @@ func TestVerifyCountsRowsPerLedgerRange(t *testing.T) {
 				t.Fatalf("verify OK after %q: %+v", c.tamper, rep.Partitions)
 			}
 			for _, w := range c.want {
-				if !problem(rep, w...) {
+				if !sinktest.HasProblem(rep, w...) {
 					t.Errorf("no problem with %q in %q", w, rep.Problems)
 				}
 			}
 		})
 	}
-}
-
-// spansMessage is an OTLP export request (protobuf) of n spans.
-func spansMessage(t *testing.T, n int) []byte {
-	t.Helper()
-	td := ptrace.NewTraces()
-	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
-	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	for i := range n {
-		sp := ss.Spans().AppendEmpty()
-		sp.SetName(fmt.Sprintf("span %d", i))
-		sp.SetTraceID([16]byte{1})
-		sp.SetSpanID([8]byte{byte(i + 1)})
-		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
-		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Second)))
-	}
-	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return body
-}
-
-// spansBatch decodes offsets first..last of partition 0 of topic "otlp",
-// each a message of three spans, those in bad a message that does not
-// decode (a dead letter).
-func spansBatch(t *testing.T, first, last int64, bad ...int64) *sink.Batch {
-	t.Helper()
-	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Default: "team-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "otlp"}, First: first, Last: last}}}
-	body := spansMessage(t, 3)
-	for o := first; o <= last; o++ {
-		r := &kgo.Record{Topic: "otlp", Offset: o, Value: body, Timestamp: time.Now()}
-		if isIn(o, bad) {
-			r.Value = []byte("not OTLP")
-			start := len(b.DLQ)
-			b.DLQ = envelope.AppendDLQRow(b.DLQ, r, "not OTLP", envelope.StageDecode)
-			b.MaxLine = max(b.MaxLine, len(b.DLQ)-start)
-			b.Ranges[0].DLQ++
-			continue
-		}
-		n, err := dec.AppendRows(b, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Ranges[0].Records += int64(n)
-	}
-	return b
 }
 
 // The same on a declared table (otel_spans), whose message holds many
@@ -222,8 +154,8 @@ func TestVerifyCountsSpansPerLedgerRange(t *testing.T) {
 			if err := s.Prepare(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			mustLoad(t, s, spansBatch(t, 0, 9, 3))
-			mustLoad(t, s, spansBatch(t, 10, 19, 13))
+			mustLoad(t, s, sinktest.SpansBatch(t, 0, 9, 3))
+			mustLoad(t, s, sinktest.SpansBatch(t, 10, 19, 13))
 			if rep := verifyOf(t, s, true); !rep.OK {
 				t.Fatalf("before: %q", rep.Problems)
 			}
@@ -233,7 +165,7 @@ func TestVerifyCountsSpansPerLedgerRange(t *testing.T) {
 				t.Fatalf("verify OK after %q: %+v", c.tamper, rep.Partitions)
 			}
 			for _, w := range c.want {
-				if !problem(rep, w...) {
+				if !sinktest.HasProblem(rep, w...) {
 					t.Errorf("no problem with %q in %q", w, rep.Problems)
 				}
 			}
