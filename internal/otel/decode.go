@@ -7,8 +7,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/schema"
@@ -76,7 +79,7 @@ func NewDecoder(signal, encoding string, tn Tenancy) (*Decoder, error) {
 	d := &Decoder{signal: signal, tenancy: tn}
 	switch encoding {
 	case EncodingProto:
-		d.traces, d.logs, d.metrics = &ptrace.ProtoUnmarshaler{}, &plog.ProtoUnmarshaler{}, &pmetric.ProtoUnmarshaler{}
+		d.traces, d.logs, d.metrics = protoTraces{}, protoLogs{}, protoMetrics{}
 	case EncodingJSON:
 		d.traces, d.logs, d.metrics = &ptrace.JSONUnmarshaler{}, &plog.JSONUnmarshaler{}, &pmetric.JSONUnmarshaler{}
 	default:
@@ -96,6 +99,45 @@ func NewDecoder(signal, encoding string, tn Tenancy) (*Decoder, error) {
 		return nil, fmt.Errorf("default tenant: %w", err)
 	}
 	return d, nil
+}
+
+// The protobuf unmarshalers read a message as an export request: its
+// layout is that of TracesData (LogsData, MetricsData), and pdata's export
+// request also moves the scopes a sender of OTLP 0.15 to 0.18 put in the
+// deprecated field 1000 (instrumentation_library_spans, …) to where the
+// rows are read from (ptrace/ptraceotlp/request.go: UnmarshalProto calls
+// otlp.MigrateTraces), as its JSON unmarshalers do and its
+// ProtoUnmarshalers do not (ptrace/pb.go). The receivers count a request's
+// items so and answer 200: read with the ProtoUnmarshaler, such a request
+// stored no row.
+type (
+	protoTraces  struct{}
+	protoLogs    struct{}
+	protoMetrics struct{}
+)
+
+func (protoTraces) UnmarshalTraces(buf []byte) (ptrace.Traces, error) {
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(buf); err != nil {
+		return ptrace.Traces{}, err
+	}
+	return req.Traces(), nil
+}
+
+func (protoLogs) UnmarshalLogs(buf []byte) (plog.Logs, error) {
+	req := plogotlp.NewExportRequest()
+	if err := req.UnmarshalProto(buf); err != nil {
+		return plog.Logs{}, err
+	}
+	return req.Logs(), nil
+}
+
+func (protoMetrics) UnmarshalMetrics(buf []byte) (pmetric.Metrics, error) {
+	req := pmetricotlp.NewExportRequest()
+	if err := req.UnmarshalProto(buf); err != nil {
+		return pmetric.Metrics{}, err
+	}
+	return req.Metrics(), nil
 }
 
 // TableOf is the table of a signal's rows.
