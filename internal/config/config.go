@@ -508,6 +508,10 @@ type Query struct {
 	Refresh Duration `yaml:"refresh"`
 }
 
+// OTLPSignalHeader is the Kafka header in which the receivers' forward
+// names a message's signal (otel.SignalHeader).
+const OTLPSignalHeader = "otlp-signal"
+
 // OTLPForward are the topics accepted requests are written to. Defaults
 // are the OpenTelemetry Collector Kafka exporter's: otlp_spans, otlp_logs,
 // otlp_metrics.

@@ -386,6 +386,43 @@ func TestForwardNeedsTenantHeader(t *testing.T) {
 	}
 }
 
+// Forwarded messages name their signal in the header otlp-signal, beside
+// the tenant's header: with tenancy.kafka_header otlp-signal the record
+// held two such headers, the tenant first, and its loader took the tenant
+// for the signal (otel.signalOf reads the first), a signal other than its
+// own, and skipped every message: each acknowledged request stored no
+// row, and verify found nothing missing (the ledger covers a skipped
+// message). A consumer of OTLP reading its tenant there read the signal
+// header of a shared topic as a tenant. Refused at start.
+func TestTenantHeaderIsNotTheSignalHeader(t *testing.T) {
+	for _, yaml := range []string{
+		"otlp: {http: \"127.0.0.1:4318\"}\nkafka: {brokers: [\"k:9092\"]}",
+		"otlp: {http: \"127.0.0.1:4318\"}\nkafka: {topics: [otlp_spans], format: otlp_proto}",
+		"kafka: {topics: [t], format: otlp_json}",
+	} {
+		for _, header := range []string{"otlp-signal", "OTLP-Signal"} {
+			cfg, err := FromYAML([]byte(yaml + "\ntenancy: {kafka_header: " + header + "}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "tenancy.kafka_header: ") {
+				t.Errorf("%s with kafka_header %s: %v; want refused", yaml, header, err)
+			}
+		}
+	}
+	// Raw JSON rows have no signal header, and load mode hands the
+	// tenant over in a header of its own.
+	for _, yaml := range []string{"kafka: {topics: [t]}", "otlp: {http: \"127.0.0.1:4318\"}"} {
+		cfg, err := FromYAML([]byte(yaml + "\ntenancy: {kafka_header: otlp-signal}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s with kafka_header otlp-signal: %v", yaml, err)
+		}
+	}
+}
+
 // otlp.signals: load mode only, known signals once each, holding
 // kafka.signal, and no other signal's table named sink.table.
 func TestOTLPSignalsChecked(t *testing.T) {

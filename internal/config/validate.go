@@ -127,6 +127,14 @@ func (c *Config) validate(consuming bool) error {
 	// none ("").
 	check(!c.Forwards() || c.Tenancy.KafkaHeader != "", "tenancy.kafka_header",
 		"otlp.mode forward writes each request's tenant in this header and its loaders read it from there: want a header name (default X-Scope-OrgID), got \"\"")
+	// Forwarded messages name their signal in this header (the receivers'
+	// forward writes it, otel.SignalHeader), and a loader reads a
+	// message's signal from the first header of that name: a tenant
+	// header of the same name came first and was read as the signal, and
+	// every forwarded message was skipped as another signal's.
+	readsOTLPHeaders := c.Forwards() || c.Consumes() && (c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON)
+	check(!readsOTLPHeaders || !strings.EqualFold(c.Tenancy.KafkaHeader, OTLPSignalHeader), "tenancy.kafka_header",
+		"%q is the header of a forwarded message's signal: want another header name (default X-Scope-OrgID)", c.Tenancy.KafkaHeader)
 	c.OTLP.validate(check)
 	c.Query.validate(check)
 	check(c.Query.FlightSQL == "" || c.Sink.Type != SinkDatabend, "query.flight_sql",

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -29,7 +30,8 @@ const (
 
 // SignalHeader is the Kafka header in which tracelake's receivers name a
 // forwarded message's signal, so that signals can share a topic.
-const SignalHeader = "otlp-signal"
+// config refuses it as tenancy.kafka_header.
+const SignalHeader = config.OTLPSignalHeader
 
 // signalOf is the signal a record's SignalHeader names, "" without one.
 func signalOf(r *kgo.Record) string {
