@@ -102,7 +102,7 @@ func demoOTLP(ctx, hard context.Context, n int, path, serve string) error {
 
 	kopts := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fwd, err := otlp.NewKafkaForwarder(ctx, kopts, topics, cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes), quiet)
+	fwd, err := otlp.NewKafkaForwarder(ctx, kopts, topics, cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes), int64(cfg.MaxInflightBytes), quiet)
 	if err != nil {
 		return err
 	}

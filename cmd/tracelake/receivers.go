@@ -34,7 +34,7 @@ func startForwarding(ctx context.Context, cfg *config.Config, metrics *obs.Metri
 	if err != nil {
 		return nil, err
 	}
-	fwd, err := otlp.NewKafkaForwarder(ctx, opts, cfg.OTLP.Forward.ForwardTopics(), cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes), slog.Default())
+	fwd, err := otlp.NewKafkaForwarder(ctx, opts, cfg.OTLP.Forward.ForwardTopics(), cfg.Tenancy.KafkaHeader, int64(cfg.OTLP.MaxBodyBytes), int64(cfg.MaxInflightBytes), slog.Default())
 	if err != nil {
 		return nil, err
 	}

@@ -58,16 +58,22 @@ const aloneBatchBytes = 99 << 20
 // length.
 const kafkaDefaultMaxMessageBytes = 1<<20 + 12
 
+// deliveryTimeout bounds the wait for the brokers' answer to a request's
+// message (produce; the producers' RecordDeliveryTimeout).
+const deliveryTimeout = 30 * time.Second
+
 // describeTimeout bounds asking the brokers for the topics' limits at start.
 const describeTimeout = 10 * time.Second
 
 // NewKafkaForwarder returns a forwarder over a client made from opts
 // (kafka.ClientOptions). topics maps each signal to its topic; a signal
 // without one is refused. maxBytes is the largest request the receivers
-// take (otlp.max_body_bytes): a topic that takes less is logged. It asks
+// take (otlp.max_body_bytes): a topic that takes less is logged.
+// maxBuffered (max_inflight_bytes) bounds the records the producers hold
+// for requests whose context ended before the brokers answered. It asks
 // the brokers for each topic's max.message.bytes (DescribeConfigs) within
 // ctx and describeTimeout.
-func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]string, tenantHeader string, maxBytes int64, log *slog.Logger) (*KafkaForwarder, error) {
+func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]string, tenantHeader string, maxBytes, maxBuffered int64, log *slog.Logger) (*KafkaForwarder, error) {
 	var names []string // the topics, once each (otlp.forward.topic takes all signals)
 	for _, t := range topics {
 		if t != "" && !slices.Contains(names, t) {
@@ -100,7 +106,17 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence needs it; also franz-go's default
 		// A client waiting on a dead cluster gets 503 and retries,
 		// rather than holding its request for ever.
-		kgo.RecordDeliveryTimeout(30 * time.Second),
+		kgo.RecordDeliveryTimeout(deliveryTimeout),
+	}
+	// A request whose context ends before the brokers answer is answered
+	// then (Forward), and its record stays buffered until they do: the
+	// records so left are bounded by maxBuffered, past which a produce
+	// waits (within its request's context) for room. Each client's bound
+	// takes the largest record it produces, which it would otherwise
+	// refuse as too large.
+	var largest int64
+	for _, l := range limits {
+		largest = max(largest, int64(min(l, 1<<30)))
 	}
 	cl, err := kgo.NewClient(slices.Concat(opts, produce, []kgo.Opt{
 		// franz-go counts a batch as the broker does plus 4 bytes, so a
@@ -108,6 +124,7 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
 			return min(max(limits[topic], 512), 1<<30) // franz-go's range; unknown topics: 512
 		}),
+		kgo.MaxBufferedBytes(int(max(maxBuffered, largest))),
 	})...)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
@@ -115,6 +132,7 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 	alone, err := kgo.NewClient(slices.Concat(opts, produce, []kgo.Opt{
 		kgo.ProducerBatchMaxBytes(aloneBatchBytes),
 		kgo.ProducerLinger(0),
+		kgo.MaxBufferedBytes(int(max(maxBuffered, aloneBatchBytes))),
 	})...)
 	if err != nil {
 		cl.Close()
@@ -225,7 +243,7 @@ func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, bod
 	if loneBatchBytes(rec) > int(f.limits[topic]) {
 		return f.produceAlone(ctx, rec)
 	}
-	err := f.cl.ProduceSync(ctx, rec).FirstErr()
+	err := produce(ctx, f.cl, rec)
 	if tooLarge(err) {
 		// The message fits the limit read (or guessed) at start, but the
 		// broker refused the batch it was in, whole: nothing of it was
@@ -247,7 +265,7 @@ func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Sto
 		return Stored{}, fmt.Errorf("produce to %s: waiting for the producer of large messages: %w", rec.Topic, ctx.Err())
 	}
 	defer func() { <-f.aloneTurn }()
-	err := f.alone.ProduceSync(ctx, rec).FirstErr()
+	err := produce(ctx, f.alone, rec)
 	if tooLarge(err) {
 		return Stored{}, fmt.Errorf("%w: topic %s refuses a message of %d bytes alone (its max.message.bytes, %d when the forwarder started): %w",
 			ErrTooLarge, rec.Topic, len(rec.Value), f.limits[rec.Topic], err)
@@ -256,6 +274,38 @@ func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Sto
 		return Stored{}, fmt.Errorf("produce to %s: %w", rec.Topic, err)
 	}
 	return Stored{}, nil
+}
+
+// produce produces rec with cl and returns the brokers' answer, or, once
+// ctx ends, that there is none yet. franz-go's idempotent producer fails a
+// record it sent neither at its context's end nor at
+// RecordDeliveryTimeout (kgo's Produce and RecordDeliveryTimeout: the
+// broker may have written it), and retries it for as long as the broker
+// answers a retryable error (REQUEST_TIMED_OUT, the connection lost): the
+// request waited as long, past its client's timeout, holding its handler
+// and its share of max_inflight_bytes and max_concurrent_requests, until
+// every other request was refused. Answered an error, its client retries;
+// the record, written or not, keeps its place in the producer (the answer
+// is an error either way, so a copy at most, which the dedup model
+// keeps once).
+// The wait is bounded by deliveryTimeout too, for a client without a
+// timeout of its own.
+func produce(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
+	defer cancel()
+	answer := make(chan error, 1)
+	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { answer <- err })
+	select {
+	case err := <-answer:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-answer: // answered meanwhile: that answer holds
+			return err
+		default:
+			return fmt.Errorf("the brokers did not answer before the request ended (the message may still be written): %w", ctx.Err())
+		}
+	}
 }
 
 func tooLarge(err error) bool {

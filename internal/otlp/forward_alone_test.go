@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -26,7 +29,7 @@ func TestForwardJSONGrownPastBodyLimitIsNotRefusedByTheClient(t *testing.T) {
 	const topic, limit, maxBody = "otlp_metrics", 1 << 20, 1 << 20
 	c := kafkatest.Cluster(t, 1)
 	createTopic(t, c, topic, limit)
-	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Metrics: topic}, "tenant", maxBody, discardLog())
+	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Metrics: topic}, "tenant", maxBody, 64<<20, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +86,7 @@ func TestForwardWaitingForTheLoneProducerHonoursItsContext(t *testing.T) {
 	createTopic(t, c, topic, 8<<20)
 	unanswered, cancelStart := context.WithCancel(t.Context())
 	cancelStart()
-	f, err := NewKafkaForwarder(unanswered, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Traces: topic}, "tenant", 8<<20, discardLog())
+	f, err := NewKafkaForwarder(unanswered, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +146,61 @@ func TestForwardWaitingForTheLoneProducerHonoursItsContext(t *testing.T) {
 	}
 	if !answered {
 		<-bDone
+	}
+}
+
+// A broker that answers every produce REQUEST_TIMED_OUT (a follower too
+// slow to join the acks, for as long as it lasts) may have written the
+// batch: franz-go's idempotent producer retries it and fails it neither
+// at RecordDeliveryTimeout nor at its context's end (kgo's
+// RecordDeliveryTimeout and Produce: not safe to fail once sent). A
+// request waited in ProduceSync for as long, past its client's timeout,
+// holding its handler, its max_inflight_bytes and a
+// max_concurrent_requests slot, until the receivers refused every other
+// request. A request whose context ended is answered then (to be
+// retried); what the broker wrote of it stays written, once.
+func TestForwardHonoursItsContextWhileTheBrokerTimesOut(t *testing.T) {
+	const topic = "otlp_spans"
+	c := kafkatest.Cluster(t, 1, topic)
+	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Forward(t.Context(), Traces, "team-a", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	// kfake appends a batch it answers REQUEST_TIMED_OUT (kfake/faults.go).
+	timingOut := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.RequestTimedOut, Count: -1})
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Forward(ctx, Traces, "team-b", []byte("second"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("acknowledged while every produce timed out")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request whose context ended 300ms in is still waiting 10s later, behind a broker timing out")
+	}
+	// The broker recovers: the record it wrote is there once, and the
+	// producer goes on.
+	timingOut.Remove()
+	if _, err := f.Forward(t.Context(), Traces, "team-c", []byte("third")); err != nil {
+		t.Fatal(err)
+	}
+	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
+	pctx, pcancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer pcancel()
+	var got []string
+	for !slices.Contains(got, "third") && pctx.Err() == nil {
+		cons.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if !slices.Equal(got, []string{"first", "second", "third"}) {
+		t.Errorf("the topic holds %q, want first, second (written at the first timed-out produce) and third, once each", got)
 	}
 }

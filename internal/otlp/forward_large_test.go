@@ -24,7 +24,7 @@ func TestForwardCompressibleRequestPastTheLimitIsStored(t *testing.T) {
 	c := kafkatest.Cluster(t, 1)
 	createTopic(t, c, topic, limit)
 	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	f, err := NewKafkaForwarder(t.Context(), opts, map[string]string{Traces: topic}, "tenant", 8<<20, discardLog())
+	f, err := NewKafkaForwarder(t.Context(), opts, map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestForwardLimitGuessedAtStartStoresWhatTheTopicTakes(t *testing.T) {
 	createTopic(t, c, topic, 8<<20)
 	unanswered, cancel := context.WithCancel(t.Context())
 	cancel() // the brokers did not answer at start
-	f, err := NewKafkaForwarder(unanswered, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Traces: topic}, "tenant", 8<<20, discardLog())
+	f, err := NewKafkaForwarder(unanswered, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestForwardBatchesWithinTheTopicLimit(t *testing.T) {
 	createTopic(t, c, topic, limit)
 	hook := &bufferedHook{n: requests, all: make(chan struct{})}
 	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(hook)}
-	f, err := NewKafkaForwarder(t.Context(), opts, map[string]string{Traces: topic}, "tenant", 8<<20, discardLog())
+	f, err := NewKafkaForwarder(t.Context(), opts, map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestForwardLimitFallbacks(t *testing.T) {
 	defer c.Close()
 	createTopic(t, c, "own", 300_000)
 	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)},
-		map[string]string{Traces: "own", Logs: "later", Metrics: "later"}, "tenant", 8<<20, discardLog())
+		map[string]string{Traces: "own", Logs: "later", Metrics: "later"}, "tenant", 8<<20, 64<<20, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestForwardLimitFallbacks(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // nothing answers
-	f, err = NewKafkaForwarder(ctx, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, map[string]string{Traces: "t"}, "tenant", 8<<20, discardLog())
+	f, err = NewKafkaForwarder(ctx, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, map[string]string{Traces: "t"}, "tenant", 8<<20, 64<<20, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
