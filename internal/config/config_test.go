@@ -423,6 +423,41 @@ func TestTenantHeaderIsNotTheSignalHeader(t *testing.T) {
 	}
 }
 
+// A process whose receivers forward to the topics it consumes loads what
+// they forward only if it reads them as they are written: protobuf
+// (otlp_proto), and, on a topic of one signal, that signal. Consuming
+// otlp_logs, where its receivers forward logs, with kafka.signal traces
+// skipped each message as another signal's (otel.AppendRows: no row, the
+// ledger covering its offset): every log record acknowledged, none stored,
+// and verify OK. With kafka.format json or otlp_json every forwarded
+// message was a dead letter. Refused at start; a topic taking every signal
+// (otlp.forward.topic) is read by one loader per signal.
+func TestConsumingTheForwardTopicsAsTheyAreWritten(t *testing.T) {
+	const otlp = "otlp: {http: \"127.0.0.1:4318\"}\n"
+	for yaml, refused := range map[string]bool{
+		otlp + "kafka: {topics: [otlp_spans], format: otlp_proto}":                                                            false,
+		otlp + "kafka: {topics: [otlp_logs], format: otlp_proto, signal: logs}":                                               false,
+		otlp + "kafka: {topics: [otlp_logs], format: otlp_proto}":                                                             true,
+		otlp + "kafka: {topics: [otlp_spans, otlp_metrics], format: otlp_proto}":                                              true,
+		otlp + "kafka: {topics: [otlp_spans], format: otlp_json}":                                                             true,
+		otlp + "kafka: {topics: [otlp_spans]}":                                                                                true,
+		otlp + "kafka: {topics: [other], format: otlp_json}":                                                                  false,
+		otlp + "kafka: {topics: [other]}":                                                                                     false,
+		"otlp: {http: \"127.0.0.1:4318\", forward: {topic: otel}}\nkafka: {topics: [otel], format: otlp_proto, signal: logs}": false,
+		"otlp: {http: \"127.0.0.1:4318\", forward: {topic: otel}}\nkafka: {topics: [otel], format: otlp_json}":                true,
+		"kafka: {topics: [otlp_logs], format: otlp_proto}":                                                                    false, // no receivers
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.Validate()
+		if got := err != nil && strings.Contains(err.Error(), "kafka.topics: "); got != refused || !refused && err != nil {
+			t.Errorf("%s: %v; want refused %v", yaml, err, refused)
+		}
+	}
+}
+
 // otlp.signals: load mode only, known signals once each, holding
 // kafka.signal, and no other signal's table named sink.table.
 func TestOTLPSignalsChecked(t *testing.T) {

@@ -135,6 +135,29 @@ func (c *Config) validate(consuming bool) error {
 	readsOTLPHeaders := c.Forwards() || c.Consumes() && (c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON)
 	check(!readsOTLPHeaders || !strings.EqualFold(c.Tenancy.KafkaHeader, OTLPSignalHeader), "tenancy.kafka_header",
 		"%q is the header of a forwarded message's signal: want another header name (default X-Scope-OrgID)", c.Tenancy.KafkaHeader)
+	if c.Forwards() {
+		// The receivers' messages are protobuf, and a loader skips those of
+		// another signal (otel.AppendRows): the topics this process both
+		// forwards to and consumes are read as they are written, or every
+		// request acknowledged is a dead letter or skipped, with no error.
+		forward := c.OTLP.Forward.ForwardTopics()
+		for _, topic := range c.Kafka.Topics {
+			var sigs []string // the signals forwarded to topic
+			for _, sig := range []string{SignalTraces, SignalLogs, SignalMetrics} {
+				if forward[sig] == topic {
+					sigs = append(sigs, sig)
+				}
+			}
+			if len(sigs) == 0 {
+				continue
+			}
+			check(c.Kafka.Format == FormatOTLPProto, "kafka.topics",
+				"%s is where the receivers forward requests, as protobuf: want kafka.format otlp_proto to load them, got %q", topic, c.Kafka.Format)
+			check(slices.Contains(sigs, c.Kafka.Signal), "kafka.topics",
+				"%s is where the receivers forward %s requests, which a loader of kafka.signal %s skips: consume it with kafka.signal %s (a process per signal)",
+				topic, strings.Join(sigs, ", "), c.Kafka.Signal, sigs[0])
+		}
+	}
 	c.OTLP.validate(check)
 	c.Query.validate(check)
 	check(c.Query.FlightSQL == "" || c.Sink.Type != SinkDatabend, "query.flight_sql",
