@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 )
@@ -39,6 +40,38 @@ func TestMetricsAcrossTheWindowEdge(t *testing.T) {
 		}
 		if len(out.Series) != 1 || out.Series[0].Value != 1 {
 			t.Errorf("%s over [base+120ms, base+1s]: %s, want the sql parse span counted once", q, rec.Body)
+		}
+	}
+}
+
+// TestSearchEndIsTheInstantNotTheSecond: a search's end (Unix seconds) is
+// the instant end×1e9 ns, as Tempo compares a trace's start with it
+// (pkg/traceql/engine.go: EndTimeUnixNanos = unixSecToNano(searchReq.End);
+// tempodb/encoding/vparquet4/block_traceql.go createTraceIterator: trace
+// start <= end). The checkout trace starts at base (second s + 0.123s):
+// a window ending at s does not hold it, one ending at s+1 does. A
+// trace ending exactly at the window's start is in it (end >= start).
+func TestSearchEndIsTheInstantNotTheSecond(t *testing.T) {
+	f := newFixture(t)
+	s := base.Unix()
+	for _, c := range []struct {
+		start, end int64
+		want       []string
+	}{
+		{s - 10, s, nil},
+		{s - 10, s + 1, []string{checkoutID}},
+		// the pay trace runs [base+1min, base+1min+1.5s]: a window
+		// ending at its start's second does not hold it, the next does.
+		{s + 30, s + 60, nil},
+		{s + 30, s + 61, []string{payID}},
+	} {
+		out := f.search("a", url.Values{"q": {"{}"}, "start": {fmt.Sprint(c.start)}, "end": {fmt.Sprint(c.end)}})
+		var got []string
+		for _, tr := range out.Traces {
+			got = append(got, tr.TraceID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("search over [s%+d, s%+d]: traces %v, want %v (a trace starting after end×1e9 ns is not Tempo's)", c.start-s, c.end-s, got, c.want)
 		}
 	}
 }
