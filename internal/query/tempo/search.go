@@ -159,6 +159,13 @@ type searchOutput struct {
 func (s *server) runSearch(ctx context.Context, scope tenancy.Scope, q *traceql.Query, p searchParams) (*searchResponse, error) {
 	b := &traceql.Builder{Table: s.Table, ReachMicros: traceReach.Microseconds()}
 	b.StartMicros, b.EndMicros = p.window()
+	if b.EndMicros != 0 {
+		// A trace is in the window when it starts by end×1e9 ns, not
+		// by the end second's last nanosecond: Tempo's trace time
+		// range (tempodb/encoding/vparquet4/block_traceql.go
+		// createTraceIterator: start <= EndTimeUnixNanos).
+		b.EndNanos = int64(p.end) * 1e9
+	}
 	with, err := b.Matches(q.Spans)
 	if err != nil {
 		return nil, bad("%v", err)

@@ -32,6 +32,13 @@ type Builder struct {
 	// the traces with a span running during the window, each trace's
 	// spans starting within ReachMicros of it (Matches names them win).
 	ReachMicros int64
+	// EndNanos, when positive and the window selects traces, is the
+	// window's exact end in nanoseconds, which a trace's first start
+	// must not pass: Tempo's search compares it with end×1e9 ns
+	// (pkg/traceql/engine.go unixSecToNano(searchReq.End)), not with
+	// the end second's last nanosecond. Zero: through EndMicros' last
+	// nanosecond.
+	EndNanos int64
 	// TraceReachMicros, when positive and the window selects spans (no
 	// ReachMicros), makes the trace-level intrinsics (rootName,
 	// rootServiceName, traceDuration) those of each whole trace with a
@@ -106,7 +113,11 @@ func (b *Builder) traces() bool {
 func (b *Builder) windowCTE() string {
 	lo := b.Param(max(b.StartMicros-b.ReachMicros, 1))
 	hi := b.Param(min(b.EndMicros, 1<<62-1-b.ReachMicros) + b.ReachMicros)
-	startNanos, endNanos := b.Param(b.StartMicros*1000), b.Param(b.EndMicros*1000+999)
+	end := b.EndMicros*1000 + 999
+	if b.EndNanos > 0 {
+		end = b.EndNanos
+	}
+	startNanos, endNanos := b.Param(b.StartMicros*1000), b.Param(end)
 	t := sqltext.Ident(b.Table)
 	return fmt.Sprintf(`win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
 		AND trace_id IN (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
