@@ -156,25 +156,41 @@ func TestLog2Quantile(t *testing.T) {
 	}
 }
 
-// TestQueryInstantIncludesItsStart: an instant query counts the spans of
-// [start, end], its start included (pkg/traceql/engine_metrics.go
-// IntervalMapperInstant.isTsValid: ts >= start && ts <= end), unlike a
-// range query's right-closed intervals: the checkout root starts at base
-// exactly.
-func TestQueryInstantIncludesItsStart(t *testing.T) {
+// TestQueryInstantLeavesOutItsStart: an instant query counts the spans
+// starting in (start, end], as a range query's intervals are
+// left-open: Tempo's evaluator skips every span with start <= its
+// request's start before any interval is chosen (pkg/traceql/
+// engine_metrics.go metricsEvaluator.Do and DoSpansOnly, checkTime:
+// "st <= e.start || st > e.end", since #5366; the instant interval
+// mapper's ts >= start never sees such a span), and the frontend passes
+// an instant query's start unchanged (modules/frontend/
+// metrics_query_handler.go). The checkout root starts at base exactly.
+func TestQueryInstantLeavesOutItsStart(t *testing.T) {
 	f := newFixture(t)
-	params := url.Values{"q": {`{ resource.service.name = "frontend" } | count_over_time()`},
-		"start": {fmt.Sprint(base.UnixNano())}, "end": {fmt.Sprint(base.Add(time.Second).UnixNano())}}
-	var out struct {
-		Series []struct {
-			Value float64 `json:"value"`
-		} `json:"series"`
-	}
-	if code := f.json("a", "/api/metrics/query?"+params.Encode(), &out); code != 200 {
-		t.Fatalf("%d", code)
-	}
-	if len(out.Series) != 1 || out.Series[0].Value != 1 {
-		t.Fatalf("%+v, want the root span, which starts at start, counted once", out.Series)
+	for _, c := range []struct {
+		start time.Time
+		want  float64 // spans counted
+	}{
+		{base, 0},
+		{base.Add(-time.Nanosecond), 1},
+	} {
+		params := url.Values{"q": {`{ resource.service.name = "frontend" } | count_over_time()`},
+			"start": {fmt.Sprint(c.start.UnixNano())}, "end": {fmt.Sprint(base.Add(time.Second).UnixNano())}}
+		var out struct {
+			Series []struct {
+				Value float64 `json:"value"`
+			} `json:"series"`
+		}
+		if code := f.json("a", "/api/metrics/query?"+params.Encode(), &out); code != 200 {
+			t.Fatalf("%d", code)
+		}
+		var got float64
+		for _, s := range out.Series {
+			got += s.Value
+		}
+		if got != c.want {
+			t.Errorf("instant query from base%+v: %+v, want %g span(s) counted (the root span starts at base)", c.start.Sub(base), out.Series, c.want)
+		}
 	}
 }
 
