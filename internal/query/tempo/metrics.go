@@ -22,8 +22,7 @@ import (
 type rangeRequest struct {
 	q                *traceql.Query
 	start, end, step uint64
-	// instant: one interval, [start, end], its start included
-	// (engine_metrics.go IntervalMapperInstant).
+	// instant: one interval, the whole range (start, end].
 	instant bool
 }
 
@@ -292,9 +291,12 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 		texts[i] = text
 	}
 	startP, endP := b.Param(int64(req.start)), b.Param(int64(req.end))
-	lower := ">"
+	// Spans starting in (start, end] alone, instant or not: Tempo's
+	// evaluator skips a span with start <= its request's start before
+	// it picks an interval (engine_metrics.go metricsEvaluator.Do,
+	// DoSpansOnly: checkTime), so IntervalMapperInstant's ts >= start
+	// never counts one at start.
 	if req.instant {
-		lower = ">="
 		cols = append(cols, "0 AS iv")
 	} else {
 		cols = append(cols, fmt.Sprintf("(start_ns - %s - 1) // %s AS iv", startP, b.Param(int64(req.step))))
@@ -313,7 +315,7 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 	}
 	sql := fmt.Sprintf(`WITH %s
 SELECT %s, count(*) AS n FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) %s FROM %s sp %s)
-WHERE start_ns %s %s AND start_ns <= %s%s GROUP BY ALL`, with, strings.Join(cols, ", "), spans, b.SpanRelation(), join, lower, startP, endP, cond)
+WHERE start_ns > %s AND start_ns <= %s%s GROUP BY ALL`, with, strings.Join(cols, ", "), spans, b.SpanRelation(), join, startP, endP, cond)
 	intervals := int((req.end - req.start) / req.step)
 	all := map[string]*series{}
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {
