@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/tracelake/tracelake/internal/query/logql"
 )
 
@@ -66,11 +68,14 @@ func parseTimestamp(v string, def time.Time) (time.Time, error) {
 func bounds(r *http.Request, now time.Time) (time.Time, time.Time, error) {
 	since := defaultSince
 	if s := r.Form.Get("since"); s != "" {
-		d, err := logql.ParseDuration(s)
+		// A Prometheus duration, as Loki reads since
+		// (pkg/loghttp/params.go determineBounds: model.ParseDuration):
+		// no fractions, no sign, no µs, where Go's would take them.
+		d, err := model.ParseDuration(s)
 		if err != nil {
 			return time.Time{}, time.Time{}, badParam("could not parse 'since' parameter: %v", err)
 		}
-		since = d
+		since = time.Duration(d)
 	}
 	end, err := parseTimestamp(r.Form.Get("end"), now)
 	if err != nil {
