@@ -1,8 +1,10 @@
 package tempo
 
 import (
+	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,5 +75,87 @@ func TestIcebergReadFailureHidesWarehousePaths(t *testing.T) {
 	code, _, body := f.searchStatus(`{}`)
 	if code != http.StatusInternalServerError || strings.Contains(body, lake) || strings.Contains(body, "warehouse") {
 		t.Fatalf("a search over removed data files answered %d %q, want a 500 naming no file of the warehouse", code, body)
+	}
+}
+
+// TestIcebergDayBoundaryAnswers: traces around midnight (one starting a
+// nanosecond before it and ending at it, one at it, one 500 ns past it,
+// one a microsecond before it), each in its day's Iceberg partition, are
+// answered by the Iceberg reader as by DuckDB and as Tempo would: a
+// search's traces start by end×1e9 ns and end at start×1e9 or after
+// (vparquet4 createTraceIterator), a metrics query counts the spans of
+// (start, end] (engine_metrics.go checkTime).
+func TestIcebergDayBoundaryAnswers(t *testing.T) {
+	midnight := time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Duration { return midnight.Add(d).Sub(base) }
+	const (
+		beforeNs = "000000000000000000000000000000a1"
+		atZero   = "000000000000000000000000000000a2"
+		after500 = "000000000000000000000000000000a3"
+		beforeUs = "000000000000000000000000000000a4"
+	)
+	spans := []span{
+		{beforeNs, "00000000000000b1", "", "edge", "before-ns", ptrace.SpanKindServer, ptrace.StatusCodeOk, at(-time.Nanosecond), time.Nanosecond, nil},
+		{atZero, "00000000000000b2", "", "edge", "at-midnight", ptrace.SpanKindServer, ptrace.StatusCodeOk, at(0), time.Microsecond, nil},
+		{after500, "00000000000000b3", "", "edge", "after-500ns", ptrace.SpanKindServer, ptrace.StatusCodeOk, at(500), time.Millisecond, nil},
+		{beforeUs, "00000000000000b4", "", "edge", "before-us", ptrace.SpanKindServer, ptrace.StatusCodeOk, at(-time.Microsecond), 2, nil},
+	}
+	db, dir := openDB(t)
+	loadSpans(t, db, dir, map[string][]ptrace.Traces{"a": {traces(spans)}})
+	lake := filepath.Join(dir, "lake")
+	icebergtest.LoadTable(t, db, "otel_spans", &otel.Spans, len(spans), len(spans), 1, openBenchSink(t, lake))
+	onIceberg := &fixture{t: t, db: db, mux: http.NewServeMux()}
+	if _, err := register(onIceberg.mux, Options{Reader: openBenchReader(t, lake, nil), Tenants: tenancy.Resolver{Required: true}, Version: "v-test"}, maxTraceSpans); err != nil {
+		t.Fatal(err)
+	}
+	onDuckDB := newFixtureOf(t, map[string][]ptrace.Traces{"a": {traces(spans)}}, maxTraceSpans)
+	s := midnight.Unix()
+	searches := []struct {
+		start, end int64
+		want       []string // span names of the traces answered, sorted
+	}{
+		{s - 10, s, []string{"at-midnight", "before-ns", "before-us"}},
+		{s, s + 10, []string{"after-500ns", "at-midnight", "before-ns"}},
+		{s - 10, s - 1, nil},
+	}
+	counts := []struct {
+		start, end time.Time
+		want       float64
+	}{
+		{midnight.Add(-time.Microsecond), midnight, 2},                  // before-ns, at-midnight
+		{midnight, midnight.Add(time.Millisecond), 1},                   // after-500ns
+		{midnight.Add(-time.Second), midnight.Add(-time.Nanosecond), 2}, // before-us, before-ns
+	}
+	for name, f := range map[string]*fixture{"iceberg": onIceberg, "duckdb": onDuckDB} {
+		for _, c := range searches {
+			out := f.search("a", url.Values{"q": {"{}"}, "start": {fmt.Sprint(c.start)}, "end": {fmt.Sprint(c.end)}})
+			var got []string
+			for _, tr := range out.Traces {
+				got = append(got, tr.RootTraceName)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, c.want) {
+				t.Errorf("%s: search over [midnight%+ds, midnight%+ds]: %v, want %v", name, c.start-s, c.end-s, got, c.want)
+			}
+		}
+		for _, c := range counts {
+			params := url.Values{"q": {`{ resource.service.name = "edge" } | count_over_time()`},
+				"start": {fmt.Sprint(c.start.UnixNano())}, "end": {fmt.Sprint(c.end.UnixNano())}}
+			var out struct {
+				Series []struct {
+					Value float64 `json:"value"`
+				} `json:"series"`
+			}
+			if code := f.json("a", "/api/metrics/query?"+params.Encode(), &out); code != 200 {
+				t.Fatalf("%s: %d", name, code)
+			}
+			var got float64
+			for _, s := range out.Series {
+				got += s.Value
+			}
+			if got != c.want {
+				t.Errorf("%s: count over (midnight%+v, midnight%+v]: %g, want %g", name, c.start.Sub(midnight), c.end.Sub(midnight), got, c.want)
+			}
+		}
 	}
 }
