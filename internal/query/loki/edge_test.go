@@ -3,6 +3,7 @@ package loki
 import (
 	"encoding/json"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,5 +66,33 @@ func TestSinceIsAPrometheusDuration(t *testing.T) {
 		if status, body := get(t, srv, "a", c.path, params); status != c.want {
 			t.Errorf("%s since=%s: %d %s, want %d", c.path, c.since, status, body, c.want)
 		}
+	}
+}
+
+// TestVolumeStepsAsLokiStampsThem: index/volume_range splits the range
+// as Loki's volume middleware does (pkg/querier/queryrange/volume.go
+// NewVolumeMiddleware, pkg/util/time.go ForInterval with
+// endTimeInclusive): steps aligned to multiples of step since the epoch,
+// the first from start, each stamped at its end less a millisecond
+// (SplitGap), the last at the range's end rounded up to the millisecond
+// (pkg/util/conv.go RoundToMilliseconds); index/volume's one sample is at
+// that end too. Checkout's records are at t0+1s, 2s and 3s; over
+// [t0+0.5s, t0+3.5s) by 2s: the first in the step stamped t0+1.999s, the
+// others in the last, stamped t0+3.5s.
+func TestVolumeStepsAsLokiStampsThem(t *testing.T) {
+	srv := server(t)
+	params := url.Values{"query": {`{service_name="checkout"}`}, "start": {ns(t0.Add(500 * time.Millisecond))},
+		"end": {ns(t0.Add(3500 * time.Millisecond))}, "step": {"2s"}}
+	typ, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/index/volume_range", params))
+	wantValues := []float64{float64(len(lakeRecords[0].body)), float64(len(lakeRecords[1].body) + len(lakeRecords[2].body))}
+	wantTimes := []time.Time{t0.Add(1999 * time.Millisecond), t0.Add(3500 * time.Millisecond)}
+	if typ != "matrix" || len(frames) != 1 || !slices.Equal(frames[0].values, wantValues) ||
+		!slices.EqualFunc(frames[0].times, wantTimes, time.Time.Equal) {
+		t.Errorf("volume_range: %s %+v, want %v at %v", typ, frames, wantValues, wantTimes)
+	}
+	params.Set("end", ns(t0.Add(3500*time.Millisecond+1)))
+	typ, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/index/volume", params))
+	if want := t0.Add(3501 * time.Millisecond); typ != "vector" || len(frames) != 1 || len(frames[0].times) != 1 || !frames[0].times[0].Equal(want) {
+		t.Errorf("volume: %s %+v, want one sample at %v (the end rounded up to the millisecond)", typ, frames, want)
 	}
 }
