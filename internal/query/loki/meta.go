@@ -128,6 +128,7 @@ func (a *api) metaStreamsBy(w http.ResponseWriter, r *http.Request, scope tenanc
 	var step time.Duration
 	if err == nil && stepped {
 		step, err = volumeStep(r, start, end)
+		step = volumeInterval(step)
 	}
 	if err == nil {
 		ss, err = a.streamsOf(r.Context(), scope, sels, start, end, int64(step))

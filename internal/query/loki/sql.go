@@ -209,13 +209,35 @@ func selectSQL(table string, sel logql.Selection, args *sqlArgs) string {
 
 // streamsSQL is the streams of a selection with their distinct records'
 // count and bytes, for the labels, series and index APIs; with a step
-// (ns), by bucket of step from start (bucket 0 without).
+// (ns), by bucket of step from volumeOrigin (bucket 0 without).
 func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, args *sqlArgs) string {
 	bucket := "0"
 	if step > 0 {
-		bucket = fmt.Sprintf("(ts - %d) // %d", start, step)
+		bucket = fmt.Sprintf("(ts - %d) // %d", volumeOrigin(start, step), step)
 	}
 	return `SELECT service, res, level, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes, ` + bucket +
 		` AS bucket FROM (SELECT * FROM (` + distinctSQL(scanSQL(table, ms, start, end, entryColumns, args)) + `) WHERE ts >= ` + args.add(start) +
 		` AND ts < ` + args.add(end) + `) GROUP BY ALL`
+}
+
+// volumeOrigin is where volume_range's steps of step ns start: Loki's
+// volume middleware splits the range by pkg/util/time.go ForInterval,
+// which aligns its start (the request's, truncated to the millisecond:
+// pkg/util/conv.go RoundToMilliseconds) to a multiple of step since the
+// epoch, by Go's remainder; the first step begins at start itself, no
+// record before it being read.
+func volumeOrigin(start, step int64) int64 {
+	from := start / int64(time.Millisecond) * int64(time.Millisecond)
+	return from - from%step
+}
+
+// volumeThrough is the end of a volume request as Loki takes it,
+// rounded up to the millisecond (pkg/util/conv.go RoundToMilliseconds),
+// in ns: where its last step is stamped.
+func volumeThrough(end int64) int64 {
+	ms := end / int64(time.Millisecond)
+	if time.Unix(0, end).Nanosecond()%int(time.Millisecond) != 0 {
+		ms++
+	}
+	return ms * int64(time.Millisecond)
 }

@@ -61,11 +61,20 @@ func (a *api) volume(w http.ResponseWriter, r *http.Request, scope tenancy.Scope
 		}
 	}
 	step, _ := volumeStep(r, start, end)
+	step = volumeInterval(step)
+	// Each step's sample is at its end less a millisecond (ForInterval's
+	// SplitGap between steps), the last step's and an instant volume's at
+	// the end rounded up to the millisecond (Loki
+	// pkg/querier/queryrange/volume.go NewVolumeMiddleware: reqs[end]);
+	// end is past the range's, which metaRange made inclusive.
+	through := volumeThrough(end - 1)
 	var groups logql.ByLabels[logql.Series]
 	add := func(ls logql.Labels, s stream) {
-		t := end - 1
-		if stepped {
-			t = min(start+(s.bucket+1)*int64(step), end-1)
+		t := through
+		if stepped && step > 0 {
+			if e := volumeOrigin(start, int64(step)) + (s.bucket+1)*int64(step); e < through {
+				t = e - int64(time.Millisecond)
+			}
 		}
 		g := groups.At(ls, func() *logql.Series { return &logql.Series{Labels: ls} })
 		if n := len(g.Points); n > 0 && g.Points[n-1].T == t {
@@ -120,6 +129,12 @@ func (a *api) volume(w http.ResponseWriter, r *http.Request, scope tenancy.Scope
 	}
 	writeJSON(w, append(b, "}}"...))
 }
+
+// volumeInterval is step as Loki's volume middleware splits by it, to
+// the millisecond (pkg/querier/queryrange/codec.go: VolumeRequest.Step
+// is step.Milliseconds()); 0, under a millisecond, is one step over the
+// whole range (ForInterval with no interval).
+func volumeInterval(step time.Duration) time.Duration { return step.Truncate(time.Millisecond) }
 
 // volumeStep is volume_range's step (a duration or seconds; by default
 // as query_range's).
