@@ -2,17 +2,11 @@ package directload
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/uptrace/bun/driver/sqliteshim"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
@@ -29,57 +23,7 @@ import (
 // hold one (README, GenAI operations: one row per GenAI span, loaded
 // exactly once with its span; "a load that did not commit leaves no gap").
 func TestIcebergAbandonedPositionsLoseTheFailedLoadsDerivedRows(t *testing.T) {
-	dir := t.TempDir()
-	catalogPath := filepath.Join(dir, "catalog.db")
-	lockDB, err := sql.Open(sqliteshim.ShimName, "file:"+catalogPath+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lockDB.Close() })
-	var (
-		mu    sync.Mutex
-		armed = true
-		lock  *sql.Conn
-	)
-	onCommit := func(st iceberg.CommitStats) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !armed || !strings.HasSuffix(st.Table, "genai_operations") || st.Failed || st.Conflict {
-			return
-		}
-		armed = false
-		// The catalog fails the next commit (otel_spans'): its database
-		// is locked past the busy timeout.
-		c, err := lockDB.Conn(context.Background())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if _, err := c.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
-			t.Error(err)
-		}
-		lock = c
-	}
-	unlock := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if lock != nil {
-			_, _ = lock.ExecContext(context.Background(), "ROLLBACK")
-			lock.Close()
-			lock = nil
-		}
-	}
-	t.Cleanup(unlock)
-	s, err := iceberg.Open(context.Background(), iceberg.Options{Table: otel.Spans.Name, Typed: &otel.Spans,
-		Derived: &genai.Table, DerivedTable: "genai_operations", OnCommit: onCommit,
-		Catalog: catalogPath, Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s, lock := openLockedSpans(t, t.TempDir(), "genai_operations", false, true)
 	l := startGenAILoader(t, s)
 
 	td := ptrace.NewTraces()
@@ -98,9 +42,9 @@ func TestIcebergAbandonedPositionsLoseTheFailedLoadsDerivedRows(t *testing.T) {
 	}
 	ctx := context.Background()
 	_, err = l.Forward(ctx, otel.SignalTraces, "team-a", body)
-	unlock()
-	if err == nil {
-		t.Skip("the main table's commit did not fail: the fault was not injected")
+	lock.unlock()
+	if err == nil || !lock.injected() {
+		t.Fatalf("the main table's commit did not fail (answered %v): the fault was not injected", err)
 	}
 	t.Logf("first attempt answered: %v", err)
 	if _, err := l.Forward(ctx, otel.SignalTraces, "team-a", body); err != nil { // the client's retry

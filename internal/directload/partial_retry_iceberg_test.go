@@ -1,18 +1,6 @@
 package directload
 
-import (
-	"context"
-	"database/sql"
-	"path/filepath"
-	"strings"
-	"sync"
-	"testing"
-
-	"github.com/uptrace/bun/driver/sqliteshim"
-
-	"github.com/tracelake/tracelake/internal/otel"
-	"github.com/tracelake/tracelake/internal/sink/iceberg"
-)
+import "testing"
 
 // On Iceberg a load commits the dead-letter table first and the main
 // table last. When the main table's commit fails once after the
@@ -23,56 +11,7 @@ import (
 // again and the dead-letter table holds it twice (the positions resume
 // past the completed load, so nothing removes the first copy).
 func TestIcebergLoadCompletedByItsRetryIsAnsweredStored(t *testing.T) {
-	dir := t.TempDir()
-	catalogPath := filepath.Join(dir, "catalog.db")
-	lockDB, err := sql.Open(sqliteshim.ShimName, "file:"+catalogPath+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lockDB.Close() })
-	var (
-		mu    sync.Mutex
-		armed = true
-		lock  *sql.Conn
-	)
-	unlock := func() {
-		if lock != nil {
-			_, _ = lock.ExecContext(context.Background(), "ROLLBACK")
-			lock.Close()
-			lock = nil
-		}
-	}
-	onCommit := func(st iceberg.CommitStats) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case armed && strings.HasSuffix(st.Table, "_dlq") && !st.Failed && !st.Conflict:
-			armed = false
-			// The catalog fails the next commit (the main table's): its
-			// database is locked past the busy timeout.
-			c, err := lockDB.Conn(context.Background())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if _, err := c.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
-				t.Error(err)
-			}
-			lock = c
-		case st.Failed:
-			unlock() // once: the retry commits
-		}
-	}
-	t.Cleanup(func() { mu.Lock(); unlock(); mu.Unlock() })
-	s, err := iceberg.Open(context.Background(), iceberg.Options{Table: otel.Spans.Name, Typed: &otel.Spans, OnCommit: onCommit,
-		Catalog: catalogPath, Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s, lock := openLockedSpans(t, t.TempDir(), "_dlq", true, false)
 	l := startGenAILoader(t, s)
 	garbage := []byte{0xff, 0xff, 0xff, 0xff} // the decoder refuses it: a dead letter
 	if err := forward(l, garbage); err != nil {
@@ -81,10 +20,7 @@ func TestIcebergLoadCompletedByItsRetryIsAnsweredStored(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	injected := !armed
-	mu.Unlock()
-	if !injected {
+	if !lock.injected() {
 		t.Fatal("the dead-letter table's commit was never seen: the fault was not injected")
 	}
 	_, dlq, tp := storedOf(t, s)
