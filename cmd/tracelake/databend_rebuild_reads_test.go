@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -28,19 +29,7 @@ func TestGenAIRebuildReadIsWholeUnderMaxResultRows(t *testing.T) {
 		srv.AppendRow("otel_spans", databendtest.Row{"span_id": json.RawMessage(fmt.Sprintf(`"s%d"`, i)), "kpartition": json.RawMessage("0")})
 	}
 	srv.Set(func() { srv.GlobalSettings = map[string]string{"max_result_rows": "1"} })
-	snk, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "otel_spans"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := memoryDuckDB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	cols := []duckdbsink.Column{{Name: "span_id", Type: "VARCHAR"}, {Name: "kpartition", Type: "BIGINT"}}
-	if err := copyDatabendRows(context.Background(), snk, db, "otel_spans", cols, ""); err != nil {
-		t.Fatal(err)
-	}
+	db := copyOfSpans(t, srv, []duckdbsink.Column{{Name: "span_id", Type: "VARCHAR"}, {Name: "kpartition", Type: "BIGINT"}}, "")
 	var n int
 	if err := db.QueryRow("SELECT count(*) FROM otel_spans").Scan(&n); err != nil {
 		t.Fatal(err)
@@ -68,20 +57,8 @@ func TestGenAIReadsTimesInUTCUnderAServerTimezone(t *testing.T) {
 		srv.AppendRow("otel_spans", databendtest.Row{"span_id": json.RawMessage(fmt.Sprintf(`"s%d"`, i)), "start_time": json.RawMessage(fmt.Sprint(at.UnixMicro()))})
 	}
 	srv.Set(func() { srv.GlobalSettings = map[string]string{"timezone": "Asia/Shanghai"} })
-	snk, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "otel_spans"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := memoryDuckDB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	cols := []duckdbsink.Column{{Name: "span_id", Type: "VARCHAR"}, {Name: "start_time", Type: "TIMESTAMP"}}
 	since := databendTime(time.Date(2024, 5, 1, 6, 0, 0, 0, time.UTC))
-	if err := copyDatabendRows(context.Background(), snk, db, "otel_spans", cols, since); err != nil {
-		t.Fatal(err)
-	}
+	db := copyOfSpans(t, srv, []duckdbsink.Column{{Name: "span_id", Type: "VARCHAR"}, {Name: "start_time", Type: "TIMESTAMP"}}, since)
 	rows, err := db.Query("SELECT span_id, start_time FROM otel_spans ORDER BY span_id")
 	if err != nil {
 		t.Fatal(err)
@@ -99,4 +76,24 @@ func TestGenAIReadsTimesInUTCUnderAServerTimezone(t *testing.T) {
 	if want := []string{"s1 " + late.Format(time.RFC3339)}; !slices.Equal(got, want) {
 		t.Errorf("read the spans from %s on as %q, want %q", since, got, want)
 	}
+}
+
+// copyOfSpans reads columns cols of the test server's otel_spans (its
+// rows from since on, when set) through the Databend sink into an
+// in-memory DuckDB, as the GenAI rebuild and the report read them.
+func copyOfSpans(t *testing.T, srv *databendtest.Server, cols []duckdbsink.Column, since string) *sql.DB {
+	t.Helper()
+	snk, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "otel_spans"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := memoryDuckDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := copyDatabendRows(context.Background(), snk, db, "otel_spans", cols, since); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,6 +108,17 @@ func appendConfig(t testing.TB, path, lines string) {
 type child struct {
 	cmd *exec.Cmd
 	log *childLog
+}
+
+// stop stops the run with SIGTERM and fails the test unless it exits 0.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, c.log)
+	}
 }
 
 // assignedMark is what a run logs once it has partitions of testTopic.

@@ -445,12 +445,7 @@ func TestOTLPReceiversForwardThroughKafka(t *testing.T) {
 	}
 	// Every span is acknowledged, so in Kafka: stop the run and load
 	// whatever it had not.
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	run.stop(t)
 	rep := runUntilIdle(t, bin, cfgPath)
 	stored := rep.Copies.Rows
 	if rows, dlq := rep.Totals(); !rep.OK || rows != stored || dlq != 0 {
@@ -546,12 +541,7 @@ func TestOTLPReceiverKill9(t *testing.T) {
 	if err := <-sent; err != nil {
 		t.Fatalf("the exporter gave up: %v", err)
 	}
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	run.stop(t)
 	rep := runUntilIdle(t, bin, cfgPath)
 	if !rep.OK || rep.Copies.Identities != spans {
 		t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans", rep.OK, rep.Problems, rep.Copies, spans)
@@ -723,12 +713,7 @@ func TestOTLPReceiversAlone(t *testing.T) {
 	if !strings.Contains(run.get("/metrics"), `tracelake_otlp_requests_total{outcome="accepted",protocol="http",signal="traces"} 1`) {
 		t.Errorf("the accepted request is not counted:\n%s", run.get("/metrics"))
 	}
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	run.stop(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics(testTopic))
 	if err != nil {
 		t.Fatal(err)
@@ -768,12 +753,7 @@ func TestOTLPSignalsShareAForwardTopic(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	run.stop(t)
 	for cfg, want := range map[string]int{traces: td.SpanCount(), logs: 1} {
 		rep := runUntilIdle(t, bin, cfg)
 		if rows, dlq := rep.Totals(); !rep.OK || rows != int64(want) || dlq != 0 {
@@ -817,12 +797,7 @@ func TestOTLPReceiversWithoutKafkaLoad(t *testing.T) {
 			t.Fatalf("answered %d, want 200:\n%s", resp.StatusCode, run.log)
 		}
 	}
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	run.stop(t)
 	closing := regexp.MustCompile(`tracelake stopped" records=0 otlp_requests=(\d+) loaded=(\d+) dlq=0 files=\d+ loads=[1-9]\d* elapsed=(\S+)`).FindStringSubmatch(run.log.String())
 	if closing == nil || closing[1] != fmt.Sprint(requests) || closing[2] != fmt.Sprint(spans) {
 		t.Fatalf("the closing line does not count %d requests and %d spans loaded:\n%s", requests, spans, run.log)
@@ -853,22 +828,9 @@ func TestOTLPReceiversLoadDirectlyKill9(t *testing.T) {
 	bin := buildBinary(t)
 	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "tracelake.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(
-		"otlp: {mode: load, grpc: %q, http: %q}\ntenancy: {kafka_header: \"\"}\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
-		grpcAddr, httpAddr, filepath.Join(dir, "test.duckdb"))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("grpc: %q, http: %q", grpcAddr, httpAddr), fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "test.duckdb")))
 	const spans = 3000
-	sent := streamSpans(t, grpcAddr, "team-b", spans, "chat gpt-4o-mini", attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", "gpt-4o-mini"),
-		attribute.Int("gen_ai.usage.input_tokens", 100), attribute.Int("gen_ai.usage.output_tokens", 20))
-	const listening = "OTLP receiver listening"
-	killAtRandomMomentsAfter(t, bin, cfgPath, 3, listening)
-	run := startRunUntil(t, bin, cfgPath, "run last", listening)
-	if err := <-sent; err != nil {
-		t.Fatalf("the exporter gave up: %v", err)
-	}
+	run := killLoadModeWhileSending(t, bin, cfgPath, grpcAddr, spans)
 	logs := marshalOTLPLogs(t)
 	resp, err := http.Post("http://"+httpAddr+"/v1/logs", "application/x-protobuf", bytes.NewReader(logs))
 	if err != nil {
@@ -878,12 +840,7 @@ func TestOTLPReceiversLoadDirectlyKill9(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("logs posted to a process loading traces: %d, want 404", resp.StatusCode)
 	}
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	run.stop(t)
 	rep := verifyJSON(t, bin, cfgPath, 0)
 	if !rep.OK || rep.Copies.Identities != spans {
 		t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans", rep.OK, rep.Problems, rep.Copies, spans)
@@ -984,12 +941,8 @@ func TestOTLPLoadModeOnIcebergAndDatabend(t *testing.T) {
 	for name, sinkCfg := range icebergAndDatabendSinks(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfgPath := filepath.Join(dir, "tracelake.yaml")
 			addr := freeAddr(t)
-			if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("otlp: {mode: load, http: %q}\nsink: %s\nmetrics: {listen: \"127.0.0.1:0\"}\n",
-				addr, sinkCfg(dir))), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("http: %q", addr), sinkCfg(dir))
 			// Receivers alone are never idle: asking to exit when idle is a
 			// usage error, not a run that never ends.
 			idle := exec.Command(bin, "run", "--config", cfgPath, "--exit-when-idle", "1s")
@@ -1021,12 +974,7 @@ func TestOTLPLoadModeOnIcebergAndDatabend(t *testing.T) {
 			if page := run.get("/"); !strings.Contains(page, "otlp:traces</td><td>0</td><td>receivers</td><td>20</td>") {
 				t.Errorf("the status page does not show the receivers' loads (20 requests):\n%s", page)
 			}
-			if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if err := run.cmd.Wait(); err != nil {
-				t.Fatalf("run: %v\n%s", err, run.log)
-			}
+			run.stop(t)
 			rep := verifyJSON(t, bin, cfgPath, 0)
 			if rows, dlq := rep.Totals(); !rep.OK || rows != int64(spans) || dlq != 0 {
 				t.Fatalf("ok=%v rows=%d dlq=%d copies=%+v problems=%v, want %d spans once", rep.OK, rows, dlq, rep.Copies, rep.Problems, spans)
@@ -1050,28 +998,11 @@ func TestOTLPLoadModeKill9OnIcebergAndDatabend(t *testing.T) {
 	for name, sinkCfg := range icebergAndDatabendSinks(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfgPath := filepath.Join(dir, "tracelake.yaml")
 			grpcAddr := freeAddr(t)
-			if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("otlp: {mode: load, grpc: %q}\ntenancy: {kafka_header: \"\"}\nsink: %s\nmetrics: {listen: \"127.0.0.1:0\"}\n",
-				grpcAddr, sinkCfg(dir))), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("grpc: %q", grpcAddr), sinkCfg(dir))
 			const spans = 2000
-			sent := streamSpans(t, grpcAddr, "team-b", spans, "chat gpt-4o-mini", attribute.String("gen_ai.operation.name", "chat"),
-				attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", "gpt-4o-mini"),
-				attribute.Int("gen_ai.usage.input_tokens", 100), attribute.Int("gen_ai.usage.output_tokens", 20))
-			const listening = "OTLP receiver listening"
-			killAtRandomMomentsAfter(t, bin, cfgPath, 3, listening)
-			run := startRunUntil(t, bin, cfgPath, "run last", listening)
-			if err := <-sent; err != nil {
-				t.Fatalf("the exporter gave up: %v", err)
-			}
-			if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if err := run.cmd.Wait(); err != nil {
-				t.Fatalf("run: %v\n%s", err, run.log)
-			}
+			run := killLoadModeWhileSending(t, bin, cfgPath, grpcAddr, spans)
+			run.stop(t)
 			out, _ := exec.Command(bin, "verify", "--config", cfgPath).CombinedOutput()
 			rep := verifyJSON(t, bin, cfgPath, 0)
 			if !rep.OK || rep.Copies == nil || rep.Copies.Identities != spans {
@@ -1080,6 +1011,37 @@ func TestOTLPLoadModeKill9OnIcebergAndDatabend(t *testing.T) {
 			t.Logf("%d spans stored for %d sent", rep.Copies.Rows, spans)
 		})
 	}
+}
+
+// writeLoadModeConfig writes, in dir, the config of receivers (the otlp
+// section's listeners) loading into sink, and returns its path. The tenant
+// comes from the request alone (no Kafka header).
+func writeLoadModeConfig(t *testing.T, dir, receivers, sink string) string {
+	t.Helper()
+	path := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("otlp: {mode: load, %s}\ntenancy: {kafka_header: \"\"}\nsink: %s\nmetrics: {listen: \"127.0.0.1:0\"}\n", receivers, sink)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// killLoadModeWhileSending kills `tracelake run` of cfgPath (receivers
+// loading) with SIGKILL at three random moments while an OTLP/gRPC
+// exporter sends that many GenAI spans of team-b to grpcAddr, and returns the
+// run started last, running, once the exporter has sent them all.
+func killLoadModeWhileSending(t *testing.T, bin, cfgPath, grpcAddr string, spans int) *child {
+	t.Helper()
+	sent := streamSpans(t, grpcAddr, "team-b", spans, "chat gpt-4o-mini", attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", "gpt-4o-mini"),
+		attribute.Int("gen_ai.usage.input_tokens", 100), attribute.Int("gen_ai.usage.output_tokens", 20))
+	const listening = "OTLP receiver listening"
+	killAtRandomMomentsAfter(t, bin, cfgPath, 3, listening)
+	run := startRunUntil(t, bin, cfgPath, "run last", listening)
+	if err := <-sent; err != nil {
+		t.Fatalf("the exporter gave up: %v", err)
+	}
+	return run
 }
 
 // icebergAndDatabendSinks are the sink configs, by name, of a local

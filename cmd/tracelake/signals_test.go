@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,10 +92,5 @@ func TestOneRunLoadsEverySignal(t *testing.T) {
 			t.Errorf("%s: ok=%v rows=%d dlq=%d problems=%v, want %d rows once", sig, rep.OK, rows, dlq, rep.Problems, n)
 		}
 	}
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	run.stop(t)
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -163,12 +162,7 @@ func TestCommandsWhileRunHoldsTheFile(t *testing.T) {
 		t.Errorf("/report with a bad tenant: %q", page)
 	}
 
-	if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("run: %v\n%s", err, run.log)
-	}
+	run.stop(t)
 	if _, err := os.Lstat(dbPath + ".sock"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket outlived run: %v", err)
 	}

@@ -341,20 +341,7 @@ func TestIcebergPrunesFiles(t *testing.T) {
 // 448 MB compacted file of 5M spans read as 2 files and 10M rows.)
 func TestIcebergScanStatsCountFiles(t *testing.T) {
 	l := newIceLake(t, IcebergOptions{})
-	ctx := context.Background()
-	tbl, err := l.snk.Catalog().LoadTable(ctx, table.Identifier{"tracelake", "otel_spans"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	txn := tbl.NewTransaction()
-	if err := txn.SetProperties(iceberggo.Properties{table.ParquetRowGroupLimitKey: "10", table.ReadSplitTargetSizeKey: "1"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := txn.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// A sink that loads the table with its new properties.
-	l.snk = openLakeSink(t, l.dir)
+	l.withSpansProperties(t, iceberggo.Properties{table.ParquetRowGroupLimitKey: "10", table.ReadSplitTargetSizeKey: "1"})
 	spans := make([]span, 50)
 	for i := range spans {
 		spans[i] = span{"c", "t", "n", int64(i), day(7)}
@@ -853,23 +840,10 @@ func TestIcebergReadsColumnsAddedAfterItsFiles(t *testing.T) {
 // the columns of boundedStrings have their predicates pushed now.
 func TestIcebergFindsLongStringsInFilesOfManyRowGroups(t *testing.T) {
 	l := newIceLake(t, IcebergOptions{})
-	ctx := context.Background()
-	tbl, err := l.snk.Catalog().LoadTable(ctx, table.Identifier{"tracelake", "otel_spans"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	txn := tbl.NewTransaction()
-	if err := txn.SetProperties(iceberggo.Properties{table.ParquetRowGroupLimitKey: "10"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := txn.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// A sink that loads the table with its new properties: 30 spans of one
-	// partition in one file, 3 row groups of 10. The names of the first
-	// hold a long one (its max dropped), the second's are all long
-	// (neither kept), the third's short.
-	l.snk = openLakeSink(t, l.dir)
+	// 30 spans of one partition in one file, 3 row groups of 10. The
+	// names of the first hold a long one (its max dropped), the second's
+	// are all long (neither kept), the third's short.
+	l.withSpansProperties(t, iceberggo.Properties{table.ParquetRowGroupLimitKey: "10"})
 	long := func(c string) string { return strings.Repeat(c, 5000) }
 	var spans []span
 	for i := range 30 {
@@ -904,4 +878,23 @@ func TestIcebergFindsLongStringsInFilesOfManyRowGroups(t *testing.T) {
 		}
 		l.takeScans()
 	}
+}
+
+// withSpansProperties sets properties of otel_spans and opens the lake's
+// sink again, so that its loads write with them.
+func (l *iceLake) withSpansProperties(t *testing.T, props iceberggo.Properties) {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := l.snk.Catalog().LoadTable(ctx, table.Identifier{"tracelake", "otel_spans"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.SetProperties(props); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.snk = openLakeSink(t, l.dir)
 }
