@@ -413,38 +413,46 @@ func rowKey(cols []arrow.Array, i int, hashed bool) string {
 // copy of one of them (a client's retry across the upgrade) must be found
 // there by it, or it is merged as a row of its own (dropKnown).
 func rowKeys(cols []arrow.Array, i int, hashed bool) (key, legacy string) {
-	var b, was strings.Builder
-	escaped := false
+	key, escaped := joinValues(cols, i, true)
+	if escaped {
+		// Rare (a value with '/', '\' or NUL): only then is the older key
+		// made, in a second pass.
+		legacy, _ = joinValues(cols, i, false)
+	}
+	if hashed {
+		key = md5Hex(key)
+		if escaped {
+			legacy = md5Hex(legacy)
+		}
+	}
+	return key, legacy
+}
+
+// joinValues joins row i's values of cols with '/', a null as "\x00null"
+// (no escaped value holds a NUL), each value escaped if escape holds;
+// escaped reports whether some value needed it.
+func joinValues(cols []arrow.Array, i int, escape bool) (joined string, escaped bool) {
+	var b strings.Builder
 	for j, c := range cols {
 		if j > 0 {
 			b.WriteByte('/')
-			was.WriteByte('/')
 		}
 		if c.IsNull(i) {
-			b.WriteString("\x00null") // no escaped value holds a NUL
-			was.WriteString("\x00null")
+			b.WriteString("\x00null")
 			continue
 		}
 		v := c.ValueStr(i)
-		was.WriteString(v)
-		if strings.ContainsAny(v, "/\\\x00") {
+		if escape && strings.ContainsAny(v, "/\\\x00") {
 			v, escaped = keyEscaper.Replace(v), true
 		}
 		b.WriteString(v)
 	}
-	key = b.String()
-	if escaped {
-		legacy = was.String()
-	}
-	if hashed {
-		sum := md5.Sum([]byte(key))
-		key = hex.EncodeToString(sum[:])
-		if escaped {
-			sum := md5.Sum([]byte(legacy))
-			legacy = hex.EncodeToString(sum[:])
-		}
-	}
-	return key, legacy
+	return b.String(), escaped
+}
+
+func md5Hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // dropKnown removes from kept the keys the target already holds, reading
