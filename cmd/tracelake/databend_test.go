@@ -41,12 +41,10 @@ func referenceConfig(t testing.TB, cluster *kfake.Cluster, srv *databendtest.Ser
 // given by address (servers in other processes).
 func referenceConfigAt(t testing.TB, broker, dsn string, extra map[string]any) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	metrics, err := net.ResolveTCPAddr("tcp", freeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	cfg := map[string]any{
 		"kafkaBootstrapServers": broker,
 		"kafkaTopic":            testTopic,
@@ -65,7 +63,7 @@ func referenceConfigAt(t testing.TB, broker, dsn string, extra map[string]any) s
 		"copyIntoMaxInterval":   5,
 		"maxRetryDelay":         2,
 		"useReplaceMode":        false,
-		"metricsPort":           port,
+		"metricsPort":           metrics.Port,
 	}
 	for k, v := range extra {
 		cfg[k] = v

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -867,14 +868,43 @@ func TestOTLPReceiversLoadDirectlyKill9(t *testing.T) {
 }
 
 // freeAddr is a loopback address with a port free at the time of the call.
-func freeAddr(t *testing.T) string {
+//
+// The port is below the kernel's ephemeral range where it has one: a
+// port the kernel hands out for "127.0.0.1:0" or an outgoing connection
+// could be taken by any listener or client of the parallel tests (or of
+// the child's next run: its metrics endpoint) while a killed run's
+// receivers are down, and the restarted run could not bind it.
+func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := ephemeralLow()
+	for range 100 {
+		addr := "127.0.0.1:0"
+		if low > 10_000 {
+			addr = fmt.Sprintf("127.0.0.1:%d", 10_000+rand.IntN(low-10_000))
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // in use: another
+		}
+		defer ln.Close()
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port below the ephemeral range in 100 tries")
+	return ""
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 where
+// it is not known (not Linux).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0
+	}
+	return low
 }
 
 // marshalOTLPLogs is a logs export request of one record, in protobuf.

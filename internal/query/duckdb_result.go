@@ -225,9 +225,26 @@ func (r *resultReader) Release() {
 // resultError is the error of the result, the context's when it ended
 // the query.
 func (r *resultReader) resultError() error {
-	err := &duckdb.Error{Type: duckdb.ErrorType(bindings.ResultErrorType(&r.res)), Msg: bindings.ResultError(&r.res)}
-	if ctxErr := r.ctx.Err(); ctxErr != nil {
+	return duckdbResultError(r.ctx, &duckdb.Error{Type: duckdb.ErrorType(bindings.ResultErrorType(&r.res)), Msg: bindings.ResultError(&r.res)})
+}
+
+// errWorkerFailed is a streaming result DuckDB stopped as interrupted
+// though the read did not end: the query failed on one of DuckDB's
+// worker threads, which raises the connection's interrupt flag to stop
+// the others, and DuckDB 1.5's streaming fetch throws on that flag
+// before it asks for the worker's error (SimpleBufferedData::
+// ExecuteTaskInternal against Executor::PushError). Its cause is lost.
+var errWorkerFailed = errors.New("the query failed in one of DuckDB's threads while its result streamed, and DuckDB reported only that it stopped, not why: run it again to see its error")
+
+// duckdbResultError is err, DuckDB's error of a result read under ctx,
+// as the caller gets it: with ctx's error where it ended the read (the
+// interrupt is ours), errWorkerFailed for an interrupt that is not.
+func duckdbResultError(ctx context.Context, err *duckdb.Error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
 		return errors.Join(ctxErr, err)
+	}
+	if err.Type == duckdb.ErrorTypeInterrupt {
+		return fmt.Errorf("%w (%w)", errWorkerFailed, err)
 	}
 	return err
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/duckdb/duckdb-go/v2"
 )
 
 // bulkRows are the rows of the 'bulk' trace the tests below load.
@@ -18,9 +20,13 @@ const failingLater = `SELECT CASE WHEN duration_ms = 399999 AND trace_id = 'bulk
 
 // bulkIceLake is an Iceberg lake with bulkRows spans of tenant a's 'bulk'
 // trace more, in one load, their duration_ms 0 to bulkRows-1.
+//
+// DuckDB runs its queries on the reading thread alone: a query failing on
+// a worker thread of DuckDB 1.5 may reach the reader as interrupted, its
+// error lost (errWorkerFailed), which the tests below do not look at.
 func bulkIceLake(t *testing.T) *iceLake {
 	t.Helper()
-	l := newIceLake(t, IcebergOptions{ScanConcurrency: 1, BatchRows: 4096})
+	l := newIceLake(t, IcebergOptions{ScanConcurrency: 1, BatchRows: 4096, Threads: 1})
 	spans := make([]span, bulkRows)
 	for i := range spans {
 		spans[i] = span{"a", "bulk", "n", int64(i), day(2)}
@@ -91,6 +97,31 @@ func TestIcebergLateQueryErrorIsRefused(t *testing.T) {
 	}
 	if batches == 0 {
 		t.Fatal("no batch before the failure: the test no longer shows a failure met while streaming")
+	}
+}
+
+// An interrupt the read did not make (its context is live) is a query
+// failed on a DuckDB worker whose error DuckDB lost: said so, never
+// passed on as DuckDB's bare "Interrupted!", which reads as a cancel. An
+// interrupt the read made comes with the context's error.
+func TestAnInterruptNotTheReadsIsAWorkersLostError(t *testing.T) {
+	interrupted := &duckdb.Error{Type: duckdb.ErrorTypeInterrupt, Msg: "INTERRUPT Error: Interrupted!"}
+	err := duckdbResultError(context.Background(), interrupted)
+	if !errors.Is(err, errWorkerFailed) {
+		t.Fatalf("a live read's interrupt: %v, want errWorkerFailed", err)
+	}
+	var re *RefusedError
+	if errors.As(queryError(err), &re) {
+		t.Errorf("a lost worker's error was refused as the caller's query: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := duckdbResultError(ctx, interrupted); !errors.Is(err, context.Canceled) || errors.Is(err, errWorkerFailed) {
+		t.Errorf("a cancelled read's interrupt: %v, want the context's error", err)
+	}
+	conversion := &duckdb.Error{Type: duckdb.ErrorTypeConversion, Msg: "Conversion Error: x"}
+	if err := duckdbResultError(context.Background(), conversion); err != conversion {
+		t.Errorf("a conversion error: %v, want it as DuckDB gave it", err)
 	}
 }
 
