@@ -14,6 +14,7 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip (zstd and snappy: grpc_compression.go)
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tracelake/tracelake/internal/tenancy"
@@ -23,7 +24,7 @@ import (
 // MetricsService Export calls (pdata's gRPC bindings).
 func (r *Receivers) newGRPCServer() *grpc.Server {
 	allowZstdWindow(r.opt.MaxBodyBytes)
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.opt.MaxBodyBytes))}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.opt.MaxBodyBytes)), grpc.InTapHandle(r.admitGRPC)}
 	if r.opt.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(r.opt.TLS.Clone())))
 	}
@@ -64,33 +65,59 @@ func (s *metricsService) Export(ctx context.Context, req pmetricotlp.ExportReque
 	return metricsResponse(a), err
 }
 
-// exportGRPC stores a decoded request; a refusal becomes its gRPC status,
-// with RetryInfo when the client should retry (the OTLP specification's
-// retryable Unavailable).
+// grpcMethods are the signals of the Export methods served, by gRPC's
+// full method name (opentelemetry-proto's collector services).
+var grpcMethods = map[string]string{
+	"/opentelemetry.proto.collector.trace.v1.TraceService/Export":     Traces,
+	"/opentelemetry.proto.collector.logs.v1.LogsService/Export":       Logs,
+	"/opentelemetry.proto.collector.metrics.v1.MetricsService/Export": Metrics,
+}
+
+// admitGRPC admits a call within MaxConcurrent as its headers arrive,
+// before gRPC reads its message: one over the bound is refused with its
+// message neither read nor decoded (admitted in the handler, a burst of
+// calls each held its message and its decoded request, up to several
+// times MaxBodyBytes each, before all but MaxConcurrent were refused). A
+// call holds its place until its stream ends.
+func (r *Receivers) admitGRPC(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if ref := r.enter(); ref != nil {
+		if signal, ok := grpcMethods[info.FullMethodName]; ok {
+			r.answered("grpc", signal, ref, 0, 0)
+		}
+		return nil, r.grpcError(ref)
+	}
+	context.AfterFunc(ctx, r.leave) // the stream's context ends with it
+	return ctx, nil
+}
+
+// exportGRPC stores a decoded request; a refusal becomes its gRPC status.
 func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) (accepted, error) {
 	a, ref := r.storeGRPC(ctx, signal, req, items)
 	r.answered("grpc", signal, ref, items, a.rejected)
 	if ref == nil {
 		return a, nil
 	}
+	return accepted{}, r.grpcError(ref)
+}
+
+// grpcError is a refusal as its gRPC status, with RetryInfo when the
+// client should retry (the OTLP specification's retryable Unavailable).
+func (r *Receivers) grpcError(ref *refusal) error {
 	st := status.FromProto(ref.status())
 	if ref.retry {
 		if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(r.opt.RetryAfter)}); err == nil {
 			st = withInfo
 		}
 	}
-	return accepted{}, st.Err()
+	return st.Err()
 }
 
-// storeGRPC admits, authenticates and stores one decoded request.
+// storeGRPC authenticates and stores one decoded request, admitted by
+// admitGRPC.
 func (r *Receivers) storeGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) (accepted, *refusal) {
 	if ref := r.serves(signal); ref != nil {
 		return accepted{}, ref
 	}
-	if ref := r.enter(); ref != nil {
-		return accepted{}, ref
-	}
-	defer r.leave()
 	md, _ := metadata.FromIncomingContext(ctx)
 	first := func(key string) string {
 		if v := md.Get(key); len(v) > 0 {

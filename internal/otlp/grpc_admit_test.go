@@ -1,0 +1,88 @@
+package otlp
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// A gRPC call over max_concurrent_requests is refused as its headers
+// arrive (Unavailable, with RetryInfo), before its message is read or
+// decoded: here a call that never sends its message is answered at once,
+// where admitted in the handler it waited for a message to decode first.
+// An admitted call holds its place until its stream ends, and no longer.
+func TestGRPCCallsOverTheBoundAreRefusedBeforeTheirMessage(t *testing.T) {
+	pb, _ := traceRequest(t, 2)
+	held := &forwarded{block: make(chan struct{})}
+	r := start(t, held, func(o *Options) { o.MaxConcurrent = 1 })
+	release := sync.OnceFunc(func() { close(held.block) })
+	t.Cleanup(release) // before the receiver's shutdown, which waits for the held call
+	conn, err := grpc.NewClient(r.Addr["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := ptraceotlp.NewGRPCClient(conn)
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(pb); err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "t")
+	first := make(chan error, 1)
+	go func() {
+		_, err := client.Export(ctx, req)
+		first <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.inflight.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call never started forwarding")
+		}
+		time.Sleep(time.Millisecond) // polling a condition: the receiver's in-flight bytes
+	}
+
+	// Headers only: the message never comes.
+	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	stream, err := conn.NewStream(callCtx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.RecvMsg(new(emptypb.Empty))
+	st := status.Convert(err)
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			retry = ri
+		}
+	}
+	if st.Code() != codes.Unavailable || retry == nil {
+		t.Fatalf("a call over max_concurrent_requests, its message not sent: %v (retry info %v), want Unavailable with RetryInfo before its message", err, retry)
+	}
+
+	release()
+	if err := <-first; err != nil {
+		t.Fatalf("the admitted call: %v", err)
+	}
+	// Its place is free once its stream ended: the next call goes.
+	for {
+		_, err := client.Export(ctx, req)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline.Add(10*time.Second)) {
+			t.Fatalf("a call after the admitted one ended: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // the first stream's end frees its place as its context ends
+	}
+}
