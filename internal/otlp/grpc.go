@@ -2,16 +2,17 @@ package otlp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
-	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
-	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip (zstd and snappy: grpc_compression.go)
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -21,49 +22,53 @@ import (
 )
 
 // newGRPCServer serves the OTLP TraceService, LogsService and
-// MetricsService Export calls (pdata's gRPC bindings).
+// MetricsService Export calls. A call's message comes to its handler as
+// the bytes that came (rawCodec) and is decoded once, as an OTLP/HTTP
+// body is (accept); the answer goes as pdata marshals it.
 func (r *Receivers) newGRPCServer() *grpc.Server {
 	allowZstdWindow(r.opt.MaxBodyBytes)
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.opt.MaxBodyBytes)), grpc.InTapHandle(r.admitGRPC)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.opt.MaxBodyBytes)), grpc.InTapHandle(r.admitGRPC),
+		grpc.ForceServerCodecV2(rawCodec{})}
 	if r.opt.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(r.opt.TLS.Clone())))
 	}
 	s := grpc.NewServer(opts...)
-	ptraceotlp.RegisterGRPCServer(s, &traceService{r: r})
-	plogotlp.RegisterGRPCServer(s, &logsService{r: r})
-	pmetricotlp.RegisterGRPCServer(s, &metricsService{r: r})
+	for method, name := range grpcMethods {
+		service, _ := strings.CutSuffix(strings.TrimPrefix(method, "/"), "/Export")
+		sig := &signals[slices.IndexFunc(signals, func(s signal) bool { return s.name == name })]
+		s.RegisterService(&grpc.ServiceDesc{
+			ServiceName: service,
+			HandlerType: (*any)(nil),
+			Methods: []grpc.MethodDesc{{MethodName: "Export", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				return r.exportGRPC(ctx, sig, dec)
+			}}},
+		}, nil)
+	}
 	return s
 }
 
-type traceService struct {
-	ptraceotlp.UnimplementedGRPCServer
-	r *Receivers
+// rawCodec is the gRPC server's codec: a call's message is taken as its
+// bytes (*[]byte), an answer sent as the bytes given ([]byte).
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.([]byte)
+	if !ok {
+		return nil, fmt.Errorf("BUG: an OTLP/gRPC answer of %T, not bytes", v)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }
 
-func (s *traceService) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	a, err := s.r.exportGRPC(ctx, Traces, req, req.Traces().SpanCount())
-	return tracesResponse(a), err
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	p, ok := v.(*[]byte)
+	if !ok {
+		return fmt.Errorf("BUG: an OTLP/gRPC message read into %T, not bytes", v)
+	}
+	*p = data.Materialize()
+	return nil
 }
 
-type logsService struct {
-	plogotlp.UnimplementedGRPCServer
-	r *Receivers
-}
-
-func (s *logsService) Export(ctx context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
-	a, err := s.r.exportGRPC(ctx, Logs, req, req.Logs().LogRecordCount())
-	return logsResponse(a), err
-}
-
-type metricsService struct {
-	pmetricotlp.UnimplementedGRPCServer
-	r *Receivers
-}
-
-func (s *metricsService) Export(ctx context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
-	a, err := s.r.exportGRPC(ctx, Metrics, req, req.Metrics().DataPointCount())
-	return metricsResponse(a), err
-}
+func (rawCodec) Name() string { return "proto" }
 
 // grpcMethods are the signals of the Export methods served, by gRPC's
 // full method name (opentelemetry-proto's collector services).
@@ -90,14 +95,40 @@ func (r *Receivers) admitGRPC(ctx context.Context, info *tap.Info) (context.Cont
 	return ctx, nil
 }
 
-// exportGRPC stores a decoded request; a refusal becomes its gRPC status.
-func (r *Receivers) exportGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) (accepted, error) {
-	a, ref := r.storeGRPC(ctx, signal, req, items)
-	r.answered("grpc", signal, ref, items, a.rejected)
-	if ref == nil {
-		return a, nil
+// exportGRPC authenticates, decodes and stores one call's message (its
+// place taken by admitGRPC); a refusal becomes its gRPC status.
+func (r *Receivers) exportGRPC(ctx context.Context, sig *signal, dec func(any) error) (any, error) {
+	a, ref := r.acceptGRPC(ctx, sig, dec)
+	r.answered("grpc", sig.name, ref, a.items, a.rejected)
+	if ref != nil {
+		return nil, r.grpcError(ref)
 	}
-	return accepted{}, r.grpcError(ref)
+	out, err := sig.response(a).MarshalProto()
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return out, nil
+}
+
+// acceptGRPC takes the call's tenant from its metadata, then its message,
+// and accepts it as an OTLP/HTTP protobuf body.
+func (r *Receivers) acceptGRPC(ctx context.Context, sig *signal, dec func(any) error) (accepted, *refusal) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	first := func(key string) string {
+		if v := md.Get(key); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	tenant, ref := r.tenant(first("x-scope-orgid"), tenancy.Bearer(first("authorization")))
+	if ref != nil {
+		return accepted{}, ref
+	}
+	var body []byte
+	if err := dec(&body); err != nil {
+		return accepted{}, &refusal{http.StatusBadRequest, codes.InvalidArgument, "cannot read the call's message: " + err.Error(), false}
+	}
+	return r.accept(ctx, sig, tenant, body, false)
 }
 
 // grpcError is a refusal as its gRPC status, with RetryInfo when the
@@ -112,32 +143,3 @@ func (r *Receivers) grpcError(ref *refusal) error {
 	return st.Err()
 }
 
-// storeGRPC authenticates and stores one decoded request, admitted by
-// admitGRPC.
-func (r *Receivers) storeGRPC(ctx context.Context, signal string, req interface{ MarshalProto() ([]byte, error) }, items int) (accepted, *refusal) {
-	if ref := r.serves(signal); ref != nil {
-		return accepted{}, ref
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	first := func(key string) string {
-		if v := md.Get(key); len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	token := tenancy.Bearer(first("authorization"))
-	tenant, ref := r.tenant(first("x-scope-orgid"), token)
-	if ref != nil || items == 0 {
-		return accepted{}, ref
-	}
-	proto, err := req.MarshalProto()
-	if err != nil {
-		return accepted{}, &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
-	}
-	release, ref := r.hold(len(proto), 0)
-	if ref != nil {
-		return accepted{}, ref
-	}
-	defer release()
-	return r.store(ctx, signal, tenant, proto, items)
-}
