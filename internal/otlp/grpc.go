@@ -142,4 +142,3 @@ func (r *Receivers) grpcError(ref *refusal) error {
 	}
 	return st.Err()
 }
-
