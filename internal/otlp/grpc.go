@@ -83,7 +83,8 @@ var grpcMethods = map[string]string{
 // message neither read nor decoded (admitted in the handler, a burst of
 // calls each held its message and its decoded request, up to several
 // times MaxBodyBytes each, before all but MaxConcurrent were refused). A
-// call holds its place until its stream ends.
+// call holds its place until its stream ends or, once its handler runs,
+// until its handler returns (exportGRPC).
 func (r *Receivers) admitGRPC(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if ref := r.enter(); ref != nil {
 		if signal, ok := grpcMethods[info.FullMethodName]; ok {
@@ -91,13 +92,41 @@ func (r *Receivers) admitGRPC(ctx context.Context, info *tap.Info) (context.Cont
 		}
 		return nil, r.grpcError(ref)
 	}
-	context.AfterFunc(ctx, r.leave) // the stream's context ends with it
-	return ctx, nil
+	// The stream's context ends with it: a call whose handler never runs
+	// (an unknown method, a message never sent or too large, a client
+	// gone first) gives its place back then.
+	return context.WithValue(ctx, placeKey{}, context.AfterFunc(ctx, r.leave)), nil
+}
+
+// placeKey keys a call's place in its context: the stop function of the
+// context.AfterFunc that gives it back when the stream ends.
+type placeKey struct{}
+
+// takePlace moves the call's place from its stream to its handler, which
+// must then leave as it returns. The stream's context ends as the client
+// gives up (its deadline, a cancel, a reset) while the handler may go on
+// storing the message for a long while (directload answers a request it
+// took once its load ends): freed then, the place let in calls past
+// max_concurrent_requests. An error: the call holds no place (its
+// stream ended before its handler ran: the client is gone).
+func takePlace(ctx context.Context) error {
+	stop, ok := ctx.Value(placeKey{}).(func() bool)
+	switch {
+	case !ok:
+		return status.Error(codes.Internal, "BUG: an OTLP/gRPC call not admitted (admitGRPC)")
+	case !stop():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
 }
 
 // exportGRPC authenticates, decodes and stores one call's message (its
 // place taken by admitGRPC); a refusal becomes its gRPC status.
 func (r *Receivers) exportGRPC(ctx context.Context, sig *signal, dec func(any) error) (any, error) {
+	if err := takePlace(ctx); err != nil {
+		return nil, err // not stored: its client, gone, sends it again
+	}
+	defer r.leave()
 	a, ref := r.acceptGRPC(ctx, sig, dec)
 	r.answered("grpc", sig.name, ref, a.items, a.rejected)
 	if ref != nil {

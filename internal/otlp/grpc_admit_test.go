@@ -3,6 +3,7 @@ package otlp
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,5 +85,90 @@ func TestGRPCCallsOverTheBoundAreRefusedBeforeTheirMessage(t *testing.T) {
 			t.Fatalf("a call after the admitted one ended: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond) // the first stream's end frees its place as its context ends
+	}
+}
+
+// ctxForwarder blocks every Forward until block closes, like package
+// directload's, which answers a request it took once its load ends, the
+// client gone or not; ended closes once a call's context has ended.
+type ctxForwarder struct {
+	block, ended chan struct{}
+	once         sync.Once
+	calls        atomic.Int64
+}
+
+func (f *ctxForwarder) Forward(ctx context.Context, _, _ string, _ []byte) (Stored, error) {
+	f.calls.Add(1)
+	go func() {
+		<-ctx.Done()
+		f.once.Do(func() { close(f.ended) })
+	}()
+	<-f.block
+	return Stored{}, nil
+}
+
+// A call whose client gave up (its deadline passed, or it cancelled) while
+// its message was being stored holds its place until its handler returns:
+// its stream's context ends at once, and with the place freed then, the
+// receiver took more than max_concurrent_requests calls at a time (each a
+// request held and being stored).
+func TestGRPCCallHoldsItsPlaceUntilItsHandlerReturns(t *testing.T) {
+	pb, _ := traceRequest(t, 2)
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(pb); err != nil {
+		t.Fatal(err)
+	}
+	for _, giveUp := range []string{"deadline", "cancel"} {
+		t.Run(giveUp, func(t *testing.T) {
+			fwd := &ctxForwarder{block: make(chan struct{}), ended: make(chan struct{})}
+			r := start(t, fwd, func(o *Options) { o.MaxConcurrent = 1 })
+			release := sync.OnceFunc(func() { close(fwd.block) })
+			t.Cleanup(release) // before the receiver's shutdown, which waits for the held call
+			client := ptraceotlp.NewGRPCClient(dial(t, r))
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "t")
+
+			first, stop := context.WithTimeout(ctx, time.Minute)
+			if giveUp == "deadline" {
+				first, stop = context.WithTimeout(ctx, 300*time.Millisecond)
+			}
+			defer stop()
+			done := make(chan error, 1)
+			go func() {
+				_, err := client.Export(first, req)
+				done <- err
+			}()
+			if giveUp == "cancel" {
+				deadline := time.Now().Add(10 * time.Second)
+				for fwd.calls.Load() == 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("the first call never started forwarding")
+					}
+					time.Sleep(time.Millisecond) // polling a condition: the forwarder's calls
+				}
+				stop()
+			}
+			if err := <-done; status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.Canceled {
+				t.Fatalf("the first call: %v, want it given up", err)
+			}
+			<-fwd.ended // the first call's stream (its handler's context) ended; its handler still stores
+
+			second, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := client.Export(second, req)
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("a second call while the first is still being stored, max_concurrent_requests 1: %v (forward calls %d), want Unavailable", err, fwd.calls.Load())
+			}
+			if n := r.requests.Load(); n != 1 {
+				t.Fatalf("%d requests in progress, want 1", n)
+			}
+			release()
+			deadline := time.Now().Add(10 * time.Second)
+			for r.requests.Load() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d requests in progress after every handler returned, want 0", r.requests.Load())
+				}
+				time.Sleep(time.Millisecond) // polling a condition: the handler's return frees its place
+			}
+		})
 	}
 }
