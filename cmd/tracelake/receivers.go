@@ -162,6 +162,7 @@ func startReceivers(cfg *config.Config, metrics *obs.Metrics, fwd otlp.Forwarder
 		MaxBodyBytes:     int64(o.MaxBodyBytes),
 		MaxInflightBytes: int64(cfg.MaxInflightBytes),
 		MaxConcurrent:    o.MaxConcurrentRequests,
+		ReadTimeout:      o.ReadTimeout.D(),
 		TenantRequired:   cfg.Tenancy.Required,
 		DefaultTenant:    cfg.Tenancy.Default,
 		Forward:          fwd,

@@ -443,6 +443,12 @@ type OTLP struct {
 	// bound. Bodies read are held within max_inflight_bytes too; those
 	// still being read take up to this × max_body_bytes. Default 64.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
+	// ReadTimeout bounds how long a request may take to arrive, its
+	// headers and body (HTTP) or its message once its headers came
+	// (gRPC): a slower one is dropped and its place among
+	// max_concurrent_requests freed, so that stalled clients cannot hold
+	// them all. 0 for no bound. Default 1m.
+	ReadTimeout Duration `yaml:"read_timeout"`
 	// Forward names the topic of each signal.
 	Forward OTLPForward `yaml:"forward"`
 	// TLS serves both receivers over TLS.
@@ -690,7 +696,7 @@ func Default() *Config {
 			YieldToLoads: Duration(time.Second)},
 		GenAI: GenAI{Operations: "auto", Table: "genai_operations"},
 		CDC:   CDC{ReadyDelay: Duration(time.Minute)},
-		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, Forward: OTLPForward{
+		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, ReadTimeout: Duration(time.Minute), Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,
 		Mode:             ModeRaw,

@@ -330,6 +330,8 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 	check(o.MaxBodyBytes >= 1<<10 && o.MaxBodyBytes <= 256<<20, "otlp.max_body_bytes", "want 1KiB to 256MiB, got %s", o.MaxBodyBytes)
 	check(o.MaxConcurrentRequests >= 0 && o.MaxConcurrentRequests <= 1_000_000, "otlp.max_concurrent_requests",
 		"want 0 (no bound) to 1000000, got %d", o.MaxConcurrentRequests)
+	check(o.ReadTimeout == 0 || (o.ReadTimeout >= Duration(time.Second) && o.ReadTimeout <= Duration(time.Hour)), "otlp.read_timeout",
+		"want 0 (no bound) or 1s to 1h, got %s", o.ReadTimeout)
 	for key, topic := range map[string]string{"otlp.forward.traces_topic": o.Forward.TracesTopic,
 		"otlp.forward.logs_topic": o.Forward.LogsTopic, "otlp.forward.metrics_topic": o.Forward.MetricsTopic} {
 		check(validTopic(topic), key, "want a topic name of A-Z, a-z, 0-9, '.', '_' and '-' (at most 249), got %q", topic)

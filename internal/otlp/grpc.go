@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -94,40 +95,77 @@ func (r *Receivers) admitGRPC(ctx context.Context, info *tap.Info) (context.Cont
 	}
 	// The stream's context ends with it: a call whose handler never runs
 	// (an unknown method, a message never sent or too large, a client
-	// gone first) gives its place back then.
-	return context.WithValue(ctx, placeKey{}, context.AfterFunc(ctx, r.leave)), nil
+	// gone first) gives its place back then; and a message not come
+	// within ReadTimeout ends it (a stalled client would hold its place
+	// for as long as its connection lives).
+	ctx, cancel := context.WithCancelCause(ctx)
+	p := place{leave: context.AfterFunc(ctx, r.leave), cancel: cancel}
+	if r.opt.ReadTimeout > 0 {
+		p.late = time.AfterFunc(r.opt.ReadTimeout, func() {
+			cancel(fmt.Errorf("the call's message did not come within %s (otlp.read_timeout)", r.opt.ReadTimeout))
+		})
+	}
+	return context.WithValue(ctx, placeKey{}, p), nil
 }
 
-// placeKey keys a call's place in its context: the stop function of the
-// context.AfterFunc that gives it back when the stream ends.
+// placeKey keys a call's place in its context.
 type placeKey struct{}
+
+// place is a call's place until its handler takes it: leave stops the
+// context.AfterFunc that gives it back when the stream ends, late (nil
+// without a ReadTimeout) the timer that ends a stream whose message is
+// late, cancel the call's context.
+type place struct {
+	leave  func() bool
+	late   *time.Timer
+	cancel context.CancelCauseFunc
+}
 
 // takePlace moves the call's place from its stream to its handler, which
 // must then leave as it returns. The stream's context ends as the client
 // gives up (its deadline, a cancel, a reset) while the handler may go on
 // storing the message for a long while (directload answers a request it
 // took once its load ends): freed then, the place let in calls past
-// max_concurrent_requests. An error: the call holds no place (its
-// stream ended before its handler ran: the client is gone).
-func takePlace(ctx context.Context) error {
-	stop, ok := ctx.Value(placeKey{}).(func() bool)
-	switch {
-	case !ok:
-		return status.Error(codes.Internal, "BUG: an OTLP/gRPC call not admitted (admitGRPC)")
-	case !stop():
-		return status.FromContextError(ctx.Err()).Err()
+// max_concurrent_requests. The handler calls release as it returns. An
+// error: the call holds no place (its stream ended before its handler
+// ran: the client is gone, or its message was late).
+func (r *Receivers) takePlace(ctx context.Context) (place, error) {
+	p, ok := ctx.Value(placeKey{}).(place)
+	if !ok {
+		return place{}, status.Error(codes.Internal, "BUG: an OTLP/gRPC call not admitted (admitGRPC)")
 	}
-	return nil
+	if !p.leave() {
+		p.came()
+		p.cancel(nil)
+		return place{}, status.FromContextError(ctx.Err()).Err()
+	}
+	return p, nil
+}
+
+// came stops the timer of a late message: the message came (gRPC reads
+// it as the handler decodes it, not before the handler runs).
+func (p place) came() {
+	if p.late != nil {
+		p.late.Stop()
+	}
+}
+
+// release gives back a place the handler took.
+func (p place) release(r *Receivers) {
+	p.came()
+	r.leave()
+	p.cancel(nil)
 }
 
 // exportGRPC authenticates, decodes and stores one call's message (its
 // place taken by admitGRPC); a refusal becomes its gRPC status.
 func (r *Receivers) exportGRPC(ctx context.Context, sig *signal, dec func(any) error) (any, error) {
-	if err := takePlace(ctx); err != nil {
+	p, err := r.takePlace(ctx)
+	if err != nil {
 		return nil, err // not stored: its client, gone, sends it again
 	}
-	defer r.leave()
-	a, ref := r.acceptGRPC(ctx, sig, dec)
+	defer p.release(r)
+	a, ref := r.acceptGRPC(ctx, sig, p, dec)
 	r.answered("grpc", sig.name, ref, a.items, a.rejected)
 	if ref != nil {
 		return nil, r.grpcError(ref)
@@ -139,9 +177,10 @@ func (r *Receivers) exportGRPC(ctx context.Context, sig *signal, dec func(any) e
 	return out, nil
 }
 
-// acceptGRPC takes the call's tenant from its metadata, then its message,
-// and accepts it as an OTLP/HTTP protobuf body.
-func (r *Receivers) acceptGRPC(ctx context.Context, sig *signal, dec func(any) error) (accepted, *refusal) {
+// acceptGRPC takes the call's tenant from its metadata, then its message
+// (within ReadTimeout of its headers), and accepts it as an OTLP/HTTP
+// protobuf body.
+func (r *Receivers) acceptGRPC(ctx context.Context, sig *signal, p place, dec func(any) error) (accepted, *refusal) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	first := func(key string) string {
 		if v := md.Get(key); len(v) > 0 {
@@ -154,7 +193,12 @@ func (r *Receivers) acceptGRPC(ctx context.Context, sig *signal, dec func(any) e
 		return accepted{}, ref
 	}
 	var body []byte
-	if err := dec(&body); err != nil {
+	err := dec(&body)
+	p.came()
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return accepted{}, &refusal{http.StatusRequestTimeout, codes.DeadlineExceeded, cause.Error(), false}
+		}
 		return accepted{}, &refusal{http.StatusBadRequest, codes.InvalidArgument, "cannot read the call's message: " + err.Error(), false}
 	}
 	return r.accept(ctx, sig, tenant, body, false)

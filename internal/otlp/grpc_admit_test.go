@@ -2,6 +2,9 @@ package otlp
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,5 +173,83 @@ func TestGRPCCallHoldsItsPlaceUntilItsHandlerReturns(t *testing.T) {
 				time.Sleep(time.Millisecond) // polling a condition: the handler's return frees its place
 			}
 		})
+	}
+}
+
+// A request whose body (HTTP) or message (gRPC) does not arrive within
+// ReadTimeout is dropped and its place given back: stalled clients, as
+// many as max_concurrent_requests, held every place for as long as their
+// connections lived, and every other client was refused.
+func TestStalledRequestsGiveTheirPlaceBack(t *testing.T) {
+	pb, _ := traceRequest(t, 2)
+	fwd := &forwarded{}
+	var mu sync.Mutex
+	var outcomes []string
+	r := start(t, fwd, func(o *Options) {
+		o.MaxConcurrent, o.ReadTimeout = 1, 300*time.Millisecond
+		o.Answered = func(protocol, _, outcome string, _ int) {
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes = append(outcomes, protocol+" "+outcome)
+		}
+	})
+	conn, err := grpc.NewClient(r.Addr["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(pb); err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "t")
+	for _, stall := range []struct {
+		name  string
+		start func(t *testing.T)
+	}{
+		{"gRPC headers without a message", func(t *testing.T) {
+			if _, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/opentelemetry.proto.collector.trace.v1.TraceService/Export"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"HTTP headers and part of a body", func(t *testing.T) {
+			c, err := net.Dial("tcp", r.Addr["http"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			fmt.Fprintf(c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nX-Scope-OrgID: t\r\nContent-Length: %d\r\n\r\n", len(pb))
+			if _, err := c.Write(pb[:len(pb)/2]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(stall.name, func(t *testing.T) {
+			stall.start(t)
+			deadline := time.Now().Add(10 * time.Second)
+			for r.requests.Load() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the stalled request never took a place")
+				}
+				time.Sleep(time.Millisecond) // polling a condition: the receiver's requests in progress
+			}
+			for r.requests.Load() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the stalled request still holds its place after %s (read_timeout %s)", 10*time.Second, r.opt.ReadTimeout)
+				}
+				time.Sleep(10 * time.Millisecond) // polling a condition: the place given back
+			}
+			if _, err := ptraceotlp.NewGRPCClient(conn).Export(ctx, req); err != nil {
+				t.Fatalf("a call once the stalled one was dropped: %v", err)
+			}
+		})
+	}
+	if got := len(fwd.stored()); got != 2 {
+		t.Errorf("%d requests stored, want the 2 whole ones", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"grpc timeout", "grpc accepted", "http timeout", "grpc accepted"}; !slices.Equal(outcomes, want) {
+		t.Errorf("answers counted %q, want %q", outcomes, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -117,6 +118,9 @@ func (r *Receivers) readBody(req *http.Request) ([]byte, *refusal) {
 	switch {
 	case errors.As(err, &tooBig) || int64(len(body)) > limit:
 		return nil, r.tooLarge()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &refusal{httpStatus: http.StatusRequestTimeout, code: codes.DeadlineExceeded,
+			msg: fmt.Sprintf("the request's body did not come within %s (otlp.read_timeout)", r.opt.ReadTimeout)}
 	case err != nil:
 		return nil, badBody(err)
 	}

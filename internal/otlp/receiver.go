@@ -66,6 +66,10 @@ type Options struct {
 	// MaxBodyBytes.
 	MaxInflightBytes int64
 	MaxConcurrent    int
+	// ReadTimeout bounds how long a request's body (HTTP) or message
+	// (gRPC) may take to arrive: a slower one is dropped and its place
+	// among MaxConcurrent given back. 0 for no bound.
+	ReadTimeout time.Duration
 	// TenantRequired refuses a request without a tenant (HTTP 401, gRPC
 	// Unauthenticated); otherwise it is DefaultTenant's.
 	TenantRequired bool
@@ -89,7 +93,7 @@ type Options struct {
 	// Answered, if set, is told of every answer: the protocol (http,
 	// grpc), the signal, the outcome (accepted, partial, invalid,
 	// too_large, unauthenticated, forbidden, throttled, unavailable,
-	// error, not_served) and the items stored in their table.
+	// error, not_served, timeout) and the items stored in their table.
 	Answered func(protocol, signal, outcome string, items int)
 }
 
@@ -120,7 +124,7 @@ func Start(opt Options) (*Receivers, error) {
 			return nil, fmt.Errorf("OTLP/HTTP receiver: listen on %s: %w", opt.HTTP, err)
 		}
 		// Each server gets its own copy: net/http adds its protocols to it.
-		r.httpSrv = &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: opt.TLS.Clone()}
+		r.httpSrv = &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: opt.ReadTimeout, TLSConfig: opt.TLS.Clone()}
 		r.Addr["http"] = ln.Addr().String()
 		r.serve(func() error {
 			if opt.TLS != nil {
@@ -210,6 +214,8 @@ func outcome(ref *refusal, rejected int) string {
 		return "error"
 	case http.StatusNotFound:
 		return "not_served"
+	case http.StatusRequestTimeout:
+		return "timeout"
 	default:
 		return "invalid"
 	}
