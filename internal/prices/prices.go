@@ -498,7 +498,21 @@ func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 	var p *Provider
 	how := MatchExact
 	id := strings.ToLower(strings.TrimSpace(provider))
-	if id != "" {
+	if id == "litellm" {
+		// LiteLLM, a proxy, names its model with the provider as a
+		// prefix ("openai/gpt-4o"). genai-prices' calcPrice
+		// (packages/js/src/api.ts) takes that prefix as the provider
+		// when the data knows it, and the rest as the model there; the
+		// providers' model_match only sees a name without a known
+		// prefix. Matched on the full name instead, "openai/gpt-4o"
+		// found no provider, and "cursor/grok-4.6" found xAI's price.
+		if prefix, rest, ok := strings.Cut(lower, "/"); ok && prefix != "" && rest != "" {
+			if pp := t.provider(prefix); pp != nil {
+				p, model, lower, how = pp, rest, rest, MatchNormalised
+			}
+		}
+	}
+	if p == nil && id != "" {
 		if mapped, ok := providerIDs[id]; ok {
 			id = mapped
 		}

@@ -339,3 +339,51 @@ func TestUnknownProviderIsNotPricedByModelMatch(t *testing.T) {
 		t.Errorf("Find(litellm, gpt-4o) = %v %s, want openai/gpt-4o", ok, f.ID())
 	}
 }
+
+// LiteLLM names a model with its provider as a prefix ("openai/gpt-4o");
+// when a span's provider is "litellm", genai-prices' calcPrice
+// (packages/js/src/api.ts, as in @pydantic/genai-prices 0.1.8's
+// dist/index.js) takes the prefix as the provider when the data knows it
+// and prices the rest of the name there; only a name without a known
+// prefix goes to the providers' model_match. The answers below are the
+// package's own (calcPrice of a million input and output tokens at noon,
+// 2026-11-30).
+func TestLiteLLMModelPrefixNamesTheProvider(t *testing.T) {
+	tab := Embedded()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		provider, model string
+		modelID         string // "": no price
+		input, output   int64  // micro-dollars per million tokens
+	}{
+		{"litellm", "openai/gpt-4o", "gpt-4o", 2_500_000, 10_000_000},
+		{"LiteLLM", "OpenAI/GPT-4o", "gpt-4o", 2_500_000, 10_000_000},
+		{"litellm", "azure/gpt-4o", "gpt-4o", 2_500_000, 10_000_000},
+		{"litellm", "deepseek/deepseek-chat", "deepseek-chat", 270_000, 1_100_000},
+		{"litellm", "vertex_ai/gemini-2.5-pro", "gemini-2.5-pro", 2_500_000, 15_000_000},
+		// Cursor's grok-4.6, not xAI's at twice its price.
+		{"litellm", "cursor/grok-4.6", "grok-4.6", 2_000_000, 6_000_000},
+		{"litellm", "openrouter/anthropic/claude-3.5-sonnet", "anthropic/claude-3.5-sonnet", 3_000_000, 15_000_000},
+		{"litellm", "gpt-4o", "gpt-4o", 2_500_000, 10_000_000}, // no prefix: model_match
+		{"litellm", "openai/no-such-model", "", 0, 0},
+		{"litellm", "unknown/gpt-4o", "", 0, 0},
+	}
+	for _, c := range cases {
+		f, ok := tab.Find(c.provider, c.model, at)
+		if c.modelID == "" {
+			if ok {
+				t.Errorf("Find(%q, %q) = %s, want no price", c.provider, c.model, f.ID())
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("Find(%q, %q): no price, want %s", c.provider, c.model, c.modelID)
+			continue
+		}
+		cost, _ := f.Prices.Cost(Usage{Input: 1_000_000, Output: 1_000_000})
+		if f.Model.ID != c.modelID || cost.Input != c.input*1_000_000 || cost.Output != c.output*1_000_000 {
+			t.Errorf("Find(%q, %q) = %s costing %s + %s for a million tokens each, want %s costing %s + %s",
+				c.provider, c.model, f.ID(), Decimal(cost.Input), Decimal(cost.Output), c.modelID, Decimal(c.input*1_000_000), Decimal(c.output*1_000_000))
+		}
+	}
+}
