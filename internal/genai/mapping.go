@@ -271,17 +271,24 @@ func (r *reader) intFrom(col column) (*int64, bool) {
 	case pcommon.ValueTypeInt:
 		n = v.Int()
 	case pcommon.ValueTypeDouble:
-		f := v.Double()
-		if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		var ok bool
+		if n, ok = wholeNumber(v.Double()); !ok {
 			r.invalid(col)
 			return nil, claude
 		}
-		n = int64(f)
 	case pcommon.ValueTypeStr:
+		// A number in a string is read as that number would be: "1200.0"
+		// as the double 1200.0 is, not made null (which priced the
+		// operation as if it had no such tokens).
+		s := strings.TrimSpace(v.Str())
 		var err error
-		if n, err = strconv.ParseInt(strings.TrimSpace(v.Str()), 10, 64); err != nil {
-			r.invalid(col)
-			return nil, claude
+		if n, err = strconv.ParseInt(s, 10, 64); err != nil {
+			f, ferr := strconv.ParseFloat(s, 64)
+			var ok bool
+			if n, ok = wholeNumber(f); ferr != nil || !ok {
+				r.invalid(col)
+				return nil, claude
+			}
 		}
 	default:
 		r.invalid(col)
@@ -292,6 +299,16 @@ func (r *reader) intFrom(col column) (*int64, bool) {
 		return nil, claude
 	}
 	return &n, claude
+}
+
+// wholeNumber is f as an integer count when it is one: no fraction, and
+// within 2⁵³, past which a double no longer holds every integer (nor NaN
+// or an infinity).
+func wholeNumber(f float64) (int64, bool) {
+	if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // float reads a number column: a double, an int or a numeric string.

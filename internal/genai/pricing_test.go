@@ -1,6 +1,7 @@
 package genai_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -77,4 +78,52 @@ func TestClaudeCodeInputTokensDoNotWrapAround(t *testing.T) {
 	if op.InputTokens != nil || op.TotalTokens != nil {
 		t.Errorf("input_tokens %v total_tokens %v, want null: 2^62 + 2^62 cache reads wrap around", op.InputTokens, op.TotalTokens)
 	}
+}
+
+// A token count sent as a string holding a number is read as that number
+// would be (the README: numbers in strings are read): "1200.0" is 1200, as
+// the double 1200.0 is. Before, a string went through ParseInt alone, so
+// "1200.0" made input_tokens null and the operation was priced as if it
+// had no input: its input cost 0, its total cost short by the input's.
+func TestTokenCountInAStringIsReadAsItsNumber(t *testing.T) {
+	cases := []struct {
+		input string
+		want  int64 // -1: null
+	}{
+		{"1200", 1200}, {" 1200 ", 1200}, {"1200.0", 1200}, {"1.2e3", 1200},
+		{"12.5", -1}, {"abc", -1}, {"NaN", -1}, {"Inf", -1}, {"-5", -1}, {"-5.0", -1},
+		{"1e300", -1}, // past 2^53, as a double there is
+	}
+	for _, c := range cases {
+		attrs := pcommon.NewMap()
+		attrs.PutStr("gen_ai.operation.name", "chat")
+		attrs.PutStr("gen_ai.provider.name", "openai")
+		attrs.PutStr("gen_ai.request.model", "gpt-4o")
+		attrs.PutStr("gen_ai.usage.input_tokens", c.input)
+		attrs.PutInt("gen_ai.usage.output_tokens", 100)
+		m := genai.NewMapper(prices.Embedded(), false)
+		op, ok := m.Map(&genai.Span{Name: "chat gpt-4o", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+		if !ok || op.Price == nil {
+			t.Fatalf("%q: not priced: %v %+v", c.input, ok, op)
+		}
+		invalid := m.Stats().Invalid[slices.Index(genai.ColumnNames[:], "input_tokens")].Load()
+		if c.want < 0 {
+			if op.InputTokens != nil || invalid != 1 {
+				t.Errorf("%q: input_tokens %v (%d invalid), want null and counted invalid", c.input, deref(op.InputTokens), invalid)
+			}
+			continue
+		}
+		// gpt-4o: $2.50 per million input tokens.
+		if op.InputTokens == nil || *op.InputTokens != c.want || invalid != 0 || op.Cost.Input != c.want*2_500_000 {
+			t.Errorf("%q: input_tokens %v (%d invalid), input cost %s; want %d costing %s",
+				c.input, deref(op.InputTokens), invalid, prices.Decimal(op.Cost.Input), c.want, prices.Decimal(c.want*2_500_000))
+		}
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
