@@ -470,7 +470,8 @@ type indexedItem struct {
 	fields map[string]pcommon.Value
 }
 
-// indexed gathers prefix.N.field attributes into items by N.
+// indexed gathers prefix.N.field attributes into items by N; a repeated
+// key keeps its first value.
 func (r *reader) indexed(prefix string) []indexedItem {
 	var items []indexedItem
 	r.attrs.Range(func(k string, v pcommon.Value) bool {
@@ -488,7 +489,13 @@ func (r *reader) indexed(prefix string) []indexedItem {
 			items = append(items, indexedItem{index: n, fields: map[string]pcommon.Value{}})
 			i = len(items) - 1
 		}
-		items[i].fields[field] = v
+		// A key the span repeats (OTLP forbids it; decoders keep both)
+		// keeps its first value, as Get reads every other column and as
+		// otel_spans stores it: a rebuild from the stored span must read
+		// the same messages and finish reasons as the load did.
+		if _, seen := items[i].fields[field]; !seen {
+			items[i].fields[field] = v
+		}
 		return true
 	})
 	slices.SortFunc(items, func(a, b indexedItem) int { return a.index - b.index })

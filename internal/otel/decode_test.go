@@ -278,6 +278,63 @@ func TestARepeatedAttributeKeyIsWrittenOnce(t *testing.T) {
 	}
 }
 
+// A GenAI span whose attributes repeat a key (OTLP forbids it; decoders
+// keep both) gives the same genai_operations row in its load as in a
+// rebuild, which reads the span back from otel_spans, where the key's
+// first value is stored (appendMap). The flattened lists (Traceloop's
+// gen_ai.prompt.N.content, gen_ai.completion.N.finish_reason) took the
+// last value in the load, while every other column takes the first
+// (pcommon.Map.Get): a rebuild changed the load's messages and finish
+// reasons.
+func TestRepeatedAttributeKeyGivesTheRebuildTheLoadsOperation(t *testing.T) {
+	msg := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"01000000000000000000000000000000","spanId":"0100000000000000",
+		"name":"openai.chat","startTimeUnixNano":"1796040000000000000","attributes":[
+		{"key":"llm.request.type","value":{"stringValue":"chat"}},
+		{"key":"gen_ai.system","value":{"stringValue":"openai"}},
+		{"key":"gen_ai.request.model","value":{"stringValue":"gpt-4o"}},
+		{"key":"gen_ai.usage.prompt_tokens","value":{"intValue":"10"}},
+		{"key":"gen_ai.usage.prompt_tokens","value":{"intValue":"99"}},
+		{"key":"gen_ai.prompt.0.role","value":{"stringValue":"user"}},
+		{"key":"gen_ai.prompt.0.content","value":{"stringValue":"first"}},
+		{"key":"gen_ai.prompt.0.content","value":{"stringValue":"second"}},
+		{"key":"gen_ai.completion.0.finish_reason","value":{"stringValue":"stop"}},
+		{"key":"gen_ai.completion.0.finish_reason","value":{"stringValue":"length"}}]}]}]}]}`
+	m := genai.NewMapper(prices.Embedded(), true)
+	d, _ := NewDecoder(SignalTraces, EncodingJSON, Tenancy{Default: "t"})
+	d.WithGenAI(m)
+	var b sink.Batch
+	if n, err := d.AppendRows(&b, &kgo.Record{Topic: "k", Value: []byte(msg)}); err != nil || n != 1 {
+		t.Fatalf("%d rows, %v", n, err)
+	}
+	var span struct {
+		Attributes json.RawMessage `json:"span_attributes"`
+	}
+	if err := json.Unmarshal(b.Rows, &span); err != nil {
+		t.Fatal(err)
+	}
+	// The rebuild's reading of the stored span (cmd/tracelake's
+	// writeOperations): its attributes from their JSON.
+	attrs, err := AttributesFromJSON(span.Attributes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SpanRow{Tenant: "t", Name: "openai.chat", TraceID: pcommon.TraceID{1}, SpanID: pcommon.SpanID{1},
+		Start: 1796040000000000000, NoDuration: true, Attributes: attrs, Topic: "k"}
+	rebuilt, ok := AppendOperation(nil, m, &s)
+	if !ok {
+		t.Fatal("the rebuild read no operation")
+	}
+	load := strings.TrimSuffix(string(b.Derived), "\n")
+	if load != strings.TrimSuffix(string(rebuilt), "\n") {
+		t.Errorf("the rebuild's row differs from the load's:\n load    %s\n rebuild %s", load, rebuilt)
+	}
+	for _, want := range []string{`"input_tokens":10,`, `"finish_reasons":["stop"]`, `"content":"first"`} {
+		if !strings.Contains(load, want) {
+			t.Errorf("the load's row lacks %s, the first value of its key:\n%s", want, load)
+		}
+	}
+}
+
 // On a topic the signals share (otlp.forward.topic), a loader takes its
 // own signal's messages and holds no row of the others'.
 func TestOtherSignalsOfASharedTopicAreSkipped(t *testing.T) {
