@@ -87,7 +87,7 @@ func operationDoc(from origin) string {
 	}
 	switch from {
 	case fromOTel:
-		return "`gen_ai.operation.name`, as it is"
+		return "`gen_ai.operation.name`, lowercased"
 	case fromOpenInference:
 		return mapped("`openinference.span.kind`", openInferenceKinds)
 	case fromTraceloop:

@@ -63,7 +63,7 @@ type Operation struct {
 // again after a restart counts again).
 type Stats struct {
 	Operations atomic.Int64
-	Unpriced   atomic.Int64 // operations with tokens and no price for their model
+	Unpriced   atomic.Int64 // operations with tokens and no price for their model, or a priced count not a number
 	// CostOutOfRange counts operations whose tokens cost more than the
 	// cost columns hold (prices.MaxCost): a bogus count; no cost is stored.
 	CostOutOfRange atomic.Int64
@@ -177,7 +177,13 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 		op.InputMessages = r.messages(inputMessages)
 		op.OutputMessages = r.messages(outputMessages)
 	}
-	m.price(&op, s.Start)
+	if r.bad[colInputTokens] || r.bad[colOutputTokens] || r.bad[colCacheReadTokens] || r.bad[colCacheCreationTokens] || r.bad[colReasoningTokens] {
+		// A count the cost depends on is unknown: a cost without it would
+		// be too low, and look right.
+		m.stats.Unpriced.Add(1)
+	} else {
+		m.price(&op, s.Start)
+	}
 	return op, true
 }
 

@@ -181,6 +181,7 @@ var mapping = [numColumns][]source{
 type reader struct {
 	attrs  pcommon.Map
 	stats  *Stats
+	bad    [numColumns]bool // columns whose value was invalid
 	claude bool // a claude_code.* span
 	params map[string]any
 	parsed bool // params parsed (or found absent)
@@ -241,7 +242,10 @@ func (r *reader) param(key string) (pcommon.Value, bool) {
 	return v, true
 }
 
-func (r *reader) invalid(col column) { r.stats.Invalid[col].Add(1) }
+func (r *reader) invalid(col column) {
+	r.stats.Invalid[col].Add(1)
+	r.bad[col] = true
+}
 
 // str reads a string column; other scalar types are written as text.
 func (r *reader) str(col column) string {
