@@ -182,7 +182,7 @@ type reader struct {
 	attrs  pcommon.Map
 	stats  *Stats
 	bad    [numColumns]bool // columns whose value was invalid
-	claude bool // a claude_code.* span
+	claude bool             // a claude_code.* span
 	params map[string]any
 	parsed bool // params parsed (or found absent)
 }
