@@ -247,14 +247,17 @@ func (r *reader) invalid(col column) {
 	r.bad[col] = true
 }
 
-// str reads a string column; other scalar types are written as text.
+// str reads a string column; other scalar types are written as text,
+// bytes as their base64 text: as otel_spans stores them, from which a
+// rebuild reads them (read as invalid, the load's row differed from the
+// rebuild's).
 func (r *reader) str(col column) string {
 	_, v, ok := r.first(col)
 	if !ok {
 		return ""
 	}
 	switch v.Type() {
-	case pcommon.ValueTypeStr, pcommon.ValueTypeInt, pcommon.ValueTypeBool, pcommon.ValueTypeDouble:
+	case pcommon.ValueTypeStr, pcommon.ValueTypeInt, pcommon.ValueTypeBool, pcommon.ValueTypeDouble, pcommon.ValueTypeBytes:
 		return v.AsString()
 	}
 	r.invalid(col)

@@ -299,6 +299,34 @@ func TestRepeatedAttributeKeyGivesTheRebuildTheLoadsOperation(t *testing.T) {
 		{"key":"gen_ai.prompt.0.content","value":{"stringValue":"second"}},
 		{"key":"gen_ai.completion.0.finish_reason","value":{"stringValue":"stop"}},
 		{"key":"gen_ai.completion.0.finish_reason","value":{"stringValue":"length"}}]}]}]}]}`
+	load := loadAndRebuild(t, msg)
+	for _, want := range []string{`"input_tokens":10,`, `"finish_reasons":["stop"]`, `"content":"first"`} {
+		if !strings.Contains(load, want) {
+			t.Errorf("the load's row lacks %s, the first value of its key:\n%s", want, load)
+		}
+	}
+}
+
+// An attribute of bytes (a model name sent as bytes): the load read it as
+// invalid (no model) while otel_spans stores it as its base64 text, which
+// the rebuild read as the model: both read it as that text now.
+func TestBytesAttributeGivesTheRebuildTheLoadsOperation(t *testing.T) {
+	msg := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"01000000000000000000000000000000","spanId":"0100000000000000",
+		"name":"chat","startTimeUnixNano":"1796040000000000000","attributes":[
+		{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}},
+		{"key":"gen_ai.provider.name","value":{"stringValue":"openai"}},
+		{"key":"gen_ai.request.model","value":{"bytesValue":"Z3B0LTRv"}},
+		{"key":"gen_ai.usage.input_tokens","value":{"intValue":"10"}}]}]}]}]}`
+	if load := loadAndRebuild(t, msg); !strings.Contains(load, `"request_model":"Z3B0LTRv"`) {
+		t.Errorf("the load's row does not read the bytes as their base64 text, as otel_spans stores them:\n%s", load)
+	}
+}
+
+// loadAndRebuild decodes msg (one GenAI span, OTLP JSON) as a load does and
+// returns its genai_operations row, failing unless the rebuild's reading
+// of the stored span gives the same row.
+func loadAndRebuild(t *testing.T, msg string) string {
+	t.Helper()
 	m := genai.NewMapper(prices.Embedded(), true)
 	d, _ := NewDecoder(SignalTraces, EncodingJSON, Tenancy{Default: "t"})
 	d.WithGenAI(m)
@@ -307,6 +335,7 @@ func TestRepeatedAttributeKeyGivesTheRebuildTheLoadsOperation(t *testing.T) {
 		t.Fatalf("%d rows, %v", n, err)
 	}
 	var span struct {
+		Name       string          `json:"name"`
 		Attributes json.RawMessage `json:"span_attributes"`
 	}
 	if err := json.Unmarshal(b.Rows, &span); err != nil {
@@ -318,7 +347,7 @@ func TestRepeatedAttributeKeyGivesTheRebuildTheLoadsOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := SpanRow{Tenant: "t", Name: "openai.chat", TraceID: pcommon.TraceID{1}, SpanID: pcommon.SpanID{1},
+	s := SpanRow{Tenant: "t", Name: span.Name, TraceID: pcommon.TraceID{1}, SpanID: pcommon.SpanID{1},
 		Start: 1796040000000000000, NoDuration: true, Attributes: attrs, Topic: "k"}
 	rebuilt, ok := AppendOperation(nil, m, &s)
 	if !ok {
@@ -328,11 +357,7 @@ func TestRepeatedAttributeKeyGivesTheRebuildTheLoadsOperation(t *testing.T) {
 	if load != strings.TrimSuffix(string(rebuilt), "\n") {
 		t.Errorf("the rebuild's row differs from the load's:\n load    %s\n rebuild %s", load, rebuilt)
 	}
-	for _, want := range []string{`"input_tokens":10,`, `"finish_reasons":["stop"]`, `"content":"first"`} {
-		if !strings.Contains(load, want) {
-			t.Errorf("the load's row lacks %s, the first value of its key:\n%s", want, load)
-		}
-	}
+	return load
 }
 
 // On a topic the signals share (otlp.forward.topic), a loader takes its
