@@ -31,16 +31,9 @@ func TestGRPCCallsOverTheBoundAreRefusedBeforeTheirMessage(t *testing.T) {
 	r := start(t, held, func(o *Options) { o.MaxConcurrent = 1 })
 	release := sync.OnceFunc(func() { close(held.block) })
 	t.Cleanup(release) // before the receiver's shutdown, which waits for the held call
-	conn, err := grpc.NewClient(r.Addr["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := grpcConn(t, r)
 	client := ptraceotlp.NewGRPCClient(conn)
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(pb); err != nil {
-		t.Fatal(err)
-	}
+	req := exportRequest(t, pb)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "t")
 	first := make(chan error, 1)
 	go func() {
@@ -117,10 +110,7 @@ func (f *ctxForwarder) Forward(ctx context.Context, _, _ string, _ []byte) (Stor
 // request held and being stored).
 func TestGRPCCallHoldsItsPlaceUntilItsHandlerReturns(t *testing.T) {
 	pb, _ := traceRequest(t, 2)
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(pb); err != nil {
-		t.Fatal(err)
-	}
+	req := exportRequest(t, pb)
 	for _, giveUp := range []string{"deadline", "cancel"} {
 		t.Run(giveUp, func(t *testing.T) {
 			fwd := &ctxForwarder{block: make(chan struct{}), ended: make(chan struct{})}
@@ -193,15 +183,8 @@ func TestStalledRequestsGiveTheirPlaceBack(t *testing.T) {
 			outcomes = append(outcomes, protocol+" "+outcome)
 		}
 	})
-	conn, err := grpc.NewClient(r.Addr["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(pb); err != nil {
-		t.Fatal(err)
-	}
+	conn := grpcConn(t, r)
+	req := exportRequest(t, pb)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "t")
 	for _, stall := range []struct {
 		name  string
@@ -252,4 +235,26 @@ func TestStalledRequestsGiveTheirPlaceBack(t *testing.T) {
 	if want := []string{"grpc timeout", "grpc accepted", "http timeout", "grpc accepted"}; !slices.Equal(outcomes, want) {
 		t.Errorf("answers counted %q, want %q", outcomes, want)
 	}
+}
+
+// grpcConn is a plaintext client connection to r's OTLP/gRPC receiver,
+// closed when the test ends.
+func grpcConn(t *testing.T, r *Receivers) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(r.Addr["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// exportRequest is pb, a traces export request in protobuf, decoded.
+func exportRequest(t *testing.T, pb []byte) ptraceotlp.ExportRequest {
+	t.Helper()
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(pb); err != nil {
+		t.Fatal(err)
+	}
+	return req
 }

@@ -28,9 +28,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -408,22 +406,14 @@ func TestRetryableAnswers(t *testing.T) {
 		t.Errorf("no tenant: %d, want 401", resp.StatusCode)
 	}
 
-	conn, err := grpc.NewClient(r.Addr["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := ptraceotlp.NewGRPCClient(conn)
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(pb); err != nil {
-		t.Fatal(err)
-	}
+	client := ptraceotlp.NewGRPCClient(grpcConn(t, r))
+	req := exportRequest(t, pb)
 	if _, err := client.Export(context.Background(), req); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("gRPC without a tenant: %v, want Unauthenticated", err)
 	}
 	fwd.fail = fwd.calls + 1
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "t")
-	_, err = client.Export(ctx, req)
+	_, err := client.Export(ctx, req)
 	st := status.Convert(err)
 	var retry *errdetails.RetryInfo
 	for _, d := range st.Details() {
@@ -512,10 +502,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
 		t.Errorf("forward failing: %d, Retry-After %q; want 503, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(pb); err != nil {
-		t.Fatal(err)
-	}
+	req := exportRequest(t, pb)
 	_, err := ptraceotlp.NewGRPCClient(dial(t, r)).Export(context.Background(), req)
 	st := status.Convert(err)
 	var delay time.Duration

@@ -92,10 +92,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(pb); err != nil {
-		t.Fatal(err)
-	}
+	req := exportRequest(t, pb)
 	if _, err := ptraceotlp.NewGRPCClient(conn).Export(context.Background(), req); err != nil {
 		t.Errorf("gRPC over mutual TLS: %v", err)
 	}
