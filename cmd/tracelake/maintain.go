@@ -32,101 +32,149 @@ func cmdCompact(ctx context.Context, args []string) error {
 	})
 	dryRun := fs.Bool("dry-run", false, "only show what would be rewritten")
 	minAge := fs.Duration("min-age", time.Hour, "compact a day partition once its day ended this long ago (loads add to the current day all day); -24h compacts the current day too")
-	snk, cfg, err := openIcebergConfigFor(ctx, fs, args)
+	sinks, err := openIcebergSinksFor(ctx, fs, args)
 	if err != nil {
 		return err
 	}
-	defer snk.Close()
+	defer closeIcebergSinks(sinks)
 	if target == 0 {
 		// The size scheduled maintenance compacts to: one size of file
 		// whoever compacts (at least 1MiB: config validation).
-		target = cfg.Sink.Iceberg.Maintenance.TargetFileSize
+		target = sinks[0].cfg.Sink.Iceberg.Maintenance.TargetFileSize
 	}
 	fmt.Printf("compacting to files of %s\n", target)
-	res, err := snk.Compact(ctx, int64(target), time.Now().Add(-*minAge), *dryRun)
-	for _, c := range res {
-		verb := "rewrote"
-		if *dryRun {
-			verb = "would rewrite"
+	for _, is := range sinks {
+		res, err := is.snk.Compact(ctx, int64(target), time.Now().Add(-*minAge), *dryRun)
+		for _, c := range res {
+			verb := "rewrote"
+			if *dryRun {
+				verb = "would rewrite"
+			}
+			fmt.Printf("%s: %s %d files (%s) in %d day groups into %d files (%s)\n",
+				c.Table, verb, c.FilesBefore, mib(c.BytesBefore), c.Groups, c.FilesAfter, mib(c.BytesAfter))
 		}
-		fmt.Printf("%s: %s %d files (%s) in %d day groups into %d files (%s)\n",
-			c.Table, verb, c.FilesBefore, mib(c.BytesBefore), c.Groups, c.FilesAfter, mib(c.BytesAfter))
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 func cmdExpire(ctx context.Context, args []string) error {
 	fs := newFlagSet("expire")
 	olderThan := fs.Duration("older-than", 24*time.Hour, "expire snapshots older than this: 24h keeps a day of time travel, and a metadata file of a day of commits (about 1.2 MiB per process at the default commit interval)")
 	retain := fs.Int("retain-last", 1, "always keep this many newest snapshots")
-	snk, err := openIcebergFor(ctx, fs, args)
+	sinks, err := openIcebergSinksFor(ctx, fs, args)
 	if err != nil {
 		return err
 	}
-	defer snk.Close()
+	defer closeIcebergSinks(sinks)
 	if *retain < 1 {
 		return usagef("expire: --retain-last must be at least 1, got %d", *retain)
 	}
-	res, err := snk.Expire(ctx, *olderThan, *retain)
-	for _, e := range res {
-		fmt.Printf("%s: expired %d snapshots, %d remain\n", e.Table, e.Expired, e.Remain)
+	for _, is := range sinks {
+		res, err := is.snk.Expire(ctx, *olderThan, *retain)
+		for _, e := range res {
+			fmt.Printf("%s: expired %d snapshots, %d remain\n", e.Table, e.Expired, e.Remain)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 func cmdOrphans(ctx context.Context, args []string) error {
 	fs := newFlagSet("orphans")
 	grace := fs.Duration("older-than", 7*24*time.Hour, fmt.Sprintf("only files older than this (at least %s): younger ones may belong to a commit in flight", iceberg.MinOrphanAge))
 	dryRun := fs.Bool("dry-run", false, "only list the files")
-	snk, err := openIcebergFor(ctx, fs, args)
+	sinks, err := openIcebergSinksFor(ctx, fs, args)
 	if err != nil {
 		return err
 	}
-	defer snk.Close()
+	defer closeIcebergSinks(sinks)
 	if *grace < iceberg.MinOrphanAge {
 		return usagef("orphans: --older-than %s is below %s: a younger file may belong to a load committing right now", *grace, iceberg.MinOrphanAge)
 	}
-	res, err := snk.RemoveOrphans(ctx, *grace, *dryRun)
-	for _, o := range res {
-		for _, f := range o.Files {
-			fmt.Println(f)
+	for _, is := range sinks {
+		res, err := is.snk.RemoveOrphans(ctx, *grace, *dryRun)
+		for _, o := range res {
+			for _, f := range o.Files {
+				fmt.Println(f)
+			}
+			done := fmt.Sprintf("deleted %d", o.Deleted)
+			if *dryRun {
+				done = "dry run, none deleted"
+			}
+			if len(o.Staged) > 0 {
+				done += fmt.Sprintf("; kept %d staged by a running tracelake (its lease lists them)", len(o.Staged))
+			}
+			fmt.Fprintf(os.Stderr, "%s: %d orphan files (%s), %s\n", o.Table, len(o.Files), mib(o.Bytes), done)
 		}
-		done := fmt.Sprintf("deleted %d", o.Deleted)
-		if *dryRun {
-			done = "dry run, none deleted"
+		if err != nil {
+			return err
 		}
-		if len(o.Staged) > 0 {
-			done += fmt.Sprintf("; kept %d staged by a running tracelake (its lease lists them)", len(o.Staged))
-		}
-		fmt.Fprintf(os.Stderr, "%s: %d orphan files (%s), %s\n", o.Table, len(o.Files), mib(o.Bytes), done)
 	}
-	return err
+	return nil
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-// openIcebergFor parses args (after the command registered its own flags
-// on fs), loads the config and opens the Iceberg sink, which must be the
-// configured one.
-func openIcebergFor(ctx context.Context, fs *flag.FlagSet, args []string) (*iceberg.Sink, error) {
-	snk, _, err := openIcebergConfigFor(ctx, fs, args)
-	return snk, err
+// icebergSink is the Iceberg sink of one signal's tables, with the
+// signal's configuration (cfg.ForSignal).
+type icebergSink struct {
+	cfg *config.Config
+	snk *iceberg.Sink
 }
 
-// openIcebergConfigFor is openIcebergFor, returning the config too.
-func openIcebergConfigFor(ctx context.Context, fs *flag.FlagSet, args []string) (*iceberg.Sink, *config.Config, error) {
+// openIcebergSinksFor parses args (after the command registered its own
+// flags on fs), loads the config and opens the Iceberg sinks of every
+// table tracelake writes with it, which must be an Iceberg one: the
+// configured sink's first, then the sink of each other signal a
+// load-mode run takes (otlp.signals: otel_logs, otel_metrics, …, with
+// their dead-letter, derived and dedup tables). Those tables are written
+// like the first's, a commit per request: maintained only beside it, they
+// would gather small files and snapshots without end.
+func openIcebergSinksFor(ctx context.Context, fs *flag.FlagSet, args []string) ([]icebergSink, error) {
 	var cf configFlags
 	cf.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, usageError{err}
+		return nil, usageError{err}
 	}
 	cfg, err := cf.loadFor(false)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if cfg.Sink.Type != config.SinkIceberg {
-		return nil, nil, usagef("tracelake %s maintains Iceberg tables; sink.type is %s", fs.Name(), cfg.Sink.Type)
+		return nil, usagef("tracelake %s maintains Iceberg tables; sink.type is %s", fs.Name(), cfg.Sink.Type)
 	}
-	snk, err := openIceberg(ctx, cfg)
-	return snk, cfg, err
+	var sinks []icebergSink
+	for _, sc := range icebergSignalConfigs(cfg) {
+		snk, err := openIceberg(ctx, sc)
+		if err != nil {
+			closeIcebergSinks(sinks)
+			return nil, fmt.Errorf("open the iceberg tables of %s: %w", sc.Sink.Table, err)
+		}
+		sinks = append(sinks, icebergSink{sc, snk})
+	}
+	return sinks, nil
+}
+
+// icebergSignalConfigs are the configurations of the sinks a run of cfg
+// writes: cfg's own, then each other signal's its receivers load
+// (openLoadTargets opens the same).
+func icebergSignalConfigs(cfg *config.Config) []*config.Config {
+	out := []*config.Config{cfg}
+	for _, sig := range cfg.LoadedSignals() {
+		if sig != cfg.Kafka.Signal {
+			out = append(out, cfg.ForSignal(sig))
+		}
+	}
+	return out
+}
+
+func closeIcebergSinks(sinks []icebergSink) {
+	for _, is := range sinks {
+		is.snk.Close()
+	}
 }

@@ -68,31 +68,41 @@ func logRound(r iceberg.MaintenanceRound, _ error) {
 func cmdMaintain(ctx context.Context, args []string) error {
 	fs := newFlagSet("maintain")
 	once := fs.Bool("once", false, "run one round and print it, instead of one every sink.iceberg.maintenance.every")
-	snk, cfg, err := openIcebergConfigFor(ctx, fs, args)
+	sinks, err := openIcebergSinksFor(ctx, fs, args)
 	if err != nil {
 		return err
 	}
-	defer snk.Close()
-	every := cfg.Sink.Iceberg.Maintenance.Every.D()
+	defer closeIcebergSinks(sinks)
+	every := sinks[0].cfg.Sink.Iceberg.Maintenance.Every.D()
 	if !*once {
 		if every == 0 {
 			return usagef("maintain: sink.iceberg.maintenance.every is 0 (off): set it, or run with --once")
 		}
-		maintainer(cfg, snk).Run(ctx, every)
+		// Each signal's tables have a maintainer (and a lease) of their own.
+		var wg sync.WaitGroup
+		for _, is := range sinks {
+			wg.Go(func() { maintainer(is.cfg, is.snk).Run(ctx, every) })
+		}
+		wg.Wait()
 		return nil
 	}
-	r, err := maintainer(cfg, snk).Round(ctx)
-	if r.HeldBy != "" {
-		fmt.Printf("skipped: %s holds the maintenance lease\n", r.HeldBy)
+	for _, is := range sinks {
+		r, err := maintainer(is.cfg, is.snk).Round(ctx)
+		if r.HeldBy != "" {
+			fmt.Printf("%s: skipped: %s holds the maintenance lease\n", is.cfg.Sink.Table, r.HeldBy)
+		}
+		for _, c := range r.Compacted {
+			fmt.Printf("%s: compacted %d files (%s) into %d (%s)\n", c.Table, c.FilesBefore, mib(c.BytesBefore), c.FilesAfter, mib(c.BytesAfter))
+		}
+		for _, m := range r.Manifests {
+			fmt.Printf("%s: %d manifests, %d after the rewrite\n", m.Table, m.Before, m.After)
+		}
+		for _, e := range r.Expired {
+			fmt.Printf("%s: expired %d snapshots, %d remain\n", e.Table, e.Expired, e.Remain)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	for _, c := range r.Compacted {
-		fmt.Printf("%s: compacted %d files (%s) into %d (%s)\n", c.Table, c.FilesBefore, mib(c.BytesBefore), c.FilesAfter, mib(c.BytesAfter))
-	}
-	for _, m := range r.Manifests {
-		fmt.Printf("%s: %d manifests, %d after the rewrite\n", m.Table, m.Before, m.After)
-	}
-	for _, e := range r.Expired {
-		fmt.Printf("%s: expired %d snapshots, %d remain\n", e.Table, e.Expired, e.Remain)
-	}
-	return err
+	return nil
 }

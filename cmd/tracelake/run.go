@@ -99,6 +99,14 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 			return err
 		}
 		defer closeTargets()
+		// The other signals' tables are maintained as the main sink's,
+		// each sink by a maintainer (and a lease) of its own; stopped
+		// before their sinks close (deferred after them).
+		for _, t := range targets[1:] {
+			if ice, ok := t.snk.(*iceberg.Sink); ok {
+				defer startMaintenance(ctx, t.cfg, ice)()
+			}
+		}
 	}
 	if d, ok := snk.(*duckdb.Sink); ok {
 		if err := d.MoveLanded(ctx); err != nil {
