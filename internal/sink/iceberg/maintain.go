@@ -400,7 +400,17 @@ type Expiry struct {
 }
 
 // Expire removes the snapshots older than olderThan beyond the newest
-// retainLast, and the files only they referenced.
+// retainLast, and the files only they referenced. A snapshot's age is
+// counted from when a newer one replaced it as the table's current, not
+// from its own commit: a table that took no commit for longer than
+// olderThan and is then compacted must keep the snapshot it had until
+// now. Iceberg's expiry (iceberg-go's Transaction.ExpireSnapshots, as
+// Java's ExpireSnapshots) ages a snapshot by its own timestamp, and
+// removed it at once together with the files the compaction replaced:
+// a reader that loaded the table a moment before (`tracelake serve`
+// reloads every few seconds and reads the files of the snapshot it
+// loaded) failed on a missing file, and a time-travel query to
+// olderThan ago found no snapshot.
 func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast int) ([]Expiry, error) {
 	var out []Expiry
 	for _, id := range s.tableIDs() {
@@ -408,7 +418,8 @@ func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast i
 		err := s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
 			before = snapshotIDs(tbl)
 			txn := tbl.NewTransaction()
-			if err := txn.ExpireSnapshots(table.WithOlderThan(olderThan), table.WithRetainLast(retainLast)); err != nil {
+			retain := max(retainLast, currentWithin(tbl.Metadata(), time.Now().Add(-olderThan)))
+			if err := txn.ExpireSnapshots(table.WithOlderThan(olderThan), table.WithRetainLast(retain)); err != nil {
 				return nil, fmt.Errorf("expire snapshots: %w", err)
 			}
 			return txn, nil
@@ -433,6 +444,27 @@ func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast i
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// currentWithin counts the snapshots of the current branch, newest
+// first, that were the table's current snapshot at some moment after
+// cutoff: the current one, and each whose successor was committed after
+// cutoff. Retaining that many of the newest keeps them all (ExpireSnapshots
+// keeps the newest N of the branch whatever their age).
+func currentWithin(meta table.Metadata, cutoff time.Time) int {
+	cur := meta.CurrentSnapshot()
+	if cur == nil {
+		return 0
+	}
+	n := 0
+	for _, snap := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
+		n++
+		// snap replaced its parent as current at its own commit.
+		if !time.UnixMilli(snap.TimestampMs).After(cutoff) {
+			break
+		}
+	}
+	return n
 }
 
 func snapshotIDs(tbl *table.Table) []int64 {

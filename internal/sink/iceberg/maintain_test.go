@@ -17,6 +17,7 @@ import (
 	"time"
 
 	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/tracelake/tracelake/internal/sink"
@@ -612,5 +613,55 @@ func cleanAllAged(t *testing.T, cleaner *iceberg.Sink, root, when string) {
 		if o.Deleted != 0 {
 			t.Errorf("%s: orphan cleanup deleted %v %s", o.Table, o.Files, when)
 		}
+	}
+}
+
+// Expiry counts a snapshot's age from when another replaced it as the
+// table's current: a table that took no commit for longer than the
+// window and is then compacted keeps the snapshot it had until then, so
+// a reader that loaded the table a moment before the round (tracelake
+// serve reads the files of the snapshot it last loaded) still finds its
+// files, and a time-travel query to the window's start finds the
+// snapshot of then. Only the snapshot replaced before the window goes.
+func TestExpireKeepsASnapshotCurrentWithinTheWindow(t *testing.T) {
+	ctx := context.Background()
+	s := openSink(t, t.TempDir(), false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 0, 19))
+	load(t, s, batch(0, 20, 39))
+	raw, _ := s.Identifiers()
+	reader, err := s.Catalog().LoadTable(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := reader.CurrentSnapshot()
+	const window = 2 * time.Second
+	// The table takes no commit for longer than the window (waiting on
+	// the clock: the snapshot's age is the condition).
+	for time.Since(time.UnixMilli(read.TimestampMs)) <= window {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := s.Compact(ctx, 64<<20, everyDay, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Expire(ctx, window, 1); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := reader.Scan(table.WithSnapshotID(read.SnapshotID)).ToArrowTable(ctx)
+	if err != nil {
+		t.Fatalf("reading the snapshot that was current until the compaction a moment ago: %v", err)
+	}
+	defer rows.Release()
+	if rows.NumRows() != 40 {
+		t.Errorf("the snapshot current until a moment ago reads %d rows, want 40", rows.NumRows())
+	}
+	after, err := s.Catalog().LoadTable(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(after.Metadata().Snapshots()); n != 2 {
+		t.Errorf("%d snapshots remain, want 2: the compaction's and the one it replaced (the first load's, replaced before the window, expired)", n)
 	}
 }
