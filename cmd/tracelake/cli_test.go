@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -236,5 +237,61 @@ func TestCompactRefusesTargetSizeBelow1MiB(t *testing.T) {
 		if code, _ := exitStatus(err); code != exitUsage || !strings.Contains(fmt.Sprint(err), "want at least 1MiB") {
 			t.Errorf("--target-size %s: exit %d, %v; want %d and the size accepted", size, code, err, exitUsage)
 		}
+	}
+}
+
+// An argument left after a command's flags is refused, naming it, before
+// anything is opened: Go's flag package stops at it, so `tracelake merge
+// config.yaml` ran on the defaults (a new ./tracelake.duckdb) without the
+// file, and the flags after it went unread.
+func TestCommandsRefuseStrayArguments(t *testing.T) {
+	t.Chdir(t.TempDir())
+	path := "stray.yaml"
+	if err := os.WriteFile(path, []byte("kafka: {topics: [t]}\nmetrics: {listen: \"\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Canceled: a command that went on regardless stops at its first wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	commands := map[string]func([]string) error{
+		"run":         func(a []string) error { return cmdRun(ctx, ctx, a) },
+		"verify":      func(a []string) error { return cmdVerify(ctx, standalone, a) },
+		"config":      cmdConfig,
+		"merge":       func(a []string) error { return cmdMerge(ctx, a) },
+		"reconcile":   func(a []string) error { return cmdReconcile(ctx, standalone, a) },
+		"ready":       func(a []string) error { return cmdReady(ctx, standalone, a) },
+		"serve":       func(a []string) error { return cmdServe(ctx, a) },
+		"compact":     func(a []string) error { return cmdCompact(ctx, a) },
+		"expire":      func(a []string) error { return cmdExpire(ctx, a) },
+		"orphans":     func(a []string) error { return cmdOrphans(ctx, a) },
+		"maintain":    func(a []string) error { return cmdMaintain(ctx, a) },
+		"report":      func(a []string) error { return cmdReport(ctx, standalone, a) },
+		"gen":         func(a []string) error { return cmdGen(ctx, a) },
+		"dlq list":    func(a []string) error { return cmdDLQ(ctx, standalone, append([]string{"list"}, a...)) },
+		"prices list": func(a []string) error { return cmdPrices(ctx, append([]string{"list"}, a...)) },
+	}
+	for name, cmd := range commands {
+		flagged := []string{"--config", path, "extra", "--workers", "3"}
+		if name == "gen" { // gen takes no config
+			flagged = []string{"--topic", "t", "extra", "--messages", "3"}
+		}
+		for _, args := range [][]string{{path}, flagged} {
+			err := cmd(args)
+			var ue usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "unexpected argument") {
+				t.Errorf("%s %s: got %v, want a usage error naming the unexpected argument", name, strings.Join(args, " "), err)
+			}
+		}
+	}
+	if _, err := os.Stat("tracelake.duckdb"); err == nil {
+		t.Error("a command given a stray argument created ./tracelake.duckdb from the defaults")
+	}
+	// prices match MODEL: the flags after the model are read, and a second
+	// argument is refused.
+	if err := cmdPrices(ctx, []string{"match", "--provider", "openai", "gpt-4o", "--at", "yesterday"}); err == nil || !strings.Contains(err.Error(), "--at") {
+		t.Errorf("prices match with --at after the model: got %v, want --at refused as not RFC 3339", err)
+	}
+	if err := cmdPrices(ctx, []string{"match", "gpt-4o", "gpt-4o-mini"}); err == nil || !strings.Contains(err.Error(), "unexpected argument") {
+		t.Errorf("prices match with two models: got %v, want the second refused", err)
 	}
 }

@@ -77,8 +77,8 @@ func (e *cmdEnv) duckDB(ctx context.Context, cfg *config.Config, prepare bool) (
 // takes the config and the DuckDB sink, which the caller releases.
 // Commands that only read the sink pass needKafka false.
 func (e *cmdEnv) open(ctx context.Context, cf *configFlags, fs *flag.FlagSet, args []string, needKafka, prepare bool) (*config.Config, *duckdb.Sink, func(), error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, nil, usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, nil, nil, err
 	}
 	cfg, err := e.config(cf, needKafka)
 	if err != nil {

@@ -192,6 +192,22 @@ func derivedName(cfg *config.Config) string {
 	return ""
 }
 
+// parseFlags parses a command's flags and refuses any argument left after
+// them. Go's flag package stops at the first argument that is not a flag
+// and leaves the rest unread: `tracelake merge config.yaml --every 1m`
+// ran on the defaults (creating ./tracelake.duckdb) with neither the
+// file nor --every, and `tracelake run --config F x --workers 4` without
+// --workers, all without a word.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q: the command takes flags only (a config file is --config FILE), and flags after an argument are not read", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)

@@ -15,8 +15,8 @@ func cmdConfig(args []string) error {
 	fs := newFlagSet("config")
 	var cf configFlags
 	cf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg, loadErr := cf.effective()
 	if cfg == nil {

@@ -83,8 +83,8 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 	path := fs.String("duckdb", "./tracelake-demo.duckdb", "DuckDB file to write (replaced if it exists)")
 	withOTLP := fs.Bool("otlp", false, "send the agent traces as OpenTelemetry spans, with their logs and metrics, through the OTLP/HTTP receiver into otel_spans, otel_logs and otel_metrics")
 	serve := fs.String("serve", "", "with --otlp: after the demo, answer the Grafana APIs (Tempo, Loki, Prometheus) on this host:port until interrupted")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *withOTLP {
 		return demoOTLP(ctx, hard, *n, *path, *serve)

@@ -23,8 +23,8 @@ func cmdGen(ctx context.Context, args []string) error {
 	n := fs.Int("messages", 100000, "number of trace spans")
 	partitions := fs.Int("partitions", 0, "create the topic with this many partitions if it does not exist (0: leave as is)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *n < 0 {
 		return usagef("gen: --messages must be >= 0")

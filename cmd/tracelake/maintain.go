@@ -138,8 +138,8 @@ type icebergSink struct {
 func openIcebergSinksFor(ctx context.Context, fs *flag.FlagSet, args []string) ([]icebergSink, error) {
 	var cf configFlags
 	cf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	cfg, err := cf.loadFor(false)
 	if err != nil {

@@ -36,8 +36,8 @@ func cmdMerge(ctx context.Context, args []string) error {
 	printSQL := fs.Bool("print-sql", false, "print the SQL of the models instead of running it")
 	dialect := fs.String("dialect", "databend", "print-sql: databend or duckdb")
 	task := fs.Bool("task", false, "databend sink: create and resume each model's Databend task, which runs the same merge every minute inside Databend (Databend Cloud), instead of merging here")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg, err := cf.loadFor(false)
 	if err != nil {

@@ -29,8 +29,8 @@ func cmdPrices(_ context.Context, args []string) error {
 	provider := fs.String("provider", "", "provider (a gen_ai.provider.name value such as openai, anthropic, aws.bedrock)")
 	switch args[0] {
 	case "list":
-		if err := fs.Parse(args[1:]); err != nil {
-			return usageError{err}
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
 		}
 		table, err := pricesOf(*cfgPath)
 		if err != nil {
@@ -46,8 +46,16 @@ func cmdPrices(_ context.Context, args []string) error {
 		if err := fs.Parse(rest); err != nil {
 			return usageError{err}
 		}
-		if model == "" && fs.NArg() == 1 {
+		if model == "" && fs.NArg() > 0 {
+			// The model after the flags: the flags after it are read
+			// too (parsing stopped at it).
 			model = fs.Arg(0)
+			rest = fs.Args()[1:]
+		} else {
+			rest = fs.Args()
+		}
+		if err := parseFlags(fs, rest); err != nil {
+			return err
 		}
 		if model == "" {
 			return usagef("tracelake prices match MODEL: name a model")
@@ -66,8 +74,8 @@ func cmdPrices(_ context.Context, args []string) error {
 		return matchPrice(os.Stdout, table, *provider, model, when)
 	case "update":
 		file := fs.String("file", "", "a price table exported by scripts/export-genai-prices.sh")
-		if err := fs.Parse(args[1:]); err != nil {
-			return usageError{err}
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
 		}
 		if *file == "" || *cfgPath == "" {
 			return usagef("tracelake prices update: want --file F and --config C")

@@ -161,8 +161,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve")
 	var cf configFlags
 	cf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg, err := cf.loadFor(false)
 	if err != nil {

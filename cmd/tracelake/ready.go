@@ -21,8 +21,8 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.Lookup("table").Usage = "the model table (cdc.model_table's name of a source table, e.g. cdc_shop_orders)"
 	hourFlag := fs.String("hour", "", "the hour of source time, UTC: 2026-12-04T10 or RFC 3339 (truncated to the hour)")
 	wait := fs.Duration("wait", 0, "wait this long for the mark, looking every second")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	table := cf.table
 	cf.leaveKey("table")

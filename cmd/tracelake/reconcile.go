@@ -38,8 +38,8 @@ func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 	// --source it names the source table instead, and sink.table, which
 	// only says which raw table a model reads, is left as configured.
 	fs.Lookup("table").Usage = "sink.table; with --source: the source table, database.table"
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	table := cf.table
 	if *source != "" {

@@ -33,8 +33,8 @@ func cmdReport(ctx context.Context, env *cmdEnv, args []string) error {
 	sinceFlag := fs.String("since", "7d", "the window before now: a number of days (7d) or a Go duration (12h); all for everything")
 	tenant := fs.String("tenant", "", "report on this tenant's operations alone (default: every tenant's)")
 	out := fs.String("o", "report.html", "the page to write; - for standard output")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	since, err := parseSince(*sinceFlag)
 	if err != nil {

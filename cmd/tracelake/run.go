@@ -28,8 +28,8 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	var cf configFlags
 	cf.register(fs)
 	idle := fs.Duration("exit-when-idle", 0, "exit 0 once everything that arrived is loaded and committed and nothing new came for this long")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg, err := cf.loadFor(true)
 	if err != nil {

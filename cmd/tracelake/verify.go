@@ -32,8 +32,8 @@ func cmdVerify(ctx context.Context, env *cmdEnv, args []string) error {
 	var cf configFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg, err := env.config(&cf, true)
 	if err != nil {
