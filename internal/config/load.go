@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -154,9 +155,35 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, errs *[]error) {
 		v.Set(splitList(n.Value, v.Type()))
 		return
 	}
-	if err := n.Decode(v.Addr().Interface()); err != nil {
-		*errs = append(*errs, fmt.Errorf("%s: %s", path, cleanYAMLError(err)))
+	if err := decodeLeaf(n, v); err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: %s", path, err))
 	}
+}
+
+// decodeLeaf decodes one key's value into v, refusing what yaml.v3 would
+// take without a word and without effect: a null (`listen:` with nothing
+// after it, or ~) leaves a string, number, duration or boolean as it was,
+// the default (so `metrics: {listen: }` kept the endpoint on), and a
+// fraction is truncated into an integer (workers: 2.5 ran 2 workers). A
+// list or a map given null is emptied, which is what null says.
+func decodeLeaf(n *yaml.Node, v reflect.Value) error {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		switch v.Kind() {
+		case reflect.Slice, reflect.Map, reflect.Pointer, reflect.Interface:
+		default:
+			return errors.New(`no value (null): give one ("" for an empty string), or leave the key out for its default`)
+		}
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && v.CanInt() && !reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
+		var f float64
+		if err := n.Decode(&f); err == nil && f != math.Trunc(f) {
+			return fmt.Errorf("want a whole number, got %s", n.Value)
+		}
+	}
+	if err := n.Decode(v.Addr().Interface()); err != nil {
+		return errors.New(cleanYAMLError(err))
+	}
+	return nil
 }
 
 func yamlFields(t reflect.Type) map[string]int {
@@ -253,8 +280,8 @@ func applyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 			errs = append(errs, errsHere...)
 			return
 		}
-		if err := n.Decode(v.Addr().Interface()); err != nil {
-			errs = append(errs, fmt.Errorf("%s (from %s): %s", path, name, cleanYAMLError(err)))
+		if err := decodeLeaf(&n, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s (from %s): %s", path, name, err))
 		}
 	})
 	return errors.Join(errs...)

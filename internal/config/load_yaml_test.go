@@ -109,3 +109,58 @@ func TestTopicNamesFollowKafkasRule(t *testing.T) {
 		t.Errorf("valid topic names refused: %v", errors.Join(err, cfg.Validate()))
 	}
 }
+
+// A key written with no value (`listen:` and nothing after it, or ~) is
+// an error naming the key: yaml.v3 leaves the field as it was, so the
+// default stayed in force while the file seemed to set it (metrics.listen
+// stayed 127.0.0.1:9464 for an operator turning the endpoint off). A list
+// given null is emptied, as null says.
+func TestNullValueIsAnErrorNotTheDefault(t *testing.T) {
+	for _, y := range []string{
+		"metrics: {listen: }\n",
+		"kafka: {topics: [a], group: ~}\n",
+		"workers: null\n",
+		"batch: {max_bytes: ~}\n",
+		"batch: {max_interval: ~}\n",
+		"tenancy: {required: ~}\n",
+	} {
+		if !strings.HasPrefix(y, "kafka:") {
+			y = "kafka: {topics: [a]}\n" + y
+		}
+		cfg, err := loadChecked(t, y)
+		if err == nil || !strings.Contains(err.Error(), "no value (null)") {
+			t.Errorf("%q: got %v (listen %q, group %q, workers %d, batch %+v); want an error naming the key with no value",
+				y, err, cfg.Metrics.Listen, cfg.Kafka.Group, cfg.Workers, cfg.Batch)
+		}
+	}
+	t.Setenv("TRACELAKE_WORKERS", "~")
+	if cfg, err := FromFile(""); err == nil || !strings.Contains(err.Error(), "workers (from TRACELAKE_WORKERS): no value (null)") {
+		t.Errorf("TRACELAKE_WORKERS=~: got %v (workers %d); want an error naming it", err, cfg.Workers)
+	}
+	t.Setenv("TRACELAKE_WORKERS", "2")
+	cfg, err := loadChecked(t, "kafka: {topics: [a], brokers: ~}\nquery: {shared_tables: ~}\n")
+	if err != nil || len(cfg.Query.SharedTables) != 0 {
+		t.Errorf("lists given null: %v, shared_tables %q; want them empty", err, cfg.Query.SharedTables)
+	}
+}
+
+// A fraction given to a count is an error, not truncated: workers: 2.5
+// ran 2 workers and batch.max_records: 0.5 was reported as 0. A whole
+// number written as a float (1e3) is that number.
+func TestFractionForAWholeNumberIsAnError(t *testing.T) {
+	for _, y := range []string{"workers: 2.5\n", "batch: {max_records: 0.5}\n", "query: {max_concurrent: 3.9}\n"} {
+		cfg, err := loadChecked(t, "kafka: {topics: [a]}\n"+y)
+		if err == nil || !strings.Contains(err.Error(), "want a whole number") {
+			t.Errorf("%q: got %v (workers %d, max_records %d, max_concurrent %d); want a whole number refused",
+				y, err, cfg.Workers, cfg.Batch.MaxRecords, cfg.Query.MaxConcurrent)
+		}
+	}
+	t.Setenv("TRACELAKE_WORKERS", "1.5")
+	if cfg, err := FromFile(""); err == nil || !strings.Contains(err.Error(), "workers (from TRACELAKE_WORKERS): want a whole number") {
+		t.Errorf("TRACELAKE_WORKERS=1.5: got %v (workers %d); want a whole number refused", err, cfg.Workers)
+	}
+	t.Setenv("TRACELAKE_WORKERS", "2")
+	if cfg, err := loadChecked(t, "kafka: {topics: [a]}\nbatch: {max_records: 1e3}\n"); err != nil || cfg.Batch.MaxRecords != 1000 {
+		t.Errorf("max_records: 1e3: %v, %d; want 1000", err, cfg.Batch.MaxRecords)
+	}
+}
