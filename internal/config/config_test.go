@@ -666,3 +666,36 @@ func TestUnknownEnvVariableIsNamed(t *testing.T) {
 		t.Errorf("the known variable was not applied: %+v", cfg)
 	}
 }
+
+// A model column given twice is an error naming it, at load: it was kept
+// twice and the target's CREATE TABLE failed at every merge ("Column with
+// name cost already exists").
+func TestModelColumnGivenTwiceIsAnError(t *testing.T) {
+	const y = "kafka: {topics: [t]}\nmerge:\n  models:\n    - name: m\n      key: [id]\n      columns:\n" +
+		"        id: {path: $.id, type: VARCHAR}\n        cost: {path: $.cost, type: DOUBLE}\n        cost: {path: $.usage.cost, type: BIGINT}\n"
+	cfg, err := FromYAML([]byte(y))
+	err = errors.Join(err, cfg.Validate())
+	if err == nil || !strings.Contains(err.Error(), "merge.models[0].columns: cost: defined twice (lines 8, 9)") {
+		t.Errorf("column cost given twice: got %v (columns %v); want an error naming it and its lines", err, cfg.Merge.Models[0].Columns)
+	}
+}
+
+// A typo inside one column is one error naming it: the model is not also
+// said to have no columns, nor its key to be none of them. A column's
+// spec may be an alias of an anchored mapping, as a section may.
+func TestModelColumnTypoIsOneError(t *testing.T) {
+	const y = "kafka: {topics: [t]}\nmerge: {models: [{name: m, key: [id], columns: {id: &c {path: $.id, type: VARCHAR}, name: {path: $.name, tpye: VARCHAR}, again: *c}}]}\n"
+	cfg, err := FromYAML([]byte(y))
+	err = errors.Join(err, cfg.Validate())
+	if err == nil || !strings.Contains(err.Error(), "merge.models[0].columns: name.tpye: unknown key (accepted: path, type)") {
+		t.Fatalf("got %v; want name.tpye named", err)
+	}
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if !strings.Contains(l, "name.tpye") && !strings.Contains(l, "columns.name.type") {
+			t.Errorf("an error that follows from nothing the file says: %s", l)
+		}
+	}
+	if c, ok := cfg.Merge.Models[0].Columns.Lookup("again"); !ok || c.Path != "$.id" || c.Type != "VARCHAR" {
+		t.Errorf("column given as an alias: %+v, want {path: $.id, type: VARCHAR}", c)
+	}
+}

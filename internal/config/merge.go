@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -87,32 +88,56 @@ type Column struct {
 // column order): `name: {path: $.x, type: VARCHAR}` entries of a mapping.
 type Columns []Column
 
-// UnmarshalYAML reads the mapping in order, rejecting unknown keys.
+// UnmarshalYAML reads the mapping in order, rejecting unknown keys and
+// a column given twice (YAML forbids it; kept, both went into the
+// target's CREATE TABLE, which failed at every merge). The columns read
+// are kept even when some are in error, so that validation does not
+// report the model as having none, or its key as not among them, for a
+// typo in one column.
 func (cs *Columns) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("want a mapping of column: {path: $.field, type: TYPE}")
 	}
 	out := Columns{}
+	var problems []string
+	lines := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		name, spec := n.Content[i].Value, n.Content[i+1]
+		name, spec := n.Content[i].Value, resolveAlias(n.Content[i+1])
+		if line, dup := lines[name]; dup {
+			problems = append(problems, fmt.Sprintf("%s: defined twice (lines %d, %d): give each column once", name, line, n.Content[i].Line))
+			continue
+		}
+		lines[name] = n.Content[i].Line
 		if spec.Kind != yaml.MappingNode {
-			return fmt.Errorf("%s: want {path: $.field, type: TYPE}", name)
+			problems = append(problems, fmt.Sprintf("%s: want {path: $.field, type: TYPE}", name))
+			continue
 		}
 		c := Column{Name: name}
 		for j := 0; j+1 < len(spec.Content); j += 2 {
-			switch k, v := spec.Content[j].Value, spec.Content[j+1].Value; k {
+			switch k, v := spec.Content[j].Value, resolveAlias(spec.Content[j+1]).Value; k {
 			case "path":
 				c.Path = v
 			case "type":
 				c.Type = v
 			default:
-				return fmt.Errorf("%s.%s: unknown key (accepted: path, type)", name, k)
+				problems = append(problems, fmt.Sprintf("%s.%s: unknown key (accepted: path, type)", name, k))
 			}
 		}
 		out = append(out, c)
 	}
 	*cs = out
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
 	return nil
+}
+
+// resolveAlias is the node an alias (*name) stands for, n itself otherwise.
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
 }
 
 // MarshalYAML writes the mapping back in order (for `tracelake config`).
