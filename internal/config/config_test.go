@@ -699,3 +699,33 @@ func TestModelColumnTypoIsOneError(t *testing.T) {
 		t.Errorf("column given as an alias: %+v, want {path: $.id, type: VARCHAR}", c)
 	}
 }
+
+// A model writes its target (and <name>_rejects, <target>_tombstones):
+// one naming a table tracelake keeps, or another model's, is refused by
+// key. Accepted, its merges failed with "has other columns than the model:
+// run tracelake merge --rebuild", and that rebuild dropped the ledger (the
+// positions of every load) or the other model's rows.
+func TestModelTargetMustBeItsOwnTable(t *testing.T) {
+	const model = "{name: %s, %skey: [id], columns: {id: {path: $.id, type: VARCHAR}}}"
+	m := func(name, target string) string {
+		if target != "" {
+			target = "target: " + target + ", "
+		}
+		return fmt.Sprintf(model, name, target)
+	}
+	for models, want := range map[string]string{
+		m("c", "trace_raw_ledger"):                 "merge.models[0].target: model c writes the table trace_raw_ledger, which is sink.table's ledger",
+		m("c", "Main.Trace_Raw_DLQ"):               "merge.models[0].target: model c writes the table Main.Trace_Raw_DLQ, which is sink.table's dead-letter table",
+		m("trace_raw", ""):                         "merge.models[0].name: model trace_raw writes the table trace_raw, which is sink.table",
+		m("a", "shared") + ", " + m("b", "shared"): "merge.models[1].target: model b writes the table shared, which is written by merge.models[0] (a)",
+		m("a", "") + ", " + m("b", "a_rejects"):    "merge.models[1].target: model b writes the table a_rejects, which is written by merge.models[0] (a)",
+		m("w", "tracelake_merge_watermarks"):       "merge.models[0].target: model w writes the table tracelake_merge_watermarks, which is reserved",
+		m("a", "dim_a") + ", " + m("b", "dim_b"):   "",
+	} {
+		cfg, err := FromYAML([]byte("kafka: {topics: [t]}\nmerge: {models: [" + models + "]}\n"))
+		err = errors.Join(err, cfg.Validate())
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("models %s:\n got %v\nwant %q", models, err, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -267,7 +268,60 @@ func (c *Config) validate(consuming bool) error {
 		check(c.Mode == ModeRaw || m.Source != "", fmt.Sprintf("merge.models[%d].source", i),
 			"a model reads a tracelake raw table; in transform mode sink.table is your own table, so name the raw table")
 	}
+	c.validateModelTables(check)
 	return errors.Join(errs...)
+}
+
+// validateModelTables checks that the tables each model writes are its
+// own: its target, <name>_rejects and, with a version, <target>_tombstones
+// (internal/merge/plan.go). A merge creates them if absent and `merge
+// --rebuild` drops and recreates them, so a target naming a raw table's
+// ledger or dead-letter table, or another model's target, was accepted
+// here, failed its merges ("has other columns than the model: run
+// tracelake merge --rebuild"), and that rebuild replaced the ledger (every
+// load's position) or the other model's rows.
+func (c *Config) validateModelTables(check func(ok bool, key, format string, args ...any)) {
+	owner := map[string]string{} // table, as DuckDB resolves it -> what it is
+	norm := func(t string) string { return strings.TrimPrefix(strings.ToLower(t), "main.") }
+	claim := func(table, what string) {
+		if _, taken := owner[norm(table)]; !taken {
+			owner[norm(table)] = what
+		}
+	}
+	claim(c.Sink.Table, "sink.table")
+	claim(c.DLQTable(), "sink.table's dead-letter table")
+	claim(c.LedgerTable(), "sink.table's ledger")
+	models := c.Models()
+	for _, m := range models {
+		claim(m.Source, "a model's source table")
+		claim(m.Source+"_dlq", m.Source+"'s dead-letter table")
+		claim(m.Source+"_ledger", m.Source+"'s ledger")
+	}
+	named := map[string]bool{}
+	for i, m := range models {
+		if named[m.Name] {
+			continue // a model defined twice is reported as such
+		}
+		named[m.Name] = true
+		key := fmt.Sprintf("merge.models[%d].target", i)
+		if c.Merge.Models[i].Target == "" {
+			key = fmt.Sprintf("merge.models[%d].name", i) // the target's default
+		}
+		written := []string{m.Target, m.Name + "_rejects"}
+		if m.Version != "" {
+			written = append(written, m.Target+"_tombstones")
+		}
+		for _, t := range written {
+			what, taken := owner[norm(t)]
+			reserved := strings.HasPrefix(norm(t), "tracelake_")
+			check(!taken && !reserved, key,
+				"model %s writes the table %s, which is %s: a merge writes into it and `merge --rebuild` drops it; name a table of the model's own",
+				m.Name, t, cmp.Or(what, "reserved for tracelake's own tables (tracelake_*)"))
+			if !taken {
+				owner[norm(t)] = fmt.Sprintf("written by merge.models[%d] (%s)", i, m.Name)
+			}
+		}
+	}
 }
 
 func (d *Databend) validate(check func(ok bool, key, format string, args ...any)) {
