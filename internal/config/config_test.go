@@ -729,3 +729,15 @@ func TestModelTargetMustBeItsOwnTable(t *testing.T) {
 		}
 	}
 }
+
+// otlp.signals without a receiver says that no receiver is set: "applies
+// to otlp.mode load" was said to a file setting otlp.mode load, leaving
+// the operator nothing to change.
+func TestOTLPSignalsWithoutReceiverNamesTheMissingReceiver(t *testing.T) {
+	cfg, err := FromYAML([]byte("otlp: {mode: load, signals: [traces, logs]}\n"))
+	err = errors.Join(err, cfg.ValidateOffline())
+	if err == nil || !strings.Contains(err.Error(), "otlp.signals: the signals the receivers load, and no receiver is set (otlp.http or otlp.grpc)") ||
+		strings.Contains(err.Error(), "applies to otlp.mode load") {
+		t.Errorf("otlp.mode load with signals and no receiver: got %v; want the missing receiver named, and only that", err)
+	}
+}

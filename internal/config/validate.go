@@ -89,7 +89,10 @@ func (c *Config) validate(consuming bool) error {
 	check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, c.Kafka.Signal), "kafka.signal",
 		"want traces, logs or metrics, got %q", c.Kafka.Signal)
 	if len(c.OTLP.Signals) > 0 {
-		check(c.LoadsReceived(), "otlp.signals", "applies to otlp.mode load (in forward mode the receivers take every signal, each to its otlp.forward topic)")
+		// Without a receiver, "applies to otlp.mode load" would be said to
+		// a file that sets otlp.mode load: name what is missing.
+		check(c.Receivers(), "otlp.signals", "the signals the receivers load, and no receiver is set (otlp.http or otlp.grpc)")
+		check(!c.Receivers() || c.LoadsReceived(), "otlp.signals", "applies to otlp.mode load (in forward mode the receivers take every signal, each to its otlp.forward topic)")
 		for i, sig := range c.OTLP.Signals {
 			check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, sig) && !slices.Contains(c.OTLP.Signals[:i], sig), "otlp.signals",
 				"want traces, logs or metrics, each once, got %q", c.OTLP.Signals)
