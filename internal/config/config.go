@@ -459,9 +459,10 @@ type OTLP struct {
 	// (the read side, when served; the same file and rules, see
 	// tenancy.Resolver). Each line is a token and its tenants, a
 	// comma-separated list or * for any: either one list, which the token
-	// may write and read (`s3cr3t team-a,team-b`, as before reads had
-	// their own), or fields write= and read=, in any order, either left
-	// out (`s3cr3t write=team-a read=team-a,team-b`); # starts a
+	// may write and not read (`s3cr3t team-a,team-b`, the form from before
+	// reads had their own: tenancy.Tokens), or fields write= and read=, in
+	// any order, either left out, granting nothing that way
+	// (`s3cr3t write=team-a read=team-a,team-b`); # starts a
 	// comment. A malformed line, an unknown field or a token on two
 	// lines is an error naming the line: at start, tracelake does not
 	// start; on a reload, the previous tokens stay. The file is read
