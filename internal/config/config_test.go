@@ -741,3 +741,29 @@ func TestOTLPSignalsWithoutReceiverNamesTheMissingReceiver(t *testing.T) {
 		t.Errorf("otlp.mode load with signals and no receiver: got %v; want the missing receiver named, and only that", err)
 	}
 }
+
+// tracelake's own config written as JSON (JSON is YAML) loads as such
+// when it sets workers, a key the reference's file has too: it was read
+// as the reference's file and its sections refused as "unknown key of the
+// reference config". A reference file with workers is still one.
+func TestOwnConfigAsJSONWithWorkersIsNotTheReference(t *testing.T) {
+	dir := t.TempDir()
+	own := filepath.Join(dir, "tracelake.json")
+	if err := os.WriteFile(own, []byte(`{"kafka": {"topics": ["t"]}, "workers": 1, "sink": {"table": "spans"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := FromFile(own)
+	if cfg != nil {
+		err = errors.Join(err, cfg.Validate())
+	}
+	if err != nil || cfg.Workers != 1 || cfg.Sink.Table != "spans" {
+		t.Errorf("tracelake's own JSON config with workers: %v (workers %d, table %q)", err, cfg.Workers, cfg.Sink.Table)
+	}
+	ref := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(ref, []byte(`{"kafkaTopic": "t", "workers": 3}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := FromFile(ref); err != nil || cfg.Workers != 3 || len(cfg.Kafka.Topics) != 1 {
+		t.Errorf("the reference's file with workers: %v (%+v)", err, cfg)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -120,14 +121,19 @@ var referenceKeys = map[string]func(c *Config, raw json.RawMessage) error{
 func ignore(*Config, json.RawMessage) error { return nil }
 
 // looksLikeReference reports whether a .json file is the reference's flat
-// config rather than tracelake's own nested one.
+// config rather than tracelake's own nested one (JSON is YAML). A key
+// both take (workers) decides nothing: tracelake's own config in JSON
+// with workers set was read as the reference's, and every section of it
+// refused as "unknown key of the reference config".
 func looksLikeReference(data []byte) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(data, &m) != nil {
 		return false
 	}
+	own := yamlFields(reflect.TypeFor[Config]())
 	for k := range m {
-		if _, ok := referenceKeys[k]; ok {
+		_, ref := referenceKeys[k]
+		if _, ours := own[k]; ref && !ours {
 			return true
 		}
 	}
