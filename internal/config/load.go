@@ -315,10 +315,12 @@ func unknownEnv(environ []string) error {
 		if !strings.HasPrefix(name, EnvPrefix) || keys[name] {
 			continue
 		}
-		// The innermost section it is in says what it could have meant.
+		// The innermost section it is in says what it could have meant. A
+		// section's own name (TRACELAKE_SINK='{type: iceberg}') is in it
+		// too: sections are set key by key, and it was ignored.
 		var in string
 		for prefix := range sections {
-			if strings.HasPrefix(name, prefix) && len(prefix) > len(in) {
+			if strings.HasPrefix(name+"_", prefix) && len(prefix) > len(in) {
 				in = prefix
 			}
 		}

@@ -164,3 +164,15 @@ func TestFractionForAWholeNumberIsAnError(t *testing.T) {
 		t.Errorf("max_records: 1e3: %v, %d; want 1000", err, cfg.Batch.MaxRecords)
 	}
 }
+
+// A variable named for a whole section (TRACELAKE_SINK) is an error
+// naming what the section takes: sections are set key by key, and the
+// variable was ignored without a word.
+func TestEnvVariableNamingASectionIsAnError(t *testing.T) {
+	t.Setenv("TRACELAKE_SINK", "{type: iceberg}")
+	cfg, err := FromFile("")
+	if err == nil || !strings.Contains(err.Error(), "TRACELAKE_SINK: no setting has this name (accepted: ") ||
+		!strings.Contains(err.Error(), "TRACELAKE_SINK_TYPE") {
+		t.Errorf("TRACELAKE_SINK set: got %v (sink.type %s); want an error naming it and the section's keys", err, cfg.Sink.Type)
+	}
+}
