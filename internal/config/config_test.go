@@ -767,3 +767,20 @@ func TestOwnConfigAsJSONWithWorkersIsNotTheReference(t *testing.T) {
 		t.Errorf("the reference's file with workers: %v (%+v)", err, cfg)
 	}
 }
+
+// A Kafka TLS setting given without kafka.tls.enabled is refused by key:
+// the brokers were dialled in plain text (the SASL password with them)
+// and the CA or certificate ignored without a word.
+func TestKafkaTLSSettingWithoutEnabledIsAnError(t *testing.T) {
+	for _, tls := range []string{"{ca_file: /etc/kafka/ca.pem}", "{cert_file: c.pem, key_file: k.pem}", "{server_name: kafka.internal}", "{insecure_skip_verify: true}"} {
+		cfg, err := FromYAML([]byte("kafka: {topics: [t], tls: " + tls + "}\n"))
+		err = errors.Join(err, cfg.Validate())
+		if err == nil || !strings.Contains(err.Error(), "but kafka.tls.enabled is false") {
+			t.Errorf("kafka.tls %s without enabled: got %v; want it refused", tls, err)
+		}
+	}
+	cfg, err := FromYAML([]byte("kafka: {topics: [t], tls: {enabled: true, ca_file: /etc/kafka/ca.pem}}\n"))
+	if err = errors.Join(err, cfg.Validate()); err != nil {
+		t.Errorf("kafka.tls enabled with a CA: %v", err)
+	}
+}

@@ -80,6 +80,15 @@ func (c *Config) validate(consuming bool) error {
 	}
 	check((c.Kafka.TLS.CertFile == "") == (c.Kafka.TLS.KeyFile == ""), "kafka.tls.cert_file",
 		"set both cert_file and key_file, or neither")
+	// The brokers are dialled over TLS only with enabled (kafka/security.go):
+	// a CA or certificate given without it was ignored, and the client
+	// (its SASL password too) spoke plain text without a word.
+	if t := c.Kafka.TLS; !t.Enabled {
+		for key, set := range map[string]bool{"ca_file": t.CAFile != "", "cert_file": t.CertFile != "", "key_file": t.KeyFile != "",
+			"server_name": t.ServerName != "", "insecure_skip_verify": t.InsecureSkipVerify} {
+			check(!set, "kafka.tls."+key, "set, but kafka.tls.enabled is false, so the brokers are reached in plain text: set enabled: true (or leave %s out)", key)
+		}
+	}
 
 	check(c.Workers >= 1 && c.Workers <= 256, "workers", "want 1 to 256, got %d", c.Workers)
 	check(c.Mode == ModeRaw || c.Mode == ModeTransform, "mode", "want raw or transform, got %q", c.Mode)
