@@ -158,6 +158,7 @@ func TestConfigCommandRedacts(t *testing.T) {
 	}
 	t.Setenv("TRACELAKE_KAFKA_SASL_PASSWORD", "hunter2")
 	t.Setenv("TRACELAKE_SINK_DATABEND_DSN", "https://u:pa55@host:443")
+	t.Setenv("TRACELAKE_SINK_TYPE", "databend") // a DSN is read only then
 	cf := configFlags{path: path, workers: 5}
 	cfg, err := cf.effective()
 	if err != nil {

@@ -784,3 +784,24 @@ func TestKafkaTLSSettingWithoutEnabledIsAnError(t *testing.T) {
 		t.Errorf("kafka.tls enabled with a CA: %v", err)
 	}
 }
+
+// The section of a sink other than sink.type's is refused key by key when
+// set: a Databend DSN or an Iceberg catalog given without sink.type sent
+// the rows to ./tracelake.duckdb while the file seemed to name Databend or
+// Iceberg. The sections written out at their defaults (as README's
+// reference does) pass.
+func TestOtherSinksSectionSetIsAnError(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"sink: {databend: {dsn: \"databend://u:p@h:8000/db\"}}":                                                      "sink.databend.dsn: set, but sink.type is duckdb",
+		"sink: {iceberg: {catalog: \"postgres://u@h/cat\", warehouse: s3://b/w}}":                                    "sink.iceberg.catalog: set, but sink.type is duckdb",
+		"sink: {type: iceberg, databend: {uploads: 2}}":                                                              "sink.databend.uploads: set, but sink.type is iceberg",
+		"sink: {type: databend, databend: {dsn: \"databend://u:p@h:8000/db\"}, iceberg: {table_properties: {a: b}}}": "sink.iceberg.table_properties: set, but sink.type is databend",
+		"sink: {databend: {stage: \"~\", purge: true}, iceberg: {table_properties: {}, s3: {}, rest: {}}}":           "",
+	} {
+		cfg, err := FromYAML([]byte("kafka: {topics: [t]}\n" + yaml))
+		err = errors.Join(err, cfg.Validate())
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s:\n got %v\nwant %q", yaml, err, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -197,6 +198,22 @@ func (c *Config) validate(consuming bool) error {
 	check(c.Retry.MaxDelay.D() >= time.Second && c.Retry.MaxDelay.D() <= 24*time.Hour,
 		"retry.max_delay", "want 1s to 24h, got %s", c.Retry.MaxDelay)
 
+	// The section of a sink other than sink.type's is not read: a DSN or
+	// catalog given without sink.type sent the rows to ./tracelake.duckdb
+	// while the file seemed to name Databend or Iceberg.
+	def := Default().Sink
+	for _, other := range []struct {
+		typ          string
+		section, def any
+	}{{SinkDatabend, c.Sink.Databend, def.Databend}, {SinkIceberg, c.Sink.Iceberg, def.Iceberg}} {
+		typ := other.typ
+		if c.Sink.Type == typ {
+			continue
+		}
+		for _, key := range changedKeys("sink."+typ, reflect.ValueOf(other.section), reflect.ValueOf(other.def)) {
+			check(false, key, "set, but sink.type is %s: the %s section is read only with sink.type %s (set it, or leave the section out)", c.Sink.Type, typ, typ)
+		}
+	}
 	switch c.Sink.Type {
 	case SinkDuckDB:
 		check(c.Sink.DuckDB.Path != "", "sink.duckdb.path", "a database file path is required")
@@ -427,4 +444,25 @@ func validTopic(t string) bool {
 		}
 	}
 	return true
+}
+
+// changedKeys are the keys under path whose value in v is not def's (an
+// empty list or map counts as the default nil one), in field order.
+func changedKeys(path string, v, def reflect.Value) []string {
+	if v.Kind() == reflect.Struct && !reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
+		var out []string
+		for i := range v.NumField() {
+			if tag := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
+				out = append(out, changedKeys(join(path, tag), v.Field(i), def.Field(i))...)
+			}
+		}
+		return out
+	}
+	if (v.Kind() == reflect.Map || v.Kind() == reflect.Slice) && v.Len() == 0 && def.Len() == 0 {
+		return nil
+	}
+	if reflect.DeepEqual(v.Interface(), def.Interface()) {
+		return nil
+	}
+	return []string{path}
 }
