@@ -805,3 +805,24 @@ func TestOtherSinksSectionSetIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// kafka.topic_regex consumes the receivers' forward topics it matches as a
+// list naming them does, and is checked the same way: a regex matching
+// otlp_spans with kafka.format json loaded the forwarded protobuf as JSON,
+// every acknowledged request a dead letter, and was accepted.
+func TestTopicRegexConsumingTheForwardTopicsIsChecked(t *testing.T) {
+	const otlp = "otlp: {http: \"127.0.0.1:4318\"}\n"
+	for yaml, want := range map[string]string{
+		otlp + "kafka: {topic_regex: \"^otlp_spans$\"}":                                           "kafka.topic_regex: otlp_spans is where the receivers forward requests, as protobuf: want kafka.format otlp_proto",
+		otlp + "kafka: {topic_regex: \"^otlp_\", format: otlp_proto}":                             "kafka.topic_regex: otlp_logs is where the receivers forward logs requests",
+		otlp + "kafka: {topic_regex: \"^otlp_spans$\", format: otlp_proto}":                       "",
+		otlp + "kafka: {topic_regex: \"^app-\"}":                                                  "",
+		"otlp: {http: \"127.0.0.1:4318\", forward: {topic: otel}}\nkafka: {topic_regex: \"^ot\"}": "kafka.topic_regex: otel is where the receivers forward requests",
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		err = errors.Join(err, cfg.Validate())
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s:\n got %v\nwant %q", yaml, err, want)
+		}
+	}
+}

@@ -155,7 +155,20 @@ func (c *Config) validate(consuming bool) error {
 		// forwards to and consumes are read as they are written, or every
 		// request acknowledged is a dead letter or skipped, with no error.
 		forward := c.OTLP.Forward.ForwardTopics()
-		for _, topic := range c.Kafka.Topics {
+		consumed, key := c.Kafka.Topics, "kafka.topics"
+		if re, err := regexp.Compile(c.Kafka.TopicRegex); c.Kafka.TopicRegex != "" && err == nil {
+			// topic_regex consumes the forward topics it matches as surely
+			// as a list naming them (kafka.Admin.Topics): a regex matching
+			// otlp_spans loaded the receivers' protobuf as JSON, every
+			// acknowledged request a dead letter.
+			consumed, key = nil, "kafka.topic_regex"
+			for _, sig := range []string{SignalTraces, SignalLogs, SignalMetrics} {
+				if t := forward[sig]; re.MatchString(t) && !slices.Contains(consumed, t) {
+					consumed = append(consumed, t)
+				}
+			}
+		}
+		for _, topic := range consumed {
 			var sigs []string // the signals forwarded to topic
 			for _, sig := range []string{SignalTraces, SignalLogs, SignalMetrics} {
 				if forward[sig] == topic {
@@ -165,9 +178,9 @@ func (c *Config) validate(consuming bool) error {
 			if len(sigs) == 0 {
 				continue
 			}
-			check(c.Kafka.Format == FormatOTLPProto, "kafka.topics",
+			check(c.Kafka.Format == FormatOTLPProto, key,
 				"%s is where the receivers forward requests, as protobuf: want kafka.format otlp_proto to load them, got %q", topic, c.Kafka.Format)
-			check(slices.Contains(sigs, c.Kafka.Signal), "kafka.topics",
+			check(slices.Contains(sigs, c.Kafka.Signal), key,
 				"%s is where the receivers forward %s requests, which a loader of kafka.signal %s skips: consume it with kafka.signal %s (a process per signal)",
 				topic, strings.Join(sigs, ", "), c.Kafka.Signal, sigs[0])
 		}
