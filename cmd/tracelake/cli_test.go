@@ -296,3 +296,25 @@ func TestCommandsRefuseStrayArguments(t *testing.T) {
 		t.Errorf("prices match with two models: got %v, want the second refused", err)
 	}
 }
+
+// A negative duration flag is refused by name: --exit-when-idle -1s ran
+// for ever (as 0: never exit), merge --every -1m merged once and exited,
+// ready --wait -1s looked once, none saying so.
+func TestNegativeDurationFlagsAreRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for flag, cmd := range map[string]func() error{
+		"--exit-when-idle": func() error { return cmdRun(ctx, ctx, []string{"--exit-when-idle", "-1s"}) },
+		"--every":          func() error { return cmdMerge(ctx, []string{"--every", "-1m"}) },
+		"--wait": func() error {
+			return cmdReady(ctx, standalone, []string{"--wait", "-1s", "--table", "cdc_shop_orders", "--hour", "2026-12-04T10"})
+		},
+	} {
+		err := cmd()
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), flag+" -1") {
+			t.Errorf("%s negative: got %v; want a usage error naming it", flag, err)
+		}
+	}
+}

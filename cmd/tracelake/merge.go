@@ -39,6 +39,10 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *every < 0 {
+		// Negative, it was taken for 0 (merge once and exit) without a word.
+		return usagef("--every %s: want 0 or more", *every)
+	}
 	cfg, err := cf.loadFor(false)
 	if err != nil {
 		return err

@@ -24,6 +24,10 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *wait < 0 {
+		// Negative, it was taken for 0 (look once) without a word.
+		return usagef("--wait %s: want 0 or more", *wait)
+	}
 	table := cf.table
 	cf.leaveKey("table")
 	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, false)

@@ -31,6 +31,11 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *idle < 0 {
+		// Negative, it was taken for 0 (never exit) without a word: a script
+		// waiting for the run to end waited for ever.
+		return usagef("--exit-when-idle %s: want 0 or more", *idle)
+	}
 	cfg, err := cf.loadFor(true)
 	if err != nil {
 		return err
