@@ -826,3 +826,27 @@ func TestTopicRegexConsumingTheForwardTopicsIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// genai.table names none of the tables the configuration writes, as
+// DuckDB resolves names: OTEL_SPANS passed the exact comparison with
+// sink.table otel_spans, the operations' columns were added to the spans
+// table, and `merge --rebuild OTEL_SPANS` emptied it of its spans.
+func TestGenAITableIsNoTableTheConfigWrites(t *testing.T) {
+	const spans = "kafka: {topics: [t], format: otlp_proto}\n"
+	const load = "otlp: {http: \"127.0.0.1:4318\", signals: [traces, logs]}\n"
+	for yaml, want := range map[string]string{
+		spans + "genai: {table: OTEL_SPANS}":                  "genai.table: OTEL_SPANS is the table otel_spans",
+		spans + "genai: {table: main.otel_spans}":             "genai.table: main.otel_spans is the table otel_spans",
+		spans + "genai: {table: otel_spans_ledger}":           "genai.table: otel_spans_ledger is the table otel_spans_ledger",
+		spans + "genai: {table: otel_spans_dedup}":            "genai.table: otel_spans_dedup is the table otel_spans_dedup",
+		load + "genai: {table: Otel_Logs}":                    "genai.table: Otel_Logs is the table otel_logs",
+		spans + "genai: {table: llm_ops}":                     "",
+		spans + "genai: {table: OTEL_SPANS, operations: off}": "",
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		err = errors.Join(err, cfg.Validate())
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s:\n got %v\nwant %q", yaml, err, want)
+		}
+	}
+}

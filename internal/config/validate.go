@@ -130,6 +130,9 @@ func (c *Config) validate(consuming bool) error {
 	}
 	check(identifier.MatchString(c.GenAI.Table) && c.GenAI.Table != c.Sink.Table, "genai.table",
 		"want a table name other than sink.table (letters, digits, _), got %q", c.GenAI.Table)
+	if c.GenAI.Table != c.Sink.Table {
+		c.validateGenAITable(check)
+	}
 	if err := tenancy.CheckTenant(c.Tenancy.Default); err != nil {
 		check(false, "tenancy.default", "%v", err)
 	}
@@ -478,4 +481,30 @@ func changedKeys(path string, v, def reflect.Value) []string {
 		return nil
 	}
 	return []string{path}
+}
+
+// validateGenAITable checks that genai.table names none of the tables a
+// load or merge of this config writes, as DuckDB resolves names (without
+// regard to case, main. or not): the exact comparison above let
+// OTEL_SPANS through, and the derived table's preparation then added its
+// columns to otel_spans, loads put operations among the spans, and `merge
+// --rebuild OTEL_SPANS` (which empties the derived table before filling
+// it with operations) deleted every span.
+func (c *Config) validateGenAITable(check func(ok bool, key, format string, args ...any)) {
+	if !c.GenAIOperations() && !slices.ContainsFunc(c.LoadedSignals(), func(sig string) bool { return c.ForSignal(sig).GenAIOperations() }) {
+		return
+	}
+	signals := []string{c.Kafka.Signal}
+	for _, sig := range c.LoadedSignals() {
+		if !slices.Contains(signals, sig) {
+			signals = append(signals, sig)
+		}
+	}
+	for _, sig := range signals {
+		t := c.ForSignal(sig).Sink.Table
+		for _, table := range []string{t, t + "_dlq", t + "_ledger", t + "_dedup"} {
+			check(!sqltext.SameTable(c.GenAI.Table, table), "genai.table",
+				"%s is the table %s, which this configuration loads or merges (%s's): name a table of its own (default genai_operations)", c.GenAI.Table, table, sig)
+		}
+	}
 }
