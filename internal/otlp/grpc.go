@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -101,11 +102,18 @@ func (r *Receivers) admitGRPC(ctx context.Context, info *tap.Info) (context.Cont
 	ctx, cancel := context.WithCancelCause(ctx)
 	p := place{leave: context.AfterFunc(ctx, r.leave), cancel: cancel}
 	if r.opt.ReadTimeout > 0 {
-		p.late = time.AfterFunc(r.opt.ReadTimeout, func() {
-			cancel(fmt.Errorf("the call's message did not come within %s (otlp.read_timeout)", r.opt.ReadTimeout))
-		})
+		p.late = time.AfterFunc(r.opt.ReadTimeout, func() { cancel(lateMessage{r.opt.ReadTimeout}) })
 	}
 	return context.WithValue(ctx, placeKey{}, p), nil
+}
+
+// lateMessage is the cause of a call's context ended by ReadTimeout: only
+// it is a timeout; the context ends for other reasons too (the client
+// gone, or gRPC's own refusal of the message, which ends the stream).
+type lateMessage struct{ after time.Duration }
+
+func (e lateMessage) Error() string {
+	return fmt.Sprintf("the call's message did not come within %s (otlp.read_timeout)", e.after)
 }
 
 // placeKey keys a call's place in its context.
@@ -196,8 +204,16 @@ func (r *Receivers) acceptGRPC(ctx context.Context, sig *signal, p place, dec fu
 	err := dec(&body)
 	p.came()
 	if err != nil {
-		if cause := context.Cause(ctx); cause != nil {
-			return accepted{}, &refusal{http.StatusRequestTimeout, codes.DeadlineExceeded, cause.Error(), false}
+		// gRPC answers a message it cannot read itself (its status
+		// written as RecvMsg fails, which ends the stream and so the
+		// context): the refusal here is what is counted, so it must say
+		// why, as the HTTP path's readBody does.
+		var late lateMessage
+		switch {
+		case errors.As(context.Cause(ctx), &late):
+			return accepted{}, &refusal{http.StatusRequestTimeout, codes.DeadlineExceeded, late.Error(), false}
+		case status.Code(err) == codes.ResourceExhausted: // past MaxRecvMsgSize, as sent or decompressed
+			return accepted{}, r.tooLarge()
 		}
 		return accepted{}, &refusal{http.StatusBadRequest, codes.InvalidArgument, "cannot read the call's message: " + err.Error(), false}
 	}

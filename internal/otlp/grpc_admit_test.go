@@ -258,3 +258,44 @@ func exportRequest(t *testing.T, pb []byte) ptraceotlp.ExportRequest {
 	}
 	return req
 }
+
+// A gRPC message past otlp.max_body_bytes (as sent, or once decompressed)
+// is refused ResourceExhausted and counted too_large, as README's
+// max_body_bytes and an OTLP/HTTP body's 413 have it: read in the
+// handler (the raw codec), gRPC's own refusal was answered InvalidArgument
+// and counted invalid.
+func TestGRPCMessagePastMaxBodyBytesIsResourceExhausted(t *testing.T) {
+	pb, _ := traceRequest(t, 40)
+	for _, compressor := range []string{"", "gzip"} {
+		t.Run("compressor "+compressor, func(t *testing.T) {
+			var mu sync.Mutex
+			var outcomes []string
+			fwd := &forwarded{}
+			r := start(t, fwd, func(o *Options) {
+				o.MaxBodyBytes = int64(len(pb) / 2)
+				o.Answered = func(protocol, _, outcome string, _ int) {
+					mu.Lock()
+					defer mu.Unlock()
+					outcomes = append(outcomes, protocol+" "+outcome)
+				}
+			})
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "t")
+			var opts []grpc.CallOption
+			if compressor != "" {
+				opts = append(opts, grpc.UseCompressor(compressor))
+			}
+			_, err := ptraceotlp.NewGRPCClient(grpcConn(t, r)).Export(ctx, exportRequest(t, pb), opts...)
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("a message of %d bytes, max_body_bytes %d: %v, want ResourceExhausted", len(pb), r.opt.MaxBodyBytes, err)
+			}
+			if n := len(fwd.stored()); n != 0 {
+				t.Fatalf("%d requests stored", n)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{"grpc too_large"}; !slices.Equal(outcomes, want) {
+				t.Errorf("answers counted %q, want %q", outcomes, want)
+			}
+		})
+	}
+}
