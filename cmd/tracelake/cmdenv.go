@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/query"
@@ -22,6 +23,9 @@ type cmdEnv struct {
 	stdout, stderr io.Writer
 	// running is run's own config and sink; nil standalone.
 	running *runningSink
+	// beside are all of run's sinks (otlp.signals loads several tables),
+	// running among them.
+	beside []*runningSink
 }
 
 // runningSink is what `tracelake run` lends the commands it answers.
@@ -69,6 +73,25 @@ func (e *cmdEnv) duckDB(ctx context.Context, cfg *config.Config, prepare bool) (
 			snk.Close()
 			return nil, nil, fmt.Errorf("prepare tables: %w", err)
 		}
+	}
+	return snk, func() { snk.Close() }, nil
+}
+
+// duckDBBeside is the DuckDB sink of another signal's tables (cfg, a
+// config.ForSignal) in main's database, and its release: inside run,
+// run's own sink of them; standalone, one opened beside main.
+func (e *cmdEnv) duckDBBeside(main *duckdb.Sink, cfg *config.Config) (*duckdb.Sink, func(), error) {
+	if e.running != nil {
+		for _, r := range e.beside {
+			if strings.EqualFold(r.cfg.Sink.Table, cfg.Sink.Table) { // DuckDB's names ignore case
+				return r.snk, func() {}, nil
+			}
+		}
+		return nil, nil, fmt.Errorf("this tracelake run loads no table %s", cfg.Sink.Table)
+	}
+	snk, err := main.Beside(duckDBOptions(cfg))
+	if err != nil {
+		return nil, nil, err
 	}
 	return snk, func() { snk.Close() }, nil
 }

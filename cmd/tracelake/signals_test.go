@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/tracegen"
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // otlp.signals: one load-mode run takes traces, logs and metrics, each
@@ -92,5 +96,25 @@ func TestOneRunLoadsEverySignal(t *testing.T) {
 			t.Errorf("%s: ok=%v rows=%d dlq=%d problems=%v, want %d rows once", sig, rep.OK, rows, dlq, rep.Problems, n)
 		}
 	}
+	// verify with run's own config checks every signal's tables, through
+	// the socket and standalone; a log record deleted is then a gap.
+	checkSignals := func(rep verify.Report) {
+		t.Helper()
+		got := map[string]int64{}
+		for _, s := range rep.Signals {
+			got[s.Table], _ = s.Totals()
+		}
+		if want := map[string]int64{"otel_logs": int64(logs), "otel_metrics": int64(points)}; !maps.Equal(got, want) {
+			t.Errorf("verify of run's config checked %v rows of the other signals' tables, want %v", got, want)
+		}
+	}
+	checkSignals(verifyJSON(t, bin, cfgPath, 0))
 	run.stop(t)
+	if out, err := exec.Command(bin, "sql", "--duckdb", db, "DELETE FROM otel_logs WHERE koffset = 2").CombinedOutput(); err != nil {
+		t.Fatalf("delete a log request's records: %v\n%s", err, out)
+	}
+	rep := verifyJSON(t, bin, cfgPath, 1)
+	if !slices.ContainsFunc(rep.Problems, func(p string) bool { return strings.HasPrefix(p, "otel_logs: ") }) {
+		t.Errorf("a log record deleted: problems %q, want otel_logs's gap", rep.Problems)
+	}
 }

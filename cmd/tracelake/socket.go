@@ -203,7 +203,7 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 		running, err = s.runningFor(req.Table, readsSinkTable(req.Args))
 	}
 	if err == nil {
-		err = runInside(ctx, &cmdEnv{stdout: out, stderr: &stderr, running: running}, req.Args)
+		err = runInside(ctx, &cmdEnv{stdout: out, stderr: &stderr, running: running, beside: s.running}, req.Args)
 	}
 	code, msg := exitStatus(err)
 	w.Header().Set(trailerExit, strconv.Itoa(code))

@@ -39,75 +39,10 @@ func cmdVerify(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	var rep *verify.Report
-	switch cfg.Sink.Type {
-	case config.SinkIceberg:
-		if rep, err = verifyIceberg(ctx, cfg); err != nil {
-			return err
-		}
-	case config.SinkDatabend:
-		snk, err := openDatabend(cfg)
-		if err != nil {
-			return err
-		}
-		defer snk.Close()
-		main, dlq, ledger := snk.Tables()
-		if rep, err = runVerify(ctx, cfg, snk, verify.Tables{Main: main, DLQ: dlq, Ledger: ledger, Topic: databend.TopicExpr}); err != nil {
-			return err
-		}
-		if cfg.DecodesOTLP() {
-			d := otelDedupOf(cfg)
-			c, err := merge.NewDatabendMerger(snk, false).DedupCounts(ctx, d)
-			if err != nil {
-				return err
-			}
-			rep.Copies = copiesOf(d, c)
-		}
-		if cfg.GenAIOperations() {
-			if err := rep.CheckDerived(ctx, snk, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), main, genai.SpanIdentity); err != nil {
-				return err
-			}
-		}
-	default:
-		snk, release, err := env.duckDB(ctx, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer release()
-		// One snapshot for every count the verdict compares: through a
-		// running process loads commit between the queries, and the
-		// ledger read before a load and the rows counted after it would
-		// disagree (each load is whole, so no snapshot does).
-		tx, err := snk.DB().BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("verify: %w", err)
-		}
-		defer tx.Rollback() //nolint:errcheck // read only
-		snapshot := verify.SQLQuerier{DB: tx}
-		if rep, err = verifyDuckDB(ctx, cfg, snk, snapshot); err != nil {
-			return err
-		}
-		mg := merge.NewMerger(snk.DB(), slog.Default())
-		if cfg.DecodesOTLP() {
-			if rep.Copies, err = copies(ctx, mg, otelDedupOf(cfg)); err != nil {
-				return err
-			}
-			if cfg.GenAIOperations() {
-				t := snk.Tables()
-				if err := rep.CheckDerived(ctx, snapshot, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main, genai.SpanIdentity); err != nil {
-					return err
-				}
-			}
-		}
-		for _, m := range cfg.Models() {
-			n, err := mg.Pending(ctx, m)
-			if err != nil {
-				return err
-			}
-			rep.Models = append(rep.Models, verify.ModelProgress{Model: m.Name, Pending: n})
-		}
+	rep, err := verifyTables(ctx, env, cfg)
+	if err != nil {
+		return err
 	}
-	rep.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks { return watermarks(ctx, cfg) })
 	if *asJSON {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -121,6 +56,124 @@ func cmdVerify(ctx context.Context, env *cmdEnv, args []string) error {
 		return failedCheck{}
 	}
 	return nil
+}
+
+// verifyTables verifies the tables of cfg and, in a load-mode run taking
+// several signals (otlp.signals), those of every other signal
+// (verify.Report.Signals): each signal's rows load into tables of their
+// own, with their own ledger.
+func verifyTables(ctx context.Context, env *cmdEnv, cfg *config.Config) (*verify.Report, error) {
+	switch cfg.Sink.Type {
+	case config.SinkIceberg:
+		return verifyEachSignal(ctx, cfg, func(c *config.Config) (*verify.Report, error) { return verifyIceberg(ctx, c) })
+	case config.SinkDatabend:
+		return verifyEachSignal(ctx, cfg, func(c *config.Config) (*verify.Report, error) { return verifyDatabend(ctx, c) })
+	}
+	snk, release, err := env.duckDB(ctx, cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return verifyEachSignal(ctx, cfg, func(c *config.Config) (*verify.Report, error) {
+		if c == cfg {
+			return verifyDuckDBTables(ctx, c, snk)
+		}
+		other, release, err := env.duckDBBeside(snk, c)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		return verifyDuckDBTables(ctx, c, other)
+	})
+}
+
+// verifyEachSignal is check's report of cfg's tables, with the report of
+// each other signal's tables a load-mode run of cfg takes added.
+func verifyEachSignal(ctx context.Context, cfg *config.Config, check func(*config.Config) (*verify.Report, error)) (*verify.Report, error) {
+	var rep *verify.Report
+	for _, c := range signalConfigs(cfg) {
+		r, err := check(c)
+		if err != nil {
+			if c != cfg {
+				err = fmt.Errorf("the %s table %s: %w", c.Kafka.Signal, c.Sink.Table, err)
+			}
+			return nil, err
+		}
+		r.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks { return watermarks(ctx, c) })
+		if rep == nil {
+			rep = r
+		} else {
+			rep.AddSignal(c.Kafka.Signal, c.Sink.Table, r)
+		}
+	}
+	return rep, nil
+}
+
+// verifyDatabend verifies the Databend tables of cfg.
+func verifyDatabend(ctx context.Context, cfg *config.Config) (*verify.Report, error) {
+	snk, err := openDatabend(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer snk.Close()
+	main, dlq, ledger := snk.Tables()
+	rep, err := runVerify(ctx, cfg, snk, verify.Tables{Main: main, DLQ: dlq, Ledger: ledger, Topic: databend.TopicExpr})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DecodesOTLP() {
+		d := otelDedupOf(cfg)
+		c, err := merge.NewDatabendMerger(snk, false).DedupCounts(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		rep.Copies = copiesOf(d, c)
+	}
+	if cfg.GenAIOperations() {
+		if err := rep.CheckDerived(ctx, snk, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), main, genai.SpanIdentity); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// verifyDuckDBTables verifies the DuckDB tables of cfg in snk, with its
+// models' progress.
+func verifyDuckDBTables(ctx context.Context, cfg *config.Config, snk *duckdb.Sink) (*verify.Report, error) {
+	// One snapshot for every count the verdict compares: through a
+	// running process loads commit between the queries, and the ledger
+	// read before a load and the rows counted after it would disagree
+	// (each load is whole, so no snapshot does).
+	tx, err := snk.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read only
+	snapshot := verify.SQLQuerier{DB: tx}
+	rep, err := verifyDuckDB(ctx, cfg, snk, snapshot)
+	if err != nil {
+		return nil, err
+	}
+	mg := merge.NewMerger(snk.DB(), slog.Default())
+	if cfg.DecodesOTLP() {
+		if rep.Copies, err = copies(ctx, mg, otelDedupOf(cfg)); err != nil {
+			return nil, err
+		}
+		if cfg.GenAIOperations() {
+			t := snk.Tables()
+			if err := rep.CheckDerived(ctx, snapshot, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main, genai.SpanIdentity); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, m := range cfg.Models() {
+		n, err := mg.Pending(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		rep.Models = append(rep.Models, verify.ModelProgress{Model: m.Name, Pending: n})
+	}
+	return rep, nil
 }
 
 // copies counts the copies an OpenTelemetry table holds and what its

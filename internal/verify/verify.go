@@ -88,6 +88,29 @@ type Report struct {
 	// Derived is the check of a table derived in the loads of the main
 	// table's rows (genai_operations).
 	Derived *Derived `json:"derived,omitempty"`
+	// Signals are the reports of the other signals' tables a load-mode
+	// run takes (otlp.signals), each checked as the main one; OK and
+	// Problems above include theirs.
+	Signals []SignalReport `json:"signals,omitempty"`
+}
+
+// SignalReport is the report of one more signal's tables.
+type SignalReport struct {
+	Signal string `json:"signal"`
+	Table  string `json:"table"`
+	*Report
+}
+
+// AddSignal adds the report of another signal's tables: r is OK only if
+// it is too, and its problems are r's, named by its table.
+func (r *Report) AddSignal(signal, table string, o *Report) {
+	r.Signals = append(r.Signals, SignalReport{signal, table, o})
+	if !o.OK {
+		r.OK = false
+		for _, p := range o.Problems {
+			r.Problems = append(r.Problems, table+": "+p)
+		}
+	}
 }
 
 // Derived is what a derived table holds against the main table: each of
@@ -875,6 +898,20 @@ func (r *Report) Totals() (rows, dlq int64) {
 
 // WriteText prints the report as a table followed by the problems.
 func (r *Report) WriteText(w io.Writer) {
+	r.writeTables(w)
+	for _, s := range r.Signals {
+		fmt.Fprintf(w, "\n%s (%s):\n", s.Table, s.Signal)
+		s.writeTables(w)
+		s.writeVerdict(w)
+	}
+	if len(r.Signals) > 0 {
+		fmt.Fprintln(w)
+	}
+	r.writeVerdict(w)
+}
+
+// writeTables writes what r found of its tables.
+func (r *Report) writeTables(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "topic\tpartition\tkafka low\tkafka high\tskipped\tledger ranges\tledger next\trows\tdlq\tgaps\toverlaps\tduplicates\tlag\t")
 	num := func(n int64) string {
@@ -913,6 +950,10 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "%s: %d rows, %d stored twice, %d without their source row, %d at another source row's coordinates\n",
 			d.Table, d.Rows, d.Duplicates, d.Orphans, d.Mismatched)
 	}
+}
+
+// writeVerdict writes r's verdict: OK, or its problems.
+func (r *Report) writeVerdict(w io.Writer) {
 	rows, dlq := r.Totals()
 	if r.OK {
 		fmt.Fprintf(w, "OK: %d partitions, %d rows, %d dead-letter rows, no gaps, no duplicates\n", len(r.Partitions), rows, dlq)
