@@ -145,15 +145,20 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 	op.CacheReadTokens, _ = r.intFrom(colCacheReadTokens)
 	op.CacheCreationTokens, _ = r.intFrom(colCacheCreationTokens)
 	op.ReasoningTokens, _ = r.intFrom(colReasoningTokens)
-	var inputPastRange bool
+	// A count that is not a number is not known: neither is a sum of it.
+	unknown := r.bad[colInputTokens] || r.bad[colOutputTokens]
 	if fromClaude && op.InputTokens != nil {
 		// Claude Code's input_tokens is the API's: without the cache
 		// reads and writes, which input_tokens here always includes.
-		op.InputTokens = sum(*op.InputTokens, deref(op.CacheReadTokens), deref(op.CacheCreationTokens))
-		inputPastRange = op.InputTokens == nil
+		if r.bad[colCacheReadTokens] || r.bad[colCacheCreationTokens] {
+			op.InputTokens, unknown = nil, true
+		} else {
+			op.InputTokens = sum(*op.InputTokens, deref(op.CacheReadTokens), deref(op.CacheCreationTokens))
+			unknown = unknown || op.InputTokens == nil // past the range
+		}
 	}
 	op.TotalTokens, _ = r.intFrom(colTotalTokens)
-	if op.TotalTokens == nil && !inputPastRange && (op.InputTokens != nil || op.OutputTokens != nil) {
+	if op.TotalTokens == nil && !unknown && (op.InputTokens != nil || op.OutputTokens != nil) {
 		op.TotalTokens = sum(deref(op.InputTokens), deref(op.OutputTokens))
 	}
 	op.Temperature = r.float(colTemperature)
