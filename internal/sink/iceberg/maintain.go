@@ -337,8 +337,8 @@ func deletesOf(t table.FileScanTask) int {
 var errUnknownOutcome = errors.New("commit outcome unknown")
 
 // retryLostRaces loads the table, builds a transaction with build and
-// commits it, again from a fresh load after each race lost to another
-// writer.
+// commits it (none: build found nothing to do), again from a fresh load
+// after each race lost to another writer.
 func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build func(*table.Table) (*table.Transaction, error)) error {
 	for attempt := 1; ; attempt++ {
 		tbl, err := s.loadTable(ctx, id)
@@ -346,7 +346,7 @@ func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build fu
 			return err
 		}
 		txn, err := build(tbl)
-		if err != nil {
+		if err != nil || txn == nil { // nil: nothing to commit
 			return err
 		}
 		if s.beforeMaintenanceCommit != nil {
