@@ -160,9 +160,13 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		o = Update
 	case "DELETE":
 		o = Delete
-	case "TRUNCATE":
+	case "TRUNCATE", "ERASE":
+		// ERASE is a DROP TABLE (Canal's EventType): the source table
+		// holds no row after it, so its model holds none of the rows
+		// changed before it either, as after a truncation; a table
+		// created again under the name starts empty.
 		o = Truncate
-	case "CREATE", "ALTER", "ERASE", "RENAME", "CINDEX", "DINDEX", "QUERY":
+	case "CREATE", "ALTER", "RENAME", "CINDEX", "DINDEX", "QUERY":
 		o = SchemaChange
 	default:
 		return dst, d.errorf("type %q is not one of INSERT, UPDATE, DELETE or a DDL type", typ)

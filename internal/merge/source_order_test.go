@@ -130,3 +130,20 @@ func TestSourceOrderDebeziumCompressedTransactionGoesByKafkaOrder(t *testing.T) 
 	l.mustMerge()
 	l.want(`SELECT id, v FROM cdc_db_orders`, "1|x", "2|x", "3|y")
 }
+
+// A source table dropped (DROP TABLE: Canal's ERASE) and created again
+// with another schema holds none of its old rows: the model must hold the
+// new table's rows alone, as the source does (reconcile --source EQUAL),
+// not the rows of the dropped table beside them.
+func TestCanalDropTableEmptiesItsModel(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatCanal)
+	l.raw(0, "example", canalMsg("INSERT", 1589373560000, 1, `[{"id":"1","name":"a"},{"id":"2","name":"b"}]`, ""))
+	l.flush()
+	l.mustMerge()
+	l.raw(0, "example", `{"data":null,"database":"test","es":1589373561000,"id":2,"isDdl":true,"mysqlType":null,"old":null,"pkNames":null,"sql":"DROP TABLE orders","sqlType":null,"table":"orders","ts":1589373561321,"type":"ERASE"}`)
+	l.raw(0, "example", `{"data":null,"database":"test","es":1589373562000,"id":3,"isDdl":true,"mysqlType":null,"old":null,"pkNames":null,"sql":"CREATE TABLE orders (id bigint primary key, qty int)","sqlType":null,"table":"orders","ts":1589373562321,"type":"CREATE"}`)
+	l.raw(0, "example", `{"data":[{"id":"3","qty":"7"}],"database":"test","es":1589373563000,"id":4,"isDdl":false,"mysqlType":{"id":"bigint(20)","qty":"int(11)"},"old":null,"pkNames":["id"],"sql":"","sqlType":{"id":-5,"qty":4},"table":"orders","ts":1589373563000,"type":"INSERT"}`)
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, name, qty FROM cdc_test_orders`, "3|<nil>|7")
+}
