@@ -240,15 +240,15 @@ func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
 func verifyJSON(t testing.TB, bin, cfgPath string, wantExit int) verify.Report {
 	t.Helper()
 	out, err := exec.Command(bin, "verify", "--config", cfgPath, "--json").Output()
-	code := 0
+	code, stderr := 0, []byte(nil)
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		code = exit.ExitCode()
+		code, stderr = exit.ExitCode(), exit.Stderr
 	} else if err != nil {
 		t.Fatal(err)
 	}
 	if code != wantExit {
-		t.Fatalf("verify exit %d, want %d:\n%s", code, wantExit, out)
+		t.Fatalf("verify exit %d, want %d:\n%s%s", code, wantExit, out, stderr)
 	}
 	var rep verify.Report
 	if err := json.Unmarshal(out, &rep); err != nil {

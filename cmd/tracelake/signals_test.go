@@ -118,3 +118,55 @@ func TestOneRunLoadsEverySignal(t *testing.T) {
 		t.Errorf("a log record deleted: problems %q, want otel_logs's gap", rep.Problems)
 	}
 }
+
+// genai.operations: on asks for genai_operations from the spans of
+// kafka.signal traces; the other signals of otlp.signals have none. Their
+// tables are loaded, checked and verified without it: verify of
+// otel_logs must not hold the operations of spans against the log
+// records (every operation an orphan there), and OK stays OK.
+func TestGenAIOperationsOnAreOnlyTheSpans(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "all.duckdb")
+	addr := freeAddr(t)
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("otlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\ngenai: {operations: \"on\"}\nmetrics: {listen: \"\"}\n", addr, db)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
+	g, meter := tracegen.New(5), tracegen.NewMeter()
+	td := g.OTLPTrace()
+	ld, md := tracegen.LogsOf(td), meter.Record(td)
+	tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+	for path, body := range map[string][]byte{"/v1/traces": tb, "/v1/logs": lb, "/v1/metrics": mb} {
+		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("post %s: %v\n%s", path, err, run.log)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, run.log)
+		}
+	}
+	check := func(how string, rep verify.Report) {
+		t.Helper()
+		if !rep.OK || rep.Derived == nil || rep.Derived.Rows == 0 {
+			t.Errorf("verify %s: ok=%v problems=%q derived=%+v, want OK with the spans' operations", how, rep.OK, rep.Problems, rep.Derived)
+		}
+		for _, s := range rep.Signals {
+			if s.Derived != nil {
+				t.Errorf("verify %s: %s checked against %s, which holds no spans", how, s.Derived.Table, s.Table)
+			}
+		}
+	}
+	check("through run", verifyJSON(t, bin, cfgPath, 0))
+	run.stop(t)
+	check("standalone", verifyJSON(t, bin, cfgPath, 0))
+}

@@ -389,12 +389,16 @@ type GenAI struct {
 	PricesFile string `yaml:"prices_file"`
 }
 
-// GenAIOperations reports whether genai_operations is loaded.
+// GenAIOperations reports whether genai_operations is loaded: from
+// OpenTelemetry spans only, "on" as "auto" (Validate refuses "on"
+// elsewhere). The other signals' configurations of a load-mode run
+// (ForSignal) share genai.operations: "on" taken as such gave otel_logs
+// and otel_metrics genai_operations as their derived table, and verify
+// then checked the spans' operations against log records and points (an
+// orphan each, or no trace_id column at all).
 func (c *Config) GenAIOperations() bool {
 	switch c.GenAI.Operations {
-	case "on":
-		return true
-	case "auto":
+	case "on", "auto":
 		return c.DecodesOTLP() && c.Kafka.Signal == SignalTraces
 	}
 	return false

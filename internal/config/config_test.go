@@ -489,6 +489,24 @@ func TestOTLPSignalsChecked(t *testing.T) {
 	}
 }
 
+// genai.operations: on makes genai_operations of the spans alone: the
+// other signals' configurations of a load-mode run (ForSignal) load no
+// derived table.
+func TestGenAIOperationsOnOnlyForSpans(t *testing.T) {
+	cfg, err := FromYAML([]byte("otlp: {http: \"127.0.0.1:4318\", signals: [traces, logs, metrics]}\ngenai: {operations: \"on\"}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ValidateOffline(); err != nil {
+		t.Fatal(err)
+	}
+	for sig, want := range map[string]bool{SignalTraces: true, SignalLogs: false, SignalMetrics: false} {
+		if got := cfg.ForSignal(sig).GenAIOperations(); got != want {
+			t.Errorf("genai.operations on: the %s table's configuration loads genai_operations: %v, want %v", sig, got, want)
+		}
+	}
+}
+
 // The query section's bad values are named by key; its defaults pass.
 func TestQueryChecked(t *testing.T) {
 	for yaml, key := range map[string]string{
