@@ -292,28 +292,50 @@ func otelDedupOf(cfg *config.Config) merge.Dedup {
 	return merge.Dedup{Table: typedTable(cfg), Name: cfg.Sink.Table}
 }
 
-// mergeDedup merges an OpenTelemetry table's built-in dedup model on its
-// sink, once or at each interval, its tables prepared first.
+// mergeDedup merges the built-in dedup model of each OpenTelemetry table
+// a run of cfg loads — its own and, in a load-mode run taking several
+// signals, each other signal's (otlp.signals: otel_logs, otel_metrics) —
+// once or at each interval, their tables prepared first. Merging only
+// cfg's table left the other signals' models unmerged (run's merge.every
+// merges them all: mergeJobs).
 func mergeDedup(ctx context.Context, cfg *config.Config, every time.Duration) error {
-	var snk sink.Sink
-	var err error
-	switch cfg.Sink.Type {
-	case config.SinkIceberg:
-		snk, err = openIceberg(ctx, cfg)
-	case config.SinkDatabend:
-		snk, err = openDatabend(cfg)
-	default:
-		snk, err = openDuckDB(cfg)
+	var jobs []mergeJob
+	var sinks []sink.Sink
+	defer func() {
+		for _, s := range slices.Backward(sinks) { // the DuckDB sinks beside the first before it
+			s.Close()
+		}
+	}()
+	for _, c := range signalConfigs(cfg) {
+		var snk sink.Sink
+		var err error
+		switch c.Sink.Type {
+		case config.SinkIceberg:
+			snk, err = openIceberg(ctx, c)
+		case config.SinkDatabend:
+			snk, err = openDatabend(c)
+		default:
+			if len(sinks) == 0 {
+				snk, err = openDuckDB(c)
+			} else {
+				// One process opens a DuckDB file once: the other
+				// tables' sinks share the first's database.
+				snk, err = sinks[0].(*duckdb.Sink).Beside(duckDBOptions(c))
+			}
+		}
+		if err != nil {
+			if c != cfg {
+				err = fmt.Errorf("the %s table %s: %w", c.Kafka.Signal, c.Sink.Table, err)
+			}
+			return err
+		}
+		sinks = append(sinks, snk)
+		if err := snk.Prepare(ctx); err != nil {
+			return fmt.Errorf("prepare the tables of %s: %w", c.Sink.Table, err)
+		}
+		jobs = append(jobs, mergeJob{merger: dedupMerger(c, snk), models: oneModel(otelDedupOf(c))})
 	}
-	if err != nil {
-		return err
-	}
-	defer snk.Close()
-	if err := snk.Prepare(ctx); err != nil {
-		return fmt.Errorf("prepare tables: %w", err)
-	}
-	dd := dedupMerger(cfg, snk)
-	return mergeLoop(ctx, mergeJob{merger: dd, models: oneModel(otelDedupOf(cfg))}, every)
+	return mergeLoops(ctx, jobs, every)
 }
 
 // dedupMerger is the merger of cfg's dedup model on its opened sink.
@@ -373,19 +395,15 @@ func (o databendDedup) Merge(ctx context.Context, _ config.Model) (merge.Result,
 
 // mergeLoop merges every model once, or at each interval until ctx ends.
 func mergeLoop(ctx context.Context, job mergeJob, every time.Duration) error {
+	return mergeLoops(ctx, []mergeJob{job}, every)
+}
+
+// mergeLoops merges every model of each job once, or at each interval
+// until ctx ends: a pass merges all the jobs, one after another.
+func mergeLoops(ctx context.Context, jobs []mergeJob, every time.Duration) error {
 	for {
-		models, err := job.current(ctx)
-		if err != nil {
-			return err
-		}
-		if len(models) == 0 && job.list != nil {
-			fmt.Println("no changelog table has rows its model lacks")
-		}
-		if err := mergeAll(ctx, job, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
-			return err
-		}
-		if job.after != nil {
-			if err := job.after(ctx); err != nil {
+		for _, job := range jobs {
+			if err := mergeOnce(ctx, job); err != nil {
 				return err
 			}
 		}
@@ -398,6 +416,24 @@ func mergeLoop(ctx context.Context, job mergeJob, every time.Duration) error {
 		case <-time.After(every):
 		}
 	}
+}
+
+// mergeOnce is one pass of job: its models merged, then its after.
+func mergeOnce(ctx context.Context, job mergeJob) error {
+	models, err := job.current(ctx)
+	if err != nil {
+		return err
+	}
+	if len(models) == 0 && job.list != nil {
+		fmt.Println("no changelog table has rows its model lacks")
+	}
+	if err := mergeAll(ctx, job, models, func(r merge.Result) { fmt.Println(r) }); err != nil {
+		return err
+	}
+	if job.after != nil {
+		return job.after(ctx)
+	}
+	return nil
 }
 
 // selectModels returns the named model, or every model; an error if there

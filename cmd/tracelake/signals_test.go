@@ -170,3 +170,53 @@ func TestGenAIOperationsOnAreOnlyTheSpans(t *testing.T) {
 	run.stop(t)
 	check("standalone", verifyJSON(t, bin, cfgPath, 0))
 }
+
+// tracelake merge with the config of a load-mode run taking several
+// signals merges every table's dedup model, as run's merge.every does:
+// with merge.every 0 it is what fills otel_logs_dedup and
+// otel_metrics_dedup.
+func TestMergeMergesEverySignalsDedup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "all.duckdb")
+	addr := freeAddr(t)
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("otlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"\"}\n", addr, db)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
+	g, meter := tracegen.New(3), tracegen.NewMeter()
+	td := g.OTLPTrace()
+	ld, md := tracegen.LogsOf(td), meter.Record(td)
+	tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+	for path, body := range map[string][]byte{"/v1/traces": tb, "/v1/logs": lb, "/v1/metrics": mb} {
+		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("post %s: %v\n%s", path, err, run.log)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, run.log)
+		}
+	}
+	run.stop(t)
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	conn := openDuckDBFile(t, db)
+	for table, want := range map[string]int{"otel_spans_dedup": td.SpanCount(), "otel_logs_dedup": ld.LogRecordCount(), "otel_metrics_dedup": md.DataPointCount()} {
+		var n int64
+		if err := conn.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+			t.Errorf("%s: %v", table, err)
+		} else if n != int64(want) {
+			t.Errorf("%s holds %d rows after tracelake merge, want %d", table, n, want)
+		}
+	}
+}
