@@ -399,13 +399,17 @@ func mergeLoop(ctx context.Context, job mergeJob, every time.Duration) error {
 }
 
 // mergeLoops merges every model of each job once, or at each interval
-// until ctx ends: a pass merges all the jobs, one after another.
+// until ctx ends: a pass merges all the jobs, one after another, going
+// on past a job that failed (one signal's table does not hold back the
+// others'), and fails naming each failure.
 func mergeLoops(ctx context.Context, jobs []mergeJob, every time.Duration) error {
 	for {
+		var errs []error
 		for _, job := range jobs {
-			if err := mergeOnce(ctx, job); err != nil {
-				return err
-			}
+			errs = append(errs, mergeOnce(ctx, job))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 		if every <= 0 {
 			return nil
