@@ -51,7 +51,9 @@ func (a *api) detectedLabels(w http.ResponseWriter, r *http.Request, scope tenan
 	b := []byte(`{"detectedLabels":[`)
 	n := 0
 	for _, name := range slices.Sorted(maps.Keys(values)) {
-		if !slices.Contains(staticLabels, name) && rejectLabel(values[name]) {
+		// A tenant is a category whatever its id looks like (a number
+		// too): kept, as the static labels are.
+		if !slices.Contains(staticLabels, name) && name != tenantLabel && rejectLabel(values[name]) {
 			continue
 		}
 		if n > 0 {

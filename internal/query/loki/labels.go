@@ -34,6 +34,13 @@ const (
 	// unknownService is service_name when the resource names none (Loki
 	// service name discovery's default).
 	unknownService = "unknown_service"
+	// tenantLabel is each stream's tenant in an operator's read of every
+	// tenant, as Loki's multi-tenant querier labels every stream of a
+	// read of several tenants (pkg/querier/multi_tenant_querier.go
+	// defaultTenantLabel, relabel) and Prometheus's API here labels
+	// series (prom's tenantLabel): two tenants' streams of the same
+	// labels stay two. A tenant's own read has no such label.
+	tenantLabel = "__tenant_id__"
 )
 
 // labelName is an attribute's name as a label: characters a label name
@@ -149,12 +156,16 @@ func discoverService(res map[string]json.RawMessage) string {
 }
 
 // streamLabels are a row's stream labels: service_name, detected_level
-// and the indexed resource attributes.
-func streamLabels(service string, res map[string]json.RawMessage, level string) logql.Labels {
+// and the indexed resource attributes, and tenantLabel when tenant is not
+// "" (an operator's read of every tenant).
+func streamLabels(service string, res map[string]json.RawMessage, level, tenant string) logql.Labels {
 	if service == "" {
 		service = discoverService(res)
 	}
 	ls := logql.Labels{{Name: serviceLabel, Value: service}, {Name: levelLabel, Value: level}}
+	if tenant != "" {
+		ls = append(ls, logql.Label{Name: tenantLabel, Value: tenant})
+	}
 	for _, a := range indexed {
 		if raw, ok := res[a]; ok {
 			if v := jsonValue(raw); v != "" {
@@ -235,6 +246,7 @@ type row struct {
 	traceID, spanID          string
 	flags, droppedAttributes int64
 	level                    string // detected_level (levelSQL)
+	tenant                   string // an operator's read of every tenant only (tenantSQL)
 }
 
 // metadata is a row's structured metadata, as Loki's OTLP ingestion

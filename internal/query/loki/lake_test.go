@@ -159,16 +159,23 @@ func server(t *testing.T) *httptest.Server {
 // serverOf serves the Loki API over a lake holding records.
 func serverOf(t *testing.T, records []record) *httptest.Server {
 	t.Helper()
+	return serverWith(t, records, tenancy.Resolver{Required: true})
+}
+
+// serverWith serves the Loki API over a lake holding records, deciding
+// tenants by tenants.
+func serverWith(t *testing.T, records []record, tenants tenancy.Resolver) *httptest.Server {
+	t.Helper()
 	l := newLake(t)
-	var tenants []string
+	var of []string
 	var msgs [][]byte
 	for _, r := range records {
-		tenants = append(tenants, r.tenant)
+		of = append(of, r.tenant)
 		msgs = append(msgs, message(t, r))
 	}
-	l.load(t, tenants, msgs)
+	l.load(t, of, msgs)
 	mux := http.NewServeMux()
-	if err := Register(mux, Options{Reader: l.reader, Tenants: tenancy.Resolver{Required: true}, Version: "test", Log: slog.New(slog.DiscardHandler)}); err != nil {
+	if err := Register(mux, Options{Reader: l.reader, Tenants: tenants, Version: "test", Log: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(mux)

@@ -1,7 +1,8 @@
 // Package loki answers Loki's HTTP API (/loki/api/v1/...) over the logs
 // table on the read path: LogQL queries (package logql), labels, label
 // values, series, index stats and volume, each for the caller's tenant
-// alone. Answers take the shapes of Loki's own (grafana/loki
+// alone, or for an operator's read of every tenant with each stream
+// labelled by its tenant (tenantLabel). Answers take the shapes of Loki's own (grafana/loki
 // pkg/loghttp, pkg/util/marshal), which Grafana's Loki datasource
 // decodes.
 package loki

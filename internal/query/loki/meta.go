@@ -27,7 +27,7 @@ type stream struct {
 // the labels and values of its own records.
 func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matcher, start, end, step int64) ([]stream, error) {
 	var args sqlArgs
-	q := streamsSQL(a.o.Table, ms, start, end, step, &args)
+	q := streamsSQL(a.o.Table, ms, start, end, step, scope.All, &args)
 	rr, err := a.o.Reader.Query(ctx, scope, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read the streams of %s: %w", a.o.Table, err)
@@ -43,14 +43,15 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 		entries, err4 := intColumn(rec.Column(3))
 		bytes, err5 := intColumn(rec.Column(4))
 		bucket, err6 := intColumn(rec.Column(5))
-		for _, err := range []error{err1, err2, err3, err4, err5, err6} {
+		tenant, err7 := textColumn(rec.Column(6))
+		for _, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
 			if err != nil {
 				return nil, err
 			}
 		}
 		for i := range int(rec.NumRows()) {
 			// Copies: Arrow's strings point into buffers the next batch reuses.
-			ls := res.get(strings.Clone(resource.Value(i))).labels(strings.Clone(service.Value(i)), strings.Clone(level.Value(i)))
+			ls := res.get(strings.Clone(resource.Value(i))).labels(strings.Clone(service.Value(i)), strings.Clone(level.Value(i)), strings.Clone(tenant.Value(i)))
 			b := bucket(i)
 			key := append(slices.Clone(ls), logql.Label{Name: "__bucket__", Value: strconv.FormatInt(b, 10)})
 			s := all.At(key, func() *stream { return &stream{labels: ls, bucket: b} })

@@ -29,7 +29,7 @@ type resource struct {
 }
 
 type streamKey struct {
-	service, level string
+	service, level, tenant string
 }
 
 type resources map[string]*resource
@@ -46,11 +46,11 @@ func (rs resources) get(res string) *resource {
 	return r
 }
 
-func (r *resource) labels(service, level string) logql.Labels {
-	k := streamKey{service, level}
+func (r *resource) labels(service, level, tenant string) logql.Labels {
+	k := streamKey{service, level, tenant}
 	ls, ok := r.stream[k]
 	if !ok {
-		ls = streamLabels(service, r.attrs, level)
+		ls = streamLabels(service, r.attrs, level, tenant)
 		r.stream[k] = ls
 	}
 	return ls
@@ -59,7 +59,7 @@ func (r *resource) labels(service, level string) logql.Labels {
 // Select reads the entries of sel.
 func (s *source) Select(ctx context.Context, sel logql.Selection, fn func(*logql.Entry) error) error {
 	var args sqlArgs
-	q := selectSQL(s.table, sel, &args)
+	q := selectSQL(s.table, sel, s.scope.All, &args)
 	rr, err := s.reader.Query(ctx, s.scope, q, args...)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", s.table, err)
@@ -78,7 +78,7 @@ func (s *source) Select(ctx context.Context, sel logql.Selection, fn func(*logql
 		for i := range int(rec.NumRows()) {
 			cols.read(i, &r)
 			rs := res.get(r.resource)
-			e = logql.Entry{TS: r.ts, Line: r.line, Stream: rs.labels(r.service, r.level), Metadata: r.metadata(rs.attrs, cache)}
+			e = logql.Entry{TS: r.ts, Line: r.line, Stream: rs.labels(r.service, r.level, r.tenant), Metadata: r.metadata(rs.attrs, cache)}
 			if err := fn(&e); err != nil {
 				return err
 			}
@@ -120,14 +120,14 @@ func textColumn(a arrow.Array) (text, error) {
 
 // columns are a batch's columns of entryColumns.
 type columns struct {
-	ts, severityNumber, flags, dropped                                                              ints
-	line, service, res, scope, attrs, scopeName, scopeVersion, severityText, traceID, spanID, level text
+	ts, severityNumber, flags, dropped                                                                      ints
+	line, service, res, scope, attrs, scopeName, scopeVersion, severityText, traceID, spanID, level, tenant text
 }
 
 func entryCols(rec arrow.RecordBatch) (*columns, error) {
 	c := &columns{}
 	var err error
-	texts := map[int]*text{1: &c.line, 2: &c.service, 3: &c.res, 4: &c.scope, 5: &c.attrs, 6: &c.scopeName, 7: &c.scopeVersion, 8: &c.severityText, 10: &c.traceID, 11: &c.spanID, 14: &c.level}
+	texts := map[int]*text{1: &c.line, 2: &c.service, 3: &c.res, 4: &c.scope, 5: &c.attrs, 6: &c.scopeName, 7: &c.scopeVersion, 8: &c.severityText, 10: &c.traceID, 11: &c.spanID, 14: &c.level, 15: &c.tenant}
 	for i, dst := range texts {
 		if *dst, err = textColumn(rec.Column(i)); err != nil {
 			return nil, err
@@ -148,5 +148,5 @@ func (c *columns) read(i int, r *row) {
 	*r = row{ts: c.ts(i), line: v(c.line), service: v(c.service), resource: v(c.res),
 		scope: v(c.scope), attrs: v(c.attrs), scopeName: v(c.scopeName), scopeVersion: v(c.scopeVersion),
 		severityText: v(c.severityText), severityNumber: int32(c.severityNumber(i)), traceID: v(c.traceID),
-		spanID: v(c.spanID), flags: c.flags(i), droppedAttributes: c.dropped(i), level: v(c.level)}
+		spanID: v(c.spanID), flags: c.flags(i), droppedAttributes: c.dropped(i), level: v(c.level), tenant: v(c.tenant)}
 }

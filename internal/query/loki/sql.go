@@ -10,7 +10,8 @@ import (
 )
 
 // The SQL of a read: the tenant's rows are the reader's business (its
-// views), so none of it names a tenant.
+// views), so none of it names a tenant but an operator's read of every
+// tenant, which reads each row's tenant_id for its stream's tenantLabel.
 
 // tsSQL is a record's time in Unix ns: the exact column, else the
 // microsecond one (rows loaded before time_unix_nano existed). A record
@@ -39,14 +40,27 @@ func asStringSQL(doc, path string) string {
 
 // entryColumns are what a query reads of each record, in row's order;
 // distinct over them is distinct records (the landing table may hold a
-// record twice: a client's retry).
-func entryColumns(ts string) string {
+// record twice: a client's retry). With all (an operator's read of every
+// tenant) the record's tenant is one of them, so that two tenants'
+// identical records stay two; else it is "" (the reader's view holds one
+// tenant's rows).
+func entryColumns(ts string, all bool) string {
 	return ts + ` AS ts, ` + lineSQL + ` AS line, coalesce(service_name, '') AS service, coalesce(resource_attributes::VARCHAR, '') AS res,
 		coalesce(scope_attributes::VARCHAR, '') AS scope_attrs, coalesce(log_attributes::VARCHAR, '') AS attrs,
 		coalesce(scope_name, '') AS scope_name, coalesce(scope_version, '') AS scope_version, coalesce(severity_text, '') AS severity_text,
 		coalesce(severity_number, 0) AS severity_number, coalesce(trace_id, '') AS trace_id, coalesce(span_id, '') AS span_id,
 		coalesce(flags, 0) AS flags, coalesce(dropped_attributes_count, 0) AS dropped, ` + levelSQL + ` AS level, ` +
-		exact(ts) + ` AS exact`
+		tenantSQL(all) + ` AS tenant, ` + exact(ts) + ` AS exact`
+}
+
+// tenantSQL is the SQL of a row's tenant for the label tenantLabel: its
+// tenant_id in an operator's read of every tenant (all), else empty (no
+// label: a tenant's own read has none, as Loki's querier of one tenant).
+func tenantSQL(all bool) string {
+	if all {
+		return `coalesce(tenant_id, '')`
+	}
+	return `''`
 }
 
 // exact is the SQL of whether the time expression ts is a record's exact
@@ -59,9 +73,15 @@ func exact(ts string) string {
 }
 
 // labelSQL is the SQL of a stream label's value ("" when absent), or ""
-// for a name no stream has.
-func labelSQL(name string) string {
+// for a name no stream has; tenantLabel is a stream label of an
+// operator's read of every tenant (all) alone.
+func labelSQL(name string, all bool) string {
 	switch name {
+	case tenantLabel:
+		if all {
+			return tenantSQL(all)
+		}
+		return ""
 	case serviceLabel:
 		// The service.name column, else the discovered attributes
 		// (discoverService), else unknown_service.
@@ -91,8 +111,8 @@ func (a *sqlArgs) add(v any) string {
 
 // matcherSQL is a matcher's condition; a matcher on a label no stream
 // has compares "" (Loki: an absent label is empty).
-func matcherSQL(m *logql.Matcher, args *sqlArgs) string {
-	expr := labelSQL(m.Name)
+func matcherSQL(m *logql.Matcher, all bool, args *sqlArgs) string {
+	expr := labelSQL(m.Name, all)
 	if expr == "" {
 		if m.Matches("") {
 			return "true"
@@ -139,11 +159,12 @@ func lineFilterSQL(f *logql.LineFilter, args *sqlArgs) string {
 }
 
 // scanSQL is the records of table whose streams the matchers select in
-// [start, end) ns, with cols (given the time expression). The time
+// [start, end) ns, as entryColumns (all: an operator's read of every
+// tenant, each record with its tenant). The time
 // bounds are on the microsecond column too, which the scan prunes row
 // groups by; records without a time are found by their observed time in
 // a second scan, so that neither loses its pruning to an OR.
-func scanSQL(table string, ms []*logql.Matcher, start, end int64, cols func(ts string) string, args *sqlArgs) string {
+func scanSQL(table string, ms []*logql.Matcher, start, end int64, all bool, args *sqlArgs) string {
 	var b strings.Builder
 	for i, branch := range []struct{ ts, col, extra string }{
 		{tsSQL, `"time"`, ""},
@@ -152,11 +173,11 @@ func scanSQL(table string, ms []*logql.Matcher, start, end int64, cols func(ts s
 		if i > 0 {
 			b.WriteString("\nUNION ALL\n")
 		}
-		fmt.Fprintf(&b, "SELECT %s FROM %s WHERE %s%s >= %s AND %s < %s", cols(branch.ts), sqltext.Ident(table), branch.extra,
+		fmt.Fprintf(&b, "SELECT %s FROM %s WHERE %s%s >= %s AND %s < %s", entryColumns(branch.ts, all), sqltext.Ident(table), branch.extra,
 			branch.col, timestampSQL(start), branch.col, timestampSQL(end+999))
 		for _, m := range ms {
 			b.WriteString(" AND ")
-			b.WriteString(matcherSQL(m, args))
+			b.WriteString(matcherSQL(m, all, args))
 		}
 	}
 	return b.String()
@@ -170,9 +191,10 @@ func timestampSQL(ns int64) string {
 }
 
 // entryKey are entryColumns but the time, which distinctSQL compares to
-// the microsecond.
+// the microsecond: the tenant among them, so that an operator's read
+// never makes two tenants' identical records one.
 const entryKey = `line, service, res, scope_attrs, attrs, scope_name, scope_version, severity_text, severity_number,
-	trace_id, span_id, flags, dropped, level`
+	trace_id, span_id, flags, dropped, level, tenant`
 
 // distinctSQL is the distinct records of scan (rows of entryColumns):
 // copies of a record are one, with its exact time. Records of the same
@@ -186,11 +208,12 @@ func distinctSQL(scan string) string {
 }
 
 // selectSQL is the statement of a Selection: distinct records, exact
-// time bounds and line filters, in the direction asked, limited.
-func selectSQL(table string, sel logql.Selection, args *sqlArgs) string {
+// time bounds and line filters, in the direction asked, limited; all for
+// an operator's read of every tenant.
+func selectSQL(table string, sel logql.Selection, all bool, args *sqlArgs) string {
 	var b strings.Builder
 	b.WriteString("SELECT * FROM (")
-	b.WriteString(distinctSQL(scanSQL(table, sel.Matchers, sel.Start, sel.End, entryColumns, args)))
+	b.WriteString(distinctSQL(scanSQL(table, sel.Matchers, sel.Start, sel.End, all, args)))
 	fmt.Fprintf(&b, ") WHERE ts >= %s AND ts < %s", args.add(sel.Start), args.add(sel.End))
 	for _, f := range sel.Filters {
 		b.WriteString(" AND ")
@@ -209,14 +232,15 @@ func selectSQL(table string, sel logql.Selection, args *sqlArgs) string {
 
 // streamsSQL is the streams of a selection with their distinct records'
 // count and bytes, for the labels, series and index APIs; with a step
-// (ns), by bucket of step from volumeOrigin (bucket 0 without).
-func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, args *sqlArgs) string {
+// (ns), by bucket of step from volumeOrigin (bucket 0 without); with
+// all (an operator's read of every tenant), each tenant's apart.
+func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, all bool, args *sqlArgs) string {
 	bucket := "0"
 	if step > 0 {
 		bucket = fmt.Sprintf("(ts - %d) // %d", volumeOrigin(start, step), step)
 	}
 	return `SELECT service, res, level, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes, ` + bucket +
-		` AS bucket FROM (SELECT * FROM (` + distinctSQL(scanSQL(table, ms, start, end, entryColumns, args)) + `) WHERE ts >= ` + args.add(start) +
+		` AS bucket, tenant FROM (SELECT * FROM (` + distinctSQL(scanSQL(table, ms, start, end, all, args)) + `) WHERE ts >= ` + args.add(start) +
 		` AND ts < ` + args.add(end) + `) GROUP BY ALL`
 }
 

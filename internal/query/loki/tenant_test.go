@@ -3,11 +3,18 @@ package loki
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // TestEveryRouteIsScoped: every data and metadata route answers the
@@ -136,5 +143,179 @@ func TestIndexStatsAndVolume(t *testing.T) {
 	if typ != "matrix" || len(frames) != 1 || !slices.Equal(frames[0].values, []float64{float64(len(lakeRecords[0].body)), float64(len(lakeRecords[1].body) + len(lakeRecords[2].body))}) ||
 		!frames[0].times[0].Equal(t0.Add(1999*time.Millisecond)) || !frames[0].times[1].Equal(t0.Add(3999*time.Millisecond)) {
 		t.Fatalf("volume_range %s %+v", typ, frames)
+	}
+}
+
+// operatorServer serves the Loki API over records with a token reading
+// every tenant ("ops"), which names none for an operator's read (every
+// tenant) or one in X-Scope-OrgID for that tenant's.
+func operatorServer(t *testing.T, records []record) *httptest.Server {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("ops read=*\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := tenancy.LoadTokens(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serverWith(t, records, tenancy.Resolver{Tokens: tokens})
+}
+
+// operatorLabel is the label of each stream's tenant in an operator's
+// read (Loki's defaultTenantLabel).
+const operatorLabel = "__tenant_id__"
+
+// asOperator is the header of the operator's token.
+var asOperator = []string{"Authorization", "Bearer ops"}
+
+// TestOperatorKeepsTenantsApart: tenants a and b send the same record
+// (service, time, line); an operator's read (a token reading every
+// tenant, naming none) answers it once under each __tenant_id__, as
+// Loki's multi-tenant querier labels every stream (grafana/loki
+// pkg/querier/multi_tenant_querier.go, defaultTenantLabel); a matcher on
+// __tenant_id__ selects a tenant, and the metadata routes know the
+// label. A tenant's own read has no such label.
+func TestOperatorKeepsTenantsApart(t *testing.T) {
+	same := record{resource: map[string]string{"service.name": "checkout"}, at: time.Second,
+		severity: plog.SeverityNumberInfo, body: "GET /cart status=200"}
+	a, b := same, same
+	a.tenant, b.tenant = "a", "b"
+	onlyB := record{tenant: "b", resource: map[string]string{"service.name": "billing"}, at: 2 * time.Second,
+		severity: plog.SeverityNumberError, body: "charge failed amount=12"}
+	srv := operatorServer(t, []record{a, b, onlyB})
+
+	// query_range: one entry under each tenant, never one merged.
+	_, frames := decodeGrafana(t, ok(t, srv, "", "/loki/api/v1/query_range", window(`{service_name="checkout"}`), asOperator...))
+	var got []string
+	for i, ls := range frames[0].labels {
+		got = append(got, ls[operatorLabel]+":"+frames[0].lines[i])
+	}
+	slices.Sort(got)
+	if want := []string{"a:" + same.body, "b:" + same.body}; !slices.Equal(got, want) {
+		t.Errorf("operator's checkout entries by tenant %q, want %q", got, want)
+	}
+
+	// A matcher on __tenant_id__ selects that tenant's streams alone.
+	for q, want := range map[string][]string{
+		`{__tenant_id__="a"}`:                            {"a:" + same.body},
+		`{__tenant_id__="b", service_name=~".+"}`:        {"b:" + same.body, "b:" + onlyB.body},
+		`{__tenant_id__=~"a|b", service_name="billing"}`: {"b:" + onlyB.body},
+		`{__tenant_id__!="b", service_name=~".+"}`:       {"a:" + same.body},
+		`{__tenant_id__="c"}`:                            nil,
+	} {
+		_, frames := decodeGrafana(t, ok(t, srv, "", "/loki/api/v1/query_range", window(q), asOperator...))
+		var got []string
+		for i, ls := range frames[0].labels {
+			got = append(got, ls[operatorLabel]+":"+frames[0].lines[i])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("operator's %s: %q, want %q", q, got, want)
+		}
+	}
+
+	// A metric query counts each tenant's record.
+	_, frames = decodeGrafana(t, ok(t, srv, "", "/loki/api/v1/query", url.Values{
+		"query": {`sum by (__tenant_id__) (count_over_time({service_name="checkout"}[1m]))`}, "time": {ns(t0.Add(time.Minute))}}, asOperator...))
+	if got := seriesValues(frames); len(got) != 2 || !slices.Equal(got["map[__tenant_id__:a]"], []float64{1}) || !slices.Equal(got["map[__tenant_id__:b]"], []float64{1}) {
+		t.Errorf("operator's count by tenant %v, want 1 for each of a and b", got)
+	}
+
+	// The metadata routes know the label.
+	var names struct{ Data []string }
+	if err := json.Unmarshal(ok(t, srv, "", "/loki/api/v1/labels", window(""), asOperator...), &names); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(names.Data, operatorLabel) {
+		t.Errorf("operator's labels %v lack %s", names.Data, operatorLabel)
+	}
+	if err := json.Unmarshal(ok(t, srv, "", "/loki/api/v1/label/"+operatorLabel+"/values", window(`{service_name="checkout"}`), asOperator...), &names); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names.Data, []string{"a", "b"}) {
+		t.Errorf("operator's %s values %v, want [a b]", operatorLabel, names.Data)
+	}
+	var series struct{ Data []map[string]string }
+	params := url.Values{"match[]": {`{service_name="checkout"}`}, "start": {ns(t0)}, "end": {ns(t0.Add(time.Minute))}}
+	if err := json.Unmarshal(ok(t, srv, "", "/loki/api/v1/series", params, asOperator...), &series); err != nil {
+		t.Fatal(err)
+	}
+	var tenants []string
+	for _, s := range series.Data {
+		tenants = append(tenants, s[operatorLabel])
+	}
+	slices.Sort(tenants)
+	if !slices.Equal(tenants, []string{"a", "b"}) {
+		t.Errorf("operator's checkout series %v, want one of each tenant", series.Data)
+	}
+	var stats struct{ Streams, Entries, Bytes int }
+	if err := json.Unmarshal(ok(t, srv, "", "/loki/api/v1/index/stats", window(`{service_name="checkout"}`), asOperator...), &stats); err != nil {
+		t.Fatal(err)
+	}
+	if stats.Streams != 2 || stats.Entries != 2 || stats.Bytes != 2*len(same.body) {
+		t.Errorf("operator's checkout stats %+v, want 2 streams, 2 entries, %d bytes", stats, 2*len(same.body))
+	}
+	if err := json.Unmarshal(ok(t, srv, "", "/loki/api/v1/index/stats", window(`{__tenant_id__="a"}`), asOperator...), &stats); err != nil {
+		t.Fatal(err)
+	}
+	if stats.Streams != 1 || stats.Entries != 1 {
+		t.Errorf("operator's stats of tenant a %+v, want 1 stream, 1 entry", stats)
+	}
+	_, frames = decodeGrafana(t, ok(t, srv, "", "/loki/api/v1/index/volume", window(`{service_name=~".+"}`, "targetLabels", operatorLabel), asOperator...))
+	if got := seriesValues(frames); len(got) != 2 || !slices.Equal(got["map[__tenant_id__:a]"], []float64{float64(len(same.body))}) ||
+		!slices.Equal(got["map[__tenant_id__:b]"], []float64{float64(len(same.body) + len(onlyB.body))}) {
+		t.Errorf("operator's volume by tenant %v", got)
+	}
+	var detected struct {
+		DetectedLabels []struct {
+			Label       string
+			Cardinality int
+		}
+	}
+	if err := json.Unmarshal(ok(t, srv, "", "/loki/api/v1/detected_labels", window(""), asOperator...), &detected); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(detected.DetectedLabels, func(l struct {
+		Label       string
+		Cardinality int
+	}) bool {
+		return l.Label == operatorLabel && l.Cardinality == 2
+	}) {
+		t.Errorf("operator's detected labels %+v lack %s of 2 values", detected.DetectedLabels, operatorLabel)
+	}
+	for tenant, want := range map[string]bool{"a": false, "b": true} {
+		var fields struct{ Fields []struct{ Label string } }
+		if err := json.Unmarshal(ok(t, srv, "", "/loki/api/v1/detected_fields", window(`{__tenant_id__="`+tenant+`"}`), asOperator...), &fields); err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.ContainsFunc(fields.Fields, func(f struct{ Label string }) bool { return f.Label == "amount" }); got != want {
+			t.Errorf("operator's detected fields of tenant %s %+v: amount (b's line's field) %v, want %v", tenant, fields.Fields, got, want)
+		}
+	}
+
+	// A tenant's own read: its record alone, no tenant label anywhere,
+	// and __tenant_id__ a label no stream has.
+	_, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(`{service_name=~".+"}`), asOperator...))
+	if len(frames[0].lines) != 1 || frames[0].lines[0] != same.body {
+		t.Errorf("tenant a's lines %q, want its one record", frames[0].lines)
+	}
+	for _, ls := range frames[0].labels {
+		if _, ok := ls[operatorLabel]; ok {
+			t.Errorf("tenant a's stream %v holds %s", ls, operatorLabel)
+		}
+	}
+	for _, path := range []string{"/loki/api/v1/labels", "/loki/api/v1/series", "/loki/api/v1/detected_labels"} {
+		p := window("")
+		if path == "/loki/api/v1/series" {
+			p = params
+		}
+		if body := ok(t, srv, "a", path, p, asOperator...); strings.Contains(string(body), operatorLabel) {
+			t.Errorf("tenant a's %s names %s: %s", path, operatorLabel, body)
+		}
+	}
+	_, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(`{__tenant_id__="a"}`), asOperator...))
+	if len(frames[0].lines) != 0 {
+		t.Errorf("tenant a's {__tenant_id__=\"a\"} selects %q: no stream of a tenant's own read has the label", frames[0].lines)
 	}
 }
