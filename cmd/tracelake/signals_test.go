@@ -129,32 +129,7 @@ func TestGenAIOperationsOnAreOnlyTheSpans(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	t.Parallel() // its own files; mostly waiting on the child
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "all.duckdb")
-	addr := freeAddr(t)
-	cfgPath := filepath.Join(dir, "tracelake.yaml")
-	cfg := fmt.Sprintf("otlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\ngenai: {operations: \"on\"}\nmetrics: {listen: \"\"}\n", addr, db)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
-	g, meter := tracegen.New(5), tracegen.NewMeter()
-	td := g.OTLPTrace()
-	ld, md := tracegen.LogsOf(td), meter.Record(td)
-	tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-	lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
-	mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
-	for path, body := range map[string][]byte{"/v1/traces": tb, "/v1/logs": lb, "/v1/metrics": mb} {
-		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("post %s: %v\n%s", path, err, run.log)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, run.log)
-		}
-	}
+	bin, cfgPath, _, run, _ := runTakingEverySignal(t, 5, "genai: {operations: \"on\"}\n")
 	check := func(how string, rep verify.Report) {
 		t.Helper()
 		if !rep.OK || rep.Derived == nil || rep.Derived.Rows == 0 {
@@ -180,32 +155,8 @@ func TestMergeMergesEverySignalsDedup(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	t.Parallel() // its own files; mostly waiting on the child
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "all.duckdb")
-	addr := freeAddr(t)
-	cfgPath := filepath.Join(dir, "tracelake.yaml")
-	cfg := fmt.Sprintf("otlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"\"}\n", addr, db)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
-	g, meter := tracegen.New(3), tracegen.NewMeter()
-	td := g.OTLPTrace()
-	ld, md := tracegen.LogsOf(td), meter.Record(td)
-	tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-	lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
-	mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
-	for path, body := range map[string][]byte{"/v1/traces": tb, "/v1/logs": lb, "/v1/metrics": mb} {
-		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("post %s: %v\n%s", path, err, run.log)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, run.log)
-		}
-	}
+	bin, cfgPath, db, run, sent := runTakingEverySignal(t, 3, "")
+	td, ld, md := sent.traces, sent.logs, sent.metrics
 	run.stop(t)
 	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
 		t.Fatalf("merge: %v\n%s", err, out)
@@ -219,4 +170,47 @@ func TestMergeMergesEverySignalsDedup(t *testing.T) {
 			t.Errorf("%s holds %d rows after tracelake merge, want %d", table, n, want)
 		}
 	}
+}
+
+// sentSignals are the requests runTakingEverySignal sent.
+type sentSignals struct {
+	traces  ptrace.Traces
+	logs    plog.Logs
+	metrics pmetric.Metrics
+}
+
+// runTakingEverySignal starts `tracelake run` in load mode taking traces,
+// logs and metrics into one DuckDB file (extra: more config lines) and
+// posts one request of each, made from tracegen's seed: each answered
+// 200. It returns the binary, the config, the database, the run and what
+// it sent.
+func runTakingEverySignal(t *testing.T, seed uint64, extra string) (bin, cfgPath, db string, run *child, sent sentSignals) {
+	t.Helper()
+	bin = buildBinary(t)
+	dir := t.TempDir()
+	db = filepath.Join(dir, "all.duckdb")
+	addr := freeAddr(t)
+	cfgPath = filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("otlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\n%smetrics: {listen: \"\"}\n", addr, db, extra)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run = startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
+	g, meter := tracegen.New(seed), tracegen.NewMeter()
+	td := g.OTLPTrace()
+	sent = sentSignals{td, tracegen.LogsOf(td), meter.Record(td)}
+	tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(sent.traces)
+	lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(sent.logs)
+	mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(sent.metrics)
+	for path, body := range map[string][]byte{"/v1/traces": tb, "/v1/logs": lb, "/v1/metrics": mb} {
+		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("post %s: %v\n%s", path, err, run.log)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, run.log)
+		}
+	}
+	return bin, cfgPath, db, run, sent
 }
