@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,17 +35,7 @@ func TestScheduledMaintenanceCoversEverySignalsTables(t *testing.T) {
 	defer run.stop(t)
 	const requests = 3
 	g := tracegen.New(3)
-	post := func(path string, body []byte) {
-		t.Helper()
-		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("post %s: %v\n%s", path, err, run.log)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("post %s: answered %d, want 200\n%s", path, resp.StatusCode, run.log)
-		}
-	}
+	post := func(path string, body []byte) { t.Helper(); run.postOTLP(t, addr, path, body) }
 	for range requests {
 		// Each a load of its own: a small file and a snapshot each.
 		post("/v1/traces", marshalOTLP(t, "otlp_proto", g.OTLPTrace()))

@@ -43,17 +43,7 @@ func TestOneRunLoadsEverySignal(t *testing.T) {
 	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
 	g, meter := tracegen.New(3), tracegen.NewMeter()
 	var spans, logs, points int
-	post := func(path string, body []byte) {
-		t.Helper()
-		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("post %s: %v\n%s", path, err, run.log)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, run.log)
-		}
-	}
+	post := func(path string, body []byte) { t.Helper(); run.postOTLP(t, addr, path, body) }
 	for range 5 {
 		td := g.OTLPTrace()
 		ld, md := tracegen.LogsOf(td), meter.Record(td)
@@ -203,14 +193,21 @@ func runTakingEverySignal(t *testing.T, seed uint64, extra string) (bin, cfgPath
 	lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(sent.logs)
 	mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(sent.metrics)
 	for path, body := range map[string][]byte{"/v1/traces": tb, "/v1/logs": lb, "/v1/metrics": mb} {
-		resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("post %s: %v\n%s", path, err, run.log)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, run.log)
-		}
+		run.postOTLP(t, addr, path, body)
 	}
 	return bin, cfgPath, db, run, sent
+}
+
+// postOTLP posts body (an OTLP protobuf request) to path of the receiver
+// at addr of run c, which must answer 200.
+func (c *child) postOTLP(t *testing.T, addr, path string, body []byte) {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+path, "application/x-protobuf", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("post %s: %v\n%s", path, err, c.log)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, c.log)
+	}
 }
