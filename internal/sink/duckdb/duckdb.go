@@ -111,6 +111,13 @@ type Sink struct {
 	// routedAdded are the routed tables the load in progress created or
 	// grew, with all their columns: the cache's once it commits.
 	routedAdded map[string]map[string]string
+	// routedStale says that a transaction that may have created, grown
+	// or widened routed tables reported an error: it may have committed
+	// all the same (a reply lost), and its retry, fenced by the ledger,
+	// loads nothing and so adds nothing to the cache. The cache is read
+	// from the catalog again before the next load, move or replay
+	// (freshRouted). Guarded by loadMu.
+	routedStale bool
 	// landedSince is when the oldest rows landed since the last move
 	// landed (zero: none); landingFailed are the tables whose rows could
 	// not be moved, with the reason and their next try. moveTimer, while
@@ -128,6 +135,10 @@ type Sink struct {
 	// readAheadDone, when set (by tests), is called after a load waiting
 	// for the lock read its files ahead.
 	readAheadDone func()
+	// replyLost, when set (by tests), is called after each load
+	// transaction commits; its error is the load's, as if the commit's
+	// reply were lost: the load committed, and says it failed.
+	replyLost func() error
 	// loading signals the loads in flight into db, this sink's and those
 	// of the sinks Beside it (one per database).
 	loading *Loading

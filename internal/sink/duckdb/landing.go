@@ -254,6 +254,9 @@ func (s *Sink) moveWhenDue() {
 // has passed: DistributeEvery, doubling at each failure up to
 // maxLandingWait.
 func (s *Sink) distribute(ctx context.Context) (int64, error) {
+	if err := s.freshRouted(ctx); err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	defer s.publishUnmoved()
 	moved, fresh, err := s.distributeTables(ctx, "", slices.Collect(maps.Keys(s.landingFailed)))

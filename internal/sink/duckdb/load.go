@@ -91,6 +91,9 @@ func (s *Sink) loadHalving(ctx context.Context, files []sink.File, committing fu
 
 // loadOnce loads files in one transaction. Called with loadMu held.
 func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func(), ahead *readAhead) (sink.Loaded, error) {
+	if err := s.freshRouted(ctx); err != nil {
+		return sink.Loaded{}, err
+	}
 	fence, err := s.fence(ctx, files)
 	if err != nil {
 		return sink.Loaded{}, err
@@ -133,6 +136,9 @@ func (s *Sink) loadOnce(ctx context.Context, files []sink.File, committing func(
 				delete(s.lastLoaded, r.TopicPartition)
 			}
 		}
+		// So may the columns it created, added or widened, which its
+		// retry, finding its rows in the ledger, does not add again.
+		s.routedStale = s.opt.Routed
 		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
 	}
 	for _, r := range loaded.Ranges {
@@ -375,6 +381,11 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, loadID string, chec
 	}
 	if err := tx.Commit(); err != nil {
 		return sink.Loaded{}, fmt.Errorf("commit: %w", err)
+	}
+	if s.replyLost != nil {
+		if err := s.replyLost(); err != nil {
+			return sink.Loaded{}, fmt.Errorf("commit: %w", err)
+		}
 	}
 	s.keepRouted()
 	return sink.Loaded{LoadID: loadID, Ranges: ranges, Own: own}, nil

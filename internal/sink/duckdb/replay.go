@@ -62,6 +62,9 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	}
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
+	if err := s.freshRouted(ctx); err != nil {
+		return ReplayResult{}, err
+	}
 	filter := ""
 	if o.Where != "" {
 		filter = " WHERE " + o.Where
@@ -147,6 +150,8 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 		return res, nil // rolled back by the deferred Rollback
 	}
 	if err := tx.Commit(); err != nil {
+		// It may have committed all the same (see routedStale).
+		s.routedStale = s.opt.Routed
 		return ReplayResult{}, fmt.Errorf("commit replay: %w", err)
 	}
 	s.keepRouted()

@@ -168,6 +168,24 @@ func (s *Sink) readRouted(ctx context.Context) error {
 	return nil
 }
 
+// freshRouted reads the cache of routed tables again from the registry
+// and the catalog when a transaction that could have changed them
+// reported an error (routedStale): a move reads the landed rows with the
+// cached columns and types, and a load adds and widens from them, so a
+// cache that missed what a committed load did would keep the rows that
+// load landed from moving until a later load happened to bring the same
+// columns again. Called with loadMu held.
+func (s *Sink) freshRouted(ctx context.Context) error {
+	if !s.routedStale {
+		return nil
+	}
+	if err := s.readRouted(ctx); err != nil {
+		return fmt.Errorf("read the routed tables again after a transaction that failed: %w", err)
+	}
+	s.routedStale = false
+	return nil
+}
+
 // readRoutes reads the registry: each routed table's source table.
 func (s *Sink) readRoutes(ctx context.Context) (map[string]sink.SourceTable, error) {
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table FROM %s`, s.tables.routes))

@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -181,5 +182,76 @@ func TestRoutedTypesReadBackAndJoin(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("groups %+v, want %+v", got, want)
+	}
+}
+
+// ordersBatch is offsets [first, last] of partition 0, each one change of
+// db.orders: its id (id+offset, of type idType) and, with note, a note.
+func ordersBatch(first, last int64, idType schema.Type, id int64, note bool) *sink.Batch {
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: first, Last: last, Records: last - first + 1}}}
+	orders := b.RoutedTo("cdc_db_orders_log", sink.SourceTable{Database: "db", Name: "orders"})
+	orders.AddColumn(sink.Column{Name: "id", Type: idType})
+	if note {
+		orders.AddColumn(sink.Column{Name: "note", Type: schema.String})
+	}
+	for o := first; o <= last; o++ {
+		n := ""
+		if note {
+			n = fmt.Sprintf(`"note":"n%d",`, o)
+		}
+		orders.Rows = fmt.Appendf(orders.Rows, `{"id":%d,%s"cdc_op":"c","ktopic":"t","kpartition":0,"koffset":%d,"kindex":0}`+"\n", id+o, n, o)
+	}
+	return b
+}
+
+// A load that committed but said it failed (its reply lost) added a
+// column and widened another: the load's retry finds its rows in the
+// ledger and loads nothing, and the sink must still know the table's
+// columns as they now are, or the landed rows cannot move into their
+// table (read with the columns and types of before) — not then, nor
+// after later loads of the table that bring neither column.
+func TestRoutedColumnsOfALoadWhoseReplyWasLost(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir())
+	mustLoad(t, s, ordersBatch(0, 4, schema.Int32, 1, false))
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	lost := true
+	s.replyLost = func() error {
+		if lost {
+			lost = false
+			return errors.New("connection reset after COMMIT")
+		}
+		return nil
+	}
+	files := stage(t, s, ordersBatch(5, 9, schema.Int64, 3_000_000_000, true))
+	if _, err := s.Load(ctx, files); err == nil {
+		t.Fatal("the load whose reply was lost said it loaded")
+	}
+	if _, err := s.Load(ctx, files); err != nil { // the worker's retry
+		t.Fatal(err)
+	}
+	if got := s.RoutedColumns("cdc_db_orders_log"); got["id"] != "BIGINT" || got["note"] != "VARCHAR" {
+		t.Errorf("columns the sink knows after the retry: %v, want id BIGINT and note VARCHAR", got)
+	}
+	// A later load of the table brings neither column's change.
+	mustLoad(t, s, ordersBatch(10, 12, schema.Int32, 1, false))
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatalf("the landed rows could not move: %v", err)
+	}
+	for q, want := range map[string]int64{
+		`SELECT count(*) FROM cdc_landing`:                                     0,
+		`SELECT count(*) FROM cdc_db_orders_log`:                               13,
+		`SELECT count(note) FROM cdc_db_orders_log`:                            5,
+		`SELECT count(*) FROM cdc_db_orders_log WHERE id >= 3000000005`:        5,
+		`SELECT count(*) FROM cdc_routes_reached WHERE next_offset = 13`:       1,
+		`SELECT sum(records) FROM cdc_ledger`:                                  13,
+		`SELECT count(*) FROM cdc_db_orders_log WHERE koffset BETWEEN 5 AND 9`: 5,
+	} {
+		if got := count(t, s, q); got != want {
+			t.Errorf("%s: %d, want %d", q, got, want)
+		}
 	}
 }
