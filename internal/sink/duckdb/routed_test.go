@@ -255,3 +255,47 @@ func TestRoutedColumnsOfALoadWhoseReplyWasLost(t *testing.T) {
 		}
 	}
 }
+
+// A load that created a changelog table and said it failed (its reply
+// lost) leaves the table in the catalog and the registry: the next load
+// of the table's changes must add to it, not create it again (which
+// fails, and with it that load at every retry, every table's).
+func TestRoutedTableCreatedByALoadWhoseReplyWasLost(t *testing.T) {
+	ctx := context.Background()
+	s := routedSink(t, t.TempDir())
+	lost := true
+	s.replyLost = func() error {
+		if lost {
+			lost = false
+			return errors.New("connection reset after COMMIT")
+		}
+		return nil
+	}
+	files := stage(t, s, ordersBatch(0, 4, schema.Int64, 1, false))
+	if _, err := s.Load(ctx, files); err == nil {
+		t.Fatal("the load whose reply was lost said it loaded")
+	}
+	if _, err := s.Load(ctx, files); err != nil { // the worker's retry
+		t.Fatal(err)
+	}
+	if got := s.RoutedSources(); got["cdc_db_orders_log"].Name != "orders" {
+		t.Errorf("routed tables the sink knows after the retry: %v", got)
+	}
+	if _, err := s.Load(ctx, stage(t, s, ordersBatch(5, 7, schema.Int64, 1, true))); err != nil {
+		t.Fatalf("a load of the created table's next changes: %v", err)
+	}
+	if _, err := s.Distribute(ctx); err != nil {
+		t.Fatalf("the landed rows could not move: %v", err)
+	}
+	for q, want := range map[string]int64{
+		`SELECT count(*) FROM cdc_db_orders_log`:    8,
+		`SELECT count(note) FROM cdc_db_orders_log`: 3,
+		`SELECT count(*) FROM cdc_routes`:           1,
+		`SELECT count(*) FROM cdc_landing`:          0,
+		`SELECT sum(records) FROM cdc_ledger`:       8,
+	} {
+		if got := count(t, s, q); got != want {
+			t.Errorf("%s: %d, want %d", q, got, want)
+		}
+	}
+}
