@@ -171,10 +171,11 @@ func (s *Sink) readRouted(ctx context.Context) error {
 // freshRouted reads the cache of routed tables again from the registry
 // and the catalog when a transaction that could have changed them
 // reported an error (routedStale): a move reads the landed rows with the
-// cached columns and types, and a load adds and widens from them, so a
-// cache that missed what a committed load did would keep the rows that
-// load landed from moving until a later load happened to bring the same
-// columns again. Called with loadMu held.
+// cached columns and types, and a load creates, adds and widens from
+// them, so a cache that missed what a committed load did would keep the
+// rows that load landed from moving (until a later load happened to
+// bring the same columns again), and the next load of a table it created
+// would create it again and fail at every retry. Called with loadMu held.
 func (s *Sink) freshRouted(ctx context.Context) error {
 	if !s.routedStale {
 		return nil
