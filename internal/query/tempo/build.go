@@ -3,6 +3,7 @@ package tempo
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -72,11 +73,7 @@ func (b *traceBuilder) add(r row) error {
 	if err != nil {
 		return err
 	}
-	start := uint64(r.int(7))
-	end := uint64(0)
-	if !r.null(8) {
-		end = start + uint64(r.int(8))
-	}
+	start, end := spanNanos(r)
 	ss.Spans = append(ss.Spans, &tracepb.Span{
 		TraceId: b.traceID, SpanId: idBytes(r.str(0)), ParentSpanId: idBytes(r.str(1)), TraceState: r.str(2),
 		Name: r.str(3), Kind: kinds[r.str(4)],
@@ -87,6 +84,30 @@ func (b *traceBuilder) add(r row) error {
 		Flags: uint32(r.int(19)),
 	})
 	return nil
+}
+
+// spanNanos are span r's (traceColumns) start and end as OTLP's uint64
+// nanoseconds, 0 for unset. start_time_unix_nano holds a start past
+// 2262-04-11 at int64's end, where OTLP's uint64 goes on to 2554:
+// such a start is read from start_time's microseconds, which hold it, so
+// that it is answered as sent (to the microsecond) rather than as 2262.
+// The end is the start plus the duration (exact, both sent in
+// nanoseconds); a span without a start (so without a duration) has the
+// end of its end_time, which the duration cannot give.
+func spanNanos(r row) (start, end uint64) {
+	if !r.null(7) {
+		start = uint64(r.int(7))
+	}
+	if us := r.int(20); start == math.MaxInt64 && !r.null(20) && us > math.MaxInt64/1000 {
+		start = uint64(us) * 1000
+	}
+	switch {
+	case !r.null(8):
+		end = start + uint64(r.int(8))
+	case start == 0 && !r.null(21) && r.int(21) > 0:
+		end = uint64(r.int(21)) * 1000
+	}
+	return start, end
 }
 
 func (b *traceBuilder) data() *tracepb.TracesData {

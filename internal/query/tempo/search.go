@@ -189,7 +189,7 @@ func (s *server) runSearch(ctx context.Context, scope tenancy.Scope, q *traceql.
 	}
 	sql := fmt.Sprintf(`WITH %s,
 cand AS (SELECT trace_id, count(*) AS matched FROM hit GROUP BY trace_id),
-summ AS (SELECT trace_id, min(start_ns) AS t_start, max(start_ns + coalesce(duration_ns, 0)) AS t_end,
+summ AS (SELECT trace_id, min(start_ns) AS t_start, max(%s) AS t_end,
 	arg_min(name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_name,
 	arg_min(service_name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_service
 	FROM %s sp WHERE trace_id IN (SELECT trace_id FROM cand) GROUP BY trace_id),
@@ -203,7 +203,7 @@ SELECT t.trace_id, t.matched, t.t_start, t.t_end, t.root_name, t.root_service,
 	p.span_id, p.name, p.start_ns, p.duration_ns%s
 FROM top t LEFT JOIN picked p ON p.trace_id = t.trace_id AND p.rn <= %s
 ORDER BY t.t_start DESC, t.trace_id, p.rn`,
-		with, b.SpanRelation(), durCond, b.Param(p.limit), pickCols.String(), b.SpanRelation(), outCols.String(), b.Param(p.spss))
+		with, traceql.EndNanos("start_ns", "coalesce(duration_ns, 0)"), b.SpanRelation(), durCond, b.Param(p.limit), pickCols.String(), b.SpanRelation(), outCols.String(), b.Param(p.spss))
 	resp := &searchResponse{Metrics: searchMetrics{CompletedJobs: 1, TotalJobs: 1}}
 	var cur *traceMeta
 	err = each(ctx, s.Reader, scope, sql, b.Params, func(r row) error {

@@ -90,7 +90,7 @@ func parseTraceRequest(r *http.Request) (traceRequest, error) {
 const traceColumns = `span_id, parent_span_id, trace_state, name, kind, status_code, status_message, ` +
 	traceql.StartNanos + ` AS start_ns, duration_ns, CAST(resource_attributes AS VARCHAR), scope_name, scope_version,
 	CAST(scope_attributes AS VARCHAR), CAST(span_attributes AS VARCHAR), CAST(events AS VARCHAR), CAST(links AS VARCHAR),
-	dropped_attributes_count, dropped_events_count, dropped_links_count, flags`
+	dropped_attributes_count, dropped_events_count, dropped_links_count, flags, epoch_us(start_time), epoch_us(end_time)`
 
 // findTrace reads a trace's spans, each once (a span loaded twice by a
 // client's retry is one span: the copy of the latest start, which is the
@@ -130,14 +130,28 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 	return tb.data(), partial, nil
 }
 
-// spanTimes are span r's (traceColumns) start and end in nanoseconds.
+// spanTimes are span r's (traceColumns) start and end in nanoseconds,
+// the end held at int64's end as the SQL's (traceql.EndNanos): a span
+// may end past 2262, and a wrapped end put its trace outside every
+// window.
 func spanTimes(r row) (start, end int64) {
 	start = r.int(7)
 	end = start
 	if !r.null(8) {
-		end += r.int(8)
+		end = addNanos(start, r.int(8))
 	}
 	return start, end
+}
+
+// addNanos is a + b held within int64.
+func addNanos(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // requestedTrace reads a trace by id request and its trace.

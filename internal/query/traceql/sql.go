@@ -19,6 +19,17 @@ const (
 		StartNanos + " AS start_ns, duration_ns, resource_attributes, span_attributes"
 )
 
+// EndNanos is the SQL of a span's end in nanoseconds from the SQL of its
+// start in nanoseconds and of its duration, held at int64's end as
+// start_time_unix_nano is: OTLP's times are uint64, so a span starting
+// before 2262-04-11 may end after it (a skewed clock, an end of all
+// ones), and DuckDB's BIGINT addition fails the whole statement on
+// overflow ("Overflow in addition of INT64") rather than wrapping, which
+// took every search over the span's window with it. Null when dur is.
+func EndNanos(start, dur string) string {
+	return "least((" + start + ")::HUGEINT + (" + dur + "), 9223372036854775807)::BIGINT"
+}
+
 // Builder writes the SQL of a query, collecting its parameters ($1, $2, …).
 type Builder struct {
 	Params []any
@@ -121,8 +132,8 @@ func (b *Builder) windowCTE() string {
 	t := sqltext.Ident(b.Table)
 	return fmt.Sprintf(`win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
 		AND trace_id IN (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
-			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[5]s + coalesce(duration_ns, 0)) >= %[6]s))`,
-		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos)
+			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[8]s) >= %[6]s))`,
+		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos, EndNanos(StartNanos, "coalesce(duration_ns, 0)"))
 }
 
 // traceCTE is the trace-level intrinsics of each trace in the window: the
@@ -132,8 +143,8 @@ func (b *Builder) traceCTE() string {
 	return fmt.Sprintf(`tr AS (SELECT trace_id,
 		arg_min(name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_name,
 		arg_min(service_name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_service_name,
-		max(start_ns + duration_ns) - min(start_ns) AS trace_duration_ns
-		FROM %s sp GROUP BY trace_id)`, b.traceLevelRelation())
+		max(%s) - min(start_ns) AS trace_duration_ns
+		FROM %s sp GROUP BY trace_id)`, EndNanos("start_ns", "duration_ns"), b.traceLevelRelation())
 }
 
 // traceLevelRelation is the spans the trace-level intrinsics are
