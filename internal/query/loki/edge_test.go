@@ -2,6 +2,7 @@ package loki
 
 import (
 	"encoding/json"
+	"math"
 	"net/url"
 	"slices"
 	"testing"
@@ -94,5 +95,39 @@ func TestVolumeStepsAsLokiStampsThem(t *testing.T) {
 	typ, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/index/volume", params))
 	if want := t0.Add(3501 * time.Millisecond); typ != "vector" || len(frames) != 1 || len(frames[0].times) != 1 || !frames[0].times[0].Equal(want) {
 		t.Errorf("volume: %s %+v, want one sample at %v (the end rounded up to the millisecond)", typ, frames, want)
+	}
+}
+
+// TestRangeEndingAtTheEndOfTime: a range whose end is int64's last
+// nanosecond (a script asking for everything) holds the records before
+// it, as Loki's does: the end's bounds, widened by a microsecond or a
+// nanosecond for the scan, are held at int64's end instead of wrapping
+// to 1677, which made every such range empty.
+func TestRangeEndingAtTheEndOfTime(t *testing.T) {
+	srv := server(t)
+	end := jsonNumber(math.MaxInt64)
+	_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range",
+		url.Values{"query": {`{service_name="search"}`}, "start": {ns(t0)}, "end": {end}, "limit": {"10"}}))
+	if len(frames) != 1 || len(frames[0].lines) != 1 || frames[0].lines[0] != "found 10 results" {
+		t.Errorf("query_range to the end of time: %+v, want search's record", frames)
+	}
+	// The first step, at t0+5s, counts search's record at t0+4s.
+	_, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range",
+		url.Values{"query": {`count_over_time({service_name="search"}[1m])`}, "start": {ns(t0.Add(5 * time.Second))}, "end": {end}, "step": {"1000000s"}}))
+	got := seriesValues(frames)
+	var first []float64
+	for _, v := range got {
+		first = v
+	}
+	if len(got) != 1 || len(first) == 0 || first[0] != 1 {
+		t.Errorf("count_over_time to the end of time: %v, want search's record counted at the first step", got)
+	}
+	var series struct{ Data []map[string]string }
+	if err := json.Unmarshal(ok(t, srv, "a", "/loki/api/v1/series",
+		url.Values{"match[]": {`{service_name="search"}`}, "start": {ns(t0)}, "end": {end}}), &series); err != nil {
+		t.Fatal(err)
+	}
+	if len(series.Data) != 1 {
+		t.Errorf("series to the end of time: %v, want search's stream", series.Data)
 	}
 }

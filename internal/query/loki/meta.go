@@ -104,8 +104,9 @@ func (a *api) metaRange(r *http.Request, param string) ([][]*logql.Matcher, int6
 	if len(sels) == 0 {
 		sels = [][]*logql.Matcher{nil}
 	}
-	// Loki's metadata ranges include their end.
-	return sels, start.UnixNano(), end.UnixNano() + 1, nil
+	// Loki's metadata ranges include their end (held at int64's end:
+	// an end of its last nanosecond wrapped to 1677, an empty range).
+	return sels, start.UnixNano(), addNanos(end.UnixNano(), 1), nil
 }
 
 // metaStreams does what every metadata route does first: it reads the

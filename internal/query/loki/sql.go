@@ -2,6 +2,7 @@ package loki
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -174,13 +175,23 @@ func scanSQL(table string, ms []*logql.Matcher, start, end int64, all bool, args
 			b.WriteString("\nUNION ALL\n")
 		}
 		fmt.Fprintf(&b, "SELECT %s FROM %s WHERE %s%s >= %s AND %s < %s", entryColumns(branch.ts, all), sqltext.Ident(table), branch.extra,
-			branch.col, timestampSQL(start), branch.col, timestampSQL(end+999))
+			branch.col, timestampSQL(start), branch.col, timestampSQL(addNanos(end, 999)))
 		for _, m := range ms {
 			b.WriteString(" AND ")
 			b.WriteString(matcherSQL(m, all, args))
 		}
 	}
 	return b.String()
+}
+
+// addNanos is a + b (b >= 0) held at int64's end: a range may end at
+// its last nanosecond (a request for everything), and an end widened
+// past it wrapped to 1677, which emptied the range.
+func addNanos(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // timestampSQL is the TIMESTAMP literal of ns truncated to microseconds:
