@@ -56,7 +56,13 @@ func parseEventTime(raw []byte) (time.Time, bool) {
 	}
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 		// Whole numbers exactly: as a float, nanoseconds lose precision.
-		switch a := max(n, -n); {
+		// The magnitude is unsigned: -n of int64's most negative is
+		// itself, which read it as seconds.
+		a := uint64(n)
+		if n < 0 {
+			a = -a
+		}
+		switch {
 		case a < 1e11:
 			return time.Unix(n, 0).UTC(), true
 		case a < 1e14:

@@ -2,6 +2,7 @@ package iceberg_test
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -34,6 +35,18 @@ func TestParseEventTime(t *testing.T) {
 		if got, ok := iceberg.ParseEventTime([]byte(raw)); ok {
 			t.Errorf("%s read as %v", raw, got)
 		}
+	}
+}
+
+// TestEventTimeOfInt64sMostNegative: int64's most negative number is
+// nanoseconds by its size, as any number past 10^17 is (1677-09-21),
+// not a magnitude overflowed to below 10^11 and read as seconds: a time
+// 292 billion years off, whose microseconds (the event_time column,
+// its day partition) wrapped.
+func TestEventTimeOfInt64sMostNegative(t *testing.T) {
+	want := time.Unix(0, math.MinInt64).UTC()
+	if got, ok := iceberg.ParseEventTime([]byte("-9223372036854775808")); !ok || !got.Equal(want) {
+		t.Errorf("-9223372036854775808: %v (%v), want %v", got, ok, want)
 	}
 }
 
