@@ -196,7 +196,8 @@ func (r *Receivers) acceptGRPC(ctx context.Context, sig *signal, p place, dec fu
 		}
 		return ""
 	}
-	tenant, ref := r.tenant(first("x-scope-orgid"), tenancy.Bearer(first("authorization")))
+	sent, named := tenancy.NamedInMetadata(md)
+	tenant, ref := r.tenant(sent, named, tenancy.Bearer(first("authorization")))
 	if ref != nil {
 		return accepted{}, ref
 	}

@@ -77,7 +77,8 @@ func (r *Receivers) handleHTTP(req *http.Request, sig *signal, isJSON bool) (acc
 	}
 	defer r.leave()
 	token := tenancy.Bearer(req.Header.Get("Authorization"))
-	tenant, ref := r.tenant(req.Header.Get("X-Scope-OrgID"), token)
+	sent, named := tenancy.NamedInHTTP(req.Header)
+	tenant, ref := r.tenant(sent, named, token)
 	if ref != nil {
 		return accepted{}, ref
 	}

@@ -243,24 +243,33 @@ func (r *Receivers) enter() *refusal {
 
 func (r *Receivers) leave() { r.requests.Add(-1) }
 
-// tenant picks the request's tenant from what the client sent (header or
-// metadata; "" for none) and the token it showed.
-func (r *Receivers) tenant(sent, token string) (string, *refusal) {
-	t, err := r.tenants.Write(sent, token)
-	if err == nil {
-		return t, nil
+// tenant picks the request's tenant from what its header or metadata
+// names (tenancy.Named's answer: the tenant, "" for none, or why it names
+// none that can be taken) and the token it showed.
+func (r *Receivers) tenant(sent string, named error, token string) (string, *refusal) {
+	if named != nil {
+		return "", tenantRefusal(named)
 	}
+	t, err := r.tenants.Write(sent, token)
+	if err != nil {
+		return "", tenantRefusal(err)
+	}
+	return t, nil
+}
+
+// tenantRefusal answers a refusal of package tenancy by its kind.
+func tenantRefusal(err error) *refusal {
 	var e *tenancy.Error
 	if !errors.As(err, &e) { // not so today: every refusal is an *Error
-		return "", &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
+		return &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
 	}
 	switch e.Kind {
 	case tenancy.Unauthenticated:
-		return "", &refusal{http.StatusUnauthorized, codes.Unauthenticated, e.Msg, false}
+		return &refusal{http.StatusUnauthorized, codes.Unauthenticated, e.Msg, false}
 	case tenancy.Forbidden:
-		return "", &refusal{http.StatusForbidden, codes.PermissionDenied, e.Msg, false}
+		return &refusal{http.StatusForbidden, codes.PermissionDenied, e.Msg, false}
 	default:
-		return "", &refusal{http.StatusBadRequest, codes.InvalidArgument, e.Msg, false}
+		return &refusal{http.StatusBadRequest, codes.InvalidArgument, e.Msg, false}
 	}
 }
 
