@@ -2,7 +2,6 @@ package flightsql
 
 import (
 	"context"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -19,13 +18,15 @@ type scopeKey struct{}
 // resolve is the scope of the call ctx carries, from its own metadata.
 func resolve(ctx context.Context, tenants Tenants) (tenancy.Scope, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	first := func(key string) string {
-		if v := md.Get(key); len(v) > 0 {
-			return strings.TrimSpace(v[0])
-		}
-		return ""
+	sent, err := tenancy.NamedInMetadata(md)
+	if err != nil {
+		return tenancy.Scope{}, status(err)
 	}
-	sc, err := tenants.Read(first("x-scope-orgid"), tenancy.Bearer(first("authorization")))
+	var auth string // the first, as the OTLP receivers take it
+	if v := md.Get("authorization"); len(v) > 0 {
+		auth = v[0]
+	}
+	sc, err := tenants.Read(sent, tenancy.Bearer(auth))
 	if err != nil {
 		return tenancy.Scope{}, status(err)
 	}

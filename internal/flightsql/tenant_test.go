@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-adbc/go/adbc"
 	afsql "github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -156,5 +157,32 @@ func TestTablesAreTheCallers(t *testing.T) {
 	}
 	if scopes := r.tableScopes(); scopes[len(scopes)-1] != tenancy.One("a") {
 		t.Errorf("Tables asked for %v", scopes)
+	}
+}
+
+// A call naming several tenants (x-scope-orgid with two values) is
+// refused, never read as the first: dskit's gRPC middleware, which Loki,
+// Tempo and Mimir use, refuses several values too (user/grpc.go,
+// ExtractFromGRPCRequest), and the OTLP receivers refuse them alike. An
+// x-scope-orgid sent empty is a malformed tenant, not a call naming none
+// (which, with the operator's token, reads every tenant). Nothing
+// reaches the Reader.
+func TestSeveralOrEmptyTenantsRefused(t *testing.T) {
+	r, _, c := setup(t)
+	for name, kv := range map[string][]string{
+		"two tenants":   {"x-scope-orgid", "a", "x-scope-orgid", "b"},
+		"one twice":     {"x-scope-orgid", "a", "x-scope-orgid", "a"},
+		"empty":         {"x-scope-orgid", ""},
+		"blank":         {"x-scope-orgid", "  "},
+		"empty, then a": {"x-scope-orgid", "", "x-scope-orgid", "a"},
+	} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), append(kv, "authorization", "Bearer tok-op")...)
+		_, err := c.Execute(ctx, allSpans)
+		wantCode(t, name+": Execute", err, codes.InvalidArgument)
+		_, err = c.GetTables(ctx, &afsql.GetTablesOpts{})
+		wantCode(t, name+": GetTables", err, codes.InvalidArgument)
+	}
+	if calls := r.queries(); len(calls) != 0 {
+		t.Errorf("%d queries reached the Reader, the first for %s", len(calls), calls[0].scope)
 	}
 }

@@ -235,9 +235,11 @@ func (t *Tokens) Lookup(token string) (Grant, bool) {
 
 // Bearer is the token of an Authorization value "Bearer <token>", the
 // scheme in any case (RFC 9110 11.1: auth schemes are case-insensitive);
-// "" for none or another scheme.
+// "" for none or another scheme. Whitespace around the value is not part
+// of it (net/http strips it from HTTP/1.1 fields, RFC 9110 5.5; gRPC
+// metadata keeps it), so it is taken off here for every entry point.
 func Bearer(v string) string {
-	scheme, token, ok := strings.Cut(v, " ")
+	scheme, token, ok := strings.Cut(strings.Trim(v, " \t"), " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") {
 		return ""
 	}

@@ -174,6 +174,8 @@ func TestTokensFileReloads(t *testing.T) {
 func TestBearer(t *testing.T) {
 	for in, want := range map[string]string{
 		"Bearer s3cr3t": "s3cr3t", "bearer s3cr3t": "s3cr3t", "BEARER  s3cr3t ": "s3cr3t",
+		// gRPC metadata keeps the whitespace net/http strips.
+		" Bearer s3cr3t": "s3cr3t", "\tBearer s3cr3t": "s3cr3t",
 		"Basic dXNlcjpwdw==": "", "Bearer": "", "": "", "Bearers s3cr3t": "",
 	} {
 		if got := Bearer(in); got != want {
