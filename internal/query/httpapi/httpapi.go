@@ -36,7 +36,12 @@ type ScopedHandler func(w http.ResponseWriter, r *http.Request, scope tenancy.Sc
 // answered 401, 403 or 400 by its kind and never reaches h.
 func (rt Routes) Scoped(pattern string, h ScopedHandler) {
 	rt.Mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		scope, err := rt.Tenants.Read(r.Header.Get("X-Scope-OrgID"), Token(r))
+		sent, err := tenancy.NamedInHTTP(r.Header)
+		if err != nil {
+			rt.Error(w, err)
+			return
+		}
+		scope, err := rt.Tenants.Read(sent, Token(r))
 		if err != nil {
 			rt.Error(w, err)
 			return

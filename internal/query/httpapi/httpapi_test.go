@@ -69,6 +69,19 @@ func TestScopedDecidesTheTenantBeforeTheHandler(t *testing.T) {
 			}
 		})
 	}
+	// X-Scope-OrgID twice, or sent empty, is refused 400, even with a
+	// token that reads every tenant: never read as the first value, nor as
+	// naming none (which would read every tenant).
+	for _, values := range [][]string{{"team-a", "team-b"}, {"team-a", "team-a"}, {""}, {"", "team-a"}} {
+		req := httptest.NewRequest("GET", "/q", nil)
+		req.Header.Set("Authorization", "Bearer ops")
+		req.Header["X-Scope-Orgid"] = values
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("X-Scope-OrgID %q: %d %q, want 400", values, rec.Code, rec.Body)
+		}
+	}
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/ready", nil))
 	if rec.Code != 200 {

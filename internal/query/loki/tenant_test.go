@@ -2,6 +2,7 @@ package loki
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -317,5 +318,38 @@ func TestOperatorKeepsTenantsApart(t *testing.T) {
 	_, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(`{__tenant_id__="a"}`), asOperator...))
 	if len(frames[0].lines) != 0 {
 		t.Errorf("tenant a's {__tenant_id__=\"a\"} selects %q: no stream of a tenant's own read has the label", frames[0].lines)
+	}
+}
+
+// TestSeveralOrEmptyTenantsRefused: a request naming several tenants
+// (X-Scope-OrgID twice) is refused 400, never answered with the first
+// one's streams, nor is an X-Scope-OrgID sent empty read as naming none:
+// which tenant it meant is not for the server to guess, as on the OTLP
+// receivers and Flight SQL.
+func TestSeveralOrEmptyTenantsRefused(t *testing.T) {
+	srv := server(t)
+	for name, values := range map[string][]string{
+		"two tenants":   {"a", "b"},
+		"one twice":     {"a", "a"},
+		"empty":         {""},
+		"empty, then a": {"", "a"},
+	} {
+		req, err := http.NewRequest("GET", srv.URL+"/loki/api/v1/query_range?"+window(`{service_name=~".+"}`).Encode(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header["X-Scope-Orgid"] = values
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s (%q): %d, want 400: %s", name, values, resp.StatusCode, body)
+		}
+		if strings.Contains(string(body), "checkout") || strings.Contains(string(body), "billing") {
+			t.Errorf("%s (%q): answered with a tenant's streams: %s", name, values, body)
+		}
 	}
 }
