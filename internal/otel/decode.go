@@ -242,21 +242,32 @@ func (d *Decoder) notOTLP(err error) error {
 	return fmt.Errorf("not %s: %w", d.kindName, err)
 }
 
+// tenant is the record's tenant: the one its tenant header names, read as
+// the receivers read X-Scope-OrgID (tenancy.Named: one value, trimmed;
+// several, or one empty, refused), else the default.
 func (d *Decoder) tenant(r *kgo.Record) (string, error) {
-	if d.tenancy.Header != "" {
-		for _, h := range r.Headers {
-			// Header names are case-insensitive where they come from
-			// (HTTP metadata the Collector passes on).
-			if strings.EqualFold(h.Key, d.tenancy.Header) {
-				t := string(h.Value)
-				if err := tenancy.CheckTenant(t); err != nil {
-					return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
-				}
-				return t, nil
-			}
+	if d.tenancy.Header == "" {
+		return d.tenancy.Default, nil
+	}
+	var values []string
+	for _, h := range r.Headers {
+		// Header names are case-insensitive where they come from
+		// (HTTP metadata the Collector passes on).
+		if strings.EqualFold(h.Key, d.tenancy.Header) {
+			values = append(values, string(h.Value))
 		}
 	}
-	return d.tenancy.Default, nil
+	t, err := tenancy.Named(d.tenancy.Header, values)
+	if err != nil {
+		return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
+	}
+	if t == "" {
+		return d.tenancy.Default, nil
+	}
+	if err := tenancy.CheckTenant(t); err != nil {
+		return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
+	}
+	return t, nil
 }
 
 // source is where a message's rows came from, written as each row's

@@ -543,3 +543,36 @@ func TestWholeDoublesReadBackAsDoubles(t *testing.T) {
 		t.Errorf("a double point's value %v, value_int %v; want 2.0 and none", v, vi)
 	}
 }
+
+// A record carrying the tenant header twice (its name in any case: the
+// header is matched case-insensitively) is refused, never loaded as the
+// first one's tenant, as the receivers refuse X-Scope-OrgID twice; a
+// value with whitespace around it is the tenant within, as the receivers
+// read it.
+func TestSeveralTenantHeadersAreRefused(t *testing.T) {
+	value, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(sampleTraces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDecoder(SignalTraces, EncodingProto, Tenancy{Header: "tenant", Default: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, hs := range map[string][]kgo.RecordHeader{
+		"two tenants":   {{Key: "tenant", Value: []byte("a")}, {Key: "Tenant", Value: []byte("b")}},
+		"one twice":     {{Key: "tenant", Value: []byte("a")}, {Key: "tenant", Value: []byte("a")}},
+		"empty, then a": {{Key: "tenant", Value: nil}, {Key: "tenant", Value: []byte("a")}},
+	} {
+		var b sink.Batch
+		n, err := d.AppendRows(&b, &kgo.Record{Value: value, Headers: hs})
+		if err == nil || !strings.Contains(err.Error(), "several") {
+			t.Errorf("%s: %d rows, err %v; want refused for several tenants", name, n, err)
+		}
+	}
+	rows := decodeRows(t, d, &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte(" a ")}}})
+	for _, r := range rows {
+		if r["tenant_id"] != "a" {
+			t.Errorf("tenant header %q: a row of tenant %v, want a", " a ", r["tenant_id"])
+		}
+	}
+}
