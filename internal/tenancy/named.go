@@ -27,7 +27,9 @@ const (
 //     and taking the first would let a client override a tenant that a
 //     proxy appends after it. dskit refuses them on gRPC too
 //     (user/grpc.go, ExtractFromGRPCRequest: len(orgIDs) != 1), the same
-//     value twice included;
+//     value twice included; its HTTP middleware takes the first
+//     (user/http.go, r.Header.Get), which would make HTTP and gRPC
+//     disagree, so here both refuse;
 //   - a value that is empty once trimmed: a malformed tenant (a header
 //     templated from an unset variable), not a request naming none, which
 //     would land in tenancy.default or, with a token reading every
