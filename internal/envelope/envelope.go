@@ -8,7 +8,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
@@ -217,30 +219,112 @@ func AppendMetadata(dst []byte, r *kgo.Record) []byte {
 	dst = append(dst, `,"key":`...)
 	dst = appendBytes(dst, r.Key, `,"key_encoding":"base64"`)
 	dst = append(dst, `,"create_time":"`...)
-	if ms := r.Timestamp.UnixMilli(); ms >= 0 && ms < maxUTCMilli {
-		dst = AppendUTC(dst, uint64(ms/1000), uint64(ms%1000), 3)
-	} else {
-		// Before 1970 (a record without a timestamp has -1) or past 9999.
-		dst = r.Timestamp.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
-	}
+	dst = appendCreateTime(dst, r.Timestamp)
 	dst = append(dst, '"')
 	if len(r.Headers) > 0 {
-		dst = append(dst, `,"headers":[`...)
-		for i, h := range r.Headers {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"key":`...)
-			// A header's key is bytes on the wire, as its value is:
-			// Kafka checks neither for UTF-8.
-			dst = appendBytes(dst, []byte(h.Key), `,"key_encoding":"base64"`)
-			dst = append(dst, `,"value":`...)
-			dst = appendBytes(dst, h.Value, `,"value_encoding":"base64"`)
-			dst = append(dst, '}')
-		}
-		dst = append(dst, ']')
+		dst = append(dst, `,"headers":`...)
+		dst = AppendHeaders(dst, r.Headers)
 	}
 	return append(dst, '}')
+}
+
+// appendCreateTime appends record_metadata's create_time of t, unquoted.
+func appendCreateTime(dst []byte, t time.Time) []byte {
+	if ms := t.UnixMilli(); ms >= 0 && ms < maxUTCMilli {
+		return AppendUTC(dst, uint64(ms/1000), uint64(ms%1000), 3)
+	}
+	// Before 1970 (a record without a timestamp has -1) or past 9999.
+	return t.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+}
+
+// AppendHeaders appends a record's headers as record_metadata holds them:
+// a list (Kafka allows repeated header keys) of {key, key_encoding?,
+// value, value_encoding?}, a key or value that is not UTF-8 in base64
+// with its _encoding, a null value as null. No headers is [].
+func AppendHeaders(dst []byte, headers []kgo.RecordHeader) []byte {
+	dst = append(dst, '[')
+	for i, h := range headers {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"key":`...)
+		// A header's key is bytes on the wire, as its value is:
+		// Kafka checks neither for UTF-8.
+		dst = appendBytes(dst, []byte(h.Key), `,"key_encoding":"base64"`)
+		dst = append(dst, `,"value":`...)
+		dst = appendBytes(dst, h.Value, `,"value_encoding":"base64"`)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+// ParseHeaders reads AppendHeaders' JSON back into the record's headers
+// (a dead-letter row's, for a replay): nil for null or an empty list.
+func ParseHeaders(data []byte) ([]kgo.RecordHeader, error) {
+	var hs []struct {
+		Key           string  `json:"key"`
+		KeyEncoding   string  `json:"key_encoding"`
+		Value         *string `json:"value"`
+		ValueEncoding string  `json:"value_encoding"`
+	}
+	if err := json.Unmarshal(data, &hs); err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	out := make([]kgo.RecordHeader, len(hs))
+	for i, h := range hs {
+		key := []byte(h.Key)
+		if h.KeyEncoding == "base64" {
+			var err error
+			if key, err = base64.StdEncoding.DecodeString(h.Key); err != nil {
+				return nil, fmt.Errorf("header %d's key: %w", i, err)
+			}
+		}
+		out[i].Key = string(key)
+		if h.Value == nil {
+			continue // a null value stays nil, as Kafka gave it
+		}
+		out[i].Value = []byte(*h.Value)
+		if h.ValueEncoding == "base64" {
+			v, err := base64.StdEncoding.DecodeString(*h.Value)
+			if err != nil {
+				return nil, fmt.Errorf("header %d's value: %w", i, err)
+			}
+			out[i].Value = v
+		}
+	}
+	return out, nil
+}
+
+// DLQTimes bound the create_time a dead-letter row carries: 0001-01-01 to
+// 9999-12-31 in Unix milliseconds, the range of Databend's TIMESTAMP
+// (expression src/types/timestamp.rs TIMESTAMP_MIN, TIMESTAMP_MAX) and
+// of RFC 3339's four-digit years. A record's timestamp outside it (Kafka
+// takes any int64) is left null rather than fail the dead letter's load.
+const (
+	dlqMinMilli = -62_135_596_800_000
+	dlqMaxMilli = maxUTCMilli
+)
+
+// DLQCreateTime returns a dead-letter row's create_time of a record
+// timestamp t, as record_metadata writes it, and whether t can be kept.
+func DLQCreateTime(t time.Time) (string, bool) {
+	if !keepsCreateTime(t) {
+		return "", false
+	}
+	return string(appendCreateTime(nil, t)), true
+}
+
+// keepsCreateTime says whether a dead-letter row holds t as its
+// create_time: in range, and not the zero time, which is a record's
+// whose timestamp is not known (a dead letter kept before the column
+// existed, replayed and failing again), where Kafka's records always have
+// one (-1 when the producer gave none).
+func keepsCreateTime(t time.Time) bool {
+	ms := t.UnixMilli()
+	return !t.IsZero() && ms >= dlqMinMilli && ms < dlqMaxMilli
 }
 
 // appendBytes appends b as a JSON string, or null when nil, or as base64
@@ -269,11 +353,22 @@ type DLQRow struct {
 	Value     *string `json:"value"` // base64 of the value's bytes
 	Error     string  `json:"error"`
 	Stage     string  `json:"stage"`
+	// Headers are the record's headers as record_metadata holds them
+	// (AppendHeaders: [] for none); absent where they are not known (a
+	// declared table's row a database rejected, which is dead-lettered
+	// as the row itself).
+	Headers json.RawMessage `json:"headers,omitempty"`
+	// CreateTime is the record's timestamp as record_metadata's
+	// create_time (DLQCreateTime); absent where not known or out of range.
+	CreateTime *string `json:"create_time,omitempty"`
 }
 
 // AppendDLQRow appends the dead-letter row of r as one NDJSON line: topic,
 // partition, offset, key and value as base64 of the original bytes (null when
-// absent), error and stage. add_time is set by the sink.
+// absent), error and stage, and the record's headers and timestamp as its
+// record_metadata would hold them, so that a replay loads the row a first
+// load would have (a tenant sent as a header, the record's time).
+// add_time is set by the sink.
 func AppendDLQRow(dst []byte, r *kgo.Record, reason, stage string) []byte {
 	dst = append(dst, `{"topic":`...)
 	dst = AppendString(dst, []byte(r.Topic))
@@ -289,6 +384,13 @@ func AppendDLQRow(dst []byte, r *kgo.Record, reason, stage string) []byte {
 	dst = AppendString(dst, []byte(reason))
 	dst = append(dst, `,"stage":`...)
 	dst = AppendString(dst, []byte(stage))
+	dst = append(dst, `,"headers":`...)
+	dst = AppendHeaders(dst, r.Headers)
+	if keepsCreateTime(r.Timestamp) {
+		dst = append(dst, `,"create_time":"`...)
+		dst = appendCreateTime(dst, r.Timestamp)
+		dst = append(dst, '"')
+	}
 	return append(dst, "}\n"...)
 }
 
@@ -316,10 +418,12 @@ func CheckObject(value []byte) Problem {
 }
 
 // AppendTransformRow appends the transform-mode staging row of r: its
-// coordinates, key (base64) and, last, the value (encoded as enc says),
-// which the sink maps onto the user's table by field name:
+// coordinates, key (base64), headers and timestamp (as a dead-letter row
+// holds them, for an object the table rejects) and, last, the value
+// (encoded as enc says), which the sink maps onto the user's table by
+// field name:
 //
-//	{"topic":…,"partition":…,"offset":…,"key":…,"value":…}
+//	{"topic":…,"partition":…,"offset":…,"key":…,"headers":[…],"create_time":…,"value":…}
 func AppendTransformRow(dst []byte, r *kgo.Record, enc ValueEncoding) []byte {
 	dst = append(dst, `{"topic":`...)
 	dst = AppendString(dst, []byte(r.Topic))
@@ -329,6 +433,13 @@ func AppendTransformRow(dst []byte, r *kgo.Record, enc ValueEncoding) []byte {
 	dst = strconv.AppendInt(dst, r.Offset, 10)
 	dst = append(dst, `,"key":`...)
 	dst = appendBase64(dst, r.Key)
+	dst = append(dst, `,"headers":`...)
+	dst = AppendHeaders(dst, r.Headers)
+	if keepsCreateTime(r.Timestamp) {
+		dst = append(dst, `,"create_time":"`...)
+		dst = appendCreateTime(dst, r.Timestamp)
+		dst = append(dst, '"')
+	}
 	dst = append(dst, TransformValueField...)
 	if enc == ValueJSON {
 		dst = appendOneLine(dst, r.Value)

@@ -127,6 +127,10 @@ type coord struct {
 	Partition int32   `json:"partition"`
 	Offset    int64   `json:"offset"`
 	Key       *string `json:"key"` // base64
+	// The record's headers and timestamp (envelope.AppendTransformRow),
+	// for the dead letter of an object the table rejects.
+	Headers    json.RawMessage `json:"headers"`
+	CreateTime *string         `json:"create_time"`
 }
 
 type tables struct{ main, dlq, ledger, derived string }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -906,4 +907,92 @@ func TestExecTxRollsBackAndRetriesOnlyConflicts(t *testing.T) {
 	if got := count(srv.Statements()[n:], "BEGIN"); got != 2 {
 		t.Errorf("%d transactions, want the conflicting one and its rerun", got)
 	}
+}
+
+// headeredBatch is offsets 0-2 of partition 0 of "traces", each record
+// with a tenant header, a header whose value is not UTF-8, and a
+// timestamp; offset 1 is not JSON (a dead letter of the pipeline's).
+func headeredBatch() (*sink.Batch, time.Time) {
+	at := time.Date(2026, 3, 1, 12, 34, 56, 789_000_000, time.UTC)
+	b := &sink.Batch{}
+	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces"}, First: 0, Last: 2}
+	for o := int64(0); o <= 2; o++ {
+		rec := &kgo.Record{Topic: "traces", Offset: o, Timestamp: at, Value: fmt.Appendf(nil, `{"o":%d}`, o),
+			Headers: []kgo.RecordHeader{{Key: "X-Scope-OrgID", Value: []byte("team-a")}, {Key: "bin", Value: []byte{0xff}}}}
+		if o == 1 {
+			rec.Value = []byte("not json")
+			b.DLQ = envelope.AppendDLQRow(b.DLQ, rec, "not JSON", envelope.StageDecode)
+			r.DLQ++
+			continue
+		}
+		id := [16]byte{byte(o)}
+		b.Rows = envelope.AppendRawRow(b.Rows, rec, &id, envelope.ValueJSON)
+		r.Records++
+	}
+	b.Ranges = []sink.Range{r}
+	return b, at
+}
+
+// checkHeaders fails the test unless the dead letter r holds headeredBatch's
+// headers and timestamp.
+func checkHeaders(t *testing.T, what string, r databendtest.Row, at time.Time) {
+	t.Helper()
+	const want = `[{"key":"X-Scope-OrgID","value":"team-a"},{"key":"bin","value":"/w==","value_encoding":"base64"}]`
+	var got, exp any
+	if err := json.Unmarshal(r["headers"], &got); err != nil {
+		t.Errorf("%s: headers %s: %v", what, r["headers"], err)
+	}
+	_ = json.Unmarshal([]byte(want), &exp)
+	if fmt.Sprint(got) != fmt.Sprint(exp) {
+		t.Errorf("%s: headers %s, want %s", what, r["headers"], want)
+	}
+	if c := string(r["create_time"]); c != strconv.FormatInt(at.UnixMicro(), 10) {
+		t.Errorf("%s: create_time %q, want the record's %d µs", what, c, at.UnixMicro())
+	}
+}
+
+// A dead letter keeps its record's headers and timestamp (a tenant sent as
+// a Kafka header, the record's time), both a message the pipeline
+// dead-letters and a raw row Databend rejects at the load (read from its
+// record_metadata). Before, the dead-letter table held key and value only.
+func TestDeadLettersKeepTheRecordsHeaders(t *testing.T) {
+	srv, s := prepared(t, "")
+	srv.Reject = func(table string, r databendtest.Row) string {
+		if table == "trace_raw" && string(r["koffset"]) == "2" {
+			return "bad row"
+		}
+		return ""
+	}
+	b, at := headeredBatch()
+	if _, err := s.Load(context.Background(), stage(t, s, b)); err != nil {
+		t.Fatal(err)
+	}
+	dl := dlqRows(t, srv)
+	if len(dl) != 2 {
+		t.Fatalf("%d dead letters, want offsets 1 and 2", len(dl))
+	}
+	checkHeaders(t, "the pipeline's dead letter", dl[1], at)
+	checkHeaders(t, "the row Databend rejected", dl[2], at)
+}
+
+// A dead-letter table made before headers and create_time existed gets
+// them at Prepare (ALTER TABLE … ADD COLUMN, nullable), and new dead
+// letters keep theirs there.
+func TestOldDeadLetterTableGainsHeaders(t *testing.T) {
+	srv := databendtest.New("tl", "s3cret")
+	t.Cleanup(srv.Close)
+	srv.CreateTable("trace_raw_dlq", []string{"topic", "partition", "offset", "key", "value", "error", "stage", "add_time"},
+		[]string{"VARCHAR", "INT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP"})
+	s := open(t, srv, "")
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatalf("prepare over an old dead-letter table: %v", err)
+	}
+	if cols := srv.Columns("trace_raw_dlq"); !slices.Contains(cols, "headers VARIANT") || !slices.Contains(cols, "create_time TIMESTAMP") {
+		t.Fatalf("dead-letter columns %v: want headers and create_time added", cols)
+	}
+	b, at := headeredBatch()
+	if _, err := s.Load(context.Background(), stage(t, s, b)); err != nil {
+		t.Fatal(err)
+	}
+	checkHeaders(t, "the dead letter", dlqRows(t, srv)[1], at)
 }

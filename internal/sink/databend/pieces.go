@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -22,6 +23,11 @@ type line struct {
 	index  int32   // a declared table's row: its index in the record (kindex)
 	key    *string // base64 of the key's bytes; nil without a key
 	value  []byte  // the message value as staged (JSON)
+	// headers and created are the record's headers and timestamp for its
+	// dead letter (envelope.DLQRow); nil for a declared table's row, whose
+	// record is not kept.
+	headers json.RawMessage
+	created *string
 }
 
 // rowAt is a declared table's row's coordinates: a span, and the GenAI
@@ -48,7 +54,8 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 		return line{tp: sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}, offset: r.Offset, key: r.Key}, nil
 	case k.coords != nil:
 		c := k.coords[i]
-		return line{tp: sink.TopicPartition{Topic: c.Topic, Partition: c.Partition}, offset: c.Offset, key: c.Key, value: text}, nil
+		return line{tp: sink.TopicPartition{Topic: c.Topic, Partition: c.Partition}, offset: c.Offset, key: c.Key, value: text,
+			headers: c.Headers, created: c.CreateTime}, nil
 	default:
 		var r struct {
 			Partition int32           `json:"kpartition"`
@@ -57,9 +64,11 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 			Index     int32           `json:"kindex"`
 			Value     json.RawMessage `json:"raw_data"`
 			Metadata  struct {
-				Topic       string  `json:"topic"`
-				Key         *string `json:"key"`
-				KeyEncoding string  `json:"key_encoding"`
+				Topic       string          `json:"topic"`
+				Key         *string         `json:"key"`
+				KeyEncoding string          `json:"key_encoding"`
+				CreateTime  string          `json:"create_time"`
+				Headers     json.RawMessage `json:"headers"`
 			} `json:"record_metadata"`
 		}
 		if err := json.Unmarshal(text, &r); err != nil {
@@ -71,7 +80,18 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 			// dead-lettered as the row itself.
 			return line{tp: sink.TopicPartition{Topic: *r.Topic, Partition: r.Partition}, offset: r.Offset, index: r.Index, value: text}, nil
 		}
-		l := line{tp: sink.TopicPartition{Topic: r.Metadata.Topic, Partition: r.Partition}, offset: r.Offset, value: r.Value}
+		l := line{tp: sink.TopicPartition{Topic: r.Metadata.Topic, Partition: r.Partition}, offset: r.Offset, value: r.Value,
+			headers: r.Metadata.Headers}
+		if l.headers == nil {
+			l.headers = json.RawMessage("[]") // envelope.AppendMetadata writes none for a record without
+		}
+		// A time out of the dead-letter table's range (record_metadata
+		// writes any) is left null there.
+		if at, err := time.Parse(time.RFC3339Nano, r.Metadata.CreateTime); err == nil {
+			if ct, ok := envelope.DLQCreateTime(at); ok {
+				l.created = &ct
+			}
+		}
 		if key := r.Metadata.Key; key != nil && r.Metadata.KeyEncoding != "base64" {
 			b64 := base64.StdEncoding.EncodeToString([]byte(*key))
 			l.key = &b64
@@ -356,7 +376,7 @@ func (p *loadPlan) reject(k *keptFile, i int, reason string, derived bool) error
 		value = &v
 	}
 	row, err := json.Marshal(envelope.DLQRow{Topic: l.tp.Topic, Partition: l.tp.Partition, Offset: l.offset,
-		Key: l.key, Value: value, Error: reason, Stage: envelope.StageLoad})
+		Key: l.key, Value: value, Error: reason, Stage: envelope.StageLoad, Headers: l.headers, CreateTime: l.created})
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,11 @@ var (
 		{"error", "VARCHAR", ""},
 		{"stage", "VARCHAR", ""},
 		{"add_time", "TIMESTAMP", "DEFAULT NOW()"},
+		// The record's headers and timestamp, as its record_metadata holds
+		// them (envelope.AppendDLQRow), for a replay to load the row a
+		// first load would have; added to an older table at Prepare.
+		{"headers", "VARIANT", "NULL"},
+		{"create_time", "TIMESTAMP", "NULL"},
 	}
 	ledgerColumns = []column{
 		{"topic", "VARCHAR", ""},
@@ -100,10 +105,14 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		name, quoted string
 		cols         []column
 		declared     bool // a declared table's (or built from one): grows (addColumns)
+		// grows: a table of tracelake's own that gained columns (the
+		// dead-letter table's headers and create_time): they are added
+		// to an older table, which is then checked as the others are.
+		grows bool
 	}
 	specs := []tableSpec{
-		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns, false},
-		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns, false},
+		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns, false, true},
+		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns, false, false},
 	}
 	if s.opt.Transform {
 		if _, err := ss.query(ctx, "DESC "+s.tables.main); err != nil {
@@ -114,13 +123,13 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		if typed {
 			main = typedColumns(s.opt.Typed)
 		}
-		specs = append([]tableSpec{{s.opt.Table, s.tables.main, main, typed}}, specs...)
+		specs = append([]tableSpec{{s.opt.Table, s.tables.main, main, typed, false}}, specs...)
 		if s.opt.Derived != nil {
-			specs = append(specs, tableSpec{s.opt.DerivedTable, s.tables.derived, typedColumns(s.opt.Derived), true})
+			specs = append(specs, tableSpec{s.opt.DerivedTable, s.tables.derived, typedColumns(s.opt.Derived), true, false})
 		}
 		if typed {
 			for _, name := range s.opt.DedupTables {
-				specs = append(specs, tableSpec{name, sqltext.Name(name), append(slices.Clone(main), column{"dedup_key", "VARCHAR", "NULL"}), true})
+				specs = append(specs, tableSpec{name, sqltext.Name(name), append(slices.Clone(main), column{"dedup_key", "VARCHAR", "NULL"}), true, false})
 			}
 		}
 	}
@@ -136,6 +145,15 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		if t.declared {
 			errs = append(errs, s.addColumns(ctx, ss, t.name, t.quoted, t.cols, res))
 			continue
+		}
+		if t.grows && len(diffColumns(t.cols, res)) > 0 {
+			if err := s.addColumns(ctx, ss, t.name, t.quoted, t.cols, res); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if res, err = ss.query(ctx, "DESC "+t.quoted); err != nil {
+				return fmt.Errorf("describe table %s: %w", t.name, err)
+			}
 		}
 		if diff := diffColumns(t.cols, res); len(diff) > 0 {
 			errs = append(errs, fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", t.name, strings.Join(diff, "\n  ")))

@@ -87,6 +87,27 @@ func (s *Sink) ensureDeclared(ctx context.Context, table string, t *schema.Table
 	return err
 }
 
+// ensureGrown creates a table of tracelake's with want, or adds the
+// columns of want an existing one (made by an older release) lacks, then
+// checks it as ensure does: the dead-letter table, which gained headers
+// and create_time.
+func (s *Sink) ensureGrown(ctx context.Context, table string, want []Column) error {
+	have, err := TableColumns(ctx, s.db, table)
+	if err != nil {
+		return err
+	}
+	if len(have) > 0 {
+		added, err := addMissing(ctx, s.db, table, have, want)
+		if len(added) > 0 {
+			s.log.Info("added the columns an existing table lacked; its older rows read null in them", "table", table, "columns", names(added))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return s.ensure(ctx, table, want)
+}
+
 func names(cols []Column) []string {
 	out := make([]string, len(cols))
 	for i, c := range cols {

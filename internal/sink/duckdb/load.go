@@ -264,7 +264,12 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64, topic s
 }
 
 const (
-	dlqReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER', "offset": 'BIGINT', "key": 'VARCHAR', "value": 'VARCHAR', error: 'VARCHAR', stage: 'VARCHAR'}`
+	dlqReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER', "offset": 'BIGINT', "key": 'VARCHAR', "value": 'VARCHAR', error: 'VARCHAR', stage: 'VARCHAR', headers: 'JSON', create_time: 'VARCHAR'}`
+	// dlqInsertColumns are the dead-letter table's columns as the loads
+	// insert them, by name: a table grown by an older release has headers
+	// and create_time after add_time, as one created now does, but a
+	// column list does not depend on that.
+	dlqInsertColumns = `(topic, "partition", "offset", "key", "value", error, stage, add_time, headers, create_time)`
 )
 
 // readNDJSON is the table function reading staged files. The line limit
@@ -456,8 +461,11 @@ func (s *Sink) insertFiles(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSO
 		}
 	}
 	if len(p.dlqFiles) > 0 {
-		q := fmt.Sprintf(`INSERT INTO %s SELECT topic, "partition", "offset", from_base64("key"), from_base64("value"), error, stage, $1 FROM %s%s`,
-			s.tables.dlq, readNDJSON(p.dlqFiles, dlqReadColumns, p.maxLine), where(p.dlqFilter))
+		// create_time is envelope.DLQCreateTime's RFC 3339 in UTC ("Z"),
+		// which DuckDB's cast reads as that instant.
+		q := fmt.Sprintf(`INSERT INTO %s %s SELECT topic, "partition", "offset", from_base64("key"), from_base64("value"), error, stage, $1,
+			headers, TRY_CAST(create_time AS TIMESTAMP) FROM %s%s`,
+			s.tables.dlq, dlqInsertColumns, readNDJSON(p.dlqFiles, dlqReadColumns, p.maxLine), where(p.dlqFilter))
 		if _, err := tx.ExecContext(ctx, q, now); err != nil {
 			return nil, fmt.Errorf("insert dead-letter rows: %w", err)
 		}
@@ -473,10 +481,13 @@ func (s *Sink) insertRaw(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSON 
 	valid := ""
 	if checkJSON {
 		valid = "(raw_data IS NULL OR json_valid(raw_data))"
-		q := fmt.Sprintf(`INSERT INTO %s SELECT record_metadata->>'topic', kpartition, koffset,
+		// The record's headers and time come from its record_metadata
+		// (envelope.AppendMetadata: no headers field when it has none).
+		q := fmt.Sprintf(`INSERT INTO %s %s SELECT record_metadata->>'topic', kpartition, koffset,
 			CASE WHEN record_metadata->>'key_encoding' = 'base64' THEN from_base64(record_metadata->>'key') ELSE encode(record_metadata->>'key') END,
-			encode(raw_data), 'DuckDB cannot parse the value as JSON', '%s', $1 FROM %s%s`,
-			s.tables.dlq, envelope.StageLoad, src, where(p.rawFilter, "NOT "+valid))
+			encode(raw_data), 'DuckDB cannot parse the value as JSON', '%s', $1,
+			coalesce(record_metadata->'headers', '[]'), TRY_CAST(record_metadata->>'create_time' AS TIMESTAMP) FROM %s%s`,
+			s.tables.dlq, dlqInsertColumns, envelope.StageLoad, src, where(p.rawFilter, "NOT "+valid))
 		if _, err := tx.ExecContext(ctx, q, now); err != nil {
 			return fmt.Errorf("insert rejected rows into %s: %w", s.tables.dlq, err)
 		}

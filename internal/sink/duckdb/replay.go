@@ -76,10 +76,15 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
 
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_replay AS SELECT rowid AS tl_rowid, topic, "partition", "offset", "key", "value" FROM %s%s`, s.tables.dlq, filter)); err != nil {
+	// The record's headers and timestamp too: the replayed row's
+	// record_metadata is then the one a first load would have written (a
+	// tenant sent as a header, the record's time). A row dead-lettered
+	// before the table had them reads NULL: no headers, no time, as
+	// replays did before.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_replay AS SELECT rowid AS tl_rowid, topic, "partition", "offset", "key", "value", headers, create_time FROM %s%s`, s.tables.dlq, filter)); err != nil {
 		return ReplayResult{}, fmt.Errorf("select dead-letter rows: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", "offset", "key", "value" FROM tl_replay ORDER BY "partition", "offset", tl_rowid`)
+	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", "offset", "key", "value", headers::VARCHAR, create_time FROM tl_replay ORDER BY "partition", "offset", tl_rowid`)
 	if err != nil {
 		return ReplayResult{}, fmt.Errorf("select dead-letter rows: %w", err)
 	}
@@ -91,9 +96,20 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	var res ReplayResult
 	for rows.Next() {
 		var r kgo.Record
-		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value); err != nil {
+		var headers sql.NullString
+		var created sql.NullTime
+		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &headers, &created); err != nil {
 			rows.Close()
 			return ReplayResult{}, fmt.Errorf("read dead-letter rows: %w", err)
+		}
+		if headers.Valid {
+			if r.Headers, err = envelope.ParseHeaders([]byte(headers.String)); err != nil {
+				rows.Close()
+				return ReplayResult{}, fmt.Errorf("read dead-letter row %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+		}
+		if created.Valid {
+			r.Timestamp = created.Time.UTC()
 		}
 		res.Candidates++
 		if o.Decode == nil {

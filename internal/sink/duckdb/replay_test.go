@@ -2,9 +2,12 @@ package duckdb
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -135,7 +138,7 @@ func TestReplayRawRows(t *testing.T) {
 	s := prepared(t, false)
 	values := []string{" {\"a\": 1.50} ", "{\n  \"pretty\": true\r\n}", "not json"}
 	for i, v := range values {
-		if _, err := s.DB().Exec(`INSERT INTO trace_raw_dlq VALUES ('t', 0, ?, NULL, ?::BLOB, 'an old reason', 'decode', now())`, i, v); err != nil {
+		if _, err := s.DB().Exec(`INSERT INTO trace_raw_dlq (topic, "partition", "offset", "key", "value", error, stage, add_time) VALUES ('t', 0, ?, NULL, ?::BLOB, 'an old reason', 'decode', now())`, i, v); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -157,5 +160,190 @@ func TestReplayRawRows(t *testing.T) {
 	}
 	if n := count(t, s, `SELECT count(*) FROM trace_raw_dlq WHERE "offset" = 2`); n != 1 {
 		t.Errorf("%d dead-letter rows for the value that is not JSON, want 1", n)
+	}
+}
+
+// headeredRecord is a record with a tenant header, a header whose value is
+// not UTF-8, one without a value, and a timestamp: what its dead letter
+// must keep for a replay to load the row its first load would have.
+func headeredRecord(offset int64, value string) *kgo.Record {
+	return &kgo.Record{Topic: "t", Offset: offset, Key: []byte("k"), Value: []byte(value),
+		Timestamp: time.Date(2026, 3, 1, 12, 34, 56, 789_000_000, time.UTC),
+		Headers: []kgo.RecordHeader{
+			{Key: "X-Scope-OrgID", Value: []byte("team-a")},
+			{Key: "bin", Value: []byte{0xff, 0xfe}},
+			{Key: "none"},
+		}}
+}
+
+// headeredJSON is headeredRecord's headers as record_metadata holds them.
+const headeredJSON = `[{"key":"X-Scope-OrgID","value":"team-a"},{"key":"bin","value":"//4=","value_encoding":"base64"},{"key":"none","value":null}]`
+
+// sameJSON fails the test unless got and want are the same JSON value.
+func sameJSON(t *testing.T, what, got, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("%s: %v in %s", what, err, got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("%s: %v in %s", what, err, want)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s:\n got %s\nwant %s", what, got, want)
+	}
+}
+
+// A dead letter keeps its record's headers and timestamp, so that a
+// replayed raw row's record_metadata is the one its first load would
+// have written: a tenant sent as a Kafka header (tenancy.kafka_header)
+// stays the row's, and create_time is the record's. Before, the
+// dead-letter table held key and value only: the replayed row had no
+// headers (its tenant gone) and a create_time of year 1.
+func TestReplayKeepsTheRecordsHeaders(t *testing.T) {
+	ctx := context.Background()
+	s := prepared(t, false)
+	rec := headeredRecord(0, `{"a":1}`)
+	// Dead-lettered as the pipeline does (a check an older release made).
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 0, DLQ: 1}}}
+	b.DLQ = envelope.AppendDLQRow(b.DLQ, rec, "an older check", envelope.StageDecode)
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	var headers, created string
+	if err := s.DB().QueryRow(`SELECT headers::VARCHAR, strftime(create_time, '%Y-%m-%dT%H:%M:%S.%g') FROM trace_raw_dlq`).Scan(&headers, &created); err != nil {
+		t.Fatalf("the dead letter's headers and time: %v", err)
+	}
+	sameJSON(t, "dead letter's headers", headers, headeredJSON)
+	if created != "2026-03-01T12:34:56.789" {
+		t.Errorf("dead letter's create_time = %s, want the record's 2026-03-01T12:34:56.789", created)
+	}
+
+	res, err := s.Replay(ctx, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Loaded != 1 {
+		t.Fatalf("replay: %+v, want the row loaded", res)
+	}
+	var md string
+	if err := s.DB().QueryRow(`SELECT record_metadata::VARCHAR FROM trace_raw WHERE koffset = 0`).Scan(&md); err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "replayed row's record_metadata", md, string(envelope.AppendMetadata(nil, rec)))
+}
+
+// A raw row DuckDB's JSON parser rejects at the load (stage load) keeps
+// its record's headers and time in the dead-letter table, read from the
+// row's record_metadata.
+func TestRejectedRawRowKeepsItsHeaders(t *testing.T) {
+	ctx := context.Background()
+	s := prepared(t, false)
+	good, bad := headeredRecord(0, `{"a":1}`), headeredRecord(1, `{"a":`)
+	bad.Headers = bad.Headers[:1]
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 1, Records: 2}}}
+	// The second value never passed envelope.Check: staged by hand, as
+	// a value tracelake's validator accepts and DuckDB's parser does not.
+	for i, r := range []*kgo.Record{good, bad} {
+		b.Rows = envelope.AppendRawRow(b.Rows, r, &[16]byte{byte(i + 1)}, envelope.ValueVerbatim)
+	}
+	b.MaxLine = len(b.Rows)
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	var stage, headers, created string
+	if err := s.DB().QueryRow(`SELECT stage, headers::VARCHAR, strftime(create_time, '%Y-%m-%dT%H:%M:%S.%g') FROM trace_raw_dlq WHERE "offset" = 1`).Scan(&stage, &headers, &created); err != nil {
+		t.Fatalf("the rejected row's dead letter: %v", err)
+	}
+	if stage != envelope.StageLoad {
+		t.Errorf("stage %s, want %s", stage, envelope.StageLoad)
+	}
+	sameJSON(t, "dead letter's headers", headers, `[{"key":"X-Scope-OrgID","value":"team-a"}]`)
+	if created != "2026-03-01T12:34:56.789" {
+		t.Errorf("dead letter's create_time = %s, want the record's", created)
+	}
+}
+
+// In transform mode an object the table rejects keeps its record's headers
+// and time in the dead-letter table.
+func TestRejectedObjectKeepsItsHeaders(t *testing.T) {
+	ctx := context.Background()
+	opt := testOptions(t.TempDir())
+	opt.Table, opt.Transform = "spans", true
+	s := openWith(t, opt)
+	if _, err := s.DB().Exec(`CREATE TABLE spans (id BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := headeredRecord(0, `{"id":"x"}`)
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 0, Records: 1}}}
+	b.Rows = envelope.AppendTransformRow(b.Rows, rec, envelope.ValueText)
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	var headers, created string
+	if err := s.DB().QueryRow(`SELECT headers::VARCHAR, strftime(create_time, '%Y-%m-%dT%H:%M:%S.%g') FROM spans_dlq`).Scan(&headers, &created); err != nil {
+		t.Fatalf("the rejected object's dead letter: %v", err)
+	}
+	sameJSON(t, "dead letter's headers", headers, headeredJSON)
+	if created != "2026-03-01T12:34:56.789" {
+		t.Errorf("dead letter's create_time = %s, want the record's", created)
+	}
+}
+
+// A dead-letter table made before headers and create_time existed gets
+// them at Prepare: its old rows read NULL there and replay as before (no
+// headers, the zero time), and new dead letters keep theirs.
+func TestOldDeadLetterTableGainsHeaders(t *testing.T) {
+	ctx := context.Background()
+	s := openWith(t, testOptions(t.TempDir()))
+	if _, err := s.DB().Exec(`CREATE TABLE trace_raw_dlq (topic VARCHAR, "partition" INTEGER, "offset" BIGINT, "key" BLOB, "value" BLOB, error VARCHAR, stage VARCHAR, add_time TIMESTAMP);
+		INSERT INTO trace_raw_dlq VALUES ('t', 0, 0, NULL, '{"old":1}'::BLOB, 'an old reason', 'decode', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatalf("prepare over an old dead-letter table: %v", err)
+	}
+	rec := headeredRecord(1, `{"new":1}`)
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 1, DLQ: 1}}}
+	b.DLQ = envelope.AppendDLQRow(b.DLQ, rec, "an older check", envelope.StageDecode)
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw_dlq WHERE "offset" = 0 AND headers IS NULL AND create_time IS NULL`); n != 1 {
+		t.Error("the old row does not read NULL in the added columns")
+	}
+	res, err := s.Replay(ctx, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Loaded != 2 {
+		t.Fatalf("replay: %+v, want both rows loaded", res)
+	}
+	old := &kgo.Record{Topic: "t", Offset: 0}
+	for o, r := range []*kgo.Record{old, rec} {
+		var md string
+		if err := s.DB().QueryRow(`SELECT record_metadata::VARCHAR FROM trace_raw WHERE koffset = ?`, o).Scan(&md); err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, fmt.Sprintf("record_metadata at offset %d", o), md, string(envelope.AppendMetadata(nil, r)))
 	}
 }

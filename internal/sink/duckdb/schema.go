@@ -24,10 +24,15 @@ var (
 		{"uuid", "VARCHAR"}, {"koffset", "BIGINT"}, {"kpartition", "INTEGER"},
 		{"raw_data", "JSON"}, {"record_metadata", "JSON"}, {"add_time", "TIMESTAMP"},
 	}
+	// headers and create_time are the record's, as its record_metadata
+	// holds them, so that a replay loads the row a first load would have
+	// (a tenant sent as a header, the record's time). They came after the
+	// first release: a dead-letter table without them gets them added at
+	// Prepare, and its older rows read NULL there.
 	dlqColumns = []Column{
 		{"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"offset", "BIGINT"},
 		{"key", "BLOB"}, {"value", "BLOB"}, {"error", "VARCHAR"}, {"stage", "VARCHAR"},
-		{"add_time", "TIMESTAMP"},
+		{"add_time", "TIMESTAMP"}, {"headers", "JSON"}, {"create_time", "TIMESTAMP"},
 	}
 	ledgerColumns = []Column{
 		{"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"first_offset", "BIGINT"},
@@ -88,7 +93,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
 		}
 	}
-	errs = append(errs, s.ensure(ctx, s.opt.Table+"_dlq", dlqColumns), s.ensure(ctx, s.opt.Table+"_ledger", ledgerColumns))
+	errs = append(errs, s.ensureGrown(ctx, s.opt.Table+"_dlq", dlqColumns), s.ensure(ctx, s.opt.Table+"_ledger", ledgerColumns))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

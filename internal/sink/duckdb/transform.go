@@ -23,7 +23,7 @@ type userColumn struct {
 	generated bool // GENERATED ALWAYS AS: DuckDB computes it, no insert may name it
 }
 
-const transformReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER', "offset": 'BIGINT', "key": 'VARCHAR', "value": 'VARCHAR'}`
+const transformReadColumns = `columns = {topic: 'VARCHAR', "partition": 'INTEGER', "offset": 'BIGINT', "key": 'VARCHAR', headers: 'JSON', create_time: 'VARCHAR', "value": 'VARCHAR'}`
 
 // maxErrorLookups bounds how many rejected values per load get DuckDB's own
 // error text; the rest get tracelake's description of the same failure.
@@ -307,7 +307,7 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 	// the others.
 	stage := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tracelake_transform AS
 		WITH src AS (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s),
-		valued AS (SELECT topic, "partition", "offset", "key", "value", j, %s FROM src),
+		valued AS (SELECT topic, "partition", "offset", "key", headers, create_time, "value", j, %s FROM src),
 		casted AS (SELECT * EXCLUDE (j), [%s] AS tl_cast FROM valued),
 		pre AS (SELECT *, list_filter(tl_cast || [%s], x -> x IS NOT NULL) AS tl_pre FROM casted),
 		bad AS (SELECT *, tl_pre || list_filter([%s], x -> x IS NOT NULL) AS tl_bad FROM pre)
@@ -419,7 +419,7 @@ const (
 // rejectTransformed writes the rejected objects to the dead-letter table
 // (stage load) with DuckDB's error for the first bad column.
 func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time) error {
-	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", "offset", "key", "value", tl_bad[1]
+	rows, err := tx.QueryContext(ctx, `SELECT topic, "partition", "offset", "key", "value", headers::VARCHAR, create_time, tl_bad[1]
 		FROM tracelake_transform WHERE NOT tl_ins`)
 	if err != nil {
 		return fmt.Errorf("read rejected rows: %w", err)
@@ -430,6 +430,8 @@ func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time)
 		offset    int64
 		key       sql.NullString
 		value     string
+		headers   sql.NullString // the record's (envelope.AppendTransformRow)
+		created   sql.NullString
 		reason    string
 	}
 	var rejects []reject
@@ -437,7 +439,7 @@ func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time)
 	for rows.Next() {
 		var r reject
 		var bad int
-		if err := rows.Scan(&r.topic, &r.partition, &r.offset, &r.key, &r.value, &bad); err != nil {
+		if err := rows.Scan(&r.topic, &r.partition, &r.offset, &r.key, &r.value, &r.headers, &r.created, &bad); err != nil {
 			rows.Close()
 			return fmt.Errorf("read rejected rows: %w", err)
 		}
@@ -451,13 +453,14 @@ func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time)
 	if len(rejects) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ($1, $2, $3, from_base64($4), encode($5), $6, $7, $8)`, s.tables.dlq))
+	stmt, err := tx.PrepareContext(ctx, fmt.Sprintf(`INSERT INTO %s %s VALUES ($1, $2, $3, from_base64($4), encode($5), $6, $7, $8, $9::JSON, TRY_CAST($10::VARCHAR AS TIMESTAMP))`,
+		s.tables.dlq, dlqInsertColumns))
 	if err != nil {
 		return fmt.Errorf("prepare dead-letter insert: %w", err)
 	}
 	defer stmt.Close()
 	for _, r := range rejects {
-		if _, err := stmt.ExecContext(ctx, r.topic, r.partition, r.offset, r.key, r.value, r.reason, envelope.StageLoad, now); err != nil {
+		if _, err := stmt.ExecContext(ctx, r.topic, r.partition, r.offset, r.key, r.value, r.reason, envelope.StageLoad, now, r.headers, r.created); err != nil {
 			return fmt.Errorf("insert rejected row: %w", err)
 		}
 	}
