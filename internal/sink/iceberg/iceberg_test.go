@@ -22,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/duckdb/duckdb-go/v2" // the independent reader
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -1294,5 +1295,111 @@ func TestMalformedPositionIsRefused(t *testing.T) {
 	}
 	if _, err := s.AllPositions(context.Background()); err == nil {
 		t.Error("positions read over a malformed property")
+	}
+}
+
+// headeredDLQBatch is offsets 0-1 of partition 0, offset 1 a dead letter;
+// each record has a tenant header, a header whose value is not UTF-8 and
+// a timestamp.
+func headeredDLQBatch() (*sink.Batch, time.Time) {
+	at := time.Date(2026, 3, 1, 12, 34, 56, 789_000_000, time.UTC)
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "traces"}, First: 0, Last: 1, Records: 1, DLQ: 1}}}
+	for o := int64(0); o <= 1; o++ {
+		rec := &kgo.Record{Topic: "traces", Offset: o, Timestamp: at, Value: []byte(`{"o":1}`),
+			Headers: []kgo.RecordHeader{{Key: "X-Scope-OrgID", Value: []byte("team-a")}, {Key: "bin", Value: []byte{0xff}}}}
+		if o == 1 {
+			rec.Value = []byte{0xfe}
+			b.DLQ = envelope.AppendDLQRow(b.DLQ, rec, "not UTF-8", envelope.StageDecode)
+			continue
+		}
+		b.Records = append(b.Records, sink.Record{Record: rec, ID: [16]byte{byte(o)}})
+	}
+	return b, at
+}
+
+// dlqHeaders reads the dead-letter table's offset, headers and create_time
+// as "offset headers create_time" lines ("null" for a null).
+func dlqHeaders(t *testing.T, s *iceberg.Sink) []string {
+	t.Helper()
+	ctx := context.Background()
+	_, dlq := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(ctx, dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, batches, err := tbl.Scan(table.WithSelectedFields("offset", "headers", "create_time")).ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rec, err := range batches {
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+		offs, headers, created := rec.Column(idx("offset")).(*array.Int64), rec.Column(idx("headers")).(*array.String), rec.Column(idx("create_time")).(*array.Timestamp)
+		for i := range int(rec.NumRows()) {
+			h, c := "null", "null"
+			if headers.IsValid(i) {
+				h = headers.Value(i)
+			}
+			if created.IsValid(i) {
+				c = time.UnixMicro(int64(created.Value(i))).UTC().Format(time.RFC3339Nano)
+			}
+			out = append(out, fmt.Sprintf("%d %s %s", offs.Value(i), h, c))
+		}
+		rec.Release()
+	}
+	slices.Sort(out)
+	return out
+}
+
+const headeredJSON = `[{"key":"X-Scope-OrgID","value":"team-a"},{"key":"bin","value":"/w==","value_encoding":"base64"}]`
+
+// A dead letter keeps its record's headers (as record_metadata holds them:
+// a tenant sent as a Kafka header) and timestamp in the dead-letter
+// table's headers and create_time. Before, the table held key and value
+// only.
+func TestDeadLettersKeepTheRecordsHeaders(t *testing.T) {
+	s := openPrepared(t, t.TempDir(), iceberg.Options{Table: "trace_raw"})
+	b, at := headeredDLQBatch()
+	load(t, s, b)
+	want := []string{"1 " + headeredJSON + " " + at.Format(time.RFC3339Nano)}
+	if got := dlqHeaders(t, s); !slices.Equal(got, want) {
+		t.Errorf("dead letters:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// A dead-letter table made before headers and create_time existed gets
+// them by schema evolution at start: its old files read null there, new
+// dead letters keep theirs.
+func TestOldDeadLetterTableGainsHeaders(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	first := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	_, dlq := first.Identifiers()
+	cat := first.Catalog()
+	if err := cat.DropTable(ctx, dlq); err != nil {
+		t.Fatal(err)
+	}
+	old := iceberggo.NewSchema(0,
+		iceberggo.NestedField{ID: 1, Name: "topic", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 2, Name: "partition", Type: iceberggo.PrimitiveTypes.Int32},
+		iceberggo.NestedField{ID: 3, Name: "offset", Type: iceberggo.PrimitiveTypes.Int64},
+		iceberggo.NestedField{ID: 4, Name: "key", Type: iceberggo.PrimitiveTypes.Binary},
+		iceberggo.NestedField{ID: 5, Name: "value", Type: iceberggo.PrimitiveTypes.Binary},
+		iceberggo.NestedField{ID: 6, Name: "error", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 7, Name: "stage", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 8, Name: "add_time", Type: iceberggo.PrimitiveTypes.TimestampTz},
+	)
+	if _, err := cat.CreateTable(ctx, dlq, old); err != nil {
+		t.Fatal(err)
+	}
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw"})
+	b, at := headeredDLQBatch()
+	load(t, s, b)
+	want := []string{"1 " + headeredJSON + " " + at.Format(time.RFC3339Nano)}
+	if got := dlqHeaders(t, s); !slices.Equal(got, want) {
+		t.Errorf("dead letters:\n%v\nwant\n%v", got, want)
 	}
 }

@@ -48,6 +48,12 @@ var (
 		iceberggo.NestedField{ID: 6, Name: "error", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 7, Name: "stage", Type: iceberggo.PrimitiveTypes.String},
 		iceberggo.NestedField{ID: 8, Name: "add_time", Type: iceberggo.PrimitiveTypes.TimestampTz},
+		// The record's headers (record_metadata's JSON list) and timestamp,
+		// for a replay to load the row a first load would have; they came
+		// after the first release: a dead-letter table without them gets
+		// them added (addColumns).
+		iceberggo.NestedField{ID: 9, Name: "headers", Type: iceberggo.PrimitiveTypes.String},
+		iceberggo.NestedField{ID: 10, Name: "create_time", Type: iceberggo.PrimitiveTypes.TimestampTz},
 	)
 )
 
@@ -151,6 +157,21 @@ func buildDLQRecord(sc *arrow.Schema, data []byte, now time.Time,
 		b.Field(5).(*array.StringBuilder).Append(r.Error)
 		b.Field(6).(*array.StringBuilder).Append(r.Stage)
 		b.Field(7).(*array.TimestampBuilder).Append(ts)
+		if r.Headers == nil {
+			b.Field(8).(*array.StringBuilder).AppendNull()
+		} else {
+			b.Field(8).(*array.StringBuilder).Append(string(r.Headers))
+		}
+		created := b.Field(9).(*array.TimestampBuilder)
+		if r.CreateTime == nil {
+			created.AppendNull()
+		} else {
+			at, err := time.Parse(time.RFC3339Nano, *r.CreateTime)
+			if err != nil {
+				return nil, fmt.Errorf("staged dead-letter row's create_time: %w", err)
+			}
+			created.Append(arrow.Timestamp(at.UnixMicro()))
+		}
 		counts[tp]++
 	}
 	return b.NewRecordBatch(), nil
