@@ -30,7 +30,7 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := env.flagSet("dlq " + args[0])
 	var cf configFlags
 	cf.register(fs)
-	whereSQL := fs.String("where", "", "SQL condition over the dead-letter table's columns (topic, partition, offset, key, value, error, stage, add_time)")
+	whereSQL := fs.String("where", "", "SQL condition over the dead-letter table's columns (topic, partition, offset, key, value, error, stage, add_time, headers, create_time)")
 	dryRun := fs.Bool("dry-run", false, "replay: report what would happen, change nothing")
 	limit := fs.Int("limit", 50, "list: rows to show")
 	cfg, snk, release, err := env.open(ctx, &cf, fs, args[1:], false, true)

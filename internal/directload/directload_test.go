@@ -501,3 +501,41 @@ func TestSDKExporterRetriesWhileTheSinkFails(t *testing.T) {
 		t.Fatalf("%d spans stored (%d distinct of team-a), want %d once", n, d, spans)
 	}
 }
+
+// refusingDecoder refuses every request, as the decoder of a newer check
+// might refuse one the receivers accepted.
+type refusingDecoder struct{}
+
+func (refusingDecoder) AppendRows(*sink.Batch, *kgo.Record) (int, error) {
+	return 0, errors.New("refused by the decoder")
+}
+
+// A request the decoder refuses is dead-lettered with its tenant (the
+// record's header, as the pipeline's record_metadata holds it) and its
+// time. Before, the dead letter held the body alone: its tenant was gone.
+func TestDeadLetterKeepsTheRequestsTenant(t *testing.T) {
+	f := newFixture(t)
+	l, err := Start(context.Background(), Options{Sink: f.sink, Decoder: refusingDecoder{}, Signal: otel.SignalTraces,
+		MaxLoadBytes: 64 << 20, RetryBase: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	bodies, _ := requestBodies(t, 1)
+	before := time.Now().UTC().Truncate(time.Millisecond)
+	stored, err := l.Forward(context.Background(), otel.SignalTraces, "team-a", bodies[0])
+	if err != nil || !stored.All {
+		t.Fatalf("forward: %+v, %v; want the request dead-lettered", stored, err)
+	}
+	var headers string
+	var created time.Time
+	if err := f.db.QueryRow(`SELECT headers::VARCHAR, create_time FROM otel_spans_dlq`).Scan(&headers, &created); err != nil {
+		t.Fatalf("the dead letter's headers and time: %v", err)
+	}
+	if want := `[{"key":"` + TenantHeader + `","value":"team-a"}]`; headers != want {
+		t.Errorf("headers %s, want %s", headers, want)
+	}
+	if created.Before(before) || created.After(time.Now()) {
+		t.Errorf("create_time %v, want the request's time (after %v)", created, before)
+	}
+}

@@ -61,7 +61,7 @@ func TestReplayLowersAModelWhoseSourceIsSpelledOtherwise(t *testing.T) {
 // 0, offset 1, and replays it as `dlq replay` does, lowering m's watermark.
 func replayDeadLetter(t *testing.T, l *rawLoader, m config.Model, value []byte) {
 	t.Helper()
-	if _, err := l.db().Exec(`INSERT INTO trace_raw_dlq VALUES (?, 0, 1, NULL, ?::BLOB, 'an old reason', 'decode', now())`, testTopic, string(value)); err != nil {
+	if _, err := l.db().Exec(`INSERT INTO trace_raw_dlq (topic, "partition", "offset", "key", "value", error, stage, add_time) VALUES (?, 0, 1, NULL, ?::BLOB, 'an old reason', 'decode', now())`, testTopic, string(value)); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := l.s.Replay(context.Background(), duckdb.ReplayOptions{Replayed: LowerWatermarks([]config.Model{m})}); err != nil || res.Loaded != 1 {
