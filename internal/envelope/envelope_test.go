@@ -349,3 +349,44 @@ func TestMetadataCreateTime(t *testing.T) {
 		}
 	}
 }
+
+// A dead letter's headers and create_time read back (ParseHeaders, the
+// create_time string) into the record whose record_metadata is the
+// original's: keys and values not UTF-8, a null value, repeated keys.
+// A timestamp out of 0001-9999 is left out, not written as a string a
+// database would refuse.
+func TestDLQRowHeadersReadBack(t *testing.T) {
+	r := &kgo.Record{Topic: "t", Offset: 3, Timestamp: time.UnixMilli(-1),
+		Headers: []kgo.RecordHeader{{Key: "X-Scope-OrgID", Value: []byte("a")}, {Key: "\xff", Value: []byte{0xfe}}, {Key: "n"}, {Key: "n", Value: []byte{}}}}
+	var row DLQRow
+	if err := json.Unmarshal(AppendDLQRow(nil, r, "why", StageDecode), &row); err != nil {
+		t.Fatal(err)
+	}
+	headers, err := ParseHeaders(row.Headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.CreateTime == nil {
+		t.Fatal("no create_time")
+	}
+	at, err := time.Parse(time.RFC3339Nano, *row.CreateTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := &kgo.Record{Topic: r.Topic, Offset: r.Offset, Headers: headers, Timestamp: at}
+	if got, want := string(AppendMetadata(nil, back)), string(AppendMetadata(nil, r)); got != want {
+		t.Errorf("record_metadata read back:\n got %s\nwant %s", got, want)
+	}
+	if headers[2].Value != nil || headers[3].Value == nil {
+		t.Errorf("a null header value and an empty one: %q, %q; want nil and empty", headers[2].Value, headers[3].Value)
+	}
+
+	far := &kgo.Record{Topic: "t", Timestamp: time.UnixMilli(300_000_000_000_000)}
+	var farRow DLQRow
+	if err := json.Unmarshal(AppendDLQRow(nil, far, "why", StageDecode), &farRow); err != nil {
+		t.Fatal(err)
+	}
+	if farRow.CreateTime != nil {
+		t.Errorf("create_time %s for a timestamp past 9999, want none", *farRow.CreateTime)
+	}
+}
