@@ -409,8 +409,22 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		l.opt.Log.Info("OTLP load committed by an earlier attempt whose reply was lost; its requests are stored",
 			"partition", l.tp, "first", rg.First, "last", rg.Last)
 	}
-	l.stats.rows.Add(rg.Records)
-	l.stats.dlq.Add(rg.DLQ)
+	// What the table and its dead-letter table hold of this load: the
+	// sink's counts, which move the rows it refused (Databend) from the
+	// one to the other, and add a derived row it refused to the dead
+	// letters. A load an earlier attempt committed (its reply lost)
+	// stored what was staged; this attempt's counts are not of it.
+	rows, dlq := rg.Records, rg.DLQ
+	if got := stored(loaded, l.tp); got == rg.Records+rg.DLQ {
+		rows, dlq = 0, 0
+		for _, r := range loaded.Ranges {
+			if r.TopicPartition == l.tp {
+				rows, dlq = rows+r.Records, dlq+r.DLQ
+			}
+		}
+	}
+	l.stats.rows.Add(rows)
+	l.stats.dlq.Add(dlq)
 	l.stats.loadedRequests.Add(int64(len(g.reqs)))
 	l.stats.loads.Add(1)
 	l.stats.loaded.Store(rg.Last + 1)
@@ -421,6 +435,15 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		m.StagedBytes.Add(float64(f.Bytes))
 		m.FilesPerLoad.Observe(1)
 		m.LoadDuration.Observe(time.Since(start).Seconds())
+		// By reason, as a Kafka run's loads count them (pipeline's
+		// loaded): requests the decoder refused, then the rows the
+		// database refused at the load.
+		if rg.DLQ > 0 {
+			m.DLQRecords.WithLabelValues(envelope.KindUndecodable).Add(float64(rg.DLQ))
+		}
+		if rejected := dlq - rg.DLQ; rejected > 0 {
+			m.DLQRecords.WithLabelValues(envelope.KindRejected).Add(float64(rejected))
+		}
 	}
 	return nil
 }

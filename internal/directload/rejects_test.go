@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/otlp"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
@@ -110,4 +113,51 @@ func traceRequest(t *testing.T, names ...string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// What a load-mode run dead-letters shows in tracelake_dlq_records_total by
+// reason, as a Kafka run's does (README's metrics table; the alert of
+// docs/OPERATIONS.md watches it): a request the decoder refuses is one
+// undecodable record, each row the table refuses one rejected_by_database.
+// The loader's totals (the run's closing line) count the refused rows as
+// dead letters, not as rows of the table.
+func TestLoadModeDeadLettersAreCounted(t *testing.T) {
+	srv, s := databendSpans(t, false)
+	srv.Reject = func(table string, r databendtest.Row) string {
+		var name string
+		_ = json.Unmarshal(r["name"], &name)
+		if table == "otel_spans" && name == "refused" {
+			return "unable to cast refused"
+		}
+		return ""
+	}
+	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: TenantHeader, Default: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := obs.New()
+	l, err := Start(context.Background(), Options{Sink: s, Decoder: dec, Signal: otel.SignalTraces, MaxLoadBytes: 64 << 20,
+		RetryBase: time.Millisecond, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{traceRequest(t, "ok", "refused", "ok"), []byte("not an export request"), traceRequest(t, "refused")} {
+		if _, err := l.Forward(context.Background(), otel.SignalTraces, "team-a", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	rows, dlq := len(srv.Rows("otel_spans")), len(srv.Rows("otel_spans_dlq"))
+	if rows != 2 || dlq != 3 {
+		t.Fatalf("%d spans and %d dead letters stored, want 2 and 3", rows, dlq)
+	}
+	if n := testutil.ToFloat64(m.DLQRecords.WithLabelValues(envelope.KindRejected)); n != 2 {
+		t.Errorf("tracelake_dlq_records_total{reason=%q} = %v, want 2", envelope.KindRejected, n)
+	}
+	if n := testutil.ToFloat64(m.DLQRecords.WithLabelValues(envelope.KindUndecodable)); n != 1 {
+		t.Errorf("tracelake_dlq_records_total{reason=%q} = %v, want 1", envelope.KindUndecodable, n)
+	}
+	if tot := l.Totals(); tot.Rows != int64(rows) || tot.DLQ != int64(dlq) {
+		t.Errorf("totals: %d rows and %d dead letters, want the %d and %d stored", tot.Rows, tot.DLQ, rows, dlq)
+	}
 }
