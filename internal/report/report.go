@@ -228,9 +228,11 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 // sums BIGINT as HUGEINT: counts are kept as sent, and bogus ones near
 // 2⁶³ sum past the int64 the report scans, which failed the whole page
 // (every tenant's, the status page's too). Such a sum is clamped to the
-// int64 range: no real usage comes near it.
+// int64 range: no real usage comes near it. The sum of no counts (null)
+// is 0 before the clamp: DuckDB's least and greatest skip a null
+// argument, which made it the range's end.
 func tokens(column string) string {
-	return "coalesce(greatest(least(sum(" + column + "), 9223372036854775807), -9223372036854775807), 0)::BIGINT"
+	return "greatest(least(coalesce(sum(" + column + "), 0), 9223372036854775807), -9223372036854775807)::BIGINT"
 }
 
 // unlessRolledUp nulls an operation's usage columns where its

@@ -91,3 +91,57 @@ func TestReportSurvivesHugeTokenCounts(t *testing.T) {
 		t.Errorf("operations %d, want 16", r.Operations)
 	}
 }
+
+// A sum over no token counts is 0 tokens: an empty window, a tenant whose
+// operations are tool calls, a model that never read the cache, a trace
+// whose operations have no counts. DuckDB's least and greatest skip a
+// null argument, so the int64 clamp of a null sum was the range's end:
+// every such figure read 9,223,372,036,854,775,807. Each figure is checked
+// against SQL over the same rows.
+func TestNoTokensSumToZero(t *testing.T) {
+	db := operations(t)
+	build := func(opt Options) *Report {
+		t.Helper()
+		opt.Table = "genai_operations"
+		if opt.Now.IsZero() {
+			opt.Now = now
+		}
+		r, err := Build(context.Background(), db, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// The window holds no operation (a day a year after the fixture's).
+	if r := build(Options{Since: 24 * time.Hour, Now: now.AddDate(1, 0, 0)}); r.Operations != 0 || r.InputTokens != 0 || r.OutputTokens != 0 || r.CostUSD != "0.000000000000" {
+		t.Errorf("empty window: %d operations, %d input and %d output tokens, cost %s; want none", r.Operations, r.InputTokens, r.OutputTokens, r.CostUSD)
+	}
+	// A tenant whose operations are tool calls, without tokens.
+	if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, start_time, duration_ms, operation, tool_name, status, ktopic, kpartition, koffset, kindex)
+		VALUES ('tools', 'trace-t', 's1', TIMESTAMP '2026-11-30 12:00:00', 5, 'execute_tool', 'search', 'ok', 'otlp', 0, 9000, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if r := build(Options{Since: 7 * 24 * time.Hour, Tenant: "tools"}); r.Operations != 1 || r.InputTokens != 0 || r.OutputTokens != 0 {
+		t.Errorf("tool calls alone: %d operations, %d input and %d output tokens; want 1, 0, 0", r.Operations, r.InputTokens, r.OutputTokens)
+	}
+	// No operation of the fixture reads the cache; a model's figures are
+	// its rows' sums.
+	r := build(Options{Since: 7 * 24 * time.Hour})
+	for _, m := range r.Models {
+		var in, out, cache int64
+		if err := db.QueryRow(`SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), coalesce(sum(cache_read_tokens), 0)
+			FROM (SELECT DISTINCT ON (tenant_id, trace_id, span_id) * FROM genai_operations WHERE start_time >= ?)
+			WHERE coalesce(response_model, request_model, '(none)') = ? AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)`,
+			now.Add(-7*24*time.Hour), m.Model).Scan(&in, &out, &cache); err != nil {
+			t.Fatal(err)
+		}
+		if m.InputTokens != in || m.OutputTokens != out || m.CacheRead != cache {
+			t.Errorf("model %s: %d input, %d output, %d cache read tokens; want %d, %d, %d", m.Model, m.InputTokens, m.OutputTokens, m.CacheRead, in, out, cache)
+		}
+	}
+	for _, d := range r.ByDay {
+		if d.Tokens < 0 || d.Tokens > 1_000_000 {
+			t.Errorf("%s on %s: %d tokens", d.Model, d.Day, d.Tokens)
+		}
+	}
+}
