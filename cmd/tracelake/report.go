@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -139,7 +140,14 @@ func parseSince(s string) (time.Duration, error) {
 		return 0, nil
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n > 0 {
+		// Past a duration's range (292 years) the product wraps around
+		// to a short or negative window: refused, as ParseDuration
+		// refuses an hour count past it.
+		const maxDays = math.MaxInt64 / int64(24*time.Hour)
+		if n, err := strconv.ParseInt(days, 10, 64); err == nil && n > 0 {
+			if n > maxDays {
+				return 0, fmt.Errorf("--since %q: at most %dd (or all)", s, maxDays)
+			}
 			return time.Duration(n) * 24 * time.Hour, nil
 		}
 	}
