@@ -122,18 +122,23 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	// tokens and costs are left out of the sums (null here; its row in
 	// the table keeps them), and it still counts as an operation.
 	// Descendants are followed by parent_span_id from operation to
-	// operation; UNION ends at a cycle of bogus ids.
+	// operation, each operation with usage (origin) to its ancestors;
+	// UNION ends at a cycle of bogus ids. In a cycle (an operation its
+	// own parent, two each other's) each is the others' ancestor and
+	// descendant: such a descendant does not roll an operation up, or
+	// every operation of the cycle would be left out and its usage lost.
 	same := func(a, b string) string {
 		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
 	}
 	from := " FROM (WITH RECURSIVE ops AS (SELECT * FROM " + t + " WHERE " + where +
 		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id ORDER BY ktopic, kpartition, koffset, kindex) = 1)," +
-		" ancestors AS (SELECT p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ops c JOIN ops p ON " + same("p", "c") +
+		" ancestors AS (SELECT c.span_id AS origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ops c JOIN ops p ON " + same("p", "c") +
 		" AND p.span_id = c.parent_span_id WHERE c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL" +
-		" UNION SELECT p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ancestors a JOIN ops p ON " + same("p", "a") +
+		" UNION SELECT a.origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ancestors a JOIN ops p ON " + same("p", "a") +
 		" AND p.span_id = a.parent_span_id)" +
 		" SELECT * REPLACE (" + unlessRolledUp + ") FROM (SELECT *, EXISTS (SELECT 1 FROM ancestors a WHERE " + same("a", "ops") +
-		" AND a.span_id = ops.span_id) AS rolled_up FROM ops)) AS operations WHERE true"
+		" AND a.span_id = ops.span_id AND NOT EXISTS (SELECT 1 FROM ancestors b WHERE " + same("b", "a") +
+		" AND b.origin = a.span_id AND b.span_id = a.origin)) AS rolled_up FROM ops)) AS operations WHERE true"
 	// A model is the one that answered, else the one asked for.
 	const model = "coalesce(response_model, request_model, '(none)')"
 

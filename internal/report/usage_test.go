@@ -145,3 +145,66 @@ func TestNoTokensSumToZero(t *testing.T) {
 		}
 	}
 }
+
+// Parent ids are as sent, and bogus ones can make an operation its own
+// parent, or two operations each other's. An operation is left out of
+// the sums for a descendant's usage (README: usage counts once per
+// trace), and one in such a cycle is no descendant of the others: each
+// operation's usage still counts once, none is lost. Before, the cycle
+// made each its own descendant and every one of them was left out.
+func TestUsageInAParentCycleCountsOnce(t *testing.T) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var defs []string
+	for _, c := range duckdb.TypedColumns(&genai.Table) {
+		defs = append(defs, sqltext.Ident(c.Name)+" "+c.Type)
+	}
+	if _, err := db.Exec("CREATE TABLE genai_operations (" + strings.Join(defs, ", ") + ")"); err != nil {
+		t.Fatal(err)
+	}
+	start := now.Add(-time.Hour).Format("2006-01-02 15:04:05")
+	// trace-1: a chat that is its own parent. trace-2: chats b and c,
+	// each the other's parent, and an agent d above neither. trace-3:
+	// an agent a whose chat b is its parent and child (its usage the
+	// chat's), under no cycle of the chat's own: trace-3 is the plain
+	// case, a above b.
+	for i, r := range []struct {
+		trace, span, parent, op string
+		in                      int64
+	}{
+		{"trace-1", "a", "a", "chat", 100},
+		{"trace-2", "b", "c", "chat", 200},
+		{"trace-2", "c", "b", "chat", 300},
+		{"trace-2", "d", "", "invoke_agent", 0},
+		{"trace-3", "a", "", "invoke_agent", 400},
+		{"trace-3", "b", "a", "chat", 400},
+	} {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, parent_span_id, start_time, duration_ms, operation,
+			provider, request_model, status, input_tokens, output_tokens, total_tokens, total_cost_usd, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', ?, ?, nullif(?, ''), CAST(? AS TIMESTAMP), 10, ?, 'openai', 'gpt-4o', 'ok', nullif(?, 0), nullif(?, 0), nullif(?, 0),
+			CAST(? AS DECIMAL(18,12)) / 1000000, 'otlp', 0, ?, 0)`,
+			r.trace, r.span, r.parent, start, r.op, r.in, r.in, 2*r.in, r.in, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each chat's usage once: 100 + 200 + 300 + 400 (trace-3's agent's
+	// 400 is its chat's).
+	if r.Operations != 6 || r.InputTokens != 1000 || r.OutputTokens != 1000 || r.CostUSD != "0.001000000000" {
+		t.Errorf("totals: %d operations, %d input and %d output tokens, cost %s; want 6, 1000, 1000, 0.001000000000",
+			r.Operations, r.InputTokens, r.OutputTokens, r.CostUSD)
+	}
+	got := map[string]int64{}
+	for _, tc := range r.Traces {
+		got[tc.TraceID] = tc.Tokens
+	}
+	if got["trace-1"] != 200 || got["trace-2"] != 1000 || got["trace-3"] != 800 {
+		t.Errorf("tokens by trace %v, want trace-1 200, trace-2 1000, trace-3 800", got)
+	}
+}
