@@ -108,6 +108,7 @@ const (
 	CodeTableVersionMismatched = 2009
 	CodeOCCRetryFailure        = 2011
 	CodeDuplicatedUpsertFiles  = 2014
+	CodeStorageNotFound        = 3001
 	CodeUnresolvableConflict   = 4001
 	CodeTxnAborted             = 4002
 	CodeTxnTimeout             = 4003

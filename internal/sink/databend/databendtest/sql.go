@@ -398,6 +398,17 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 		}
 		return cols, rows, err
 	}
+	// COPY lists the files it names first, a stat of each (common/storage
+	// stage.rs, StageFilesInfo::list_files), and only then leaves out those
+	// in the load history (sql planner/plans/copy_into_table.rs,
+	// collect_files): a named file that is gone fails the COPY even when
+	// the history has it. opendal's NotFound is StorageNotFound (common/
+	// exception exception_into.rs).
+	for _, f := range files {
+		if _, ok := s.stage[location+f]; !ok {
+			return nil, nil, &codedError{CodeStorageNotFound, fmt.Sprintf("NotFound (persistent) at stat, context: { path: %s } => file not found", location+f)}
+		}
+	}
 	var out [][]*string
 	for _, f := range files {
 		path := location + f
@@ -405,10 +416,7 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 		if !force && (s.history[hkey] || tx.history[hkey]) {
 			continue // load history: already loaded
 		}
-		data, ok := s.stage[path]
-		if !ok {
-			return nil, nil, fmt.Errorf("file %s not found in stage", path)
-		}
+		data := s.stage[path]
 		rows, err := parseRows(t, data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("copy %s: %w", path, err)
