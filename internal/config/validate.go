@@ -336,6 +336,10 @@ func (c *Config) validateModelTables(check func(ok bool, key, format string, arg
 	claim(c.Sink.Table, "sink.table")
 	claim(c.DLQTable(), "sink.table's dead-letter table")
 	claim(c.LedgerTable(), "sink.table's ledger")
+	if c.Sink.Type == SinkDatabend {
+		// The claims of ledger positions (internal/sink/databend/claim.go).
+		claim(c.Sink.Table+"_fence", "sink.table's fence")
+	}
 	models := c.Models()
 	for _, m := range models {
 		claim(m.Source, "a model's source table")

@@ -403,9 +403,9 @@ var retryableCodes = map[int]string{
 // permission) is permanent and stops the run with Databend's message.
 func sqlError(e *godatabend.QueryError) error {
 	if name, ok := retryableCodes[e.Code]; ok {
-		return &transientError{fmt.Errorf("databend error %d (%s): %s", e.Code, name, e.Message)}
+		return &transientError{&codeError{e.Code, fmt.Sprintf("databend error %d (%s): %s", e.Code, name, e.Message)}}
 	}
-	return fmt.Errorf("%w: databend error %d: %s", sink.ErrFatal, e.Code, e.Message)
+	return fmt.Errorf("%w: %w", sink.ErrFatal, &codeError{e.Code, fmt.Sprintf("databend error %d: %s", e.Code, e.Message)})
 }
 
 // redactURLError drops the URL from a net/http error: a presigned URL is a

@@ -32,7 +32,7 @@ import (
 // Options configure a Sink.
 type Options struct {
 	DSN   string
-	Table string // raw table, or the user's table in transform mode; <table>_dlq and <table>_ledger beside it
+	Table string // raw table, or the user's table in transform mode; <table>_dlq, <table>_ledger and <table>_fence beside it
 	// Transform loads each JSON object as a row of the user's existing
 	// Table, fields matched to columns by name.
 	Transform bool
@@ -133,7 +133,9 @@ type coord struct {
 	CreateTime *string         `json:"create_time"`
 }
 
-type tables struct{ main, dlq, ledger, derived string }
+// tables are the quoted names of the sink's tables; fence holds the
+// claims of ledger positions (see claim).
+type tables struct{ main, dlq, ledger, fence, derived string }
 
 // Open checks the options; it makes no connection (Prepare does).
 func Open(opt Options) (*Sink, error) {
@@ -171,6 +173,7 @@ func Open(opt Options) (*Sink, error) {
 			main:    sqltext.Name(opt.Table),
 			dlq:     sqltext.Name(opt.Table + "_dlq"),
 			ledger:  sqltext.Name(opt.Table + "_ledger"),
+			fence:   sqltext.Name(opt.Table + "_fence"),
 			derived: derived,
 		},
 	}, nil

@@ -222,8 +222,11 @@ func TestMultiFileLoad(t *testing.T) {
 			got = append(got, st)
 		}
 	}
-	if len(got) != 6 || got[0] != "BEGIN" || !strings.HasPrefix(got[1], "SELECT topic") || !copies.MatchString(got[2]) ||
-		!strings.HasPrefix(got[3], `COPY INTO "trace_raw_dlq"`) || !strings.HasPrefix(got[4], `INSERT INTO "trace_raw_ledger"`) || got[5] != "COMMIT" {
+	// The claim of partition 0's position (nothing loaded: -1) comes
+	// before the rows (see claim.go).
+	claim := regexp.MustCompile(`^COPY INTO "trace_raw_fence" FROM @~/tracelake/trace_raw/ FILES = \('fence-traces-[0-9a-f]{8}-0--1\.ndjson\.zst'\) .* FORCE = FALSE ON_ERROR = CONTINUE$`)
+	if len(got) != 7 || got[0] != "BEGIN" || !strings.HasPrefix(got[1], "SELECT topic") || !claim.MatchString(got[2]) || !copies.MatchString(got[3]) ||
+		!strings.HasPrefix(got[4], `COPY INTO "trace_raw_dlq"`) || !strings.HasPrefix(got[5], `INSERT INTO "trace_raw_ledger"`) || got[6] != "COMMIT" {
 		t.Errorf("load statements:\n%s", strings.Join(got, "\n"))
 	}
 	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 49, 3, 13, 23, 33, 43)) {
@@ -668,8 +671,11 @@ func TestStreamingLoadGoesThroughTheQueryNode(t *testing.T) {
 	if o := offsets(t, srv, 1); !slices.Equal(o, seq(0, 9)) {
 		t.Errorf("partition 1 offsets %v", o)
 	}
-	if n := count(srv.Statements(), "COPY INTO"); n != 2 {
-		t.Errorf("%d COPY statements; want 2 (raw and dead letters)", n)
+	if n := count(srv.Statements(), "COPY INTO"); n != 3 {
+		t.Errorf("%d COPY statements; want 3 (the claim of the positions, raw and dead letters)", n)
+	}
+	if n := len(srv.Uploads()); n != 6 {
+		t.Errorf("%d uploads; want 6, the claims of both partitions' positions among them, all through /v1/upload_to_stage", n)
 	}
 }
 
@@ -995,4 +1001,104 @@ func TestOldDeadLetterTableGainsHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkHeaders(t, "the dead letter", dlqRows(t, srv)[1], at)
+}
+
+// Two owners of a partition load overlapping offsets at the same moment
+// (a former owner whose load outlived the revoke, or one that lost its
+// group membership without noticing, and the new owner): the new owner's
+// load commits while the former owner's transaction runs, after that
+// transaction read the ledger (nothing loaded yet). Databend merges two
+// transactions that only append (storages/fuse/src/retry/commit.rs,
+// try_rebuild_req: appended segments apply on top of any latest
+// snapshot), so the ledger read alone did not fence the second load: both
+// committed and offsets 0-9 were stored twice. The second load to commit
+// must fail (its retry reads the ledger afresh) or store only the offsets
+// the first did not, wherever in its transaction the other commit lands.
+func TestTwoOwnersLoadingAtOnceStoreEachOffsetOnce(t *testing.T) {
+	for _, tc := range []struct{ name, after string }{
+		{"after the ledger read", `SELECT topic, "partition", max(last_offset)`},
+		{"after the claim", `COPY INTO "trace_raw_fence"`},
+		{"after the rows were copied", `COPY INTO "trace_raw" `},
+		{"before the commit", `INSERT INTO "trace_raw_ledger"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, former := prepared(t, "")
+			owner := open(t, srv, "")
+			ctx := context.Background()
+			formerFiles := stage(t, former, batch(0, 0, 9, 3))
+			// The new owner resumed from the ledger as it was (nothing
+			// loaded), as after a revoke whose loads were still pending.
+			ownerFiles := stage(t, owner, batch(0, 0, 14, 3, 12))
+			moved := false
+			srv.After = func(sql string) {
+				if strings.HasPrefix(sql, tc.after) && !moved {
+					moved = true
+					if _, err := owner.Load(ctx, ownerFiles); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			var err error
+			for range 3 { // the pipeline retries a retryable failure
+				if _, err = former.Load(ctx, formerFiles); err == nil || errors.Is(err, sink.ErrFatal) {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !moved {
+				t.Fatal("the new owner never loaded during the former owner's load")
+			}
+			if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 14, 3, 12)) {
+				t.Errorf("offsets %v; want 0..14 but 3 and 12, each once", o)
+			}
+			dl := dlqRows(t, srv)
+			if n := len(srv.Rows("trace_raw_dlq")); n != 2 || dl[3] == nil || dl[12] == nil {
+				t.Errorf("%d dead-letter rows; want offsets 3 and 12 once", n)
+			}
+			if records, dlq := ledgerTotals(t, srv, "trace_raw_ledger"); records != 13 || dlq != 2 {
+				t.Errorf("ledger: %d records, %d dead letters; want 13 and 2", records, dlq)
+			}
+		})
+	}
+}
+
+// The load that claimed a ledger position first committed and removed its
+// marker from the stage between another load's upload of the same marker
+// and that load's COPY of it: the COPY names a file that is gone
+// (StorageNotFound 3001). That is a claim lost, retried from a fresh
+// ledger read, not a fault that stops the run.
+func TestClaimRemovedByTheLoadThatWonIsRetried(t *testing.T) {
+	srv, former := prepared(t, "")
+	owner := open(t, srv, "")
+	ctx := context.Background()
+	formerFiles := stage(t, former, batch(0, 0, 9), batch(1, 0, 9))
+	ownerFiles := stage(t, owner, batch(0, 0, 14))
+	moved := false
+	srv.After = func(sql string) {
+		// Partition 0's marker is uploaded; partition 1's is next.
+		if strings.HasPrefix(sql, "PRESIGN UPLOAD") && strings.Contains(sql, "-1--1.ndjson.zst") && !moved {
+			moved = true
+			if _, err := owner.Load(ctx, ownerFiles); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	_, err := former.Load(ctx, formerFiles)
+	if !moved {
+		t.Fatal("the new owner never loaded during the former owner's load")
+	}
+	if err == nil || errors.Is(err, sink.ErrFatal) {
+		t.Fatalf("load whose claim was removed: %v; want a retryable error", err)
+	}
+	if _, err := former.Load(ctx, formerFiles); err != nil {
+		t.Fatal(err)
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 14)) {
+		t.Errorf("partition 0 offsets %v; want 0..14 once", o)
+	}
+	if o := offsets(t, srv, 1); !slices.Equal(o, seq(0, 9)) {
+		t.Errorf("partition 1 offsets %v; want 0..9 once", o)
+	}
 }

@@ -19,8 +19,9 @@ import (
 const maxRounds = 64
 
 // Load runs one transaction: read the ledger positions of the files'
-// partitions, COPY the files (one COPY INTO for all main files, one for
-// all dead-letter files), insert the ledger rows, COMMIT. Any failure
+// partitions, claim them (claim: of two loads that read the same
+// position, one commits), COPY the files (one COPY INTO for all main
+// files, one for all dead-letter files), insert the ledger rows, COMMIT. Any failure
 // rolls the whole load back; the retry starts again from the ledger, so a
 // COPY or COMMIT whose reply was lost is never loaded twice.
 //
@@ -130,6 +131,12 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	if err != nil {
 		return sink.Loaded{}, nil, err
 	}
+	// Claimed before any row is copied: a load that lost its claim to
+	// another load of a partition fails before copying the rest.
+	fenced := sink.Fence(p.files, fence)
+	if err := s.claim(ctx, ss, p, fence, fenced.Ranges); err != nil {
+		return sink.Loaded{}, nil, err
+	}
 	for _, c := range []struct {
 		table   string
 		targets []target
@@ -153,7 +160,6 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	if _, err := s.copyFiles(ctx, ss, p, s.tables.dlq, dlq); err != nil {
 		return sink.Loaded{}, nil, err
 	}
-	fenced := sink.Fence(p.files, fence)
 	ranges := counts.ranges(fenced.Ranges)
 	// The same for every attempt and round of these files: an attempt
 	// whose COMMIT landed, its reply lost (or late: the ledger read of a

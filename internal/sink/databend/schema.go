@@ -113,6 +113,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	specs := []tableSpec{
 		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns, false, true},
 		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns, false, false},
+		{s.opt.Table + "_fence", s.tables.fence, fenceColumns, false, false},
 	}
 	if s.opt.Transform {
 		if _, err := ss.query(ctx, "DESC "+s.tables.main); err != nil {
