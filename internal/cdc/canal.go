@@ -152,6 +152,9 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	if typ == nil {
 		return dst, d.errorf("type is missing")
 	}
+	if statementText(typ, isDDL) {
+		return dst, nil
+	}
 	var o Op
 	switch string(typ) {
 	case "INSERT":
@@ -228,6 +231,29 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		c.settle(c.Before)
 	}
 	return dst, nil
+}
+
+// statementText says whether a flat message of type typ holds a
+// statement's text and no row: a QUERY that is no DDL (isDdl false), which
+// Canal makes of MySQL's rows-query events (binlog_rows_query_log_events)
+// and MariaDB's annotate rows events (binlog_annotate_row_events, on by
+// default since 10.2.4), the text of a DML statement whose rows come in
+// the messages after it, unless canal.instance.filter.query.dml is set
+// (LogEventConvert.parseRowsQueryEvent, parseAnnotateRowsEvent and
+// buildQueryEntry, whose RowChange leaves isDdl false; a query event's
+// DDL has isDdl true, parseQueryEvent); or an XACOMMIT, an XA COMMIT,
+// whose rows came with its XA PREPARE. A dead letter of one would name no
+// table, and so hold back the done marks of every table of its topic.
+// XAROLLBACK is not one: the rows of its XA PREPARE were sent, and are
+// undone at the source only.
+func statementText(typ, isDDL []byte) bool {
+	switch string(typ) {
+	case "QUERY":
+		return string(isDDL) == "false"
+	case "XACOMMIT":
+		return true
+	}
+	return false
 }
 
 // canalTypes lists the columns' types from mysqlType, and from sqlType

@@ -60,3 +60,43 @@ func TestDebeziumHeartbeatOfAnyTopicHoldsNoRow(t *testing.T) {
 		t.Error("a message with ts_ms, an after image and no op was taken")
 	}
 }
+
+// Canal sends a DML statement's text as a message of its own, type QUERY
+// and isDdl false, beside the row messages of that statement: for MySQL's
+// rows-query events (binlog_rows_query_log_events) and MariaDB's annotate
+// rows events (binlog_annotate_row_events, on by default since 10.2.4,
+// and asked for by Canal's dump command), unless the instance sets
+// canal.instance.filter.query.dml (default false). Its header names no
+// table (LogEventConvert.parseAnnotateRowsEvent and parseRowsQueryEvent
+// → buildQueryEntry; MQMessageUtils.messageConverter makes the flat
+// message). An XA COMMIT comes as type XACOMMIT with no row
+// (parseQueryEvent): the rows came with its XA PREPARE. Neither holds a
+// row. Dead-lettered, each was a dead letter of no table, which holds
+// back the done marks of every table of its topic until it is deleted: on
+// MariaDB, after the first statement, no hour was ever marked.
+func TestCanalStatementTextMakesNoChange(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, value := range map[string]string{
+		"annotate rows": `{"data":null,"database":"","es":1700000000000,"gtid":"","id":3,"isDdl":false,"mysqlType":null,"old":null,"pkNames":null,` +
+			`"sql":"INSERT INTO orders VALUES (1, 'a')","sqlType":null,"table":"","ts":1700000000100,"type":"QUERY"}`,
+		"rows query, table parsed": `{"data":null,"database":"","es":1700000000000,"id":3,"isDdl":false,"mysqlType":null,"old":null,"pkNames":null,` +
+			`"sql":"update orders set qty = 2 where id = 1","sqlType":null,"table":"orders","ts":1700000000100,"type":"QUERY"}`,
+		"xa commit": `{"data":null,"database":"","es":1700000000000,"id":4,"isDdl":false,"mysqlType":null,"old":null,"pkNames":null,` +
+			`"sql":"XA COMMIT X'31',X'',1","sqlType":null,"table":"","ts":1700000000100,"type":"XACOMMIT"}`,
+	} {
+		got, err := d.Decode(nil, "canal", nil, []byte(value))
+		if err != nil || len(got) != 0 {
+			t.Errorf("%s: %d changes, err %v; want none and no error", name, len(got), err)
+		}
+	}
+	// A statement-based DML (binlog_format STATEMENT or MIXED: a query
+	// event Canal types INSERT, UPDATE or DELETE, isDdl false, without
+	// rows) is a change that cannot be applied: still a dead letter.
+	if _, err := d.Decode(nil, "canal", nil, []byte(`{"data":null,"database":"shop","es":1700000000000,"id":5,"isDdl":false,`+
+		`"sql":"UPDATE orders SET qty = qty + 1","table":"orders","type":"UPDATE"}`)); err == nil {
+		t.Error("a statement-based UPDATE without rows was taken")
+	}
+}
