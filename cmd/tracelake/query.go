@@ -112,11 +112,22 @@ func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (
 		tables = append(tables, query.IcebergTable{Name: dedup, ID: sibling(raw, dedup), JSON: jsonColumns(mainCols)})
 		// The other signals' tables, loaded by the configurations of
 		// those signals into the same namespace, so that one process
-		// answers Tempo, Loki and Prometheus (query.http).
+		// answers Tempo, Loki and Prometheus (query.http); with their
+		// dead letters and dedup models, which a load-mode run taking
+		// several signals (otlp.signals) writes beside each, as it does
+		// beside cfg's table: without them `sql` and Flight SQL refused
+		// otel_logs_dedup where DuckDB reads it.
 		for sig, name := range signalTables(cfg) {
-			if name != cfg.Sink.Table {
-				tables = append(tables, query.IcebergTable{Name: name, ID: sibling(raw, name), JSON: jsonColumns(duckdbsink.TypedColumns(otel.TableOf(sig)))})
+			if name == cfg.Sink.Table {
+				continue
 			}
+			sc := cfg.ForSignal(sig)
+			cols := duckdbsink.TypedColumns(otel.TableOf(sig))
+			dedup := otelDedupOf(sc).Target()
+			tables = append(tables,
+				query.IcebergTable{Name: name, ID: sibling(raw, name), JSON: jsonColumns(cols)},
+				query.IcebergTable{Name: sc.DLQTable(), ID: sibling(raw, sc.DLQTable()), JSON: jsonColumns(duckdbsink.DLQColumns())},
+				query.IcebergTable{Name: dedup, ID: sibling(raw, dedup), JSON: jsonColumns(cols)})
 		}
 	}
 	return query.NewIceberg(ctx, snk.Catalog(), tables, query.IcebergOptions{Shared: cfg.Query.SharedTables,

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +211,64 @@ func (c *child) postOTLP(t *testing.T, addr, path string, body []byte) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s answered %d, want 200:\n%s", path, resp.StatusCode, c.log)
 	}
+}
+
+// `tracelake sql` over an Iceberg lake that a load-mode run taking every
+// signal filled reads each signal's dedup model and dead letters, as it
+// reads the run's own signal's (and as on DuckDB, where they are tables
+// of the file): otel_logs_dedup was refused as no table.
+func TestSQLOnIcebergReadsEverySignalsDedup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("http: %q, signals: [traces, logs, metrics]", addr),
+		fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse")))
+	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
+	td := tracegen.New(7).OTLPTrace()
+	ld, md := tracegen.LogsOf(td), tracegen.NewMeter().Record(td)
+	tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+	for path, body := range map[string][]byte{"/v1/traces": tb, "/v1/logs": lb, "/v1/metrics": mb} {
+		run.postOTLP(t, addr, path, body)
+	}
+	run.stop(t)
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	for table, want := range map[string]int{"otel_spans_dedup": td.SpanCount(), "otel_logs_dedup": ld.LogRecordCount(),
+		"otel_metrics_dedup": md.DataPointCount(), "otel_logs_dlq": 0, "otel_metrics_dlq": 0} {
+		got := sqlCounts(t, bin, cfgPath, "SELECT 'rows' AS k, count(*) AS n FROM "+table)
+		if got["rows"] != want {
+			t.Errorf("sql reads %d rows of %s, want %d", got["rows"], table, want)
+		}
+	}
+}
+
+// sqlCounts runs q (rows of a key k and a count n) with `tracelake sql`
+// and returns n by k.
+func sqlCounts(t *testing.T, bin, cfgPath, q string) map[string]int {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "sql", "--config", cfgPath, q)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sql %s: %v\n%s%s", q, err, out, &stderr)
+	}
+	counts := map[string]int{}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, line := range lines[1 : len(lines)-1] { // a header, then the rows, then their count
+		f := strings.Fields(line)
+		n, err := strconv.Atoi(f[len(f)-1])
+		if len(f) != 2 || err != nil {
+			t.Fatalf("sql %s: row %q", q, line)
+		}
+		counts[f[0]] = n
+	}
+	return counts
 }
