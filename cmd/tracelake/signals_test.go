@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,12 +14,30 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/tracelake/tracelake/internal/tracegen"
 	"github.com/tracelake/tracelake/internal/verify"
@@ -213,6 +233,337 @@ func (c *child) postOTLP(t *testing.T, addr, path string, body []byte) {
 	}
 }
 
+// `tracelake run` in load mode taking traces, logs and metrics, killed
+// with SIGKILL at random moments while the OpenTelemetry Go SDK's
+// exporters (OTLP/gRPC for team-a, OTLP/HTTP for team-b, retry on) send
+// every signal, then restarted for the exporters' remaining retries: each
+// item an export was answered 2xx for is stored, under the tenant that
+// sent it, no more often than its export sent requests (copies come only
+// from answers lost to a kill); verify is OK for every signal's tables,
+// each dedup model keeps every stored item once, and each stored span has
+// its genai_operations row. Both tenants send the same metric series.
+func TestEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // mostly waiting on kills and restarts
+	bin := buildBinary(t)
+	// The exporters report each failed export (a refused connection
+	// while tracelake is down) to the global handler, which logs it.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
+	sinks := map[string]func(dir string) string{
+		"duckdb": func(dir string) string { return fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "all.duckdb")) },
+		"iceberg": func(dir string) string {
+			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+		},
+	}
+	for name, sinkCfg := range sinks {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+			cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("grpc: %q, http: %q, signals: [traces, logs, metrics]", grpcAddr, httpAddr), sinkCfg(dir))
+			appendConfig(t, cfgPath, "merge: {every: 300ms}")
+			sent := &sentItems{items: map[string]*sentItem{}}
+			done, up := make(chan error, 2), make(chan struct{})
+			for tenant, proto := range map[string]string{"team-a": "grpc", "team-b": "http"} {
+				addr := grpcAddr
+				if proto == "http" {
+					addr = httpAddr
+				}
+				go func() { done <- sendEverySignal(sent, proto, addr, tenant, 600, up) }()
+			}
+			const listening = "OTLP receiver listening"
+			killAtRandomMomentsAfter(t, bin, cfgPath, 3, listening)
+			run := startRunUntil(t, bin, cfgPath, "run last", listening)
+			for deadline := time.Now().Add(30 * time.Second); strings.Count(run.log.String(), listening) < 2; {
+				if time.Now().After(deadline) {
+					t.Fatalf("both receivers not listening within 30s:\n%s", run.log)
+				}
+				time.Sleep(10 * time.Millisecond) // polling the child's log
+			}
+			close(up)
+			for range 2 {
+				if err := <-done; err != nil {
+					t.Errorf("an exporter failed to shut down: %v", err)
+				}
+			}
+			run.stop(t)
+			rep := verifyJSON(t, bin, cfgPath, 0)
+			if !rep.OK {
+				t.Errorf("verify: problems %q", rep.Problems)
+			}
+			if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+				t.Fatalf("merge: %v\n%s", err, out)
+			}
+			stored := map[string]map[string]int{ // by signal: copies by tenant/identity
+				"span":   sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM otel_spans GROUP BY ALL`),
+				"log":    sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || (log_attributes->>'$.seq') AS k, count(*) AS n FROM otel_logs GROUP BY ALL`),
+				"metric": sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || metric_name || '/' || (attributes->>'$.series') || '/' || epoch_us(time) AS k, count(*) AS n FROM otel_metrics GROUP BY ALL`),
+			}
+			kept := map[string]map[string]int{
+				"span":   sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM otel_spans_dedup GROUP BY ALL`),
+				"log":    sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || (log_attributes->>'$.seq') AS k, count(*) AS n FROM otel_logs_dedup GROUP BY ALL`),
+				"metric": sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || metric_name || '/' || (attributes->>'$.series') || '/' || epoch_us(time) AS k, count(*) AS n FROM otel_metrics_dedup GROUP BY ALL`),
+			}
+			ops := sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM genai_operations GROUP BY ALL`)
+			sent.mu.Lock()
+			defer sent.mu.Unlock()
+			acked := map[string]int{}
+			for key, it := range sent.items {
+				sig, id, _ := strings.Cut(key, " ")
+				n := stored[sig][id]
+				if it.acked {
+					acked[sig]++
+				}
+				switch {
+				case it.acked && n == 0:
+					t.Errorf("%s %s was answered 2xx and is not stored", sig, id)
+				case n > it.sends:
+					t.Errorf("%s %s stored %d times, sent in %d requests", sig, id, n, it.sends)
+				}
+			}
+			for sig, ids := range stored {
+				for id, n := range ids {
+					if sent.items[sig+" "+id] == nil {
+						t.Errorf("%s %s stored %d times, never sent (or under another tenant)", sig, id, n)
+					}
+					if k := kept[sig][id]; k != 1 {
+						t.Errorf("%s %s stored %d times, kept %d times by its dedup model, want once", sig, id, n, k)
+					}
+					if sig == "span" && ops[id] != n {
+						t.Errorf("span %s stored %d times, with %d genai_operations rows", id, n, ops[id])
+					}
+				}
+				for id := range kept[sig] {
+					if ids[id] == 0 {
+						t.Errorf("%s %s kept by the dedup model, not stored", sig, id)
+					}
+				}
+				if acked[sig] == 0 {
+					t.Errorf("no %s was answered 2xx: the test proves nothing", sig)
+				}
+				t.Logf("%s: %d answered 2xx, %d stored", sig, acked[sig], len(ids))
+			}
+			for id := range ops {
+				if stored["span"][id] == 0 {
+					t.Errorf("genai_operations holds span %s, not stored", id)
+				}
+			}
+		})
+	}
+}
+
+// sentItems are the items the SDK's exporters sent, by "signal
+// tenant/identity": in how many requests (retries included), and whether
+// an export holding them was answered 2xx.
+type sentItems struct {
+	mu    sync.Mutex
+	items map[string]*sentItem
+}
+
+type sentItem struct {
+	sends int
+	acked bool
+}
+
+// sendsKey holds, in an export's context, the count of the requests it
+// sent: the exporters' HTTP client and gRPC connection count each.
+type sendsKey struct{}
+
+func countSend(ctx context.Context) {
+	if n, ok := ctx.Value(sendsKey{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
+}
+
+type countingTransport struct{ http.RoundTripper }
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	countSend(r.Context())
+	return c.RoundTripper.RoundTrip(r)
+}
+
+func countingInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	countSend(ctx)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// export runs send (an exporter's export of the items of keys, retries
+// and all) and records its requests and outcome.
+func (s *sentItems) export(ctx context.Context, keys []string, send func(context.Context) error) error {
+	var n atomic.Int64
+	err := send(context.WithValue(ctx, sendsKey{}, &n))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		it := s.items[k]
+		if it == nil {
+			it = &sentItem{}
+			s.items[k] = it
+		}
+		it.sends += int(n.Load())
+		it.acked = it.acked || err == nil
+	}
+	return err
+}
+
+type sentSpans struct {
+	sdktrace.SpanExporter
+	sent   *sentItems
+	tenant string
+}
+
+func (e sentSpans) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	keys := make([]string, len(spans))
+	for i, s := range spans {
+		keys[i] = "span " + e.tenant + "/" + s.SpanContext().TraceID().String() + s.SpanContext().SpanID().String()
+	}
+	return e.sent.export(ctx, keys, func(ctx context.Context) error { return e.SpanExporter.ExportSpans(ctx, spans) })
+}
+
+type sentLogs struct {
+	sdklog.Exporter
+	sent   *sentItems
+	tenant string
+}
+
+func (e sentLogs) Export(ctx context.Context, recs []sdklog.Record) error {
+	keys := make([]string, len(recs))
+	for i, r := range recs {
+		r.WalkAttributes(func(kv attribute.KeyValue) bool {
+			if kv.Key == "seq" {
+				keys[i] = "log " + e.tenant + "/" + kv.Value.AsString()
+			}
+			return true
+		})
+	}
+	return e.sent.export(ctx, keys, func(ctx context.Context) error { return e.Exporter.Export(ctx, recs) })
+}
+
+type sentMetrics struct {
+	sdkmetric.Exporter
+	sent   *sentItems
+	tenant string
+}
+
+func (e sentMetrics) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	var keys []string
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range sum.DataPoints {
+					series, _ := dp.Attributes.Value("series")
+					keys = append(keys, fmt.Sprintf("metric %s/%s/%s/%d", e.tenant, m.Name, series.AsString(), dp.Time.UnixMicro()))
+				}
+			}
+		}
+	}
+	return e.sent.export(ctx, keys, func(ctx context.Context) error { return e.Exporter.Export(ctx, rm) })
+}
+
+// sendEverySignal sends n GenAI spans, n log records and a counter's
+// points of three series (the same for every tenant) as tenant through
+// the SDK's OTLP exporters of proto (grpc or http) to addr, as a steady
+// stream of a few seconds, retrying as the SDK does, recording in sent
+// what it sent; once up is closed (a receiver listens for good: the
+// OTLP/HTTP exporters do not retry a refused connection) it shuts the
+// providers down, sending what they hold, and returns.
+func sendEverySignal(sent *sentItems, proto, addr, tenant string, n int, up <-chan struct{}) error {
+	ctx := context.Background()
+	var (
+		spanExp   sdktrace.SpanExporter
+		logExp    sdklog.Exporter
+		metricExp sdkmetric.Exporter
+		err       error
+	)
+	const timeout, maxElapsed = 10 * time.Second, 2 * time.Minute
+	if proto == "grpc" {
+		reconnect := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 100 * time.Millisecond}})
+		count := grpc.WithUnaryInterceptor(countingInterceptor)
+		headers := map[string]string{"x-scope-orgid": tenant}
+		if spanExp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(), otlptracegrpc.WithDialOption(reconnect, count),
+			otlptracegrpc.WithHeaders(headers), otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: maxElapsed})); err != nil {
+			return err
+		}
+		if logExp, err = otlploggrpc.New(ctx, otlploggrpc.WithEndpoint(addr), otlploggrpc.WithInsecure(), otlploggrpc.WithDialOption(reconnect, count),
+			otlploggrpc.WithHeaders(headers), otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: maxElapsed})); err != nil {
+			return err
+		}
+		if metricExp, err = otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpoint(addr), otlpmetricgrpc.WithInsecure(), otlpmetricgrpc.WithDialOption(reconnect, count),
+			otlpmetricgrpc.WithHeaders(headers), otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: maxElapsed})); err != nil {
+			return err
+		}
+	} else {
+		client := &http.Client{Transport: countingTransport{http.DefaultTransport}, Timeout: timeout}
+		headers := map[string]string{"X-Scope-OrgID": tenant}
+		if spanExp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(addr), otlptracehttp.WithInsecure(), otlptracehttp.WithHTTPClient(client),
+			otlptracehttp.WithHeaders(headers), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: maxElapsed})); err != nil {
+			return err
+		}
+		if logExp, err = otlploghttp.New(ctx, otlploghttp.WithEndpoint(addr), otlploghttp.WithInsecure(), otlploghttp.WithHTTPClient(client),
+			otlploghttp.WithHeaders(headers), otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: maxElapsed})); err != nil {
+			return err
+		}
+		if metricExp, err = otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpoint(addr), otlpmetrichttp.WithInsecure(), otlpmetrichttp.WithHTTPClient(client),
+			otlpmetrichttp.WithHeaders(headers), otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: true, InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond, MaxElapsedTime: maxElapsed})); err != nil {
+			return err
+		}
+	}
+	// Blocking and queues for all: the SDK would drop items, not
+	// tracelake, when its queue fills while a kill holds an export.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(sentSpans{spanExp, sent, tenant}, sdktrace.WithMaxExportBatchSize(50),
+		sdktrace.WithMaxQueueSize(n), sdktrace.WithBlocking(), sdktrace.WithBatchTimeout(20*time.Millisecond), sdktrace.WithExportTimeout(maxElapsed)))
+	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewBatchProcessor(sentLogs{logExp, sent, tenant},
+		sdklog.WithMaxQueueSize(n), sdklog.WithExportMaxBatchSize(50), sdklog.WithExportInterval(20*time.Millisecond), sdklog.WithExportTimeout(maxElapsed))))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(sentMetrics{metricExp, sent, tenant},
+		sdkmetric.WithInterval(100*time.Millisecond), sdkmetric.WithTimeout(maxElapsed))))
+	tr, logger := tp.Tracer("tracelake.test"), lp.Logger("tracelake.test")
+	counter, err := mp.Meter("tracelake.test").Int64Counter("tl.test.requests")
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		_, s := tr.Start(ctx, "chat gpt-4o-mini")
+		s.SetAttributes(attribute.Int("seq", i), attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", "gpt-4o-mini"),
+			attribute.Int("gen_ai.usage.input_tokens", 100), attribute.Int("gen_ai.usage.output_tokens", 20))
+		s.End()
+		var rec otellog.Record
+		rec.SetBody(attribute.StringValue("tool called"))
+		rec.SetTimestamp(time.Now())
+		rec.AddAttributes(attribute.String("seq", strconv.Itoa(i)))
+		logger.Emit(ctx, rec)
+		counter.Add(ctx, 1, metric.WithAttributes(attribute.String("series", fmt.Sprintf("s%d", i%3))))
+		time.Sleep(5 * time.Millisecond) // a steady stream across the kills, not one burst
+	}
+	<-up
+	return errors.Join(tp.Shutdown(ctx), lp.Shutdown(ctx), mp.Shutdown(ctx))
+}
+
+// sqlCounts runs q (rows of a key k and a count n) with `tracelake sql`
+// and returns n by k.
+func sqlCounts(t *testing.T, bin, cfgPath, q string) map[string]int {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "sql", "--config", cfgPath, q)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sql %s: %v\n%s%s", q, err, out, &stderr)
+	}
+	counts := map[string]int{}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, line := range lines[1 : len(lines)-1] { // a header, then the rows, then their count
+		f := strings.Fields(line)
+		n, err := strconv.Atoi(f[len(f)-1])
+		if len(f) != 2 || err != nil {
+			t.Fatalf("sql %s: row %q", q, line)
+		}
+		counts[f[0]] = n
+	}
+	return counts
+}
+
 // `tracelake sql` over an Iceberg lake that a load-mode run taking every
 // signal filled reads each signal's dedup model and dead letters, as it
 // reads the run's own signal's (and as on DuckDB, where they are tables
@@ -247,28 +598,4 @@ func TestSQLOnIcebergReadsEverySignalsDedup(t *testing.T) {
 			t.Errorf("sql reads %d rows of %s, want %d", got["rows"], table, want)
 		}
 	}
-}
-
-// sqlCounts runs q (rows of a key k and a count n) with `tracelake sql`
-// and returns n by k.
-func sqlCounts(t *testing.T, bin, cfgPath, q string) map[string]int {
-	t.Helper()
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "sql", "--config", cfgPath, q)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sql %s: %v\n%s%s", q, err, out, &stderr)
-	}
-	counts := map[string]int{}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	for _, line := range lines[1 : len(lines)-1] { // a header, then the rows, then their count
-		f := strings.Fields(line)
-		n, err := strconv.Atoi(f[len(f)-1])
-		if len(f) != 2 || err != nil {
-			t.Fatalf("sql %s: row %q", q, line)
-		}
-		counts[f[0]] = n
-	}
-	return counts
 }
