@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -1087,5 +1088,52 @@ func icebergAndDatabendSinks(t *testing.T) map[string]func(dir string) string {
 			t.Cleanup(srv.Close)
 			return fmt.Sprintf("{type: databend, databend: {dsn: %q}}", srv.DSN(""))
 		},
+	}
+}
+
+// otlp.mode load: a load failing with an error no retry in the process
+// can fix (sink.ErrFatal: here Databend refusing the stage upload with
+// 403; on DuckDB, a database a disk error invalidated) stops `tracelake
+// run` with exit 1 naming it, as a Kafka load does, once its request is
+// answered 503 (the client retries against the restarted process). The
+// run went on answering 503 for ever instead: a DuckDB file invalidated
+// stays so until the process restarts, so every signal's requests were
+// refused for good, and no supervisor restarts a process that runs.
+func TestOTLPLoadModeStopsOnFatalSinkError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // mostly waiting on the child
+	bin := buildBinary(t)
+	srv := databendtest.New("u", "p")
+	srv.Set(func() { srv.SQL = true }) // the dedup model's setup
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("http: %q, signals: [traces, logs]", addr), fmt.Sprintf("{type: databend, databend: {dsn: %q}}", srv.DSN("")))
+	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
+	exited := make(chan error, 1)
+	go func() { exited <- run.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = run.cmd.Process.Kill() // if the test failed with it running
+	})
+	run.postOTLP(t, addr, "/v1/logs", marshalOTLPLogs(t))
+	srv.Set(func() { srv.UploadStatus = func(string) int { return http.StatusForbidden } })
+	resp, err := http.Post("http://"+addr+"/v1/traces", "application/x-protobuf", bytes.NewReader(marshalOTLP(t, "otlp_proto", tracegen.New(2).OTLPTrace())))
+	if err != nil {
+		t.Fatalf("post: %v\n%s", err, run.log)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a request whose load failed for good answered %d, want 503 (retry)", resp.StatusCode)
+	}
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(run.log.String(), "403") {
+			t.Errorf("run ended with %v, want exit %d naming Databend's 403:\n%s", err, exitFailed, run.log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run still running 30s after a fatal load error:\n%s", run.log)
 	}
 }

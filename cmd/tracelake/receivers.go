@@ -56,13 +56,21 @@ type loadTarget struct {
 // startLoading starts the configured OTLP receivers loading the requests
 // of each target's signal into its sink (otlp.mode load); stop shuts
 // them down, waiting for the loads of requests in progress, and returns
-// what they loaded.
-func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, targets []loadTarget, m *genai.Mapper) (stop func() directload.Totals, err error) {
+// what they loaded. fatal receives the first load error that no retry in
+// this process can fix (sink.ErrFatal): the run must stop on it.
+func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics, status *obs.Status, targets []loadTarget, m *genai.Mapper) (stop func() directload.Totals, fatal <-chan error, err error) {
 	maxLoad := int64(cfg.LoadBytes())
 	if maxLoad == 0 { // no bound for the Kafka loads (Iceberg): requests wait in memory here
 		maxLoad = int64(cfg.MaxInflightBytes) / 4
 	}
 	loaders := signalLoaders{}
+	failed := make(chan error, 1)
+	onFatal := func(err error) {
+		select {
+		case failed <- err:
+		default: // the run stops on the first
+		}
+	}
 	closeAll := func() directload.Totals {
 		var sum directload.Totals
 		for _, ld := range loaders {
@@ -79,14 +87,14 @@ func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics,
 		dec, err := pipeline.OTLPDecoder(t.cfg, otel.EncodingProto, directload.TenantHeader, m)
 		if err != nil {
 			closeAll()
-			return nil, err
+			return nil, nil, err
 		}
 		ld, err := directload.Start(ctx, directload.Options{Sink: t.snk, Decoder: dec, Signal: t.cfg.Kafka.Signal,
-			Partition: cfg.OTLP.Instance, MaxLoadBytes: maxLoad,
+			Partition: cfg.OTLP.Instance, MaxLoadBytes: maxLoad, Fatal: onFatal,
 			Log: slog.Default(), Metrics: metrics})
 		if err != nil {
 			closeAll()
-			return nil, err
+			return nil, nil, err
 		}
 		loaders[t.cfg.Kafka.Signal] = ld
 		status.AddSource(ld.Snapshot)
@@ -94,9 +102,9 @@ func startLoading(ctx context.Context, cfg *config.Config, metrics *obs.Metrics,
 	rcv, err := startReceivers(cfg, metrics, loaders, slices.Sorted(maps.Keys(loaders)))
 	if err != nil {
 		closeAll()
-		return nil, err
+		return nil, nil, err
 	}
-	return func() directload.Totals { shutdownReceivers(cfg, rcv); return closeAll() }, nil
+	return func() directload.Totals { shutdownReceivers(cfg, rcv); return closeAll() }, failed, nil
 }
 
 // signalLoaders hand each signal's requests to its loader.

@@ -163,13 +163,15 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	}
 	var received directload.Totals // what the receivers loaded (otlp.mode load)
 	stopLoading := func() {}
+	var loadFatal <-chan error // nil: no receivers loading
 	if cfg.LoadsReceived() {
 		// Stopped before the sink closes (deferred after it): each
 		// request in progress is answered after its load.
-		stop, err := startLoading(ctx, cfg, metrics, status, targets, genaiMapper)
+		stop, fatal, err := startLoading(ctx, cfg, metrics, status, targets, genaiMapper)
 		if err != nil {
 			return err
 		}
+		loadFatal = fatal
 		stopLoading = sync.OnceFunc(func() { received = stop() })
 		defer stopLoading()
 	}
@@ -204,20 +206,40 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 			return nil
 		}
 	}
+	// A receivers' load that failed for good (sink.ErrFatal) stops the
+	// run as a Kafka load's does: exit 1, and the next start resumes from
+	// the ledgers (the request was answered 503: its client retries).
+	running, stopRunning := context.WithCancel(ctx)
+	defer stopRunning()
+	loadFailed := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-loadFatal:
+			slog.Error("stopping: a load failed in a way no retry in this process can fix; restart tracelake (it resumes from the ledger)", "err", err)
+			loadFailed <- err
+			stopRunning()
+		case <-running.Done():
+			loadFailed <- nil
+		}
+	}()
 	finished := make(chan struct{})
 	defer close(finished)
-	go exitAfterShutdownTimeout(ctx, finished, cfg.ShutdownTimeout.D())
+	go exitAfterShutdownTimeout(running, finished, cfg.ShutdownTimeout.D())
 	stats := &pipeline.Stats{}
 	start := time.Now()
 	slog.Info("tracelake running", "brokers", cfg.Kafka.Brokers, "topics", cfg.Kafka.Topics, "topic_regex", cfg.Kafka.TopicRegex, "group", cfg.Kafka.Group,
 		"workers", cfg.Workers, "mode", cfg.Mode, "format", cfg.Kafka.Format, "signal", cfg.Kafka.Signal, "sink", cfg.Sink.Type, "table", cfg.Sink.Table)
 	if cfg.Consumes() {
-		err = pipeline.Run(ctx, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status, GenAI: genaiMapper,
+		err = pipeline.Run(running, hard, cfg, snk, pipeline.RunOptions{ExitWhenIdle: *idle, Stats: stats, Metrics: metrics, Ready: ready, Status: status, GenAI: genaiMapper,
 			Beats: hb.beats})
 	} else {
 		ready.Join() // no group to join
 		slog.Info("no kafka.topics: loading what the OTLP receivers take until stopped")
-		<-ctx.Done()
+		<-running.Done()
+	}
+	stopRunning()
+	if ferr := <-loadFailed; ferr != nil && err == nil {
+		err = ferr
 	}
 	if err == nil && *idle > 0 && ctx.Err() == nil {
 		err = finalMerge()

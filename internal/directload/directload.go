@@ -77,8 +77,16 @@ type Options struct {
 	// with the same staged rows (doubling, LoadAttempts in all);
 	// DefaultRetryBase if zero.
 	RetryBase time.Duration
-	Log       *slog.Logger
-	Metrics   *obs.Metrics // may be nil
+	// Fatal, if not nil, is told of a load that failed with sink.ErrFatal
+	// (an error no retry in this process can fix: DuckDB invalidated the
+	// database, Databend refused the credentials), once its requests are
+	// answered: the process must stop, as a Kafka load's fatal error
+	// stops it, so that a restart resumes from the ledger. Answering
+	// every later request 503 instead kept a process that cannot store
+	// anything running, and no supervisor restarted it.
+	Fatal   func(error)
+	Log     *slog.Logger
+	Metrics *obs.Metrics // may be nil
 }
 
 // LoadAttempts is how many times a load is tried with the same staged
@@ -221,6 +229,9 @@ func (l *Loader) loop(ctx context.Context) {
 		case err := <-results:
 			l.finished(ctx, loading, err)
 			loading = nil
+			if errors.Is(err, sink.ErrFatal) && l.opt.Fatal != nil {
+				l.opt.Fatal(fmt.Errorf("the %s load of the OTLP receivers: %w", l.opt.Signal, err))
+			}
 		case <-ctx.Done():
 			if loading != nil {
 				l.finished(ctx, loading, <-results)
