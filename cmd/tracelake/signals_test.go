@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -248,9 +249,6 @@ func TestEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
 	}
 	t.Parallel() // mostly waiting on kills and restarts
 	bin := buildBinary(t)
-	// The exporters report each failed export (a refused connection
-	// while tracelake is down) to the global handler, which logs it.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
 	sinks := map[string]func(dir string) string{
 		"duckdb": func(dir string) string { return fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "all.duckdb")) },
 		"iceberg": func(dir string) string {
@@ -259,97 +257,130 @@ func TestEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
 	}
 	for name, sinkCfg := range sinks {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-			cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("grpc: %q, http: %q, signals: [traces, logs, metrics]", grpcAddr, httpAddr), sinkCfg(dir))
-			appendConfig(t, cfgPath, "merge: {every: 300ms}")
-			sent := &sentItems{items: map[string]*sentItem{}}
-			done, up := make(chan error, 2), make(chan struct{})
-			for tenant, proto := range map[string]string{"team-a": "grpc", "team-b": "http"} {
-				addr := grpcAddr
-				if proto == "http" {
-					addr = httpAddr
-				}
-				go func() { done <- sendEverySignal(sent, proto, addr, tenant, 600, up) }()
-			}
-			const listening = "OTLP receiver listening"
-			killAtRandomMomentsAfter(t, bin, cfgPath, 3, listening)
-			run := startRunUntil(t, bin, cfgPath, "run last", listening)
-			for deadline := time.Now().Add(30 * time.Second); strings.Count(run.log.String(), listening) < 2; {
-				if time.Now().After(deadline) {
-					t.Fatalf("both receivers not listening within 30s:\n%s", run.log)
-				}
-				time.Sleep(10 * time.Millisecond) // polling the child's log
-			}
-			close(up)
-			for range 2 {
-				if err := <-done; err != nil {
-					t.Errorf("an exporter failed to shut down: %v", err)
-				}
-			}
-			run.stop(t)
-			rep := verifyJSON(t, bin, cfgPath, 0)
-			if !rep.OK {
-				t.Errorf("verify: problems %q", rep.Problems)
-			}
-			if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
-				t.Fatalf("merge: %v\n%s", err, out)
-			}
-			stored := map[string]map[string]int{ // by signal: copies by tenant/identity
-				"span":   sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM otel_spans GROUP BY ALL`),
-				"log":    sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || (log_attributes->>'$.seq') AS k, count(*) AS n FROM otel_logs GROUP BY ALL`),
-				"metric": sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || metric_name || '/' || (attributes->>'$.series') || '/' || epoch_us(time) AS k, count(*) AS n FROM otel_metrics GROUP BY ALL`),
-			}
-			kept := map[string]map[string]int{
-				"span":   sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM otel_spans_dedup GROUP BY ALL`),
-				"log":    sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || (log_attributes->>'$.seq') AS k, count(*) AS n FROM otel_logs_dedup GROUP BY ALL`),
-				"metric": sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || metric_name || '/' || (attributes->>'$.series') || '/' || epoch_us(time) AS k, count(*) AS n FROM otel_metrics_dedup GROUP BY ALL`),
-			}
-			ops := sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM genai_operations GROUP BY ALL`)
-			sent.mu.Lock()
-			defer sent.mu.Unlock()
-			acked := map[string]int{}
-			for key, it := range sent.items {
-				sig, id, _ := strings.Cut(key, " ")
-				n := stored[sig][id]
-				if it.acked {
-					acked[sig]++
-				}
-				switch {
-				case it.acked && n == 0:
-					t.Errorf("%s %s was answered 2xx and is not stored", sig, id)
-				case n > it.sends:
-					t.Errorf("%s %s stored %d times, sent in %d requests", sig, id, n, it.sends)
-				}
-			}
-			for sig, ids := range stored {
-				for id, n := range ids {
-					if sent.items[sig+" "+id] == nil {
-						t.Errorf("%s %s stored %d times, never sent (or under another tenant)", sig, id, n)
-					}
-					if k := kept[sig][id]; k != 1 {
-						t.Errorf("%s %s stored %d times, kept %d times by its dedup model, want once", sig, id, n, k)
-					}
-					if sig == "span" && ops[id] != n {
-						t.Errorf("span %s stored %d times, with %d genai_operations rows", id, n, ops[id])
-					}
-				}
-				for id := range kept[sig] {
-					if ids[id] == 0 {
-						t.Errorf("%s %s kept by the dedup model, not stored", sig, id)
-					}
-				}
-				if acked[sig] == 0 {
-					t.Errorf("no %s was answered 2xx: the test proves nothing", sig)
-				}
-				t.Logf("%s: %d answered 2xx, %d stored", sig, acked[sig], len(ids))
-			}
-			for id := range ops {
-				if stored["span"][id] == 0 {
-					t.Errorf("genai_operations holds span %s, not stored", id)
-				}
-			}
+			everySignalAcrossStops(t, bin, sinkCfg(t.TempDir()), func(cfgPath, mark string) {
+				killAtRandomMomentsAfter(t, bin, cfgPath, 3, mark)
+			})
 		})
+	}
+}
+
+// The same with SIGTERM: each run stopped while requests of every signal
+// are in flight exits 0, and what it answered 2xx is stored.
+func TestEverySignalSIGTERMStoresEachAnsweredItem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // mostly waiting on stops and restarts
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	everySignalAcrossStops(t, bin, fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "all.duckdb")), func(cfgPath, mark string) {
+		for i := range 3 {
+			run := startRunUntil(t, bin, cfgPath, fmt.Sprintf("run %d", i), mark)
+			time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond) // a random moment of the stream
+			run.stop(t)
+		}
+	})
+}
+
+// everySignalAcrossStops starts the OpenTelemetry Go SDK's exporters of
+// every signal (OTLP/gRPC for team-a, OTLP/HTTP for team-b; both send the
+// same metric series) against load-mode runs of sink, which stops start
+// and end (each run started once the log says mark), then a last run
+// taking the exporters' remaining retries; and checks what is stored.
+func everySignalAcrossStops(t *testing.T, bin, sink string, stops func(cfgPath, mark string)) {
+	t.Helper()
+	// The exporters report each failed export (a refused connection
+	// while tracelake is down) to the global handler, which logs it.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
+	dir := t.TempDir()
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("grpc: %q, http: %q, signals: [traces, logs, metrics]", grpcAddr, httpAddr), sink)
+	appendConfig(t, cfgPath, "merge: {every: 300ms}")
+	sent := &sentItems{items: map[string]*sentItem{}}
+	done, up := make(chan error, 2), make(chan struct{})
+	for tenant, proto := range map[string]string{"team-a": "grpc", "team-b": "http"} {
+		addr := grpcAddr
+		if proto == "http" {
+			addr = httpAddr
+		}
+		go func() { done <- sendEverySignal(sent, proto, addr, tenant, 600, up) }()
+	}
+	const listening = "OTLP receiver listening"
+	stops(cfgPath, listening)
+	run := startRunUntil(t, bin, cfgPath, "run last", listening)
+	for deadline := time.Now().Add(30 * time.Second); strings.Count(run.log.String(), listening) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("both receivers not listening within 30s:\n%s", run.log)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the child's log
+	}
+	close(up)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Errorf("an exporter failed to shut down: %v", err)
+		}
+	}
+	run.stop(t)
+	rep := verifyJSON(t, bin, cfgPath, 0)
+	if !rep.OK {
+		t.Errorf("verify: problems %q", rep.Problems)
+	}
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	stored := map[string]map[string]int{ // by signal: copies by tenant/identity
+		"span":   sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM otel_spans GROUP BY ALL`),
+		"log":    sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || (log_attributes->>'$.seq') AS k, count(*) AS n FROM otel_logs GROUP BY ALL`),
+		"metric": sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || metric_name || '/' || (attributes->>'$.series') || '/' || epoch_us(time) AS k, count(*) AS n FROM otel_metrics GROUP BY ALL`),
+	}
+	kept := map[string]map[string]int{
+		"span":   sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM otel_spans_dedup GROUP BY ALL`),
+		"log":    sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || (log_attributes->>'$.seq') AS k, count(*) AS n FROM otel_logs_dedup GROUP BY ALL`),
+		"metric": sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || metric_name || '/' || (attributes->>'$.series') || '/' || epoch_us(time) AS k, count(*) AS n FROM otel_metrics_dedup GROUP BY ALL`),
+	}
+	ops := sqlCounts(t, bin, cfgPath, `SELECT tenant_id || '/' || trace_id || span_id AS k, count(*) AS n FROM genai_operations GROUP BY ALL`)
+	sent.mu.Lock()
+	defer sent.mu.Unlock()
+	acked := map[string]int{}
+	for key, it := range sent.items {
+		sig, id, _ := strings.Cut(key, " ")
+		n := stored[sig][id]
+		if it.acked {
+			acked[sig]++
+		}
+		switch {
+		case it.acked && n == 0:
+			t.Errorf("%s %s was answered 2xx and is not stored", sig, id)
+		case n > it.sends:
+			t.Errorf("%s %s stored %d times, sent in %d requests", sig, id, n, it.sends)
+		}
+	}
+	for sig, ids := range stored {
+		for id, n := range ids {
+			if sent.items[sig+" "+id] == nil {
+				t.Errorf("%s %s stored %d times, never sent (or under another tenant)", sig, id, n)
+			}
+			if k := kept[sig][id]; k != 1 {
+				t.Errorf("%s %s stored %d times, kept %d times by its dedup model, want once", sig, id, n, k)
+			}
+			if sig == "span" && ops[id] != n {
+				t.Errorf("span %s stored %d times, with %d genai_operations rows", id, n, ops[id])
+			}
+		}
+		for id := range kept[sig] {
+			if ids[id] == 0 {
+				t.Errorf("%s %s kept by the dedup model, not stored", sig, id)
+			}
+		}
+		if acked[sig] == 0 {
+			t.Errorf("no %s was answered 2xx: the test proves nothing", sig)
+		}
+		t.Logf("%s: %d answered 2xx, %d stored", sig, acked[sig], len(ids))
+	}
+	for id := range ops {
+		if stored["span"][id] == 0 {
+			t.Errorf("genai_operations holds span %s, not stored", id)
+		}
 	}
 }
 
