@@ -630,3 +630,55 @@ func TestSQLOnIcebergReadsEverySignalsDedup(t *testing.T) {
 		}
 	}
 }
+
+// One signal's loads failing (its stage directory unwritable: a disk
+// error) while the others load: its requests are answered 503 (retry)
+// and the other signals' 200; once the fault clears its next request is
+// stored, and verify is OK for every signal's tables, no position lost
+// to the failed loads.
+func TestOneSignalsFailingLoadsLeaveTheOthersAndComeBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin, cfgPath, db, run, sent := runTakingEverySignal(t, 9, "")
+	addr := regexp.MustCompile(`OTLP receiver listening" protocol=http addr=(\S+)`).FindStringSubmatch(run.log.String())[1]
+	stage := db + ".stage.otel_logs"
+	if err := os.RemoveAll(stage); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stage, nil, 0o644); err != nil { // a file where the directory was: writes in it fail
+		t.Fatal(err)
+	}
+	tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(sent.traces)
+	lb, _ := (&plog.ProtoMarshaler{}).MarshalLogs(sent.logs)
+	mb, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(sent.metrics)
+	resp, err := http.Post("http://"+addr+"/v1/logs", "application/x-protobuf", bytes.NewReader(lb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("logs whose load failed answered %d, want 503", resp.StatusCode)
+	}
+	run.postOTLP(t, addr, "/v1/traces", tb)
+	run.postOTLP(t, addr, "/v1/metrics", mb)
+	if err := os.Remove(stage); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(stage, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run.postOTLP(t, addr, "/v1/logs", lb) // the client's retry
+	run.stop(t)
+	rep := verifyJSON(t, bin, cfgPath, 0)
+	got := map[string]int64{}
+	got["otel_spans"], _ = rep.Totals()
+	for _, s := range rep.Signals {
+		got[s.Table], _ = s.Totals()
+	}
+	want := map[string]int64{"otel_spans": 2 * int64(sent.traces.SpanCount()), "otel_logs": 2 * int64(sent.logs.LogRecordCount()), "otel_metrics": 2 * int64(sent.metrics.DataPointCount())}
+	if !rep.OK || !maps.Equal(got, want) {
+		t.Errorf("verify: ok=%v problems=%q rows %v, want %v", rep.OK, rep.Problems, got, want)
+	}
+}
