@@ -243,7 +243,7 @@ func (c *child) postOTLP(t *testing.T, addr, path string, body []byte) {
 // from answers lost to a kill); verify is OK for every signal's tables,
 // each dedup model keeps every stored item once, and each stored span has
 // its genai_operations row. Both tenants send the same metric series.
-func TestEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
+func TestLongEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -266,7 +266,7 @@ func TestEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
 
 // The same with SIGTERM: each run stopped while requests of every signal
 // are in flight exits 0, and what it answered 2xx is stored.
-func TestEverySignalSIGTERMStoresEachAnsweredItem(t *testing.T) {
+func TestLongEverySignalSIGTERMStoresEachAnsweredItem(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
