@@ -293,8 +293,12 @@ func (ic *Iceberg) refreshLoop() {
 }
 
 // refresh loads each table's current metadata. A table the catalog does
-// not have is left out, or kept as last loaded; one that fails to load is
-// kept as last loaded, and the failure returned. A table whose metadata
+// not have is left out, and forgotten if it was loaded before (dropped):
+// a catalog's "no such table" is its answer, not a failure, and a reader
+// opened now would not serve it either (kept, it answered the dropped
+// table's last rows for as long as the process ran, or failed on the
+// files a purge deleted). One that fails to load is kept as last loaded,
+// and the failure returned. A table whose metadata
 // did not change since it was last loaded is kept as it was: a loaded
 // table carries iceberg-go's cache of decoded manifest lists, which a
 // fresh load starts empty, so every query after each refresh (every 5 s
@@ -304,6 +308,9 @@ func (ic *Iceberg) refresh(ctx context.Context) error {
 	for _, decl := range ic.decl {
 		tbl, err := ic.cat.LoadTable(ctx, decl.ID)
 		if errors.Is(err, catalog.ErrNoSuchTable) {
+			ic.mu.Lock()
+			delete(ic.tables, foldName(decl.Name))
+			ic.mu.Unlock()
 			continue
 		}
 		if err != nil {
