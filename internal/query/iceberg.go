@@ -547,14 +547,29 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 		}
 	}
 	filter := and(filters)
-	sc := t.tbl.Scan(table.WithRowFilter(filter), table.WithSelectedFields(read...),
-		table.WithMaxConcurrency(ic.opt.ScanConcurrency), table.WithArrowBatchSize(ic.opt.BatchRows))
+	newScan := func(read []string) *table.Scan {
+		return t.tbl.Scan(table.WithRowFilter(filter), table.WithSelectedFields(read...),
+			table.WithMaxConcurrency(ic.opt.ScanConcurrency), table.WithArrowBatchSize(ic.opt.BatchRows))
+	}
+	sc := newScan(read)
 	var tasks []table.FileScanTask
 	if scan {
 		var err error
 		if tasks, err = sc.PlanFiles(ctx); err != nil {
 			sc.Close()
 			return fmt.Errorf("plan the scan of %s: %w", t.decl.Name, err)
+		}
+		if len(read) == len(cols) {
+			// The schemas the metadata lists say every file holds one of
+			// cols, but a schema may be gone (another engine's expiry
+			// removes those no snapshot names) while files written with
+			// it stay: the files' own metrics tell. The tasks, planned
+			// from the same filter, are read by the scan with the guard.
+			if guard, ok := fileGuardColumn(t.tbl.Schema(), cols, tasks); ok {
+				sc.Close()
+				read = append(slices.Clone(cols), guard)
+				sc = newScan(read)
+			}
 		}
 		if ic.opt.OnScan != nil {
 			st := ScanStats{Table: t.decl.Name, Filter: filter.String(), Columns: read}
@@ -613,6 +628,70 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 		return fmt.Errorf("make the view of %s: %w", t.decl.Name, err)
 	}
 	return nil
+}
+
+// fileGuardColumn is, like guardColumn, a column for a scan of cols to
+// read beside them, found from the data files of tasks rather than from
+// the table's schemas: when a file's column metrics (its value counts, or
+// column sizes: iceberg-go writes them for every column a file holds, and
+// so do other engines unless told not to) name none of cols, the guard is a column of the current
+// schema that every such file's metrics name, of a fixed width if one is,
+// then the oldest. A file without metrics tells nothing and is left to
+// guardColumn.
+func fileGuardColumn(current *iceberggo.Schema, cols []string, tasks []table.FileScanTask) (string, bool) {
+	ids := make([]int, 0, len(cols))
+	for _, c := range cols {
+		if f, ok := current.FindFieldByName(c); ok {
+			ids = append(ids, f.ID)
+		}
+	}
+	var common map[int]bool // the field ids every file lacking cols holds
+	seen := map[string]bool{}
+	for _, task := range tasks {
+		path := task.File.FilePath()
+		if seen[path] {
+			continue
+		}
+		seen[path] = true
+		held := task.File.ValueCounts()
+		if len(held) == 0 {
+			held = task.File.ColumnSizes()
+		}
+		if len(held) == 0 || slices.ContainsFunc(ids, func(id int) bool { _, ok := held[id]; return ok }) {
+			continue
+		}
+		if common == nil {
+			common = map[int]bool{}
+			for id := range held {
+				common[id] = true
+			}
+			continue
+		}
+		for id := range common {
+			if _, ok := held[id]; !ok {
+				delete(common, id)
+			}
+		}
+	}
+	var best iceberggo.NestedField
+	found, bestFixed := false, false
+	for _, f := range current.Fields() {
+		if _, ok := f.Type.(iceberggo.PrimitiveType); !ok || !common[f.ID] {
+			continue
+		}
+		fixed := true
+		switch f.Type.(type) {
+		case iceberggo.StringType, iceberggo.BinaryType:
+			fixed = false
+		}
+		if !found || fixed && !bestFixed || fixed == bestFixed && f.ID < best.ID {
+			best, found, bestFixed = f, true, fixed
+		}
+	}
+	if !found || slices.Contains(cols, best.Name) {
+		return "", false
+	}
+	return best.Name, true
 }
 
 // guardColumn is a column for a scan of cols to read beside them when a

@@ -823,6 +823,67 @@ func TestIcebergReadsColumnsAddedAfterItsFiles(t *testing.T) {
 	}
 }
 
+// TestIcebergReadsAddedColumnsAfterTheirOlderSchemaIsRemoved: a file
+// written before columns were added still holds none of them once the
+// schema it was written with is gone from the table's metadata (another
+// engine's snapshot expiry with clean_expired_metadata, Iceberg 1.9+,
+// removes the schemas no remaining snapshot names, while the current
+// snapshot still holds the file). A query naming only those columns
+// reads its rows with them null, as before, rather than failing on it:
+// which files hold none of them is told by the files' own column
+// metrics, not only by the schemas the metadata still lists.
+func TestIcebergReadsAddedColumnsAfterTheirOlderSchemaIsRemoved(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	ctx := context.Background()
+	id := table.Identifier{"tracelake", "events"}
+	tbl, err := l.snk.Catalog().LoadTable(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := tbl.Schema().ID
+	txn := tbl.NewTransaction()
+	update := txn.UpdateSchema(true, false).
+		AddColumn([]string{"event_time"}, iceberggo.PrimitiveTypes.TimestampTz, "", false, nil).
+		AddColumn([]string{"ktopic"}, iceberggo.PrimitiveTypes.String, "", false, nil)
+	if err := update.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	as, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, as, strings.NewReader(
+		`[{"record_metadata": "{}", "record_content": "{}", "event_time": "2024-03-01T10:00:00Z", "ktopic": "traces"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	at := array.NewTableFromRecords(as, []arrow.RecordBatch{rec})
+	defer at.Release()
+	if _, err := tbl.AppendTable(ctx, at, 1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.snk.Catalog().CommitTable(ctx, id, nil, []table.Update{table.NewRemoveSchemasUpdate([]int{old})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.reader.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string][]string{
+		`SELECT ktopic, event_time FROM events ORDER BY ktopic NULLS FIRST`: {"(null)|(null)", "traces|2024-03-01T10:00:00"},
+		`SELECT count(ktopic), max(event_time) FROM events`:                 {"1|2024-03-01T10:00:00"},
+		`SELECT count(*) FROM events WHERE ktopic IS NULL`:                  {"1"},
+	} {
+		got, err := l.rows(t, tenancy.Operator, q)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: read %v, %v; want %v", q, got, err, want)
+		}
+	}
+}
+
 // TestIcebergFindsLongStringsInFilesOfManyRowGroups: a string longer than
 // Parquet's statistics keep is found by a predicate on its column.
 // arrow-go v18.8.0 drops a column chunk's max (or min) longer than 4096
