@@ -149,7 +149,7 @@ func openIcebergSinksFor(ctx context.Context, fs *flag.FlagSet, args []string) (
 		return nil, usagef("tracelake %s maintains Iceberg tables; sink.type is %s", fs.Name(), cfg.Sink.Type)
 	}
 	var sinks []icebergSink
-	for _, sc := range signalConfigs(cfg) {
+	for _, sc := range cfg.SignalConfigs() {
 		snk, err := openIceberg(ctx, sc)
 		if err != nil {
 			closeIcebergSinks(sinks)
@@ -158,19 +158,6 @@ func openIcebergSinksFor(ctx context.Context, fs *flag.FlagSet, args []string) (
 		sinks = append(sinks, icebergSink{sc, snk})
 	}
 	return sinks, nil
-}
-
-// signalConfigs are the configurations of the tables a run of cfg
-// writes: cfg's own, then each other signal's its receivers load
-// (openLoadTargets opens the same sinks).
-func signalConfigs(cfg *config.Config) []*config.Config {
-	out := []*config.Config{cfg}
-	for _, sig := range cfg.LoadedSignals() {
-		if sig != cfg.Kafka.Signal {
-			out = append(out, cfg.ForSignal(sig))
-		}
-	}
-	return out
 }
 
 func closeIcebergSinks(sinks []icebergSink) {

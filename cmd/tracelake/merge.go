@@ -306,7 +306,7 @@ func mergeDedup(ctx context.Context, cfg *config.Config, every time.Duration) er
 			s.Close()
 		}
 	}()
-	for _, c := range signalConfigs(cfg) {
+	for _, c := range cfg.SignalConfigs() {
 		var snk sink.Sink
 		var err error
 		switch c.Sink.Type {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,7 +155,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 	}
 	ready.SinkReady()
 	var genaiMapper *genai.Mapper // one per process: the consumer and the receivers share it
-	if cfg.GenAIOperations() || slices.ContainsFunc(cfg.LoadedSignals(), func(sig string) bool { return cfg.ForSignal(sig).GenAIOperations() }) {
+	if cfg.GenAIConfig() != nil {
 		if genaiMapper, err = pipeline.GenAIMapper(cfg, slog.Default(), metrics); err != nil {
 			return err
 		}

@@ -91,7 +91,7 @@ func verifyTables(ctx context.Context, env *cmdEnv, cfg *config.Config) (*verify
 // each other signal's tables a load-mode run of cfg takes added.
 func verifyEachSignal(ctx context.Context, cfg *config.Config, check func(*config.Config) (*verify.Report, error)) (*verify.Report, error) {
 	var rep *verify.Report
-	for _, c := range signalConfigs(cfg) {
+	for _, c := range cfg.SignalConfigs() {
 		r, err := check(c)
 		if err != nil {
 			if c != cfg {

@@ -614,6 +614,37 @@ func (c *Config) ForSignal(signal string) *Config {
 	return &o
 }
 
+// SignalConfigs are the configurations of the tables a run of c loads:
+// c's own (kafka.signal's) first, then, in a load-mode run taking several
+// signals (otlp.signals), each other signal's (ForSignal). A command about
+// the tables of a run goes through them all: one that looked at c alone
+// left the other signals' tables out (their dedup models unmerged, their
+// maintenance undone, their rows unverified).
+func (c *Config) SignalConfigs() []*Config {
+	out := []*Config{c}
+	for _, sig := range c.LoadedSignals() {
+		if sig != c.Kafka.Signal {
+			out = append(out, c.ForSignal(sig))
+		}
+	}
+	return out
+}
+
+// GenAIConfig is the configuration of the table genai_operations is
+// derived from (GenAIOperations): the spans', c itself with kafka.signal
+// traces, else the traces configuration of a load-mode run taking traces
+// among otlp.signals; nil when none is. The commands about the operations
+// (merge --rebuild, report, the status page's /report) look there, not at
+// c: with kafka.signal logs c loads no operations though the run does.
+func (c *Config) GenAIConfig() *Config {
+	for _, sc := range c.SignalConfigs() {
+		if sc.GenAIOperations() {
+			return sc
+		}
+	}
+	return nil
+}
+
 // Forwards reports whether the receivers forward their requests to Kafka
 // (otlp.mode forward).
 func (c *Config) Forwards() bool { return c.Receivers() && c.OTLPMode() == OTLPForwardMode }

@@ -507,6 +507,33 @@ func TestGenAIOperationsOnOnlyForSpans(t *testing.T) {
 	}
 }
 
+// genai.operations: on asks for the spans' operations, which a load-mode
+// run takes among otlp.signals whatever kafka.signal is: with kafka.signal
+// logs it is accepted, and GenAIConfig is the traces table's
+// configuration. Without traces among the signals it is refused.
+func TestGenAIOperationsOnWithSpansAmongSignals(t *testing.T) {
+	cfg, err := FromYAML([]byte("kafka: {signal: logs}\notlp: {http: \"127.0.0.1:4318\", signals: [traces, logs, metrics]}\ngenai: {operations: \"on\"}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ValidateOffline(); err != nil {
+		t.Fatalf("genai.operations on with traces among otlp.signals: %v", err)
+	}
+	if g := cfg.GenAIConfig(); g == nil || g.Kafka.Signal != SignalTraces || g.Sink.Table != "otel_spans" {
+		t.Errorf("GenAIConfig of kafka.signal logs with traces among otlp.signals: %+v, want the otel_spans configuration", g)
+	}
+	cfg, err = FromYAML([]byte("kafka: {signal: logs}\notlp: {http: \"127.0.0.1:4318\", signals: [logs, metrics]}\ngenai: {operations: \"on\"}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ValidateOffline(); err == nil || !strings.Contains(err.Error(), "genai.operations") {
+		t.Errorf("genai.operations on without traces among otlp.signals: %v, want it refused", err)
+	}
+	if g := cfg.GenAIConfig(); g != nil {
+		t.Errorf("GenAIConfig without spans: the %s configuration", g.Sink.Table)
+	}
+}
+
 // The query section's bad values are named by key; its defaults pass.
 func TestQueryChecked(t *testing.T) {
 	for yaml, key := range map[string]string{

@@ -125,8 +125,10 @@ func (c *Config) validate(consuming bool) error {
 	check(slices.Contains([]string{"auto", "on", "off"}, c.GenAI.Operations), "genai.operations",
 		"want auto, on or off, got %q", c.GenAI.Operations)
 	if c.GenAI.Operations == "on" {
-		check(c.DecodesOTLP() && c.Kafka.Signal == SignalTraces, "genai.operations",
-			"operations are read from OpenTelemetry spans: want kafka.format otlp_proto or otlp_json with kafka.signal traces (accepted here: auto or off)")
+		// The spans may be another signal's than kafka.signal's: a
+		// load-mode run's traces among otlp.signals.
+		check(c.GenAIConfig() != nil, "genai.operations",
+			"operations are read from OpenTelemetry spans: want kafka.format otlp_proto or otlp_json with kafka.signal traces, or otlp.mode load with traces among otlp.signals (accepted here: auto or off)")
 	}
 	check(identifier.MatchString(c.GenAI.Table) && c.GenAI.Table != c.Sink.Table, "genai.table",
 		"want a table name other than sink.table (letters, digits, _), got %q", c.GenAI.Table)
@@ -495,20 +497,14 @@ func changedKeys(path string, v, def reflect.Value) []string {
 // --rebuild OTEL_SPANS` (which empties the derived table before filling
 // it with operations) deleted every span.
 func (c *Config) validateGenAITable(check func(ok bool, key, format string, args ...any)) {
-	if !c.GenAIOperations() && !slices.ContainsFunc(c.LoadedSignals(), func(sig string) bool { return c.ForSignal(sig).GenAIOperations() }) {
+	if c.GenAIConfig() == nil {
 		return
 	}
-	signals := []string{c.Kafka.Signal}
-	for _, sig := range c.LoadedSignals() {
-		if !slices.Contains(signals, sig) {
-			signals = append(signals, sig)
-		}
-	}
-	for _, sig := range signals {
-		t := c.ForSignal(sig).Sink.Table
+	for _, sc := range c.SignalConfigs() {
+		t := sc.Sink.Table
 		for _, table := range []string{t, t + "_dlq", t + "_ledger", t + "_dedup"} {
 			check(!sqltext.SameTable(c.GenAI.Table, table), "genai.table",
-				"%s is the table %s, which this configuration loads or merges (%s's): name a table of its own (default genai_operations)", c.GenAI.Table, table, sig)
+				"%s is the table %s, which this configuration loads or merges (%s's): name a table of its own (default genai_operations)", c.GenAI.Table, table, sc.Kafka.Signal)
 		}
 	}
 }
