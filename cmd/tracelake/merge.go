@@ -50,7 +50,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if *printSQL {
 		// Printing needs no database: do not open (and lock) the file.
 		if cfg.DecodesOTLP() {
-			return printDedupSQL(os.Stdout, otelDedupOf(cfg), *dialect)
+			return printDedupSQL(os.Stdout, cfg, *dialect)
 		}
 		models, err := selectModels(cfg, *model)
 		if err != nil {
@@ -577,16 +577,27 @@ func mergePass(ctx context.Context, job mergeJob, every time.Duration, m *obs.Me
 	return ok
 }
 
-// printDedupSQL prints the dedup model of an OpenTelemetry table in
-// Databend's SQL, the one dialect where it is SQL text (on DuckDB and
-// Iceberg tracelake runs it itself).
-func printDedupSQL(w io.Writer, d merge.Dedup, dialect string) error {
+// printDedupSQL prints the dedup model of each OpenTelemetry table a run
+// of cfg loads (SignalConfigs, as tracelake merge merges them: otel_logs
+// and otel_metrics beside kafka.signal's in a load-mode run taking
+// several signals), each under its title, in Databend's SQL, the one
+// dialect where it is SQL text (on DuckDB and Iceberg tracelake runs it
+// itself).
+func printDedupSQL(w io.Writer, cfg *config.Config, dialect string) error {
 	if dialect != merge.DialectDatabend {
 		return usagef("--print-sql with an OpenTelemetry table prints its dedup model for --dialect databend only (on duckdb and iceberg tracelake merge runs it)")
 	}
-	_, err := fmt.Fprint(w, d.Databend().Script(fmt.Sprintf("model %s: %s, each span, log record or point once (tracelake merge runs this; the sink creates %s and %s)",
-		d.Target(), d.Name, d.Target(), d.DatabendIncrement())))
-	return err
+	for i, c := range cfg.SignalConfigs() {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		d := otelDedupOf(c)
+		if _, err := fmt.Fprint(w, d.Databend().Script(fmt.Sprintf("model %s: %s, each span, log record or point once (tracelake merge runs this; the sink creates %s and %s)",
+			d.Target(), d.Name, d.Target(), d.DatabendIncrement()))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printModelSQL prints each model's SQL in dialect.

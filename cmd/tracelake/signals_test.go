@@ -192,7 +192,8 @@ type sentSignals struct {
 }
 
 // runTakingEverySignal starts `tracelake run` in load mode taking traces,
-// logs and metrics into one DuckDB file (extra: more config lines) and
+// logs and metrics into one DuckDB file (extra: more config lines; no
+// status page unless they configure metrics) and
 // posts one request of each, made from tracegen's seed: each answered
 // 200. It returns the binary, the config, the database, the run and what
 // it sent.
@@ -203,7 +204,10 @@ func runTakingEverySignal(t *testing.T, seed uint64, extra string) (bin, cfgPath
 	db = filepath.Join(dir, "all.duckdb")
 	addr := freeAddr(t)
 	cfgPath = filepath.Join(dir, "tracelake.yaml")
-	cfg := fmt.Sprintf("otlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\n%smetrics: {listen: \"\"}\n", addr, db, extra)
+	cfg := fmt.Sprintf("otlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\n%s", addr, db, extra)
+	if !strings.Contains(extra, "metrics:") {
+		cfg += "metrics: {listen: \"\"}\n" // no status page unless extra asks for one
+	}
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -680,5 +684,33 @@ func TestOneSignalsFailingLoadsLeaveTheOthersAndComeBack(t *testing.T) {
 	want := map[string]int64{"otel_spans": 2 * int64(sent.traces.SpanCount()), "otel_logs": 2 * int64(sent.logs.LogRecordCount()), "otel_metrics": 2 * int64(sent.metrics.DataPointCount())}
 	if !rep.OK || !maps.Equal(got, want) {
 		t.Errorf("verify: ok=%v problems=%q rows %v, want %v", rep.OK, rep.Problems, got, want)
+	}
+}
+
+// tracelake merge --print-sql with the config of a load-mode run taking
+// several signals prints the dedup model of each signal's table, each
+// under its title, as tracelake merge merges each: kafka.signal's alone
+// left the others' SQL unseen.
+func TestMergePrintsEverySignalsDedupSQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tracelake.yaml")
+	cfg := fmt.Sprintf("kafka: {signal: logs}\notlp: {http: %q, signals: [traces, logs, metrics]}\nsink: {duckdb: {path: %q}}\n",
+		freeAddr(t), filepath.Join(dir, "all.duckdb"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "merge", "--config", cfgPath, "--print-sql").CombinedOutput()
+	if err != nil {
+		t.Fatalf("merge --print-sql: %v\n%s", err, out)
+	}
+	for _, table := range []string{"otel_spans", "otel_logs", "otel_metrics"} {
+		if title := fmt.Sprintf("-- model %s_dedup: %s,", table, table); strings.Count(string(out), title) != 1 {
+			t.Errorf("merge --print-sql prints %q %d times, want once:\n%s", title, strings.Count(string(out), title), out)
+		}
 	}
 }
