@@ -58,12 +58,15 @@ func cmdMerge(ctx context.Context, args []string) error {
 		}
 		return printModelSQL(os.Stdout, models, *dialect)
 	}
-	if cfg.DecodesOTLP() && *rebuild != "" && *rebuild == cfg.GenAI.Table && cfg.GenAIOperations() {
-		n, err := rebuildGenAI(ctx, cfg)
+	// The operations are the spans', whichever signal of a load-mode run
+	// takes them (GenAIConfig): with kafka.signal logs and traces among
+	// otlp.signals, cfg's own table has none.
+	if g := cfg.GenAIConfig(); g != nil && *rebuild != "" && *rebuild == g.GenAI.Table {
+		n, err := rebuildGenAI(ctx, g)
 		if err != nil {
-			return fmt.Errorf("rebuild %s: %w", cfg.GenAI.Table, err)
+			return fmt.Errorf("rebuild %s: %w", g.GenAI.Table, err)
 		}
-		fmt.Printf("rebuilt %s from %s: %d operations\n", cfg.GenAI.Table, cfg.Sink.Table, n)
+		fmt.Printf("rebuilt %s from %s: %d operations\n", g.GenAI.Table, g.Sink.Table, n)
 		return nil
 	}
 	if cfg.DecodesOTLP() {
@@ -135,8 +138,8 @@ func cmdMerge(ctx context.Context, args []string) error {
 
 // genaiHint names the one table --rebuild takes with OpenTelemetry spans.
 func genaiHint(cfg *config.Config) string {
-	if cfg.GenAIOperations() {
-		return "; --rebuild " + cfg.GenAI.Table + " recomputes its operations and costs"
+	if g := cfg.GenAIConfig(); g != nil {
+		return "; --rebuild " + g.GenAI.Table + " recomputes the operations and costs of " + g.Sink.Table
 	}
 	return ""
 }

@@ -50,7 +50,9 @@ func cmdReport(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := reportable(cfg); err != nil {
+	// The operations are those of the spans' table, which is another
+	// signal's than cfg's when kafka.signal is not traces (GenAIConfig).
+	if cfg, err = reportable(cfg); err != nil {
 		return err
 	}
 	var page bytes.Buffer
@@ -85,12 +87,15 @@ func operationsPage(ctx context.Context, env *cmdEnv, page io.Writer, cfg *confi
 	return writeReport(ctx, page, db, cfg, since, tenant)
 }
 
-// reportable says why cfg has no operations to report on, or nil.
-func reportable(cfg *config.Config) error {
-	if !cfg.GenAIOperations() {
-		return usagef("tracelake report reads genai_operations, which this configuration does not load (genai.operations: want auto or on, with kafka.format otlp_proto or otlp_json and kafka.signal traces)")
+// reportable is the configuration of the table cfg's operations are
+// derived from (cfg's own, or the traces signal's among otlp.signals), or
+// says why cfg has no operations to report on.
+func reportable(cfg *config.Config) (*config.Config, error) {
+	g := cfg.GenAIConfig()
+	if g == nil {
+		return nil, usagef("tracelake report reads genai_operations, which this configuration does not load (genai.operations: want auto or on, with kafka.format otlp_proto or otlp_json and kafka.signal traces, or otlp.mode load with traces among otlp.signals)")
 	}
-	return nil
+	return g, nil
 }
 
 // operationsDB is a DuckDB database holding genai_operations: the DuckDB

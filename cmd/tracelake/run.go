@@ -73,8 +73,12 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		defer startMaintenance(ctx, cfg, ice)()
 	}
 	if cfg.Metrics.Listen != "" {
+		// The operations are the spans' table's, another signal's than
+		// kafka.signal's when traces is among otlp.signals: its sink
+		// shares snk's database.
 		db, genaiReport := snk.(interface{ DB() *sql.DB })
-		genaiReport = genaiReport && cfg.GenAIOperations()
+		genaiCfg := cfg.GenAIConfig()
+		genaiReport = genaiReport && genaiCfg != nil
 		if genaiReport {
 			status.AddLink("GenAI report", "/report")
 		}
@@ -83,7 +87,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 			return err
 		}
 		if genaiReport {
-			srv.Handle("GET /report", reportHandler(db.DB(), cfg))
+			srv.Handle("GET /report", reportHandler(db.DB(), genaiCfg))
 		}
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -714,3 +714,47 @@ func TestMergePrintsEverySignalsDedupSQL(t *testing.T) {
 		}
 	}
 }
+
+// With kafka.signal logs and traces among otlp.signals, genai_operations
+// is made from the spans' table (genai.operations auto): the status
+// page's /report, tracelake report (through run and standalone) and
+// merge --rebuild genai_operations find it there. They looked at
+// kafka.signal's configuration alone, which loads no operations, and
+// refused (report, rebuild) or served nothing (/report).
+func TestGenAIOperationsOfSpansNotTheMainSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin, cfgPath, db, run, _ := runTakingEverySignal(t, 5, "kafka: {signal: logs}\nmetrics: {listen: \"127.0.0.1:0\"}\n")
+	if page := run.get("/"); !strings.Contains(page, `href="/report"`) {
+		t.Errorf("the status page does not link the report:\n%.2000s", page)
+	}
+	if page := run.get("/report?since=all"); !strings.Contains(page, "GenAI operations") {
+		t.Errorf("/report of the spans' operations:\n%.2000s", page)
+	}
+	report := func(how string) {
+		t.Helper()
+		out, err := exec.Command(bin, "report", "--config", cfgPath, "--since", "all", "-o", "-").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "GenAI operations") {
+			t.Errorf("report %s: %v\n%.2000s", how, err, out)
+		}
+	}
+	report("through run")
+	run.stop(t)
+	report("standalone")
+	conn := openDuckDBFile(t, db)
+	var n int64
+	mustScan(t, conn.QueryRow("SELECT count(*) FROM genai_operations"), &n)
+	if n == 0 {
+		t.Fatal("genai_operations is empty: the spans sent have no operation to rebuild")
+	}
+	if _, err := conn.Exec("DELETE FROM genai_operations"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	out, err := exec.Command(bin, "merge", "--config", cfgPath, "--rebuild", "genai_operations").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("from otel_spans: %d operations", n)) {
+		t.Errorf("merge --rebuild genai_operations: %v\n%s", err, out)
+	}
+}
