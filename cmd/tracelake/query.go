@@ -92,8 +92,9 @@ func serveReads(cfg *config.Config, reader query.Reader) (stop func(), err error
 
 // icebergReader is the read path over cfg's Iceberg tables: the main
 // table (raw or OpenTelemetry), its dead-letter table, genai_operations
-// and the OpenTelemetry table's dedup model, by their tracelake names;
-// the tables the catalog does not hold yet are read once they appear.
+// and the OpenTelemetry table's dedup model, with the other signals'
+// tables (signalTables) and theirs, by their tracelake names; the tables
+// the catalog does not hold yet are read once they appear.
 func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (*query.Iceberg, error) {
 	raw, dlq := snk.Identifiers()
 	mainCols := append(duckdbsink.RawColumns(), icebergRawColumns...)
@@ -104,8 +105,12 @@ func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (
 		{Name: cfg.Sink.Table, ID: raw, JSON: jsonColumns(mainCols)},
 		{Name: cfg.DLQTable(), ID: dlq, JSON: jsonColumns(duckdbsink.DLQColumns())},
 	}
-	if t := derivedTable(cfg); t != nil {
-		tables = append(tables, query.IcebergTable{Name: cfg.GenAI.Table, ID: snk.DerivedIdentifier(), JSON: jsonColumns(duckdbsink.TypedColumns(t))})
+	// genai_operations is the spans' derived table, cfg's own or, with
+	// traces among otlp.signals, the traces configuration's (GenAIConfig)
+	// in the same namespace: looking at cfg alone left it unread with
+	// kafka.signal logs.
+	if g := cfg.GenAIConfig(); g != nil {
+		tables = append(tables, query.IcebergTable{Name: g.GenAI.Table, ID: sibling(raw, g.GenAI.Table), JSON: jsonColumns(duckdbsink.TypedColumns(derivedTable(g)))})
 	}
 	if cfg.DecodesOTLP() {
 		dedup := otelDedupOf(cfg).Target()

@@ -758,3 +758,41 @@ func TestGenAIOperationsOfSpansNotTheMainSignal(t *testing.T) {
 		t.Errorf("merge --rebuild genai_operations: %v\n%s", err, out)
 	}
 }
+
+// On Iceberg, with kafka.signal logs and traces among otlp.signals,
+// tracelake sql reads every table the run loads: genai_operations (the
+// spans' derived table) and the other signals' dead-letter and dedup
+// tables, beside kafka.signal's. The read path listed kafka.signal's
+// tables and the other signals' main tables alone.
+func TestIcebergSQLReadsEverySignalsTables(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cfgPath := writeLoadModeConfig(t, dir, fmt.Sprintf("http: %q, signals: [traces, logs]", addr),
+		fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}\nkafka: {signal: logs}",
+			filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse")))
+	run := startRunUntil(t, bin, cfgPath, "run", "OTLP receiver listening")
+	td := tracegen.New(5).OTLPTrace()
+	tb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	run.postOTLP(t, addr, "/v1/traces", tb)
+	run.postOTLP(t, addr, "/v1/logs", marshalOTLPLogs(t))
+	run.stop(t)
+	// The dedup tables are made by the first merge.
+	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	count := regexp.MustCompile(`(?m)^\s*(\d+)\s*$`)
+	for table, some := range map[string]bool{"genai_operations": true, "otel_spans_dedup": true, "otel_spans_dlq": false, "otel_logs_dedup": true} {
+		out, err := exec.Command(bin, "sql", "--config", cfgPath, "SELECT count(*) AS n FROM "+table).CombinedOutput()
+		m := count.FindStringSubmatch(string(out))
+		if err != nil || m == nil {
+			t.Errorf("sql on %s: %v\n%s", table, err, out)
+		} else if some && m[1] == "0" {
+			t.Errorf("sql on %s: no rows, want those the run loaded:\n%s", table, out)
+		}
+	}
+}
