@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -42,13 +43,7 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	if args[0] == "list" {
-		where := ""
-		if *whereSQL != "" {
-			where = " WHERE " + *whereSQL
-		}
-		q := fmt.Sprintf(`SELECT topic, "partition", "offset", stage, error, add_time, left(decode("value"), 80) AS value
-			FROM %s%s ORDER BY add_time DESC, topic, "partition", "offset" LIMIT %d`, snk.Tables().DLQ, where, *limit)
-		return printQuery(ctx, env.stdout, snk.DB(), q)
+		return listDLQ(ctx, env, cfg, snk, *whereSQL, *limit)
 	}
 	if env.running != nil {
 		return errors.New("BUG: dlq replay inside tracelake run")
@@ -90,6 +85,49 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 	sort.Strings(reasons)
 	for _, r := range reasons {
 		fmt.Fprintf(env.stdout, "  %6d  %s\n", res.Failing[r], r)
+	}
+	return nil
+}
+
+// listDLQ lists the dead-letter rows of each table a run of cfg loads
+// (snk's, then, in a load-mode run taking several otlp.signals, each
+// other signal's, each under its table's name): kafka.signal's alone left
+// the other signals' dead letters unseen. where is a checked condition
+// (whereOnly), limit the rows shown of each table.
+func listDLQ(ctx context.Context, env *cmdEnv, cfg *config.Config, snk *duckdb.Sink, where string, limit int) error {
+	if where != "" {
+		where = " WHERE " + where
+	}
+	list := func(s *duckdb.Sink) error {
+		q := fmt.Sprintf(`SELECT topic, "partition", "offset", stage, error, add_time, left(decode("value"), 80) AS value
+			FROM %s%s ORDER BY add_time DESC, topic, "partition", "offset" LIMIT %d`, s.Tables().DLQ, where, limit)
+		return printQuery(ctx, env.stdout, s.DB(), q)
+	}
+	signals := cfg.SignalConfigs()
+	if len(signals) == 1 {
+		return list(snk)
+	}
+	for i, sc := range signals {
+		s := snk
+		if i > 0 {
+			fmt.Fprintln(env.stdout)
+			var release func()
+			var err error
+			if s, release, err = env.duckDBBeside(snk, sc); err != nil {
+				return fmt.Errorf("the %s table %s: %w", sc.Kafka.Signal, sc.Sink.Table, err)
+			}
+			defer release()
+			if env.running == nil {
+				// Standalone, its tables may not exist yet (run's are).
+				if err := s.Prepare(ctx); err != nil {
+					return fmt.Errorf("prepare the tables of %s: %w", sc.Sink.Table, err)
+				}
+			}
+		}
+		fmt.Fprintf(env.stdout, "%s (%s):\n", sc.DLQTable(), sc.Kafka.Signal)
+		if err := list(s); err != nil {
+			return fmt.Errorf("%s: %w", sc.DLQTable(), err)
+		}
 	}
 	return nil
 }

@@ -796,3 +796,35 @@ func TestIcebergSQLReadsEverySignalsTables(t *testing.T) {
 		}
 	}
 }
+
+// tracelake dlq list with the config of a load-mode run taking several
+// signals lists every signal's dead-letter table, each under its name,
+// standalone and through the run: kafka.signal's alone (otel_logs_dlq
+// here) left a span's dead letter in otel_spans_dlq unseen.
+func TestDLQListShowsEverySignalsDeadLetters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own files; mostly waiting on the child
+	bin, cfgPath, db, run, _ := runTakingEverySignal(t, 3, "kafka: {signal: logs}\n")
+	run.stop(t)
+	// A dead letter as the loader writes one for a request its decoder
+	// refuses (the receivers' decoding makes that rare to provoke).
+	conn := openDuckDBFile(t, db)
+	if _, err := conn.Exec(`INSERT INTO otel_spans_dlq VALUES ('otlp:traces', 0, 99, NULL, 'x'::BLOB, 'refused span request', 'decode', now())`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	list := func(how string) {
+		t.Helper()
+		out, err := exec.Command(bin, "dlq", "list", "--config", cfgPath).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "otel_spans_dlq (traces):") || !strings.Contains(string(out), "refused span request") ||
+			!strings.Contains(string(out), "otel_logs_dlq (logs):") || !strings.Contains(string(out), "otel_metrics_dlq (metrics):") {
+			t.Errorf("dlq list %s: %v, want every signal's dead-letter table, with the span's:\n%s", how, err, out)
+		}
+	}
+	list("standalone")
+	again := startRunUntil(t, bin, cfgPath, "run again", "OTLP receiver listening")
+	list("through run")
+	again.stop(t)
+}
