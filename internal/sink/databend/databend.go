@@ -588,9 +588,9 @@ func (s *Sink) forget(files []sink.File) {
 func splitTransformRows(rows [][]byte) (*keptFile, error) {
 	k := &keptFile{lines: make([][]byte, len(rows)), coords: make([]coord, len(rows))}
 	for i, row := range rows {
-		at := bytes.Index(row, []byte(envelope.TransformValueField))
-		if at < 0 || row[len(row)-1] != '}' {
-			return nil, fmt.Errorf("transform row %d has no value field", i)
+		at, err := transformValueAt(row)
+		if err != nil {
+			return nil, fmt.Errorf("transform row %d: %w", i, err)
 		}
 		head := append(append([]byte(nil), row[:at]...), '}')
 		if err := json.Unmarshal(head, &k.coords[i]); err != nil {
@@ -600,6 +600,39 @@ func splitTransformRows(rows [][]byte) (*keptFile, error) {
 	}
 	k.data = sink.JoinLines(k.lines)
 	return k, nil
+}
+
+// transformValueAt returns where the row's own value field
+// (envelope.TransformValueField, its last) starts. Not the first
+// `,"value":` of the row: the record's headers come before the value, and
+// each is {"key":…,"value":…}, so the fields before the value are walked
+// as JSON, the value itself (which may not be valid JSON) left unread.
+func transformValueAt(row []byte) (int, error) {
+	if len(row) == 0 || row[len(row)-1] != '}' {
+		return 0, errors.New("no value field")
+	}
+	dec := json.NewDecoder(bytes.NewReader(row))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, errors.New("not an object")
+	}
+	for dec.More() {
+		at := int(dec.InputOffset()) // the end of the field before, at its comma
+		key, err := dec.Token()
+		if err != nil {
+			return 0, err
+		}
+		if key == "value" {
+			if !bytes.HasPrefix(row[at:], []byte(envelope.TransformValueField)) {
+				return 0, errors.New("the value field is not where it is written")
+			}
+			return at, nil
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return 0, err
+		}
+	}
+	return 0, errors.New("no value field")
 }
 
 // upload puts one file in the stage: by a presigned URL (PRESIGN UPLOAD,
