@@ -811,7 +811,7 @@ func TestDLQListShowsEverySignalsDeadLetters(t *testing.T) {
 	// A dead letter as the loader writes one for a request its decoder
 	// refuses (the receivers' decoding makes that rare to provoke).
 	conn := openDuckDBFile(t, db)
-	if _, err := conn.Exec(`INSERT INTO otel_spans_dlq VALUES ('otlp:traces', 0, 99, NULL, 'x'::BLOB, 'refused span request', 'decode', now())`); err != nil {
+	if _, err := conn.Exec(`INSERT INTO otel_spans_dlq (topic, "partition", "offset", "key", "value", error, stage, add_time) VALUES ('otlp:traces', 0, 99, NULL, 'x'::BLOB, 'refused span request', 'decode', now())`); err != nil {
 		t.Fatal(err)
 	}
 	conn.Close()
