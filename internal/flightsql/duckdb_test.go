@@ -3,11 +3,13 @@ package flightsql
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"google.golang.org/grpc/codes"
 
 	adbcfs "github.com/apache/arrow-adbc/go/adbc/driver/flightsql"
@@ -101,4 +103,84 @@ func TestDuckDB(t *testing.T) {
 	wantCode(t, "read_csv", err, codes.InvalidArgument)
 	_, err = cl.Prepare(as("a", "tok-a"), "SELECT nope FROM otel_spans")
 	wantCode(t, "prepare with an unknown column", err, codes.InvalidArgument)
+}
+
+// A batch of DuckDB's too large for one message goes out in slices of its
+// rows; a UNION column, at the top or inside a struct or list, is sliced
+// with the rest: every row arrives once, in order, with its own value
+// (arrow-go's IPC writer failed the stream at the first slice of a union
+// past a batch's start).
+func TestSlicedBatchesWithUnionColumns(t *testing.T) {
+	const rows = 4096 // two of DuckDB's vectors, each ~10 MiB: several slices
+	db, err := sql.Open("duckdb", filepath.Join(t.TempDir(), "lake.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, q := range []string{
+		`CREATE TABLE otel_spans (tenant_id VARCHAR, i BIGINT, s VARCHAR, u UNION(n BIGINT, t VARCHAR))`,
+		`INSERT INTO otel_spans SELECT 'a', i, repeat('x', 2600),
+			CASE WHEN i % 2 = 0 THEN union_value(n := i)::UNION(n BIGINT, t VARCHAR)
+			ELSE union_value(t := 't' || i)::UNION(n BIGINT, t VARCHAR) END
+			FROM range(4096) t(i)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	duck, err := query.NewDuckDB(context.Background(), db, query.DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, &fakeReader{}, func(o *Options) { o.Reader = duck })
+	cl := client(t, s.Addr)
+	ctx := as("a", "tok-a")
+	for _, tc := range []struct {
+		sql  string
+		want func(i int64) string
+	}{
+		{"SELECT i, u, s FROM otel_spans ORDER BY i", func(i int64) string {
+			if i%2 == 0 {
+				return fmt.Sprintf("[0,%d]", i)
+			}
+			return fmt.Sprintf(`[1,"t%d"]`, i)
+		}},
+		{"SELECT i, {'x': u} AS u, s FROM otel_spans ORDER BY i", func(i int64) string {
+			if i%2 == 0 {
+				return fmt.Sprintf(`{"x":[0,%d]}`, i)
+			}
+			return fmt.Sprintf(`{"x":[1,"t%d"]}`, i)
+		}},
+		{"SELECT i, [u] AS u, s FROM otel_spans ORDER BY i", func(i int64) string {
+			if i%2 == 0 {
+				return fmt.Sprintf(`[[0,%d]]`, i)
+			}
+			return fmt.Sprintf(`[[1,"t%d"]]`, i)
+		}},
+	} {
+		rdr := open(ctx, t, cl, tc.sql)
+		var next int64
+		batches := 0
+		for rdr.Next() {
+			rec := rdr.RecordBatch()
+			batches++
+			for k := range int(rec.NumRows()) {
+				i := rec.Column(0).(*array.Int64).Value(k)
+				if i != next {
+					t.Fatalf("%s: row %d has i %d", tc.sql, next, i)
+				}
+				if got, want := rec.Column(1).ValueStr(k), tc.want(i); got != want {
+					t.Fatalf("%s: row %d: %s, want %s", tc.sql, i, got, want)
+				}
+				next++
+			}
+		}
+		if err := rdr.Err(); err != nil {
+			t.Errorf("%s: after %d rows: %v", tc.sql, next, err)
+		}
+		rdr.Release()
+		if next != rows || batches <= 2 {
+			t.Errorf("%s: %d rows in %d batches, want %d in slices", tc.sql, next, batches, rows)
+		}
+	}
 }

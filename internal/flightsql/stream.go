@@ -3,10 +3,12 @@ package flightsql
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 )
@@ -73,36 +75,102 @@ func (h *handler) send(ctx context.Context, rdr array.RecordReader, ch chan<- fl
 		}
 	}()
 	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		rows, step := rec.NumRows(), rec.NumRows()
-		if size := batchBytes(rec); size > maxBatchBytes && rows > 1 {
-			step = max(1, rows*maxBatchBytes/size)
-		}
-		for lo := int64(0); ; lo += step {
-			// A slice shares the batch's memory and holds it; the whole
-			// batch is retained the same way (the reader reuses it on
-			// Next). DoGet releases each once written.
-			part := rec
-			if step < rows {
-				part = rec.NewSlice(lo, min(lo+step, rows))
-			} else {
-				rec.Retain()
-			}
-			select {
-			case ch <- flight.StreamChunk{Data: part}:
-			case <-ctx.Done():
-				part.Release()
-				return ctx.Err()
-			}
-			if lo+step >= rows {
-				break
-			}
+		if err := sendBatch(ctx, rdr.RecordBatch(), ch); err != nil {
+			return err
 		}
 	}
 	if err := rdr.Err(); err != nil {
 		return err
 	}
 	return ctx.Err()
+}
+
+// sendBatch sends rec into ch, in slices of about maxBatchBytes.
+func sendBatch(ctx context.Context, rec arrow.RecordBatch, ch chan<- flight.StreamChunk) error {
+	rows, step := rec.NumRows(), rec.NumRows()
+	if size := batchBytes(rec); size > maxBatchBytes && rows > 1 {
+		step = max(1, rows*maxBatchBytes/size)
+	}
+	if step < rows && hasUnion(rec.Schema()) {
+		rec = unionsPadded(rec)
+		defer rec.Release()
+	}
+	for lo := int64(0); ; lo += step {
+		// A slice shares the batch's memory and holds it; the whole
+		// batch is retained the same way (the reader reuses it on
+		// Next). DoGet releases each once written.
+		part := rec
+		if step < rows {
+			part = rec.NewSlice(lo, min(lo+step, rows))
+		} else {
+			rec.Retain()
+		}
+		select {
+		case ch <- flight.StreamChunk{Data: part}:
+		case <-ctx.Done():
+			part.Release()
+			return ctx.Err()
+		}
+		if lo+step >= rows {
+			return nil
+		}
+	}
+}
+
+// unionsPadded is rec with the type codes of every union column (at any
+// depth) copied into memory with room past their end. arrow-go's IPC
+// writer (v18.8, getTruncatedBuffer) takes the type codes of a union that
+// starts past its buffer's start (a slice of a batch, or a union inside
+// one) as the slice's offset plus its length rounded up to 64 bytes,
+// reading up to 63 bytes past the buffer's end: a panic that ended the
+// stream at a batch's second slice. The room it reads is zeros, in the
+// message's padding; what the client reads is the slice's own.
+func unionsPadded(rec arrow.RecordBatch) arrow.RecordBatch {
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, c := range rec.Columns() {
+		d := padUnionCodes(c.Data())
+		cols[i] = array.MakeFromData(d)
+		d.Release()
+		defer cols[i].Release()
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+}
+
+// padUnionCodes is d with its unions' type codes padded (see
+// unionsPadded), retained.
+func padUnionCodes(d arrow.ArrayData) arrow.ArrayData {
+	if !typeHasUnion(d.DataType()) {
+		d.Retain()
+		return d
+	}
+	children := make([]arrow.ArrayData, len(d.Children()))
+	for i, c := range d.Children() {
+		children[i] = padUnionCodes(c)
+		defer children[i].Release()
+	}
+	bufs := slices.Clone(d.Buffers())
+	if _, ok := d.DataType().(arrow.UnionType); ok && len(bufs) > 1 && bufs[1] != nil {
+		codes := bufs[1].Bytes()
+		padded := make([]byte, len(codes), len(codes)+64)
+		copy(padded, codes)
+		bufs[1] = memory.NewBufferBytes(padded)
+	}
+	return array.NewData(d.DataType(), d.Len(), bufs, children, d.NullN(), d.Offset())
+}
+
+// hasUnion says whether a column of s is or holds a union.
+func hasUnion(s *arrow.Schema) bool {
+	return slices.ContainsFunc(s.Fields(), func(f arrow.Field) bool { return typeHasUnion(f.Type) })
+}
+
+func typeHasUnion(t arrow.DataType) bool {
+	switch t := t.(type) {
+	case arrow.UnionType:
+		return true
+	case arrow.NestedType:
+		return slices.ContainsFunc(t.Fields(), func(f arrow.Field) bool { return typeHasUnion(f.Type) })
+	}
+	return false
 }
 
 // streamAhead is how many batches a stream may have made ahead of the
