@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"google.golang.org/grpc/codes"
 
@@ -182,5 +183,38 @@ func TestSlicedBatchesWithUnionColumns(t *testing.T) {
 		if next != rows || batches <= 2 {
 			t.Errorf("%s: %d rows in %d batches, want %d in slices", tc.sql, next, batches, rows)
 		}
+	}
+}
+
+// A parameter of Arrow's null type (what pyarrow makes of None, so
+// Python's ADBC driver binds it for a NULL) is NULL, as DuckDB takes it,
+// not a type refused.
+func TestNullTypedParameterIsNull(t *testing.T) {
+	duck := duckLake(t)
+	s := start(t, &fakeReader{}, func(o *Options) { o.Reader = duck })
+	c := adbcConn(t, "grpc+tcp://"+s.Addr, "a", "tok-a", nil)
+	ctx := context.Background()
+
+	st := statement(t, c, "SELECT name, duration_ms FROM otel_spans WHERE duration_ms = coalesce(?, 4999)")
+	if err := st.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nulls := array.NewNull(1)
+	defer nulls.Release()
+	params := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "1", Type: arrow.Null, Nullable: true}}, nil), []arrow.Array{nulls}, 1)
+	defer params.Release()
+	if err := st.Bind(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	rdr, _, err := st.ExecuteQuery(ctx)
+	if err != nil {
+		t.Fatalf("a NULL parameter: %v", err)
+	}
+	got, err := readSpans(rdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.names, []string{"span-4999"}) {
+		t.Errorf("duration_ms = coalesce(NULL, 4999): %v, want span-4999", got.names)
 	}
 }

@@ -134,7 +134,9 @@ var errParamType = errors.New("type not supported as a parameter")
 // day on 1970-01-01, timestamps in UTC or their zone), time.Duration, and
 // decimals as their exact decimal string.
 func value(a arrow.Array, i int) (any, error) {
-	if a.IsNull(i) {
+	// An array of the null type (pyarrow's for None) has no validity
+	// bitmap, so IsNull says false of its values: every one is NULL.
+	if a.IsNull(i) || a.DataType().ID() == arrow.NULL {
 		return nil, nil
 	}
 	switch a := a.(type) {
