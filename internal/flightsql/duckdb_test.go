@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 
 	adbcfs "github.com/apache/arrow-adbc/go/adbc/driver/flightsql"
@@ -216,5 +217,76 @@ func TestNullTypedParameterIsNull(t *testing.T) {
 	}
 	if !slices.Equal(got.names, []string{"span-4999"}) {
 		t.Errorf("duration_ms = coalesce(NULL, 4999): %v, want span-4999", got.names)
+	}
+}
+
+// A duration parameter (Arrow's duration, any unit) compares with
+// DuckDB's INTERVAL as the same interval written in the query does.
+func TestDurationParameterIsAnInterval(t *testing.T) {
+	duck := duckLake(t)
+	s := start(t, &fakeReader{}, func(o *Options) { o.Reader = duck })
+	cl := client(t, s.Addr)
+	ctx := as("a", "tok-a")
+
+	p, err := cl.Prepare(ctx, "SELECT name FROM otel_spans WHERE to_milliseconds(duration_ms) = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{{Name: "1", Type: arrow.FixedWidthTypes.Duration_us}}, nil))
+	defer b.Release()
+	b.Field(0).(*array.DurationBuilder).Append(4_999_000) // 4999 ms
+	params := b.NewRecordBatch()
+	defer params.Release()
+	p.SetParameters(params)
+	info, err := p.Execute(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := fetch(ctx, t, cl, info)
+	if err != nil {
+		t.Fatalf("a duration parameter: %v", err)
+	}
+	if !slices.Equal(got.names, []string{"span-4999"}) {
+		t.Errorf("to_milliseconds(duration_ms) = 4999ms: %v, want span-4999", got.names)
+	}
+}
+
+// A parameter DuckDB cannot bind (a time where the query compares a
+// string; too few values for the placeholders) is the caller's mistake,
+// InvalidArgument, not the server's.
+func TestUnbindableParameterIsInvalidArgument(t *testing.T) {
+	duck := duckLake(t)
+	s := start(t, &fakeReader{}, func(o *Options) { o.Reader = duck })
+	cl := client(t, s.Addr)
+	ctx := as("a", "tok-a")
+
+	for _, tc := range []struct {
+		what, sql string
+		params    arrow.RecordBatch
+	}{
+		{"a time for a string", "SELECT name FROM otel_spans WHERE name = ?", func() arrow.RecordBatch {
+			b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{{Name: "1", Type: arrow.FixedWidthTypes.Time64us}}, nil))
+			defer b.Release()
+			b.Field(0).(*array.Time64Builder).Append(1)
+			return b.NewRecordBatch()
+		}()},
+		{"one value for two placeholders", "SELECT name FROM otel_spans WHERE duration_ms BETWEEN ? AND ?", int64Batch(1)},
+		{"no value bound", "SELECT name FROM otel_spans WHERE duration_ms = ?", nil},
+	} {
+		p, err := cl.Prepare(ctx, tc.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.params != nil {
+			p.SetParameters(tc.params)
+			tc.params.Release()
+		}
+		info, err := p.Execute(ctx)
+		if err == nil {
+			_, err = fetch(ctx, t, cl, info)
+		}
+		wantCode(t, tc.what, err, codes.InvalidArgument)
+		p.Close(ctx)
 	}
 }

@@ -90,11 +90,17 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 	stmt := ds.(*duckdb.Stmt)
 	args := make([]driver.NamedValue, len(params))
 	for i, p := range params {
-		args[i] = driver.NamedValue{Ordinal: i + 1, Value: p}
+		args[i] = driver.NamedValue{Ordinal: i + 1, Value: bindable(p)}
 	}
 	if err := stmt.BindWithCtx(ctx, args); err != nil {
 		stmt.Close()
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// The values a caller sent do not fit the placeholders (too few,
+		// or of a type DuckDB does not take where they stand): the
+		// caller's mistake, not the engine's.
+		return nil, &RefusedError{"bind the parameters: " + err.Error()}
 	}
 	conn := *(*bindings.Connection)(unsafe.Add(unsafe.Pointer(c), offs.conn))
 	prepared := *(**bindings.PreparedStatement)(unsafe.Add(unsafe.Pointer(stmt), offs.stmt))
@@ -151,6 +157,16 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 	}
 	r.schema = schema
 	return r, nil
+}
+
+// bindable is a parameter's value as duckdb-go binds it: a
+// time.Duration is DuckDB's INTERVAL (to the microsecond, DuckDB's
+// resolution); duckdb-go takes no time.Duration.
+func bindable(p any) any {
+	if d, ok := p.(time.Duration); ok {
+		return duckdb.Interval{Micros: d.Microseconds()}
+	}
+	return p
 }
 
 // resultReader reads a result's batches: each batch is valid until the

@@ -337,7 +337,11 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 		}
 		q += ", (SELECT " + strings.Join(all, ", ") + ")"
 	}
-	if err := sess.conn.QueryRowContext(ctx, q, params...).Scan(dest...); err != nil {
+	args := make([]any, len(params))
+	for i, p := range params {
+		args[i] = bindable(p) // as the query binds them (runQuery)
+	}
+	if err := sess.conn.QueryRowContext(ctx, q, args...).Scan(dest...); err != nil {
 		return nil, fmt.Errorf("evaluate the query's constants: %w", err)
 	}
 	return vals, nil
