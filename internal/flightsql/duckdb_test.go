@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 
@@ -287,6 +288,48 @@ func TestUnbindableParameterIsInvalidArgument(t *testing.T) {
 			_, err = fetch(ctx, t, cl, info)
 		}
 		wantCode(t, tc.what, err, codes.InvalidArgument)
+		p.Close(ctx)
+	}
+}
+
+// A decimal parameter compares as the decimal it is, as DuckDB compares
+// the same decimal written in the query: with an integer column, 4.5 is
+// not 5 (sent as its text, DuckDB cast it to the column's BIGINT, 5).
+func TestDecimalParameterKeepsItsScale(t *testing.T) {
+	duck := duckLake(t)
+	s := start(t, &fakeReader{}, func(o *Options) { o.Reader = duck })
+	cl := client(t, s.Addr)
+	ctx := as("a", "tok-a")
+
+	for _, tc := range []struct {
+		sql  string
+		want []string // DuckDB's answer with 4.5::DECIMAL(10,1) in place of ?
+	}{
+		{"SELECT name FROM otel_spans WHERE duration_ms = ?", nil},
+		{"SELECT name FROM otel_spans WHERE duration_ms <= ? AND duration_ms > 2 ORDER BY duration_ms", []string{"span-3", "span-4"}},
+		{"SELECT name FROM otel_spans WHERE duration_ms BETWEEN 4 AND ? ORDER BY duration_ms", []string{"span-4"}},
+	} {
+		p, err := cl.Prepare(ctx, tc.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{{Name: "1", Type: &arrow.Decimal128Type{Precision: 10, Scale: 1}}}, nil))
+		b.Field(0).(*array.Decimal128Builder).Append(decimal128.FromI64(45))
+		params := b.NewRecordBatch()
+		b.Release()
+		p.SetParameters(params)
+		params.Release()
+		info, err := p.Execute(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := fetch(ctx, t, cl, info)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sql, err)
+		}
+		if !slices.Equal(got.names, tc.want) {
+			t.Errorf("%s with 4.5: %v, want %v", tc.sql, got.names, tc.want)
+		}
 		p.Close(ctx)
 	}
 }

@@ -121,7 +121,7 @@ func TestParameterValues(t *testing.T) {
 	f(arrow.FixedWidthTypes.Date32, func(b array.Builder) { b.(*array.Date32Builder).Append(arrow.Date32FromTime(ts)) },
 		time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC))
 	f(arrow.FixedWidthTypes.Duration_ms, func(b array.Builder) { b.(*array.DurationBuilder).Append(1500) }, 1500*time.Millisecond)
-	f(&arrow.Decimal128Type{Precision: 10, Scale: 2}, func(b array.Builder) { b.(*array.Decimal128Builder).Append(dec) }, "123.45")
+	f(&arrow.Decimal128Type{Precision: 10, Scale: 2}, func(b array.Builder) { b.(*array.Decimal128Builder).Append(dec) }, query.Decimal{Width: 10, Scale: 2, Value: dec})
 	f(arrow.DenseUnionOf([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String}, {Name: "i", Type: arrow.PrimitiveTypes.Int64}}, []arrow.UnionTypeCode{0, 1}),
 		func(b array.Builder) {
 			u := b.(*array.DenseUnionBuilder)

@@ -9,9 +9,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/tracelake/tracelake/internal/query"
 )
 
 // Parameters are bound as record batches (DoPut on a prepared statement):
@@ -129,10 +132,25 @@ func rowValues(rec arrow.RecordBatch, rows [][]any) ([][]any, error) {
 
 var errParamType = errors.New("type not supported as a parameter")
 
+// maxDecimalWidth is the most digits of DuckDB's DECIMAL.
+const maxDecimalWidth = 38
+
+// decimalValue is a decimal parameter as the Reader binds it: a
+// query.Decimal, which keeps its scale (its text would be cast to its
+// placeholder's type, 4.5 to a BIGINT's 5); its text where DuckDB has no
+// DECIMAL of its precision and scale (a negative scale, or wider than 38
+// digits).
+func decimalValue(v decimal128.Num, precision, scale int32, text string) any {
+	if precision < 1 || precision > maxDecimalWidth || scale < 0 || scale > precision {
+		return text
+	}
+	return query.Decimal{Width: uint8(precision), Scale: uint8(scale), Value: v}
+}
+
 // value is the Go value of a[i] as Reader.Query takes it: nil, bool,
 // the integer and float types, string, []byte, time.Time (dates, times of
 // day on 1970-01-01, timestamps in UTC or their zone), time.Duration, and
-// decimals as their exact decimal string.
+// decimals as query.Decimal (as their exact text past DuckDB's DECIMAL).
 func value(a arrow.Array, i int) (any, error) {
 	// An array of the null type (pyarrow's for None) has no validity
 	// bitmap, so IsNull says false of its values: every one is NULL.
@@ -195,9 +213,15 @@ func value(a arrow.Array, i int) (any, error) {
 	case *array.Duration:
 		return time.Duration(a.Value(i)) * a.DataType().(*arrow.DurationType).Unit.Multiplier(), nil
 	case *array.Decimal128:
-		return a.Value(i).ToString(a.DataType().(*arrow.Decimal128Type).Scale), nil
+		dt := a.DataType().(*arrow.Decimal128Type)
+		return decimalValue(a.Value(i), dt.Precision, dt.Scale, a.Value(i).ToString(dt.Scale)), nil
 	case *array.Decimal256:
-		return a.Value(i).ToString(a.DataType().(*arrow.Decimal256Type).Scale), nil
+		dt := a.DataType().(*arrow.Decimal256Type)
+		v := a.Value(i)
+		if dt.Precision > maxDecimalWidth {
+			return v.ToString(dt.Scale), nil
+		}
+		return decimalValue(decimal128.FromBigInt(v.BigInt()), dt.Precision, dt.Scale, v.ToString(dt.Scale)), nil
 	case array.Union:
 		// A client that takes the parameter types as unions (or a
 		// server that declared them so) sends the value in one child.

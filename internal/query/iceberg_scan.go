@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,6 +341,12 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 	args := make([]any, len(params))
 	for i, p := range params {
 		args[i] = bindable(p) // as the query binds them (runQuery)
+		if d, ok := p.(Decimal); ok {
+			// duckdb-go binds no decimal. A DOUBLE is pushed to no
+			// column (icebergPred), as a DECIMAL would not be.
+			f, _ := strconv.ParseFloat(d.String(), 64)
+			args[i] = f
+		}
 	}
 	if err := sess.conn.QueryRowContext(ctx, q, args...).Scan(dest...); err != nil {
 		return nil, fmt.Errorf("evaluate the query's constants: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -25,6 +26,18 @@ type Reader interface {
 	// Tables lists the tables the scope may read, with their columns.
 	Tables(ctx context.Context, s tenancy.Scope) ([]Table, error)
 }
+
+// Decimal is a DECIMAL parameter of Reader.Query: Value × 10^-Scale, in
+// at most Width digits (at most 38, DuckDB's widest). It binds as the
+// DECIMAL it is: a decimal's text would be cast to the type DuckDB infers
+// for its placeholder (4.5 to a BIGINT column's 5).
+type Decimal struct {
+	Width, Scale uint8
+	Value        decimal128.Num
+}
+
+// String is the decimal's exact text.
+func (d Decimal) String() string { return d.Value.ToString(int32(d.Scale)) }
 
 // Table is a table a scope may read.
 type Table struct {
