@@ -340,11 +340,15 @@ func (ev *evaluator) sampleOf(r *RangeAggr, pl *pipeline, e *Entry) (float64, La
 		return 0, nil, false, nil
 	}
 	ls := metricLabels(pl.b.ls)
-	if r.Grouping != nil {
-		ls = group(r.Grouping, ls)
-	}
+	// The error is looked for before grouping, which could drop it: Loki
+	// keeps every label of an entry with an error
+	// (pkg/logql/log/labels.go LabelsBuilder.GroupedLabels), so by (…)
+	// does not hide a failed conversion.
 	if errKind, bad := ls.Get(ErrorLabel); bad {
 		return 0, nil, false, &QueryError{fmt.Sprintf("pipeline error: '%s' for series: '%s'. Use a label filter to intentionally skip this error. (e.g | __error__!=\"%s\"). To skip all potential errors you can match empty errors.(e.g __error__=\"\") The label filter can also be specified after unwrap. (e.g | unwrap latency | __error__=\"\" )", errKind, ls, errKind)}
+	}
+	if r.Grouping != nil {
+		ls = group(r.Grouping, ls)
 	}
 	return v, ls, true, nil
 }

@@ -107,3 +107,34 @@ func TestOrLabelFilterShortCircuits(t *testing.T) {
 		t.Fatalf("%s: %v, want 1", q, got)
 	}
 }
+
+// TestUnwrapErrorSurvivesGrouping: a range aggregation grouped with
+// by (…) still fails on a sample whose unwrapped value does not convert:
+// Loki's LabelsBuilder.GroupedLabels returns every label, __error__
+// among them, before it groups when the entry has an error
+// (pkg/logql/log/labels.go: "We need to return now before applying
+// grouping otherwise the error might get lost"), and the range
+// evaluator fails on it (pkg/logql/evaluator.go RangeVectorEvaluator.Next).
+// Grouping first lost the error, and the failed conversion's 0 was
+// averaged in: 5 instead of the pipeline error.
+func TestUnwrapErrorSurvivesGrouping(t *testing.T) {
+	srv := serverOf(t, []record{
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: time.Second, severity: plog.SeverityNumberInfo, body: `latency=10`},
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: 2 * time.Second, severity: plog.SeverityNumberInfo, body: `latency=abc`},
+	})
+	for _, q := range []string{
+		`avg_over_time({service_name="api"} | logfmt | unwrap latency [1m]) by (service_name)`,
+		`max_over_time({service_name="api"} | logfmt | unwrap latency [1m]) without (detected_level)`,
+	} {
+		status, body := get(t, srv, "a", "/loki/api/v1/query_range", atOneMinute(q))
+		if status != http.StatusBadRequest || !strings.Contains(string(body), "SampleExtractionErr") {
+			t.Errorf("%s: %d %s, want 400 with the pipeline error SampleExtractionErr (as Loki)", q, status, body)
+		}
+	}
+	// The error filter after unwrap still drops the failed sample.
+	q := `avg_over_time({service_name="api"} | logfmt | unwrap latency | __error__="" [1m]) by (service_name)`
+	_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", atOneMinute(q)))
+	if got := seriesValues(frames); !slices.Equal(got["map[service_name:api]"], []float64{10}) {
+		t.Fatalf("%s: %v, want 10", q, got)
+	}
+}
