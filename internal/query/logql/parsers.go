@@ -145,6 +145,17 @@ func jsonSkip(dec *json.Decoder) error {
 // a path not found gives an empty label (Loki JSONExpressionParser). The
 // line's top-level object is decoded once for all of them.
 func jsonParams(params []ExtractParam, line string, b *builder) {
+	// As Loki's JSONExpressionParser.Process (pkg/logql/log/parser.go):
+	// an empty line gives no label and no error, and a line that does
+	// not start as JSON does (isValidJSONStart: '"', '{' or '[', no
+	// leading space) is an error without the decoder's leniency.
+	if line == "" {
+		return
+	}
+	if c := line[0]; c != '"' && c != '{' && c != '[' {
+		b.setErr(errJSON, "")
+		return
+	}
 	dec := json.NewDecoder(strings.NewReader(line))
 	var doc json.RawMessage
 	if err := dec.Decode(&doc); err != nil {
@@ -234,6 +245,15 @@ func jsonText(v json.RawMessage) string {
 // (Loki pkg/logql/log/parser.go UnpackParser). The line is replaced
 // through b's "line" return, so process's caller reads it back.
 func unpack(line string, b *builder) {
+	// As Loki's UnpackParser.Process (pkg/logql/log/parser.go): an empty
+	// line is left alone, one not starting with '{' is not an object.
+	if line == "" {
+		return
+	}
+	if line[0] != '{' {
+		b.setErr(errJSON, "expecting json object, but it is not")
+		return
+	}
 	var obj map[string]any
 	if err := json.Unmarshal([]byte(line), &obj); err != nil {
 		b.setErr(errJSON, err.Error())

@@ -138,3 +138,30 @@ func TestUnwrapErrorSurvivesGrouping(t *testing.T) {
 		t.Fatalf("%s: %v, want 10", q, got)
 	}
 }
+
+// TestJSONExpressionsOnAnEmptyLine: json with expressions leaves an
+// empty line alone, no label and no error (Loki pkg/logql/log/parser.go
+// JSONExpressionParser.Process returns at once when len(line) == 0), and
+// marks a JSONParserErr on a line that does not start as JSON does
+// (isValidJSONStart: '"', '{' or '['; a leading space is not one), as
+// unpack does a line not starting with '{' (UnpackParser.Process).
+func TestJSONExpressionsOnAnEmptyLine(t *testing.T) {
+	srv := serverOf(t, []record{
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: time.Second, severity: plog.SeverityNumberInfo, body: ``},
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: 2 * time.Second, severity: plog.SeverityNumberInfo, body: `{"msg":"ok"}`},
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: 3 * time.Second, severity: plog.SeverityNumberInfo, body: ` {"msg":"spaced"}`},
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: 4 * time.Second, severity: plog.SeverityNumberInfo, body: `42`},
+	})
+	for q, want := range map[string][]string{
+		// Newest first: the spaced and numeric lines fail, the empty
+		// one does not.
+		`{service_name="api"} | json msg="msg" | __error__="" | line_format "[{{.msg}}]"`:      {"[ok]", "[]"},
+		`{service_name="api"} | json msg="msg" | __error__!="" | line_format "{{.__error__}}"`: {"JSONParserErr", "JSONParserErr"},
+		`{service_name="api"} | unpack | __error__="" | line_format "[{{.msg}}]"`:              {"[ok]", "[]"},
+	} {
+		_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(q)))
+		if got := newestFirst(frames[0]); !slices.Equal(got, want) {
+			t.Errorf("%s\n  got %q, want %q (as Loki's JSONExpressionParser and UnpackParser)", q, got, want)
+		}
+	}
+}
