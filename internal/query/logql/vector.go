@@ -28,15 +28,23 @@ func rangeFunc(r *RangeAggr, ps []Point, end int64) float64 {
 	case "avg_over_time":
 		return sum(ps) / float64(len(ps))
 	case "min_over_time":
-		m := math.Inf(1)
+		// A NaN is taken only while nothing else has been, never over a
+		// number (Loki pkg/logql/range_vector.go minOverTime and
+		// maxOverTime, its vector min and max alike); math.Min and
+		// math.Max would make one NaN the answer.
+		m := ps[0].V
 		for _, p := range ps {
-			m = math.Min(m, p.V)
+			if p.V < m || math.IsNaN(m) {
+				m = p.V
+			}
 		}
 		return m
 	case "max_over_time":
-		m := math.Inf(-1)
+		m := ps[0].V
 		for _, p := range ps {
-			m = math.Max(m, p.V)
+			if p.V > m || math.IsNaN(m) {
+				m = p.V
+			}
 		}
 		return m
 	case "first_over_time":

@@ -165,3 +165,31 @@ func TestJSONExpressionsOnAnEmptyLine(t *testing.T) {
 		}
 	}
 }
+
+// TestMinMaxSkipNaN: max_over_time, min_over_time, max and min take a
+// NaN only when nothing else is there: Loki's maxOverTime and
+// minOverTime (pkg/logql/range_vector.go) replace the running value
+// when it is NaN and never with a NaN, and its vector max and min
+// (pkg/logql/evaluator.go VectorAggEvaluator.Next) likewise, as
+// Prometheus does. A NaN among the values (an unwrapped "NaN", a 0/0
+// ratio) made the whole answer NaN.
+func TestMinMaxSkipNaN(t *testing.T) {
+	srv := serverOf(t, []record{
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: time.Second, severity: plog.SeverityNumberInfo, body: `v=NaN`},
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: 2 * time.Second, severity: plog.SeverityNumberInfo, body: `v=3`},
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: 3 * time.Second, severity: plog.SeverityNumberInfo, body: `v=5`},
+		{tenant: "a", resource: map[string]string{"service.name": "web"}, at: time.Second, severity: plog.SeverityNumberInfo, body: `v=NaN`},
+	})
+	for q, want := range map[string]float64{
+		`max_over_time({service_name="api"} | logfmt | unwrap v [1m])`: 5,
+		`min_over_time({service_name="api"} | logfmt | unwrap v [1m])`: 3,
+		// web's series is NaN alone, api's 5 and 3.
+		`max(max_over_time({service_name=~"api|web"} | logfmt | unwrap v [1m]))`: 5,
+		`min(min_over_time({service_name=~"api|web"} | logfmt | unwrap v [1m]))`: 3,
+	} {
+		_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", atOneMinute(q)))
+		if len(frames) != 1 || len(frames[0].values) != 1 || frames[0].values[0] != want {
+			t.Errorf("%s: %+v, want one value %v (NaN skipped, as Loki)", q, frames, want)
+		}
+	}
+}
