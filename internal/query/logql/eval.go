@@ -280,7 +280,7 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error)
 	filters, rest := pushable(r.Log.Stages)
 	sel := Selection{Matchers: r.Log.Matchers, Filters: filters, Forward: true,
 		Start: first - int64(r.Offset) - int64(r.Range) + 1, End: last - int64(r.Offset) + 1}
-	pl := &pipeline{stages: rest, unwrap: r.Unwrap}
+	pl := &pipeline{stages: rest, unwrap: r.Unwrap, keepUnwrapped: r.Grouping != nil && !r.Grouping.Without}
 	if w, ok := ev.buckets(r); ok {
 		return ev.rangeAggrBucketed(ctx, r, sel, pl, w)
 	}

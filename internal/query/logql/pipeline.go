@@ -19,7 +19,10 @@ type Entry struct {
 type pipeline struct {
 	stages []Stage
 	unwrap *Unwrap
-	b      builder
+	// keepUnwrapped keeps the unwrapped label in a sample's labels: a
+	// range aggregation grouped by labels, which keeps it if it is one.
+	keepUnwrapped bool
+	b             builder
 }
 
 // pushable splits stages into the line filters a Source applies (those
@@ -111,14 +114,23 @@ func (p *pipeline) sample(e *Entry, op string) (float64, bool) {
 			return 0, false
 		}
 		f, err := convertUnwrapped(p.unwrap.Conv, v)
-		p.b.del(p.unwrap.Label)
 		if err != nil {
 			p.b.setErr(errSampleExtraction, err.Error())
 		}
+		// The filters after unwrap read the unwrapped label too (Loki
+		// pkg/logql/log/metrics_extraction.go
+		// streamLabelSampleExtractor.Process runs them on the labels as
+		// they are); the series then leaves it out, unless grouped by
+		// it or failed (LabelExtractorWithStages adds it to a without
+		// grouping; pkg/logql/log/labels.go GroupedLabels keeps every
+		// label of an entry with an error).
 		for _, f := range p.unwrap.PostFilters {
 			if !filterLabels(f, &p.b) {
 				return 0, false
 			}
+		}
+		if !p.keepUnwrapped && !p.b.hasErr() {
+			p.b.del(p.unwrap.Label)
 		}
 		return f, true
 	case op == "bytes_over_time" || op == "bytes_rate":

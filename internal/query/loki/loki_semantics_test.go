@@ -193,3 +193,33 @@ func TestMinMaxSkipNaN(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwrapPostFilterSeesTheUnwrappedLabel: a label filter after
+// unwrap compares the unwrapped label itself: Loki's
+// streamLabelSampleExtractor.Process (pkg/logql/log/metrics_extraction.go)
+// runs the post filters on the labels as they are, and only the series'
+// labels leave the unwrapped one out (LabelExtractorWithStages groups
+// without it). Removing the label before the post filters dropped every
+// sample of `| unwrap v | v > 3`.
+func TestUnwrapPostFilterSeesTheUnwrappedLabel(t *testing.T) {
+	srv := serverOf(t, []record{
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: time.Second, severity: plog.SeverityNumberInfo, body: `v=3`},
+		{tenant: "a", resource: map[string]string{"service.name": "api"}, at: 2 * time.Second, severity: plog.SeverityNumberInfo, body: `v=5`},
+	})
+	q := `sum_over_time({service_name="api"} | logfmt | unwrap v | v > 3 [1m])`
+	_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", atOneMinute(q)))
+	if len(frames) != 1 || len(frames[0].values) != 1 || frames[0].values[0] != 5 {
+		t.Fatalf("%s: %+v, want one series of 5 (the post filter reads v, as Loki's)", q, frames)
+	}
+	if _, has := frames[0].metric["v"]; has {
+		t.Fatalf("%s: series %v keeps the unwrapped label", q, frames[0].metric)
+	}
+	// Grouped by the unwrapped label, the series keep it (Loki groups
+	// without it only when no by (…) names labels).
+	q = `max_over_time({service_name="api"} | logfmt | unwrap v [1m]) by (v)`
+	_, frames = decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", atOneMinute(q)))
+	got := seriesValues(frames)
+	if len(got) != 2 || !slices.Equal(got["map[v:3]"], []float64{3}) || !slices.Equal(got["map[v:5]"], []float64{5}) {
+		t.Fatalf("%s: %v, want {v=3}: 3 and {v=5}: 5", q, got)
+	}
+}
