@@ -228,9 +228,23 @@ func (ev *evaluator) eval(ctx context.Context, e Expr) (value, error) {
 		}
 		return value{vectors: vs}, nil
 	case *RangeAggr:
-		return ev.rangeAggr(ctx, x)
+		return ev.rangeAggr(ctx, x, nil)
 	case *VectorAggr:
-		inner, err := ev.eval(ctx, x.Inner)
+		var inner value
+		var err error
+		if r, ok := x.Inner.(*RangeAggr); ok && x.Op == "sum" {
+			// Loki evaluates a range aggregation under a sum with the
+			// sum's grouping at hand (pkg/logql/evaluator.go
+			// NewStepEvaluator sends the sum as the selector), which its
+			// parser hints read: a sum without labels is by ().
+			outer := x.Grouping
+			if outer == nil {
+				outer = &Grouping{}
+			}
+			inner, err = ev.rangeAggr(ctx, r, outer)
+		} else {
+			inner, err = ev.eval(ctx, x.Inner)
+		}
 		if err != nil {
 			return value{}, err
 		}
@@ -275,12 +289,12 @@ func (ev *evaluator) eval(ctx context.Context, e Expr) (value, error) {
 // series of samples, and applies the function over each step's window
 // (t-offset-range, t-offset] (Loki pkg/logql/range_vector.go: the lower
 // bound is excluded).
-func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr) (value, error) {
+func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr, outer *Grouping) (value, error) {
 	first, last := ev.steps[0], ev.steps[len(ev.steps)-1]
 	filters, rest := pushable(r.Log.Stages)
 	sel := Selection{Matchers: r.Log.Matchers, Filters: filters, Forward: true,
 		Start: first - int64(r.Offset) - int64(r.Range) + 1, End: last - int64(r.Offset) + 1}
-	pl := &pipeline{stages: rest, unwrap: r.Unwrap, keepUnwrapped: r.Grouping != nil && !r.Grouping.Without}
+	pl := &pipeline{stages: rest, unwrap: r.Unwrap, keepUnwrapped: r.Grouping != nil && !r.Grouping.Without, hints: hintsOf(r, outer)}
 	if w, ok := ev.buckets(r); ok {
 		return ev.rangeAggrBucketed(ctx, r, sel, pl, w)
 	}
@@ -344,7 +358,7 @@ func (ev *evaluator) sampleOf(r *RangeAggr, pl *pipeline, e *Entry) (float64, La
 	// keeps every label of an entry with an error
 	// (pkg/logql/log/labels.go LabelsBuilder.GroupedLabels), so by (…)
 	// does not hide a failed conversion.
-	if errKind, bad := ls.Get(ErrorLabel); bad {
+	if errKind, bad := ls.Get(ErrorLabel); bad && !pl.b.preserved {
 		return 0, nil, false, &QueryError{fmt.Sprintf("pipeline error: '%s' for series: '%s'. Use a label filter to intentionally skip this error. (e.g | __error__!=\"%s\"). To skip all potential errors you can match empty errors.(e.g __error__=\"\") The label filter can also be specified after unwrap. (e.g | unwrap latency | __error__=\"\" )", errKind, ls, errKind)}
 	}
 	if r.Grouping != nil {

@@ -92,9 +92,17 @@ const (
 // category.
 type builder struct {
 	ls Labels
+	// errs counts the failures reported, recorded or not (setErr keeps
+	// the first): a stage failed when it grew.
+	errs int
+	// preserved marks an entry whose parser failed in a query that
+	// reads __error__: its sample is kept, not a pipeline error (Loki's
+	// __preserve_error__ label, pkg/logql/log/parser.go addErrLabel).
+	preserved bool
 }
 
 func (b *builder) reset(stream, meta Labels) {
+	b.preserved = false
 	b.ls = append(b.ls[:0], stream...)
 	for _, l := range meta {
 		b.set(CatMetadata, l.Name, l.Value)
@@ -145,6 +153,7 @@ func (b *builder) hasErr() bool {
 // setErr records a stage's failure unless an earlier one was recorded:
 // the first error is the useful one.
 func (b *builder) setErr(kind, details string) {
+	b.errs++
 	if b.hasErr() {
 		return
 	}

@@ -22,6 +22,7 @@ type pipeline struct {
 	// keepUnwrapped keeps the unwrapped label in a sample's labels: a
 	// range aggregation grouped by labels, which keeps it if it is one.
 	keepUnwrapped bool
+	hints         parserHints
 	b             builder
 }
 
@@ -75,9 +76,16 @@ func (p *pipeline) process(e *Entry) (line string, ok bool) {
 				return line, false
 			}
 		case *Parser:
+			if p.hints.skipParsers {
+				continue
+			}
+			errs := p.b.errs
 			x.process(line, &p.b)
 			if x.Kind == ParseUnpack {
 				line = unpackedLine(line)
+			}
+			if p.hints.preserveErr && p.b.errs > errs {
+				p.b.preserved = true
 			}
 		case *LabelFilterStage:
 			if !filterLabels(x.Filter, &p.b) {

@@ -223,3 +223,60 @@ func TestUnwrapPostFilterSeesTheUnwrappedLabel(t *testing.T) {
 		t.Fatalf("%s: %v, want {v=3}: 3 and {v=5}: 5", q, got)
 	}
 }
+
+// TestParserErrorsAsLokiHintsThem: Loki's parsers run as the query's
+// hints say (pkg/logql/log/parser_hints.go NewParserHint). Under a sum
+// without labels, which Loki pushes into the range aggregation
+// (pkg/logql/evaluator.go sends the sum as the selector;
+// pkg/logql/syntax/ast.go VectorAggregationExpr.Extractor,
+// canInjectVectorGrouping), a query that reads no label leaves its
+// parsers unrun (NoLabels: JSONParser.Process returns at once), so a
+// line that is not JSON is counted, not a pipeline error; and a query
+// that groups or filters by __error__ keeps the parsers' errors as
+// samples (shouldPreserveError, addErrLabel's __preserve_error__, which
+// RangeVectorEvaluator.Next lets through). Elsewhere the error fails
+// the query, as before.
+func TestParserErrorsAsLokiHintsThem(t *testing.T) {
+	srv := serverOf(t, []record{
+		{tenant: "a", resource: map[string]string{"service.name": "mix"}, at: time.Second, severity: plog.SeverityNumberInfo, body: `{"level":"info"}`},
+		{tenant: "a", resource: map[string]string{"service.name": "mix"}, at: 2 * time.Second, severity: plog.SeverityNumberInfo, body: `not json`},
+	})
+	for q, want := range map[string]map[string][]float64{
+		`sum(count_over_time({service_name="mix"} | json [1m]))`:                   {"map[]": {2}},
+		`sum(bytes_over_time({service_name="mix"} | json [1m]))`:                   {"map[]": {24}},
+		`sum by (__error__) (count_over_time({service_name="mix"} | json [1m]))`:   {"map[]": {1}, "map[__error__:JSONParserErr]": {1}},
+		`sum(count_over_time({service_name="mix"} | json | __error__ != "" [1m]))`: {"map[]": {1}},
+	} {
+		status, body := get(t, srv, "a", "/loki/api/v1/query_range", atOneMinute(q))
+		if status != http.StatusOK {
+			t.Errorf("%s: %d %s, want 200 %v (as Loki's parser hints)", q, status, body, want)
+			continue
+		}
+		_, frames := decodeGrafana(t, body)
+		got := seriesValues(frames)
+		if len(got) != len(want) {
+			t.Errorf("%s: %v, want %v", q, got, want)
+			continue
+		}
+		for k, w := range want {
+			if !slices.Equal(got[k], w) {
+				t.Errorf("%s: %v, want %v", q, got, want)
+			}
+		}
+	}
+	// Where the labels are read, the parser runs and its error fails
+	// the query.
+	for _, q := range []string{
+		`count_over_time({service_name="mix"} | json [1m])`,
+		`sum by (level) (count_over_time({service_name="mix"} | json [1m]))`,
+		`sum without (level) (count_over_time({service_name="mix"} | json [1m]))`,
+		`max(count_over_time({service_name="mix"} | json [1m]))`,
+		// line_format reads level: the parser runs.
+		`sum(rate({service_name="mix"} | json | line_format "{{.level}}" [1m]))`,
+	} {
+		status, body := get(t, srv, "a", "/loki/api/v1/query_range", atOneMinute(q))
+		if status != http.StatusBadRequest || !strings.Contains(string(body), "JSONParserErr") {
+			t.Errorf("%s: %d %s, want 400 with the pipeline error JSONParserErr (as Loki)", q, status, body)
+		}
+	}
+}

@@ -185,7 +185,9 @@ func TestRefusals(t *testing.T) {
 		{"/loki/api/v1/query_range", window(`{service_name="checkout"}`, "limit", "5001"), "max entries limit per query exceeded"},
 		{"/loki/api/v1/query", url.Values{"query": {`{service_name="checkout"}`}}, "log queries are not supported as an instant query"},
 		{"/loki/api/v1/query_range", window(`rate({service_name="checkout"}[1m])`, "step", "1ms", "end", ns(t0.Add(time.Hour))), "exceeded maximum resolution"},
-		{"/loki/api/v1/query_range", window(`sum(count_over_time({service_name="checkout"} | json [1m]))`), "JSONParserErr"},
+		// By a label: Loki runs the parser (a sum without labels would
+		// not, TestParserErrorsAsLokiHintsThem).
+		{"/loki/api/v1/query_range", window(`sum by (service_name) (count_over_time({service_name="checkout"} | json [1m]))`), "JSONParserErr"},
 		{"/loki/api/v1/labels", window(`sum(rate({a="b"}[1m]))`), "stream selector"},
 	} {
 		status, body := get(t, srv, "a", c.path, c.params)
