@@ -301,6 +301,13 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr, outer *Groupin
 	var all ByLabels[Series]
 	err := ev.src.Select(ctx, sel, func(e *Entry) error {
 		v, ls, ok, err := ev.sampleOf(r, pl, e)
+		if err != nil && !ev.inWindow(r, e.TS) {
+			// A step longer than the range leaves entries between the
+			// windows: in no sample, their errors fail nothing (Loki
+			// pkg/logql/evaluator.go RangeVectorEvaluator.Next looks at
+			// each step's samples).
+			return nil
+		}
 		if !ok || err != nil {
 			return err
 		}
@@ -326,6 +333,19 @@ func (ev *evaluator) rangeAggr(ctx context.Context, r *RangeAggr, outer *Groupin
 		}
 	}
 	return ev.absent(r, vs), nil
+}
+
+// inWindow says whether ts is in a step's window of r: (t-offset-range,
+// t-offset] for some step t.
+func (ev *evaluator) inWindow(r *RangeAggr, ts int64) bool {
+	first := ev.steps[0]
+	at := ts + int64(r.Offset) // the entry's time as a step's
+	i := 0                     // the first step at or after at
+	if at > first && len(ev.steps) > 1 {
+		step := ev.steps[1] - first
+		i = int((at - first + step - 1) / step)
+	}
+	return i < len(ev.steps) && at <= ev.steps[i] && ev.steps[i]-int64(r.Range) < at
 }
 
 // absent is vs as absent_over_time answers it: a sample of the matchers'

@@ -280,3 +280,33 @@ func TestParserErrorsAsLokiHintsThem(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorBetweenWindowsIsNotAnError: with a step longer than the
+// range, an entry between two steps' windows is in no sample, so its
+// pipeline error fails nothing: Loki fails a query on the samples of a
+// step's vector (pkg/logql/evaluator.go RangeVectorEvaluator.Next), and
+// its range iterator drops what no window holds
+// (pkg/logql/range_vector.go load).
+func TestErrorBetweenWindowsIsNotAnError(t *testing.T) {
+	srv := serverOf(t, []record{
+		{tenant: "a", resource: map[string]string{"service.name": "gap"}, at: 55 * time.Second, severity: plog.SeverityNumberInfo, body: `{"ok":true}`},
+		{tenant: "a", resource: map[string]string{"service.name": "gap"}, at: 80 * time.Second, severity: plog.SeverityNumberInfo, body: `not json`},
+	})
+	// Steps t0+60s and t0+120s, windows (t0+50s, t0+60s] and (t0+110s,
+	// t0+120s]: the line at t0+80s is in neither.
+	q := `count_over_time({service_name="gap"} | json [10s])`
+	v := window(q, "step", "60s", "start", ns(t0.Add(time.Minute)), "end", ns(t0.Add(2*time.Minute)))
+	status, body := get(t, srv, "a", "/loki/api/v1/query_range", v)
+	if status != http.StatusOK {
+		t.Fatalf("%s: %d %s, want 200 (the failed line is in no window)", q, status, body)
+	}
+	_, frames := decodeGrafana(t, body)
+	if len(frames) != 1 || !slices.Equal(frames[0].values, []float64{1}) {
+		t.Fatalf("%s: %+v, want one series with 1 at t0+60s", q, frames)
+	}
+	// In a window, the same line fails the query.
+	v.Set("query", `count_over_time({service_name="gap"} | json [45s])`)
+	if status, body := get(t, srv, "a", "/loki/api/v1/query_range", v); status != http.StatusBadRequest {
+		t.Fatalf("%s: %d %s, want 400 (the failed line is in the window (t0+75s, t0+120s])", v.Get("query"), status, body)
+	}
+}
