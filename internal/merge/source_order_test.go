@@ -2,6 +2,8 @@ package merge
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -146,4 +148,82 @@ func TestCanalDropTableEmptiesItsModel(t *testing.T) {
 	l.flush()
 	l.mustMerge()
 	l.want(`SELECT id, name, qty FROM cdc_test_orders`, "3|<nil>|7")
+}
+
+// canalMsgAt is canalMsg with Canal's ts: the wall time (ms) at which
+// Canal made the flat message (MQMessageUtils.messageConverter:
+// flatMessage.setTs(System.currentTimeMillis())).
+func canalMsgAt(typ string, es, ts, batch int, data, old string) string {
+	m := canalMsg(typ, es, batch, data, old)
+	return strings.Replace(m, `"ts":`+strconv.Itoa(es)+`,`, `"ts":`+strconv.Itoa(ts)+`,`, 1)
+}
+
+// Canal's batch id (the flat message's id) comes from its meta manager's
+// counter, which lives in memory and starts at 1 with every start of the
+// instance (MemoryMetaManager.MemoryClientIdentityBatch: atomicMaxBatchId
+// = new AtomicLong(1); FileMixedMetaManager, file-instance.xml's default,
+// extends it and stores only the cursor; CanalServerWithEmbedded.getWithoutAck
+// takes the Message's id from metaManager.addBatch). Canal restarts after
+// sending batch 57, whose UPDATE set id 1 to 'b' (es second S), before its
+// cursor was flushed: it sends that UPDATE again as batch 1, then the
+// next statement, UPDATE id 1 to 'c' in the same second S, as batch 2.
+// Everything is on one partition, in log order. The model must hold 'c';
+// ordered by (es, batch id), the resent and the new change sort below the
+// first 'b' and the model kept 'b' for good. Found by a review.
+func TestSourceOrderCanalChangeAfterACanalRestartInTheSameSecondWins(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatCanal)
+	const s = 1589373561000
+	l.raw(0, "example", canalMsgAt("INSERT", 1589373560000, 1589373560100, 56, `[{"id":"1","name":"a"}]`, ""))
+	l.raw(0, "example", canalMsgAt("UPDATE", s, s+100, 57, `[{"id":"1","name":"b"}]`, `[{"name":"a"}]`))
+	// Canal restarted: batch ids from 1 again.
+	l.raw(0, "example", canalMsgAt("UPDATE", s, s+9000, 1, `[{"id":"1","name":"b"}]`, `[{"name":"a"}]`))
+	l.raw(0, "example", canalMsgAt("UPDATE", s, s+9001, 2, `[{"id":"1","name":"c"}]`, `[{"name":"b"}]`))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, name FROM cdc_test_orders`, "1|c")
+}
+
+// The same across merges: the model holds 'b' from before the restart when
+// the change after it comes.
+func TestSourceOrderCanalChangeAfterACanalRestartWinsOverTheMergedRow(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatCanal)
+	const s = 1589373561000
+	l.raw(0, "example", canalMsgAt("INSERT", s, s+100, 57, `[{"id":"1","name":"b"}]`, ""))
+	l.flush()
+	l.mustMerge()
+	l.raw(0, "example", canalMsgAt("UPDATE", s, s+9001, 1, `[{"id":"1","name":"c"}]`, `[{"name":"b"}]`))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, name FROM cdc_test_orders`, "1|c")
+}
+
+// Rows merged before Canal's position became (es, ts, id) hold (es, id),
+// or before 2026-12-05 (es, id, row), as text. A change loaded after the
+// upgrade comes after them in Kafka and, in the same second, must still
+// win over them whatever its batch id; a change of an earlier second (a
+// resend) must not.
+func TestSourceOrderCanalChangeAfterThePositionUpgradeWinsOverStoredPositions(t *testing.T) {
+	const s = 1589373561000
+	for name, old := range map[string]string{
+		"es.id":     fmt.Sprintf("%020d.%020d", s, 57),
+		"es.id.row": fmt.Sprintf("%020d.%020d.%020d", s, 57, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := newFormatLoader(t, cdc.FormatCanal)
+			l.raw(0, "example", canalMsgAt("INSERT", s, s+100, 57, `[{"id":"1","name":"b"},{"id":"2","name":"b"}]`, ""))
+			l.flush()
+			l.mustMerge()
+			// As a release before the upgrade stored them.
+			for _, table := range []string{"cdc_test_orders", "cdc_test_orders_log"} {
+				if _, err := l.s.DB().Exec(`UPDATE ` + table + ` SET cdc_position = '` + old + `'`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l.raw(0, "example", canalMsgAt("UPDATE", s, s+9001, 1, `[{"id":"1","name":"c"}]`, `[{"name":"b"}]`))
+			l.raw(0, "example", canalMsgAt("UPDATE", s-1000, s+9002, 2, `[{"id":"2","name":"a"}]`, `[{"name":"b"}]`))
+			l.flush()
+			l.mustMerge()
+			l.want(`SELECT id, name FROM cdc_test_orders ORDER BY id`, "1|c", "2|b")
+		})
+	}
 }
