@@ -119,7 +119,7 @@ type canalColumn struct {
 }
 
 func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
-	var data, old, mysqlTypes, sqlTypeV, pkNames, db, tbl, typ, isDDL, es, id, sql []byte
+	var data, old, mysqlTypes, sqlTypeV, pkNames, db, tbl, typ, isDDL, es, ts, id, sql []byte
 	it, _ := open(value, '{')
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
 		switch string(k) {
@@ -143,6 +143,8 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 			isDDL = v
 		case "es":
 			es = v
+		case "ts":
+			ts = v
 		case "id":
 			id = v
 		case "sql":
@@ -184,11 +186,11 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	if err != nil {
 		return dst, routeError(err)
 	}
-	esMs := uintOf(es)
 	sourceTime := millisToMicros(es)
+	at := canalPosition(es, ts, id)
 	if !o.HasRow() {
 		dst, c := next(dst)
-		c.Op, c.Table, c.SourceTime, c.Position = o, table, sourceTime, position(esMs, uintOf(id))
+		c.Op, c.Table, c.SourceTime, c.Position = o, table, sourceTime, at
 		c.Statement = text(sql)
 		return dst, nil
 	}
@@ -214,7 +216,7 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		var c *Change
 		dst, c = next(dst)
 		c.Op, c.Table, c.SourceTime = o, table, sourceTime
-		c.Position = position(esMs, uintOf(id))
+		c.Position = at
 		table.keyNames(c, keys)
 		if c.Columns, err = c.canalRow(c.Columns, row, types); err != nil {
 			return dst, d.errorf("%s.%s row %d: %v", db, tbl, i, err)
@@ -231,6 +233,46 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		c.settle(c.Before)
 	}
 	return dst, nil
+}
+
+// canalPosition is a flat message's position: (es, ts, id). A flat
+// message has no binlog file or offset (FlatMessage's fields: id,
+// database, table, pkNames, isDdl, type, es, ts, sql, sqlType, mysqlType,
+// data, old, gtid; MQMessageUtils.messageConverter).
+//
+//   - es is the binlog event's header time (LogEventConvert.createHeader:
+//     setExecuteTime(logHeader.getWhen() * 1000L)), whole seconds. It
+//     comes first: a change Canal sends again after a restart (from its
+//     last flushed cursor) keeps its es, and stays below the changes of
+//     later seconds it was followed by.
+//   - ts is Canal's wall clock when it made the message
+//     (messageConverter: setTs(System.currentTimeMillis()), in the flat
+//     message since its first release). Canal reads the binlog in order,
+//     one entry after another, so within a second of es it orders the
+//     changes across batches, across partitions and across restarts of
+//     Canal, as long as Canal's clock does not go back.
+//   - id is the batch id (the Message's id, from the meta manager's
+//     addBatch in CanalServerWithEmbedded.getWithoutAck), increasing
+//     within one start of Canal: it orders the batches made within one
+//     millisecond of ts. It is not a part by itself after es: it starts
+//     at 1 again with every start of the instance
+//     (MemoryMetaManager.MemoryClientIdentityBatch's atomicMaxBatchId =
+//     new AtomicLong(1), which FileMixedMetaManager, Canal's default
+//     file-instance.xml, inherits; it stores the cursor only), so a
+//     change after a restart would sort below one of its second before
+//     it.
+//
+// The messages of one batch and millisecond, and a message's rows, tie,
+// and go by Kafka order. gtid is not used: it is the executed GTID set
+// (LogEventConvert.createHeader: setGtid(logHeader.getGtidSetStr())), set
+// only in GTID mode, and a set of several servers' ranges does not order.
+//
+// Positions stored before were (es, id) and, before 2026-12-05, (es, id,
+// row): as text their second part, a batch id, is below any ts of this
+// century, so a change loaded after the upgrade sorts after the stored
+// changes of its second, and before those of later seconds.
+func canalPosition(es, ts, id []byte) Position {
+	return position(uintOf(es), uintOf(ts), uintOf(id))
 }
 
 // statementText says whether a flat message of type typ holds a

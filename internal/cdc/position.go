@@ -19,14 +19,16 @@ import (
 //     row 0 would sort before an earlier one's row 2; rows of one position
 //     go by Kafka order (Debezium puts a key's changes in one partition).
 //   - Debezium PostgreSQL: (source.lsn).
-//   - Canal: (es, id): the flat message has no binlog position; es is the
-//     binlog event's time in ms (whole seconds, as MySQL writes it) and id
-//     Canal's batch id, which every flat message of one batch carries, so
-//     changes of one second of different batches order by batch; within a
+//   - Canal: (es, ts, id): the flat message has no binlog position; es is
+//     the binlog event's time in ms (whole seconds, as MySQL writes it),
+//     ts Canal's clock when it made the message, which orders the changes
+//     of one second across batches and across restarts of Canal, and id
+//     Canal's batch id, which orders the batches of one millisecond of ts
+//     (it starts at 1 again when Canal restarts: canalPosition). Within a
 //     partition the Kafka offset (and a row's index in its message) is the
-//     true order. A row's index is not a part: compared across two
-//     messages of one batch it would put a later statement's first row
-//     before an earlier one's third.
+//     true order of what ties. A row's index is not a part: compared
+//     across two messages of one batch it would put a later statement's
+//     first row before an earlier one's third.
 //   - Maxwell: (binlog file number, pos, xoffset) from position
 //     "binlog.000001:1234", the transaction's last row (which has no
 //     xoffset) after every other; the zero Position without position

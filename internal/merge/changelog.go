@@ -371,8 +371,8 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 		return "", err
 	}
 	// The latest truncation of the increment, in source order and then in
-	// the log's. Positions can tie (Canal's (es, id, row): the messages of
-	// one batch within a millisecond); a change at the truncation's
+	// the log's. Positions can tie (Canal's (es, ts, id): the messages of
+	// one batch made within a millisecond); a change at the truncation's
 	// position goes with it only if it is before it in the same Kafka
 	// partition. Across partitions the log does not order them, and the
 	// change stays: the same model whichever merges the changes fall in.
