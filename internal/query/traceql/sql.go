@@ -430,13 +430,21 @@ func (b *Builder) valueCompare(doc, path string, c Comparison) (string, error) {
 	case String:
 		return fmt.Sprintf("(%s = 'VARCHAR' AND %s)", typ,
 			compare(fmt.Sprintf("json_extract_string(%s, %s)", doc, path), c.Op, b.Param(c.Value.S))), nil
-	case Int, Float:
-		var v any = c.Value.F
-		if c.Value.Kind == Int {
-			v = float64(c.Value.I)
-		}
+	case Int:
+		// An int attribute compares with an int literal as integers,
+		// not doubles: past 2^53 neighbouring ints are one double, and
+		// `= 1800000000000000000` matched its neighbours (upstream
+		// ast_execute.go BinaryOperation.execute, "lhsT == TypeInt &&
+		// rhsT == TypeInt"; vparquet4 block_traceql.go
+		// createIntPredicate). HUGEINT holds UBIGINT's values too. A
+		// double attribute compares as a number (README: kept on
+		// purpose, upstream issue #4332).
+		return fmt.Sprintf("(CASE %[1]s WHEN 'DOUBLE' THEN %[2]s WHEN 'BIGINT' THEN %[3]s WHEN 'UBIGINT' THEN %[3]s ELSE FALSE END)", typ,
+			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS DOUBLE)", doc, path), c.Op, b.Param(float64(c.Value.I))),
+			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS HUGEINT)", doc, path), c.Op, b.Param(c.Value.I))), nil
+	case Float:
 		return fmt.Sprintf("(%s IN ('BIGINT', 'UBIGINT', 'DOUBLE') AND %s)", typ,
-			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS DOUBLE)", doc, path), c.Op, b.Param(v))), nil
+			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS DOUBLE)", doc, path), c.Op, b.Param(c.Value.F))), nil
 	case Bool:
 		return fmt.Sprintf("(%s = 'BOOLEAN' AND %s)", typ,
 			compare(fmt.Sprintf("CAST(json_extract(%s, %s) AS BOOLEAN)", doc, path), c.Op, b.Param(c.Value.B))), nil
