@@ -49,3 +49,20 @@ func TestIntAttributeComparesExactlyWithIntLiteral(t *testing.T) {
 		}
 	}
 }
+
+// TestBooleanOrderingRefused: Tempo's validation refuses ordering a
+// boolean, `{ span.sampled > false }` being 400 "illegal operation for
+// the given types" (pkg/traceql/ast_validate.go BinaryOperation.validate,
+// enum_operators.go binaryTypeValid: TypeBoolean takes = and != alone),
+// not an answer of the spans whose flag is true.
+func TestBooleanOrderingRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, q := range []string{`{ span.sampled > false }`, `{ .sampled <= true }`, `{ false < span.sampled }`} {
+		if code, got, _ := f.searchStatus(q); code != 400 {
+			t.Errorf("%s: %d %q, want 400", q, code, got)
+		}
+	}
+	if code, got, body := f.searchStatus(`{ span.sampled != false }`); code != 200 || !slices.Equal(got, []string{checkoutID + ": GET /api (1)"}) {
+		t.Errorf("{ span.sampled != false }: %d %s %q, want the checkout root", code, body, got)
+	}
+}

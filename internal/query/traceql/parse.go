@@ -457,6 +457,13 @@ func checkComparison(c Comparison) (Expr, error) {
 	if (c.Value.Kind == Status || c.Value.Kind == Kind) && c.Op != "=" && c.Op != "!=" {
 		return nil, fmt.Errorf("%s is compared with = or !=", c.Attr)
 	}
+	if c.Value.Kind == Bool && c.Op != "=" && c.Op != "!=" {
+		// A boolean is compared with = or != alone: upstream's
+		// validation refuses { .a > false } (ast_validate.go
+		// BinaryOperation.validate, enum_operators.go binaryTypeValid:
+		// TypeBoolean takes && || = != in notin).
+		return nil, fmt.Errorf("illegal operation for the given types: %s %s %t", c.Attr, c.Op, c.Value.B)
+	}
 	return c, nil
 }
 
