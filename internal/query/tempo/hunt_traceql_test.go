@@ -1,6 +1,7 @@
 package tempo
 
 import (
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -64,5 +65,21 @@ func TestBooleanOrderingRefused(t *testing.T) {
 	}
 	if code, got, body := f.searchStatus(`{ span.sampled != false }`); code != 200 || !slices.Equal(got, []string{checkoutID + ": GET /api (1)"}) {
 		t.Errorf("{ span.sampled != false }: %d %s %q, want the checkout root", code, body, got)
+	}
+}
+
+// TestSearchRootWithoutServiceName: Tempo's frontend writes "<root span
+// not yet received>" for every trace whose root service name is empty
+// (modules/frontend/combiner/search.go addRootSpanNotReceivedText: "if
+// tr.RootServiceName == \"\""), a root whose resource names no service
+// included, not only for a trace without a root.
+func TestSearchRootWithoutServiceName(t *testing.T) {
+	const tr = "abcdef0123456789abcdef0123456789"
+	f := newFixtureSpans(t, []span{
+		{tr, "a000000000000001", "", "", "root", ptrace.SpanKindServer, ptrace.StatusCodeOk, 0, time.Second, nil},
+	})
+	got := f.search("a", url.Values{"q": {`{}`}})
+	if len(got.Traces) != 1 || got.Traces[0].RootServiceName != rootSpanNotYetReceived {
+		t.Errorf("root without a service: %+v, want rootServiceName %q", got.Traces, rootSpanNotYetReceived)
 	}
 }

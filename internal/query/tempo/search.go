@@ -211,7 +211,11 @@ ORDER BY t.t_start DESC, t.trace_id, p.rn`,
 		if cur == nil || cur.TraceID != trimID(id) {
 			cur = &traceMeta{TraceID: trimID(id), RootServiceName: r.str(5), RootTraceName: r.str(4),
 				StartTimeUnixNano: uint64(r.int(2)), DurationMs: uint32((r.int(3) - r.int(2)) / 1e6)}
-			if r.null(5) {
+			if cur.RootServiceName == "" {
+				// No root, or a root whose resource names no service:
+				// the frontend replaces every empty root service name
+				// (modules/frontend/combiner/search.go
+				// addRootSpanNotReceivedText).
 				cur.RootServiceName = rootSpanNotYetReceived
 			}
 			if p.spss > 0 {
