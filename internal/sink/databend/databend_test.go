@@ -1102,3 +1102,42 @@ func TestClaimRemovedByTheLoadThatWonIsRetried(t *testing.T) {
 		t.Errorf("partition 1 offsets %v; want 0..9 once", o)
 	}
 }
+
+// A former owner's COMMIT that lands late (its reply lost) after the new
+// owner committed the same claim must fail at the meta service as any
+// commit does (DuplicatedUpsertFiles 2014), not land: the test server
+// applied late commits without checking their load history, so a lost
+// claim landed beside the winner's and offsets were stored twice there,
+// where databend-query stores them once.
+func TestLateCommitOfALostClaimLandsNothing(t *testing.T) {
+	srv, former := prepared(t, "")
+	owner := open(t, srv, "")
+	ctx := context.Background()
+	formerFiles := stage(t, former, batch(0, 0, 9))
+	ownerFiles := stage(t, owner, batch(0, 0, 14))
+	moved := false
+	srv.After = func(sql string) {
+		if strings.HasPrefix(sql, `INSERT INTO "trace_raw_ledger"`) && !moved {
+			moved = true
+			if _, err := owner.Load(ctx, ownerFiles); err != nil {
+				t.Error(err)
+			}
+			srv.Set(func() { srv.LateCommit = firstTimeOnly() }) // the former owner's COMMIT
+		}
+	}
+	var err error
+	for range 3 {
+		if _, err = former.Load(ctx, formerFiles); err == nil || errors.Is(err, sink.ErrFatal) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !moved {
+		t.Fatal("the new owner never loaded during the former owner's load")
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 14)) {
+		t.Errorf("offsets %v; want 0..14 once", o)
+	}
+}

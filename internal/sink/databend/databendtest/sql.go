@@ -88,7 +88,11 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	case sql == "COMMIT":
 		sess.TxnState, *txp = "AutoCommit", nil
 		for _, l := range s.late {
-			_ = s.apply(l) // a late commit that conflicts lands nothing
+			// A late commit is checked as any commit is when it reaches
+			// the meta service, load history included: one whose COPY
+			// named a file another transaction committed meanwhile fails
+			// with DuplicatedUpsertFiles and lands nothing.
+			_ = s.commit(l)
 		}
 		s.late = nil
 		if tx == nil {
@@ -103,15 +107,7 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 				return nil, nil, &codedError{code, commitErrorMessage(code)}
 			}
 		}
-		// COPY's load history is upserted with the commit; a file loaded
-		// with FORCE = FALSE that another transaction committed meanwhile
-		// fails the commit (meta/api table_api.rs: DuplicatedUpsertFiles).
-		for k := range tx.history {
-			if s.history[k] {
-				return nil, nil, &codedError{CodeDuplicatedUpsertFiles, fmt.Sprintf("DuplicatedUpsertFiles: file %s, in operation `commit`", strings.SplitN(k, "\x00", 2)[1])}
-			}
-		}
-		if err := s.apply(tx); err != nil {
+		if err := s.commit(tx); err != nil {
 			return nil, nil, err
 		}
 		return nil, nil, nil
@@ -295,6 +291,19 @@ func (s *Server) addColumn(quoted, col, typ string) error {
 	}
 	t.cols, t.types = append(t.cols, col), append(t.types, strings.TrimSpace(typ))
 	return nil
+}
+
+// commit checks a transaction's load history and applies it. COPY's load
+// history is upserted with the commit; a file loaded with FORCE = FALSE
+// that another transaction committed meanwhile fails the commit (meta/api
+// table_api.rs: DuplicatedUpsertFiles), nothing applied.
+func (s *Server) commit(tx *txn) error {
+	for k := range tx.history {
+		if s.history[k] {
+			return &codedError{CodeDuplicatedUpsertFiles, fmt.Sprintf("DuplicatedUpsertFiles: file %s, in operation `commit`", strings.SplitN(k, "\x00", 2)[1])}
+		}
+	}
+	return s.apply(tx)
 }
 
 // apply writes a transaction's rows and load history, as databend-query
