@@ -874,10 +874,15 @@ func TestOTLPReceiversLoadDirectlyKill9(t *testing.T) {
 // port the kernel hands out for "127.0.0.1:0" or an outgoing connection
 // could be taken by any listener or client of the parallel tests (or of
 // the child's next run: its metrics endpoint) while a killed run's
-// receivers are down, and the restarted run could not bind it.
+// receivers are down, and the restarted run could not bind it. A port is
+// handed out once per test process: two parallel tests whose children
+// bind their ports only later (each run started again after a kill)
+// could otherwise be given the same one.
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	low := ephemeralLow()
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
 	for range 100 {
 		addr := "127.0.0.1:0"
 		if low > 10_000 {
@@ -887,12 +892,23 @@ func freeAddr(t testing.TB) string {
 		if err != nil {
 			continue // in use: another
 		}
-		defer ln.Close()
-		return ln.Addr().String()
+		addr = ln.Addr().String()
+		ln.Close()
+		if givenPorts.addrs[addr] {
+			continue // free now, but a parallel test's child will bind it
+		}
+		givenPorts.addrs[addr] = true
+		return addr
 	}
 	t.Fatal("no free port below the ephemeral range in 100 tries")
 	return ""
 }
+
+// givenPorts are the addresses freeAddr handed out in this process.
+var givenPorts = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // ephemeralLow is the first port of the kernel's ephemeral range, 0 where
 // it is not known (not Linux).

@@ -248,8 +248,8 @@ func (c *child) postOTLP(t *testing.T, addr, path string, body []byte) {
 // each dedup model keeps every stored item once, and each stored span has
 // its genai_operations row. Both tenants send the same metric series.
 func TestLongEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
+	if testing.Short() || raceDetector {
+		t.Skip("kills and restarts the binary while the SDK's exporters send, too slow with the race detector: go test -run '^TestLong' ./...")
 	}
 	t.Parallel() // mostly waiting on kills and restarts
 	bin := buildBinary(t)
@@ -271,8 +271,8 @@ func TestLongEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
 // The same with SIGTERM: each run stopped while requests of every signal
 // are in flight exits 0, and what it answered 2xx is stored.
 func TestLongEverySignalSIGTERMStoresEachAnsweredItem(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
+	if testing.Short() || raceDetector {
+		t.Skip("kills and restarts the binary while the SDK's exporters send, too slow with the race detector: go test -run '^TestLong' ./...")
 	}
 	t.Parallel() // mostly waiting on stops and restarts
 	bin := buildBinary(t)
