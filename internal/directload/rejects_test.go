@@ -25,14 +25,7 @@ func TestRejectedRowsAreToldToTheirRequests(t *testing.T) {
 	srv, s := databendSpans(t, false)
 	// The table refuses the spans named "refused" (as Databend refuses a
 	// value its column cannot take).
-	srv.Reject = func(table string, r databendtest.Row) string {
-		var name string
-		_ = json.Unmarshal(r["name"], &name)
-		if table == "otel_spans" && name == "refused" {
-			return "unable to cast refused"
-		}
-		return ""
-	}
+	srv.Reject = refuseSpansNamedRefused
 	sk := &countingSink{Sink: s}
 	gate := make(chan struct{})
 	sk.beforeLoad = func(n int) {
@@ -123,14 +116,7 @@ func traceRequest(t *testing.T, names ...string) []byte {
 // dead letters, not as rows of the table.
 func TestLoadModeDeadLettersAreCounted(t *testing.T) {
 	srv, s := databendSpans(t, false)
-	srv.Reject = func(table string, r databendtest.Row) string {
-		var name string
-		_ = json.Unmarshal(r["name"], &name)
-		if table == "otel_spans" && name == "refused" {
-			return "unable to cast refused"
-		}
-		return ""
-	}
+	srv.Reject = refuseSpansNamedRefused
 	dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: TenantHeader, Default: "default"})
 	if err != nil {
 		t.Fatal(err)
@@ -160,4 +146,15 @@ func TestLoadModeDeadLettersAreCounted(t *testing.T) {
 	if tot := l.Totals(); tot.Rows != int64(rows) || tot.DLQ != int64(dlq) {
 		t.Errorf("totals: %d rows and %d dead letters, want the %d and %d stored", tot.Rows, tot.DLQ, rows, dlq)
 	}
+}
+
+// refuseSpansNamedRefused is a Databend test server's Reject refusing the
+// spans named "refused", as Databend refuses a value its column cannot take.
+func refuseSpansNamedRefused(table string, r databendtest.Row) string {
+	var name string
+	_ = json.Unmarshal(r["name"], &name)
+	if table == "otel_spans" && name == "refused" {
+		return "unable to cast refused"
+	}
+	return ""
 }

@@ -207,21 +207,7 @@ func TestReplayKeepsTheRecordsHeaders(t *testing.T) {
 	// Dead-lettered as the pipeline does (a check an older release made).
 	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 0, DLQ: 1}}}
 	b.DLQ = envelope.AppendDLQRow(b.DLQ, rec, "an older check", envelope.StageDecode)
-	f, err := s.Stage(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
-		t.Fatal(err)
-	}
-	var headers, created string
-	if err := s.DB().QueryRow(`SELECT headers::VARCHAR, strftime(create_time, '%Y-%m-%dT%H:%M:%S.%g') FROM trace_raw_dlq`).Scan(&headers, &created); err != nil {
-		t.Fatalf("the dead letter's headers and time: %v", err)
-	}
-	sameJSON(t, "dead letter's headers", headers, headeredJSON)
-	if created != "2026-03-01T12:34:56.789" {
-		t.Errorf("dead letter's create_time = %s, want the record's 2026-03-01T12:34:56.789", created)
-	}
+	loadKeepsHeaders(t, s, b, "trace_raw_dlq")
 
 	res, err := s.Replay(ctx, ReplayOptions{})
 	if err != nil {
@@ -288,21 +274,7 @@ func TestRejectedObjectKeepsItsHeaders(t *testing.T) {
 	rec := headeredRecord(0, `{"id":"x"}`)
 	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t"}, First: 0, Last: 0, Records: 1}}}
 	b.Rows = envelope.AppendTransformRow(b.Rows, rec, envelope.ValueText)
-	f, err := s.Stage(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
-		t.Fatal(err)
-	}
-	var headers, created string
-	if err := s.DB().QueryRow(`SELECT headers::VARCHAR, strftime(create_time, '%Y-%m-%dT%H:%M:%S.%g') FROM spans_dlq`).Scan(&headers, &created); err != nil {
-		t.Fatalf("the rejected object's dead letter: %v", err)
-	}
-	sameJSON(t, "dead letter's headers", headers, headeredJSON)
-	if created != "2026-03-01T12:34:56.789" {
-		t.Errorf("dead letter's create_time = %s, want the record's", created)
-	}
+	loadKeepsHeaders(t, s, b, "spans_dlq")
 }
 
 // A dead-letter table made before headers and create_time existed gets
@@ -345,5 +317,28 @@ func TestOldDeadLetterTableGainsHeaders(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameJSON(t, fmt.Sprintf("record_metadata at offset %d", o), md, string(envelope.AppendMetadata(nil, r)))
+	}
+}
+
+// loadKeepsHeaders stages and loads b, whose one dead letter (the
+// pipeline's or the load's) is headeredRecord's, and checks that dlq keeps
+// the record's headers and timestamp.
+func loadKeepsHeaders(t *testing.T, s *Sink, b *sink.Batch, dlq string) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	var headers, created string
+	if err := s.DB().QueryRow(fmt.Sprintf(`SELECT headers::VARCHAR, strftime(create_time, '%%Y-%%m-%%dT%%H:%%M:%%S.%%g') FROM %s`, dlq)).Scan(&headers, &created); err != nil {
+		t.Fatalf("the dead letter's headers and time: %v", err)
+	}
+	sameJSON(t, "dead letter's headers", headers, headeredJSON)
+	if created != "2026-03-01T12:34:56.789" {
+		t.Errorf("dead letter's create_time = %s, want the record's 2026-03-01T12:34:56.789", created)
 	}
 }

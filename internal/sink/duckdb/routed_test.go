@@ -218,14 +218,7 @@ func TestRoutedColumnsOfALoadWhoseReplyWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lost := true
-	s.replyLost = func() error {
-		if lost {
-			lost = false
-			return errors.New("connection reset after COMMIT")
-		}
-		return nil
-	}
+	loseNextReply(s)
 	files := stage(t, s, ordersBatch(5, 9, schema.Int64, 3_000_000_000, true))
 	if _, err := s.Load(ctx, files); err == nil {
 		t.Fatal("the load whose reply was lost said it loaded")
@@ -263,14 +256,7 @@ func TestRoutedColumnsOfALoadWhoseReplyWasLost(t *testing.T) {
 func TestRoutedTableCreatedByALoadWhoseReplyWasLost(t *testing.T) {
 	ctx := context.Background()
 	s := routedSink(t, t.TempDir())
-	lost := true
-	s.replyLost = func() error {
-		if lost {
-			lost = false
-			return errors.New("connection reset after COMMIT")
-		}
-		return nil
-	}
+	loseNextReply(s)
 	files := stage(t, s, ordersBatch(0, 4, schema.Int64, 1, false))
 	if _, err := s.Load(ctx, files); err == nil {
 		t.Fatal("the load whose reply was lost said it loaded")
@@ -297,5 +283,18 @@ func TestRoutedTableCreatedByALoadWhoseReplyWasLost(t *testing.T) {
 		if got := count(t, s, q); got != want {
 			t.Errorf("%s: %d, want %d", q, got, want)
 		}
+	}
+}
+
+// loseNextReply makes s's next commit report an error after it committed
+// (a reply lost with the connection), and the commits after it succeed.
+func loseNextReply(s *Sink) {
+	lost := true
+	s.replyLost = func() error {
+		if lost {
+			lost = false
+			return errors.New("connection reset after COMMIT")
+		}
+		return nil
 	}
 }
