@@ -186,8 +186,8 @@ func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
 	uploads := srv.Uploads()
 	claims := 0
 	for _, u := range uploads {
-		if strings.HasPrefix(u, "~/tracelake/trace_raw/fence-") {
-			claims++ // a load's claim of its ledger position (internal/sink/databend/claim.go)
+		if strings.HasPrefix(u, "~/tracelake/trace_raw/claim-") {
+			claims++ // a load's claim of a partition (internal/sink/databend/claim.go)
 		}
 	}
 	if len(uploads)-claims != 100 || claims != 20 {

@@ -445,15 +445,11 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 	if len(parts) == 0 {
 		return map[sink.TopicPartition]int64{}, nil
 	}
-	var topics []string
 	want := map[sink.TopicPartition]bool{}
 	for _, tp := range parts {
 		want[tp] = true
-		if !slices.Contains(topics, tp.Topic) {
-			topics = append(topics, tp.Topic)
-		}
 	}
-	last, err := s.ledgerPositions(ctx, ss, fmt.Sprintf(" WHERE topic IN (%s)", sqltext.QuoteAll(topics, sqltext.DatabendString)))
+	last, err := s.ledgerPositions(ctx, ss, fmt.Sprintf(" WHERE topic IN (%s)", sqltext.QuoteAll(topicsOf(parts), sqltext.DatabendString)))
 	if err != nil {
 		return nil, err
 	}
@@ -469,6 +465,23 @@ func (s *Sink) ledgerPositions(ctx context.Context, ss *session, where string) (
 	if err != nil {
 		return nil, fmt.Errorf("read ledger %s: %w", s.opt.Table+"_ledger", err)
 	}
+	return partitionCounts(res, "ledger")
+}
+
+// topicsOf lists the topics of parts, once each.
+func topicsOf(parts []sink.TopicPartition) []string {
+	var topics []string
+	for _, tp := range parts {
+		if !slices.Contains(topics, tp.Topic) {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	return topics
+}
+
+// partitionCounts reads rows of (topic, partition, number), what a query
+// of what read.
+func partitionCounts(res *result, what string) (map[sink.TopicPartition]int64, error) {
 	out := map[sink.TopicPartition]int64{}
 	for _, row := range res.Rows {
 		if len(row) < 3 || row[0] == nil || row[1] == nil || row[2] == nil {
@@ -477,7 +490,7 @@ func (s *Sink) ledgerPositions(ctx context.Context, ss *session, where string) (
 		p, err1 := strconv.ParseInt(*row[1], 10, 32)
 		o, err2 := strconv.ParseInt(*row[2], 10, 64)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("read ledger: unexpected row %v", deref(row))
+			return nil, fmt.Errorf("read %s: unexpected row %v", what, deref(row))
 		}
 		out[sink.TopicPartition{Topic: *row[0], Partition: int32(p)}] = o
 	}

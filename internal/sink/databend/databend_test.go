@@ -222,11 +222,12 @@ func TestMultiFileLoad(t *testing.T) {
 			got = append(got, st)
 		}
 	}
-	// The claim of partition 0's position (nothing loaded: -1) comes
-	// before the rows (see claim.go).
-	claim := regexp.MustCompile(`^COPY INTO "trace_raw_fence" FROM @~/tracelake/trace_raw/ FILES = \('fence-traces-[0-9a-f]{8}-0--1\.ndjson\.zst'\) .* FORCE = FALSE ON_ERROR = CONTINUE$`)
-	if len(got) != 7 || got[0] != "BEGIN" || !strings.HasPrefix(got[1], "SELECT topic") || !claim.MatchString(got[2]) || !copies.MatchString(got[3]) ||
-		!strings.HasPrefix(got[4], `COPY INTO "trace_raw_dlq"`) || !strings.HasPrefix(got[5], `INSERT INTO "trace_raw_ledger"`) || got[6] != "COMMIT" {
+	// The claims are read before the ledger, and partition 0's first
+	// claim (numbered 0) comes before the rows (see claim.go).
+	claim := regexp.MustCompile(`^COPY INTO "trace_raw_fence" FROM @~/tracelake/trace_raw/ FILES = \('claim-traces-[0-9a-f]{8}-0-0\.ndjson\.zst'\) .* FORCE = FALSE ON_ERROR = CONTINUE$`)
+	if len(got) != 8 || got[0] != "BEGIN" || !strings.HasPrefix(got[1], `SELECT topic, "partition", count(*) FROM "trace_raw_fence"`) ||
+		!strings.HasPrefix(got[2], `SELECT topic, "partition", max(last_offset) FROM "trace_raw_ledger"`) || !claim.MatchString(got[3]) || !copies.MatchString(got[4]) ||
+		!strings.HasPrefix(got[5], `COPY INTO "trace_raw_dlq"`) || !strings.HasPrefix(got[6], `INSERT INTO "trace_raw_ledger"`) || got[7] != "COMMIT" {
 		t.Errorf("load statements:\n%s", strings.Join(got, "\n"))
 	}
 	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 49, 3, 13, 23, 33, 43)) {
@@ -1078,7 +1079,7 @@ func TestClaimRemovedByTheLoadThatWonIsRetried(t *testing.T) {
 	moved := false
 	srv.After = func(sql string) {
 		// Partition 0's marker is uploaded; partition 1's is next.
-		if strings.HasPrefix(sql, "PRESIGN UPLOAD") && strings.Contains(sql, "-1--1.ndjson.zst") && !moved {
+		if strings.HasPrefix(sql, "PRESIGN UPLOAD") && strings.Contains(sql, "claim-") && strings.Contains(sql, "-1-0.ndjson.zst") && !moved {
 			moved = true
 			if _, err := owner.Load(ctx, ownerFiles); err != nil {
 				t.Error(err)

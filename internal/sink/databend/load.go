@@ -123,6 +123,11 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 			}
 		}
 	}
+	// The claims before the ledger: see claim.go.
+	claims, err := s.claimCounts(ctx, ss, parts)
+	if err != nil {
+		return sink.Loaded{}, nil, err
+	}
 	fence, err := s.lastLoaded(ctx, ss, parts)
 	if err != nil {
 		return sink.Loaded{}, nil, err
@@ -134,7 +139,7 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	// Claimed before any row is copied: a load that lost its claim to
 	// another load of a partition fails before copying the rest.
 	fenced := sink.Fence(p.files, fence)
-	if err := s.claim(ctx, ss, p, fence, fenced.Ranges); err != nil {
+	if err := s.claim(ctx, ss, p, claims, fence, fenced.Ranges); err != nil {
 		return sink.Loaded{}, nil, err
 	}
 	for _, c := range []struct {
@@ -368,13 +373,41 @@ func (s *Sink) copyFiles(ctx context.Context, ss *session, p *loadPlan, table st
 	if len(targets) == 0 {
 		return nil, nil
 	}
+	got, skipped, err := s.copyOnce(ctx, ss, table, targets, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(skipped) > 0 {
+		if s.historyDisagrees(skipped) {
+			return nil, &transientError{fmt.Errorf("COPY INTO %s: Databend's load history has %d of the files this load's ledger read does not (a commit landed after the read); loading again from a fresh read", table, len(skipped))}
+		}
+		s.log.Warn("Databend's load history skipped files the ledger has still not loaded after several fresh reads; copying them again with FORCE = TRUE",
+			"table", table, "files", len(skipped))
+		again := make([]target, 0, len(skipped))
+		for _, t := range targets {
+			if slices.Contains(skipped, t.name) {
+				again = append(again, t)
+			}
+		}
+		forced, _, err := s.copyOnce(ctx, ss, table, again, true)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(got, forced)
+	}
+	return got, checkCopied(table, targets, got)
+}
+
+// copyOnce runs one COPY INTO table of the targets, and returns COPY's
+// report on each file and the names the load history skipped.
+func (s *Sink) copyOnce(ctx context.Context, ss *session, table string, targets []target, force bool) (map[string]copyOutcome, []string, error) {
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.name
 	}
-	res, err := ss.query(ctx, s.copySQL(table, names, false))
+	res, err := ss.query(ctx, s.copySQL(table, names, force))
 	if err != nil {
-		return nil, fmt.Errorf("copy %d files into %s: %w", len(names), table, err)
+		return nil, nil, fmt.Errorf("copy %d files into %s: %w", len(names), table, err)
 	}
 	got := copyResult(res)
 	var skipped []string
@@ -383,26 +416,19 @@ func (s *Sink) copyFiles(ctx context.Context, ss *session, p *loadPlan, table st
 			skipped = append(skipped, n)
 		}
 	}
-	if len(skipped) > 0 {
-		if s.historyDisagrees(skipped) {
-			return nil, &transientError{fmt.Errorf("COPY INTO %s: Databend's load history has %d of the files this load's ledger read does not (a commit landed after the read); loading again from a fresh read", table, len(skipped))}
-		}
-		s.log.Warn("Databend's load history skipped files the ledger has still not loaded after several fresh reads; copying them again with FORCE = TRUE",
-			"table", table, "files", len(skipped))
-		res, err := ss.query(ctx, s.copySQL(table, skipped, true))
-		if err != nil {
-			return nil, fmt.Errorf("copy %d files into %s again: %w", len(skipped), table, err)
-		}
-		for n, o := range copyResult(res) {
-			got[n] = o
-		}
-	}
+	return got, skipped, nil
+}
+
+// checkCopied checks that COPY took every row of each target (loaded or
+// rejected): a file that held more or fewer rows than staged is a fault
+// no retry mends.
+func checkCopied(table string, targets []target, got map[string]copyOutcome) error {
 	for _, t := range targets {
 		if o := got[t.name]; o.loaded+o.errors != t.rows {
-			return nil, fmt.Errorf("%w: COPY INTO %s took %d rows (%d rejected) from %s, which holds %d", sink.ErrFatal, table, o.loaded+o.errors, o.errors, t.name, t.rows)
+			return fmt.Errorf("%w: COPY INTO %s took %d rows (%d rejected) from %s, which holds %d", sink.ErrFatal, table, o.loaded+o.errors, o.errors, t.name, t.rows)
 		}
 	}
-	return got, nil
+	return nil
 }
 
 // copySQL is the reference's COPY, made exact: the files are named (no

@@ -18,7 +18,7 @@ var (
 	reDesc         = regexp.MustCompile(`^DESC (\S+)$`)
 	reAddColumn    = regexp.MustCompile(`^ALTER TABLE (\S+) ADD COLUMN (\S+) (.+?)( NULL)?$`)
 	rePresign      = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
-	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", max\(last_offset\) FROM (\S+)(?: WHERE topic IN \((.*)\))? GROUP BY topic, "partition"$`)
+	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", (max\(last_offset\)|count\(\*\)) FROM (\S+)(?: WHERE topic IN \((.*)\))? GROUP BY topic, "partition"$`)
 	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
 	reLedgerInsert = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
 	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
@@ -154,7 +154,7 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 			[][]*string{{str("PUT"), str(`{"X-Fake-Presigned":"yes"}`), str(s.URL + "/presigned/" + m[1])}}, nil
 	}
 	if m := rePositions.FindStringSubmatch(sql); m != nil {
-		return s.positions(m[1], m[2], tx)
+		return s.positions(m[2], m[3], m[1], tx)
 	}
 	if m := reCopy.FindStringSubmatch(sql); m != nil {
 		return s.copyInto(tx, unquote(m[1]), m[2], quotedList(m[3]), m[4] == "TRUE")
@@ -360,8 +360,11 @@ func visible(t *table, tx *txn, name string) []Row {
 	return rows
 }
 
-func (s *Server) positions(ledger, topicList string, tx *txn) ([]string, [][]*string, error) {
-	t, err := s.table(ledger)
+// positions answers the sink's reads of each partition's last loaded
+// offset in the ledger (agg max(last_offset)) and of its claims in the
+// fence table (agg count(*)).
+func (s *Server) positions(name, topicList, agg string, tx *txn) ([]string, [][]*string, error) {
+	t, err := s.table(name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -372,16 +375,23 @@ func (s *Server) positions(ledger, topicList string, tx *txn) ([]string, [][]*st
 	}
 	last := map[key]int64{}
 	var order []key
-	for _, r := range visible(t, tx, unquote(ledger)) {
+	for _, r := range visible(t, tx, unquote(name)) {
 		k := key{jsonString(r["topic"]), jsonInt(r["partition"])}
 		if topicList != "" && !slices.Contains(topics, k.topic) { // no list: every topic
 			continue
 		}
-		o := jsonInt(r["last_offset"])
-		if v, ok := last[k]; !ok || o > v {
-			if !ok {
-				order = append(order, k)
-			}
+		o := int64(1) // count(*): each row adds one
+		if agg != "count(*)" {
+			o = jsonInt(r["last_offset"])
+		}
+		v, ok := last[k]
+		switch {
+		case !ok:
+			order = append(order, k)
+			last[k] = o
+		case agg == "count(*)":
+			last[k] = v + 1
+		case o > v:
 			last[k] = o
 		}
 	}
@@ -389,7 +399,7 @@ func (s *Server) positions(ledger, topicList string, tx *txn) ([]string, [][]*st
 	for _, k := range order {
 		rows = append(rows, []*string{str(k.topic), str(strconv.FormatInt(k.part, 10)), str(strconv.FormatInt(last[k], 10))})
 	}
-	return []string{"topic", "partition", "max(last_offset)"}, rows, nil
+	return []string{"topic", "partition", agg}, rows, nil
 }
 
 // copyInto runs COPY INTO in the transaction tx, or on its own (COPY

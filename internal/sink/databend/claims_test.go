@@ -1,0 +1,113 @@
+package databend_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+)
+
+// docs/OPERATIONS.md's way to start a partition over (its topic deleted
+// and recreated): delete the partition's ledger rows and its rows. Claims
+// named by the ledger position read (-1 first) named the old log's
+// markers, which the fence table's load history still has, so every claim
+// was skipped; after three loads the marker was copied with FORCE = TRUE,
+// which claims nothing (a forced file never conflicts at commit). Two
+// processes loading the partition at once (a revoke that did not wait, a
+// member that lost its session) then both committed, and the offsets they
+// share were stored twice. Claims are numbered by the fence table's count
+// now.
+func TestClaimsFenceAfterAPartitionIsStartedOver(t *testing.T) {
+	srv, old := prepared(t, "")
+	ctx := context.Background()
+	for _, b := range []*sink.Batch{batch(0, 0, 9), batch(0, 10, 19)} {
+		if _, err := old.Load(ctx, stage(t, old, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The operator starts partition 0 over.
+	inPartition0 := func(col string) func(databendtest.Row) bool {
+		return func(r databendtest.Row) bool {
+			var p int64
+			_ = json.Unmarshal(r[col], &p)
+			return p == 0
+		}
+	}
+	srv.RemoveRows("trace_raw", inPartition0("kpartition"))
+	srv.RemoveRows("trace_raw_ledger", inPartition0("partition"))
+
+	// Two processes (fresh sinks) load the new log at once.
+	former, owner := open(t, srv, ""), open(t, srv, "")
+	// Staged names are unique per staging (the pipeline's batch ids).
+	fb, ob := batch(0, 0, 9), batch(0, 0, 14)
+	fb.ID, ob.ID = "former1", "owner1"
+	formerFiles := stage(t, former, fb)
+	ownerFiles := stage(t, owner, ob)
+	// The new owner loads once the former owner's rows are copied (its
+	// claim went through).
+	loadDuring(t, srv, former, formerFiles, owner, ownerFiles, func(sql string) bool {
+		return strings.HasPrefix(sql, `COPY INTO "trace_raw" `)
+	})
+}
+
+// A claim is numbered by the fence table's count read before the ledger:
+// a load that lands between the two reads took the number, so the later
+// load's claim is skipped and it loads again from fresh reads. (Read the
+// other way round, a ledger read older than the count let a second claim
+// through, and both loads stored the offsets they share.)
+func TestClaimNumberedBeforeTheLedgerRead(t *testing.T) {
+	srv, former := prepared(t, "")
+	owner := open(t, srv, "")
+	formerFiles := stage(t, former, batch(0, 0, 9))
+	ownerFiles := stage(t, owner, batch(0, 0, 14))
+	// The former owner's load read the first of claims and ledger; the
+	// new owner's load lands before its second read.
+	loadDuring(t, srv, former, formerFiles, owner, ownerFiles, func(sql string) bool {
+		return strings.HasPrefix(sql, `SELECT topic, "partition", `) && strings.Contains(sql, `"trace_raw_`)
+	})
+}
+
+// loadDuring loads the former owner's files of partition 0 while the new
+// owner loads its files (offsets 0..14) in full, at the first statement
+// of the former's load that at matches, each retrying as the pipeline
+// does; every offset must be stored once.
+func loadDuring(t *testing.T, srv *databendtest.Server, former *databend.Sink, formerFiles []sink.File, owner *databend.Sink, ownerFiles []sink.File, at func(sql string) bool) {
+	t.Helper()
+	ctx := context.Background()
+	moved := false
+	srv.After = func(sql string) {
+		if !moved && at(sql) {
+			moved = true // before the owner's load, whose statements come here too
+			if err := loadRetrying(ctx, owner, ownerFiles); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if err := loadRetrying(ctx, former, formerFiles); err != nil {
+		t.Fatal(err)
+	}
+	if !moved {
+		t.Fatal("the new owner never loaded during the former owner's load")
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 14)) {
+		t.Errorf("offsets %v; want 0..14 once", o)
+	}
+}
+
+// loadRetrying loads files as the pipeline does: again after a retryable
+// failure.
+func loadRetrying(ctx context.Context, s *databend.Sink, files []sink.File) error {
+	var err error
+	for range 6 {
+		if _, err = s.Load(ctx, files); err == nil || errors.Is(err, sink.ErrFatal) {
+			return err
+		}
+	}
+	return err
+}
