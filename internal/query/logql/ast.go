@@ -76,7 +76,15 @@ const (
 	LineMatch       LineFilterOp = "|~"
 	LineNotMatch    LineFilterOp = "!~"
 	LinePattern     LineFilterOp = "|>"
+	LineNotPattern  LineFilterOp = "!>"
 )
+
+// Negated says whether op keeps the lines its values do not match: its
+// "or" keeps a line none of them matches, as Loki's (pkg/logql/syntax
+// ast.go, newOrLineFilterExpr).
+func (op LineFilterOp) Negated() bool {
+	return op == LineNotContains || op == LineNotMatch || op == LineNotPattern
+}
 
 // LineFilter keeps the lines that hold (|=, |~) or do not hold (!=, !~)
 // one of Values: `|= "a" or "b"` keeps lines holding either, `!= "a" or

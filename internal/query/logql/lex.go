@@ -45,7 +45,7 @@ func (t token) String() string {
 }
 
 // ops are the operators, longest first so that "|=" wins over "|".
-var ops = []string{"|=", "|~", "!=", "!~", "=~", "==", ">=", "<=", "|>", "{", "}", "(", ")", ",", "|", "=", ">", "<", "+", "-", "*", "/", "%", "^"}
+var ops = []string{"|=", "|~", "!=", "!~", "=~", "==", ">=", "<=", "|>", "!>", "{", "}", "(", ")", ",", "|", "=", ">", "<", "+", "-", "*", "/", "%", "^"}
 
 // lex splits q into tokens.
 func lex(q string) ([]token, error) {

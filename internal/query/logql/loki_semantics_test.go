@@ -178,7 +178,8 @@ func TestUnwrapOfAMissingLabelSkipsTheLine(t *testing.T) {
 // (pkg/logql/log/pattern/pattern.go Matcher.Test): each literal at its
 // first occurrence after the previous, no capture empty, a pattern that
 // ends on a literal consumes the whole line there, one that ends on a
-// capture leaves it something.
+// capture leaves it something. !> keeps what |> drops (Loki 3's
+// LineMatchNotPattern, pkg/logql/syntax/lex.go).
 func TestPatternLineFilterAsLoki(t *testing.T) {
 	for _, c := range []struct {
 		pattern, line string
@@ -194,6 +195,17 @@ func TestPatternLineFilterAsLoki(t *testing.T) {
 		got := lineAfter(t, q, c.line) != ""
 		if got != c.want {
 			t.Errorf("%q |> %q: kept %v, want %v (Loki)", c.line, c.pattern, got, c.want)
+		}
+		q = "{app=\"a\"} !> `" + c.pattern + "`"
+		if got := lineAfter(t, q, c.line) != ""; got == c.want {
+			t.Errorf("%q !> %q: kept %v, want %v (Loki)", c.line, c.pattern, got, !c.want)
+		}
+	}
+	// A negated filter's "or" drops a line any of its patterns match, as
+	// != "a" or "b" does (pkg/logql/syntax/ast.go, newOrLineFilterExpr).
+	for line, want := range map[string]bool{"x bar y": false, "x baz y": false, "x qux y": true} {
+		if got := lineAfter(t, "{app=\"a\"} !> `<_> bar <_>` or `<_> baz <_>`", line) != ""; got != want {
+			t.Errorf("%q !> bar or baz: kept %v, want %v", line, got, want)
 		}
 	}
 }

@@ -40,7 +40,7 @@ func (p *parser) logPipeline(inRange bool) (*LogExpr, string, *Unwrap, error) {
 			p.next()
 			rng = t.text
 			continue
-		case t.kind == tokOp && (t.text == "|=" || t.text == "!=" || t.text == "|~" || t.text == "!~" || t.text == "|>"):
+		case t.kind == tokOp && (t.text == "|=" || t.text == "!=" || t.text == "|~" || t.text == "!~" || t.text == "|>" || t.text == "!>"):
 			if unwrap != nil {
 				return nil, "", nil, p.errorf(t, "only label filters may follow unwrap")
 			}
@@ -159,7 +159,7 @@ func (p *parser) lineFilter() (Stage, error) {
 			f.res = append(f.res, re)
 		}
 	}
-	if f.Op == LinePattern {
+	if f.Op == LinePattern || f.Op == LineNotPattern {
 		for _, v := range f.Values {
 			pp, err := compilePattern(v, false)
 			if err != nil {

@@ -42,7 +42,7 @@ func pushable(stages []Stage) (filters []*LineFilter, rest []Stage) {
 				lineChanged = true
 			}
 		case *LineFilter:
-			if !lineChanged && x.Op != LinePattern {
+			if !lineChanged && x.Op != LinePattern && x.Op != LineNotPattern {
 				filters = append(filters, x)
 				continue
 			}
@@ -173,14 +173,14 @@ func (f *LineFilter) keeps(line string) bool {
 			found = strings.Contains(line, v)
 		case LineMatch, LineNotMatch:
 			found = f.res[i].MatchString(line)
-		case LinePattern:
+		case LinePattern, LineNotPattern:
 			found = testPattern(f.pats[i], line)
 		}
 		if found {
 			break
 		}
 	}
-	if f.Op == LineNotContains || f.Op == LineNotMatch {
+	if f.Op.Negated() {
 		return !found
 	}
 	return found

@@ -153,7 +153,7 @@ func lineFilterSQL(f *logql.LineFilter, args *sqlArgs) string {
 		}
 	}
 	cond := "(" + strings.Join(ors, " OR ") + ")"
-	if f.Op == logql.LineNotContains || f.Op == logql.LineNotMatch {
+	if f.Op.Negated() {
 		cond = "NOT " + cond
 	}
 	return cond
