@@ -150,17 +150,26 @@ func (b *builder) hasErr() bool {
 	return ok
 }
 
-// setErr records a stage's failure unless an earlier one was recorded:
-// the first error is the useful one.
+// setErr records a parser's, formatter's or unwrap's failure over any
+// earlier one, its details too when it has some (Loki pkg/logql/log
+// parser.go addErrLabel: SetErr, and SetErrorDetails only for an error).
 func (b *builder) setErr(kind, details string) {
 	b.errs++
-	if b.hasErr() {
-		return
-	}
 	b.set(CatParsed, ErrorLabel, kind)
 	if details != "" {
 		b.set(CatParsed, ErrorDetailsLabel, details)
 	}
+}
+
+// setErrFirst records a label filter's failure unless an earlier error
+// was recorded (Loki pkg/logql/log/label_filter.go: "Don't overwrite what
+// might be a more useful error").
+func (b *builder) setErrFirst(kind, details string) {
+	if b.hasErr() {
+		b.errs++
+		return
+	}
+	b.setErr(kind, details)
 }
 
 // labels is a sorted copy of the labels.

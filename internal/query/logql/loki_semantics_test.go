@@ -209,3 +209,21 @@ func TestPatternLineFilterAsLoki(t *testing.T) {
 		}
 	}
 }
+
+// TestLastParserErrorWins: a parser's or formatter's failure replaces an
+// earlier stage's error and its details (Loki pkg/logql/log/parser.go
+// addErrLabel: SetErr and SetErrorDetails overwrite), where a label
+// filter's failure keeps the earlier error (label_filter.go: "Don't
+// overwrite what might be a more useful error").
+func TestLastParserErrorWins(t *testing.T) {
+	const line = `{"a` // neither JSON nor strict logfmt
+	for q, want := range map[string]bool{
+		`{app="a"} | json | logfmt --strict | __error__ = "LogfmtParserErr" | __error_details__ =~ "logfmt.*"`: true,
+		`{app="a"} | json | logfmt --strict | __error__ = "JSONParserErr"`:                                     false,
+		`{app="a"} | json | app > 1 | __error__ = "JSONParserErr"`:                                             true,
+	} {
+		if got := lineAfter(t, q, line) != ""; got != want {
+			t.Errorf("%s: kept %v, want %v (Loki)", q, got, want)
+		}
+	}
+}

@@ -230,7 +230,7 @@ func filterNumber(b *builder, name string, op CmpOp, value float64, parse func(s
 	}
 	n, err := parse(v)
 	if err != nil {
-		b.setErr(errLabelFilter, err.Error())
+		b.setErrFirst(errLabelFilter, err.Error())
 		return true
 	}
 	return compare(op, n, value)
