@@ -50,6 +50,33 @@ func TestTemplateTitleAndAlignAsLoki(t *testing.T) {
 	}
 }
 
+// TestTemplateFunctionsAsLoki: line_format has the functions of Loki's
+// templates (pkg/logql/log/fmt.go): its own functionMap, and the sprig
+// functions its templateFunctions names (arithmetic, JSON, dates), with
+// sprig's behaviour (trunc and substr count bytes there: Loki's own
+// rune-counting trunc and substring are not in the map).
+func TestTemplateFunctionsAsLoki(t *testing.T) {
+	for tmpl, want := range map[string]string{
+		`{{ add 1 2 | mul 3 }}`:                                               "9",
+		`{{ max 4 9 2 }} {{ floor 2.7 }} {{ round 2.345 2 }}`:                 "9 2 2.35",
+		`{{ divf 1 4 }} {{ mod 7 3 }} {{ int "42" }}`:                         "0.25 1 42",
+		`{{ duration "1m30s" }} {{ bytes "2KB" }}`:                            "90 2000",
+		`{{ count "a" "banana" }}`:                                            "3",
+		`{{ unixToTime "1673798889" | unixEpochMillis }}`:                     "1673798889000",
+		`{{ unixToTime "19373" | unixEpoch }}`:                                "1673827200",
+		`{{ toDateInZone "2006-01-02" "UTC" "2023-01-15" | unixEpochNanos }}`: "1673740800000000000",
+		`{{ (fromJson "{\"a\":{\"b\":7}}").a.b }}`:                            "7",
+		`{{ b64dec "aGk" }}`:                                                  "hi", // padded, as Loki's base64Decode
+		`{{ "abcdef" | substr 1 3 }} {{ "abcdef" | trunc -2 }}`:               "bc ef",
+		`{{ indent 2 "a" }}|{{ "x" | default "d" }}|{{ "" | default "d" }}`:   "  a|x|d",
+	} {
+		q := "{app=\"a\"} | line_format `" + tmpl + "`"
+		if got := lineAfter(t, q, "x"); got != want {
+			t.Errorf("%s: %q, want %q", tmpl, got, want)
+		}
+	}
+}
+
 // lokiANSI is Loki's decolorize pattern (pkg/logql/log/fmt.go
 // ansiPattern, from acarl005/stripansi).
 var lokiANSI = regexp.MustCompile("[\u001B\u009B][[\\]()#;?]*(?:(?:(?:[a-zA-Z\\d]*(?:;[a-zA-Z\\d]*)*)?\u0007)|(?:(?:\\d{1,4}(?:;\\d{0,4})*)?[\\dA-PRZcf-ntqry=><~]))")

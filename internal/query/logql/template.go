@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
-	"unicode"
+
+	"github.com/Masterminds/sprig/v3"
 )
 
 // lineTemplate is a line_format or label_format template: Go's
@@ -27,63 +30,10 @@ type lineTemplate struct {
 
 func newTemplate(text string) (*lineTemplate, error) {
 	lt := &lineTemplate{}
-	funcs := template.FuncMap{
-		"__line__":      func() string { return lt.line },
-		"__timestamp__": func() time.Time { return time.Unix(0, lt.ts).UTC() },
-		"ToLower":       strings.ToLower,
-		"ToUpper":       strings.ToUpper,
-		"lower":         strings.ToLower,
-		"upper":         strings.ToUpper,
-		"Replace":       strings.Replace,
-		"replace":       func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
-		"Trim":          strings.Trim,
-		"TrimLeft":      strings.TrimLeft,
-		"TrimRight":     strings.TrimRight,
-		"TrimPrefix":    strings.TrimPrefix,
-		"TrimSuffix":    strings.TrimSuffix,
-		"TrimSpace":     strings.TrimSpace,
-		"trim":          strings.TrimSpace,
-		"trimAll":       func(cut, s string) string { return strings.Trim(s, cut) },
-		"trimPrefix":    func(p, s string) string { return strings.TrimPrefix(s, p) },
-		"trimSuffix":    func(p, s string) string { return strings.TrimSuffix(s, p) },
-		"title":         titleCase,
-		"contains":      func(sub, s string) bool { return strings.Contains(s, sub) },
-		"hasPrefix":     func(p, s string) bool { return strings.HasPrefix(s, p) },
-		"hasSuffix":     func(p, s string) bool { return strings.HasSuffix(s, p) },
-		"repeat":        func(n int, s string) string { return strings.Repeat(s, max(n, 0)) },
-		"trunc":         trunc,
-		"substr":        substr,
-		"default": func(d string, v ...string) string {
-			if len(v) == 0 || v[0] == "" {
-				return d
-			}
-			return v[0]
-		},
-		"regexReplaceAll": func(re, s, repl string) (string, error) {
-			r, err := regexp.Compile(re)
-			if err != nil {
-				return "", err
-			}
-			return r.ReplaceAllString(s, repl), nil
-		},
-		"regexReplaceAllLiteral": func(re, s, repl string) (string, error) {
-			r, err := regexp.Compile(re)
-			if err != nil {
-				return "", err
-			}
-			return r.ReplaceAllLiteralString(s, repl), nil
-		},
-		"urlencode": url.QueryEscape,
-		"urldecode": url.QueryUnescape,
-		"b64enc":    func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) },
-		"b64dec": func(s string) (string, error) {
-			b, err := base64.StdEncoding.DecodeString(s)
-			return string(b), err
-		},
-		"unixEpoch":  func(t time.Time) string { return fmt.Sprint(t.Unix()) },
-		"alignLeft":  func(n int, s string) string { return align(n, s, false) },
-		"alignRight": func(n int, s string) string { return align(n, s, true) },
-	}
+	funcs := make(template.FuncMap, len(templateFuncs)+2)
+	maps.Copy(funcs, templateFuncs)
+	funcs["__line__"] = func() string { return lt.line }
+	funcs["__timestamp__"] = func() time.Time { return time.Unix(0, lt.ts).UTC() }
 	t, err := template.New("line").Option("missingkey=zero").Funcs(funcs).Parse(text)
 	if err != nil {
 		return nil, &ParseError{Msg: fmt.Sprintf("invalid template %q: %v", text, err)}
@@ -118,47 +68,121 @@ func (lt *lineTemplate) runOn(line string, ts int64, data map[string]string, b *
 	return lt.buf.String(), true
 }
 
-// titleCase is sprig's title, which is strings.Title (deprecated, so
-// not called): a letter after anything but a letter, digit or _ is
-// upper-cased, the spacing kept as it is.
-func titleCase(s string) string {
-	prev := ' '
-	return strings.Map(func(r rune) rune {
-		sep := isTitleSeparator(prev)
-		prev = r
-		if sep {
-			return unicode.ToTitle(r)
-		}
-		return r
-	}, s)
+// templateFuncs are Loki's template functions (pkg/logql/log/fmt.go):
+// the sprig functions its templateFunctions names, as sprig has them
+// (trunc and substr count bytes: Loki's rune-counting trunc and substring
+// in that file are not in its map), and its functionMap.
+var templateFuncs = func() template.FuncMap {
+	funcs := template.FuncMap{
+		"ToLower":    strings.ToLower,
+		"ToUpper":    strings.ToUpper,
+		"Replace":    strings.Replace,
+		"Trim":       strings.Trim,
+		"TrimLeft":   strings.TrimLeft,
+		"TrimRight":  strings.TrimRight,
+		"TrimPrefix": strings.TrimPrefix,
+		"TrimSuffix": strings.TrimSuffix,
+		"TrimSpace":  strings.TrimSpace,
+		"regexReplaceAll": func(re, s, repl string) (string, error) {
+			r, err := regexp.Compile(re)
+			if err != nil {
+				return "", err
+			}
+			return r.ReplaceAllString(s, repl), nil
+		},
+		"regexReplaceAllLiteral": func(re, s, repl string) (string, error) {
+			r, err := regexp.Compile(re)
+			if err != nil {
+				return "", err
+			}
+			return r.ReplaceAllLiteralString(s, repl), nil
+		},
+		"count": func(re, s string) (int, error) {
+			r, err := regexp.Compile(re)
+			if err != nil {
+				return 0, err
+			}
+			return len(r.FindAllStringIndex(s, -1)), nil
+		},
+		"urldecode":        url.QueryUnescape,
+		"urlencode":        url.QueryEscape,
+		"bytes":            func(v string) (float64, error) { return convertUnwrapped("bytes", v) },
+		"duration":         templateDuration,
+		"duration_seconds": templateDuration,
+		"unixEpochMillis":  func(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) },
+		"unixEpochNanos":   func(t time.Time) string { return strconv.FormatInt(t.UnixNano(), 10) },
+		"toDateInZone":     toDateInZone,
+		"unixToTime":       unixToTime,
+		"alignLeft":        func(n int, s string) string { return align(n, s, false) },
+		"alignRight":       func(n int, s string) string { return align(n, s, true) },
+		"b64dec":           base64Decode,
+	}
+	fromSprig := sprig.GenericFuncMap()
+	for _, name := range []string{"b64enc", "lower", "upper", "title", "trunc", "substr", "contains", "hasPrefix",
+		"hasSuffix", "indent", "nindent", "replace", "repeat", "trim", "trimAll", "trimSuffix", "trimPrefix", "int",
+		"float64", "add", "sub", "mul", "div", "mod", "addf", "subf", "mulf", "divf", "max", "min", "maxf", "minf",
+		"ceil", "floor", "round", "fromJson", "date", "toDate", "now", "unixEpoch", "default"} {
+		funcs[name] = fromSprig[name]
+	}
+	return funcs
+}()
+
+// templateDuration is Loki's duration template function: Go's duration
+// syntax, in seconds (pkg/logql/log/metrics_extraction.go
+// convertDuration).
+func templateDuration(v string) (float64, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, err
+	}
+	return d.Seconds(), nil
 }
 
-// isTitleSeparator is strings.Title's word boundary.
-func isTitleSeparator(r rune) bool {
-	if r <= unicode.MaxASCII {
-		switch {
-		case '0' <= r && r <= '9', 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', r == '_':
-			return false
-		}
-		return true
+// unixToTime reads a Unix time whose unit its digits tell: days (5),
+// seconds (10), milliseconds (13), microseconds (16) or nanoseconds (19),
+// as Loki's (pkg/logql/log/fmt.go unixToTime).
+func unixToTime(epoch string) (time.Time, error) {
+	n, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("unable to parse time '%v': %w", epoch, err)
 	}
-	if unicode.IsLetter(r) || unicode.IsDigit(r) {
-		return false
+	switch len(epoch) {
+	case 5:
+		return time.Unix(n*86400, 0), nil
+	case 10:
+		return time.Unix(n, 0), nil
+	case 13:
+		return time.UnixMilli(n), nil
+	case 16:
+		return time.UnixMicro(n), nil
+	case 19:
+		return time.Unix(0, n), nil
 	}
-	return unicode.IsSpace(r)
+	return time.Time{}, fmt.Errorf("unable to parse time '%v': not days, seconds, milliseconds, microseconds or nanoseconds", epoch)
 }
 
-// trunc keeps the first n characters, or the last -n; characters, not
-// bytes, as Loki's (pkg/logql/log/fmt.go trunc), so no rune is cut.
-func trunc(n int, s string) string {
-	rs := []rune(s)
-	switch {
-	case n >= 0 && n < len(rs):
-		return string(rs[:n])
-	case n < 0 && -n < len(rs):
-		return string(rs[len(rs)+n:])
+// toDateInZone parses str by layout in zone (UTC when zone is unknown);
+// what does not parse is the zero time (Loki pkg/logql/log/fmt.go).
+func toDateInZone(layout, zone, str string) time.Time {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		loc = time.UTC
 	}
-	return s
+	t, _ := time.ParseInLocation(layout, str, loc)
+	return t
+}
+
+// base64Decode is Loki's b64dec: padding added where it is missing, and
+// a value that does not decode gives the error's text, not a failure.
+func base64Decode(v string) string {
+	if r := len(v) % 4; r != 0 && r != 1 {
+		v += strings.Repeat("=", 4-r)
+	}
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
 
 // align is alignLeft (right false) and alignRight: s cut or padded with
@@ -179,15 +203,3 @@ func align(n int, s string, right bool) string {
 	return string(rs[:n])
 }
 
-func substr(start, end int, s string) string {
-	if start < 0 {
-		start = 0
-	}
-	if end < 0 || end > len(s) {
-		end = len(s)
-	}
-	if start > end {
-		return ""
-	}
-	return s[start:end]
-}
