@@ -359,3 +359,19 @@ func TestAbsentLabelsAsLoki(t *testing.T) {
 		}
 	}
 }
+
+// TestAbsentOverTimeWithUnwrap: Loki takes absent_over_time with unwrap
+// (pkg/logql/syntax/ast.go RangeAggregationExpr.validate): a window is
+// absent when no line of it gave a sample, so lines without the label do
+// not count.
+func TestAbsentOverTimeWithUnwrap(t *testing.T) {
+	p := Params{Start: 3 * sec, End: 3 * sec, Instant: true}
+	for q, want := range map[string]int{
+		`absent_over_time({app="a"} | logfmt | unwrap n [2s])`:               1, // lvl, no n
+		`absent_over_time({app="a"} | regexp "a(?P<n>\\d)" | unwrap n [2s])`: 0, // a2, a3
+	} {
+		if res := evalAt(t, q, p); len(res.Vector) != want {
+			t.Errorf("%s: %+v, want %d samples", q, res.Vector, want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ var (
 		"stdvar_over_time", "quantile_over_time", "first_over_time", "last_over_time", "absent_over_time"}
 	needUnwrap = []string{"avg_over_time", "sum_over_time", "min_over_time", "max_over_time", "stddev_over_time",
 		"stdvar_over_time", "quantile_over_time", "first_over_time", "last_over_time", "rate_counter"}
-	noUnwrap = []string{"count_over_time", "bytes_over_time", "bytes_rate", "absent_over_time"}
+	noUnwrap = []string{"count_over_time", "bytes_over_time", "bytes_rate"}
 	// groupingOps are the range aggregations that take by/without (Loki
 	// RangeAggregationExpr.validate).
 	groupingOps = []string{"avg_over_time", "stddev_over_time", "stdvar_over_time", "quantile_over_time",
