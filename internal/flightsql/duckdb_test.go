@@ -254,7 +254,7 @@ func TestDurationParameterIsAnInterval(t *testing.T) {
 }
 
 // A parameter DuckDB cannot bind (a time where the query compares a
-// string; too few values for the placeholders) is the caller's mistake,
+// string; too few or too many values for the placeholders) is the caller's mistake,
 // InvalidArgument, not the server's.
 func TestUnbindableParameterIsInvalidArgument(t *testing.T) {
 	duck := duckLake(t)
@@ -273,6 +273,16 @@ func TestUnbindableParameterIsInvalidArgument(t *testing.T) {
 			return b.NewRecordBatch()
 		}()},
 		{"one value for two placeholders", "SELECT name FROM otel_spans WHERE duration_ms BETWEEN ? AND ?", int64Batch(1)},
+		// DuckDB's bind leaves values past its placeholders unread: the
+		// query would run without the condition the caller meant.
+		{"two values for one placeholder", "SELECT name FROM otel_spans WHERE duration_ms = ?", func() arrow.RecordBatch {
+			b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{
+				{Name: "1", Type: arrow.PrimitiveTypes.Int64}, {Name: "2", Type: arrow.PrimitiveTypes.Int64}}, nil))
+			defer b.Release()
+			b.Field(0).(*array.Int64Builder).Append(1)
+			b.Field(1).(*array.Int64Builder).Append(2)
+			return b.NewRecordBatch()
+		}()},
 		{"no value bound", "SELECT name FROM otel_spans WHERE duration_ms = ?", nil},
 	} {
 		p, err := cl.Prepare(ctx, tc.sql)

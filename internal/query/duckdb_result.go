@@ -88,6 +88,12 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		return nil, err
 	}
 	stmt := ds.(*duckdb.Stmt)
+	if n := stmt.NumInput(); len(params) > n {
+		// DuckDB's bind leaves the values past its placeholders unread:
+		// the query would run without what the caller meant by them.
+		stmt.Close()
+		return nil, &RefusedError{fmt.Sprintf("bind the parameters: %d values for %d placeholders", len(params), n)}
+	}
 	args := make([]driver.NamedValue, len(params))
 	decimals := map[int]Decimal{}
 	for i, p := range params {
