@@ -202,4 +202,3 @@ func align(n int, s string, right bool) string {
 	}
 	return string(rs[:n])
 }
-
