@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tracelake/tracelake/internal/merge"
@@ -19,7 +20,7 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 	// --table is sink.table (a config flag) for the other commands; here
 	// it names the model table, and sink.table stays as configured.
 	fs.Lookup("table").Usage = "the model table (cdc.model_table's name of a source table, e.g. cdc_shop_orders)"
-	hourFlag := fs.String("hour", "", "the hour of source time, UTC: 2026-12-04T10 or RFC 3339 (truncated to the hour)")
+	hourFlag := fs.String("hour", "", "the hour of source time, UTC: 2026-12-04T10 or RFC 3339 (truncated to the hour in its offset; an hour of a half-hour offset needs both UTC hours it overlaps)")
 	wait := fs.Duration("wait", 0, "wait this long for the mark, looking every second")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -38,21 +39,30 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 	if table == "" || *hourFlag == "" {
 		return usagef("ready: give --table T --hour H [--wait D]")
 	}
-	hour, err := parseHour(*hourFlag)
+	hours, err := parseHour(*hourFlag)
 	if err != nil {
 		return usagef("--hour: %v", err)
 	}
 	if !cfg.CapturesChanges() {
 		return usagef("ready: done marks are written for the models of kafka.format debezium, canal or maxwell; kafka.format is %q", cfg.Kafka.Format)
 	}
+	var names []string
+	for _, h := range hours {
+		names = append(names, h.Format("2006-01-02T15"))
+	}
+	hourNames := strings.Join(names, " and ")
 	deadline := time.Now().Add(*wait)
 	for {
-		ok, err := merge.Ready(ctx, snk.DB(), table, hour)
-		if err != nil && !duckdb.IsMissing(err) {
-			return err
+		ok := true
+		for _, h := range hours {
+			marked, err := merge.Ready(ctx, snk.DB(), table, h)
+			if err != nil && !duckdb.IsMissing(err) {
+				return err
+			}
+			ok = ok && marked
 		}
 		if ok {
-			fmt.Fprintf(env.stdout, "%s %s: ready\n", table, hour.Format("2006-01-02T15"))
+			fmt.Fprintf(env.stdout, "%s %s: ready\n", table, hourNames)
 			return nil
 		}
 		if !time.Now().Before(deadline) {
@@ -61,7 +71,7 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 				// A misspelt name waits as long as a real one: say so.
 				why = " (no table of that name in this database yet: a model is created by its source table's first change)"
 			}
-			fmt.Fprintf(env.stdout, "%s %s: not ready%s\n", table, hour.Format("2006-01-02T15"), why)
+			fmt.Fprintf(env.stdout, "%s %s: not ready%s\n", table, hourNames, why)
 			return failedCheck{}
 		}
 		select {
@@ -73,12 +83,20 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 }
 
 // parseHour reads an hour as 2026-12-04T10, 2026-12-04 10 or RFC 3339,
-// in UTC unless it says otherwise, truncated to the hour.
-func parseHour(s string) (time.Time, error) {
+// in UTC unless it says otherwise, truncated to the hour in its own
+// offset, and answers the UTC hours (those marks are written for) that
+// the hour overlaps: one, or two for an offset of a half or quarter hour
+// (10:00+05:30 is 04:30 to 05:30 UTC, done once 04 and 05 are).
+func parseHour(s string) ([]time.Time, error) {
 	for _, layout := range []string{"2006-01-02T15", "2006-01-02 15", time.RFC3339, "2006-01-02T15:04", "2006-01-02 15:04"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC().Truncate(time.Hour), nil
+			start := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, t.Location()).UTC()
+			first := start.Truncate(time.Hour)
+			if first.Equal(start) {
+				return []time.Time{first}, nil
+			}
+			return []time.Time{first, first.Add(time.Hour)}, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("%q: want 2026-12-04T10 or RFC 3339", s)
+	return nil, fmt.Errorf("%q: want 2026-12-04T10 or RFC 3339", s)
 }

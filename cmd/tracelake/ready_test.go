@@ -1,17 +1,28 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
 // An hour is read in the forms the usage names, truncated to the hour in
-// UTC; anything else is refused with the forms it takes.
+// its offset, as the UTC hours it overlaps (an hour of a half-hour
+// offset was truncated to one UTC hour, and answered ready while the
+// second half of it was not); anything else is refused with the forms
+// it takes.
 func TestParseHour(t *testing.T) {
-	want := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	for _, s := range []string{"2026-12-04T10", "2026-12-04 10", "2026-12-04T10:59", "2026-12-04T11:30:00+01:00"} {
-		if got, err := parseHour(s); err != nil || !got.Equal(want) {
+	utc := func(h int) time.Time { return time.Date(2026, 12, 4, h, 0, 0, 0, time.UTC) }
+	for s, want := range map[string][]time.Time{
+		"2026-12-04T10":             {utc(10)},
+		"2026-12-04 10":             {utc(10)},
+		"2026-12-04T10:59":          {utc(10)},
+		"2026-12-04T11:30:00+01:00": {utc(10)},
+		"2026-12-04T10:00:00+05:30": {utc(4), utc(5)},
+		"2026-12-04T10:59:00+05:45": {utc(4), utc(5)},
+	} {
+		if got, err := parseHour(s); err != nil || !slices.EqualFunc(got, want, time.Time.Equal) {
 			t.Errorf("parseHour(%q) = %v, %v; want %v", s, got, err, want)
 		}
 	}
