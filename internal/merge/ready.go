@@ -70,7 +70,10 @@ type Offsets struct{ Start, End int64 }
 // model is merged up to all its table's rows loaded there, and no change
 // of the table before T is dead-lettered. An hour is marked once T
 // reaches its end plus m.Delay, from the hour of the table's first change on, each
-// hour once. A partition with records not loaded and none loaded, or none
+// hour once; T is taken no further than m.Now (by a CASE: DuckDB's least
+// skips a NULL, an unknown T), so that a source time in the future (a
+// source clock ahead, a wrong time in a row) never marks an hour that has
+// not ended. A partition with records not loaded and none loaded, or none
 // with a source time, is of unknown progress and holds its tables back.
 //
 // A quiet partition moves on two ways. A heartbeat of source time T
@@ -184,7 +187,8 @@ WITH loads AS (
 	GROUP BY o.log_table, r.model_table
 ), due AS (
 	SELECT m.model_table, date_trunc('hour', coalesce(max(d.hour) + INTERVAL 1 HOUR, min(m.first_t))) AS from_hour,
-		date_trunc('hour', min(m.through) - INTERVAL (%[11]d) MICROSECONDS) - INTERVAL 1 HOUR AS to_hour
+		date_trunc('hour', CASE WHEN min(m.through) > $1::TIMESTAMP THEN $1::TIMESTAMP ELSE min(m.through) END
+			- INTERVAL (%[11]d) MICROSECONDS) - INTERVAL 1 HOUR AS to_hour
 	FROM model m LEFT JOIN %[1]s d ON d."table" = m.model_table
 	WHERE m.merged GROUP BY m.model_table
 )

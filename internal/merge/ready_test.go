@@ -347,3 +347,21 @@ func TestMarkReadyWaitsTheDelayPastTheHour(t *testing.T) {
 		l.wantMarks(Marking{Now: time.Now(), Delay: delay}, "cdc_db_orders", "cdc_db_orders|"+h.Format("2006-01-02 15"))
 	}
 }
+
+// A source time in the future (a source clock ahead of ours, a row with a
+// wrong time) moves its partition no further than now: an hour that has
+// not ended is never marked done, or a batch job waiting on it would run
+// before its changes arrive.
+func TestMarkReadyMarksNoHourNotEnded(t *testing.T) {
+	l, h := ordersMerged(t)
+	now := time.Now().UTC()
+	l.at = now.Add(3 * time.Hour)
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.flush()
+	l.mustMerge()
+	var want []string
+	for at := h; !at.Add(time.Hour).After(now); at = at.Add(time.Hour) {
+		want = append(want, "cdc_db_orders|"+at.Format("2006-01-02 15"))
+	}
+	l.wantMarks(Marking{Now: now}, "cdc_db_orders", want...)
+}
