@@ -173,6 +173,9 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		o = Truncate
 	case "CREATE", "ALTER", "RENAME", "CINDEX", "DINDEX", "QUERY":
 		o = SchemaChange
+	case "XAROLLBACK":
+		return dst, d.errorf("XAROLLBACK: an XA transaction was rolled back at the source after its XA PREPARE, whose rows Canal had sent and the models took; " +
+			"reconcile the tables it changed against the source (tracelake reconcile --source), then delete this dead letter")
 	default:
 		return dst, d.errorf("type %q is not one of INSERT, UPDATE, DELETE or a DDL type", typ)
 	}

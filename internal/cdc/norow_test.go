@@ -1,6 +1,9 @@
 package cdc
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Messages of a Debezium connector's other topics hold no row: its schema
 // change topic (named as the server: a `topics: [dbserver1]` or a pattern
@@ -98,5 +101,21 @@ func TestCanalStatementTextMakesNoChange(t *testing.T) {
 	if _, err := d.Decode(nil, "canal", nil, []byte(`{"data":null,"database":"shop","es":1700000000000,"id":5,"isDdl":false,`+
 		`"sql":"UPDATE orders SET qty = qty + 1","table":"orders","type":"UPDATE"}`)); err == nil {
 		t.Error("a statement-based UPDATE without rows was taken")
+	}
+}
+
+// An XA ROLLBACK after its XA PREPARE (whose rows Canal sent, and the
+// models took) comes as type XAROLLBACK: a dead letter, as the models hold
+// rows the source rolled back, with a reason that says so and what to do
+// (it was "type not one of INSERT, UPDATE, DELETE or a DDL type").
+func TestCanalXARollbackSaysWhatItMeans(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Decode(nil, "canal", nil, []byte(`{"data":null,"database":"","es":1700000000000,"id":4,"isDdl":false,"mysqlType":null,"old":null,"pkNames":null,`+
+		`"sql":"XA ROLLBACK X'31',X'',1","sqlType":null,"table":"","ts":1700000000100,"type":"XAROLLBACK"}`))
+	if err == nil || !strings.Contains(err.Error(), "rolled back") || !strings.Contains(err.Error(), "reconcile") {
+		t.Errorf("XAROLLBACK: %v; want a dead letter saying the prepared rows were rolled back at the source, and to reconcile", err)
 	}
 }
