@@ -343,3 +343,28 @@ func TestDecimalParameterKeepsItsScale(t *testing.T) {
 		p.Close(ctx)
 	}
 }
+
+// Through ADBC's database/sql adapter, which takes for each parameter the
+// Go type of its declared Arrow type only (sqldriver isCorrectParamType):
+// a uint64 binds for an unsigned column (declared a string, the adapter
+// refused it). (The adapter takes no time.Time for a timestamp nor any
+// decimal whatever is declared; ADBC's statements bind Arrow arrays of
+// the declared types, TestParameterTypes in internal/query.)
+func TestUnsignedParameterThroughDatabaseSQL(t *testing.T) {
+	duck := duckLake(t)
+	s := start(t, &fakeReader{}, func(o *Options) { o.Reader = duck })
+	db := sqlDB(t, "uri=grpc+tcp://"+s.Addr+";"+adbcfs.OptionRPCCallHeaderPrefix+"x-scope-orgid=a;"+adbcfs.OptionAuthorizationHeader+"=Bearer tok-a")
+	ctx := context.Background()
+	prep, err := db.PrepareContext(ctx, "SELECT name, duration_ms FROM otel_spans WHERE duration_ms::UBIGINT = $1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prep.Close()
+	rows, err := prep.QueryContext(ctx, uint64(4999))
+	if err != nil {
+		t.Fatalf("a uint64 for a UBIGINT: %v", err)
+	}
+	if got := scanSpans(t, rows); !slices.Equal(got, []string{"span-4999"}) {
+		t.Errorf("duration_ms::UBIGINT = 4999: %v, want span-4999", got)
+	}
+}

@@ -12,9 +12,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	bindings "github.com/duckdb/duckdb-go-bindings"
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tracelake/tracelake/internal/sqltext"
@@ -375,19 +377,33 @@ func (d *DuckDB) Parameters(ctx context.Context, s tenancy.Scope, q string) (*ar
 // parameters says the type of each of the n parameters of text (checked,
 // its views made on sess) as DuckDB infers it.
 func (sess *session) parameters(ctx context.Context, text string, n int) (*arrow.Schema, error) {
+	offs, err := duckdbHandles()
+	if err != nil {
+		return nil, err
+	}
 	fields := make([]arrow.Field, n)
-	err := sess.conn.Raw(func(dc any) error {
+	err = sess.conn.Raw(func(dc any) error {
 		st, err := dc.(driver.ConnPrepareContext).PrepareContext(ctx, text)
 		if err != nil {
 			return queryError(err)
 		}
 		defer st.Close()
+		stmt := st.(*duckdb.Stmt)
 		for i := range fields {
-			typ, err := st.(*duckdb.Stmt).ParamType(i + 1)
+			typ, err := stmt.ParamType(i + 1)
 			if err != nil {
 				return err
 			}
-			fields[i] = arrow.Field{Name: fmt.Sprintf("$%d", i+1), Type: arrowType(typ), Nullable: true}
+			at := arrowType(typ)
+			if typ == duckdb.TYPE_DECIMAL {
+				// Its width and scale are the logical type's, which
+				// duckdb-go does not export: read by the C API.
+				prepared := *(**bindings.PreparedStatement)(unsafe.Add(unsafe.Pointer(stmt), offs.stmt))
+				lt := bindings.ParamLogicalType(*prepared, bindings.IdxT(i+1))
+				at = &arrow.Decimal128Type{Precision: int32(bindings.DecimalWidth(lt)), Scale: int32(bindings.DecimalScale(lt))}
+				bindings.DestroyLogicalType(&lt)
+			}
+			fields[i] = arrow.Field{Name: fmt.Sprintf("$%d", i+1), Type: at, Nullable: true}
 		}
 		return nil
 	})
@@ -397,10 +413,28 @@ func (sess *session) parameters(ctx context.Context, text string, n int) (*arrow
 	return arrow.NewSchema(fields, nil), nil
 }
 
-// arrowType is the Arrow type of a DuckDB parameter type; a string for
-// those without a plain counterpart (DuckDB casts a string to them).
+// arrowType is the Arrow type of a DuckDB parameter type (a DECIMAL's
+// width and scale aside); a string for those without a plain counterpart
+// (DuckDB casts a string to them: HUGEINT's range is past Arrow's
+// integers, INTERVAL, lists and the rest).
 func arrowType(t duckdb.Type) arrow.DataType {
 	switch t {
+	case duckdb.TYPE_UTINYINT:
+		return arrow.PrimitiveTypes.Uint8
+	case duckdb.TYPE_USMALLINT:
+		return arrow.PrimitiveTypes.Uint16
+	case duckdb.TYPE_UINTEGER:
+		return arrow.PrimitiveTypes.Uint32
+	case duckdb.TYPE_UBIGINT:
+		return arrow.PrimitiveTypes.Uint64
+	case duckdb.TYPE_TIMESTAMP_NS:
+		return arrow.FixedWidthTypes.Timestamp_ns
+	case duckdb.TYPE_TIMESTAMP_MS:
+		return arrow.FixedWidthTypes.Timestamp_ms
+	case duckdb.TYPE_TIMESTAMP_S:
+		return arrow.FixedWidthTypes.Timestamp_s
+	case duckdb.TYPE_TIME:
+		return arrow.FixedWidthTypes.Time64us
 	case duckdb.TYPE_BOOLEAN:
 		return arrow.FixedWidthTypes.Boolean
 	case duckdb.TYPE_TINYINT:

@@ -175,6 +175,22 @@ func TestParameterTypes(t *testing.T) {
 		if want := []string{"int64", "utf8", "utf8"}; !slices.Equal(got, want) {
 			t.Errorf("%s: parameter types %v, want %v", name, got, want)
 		}
+		// Types a client binds natively (a decimal column of a changelog
+		// table, an unsigned key, a nanosecond time) are declared as
+		// themselves: declared strings, ADBC's database/sql adapter
+		// refused a uint64 or a time.Time for them.
+		s, err = r.Parameters(context.Background(), tenantA, `SELECT * FROM otel_spans WHERE duration_ms::DECIMAL(10,2) = ? AND duration_ms::UBIGINT = ?
+			AND make_timestamp(duration_ms)::TIMESTAMP_NS = ? AND make_time(0, 0, duration_ms) = ? AND make_timestamp(duration_ms)::TIMESTAMPTZ = ?`)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got = got[:0]
+		for _, f := range s.Fields() {
+			got = append(got, f.Type.String())
+		}
+		if want := []string{"decimal(10, 2)", "uint64", "timestamp[ns, tz=UTC]", "time64[us]", "timestamp[us, tz=UTC]"}; !slices.Equal(got, want) {
+			t.Errorf("%s: parameter types %v, want %v", name, got, want)
+		}
 		if _, err := r.Parameters(context.Background(), tenantA, `SELECT * FROM events WHERE record_content = ?`); err == nil {
 			t.Errorf("%s: the parameters of a query over a table the tenant may not read were described", name)
 		}
