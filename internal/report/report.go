@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tracelake/tracelake/internal/genai"
+	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
@@ -104,9 +106,12 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	defer db.Rollback() //nolint:errcheck // read only
 	r := &Report{Table: opt.Table, Since: opt.Since, Tenant: opt.Tenant, Generated: opt.Now.UTC()}
 	t := sqltext.Name(opt.Table)
-	where := "start_time IS NOT NULL"
+	// A window takes the operations that started in it; the report of
+	// everything (Since 0) takes those without a start time too (OTLP's
+	// unset 0, stored null): left out, their usage and cost were lost.
+	where := "true"
 	if opt.Since > 0 {
-		where += fmt.Sprintf(" AND start_time >= TIMESTAMP '%s'", opt.Now.UTC().Add(-opt.Since).Format("2006-01-02 15:04:05.000000"))
+		where = fmt.Sprintf("start_time >= TIMESTAMP '%s'", opt.Now.UTC().Add(-opt.Since).Format("2006-01-02 15:04:05.000000"))
 	}
 	if opt.Tenant != "" {
 		where += " AND tenant_id = " + sqltext.String(opt.Tenant)
@@ -131,7 +136,7 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
 	}
 	from := " FROM (WITH RECURSIVE ops AS (SELECT * FROM " + t + " WHERE " + where +
-		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id ORDER BY ktopic, kpartition, koffset, kindex) = 1)," +
+		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id, " + contentKey + " ORDER BY ktopic, kpartition, koffset, kindex) = 1)," +
 		" ancestors AS (SELECT c.span_id AS origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ops c JOIN ops p ON " + same("p", "c") +
 		" AND p.span_id = c.parent_span_id WHERE c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL" +
 		" UNION SELECT a.origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ancestors a JOIN ops p ON " + same("p", "a") +
@@ -160,8 +165,10 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 			return nil
 		})
 	if err == nil {
+		// An operation without a start time has no day to be drawn on.
 		err = query(ctx, db, `SELECT strftime(start_time, '%Y-%m-%d'), `+model+`, coalesce(sum(total_cost_usd), 0)::DOUBLE,
-			`+tokens("total_tokens")+from+` AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) GROUP BY 1, 2 ORDER BY 1, 2`,
+			`+tokens("total_tokens")+from+` AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) AND start_time IS NOT NULL
+			GROUP BY 1, 2 ORDER BY 1, 2`,
 			func(s scanner) error {
 				var d ModelDay
 				if err := s.Scan(&d.Day, &d.Model, &d.CostUSD, &d.Tokens); err != nil {
@@ -252,6 +259,26 @@ var unlessRolledUp = func() string {
 		fmt.Fprintf(&b, "CASE WHEN rolled_up THEN NULL ELSE %[1]s END AS %[1]s", c)
 	}
 	return b.String()
+}()
+
+// contentKey tells apart the operations of spans without a span id (all
+// zero in OTLP, stored null), which (tenant_id, trace_id, span_id) cannot:
+// PARTITION BY puts every null together, and such operations of one trace
+// counted as one. They are identified by their content, as the dedup
+// model identifies log records (internal/merge/dedup.go), so a client's
+// retry of one still counts once; the cost, price and message columns are
+// left out, as they depend on the prices and genai.capture_content of the
+// process that loaded each copy, not on the span. Null for a span with an
+// id, which its ids identify.
+var contentKey = func() string {
+	loadedBy := map[string]bool{"price_id": true, "price_match": true, "input_messages": true, "output_messages": true}
+	var fields []string
+	for _, c := range genai.Table.Columns {
+		if c.Type != schema.Decimal && !loadedBy[c.Name] {
+			fields = append(fields, sqltext.Ident(c.Name)+" := "+sqltext.Ident(c.Name))
+		}
+	}
+	return "CASE WHEN span_id IS NULL THEN md5(to_json(struct_pack(" + strings.Join(fields, ", ") + "))) END"
 }()
 
 type scanner interface{ Scan(dest ...any) error }

@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +207,93 @@ func TestUsageInAParentCycleCountsOnce(t *testing.T) {
 	}
 	if got["trace-1"] != 200 || got["trace-2"] != 1000 || got["trace-3"] != 800 {
 		t.Errorf("tokens by trace %v, want trace-1 200, trace-2 1000, trace-3 800", got)
+	}
+}
+
+// emptyOperations is an empty genai_operations with the columns tracelake
+// loads.
+func emptyOperations(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var defs []string
+	for _, c := range duckdb.TypedColumns(&genai.Table) {
+		defs = append(defs, sqltext.Ident(c.Name)+" "+c.Type)
+	}
+	if _, err := db.Exec("CREATE TABLE genai_operations (" + strings.Join(defs, ", ") + ")"); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// A span whose span id is all zero (invalid in OTLP, but stored: its id
+// is null) has no identity to tell copies by. The report counted each
+// operation once by (tenant, trace, span id), and a PARTITION BY puts
+// every null together: two such operations of one trace were one, the
+// other's usage and cost gone. Such operations are told apart by what
+// they are (a client's retry of one still counts once).
+func TestOperationsWithoutSpanIDAreNotOne(t *testing.T) {
+	db := emptyOperations(t)
+	start := now.Add(-time.Hour).Format("2006-01-02 15:04:05")
+	for i, r := range []struct {
+		name    string
+		in      int64
+		koffset int
+	}{
+		{"chat a", 100, 1},
+		{"chat b", 200, 2},
+		{"chat b", 200, 3}, // chat b again: a client's retry
+	} {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, start_time, duration_ms, span_name, operation,
+			provider, request_model, status, input_tokens, output_tokens, total_tokens, total_cost_usd, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', 'trace-1', NULL, CAST(? AS TIMESTAMP), 10, ?, 'chat', 'openai', 'gpt-4o', 'ok', ?, 0, ?,
+			CAST(? AS DECIMAL(18,12)) / 1000000, 'otlp', 0, ?, ?)`, start, r.name, r.in, r.in, r.in, r.koffset, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Operations != 2 || r.InputTokens != 300 || r.CostUSD != "0.000300000000" {
+		t.Errorf("two operations without a span id (one sent twice): %d operations, %d input tokens, cost %s; want 2, 300, 0.000300000000",
+			r.Operations, r.InputTokens, r.CostUSD)
+	}
+}
+
+// A span without a start time (OTLP's 0: unset) is stored with a null
+// start_time. A window (--since 7d) cannot place it, but the report of
+// everything (--since all) must count it: it left out every such
+// operation, its usage and its cost. It has no day to be drawn on.
+func TestReportOfEverythingCountsOperationsWithoutStart(t *testing.T) {
+	db := emptyOperations(t)
+	for i, start := range []string{now.Add(-time.Hour).Format("2006-01-02 15:04:05"), ""} {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, start_time, duration_ms, operation,
+			provider, request_model, status, input_tokens, output_tokens, total_tokens, total_cost_usd, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', 'trace-1', ?, CAST(nullif(?, '') AS TIMESTAMP), 10, 'chat', 'openai', 'gpt-4o', 'ok', 100, 0, 100,
+			0.0001, 'otlp', 0, ?, 0)`, fmt.Sprintf("s%d", i), start, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := Build(context.Background(), db, Options{Table: "genai_operations", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Operations != 2 || all.InputTokens != 200 || all.CostUSD != "0.000200000000" || len(all.Models) != 1 || all.Models[0].Operations != 2 {
+		t.Errorf("everything: %d operations, %d input tokens, cost %s, models %+v; want 2, 200, 0.000200000000, gpt-4o's 2",
+			all.Operations, all.InputTokens, all.CostUSD, all.Models)
+	}
+	if len(all.ByDay) != 1 || all.ByDay[0].Tokens != 100 {
+		t.Errorf("by day %+v, want the one operation with a start on its day", all.ByDay)
+	}
+	week, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if week.Operations != 1 {
+		t.Errorf("the last 7 days: %d operations, want the one with a start", week.Operations)
 	}
 }
