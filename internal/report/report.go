@@ -135,15 +135,27 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	same := func(a, b string) string {
 		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
 	}
-	from := " FROM (WITH RECURSIVE ops AS (SELECT * FROM " + t + " WHERE " + where +
-		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id, " + contentKey + " ORDER BY ktopic, kpartition, koffset, kindex) = 1)," +
-		" ancestors AS (SELECT c.span_id AS origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ops c JOIN ops p ON " + same("p", "c") +
-		" AND p.span_id = c.parent_span_id WHERE c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL" +
-		" UNION SELECT a.origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ancestors a JOIN ops p ON " + same("p", "a") +
-		" AND p.span_id = a.parent_span_id)" +
-		" SELECT * REPLACE (" + unlessRolledUp + ") FROM (SELECT *, EXISTS (SELECT 1 FROM ancestors a WHERE " + same("a", "ops") +
-		" AND a.span_id = ops.span_id AND NOT EXISTS (SELECT 1 FROM ancestors b WHERE " + same("b", "a") +
-		" AND b.origin = a.span_id AND b.span_id = a.origin)) AS rolled_up FROM ops)) AS operations WHERE true"
+	// The operations are worked out once, into a temporary table of this
+	// transaction (its rollback drops it), and every figure is read from
+	// it: computed in each of the page's queries, the rollup took most of
+	// the report's time (20 s for 200,000 operations, BenchmarkReportLargeWindow).
+	// It holds the columns the page shows (not the messages, which
+	// capture_content makes long). An operation is rolled up when one of its descendants with usage
+	// (an ancestors row of its) is not also its ancestor (a cycle): an
+	// anti join, then a join, where a subquery per operation was slower.
+	if _, err := db.ExecContext(ctx, "CREATE OR REPLACE TEMPORARY TABLE "+opsTable+" AS WITH RECURSIVE ops AS (SELECT "+reportColumns+" FROM "+t+" WHERE "+where+
+		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id, "+contentKey+" ORDER BY ktopic, kpartition, koffset, kindex) = 1),"+
+		" ancestors AS (SELECT c.span_id AS origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ops c JOIN ops p ON "+same("p", "c")+
+		" AND p.span_id = c.parent_span_id WHERE c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL"+
+		" UNION SELECT a.origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ancestors a JOIN ops p ON "+same("p", "a")+
+		" AND p.span_id = a.parent_span_id),"+
+		" rolled AS (SELECT DISTINCT a.tenant_id, a.trace_id, a.span_id FROM ancestors a ANTI JOIN ancestors b ON "+same("b", "a")+
+		" AND b.origin = a.span_id AND b.span_id = a.origin)"+
+		" SELECT * REPLACE ("+unlessRolledUp+") FROM (SELECT ops.*, r.span_id IS NOT NULL AS rolled_up FROM ops LEFT JOIN rolled r ON "+same("r", "ops")+
+		" AND r.span_id = ops.span_id)"); err != nil {
+		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
+	}
+	from := " FROM " + opsTable + " AS operations WHERE true"
 	// A model is the one that answered, else the one asked for.
 	const model = "coalesce(response_model, request_model, '(none)')"
 
@@ -247,12 +259,18 @@ func tokens(column string) string {
 	return "greatest(least(coalesce(sum(" + column + "), 0), 9223372036854775807), -9223372036854775807)::BIGINT"
 }
 
+// usage are the columns of an operation's usage the report sums.
+var usage = []string{"input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "total_cost_usd"}
+
+// reportColumns are the columns of genai_operations the report reads.
+var reportColumns = strings.Join(append([]string{"tenant_id", "trace_id", "span_id", "parent_span_id", "start_time", "duration_ms",
+	"service_name", "operation", "request_model", "response_model", "tool_name", "agent_name", "status"}, usage...), ", ")
+
 // unlessRolledUp nulls an operation's usage columns where its
 // descendants' usage counts instead (Build's rolled_up).
 var unlessRolledUp = func() string {
 	var b strings.Builder
-	for i, c := range []string{"input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "cache_creation_tokens",
-		"reasoning_tokens", "input_cost_usd", "cache_read_cost_usd", "cache_creation_cost_usd", "output_cost_usd", "total_cost_usd"} {
+	for i, c := range usage {
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -260,6 +278,9 @@ var unlessRolledUp = func() string {
 	}
 	return b.String()
 }()
+
+// opsTable is the temporary table of a report's operations (Build).
+const opsTable = "tracelake_report_operations"
 
 // contentKey tells apart the operations of spans without a span id (all
 // zero in OTLP, stored null), which (tenant_id, trace_id, span_id) cannot:

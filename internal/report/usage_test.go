@@ -212,7 +212,7 @@ func TestUsageInAParentCycleCountsOnce(t *testing.T) {
 
 // emptyOperations is an empty genai_operations with the columns tracelake
 // loads.
-func emptyOperations(t *testing.T) *sql.DB {
+func emptyOperations(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
