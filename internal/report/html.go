@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math/big"
 	"sort"
 	"strings"
 	"time"
@@ -239,17 +240,19 @@ func integer(n int64) string {
 	return strings.Join(append([]string{s}, parts...), ",")
 }
 
-// money shows an exact decimal amount rounded to cents, or to a tenth of
-// a cent below a dollar.
+// money shows an exact decimal amount rounded to cents, or to a hundredth
+// of a cent below a dollar, halves away from zero. It rounds the decimal
+// itself: through a float64, 2.675 (2.67499999… in binary) showed $2.67,
+// and a sum's last shown digit depended on the binary noise.
 func money(s string) string {
-	var f float64
-	if _, err := fmt.Sscan(s, &f); err != nil {
+	var x big.Rat
+	if _, ok := x.SetString(s); !ok {
 		return s
 	}
-	if f < 1 {
-		return fmt.Sprintf("$%.4f", f)
+	if x.Cmp(big.NewRat(1, 1)) < 0 {
+		return "$" + x.FloatString(4)
 	}
-	return fmt.Sprintf("$%.2f", f)
+	return "$" + x.FloatString(2)
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{

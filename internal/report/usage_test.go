@@ -297,3 +297,22 @@ func TestReportOfEverythingCountsOperationsWithoutStart(t *testing.T) {
 		t.Errorf("the last 7 days: %d operations, want the one with a start", week.Operations)
 	}
 }
+
+// The report's costs are exact decimals (DECIMAL sums as text), shown
+// rounded: rounded through a float64 they took the binary value's side of
+// a half (2.675 is 2.67499999… as a double: $2.67).
+func TestMoneyRoundsTheDecimal(t *testing.T) {
+	for in, want := range map[string]string{
+		"2.675000000000":    "$2.68",
+		"1.005000000000":    "$1.01",
+		"0.123450000000":    "$0.1235",
+		"0.000049999999":    "$0.0000",
+		"1234567.994999999": "$1234567.99",
+		"12.000000000000":   "$12.00",
+		"0.000000000000":    "$0.0000",
+	} {
+		if got := money(in); got != want {
+			t.Errorf("money(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
