@@ -17,10 +17,6 @@ import (
 	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
-
-	"github.com/tracelake/tracelake/internal/genai"
-	"github.com/tracelake/tracelake/internal/sink/duckdb"
-	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 var now = time.Date(2026, 11, 30, 18, 0, 0, 0, time.UTC)
@@ -30,22 +26,13 @@ var now = time.Date(2026, 11, 30, 18, 0, 0, 0, time.UTC)
 // and one operation older than the window.
 func operations(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	var defs []string
-	for _, c := range duckdb.TypedColumns(&genai.Table) {
-		defs = append(defs, sqltext.Ident(c.Name)+" "+c.Type)
-	}
+	db := emptyOperations(t)
 	exec := func(q string) {
 		t.Helper()
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	exec("CREATE TABLE genai_operations (" + strings.Join(defs, ", ") + ")")
 	spans := 0
 	insert := func(day int, trace, op, model, tool, agent, status string, in, out int64, cost string, ms float64) {
 		start := now.Add(-time.Duration(day) * 24 * time.Hour).Format("2006-01-02 15:04:05")

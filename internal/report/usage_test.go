@@ -27,18 +27,7 @@ import (
 // an operation with a descendant operation with usage is left out of the
 // sums.
 func TestAgentUsageNotCountedTwiceWithItsChats(t *testing.T) {
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var defs []string
-	for _, c := range duckdb.TypedColumns(&genai.Table) {
-		defs = append(defs, sqltext.Ident(c.Name)+" "+c.Type)
-	}
-	if _, err := db.Exec("CREATE TABLE genai_operations (" + strings.Join(defs, ", ") + ")"); err != nil {
-		t.Fatal(err)
-	}
+	db := emptyOperations(t)
 	start := now.Add(-time.Hour).Format("2006-01-02 15:04:05")
 	// The agent (span a) and its two chats (b, c, children of a); the
 	// agent's usage is the sum of its chats' (gpt-4o: $2.5/M in, $10/M out).
@@ -154,18 +143,7 @@ func TestNoTokensSumToZero(t *testing.T) {
 // operation's usage still counts once, none is lost. Before, the cycle
 // made each its own descendant and every one of them was left out.
 func TestUsageInAParentCycleCountsOnce(t *testing.T) {
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var defs []string
-	for _, c := range duckdb.TypedColumns(&genai.Table) {
-		defs = append(defs, sqltext.Ident(c.Name)+" "+c.Type)
-	}
-	if _, err := db.Exec("CREATE TABLE genai_operations (" + strings.Join(defs, ", ") + ")"); err != nil {
-		t.Fatal(err)
-	}
+	db := emptyOperations(t)
 	start := now.Add(-time.Hour).Format("2006-01-02 15:04:05")
 	// trace-1: a chat that is its own parent. trace-2: chats b and c,
 	// each the other's parent, and an agent d above neither. trace-3:
