@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
@@ -110,4 +111,53 @@ func loadRetrying(ctx context.Context, s *databend.Sink, files []sink.File) erro
 		}
 	}
 	return err
+}
+
+// A claim excludes another only while Databend's load history keeps its
+// marker: databend-query upserts a copied file's key with the TTL
+// load_file_metadata_expire_hours (builder_copy_into_table.rs
+// build_upsert_copied_files_to_meta_req; default 24, scope Both), set in
+// the DSN or by an administrator's SET GLOBAL. A former owner's load that
+// read claims and ledger and then stood still (a paused process: its
+// transaction lives idle_transaction_timeout_secs, 4 h by default) for
+// longer than that TTL found the new owner's marker forgotten, copied it,
+// committed, and the offsets both loaded were stored twice.
+func TestClaimOutlivesAShortLoadHistory(t *testing.T) {
+	for _, c := range []struct {
+		name, dsn string
+		global    map[string]string
+	}{
+		{"dsn", "load_file_metadata_expire_hours=1", nil},
+		{"set global", "", map[string]string{"load_file_metadata_expire_hours": "1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, former := prepared(t, c.dsn)
+			srv.Set(func() { srv.GlobalSettings = c.global })
+			owner := open(t, srv, c.dsn)
+			formerFiles := stage(t, former, batch(0, 0, 9))
+			ownerFiles := stage(t, owner, batch(0, 0, 14))
+			// The former owner read the claims and the ledger, then stood
+			// still for two hours, in which the new owner loaded.
+			ctx := context.Background()
+			moved := false
+			srv.After = func(sql string) {
+				if !moved && strings.HasPrefix(sql, `SELECT topic, "partition", max(last_offset) FROM "trace_raw_ledger"`) {
+					moved = true
+					if err := loadRetrying(ctx, owner, ownerFiles); err != nil {
+						t.Error(err)
+					}
+					srv.Advance(2 * time.Hour)
+				}
+			}
+			if err := loadRetrying(ctx, former, formerFiles); err != nil {
+				t.Fatal(err)
+			}
+			if !moved {
+				t.Fatal("the new owner never loaded during the former owner's load")
+			}
+			if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 14)) {
+				t.Errorf("offsets %v; want 0..14 once", o)
+			}
+		})
+	}
 }

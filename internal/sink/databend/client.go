@@ -11,6 +11,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +70,18 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 	// change between sessions) and casts model columns' times without an
 	// offset as UTC, as on DuckDB.
 	settings["timezone"] = "UTC"
+	// A claim (claim.go) excludes another load only while Databend's
+	// load history keeps its marker: COPY upserts the marker's key with
+	// the TTL load_file_metadata_expire_hours (scope Both: the DSN or SET
+	// GLOBAL may shorten it; builder_copy_into_table.rs
+	// build_upsert_copied_files_to_meta_req), and once the meta service
+	// forgot it a load that read the same claim count copies the marker
+	// and commits too. So the history keeps files at least
+	// minHistoryHours, and a load's transaction is held to less
+	// (maxClaimAge before its COMMIT, an idle transaction dropped after
+	// maxIdleTxnSecs: servers/http/v1/query/http_query.rs add_txn).
+	settings["load_file_metadata_expire_hours"] = strconv.FormatUint(max(settingUint(cfg.Params, "load_file_metadata_expire_hours", minHistoryHours), minHistoryHours), 10)
+	settings["idle_transaction_timeout_secs"] = strconv.FormatUint(min(settingUint(cfg.Params, "idle_transaction_timeout_secs", maxIdleTxnSecs), maxIdleTxnSecs), 10)
 	base["settings"] = settings
 	raw, err := json.Marshal(base)
 	if err != nil {
@@ -80,6 +93,22 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 		cfg:      cfg,
 		base:     raw,
 	}, nil
+}
+
+const (
+	minHistoryHours = 24          // load_file_metadata_expire_hours, at least (Databend's default)
+	maxIdleTxnSecs  = 4 * 60 * 60 // idle_transaction_timeout_secs, at most (Databend's default)
+)
+
+// settingUint is the DSN's setting name as an unsigned number, or def
+// when it sets none (or one that is not a number, which Databend refuses
+// anyway).
+func settingUint(params map[string]string, name string, def uint64) uint64 {
+	v, err := strconv.ParseUint(params[name], 10, 64)
+	if err != nil {
+		return def
+	}
+	return v
 }
 
 // session is one Databend session: the state the server hands back with

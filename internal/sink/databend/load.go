@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sqltext"
@@ -17,6 +18,12 @@ import (
 // part of a file whose rejects are not yet known, so 64 rounds is far more
 // than a 16 MiB file can need.
 const maxRounds = 64
+
+// maxClaimAge bounds how long after reading its claims a load may send
+// its COMMIT: with an idle transaction's life (maxIdleTxnSecs) it stays
+// well within the load history's (minHistoryHours), which its claims
+// need.
+const maxClaimAge = 4 * time.Hour
 
 // Load runs one transaction: read the ledger positions of the files'
 // partitions, claim them (claim: of two loads that read the same
@@ -124,6 +131,7 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 		}
 	}
 	// The claims before the ledger: see claim.go.
+	claimed := time.Now()
 	claims, err := s.claimCounts(ctx, ss, parts)
 	if err != nil {
 		return sink.Loaded{}, nil, err
@@ -181,6 +189,11 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 		if _, err := ss.query(ctx, ledgerInsert(s.tables.ledger, ranges, loadID, len(p.files))); err != nil {
 			return sink.Loaded{}, nil, fmt.Errorf("insert ledger rows: %w", err)
 		}
+	}
+	if age := time.Since(claimed); age > maxClaimAge {
+		// Its claims may be forgotten by the load history before it
+		// lands (see client.go, minHistoryHours).
+		return sink.Loaded{}, nil, &transientError{fmt.Errorf("the load's transaction read its claims %s ago, more than %s; loading again from fresh reads", age.Round(time.Second), maxClaimAge)}
 	}
 	if _, err := ss.query(ctx, "COMMIT"); err != nil {
 		return sink.Loaded{}, nil, fmt.Errorf("commit: %w", err)

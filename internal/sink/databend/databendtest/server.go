@@ -105,8 +105,16 @@ type Server struct {
 	balance int // the balancer's next node
 	tables  map[string]*table
 	stage   map[string][]byte // path in the stage (stage name/path) → bytes
-	history map[string]bool   // table + "\x00" + path: COPY's load history
-	late    []*txn            // commits in flight (LateCommit)
+	// history is COPY's load history: table + "\x00" + path → when the
+	// entry expires (zero: never). databend-query upserts a copied file's
+	// key with the TTL load_file_metadata_expire_hours (default 24,
+	// settings_default.rs; builder_copy_into_table.rs
+	// build_upsert_copied_files_to_meta_req), and the meta service
+	// forgets it then: a COPY no longer skips the file, a COMMIT's
+	// condition on the key (seq 0) holds again.
+	history map[string]time.Time
+	skew    time.Duration // Advance: the server's clock runs this far ahead
+	late    []*txn        // commits in flight (LateCommit)
 	// pendingLate is the transaction of the COMMIT being run when
 	// LateCommit said it lands late.
 	pendingLate *txn
@@ -133,6 +141,10 @@ type txn struct {
 	rows    map[string][]Row
 	history map[string]bool // files COPY loaded with FORCE = FALSE
 	forced  map[string]bool // files COPY loaded with FORCE = TRUE
+	// ttl is, per file in history or forced, how long the load history
+	// keeps it once committed (the COPY's session's
+	// load_file_metadata_expire_hours).
+	ttl     map[string]time.Duration
 	cleared map[string]bool // tables DELETE FROM emptied (their committed rows)
 	// base is, per table the transaction rewrote (cleared), what its
 	// rewrite read of the committed table: a COMMIT after another
@@ -174,7 +186,7 @@ func NewCluster(user, password string, n int) *Server {
 		User: user, Password: password, PageRows: 2, WaitTime: 10 * time.Second,
 		tables:  map[string]*table{},
 		stage:   map[string][]byte{},
-		history: map[string]bool{},
+		history: map[string]time.Time{},
 	}
 	started := time.Now().UTC().Format(time.RFC3339)
 	for i := range max(1, n) {
@@ -383,7 +395,22 @@ func readStaged(data []byte) ([][]byte, error) {
 func (s *Server) MarkLoaded(table, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.history[table+"\x00"+path] = true
+	s.history[table+"\x00"+path] = time.Time{}
+}
+
+// Advance moves the server's clock on by d (the load history's entries
+// expire by it), as time passing while a process is paused.
+func (s *Server) Advance(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.skew += d
+}
+
+// inHistory tells whether the load history has the key k (table + "\x00"
+// + path) now. Called with the lock held.
+func (s *Server) inHistory(k string) bool {
+	exp, ok := s.history[k]
+	return ok && (exp.IsZero() || time.Now().Add(s.skew).Before(exp))
 }
 
 // DropTable removes a table, as an operator might while tracelake runs.

@@ -81,7 +81,7 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return []string{"1"}, [][]*string{{str("1")}}, nil
 	case sql == "BEGIN":
 		if tx == nil {
-			*txp = &txn{rows: map[string][]Row{}, history: map[string]bool{}, forced: map[string]bool{}}
+			*txp = &txn{rows: map[string][]Row{}, history: map[string]bool{}, forced: map[string]bool{}, ttl: map[string]time.Duration{}}
 			sess.TxnState = "Active"
 		}
 		return nil, nil, nil
@@ -157,7 +157,11 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return s.positions(m[2], m[3], m[1], tx)
 	}
 	if m := reCopy.FindStringSubmatch(sql); m != nil {
-		return s.copyInto(tx, unquote(m[1]), m[2], quotedList(m[3]), m[4] == "TRUE")
+		ttl, err := s.historyTTL(*sess)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.copyInto(tx, unquote(m[1]), m[2], quotedList(m[3]), m[4] == "TRUE", ttl)
 	}
 	if m := reLedgerInsert.FindStringSubmatch(sql); m != nil {
 		return nil, nil, s.insertLedger(tx, unquote(m[1]), m[2])
@@ -299,7 +303,7 @@ func (s *Server) addColumn(quoted, col, typ string) error {
 // table_api.rs: DuplicatedUpsertFiles), nothing applied.
 func (s *Server) commit(tx *txn) error {
 	for k := range tx.history {
-		if s.history[k] {
+		if s.inHistory(k) {
 			return &codedError{CodeDuplicatedUpsertFiles, fmt.Sprintf("DuplicatedUpsertFiles: file %s, in operation `commit`", strings.SplitN(k, "\x00", 2)[1])}
 		}
 	}
@@ -329,11 +333,11 @@ func (s *Server) apply(tx *txn) error {
 			s.tables[name].rows = append(s.tables[name].rows, rows...)
 		}
 	}
-	for k := range tx.history {
-		s.history[k] = true
-	}
-	for k := range tx.forced {
-		s.history[k] = true
+	now := time.Now().Add(s.skew)
+	for _, keys := range []map[string]bool{tx.history, tx.forced} {
+		for k := range keys {
+			s.history[k] = now.Add(tx.ttl[k])
+		}
 	}
 	return nil
 }
@@ -404,14 +408,14 @@ func (s *Server) positions(name, topicList, agg string, tx *txn) ([]string, [][]
 
 // copyInto runs COPY INTO in the transaction tx, or on its own (COPY
 // outside a transaction commits at once, as any statement does).
-func (s *Server) copyInto(tx *txn, name, location string, files []string, force bool) ([]string, [][]*string, error) {
+func (s *Server) copyInto(tx *txn, name, location string, files []string, force bool, ttl time.Duration) ([]string, [][]*string, error) {
 	t := s.tables[name]
 	if t == nil {
 		return nil, nil, unknownTable(name)
 	}
 	if tx == nil {
-		own := &txn{rows: map[string][]Row{}, history: map[string]bool{}, forced: map[string]bool{}}
-		cols, rows, err := s.copyInto(own, name, location, files, force)
+		own := &txn{rows: map[string][]Row{}, history: map[string]bool{}, forced: map[string]bool{}, ttl: map[string]time.Duration{}}
+		cols, rows, err := s.copyInto(own, name, location, files, force, ttl)
 		if err == nil {
 			err = s.apply(own) // appends only: never conflicts
 		}
@@ -432,7 +436,7 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 	for _, f := range files {
 		path := location + f
 		hkey := name + "\x00" + path
-		if !force && (s.history[hkey] || tx.history[hkey]) {
+		if !force && (s.inHistory(hkey) || tx.history[hkey]) {
 			continue // load history: already loaded
 		}
 		data := s.stage[path]
@@ -454,6 +458,7 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 			tx.rows[name] = append(tx.rows[name], r)
 			loaded++
 		}
+		tx.ttl[hkey] = ttl
 		if force {
 			tx.forced[hkey] = true
 		} else {
@@ -470,6 +475,21 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 
 // rowError says why the table cannot take r ("" if it can): an integer
 // column given something else than an integer, or what Reject says.
+// historyTTL is how long the load history keeps a file a COPY in the
+// session sess loads: load_file_metadata_expire_hours (default 24, scope
+// Both: SET GLOBAL or the session's own).
+func (s *Server) historyTTL(sess sessionConf) (time.Duration, error) {
+	v := s.setting(sess, "load_file_metadata_expire_hours")
+	if v == "" {
+		return 24 * time.Hour, nil
+	}
+	h, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return 0, &codedError{CodeSemanticError, fmt.Sprintf("invalid load_file_metadata_expire_hours %q", v)}
+	}
+	return time.Duration(h) * time.Hour, nil
+}
+
 func (s *Server) rowError(name string, t *table, r Row) string {
 	for i, c := range t.cols {
 		v, ok := r[c]
