@@ -143,7 +143,18 @@ func (s *Sink) claim(ctx context.Context, ss *session, p *loadPlan, claims, fenc
 	case len(skipped) > 0:
 		return &transientError{fmt.Errorf("claim the loaded positions: another load claimed %d of this load's partitions after its read; loading again from a fresh read", len(skipped))}
 	}
-	return checkCopied(s.tables.fence, targets, got)
+	if err := checkCopied(s.tables.fence, targets, got); err != nil {
+		return err
+	}
+	// A rejected marker row is no claim: committed, its marker would be
+	// in the load history with no row counted, and every later load of
+	// the partition would name it again and be skipped for ever.
+	for _, t := range targets {
+		if o := got[t.name]; o.errors > 0 {
+			return fmt.Errorf("%w: %s rejected the claim %s (line %d): %s", sink.ErrFatal, s.opt.Table+"_fence", t.name, o.firstLine, o.firstError)
+		}
+	}
+	return nil
 }
 
 // stagedOnce adds name to the names this load staged, once.

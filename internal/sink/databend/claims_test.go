@@ -161,3 +161,27 @@ func TestClaimOutlivesAShortLoadHistory(t *testing.T) {
 		})
 	}
 }
+
+// A claim's marker whose row the fence table rejected (ON_ERROR =
+// CONTINUE) was taken for a claim (loaded or rejected, as a data file):
+// the load committed, its marker in the load history and no row counted,
+// so every later load of the partition named that marker again, was
+// skipped, and retried for ever.
+func TestClaimWhoseRowIsRejectedIsNoClaim(t *testing.T) {
+	srv, s := prepared(t, "")
+	ctx := context.Background()
+	rejected := false
+	srv.Set(func() {
+		srv.Reject = func(table string, r databendtest.Row) string {
+			if table == "trace_raw_fence" && !rejected {
+				rejected = true
+				return "fail to decode column after_offset"
+			}
+			return ""
+		}
+	})
+	_ = loadRetrying(ctx, s, stage(t, s, batch(0, 0, 9)))
+	if err := loadRetrying(ctx, s, stage(t, s, batch(0, 10, 19))); err != nil {
+		t.Fatalf("the next load: %v", err)
+	}
+}
