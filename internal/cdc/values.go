@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -84,9 +85,20 @@ func isDecimal(v []byte) bool {
 
 // infer types a value of a source without types (Debezium without
 // schemas, Maxwell), conservatively: an integral number within int64 is
-// Int64, any other number without exponent Decimal (its exact text), one
-// with an exponent Float64; a string String; true/false Bool; an object or
+// Int64, any other number Decimal (its exact text, an exponent written
+// out: plainDecimal), or Float64 where that text would be longer than any
+// database's decimal; a string String; true/false Bool; an object or
 // array JSON; null String. A Decimal is written quoted to the arena.
+//
+// A number with an exponent is no sign of a double: Maxwell writes a
+// FLOAT's or DOUBLE's value with Java's Float.toString or Double.toString
+// (FloatColumnDef keeps ColumnDef.asJSON's value, which Jackson's
+// JsonGenerator.writeNumber writes so), with an exponent from 10^7 up and
+// below 10^-3 (1.0E7, 1.0E-4) and without one between (12.5), and a
+// DECIMAL's with BigDecimal.toString (1.00E-7 below 10^-6 at a large
+// scale); Kafka Connect's JsonConverter writes a float64 as Jackson does.
+// Typed Float64, one column's values made it DOUBLE or text by the first
+// seen, and the others were dead-lettered (neither holds the other).
 func (c *Change) infer(col *Column, v []byte) {
 	col.Type, col.Value = schema.String, nil
 	switch {
@@ -107,9 +119,63 @@ func (c *Change) infer(col *Column, v []byte) {
 	case isDecimal(v):
 		col.Type = schema.Decimal
 		c.putQuoted(col, v)
+	case isNumber(v):
+		from := len(c.arena)
+		var ok bool
+		if c.arena, ok = appendPlainDecimal(append(c.arena, '"'), v); !ok {
+			c.arena = c.arena[:from]
+			col.Type, col.Value = schema.Float64, v
+			return
+		}
+		c.arena = append(c.arena, '"')
+		col.Type, col.from, col.to = schema.Decimal, int32(from), int32(len(c.arena))
 	default:
 		col.Type, col.Value = schema.Float64, v
 	}
+}
+
+// appendPlainDecimal appends the JSON number v (with an exponent) as
+// decimal text without one, every digit of v kept: 12345678.9 for
+// 1.23456789E7, 0.000010 for 1.0E-5, 10000000 for 1.0E7. False when the
+// exponent moves the point more than maxDecimalScale places (no database's
+// decimal is that long; a double's at most 324).
+func appendPlainDecimal(dst, v []byte) ([]byte, bool) {
+	mantissa, exp, _ := bytes.Cut(v, []byte{'e'})
+	if len(exp) == 0 {
+		mantissa, exp, _ = bytes.Cut(v, []byte{'E'})
+	}
+	shift, err := strconv.Atoi(string(bytes.TrimPrefix(exp, []byte{'+'})))
+	if err != nil || shift > maxDecimalScale || shift < -maxDecimalScale {
+		return dst, false
+	}
+	if mantissa[0] == '-' {
+		dst = append(dst, '-')
+		mantissa = mantissa[1:]
+	}
+	whole, frac, _ := bytes.Cut(mantissa, []byte{'.'})
+	digits := append(slices.Clip(whole), frac...) // JSON: whole is "0" or has no leading zero
+	point := len(whole) + shift
+	switch {
+	case point <= 0:
+		dst = append(dst, '0', '.')
+		dst = append(dst, bytes.Repeat([]byte{'0'}, -point)...)
+		return append(dst, digits...), true
+	case point >= len(digits):
+		digits = append(digits, bytes.Repeat([]byte{'0'}, point-len(digits))...)
+		frac = nil
+	default:
+		digits, frac = digits[:point], digits[point:]
+	}
+	// A whole part of more than one digit starts with no zero: "0.5E1" is
+	// 5, not 05.
+	for len(digits) > 1 && digits[0] == '0' {
+		digits = digits[1:]
+	}
+	dst = append(dst, digits...)
+	if len(frac) > 0 {
+		dst = append(append(dst, '.'), frac...)
+	}
+	return dst, true
 }
 
 // putQuoted writes v as a JSON string (v needs no escape: a number).

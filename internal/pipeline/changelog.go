@@ -231,6 +231,18 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 					typ = d.typeName(col)
 				}
 			}
+			if col.SourceType == "" && col.Type == schema.Decimal && was.typ != typ {
+				// A number of a source without types, as its exact text
+				// (cdc's infer), in a DOUBLE column: one a Debezium schema
+				// typed, or a release before this one made of a number
+				// with an exponent. It is the number the source wrote
+				// (Java's Double.toString reads back as the same double),
+				// as the column's other values were.
+				if h, known := d.router.ColumnOf(was.typ); known && h.Type == schema.Float64 {
+					col.Type, col.Value = schema.Float64, col.Value[1:len(col.Value)-1]
+					typ = d.typeName(col)
+				}
+			}
 			if was.typ == typ {
 				return nil
 			}
