@@ -29,7 +29,8 @@ const (
 	// its kin): Statement holds its text; the row types of the table's next
 	// changes say what it did.
 	SchemaChange
-	// Truncate empties the table (Debezium "t", Canal TRUNCATE).
+	// Truncate empties the table (Debezium "t", Canal TRUNCATE; a DROP TABLE:
+	// Canal ERASE, Maxwell table-drop).
 	Truncate
 	// SnapshotStart and SnapshotEnd frame a Maxwell bootstrap of the table
 	// (bootstrap-start, bootstrap-complete).

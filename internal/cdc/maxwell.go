@@ -53,6 +53,12 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 		o = SnapshotStart
 	case t == "bootstrap-complete":
 		o = SnapshotEnd
+	case t == "table-drop":
+		// A DROP TABLE (output_ddl: ResolvedTableDrop, DDLMap.toJSON):
+		// the source table holds no row after it, so its model holds none
+		// of the rows changed before it, as after Canal's ERASE; a table
+		// created again under the name starts empty.
+		o = Truncate
 	case strings.HasPrefix(t, "table-"):
 		o = SchemaChange
 	case strings.HasPrefix(t, "database-"):

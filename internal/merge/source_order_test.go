@@ -227,3 +227,27 @@ func TestSourceOrderCanalChangeAfterThePositionUpgradeWinsOverStoredPositions(t 
 		})
 	}
 }
+
+// Maxwell with output_ddl sends a DROP TABLE as a table-drop message
+// (ResolvedTableDrop, named "table-drop" by ResolvedSchemaChange's
+// JsonSubTypes; DDLMap.toJSON writes its database, table, ts, sql and,
+// with output_binlog_position, position). As with Canal's ERASE, the
+// table created again under the name holds none of the dropped table's
+// rows, and neither must the model.
+func TestMaxwellDropTableEmptiesItsModel(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatMaxwell)
+	msg := func(typ, pos, data string) string {
+		return `{"database":"test","table":"orders","type":"` + typ + `","ts":1589373561,"xid":7,"commit":true,"position":"mysql-bin.000003:` + pos +
+			`","data":` + data + `,"primary_key_columns":["id"]}`
+	}
+	l.raw(0, "maxwell", msg("insert", "1000", `{"id":1,"name":"a"}`))
+	l.raw(0, "maxwell", msg("insert", "1100", `{"id":2,"name":"b"}`))
+	l.flush()
+	l.mustMerge()
+	l.raw(0, "maxwell", `{"type":"table-drop","database":"test","table":"orders","ts":1589373562,"sql":"DROP TABLE orders","position":"mysql-bin.000003:1200"}`)
+	l.raw(0, "maxwell", `{"type":"table-create","database":"test","table":"orders","def":{"database":"test","charset":"utf8mb4","table":"orders","columns":[{"type":"bigint","name":"id","signed":true},{"type":"int","name":"qty","signed":true}],"primary-key":["id"]},"ts":1589373563,"sql":"CREATE TABLE orders (id bigint primary key, qty int)","position":"mysql-bin.000003:1300"}`)
+	l.raw(0, "maxwell", msg("insert", "1400", `{"id":3,"qty":7}`))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, name, qty FROM cdc_test_orders`, "3|<nil>|7")
+}
