@@ -197,6 +197,12 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 			if !utf8.ValidString(col.Name) {
 				return fmt.Errorf("source table %s has a column named %s, which is not UTF-8 text", sourceName(c.Table), strconv.QuoteToASCII(col.Name))
 			}
+			if col.Name == "" || strings.IndexByte(col.Name, 0) >= 0 {
+				// MySQL and PostgreSQL refuse both in an identifier, and
+				// DuckDB's SQL cannot name such a column: creating the
+				// changelog table would fail the load of every table.
+				return fmt.Errorf("source table %s has a column named %s, which no database names a column", sourceName(c.Table), strconv.QuoteToASCII(col.Name))
+			}
 			lower := strings.ToLower(col.Name) // no copy when already lower case
 			if reserved[lower] {
 				return fmt.Errorf("source table %s has a column %s, a name the changelog table %s uses for its own (DuckDB's column names ignore case)", sourceName(c.Table), col.Name, c.Table.Log)

@@ -205,7 +205,7 @@ func TestCDCChangelogNameCollisionAcrossRestarts(t *testing.T) {
 
 // Text Go takes for JSON but DuckDB's JSON reader refuses (half a
 // surrogate pair, bytes that are not UTF-8, in a value or a column's
-// name) used to fail the load of every table at each retry: now its
+// name), and a column's name that is empty or holds a NUL, used to fail the load of every table at each retry: now its
 // record is dead-lettered with the reason, and the rest load.
 func TestCDCTextDuckDBRefusesIsDeadLettered(t *testing.T) {
 	c := newCluster(t, 1)
@@ -217,6 +217,11 @@ func TestCDCTextDuckDBRefusesIsDeadLettered(t *testing.T) {
 		debeziumChange("s", "{\"id\":3,\"s\":\"\xff\xfe\"}", 3),
 		debeziumChange("s", "{\"id\":4,\"\xff\":\"x\"}", 4),
 		debeziumChange("s", `{"id":5,"s":"\ud83d\ude00 \\ud800"}`, 5),
+		// Names no database gives a column, which DuckDB's SQL cannot
+		// name either: the table's creation failed, and every table's
+		// load with it, at each retry.
+		debeziumChange("s", `{"id":6,"":"x"}`, 6),
+		debeziumChange("s", `{"id":7,"a\u0000b":"x"}`, 7),
 	)
 	s := openRouted(t, cfg)
 	runChanges(t, cfg, s)
@@ -228,7 +233,9 @@ func TestCDCTextDuckDBRefusesIsDeadLettered(t *testing.T) {
 		`0|column j of source table "inv"."j": {"a":"\ud800"} holds a \u escape of half a UTF-16 surrogate pair, which is no character`,
 		`1|column s of source table "inv"."s": "\ud800x" holds a \u escape of half a UTF-16 surrogate pair, which is no character`,
 		`2|column s of source table "inv"."s": "\"\xff\xfe\"" is not UTF-8 text`,
-		`3|source table "inv"."s" has a column named "\xff", which is not UTF-8 text`)
+		`3|source table "inv"."s" has a column named "\xff", which is not UTF-8 text`,
+		`5|source table "inv"."s" has a column named "", which no database names a column`,
+		`6|source table "inv"."s" has a column named "a\x00b", which no database names a column`)
 }
 
 // A column whose source type is widened (int(11) to bigint(20),
