@@ -309,7 +309,7 @@ type source struct {
 func readSource(v []byte) source {
 	var s source
 	var file []byte
-	var pos, lsn []byte
+	var pos, lsn, sequence []byte
 	var tsMs, tsUs []byte
 	it, _ := open(v, '{')
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
@@ -326,6 +326,8 @@ func readSource(v []byte) source {
 			pos = v
 		case "lsn":
 			lsn = v
+		case "sequence":
+			sequence = text(v)
 		case "ts_ms":
 			tsMs = v
 		case "ts_us":
@@ -334,7 +336,7 @@ func readSource(v []byte) source {
 	}
 	switch {
 	case !isNull(lsn):
-		s.position = position(uintOf(lsn))
+		s.position = postgresPosition(lsn, sequence)
 	case file != nil:
 		s.position = position(binlogNumber(file), uintOf(pos))
 	}
@@ -343,6 +345,41 @@ func readSource(v []byte) source {
 		s.timeUs = us
 	}
 	return s
+}
+
+// postgresPosition is a Debezium PostgreSQL change's position: (last
+// commit LSN, lsn) from sequence, the JSON array of strings
+// ["lastCommitLsn","lsn"] (SourceInfo.sequence in
+// debezium-connector-postgres; lastCommitLsn is null until the connector
+// has seen a commit since its offsets began, PostgresOffsetContext.
+// initialContext), or (lsn) without one.
+//
+// The connector decodes transactions in commit order, and lsn is where a
+// change was written, which for the changes of two transactions is not
+// that order: an incremental snapshot's rows carry the position at which
+// the stream reached the chunk's high watermark
+// (AbstractIncrementalSnapshotChangeEventSource.closeWindow), and a
+// transaction that changed a row of the chunk before it was read and
+// commits after the high watermark comes after it, with a lower lsn. The
+// last commit LSN, updated at each commit (PostgresStreamingChangeEventSource.
+// commitMessage), puts it after. Without one (null) the first part is lsn,
+// which orders the changes of one row as before: a row's lock holds a
+// later change until the earlier one commits.
+func postgresPosition(lsn, sequence []byte) Position {
+	at := uintOf(lsn)
+	it, ok := open(sequence, '[')
+	if !ok {
+		return position(at)
+	}
+	commit, _ := it.element()
+	if isNull(commit) {
+		return position(at, at)
+	}
+	c, err := strconv.ParseUint(string(text(commit)), 10, 64)
+	if err != nil {
+		return position(at)
+	}
+	return position(c, at)
 }
 
 func uintOf(v []byte) uint64 {

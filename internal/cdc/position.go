@@ -18,7 +18,17 @@ import (
 //     row starts again at 0 with each statement, so a later statement's
 //     row 0 would sort before an earlier one's row 2; rows of one position
 //     go by Kafka order (Debezium puts a key's changes in one partition).
-//   - Debezium PostgreSQL: (source.lsn).
+//   - Debezium PostgreSQL: (last commit LSN, source.lsn), from
+//     source.sequence ("[\"lastCommitLsn\",\"lsn\"]"): the connector
+//     decodes transactions in commit order, and the first part, the end
+//     of the transaction committed before the change's, orders them so;
+//     the LSN, where the change was written, orders a transaction's
+//     changes. By the LSN alone a change of a transaction that committed
+//     after an incremental snapshot's chunk was read sorted before the
+//     chunk's row (see readSource). Without a last commit (none seen
+//     since the connector's offsets began: null) the first part is the
+//     LSN; without sequence (a connector before it) the position is
+//     (source.lsn), as every release before 2026-12-06 stored it.
 //   - Canal: (es, ts, id): the flat message has no binlog position; es is
 //     the binlog event's time in ms (whole seconds, as MySQL writes it),
 //     ts Canal's clock when it made the message, which orders the changes
