@@ -391,6 +391,35 @@ func TestChangelogModelFailureIsIsolated(t *testing.T) {
 	l.want(`SELECT id, v FROM cdc_db_orders`, "1|a")
 }
 
+// A changelog table dropped by hand holds back its own changes alone,
+// also when they bring a column the table would gain: adding it failed
+// the load, of every table, at each retry. Its changes stay landed and
+// its model is reported failed, as when it lacks a column they hold.
+func TestChangelogTableDroppedByHandHoldsBackItsOwnChanges(t *testing.T) {
+	l := newChangeLoader(t)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.flush()
+	l.mustMerge()
+	if _, err := l.s.DB().Exec(`DROP TABLE cdc_db_orders_log`); err != nil {
+		t.Fatal(err)
+	}
+	l.change(0, "orders", "c", 102, map[string]any{"id": 2, "v": "b", "note": "new"}, "id")
+	l.change(0, "users", "c", 103, row(2, "v"), "id")
+	if _, err := l.s.Load(context.Background(), l.stage()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.s.Distribute(context.Background()); err == nil || !strings.Contains(err.Error(), "cdc_db_orders_log") {
+		t.Errorf("the move: %v", err)
+	}
+	_, errs := l.mergeAll()
+	if err := errs["cdc_db_orders"]; err == nil || !strings.Contains(err.Error(), "cdc_db_orders_log") {
+		t.Errorf("the dropped table's model: %v", err)
+	}
+	l.want(`SELECT id, v FROM cdc_db_users`, "1|u", "2|v")
+	l.want(`SELECT log_table, count(*) FROM cdc_landing GROUP BY ALL`, "cdc_db_orders_log|1")
+}
+
 // A merge that fails midway leaves the model, its tombstones and its
 // watermark as they were: the next merge applies the increment once.
 func TestChangelogModelFailedMergeRollsBack(t *testing.T) {

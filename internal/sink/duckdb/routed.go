@@ -333,6 +333,17 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		s.routedCreated[g.table] = g.source
 		s.log.Info("created a changelog table", "table", g.table, "source_database", g.source.Database, "source_table", g.source.Name)
 	default:
+		if cols, err := TableColumns(ctx, tx, unquotedRouted(s.opt.Table, g.table)); err != nil {
+			return fmt.Errorf("changelog table %s: %w", g.table, err)
+		} else if len(cols) == 0 {
+			// Dropped by hand since it was created. Growing it would fail
+			// the load of every table, at each retry; its changes land,
+			// and their move fails for this table alone, which holds back
+			// its own model and is reported, as when it lacks a column
+			// they hold. Not cached: looked at again by the next load.
+			s.log.Warn("a changelog table is gone: its changes stay in the landing table until it is there again", "table", g.table)
+			return nil
+		}
 		if err := alterTypes(ctx, tx, name, widen); err != nil {
 			return fmt.Errorf("changelog table %s: %w", g.table, err)
 		}
