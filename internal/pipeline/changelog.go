@@ -237,15 +237,9 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 					typ = d.typeName(col)
 				}
 			}
-			if col.SourceType == "" && col.Type == schema.Decimal && was.typ != typ {
-				// A number of a source without types, as its exact text
-				// (cdc's infer), in a DOUBLE column: one a Debezium schema
-				// typed, or a release before this one made of a number
-				// with an exponent. It is the number the source wrote
-				// (Java's Double.toString reads back as the same double),
-				// as the column's other values were.
-				if h, known := d.router.ColumnOf(was.typ); known && h.Type == schema.Float64 {
-					col.Type, col.Value = schema.Float64, col.Value[1:len(col.Value)-1]
+			if col.SourceType == "" && was.typ != typ {
+				if h, known := d.router.ColumnOf(was.typ); known {
+					inferredInto(col, h)
 					typ = d.typeName(col)
 				}
 			}
@@ -283,6 +277,31 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 		d.columns[a.table][a.lower] = a.column
 	}
 	return nil
+}
+
+// inferredInto retypes col, a value of a source without types (cdc's
+// infer: Debezium without schemas, Maxwell) that is not of its column's
+// type h, as the value of h it is:
+//
+//   - a number, as its exact text, in a DOUBLE column (one a Debezium
+//     schema typed, or a release before 2026-12-06 made of a number with an
+//     exponent): the number the source wrote, which Java's Double.toString
+//     made and reads back as the same double, as the column's others;
+//   - a string, number or boolean in a JSON column: a JSON document, which
+//     Maxwell writes bare (JsonColumnDef.asJSON: a RawJSONString), so a
+//     MySQL JSON column made JSON by an object also brings "text", 5 and
+//     true.
+func inferredInto(col *cdc.Column, h sink.Column) {
+	switch {
+	case col.Value == nil:
+	case h.Type == schema.Float64 && col.Type == schema.Decimal:
+		col.Type, col.Value = schema.Float64, col.Value[1:len(col.Value)-1]
+	case h.Type == schema.JSON && col.Type != schema.JSON:
+		if col.Type == schema.Decimal {
+			col.Value = col.Value[1 : len(col.Value)-1] // a number's text, quoted
+		}
+		col.Type = schema.JSON
+	}
 }
 
 // widen is the type, in the sink's words, a column of table of type
