@@ -86,7 +86,7 @@ func isDecimal(v []byte) bool {
 // infer types a value of a source without types (Debezium without
 // schemas, Maxwell), conservatively: an integral number within int64 is
 // Int64, any other number Decimal (its exact text, an exponent written
-// out: plainDecimal), or Float64 where that text would be longer than any
+// out: appendPlainDecimal), or Float64 where that text would be longer than any
 // database's decimal; a string String; true/false Bool; an object or
 // array JSON; null String. A Decimal is written quoted to the arena.
 //
