@@ -19,6 +19,7 @@ import (
 	bindings "github.com/duckdb/duckdb-go-bindings"
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -57,7 +58,8 @@ type DuckDBOptions struct {
 	// tombstones hold the source's columns: their tenant_id, if the source
 	// table has one, is the source's and names no tenant of ours, so such
 	// a table is the operator's alone (or Shared) like any table without
-	// one.
+	// one. A table with a cdc_position column is taken for one of them
+	// too, registered or not.
 	Routes string
 	// MaxConcurrent bounds the queries running at once (each holds a
 	// connection and DuckDB's threads); more wait. Default 4.
@@ -113,7 +115,16 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	d := &DuckDB{db: db, shared: lowerAll(opt.Shared), names: &checker{functions: functions, types: types},
 		slots: make(chan struct{}, opt.MaxConcurrent), timeout: opt.Timeout,
 		yield: yielder{loads: opt.Loads, max: opt.YieldWait}}
-	d.catalog.tenanted = `EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = 'tenant_id')`
+	// A table change capture made (a changelog table, a model, its
+	// tombstones) carries cdc_position whatever the registry says of it:
+	// the registry names a model only from the transaction that creates
+	// it (a model made before model_table existed stays unnamed), and a
+	// run that no longer captures changes names no registry at all. Its
+	// tenant_id, the source's, is never ours.
+	hasColumn := func(name string) string {
+		return `EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = ` + sqltext.String(name) + `)`
+	}
+	d.catalog.tenanted = hasColumn("tenant_id") + ` AND NOT ` + hasColumn(cdc.PositionColumn)
 	if opt.Routes != "" {
 		d.catalog.tenanted += fmt.Sprintf(` AND t.table_name NOT IN (SELECT log_table FROM %[1]s UNION ALL SELECT model_table FROM %[1]s
 			WHERE model_table IS NOT NULL UNION ALL SELECT model_table || '_tombstones' FROM %[1]s WHERE model_table IS NOT NULL)`, sqltext.Name(opt.Routes))
