@@ -18,7 +18,6 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/report"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
-	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // defaultReportWindow is what the report covers unless asked otherwise.
@@ -41,10 +40,8 @@ func cmdReport(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	if *tenant != "" {
-		if err := tenancy.CheckTenant(*tenant); err != nil {
-			return usagef("--tenant: %v", err)
-		}
+	if err := checkTenantArg(*tenant, flagGiven(fs, "tenant")); err != nil {
+		return usagef("--tenant: %v", err)
 	}
 	cfg, err := env.config(&cf, false)
 	if err != nil {
@@ -178,11 +175,9 @@ func reportHandler(db *sql.DB, cfg *config.Config) http.Handler {
 			}
 		}
 		tenant := r.URL.Query().Get("tenant")
-		if tenant != "" {
-			if err := tenancy.CheckTenant(tenant); err != nil {
-				http.Error(w, "tenant: "+err.Error(), http.StatusBadRequest)
-				return
-			}
+		if err := checkTenantArg(tenant, r.URL.Query().Has("tenant")); err != nil {
+			http.Error(w, "tenant: "+err.Error(), http.StatusBadRequest)
+			return
 		}
 		var page bytes.Buffer
 		if err := writeReport(r.Context(), &page, db, cfg, since, tenant); err != nil {

@@ -39,10 +39,8 @@ func cmdSQL(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *tenant != "" {
-		if err := tenancy.CheckTenant(*tenant); err != nil {
-			return usagef("--tenant: %v", err)
-		}
+	if err := checkTenantArg(*tenant, flagGiven(fs, "tenant")); err != nil {
+		return usagef("--tenant: %v", err)
 	}
 	if env.running != nil {
 		return queryRunning(ctx, env, fs.Arg(0), *tenant)

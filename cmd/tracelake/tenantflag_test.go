@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/genai"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
+)
+
+// A tenant given empty (--tenant "" or --tenant=, a script's unset
+// variable; /report?tenant=) was read as no tenant given, and answered
+// with every tenant's rows where one tenant's were asked for. It is a
+// malformed tenant, refused, as an empty X-Scope-OrgID is.
+func TestEmptyTenantIsRefusedNotEveryTenant(t *testing.T) {
+	cfg, _ := servedSink(t, t.TempDir())
+	for _, args := range [][]string{
+		{"sql", "--tenant", "", "SELECT count(*) AS n FROM spans"},
+		{"sql", "--tenant=", "SELECT count(*) AS n FROM spans"},
+	} {
+		out, code := ask(t, cfg, args...)
+		if code != exitUsage || !strings.Contains(out, "--tenant: empty tenant id") {
+			t.Errorf("%q: exit %d, output:\n%s\nwant a usage error for the empty tenant", args, code, out)
+		}
+	}
+
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cols := duckdbsink.TypedColumns(&genai.Table)
+	defs := make([]string, len(cols))
+	for i, c := range cols {
+		defs[i] = fmt.Sprintf("%q %s", c.Name, c.Type)
+	}
+	rcfg := config.Default()
+	if _, err := db.Exec(fmt.Sprintf(`CREATE TABLE %s (%s)`, rcfg.GenAI.Table, strings.Join(defs, ", "))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, trace_id, span_id, start_time) VALUES ('a', 't1', 's1', now()), ('b', 't2', 's2', now())`, rcfg.GenAI.Table)); err != nil {
+		t.Fatal(err)
+	}
+	h := reportHandler(db, rcfg)
+	for _, target := range []string{"/report?tenant=", "/report?tenant=&since=all"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, target, nil))
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "tenant: empty tenant id") {
+			t.Errorf("%s: %d\n%.400s\nwant 400 for the empty tenant", target, rec.Code, rec.Body.String())
+		}
+	}
+}
