@@ -122,8 +122,8 @@ func restrictToTenant(ctx context.Context, db *sql.DB, tenant string) error {
 			return err
 		}
 		// Named with its catalog: "main.t" would be the temp view itself.
-		views = append(views, fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.%s.%s WHERE tenant_id = %s",
-			sqltext.Ident(name), sqltext.Ident(catalog), sqltext.Ident(schema), sqltext.Ident(name), sqltext.String(tenant)))
+		views = append(views, fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.%s.%s WHERE %s",
+			sqltext.Ident(name), sqltext.Ident(catalog), sqltext.Ident(schema), sqltext.Ident(name), query.TenantIs("tenant_id", tenant)))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

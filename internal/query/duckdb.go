@@ -672,8 +672,8 @@ func (d *DuckDB) scope(ctx context.Context, sess *session, s tenancy.Scope) erro
 		switch {
 		case s.All, !t.tenanted && slices.Contains(d.shared, lower):
 		case t.tenanted:
-			sess.unviewed[lower] = fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.main.%s WHERE tenant_id = %s",
-				sqltext.Ident(t.name), sqltext.Ident(t.catalog), sqltext.Ident(t.name), sqltext.String(s.Tenant))
+			sess.unviewed[lower] = fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s.main.%s WHERE %s",
+				sqltext.Ident(t.name), sqltext.Ident(t.catalog), sqltext.Ident(t.name), TenantIs(tenantColumn, s.Tenant))
 		default:
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,4 +229,54 @@ func TestQueryTimeout(t *testing.T) {
 		t.Fatalf("the next query: %v", err)
 	}
 	rr.Release()
+}
+
+// TestTenantReadsRowsOfItsIdExactly: a tenant's rows are those whose
+// tenant_id is its id, byte for byte. The view compared a tenant_id
+// column of another type than VARCHAR (a model's INTEGER, a UUID, a
+// BOOLEAN) with the id cast to that type, so tenant "01" read tenant
+// "1"'s rows, "A0EE…" those of "a0ee…", and "t" those of "true".
+func TestTenantReadsRowsOfItsIdExactly(t *testing.T) {
+	db, err := sql.Open("duckdb", filepath.Join(t.TempDir(), "lake.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	const id = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+	for _, q := range []string{
+		`CREATE TABLE by_number (tenant_id INTEGER, v VARCHAR)`,
+		`INSERT INTO by_number VALUES (1, 'of 1'), (2, 'of 2')`,
+		`CREATE TABLE by_uuid (tenant_id UUID, v VARCHAR)`,
+		`INSERT INTO by_uuid VALUES ('` + id + `', 'of the uuid')`,
+		`CREATE TABLE by_flag (tenant_id BOOLEAN, v VARCHAR)`,
+		`INSERT INTO by_flag VALUES (true, 'of true')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	r, err := NewDuckDB(context.Background(), db, DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tenant, table string
+		want          []string
+	}{
+		{"1", "by_number", []string{"of 1"}},
+		{"01", "by_number", nil},
+		{"1.0", "by_number", nil},
+		{"a", "by_number", nil},
+		{id, "by_uuid", []string{"of the uuid"}},
+		{strings.ToUpper(id), "by_uuid", nil},
+		{strings.ReplaceAll(id, "-", ""), "by_uuid", nil},
+		{"true", "by_flag", []string{"of true"}},
+		{"t", "by_flag", nil},
+		{"1", "by_flag", nil},
+	} {
+		got, err := readRows(r, tenancy.One(c.tenant), `SELECT v FROM `+c.table)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("tenant %q read %s: %v, %v; want %v", c.tenant, c.table, got, err, c.want)
+		}
+	}
 }

@@ -616,7 +616,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 	where := ""
 	if tenant {
 		// Again, in case a scan ever let another tenant's row through.
-		where = " WHERE struct_extract(" + structColumn + ", " + sqltext.String(t.fields[tenantColumn].Name) + ") = " + sqltext.String(s.Tenant)
+		where = " WHERE " + TenantIs("struct_extract("+structColumn+", "+sqltext.String(t.fields[tenantColumn].Name)+")", s.Tenant)
 	}
 	// A reference a recursive CTE repeats is read into a table, once.
 	kind := "VIEW"

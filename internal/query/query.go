@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 
+	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -53,3 +54,14 @@ type Table struct {
 type RefusedError struct{ Reason string }
 
 func (e *RefusedError) Error() string { return "query refused: " + e.Reason }
+
+// TenantIs is the SQL condition that a row whose tenant_id is the value
+// of expr is tenant's: its tenant_id read as text is the id, byte for
+// byte. Compared as it is, a tenant_id of another type than VARCHAR (a
+// model's INTEGER, a UUID, a BOOLEAN) was compared with the id cast to
+// its type, and tenant "01" read tenant "1"'s rows, "A0EE…" those of
+// "a0ee…", "t" those of "true". On a VARCHAR, DuckDB binds no cast: the
+// filter still prunes by the column's statistics.
+func TenantIs(expr, tenant string) string {
+	return "CAST(" + expr + " AS VARCHAR) = " + sqltext.String(tenant)
+}
