@@ -110,7 +110,7 @@ func printRead(ctx context.Context, w io.Writer, r query.Reader, q, tenant, wher
 func restrictToTenant(ctx context.Context, db *sql.DB, tenant string) error {
 	db.SetMaxOpenConns(1)
 	rows, err := db.QueryContext(ctx, `SELECT DISTINCT table_catalog, table_schema, table_name FROM information_schema.columns
-		WHERE column_name = 'tenant_id' AND table_catalog = current_database() ORDER BY ALL`)
+		WHERE lower(column_name) = 'tenant_id' AND table_catalog = current_database() ORDER BY ALL`)
 	if err != nil {
 		return fmt.Errorf("--tenant: list the tables: %w", err)
 	}

@@ -121,8 +121,10 @@ func NewDuckDB(ctx context.Context, db *sql.DB, opt DuckDBOptions) (*DuckDB, err
 	// it (a model made before model_table existed stays unnamed), and a
 	// run that no longer captures changes names no registry at all. Its
 	// tenant_id, the source's, is never ours.
+	// A column is found in any case, as DuckDB binds a name to it (no
+	// character other than an ASCII letter lowers to one of these names).
 	hasColumn := func(name string) string {
-		return `EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND c.column_name = ` + sqltext.String(name) + `)`
+		return `EXISTS (SELECT 1 FROM duckdb_columns() c WHERE c.table_oid = t.table_oid AND lower(c.column_name) = ` + sqltext.String(name) + `)`
 	}
 	d.catalog.tenanted = hasColumn("tenant_id") + ` AND NOT ` + hasColumn(cdc.PositionColumn)
 	if opt.Routes != "" {

@@ -280,3 +280,34 @@ func TestTenantReadsRowsOfItsIdExactly(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantColumnInAnyCase: DuckDB's names ignore case, so a column
+// TENANT_ID is the column tenant_id a query (and the tenant's view) binds
+// to; the reader looked for it in lower case alone and took such a table
+// for one without tenant_id: the operator's alone, or, shared, every
+// tenant's rows for every tenant. The Iceberg reader already folds case.
+func TestTenantColumnInAnyCase(t *testing.T) {
+	db, err := sql.Open("duckdb", filepath.Join(t.TempDir(), "lake.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, q := range []string{
+		`CREATE TABLE model ("Tenant_ID" VARCHAR, v VARCHAR)`,
+		`INSERT INTO model VALUES ('a', 'of a'), ('b', 'of b')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, shared := range [][]string{nil, {"model"}} {
+		r, err := NewDuckDB(context.Background(), db, DuckDBOptions{Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readRows(r, tenantA, `SELECT v FROM model`)
+		if err != nil || !slices.Equal(got, []string{"of a"}) {
+			t.Errorf("shared %v: tenant a read %v, %v; want its own row alone", shared, got, err)
+		}
+	}
+}
