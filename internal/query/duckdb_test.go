@@ -70,6 +70,22 @@ var (
 	tenantB = tenancy.One("b")
 )
 
+// dbWith is a database in a file of its own, made by stmts.
+func dbWith(t *testing.T, stmts ...string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("duckdb", filepath.Join(t.TempDir(), "lake.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return db
+}
+
 func TestTenantReadsItsOwnRows(t *testing.T) {
 	l := newLake(t)
 	tenantReadsItsOwnRows(t, func(s tenancy.Scope, q string, params ...any) ([]string, error) { return l.rows(t, s, q, params...) })
@@ -237,24 +253,14 @@ func TestQueryTimeout(t *testing.T) {
 // BOOLEAN) with the id cast to that type, so tenant "01" read tenant
 // "1"'s rows, "A0EE…" those of "a0ee…", and "t" those of "true".
 func TestTenantReadsRowsOfItsIdExactly(t *testing.T) {
-	db, err := sql.Open("duckdb", filepath.Join(t.TempDir(), "lake.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	const id = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
-	for _, q := range []string{
+	db := dbWith(t,
 		`CREATE TABLE by_number (tenant_id INTEGER, v VARCHAR)`,
 		`INSERT INTO by_number VALUES (1, 'of 1'), (2, 'of 2')`,
 		`CREATE TABLE by_uuid (tenant_id UUID, v VARCHAR)`,
-		`INSERT INTO by_uuid VALUES ('` + id + `', 'of the uuid')`,
+		`INSERT INTO by_uuid VALUES ('`+id+`', 'of the uuid')`,
 		`CREATE TABLE by_flag (tenant_id BOOLEAN, v VARCHAR)`,
-		`INSERT INTO by_flag VALUES (true, 'of true')`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`INSERT INTO by_flag VALUES (true, 'of true')`)
 	r, err := NewDuckDB(context.Background(), db, DuckDBOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -287,19 +293,9 @@ func TestTenantReadsRowsOfItsIdExactly(t *testing.T) {
 // for one without tenant_id: the operator's alone, or, shared, every
 // tenant's rows for every tenant. The Iceberg reader already folds case.
 func TestTenantColumnInAnyCase(t *testing.T) {
-	db, err := sql.Open("duckdb", filepath.Join(t.TempDir(), "lake.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	for _, q := range []string{
+	db := dbWith(t,
 		`CREATE TABLE model ("Tenant_ID" VARCHAR, v VARCHAR)`,
-		`INSERT INTO model VALUES ('a', 'of a'), ('b', 'of b')`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`INSERT INTO model VALUES ('a', 'of a'), ('b', 'of b')`)
 	for _, shared := range [][]string{nil, {"model"}} {
 		r, err := NewDuckDB(context.Background(), db, DuckDBOptions{Shared: shared})
 		if err != nil {

@@ -65,12 +65,7 @@ func TestChangelogTablesAreTheOperators(t *testing.T) {
 // "a" read the source's rows whose tenant_id was 'a'. Every table change
 // capture makes carries cdc_position, which now makes it the operator's.
 func TestChangeCaptureTablesAreTheOperatorsWithoutTheRegistry(t *testing.T) {
-	db, err := sql.Open("duckdb", filepath.Join(t.TempDir(), "lake.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	for _, q := range []string{
+	db := dbWith(t,
 		`CREATE TABLE cdc_routes (log_table VARCHAR, source_database VARCHAR, source_schema VARCHAR, source_table VARCHAR, first_seen TIMESTAMP, model_table VARCHAR)`,
 		`CREATE TABLE cdc_shop_accounts_log (id BIGINT, tenant_id VARCHAR, secret VARCHAR, cdc_op VARCHAR, cdc_position VARCHAR, cdc_source_time TIMESTAMP, cdc_key JSON)`,
 		`INSERT INTO cdc_routes VALUES ('cdc_shop_accounts_log', 'shop', '', 'accounts', now(), NULL)`,
@@ -79,12 +74,7 @@ func TestChangeCaptureTablesAreTheOperatorsWithoutTheRegistry(t *testing.T) {
 		`INSERT INTO cdc_shop_accounts VALUES (1, 'a', 'card of a', '1', NULL), (2, 'b', 'card of b', '2', NULL)`,
 		`CREATE TABLE cdc_shop_accounts_tombstones (id BIGINT, cdc_position VARCHAR)`,
 		`CREATE TABLE otel_spans (tenant_id VARCHAR, name VARCHAR)`,
-		`INSERT INTO otel_spans VALUES ('a', 'chat'), ('b', 'secret-b')`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`INSERT INTO otel_spans VALUES ('a', 'chat'), ('b', 'secret-b')`)
 	for _, routes := range []string{"cdc_routes", ""} {
 		r, err := NewDuckDB(context.Background(), db, DuckDBOptions{Routes: routes})
 		if err != nil {
