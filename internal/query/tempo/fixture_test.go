@@ -232,6 +232,13 @@ func newFixtureCap(t *testing.T, maxSpans int) *fixture {
 // tenant's messages loaded as the pipeline loads them.
 func newFixtureOf(t *testing.T, msgs map[string][]ptrace.Traces, maxSpans int) *fixture {
 	t.Helper()
+	return newFixtureFor(t, msgs, maxSpans, func(string) tenancy.Resolver { return tenancy.Resolver{Required: true} })
+}
+
+// newFixtureFor is newFixtureOf whose requests' tenants are decided by
+// the resolver tenants makes, given the database's directory.
+func newFixtureFor(t *testing.T, msgs map[string][]ptrace.Traces, maxSpans int, tenants func(dir string) tenancy.Resolver) *fixture {
+	t.Helper()
 	db, dir := openDB(t)
 	loadSpans(t, db, dir, msgs)
 	r, err := query.NewDuckDB(context.Background(), db, query.DuckDBOptions{})
@@ -239,7 +246,7 @@ func newFixtureOf(t *testing.T, msgs map[string][]ptrace.Traces, maxSpans int) *
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	if _, err := register(mux, Options{Reader: r, Tenants: tenancy.Resolver{Required: true}, Version: "v-test"}, maxSpans); err != nil {
+	if _, err := register(mux, Options{Reader: r, Tenants: tenants(dir), Version: "v-test"}, maxSpans); err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{t: t, mux: mux, db: db}

@@ -276,7 +276,7 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	join := "JOIN hit USING (trace_id, span_id)"
+	join := "JOIN hit USING (" + traceql.SpanKey + ")"
 	if spans != "sp.*" {
 		join += " LEFT JOIN tr USING (trace_id)"
 	}
@@ -314,7 +314,7 @@ func (s *server) runRange(ctx context.Context, scope tenancy.Scope, req rangeReq
 		cond = " AND duration_ns >= 2"
 	}
 	sql := fmt.Sprintf(`WITH %s
-SELECT %s, count(*) AS n FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) %s FROM %s sp %s)
+SELECT %s, count(*) AS n FROM (SELECT DISTINCT ON (sp.tenant_id, sp.trace_id, sp.span_id) %s FROM %s sp %s)
 WHERE start_ns > %s AND start_ns <= %s%s GROUP BY ALL`, with, strings.Join(cols, ", "), spans, b.SpanRelation(), join, startP, endP, cond)
 	intervals := int((req.end - req.start) / req.step)
 	all := map[string]*series{}

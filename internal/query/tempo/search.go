@@ -196,9 +196,9 @@ summ AS (SELECT trace_id, min(start_ns) AS t_start, max(%s) AS t_end,
 top AS (SELECT c.trace_id, c.matched, s.t_start, s.t_end, s.root_name, s.root_service
 	FROM cand c JOIN summ s USING (trace_id) WHERE %s ORDER BY s.t_start DESC, c.trace_id LIMIT %s),
 picked AS (SELECT *, row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) AS rn
-	FROM (SELECT DISTINCT ON (sp.trace_id, sp.span_id) sp.trace_id, sp.span_id, sp.name, sp.start_ns, sp.duration_ns%s
-		FROM %s sp JOIN hit USING (trace_id, span_id)
-		WHERE sp.trace_id IN (SELECT trace_id FROM top) ORDER BY sp.trace_id, sp.span_id, sp.start_ns DESC))
+	FROM (SELECT DISTINCT ON (sp.tenant_id, sp.trace_id, sp.span_id) sp.trace_id, sp.span_id, sp.name, sp.start_ns, sp.duration_ns%s
+		FROM %s sp JOIN hit USING (`+traceql.SpanKey+`)
+		WHERE sp.trace_id IN (SELECT trace_id FROM top) ORDER BY sp.tenant_id, sp.trace_id, sp.span_id, sp.start_ns DESC))
 SELECT t.trace_id, t.matched, t.t_start, t.t_end, t.root_name, t.root_service,
 	p.span_id, p.name, p.start_ns, p.duration_ns%s
 FROM top t LEFT JOIN picked p ON p.trace_id = t.trace_id AND p.rn <= %s

@@ -159,7 +159,7 @@ func (s *server) spans(b *traceql.Builder, req tagsRequest) (with, from string, 
 	if err != nil {
 		return "", "", bad("%v", err)
 	}
-	return "WITH " + m + "\n", b.SpanRelation() + " sp JOIN hit USING (trace_id, span_id)", nil
+	return "WITH " + m + "\n", b.SpanRelation() + " sp JOIN hit USING (" + traceql.SpanKey + ")", nil
 }
 
 // attributeNames are the distinct attribute names of the scope's spans

@@ -95,8 +95,9 @@ const traceColumns = `span_id, parent_span_id, trace_state, name, kind, status_c
 // findTrace reads a trace's spans, each once (a span loaded twice by a
 // client's retry is one span: the copy of the latest start, which is the
 // exact one when a copy loaded before start_time_unix_nano existed has
-// its start to the microsecond only), at most s.maxSpans: partial is
-// true when the trace has more.
+// its start to the microsecond only; two tenants' spans of the same ids
+// are two, traceql.SpanKey), at most s.maxSpans: partial is true when the
+// trace has more.
 func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRequest) (t *tracepb.TracesData, partial bool, err error) {
 	b := traceql.Builder{Table: s.Table}
 	windowed := req.startMicros != 0 || req.endMicros != 0
@@ -105,7 +106,7 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 		b.StartMicros, b.EndMicros = max(req.startMicros-reach, 1), min(req.endMicros, 1<<62-1-reach)+reach
 	}
 	idParam := b.Param(req.id)
-	sql := fmt.Sprintf(`SELECT DISTINCT ON (span_id) %s FROM %s WHERE trace_id = %s AND %s ORDER BY span_id, start_ns DESC LIMIT %d`,
+	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s WHERE trace_id = %s AND %s ORDER BY tenant_id, span_id, start_ns DESC LIMIT %d`,
 		traceColumns, sqltext.Ident(s.Table), idParam, b.Window(), s.maxSpans+1)
 	tb := newTraceBuilder(req.id)
 	n := 0

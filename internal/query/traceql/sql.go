@@ -15,7 +15,7 @@ const (
 	StartNanos = "coalesce(start_time_unix_nano, epoch_us(start_time) * 1000)"
 	// spanColumns are the columns of the span relation (sp) the
 	// conditions read.
-	spanColumns = "trace_id, span_id, parent_span_id, name, kind, status_code, status_message, service_name, " +
+	spanColumns = "tenant_id, trace_id, span_id, parent_span_id, name, kind, status_code, status_message, service_name, " +
 		StartNanos + " AS start_ns, duration_ns, resource_attributes, span_attributes"
 )
 
@@ -93,16 +93,23 @@ func (b *Builder) SpanRelation() string {
 	return fmt.Sprintf("(SELECT %s FROM %s WHERE %s)", spanColumns, sqltext.Ident(b.Table), b.Window())
 }
 
+// SpanKey are the columns that make a span one: its ids, and its tenant.
+// Duplicate rows of a span (client retries) are one span; two tenants'
+// spans of the same ids are two, in an operator's read of every tenant
+// (one tenant's read has one tenant): by its ids alone, a tenant's span
+// hid another's, whose trace and span ids it had learnt (a call across
+// tenants carries its caller's in traceparent).
+const SpanKey = "tenant_id, trace_id, span_id"
+
 // Matches returns the WITH clause (without "WITH") whose last CTE, named
-// hit, holds the distinct (trace_id, span_id) of the spans s matches.
-// Duplicate rows of a span (client retries) are one span.
+// hit, holds the distinct SpanKey of the spans s matches.
 func (b *Builder) Matches(s Spanset) (string, error) {
 	b.ctes = nil
 	name, err := b.spanset(s)
 	if err != nil {
 		return "", err
 	}
-	b.ctes = append(b.ctes, fmt.Sprintf("hit AS (SELECT DISTINCT trace_id, span_id FROM %s)", name))
+	b.ctes = append(b.ctes, fmt.Sprintf("hit AS (SELECT DISTINCT %s FROM %s)", SpanKey, name))
 	if b.trace {
 		b.ctes = append([]string{b.traceCTE()}, b.ctes...)
 	}
@@ -169,7 +176,7 @@ func (b *Builder) cte(body string) string {
 }
 
 // spanset adds the CTEs of s and returns the name of the last, whose rows
-// are the matched spans' trace_id, span_id and parent_span_id.
+// are the matched spans' tenant_id, trace_id, span_id and parent_span_id.
 func (b *Builder) spanset(s Spanset) (string, error) {
 	switch s := s.(type) {
 	case Filter:
@@ -186,7 +193,7 @@ func (b *Builder) spanset(s Spanset) (string, error) {
 			b.trace = true
 			from += " JOIN tr USING (trace_id)"
 		}
-		return b.cte(fmt.Sprintf("SELECT trace_id, span_id, parent_span_id FROM %s WHERE %s", from, cond)), nil
+		return b.cte(fmt.Sprintf("SELECT tenant_id, trace_id, span_id, parent_span_id FROM %s WHERE %s", from, cond)), nil
 	case SpansetOp:
 		l, r, err := both(b.spanset, s.L, s.R)
 		if err != nil {
