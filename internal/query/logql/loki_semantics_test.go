@@ -254,3 +254,21 @@ func TestLastParserErrorWins(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateFunctionsAreBounded: repeat and indent make at most a
+// mebibyte (past it the template fails, TemplateFormatErr, the line left
+// as it was), where {{ repeat 1000000000 "x" }} took a gigabyte a line of
+// the process's memory; under the bound they answer as sprig's.
+func TestTemplateFunctionsAreBounded(t *testing.T) {
+	for _, tmpl := range []string{`{{ repeat 1000000000 "x" }}`, `{{ indent 2000000 "a" }}`, `{{ nindent 2000000 "a" }}`, `{{ repeat -1 "x" }}`} {
+		q := "{app=\"a\"} | line_format `" + tmpl + "` | __error__ = \"TemplateFormatErr\""
+		if got := lineAfter(t, q, "x"); got != "x" {
+			t.Errorf("%s: %.40q, want the line as it was, marked TemplateFormatErr", tmpl, got)
+		}
+	}
+	for tmpl, want := range map[string]string{`{{ repeat 3 "ab" }}`: "ababab", `{{ nindent 2 "a\nb" }}`: "\n  a\n  b"} {
+		if got := lineAfter(t, "{app=\"a\"} | line_format `"+tmpl+"`", "x"); got != want {
+			t.Errorf("%s: %q, want %q", tmpl, got, want)
+		}
+	}
+}

@@ -124,8 +124,46 @@ var templateFuncs = func() template.FuncMap {
 		"ceil", "floor", "round", "fromJson", "date", "toDate", "now", "unixEpoch", "default"} {
 		funcs[name] = fromSprig[name]
 	}
+	// The functions that multiply their input make at most
+	// maxTemplateExpansion bytes: a query's template must not take the
+	// memory of the process it reads from (tracelake run loads beside its
+	// reads), as {{ repeat 1000000000 "x" }} on every line would.
+	funcs["repeat"] = func(count int, s string) (string, error) {
+		if err := expansion(count, len(s)); err != nil {
+			return "", fmt.Errorf("repeat: %w", err)
+		}
+		return strings.Repeat(s, count), nil
+	}
+	indent := func(spaces int, s string) (string, error) {
+		if err := expansion(spaces, strings.Count(s, "\n")+1); err != nil {
+			return "", fmt.Errorf("indent: %w", err)
+		}
+		pad := strings.Repeat(" ", spaces)
+		return pad + strings.ReplaceAll(s, "\n", "\n"+pad), nil
+	}
+	funcs["indent"] = indent
+	funcs["nindent"] = func(spaces int, s string) (string, error) {
+		out, err := indent(spaces, s)
+		return "\n" + out, err
+	}
 	return funcs
 }()
+
+// maxTemplateExpansion bounds what repeat and indent add to a line.
+const maxTemplateExpansion = 1 << 20
+
+// expansion checks that count copies of n bytes stay within
+// maxTemplateExpansion (a negative count is refused, as strings.Repeat
+// panics on it).
+func expansion(count, n int) error {
+	if count < 0 {
+		return fmt.Errorf("negative count %d", count)
+	}
+	if n > 0 && count > maxTemplateExpansion/n {
+		return fmt.Errorf("%d copies of %d bytes are past the %d bytes a template function may make", count, n, maxTemplateExpansion)
+	}
+	return nil
+}
 
 // templateDuration is Loki's duration template function: Go's duration
 // syntax, in seconds (pkg/logql/log/metrics_extraction.go
