@@ -375,6 +375,15 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		delay *= 2
 		loaded, err = l.opt.Sink.Load(ctx, []sink.File{f})
 	}
+	if err != nil && !errors.Is(err, sink.ErrFatal) {
+		// The last attempt may have landed with its reply lost, and no
+		// attempt comes after it to find it: the ledger is asked, or its
+		// requests are answered 503 with their rows stored, and their
+		// clients' retries store them twice.
+		if own := l.landed(ctx, f, err); len(own) > 0 {
+			loaded, err = sink.Loaded{Own: own}, nil
+		}
+	}
 	if err != nil {
 		// Committed or not, nobody can tell: the ledger will.
 		l.opt.Sink.Discard([]sink.File{f})
@@ -457,6 +466,26 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		}
 	}
 	return nil
+}
+
+// landed returns the ledger rows of f's load, committed by an attempt
+// that failed with loadErr (sink.LoadFinder), or none: not committed, or
+// the sink cannot tell. A sink that commits its tables one by one
+// (Iceberg) reads a commit's outcome back itself.
+func (l *Loader) landed(ctx context.Context, f sink.File, loadErr error) []sink.Range {
+	finder, ok := l.opt.Sink.(sink.LoadFinder)
+	if !ok {
+		return nil
+	}
+	own, err := finder.LoadedAs(ctx, sink.LoadIdentity([]sink.File{f}))
+	if err != nil {
+		l.opt.Log.Warn("OTLP load failed, and the ledger cannot tell whether its last attempt landed", "load_err", loadErr, "err", err)
+		return nil
+	}
+	if len(own) > 0 {
+		l.opt.Log.Info("OTLP load's last attempt landed, its reply lost; its requests are stored", "partition", l.tp, "err", loadErr)
+	}
+	return own
 }
 
 // ownPosition reports whether pos of tp is in one of own's ranges.

@@ -447,6 +447,14 @@ func (s *countingSink) Load(ctx context.Context, files []sink.File) (sink.Loaded
 	return loaded, err
 }
 
+// LoadedAs passes sink.LoadFinder through.
+func (s *countingSink) LoadedAs(ctx context.Context, loadID string) ([]sink.Range, error) {
+	if f, ok := s.Sink.(sink.LoadFinder); ok {
+		return f.LoadedAs(ctx, loadID)
+	}
+	return nil, nil
+}
+
 // waitFor polls cond for up to 10 seconds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

@@ -29,6 +29,10 @@ type faultySink struct {
 	loseCommitReply func()
 	// failCommit makes the next load's commit fail without landing.
 	failCommit func()
+	// readBack, where set, lets a sink that reads a lost reply's commit
+	// back (Iceberg) do so: by default the catalog is unreachable for a
+	// moment after the lost reply, and the next attempt must find it.
+	readBack func()
 	// stored reads the spans by span id and the dead letters stored.
 	stored func(t *testing.T) (spans map[string]int, deadLetters int)
 }
@@ -149,6 +153,7 @@ func icebergFaulty(t *testing.T) *faultySink {
 		return s
 	}
 	rest := icebergtest.StartREST(t, open(filepath.Join(dir, "catalog.db")).Catalog(), "token")
+	rest.GoneAfterLostReply.Store(true)
 	s, other := open(rest.URL), open(rest.URL)
 	for _, s := range []*iceberg.Sink{s, other} {
 		if err := s.Prepare(context.Background()); err != nil {
@@ -159,6 +164,7 @@ func icebergFaulty(t *testing.T) *faultySink {
 		// Two: a load commits its dead letters, then its spans.
 		loseCommitReply: func() { rest.LoseCommitReplies.Store(2) },
 		failCommit:      func() { rest.FailCommits.Store(1) },
+		readBack:        func() { rest.GoneAfterLostReply.Store(false) },
 		stored: func(t *testing.T) (map[string]int, int) {
 			ctx := context.Background()
 			raw, _ := s.Identifiers()
@@ -329,6 +335,44 @@ func TestALoadRetriedAfterAnotherLoaderTookItsPositionIsRefused(t *testing.T) {
 			if err := <-bErr; err == nil {
 				t.Error("a request whose position another loader took was answered stored")
 			} else if err := forward(b, bodies[0]); err != nil { // its client's retry
+				t.Fatal(err)
+			}
+			checkOnce(t, fs, spans, 0)
+		})
+	}
+}
+
+// A load whose last attempt's commit landed but whose reply was lost:
+// no attempt comes after it to find the commit in the ledger, so the
+// load itself must tell, or its requests are answered 503 while stored,
+// and their clients' retries store every span twice.
+func TestALoadWhoseLastAttemptsReplyWasLostIsAnsweredStored(t *testing.T) {
+	for name, open := range faultySinks {
+		t.Run(name, func(t *testing.T) {
+			fs := open(t)
+			if fs.readBack != nil {
+				fs.readBack()
+			}
+			cs := &countingSink{Sink: fs.sink, beforeLoad: func(n int) {
+				if n < LoadAttempts {
+					fs.failCommit()
+				} else if n == LoadAttempts {
+					fs.loseCommitReply()
+				}
+			}}
+			l := startLoader(t, cs)
+			bodies, spans := requestBodies(t, 2)
+			err := forward(l, bodies[0])
+			if n := cs.loads.Load(); n != LoadAttempts {
+				t.Fatalf("%d attempts, want %d", n, LoadAttempts)
+			}
+			if err != nil {
+				t.Errorf("a request whose load's last attempt committed (its reply lost) was answered %v", err)
+				if err := forward(l, bodies[0]); err != nil { // its client's retry
+					t.Fatal(err)
+				}
+			}
+			if err := forward(l, bodies[1]); err != nil {
 				t.Fatal(err)
 			}
 			checkOnce(t, fs, spans, 0)

@@ -305,6 +305,18 @@ type TableByTableCommitter interface {
 	Abandon(ctx context.Context, tp TopicPartition, first, last int64) error
 }
 
+// LoadFinder is a sink whose ledger names each load by LoadIdentity and
+// can be asked, without loading, what a load recorded: the last attempt
+// of a load can land with its reply lost, and no attempt after it finds
+// the commit (Loaded.Own), so the OTLP direct load asks before it answers
+// its requests with an error (answered 503, stored all the same, their
+// clients' retries would store them twice).
+type LoadFinder interface {
+	// LoadedAs returns the ledger rows recorded by the load named loadID,
+	// none if no commit of it landed.
+	LoadedAs(ctx context.Context, loadID string) ([]Range, error)
+}
+
 // Loaded is what a load wrote, per partition, after skipping rows already
 // recorded. The pipeline commits Kafka offsets from it.
 type Loaded struct {

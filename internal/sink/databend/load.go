@@ -202,6 +202,12 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	return sink.Loaded{LoadID: loadID, Ranges: ranges, Rejected: p.rejected(), Own: own}, nil, nil
 }
 
+// LoadedAs implements sink.LoadFinder. A COMMIT that lands later than
+// the question (its reply lost, the server still at it) is not seen.
+func (s *Sink) LoadedAs(ctx context.Context, loadID string) ([]sink.Range, error) {
+	return s.ownRanges(ctx, s.c.session(), loadID)
+}
+
 // ownRanges are the ledger rows recorded as loadID's (sink.Loaded.Own),
 // read in the load's transaction, as its fence was: an earlier attempt of
 // the same files committed them.

@@ -396,10 +396,18 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, loadID string, chec
 	return sink.Loaded{LoadID: loadID, Ranges: ranges, Own: own}, nil
 }
 
+// LoadedAs implements sink.LoadFinder.
+func (s *Sink) LoadedAs(ctx context.Context, loadID string) ([]sink.Range, error) {
+	return s.ownRanges(ctx, s.db, loadID)
+}
+
 // ownRanges are the ledger rows recorded as loadID's (sink.Loaded.Own):
-// an earlier attempt of the same files committed them. Never nil.
-func (s *Sink) ownRanges(ctx context.Context, tx *sql.Tx, loadID string) ([]sink.Range, error) {
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT topic, "partition", first_offset, last_offset, records, dlq_records FROM %s WHERE load_id = $1`, s.tables.ledger), loadID)
+// an earlier attempt of the same files committed them. Never nil. q is
+// the load's transaction, or the database.
+func (s *Sink) ownRanges(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, loadID string) ([]sink.Range, error) {
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT topic, "partition", first_offset, last_offset, records, dlq_records FROM %s WHERE load_id = $1`, s.tables.ledger), loadID)
 	if err != nil {
 		return nil, fmt.Errorf("read the ledger rows of load %s: %w", loadID, err)
 	}

@@ -688,6 +688,17 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	began := time.Now()
 	committed, err := txn.Commit(ctx)
+	if err != nil && !LostRace(err) {
+		// A lost reply (a gateway's 503, a connection reset): the commit
+		// landed or not, and the table tells. Landed, the load goes on as
+		// committed. Left unknown, a load whose last attempt landed
+		// failed with its rows stored: the OTLP receivers answered its
+		// requests 503 (no attempt came after it to find the commit) and
+		// their clients' retries stored them twice.
+		if tbl := s.landedAfterAll(ctx, id, loadID, err); tbl != nil {
+			committed, err = tbl, nil
+		}
+	}
 	s.reportCommit(ctx, id, time.Since(began), committed, err)
 	if err == nil || !LostRace(err) {
 		// Landed, or may have: the files are the table's now (orphan
@@ -775,6 +786,21 @@ func (m *mainPositions) get(ctx context.Context, s *Sink) (map[sink.TopicPartiti
 		return nil, err
 	}
 	return m.pos, nil
+}
+
+// landedAfterAll reads table id again after its commit of loadID failed
+// with commitErr, an unknown outcome: the table as that commit left it if
+// a snapshot of loadID's is on its branch (no earlier commit of loadID's
+// is: commitTable commits nothing for a load it finds committed), nil if
+// none is or the table cannot be read.
+func (s *Sink) landedAfterAll(ctx context.Context, id table.Identifier, loadID string, commitErr error) *table.Table {
+	tbl, err := s.loadTable(ctx, id)
+	if err != nil || !committedBy(tbl, []string{loadID}) {
+		return nil
+	}
+	s.log.Info("an iceberg commit answered an error and landed all the same: its reply was lost; the load goes on as committed",
+		"table", name(id), "load_id", loadID, "err", commitErr)
+	return tbl
 }
 
 // committedBy reports whether a snapshot of tbl's current branch is a

@@ -259,15 +259,16 @@ func openREST(t *testing.T, url, namespace, token string) *iceberg.Sink {
 	return s
 }
 
-// A commit whose reply is lost may have landed: its data files are kept
-// (they are the table's now), and the pipeline's retry of the same load
-// finds its rows stored and commits nothing again. Both tables' commits
-// lose their reply once: the dead-letter table's on the first attempt, the
-// raw table's on the second.
+// A commit whose reply is lost may have landed: when the catalog cannot
+// be asked either, its data files are kept (they are the table's now), and
+// the pipeline's retry of the same load finds its rows stored and commits
+// nothing again. Both tables' commits lose their reply once: the
+// dead-letter table's on the first attempt, the raw table's on the second.
 func TestCommitWithUnknownOutcome(t *testing.T) {
 	dir := t.TempDir()
 	backing := openSink(t, dir, false)
 	rest := icebergtest.StartREST(t, backing.Catalog(), "token")
+	rest.GoneAfterLostReply.Store(true)
 	s := openREST(t, rest.URL, "tracelake", "token")
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
@@ -304,6 +305,40 @@ func TestCommitWithUnknownOutcome(t *testing.T) {
 	}
 	if pos, err := s.Positions(context.Background(), []sink.TopicPartition{{Topic: "traces", Partition: 0}}); err != nil || pos[sink.TopicPartition{Topic: "traces"}] != 10 {
 		t.Errorf("positions = %v, %v; want next offset 10", pos, err)
+	}
+}
+
+// A commit whose reply is lost is read back: the table shows it landed,
+// and the load succeeds at once, both tables' commits with it. Failed, its
+// last attempt left its rows stored under an error (an OTLP request
+// answered 503, stored, and stored again by its client's retry).
+func TestCommitWhoseReplyWasLostIsReadBack(t *testing.T) {
+	dir := t.TempDir()
+	rest := icebergtest.StartREST(t, openSink(t, dir, false).Catalog(), "token")
+	s := openREST(t, rest.URL, "tracelake", "token")
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Stage(context.Background(), batch(0, 0, 9, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest.LoseCommitReplies.Store(2)
+	l, err := s.Load(context.Background(), []sink.File{f})
+	if err != nil {
+		t.Fatalf("a load whose commits landed, their replies lost: %v", err)
+	}
+	if n := rest.LoseCommitReplies.Load(); n != 0 {
+		t.Fatalf("%d lost replies left; want both commits to have landed", n)
+	}
+	if len(l.Ranges) != 1 || l.Ranges[0].Last != 9 || l.Ranges[0].Records != 9 || l.Ranges[0].DLQ != 1 {
+		t.Errorf("loaded %+v, want partition 0 through offset 9, 9 rows and a dead letter", l.Ranges)
+	}
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 9, 4)) {
+		t.Errorf("raw offsets = %v", got)
+	}
+	if got := stored(t, s, true)[0]; !slices.Equal(got, []int64{4}) {
+		t.Errorf("dead-letter offsets = %v", got)
 	}
 }
 

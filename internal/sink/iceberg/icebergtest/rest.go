@@ -46,6 +46,11 @@ type REST struct {
 	// landing, as a catalog that failed before applying them would: the
 	// client cannot tell them from a commit whose reply was lost.
 	FailCommits atomic.Int64
+	// GoneAfterLostReply makes the table load that follows each lost
+	// reply answer 503 too: the catalog unreachable a moment, so the
+	// client cannot read back whether its commit landed.
+	GoneAfterLostReply atomic.Bool
+	gone               atomic.Int64 // table loads still to fail
 }
 
 // StartREST serves backing over REST until the test ends.
@@ -113,6 +118,11 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 		id := table.Identifier{parts[1], parts[3]}
 		switch req.Method {
 		case http.MethodGet, http.MethodHead:
+			if r.gone.Add(-1) >= 0 {
+				restError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "the catalog is unreachable")
+				return
+			}
+			r.gone.Store(0)
 			tbl, err := cat.LoadTable(ctx, id)
 			if failed(w, err, catalog.ErrNoSuchTable, http.StatusNotFound, "NoSuchTableException") {
 				return
@@ -139,6 +149,9 @@ func (r *REST) serve(t testing.TB, cat catalog.Catalog, w http.ResponseWriter, r
 				return
 			}
 			if r.LoseCommitReplies.Add(-1) >= 0 {
+				if r.GoneAfterLostReply.Load() {
+					r.gone.Store(1)
+				}
 				restError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "the commit landed; its reply was lost")
 				return
 			}
