@@ -259,16 +259,12 @@ func openREST(t *testing.T, url, namespace, token string) *iceberg.Sink {
 	return s
 }
 
-// A commit whose reply is lost may have landed: when the catalog cannot
-// be asked either, its data files are kept (they are the table's now), and
-// the pipeline's retry of the same load finds its rows stored and commits
-// nothing again. Both tables' commits lose their reply once: the
-// dead-letter table's on the first attempt, the raw table's on the second.
-func TestCommitWithUnknownOutcome(t *testing.T) {
-	dir := t.TempDir()
-	backing := openSink(t, dir, false)
-	rest := icebergtest.StartREST(t, backing.Catalog(), "token")
-	rest.GoneAfterLostReply.Store(true)
+// stagedBehindREST is a sink in dir behind the REST test server, prepared,
+// with a batch of offsets 0-9 of partition 0 staged (offset 4 a dead
+// letter).
+func stagedBehindREST(t *testing.T, dir string) (*icebergtest.REST, *iceberg.Sink, sink.File) {
+	t.Helper()
+	rest := icebergtest.StartREST(t, openSink(t, dir, false).Catalog(), "token")
 	s := openREST(t, rest.URL, "tracelake", "token")
 	if err := s.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
@@ -277,6 +273,18 @@ func TestCommitWithUnknownOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rest, s, f
+}
+
+// A commit whose reply is lost may have landed: when the catalog cannot
+// be asked either, its data files are kept (they are the table's now), and
+// the pipeline's retry of the same load finds its rows stored and commits
+// nothing again. Both tables' commits lose their reply once: the
+// dead-letter table's on the first attempt, the raw table's on the second.
+func TestCommitWithUnknownOutcome(t *testing.T) {
+	dir := t.TempDir()
+	rest, s, f := stagedBehindREST(t, dir)
+	rest.GoneAfterLostReply.Store(true)
 	rest.LoseCommitReplies.Store(2)
 	for attempt := 1; attempt <= 2; attempt++ {
 		_, err := s.Load(context.Background(), []sink.File{f})
@@ -313,16 +321,7 @@ func TestCommitWithUnknownOutcome(t *testing.T) {
 // last attempt left its rows stored under an error (an OTLP request
 // answered 503, stored, and stored again by its client's retry).
 func TestCommitWhoseReplyWasLostIsReadBack(t *testing.T) {
-	dir := t.TempDir()
-	rest := icebergtest.StartREST(t, openSink(t, dir, false).Catalog(), "token")
-	s := openREST(t, rest.URL, "tracelake", "token")
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	f, err := s.Stage(context.Background(), batch(0, 0, 9, 4))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rest, s, f := stagedBehindREST(t, t.TempDir())
 	rest.LoseCommitReplies.Store(2)
 	l, err := s.Load(context.Background(), []sink.File{f})
 	if err != nil {
