@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/iceberg-go/table"
 
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -166,28 +164,9 @@ func icebergFaulty(t *testing.T) *faultySink {
 		failCommit:      func() { rest.FailCommits.Store(1) },
 		readBack:        func() { rest.GoneAfterLostReply.Store(false) },
 		stored: func(t *testing.T) (map[string]int, int) {
-			ctx := context.Background()
 			raw, _ := s.Identifiers()
-			tbl, err := s.Catalog().LoadTable(ctx, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, batches, err := tbl.Scan(table.WithSelectedFields("span_id")).ToArrowRecords(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			spans := map[string]int{}
-			for rec, err := range batches {
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids := rec.Column(0).(*array.String)
-				for i := range ids.Len() {
-					spans[ids.Value(i)]++
-				}
-				rec.Release()
-			}
-			dlq, err := s.Stored(ctx, true)
+			spans := spanIDsIn(t, s, raw)
+			dlq, err := s.Stored(context.Background(), true)
 			if err != nil {
 				t.Fatal(err)
 			}
