@@ -17,15 +17,17 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // Two processes load GenAI spans (otlp.instance 0 and 1) into one set of
 // Iceberg tables behind the REST catalog, which fails commits (500, not
 // landed) and loses replies of landed ones at random, while a third
 // compacts the tables. Every request answered stored has each of its
-// spans stored once, every one answered with a retry none, and each
-// stored span has its one GenAI operation. (Found: a load whose last
-// attempt landed with its reply lost was answered 503, stored.)
+// spans stored once, every one answered with a retry none, each stored
+// span has its one GenAI operation, and verify finds nothing wrong.
+// (Found: a load whose last attempt landed with its reply lost was
+// answered 503, stored.)
 func TestIcebergRandomCommitFaultsStoreWhatIsAnswered(t *testing.T) {
 	dir := t.TempDir()
 	open := func(catalog string) *iceberg.Sink {
@@ -128,6 +130,28 @@ func TestIcebergRandomCommitFaultsStoreWhatIsAnswered(t *testing.T) {
 	for id, n := range ops {
 		if n != spans[id] {
 			t.Errorf("span %s: %d GenAI operations, %d spans", id, n, spans[id])
+		}
+	}
+	{ // and verify finds no gap and no copy: abandoned positions are no gap
+		ctx := context.Background()
+		next, err := a.AllPositions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rawOffs, err := a.Stored(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dlqOffs, err := a.Stored(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ab, err := a.Abandoned(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep := verify.FromStored(nil, next, rawOffs, dlqOffs, ab, false, nil); !rep.OK {
+			t.Errorf("verify: %v", rep.Problems)
 		}
 	}
 	if failed == 0 || lost == 0 {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
