@@ -365,6 +365,19 @@ func readSource(v []byte) source {
 // commitMessage), puts it after. Without one (null) the first part is lsn,
 // which orders the changes of one row as before: a row's lock holds a
 // later change until the earlier one commits.
+//
+// The position leads with max(last commit, lsn): (max, last commit, lsn).
+// A position stored by a release before 2026-12-06, or of a connector
+// without sequence, is (lsn) alone, and a transaction's changes can
+// straddle the upgrade (the loader stopped between them): its later
+// change of a row, (last commit, lsn) with the commit before the
+// transaction's below the earlier change's lsn, sorted before the stored
+// one and was dropped for a resend, the model keeping the earlier value
+// for good. Led by the max, it sorts after: its lsn is above the earlier
+// change's. Among new positions the max orders as (last commit, lsn) did:
+// a transaction's changes share the last commit and go by lsn, and each
+// change of a later-committed transaction has a last commit at or past
+// the end of every earlier one, above all of that one's parts.
 func postgresPosition(lsn, sequence []byte) Position {
 	at := uintOf(lsn)
 	it, ok := open(sequence, '[')
@@ -373,13 +386,13 @@ func postgresPosition(lsn, sequence []byte) Position {
 	}
 	commit, _ := it.element()
 	if isNull(commit) {
-		return position(at, at)
+		return position(at, at, at)
 	}
 	c, err := strconv.ParseUint(string(text(commit)), 10, 64)
 	if err != nil {
 		return position(at)
 	}
-	return position(c, at)
+	return position(max(c, at), c, at)
 }
 
 func uintOf(v []byte) uint64 {

@@ -18,8 +18,10 @@ import (
 //     row starts again at 0 with each statement, so a later statement's
 //     row 0 would sort before an earlier one's row 2; rows of one position
 //     go by Kafka order (Debezium puts a key's changes in one partition).
-//   - Debezium PostgreSQL: (last commit LSN, source.lsn), from
-//     source.sequence ("[\"lastCommitLsn\",\"lsn\"]"): the connector
+//   - Debezium PostgreSQL: (max of the two, last commit LSN, source.lsn),
+//     from source.sequence ("[\"lastCommitLsn\",\"lsn\"]"), led by the
+//     max so that a transaction's later change sorts after its earlier one
+//     stored as (source.lsn) before the upgrade (see postgresPosition): the connector
 //     decodes transactions in commit order, and the first part, the end
 //     of the transaction committed before the change's, orders them so;
 //     the LSN, where the change was written, orders a transaction's
