@@ -48,6 +48,9 @@ func NewDecoder(o Options) (*Decoder, error) {
 	return d, nil
 }
 
+// Format is the format d decodes.
+func (d *Decoder) Format() Format { return d.format }
+
 // Fresh returns a decoder of d's options that has seen no table and
 // claims no name: a decoder for another purpose (the dead letters' tables,
 // read beside the merges) whose routes do not change d's.

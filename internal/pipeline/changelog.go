@@ -239,7 +239,7 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 			}
 			if col.SourceType == "" && was.typ != typ {
 				if h, known := d.router.ColumnOf(was.typ); known {
-					inferredInto(col, h)
+					inferredInto(col, h, d.dec.Format() == cdc.FormatMaxwell)
 					typ = d.typeName(col)
 				}
 			}
@@ -287,16 +287,20 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 //     schema typed, or a release before 2026-12-06 made of a number with an
 //     exponent): the number the source wrote, which Java's Double.toString
 //     made and reads back as the same double, as the column's others;
-//   - a string, number or boolean in a JSON column: a JSON document, which
-//     Maxwell writes bare (JsonColumnDef.asJSON: a RawJSONString), so a
-//     MySQL JSON column made JSON by an object also brings "text", 5 and
-//     true.
-func inferredInto(col *cdc.Column, h sink.Column) {
+//   - a string, number or boolean in a JSON column, of Maxwell (bare): a
+//     JSON document, which Maxwell writes bare (JsonColumnDef.asJSON: a
+//     RawJSONString), so a MySQL JSON column made JSON by an object also
+//     brings "text", 5 and true. Debezium without schemas writes a JSON
+//     column's document as its text in a string (io.debezium.data.Json):
+//     such a string in a column a schema made JSON is not a string
+//     document, and taken for one, {"a":1} was stored as the string
+//     "{\"a\":1}"; it stays dead-lettered, as before.
+func inferredInto(col *cdc.Column, h sink.Column, bare bool) {
 	switch {
 	case col.Value == nil:
 	case h.Type == schema.Float64 && col.Type == schema.Decimal:
 		col.Type, col.Value = schema.Float64, col.Value[1:len(col.Value)-1]
-	case h.Type == schema.JSON && col.Type != schema.JSON:
+	case h.Type == schema.JSON && col.Type != schema.JSON && bare:
 		if col.Type == schema.Decimal {
 			col.Value = col.Value[1 : len(col.Value)-1] // a number's text, quoted
 		}
