@@ -193,10 +193,17 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 }
 
 // price sets op's price and cost: the response model's (the one that
-// ran), else the request model's, valid at the span's start.
+// ran), else the request model's, valid at the span's start (today's for a
+// span without one).
 func (m *Mapper) price(op *Operation, at time.Time) {
 	if op.InputTokens == nil && op.OutputTokens == nil {
 		return // nothing to price (a tool call, an agent)
+	}
+	if at.IsZero() || at.Equal(time.Unix(0, 0)) {
+		// No start (OTLP's 0 reads as the epoch): today's prices, as
+		// genai-prices prices a call given no timestamp (calcPrice's
+		// default), not a model's first price.
+		at = time.Now()
 	}
 	if m.prices != nil {
 		for _, model := range []string{op.ResponseModel, op.RequestModel} {

@@ -128,3 +128,31 @@ func deref(p *int64) any {
 	}
 	return *p
 }
+
+// A span without a start (OTLP's 0, read as the epoch) is priced at the
+// prices of now, as genai-prices prices a call given no timestamp
+// (calcPrice's timestamp defaults to the current time); at the epoch it
+// took a model's first price (claude-sonnet-4-6 changed on 2026-03-13).
+func TestSpanWithoutStartIsPricedAtTodaysPrice(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("gen_ai.operation.name", "chat")
+	attrs.PutStr("gen_ai.provider.name", "anthropic")
+	attrs.PutStr("gen_ai.request.model", "claude-sonnet-4-6")
+	attrs.PutInt("gen_ai.usage.input_tokens", 300_000)
+	attrs.PutInt("gen_ai.usage.output_tokens", 1000)
+	m := genai.NewMapper(prices.Embedded(), false)
+	cost := func(start time.Time) int64 {
+		t.Helper()
+		op, ok := m.Map(&genai.Span{Name: "chat", Attributes: attrs, Start: start})
+		if !ok || op.Price == nil {
+			t.Fatalf("not priced at %s: %v %+v", start, ok, op)
+		}
+		return op.Cost.Total()
+	}
+	if then, now := cost(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)), cost(time.Now()); then == now {
+		t.Fatalf("the same cost %s before and after the price's start date: pick a model whose price changed", prices.Decimal(now))
+	}
+	if got, want := cost(time.Unix(0, 0).UTC()), cost(time.Now()); got != want {
+		t.Errorf("without a start: %s, want today's %s", prices.Decimal(got), prices.Decimal(want))
+	}
+}
