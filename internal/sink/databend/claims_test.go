@@ -76,9 +76,9 @@ func TestClaimNumberedBeforeTheLedgerRead(t *testing.T) {
 
 // loadDuring loads the former owner's files of partition 0 while the new
 // owner loads its files (offsets 0..14) in full, at the first statement
-// of the former's load that at matches, each retrying as the pipeline
-// does; every offset must be stored once.
-func loadDuring(t *testing.T, srv *databendtest.Server, former *databend.Sink, formerFiles []sink.File, owner *databend.Sink, ownerFiles []sink.File, at func(sql string) bool) {
+// of the former's load that at matches (then runs each of then), each
+// retrying as the pipeline does; every offset must be stored once.
+func loadDuring(t *testing.T, srv *databendtest.Server, former *databend.Sink, formerFiles []sink.File, owner *databend.Sink, ownerFiles []sink.File, at func(sql string) bool, then ...func()) {
 	t.Helper()
 	ctx := context.Background()
 	moved := false
@@ -87,6 +87,9 @@ func loadDuring(t *testing.T, srv *databendtest.Server, former *databend.Sink, f
 			moved = true // before the owner's load, whose statements come here too
 			if err := loadRetrying(ctx, owner, ownerFiles); err != nil {
 				t.Error(err)
+			}
+			for _, f := range then {
+				f()
 			}
 		}
 	}
@@ -138,26 +141,9 @@ func TestClaimOutlivesAShortLoadHistory(t *testing.T) {
 			ownerFiles := stage(t, owner, batch(0, 0, 14))
 			// The former owner read the claims and the ledger, then stood
 			// still for two hours, in which the new owner loaded.
-			ctx := context.Background()
-			moved := false
-			srv.After = func(sql string) {
-				if !moved && strings.HasPrefix(sql, `SELECT topic, "partition", max(last_offset) FROM "trace_raw_ledger"`) {
-					moved = true
-					if err := loadRetrying(ctx, owner, ownerFiles); err != nil {
-						t.Error(err)
-					}
-					srv.Advance(2 * time.Hour)
-				}
-			}
-			if err := loadRetrying(ctx, former, formerFiles); err != nil {
-				t.Fatal(err)
-			}
-			if !moved {
-				t.Fatal("the new owner never loaded during the former owner's load")
-			}
-			if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 14)) {
-				t.Errorf("offsets %v; want 0..14 once", o)
-			}
+			loadDuring(t, srv, former, formerFiles, owner, ownerFiles, func(sql string) bool {
+				return strings.HasPrefix(sql, `SELECT topic, "partition", max(last_offset) FROM "trace_raw_ledger"`)
+			}, func() { srv.Advance(2 * time.Hour) })
 		})
 	}
 }
