@@ -128,22 +128,22 @@ var templateFuncs = func() template.FuncMap {
 	// maxTemplateExpansion bytes: a query's template must not take the
 	// memory of the process it reads from (tracelake run loads beside its
 	// reads), as {{ repeat 1000000000 "x" }} on every line would.
+	repeat, indent := fromSprig["repeat"].(func(int, string) string), fromSprig["indent"].(func(int, string) string)
 	funcs["repeat"] = func(count int, s string) (string, error) {
 		if err := expansion(count, len(s)); err != nil {
 			return "", fmt.Errorf("repeat: %w", err)
 		}
-		return strings.Repeat(s, count), nil
+		return repeat(count, s), nil
 	}
-	indent := func(spaces int, s string) (string, error) {
+	bounded := func(spaces int, s string) (string, error) {
 		if err := expansion(spaces, strings.Count(s, "\n")+1); err != nil {
 			return "", fmt.Errorf("indent: %w", err)
 		}
-		pad := strings.Repeat(" ", spaces)
-		return pad + strings.ReplaceAll(s, "\n", "\n"+pad), nil
+		return indent(spaces, s), nil
 	}
-	funcs["indent"] = indent
+	funcs["indent"] = bounded
 	funcs["nindent"] = func(spaces int, s string) (string, error) {
-		out, err := indent(spaces, s)
+		out, err := bounded(spaces, s)
 		return "\n" + out, err
 	}
 	return funcs
