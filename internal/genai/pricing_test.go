@@ -22,12 +22,7 @@ import (
 // prices whose usage spans do not report (audio, image, web search,
 // one-hour cache writes).
 func TestReasoningTokensPricedAtTheirOwnPrice(t *testing.T) {
-	attrs := pcommon.NewMap()
-	attrs.PutStr("gen_ai.operation.name", "chat")
-	attrs.PutStr("gen_ai.provider.name", "perplexity")
-	attrs.PutStr("gen_ai.request.model", "sonar-deep-research")
-	attrs.PutInt("gen_ai.usage.input_tokens", 1000)
-	attrs.PutInt("gen_ai.usage.output_tokens", 1000)
+	attrs := chatAttrs("perplexity", "sonar-deep-research", 1000, 1000)
 	attrs.PutInt("gen_ai.usage.reasoning.output_tokens", 600)
 	m := genai.NewMapper(prices.Embedded(), false)
 	op, ok := m.Map(&genai.Span{Name: "chat sonar-deep-research", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
@@ -48,12 +43,7 @@ func TestReasoningTokensPricedAtTheirOwnPrice(t *testing.T) {
 // around to a negative sum: total_tokens is input + output only when that
 // sum exists; a sum past int64 is no count (null), not a negative one.
 func TestTotalTokensDoNotWrapAround(t *testing.T) {
-	attrs := pcommon.NewMap()
-	attrs.PutStr("gen_ai.operation.name", "chat")
-	attrs.PutStr("gen_ai.provider.name", "openai")
-	attrs.PutStr("gen_ai.request.model", "gpt-4o")
-	attrs.PutInt("gen_ai.usage.input_tokens", 1<<62)
-	attrs.PutInt("gen_ai.usage.output_tokens", 1<<62)
+	attrs := chatAttrs("openai", "gpt-4o", 1<<62, 1<<62)
 	op, ok := genai.NewMapper(prices.Embedded(), false).Map(&genai.Span{Name: "chat gpt-4o", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
 	if !ok {
 		t.Fatal("not read")
@@ -134,12 +124,7 @@ func deref(p *int64) any {
 // (calcPrice's timestamp defaults to the current time); at the epoch it
 // took a model's first price (claude-sonnet-4-6 changed on 2026-03-13).
 func TestSpanWithoutStartIsPricedAtTodaysPrice(t *testing.T) {
-	attrs := pcommon.NewMap()
-	attrs.PutStr("gen_ai.operation.name", "chat")
-	attrs.PutStr("gen_ai.provider.name", "anthropic")
-	attrs.PutStr("gen_ai.request.model", "claude-sonnet-4-6")
-	attrs.PutInt("gen_ai.usage.input_tokens", 300_000)
-	attrs.PutInt("gen_ai.usage.output_tokens", 1000)
+	attrs := chatAttrs("anthropic", "claude-sonnet-4-6", 300_000, 1000)
 	m := genai.NewMapper(prices.Embedded(), false)
 	cost := func(start time.Time) int64 {
 		t.Helper()
@@ -155,4 +140,16 @@ func TestSpanWithoutStartIsPricedAtTodaysPrice(t *testing.T) {
 	if got, want := cost(time.Unix(0, 0).UTC()), cost(time.Now()); got != want {
 		t.Errorf("without a start: %s, want today's %s", prices.Decimal(got), prices.Decimal(want))
 	}
+}
+
+// chatAttrs are the attributes of a chat span of the current conventions:
+// provider, model and token counts.
+func chatAttrs(provider, model string, input, output int64) pcommon.Map {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("gen_ai.operation.name", "chat")
+	attrs.PutStr("gen_ai.provider.name", provider)
+	attrs.PutStr("gen_ai.request.model", model)
+	attrs.PutInt("gen_ai.usage.input_tokens", input)
+	attrs.PutInt("gen_ai.usage.output_tokens", output)
+	return attrs
 }
