@@ -82,6 +82,13 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 	// maxIdleTxnSecs: servers/http/v1/query/http_query.rs add_txn).
 	settings["load_file_metadata_expire_hours"] = strconv.FormatUint(max(settingUint(cfg.Params, "load_file_metadata_expire_hours", minHistoryHours), minHistoryHours), 10)
 	settings["idle_transaction_timeout_secs"] = strconv.FormatUint(min(settingUint(cfg.Params, "idle_transaction_timeout_secs", maxIdleTxnSecs), maxIdleTxnSecs), 10)
+	// The query result cache off, whatever the DSN or SET GLOBAL say
+	// (scope Both): with query_result_cache_allow_inconsistent it answers
+	// a statement run before with its old result, whatever was written
+	// since (storages/basic/src/result_cache/read/reader.rs
+	// try_read_cached_result_with_meta_key), and the ledger, claim and
+	// verify reads must see every commit.
+	settings["enable_query_result_cache"] = "0"
 	base["settings"] = settings
 	raw, err := json.Marshal(base)
 	if err != nil {

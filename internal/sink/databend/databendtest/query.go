@@ -219,6 +219,9 @@ func (s *Server) handleQuery(n *node, w http.ResponseWriter, r *http.Request) {
 	var runErr error
 	q.cols, q.rows, runErr = s.run(req.SQL, &sess, &tx)
 	q.rows = s.maxResultRows(req.SQL, sess, q.rows)
+	if runErr == nil {
+		q.cols, q.rows = s.resultCache(req.SQL, sess, q.cols, q.rows)
+	}
 	if runErr != nil {
 		q.err = asQueryError(runErr)
 		if sess.TxnState == "Active" {
@@ -434,6 +437,50 @@ func (s *Server) maxResultRows(sql string, sess sessionConf, rows [][]*string) [
 		return rows
 	}
 	return rows[:limit]
+}
+
+// cachedResult is a query's result kept by the query result cache.
+type cachedResult struct {
+	cols    []string
+	rows    [][]*string
+	expires time.Time
+}
+
+// resultCache answers a query from the query result cache where
+// databend-query would (interpreter_select.rs: enable_query_result_cache
+// on, default off): a result kept for the same statement within
+// query_result_cache_ttl_secs (default 300) is returned instead of the
+// tables' rows — whatever was written since, when
+// query_result_cache_allow_inconsistent is on (ResultCacheReader::
+// try_read_cached_result_with_meta_key, storages/basic/src/result_cache/
+// read/reader.rs: with it off, a result whose tables changed is not
+// used, so only the inconsistent mode is modelled). A result is kept only
+// if its first block took query_result_cache_min_execute_secs (default 1)
+// to come: the fake's queries take no time, so only with 0. System
+// tables are never cached (physical_table_scan.rs: only Fuse tables).
+// Called with the lock held.
+func (s *Server) resultCache(sql string, sess sessionConf, cols []string, rows [][]*string) ([]string, [][]*string) {
+	up := strings.ToUpper(strings.TrimSpace(sql))
+	if s.setting(sess, "enable_query_result_cache") != "1" || s.setting(sess, "query_result_cache_allow_inconsistent") != "1" ||
+		!strings.HasPrefix(up, "SELECT") || strings.Contains(up, "SYSTEM.") {
+		return cols, rows
+	}
+	now := time.Now().Add(s.skew)
+	if c, ok := s.cached[sql]; ok && now.Before(c.expires) {
+		return c.cols, c.rows
+	}
+	if s.setting(sess, "query_result_cache_min_execute_secs") != "0" {
+		return cols, rows
+	}
+	ttl := 300 * time.Second
+	if v, err := strconv.Atoi(s.setting(sess, "query_result_cache_ttl_secs")); err == nil {
+		ttl = time.Duration(v) * time.Second
+	}
+	if s.cached == nil {
+		s.cached = map[string]cachedResult{}
+	}
+	s.cached[sql] = cachedResult{cols: cols, rows: rows, expires: now.Add(ttl)}
+	return cols, rows
 }
 
 // setting is the value of a setting in the session: its own, else the

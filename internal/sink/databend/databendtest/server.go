@@ -97,7 +97,8 @@ type Server struct {
 	// TIMESTAMP is written in a result (formats field_encoder/string.rs
 	// timestamp_text: jiff_timezone) and a string compared with one is
 	// read (types/timestamp.rs string_to_timestamp with the function
-	// context's tz) — by the plain column reads (selectColumns).
+	// context's tz) — by the plain column reads (selectColumns); and the
+	// query result cache (resultCache).
 	GlobalSettings map[string]string
 
 	mu      sync.Mutex
@@ -113,8 +114,9 @@ type Server struct {
 	// forgets it then: a COPY no longer skips the file, a COMMIT's
 	// condition on the key (seq 0) holds again.
 	history map[string]time.Time
-	skew    time.Duration // Advance: the server's clock runs this far ahead
-	late    []*txn        // commits in flight (LateCommit)
+	skew    time.Duration           // Advance: the server's clock runs this far ahead
+	cached  map[string]cachedResult // the query result cache, by statement
+	late    []*txn                  // commits in flight (LateCommit)
 	// pendingLate is the transaction of the COMMIT being run when
 	// LateCommit said it lands late.
 	pendingLate *txn
