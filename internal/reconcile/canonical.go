@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ import (
 //
 //	integers (and booleans, as 0/1)  decimal digits: 42, -7
 //	decimals                         exact text, trailing zeros dropped: 10.5, -0.25, 100
-//	floating point                   shortest text that reads back as the same float
+//	floating point                   shortest text that reads back as the same float, without exponent
 //	strings, bytes                   as they are
 //	timestamps                       UTC, microseconds: 2024-05-01T10:11:12.000000Z
 //	dates                            2024-05-01
@@ -28,7 +29,10 @@ import (
 //	NULL                             distinct from every value (also from '')
 //
 // A decimal column compared with an integer one thus matches on equal
-// numbers (10.00 and 10), and DECIMAL(12,2) with DECIMAL(18,4).
+// numbers (10.00 and 10), DECIMAL(12,2) with DECIMAL(18,4), and a DOUBLE
+// 1e7 with a DECIMAL 10000000. A text column compared with a numeric one
+// (a model that keeps a number it could not type as its text) is read as
+// numbers where its text is one (numberInText).
 // Timestamps without a zone (MySQL DATETIME, DuckDB TIMESTAMP) are read as
 // UTC; the source connection's time zone is set to UTC so that MySQL
 // TIMESTAMP columns are too.
@@ -83,6 +87,8 @@ func canonical(v any, dbType string) (value, error) {
 		return jsonValue(v)
 	case "TIME":
 		return timeOfDayValue(v)
+	case numberInText:
+		return numberTextValue(v)
 	case "BIT":
 		// MariaDB sends BIT(n) as n bits, big-endian, in bytes; Debezium
 		// sends BIT(1) as a boolean, wider ones as bytes: the number the
@@ -125,9 +131,9 @@ func canonical(v any, dbType string) (value, error) {
 		}
 		return value{kind: kindNumber, rat: new(big.Rat).SetInt(x), text: x.String(), bound: x.String()}, nil
 	case float64:
-		return floatValue(x, strconv.FormatFloat(x, 'g', -1, 64)), nil
+		return floatValue(x, 64), nil
 	case float32:
-		return floatValue(float64(x), strconv.FormatFloat(float64(x), 'g', -1, 32)), nil
+		return floatValue(float64(x), 32), nil
 	case time.Time:
 		if dbType == "DATE" {
 			return textOnly(x.Format(time.DateOnly)), nil
@@ -154,13 +160,66 @@ func uintValue(u uint64) value {
 	return value{kind: kindNumber, rat: new(big.Rat).SetUint64(u), text: strconv.FormatUint(u, 10), bound: u}
 }
 
-// floatValue is a float: ordered as the exact number it is, hashed as its
-// shortest text. NaN and infinities are no number: text.
-func floatValue(f float64, text string) value {
+// floatValue is a float of bits 32 or 64: ordered as the exact number it
+// is, hashed as its shortest text written without an exponent and without
+// a negative zero — the text a decimal or an integer of that value has
+// (1e7 is 10000000). NaN and infinities are no number: text.
+func floatValue(f float64, bits int) value {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return textOnly(text)
+		return textOnly(strconv.FormatFloat(f, 'g', -1, bits))
 	}
-	return value{kind: kindNumber, rat: new(big.Rat).SetFloat64(f), text: text, bound: f}
+	if f == 0 {
+		f = 0 // -0 is 0, as a decimal's -0.00
+	}
+	return value{kind: kindNumber, rat: new(big.Rat).SetFloat64(f), text: strconv.FormatFloat(f, 'f', -1, bits), bound: f}
+}
+
+// numberInText is the type a text column is read as when the other side's
+// column is numeric (CompareStreams): its values that are numbers
+// compare as numbers, the rest as text.
+const numberInText = "TRACELAKE NUMBER IN TEXT" // upper case: canonical compares upper-cased names
+
+// numberPattern is a decimal number as text, with an exponent or not.
+var numberPattern = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$`)
+
+// numberTextValue is text that may be a number (numberInText): a number
+// written as decimal digits, with an exponent or not ("10.50", "1e+07"),
+// is that number; other text stays text.
+func numberTextValue(v any) (value, error) {
+	s, ok := v.(string)
+	if b, isBytes := v.([]byte); isBytes {
+		s, ok = string(b), true
+	}
+	if !ok {
+		return canonical(v, "")
+	}
+	if !numberPattern.MatchString(s) {
+		return textOnly(s), nil
+	}
+	return textValue(plainDecimal(s), true, "")
+}
+
+// plainDecimal writes a number of numberPattern without its exponent:
+// "1.5e3" is "1500", "25e-8" is "0.00000025".
+func plainDecimal(s string) string {
+	mant, exp, found := strings.Cut(strings.ToLower(s), "e")
+	if !found {
+		return s
+	}
+	e, _ := strconv.Atoi(exp) // at most three digits: numberPattern
+	sign := ""
+	if mant != "" && (mant[0] == '-' || mant[0] == '+') {
+		sign, mant = mant[:1], mant[1:]
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits, point := whole+frac, len(whole)+e
+	switch {
+	case point <= 0:
+		return sign + "0." + strings.Repeat("0", -point) + digits
+	case point >= len(digits):
+		return sign + digits + strings.Repeat("0", point-len(digits))
+	}
+	return sign + digits[:point] + "." + digits[point:]
 }
 
 // jsonValue is a JSON document written compactly with its objects' keys

@@ -48,3 +48,20 @@ func TestCompareJoinsNullKeys(t *testing.T) {
 		t.Fatalf("a NULL key whose values differ: %v %+v", err, r)
 	}
 }
+
+// Text read as a number (a text column against a numeric one) is the
+// number's canonical text when it is decimal digits, with an exponent or
+// not (each of those below is written otherwise than its canonical text),
+// and stays text otherwise (Go's fractions and hexadecimal too).
+func TestNumberInTextIsTheNumber(t *testing.T) {
+	for in, want := range map[string]string{"1e+07": "10000000", "25e-8": "0.00000025", "-0.0e3": "0", "+.5E1": "5",
+		"10.50": "10.5", "-3.": "-3", "1.25e1": "12.5", "1e7x": "1e7x", "0x10": "0x10", "1/3": "1/3", "": "", " 1": " 1"} {
+		v, err := canonical(in, numberInText)
+		if err != nil || v.text != want {
+			t.Errorf("%q: %q %v, want %q", in, v.text, err, want)
+		}
+		if isNumber := want != in; isNumber != (v.kind == kindNumber) {
+			t.Errorf("%q read as %s", in, v.kind)
+		}
+	}
+}

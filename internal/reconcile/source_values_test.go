@@ -150,3 +150,32 @@ func TestSourcePadSpaceCollationErrorAdvisesNoPad(t *testing.T) {
 		[]string{"CREATE TABLE names (k VARCHAR PRIMARY KEY, v INTEGER)", "INSERT INTO names VALUES ('a',1),('a'||chr(9),2),('b',3)"})
 	wantEqual(t, r, err, 3)
 }
+
+// A number compares as the number it is whichever type the model keeps
+// it as: a source DOUBLE 1e7 equals a model DECIMAL 10000000 (a float was
+// hashed by its shortest text, "1e+07"), and a source DECIMAL 10.50 a
+// model VARCHAR '10.50' (change capture keeps a number it could not type
+// as its text) — while 10000001, '10.51', text that is no number, and two
+// text columns that spell one number two ways still differ.
+func TestSourceNumbersEqualTheModelsNumbersOfOtherTypes(t *testing.T) {
+	my := []string{"CREATE TABLE shop.num (id INT PRIMARY KEY, d DOUBLE, m DECIMAL(10,2), f DOUBLE, z DOUBLE, s VARCHAR(10))",
+		"INSERT INTO shop.num VALUES (1, 1e7, 10.50, 0.1, -0.0, '10.50'), (2, 2.5e-7, -3.00, 1e21, 0, 'x')"}
+	model := func(row1, row2 string) []string {
+		return []string{"CREATE TABLE num (id INTEGER PRIMARY KEY, d DECIMAL(20,9), m VARCHAR, f DOUBLE, z DECIMAL(4,1), s VARCHAR)",
+			"INSERT INTO num VALUES " + row1 + ", " + row2}
+	}
+	same := model("(1, 10000000, '10.50', 0.1, 0, '10.50')", "(2, 0.00000025, '-3', 1e21, 0.0, 'x')")
+	r, err := compareWithMariaDB(t, "num", 1, my, same)
+	wantEqual(t, r, err, 2)
+	for _, c := range []struct{ name, row1 string }{
+		{"another number", "(1, 10000001, '10.50', 0.1, 0, '10.50')"},
+		{"another number as text", "(1, 10000000, '10.51', 0.1, 0, '10.50')"},
+		{"text that is no number", "(1, 10000000, '10.5x', 0.1, 0, '10.50')"},
+		{"a number spelt otherwise in text on both sides", "(1, 10000000, '10.50', 0.1, 0, '10.5')"},
+	} {
+		r, err := compareWithMariaDB(t, "num", 1, my, model(c.row1, "(2, 0.00000025, '-3', 1e21, 0.0, 'x')"))
+		if err != nil || r.Differ != 1 {
+			t.Errorf("%s: %v %+v", c.name, err, r)
+		}
+	}
+}

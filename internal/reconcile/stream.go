@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +82,9 @@ func CompareStreams(ctx context.Context, spec StreamSpec) (*Report, error) {
 		spec.Recheck = 1000
 	}
 	r := &Report{Left: spec.Left.Name, Right: spec.Right.Name, Columns: spec.Columns}
+	if err := numbersInText(ctx, &spec); err != nil {
+		return nil, err
+	}
 	l := newScanner(spec.Left, spec.Key, spec.Columns)
 	rt := newScanner(spec.Right, spec.Key, spec.Columns)
 	var diffs []diff
@@ -152,6 +157,95 @@ func CompareStreams(ctx context.Context, spec StreamSpec) (*Report, error) {
 	}
 	r.Equal = r.OnlyLeft+r.OnlyRight+r.Differ+r.DupLeft+r.DupRight == 0
 	return r, nil
+}
+
+// numbersInText reads the compared columns' types on both sides and
+// reads a text column as numberInText where the other side's is numeric:
+// change capture keeps a source's number it could not type (a decimal
+// sent as a string without its schema) as text, and its "10.50" is the
+// source's DECIMAL 10.50. Key columns are left as they are: a text key is
+// sorted as text, and cannot be joined to a numeric one (sameKinds).
+func numbersInText(ctx context.Context, spec *StreamSpec) error {
+	lt, err := columnTypes(ctx, spec.Left, spec.Columns)
+	if err != nil {
+		return err
+	}
+	rt, err := columnTypes(ctx, spec.Right, spec.Columns)
+	if err != nil {
+		return err
+	}
+	for i, c := range spec.Columns {
+		switch {
+		case slices.Contains(spec.Key, c):
+		case isNumericType(lt[i]) && isTextType(rt[i]):
+			spec.Right.Types = withType(spec.Right.Types, c, numberInText)
+		case isTextType(lt[i]) && isNumericType(rt[i]):
+			spec.Left.Types = withType(spec.Left.Types, c, numberInText)
+		}
+	}
+	return nil
+}
+
+// columnTypes is the type of each of cols in t (its declared Types
+// first, else the driver's DatabaseTypeName), read without a row.
+func columnTypes(ctx context.Context, t Table, cols []string) ([]string, error) {
+	q := fmt.Sprintf("SELECT %s FROM %s LIMIT 0", strings.Join(mapStrings(cols, t.Quote), ", "), t.From)
+	rows, err := t.DB.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read the column types of %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return nil, fmt.Errorf("read the column types of %s: %w", t.Name, err)
+	}
+	types := make([]string, len(cts))
+	for i, ct := range cts {
+		types[i] = ct.DatabaseTypeName()
+		if d, ok := t.Types[cols[i]]; ok {
+			types[i] = d
+		}
+	}
+	return types, rows.Err()
+}
+
+// withType is types (a copy: the caller's map is left alone) with col's
+// type set to typ.
+func withType(types map[string]string, col, typ string) map[string]string {
+	out := maps.Clone(types)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[col] = typ
+	return out
+}
+
+// baseType is a type name without its width and sign: "DECIMAL(10,2)" and
+// "UNSIGNED INT" are DECIMAL and INT.
+func baseType(t string) string {
+	t, _, _ = strings.Cut(strings.ToUpper(t), "(")
+	return strings.TrimSpace(strings.TrimPrefix(t, "UNSIGNED "))
+}
+
+// isNumericType tells a numeric column by its type name, as MySQL's and
+// DuckDB's drivers name them.
+func isNumericType(t string) bool {
+	switch baseType(t) {
+	case "DECIMAL", "NUMERIC", "DOUBLE", "FLOAT", "REAL", "TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER", "BIGINT",
+		"HUGEINT", "UHUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT":
+		return true
+	}
+	return false
+}
+
+// isTextType tells a text column by its type name (not a binary one:
+// bytes are compared as they are).
+func isTextType(t string) bool {
+	switch baseType(t) {
+	case "VARCHAR", "CHAR", "TEXT", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT":
+		return true
+	}
+	return false
 }
 
 // sameKinds checks that the key columns are numbers on both sides or text
