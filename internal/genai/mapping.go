@@ -415,6 +415,9 @@ var providers = map[string]string{
 	"xai": "x_ai", "x-ai": "x_ai", "grok": "x_ai",
 	"mistralai": "mistral_ai", "mistral": "mistral_ai",
 	"watsonx": "ibm.watsonx.ai", "ibm": "ibm.watsonx.ai",
+	// No gen_ai.provider.name of its own: genai-prices' id. OpenLLMetry's
+	// Together instrumentation says "TogetherAI".
+	"togetherai": "together", "together_ai": "together", "together-ai": "together",
 }
 
 func (r *reader) provider() string {

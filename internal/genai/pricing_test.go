@@ -153,3 +153,29 @@ func chatAttrs(provider, model string, input, output int64) pcommon.Map {
 	attrs.PutInt("gen_ai.usage.output_tokens", output)
 	return attrs
 }
+
+// OpenLLMetry's Together instrumentation names its system "TogetherAI"
+// (opentelemetry-instrumentation-together, __init__.py: GEN_AI_SYSTEM),
+// which genai-prices' provider_match for Together (equals together-ai or
+// together_ai) does not take: its spans went unpriced. It is Together's.
+func TestTogetherAISystemIsPricedAsTogether(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	cost := func(system string) genai.Operation {
+		t.Helper()
+		attrs := chatAttrs("", "Gryphe/MythoMax-L2-13b", 1_000_000, 0)
+		attrs.Remove("gen_ai.provider.name")
+		attrs.PutStr("gen_ai.system", system)
+		op, ok := m.Map(&genai.Span{Name: "together.chat", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+		if !ok {
+			t.Fatalf("%s: not read", system)
+		}
+		return op
+	}
+	want := cost("together")
+	if want.Price == nil {
+		t.Fatal("the system together is not priced: pick a model of Together's")
+	}
+	if got := cost("TogetherAI"); got.Price == nil || got.Cost.Total() != want.Cost.Total() || got.Provider != want.Provider {
+		t.Errorf("TogetherAI: provider %q price %v, want together's %q at %s", got.Provider, got.Price, want.Provider, prices.Decimal(want.Cost.Total()))
+	}
+}
