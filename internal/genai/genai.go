@@ -6,6 +6,7 @@
 package genai
 
 import (
+	"errors"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -63,7 +64,7 @@ type Operation struct {
 // again after a restart counts again).
 type Stats struct {
 	Operations atomic.Int64
-	Unpriced   atomic.Int64 // operations with tokens and no price for their model, or a priced count not a number
+	Unpriced   atomic.Int64 // operations with tokens and no price for their model, a priced count not a number, or cache counts past the input
 	// CostOutOfRange counts operations whose tokens cost more than the
 	// cost columns hold (prices.MaxCost): a bogus count; no cost is stored.
 	CostOutOfRange atomic.Int64
@@ -211,13 +212,17 @@ func (m *Mapper) price(op *Operation, at time.Time) {
 				continue
 			}
 			if f, ok := m.prices.Find(op.Provider, model, at); ok {
-				cost, ok := f.Prices.Cost(prices.Usage{
+				cost, err := f.Prices.Cost(prices.Usage{
 					Input: deref(op.InputTokens), CacheRead: deref(op.CacheReadTokens),
 					CacheWrite: deref(op.CacheCreationTokens), Output: deref(op.OutputTokens),
 					Reasoning: deref(op.ReasoningTokens),
 				})
-				if !ok {
+				switch {
+				case errors.Is(err, prices.ErrCostOutOfRange):
 					m.stats.CostOutOfRange.Add(1)
+					return
+				case err != nil:
+					m.stats.Unpriced.Add(1)
 					return
 				}
 				op.Price, op.Cost = &f, cost

@@ -673,12 +673,14 @@ const MaxCost = 1e18 - 1
 // the input price), reasoning tokens are split out of the output only where
 // the model has a price for them (else they cost the output price), every
 // tiered price takes the tier of the total input tokens, and a model with a
-// per-request price charges one request. ok is
-// false when a part or the total would pass MaxCost (token counts no
-// operation has: a bogus attribute): such a cost cannot be stored, and
-// one wrong product must not wrap around to a plausible number.
-func (p Prices) Cost(u Usage) (c Cost, ok bool) {
-	ok = true
+// per-request price charges one request. It fails with ErrCostOutOfRange
+// when a part or the total would pass MaxCost (token counts no operation
+// has: a bogus attribute): such a cost cannot be stored, and one wrong
+// product must not wrap around to a plausible number; and with
+// ErrCacheExceedsInput when the cache reads and writes split out of the
+// input are more than the input.
+func (p Prices) Cost(u Usage) (c Cost, err error) {
+	ok := true
 	times := func(tokens, price int64) int64 {
 		hi, lo := bits.Mul64(uint64(max(tokens, 0)), uint64(max(price, 0)))
 		if hi != 0 || lo > MaxCost {
@@ -695,6 +697,14 @@ func (p Prices) Cost(u Usage) (c Cost, ok bool) {
 	if p.CacheWrite.Set {
 		c.CacheWrite = times(u.CacheWrite, p.CacheWrite.at(u.Input))
 		uncached -= u.CacheWrite
+	}
+	if uncached < 0 {
+		// genai-prices' computeLeafValues (packages/js/src/decompose.ts)
+		// throws on a priced part larger than the whole: the counts
+		// contradict each other (an instrumentation that reports the
+		// input without its cache, as Anthropic's API counts it), and
+		// charging the input as 0 would be too low and look right.
+		return Cost{}, fmt.Errorf("%w: cache reads %d and writes %d, input %d", ErrCacheExceedsInput, u.CacheRead, u.CacheWrite, u.Input)
 	}
 	c.Input = times(uncached, p.Input.at(u.Input))
 	uncachedOutput := u.Output
@@ -717,10 +727,16 @@ func (p Prices) Cost(u Usage) (c Cost, ok bool) {
 	}
 	// Each product is at most MaxCost, so the sum of six cannot overflow.
 	if !ok || c.Total() > MaxCost {
-		return Cost{}, false
+		return Cost{}, ErrCostOutOfRange
 	}
-	return c, true
+	return c, nil
 }
+
+// The reasons Cost prices nothing.
+var (
+	ErrCostOutOfRange    = errors.New("the cost is past what the cost columns hold")
+	ErrCacheExceedsInput = errors.New("the priced cache tokens are more than the input tokens, which include them")
+)
 
 // Decimal formats pico-dollars as dollars with 12 decimals.
 func Decimal(pico int64) string {

@@ -2,6 +2,7 @@ package prices
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -123,14 +124,44 @@ func TestCost(t *testing.T) {
 			[5]string{"0.000010000000", "0.000000000000", "0.000000000000", "0.000010000000", "0.012020000000"}},
 	}
 	for _, c := range cases {
-		got, ok := c.prices.Cost(c.usage)
-		if !ok {
-			t.Errorf("%s: cost out of range", c.name)
+		got, err := c.prices.Cost(c.usage)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
 		}
 		have := [5]string{Decimal(got.Input), Decimal(got.CacheRead), Decimal(got.CacheWrite), Decimal(got.Output), Decimal(got.Total())}
 		if have != c.want {
 			t.Errorf("%s: cost %v, want %v", c.name, have, c.want)
 		}
+	}
+}
+
+// Cache tokens are part of the input (OpenTelemetry's input_tokens
+// includes them): where the model prices them apart and they are more than
+// the input, the counts contradict each other (an instrumentation that
+// reports Anthropic's input without its cache) and there is no cost, as
+// genai-prices' computeLeafValues throws — not an input charged as 0.
+// Where the model has no cache price the cache tokens are input tokens,
+// and nothing is split out of the input.
+func TestCacheTokensPastTheInputHaveNoCost(t *testing.T) {
+	tab := fixture(t)
+	sonnet, ok := tab.Find("anthropic", "claude-sonnet-4-5", noon)
+	if !ok {
+		t.Fatal("no price for claude-sonnet-4-5")
+	}
+	for _, u := range []Usage{{Input: 100, CacheRead: 1000, Output: 10}, {Input: 100, CacheRead: 60, CacheWrite: 60}} {
+		if got, err := sonnet.Prices.Cost(u); !errors.Is(err, ErrCacheExceedsInput) {
+			t.Errorf("%+v: cost %+v, %v; want %v", u, got, err, ErrCacheExceedsInput)
+		}
+	}
+	if _, err := sonnet.Prices.Cost(Usage{Input: 120, CacheRead: 60, CacheWrite: 60}); err != nil {
+		t.Errorf("cache parts that are the whole input: %v", err)
+	}
+	gpt4o, ok := tab.Find("openai", "gpt-4o", noon) // a cache read price, no cache write price
+	if !ok {
+		t.Fatal("no price for gpt-4o")
+	}
+	if _, err := gpt4o.Prices.Cost(Usage{Input: 100, CacheWrite: 1000}); err != nil {
+		t.Errorf("cache writes without a price of their own are not split out: %v", err)
 	}
 }
 
@@ -153,9 +184,9 @@ func TestCostOutOfRange(t *testing.T) {
 		{"parts that fit, a total that does not", Usage{Input: 300_000_000_000, Output: 30_000_000_000}, false},
 		{"the most one part holds", Usage{Output: 99_999_999_999}, true},
 	} {
-		got, ok := gpt4o.Cost(c.usage)
-		if ok != c.ok {
-			t.Errorf("%s: ok %v, want %v (cost %+v)", c.name, ok, c.ok, got)
+		got, err := gpt4o.Cost(c.usage)
+		if ok := err == nil; ok != c.ok || !ok && !errors.Is(err, ErrCostOutOfRange) {
+			t.Errorf("%s: %v, want ok %v (cost %+v)", c.name, err, c.ok, got)
 		}
 		if total := got.Total(); total < 0 || total > MaxCost {
 			t.Errorf("%s: total %d outside 0..MaxCost", c.name, total)
@@ -307,9 +338,9 @@ func TestCostReasoningTokens(t *testing.T) {
 		{"capped at the output", deep, Usage{Output: 1000, Reasoning: 5000}, 1000 * 3_000_000},
 		{"no reasoning price", gpt, Usage{Output: 1000, Reasoning: 600}, 1000 * 10_000_000},
 	} {
-		got, ok := c.p.Cost(c.u)
-		if !ok || got.Output != c.output {
-			t.Errorf("%s: output cost %d (ok %v), want %d", c.name, got.Output, ok, c.output)
+		got, err := c.p.Cost(c.u)
+		if err != nil || got.Output != c.output {
+			t.Errorf("%s: output cost %d (%v), want %d", c.name, got.Output, err, c.output)
 		}
 	}
 }
