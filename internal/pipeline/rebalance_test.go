@@ -366,3 +366,51 @@ func TestWorkersOfAProcessStartBalanced(t *testing.T) {
 	}
 	verifyOK(t, cfg, s)
 }
+
+// start_offset latest: where a partition began loading is committed, so
+// that a later run (or another process, which lists later ends) starts
+// there too and loads what was produced after the first start. Before,
+// that position was committed only by the loader's commit tick, once a
+// second: a run stopped (or a partition revoked) before the tick left no
+// commit and no ledger row, and the next run started at the end as it was
+// then, skipping the records produced in between; verify counted them as
+// skipped on purpose. The shutdown's and the revoke's flush commit it.
+func TestStartOffsetLatestCommittedByARunStoppedAtOnce(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	produceNumbers(t, cl, 0, 10) // before the first start: skipped
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Kafka.StartOffset = "latest"
+	s := openSink(t, cfg)
+
+	status := obs.NewStatus()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+			RetryBase: 10 * time.Millisecond, Log: testLog(t), Status: status,
+		})
+	}()
+	await(t, "the partition starts at its end", func() bool {
+		ps := status.Snapshot().Partitions
+		return len(ps) == 1 && ps[0].Next == 10
+	})
+	cancel()
+	must(t, <-done)
+	resp, err := kadm.NewClient(cl).FetchOffsets(context.Background(), cfg.Kafka.Group)
+	must(t, err)
+	if o, ok := resp.Lookup(topic, 0); !ok || o.At != 10 {
+		t.Errorf("committed offset %d after the first run, want 10 (where it began)", o.At)
+	}
+
+	produceNumbers(t, cl, 10, 15) // after the first start: loaded
+	runIdleWithin(t, cfg, s, nil, 20*time.Second)
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE koffset >= 10`); n != 5 {
+		t.Errorf("%d rows of the records produced after the first start, want 5", n)
+	}
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE koffset < 10`); n != 0 {
+		t.Errorf("%d rows of the records produced before the first start, want none (latest)", n)
+	}
+}

@@ -760,11 +760,26 @@ func (w *Worker) loadLoop() error {
 	commitRetry := time.NewTicker(time.Second)
 	defer commitRetry.Stop()
 	dirty := map[sink.TopicPartition]int64{}
+	// seeded adds the positions seeded at assignment (the ledger's, or
+	// where start_offset latest began) to dirty.
+	seeded := func() {
+		w.mu.Lock()
+		for tp, next := range w.seeded {
+			dirty[tp] = max(dirty[tp], next)
+		}
+		clear(w.seeded)
+		w.mu.Unlock()
+	}
+
+	// commitTried says the last load committed dirty (its loaded
+	// positions and any before it), or tried to.
+	commitTried := false
 
 	// load loads the pending files. Files covering the same offsets (a
 	// partition read again) may be among them: the sinks fence each file
 	// past the ones before it (sink.Runs).
 	load := func() {
+		commitTried = false
 		defer func() { pending, pendingBytes, timer = pending[:0], 0, nil; clear(pendingNext) }()
 		if len(pending) == 0 {
 			return
@@ -811,6 +826,7 @@ func (w *Worker) loadLoop() error {
 			}
 		}
 		w.commit(dirty)
+		commitTried = true
 	}
 
 	for {
@@ -821,7 +837,16 @@ func (w *Worker) loadLoop() error {
 				return failed
 			}
 			if it.flush != nil {
+				// A revoke or the shutdown waits for this: the seeded
+				// positions are committed before the partitions go, also
+				// with nothing loaded, or start_offset latest's start is
+				// lost (the next owner, or run, would start at the end
+				// as it is then, skipping what came in between).
+				seeded()
 				load()
+				if !commitTried && len(dirty) > 0 {
+					w.commit(dirty)
+				}
 				it.flush <- failed
 				continue
 			}
@@ -850,12 +875,7 @@ func (w *Worker) loadLoop() error {
 		case <-timer:
 			load()
 		case <-commitRetry.C:
-			w.mu.Lock()
-			for tp, next := range w.seeded {
-				dirty[tp] = max(dirty[tp], next)
-			}
-			clear(w.seeded)
-			w.mu.Unlock()
+			seeded()
 			if len(dirty) > 0 {
 				w.commit(dirty)
 			}
