@@ -50,6 +50,12 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 				// where a reset to a later log start would not show.
 				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
 				start = at
+				// Committed as any start is (see below): a partition
+				// created while running starts at its beginning with
+				// start_offset latest too, and the next run, finding no
+				// position, would start at its end as it is then,
+				// skipping what came in between.
+				w.seeded[tp] = at
 			}
 			if at, ok := w.opt.StartAt[tp]; ok && committed < 0 && !inLedger {
 				// start_offset latest: the end when the run started. It is

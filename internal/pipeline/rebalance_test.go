@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -384,21 +386,9 @@ func TestStartOffsetLatestCommittedByARunStoppedAtOnce(t *testing.T) {
 	cfg.Kafka.StartOffset = "latest"
 	s := openSink(t, cfg)
 
-	status := obs.NewStatus()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
-			RetryBase: 10 * time.Millisecond, Log: testLog(t), Status: status,
-		})
-	}()
-	await(t, "the partition starts at its end", func() bool {
-		ps := status.Snapshot().Partitions
-		return len(ps) == 1 && ps[0].Next == 10
-	})
-	cancel()
-	must(t, <-done)
+	status, stop := runWithStatus(t, cfg, s)
+	await(t, "the partition starts at its end", func() bool { return startsAt(status, 0, 10) })
+	stop()
 	resp, err := kadm.NewClient(cl).FetchOffsets(context.Background(), cfg.Kafka.Group)
 	must(t, err)
 	if o, ok := resp.Lookup(topic, 0); !ok || o.At != 10 {
@@ -412,5 +402,78 @@ func TestStartOffsetLatestCommittedByARunStoppedAtOnce(t *testing.T) {
 	}
 	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE koffset < 10`); n != 0 {
 		t.Errorf("%d rows of the records produced before the first start, want none (latest)", n)
+	}
+}
+
+// runWithStatus runs the pipeline with a status page until stop is
+// called (which fails the test if the run failed).
+func runWithStatus(t *testing.T, cfg *config.Config, snk sink.Sink) (*obs.Status, func()) {
+	t.Helper()
+	status := obs.NewStatus()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, snk, pipeline.RunOptions{
+			RetryBase: 10 * time.Millisecond, Log: testLog(t), Status: status,
+		})
+	}()
+	stopped := false
+	stop := func() {
+		t.Helper()
+		if !stopped {
+			stopped = true
+			cancel()
+			must(t, <-done)
+		}
+	}
+	t.Cleanup(stop)
+	return status, stop
+}
+
+// startsAt says whether the status page shows partition p of topic
+// owned, its reading to start at next.
+func startsAt(status *obs.Status, p int32, next int64) bool {
+	for _, ps := range status.Snapshot().Partitions {
+		if ps.Topic == topic && ps.Partition == p {
+			return ps.Next == next
+		}
+	}
+	return false
+}
+
+// A partition created while running starts at its beginning, also with
+// start_offset latest; where it began is committed as any partition's
+// start, so that the next run starts there too. Before, nothing was
+// committed for it until something of it loaded: a run stopped before
+// its first record left no position, and the next run (latest) started
+// at its end as it was then, skipping every record produced to it in
+// between; verify counted them as skipped on purpose.
+func TestPartitionCreatedWhileRunningKeepsItsStart(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceNumbers(t, cl, 0, 10) // before the first start: skipped
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Kafka.StartOffset = "latest"
+	cfg.Kafka.MetadataRefresh = config.Duration(time.Second)
+	s := openSink(t, cfg)
+
+	status, stop := runWithStatus(t, cfg, s)
+	await(t, "partition 0 starts at its end", func() bool { return startsAt(status, 0, 10) })
+	_, err := kadm.NewClient(cl).CreatePartitions(context.Background(), 1, topic)
+	must(t, err)
+	await(t, "partition 1, created while running, starts at its beginning", func() bool { return startsAt(status, 1, 0) })
+	stop()
+
+	cl = producer(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner())) // sees 2 partitions
+	for i := range 5 {
+		produce(t, cl, &kgo.Record{Topic: topic, Partition: 1, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+	}
+	runIdleWithin(t, cfg, s, nil, 20*time.Second)
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE kpartition = 1`); n != 5 {
+		t.Errorf("%d rows of partition 1, created while the first run ran, want its 5 records", n)
+	}
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE kpartition = 0`); n != 0 {
+		t.Errorf("%d rows of partition 0, want none (latest)", n)
 	}
 }
