@@ -18,8 +18,8 @@ import (
 // retried) stores a request twice; the copies are the same spans, log
 // records or points. A span is identified by (tenant_id, trace_id,
 // span_id); a log record or a point, which have no id, by a hash of all
-// its columns but the Kafka coordinates. The first copy (lowest
-// coordinates) is kept.
+// its columns but the Kafka coordinates, and so is a span without an id
+// (Identity). The first copy (lowest coordinates) is kept.
 type Dedup struct {
 	Table *schema.Table
 	Name  string // the source table's name (sink.table)
@@ -33,7 +33,11 @@ func (d Dedup) model() string { return d.Target() }
 
 // Identity is the columns that identify a row (a span's tenant, trace
 // and span id); nil for a table whose rows have no id, identified by all
-// their columns but the coordinates.
+// their columns but the coordinates. A row null in one of them has no
+// identity and is identified by its content too: a span whose trace or
+// span id is all zero (invalid in OTLP, stored null). Joined, the ids of
+// all such spans of a trace were one key, and the model kept one of
+// them. Every sink keys a row so (keyOf in SQL; iceberg.Sink.Dedup).
 func (d Dedup) Identity() []string {
 	if d.Table.Name == "otel_spans" {
 		return []string{"tenant_id", "trace_id", "span_id"}
@@ -41,21 +45,67 @@ func (d Dedup) Identity() []string {
 	return nil
 }
 
-// keyExpr is the SQL of a row's identity, over the source's columns.
-func (d Dedup) keyExpr() string {
-	if id := d.Identity(); id != nil {
-		return "concat_ws('/', " + strings.Join(id, ", ") + ")"
+// keyOf is the SQL of a row's key, over columns prefixed by alias ("s.",
+// or "" for none): its ids joined (idsKey) or, for a row without an
+// identity (Identity), content: the dialect's hash of its content. The
+// key of a span with its ids is the one the releases before content keys
+// for spans made, so the keys a target holds stay valid.
+func (d Dedup) keyOf(content func(alias string) string, alias string) string {
+	if d.Identity() == nil {
+		return content(alias)
 	}
+	return "CASE WHEN " + d.idless(alias) + " THEN " + content(alias) + " ELSE " + d.idsKey(alias) + " END"
+}
+
+// idsKey is a row's identity joined by '/', in DuckDB's SQL and
+// Databend's alike. concat_ws skips a null on both (Databend:
+// functions/src/scalars/string_multi_args.rs, the nullable concat_ws), so
+// the key is never NULL, which NOT IN would turn into "insert nothing";
+// a row null in an id is keyed by its content anyway.
+func (d Dedup) idsKey(alias string) string {
+	return "concat_ws('/', " + alias + strings.Join(d.Identity(), ", "+alias) + ")"
+}
+
+// idless is the condition, alike in DuckDB and Databend, that a row has
+// no identity: a null in one of its identity columns.
+func (d Dedup) idless(alias string) string {
+	var nulls []string
+	for _, c := range d.Identity() {
+		nulls = append(nulls, alias+c+" IS NULL")
+	}
+	return "(" + strings.Join(nulls, " OR ") + ")"
+}
+
+// rekeySQL is the UPDATE that carries the target's rows without an
+// identity that a release before content keys for spans merged over to
+// their content key (content: the dialect's): it kept them under their
+// ids joined, the nulls skipped (one key for all of a trace's), and
+// against that key a copy sent again after the upgrade (a client's
+// retry), keyed by its content now, would be kept twice. Only rows null
+// in an id whose key is still that join are written: none once carried
+// over. The filter on the null ids lets an engine skip the parts of a
+// large target its statistics show have none. No row with its ids is
+// touched.
+func (d Dedup) rekeySQL(content func(alias string) string, target string) string {
+	return fmt.Sprintf(`UPDATE %s SET dedup_key = %s
+WHERE %s AND dedup_key = %s`, target, content(""), d.idless(""), d.idsKey(""))
+}
+
+// duckdbContent is the hash of a row's content in DuckDB's SQL: the md5
+// of its JSON, 128 bits, so billions of distinct rows do not collide (a
+// 64-bit hash would, by the birthday bound).
+func (d Dedup) duckdbContent(alias string) string {
 	var cols []string
 	for _, c := range d.Table.Columns {
 		if schema.InContentKey(c.Name) {
-			cols = append(cols, sqltext.Ident(c.Name)+" := "+sqltext.Ident(c.Name))
+			cols = append(cols, sqltext.Ident(c.Name)+" := "+alias+sqltext.Ident(c.Name))
 		}
 	}
-	// md5 of the row's JSON: 128 bits, so billions of distinct rows do not
-	// collide (a 64-bit hash would, by the birthday bound).
 	return "md5(to_json(struct_pack(" + strings.Join(cols, ", ") + "))::VARCHAR)"
 }
+
+// keyExpr is the SQL of a row's key in DuckDB, over the source's columns.
+func (d Dedup) keyExpr() string { return d.keyOf(d.duckdbContent, "") }
 
 // DedupResult is what one deduplicating merge did.
 type DedupResult struct {
@@ -102,6 +152,9 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 		if res.Read == 0 {
 			return nil
 		}
+		if err := mg.rekeyIdless(ctx, tx, d); err != nil {
+			return err
+		}
 		// By name: the target of an older release has the source's added
 		// columns after its dedup_key (growTarget).
 		r, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s BY NAME SELECT * EXCLUDE (tl_rn) FROM (
@@ -118,6 +171,27 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 	})
 	res.Took = time.Since(start)
 	return res, err
+}
+
+// rekeyIdless carries the target's rows without an identity kept by an
+// older release over to their content key (rekeySQL), when the increment
+// holds such rows: only then is a key compared with theirs, and the
+// update's scan of the target is not paid by every merge.
+func (mg *Merger) rekeyIdless(ctx context.Context, tx *sql.Tx, d Dedup) error {
+	if d.Identity() == nil {
+		return nil
+	}
+	var idless bool
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM tl_dedup WHERE `+d.idless("")).Scan(&idless); err != nil {
+		return fmt.Errorf("look for rows without an identity in the increment of %s: %w", d.Name, err)
+	}
+	if !idless {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, d.rekeySQL(d.duckdbContent, sqltext.Name(d.Target()))); err != nil {
+		return fmt.Errorf("carry the keys of %s's rows without an identity over: %w", d.Target(), err)
+	}
+	return nil
 }
 
 // growTarget adds to a target created before the source gained columns
@@ -165,21 +239,16 @@ func (mg *Merger) Counts(ctx context.Context, d Dedup) (DedupCounts, error) {
 	return c, err
 }
 
-// databendKey is a row's identity in Databend's SQL. A span's is its ids,
-// as on DuckDB; CONCAT_WS skips a NULL id, so the key is never NULL (which
-// NOT IN would turn into "insert nothing"): functions/src/scalars/
-// string_multi_args.rs, the nullable concat_ws. A log record's or a point's is an md5 of every column but
-// the coordinates, each written as its length and text so that no two
-// rows meet by concatenation ("a","bc" and "ab","c"), a NULL marked apart
-// from any text, and a VARIANT prefixed by its JSON type: Databend's cast
-// of a VARIANT string to VARCHAR drops the quotes, so the string "1" and
-// the number 1 would meet (functions/src/scalars/variant.rs: to_string,
-// json_typeof). Every piece is non-null, so CONCAT's handling of NULL
-// (which differs between engines) never matters.
-func (d Dedup) databendKey(alias string) string {
-	if id := d.Identity(); id != nil {
-		return "CONCAT_WS('/', " + alias + strings.Join(id, ", "+alias) + ")"
-	}
+// databendContent is the hash of a row's content in Databend's SQL: an
+// md5 of every column but the coordinates, each written as its length
+// and text so that no two rows meet by concatenation ("a","bc" and
+// "ab","c"), a NULL marked apart from any text, and a VARIANT prefixed by
+// its JSON type: Databend's cast of a VARIANT string to VARCHAR drops the
+// quotes, so the string "1" and the number 1 would meet (functions/src/
+// scalars/variant.rs: to_string, json_typeof). Every piece is non-null,
+// so CONCAT's handling of NULL (which differs between engines) never
+// matters.
+func (d Dedup) databendContent(alias string) string {
 	var parts []string
 	for _, c := range d.Table.Columns {
 		if !schema.InContentKey(c.Name) {
@@ -195,6 +264,10 @@ func (d Dedup) databendKey(alias string) string {
 	return "MD5(CONCAT(" + strings.Join(parts, ",\n    ") + "))"
 }
 
+// databendKey is a row's key in Databend's SQL, over columns prefixed by
+// alias.
+func (d Dedup) databendKey(alias string) string { return d.keyOf(d.databendContent, alias) }
+
 // DatabendIncrement is the scratch table of the dedup model on Databend,
 // holding one merge's increment (empty outside a merge); the Databend
 // sink creates it beside the target, with the target's columns.
@@ -203,8 +276,10 @@ func (d Dedup) DatabendIncrement() string { return d.Target() + "_increment" }
 // Databend returns the model's statements for Databend, the design of the
 // other models there (DatabendStatements): one transaction claims the
 // model, reads the rows past the watermark once into the increment,
-// inserts each identity the target lacks (the first copy), advances the
-// watermark and empties the increment. The tables are the sink's.
+// carries the target's rows without an identity that an older release
+// kept over to their content key (rekeySQL; spans only), inserts each
+// identity the target lacks (the first copy), advances the watermark and
+// empties the increment. The tables are the sink's.
 func (d Dedup) Databend() DatabendStatements {
 	src, dst, inc := sqltext.Name(d.Name), sqltext.Name(d.Target()), sqltext.Name(d.DatabendIncrement())
 	// Databend's lexer unescapes backslashes in literals (sqltext.DatabendString).
@@ -214,21 +289,29 @@ func (d Dedup) Databend() DatabendStatements {
 		names = append(names, sqltext.Ident(c.Name))
 	}
 	cols := strings.Join(names, ", ")
-	return DatabendStatements{
-		Setup: []string{watermarkTableSQL, claimRowSQL(d.model())},
-		Merge: []string{
-			claimSQL(d.model()),
-			fmt.Sprintf(`INSERT INTO %s (%s, dedup_key)
+	merge := []string{
+		claimSQL(d.model()),
+		fmt.Sprintf(`INSERT INTO %s (%s, dedup_key)
 SELECT %s, %s
 FROM %s AS s LEFT JOIN %s AS w ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition
 WHERE s.koffset >= COALESCE(w.next_offset, 0)`, inc, cols, "s."+strings.Join(names, ", s."), d.databendKey("s."), src, WatermarkTable, model),
-			fmt.Sprintf(`INSERT INTO %s (%s, dedup_key)
+	}
+	if d.Identity() != nil {
+		// Unconditional, unlike DuckDB's (a list of statements has no
+		// branch): once the keys are carried over it writes nothing, and
+		// what it reads, the target's ids (the blocks whose statistics
+		// show a null), is of the order of what the insert's NOT IN reads
+		// at every merge, every key. Not measured on a real Databend.
+		merge = append(merge, d.rekeySQL(d.databendContent, dst))
+	}
+	merge = append(merge,
+		fmt.Sprintf(`INSERT INTO %s (%s, dedup_key)
 SELECT %s, dedup_key FROM %s WHERE dedup_key NOT IN (SELECT dedup_key FROM %s)
 QUALIFY ROW_NUMBER() OVER (PARTITION BY dedup_key ORDER BY ktopic, kpartition, koffset, kindex) = 1`, dst, cols, cols, inc, dst),
-			advanceWatermarkSQL(model, inc, "ktopic", "kpartition", "koffset"),
-			"DELETE FROM " + inc,
-		},
-	}
+		advanceWatermarkSQL(model, inc, "ktopic", "kpartition", "koffset"),
+		"DELETE FROM "+inc,
+	)
+	return DatabendStatements{Setup: []string{watermarkTableSQL, claimRowSQL(d.model())}, Merge: merge}
 }
 
 // DatabendCountsSQL is the query of DedupCounts on Databend: one row of

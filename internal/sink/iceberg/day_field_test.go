@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
 )
 
 // The current day's partition takes loads all day: compaction leaves it
@@ -18,7 +19,7 @@ func TestCompactionLeavesTheCurrentDayOfASpanTable(t *testing.T) {
 	s := openTyped(t, t.TempDir(), &otel.Spans)
 	now := time.Now()
 	for i := range int64(3) {
-		load(t, s, otlpBatch(t, otel.SignalTraces, 0, i, spansRequest(t, now, byte(2*i+1), byte(2*i+2))))
+		load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, i, spansRequest(t, now, byte(2*i+1), byte(2*i+2))))
 	}
 	done, err := s.Compact(ctx, 64<<20, now, false)
 	if err != nil {
@@ -48,7 +49,7 @@ func TestRewriteManifestsClustersASpanTableByDay(t *testing.T) {
 		for j, d := range days {
 			reqs = append(reqs, spansRequest(t, d, byte(10*i)+byte(j)+1))
 		}
-		load(t, s, otlpBatch(t, otel.SignalTraces, 0, 3*i, reqs...))
+		load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 3*i, reqs...))
 	}
 	if _, err := s.RewriteManifests(ctx); err != nil {
 		t.Fatal(err)

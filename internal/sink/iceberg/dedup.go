@@ -37,7 +37,9 @@ type DedupResult struct {
 // first copy (lowest coordinates) of a row whose identity neither the
 // increment nor the target already holds. identity names the columns that
 // identify a row (a span: tenant, trace and span id); none: all columns
-// but the coordinates, hashed (log records and points have no id).
+// but the coordinates, hashed (log records and points have no id). A row
+// null in an identity column (a span whose span or trace id is all zero)
+// has no identity and is keyed by its columns too (merge.Dedup.Identity).
 //
 // The target's positions (the same position properties as a loaded table)
 // say how far each partition of the source is merged; the new rows and
@@ -73,11 +75,14 @@ func (s *Sink) Dedup(ctx context.Context, identity []string) (DedupResult, error
 	if inc.rows == 0 {
 		return res, nil
 	}
-	kept, legacy, err := inc.firstCopies(identity)
+	kept, legacy, idless, err := inc.firstCopies(identity)
 	if err != nil {
 		return res, err
 	}
 	if err := dropKnown(ctx, tgt, s.opt.Typed.Time, inc, kept, legacy); err != nil {
+		return res, err
+	}
+	if err := dropKnownIdless(ctx, tgt, s.opt.Typed.Time, inc, kept, identity, idless); err != nil {
 		return res, err
 	}
 	sc, err := arrowSchema(tgt, tgtSchema)
@@ -313,15 +318,16 @@ func coordinates(rec arrow.RecordBatch) (coords, error) {
 }
 
 // firstCopies returns, by key, the first copy (lowest coordinates) of each
-// identity in the increment, and legacy: the keys of those whose key
-// differs from the one a release before the escaping (rowKeys) gave them,
-// by that older key.
-func (inc *increment) firstCopies(identity []string) (kept map[string]rowRef, legacy map[string][]string, err error) {
+// identity in the increment; legacy: the keys of those whose key differs
+// from the one a release before the escaping (rowKeys) gave them, by that
+// older key; and idless: the content columns by which rows without an
+// identity are keyed (nil when the increment has none; dropKnownIdless).
+func (inc *increment) firstCopies(identity []string) (kept map[string]rowRef, legacy map[string][]string, idless []string, err error) {
 	cs := make([]coords, len(inc.recs))
 	for i, rec := range inc.recs {
 		c, err := coordinates(rec)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		cs[i] = c
 	}
@@ -341,12 +347,16 @@ func (inc *increment) firstCopies(identity []string) (kept map[string]rowRef, le
 	kept = map[string]rowRef{}
 	legacy = map[string][]string{}
 	for ri, rec := range inc.recs {
-		cols, err := keyColumns(rec, identity)
+		keyer, err := newRowKeyer(rec, identity)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for i := range int(rec.NumRows()) {
-			k, was := rowKeys(cols, i, identity == nil)
+			cols, hashed := keyer.of(i)
+			k, was := rowKeys(cols, i, hashed)
+			if hashed && identity != nil && idless == nil {
+				idless = contentNames(rec)
+			}
 			ref := rowRef{ri, i}
 			if old, ok := kept[k]; !ok || before(ref, old) {
 				kept[k] = ref
@@ -356,17 +366,62 @@ func (inc *increment) firstCopies(identity []string) (kept map[string]rowRef, le
 			}
 		}
 	}
-	return kept, legacy, nil
+	return kept, legacy, idless, nil
+}
+
+// rowKeyer picks the columns each row of a batch is keyed by.
+type rowKeyer struct {
+	ids     []arrow.Array // the identity's columns; nil for rows without ids
+	content []arrow.Array // keyColumns(rec, nil)
+}
+
+func newRowKeyer(rec arrow.RecordBatch, identity []string) (rowKeyer, error) {
+	content, err := keyColumns(rec, nil)
+	if err != nil || identity == nil {
+		return rowKeyer{content: content}, err
+	}
+	ids, err := keyColumns(rec, identity)
+	return rowKeyer{ids: ids, content: content}, err
+}
+
+// of is the columns row i is keyed by and whether its key is their hash:
+// its identity's, or its content's when it has none — no identity
+// columns, or a null in one (merge.Dedup.Identity). Joined with the null,
+// the ids of all such spans of a trace were one key, and the merge kept
+// one of them. A row with its ids keeps the key it always had.
+func (k rowKeyer) of(i int) (cols []arrow.Array, hashed bool) {
+	if k.ids == nil || slices.ContainsFunc(k.ids, func(c arrow.Array) bool { return c.IsNull(i) }) {
+		return k.content, true
+	}
+	return k.ids, false
+}
+
+// contentNames names the content columns of rec, in their order.
+func contentNames(rec arrow.RecordBatch) []string {
+	var names []string
+	for _, f := range rec.Schema().Fields() {
+		if inContentKey(f.Name) {
+			names = append(names, f.Name)
+		}
+	}
+	return names
+}
+
+// inContentKey says whether a column of a scanned row (the source's or
+// the target's) is part of its content key: every column but the
+// coordinates, the target's key and the exact copies of another
+// (schema.InContentKey).
+func inContentKey(col string) bool {
+	return !isCoordinate(col) && col != DedupKeyColumn && schema.InContentKey(col)
 }
 
 // keyColumns are the columns of rec a row's key is made of: identity, or
-// every column but the coordinates and the exact copies of another
-// (schema.InContentKey).
+// its content's (inContentKey), in rec's order.
 func keyColumns(rec arrow.RecordBatch, identity []string) ([]arrow.Array, error) {
 	var cols []arrow.Array
 	if identity == nil {
 		for i, f := range rec.Schema().Fields() {
-			if !isCoordinate(f.Name) && schema.InContentKey(f.Name) {
+			if inContentKey(f.Name) {
 				cols = append(cols, rec.Column(i))
 			}
 		}
@@ -461,16 +516,8 @@ func md5Hex(s string) string {
 // before it merged.
 func dropKnown(ctx context.Context, tgt *table.Table, timeCol string, inc *increment, kept map[string]rowRef, legacy map[string][]string) error {
 	opts := []table.ScanOption{table.WithSelectedFields(DedupKeyColumn)}
-	if timeCol != "" {
-		lo, hi, ok := inc.timeRange(timeCol)
-		ref := iceberggo.Reference(timeCol)
-		within := iceberggo.NewAnd(iceberggo.GreaterThanEqual(ref, iceberggo.Timestamp(lo)), iceberggo.LessThanEqual(ref, iceberggo.Timestamp(hi)))
-		switch {
-		case ok:
-			opts = append(opts, table.WithRowFilter(iceberggo.NewOr(within, iceberggo.IsNull(ref))))
-		default: // every event time is null
-			opts = append(opts, table.WithRowFilter(iceberggo.IsNull(ref)))
-		}
+	if f := inc.times(timeCol); f != nil {
+		opts = append(opts, table.WithRowFilter(f))
 	}
 	if tgt.CurrentSnapshot() == nil {
 		return nil
@@ -498,6 +545,88 @@ func dropKnown(ctx context.Context, tgt *table.Table, timeCol string, inc *incre
 		rec.Release()
 	}
 	return nil
+}
+
+// dropKnownIdless removes from kept the rows without an identity (a null
+// in identity) whose content a row of the target has: those of the
+// increment's event times, read with the columns of their content key
+// (idless; nil when the increment has none: nothing is read).
+//
+// Their stored key does not say: a release before content keys for spans
+// kept such a span under its ids joined with the null, the key of all
+// such spans of its trace. Looked up by it (as dropKnown's legacy keys
+// are), every new span of that trace would be dropped as a copy; not
+// looked up, a copy sent again after the upgrade (a client's retry) would
+// be kept twice. An Iceberg file cannot be updated in place as the
+// DuckDB and Databend targets are (merge.Dedup.rekeySQL), so the target's
+// such rows are read and keyed by their content at each merge whose
+// increment holds one. That stays cheap: a zero id is invalid OTLP, so
+// such rows are rare, the files without a null id are pruned by their
+// null counts, and the others by the event times.
+func dropKnownIdless(ctx context.Context, tgt *table.Table, timeCol string, inc *increment, kept map[string]rowRef, identity, idless []string) error {
+	if idless == nil || tgt.CurrentSnapshot() == nil {
+		return nil
+	}
+	nulls := make([]iceberggo.BooleanExpression, len(identity))
+	for i, c := range identity {
+		nulls[i] = iceberggo.IsNull(iceberggo.Reference(c))
+	}
+	filter := nulls[0]
+	if len(nulls) > 1 {
+		filter = iceberggo.NewOr(nulls[0], nulls[1], nulls[2:]...)
+	}
+	if f := inc.times(timeCol); f != nil {
+		filter = iceberggo.NewAnd(filter, f)
+	}
+	cols := slices.Clone(idless)
+	for _, c := range identity {
+		if !slices.Contains(cols, c) {
+			cols = append(cols, c)
+		}
+	}
+	_, batches, err := tgt.Scan(table.WithSelectedFields(cols...), table.WithRowFilter(filter)).ToArrowRecords(ctx)
+	if err != nil {
+		return fmt.Errorf("scan %s: %w", name(tgt.Identifier()), err)
+	}
+	for rec, err := range batches {
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", name(tgt.Identifier()), err)
+		}
+		ids, err := keyColumns(rec, identity)
+		var content []arrow.Array
+		if err == nil {
+			// By name, in the increment's order: the target has its key
+			// and the columns added since it was made after those.
+			content, err = keyColumns(rec, idless)
+		}
+		if err != nil {
+			rec.Release()
+			return err
+		}
+		keyer := rowKeyer{ids: ids, content: content}
+		for i := range int(rec.NumRows()) {
+			if cols, hashed := keyer.of(i); hashed {
+				delete(kept, rowKey(cols, i, true))
+			}
+		}
+		rec.Release()
+	}
+	return nil
+}
+
+// times is the scan filter of the target's rows of the increment's event
+// times in timeCol, or of a null time (nil without an event time).
+func (inc *increment) times(timeCol string) iceberggo.BooleanExpression {
+	if timeCol == "" {
+		return nil
+	}
+	ref := iceberggo.Reference(timeCol)
+	lo, hi, ok := inc.timeRange(timeCol)
+	if !ok { // every event time is null
+		return iceberggo.IsNull(ref)
+	}
+	within := iceberggo.NewAnd(iceberggo.GreaterThanEqual(ref, iceberggo.Timestamp(lo)), iceberggo.LessThanEqual(ref, iceberggo.Timestamp(hi)))
+	return iceberggo.NewOr(within, iceberggo.IsNull(ref))
 }
 
 // timeRange is the range of the increment's timestamps in col (µs), ok
@@ -672,12 +801,16 @@ func countRows(rec arrow.RecordBatch, identity []string, done map[sink.TopicPart
 	if err != nil {
 		return err
 	}
-	cols, err := keyColumns(rec, identity)
+	keyer, err := newRowKeyer(rec, identity)
 	if err != nil {
 		return err
 	}
 	for i := range int(rec.NumRows()) {
 		c.Rows++
+		// Unhashed: the digest is the key's. A join of the ids never
+		// equals one of the content, which has more columns, so more
+		// separators (an escaped value has no bare '/').
+		cols, _ := keyer.of(i)
 		seen[md5.Sum([]byte(rowKey(cols, i, false)))] = struct{}{}
 		if co.offset.Value(i) >= done[sink.TopicPartition{Topic: co.topic.Value(i), Partition: co.partition.Value(i)}] {
 			c.Pending++

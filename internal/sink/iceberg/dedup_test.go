@@ -11,15 +11,14 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/schema"
-	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
 )
 
 // openTyped opens a sink of a declared OpenTelemetry table on the catalog
@@ -43,25 +42,6 @@ func openPrepared(t *testing.T, dir string, opt iceberg.Options) *iceberg.Sink {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// otlpBatch decodes OTLP export requests (protobuf) as the records at
-// offsets first.. of a partition of topic "otlp" into one batch.
-func otlpBatch(t *testing.T, signal string, partition int32, first int64, bodies ...[]byte) *sink.Batch {
-	t.Helper()
-	dec, err := otel.NewDecoder(signal, otel.EncodingProto, otel.Tenancy{Header: "tenant", Default: "team-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "otlp", Partition: partition}, First: first, Last: first + int64(len(bodies)) - 1}}}
-	for i, body := range bodies {
-		n, err := dec.AppendRows(b, &kgo.Record{Topic: "otlp", Partition: partition, Offset: first + int64(i), Value: body})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Ranges[0].Records += int64(n)
-	}
-	return b
 }
 
 // spansRequest is an export request of spans with the given ids (trace 1),
@@ -130,7 +110,7 @@ func TestDedupKeepsEachSpanOnce(t *testing.T) {
 	day := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	a, b, c := spansRequest(t, day, 1, 2, 3), spansRequest(t, day, 4, 5, 6), spansRequest(t, day.Add(time.Hour), 7)
 	// Partition 0: A, A again (the retry), B; partition 1: B again.
-	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 0, a, a, b), otlpBatch(t, otel.SignalTraces, 1, 0, b))
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, a, a, b), sinktest.OTLPBatch(t, otel.SignalTraces, 1, 0, b))
 	checkCounts(t, s, iceberg.DedupCounts{Rows: 12, Identities: 6, Kept: 0, Pending: 12}) // never merged
 	res, err := s.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"})
 	if err != nil {
@@ -140,7 +120,7 @@ func TestDedupKeepsEachSpanOnce(t *testing.T) {
 		t.Errorf("first merge read %d and inserted %d, want 12 and 6", res.Read, res.Inserted)
 	}
 	// A late copy of A, and C.
-	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 3, a, c))
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 3, a, c))
 	if res, err = s.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"}); err != nil || res.Read != 4 || res.Inserted != 1 {
 		t.Errorf("second merge read %d and inserted %d (%v), want 4 and 1", res.Read, res.Inserted, err)
 	}
@@ -162,7 +142,7 @@ func TestDedupKeepsEachSpanOnce(t *testing.T) {
 	// Two processes merge the same increment at once: one commit lands,
 	// the other fails on the moved snapshot, and no span is there twice.
 	other := openTyped(t, dir, &otel.Spans)
-	load(t, s, otlpBatch(t, otel.SignalTraces, 1, 1, spansRequest(t, day, 8, 9), spansRequest(t, day, 8, 9)))
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 1, 1, spansRequest(t, day, 8, 9), spansRequest(t, day, 8, 9)))
 	var wg sync.WaitGroup
 	var inserted [2]int64
 	for i, snk := range []*iceberg.Sink{s, other} {
@@ -224,7 +204,7 @@ func TestDedupHashesRecordsWithoutAnId(t *testing.T) {
 		}
 		return b
 	}
-	load(t, s, otlpBatch(t, otel.SignalLogs, 0, 0, logs("hello", "world"), logs("hello", "world"), logs("hello", "there")))
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalLogs, 0, 0, logs("hello", "world"), logs("hello", "world"), logs("hello", "there")))
 	res, err := s.Dedup(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -246,11 +226,11 @@ func TestStaleDedupDoesNotLowerThePositions(t *testing.T) {
 	s, other := openTyped(t, dir, &otel.Spans), openTyped(t, dir, &otel.Spans)
 	id := []string{"tenant_id", "trace_id", "span_id"}
 	a := spansRequest(t, time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), 1, 2)
-	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 0, a))
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, a))
 	if _, err := s.Dedup(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 1, a)) // a client's retry: copies
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 1, a)) // a client's retry: copies
 	raced := false
 	s.SetBeforeDedupCommit(func() {
 		if raced {
@@ -258,7 +238,7 @@ func TestStaleDedupDoesNotLowerThePositions(t *testing.T) {
 		}
 		raced = true
 		// Another copy, and another process's merge of both.
-		load(t, other, otlpBatch(t, otel.SignalTraces, 0, 2, a))
+		load(t, other, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 2, a))
 		if _, err := other.Dedup(ctx, id); err != nil {
 			t.Error(err)
 		}
@@ -278,7 +258,7 @@ func TestOrphansKeepADedupMergesFiles(t *testing.T) {
 	dir := t.TempDir()
 	s := openTyped(t, dir, &otel.Spans)
 	day := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	load(t, s, otlpBatch(t, otel.SignalTraces, 0, 0, spansRequest(t, day, 1, 2, 3)))
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, spansRequest(t, day, 1, 2, 3)))
 	cleaner := openTyped(t, dir, &otel.Spans)
 	s.SetBeforeDedupCommit(func() { cleanAllAged(t, cleaner, filepath.Join(dir, "warehouse"), "before the merge's commit") })
 	res, err := s.Dedup(ctx, []string{"tenant_id", "trace_id", "span_id"})
@@ -300,7 +280,7 @@ func TestOrphansKeepTheFilesOfADedupMergeInAProcessOfItsOwn(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	day := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	load(t, openTyped(t, dir, &otel.Spans), otlpBatch(t, otel.SignalTraces, 0, 0, spansRequest(t, day, 1, 2, 3)))
+	load(t, openTyped(t, dir, &otel.Spans), sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, spansRequest(t, day, 1, 2, 3)))
 	merger := openTyped(t, dir, &otel.Spans)
 	cleaner := openTyped(t, dir, &otel.Spans)
 	merger.SetBeforeDedupCommit(func() { cleanAllAged(t, cleaner, filepath.Join(dir, "warehouse"), "before the merge's commit") })
@@ -335,7 +315,7 @@ func TestDedupKeepsRecordsWhoseColumnsJoinAlike(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load(t, s, otlpBatch(t, otel.SignalLogs, 0, 0, body))
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalLogs, 0, 0, body))
 	res, err := s.Dedup(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -365,14 +345,14 @@ func TestDedupFindsCopiesOfRowsKeyedBeforeTheEscaping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load(t, s, otlpBatch(t, otel.SignalLogs, 0, 0, body))
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalLogs, 0, 0, body))
 	if res, err := s.Dedup(ctx, nil); err != nil || res.Inserted != 1 {
 		t.Fatalf("first merge inserted %d (%v), want 1", res.Inserted, err)
 	}
 	if err := s.RekeyDedupTargetAsBefore(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	load(t, s, otlpBatch(t, otel.SignalLogs, 0, 1, body)) // the retry
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalLogs, 0, 1, body)) // the retry
 	res, err := s.Dedup(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -381,4 +361,62 @@ func TestDedupFindsCopiesOfRowsKeyedBeforeTheEscaping(t *testing.T) {
 	if res.Read != 1 || res.Inserted != 0 || len(rows) != 1 {
 		t.Errorf("merge of the copy read %d, inserted %d; target %v, want the record once", res.Read, res.Inserted, rows)
 	}
+}
+
+// Spans without a span id (all zero in OTLP, stored null) have no
+// identity: their key joined the ids with a null marker, so every such
+// span of a trace had one key and the merge kept one of them. They are
+// keyed by their content, as log records are, and verify's identities
+// count them so.
+func TestDedupKeepsSpansWithoutSpanID(t *testing.T) {
+	s := openTyped(t, t.TempDir(), &otel.Spans)
+	v := sinktest.SpansWithIDs(t, pcommon.TraceID{1, 2, 3}, pcommon.SpanID{}, "first", "second")
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, v, v)) // the second: a client's retry
+	res, err := s.Dedup(context.Background(), []string{"tenant_id", "trace_id", "span_id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, perKey := dedupRows(t, s, "otel_spans_dedup", "name")
+	slices.Sort(rows)
+	if want := []string{"first@0/0", "second@0/0"}; res.Read != 4 || res.Inserted != 2 || !slices.Equal(rows, want) || len(perKey) != 2 {
+		t.Errorf("read %d, inserted %d, target %v (keys %v); want 4, 2: %v under two keys", res.Read, res.Inserted, rows, perKey, want)
+	}
+	checkCounts(t, s, iceberg.DedupCounts{Rows: 4, Identities: 2, Kept: 2, Pending: 0})
+}
+
+// A target merged by a release before content keys for spans holds a
+// span without a span id under its ids joined with a null marker, the key
+// of all such spans of its trace, and its files cannot be rekeyed in
+// place. After the upgrade a copy of it (a client's retry) is still left
+// out, found by the content of the target's rows with a null id, and a
+// new such span of its trace is kept, which the old key, looked up as it
+// was, would have dropped as a copy. A span with its ids keeps its key.
+func TestDedupCarriesOverOldKeysOfSpansWithoutSpanID(t *testing.T) {
+	ctx := context.Background()
+	s := openTyped(t, t.TempDir(), &otel.Spans)
+	id := []string{"tenant_id", "trace_id", "span_id"}
+	first := sinktest.SpansWithIDs(t, pcommon.TraceID{1, 2, 3}, pcommon.SpanID{}, "first")
+	withIDs := sinktest.SpansWithIDs(t, pcommon.TraceID{1, 2, 3}, pcommon.SpanID{7}, "with ids")
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, first, withIDs))
+	if _, err := s.Dedup(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RekeyDedupTargetAsBefore(ctx, id); err != nil { // the ids joined, a null marked
+		t.Fatal(err)
+	}
+	second := sinktest.SpansWithIDs(t, pcommon.TraceID{1, 2, 3}, pcommon.SpanID{}, "second")
+	load(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 2, first, second, withIDs))
+	res, err := s.Dedup(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, perKey := dedupRows(t, s, "otel_spans_dedup", "name")
+	slices.Sort(rows)
+	if want := []string{"first@0/0", "second@0/3", "with ids@0/1"}; res.Read != 3 || res.Inserted != 1 || !slices.Equal(rows, want) {
+		t.Errorf("read %d, inserted %d, target %v; want 3, 1: %v", res.Read, res.Inserted, rows, want)
+	}
+	if perKey["team-a/01020300000000000000000000000000/0700000000000000"] != 1 {
+		t.Errorf("keys %v: the span with its ids is not under its ids", perKey)
+	}
+	checkCounts(t, s, iceberg.DedupCounts{Rows: 5, Identities: 3, Kept: 3, Pending: 0})
 }
