@@ -37,7 +37,8 @@ type Heartbeat struct {
 	// are the topics the same source's changes go to: the partitions a
 	// heartbeat speaks for. "" matches every topic; for a heartbeat topic
 	// <prefix>.<server>, "" means the topics of Debezium's naming for
-	// that server, ^<server>\. .
+	// that server, ^<server>(\.|$): its tables' and its schema change
+	// topic.
 	Topics string
 }
 
@@ -66,7 +67,10 @@ func ParseHeartbeatTopic(topic, topics string, lag time.Duration) (Heartbeat, er
 		return Heartbeat{}, fmt.Errorf("lag must not be negative, got %s", lag)
 	}
 	if topics == "" {
-		topics = "^" + regexp.QuoteMeta(server) + `\.`
+		// The server's table topics and its schema change topic, named
+		// as the server, which carries its DROP TABLEs (truncations of
+		// their tables).
+		topics = "^" + regexp.QuoteMeta(server) + `(\.|$)`
 	}
 	return Heartbeat{Topic: topic, Lag: lag, Topics: topics}, checkTopics(topics)
 }

@@ -211,9 +211,10 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 			return dst, nil // a heartbeat: only time passing
 		case ddl != nil || tableChanges != nil:
 			// The connector's schema change topic (named as the server,
-			// topic.prefix): DDL, no row. A table's columns come from its
-			// change events' own schemas and rows, as they change.
-			return dst, nil
+			// topic.prefix): DDL. A table's columns come from its change
+			// events' own schemas and rows, as they change; a DROP TABLE
+			// empties its model.
+			return d.debeziumSchemaChange(dst, source, tableChanges)
 		case string(status) == "BEGIN" || string(status) == "END":
 			// Transaction metadata (provide.transaction.metadata, the
 			// <server>.transaction topic): no row.
@@ -960,4 +961,89 @@ func clip(v []byte) string {
 		return string(v[:most]) + "…"
 	}
 	return string(v)
+}
+
+// debeziumSchemaChange decodes a message of a MySQL connector's schema
+// change topic (EventDispatcher.SchemaChangeEventReceiver: source,
+// databaseName, ddl and tableChanges, each {type, id, table} of
+// ConnectTableChangeSerializer). A DROP TABLE is the one message of its
+// table's end: the connector sends no change event of its rows (a table
+// topic carries no drop), one DROP per table dropped
+// (BinlogDatabaseSchema.parseDdl, DropTableParserListener), so it makes
+// a truncation of the table at its position, as Canal's ERASE and
+// Maxwell's table-drop do: the rows changed before it leave the model,
+// those of a table created again under the name after it stay. The other
+// DDL makes no change.
+//
+// A snapshot's schema change events are no statement of the log: before
+// each table's schema the snapshot writes DROP TABLE IF EXISTS, and DROP
+// DATABASE IF EXISTS before each database's, to rebuild the schema
+// history (BinlogSnapshotChangeEventSource.readTableStructure), also in
+// snapshot.mode no_data, which reads no row again; their source.snapshot
+// is "true" (or another value than "false"). Taken as drops, they would
+// empty models of tables that still hold their rows.
+func (d *Decoder) debeziumSchemaChange(dst []Change, source, tableChanges []byte) ([]Change, error) {
+	if s := text(member(source, "snapshot")); s != nil && string(s) != "false" {
+		return dst, nil
+	}
+	src := readSource(source)
+	changes, _ := open(tableChanges, '[')
+	for v, ok := changes.element(); ok; v, ok = changes.element() {
+		if string(text(member(v, "type"))) != "DROP" {
+			continue
+		}
+		id := text(member(v, "id"))
+		parts, ok := quotedParts(id)
+		if !ok || len(parts) < 2 || len(parts) > 3 {
+			return dst, d.errorf("a DROP of table %q, which is not Debezium's \"database\".\"table\"", id)
+		}
+		db, schemaName, tbl := parts[0], []byte(nil), parts[len(parts)-1]
+		if len(parts) == 3 {
+			schemaName = parts[1]
+		}
+		table, err := d.router.route(db, schemaName, tbl)
+		if err != nil {
+			return dst, routeError(err)
+		}
+		var c *Change
+		dst, c = next(dst)
+		c.Op, c.Table, c.Position, c.SourceTime = Truncate, table, src.position, src.timeUs
+	}
+	return dst, nil
+}
+
+// quotedParts splits a Debezium table id written by
+// TableId.toDoubleQuotedString, "catalog"."schema"."table" (a part's
+// quotes doubled), into its parts; false when id is not of that form.
+func quotedParts(id []byte) ([][]byte, bool) {
+	var parts [][]byte
+	for i := 0; ; {
+		if i >= len(id) || id[i] != '"' {
+			return nil, false
+		}
+		var part []byte
+		for i++; ; i++ {
+			if i >= len(id) {
+				return nil, false
+			}
+			if id[i] == '"' {
+				if i+1 < len(id) && id[i+1] == '"' {
+					part = append(part, '"')
+					i++
+					continue
+				}
+				i++
+				break
+			}
+			part = append(part, id[i])
+		}
+		parts = append(parts, part)
+		if i == len(id) {
+			return parts, true
+		}
+		if id[i] != '.' {
+			return nil, false
+		}
+		i++
+	}
 }
