@@ -182,6 +182,15 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	if ddl := string(isDDL) == "true"; ddl == o.HasRow() {
 		return dst, d.errorf("isDdl is %s but type is %s", isDDL, typ)
 	}
+	if name, ok := droppedDatabase(text(sql)); ok && o == SchemaChange {
+		// A DROP DATABASE, which Canal's DDL parser does not read
+		// (DruidDdlParser.parse makes no DdlResult of it, so the message
+		// is a QUERY of no table): the statement names the database.
+		if name == "" {
+			return dst, d.errorf("a DROP DATABASE whose database cannot be read: %s", clip(sql))
+		}
+		return d.dropDatabase(dst, []byte(name), canalPosition(es, ts, id), millisToMicros(es))
+	}
 	if db == nil || tbl == nil {
 		return dst, d.errorf("database or table is missing")
 	}

@@ -214,7 +214,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 			// topic.prefix): DDL. A table's columns come from its change
 			// events' own schemas and rows, as they change; a DROP TABLE
 			// empties its model.
-			return d.debeziumSchemaChange(dst, source, tableChanges)
+			return d.debeziumSchemaChange(dst, payload, source, tableChanges)
 		case string(status) == "BEGIN" || string(status) == "END":
 			// Transaction metadata (provide.transaction.metadata, the
 			// <server>.transaction topic): no row.
@@ -972,8 +972,11 @@ func clip(v []byte) string {
 // (BinlogDatabaseSchema.parseDdl, DropTableParserListener), so it makes
 // a truncation of the table at its position, as Canal's ERASE and
 // Maxwell's table-drop do: the rows changed before it leave the model,
-// those of a table created again under the name after it stay. The other
-// DDL makes no change.
+// those of a table created again under the name after it stay. A DROP
+// DATABASE names no table (DropDatabaseParserListener signals the
+// database's drop alone, an event of type DATABASE: databaseName, its
+// ddl and no tableChanges), and drops each table of the database the
+// decoder knows (dropDatabase). The other DDL makes no change.
 //
 // A snapshot's schema change events are no statement of the log: before
 // each table's schema the snapshot writes DROP TABLE IF EXISTS, and DROP
@@ -982,11 +985,18 @@ func clip(v []byte) string {
 // snapshot.mode no_data, which reads no row again; their source.snapshot
 // is "true" (or another value than "false"). Taken as drops, they would
 // empty models of tables that still hold their rows.
-func (d *Decoder) debeziumSchemaChange(dst []Change, source, tableChanges []byte) ([]Change, error) {
+func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChanges []byte) ([]Change, error) {
 	if s := text(member(source, "snapshot")); s != nil && string(s) != "false" {
 		return dst, nil
 	}
 	src := readSource(source)
+	if _, ok := droppedDatabase(text(member(payload, "ddl"))); ok {
+		db := text(member(payload, "databaseName"))
+		if len(db) == 0 {
+			return dst, d.errorf("a DROP DATABASE without its databaseName")
+		}
+		return d.dropDatabase(dst, db, src.position, src.timeUs)
+	}
 	changes, _ := open(tableChanges, '[')
 	for v, ok := changes.element(); ok; v, ok = changes.element() {
 		if string(text(member(v, "type"))) != "DROP" {

@@ -134,6 +134,28 @@ func (d *Decoder) Decode(dst []Change, topic string, key, value []byte) (out []C
 	return out, nil
 }
 
+// dropDatabase appends a truncation at pos, of source time us, of every
+// table of database db the decoder knows: seen by it, or claimed (whose
+// changes an earlier process saw). A DROP DATABASE drops them all, and
+// the source names none of them in it: Maxwell's database-drop and
+// Debezium's DROP DATABASE (a schema change of the database alone) name
+// the database. A table whose changes the decoder has not seen yet stays
+// out; the sources write a database's changes and its drop on one
+// partition, in log order, unless told to partition otherwise (Maxwell's
+// producer_partition_by other than database; Debezium's topic per table).
+func (d *Decoder) dropDatabase(dst []Change, db []byte, pos Position, us int64) ([]Change, error) {
+	tables, err := d.router.tablesOf(string(db))
+	if err != nil {
+		return dst, routeError(err)
+	}
+	for _, t := range tables {
+		var c *Change
+		dst, c = next(dst)
+		c.Op, c.Table, c.Position, c.SourceTime = Truncate, t, pos, us
+	}
+	return dst, nil
+}
+
 // Error is a record that cannot be decoded. It is permanent: the record
 // goes to the dead-letter table with Reason.
 type Error struct {

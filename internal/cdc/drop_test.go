@@ -67,3 +67,94 @@ func TestDebeziumSnapshotDropTableIsNoDrop(t *testing.T) {
 		}
 	}
 }
+
+// Maxwell writes a DROP DATABASE as a database-drop message of the
+// database alone (ResolvedDatabaseDrop, named "database-drop" by
+// ResolvedSchemaChange's JsonSubTypes; DDLMap.toJSON adds ts, sql and,
+// with output_binlog_position, position; docs/dataformat.md lists the
+// DDL types). It drops every table of the database: each table of it the
+// decoder has seen, or an earlier process (the registry's claim), is
+// truncated at its position; no other database's. It made no change, and
+// the tables' rows stayed in their models.
+func TestMaxwellDatabaseDropTruncatesItsTables(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatMaxwell})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Claim("cdc_test_items_log", "test", "", "items") // seen by an earlier run
+	for _, v := range []string{
+		`{"database":"test","table":"orders","type":"insert","ts":1589373561,"position":"mysql-bin.000003:1000","data":{"id":1},"primary_key_columns":["id"]}`,
+		`{"database":"other","table":"orders","type":"insert","ts":1589373561,"position":"mysql-bin.000003:1100","data":{"id":1},"primary_key_columns":["id"]}`,
+	} {
+		if _, err := d.Decode(nil, "maxwell", nil, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decodeWant(t, d, "maxwell", `{"type":"database-drop","database":"test","ts":1589373562,"sql":"DROP DATABASE test","position":"mysql-bin.000003:1200"}`,
+		"truncate test.items log=cdc_test_items_log model=cdc_test_items key= pos=3.1200.0 time=1589373562000000\n"+
+			"truncate test.orders log=cdc_test_orders_log model=cdc_test_orders key= pos=3.1200.0 time=1589373562000000\n")
+	// A database of no table seen: nothing to truncate.
+	if got, err := d.Decode(nil, "maxwell", nil, []byte(`{"type":"database-drop","database":"empty","ts":1589373562,"sql":"DROP DATABASE empty"}`)); err != nil || len(got) != 0 {
+		t.Errorf("drop of a database of no table: %s, err %v", render(got), err)
+	}
+}
+
+// Debezium MySQL writes a DROP DATABASE as a schema change of type
+// DATABASE (DropDatabaseParserListener signals the database's drop, not
+// its tables'; BinlogDatabaseSchema.parseDdl): databaseName, the ddl and
+// no tableChanges. Each table of the database the decoder knows is
+// truncated; the DROP DATABASE IF EXISTS of a snapshot is none.
+func TestDebeziumDropDatabaseTruncatesItsTables(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Decode(nil, "dbserver1.inventory.customers", nil, []byte(`{"op":"c","after":{"id":1},"source":{"db":"inventory","table":"customers","file":"mysql-bin.000003","pos":100}}`)); err != nil {
+		t.Fatal(err)
+	}
+	drop := func(snapshot string) string {
+		return `{"source":{"connector":"mysql","name":"dbserver1","ts_ms":1651535750000,"snapshot":"` + snapshot + `","db":"inventory","table":null,` +
+			`"file":"mysql-bin.000003","pos":2570,"row":0},"ts_ms":1651535750218,"databaseName":"inventory","schemaName":null,` +
+			`"ddl":"/* tool */ drop schema if exists inventory","tableChanges":[]}`
+	}
+	decodeWant(t, d, "dbserver1", drop("false"),
+		"truncate inventory.customers log=cdc_inventory_customers_log model=cdc_inventory_customers key= pos=3.2570 time=1651535750000000\n")
+	if got, err := d.Decode(nil, "dbserver1", nil, []byte(drop("true"))); err != nil || len(got) != 0 {
+		t.Errorf("a snapshot's DROP DATABASE IF EXISTS: %s, err %v; want no change", render(got), err)
+	}
+}
+
+// Canal's DDL parser makes no DdlResult of a DROP DATABASE
+// (DruidDdlParser.parse handles no SQLDropDatabaseStatement), so
+// LogEventConvert.parseQueryEvent sends it as a QUERY with isDdl true and
+// no table; its sql names the database, whose known tables it truncates.
+func TestCanalDropDatabaseTruncatesItsTables(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := `{"data":[{"id":"1"}],"database":"test","es":1589373560000,"id":1,"isDdl":false,"mysqlType":{"id":"bigint(20)"},"old":null,` +
+		`"pkNames":["id"],"sql":"","sqlType":{"id":-5},"table":"orders","ts":1589373560001,"type":"INSERT"}`
+	if _, err := d.Decode(nil, "example", nil, []byte(ins)); err != nil {
+		t.Fatal(err)
+	}
+	drop := func(sql string) string {
+		return `{"data":null,"database":"","es":1589373561000,"id":3,"isDdl":true,"mysqlType":null,"old":null,"pkNames":null,` +
+			`"sql":"` + sql + `","sqlType":null,"table":"","ts":1589373561005,"type":"QUERY"}`
+	}
+	decodeWant(t, d, "example", drop("DROP DATABASE IF EXISTS `test`"),
+		"truncate test.orders log=cdc_test_orders_log model=cdc_test_orders key= pos=1589373561000.1589373561005.3 time=1589373561000000\n")
+	if got, err := d.Decode(nil, "example", nil, []byte(drop("drop schema other"))); err != nil || len(got) != 0 {
+		t.Errorf("drop of a database of no table seen: %s, err %v", render(got), err)
+	}
+}
+
+// decodeWant decodes value of topic and compares the changes, rendered,
+// with want.
+func decodeWant(t *testing.T, d *Decoder, topic, value, want string) {
+	t.Helper()
+	got, err := d.Decode(nil, topic, nil, []byte(value))
+	if r := render(got); err != nil || r != want {
+		t.Errorf("got\n%s (err %v)\nwant\n%s", r, err, want)
+	}
+}

@@ -61,6 +61,14 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 		o = Truncate
 	case strings.HasPrefix(t, "table-"):
 		o = SchemaChange
+	case t == "database-drop":
+		// A DROP DATABASE (ResolvedDatabaseDrop: its database alone): a
+		// DROP TABLE of each of its tables.
+		if db == nil {
+			return dst, d.errorf("database-drop without its database")
+		}
+		us, _ := mulExact(int64(uintOf(ts)), 1_000_000)
+		return d.dropDatabase(dst, db, maxwellPosition(pos, xoffset, commit), us)
 	case strings.HasPrefix(t, "database-"):
 		return dst, nil // DDL of a database: no table to route it to
 	default:
@@ -77,9 +85,7 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	c.Op, c.Table = o, table
 	seconds := uintOf(ts)
 	c.SourceTime, _ = mulExact(int64(seconds), 1_000_000)
-	if colon := bytes.LastIndexByte(pos, ':'); colon > 0 {
-		c.Position = position(binlogNumber(pos[:colon]), uintOf(pos[colon+1:]), rowInTransaction(xoffset, commit))
-	}
+	c.Position = maxwellPosition(pos, xoffset, commit)
 	if !o.HasRow() {
 		c.Statement = text(sql)
 		return dst, nil
@@ -107,6 +113,17 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	c.settle(c.Columns)
 	c.settle(c.Before)
 	return dst, nil
+}
+
+// maxwellPosition is a message's position: its binlog position
+// ("file:offset", with output_binlog_position), then its row in its
+// transaction; the zero Position without one.
+func maxwellPosition(pos, xoffset, commit []byte) Position {
+	colon := bytes.LastIndexByte(pos, ':')
+	if colon <= 0 {
+		return Position{}
+	}
+	return position(binlogNumber(pos[:colon]), uintOf(pos[colon+1:]), rowInTransaction(xoffset, commit))
 }
 
 // rowInTransaction orders a row among its transaction's rows at one

@@ -1,9 +1,11 @@
 package cdc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +26,10 @@ type router struct {
 	// modelClaims are the names in owners claimed as the model of a
 	// table of the registry, not as a changelog table that exists.
 	modelClaims map[string]bool
+	// claimed are the source tables of the changelog tables claimed
+	// (database, schema, table), by source key: tables whose changes an
+	// earlier process saw.
+	claimed map[string][3]string
 }
 
 // route returns the source table's Table, creating it on first sight.
@@ -75,6 +81,10 @@ func (r *router) claim(name, db, schemaName, table string) {
 	names, logical := r.logical(db, schemaName, table)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.claimed == nil {
+		r.claimed = map[string][3]string{}
+	}
+	r.claimed[db+"\x00"+schemaName+"\x00"+table] = [3]string{db, schemaName, table}
 	// A changelog table that exists owns its name even when another
 	// table's model name was claimed for it first (the registry is read
 	// in no order): its rows are there.
@@ -89,6 +99,36 @@ func (r *router) claim(name, db, schemaName, table string) {
 			r.modelClaims[n] = true
 		}
 	}
+}
+
+// tablesOf returns the tables of database db known to r, routed or
+// claimed, in the order of their changelog tables' names.
+func (r *router) tablesOf(db string) ([]*Table, error) {
+	r.mu.RLock()
+	var out []*Table
+	var claimed [][3]string
+	for _, t := range r.tables {
+		if t.Database == db {
+			out = append(out, t)
+		}
+	}
+	for key, src := range r.claimed {
+		if _, routed := r.tables[key]; !routed && src[0] == db {
+			claimed = append(claimed, src)
+		}
+	}
+	r.mu.RUnlock()
+	for _, src := range claimed {
+		t, err := r.route([]byte(src[0]), []byte(src[1]), []byte(src[2]))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *Table) int {
+		return cmp.Or(strings.Compare(a.Log, b.Log), strings.Compare(a.source(), b.source()))
+	})
+	return slices.CompactFunc(out, func(a, b *Table) bool { return a == b }), nil
 }
 
 // TombstonesSuffix ends the name of a changelog model's tombstones table

@@ -3,6 +3,9 @@ package merge
 import (
 	"fmt"
 	"testing"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/pipeline"
 )
 
 // dbzDrop is a Debezium MySQL connector's schema change message for DROP
@@ -44,4 +47,36 @@ func TestDebeziumDropTableEmptiesItsModel(t *testing.T) {
 	l.flush()
 	l.mustMerge()
 	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "3|again")
+}
+
+// A Maxwell database-drop empties the models of the database's tables at
+// its position, those of tables an earlier run saw too (the registry's),
+// keeps the rows of a table created again after it, and leaves other
+// databases' tables alone. The models kept every row of the dropped
+// database.
+func TestMaxwellDatabaseDropEmptiesItsTablesModels(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatMaxwell)
+	msg := func(db, table, pos, data string) string {
+		return `{"database":"` + db + `","table":"` + table + `","type":"insert","ts":1589373561,"xid":7,"commit":true,"position":"mysql-bin.000003:` + pos +
+			`","data":` + data + `,"primary_key_columns":["id"]}`
+	}
+	l.raw(0, "maxwell", msg("test", "orders", "1000", `{"id":1,"name":"a"}`))
+	l.raw(0, "maxwell", msg("test", "items", "1100", `{"id":1,"name":"i"}`))
+	l.raw(0, "maxwell", msg("other", "orders", "1150", `{"id":1,"name":"o"}`))
+	l.flush()
+	l.mustMerge()
+	// A restart: the new run's decoder knows the tables from the registry.
+	dec, err := pipeline.NewChangelogDecoder(cdc.Options{Format: cdc.FormatMaxwell}, l.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.dec = dec
+	l.raw(0, "maxwell", `{"type":"database-drop","database":"test","ts":1589373562,"sql":"DROP DATABASE test","position":"mysql-bin.000003:1200"}`)
+	l.raw(0, "maxwell", `{"type":"database-create","database":"test","ts":1589373563,"sql":"CREATE DATABASE test","position":"mysql-bin.000003:1250"}`)
+	l.raw(0, "maxwell", msg("test", "orders", "1300", `{"id":2,"name":"b"}`))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, name FROM cdc_test_orders`, "2|b")
+	l.want(`SELECT count(*) FROM cdc_test_items`, "0")
+	l.want(`SELECT id, name FROM cdc_other_orders`, "1|o")
 }
