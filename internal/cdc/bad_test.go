@@ -345,3 +345,44 @@ func TestUnavailablePlaceholderOfEveryPostgresType(t *testing.T) {
 		}
 	}
 }
+
+// A connector configured with its own unavailable.value.placeholder
+// writes that instead (UnchangedToastedPlaceholder from
+// PostgresConnectorConfig.getUnavailableValuePlaceholder: text, or "hex:"
+// and octets), and cdc.unavailable_placeholder names it: it is refused in
+// each of its forms, text and bytes, where the default's would have let
+// it through as the value. The default's forms are then ordinary values.
+func TestConfiguredUnavailablePlaceholder(t *testing.T) {
+	decode := func(placeholder, value string) error {
+		t.Helper()
+		d, err := NewDecoder(Options{Format: FormatDebezium, UnavailablePlaceholder: placeholder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Decode(nil, "srv.public.t", nil, []byte(`{"before":null,"after":{"id":1,"doc":`+value+`},"op":"u","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`))
+		return err
+	}
+	refused := func(err error) bool {
+		var e *Error
+		return errors.As(err, &e) && strings.Contains(e.Reason, "placeholder for a value it did not read")
+	}
+	for _, c := range []struct{ placeholder, value string }{
+		{"<toasted \"value\">", `"<toasted \"value\">"`},
+		{"<toasted \"value\">", `["<toasted \"value\">"]`},
+		{"UNSET", `"VU5TRVQ="`}, // bytea, base64
+		{"UNSET", `[85,78,83,69,84]`},
+		{"hex:ff00", `[-1,0]`}, // Java's bytes are signed
+		{"hex:ff00", `["/wA="]`},
+		{"UNSET", `{"UNSET":"UNSET"}`},
+	} {
+		if err := decode(c.placeholder, c.value); !refused(err) {
+			t.Errorf("placeholder %q, value %s: %v, want it refused", c.placeholder, c.value, err)
+		}
+	}
+	if err := decode("UNSET", `"__debezium_unavailable_value"`); err != nil {
+		t.Errorf("with a placeholder of its own, the default's text is a value: %v", err)
+	}
+	if err := decode("", `"UNSET"`); err != nil {
+		t.Errorf("with the default placeholder, UNSET is a value: %v", err)
+	}
+}

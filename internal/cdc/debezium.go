@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/md5"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -576,8 +578,8 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 			return cols, nil
 		}
 		name := columnName(k)
-		if unavailable(v) {
-			return cols, &Error{Reason: fmt.Sprintf("column %q holds Debezium's placeholder for a value it did not read (%s: with PostgreSQL's REPLICA IDENTITY DEFAULT, a large value that an update left unchanged): its value is not known, and a model given the placeholder would hold it; set REPLICA IDENTITY FULL on the source table", name, unavailableValue)}
+		if d.unavailable.is(v) {
+			return cols, &Error{Reason: fmt.Sprintf("column %q holds Debezium's placeholder for a value it did not read (%s: with PostgreSQL's REPLICA IDENTITY DEFAULT, a large value that an update left unchanged): its value is not known, and a model given the placeholder would hold it; set REPLICA IDENTITY FULL on the source table", name, d.unavailable.text)}
 		}
 		cols = append(cols, Column{Name: c.Table.cols.intern(name, &nameHint)})
 		col := &cols[len(cols)-1]
@@ -597,56 +599,92 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 	}
 }
 
-// unavailableValue is what Debezium writes for a value it did not read
+// defaultUnavailable is what Debezium writes for a value it did not read
 // (unavailable.value.placeholder's default): a PostgreSQL TOAST value an
 // update did not change, under REPLICA IDENTITY DEFAULT (the PostgreSQL
 // connector's documentation, "Considerations for TOASTed values").
-const unavailableValue = "__debezium_unavailable_value"
+const defaultUnavailable = "__debezium_unavailable_value"
 
-// unavailableForms are the JSON values the PostgreSQL connector writes for
-// the placeholder, one per type (UnchangedToastedPlaceholder and
-// UnchangedToastedReplicationMessageColumn.setUnchangedToastValue in
-// debezium-connector-postgres): its text (text, json, jsonb, xml…, bytea
-// in the hex and base64 modes); its bytes, base64 (bytea in the bytes
-// mode); a list of its text (text[], varchar[], json[]…); a list of its
-// bytes (bytea[]); a list of its bytes as numbers (integer[], bigint[],
+// placeholder is a connector's unavailable.value.placeholder and the JSON
+// values it writes for it.
+type placeholder struct {
+	text  string   // as the connector's text values hold it
+	forms [][]byte // the JSON values, one per type
+	min   int      // the length of the shortest form
+}
+
+// newPlaceholder is the placeholder configured as Debezium reads
+// unavailable.value.placeholder (PostgresConnectorConfig.
+// getUnavailableValuePlaceholder): "hex:" and hexadecimal octets, else
+// the text's bytes; "" is the default. Its forms are the values the
+// PostgreSQL connector writes for it, one per type
+// (UnchangedToastedPlaceholder and UnchangedToastedReplicationMessageColumn.
+// setUnchangedToastValue in debezium-connector-postgres): its text (text,
+// json, jsonb, xml…, bytea in the hex and base64 modes); its bytes,
+// base64 (bytea in the bytes mode); a list of its text (text[],
+// varchar[], json[]…); a list of its bytes (bytea[]); a list of its
+// bytes as numbers, each a Java byte, signed (integer[], bigint[],
 // date[]); a list of the name-based UUID of its bytes
 // (UUID.nameUUIDFromBytes: uuid[]); and a map of it to itself (hstore as
 // a map, or as that map's JSON text in hstore.handling.mode=json).
-var unavailableForms = func() [][]byte {
-	b64 := base64.StdEncoding.EncodeToString([]byte(unavailableValue))
+func newPlaceholder(configured string) (placeholder, error) {
+	raw := []byte(cmpOr(configured, defaultUnavailable))
+	if h, ok := strings.CutPrefix(configured, "hex:"); ok {
+		var err error
+		if raw, err = hex.DecodeString(h); err != nil || len(raw) == 0 {
+			return placeholder{}, fmt.Errorf("unavailable value placeholder %q: want text, or hex: and hexadecimal octets (Debezium's unavailable.value.placeholder)", configured)
+		}
+	}
+	// Java's new String(bytes): a malformed sequence is U+FFFD.
+	text := strings.ToValidUTF8(string(raw), "\uFFFD")
+	b64 := base64.StdEncoding.EncodeToString(raw)
 	var numbers []byte
-	for i, b := range []byte(unavailableValue) {
+	for i, b := range raw {
 		if i > 0 {
 			numbers = append(numbers, ',')
 		}
-		numbers = strconv.AppendInt(numbers, int64(b), 10)
+		numbers = strconv.AppendInt(numbers, int64(int8(b)), 10)
 	}
 	// UUID.nameUUIDFromBytes: MD5, version 3, IETF variant.
-	h := md5.Sum([]byte(unavailableValue))
+	h := md5.Sum(raw)
 	h[6] = h[6]&0x0f | 0x30
 	h[8] = h[8]&0x3f | 0x80
 	uuid := fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
-	hstore := `{"` + unavailableValue + `":"` + unavailableValue + `"}`
-	return [][]byte{
-		[]byte(`"` + unavailableValue + `"`),
-		[]byte(`"` + b64 + `"`),
-		[]byte(`["` + unavailableValue + `"]`),
-		[]byte(`["` + b64 + `"]`),
+	hstore := "{" + jsonText(text) + ":" + jsonText(text) + "}"
+	p := placeholder{text: text, forms: [][]byte{
+		[]byte(jsonText(text)),
+		[]byte(jsonText(b64)),
+		[]byte("[" + jsonText(text) + "]"),
+		[]byte("[" + jsonText(b64) + "]"),
 		append(append([]byte{'['}, numbers...), ']'),
 		[]byte(`["` + uuid + `"]`),
 		[]byte(hstore),
-		[]byte(strconv.Quote(hstore)),
+		[]byte(jsonText(hstore)),
+	}}
+	p.min = len(p.forms[0])
+	for _, f := range p.forms {
+		p.min = min(p.min, len(f))
 	}
-}()
+	return p, nil
+}
 
-// unavailable says whether a column's JSON value v is Debezium's
-// placeholder for a value it did not read.
-func unavailable(v []byte) bool {
-	if len(v) < len(unavailableValue) {
+// jsonText is s as a JSON string, as Kafka Connect's JsonConverter
+// (Jackson) writes it: without the HTML escapes of Go's encoder.
+func jsonText(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// is says whether v, a column's JSON value, is one of the placeholder's
+// forms.
+func (p placeholder) is(v []byte) bool {
+	if len(v) < p.min {
 		return false // the common case, at the cost of a length
 	}
-	for _, f := range unavailableForms {
+	for _, f := range p.forms {
 		if bytes.Equal(v, f) {
 			return true
 		}

@@ -22,6 +22,8 @@ import (
 type Decoder struct {
 	format Format
 	router router
+	// unavailable is Debezium's placeholder for a value it did not read.
+	unavailable placeholder
 	// fields holds Debezium's field lists between records (*[]field).
 	fields sync.Pool
 }
@@ -35,6 +37,9 @@ func NewDecoder(o Options) (*Decoder, error) {
 	}
 	d := &Decoder{format: o.Format}
 	var err error
+	if d.unavailable, err = newPlaceholder(o.UnavailablePlaceholder); err != nil {
+		return nil, err
+	}
 	if d.router.log, err = parseTemplate(cmpOr(o.LogTemplate, DefaultLogTemplate)); err != nil {
 		return nil, fmt.Errorf("changelog table name: %w", err)
 	}
@@ -55,7 +60,7 @@ func (d *Decoder) Format() Format { return d.format }
 // claims no name: a decoder for another purpose (the dead letters' tables,
 // read beside the merges) whose routes do not change d's.
 func (d *Decoder) Fresh() *Decoder {
-	n := &Decoder{format: d.format}
+	n := &Decoder{format: d.format, unavailable: d.unavailable}
 	n.router.log, n.router.model, n.router.shards = d.router.log, d.router.model, d.router.shards
 	n.router.tables, n.router.owners, n.router.modelClaims = map[string]*Table{}, map[string]string{}, map[string]bool{}
 	return n

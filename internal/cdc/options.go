@@ -42,6 +42,11 @@ type Options struct {
 	// Shards map physical tables to logical ones, the first match winning:
 	// order_00..order_63 to order.
 	Shards []Shard
+	// UnavailablePlaceholder is Debezium's unavailable.value.placeholder
+	// as the connector is configured ("hex:" and octets, or text); "" is
+	// Debezium's default, __debezium_unavailable_value. A change holding
+	// it is dead-lettered: the value was not read.
+	UnavailablePlaceholder string
 }
 
 // Shard maps the source tables it matches to one logical table.

@@ -48,6 +48,11 @@ type CDC struct {
 	// each move costs DuckDB about 2 ms per table it writes
 	// (docs/BENCHMARKS.md, "cdc_landing").
 	DistributeEvery Duration `yaml:"distribute_every"`
+	// UnavailablePlaceholder is Debezium's unavailable.value.placeholder,
+	// where the connector sets its own ("hex:" and octets, or text);
+	// default __debezium_unavailable_value. A change holding it is
+	// dead-lettered (its value was not read), never stored.
+	UnavailablePlaceholder string `yaml:"unavailable_placeholder"`
 }
 
 // CDCShard maps the source tables it matches to one logical table.
@@ -121,7 +126,8 @@ func (c *Config) CapturesChanges() bool {
 
 // CDCOptions are the change decoder's options.
 func (c *Config) CDCOptions() cdc.Options {
-	o := cdc.Options{Format: cdc.Format(c.Kafka.Format), LogTemplate: c.CDC.LogTable, ModelTemplate: c.CDC.ModelTable}
+	o := cdc.Options{Format: cdc.Format(c.Kafka.Format), LogTemplate: c.CDC.LogTable, ModelTemplate: c.CDC.ModelTable,
+		UnavailablePlaceholder: c.CDC.UnavailablePlaceholder}
 	for _, s := range c.CDC.Shards {
 		o.Shards = append(o.Shards, cdc.Shard{Database: s.Database, Table: s.Table, AsDatabase: s.AsDatabase, AsTable: s.AsTable})
 	}
@@ -135,7 +141,7 @@ const cdcTable = "cdc"
 
 func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any)) {
 	if !c.CapturesChanges() {
-		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0 && len(c.CDC.Heartbeats) == 0 && c.CDC.DistributeEvery == 0, "cdc",
+		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0 && len(c.CDC.Heartbeats) == 0 && c.CDC.DistributeEvery == 0 && c.CDC.UnavailablePlaceholder == "", "cdc",
 			"applies to kafka.format debezium, canal or maxwell, got kafka.format %s", c.Kafka.Format)
 		return
 	}
@@ -147,6 +153,11 @@ func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any
 	}
 	one("cdc.log_table", cdc.Options{LogTemplate: c.CDC.LogTable})
 	one("cdc.model_table", cdc.Options{ModelTemplate: c.CDC.ModelTable})
+	if c.Kafka.Format == FormatDebezium {
+		one("cdc.unavailable_placeholder", cdc.Options{UnavailablePlaceholder: c.CDC.UnavailablePlaceholder})
+	} else {
+		check(c.CDC.UnavailablePlaceholder == "", "cdc.unavailable_placeholder", "is Debezium's placeholder, and kafka.format is %s", c.Kafka.Format)
+	}
 	opts := c.CDCOptions()
 	for i, s := range opts.Shards {
 		one(fmt.Sprintf("cdc.shards[%d]", i), cdc.Options{Shards: []cdc.Shard{s}})

@@ -78,6 +78,7 @@ func TestBadKeysNamed(t *testing.T) {
 		`cdc.model_table: model table name: template "M_{table}": "M" is not lowercase a-z, 0-9 or _`,
 		"cdc.shards[0]: shards[0].table: error parsing regexp",
 		"cdc.distribute_every: must not be negative, got -5s (0: the default, 30s)",
+		"cdc.unavailable_placeholder: is Debezium's placeholder, and kafka.format is canal",
 		`cdc.heartbeats[1]: want database.table, or database.schema.table for PostgreSQL, got "heartbeat"`,
 		"cdc.heartbeats[2]: topics: error parsing regexp: missing closing ): `db1\\.(`",
 		`cdc.heartbeats[3]: want table (a source table whose changes are heartbeats) or topic (Debezium's heartbeat topic), one of them, got table "ops.heartbeat" and topic "__debezium-heartbeat.db1"`,
@@ -85,6 +86,8 @@ func TestBadKeysNamed(t *testing.T) {
 		"cdc.heartbeats[5]: lag applies to a heartbeat topic: a heartbeat table's changes come through the source's log, got lag 1m0s",
 		"kafka.format: canal routes changes to changelog tables, built for sink.type duckdb only for now, got sink.type databend",
 		"merge.concurrency: want 1 to 64 merges at once (0: the default, 2), got 100")
+	f("testdata/bad_debezium_placeholder.yaml",
+		`cdc.unavailable_placeholder: unavailable value placeholder "hex:zz": want text, or hex: and hexadecimal octets (Debezium's unavailable.value.placeholder)`)
 	f("testdata/bad_duckdb.yaml", `sink.duckdb.json_compression: want auto, zstd or none, got "lz4"`)
 	f("testdata/transform_uncompressed.yaml", "sink.duckdb.json_compression: applies to the raw table tracelake creates")
 	f("testdata/forward_no_tenant_header.yaml",
