@@ -189,7 +189,7 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		if name == "" {
 			return dst, d.errorf("a DROP DATABASE whose database cannot be read: %s", clip(sql))
 		}
-		return d.dropDatabase(dst, []byte(name), canalPosition(es, ts, id), millisToMicros(es))
+		return d.dropDatabase(dst, []byte(name), canalPosition(es, ts, id), millisToMicros(es), nil)
 	}
 	if db == nil || tbl == nil {
 		return dst, d.errorf("database or table is missing")

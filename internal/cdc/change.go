@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/tracelake/tracelake/internal/schema"
 )
@@ -107,6 +108,10 @@ type Table struct {
 
 	// shard: a shard rule maps the source table to its logical table.
 	shard bool
+
+	// servers are the Debezium servers (source.name) whose changes of
+	// the table were decoded in this process (fromOtherServers).
+	servers atomic.Pointer[[]string]
 
 	// cols interns its column names, types Canal's type names.
 	cols, types names

@@ -254,6 +254,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	if err != nil {
 		return dst, routeError(err)
 	}
+	table.sawServer(src.server)
 	dst, c := next(dst)
 	c.Op, c.Table, c.Position = o, table, src.position
 	c.SourceTime = src.timeUs
@@ -305,6 +306,7 @@ func (d *Decoder) fieldList() *[]field {
 // source is what Debezium's source block says of a change.
 type source struct {
 	db, schema, table []byte
+	server            []byte // source.name: the connector's server (topic.prefix)
 	position          Position
 	timeUs            int64
 }
@@ -319,6 +321,8 @@ func readSource(v []byte) source {
 		switch string(k) {
 		case "db":
 			s.db = text(v)
+		case "name":
+			s.server = text(v)
 		case "schema":
 			s.schema = text(v)
 		case "table":
@@ -1033,7 +1037,7 @@ func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChang
 		if len(db) == 0 {
 			return dst, d.errorf("a DROP DATABASE without its databaseName")
 		}
-		return d.dropDatabase(dst, db, src.position, src.timeUs)
+		return d.dropDatabase(dst, db, src.position, src.timeUs, func(t *Table) bool { return !t.fromOtherServers(src.server) })
 	}
 	changes, _ := open(tableChanges, '[')
 	for v, ok := changes.element(); ok; v, ok = changes.element() {
@@ -1053,11 +1057,61 @@ func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChang
 		if err != nil {
 			return dst, routeError(err)
 		}
+		if table.fromOtherServers(src.server) {
+			continue
+		}
 		var c *Change
 		dst, c = next(dst)
 		c.Op, c.Table, c.Position, c.SourceTime = Truncate, table, src.position, src.timeUs
 	}
 	return dst, nil
+}
+
+// sawServer records that a change of t came from Debezium server
+// (source.name; nil: not said).
+func (t *Table) sawServer(server []byte) {
+	if server == nil {
+		return
+	}
+	for {
+		p := t.servers.Load()
+		var had []string
+		if p != nil {
+			had = *p
+		}
+		if hasServer(had, server) {
+			return
+		}
+		grown := append(had[:len(had):len(had)], string(server))
+		if t.servers.CompareAndSwap(p, &grown) {
+			return
+		}
+	}
+}
+
+// fromOtherServers says whether the changes of t decoded in this process
+// all came from Debezium servers other than server: a schema change of
+// server (its DROP TABLE or DROP DATABASE) is then no drop of t. A schema
+// change topic carries the DDL of every database of its server, captured
+// or not, and one run may read several servers: a database or table of
+// one server's name dropped on another is another table, and its
+// position another binlog's. A table not seen in this process (known
+// from the registry), or a drop that names no server, is taken as the
+// server's.
+func (t *Table) fromOtherServers(server []byte) bool {
+	p := t.servers.Load()
+	return server != nil && p != nil && !hasServer(*p, server)
+}
+
+// hasServer says whether server is among servers (without a copy of it:
+// sawServer runs for every row).
+func hasServer(servers []string, server []byte) bool {
+	for _, s := range servers {
+		if s == string(server) {
+			return true
+		}
+	}
+	return false
 }
 
 // quotedParts splits a Debezium table id written by

@@ -148,12 +148,18 @@ func (d *Decoder) Decode(dst []Change, topic string, key, value []byte) (out []C
 // out; the sources write a database's changes and its drop on one
 // partition, in log order, unless told to partition otherwise (Maxwell's
 // producer_partition_by other than database; Debezium's topic per table).
-func (d *Decoder) dropDatabase(dst []Change, db []byte, pos Position, us int64) ([]Change, error) {
+//
+// keep, when not nil, says which of them the drop is of (Debezium's: not
+// the tables of another server's database of that name).
+func (d *Decoder) dropDatabase(dst []Change, db []byte, pos Position, us int64, keep func(*Table) bool) ([]Change, error) {
 	tables, err := d.router.tablesOf(string(db))
 	if err != nil {
 		return dst, routeError(err)
 	}
 	for _, t := range tables {
+		if keep != nil && !keep(t) {
+			continue
+		}
 		var c *Change
 		dst, c = next(dst)
 		c.Op, c.Table, c.Position, c.SourceTime = Truncate, t, pos, us

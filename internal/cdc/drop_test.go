@@ -158,3 +158,40 @@ func decodeWant(t *testing.T, d *Decoder, topic, value, want string) {
 		t.Errorf("got\n%s (err %v)\nwant\n%s", r, err, want)
 	}
 }
+
+// A Debezium schema change topic carries the DDL of every database of its
+// server, captured or not (EventDispatcher dispatches a database's DDL
+// with no table filter; schema.history.internal.store.only.captured.tables.ddl
+// is false by default), and one run may read several servers (topic_regex
+// '^(dbserver[12](\.|$)|…)'). A DROP DATABASE or DROP TABLE of server
+// dbserver2 names a database of dbserver2: it does not truncate a table
+// whose changes came from dbserver1 only, whose database has the same
+// name (its positions are another binlog's, too). It emptied dbserver1's
+// models.
+func TestDebeziumDropOfAnotherServerKeepsTables(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Decode(nil, "dbserver1.inventory.customers", nil, []byte(`{"op":"c","after":{"id":1},"source":{"name":"dbserver1","db":"inventory","table":"customers","file":"mysql-bin.000003","pos":100}}`)); err != nil {
+		t.Fatal(err)
+	}
+	dropDB := func(server string) string {
+		return `{"source":{"connector":"mysql","name":"` + server + `","ts_ms":1651535750000,"snapshot":"false","db":"inventory","table":null,` +
+			`"file":"mysql-bin.000009","pos":2570,"row":0},"ts_ms":1651535750218,"databaseName":"inventory","schemaName":null,` +
+			`"ddl":"DROP DATABASE inventory","tableChanges":[]}`
+	}
+	dropTable := func(server string) string {
+		return strings.Replace(debeziumDrop("false"), `"name":"dbserver1"`, `"name":"`+server+`"`, 1)
+	}
+	for _, v := range []string{dropDB("dbserver2"), dropTable("dbserver2")} {
+		if got, err := d.Decode(nil, "dbserver2", nil, []byte(v)); err != nil || len(got) != 0 {
+			t.Errorf("a drop of dbserver2: %s, err %v; want no change of dbserver1's table", render(got), err)
+		}
+	}
+	// dbserver1's own drops still truncate it.
+	decodeWant(t, d, "dbserver1", dropDB("dbserver1"),
+		"truncate inventory.customers log=cdc_inventory_customers_log model=cdc_inventory_customers key= pos=9.2570 time=1651535750000000\n")
+	decodeWant(t, d, "dbserver1", dropTable("dbserver1"),
+		"truncate inventory.customers log=cdc_inventory_customers_log model=cdc_inventory_customers key= pos=3.1570 time=1651535750000000\n")
+}

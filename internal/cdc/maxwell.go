@@ -68,7 +68,7 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 			return dst, d.errorf("database-drop without its database")
 		}
 		us, _ := mulExact(int64(uintOf(ts)), 1_000_000)
-		return d.dropDatabase(dst, db, maxwellPosition(pos, xoffset, commit), us)
+		return d.dropDatabase(dst, db, maxwellPosition(pos, xoffset, commit), us, nil)
 	case strings.HasPrefix(t, "database-"):
 		return dst, nil // DDL of a database: no table to route it to
 	default:
