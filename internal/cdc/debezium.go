@@ -1025,10 +1025,13 @@ func clip(v []byte) string {
 // DATABASE IF EXISTS before each database's, to rebuild the schema
 // history (BinlogSnapshotChangeEventSource.readTableStructure), also in
 // snapshot.mode no_data, which reads no row again; their source.snapshot
-// is "true" (or another value than "false"). Taken as drops, they would
+// is "true" (or another value than "false"; before Debezium 1.0 the
+// boolean true). Taken as drops, they would
 // empty models of tables that still hold their rows.
 func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChanges []byte) ([]Change, error) {
-	if s := text(member(source, "snapshot")); s != nil && string(s) != "false" {
+	if s := member(source, "snapshot"); !isNull(s) && string(s) != "false" && string(text(s)) != "false" {
+		// Any value but false, of any JSON type: Debezium before 1.0
+		// wrote a boolean (DBZ-1295 made it the string enum).
 		return dst, nil
 	}
 	src := readSource(source)

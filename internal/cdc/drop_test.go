@@ -105,13 +105,7 @@ func TestMaxwellDatabaseDropTruncatesItsTables(t *testing.T) {
 // no tableChanges. Each table of the database the decoder knows is
 // truncated; the DROP DATABASE IF EXISTS of a snapshot is none.
 func TestDebeziumDropDatabaseTruncatesItsTables(t *testing.T) {
-	d, err := NewDecoder(Options{Format: FormatDebezium})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Decode(nil, "dbserver1.inventory.customers", nil, []byte(`{"op":"c","after":{"id":1},"source":{"db":"inventory","table":"customers","file":"mysql-bin.000003","pos":100}}`)); err != nil {
-		t.Fatal(err)
-	}
+	d := debeziumWithCustomers(t)
 	drop := func(snapshot string) string {
 		return `{"source":{"connector":"mysql","name":"dbserver1","ts_ms":1651535750000,"snapshot":"` + snapshot + `","db":"inventory","table":null,` +
 			`"file":"mysql-bin.000003","pos":2570,"row":0},"ts_ms":1651535750218,"databaseName":"inventory","schemaName":null,` +
@@ -194,4 +188,37 @@ func TestDebeziumDropOfAnotherServerKeepsTables(t *testing.T) {
 		"truncate inventory.customers log=cdc_inventory_customers_log model=cdc_inventory_customers key= pos=9.2570 time=1651535750000000\n")
 	decodeWant(t, d, "dbserver1", dropTable("dbserver1"),
 		"truncate inventory.customers log=cdc_inventory_customers_log model=cdc_inventory_customers key= pos=3.1570 time=1651535750000000\n")
+}
+
+// Debezium before 1.0 wrote source.snapshot as a boolean (DBZ-1295 made
+// it the string enum), and its snapshot wrote DROP DATABASE IF EXISTS
+// and DROP TABLE IF EXISTS before each database's and table's schema on
+// the schema change topic (databaseName, ddl): a snapshot's, no drop. A
+// snapshot value that is not false, of any JSON type, is a snapshot; it
+// was read as none, and each snapshot emptied the database's models.
+func TestDebeziumBooleanSnapshotDropIsNoDrop(t *testing.T) {
+	d := debeziumWithCustomers(t)
+	drop := func(snapshot string) string {
+		return `{"source":{"name":"dbserver1","server_id":0,"ts_sec":0,"file":"mysql-bin.000003","pos":2570,"row":0,"snapshot":` + snapshot + `},` +
+			`"databaseName":"inventory","ddl":"DROP DATABASE IF EXISTS ` + "`inventory`" + `"}`
+	}
+	if got, err := d.Decode(nil, "dbserver1", nil, []byte(drop("true"))); err != nil || len(got) != 0 {
+		t.Errorf("a snapshot's DROP DATABASE IF EXISTS (snapshot true, a boolean): %s, err %v; want no change", render(got), err)
+	}
+	decodeWant(t, d, "dbserver1", drop("false"),
+		"truncate inventory.customers log=cdc_inventory_customers_log model=cdc_inventory_customers key= pos=3.2570 time=0\n")
+}
+
+// debeziumWithCustomers is a Debezium decoder that has decoded a change
+// of inventory.customers.
+func debeziumWithCustomers(t *testing.T) *Decoder {
+	t.Helper()
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Decode(nil, "dbserver1.inventory.customers", nil, []byte(`{"op":"c","after":{"id":1},"source":{"db":"inventory","table":"customers","file":"mysql-bin.000003","pos":100}}`)); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
