@@ -111,3 +111,10 @@ func droppedDatabase(sql []byte) (string, bool) {
 	}
 	return "", true
 }
+
+// droppedTemporary says whether sql is DROP TEMPORARY TABLE: a session's
+// table, not the source's.
+func droppedTemporary(sql []byte) bool {
+	toks := ddlTokens(sql, 2)
+	return len(toks) == 2 && toks[0].is("DROP") && toks[1].is("TEMPORARY")
+}

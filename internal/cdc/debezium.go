@@ -1042,6 +1042,13 @@ func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChang
 		}
 		return d.dropDatabase(dst, db, src.position, src.timeUs, func(t *Table) bool { return !t.fromOtherServers(src.server) })
 	}
+	if droppedTemporary(text(member(payload, "ddl"))) {
+		// DropTableParserListener signals a DROP TEMPORARY TABLE as a
+		// drop of the table it names (its ddl keeps the statement's
+		// start): a session's temporary table, which may shadow a table
+		// of the same name whose rows stay.
+		return dst, nil
+	}
 	changes, _ := open(tableChanges, '[')
 	for v, ok := changes.element(); ok; v, ok = changes.element() {
 		if string(text(member(v, "type"))) != "DROP" {

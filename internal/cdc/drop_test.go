@@ -50,6 +50,24 @@ func TestDebeziumDropTableIsATruncation(t *testing.T) {
 	}
 }
 
+// A DROP TEMPORARY TABLE drops a session's table, which may have the
+// name of a table of the source (shadowing it in that session): Debezium
+// signals it as a drop of the name (DropTableParserListener, its ddl
+// the statement's start and the table), and the source table's model
+// was emptied.
+func TestDebeziumDropTemporaryTableIsNoDrop(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, start := range []string{"DROP TEMPORARY TABLE IF EXISTS ", "/* tmp */ drop temporary table "} {
+		v := strings.Replace(debeziumDrop("false"), "DROP TABLE ", start, 1)
+		if got, err := d.Decode(nil, "dbserver1", nil, []byte(v)); err != nil || len(got) != 0 {
+			t.Errorf("%s: %s, err %v; want no change", start, render(got), err)
+		}
+	}
+}
+
 // A snapshot writes DROP TABLE IF EXISTS for each table before its schema
 // (BinlogSnapshotChangeEventSource.readTableStructure), also in
 // snapshot.mode no_data, which reads no row again (BinlogSchemaHistoryIT:
