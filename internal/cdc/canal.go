@@ -194,6 +194,11 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	if db == nil || tbl == nil {
 		return dst, d.errorf("database or table is missing")
 	}
+	if string(typ) == "ERASE" {
+		if dropped, temporary, ok := droppedTables(text(sql)); ok {
+			return d.canalErase(dst, db, dropped, temporary, canalPosition(es, ts, id), millisToMicros(es))
+		}
+	}
 	table, err := d.router.route(db, nil, tbl)
 	if err != nil {
 		return dst, routeError(err)
@@ -449,4 +454,30 @@ func (c *Change) overlay(old []byte, set func(col *Column, v []byte) error) ([]C
 		}
 	}
 	return before, nil
+}
+
+// canalErase truncates, at pos, each table a DROP TABLE drops (an
+// unqualified one in db, the statement's database). Canal's message names
+// the first alone (DruidDdlParser.parse makes a DdlResult per table, and
+// the entry's header takes the first), so the others are read from its
+// statement. A DROP TEMPORARY TABLE drops a session's table, which may
+// have the name of a table of the source, whose rows stay: no change.
+func (d *Decoder) canalErase(dst []Change, db []byte, dropped [][2]string, temporary bool, pos Position, us int64) ([]Change, error) {
+	if temporary {
+		return dst, nil
+	}
+	for _, t := range dropped {
+		tdb := []byte(t[0])
+		if len(tdb) == 0 {
+			tdb = db
+		}
+		table, err := d.router.route(tdb, nil, []byte(t[1]))
+		if err != nil {
+			return dst, routeError(err)
+		}
+		var c *Change
+		dst, c = next(dst)
+		c.Op, c.Table, c.Position, c.SourceTime = Truncate, table, pos, us
+	}
+	return dst, nil
 }

@@ -118,3 +118,43 @@ func droppedTemporary(sql []byte) bool {
 	toks := ddlTokens(sql, 2)
 	return len(toks) == 2 && toks[0].is("DROP") && toks[1].is("TEMPORARY")
 }
+
+// droppedTables reads DROP [TEMPORARY] TABLE [IF EXISTS] t [, t]…: the
+// tables a statement drops, each database "" where it names none, and
+// whether they are temporary; ok false for any other statement, or one
+// whose names cannot all be read.
+func droppedTables(sql []byte) (tables [][2]string, temporary, ok bool) {
+	toks := ddlTokens(sql, 1<<14)
+	i := 0
+	if i < len(toks) && toks[i].is("DROP") {
+		i++
+	} else {
+		return nil, false, false
+	}
+	if i < len(toks) && toks[i].is("TEMPORARY") {
+		temporary = true
+		i++
+	}
+	if i < len(toks) && toks[i].is("TABLE") {
+		i++
+	} else {
+		return nil, false, false
+	}
+	if i+1 < len(toks) && toks[i].is("IF") && toks[i+1].is("EXISTS") {
+		i += 2
+	}
+	for {
+		db, name, n := tableName(toks, i)
+		if n == 0 {
+			return nil, false, false
+		}
+		tables = append(tables, [2]string{db, name})
+		if i += n; i == len(toks) || toks[i].is("RESTRICT") || toks[i].is("CASCADE") || toks[i].text == ";" {
+			return tables, temporary, true
+		}
+		if toks[i].text != "," || toks[i].quoted {
+			return nil, false, false
+		}
+		i++
+	}
+}
