@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -368,8 +369,15 @@ type DLQRow struct {
 // absent), error and stage, and the record's headers and timestamp as its
 // record_metadata would hold them, so that a replay loads the row a first
 // load would have (a tenant sent as a header, the record's time).
-// add_time is set by the sink.
+// add_time is set by the sink. The reason is written as UTF-8, what is
+// not replaced by U+FFFD: a decoder's reason may quote the record's
+// bytes (or clip them inside a character), and a staged line that is not
+// UTF-8 is refused by the database's JSON reader at every attempt of the
+// load, stalling the partition behind the record.
 func AppendDLQRow(dst []byte, r *kgo.Record, reason, stage string) []byte {
+	if !utf8.ValidString(reason) {
+		reason = strings.ToValidUTF8(reason, "\uFFFD")
+	}
 	dst = append(dst, `{"topic":`...)
 	dst = AppendString(dst, []byte(r.Topic))
 	dst = append(dst, `,"partition":`...)

@@ -238,6 +238,36 @@ func TestCDCTextDuckDBRefusesIsDeadLettered(t *testing.T) {
 		`6|source table "inv"."s" has a column named "a\x00b", which no database names a column`)
 }
 
+// A decoder's reason quoting the message's bytes (Debezium's op, clipped
+// to 64 bytes: the cut can fall inside a character; Canal's table name,
+// bytes that are not UTF-8) was written into the staged dead-letter rows
+// as it was: DuckDB's JSON reader refuses text that is not UTF-8, so the
+// load failed at every retry and the partition stalled behind one bad
+// message. Now the reason is written as UTF-8 (what is not becomes
+// U+FFFD), the record is dead-lettered and the rest load.
+func TestCDCReasonThatIsNotUTF8IsDeadLettered(t *testing.T) {
+	c := newCluster(t, 1)
+	cfg := cdcConfig(t, c, config.FormatDebezium)
+	cl := producer(t, c)
+	// Valid JSON of valid UTF-8: the op's first 64 bytes (its quote, xy
+	// and 30 é) end inside the 31st é.
+	longOp := `{"after":{"id":1},"op":"xy` + strings.Repeat("é", 40) + `","source":{"db":"inv","table":"t","pos":1}}`
+	produceChanges(t, cl,
+		longOp,
+		"{\"after\":{\"id\":2},\"op\":\"\xffx\",\"source\":{\"db\":\"inv\",\"table\":\"t\",\"pos\":2}}",
+		debeziumChange("t", `{"id":3}`, 3),
+	)
+	s := openRouted(t, cfg)
+	runChanges(t, cfg, s)
+	if rep := verifyChanges(t, cfg, s); !rep.OK {
+		t.Errorf("verify: %v", rep.Problems)
+	}
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_t_log`, "3")
+	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
+		`0|not a Debezium change event: op "xy`+strings.Repeat("é", 30)+"\uFFFD… is not one of c, u, d, r, t",
+		"1|not a Debezium change event: op \"\uFFFDx\" is not one of c, u, d, r, t")
+}
+
 // A column whose source type is widened (int(11) to bigint(20),
 // decimal(5,2) to decimal(7,2)) is widened in its changelog table and its
 // model, in the batch that first brings the wider type even when its
