@@ -140,7 +140,10 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	plan := newLoadPlan([]sink.File{f}, nil, s.tables.mainTopic)
 	clear(s.routedAdded)
 	clear(s.routedCreated)
-	if _, err := s.insertFiles(ctx, tx, plan, false, now); err != nil {
+	// With the per-row JSON check a load falls back to (loadOnce): a
+	// value DuckDB's parser refuses, dead-lettered at stage load, goes
+	// back with that reason instead of failing the whole replay.
+	if _, err := s.insertFiles(ctx, tx, plan, true, now); err != nil {
 		return ReplayResult{}, err
 	}
 	if err := decoded.recount(ctx, tx, s.tables.ledger); err != nil {

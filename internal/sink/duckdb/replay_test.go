@@ -163,6 +163,43 @@ func TestReplayRawRows(t *testing.T) {
 	}
 }
 
+// A dead letter of a value tracelake's validator takes and DuckDB's JSON
+// parser refuses (a lone surrogate escape, dead-lettered at stage load)
+// stays in the dead-letter table with that reason when replayed, and the
+// other dead letters load. Before, the replay inserted the rows without
+// the per-row check a load falls back to: DuckDB's error failed the whole
+// replay, and no dead letter could be replayed without a --where leaving
+// it out.
+func TestReplayKeepsAValueDuckDBRefuses(t *testing.T) {
+	ctx := context.Background()
+	s := prepared(t, false)
+	if _, err := s.Load(ctx, stage(t, s, valuesBatch(0, `{"ok":1}`, `{"s":"\ud800"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw_dlq WHERE "offset" = 1 AND stage = 'load'`); n != 1 {
+		t.Fatalf("%d dead letters of the refused value, want 1", n)
+	}
+	if _, err := s.DB().Exec(`INSERT INTO trace_raw_dlq (topic, "partition", "offset", "key", "value", error, stage, add_time) VALUES ('t', 0, 2, NULL, '{"a":1}'::BLOB, 'an old reason', 'decode', now())`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Replay(ctx, ReplayOptions{})
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if res.Candidates != 2 || res.Loaded != 1 || res.Failing["DuckDB cannot parse the value as JSON"] != 1 {
+		t.Errorf("replay: %+v, want 2 candidates, 1 loaded, 1 DuckDB cannot parse", res)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw WHERE koffset = 2`); n != 1 {
+		t.Errorf("%d rows of the replayed value, want 1", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw_dlq WHERE "offset" = 1 AND stage = 'load'`); n != 1 {
+		t.Errorf("%d dead letters of the refused value, want it kept once", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM trace_raw_dlq`); n != 1 {
+		t.Errorf("%d dead letters, want the refused value's alone", n)
+	}
+}
+
 // headeredRecord is a record with a tenant header, a header whose value is
 // not UTF-8, one without a value, and a timestamp: what its dead letter
 // must keep for a replay to load the row its first load would have.
