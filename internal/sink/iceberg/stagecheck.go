@@ -33,8 +33,8 @@ import (
 const checkStagedAfter = 10 * time.Minute
 
 // checkStaged looks up the files of the batches of entries that were
-// staged checkStagedAfter ago or longer, in every table, before the
-// group's first commit. A file gone fails the group with sink.ErrFatal,
+// staged checkStagedAfter ago or longer, in every table a commit of theirs
+// has not landed in yet, before the group's first commit. A file gone fails the group with sink.ErrFatal,
 // and its batch is forgotten (its other files deleted) so that nothing
 // commits it later: the records are read again from Kafka after the
 // restart. Failing the whole group rather than leaving the batch out
@@ -45,7 +45,12 @@ func (s *Sink) checkStaged(ctx context.Context, entries []*staged) error {
 	for _, k := range s.kinds() {
 		var fsys icebergio.IO
 		for _, st := range entries {
-			if now.Sub(st.at) < checkStagedAfter || len(st.of(k).files) == 0 {
+			// Files a commit of this load added (an earlier attempt's, of
+			// a table committed before a later one failed) are the
+			// table's: maintenance may have compacted them and expired
+			// the snapshots that held them, and this load commits them
+			// no more (commitTable finds them landed).
+			if now.Sub(st.at) < checkStagedAfter || len(st.of(k).files) == 0 || st.of(k).landed {
 				continue
 			}
 			if fsys == nil {

@@ -175,3 +175,65 @@ func TestStagedDerivedFileGoneStopsTheLoad(t *testing.T) {
 		t.Errorf("%d operations, want the 10 of the first load", len(got))
 	}
 }
+
+// A load whose dead letters committed and whose raw commit then lost every
+// race is tried again later. Meanwhile maintenance compacted the
+// dead-letter table and expired its snapshots, deleting the file the
+// load's own commit had added to it, as it may: the file is the table's
+// since that commit. The check before the retry's first commit took the
+// file for a staged one that orphan cleanup deleted and stopped the run
+// (sink.ErrFatal, "nothing of the load was committed") over a load that
+// only had its raw rows left to commit. The retry commits them.
+func TestRetryAfterMaintenanceReplacedTheFilesItCommitted(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, other := openSink(t, dir, false), openSink(t, dir, false)
+	for _, x := range []*iceberg.Sink{s, other} {
+		if err := x.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load(t, s, batch(0, 0, 9, 3))
+	f, err := s.Stage(ctx, batch(0, 10, 19, 14))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another writer commits to the raw table before each of the load's
+	// raw commits: the dead letters land, the raw rows lose every race.
+	next := int64(0)
+	s.SetBeforeTableCommit(func(table string) {
+		if table == "tracelake.trace_raw" {
+			load(t, other, batch(1, next, next+9))
+			next += 10
+		}
+	})
+	if _, err := s.Load(ctx, []sink.File{f}); err == nil || !iceberg.LostRace(err) {
+		t.Fatalf("load whose raw commit lost every race: %v", err)
+	}
+	s.SetBeforeTableCommit(nil)
+	if got := stored(t, s, true)[0]; !slices.Equal(got, []int64{3, 14}) {
+		t.Fatalf("dead-letter offsets %v after the failed load, want 3 and 14 (its dead letters landed)", got)
+	}
+	// Maintenance rewrites the dead-letter table's two files into one and
+	// expires the snapshots that referenced them: the load's file is gone.
+	if c, err := other.Compact(ctx, 64<<20, everyDay, false); err != nil || c[1].FilesBefore != 2 {
+		t.Fatalf("compaction %+v (%v): want the dead-letter table's 2 files compacted", c, err)
+	}
+	if _, err := other.Expire(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.AgeStaged(20 * time.Minute) // the retry comes after checkStagedAfter
+	l, err := s.Load(ctx, []sink.File{f})
+	if err != nil {
+		t.Fatalf("retry of a load whose dead letters committed, their file since compacted away: %v", err)
+	}
+	if len(l.Ranges) != 1 || l.Ranges[0].Records != 9 || l.Ranges[0].DLQ != 1 {
+		t.Errorf("retry loaded %+v, want offsets 10-19: 9 rows and the dead letter its first attempt committed", l.Ranges)
+	}
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 19, 3, 14)) {
+		t.Errorf("raw offsets %v, want 0-19 but the dead letters", got)
+	}
+	if got := stored(t, s, true)[0]; !slices.Equal(got, []int64{3, 14}) {
+		t.Errorf("dead-letter offsets %v, want 3 and 14 once", got)
+	}
+}
