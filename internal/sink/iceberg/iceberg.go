@@ -64,6 +64,17 @@ const legacyPositionsKey = "tracelake.positions"
 // loadIDKey is the snapshot summary property naming the load.
 const loadIDKey = "tracelake.load-id"
 
+// loadKeyPrefix begins the table properties naming, per partition, the
+// load whose commit last moved its position:
+// tracelake.load.<topic>.<partition> = its load id. A load whose commit
+// had an unknown outcome finds it by them when its retry comes after
+// snapshot expiry removed the snapshot that named it (committedBy).
+const loadKeyPrefix = "tracelake.load."
+
+func loadKey(tp sink.TopicPartition) string {
+	return loadKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
+}
+
 // Options configure a Sink.
 type Options struct {
 	// Catalog is the SQL catalog's database: a SQLite file (one machine),

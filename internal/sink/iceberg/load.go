@@ -644,7 +644,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		cov := covered(st.ranges, next)
 		fenced[i] = cov != coversNone
 		switch {
-		case cov == coversAll && (sf.landed || committedBy(fresh, sf.tried)):
+		case cov == coversAll && (sf.landed || committedBy(fresh, sf.tried) || movedBy(fresh, st.ranges, sf.tried)):
 			// Committed by this load's earlier attempt (a later table's
 			// commit failed, or this one's reply was lost): its rows
 			// are in, and counted, else the load reports them fenced
@@ -819,6 +819,23 @@ func committedBy(tbl *table.Table, ids []string) bool {
 	return false
 }
 
+// movedBy reports whether the commit that last moved the position of every
+// partition of ranges was one of the loads ids names, by the table's
+// properties (loadKeyPrefix): snapshot expiry may have removed the
+// snapshot committedBy looks for, never the properties.
+func movedBy(tbl *table.Table, ranges []sink.Range, ids []string) bool {
+	if len(ids) == 0 || len(ranges) == 0 {
+		return false
+	}
+	props := tbl.Properties()
+	for _, r := range ranges {
+		if !slices.Contains(ids, props[loadKey(r.TopicPartition)]) {
+			return false
+		}
+	}
+	return true
+}
+
 // newLoadID names a commit that is not a load's (its snapshot's
 // tracelake.load-id): a load's is sink.IdentityOf its batches.
 func newLoadID() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
@@ -839,6 +856,21 @@ func beginPositionsCommit(tbl *table.Table, start, next map[sink.TopicPartition]
 	set, err := setPositions(txn, tbl.Properties(), start, next)
 	if err != nil {
 		return nil, nil, err
+	}
+	// The load id of each partition this commit moves, beside its
+	// position: the snapshot summary names the load too, but expiry
+	// removes snapshots, and a retry after an unknown outcome must still
+	// tell its own commit from another's (movedBy).
+	loads := iceberggo.Properties{}
+	for tp, n := range next {
+		if o, ok := start[tp]; !ok || o != n {
+			loads[loadKey(tp)] = loadID
+		}
+	}
+	if len(loads) > 0 {
+		if err := txn.SetProperties(loads); err != nil {
+			return nil, nil, err
+		}
 	}
 	summary := maps.Clone(set)
 	summary[loadIDKey] = loadID

@@ -316,6 +316,49 @@ func TestCommitWithUnknownOutcome(t *testing.T) {
 	}
 }
 
+// A load whose raw commit landed with its reply lost, the catalog then
+// unreachable to read it back, is tried again after a maintenance round
+// expired the snapshot it committed (expire_after 0, another writer's
+// commit having replaced it as current). The retry found the positions
+// past its batch and no snapshot of its load id left, and counted the
+// batch as another load's (0 rows stored): the OTLP receivers answer
+// such requests with a retry, and their clients stored every span twice.
+// The load ids of the commits that moved each partition's position are
+// kept where expiry cannot take them.
+func TestRetryFindsItsCommitAfterItsSnapshotExpired(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	rest, s, f := stagedBehindREST(t, dir)
+	rest.GoneAfterLostReply.Store(true)
+	rest.LoseCommitReplies.Store(2) // both tables' commits land, both replies lost
+	if _, err := s.Load(ctx, []sink.File{f}); err == nil || iceberg.LostRace(err) {
+		t.Fatalf("first attempt: %v, want an error of unknown outcome", err)
+	}
+	if _, err := s.Load(ctx, []sink.File{f}); err == nil || iceberg.LostRace(err) {
+		t.Fatalf("second attempt: %v, want an error of unknown outcome", err)
+	}
+	if n := rest.LoseCommitReplies.Load(); n != 0 {
+		t.Fatalf("%d lost replies left; want both commits to have landed", n)
+	}
+	// Another writer commits to both tables, then maintenance expires
+	// every snapshot but the current one.
+	other := openSink(t, dir, false)
+	load(t, other, batch(1, 0, 9, 5))
+	if _, err := other.Expire(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Load(ctx, []sink.File{f})
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if len(l.Ranges) != 1 || l.Ranges[0].Records != 9 || l.Ranges[0].DLQ != 1 {
+		t.Errorf("retry loaded %#v, want its own 9 rows and dead letter counted as stored", l.Ranges)
+	}
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 9, 4)) {
+		t.Errorf("raw offsets = %v", got)
+	}
+}
+
 // A commit whose reply is lost is read back: the table shows it landed,
 // and the load succeeds at once, both tables' commits with it. Failed, its
 // last attempt left its rows stored under an error (an OTLP request
