@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -384,5 +385,25 @@ func TestConfiguredUnavailablePlaceholder(t *testing.T) {
 	}
 	if err := decode("", `"UNSET"`); err != nil {
 		t.Errorf("with the default placeholder, UNSET is a value: %v", err)
+	}
+}
+
+// A reason quoting a long value cuts it at a character's start: cut
+// inside one, the reason was not UTF-8 (shown as U+FFFD once stored).
+func TestReasonCutsAtACharacter(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("é", 40) // quoted, 82 bytes: the 64th is an é's first
+	_, err = d.Decode(nil, "srv.db.t", nil, []byte(`{"schema":{"type":"struct","fields":[{"field":"after","type":"struct","fields":[`+
+		`{"field":"p","type":"bytes","name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"2"}}]}]},`+
+		`"payload":{"after":{"p":"`+value+`"},"op":"c","source":{"db":"d","table":"t"}}}`))
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("got %v, want an *Error", err)
+	}
+	if !utf8.ValidString(e.Reason) || !strings.Contains(e.Reason, `"`+strings.Repeat("é", 31)+"… is not a value of") {
+		t.Errorf("reason %q: want the value cut after 31 é", e.Reason)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tracelake/tracelake/internal/schema"
 )
@@ -998,8 +999,13 @@ func (e *valueError) Error() string { return e.value + " is not a value of " + e
 
 // clip is v for an error message, cut short: a reason is one line.
 func clip(v []byte) string {
-	const most = 64
+	most := 64
 	if len(v) > most {
+		// At a character's start: a reason is text, and half a
+		// character would show as U+FFFD.
+		for most > 0 && !utf8.RuneStart(v[most]) {
+			most--
+		}
 		return string(v[:most]) + "…"
 	}
 	return string(v)
