@@ -328,6 +328,24 @@ func TestCommitWithUnknownOutcome(t *testing.T) {
 func TestRetryFindsItsCommitAfterItsSnapshotExpired(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	s, f := landedWithRepliesLost(t, dir)
+	// Another writer commits to both tables, then maintenance expires
+	// every snapshot but the current one.
+	other := openSink(t, dir, false)
+	load(t, other, batch(1, 0, 9, 5))
+	if _, err := other.Expire(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	retryCountsItsOwn(t, s, f)
+}
+
+// landedWithRepliesLost stages a batch (offsets 0-9 of partition 0, 4 a
+// dead letter) in a sink behind a REST catalog in dir and tries its load
+// twice: both tables' commits land, their replies lost, the catalog then
+// unreachable to read them back.
+func landedWithRepliesLost(t *testing.T, dir string) (*iceberg.Sink, sink.File) {
+	t.Helper()
+	ctx := context.Background()
 	rest, s, f := stagedBehindREST(t, dir)
 	rest.GoneAfterLostReply.Store(true)
 	rest.LoseCommitReplies.Store(2) // both tables' commits land, both replies lost
@@ -340,14 +358,14 @@ func TestRetryFindsItsCommitAfterItsSnapshotExpired(t *testing.T) {
 	if n := rest.LoseCommitReplies.Load(); n != 0 {
 		t.Fatalf("%d lost replies left; want both commits to have landed", n)
 	}
-	// Another writer commits to both tables, then maintenance expires
-	// every snapshot but the current one.
-	other := openSink(t, dir, false)
-	load(t, other, batch(1, 0, 9, 5))
-	if _, err := other.Expire(ctx, 0, 1); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.Load(ctx, []sink.File{f})
+	return s, f
+}
+
+// retryCountsItsOwn tries the load of landedWithRepliesLost again: it
+// succeeds, its rows counted as stored, and stored once.
+func retryCountsItsOwn(t *testing.T, s *iceberg.Sink, f sink.File) {
+	t.Helper()
+	l, err := s.Load(context.Background(), []sink.File{f})
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
@@ -741,4 +759,30 @@ func TestExpireKeepsASnapshotCurrentWithinTheWindow(t *testing.T) {
 	if n := len(after.Metadata().Snapshots()); n != 2 {
 		t.Errorf("%d snapshots remain, want 2: the compaction's and the one it replaced (the first load's, replaced before the window, expired)", n)
 	}
+}
+
+// A load whose commits both landed with their replies lost, the catalog
+// then unreachable, is retried after a catalog outage long enough for
+// its batch to be looked up before the retry's commit (checkStagedAfter).
+// Meanwhile another writer committed and maintenance compacted both
+// tables and expired every snapshot but the current one: the files the
+// load's own commits added are gone, as they may be (they are the tables'
+// since those commits). The retry took them for staged files that orphan
+// cleanup deleted and stopped the run (sink.ErrFatal, "nothing of the load
+// was committed") over a load whose rows were all in. The retry finds its
+// commits and counts its rows.
+func TestRetryFindsItsCommitAfterMaintenanceReplacedItsFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, f := landedWithRepliesLost(t, dir)
+	other := openSink(t, dir, false)
+	load(t, other, batch(1, 0, 9, 5))
+	if c, err := other.Compact(ctx, 64<<20, everyDay, false); err != nil || c[0].FilesBefore != 2 || c[1].FilesBefore != 2 {
+		t.Fatalf("compaction %+v (%v): want both tables' 2 files compacted", c, err)
+	}
+	if _, err := other.Expire(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.AgeStaged(20 * time.Minute) // the retry comes after checkStagedAfter
+	retryCountsItsOwn(t, s, f)
 }

@@ -34,7 +34,9 @@ const checkStagedAfter = 10 * time.Minute
 
 // checkStaged looks up the files of the batches of entries that were
 // staged checkStagedAfter ago or longer, in every table a commit of theirs
-// has not landed in yet, before the group's first commit. A file gone fails the group with sink.ErrFatal,
+// has not landed in yet, before the group's first commit. A file gone
+// where the table's positions do not cover its batch yet (no commit adds
+// a covered batch's files) fails the group with sink.ErrFatal,
 // and its batch is forgotten (its other files deleted) so that nothing
 // commits it later: the records are read again from Kafka after the
 // restart. Failing the whole group rather than leaving the batch out
@@ -62,6 +64,17 @@ func (s *Sink) checkStaged(ctx context.Context, entries []*staged) error {
 			for _, df := range st.of(k).files {
 				err := exists(fsys, df.FilePath())
 				if errors.Is(err, fs.ErrNotExist) {
+					// Covered by the table's positions, the files are
+					// committed no more (commitTable counts them as this
+					// load's, an earlier attempt's commit whose reply was
+					// lost, or drops them as fenced): gone, they may be
+					// that commit's, since compacted away.
+					if cov, err := s.coveredIn(ctx, k, st); err != nil || cov {
+						if err != nil {
+							return fmt.Errorf("check the staged files of %s: %w", name(s.id(k)), err)
+						}
+						break
+					}
 					batch := s.forget(ctx, st)
 					return fmt.Errorf("%w: staged file %s of batch %s (table %s, staged %s ago) is gone, most likely deleted by `tracelake orphans` while the batch waited for its commit: "+
 						"nothing of the load was committed, and its records are read again from Kafka",
@@ -74,6 +87,20 @@ func (s *Sink) checkStaged(ctx context.Context, entries []*staged) error {
 		}
 	}
 	return nil
+}
+
+// coveredIn reports whether table k's positions, read again, cover every
+// range of st: no commit adds its files to the table any more.
+func (s *Sink) coveredIn(ctx context.Context, k kind, st *staged) (bool, error) {
+	tbl, err := s.loadTable(ctx, s.id(k))
+	if err != nil {
+		return false, err
+	}
+	pos, err := positions(tbl)
+	if err != nil {
+		return false, err
+	}
+	return covered(st.ranges, pos) == coversAll, nil
 }
 
 // exists reports nil if path exists, an error wrapping fs.ErrNotExist if
