@@ -2,7 +2,9 @@ package cdc
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/tracelake/tracelake/internal/schema"
 )
@@ -465,6 +467,19 @@ func (c *Change) overlay(old []byte, set func(col *Column, v []byte) error) ([]C
 func (d *Decoder) canalErase(dst []Change, db []byte, dropped [][2]string, temporary bool, pos Position, us int64) ([]Change, error) {
 	if temporary {
 		return dst, nil
+	}
+	// The message's database is the first table's (results.get(0)'s
+	// schema name): the session's only where the statement does not
+	// qualify that table. After `USE a`, `DROP TABLE b.t1, t2` comes as
+	// database b, and t2 is a.t2: read in b, another table's model would
+	// be emptied.
+	if dropped[0][0] != "" && slices.ContainsFunc(dropped[1:], func(t [2]string) bool { return t[0] == "" }) {
+		names := make([]string, len(dropped))
+		for i, t := range dropped {
+			names[i] = strings.TrimPrefix(t[0]+"."+t[1], ".")
+		}
+		return dst, d.errorf("a DROP TABLE of %s: its first table names its database and another names none, which is the session's database, not in Canal's message (its database is the first table's), "+
+			"so no model is truncated; truncate the dropped tables' models (or check them with reconcile --source), then delete this dead letter", strings.Join(names, ", "))
 	}
 	for _, t := range dropped {
 		tdb := []byte(t[0])
