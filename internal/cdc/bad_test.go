@@ -354,19 +354,7 @@ func TestUnavailablePlaceholderOfEveryPostgresType(t *testing.T) {
 // each of its forms, text and bytes, where the default's would have let
 // it through as the value. The default's forms are then ordinary values.
 func TestConfiguredUnavailablePlaceholder(t *testing.T) {
-	decode := func(placeholder, value string) error {
-		t.Helper()
-		d, err := NewDecoder(Options{Format: FormatDebezium, UnavailablePlaceholder: placeholder})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = d.Decode(nil, "srv.public.t", nil, []byte(`{"before":null,"after":{"id":1,"doc":`+value+`},"op":"u","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`))
-		return err
-	}
-	refused := func(err error) bool {
-		var e *Error
-		return errors.As(err, &e) && strings.Contains(e.Reason, "placeholder for a value it did not read")
-	}
+	decode := func(placeholder, value string) error { return decodeWithPlaceholder(t, placeholder, value) }
 	for _, c := range []struct{ placeholder, value string }{
 		{"<toasted \"value\">", `"<toasted \"value\">"`},
 		{"<toasted \"value\">", `["<toasted \"value\">"]`},
@@ -376,7 +364,7 @@ func TestConfiguredUnavailablePlaceholder(t *testing.T) {
 		{"hex:ff00", `["/wA="]`},
 		{"UNSET", `{"UNSET":"UNSET"}`},
 	} {
-		if err := decode(c.placeholder, c.value); !refused(err) {
+		if err := decode(c.placeholder, c.value); !refusedAsPlaceholder(err) {
 			t.Errorf("placeholder %q, value %s: %v, want it refused", c.placeholder, c.value, err)
 		}
 	}
@@ -406,4 +394,51 @@ func TestReasonCutsAtACharacter(t *testing.T) {
 	if !utf8.ValidString(e.Reason) || !strings.Contains(e.Reason, `"`+strings.Repeat("é", 31)+"… is not a value of") {
 		t.Errorf("reason %q: want the value cut after 31 é", e.Reason)
 	}
+}
+
+// A placeholder given as "hex:" and octets is the Java string of its
+// octets (new String(bytes): each malformed sequence one U+FFFD, as
+// String.decodeUTF8_UTF16 reads it), written by Kafka Connect's
+// JsonConverter (Jackson: a control character as \u00XX in upper case,
+// U+2028 and U+2029 as they are). Read with Go's rules (a run of bad
+// octets one U+FFFD; \u001f; \u2028), those forms were let through and
+// stored as the column's value.
+func TestConfiguredUnavailablePlaceholderAsJavaWritesIt(t *testing.T) {
+	decode := func(placeholder, value string) error { return decodeWithPlaceholder(t, placeholder, value) }
+	for _, c := range []struct{ placeholder, value string }{
+		{"hex:1f41", `"\u001FA"`},
+		{"hex:1f41", `{"\u001FA":"\u001FA"}`},
+		{"hex:1f41", `"{\"\\u001FA\":\"\\u001FA\"}"`},
+		{"\u2028x", "\"\u2028x\""},
+		{"hex:bebe", "\"\uFFFD\uFFFD\""},    // two lone continuation octets
+		{"hex:41e080", "\"A\uFFFD\uFFFD\""}, // E0 80: an overlong lead, then a lone octet
+		{"hex:41eda08042", "\"A\uFFFDB\""},  // a surrogate: one U+FFFD for its 3 octets
+		{"hex:41e28242", "\"A\uFFFDB\""},    // a 3-octet sequence cut short
+	} {
+		if err := decode(c.placeholder, c.value); !refusedAsPlaceholder(err) {
+			t.Errorf("placeholder %q, value %s: %v, want it refused", c.placeholder, c.value, err)
+		}
+	}
+	if err := decode("hex:bebe", "\"\uFFFD\""); err != nil {
+		t.Errorf("placeholder hex:bebe, value with one U+FFFD: %v, want a value", err)
+	}
+}
+
+// decodeWithPlaceholder decodes a Debezium update whose column doc holds
+// the JSON value, with the unavailable value placeholder configured.
+func decodeWithPlaceholder(t *testing.T, placeholder, value string) error {
+	t.Helper()
+	d, err := NewDecoder(Options{Format: FormatDebezium, UnavailablePlaceholder: placeholder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Decode(nil, "srv.public.t", nil, []byte(`{"before":null,"after":{"id":1,"doc":`+value+`},"op":"u","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`))
+	return err
+}
+
+// refusedAsPlaceholder says whether err refuses a value as Debezium's
+// placeholder for a value it did not read.
+func refusedAsPlaceholder(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && strings.Contains(e.Reason, "placeholder for a value it did not read")
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -640,8 +639,7 @@ func newPlaceholder(configured string) (placeholder, error) {
 			return placeholder{}, fmt.Errorf("unavailable value placeholder %q: want text, or hex: and hexadecimal octets (Debezium's unavailable.value.placeholder)", configured)
 		}
 	}
-	// Java's new String(bytes): a malformed sequence is U+FFFD.
-	text := strings.ToValidUTF8(string(raw), "\uFFFD")
+	text := javaString(raw)
 	b64 := base64.StdEncoding.EncodeToString(raw)
 	var numbers []byte
 	for i, b := range raw {
@@ -673,14 +671,127 @@ func newPlaceholder(configured string) (placeholder, error) {
 	return p, nil
 }
 
+// javaString is b as Java's new String(b) in UTF-8 reads it
+// (String.decodeUTF8_UTF16): each malformed sequence is one U+FFFD, as
+// Java delimits them, not Go's one per octet or per run: a surrogate's
+// three octets are one, and so is a sequence cut short at the end.
+func javaString(b []byte) string {
+	const repl = "\uFFFD"
+	cont := func(c byte) bool { return c&0xc0 == 0x80 }
+	var out strings.Builder
+	for sp := 0; sp < len(b); {
+		b1 := b[sp]
+		sp++
+		switch {
+		case b1 < 0x80:
+			out.WriteByte(b1)
+		case b1 >= 0xc2 && b1 <= 0xdf: // 2 octets
+			if sp < len(b) {
+				if !cont(b[sp]) {
+					out.WriteString(repl)
+				} else {
+					out.Write(b[sp-1 : sp+1])
+					sp++
+				}
+				continue
+			}
+			out.WriteString(repl)
+			return out.String()
+		case b1 >= 0xe0 && b1 <= 0xef: // 3 octets
+			bad2 := func(b2 byte) bool { return b1 == 0xe0 && b2&0xe0 == 0x80 || !cont(b2) }
+			if sp+1 < len(b) {
+				b2, b3 := b[sp], b[sp+1]
+				switch {
+				case bad2(b2):
+					out.WriteString(repl) // 1 octet
+				case !cont(b3):
+					out.WriteString(repl) // 2 octets
+					sp++
+				case b1 == 0xed && b2 >= 0xa0:
+					out.WriteString(repl) // a surrogate: 3 octets
+					sp += 2
+				default:
+					out.Write(b[sp-1 : sp+2])
+					sp += 2
+				}
+				continue
+			}
+			if sp < len(b) && bad2(b[sp]) {
+				out.WriteString(repl)
+				continue
+			}
+			out.WriteString(repl)
+			return out.String()
+		case b1 >= 0xf0 && b1 <= 0xf7: // 4 octets
+			bad2 := func(b2 byte) bool {
+				return b1 > 0xf4 || b1 == 0xf0 && (b2 < 0x90 || b2 > 0xbf) || b1 == 0xf4 && b2&0xf0 != 0x80 || !cont(b2)
+			}
+			if sp+2 < len(b) {
+				b2, b3, b4 := b[sp], b[sp+1], b[sp+2]
+				switch {
+				case bad2(b2):
+					out.WriteString(repl) // 1 octet
+				case !cont(b3):
+					out.WriteString(repl) // 2 octets
+					sp++
+				case !cont(b4):
+					out.WriteString(repl) // 3 octets
+					sp += 2
+				default:
+					out.Write(b[sp-1 : sp+3])
+					sp += 3
+				}
+				continue
+			}
+			if b1 > 0xf4 || sp < len(b) && bad2(b[sp]) {
+				out.WriteString(repl)
+				continue
+			}
+			sp++
+			out.WriteString(repl)
+			if sp < len(b) && !cont(b[sp]) {
+				continue
+			}
+			return out.String()
+		default: // a continuation octet, C0, C1 or F8 to FF
+			out.WriteString(repl)
+		}
+	}
+	return out.String()
+}
+
 // jsonText is s as a JSON string, as Kafka Connect's JsonConverter
-// (Jackson) writes it: without the HTML escapes of Go's encoder.
+// (Jackson's default escapes) writes it: ", \ and the control
+// characters escaped (\b \t \n \f \r, the others \u00XX in upper
+// case), every other character as it is (no HTML escapes, nor Go's of
+// U+2028 and U+2029).
 func jsonText(s string) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
+	const hexDigits = "0123456789ABCDEF"
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			if c < 0x20 {
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			} else {
+				b = append(b, c)
+			}
+		}
+	}
+	return string(append(b, '"'))
 }
 
 // is says whether v, a column's JSON value, is one of the placeholder's
