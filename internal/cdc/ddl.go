@@ -10,13 +10,27 @@ import (
 // backquotes (their content, a doubled backquote read as one, marked
 // quoted) and single
 // punctuation characters; spaces and comments (/* */, -- and #) are
-// skipped. It stops at a string literal, or after max tokens.
+// skipped. The text of an executable comment (/*!NNNNN … */, MariaDB's
+// /*M!NNNNNN … */) is the statement's, as the server runs it: MySQL
+// writes a session's implicit drop of its temporary tables as
+// DROP /*!40005 TEMPORARY */ TABLE. It stops at a string literal, or
+// after max tokens.
 func ddlTokens(sql []byte, max int) []ddlToken {
 	var out []ddlToken
+	executable := false // within an executable comment
 	for i := 0; len(out) < max && i < len(sql); {
 		switch c := sql[i]; {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			i++
+		case executable && c == '*' && i+1 < len(sql) && sql[i+1] == '/':
+			executable = false
+			i += 2
+		case !executable && c == '/' && (bytes.HasPrefix(sql[i:], []byte("/*!")) || bytes.HasPrefix(sql[i:], []byte("/*M!"))):
+			executable = true
+			i += bytes.IndexByte(sql[i:], '!') + 1
+			for i < len(sql) && sql[i] >= '0' && sql[i] <= '9' {
+				i++ // the version
+			}
 		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
 			end := bytes.Index(sql[i+2:], []byte("*/"))
 			if end < 0 {

@@ -294,3 +294,37 @@ func TestCanalDropOfSeveralTablesKnowsNoSessionDatabase(t *testing.T) {
 	decodeWant(t, d, "example", erase("other", "a", "DROP TABLE other.a"),
 		"truncate other.a log=cdc_other_a_log model=cdc_other_a"+at)
 }
+
+// MySQL writes the implicit drop of a session's temporary tables (at its
+// end, where their creation was logged) as `DROP /*!40005 TEMPORARY */
+// TABLE IF EXISTS t`: the text of an executable comment is part of the
+// statement, not a comment, and the drop is of a temporary table whose
+// name may be a source table's. Read as a comment, the drop emptied the
+// source table's model (Debezium's ddl keeps the statement's start,
+// Canal's sql all of it). So is `/*!40000 DROP DATABASE IF EXISTS db*/`
+// (mysqldump's --add-drop-database) a DROP DATABASE.
+func TestExecutableCommentIsPartOfTheStatement(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, start := range []string{"DROP /*!40005 TEMPORARY */ TABLE IF EXISTS ", "drop /*M!100100 temporary*/ table "} {
+		v := strings.Replace(debeziumDrop("false"), "DROP TABLE ", start, 1)
+		if got, err := d.Decode(nil, "dbserver1", nil, []byte(v)); err != nil || len(got) != 0 {
+			t.Errorf("Debezium %s: %s, err %v; want no change", start, render(got), err)
+		}
+	}
+	c, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	erase := `{"data":null,"database":"test","es":1589373561000,"id":3,"isDdl":true,"mysqlType":null,"old":null,"pkNames":null,` +
+		`"sql":"DROP /*!40005 TEMPORARY */ TABLE IF EXISTS ` + "`a`" + `","sqlType":null,"table":"a","ts":1589373561005,"type":"ERASE"}`
+	decodeWant(t, c, "example", erase, "")
+	if name, ok := droppedDatabase([]byte("/*!40000 DROP DATABASE IF EXISTS `shop`*/")); !ok || name != "shop" {
+		t.Errorf("mysqldump's drop of database shop read as %q, %v", name, ok)
+	}
+	if toks := ddlTokens([]byte("DROP /*!40005 TEMPORARY */ TABLE /* x */ t"), 10); len(toks) != 4 || toks[1].text != "TEMPORARY" || toks[3].text != "t" {
+		t.Errorf("tokens %+v, want DROP TEMPORARY TABLE t", toks)
+	}
+}
