@@ -639,7 +639,14 @@ func newPlaceholder(configured string) (placeholder, error) {
 			return placeholder{}, fmt.Errorf("unavailable value placeholder %q: want text, or hex: and hexadecimal octets (Debezium's unavailable.value.placeholder)", configured)
 		}
 	}
-	text := javaString(raw)
+	if !utf8.Valid(raw) {
+		// Java's new String(raw) would write each malformed sequence as
+		// U+FFFD, delimited as the JDK's decoder delimits them, in the
+		// placeholder's text forms: not matched here, they would be stored
+		// as values.
+		return placeholder{}, fmt.Errorf("unavailable value placeholder %q: its octets are not UTF-8, and the text Debezium makes of them for text columns cannot be matched: use octets that are", configured)
+	}
+	text := string(raw)
 	b64 := base64.StdEncoding.EncodeToString(raw)
 	var numbers []byte
 	for i, b := range raw {
@@ -669,95 +676,6 @@ func newPlaceholder(configured string) (placeholder, error) {
 		p.min = min(p.min, len(f))
 	}
 	return p, nil
-}
-
-// javaString is b as Java's new String(b) in UTF-8 reads it
-// (String.decodeUTF8_UTF16): each malformed sequence is one U+FFFD, as
-// Java delimits them, not Go's one per octet or per run: a surrogate's
-// three octets are one, and so is a sequence cut short at the end.
-func javaString(b []byte) string {
-	const repl = "\uFFFD"
-	cont := func(c byte) bool { return c&0xc0 == 0x80 }
-	var out strings.Builder
-	for sp := 0; sp < len(b); {
-		b1 := b[sp]
-		sp++
-		switch {
-		case b1 < 0x80:
-			out.WriteByte(b1)
-		case b1 >= 0xc2 && b1 <= 0xdf: // 2 octets
-			if sp < len(b) {
-				if !cont(b[sp]) {
-					out.WriteString(repl)
-				} else {
-					out.Write(b[sp-1 : sp+1])
-					sp++
-				}
-				continue
-			}
-			out.WriteString(repl)
-			return out.String()
-		case b1 >= 0xe0 && b1 <= 0xef: // 3 octets
-			bad2 := func(b2 byte) bool { return b1 == 0xe0 && b2&0xe0 == 0x80 || !cont(b2) }
-			if sp+1 < len(b) {
-				b2, b3 := b[sp], b[sp+1]
-				switch {
-				case bad2(b2):
-					out.WriteString(repl) // 1 octet
-				case !cont(b3):
-					out.WriteString(repl) // 2 octets
-					sp++
-				case b1 == 0xed && b2 >= 0xa0:
-					out.WriteString(repl) // a surrogate: 3 octets
-					sp += 2
-				default:
-					out.Write(b[sp-1 : sp+2])
-					sp += 2
-				}
-				continue
-			}
-			if sp < len(b) && bad2(b[sp]) {
-				out.WriteString(repl)
-				continue
-			}
-			out.WriteString(repl)
-			return out.String()
-		case b1 >= 0xf0 && b1 <= 0xf7: // 4 octets
-			bad2 := func(b2 byte) bool {
-				return b1 > 0xf4 || b1 == 0xf0 && (b2 < 0x90 || b2 > 0xbf) || b1 == 0xf4 && b2&0xf0 != 0x80 || !cont(b2)
-			}
-			if sp+2 < len(b) {
-				b2, b3, b4 := b[sp], b[sp+1], b[sp+2]
-				switch {
-				case bad2(b2):
-					out.WriteString(repl) // 1 octet
-				case !cont(b3):
-					out.WriteString(repl) // 2 octets
-					sp++
-				case !cont(b4):
-					out.WriteString(repl) // 3 octets
-					sp += 2
-				default:
-					out.Write(b[sp-1 : sp+3])
-					sp += 3
-				}
-				continue
-			}
-			if b1 > 0xf4 || sp < len(b) && bad2(b[sp]) {
-				out.WriteString(repl)
-				continue
-			}
-			sp++
-			out.WriteString(repl)
-			if sp < len(b) && !cont(b[sp]) {
-				continue
-			}
-			return out.String()
-		default: // a continuation octet, C0, C1 or F8 to FF
-			out.WriteString(repl)
-		}
-	}
-	return out.String()
 }
 
 // jsonText is s as a JSON string, as Kafka Connect's JsonConverter
