@@ -250,7 +250,8 @@ func TestCDCReasonThatIsNotUTF8IsDeadLettered(t *testing.T) {
 	cfg := cdcConfig(t, c, config.FormatDebezium)
 	cl := producer(t, c)
 	// Valid JSON of valid UTF-8: the op's first 64 bytes (its quote, xy
-	// and 30 é) end inside the 31st é.
+	// and 30 é) end inside the 31st é, where the reason's quote of it is
+	// cut back to.
 	longOp := `{"after":{"id":1},"op":"xy` + strings.Repeat("é", 40) + `","source":{"db":"inv","table":"t","pos":1}}`
 	produceChanges(t, cl,
 		longOp,
@@ -264,7 +265,7 @@ func TestCDCReasonThatIsNotUTF8IsDeadLettered(t *testing.T) {
 	}
 	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_t_log`, "3")
 	wantQuery(t, s.DB(), `SELECT "offset", error FROM cdc_dlq ORDER BY "offset"`,
-		`0|not a Debezium change event: op "xy`+strings.Repeat("é", 30)+"\uFFFD… is not one of c, u, d, r, t",
+		`0|not a Debezium change event: op "xy`+strings.Repeat("é", 30)+"… is not one of c, u, d, r, t",
 		"1|not a Debezium change event: op \"\uFFFDx\" is not one of c, u, d, r, t")
 }
 
