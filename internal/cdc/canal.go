@@ -490,9 +490,7 @@ func (d *Decoder) canalErase(dst []Change, db []byte, dropped [][2]string, tempo
 		if err != nil {
 			return dst, routeError(err)
 		}
-		var c *Change
-		dst, c = next(dst)
-		c.Op, c.Table, c.Position, c.SourceTime = Truncate, table, pos, us
+		dst = truncation(dst, table, pos, us)
 	}
 	return dst, nil
 }

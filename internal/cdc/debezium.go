@@ -1105,9 +1105,7 @@ func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChang
 		if table.fromOtherServers(src.server) {
 			continue
 		}
-		var c *Change
-		dst, c = next(dst)
-		c.Op, c.Table, c.Position, c.SourceTime = Truncate, table, src.position, src.timeUs
+		dst = truncation(dst, table, src.position, src.timeUs)
 	}
 	return dst, nil
 }

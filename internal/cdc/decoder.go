@@ -160,11 +160,17 @@ func (d *Decoder) dropDatabase(dst []Change, db []byte, pos Position, us int64, 
 		if keep != nil && !keep(t) {
 			continue
 		}
-		var c *Change
-		dst, c = next(dst)
-		c.Op, c.Table, c.Position, c.SourceTime = Truncate, t, pos, us
+		dst = truncation(dst, t, pos, us)
 	}
 	return dst, nil
+}
+
+// truncation appends a truncation of t at pos, of source time us: a drop
+// of the table, which leaves the rows changed before it out of its model.
+func truncation(dst []Change, t *Table, pos Position, us int64) []Change {
+	dst, c := next(dst)
+	c.Op, c.Table, c.Position, c.SourceTime = Truncate, t, pos, us
+	return dst
 }
 
 // Error is a record that cannot be decoded. It is permanent: the record
