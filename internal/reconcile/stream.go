@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -199,14 +200,20 @@ func columnTypes(ctx context.Context, t Table, cols []string) ([]string, error) 
 	if err != nil {
 		return nil, fmt.Errorf("read the column types of %s: %w", t.Name, err)
 	}
+	return t.typeNames(cts, cols), rows.Err()
+}
+
+// typeNames are the types of the columns names of a result (cts): the
+// declared Types first, else the driver's DatabaseTypeName.
+func (t Table) typeNames(cts []*sql.ColumnType, names []string) []string {
 	types := make([]string, len(cts))
 	for i, ct := range cts {
 		types[i] = ct.DatabaseTypeName()
-		if d, ok := t.Types[cols[i]]; ok {
+		if d, ok := t.Types[names[i]]; ok {
 			types[i] = d
 		}
 	}
-	return types, rows.Err()
+	return types
 }
 
 // withType is types (a copy: the caller's map is left alone) with col's
@@ -522,13 +529,7 @@ func (s *scanner) read(ctx context.Context, q string, args []any) error {
 	h := fnv.New64a()
 	nk := len(s.key)
 	names := append(append([]string{}, s.key...), s.cols...) // as selectList
-	dbTypes := make([]string, len(types))
-	for i, ct := range types {
-		dbTypes[i] = ct.DatabaseTypeName()
-		if t, ok := s.t.Types[names[i]]; ok {
-			dbTypes[i] = t
-		}
-	}
+	dbTypes := s.t.typeNames(types, names)
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
 			return fmt.Errorf("read %s: %w", s.t.Name, err)
