@@ -110,7 +110,9 @@ type Table struct {
 	shard bool
 
 	// servers are the Debezium servers (source.name) whose changes of
-	// the table were decoded in this process (fromOtherServers).
+	// the table were decoded in this process, after the one its changelog
+	// table was created for when an earlier process created it
+	// (Decoder.Claim): fromOtherServers.
 	servers atomic.Pointer[[]string]
 
 	// cols interns its column names, types Canal's type names.

@@ -1132,18 +1132,29 @@ func (t *Table) sawServer(server []byte) {
 	}
 }
 
-// fromOtherServers says whether the changes of t decoded in this process
-// all came from Debezium servers other than server: a schema change of
-// server (its DROP TABLE or DROP DATABASE) is then no drop of t. A schema
-// change topic carries the DDL of every database of its server, captured
-// or not, and one run may read several servers: a database or table of
-// one server's name dropped on another is another table, and its
-// position another binlog's. A table not seen in this process (known
-// from the registry), or a drop that names no server, is taken as the
-// server's.
+// fromOtherServers says whether the changes of t (decoded in this
+// process, or, for a table an earlier process created, the changes it
+// was created for) all came from Debezium servers other than server: a
+// schema change of server (its DROP TABLE or DROP DATABASE) is then no
+// drop of t. A schema change topic carries the DDL of every database of
+// its server, captured or not, and one run may read several servers: a
+// database or table of one server's name dropped on another is another
+// table, and its position another binlog's. A table whose server is not
+// known (made by a release that did not record it, or by changes that
+// name none), or a drop that names no server, is taken as the server's.
 func (t *Table) fromOtherServers(server []byte) bool {
 	p := t.servers.Load()
 	return server != nil && p != nil && !hasServer(*p, server)
+}
+
+// Server is the first Debezium server (source.name) whose changes of t
+// were seen, "" for none: what the registry of changelog tables records
+// with a table it creates, for Claim.
+func (t *Table) Server() string {
+	if p := t.servers.Load(); p != nil && len(*p) > 0 {
+		return (*p)[0]
+	}
+	return ""
 }
 
 // hasServer says whether server is among servers (without a copy of it:

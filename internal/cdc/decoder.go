@@ -74,8 +74,13 @@ func (d *Decoder) Fresh() *Decoder {
 // the name of log's model. A name claimed or routed already keeps its
 // owner, except that a changelog table claimed takes its name back from
 // a model's claim.
-func (d *Decoder) Claim(log, database, schema, table string) {
-	d.router.claim(log, database, schema, table)
+//
+// server is the Debezium server (source.name) whose change made log, ""
+// when not known: the table's changes are taken as that server's, so
+// that a drop from another server read by the same run leaves it alone
+// as it would had this process read the table's changes itself.
+func (d *Decoder) Claim(log, database, schema, table, server string) {
+	d.router.claim(log, database, schema, table, server)
 }
 
 func cmpOr(s, def string) string {

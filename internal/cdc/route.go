@@ -26,10 +26,9 @@ type router struct {
 	// modelClaims are the names in owners claimed as the model of a
 	// table of the registry, not as a changelog table that exists.
 	modelClaims map[string]bool
-	// claimed are the source tables of the changelog tables claimed
-	// (database, schema, table), by source key: tables whose changes an
-	// earlier process saw.
-	claimed map[string][3]string
+	// claimed are the source tables of the changelog tables claimed, by
+	// source key: tables whose changes an earlier process saw.
+	claimed map[string]claim
 }
 
 // route returns the source table's Table, creating it on first sight.
@@ -77,14 +76,14 @@ const shardsPrefix = "shards of "
 // model (audit's cdc_db_audit_log, audit_log's model) is refused after a
 // restart as it is in one process, before its table is created over the
 // model or the model merged into its changelog table.
-func (r *router) claim(name, db, schemaName, table string) {
+func (r *router) claim(name, db, schemaName, table, server string) {
 	names, logical := r.logical(db, schemaName, table)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.claimed == nil {
-		r.claimed = map[string][3]string{}
+		r.claimed = map[string]claim{}
 	}
-	r.claimed[db+"\x00"+schemaName+"\x00"+table] = [3]string{db, schemaName, table}
+	r.claimed[db+"\x00"+schemaName+"\x00"+table] = claim{db, schemaName, table, server}
 	// A changelog table that exists owns its name even when another
 	// table's model name was claimed for it first (the registry is read
 	// in no order): its rows are there.
@@ -106,20 +105,20 @@ func (r *router) claim(name, db, schemaName, table string) {
 func (r *router) tablesOf(db string) ([]*Table, error) {
 	r.mu.RLock()
 	var out []*Table
-	var claimed [][3]string
+	var claimed []claim
 	for _, t := range r.tables {
 		if t.Database == db {
 			out = append(out, t)
 		}
 	}
 	for key, src := range r.claimed {
-		if _, routed := r.tables[key]; !routed && src[0] == db {
+		if _, routed := r.tables[key]; !routed && src.db == db {
 			claimed = append(claimed, src)
 		}
 	}
 	r.mu.RUnlock()
 	for _, src := range claimed {
-		t, err := r.route([]byte(src[0]), []byte(src[1]), []byte(src[2]))
+		t, err := r.route([]byte(src.db), []byte(src.schema), []byte(src.table))
 		if err != nil {
 			return nil, err
 		}
@@ -135,6 +134,10 @@ func (r *router) tablesOf(db string) ([]*Table, error) {
 // (after the model's): routed like the model's own name, so that no
 // source table's changelog table or model takes it.
 const TombstonesSuffix = "_tombstones"
+
+// claim is a source table an earlier process routed (router.claim), and
+// the Debezium server its changelog table was created for ("": not said).
+type claim struct{ db, schema, table, server string }
 
 // claimedError refuses a source table whose routed names another table
 // holds.
@@ -170,6 +173,11 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 		return nil, fmt.Errorf("source table %s.%s: the changelog and model templates both make %s", strconv.Quote(db), strconv.Quote(table), t.Log)
 	}
 	r.owners[t.Log], r.owners[t.Model], r.owners[t.Model+TombstonesSuffix] = logical, logical, logical
+	if c := r.claimed[key]; c.server != "" {
+		// Its changes an earlier process read came from that server
+		// (Table.fromOtherServers).
+		t.servers.Store(&[]string{c.server})
+	}
 	r.tables[key] = t
 	return t, nil
 }

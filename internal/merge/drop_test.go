@@ -11,10 +11,13 @@ import (
 // dbzDrop is a Debezium MySQL connector's schema change message for DROP
 // TABLE db.<table> at binlog position pos (see cdc's debeziumDrop for
 // where its shape comes from).
-func dbzDrop(table string, pos int) string {
-	return fmt.Sprintf(`{"source":{"connector":"mysql","name":"dbserver1","ts_ms":1700000000000,"snapshot":"false","db":"db","table":%[1]q,`+
+func dbzDrop(table string, pos int) string { return dbzDropOf("dbserver1", table, pos) }
+
+// dbzDropOf is dbzDrop from Debezium server (source.name) server.
+func dbzDropOf(server, table string, pos int) string {
+	return fmt.Sprintf(`{"source":{"connector":"mysql","name":%[3]q,"ts_ms":1700000000000,"snapshot":"false","db":"db","table":%[1]q,`+
 		`"file":"mysql-bin.000001","pos":%[2]d,"row":0},"ts_ms":1700000000001,"databaseName":"db","schemaName":null,`+
-		`"ddl":"DROP TABLE `+"`db`.`%[1]s`"+`","tableChanges":[{"type":"DROP","id":"\"db\".\"%[1]s\"","table":null}]}`, table, pos)
+		`"ddl":"DROP TABLE `+"`db`.`%[1]s`"+`","tableChanges":[{"type":"DROP","id":"\"db\".\"%[1]s\"","table":null}]}`, table, pos, server)
 }
 
 // A DROP TABLE read by Debezium MySQL comes on the connector's schema
@@ -47,6 +50,40 @@ func TestDebeziumDropTableEmptiesItsModel(t *testing.T) {
 	l.flush()
 	l.mustMerge()
 	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "3|again")
+}
+
+// One run may read several Debezium servers, and a server's schema change
+// topic carries the drops of its databases captured or not: a DROP TABLE
+// from dbserver2 of a table named as one whose changes came from
+// dbserver1 leaves that table's model alone — after a restart too. The
+// registry of changelog tables records the server each was created for,
+// and the next run's decoder takes its changes as that server's; a table
+// known only from the registry had no server, and dbserver2's drop
+// emptied its model. Its own server's drop still does.
+func TestDebeziumDropOfAnotherServerAfterRestartKeepsTable(t *testing.T) {
+	l := newChangeLoader(t)
+	l.raw(0, "dbserver1.db.orders", `{"op":"c","ts_ms":1700000000000,"before":null,"after":{"id":1,"v":"a"},`+
+		`"source":{"connector":"mysql","name":"dbserver1","db":"db","table":"orders","file":"mysql-bin.000001","pos":100,"row":0,"ts_ms":1700000000000}}`)
+	l.pending[0][0].Key = []byte(`{"id":1}`)
+	l.flush()
+	l.mustMerge()
+	restart := func() {
+		dec, err := pipeline.NewChangelogDecoder(cdc.Options{Format: cdc.FormatDebezium}, l.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.dec = dec
+	}
+	restart()
+	l.raw(1, "dbserver2", dbzDropOf("dbserver2", "orders", 200))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "1|a")
+	restart()
+	l.raw(1, "dbserver1", dbzDropOf("dbserver1", "orders", 300))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT count(*) FROM cdc_db_orders`, "0")
 }
 
 // A Maxwell database-drop empties the models of the database's tables at

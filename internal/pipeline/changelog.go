@@ -52,7 +52,7 @@ func NewChangelogDecoder(o cdc.Options, r sink.Router) (*ChangelogDecoder, error
 	// The changelog tables made by earlier processes own their names: a
 	// source table routed to one of them and not its own is refused.
 	for log, src := range r.RoutedSources() {
-		dec.Claim(log, src.Database, src.Schema, src.Name)
+		dec.Claim(log, src.Database, src.Schema, src.Name, src.Server)
 	}
 	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]tableColumn{}, typeNames: map[sink.Column]string{}}, nil
 }
@@ -107,7 +107,7 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 			continue
 		}
 		d.Beats.See(r.Topic, c)
-		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name})
+		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name, Server: c.Table.Server()})
 		if old := oldKey(c); old != nil {
 			// Canal and Maxwell send an update of a row's primary key
 			// as one update of the new key (Debezium as a delete and a

@@ -21,8 +21,10 @@ type TableRows struct {
 	has     map[string]int // Columns' indexes by name
 }
 
-// SourceTable names a table of a source database.
-type SourceTable struct{ Database, Schema, Name string }
+// SourceTable names a table of a source database, and the Debezium
+// server (source.name) whose changes of it were first seen ("" when the
+// changes name none, or the format has no such name).
+type SourceTable struct{ Database, Schema, Name, Server string }
 
 // Column is a routed table's column: its logical type and, for a Decimal,
 // its precision and scale (0 and 0: not known; the sink keeps the exact

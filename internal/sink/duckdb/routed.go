@@ -24,6 +24,9 @@ import (
 var routesColumns = []Column{
 	{"log_table", "VARCHAR"}, {"source_database", "VARCHAR"}, {"source_schema", "VARCHAR"},
 	{"source_table", "VARCHAR"}, {"first_seen", "TIMESTAMP"}, {"model_table", "VARCHAR"},
+	// source_server was added later (ensureGrown): null in a registry row
+	// of a release before it, "" where the changes name no server.
+	{"source_server", "VARCHAR"},
 }
 
 // RoutesReached ends the name of the table of what loads reached per
@@ -189,7 +192,7 @@ func (s *Sink) freshRouted(ctx context.Context) error {
 
 // readRoutes reads the registry: each routed table's source table.
 func (s *Sink) readRoutes(ctx context.Context) (map[string]sink.SourceTable, error) {
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table FROM %s`, s.tables.routes))
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table, coalesce(source_server, '') FROM %s`, s.tables.routes))
 	if err != nil {
 		return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
 	}
@@ -198,7 +201,7 @@ func (s *Sink) readRoutes(ctx context.Context) (map[string]sink.SourceTable, err
 	for rows.Next() {
 		var table string
 		var src sink.SourceTable
-		if err := rows.Scan(&table, &src.Database, &src.Schema, &src.Name); err != nil {
+		if err := rows.Scan(&table, &src.Database, &src.Schema, &src.Name, &src.Server); err != nil {
 			return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
 		}
 		sources[table] = src
@@ -326,8 +329,8 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", name, strings.Join(defs, ", "))); err != nil {
 			return fmt.Errorf("create changelog table %s: %w", g.table, err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (log_table, source_database, source_schema, source_table, first_seen) VALUES (?, ?, ?, ?, ?)", s.tables.routes),
-			g.table, g.source.Database, g.source.Schema, g.source.Name, now); err != nil {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (log_table, source_database, source_schema, source_table, source_server, first_seen) VALUES (?, ?, ?, ?, ?, ?)", s.tables.routes),
+			g.table, g.source.Database, g.source.Schema, g.source.Name, g.source.Server, now); err != nil {
 			return fmt.Errorf("register changelog table %s: %w", g.table, err)
 		}
 		s.routedCreated[g.table] = g.source

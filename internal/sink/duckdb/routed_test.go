@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/schema"
@@ -296,5 +297,39 @@ func loseNextReply(s *Sink) {
 			return errors.New("connection reset after COMMIT")
 		}
 		return nil
+	}
+}
+
+// The registry records the Debezium server each changelog table was
+// created for (SourceTable.Server), which the next process reads back
+// (RoutedSources): its decoder then knows whose drops are the table's. A
+// registry made by the release before the column gains it at Prepare,
+// its tables' server not known ("").
+func TestRoutedSourcesKeepTheirServer(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := routedSink(t, dir)
+	// The release before: its registry has no source_server.
+	if _, err := s.DB().ExecContext(ctx, `ALTER TABLE cdc_routes DROP COLUMN source_server`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO cdc_routes (log_table, source_database, source_schema, source_table, first_seen) VALUES ('cdc_db_old_log', 'db', '', 'old', now())`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = routedSink(t, dir)
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: 0, Last: 0, Records: 1}}}
+	orders := b.RoutedTo("cdc_db_orders_log", sink.SourceTable{Database: "db", Name: "orders", Server: "dbserver1"})
+	orders.AddColumn(sink.Column{Name: "id", Type: schema.Int64})
+	orders.Rows = []byte(`{"id":1,"cdc_op":"c","ktopic":"t","kpartition":0,"koffset":0,"kindex":0}` + "\n")
+	mustLoad(t, s, b)
+	s.Close()
+	s = routedSink(t, dir)
+	want := map[string]sink.SourceTable{
+		"cdc_db_old_log":    {Database: "db", Name: "old"},
+		"cdc_db_orders_log": {Database: "db", Name: "orders", Server: "dbserver1"},
+	}
+	if got := s.RoutedSources(); !reflect.DeepEqual(got, want) {
+		t.Errorf("routed sources after a restart: %+v, want %+v", got, want)
 	}
 }

@@ -79,7 +79,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, s.ensureDeclared(ctx, s.opt.DerivedTable, s.opt.Derived))
 		}
 	} else if s.opt.Routed {
-		if err := errors.Join(s.ensure(ctx, s.opt.Table+"_routes", routesColumns), s.ensure(ctx, s.opt.Table+RoutesReached, reachedColumns),
+		if err := errors.Join(s.ensureGrown(ctx, s.opt.Table+"_routes", routesColumns), s.ensure(ctx, s.opt.Table+RoutesReached, reachedColumns),
 			s.ensure(ctx, s.opt.Table+Landing, landingColumns)); err != nil {
 			errs = append(errs, err)
 		} else {
