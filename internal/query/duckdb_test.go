@@ -287,6 +287,49 @@ func TestTenantReadsRowsOfItsIdExactly(t *testing.T) {
 	}
 }
 
+// TestTenantReadsRowsOfItsIdExactlyUnderACollation: tenant ids are
+// case-sensitive (acme and ACME are two tenants), and a tenant_id column
+// may have a collation (a user's table in transform mode: VARCHAR COLLATE
+// NOCASE), as may the database (default_collation). The view compared
+// tenant_id with the id under that collation: tenant acme read ACME's
+// rows, and "a" those of "á" under NOACCENT.
+func TestTenantReadsRowsOfItsIdExactlyUnderACollation(t *testing.T) {
+	db := dbWith(t,
+		`CREATE TABLE nocase (tenant_id VARCHAR COLLATE NOCASE, v VARCHAR)`,
+		`INSERT INTO nocase VALUES ('acme', 'of acme'), ('ACME', 'of ACME')`,
+		`CREATE TABLE noaccent (tenant_id VARCHAR COLLATE NOCASE.NOACCENT, v VARCHAR)`,
+		`INSERT INTO noaccent VALUES ('a', 'of a'), ('á', 'of á'), ('A', 'of A')`,
+		`CREATE TABLE plain (tenant_id VARCHAR, v VARCHAR)`,
+		`INSERT INTO plain VALUES ('acme', 'of acme'), ('ACME', 'of ACME')`)
+	r, err := NewDuckDB(context.Background(), db, DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		tenant, table string
+		want          []string
+	}{
+		{"acme", "nocase", []string{"of acme"}},
+		{"ACME", "nocase", []string{"of ACME"}},
+		{"a", "noaccent", []string{"of a"}},
+		{"A", "noaccent", []string{"of A"}},
+		{"acme", "plain", []string{"of acme"}},
+	}
+	read := func(when string) {
+		for _, c := range cases {
+			got, err := readRows(r, tenancy.One(c.tenant), `SELECT v FROM `+c.table)
+			if err != nil || !slices.Equal(got, c.want) {
+				t.Errorf("%s: tenant %q read %s: %v, %v; want %v", when, c.tenant, c.table, got, err, c.want)
+			}
+		}
+	}
+	read("the columns' collations")
+	if _, err := db.Exec(`SET GLOBAL default_collation = 'nocase'`); err != nil {
+		t.Fatal(err)
+	}
+	read("default_collation nocase")
+}
+
 // TestTenantColumnInAnyCase: DuckDB's names ignore case, so a column
 // TENANT_ID is the column tenant_id a query (and the tenant's view) binds
 // to; the reader looked for it in lower case alone and took such a table

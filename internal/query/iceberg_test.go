@@ -721,7 +721,7 @@ func TestIcebergSandbox(t *testing.T) {
 	if err := sess.conn.QueryRowContext(ctx, `SELECT sql FROM duckdb_views() WHERE temporary AND NOT internal`).Scan(&view); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(view, `WHERE (CAST(struct_extract(r, 'tenant_id') AS VARCHAR) = 'a')`) {
+	if !strings.Contains(view, `WHERE (CAST(struct_extract(r, 'tenant_id') AS VARCHAR) COLLATE "binary" = 'a')`) {
 		t.Errorf("tenant a's view: %s", view)
 	}
 }

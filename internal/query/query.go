@@ -61,7 +61,11 @@ func (e *RefusedError) Error() string { return "query refused: " + e.Reason }
 // model's INTEGER, a UUID, a BOOLEAN) was compared with the id cast to
 // its type, and tenant "01" read tenant "1"'s rows, "A0EE…" those of
 // "a0ee…", "t" those of "true". On a VARCHAR, DuckDB binds no cast: the
-// filter still prunes by the column's statistics.
+// filter still prunes by the column's statistics. The comparison is
+// binary whatever collation the column (a user's table, VARCHAR COLLATE
+// NOCASE) or the database (default_collation) has: under theirs tenant
+// acme read ACME's rows, and a those of á. DuckDB still pushes it into
+// the scan as a plain comparison.
 func TenantIs(expr, tenant string) string {
-	return "CAST(" + expr + " AS VARCHAR) = " + sqltext.String(tenant)
+	return "CAST(" + expr + ` AS VARCHAR) COLLATE "binary" = ` + sqltext.String(tenant)
 }
