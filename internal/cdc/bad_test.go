@@ -239,7 +239,7 @@ func TestClaimedChangelogTableOutranksAModelName(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, table := range order {
-			d.Claim("cdc_db_"+table+"_log", "db", "", table, "")
+			d.Claim("cdc_db_"+table+"_log", Registered{Database: "db", Table: table})
 		}
 		if _, err := d.Route("db", "", "audit"); err != nil {
 			t.Errorf("claimed %v: audit, whose changelog table exists: %v", order, err)
@@ -272,7 +272,7 @@ func TestTombstonesNameIsOwned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Claim("cdc_db_orders_log", "db", "", "orders", "") // a restart: orders' table exists
+	d.Claim("cdc_db_orders_log", Registered{Database: "db", Table: "orders"}) // a restart: orders' table exists
 	if _, err := d.Route("db", "", "orders_tombstones"); err == nil || !strings.Contains(err.Error(), "which already holds db..orders") {
 		t.Errorf("after a restart: %v", err)
 	}

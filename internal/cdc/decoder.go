@@ -66,21 +66,24 @@ func (d *Decoder) Fresh() *Decoder {
 	return n
 }
 
+// Registered is a changelog table's entry in the registry an earlier
+// process wrote: its source table, the Debezium server (source.name) its
+// changes came from ("" when not known: the table's changes are taken as
+// any server's), and its model's name ("" before its first merge: while
+// the templates name that model for the source table, its changes go on
+// into the registered table, whatever cdc.log_table names now).
+type Registered struct{ Database, Schema, Table, Server, Model string }
+
 // Claim tells the decoder that the changelog table log exists and holds
-// the changes of source table database.schema.table (a table created by
+// the changes of source table src (a table created by
 // an earlier process): another source table routed to the same name is
 // then refused, as it is when both are seen by this decoder, instead of
 // mixing its changes into log; so is one whose changelog table would take
 // the name of log's model. A name claimed or routed already keeps its
 // owner, except that a changelog table claimed takes its name back from
 // a model's claim.
-//
-// server is the Debezium server (source.name) whose change made log, ""
-// when not known: the table's changes are taken as that server's, so
-// that a drop from another server read by the same run leaves it alone
-// as it would had this process read the table's changes itself.
-func (d *Decoder) Claim(log, database, schema, table, server string) {
-	d.router.claim(log, database, schema, table, server)
+func (d *Decoder) Claim(log string, src Registered) {
+	d.router.claim(log, src)
 }
 
 func cmpOr(s, def string) string {

@@ -99,7 +99,7 @@ func TestMaxwellDatabaseDropTruncatesItsTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Claim("cdc_test_items_log", "test", "", "items", "") // seen by an earlier run
+	d.Claim("cdc_test_items_log", Registered{Database: "test", Table: "items"}) // seen by an earlier run
 	for _, v := range []string{
 		`{"database":"test","table":"orders","type":"insert","ts":1589373561,"position":"mysql-bin.000003:1000","data":{"id":1},"primary_key_columns":["id"]}`,
 		`{"database":"other","table":"orders","type":"insert","ts":1589373561,"position":"mysql-bin.000003:1100","data":{"id":1},"primary_key_columns":["id"]}`,

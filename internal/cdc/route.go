@@ -28,8 +28,16 @@ type router struct {
 	modelClaims map[string]bool
 	// claimed are the source tables of the changelog tables claimed, by
 	// source key: tables whose changes an earlier process saw.
-	claimed map[string]claim
+	claimed map[string]Registered
+	// kept are the changelog tables claimed, by logical key, each with
+	// the model the registry names for it ("" until its first merge):
+	// the tables a logical table's changes go on into (see add).
+	kept map[string][]keptTable
 }
+
+// keptTable is a changelog table of the registry and its model's name,
+// "" when its model is not made yet (then named by the templates).
+type keptTable struct{ log, model string }
 
 // route returns the source table's Table, creating it on first sight.
 func (r *router) route(db, schemaName, table []byte) (*Table, error) {
@@ -76,14 +84,16 @@ const shardsPrefix = "shards of "
 // model (audit's cdc_db_audit_log, audit_log's model) is refused after a
 // restart as it is in one process, before its table is created over the
 // model or the model merged into its changelog table.
-func (r *router) claim(name, db, schemaName, table, server string) {
+func (r *router) claim(name string, src Registered) {
+	db, schemaName, table := src.Database, src.Schema, src.Table
 	names, logical := r.logical(db, schemaName, table)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.claimed == nil {
-		r.claimed = map[string]claim{}
+		r.claimed, r.kept = map[string]Registered{}, map[string][]keptTable{}
 	}
-	r.claimed[db+"\x00"+schemaName+"\x00"+table] = claim{db, schemaName, table, server}
+	r.claimed[db+"\x00"+schemaName+"\x00"+table] = src
+	r.kept[logical] = append(r.kept[logical], keptTable{name, src.Model})
 	// A changelog table that exists owns its name even when another
 	// table's model name was claimed for it first (the registry is read
 	// in no order): its rows are there.
@@ -91,8 +101,8 @@ func (r *router) claim(name, db, schemaName, table, server string) {
 		r.owners[name] = logical
 		delete(r.modelClaims, name)
 	}
-	model := r.model.expand(names)
-	for _, n := range []string{model, model + TombstonesSuffix} {
+	tmpl := r.model.expand(names)
+	for _, n := range []string{tmpl, tmpl + TombstonesSuffix} {
 		if r.owners[n] == "" {
 			r.owners[n] = logical
 			r.modelClaims[n] = true
@@ -105,20 +115,20 @@ func (r *router) claim(name, db, schemaName, table, server string) {
 func (r *router) tablesOf(db string) ([]*Table, error) {
 	r.mu.RLock()
 	var out []*Table
-	var claimed []claim
+	var claimed []Registered
 	for _, t := range r.tables {
 		if t.Database == db {
 			out = append(out, t)
 		}
 	}
 	for key, src := range r.claimed {
-		if _, routed := r.tables[key]; !routed && src.db == db {
+		if _, routed := r.tables[key]; !routed && src.Database == db {
 			claimed = append(claimed, src)
 		}
 	}
 	r.mu.RUnlock()
 	for _, src := range claimed {
-		t, err := r.route([]byte(src.db), []byte(src.schema), []byte(src.table))
+		t, err := r.route([]byte(src.Database), []byte(src.Schema), []byte(src.Table))
 		if err != nil {
 			return nil, err
 		}
@@ -134,10 +144,6 @@ func (r *router) tablesOf(db string) ([]*Table, error) {
 // (after the model's): routed like the model's own name, so that no
 // source table's changelog table or model takes it.
 const TombstonesSuffix = "_tombstones"
-
-// claim is a source table an earlier process routed (router.claim), and
-// the Debezium server its changelog table was created for ("": not said).
-type claim struct{ db, schema, table, server string }
 
 // claimedError refuses a source table whose routed names another table
 // holds.
@@ -161,6 +167,9 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 	if had := r.tables[key]; had != nil {
 		return had, nil
 	}
+	if log, ok := r.keptLog(logical, t.Model); ok {
+		t.Log = log
+	}
 	for _, name := range []string{t.Log, t.Model, t.Model + TombstonesSuffix} {
 		if owner, ok := r.owners[name]; ok && owner != logical {
 			// Writing both into one table would mix two tables' rows
@@ -173,13 +182,39 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 		return nil, fmt.Errorf("source table %s.%s: the changelog and model templates both make %s", strconv.Quote(db), strconv.Quote(table), t.Log)
 	}
 	r.owners[t.Log], r.owners[t.Model], r.owners[t.Model+TombstonesSuffix] = logical, logical, logical
-	if c := r.claimed[key]; c.server != "" {
+	if c := r.claimed[key]; c.Server != "" {
 		// Its changes an earlier process read came from that server
 		// (Table.fromOtherServers).
-		t.servers.Store(&[]string{c.server})
+		t.servers.Store(&[]string{c.Server})
 	}
 	r.tables[key] = t
 	return t, nil
+}
+
+// keptLog is the changelog table of the registry that the logical
+// table's changes go on into: the one whose model is model (named so by
+// the registry, or by the templates before its first merge). A model
+// merges one changelog table: its watermarks, its truncation and its done
+// marks are that table's. A new cdc.log_table template alone would
+// otherwise start a second changelog table of the same model, and the
+// merges of the two, by the one set of watermarks, skip the changes of
+// whichever merges second below the offsets the other reached. A new
+// cdc.model_table template names a new model, whose changes go into a
+// new changelog table (a source switched to another server's log, which
+// starts both afresh). Called with mu held.
+func (r *router) keptLog(logical, model string) (string, bool) {
+	var log string
+	named := false
+	for _, k := range r.kept[logical] {
+		switch {
+		case k.model != "" && k.model != model:
+		case k.model == model && (!named || k.log < log):
+			log, named = k.log, true // the model's own, before one not made
+		case !named && (log == "" || k.log < log):
+			log = k.log
+		}
+	}
+	return log, log != ""
 }
 
 // sanitize makes a name a part of an identifier: ASCII letters lowercased,

@@ -318,7 +318,7 @@ func (c *ChangelogMerger) deadLetters(ctx context.Context, tx *sql.Tx) (map[dead
 func (c *ChangelogMerger) decodeDead(ctx context.Context, tx *sql.Tx, missing []string, into map[deadKey]deadLetter) error {
 	dec := c.dec.Fresh()
 	for log, src := range c.snk.RoutedSources() {
-		dec.Claim(log, src.Database, src.Schema, src.Name, src.Server)
+		dec.Claim(log, cdc.Registered{Database: src.Database, Schema: src.Schema, Table: src.Name, Server: src.Server, Model: src.Model})
 	}
 	var changes []cdc.Change
 	for chunk := range slices.Chunk(missing, 1000) {

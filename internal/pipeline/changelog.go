@@ -52,7 +52,7 @@ func NewChangelogDecoder(o cdc.Options, r sink.Router) (*ChangelogDecoder, error
 	// The changelog tables made by earlier processes own their names: a
 	// source table routed to one of them and not its own is refused.
 	for log, src := range r.RoutedSources() {
-		dec.Claim(log, src.Database, src.Schema, src.Name, src.Server)
+		dec.Claim(log, cdc.Registered{Database: src.Database, Schema: src.Schema, Table: src.Name, Server: src.Server, Model: src.Model})
 	}
 	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]tableColumn{}, typeNames: map[sink.Column]string{}}, nil
 }

@@ -21,10 +21,17 @@ type TableRows struct {
 	has     map[string]int // Columns' indexes by name
 }
 
-// SourceTable names a table of a source database, and the Debezium
-// server (source.name) whose changes of it were first seen ("" when the
-// changes name none, or the format has no such name).
-type SourceTable struct{ Database, Schema, Name, Server string }
+// SourceTable names a table of a source database.
+type SourceTable struct {
+	Database, Schema, Name string
+	// Server is the Debezium server (source.name) whose changes of the
+	// table were first seen, "" when the changes name none or the format
+	// has no such name.
+	Server string
+	// Model is the name the registry gives the model of the changelog
+	// table, "" before its first merge (Router.RoutedSources only).
+	Model string
+}
 
 // Column is a routed table's column: its logical type and, for a Decimal,
 // its precision and scale (0 and 0: not known; the sink keeps the exact

@@ -190,9 +190,10 @@ func (s *Sink) freshRouted(ctx context.Context) error {
 	return nil
 }
 
-// readRoutes reads the registry: each routed table's source table.
+// readRoutes reads the registry: each routed table's source table and
+// its model's name.
 func (s *Sink) readRoutes(ctx context.Context) (map[string]sink.SourceTable, error) {
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table, coalesce(source_server, '') FROM %s`, s.tables.routes))
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table, coalesce(source_server, ''), coalesce(model_table, '') FROM %s`, s.tables.routes))
 	if err != nil {
 		return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
 	}
@@ -201,7 +202,7 @@ func (s *Sink) readRoutes(ctx context.Context) (map[string]sink.SourceTable, err
 	for rows.Next() {
 		var table string
 		var src sink.SourceTable
-		if err := rows.Scan(&table, &src.Database, &src.Schema, &src.Name, &src.Server); err != nil {
+		if err := rows.Scan(&table, &src.Database, &src.Schema, &src.Name, &src.Server, &src.Model); err != nil {
 			return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
 		}
 		sources[table] = src
