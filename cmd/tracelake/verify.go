@@ -278,7 +278,7 @@ func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink, q v
 		// The rows of a record are in the changelog tables it was routed
 		// to: counted together, they must match the ledger.
 		var err error
-		if main, err = snk.RoutedRows(ctx); err != nil {
+		if main, err = snk.RoutedRows(ctx, q.DB); err != nil {
 			return nil, fmt.Errorf("verify: %w", err)
 		}
 	}

@@ -58,7 +58,7 @@ func runChanges(t *testing.T, cfg *config.Config, s *duckdb.Sink) {
 // verify` does with kafka.format debezium|canal|maxwell.
 func verifyChanges(t *testing.T, cfg *config.Config, s *duckdb.Sink) *verify.Report {
 	t.Helper()
-	main, err := s.RoutedRows(context.Background())
+	main, err := s.RoutedRows(context.Background(), s.DB())
 	must(t, err)
 	tn := s.Tables()
 	rep, err := verify.Run(context.Background(), verify.SQLQuerier{DB: s.DB()},

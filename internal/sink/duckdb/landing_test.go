@@ -28,7 +28,7 @@ func wantCounts(t *testing.T, s *Sink, when string, want map[string]int64) {
 // and the landed ones.
 func routedRowCount(t *testing.T, s *Sink) int64 {
 	t.Helper()
-	union, err := s.RoutedRows(context.Background())
+	union, err := s.RoutedRows(context.Background(), s.DB())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestRoutedRowsOfADatabaseFromBeforeTheLandingTable(t *testing.T) {
 	opt := testOptions(dir)
 	opt.Table, opt.Routed = "cdc", true
 	s = openWith(t, opt) // verify: no Prepare
-	union, err := s.RoutedRows(ctx)
+	union, err := s.RoutedRows(ctx, s.DB())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -437,6 +437,19 @@ func holds(have, want string) bool {
 	return ok && wok && h.Holds(w)
 }
 
+// hasLanding says whether the landing table exists, looked up in the
+// catalog by q (a statement that fails would abort q's transaction).
+func (s *Sink) hasLanding(ctx context.Context, q Querier) (bool, error) {
+	schemaName, name := splitTable(s.opt.Table + Landing)
+	rows, err := q.QueryContext(ctx, `SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?`, schemaName, name)
+	if err != nil {
+		return false, fmt.Errorf("look for %s: %w", s.tables.landing, err)
+	}
+	defer rows.Close()
+	found := rows.Next()
+	return found, rows.Err()
+}
+
 // unquotedRouted is a routed table's name as TableColumns takes it.
 func unquotedRouted(main, table string) string {
 	if schemaName, _, ok := strings.Cut(main, "."); ok {
@@ -448,23 +461,26 @@ func unquotedRouted(main, table string) string {
 // RoutedRows is the SQL of every routed table's coordinates, one
 // relation (for verify: each row of a record routed anywhere), from the
 // registry, and of the rows still landed (see Landing): a row is in one
-// of the two.
-func (s *Sink) RoutedRows(ctx context.Context) (string, error) {
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table FROM %s ORDER BY log_table`, s.tables.routes))
+// of the two. The registry is read by q, the transaction whose snapshot
+// then reads the relation: a table a load created and a move filled
+// before that snapshot holds rows of its ledger.
+func (s *Sink) RoutedRows(ctx context.Context, q Querier) (string, error) {
+	parts := []string{`SELECT NULL::VARCHAR AS ktopic, NULL::INTEGER AS kpartition, NULL::BIGINT AS koffset, NULL::INTEGER AS kindex WHERE false`}
+	// A database of a release before the landing table has none (verify
+	// opens it without Prepare). Looked up in the catalog, not read: a
+	// statement that fails aborts q's transaction.
+	landing, err := s.hasLanding(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	if landing {
+		parts = append(parts, fmt.Sprintf("SELECT %s FROM %s", landedCoordinates, s.tables.landing))
+	}
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT log_table FROM %s ORDER BY log_table`, s.tables.routes))
 	if err != nil {
 		return "", fmt.Errorf("list the routed tables of %s: %w", s.tables.routes, err)
 	}
 	defer rows.Close()
-	parts := []string{`SELECT NULL::VARCHAR AS ktopic, NULL::INTEGER AS kpartition, NULL::BIGINT AS koffset, NULL::INTEGER AS kindex WHERE false`}
-	// A database of a release before the landing table has none (verify
-	// opens it without Prepare).
-	landing, err := TableColumns(ctx, s.db, s.opt.Table+Landing)
-	if err != nil {
-		return "", err
-	}
-	if len(landing) > 0 {
-		parts = append(parts, fmt.Sprintf("SELECT %s FROM %s", landedCoordinates, s.tables.landing))
-	}
 	for rows.Next() {
 		var table string
 		if err := rows.Scan(&table); err != nil {

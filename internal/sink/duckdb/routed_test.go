@@ -70,7 +70,7 @@ func TestRoutedTablesCreatedGrownAndFenced(t *testing.T) {
 	if got := loaded.Ranges; len(got) != 1 || got[0].First != 5 || got[0].Last != 9 || got[0].Records != 10 {
 		t.Errorf("ledger ranges of the replay: %+v, want 5..9 with 10 rows", got)
 	}
-	union, err := s.RoutedRows(ctx)
+	union, err := s.RoutedRows(ctx, s.DB())
 	if err != nil {
 		t.Fatal(err)
 	}
