@@ -133,7 +133,8 @@ func droppedTemporary(sql []byte) bool {
 	return len(toks) == 2 && toks[0].is("DROP") && toks[1].is("TEMPORARY")
 }
 
-// droppedTables reads DROP [TEMPORARY] TABLE [IF EXISTS] t [, t]…: the
+// droppedTables reads DROP [TEMPORARY] {TABLE | TABLES} [IF EXISTS] t
+// [, t]… (MySQL's grammar, sql_yacc.yy's table_or_tables): the
 // tables a statement drops, each database "" where it names none, and
 // whether they are temporary; ok false for any other statement, or one
 // whose names cannot all be read.
@@ -149,7 +150,7 @@ func droppedTables(sql []byte) (tables [][2]string, temporary, ok bool) {
 		temporary = true
 		i++
 	}
-	if i < len(toks) && toks[i].is("TABLE") {
+	if i < len(toks) && (toks[i].is("TABLE") || toks[i].is("TABLES")) {
 		i++
 	} else {
 		return nil, false, false

@@ -181,6 +181,10 @@ func TestCanalDropOfSeveralTablesTruncatesEach(t *testing.T) {
 		"truncate test.a log=cdc_test_a_log model=cdc_test_a"+at+
 			"truncate test.b log=cdc_test_b_log model=cdc_test_b"+at+
 			"truncate other.c log=cdc_other_c_log model=cdc_other_c"+at)
+	// TABLES is MySQL's synonym (table_or_tables): it named a alone.
+	decodeWant(t, d, "example", erase("DROP TABLES a, b"),
+		"truncate test.a log=cdc_test_a_log model=cdc_test_a"+at+
+			"truncate test.b log=cdc_test_b_log model=cdc_test_b"+at)
 	decodeWant(t, d, "example", erase("DROP TEMPORARY TABLE a"), "")
 	// A statement it cannot read: the table the message names, as before.
 	decodeWant(t, d, "example", erase("DROP TABLE a b"), "truncate test.a log=cdc_test_a_log model=cdc_test_a"+at+"  sql DROP TABLE a b\n")
