@@ -27,6 +27,31 @@ func TestCompareHashesEqualValuesOfCompatibleTypesEqual(t *testing.T) {
 	}
 }
 
+// A DOUBLE holding a whole number hashes as the integer or decimal column
+// of the same value does (DuckDB writes 10000000.0, or 1e+16); a fraction
+// as a decimal's text. Both were reported different: a model's DOUBLE
+// against a table's DECIMAL or BIGINT of the same numbers.
+func TestCompareHashesWholeDoublesAsIntegers(t *testing.T) {
+	db := duck(t, "CREATE TABLE a (k INTEGER, d DOUBLE, e DOUBLE, f FLOAT, g DOUBLE)",
+		"INSERT INTO a VALUES (1, 1e7, 7, 1.5, 1e16), (2, -3, 0.25, -2, 'NaN')",
+		"CREATE TABLE b (k INTEGER, d DECIMAL(12,2), e BIGINT, f DECIMAL(5,2), g HUGEINT)",
+		"INSERT INTO b VALUES (1, 10000000.00, 7, 1.50, 10000000000000000), (2, -3, 0, -2, NULL)")
+	r, err := Compare(context.Background(), db, Spec{Left: "a", Right: "b", Key: []string{"k"}, Columns: []string{"k", "d", "f"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Equal {
+		t.Fatalf("whole doubles against decimals of the same values reported different: %+v", *r)
+	}
+	r, err = Compare(context.Background(), db, Spec{Left: "a", Right: "b", Key: []string{"k"}, Columns: []string{"k", "e", "g"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Differ != 1 || len(r.Examples) != 1 || r.Examples[0].Key != "2" {
+		t.Fatalf("7 and 1e16 as doubles against integers: want key 2 alone different (0.25 against 0, NaN against NULL), got %+v", *r)
+	}
+}
+
 // A row whose key is NULL is joined to the other side's (IS NOT DISTINCT
 // FROM): two identical tables are equal, and a NULL key that differs is
 // shown as NULL.

@@ -166,8 +166,8 @@ func keyExprs(keys []string) string {
 // in a canonical text form rather than as itself: DuckDB's hash() depends
 // on the type, so 1.5 as DECIMAL(12,2) and as DECIMAL(18,4), or 7 as
 // INTEGER and as BIGINT, would hash differently. The forms follow
-// canonical(): decimals without trailing zeros, booleans as 0/1, the rest
-// as DuckDB writes them as text.
+// canonical(): decimals without trailing zeros, booleans as 0/1, whole
+// doubles as integers, the rest as DuckDB writes them as text.
 func rowHash(ctx context.Context, q Querier, table string, cols []string) (string, error) {
 	rows, err := q.QueryContext(ctx, "DESCRIBE SELECT * FROM "+sqltext.Name(table))
 	if err != nil {
@@ -206,6 +206,13 @@ func rowHash(ctx context.Context, q Querier, table string, cols []string) (strin
 			exprs[i] = fmt.Sprintf("rtrim(rtrim(%s::VARCHAR, '0'), '.')", col)
 		case t == "BOOLEAN":
 			exprs[i] = col + "::INTEGER::VARCHAR"
+		case t == "DOUBLE" || t == "FLOAT":
+			// DuckDB writes a whole double with ".0" (and from 1e16 with
+			// an exponent): as the integer it is, to hash as an integer
+			// or a decimal column of the value does. Others as DuckDB
+			// writes them, the shortest text that reads back, which
+			// equals a decimal's from 1e-4 on (below, an exponent).
+			exprs[i] = fmt.Sprintf("CASE WHEN isfinite(%[1]s) AND %[1]s = trunc(%[1]s) AND abs(%[1]s) < 1e18 THEN trunc(%[1]s)::BIGINT::VARCHAR ELSE %[1]s::VARCHAR END", col)
 		default:
 			exprs[i] = col + "::VARCHAR"
 		}
