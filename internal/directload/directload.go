@@ -363,7 +363,29 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 	if err != nil {
 		return fmt.Errorf("stage: %w", err)
 	}
+	// would is, by position, the rows the latest attempt whose commit
+	// may have landed dead-lettered there (sink.UncertainCommitError):
+	// the attempt that finds that commit in the ledger (sink.Loaded.Own)
+	// fences those positions out and does not see them.
+	would := map[int64][]sink.Rejected{}
+	uncertain := func(err error) {
+		var ue *sink.UncertainCommitError
+		if !errors.As(err, &ue) {
+			return
+		}
+		for _, r := range ue.Would.Ranges {
+			for pos := r.First; r.TopicPartition == l.tp && pos <= r.Last; pos++ {
+				delete(would, pos)
+			}
+		}
+		for _, rj := range ue.Would.Rejected {
+			if rj.TopicPartition == l.tp {
+				would[rj.Offset] = append(would[rj.Offset], rj)
+			}
+		}
+	}
 	loaded, err := l.opt.Sink.Load(ctx, []sink.File{f})
+	uncertain(err)
 	delay := cmp.Or(l.opt.RetryBase, DefaultRetryBase)
 	for attempt := 2; err != nil && attempt <= LoadAttempts && !errors.Is(err, sink.ErrFatal); attempt++ {
 		l.opt.Log.Warn("OTLP load failed; trying it again with the same staged rows before answering",
@@ -374,6 +396,7 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		time.Sleep(delay) // ctx never ends: a load in progress finishes (loop)
 		delay *= 2
 		loaded, err = l.opt.Sink.Load(ctx, []sink.File{f})
+		uncertain(err)
 	}
 	if err != nil && !errors.Is(err, sink.ErrFatal) {
 		// The last attempt may have landed with its reply lost, and no
@@ -389,7 +412,19 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		l.opt.Sink.Discard([]sink.File{f})
 		return fmt.Errorf("load: %w", err)
 	}
-	for _, rj := range loaded.Rejected {
+	// The rows dead-lettered instead of loaded: this attempt's, and at
+	// the positions an earlier attempt committed (its reply lost), that
+	// attempt's. Either way their requests are answered stored, and owe
+	// their clients the rows the table refused.
+	rejected := loaded.Rejected
+	var ownRejected int64
+	for pos := rg.First; pos <= rg.Last; pos++ {
+		if ownPosition(loaded.Own, l.tp, pos) {
+			rejected = append(rejected, would[pos]...)
+			ownRejected += int64(len(would[pos]))
+		}
+	}
+	for _, rj := range rejected {
 		if rj.TopicPartition != l.tp || rj.Offset < rg.First || rj.Offset > rg.Last {
 			// Committed: the clients are answered all the same.
 			l.opt.Log.Error("BUG: the sink reports a rejected row outside the load", "partition", rj.TopicPartition, "offset", rj.Offset, "first", rg.First, "last", rg.Last)
@@ -434,7 +469,7 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 	// one to the other, and add a derived row it refused to the dead
 	// letters. A load an earlier attempt committed (its reply lost)
 	// stored what was staged; this attempt's counts are not of it.
-	rows, dlq := rg.Records, rg.DLQ
+	rows, dlq := rg.Records-ownRejected, rg.DLQ+ownRejected
 	if got := stored(loaded, l.tp); got == rg.Records+rg.DLQ {
 		rows, dlq = 0, 0
 		for _, r := range loaded.Ranges {

@@ -342,6 +342,21 @@ type Loaded struct {
 	Rejected []Rejected
 }
 
+// UncertainCommitError is the error of a load whose commit was sent and
+// answered with an error: it may have landed all the same (its reply
+// lost). Would is what it wrote had it landed. A later attempt that finds
+// the commit in the ledger (Loaded.Own) cannot tell what it wrote
+// otherwise: its own fence leaves those rows out, and the rows the
+// committed attempt dead-lettered instead of loading (Would.Rejected) are
+// owed to the requests that sent them (OTLP's partial success).
+type UncertainCommitError struct {
+	Err   error
+	Would Loaded
+}
+
+func (e *UncertainCommitError) Error() string { return e.Err.Error() }
+func (e *UncertainCommitError) Unwrap() error { return e.Err }
+
 // Rejected is a row the table refused, dead-lettered with Reason.
 type Rejected struct {
 	TopicPartition

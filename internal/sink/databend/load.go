@@ -195,11 +195,15 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 		// lands (see client.go, minHistoryHours).
 		return sink.Loaded{}, nil, &transientError{fmt.Errorf("the load's transaction read its claims %s ago, more than %s; loading again from fresh reads", age.Round(time.Second), maxClaimAge)}
 	}
+	loaded := sink.Loaded{LoadID: loadID, Ranges: ranges, Rejected: p.rejected(), Own: own}
 	if _, err := ss.query(ctx, "COMMIT"); err != nil {
-		return sink.Loaded{}, nil, fmt.Errorf("commit: %w", err)
+		// Landed with its reply lost, the rows it dead-lettered are
+		// known only here: the attempt that finds it in the ledger
+		// fences them out.
+		return sink.Loaded{}, nil, &sink.UncertainCommitError{Err: fmt.Errorf("commit: %w", err), Would: loaded}
 	}
 	committed = true
-	return sink.Loaded{LoadID: loadID, Ranges: ranges, Rejected: p.rejected(), Own: own}, nil, nil
+	return loaded, nil, nil
 }
 
 // LoadedAs implements sink.LoadFinder. A COMMIT that lands later than
