@@ -78,11 +78,17 @@ func NewChangelogMerger(mg *Merger, snk *duckdb.Sink, dec *cdc.Decoder) *Changel
 // Models lists the models of the registered changelog tables: Name and
 // Target are the model table, Source the changelog table. A model keeps
 // the name it was created with (the registry's model_table); one not
-// created yet is named by the cdc: templates. A table that cannot be
-// named (two source tables claim the name: see cdc.Decoder.Claim) is left
-// out with a warning, so that it holds back no other table's model.
+// created yet the name the cdc: templates gave it when its changelog
+// table was created (model_named: after a restart with new templates, a
+// changelog table not merged yet still merges into the model its changes
+// were routed for, not into the new templates' model, whose own
+// changelog table the new changes go into), or, for a changelog table of
+// a release that did not record that, the name the templates give now.
+// A table that cannot be named (two source tables claim the name: see
+// cdc.Decoder.Claim) is left out with a warning, so that it holds back no
+// other table's model.
 func (c *ChangelogMerger) Models(ctx context.Context) ([]config.Model, error) {
-	rows, err := c.mg.db.QueryContext(ctx, `SELECT log_table, source_database, source_schema, source_table, coalesce(model_table, '') FROM `+
+	rows, err := c.mg.db.QueryContext(ctx, `SELECT log_table, source_database, source_schema, source_table, coalesce(model_table, model_named, '') FROM `+
 		c.routes+` ORDER BY log_table`)
 	if err != nil {
 		return nil, fmt.Errorf("list the changelog tables of %s: %w", c.routes, err)

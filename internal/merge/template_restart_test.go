@@ -69,3 +69,51 @@ func TestChangelogLogTemplateChangedAtARestart(t *testing.T) {
 	l.want(`SELECT id, v FROM b_db_orders ORDER BY id`, "3|d")
 	l.want(`SELECT log_table, coalesce(model_table, '') FROM cdc_routes ORDER BY ALL`, "b_db_orders_log|b_db_orders", "cdc_db_orders_log|cdc_db_orders")
 }
+
+// The README's advice after a failover to a server with binlog files of
+// its own: snapshot the tables again into new changelog and model tables
+// (both templates new), whose positions do not compare with the old. A
+// changelog table that the run before the restart created and did not
+// merge yet (no model in the registry) took the new server's changes as
+// well, and its model, named by the new template, merged the two
+// servers' changes by position: the new server's snapshot, at lower
+// positions of its own binlog, lost to the old server's changes as
+// resends. The old table's changes belong to the model the templates
+// named when it was created.
+func TestChangelogBothTemplatesChangedBeforeFirstMerge(t *testing.T) {
+	var opt duckdb.Options
+	l := newChangeLoader(t, func(o *duckdb.Options) { opt = *o })
+	// The old server, far into its binlog; moved, not merged: the run
+	// stops before its first merge.
+	l.change(0, "orders", "c", 5000, row(1, "old"), "id")
+	l.flush()
+
+	if err := l.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := duckdb.Open(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	opts := cdc.Options{Format: cdc.FormatDebezium, LogTemplate: "b_{database}_{table}_log", ModelTemplate: "b_{database}_{table}"}
+	if l.dec, err = pipeline.NewChangelogDecoder(opts, s); err != nil {
+		t.Fatal(err)
+	}
+	names, err := cdc.NewDecoder(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.s, l.merger = s, NewChangelogMerger(NewMerger(s.DB(), slog.New(slog.DiscardHandler)), s, names)
+
+	// The new server's snapshot, at the start of its own binlog.
+	l.change(0, "orders", "r", 100, row(1, "new"), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM b_db_orders ORDER BY id`, "1|new")
+	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "1|old")
+	l.want(`SELECT log_table, coalesce(model_table, '') FROM cdc_routes ORDER BY ALL`, "b_db_orders_log|b_db_orders", "cdc_db_orders_log|cdc_db_orders")
+}

@@ -107,7 +107,7 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 			continue
 		}
 		d.Beats.See(r.Topic, c)
-		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name, Server: c.Table.Server()})
+		t := b.RoutedTo(c.Table.Log, sink.SourceTable{Database: c.Table.Database, Schema: c.Table.Schema, Name: c.Table.Name, Server: c.Table.Server(), Model: c.Table.Model})
 		if old := oldKey(c); old != nil {
 			// Canal and Maxwell send an update of a row's primary key
 			// as one update of the new key (Debezium as a delete and a

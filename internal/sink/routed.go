@@ -28,8 +28,12 @@ type SourceTable struct {
 	// table were first seen, "" when the changes name none or the format
 	// has no such name.
 	Server string
-	// Model is the name the registry gives the model of the changelog
-	// table, "" before its first merge (Router.RoutedSources only).
+	// Model is the model of the changelog table: the one its merges
+	// made (the registry's model_table) or, before its first merge, the
+	// one the templates named when the table was created; "" for a table
+	// of a release that did not record that, not merged yet. The
+	// pipeline sets it to the model the templates name, which the sink
+	// records with a table it creates.
 	Model string
 }
 

@@ -27,6 +27,11 @@ var routesColumns = []Column{
 	// source_server was added later (ensureGrown): null in a registry row
 	// of a release before it, "" where the changes name no server.
 	{"source_server", "VARCHAR"},
+	// model_named is the model the templates named for the table when it
+	// was created (later too; null in a row of a release before it):
+	// its changes belong to that model, also when a restart with new
+	// templates finds it not merged yet (model_table still null).
+	{"model_named", "VARCHAR"},
 }
 
 // RoutesReached ends the name of the table of what loads reached per
@@ -193,7 +198,7 @@ func (s *Sink) freshRouted(ctx context.Context) error {
 // readRoutes reads the registry: each routed table's source table and
 // its model's name.
 func (s *Sink) readRoutes(ctx context.Context) (map[string]sink.SourceTable, error) {
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table, coalesce(source_server, ''), coalesce(model_table, '') FROM %s`, s.tables.routes))
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT log_table, source_database, source_schema, source_table, coalesce(source_server, ''), coalesce(model_table, model_named, '') FROM %s`, s.tables.routes))
 	if err != nil {
 		return nil, fmt.Errorf("read the registry %s: %w", s.tables.routes, err)
 	}
@@ -330,8 +335,8 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", name, strings.Join(defs, ", "))); err != nil {
 			return fmt.Errorf("create changelog table %s: %w", g.table, err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (log_table, source_database, source_schema, source_table, source_server, first_seen) VALUES (?, ?, ?, ?, ?, ?)", s.tables.routes),
-			g.table, g.source.Database, g.source.Schema, g.source.Name, g.source.Server, now); err != nil {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (log_table, source_database, source_schema, source_table, source_server, model_named, first_seen) VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?)", s.tables.routes),
+			g.table, g.source.Database, g.source.Schema, g.source.Name, g.source.Server, g.source.Model, now); err != nil {
 			return fmt.Errorf("register changelog table %s: %w", g.table, err)
 		}
 		s.routedCreated[g.table] = g.source
