@@ -110,10 +110,10 @@ type Table struct {
 	shard bool
 
 	// servers are the Debezium servers (source.name) whose changes of
-	// the table were decoded in this process, after the one its changelog
-	// table was created for when an earlier process created it
+	// the table were decoded in this process, after those the registry
+	// records for its changelog table when an earlier process created it
 	// (Decoder.Claim): fromOtherServers.
-	servers atomic.Pointer[[]string]
+	servers atomic.Pointer[serverSet]
 
 	// cols interns its column names, types Canal's type names.
 	cols, types names

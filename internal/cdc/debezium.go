@@ -1120,13 +1120,13 @@ func (t *Table) sawServer(server []byte) {
 		p := t.servers.Load()
 		var had []string
 		if p != nil {
-			had = *p
+			had = p.list
 		}
 		if hasServer(had, server) {
 			return
 		}
 		grown := append(had[:len(had):len(had)], string(server))
-		if t.servers.CompareAndSwap(p, &grown) {
+		if t.servers.CompareAndSwap(p, &serverSet{grown, strings.Join(grown, ",")}) {
 			return
 		}
 	}
@@ -1144,15 +1144,26 @@ func (t *Table) sawServer(server []byte) {
 // name none), or a drop that names no server, is taken as the server's.
 func (t *Table) fromOtherServers(server []byte) bool {
 	p := t.servers.Load()
-	return server != nil && p != nil && !hasServer(*p, server)
+	return server != nil && p != nil && !hasServer(p.list, server)
 }
 
-// Server is the first Debezium server (source.name) whose changes of t
-// were seen, "" for none: what the registry of changelog tables records
-// with a table it creates, for Claim.
+// serverSet is a table's Debezium servers and the same joined by commas
+// (made once per server added, not per row: Server runs for every row).
+// Debezium allows no comma in a server's name (topic.prefix, formerly
+// database.server.name: letters, digits, '.', '_' and '-').
+type serverSet struct {
+	list   []string
+	joined string
+}
+
+// Server is the Debezium servers (source.name) whose changes of t were
+// seen, joined by commas in the order seen, "" for none: what the
+// registry of changelog tables records with a table, for Claim. Every
+// server: a table whose changes came from two is dropped by either's
+// DROP TABLE, after a restart as before one.
 func (t *Table) Server() string {
-	if p := t.servers.Load(); p != nil && len(*p) > 0 {
-		return (*p)[0]
+	if p := t.servers.Load(); p != nil {
+		return p.joined
 	}
 	return ""
 }

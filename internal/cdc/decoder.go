@@ -67,9 +67,9 @@ func (d *Decoder) Fresh() *Decoder {
 }
 
 // Registered is a changelog table's entry in the registry an earlier
-// process wrote: its source table, the Debezium server (source.name) its
-// changes came from ("" when not known: the table's changes are taken as
-// any server's), and its model's name (made by a merge, or named by the
+// process wrote: its source table, the Debezium servers (source.name) its
+// changes came from, joined by commas ("" when not known: the table's
+// changes are taken as any server's), and its model's name (made by a merge, or named by the
 // templates when the table was created; "" when not known, a table of a
 // release that did not record it not merged yet): while the templates
 // name that model for the source table, its changes go on into the

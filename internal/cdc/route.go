@@ -183,9 +183,10 @@ func (r *router) add(key, db, schemaName, table string) (*Table, error) {
 	}
 	r.owners[t.Log], r.owners[t.Model], r.owners[t.Model+TombstonesSuffix] = logical, logical, logical
 	if c := r.claimed[key]; c.Server != "" {
-		// Its changes an earlier process read came from that server
+		// Its changes an earlier process read came from those servers
 		// (Table.fromOtherServers).
-		t.servers.Store(&[]string{c.Server})
+		list := strings.Split(c.Server, ",")
+		t.servers.Store(&serverSet{list, strings.Join(list, ",")})
 	}
 	r.tables[key] = t
 	return t, nil

@@ -117,3 +117,43 @@ func TestMaxwellDatabaseDropEmptiesItsTablesModels(t *testing.T) {
 	l.want(`SELECT count(*) FROM cdc_test_items`, "0")
 	l.want(`SELECT id, name FROM cdc_other_orders`, "1|o")
 }
+
+// A table whose changes came from two Debezium servers (one run reading
+// both, same-named databases and tables into one changelog table) is
+// dropped by the DROP TABLE of either: the changes of the dropping server
+// are among its rows. Before a restart the decoder knew both servers and
+// truncated; after one it seeded the table's servers with the one the
+// registry recorded, the first, and the second server's drop left the
+// model as it was, its rows that the source dropped in it.
+// Both servers' changes in the first batch (the table created for both),
+// and the second server's in a later load (the registry's row grown).
+func TestDebeziumDropOfSecondServerAfterRestartEmptiesModel(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		t.Run(fmt.Sprintf("later=%v", later), func(t *testing.T) { dropOfSecondServerAfterRestart(t, later) })
+	}
+}
+
+func dropOfSecondServerAfterRestart(t *testing.T, later bool) {
+	l := newChangeLoader(t)
+	for i, server := range []string{"dbserver1", "dbserver2"} {
+		l.raw(0, server+".db.orders", fmt.Sprintf(`{"op":"c","ts_ms":1700000000000,"before":null,"after":{"id":%[1]d,"v":"a"},`+
+			`"source":{"connector":"mysql","name":%[2]q,"db":"db","table":"orders","file":"mysql-bin.000001","pos":%[3]d,"row":0,"ts_ms":1700000000000}}`, i+1, server, 100+i))
+		l.pending[0][len(l.pending[0])-1].Key = []byte(fmt.Sprintf(`{"id":%d}`, i+1))
+		if later {
+			l.flush()
+		}
+	}
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT coalesce(source_server, 'null') FROM cdc_routes`, "dbserver1,dbserver2")
+	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "1|a", "2|a")
+	dec, err := pipeline.NewChangelogDecoder(cdc.Options{Format: cdc.FormatDebezium}, l.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.dec = dec
+	l.raw(1, "dbserver2", dbzDropOf("dbserver2", "orders", 300))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT count(*) FROM cdc_db_orders`, "0")
+}

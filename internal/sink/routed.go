@@ -24,9 +24,9 @@ type TableRows struct {
 // SourceTable names a table of a source database.
 type SourceTable struct {
 	Database, Schema, Name string
-	// Server is the Debezium server (source.name) whose changes of the
-	// table were first seen, "" when the changes name none or the format
-	// has no such name.
+	// Server is the Debezium servers (source.name) whose changes of the
+	// table were seen, joined by commas in the order seen, "" when the
+	// changes name none or the format has no such name.
 	Server string
 	// Model is the model of the changelog table: the one its merges
 	// made (the registry's model_table) or, before its first merge, the
@@ -51,7 +51,13 @@ type Column struct {
 // whatever the count of records routed there.
 func (b *Batch) RoutedTo(table string, source SourceTable) *TableRows {
 	if i, ok := b.routed[table]; ok {
-		return &b.Routed[i]
+		t := &b.Routed[i]
+		if source.Server != t.Source.Server {
+			// The table's servers grew since its first row of the
+			// batch (they only grow): the load registers them all.
+			t.Source.Server = source.Server
+		}
+		return t
 	}
 	if b.routed == nil {
 		b.routed = map[string]int{}

@@ -106,7 +106,8 @@ type Sink struct {
 	routed   map[string]map[string]string
 	// routedSources are the routed tables' source tables (the
 	// registry's), guarded by routedMu too; routedCreated those the load
-	// in progress created, the cache's once it commits.
+	// in progress created (or whose servers it grew: growServers), the
+	// cache's once it commits.
 	routedSources, routedCreated map[string]sink.SourceTable
 	// routedAdded are the routed tables the load in progress created or
 	// grew, with all their columns: the cache's once it commits.

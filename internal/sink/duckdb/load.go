@@ -429,7 +429,7 @@ func (s *Sink) ownRanges(ctx context.Context, q interface {
 // keepRouted adds what a committed transaction created or added to routed
 // tables to the cache.
 func (s *Sink) keepRouted() {
-	if len(s.routedAdded) > 0 {
+	if len(s.routedAdded) > 0 || len(s.routedCreated) > 0 {
 		s.routedMu.Lock()
 		maps.Copy(s.routed, s.routedAdded)
 		maps.Copy(s.routedSources, s.routedCreated)

@@ -25,7 +25,8 @@ var routesColumns = []Column{
 	{"log_table", "VARCHAR"}, {"source_database", "VARCHAR"}, {"source_schema", "VARCHAR"},
 	{"source_table", "VARCHAR"}, {"first_seen", "TIMESTAMP"}, {"model_table", "VARCHAR"},
 	// source_server was added later (ensureGrown): null in a registry row
-	// of a release before it, "" where the changes name no server.
+	// of a release before it, "" where the changes name no server; the
+	// servers joined by commas, grown by the loads that bring one more.
 	{"source_server", "VARCHAR"},
 	// model_named is the model the templates named for the table when it
 	// was created (later too; null in a row of a release before it):
@@ -246,6 +247,9 @@ func groupRouted(files []sink.RoutedFile) []routedGroup {
 			out = append(out, routedGroup{table: f.Table, source: f.Source})
 		}
 		g := &out[i]
+		// A later batch's table may name a server more (the servers of a
+		// table grow in a process): the group records them all.
+		g.source.Server = joinServers(g.source.Server, f.Source.Server)
 		for _, c := range f.Columns {
 			j := slices.IndexFunc(g.columns, func(h sink.Column) bool { return h.Name == c.Name })
 			if j < 0 {
@@ -301,6 +305,11 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		s.routedMu.RLock()
 		known = s.routed[g.table]
 		s.routedMu.RUnlock()
+	}
+	if known != nil {
+		if err := s.growServers(ctx, tx, g); err != nil {
+			return err
+		}
 	}
 	want := make([]Column, len(columns))
 	missing := known == nil
@@ -453,6 +462,57 @@ func (s *Sink) hasLanding(ctx context.Context, q Querier) (bool, error) {
 	defer rows.Close()
 	found := rows.Next()
 	return found, rows.Err()
+}
+
+// growServers adds to the registry's source_server of g's table, an
+// existing one, the Debezium servers of g's changes it lacks: a restarted
+// decoder takes the table's changes as those servers' (cdc.Registered),
+// and one left out would have its DROP TABLE taken for another server's
+// table of that name, the model kept whole. A table whose servers the
+// registry does not know ("": made by a release before source_server, or
+// from changes that named none) stays so, every server's drop its own.
+// Per load and table, a map look-up and a string compare unless a server
+// was added.
+func (s *Sink) growServers(ctx context.Context, tx *sql.Tx, g routedGroup) error {
+	src, ok := s.routedCreated[g.table]
+	if !ok {
+		s.routedMu.RLock()
+		src, ok = s.routedSources[g.table]
+		s.routedMu.RUnlock()
+	}
+	if !ok || src.Server == "" || g.source.Server == "" || src.Server == g.source.Server {
+		return nil
+	}
+	grown := joinServers(src.Server, g.source.Server)
+	if grown == src.Server {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET source_server = ? WHERE log_table = ?", s.tables.routes), grown, g.table); err != nil {
+		return fmt.Errorf("register the servers of changelog table %s: %w", g.table, err)
+	}
+	src.Server = grown
+	s.routedCreated[g.table] = src // the cache's once the load commits
+	return nil
+}
+
+// joinServers is a's servers (joined by commas, as cdc.Table.Server
+// gives them) followed by those of b it lacks.
+func joinServers(a, b string) string {
+	if a == b || b == "" {
+		return a
+	}
+	if a == "" {
+		return b
+	}
+	have := strings.Split(a, ",")
+	out := a
+	for _, srv := range strings.Split(b, ",") {
+		if !slices.Contains(have, srv) {
+			have = append(have, srv)
+			out += "," + srv
+		}
+	}
+	return out
 }
 
 // unquotedRouted is a routed table's name as TableColumns takes it.
