@@ -36,27 +36,9 @@ func TestDatabendLostCommitReplyStillTellsTheRejectedRows(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, s := databendSpans(t, false)
-			var lose, fail bool // guarded by the server's lock (Set)
-			srv.Set(func() {
-				srv.Reject = refuseSpansNamedRefused
-				srv.DropReply = func(sql string) bool {
-					if sql == "COMMIT" && lose {
-						lose = false
-						return true
-					}
-					return false
-				}
-				srv.CommitError = func() int {
-					if fail {
-						fail = false
-						return 2011 // OCCRetryFailure, rolled back
-					}
-					return 0
-				}
-			})
-			sk := &countingSink{Sink: s, beforeLoad: func(n int) {
-				c.fault(n, func() { srv.Set(func() { lose = true }) }, func() { srv.Set(func() { fail = true }) })
-			}}
+			srv.Set(func() { srv.Reject = refuseSpansNamedRefused })
+			lose, fail := commitFaults(srv)
+			sk := &countingSink{Sink: s, beforeLoad: func(n int) { c.fault(n, lose, fail) }}
 			dec, err := otel.NewDecoder(otel.SignalTraces, otel.EncodingProto, otel.Tenancy{Header: TenantHeader, Default: "default"})
 			if err != nil {
 				t.Fatal(err)

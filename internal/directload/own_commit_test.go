@@ -13,6 +13,7 @@ import (
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
@@ -88,6 +89,28 @@ func duckdbFaulty(t *testing.T) *faultySink {
 		}}
 }
 
+// commitFaults makes srv's next COMMIT after lose() land with its reply
+// dropped, and its next COMMIT after fail() fail with OCCRetryFailure
+// (2011, rolled back: common/exception/src/exception_code.rs).
+func commitFaults(srv *databendtest.Server) (lose, fail func()) {
+	var l, f bool // guarded by the server's lock (Set)
+	srv.Set(func() {
+		srv.DropReply = func(sql string) bool {
+			drop := sql == "COMMIT" && l
+			l = l && !drop
+			return drop
+		}
+		srv.CommitError = func() int {
+			if f {
+				f = false
+				return 2011
+			}
+			return 0
+		}
+	})
+	return func() { srv.Set(func() { l = true }) }, func() { srv.Set(func() { f = true }) }
+}
+
 // databendFaulty is the Databend test server: a COMMIT whose reply is
 // dropped after it was applied, or that fails with OCCRetryFailure (2011,
 // rolled back: common/exception/src/exception_code.rs).
@@ -102,26 +125,10 @@ func databendFaulty(t *testing.T) *faultySink {
 	if err := other.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var lose, fail bool // guarded by the server's lock (Set)
-	srv.Set(func() {
-		srv.DropReply = func(sql string) bool {
-			if sql == "COMMIT" && lose {
-				lose = false
-				return true
-			}
-			return false
-		}
-		srv.CommitError = func() int {
-			if fail {
-				fail = false
-				return 2011
-			}
-			return 0
-		}
-	})
+	lose, fail := commitFaults(srv)
 	return &faultySink{sink: s, other: other,
-		loseCommitReply: func() { srv.Set(func() { lose = true }) },
-		failCommit:      func() { srv.Set(func() { fail = true }) },
+		loseCommitReply: lose,
+		failCommit:      fail,
 		stored: func(t *testing.T) (map[string]int, int) {
 			spans := map[string]int{}
 			for _, r := range srv.Rows("otel_spans") {

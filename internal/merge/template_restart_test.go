@@ -31,29 +31,7 @@ func TestChangelogLogTemplateChangedAtARestart(t *testing.T) {
 	l.flush()
 
 	// Another process, the same database file, new templates.
-	restart := func(opts cdc.Options) {
-		t.Helper()
-		if err := l.s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		s, err := duckdb.Open(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if err := s.Prepare(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if l.dec, err = pipeline.NewChangelogDecoder(opts, s); err != nil {
-			t.Fatal(err)
-		}
-		names, err := cdc.NewDecoder(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.s, l.merger = s, NewChangelogMerger(NewMerger(s.DB(), slog.New(slog.DiscardHandler)), s, names)
-	}
-	restart(cdc.Options{Format: cdc.FormatDebezium, LogTemplate: "a_{database}_{table}_log"})
+	l.reopen(opt, cdc.Options{Format: cdc.FormatDebezium, LogTemplate: "a_{database}_{table}_log"})
 	l.change(0, "orders", "c", 120, row(2, "c"), "id")
 	l.flush()
 	l.mustMerge()
@@ -61,7 +39,7 @@ func TestChangelogLogTemplateChangedAtARestart(t *testing.T) {
 	l.want(`SELECT log_table, coalesce(model_table, '') FROM cdc_routes ORDER BY ALL`, "cdc_db_orders_log|cdc_db_orders")
 
 	// Both templates new (a source switched to another server's log).
-	restart(cdc.Options{Format: cdc.FormatDebezium, LogTemplate: "b_{database}_{table}_log", ModelTemplate: "b_{database}_{table}"})
+	l.reopen(opt, cdc.Options{Format: cdc.FormatDebezium, LogTemplate: "b_{database}_{table}_log", ModelTemplate: "b_{database}_{table}"})
 	l.change(0, "orders", "c", 130, row(3, "d"), "id")
 	l.flush()
 	l.mustMerge()
@@ -88,26 +66,7 @@ func TestChangelogBothTemplatesChangedBeforeFirstMerge(t *testing.T) {
 	l.change(0, "orders", "c", 5000, row(1, "old"), "id")
 	l.flush()
 
-	if err := l.s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := duckdb.Open(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	opts := cdc.Options{Format: cdc.FormatDebezium, LogTemplate: "b_{database}_{table}_log", ModelTemplate: "b_{database}_{table}"}
-	if l.dec, err = pipeline.NewChangelogDecoder(opts, s); err != nil {
-		t.Fatal(err)
-	}
-	names, err := cdc.NewDecoder(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.s, l.merger = s, NewChangelogMerger(NewMerger(s.DB(), slog.New(slog.DiscardHandler)), s, names)
+	l.reopen(opt, cdc.Options{Format: cdc.FormatDebezium, LogTemplate: "b_{database}_{table}_log", ModelTemplate: "b_{database}_{table}"})
 
 	// The new server's snapshot, at the start of its own binlog.
 	l.change(0, "orders", "r", 100, row(1, "new"), "id")
@@ -116,4 +75,30 @@ func TestChangelogBothTemplatesChangedBeforeFirstMerge(t *testing.T) {
 	l.want(`SELECT id, v FROM b_db_orders ORDER BY id`, "1|new")
 	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "1|old")
 	l.want(`SELECT log_table, coalesce(model_table, '') FROM cdc_routes ORDER BY ALL`, "b_db_orders_log|b_db_orders", "cdc_db_orders_log|cdc_db_orders")
+}
+
+// reopen is a restart of l's process: its sink closed and opened again
+// with opt (the same database file), its decoder and merger made with
+// opts.
+func (l *changeLoader) reopen(opt duckdb.Options, opts cdc.Options) {
+	l.t.Helper()
+	if err := l.s.Close(); err != nil {
+		l.t.Fatal(err)
+	}
+	s, err := duckdb.Open(opt)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() { s.Close() })
+	if err := s.Prepare(context.Background()); err != nil {
+		l.t.Fatal(err)
+	}
+	if l.dec, err = pipeline.NewChangelogDecoder(opts, s); err != nil {
+		l.t.Fatal(err)
+	}
+	names, err := cdc.NewDecoder(opts)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.s, l.merger = s, NewChangelogMerger(NewMerger(s.DB(), slog.New(slog.DiscardHandler)), s, names)
 }
