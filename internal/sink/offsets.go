@@ -26,6 +26,16 @@ type Offsets struct {
 	// seen by the runs; a message's last rows missing cannot be seen:
 	// nothing stored says how many rows it had).
 	MissingRows int64
+	// PastPosition are rows (any of a message's) at offsets at or past
+	// their table's position of the partition, or of a partition it has
+	// none for, as of the snapshot scanned: no load wrote them (a load
+	// commits its rows with positions past them), and a load of those
+	// offsets would store them again. PastFirst and PastLast are the
+	// least and greatest of those offsets. Counted by the scan's owner
+	// (Iceberg, whose positions are not ledger ranges verify can
+	// compare rows with).
+	PastPosition        int64
+	PastFirst, PastLast int64
 }
 
 // Run is the offsets First through Last, each once.
@@ -45,6 +55,16 @@ func (s *Offsets) Add(o int64) {
 // message, many rows: an OTLP export request's spans). It is a row, not a
 // repeat of the offset.
 func (s *Offsets) AddRow() { s.more++ }
+
+// AddPast records that a row added (Add or AddRow) at offset o is past
+// its table's position (PastPosition).
+func (s *Offsets) AddPast(o int64) {
+	if s.PastPosition == 0 {
+		s.PastFirst, s.PastLast = o, o
+	}
+	s.PastPosition++
+	s.PastFirst, s.PastLast = min(s.PastFirst, o), max(s.PastLast, o)
+}
 
 // Count is how many rows were added.
 func (s *Offsets) Count() int64 { return s.count + s.more }

@@ -73,6 +73,13 @@ type Partition struct {
 	// PastLogEnd: the ledger reaches past Kafka's log end (see
 	// Report.CheckLogEnds).
 	PastLogEnd bool `json:"past_log_end,omitempty"`
+	// PastPosition are rows at offsets their table's position (Iceberg)
+	// has not reached, or of a partition it has none for: no load wrote
+	// them, and a load of those offsets would store them again (the
+	// ledger sinks' Uncovered). PastOffsets says where ("main table
+	// 15-17").
+	PastPosition int64    `json:"rows_past_position,omitempty"`
+	PastOffsets  []string `json:"past_position_offsets,omitempty"`
 }
 
 // Report is the result of a verification.
@@ -672,6 +679,10 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 		if p.Uncovered > 0 {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d rows at offsets no ledger range covers, no load wrote them%s", name, p.Uncovered, ranges))
 		}
+		if p.PastPosition > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d rows at or past their table's position (or of a partition it has none for), no load wrote them; a load of those offsets would store them again (%s)",
+				name, p.PastPosition, strings.Join(p.PastOffsets, "; ")))
+		}
 	}
 	slices.SortFunc(rep.Partitions, func(a, b Partition) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
@@ -721,6 +732,18 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 			get(tp).Abandoned += r.Last - r.First + 1
 		}
 		stored[tp] = true
+	}
+	for _, t := range []struct {
+		name   string
+		stored map[sink.TopicPartition]*sink.Offsets
+	}{{"main table", raw}, {"dead-letter table", dlq}} {
+		for tp, offs := range t.stored {
+			if offs != nil && offs.PastPosition > 0 {
+				p := get(tp)
+				p.PastPosition += offs.PastPosition
+				p.PastOffsets = append(p.PastOffsets, fmt.Sprintf("%s %d-%d", t.name, offs.PastFirst, offs.PastLast))
+			}
+		}
 	}
 	holes := map[sink.TopicPartition][]sink.Run{}
 	for tp := range stored {

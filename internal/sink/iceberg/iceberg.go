@@ -953,7 +953,10 @@ func (s *Sink) mainSchema() *iceberggo.Schema {
 // current snapshot and returns, per partition, the offsets stored (with
 // their repeats): what verify needs, and what tests read back. A declared
 // table's rows beyond their message's first are checked by their index
-// too (rowCheck): the offsets' RepeatedRows and MissingRows.
+// too (rowCheck): the offsets' RepeatedRows and MissingRows. Rows at or
+// past the table's positions, read from the metadata whose snapshot is
+// scanned (a load commits both at once, so a load committing meanwhile
+// cannot make a row look past them), are the offsets' PastPosition.
 func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*sink.Offsets, error) {
 	id, cols := s.raw, storedColumns{offset: "koffset", partition: "kpartition", topic: "record_metadata", inMetadata: true}
 	if s.opt.Typed != nil {
@@ -963,6 +966,10 @@ func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*s
 		id, cols = s.dlq, storedColumns{offset: "offset", partition: "partition", topic: "topic"}
 	}
 	tbl, err := s.loadTable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pos, err := positions(tbl)
 	if err != nil {
 		return nil, err
 	}
@@ -976,7 +983,7 @@ func (s *Sink) Stored(ctx context.Context, dlq bool) (map[sink.TopicPartition]*s
 			if err != nil {
 				return fmt.Errorf("scan %s: %w", name(id), err)
 			}
-			err = countStored(rec, cols, out, later)
+			err = countStored(rec, cols, pos, out, later)
 			rec.Release()
 			if err != nil {
 				return fmt.Errorf("scan %s: %w", name(id), err)

@@ -224,8 +224,10 @@ func (c storedColumns) names() []string {
 // countStored adds the offsets of one scanned batch to out: each
 // message's offset once (a declared table's rows beyond a message's first
 // are counted as rows of it, not as offsets stored again, and handed to
-// later, if not nil, to be checked by their index).
-func countStored(rec arrow.RecordBatch, c storedColumns, out map[sink.TopicPartition]*sink.Offsets,
+// later, if not nil, to be checked by their index). A row at or past its
+// partition's position in pos (the positions of the snapshot scanned),
+// or of a partition without one, is noted as past it too.
+func countStored(rec arrow.RecordBatch, c storedColumns, pos map[sink.TopicPartition]int64, out map[sink.TopicPartition]*sink.Offsets,
 	later func(tp sink.TopicPartition, o int64, k int32) error) error {
 	col := func(name string) (arrow.Array, error) {
 		idx := rec.Schema().FieldIndices(name)
@@ -265,6 +267,9 @@ func countStored(rec arrow.RecordBatch, c storedColumns, out map[sink.TopicParti
 		tp := sink.TopicPartition{Topic: topic, Partition: p.Value(i)}
 		if out[tp] == nil {
 			out[tp] = &sink.Offsets{}
+		}
+		if n, ok := pos[tp]; !ok || o.Value(i) >= n {
+			out[tp].AddPast(o.Value(i))
 		}
 		if index != nil && index.Value(i) > 0 {
 			out[tp].AddRow()
