@@ -43,7 +43,7 @@ import (
 // topic's positions.
 func Topic(signal string) string { return topicPrefix + signal }
 
-const topicPrefix = "otlp:"
+const topicPrefix = sink.SequenceTopicPrefix
 
 // IsTopic reports whether topic is a direct-load sequence's, not Kafka's.
 func IsTopic(topic string) bool { return strings.HasPrefix(topic, topicPrefix) }

@@ -42,6 +42,11 @@ type TopicPartition struct {
 	Partition int32
 }
 
+// SequenceTopicPrefix begins the ledger topic of the OTLP receivers' own
+// sequence (otlp.mode load; directload.Topic): a name Kafka never gives a
+// topic. Here so that verify, which directload's tests use, knows it too.
+const SequenceTopicPrefix = "otlp:"
+
 func (tp TopicPartition) String() string { return tp.Topic + "/" + strconv.Itoa(int(tp.Partition)) }
 
 // Range is what one batch holds of one partition. Consecutive ranges of a

@@ -618,7 +618,12 @@ func (ps partitions) get(tp sink.TopicPartition) *Partition {
 func finish(parts partitions, raw, fromStart bool) *Report {
 	rep := &Report{OK: true}
 	for _, p := range parts {
-		if p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low {
+		switch {
+		case ownSequence(p.Topic):
+			if p.LedgerFirst > 0 {
+				p.addGap(0, p.LedgerFirst-1) // its first positions' rows and ledger ranges are gone
+			}
+		case p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low:
 			if fromStart {
 				p.Gaps += p.LedgerFirst - p.Low // never loaded from the start
 				p.missing(p.Low, p.LedgerFirst-1)
@@ -775,7 +780,11 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 			continue
 		}
 		holes[tp] = missingRuns(union, p.LedgerNext)
-		if fromStart && p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low {
+		switch {
+		case ownSequence(tp.Topic) && p.LedgerFirst > 0:
+			holes[tp] = append([]sink.Run{{First: 0, Last: p.LedgerFirst - 1}}, holes[tp]...)
+			p.LedgerFirst = 0
+		case fromStart && p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low:
 			// Never loaded from the log start: a hole like the others
 			// (its first offsets may be an aborted transaction).
 			holes[tp] = append([]sink.Run{{First: p.Low, Last: p.LedgerFirst - 1}}, holes[tp]...)
@@ -787,7 +796,13 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 		// from the log start up to it is a hole (of aborted records and
 		// markers only, or lost). Without fromStart where reading began
 		// is not known, as for the head of a partition with rows.
-		if p := get(tp); !stored[tp] && fromStart && p.Low >= 0 && n > p.Low {
+		p := get(tp)
+		switch {
+		case stored[tp]:
+		case ownSequence(tp.Topic) && n > 0:
+			holes[tp] = []sink.Run{{First: 0, Last: n - 1}}
+			p.LedgerFirst = 0
+		case fromStart && p.Low >= 0 && n > p.Low:
 			holes[tp] = []sink.Run{{First: p.Low, Last: n - 1}}
 			p.LedgerFirst = p.Low
 		}
@@ -819,6 +834,15 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 	}
 	return finish(parts, true, fromStart)
 }
+
+// ownSequence reports whether topic is the ledger topic of the OTLP
+// receivers' own sequence (otlp.mode load, directload.Topic): no Kafka log holds it to ask
+// where it starts, and none is needed, as a receiver's first load takes
+// position 0 whatever kafka.start_offset says (a failed load's positions
+// are taken again or recorded as abandoned). So it is checked from 0: its
+// first positions' rows gone (an Iceberg data file removed, a ledger's
+// first ranges deleted with their rows) are a gap, not a later start.
+func ownSequence(topic string) bool { return strings.HasPrefix(topic, sink.SequenceTopicPrefix) }
 
 // intersect returns the offsets in both a and b (each sorted and
 // disjoint), in one pass: a transactional topic has a hole per
