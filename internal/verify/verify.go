@@ -80,6 +80,12 @@ type Partition struct {
 	// 15-17").
 	PastPosition int64    `json:"rows_past_position,omitempty"`
 	PastOffsets  []string `json:"past_position_offsets,omitempty"`
+	// StoredAbandoned are abandoned positions that hold rows: their
+	// requests were refused and sent again by their clients, so stored
+	// twice (abandoning deletes what the failed load committed there).
+	// StoredAbandonedOffsets says where ("dead-letter table 3-5").
+	StoredAbandoned        int64    `json:"abandoned_with_rows,omitempty"`
+	StoredAbandonedOffsets []string `json:"abandoned_with_rows_offsets,omitempty"`
 }
 
 // Report is the result of a verification.
@@ -684,6 +690,10 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 		if p.Uncovered > 0 {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d rows at offsets no ledger range covers, no load wrote them%s", name, p.Uncovered, ranges))
 		}
+		if p.StoredAbandoned > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: rows at %d abandoned positions, whose requests were refused and sent again by their clients: stored twice (%s)",
+				name, p.StoredAbandoned, strings.Join(p.StoredAbandonedOffsets, "; ")))
+		}
 		if p.PastPosition > 0 {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d rows at or past their table's position (or of a partition it has none for), no load wrote them; a load of those offsets would store them again (%s)",
 				name, p.PastPosition, strings.Join(p.PastOffsets, "; ")))
@@ -743,10 +753,24 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 		stored map[sink.TopicPartition]*sink.Offsets
 	}{{"main table", raw}, {"dead-letter table", dlq}} {
 		for tp, offs := range t.stored {
-			if offs != nil && offs.PastPosition > 0 {
-				p := get(tp)
+			if offs == nil {
+				continue
+			}
+			p := get(tp)
+			if offs.PastPosition > 0 {
 				p.PastPosition += offs.PastPosition
 				p.PastOffsets = append(p.PastOffsets, fmt.Sprintf("%s %d-%d", t.name, offs.PastFirst, offs.PastLast))
+			}
+			if held[tp] == nil {
+				continue
+			}
+			rows, _ := sink.Coverage(offs)
+			gone, _ := sink.Coverage(held[tp])
+			if in := intersect(rows, gone); len(in) > 0 {
+				for _, r := range in {
+					p.StoredAbandoned += r.Last - r.First + 1
+				}
+				p.StoredAbandonedOffsets = append(p.StoredAbandonedOffsets, fmt.Sprintf("%s %d-%d", t.name, in[0].First, in[len(in)-1].Last))
 			}
 		}
 	}
@@ -762,8 +786,8 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 				p.MissingRows += offs.MissingRows
 			}
 		}
-		// Abandoned positions may hold dead letters of the failed load:
-		// covered twice then, but not stored twice.
+		// A row at an abandoned position is reported above, and not
+		// counted again as stored twice.
 		union, _ := sink.Coverage(raw[tp], dlq[tp], held[tp])
 		if len(union) == 0 {
 			// Rows, but none is its message's first (a declared table's

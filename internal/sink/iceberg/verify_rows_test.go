@@ -41,15 +41,15 @@ func verifyTyped(t *testing.T, s *iceberg.Sink, marks map[sink.TopicPartition]ka
 	if err != nil {
 		t.Fatal(err)
 	}
+	abandoned, err := s.Abandoned(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw, err := s.Stored(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dlq, err := s.Stored(ctx, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	abandoned, err := s.Abandoned(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
