@@ -40,6 +40,9 @@ type Partition struct {
 	Missing    []string `json:"missing,omitempty"`
 	Overlaps   int64    `json:"overlaps"`   // offsets covered by more than one ledger range
 	Duplicates int64    `json:"duplicates"` // offsets (rows of a message: offset, index) stored more than once (main ∪ dead-letter)
+	// DuplicateRanges lists the first ledger ranges holding rows stored
+	// more than once ("0-9"; for rows no range covers, their offsets).
+	DuplicateRanges []string `json:"duplicate_ranges,omitempty"`
 	// MissingRows are rows of a message missing between its others: an
 	// index below the largest stored of its message that no row has
 	// (Iceberg, which has no ledger to count rows against; a message's
@@ -512,7 +515,13 @@ func countRanges(ctx context.Context, db Querier, t Tables, ranges map[rangeKey]
 		p.Duplicates += rows - distinct
 		if r := ranges[rangeKey{tp, first}]; first >= 0 && r != nil {
 			r.stored += distinct
+			if rows > distinct {
+				p.DuplicateRanges = appendBounded(p.DuplicateRanges, fmt.Sprintf("%d-%d", first, r.last))
+			}
 			continue
+		}
+		if rows > distinct {
+			p.DuplicateRanges = appendBounded(p.DuplicateRanges, fmt.Sprintf("%d-%d", lo, hi))
 		}
 		// (A range unknown here was committed after the ledger was read:
 		// Run reads everything again.)
@@ -541,12 +550,19 @@ func countRanges(ctx context.Context, db Querier, t Tables, ranges map[rangeKey]
 
 // mismatch notes a range whose rows differ from its count.
 func (p *Partition) mismatch(what string) {
+	p.RangeMismatches = appendBounded(p.RangeMismatches, what)
+}
+
+// appendBounded appends what to a report's list of the first maxMissing
+// places, and "…" once past them.
+func appendBounded(list []string, what string) []string {
 	switch {
-	case len(p.RangeMismatches) < maxMissing:
-		p.RangeMismatches = append(p.RangeMismatches, what)
-	case len(p.RangeMismatches) == maxMissing:
-		p.RangeMismatches = append(p.RangeMismatches, "…")
+	case len(list) < maxMissing:
+		return append(list, what)
+	case len(list) == maxMissing:
+		return append(list, "…")
 	}
+	return list
 }
 
 // CheckLogEnds fails the report for every partition whose ledger reaches
@@ -669,7 +685,11 @@ func finish(parts partitions, raw, fromStart bool) *Report {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets in overlapping ledger ranges", name, p.Overlaps))
 		}
 		if p.Duplicates > 0 {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets stored more than once", name, p.Duplicates))
+			where := ""
+			if len(p.DuplicateRanges) > 0 {
+				where = " (in " + strings.Join(p.DuplicateRanges, ", ") + ")"
+			}
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d offsets stored more than once%s", name, p.Duplicates, where))
 		}
 		if p.MissingRows > 0 {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d rows of messages missing (an index below a stored row's of its message)", name, p.MissingRows))
