@@ -69,6 +69,35 @@ func (s *Offsets) AddPast(o int64) {
 // Count is how many rows were added.
 func (s *Offsets) Count() int64 { return s.count + s.more }
 
+// Repeated returns the offsets that more than one row of sets (raw and
+// dead-letter rows of one partition) holds, as sorted disjoint runs:
+// where Coverage's duplicates are.
+func Repeated(sets ...*Offsets) []Run {
+	var all []Run
+	for _, s := range sets {
+		if s != nil {
+			all = append(all, s.runs...)
+		}
+	}
+	slices.SortFunc(all, func(a, b Run) int { return cmp.Compare(a.First, b.First) })
+	var out []Run
+	var reach int64 // the furthest offset of the runs before r
+	for i, r := range all {
+		if i > 0 && r.First <= reach {
+			o := Run{First: r.First, Last: min(r.Last, reach)}
+			if n := len(out); n > 0 && o.First <= out[n-1].Last+1 {
+				out[n-1].Last = max(out[n-1].Last, o.Last)
+			} else {
+				out = append(out, o)
+			}
+		}
+		if i == 0 || r.Last > reach {
+			reach = r.Last
+		}
+	}
+	return out
+}
+
 // Coverage merges the runs of sets (raw and dead-letter rows of one
 // partition) and returns the distinct offsets as sorted disjoint runs,
 // with the number of rows beyond the first of each offset (duplicates).

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
@@ -54,4 +55,15 @@ func hasProblemWith(rep *Report, want ...string) bool {
 		}
 	}
 	return false
+}
+
+// On Iceberg, as on the ledger sinks, a row stored twice is reported
+// with where it is: the offsets held more than once.
+func TestFromStoredNamesTheOffsetsStoredTwice(t *testing.T) {
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 12}}
+	next := map[sink.TopicPartition]int64{tp: 10}
+	rep := FromStored(marks, next, stored(0, 1, 1, 2, 3, 4, 6, 7, 8, 9), stored(5, 6), nil, true, nil)
+	if !hasProblemWith(rep, "t/0: 2 offsets stored more than once", "(in 1-1, 6-6)") {
+		t.Errorf("problems %q", rep.Problems)
+	}
 }

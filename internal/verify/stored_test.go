@@ -32,7 +32,7 @@ func TestFromStored(t *testing.T) {
 		t.Errorf("clean: %+v", clean)
 	}
 	bad := FromStored(marks, next, stored(0, 1, 1, 2, 4, 6, 7, 8, 9), stored(6), nil, true, nil)
-	want := []string{"t/0: 2 offsets missing (gap: 3-3, 5-5)", "t/0: 2 offsets stored more than once"} // 3 and 5; 1 twice, 6 in both tables
+	want := []string{"t/0: 2 offsets missing (gap: 3-3, 5-5)", "t/0: 2 offsets stored more than once (in 1-1, 6-6)"} // 3 and 5; 1 twice, 6 in both tables
 	if bad.OK || !slices.Equal(bad.Problems, want) {
 		t.Errorf("problems %q, want %q", bad.Problems, want)
 	}

@@ -41,7 +41,8 @@ type Partition struct {
 	Overlaps   int64    `json:"overlaps"`   // offsets covered by more than one ledger range
 	Duplicates int64    `json:"duplicates"` // offsets (rows of a message: offset, index) stored more than once (main ∪ dead-letter)
 	// DuplicateRanges lists the first ledger ranges holding rows stored
-	// more than once ("0-9"; for rows no range covers, their offsets).
+	// more than once ("0-9"; for rows no range covers, their offsets; on
+	// Iceberg, which has no ranges, the offsets held more than once).
 	DuplicateRanges []string `json:"duplicate_ranges,omitempty"`
 	// MissingRows are rows of a message missing between its others: an
 	// index below the largest stored of its message that no row has
@@ -818,6 +819,9 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 			continue
 		}
 		p.Duplicates += dups
+		for _, d := range sink.Repeated(raw[tp], dlq[tp]) {
+			p.DuplicateRanges = appendBounded(p.DuplicateRanges, fmt.Sprintf("%d-%d", d.First, d.Last))
+		}
 		p.LedgerFirst = union[0].First
 		p.LedgerRecords = p.Rows + p.DLQRows
 		if p.LedgerNext < 0 {
