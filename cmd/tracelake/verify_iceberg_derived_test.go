@@ -3,15 +3,10 @@ package main
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -21,6 +16,7 @@ import (
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/prices"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
@@ -65,48 +61,6 @@ func genaiSpansBatch(t *testing.T, cfg *config.Config, first, last int64) *sink.
 	return b
 }
 
-// copyRowsAt appends to table id a copy of its rows at koffset from,
-// moved to koffset to, in a commit of its own.
-func copyRowsAt(t *testing.T, cat interface {
-	LoadTable(context.Context, table.Identifier) (*table.Table, error)
-}, id table.Identifier, from, to int64) {
-	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, batches, err := tbl.Scan(table.WithRowFilter(iceberggo.EqualTo(iceberggo.Reference("koffset"), from))).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []arrow.RecordBatch
-	for rec, err := range batches {
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols := slices.Clone(rec.Columns())
-		b := array.NewInt64Builder(memory.DefaultAllocator)
-		for range rec.NumRows() {
-			b.Append(to)
-		}
-		cols[sc.FieldIndices("koffset")[0]] = b.NewArray()
-		recs = append(recs, array.NewRecordBatch(sc, cols, rec.NumRows()))
-	}
-	copied := array.NewTableFromRecords(sc, recs)
-	defer copied.Release()
-	if copied.NumRows() == 0 {
-		t.Fatal("no row to copy")
-	}
-	txn := tbl.NewTransaction()
-	if err := txn.AppendTable(ctx, copied, 1024, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := txn.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // On Iceberg a load commits genai_operations before otel_spans, so for the
 // length of a commit (or, after a crash between the two, until the
 // restart's load) operations are stored whose spans are not yet: past the
@@ -149,7 +103,7 @@ func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
 		t.Fatalf("after a load: %q %+v", rep.Problems, rep.Derived)
 	}
 	// A load half-committed: its operations at offset 5, its spans not yet.
-	copyRowsAt(t, ice.Catalog(), ice.DerivedIdentifier(), 4, 5)
+	icebergtest.AppendCopy(t, ice.Catalog(), ice.DerivedIdentifier(), iceberggo.EqualTo(iceberggo.Reference("koffset"), int64(4)), map[string]int64{"koffset": 5})
 	if rep := check(); !rep.OK {
 		t.Errorf("operations of a load whose spans are not committed yet: %q %+v", rep.Problems, rep.Derived)
 	}

@@ -2,78 +2,16 @@ package iceberg_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
+	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 	"github.com/tracelake/tracelake/internal/sink/sinktest"
 	"github.com/tracelake/tracelake/internal/verify"
 )
-
-// appendCopy appends to table id, in a commit of its own that sets no
-// position (another writer, or a bug), a copy of the rows filter selects
-// with the integer columns of set given those values.
-func appendCopy(t *testing.T, s *iceberg.Sink, id table.Identifier, filter iceberggo.BooleanExpression, set map[string]int64) {
-	t.Helper()
-	ctx := context.Background()
-	tbl, err := s.Catalog().LoadTable(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, batches, err := tbl.Scan(table.WithRowFilter(filter)).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []arrow.RecordBatch
-	for rec, err := range batches {
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols := slices.Clone(rec.Columns())
-		for i, f := range sc.Fields() {
-			v, ok := set[f.Name]
-			if !ok {
-				continue
-			}
-			switch f.Type.ID() {
-			case arrow.INT64:
-				b := array.NewInt64Builder(memory.DefaultAllocator)
-				for range rec.NumRows() {
-					b.Append(v)
-				}
-				cols[i] = b.NewArray()
-			case arrow.INT32:
-				b := array.NewInt32Builder(memory.DefaultAllocator)
-				for range rec.NumRows() {
-					b.Append(int32(v))
-				}
-				cols[i] = b.NewArray()
-			default:
-				t.Fatalf("column %s is %s", f.Name, f.Type)
-			}
-		}
-		recs = append(recs, array.NewRecordBatch(sc, cols, rec.NumRows()))
-	}
-	if len(recs) == 0 || recs[0].NumRows() == 0 {
-		t.Fatal("no row to copy")
-	}
-	copied := array.NewTableFromRecords(sc, recs)
-	defer copied.Release()
-	txn := tbl.NewTransaction()
-	if err := txn.AppendTable(ctx, copied, 1024, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := txn.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A row at an offset its table's position has not reached, or of a
 // partition its table has no position for, was written by no load: each
@@ -93,19 +31,19 @@ func TestVerifyRowsPastThePositions(t *testing.T) {
 	}{
 		{"a raw row copied past the position", false, func(t *testing.T, s *iceberg.Sink) {
 			raw, _ := s.Identifiers()
-			appendCopy(t, s, raw, at("koffset", 3), map[string]int64{"koffset": 15})
+			icebergtest.AppendCopy(t, s.Catalog(), raw, at("koffset", 3), map[string]int64{"koffset": 15})
 		}, []string{"traces/0", "1 rows", "past", "main table 15-15"}},
 		{"a raw row copied to a partition without a position", false, func(t *testing.T, s *iceberg.Sink) {
 			raw, _ := s.Identifiers()
-			appendCopy(t, s, raw, at("koffset", 3), map[string]int64{"kpartition": 1})
+			icebergtest.AppendCopy(t, s.Catalog(), raw, at("koffset", 3), map[string]int64{"kpartition": 1})
 		}, []string{"traces/1", "1 rows", "past", "main table 3-3"}},
 		{"a dead letter copied past the position", false, func(t *testing.T, s *iceberg.Sink) {
 			_, dlq := s.Identifiers()
-			appendCopy(t, s, dlq, at("offset", 4), map[string]int64{"offset": 12})
+			icebergtest.AppendCopy(t, s.Catalog(), dlq, at("offset", 4), map[string]int64{"offset": 12})
 		}, []string{"traces/0", "1 rows", "past", "dead-letter table 12-12"}},
 		{"a message's second row copied past the position", true, func(t *testing.T, s *iceberg.Sink) {
 			raw, _ := s.Identifiers()
-			appendCopy(t, s, raw, rowFilter(4, 1), map[string]int64{schema.OffsetColumn: 20})
+			icebergtest.AppendCopy(t, s.Catalog(), raw, rowFilter(4, 1), map[string]int64{schema.OffsetColumn: 20})
 		}, []string{"traces/0", "1 rows", "past", "main table 20-20"}},
 	}
 	for _, c := range cases {
