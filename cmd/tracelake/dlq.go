@@ -99,7 +99,10 @@ func listDLQ(ctx context.Context, env *cmdEnv, cfg *config.Config, snk *duckdb.S
 		where = " WHERE " + where
 	}
 	list := func(s *duckdb.Sink) error {
-		q := fmt.Sprintf(`SELECT topic, "partition", "offset", stage, error, add_time, left(decode("value"), 80) AS value
+		// decode() with 'replace': a value that is not UTF-8 (a common
+		// dead letter) shows with '?' for its bad bytes; plain decode()
+		// fails on it, and with it the whole listing.
+		q := fmt.Sprintf(`SELECT topic, "partition", "offset", stage, error, add_time, left(decode("value", 'replace'), 80) AS value
 			FROM %s%s ORDER BY add_time DESC, topic, "partition", "offset" LIMIT %d`, s.Tables().DLQ, where, limit)
 		return printQuery(ctx, env.stdout, s.DB(), q)
 	}
