@@ -138,8 +138,9 @@ func listDLQ(ctx context.Context, env *cmdEnv, cfg *config.Config, snk *duckdb.S
 // whereOnly refuses a --where that is not a condition over table: it is
 // pasted into the commands' statements, and one that ends a statement and
 // starts another ("false; DELETE FROM …") would run that too — through a
-// running process, a write beside its loads. DuckDB's parser says
-// whether the query it makes is one SELECT (json_serialize_sql takes
+// running process, a write beside its loads —, and one that goes on with
+// a set operation would select rows twice. DuckDB's parser says whether
+// the query it makes is one plain SELECT (json_serialize_sql takes
 // SELECTs only).
 func whereOnly(ctx context.Context, db *sql.DB, table, where string) error {
 	if where == "" {
@@ -150,9 +151,13 @@ func whereOnly(ctx context.Context, db *sql.DB, table, where string) error {
 		return fmt.Errorf("--where: %w", err)
 	}
 	var parsed struct {
-		Error      bool              `json:"error"`
-		Message    string            `json:"error_message"`
-		Statements []json.RawMessage `json:"statements"`
+		Error      bool   `json:"error"`
+		Message    string `json:"error_message"`
+		Statements []struct {
+			Node struct {
+				Type string `json:"type"`
+			} `json:"node"`
+		} `json:"statements"`
 	}
 	if err := json.Unmarshal([]byte(tree), &parsed); err != nil {
 		return fmt.Errorf("--where: DuckDB's parse of it: %w", err)
@@ -162,6 +167,10 @@ func whereOnly(ctx context.Context, db *sql.DB, table, where string) error {
 		return usagef("--where %q: want a condition over the dead-letter table's columns: %s", where, parsed.Message)
 	case len(parsed.Statements) != 1:
 		return usagef("--where %q: want one condition over the dead-letter table's columns, not statements", where)
+	case parsed.Statements[0].Node.Type != "SELECT_NODE":
+		// A set operation (… UNION ALL SELECT … FROM the table again)
+		// selects a dead letter twice, and a replay loaded it twice.
+		return usagef("--where %q: want a condition over the dead-letter table's columns, not a set operation (UNION, EXCEPT, INTERSECT)", where)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 )
@@ -66,5 +67,36 @@ func TestDLQListShowsAValueThatIsNotUTF8(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("dlq list does not show %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// A --where is one condition over the dead-letter table, pasted into the
+// replay's selection of the rows it loads again: one that went on with
+// a UNION ALL of the table selected each dead letter twice, and the
+// replay loaded it twice. It is refused as not a condition; a condition
+// replays each dead letter once.
+func TestDLQReplayOfAWhereSelectingRowsTwiceIsRefused(t *testing.T) {
+	path := dlqListConfig(t, `{"a":1}`)
+	ctx := context.Background()
+	var out bytes.Buffer
+	env := &cmdEnv{stdout: &out, stderr: &out}
+	twice := `true UNION ALL SELECT rowid, topic, "partition", "offset", "key", "value", headers, create_time FROM ` + config.DefaultTable + `_dlq`
+	if err := cmdDLQ(ctx, env, []string{"replay", "--config", path, "--where", twice}); err == nil || !strings.Contains(err.Error(), "want a condition") {
+		t.Errorf("dlq replay --where with a UNION of the table: %v, want it refused as not a condition\n%s", err, out.String())
+	}
+	if err := cmdDLQ(ctx, env, []string{"replay", "--config", path, "--where", "true"}); err != nil {
+		t.Fatalf("dlq replay: %v\n%s", err, out.String())
+	}
+	cfg, err := (&configFlags{path: path}).loadFor(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk := openPrepared(t, cfg)
+	var rows, letters int64
+	if err := snk.DB().QueryRow(`SELECT (SELECT count(*) FROM `+config.DefaultTable+`), (SELECT count(*) FROM `+config.DefaultTable+`_dlq)`).Scan(&rows, &letters); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || letters != 0 {
+		t.Errorf("after the replays: %d rows and %d dead letters, want the dead letter loaded once", rows, letters)
 	}
 }
