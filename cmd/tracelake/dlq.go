@@ -154,9 +154,7 @@ func whereOnly(ctx context.Context, db *sql.DB, table, where string) error {
 		Error      bool   `json:"error"`
 		Message    string `json:"error_message"`
 		Statements []struct {
-			Node struct {
-				Type string `json:"type"`
-			} `json:"node"`
+			Node selectNode `json:"node"`
 		} `json:"statements"`
 	}
 	if err := json.Unmarshal([]byte(tree), &parsed); err != nil {
@@ -171,6 +169,32 @@ func whereOnly(ctx context.Context, db *sql.DB, table, where string) error {
 		// A set operation (… UNION ALL SELECT … FROM the table again)
 		// selects a dead letter twice, and a replay loaded it twice.
 		return usagef("--where %q: want a condition over the dead-letter table's columns, not a set operation (UNION, EXCEPT, INTERSECT)", where)
+	case !parsed.Statements[0].Node.conditionOnly():
+		// GROUP BY GROUPING SETS naming a set twice selects a dead
+		// letter twice too; the others are no part of a condition.
+		return usagef("--where %q: want a condition over the dead-letter table's columns, not a GROUP BY, HAVING, QUALIFY, ORDER BY, LIMIT or sample after it", where)
 	}
 	return nil
+}
+
+// selectNode is what whereOnly reads of DuckDB's parse of one SELECT.
+type selectNode struct {
+	Type              string            `json:"type"`
+	Modifiers         []json.RawMessage `json:"modifiers"`
+	GroupExpressions  []json.RawMessage `json:"group_expressions"`
+	GroupSets         []json.RawMessage `json:"group_sets"`
+	AggregateHandling string            `json:"aggregate_handling"`
+	Having            json.RawMessage   `json:"having"`
+	Qualify           json.RawMessage   `json:"qualify"`
+	Sample            json.RawMessage   `json:"sample"`
+}
+
+// conditionOnly reports whether the SELECT has nothing after its WHERE:
+// no grouping (GROUP BY GROUPING SETS can repeat a row), HAVING,
+// QUALIFY, ORDER BY, LIMIT or sample.
+func (n selectNode) conditionOnly() bool {
+	null := func(m json.RawMessage) bool { return len(m) == 0 || string(m) == "null" }
+	return len(n.Modifiers) == 0 && len(n.GroupExpressions) == 0 && len(n.GroupSets) == 0 &&
+		(n.AggregateHandling == "" || n.AggregateHandling == "STANDARD_HANDLING") &&
+		null(n.Having) && null(n.Qualify) && null(n.Sample)
 }

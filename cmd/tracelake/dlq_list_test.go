@@ -100,3 +100,39 @@ func TestDLQReplayOfAWhereSelectingRowsTwiceIsRefused(t *testing.T) {
 		t.Errorf("after the replays: %d rows and %d dead letters, want the dead letter loaded once", rows, letters)
 	}
 }
+
+// A --where that passes for one SELECT can still select a dead letter
+// twice without a set operation: GROUP BY GROUPING SETS naming the same
+// set twice yields each row once per set. whereOnly looked only at the
+// statement's type, so the replay loaded the dead letter twice. Anything
+// past the condition (GROUP BY, HAVING, QUALIFY, ORDER BY, LIMIT, a
+// sample) is refused as not a condition.
+func TestDLQReplayOfAWhereGroupingRowsTwiceIsRefused(t *testing.T) {
+	path := dlqListConfig(t, `{"a":1}`)
+	ctx := context.Background()
+	var out bytes.Buffer
+	env := &cmdEnv{stdout: &out, stderr: &out}
+	cols := `rowid, topic, "partition", "offset", "key", "value", headers, create_time`
+	for _, where := range []string{
+		`true GROUP BY GROUPING SETS ((` + cols + `), (` + cols + `))`,
+		`true GROUP BY ALL HAVING true`,
+		`true QUALIFY true`,
+		`true LIMIT 1`,
+	} {
+		if err := cmdDLQ(ctx, env, []string{"replay", "--config", path, "--where", where}); err == nil || !strings.Contains(err.Error(), "want a condition") {
+			t.Errorf("dlq replay --where %q: %v, want it refused as not a condition\n%s", where, err, out.String())
+		}
+	}
+	cfg, err := (&configFlags{path: path}).loadFor(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk := openPrepared(t, cfg)
+	var rows, letters int64
+	if err := snk.DB().QueryRow(`SELECT (SELECT count(*) FROM `+config.DefaultTable+`), (SELECT count(*) FROM `+config.DefaultTable+`_dlq)`).Scan(&rows, &letters); err != nil {
+		t.Fatal(err)
+	}
+	if rows > 1 {
+		t.Errorf("after the replays: %d rows and %d dead letters, the dead letter loaded more than once", rows, letters)
+	}
+}
