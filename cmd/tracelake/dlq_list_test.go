@@ -123,6 +123,11 @@ func TestDLQReplayOfAWhereGroupingRowsTwiceIsRefused(t *testing.T) {
 			t.Errorf("dlq replay --where %q: %v, want it refused as not a condition\n%s", where, err, out.String())
 		}
 	}
+	// A condition whose subquery groups is a condition.
+	grouped := `"offset" IN (SELECT max("offset") FROM ` + config.DefaultTable + `_dlq GROUP BY "partition")`
+	if err := cmdDLQ(ctx, env, []string{"replay", "--config", path, "--dry-run", "--where", grouped}); err != nil {
+		t.Errorf("dlq replay --where %q: %v\n%s", grouped, err, out.String())
+	}
 	cfg, err := (&configFlags{path: path}).loadFor(false)
 	if err != nil {
 		t.Fatal(err)
