@@ -87,15 +87,7 @@ func TestDLQReplayOfAWhereSelectingRowsTwiceIsRefused(t *testing.T) {
 	if err := cmdDLQ(ctx, env, []string{"replay", "--config", path, "--where", "true"}); err != nil {
 		t.Fatalf("dlq replay: %v\n%s", err, out.String())
 	}
-	cfg, err := (&configFlags{path: path}).loadFor(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snk := openPrepared(t, cfg)
-	var rows, letters int64
-	if err := snk.DB().QueryRow(`SELECT (SELECT count(*) FROM `+config.DefaultTable+`), (SELECT count(*) FROM `+config.DefaultTable+`_dlq)`).Scan(&rows, &letters); err != nil {
-		t.Fatal(err)
-	}
+	rows, letters := rowsAndDeadLetters(t, path)
 	if rows != 1 || letters != 0 {
 		t.Errorf("after the replays: %d rows and %d dead letters, want the dead letter loaded once", rows, letters)
 	}
@@ -128,16 +120,23 @@ func TestDLQReplayOfAWhereGroupingRowsTwiceIsRefused(t *testing.T) {
 	if err := cmdDLQ(ctx, env, []string{"replay", "--config", path, "--dry-run", "--where", grouped}); err != nil {
 		t.Errorf("dlq replay --where %q: %v\n%s", grouped, err, out.String())
 	}
+	rows, letters := rowsAndDeadLetters(t, path)
+	if rows > 1 {
+		t.Errorf("after the replays: %d rows and %d dead letters, the dead letter loaded more than once", rows, letters)
+	}
+}
+
+// rowsAndDeadLetters counts the raw table's rows and dead letters of the
+// config at path.
+func rowsAndDeadLetters(t *testing.T, path string) (rows, letters int64) {
+	t.Helper()
 	cfg, err := (&configFlags{path: path}).loadFor(false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	snk := openPrepared(t, cfg)
-	var rows, letters int64
 	if err := snk.DB().QueryRow(`SELECT (SELECT count(*) FROM `+config.DefaultTable+`), (SELECT count(*) FROM `+config.DefaultTable+`_dlq)`).Scan(&rows, &letters); err != nil {
 		t.Fatal(err)
 	}
-	if rows > 1 {
-		t.Errorf("after the replays: %d rows and %d dead letters, the dead letter loaded more than once", rows, letters)
-	}
+	return rows, letters
 }
