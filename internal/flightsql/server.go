@@ -93,7 +93,6 @@ func Start(opt Options) (*Server, error) {
 	}
 	s := &Server{log: opt.Log, Addr: ln.Addr().String()}
 	s.serve(ln, h, opt.Tenants, creds...)
-	opt.Log.Info("Flight SQL server listening", "addr", s.Addr, "tls", opt.TLS != nil)
 	return s, nil
 }
 
