@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tracelake/tracelake/internal/query"
 )
 
 // Dates print as dates, timestamps without a zone suffix, both in UTC.
@@ -66,4 +68,33 @@ func TestPrintQueryTypes(t *testing.T) {
 	f("{'x': 1, 'y': 'z'}", `{"x":1,"y":"z"}`)
 	f("NULL::INTEGER", "NULL")
 	f("repeat('x', 200)", strings.Repeat("x", 117)+"...")
+}
+
+// A query the read path refuses by its rules says what the rules are; a
+// query DuckDB refuses as it would anywhere (a column misspelt) gets
+// DuckDB's answer alone, not rules that had nothing to do with it.
+func TestPrintReadExplainsOnlyTheReadPathsRules(t *testing.T) {
+	db, err := memoryDuckDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE otel_spans AS SELECT 'a' AS tenant_id, 1 AS v`); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reader, err := query.NewDuckDB(ctx, db, query.DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rules = "sql takes one SELECT over the tables"
+	var out bytes.Buffer
+	err = printRead(ctx, &out, reader, "SELECT * FROM read_csv('/etc/passwd')", "", "here")
+	if err == nil || !strings.Contains(err.Error(), rules) {
+		t.Errorf("a table function: %v, want the read path's rules", err)
+	}
+	err = printRead(ctx, &out, reader, "SELECT model FROM otel_spans", "", "here")
+	if err == nil || !strings.Contains(err.Error(), `"model" not found`) || strings.Contains(err.Error(), rules) {
+		t.Errorf("a misspelt column: %v, want DuckDB's binder error alone", err)
+	}
 }

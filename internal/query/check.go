@@ -82,14 +82,14 @@ func (c *checker) check(js []byte) (params int, err error) {
 	}
 	if failed, _ := doc["error"].(bool); failed {
 		if doc["error_type"] == "not implemented" {
-			return 0, &RefusedError{"only SELECT statements are taken (the endpoint is read-only)"}
+			return 0, &RefusedError{Reason: "only SELECT statements are taken (the endpoint is read-only)"}
 		}
 		msg, _ := doc["error_message"].(string)
-		return 0, &RefusedError{msg}
+		return 0, &RefusedError{Reason: msg}
 	}
 	stmts, _ := doc["statements"].([]any)
 	if len(stmts) != 1 {
-		return 0, &RefusedError{fmt.Sprintf("one statement per query, got %d", len(stmts))}
+		return 0, &RefusedError{Reason: fmt.Sprintf("one statement per query, got %d", len(stmts))}
 	}
 	stmt, ok := stmts[0].(map[string]any)
 	if !ok {
@@ -231,7 +231,7 @@ func sample(o map[string]any) error {
 	if sm == nil || strings.EqualFold(method, "bernoulli") && (sm["seed"] == nil || seed == "-1") {
 		return nil
 	}
-	return &RefusedError{"a sample is taken by Bernoulli without a seed only (USING SAMPLE 10 PERCENT (bernoulli)): the others depend on the rows of other tenants"}
+	return &RefusedError{Reason: "a sample is taken by Bernoulli without a seed only (USING SAMPLE 10 PERCENT (bernoulli)): the others depend on the rows of other tenants"}
 }
 
 // isRecursive says whether a CTE's body is a recursive query (WITH
@@ -250,12 +250,12 @@ func (c *checker) tableRef(o map[string]any, ctes []string) error {
 	typ, _ := o["type"].(string)
 	if !tableRefTypes[typ] {
 		if typ == "TABLE_FUNCTION" {
-			return &RefusedError{fmt.Sprintf("table function %s: only the declared tables can be read", functionName(o["function"]))}
+			return &RefusedError{Reason: fmt.Sprintf("table function %s: only the declared tables can be read", functionName(o["function"]))}
 		}
-		return &RefusedError{fmt.Sprintf("%s is not taken: only the declared tables can be read", foldName(strings.ReplaceAll(typ, "_", " ")))}
+		return &RefusedError{Reason: fmt.Sprintf("%s is not taken: only the declared tables can be read", foldName(strings.ReplaceAll(typ, "_", " ")))}
 	}
 	if at, ok := o["at_clause"]; ok && at != nil {
-		return &RefusedError{"AT (time travel) is not taken"}
+		return &RefusedError{Reason: "AT (time travel) is not taken"}
 	}
 	if typ != "BASE_TABLE" {
 		return nil
@@ -265,7 +265,7 @@ func (c *checker) tableRef(o map[string]any, ctes []string) error {
 	schema, _ := o["schema_name"].(string)
 	if cat != "" || schema != "" {
 		q := strings.Join(slices.DeleteFunc([]string{cat, schema, name}, func(s string) bool { return s == "" }), ".")
-		return &RefusedError{fmt.Sprintf("%s: name tables without a catalog or schema", q)}
+		return &RefusedError{Reason: fmt.Sprintf("%s: name tables without a catalog or schema", q)}
 	}
 	lower := foldName(name)
 	for _, cte := range ctes {
@@ -275,7 +275,7 @@ func (c *checker) tableRef(o map[string]any, ctes []string) error {
 		}
 	}
 	if !c.tables[lower] {
-		return &RefusedError{fmt.Sprintf("no table %s among those this caller may read", name)}
+		return &RefusedError{Reason: fmt.Sprintf("no table %s among those this caller may read", name)}
 	}
 	c.refs = append(c.refs, tableRef{obj: o, table: lower, inRecursive: c.recursive > 0})
 	return nil
@@ -293,14 +293,14 @@ func (c *checker) expression(o map[string]any) error {
 	schema, _ := o["schema"].(string)
 	written := strings.Join(slices.DeleteFunc([]string{cat, schema, name}, func(s string) bool { return s == "" }), ".")
 	if cat != "" && foldName(cat) != "system" {
-		return &RefusedError{fmt.Sprintf("function %s: name functions without a catalog", written)}
+		return &RefusedError{Reason: fmt.Sprintf("function %s: name functions without a catalog", written)}
 	}
 	key := foldName(name)
 	if schema != "" {
 		key = foldName(schema) + "." + key
 	}
 	if !c.functions[key] {
-		return &RefusedError{fmt.Sprintf("function %s is not taken", written)}
+		return &RefusedError{Reason: fmt.Sprintf("function %s is not taken", written)}
 	}
 	children, _ := o["children"].([]any)
 	switch foldName(name) {
@@ -313,7 +313,7 @@ func (c *checker) expression(o map[string]any) error {
 		// The aggregate is named as a string, found when it binds: a name
 		// not found makes DuckDB suggest the database's own functions.
 		if f, ok := constantString(children, 1); !ok || !c.functions[foldName(f)] {
-			return &RefusedError{fmt.Sprintf("function %s takes the name of an allowed function as a constant string", written)}
+			return &RefusedError{Reason: fmt.Sprintf("function %s takes the name of an allowed function as a constant string", written)}
 		}
 	}
 	return nil
@@ -328,7 +328,7 @@ func (c *checker) expression(o map[string]any) error {
 func (c *checker) structure(written string, children []any) error {
 	s, ok := constantString(children, 1)
 	if !ok {
-		return &RefusedError{fmt.Sprintf("function %s takes its structure as a constant string of JSON", written)}
+		return &RefusedError{Reason: fmt.Sprintf("function %s takes its structure as a constant string of JSON", written)}
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	type open struct{ object, wantKey bool }
@@ -344,7 +344,7 @@ func (c *checker) structure(written string, children []any) error {
 			return nil
 		}
 		if err != nil {
-			return &RefusedError{fmt.Sprintf("function %s takes its structure as a constant string of JSON", written)}
+			return &RefusedError{Reason: fmt.Sprintf("function %s takes its structure as a constant string of JSON", written)}
 		}
 		switch x := tok.(type) {
 		case json.Delim:
@@ -360,11 +360,11 @@ func (c *checker) structure(written string, children []any) error {
 				continue
 			}
 			if !c.typeOK(x) {
-				return &RefusedError{fmt.Sprintf("function %s: a type of its structure is not taken: only DuckDB's own types, such as VARCHAR, BIGINT[], DECIMAL(18,3) or MAP(VARCHAR, BIGINT)", written)}
+				return &RefusedError{Reason: fmt.Sprintf("function %s: a type of its structure is not taken: only DuckDB's own types, such as VARCHAR, BIGINT[], DECIMAL(18,3) or MAP(VARCHAR, BIGINT)", written)}
 			}
 			valueDone()
 		default:
-			return &RefusedError{fmt.Sprintf("function %s: its structure holds %v where a type goes", written, tok)}
+			return &RefusedError{Reason: fmt.Sprintf("function %s: its structure holds %v where a type goes", written, tok)}
 		}
 	}
 }
@@ -480,7 +480,7 @@ func (c *checker) typeName(o map[string]any) error {
 	schema, _ := info["schema"].(string)
 	if cat != "" || schema != "" || !c.types[foldName(name)] {
 		written := strings.Join(slices.DeleteFunc([]string{cat, schema, name}, func(s string) bool { return s == "" }), ".")
-		return &RefusedError{fmt.Sprintf("type %s is not taken: only DuckDB's own types", written)}
+		return &RefusedError{Reason: fmt.Sprintf("type %s is not taken: only DuckDB's own types", written)}
 	}
 	return nil
 }

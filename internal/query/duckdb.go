@@ -870,7 +870,7 @@ func queryError(err error) error {
 		switch de.Type {
 		case duckdb.ErrorTypeBinder, duckdb.ErrorTypeParser, duckdb.ErrorTypeCatalog, duckdb.ErrorTypeConversion,
 			duckdb.ErrorTypeInvalidInput, duckdb.ErrorTypeMismatchType, duckdb.ErrorTypeOutOfRange:
-			return &RefusedError{de.Msg}
+			return &RefusedError{Reason: de.Msg, Engine: true}
 		}
 	}
 	return err

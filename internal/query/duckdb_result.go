@@ -92,7 +92,7 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		// DuckDB's bind leaves the values past its placeholders unread:
 		// the query would run without what the caller meant by them.
 		stmt.Close()
-		return nil, &RefusedError{fmt.Sprintf("bind the parameters: %d values for %d placeholders", len(params), n)}
+		return nil, &RefusedError{Reason: fmt.Sprintf("bind the parameters: %d values for %d placeholders", len(params), n)}
 	}
 	args := make([]driver.NamedValue, len(params))
 	decimals := map[int]Decimal{}
@@ -112,7 +112,7 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		// The values a caller sent do not fit the placeholders (too few,
 		// or of a type DuckDB does not take where they stand): the
 		// caller's mistake, not the engine's.
-		return nil, &RefusedError{"bind the parameters: " + err.Error()}
+		return nil, &RefusedError{Reason: "bind the parameters: " + err.Error()}
 	}
 	conn := *(*bindings.Connection)(unsafe.Add(unsafe.Pointer(c), offs.conn))
 	prepared := *(**bindings.PreparedStatement)(unsafe.Add(unsafe.Pointer(stmt), offs.stmt))
@@ -120,7 +120,7 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		v := bindings.NewDecimal(d.Width, d.Scale, bindings.NewHugeInt(d.Value.LowBits(), d.Value.HighBits()))
 		if bindings.BindDecimal(*prepared, bindings.IdxT(i+1), v) == bindings.StateError {
 			stmt.Close()
-			return nil, &RefusedError{fmt.Sprintf("bind parameter %d, %s: %s", i+1, d, bindings.PrepareError(*prepared))}
+			return nil, &RefusedError{Reason: fmt.Sprintf("bind parameter %d, %s: %s", i+1, d, bindings.PrepareError(*prepared))}
 		}
 	}
 	r := &resultReader{ctx: ctx, stmt: stmt, closing: make(chan struct{})}

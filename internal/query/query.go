@@ -51,7 +51,13 @@ type Table struct {
 // file, a setting), or that DuckDB refused for the caller's reasons (a
 // column that does not exist). Protocols answer it as the caller's error
 // (InvalidArgument / 400), never as the server's.
-type RefusedError struct{ Reason string }
+type RefusedError struct {
+	Reason string
+	// Engine says DuckDB refused the query as it would anywhere (a
+	// column that does not exist, a value that does not convert), not
+	// the read path's rules of what a caller may read.
+	Engine bool
+}
 
 func (e *RefusedError) Error() string { return "query refused: " + e.Reason }
 
