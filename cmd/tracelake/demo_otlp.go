@@ -153,7 +153,8 @@ func demoOTLP(ctx, hard context.Context, n int, path, serve string) error {
 	if rep.Copies, err = copies(ctx, mg, dd); err != nil {
 		return err
 	}
-	if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), snk.Tables().Main, genai.SpanIdentity); err != nil {
+	if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), snk.Tables().Main, genai.SpanIdentity,
+		verify.Sources{Derives: verify.OperationSpansSQL(spanAttributes, spanName), DLQ: snk.Tables().DLQ}); err != nil {
 		return err
 	}
 	rows, _ := rep.Totals()

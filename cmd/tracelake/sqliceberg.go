@@ -29,14 +29,6 @@ func memoryDuckDB() (*sql.DB, error) {
 	return db, nil
 }
 
-// icebergView is an Iceberg table scanned into DuckDB under a name, with
-// those columns.
-type icebergView struct {
-	id   table.Identifier
-	name string
-	cols []duckdbsink.Column
-}
-
 // icebergRawColumns are the Iceberg raw table's columns beyond the DuckDB
 // sink's: Kafka's topic and timestamp, and the event time.
 var icebergRawColumns = []duckdbsink.Column{{Name: "ktopic", Type: "VARCHAR"}, {Name: "ktimestamp", Type: "TIMESTAMP"}, {Name: "event_time", Type: "TIMESTAMP"}}
@@ -72,7 +64,7 @@ func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifie
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(name), strings.Join(defs, ", "))); err != nil {
 		return 0, fmt.Errorf("create table %s: %w", name, err)
 	}
-	n, err := appendIcebergTable(ctx, tbl, names, db, name, scan...)
+	n, err := appendIcebergTable(ctx, tbl, names, db, name, nil, scan...)
 	if err != nil {
 		return n, err
 	}
@@ -89,8 +81,11 @@ func copyIcebergTable(ctx context.Context, snk *iceberg.Sink, id table.Identifie
 
 // appendIcebergTable appends columns cols of every row of tbl's current
 // snapshot (those the scan options keep) to table name in db, whose
-// columns are those, in the order of tbl's schema (the scan's order).
-func appendIcebergTable(ctx context.Context, tbl *table.Table, cols []string, db *sql.DB, name string, scan ...table.ScanOption) (int, error) {
+// columns are those, in the order of tbl's schema (the scan's order); or,
+// with convert, the columns convert makes of each scanned batch (which
+// it does not release).
+func appendIcebergTable(ctx context.Context, tbl *table.Table, cols []string, db *sql.DB, name string,
+	convert func(arrow.RecordBatch) (arrow.RecordBatch, error), scan ...table.ScanOption) (int, error) {
 	id := tbl.Identifier()
 	_, batches, err := tbl.Scan(append(scan, table.WithSelectedFields(cols...))...).ToArrowRecords(ctx)
 	if err != nil {
@@ -112,7 +107,15 @@ func appendIcebergTable(ctx context.Context, tbl *table.Table, cols []string, db
 				app.Close()
 				return err
 			}
-			err = appendRecord(app, rec)
+			if convert != nil {
+				var out arrow.RecordBatch
+				if out, err = convert(rec); err == nil {
+					err = appendRecord(app, out)
+					out.Release()
+				}
+			} else {
+				err = appendRecord(app, rec)
+			}
 			rec.Release()
 			if err != nil {
 				app.Close()

@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -15,6 +21,7 @@ import (
 	"github.com/tracelake/tracelake/internal/genai"
 	"github.com/tracelake/tracelake/internal/kafka"
 	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
@@ -117,6 +124,17 @@ func verifyDatabend(ctx context.Context, cfg *config.Config) (*verify.Report, er
 	}
 	defer snk.Close()
 	main, dlq, ledger := snk.Tables()
+	// Before the tables are read: no statement reads them in one snapshot
+	// with another, so the spans' check against their operations covers
+	// the loads committed by now (see databend.Sink.LastLoaded).
+	last, err := snk.LastLoaded(ctx)
+	if err != nil {
+		return nil, err
+	}
+	below := make(map[sink.TopicPartition]int64, len(last))
+	for tp, o := range last {
+		below[tp] = o + 1
+	}
 	rep, err := runVerify(ctx, cfg, snk, verify.Tables{Main: main, DLQ: dlq, Ledger: ledger, Topic: databend.TopicExpr})
 	if err != nil {
 		return nil, err
@@ -130,7 +148,8 @@ func verifyDatabend(ctx context.Context, cfg *config.Config) (*verify.Report, er
 		rep.Copies = copiesOf(d, c)
 	}
 	if cfg.GenAIOperations() {
-		if err := rep.CheckDerived(ctx, snk, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), main, genai.SpanIdentity); err != nil {
+		src := verify.Sources{Derives: verify.OperationSpansSQL(spanAttributes, spanName), DLQ: dlq, Below: below, Quote: sqltext.DatabendString}
+		if err := rep.CheckDerived(ctx, snk, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), main, genai.SpanIdentity, src); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +180,8 @@ func verifyDuckDBTables(ctx context.Context, cfg *config.Config, snk *duckdb.Sin
 		}
 		if cfg.GenAIOperations() {
 			t := snk.Tables()
-			if err := rep.CheckDerived(ctx, snapshot, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main, genai.SpanIdentity); err != nil {
+			src := verify.Sources{Derives: verify.OperationSpansSQL(spanAttributes, spanName), DLQ: t.DLQ} // one snapshot: no bound
+			if err := rep.CheckDerived(ctx, snapshot, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main, genai.SpanIdentity, src); err != nil {
 				return nil, err
 			}
 		}
@@ -254,7 +274,7 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 
 // checkIcebergDerived checks the derived table against the main table by
 // their rows' coordinates and the spans' ids, scanned into an in-memory
-// DuckDB.
+// DuckDB, and the GenAI spans against their operations.
 func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.Sink, rep *verify.Report) error {
 	db, err := memoryDuckDB()
 	if err != nil {
@@ -271,16 +291,19 @@ func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.S
 	// spans' positions (and a load committing while the spans are copied
 	// puts its operations in the copy made after). Only the operations
 	// below the positions read before the spans are copied are checked:
-	// their spans are in the copy.
+	// their spans are in the copy. So are only the spans below them: the
+	// operations of a span committed after the positions were read may
+	// have committed after the operations were copied.
 	pos, err := ice.AllPositions(ctx)
 	if err != nil {
 		return err
 	}
 	raw, _ := ice.Identifiers()
-	for _, v := range []icebergView{{raw, "main", coords}, {ice.DerivedIdentifier(), "derived", coords}} {
-		if _, err := copyIcebergTable(ctx, ice, v.id, db, v.name, v.cols); err != nil {
-			return err
-		}
+	if err := copyIcebergSpans(ctx, ice, raw, db, "main", coords); err != nil {
+		return err
+	}
+	if _, err := copyIcebergTable(ctx, ice, ice.DerivedIdentifier(), db, "derived", coords); err != nil {
+		return err
 	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE positions (topic VARCHAR, "partition" INTEGER, next BIGINT)`); err != nil {
 		return err
@@ -295,7 +318,83 @@ func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.S
 		schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn)); err != nil {
 		return fmt.Errorf("leave out the operations past the spans' positions: %w", err)
 	}
-	return rep.CheckDerived(ctx, verify.SQLQuerier{DB: db}, cfg.GenAI.Table, "derived", "main", genai.SpanIdentity)
+	// No Iceberg load dead-letters an operation on its own: no DLQ.
+	return rep.CheckDerived(ctx, verify.SQLQuerier{DB: db}, cfg.GenAI.Table, "derived", "main", genai.SpanIdentity,
+		verify.Sources{Derives: spanDerives, Below: pos})
+}
+
+// The spans table's columns the GenAI mapper reads to tell an operation
+// (genai.Convention), and the column copyIcebergSpans tells it in.
+const (
+	spanAttributes = "span_attributes"
+	spanName       = "name"
+	spanDerives    = "derives"
+)
+
+// copyIcebergSpans creates table name in db with columns cols (the
+// coordinates and ids) of the Iceberg spans table id's rows, and
+// spanDerives: whether the GenAI mapper makes an operation of the span
+// (otel.MakesOperation), told as the rows are scanned so that their
+// attributes, most of the table, are never held.
+func copyIcebergSpans(ctx context.Context, ice *iceberg.Sink, id table.Identifier, db *sql.DB, name string, cols []duckdb.Column) error {
+	tbl, err := ice.Catalog().LoadTable(ctx, id)
+	if err != nil {
+		return fmt.Errorf("load iceberg table %v: %w", id, err)
+	}
+	defs, names := make([]string, 0, len(cols)+1), make([]string, 0, len(cols)+2)
+	for _, c := range cols {
+		defs, names = append(defs, sqltext.Name(c.Name)+" "+c.Type), append(names, c.Name)
+	}
+	defs = append(defs, sqltext.Name(spanDerives)+" BOOLEAN")
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", sqltext.Name(name), strings.Join(defs, ", "))); err != nil {
+		return fmt.Errorf("create table %s: %w", name, err)
+	}
+	fields := make([]arrow.Field, 0, len(cols)+1)
+	convert := func(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+		sc := rec.Schema()
+		out := make([]arrow.Array, 0, len(cols)+1)
+		fields = fields[:0]
+		for _, c := range cols { // in cols' order, the table's: the scan's is the schema's
+			i := sc.FieldIndices(c.Name)
+			if len(i) == 0 {
+				return nil, fmt.Errorf("%v: no column %s", id, c.Name)
+			}
+			out, fields = append(out, rec.Column(i[0])), append(fields, sc.Field(i[0]))
+		}
+		spanNames, ok1 := column[*array.String](rec, spanName)
+		attrs, ok2 := column[*array.String](rec, spanAttributes)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%v: %s and %s are not strings", id, spanName, spanAttributes)
+		}
+		b := array.NewBooleanBuilder(memory.DefaultAllocator)
+		defer b.Release()
+		for i := range int(rec.NumRows()) {
+			derives, err := otel.MakesOperation(spanNames.Value(i), []byte(attrs.Value(i)))
+			if err != nil {
+				return nil, fmt.Errorf("%v: the attributes of a span: %w", id, err)
+			}
+			b.Append(derives)
+		}
+		flags := b.NewArray()
+		defer flags.Release()
+		out, fields = append(out, flags), append(fields, arrow.Field{Name: spanDerives, Type: arrow.FixedWidthTypes.Boolean})
+		return array.NewRecordBatch(arrow.NewSchema(fields, nil), out, rec.NumRows()), nil
+	}
+	if _, err := appendIcebergTable(ctx, tbl, append(names, spanName, spanAttributes), db, name, convert); err != nil {
+		return err
+	}
+	return nil
+}
+
+// column is rec's column name as an A, false if it has none of that type.
+func column[A arrow.Array](rec arrow.RecordBatch, name string) (A, bool) {
+	var zero A
+	i := rec.Schema().FieldIndices(name)
+	if len(i) == 0 {
+		return zero, false
+	}
+	a, ok := rec.Column(i[0]).(A)
+	return a, ok
 }
 
 // verifyDuckDB verifies the DuckDB sink snk, its tables read by q.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,7 +121,23 @@ func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
 	if _, err := txn.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rep := check(); rep.OK || rep.Derived.Orphans != 3 {
+	if rep := check(); rep.OK || rep.Derived.Orphans != 3 || rep.Derived.Missing != 0 {
 		t.Errorf("the spans of offset 2 deleted: %q %+v", rep.Problems, rep.Derived)
+	}
+	// And the other way: GenAI spans whose operations are gone (the
+	// spans' attributes read as the mapper reads them).
+	ops, err := ice.Catalog().LoadTable(ctx, ice.DerivedIdentifier())
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn = ops.NewTransaction()
+	if err := txn.Delete(ctx, iceberggo.EqualTo(iceberggo.Reference("koffset"), int64(3)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rep := check(); rep.OK || rep.Derived.Missing != 3 || !strings.Contains(strings.Join(rep.Problems, ";"), "otlp/0 offset 3 index 2") {
+		t.Errorf("the operations of offset 3 deleted: %q %+v", rep.Problems, rep.Derived)
 	}
 }

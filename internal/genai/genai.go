@@ -89,37 +89,77 @@ func NewMapper(table *prices.Table, content bool) *Mapper {
 // Stats returns the mapper's counters.
 func (m *Mapper) Stats() *Stats { return m.stats }
 
+// A marker is an attribute whose presence, whatever its value, marks a
+// span as a GenAI operation of the convention it names.
+type marker uint8
+
+const (
+	markOTel       marker = 1 << iota // current OpenTelemetry names
+	markDeprecated                    // the deprecated gen_ai.system alone
+	markOI                            // OpenInference
+	markTL                            // Traceloop
+)
+
+// markers are the attributes that make a span a GenAI operation, with
+// the convention each marks. Convention reads them, and so does verify
+// (OperationAttributes) to find, in each sink's SQL, the spans that must
+// have an operation: one list, so the two cannot disagree.
+var markers = [...]struct {
+	attr string
+	mark marker
+}{
+	{"gen_ai.operation.name", markOTel}, {"gen_ai.provider.name", markOTel},
+	{"gen_ai.system", markDeprecated},
+	{"openinference.span.kind", markOI}, {"llm.model_name", markOI}, {"llm.system", markOI}, {"llm.provider", markOI},
+	{"traceloop.span.kind", markTL}, {"llm.request.type", markTL},
+}
+
+// ClaudeCodePrefix begins the name of Claude Code's spans, each of which
+// is an operation whatever its attributes.
+const ClaudeCodePrefix = "claude_code."
+
+// OperationAttributes are the attributes any of which (present with any
+// value, even empty) makes a span an operation; so does a name starting
+// ClaudeCodePrefix, and nothing else (Convention).
+func OperationAttributes() []string {
+	out := make([]string, len(markers))
+	for i, m := range markers {
+		out[i] = m.attr
+	}
+	return out
+}
+
+// markerOf is the convention attribute k marks, 0 for none.
+func markerOf(k string) marker {
+	for _, m := range markers {
+		if m.attr == k {
+			return m.mark
+		}
+	}
+	return 0
+}
+
 // Convention returns the convention that marks s as a GenAI operation, or
 // "" when none does. A span carrying several is attributed to the first
 // of: current OpenTelemetry names (gen_ai.operation.name,
 // gen_ai.provider.name), OpenInference, Traceloop, Claude Code, then the
 // deprecated OpenTelemetry gen_ai.system alone.
 func Convention(s *Span) string {
-	var otel, deprecated, oi, tl bool
+	var marks marker
 	s.Attributes.Range(func(k string, _ pcommon.Value) bool {
-		switch k {
-		case "gen_ai.operation.name", "gen_ai.provider.name":
-			otel = true
-			return false
-		case "gen_ai.system":
-			deprecated = true
-		case "openinference.span.kind", "llm.model_name", "llm.system", "llm.provider":
-			oi = true
-		case "traceloop.span.kind", "llm.request.type":
-			tl = true
-		}
-		return true
+		marks |= markerOf(k)
+		return marks&markOTel == 0 // the first in precedence: no need to read on
 	})
 	switch {
-	case otel:
+	case marks&markOTel != 0:
 		return OTel
-	case oi:
+	case marks&markOI != 0:
 		return OpenInference
-	case tl:
+	case marks&markTL != 0:
 		return Traceloop
-	case strings.HasPrefix(s.Name, "claude_code."):
+	case strings.HasPrefix(s.Name, ClaudeCodePrefix):
 		return ClaudeCode
-	case deprecated:
+	case marks&markDeprecated != 0:
 		return OTel
 	}
 	return ""
@@ -132,7 +172,7 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 		return op, false
 	}
 	m.stats.Operations.Add(1)
-	r := reader{attrs: s.Attributes, stats: m.stats, claude: strings.HasPrefix(s.Name, "claude_code.")}
+	r := reader{attrs: s.Attributes, stats: m.stats, claude: strings.HasPrefix(s.Name, ClaudeCodePrefix)}
 	op.Operation = r.operation(s.Name)
 	op.Provider = r.provider()
 	if op.Convention == ClaudeCode {

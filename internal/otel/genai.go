@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -157,4 +158,31 @@ func (o *opValues) JSON(v []byte) {
 	} else {
 		o.w.b = appendText(o.w.b, string(v)) // kept, as a JSON string
 	}
+}
+
+// MakesOperation reports whether a span stored with name and attributes
+// attrs (its span_attributes, a JSON object) makes a genai_operations row:
+// genai.Convention on the attributes as a rebuild reads them. A span
+// whose attributes name none of the marking attributes is told without
+// parsing them (the decoder writes keys as they are: these have nothing to
+// escape).
+func MakesOperation(name string, attrs []byte) (bool, error) {
+	if strings.HasPrefix(name, genai.ClaudeCodePrefix) {
+		return true, nil
+	}
+	marked := false
+	for _, a := range genai.OperationAttributes() {
+		if bytes.Contains(attrs, []byte(`"`+a+`"`)) {
+			marked = true
+			break
+		}
+	}
+	if !marked {
+		return false, nil
+	}
+	m, err := AttributesFromJSON(attrs)
+	if err != nil {
+		return false, err
+	}
+	return genai.Convention(&genai.Span{Name: name, Attributes: m}) != "", nil
 }

@@ -43,3 +43,34 @@ func TestAppendOperationWritesFixtures(t *testing.T) {
 		}
 	}
 }
+
+// MakesOperation, which verify applies to the spans an Iceberg table
+// holds, says of each fixture (and a few edge cases) what the mapper does.
+func TestMakesOperationIsTheMappersRule(t *testing.T) {
+	type span struct {
+		name  string
+		attrs pcommon.Map
+	}
+	var spans []span
+	for _, f := range genaitest.Fixtures(t) {
+		spans = append(spans, span{f.Span.Name, f.Attributes(t)})
+	}
+	for _, raw := range []map[string]any{nil, {"gen_ai.provider.name": nil}, {"gen_ai": map[string]any{"system": "x"}},
+		{"note": `"gen_ai.system"`}, {"llm.model_name.x": "m"}} {
+		m := pcommon.NewMap()
+		if err := m.FromRaw(raw); err != nil {
+			t.Fatal(err)
+		}
+		spans = append(spans, span{"chat", m}, span{"claude_code.tool", m})
+	}
+	for i, s := range spans {
+		j, err := json.Marshal(s.attrs.AsRaw())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := otel.MakesOperation(s.name, j)
+		if want := genai.Convention(&genai.Span{Name: s.name, Attributes: s.attrs}) != ""; err != nil || got != want {
+			t.Errorf("span %d %q %s: %v (%v), genai.Convention says %v", i, s.name, j, got, err, want)
+		}
+	}
+}

@@ -31,7 +31,7 @@ func TestCheckDerived(t *testing.T) {
 	check := func() *Report {
 		t.Helper()
 		r := &Report{OK: true}
-		if err := r.CheckDerived(context.Background(), SQLQuerier{DB: db}, "ops", "ops", "spans", []string{"name"}); err != nil {
+		if err := r.CheckDerived(context.Background(), SQLQuerier{DB: db}, "ops", "ops", "spans", []string{"name"}, Sources{}); err != nil {
 			t.Fatal(err)
 		}
 		return r

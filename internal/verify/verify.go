@@ -142,6 +142,14 @@ type Derived struct {
 	// another identity: stored at a position later given to another
 	// source row (the OTLP receivers' sequence reusing a failed load's).
 	Mismatched int64 `json:"mismatched"`
+	// Missing are main-table rows that derive a row (GenAI spans, by
+	// Sources.Derives) with no derived row of their identity at their
+	// coordinates; MissingAt lists the first ("t/0 offset 7 index 1").
+	Missing   int64    `json:"missing"`
+	MissingAt []string `json:"missing_at,omitempty"`
+	// DeadLettered are such rows whose derived row the dead-letter table
+	// holds, refused by the sink: not missing.
+	DeadLettered int64 `json:"dead_lettered,omitempty"`
 }
 
 // DerivedCheckSQL is the query of CheckDerived (DuckDB and Databend
@@ -149,15 +157,7 @@ type Derived struct {
 // main-table row at their coordinates, and rows whose main-table row there
 // has other values of the columns ids (both tables have them).
 func DerivedCheckSQL(derived, main string, ids []string) string {
-	key := fmt.Sprintf(`%s || '/' || CAST(%s AS VARCHAR) || '/' || CAST(%s AS VARCHAR) || '/' || CAST(%s AS VARCHAR)`,
-		schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, schema.IndexColumn)
-	id := "''"
-	for i, c := range ids {
-		if i > 0 {
-			id += ` || '/'`
-		}
-		id += fmt.Sprintf(` || coalesce(CAST(%s AS VARCHAR), '')`, sqltext.Ident(c))
-	}
+	key, id := coordinatesSQL(), identitySQL(ids)
 	return fmt.Sprintf(`SELECT count(*), count(*) - count(DISTINCT d.k), count(CASE WHEN m.k IS NULL THEN 1 END), `+
 		`count(CASE WHEN m.k IS NOT NULL AND s.k IS NULL THEN 1 END) `+
 		`FROM (SELECT %[1]s AS k, %[2]s AS id FROM %[3]s) AS d `+
@@ -166,10 +166,31 @@ func DerivedCheckSQL(derived, main string, ids []string) string {
 		key, id, derived, main)
 }
 
+// coordinatesSQL is a row's coordinates as one text, the key a derived
+// row shares with its main-table row.
+func coordinatesSQL() string {
+	return fmt.Sprintf(`%s || '/' || CAST(%s AS VARCHAR) || '/' || CAST(%s AS VARCHAR) || '/' || CAST(%s AS VARCHAR)`,
+		schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, schema.IndexColumn)
+}
+
+// identitySQL is the values of the columns ids as one text ("" for a
+// null), joined by '/' (deadLetterOf reads a row's in Go alike).
+func identitySQL(ids []string) string {
+	id := "''"
+	for i, c := range ids {
+		if i > 0 {
+			id += ` || '/'`
+		}
+		id += fmt.Sprintf(` || coalesce(CAST(%s AS VARCHAR), '')`, sqltext.Ident(c))
+	}
+	return id
+}
+
 // CheckDerived checks the derived table against the main table (quoted
 // names; both declared tables with coordinates and the columns ids, which
-// name a row's source) and adds what is wrong to the report's problems.
-func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, main string, ids []string) error {
+// name a row's source), and the main-table rows src names against the
+// derived table, and adds what is wrong to the report's problems.
+func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, main string, ids []string, src Sources) error {
 	rows, err := q.QueryText(ctx, DerivedCheckSQL(derived, main, ids))
 	if err != nil {
 		return fmt.Errorf("check %s: %w", name, err)
@@ -183,7 +204,17 @@ func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, mai
 			return fmt.Errorf("check %s: %w", name, err)
 		}
 	}
+	if src.Derives != "" {
+		if err := checkSources(ctx, q, d, derived, main, ids, src); err != nil {
+			return fmt.Errorf("check the rows %s derives from: %w", name, err)
+		}
+	}
 	r.Derived = d
+	if d.Missing > 0 {
+		r.OK = false
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d GenAI spans without their operation (%s): deleted or never written "+
+			"(tracelake merge --rebuild %s derives them again)", name, d.Missing, strings.Join(d.MissingAt, ", "), name))
+	}
 	if d.Duplicates > 0 {
 		r.OK = false
 		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d rows stored twice (the same source row's coordinates)", name, d.Duplicates))
@@ -1042,8 +1073,12 @@ func (r *Report) writeTables(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if d := r.Derived; d != nil {
-		fmt.Fprintf(w, "%s: %d rows, %d stored twice, %d without their source row, %d at another source row's coordinates\n",
-			d.Table, d.Rows, d.Duplicates, d.Orphans, d.Mismatched)
+		fmt.Fprintf(w, "%s: %d rows, %d stored twice, %d without their source row, %d at another source row's coordinates, %d source rows without theirs",
+			d.Table, d.Rows, d.Duplicates, d.Orphans, d.Mismatched, d.Missing)
+		if d.DeadLettered > 0 {
+			fmt.Fprintf(w, " (%d more in the dead-letter table)", d.DeadLettered)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -336,11 +336,21 @@ func (s *Sink) BeginRebuild(ctx context.Context) (*Rebuild, error) {
 	if s.opt.Derived == nil {
 		return nil, errors.New("no derived table is configured")
 	}
-	last, err := s.ledgerPositions(ctx, s.c.session(), "")
+	last, err := s.LastLoaded(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return &Rebuild{last: last}, nil
+}
+
+// LastLoaded reads the ledger's last loaded offset of every partition. A
+// load commits its rows, its derived rows and its ledger rows in one
+// transaction and never adds a row at or below the ledger's position (its
+// fence): every main and derived row at or below what it reads is
+// committed, and a read after it sees them all (what bounds a rebuild,
+// and verify's check of the spans against their operations).
+func (s *Sink) LastLoaded(ctx context.Context) (map[sink.TopicPartition]int64, error) {
+	return s.ledgerPositions(ctx, s.c.session(), "")
 }
 
 // ReplaceDerived replaces the rows of the derived table (Options.Derived)
