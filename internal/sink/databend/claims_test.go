@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -25,12 +26,42 @@ import (
 // share were stored twice. Claims are numbered by the fence table's count
 // now.
 func TestClaimsFenceAfterAPartitionIsStartedOver(t *testing.T) {
+	loadStartedOver(t, 2)
+}
+
+// A partition started over after its claims were pruned: its claims go
+// on past the highest the fence table kept, never naming a marker the
+// load history has, and two processes loading the new log at once store
+// each offset once.
+func TestClaimsFenceAfterAPrunedPartitionIsStartedOver(t *testing.T) {
+	srv := loadStartedOver(t, databend.PruneEvery+2)
+	before := map[int64]bool{}
+	for _, c := range fenceClaims(t, srv, 0) {
+		if before[c] {
+			t.Errorf("claim %d of partition 0 is in the fence table twice", c)
+		}
+		before[c] = true
+	}
+}
+
+// loadStartedOver loads partition 0 in loads loads of ten offsets, starts
+// it over as docs/OPERATIONS.md says (deletes its ledger rows and its
+// rows) and has two processes load the new log at once (loadDuring).
+// Every claim after the start over must be numbered past every claim
+// before it.
+func loadStartedOver(t *testing.T, loads int64) *databendtest.Server {
+	t.Helper()
 	srv, old := prepared(t, "")
 	ctx := context.Background()
-	for _, b := range []*sink.Batch{batch(0, 0, 9), batch(0, 10, 19)} {
+	for i := range loads {
+		b := batch(0, 10*i, 10*i+9)
 		if _, err := old.Load(ctx, stage(t, old, b)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	highest := slices.Max(fenceClaims(t, srv, 0))
+	if n := len(srv.Rows("trace_raw_fence")); loads > databend.PruneEvery && n >= int(loads) {
+		t.Fatalf("%d fence rows after %d loads: not pruned", n, loads)
 	}
 	// The operator starts partition 0 over.
 	inPartition0 := func(col string) func(databendtest.Row) bool {
@@ -42,6 +73,7 @@ func TestClaimsFenceAfterAPartitionIsStartedOver(t *testing.T) {
 	}
 	srv.RemoveRows("trace_raw", inPartition0("kpartition"))
 	srv.RemoveRows("trace_raw_ledger", inPartition0("partition"))
+	kept := len(fenceClaims(t, srv, 0))
 
 	// Two processes (fresh sinks) load the new log at once.
 	former, owner := open(t, srv, ""), open(t, srv, "")
@@ -55,6 +87,35 @@ func TestClaimsFenceAfterAPartitionIsStartedOver(t *testing.T) {
 	loadDuring(t, srv, former, formerFiles, owner, ownerFiles, func(sql string) bool {
 		return strings.HasPrefix(sql, `COPY INTO "trace_raw" `)
 	})
+	for _, c := range fenceClaims(t, srv, 0)[kept:] {
+		if c <= highest {
+			t.Errorf("a claim after the start over is numbered %d, not past %d, the highest before", c, highest)
+		}
+	}
+	return srv
+}
+
+// fenceClaims returns the claim numbers of partition p's rows in the
+// fence table, in the order they were committed (-1 for a row without a
+// number).
+func fenceClaims(t *testing.T, srv *databendtest.Server, p int64) []int64 {
+	t.Helper()
+	var out []int64
+	for _, r := range srv.Rows("trace_raw_fence") {
+		var part int64
+		_ = json.Unmarshal(r["partition"], &part)
+		if part != p {
+			continue
+		}
+		c := int64(-1)
+		if v, ok := r["claim"]; ok && string(v) != "null" {
+			if err := json.Unmarshal(v, &c); err != nil {
+				t.Fatalf("claim %s: %v", v, err)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // A claim is numbered by the fence table's count read before the ledger:
@@ -194,4 +255,147 @@ func TestLoadsReadPastTheQueryResultCache(t *testing.T) {
 	if n := len(srv.Rows("trace_raw")); n != 30 {
 		t.Errorf("%d rows stored, want 30", n)
 	}
+}
+
+// Every load added a row for each partition it claims to <table>_fence,
+// never deleted, and every load's claim read counted all of them: at a
+// load a second of 100 partitions the table gained ~10M rows a day and
+// loads grew slower each day. Claims are numbered now and the rows below
+// a partition's highest are pruned: the table holds a few rows per
+// partition, and the numbering goes on past the pruned rows.
+func TestFenceKeepsAFewClaimsPerPartition(t *testing.T) {
+	srv, s := prepared(t, "")
+	ctx := context.Background()
+	const loads = 48
+	for i := range int64(loads) {
+		if err := loadRetrying(ctx, s, stage(t, s, batch(0, 10*i, 10*i+9))); err != nil {
+			t.Fatalf("load %d: %v", i, err)
+		}
+	}
+	// A prune every 16 loads keeps the claims read since (claim.go,
+	// pruneEvery): at most 16 loads' and the highest before them.
+	const most = 18
+	if n := len(srv.Rows("trace_raw_fence")); n > most {
+		t.Errorf("the fence table holds %d rows after %d loads of one partition; want at most %d", n, loads, most)
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 10*loads-1)) {
+		t.Errorf("offsets %v; want 0..%d once", o, 10*loads-1)
+	}
+	// The last load's claim is numbered past every earlier one.
+	last := ""
+	for _, st := range srv.Statements() {
+		if strings.HasPrefix(st, `COPY INTO "trace_raw_fence"`) {
+			last = st
+		}
+	}
+	if want := fmt.Sprintf("-0-%d.ndjson.zst'", loads-1); !strings.Contains(last, want) {
+		t.Errorf("the last claim: %s; want its marker numbered %d", last, loads-1)
+	}
+}
+
+// A fence table of a release that numbered a claim by counting the
+// partition's rows (no claim column): Prepare adds the column, its rows
+// read NULL there and count as that release counted them. A load of that
+// release still in flight when its process stopped (its COMMIT on its
+// way) named the marker of the count it read, and this release's first
+// load of the partition must name the same one, whichever of them
+// commits first; the rows without a number are pruned only once a
+// numbered claim is above them.
+func TestUpgradedFenceCollidesWithAnOlderReleasesClaim(t *testing.T) {
+	srv := databendtest.New("tl", "s3cret")
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	s := open(t, srv, "")
+	if err := s.Exec(ctx, `CREATE TABLE IF NOT EXISTS "trace_raw_fence" (topic VARCHAR, "partition" INT, after_offset BIGINT)`); err != nil {
+		t.Fatal(err)
+	}
+	p0, p1 := sink.TopicPartition{Topic: "traces", Partition: 0}, sink.TopicPartition{Topic: "traces", Partition: 1}
+	for _, tp := range []sink.TopicPartition{p0, p0, p0, p1, p1} {
+		_, commit, err := s.OldReleaseClaim(ctx, tp)
+		if err == nil {
+			err = commit()
+		}
+		if err != nil {
+			t.Fatalf("the older release's claim of %s: %v", tp, err)
+		}
+	}
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatalf("prepare over the older release's fence table: %v", err)
+	}
+	if cols := srv.Columns("trace_raw_fence"); !slices.Contains(cols, "claim BIGINT") {
+		t.Fatalf("fence columns %v: want claim added", cols)
+	}
+
+	// Partition 0: the older release's claim commits after this load read
+	// the claims. Both named marker 3; the load loses it and claims 4.
+	n, commitOld, err := s.OldReleaseClaim(ctx, p0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	srv.After = func(sql string) {
+		if !done && strings.HasPrefix(sql, `SELECT topic, "partition", count(*), max(claim)`) {
+			done = true
+			if err := commitOld(); err != nil {
+				t.Errorf("the older release's COMMIT: %v", err)
+			}
+		}
+	}
+	if err := loadRetrying(ctx, s, stage(t, s, batch(0, 0, 9))); err != nil {
+		t.Fatal(err)
+	}
+	srv.Set(func() { srv.After = nil })
+	marker := fmt.Sprintf(`-0-%d.ndjson.zst'`, n)
+	if copies := countStatements(srv, `COPY INTO "trace_raw_fence"`, marker); n != 3 || copies != 2 {
+		t.Errorf("the older release counted %d claims and %d COPYs named its marker; want 3, by it and by the load", n, copies)
+	}
+	if c := fenceClaims(t, srv, 0); !slices.Equal(c, []int64{-1, -1, -1, -1, 4}) {
+		t.Errorf("partition 0's claims %v; want four without a number, then 4", c)
+	}
+
+	// Partition 1: this release's load commits first; the older
+	// release's COMMIT fails on the marker both named.
+	n, commitOld, err = s.OldReleaseClaim(ctx, p1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loadRetrying(ctx, s, stage(t, s, batch(1, 0, 9))); err != nil {
+		t.Fatal(err)
+	}
+	if err := commitOld(); err == nil || !strings.Contains(err.Error(), "DuplicatedUpsertFiles") {
+		t.Errorf("the older release's COMMIT of claim %d after the load's: %v; want DuplicatedUpsertFiles", n, err)
+	}
+	if c := fenceClaims(t, srv, 1); !slices.Equal(c, []int64{-1, -1, 2}) {
+		t.Errorf("partition 1's claims %v; want two without a number, then 2", c)
+	}
+
+	// Loads of partition 0 only, enough for a prune: its rows without a
+	// number go, partition 1's stay (no claim above them was read).
+	for i := range int64(databend.PruneEvery) {
+		if err := loadRetrying(ctx, s, stage(t, s, batch(0, 10+10*i, 19+10*i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := fenceClaims(t, srv, 0)
+	if slices.Contains(c, -1) || len(c) > databend.PruneEvery || c[len(c)-1] != 4+databend.PruneEvery {
+		t.Errorf("partition 0's claims after a prune %v; want none without a number, fewer than %d, up to %d", c, databend.PruneEvery, 4+databend.PruneEvery)
+	}
+	if c := fenceClaims(t, srv, 1); !slices.Equal(c, []int64{-1, -1, 2}) {
+		t.Errorf("partition 1's claims after a prune of partition 0 %v; want two without a number, then 2", c)
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 9+10*databend.PruneEvery)) {
+		t.Errorf("partition 0 offsets %v", o)
+	}
+}
+
+// countStatements counts the statements received that begin with prefix
+// and hold part.
+func countStatements(srv *databendtest.Server, prefix, part string) int {
+	n := 0
+	for _, st := range srv.Statements() {
+		if strings.HasPrefix(st, prefix) && strings.Contains(st, part) {
+			n++
+		}
+	}
+	return n
 }

@@ -96,6 +96,11 @@ type Sink struct {
 	// disagree counts, per staged name, the loads whose ledger read
 	// lacked a file COPY's load history has (see copyFiles).
 	disagree map[string]int
+	// prunable is the latest claims read of each partition since the
+	// last prune of the fence table, sincePrune the loads committed
+	// since (pruneClaims).
+	prunable   map[sink.TopicPartition]claimsRead
+	sincePrune int
 }
 
 // keptFile is a staged file's NDJSON and, in transform mode (where the
@@ -169,6 +174,7 @@ func Open(opt Options) (*Sink, error) {
 		uploads:  make(chan struct{}, opt.Uploads),
 		kept:     map[string]*keptFile{},
 		disagree: map[string]int{},
+		prunable: map[sink.TopicPartition]claimsRead{},
 		tables: tables{
 			main:    sqltext.Name(opt.Table),
 			dlq:     sqltext.Name(opt.Table + "_dlq"),

@@ -225,7 +225,7 @@ func TestMultiFileLoad(t *testing.T) {
 	// The claims are read before the ledger, and partition 0's first
 	// claim (numbered 0) comes before the rows (see claim.go).
 	claim := regexp.MustCompile(`^COPY INTO "trace_raw_fence" FROM @~/tracelake/trace_raw/ FILES = \('claim-traces-[0-9a-f]{8}-0-0\.ndjson\.zst'\) .* FORCE = FALSE ON_ERROR = CONTINUE$`)
-	if len(got) != 8 || got[0] != "BEGIN" || !strings.HasPrefix(got[1], `SELECT topic, "partition", count(*) FROM "trace_raw_fence"`) ||
+	if len(got) != 8 || got[0] != "BEGIN" || !strings.HasPrefix(got[1], `SELECT topic, "partition", count(*), max(claim) FROM "trace_raw_fence"`) ||
 		!strings.HasPrefix(got[2], `SELECT topic, "partition", max(last_offset) FROM "trace_raw_ledger"`) || !claim.MatchString(got[3]) || !copies.MatchString(got[4]) ||
 		!strings.HasPrefix(got[5], `COPY INTO "trace_raw_dlq"`) || !strings.HasPrefix(got[6], `INSERT INTO "trace_raw_ledger"`) || got[7] != "COMMIT" {
 		t.Errorf("load statements:\n%s", strings.Join(got, "\n"))

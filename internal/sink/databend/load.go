@@ -37,7 +37,9 @@ const maxClaimAge = 4 * time.Hour
 // rows it rejected and the first one. The transaction is then rolled back,
 // each such row goes to the dead-letter table with Databend's error, the
 // rest of its file is staged again in pieces, and the load runs again.
-// On success the files are removed from the stage (purge).
+// On success the files are removed from the stage (purge), and every
+// pruneEvery loads the fence table's rows below each partition's highest
+// claim are deleted (pruneClaims).
 func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
 	if len(files) == 0 {
 		return sink.Loaded{}, nil
@@ -50,6 +52,7 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 		}
 		if len(rejected) == 0 {
 			s.purge(ctx, p)
+			s.pruneClaims(ctx)
 			return loaded, nil
 		}
 		if round == maxRounds {
@@ -132,10 +135,11 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	}
 	// The claims before the ledger: see claim.go.
 	claimed := time.Now()
-	claims, err := s.claimCounts(ctx, ss, parts)
+	claims, err := s.readClaims(ctx, ss, parts)
 	if err != nil {
 		return sink.Loaded{}, nil, err
 	}
+	s.notePrunable(claims)
 	fence, err := s.lastLoaded(ctx, ss, parts)
 	if err != nil {
 		return sink.Loaded{}, nil, err

@@ -106,14 +106,17 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		cols         []column
 		declared     bool // a declared table's (or built from one): grows (addColumns)
 		// grows: a table of tracelake's own that gained columns (the
-		// dead-letter table's headers and create_time): they are added
-		// to an older table, which is then checked as the others are.
+		// dead-letter table's headers and create_time, the fence
+		// table's claim): they are added to an older table, which is
+		// then checked as the others are.
 		grows bool
 	}
 	specs := []tableSpec{
 		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns, false, true},
 		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns, false, false},
-		{s.opt.Table + "_fence", s.tables.fence, fenceColumns, false, false},
+		// The fence table's claim column is added to an older one (see
+		// claim.go): its rows read NULL there.
+		{s.opt.Table + "_fence", s.tables.fence, fenceColumns, false, true},
 	}
 	if s.opt.Transform {
 		if _, err := ss.query(ctx, "DESC "+s.tables.main); err != nil {

@@ -14,11 +14,17 @@ import (
 // The statement shapes the fake executes. Anything else fails (or, if
 // Accept says so, succeeds doing nothing).
 var (
-	reCreateTable  = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
-	reDesc         = regexp.MustCompile(`^DESC (\S+)$`)
-	reAddColumn    = regexp.MustCompile(`^ALTER TABLE (\S+) ADD COLUMN (\S+) (.+?)( NULL)?$`)
-	rePresign      = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
-	rePositions    = regexp.MustCompile(`^SELECT topic, "partition", (max\(last_offset\)|count\(\*\)) FROM (\S+)(?: WHERE topic IN \((.*)\))? GROUP BY topic, "partition"$`)
+	reCreateTable = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
+	reDesc        = regexp.MustCompile(`^DESC (\S+)$`)
+	reAddColumn   = regexp.MustCompile(`^ALTER TABLE (\S+) ADD COLUMN (\S+) (.+?)( NULL)?$`)
+	rePresign     = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
+	// The ledger's positions, the fence table's claims (count(*), an
+	// older release's read; count(*), max(claim), this one's).
+	rePositions = regexp.MustCompile(`^SELECT topic, "partition", (max\(last_offset\)|count\(\*\)|count\(\*\), max\(claim\)) FROM (\S+)(?: WHERE topic IN \((.*)\))? GROUP BY topic, "partition"$`)
+	// The prune of the fence table: per partition, the rows below its
+	// highest claim and those without a number.
+	rePruneClaims  = regexp.MustCompile(`^DELETE FROM (\S+) WHERE (\(topic = '(?:[^'\\]|''|\\.)*' AND "partition" = \d+ AND \(claim < -?\d+ OR claim IS NULL\)\)(?: OR .*)?)$`)
+	rePruneTuple   = regexp.MustCompile(`\(topic = '((?:[^'\\]|''|\\.)*)' AND "partition" = (\d+) AND \(claim < (-?\d+) OR claim IS NULL\)\)`)
 	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
 	reLedgerInsert = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
 	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
@@ -207,6 +213,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		delete(tx.rows, unquote(m[1]))
 		return nil, nil, nil
 	}
+	if m := rePruneClaims.FindStringSubmatch(sql); m != nil {
+		return nil, nil, s.pruneClaims(tx, m[1], m[2])
+	}
 	if m := reDeleteUpTo.FindStringSubmatch(sql); m != nil {
 		// Only inside a transaction here (the rebuild's), as DELETE FROM:
 		// the rows kept are its own view's, applied at COMMIT on top of
@@ -221,7 +230,7 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		name := unquote(m[1])
 		upTo := map[string]int64{}
 		for _, c := range reUpToTuple.FindAllStringSubmatch(m[2], -1) {
-			topic := strings.ReplaceAll(strings.ReplaceAll(c[1], "''", "'"), `\\`, `\`)
+			topic := stringLiteral(c[1])
 			last, _ := strconv.ParseInt(c[3], 10, 64)
 			upTo[topic+"\x00"+c[2]] = last
 		}
@@ -373,44 +382,114 @@ func visible(t *table, tx *txn, name string) []Row {
 
 // positions answers the sink's reads of each partition's last loaded
 // offset in the ledger (agg max(last_offset)) and of its claims in the
-// fence table (agg count(*)).
+// fence table (agg count(*), an older release's; count(*), max(claim)).
+// max skips NULL, and is NULL where every value is
+// (functions/src/aggregates/aggregate_min_max_any.rs; sqllogictests
+// query/functions/02_0000_function_aggregate_min_max_any.test, "group by
+// test with all NULL rows in one group"); a column the table lacks is a
+// SemanticError, as any unknown column is (planner binder: "column …
+// doesn't exist").
 func (s *Server) positions(name, topicList, agg string, tx *txn) ([]string, [][]*string, error) {
 	t, err := s.table(name)
 	if err != nil {
 		return nil, nil, err
+	}
+	col := "" // the column max() reads
+	switch agg {
+	case "max(last_offset)":
+		col = "last_offset"
+	case "count(*), max(claim)":
+		col = "claim"
+	}
+	if col != "" && !slices.Contains(t.cols, col) {
+		return nil, nil, &codedError{CodeSemanticError, fmt.Sprintf("column %s doesn't exist", col)}
 	}
 	topics := quotedList(topicList)
 	type key struct {
 		topic string
 		part  int64
 	}
-	last := map[key]int64{}
+	type group struct {
+		rows int64
+		max  *int64 // nil: no value but NULL
+	}
+	groups := map[key]*group{}
 	var order []key
 	for _, r := range visible(t, tx, unquote(name)) {
 		k := key{jsonString(r["topic"]), jsonInt(r["partition"])}
 		if topicList != "" && !slices.Contains(topics, k.topic) { // no list: every topic
 			continue
 		}
-		o := int64(1) // count(*): each row adds one
-		if agg != "count(*)" {
-			o = jsonInt(r["last_offset"])
-		}
-		v, ok := last[k]
-		switch {
-		case !ok:
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
 			order = append(order, k)
-			last[k] = o
-		case agg == "count(*)":
-			last[k] = v + 1
-		case o > v:
-			last[k] = o
+		}
+		g.rows++
+		if v, ok := r[col]; ok && col != "" && string(v) != "null" {
+			if n := jsonInt(v); g.max == nil || n > *g.max {
+				g.max = &n
+			}
 		}
 	}
 	var rows [][]*string
 	for _, k := range order {
-		rows = append(rows, []*string{str(k.topic), str(strconv.FormatInt(k.part, 10)), str(strconv.FormatInt(last[k], 10))})
+		g := groups[k]
+		row := []*string{str(k.topic), str(strconv.FormatInt(k.part, 10))}
+		if agg != "max(last_offset)" {
+			row = append(row, str(strconv.FormatInt(g.rows, 10)))
+		}
+		if col != "" {
+			var m *string
+			if g.max != nil {
+				m = str(strconv.FormatInt(*g.max, 10))
+			}
+			row = append(row, m)
+		}
+		rows = append(rows, row)
 	}
-	return []string{"topic", "partition", agg}, rows, nil
+	return append([]string{"topic", "partition"}, strings.Split(agg, ", ")...), rows, nil
+}
+
+// pruneClaims runs the sink's prune of the fence table: a DELETE on its
+// own (never in a transaction here), which removes, of each partition
+// named, the rows whose claim is below the bound or NULL (NULL < n is
+// not true: a NULL claim goes by IS NULL only). It commits at once, and
+// counts as a rewrite: a transaction that rewrote the table too fails
+// at its commit (storages/fuse/src/retry/diff.rs, SegmentsDiff::apply
+// refuses segments another commit replaced), while one that only
+// appended keeps its rows in front of what the DELETE left (apply puts
+// the appended segments first, apply below). A DELETE that commits
+// beside appends keeps them (operations/common/generators/
+// mutation_generator.rs, ModifiedSegmentExistsInLatest); here statements
+// run one at a time, so none lands within it.
+func (s *Server) pruneClaims(tx *txn, quoted, where string) error {
+	t, err := s.table(quoted)
+	if err != nil {
+		return err
+	}
+	if tx != nil {
+		return errors.New("fake: the claims' prune inside a transaction is not modelled")
+	}
+	if !slices.Contains(t.cols, "claim") {
+		return &codedError{CodeSemanticError, "column claim doesn't exist"}
+	}
+	below := map[string]int64{} // topic \x00 partition → the bound
+	for _, c := range rePruneTuple.FindAllStringSubmatch(where, -1) {
+		n, _ := strconv.ParseInt(c[3], 10, 64)
+		below[stringLiteral(c[1])+"\x00"+c[2]] = n
+	}
+	t.rows = slices.DeleteFunc(slices.Clone(t.rows), func(r Row) bool {
+		n, ok := below[jsonString(r["topic"])+"\x00"+strconv.FormatInt(jsonInt(r["partition"]), 10)]
+		if !ok {
+			return false
+		}
+		v, has := r["claim"]
+		return !has || string(v) == "null" || jsonInt(v) < n
+	})
+	t.rewrites++
+	return nil
 }
 
 // copyInto runs COPY INTO in the transaction tx, or on its own (COPY
@@ -813,6 +892,12 @@ func (s *Server) write(tx *txn, name string, rows []Row) {
 		return
 	}
 	s.tables[name].rows = append(s.tables[name].rows, rows...)
+}
+
+// stringLiteral is the text of a string literal's inside as Databend's
+// lexer reads it: a doubled quote or backslash is one character.
+func stringLiteral(inside string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(inside, "''", "'"), `\\`, `\`)
 }
 
 func unquote(name string) string {
