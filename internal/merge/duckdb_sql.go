@@ -15,16 +15,25 @@ import (
 
 // incrementSQL selects the raw rows of the model's partitions from their
 // watermark on, with koffset in [lo, hi) (lo only prunes: every row below
-// it is known to be merged), and projects them.
+// it is known to be merged) and, with p.upto, below that model's
+// watermark, and projects them.
 func (p *plan) incrementSQL(lo, hi int64) string {
+	var uptoJoin, uptoWhere string
+	if p.upto != "" {
+		// A partition that model never merged bounds at 0: nothing.
+		uptoJoin = fmt.Sprintf(`
+  LEFT JOIN %s u ON u.model = %s AND u.topic = json_extract_string(r.record_metadata, '$.topic') AND u."partition" = r.kpartition`,
+			WatermarkTable, sqltext.String(p.upto))
+		uptoWhere = " AND r.koffset < coalesce(u.next_offset, 0)"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `CREATE OR REPLACE TEMP TABLE tl_inc AS
 WITH src AS (
   SELECT json_extract_string(r.record_metadata, '$.topic') AS tl_topic, r.kpartition AS tl_partition, r.koffset AS tl_offset, r.raw_data AS tl_event
   FROM %s r
-  LEFT JOIN %s w ON w.model = %s AND w.topic = json_extract_string(r.record_metadata, '$.topic') AND w."partition" = r.kpartition
-  WHERE r.koffset >= %d AND r.koffset < %d AND r.koffset >= coalesce(w.next_offset, 0)
-), `, p.source, WatermarkTable, sqltext.String(p.m.Name), lo, hi)
+  LEFT JOIN %s w ON w.model = %s AND w.topic = json_extract_string(r.record_metadata, '$.topic') AND w."partition" = r.kpartition%s
+  WHERE r.koffset >= %d AND r.koffset < %d AND r.koffset >= coalesce(w.next_offset, 0)%s
+), `, p.source, WatermarkTable, sqltext.String(p.m.Name), uptoJoin, lo, hi, uptoWhere)
 	if p.m.Format == config.FormatDebezium {
 		// With or without the schema wrapper; the row image is "after",
 		// or "before" for a delete.

@@ -34,6 +34,10 @@ type plan struct {
 	tombstones      string // quoted; "" without a version column
 	keys, values    []config.Column
 	version         string // quoted column name, "" if none
+	// upto, when set, names the model whose watermarks bound the rows
+	// read: only a partition's rows below that model's watermark
+	// (Merger.Check: what that model's target has merged).
+	upto string
 	// lit quotes a string literal in the dialect the plan writes:
 	// sqltext.String for DuckDB, sqltext.DatabendString for Databend
 	// (whose lexer reads backslashes as escapes).
