@@ -128,6 +128,17 @@ func (mg *Merger) Dedup(ctx context.Context, d Dedup) (DedupResult, error) {
 	src, dst := sqltext.Name(d.Name), sqltext.Name(d.Target())
 	model := sqltext.String(d.model())
 	err := mg.inTx(ctx, func(tx *sql.Tx) error {
+		have, err := duckdb.TableColumns(ctx, tx, d.Target())
+		if err != nil {
+			return err
+		}
+		if len(have) == 0 {
+			// A target dropped to be built again: its watermarks say
+			// what the one dropped held.
+			if err := forget(ctx, tx, d.model()); err != nil {
+				return fmt.Errorf("start %s from the first row of %s: %w", d.Target(), d.Name, err)
+			}
+		}
 		if err := exec(ctx, tx,
 			watermarkTableSQL,
 			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s AS SELECT *, ''::VARCHAR AS dedup_key FROM %s LIMIT 0`, dst, src),

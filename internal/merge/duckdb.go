@@ -111,18 +111,13 @@ func (mg *Merger) Check(ctx context.Context, m config.Model, chunk int64, check 
 
 func (mg *Merger) rebuild(ctx context.Context, tx *sql.Tx, p *plan, chunk int64, res *Result) error {
 	m := p.m
-	reset := []string{"DROP TABLE IF EXISTS " + p.target, "DROP TABLE IF EXISTS " + p.rejects}
-	if p.tombstones != "" {
-		reset = append(reset, "DROP TABLE IF EXISTS "+p.tombstones)
-	}
-	if err := exec(ctx, tx, reset...); err != nil {
+	if _, err := tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+p.target); err != nil {
 		return fmt.Errorf("rebuild model %s: %w", m.Name, err)
 	}
+	// The target gone, prepare forgets the watermarks, rejects and
+	// tombstones and creates the tables anew.
 	if err := mg.prepare(ctx, tx, p); err != nil {
 		return err
-	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM "+WatermarkTable+" WHERE model = "+sqltext.String(m.Name)); err != nil {
-		return fmt.Errorf("reset watermark of model %s: %w", m.Name, err)
 	}
 	var top sql.NullInt64
 	if err := tx.QueryRowContext(ctx, "SELECT max(koffset) FROM "+p.source).Scan(&top); err != nil {
@@ -202,7 +197,11 @@ func (mg *Merger) step(ctx context.Context, tx *sql.Tx, p *plan, lo, hi int64, r
 }
 
 // prepare creates the model's tables if absent and checks that an existing
-// target has the model's columns.
+// target has the model's columns. Without a target (a first merge, a
+// rebuild, or a target dropped to be built again) it first forgets the
+// model's watermarks, rejects and tombstones: they describe a target that
+// is not there, and kept, a target created again held only the rows
+// loaded after them.
 func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 	want, err := canonicalTypes(ctx, tx, p.m)
 	if err != nil {
@@ -211,6 +210,15 @@ func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 	have, err := duckdb.TableColumns(ctx, tx, p.m.Target)
 	if err != nil {
 		return err
+	}
+	if len(have) == 0 {
+		kept := []string{p.rejects}
+		if p.tombstones != "" {
+			kept = append(kept, p.tombstones)
+		}
+		if err := forget(ctx, tx, p.m.Name, kept...); err != nil {
+			return fmt.Errorf("start model %s from its first raw row: %w", p.m.Name, err)
+		}
 	}
 	if len(have) > 0 {
 		if diff := diffColumns(have, want); len(diff) > 0 {
@@ -222,6 +230,18 @@ func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 		return fmt.Errorf("create the tables of model %s: %w", p.m.Name, err)
 	}
 	return nil
+}
+
+// forget deletes, in tx, what a model's merges keep beside its target:
+// its watermarks, and the tables (quoted names) that describe what they
+// merged. With its target gone they describe nothing, and the next
+// merge starts from the first raw row.
+func forget(ctx context.Context, tx *sql.Tx, model string, tables ...string) error {
+	stmts := []string{watermarkTableSQL, "DELETE FROM " + WatermarkTable + " WHERE model = " + sqltext.String(model)}
+	for _, t := range tables {
+		stmts = append(stmts, "DROP TABLE IF EXISTS "+t)
+	}
+	return exec(ctx, tx, stmts...)
 }
 
 // failAfterMerge, set by tests, fails a merge between its steps.
