@@ -110,27 +110,21 @@ func dedupName(cfg *config.Config) string {
 	return otelDedupOf(cfg).Target()
 }
 
-// databendDedupTables are the dedup model's tables on Databend, the
-// target and its scratch increment; none for a raw table.
-func databendDedupTables(cfg *config.Config) []string {
+// databendDedupOf is the dedup model on Databend as the sink's Prepare
+// makes it: its tables, the target and its scratch increment, and its
+// statements (the watermark's setup, and its reset when the target is
+// created anew); none for a raw table.
+func databendDedupOf(cfg *config.Config) (tables []string, st merge.DatabendStatements) {
 	if !cfg.DecodesOTLP() {
-		return nil
+		return nil, st
 	}
 	d := otelDedupOf(cfg)
-	return []string{d.Target(), d.DatabendIncrement()}
-}
-
-// databendDedupSetup is the dedup model's setup on Databend (its
-// watermark), run by the sink's Prepare; none for a raw table.
-func databendDedupSetup(cfg *config.Config) []string {
-	if !cfg.DecodesOTLP() {
-		return nil
-	}
-	return otelDedupOf(cfg).Databend().Setup
+	return []string{d.Target(), d.DatabendIncrement()}, d.Databend()
 }
 
 func openDatabend(cfg *config.Config) (*databend.Sink, error) {
 	d := cfg.Sink.Databend
+	dedupTables, dedup := databendDedupOf(cfg)
 	return databend.Open(databend.Options{
 		DSN:                 d.DSN,
 		Table:               cfg.Sink.Table,
@@ -138,8 +132,9 @@ func openDatabend(cfg *config.Config) (*databend.Sink, error) {
 		Typed:               typedTable(cfg),
 		Derived:             derivedTable(cfg),
 		DerivedTable:        derivedName(cfg),
-		DedupTables:         databendDedupTables(cfg),
-		Setup:               databendDedupSetup(cfg),
+		DedupTables:         dedupTables,
+		Setup:               dedup.Setup,
+		DedupReset:          dedup.Reset,
 		Stage:               d.Stage,
 		Prefix:              cfg.DatabendPrefix(),
 		Purge:               d.Purge,

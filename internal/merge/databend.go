@@ -72,6 +72,11 @@ type DatabendStatements struct {
 	Setup []string // tables and the claim row, idempotent; run outside the transaction
 	Merge []string // one merge, run between BEGIN and COMMIT
 	Task  []string // a Databend Cloud task running Merge every minute, resumed
+	// Reset, run after Setup by whoever creates the target when it was
+	// absent (dropped to be built again), forgets the model's
+	// watermarks, so that the next merge reads from the first row: kept,
+	// they would say the new target holds what the one dropped held.
+	Reset []string
 }
 
 // Databend returns the model's statements for Databend.
@@ -128,6 +133,12 @@ func (st DatabendStatements) Script(title string) string {
 		b.WriteString(q + ";\n")
 	}
 	b.WriteString("COMMIT;\n")
+	if len(st.Reset) > 0 {
+		b.WriteString("\n-- when the target is created anew (dropped to be built again), after the setup: the next merge reads from the first row\n")
+		for _, q := range st.Reset {
+			b.WriteString(q + ";\n")
+		}
+	}
 	if len(st.Task) > 0 {
 		b.WriteString("\n-- with tracelake merge --task (Databend Cloud): the same merge, scheduled inside Databend\n")
 		for _, q := range st.Task {

@@ -322,7 +322,8 @@ QUALIFY ROW_NUMBER() OVER (PARTITION BY dedup_key ORDER BY ktopic, kpartition, k
 		advanceWatermarkSQL(model, inc, "ktopic", "kpartition", "koffset"),
 		"DELETE FROM "+inc,
 	)
-	return DatabendStatements{Setup: []string{watermarkTableSQL, claimRowSQL(d.model())}, Merge: merge}
+	return DatabendStatements{Setup: []string{watermarkTableSQL, claimRowSQL(d.model())}, Merge: merge,
+		Reset: []string{forgetWatermarksSQL(model)}}
 }
 
 // DatabendCountsSQL is the query of DedupCounts on Databend: one row of

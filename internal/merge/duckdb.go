@@ -237,7 +237,7 @@ func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 // merged. With its target gone they describe nothing, and the next
 // merge starts from the first raw row.
 func forget(ctx context.Context, tx *sql.Tx, model string, tables ...string) error {
-	stmts := []string{watermarkTableSQL, "DELETE FROM " + WatermarkTable + " WHERE model = " + sqltext.String(model)}
+	stmts := []string{watermarkTableSQL, forgetWatermarksSQL(sqltext.String(model))}
 	for _, t := range tables {
 		stmts = append(stmts, "DROP TABLE IF EXISTS "+t)
 	}

@@ -235,6 +235,14 @@ WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at)
 		WatermarkTable, topic, partition, offset, from, topic, partition, model, model)
 }
 
+// forgetWatermarksSQL deletes model's watermarks (model: a string
+// literal quoted for the dialect), in either dialect, when its target is
+// created anew: they say what a target dropped held. The Databend claim
+// row (partition -1) stays: it is the model's, not the target's.
+func forgetWatermarksSQL(model string) string {
+	return fmt.Sprintf(`DELETE FROM %s WHERE model = %s AND "partition" >= 0`, WatermarkTable, model)
+}
+
 // watermarkTableSQL creates the watermark table, shared by every model.
 var watermarkTableSQL = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (model VARCHAR, topic VARCHAR, "partition" INTEGER, next_offset BIGINT, merged_at TIMESTAMP)`, WatermarkTable)
 

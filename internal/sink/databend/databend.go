@@ -54,9 +54,16 @@ type Options struct {
 	// Setup are idempotent statements Prepare runs after the tables: the
 	// dedup model's own (its watermark), so that the model is whole from
 	// the first run and verify can count it before its first merge.
-	Setup  []string
-	Stage  string // ~ (user stage) or a stage name
-	Prefix string // path in the stage, ending in /
+	Setup []string
+	// DedupReset are statements Prepare runs after Setup when it creates
+	// the dedup model's target (the first of DedupTables) because it is
+	// absent — dropped to be built again, or never made: the model's
+	// watermarks forgotten (merge.DatabendStatements.Reset). Kept, they
+	// describe the target dropped, and the new one would get only the
+	// rows loaded since.
+	DedupReset []string
+	Stage      string // ~ (user stage) or a stage name
+	Prefix     string // path in the stage, ending in /
 	// Purge removes loaded files from the stage once their load committed.
 	Purge bool
 	// DisableVariantCheck is COPY's DISABLE_VARIANT_CHECK.

@@ -22,7 +22,8 @@ func spansOf(typed *schema.Table) func(*databend.Options) {
 	d := merge.Dedup{Table: typed, Name: "otel_spans"}
 	return func(o *databend.Options) {
 		o.Table, o.Prefix, o.Typed = "otel_spans", "tracelake/otel_spans/", typed
-		o.DedupTables, o.Setup = []string{d.Target(), d.DatabendIncrement()}, d.Databend().Setup
+		st := d.Databend()
+		o.DedupTables, o.Setup, o.DedupReset = []string{d.Target(), d.DatabendIncrement()}, st.Setup, st.Reset
 	}
 }
 

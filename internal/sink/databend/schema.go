@@ -137,6 +137,15 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			}
 		}
 	}
+	// The dedup target absent, its model's watermarks are reset once the
+	// tables and Setup are in place (Options.DedupReset).
+	var resetDedup bool
+	if s.opt.Typed != nil && len(s.opt.DedupTables) > 0 && len(s.opt.DedupReset) > 0 {
+		var err error
+		if resetDedup, err = absent(ctx, ss, sqltext.Name(s.opt.DedupTables[0])); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	for _, t := range specs {
 		if _, err := ss.query(ctx, createTable(t.quoted, t.cols)); err != nil {
@@ -168,7 +177,32 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			return fmt.Errorf("set up: %w", err)
 		}
 	}
+	if resetDedup {
+		for _, q := range s.opt.DedupReset {
+			if _, err := ss.query(ctx, q); err != nil {
+				return fmt.Errorf("start %s, created anew, from the first row: %w", s.opt.DedupTables[0], err)
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// unknownTable is Databend's UnknownTable (common/exception
+// exception_code.rs): DESC of a table that does not exist.
+const unknownTable = 1025
+
+// absent says whether the table (quoted) does not exist: DESC answers
+// UnknownTable.
+func absent(ctx context.Context, ss *session, table string) (bool, error) {
+	_, err := ss.query(ctx, "DESC "+table)
+	var ce *codeError
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.As(err, &ce) && ce.code == unknownTable:
+		return true, nil
+	}
+	return false, fmt.Errorf("describe table %s: %w", table, err)
 }
 
 func createTable(name string, cols []column) string {

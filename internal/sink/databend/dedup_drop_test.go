@@ -1,0 +1,61 @@
+package databend_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sink/sinktest"
+)
+
+// `tracelake merge` answers that an OpenTelemetry table's dedup model is
+// rebuilt by dropping it. The sink's Prepare at the next start (or at
+// tracelake merge) created otel_spans_dedup again, but the model's
+// watermarks, which describe the target dropped, were kept: the merge
+// read only the rows loaded since, and every span merged before the drop
+// was gone from the model for good.
+func TestDedupTargetDroppedIsBuiltAgainFromEveryRow(t *testing.T) {
+	ctx := context.Background()
+	srv, s, mg := dedupSpans(t)
+	d := merge.Dedup{Table: &otel.Spans, Name: "otel_spans"}
+	before := sinktest.SpansWithIDs(t, pcommon.TraceID{1}, pcommon.SpanID{1}, "before")
+	if _, err := s.Load(ctx, stage(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, before))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mg.Dedup(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	srv.DropTable(d.Target())
+
+	// The next start: the sink prepared again, a merger of its own.
+	s = open(t, srv, "", spansOf(&otel.Spans))
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mg = merge.NewDatabendMerger(s, false)
+	after := sinktest.SpansWithIDs(t, pcommon.TraceID{1}, pcommon.SpanID{2}, "after")
+	if _, err := s.Load(ctx, stage(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 1, after))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mg.Dedup(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := keptNames(srv); !slices.Equal(got, []string{"after", "before"}) {
+		t.Errorf("otel_spans_dedup built again holds %v, want after and before", got)
+	}
+	// A start that finds the target leaves its watermarks: nothing twice.
+	s = open(t, srv, "", spansOf(&otel.Spans))
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := merge.NewDatabendMerger(s, false).Dedup(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := mg.DedupCounts(ctx, d); err != nil || c != (merge.DedupCounts{Rows: 2, Identities: 2, Kept: 2}) {
+		t.Errorf("counts %+v (%v), want 2 rows, 2 distinct, 2 kept, none pending", c, err)
+	}
+}
