@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -160,9 +161,14 @@ func (c *ChangelogMerger) Pending(ctx context.Context) ([]config.Model, error) {
 	if err := exec(ctx, c.mg.db, sharedTablesSQL...); err != nil {
 		return nil, fmt.Errorf("create the tables of changelog models: %w", err)
 	}
+	// Pending too: a model merged before whose table is gone (dropped to
+	// be built again), which its next merge makes from the first change.
 	q := fmt.Sprintf(`SELECT DISTINCT m.model FROM (VALUES %s) AS m(model, log_table) JOIN %s r ON r.log_table = m.log_table
 LEFT JOIN %s w ON w.model = m.model AND w.topic = r.topic AND w."partition" = r."partition"
-WHERE r.next_offset > coalesce(w.next_offset, 0)`, strings.Join(names, ", "), c.reached, WatermarkTable)
+WHERE r.next_offset > coalesce(w.next_offset, 0)
+	OR w.model IS NOT NULL AND NOT EXISTS (SELECT 1 FROM duckdb_tables() t
+		WHERE t.database_name = current_database() AND lower(t.schema_name) = lower(%s) AND lower(t.table_name) = lower(m.model))`,
+		strings.Join(names, ", "), c.reached, WatermarkTable, sqltext.String(cmp.Or(strings.TrimSuffix(c.schema, "."), "main")))
 	rows, err := c.mg.db.QueryContext(ctx, q)
 	if duckdb.IsMissing(err) {
 		return all, nil // no watermark table yet: every table is new
@@ -234,6 +240,19 @@ WHERE l.koffset >= (%s) AND l.koffset >= coalesce(w.next_offset, 0)`, p.log, Wat
 func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan, res *Result) error {
 	if err := exec(ctx, tx, sharedTablesSQL...); err != nil {
 		return fmt.Errorf("create the tables of changelog models: %w", err)
+	}
+	have, err := duckdb.TableColumns(ctx, tx, p.m.Target)
+	if err != nil {
+		return err
+	}
+	if len(have) == 0 {
+		// A model dropped (to be built again) or never made: its
+		// watermarks and tombstones describe a model that is not there,
+		// and kept, the model made again held only the changes after
+		// them. It is made from the first change of its changelog table.
+		if err := forget(ctx, tx, p.m.Name, p.tombstones); err != nil {
+			return fmt.Errorf("start model %s from the first change of %s: %w", p.m.Target, p.m.Source, err)
+		}
 	}
 	if err := exec(ctx, tx, `CREATE OR REPLACE TEMP TABLE tl_cinc AS `+c.incrementSQL(p)); err != nil {
 		return fmt.Errorf("read the increment of %s: %w", p.m.Source, err)
