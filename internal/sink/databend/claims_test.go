@@ -399,3 +399,53 @@ func countStatements(srv *databendtest.Server, prefix, part string) int {
 	}
 	return n
 }
+
+// databend-query writes a NULL in a reply as the string NULL where the
+// session's format_null_as_str is 1: the default of the servers of
+// v1.2.6xx to mid-2025 (databendlabs/databend#16120, #18026), and a
+// setting of scope Both an administrator's SET GLOBAL or the DSN may
+// turn on. The claim read of an upgraded fence table, max(claim) over
+// rows without a number, is NULL: read as "NULL" it failed every load of
+// the partition, for ever (no numbered claim could ever commit).
+func TestClaimReadOfAnUpgradedFenceWhereNullIsWrittenAsAString(t *testing.T) {
+	for _, c := range []struct {
+		name, dsn string
+		global    map[string]string
+	}{
+		{"SET GLOBAL", "", map[string]string{"format_null_as_str": "1"}},
+		{"the DSN", "format_null_as_str=1", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := databendtest.New("tl", "s3cret")
+			t.Cleanup(srv.Close)
+			srv.Set(func() { srv.GlobalSettings = c.global })
+			ctx := context.Background()
+			s := open(t, srv, c.dsn)
+			if err := s.Exec(ctx, `CREATE TABLE IF NOT EXISTS "trace_raw_fence" (topic VARCHAR, "partition" INT, after_offset BIGINT)`); err != nil {
+				t.Fatal(err)
+			}
+			tp := sink.TopicPartition{Topic: "traces", Partition: 0}
+			for range 2 {
+				_, commit, err := s.OldReleaseClaim(ctx, tp)
+				if err == nil {
+					err = commit()
+				}
+				if err != nil {
+					t.Fatalf("the older release's claim: %v", err)
+				}
+			}
+			if err := s.Prepare(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := loadRetrying(ctx, s, stage(t, s, batch(0, 0, 9))); err != nil {
+				t.Fatalf("the first load after the upgrade: %v", err)
+			}
+			if c := fenceClaims(t, srv, 0); !slices.Equal(c, []int64{-1, -1, 2}) {
+				t.Errorf("claims %v; want two without a number, then 2", c)
+			}
+			if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 9)) {
+				t.Errorf("offsets %v; want 0..9", o)
+			}
+		})
+	}
+}

@@ -89,6 +89,14 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 	// try_read_cached_result_with_meta_key), and the ledger, claim and
 	// verify reads must see every commit.
 	settings["enable_query_result_cache"] = "0"
+	// NULL as JSON null, whatever the DSN or SET GLOBAL say (scope Both;
+	// the default was 1 on servers from v1.2.6xx until mid-2025,
+	// databendlabs/databend#16120 and #18026): with it on, a reply writes
+	// a NULL as the string NULL (RowSerializer, servers/http/v1/query/
+	// blocks_serializer.rs), which no read here can tell from a value —
+	// the claim read of an upgraded fence table (max(claim) over rows
+	// without a number, claim.go) then failed every load for ever.
+	settings["format_null_as_str"] = "0"
 	base["settings"] = settings
 	raw, err := json.Marshal(base)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -222,6 +223,7 @@ func (s *Server) handleQuery(n *node, w http.ResponseWriter, r *http.Request) {
 	if runErr == nil {
 		q.cols, q.rows = s.resultCache(req.SQL, sess, q.cols, q.rows)
 	}
+	q.rows = s.formatNulls(sess, q.rows)
 	if runErr != nil {
 		q.err = asQueryError(runErr)
 		if sess.TxnState == "Active" {
@@ -437,6 +439,30 @@ func (s *Server) maxResultRows(sql string, sess sessionConf, rows [][]*string) [
 		return rows
 	}
 	return rows[:limit]
+}
+
+// formatNulls writes each NULL of a result as the string NULL where the
+// format_null_as_str setting (the session's, else the global one) is 1,
+// as databend-query's reply does: RowSerializer (servers/http/v1/query/
+// blocks_serializer.rs) writes a JSON null only when the setting is off,
+// and the field encoder's text of NULL otherwise. Its default
+// (settings/src/settings_default.rs, scope Both) was 1 from v1.2.6xx
+// (databendlabs/databend#16120) until databendlabs/databend#18026 made
+// it 0; the fake's is 0.
+func (s *Server) formatNulls(sess sessionConf, rows [][]*string) [][]*string {
+	if s.setting(sess, "format_null_as_str") != "1" {
+		return rows
+	}
+	out := make([][]*string, len(rows))
+	for i, row := range rows {
+		out[i] = slices.Clone(row)
+		for j, v := range out[i] {
+			if v == nil {
+				out[i][j] = str("NULL")
+			}
+		}
+	}
+	return out
 }
 
 // cachedResult is a query's result kept by the query result cache.

@@ -97,8 +97,9 @@ type Server struct {
 	// TIMESTAMP is written in a result (formats field_encoder/string.rs
 	// timestamp_text: jiff_timezone) and a string compared with one is
 	// read (types/timestamp.rs string_to_timestamp with the function
-	// context's tz) — by the plain column reads (selectColumns); and the
-	// query result cache (resultCache).
+	// context's tz) — by the plain column reads (selectColumns); the
+	// query result cache (resultCache); and format_null_as_str, a NULL
+	// written as the string NULL (formatNulls).
 	GlobalSettings map[string]string
 
 	mu      sync.Mutex
