@@ -154,7 +154,7 @@ func demoOTLP(ctx, hard context.Context, n int, path, serve string) error {
 		return err
 	}
 	if err := rep.CheckDerived(ctx, verify.SQLQuerier{DB: snk.DB()}, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), snk.Tables().Main, genai.SpanIdentity,
-		verify.Sources{Derives: verify.OperationSpansSQL(spanAttributes, spanName), DLQ: snk.Tables().DLQ}); err != nil {
+		verify.Sources{Derives: verify.OperationSpansDuckDB(spanAttributes, spanName), DLQ: snk.Tables().DLQ}); err != nil {
 		return err
 	}
 	rows, _ := rep.Totals()

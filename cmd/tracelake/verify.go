@@ -180,7 +180,7 @@ func verifyDuckDBTables(ctx context.Context, cfg *config.Config, snk *duckdb.Sin
 		}
 		if cfg.GenAIOperations() {
 			t := snk.Tables()
-			src := verify.Sources{Derives: verify.OperationSpansSQL(spanAttributes, spanName), DLQ: t.DLQ} // one snapshot: no bound
+			src := verify.Sources{Derives: verify.OperationSpansDuckDB(spanAttributes, spanName), DLQ: t.DLQ} // one snapshot: no bound
 			if err := rep.CheckDerived(ctx, snapshot, cfg.GenAI.Table, sqltext.Name(cfg.GenAI.Table), t.Main, genai.SpanIdentity, src); err != nil {
 				return nil, err
 			}

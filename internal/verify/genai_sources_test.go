@@ -185,8 +185,9 @@ func TestGenAISpansPastPositions(t *testing.T) {
 	}
 }
 
-// OperationSpansSQL is the mapper's rule: on each fixture of the
-// conventions (and a few edge cases) it says what genai.Convention says.
+// OperationSpansSQL and OperationSpansDuckDB are the mapper's rule: on
+// each fixture of the conventions (and a few edge cases) each says what
+// genai.Convention says.
 func TestOperationSpansSQLIsTheMappersRule(t *testing.T) {
 	db := genaiTables(t)
 	type span struct {
@@ -210,13 +211,15 @@ func TestOperationSpansSQLIsTheMappersRule(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := genai.Convention(&genai.Span{Name: s.name, Attributes: attrs}) != ""
-		var got bool
-		if err := db.QueryRow(`SELECT `+OperationSpansSQL("span_attributes", "name")+` FROM (SELECT ?::JSON AS span_attributes, ? AS name)`,
-			string(j), s.name).Scan(&got); err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Errorf("span %d %q %s: the SQL says %v, genai.Convention %v", i, s.name, j, got, want)
+		for dialect, cond := range map[string]string{"portable": OperationSpansSQL("span_attributes", "name"), "DuckDB": OperationSpansDuckDB("span_attributes", "name")} {
+			var got bool
+			if err := db.QueryRow(`SELECT `+cond+` FROM (SELECT ?::JSON AS span_attributes, ? AS name)`,
+				string(j), s.name).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("span %d %q %s: the %s SQL says %v, genai.Convention %v", i, s.name, j, dialect, got, want)
+			}
 		}
 	}
 }
