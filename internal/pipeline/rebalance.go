@@ -175,6 +175,13 @@ func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 // rebalances are rare) and commits before the partitions move, so the new
 // owner starts exactly where this worker stopped. It waits at most
 // RevokeWait: a worker whose loads fail must not hold the group.
+//
+// The revoke of leaving the group at shutdown flushes too: the final
+// flush loaded everything, but a partition assigned while it ran (a
+// rebalance during the shutdown) has its start seeded after that flush
+// committed the seeded positions, and this is the last moment the worker
+// owns it to commit them; else start_offset latest's next run would start
+// it at its end, skipping what came in between.
 func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	if len(revoked) == 0 {
 		return
@@ -182,16 +189,11 @@ func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 	w.opt.Start.moved()
 	w.log.Info("partitions revoked: " + kafka.FormatPartitions(revoked))
 	w.opt.Metrics.Rebalances.WithLabelValues("revoked").Inc()
-	w.mu.Lock()
-	closing := w.closing
-	w.mu.Unlock()
-	if !closing {
-		if err := w.flushForRevoke(); err != nil {
-			// Not loaded yet: the new owner reads these records again from
-			// the ledger position; whichever of the two loads them second,
-			// the sink's ledger check makes it skip them.
-			w.log.Warn("pending data of revoked partitions not loaded before the revoke; the new owner re-reads it", "err", err)
-		}
+	if err := w.flushForRevoke(); err != nil {
+		// Not loaded yet: the new owner reads these records again from
+		// the ledger position; whichever of the two loads them second,
+		// the sink's ledger check makes it skip them.
+		w.log.Warn("pending data of revoked partitions not loaded before the revoke; the new owner re-reads it", "err", err)
 	}
 	w.drop(revoked)
 }

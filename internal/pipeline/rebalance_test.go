@@ -477,3 +477,138 @@ func TestPartitionCreatedWhileRunningKeepsItsStart(t *testing.T) {
 		t.Errorf("%d rows of partition 0, want none (latest)", n)
 	}
 }
+
+// A partition assigned while the shutdown's last load runs (created while
+// running, as here, or handed over by a member that left) has its start
+// seeded after that flush took the seeded positions. The revoke that
+// leaving the group makes was the last moment to commit it, and it
+// committed nothing: only the loader's commit tick could, racing the
+// leave, and once its commit lost the race (or failed) no position was
+// left. The next run (start_offset latest) then started the partition at
+// its end, skipping every record produced to it in between. Here the
+// tick's commit of that partition fails, and the revoke begins once it
+// has.
+func TestStartAssignedDuringTheFinalFlushIsCommitted(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceNumbers(t, cl, 0, 10) // before the first start: skipped
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Kafka.StartOffset = "latest"
+	cfg.Kafka.MetadataRefresh = config.Duration(time.Second)
+	cfg.Batch.MaxInterval = config.Duration(time.Hour)
+	cfg.Load.MaxInterval = config.Duration(time.Hour) // the shutdown's flush is the first load
+	s := openSink(t, cfg)
+	g := &gatedSink{Sink: s, entered: make(chan struct{}), release: make(chan struct{})}
+
+	// Commits of partition 1 fail until the revoke began, and the
+	// revoke begins once one failed.
+	var revoking atomic.Bool
+	failed := make(chan struct{})
+	var failOnce sync.Once
+	c.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		if revoking.Load() || !commitsPartition(r, 1) {
+			return nil, nil, false
+		}
+		failOnce.Do(func() { close(failed) })
+		return failedCommit(r, kerr.RequestTimedOut), nil, true
+	})
+	log := slog.New(onMessage{Handler: testLog(t).Handler(), prefix: "partitions revoked", do: func() {
+		select {
+		case <-failed:
+		case <-time.After(10 * time.Second):
+			t.Error("no commit of partition 1 before the revoke within 10s")
+		}
+		revoking.Store(true)
+	}})
+
+	status, stats := obs.NewStatus(), &pipeline.Stats{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Run(ctx, context.Background(), cfg, g, pipeline.RunOptions{
+			RetryBase: 10 * time.Millisecond, Log: log, Status: status, Stats: stats,
+		})
+	}()
+	await(t, "partition 0 starts at its end", func() bool { return startsAt(status, 0, 10) })
+	produceNumbers(t, cl, 10, 15)
+	await(t, "the new records read", func() bool { return stats.Consumed.Load() >= 5 })
+	cancel()
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shutdown's flush did not load within 30s")
+	}
+	_, err := kadm.NewClient(cl).CreatePartitions(context.Background(), 1, topic)
+	must(t, err)
+	await(t, "partition 1, assigned during the final flush, starts at its beginning", func() bool { return startsAt(status, 1, 0) })
+	close(g.release)
+	must(t, <-done)
+
+	resp, err := kadm.NewClient(cl).FetchOffsets(context.Background(), cfg.Kafka.Group)
+	must(t, err)
+	if o, ok := resp.Lookup(topic, 1); !ok {
+		t.Error("partition 1: no committed offset after the run, want 0 (where it began)")
+	} else if o.At != 0 {
+		t.Errorf("partition 1: committed offset %d after the run, want 0 (where it began)", o.At)
+	}
+	cl = producer(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner())) // sees 2 partitions
+	for i := range 5 {
+		produce(t, cl, &kgo.Record{Topic: topic, Partition: 1, Value: fmt.Appendf(nil, `{"i": %d}`, i)})
+	}
+	runIdleWithin(t, cfg, s, nil, 20*time.Second)
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw WHERE kpartition = 1`); n != 5 {
+		t.Errorf("%d rows of partition 1, want its 5 records produced after the first run", n)
+	}
+}
+
+// commitsPartition says whether r commits an offset of partition p.
+func commitsPartition(r *kmsg.OffsetCommitRequest, p int32) bool {
+	for _, t := range r.Topics {
+		for _, rp := range t.Partitions {
+			if rp.Partition == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// failedCommit answers r with err for every partition it commits.
+func failedCommit(r *kmsg.OffsetCommitRequest, err *kerr.Error) *kmsg.OffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = err.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// onMessage is a log handler calling do on each record whose message
+// begins with prefix.
+type onMessage struct {
+	slog.Handler
+	prefix string
+	do     func()
+}
+
+func (o onMessage) Handle(ctx context.Context, rec slog.Record) error {
+	if strings.HasPrefix(rec.Message, o.prefix) {
+		o.do()
+	}
+	return o.Handler.Handle(ctx, rec)
+}
+
+func (o onMessage) WithAttrs(as []slog.Attr) slog.Handler {
+	return onMessage{Handler: o.Handler.WithAttrs(as), prefix: o.prefix, do: o.do}
+}

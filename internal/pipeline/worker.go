@@ -91,7 +91,7 @@ type Worker struct {
 	// Options.FetchBytes.
 	sizer *kafka.FetchSizer
 
-	mu sync.Mutex // guards b, owned, seeded and closing; never held across the network
+	mu sync.Mutex // guards b, owned and seeded; never held across the network
 	// commitMu is held by an offset commit and by dropping partitions, so
 	// a commit never lands for a partition after its revoke completed.
 	// Polling and the status page do not wait on it.
@@ -99,8 +99,7 @@ type Worker struct {
 	b        *batcher
 	owned    map[sink.TopicPartition]*partition // the partitions this worker owns
 	seeded   map[sink.TopicPartition]int64      // ledger positions to commit
-	closing  bool
-	started  bool // had its first assignment (startGate)
+	started  bool                               // had its first assignment (startGate)
 
 	// clientSet is closed once cl is set: the group's callbacks may run
 	// before kgo.NewClient returns.
@@ -244,12 +243,11 @@ func (w *Worker) Run(ctx, hard context.Context) error {
 
 	// Intake has stopped: flush the open batch and everything staged.
 	err := w.flush()
-	w.mu.Lock()
-	w.closing = true
-	w.mu.Unlock()
 	w.cl.AllowRebalance()
+	// Leaving the group revokes what is owned: that revoke's flush
+	// commits the starts of partitions assigned during the flush above.
 	w.cl.Close()
-	// A revoke that began before closing may still be sending: wait for it.
+	// A revoke's flush may still be sending: wait for it.
 	w.sendSem <- struct{}{}
 	close(w.batches)
 	wg.Wait()
@@ -636,13 +634,8 @@ func (w *Worker) flushForRevoke() error {
 		return fmt.Errorf("the pipeline did not take the pending data within %s", w.opt.RevokeWait)
 	}
 	w.mu.Lock()
-	closing := w.closing
 	bs := w.b.closeAll()
 	w.mu.Unlock()
-	if closing {
-		<-w.sendSem
-		return nil // stopping: the final flush loaded what was pending
-	}
 	done := make(chan error, 1)
 	// The sends complete in order even if this revoke stops waiting.
 	go func() {
