@@ -313,10 +313,15 @@ func (b *batcher) close() *batch {
 }
 
 // setNext records where reading of tp starts (-1: unknown until the first
-// record arrives). Going back, it cuts the open batch first: a range never
-// goes backwards, so re-read offsets start a new batch.
+// record arrives). Moving it, it cuts the open batch first: a range never
+// goes backwards, so re-read offsets start a new batch; nor does it go on
+// over offsets it did not read. A partition that resumes past what this
+// worker holds of it (another owner loaded the offsets between, or
+// retention deleted them before anyone read them) starts a new range
+// there, so the ledger shows a hole, and verify reports it, unless
+// another load covers it.
 func (b *batcher) setNext(tp sink.TopicPartition, offset int64) {
-	if cur, ok := b.next[tp]; ok && (offset < 0 || offset < cur) {
+	if cur, ok := b.next[tp]; ok && (offset < 0 || offset != cur) {
 		b.cut(tp)
 	}
 	if offset < 0 {

@@ -50,6 +50,13 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 				// where a reset to a later log start would not show.
 				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
 				start = at
+				if held, ok := w.b.nextOf(tp); ok && held < at {
+					// This worker read the partition up to held
+					// before (it was lost or revoked, nothing of it
+					// loaded or committed anywhere since): what
+					// retention deleted from there was never loaded.
+					w.lost(tp, held, at)
+				}
 				// Committed as any start is (see below): a partition
 				// created while running starts at its beginning with
 				// start_offset latest too, and the next run, finding no

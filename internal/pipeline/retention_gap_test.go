@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/obs"
 	"github.com/tracelake/tracelake/internal/pipeline"
 )
 
@@ -110,4 +113,84 @@ func fetchAnswer(r *kmsg.FetchRequest, set func(*kmsg.FetchResponseTopicPartitio
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// A partition that comes back to the worker while its open batch still
+// holds records of it, to resume past them: here the partition was lost
+// with records 0-99 in the open batch, nothing committed (the group
+// coordinator failed the commits) and nothing loaded, and meanwhile
+// retention deleted 100-149, so reading resumes at the log start, 150.
+// The open batch's range of the partition must not go on from 99 to 150:
+// it would cover offsets the worker never read, and the ledger row would
+// bridge the retention hole (README "Retention is loud, never bridged").
+// The loss is logged and counted too. Before, the batcher cut the open
+// range only when a partition resumed below it, so the range became
+// 0-199, verify said OK and nothing counted the loss.
+func TestRetentionGapAcrossAResumeNotBridged(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Batch.MaxInterval = config.Duration(time.Hour)
+	cfg.Load.MaxInterval = config.Duration(time.Hour) // nothing loads before the shutdown's flush
+	s := openSink(t, cfg)
+
+	hold, held := holdFetches(c, 100)
+	var failCommits, kick atomic.Bool
+	failCommits.Store(true)
+	c.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !failCommits.Load() {
+			return nil, nil, false
+		}
+		return failedCommit(req.(*kmsg.OffsetCommitRequest), kerr.RequestTimedOut), nil, true
+	})
+	// Once asked, the group answers one heartbeat with UNKNOWN_MEMBER_ID:
+	// the member's partitions are lost, it rejoins and gets them back.
+	c.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !kick.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		resp := req.(*kmsg.HeartbeatRequest).ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+
+	stats, m := &pipeline.Stats{}, obs.New()
+	_, stop, done := runBehind(t, cfg, s, pipeline.RunOptions{Stats: stats, Metrics: m})
+	produceNumbers(t, cl, 0, 100)
+	await(t, "records 0-99 read", func() bool { return stats.Consumed.Load() >= 100 })
+	hold.Store(true)
+	// A fetch answered held: the one in flight before has ended, so
+	// nothing past 99 is read until released.
+	await(t, "a fetch held", func() bool { return held.Load() > 0 })
+	produceNumbers(t, cl, 100, 200)
+	deleteBelow(t, cl, 150)
+	kick.Store(true)
+	await(t, "partition lost and assigned again", func() bool {
+		return testutil.ToFloat64(m.Rebalances.WithLabelValues("lost")) >= 1 &&
+			testutil.ToFloat64(m.Rebalances.WithLabelValues("assigned")) >= 2
+	})
+	hold.Store(false)
+	failCommits.Store(false)
+	await(t, "records 150-199 read", func() bool { return stats.Consumed.Load() >= 150 })
+	stop()
+	must(t, <-done)
+
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw`); n != 150 {
+		t.Errorf("%d rows, want 150", n)
+	}
+	if got := testutil.ToFloat64(m.LostRecords.WithLabelValues(topic)); got != 50 {
+		t.Errorf("lost records metric %v, want 50: records 100-149 were deleted before they were read", got)
+	}
+	tn := s.Tables()
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM `+tn.Ledger+` WHERE first_offset <= 120 AND last_offset >= 120`); n != 0 {
+		t.Errorf("a ledger row covers offset 120, deleted by Kafka before it was read: the retention gap 100-149 was bridged")
+	}
+	rep := verifyReport(t, cfg, s)
+	want := []string{topic + "/0: 50 offsets missing (gap: 100-149)"}
+	if rep.OK || !slices.Equal(rep.Problems, want) {
+		t.Errorf("verify: ok=%v problems %q, want %q", rep.OK, rep.Problems, want)
+	}
 }

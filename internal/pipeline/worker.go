@@ -504,12 +504,17 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 			"log_end", p.HighWatermark, "next", next)
 	case first > next && p.LogStartOffset > next:
 		lostTo := min(first, p.LogStartOffset) // first offset not lost
-		w.log.Error("records deleted by Kafka (retention) before they were loaded; they are lost and the gap stays in the ledger (tracelake verify reports it)",
-			"topic", p.Topic, "partition", p.Partition, "first_lost", next, "last_lost", lostTo-1, "lost", lostTo-next)
-		w.opt.Metrics.LostRecords.WithLabelValues(p.Topic).Add(float64(lostTo - next))
-		w.b.cut(tp) // the open range of tp must not go on over the gap
-		w.b.setNext(tp, lostTo)
+		w.lost(tp, next, lostTo)
+		w.b.setNext(tp, lostTo) // cuts the open range of tp: it must not go on over the gap
 	}
+}
+
+// lost logs and counts the records of tp from first up to next (not
+// included) as deleted by Kafka before they were loaded.
+func (w *Worker) lost(tp sink.TopicPartition, first, next int64) {
+	w.log.Error("records deleted by Kafka (retention) before they were loaded; they are lost and the gap stays in the ledger (tracelake verify reports it)",
+		"topic", tp.Topic, "partition", tp.Partition, "first_lost", first, "last_lost", next-1, "lost", next-first)
+	w.opt.Metrics.LostRecords.WithLabelValues(tp.Topic).Add(float64(next - first))
 }
 
 // knownTopics are the topics a poll fetched a partition of without an
