@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -179,18 +180,7 @@ func TestPartitionBackToTheSameWorkerWhileHoldingRecords(t *testing.T) {
 	cfg.Load.MaxInterval = config.Duration(time.Hour) // nothing loads before the shutdown flush
 	s := openSink(t, cfg)
 
-	// Once asked, the group answers one heartbeat with UNKNOWN_MEMBER_ID:
-	// the member's partitions are lost, it rejoins and gets them back.
-	var kick atomic.Bool
-	c.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !kick.CompareAndSwap(true, false) {
-			return nil, nil, false
-		}
-		resp := req.(*kmsg.HeartbeatRequest).ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-		return resp, nil, true
-	})
+	kick := loseOnce(c)
 
 	stats := &pipeline.Stats{}
 	m := obs.New()
@@ -449,13 +439,7 @@ func startsAt(status *obs.Status, p int32, next int64) bool {
 // at its end as it was then, skipping every record produced to it in
 // between; verify counted them as skipped on purpose.
 func TestPartitionCreatedWhileRunningKeepsItsStart(t *testing.T) {
-	c := newCluster(t, 1)
-	cl := producer(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	produceNumbers(t, cl, 0, 10) // before the first start: skipped
-	cfg := testConfig(t, c)
-	cfg.Workers = 1
-	cfg.Kafka.StartOffset = "latest"
-	cfg.Kafka.MetadataRefresh = config.Duration(time.Second)
+	c, cl, cfg := latestWithPartitionsToCome(t)
 	s := openSink(t, cfg)
 
 	status, stop := runWithStatus(t, cfg, s)
@@ -489,13 +473,7 @@ func TestPartitionCreatedWhileRunningKeepsItsStart(t *testing.T) {
 // tick's commit of that partition fails, and the revoke begins once it
 // has.
 func TestStartAssignedDuringTheFinalFlushIsCommitted(t *testing.T) {
-	c := newCluster(t, 1)
-	cl := producer(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	produceNumbers(t, cl, 0, 10) // before the first start: skipped
-	cfg := testConfig(t, c)
-	cfg.Workers = 1
-	cfg.Kafka.StartOffset = "latest"
-	cfg.Kafka.MetadataRefresh = config.Duration(time.Second)
+	c, cl, cfg := latestWithPartitionsToCome(t)
 	cfg.Batch.MaxInterval = config.Duration(time.Hour)
 	cfg.Load.MaxInterval = config.Duration(time.Hour) // the shutdown's flush is the first load
 	s := openSink(t, cfg)
@@ -611,4 +589,37 @@ func (o onMessage) Handle(ctx context.Context, rec slog.Record) error {
 
 func (o onMessage) WithAttrs(as []slog.Attr) slog.Handler {
 	return onMessage{Handler: o.Handler.WithAttrs(as), prefix: o.prefix, do: o.do}
+}
+
+// loseOnce makes c answer one heartbeat with UNKNOWN_MEMBER_ID once the
+// returned flag is set: the member's partitions are lost, it rejoins and
+// gets them back.
+func loseOnce(c *kfake.Cluster) *atomic.Bool {
+	kick := new(atomic.Bool)
+	c.ControlKey(kmsg.Heartbeat.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !kick.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		resp := req.(*kmsg.HeartbeatRequest).ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	return kick
+}
+
+// latestWithPartitionsToCome is a one-partition topic holding 10 records
+// (skipped: produced before the first start), a producer that picks
+// partitions by hand, and a one-worker config starting at latest that
+// sees partitions created while it runs within a second.
+func latestWithPartitionsToCome(t *testing.T) (*kfake.Cluster, *kgo.Client, *config.Config) {
+	t.Helper()
+	c := newCluster(t, 1)
+	cl := producer(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceNumbers(t, cl, 0, 10)
+	cfg := testConfig(t, c)
+	cfg.Workers = 1
+	cfg.Kafka.StartOffset = "latest"
+	cfg.Kafka.MetadataRefresh = config.Duration(time.Second)
+	return c, cl, cfg
 }
