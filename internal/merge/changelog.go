@@ -163,12 +163,17 @@ func (c *ChangelogMerger) Pending(ctx context.Context) ([]config.Model, error) {
 	}
 	// Pending too: a model merged before whose table is gone (dropped to
 	// be built again), which its next merge makes from the first change.
+	// Its table was made: the registry holds its key, which the merge
+	// that makes the table records. A changelog table of truncations
+	// alone has watermarks and no model table either, and nothing to
+	// merge until a change comes.
 	q := fmt.Sprintf(`SELECT DISTINCT m.model FROM (VALUES %s) AS m(model, log_table) JOIN %s r ON r.log_table = m.log_table
 LEFT JOIN %s w ON w.model = m.model AND w.topic = r.topic AND w."partition" = r."partition"
 WHERE r.next_offset > coalesce(w.next_offset, 0)
-	OR w.model IS NOT NULL AND NOT EXISTS (SELECT 1 FROM duckdb_tables() t
+	OR w.model IS NOT NULL AND EXISTS (SELECT 1 FROM %s k WHERE k.model = m.model AND coalesce(k.key_columns, '') <> '')
+	AND NOT EXISTS (SELECT 1 FROM duckdb_tables() t
 		WHERE t.database_name = current_database() AND lower(t.schema_name) = lower(%s) AND lower(t.table_name) = lower(m.model))`,
-		strings.Join(names, ", "), c.reached, WatermarkTable, sqltext.String(cmp.Or(strings.TrimSuffix(c.schema, "."), "main")))
+		strings.Join(names, ", "), c.reached, WatermarkTable, ChangelogModels, sqltext.String(cmp.Or(strings.TrimSuffix(c.schema, "."), "main")))
 	rows, err := c.mg.db.QueryContext(ctx, q)
 	if duckdb.IsMissing(err) {
 		return all, nil // no watermark table yet: every table is new
