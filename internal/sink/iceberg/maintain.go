@@ -285,12 +285,15 @@ func dayEndedBy(tasks []table.FileScanTask, day int, t time.Time) bool {
 // that writer removed. planned are the group's files as they were read.
 func (s *Sink) replaceFiles(ctx context.Context, tbl *table.Table, planned []table.FileScanTask, res table.CompactionGroupResult) error {
 	err := s.retryLostRaces(ctx, tbl.Identifier(), func(fresh *table.Table) (*table.Transaction, error) {
-		if err := unchangedSince(ctx, fresh, planned); err != nil {
+		tasks, err := unchangedSince(ctx, fresh, planned)
+		if err != nil {
 			return nil, err
 		}
+		r := res
+		r.SafePosDeletes = onlyRewritten(tasks, planned, res.SafePosDeletes)
 		txn := fresh.NewTransaction()
 		summary := iceberggo.Properties{"tracelake.operation": "compact"}
-		if err := txn.NewRewrite(summary).ApplyResult(res).Commit(ctx); err != nil {
+		if err := txn.NewRewrite(summary).ApplyResult(r).Commit(ctx); err != nil {
 			return nil, fmt.Errorf("rewrite %d files as %d: %w", len(res.OldDataFiles), len(res.NewDataFiles), err)
 		}
 		return txn, nil
@@ -306,11 +309,12 @@ func (s *Sink) replaceFiles(ctx context.Context, tbl *table.Table, planned []tab
 var errGroupChanged = errors.New("the group's files changed")
 
 // unchangedSince checks that every planned file is still in the table with
-// the same delete files as when it was read.
-func unchangedSince(ctx context.Context, tbl *table.Table, planned []table.FileScanTask) error {
+// the same delete files as when it was read, and returns the table's
+// files as planned now.
+func unchangedSince(ctx context.Context, tbl *table.Table, planned []table.FileScanTask) ([]table.FileScanTask, error) {
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	if err != nil {
-		return fmt.Errorf("list the files of %s: %w", name(tbl.Identifier()), err)
+		return nil, fmt.Errorf("list the files of %s: %w", name(tbl.Identifier()), err)
 	}
 	now := make(map[string]int, len(tasks))
 	for _, t := range tasks {
@@ -320,12 +324,43 @@ func unchangedSince(ctx context.Context, tbl *table.Table, planned []table.FileS
 		n, ok := now[t.File.FilePath()]
 		switch {
 		case !ok:
-			return fmt.Errorf("%w: %s is no longer in the table", errGroupChanged, t.File.FilePath())
+			return nil, fmt.Errorf("%w: %s is no longer in the table", errGroupChanged, t.File.FilePath())
 		case n != deletesOf(t):
-			return fmt.Errorf("%w: %s has deletes it did not have", errGroupChanged, t.File.FilePath())
+			return nil, fmt.Errorf("%w: %s has deletes it did not have", errGroupChanged, t.File.FilePath())
 		}
 	}
-	return nil
+	return tasks, nil
+}
+
+// onlyRewritten returns those of posDeletes (the position delete files a
+// compaction group's rewrite would drop) that apply to no data file of the
+// table (tasks, as planned now) outside the group (planned).
+// iceberg-go (CollectSafePositionDeletes) drops every position delete file
+// attached to a file of the group, and scan planning attaches one to
+// every older data file of its partition whatever rows it deletes: one
+// that also deletes rows of a file the group leaves (a file at the target
+// size, which the planner does not rewrite) would be dropped with the
+// group and bring those rows back. Kept, it deletes them still: its rows
+// name a file and a position, so it deletes nothing of the new files,
+// whose rows the rewrite read with it applied.
+func onlyRewritten(tasks, planned []table.FileScanTask, posDeletes []iceberggo.DataFile) []iceberggo.DataFile {
+	if len(posDeletes) == 0 {
+		return nil
+	}
+	rewritten := make(map[string]bool, len(planned))
+	for _, t := range planned {
+		rewritten[t.File.FilePath()] = true
+	}
+	elsewhere := map[string]bool{} // delete files that apply to a file the group leaves
+	for _, t := range tasks {
+		if rewritten[t.File.FilePath()] {
+			continue
+		}
+		for _, df := range t.DeleteFiles {
+			elsewhere[df.FilePath()] = true
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(posDeletes), func(df iceberggo.DataFile) bool { return elsewhere[df.FilePath()] })
 }
 
 func deletesOf(t table.FileScanTask) int {

@@ -1,0 +1,101 @@
+package iceberg_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
+)
+
+// Broke: on a merge-on-read table (write.delete.mode, set through
+// table_properties or by another engine), a DELETE writes position delete
+// files, and scan planning attaches each to every data file of its
+// partition. A compaction of the partition's small files dropped every
+// position delete file attached to them (iceberg-go's SafePosDeletes),
+// also one that deletes rows of a file the compaction leaves (a file at
+// the target size, which the planner does not rewrite): those rows came
+// back. A delete file is dropped only when every file it applies to is
+// rewritten.
+func TestCompactionKeepsTheDeletesOfFilesItLeaves(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw",
+		TableProperties: map[string]string{"write.delete.mode": "merge-on-read"}})
+	load(t, s, batch(0, 0, 1999))
+	big := parquetSizes(t, dir)
+	if len(big) != 1 {
+		t.Fatalf("%d data files after one load, want 1", len(big))
+	}
+	load(t, s, batch(0, 2000, 2009))
+	load(t, s, batch(0, 2010, 2019))
+	if err := s.DeleteRaw(ctx, 0, 5); err != nil { // a row of the big file
+		t.Fatal(err)
+	}
+	if err := s.DeleteRaw(ctx, 0, 2012); err != nil { // a row of a small one
+		t.Fatal(err)
+	}
+	want := seq(0, 2019, 5, 2012)
+	if got := stored(t, s, false)[0]; !slices.Equal(got, want) {
+		t.Fatalf("before compaction: %d rows, want %d", len(got), len(want))
+	}
+	before, err := s.AllPositions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The target is the big file's size: it is not small, the two others
+	// are, and only they are rewritten.
+	var target int64
+	for _, n := range big {
+		target = n
+	}
+	done, err := s.Compact(ctx, target, everyDay, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done[0].FilesBefore != 2 || done[0].FilesAfter != 1 {
+		t.Fatalf("compaction %+v: want the two small files rewritten into one", done[0])
+	}
+	got := stored(t, s, false)[0]
+	if !slices.Equal(got, want) {
+		var back []int64
+		for _, o := range got {
+			if !slices.Contains(want, o) {
+				back = append(back, o)
+			}
+		}
+		t.Errorf("after compaction: %d rows, want %d; deleted rows back: %v", len(got), len(want), back)
+	}
+	after, err := s.AllPositions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(before, after) {
+		t.Errorf("positions %v after compaction, were %v", after, before)
+	}
+}
+
+// parquetSizes are the sizes of the Parquet files under dir, by path.
+func parquetSizes(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !strings.HasSuffix(path, ".parquet") {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[path] = info.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
