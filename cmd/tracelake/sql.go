@@ -162,10 +162,18 @@ func printQuery(ctx context.Context, w io.Writer, db *sql.DB, q string) error {
 	})
 }
 
+// alignRows is how many rows writeTable aligns together before it writes
+// them: a tabwriter holds every line until it flushes, so aligning the
+// whole result held all of it as text (in run's memory, through its
+// socket) and wrote nothing until the last row.
+const alignRows = 1000
+
 // writeTable prints the records of rr as an aligned table: a line of
-// column names, a line per row (formatCell), then the number of rows.
-// Every `sql` prints through it, standalone or through `tracelake run`,
-// so both print the same answer the same way.
+// column names, a line per row (formatCell), then the number of rows;
+// the columns are aligned within each alignRows rows (the first block
+// with the names), which are written as soon as they are read. Every
+// `sql` prints through it, standalone or through `tracelake run`, so
+// both print the same answer the same way.
 func writeTable(w io.Writer, rr array.RecordReader) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fields := rr.Schema().Fields()
@@ -183,6 +191,11 @@ func writeTable(w io.Writer, rr array.RecordReader) error {
 			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 			n++
+			if n%alignRows == 0 {
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if err := rr.Err(); err != nil {
