@@ -93,7 +93,10 @@ func printRead(ctx context.Context, w io.Writer, r query.Reader, q, tenant, wher
 	var refused *query.RefusedError
 	switch {
 	case errors.As(err, &refused) && refused.Engine:
-		return err // DuckDB's own answer (a column misspelt): no rule of ours to explain
+		// DuckDB's own answer (a column misspelt, an error raised while
+		// the query ran): no rule of ours kept the caller out, so it
+		// reads as on a stopped file (printQuery), not as refused.
+		return fmt.Errorf("query: %s", refused.Reason)
 	case errors.As(err, &refused):
 		return fmt.Errorf("%w (%s, sql takes one SELECT over the tables, named without schema or catalog, and no table functions)", err, where)
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/query"
+)
+
+// bothWays runs each command of cmds (argv from its name on) through the
+// socket of a run over a DuckDB file made by setup, then, the run stopped
+// and the file closed, on the file directly, and returns both answers
+// (standard output, the error line, the exit code) in order.
+func bothWays(t *testing.T, setup []string, cmds ...[]string) (through, alone []string) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Sink.Table = "events"
+	cfg.Sink.DuckDB.Path = filepath.Join(t.TempDir(), "t.duckdb")
+	snk, err := openDuckDB(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snk.Close()
+	if err := snk.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range setup {
+		if _, err := snk.DB().Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	reader, err := query.NewDuckDB(context.Background(), snk.DB(), query.DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveCommands(context.Background(), []loadTarget{{cfg, snk}}, reader, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, c := range cmds {
+		out, code := ask(t, cfg, c...)
+		through = append(through, out+"\nexit "+strconv.Itoa(code))
+	}
+	stop()
+	snk.Close()
+	for _, c := range cmds {
+		var out, stderr bytes.Buffer
+		args := append([]string{c[0], "--duckdb", cfg.Sink.DuckDB.Path, "--table", cfg.Sink.Table}, c[1:]...)
+		code, msg := exitStatus(runInside(context.Background(), &cmdEnv{stdout: &out, stderr: &stderr}, args))
+		alone = append(alone, out.String()+msg+"\nexit "+strconv.Itoa(code))
+	}
+	return through, alone
+}
+
+// A query DuckDB itself fails (a column misspelt, an error raised while
+// it runs) says what DuckDB said as it does on the stopped file:
+// through run it was called refused ("query refused: Invalid Input
+// Error: boom"), as if the read path's rules had kept the caller out.
+func TestSQLEngineErrorsSameThroughRun(t *testing.T) {
+	cmds := [][]string{
+		{"sql", "SELECT nosuch FROM spans"},
+		{"sql", "SELECT error('boom') FROM spans"},
+	}
+	through, alone := bothWays(t, []string{`CREATE TABLE spans AS SELECT 'a' AS tenant_id, 'n' AS name`}, cmds...)
+	for i, c := range cmds {
+		if through[i] != alone[i] {
+			t.Errorf("%q through run:\n%s\non the stopped file:\n%s", c, through[i], alone[i])
+		}
+	}
+}
