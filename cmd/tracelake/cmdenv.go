@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -115,6 +116,28 @@ func (e *cmdEnv) open(ctx context.Context, cf *configFlags, fs *flag.FlagSet, ar
 		return nil, nil, nil, err
 	}
 	return cfg, snk, release, nil
+}
+
+// commandLogKey carries the logger of a command run inside `tracelake
+// run` (withCommandLog).
+type commandLogKey struct{}
+
+// withCommandLog is ctx for a command run inside `tracelake run` whose
+// standard error is stderr: what the command logs goes there, to the
+// client, as a command run from the shell logs to its own standard error
+// (cmdLog), not into run's log, where whoever asked would never see why
+// (verify checking without Kafka, say).
+func withCommandLog(ctx context.Context, stderr io.Writer) context.Context {
+	return context.WithValue(ctx, commandLogKey{}, slog.New(slog.NewTextHandler(stderr, nil)))
+}
+
+// cmdLog is the logger of the command ctx runs: the client's standard
+// error inside run (withCommandLog), the process's default standalone.
+func cmdLog(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(commandLogKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
 }
 
 // heldError is a DuckDB file another process holds, met opening it: the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 
@@ -69,7 +68,7 @@ func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 		if err != nil {
 			return usageError{err}
 		}
-		if rep, err = reconcileModel(ctx, merge.NewMerger(snk.DB(), slog.Default()), m, *examples); err != nil {
+		if rep, err = reconcileModel(ctx, merge.NewMerger(snk.DB(), cmdLog(ctx)), m, *examples); err != nil {
 			return err
 		}
 	case *model == "" && *left != "" && *right != "" && *key != "":

@@ -22,7 +22,8 @@ package main
 //	  written, and trailers end it:
 //	    Tracelake-Exit: the exit code (0, 1 failed check or error, 2 usage)
 //	    Tracelake-Error: what the command says after "tracelake: ", Go-quoted ("" for nothing)
-//	    Tracelake-Stderr: the rest of its standard error (flag errors), Go-quoted
+//	    Tracelake-Stderr: the rest of its standard error (flag errors, what
+//	      it logs: withCommandLog), Go-quoted
 //	  A body that ends without Tracelake-Exit: run stopped before the
 //	  command finished.
 //
@@ -203,7 +204,7 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 		running, err = s.runningFor(req.Table, readsSinkTable(req.Args))
 	}
 	if err == nil {
-		err = runInside(ctx, &cmdEnv{stdout: out, stderr: &stderr, running: running, beside: s.running}, req.Args)
+		err = runInside(withCommandLog(ctx, &stderr), &cmdEnv{stdout: out, stderr: &stderr, running: running, beside: s.running}, req.Args)
 	}
 	code, msg := exitStatus(err)
 	w.Header().Set(trailerExit, strconv.Itoa(code))

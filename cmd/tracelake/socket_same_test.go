@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -69,5 +71,40 @@ func TestSQLEngineErrorsSameThroughRun(t *testing.T) {
 		if through[i] != alone[i] {
 			t.Errorf("%q through run:\n%s\non the stopped file:\n%s", c, through[i], alone[i])
 		}
+	}
+}
+
+// verify through run says why it checked without Kafka, as it does on
+// the stopped file: the warning went to run's log, and the client saw
+// the Kafka columns empty with no word why.
+func TestVerifyWarningsReachTheClientThroughRun(t *testing.T) {
+	cfg := config.Default()
+	cfg.Sink.Table = "events"
+	cfg.Kafka.Brokers = []string{"127.0.0.1:1"} // nothing listens there
+	cfg.Kafka.Topics = []string{"t"}
+	cfg.Sink.DuckDB.Path = filepath.Join(t.TempDir(), "t.duckdb")
+	snk := openPrepared(t, cfg)
+	reader, err := query.NewDuckDB(context.Background(), snk.DB(), query.DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runLog bytes.Buffer
+	stop := serveCommands(context.Background(), []loadTarget{{cfg, snk}}, reader, slog.New(slog.NewTextHandler(&runLog, nil)))
+	defer stop()
+	body, _ := json.Marshal(commandRequest{Args: []string{"verify"}, Database: cfg.Sink.DuckDB.Path})
+	resp, err := socketClient(socketPath(cfg.Sink.DuckDB.Path)).Post("http://tracelake/v1/command", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := strconv.Unquote(resp.Trailer.Get(trailerStderr))
+	if err != nil {
+		t.Fatalf("stderr trailer %q: %v", resp.Trailer.Get(trailerStderr), err)
+	}
+	if !strings.Contains(stderr, "Kafka watermarks unavailable") {
+		t.Errorf("verify through run without Kafka: its standard error says nothing of it: %q", stderr)
 	}
 }

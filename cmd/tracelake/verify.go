@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"maps"
 	"strings"
 	"time"
@@ -173,7 +172,7 @@ func verifyDuckDBTables(ctx context.Context, cfg *config.Config, snk *duckdb.Sin
 	if err != nil {
 		return nil, err
 	}
-	mg := merge.NewMerger(snk.DB(), slog.Default())
+	mg := merge.NewMerger(snk.DB(), cmdLog(ctx))
 	if cfg.DecodesOTLP() {
 		if rep.Copies, err = copies(ctx, mg, otelDedupOf(cfg)); err != nil {
 			return nil, err
@@ -424,7 +423,7 @@ func watermarks(ctx context.Context, cfg *config.Config) map[sink.TopicPartition
 	defer cancel()
 	marks, err := admin.ConsumedWatermarks(qctx, cfg.Kafka)
 	if err != nil {
-		slog.Warn("Kafka watermarks unavailable; checking the sink's tables only", "err", err)
+		cmdLog(ctx).Warn("Kafka watermarks unavailable; checking the sink's tables only", "err", err)
 	}
 	return marks
 }
