@@ -99,3 +99,76 @@ func parquetSizes(t *testing.T, dir string) map[string]int64 {
 	}
 	return out
 }
+
+// Broke: a compaction checked before its commit only that each file of
+// the group had as many delete files as when it was read. On a v3 table
+// a DELETE replaces a file's deletes by one deletion vector holding them
+// all: a file with one position delete file (written before the upgrade)
+// that a concurrent DELETE gave a deletion vector still had one delete
+// file, the group was committed, and the row that DELETE removed came
+// back in the compacted file.
+func TestCompactionLeavesAGroupWhoseDeletesWereReplaced(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw",
+		TableProperties: map[string]string{"write.delete.mode": "merge-on-read"}})
+	load(t, s, batch(0, 0, 1999))
+	big := parquetSizes(t, dir)
+	if len(big) != 1 {
+		t.Fatalf("%d data files after one load, want 1", len(big))
+	}
+	load(t, s, batch(0, 2000, 2009))
+	load(t, s, batch(0, 2010, 2019))
+	// A position delete file (v2), applying to every file of the day.
+	if err := s.DeleteRaw(ctx, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.UpgradeFormatVersion(3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var target int64
+	for _, n := range big {
+		target = n
+	}
+	// Between the compaction's read and its commit, another engine
+	// deletes a row of a small file: a deletion vector now replaces the
+	// position delete file on it.
+	deleted := false
+	s.SetBeforeMaintenanceCommit(func() {
+		if !deleted {
+			deleted = true
+			if err := s.DeleteRaw(ctx, 0, 2015); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	done, err := s.Compact(ctx, target, everyDay, false)
+	s.SetBeforeMaintenanceCommit(nil)
+	if err != nil {
+		t.Fatalf("compaction failed instead of leaving the changed group: %v", err)
+	}
+	if !deleted {
+		t.Fatal("the compaction committed nothing: the test deleted no row")
+	}
+	if got, want := stored(t, s, false)[0], seq(0, 2019, 5, 2015); !slices.Equal(got, want) {
+		var back []int64
+		for _, o := range got {
+			if !slices.Contains(want, o) {
+				back = append(back, o)
+			}
+		}
+		t.Errorf("after compaction: %d rows, want %d; deleted rows back: %v", len(got), len(want), back)
+	}
+	if done[0].FilesAfter != 0 {
+		t.Errorf("compaction %+v: want the raw group left", done[0])
+	}
+}

@@ -310,26 +310,48 @@ var errGroupChanged = errors.New("the group's files changed")
 
 // unchangedSince checks that every planned file is still in the table with
 // the same delete files as when it was read, and returns the table's
-// files as planned now.
+// files as planned now. The same files, not as many: on a v3 table a
+// DELETE replaces a file's deletes by one deletion vector holding them
+// all, so a file with one position delete file that a DELETE gave a
+// deletion vector still has one delete file, and rows the rewrite read
+// as live are deleted now.
 func unchangedSince(ctx context.Context, tbl *table.Table, planned []table.FileScanTask) ([]table.FileScanTask, error) {
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list the files of %s: %w", name(tbl.Identifier()), err)
 	}
-	now := make(map[string]int, len(tasks))
+	now := make(map[string][]string, len(tasks))
 	for _, t := range tasks {
-		now[t.File.FilePath()] = deletesOf(t)
+		now[t.File.FilePath()] = deleteKeys(t)
 	}
 	for _, t := range planned {
-		n, ok := now[t.File.FilePath()]
+		keys, ok := now[t.File.FilePath()]
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("%w: %s is no longer in the table", errGroupChanged, t.File.FilePath())
-		case n != deletesOf(t):
+		case !slices.Equal(keys, deleteKeys(t)):
 			return nil, fmt.Errorf("%w: %s has deletes it did not have", errGroupChanged, t.File.FilePath())
 		}
 	}
 	return tasks, nil
+}
+
+// deleteKeys names the delete files that apply to t's data file, sorted:
+// each by its path, a deletion vector also by its place in its Puffin
+// file (one file may hold the vectors of many data files).
+func deleteKeys(t table.FileScanTask) []string {
+	keys := make([]string, 0, deletesOf(t))
+	for _, files := range [][]iceberggo.DataFile{t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles} {
+		for _, df := range files {
+			key := df.FilePath()
+			if off := df.ContentOffset(); off != nil {
+				key = fmt.Sprintf("%s@%d", key, *off)
+			}
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // onlyRewritten returns those of posDeletes (the position delete files a
