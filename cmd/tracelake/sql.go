@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -165,6 +166,11 @@ func printQuery(ctx context.Context, w io.Writer, db *sql.DB, q string) error {
 	})
 }
 
+// cellEscapes shows a cell's line breaks and tabs as escapes, which would
+// break the table's lines and columns (built once: a cell is printed per
+// value of a result).
+var cellEscapes = strings.NewReplacer("\n", `\n`, "\t", `\t`)
+
 // alignRows is how many rows writeTable aligns together before it writes
 // them: a tabwriter holds every line until it flushes, so aligning the
 // whole result held all of it as text (in run's memory, through its
@@ -178,7 +184,10 @@ const alignRows = 1000
 // `sql` prints through it, standalone or through `tracelake run`, so
 // both print the same answer the same way.
 func writeTable(w io.Writer, rr array.RecordReader) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	// A tabwriter writes each cell and its padding on its own: buffered,
+	// a block is one write (through run's socket, not one per cell).
+	bw := bufio.NewWriterSize(w, 64<<10)
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	fields := rr.Schema().Fields()
 	cells := make([]string, len(fields))
 	for i, f := range fields {
@@ -195,7 +204,7 @@ func writeTable(w io.Writer, rr array.RecordReader) error {
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 			n++
 			if n%alignRows == 0 {
-				if err := tw.Flush(); err != nil {
+				if err := flushAll(tw, bw); err != nil {
 					return err
 				}
 			}
@@ -204,11 +213,16 @@ func writeTable(w io.Writer, rr array.RecordReader) error {
 	if err := rr.Err(); err != nil {
 		return fmt.Errorf("query: %w", err)
 	}
+	fmt.Fprintf(tw, "(%d rows)\n", n)
+	return flushAll(tw, bw)
+}
+
+// flushAll writes what tw aligned so far through bw, to its writer.
+func flushAll(tw *tabwriter.Writer, bw *bufio.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "(%d rows)\n", n)
-	return err
+	return bw.Flush()
 }
 
 // cellValue is the Go value of row i of col that formatCell prints:
@@ -282,7 +296,7 @@ func formatCell(v any) string {
 	default:
 		s = fmt.Sprint(x)
 	}
-	s = strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
+	s = cellEscapes.Replace(s)
 	if len(s) > 120 {
 		s = s[:117] + "..."
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,8 +61,14 @@ func TestWriteTableStreams(t *testing.T) {
 			writtenAtHalf = strings.Count(out.String(), "\n")
 		}
 	}}
-	if err := writeTable(&out, w); err != nil {
+	cw := &countedWriter{w: &out}
+	if err := writeTable(cw, w); err != nil {
 		t.Fatal(err)
+	}
+	// A block is written at once: through run's socket, a write per cell
+	// (as the tabwriter writes them) cost a flush each.
+	if blocks := batchRows * nBatches / alignRows; cw.writes > 2*blocks+2 {
+		t.Errorf("%d writes for %d blocks of rows: not one write a block", cw.writes, blocks)
 	}
 	if got := strings.Count(out.String(), "\n"); got != batchRows*nBatches+2 {
 		t.Fatalf("%d lines printed, want %d", got, batchRows*nBatches+2)
@@ -69,4 +76,15 @@ func TestWriteTableStreams(t *testing.T) {
 	if writtenAtHalf < half/2 {
 		t.Errorf("%d lines written when %d rows had been read: the result is held until its end, not streamed", writtenAtHalf, half)
 	}
+}
+
+// countedWriter counts the writes made to w.
+type countedWriter struct {
+	w      io.Writer
+	writes int
+}
+
+func (c *countedWriter) Write(p []byte) (int, error) {
+	c.writes++
+	return c.w.Write(p)
 }
