@@ -23,16 +23,7 @@ import (
 // rewritten.
 func TestCompactionKeepsTheDeletesOfFilesItLeaves(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw",
-		TableProperties: map[string]string{"write.delete.mode": "merge-on-read"}})
-	load(t, s, batch(0, 0, 1999))
-	big := parquetSizes(t, dir)
-	if len(big) != 1 {
-		t.Fatalf("%d data files after one load, want 1", len(big))
-	}
-	load(t, s, batch(0, 2000, 2009))
-	load(t, s, batch(0, 2010, 2019))
+	s, target := bigAndSmallFiles(t)
 	if err := s.DeleteRaw(ctx, 0, 5); err != nil { // a row of the big file
 		t.Fatal(err)
 	}
@@ -49,10 +40,6 @@ func TestCompactionKeepsTheDeletesOfFilesItLeaves(t *testing.T) {
 	}
 	// The target is the big file's size: it is not small, the two others
 	// are, and only they are rewritten.
-	var target int64
-	for _, n := range big {
-		target = n
-	}
 	done, err := s.Compact(ctx, target, everyDay, false)
 	if err != nil {
 		t.Fatal(err)
@@ -109,16 +96,7 @@ func parquetSizes(t *testing.T, dir string) map[string]int64 {
 // back in the compacted file.
 func TestCompactionLeavesAGroupWhoseDeletesWereReplaced(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw",
-		TableProperties: map[string]string{"write.delete.mode": "merge-on-read"}})
-	load(t, s, batch(0, 0, 1999))
-	big := parquetSizes(t, dir)
-	if len(big) != 1 {
-		t.Fatalf("%d data files after one load, want 1", len(big))
-	}
-	load(t, s, batch(0, 2000, 2009))
-	load(t, s, batch(0, 2010, 2019))
+	s, target := bigAndSmallFiles(t)
 	// A position delete file (v2), applying to every file of the day.
 	if err := s.DeleteRaw(ctx, 0, 5); err != nil {
 		t.Fatal(err)
@@ -134,10 +112,6 @@ func TestCompactionLeavesAGroupWhoseDeletesWereReplaced(t *testing.T) {
 	}
 	if _, err := txn.Commit(ctx); err != nil {
 		t.Fatal(err)
-	}
-	var target int64
-	for _, n := range big {
-		target = n
 	}
 	// Between the compaction's read and its commit, another engine
 	// deletes a row of a small file: a deletion vector now replaces the
@@ -171,4 +145,27 @@ func TestCompactionLeavesAGroupWhoseDeletesWereReplaced(t *testing.T) {
 	if done[0].FilesAfter != 0 {
 		t.Errorf("compaction %+v: want the raw group left", done[0])
 	}
+}
+
+// bigAndSmallFiles is a merge-on-read table (write.delete.mode: a DELETE
+// writes delete files) with one file of 2,000 rows, which compaction
+// leaves, and two of 10 (offsets 2000-2019), which it rewrites; and its
+// big file's size: a compaction to it rewrites only the small ones.
+func bigAndSmallFiles(t *testing.T) (*iceberg.Sink, int64) {
+	t.Helper()
+	dir := t.TempDir()
+	s := openPrepared(t, dir, iceberg.Options{Table: "trace_raw",
+		TableProperties: map[string]string{"write.delete.mode": "merge-on-read"}})
+	load(t, s, batch(0, 0, 1999))
+	big := parquetSizes(t, dir)
+	if len(big) != 1 {
+		t.Fatalf("%d data files after one load, want 1", len(big))
+	}
+	var size int64
+	for _, n := range big {
+		size = n
+	}
+	load(t, s, batch(0, 2000, 2009))
+	load(t, s, batch(0, 2010, 2019))
+	return s, size
 }
