@@ -325,49 +325,8 @@ func NewDatabendMerger(db Execer, task bool) *DatabendMerger {
 // Merge merges the model's raw rows past its watermark once. Databend does
 // not report row counts through statements' replies here, so Result is
 // Uncounted.
-//
-// A target that is absent when the merger sets the model up (dropped to
-// be built again, or never made) is made from the first raw row, as on
-// DuckDB (Merger.prepare): the model's watermarks, rejects and tombstones
-// describe a target that is not there, and are forgotten before the setup
-// creates the tables anew. Kept, the target made again held only the rows
-// loaded after them.
 func (d *DatabendMerger) Merge(ctx context.Context, m config.Model) (Result, error) {
-	if !d.set[m.Name] {
-		if err := d.forgetDropped(ctx, m); err != nil {
-			return Result{}, err
-		}
-	}
 	return d.run(ctx, m.Name, Databend(m))
-}
-
-// TableChecker is an Execer that can tell a table that does not exist.
-type TableChecker interface {
-	// TableAbsent says whether the table (unquoted name) does not exist.
-	TableAbsent(ctx context.Context, table string) (bool, error)
-}
-
-// forgetDropped forgets m's watermarks (its claim row stays), rejects and
-// tombstones when its target is absent.
-func (d *DatabendMerger) forgetDropped(ctx context.Context, m config.Model) error {
-	tc, ok := d.db.(TableChecker)
-	if !ok {
-		return nil
-	}
-	absent, err := tc.TableAbsent(ctx, m.Target)
-	if err != nil || !absent {
-		return err
-	}
-	p := newPlan(m)
-	p.lit = sqltext.DatabendString
-	forget := []string{watermarkTableSQL, forgetWatermarksSQL(p.lit(m.Name)), "DROP TABLE IF EXISTS " + p.rejects}
-	if p.tombstones != "" {
-		forget = append(forget, "DROP TABLE IF EXISTS "+p.tombstones)
-	}
-	if err := d.db.Exec(ctx, forget...); err != nil {
-		return fmt.Errorf("start model %s from its first raw row: %w", m.Name, err)
-	}
-	return nil
 }
 
 // Dedup merges an OpenTelemetry table's rows past the dedup model's

@@ -191,12 +191,6 @@ func (s *Sink) Prepare(ctx context.Context) error {
 // exception_code.rs): DESC of a table that does not exist.
 const unknownTable = 1025
 
-// TableAbsent says whether the table (unquoted name) does not exist
-// (merge.TableChecker: a model's target dropped to be built again).
-func (s *Sink) TableAbsent(ctx context.Context, table string) (bool, error) {
-	return absent(ctx, s.c.session(), sqltext.Name(table))
-}
-
 // absent says whether the table (quoted) does not exist: DESC answers
 // UnknownTable.
 func absent(ctx context.Context, ss *session, table string) (bool, error) {
