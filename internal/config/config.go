@@ -191,8 +191,9 @@ type Iceberg struct {
 	// Catalog is the SQL catalog's database: a SQLite file path (default
 	// ./tracelake-catalog.db, for one machine) or a postgres:// URL (the
 	// catalog for many instances; a password in it is a secret); or the
-	// http(s):// URL of a REST catalog (see REST).
-	Catalog string `yaml:"catalog" secret:"true"`
+	// http(s):// URL of a REST catalog (see REST). Only a URL is a
+	// secret: a file path holds no password and is printed as is.
+	Catalog string `yaml:"catalog" secret:"url"`
 	// Warehouse is where tables' data and metadata files go with a SQL
 	// catalog: a directory (default ./tracelake-warehouse) or
 	// s3://bucket/path. A REST catalog decides that itself.
