@@ -218,12 +218,14 @@ func (c *Config) validate(consuming bool) error {
 
 	// The section of a sink other than sink.type's is not read: a DSN or
 	// catalog given without sink.type sent the rows to ./tracelake.duckdb
-	// while the file seemed to name Databend or Iceberg.
+	// while the file seemed to name Databend or Iceberg, and a DuckDB path,
+	// memory limit or thread count beside Databend or Iceberg applied to
+	// nothing.
 	def := Default().Sink
 	for _, other := range []struct {
 		typ          string
 		section, def any
-	}{{SinkDatabend, c.Sink.Databend, def.Databend}, {SinkIceberg, c.Sink.Iceberg, def.Iceberg}} {
+	}{{SinkDuckDB, c.Sink.DuckDB, def.DuckDB}, {SinkDatabend, c.Sink.Databend, def.Databend}, {SinkIceberg, c.Sink.Iceberg, def.Iceberg}} {
 		typ := other.typ
 		if c.Sink.Type == typ {
 			continue

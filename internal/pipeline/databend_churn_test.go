@@ -37,7 +37,7 @@ func databendConfig(t *testing.T, cfg *config.Config, srv *databendtest.Server) 
 	t.Helper()
 	cfg.Sink.Type = config.SinkDatabend
 	cfg.Sink.Databend.DSN = srv.DSN("")
-	cfg.Sink.DuckDB.Path = ""
+	cfg.Sink.DuckDB = config.Default().Sink.DuckDB // read only with sink.type duckdb
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

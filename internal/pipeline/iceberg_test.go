@@ -134,6 +134,7 @@ func TestIcebergCommitInterval(t *testing.T) {
 	must(t, tracegen.Produce(context.Background(), producer(t, c), topic, n, 3, nil))
 	cfg := testConfig(t, c)
 	cfg.Sink.Type = config.SinkIceberg
+	cfg.Sink.DuckDB = config.Default().Sink.DuckDB // read only with sink.type duckdb
 	cfg.Sink.Iceberg.CommitInterval = config.Duration(10 * time.Minute)
 	cfg.Load.MaxInterval = config.Default().Load.MaxInterval // Iceberg loads at its commit interval, and refuses another
 	cfg.Load.MaxFiles = 1000                                 // only the interval, or idleness, loads
@@ -215,6 +216,7 @@ func TestIcebergDeadLettersCommittedEarlyAreCountedOnce(t *testing.T) {
 	cfg := testConfig(t, c)
 	cfg.Workers = 1
 	cfg.Sink.Type = config.SinkIceberg
+	cfg.Sink.DuckDB = config.Default().Sink.DuckDB // read only with sink.type duckdb
 	cfg.Sink.Iceberg.CommitInterval = config.Duration(100 * time.Millisecond)
 	cfg.Load.MaxInterval = config.Default().Load.MaxInterval // Iceberg loads at its commit interval, and refuses another
 	cfg.Batch.MaxRecords = 50
