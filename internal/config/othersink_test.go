@@ -31,3 +31,15 @@ func TestDuckDBKeyWithAnotherSinkIsAnError(t *testing.T) {
 		t.Errorf("defaults refused: %v", err)
 	}
 }
+
+// A misspelt sink.type is one error, naming sink.type: the keys of the
+// sink it meant were each reported as well, as set with another sink.
+func TestMisspeltSinkTypeIsOneError(t *testing.T) {
+	_, err := loadChecked(t, "kafka: {topics: [t]}\nsink: {type: databnd, databend: {dsn: 'databend://u:p@h:8000/d', uploads: 4}}")
+	if err == nil || !strings.HasPrefix(err.Error(), `sink.type: want duckdb, databend or iceberg, got "databnd"`) {
+		t.Fatalf("error %v, want sink.type's", err)
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 1 {
+		t.Errorf("%d errors for one misspelt sink.type: %v", n, err)
+	}
+}

@@ -227,7 +227,9 @@ func (c *Config) validate(consuming bool) error {
 		section, def any
 	}{{SinkDuckDB, c.Sink.DuckDB, def.DuckDB}, {SinkDatabend, c.Sink.Databend, def.Databend}, {SinkIceberg, c.Sink.Iceberg, def.Iceberg}} {
 		typ := other.typ
-		if c.Sink.Type == typ {
+		if c.Sink.Type == typ || !slices.Contains([]string{SinkDuckDB, SinkDatabend, SinkIceberg}, c.Sink.Type) {
+			// A sink.type that names no sink is its own error (below):
+			// the section of the sink it meant is not another sink's.
 			continue
 		}
 		for _, key := range changedKeys("sink."+typ, reflect.ValueOf(other.section), reflect.ValueOf(other.def)) {
