@@ -78,6 +78,11 @@ func (c *Config) validate(consuming bool) error {
 		check(slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, m), "kafka.sasl.mechanism",
 			"want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (or empty for none), got %q", m)
 		check(c.Kafka.SASL.User != "", "kafka.sasl.user", "a user is required with kafka.sasl.mechanism %s", m)
+		// An empty password (left out, or from a variable that is empty)
+		// never logs in (Kafka's PLAIN refuses it outright): the process
+		// ran and never joined its group.
+		check(c.Kafka.SASL.Password != "", "kafka.sasl.password",
+			"a password is required with kafka.sasl.mechanism %s (it is empty: if it comes from %s, that variable is empty)", m, EnvName("kafka.sasl.password"))
 	}
 	check((c.Kafka.TLS.CertFile == "") == (c.Kafka.TLS.KeyFile == ""), "kafka.tls.cert_file",
 		"set both cert_file and key_file, or neither")
