@@ -86,7 +86,9 @@ func (f *configFlags) effective() (*config.Config, error) {
 // leaving the file's value in force without a word.
 func (f *configFlags) apply(cfg *config.Config) {
 	if f.given("brokers", f.brokers != "") {
-		cfg.Kafka.Brokers = splitComma(f.brokers)
+		// Given empty, an empty list (refused where topics are read),
+		// not nil, which would take the default broker.
+		cfg.Kafka.Brokers = append([]string{}, splitComma(f.brokers)...)
 	}
 	if f.given("topics", f.topics != "") {
 		cfg.Kafka.Topics = splitComma(f.topics)

@@ -691,12 +691,16 @@ func (c *Config) DecodesOTLP() bool {
 
 // settle fills in defaults that follow from other keys once the file,
 // the environment and the flags are read: otlp.mode from the Kafka keys,
-// kafka.brokers for a config that consumes topics and names none, and,
+// kafka.brokers for a config that consumes topics and leaves them out, and,
 // with OpenTelemetry rows, sink.table left at its default names the
 // signal's table.
 func (c *Config) settle() {
 	c.OTLP.Mode = c.OTLPMode()
-	if len(c.Kafka.Brokers) == 0 && c.Consumes() {
+	// Only brokers left out (nil) take the default: a list given empty
+	// (brokers: [], an empty TRACELAKE_KAFKA_BROKERS or --brokers=, a
+	// script's unset variable) is refused by Validate, not pointed at a
+	// Kafka nobody named.
+	if c.Kafka.Brokers == nil && c.Consumes() {
 		c.Kafka.Brokers = []string{DefaultBroker}
 	}
 	if c.DecodesOTLP() && c.Sink.Table == DefaultTable {
