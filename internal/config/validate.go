@@ -301,7 +301,7 @@ func (c *Config) validate(consuming bool) error {
 		if !c.DecodesOTLP() {
 			check(len(c.Merge.Models) == 0, "merge.models",
 				"models are not built for the iceberg sink yet (accepted with iceberg: none; the OpenTelemetry tables' dedup model is built in)")
-			check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0, "merge.every",
+			check(c.Merge.Every.D() <= 0 || len(c.Merge.Models) > 0, "merge.every", // a negative one: its range (Merge.validate)
 				"models are not built for the iceberg sink yet (the OpenTelemetry tables' dedup model is): want 0")
 		}
 	default:
@@ -319,7 +319,8 @@ func (c *Config) validate(consuming bool) error {
 	c.Merge.validate(check)
 	// An OpenTelemetry table's model is built in (<table>_dedup).
 	// (Iceberg's merge.every is checked with the sink above.)
-	check(c.Merge.Every.D() == 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP() || c.CapturesChanges() || c.Sink.Type == SinkIceberg, "merge.every", "is set but merge.models is empty (it merges the models of merge.models, of an OpenTelemetry table, or of the changelog tables of kafka.format debezium, canal or maxwell)")
+	// A negative merge.every is reported once, by its range (Merge.validate).
+	check(c.Merge.Every.D() <= 0 || len(c.Merge.Models) > 0 || c.DecodesOTLP() || c.CapturesChanges() || c.Sink.Type == SinkIceberg, "merge.every", "is set but merge.models is empty (it merges the models of merge.models, of an OpenTelemetry table, or of the changelog tables of kafka.format debezium, canal or maxwell)")
 	for i, m := range c.Merge.Models {
 		check(c.Mode == ModeRaw || m.Source != "", fmt.Sprintf("merge.models[%d].source", i),
 			"a model reads a tracelake raw table; in transform mode sink.table is your own table, so name the raw table")
