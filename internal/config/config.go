@@ -40,6 +40,12 @@ type Config struct {
 	// pending, committing). Past it the process exits 1; what was not
 	// loaded is read again from Kafka on the next start. Default 30s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	// unread are the keys of list items that an unknown key beside them
+	// likely meant (merge.models[0].key for merge.models[0].kye), and
+	// those items: the loading reported the typo, and Validate does not
+	// report the key missing as well.
+	unread []string
 }
 
 // Kafka is where records come from.

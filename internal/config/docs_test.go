@@ -97,6 +97,9 @@ func diffFields(path string, a, b reflect.Value, out *[]string) {
 	if a.Kind() == reflect.Struct {
 		for i := range a.NumField() {
 			tag := strings.Split(a.Type().Field(i).Tag.Get("yaml"), ",")[0]
+			if tag == "" {
+				continue // not a key (Config.unread)
+			}
 			diffFields(join(path, tag), a.Field(i), b.Field(i), out)
 		}
 		return

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -45,7 +46,9 @@ func FromFile(path string, overrides ...func(*Config)) (*Config, error) {
 		o(cfg)
 	}
 	cfg.settle()
-	return cfg, errors.Join(fileErr, envErr)
+	err := errors.Join(fileErr, envErr)
+	cfg.unread = meantKeys(err)
+	return cfg, err
 }
 
 // FromYAML reads YAML text over Default, without the environment (for
@@ -54,6 +57,7 @@ func FromYAML(data []byte) (*Config, error) {
 	cfg := Default()
 	err := decodeFile(cfg, "(embedded).yaml", data)
 	cfg.settle()
+	cfg.unread = meantKeys(err)
 	return cfg, err
 }
 
@@ -113,7 +117,32 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, errs *[]error) {
 			return
 		}
 		fields := yamlFields(v.Type())
-		seen := map[string]int{} // key -> line, to report a key given twice
+		seen := map[string]int{}   // key -> line, to report a key given twice
+		var unknown []int          // the indexes in *errs of unknown keys
+		unknownAt := map[int]int{} // such an index -> the key's node
+		defer func() {
+			if len(unknown) == 0 || !strings.HasSuffix(path, "]") {
+				return
+			}
+			// A list item (a model, a heartbeat) starts from nothing: the
+			// key an unknown one meant (one a letter or two away) is
+			// absent, and Validate would report it missing too, and the
+			// item as lacking it. Name them, for Validate to leave.
+			item := fromEnv.ReplaceAllString(path, "")
+			for _, j := range unknown {
+				typo := n.Content[unknownAt[j]].Value
+				var meant []string
+				for k := range fields {
+					if _, given := seen[k]; !given && editDistance(typo, k) <= 2 {
+						meant = append(meant, join(item, k))
+					}
+				}
+				if len(meant) > 0 {
+					meant = append(meant, item)
+				}
+				(*errs)[j] = typoError{meant: meant, err: (*errs)[j]}
+			}
+		}()
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key := n.Content[i].Value
 			if n.Content[i].Tag == "!!merge" {
@@ -131,6 +160,8 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, errs *[]error) {
 			seen[key] = n.Content[i].Line
 			idx, ok := fields[key]
 			if !ok {
+				unknown = append(unknown, len(*errs))
+				unknownAt[len(*errs)] = i
 				*errs = append(*errs, fmt.Errorf("%s: unknown key (accepted: %s)", join(path, key), acceptedKeys(fields)))
 				continue
 			}
@@ -184,6 +215,58 @@ func decodeLeaf(n *yaml.Node, v reflect.Value) error {
 		return errors.New(cleanYAMLError(err))
 	}
 	return nil
+}
+
+// typoError is an unknown key of a list item (merge.models[0].kye):
+// meant are the item's keys not given that it is a letter or two from,
+// and the item itself. Validate says nothing of those (Config.unread):
+// the typo was reported twice, as unknown and as its key missing.
+type typoError struct {
+	meant []string
+	err   error
+}
+
+func (e typoError) Error() string { return e.err.Error() }
+func (e typoError) Unwrap() error { return e.err }
+
+// fromEnv is what an environment variable's key path carries beyond the
+// key's: "merge.models (from TRACELAKE_MERGE_MODELS)[0]".
+var fromEnv = regexp.MustCompile(` \(from [A-Z0-9_]+\)`)
+
+// meantKeys are the keys the typos in list items that err (joined)
+// reports likely meant.
+func meantKeys(err error) []string {
+	if te, ok := err.(typoError); ok {
+		return te.meant
+	}
+	var out []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, meantKeys(e)...)
+		}
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance of a and b (kye to key: 2).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func yamlFields(t reflect.Type) map[string]int {

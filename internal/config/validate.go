@@ -31,6 +31,9 @@ func (c *Config) ValidateOffline() error { return c.validate(false) }
 func (c *Config) validate(consuming bool) error {
 	var errs []error
 	check := func(ok bool, key, format string, args ...any) {
+		if slices.Contains(c.unread, key) {
+			return // a typo the loading reported meant it
+		}
 		if !ok {
 			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
 		}
