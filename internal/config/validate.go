@@ -111,11 +111,14 @@ func (c *Config) validate(consuming bool) error {
 		// a file that sets otlp.mode load: name what is missing.
 		check(c.Receivers(), "otlp.signals", "the signals the receivers load, and no receiver is set (otlp.http or otlp.grpc)")
 		check(!c.Receivers() || c.LoadsReceived(), "otlp.signals", "applies to otlp.mode load (in forward mode the receivers take every signal, each to its otlp.forward topic)")
+		// One error for the list: a misspelt signal ([trace]) was one per
+		// entry, and the list then also reported as lacking kafka.signal.
+		valid := true
 		for i, sig := range c.OTLP.Signals {
-			check(slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, sig) && !slices.Contains(c.OTLP.Signals[:i], sig), "otlp.signals",
-				"want traces, logs or metrics, each once, got %q", c.OTLP.Signals)
+			valid = valid && slices.Contains([]string{SignalTraces, SignalLogs, SignalMetrics}, sig) && !slices.Contains(c.OTLP.Signals[:i], sig)
 		}
-		check(slices.Contains(c.OTLP.Signals, c.Kafka.Signal), "otlp.signals",
+		check(valid, "otlp.signals", "want traces, logs or metrics, each once, got %q", c.OTLP.Signals)
+		check(!valid || slices.Contains(c.OTLP.Signals, c.Kafka.Signal), "otlp.signals",
 			"must hold kafka.signal (%s), whose rows go to sink.table, got %q", c.Kafka.Signal, c.OTLP.Signals)
 		for _, sig := range c.OTLP.Signals {
 			check(sig == c.Kafka.Signal || !sqltext.SameTable(signalTable[sig], c.Sink.Table), "sink.table",
