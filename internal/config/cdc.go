@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 
@@ -141,8 +142,11 @@ const cdcTable = "cdc"
 
 func (c *Config) validateCDC(check func(ok bool, key, format string, args ...any)) {
 	if !c.CapturesChanges() {
-		check(c.CDC.LogTable == "" && c.CDC.ModelTable == "" && len(c.CDC.Shards) == 0 && c.CDC.Idle == 0 && len(c.CDC.Heartbeats) == 0 && c.CDC.DistributeEvery == 0 && c.CDC.UnavailablePlaceholder == "", "cdc",
-			"applies to kafka.format debezium, canal or maxwell, got kafka.format %s", c.Kafka.Format)
+		// Each key set, by name (every key: ready_delay, left out of a
+		// list of them, was accepted and ignored).
+		for _, key := range changedKeys("cdc", reflect.ValueOf(c.CDC), reflect.ValueOf(Default().CDC)) {
+			check(false, key, "applies to kafka.format debezium, canal or maxwell, got kafka.format %s", c.Kafka.Format)
+		}
 		return
 	}
 	// One error per key: each is checked alone, against the defaults.
