@@ -282,6 +282,12 @@ func (c *Config) validate(consuming bool) error {
 			check(strings.HasPrefix(pb, "$.") && err == nil, "sink.iceberg.partition_by",
 				"want a JSON path to one field of the value, such as $.start_time, or empty for the Kafka timestamp; got %q", pb)
 		}
+		// iceberg-go uses the pair only when both are set: one alone (a
+		// secret from an empty variable) reached the warehouse with the
+		// AWS SDK's own credentials, or failed at the first open.
+		s3 := c.Sink.Iceberg.S3
+		check((s3.AccessKeyID == "") == (s3.SecretAccessKey == ""), "sink.iceberg.s3.secret_access_key",
+			"set both access_key_id and secret_access_key, or neither (for the AWS SDK's own credentials); one is empty")
 		r := c.Sink.Iceberg.REST
 		check(!(r.SigV4Region != "" || r.SigV4Service != "") || r.SigV4, "sink.iceberg.rest.sigv4_region",
 			"set, but sink.iceberg.rest.sigv4 is false (want sigv4: true to sign requests)")
