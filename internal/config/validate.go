@@ -203,6 +203,7 @@ func (c *Config) validate(consuming bool) error {
 	}
 	c.OTLP.validate(check)
 	c.Query.validate(check)
+	c.validateListeners(check)
 	check(c.Query.FlightSQL == "" || c.Sink.Type != SinkDatabend, "query.flight_sql",
 		"the read path serves the duckdb and iceberg sinks; Databend answers SQL itself (bendsql, its HTTP and MySQL handlers)")
 	check(c.Query.HTTP == "" || c.Sink.Type != SinkDatabend, "query.http",
@@ -528,5 +529,30 @@ func (c *Config) validateGenAITable(check func(ok bool, key, format string, args
 			check(!sqltext.SameTable(c.GenAI.Table, table), "genai.table",
 				"%s is the table %s, which this configuration loads or merges (%s's): name a table of its own (default genai_operations)", c.GenAI.Table, table, sc.Kafka.Signal)
 		}
+	}
+}
+
+// validateListeners checks that no two listeners of a process share an
+// address (a wildcard host takes its port on every address): accepted,
+// the second failed to bind ("address already in use") once started.
+// Port 0 is any free port, never a conflict.
+func (c *Config) validateListeners(check func(ok bool, key, format string, args ...any)) {
+	type listener struct{ key, addr, host, port string }
+	var seen []listener
+	for _, l := range []listener{{key: "metrics.listen", addr: c.Metrics.Listen}, {key: "otlp.http", addr: c.OTLP.HTTP},
+		{key: "otlp.grpc", addr: c.OTLP.GRPC}, {key: "query.flight_sql", addr: c.Query.FlightSQL}, {key: "query.http", addr: c.Query.HTTP}} {
+		host, port, err := net.SplitHostPort(l.addr)
+		if l.addr == "" || err != nil || port == "0" {
+			continue // off, malformed (reported as such) or any free port
+		}
+		l.host, l.port = host, port
+		wildcard := func(h string) bool { return h == "" || net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified() }
+		for _, o := range seen {
+			if o.port == l.port && (o.host == l.host || wildcard(o.host) || wildcard(l.host)) {
+				check(false, l.key, "%s is %s's address too (%s): give each listener its own port", l.addr, o.key, o.addr)
+				break
+			}
+		}
+		seen = append(seen, l)
 	}
 }
