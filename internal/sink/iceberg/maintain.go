@@ -278,11 +278,12 @@ func dayEndedBy(tasks []table.FileScanTask, day int, t time.Time) bool {
 
 // replaceFiles commits the compaction of a group as a rewrite (snapshot
 // operation "replace": no data changed, so streaming readers skip it),
-// re-reading the table after each lost race: loads only add files, so the
-// rewrite stays valid unless another writer removed one of its files or
-// added deletes to one (an engine's DELETE or overwrite): then the group
-// ends with errGroupChanged, since committing it would bring back rows
-// that writer removed. planned are the group's files as they were read.
+// pinned to the snapshot it checked the group on, re-reading the table
+// after each lost race: loads only add files, so the rewrite stays valid
+// unless another writer removed one of its files or added deletes to one
+// (an engine's DELETE or overwrite): then the group ends with
+// errGroupChanged, since committing it would bring back rows that writer
+// removed. planned are the group's files as they were read.
 func (s *Sink) replaceFiles(ctx context.Context, tbl *table.Table, planned []table.FileScanTask, res table.CompactionGroupResult) error {
 	err := s.retryLostRaces(ctx, tbl.Identifier(), func(fresh *table.Table) (*table.Transaction, error) {
 		tasks, err := unchangedSince(ctx, fresh, planned)
@@ -292,6 +293,16 @@ func (s *Sink) replaceFiles(ctx context.Context, tbl *table.Table, planned []tab
 		r := res
 		r.SafePosDeletes = onlyRewritten(tasks, planned, res.SafePosDeletes)
 		txn := fresh.NewTransaction()
+		// The checks above hold for fresh as read: the commit must land on
+		// exactly that snapshot. Pinned, a moved branch fails it and the
+		// next attempt checks again, even if someone sets
+		// commit.retry.num-retries, with which iceberg-go would replay the
+		// rewrite onto the newer table under its own checks instead, and
+		// refuse a group whose files went with an error that is no lost
+		// race.
+		if err := txn.AssertRefSnapshotID(""); err != nil {
+			return nil, fmt.Errorf("pin the compaction of %s to its snapshot: %w", name(fresh.Identifier()), err)
+		}
 		summary := iceberggo.Properties{"tracelake.operation": "compact"}
 		if err := txn.NewRewrite(summary).ApplyResult(r).Commit(ctx); err != nil {
 			return nil, fmt.Errorf("rewrite %d files as %d: %w", len(res.OldDataFiles), len(res.NewDataFiles), err)
