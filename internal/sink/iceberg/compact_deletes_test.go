@@ -101,18 +101,7 @@ func TestCompactionLeavesAGroupWhoseDeletesWereReplaced(t *testing.T) {
 	if err := s.DeleteRaw(ctx, 0, 5); err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := s.Identifiers()
-	tbl, err := s.Catalog().LoadTable(ctx, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	txn := tbl.NewTransaction()
-	if err := txn.UpgradeFormatVersion(3); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := txn.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	upgradeToV3(t, s)
 	// Between the compaction's read and its commit, another engine
 	// deletes a row of a small file: a deletion vector now replaces the
 	// position delete file on it.
@@ -168,4 +157,23 @@ func bigAndSmallFiles(t *testing.T) (*iceberg.Sink, int64) {
 	load(t, s, batch(0, 2000, 2009))
 	load(t, s, batch(0, 2010, 2019))
 	return s, size
+}
+
+// upgradeToV3 upgrades s's raw table to format version 3, as another
+// engine would: a DELETE then writes deletion vectors.
+func upgradeToV3(t *testing.T, s *iceberg.Sink) {
+	t.Helper()
+	ctx := context.Background()
+	raw, _ := s.Identifiers()
+	tbl, err := s.Catalog().LoadTable(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.UpgradeFormatVersion(3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

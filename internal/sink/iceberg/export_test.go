@@ -377,3 +377,7 @@ func (s *Sink) RekeyDedupTargetAsBefore(ctx context.Context, identity []string) 
 	_, err = txn.Commit(ctx)
 	return err
 }
+
+// RewroteAll is rewroteAll: whether a compaction's files (written) hold
+// the rows of the files they replace (tasks) less their deletes.
+var RewroteAll = rewroteAll

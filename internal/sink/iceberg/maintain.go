@@ -103,6 +103,9 @@ func (s *Sink) compactLeased(ctx context.Context, tbl *table.Table, g compaction
 	created, release := s.leaseOutput(ctx, tbl.Identifier())
 	defer release()
 	res, err := compactGroup(ctx, tbl, g, targetBytes, created)
+	if err == nil {
+		err = rewroteAll(g.Tasks, res.NewDataFiles)
+	}
 	if err != nil {
 		s.removeFiles(ctx, tbl, res.NewDataFiles)
 		return res, err
@@ -213,6 +216,63 @@ func compactGroup(ctx context.Context, tbl *table.Table, g compaction.Group, tar
 	}, table.WithCompactionTargetFileSize(writerTarget(targetBytes)), table.WithCompactionScanConcurrency(1),
 		table.WithCompactionArrowBatchSize(min(compactReadBatchRows, rgRows)), table.WithCompactionRecordBatchBufferSize(compactWriteQueue),
 		table.WithCompactionParquetRowGroupLimit(rgRows))
+}
+
+// rewroteAll checks, by the record counts the manifests will hold, that
+// the files a compaction wrote (written) hold the rows of the files they
+// replace (tasks) less those the files' deletes remove, before they are
+// committed, as a load checks its files (wroteAll): a bug anywhere in
+// the reading, sorting or writing is an error then, not rows doubled or
+// lost for good.
+// The deletes' rows are not read, so with deletes it checks bounds: each
+// row of a position delete file or a deletion vector deletes one row at
+// most (one may name a row of a file outside the group, or one deleted
+// already), an equality delete any number; rows are never added.
+func rewroteAll(tasks []table.FileScanTask, written []iceberggo.DataFile) error {
+	var rows, deletable int64
+	byEquality := false
+	read, seen := map[string]bool{}, map[string]bool{} // data files, delete files
+	for _, t := range tasks {
+		// A file twice in the group (a planner's split, or a bug) holds
+		// its rows once: read twice they are doubled.
+		if read[t.File.FilePath()] {
+			continue
+		}
+		read[t.File.FilePath()] = true
+		rows += t.File.Count()
+		byEquality = byEquality || len(t.EqualityDeleteFiles) > 0
+		for _, files := range [][]iceberggo.DataFile{t.DeleteFiles, t.DeletionVectorFiles} {
+			for _, df := range files {
+				// A delete file applies to many files of the group, and a
+				// Puffin file holds the vectors of many: each counts once.
+				key := df.FilePath()
+				if off := df.ContentOffset(); off != nil {
+					key = fmt.Sprintf("%s@%d", key, *off)
+				}
+				if !seen[key] {
+					seen[key] = true
+					deletable += df.Count()
+				}
+			}
+		}
+	}
+	least := max(rows-deletable, 0)
+	if byEquality {
+		least = 0
+	}
+	var n int64
+	for _, df := range written {
+		n += df.Count()
+	}
+	switch {
+	case n > rows:
+		return fmt.Errorf("the %d compacted files hold %d rows, more than the %d of the %d files they replace: rows would be doubled; nothing was committed",
+			len(written), n, rows, len(read))
+	case n < least:
+		return fmt.Errorf("the %d compacted files hold %d rows, fewer than the %d of the %d files they replace less the %d their deletes remove at most: rows would be lost; nothing was committed",
+			len(written), n, rows, len(read), deletable)
+	}
+	return nil
 }
 
 // noticeCreates is fsF's file system telling created of each file before
