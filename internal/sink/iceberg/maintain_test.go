@@ -242,6 +242,15 @@ func TestCompactionOnAReplayingTableLeavesAGroupAnotherWriterChanged(t *testing.
 				t.Error(err)
 			}
 		}, seq(0, 39, 15)},
+		{"another engine's merge-on-read DELETE", func(t *testing.T, other *iceberg.Sink) {
+			// Position deletes on the group's file, not a file rewritten.
+			if err := other.SetTableProperty(context.Background(), "write.delete.mode", "merge-on-read"); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.DeleteRaw(context.Background(), 0, 15); err != nil {
+				t.Error(err)
+			}
+		}, seq(0, 39, 15)},
 		{"another process's compaction", func(t *testing.T, other *iceberg.Sink) {
 			if _, err := other.Compact(context.Background(), 64<<20, everyDay, false); err != nil {
 				t.Error(err)
