@@ -51,16 +51,18 @@ type Options struct {
 	// its scratch increment (merge.Dedup): created beside Table with its
 	// columns and a dedup_key. The merge fills them, never a load.
 	DedupTables []string
-	// Setup are idempotent statements Prepare runs after the tables: the
+	// Setup are idempotent statements Prepare runs before the tables: the
 	// dedup model's own (its watermark), so that the model is whole from
-	// the first run and verify can count it before its first merge.
+	// the first run and verify can count it before its first merge. They
+	// need none of the sink's tables.
 	Setup []string
-	// DedupReset are statements Prepare runs after Setup when it creates
-	// the dedup model's target (the first of DedupTables) because it is
-	// absent — dropped to be built again, or never made: the model's
-	// watermarks forgotten (merge.DatabendStatements.Reset). Kept, they
-	// describe the target dropped, and the new one would get only the
-	// rows loaded since.
+	// DedupReset are statements Prepare runs after Setup, before it
+	// creates the dedup model's target (the first of DedupTables), when
+	// it finds the target absent — dropped to be built again, or never
+	// made: the model's watermarks forgotten
+	// (merge.DatabendStatements.Reset). Kept, they describe the target
+	// dropped, and the new one would get only the rows loaded since. Run
+	// before the CREATE, a start stopped between the two resets again.
 	DedupReset []string
 	Stage      string // ~ (user stage) or a stage name
 	Prefix     string // path in the stage, ending in /

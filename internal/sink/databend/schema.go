@@ -137,13 +137,31 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			}
 		}
 	}
-	// The dedup target absent, its model's watermarks are reset once the
-	// tables and Setup are in place (Options.DedupReset).
-	var resetDedup bool
+	// The dedup target absent, its model's watermarks are reset
+	// (Options.DedupReset) before the target is created, never after: a
+	// start that stops between the two (killed, or a statement failing)
+	// must find the target absent again at the next start, which resets
+	// them then. Reset after the CREATE, the next start found the target
+	// and kept the watermarks of the one dropped for good. Setup (the
+	// watermark table, idempotent, none of the sink's tables needed)
+	// runs first, as the reset deletes from its table.
+	for _, q := range s.opt.Setup {
+		if _, err := ss.query(ctx, q); err != nil {
+			return fmt.Errorf("set up: %w", err)
+		}
+	}
 	if s.opt.Typed != nil && len(s.opt.DedupTables) > 0 && len(s.opt.DedupReset) > 0 {
-		var err error
-		if resetDedup, err = absent(ctx, ss, sqltext.Name(s.opt.DedupTables[0])); err != nil {
+		resetDedup, err := absent(ctx, ss, sqltext.Name(s.opt.DedupTables[0]))
+		if err != nil {
 			return err
+		}
+		for _, q := range s.opt.DedupReset {
+			if !resetDedup {
+				break
+			}
+			if _, err := ss.query(ctx, q); err != nil {
+				return fmt.Errorf("start %s, created anew, from the first row: %w", s.opt.DedupTables[0], err)
+			}
 		}
 	}
 	var errs []error
@@ -170,18 +188,6 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		}
 		if diff := diffColumns(t.cols, res); len(diff) > 0 {
 			errs = append(errs, fmt.Errorf("table %s exists with other columns than tracelake needs:\n  %s", t.name, strings.Join(diff, "\n  ")))
-		}
-	}
-	for _, q := range s.opt.Setup {
-		if _, err := ss.query(ctx, q); err != nil {
-			return fmt.Errorf("set up: %w", err)
-		}
-	}
-	if resetDedup {
-		for _, q := range s.opt.DedupReset {
-			if _, err := ss.query(ctx, q); err != nil {
-				return fmt.Errorf("start %s, created anew, from the first row: %w", s.opt.DedupTables[0], err)
-			}
 		}
 	}
 	return errors.Join(errs...)
