@@ -449,3 +449,40 @@ func TestClaimReadOfAnUpgradedFenceWhereNullIsWrittenAsAString(t *testing.T) {
 		})
 	}
 }
+
+// Two processes of a release that adds a column (the fence table's
+// claim, a declared table's new column) starting at once, as replicas
+// after an upgrade do: both DESC the table without it, both ALTER it,
+// and databend-query answers the second ALTER AddColumnExistError 1108
+// (expression/src/schema.rs TableSchema::add_columns). That Prepare
+// failed, fatal, and its process stopped at start.
+func TestPrepareBesideAnotherAddingTheSameColumn(t *testing.T) {
+	srv := databendtest.New("tl", "s3cret")
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	first, second := open(t, srv, ""), open(t, srv, "")
+	if err := first.Exec(ctx, `CREATE TABLE IF NOT EXISTS "trace_raw_fence" (topic VARCHAR, "partition" INT, after_offset BIGINT)`); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	srv.After = func(sql string) {
+		if !done && sql == `DESC "trace_raw_fence"` {
+			done = true // before the second's statements, which come here too
+			if err := second.Prepare(ctx); err != nil {
+				t.Errorf("the second process's Prepare: %v", err)
+			}
+		}
+	}
+	if err := first.Prepare(ctx); err != nil {
+		t.Errorf("the first process's Prepare, the second adding the column meanwhile: %v", err)
+	}
+	if !done {
+		t.Fatal("the second process never prepared during the first's Prepare")
+	}
+	if cols := srv.Columns("trace_raw_fence"); !slices.Equal(cols, []string{"topic VARCHAR", "partition INT", "after_offset BIGINT", "claim BIGINT"}) {
+		t.Errorf("fence columns %v: want claim added once", cols)
+	}
+	if _, err := first.Load(ctx, stage(t, first, batch(0, 0, 9))); err != nil {
+		t.Fatal(err)
+	}
+}

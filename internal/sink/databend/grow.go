@@ -2,6 +2,7 @@ package databend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tracelake/tracelake/internal/schema"
@@ -37,15 +38,53 @@ func (s *Sink) addColumns(ctx context.Context, ss *session, name, quoted string,
 	if err != nil {
 		return err
 	}
+	added := 0
 	for _, c := range missing {
-		if _, err := ss.query(ctx, addColumnSQL(quoted, c)); err != nil {
+		_, err := ss.query(ctx, addColumnSQL(quoted, c))
+		var ce *codeError
+		switch {
+		case errors.As(err, &ce) && ce.code == addColumnExist:
+			// Another process preparing at the same time (replicas
+			// started together after an upgrade) added it after this
+			// DESC: taken as added if it has the type wanted.
+			if err := s.addedMeanwhile(ctx, ss, name, quoted, c); err != nil {
+				return err
+			}
+		case err != nil:
 			return fmt.Errorf("add column %s %s to %s: %w", c.Name, c.Type, name, err)
+		default:
+			added++
 		}
 	}
-	if len(missing) > 0 {
-		s.log.Info("added the declared columns an existing table lacked; its older rows read null in them", "table", name, "columns", len(missing))
+	if added > 0 {
+		s.log.Info("added the declared columns an existing table lacked; its older rows read null in them", "table", name, "columns", added)
 	}
 	return nil
+}
+
+// addColumnExist is Databend's AddColumnExistError (common/exception
+// exception_code.rs): ALTER TABLE … ADD COLUMN of a column the table has
+// (expression/src/schema.rs TableSchema::add_columns).
+const addColumnExist = 1108
+
+// addedMeanwhile checks that column c, which an ALTER found the table
+// already has, has the type wanted: a process of another release may
+// have added it as something else.
+func (s *Sink) addedMeanwhile(ctx context.Context, ss *session, name, quoted string, c schema.SinkColumn) error {
+	desc, err := ss.query(ctx, "DESC "+quoted)
+	if err != nil {
+		return fmt.Errorf("describe table %s: %w", name, err)
+	}
+	for _, row := range desc.Rows {
+		if len(row) < 2 || row[0] == nil || row[1] == nil || *row[0] != c.Name {
+			continue
+		}
+		if typ := baseType(*row[1]); typ != c.Type {
+			return &schema.TypeChangedError{Table: name, Column: c.Name, Have: typ, Want: c.Type}
+		}
+		return nil
+	}
+	return fmt.Errorf("add column %s %s to %s: Databend answers that it exists, and DESC does not show it", c.Name, c.Type, name)
 }
 
 func addColumnSQL(quoted string, c schema.SinkColumn) string {
