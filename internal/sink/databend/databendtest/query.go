@@ -518,6 +518,24 @@ func (s *Server) setting(sess sessionConf, name string) string {
 	return s.GlobalSettings[name]
 }
 
+// driverMode says whether the session's http_json_result_mode (the
+// session's, else SET GLOBAL's; default display, scope Both:
+// settings/src/settings_default.rs, added by databendlabs/databend#19639)
+// is driver, in which a reply writes a TIMESTAMP as its microseconds
+// since the epoch rather than as text (formats field_encoder/string.rs
+// timestamp_text). Any other value than display or driver is refused
+// (its SettingRange::String).
+func (s *Server) driverMode(sess sessionConf) (bool, error) {
+	switch v := s.setting(sess, "http_json_result_mode"); v {
+	case "", "display":
+		return false, nil
+	case "driver":
+		return true, nil
+	default:
+		return false, &codedError{CodeSemanticError, fmt.Sprintf("invalid http_json_result_mode %q: want display or driver", v)}
+	}
+}
+
 // timezone is the session's timezone setting (default UTC,
 // settings/src/settings_default.rs "timezone", scope Both: SET GLOBAL
 // changes it for every session that does not set its own).

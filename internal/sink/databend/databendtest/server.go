@@ -98,8 +98,10 @@ type Server struct {
 	// timestamp_text: jiff_timezone) and a string compared with one is
 	// read (types/timestamp.rs string_to_timestamp with the function
 	// context's tz) — by the plain column reads (selectColumns); the
-	// query result cache (resultCache); and format_null_as_str, a NULL
-	// written as the string NULL (formatNulls).
+	// query result cache (resultCache); format_null_as_str, a NULL
+	// written as the string NULL (formatNulls); and
+	// http_json_result_mode, a TIMESTAMP written as its microseconds in
+	// driver mode by the plain column reads (driverMode).
 	GlobalSettings map[string]string
 
 	mu      sync.Mutex

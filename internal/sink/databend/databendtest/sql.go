@@ -250,7 +250,11 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		if err != nil {
 			return nil, nil, err
 		}
-		return s.selectColumns(tx, loc, m[2], strings.Split(m[1], ", "), m[4])
+		driver, err := s.driverMode(*sess)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.selectColumns(tx, loc, driver, m[2], strings.Split(m[1], ", "), m[4])
 	}
 	if m := reDerivedCheck.FindStringSubmatch(sql); m != nil {
 		var ids []string
@@ -1003,11 +1007,13 @@ func (s *Server) derivedCheck(tx *txn, derived, main string, ids []string) ([]st
 // writes values: text, NULL as null, a TIMESTAMP (stored here as the
 // microseconds COPY read) in TIMESTAMP_FORMAT (expression
 // types/timestamp.rs: %Y-%m-%d %H:%M:%S%.6f) in the session's timezone
-// loc (formats field_encoder/string.rs timestamp_text), a VARIANT as its
+// loc (formats field_encoder/string.rs timestamp_text), or with driver
+// (http_json_result_mode driver, driverMode) as its microseconds since
+// the epoch (timestamp_text: HttpHandlerDataFormat::Driver), a VARIANT as its
 // JSON, a string without its quotes. With since, only rows whose
 // start_time is at or after it, the literal read in loc too
 // (types/timestamp.rs string_to_timestamp).
-func (s *Server) selectColumns(tx *txn, loc *time.Location, name string, cols []string, since string) ([]string, [][]*string, error) {
+func (s *Server) selectColumns(tx *txn, loc *time.Location, driver bool, name string, cols []string, since string) ([]string, [][]*string, error) {
 	t, err := s.table(name)
 	if err != nil {
 		return nil, nil, err
@@ -1047,7 +1053,11 @@ func (s *Server) selectColumns(tx *txn, loc *time.Location, name string, cols []
 				if err != nil {
 					return nil, nil, fmt.Errorf("fake: %s is not microseconds: %s", c, v)
 				}
-				row[i] = str(time.UnixMicro(us).In(loc).Format("2006-01-02 15:04:05.000000"))
+				if driver {
+					row[i] = str(strconv.FormatInt(us, 10))
+				} else {
+					row[i] = str(time.UnixMicro(us).In(loc).Format("2006-01-02 15:04:05.000000"))
+				}
 			case types[c] == "VARIANT":
 				row[i] = str(string(v))
 			case strings.HasPrefix(string(v), `"`):
