@@ -97,6 +97,14 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 	// the claim read of an upgraded fence table (max(claim) over rows
 	// without a number, claim.go) then failed every load for ever.
 	settings["format_null_as_str"] = "0"
+	// TIMESTAMP and DATE as text, whatever the DSN or SET GLOBAL say
+	// (scope Both, default display; databendlabs/databend#19639): in
+	// driver mode a reply writes them as numbers (formats field_encoder/
+	// string.rs timestamp_text, date_text), and the GenAI rebuild and the
+	// report cast a time read (QueryRows) from its text. A server older
+	// than the setting ignores it (HttpSessionConf::restore in
+	// servers/http/v1/query/http_query.rs skips UNKNOWN_VARIABLE).
+	settings["http_json_result_mode"] = "display"
 	base["settings"] = settings
 	raw, err := json.Marshal(base)
 	if err != nil {

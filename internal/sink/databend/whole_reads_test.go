@@ -2,9 +2,12 @@ package databend_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
@@ -159,5 +162,29 @@ func TestVerifyWhileALoadCommits(t *testing.T) {
 	}
 	if !rep.OK || len(rep.Partitions) != 1 || rep.Partitions[0].LedgerRecords != rep.Partitions[0].Rows {
 		t.Errorf("verify while a load commits: ok %v, problems %v, partitions %+v", rep.OK, rep.Problems, rep.Partitions)
+	}
+}
+
+// An administrator's SET GLOBAL http_json_result_mode = 'driver' (scope
+// Both, settings/src/settings_default.rs; databendlabs/databend#19639)
+// makes databend-query write every TIMESTAMP in a reply as its
+// microseconds since the epoch (formats field_encoder/string.rs
+// timestamp_text), not as the text QueryRows promises: the GenAI rebuild
+// and the report, which cast that text to a TIMESTAMP, failed on every
+// span read.
+func TestReadsTimesAsTextUnderDriverResultMode(t *testing.T) {
+	srv := databendtest.New("tl", "s3cret")
+	t.Cleanup(srv.Close)
+	srv.CreateTable("otel_spans", []string{"span_id", "start_time"}, []string{"VARCHAR", "TIMESTAMP"})
+	at := time.Date(2024, 5, 1, 12, 0, 0, 123456000, time.UTC)
+	srv.AppendRow("otel_spans", databendtest.Row{"span_id": json.RawMessage(`"s1"`), "start_time": json.RawMessage(fmt.Sprint(at.UnixMicro()))})
+	srv.Set(func() { srv.GlobalSettings = map[string]string{"http_json_result_mode": "driver"} })
+	s := open(t, srv, "", func(o *databend.Options) { o.Table = "otel_spans" })
+	rows, err := s.QueryText(context.Background(), "SELECT span_id, start_time FROM otel_spans")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{"s1", "2024-05-01 12:00:00.123456"}}; !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("read %q; want %q", rows, want)
 	}
 }
