@@ -73,9 +73,11 @@ type DatabendStatements struct {
 	Merge []string // one merge, run between BEGIN and COMMIT
 	Task  []string // a Databend Cloud task running Merge every minute, resumed
 	// Reset, run after Setup by whoever creates the target when it was
-	// absent (dropped to be built again), forgets the model's
-	// watermarks, so that the next merge reads from the first row: kept,
-	// they would say the new target holds what the one dropped held.
+	// absent (dropped to be built again), before the CREATE, forgets the
+	// model's watermarks, so that the next merge reads from the first
+	// row: kept, they would say the new target holds what the one
+	// dropped held. Run after the CREATE, a start stopped between the
+	// two would find the target at the next start and keep them.
 	Reset []string
 }
 
