@@ -102,6 +102,7 @@ type response struct {
 
 // Databend's error codes (common/exception/src/exception_code.rs).
 const (
+	CodeSyntaxException        = 1005
 	CodeBadArguments           = 1006
 	CodeUnknownTable           = 1025
 	CodeSemanticError          = 1065 // a statement it cannot bind

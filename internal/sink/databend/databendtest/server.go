@@ -101,7 +101,8 @@ type Server struct {
 	// query result cache (resultCache); format_null_as_str, a NULL
 	// written as the string NULL (formatNulls); and
 	// http_json_result_mode, a TIMESTAMP written as its microseconds in
-	// driver mode by the plain column reads (driverMode).
+	// driver mode by the plain column reads (driverMode); sql_dialect,
+	// a double-quoted name refused under MySQL or Hive (dialectReads).
 	GlobalSettings map[string]string
 
 	mu      sync.Mutex

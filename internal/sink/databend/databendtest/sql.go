@@ -86,6 +86,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		}
 		return nil, nil, &codedError{CodeTxnAborted, "Current transaction is aborted, commands ignored until end of transaction block"}
 	}
+	if err := s.dialectReads(*sess, sql); err != nil {
+		return nil, nil, err
+	}
 	switch {
 	case sql == "SELECT 1":
 		return []string{"1"}, [][]*string{{str("1")}}, nil
@@ -1069,4 +1072,34 @@ func (s *Server) selectColumns(tx *txn, loc *time.Location, driver bool, name st
 		out = append(out, row)
 	}
 	return cols, out, nil
+}
+
+// dialectReads refuses a statement that names anything in double quotes
+// when the session's sql_dialect (the session's, else SET GLOBAL's;
+// default PostgreSQL, scope Both: settings/src/settings_default.rs) is
+// MySQL or Hive: there a double quote begins a string, not a name
+// (ast/src/parser/input.rs Dialect::is_string_quote, is_ident_quote), so
+// "trace_raw" where a table name is wanted is a syntax error,
+// SyntaxException 1005 (common/exception exception_code.rs). Every
+// statement of the sink names its tables so (sqltext.Name); the fake
+// refuses the statement rather than read it as MySQL would.
+func (s *Server) dialectReads(sess sessionConf, sql string) error {
+	switch strings.ToLower(s.setting(sess, "sql_dialect")) {
+	case "mysql", "hive":
+	default:
+		return nil
+	}
+	for i := 0; i < len(sql); i++ {
+		switch sql[i] {
+		case '\'':
+			for i++; i < len(sql) && sql[i] != '\''; i++ {
+				if sql[i] == '\\' {
+					i++
+				}
+			}
+		case '"':
+			return &codedError{CodeSyntaxException, fmt.Sprintf("error: unexpected string literal at position %d (sql_dialect %s reads a double quote as a string)", i, s.setting(sess, "sql_dialect"))}
+		}
+	}
+	return nil
 }
