@@ -105,6 +105,12 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 	// than the setting ignores it (HttpSessionConf::restore in
 	// servers/http/v1/query/http_query.rs skips UNKNOWN_VARIABLE).
 	settings["http_json_result_mode"] = "display"
+	// PostgreSQL's SQL whatever the DSN or SET GLOBAL say (scope Both,
+	// default PostgreSQL): under MySQL or Hive a double quote begins a
+	// string (ast/src/parser/input.rs Dialect::is_string_quote), and
+	// every statement here (the sink's, the merge models', verify's)
+	// names tables and columns in double quotes (sqltext.Ident).
+	settings["sql_dialect"] = "PostgreSQL"
 	base["settings"] = settings
 	raw, err := json.Marshal(base)
 	if err != nil {

@@ -188,3 +188,29 @@ func TestReadsTimesAsTextUnderDriverResultMode(t *testing.T) {
 		t.Errorf("read %q; want %q", rows, want)
 	}
 }
+
+// An administrator's SET GLOBAL sql_dialect = 'MySQL' (scope Both,
+// settings/src/settings_default.rs) makes databend-query read a double
+// quote as a string (ast/src/parser/input.rs Dialect::is_string_quote):
+// every statement of the sink, which names its tables and columns in
+// double quotes, was a syntax error, and nothing could be loaded.
+func TestLoadsUnderAServerSQLDialect(t *testing.T) {
+	for _, dialect := range []string{"MySQL", "Hive"} {
+		t.Run(dialect, func(t *testing.T) {
+			srv := databendtest.New("tl", "s3cret")
+			t.Cleanup(srv.Close)
+			srv.Set(func() { srv.GlobalSettings = map[string]string{"sql_dialect": dialect} })
+			s := open(t, srv, "")
+			ctx := context.Background()
+			if err := s.Prepare(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Load(ctx, stage(t, s, batch(0, 0, 9))); err != nil {
+				t.Fatal(err)
+			}
+			if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, 9)) {
+				t.Errorf("offsets %v; want 0..9", o)
+			}
+		})
+	}
+}
