@@ -11,6 +11,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/otel"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 	"github.com/tracelake/tracelake/internal/sink/sinktest"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
@@ -23,35 +24,12 @@ import (
 // was gone from the model for good.
 func TestDedupTargetDroppedIsBuiltAgainFromEveryRow(t *testing.T) {
 	ctx := context.Background()
-	srv, s, mg := dedupSpans(t)
-	d := merge.Dedup{Table: &otel.Spans, Name: "otel_spans"}
-	before := sinktest.SpansWithIDs(t, pcommon.TraceID{1}, pcommon.SpanID{1}, "before")
-	if _, err := s.Load(ctx, stage(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, before))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mg.Dedup(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	srv.DropTable(d.Target())
+	srv, d := mergedThenDropped(t)
 
 	// The next start: the sink prepared again, a merger of its own.
-	s = open(t, srv, "", spansOf(&otel.Spans))
-	if err := s.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mg = merge.NewDatabendMerger(s, false)
-	after := sinktest.SpansWithIDs(t, pcommon.TraceID{1}, pcommon.SpanID{2}, "after")
-	if _, err := s.Load(ctx, stage(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 1, after))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mg.Dedup(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	if got := keptNames(srv); !slices.Equal(got, []string{"after", "before"}) {
-		t.Errorf("otel_spans_dedup built again holds %v, want after and before", got)
-	}
+	mg := startLoadAndMergeAfter(t, srv, d)
 	// A start that finds the target leaves its watermarks: nothing twice.
-	s = open(t, srv, "", spansOf(&otel.Spans))
+	s := open(t, srv, "", spansOf(&otel.Spans))
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -71,16 +49,7 @@ func TestDedupTargetDroppedIsBuiltAgainFromEveryRow(t *testing.T) {
 // gone from the model for good.
 func TestDedupTargetCreatedButStoppedBeforeTheResetIsStillBuiltFromEveryRow(t *testing.T) {
 	ctx := context.Background()
-	srv, s, mg := dedupSpans(t)
-	d := merge.Dedup{Table: &otel.Spans, Name: "otel_spans"}
-	before := sinktest.SpansWithIDs(t, pcommon.TraceID{1}, pcommon.SpanID{1}, "before")
-	if _, err := s.Load(ctx, stage(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, before))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mg.Dedup(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	srv.DropTable(d.Target())
+	srv, d := mergedThenDropped(t)
 
 	// The next start stops right after the CREATE of the target: every
 	// statement after it fails (its node lost, 503), as a process
@@ -101,11 +70,38 @@ func TestDedupTargetCreatedButStoppedBeforeTheResetIsStillBuiltFromEveryRow(t *t
 	srv.Set(func() { srv.QueryStatus = nil })
 
 	// The start after it.
-	s = open(t, srv, "", spansOf(&otel.Spans))
+	startLoadAndMergeAfter(t, srv, d)
+}
+
+// mergedThenDropped loads and merges the span "before", then drops the
+// dedup model's target, as a user rebuilding it does.
+func mergedThenDropped(t *testing.T) (*databendtest.Server, merge.Dedup) {
+	t.Helper()
+	ctx := context.Background()
+	srv, s, mg := dedupSpans(t)
+	d := merge.Dedup{Table: &otel.Spans, Name: "otel_spans"}
+	before := sinktest.SpansWithIDs(t, pcommon.TraceID{1}, pcommon.SpanID{1}, "before")
+	if _, err := s.Load(ctx, stage(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 0, before))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mg.Dedup(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	srv.DropTable(d.Target())
+	return srv, d
+}
+
+// startLoadAndMergeAfter is the next start after mergedThenDropped: the
+// sink prepared again, the span "after" loaded, a merge by a merger of
+// its own, which must build the target from every row.
+func startLoadAndMergeAfter(t *testing.T, srv *databendtest.Server, d merge.Dedup) *merge.DatabendMerger {
+	t.Helper()
+	ctx := context.Background()
+	s := open(t, srv, "", spansOf(&otel.Spans))
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mg = merge.NewDatabendMerger(s, false)
+	mg := merge.NewDatabendMerger(s, false)
 	after := sinktest.SpansWithIDs(t, pcommon.TraceID{1}, pcommon.SpanID{2}, "after")
 	if _, err := s.Load(ctx, stage(t, s, sinktest.OTLPBatch(t, otel.SignalTraces, 0, 1, after))); err != nil {
 		t.Fatal(err)
@@ -116,4 +112,5 @@ func TestDedupTargetCreatedButStoppedBeforeTheResetIsStillBuiltFromEveryRow(t *t
 	if got := keptNames(srv); !slices.Equal(got, []string{"after", "before"}) {
 		t.Errorf("otel_spans_dedup built again holds %v, want after and before", got)
 	}
+	return mg
 }
