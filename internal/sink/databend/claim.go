@@ -141,7 +141,13 @@ func (s *Sink) readClaims(ctx context.Context, ss *session, parts []sink.TopicPa
 
 // pruneEvery is how many loads a process commits between two prunes of
 // the fence table (pruneClaims): each is one DELETE, and a partition
-// keeps the claims committed since its highest the last prune read.
+// keeps the claims committed since its highest the last prune read. A
+// process prunes at its first committed load too (Open starts its count
+// at pruneEvery-1): one that commits fewer than pruneEvery loads (run
+// --exit-when-idle from a scheduler, restarts, receivers scaled in and
+// out) would otherwise never prune, and the table would grow by a row
+// per load and partition for ever. That first load's read holds every
+// row committed since the last prune of anyone.
 const pruneEvery = 16
 
 // notePrunable keeps a load's read of its partitions' claims for the
@@ -156,7 +162,8 @@ func (s *Sink) notePrunable(read map[sink.TopicPartition]claimsRead) {
 	}
 }
 
-// pruneClaims deletes, once every pruneEvery loads of this process, the
+// pruneClaims deletes, at the first load of this process and once every
+// pruneEvery loads after it (see pruneEvery), the
 // fence rows below the highest claim of each partition its loads read
 // since the last prune: a read claim is committed, and a committed claim
 // stays the highest or has a higher one above it, so the prune never

@@ -34,22 +34,15 @@ func TestClaimsFenceAfterAPartitionIsStartedOver(t *testing.T) {
 // load history has, and two processes loading the new log at once store
 // each offset once.
 func TestClaimsFenceAfterAPrunedPartitionIsStartedOver(t *testing.T) {
-	srv := loadStartedOver(t, databend.PruneEvery+2)
-	before := map[int64]bool{}
-	for _, c := range fenceClaims(t, srv, 0) {
-		if before[c] {
-			t.Errorf("claim %d of partition 0 is in the fence table twice", c)
-		}
-		before[c] = true
-	}
+	loadStartedOver(t, databend.PruneEvery+2)
 }
 
 // loadStartedOver loads partition 0 in loads loads of ten offsets, starts
 // it over as docs/OPERATIONS.md says (deletes its ledger rows and its
 // rows) and has two processes load the new log at once (loadDuring).
 // Every claim after the start over must be numbered past every claim
-// before it.
-func loadStartedOver(t *testing.T, loads int64) *databendtest.Server {
+// before it, and no number be in the fence table twice.
+func loadStartedOver(t *testing.T, loads int64) {
 	t.Helper()
 	srv, old := prepared(t, "")
 	ctx := context.Background()
@@ -73,7 +66,10 @@ func loadStartedOver(t *testing.T, loads int64) *databendtest.Server {
 	}
 	srv.RemoveRows("trace_raw", inPartition0("kpartition"))
 	srv.RemoveRows("trace_raw_ledger", inPartition0("partition"))
-	kept := len(fenceClaims(t, srv, 0))
+	kept := map[int64]bool{}
+	for _, c := range fenceClaims(t, srv, 0) {
+		kept[c] = true
+	}
 
 	// Two processes (fresh sinks) load the new log at once.
 	former, owner := open(t, srv, ""), open(t, srv, "")
@@ -87,12 +83,18 @@ func loadStartedOver(t *testing.T, loads int64) *databendtest.Server {
 	loadDuring(t, srv, former, formerFiles, owner, ownerFiles, func(sql string) bool {
 		return strings.HasPrefix(sql, `COPY INTO "trace_raw" `)
 	})
-	for _, c := range fenceClaims(t, srv, 0)[kept:] {
-		if c <= highest {
+	// The claims not kept from before (a process's first load may prune
+	// some of those), and no number twice.
+	seen := map[int64]bool{}
+	for _, c := range fenceClaims(t, srv, 0) {
+		if seen[c] {
+			t.Errorf("claim %d of partition 0 is in the fence table twice", c)
+		}
+		seen[c] = true
+		if !kept[c] && c <= highest {
 			t.Errorf("a claim after the start over is numbered %d, not past %d, the highest before", c, highest)
 		}
 	}
-	return srv
 }
 
 // fenceClaims returns the claim numbers of partition p's rows in the

@@ -184,6 +184,8 @@ func Open(opt Options) (*Sink, error) {
 		kept:     map[string]*keptFile{},
 		disagree: map[string]int{},
 		prunable: map[sink.TopicPartition]claimsRead{},
+		// The first committed load prunes (see pruneEvery).
+		sincePrune: pruneEvery - 1,
 		tables: tables{
 			main:    sqltext.Name(opt.Table),
 			dlq:     sqltext.Name(opt.Table + "_dlq"),

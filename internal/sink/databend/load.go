@@ -37,9 +37,10 @@ const maxClaimAge = 4 * time.Hour
 // rows it rejected and the first one. The transaction is then rolled back,
 // each such row goes to the dead-letter table with Databend's error, the
 // rest of its file is staged again in pieces, and the load runs again.
-// On success the files are removed from the stage (purge), and every
-// pruneEvery loads the fence table's rows below each partition's highest
-// claim are deleted (pruneClaims).
+// On success the files are removed from the stage (purge), and at the
+// process's first load and every pruneEvery loads after it the fence
+// table's rows below each partition's highest claim are deleted
+// (pruneClaims).
 func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error) {
 	if len(files) == 0 {
 		return sink.Loaded{}, nil

@@ -72,3 +72,31 @@ func TestPruneBesideAFormerOwnersLoad(t *testing.T) {
 		})
 	}
 }
+
+// Processes that each commit fewer than PruneEvery loads (tracelake run
+// --exit-when-idle from a scheduler, restarts, load-mode receivers
+// scaled in and out) never pruned the fence table: its count of loads
+// since the last prune starts at zero with each process, and the table
+// grew by a row per load and partition for ever, every load's claims
+// read counting them all.
+func TestFenceKeepsAFewClaimsAcrossShortLivedProcesses(t *testing.T) {
+	srv, _ := prepared(t, "")
+	ctx := context.Background()
+	const processes, loadsEach = 12, 3
+	next := int64(0)
+	for range processes {
+		s := open(t, srv, "")
+		for range loadsEach {
+			if err := loadRetrying(ctx, s, stage(t, s, batch(0, next, next+9))); err != nil {
+				t.Fatal(err)
+			}
+			next += 10
+		}
+	}
+	if n := len(srv.Rows("trace_raw_fence")); n > databend.PruneEvery+2 {
+		t.Errorf("the fence table holds %d rows after %d processes of %d loads; want at most %d", n, processes, loadsEach, databend.PruneEvery+2)
+	}
+	if o := offsets(t, srv, 0); !slices.Equal(o, seq(0, next-1)) {
+		t.Errorf("offsets %v; want 0..%d once", o, next-1)
+	}
+}
