@@ -63,7 +63,9 @@ type Kafka struct {
 	// Group is the consumer group of every worker of every process.
 	Group string `yaml:"group"`
 	// StartOffset is where a partition with neither a ledger position nor a
-	// committed offset starts: earliest (default) or latest.
+	// committed offset starts: earliest (default) or latest (its end when
+	// the run started). The start is committed before the partition is
+	// read, so a crash before its first load does not move it.
 	StartOffset string `yaml:"start_offset"`
 	// MetadataRefresh bounds how long a partition added to a topic while
 	// tracelake runs waits before it is consumed. Default 30s.

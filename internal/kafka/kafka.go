@@ -38,7 +38,8 @@ func ClientOptions(k config.Kafka) ([]kgo.Opt, error) {
 }
 
 // ConsumerOptions are ClientOptions plus the group consumer settings every
-// worker uses: manual commits only (offsets move after the sink commits),
+// worker uses: manual commits only (offsets move after the sink commits, and
+// to a partition's start before a partition with no position is read),
 // cooperative-sticky assignment, and rebalances blocked while a poll is being
 // processed so a callback never runs in the middle of a batch.
 //

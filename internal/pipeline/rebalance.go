@@ -3,7 +3,10 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,6 +22,17 @@ import (
 // committed offsets, before fetching starts. The ledger in the sink is the
 // truth: when it is ahead of the committed offset (a crash between the load
 // commit and the offset commit), reading resumes at the ledger.
+//
+// A partition with neither a ledger position nor a committed offset starts
+// at a point that is recorded nowhere yet (start_offset latest's end, or
+// the log start of a partition nobody read): that start is committed here,
+// before any record of it is read. Else it would live only in the loader's
+// next commit, which a load retried for a long while or a crash (kill -9)
+// forestalls, and the next run or owner, finding no position, would start
+// at the end as it is then: every record produced in between would be
+// skipped, acknowledged to its producer and never loaded. The ledger stays
+// what a restart trusts first; the committed start only stands in for it
+// until the partition's first load puts its ranges there.
 func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	var parts []sink.TopicPartition
 	for t, ps := range offsets {
@@ -33,7 +47,24 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		w.log.Error("read ledger positions for assigned partitions", "err", err)
 		return nil, err
 	}
-	logStarts := w.logStarts(ctx, offsets, positions)
+	// Not the client's reset when the listing fails, as before: it starts
+	// at a point this worker could not commit before reading.
+	logStarts, err := w.logStarts(ctx, offsets, positions)
+	if err != nil {
+		return nil, err
+	}
+	starts := w.resolveStarts(offsets, positions, logStarts)
+	if err := w.commitStarts(ctx, starts); err != nil {
+		return nil, err
+	}
+	return offsets, nil
+}
+
+// resolveStarts sets in offsets where each assigned partition's reading
+// starts, and returns the starts recorded nowhere yet (see adjustOffsets),
+// to commit before reading.
+func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, positions, logStarts map[sink.TopicPartition]int64) map[string]map[int32]kgo.EpochOffset {
+	unrecorded := map[string]map[int32]kgo.EpochOffset{}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for t, ps := range offsets {
@@ -42,6 +73,7 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			committed := o.EpochOffset().Offset // < 0: no commit (the reset offset is the log start)
 			start := committed
 			next, inLedger := positions[tp]
+			fresh := false // start recorded nowhere yet
 			if at, ok := logStarts[tp]; ok {
 				// Reading starts at the log start as it is now, a
 				// position of its own: records deleted before they are
@@ -57,22 +89,20 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 					// retention deleted from there was never loaded.
 					w.lost(tp, held, at)
 				}
-				// Committed as any start is (see below): a partition
-				// created while running starts at its beginning with
-				// start_offset latest too, and the next run, finding no
-				// position, would start at its end as it is then,
-				// skipping what came in between.
-				w.seeded[tp] = at
+				// A partition created while running starts at its
+				// beginning with start_offset latest too, and the next
+				// run, finding no position, would start at its end as
+				// it is then, skipping what came in between.
+				fresh = true
 			}
 			if at, ok := w.opt.StartAt[tp]; ok && committed < 0 && !inLedger {
-				// start_offset latest: the end when the run started. It is
-				// committed at once, so the group (lag, exit-when-idle) and
-				// a later owner see where loading of the partition began.
+				// start_offset latest: the end when the run started.
 				w.log.Info("no committed offset or ledger position; start_offset latest starts at the end",
 					"topic", t, "partition", p, "offset", at)
-				next, inLedger = at, true
-			}
-			if inLedger && next > committed {
+				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
+				start = at
+				fresh = true
+			} else if inLedger && next > committed {
 				if committed >= 0 {
 					w.log.Info("ledger is ahead of the committed offset; resuming at the ledger",
 						"topic", t, "partition", p, "committed", committed, "ledger", next)
@@ -81,8 +111,19 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 				start = next
 				// Bring the group's committed offset up to the ledger so
 				// lag tools (and exit-when-idle) see the truth. Committed
-				// by the loader, outside this callback.
+				// by the loader, outside this callback: the ledger holds
+				// the position already.
 				w.seeded[tp] = next
+			}
+			if fresh {
+				if unrecorded[t] == nil {
+					unrecorded[t] = map[int32]kgo.EpochOffset{}
+				}
+				unrecorded[t][p] = kgo.EpochOffset{Epoch: -1, Offset: start}
+				// Seeded too: if the session ends before the commit
+				// below lands (nothing of the partition read then), the
+				// revoke's flush still tries while the worker owns it.
+				w.seeded[tp] = start
 			}
 			if held, ok := w.b.nextOf(tp); ok && held > start {
 				// This worker still holds records of the partition from
@@ -103,50 +144,129 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			}
 		}
 	}
-	return offsets, nil
+	return unrecorded
+}
+
+// commitStarts commits the starts recorded nowhere yet before their
+// partitions are read (see adjustOffsets).
+func (w *Worker) commitStarts(ctx context.Context, starts map[string]map[int32]kgo.EpochOffset) error {
+	if len(starts) == 0 {
+		return nil
+	}
+	select {
+	case <-w.clientSet: // this callback may run before NewClient returned
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return w.untilSessionEnds(ctx, "commit_start", "commit where newly assigned partitions start ("+formatStarts(starts)+")", func() error {
+		w.commitMu.Lock()
+		defer w.commitMu.Unlock()
+		return w.commitOffsets(ctx, starts)
+	})
+}
+
+// untilSessionEnds runs fn, a step of the offset adjustment, until it
+// succeeds, backing off as loads do, or until the group session ends
+// (ctx: a revoke, a lost membership or leaving the group cancels it;
+// nothing of the partitions is read then). Retrying in the session rather
+// than returning the error, which makes the client drop every partition
+// it owns and rejoin, holds back only the fetching of the partitions just
+// assigned: their backlog stays in Kafka.
+func (w *Worker) untilSessionEnds(ctx context.Context, stage, what string, fn func() error) error {
+	delay := w.opt.RetryBase
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		w.opt.Metrics.Retries.WithLabelValues(stage).Inc()
+		w.log.Warn(what+" failed; the partitions are not read until it succeeds, retrying",
+			"attempt", attempt, "in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, max(w.opt.RetryMaxDelay, w.opt.RetryBase))
+	}
+}
+
+// formatStarts names each partition's start, topic/partition@offset.
+func formatStarts(starts map[string]map[int32]kgo.EpochOffset) string {
+	var names []string
+	for t, ps := range starts {
+		for p, o := range ps {
+			names = append(names, fmt.Sprintf("%s/%d@%d", t, p, o.Offset))
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // logStarts lists the log start offsets of the assigned partitions that
 // have no committed offset, no ledger position and no StartAt (a fresh
 // group's, or a partition added to a topic): where their reading starts.
-// A listing that fails leaves them to the client's reset, as before.
-func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) map[sink.TopicPartition]int64 {
+func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) (map[sink.TopicPartition]int64, error) {
 	var topics []string
+	var wanted []sink.TopicPartition
 	for t, ps := range offsets {
 		for p, o := range ps {
 			tp := sink.TopicPartition{Topic: t, Partition: p}
 			_, inLedger := positions[tp]
 			_, pinned := w.opt.StartAt[tp]
-			if o.EpochOffset().Offset < 0 && !inLedger && !pinned && !slices.Contains(topics, t) {
-				topics = append(topics, t)
+			if o.EpochOffset().Offset < 0 && !inLedger && !pinned {
+				wanted = append(wanted, tp)
+				if !slices.Contains(topics, t) {
+					topics = append(topics, t)
+				}
 			}
 		}
 	}
 	if len(topics) == 0 {
-		return nil
+		return nil, nil
 	}
 	select {
 	case <-w.clientSet:
 	case <-ctx.Done():
-		return nil
-	}
-	listed, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
-	if err != nil {
-		w.log.Warn("list the log start of partitions with no position; reading starts at the client's reset", "err", err)
-		return nil
+		return nil, ctx.Err()
 	}
 	starts := map[sink.TopicPartition]int64{}
-	listed.Each(func(o kadm.ListedOffset) {
-		tp := sink.TopicPartition{Topic: o.Topic, Partition: o.Partition}
-		_, inLedger := positions[tp]
-		_, pinned := w.opt.StartAt[tp]
-		if ps, ok := offsets[o.Topic]; ok && o.Err == nil && !inLedger && !pinned {
+	err := w.untilSessionEnds(ctx, "list_start", "list the log start of "+strings.Join(topics, ", "), func() error {
+		listed, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
+		if err != nil {
+			return err
+		}
+		clear(starts)
+		var errs []error
+		listed.Each(func(o kadm.ListedOffset) {
+			tp := sink.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+			_, inLedger := positions[tp]
+			_, pinned := w.opt.StartAt[tp]
+			ps, ok := offsets[o.Topic]
+			if !ok || inLedger || pinned {
+				return
+			}
 			if off, ok := ps[o.Partition]; ok && off.EpochOffset().Offset < 0 {
+				if o.Err != nil {
+					errs = append(errs, fmt.Errorf("%s/%d: %w", o.Topic, o.Partition, o.Err))
+					return
+				}
 				starts[tp] = o.Offset
 			}
+		})
+		for _, tp := range wanted {
+			if _, ok := starts[tp]; !ok && len(errs) == 0 {
+				// A partition the listing left out would be read from
+				// the client's reset, a start not committed first.
+				errs = append(errs, fmt.Errorf("%s/%d: not listed", tp.Topic, tp.Partition))
+			}
 		}
+		return errors.Join(errs...)
 	})
-	return starts
+	return starts, err
 }
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -186,9 +306,10 @@ func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 // The revoke of leaving the group at shutdown flushes too: the final
 // flush loaded everything, but a partition assigned while it ran (a
 // rebalance during the shutdown) has its start seeded after that flush
-// committed the seeded positions, and this is the last moment the worker
-// owns it to commit them; else start_offset latest's next run would start
-// it at its end, skipping what came in between.
+// committed the seeded positions. Its start is committed before it is
+// read (adjustOffsets), but when leaving cut that commit short this is the
+// last moment the worker owns it to commit it; else start_offset latest's
+// next run would start it at its end, skipping what came in between.
 func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	if len(revoked) == 0 {
 		return

@@ -234,11 +234,16 @@ func TestSlowCoordinatorDoesNotBlockPolling(t *testing.T) {
 	cfg.Kafka.CommitTimeout = config.Duration(500 * time.Millisecond)
 	s := openSink(t, cfg)
 
-	// Offset commits stall until release is closed.
+	// Offset commits stall until release is closed, but for the first:
+	// where the partition starts, committed before it is read.
 	release := make(chan struct{})
 	stalled := make(chan struct{}, 1)
+	var started atomic.Bool
 	c.ControlKey(kmsg.OffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
+		if started.CompareAndSwap(false, true) {
+			return nil, nil, false
+		}
 		select {
 		case <-release:
 			return nil, nil, false

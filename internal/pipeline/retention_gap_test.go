@@ -126,8 +126,9 @@ func fetchAnswer(r *kmsg.FetchRequest, set func(*kmsg.FetchResponseTopicPartitio
 
 // A partition that comes back to the worker while its open batch still
 // holds records of it, to resume past them: here the partition was lost
-// with records 0-99 in the open batch, nothing committed (the group
-// coordinator failed the commits) and nothing loaded, and meanwhile
+// with records 0-99 in the open batch, nothing committed past its start
+// (the group coordinator failed the commits after the start's, which
+// comes before reading) and nothing loaded, and meanwhile
 // retention deleted 100-149, so reading resumes at the log start, 150.
 // The open batch's range of the partition must not go on from 99 to 150:
 // it would cover offsets the worker never read, and the ledger row would
@@ -145,11 +146,13 @@ func TestRetentionGapAcrossAResumeNotBridged(t *testing.T) {
 	s := openSink(t, cfg)
 
 	hold, held := holdFetches(c, 100)
-	var failCommits atomic.Bool
+	// Commits fail once the first one, of where the partition starts,
+	// has landed.
+	var failCommits, started atomic.Bool
 	failCommits.Store(true)
 	c.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		if !failCommits.Load() {
+		if !failCommits.Load() || started.CompareAndSwap(false, true) {
 			return nil, nil, false
 		}
 		return failedCommit(req.(*kmsg.OffsetCommitRequest), kerr.RequestTimedOut), nil, true

@@ -54,7 +54,8 @@ type Options struct {
 	FetchBytes int64
 	// StartAt is where a partition with neither a committed offset nor a
 	// ledger position starts; absent, at its log start. start_offset
-	// latest sets it to the partitions' ends when the run started.
+	// latest sets it to the partitions' ends when the run started. Such a
+	// start is committed before the partition is read (adjustOffsets).
 	StartAt        map[sink.TopicPartition]int64
 	Sink           sink.Sink
 	Log            *slog.Logger
@@ -98,7 +99,7 @@ type Worker struct {
 	commitMu sync.Mutex
 	b        *batcher
 	owned    map[sink.TopicPartition]*partition // the partitions this worker owns
-	seeded   map[sink.TopicPartition]int64      // ledger positions to commit
+	seeded   map[sink.TopicPartition]int64      // positions found at assignment, for the loader to commit
 	started  bool                               // had its first assignment (startGate)
 
 	// clientSet is closed once cl is set: the group's callbacks may run
@@ -758,8 +759,9 @@ func (w *Worker) loadLoop() error {
 	commitRetry := time.NewTicker(time.Second)
 	defer commitRetry.Stop()
 	dirty := map[sink.TopicPartition]int64{}
-	// seeded adds the positions seeded at assignment (the ledger's, or
-	// where start_offset latest began) to dirty.
+	// seeded adds the positions seeded at assignment (the ledger's, and
+	// starts committed at assignment already unless that session ended
+	// first) to dirty.
 	seeded := func() {
 		w.mu.Lock()
 		for tp, next := range w.seeded {
@@ -837,9 +839,12 @@ func (w *Worker) loadLoop() error {
 			if it.flush != nil {
 				// A revoke or the shutdown waits for this: the seeded
 				// positions are committed before the partitions go, also
-				// with nothing loaded, or start_offset latest's start is
-				// lost (the next owner, or run, would start at the end
-				// as it is then, skipping what came in between).
+				// with nothing loaded. Where a partition started is
+				// committed before it is read (adjustOffsets); a start
+				// whose commit the session's end cut short (nothing of
+				// it read) is committed here, so the next owner or run
+				// still starts there rather than at the end as it is
+				// then.
 				seeded()
 				load()
 				if !commitTried && len(dirty) > 0 {
@@ -1065,7 +1070,20 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 	if len(offsets) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(w.hard, w.opt.CommitTimeout)
+	if err := w.commitOffsets(w.hard, offsets); err != nil {
+		// The data is in the sink with its ledger rows; a failed commit only
+		// delays the committed offset. Retried every second.
+		w.log.Warn("offset commit failed; will retry", "err", err)
+		return
+	}
+	clear(dirty)
+}
+
+// commitOffsets commits offsets, giving up after CommitTimeout or with
+// ctx, and notes them committed (the status page, the committed offset
+// metric). The caller holds commitMu.
+func (w *Worker) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	ctx, cancel := context.WithTimeout(ctx, w.opt.CommitTimeout)
 	defer cancel()
 	var commitErr error
 	w.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -1075,10 +1093,7 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 		}
 	})
 	if commitErr != nil {
-		// The data is in the sink with its ledger rows; a failed commit only
-		// delays the committed offset. Retried every second.
-		w.log.Warn("offset commit failed; will retry", "err", commitErr)
-		return
+		return fmt.Errorf("commit offsets: %w", commitErr)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -1090,7 +1105,7 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 			w.opt.Metrics.Committed.WithLabelValues(t, obs.PartitionLabel(p)).Set(float64(o.Offset))
 		}
 	}
-	clear(dirty)
+	return nil
 }
 
 // partitions reports the owned partitions for the status page.
