@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,5 +138,56 @@ func TestStartOffset(t *testing.T) {
 				t.Errorf("loaded %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// consumedTotal reads the records a run has read from its /metrics.
+var consumedTotal = regexp.MustCompile(`(?m)^tracelake_consumed_records_total\{[^}]*\} (\d+)`)
+
+// start_offset latest under SIGKILL: a run is killed as soon as it has
+// read the records produced after its assignment, well within a second of
+// it, before any load and any commit of its loader. Before, where it
+// started reading lived only in the loader's next offset commit (about a
+// second later): the next run, finding no position, started at the end as
+// it was then, and the records in between were skipped, counted by verify
+// as skipped on purpose. Now the start is committed before the partition
+// is read, and every record from it loads.
+func TestStartOffsetLatestKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	const before, after, later = 30, 5, 7 // records per partition: before the first run, read by it, after it
+	cluster, _ := startKafka(t, 2)
+	produceNumbered(t, cluster, 0, before)
+	cfgPath := writeConfig(t, cluster, "group: g, start_offset: latest", "batch: {max_interval: 1h}\nload: {max_interval: 1h}")
+
+	run := startRun(t, bin, cfgPath, "run killed")
+	produceNumbered(t, cluster, before, after)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := consumedTotal.FindStringSubmatch(run.get("/metrics"))
+		if m != nil && m[1] == strconv.Itoa(2*after) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not read the %d records produced after its start within 30s\n%s", 2*after, run.log)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the child's metrics
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = run.cmd.Wait()
+
+	produceNumbered(t, cluster, before+after, later)
+	rep := runUntilIdle(t, bin, cfgPath)
+	if want := fmt.Sprintf("0:%d-%d %d, 1:%d-%d %d", before, before+after+later-1, after+later, before, before+after+later-1, after+later); loadedOffsets(t, bin, cfgPath) != want {
+		t.Errorf("loaded %q, want %q: every record from where the killed run started", loadedOffsets(t, bin, cfgPath), want)
+	}
+	for _, p := range rep.Partitions {
+		if p.Skipped != before || !rep.OK {
+			t.Errorf("partition %d: verify ok=%v, %d skipped on purpose, want %d (those before the first start)", p.Partition, rep.OK, p.Skipped, before)
+		}
 	}
 }
