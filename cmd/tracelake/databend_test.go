@@ -441,6 +441,18 @@ func TestMergeAgainstDatabend(t *testing.T) {
 		t.Fatalf("no transaction: %q", ran)
 	}
 	setup, tx := ran[:begins], ran[begins+1:]
+	// A new server has no target: the setup is preceded by the count of
+	// the target in system.tables and followed by the deletes that start
+	// the model from the first raw row (merge.DatabendStatements.Reset),
+	// which --print-sql must print where they ran, as the rest.
+	forgets := func(q string) bool {
+		return strings.HasPrefix(q, "DELETE FROM tracelake_merge_watermarks WHERE model = 'spans'")
+	}
+	creates := func(q string) bool { return strings.HasPrefix(q, `CREATE TABLE IF NOT EXISTS "trace_spans" `) }
+	if len(setup) == 0 || !strings.HasPrefix(setup[0], "SELECT count(*) FROM system.tables") || !slices.ContainsFunc(setup, forgets) ||
+		slices.IndexFunc(setup, creates) < slices.IndexFunc(setup, forgets) {
+		t.Errorf("the setup of a model without its target: %q\nwant the target counted first, and its watermarks forgotten after the tables beside it and before the target is made", setup)
+	}
 	body := tx[:slices.Index(tx, "COMMIT")]
 	want := append(append([]string{}, body...), "COMMIT", "ROLLBACK", "BEGIN")
 	want = append(append(want, body...), "COMMIT")

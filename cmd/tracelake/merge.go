@@ -80,7 +80,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	if cfg.Sink.Type == config.SinkDatabend {
 		if *rebuild != "" {
-			return usagef("--rebuild: not built for the databend sink (drop the model's target, rejects and tombstones tables and DELETE its rows of tracelake_merge_watermarks, then merge)")
+			return usagef("--rebuild: not built for the databend sink (drop the model's target, then merge: a merge that finds the target absent forgets the model's watermarks, rejects and tombstones and builds it again from the first raw row)")
 		}
 		snk, err := openDatabend(cfg)
 		if err != nil {

@@ -69,15 +69,25 @@ func SQL(m config.Model, dialect string) (string, error) {
 //     tombstones), 5. the watermark past every row of the increment,
 //  6. the increment emptied.
 type DatabendStatements struct {
-	Setup []string // tables and the claim row, idempotent; run outside the transaction
-	Merge []string // one merge, run between BEGIN and COMMIT
-	Task  []string // a Databend Cloud task running Merge every minute, resumed
-	// Reset, run after Setup by whoever creates the target when it was
-	// absent (dropped to be built again), before the CREATE, forgets the
-	// model's watermarks, so that the next merge reads from the first
-	// row: kept, they would say the new target holds what the one
-	// dropped held. Run after the CREATE, a start stopped between the
-	// two would find the target at the next start and keep them.
+	Setup []string // tables beside the target and the claim row, idempotent; run outside the transaction
+	// Create makes the target if it is absent (idempotent, outside the
+	// transaction), after Setup and, when the target was absent, Reset.
+	Create []string
+	Merge  []string // one merge, run between BEGIN and COMMIT
+	Task   []string // a Databend Cloud task running Merge every minute, resumed
+	// Absent, if set, is a query answering one count: 0 when the model's
+	// target is absent (dropped to be built again, or never made). The
+	// merger asks it before Setup, runs Reset after Setup when it
+	// answered 0, then Create. Empty, whoever creates the target tells
+	// (the dedup model's: the Databend sink's Prepare, which creates it).
+	Absent string
+	// Reset, run after Setup and before the target is created when it was
+	// absent, forgets what the model's merges kept beside the target: its
+	// watermarks (not its claim row), and its rejects and tombstones.
+	// Kept, they would say the new target holds what the one dropped
+	// held, and the next merge would read only the rows loaded since.
+	// Run after the CREATE, a start stopped between the two would find
+	// the target at the next start and keep them.
 	Reset []string
 }
 
@@ -90,9 +100,10 @@ func Databend(m config.Model) DatabendStatements {
 		// The tables the DuckDB merge uses (the same SQL in both), the
 		// increment, and the claim row: partition -1 of no topic, never a
 		// raw row's.
-		Setup: append(p.tableSQL(),
+		Setup: append(p.besideTableSQL(),
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (tl_topic VARCHAR, kpartition INT, koffset BIGINT, tl_kind VARCHAR, tl_reason VARCHAR, %s)", inc, columnDefs(m.Columns)),
 			claimRowSQL(m.Name)),
+		Create: []string{p.targetTableSQL()},
 		Merge: []string{
 			claimSQL(m.Name),
 			p.databendIncrement(inc),
@@ -103,6 +114,18 @@ func Databend(m config.Model) DatabendStatements {
 	st.Merge = append(st.Merge, p.databendTombstones(inc)...)
 	st.Merge = append(st.Merge, advanceWatermarkSQL(p.lit(m.Name), inc, "tl_topic", "kpartition", "koffset"),
 		"DELETE FROM "+inc)
+	// The setup has just made the tables Reset empties (the target not
+	// yet), so rows are
+	// deleted rather than tables dropped. The watermarks go first: a
+	// merger stopped after them leaves at worst stale rejects and
+	// tombstones (a reject held twice; a tombstone records a delete that
+	// the merge from the first row reads again), where kept watermarks
+	// would lose rows from the target.
+	st.Absent = targetCountSQL(m.Target)
+	st.Reset = []string{forgetWatermarksSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects}
+	if p.tombstones != "" {
+		st.Reset = append(st.Reset, "DELETE FROM "+p.tombstones)
+	}
 	task := sqltext.Name(m.Name + "_merge")
 	body := "BEGIN;\n" + strings.Join(st.Merge, ";\n") + ";\nCOMMIT;"
 	st.Task = []string{
@@ -115,6 +138,21 @@ func Databend(m config.Model) DatabendStatements {
 	return st
 }
 
+// targetCountSQL counts the tables named target (name or db.name, as
+// merge.models allows) in Databend's system.tables, which lists the
+// tables there are: not views, not dropped ones (storages/system/src/
+// tables_table.rs, "tables" is TablesTable without history; its filters
+// on database and name are pushed down to the catalog). A table name
+// quoted when created is stored as written, so the name is compared as
+// it is.
+func targetCountSQL(target string) string {
+	db, name := "current_database()", target
+	if i := strings.IndexByte(target, '.'); i >= 0 {
+		db, name = sqltext.DatabendString(target[:i]), target[i+1:]
+	}
+	return fmt.Sprintf("SELECT count(*) FROM system.tables WHERE database = %s AND name = %s", db, sqltext.DatabendString(name))
+}
+
 // databend renders the model's Databend statements as a script.
 func (p *plan) databend() string {
 	m := p.m
@@ -122,25 +160,39 @@ func (p *plan) databend() string {
 }
 
 // Script renders the statements for people (tracelake merge --print-sql),
-// under the comment title: the setup, one merge transaction, and the task
-// if there is one.
+// under the comment title, in the order they run: the query for the
+// target, the setup, the reset, the target's creation, one merge
+// transaction, and the task if there is one.
 func (st DatabendStatements) Script(title string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- %s\n", title)
+	if st.Absent != "" {
+		b.WriteString("-- first, is the target there (0: dropped to be built again, or never made)?\n" + st.Absent + ";\n")
+	}
 	for _, q := range st.Setup {
 		b.WriteString(q + ";\n")
+	}
+	if len(st.Reset) > 0 {
+		when := "when the sink is about to create the target anew (dropped to be built again), after the setup"
+		if st.Absent != "" {
+			when = "when the count above was 0, before the target is made anew"
+		}
+		b.WriteString("\n-- " + when + ": forget what the merges kept beside the target that was there, so that the next merge reads from the first raw row\n")
+		for _, q := range st.Reset {
+			b.WriteString(q + ";\n")
+		}
+	}
+	if len(st.Create) > 0 {
+		b.WriteString("\n-- the target\n")
+		for _, q := range st.Create {
+			b.WriteString(q + ";\n")
+		}
 	}
 	b.WriteString("\n-- one merge, one transaction\nBEGIN;\n")
 	for _, q := range st.Merge {
 		b.WriteString(q + ";\n")
 	}
 	b.WriteString("COMMIT;\n")
-	if len(st.Reset) > 0 {
-		b.WriteString("\n-- when the target is created anew (dropped to be built again), after the setup: the next merge reads from the first row\n")
-		for _, q := range st.Reset {
-			b.WriteString(q + ";\n")
-		}
-	}
 	if len(st.Task) > 0 {
 		b.WriteString("\n-- with tracelake merge --task (Databend Cloud): the same merge, scheduled inside Databend\n")
 		for _, q := range st.Task {
@@ -326,7 +378,9 @@ func NewDatabendMerger(db Execer, task bool) *DatabendMerger {
 
 // Merge merges the model's raw rows past its watermark once. Databend does
 // not report row counts through statements' replies here, so Result is
-// Uncounted.
+// Uncounted. A target found absent when the merger sets the model up
+// (dropped to be built again) is made from the first raw row, as on
+// DuckDB (Merger.prepare): see setUp.
 func (d *DatabendMerger) Merge(ctx context.Context, m config.Model) (Result, error) {
 	return d.run(ctx, m.Name, Databend(m))
 }
@@ -365,12 +419,8 @@ func (d *DatabendMerger) DedupCounts(ctx context.Context, dd Dedup) (DedupCounts
 func (d *DatabendMerger) run(ctx context.Context, name string, st DatabendStatements) (Result, error) {
 	start := time.Now()
 	if !d.set[name] {
-		setup := st.Setup
-		if d.task {
-			setup = append(slices.Clone(setup), st.Task...)
-		}
-		if err := d.db.Exec(ctx, setup...); err != nil {
-			return Result{}, fmt.Errorf("set up model %s in Databend: %w", name, err)
+		if err := d.setUp(ctx, name, st); err != nil {
+			return Result{}, err
 		}
 		d.set[name] = true
 	}
@@ -381,4 +431,52 @@ func (d *DatabendMerger) run(ctx context.Context, name string, st DatabendStatem
 		return Result{}, fmt.Errorf("merge model %s in Databend: %w", name, err)
 	}
 	return Result{Model: name, Took: time.Since(start), Uncounted: true}, nil
+}
+
+// setUp runs what precedes the model's first merge in this process, in
+// the order Script prints it: the query for the target (st.Absent), the
+// setup, the reset if the target was absent, the target's creation, and
+// in task mode the task (last, so that the task's first merge reads from
+// the first row too).
+//
+// The reset runs before the target is made again, outside a transaction
+// (databend-query commits an open transaction before a CREATE TABLE:
+// interpreters/interpreter.rs auto_commit_if_not_allowed_in_transaction):
+// a merger stopped between the two finds the target absent at its next
+// start and resets again, which is idempotent. Run after the CREATE, a
+// merger stopped between them would leave the new target beside the
+// watermarks of the one dropped, for good.
+func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStatements) error {
+	absent := false
+	if st.Absent != "" {
+		rows, err := d.db.QueryText(ctx, st.Absent)
+		if err != nil {
+			return fmt.Errorf("look for the target of model %s in Databend: %w", name, err)
+		}
+		if len(rows) != 1 || len(rows[0]) != 1 {
+			return fmt.Errorf("look for the target of model %s in Databend: %d rows answered, want one count", name, len(rows))
+		}
+		n, err := strconv.ParseInt(rows[0][0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("look for the target of model %s in Databend: %w", name, err)
+		}
+		absent = n == 0
+	}
+	if err := d.db.Exec(ctx, st.Setup...); err != nil {
+		return fmt.Errorf("set up model %s in Databend: %w", name, err)
+	}
+	if absent && len(st.Reset) > 0 {
+		if err := d.db.Exec(ctx, st.Reset...); err != nil {
+			return fmt.Errorf("start model %s, its target to be made anew, from the first raw row: %w", name, err)
+		}
+	}
+	if err := d.db.Exec(ctx, st.Create...); err != nil {
+		return fmt.Errorf("create the target of model %s in Databend: %w", name, err)
+	}
+	if d.task {
+		if err := d.db.Exec(ctx, st.Task...); err != nil {
+			return fmt.Errorf("create the Databend task of model %s: %w", name, err)
+		}
+	}
+	return nil
 }

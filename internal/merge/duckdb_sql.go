@@ -261,16 +261,24 @@ LEFT JOIN %s w ON w.model = %s AND w.topic = l.topic AND w."partition" = l."part
 
 // tableSQL creates the tables a model needs if they are absent.
 func (p *plan) tableSQL() []string {
-	q := []string{
-		watermarkTableSQL,
-		p.rejectsTableSQL(),
-		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.target, columnDefs(p.m.Columns)),
-	}
+	return append(p.besideTableSQL(), p.targetTableSQL())
+}
+
+// besideTableSQL creates the tables a model's merges keep beside its
+// target if they are absent: the watermarks, the rejects and, with a
+// version column, the tombstones.
+func (p *plan) besideTableSQL() []string {
+	q := []string{watermarkTableSQL, p.rejectsTableSQL()}
 	if p.version != "" {
 		v, _ := p.m.Columns.Lookup(p.m.Version)
 		q = append(q, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.tombstones, columnDefs(append(append([]config.Column{}, p.keys...), v))))
 	}
 	return q
+}
+
+// targetTableSQL creates the model's target if it is absent.
+func (p *plan) targetTableSQL() string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.target, columnDefs(p.m.Columns))
 }
 
 // rejectsTableSQL creates the model's rejects table if it is absent.

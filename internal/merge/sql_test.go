@@ -77,3 +77,18 @@ func TestDatabendSQLQuotesModelNameOneWay(t *testing.T) {
 		}
 	}
 }
+
+// The query for a Databend target names its table in the current
+// database, or in the schema merge.models allows before a dot: a
+// qualified target counted in the current database would be found absent
+// at every setup, and its watermarks forgotten each time.
+func TestDatabendTargetCountNamesItsDatabase(t *testing.T) {
+	f := func(target, want string) {
+		t.Helper()
+		if got := targetCountSQL(target); got != want {
+			t.Errorf("target %s: %s\nwant %s", target, got, want)
+		}
+	}
+	f("orders", `SELECT count(*) FROM system.tables WHERE database = current_database() AND name = 'orders'`)
+	f("sales.Orders", `SELECT count(*) FROM system.tables WHERE database = 'sales' AND name = 'Orders'`)
+}

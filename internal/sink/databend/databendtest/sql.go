@@ -48,7 +48,10 @@ var (
 		`UNION ALL SELECT topic, "partition", "offset", 0, .+?, -1, -1 FROM (\S+) ` +
 		`UNION ALL SELECT topic, "partition", first_offset, -1, NULL, first_offset, last_offset FROM (\S+)\) AS e\) AS w WHERE m >= 0 GROUP BY 1, 2, 3$`)
 	reTableCount = regexp.MustCompile(`^SELECT count\(\*\) FROM (\S+)$`)
-	reDelete     = regexp.MustCompile(`^DELETE FROM (\S+)$`)
+	// The merger's look for a model's target (merge.DatabendStatements
+	// Absent): the tables named so in the current database or one named.
+	reSystemTables = regexp.MustCompile(`^SELECT count\(\*\) FROM system\.tables WHERE database = (?:current_database\(\)|'((?:[^'\\]|''|\\.)*)') AND name = '((?:[^'\\]|''|\\.)*)'$`)
+	reDelete       = regexp.MustCompile(`^DELETE FROM (\S+)$`)
 	// The GenAI rebuild's DELETE of the rows at or below the ledger's
 	// positions: one (topic, partition, last offset) per partition.
 	reDeleteUpTo = regexp.MustCompile(`^DELETE FROM (\S+) WHERE (\(ktopic = '(?:[^'\\]|''|\\.)*' AND kpartition = \d+ AND koffset <= -?\d+\)(?: OR .*)?)$`)
@@ -204,13 +207,22 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return s.countStored(tx, true, m[1], m[2])
 	}
 	if m := reDelete.FindStringSubmatch(sql); m != nil {
-		// Only inside a transaction here (the rebuild's): its rows go at
-		// COMMIT, with what the transaction copies in.
-		if _, err := s.table(m[1]); err != nil {
+		// Inside a transaction (the rebuild's) its rows go at COMMIT,
+		// with what the transaction copies in. Outside one (the reset of
+		// a model whose target was made anew) it commits at once: a
+		// DELETE without a filter is a truncating mutation of the table
+		// (sql/src/planner/optimizer/optimizer.rs finalize_mutation_source,
+		// is_truncate), and a statement in an AutoCommit session commits
+		// as it ends; it rewrites the table, so a transaction that
+		// rewrote it meanwhile conflicts at its COMMIT (apply).
+		t, err := s.table(m[1])
+		if err != nil {
 			return nil, nil, err
 		}
 		if tx == nil {
-			return nil, nil, errors.New("fake: DELETE outside a transaction is not modelled")
+			t.rows = nil
+			t.rewrites++
+			return nil, nil, nil
 		}
 		tx.rewrote(unquote(m[1]), s.tables[unquote(m[1])])
 		delete(tx.rows, unquote(m[1]))
@@ -269,6 +281,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	if strings.HasPrefix(sql, "SELECT ") && reDerivedSources.MatchString(sql) {
 		return s.execute(sql, tx)
 	}
+	if m := reSystemTables.FindStringSubmatch(sql); m != nil {
+		return s.systemTables(*sess, stringLiteral(m[1]), stringLiteral(m[2]))
+	}
 	if m := reTableCount.FindStringSubmatch(sql); m != nil {
 		t, err := s.table(m[1])
 		if err != nil {
@@ -298,6 +313,36 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return s.execute(sql, tx)
 	}
 	return nil, nil, fmt.Errorf("fake: statement not modelled: %.120s", sql)
+}
+
+// systemTables answers the count of system.tables rows of database db
+// ("": the session's current database) named name. system.tables lists
+// the tables there are, dropped ones not (storages/system/src/
+// tables_table.rs, "tables" is TablesTable without history; the fake has
+// no views). The fake's tables are one database's, the session's current
+// one (its database, by default "default": service/src/sessions/
+// session_ctx.rs current_database), except those created under a
+// qualified name (db.t). The name is compared as written: a name quoted
+// when created keeps its case.
+func (s *Server) systemTables(sess sessionConf, db, name string) ([]string, [][]*string, error) {
+	current := "default"
+	if sess.Database != nil && *sess.Database != "" {
+		current = *sess.Database
+	}
+	if db == "" {
+		db = current
+	}
+	n := 0
+	for key := range s.tables {
+		tdb, tname, qualified := strings.Cut(key, ".")
+		if !qualified {
+			tdb, tname = current, key
+		}
+		if tdb == db && tname == name {
+			n++
+		}
+	}
+	return []string{"count(*)"}, [][]*string{{str(strconv.Itoa(n))}}, nil
 }
 
 // addColumn runs ALTER TABLE … ADD COLUMN as databend-query does: the
