@@ -16,6 +16,8 @@ import (
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tracelake/tracelake/internal/sink"
 )
 
 // SetBeforeMaintenanceCommit runs f before each maintenance commit.
@@ -58,6 +60,42 @@ func (s *Sink) RollBackRaw(ctx context.Context, n int) error {
 	snaps := tbl.Metadata().Snapshots()
 	txn := tbl.NewTransaction()
 	if err := txn.RollbackToSnapshot(snaps[len(snaps)-1-n].SnapshotID); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}
+
+// LoadAsBefore stages b and commits its raw rows as a tracelake version
+// without the load-time rollback check did: from the positions the
+// properties hold, whatever the branch, as a running process of that
+// version committed on top of a rollback.
+func (s *Sink) LoadAsBefore(ctx context.Context, b *sink.Batch) error {
+	f, err := s.Stage(ctx, b)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	st := s.kept[f.Name]
+	delete(s.kept, f.Name)
+	s.mu.Unlock()
+	fresh, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	start, err := positions(fresh)
+	if err != nil {
+		return err
+	}
+	next := maps.Clone(start)
+	for _, r := range st.ranges {
+		next[r.TopicPartition] = r.Last + 1
+	}
+	txn, summary, err := beginPositionsCommit(fresh, start, next, sink.IdentityOf(st.names))
+	if err != nil {
+		return err
+	}
+	if err := addFiles(ctx, txn, fresh, s.mainSchema(), st.raw.files, summary); err != nil {
 		return err
 	}
 	_, err = txn.Commit(ctx)

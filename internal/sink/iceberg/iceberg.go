@@ -176,6 +176,9 @@ type Sink struct {
 	// sizedAt is when each table's metadata file size was last read for
 	// OnCommit (guarded by commitMu).
 	sizedAt map[string]time.Time
+	// branches are the tables' branches as this process last checked
+	// them for a rollback (rollback.go; guarded by commitMu).
+	branches map[string]*branchState
 
 	mu   sync.Mutex
 	kept map[string]*staged // staged batches by name, until committed or discarded
@@ -406,13 +409,13 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			return fmt.Errorf("table %s has %s=%d: tracelake needs it 0 (it retries a lost commit itself, after re-reading the positions)",
 				name(t.id), table.CommitNumRetriesKey, n)
 		}
-		if lost := rolledBack(tbl.Metadata()); lost != nil {
-			cur := tbl.CurrentSnapshot()
-			return fmt.Errorf("%w: table %s was rolled back: its current snapshot %d is older than tracelake's load %d, which it does not descend from, "+
-				"so the positions (properties %s*) are ahead of the data and tracelake would skip the rolled-back records. To load them again (while Kafka still has them), "+
-				"set the position properties to those of snapshot %d, as its loads' summaries record them (%s; a partition not named had no load in the snapshots kept), and restart",
-				sink.ErrFatal, name(t.id), cur.SnapshotID, lost.SnapshotID, PositionKeyPrefix, cur.SnapshotID, formatPositions(positionsAt(tbl.Metadata(), cur)))
+		// Loads the branch dropped, not accounted for: their records
+		// would be skipped (rollback.go).
+		r := findRollback(tbl.Metadata(), tbl.Properties())
+		if !r.accountedFor() {
+			return rollbackError(tbl, r)
 		}
+		s.startBranch(tbl, r)
 		if !hasPositions(tbl.Properties()) && tbl.CurrentSnapshot() != nil && !s.opt.Adopt {
 			return fmt.Errorf("table %s has data but no tracelake positions (%s*): it was written by something else. "+
 				"Set sink.iceberg.adopt: true to let tracelake append to it, its partitions starting from the group's committed offsets", name(t.id), PositionKeyPrefix)
@@ -421,27 +424,6 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	if s.dedups() {
 		if _, err := s.dedupTarget(ctx); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// rolledBack returns a snapshot a tracelake load committed that is newer
-// than the current snapshot and not one of its ancestors: the table was
-// rolled back past it (an engine's rollback_to_snapshot). nil if there is
-// none.
-func rolledBack(meta table.Metadata) *table.Snapshot {
-	cur := meta.CurrentSnapshot()
-	if cur == nil {
-		return nil
-	}
-	ancestors := map[int64]bool{}
-	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
-		ancestors[s.SnapshotID] = true
-	}
-	for _, s := range meta.Snapshots() {
-		if s.SequenceNumber > cur.SequenceNumber && !ancestors[s.SnapshotID] && isLoad(&s) {
-			return &s
 		}
 	}
 	return nil
@@ -699,6 +681,9 @@ func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last 
 	if err != nil {
 		return err
 	}
+	if err := s.checkBranch(fresh); err != nil {
+		return err
+	}
 	start, err := positions(fresh)
 	if err != nil {
 		return err
@@ -728,6 +713,9 @@ func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last 
 	if err := txn.SetProperties(iceberggo.Properties{key: runs}); err != nil {
 		return err
 	}
+	if err := s.acceptRollbacks(txn, fresh); err != nil {
+		return err
+	}
 	if err := addFiles(ctx, txn, fresh, s.mainSchema(), nil, summary); err != nil {
 		return err
 	}
@@ -735,6 +723,7 @@ func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last 
 	if err != nil {
 		return fmt.Errorf("commit the abandoned positions of %s: %w", tp, err)
 	}
+	s.committedBranch(committed)
 	s.remember(committed)
 	return nil
 }

@@ -624,6 +624,11 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	if err != nil {
 		return nil, nil, false, err
 	}
+	// Before anything of the load is committed: a table rolled back
+	// under this process has positions ahead of its data.
+	if err := s.checkBranch(fresh); err != nil {
+		return nil, nil, false, err
+	}
 	s.remember(fresh)
 	start, err := positions(fresh)
 	if err != nil {
@@ -678,6 +683,9 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	txn, summary, err := beginPositionsCommit(fresh, start, next, loadID)
 	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := s.acceptRollbacks(txn, fresh); err != nil {
 		return nil, nil, false, err
 	}
 	if err := addFiles(ctx, txn, fresh, s.schemaOf(k), add, summary); err != nil {
@@ -735,6 +743,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		}
 		return nil, nil, false, fmt.Errorf("commit: %w", err)
 	}
+	s.committedBranch(committed)
 	s.remember(committed)
 	return counts, fenced, true, nil
 }
@@ -780,6 +789,11 @@ func (m *mainPositions) get(ctx context.Context, s *Sink) (map[sink.TopicPartiti
 	}
 	tbl, err := s.loadTable(ctx, s.id(mainTable))
 	if err != nil {
+		return nil, err
+	}
+	// Checked here too, not only at the main table's own commit: the
+	// other tables commit first.
+	if err := s.checkBranch(tbl); err != nil {
 		return nil, err
 	}
 	if m.pos, err = positions(tbl); err != nil {

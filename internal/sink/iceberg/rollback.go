@@ -1,0 +1,300 @@
+package iceberg
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// RollbackCheckedKey is the table property listing (comma-separated) the
+// snapshot ids of rolled-back loads whose records are accounted for: the
+// first commit of a process started with the positions set back (the
+// recovery the rollback error names) writes it, atomically with its rows,
+// and a user may set it after dealing with records a load on top of a
+// rollback skipped. A property, not a summary: it outlives the expiry of
+// the snapshot that wrote it, and a branch moved back again still shows
+// the loads it drops as rolled back.
+const RollbackCheckedKey = "tracelake.rollback-checked"
+
+// rollback is what a table's metadata says of loads its current branch
+// dropped.
+type rollback struct {
+	// lost are tracelake loads (isLoad) the current branch does not
+	// descend from and RollbackCheckedKey does not name, oldest first:
+	// the branch was set back past them (an engine's
+	// rollback_to_snapshot) and their rows are gone from the table.
+	lost []table.Snapshot
+	// onTop: a load on the current branch is newer than one of lost: it
+	// committed after the rollback, from positions taken as they were,
+	// and the records of the lost load it did not load again were
+	// skipped.
+	onTop bool
+	// ahead: a position (the properties') is ahead of what the current
+	// branch's loads record for a partition a lost load moved: the next
+	// load would skip its records. Set back to at most those, and with no
+	// load on top, the rollback is accounted for by the loads to come.
+	ahead bool
+}
+
+// findRollback reads meta and props (a table's) for loads its current
+// branch dropped; nil if there is none. In memory: a walk of the
+// snapshots the metadata lists (sequence numbers alone cannot say it: a
+// load on top of the rollback is newer than the loads it dropped).
+func findRollback(meta table.Metadata, props iceberggo.Properties) *rollback {
+	cur := meta.CurrentSnapshot()
+	if cur == nil {
+		return nil
+	}
+	checked := checkedRollbacks(props)
+	branch := map[int64]bool{}
+	var loads []table.Snapshot // of the current branch
+	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
+		branch[s.SnapshotID] = true
+		if isLoad(&s) {
+			loads = append(loads, s)
+		}
+	}
+	r := &rollback{}
+	for _, s := range meta.Snapshots() {
+		if !branch[s.SnapshotID] && isLoad(&s) && !checked[s.SnapshotID] {
+			r.lost = append(r.lost, s)
+		}
+	}
+	if len(r.lost) == 0 {
+		return nil
+	}
+	slices.SortFunc(r.lost, func(a, b table.Snapshot) int { return compareAge(&a, &b) })
+	// The oldest lost load: a load on the branch newer than it came after
+	// the rollback (a branch's snapshots after its fork are all newer
+	// than the loads it dropped).
+	r.onTop = slices.ContainsFunc(loads, func(s table.Snapshot) bool { return compareAge(&s, &r.lost[0]) > 0 })
+	have, err := parsePositions(props)
+	if err != nil {
+		r.ahead = true
+		return r
+	}
+	data := positionsAt(meta, cur)
+	for _, l := range r.lost {
+		moved, err := parsePositions(l.Summary.Properties)
+		if err != nil {
+			r.ahead = true
+			continue
+		}
+		for tp, n := range moved {
+			p, set := have[tp]
+			switch d, known := data[tp]; {
+			case !set:
+			case known && p > d:
+				r.ahead = true
+			case !known && p >= n:
+				// No load of the branch's kept snapshots set it: only a
+				// position set back below the lost load's says the
+				// user took it back.
+				r.ahead = true
+			}
+		}
+	}
+	return r
+}
+
+// compareAge orders snapshots by when they were committed: by sequence
+// number, by timestamp where those tie (format 1 tables have none).
+func compareAge(a, b *table.Snapshot) int {
+	if c := a.SequenceNumber - b.SequenceNumber; c != 0 {
+		if c < 0 {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.TimestampMs < b.TimestampMs:
+		return -1
+	case a.TimestampMs > b.TimestampMs:
+		return 1
+	}
+	return 0
+}
+
+// checkedRollbacks reads RollbackCheckedKey.
+func checkedRollbacks(props iceberggo.Properties) map[int64]bool {
+	out := map[int64]bool{}
+	for _, f := range strings.Split(props[RollbackCheckedKey], ",") {
+		if id, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64); err == nil {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// accountedFor reports whether the rollback needs nothing more from the
+// user: no load on top of it, and the positions not ahead of the data.
+func (r *rollback) accountedFor() bool { return r == nil || (!r.onTop && !r.ahead) }
+
+// ids are the lost loads' snapshot ids.
+func (r *rollback) ids() []int64 {
+	var out []int64
+	for _, s := range r.lost {
+		out = append(out, s.SnapshotID)
+	}
+	return out
+}
+
+// rollbackError is the error stopping tracelake on a table r says was
+// rolled back, naming what to do: the same at the start and at a load.
+func rollbackError(tbl *table.Table, r *rollback) error {
+	cur := tbl.CurrentSnapshot()
+	lost := r.lost[len(r.lost)-1]
+	if r.onTop {
+		return fmt.Errorf("%w: table %s was rolled back: tracelake's load %d is not in its current branch (snapshot %d), and loads were committed on top of the rollback "+
+			"from positions that were ahead of the data, so the records of the rolled-back loads that they did not load again were skipped (tracelake verify shows which). "+
+			"Load them again if Kafka still has them, then set the property %s=%s to acknowledge the rolled-back snapshots, and restart",
+			sink.ErrFatal, name(tbl.Identifier()), lost.SnapshotID, cur.SnapshotID, RollbackCheckedKey, joinIDs(mergeChecked(tbl, r.ids())))
+	}
+	return fmt.Errorf("%w: table %s was rolled back: its current snapshot %d does not descend from tracelake's load %d, "+
+		"so the positions (properties %s*) are ahead of the data and tracelake would skip the rolled-back records. To load them again (while Kafka still has them), "+
+		"set the position properties to those of snapshot %d, as its loads' summaries record them (%s; a partition not named had no load in the snapshots kept), and restart",
+		sink.ErrFatal, name(tbl.Identifier()), cur.SnapshotID, lost.SnapshotID, PositionKeyPrefix, cur.SnapshotID, formatPositions(positionsAt(tbl.Metadata(), cur)))
+}
+
+// mergeChecked is RollbackCheckedKey's ids with ids added, less those of
+// snapshots the table no longer has (expired: nothing left to tell).
+func mergeChecked(tbl *table.Table, ids []int64) []int64 {
+	all := checkedRollbacks(tbl.Properties())
+	for _, id := range ids {
+		all[id] = true
+	}
+	var out []int64
+	for id := range all {
+		if tbl.Metadata().SnapshotByID(id) != nil {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ",")
+}
+
+// branchState is what the process knows of a table's branch, for the
+// rollback check at each commit (guarded by commitMu).
+type branchState struct {
+	// seen is the current snapshot as this process last checked it (0:
+	// none): a current snapshot descending from it was not rolled back
+	// since.
+	seen int64
+	// accepted are lost loads found at the start with the positions set
+	// back (rollback.accountedFor): this process's loads read from those
+	// positions, so its first commit lists them in RollbackCheckedKey.
+	accepted []int64
+}
+
+// startBranch records tbl's branch as Prepare checked it, and the lost
+// loads r it accepted.
+func (s *Sink) startBranch(tbl *table.Table, r *rollback) {
+	st := &branchState{}
+	if cur := tbl.CurrentSnapshot(); cur != nil {
+		st.seen = cur.SnapshotID
+	}
+	if r != nil {
+		st.accepted = r.ids()
+		s.log.Info("table was rolled back past tracelake's loads and its positions were set back to its data: loading from them",
+			"table", name(tbl.Identifier()), "rolled_back_snapshots", joinIDs(st.accepted))
+	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if s.branches == nil {
+		s.branches = map[string]*branchState{}
+	}
+	s.branches[name(tbl.Identifier())] = st
+}
+
+// checkBranch is the rollback check of a commit that moves positions,
+// on tbl as read for it (under commitMu): a rollback since this process
+// last saw the branch (another engine's, while it ran) is an error, a
+// fatal one, before anything is committed. The positions set back while
+// it ran do not account for it: this process's records come from where
+// it read before, not from them; a restart reads from them. Cheap when
+// the branch only grew: a walk back to the snapshot seen last.
+func (s *Sink) checkBranch(tbl *table.Table) error {
+	key := name(tbl.Identifier())
+	st := s.branches[key]
+	if st == nil {
+		st = &branchState{}
+		if s.branches == nil {
+			s.branches = map[string]*branchState{}
+		}
+		s.branches[key] = st
+	}
+	meta := tbl.Metadata()
+	cur := meta.CurrentSnapshot()
+	if cur == nil {
+		return nil
+	}
+	if st.seen == 0 || !descends(meta, cur, st.seen) {
+		if r := findRollback(meta, tbl.Properties()); r != nil {
+			r.lost = slices.DeleteFunc(r.lost, func(l table.Snapshot) bool { return slices.Contains(st.accepted, l.SnapshotID) })
+			if len(r.lost) > 0 {
+				return rollbackError(tbl, r)
+			}
+		}
+	}
+	st.seen = cur.SnapshotID
+	return nil
+}
+
+// descends reports whether cur is snapshot id or one of its descendants,
+// walking back from cur no further than id's sequence number.
+func descends(meta table.Metadata, cur *table.Snapshot, id int64) bool {
+	seen := meta.SnapshotByID(id)
+	if seen == nil {
+		return false // expired: the full check tells
+	}
+	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
+		if s.SnapshotID == id {
+			return true
+		}
+		if compareAge(&s, seen) < 0 {
+			return false
+		}
+	}
+	return false
+}
+
+// acceptRollbacks adds to txn, a commit moving tbl's positions, the lost
+// loads this process accepted at its start to RollbackCheckedKey: its
+// rows (read from the positions set back) account for them.
+func (s *Sink) acceptRollbacks(txn *table.Transaction, tbl *table.Table) error {
+	st := s.branches[name(tbl.Identifier())]
+	if st == nil || len(st.accepted) == 0 {
+		return nil
+	}
+	if err := txn.SetProperties(iceberggo.Properties{RollbackCheckedKey: joinIDs(mergeChecked(tbl, st.accepted))}); err != nil {
+		return fmt.Errorf("set %s: %w", RollbackCheckedKey, err)
+	}
+	return nil
+}
+
+// committedBranch records a commit of this process that landed: its
+// snapshot is the branch seen, and the loads accepted are listed now.
+func (s *Sink) committedBranch(tbl *table.Table) {
+	st := s.branches[name(tbl.Identifier())]
+	if st == nil {
+		return
+	}
+	if cur := tbl.CurrentSnapshot(); cur != nil {
+		st.seen = cur.SnapshotID
+	}
+	st.accepted = nil
+}
