@@ -134,3 +134,29 @@ func TestRollbackStopsTheLoadBeforeItsDeadLetters(t *testing.T) {
 		t.Errorf("dead-letter offsets %v after the refused load, want none", got)
 	}
 }
+
+// Positions set back while a sink runs do not let it go on: its records
+// come from where it read before, not from them (30 on, where the
+// positions say 20); it stops at its next load, and a restart reads from
+// them.
+func TestRollbackFixedWhileRunningStillStopsTheLoad(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := rolledBackTable(t, dir)
+	if err := s.SetTableProperty(ctx, "tracelake.position.traces.0", "20"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Stage(ctx, batch(0, 30, 39))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Load(ctx, []sink.File{f})
+	wantRolledBack(t, "the running sink's load after positions set back", err)
+	s.Discard([]sink.File{f})
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 19)) {
+		t.Errorf("raw offsets %v after the refused load, want 0-19", got)
+	}
+	if err := openSink(t, dir, false).Prepare(ctx); err != nil {
+		t.Errorf("start with the positions set back: %v", err)
+	}
+}
