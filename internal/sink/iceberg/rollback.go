@@ -47,14 +47,20 @@ type rollback struct {
 // snapshots the metadata lists (sequence numbers alone cannot say it: a
 // load on top of the rollback is newer than the loads it dropped).
 func findRollback(meta table.Metadata, props iceberggo.Properties) *rollback {
+	return findRollbackExcept(meta, props, checkedRollbacks(props))
+}
+
+// findRollbackExcept is findRollback with the loads accounted for given
+// by checked, not read from props.
+func findRollbackExcept(meta table.Metadata, props iceberggo.Properties, checked map[int64]bool) *rollback {
 	cur := meta.CurrentSnapshot()
 	if cur == nil {
 		return nil
 	}
-	checked := checkedRollbacks(props)
 	branch := map[int64]bool{}
 	var loads []table.Snapshot // of the current branch
-	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
+	chain, complete := table.AncestorsOfChecked(cur.SnapshotID, meta.SnapshotByID)
+	for _, s := range chain {
 		branch[s.SnapshotID] = true
 		if isLoad(&s) {
 			loads = append(loads, s)
@@ -62,9 +68,19 @@ func findRollback(meta table.Metadata, props iceberggo.Properties) *rollback {
 	}
 	r := &rollback{}
 	for _, s := range meta.Snapshots() {
-		if !branch[s.SnapshotID] && isLoad(&s) && !checked[s.SnapshotID] {
-			r.lost = append(r.lost, s)
+		if branch[s.SnapshotID] || !isLoad(&s) || checked[s.SnapshotID] {
+			continue
 		}
+		// The branch's walk stops at a snapshot whose parent expired:
+		// a load older than that may be one of the branch's own,
+		// kept by a tag or another branch while expiry removed the
+		// branch's snapshots after it. Loads a rollback dropped are
+		// newer than the snapshot the branch was set back to, which
+		// the walk reaches unless it expired too.
+		if !complete && len(chain) > 0 && compareAge(&s, &chain[len(chain)-1]) < 0 {
+			continue
+		}
+		r.lost = append(r.lost, s)
 	}
 	if len(r.lost) == 0 {
 		return nil
@@ -198,17 +214,27 @@ type branchState struct {
 	// back (rollback.accountedFor): this process's loads read from those
 	// positions, so its first commit lists them in RollbackCheckedKey.
 	accepted []int64
+	// known are the loads off the branch this process's records
+	// account for: RollbackCheckedKey's as the start read it, and
+	// accepted. A load listed there since (by another process's
+	// recovery, or the user) was rolled back while this process read on
+	// from where it was: it is not accounted for by this process's
+	// records.
+	known map[int64]bool
 }
 
 // startBranch records tbl's branch as Prepare checked it, and the lost
 // loads r it accepted.
 func (s *Sink) startBranch(tbl *table.Table, r *rollback) {
-	st := &branchState{}
+	st := &branchState{known: checkedRollbacks(tbl.Properties())}
 	if cur := tbl.CurrentSnapshot(); cur != nil {
 		st.seen = cur.SnapshotID
 	}
 	if r != nil {
 		st.accepted = r.ids()
+		for _, id := range st.accepted {
+			st.known[id] = true
+		}
 		s.log.Info("table was rolled back past tracelake's loads and its positions were set back to its data: loading from them",
 			"table", name(tbl.Identifier()), "rolled_back_snapshots", joinIDs(st.accepted))
 	}
@@ -231,7 +257,7 @@ func (s *Sink) checkBranch(tbl *table.Table) error {
 	key := name(tbl.Identifier())
 	st := s.branches[key]
 	if st == nil {
-		st = &branchState{}
+		st = &branchState{known: checkedRollbacks(tbl.Properties())}
 		if s.branches == nil {
 			s.branches = map[string]*branchState{}
 		}
@@ -242,34 +268,68 @@ func (s *Sink) checkBranch(tbl *table.Table) error {
 	if cur == nil {
 		return nil
 	}
-	if st.seen == 0 || !descends(meta, cur, st.seen) {
-		if r := findRollback(meta, tbl.Properties()); r != nil {
-			r.lost = slices.DeleteFunc(r.lost, func(l table.Snapshot) bool { return slices.Contains(st.accepted, l.SnapshotID) })
-			if len(r.lost) > 0 {
-				return rollbackError(tbl, r)
+	if st.seen == 0 || droppedSince(meta, cur, st.seen, st.known) {
+		// Loads accounted for by this process's records only: one
+		// RollbackCheckedKey lists since the start was accepted by
+		// another process's recovery, whose records come from the
+		// positions set back; this one's come from where it read.
+		if r := findRollbackExcept(meta, tbl.Properties(), st.known); r != nil {
+			checked := checkedRollbacks(tbl.Properties())
+			if !slices.ContainsFunc(r.lost, func(l table.Snapshot) bool { return !checked[l.SnapshotID] }) {
+				return fmt.Errorf("%w: table %s was rolled back past tracelake's load %d while this process ran, and its positions were set back since (%s lists it): "+
+					"this process reads on from where it was, not from the positions set back, and would skip the rolled-back records; restart it to read from them",
+					sink.ErrFatal, name(tbl.Identifier()), r.lost[len(r.lost)-1].SnapshotID, RollbackCheckedKey)
 			}
+			return rollbackError(tbl, r)
 		}
 	}
 	st.seen = cur.SnapshotID
 	return nil
 }
 
-// descends reports whether cur is snapshot id or one of its descendants,
-// walking back from cur no further than id's sequence number.
-func descends(meta table.Metadata, cur *table.Snapshot, id int64) bool {
+// droppedSince reports whether the branch may have dropped a load since
+// snapshot id was its current one (as this process last checked it), so
+// that the full check must tell: cur does not descend from id, or a load
+// not in known was the branch's current snapshot after id (the table's
+// snapshot log) and is not on the way back from cur to id. That cur
+// descends from id is not enough: a rollback to id, or to any snapshot
+// after it, drops the loads of other processes committed after it, and
+// keeps their positions. Cheap when the branch only grew: a walk back
+// to id and the log's entries since.
+func droppedSince(meta table.Metadata, cur *table.Snapshot, id int64, known map[int64]bool) bool {
 	seen := meta.SnapshotByID(id)
 	if seen == nil {
-		return false // expired: the full check tells
+		return true // expired: the full check tells
 	}
+	way := map[int64]bool{}
+	reached := false
 	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
+		way[s.SnapshotID] = true
 		if s.SnapshotID == id {
-			return true
+			reached = true
+			break
 		}
 		if compareAge(&s, seen) < 0 {
-			return false
+			break
 		}
 	}
-	return false
+	if !reached {
+		return true
+	}
+	after := false
+	for e := range meta.SnapshotLogs() {
+		switch {
+		case !after:
+			after = e.SnapshotID == id
+		case !way[e.SnapshotID] && !known[e.SnapshotID]:
+			if s := meta.SnapshotByID(e.SnapshotID); s != nil && isLoad(s) {
+				return true
+			}
+		}
+	}
+	// A log without id's entry (trimmed, or not kept by an engine): the
+	// full check.
+	return !after
 }
 
 // acceptRollbacks adds to txn, a commit moving tbl's positions, the lost
