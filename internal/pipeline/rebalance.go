@@ -48,21 +48,34 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		return nil, err
 	}
 	// Not the client's reset when the listing fails, as before: it starts
-	// at a point this worker could not commit before reading.
-	logStarts, err := w.logStarts(ctx, offsets, positions)
+	// at a point this worker could not commit before reading. A partition
+	// whose log start could not be listed (its leader down) is listed and
+	// committed later, paused until then (startLater).
+	logStarts, unlisted, err := w.logStarts(ctx, offsets, positions)
 	if err != nil {
 		return nil, err
 	}
 	starts := w.resolveStarts(offsets, positions, logStarts)
 	if err := w.commitStarts(ctx, starts); err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Kafka refused: these partitions wait, paused, while the
+		// others of the session are read.
+		w.log.Warn("commit where newly assigned partitions start ("+formatStarts(starts)+") failed; they are not read until it succeeds, retrying", "err", err)
+		w.opt.Metrics.Retries.WithLabelValues("commit_start").Inc()
+	} else {
+		starts = nil
 	}
+	w.startLater(starts, unlisted)
 	return offsets, nil
 }
 
 // resolveStarts sets in offsets where each assigned partition's reading
 // starts, and returns the starts recorded nowhere yet (see adjustOffsets),
 // to commit before reading.
+// A partition whose log start could not be listed keeps the client's reset
+// offset: it is paused until startLater listed and committed its start.
 func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, positions, logStarts map[sink.TopicPartition]int64) map[string]map[int32]kgo.EpochOffset {
 	unrecorded := map[string]map[int32]kgo.EpochOffset{}
 	w.mu.Lock()
@@ -148,7 +161,7 @@ func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, position
 }
 
 // commitStarts commits the starts recorded nowhere yet before their
-// partitions are read (see adjustOffsets).
+// partitions are read (see adjustOffsets), once: startLater retries.
 func (w *Worker) commitStarts(ctx context.Context, starts map[string]map[int32]kgo.EpochOffset) error {
 	if len(starts) == 0 {
 		return nil
@@ -158,40 +171,194 @@ func (w *Worker) commitStarts(ctx context.Context, starts map[string]map[int32]k
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return w.untilSessionEnds(ctx, "commit_start", "commit where newly assigned partitions start ("+formatStarts(starts)+")", func() error {
-		w.commitMu.Lock()
-		defer w.commitMu.Unlock()
-		return w.commitOffsets(ctx, starts)
-	})
+	w.commitMu.Lock()
+	defer w.commitMu.Unlock()
+	return w.commitOffsets(ctx, starts)
 }
 
-// untilSessionEnds runs fn, a step of the offset adjustment, until it
-// succeeds, backing off as loads do, or until the group session ends
-// (ctx: a revoke, a lost membership or leaving the group cancels it;
-// nothing of the partitions is read then). Retrying in the session rather
-// than returning the error, which makes the client drop every partition
-// it owns and rejoin, holds back only the fetching of the partitions just
-// assigned: their backlog stays in Kafka.
-func (w *Worker) untilSessionEnds(ctx context.Context, stage, what string, fn func() error) error {
+// pendingStart is a set of newly assigned partitions paused until their
+// start is committed (and, for those in unlisted, their log start
+// listed): startLater's goroutine. A partition dropped leaves w.pending,
+// and the goroutine ends once none of its partitions is left there.
+type pendingStart struct{ cancel context.CancelFunc }
+
+// startLater pauses the partitions whose start could not be committed
+// (known) or whose log start could not be listed (unlisted) in the
+// offset adjustment, before the client fetches anything of them, and
+// retries in the background until their start is committed, then
+// resumes them. The other partitions of the session are read meanwhile:
+// one partition whose leader is down does not hold them back. Retrying
+// stops for a partition when it is dropped (revoked or lost; resumed then,
+// so a later owner session is not left paused), and for all when the
+// worker stops.
+func (w *Worker) startLater(known map[string]map[int32]kgo.EpochOffset, unlisted []sink.TopicPartition) {
+	if len(known) == 0 && len(unlisted) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(w.bg)
+	ps := &pendingStart{cancel: cancel}
+	pause := map[string][]int32{}
+	starts := map[string]map[int32]kgo.EpochOffset{}
+	add := func(tp sink.TopicPartition) {
+		w.pending[tp] = ps
+		pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
+	}
+	w.mu.Lock()
+	for t, parts := range known {
+		for p, o := range parts {
+			add(sink.TopicPartition{Topic: t, Partition: p})
+			if starts[t] == nil {
+				starts[t] = map[int32]kgo.EpochOffset{}
+			}
+			starts[t][p] = o
+		}
+	}
+	for _, tp := range unlisted {
+		add(tp)
+	}
+	w.cl.PauseFetchPartitions(pause)
+	w.mu.Unlock()
+	go w.startPending(ctx, ps, starts, unlisted)
+}
+
+// startPending lists the log start of unlisted, commits the starts of
+// the partitions still pending on ps and resumes them (see startLater),
+// retrying with backoff until every one of them is started or ctx ends.
+// A partition listed is committed and resumed without waiting for those
+// whose listing still fails.
+func (w *Worker) startPending(ctx context.Context, ps *pendingStart, starts map[string]map[int32]kgo.EpochOffset, unlisted []sink.TopicPartition) {
+	defer ps.cancel()
 	delay := w.opt.RetryBase
 	for attempt := 1; ; attempt++ {
-		err := fn()
-		if err == nil {
-			return nil
+		// Those dropped meanwhile are no longer this goroutine's.
+		w.mu.Lock()
+		unlisted = slices.DeleteFunc(unlisted, func(tp sink.TopicPartition) bool { return w.pending[tp] != ps })
+		w.mu.Unlock()
+		var errs []error
+		if len(unlisted) > 0 {
+			if err := w.listPending(ctx, ps, starts, &unlisted); err != nil {
+				errs = append(errs, err)
+				w.opt.Metrics.Retries.WithLabelValues("list_start").Inc()
+			}
+		}
+		if len(starts) > 0 {
+			if err := w.commitPending(ctx, ps, starts); err != nil {
+				errs = append(errs, err)
+				w.opt.Metrics.Retries.WithLabelValues("commit_start").Inc()
+			} else {
+				clear(starts)
+			}
+		}
+		if len(unlisted) == 0 && len(starts) == 0 {
+			return
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return
 		}
-		w.opt.Metrics.Retries.WithLabelValues(stage).Inc()
-		w.log.Warn(what+" failed; the partitions are not read until it succeeds, retrying",
-			"attempt", attempt, "in", delay, "err", err)
+		w.log.Warn("start newly assigned partitions with no position failed; they are not read until it succeeds, retrying",
+			"committing", formatStarts(starts), "listing", len(unlisted), "attempt", attempt, "in", delay, "err", errors.Join(errs...))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, ctx.Err())
+			return
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, max(w.opt.RetryMaxDelay, w.opt.RetryBase))
 	}
+}
+
+// listPending lists the log start of the partitions in unlisted, moving
+// those listed (and still pending on ps) to starts, where reading them
+// starts.
+func (w *Worker) listPending(ctx context.Context, ps *pendingStart, starts map[string]map[int32]kgo.EpochOffset, unlisted *[]sink.TopicPartition) error {
+	var topics []string
+	for _, tp := range *unlisted {
+		if !slices.Contains(topics, tp.Topic) {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	l, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("list the log start of %s: %w", strings.Join(topics, ", "), err)
+	}
+	var errs []error
+	var still []sink.TopicPartition
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, tp := range *unlisted {
+		if w.pending[tp] != ps {
+			continue // dropped
+		}
+		o, ok := l.Lookup(tp.Topic, tp.Partition)
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s/%d: not listed", tp.Topic, tp.Partition))
+			still = append(still, tp)
+			continue
+		case o.Err != nil:
+			errs = append(errs, fmt.Errorf("%s/%d: %w", tp.Topic, tp.Partition, o.Err))
+			still = append(still, tp)
+			continue
+		}
+		// Nothing of it was read in this session (paused): reading
+		// starts at the log start, where the client's reset takes it
+		// (or past the records this worker still holds of it).
+		if next, ok := w.b.nextOf(tp); !ok || next < 0 {
+			w.b.setNext(tp, o.Offset)
+			if st := w.owned[tp]; st != nil {
+				st.next = o.Offset
+			}
+		}
+		w.seeded[tp] = o.Offset
+		if starts[tp.Topic] == nil {
+			starts[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		starts[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
+	}
+	*unlisted = still
+	return errors.Join(errs...)
+}
+
+// commitPending commits starts of the partitions still pending on ps and
+// resumes them.
+func (w *Worker) commitPending(ctx context.Context, ps *pendingStart, starts map[string]map[int32]kgo.EpochOffset) error {
+	w.commitMu.Lock() // ownership cannot change meanwhile (drop)
+	defer w.commitMu.Unlock()
+	mine := map[string]map[int32]kgo.EpochOffset{}
+	w.mu.Lock()
+	for t, parts := range starts {
+		for p, o := range parts {
+			if w.pending[sink.TopicPartition{Topic: t, Partition: p}] == ps {
+				if mine[t] == nil {
+					mine[t] = map[int32]kgo.EpochOffset{}
+				}
+				mine[t][p] = o
+			}
+		}
+	}
+	w.mu.Unlock()
+	if len(mine) == 0 {
+		return nil
+	}
+	if err := w.commitOffsets(ctx, mine); err != nil {
+		return fmt.Errorf("commit where newly assigned partitions start (%s): %w", formatStarts(mine), err)
+	}
+	resume := map[string][]int32{}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for t, parts := range mine {
+		for p := range parts {
+			tp := sink.TopicPartition{Topic: t, Partition: p}
+			if w.pending[tp] == ps {
+				delete(w.pending, tp)
+				resume[t] = append(resume[t], p)
+			}
+		}
+	}
+	if len(resume) > 0 {
+		w.log.Info("start committed; reading the partitions: " + kafka.FormatPartitions(resume))
+		w.cl.ResumeFetchPartitions(resume)
+	}
+	return nil
 }
 
 // formatStarts names each partition's start, topic/partition@offset.
@@ -209,7 +376,8 @@ func formatStarts(starts map[string]map[int32]kgo.EpochOffset) string {
 // logStarts lists the log start offsets of the assigned partitions that
 // have no committed offset, no ledger position and no StartAt (a fresh
 // group's, or a partition added to a topic): where their reading starts.
-func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) (map[sink.TopicPartition]int64, error) {
+// Those it could not list are returned in unlisted.
+func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) (map[sink.TopicPartition]int64, []sink.TopicPartition, error) {
 	var topics []string
 	var wanted []sink.TopicPartition
 	for t, ps := range offsets {
@@ -226,47 +394,42 @@ func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo
 		}
 	}
 	if len(topics) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	select {
 	case <-w.clientSet:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	starts := map[sink.TopicPartition]int64{}
-	err := w.untilSessionEnds(ctx, "list_start", "list the log start of "+strings.Join(topics, ", "), func() error {
-		listed, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
-		if err != nil {
-			return err
-		}
-		clear(starts)
-		var errs []error
-		listed.Each(func(o kadm.ListedOffset) {
-			tp := sink.TopicPartition{Topic: o.Topic, Partition: o.Partition}
-			_, inLedger := positions[tp]
-			_, pinned := w.opt.StartAt[tp]
-			ps, ok := offsets[o.Topic]
-			if !ok || inLedger || pinned {
-				return
-			}
-			if off, ok := ps[o.Partition]; ok && off.EpochOffset().Offset < 0 {
-				if o.Err != nil {
-					errs = append(errs, fmt.Errorf("%s/%d: %w", o.Topic, o.Partition, o.Err))
-					return
+	var unlisted []sink.TopicPartition
+	listed, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
+	if ctx.Err() != nil {
+		return nil, nil, ctx.Err()
+	}
+	why := err
+	for _, tp := range wanted {
+		o, ok := listed.Lookup(tp.Topic, tp.Partition)
+		if err != nil || !ok || o.Err != nil {
+			// Read from the client's reset, a start not committed
+			// first, it would not be: listed and committed later.
+			if why == nil {
+				why = o.Err
+				if !ok {
+					why = fmt.Errorf("%s/%d: not listed", tp.Topic, tp.Partition)
 				}
-				starts[tp] = o.Offset
 			}
-		})
-		for _, tp := range wanted {
-			if _, ok := starts[tp]; !ok && len(errs) == 0 {
-				// A partition the listing left out would be read from
-				// the client's reset, a start not committed first.
-				errs = append(errs, fmt.Errorf("%s/%d: not listed", tp.Topic, tp.Partition))
-			}
+			unlisted = append(unlisted, tp)
+			continue
 		}
-		return errors.Join(errs...)
-	})
-	return starts, err
+		starts[tp] = o.Offset
+	}
+	if len(unlisted) > 0 {
+		w.log.Warn("list the log start of newly assigned partitions with no position failed; they are not read until it succeeds, retrying",
+			"partitions", len(unlisted), "err", why)
+		w.opt.Metrics.Retries.WithLabelValues("list_start").Inc()
+	}
+	return starts, unlisted, nil
 }
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -343,10 +506,23 @@ func (w *Worker) drop(parts map[string][]int32) {
 	defer w.commitMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	resume := map[string][]int32{}
+	defer func() {
+		if len(resume) > 0 {
+			w.cl.ResumeFetchPartitions(resume)
+		}
+	}()
 	for t, ps := range parts {
 		for _, p := range ps {
 			tp := sink.TopicPartition{Topic: t, Partition: p}
 			delete(w.owned, tp)
+			if w.pending[tp] != nil {
+				// Not read here: a later owner session of this
+				// worker must not find it paused. Its retries
+				// skip it from now on (startPending).
+				delete(w.pending, tp)
+				resume[t] = append(resume[t], p)
+			}
 			w.opt.Metrics.Lag.DeleteLabelValues(t, obs.PartitionLabel(p))
 			// The batcher keeps the partition's next offset: records of
 			// it may still be pending here (see adjustOffsets).

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,13 @@ type Worker struct {
 	b        *batcher
 	owned    map[sink.TopicPartition]*partition // the partitions this worker owns
 	seeded   map[sink.TopicPartition]int64      // positions found at assignment, for the loader to commit
-	started  bool                               // had its first assignment (startGate)
+	// pending are the owned partitions paused until their start is
+	// committed (startLater).
+	pending map[sink.TopicPartition]*pendingStart
+	// bg bounds startLater's retries: canceled when the worker leaves.
+	bg       context.Context
+	bgCancel context.CancelFunc
+	started  bool // had its first assignment (startGate)
 
 	// clientSet is closed once cl is set: the group's callbacks may run
 	// before kgo.NewClient returns.
@@ -199,11 +206,13 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 		b:         b,
 		owned:     map[sink.TopicPartition]*partition{},
 		seeded:    map[sink.TopicPartition]int64{},
+		pending:   map[sink.TopicPartition]*pendingStart{},
 		batches:   make(chan item, 2),
 		files:     make(chan item, max(4, opt.LoadMaxFiles)),
 		sendSem:   make(chan struct{}, 1),
 		clientSet: make(chan struct{}),
 	}
+	w.bg, w.bgCancel = context.WithCancel(context.Background())
 	kopts := append([]kgo.Opt{}, opt.KafkaOpts...)
 	kopts = append(kopts,
 		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
@@ -218,6 +227,7 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 	}
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
+		w.bgCancel()
 		return nil, fmt.Errorf("worker %d: kafka client: %w", id, err)
 	}
 	w.cl = cl
@@ -246,7 +256,9 @@ func (w *Worker) Run(ctx, hard context.Context) error {
 	err := w.flush()
 	w.cl.AllowRebalance()
 	// Leaving the group revokes what is owned: that revoke's flush
-	// commits the starts of partitions assigned during the flush above.
+	// commits the starts of partitions assigned during the flush above
+	// (and of those paused until theirs was, whose retries stop here).
+	w.bgCancel()
 	w.cl.Close()
 	// A revoke's flush may still be sending: wait for it.
 	w.sendSem <- struct{}{}
@@ -447,7 +459,12 @@ func (w *Worker) readAgain(stalled map[sink.TopicPartition]stall, now time.Time)
 // resumeRereads resumes fetching the partitions whose retry is due.
 func (w *Worker) resumeRereads(now time.Time) {
 	resume := map[string][]int32{}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for tp, rr := range w.rereads {
+		if w.pending[tp] != nil {
+			continue // paused until its start is committed (startLater)
+		}
 		if !rr.resumeAt.IsZero() && !now.Before(rr.resumeAt) {
 			rr.resumeAt = time.Time{}
 			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
@@ -978,6 +995,9 @@ func (w *Worker) waitForBudget(ctx context.Context) {
 		if rr := w.rereads[tp]; rr != nil && !rr.resumeAt.IsZero() {
 			continue // paused until its retry (resumeRereads)
 		}
+		if w.pending[tp] != nil {
+			continue // paused until its start is committed (startLater)
+		}
 		paused[tp.Topic] = append(paused[tp.Topic], tp.Partition)
 	}
 	w.mu.Unlock()
@@ -989,7 +1009,17 @@ func (w *Worker) waitForBudget(ctx context.Context) {
 	}
 	<-w.sendSem
 	w.cl.PauseFetchPartitions(paused)
-	defer w.cl.ResumeFetchPartitions(paused)
+	defer func() {
+		// Not one that a rebalance meanwhile made wait for its start.
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for t, ps := range paused {
+			paused[t] = slices.DeleteFunc(ps, func(p int32) bool {
+				return w.pending[sink.TopicPartition{Topic: t, Partition: p}] != nil
+			})
+		}
+		w.cl.ResumeFetchPartitions(paused)
+	}()
 	w.opt.Metrics.FetchPauses.Inc()
 	select {
 	case <-w.opt.Budget.freed:
