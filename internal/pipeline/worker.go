@@ -530,7 +530,11 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 // lost logs and counts the records of tp from first up to next (not
 // included) as deleted by Kafka before they were loaded.
 func (w *Worker) lost(tp sink.TopicPartition, first, next int64) {
-	w.log.Error("records deleted by Kafka (retention) before they were loaded; they are lost and the gap stays in the ledger (tracelake verify reports it)",
+	// verify sees the gap only above a ledger range of the partition: a
+	// loss before its first load leaves the ledger starting past it and
+	// Kafka no longer holding it, so this line and the metric are all
+	// that tell it.
+	w.log.Error("records deleted by Kafka (retention) before they were loaded; they are lost and the gap stays in the ledger (tracelake verify reports it once the partition has loads below it; before its first load, only this line and tracelake_lost_records_total tell it)",
 		"topic", tp.Topic, "partition", tp.Partition, "first_lost", first, "last_lost", next-1, "lost", next-first)
 	w.opt.Metrics.LostRecords.WithLabelValues(tp.Topic).Add(float64(next - first))
 }
