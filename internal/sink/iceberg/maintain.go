@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
@@ -468,14 +470,21 @@ var errUnknownOutcome = errors.New("commit outcome unknown")
 // commits it (none: build found nothing to do), again from a fresh load
 // after each race lost to another writer.
 func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build func(*table.Table) (*table.Transaction, error)) error {
+	_, err := s.commitLostRaces(ctx, id, build)
+	return err
+}
+
+// commitLostRaces is retryLostRaces returning the table as the commit
+// left it (nil: nothing committed).
+func (s *Sink) commitLostRaces(ctx context.Context, id table.Identifier, build func(*table.Table) (*table.Transaction, error)) (*table.Table, error) {
 	for attempt := 1; ; attempt++ {
 		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		txn, err := build(tbl)
 		if err != nil || txn == nil { // nil: nothing to commit
-			return err
+			return nil, err
 		}
 		if s.beforeMaintenanceCommit != nil {
 			s.beforeMaintenanceCommit()
@@ -483,27 +492,31 @@ func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build fu
 		committed, err := txn.Commit(ctx)
 		switch {
 		case err == nil:
-			return nil
+			return committed, nil
 		case committed != nil:
-			// The commit landed; deleting the files it freed failed in
-			// part. iceberg-go also tries again files an earlier expiry
-			// deleted: those are no news. What is left is for orphan
-			// cleanup.
-			if !onlyNotExist(err) {
-				s.log.Warn("committed, but some freed files could not be deleted; tracelake orphans removes them later", "table", name(id), "err", err)
-			}
-			return nil
+			s.warnUndeleted(id, err)
+			return committed, nil
 		case !LostRace(err):
-			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+			return nil, fmt.Errorf("%w: %w", errUnknownOutcome, err)
 		case attempt == maintenanceAttempts:
-			return fmt.Errorf("lost %d commit races in a row, the last: %w", attempt, err)
+			return nil, fmt.Errorf("lost %d commit races in a row, the last: %w", attempt, err)
 		}
 		s.log.Info("maintenance commit lost a race with another writer; retrying", "table", name(id), "attempt", attempt)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
 		}
+	}
+}
+
+// warnUndeleted logs err, from deleting the files a landed commit freed,
+// unless it is only about files already gone: iceberg-go also tries again
+// files an earlier expiry deleted, which are no news. What is left is for
+// orphan cleanup.
+func (s *Sink) warnUndeleted(id table.Identifier, err error) {
+	if !onlyNotExist(err) {
+		s.log.Warn("committed, but some freed files could not be deleted; tracelake orphans removes them later", "table", name(id), "err", err)
 	}
 }
 
@@ -542,16 +555,25 @@ type Expiry struct {
 func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast int) ([]Expiry, error) {
 	var out []Expiry
 	for _, id := range s.tableIDs() {
-		var before []int64
-		err := s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
-			before = snapshotIDs(tbl)
+		var (
+			before []int64
+			read   *table.Table
+		)
+		committed, err := s.commitLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
+			before, read = snapshotIDs(tbl), tbl
 			txn := tbl.NewTransaction()
 			retain := max(retainLast, currentWithin(tbl.Metadata(), time.Now().Add(-olderThan)))
-			if err := txn.ExpireSnapshots(table.WithOlderThan(olderThan), table.WithRetainLast(retain)); err != nil {
+			// The files are deleted here (deleteExpired), not by
+			// iceberg-go after the commit: it deletes those of every
+			// removed snapshot, also one another engine tagged meanwhile.
+			if err := txn.ExpireSnapshots(table.WithOlderThan(olderThan), table.WithRetainLast(retain), table.WithPostCommit(false)); err != nil {
 				return nil, fmt.Errorf("expire snapshots: %w", err)
 			}
 			return txn, nil
 		})
+		if err == nil && committed != nil {
+			err = s.deleteExpired(ctx, read, committed)
+		}
 		if err != nil {
 			return out, fmt.Errorf("expire %s: %w", name(id), err)
 		}
@@ -572,6 +594,81 @@ func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast i
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// deleteExpired deletes the files of the snapshots that the expiry
+// committed as committed removed from read (the table as the expiry read
+// it), unless the commit also dropped a ref the expiry never read. The
+// expiry asserts only the refs it read: Iceberg's requirements cannot
+// say "no ref was added", and the catalog applies the removal to its
+// current metadata, dropping with a removed snapshot every ref on it. A
+// tag or branch another engine (Spark, Trino) put on such a snapshot
+// between the read and the commit is so dropped. Its snapshot's files
+// are then kept, and the error names the ref and the metadata file that
+// still holds it, from which it can be restored; orphan cleanup deletes
+// them after its grace period.
+func (s *Sink) deleteExpired(ctx context.Context, read, committed *table.Table) error {
+	if committed.MetadataLocation() == read.MetadataLocation() {
+		return nil // nothing to expire: no commit made
+	}
+	dropped, prev, err := droppedRefs(ctx, read, committed)
+	if err != nil {
+		return fmt.Errorf("check the refs the expiry commit dropped: %w", err)
+	}
+	if len(dropped) > 0 {
+		return fmt.Errorf("the expiry commit dropped %s, which another writer created after the expiry read the table, "+
+			"with the snapshots it removed: no files deleted, the refs are in %s", strings.Join(dropped, ", "), prev)
+	}
+	kept := map[int64]bool{}
+	for _, snap := range committed.Metadata().Snapshots() {
+		kept[snap.SnapshotID] = true
+	}
+	var expired []int64
+	for _, snap := range read.Metadata().Snapshots() {
+		if !kept[snap.SnapshotID] {
+			expired = append(expired, snap.SnapshotID)
+		}
+	}
+	if len(expired) == 0 {
+		return nil
+	}
+	// iceberg-go's own deletion, run on the checked outcome: it deletes
+	// the files of the expired snapshots that no snapshot committed
+	// still references.
+	if err := table.NewRemoveSnapshotsUpdate(expired, true).PostCommit(ctx, read, committed); err != nil {
+		s.warnUndeleted(committed.Identifier(), err)
+	}
+	return nil
+}
+
+// droppedRefs lists (as "name (snapshot id)") the refs of the metadata
+// the commit of committed was applied to (prev, the last entry of its
+// metadata log) that committed lacks or moved and that read did not
+// hold as they were: refs the commit dropped that its author never saw.
+func droppedRefs(ctx context.Context, read, committed *table.Table) (dropped []string, prev string, err error) {
+	for entry := range committed.Metadata().PreviousFiles() {
+		prev = entry.MetadataFile
+	}
+	if prev == "" || prev == read.MetadataLocation() {
+		return nil, prev, nil // applied to what the expiry read
+	}
+	base, err := table.NewFromLocation(ctx, committed.Identifier(), prev, committed.FS, nil)
+	if err != nil {
+		return nil, prev, fmt.Errorf("read the metadata the commit was applied to, %s: %w", prev, err)
+	}
+	readRefs := maps.Collect(read.Metadata().Refs())
+	after := maps.Collect(committed.Metadata().Refs())
+	for refName, ref := range base.Metadata().Refs() {
+		if now, ok := after[refName]; ok && now.SnapshotID == ref.SnapshotID {
+			continue
+		}
+		if was, ok := readRefs[refName]; ok && was.SnapshotID == ref.SnapshotID {
+			continue // the expiry saw it: removed by its max-ref-age
+		}
+		dropped = append(dropped, fmt.Sprintf("%s %q (snapshot %d)", ref.SnapshotRefType, refName, ref.SnapshotID))
+	}
+	slices.Sort(dropped)
+	return dropped, prev, nil
 }
 
 // currentWithin counts the snapshots of the current branch, newest
