@@ -70,6 +70,17 @@ func batch(p int32, first, last int64, bad ...int64) *sink.Batch {
 
 func load(t *testing.T, s *iceberg.Sink, batches ...*sink.Batch) sink.Loaded {
 	t.Helper()
+	l, _, err := tryLoad(t, s, batches...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// tryLoad stages batches (failing the test if one cannot be) and loads
+// them, returning the files and the load's error.
+func tryLoad(t *testing.T, s *iceberg.Sink, batches ...*sink.Batch) (sink.Loaded, []sink.File, error) {
+	t.Helper()
 	var files []sink.File
 	for _, b := range batches {
 		f, err := s.Stage(context.Background(), b)
@@ -79,10 +90,21 @@ func load(t *testing.T, s *iceberg.Sink, batches ...*sink.Batch) sink.Loaded {
 		files = append(files, f)
 	}
 	l, err := s.Load(context.Background(), files)
-	if err != nil {
-		t.Fatal(err)
+	return l, files, err
+}
+
+// prepared opens n sinks on the warehouse in dir, each prepared: the
+// processes of one table.
+func prepared(t *testing.T, dir string, n int) []*iceberg.Sink {
+	t.Helper()
+	out := make([]*iceberg.Sink, n)
+	for i := range out {
+		out[i] = openSink(t, dir, false)
+		if err := out[i].Prepare(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return l
+	return out
 }
 
 // stored reads a table back with a scan (Sink.Stored) and returns the

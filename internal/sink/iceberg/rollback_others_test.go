@@ -5,9 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/tracelake/tracelake/internal/sink"
-	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
 // Several processes load one table in turn. Another engine rolls the
@@ -23,22 +20,14 @@ import (
 func TestRollbackToTheSnapshotAProcessLastSawStopsItsNextLoad(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	a, c := openSink(t, dir, false), openSink(t, dir, false)
-	for _, s := range []*iceberg.Sink{a, c} {
-		if err := s.Prepare(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ps := prepared(t, dir, 2)
+	a, c := ps[0], ps[1]
 	load(t, a, batch(0, 0, 9))
 	load(t, c, batch(2, 0, 9))
 	if err := openSink(t, dir, false).RollBackRaw(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	f, err := a.Stage(ctx, batch(0, 10, 19))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = a.Load(ctx, []sink.File{f})
+	_, _, err := tryLoad(t, a, batch(0, 10, 19))
 	if err == nil || !strings.Contains(err.Error(), "rolled back") {
 		t.Errorf("a's load after a rollback past c's load: %v; want the rollback reported", err)
 	}

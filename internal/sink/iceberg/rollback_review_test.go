@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-
-	"github.com/tracelake/tracelake/internal/sink"
 )
 
 // Two processes load one table, partition 0 and partition 1 (Kafka's
@@ -21,14 +19,8 @@ import (
 func TestRollbackStillStopsAProcessNotRestartedAfterAnotherCommitsTheRecovery(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	a := openSink(t, dir, false) // partition 0
-	if err := a.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b := openSink(t, dir, false) // partition 1
-	if err := b.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ps := prepared(t, dir, 2)
+	a, b := ps[0], ps[1] // partitions 0 and 1
 	load(t, a, batch(0, 0, 9))
 	load(t, b, batch(1, 0, 9))
 	load(t, a, batch(0, 10, 19), batch(1, 10, 19)) // before a rebalance moved partition 1 to b
@@ -48,11 +40,7 @@ func TestRollbackStillStopsAProcessNotRestartedAfterAnotherCommitsTheRecovery(t 
 	load(t, r, batch(0, 10, 19))
 
 	// b was not restarted yet: its records of partition 1 go on from 20.
-	f, err := b.Stage(ctx, batch(1, 20, 29))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Load(ctx, []sink.File{f})
+	_, _, err := tryLoad(t, b, batch(1, 20, 29))
 	if err == nil {
 		t.Errorf("the running process's load after the rollback and another process's recovery: committed; want the rollback reported")
 	}

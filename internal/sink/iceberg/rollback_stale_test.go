@@ -5,9 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/tracelake/tracelake/internal/sink"
-	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
 // Two processes load one table, a partition 0 and b partition 1; b's
@@ -22,12 +19,8 @@ import (
 func TestRollbackCheckedByAnotherProcessDoesNotLetAStaleOneGoOn(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	a, b := openSink(t, dir, false), openSink(t, dir, false)
-	for _, s := range []*iceberg.Sink{a, b} {
-		if err := s.Prepare(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ps := prepared(t, dir, 2)
+	a, b := ps[0], ps[1]
 	load(t, a, batch(0, 0, 9))
 	load(t, b, batch(1, 0, 9))
 	load(t, a, batch(0, 10, 19))
@@ -46,11 +39,7 @@ func TestRollbackCheckedByAnotherProcessDoesNotLetAStaleOneGoOn(t *testing.T) {
 	}
 	load(t, r, batch(0, 10, 19))
 
-	f, err := b.Stage(ctx, batch(1, 20, 29))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Load(ctx, []sink.File{f})
+	_, _, err := tryLoad(t, b, batch(1, 20, 29))
 	if err == nil || !strings.Contains(err.Error(), "rolled back") {
 		t.Errorf("the stale process's load: %v; want the rollback reported", err)
 	}

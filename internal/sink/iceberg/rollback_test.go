@@ -52,13 +52,9 @@ func TestRollbackIsReportedAtTheNextLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := s.Stage(ctx, batch(0, 30, 39))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Load(ctx, []sink.File{f})
+	_, files, err := tryLoad(t, s, batch(0, 30, 39))
 	wantRolledBack(t, "the load after a rollback", err)
-	s.Discard([]sink.File{f})
+	s.Discard(files)
 	after, err := s.RawProperties(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -121,15 +117,10 @@ func TestRollbackIsReportedAfterALoadOnTop(t *testing.T) {
 // The dead-letter table commits before the main table: a load with dead
 // letters after a rollback of the main table commits neither.
 func TestRollbackStopsTheLoadBeforeItsDeadLetters(t *testing.T) {
-	ctx := context.Background()
 	s := rolledBackTable(t, t.TempDir())
-	f, err := s.Stage(ctx, batch(0, 30, 39, 33))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Load(ctx, []sink.File{f})
+	_, files, err := tryLoad(t, s, batch(0, 30, 39, 33))
 	wantRolledBack(t, "the load after a rollback", err)
-	s.Discard([]sink.File{f})
+	s.Discard(files)
 	if got := stored(t, s, true)[0]; len(got) != 0 {
 		t.Errorf("dead-letter offsets %v after the refused load, want none", got)
 	}
@@ -146,13 +137,9 @@ func TestRollbackFixedWhileRunningStillStopsTheLoad(t *testing.T) {
 	if err := s.SetTableProperty(ctx, "tracelake.position.traces.0", "20"); err != nil {
 		t.Fatal(err)
 	}
-	f, err := s.Stage(ctx, batch(0, 30, 39))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Load(ctx, []sink.File{f})
+	_, files, err := tryLoad(t, s, batch(0, 30, 39))
 	wantRolledBack(t, "the running sink's load after positions set back", err)
-	s.Discard([]sink.File{f})
+	s.Discard(files)
 	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 19)) {
 		t.Errorf("raw offsets %v after the refused load, want 0-19", got)
 	}
