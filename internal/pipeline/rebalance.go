@@ -270,17 +270,7 @@ func (w *Worker) startPending(ctx context.Context, ps *pendingStart, starts map[
 // those listed (and still pending on ps) to starts, where reading them
 // starts.
 func (w *Worker) listPending(ctx context.Context, ps *pendingStart, starts map[string]map[int32]kgo.EpochOffset, unlisted *[]sink.TopicPartition) error {
-	var topics []string
-	for _, tp := range *unlisted {
-		if !slices.Contains(topics, tp.Topic) {
-			topics = append(topics, tp.Topic)
-		}
-	}
-	l, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("list the log start of %s: %w", strings.Join(topics, ", "), err)
-	}
-	var errs []error
+	listed, err := listLogStarts(ctx, w.cl, *unlisted)
 	var still []sink.TopicPartition
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -288,14 +278,8 @@ func (w *Worker) listPending(ctx context.Context, ps *pendingStart, starts map[s
 		if w.pending[tp] != ps {
 			continue // dropped
 		}
-		o, ok := l.Lookup(tp.Topic, tp.Partition)
-		switch {
-		case !ok:
-			errs = append(errs, fmt.Errorf("%s/%d: not listed", tp.Topic, tp.Partition))
-			still = append(still, tp)
-			continue
-		case o.Err != nil:
-			errs = append(errs, fmt.Errorf("%s/%d: %w", tp.Topic, tp.Partition, o.Err))
+		at, ok := listed[tp]
+		if !ok {
 			still = append(still, tp)
 			continue
 		}
@@ -303,19 +287,48 @@ func (w *Worker) listPending(ctx context.Context, ps *pendingStart, starts map[s
 		// starts at the log start, where the client's reset takes it
 		// (or past the records this worker still holds of it).
 		if next, ok := w.b.nextOf(tp); !ok || next < 0 {
-			w.b.setNext(tp, o.Offset)
+			w.b.setNext(tp, at)
 			if st := w.owned[tp]; st != nil {
-				st.next = o.Offset
+				st.next = at
 			}
 		}
-		w.seeded[tp] = o.Offset
+		w.seeded[tp] = at
 		if starts[tp.Topic] == nil {
 			starts[tp.Topic] = map[int32]kgo.EpochOffset{}
 		}
-		starts[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
+		starts[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
 	}
 	*unlisted = still
-	return errors.Join(errs...)
+	return err
+}
+
+// listLogStarts lists the log start of each of tps: those listed, and an
+// error naming each that was not (its leader down, say), or the
+// request's.
+func listLogStarts(ctx context.Context, cl *kgo.Client, tps []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
+	var topics []string
+	for _, tp := range tps {
+		if !slices.Contains(topics, tp.Topic) {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	l, err := kadm.NewClient(cl).ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list the log start of %s: %w", strings.Join(topics, ", "), err)
+	}
+	listed := map[sink.TopicPartition]int64{}
+	var errs []error
+	for _, tp := range tps {
+		switch o, ok := l.Lookup(tp.Topic, tp.Partition); {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s/%d: not listed", tp.Topic, tp.Partition))
+		case o.Err != nil:
+			errs = append(errs, fmt.Errorf("%s/%d: %w", tp.Topic, tp.Partition, o.Err))
+		default:
+			listed[tp] = o.Offset
+		}
+	}
+	return listed, errors.Join(errs...)
 }
 
 // commitPending commits starts of the partitions still pending on ps and
@@ -378,7 +391,6 @@ func formatStarts(starts map[string]map[int32]kgo.EpochOffset) string {
 // group's, or a partition added to a topic): where their reading starts.
 // Those it could not list are returned in unlisted.
 func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) (map[sink.TopicPartition]int64, []sink.TopicPartition, error) {
-	var topics []string
 	var wanted []sink.TopicPartition
 	for t, ps := range offsets {
 		for p, o := range ps {
@@ -387,13 +399,10 @@ func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo
 			_, pinned := w.opt.StartAt[tp]
 			if o.EpochOffset().Offset < 0 && !inLedger && !pinned {
 				wanted = append(wanted, tp)
-				if !slices.Contains(topics, t) {
-					topics = append(topics, t)
-				}
 			}
 		}
 	}
-	if len(topics) == 0 {
+	if len(wanted) == 0 {
 		return nil, nil, nil
 	}
 	select {
@@ -401,32 +410,22 @@ func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
-	starts := map[sink.TopicPartition]int64{}
-	var unlisted []sink.TopicPartition
-	listed, err := kadm.NewClient(w.cl).ListStartOffsets(ctx, topics...)
+	starts, err := listLogStarts(ctx, w.cl, wanted)
 	if ctx.Err() != nil {
 		return nil, nil, ctx.Err()
 	}
-	why := err
+	// Read from the client's reset, a start not committed first, a
+	// partition not listed would not be: it is listed and committed
+	// later (startLater).
+	var unlisted []sink.TopicPartition
 	for _, tp := range wanted {
-		o, ok := listed.Lookup(tp.Topic, tp.Partition)
-		if err != nil || !ok || o.Err != nil {
-			// Read from the client's reset, a start not committed
-			// first, it would not be: listed and committed later.
-			if why == nil {
-				why = o.Err
-				if !ok {
-					why = fmt.Errorf("%s/%d: not listed", tp.Topic, tp.Partition)
-				}
-			}
+		if _, ok := starts[tp]; !ok {
 			unlisted = append(unlisted, tp)
-			continue
 		}
-		starts[tp] = o.Offset
 	}
 	if len(unlisted) > 0 {
 		w.log.Warn("list the log start of newly assigned partitions with no position failed; they are not read until it succeeds, retrying",
-			"partitions", len(unlisted), "err", why)
+			"partitions", len(unlisted), "err", err)
 		w.opt.Metrics.Retries.WithLabelValues("list_start").Inc()
 	}
 	return starts, unlisted, nil
