@@ -59,6 +59,14 @@ import (
 func socketPath(db string) string { return db + ".sock" }
 
 // commandRequest is the body of POST /v1/command.
+// maxCommandBytes bounds a command asked on the socket (its arguments as
+// JSON): far above any query a person types, as long as a generated one
+// (an IN list of many thousand keys) gets, and only a guard against a
+// runaway client, the socket being its owner's alone.
+const maxCommandBytes = 64 << 20
+
+var tooLongCommand = fmt.Sprintf("the command's arguments are over the %d MiB tracelake run takes on its socket: stop run to run it on the database itself", maxCommandBytes>>20)
+
 type commandRequest struct {
 	Args     []string `json:"args"`
 	Database string   `json:"database"`
@@ -184,7 +192,12 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Done()
 	var req commandRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || len(req.Args) == 0 {
+	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCommandBytes)).Decode(&req)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		http.Error(w, tooLongCommand, http.StatusRequestEntityTooLarge)
+		return
+	}
+	if err != nil || len(req.Args) == 0 {
 		http.Error(w, `want {"args": [command, flags…], "database": path}`, http.StatusBadRequest)
 		return
 	}
@@ -198,7 +211,7 @@ func (s *commandServer) command(w http.ResponseWriter, r *http.Request) {
 	out := &flushWriter{w: w, rc: http.NewResponseController(w)}
 	_ = out.rc.Flush() // the client knows the command started
 	var stderr bytes.Buffer
-	err := s.sameDatabase(req.Database)
+	err = s.sameDatabase(req.Database)
 	var running *runningSink
 	if err == nil {
 		running, err = s.runningFor(req.Table, readsSinkTable(req.Args))
@@ -349,6 +362,9 @@ func throughRun(ctx context.Context, held heldError, args []string, stdout io.Wr
 	body, err := json.Marshal(commandRequest{Args: args, Database: database, Table: held.table})
 	if err != nil {
 		return err
+	}
+	if len(body) > maxCommandBytes {
+		return usagef("%s", tooLongCommand)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://tracelake/v1/command", bytes.NewReader(body))
 	if err != nil {

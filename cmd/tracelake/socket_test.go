@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -232,5 +233,21 @@ func TestCommandForATableRunDoesNotLoadIsRefused(t *testing.T) {
 	}
 	if err := throughRun(context.Background(), held, []string{"sql", "SELECT 1 AS one"}, &out); err != nil {
 		t.Errorf("run's own table, named in another case: %v", err)
+	}
+}
+
+// A query of more than a mebibyte (a long IN list, as tools generate) is
+// answered through the socket as it is on a stopped file.
+func TestLongQueryThroughTheSocket(t *testing.T) {
+	cfg, _ := servedSink(t, t.TempDir())
+	var in strings.Builder
+	in.WriteString("SELECT count(*) AS n FROM spans WHERE name IN ('a1'")
+	for i := 0; in.Len() < 3<<20/2; i++ {
+		fmt.Fprintf(&in, ", 'missing-%d'", i)
+	}
+	in.WriteString(")")
+	out, code := ask(t, cfg, "sql", in.String())
+	if code != exitOK || !strings.Contains(out, "n\n1\n(1 rows)") {
+		t.Errorf("a %d-byte query: exit %d, output:\n%.500s", in.Len(), code, out)
 	}
 }
