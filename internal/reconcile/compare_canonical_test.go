@@ -90,3 +90,18 @@ func TestNumberInTextIsTheNumber(t *testing.T) {
 		}
 	}
 }
+
+// Tables whose names hold a quote are compared, and the examples name
+// them as they are (the names were written into the examples' query as
+// they are: a syntax error).
+func TestCompareTablesNamedWithAQuote(t *testing.T) {
+	db := duck(t, `CREATE TABLE "o'a" (k INTEGER, v INTEGER)`, `INSERT INTO "o'a" VALUES (1, 1), (2, 2)`,
+		`CREATE TABLE "o'b" (k INTEGER, v INTEGER)`, `INSERT INTO "o'b" VALUES (1, 1)`)
+	r, err := Compare(context.Background(), db, Spec{Left: "o'a", Right: "o'b", Key: []string{"k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OnlyLeft != 1 || len(r.Examples) != 1 || r.Examples[0].Problem != "missing in o'b" {
+		t.Fatalf("want key 2 missing in o'b, got %+v", *r)
+	}
+}

@@ -127,11 +127,11 @@ FROM j`
 	q3 := sides + fmt.Sprintf(`
 SELECT concat_ws(', ', %s), CASE
     WHEN ln > 1 OR rn > 1 THEN 'key present more than once'
-    WHEN rh IS NULL THEN 'missing in %s'
-    WHEN lh IS NULL THEN 'missing in %s'
+    WHEN rh IS NULL THEN %s
+    WHEN lh IS NULL THEN %s
     ELSE 'values differ' END
 FROM j WHERE lh IS DISTINCT FROM rh OR ln > 1 OR rn > 1
-ORDER BY 1 LIMIT %d`, quoteAll(spec.Key, "tl_k_"), spec.Right, spec.Left, spec.Examples)
+ORDER BY 1 LIMIT %d`, quoteAll(spec.Key, "tl_k_"), sqltext.String("missing in "+spec.Right), sqltext.String("missing in "+spec.Left), spec.Examples)
 	rows, err := q.QueryContext(ctx, q3)
 	if err != nil {
 		return nil, fmt.Errorf("list differing keys: %w", err)
