@@ -171,3 +171,52 @@ func one(b *array.RecordBuilder) (*arrow.Schema, <-chan flight.StreamChunk, erro
 	close(ch)
 	return rec.Schema(), ch, nil
 }
+
+// The key calls: the tables declare no primary or foreign key, so each
+// answers no row, in the schema Flight SQL gives it. JDBC tools ask them
+// for every table they show (DatabaseMetaData.getPrimaryKeys and the
+// rest), and take Unimplemented for a table that failed to load. The
+// caller's tenant is checked as for every call.
+
+func (h *handler) GetFlightInfoPrimaryKeys(_ context.Context, _ afsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return flightInfo(desc, desc.GetCmd(), schema_ref.PrimaryKeys), nil
+}
+
+func (h *handler) DoGetPrimaryKeys(ctx context.Context, _ afsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return h.noKeys(ctx, schema_ref.PrimaryKeys)
+}
+
+func (h *handler) GetFlightInfoImportedKeys(_ context.Context, _ afsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return flightInfo(desc, desc.GetCmd(), schema_ref.ImportedKeys), nil
+}
+
+func (h *handler) DoGetImportedKeys(ctx context.Context, _ afsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return h.noKeys(ctx, schema_ref.ImportedKeys)
+}
+
+func (h *handler) GetFlightInfoExportedKeys(_ context.Context, _ afsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return flightInfo(desc, desc.GetCmd(), schema_ref.ExportedKeys), nil
+}
+
+func (h *handler) DoGetExportedKeys(ctx context.Context, _ afsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return h.noKeys(ctx, schema_ref.ExportedKeys)
+}
+
+func (h *handler) GetFlightInfoCrossReference(_ context.Context, _ afsql.CrossTableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return flightInfo(desc, desc.GetCmd(), schema_ref.CrossReference), nil
+}
+
+func (h *handler) DoGetCrossReference(ctx context.Context, _ afsql.CrossTableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return h.noKeys(ctx, schema_ref.CrossReference)
+}
+
+// noKeys is a key call's answer: no row of schema, once the caller's
+// tenant is one it may read.
+func (h *handler) noKeys(ctx context.Context, schema *arrow.Schema) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	if _, err := h.scope(ctx); err != nil {
+		return nil, nil, err
+	}
+	b := array.NewRecordBuilder(alloc, schema)
+	defer b.Release()
+	return one(b)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-adbc/go/adbc"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	afsql "github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	pb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 )
@@ -255,5 +256,32 @@ func TestXdbcTypeInfo(t *testing.T) {
 	ts := int32(pb.XdbcDataType_XDBC_TIMESTAMP)
 	if got := names(&ts); !slices.Equal(got, []string{"TIMESTAMP", "TIMESTAMP WITH TIME ZONE"}) {
 		t.Errorf("timestamp types %v", got)
+	}
+}
+
+// The key calls JDBC's DatabaseMetaData makes when a tool browses a table
+// (getPrimaryKeys, getImportedKeys, getExportedKeys, getCrossReference)
+// are answered, with no key: the tables declare none. A tool that gets
+// Unimplemented shows the table as failed to load.
+func TestKeysAreAnsweredEmpty(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := as("a", "tok-a")
+	spans := afsql.TableRef{Table: "spans"}
+	for name, get := range map[string]func() (*flight.FlightInfo, error){
+		"primary":  func() (*flight.FlightInfo, error) { return c.GetPrimaryKeys(ctx, spans) },
+		"imported": func() (*flight.FlightInfo, error) { return c.GetImportedKeys(ctx, spans) },
+		"exported": func() (*flight.FlightInfo, error) { return c.GetExportedKeys(ctx, spans) },
+		"crossing": func() (*flight.FlightInfo, error) {
+			return c.GetCrossReference(ctx, spans, afsql.TableRef{Table: "positions"})
+		},
+	} {
+		info, err := get()
+		if err != nil {
+			t.Errorf("%s keys: %v", name, err)
+			continue
+		}
+		if got := fetchColumn(ctx, t, c, info, 0); len(got) != 0 {
+			t.Errorf("%s keys: %v, want none", name, got)
+		}
 	}
 }
