@@ -14,6 +14,7 @@ import (
 
 	gojson "github.com/goccy/go-json"
 
+	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -403,6 +404,13 @@ func (d *Databend) validate(check func(ok bool, key, format string, args ...any)
 	if d.DSN != "" {
 		u, err := url.Parse(d.DSN)
 		check(err == nil && u.Host != "", "sink.databend.dsn", "want databend://user:password@host:port/database, got a DSN that does not parse (%s)", dsnProblem(err))
+		// Refused here rather than when the sink opens: a session
+		// setting that breaks the sink (idle_transaction_timeout_secs=0
+		// fails every load) would otherwise surface as loads retried
+		// for ever.
+		for _, p := range databend.DSNProblems(d.DSN) {
+			check(false, "sink.databend.dsn", "%s", p)
+		}
 	}
 	check(d.Stage == "~" || identifier.MatchString(d.Stage), "sink.databend.stage", "want ~ (the user stage) or a stage name, got %q", d.Stage)
 	check(d.Uploads >= 1 && d.Uploads <= 256, "sink.databend.uploads", "want 1 to 256, got %d", d.Uploads)

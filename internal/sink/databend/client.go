@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,67 +48,12 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 	if cfg.Role != "" {
 		base["role"] = cfg.Role
 	}
-	// The DSN's settings, and max_result_rows 0 whatever the DSN or the
-	// server's SET GLOBAL say: databend-query cuts a SELECT without LIMIT
-	// at max_result_rows without an error (planner.rs add_max_rows_limit),
-	// and tracelake's reads of the ledger and its tables must be whole (a
-	// ledger read cut short fences too low and loads rows again).
-	settings := maps.Clone(cfg.Params)
-	if settings == nil {
-		settings = map[string]string{}
+	// The DSN's settings, and the ones the sink's contracts depend on
+	// (settings.go), whatever the server's SET GLOBAL says.
+	if problems := settingProblems(cfg.Params); len(problems) > 0 {
+		return nil, fmt.Errorf("sink.databend.dsn: %s", strings.Join(problems, "; "))
 	}
-	settings["max_result_rows"] = "0"
-	// timezone UTC whatever the DSN or SET GLOBAL say (scope Both,
-	// settings/src/settings_default.rs): databend-query writes a
-	// TIMESTAMP in a result, casts one to text and reads a string as one
-	// in the session's timezone (formats field_encoder/string.rs
-	// timestamp_text; expression types/timestamp.rs string_to_timestamp).
-	// tracelake reads results' times as UTC, filters by UTC literals,
-	// hashes times as text into the dedup model's keys (which must not
-	// change between sessions) and casts model columns' times without an
-	// offset as UTC, as on DuckDB.
-	settings["timezone"] = "UTC"
-	// A claim (claim.go) excludes another load only while Databend's
-	// load history keeps its marker: COPY upserts the marker's key with
-	// the TTL load_file_metadata_expire_hours (scope Both: the DSN or SET
-	// GLOBAL may shorten it; builder_copy_into_table.rs
-	// build_upsert_copied_files_to_meta_req), and once the meta service
-	// forgot it a load that read the same claim count copies the marker
-	// and commits too. So the history keeps files at least
-	// minHistoryHours, and a load's transaction is held to less
-	// (maxClaimAge before its COMMIT, an idle transaction dropped after
-	// maxIdleTxnSecs: servers/http/v1/query/http_query.rs add_txn).
-	settings["load_file_metadata_expire_hours"] = strconv.FormatUint(max(settingUint(cfg.Params, "load_file_metadata_expire_hours", minHistoryHours), minHistoryHours), 10)
-	settings["idle_transaction_timeout_secs"] = strconv.FormatUint(min(settingUint(cfg.Params, "idle_transaction_timeout_secs", maxIdleTxnSecs), maxIdleTxnSecs), 10)
-	// The query result cache off, whatever the DSN or SET GLOBAL say
-	// (scope Both): with query_result_cache_allow_inconsistent it answers
-	// a statement run before with its old result, whatever was written
-	// since (storages/basic/src/result_cache/read/reader.rs
-	// try_read_cached_result_with_meta_key), and the ledger, claim and
-	// verify reads must see every commit.
-	settings["enable_query_result_cache"] = "0"
-	// NULL as JSON null, whatever the DSN or SET GLOBAL say (scope Both;
-	// the default was 1 on servers from v1.2.6xx until mid-2025,
-	// databendlabs/databend#16120 and #18026): with it on, a reply writes
-	// a NULL as the string NULL (RowSerializer, servers/http/v1/query/
-	// blocks_serializer.rs), which no read here can tell from a value —
-	// the claim read of an upgraded fence table (max(claim) over rows
-	// without a number, claim.go) then failed every load for ever.
-	settings["format_null_as_str"] = "0"
-	// TIMESTAMP and DATE as text, whatever the DSN or SET GLOBAL say
-	// (scope Both, default display; databendlabs/databend#19639): in
-	// driver mode a reply writes them as numbers (formats field_encoder/
-	// string.rs timestamp_text, date_text), and the GenAI rebuild and the
-	// report cast a time read (QueryRows) from its text. A server older
-	// than the setting ignores it (HttpSessionConf::restore in
-	// servers/http/v1/query/http_query.rs skips UNKNOWN_VARIABLE).
-	settings["http_json_result_mode"] = "display"
-	// PostgreSQL's SQL whatever the DSN or SET GLOBAL say (scope Both,
-	// default PostgreSQL): under MySQL or Hive a double quote begins a
-	// string (ast/src/parser/input.rs Dialect::is_string_quote), and
-	// every statement here (the sink's, the merge models', verify's)
-	// names tables and columns in double quotes (sqltext.Ident).
-	settings["sql_dialect"] = "PostgreSQL"
+	settings := sessionValues(cfg.Params)
 	base["settings"] = settings
 	raw, err := json.Marshal(base)
 	if err != nil {
@@ -122,22 +65,6 @@ func newClient(dsn string, timeout time.Duration) (*client, error) {
 		cfg:      cfg,
 		base:     raw,
 	}, nil
-}
-
-const (
-	minHistoryHours = 24          // load_file_metadata_expire_hours, at least (Databend's default)
-	maxIdleTxnSecs  = 4 * 60 * 60 // idle_transaction_timeout_secs, at most (Databend's default)
-)
-
-// settingUint is the DSN's setting name as an unsigned number, or def
-// when it sets none (or one that is not a number, which Databend refuses
-// anyway).
-func settingUint(params map[string]string, name string, def uint64) uint64 {
-	v, err := strconv.ParseUint(params[name], 10, 64)
-	if err != nil {
-		return def
-	}
-	return v
 }
 
 // session is one Databend session: the state the server hands back with
