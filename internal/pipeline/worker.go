@@ -846,7 +846,7 @@ func (w *Worker) loadLoop() error {
 				dirty[r.TopicPartition] = max(dirty[r.TopicPartition], r.Last+1)
 			}
 		}
-		w.commit(dirty)
+		w.commit(dirty, false)
 		commitTried = true
 	}
 
@@ -869,7 +869,10 @@ func (w *Worker) loadLoop() error {
 				seeded()
 				load()
 				if !commitTried && len(dirty) > 0 {
-					w.commit(dirty)
+					w.commit(dirty, false)
+				}
+				if len(dirty) > 0 {
+					w.commit(dirty, true)
 				}
 				it.flush <- failed
 				continue
@@ -901,7 +904,7 @@ func (w *Worker) loadLoop() error {
 		case <-commitRetry.C:
 			seeded()
 			if len(dirty) > 0 {
-				w.commit(dirty)
+				w.commit(dirty, false)
 			}
 		}
 	}
@@ -1080,10 +1083,42 @@ func (w *Worker) loaded(items []item, l sink.Loaded, took time.Duration) {
 // lands for a partition after its revoke completed; the worker's mu is not
 // held across the network, so a slow coordinator stalls no poll and no
 // status page, and a commit gives up after CommitTimeout.
-func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
+//
+// paused picks the partitions committed: those paused until their start
+// is committed (w.pending, whose seeded start is all dirty holds of them),
+// or the others. The two never share a request: Kafka refusing a paused
+// partition's start, the reason it is paused, refused the others' commits
+// with it, and their committed offsets stayed behind what was loaded
+// (lag, exit-when-idle waiting) until it was accepted. startPending
+// retries the paused ones' starts; the loader commits them only at a
+// revoke's or the shutdown's flush, its last chance.
+func (w *Worker) commit(dirty map[sink.TopicPartition]int64, paused bool) {
 	w.commitMu.Lock()
 	defer w.commitMu.Unlock()
+	offsets := w.commitsDue(dirty, paused)
+	if len(offsets) == 0 {
+		return
+	}
+	if err := w.commitOffsets(w.hard, offsets); err != nil {
+		// The data is in the sink with its ledger rows; a failed commit only
+		// delays the committed offset. Retried every second.
+		w.log.Warn("offset commit failed; will retry", "err", err)
+		return
+	}
+	for t, ps := range offsets {
+		for p := range ps {
+			delete(dirty, sink.TopicPartition{Topic: t, Partition: p})
+		}
+	}
+}
+
+// commitsDue returns the positions of dirty to commit: those of owned
+// partitions paused (or not) until their start is committed, past what is
+// committed already. It drops from dirty the positions nobody is to
+// commit. The caller holds commitMu.
+func (w *Worker) commitsDue(dirty map[sink.TopicPartition]int64, paused bool) map[string]map[int32]kgo.EpochOffset {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for tp, next := range dirty {
 		p := w.owned[tp]
@@ -1095,22 +1130,15 @@ func (w *Worker) commit(dirty map[sink.TopicPartition]int64) {
 			delete(dirty, tp)
 			continue
 		}
+		if _, isPaused := w.pending[tp]; isPaused != paused {
+			continue
+		}
 		if offsets[tp.Topic] == nil {
 			offsets[tp.Topic] = map[int32]kgo.EpochOffset{}
 		}
 		offsets[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: next}
 	}
-	w.mu.Unlock()
-	if len(offsets) == 0 {
-		return
-	}
-	if err := w.commitOffsets(w.hard, offsets); err != nil {
-		// The data is in the sink with its ledger rows; a failed commit only
-		// delays the committed offset. Retried every second.
-		w.log.Warn("offset commit failed; will retry", "err", err)
-		return
-	}
-	clear(dirty)
+	return offsets
 }
 
 // commitOffsets commits offsets, giving up after CommitTimeout or with
