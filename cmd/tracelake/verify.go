@@ -106,6 +106,7 @@ func verifyEachSignal(ctx context.Context, cfg *config.Config, check func(*confi
 			return nil, err
 		}
 		r.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks { return watermarks(ctx, c) })
+		r.AddStarts(func() map[sink.TopicPartition]int64 { return committedStarts(ctx, c) })
 		if rep == nil {
 			rep = r
 		} else {
@@ -414,18 +415,38 @@ func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink, q v
 // watermarks asks Kafka for the partitions' watermarks; nil (and a
 // warning) if it cannot answer, and the check goes on without them.
 func watermarks(ctx context.Context, cfg *config.Config) map[sink.TopicPartition]kafka.Watermarks {
+	return askKafka(ctx, cfg, "Kafka watermarks unavailable; checking the sink's tables only",
+		func(ctx context.Context, admin *kafka.Admin) (map[sink.TopicPartition]kafka.Watermarks, error) {
+			return admin.ConsumedWatermarks(ctx, cfg.Kafka)
+		})
+}
+
+// committedStarts asks Kafka for the group's committed offsets; nil (and
+// a warning) if it cannot answer.
+func committedStarts(ctx context.Context, cfg *config.Config) map[sink.TopicPartition]int64 {
+	return askKafka(ctx, cfg, "Kafka's committed offsets unavailable; the lag of a partition with nothing loaded stays unknown",
+		func(ctx context.Context, admin *kafka.Admin) (map[sink.TopicPartition]int64, error) {
+			return admin.Committed(ctx, cfg.Kafka.Group)
+		})
+}
+
+// askKafka runs ask with an admin client of cfg's Kafka, for at most 15 s;
+// the zero value, logging warning with the error, if Kafka cannot answer.
+// No client (no brokers configured) is no answer, without a warning.
+func askKafka[T any](ctx context.Context, cfg *config.Config, warning string, ask func(context.Context, *kafka.Admin) (T, error)) T {
+	var none T
 	admin, err := kafka.NewAdmin(cfg.Kafka)
 	if err != nil {
-		return nil
+		return none
 	}
 	defer admin.Close()
 	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	marks, err := admin.ConsumedWatermarks(qctx, cfg.Kafka)
+	got, err := ask(qctx, admin)
 	if err != nil {
-		cmdLog(ctx).Warn("Kafka watermarks unavailable; checking the sink's tables only", "err", err)
+		cmdLog(ctx).Warn(warning, "err", err)
 	}
-	return marks
+	return got
 }
 
 // runVerify checks the ledger and tables of a SQL sink.

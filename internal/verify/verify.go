@@ -49,7 +49,13 @@ type Partition struct {
 	// (Iceberg, which has no ledger to count rows against; a message's
 	// last rows missing cannot be seen there).
 	MissingRows int64 `json:"missing_rows,omitempty"`
-	Lag         int64 `json:"lag"` // high watermark − ledger next, -1 unknown
+	Lag         int64 `json:"lag"` // high watermark − ledger next (or Start), -1 unknown
+	// Start is where loading a partition nothing is loaded of yet starts:
+	// the group's committed offset (a run commits a partition's start
+	// before reading it; with start_offset latest, the end when it
+	// began), from which Lag counts. nil: something is loaded, or no
+	// offset is committed.
+	Start *int64 `json:"committed_start,omitempty"`
 	// Skipped are the offsets from Kafka's low watermark to the first one
 	// loaded when loading did not start at the log start on purpose
 	// (start_offset latest, or a committed offset it resumed from): not a
@@ -631,6 +637,33 @@ func (r *Report) CheckLogEnds(fresh func() map[sink.TopicPartition]kafka.Waterma
 	slices.Sort(r.Problems)
 }
 
+// AddStarts reads, for the partitions Kafka knows and nothing is loaded
+// of yet, the group's committed offsets (committed, asked only then):
+// where their loading starts, and their lag counts from. Without it such
+// a partition's lag read unknown under start_offset latest, though the
+// run had said where it starts. It changes no verdict.
+func (r *Report) AddStarts(committed func() map[sink.TopicPartition]int64) {
+	var starts map[sink.TopicPartition]int64
+	for i := range r.Partitions {
+		p := &r.Partitions[i]
+		if p.LedgerNext >= 0 || p.High < 0 || ownSequence(p.Topic) {
+			continue
+		}
+		if starts == nil {
+			if starts = committed(); starts == nil {
+				return // Kafka cannot answer now
+			}
+		}
+		at, ok := starts[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
+		if !ok {
+			continue
+		}
+		p.Start = &at
+		// Nothing below the log start is to load (see finish).
+		p.Lag = max(p.High-max(at, p.Low, 0), 0)
+	}
+}
+
 // maxMissing bounds the gap ranges a partition's report lists.
 const maxMissing = 10
 
@@ -1052,6 +1085,9 @@ func (r *Report) writeTables(w io.Writer) {
 	}
 	tw.Flush()
 	for _, p := range r.Partitions {
+		if p.Start != nil {
+			fmt.Fprintf(w, "%s/%d: nothing loaded yet; loading starts at offset %d (its committed start)\n", p.Topic, p.Partition, *p.Start)
+		}
 		if p.Abandoned > 0 {
 			fmt.Fprintf(w, "%s/%d: %d positions abandoned (a load failed after committing some of its tables; its requests were refused for their clients to retry)\n",
 				p.Topic, p.Partition, p.Abandoned)
