@@ -274,7 +274,7 @@ func (s *Sink) claim(ctx context.Context, ss *session, p *loadPlan, claims map[s
 		n := claims[r.TopicPartition].next()
 		name := markerName(r.TopicPartition, n)
 		targets[i] = target{name, 1}
-		p.stagedOnce(name)
+		p.stagedMarker(name)
 		// Uploaded at once (Options.Uploads bounds them): a load of many
 		// partitions waits for one round trip, not one per partition.
 		wg.Go(func() {
@@ -317,14 +317,13 @@ func (s *Sink) claim(ctx context.Context, ss *session, p *loadPlan, claims map[s
 	return nil
 }
 
-// stagedOnce adds name to the names this load staged, once.
-func (p *loadPlan) stagedOnce(name string) {
-	for _, n := range p.staged {
-		if n == name {
-			return
-		}
+// stagedMarker adds the claim marker name to the names this load
+// staged, once.
+func (p *loadPlan) stagedMarker(name string) {
+	if !slices.Contains(p.markers, name) {
+		p.staged = append(p.staged, name)
+		p.markers = append(p.markers, name)
 	}
-	p.staged = append(p.staged, name)
 }
 
 // codeError is an error Databend answered a statement with, and its code.

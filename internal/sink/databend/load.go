@@ -46,22 +46,61 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 		return sink.Loaded{}, nil
 	}
 	p := &loadPlan{files: files, pieces: map[string][]*piece{}}
+	loaded, err := s.loadRounds(ctx, p)
+	if err != nil {
+		s.dropPlan(ctx, p)
+		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
+	}
+	s.purge(ctx, p)
+	s.pruneClaims(ctx)
+	return loaded, nil
+}
+
+// loadRounds runs the load's transaction until no row is rejected,
+// leaving out the rows each round's COPY rejected.
+func (s *Sink) loadRounds(ctx context.Context, p *loadPlan) (sink.Loaded, error) {
 	for round := 1; ; round++ {
 		loaded, rejected, err := s.loadTx(ctx, p)
 		if err != nil {
-			return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
+			return sink.Loaded{}, err
 		}
 		if len(rejected) == 0 {
-			s.purge(ctx, p)
-			s.pruneClaims(ctx)
 			return loaded, nil
 		}
 		if round == maxRounds {
-			return sink.Loaded{}, fmt.Errorf("%w: load %d files into %s: Databend still rejects rows after %d rounds of leaving them out", sink.ErrFatal, len(files), s.opt.Table, round)
+			return sink.Loaded{}, fmt.Errorf("%w: Databend still rejects rows after %d rounds of leaving them out", sink.ErrFatal, round)
 		}
 		if err := s.leaveOut(ctx, p, rejected); err != nil {
-			return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
+			return sink.Loaded{}, err
 		}
+	}
+}
+
+// dropPlan removes from the stage what a failed load staged for itself
+// (the pieces of files with rejected or already loaded rows, the file of
+// its rejects): every attempt plans afresh and stages what it copies
+// again, and no other load names them (they are named after this
+// process's files, whose names no other staging uses, sink.Batch.Name).
+// Its transaction has ended, and a COMMIT whose reply was lost does not
+// read the stage again (COPY read the files). The claim markers stay:
+// another process's load may be about to copy the same marker, and the
+// next load naming it stages and purges it (claim.go). The load's own
+// files stay too: its retry loads them, or Discard removes them. Best
+// effort: a file left behind is only ever loaded through the ledger
+// check.
+func (s *Sink) dropPlan(ctx context.Context, p *loadPlan) {
+	var own []sink.File
+	for _, name := range p.staged {
+		if !slices.Contains(p.markers, name) {
+			own = append(own, sink.File{RowsPath: name})
+		}
+	}
+	if len(own) == 0 {
+		return
+	}
+	s.forget(own)
+	if err := s.remove(context.WithoutCancel(ctx), own); err != nil {
+		s.log.Warn("files a failed load staged stay in the stage: remove failed", "files", len(own), "err", err)
 	}
 }
 
@@ -90,6 +129,7 @@ type loadPlan struct {
 	rejects     []rejectRow
 	rejectsFile string   // staged dead-letter file holding rejects
 	staged      []string // every name staged by this load, for purge
+	markers     []string // the claim markers among staged (see dropPlan)
 }
 
 // piece is a part of a staged file, staged under its own name.
