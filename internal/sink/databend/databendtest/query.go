@@ -19,7 +19,18 @@ type node struct {
 	// txns are open transactions by the id of the query that ran last in
 	// them: add_txn when that query stopped, get_txn (which removes it)
 	// when the next statement of the session starts.
-	txns map[string]*txn
+	txns map[string]idleTxn
+}
+
+// idleTxn is an open transaction between two statements of its session,
+// and when the node drops it: add_txn (servers/http/v1/query/
+// http_query_manager.rs) spawns a task that sleeps the session's
+// idle_transaction_timeout_secs (default 14400, scope Both,
+// settings/src/settings_default.rs) and then removes it, so with 0 the
+// transaction is gone before the session's next statement.
+type idleTxn struct {
+	tx    *txn
+	until time.Time // on the server's clock (Advance)
 }
 
 // query is one statement and its result as the node keeps it for polling.
@@ -282,12 +293,12 @@ func (s *Server) continueTxn(n *node, sess sessionConf) (*txn, *queryError) {
 	if len(in.LastQueryIDs) == 0 {
 		return nil, &queryError{Code: 5112, Message: "Invalid transaction state: transaction is active but last_query_ids is empty"}
 	}
-	tx := n.txns[in.LastQueryIDs[0]]
-	if tx == nil {
+	idle, ok := n.txns[in.LastQueryIDs[0]]
+	delete(n.txns, in.LastQueryIDs[0])
+	if !ok || !time.Now().Add(s.skew).Before(idle.until) {
 		return nil, &queryError{Code: CodeTxnTimeout, Message: fmt.Sprintf("Transaction timeout: last_query_id %s not found on this server", in.LastQueryIDs[0])}
 	}
-	delete(n.txns, in.LastQueryIDs[0])
-	return tx, nil
+	return idle.tx, nil
 }
 
 // waitReady sleeps until q's result is ready or the wait time is over.
@@ -311,8 +322,18 @@ func (s *Server) stop(n *node, q *query) {
 	}
 	q.stopped = true
 	if q.tx != nil {
-		n.txns[q.id] = q.tx
+		n.txns[q.id] = idleTxn{q.tx, time.Now().Add(s.skew).Add(s.idleTxnTimeout(q.session))}
 	}
+}
+
+// idleTxnTimeout is how long the node keeps a session's transaction
+// between two statements (see idleTxn).
+func (s *Server) idleTxnTimeout(sess sessionConf) time.Duration {
+	secs, err := strconv.ParseUint(s.setting(sess, "idle_transaction_timeout_secs"), 10, 32)
+	if err != nil {
+		secs = 14400
+	}
+	return time.Duration(secs) * time.Second
 }
 
 // reply long-polls page pageNo of q: it waits up to the wait time for

@@ -31,7 +31,7 @@ func (s *Server) restartPending() {
 		n.id = fmt.Sprintf("%s-r%d", n.id, s.restarts)
 		n.started = time.Now().UTC().Format(time.RFC3339)
 		n.queries = map[string]*query{}
-		n.txns = map[string]*txn{}
+		n.txns = map[string]idleTxn{}
 	}
 	s.restartNext = nil
 }

@@ -197,7 +197,7 @@ func NewCluster(user, password string, n int) *Server {
 	started := time.Now().UTC().Format(time.RFC3339)
 	for i := range max(1, n) {
 		s.nodes = append(s.nodes, &node{id: fmt.Sprintf("node-%d", i+1), started: started,
-			queries: map[string]*query{}, txns: map[string]*txn{}})
+			queries: map[string]*query{}, txns: map[string]idleTxn{}})
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/query", s.routed(s.handleQuery))
