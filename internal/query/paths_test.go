@@ -1,0 +1,63 @@
+package query
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestStripPathsTakesWholePaths: a server's error reaches a tenant with
+// its paths taken out. An Iceberg data file's path holds its partition as
+// key=value directories (data/tenant_id=a/start_time_day=2024-03-01/…);
+// the match of a path ended at the first '=', and the tenant read the rest
+// of it: the partition layout and the data file's name after "<path>".
+func TestStripPathsTakesWholePaths(t *testing.T) {
+	f := func(msg, want string) {
+		t.Helper()
+		if got := StripPaths(msg); got != want {
+			t.Errorf("StripPaths(%q)\n  = %q\n want %q", msg, got, want)
+		}
+	}
+	f("read otel_spans: open /srv/wh/tracelake.db/otel_spans/data/tenant_id=a/start_time_day=2024-03-01/00000-0-3ebea844-00001.parquet: no such file or directory",
+		"read otel_spans: open <path>: no such file or directory")
+	// A tenant id with the characters tenant ids may hold, escaped or not.
+	f("open /wh/t/data/tenant_id=o%27brien(x)!*/day=1/f.parquet: EOF", "open <path>: EOF")
+	f("open /wh/t/data/tenant_id=o'brien/day=1/f.parquet: EOF", "open <path>: EOF")
+	// An object store's URL, scheme and all.
+	f("get s3://bucket/wh/t/data/tenant_id=a/day=1/f.parquet: 503", "get <path>: 503")
+	f(`Get "https://s3.example.com/bucket/wh/t/data/tenant_id=a/f.parquet": timeout`, `Get "<path>": timeout`)
+	f("get http://127.0.0.1:9000/bucket/wh/f.parquet: refused", "get <path>: refused")
+	f("read file:///srv/data/x.duckdb: gone", "read <path>: gone")
+	// What is not a path stays.
+	f("a / b, 1/2, x=1 y=2", "a / b, 1/2, x=1 y=2")
+}
+
+// TestIcebergScanFailureNamesNoFile: a data file gone under a tenant's
+// query fails it with the server's error, which the protocols answer
+// through StripPaths: the tenant reads neither the file's name nor the
+// partition layout of the warehouse.
+func TestIcebergScanFailureNamesNoFile(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	removed := 0
+	err := filepath.WalkDir(filepath.Join(l.dir, "warehouse"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.Contains(p, "otel_spans") && strings.Contains(p, "tenant_id=a") && strings.HasSuffix(p, ".parquet") {
+			removed++
+			return os.Remove(p)
+		}
+		return err
+	})
+	if err != nil || removed == 0 {
+		t.Fatalf("remove tenant a's span files: %d removed, %v", removed, err)
+	}
+	_, err = l.rows(t, tenantA, `SELECT name FROM otel_spans`)
+	if err == nil {
+		t.Fatal("a query over a removed file succeeded")
+	}
+	msg := StripPaths(err.Error())
+	for _, s := range []string{".parquet", "tenant_id=", "start_time_day", "otel_spans/data"} {
+		if strings.Contains(msg, s) {
+			t.Errorf("the error a tenant gets names %q: %s", s, msg)
+		}
+	}
+}
