@@ -18,18 +18,8 @@ import (
 // the server's errors alone), and nothing was logged.
 func TestIcebergScanFailureIsTheServersError(t *testing.T) {
 	l := newIceLake(t, IcebergOptions{})
-	removed := 0
-	err := filepath.WalkDir(filepath.Join(l.dir, "warehouse"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ".parquet") {
-			removed++
-			return os.Remove(p)
-		}
-		return err
-	})
-	if err != nil || removed == 0 {
-		t.Fatalf("remove the data files: %v (%d removed)", err, removed)
-	}
-	_, err = l.rows(t, tenantA, `SELECT name FROM otel_spans`)
+	l.removeDataFiles(t, func(string) bool { return true })
+	_, err := l.rows(t, tenantA, `SELECT name FROM otel_spans`)
 	var re *RefusedError
 	switch {
 	case err == nil:
@@ -38,5 +28,23 @@ func TestIcebergScanFailureIsTheServersError(t *testing.T) {
 		t.Fatalf("a failing scan was refused as the caller's query: %v", err)
 	case !errors.Is(err, fs.ErrNotExist):
 		t.Fatalf("the read failed with %v, want the scan's error (a file that does not exist)", err)
+	}
+}
+
+// removeDataFiles removes the warehouse's data files whose paths match,
+// as an expiry the loaded metadata predates would; it fails t unless it
+// removed one.
+func (l *iceLake) removeDataFiles(t *testing.T, match func(path string) bool) {
+	t.Helper()
+	removed := 0
+	err := filepath.WalkDir(filepath.Join(l.dir, "warehouse"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".parquet") && match(p) {
+			removed++
+			return os.Remove(p)
+		}
+		return err
+	})
+	if err != nil || removed == 0 {
+		t.Fatalf("remove the data files: %v (%d removed)", err, removed)
 	}
 }

@@ -1,8 +1,6 @@
 package query
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,18 +37,10 @@ func TestStripPathsTakesWholePaths(t *testing.T) {
 // partition layout of the warehouse.
 func TestIcebergScanFailureNamesNoFile(t *testing.T) {
 	l := newIceLake(t, IcebergOptions{})
-	removed := 0
-	err := filepath.WalkDir(filepath.Join(l.dir, "warehouse"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.Contains(p, "otel_spans") && strings.Contains(p, "tenant_id=a") && strings.HasSuffix(p, ".parquet") {
-			removed++
-			return os.Remove(p)
-		}
-		return err
+	l.removeDataFiles(t, func(p string) bool {
+		return strings.Contains(p, "otel_spans") && strings.Contains(p, "tenant_id=a")
 	})
-	if err != nil || removed == 0 {
-		t.Fatalf("remove tenant a's span files: %d removed, %v", removed, err)
-	}
-	_, err = l.rows(t, tenantA, `SELECT name FROM otel_spans`)
+	_, err := l.rows(t, tenantA, `SELECT name FROM otel_spans`)
 	if err == nil {
 		t.Fatal("a query over a removed file succeeded")
 	}
