@@ -4,12 +4,13 @@ import "regexp"
 
 // filePath is an absolute path of two or more parts (a lone /, as in
 // a / b, is not one), or a URL of one with its scheme and host
-// (file:///…, s3://bucket/…, https://host:port/…). A part
-// holds what file and object names hold, Iceberg's partition directories
-// among them: key=value, the value a tenant id (letters, digits and
-// !-_.*'()) as written or %-escaped. A path ends at a space, a quote, a
-// colon or a comma, which is where an error's message goes on.
-var filePath = regexp.MustCompile(`(?:[A-Za-z][A-Za-z0-9+.-]*://[\w.@+~=%!*'():-]*)?(?:[A-Za-z]:)?(?:[/\\][\w.@+~=%!*'()-]+){2,}[/\\]?`)
+// (file:///…, s3://bucket/…, https://host:port/…). A part holds what file
+// and object names hold, Iceberg's partition directories among them:
+// key=value, the value %-escaped (url.QueryEscape, as iceberg-go and
+// Java's URLEncoder write it: a tenant id's !*'() too). A path ends at a
+// space, a quote, a parenthesis, a colon or a comma, where an error's
+// message goes on.
+var filePath = regexp.MustCompile(`(?:[A-Za-z][A-Za-z0-9+.-]*://[\w.@+~%:-]*)?(?:[A-Za-z]:)?(?:[/\\][\w.@+~=%-]+){2,}[/\\]?`)
 
 // StripPaths replaces the file paths in the message of a server's error
 // with <path>: the read path's failures may name the files it reads (the

@@ -19,9 +19,10 @@ func TestStripPathsTakesWholePaths(t *testing.T) {
 	}
 	f("read otel_spans: open /srv/wh/tracelake.db/otel_spans/data/tenant_id=a/start_time_day=2024-03-01/00000-0-3ebea844-00001.parquet: no such file or directory",
 		"read otel_spans: open <path>: no such file or directory")
-	// A tenant id with the characters tenant ids may hold, escaped or not.
-	f("open /wh/t/data/tenant_id=o%27brien(x)!*/day=1/f.parquet: EOF", "open <path>: EOF")
-	f("open /wh/t/data/tenant_id=o'brien/day=1/f.parquet: EOF", "open <path>: EOF")
+	// A tenant id's other characters, as the partition path escapes them.
+	f("open /wh/t/data/tenant_id=o%27brien%28x%29%21%2A/day=1/f.parquet: EOF", "open <path>: EOF")
+	// Quotes and parentheses around a path stay.
+	f("cannot open file '/srv/wh/x.parquet' (/srv/wh/y.parquet)", "cannot open file '<path>' (<path>)")
 	// An object store's URL, scheme and all.
 	f("get s3://bucket/wh/t/data/tenant_id=a/day=1/f.parquet: 503", "get <path>: 503")
 	f(`Get "https://s3.example.com/bucket/wh/t/data/tenant_id=a/f.parquet": timeout`, `Get "<path>": timeout`)
