@@ -85,10 +85,15 @@ WITH src AS (
 }
 
 // reasonExpr says why a row is rejected, or NULL: a value that does not cast
-// to its column's type, a missing key or version. With nested (DuckDB), a
-// list, struct or map value one element of which does not cast is
-// rejected too: TRY_CAST nulls the element, not the value.
-func (p *plan) reasonExpr(nested bool) string {
+// to its column's type or whose fraction an integer or DECIMAL column would
+// round (sqltext.FractionLost), a missing key or version. With duck
+// (DuckDB), also a list, struct or map value one element of which does not
+// cast: TRY_CAST nulls the element, not the value.
+func (p *plan) reasonExpr(duck bool) string {
+	regexp := "regexp_like" // Databend's
+	if duck {
+		regexp = "regexp_matches"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "CASE WHEN tl_kind = '%s' THEN NULL", kindSkip)
 	if p.m.Format == config.FormatDebezium {
@@ -97,7 +102,11 @@ func (p *plan) reasonExpr(nested bool) string {
 	for i, c := range p.m.Columns {
 		fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s IS NULL THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 			i, sqltext.Ident(c.Name), p.lit("column "+c.Name+": cannot cast "), i, p.lit(" to "+c.Type))
-		if nested && sqltext.Nested(c.Type) {
+		if lost := sqltext.FractionLost(fmt.Sprintf("tl_raw_%d", i), c.Type, regexp); lost != "" {
+			fmt.Fprintf(&b, " WHEN %s IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
+				sqltext.Ident(c.Name), lost, p.lit("column "+c.Name+": "), i, p.lit(" does not fit "+c.Type+" without rounding"))
+		}
+		if duck && sqltext.Nested(c.Type) {
 			fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 				i, sqltext.NestedCastLost(sqltext.Ident(c.Name), fmt.Sprintf("tl_raw_%d", i), c.Type),
 				p.lit("column "+c.Name+": an element does not cast: "), i, p.lit(" to "+c.Type))

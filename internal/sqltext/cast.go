@@ -23,3 +23,67 @@ func TryCast(src, typ string) string {
 	return fmt.Sprintf("CASE WHEN regexp_matches(%s, %s) THEN make_timestamp(epoch_us(TRY_CAST(%s AS TIMESTAMPTZ))) ELSE TRY_CAST(%s AS TIMESTAMP) END",
 		src, String(offsetPattern), src, src)
 }
+
+// integerTypes are DuckDB's integer types and their aliases.
+var integerTypes = map[string]bool{
+	"TINYINT": true, "SMALLINT": true, "INTEGER": true, "BIGINT": true, "HUGEINT": true,
+	"UTINYINT": true, "USMALLINT": true, "UINTEGER": true, "UBIGINT": true, "UHUGEINT": true,
+	"INT1": true, "INT2": true, "INT4": true, "INT8": true, "INT": true, "SHORT": true, "LONG": true, "SIGNED": true,
+}
+
+// exactScale is the count of fraction digits an exact numeric type holds:
+// 0 for an integer type, s for DECIMAL(p,s) or NUMERIC(p,s) (DuckDB's
+// default DECIMAL is (18,3)); false for any other type.
+func exactScale(typ string) (int, bool) {
+	t := strings.ToUpper(strings.Join(strings.Fields(typ), ""))
+	if integerTypes[t] {
+		return 0, true
+	}
+	args, ok := strings.CutPrefix(t, "DECIMAL")
+	if !ok {
+		if args, ok = strings.CutPrefix(t, "NUMERIC"); !ok {
+			return 0, false
+		}
+	}
+	if args == "" {
+		return 3, true
+	}
+	var p, s int
+	if _, err := fmt.Sscanf(args, "(%d,%d)", &p, &s); err == nil {
+		return s, true
+	}
+	if _, err := fmt.Sscanf(args, "(%d)", &p); err == nil {
+		return 0, true
+	}
+	return 0, false
+}
+
+// FractionLost is SQL, true when TRY_CAST(src AS typ) of the text src
+// rounds it: DuckDB's cast of text to an integer or DECIMAL type rounds
+// the fraction digits the type does not hold ('1.5' AS BIGINT is 2), as
+// Databend's cast of a variant does, where a value that does not fit
+// should be refused, not changed. A number written out is rounded when a
+// digit past the type's scale is not zero (exact, whatever its size); one
+// with an exponent, into an integer type, when its double has a fraction
+// (a double above 2^53 has none: its fraction was lost before any cast).
+// A DECIMAL given a number with an exponent is not checked. regexp is the
+// dialect's function of (text, pattern) true when the pattern matches:
+// DuckDB's regexp_matches, Databend's regexp_like. "" when typ is neither
+// an integer nor a DECIMAL type: no cast to it rounds a number.
+func FractionLost(src, typ, regexp string) string {
+	scale, ok := exactScale(typ)
+	if !ok {
+		return ""
+	}
+	digits := "[0-9]*"
+	if scale > 0 {
+		digits = fmt.Sprintf("[0-9]{%d}[0-9]*", scale)
+	}
+	// No backslash: Databend's string literals read it as an escape.
+	plain := fmt.Sprintf(`%s(%s, '^ *[+-]?[0-9]*[.]%s[1-9][0-9]* *$')`, regexp, src, digits)
+	if scale > 0 {
+		return plain
+	}
+	d := fmt.Sprintf("abs(TRY_CAST(%s AS DOUBLE))", src)
+	return fmt.Sprintf(`(%s OR %s(%s, '[eE]') AND %s <> floor(%s))`, plain, regexp, src, d, d)
+}

@@ -90,6 +90,9 @@ var (
 	// TRY_CAST(v['a'] AS VARCHAR), TRY_CAST(v['a'][0] AS VARCHAR)
 	reVariantTryText = regexp.MustCompile(`TRY_CAST\(((?:[A-Za-z_][\w.]*)(?:\['[^']*'\]|\[[0-9]+\])+) AS VARCHAR\)`)
 	reJSONTypeof     = regexp.MustCompile(`\bJSON_TYPEOF\(`)
+	// regexp_like(text, pattern), DuckDB's regexp_matches (both search
+	// the text for the pattern, RE2 and Rust's regex alike for the merge's)
+	reRegexpLike = regexp.MustCompile(`\bregexp_like\(`)
 )
 
 func (s *Server) variantSQL(stmt string) string {
@@ -125,6 +128,7 @@ func (s *Server) variantSQL(stmt string) string {
 		}
 		return m
 	})
+	stmt = reRegexpLike.ReplaceAllString(stmt, "regexp_matches(")
 	return reJSONTypeof.ReplaceAllString(stmt, "json_type(")
 }
 
