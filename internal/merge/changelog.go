@@ -406,7 +406,13 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 	// position goes with it only if it is before it in the same Kafka
 	// partition. Across partitions the log does not order them, and the
 	// change stays: the same model whichever merges the changes fall in.
-	past := pos("") + " >= " + sqltext.String(truncated.String)
+	// A change without a position (Maxwell's bootstrap rows) is ordered
+	// against a truncation the same way, by Kafka order alone: below every
+	// position, it would be below the floor, and a table dropped, made
+	// again and bootstrapped would lose every bootstrap row. Merged after
+	// an earlier merge's truncation it is after it in its partition.
+	unordered := func(alias, at string) string { return fmt.Sprintf("%s IN (%s, '')", pos(alias), at) }
+	past := fmt.Sprintf("(%s >= %s OR %s = '')", pos(""), sqltext.String(truncated.String), pos(""))
 	var cut sql.NullString
 	var topic string
 	var partition, offset, index int64
@@ -423,13 +429,14 @@ ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC LIMIT 
 			return fmt.Sprintf(`(%[1]sktopic = %[2]s AND %[1]skpartition = %[3]d AND (%[1]skoffset, %[1]skindex) < (%[4]d, %[5]d))`,
 				alias, sqltext.String(topic), partition, offset, index)
 		}
-		past = fmt.Sprintf(`(%s > %s OR %s = %s AND NOT %s)`, pos(""), at, pos(""), at, before(""))
+		past = fmt.Sprintf(`(%s > %s OR %s AND NOT %s)`, pos(""), at, unordered("", at), before(""))
 		if len(p.keys) > 0 {
-			// A row merged before, at the truncation's position, goes if
-			// its change (in the changelog table) is before it.
+			// A row merged before, at the truncation's position or
+			// without one, goes if its change (in the changelog table)
+			// is before it.
 			for _, t := range []string{p.target, p.tombstones} {
-				q := fmt.Sprintf(`DELETE FROM %s t WHERE %s < %s OR %s = %s AND EXISTS (SELECT 1 FROM %s l WHERE %s AND %s = %s AND %s)`,
-					t, pos("t."), at, pos("t."), at, p.log, p.keyMatch("t", "l"), pos("l."), at, before("l."))
+				q := fmt.Sprintf(`DELETE FROM %s t WHERE %s < %s AND %s <> '' OR %s AND EXISTS (SELECT 1 FROM %s l WHERE %s AND %s = %s AND %s)`,
+					t, pos("t."), at, pos("t."), unordered("t.", at), p.log, p.keyMatch("t", "l"), pos("l."), pos("t."), before("l."))
 				if _, err := tx.ExecContext(ctx, q); err != nil {
 					return "", fmt.Errorf("truncate %s: %w", p.m.Target, err)
 				}
