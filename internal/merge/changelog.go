@@ -529,11 +529,15 @@ func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogP
 	return nil
 }
 
-// keyMatch is "a.k1 = b.k1 AND …".
+// keyMatch is "a.k1 IS NOT DISTINCT FROM b.k1 AND …": a key part may be
+// NULL where the key is not the source's primary key (Debezium's
+// message.key.columns naming a nullable unique key), and such a key is
+// one key, as within an increment (PARTITION BY) and in reconcile; with
+// = its changes never met its row, each adding one beside it.
 func (p *changelogPlan) keyMatch(a, b string) string {
 	parts := make([]string, len(p.keys))
 	for i, k := range p.keys {
-		parts[i] = a + "." + sqltext.Ident(k) + " = " + b + "." + sqltext.Ident(k)
+		parts[i] = a + "." + sqltext.Ident(k) + " IS NOT DISTINCT FROM " + b + "." + sqltext.Ident(k)
 	}
 	return strings.Join(parts, " AND ")
 }
