@@ -24,11 +24,14 @@ func TryCast(src, typ string) string {
 		src, String(offsetPattern), src, src)
 }
 
-// integerTypes are DuckDB's integer types and their aliases.
+// integerTypes are DuckDB's and Databend's integer types and their
+// aliases (Databend's INT8 is DuckDB's TINYINT, DuckDB's its BIGINT:
+// integers both).
 var integerTypes = map[string]bool{
 	"TINYINT": true, "SMALLINT": true, "INTEGER": true, "BIGINT": true, "HUGEINT": true,
 	"UTINYINT": true, "USMALLINT": true, "UINTEGER": true, "UBIGINT": true, "UHUGEINT": true,
 	"INT1": true, "INT2": true, "INT4": true, "INT8": true, "INT": true, "SHORT": true, "LONG": true, "SIGNED": true,
+	"INT16": true, "INT32": true, "INT64": true, "UINT8": true, "UINT16": true, "UINT32": true, "UINT64": true,
 }
 
 // exactScale is the count of fraction digits an exact numeric type holds:
