@@ -114,7 +114,15 @@ func (c *Change) infer(col *Column, v []byte) {
 			col.Type, col.Value = schema.Int64, v
 			return
 		}
+		// Beyond 64 bits (a MySQL BIGINT UNSIGNED above 2^63): still an
+		// integer, a DECIMAL(20,0) or of its digits, which a BIGINT
+		// column widens to keeping numbers numbers. As a decimal of
+		// unknown precision (text) it was refused in a key column of
+		// numbers, and every change of its row dead-lettered.
 		col.Type = schema.Decimal
+		if digits := len(bytes.TrimPrefix(v, []byte("-"))); digits <= maxIntegerDigits {
+			col.Precision = max(unsignedBigintDigits, digits)
+		}
 		c.putQuoted(col, v)
 	case isDecimal(v):
 		col.Type = schema.Decimal
@@ -133,6 +141,14 @@ func (c *Change) infer(col *Column, v []byte) {
 		col.Type, col.Value = schema.Float64, v
 	}
 }
+
+const (
+	// unsignedBigintDigits are the digits of MySQL's largest integer,
+	// BIGINT UNSIGNED (18446744073709551615).
+	unsignedBigintDigits = 20
+	// maxIntegerDigits are the most a DECIMAL holds (DuckDB's, Databend's).
+	maxIntegerDigits = 38
+)
 
 // appendPlainDecimal appends the JSON number v (with an exponent) as
 // decimal text without one, every digit of v kept: 12345678.9 for

@@ -145,7 +145,9 @@ func (c Column) Holds(o Column) bool {
 	case c.Type == schema.String:
 		return o.Text()
 	case c.Text():
-		return o.Text() || o.Type == schema.Int32 || o.Type == schema.Int64
+		// Integers go in as their digits, the same text whatever their
+		// type (a DECIMAL(20,0) of an integer beyond BIGINT too).
+		return o.Text() || o.Type == schema.Int32 || o.Type == schema.Int64 || o.KnownDecimal() && o.Scale == 0
 	case c.Type == schema.Int64 || c.Type == schema.Float64:
 		return o.Type == schema.Int32
 	case c.Type == schema.Decimal:

@@ -19,6 +19,7 @@ func TestColumnHoldsAndJoin(t *testing.T) {
 		d63   = Column{Type: schema.Decimal, Precision: 6, Scale: 3}
 		d120  = Column{Type: schema.Decimal, Precision: 12, Scale: 2}
 		d190  = Column{Type: schema.Decimal, Precision: 19, Scale: 0}
+		d200  = Column{Type: schema.Decimal, Precision: 20, Scale: 0} // an integer beyond BIGINT
 		d3810 = Column{Type: schema.Decimal, Precision: 38, Scale: 10}
 		d3020 = Column{Type: schema.Decimal, Precision: 30, Scale: 20}
 		ts    = Column{Type: schema.Timestamp}
@@ -33,7 +34,7 @@ func TestColumnHoldsAndJoin(t *testing.T) {
 		{d52, d52, true}, {d72, d52, true}, {d52, d72, false}, {d63, d52, true}, {d52, d63, false},
 		{d120, i32, true}, {d72, i32, false}, {d190, i64, true}, {d3810, i64, true}, {d3020, i64, false},
 		{text, i64, true}, {text, d3810, false}, {text, d52, false}, {str, i32, false}, {str, d52, false}, {str, text, true}, {text, str, true},
-		{text, f64, false}, {d190, f64, false}, {f64, d52, false},
+		{text, f64, false}, {d190, f64, false}, {f64, d52, false}, {text, d200, true}, {d200, i64, true}, {i64, d200, false}, {str, d200, false},
 		{ts, i64, false}, {i64, ts, false}, {b, i32, false}, {js, str, false}, {str, js, false}, {str, b, false},
 	} {
 		if got := c.have.Holds(c.want); got != c.holds {
