@@ -54,3 +54,17 @@ func TestColumnFits(t *testing.T) {
 	f(schema.String, 0, 0, "\"\xff\xfe\"", false)
 	f(schema.String, 0, 0, `"é 订单"`, true)
 }
+
+// An integer column given a number with a fraction (a changelog column
+// typed integer by the source's schema, Debezium's int32 or int64) is
+// dead-lettered, never rounded, and the reason says why: it said the
+// value was out of the range of the integer, which 1.5 is not.
+func TestColumnFitsSaysAFractionIsNoInteger(t *testing.T) {
+	for _, typ := range []schema.Type{schema.Int32, schema.Int64} {
+		c := Column{Name: "c", Type: typ, Value: []byte("1.5")}
+		err := c.Fits()
+		if err == nil || err.Error() != "1.5 is not an integer: an integer column would round it" {
+			t.Errorf("%v 1.5: Fits() = %v, want it refused as no integer", typ, err)
+		}
+	}
+}

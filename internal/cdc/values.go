@@ -524,14 +524,8 @@ func (c *Column) Fits() error {
 		return errorString(clip(v) + " holds a \\u escape of half a UTF-16 surrogate pair, which is no character")
 	}
 	switch c.Type {
-	case schema.Int32:
-		if _, err := strconv.ParseInt(string(v), 10, 32); err != nil {
-			return errorString(clip(v) + " is out of the range of a 32-bit integer")
-		}
-	case schema.Int64:
-		if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
-			return errorString(clip(v) + " is out of the range of a 64-bit integer")
-		}
+	case schema.Int32, schema.Int64:
+		return fitsInteger(v, c.Type)
 	case schema.Timestamp:
 		us, err := strconv.ParseInt(string(v), 10, 64)
 		if us == schema.TimestampInfinity || us == schema.TimestampNegativeInfinity {
@@ -556,6 +550,23 @@ func (c *Column) Fits() error {
 		}
 	}
 	return nil
+}
+
+// fitsInteger says why the text v is no value of the integer type typ
+// (Int32 or Int64): a number with a fraction or exponent, which the
+// column's cast would round (1.5 into 2), or one beyond its range.
+func fitsInteger(v []byte, typ schema.Type) error {
+	bits := 64
+	if typ == schema.Int32 {
+		bits = 32
+	}
+	if _, err := strconv.ParseInt(string(v), 10, bits); err == nil {
+		return nil
+	}
+	if isNumber(v) && !isInteger(v) {
+		return errorString(clip(v) + " is not an integer: an integer column would round it")
+	}
+	return errorString(fmt.Sprintf("%s is out of the range of a %d-bit integer", clip(v), bits))
 }
 
 // hasLoneSurrogate says whether JSON text v holds a \u escape of a
