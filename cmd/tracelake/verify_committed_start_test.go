@@ -20,35 +20,7 @@ import (
 // the 6 records from there to the end are its lag. Not a problem: verify
 // still passes.
 func TestVerifyCommittedStartWithoutLoads(t *testing.T) {
-	cluster, cl := startKafka(t, 1)
-	for range 10 {
-		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Value: []byte(`{}`)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := writeConfig(t, cluster, "start_offset: latest", "")
-	cfg, err := config.FromFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := kadm.Offsets{}
-	off.Add(kadm.Offset{Topic: testTopic, Partition: 0, At: 4, LeaderEpoch: -1})
-	resp, err := kadm.NewClient(cl).CommitOffsets(context.Background(), cfg.Kafka.Group, off)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	snk, err := openDuckDB(cfg)
-	if err == nil {
-		err = snk.Prepare(context.Background())
-		snk.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	path := committedStartConfig(t, "", "")
 	verifyOut := func(args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
@@ -79,4 +51,42 @@ func TestVerifyCommittedStartWithoutLoads(t *testing.T) {
 	if want := testTopic + "/0: nothing loaded yet; loading starts at offset 4 (its committed start)"; !strings.Contains(text, want) {
 		t.Errorf("verify's text does not say %q:\n%s", want, text)
 	}
+}
+
+// committedStartConfig writes the config of a topic of 10 records (with
+// kafkaExtra and rest, start_offset latest) whose group committed offset
+// 4 with nothing loaded, and prepares the tables of each of its signals.
+func committedStartConfig(t *testing.T, kafkaExtra, rest string) string {
+	t.Helper()
+	cluster, cl := startKafka(t, 1)
+	for range 10 {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: testTopic, Value: []byte(`{}`)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := writeConfig(t, cluster, "start_offset: latest"+kafkaExtra, rest)
+	cfg, err := config.FromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := kadm.Offsets{}
+	off.Add(kadm.Offset{Topic: testTopic, Partition: 0, At: 4, LeaderEpoch: -1})
+	resp, err := kadm.NewClient(cl).CommitOffsets(context.Background(), cfg.Kafka.Group, off)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.SignalConfigs() {
+		snk, err := openDuckDB(c)
+		if err == nil {
+			err = snk.Prepare(context.Background())
+			snk.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
 }
