@@ -655,7 +655,10 @@ func (r *Report) AddStarts(committed func() map[sink.TopicPartition]int64) {
 			}
 		}
 		at, ok := starts[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
-		if !ok {
+		if !ok || at > p.High {
+			// Past the log's end, the offset is of an old log (the
+			// topic recreated, or its log truncated): the run stops
+			// on it rather than load from there, so it starts nothing.
 			continue
 		}
 		p.Start = &at
