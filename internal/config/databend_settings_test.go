@@ -39,9 +39,11 @@ sink: {type: databend, databend: {dsn: "databend://u:p@127.0.0.1:8000/db?sslmode
 		}
 	}
 	f("idle_transaction_timeout_secs=0",
-		`sink.databend.dsn: session setting idle_transaction_timeout_secs: want 1 to 14400, got "0"`)
+		`sink.databend.dsn: session setting idle_transaction_timeout_secs: tracelake sets it to 14400 itself; leave it out of the DSN, got "0"`)
 	f("idle_transaction_timeout_secs=86400",
-		`sink.databend.dsn: session setting idle_transaction_timeout_secs: want 1 to 14400, got "86400"`)
+		`sink.databend.dsn: session setting idle_transaction_timeout_secs: tracelake sets it to 14400 itself; leave it out of the DSN, got "86400"`)
+	f("idle_transaction_timeout_secs=1",
+		`sink.databend.dsn: session setting idle_transaction_timeout_secs: tracelake sets it to 14400 itself; leave it out of the DSN, got "1"`)
 	f("load_file_metadata_expire_hours=1",
 		`sink.databend.dsn: session setting load_file_metadata_expire_hours: want at least 24, got "1"`)
 	f("sql_dialect=MySQL&http_json_result_mode=driver&format_null_as_str=1",
@@ -53,5 +55,5 @@ sink: {type: databend, databend: {dsn: "databend://u:p@127.0.0.1:8000/db?sslmode
 	f("enable_query_result_cache=1", "session setting enable_query_result_cache: tracelake sets it to 0 itself")
 	// What the sink would set anyway, other settings and databend-go's
 	// own parameters are accepted.
-	f("idle_transaction_timeout_secs=600&load_file_metadata_expire_hours=48&sql_dialect=PostgreSQL&max_threads=4&wait_time_secs=5&role=loader")
+	f("idle_transaction_timeout_secs=14400&load_file_metadata_expire_hours=48&sql_dialect=PostgreSQL&max_threads=4&wait_time_secs=5&role=loader")
 }

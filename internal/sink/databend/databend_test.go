@@ -23,6 +23,15 @@ import (
 
 func open(t *testing.T, srv *databendtest.Server, dsnParams string, change ...func(*databend.Options)) *databend.Sink {
 	t.Helper()
+	s, err := databend.Open(options(srv, dsnParams, change...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// options are the tests' sink options for srv, with dsnParams and change.
+func options(srv *databendtest.Server, dsnParams string, change ...func(*databend.Options)) databend.Options {
 	opt := databend.Options{
 		DSN: srv.DSN(dsnParams), Table: "trace_raw", Stage: "~", Prefix: "tracelake/trace_raw/",
 		Purge: true, Zstd: true, Uploads: 3, Timeout: 10 * time.Second,
@@ -30,11 +39,7 @@ func open(t *testing.T, srv *databendtest.Server, dsnParams string, change ...fu
 	for _, c := range change {
 		c(&opt)
 	}
-	s, err := databend.Open(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return opt
 }
 
 func prepared(t *testing.T, dsnParams string, change ...func(*databend.Options)) (*databendtest.Server, *databend.Sink) {

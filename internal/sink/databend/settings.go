@@ -31,7 +31,7 @@ type sessionSetting struct {
 
 const (
 	minHistoryHours = 24          // load_file_metadata_expire_hours, at least (Databend's default)
-	maxIdleTxnSecs  = 4 * 60 * 60 // idle_transaction_timeout_secs, at most (Databend's default)
+	maxIdleTxnSecs  = 4 * 60 * 60 // idle_transaction_timeout_secs (Databend's default)
 )
 
 var sessionSettings = []sessionSetting{
@@ -62,11 +62,14 @@ var sessionSettings = []sessionSetting{
 	// databend-query keeps a transaction left open between two statements
 	// for this many seconds and then drops it (servers/http/v1/query/
 	// http_query_manager.rs add_txn sleeps timeout_secs, then removes the
-	// transaction): with 0 it is dropped as soon as a load's first
-	// statement returns, and every load fails. Above maxIdleTxnSecs a
-	// transaction could outlive its claims (above).
-	{name: "idle_transaction_timeout_secs", def: strconv.Itoa(maxIdleTxnSecs),
-		accepts: uintIn(1, maxIdleTxnSecs), want: fmt.Sprintf("1 to %d", maxIdleTxnSecs)},
+	// transaction). A load leaves its transaction idle while it uploads
+	// its claim markers and the pieces of files a former owner loaded in
+	// part (claim.go, pieces.go), for as long as those uploads take: any
+	// shorter value fails, on every retry alike, a load whose uploads take
+	// longer (with 0, every load). Above maxIdleTxnSecs a transaction
+	// could outlive its claims (above). So the one value is Databend's
+	// default.
+	{name: "idle_transaction_timeout_secs", def: strconv.Itoa(maxIdleTxnSecs), pinned: true},
 	// With query_result_cache_allow_inconsistent the result cache answers
 	// a statement run before with its old result, whatever was written
 	// since (storages/basic/src/result_cache/read/reader.rs
