@@ -40,6 +40,11 @@ type rollback struct {
 	// load would skip its records. Set back to at most those, and with no
 	// load on top, the rollback is accounted for by the loads to come.
 	ahead bool
+	// gone says how loads the branch dropped were found when an expiry
+	// has removed their snapshots (lost then lacks them): by a position
+	// that a load off the branch set (goneLoads), or by the branch's
+	// sequence number gone back (wentBack). "" if none was.
+	gone string
 }
 
 // findRollback reads meta and props (a table's) for loads its current
@@ -82,8 +87,15 @@ func findRollbackExcept(meta table.Metadata, props iceberggo.Properties, checked
 		}
 		r.lost = append(r.lost, s)
 	}
+	// Loads dropped and expired since are known by the positions they
+	// left ahead.
+	r.gone = goneLoads(chain, props)
+	r.ahead = r.gone != ""
 	if len(r.lost) == 0 {
-		return nil
+		if !r.ahead {
+			return nil
+		}
+		return r
 	}
 	slices.SortFunc(r.lost, func(a, b table.Snapshot) int { return compareAge(&a, &b) })
 	// The oldest lost load: a load on the branch newer than it came after
@@ -165,6 +177,11 @@ func (r *rollback) ids() []int64 {
 // rolled back, naming what to do: the same at the start and at a load.
 func rollbackError(tbl *table.Table, r *rollback) error {
 	cur := tbl.CurrentSnapshot()
+	if len(r.lost) == 0 {
+		return fmt.Errorf("%w: table %s was rolled back past tracelake's loads whose snapshots have expired since: %s, "+
+			"so the positions (properties %s*) are ahead of the data and tracelake would skip the rolled-back records. %s",
+			sink.ErrFatal, name(tbl.Identifier()), r.gone, PositionKeyPrefix, setPositionsBack(tbl, cur))
+	}
 	lost := r.lost[len(r.lost)-1]
 	if r.onTop {
 		return fmt.Errorf("%w: table %s was rolled back: tracelake's load %d is not in its current branch (snapshot %d), and loads were committed on top of the rollback "+
@@ -173,9 +190,55 @@ func rollbackError(tbl *table.Table, r *rollback) error {
 			sink.ErrFatal, name(tbl.Identifier()), lost.SnapshotID, cur.SnapshotID, RollbackCheckedKey, joinIDs(mergeChecked(tbl, r.ids())))
 	}
 	return fmt.Errorf("%w: table %s was rolled back: its current snapshot %d does not descend from tracelake's load %d, "+
-		"so the positions (properties %s*) are ahead of the data and tracelake would skip the rolled-back records. To load them again (while Kafka still has them), "+
+		"so the positions (properties %s*) are ahead of the data and tracelake would skip the rolled-back records. %s",
+		sink.ErrFatal, name(tbl.Identifier()), cur.SnapshotID, lost.SnapshotID, PositionKeyPrefix, setPositionsBack(tbl, cur))
+}
+
+// setPositionsBack is the recovery a rollback error names: the positions
+// of the current snapshot cur to set.
+func setPositionsBack(tbl *table.Table, cur *table.Snapshot) string {
+	return fmt.Sprintf("To load them again (while Kafka still has them), "+
 		"set the position properties to those of snapshot %d, as its loads' summaries record them (%s; a partition not named had no load in the snapshots kept), and restart",
-		sink.ErrFatal, name(tbl.Identifier()), cur.SnapshotID, lost.SnapshotID, PositionKeyPrefix, cur.SnapshotID, formatPositions(positionsAt(tbl.Metadata(), cur)))
+		cur.SnapshotID, formatPositions(positionsAt(tbl.Metadata(), cur)))
+}
+
+// goneLoads finds, by the properties alone, a load the branch dropped
+// whose snapshot is gone (expired after the rollback, before anyone
+// checked): a partition whose position is ahead of what the newest load
+// of chain (the current branch's kept snapshots, newest first) moving it
+// set, and whose tracelake.load.* property names another load. Every
+// commit moving a position names itself there in the same commit, so
+// that load committed after the branch's, and is not on the branch. A
+// position set forward by hand keeps the branch's load named; one set
+// back (the recovery) is not ahead. It says which partition, "" if none.
+func goneLoads(chain []table.Snapshot, props iceberggo.Properties) string {
+	have, err := parsePositions(props)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for tp, p := range have {
+		by := props[loadKey(tp)]
+		if by == "" {
+			continue // written before tracelake named the loads
+		}
+		for _, s := range chain { // newest first
+			if s.Summary == nil {
+				continue
+			}
+			set, err := parsePositions(s.Summary.Properties)
+			d, ok := set[tp]
+			if err != nil || !ok {
+				continue
+			}
+			if p > d && by != s.Summary.Properties[loadIDKey] {
+				out = append(out, fmt.Sprintf("%s=%d was set by load %s, not on the current branch, whose loads set it to %d", positionKey(tp), p, by, d))
+			}
+			break
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }
 
 // mergeChecked is RollbackCheckedKey's ids with ids added, less those of
@@ -210,6 +273,10 @@ type branchState struct {
 	// none): a current snapshot descending from it was not rolled back
 	// since.
 	seen int64
+	// seenSeq is seen's sequence number: a branch's only grow, so once
+	// seen has expired, a current snapshot whose walk back reaches a
+	// lower one without passing seen was set back (wentBack).
+	seenSeq int64
 	// accepted are lost loads found at the start with the positions set
 	// back (rollback.accountedFor): this process's loads read from those
 	// positions, so its first commit lists them in RollbackCheckedKey.
@@ -227,9 +294,7 @@ type branchState struct {
 // loads r it accepted.
 func (s *Sink) startBranch(tbl *table.Table, r *rollback) {
 	st := &branchState{known: checkedRollbacks(tbl.Properties())}
-	if cur := tbl.CurrentSnapshot(); cur != nil {
-		st.seen = cur.SnapshotID
-	}
+	st.see(tbl.CurrentSnapshot())
 	if r != nil {
 		st.accepted = r.ids()
 		for _, id := range st.accepted {
@@ -273,9 +338,18 @@ func (s *Sink) checkBranch(tbl *table.Table) error {
 		// RollbackCheckedKey lists since the start was accepted by
 		// another process's recovery, whose records come from the
 		// positions set back; this one's come from where it read.
-		if r := findRollbackExcept(meta, tbl.Properties(), st.known); r != nil {
+		r := findRollbackExcept(meta, tbl.Properties(), st.known)
+		if r == nil && wentBack(meta, cur, st.seen, st.seenSeq) {
+			// The loads dropped expired, and the positions were set
+			// back (else the properties tell, goneLoads).
+			return fmt.Errorf("%w: table %s was rolled back while this process ran: its current snapshot %d (sequence number %d) does not descend from snapshot %d (sequence number %d, expired since), "+
+				"the current one when this process last checked; this process reads on from where it was, not from the positions as they now are, and would skip the rolled-back records; "+
+				"if the positions were set back for them, restart it to read from them, else %s",
+				sink.ErrFatal, name(tbl.Identifier()), cur.SnapshotID, cur.SequenceNumber, st.seen, st.seenSeq, setPositionsBack(tbl, cur))
+		}
+		if r != nil {
 			checked := checkedRollbacks(tbl.Properties())
-			if !slices.ContainsFunc(r.lost, func(l table.Snapshot) bool { return !checked[l.SnapshotID] }) {
+			if len(r.lost) > 0 && !slices.ContainsFunc(r.lost, func(l table.Snapshot) bool { return !checked[l.SnapshotID] }) {
 				return fmt.Errorf("%w: table %s was rolled back past tracelake's load %d while this process ran, and its positions were set back since (%s lists it): "+
 					"this process reads on from where it was, not from the positions set back, and would skip the rolled-back records; restart it to read from them",
 					sink.ErrFatal, name(tbl.Identifier()), r.lost[len(r.lost)-1].SnapshotID, RollbackCheckedKey)
@@ -283,8 +357,37 @@ func (s *Sink) checkBranch(tbl *table.Table) error {
 			return rollbackError(tbl, r)
 		}
 	}
-	st.seen = cur.SnapshotID
+	st.see(cur)
 	return nil
+}
+
+// see records cur (nil: none) as the branch's current snapshot as this
+// process last checked it.
+func (st *branchState) see(cur *table.Snapshot) {
+	if cur != nil {
+		st.seen, st.seenSeq = cur.SnapshotID, cur.SequenceNumber
+	}
+}
+
+// wentBack reports whether cur, the branch's current snapshot, provably
+// does not descend from snapshot seen (sequence number seq), which the
+// metadata no longer lists (expired): walking back from cur, a snapshot
+// with a sequence number up to seq comes before seen or its child. A
+// walk ending at an expired parent first cannot tell (false), nor can a
+// table of format 1 (no sequence numbers).
+func wentBack(meta table.Metadata, cur *table.Snapshot, seen, seq int64) bool {
+	if seen == 0 || seq <= 0 || meta.SnapshotByID(seen) != nil {
+		return false
+	}
+	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) {
+		if s.SnapshotID == seen || (s.ParentSnapshotID != nil && *s.ParentSnapshotID == seen) {
+			return false
+		}
+		if s.SequenceNumber <= seq {
+			return true
+		}
+	}
+	return false
 }
 
 // droppedSince reports whether the branch may have dropped a load since
@@ -353,8 +456,6 @@ func (s *Sink) committedBranch(tbl *table.Table) {
 	if st == nil {
 		return
 	}
-	if cur := tbl.CurrentSnapshot(); cur != nil {
-		st.seen = cur.SnapshotID
-	}
+	st.see(tbl.CurrentSnapshot())
 	st.accepted = nil
 }

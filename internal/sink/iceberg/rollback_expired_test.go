@@ -1,0 +1,75 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// expireAll has another process expire every snapshot of every table
+// but the current one (as another engine's expire_snapshots with
+// retain_last 1 would), the rolled-back ones included.
+func expireAll(t *testing.T, dir string) {
+	t.Helper()
+	time.Sleep(20 * time.Millisecond) // the snapshots' age, not a wait for anything
+	if _, err := openSink(t, dir, false).Expire(context.Background(), 10*time.Millisecond, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A running process last saw the snapshot of its third load; another
+// engine rolls the table back to the second and an expiry removes the
+// third (on no branch) before the process's next load. The process can
+// no longer walk back to the snapshot it saw, and the rolled-back load is
+// gone from the metadata: its next load went on from where it read,
+// committing 30-39 on top of the rollback, and 20-29 were skipped for
+// good. It must stop, the table untouched, and so must a start.
+func TestRollbackIsReportedAfterTheSeenSnapshotExpired(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := rolledBackTable(t, dir)
+	expireAll(t, dir)
+	_, files, err := tryLoad(t, s, batch(0, 30, 39))
+	wantRolledBack(t, "the load after a rollback whose snapshots expired", err)
+	s.Discard(files)
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 19)) {
+		t.Errorf("raw offsets %v after the refused load, want 0-19 (the rollback's)", got)
+	}
+	wantRolledBack(t, "a start after a rollback whose snapshots expired", openSink(t, dir, false).Prepare(ctx))
+}
+
+// The same with the table rolled back to a snapshot that is not a
+// load's (another engine's DELETE): the branch's kept snapshots record
+// no position, so only the process that saw the later snapshot can tell,
+// by the branch's sequence number gone back.
+func TestRollbackToAnotherEnginesSnapshotIsReportedAfterTheSeenSnapshotExpired(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 0, 9), batch(0, 10, 19))
+	other := openSink(t, dir, false)
+	if err := other.DeleteRaw(ctx, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 20, 29))
+	if err := other.RollBackRaw(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	expireAll(t, dir)
+	_, files, err := tryLoad(t, s, batch(0, 30, 39))
+	if err == nil || !errors.Is(err, sink.ErrFatal) || !strings.Contains(err.Error(), "was rolled back") {
+		t.Fatalf("the load after a rollback to another engine's snapshot, the rolled-back load expired: %v; want the rollback reported", err)
+	}
+	s.Discard(files)
+	if got := stored(t, s, false)[0]; !slices.Equal(got, seq(0, 19, 5)) {
+		t.Errorf("raw offsets %v after the refused load, want 0-19 but 5 (the rollback's)", got)
+	}
+}
