@@ -38,7 +38,17 @@ func (s *Sink) SetBeforeTableCommit(f func(table string)) { s.beforeCatalogCommi
 // SetTableProperty sets a property of the raw table, as another engine
 // would.
 func (s *Sink) SetTableProperty(ctx context.Context, key, value string) error {
-	tbl, err := s.loadTable(ctx, s.raw)
+	return s.setProperty(ctx, s.raw, key, value)
+}
+
+// SetDLQProperty sets a property of the dead-letter table, as another
+// engine would.
+func (s *Sink) SetDLQProperty(ctx context.Context, key, value string) error {
+	return s.setProperty(ctx, s.dlq, key, value)
+}
+
+func (s *Sink) setProperty(ctx context.Context, id table.Identifier, key, value string) error {
+	tbl, err := s.loadTable(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -53,7 +63,16 @@ func (s *Sink) SetTableProperty(ctx context.Context, key, value string) error {
 // RollBackRaw sets the raw table's current snapshot back by n loads, as
 // another engine's rollback_to_snapshot would.
 func (s *Sink) RollBackRaw(ctx context.Context, n int) error {
-	tbl, err := s.loadTable(ctx, s.raw)
+	return s.rollBack(ctx, s.raw, n)
+}
+
+// RollBackDLQ is RollBackRaw of the dead-letter table.
+func (s *Sink) RollBackDLQ(ctx context.Context, n int) error {
+	return s.rollBack(ctx, s.dlq, n)
+}
+
+func (s *Sink) rollBack(ctx context.Context, id table.Identifier, n int) error {
+	tbl, err := s.loadTable(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -179,6 +179,11 @@ type Sink struct {
 	// branches are the tables' branches as this process last checked
 	// them for a rollback (rollback.go; guarded by commitMu).
 	branches map[string]*branchState
+	// recovering are the partitions of the dead-letter and derived
+	// tables that read records again for rows a rollback of that table
+	// alone dropped (rollback_recover.go; guarded by recoverMu).
+	recovering map[kind]map[sink.TopicPartition]int64
+	recoverMu  sync.Mutex
 
 	mu   sync.Mutex
 	kept map[string]*staged // staged batches by name, until committed or discarded
@@ -387,6 +392,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
 		return fmt.Errorf("create namespace %s: %w", s.opt.Namespace, err)
 	}
+	tables := map[kind]*table.Table{}
 	for _, k := range s.kinds() {
 		t := struct {
 			id     table.Identifier
@@ -411,6 +417,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		}
 		// Loads the branch dropped, not accounted for: their records
 		// would be skipped (rollback.go).
+		tables[k] = tbl
 		r := findRollback(tbl.Metadata(), tbl.Properties())
 		if !r.accountedFor() {
 			return rollbackError(tbl, r)
@@ -420,6 +427,9 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			return fmt.Errorf("table %s has data but no tracelake positions (%s*): it was written by something else. "+
 				"Set sink.iceberg.adopt: true to let tracelake append to it, its partitions starting from the group's committed offsets", name(t.id), PositionKeyPrefix)
 		}
+	}
+	if err := s.startRecovery(tables); err != nil {
+		return err
 	}
 	if s.dedups() {
 		if _, err := s.dedupTarget(ctx); err != nil {
@@ -635,6 +645,9 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 		if n, ok := all[tp]; ok {
 			out[tp] = n
 		}
+	}
+	if err := s.resumeRecovering(ctx, parts, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -636,7 +636,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	next := maps.Clone(start)
 	if k != mainTable && slices.ContainsFunc(entries, func(st *staged) bool { return len(st.of(k).files) > 0 }) {
-		if err := s.fenceByMain(ctx, entries, next, main); err != nil {
+		if err := s.fenceByMain(ctx, k, entries, next, main); err != nil {
 			return nil, nil, false, err
 		}
 	}
@@ -745,6 +745,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	s.committedBranch(committed)
 	s.remember(committed)
+	s.recovered(k, next)
 	return counts, fenced, true, nil
 }
 
@@ -757,15 +758,18 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 // another process's load holds — where two loaders share one
 // otlp.instance, rows of other requests — while the main table fenced
 // them out, and the load's count of what it stored would no longer be
-// the rows of its last requests (directload's fencedBefore).
-func (s *Sink) fenceByMain(ctx context.Context, entries []*staged, next map[sink.TopicPartition]int64, main *mainPositions) error {
+// the rows of its last requests (directload's fencedBefore). Not for a
+// partition table k reads again after a rollback of its own
+// (startRecovery): its positions were set back to its data, and the
+// main table's cover rows k lacks.
+func (s *Sink) fenceByMain(ctx context.Context, k kind, entries []*staged, next map[sink.TopicPartition]int64, main *mainPositions) error {
 	pos, err := main.get(ctx, s)
 	if err != nil {
 		return err
 	}
 	for _, st := range entries {
 		for _, r := range st.ranges {
-			if n, ok := pos[r.TopicPartition]; ok && n > next[r.TopicPartition] {
+			if n, ok := pos[r.TopicPartition]; ok && n > next[r.TopicPartition] && !s.recoveringOf(k, r.TopicPartition) {
 				next[r.TopicPartition] = n
 			}
 		}

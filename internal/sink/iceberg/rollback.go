@@ -222,19 +222,8 @@ func goneLoads(chain []table.Snapshot, props iceberggo.Properties) string {
 		if by == "" {
 			continue // written before tracelake named the loads
 		}
-		for _, s := range chain { // newest first
-			if s.Summary == nil {
-				continue
-			}
-			set, err := parsePositions(s.Summary.Properties)
-			d, ok := set[tp]
-			if err != nil || !ok {
-				continue
-			}
-			if p > d && by != s.Summary.Properties[loadIDKey] {
-				out = append(out, fmt.Sprintf("%s=%d was set by load %s, not on the current branch, whose loads set it to %d", positionKey(tp), p, by, d))
-			}
-			break
+		if d, load, ok := branchPosition(chain, tp); ok && p > d && by != load {
+			out = append(out, fmt.Sprintf("%s=%d was set by load %s, not on the current branch, whose loads set it to %d", positionKey(tp), p, by, d))
 		}
 	}
 	slices.Sort(out)
@@ -264,6 +253,22 @@ func joinIDs(ids []int64) string {
 		s[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(s, ",")
+}
+
+// branchPosition is the position of tp that the newest load of chain (a
+// branch's kept snapshots, newest first) setting it set, and that load's
+// id; ok is false if none set it.
+func branchPosition(chain []table.Snapshot, tp sink.TopicPartition) (pos int64, load string, ok bool) {
+	for _, s := range chain {
+		if s.Summary == nil {
+			continue
+		}
+		set, err := parsePositions(s.Summary.Properties)
+		if d, found := set[tp]; err == nil && found {
+			return d, s.Summary.Properties[loadIDKey], true
+		}
+	}
+	return 0, "", false
 }
 
 // branchState is what the process knows of a table's branch, for the

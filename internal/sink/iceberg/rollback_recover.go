@@ -1,0 +1,136 @@
+package iceberg
+
+import (
+	"context"
+	"maps"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/tracelake/tracelake/internal/sink"
+)
+
+// A rollback of the dead-letter or derived table alone (or further back
+// than the main table's) drops rows whose records the main table still
+// holds past its positions. Consumption resumes from the main table's
+// positions, so the recovery the rollback error names (that table's
+// positions set back) would read none of those records again, and the
+// rows were lost; setting the main table's positions back as well would
+// store its rows twice. Instead a start reads such a partition again
+// from the other table's positions: the main table's positions fence
+// its own rows out, and that table's commits are fenced by its own
+// positions, not raised to the main table's (fenceByMain), until they
+// reach the main table's positions of the start.
+
+// startRecovery notes, from tables (each kind's, as Prepare read them),
+// the partitions of the dead-letter and derived tables whose position
+// was set back after a rollback (setBack) to below the main table's.
+func (s *Sink) startRecovery(tables map[kind]*table.Table) error {
+	main, err := positions(tables[mainTable])
+	if err != nil {
+		return err
+	}
+	rec := map[kind]map[sink.TopicPartition]int64{}
+	for k, tbl := range tables {
+		if k == mainTable {
+			continue
+		}
+		set, err := setBack(tbl)
+		if err != nil {
+			return err
+		}
+		for tp, p := range set {
+			if until, ok := main[tp]; ok && p < until {
+				if rec[k] == nil {
+					rec[k] = map[sink.TopicPartition]int64{}
+				}
+				rec[k][tp] = until
+				s.log.Info("a table was rolled back alone and its position set back: reading the partition again from it, the main table's rows fenced by the main table's position",
+					"table", name(tbl.Identifier()), "partition", tp.String(), "from", p, "main_position", until)
+			}
+		}
+	}
+	s.recoverMu.Lock()
+	defer s.recoverMu.Unlock()
+	s.recovering = rec
+	return nil
+}
+
+// setBack are the positions of tbl that were set back after a rollback:
+// the partition's tracelake.load.* names a load that is not the newest
+// kept load of the current branch that set its position (a load the
+// rollback dropped; every commit moving a position names itself there),
+// and the position is not ahead of what that branch's load set.
+func setBack(tbl *table.Table) (map[sink.TopicPartition]int64, error) {
+	have, err := positions(tbl)
+	if err != nil {
+		return nil, err
+	}
+	cur := tbl.CurrentSnapshot()
+	if cur == nil {
+		return nil, nil
+	}
+	chain := table.AncestorsOf(cur.SnapshotID, tbl.Metadata().SnapshotByID)
+	out := map[sink.TopicPartition]int64{}
+	for tp, p := range have {
+		by := tbl.Properties()[loadKey(tp)]
+		if d, load, ok := branchPosition(chain, tp); ok && by != "" && by != load && p <= d {
+			out[tp] = p
+		}
+	}
+	return out, nil
+}
+
+// resumeRecovering lowers out, the main table's positions of parts, to
+// the position of a table that reads the partition again (startRecovery).
+func (s *Sink) resumeRecovering(ctx context.Context, parts []sink.TopicPartition, out map[sink.TopicPartition]int64) error {
+	s.recoverMu.Lock()
+	rec := maps.Clone(s.recovering)
+	s.recoverMu.Unlock()
+	for k, until := range rec {
+		var mine []sink.TopicPartition
+		for _, tp := range parts {
+			if _, ok := until[tp]; ok {
+				mine = append(mine, tp)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		tbl, err := s.loadTable(ctx, s.id(k))
+		if err != nil {
+			return err
+		}
+		pos, err := positions(tbl)
+		if err != nil {
+			return err
+		}
+		for _, tp := range mine {
+			if p, ok := pos[tp]; ok && p < out[tp] {
+				out[tp] = p
+			}
+		}
+	}
+	return nil
+}
+
+// recoveringOf reports whether table k reads tp again (startRecovery):
+// its commits are then fenced by its own position of tp.
+func (s *Sink) recoveringOf(k kind, tp sink.TopicPartition) bool {
+	s.recoverMu.Lock()
+	defer s.recoverMu.Unlock()
+	_, ok := s.recovering[k][tp]
+	return ok
+}
+
+// recovered ends the recovery of table k's partitions that its commit
+// moved to next as far as the main table's positions of the start.
+func (s *Sink) recovered(k kind, next map[sink.TopicPartition]int64) {
+	s.recoverMu.Lock()
+	defer s.recoverMu.Unlock()
+	for tp, until := range s.recovering[k] {
+		if next[tp] >= until {
+			delete(s.recovering[k], tp)
+			s.log.Info("a table rolled back alone has its rows of the partition again", "table", name(s.id(k)), "partition", tp.String())
+		}
+	}
+}
