@@ -50,10 +50,15 @@ const bigNumber = "123456789012345678901234567890.123456789012"
 // batch encodes offsets first..last of partition p; offsets in bad are
 // dead letters.
 func batch(p int32, first, last int64, bad ...int64) *sink.Batch {
+	return batchOf("traces", p, first, last, bad...)
+}
+
+// batchOf is batch of topic.
+func batchOf(topic string, p int32, first, last int64, bad ...int64) *sink.Batch {
 	b := &sink.Batch{}
-	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces", Partition: p}, First: first, Last: last}
+	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: topic, Partition: p}, First: first, Last: last}
 	for o := first; o <= last; o++ {
-		rec := &kgo.Record{Topic: "traces", Partition: p, Offset: o, Key: []byte{0xff, byte(o)}, Timestamp: time.Now(),
+		rec := &kgo.Record{Topic: topic, Partition: p, Offset: o, Key: []byte{0xff, byte(o)}, Timestamp: time.Now(),
 			Value: fmt.Appendf(nil, `{"o":%d,"big":%s}`, o, bigNumber)}
 		if slices.Contains(bad, o) {
 			rec.Value = []byte{0xfe, 'x'}
