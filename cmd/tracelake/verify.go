@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -327,14 +328,90 @@ func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.S
 			return err
 		}
 	}
+	ahead, err := operationsAhead(ctx, db)
+	if err != nil {
+		return err
+	}
 	if _, err := db.ExecContext(ctx, fmt.Sprintf(`DELETE FROM derived AS d WHERE NOT EXISTS (SELECT 1 FROM positions AS p `+
 		`WHERE p.topic = d.%[1]s AND p."partition" = d.%[2]s AND d.%[3]s < p.next)`,
 		schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn)); err != nil {
 		return fmt.Errorf("leave out the operations past the spans' positions: %w", err)
 	}
+	if err := awaitSpansOf(ctx, ice, cfg.GenAI.Table, ahead, rep); err != nil {
+		return err
+	}
 	// No Iceberg load dead-letters an operation on its own: no DLQ.
 	return rep.CheckDerived(ctx, verify.SQLQuerier{DB: db}, cfg.GenAI.Table, "derived", "main", genai.SpanIdentity,
 		verify.Sources{Derives: spanDerives, Below: pos})
+}
+
+// spansCommitWait is how long verify waits for the spans of operations
+// stored past the spans' positions to commit: a load commits its
+// operations first and its spans a commit later (longer when that commit
+// loses races: a load makes it again, up to 8 times). Past it, the spans
+// are taken for missing.
+var spansCommitWait = 5 * time.Second
+
+// aheadRun is a partition's operations past the spans' positions.
+type aheadRun struct {
+	tp          sink.TopicPartition
+	first, last int64
+	rows        int64
+}
+
+// operationsAhead lists, per partition, the operations of db's derived
+// table past the spans' positions (db's positions table).
+func operationsAhead(ctx context.Context, db *sql.DB) ([]aheadRun, error) {
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT d.%[1]s, d.%[2]s, min(d.%[3]s), max(d.%[3]s), count(*) FROM derived AS d `+
+		`WHERE NOT EXISTS (SELECT 1 FROM positions AS p WHERE p.topic = d.%[1]s AND p."partition" = d.%[2]s AND d.%[3]s < p.next) `+
+		`GROUP BY ALL ORDER BY ALL`, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn))
+	if err != nil {
+		return nil, fmt.Errorf("find the operations past the spans' positions: %w", err)
+	}
+	defer rows.Close()
+	var out []aheadRun
+	for rows.Next() {
+		var r aheadRun
+		if err := rows.Scan(&r.tp.Topic, &r.tp.Partition, &r.first, &r.last, &r.rows); err != nil {
+			return nil, fmt.Errorf("find the operations past the spans' positions: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// awaitSpansOf waits up to spansCommitWait for the spans' positions to
+// pass the operations ahead of them (their load committing its spans),
+// and reports, failing rep, those they still do not pass: a load that
+// committed its operations and not its spans, and took no commit since
+// (an OTLP load-mode instance abandons them at its next request or
+// start; a Kafka load's retry or restart commits the spans). Taken for
+// a load still committing, they were never reported: an idle instance
+// keeps them, without their spans, for good.
+func awaitSpansOf(ctx context.Context, ice *iceberg.Sink, table string, ahead []aheadRun, rep *verify.Report) error {
+	deadline := time.Now().Add(spansCommitWait)
+	for len(ahead) > 0 {
+		pos, err := ice.AllPositions(ctx)
+		if err != nil {
+			return err
+		}
+		ahead = slices.DeleteFunc(ahead, func(r aheadRun) bool { return pos[r.tp] > r.last })
+		if len(ahead) == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond): // a catalog read per poll
+		}
+	}
+	for _, r := range ahead {
+		rep.OK = false
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d operations at %s offsets %d-%d past the spans' positions, whose spans no commit brought within %s: "+
+			"a load committed its operations and not its spans (an OTLP load-mode instance abandons them at its next request or start; a Kafka load's retry or restart commits the spans)",
+			table, r.rows, r.tp, r.first, r.last, spansCommitWait))
+	}
+	return nil
 }
 
 // The spans table's columns the GenAI mapper reads to tell an operation

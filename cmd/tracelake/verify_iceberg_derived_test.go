@@ -17,6 +17,7 @@ import (
 	"github.com/tracelake/tracelake/internal/pipeline"
 	"github.com/tracelake/tracelake/internal/prices"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 	"github.com/tracelake/tracelake/internal/verify"
 )
@@ -62,15 +63,10 @@ func genaiSpansBatch(t *testing.T, cfg *config.Config, first, last int64) *sink.
 	return b
 }
 
-// On Iceberg a load commits genai_operations before otel_spans, so for the
-// length of a commit (or, after a crash between the two, until the
-// restart's load) operations are stored whose spans are not yet: past the
-// spans' positions. verify's check of genai_operations took them for
-// operations without their span (and copied the spans first, the
-// operations after: a load committing while the spans were copied made
-// every one of its operations one) and failed a sound table. Only the
-// operations below the spans' positions are checked now.
-func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
+// loadedGenAIIceberg prepares an Iceberg sink of OTLP spans with their
+// genai_operations and loads offsets 0-4 (genaiSpansBatch).
+func loadedGenAIIceberg(t *testing.T) (*config.Config, *iceberg.Sink) {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	cfg := config.Default()
@@ -92,6 +88,20 @@ func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
 	if _, err := ice.Load(ctx, []sink.File{f}); err != nil {
 		t.Fatal(err)
 	}
+	return cfg, ice
+}
+
+// On Iceberg a load commits genai_operations before otel_spans, so for the
+// length of a commit (or, after a crash between the two, until the
+// restart's load) operations are stored whose spans are not yet: past the
+// spans' positions. verify's check of genai_operations took them for
+// operations without their span (and copied the spans first, the
+// operations after: a load committing while the spans were copied made
+// every one of its operations one) and failed a sound table. Only the
+// operations below the spans' positions are checked now.
+func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
+	ctx := context.Background()
+	cfg, ice := loadedGenAIIceberg(t)
 	check := func() *verify.Report {
 		t.Helper()
 		rep := &verify.Report{OK: true}
@@ -103,18 +113,31 @@ func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
 	if rep := check(); !rep.OK || rep.Derived.Rows != 15 {
 		t.Fatalf("after a load: %q %+v", rep.Problems, rep.Derived)
 	}
-	// A load half-committed: its operations at offset 5, its spans not yet.
+	// A load half-committed: its operations at offset 5, then its spans
+	// with their position (verify waits for them: a load that never
+	// commits them is TestIcebergVerifyReportsOperationsWhoseSpansNeverCommit's).
 	icebergtest.AppendCopy(t, ice.Catalog(), ice.DerivedIdentifier(), iceberggo.EqualTo(iceberggo.Reference("koffset"), int64(4)), map[string]int64{"koffset": 5})
-	if rep := check(); !rep.OK {
-		t.Errorf("operations of a load whose spans are not committed yet: %q %+v", rep.Problems, rep.Derived)
-	}
-	// Below the spans' position, an operation without its span is one.
 	main, _ := ice.Identifiers()
+	icebergtest.AppendCopy(t, ice.Catalog(), main, iceberggo.EqualTo(iceberggo.Reference("koffset"), int64(4)), map[string]int64{"koffset": 5})
 	tbl, err := ice.Catalog().LoadTable(ctx, main)
 	if err != nil {
 		t.Fatal(err)
 	}
 	txn := tbl.NewTransaction()
+	if err := txn.SetProperties(iceberggo.Properties{iceberg.PositionKeyPrefix + "otlp.0": "6"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rep := check(); !rep.OK {
+		t.Errorf("operations of a load whose spans committed after them: %q %+v", rep.Problems, rep.Derived)
+	}
+	// Below the spans' position, an operation without its span is one.
+	if tbl, err = ice.Catalog().LoadTable(ctx, main); err != nil {
+		t.Fatal(err)
+	}
+	txn = tbl.NewTransaction()
 	if err := txn.Delete(ctx, iceberggo.EqualTo(iceberggo.Reference("koffset"), int64(2)), nil); err != nil {
 		t.Fatal(err)
 	}
