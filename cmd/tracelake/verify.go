@@ -271,6 +271,10 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		return kafka.DataRecords(rctx, cfg.Kafka, inKafka, stores)
 	}
 	rep := verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, abandoned, cfg.Kafka.StartOffset == "earliest", records)
+	rawID, dlqID := ice.Identifiers()
+	if err := awaitMainPast(ctx, ice, strings.Join(dlqID, "."), strings.Join(rawID, "."), storedAhead(dlq, next), rep); err != nil {
+		return nil, err
+	}
 	if cfg.DecodesOTLP() {
 		d := otelDedupOf(cfg)
 		c, err := ice.DedupCounts(ctx, d.Identity())
@@ -337,7 +341,7 @@ func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.S
 		schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn)); err != nil {
 		return fmt.Errorf("leave out the operations past the spans' positions: %w", err)
 	}
-	if err := awaitSpansOf(ctx, ice, cfg.GenAI.Table, ahead, rep); err != nil {
+	if err := awaitMainPast(ctx, ice, cfg.GenAI.Table, strings.Join(raw, "."), ahead, rep); err != nil {
 		return err
 	}
 	// No Iceberg load dead-letters an operation on its own: no DLQ.
@@ -345,14 +349,16 @@ func checkIcebergDerived(ctx context.Context, cfg *config.Config, ice *iceberg.S
 		verify.Sources{Derives: spanDerives, Below: pos})
 }
 
-// spansCommitWait is how long verify waits for the spans of operations
-// stored past the spans' positions to commit: a load commits its
-// operations first and its spans a commit later (longer when that commit
-// loses races: a load makes it again, up to 8 times). Past it, the spans
-// are taken for missing.
-var spansCommitWait = 5 * time.Second
+// mainCommitWait is how long verify waits for the main table's positions
+// to pass rows another table of a load holds past them (operations, dead
+// letters): a load commits those tables first and the main table a
+// commit later (longer when that commit loses races: a load makes it
+// again, up to 8 times). Past it, the main table's rows are taken for
+// missing.
+var mainCommitWait = 5 * time.Second
 
-// aheadRun is a partition's operations past the spans' positions.
+// aheadRun is a partition's rows of a table past the main table's
+// positions.
 type aheadRun struct {
 	tp          sink.TopicPartition
 	first, last int64
@@ -380,16 +386,42 @@ func operationsAhead(ctx context.Context, db *sql.DB) ([]aheadRun, error) {
 	return out, rows.Err()
 }
 
-// awaitSpansOf waits up to spansCommitWait for the spans' positions to
-// pass the operations ahead of them (their load committing its spans),
-// and reports, failing rep, those they still do not pass: a load that
-// committed its operations and not its spans, and took no commit since
-// (an OTLP load-mode instance abandons them at its next request or
-// start; a Kafka load's retry or restart commits the spans). Taken for
-// a load still committing, they were never reported: an idle instance
-// keeps them, without their spans, for good.
-func awaitSpansOf(ctx context.Context, ice *iceberg.Sink, table string, ahead []aheadRun, rep *verify.Report) error {
-	deadline := time.Now().Add(spansCommitWait)
+// storedAhead lists, per partition, the offsets of stored (a table's,
+// as Sink.Stored reads it) at or past next (the main table's positions;
+// none: 0).
+func storedAhead(stored map[sink.TopicPartition]*sink.Offsets, next map[sink.TopicPartition]int64) []aheadRun {
+	var out []aheadRun
+	for tp, offs := range stored {
+		union, _ := sink.Coverage(offs)
+		r := aheadRun{tp: tp, first: -1}
+		for _, u := range union {
+			if u.Last < next[tp] {
+				continue
+			}
+			first := max(u.First, next[tp])
+			if r.first < 0 {
+				r.first = first
+			}
+			r.last = u.Last
+			r.rows += u.Last - first + 1
+		}
+		if r.rows > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// awaitMainPast waits up to mainCommitWait for the main table's positions
+// to pass the rows ahead of them that table holds (their load committing
+// its main table), and reports, failing rep, those they still do not
+// pass: a load that committed them and not its main table's rows, and
+// took no commit since (an OTLP load-mode instance abandons them at its
+// next request or start; a Kafka load's retry or restart commits the
+// rest). Taken for a load still committing, they were never reported:
+// an idle instance keeps them, without the main table's rows, for good.
+func awaitMainPast(ctx context.Context, ice *iceberg.Sink, table, main string, ahead []aheadRun, rep *verify.Report) error {
+	deadline := time.Now().Add(mainCommitWait)
 	for len(ahead) > 0 {
 		pos, err := ice.AllPositions(ctx)
 		if err != nil {
@@ -407,9 +439,9 @@ func awaitSpansOf(ctx context.Context, ice *iceberg.Sink, table string, ahead []
 	}
 	for _, r := range ahead {
 		rep.OK = false
-		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %d operations at %s offsets %d-%d past the spans' positions, whose spans no commit brought within %s: "+
-			"a load committed its operations and not its spans (an OTLP load-mode instance abandons them at its next request or start; a Kafka load's retry or restart commits the spans)",
-			table, r.rows, r.tp, r.first, r.last, spansCommitWait))
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%[1]s: %[2]d rows at %[3]s offsets %[4]d-%[5]d past the positions of %[6]s, and no commit of %[6]s passed them within %[7]s: "+
+			"a load committed them and not its rows of %[6]s (an OTLP load-mode instance abandons them at its next request or start; a Kafka load's retry or restart commits the rest)",
+			table, r.rows, r.tp, r.first, r.last, main, mainCommitWait))
 	}
 	return nil
 }
