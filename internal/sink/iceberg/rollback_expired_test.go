@@ -73,3 +73,29 @@ func TestRollbackToAnotherEnginesSnapshotIsReportedAfterTheSeenSnapshotExpired(t
 		t.Errorf("raw offsets %v after the refused load, want 0-19 but 5 (the rollback's)", got)
 	}
 }
+
+// No rollback, and the snapshot a process last saw expired under
+// another process's commits (expiry keeps the current one only): its
+// next load must go on, and so must a start; a position set forward by
+// hand (records skipped on purpose) is not taken for a rolled-back load.
+func TestExpiryAloneIsNoRollback(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ps := prepared(t, dir, 2)
+	a, b := ps[0], ps[1]
+	load(t, a, batch(0, 0, 9))
+	for i := range int64(3) {
+		load(t, b, batch(1, i*10, i*10+9))
+	}
+	expireAll(t, dir)
+	load(t, a, batch(0, 10, 19))
+	if err := a.SetTableProperty(ctx, "tracelake.position.traces.1", "40"); err != nil {
+		t.Fatal(err)
+	}
+	if err := openSink(t, dir, false).Prepare(ctx); err != nil {
+		t.Errorf("start after an expiry and a position set forward: %v; want it to start", err)
+	}
+	if got := stored(t, a, false); !slices.Equal(got[0], seq(0, 19)) || !slices.Equal(got[1], seq(0, 29)) {
+		t.Errorf("offsets %v, want 0-19 of partition 0, 0-29 of partition 1", got)
+	}
+}
