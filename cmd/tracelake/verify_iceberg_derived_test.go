@@ -63,24 +63,32 @@ func genaiSpansBatch(t *testing.T, cfg *config.Config, first, last int64) *sink.
 	return b
 }
 
+// preparedIceberg opens and prepares the Iceberg sink of cfg on a SQLite
+// catalog and a warehouse in a temporary directory (set in cfg).
+func preparedIceberg(t *testing.T, cfg *config.Config) *iceberg.Sink {
+	t.Helper()
+	dir := t.TempDir()
+	cfg.Sink.Iceberg.Catalog, cfg.Sink.Iceberg.Warehouse = filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse")
+	ice, err := openIceberg(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ice.Close() })
+	if err := ice.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return ice
+}
+
 // loadedGenAIIceberg prepares an Iceberg sink of OTLP spans with their
 // genai_operations and loads offsets 0-4 (genaiSpansBatch).
 func loadedGenAIIceberg(t *testing.T) (*config.Config, *iceberg.Sink) {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.Kafka.Topics, cfg.Kafka.Format = []string{"otlp"}, config.FormatOTLPProto
 	cfg.Sink.Type, cfg.Sink.Table = config.SinkIceberg, "otel_spans"
-	cfg.Sink.Iceberg.Catalog, cfg.Sink.Iceberg.Warehouse = filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse")
-	ice, err := openIceberg(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ice.Close() })
-	if err := ice.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ice := preparedIceberg(t, cfg)
 	f, err := ice.Stage(ctx, genaiSpansBatch(t, cfg, 0, 4))
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,19 +44,10 @@ func TestIcebergVerifyReportsOperationsWhoseSpansNeverCommit(t *testing.T) {
 // where verify counted it as stored and said OK.
 func TestIcebergVerifyReportsDeadLettersPastTheMainPositions(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.Kafka.Brokers = nil
 	cfg.Sink.Type = config.SinkIceberg
-	cfg.Sink.Iceberg.Catalog, cfg.Sink.Iceberg.Warehouse = filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse")
-	ice, err := openIceberg(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ice.Close() })
-	if err := ice.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ice := preparedIceberg(t, cfg)
 	tp := sink.TopicPartition{Topic: sink.SequenceTopicPrefix + "traces"}
 	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: tp, First: 0, Last: 4, Records: 4, DLQ: 1}}}
 	for o := range int64(5) {
