@@ -438,3 +438,23 @@ func (s *Sink) RekeyDedupTargetAsBefore(ctx context.Context, identity []string) 
 // RewroteAll is rewroteAll: whether a compaction's files (written) hold
 // the rows of the files they replace (tasks) less their deletes.
 var RewroteAll = rewroteAll
+
+// ExpireAsAnotherEngine expires the snapshots of every table older than
+// olderThan beyond the newest retainLast, as another engine's
+// expire_snapshots would: with none of Expire's checks.
+func (s *Sink) ExpireAsAnotherEngine(ctx context.Context, olderThan time.Duration, retainLast int) error {
+	for _, id := range s.tableIDs() {
+		tbl, err := s.loadTable(ctx, id)
+		if err != nil {
+			return err
+		}
+		txn := tbl.NewTransaction()
+		if err := txn.ExpireSnapshots(table.WithOlderThan(olderThan), table.WithRetainLast(retainLast)); err != nil {
+			return err
+		}
+		if _, err := txn.Commit(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package iceberg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -561,6 +562,14 @@ func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast i
 		)
 		committed, err := s.commitLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
 			before, read = snapshotIDs(tbl), tbl
+			// Removed, the loads a rollback dropped could no longer be
+			// told from the metadata (a rollback to a snapshot whose
+			// summary records no position leaves nothing else), and a
+			// start would go on from positions ahead of the data.
+			if r := findRollback(tbl.Metadata(), tbl.Properties()); !r.accountedFor() {
+				return nil, fmt.Errorf("table %s was rolled back past tracelake's loads (%s): nothing expired, so that they stay to be found until the rollback is dealt with "+
+					"(the start of tracelake run names how)", name(id), cmp.Or(joinIDs(r.ids()), r.gone))
+			}
 			txn := tbl.NewTransaction()
 			retain := max(retainLast, currentWithin(tbl.Metadata(), time.Now().Add(-olderThan)))
 			// The files are deleted here (deleteExpired), not by

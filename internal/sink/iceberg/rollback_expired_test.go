@@ -11,13 +11,13 @@ import (
 	"github.com/tracelake/tracelake/internal/sink"
 )
 
-// expireAll has another process expire every snapshot of every table
-// but the current one (as another engine's expire_snapshots with
-// retain_last 1 would), the rolled-back ones included.
+// expireAll has another engine expire every snapshot of every table but
+// the current one (its expire_snapshots with retain_last 1), the
+// rolled-back ones included.
 func expireAll(t *testing.T, dir string) {
 	t.Helper()
 	time.Sleep(20 * time.Millisecond) // the snapshots' age, not a wait for anything
-	if _, err := openSink(t, dir, false).Expire(context.Background(), 10*time.Millisecond, 1); err != nil {
+	if err := openSink(t, dir, false).ExpireAsAnotherEngine(context.Background(), 10*time.Millisecond, 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -97,5 +97,37 @@ func TestExpiryAloneIsNoRollback(t *testing.T) {
 	}
 	if got := stored(t, a, false); !slices.Equal(got[0], seq(0, 19)) || !slices.Equal(got[1], seq(0, 29)) {
 		t.Errorf("offsets %v, want 0-19 of partition 0, 0-29 of partition 1", got)
+	}
+}
+
+// tracelake's own expiry after a rollback to another engine's snapshot
+// (a DELETE's, whose summary records no position): removing the
+// rolled-back load left nothing to tell of it, and a start then went on
+// from the positions as they were, skipping 20-29 for good. The expiry
+// must leave a table rolled back past tracelake's loads as it is, saying
+// why, until the rollback is dealt with; the start then reports it.
+func TestExpiryKeepsTheLoadsOfARollbackNotDealtWith(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openSink(t, dir, false)
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 0, 9), batch(0, 10, 19))
+	if err := s.DeleteRaw(ctx, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, batch(0, 20, 29))
+	if err := s.RollBackRaw(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the snapshots' age, not a wait for anything
+	_, err := s.Expire(ctx, 10*time.Millisecond, 1)
+	if err == nil || !strings.Contains(err.Error(), "rolled back") {
+		t.Errorf("expiry of a table rolled back past a load: %v; want it refused, naming the rollback", err)
+	}
+	err = openSink(t, dir, false).Prepare(ctx)
+	if err == nil || !errors.Is(err, sink.ErrFatal) || !strings.Contains(err.Error(), "was rolled back") {
+		t.Errorf("start after the expiry: %v; want the rollback reported", err)
 	}
 }
