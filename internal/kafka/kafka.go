@@ -199,6 +199,15 @@ type kgoLogger struct{ l *slog.Logger }
 
 func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
 
+// commitBookkeepingNote is franz-go's warning that a commit's response
+// found no uncommitted map to update (consumer_group.go updateCommitted).
+// That map is franz-go's own record of polled offsets, which tracelake
+// never uses: it commits explicit offsets and checks each response's error
+// codes itself (a member that was really kicked gets its commit refused and
+// logs that). The map is absent before a member's first poll, when a new
+// partition's start is committed, so the note came with every first start.
+const commitBookkeepingNote = "received an OffsetCommitResponse after our group session has ended"
+
 func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	lvl := slog.LevelInfo
 	switch level {
@@ -207,6 +216,9 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	case kgo.LogLevelWarn:
 		lvl = slog.LevelWarn
 	case kgo.LogLevelDebug:
+		lvl = slog.LevelDebug
+	}
+	if strings.HasPrefix(msg, commitBookkeepingNote) {
 		lvl = slog.LevelDebug
 	}
 	k.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
