@@ -79,7 +79,7 @@ func demoModels(ctx context.Context, db *sql.DB) error {
 
 func cmdDemo(ctx, hard context.Context, args []string) error {
 	fs := newFlagSet("demo")
-	n := fs.Int("messages", 100000, "number of agent traces to produce")
+	n := fs.Int("messages", 100000, "agent-trace spans to produce, one Kafka message each (about 8 to a trace); with --otlp, agent traces (about 5 spans each)")
 	path := fs.String("duckdb", "./tracelake-demo.duckdb", "DuckDB file to write (replaced if it exists)")
 	withOTLP := fs.Bool("otlp", false, "send the agent traces as OpenTelemetry spans, with their logs and metrics, through the OTLP/HTTP receiver into otel_spans, otel_logs and otel_metrics")
 	serve := fs.String("serve", "", "with --otlp: after the demo, answer the Grafana APIs (Tempo, Loki, Prometheus) on this host:port until interrupted")
@@ -116,7 +116,7 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("produced %d agent traces in %.1fs\n", *n, time.Since(start).Seconds())
+	fmt.Printf("produced %d agent-trace spans (one message each) in %.1fs\n", *n, time.Since(start).Seconds())
 
 	cfg := config.Default()
 	cfg.Kafka.Brokers = cluster.ListenAddrs()
