@@ -240,8 +240,11 @@ func serveDemo(ctx context.Context, snk *duckdb.Sink, addr string) error {
 		return err
 	}
 	defer stop()
+	from, to := tracegen.TimeRange()
 	fmt.Printf("\nGrafana datasources (tenant %s, no token):\n  Tempo:      http://%s\n  Loki:       http://%s\n  Prometheus: http://%s\n"+
-		"serving until interrupted (Ctrl-C)\n", cfg.Tenancy.Default, addr, addr, addr)
+		"The data is dated %s to %s: set Grafana's time range there (its default, the last hour, shows nothing;\n"+
+		"Tempo searches at most 168h at once).\n"+
+		"serving until interrupted (Ctrl-C)\n", cfg.Tenancy.Default, addr, addr, addr, from.Format(time.DateOnly), to.Format(time.DateOnly))
 	<-ctx.Done()
 	return nil
 }

@@ -36,7 +36,7 @@ func (g *Generator) OTLPTrace() ptrace.Traces {
 
 	g.ids.Next(&g.trace)
 	traceID := pcommon.TraceID(g.trace)
-	start := g.base.Add(time.Duration(g.r.Int64N(int64(30 * 24 * time.Hour))))
+	start := g.base.Add(time.Duration(g.r.Int64N(int64(days * 24 * time.Hour))))
 	n := 2 + g.r.IntN(7)
 	var rootID pcommon.SpanID
 	at := start

@@ -33,6 +33,17 @@ var (
 	}
 )
 
+// firstDay and days place every generated span: its start is a random
+// moment of the days days from firstDay (fixed, so a seed gives the same
+// spans and prices on every run).
+var firstDay = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+const days = 30
+
+// TimeRange is when the generated spans start: the demo tells it, as a
+// query over the last hour (Grafana's default) finds none of them.
+func TimeRange() (from, to time.Time) { return firstDay, firstDay.AddDate(0, 0, days) }
+
 // Generator makes spans. Not safe for concurrent use.
 type Generator struct {
 	r       *rand.Rand
@@ -49,7 +60,7 @@ type Generator struct {
 func New(seed uint64) *Generator {
 	return &Generator{
 		r:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		base: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+		base: firstDay,
 		ids:  envelope.NewUUIDs(),
 	}
 }
@@ -74,7 +85,7 @@ func (g *Generator) Append(dst []byte) []byte {
 		kind = "agent"
 	}
 	model := models[g.r.IntN(len(models))]
-	start := g.base.Add(time.Duration(g.r.Int64N(int64(30 * 24 * time.Hour))))
+	start := g.base.Add(time.Duration(g.r.Int64N(int64(days * 24 * time.Hour))))
 	latency := 20 + g.r.IntN(8000)
 	prompt := 50 + g.r.IntN(4000)
 	completion := 10 + g.r.IntN(1500)
