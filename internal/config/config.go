@@ -745,6 +745,9 @@ func Default() *Config {
 			YieldToLoads: Duration(time.Second)},
 		GenAI: GenAI{Operations: "auto", Table: "genai_operations"},
 		CDC:   CDC{ReadyDelay: Duration(time.Minute)},
+		// Set here, not only filled in where merges run, so that
+		// tracelake config prints the concurrency that runs.
+		Merge: Merge{Concurrency: DefaultMergeConcurrency},
 		OTLP: OTLP{MaxBodyBytes: 8 << 20, MaxConcurrentRequests: 64, ReadTimeout: Duration(time.Minute), Forward: OTLPForward{
 			TracesTopic: "otlp_spans", LogsTopic: "otlp_logs", MetricsTopic: "otlp_metrics"}},
 		Workers:          workers,

@@ -46,3 +46,29 @@ func TestPrintedConfigLoadsBack(t *testing.T) {
 		t.Errorf("catalog URL with a password parameter redacted as %q", got)
 	}
 }
+
+// `tracelake config` prints the effective config, so a default filled in
+// later is printed as it runs: merge.concurrency was printed 0 (the Go
+// zero value, "the default") while two merges ran at once, as README's
+// configuration reference (concurrency: 2) says.
+func TestPrintedMergeConcurrencyIsTheOneThatRuns(t *testing.T) {
+	cfg, err := FromYAML([]byte("kafka: {topics: [t]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed, err := yaml.Marshal(cfg.Redacted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown struct {
+		Merge struct {
+			Concurrency int `yaml:"concurrency"`
+		} `yaml:"merge"`
+	}
+	if err := yaml.Unmarshal(printed, &shown); err != nil {
+		t.Fatal(err)
+	}
+	if got, runs := shown.Merge.Concurrency, cfg.MergeConcurrency(); got != runs {
+		t.Errorf("printed merge.concurrency: %d, but %d merges run at once", got, runs)
+	}
+}
