@@ -39,7 +39,7 @@ type Report struct {
 	LeftSum, RightSum   string // sum of row hashes
 	OnlyLeft, OnlyRight int64  // keys missing on the other side
 	Differ              int64  // keys on both sides with different values
-	DupLeft, DupRight   int64  // keys present more than once
+	DupLeft, DupRight   int64  // Compare: rows of a key the side holds more than once; CompareStreams: copies after a key's first
 	// Rechecked keys (CompareStreams) were found different by the scan and
 	// read again from both sides; Settled of them agreed then: they changed
 	// while the scan ran, and are not counted above.
@@ -115,17 +115,20 @@ func Compare(ctx context.Context, q Querier, spec Spec) (*Report, error) {
 r AS (SELECT %s, %s AS tl_hash, count(*) OVER (PARTITION BY %s) AS tl_n FROM %s),
 j AS (SELECT %s, l.tl_hash AS lh, r.tl_hash AS rh, l.tl_n AS ln, r.tl_n AS rn FROM l FULL OUTER JOIN r ON %s)`,
 		keys, lHash, keys, l, keys, rHash, keys, rt, keyExprs(spec.Key), match)
+	// Duplicates are counted in each side's own rows: in the join a key's
+	// copies on one side multiply the other side's.
 	q2 := sides + `
 SELECT count(*) FILTER (WHERE rh IS NULL AND rn IS NULL),
        count(*) FILTER (WHERE lh IS NULL AND ln IS NULL),
        count(*) FILTER (WHERE lh <> rh AND ln = 1 AND rn = 1),
-       count(*) FILTER (WHERE ln > 1), count(*) FILTER (WHERE rn > 1)
+       (SELECT count(*) FROM l WHERE tl_n > 1), (SELECT count(*) FROM r WHERE tl_n > 1)
 FROM j`
 	if err := q.QueryRowContext(ctx, q2).Scan(&r.OnlyLeft, &r.OnlyRight, &r.Differ, &r.DupLeft, &r.DupRight); err != nil {
 		return nil, fmt.Errorf("join %s and %s by %s: %w", spec.Left, spec.Right, strings.Join(spec.Key, ", "), err)
 	}
+	// DISTINCT: a duplicated key is several rows of the join, one example.
 	q3 := sides + fmt.Sprintf(`
-SELECT concat_ws(', ', %s), CASE
+SELECT DISTINCT concat_ws(', ', %s), CASE
     WHEN ln > 1 OR rn > 1 THEN 'key present more than once'
     WHEN rh IS NULL THEN %s
     WHEN lh IS NULL THEN %s
