@@ -2,10 +2,7 @@ package reconcile
 
 import (
 	"context"
-	"database/sql"
 	"testing"
-
-	_ "github.com/duckdb/duckdb-go/v2"
 )
 
 // A key held several times on both sides was counted once per row of the
@@ -16,20 +13,8 @@ import (
 // again and again). Each side's count is its own rows whose key it holds
 // more than once; each key is one example.
 func TestCompareDuplicatesCountedPerSide(t *testing.T) {
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	for _, q := range []string{
-		`CREATE TABLE l AS SELECT * FROM (VALUES ('x', 1), ('x', 1), ('x', 1), ('y', 2)) t(id, v)`,
-		`CREATE TABLE r AS SELECT * FROM (VALUES ('x', 1), ('x', 1), ('y', 2)) t(id, v)`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := duck(t, `CREATE TABLE l AS SELECT * FROM (VALUES ('x', 1), ('x', 1), ('x', 1), ('y', 2)) t(id, v)`,
+		`CREATE TABLE r AS SELECT * FROM (VALUES ('x', 1), ('x', 1), ('y', 2)) t(id, v)`)
 	rep, err := Compare(context.Background(), db, Spec{Left: "l", Right: "r", Key: []string{"id"}})
 	if err != nil {
 		t.Fatal(err)
