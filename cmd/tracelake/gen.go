@@ -46,7 +46,7 @@ func cmdGen(ctx context.Context, args []string) error {
 		return err
 	}
 	secs := time.Since(start).Seconds()
-	fmt.Printf("produced %d traces to %s in %.1fs (%.0f/s)\n", *n, *topic, secs, float64(*n)/secs)
+	fmt.Printf("produced %d agent-trace spans to %s in %.1fs (%.0f/s)\n", *n, *topic, secs, float64(*n)/secs)
 	return nil
 }
 
