@@ -22,13 +22,9 @@ import (
 // the client names, tenancy.default unless tenancy.required.
 func readTenants(cfg *config.Config) (tenancy.Resolver, error) {
 	r := tenancy.Resolver{Default: cfg.Tenancy.Default, Required: cfg.Tenancy.Required}
-	if cfg.OTLP.TokensFile != "" {
-		var err error
-		if r.Tokens, err = tenancy.LoadTokens(cfg.OTLP.TokensFile, slog.Default()); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
+	var err error
+	r.Tokens, err = otlpTokens(cfg.OTLP)
+	return r, err
 }
 
 // readAccess is what a query listener checks its callers by: the tenancy

@@ -187,12 +187,24 @@ func startReceivers(cfg *config.Config, metrics *obs.Metrics, fwd otlp.Forwarder
 	if ropt.TLS, err = receiverTLS("otlp.tls", o.TLS); err != nil {
 		return nil, err
 	}
-	if o.TokensFile != "" {
-		if ropt.Tokens, err = tenancy.LoadTokens(o.TokensFile, slog.Default()); err != nil {
-			return nil, err
-		}
+	if ropt.Tokens, err = otlpTokens(o); err != nil {
+		return nil, err
 	}
 	return otlp.Start(ropt)
+}
+
+// otlpTokens reads otlp.tokens_file (nil when it is not set), for the
+// receivers' write grants or the read side's read grants; an error names
+// the key, as the other files' do.
+func otlpTokens(o config.OTLP) (*tenancy.Tokens, error) {
+	if o.TokensFile == "" {
+		return nil, nil
+	}
+	t, err := tenancy.LoadTokens(o.TokensFile, slog.Default())
+	if err != nil {
+		return nil, fmt.Errorf("otlp.tokens_file: %w", err)
+	}
+	return t, nil
 }
 
 // shutdownReceivers stops taking requests and waits for those in progress
