@@ -199,6 +199,9 @@ func (c *Config) Model(name string) (Model, error) {
 			return m, nil
 		}
 	}
+	if len(c.Merge.Models) == 0 {
+		return Model{}, fmt.Errorf("no model %q: merge.models has none", name)
+	}
 	names := make([]string, len(c.Merge.Models))
 	for i, m := range c.Merge.Models {
 		names[i] = m.Name
