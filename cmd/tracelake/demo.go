@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -84,6 +85,9 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 	withOTLP := fs.Bool("otlp", false, "send the agent traces as OpenTelemetry spans, with their logs and metrics, through the OTLP/HTTP receiver into otel_spans, otel_logs and otel_metrics")
 	serve := fs.String("serve", "", "with --otlp: after the demo, answer the Grafana APIs (Tempo, Loki, Prometheus) on this host:port until interrupted")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkDemoServe(*serve, *withOTLP); err != nil {
 		return err
 	}
 	if *withOTLP {
@@ -169,5 +173,22 @@ func cmdDemo(ctx, hard context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("\nThe data is in %s. Try:\n  tracelake sql --duckdb %s \"SELECT raw_data->>'model', count(*) FROM trace_raw GROUP BY 1\"\n", *path, *path)
+	return nil
+}
+
+// checkDemoServe refuses a --serve the demo would not serve on, before the
+// demo runs (minutes, with the default --messages): the Grafana APIs read
+// the OTLP demo's tables, so it needs --otlp, and an address it can listen
+// on, host:port.
+func checkDemoServe(serve string, withOTLP bool) error {
+	if serve == "" {
+		return nil
+	}
+	if !withOTLP {
+		return usagef("demo: --serve answers the Grafana APIs over the OTLP demo's tables: give --otlp too")
+	}
+	if _, _, err := net.SplitHostPort(serve); err != nil {
+		return usagef("demo: --serve %q: want host:port, such as 127.0.0.1:3200: %v", serve, err)
+	}
 	return nil
 }
