@@ -186,7 +186,13 @@ func demoOTLP(ctx, hard context.Context, n int, path, serve string) error {
 	}
 	abs, _ := filepath.Abs(page)
 	fmt.Printf("\nreport: file://%s (tokens and cost by model and day, latency, errors, tools, costliest traces)\n", abs)
-	fmt.Printf("\nThe spans, logs and metrics are in %s. Try:\n  tracelake sql --duckdb %s \"SELECT name, count(*) FROM otel_spans_dedup GROUP BY 1\"\n", path, path)
+	try := "Try"
+	if serve != "" {
+		// Serving, the demo holds the file (DuckDB: one process per
+		// file) and has no socket for sql to go through.
+		try = "Once the demo is stopped (while it serves it holds the file), try"
+	}
+	fmt.Printf("\nThe spans, logs and metrics are in %s. %s:\n  tracelake sql --duckdb %s \"SELECT name, count(*) FROM otel_spans_dedup GROUP BY 1\"\n", path, try, path)
 	if serve == "" {
 		fmt.Printf("\nTo look at them in Grafana, run the demo with --serve 127.0.0.1:3200: it then answers the Tempo, Loki and\n" +
 			"Prometheus APIs there (datasource URL http://127.0.0.1:3200 for all three; examples/grafana/ provisions them).\n")
