@@ -2,6 +2,7 @@ package merge
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tracelake/tracelake/internal/config"
@@ -100,15 +101,16 @@ func (p *plan) reasonExpr(duck bool) string {
 		fmt.Fprintf(&b, " WHEN tl_kind = '%s' THEN 'not a Debezium change event: op is ' || coalesce(tl_op, 'missing')", kindBad)
 	}
 	for i, c := range p.m.Columns {
-		fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s IS NULL THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
-			i, sqltext.Ident(c.Name), p.lit("column "+c.Name+": cannot cast "), i, p.lit(" to "+c.Type))
+		when := p.checkedWhen(c)
+		fmt.Fprintf(&b, "%s tl_raw_%d IS NOT NULL AND %s IS NULL THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
+			when, i, sqltext.Ident(c.Name), p.lit("column "+c.Name+": cannot cast "), i, p.lit(" to "+c.Type))
 		if lost := sqltext.FractionLost(fmt.Sprintf("tl_raw_%d", i), c.Type, regexp); lost != "" {
-			fmt.Fprintf(&b, " WHEN %s IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
-				sqltext.Ident(c.Name), lost, p.lit("column "+c.Name+": "), i, p.lit(" does not fit "+c.Type+" without rounding"))
+			fmt.Fprintf(&b, "%s %s IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
+				when, sqltext.Ident(c.Name), lost, p.lit("column "+c.Name+": "), i, p.lit(" does not fit "+c.Type+" without rounding"))
 		}
 		if duck && sqltext.Nested(c.Type) {
-			fmt.Fprintf(&b, " WHEN tl_raw_%d IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
-				i, sqltext.NestedCastLost(sqltext.Ident(c.Name), fmt.Sprintf("tl_raw_%d", i), c.Type),
+			fmt.Fprintf(&b, "%s tl_raw_%d IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
+				when, i, sqltext.NestedCastLost(sqltext.Ident(c.Name), fmt.Sprintf("tl_raw_%d", i), c.Type),
 				p.lit("column "+c.Name+": an element does not cast: "), i, p.lit(" to "+c.Type))
 		}
 	}
@@ -120,6 +122,19 @@ func (p *plan) reasonExpr(duck bool) string {
 	}
 	b.WriteString(" END")
 	return b.String()
+}
+
+// checkedWhen opens the CASE branches that check column c's value: for
+// every change when c is a key or the version, else for all but deletes.
+// A delete removes its key's row (older than its version) and stores
+// nothing else, so a value of its other columns that would not fit (a
+// before image's 1.239 into DECIMAL(18,2), as the update before it had)
+// must not reject it: rejected, the row it deletes stayed in the model.
+func (p *plan) checkedWhen(c config.Column) string {
+	if c.Name == p.m.Version || slices.Contains(p.m.Key, c.Name) {
+		return " WHEN"
+	}
+	return fmt.Sprintf(" WHEN tl_kind <> '%s' AND", kindDelete)
 }
 
 func (p *plan) rejectSQL() string {
