@@ -88,7 +88,9 @@ func FractionLost(src, typ, regexp string) string {
 	// point), as this runs for every value of every such column a merge
 	// reads; both dialects' AND skips the right side where the left is
 	// false.
-	plain := fmt.Sprintf(`(%s LIKE '%%.%%' AND %s(%s, '^ *[+-]?[0-9]*[.]%s[1-9][0-9]* *$'))`, src, regexp, src, digits)
+	// [[:space:]] (RE2's and Rust's ASCII class) is what the casts trim
+	// around a number: tabs and line ends too, not spaces alone.
+	plain := fmt.Sprintf(`(%s LIKE '%%.%%' AND %s(%s, '^[[:space:]]*[+-]?[0-9]*[.]%s[1-9][0-9]*[[:space:]]*$'))`, src, regexp, src, digits)
 	if scale > 0 {
 		return plain
 	}
