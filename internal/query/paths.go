@@ -9,8 +9,11 @@ import "regexp"
 // key=value, the value %-escaped (url.QueryEscape, as iceberg-go and
 // Java's URLEncoder write it: a tenant id's !*'() too). A path ends at a
 // space, a quote, a parenthesis, a colon or a comma, where an error's
-// message goes on.
-var filePath = regexp.MustCompile(`(?:[A-Za-z][A-Za-z0-9+.-]*://[\w.@+~%:-]*)?(?:[A-Za-z]:)?(?:[/\\][\w.@+~=%-]+){2,}[/\\]?`)
+// message goes on. A relative path of three parts or more goes whole
+// too: an object store's key (gocloud's blob (key "warehouse/…") of a
+// failed read) has no leading slash, and its first part named the
+// warehouse's prefix in its bucket.
+var filePath = regexp.MustCompile(`(?:[A-Za-z][A-Za-z0-9+.-]*://[\w.@+~%:-]*|[A-Za-z]:|[\w.@+~=%-]+)?(?:[/\\][\w.@+~=%-]+){2,}[/\\]?`)
 
 // StripPaths replaces the file paths in the message of a server's error
 // with <path>: the read path's failures may name the files it reads (the

@@ -52,3 +52,22 @@ func TestIcebergScanFailureNamesNoFile(t *testing.T) {
 		}
 	}
 }
+
+// TestStripPathsTakesObjectKeys: an object store's read failure other
+// than a missing object (a 403, a 503, a read cut mid-file) comes from
+// gocloud's blob package, which names the object by its key, a path
+// without a leading slash: blob (key "warehouse/tracelake.db/…"). Its
+// first part stayed before "<path>", naming the warehouse's prefix in
+// the bucket, or the namespace where the warehouse is the bucket's root.
+func TestStripPathsTakesObjectKeys(t *testing.T) {
+	for _, key := range []string{
+		"warehouse/tracelake.db/otel_spans/data/tenant_id=a/start_time_day=2024-03-01/00000-0-x.parquet",
+		"tracelake.db/otel_spans/metadata/00001-x.metadata.json",
+	} {
+		msg := `open s3://lake/` + key + `: blob (key "` + key + `") (code=PermissionDenied): operation error S3: GetObject, https response error StatusCode: 403, api error AccessDenied: Access Denied`
+		want := `open <path>: blob (key "<path>") (code=PermissionDenied): operation error S3: GetObject, https response error StatusCode: 403, api error AccessDenied: Access Denied`
+		if got := StripPaths(msg); got != want {
+			t.Errorf("StripPaths(%q)\n  = %q\n want %q", msg, got, want)
+		}
+	}
+}
