@@ -38,27 +38,34 @@ var integerTypes = map[string]bool{
 // 0 for an integer type, s for DECIMAL(p,s) or NUMERIC(p,s) (DuckDB's
 // default DECIMAL is (18,3)); false for any other type.
 func exactScale(typ string) (int, bool) {
+	_, s, ok := exactDigits(typ)
+	return s, ok
+}
+
+// exactDigits are the digits p and the fraction digits s of an exact
+// numeric type (p is 0 for an integer type, whose digits vary); false for
+// any other type.
+func exactDigits(typ string) (p, s int, ok bool) {
 	t := strings.ToUpper(strings.Join(strings.Fields(typ), ""))
 	if integerTypes[t] {
-		return 0, true
+		return 0, 0, true
 	}
 	args, ok := strings.CutPrefix(t, "DECIMAL")
 	if !ok {
 		if args, ok = strings.CutPrefix(t, "NUMERIC"); !ok {
-			return 0, false
+			return 0, 0, false
 		}
 	}
 	if args == "" {
-		return 3, true
+		return 18, 3, true
 	}
-	var p, s int
 	if _, err := fmt.Sscanf(args, "(%d,%d)", &p, &s); err == nil {
-		return s, true
+		return p, s, true
 	}
 	if _, err := fmt.Sscanf(args, "(%d)", &p); err == nil {
-		return 0, true
+		return p, 0, true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // FractionLost is SQL, true when TRY_CAST(src AS typ) of the text src
@@ -68,13 +75,16 @@ func exactScale(typ string) (int, bool) {
 // should be refused, not changed. A number written out is rounded when a
 // digit past the type's scale is not zero (exact, whatever its size); one
 // with an exponent, into an integer type, when its double has a fraction
-// (a double above 2^53 has none: its fraction was lost before any cast).
-// A DECIMAL given a number with an exponent is not checked. regexp is the
+// (a double above 2^53 has none: its fraction was lost before any cast);
+// into a DECIMAL(p,s), when its cast to the DECIMAL of p-s integer digits
+// and every other of 38 a fraction digit differs from its cast to
+// DECIMAL(p,s) (both casts read the exponent exactly: a fraction past 38
+// digits is not seen). regexp is the
 // dialect's function of (text, pattern) true when the pattern matches:
 // DuckDB's regexp_matches, Databend's regexp_like. "" when typ is neither
 // an integer nor a DECIMAL type: no cast to it rounds a number.
 func FractionLost(src, typ, regexp string) string {
-	scale, ok := exactScale(typ)
+	precision, scale, ok := exactDigits(typ)
 	if !ok {
 		return ""
 	}
@@ -91,9 +101,19 @@ func FractionLost(src, typ, regexp string) string {
 	// [[:space:]] (RE2's and Rust's ASCII class) is what the casts trim
 	// around a number: tabs and line ends too, not spaces alone.
 	plain := fmt.Sprintf(`(%s LIKE '%%.%%' AND %s(%s, '^[[:space:]]*[+-]?[0-9]*[.]%s[1-9][0-9]*[[:space:]]*$'))`, src, regexp, src, digits)
+	exponent := fmt.Sprintf("(%s LIKE '%%e%%' OR %s LIKE '%%E%%')", src, src)
 	if scale > 0 {
-		return plain
+		wide := maxDecimalDigits - (precision - scale)
+		if wide <= scale {
+			return plain // no DECIMAL holds more of its fraction
+		}
+		return fmt.Sprintf(`(%s OR %s AND TRY_CAST(%s AS DECIMAL(%d,%d)) <> TRY_CAST(%s AS %s))`,
+			plain, exponent, src, maxDecimalDigits, wide, src, typ)
 	}
 	d := fmt.Sprintf("abs(TRY_CAST(%s AS DOUBLE))", src)
-	return fmt.Sprintf(`(%s OR (%s LIKE '%%e%%' OR %s LIKE '%%E%%') AND %s <> floor(%s))`, plain, src, src, d, d)
+	return fmt.Sprintf(`(%s OR %s AND %s <> floor(%s))`, plain, exponent, d, d)
 }
+
+// maxDecimalDigits are the most digits a DECIMAL has (DuckDB's and
+// Databend's DECIMAL(38,s)).
+const maxDecimalDigits = 38
