@@ -675,7 +675,8 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 			next[r.TopicPartition] = max(next[r.TopicPartition], r.Last+1)
 		}
 	}
-	if len(add) == 0 && (k != mainTable || maps.Equal(next, start)) {
+	marks, unmark, recovering := s.recoveryCommit(k, fresh, start, next)
+	if len(add) == 0 && !recovering && (k != mainTable || maps.Equal(next, start)) {
 		// No row to add, and the dead-letter or derived table's fence
 		// stays, or the main table's positions are already there (a
 		// repeated load).
@@ -683,6 +684,9 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	}
 	txn, summary, err := beginPositionsCommit(fresh, start, next, loadID)
 	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := markRecovery(txn, marks, unmark); err != nil {
 		return nil, nil, false, err
 	}
 	if err := s.acceptRollbacks(txn, fresh); err != nil {

@@ -2,9 +2,12 @@ package iceberg
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 
+	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tracelake/tracelake/internal/sink"
@@ -40,6 +43,12 @@ func (s *Sink) startRecovery(tables map[kind]*table.Table) error {
 		if err != nil {
 			return err
 		}
+		// A recovery an earlier process began and did not finish: its
+		// commits named their own loads, so setBack no longer tells it.
+		marked, err := recoveryMarks(tbl)
+		if err != nil {
+			return err
+		}
 		for tp, p := range set {
 			if strings.HasPrefix(tp.Topic, sink.SequenceTopicPrefix) {
 				// The OTLP receivers' own sequence: no Kafka to read
@@ -49,12 +58,20 @@ func (s *Sink) startRecovery(tables map[kind]*table.Table) error {
 				continue
 			}
 			if until, ok := main[tp]; ok && p < until {
-				if rec[k] == nil {
-					rec[k] = map[sink.TopicPartition]int64{}
-				}
-				rec[k][tp] = until
+				addRecovery(rec, k, tp, until)
 				s.log.Info("a table was rolled back alone and its position set back: reading the partition again from it, the main table's rows fenced by the main table's position",
 					"table", name(tbl.Identifier()), "partition", tp.String(), "from", p, "main_position", until)
+			}
+		}
+		own, err := positions(tbl)
+		if err != nil {
+			return err
+		}
+		for tp, until := range marked {
+			if _, ok := rec[k][tp]; !ok && own[tp] < until {
+				addRecovery(rec, k, tp, until)
+				s.log.Info("a table rolled back alone is still reading a partition again: going on from its position",
+					"table", name(tbl.Identifier()), "partition", tp.String(), "from", own[tp], "until", until)
 			}
 		}
 	}
@@ -142,4 +159,92 @@ func (s *Sink) recovered(k kind, next map[sink.TopicPartition]int64) {
 			s.log.Info("a table rolled back alone has its rows of the partition again", "table", name(s.id(k)), "partition", tp.String())
 		}
 	}
+}
+
+// addRecovery notes that table k reads tp again until the main table's
+// position until.
+func addRecovery(rec map[kind]map[sink.TopicPartition]int64, k kind, tp sink.TopicPartition, until int64) {
+	if rec[k] == nil {
+		rec[k] = map[sink.TopicPartition]int64{}
+	}
+	rec[k][tp] = until
+}
+
+// recoverKeyPrefix begins the properties of a dead-letter or derived
+// table naming, per partition it reads again (startRecovery), the main
+// table's position the recovery ends at:
+// tracelake.recover.<topic>.<partition> = that position. Each commit of
+// the recovery writes it with the position it moves, atomically: the
+// first one names its own load in tracelake.load.*, after which setBack
+// no longer tells a start that the partition is still being read again.
+const recoverKeyPrefix = "tracelake.recover."
+
+func recoverKey(tp sink.TopicPartition) string {
+	return recoverKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
+}
+
+// recoveryMarks reads tbl's recoverKeyPrefix properties.
+func recoveryMarks(tbl *table.Table) (map[sink.TopicPartition]int64, error) {
+	out := map[sink.TopicPartition]int64{}
+	for key, v := range tbl.Properties() {
+		tp, ok, err := partitionKey(key, recoverKeyPrefix)
+		if !ok {
+			continue
+		}
+		until, nerr := strconv.ParseInt(v, 10, 64)
+		if err != nil || nerr != nil {
+			return nil, fmt.Errorf("table %s: property %s=%q: want %s<topic>.<partition> = the main table's position its recovery ends at",
+				name(tbl.Identifier()), key, v, recoverKeyPrefix)
+		}
+		out[tp] = until
+	}
+	return out, nil
+}
+
+// recoveryCommit is what a commit of table k moving its positions from
+// start to next (tbl's, as read for it) does for the partitions k reads
+// again: it must land even with no row (moved), so that the position
+// records how far the recovery has read, and it writes the recovery's
+// marks (set) until the position reaches the main table's, removing
+// them (drop) then.
+func (s *Sink) recoveryCommit(k kind, tbl *table.Table, start, next map[sink.TopicPartition]int64) (set iceberggo.Properties, drop []string, moved bool) {
+	if k == mainTable {
+		return nil, nil, false
+	}
+	s.recoverMu.Lock()
+	rec := maps.Clone(s.recovering[k])
+	s.recoverMu.Unlock()
+	set = iceberggo.Properties{}
+	for tp, until := range rec {
+		if next[tp] == start[tp] {
+			continue
+		}
+		moved = true
+		if next[tp] < until {
+			set[recoverKey(tp)] = strconv.FormatInt(until, 10)
+		}
+	}
+	for key := range tbl.Properties() {
+		if tp, ok, err := partitionKey(key, recoverKeyPrefix); ok && err == nil {
+			if _, still := set[key]; !still && next[tp] != start[tp] {
+				drop = append(drop, key)
+			}
+		}
+	}
+	return set, drop, moved
+}
+
+// markRecovery adds set and drop (recoveryCommit's) to txn.
+func markRecovery(txn *table.Transaction, set iceberggo.Properties, drop []string) error {
+	if len(set) > 0 {
+		if err := txn.SetProperties(set); err != nil {
+			return fmt.Errorf("set %s*: %w", recoverKeyPrefix, err)
+		}
+	}
+	if len(drop) > 0 {
+		if err := txn.RemoveProperties(drop); err != nil {
+			return fmt.Errorf("remove %s*: %w", recoverKeyPrefix, err)
+		}
+	}
+	return nil
 }
