@@ -115,8 +115,18 @@ func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, position
 				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
 				start = at
 				fresh = true
-			} else if inLedger && next > committed {
-				if committed >= 0 {
+			} else if inLedger && next != committed {
+				// Ahead: a crash between the load and the offset
+				// commit. Behind: the sink's positions were set back
+				// (an Iceberg table rolled back, its positions set as
+				// its error says; a table rolled back alone read again
+				// from its own): its rows there are gone, and reading
+				// from the committed offset would never load them again.
+				switch {
+				case next < committed:
+					w.log.Info("ledger is behind the committed offset (set back); resuming at the ledger",
+						"topic", t, "partition", p, "committed", committed, "ledger", next)
+				case committed >= 0:
 					w.log.Info("ledger is ahead of the committed offset; resuming at the ledger",
 						"topic", t, "partition", p, "committed", committed, "ledger", next)
 				}
