@@ -22,10 +22,10 @@ import (
 	"github.com/tracelake/tracelake/internal/verify"
 )
 
-// genaiSpansBatch decodes offsets first..last of topic "otlp" partition 0,
+// genaiSpansBatch decodes offsets first..last of topic partition 0,
 // each a message of three GenAI spans, into otel_spans rows and their
 // genai_operations rows.
-func genaiSpansBatch(t *testing.T, cfg *config.Config, first, last int64) *sink.Batch {
+func genaiSpansBatch(t *testing.T, cfg *config.Config, topic string, first, last int64) *sink.Batch {
 	t.Helper()
 	table, err := prices.Load("")
 	if err != nil {
@@ -52,9 +52,9 @@ func genaiSpansBatch(t *testing.T, cfg *config.Config, first, last int64) *sink.
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "otlp"}, First: first, Last: last}}}
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: topic}, First: first, Last: last}}}
 	for o := first; o <= last; o++ {
-		n, err := dec.AppendRows(b, &kgo.Record{Topic: "otlp", Offset: o, Value: body, Timestamp: start})
+		n, err := dec.AppendRows(b, &kgo.Record{Topic: topic, Offset: o, Value: body, Timestamp: start})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,15 +81,16 @@ func preparedIceberg(t *testing.T, cfg *config.Config) *iceberg.Sink {
 }
 
 // loadedGenAIIceberg prepares an Iceberg sink of OTLP spans with their
-// genai_operations and loads offsets 0-4 (genaiSpansBatch).
-func loadedGenAIIceberg(t *testing.T) (*config.Config, *iceberg.Sink) {
+// genai_operations and loads offsets 0-4 of topic (genaiSpansBatch): a
+// Kafka topic, or an OTLP load-mode instance's own sequence.
+func loadedGenAIIceberg(t *testing.T, topic string) (*config.Config, *iceberg.Sink) {
 	t.Helper()
 	ctx := context.Background()
 	cfg := config.Default()
 	cfg.Kafka.Topics, cfg.Kafka.Format = []string{"otlp"}, config.FormatOTLPProto
 	cfg.Sink.Type, cfg.Sink.Table = config.SinkIceberg, "otel_spans"
 	ice := preparedIceberg(t, cfg)
-	f, err := ice.Stage(ctx, genaiSpansBatch(t, cfg, 0, 4))
+	f, err := ice.Stage(ctx, genaiSpansBatch(t, cfg, topic, 0, 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func loadedGenAIIceberg(t *testing.T) (*config.Config, *iceberg.Sink) {
 // operations below the spans' positions are checked now.
 func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
 	ctx := context.Background()
-	cfg, ice := loadedGenAIIceberg(t)
+	cfg, ice := loadedGenAIIceberg(t, "otlp")
 	check := func() *verify.Report {
 		t.Helper()
 		rep := &verify.Report{OK: true}
@@ -122,7 +123,9 @@ func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
 		t.Fatalf("after a load: %q %+v", rep.Problems, rep.Derived)
 	}
 	// A load half-committed: its operations at offset 5, then its spans
-	// with their position (verify waits for them: a load that never
+	// with their position (on a Kafka partition the operations past the
+	// spans' positions are a load still committing; on an OTLP load-mode
+	// sequence verify waits for their spans, and a load that never
 	// commits them is TestIcebergVerifyReportsOperationsWhoseSpansNeverCommit's).
 	icebergtest.AppendCopy(t, ice.Catalog(), ice.DerivedIdentifier(), iceberggo.EqualTo(iceberggo.Reference("koffset"), int64(4)), map[string]int64{"koffset": 5})
 	main, _ := ice.Identifiers()
