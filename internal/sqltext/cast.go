@@ -76,10 +76,10 @@ func exactDigits(typ string) (p, s int, ok bool) {
 // digit past the type's scale is not zero (exact, whatever its size); one
 // with an exponent, into an integer type, when its double has a fraction
 // (a double above 2^53 has none: its fraction was lost before any cast);
-// into a DECIMAL(p,s), when its cast to the DECIMAL of p-s integer digits
-// and every other of 38 a fraction digit differs from its cast to
-// DECIMAL(p,s) (both casts read the exponent exactly: a fraction past 38
-// digits is not seen). regexp is the
+// into a DECIMAL(p,s), when its cast to a DECIMAL of 38 digits and as
+// many fraction digits as its value leaves differs from its cast to
+// DECIMAL(p,s) (decimalExponentLost; both casts read the exponent
+// exactly: a digit past the 38th is not seen). regexp is the
 // dialect's function of (text, pattern) true when the pattern matches:
 // DuckDB's regexp_matches, Databend's regexp_like. "" when typ is neither
 // an integer nor a DECIMAL type: no cast to it rounds a number.
@@ -103,15 +103,41 @@ func FractionLost(src, typ, regexp string) string {
 	plain := fmt.Sprintf(`(%s LIKE '%%.%%' AND %s(%s, '^[[:space:]]*[+-]?[0-9]*[.]%s[1-9][0-9]*[[:space:]]*$'))`, src, regexp, src, digits)
 	exponent := fmt.Sprintf("(%s LIKE '%%e%%' OR %s LIKE '%%E%%')", src, src)
 	if scale > 0 {
-		wide := maxDecimalDigits - (precision - scale)
-		if wide <= scale {
+		lost := decimalExponentLost(src, typ, precision, scale)
+		if lost == "" {
 			return plain // no DECIMAL holds more of its fraction
 		}
-		return fmt.Sprintf(`(%s OR %s AND TRY_CAST(%s AS DECIMAL(%d,%d)) <> TRY_CAST(%s AS %s))`,
-			plain, exponent, src, maxDecimalDigits, wide, src, typ)
+		return fmt.Sprintf(`(%s OR %s AND %s)`, plain, exponent, lost)
 	}
 	d := fmt.Sprintf("abs(TRY_CAST(%s AS DOUBLE))", src)
 	return fmt.Sprintf(`(%s OR %s AND %s <> floor(%s))`, plain, exponent, d, d)
+}
+
+// decimalExponentLost is SQL, true when the number with an exponent src
+// has a fraction digit past scale that is not zero: its cast to the
+// DECIMAL(38, 38-k) of a value below 10^k, exact to every digit of 38 the
+// value's k integer digits leave to its fraction, differs from its cast to
+// typ, DECIMAL(precision, scale). One cast to the DECIMAL of typ's integer
+// digits would leave a DECIMAL(38,2) no more fraction than typ holds, and
+// any column a fraction past 38-(precision-scale) digits (1e-30 in a
+// DECIMAL(18,2)): a type has one scale, so there is one branch per count of
+// integer digits, chosen by the value typ rounds src to (below 10^k, src
+// rounded finer is too); a value below 1 is given one integer digit too.
+// "" when no DECIMAL holds more fraction than typ.
+func decimalExponentLost(src, typ string, precision, scale int) string {
+	rounded := fmt.Sprintf("TRY_CAST(%s AS %s)", src, typ)
+	var b strings.Builder
+	// From one integer digit: DuckDB's cast of a number with an exponent
+	// to DECIMAL(38,38) fails ('1e-20' is NULL), where DECIMAL(38,37)'s
+	// reads it.
+	for k := 1; k <= max(precision-scale, 1) && maxDecimalDigits-k > scale; k++ {
+		fmt.Fprintf(&b, " WHEN abs(%s) < 1e%d THEN TRY_CAST(%s AS DECIMAL(%d,%d)) <> %s",
+			rounded, k, src, maxDecimalDigits, maxDecimalDigits-k, rounded)
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "CASE" + b.String() + " END"
 }
 
 // maxDecimalDigits are the most digits a DECIMAL has (DuckDB's and
