@@ -88,9 +88,12 @@ func FractionLost(src, typ, regexp string) string {
 	if !ok {
 		return ""
 	}
-	digits := "[0-9]*"
+	// An underscore may stand between digits: DuckDB's cast skips it
+	// ('1_0.5' AS BIGINT is 11), so the digits held are counted without
+	// it. A cast that refuses such a number is rejected before this check.
+	digits := "[0-9_]*"
 	if scale > 0 {
-		digits = fmt.Sprintf("[0-9]{%d}[0-9]*", scale)
+		digits = fmt.Sprintf("(_*[0-9]){%d}[0-9_]*", scale)
 	}
 	// No backslash: Databend's string literals read it as an escape. The
 	// LIKE before each regular expression is the cheap test that keeps it
@@ -100,7 +103,7 @@ func FractionLost(src, typ, regexp string) string {
 	// false.
 	// [[:space:]] (RE2's and Rust's ASCII class) is what the casts trim
 	// around a number: tabs and line ends too, not spaces alone.
-	plain := fmt.Sprintf(`(%s LIKE '%%.%%' AND %s(%s, '^[[:space:]]*[+-]?[0-9]*[.]%s[1-9][0-9]*[[:space:]]*$'))`, src, regexp, src, digits)
+	plain := fmt.Sprintf(`(%s LIKE '%%.%%' AND %s(%s, '^[[:space:]]*[+-]?[0-9_]*[.]%s[1-9][0-9_]*[[:space:]]*$'))`, src, regexp, src, digits)
 	exponent := fmt.Sprintf("(%s LIKE '%%e%%' OR %s LIKE '%%E%%')", src, src)
 	if scale > 0 {
 		lost := decimalExponentLost(src, typ, precision, scale)
