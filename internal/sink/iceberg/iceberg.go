@@ -455,17 +455,8 @@ func isLoad(s *table.Snapshot) bool {
 // commits an empty snapshot with its positions too).
 func positionsAt(meta table.Metadata, cur *table.Snapshot) map[sink.TopicPartition]int64 {
 	out := map[sink.TopicPartition]int64{}
-	for _, s := range table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID) { // newest first
-		if s.Summary == nil {
-			continue
-		}
-		if pos, err := parsePositions(s.Summary.Properties); err == nil {
-			for tp, n := range pos {
-				if _, newer := out[tp]; !newer {
-					out[tp] = n
-				}
-			}
-		}
+	for tp, b := range branchPositions(table.AncestorsOf(cur.SnapshotID, meta.SnapshotByID)) {
+		out[tp] = b.pos
 	}
 	return out
 }

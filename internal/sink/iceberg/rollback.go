@@ -89,7 +89,8 @@ func findRollbackExcept(meta table.Metadata, props iceberggo.Properties, checked
 	}
 	// Loads dropped and expired since are known by the positions they
 	// left ahead.
-	r.gone = goneLoads(chain, props)
+	branchSet := branchPositions(chain)
+	r.gone = goneLoads(branchSet, props)
 	r.ahead = r.gone != ""
 	if len(r.lost) == 0 {
 		if !r.ahead {
@@ -107,7 +108,6 @@ func findRollbackExcept(meta table.Metadata, props iceberggo.Properties, checked
 		r.ahead = true
 		return r
 	}
-	data := positionsAt(meta, cur)
 	for _, l := range r.lost {
 		moved, err := parsePositions(l.Summary.Properties)
 		if err != nil {
@@ -116,9 +116,9 @@ func findRollbackExcept(meta table.Metadata, props iceberggo.Properties, checked
 		}
 		for tp, n := range moved {
 			p, set := have[tp]
-			switch d, known := data[tp]; {
+			switch b, known := branchSet[tp]; {
 			case !set:
-			case known && p > d:
+			case known && p > b.pos:
 				r.ahead = true
 			case !known && p >= n:
 				// No load of the branch's kept snapshots set it: only a
@@ -205,13 +205,13 @@ func setPositionsBack(tbl *table.Table, cur *table.Snapshot) string {
 // goneLoads finds, by the properties alone, a load the branch dropped
 // whose snapshot is gone (expired after the rollback, before anyone
 // checked): a partition whose position is ahead of what the newest load
-// of chain (the current branch's kept snapshots, newest first) moving it
-// set, and whose tracelake.load.* property names another load. Every
+// of the current branch's kept snapshots moving it set (branch, from
+// branchPositions), and whose tracelake.load.* property names another load. Every
 // commit moving a position names itself there in the same commit, so
 // that load committed after the branch's, and is not on the branch. A
 // position set forward by hand keeps the branch's load named; one set
 // back (the recovery) is not ahead. It says which partition, "" if none.
-func goneLoads(chain []table.Snapshot, props iceberggo.Properties) string {
+func goneLoads(branch map[sink.TopicPartition]branchLoad, props iceberggo.Properties) string {
 	have, err := parsePositions(props)
 	if err != nil {
 		return ""
@@ -222,8 +222,8 @@ func goneLoads(chain []table.Snapshot, props iceberggo.Properties) string {
 		if by == "" {
 			continue // written before tracelake named the loads
 		}
-		if d, load, ok := branchPosition(chain, tp); ok && p > d && by != load {
-			out = append(out, fmt.Sprintf("%s=%d was set by load %s, not on the current branch, whose loads set it to %d", positionKey(tp), p, by, d))
+		if b, ok := branch[tp]; ok && p > b.pos && by != b.load {
+			out = append(out, fmt.Sprintf("%s=%d was set by load %s, not on the current branch, whose loads set it to %d", positionKey(tp), p, by, b.pos))
 		}
 	}
 	slices.Sort(out)
@@ -255,20 +255,33 @@ func joinIDs(ids []int64) string {
 	return strings.Join(s, ",")
 }
 
-// branchPosition is the position of tp that the newest load of chain (a
-// branch's kept snapshots, newest first) setting it set, and that load's
-// id; ok is false if none set it.
-func branchPosition(chain []table.Snapshot, tp sink.TopicPartition) (pos int64, load string, ok bool) {
+// branchLoad is what the newest load of a branch setting a partition's
+// position set it to, and that load's id.
+type branchLoad struct {
+	pos  int64
+	load string
+}
+
+// branchPositions is, for every partition a load of chain (a branch's
+// kept snapshots, newest first) set, what the newest such load set: one
+// walk for all partitions, as the walk grows with the table.
+func branchPositions(chain []table.Snapshot) map[sink.TopicPartition]branchLoad {
+	out := map[sink.TopicPartition]branchLoad{}
 	for _, s := range chain {
 		if s.Summary == nil {
 			continue
 		}
 		set, err := parsePositions(s.Summary.Properties)
-		if d, found := set[tp]; err == nil && found {
-			return d, s.Summary.Properties[loadIDKey], true
+		if err != nil {
+			continue
+		}
+		for tp, n := range set {
+			if _, newer := out[tp]; !newer {
+				out[tp] = branchLoad{pos: n, load: s.Summary.Properties[loadIDKey]}
+			}
 		}
 	}
-	return 0, "", false
+	return out
 }
 
 // branchState is what the process knows of a table's branch, for the

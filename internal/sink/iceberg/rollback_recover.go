@@ -95,11 +95,11 @@ func setBack(tbl *table.Table) (map[sink.TopicPartition]int64, error) {
 	if cur == nil {
 		return nil, nil
 	}
-	chain := table.AncestorsOf(cur.SnapshotID, tbl.Metadata().SnapshotByID)
+	branch := branchPositions(table.AncestorsOf(cur.SnapshotID, tbl.Metadata().SnapshotByID))
 	out := map[sink.TopicPartition]int64{}
 	for tp, p := range have {
 		by := tbl.Properties()[loadKey(tp)]
-		if d, load, ok := branchPosition(chain, tp); ok && by != "" && by != load && p <= d {
+		if b, ok := branch[tp]; ok && by != "" && by != b.load && p <= b.pos {
 			out[tp] = p
 		}
 	}
