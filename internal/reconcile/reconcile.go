@@ -223,6 +223,10 @@ func rowHash(ctx context.Context, q Querier, table string, cols []string) (strin
 	return "hash(" + strings.Join(exprs, ", ") + ")", nil
 }
 
+// commonColumns lists the columns both tables have, in the left's order
+// and spelling. Names are matched in any case, as DuckDB resolves them:
+// matched exactly, a column "amount" beside "Amount" was left out of the
+// comparison, and tables differing only there were reported EQUAL.
 func commonColumns(ctx context.Context, q Querier, left, right string) ([]string, error) {
 	l, err := columns(ctx, q, left)
 	if err != nil {
@@ -234,11 +238,18 @@ func commonColumns(ctx context.Context, q Querier, left, right string) ([]string
 	}
 	var out []string
 	for _, c := range l {
-		if slices.Contains(r, c) {
+		if HasColumn(r, c) {
 			out = append(out, c)
 		}
 	}
 	return out, nil
+}
+
+// HasColumn says whether names holds name in any case: the column names
+// of DuckDB and of MySQL/MariaDB ignore case, so "Amount" and "amount"
+// name one column in either.
+func HasColumn(names []string, name string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, name) })
 }
 
 func columns(ctx context.Context, q Querier, table string) ([]string, error) {
