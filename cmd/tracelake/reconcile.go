@@ -134,18 +134,23 @@ func reconcileSource(ctx context.Context, cfg *config.Config, db *sql.DB, modelN
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w (has tracelake merge built it?)", m.Name, err)
 	}
-	both := func(c string) bool { return slices.Contains(target, c) && slices.Contains(src.Columns, c) }
+	// Names match in any case, as both engines resolve them, and are
+	// compared under the source's spelling, which its types (src.Types)
+	// are kept by: matched exactly, a source's Total modelled as total was
+	// left out, and the model's wrong totals reported EQUAL.
 	if len(columns) == 0 {
 		for _, c := range src.Columns {
-			if both(c) {
+			if reconcile.HasColumn(target, c) {
 				columns = append(columns, c)
 			}
 		}
 	}
-	for _, c := range columns {
-		if !both(c) {
+	for i, c := range columns {
+		at := slices.IndexFunc(src.Columns, func(s string) bool { return strings.EqualFold(s, c) })
+		if at < 0 || !reconcile.HasColumn(target, c) {
 			return nil, usagef("column %s is not in both %s.%s and %s", c, src.Database, src.Table, m.Target)
 		}
+		columns[i] = src.Columns[at]
 	}
 	if len(columns) == 0 {
 		return nil, usagef("%s.%s and %s have no column in common", src.Database, src.Table, m.Target)

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/reconcile"
+	"github.com/tracelake/tracelake/internal/reconcile/mariadbtest"
+)
+
+// reconcile --source compares every column both tables have, but it
+// matched the model's column names to the source's exactly, though both
+// engines' names ignore case: a MySQL column "Total" modelled as "total"
+// was left out of the comparison, and a model whose totals were all
+// wrong was reported EQUAL over the other columns.
+func TestReconcileSourceComparesAColumnNamedInAnotherCase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MariaDB")
+	}
+	srv := mariadbtest.Start(t)
+	root := srv.Root(t, "")
+	mariadbtest.Exec(t, root, "CREATE DATABASE shop",
+		"CREATE TABLE shop.orders (order_id BIGINT PRIMARY KEY, Total DECIMAL(12,2) NOT NULL)",
+		"INSERT INTO shop.orders VALUES (1, 10.50), (2, 20.00)",
+		"CREATE USER 'reader'@'127.0.0.1' IDENTIFIED BY 'r3ad-only'",
+		"GRANT SELECT ON shop.* TO 'reader'@'127.0.0.1'")
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1) // one in-memory database
+	for _, q := range []string{"CREATE TABLE orders (order_id BIGINT, total DECIMAL(18,4))", "INSERT INTO orders VALUES (1, 10.50), (2, 99)"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Default()
+	cfg.Merge.Models = []config.Model{{Name: "orders", Format: config.FormatDebezium, Key: []string{"order_id"}, Columns: config.Columns{
+		{Name: "order_id", Path: "$.order_id", Type: "BIGINT"}, {Name: "total", Path: "$.Total", Type: "DECIMAL(18,4)"}}}}
+	rep, err := reconcileSource(context.Background(), cfg, db, "", srv.DSN("reader", "r3ad-only", "shop"), "shop.orders", nil,
+		reconcile.StreamSpec{Examples: 10}, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Columns) != 2 || !slices.ContainsFunc(rep.Columns, func(c string) bool { return c == "Total" || c == "total" }) {
+		t.Errorf("columns compared: %q, want order_id and Total (the model's total)", rep.Columns)
+	}
+	if rep.Equal || rep.Differ != 1 {
+		t.Errorf("a total of 20.00 in the source, 99 in the model: equal %v, %d keys differ; want DIFFERENT, 1", rep.Equal, rep.Differ)
+	}
+}
