@@ -8,7 +8,6 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/reconcile"
-	"github.com/tracelake/tracelake/internal/reconcile/mariadbtest"
 )
 
 // reconcile --source compares every column both tables have, but it
@@ -20,13 +19,8 @@ func TestReconcileSourceComparesAColumnNamedInAnotherCase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MariaDB")
 	}
-	srv := mariadbtest.Start(t)
-	root := srv.Root(t, "")
-	mariadbtest.Exec(t, root, "CREATE DATABASE shop",
-		"CREATE TABLE shop.orders (order_id BIGINT PRIMARY KEY, Total DECIMAL(12,2) NOT NULL)",
-		"INSERT INTO shop.orders VALUES (1, 10.50), (2, 20.00)",
-		"CREATE USER 'reader'@'127.0.0.1' IDENTIFIED BY 'r3ad-only'",
-		"GRANT SELECT ON shop.* TO 'reader'@'127.0.0.1'")
+	srv, _ := startShop(t, "CREATE TABLE shop.orders (order_id BIGINT PRIMARY KEY, Total DECIMAL(12,2) NOT NULL)",
+		"INSERT INTO shop.orders VALUES (1, 10.50), (2, 20.00)")
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
 		t.Fatal(err)

@@ -117,6 +117,19 @@ func cmpOr(s, def string) string {
 	return s
 }
 
+// startShop starts MariaDB with the database shop made by stmts and a
+// user reader (password r3ad-only) that may only SELECT from it over TCP
+// (srv.DSN("reader", "r3ad-only", "shop")); root is a pool as root.
+func startShop(t *testing.T, stmts ...string) (srv *mariadbtest.Server, root *sql.DB) {
+	t.Helper()
+	srv = mariadbtest.Start(t)
+	root = srv.Root(t, "")
+	mariadbtest.Exec(t, root, append(append([]string{"CREATE DATABASE shop"}, stmts...),
+		"CREATE USER 'reader'@'127.0.0.1' IDENTIFIED BY 'r3ad-only'",
+		"GRANT SELECT ON shop.* TO 'reader'@'127.0.0.1'")...)
+	return srv, root
+}
+
 // comSelect is the number of SELECT statements the server has run.
 func comSelect(t *testing.T, db *sql.DB) int {
 	t.Helper()
@@ -139,14 +152,10 @@ func TestReconcileWithMariaDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary, starts MariaDB")
 	}
-	srv := mariadbtest.Start(t)
-	root := srv.Root(t, "")
-	mariadbtest.Exec(t, root, "CREATE DATABASE shop",
+	srv, root := startShop(t,
 		`CREATE TABLE shop.orders (order_id BIGINT PRIMARY KEY, customer VARCHAR(40) NOT NULL, status VARCHAR(20) NOT NULL,
 			total DECIMAL(12,2) NOT NULL, placed_at DATETIME(6) NOT NULL, ship_date DATE NULL, note VARCHAR(100) NULL)`,
-		"CREATE TABLE shop.audit (at DATETIME, what TEXT)",
-		"CREATE USER 'reader'@'127.0.0.1' IDENTIFIED BY 'r3ad-only'",
-		"GRANT SELECT ON shop.* TO 'reader'@'127.0.0.1'")
+		"CREATE TABLE shop.audit (at DATETIME, what TEXT)")
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 2)
 	cfgPath := writeConfig(t, cluster, "group: cdc", shopModel)
