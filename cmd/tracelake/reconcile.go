@@ -178,6 +178,9 @@ func sourceModel(cfg *config.Config, name, table string) (config.Model, error) {
 	return found[0], nil
 }
 
+// sameSet says whether the column names a and b are the same set, each
+// name matched in any case as MySQL and DuckDB match them (a primary key
+// Order_ID is a model's key order_id).
 func sameSet(a, b []string) bool {
-	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !reconcile.HasColumn(b, s) })
 }
