@@ -13,6 +13,8 @@ import (
 	"bytes"
 	"fmt"
 	"sync"
+
+	"github.com/tracelake/tracelake/internal/envelope"
 )
 
 // Decoder turns Kafka records of one format into Changes. Safe for
@@ -121,7 +123,7 @@ func (d *Decoder) Decode(dst []Change, topic string, key, value []byte) (out []C
 	if !validJSON(value) {
 		return dst, d.errorf("the value is not valid JSON")
 	}
-	value = value[skipSpace(value, 0):]
+	value = value[envelope.SkipJSONSpace(value, 0):]
 	if value[0] != '{' {
 		return dst, d.errorf("the value is not a JSON object")
 	}

@@ -7,69 +7,14 @@ import (
 	gojson "github.com/goccy/go-json"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/tracelake/tracelake/internal/envelope"
 )
 
 // The functions here walk JSON text that gojson.Valid has accepted, so
 // they look only for the structure, in place: the members of an object in
 // their order (Go maps lose it, and columns keep the source's order) and
 // each value as its text (a 12 MB string is sliced, not copied).
-
-// skipSpace returns the index of the first non-space byte at or after i.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the index just past the value starting at i.
-func valueEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	for j := i; j < len(b); j++ {
-		switch b[j] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return j
-		}
-	}
-	return len(b)
-}
-
-// stringEnd returns the index just past the string whose quote is at i.
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; ; {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		q := j + k
-		escapes := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			escapes++
-		}
-		if escapes%2 == 0 {
-			return q + 1
-		}
-		j = q + 1
-	}
-}
 
 // iter walks the members of an object or the elements of an array.
 type iter struct {
@@ -89,32 +34,32 @@ func open(v []byte, kind byte) (iter, bool) {
 // member returns the next member's key (the text between its quotes,
 // still escaped) and value, false after the last.
 func (it *iter) member() (key, val []byte, ok bool) {
-	i := skipSpace(it.b, it.i)
+	i := envelope.SkipJSONSpace(it.b, it.i)
 	if i >= len(it.b) || it.b[i] == '}' {
 		return nil, nil, false
 	}
 	if it.b[i] == ',' {
-		i = skipSpace(it.b, i+1)
+		i = envelope.SkipJSONSpace(it.b, i+1)
 	}
-	end := stringEnd(it.b, i)
+	end := envelope.JSONStringEnd(it.b, i)
 	key = it.b[i+1 : end-1]
-	i = skipSpace(it.b, end) // at ':'
-	i = skipSpace(it.b, i+1) // at the value
-	end = valueEnd(it.b, i)
+	i = envelope.SkipJSONSpace(it.b, end) // at ':'
+	i = envelope.SkipJSONSpace(it.b, i+1) // at the value
+	end = envelope.JSONValueEnd(it.b, i)
 	it.i = end
 	return key, it.b[i:end], true
 }
 
 // element returns the next element of an array, false after the last.
 func (it *iter) element() (val []byte, ok bool) {
-	i := skipSpace(it.b, it.i)
+	i := envelope.SkipJSONSpace(it.b, it.i)
 	if i >= len(it.b) || it.b[i] == ']' {
 		return nil, false
 	}
 	if it.b[i] == ',' {
-		i = skipSpace(it.b, i+1)
+		i = envelope.SkipJSONSpace(it.b, i+1)
 	}
-	end := valueEnd(it.b, i)
+	end := envelope.JSONValueEnd(it.b, i)
 	it.i = end
 	return it.b[i:end], true
 }

@@ -83,7 +83,7 @@ func NewDecoder(signal, encoding string, tn Tenancy) (*Decoder, error) {
 	case EncodingProto:
 		d.traces, d.logs, d.metrics = protoTraces{}, protoLogs{}, protoMetrics{}
 	case EncodingJSON:
-		d.traces, d.logs, d.metrics = &ptrace.JSONUnmarshaler{}, &plog.JSONUnmarshaler{}, &pmetric.JSONUnmarshaler{}
+		d.traces, d.logs, d.metrics = jsonTraces{}, jsonLogs{}, jsonMetrics{}
 	default:
 		return nil, fmt.Errorf("OTLP encoding %q: want %s or %s", encoding, EncodingProto, EncodingJSON)
 	}
@@ -140,6 +140,37 @@ func (protoMetrics) UnmarshalMetrics(buf []byte) (pmetric.Metrics, error) {
 		return pmetric.Metrics{}, err
 	}
 	return req.Metrics(), nil
+}
+
+// The JSON unmarshalers refuse a message with more than its request
+// (CheckOneJSONValue) before pdata reads it: pdata's read the first JSON
+// value and ignore what follows, whose rows were lost without a dead
+// letter.
+type (
+	jsonTraces  struct{}
+	jsonLogs    struct{}
+	jsonMetrics struct{}
+)
+
+func (jsonTraces) UnmarshalTraces(buf []byte) (ptrace.Traces, error) {
+	if err := CheckOneJSONValue(buf); err != nil {
+		return ptrace.Traces{}, err
+	}
+	return (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(buf)
+}
+
+func (jsonLogs) UnmarshalLogs(buf []byte) (plog.Logs, error) {
+	if err := CheckOneJSONValue(buf); err != nil {
+		return plog.Logs{}, err
+	}
+	return (&plog.JSONUnmarshaler{}).UnmarshalLogs(buf)
+}
+
+func (jsonMetrics) UnmarshalMetrics(buf []byte) (pmetric.Metrics, error) {
+	if err := CheckOneJSONValue(buf); err != nil {
+		return pmetric.Metrics{}, err
+	}
+	return (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(buf)
 }
 
 // TableOf is the table of a signal's rows.

@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/tracelake/tracelake/internal/otel"
 )
 
 // Signal names, as kafka.signal spells them.
@@ -54,6 +56,11 @@ type response interface {
 // dead-lettered whole by every loader.
 func decodeWith(req, check request, count func() int, body []byte, isJSON bool) ([]byte, int, error) {
 	if isJSON {
+		// pdata reads the first JSON value alone: more after it (a
+		// second request, garbage) would be answered stored and lost.
+		if err := otel.CheckOneJSONValue(body); err != nil {
+			return nil, 0, err
+		}
 		if err := req.UnmarshalJSON(body); err != nil {
 			return nil, 0, err
 		}
