@@ -36,13 +36,19 @@ var zstdWindow struct {
 	max uint64
 }
 
+// zstdWindowFor is the largest zstd window taken for requests of at most
+// maxBody bytes: the larger of their size and zstd's usual window, both
+// receivers alike (the HTTP receiver's cap at maxBody refused every
+// streamed request below an 8 MiB max_body_bytes).
+func zstdWindowFor(maxBody int64) uint64 { return max(uint64(maxBody)+1, minZstdWindow) }
+
 // allowZstdWindow raises the zstd window the gRPC receivers accept to a
 // request's largest size: compressors are registered for the process,
 // not per server, so the largest of the receivers started wins.
 func allowZstdWindow(maxBody int64) {
 	zstdWindow.Lock()
 	defer zstdWindow.Unlock()
-	zstdWindow.max = max(zstdWindow.max, uint64(maxBody)+1, minZstdWindow)
+	zstdWindow.max = max(zstdWindow.max, zstdWindowFor(maxBody))
 }
 
 func zstdWindowMax() uint64 {
@@ -86,12 +92,20 @@ func (p *pooledEncoder) Close() error {
 // and refuses a frame whose window is larger than allowed before taking
 // its memory.
 func (zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
-	d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(zstdWindowMax()),
-		zstd.WithDecoderLowmem(true))
+	d, err := newZstdReader(r, zstdWindowMax())
 	if err != nil {
 		return nil, err
 	}
 	return d.IOReadCloser(), nil
+}
+
+// newZstdReader decodes r synchronously (concurrency 1: no goroutine of
+// the decoder outlives a request read no further) and refuses a frame
+// whose window is larger than window before taking its memory. What it
+// decodes is bounded by its caller.
+func newZstdReader(r io.Reader, window uint64) (*zstd.Decoder, error) {
+	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(window),
+		zstd.WithDecoderLowmem(true))
 }
 
 // snappyCompressor is snappy's framed format, as the Collector's snappy

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -105,7 +104,9 @@ func (r *Receivers) readBody(req *http.Request) ([]byte, *refusal) {
 		defer zr.Close()
 		src = zr
 	case "zstd":
-		zr, err := zstd.NewReader(raw, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
+		// The window as the gRPC receiver takes it: capped at the body
+		// bound, a streaming encoder's 8 MiB refused small requests.
+		zr, err := newZstdReader(raw, zstdWindowFor(limit))
 		if err != nil {
 			return nil, badBody(err)
 		}
