@@ -1,7 +1,6 @@
 package otlp
 
 import (
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -88,45 +87,44 @@ func (r *Receivers) handleHTTP(req *http.Request, sig *signal, isJSON bool) (acc
 	return r.accept(req.Context(), sig, tenant, body, isJSON)
 }
 
-// readBody reads the request body, decompressed, refusing it past
-// MaxBodyBytes (before or after decompression).
+// readBody reads the request body, decompressed (bodyDecoders), refusing
+// it past MaxBodyBytes (before or after decompression).
 func (r *Receivers) readBody(req *http.Request) ([]byte, *refusal) {
 	limit := r.opt.MaxBodyBytes
-	raw := http.MaxBytesReader(nil, req.Body, limit+1)
-	var src io.Reader = raw
-	switch enc := strings.ToLower(req.Header.Get("Content-Encoding")); enc {
-	case "", "identity":
-	case "gzip":
-		zr, err := gzip.NewReader(raw)
-		if err != nil {
-			return nil, badBody(err)
-		}
-		defer zr.Close()
-		src = zr
-	case "zstd":
-		// The window as the gRPC receiver takes it: capped at the body
-		// bound, a streaming encoder's 8 MiB refused small requests.
-		zr, err := newZstdReader(raw, zstdWindowFor(limit))
-		if err != nil {
-			return nil, badBody(err)
-		}
-		defer zr.Close()
-		src = zr
-	default:
-		return nil, &refusal{httpStatus: http.StatusUnsupportedMediaType, code: codes.InvalidArgument, msg: fmt.Sprintf("Content-Encoding %q: want gzip, zstd or none", enc)}
+	enc := strings.ToLower(req.Header.Get("Content-Encoding"))
+	decode, ok := bodyDecoders[enc]
+	if !ok {
+		return nil, &refusal{httpStatus: http.StatusUnsupportedMediaType, code: codes.InvalidArgument, msg: fmt.Sprintf("Content-Encoding %q: want %s", enc, bodyEncodings)}
+	}
+	src, err := decode(http.MaxBytesReader(nil, req.Body, limit+1), limit)
+	if err != nil {
+		return nil, r.bodyRefusal(err)
+	}
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close()
 	}
 	body, err := io.ReadAll(io.LimitReader(src, limit+1))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig) || int64(len(body)) > limit:
-		return nil, r.tooLarge()
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, &refusal{httpStatus: http.StatusRequestTimeout, code: codes.DeadlineExceeded,
-			msg: fmt.Sprintf("the request's body did not come within %s (otlp.read_timeout)", r.opt.ReadTimeout)}
-	case err != nil:
-		return nil, badBody(err)
+	if err == nil && int64(len(body)) > limit {
+		err = errBodyTooLarge
+	}
+	if err != nil {
+		return nil, r.bodyRefusal(err)
 	}
 	return body, nil
+}
+
+// bodyRefusal answers a body that could not be read: too large, too slow
+// (otlp.read_timeout) or not of its encoding.
+func (r *Receivers) bodyRefusal(err error) *refusal {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig) || errors.Is(err, errBodyTooLarge):
+		return r.tooLarge()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &refusal{httpStatus: http.StatusRequestTimeout, code: codes.DeadlineExceeded,
+			msg: fmt.Sprintf("the request's body did not come within %s (otlp.read_timeout)", r.opt.ReadTimeout)}
+	}
+	return badBody(err)
 }
 
 func badBody(err error) *refusal {
