@@ -16,39 +16,29 @@ import (
 // position are: a bootstrap row after the drop stays, one before it goes,
 // whether they are merged with the drop or apart.
 func TestMaxwellBootstrapAfterTableDropKeepsItsRows(t *testing.T) {
-	msg := func(typ, position, data string) string {
-		m := `{"database":"test","table":"orders","type":"` + typ + `","ts":1700000000`
-		if position != "" {
-			m += `,"position":"` + position + `"`
-		}
-		if data != "" {
-			m += `,"data":` + data + `,"primary_key_columns":["id"]`
-		}
-		return m + `}`
-	}
 	for _, split := range []bool{false, true} {
 		l := newFormatLoader(t, cdc.FormatMaxwell)
-		l.raw(0, "maxwell", msg("bootstrap-insert", "", `{"id":9,"name":"before the drop"}`))
-		l.raw(0, "maxwell", msg("insert", "binlog.000001:100", `{"id":1,"name":"a"}`))
-		l.raw(0, "maxwell", msg("insert", "binlog.000001:110", `{"id":2,"name":"b"}`))
+		l.raw(0, "maxwell", maxwellOrders("bootstrap-insert", "", `{"id":9,"name":"before the drop"}`))
+		l.raw(0, "maxwell", maxwellOrders("insert", "binlog.000001:100", `{"id":1,"name":"a"}`))
+		l.raw(0, "maxwell", maxwellOrders("insert", "binlog.000001:110", `{"id":2,"name":"b"}`))
 		if split {
 			l.flush()
 			l.mustMerge()
 		}
-		l.raw(0, "maxwell", msg("table-drop", "binlog.000001:200", ""))
+		l.raw(0, "maxwell", maxwellOrders("table-drop", "binlog.000001:200", ""))
 		if split {
 			l.flush()
 			l.mustMerge()
 		}
-		l.raw(0, "maxwell", msg("bootstrap-start", "", ""))
-		l.raw(0, "maxwell", msg("bootstrap-insert", "", `{"id":2,"name":"b2"}`))
-		l.raw(0, "maxwell", msg("bootstrap-insert", "", `{"id":3,"name":"c"}`))
-		l.raw(0, "maxwell", msg("bootstrap-complete", "", ""))
+		l.raw(0, "maxwell", maxwellOrders("bootstrap-start", "", ""))
+		l.raw(0, "maxwell", maxwellOrders("bootstrap-insert", "", `{"id":2,"name":"b2"}`))
+		l.raw(0, "maxwell", maxwellOrders("bootstrap-insert", "", `{"id":3,"name":"c"}`))
+		l.raw(0, "maxwell", maxwellOrders("bootstrap-complete", "", ""))
 		if split {
 			l.flush()
 			l.mustMerge()
 		}
-		l.raw(0, "maxwell", msg("update", "binlog.000001:300", `{"id":3,"name":"c2"}`))
+		l.raw(0, "maxwell", maxwellOrders("update", "binlog.000001:300", `{"id":3,"name":"c2"}`))
 		l.flush()
 		l.mustMerge()
 		l.want(`SELECT id, name FROM cdc_test_orders ORDER BY id`, "2|b2", "3|c2")

@@ -262,7 +262,7 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 	if err := exec(ctx, tx, `CREATE OR REPLACE TEMP TABLE tl_cinc AS `+c.incrementSQL(p)); err != nil {
 		return fmt.Errorf("read the increment of %s: %w", p.m.Source, err)
 	}
-	defer exec(context.WithoutCancel(ctx), tx, "DROP TABLE IF EXISTS tl_cinc", "DROP TABLE IF EXISTS tl_clatest")
+	defer exec(context.WithoutCancel(ctx), tx, "DROP TABLE IF EXISTS tl_cinc", "DROP TABLE IF EXISTS tl_clatest", "DROP TABLE IF EXISTS tl_crekey")
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_cinc").Scan(&res.Read); err != nil {
 		return fmt.Errorf("count the increment of %s: %w", p.m.Source, err)
 	}
@@ -277,14 +277,27 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 		// Truncations of a table with no change yet: nothing to remove.
 		return c.advance(ctx, tx, p)
 	}
+	// Keys whose changes without a position tie with the model's row.
+	if err := exec(ctx, tx, fmt.Sprintf(`INSERT INTO tl_crekey SELECT DISTINCT %s FROM tl_cinc WHERE %s = '' AND %s <> 't'`,
+		p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn))); err != nil {
+		return fmt.Errorf("list the keys of %s changed without a position: %w", p.m.Source, err)
+	}
 	keys := p.keyMatch("t", "x")
 	stmts := []string{
 		// The latest change per key past the latest truncation, dropped
-		// when the model or a tombstone holds a newer one.
+		// when the model or a tombstone holds a newer one. The changes
+		// without a position of the keys to derive again (tl_crekey) are
+		// read from the whole changelog table, merged before or not:
+		// the model's row of such a key does not say which of its
+		// changes it came from, and the latest of them is the answer
+		// however the rounds cut the changes.
 		fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_clatest AS SELECT * EXCLUDE (tl_rn) FROM (
 	SELECT *, row_number() OVER (PARTITION BY %s ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC) AS tl_rn
-	FROM tl_cinc WHERE %s <> 't' AND %s) WHERE tl_rn = 1`,
-			p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn), past),
+	FROM (SELECT * FROM tl_cinc c WHERE %s <> 't' AND %s
+		UNION ALL SELECT * FROM %s c WHERE %s = '' AND %s <> 't' AND %s
+			AND EXISTS (SELECT 1 FROM tl_crekey r WHERE %s))) WHERE tl_rn = 1`,
+			p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn), past,
+			p.log, pos("c."), sqltext.Ident(cdc.OpColumn), untruncated("c", p.log), p.keyMatch("r", "c")),
 		fmt.Sprintf(`DELETE FROM tl_clatest x WHERE EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)
 	OR EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)`,
 			p.target, keys, pos("t."), pos("x."), p.tombstones, keys, pos("t."), pos("x.")),
@@ -400,6 +413,13 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 	if err := c.columns(ctx, tx, p); err != nil {
 		return "", err
 	}
+	if len(p.keys) > 0 {
+		// The keys whose rows are derived again from the changelog
+		// table's changes without a position (step).
+		if err := exec(ctx, tx, fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_crekey AS SELECT %s FROM tl_cinc WHERE false`, p.keyList())); err != nil {
+			return "", fmt.Errorf("list the keys of %s to derive again: %w", p.m.Source, err)
+		}
+	}
 	// The latest truncation of the increment, in source order and then in
 	// the log's. Positions can tie (Canal's (es, ts, id): the messages of
 	// one batch made within a millisecond); a change at the truncation's
@@ -407,12 +427,11 @@ func (c *ChangelogMerger) prepare(ctx context.Context, tx *sql.Tx, p *changelogP
 	// partition. Across partitions the log does not order them, and the
 	// change stays: the same model whichever merges the changes fall in.
 	// A change without a position (Maxwell's bootstrap rows) is ordered
-	// against a truncation the same way, by Kafka order alone: below every
-	// position, it would be below the floor, and a table dropped, made
-	// again and bootstrapped would lose every bootstrap row. Merged after
-	// an earlier merge's truncation it is after it in its partition.
-	unordered := func(alias, at string) string { return fmt.Sprintf("%s IN (%s, '')", pos(alias), at) }
-	past := fmt.Sprintf("(%s >= %s OR %s = '')", pos(""), sqltext.String(truncated.String), pos(""))
+	// against every truncation by Kafka order alone (untruncated): below
+	// every position, it would be below the floor, and a table dropped,
+	// made again and bootstrapped would lose every bootstrap row.
+	positioned := fmt.Sprintf("%s >= %s AND %s <> ''", pos("c."), sqltext.String(truncated.String), pos("c."))
+	past := fmt.Sprintf("(%s OR %s = '' AND %s)", positioned, pos("c."), untruncated("c", "tl_cinc"))
 	var cut sql.NullString
 	var topic string
 	var partition, offset, index int64
@@ -429,17 +448,11 @@ ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC LIMIT 
 			return fmt.Sprintf(`(%[1]sktopic = %[2]s AND %[1]skpartition = %[3]d AND (%[1]skoffset, %[1]skindex) < (%[4]d, %[5]d))`,
 				alias, sqltext.String(topic), partition, offset, index)
 		}
-		past = fmt.Sprintf(`(%s > %s OR %s AND NOT %s)`, pos(""), at, unordered("", at), before(""))
+		positioned = fmt.Sprintf(`(%s > %s OR %s = %s AND %s <> '' AND NOT %s)`, pos("c."), at, pos("c."), at, pos("c."), before("c."))
+		past = fmt.Sprintf("(%s OR %s = '' AND %s)", positioned, pos("c."), untruncated("c", "tl_cinc"))
 		if len(p.keys) > 0 {
-			// A row merged before, at the truncation's position or
-			// without one, goes if its change (in the changelog table)
-			// is before it.
-			for _, t := range []string{p.target, p.tombstones} {
-				q := fmt.Sprintf(`DELETE FROM %s t WHERE %s < %s AND %s <> '' OR %s AND EXISTS (SELECT 1 FROM %s l WHERE %s AND %s = %s AND %s)`,
-					t, pos("t."), at, pos("t."), unordered("t.", at), p.log, p.keyMatch("t", "l"), pos("l."), pos("t."), before("l."))
-				if _, err := tx.ExecContext(ctx, q); err != nil {
-					return "", fmt.Errorf("truncate %s: %w", p.m.Target, err)
-				}
+			if err := c.truncate(ctx, tx, p, at, before); err != nil {
+				return "", err
 			}
 		}
 	}
@@ -452,6 +465,39 @@ ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC LIMIT 
 		return "", fmt.Errorf("register model %s: %w", p.m.Target, err)
 	}
 	return past, nil
+}
+
+// truncate removes from the model and its tombstones, in tx, the rows a
+// truncation at position at (a string literal; before the SQL of the
+// changes before it in its partition) removes: those of changes at a
+// lower position, and at its own if such a change of the key is before
+// it. A row without a position is removed too and its key derived again
+// (tl_crekey): the row does not say which change it came from, and the
+// key's changes without a position that no truncation follows in their
+// partition (untruncated) stay, whichever merges they fell in. So does a
+// key whose row the truncation removes: a change without a position
+// merged before and beaten by one the truncation removes is its row now.
+func (c *ChangelogMerger) truncate(ctx context.Context, tx *sql.Tx, p *changelogPlan, at string, before func(alias string) string) error {
+	for _, t := range []string{p.target, p.tombstones} {
+		gone := fmt.Sprintf(`%s < %s OR %s = '' OR %s = %s AND EXISTS (SELECT 1 FROM %s l WHERE %s AND %s = %s AND %s)`,
+			pos("t."), at, pos("t."), pos("t."), at, p.log, p.keyMatch("t", "l"), pos("l."), pos("t."), before("l."))
+		if err := exec(ctx, tx,
+			fmt.Sprintf(`INSERT INTO tl_crekey SELECT %s FROM %s t WHERE %s`, p.keyList(), t, gone),
+			fmt.Sprintf(`DELETE FROM %s t WHERE %s`, t, gone)); err != nil {
+			return fmt.Errorf("truncate %s: %w", p.m.Target, err)
+		}
+	}
+	return nil
+}
+
+// untruncated is the SQL condition that no truncation in table (the
+// increment or the whole changelog table) follows the change of alias in
+// its Kafka partition: how a change without a position is ordered
+// against a truncation. On another partition a truncation is not ordered
+// against it, and it stays.
+func untruncated(alias, table string) string {
+	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %[1]s tr WHERE tr.%[2]s = 't' AND tr.ktopic = %[3]s.ktopic AND tr.kpartition = %[3]s.kpartition
+	AND (tr.koffset, tr.kindex) > (%[3]s.koffset, %[3]s.kindex))`, table, sqltext.Ident(cdc.OpColumn), alias)
 }
 
 // sameKey compares two keys' JSON arrays of names.
