@@ -178,7 +178,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	if !wrapped {
 		payload, envSchema = value, nil
 	} else if isNull(payload) {
-		return dst, nil // a tombstone with the schema wrapper
+		return d.debeziumTombstone(dst, topic, key) // with the schema wrapper
 	}
 	var before, after, source, op, tsMs, ddl, tableChanges, status []byte
 	it, ok := open(payload, '{')
@@ -293,6 +293,53 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	c.keepRowKeys()
 	c.settle(c.Columns)
 	c.settle(c.Before)
+	return dst, nil
+}
+
+// debeziumTombstone decodes a Kafka tombstone, the key and a null value
+// Debezium sends after each delete so that log compaction can drop the
+// key's records: a delete of its key, without a position (the merge orders
+// it by Kafka order after the changes of its key before it in its
+// partition, where Debezium puts every change of a key). Once compacted, a
+// topic can hold it without its delete, and a consumer behind the log
+// cleaner that loaded the row before reads only the tombstone. Its table
+// is the one its key's schema (server.database.table.Key) or else its
+// topic (server.database.table, or server.schema.table) names, if this
+// decoder knows that table (has seen its changes, or an earlier process
+// has: Claim) and it is of that server: a topic of many tables names
+// none of them, and its tombstones change nothing, as a key that is no
+// object of columns does not.
+func (d *Decoder) debeziumTombstone(dst []Change, topic string, key []byte) ([]Change, error) {
+	key = bytes.TrimSpace(key)
+	if isNull(key) || !validJSON(key) {
+		return dst, nil
+	}
+	name, row := topic, key
+	keySchema, payload, wrapped := connectEnvelope(key)
+	if wrapped {
+		row = payload
+		if n, ok := strings.CutSuffix(string(text(member(keySchema, "name"))), ".Key"); ok {
+			name = n
+		}
+	}
+	if _, ok := open(row, '{'); !ok {
+		return dst, nil
+	}
+	table := d.router.named(name)
+	if table == nil {
+		return dst, nil
+	}
+	n := len(dst)
+	dst, c := next(dst)
+	c.Op, c.Table = Delete, table
+	if err := d.debeziumKey(c, key); err != nil {
+		return dst[:n], err
+	}
+	var err error
+	if c.Columns, err = d.debeziumRow(c, c.Columns, row, structFields(nil, keySchema)); err != nil {
+		return dst[:n], err
+	}
+	c.settle(c.Columns)
 	return dst, nil
 }
 

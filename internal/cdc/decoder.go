@@ -99,7 +99,8 @@ func cmpOr(s, def string) string {
 
 // Decode appends the changes of one Kafka record (its topic, key and
 // value) to dst and returns it: zero for a record that holds none (a
-// Kafka tombstone, a Debezium heartbeat or logical-decoding message), one
+// Kafka tombstone of a table not known, a Debezium heartbeat or
+// logical-decoding message), one
 // per row for Canal's messages of many rows, in their order. Changes in
 // dst[len(dst):cap(dst)] are reused: pass dst[:0] of the last call's
 // result to decode without allocating once warm.
@@ -116,9 +117,10 @@ func (d *Decoder) Decode(dst []Change, topic string, key, value []byte) (out []C
 		}
 	}()
 	if isNull(bytes.TrimSpace(value)) {
-		// A tombstone: Debezium sends one after each delete so that log
-		// compaction can drop the key; the delete itself came before.
-		return dst, nil
+		if d.format == FormatDebezium {
+			return d.debeziumTombstone(dst, topic, key)
+		}
+		return dst, nil // no change event: Canal and Maxwell send none
 	}
 	if !validJSON(value) {
 		return dst, d.errorf("the value is not valid JSON")

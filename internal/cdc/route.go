@@ -140,6 +140,39 @@ func (r *router) tablesOf(db string) ([]*Table, error) {
 	return slices.CompactFunc(out, func(a, b *Table) bool { return a == b }), nil
 }
 
+// named returns the known table (routed or claimed) that a Debezium
+// topic name, server.database.table (MySQL) or server.schema.table
+// (PostgreSQL), names; nil when none or more than one does, or when the
+// table's changes came from other servers than the name's.
+func (r *router) named(name string) *Table {
+	parts := strings.Split(name, ".")
+	if len(parts) < 3 {
+		return nil
+	}
+	server, space, table := strings.Join(parts[:len(parts)-2], "."), parts[len(parts)-2], parts[len(parts)-1]
+	var found []Registered
+	r.mu.RLock()
+	for _, t := range r.tables {
+		if t.Name == table && (t.Database == space && t.Schema == "" || t.Schema == space) {
+			found = append(found, Registered{Database: t.Database, Schema: t.Schema, Table: t.Name})
+		}
+	}
+	for key, src := range r.claimed {
+		if _, routed := r.tables[key]; !routed && src.Table == table && (src.Database == space && src.Schema == "" || src.Schema == space) {
+			found = append(found, src)
+		}
+	}
+	r.mu.RUnlock()
+	if len(found) != 1 {
+		return nil
+	}
+	t, err := r.route([]byte(found[0].Database), []byte(found[0].Schema), []byte(found[0].Table))
+	if err != nil || t.fromOtherServers([]byte(server)) {
+		return nil
+	}
+	return t
+}
+
 // TombstonesSuffix ends the name of a changelog model's tombstones table
 // (after the model's): routed like the model's own name, so that no
 // source table's changelog table or model takes it.

@@ -277,6 +277,9 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 		// Truncations of a table with no change yet: nothing to remove.
 		return c.advance(ctx, tx, p)
 	}
+	if err := exec(ctx, tx, tombstonePositionSQL(p)); err != nil {
+		return fmt.Errorf("order the deletes without a position of %s: %w", p.m.Source, err)
+	}
 	// Keys whose changes without a position tie with the model's row.
 	if err := exec(ctx, tx, fmt.Sprintf(`INSERT INTO tl_crekey SELECT DISTINCT %s FROM tl_cinc WHERE %s = '' AND %s <> 't'`,
 		p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn))); err != nil {
@@ -488,6 +491,25 @@ func (c *ChangelogMerger) truncate(ctx context.Context, tx *sql.Tx, p *changelog
 		}
 	}
 	return nil
+}
+
+// tombstonePositionSQL gives each delete of the increment without a
+// position (a Debezium tombstone: cdc.Decoder's debeziumTombstone) the
+// greatest position of its key's changes before it in its Kafka
+// partition, in the changelog table: it deletes what came before it
+// there, ties with a delete right before it (so changes nothing), and a
+// later change of its key applies. Debezium puts every change of a key in
+// one partition. Without any (a key whose changes were on another
+// partition, or a source without positions) it keeps none.
+func tombstonePositionSQL(p *changelogPlan) string {
+	op := sqltext.Ident(cdc.OpColumn)
+	return fmt.Sprintf(`UPDATE tl_cinc c SET %[1]s = l.at FROM (
+	SELECT d.ktopic, d.kpartition, d.koffset, d.kindex, max(%[2]s) AS at FROM tl_cinc d JOIN %[3]s l
+		ON %[4]s AND l.ktopic = d.ktopic AND l.kpartition = d.kpartition AND (l.koffset, l.kindex) < (d.koffset, d.kindex)
+	WHERE d.%[5]s = 'd' AND %[6]s = '' AND l.%[5]s <> 't' AND %[2]s <> ''
+	GROUP BY ALL) AS l
+WHERE c.ktopic = l.ktopic AND c.kpartition = l.kpartition AND c.koffset = l.koffset AND c.kindex = l.kindex`,
+		sqltext.Ident(cdc.PositionColumn), pos("l."), p.log, p.keyMatch("d", "l"), op, pos("d."))
 }
 
 // untruncated is the SQL condition that no truncation in table (the

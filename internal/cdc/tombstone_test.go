@@ -1,0 +1,45 @@
+package cdc
+
+import "testing"
+
+// Debezium sends a tombstone (the row's key, a null value) after each
+// delete so that Kafka's log compaction can drop the key's records; once
+// compacted, a topic can hold the tombstone without the delete before it
+// (the cleaner keeps a key's latest record, and a consumer behind it reads
+// only that). A tombstone of a table the decoder knows, named by its
+// topic (server.database.table) or by its key's schema (server.database.
+// table.Key), is a delete of its key: decoded to no change, the row its
+// delete removed stayed in the model for good.
+func TestDebeziumTombstoneDeletesItsKey(t *testing.T) {
+	del := readFixture(t, "testdata/debezium_mysql_delete.txt")
+	const keyed = "delete inventory.customers log=cdc_inventory_customers_log model=cdc_inventory_customers key=id pos= time=0\n"
+	wrapped := `{"schema":{"type":"struct","name":"mysql-server-1.inventory.customers.Key","optional":false,"fields":[{"field":"id","type":"int32","optional":false}]},"payload":{"id":1004}}`
+	for _, tc := range []struct {
+		name, topic, key, want string
+	}{
+		{"schemas off, a topic per table", del.topic, `{"id":1004}`, keyed + "  id Int64 - = 1004\n"},
+		{"the key's schema names the table, the topic renamed", "customers-compacted", wrapped, keyed + "  id Int32 int32 = 1004\n"},
+		// Where the table cannot be known, nothing is deleted.
+		{"one topic for many tables", "mysql-server-1.inventory.all_tables", `{"id":1004}`, ""},
+		{"a topic that names no table", "customers-compacted", `{"id":1004}`, ""},
+		{"a table the decoder has not seen", "mysql-server-1.inventory.orders", `{"id":1004}`, ""},
+		{"no key", del.topic, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := NewDecoder(Options{Format: FormatDebezium})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Decode(nil, del.topic, del.key, del.value); err != nil {
+				t.Fatal(err)
+			}
+			changes, err := d.Decode(nil, tc.topic, []byte(tc.key), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(changes); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
