@@ -280,9 +280,16 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 	if err := exec(ctx, tx, tombstonePositionSQL(p)); err != nil {
 		return fmt.Errorf("order the deletes without a position of %s: %w", p.m.Source, err)
 	}
-	// Keys whose changes without a position tie with the model's row.
-	if err := exec(ctx, tx, fmt.Sprintf(`INSERT INTO tl_crekey SELECT DISTINCT %s FROM tl_cinc WHERE %s = '' AND %s <> 't'`,
-		p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn))); err != nil {
+	// Keys whose changes without a position tie with the model's row or
+	// tombstone. Only those: the row is the latest of the key's changes
+	// merged, so a key with a positioned row or none has no change
+	// without a position merged that could beat the increment's, and its
+	// merge reads no more than the increment.
+	tie := func(t string) string {
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s t WHERE %s AND %s = '')`, t, p.keyMatch("t", "c"), pos("t."))
+	}
+	if err := exec(ctx, tx, fmt.Sprintf(`INSERT INTO tl_crekey SELECT DISTINCT %s FROM tl_cinc c WHERE %s = '' AND %s <> 't' AND (%s OR %s)`,
+		p.keyList(), pos("c."), sqltext.Ident(cdc.OpColumn), tie(p.target), tie(p.tombstones))); err != nil {
 		return fmt.Errorf("list the keys of %s changed without a position: %w", p.m.Source, err)
 	}
 	keys := p.keyMatch("t", "x")
