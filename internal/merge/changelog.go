@@ -277,37 +277,21 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 		// Truncations of a table with no change yet: nothing to remove.
 		return c.advance(ctx, tx, p)
 	}
-	if err := exec(ctx, tx, tombstonePositionSQL(p)); err != nil {
-		return fmt.Errorf("order the deletes without a position of %s: %w", p.m.Source, err)
+	if err := positionDeletes(ctx, tx, p); err != nil {
+		return err
 	}
-	// Keys whose changes without a position tie with the model's row or
-	// tombstone. Only those: the row is the latest of the key's changes
-	// merged, so a key with a positioned row or none has no change
-	// without a position merged that could beat the increment's, and its
-	// merge reads no more than the increment.
-	tie := func(t string) string {
-		return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s t WHERE %s AND %s = '')`, t, p.keyMatch("t", "c"), pos("t."))
-	}
-	if err := exec(ctx, tx, fmt.Sprintf(`INSERT INTO tl_crekey SELECT DISTINCT %s FROM tl_cinc c WHERE %s = '' AND %s <> 't' AND (%s OR %s)`,
-		p.keyList(), pos("c."), sqltext.Ident(cdc.OpColumn), tie(p.target), tie(p.tombstones))); err != nil {
-		return fmt.Errorf("list the keys of %s changed without a position: %w", p.m.Source, err)
+	changes, err := candidates(ctx, tx, p, past)
+	if err != nil {
+		return err
 	}
 	keys := p.keyMatch("t", "x")
 	stmts := []string{
 		// The latest change per key past the latest truncation, dropped
-		// when the model or a tombstone holds a newer one. The changes
-		// without a position of the keys to derive again (tl_crekey) are
-		// read from the whole changelog table, merged before or not:
-		// the model's row of such a key does not say which of its
-		// changes it came from, and the latest of them is the answer
-		// however the rounds cut the changes.
+		// when the model or a tombstone holds a newer one.
 		fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_clatest AS SELECT * EXCLUDE (tl_rn) FROM (
 	SELECT *, row_number() OVER (PARTITION BY %s ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC) AS tl_rn
-	FROM (SELECT * FROM tl_cinc c WHERE %s <> 't' AND %s
-		UNION ALL SELECT * FROM %s c WHERE %s = '' AND %s <> 't' AND %s
-			AND EXISTS (SELECT 1 FROM tl_crekey r WHERE %s))) WHERE tl_rn = 1`,
-			p.keyList(), pos(""), sqltext.Ident(cdc.OpColumn), past,
-			p.log, pos("c."), sqltext.Ident(cdc.OpColumn), untruncated("c", p.log), p.keyMatch("r", "c")),
+	FROM (%s)) WHERE tl_rn = 1`,
+			p.keyList(), pos(""), changes),
 		fmt.Sprintf(`DELETE FROM tl_clatest x WHERE EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)
 	OR EXISTS (SELECT 1 FROM %s t WHERE %s AND %s > %s)`,
 			p.target, keys, pos("t."), pos("x."), p.tombstones, keys, pos("t."), pos("x.")),
@@ -498,6 +482,58 @@ func (c *ChangelogMerger) truncate(ctx context.Context, tx *sql.Tx, p *changelog
 		}
 	}
 	return nil
+}
+
+// positionDeletes gives the increment's deletes without a position their
+// position (tombstonePositionSQL), when it holds any: the changelog table
+// is read for them alone.
+func positionDeletes(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
+	var n int64
+	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*) FROM tl_cinc WHERE %s = 'd' AND %s = ''`,
+		sqltext.Ident(cdc.OpColumn), pos(""))).Scan(&n); err != nil {
+		return fmt.Errorf("count the deletes without a position of %s: %w", p.m.Source, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := exec(ctx, tx, tombstonePositionSQL(p)); err != nil {
+		return fmt.Errorf("order the deletes without a position of %s: %w", p.m.Source, err)
+	}
+	return nil
+}
+
+// candidates lists, in tl_crekey, the keys whose changes without a
+// position tie with their model row or tombstone (beside those a
+// truncation removed), and returns the SQL of the changes the latest per
+// key is picked from: the increment's past the truncations (past), and
+// the changes without a position of those keys in the whole changelog
+// table, merged before or not, that no truncation follows in their
+// partition. The model's row of such a key does not say which of its
+// changes it came from, and the latest of them is the answer however
+// the rounds cut the changes. Only those keys: the row is the latest of
+// the key's changes merged, so a key with a positioned row or none has
+// no change without a position merged that could beat the increment's,
+// and its merge reads no more than the increment.
+func candidates(ctx context.Context, tx *sql.Tx, p *changelogPlan, past string) (string, error) {
+	op := sqltext.Ident(cdc.OpColumn)
+	tie := func(t string) string {
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s t WHERE %s AND %s = '')`, t, p.keyMatch("t", "c"), pos("t."))
+	}
+	var n int64
+	if err := exec(ctx, tx, fmt.Sprintf(`INSERT INTO tl_crekey SELECT DISTINCT %s FROM tl_cinc c WHERE %s = '' AND %s <> 't' AND (%s OR %s)`,
+		p.keyList(), pos("c."), op, tie(p.target), tie(p.tombstones))); err != nil {
+		return "", fmt.Errorf("list the keys of %s changed without a position: %w", p.m.Source, err)
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_crekey").Scan(&n); err != nil {
+		return "", fmt.Errorf("count the keys of %s changed without a position: %w", p.m.Source, err)
+	}
+	q := fmt.Sprintf(`SELECT * FROM tl_cinc c WHERE %s <> 't' AND %s`, op, past)
+	if n == 0 {
+		return q, nil
+	}
+	return q + fmt.Sprintf(`
+	UNION ALL SELECT * FROM %s c WHERE %s = '' AND %s <> 't' AND %s AND EXISTS (SELECT 1 FROM tl_crekey r WHERE %s)`,
+		p.log, pos("c."), op, untruncated("c", p.log), p.keyMatch("r", "c")), nil
 }
 
 // tombstonePositionSQL gives each delete of the increment without a
