@@ -142,35 +142,45 @@ func (r *router) tablesOf(db string) ([]*Table, error) {
 
 // named returns the known table (routed or claimed) that a Debezium
 // topic name, server.database.table (MySQL) or server.schema.table
-// (PostgreSQL), names; nil when none or more than one does, or when the
-// table's changes came from other servers than the name's.
+// (PostgreSQL), names, of that server; nil when none or more than one
+// does (a table whose changes came from other servers only is not of it).
 func (r *router) named(name string) *Table {
 	parts := strings.Split(name, ".")
 	if len(parts) < 3 {
 		return nil
 	}
-	server, space, table := strings.Join(parts[:len(parts)-2], "."), parts[len(parts)-2], parts[len(parts)-1]
-	var found []Registered
-	r.mu.RLock()
-	for _, t := range r.tables {
-		if t.Name == table && (t.Database == space && t.Schema == "" || t.Schema == space) {
-			found = append(found, Registered{Database: t.Database, Schema: t.Schema, Table: t.Name})
-		}
+	server, space, table := []byte(strings.Join(parts[:len(parts)-2], ".")), parts[len(parts)-2], parts[len(parts)-1]
+	names := func(src Registered) bool {
+		return src.Table == table && (src.Database == space && src.Schema == "" || src.Schema == space)
 	}
+	var claimed []Registered
+	r.mu.RLock()
 	for key, src := range r.claimed {
-		if _, routed := r.tables[key]; !routed && src.Table == table && (src.Database == space && src.Schema == "" || src.Schema == space) {
-			found = append(found, src)
+		if _, routed := r.tables[key]; !routed && names(src) {
+			claimed = append(claimed, src)
 		}
 	}
 	r.mu.RUnlock()
-	if len(found) != 1 {
-		return nil
+	for _, src := range claimed {
+		// Routed as its first change would be, so that its servers are
+		// known.
+		if _, err := r.route([]byte(src.Database), []byte(src.Schema), []byte(src.Table)); err != nil {
+			return nil
+		}
 	}
-	t, err := r.route([]byte(found[0].Database), []byte(found[0].Schema), []byte(found[0].Table))
-	if err != nil || t.fromOtherServers([]byte(server)) {
-		return nil
+	var found *Table
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, t := range r.tables {
+		if !names(Registered{Database: t.Database, Schema: t.Schema, Table: t.Name}) || t.fromOtherServers(server) {
+			continue
+		}
+		if found != nil {
+			return nil
+		}
+		found = t
 	}
-	return t
+	return found
 }
 
 // TombstonesSuffix ends the name of a changelog model's tombstones table

@@ -1,6 +1,9 @@
 package cdc
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Debezium sends a tombstone (the row's key, a null value) after each
 // delete so that Kafka's log compaction can drop the key's records; once
@@ -34,6 +37,42 @@ func TestDebeziumTombstoneDeletesItsKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			changes, err := d.Decode(nil, tc.topic, []byte(tc.key), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(changes); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// A PostgreSQL topic names the schema, not the database: a tombstone of
+// server.public.customers is of the table of that schema and name whose
+// changes came from that server (here a second server captures
+// public.customers of another database), and of none of another.
+func TestDebeziumTombstoneOfPostgresTableOfItsServer(t *testing.T) {
+	pg := readFixture(t, "testdata/debezium_postgres.txt")
+	other := strings.NewReplacer(`"db":"postgres"`, `"db":"shop"`, `"name":"PostgreSQL_server"`, `"name":"shop_server"`).Replace(string(pg.value))
+	const want = "delete postgres.public.customers log=cdc_postgres_customers_log model=cdc_postgres_customers key=id pos= time=0\n  id Int64 - = 1\n"
+	for _, tc := range []struct {
+		name, topic, want string
+	}{
+		{"its server", pg.topic, want},
+		{"another server", "other_server.public.customers", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := NewDecoder(Options{Format: FormatDebezium})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Decode(nil, pg.topic, pg.key, pg.value); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Decode(nil, "shop_server.public.customers", pg.key, []byte(other)); err != nil {
+				t.Fatal(err)
+			}
+			changes, err := d.Decode(nil, tc.topic, []byte(`{"id":1}`), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
