@@ -294,10 +294,19 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 //     column's document as its text in a string (io.debezium.data.Json):
 //     such a string in a column a schema made JSON is not a string
 //     document, and taken for one, {"a":1} was stored as the string
-//     "{\"a\":1}"; it stays dead-lettered, as before.
+//     "{\"a\":1}"; it stays dead-lettered, as before;
+//   - an integer that fits an INTEGER column (one a Debezium schema typed
+//     int32), as an INTEGER: Kafka Connect's key and value converters are
+//     configured apart, and a tombstone's key without its schema beside
+//     values with theirs widened the key column to BIGINT, a type the
+//     source never had (a larger integer still widens it).
 func inferredInto(col *cdc.Column, h sink.Column, bare bool) {
 	switch {
 	case col.Value == nil:
+	case h.Type == schema.Int32 && col.Type == schema.Int64:
+		if _, err := strconv.ParseInt(string(col.Value), 10, 32); err == nil {
+			col.Type = schema.Int32
+		}
 	case h.Type == schema.Float64 && col.Type == schema.Decimal:
 		col.Type, col.Value = schema.Float64, col.Value[1:len(col.Value)-1]
 	case h.Type == schema.JSON && col.Type != schema.JSON && bare:
