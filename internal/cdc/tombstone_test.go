@@ -29,20 +29,7 @@ func TestDebeziumTombstoneDeletesItsKey(t *testing.T) {
 		{"no key", del.topic, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := NewDecoder(Options{Format: FormatDebezium})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := d.Decode(nil, del.topic, del.key, del.value); err != nil {
-				t.Fatal(err)
-			}
-			changes, err := d.Decode(nil, tc.topic, []byte(tc.key), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := render(changes); got != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
+			tombstoneAfter(t, tc.topic, tc.key, tc.want, del)
 		})
 	}
 }
@@ -62,23 +49,29 @@ func TestDebeziumTombstoneOfPostgresTableOfItsServer(t *testing.T) {
 		{"another server", "other_server.public.customers", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := NewDecoder(Options{Format: FormatDebezium})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := d.Decode(nil, pg.topic, pg.key, pg.value); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := d.Decode(nil, "shop_server.public.customers", pg.key, []byte(other)); err != nil {
-				t.Fatal(err)
-			}
-			changes, err := d.Decode(nil, tc.topic, []byte(`{"id":1}`), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := render(changes); got != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
+			tombstoneAfter(t, tc.topic, `{"id":1}`, tc.want, pg, fixture{topic: "shop_server.public.customers", key: pg.key, value: []byte(other)})
 		})
+	}
+}
+
+// tombstoneAfter decodes the records seen, then a tombstone of key on
+// topic, and checks its changes are want (render's).
+func tombstoneAfter(t *testing.T, topic, key, want string, seen ...fixture) {
+	t.Helper()
+	d, err := NewDecoder(Options{Format: FormatDebezium})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range seen {
+		if _, err := d.Decode(nil, f.topic, f.key, f.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes, err := d.Decode(nil, topic, []byte(key), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := render(changes); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
