@@ -145,7 +145,8 @@ func (protoMetrics) UnmarshalMetrics(buf []byte) (pmetric.Metrics, error) {
 // The JSON unmarshalers refuse a message with more than its request
 // (CheckOneJSONValue) before pdata reads it: pdata's read the first JSON
 // value and ignore what follows, whose rows were lost without a dead
-// letter.
+// letter. They also give the scopes of senders older than OTLP 0.19 their
+// current names (PrepareJSON), which pdata's skip as unknown keys.
 type (
 	jsonTraces  struct{}
 	jsonLogs    struct{}
@@ -153,21 +154,24 @@ type (
 )
 
 func (jsonTraces) UnmarshalTraces(buf []byte) (ptrace.Traces, error) {
-	if err := CheckOneJSONValue(buf); err != nil {
+	buf, err := PrepareJSON(SignalTraces, buf)
+	if err != nil {
 		return ptrace.Traces{}, err
 	}
 	return (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(buf)
 }
 
 func (jsonLogs) UnmarshalLogs(buf []byte) (plog.Logs, error) {
-	if err := CheckOneJSONValue(buf); err != nil {
+	buf, err := PrepareJSON(SignalLogs, buf)
+	if err != nil {
 		return plog.Logs{}, err
 	}
 	return (&plog.JSONUnmarshaler{}).UnmarshalLogs(buf)
 }
 
 func (jsonMetrics) UnmarshalMetrics(buf []byte) (pmetric.Metrics, error) {
-	if err := CheckOneJSONValue(buf); err != nil {
+	buf, err := PrepareJSON(SignalMetrics, buf)
+	if err != nil {
 		return pmetric.Metrics{}, err
 	}
 	return (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(buf)

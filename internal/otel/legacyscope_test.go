@@ -1,0 +1,55 @@
+package otel
+
+import "testing"
+
+// PrepareJSON gives old scope lists today's names where pdata would read
+// them, leaves them out of a resource with today's scopes (as pdata's
+// protobuf decoding does with field 1000), and leaves every other body,
+// and every string that is not such a key, as it is.
+func TestPrepareJSONRenamesLegacyScopes(t *testing.T) {
+	f := func(signal, in, want string) {
+		t.Helper()
+		got, err := PrepareJSON(signal, []byte(in))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if string(got) != want {
+			t.Errorf("%s:\ngot  %s\nwant %s", in, got, want)
+		}
+	}
+	same := func(signal, in string) { t.Helper(); f(signal, in, in) }
+
+	same(SignalTraces, `{"resourceSpans":[{"scopeSpans":[{"scope":{"name":"l"},"spans":[{"name":"instrumentationLibrarySpans"}]}]}]}`)
+	same(SignalTraces, ` {"resourceSpans":[{"scopeSpans":[]}]} `)
+	// Old names in values, not keys, or out of place: the body is read as it came.
+	same(SignalTraces, `{"resourceSpans":[{"resource":{"attributes":[{"key":"instrumentationLibrary","value":{"stringValue":"\"instrumentationLibrarySpans\":"}}]}}]}`)
+	same(SignalTraces, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"instrumentationLibrary":1}]}]}]}`)
+	// Not an object of that shape: left to pdata.
+	same(SignalTraces, `[{"instrumentationLibrarySpans":[]}]`)
+	same(SignalTraces, `{"resourceSpans":[{"instrumentationLibrarySpans":[{"instrumentationLibrary":{}}]`)
+	same(SignalTraces, `{"resourceSpans":[{"instrumentationLibrarySpans" [{}]}]}`)
+
+	f(SignalTraces, "{ \"resourceSpans\" : [ { \"resource\" : {} , \"instrumentationLibrarySpans\" : [ { \"instrumentationLibrary\" : {\"name\":\"l\"} , \"spans\" : [] } ] } ] }\n",
+		`{"resourceSpans" : [{"resource" : {},"scopeSpans":[{"scope" : {"name":"l"},"spans" : []}]}]}`)
+	f(SignalTraces, `{"resource_spans":[{"instrumentation_library_spans":[{"instrumentation_library":{"name":"l"}}]}]}`,
+		`{"resource_spans":[{"scopeSpans":[{"scope":{"name":"l"}}]}]}`)
+	f(SignalLogs, `{"resourceLogs":[{"instrumentationLibraryLogs":[{"instrumentationLibrary":{"name":"l"},"logRecords":[]}]}]}`,
+		`{"resourceLogs":[{"scopeLogs":[{"scope":{"name":"l"},"logRecords":[]}]}]}`)
+	f(SignalMetrics, `{"resourceMetrics":[{"instrumentationLibraryMetrics":[{"instrumentationLibrary":{"name":"l"},"metrics":[]}]}]}`,
+		`{"resourceMetrics":[{"scopeMetrics":[{"scope":{"name":"l"},"metrics":[]}]}]}`)
+	// Another signal's old names are not this signal's.
+	same(SignalTraces, `{"resourceSpans":[{"instrumentationLibraryLogs":[{"instrumentationLibrary":{}}]}]}`)
+
+	// Both names on one resource: today's scopes win; an empty list of
+	// them does not (pdata: used when today's hold none).
+	f(SignalTraces, `{"resourceSpans":[{"instrumentationLibrarySpans":[{"instrumentationLibrary":{"name":"old"}}],"scopeSpans":[{"scope":{"name":"new"}}]}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"scope":{"name":"new"}}]}]}`)
+	f(SignalTraces, `{"resourceSpans":[{"scopeSpans":[],"instrumentationLibrarySpans":[{"instrumentationLibrary":{"name":"old"}}]}]}`,
+		`{"resourceSpans":[{"scopeSpans":[],"scopeSpans":[{"scope":{"name":"old"}}]}]}`)
+	f(SignalTraces, `{"resourceSpans":[{"instrumentationLibrarySpans":null},{"instrumentationLibrarySpans":[{}, 7]}]}`,
+		`{"resourceSpans":[{"scopeSpans":null},{"scopeSpans":[{},7]}]}`)
+
+	if _, err := PrepareJSON(SignalTraces, []byte(`{"resourceSpans":[{"instrumentationLibrarySpans":[]}]} {}`)); err == nil {
+		t.Error("a second value after the request was not refused")
+	}
+}
