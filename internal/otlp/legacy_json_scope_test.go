@@ -3,6 +3,7 @@ package otlp
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -186,6 +187,44 @@ func TestKafkaJSONMessageWithOldScopeNamesIsStored(t *testing.T) {
 			if rows := rowsOfMessage(t, req.signal, otel.EncodingJSON, msg); !bytes.Equal(rows, want) {
 				t.Errorf("%s, %s: the message loads as %d rows:\n%s\nwant %d:\n%s\nmessage: %s",
 					req.signal, name, bytes.Count(rows, []byte("\n")), rows, 4, want, msg)
+			}
+		}
+	}
+}
+
+// An OTLP/HTTP JSON request from a sender older than OTLP 0.19 (scopes
+// under instrumentationLibrarySpans, …) was read by pdata's JSON
+// unmarshaler, which skips those keys: it counted no item and was answered
+// 200 as an empty request, nothing forwarded, its client told every span
+// was stored. It must be forwarded as the same request in today's layout
+// is: the loaders of the forward topic make the same rows of it.
+func TestHTTPJSONRequestWithOldScopeNamesIsForwarded(t *testing.T) {
+	fwd := &forwarded{}
+	r := start(t, fwd, func(o *Options) { o.Signals = []string{Traces, Logs, Metrics} })
+	forward := func(req legacyRequest, body []byte) []byte {
+		t.Helper()
+		before := len(fwd.stored())
+		resp, out := post(t, r, req.path, contentJSON, "", body, map[string]string{"X-Scope-OrgID": "team-a"})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", req.signal, resp.StatusCode, out)
+		}
+		got := fwd.stored()[before:]
+		if len(got) != 1 {
+			t.Errorf("%s: answered 200 with %d forwards, want 1: %s", req.signal, len(got), body)
+			return nil
+		}
+		return rowsOfMessage(t, req.signal, otel.EncodingProto, got[0].body)
+	}
+	for _, req := range legacyRequests(t) {
+		want := forward(req, req.current)
+		if n := bytes.Count(want, []byte("\n")); n != 4 {
+			t.Fatalf("%s: the request in today's layout is forwarded as %d rows, want 4", req.signal, n)
+		}
+		for name, layouts := range legacyCases {
+			body := req.withLayouts(t, layouts)
+			if rows := forward(req, body); rows != nil && !bytes.Equal(rows, want) {
+				t.Errorf("%s, %s: the acknowledged request loads as %d rows:\n%s\nwant %d:\n%s\nrequest: %s",
+					req.signal, name, bytes.Count(rows, []byte("\n")), rows, 4, want, body)
 			}
 		}
 	}

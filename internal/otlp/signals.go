@@ -47,18 +47,21 @@ type response interface {
 	MarshalJSON() ([]byte, error)
 }
 
-// decodeWith reads body into req; a protobuf body is forwarded as it came
-// (it decoded, so it is valid), a JSON body re-encoded as protobuf so every
-// forwarded message has one encoding, and decoded once more (into check,
-// an empty request) as its loaders will decode it: pdata's JSON decoder
-// takes a request its protobuf decoder refuses (values nested past the
-// protobuf decoder's recursion limit), which answered 200 would be
-// dead-lettered whole by every loader.
-func decodeWith(req, check request, count func() int, body []byte, isJSON bool) ([]byte, int, error) {
+// decodeWith reads body, a request of signal, into req; a protobuf body is
+// forwarded as it came (it decoded, so it is valid), a JSON body
+// re-encoded as protobuf so every forwarded message has one encoding, and
+// decoded once more (into check, an empty request) as its loaders will
+// decode it: pdata's JSON decoder takes a request its protobuf decoder
+// refuses (values nested past the protobuf decoder's recursion limit),
+// which answered 200 would be dead-lettered whole by every loader.
+func decodeWith(signal string, req, check request, count func() int, body []byte, isJSON bool) ([]byte, int, error) {
 	if isJSON {
 		// pdata reads the first JSON value alone: more after it (a
-		// second request, garbage) would be answered stored and lost.
-		if err := otel.CheckOneJSONValue(body); err != nil {
+		// second request, garbage) would be answered stored and lost;
+		// and it skips the scopes of senders older than OTLP 0.19,
+		// which would be answered as an empty request, stored.
+		body, err := otel.PrepareJSON(signal, body)
+		if err != nil {
 			return nil, 0, err
 		}
 		if err := req.UnmarshalJSON(body); err != nil {
@@ -91,7 +94,7 @@ var signals = []signal{
 		name: Traces, path: "/v1/traces",
 		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
 			req := ptraceotlp.NewExportRequest()
-			return decodeWith(req, ptraceotlp.NewExportRequest(), func() int { return req.Traces().SpanCount() }, body, isJSON)
+			return decodeWith(Traces, req, ptraceotlp.NewExportRequest(), func() int { return req.Traces().SpanCount() }, body, isJSON)
 		},
 		response: func(a accepted) response { return tracesResponse(a) },
 	},
@@ -99,7 +102,7 @@ var signals = []signal{
 		name: Logs, path: "/v1/logs",
 		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
 			req := plogotlp.NewExportRequest()
-			return decodeWith(req, plogotlp.NewExportRequest(), func() int { return req.Logs().LogRecordCount() }, body, isJSON)
+			return decodeWith(Logs, req, plogotlp.NewExportRequest(), func() int { return req.Logs().LogRecordCount() }, body, isJSON)
 		},
 		response: func(a accepted) response { return logsResponse(a) },
 	},
@@ -107,7 +110,7 @@ var signals = []signal{
 		name: Metrics, path: "/v1/metrics",
 		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
 			req := pmetricotlp.NewExportRequest()
-			return decodeWith(req, pmetricotlp.NewExportRequest(), func() int { return req.Metrics().DataPointCount() }, body, isJSON)
+			return decodeWith(Metrics, req, pmetricotlp.NewExportRequest(), func() int { return req.Metrics().DataPointCount() }, body, isJSON)
 		},
 		response: func(a accepted) response { return metricsResponse(a) },
 	},
