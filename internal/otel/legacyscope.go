@@ -89,7 +89,7 @@ func mayHoldLegacyScopes(b []byte) bool {
 // it is returned as it is: what it holds is pdata's to judge.
 func (lv *scopeLevel) migrate(b []byte) []byte {
 	start := envelope.SkipJSONSpace(b, 0)
-	members, _, ok := objectMembers(b, start)
+	members, ok := objectMembers(b, start)
 	if !ok {
 		return b
 	}
@@ -123,7 +123,7 @@ func (lv *scopeLevel) migrate(b []byte) []byte {
 
 // appendResource appends the resource r with its old scope lists migrated.
 func (lv *scopeLevel) appendResource(out, r []byte) []byte {
-	members, _, ok := objectMembers(r, 0)
+	members, ok := objectMembers(r, 0)
 	if !ok {
 		return append(out, r...)
 	}
@@ -177,7 +177,7 @@ func appendLegacyScopes(out, v []byte) []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		members, _, ok := objectMembers(v, s.start)
+		members, ok := objectMembers(v, s.start)
 		if !ok {
 			out = append(out, v[s.start:s.end]...)
 			continue
@@ -215,39 +215,39 @@ type member struct{ start, key, value, end int }
 // span is one element of a JSON array.
 type span struct{ start, end int }
 
-// objectMembers returns the members of the object at b[i] and the index
-// past it; ok is false when b[i:] does not start with an object of that
-// structure (its syntax is left to pdata).
-func objectMembers(b []byte, i int) (members []member, end int, ok bool) {
+// objectMembers returns the members of the object at b[i]; ok is false
+// when b[i:] does not start with an object of that structure (its syntax
+// is left to pdata).
+func objectMembers(b []byte, i int) (members []member, ok bool) {
 	if i >= len(b) || b[i] != '{' {
-		return nil, 0, false
+		return nil, false
 	}
 	j := envelope.SkipJSONSpace(b, i+1)
 	if j < len(b) && b[j] == '}' {
-		return nil, j + 1, true
+		return nil, true
 	}
 	for j < len(b) && b[j] == '"' {
 		m := member{start: j, key: envelope.JSONStringEnd(b, j)}
 		j = envelope.SkipJSONSpace(b, m.key)
 		if j >= len(b) || b[j] != ':' {
-			return nil, 0, false
+			return nil, false
 		}
 		m.value = envelope.SkipJSONSpace(b, j+1)
 		if m.value >= len(b) {
-			return nil, 0, false
+			return nil, false
 		}
 		m.end = envelope.JSONValueEnd(b, m.value)
 		members = append(members, m)
 		j = envelope.SkipJSONSpace(b, m.end)
 		if j < len(b) && b[j] == '}' {
-			return members, j + 1, true
+			return members, true
 		}
 		if j >= len(b) || b[j] != ',' {
-			return nil, 0, false
+			return nil, false
 		}
 		j = envelope.SkipJSONSpace(b, j+1)
 	}
-	return nil, 0, false
+	return nil, false
 }
 
 // holdsElement says whether b[i] starts an array with an element.
