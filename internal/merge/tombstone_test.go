@@ -8,8 +8,12 @@ import (
 
 // tombstone queues the tombstone Debezium sends after a delete: the key,
 // a null value, on the topic of the changes queued next.
-func (l *changeLoader) tombstone(p int32, key string) {
-	l.pending[p] = append(l.pending[p], &kgo.Record{Topic: l.topic, Partition: p, Offset: l.next[p], Key: []byte(key)})
+func (l *changeLoader) tombstone(p int32, key string) { l.keyed(p, key, nil) }
+
+// keyed queues a record of key and value on partition p, on the topic of
+// the changes queued next.
+func (l *changeLoader) keyed(p int32, key string, value []byte) {
+	l.pending[p] = append(l.pending[p], &kgo.Record{Topic: l.topic, Partition: p, Offset: l.next[p], Key: []byte(key), Value: value})
 	l.next[p]++
 }
 
