@@ -146,7 +146,7 @@ func reconcileSource(ctx context.Context, cfg *config.Config, db *sql.DB, modelN
 		}
 	}
 	for i, c := range columns {
-		at := slices.IndexFunc(src.Columns, func(s string) bool { return strings.EqualFold(s, c) })
+		at := reconcile.ColumnIndex(src.Columns, c)
 		if at < 0 || !reconcile.HasColumn(target, c) {
 			return nil, usagef("column %s is not in both %s.%s and %s", c, src.Database, src.Table, m.Target)
 		}

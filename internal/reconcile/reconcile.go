@@ -192,9 +192,9 @@ func rowHash(ctx context.Context, q Querier, table string, cols []string) (strin
 		if err := rows.Scan(ptrs...); err != nil {
 			return "", fmt.Errorf("read column types of %s: %w", table, err)
 		}
-		// By the name lower-cased: DuckDB's names ignore case, and a
-		// column may be named in another case than the table's.
-		types[strings.ToLower(fmt.Sprint(vals[0]))] = strings.ToUpper(fmt.Sprint(vals[1]))
+		// By the name folded as DuckDB folds it (foldName): a column
+		// may be named in another case than the table's.
+		types[foldName(fmt.Sprint(vals[0]))] = strings.ToUpper(fmt.Sprint(vals[1]))
 	}
 	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("read column types of %s: %w", table, err)
@@ -202,7 +202,7 @@ func rowHash(ctx context.Context, q Querier, table string, cols []string) (strin
 	exprs := make([]string, len(cols))
 	for i, c := range cols {
 		col := sqltext.Ident(c)
-		switch t := types[strings.ToLower(c)]; {
+		switch t := types[foldName(c)]; {
 		case strings.HasPrefix(t, "DECIMAL(") && !strings.HasSuffix(t, ",0)"):
 			// A scale above 0 always writes a point: trailing zeros,
 			// then a bare point, go ("10.50" 10.5, "10.00" 10).
@@ -245,11 +245,30 @@ func commonColumns(ctx context.Context, q Querier, left, right string) ([]string
 	return out, nil
 }
 
-// HasColumn says whether names holds name in any case: the column names
-// of DuckDB and of MySQL/MariaDB ignore case, so "Amount" and "amount"
-// name one column in either.
-func HasColumn(names []string, name string) bool {
-	return slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, name) })
+// HasColumn says whether names holds name in any ASCII case, as DuckDB
+// matches column names (foldName): "Amount" and "amount" name one column
+// (in MySQL/MariaDB too).
+func HasColumn(names []string, name string) bool { return ColumnIndex(names, name) >= 0 }
+
+// ColumnIndex is the index of the first of names that is name in any
+// ASCII case (HasColumn), -1 if none is.
+func ColumnIndex(names []string, name string) int {
+	key := foldName(name)
+	return slices.IndexFunc(names, func(n string) bool { return foldName(n) == key })
+}
+
+// foldName is a column name as DuckDB compares names: ASCII letters in
+// lower case, every other character as it is. DuckDB takes "é" and "É"
+// for two columns of one table; folded as Go folds Unicode, they were one
+// name, and one column's type canonicalised the other's values (a text
+// '10' hashed as a decimal, equal to '1').
+func foldName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, name)
 }
 
 func columns(ctx context.Context, q Querier, table string) ([]string, error) {
