@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"time"
 
@@ -216,28 +214,10 @@ func shutdownReceivers(cfg *config.Config, rcv *otlp.Receivers) {
 }
 
 // receiverTLS is the server TLS of key's settings (otlp.tls, query.tls);
-// nil without a certificate. Its errors name key.
+// nil without a certificate. Its errors name key. Validate checked the
+// files already; they are read again here as they are now.
 func receiverTLS(key string, t config.ReceiverTLS) (*tls.Config, error) {
-	if t.CertFile == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if t.ClientCAFile != "" {
-		pem, err := os.ReadFile(t.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s.client_ca_file: %w", key, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s.client_ca_file %s: no PEM certificate in it", key, t.ClientCAFile)
-		}
-		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return c, nil
+	return t.ServerTLS(key)
 }
 
 // serveReceiversOnly runs the receivers of a process that consumes

@@ -475,12 +475,27 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 	check(o.Forward.Topic == "" || validTopic(o.Forward.Topic), "otlp.forward.topic",
 		"want a topic name of A-Z, a-z, 0-9, '.', '_' and '-' (at most 249; or empty for one per signal), got %q", o.Forward.Topic)
 	o.TLS.validate("otlp.tls", check)
+	if o.TokensFile != "" {
+		// Read at start as the TLS files are; the receivers read it
+		// again, and then every second (a file that goes bad later keeps
+		// the tokens read before, see tenancy.Tokens).
+		err := tenancy.CheckTokensFile(o.TokensFile)
+		check(err == nil, "otlp.tokens_file", "%v", err)
+	}
 }
 
 // validate checks a server's TLS settings, under key.
 func (t ReceiverTLS) validate(key string, check func(ok bool, key, format string, args ...any)) {
-	check((t.CertFile == "") == (t.KeyFile == ""), key+".cert_file", "set both cert_file and key_file, or neither")
+	pair := (t.CertFile == "") == (t.KeyFile == "")
+	check(pair, key+".cert_file", "set both cert_file and key_file, or neither")
 	check(t.ClientCAFile == "" || t.CertFile != "", key+".client_ca_file", "mutual TLS needs the server's own cert_file and key_file too")
+	if pair {
+		// The files are read here, not first when the server starts:
+		// that is after the sink is opened, and a file missing or
+		// malformed is a bad config like a bad value.
+		_, file, err := t.serverTLS()
+		check(err == nil, key+"."+file, "%v", err)
+	}
 }
 
 // validTopic is Kafka's rule for topic names (kafka.common.internals.Topic):

@@ -82,6 +82,14 @@ func LoadTokens(path string, log *slog.Logger) (*Tokens, error) {
 	return t, nil
 }
 
+// CheckTokensFile reads and parses the tokens file at path as LoadTokens
+// does, keeping nothing: config validation reports a bad file before
+// anything starts.
+func CheckTokensFile(path string) error {
+	_, err := (&Tokens{path: path}).read()
+	return err
+}
+
 // read reads the file and takes its tokens if it changed since the last
 // read; changed says whether it did.
 func (t *Tokens) read() (changed bool, err error) {

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeSelfSigned writes a self-signed certificate and its key as PEM
+// files in dir, for configs that must name good TLS files.
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	return certFile, keyFile
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A tokens file or a TLS file that is missing or does not parse is a bad
+// config: exit 2 with the key named, before any database is opened, and
+// `tracelake config` says so. It was found only once the sink was open and
+// its tables prepared (run exited 1 after creating the database), and
+// `tracelake config` called such a config OK.
+func TestBadConfigFilesExit2BeforeTheSinkOpens(t *testing.T) {
+	files := t.TempDir()
+	cert, key := writeSelfSigned(t, files)
+	garbage := filepath.Join(files, "garbage")
+	writeFile(t, garbage, "not PEM, not tokens\n")
+	missing := filepath.Join(files, "missing")
+	goodTokens := filepath.Join(files, "tokens")
+	writeFile(t, goodTokens, "s3cr3t team-a\n")
+	for name, c := range map[string]struct{ section, key string }{
+		"tokens missing":      {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tokens_file: %q}", missing), "otlp.tokens_file"},
+		"tokens malformed":    {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tokens_file: %q}", garbage), "otlp.tokens_file"},
+		"otlp cert missing":   {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q}}", missing, key), "otlp.tls.cert_file"},
+		"otlp cert malformed": {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q}}", garbage, key), "otlp.tls.cert_file"},
+		"otlp key missing":    {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q}}", cert, missing), "otlp.tls.key_file"},
+		"otlp key malformed":  {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q}}", cert, garbage), "otlp.tls.key_file"},
+		"otlp client CA missing": {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q, client_ca_file: %q}}", cert, key, missing),
+			"otlp.tls.client_ca_file"},
+		"otlp client CA malformed": {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q, client_ca_file: %q}}", cert, key, garbage),
+			"otlp.tls.client_ca_file"},
+		"query cert malformed": {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tokens_file: %q}\nquery: {flight_sql: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q}}", goodTokens, garbage, key),
+			"query.tls.cert_file"},
+		"query client CA missing": {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\"}\nquery: {flight_sql: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q, client_ca_file: %q}}", cert, key, missing),
+			"query.tls.client_ca_file"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// A run that got as far as the sink wraps the default logger
+			// (obs.KeepErrors): the next run in this process would wrap
+			// the wrapper, whose output is the log package's, its own.
+			prev := slog.Default()
+			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+			t.Cleanup(func() {
+				slog.SetDefault(prev)
+				log.SetOutput(os.Stderr)
+			})
+			dir := t.TempDir()
+			db := filepath.Join(dir, "t.duckdb")
+			cfgPath := filepath.Join(dir, "c.yaml")
+			writeFile(t, cfgPath, fmt.Sprintf("%s\nsink: {duckdb: {path: %q}}\n", c.section, db))
+
+			cf := configFlags{path: cfgPath}
+			_, err := cf.loadFor(true)
+			if err == nil || !strings.Contains(err.Error(), c.key+": ") {
+				t.Errorf("config check: %v, want an error naming %s", err, c.key)
+			}
+			if code := run([]string{"config", "--config", cfgPath}); code != exitUsage {
+				t.Errorf("tracelake config exit code %d, want %d", code, exitUsage)
+			}
+			if code := run([]string{"run", "--config", cfgPath}); code != exitUsage {
+				t.Errorf("tracelake run exit code %d, want %d", code, exitUsage)
+			}
+			if _, err := os.Stat(db); !os.IsNotExist(err) {
+				t.Errorf("the database was opened for a bad config (stat: %v)", err)
+			}
+		})
+	}
+}
