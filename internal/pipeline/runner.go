@@ -161,8 +161,8 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	for i := range workers {
 		w, err := NewWorker(i, opt)
 		if err != nil {
-			for _, started := range workers[:i] {
-				started.cl.Close()
+			for _, set := range workers[:i] {
+				set.leave() // at once: nothing of it was read
 			}
 			return err
 		}

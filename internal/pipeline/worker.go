@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,10 @@ type Worker struct {
 	intake, hard context.Context
 
 	lastRecord atomic.Int64 // unix nanos of the last record read
+	// running is set by Run before its stager and loader start: until
+	// then a revoke's flush has no loader to go through (and nothing was
+	// read to flush).
+	running atomic.Bool
 
 	// unknownTopics are the topics whose fetches Kafka answers
 	// UNKNOWN_TOPIC_ID (the poll loop's alone, see topicsUnknown).
@@ -244,6 +249,7 @@ func NewWorker(id int, opt Options) (*Worker, error) {
 // read again next time.
 func (w *Worker) Run(ctx, hard context.Context) error {
 	w.intake, w.hard = ctx, hard
+	w.running.Store(true)
 	var wg sync.WaitGroup
 	loadErr := make(chan error, 1)
 	wg.Add(2)
@@ -258,8 +264,7 @@ func (w *Worker) Run(ctx, hard context.Context) error {
 	// Leaving the group revokes what is owned: that revoke's flush
 	// commits the starts of partitions assigned during the flush above
 	// (and of those paused until theirs was, whose retries stop here).
-	w.bgCancel()
-	w.cl.Close()
+	w.leave()
 	// A revoke's flush may still be sending: wait for it.
 	w.sendSem <- struct{}{}
 	close(w.batches)
@@ -653,6 +658,14 @@ func (w *Worker) send(it item) {
 // so this flush can never overtake batches read before it (an overtaking
 // batch would make the fence skip the earlier rows).
 func (w *Worker) flushForRevoke() error {
+	if !w.running.Load() {
+		// Nothing was read (only Run polls), and no loader would ever
+		// take a flush if Run is not to come (a sibling's set-up failed,
+		// Run closes this one): what the flush would do is commit the
+		// seeded positions, done here.
+		w.commitSeeded()
+		return nil
+	}
 	timer := time.NewTimer(w.opt.RevokeWait)
 	defer timer.Stop()
 	select {
@@ -678,6 +691,26 @@ func (w *Worker) flushForRevoke() error {
 	case <-timer.C:
 		return fmt.Errorf("pending data not loaded within %s", w.opt.RevokeWait)
 	}
+}
+
+// commitSeeded commits the positions seeded at assignment from a revoke
+// of a worker whose loader is not running, as the loader's flush would.
+// They stay seeded: if Run starts after all, its loader commits those of
+// partitions still owned (commitsDue skips what is committed already).
+func (w *Worker) commitSeeded() {
+	w.mu.Lock()
+	dirty := maps.Clone(w.seeded)
+	w.mu.Unlock()
+	w.commit(context.Background(), dirty, false)
+	w.commit(context.Background(), dirty, true)
+}
+
+// leave stops the start retries and leaves the group (revoking what is
+// owned): at the end of Run, or instead of it for a worker Run set up
+// but will not run (a sibling's set-up failed).
+func (w *Worker) leave() {
+	w.bgCancel()
+	w.cl.Close()
 }
 
 // flush closes the open batch and waits until it and everything staged
@@ -846,7 +879,7 @@ func (w *Worker) loadLoop() error {
 				dirty[r.TopicPartition] = max(dirty[r.TopicPartition], r.Last+1)
 			}
 		}
-		w.commit(dirty, false)
+		w.commit(w.hard, dirty, false)
 		commitTried = true
 	}
 
@@ -869,10 +902,10 @@ func (w *Worker) loadLoop() error {
 				seeded()
 				load()
 				if !commitTried && len(dirty) > 0 {
-					w.commit(dirty, false)
+					w.commit(w.hard, dirty, false)
 				}
 				if len(dirty) > 0 {
-					w.commit(dirty, true)
+					w.commit(w.hard, dirty, true)
 				}
 				it.flush <- failed
 				continue
@@ -904,7 +937,7 @@ func (w *Worker) loadLoop() error {
 		case <-commitRetry.C:
 			seeded()
 			if len(dirty) > 0 {
-				w.commit(dirty, false)
+				w.commit(w.hard, dirty, false)
 			}
 		}
 	}
@@ -1092,14 +1125,14 @@ func (w *Worker) loaded(items []item, l sink.Loaded, took time.Duration) {
 // (lag, exit-when-idle waiting) until it was accepted. startPending
 // retries the paused ones' starts; the loader commits them only at a
 // revoke's or the shutdown's flush, its last chance.
-func (w *Worker) commit(dirty map[sink.TopicPartition]int64, paused bool) {
+func (w *Worker) commit(ctx context.Context, dirty map[sink.TopicPartition]int64, paused bool) {
 	w.commitMu.Lock()
 	defer w.commitMu.Unlock()
 	offsets := w.commitsDue(dirty, paused)
 	if len(offsets) == 0 {
 		return
 	}
-	if err := w.commitOffsets(w.hard, offsets); err != nil {
+	if err := w.commitOffsets(ctx, offsets); err != nil {
 		// The data is in the sink with its ledger rows; a failed commit only
 		// delays the committed offset. Retried every second.
 		w.log.Warn("offset commit failed; will retry", "err", err)
