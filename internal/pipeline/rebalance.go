@@ -183,7 +183,10 @@ func (w *Worker) commitStarts(ctx context.Context, starts map[string]map[int32]k
 	}
 	w.commitMu.Lock()
 	defer w.commitMu.Unlock()
-	return w.commitOffsets(ctx, starts)
+	accepted, err := w.commitOffsets(ctx, starts)
+	// Those Kafka took are started: only the refused wait (startLater).
+	removeOffsets(starts, accepted)
+	return err
 }
 
 // pendingStart is a set of newly assigned partitions paused until their
@@ -362,13 +365,25 @@ func (w *Worker) commitPending(ctx context.Context, ps *pendingStart, starts map
 	if len(mine) == 0 {
 		return nil
 	}
-	if err := w.commitOffsets(ctx, mine); err != nil {
+	accepted, err := w.commitOffsets(ctx, mine)
+	// Those Kafka took are resumed now, whatever it answered the others
+	// (retried by the caller with what is left in starts).
+	removeOffsets(starts, accepted)
+	w.resumeStarted(ps, accepted)
+	if err != nil {
+		removeOffsets(mine, accepted)
 		return fmt.Errorf("commit where newly assigned partitions start (%s): %w", formatStarts(mine), err)
 	}
+	return nil
+}
+
+// resumeStarted resumes the partitions of started still pending on ps:
+// their start is committed.
+func (w *Worker) resumeStarted(ps *pendingStart, started map[string]map[int32]kgo.EpochOffset) {
 	resume := map[string][]int32{}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for t, parts := range mine {
+	for t, parts := range started {
 		for p := range parts {
 			tp := sink.TopicPartition{Topic: t, Partition: p}
 			if w.pending[tp] == ps {
@@ -381,7 +396,18 @@ func (w *Worker) commitPending(ctx context.Context, ps *pendingStart, starts map
 		w.log.Info("start committed; reading the partitions: " + kafka.FormatPartitions(resume))
 		w.cl.ResumeFetchPartitions(resume)
 	}
-	return nil
+}
+
+// removeOffsets removes from offsets the partitions of done.
+func removeOffsets(offsets, done map[string]map[int32]kgo.EpochOffset) {
+	for t, ps := range done {
+		for p := range ps {
+			delete(offsets[t], p)
+		}
+		if len(offsets[t]) == 0 {
+			delete(offsets, t)
+		}
+	}
 }
 
 // formatStarts names each partition's start, topic/partition@offset.
@@ -549,14 +575,46 @@ func (w *Worker) sizeFetches() {
 	}
 }
 
-func commitResponseError(resp *kmsg.OffsetCommitResponse) error {
+// commitAnswers reads Kafka's answer to req, the commit of offsets: the
+// partitions it took, and an error naming each it refused (or did not
+// answer).
+func commitAnswers(offsets map[string]map[int32]kgo.EpochOffset, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) (map[string]map[int32]kgo.EpochOffset, error) {
+	// From OffsetCommit v10 the answer names topics by id only; the
+	// request has both.
+	names := map[[16]byte]string{}
+	for _, t := range req.Topics {
+		names[t.TopicID] = t.Topic
+	}
+	accepted := map[string]map[int32]kgo.EpochOffset{}
+	answered := map[sink.TopicPartition]bool{}
 	var errs []error
 	for _, t := range resp.Topics {
+		topic := t.Topic
+		if topic == "" {
+			topic = names[t.TopicID]
+		}
 		for _, p := range t.Partitions {
+			o, asked := offsets[topic][p.Partition]
+			if !asked {
+				continue
+			}
+			answered[sink.TopicPartition{Topic: topic, Partition: p.Partition}] = true
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				errs = append(errs, err)
+				errs = append(errs, fmt.Errorf("%s/%d: %w", topic, p.Partition, err))
+				continue
+			}
+			if accepted[topic] == nil {
+				accepted[topic] = map[int32]kgo.EpochOffset{}
+			}
+			accepted[topic][p.Partition] = o
+		}
+	}
+	for t, ps := range offsets {
+		for p := range ps {
+			if !answered[sink.TopicPartition{Topic: t, Partition: p}] {
+				errs = append(errs, fmt.Errorf("%s/%d: not answered", t, p))
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return accepted, errors.Join(errs...)
 }

@@ -1132,16 +1132,17 @@ func (w *Worker) commit(ctx context.Context, dirty map[sink.TopicPartition]int64
 	if len(offsets) == 0 {
 		return
 	}
-	if err := w.commitOffsets(ctx, offsets); err != nil {
-		// The data is in the sink with its ledger rows; a failed commit only
-		// delays the committed offset. Retried every second.
-		w.log.Warn("offset commit failed; will retry", "err", err)
-		return
-	}
-	for t, ps := range offsets {
+	accepted, err := w.commitOffsets(ctx, offsets)
+	for t, ps := range accepted {
 		for p := range ps {
 			delete(dirty, sink.TopicPartition{Topic: t, Partition: p})
 		}
+	}
+	if err != nil {
+		// The data is in the sink with its ledger rows; a failed commit only
+		// delays the committed offset. Retried every second, for the
+		// partitions Kafka refused.
+		w.log.Warn("offset commit failed; will retry", "err", err)
 	}
 }
 
@@ -1175,24 +1176,22 @@ func (w *Worker) commitsDue(dirty map[sink.TopicPartition]int64, paused bool) ma
 }
 
 // commitOffsets commits offsets, giving up after CommitTimeout or with
-// ctx, and notes them committed (the status page, the committed offset
-// metric). The caller holds commitMu.
-func (w *Worker) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+// ctx, and notes those committed (the status page, the committed offset
+// metric): accepted. Kafka answers each partition of a commit on its own,
+// so it may take some and refuse others; the error names each refused
+// (an error of the whole request refuses all). The caller holds commitMu.
+func (w *Worker) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) (accepted map[string]map[int32]kgo.EpochOffset, err error) {
 	ctx, cancel := context.WithTimeout(ctx, w.opt.CommitTimeout)
 	defer cancel()
-	var commitErr error
-	w.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		commitErr = err
-		if err == nil {
-			commitErr = commitResponseError(resp)
+	w.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, reqErr error) {
+		if reqErr != nil {
+			err = reqErr
+			return
 		}
+		accepted, err = commitAnswers(offsets, req, resp)
 	})
-	if commitErr != nil {
-		return fmt.Errorf("commit offsets: %w", commitErr)
-	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	for t, ps := range offsets {
+	for t, ps := range accepted {
 		for p, o := range ps {
 			if st := w.owned[sink.TopicPartition{Topic: t, Partition: p}]; st != nil {
 				st.committed = max(st.committed, o.Offset)
@@ -1200,7 +1199,11 @@ func (w *Worker) commitOffsets(ctx context.Context, offsets map[string]map[int32
 			w.opt.Metrics.Committed.WithLabelValues(t, obs.PartitionLabel(p)).Set(float64(o.Offset))
 		}
 	}
-	return nil
+	w.mu.Unlock()
+	if err != nil {
+		return accepted, fmt.Errorf("commit offsets: %w", err)
+	}
+	return accepted, nil
 }
 
 // partitions reports the owned partitions for the status page.
