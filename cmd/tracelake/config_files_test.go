@@ -62,7 +62,7 @@ func TestBadConfigFilesExit2BeforeTheSinkOpens(t *testing.T) {
 	missing := filepath.Join(files, "missing")
 	goodTokens := filepath.Join(files, "tokens")
 	writeFile(t, goodTokens, "s3cr3t team-a\n")
-	for name, c := range map[string]struct{ section, key string }{
+	cases := map[string]struct{ section, key string }{
 		"tokens missing":      {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tokens_file: %q}", missing), "otlp.tokens_file"},
 		"tokens malformed":    {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tokens_file: %q}", garbage), "otlp.tokens_file"},
 		"otlp cert missing":   {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q}}", missing, key), "otlp.tls.cert_file"},
@@ -77,7 +77,37 @@ func TestBadConfigFilesExit2BeforeTheSinkOpens(t *testing.T) {
 			"query.tls.cert_file"},
 		"query client CA missing": {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\"}\nquery: {flight_sql: \"127.0.0.1:0\", tls: {cert_file: %q, key_file: %q, client_ca_file: %q}}", cert, key, missing),
 			"query.tls.client_ca_file"},
-	} {
+	}
+	badConfigFilesExit2(t, cases)
+}
+
+// A kafka.tls file (ca_file, cert_file, key_file) that is missing or does
+// not parse is a bad config as well: it was read first when the pipeline
+// made its Kafka clients, after the sink was opened (exit 1), and
+// `tracelake config` called it OK.
+func TestBadKafkaTLSFilesExit2BeforeTheSinkOpens(t *testing.T) {
+	files := t.TempDir()
+	cert, key := writeSelfSigned(t, files)
+	garbage := filepath.Join(files, "garbage")
+	writeFile(t, garbage, "not PEM\n")
+	missing := filepath.Join(files, "missing")
+	kafka := func(tls string, args ...any) string {
+		return `kafka: {brokers: ["127.0.0.1:1"], topics: [t], tls: {enabled: true, ` + fmt.Sprintf(tls, args...) + `}}`
+	}
+	badConfigFilesExit2(t, map[string]struct{ section, key string }{
+		"CA missing":     {kafka("ca_file: %q", missing), "kafka.tls.ca_file"},
+		"CA malformed":   {kafka("ca_file: %q", garbage), "kafka.tls.ca_file"},
+		"cert malformed": {kafka("cert_file: %q, key_file: %q", garbage, key), "kafka.tls.cert_file"},
+		"key missing":    {kafka("cert_file: %q, key_file: %q", cert, missing), "kafka.tls.key_file"},
+		"key malformed":  {kafka("cert_file: %q, key_file: %q", cert, garbage), "kafka.tls.key_file"},
+	})
+}
+
+// badConfigFilesExit2 checks each case's config section (its sink a
+// DuckDB file of its own): validation names key, tracelake config and run
+// exit 2, and run opened no database.
+func badConfigFilesExit2(t *testing.T, cases map[string]struct{ section, key string }) {
+	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			// A run that got as far as the sink wraps the default logger
 			// (obs.KeepErrors): the next run in this process would wrap

@@ -29,36 +29,87 @@ func (t ReceiverTLS) serverTLS() (c *tls.Config, file string, err error) {
 	if t.CertFile == "" {
 		return nil, "", nil
 	}
-	certPEM, err := os.ReadFile(t.CertFile)
+	cert, file, err := keyPair(t.CertFile, t.KeyFile)
 	if err != nil {
-		return nil, "cert_file", err
+		return nil, file, err
+	}
+	c = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.ClientCAFile != "" {
+		if c.ClientCAs, err = certPool(t.ClientCAFile); err != nil {
+			return nil, "client_ca_file", err
+		}
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return c, "", nil
+}
+
+// ClientTLS is the TLS the Kafka clients dial the brokers with (with
+// kafka.tls.enabled), its files read now. An error names the key of the
+// file at fault (kafka.tls.ca_file: …); Validate reads them the same way.
+func (t TLS) ClientTLS() (*tls.Config, error) {
+	c, file, err := t.clientTLS()
+	if err != nil {
+		return nil, fmt.Errorf("kafka.tls.%s: %w", file, err)
+	}
+	return c, nil
+}
+
+// clientTLS is ClientTLS with the file at fault (ca_file, cert_file or
+// key_file) apart from its error.
+func (t TLS) clientTLS() (c *tls.Config, file string, err error) {
+	c = &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // the operator asked for it, by name
+	}
+	if t.CAFile != "" {
+		if c.RootCAs, err = certPool(t.CAFile); err != nil {
+			return nil, "ca_file", err
+		}
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, file, err := keyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, file, err
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, "", nil
+}
+
+// keyPair reads a certificate and its key, and names the file at fault
+// (cert_file or key_file) with an error.
+func keyPair(certFile, keyFile string) (cert tls.Certificate, file string, err error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return cert, "cert_file", err
 	}
 	// Checked alone first: tls.X509KeyPair does not say which of the two
 	// files it could not read.
 	if err := parseCertificates(certPEM); err != nil {
-		return nil, "cert_file", fmt.Errorf("%s: %w", t.CertFile, err)
+		return cert, "cert_file", fmt.Errorf("%s: %w", certFile, err)
 	}
-	keyPEM, err := os.ReadFile(t.KeyFile)
+	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
-		return nil, "key_file", err
+		return cert, "key_file", err
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if cert, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		return cert, "key_file", fmt.Errorf("%s (the key of cert_file %s): %w", keyFile, certFile, err)
+	}
+	return cert, "", nil
+}
+
+// certPool reads the CA certificates of file.
+func certPool(file string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, "key_file", fmt.Errorf("%s (the key of cert_file %s): %w", t.KeyFile, t.CertFile, err)
+		return nil, err
 	}
-	c = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if t.ClientCAFile != "" {
-		caPEM, err := os.ReadFile(t.ClientCAFile)
-		if err != nil {
-			return nil, "client_ca_file", err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caPEM) {
-			return nil, "client_ca_file", fmt.Errorf("%s: no PEM certificate in it", t.ClientCAFile)
-		}
-		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", file)
 	}
-	return c, "", nil
+	return pool, nil
 }
 
 // parseCertificates checks that data holds at least one PEM certificate

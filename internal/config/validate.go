@@ -93,6 +93,12 @@ func (c *Config) validate(consuming bool) error {
 	// The brokers are dialled over TLS only with enabled (kafka/security.go):
 	// a CA or certificate given without it was ignored, and the client
 	// (its SASL password too) spoke plain text without a word.
+	if t := c.Kafka.TLS; t.Enabled && (t.CertFile == "") == (t.KeyFile == "") {
+		// Read here, not first when the pipeline makes its clients,
+		// after the sink is opened (see ReceiverTLS.validate).
+		_, file, err := t.clientTLS()
+		check(err == nil, "kafka.tls."+file, "%v", err)
+	}
 	if t := c.Kafka.TLS; !t.Enabled {
 		for key, set := range map[string]bool{"ca_file": t.CAFile != "", "cert_file": t.CertFile != "", "key_file": t.KeyFile != "",
 			"server_name": t.ServerName != "", "insecure_skip_verify": t.InsecureSkipVerify} {

@@ -2,10 +2,8 @@ package kafka
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,13 +14,13 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 )
 
-// securityOptions turns kafka.tls and kafka.sasl into client options. Files
-// are read here, so a missing or bad certificate is reported at start with
-// its key.
+// securityOptions turns kafka.tls and kafka.sasl into client options. The
+// TLS files are read here (config.TLS.ClientTLS), as Validate read them
+// before anything started.
 func securityOptions(k config.Kafka) ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	if k.TLS.Enabled {
-		tc, err := tlsConfig(k.TLS)
+		tc, err := k.TLS.ClientTLS()
 		if err != nil {
 			return nil, err
 		}
@@ -36,32 +34,6 @@ func securityOptions(k config.Kafka) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
-}
-
-func tlsConfig(t config.TLS) (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // the operator asked for it, by name
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka.tls.ca_file: no PEM certificate in %s", t.CAFile)
-		}
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 func saslMechanism(s config.SASL) (sasl.Mechanism, error) {
