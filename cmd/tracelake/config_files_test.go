@@ -42,6 +42,19 @@ func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
+// configFiles are files for configs to name: a good certificate and its
+// key, a file that is neither PEM nor a tokens file, and one missing.
+type configFiles struct{ dir, cert, key, garbage, missing string }
+
+func writeConfigFiles(t *testing.T) configFiles {
+	t.Helper()
+	f := configFiles{dir: t.TempDir()}
+	f.cert, f.key = writeSelfSigned(t, f.dir)
+	f.garbage, f.missing = filepath.Join(f.dir, "garbage"), filepath.Join(f.dir, "missing")
+	writeFile(t, f.garbage, "not PEM, not tokens\n")
+	return f
+}
+
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -55,12 +68,9 @@ func writeFile(t *testing.T, path, content string) {
 // its tables prepared (run exited 1 after creating the database), and
 // `tracelake config` called such a config OK.
 func TestBadConfigFilesExit2BeforeTheSinkOpens(t *testing.T) {
-	files := t.TempDir()
-	cert, key := writeSelfSigned(t, files)
-	garbage := filepath.Join(files, "garbage")
-	writeFile(t, garbage, "not PEM, not tokens\n")
-	missing := filepath.Join(files, "missing")
-	goodTokens := filepath.Join(files, "tokens")
+	f := writeConfigFiles(t)
+	cert, key, garbage, missing := f.cert, f.key, f.garbage, f.missing
+	goodTokens := filepath.Join(f.dir, "tokens")
 	writeFile(t, goodTokens, "s3cr3t team-a\n")
 	cases := map[string]struct{ section, key string }{
 		"tokens missing":      {fmt.Sprintf("otlp: {http: \"127.0.0.1:0\", tokens_file: %q}", missing), "otlp.tokens_file"},
@@ -86,11 +96,8 @@ func TestBadConfigFilesExit2BeforeTheSinkOpens(t *testing.T) {
 // made its Kafka clients, after the sink was opened (exit 1), and
 // `tracelake config` called it OK.
 func TestBadKafkaTLSFilesExit2BeforeTheSinkOpens(t *testing.T) {
-	files := t.TempDir()
-	cert, key := writeSelfSigned(t, files)
-	garbage := filepath.Join(files, "garbage")
-	writeFile(t, garbage, "not PEM\n")
-	missing := filepath.Join(files, "missing")
+	f := writeConfigFiles(t)
+	cert, key, garbage, missing := f.cert, f.key, f.garbage, f.missing
 	kafka := func(tls string, args ...any) string {
 		return `kafka: {brokers: ["127.0.0.1:1"], topics: [t], tls: {enabled: true, ` + fmt.Sprintf(tls, args...) + `}}`
 	}
