@@ -60,6 +60,18 @@ func (f *configFlags) register(fs *flag.FlagSet) {
 // With needKafka false (commands that only read the sink) a config without
 // topics is accepted.
 func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
+	return f.load(needKafka, false)
+}
+
+// loadService is loadFor for the commands that run the service (run,
+// serve): the files it reads at start (TLS, tokens) are read and parsed
+// too, a bad one reported with the bad keys. The other commands use none
+// of them, and an operator running those may not be able to read them.
+func (f *configFlags) loadService(needKafka bool) (*config.Config, error) {
+	return f.load(needKafka, true)
+}
+
+func (f *configFlags) load(needKafka, checkFiles bool) (*config.Config, error) {
 	cfg, loadErr := f.effective()
 	if cfg == nil {
 		return nil, usageError{loadErr}
@@ -68,7 +80,11 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 	if !needKafka {
 		validate = cfg.ValidateOffline
 	}
-	if err := errors.Join(loadErr, validate()); err != nil {
+	var filesErr error
+	if checkFiles {
+		filesErr = cfg.CheckFiles()
+	}
+	if err := errors.Join(loadErr, validate(), filesErr); err != nil {
 		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}
 	}
 	return cfg, nil

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -131,7 +133,7 @@ func badConfigFilesExit2(t *testing.T, cases map[string]struct{ section, key str
 			writeFile(t, cfgPath, fmt.Sprintf("%s\nsink: {duckdb: {path: %q}}\n", c.section, db))
 
 			cf := configFlags{path: cfgPath}
-			_, err := cf.loadFor(true)
+			_, err := cf.loadService(true)
 			if err == nil || !strings.Contains(err.Error(), c.key+": ") {
 				t.Errorf("config check: %v, want an error naming %s", err, c.key)
 			}
@@ -145,5 +147,46 @@ func badConfigFilesExit2(t *testing.T, cases map[string]struct{ section, key str
 				t.Errorf("the database was opened for a bad config (stat: %v)", err)
 			}
 		})
+	}
+}
+
+// The service's files (otlp.tokens_file, otlp.tls, query.tls, kafka.tls)
+// are the service's: an operator's sql, dlq, verify or merge uses none of
+// the server files, and one run where they are absent (or as a user who
+// cannot read the service's key) must still answer. Since the files were
+// read by every command's config check, each such command exited 2, "bad
+// config", naming a file it never opens.
+func TestCommandsThatDoNotUseTheServiceFilesIgnoreThem(t *testing.T) {
+	f := writeConfigFiles(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "c.yaml")
+	writeFile(t, cfgPath, fmt.Sprintf(`otlp: {http: "127.0.0.1:0", tokens_file: %q, tls: {cert_file: %q, key_file: %q}}
+query: {flight_sql: "127.0.0.1:0", tls: {cert_file: %q, key_file: %q, client_ca_file: %q}}
+kafka: {tls: {enabled: true, ca_file: %q}}
+sink: {duckdb: {path: %q}}
+`, f.missing, f.cert, f.missing, f.cert, f.garbage, f.missing, f.missing, filepath.Join(dir, "t.duckdb")))
+	ctx := context.Background()
+	for name, cmd := range map[string]func(env *cmdEnv) error{
+		"sql":      func(env *cmdEnv) error { return cmdSQL(ctx, env, []string{"--config", cfgPath, "SELECT 42 AS answer"}) },
+		"dlq list": func(env *cmdEnv) error { return cmdDLQ(ctx, env, []string{"list", "--config", cfgPath}) },
+		"report":   func(env *cmdEnv) error { return cmdReport(ctx, env, []string{"--config", cfgPath, "-o", "-"}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := cmd(&cmdEnv{stdout: &out, stderr: &errOut})
+			if code, msg := exitStatus(err); code != exitOK {
+				t.Errorf("%s: exit %d, %q, want the command answered (it uses none of the server files)", name, code, msg)
+			}
+		})
+	}
+	// The config check of those commands and of verify (whose Kafka
+	// questions are answered without a word if its client cannot be
+	// made, as before) leaves the files alone; run, serve and tracelake
+	// config read them (the tests above).
+	for _, needKafka := range []bool{false, true} {
+		cf := configFlags{path: cfgPath, topics: "t"}
+		if _, err := cf.loadFor(needKafka); err != nil {
+			t.Errorf("config of a command that uses no server file (needKafka %v): %v", needKafka, err)
+		}
 	}
 }

@@ -22,7 +22,7 @@ func cmdConfig(args []string) error {
 	if cfg == nil {
 		return usageError{loadErr}
 	}
-	problems := errors.Join(loadErr, cfg.Validate())
+	problems := errors.Join(loadErr, cfg.Validate(), cfg.CheckFiles())
 	out := cfg.Redacted()
 	// Show each model as it runs, defaults filled in.
 	out.Merge.Models = cfg.Models()

@@ -214,7 +214,7 @@ func shutdownReceivers(cfg *config.Config, rcv *otlp.Receivers) {
 }
 
 // receiverTLS is the server TLS of key's settings (otlp.tls, query.tls);
-// nil without a certificate. Its errors name key. Validate checked the
+// nil without a certificate. Its errors name key. CheckFiles checked the
 // files already; they are read again here as they are now.
 func receiverTLS(key string, t config.ReceiverTLS) (*tls.Config, error) {
 	return t.ServerTLS(key)

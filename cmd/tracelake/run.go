@@ -35,7 +35,7 @@ func cmdRun(ctx, hard context.Context, args []string) error {
 		// waiting for the run to end waited for ever.
 		return usagef("--exit-when-idle %s: want 0 or more", *idle)
 	}
-	cfg, err := cf.loadFor(true)
+	cfg, err := cf.loadService(true)
 	if err != nil {
 		return err
 	}

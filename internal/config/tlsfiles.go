@@ -11,7 +11,7 @@ import (
 
 // ServerTLS is the server TLS of t (otlp.tls or query.tls, named by key),
 // its files read now; nil without a certificate. An error names the key
-// of the file at fault (otlp.tls.cert_file: …). Validate reads the files
+// of the file at fault (otlp.tls.cert_file: …). CheckFiles reads the files
 // the same way, so a missing or malformed one is a bad config, reported
 // before anything is opened; reading them again when the server starts
 // takes a file replaced in between.
@@ -45,7 +45,7 @@ func (t ReceiverTLS) serverTLS() (c *tls.Config, file string, err error) {
 
 // ClientTLS is the TLS the Kafka clients dial the brokers with (with
 // kafka.tls.enabled), its files read now. An error names the key of the
-// file at fault (kafka.tls.ca_file: …); Validate reads them the same way.
+// file at fault (kafka.tls.ca_file: …); CheckFiles reads them the same way.
 func (t TLS) ClientTLS() (*tls.Config, error) {
 	c, file, err := t.clientTLS()
 	if err != nil {

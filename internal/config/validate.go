@@ -29,16 +29,47 @@ func (c *Config) Validate() error { return c.validate(true) }
 // (sql, merge, reconcile, dlq): no topic is required.
 func (c *Config) ValidateOffline() error { return c.validate(false) }
 
-func (c *Config) validate(consuming bool) error {
-	var errs []error
-	check := func(ok bool, key, format string, args ...any) {
+// checker is the check of validate and CheckFiles: a problem with key
+// (unless the loading reported it as a typo already) is added to errs.
+func (c *Config) checker(errs *[]error) func(ok bool, key, format string, args ...any) {
+	return func(ok bool, key, format string, args ...any) {
 		if slices.Contains(c.unread, key) {
 			return // a typo the loading reported meant it
 		}
 		if !ok {
-			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+			*errs = append(*errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
 		}
 	}
+}
+
+// CheckFiles reads and parses the files the service reads when it starts
+// (otlp.tokens_file; the otlp.tls and query.tls files; the kafka.tls files
+// with enabled), one error per key at fault. It is not part of Validate:
+// run, serve and tracelake config call it, before anything is opened, while
+// the commands that use none of these files (sql, dlq, verify, merge, …)
+// keep working for an operator who cannot read the service's key.
+func (c *Config) CheckFiles() error {
+	var errs []error
+	check := c.checker(&errs)
+	if t := c.Kafka.TLS; t.Enabled && (t.CertFile == "") == (t.KeyFile == "") {
+		_, file, err := t.clientTLS()
+		check(err == nil, "kafka.tls."+file, "%v", err)
+	}
+	c.OTLP.TLS.checkFiles("otlp.tls", check)
+	c.Query.TLS.checkFiles("query.tls", check)
+	if c.OTLP.TokensFile != "" {
+		// The receivers read it again, and then every second (a file
+		// that goes bad later keeps the tokens read before, see
+		// tenancy.Tokens).
+		err := tenancy.CheckTokensFile(c.OTLP.TokensFile)
+		check(err == nil, "otlp.tokens_file", "%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) validate(consuming bool) error {
+	var errs []error
+	check := c.checker(&errs)
 
 	// Without topics, the brokers are needed only to forward to: a config
 	// without a Kafka has its receivers load (OTLPMode), and forward
@@ -93,12 +124,6 @@ func (c *Config) validate(consuming bool) error {
 	// The brokers are dialled over TLS only with enabled (kafka/security.go):
 	// a CA or certificate given without it was ignored, and the client
 	// (its SASL password too) spoke plain text without a word.
-	if t := c.Kafka.TLS; t.Enabled && (t.CertFile == "") == (t.KeyFile == "") {
-		// Read here, not first when the pipeline makes its clients,
-		// after the sink is opened (see ReceiverTLS.validate).
-		_, file, err := t.clientTLS()
-		check(err == nil, "kafka.tls."+file, "%v", err)
-	}
 	if t := c.Kafka.TLS; !t.Enabled {
 		for key, set := range map[string]bool{"ca_file": t.CAFile != "", "cert_file": t.CertFile != "", "key_file": t.KeyFile != "",
 			"server_name": t.ServerName != "", "insecure_skip_verify": t.InsecureSkipVerify} {
@@ -481,27 +506,23 @@ func (o *OTLP) validate(check func(ok bool, key, format string, args ...any)) {
 	check(o.Forward.Topic == "" || validTopic(o.Forward.Topic), "otlp.forward.topic",
 		"want a topic name of A-Z, a-z, 0-9, '.', '_' and '-' (at most 249; or empty for one per signal), got %q", o.Forward.Topic)
 	o.TLS.validate("otlp.tls", check)
-	if o.TokensFile != "" {
-		// Read at start as the TLS files are; the receivers read it
-		// again, and then every second (a file that goes bad later keeps
-		// the tokens read before, see tenancy.Tokens).
-		err := tenancy.CheckTokensFile(o.TokensFile)
-		check(err == nil, "otlp.tokens_file", "%v", err)
-	}
 }
 
 // validate checks a server's TLS settings, under key.
 func (t ReceiverTLS) validate(key string, check func(ok bool, key, format string, args ...any)) {
-	pair := (t.CertFile == "") == (t.KeyFile == "")
-	check(pair, key+".cert_file", "set both cert_file and key_file, or neither")
+	check((t.CertFile == "") == (t.KeyFile == ""), key+".cert_file", "set both cert_file and key_file, or neither")
 	check(t.ClientCAFile == "" || t.CertFile != "", key+".client_ca_file", "mutual TLS needs the server's own cert_file and key_file too")
-	if pair {
-		// The files are read here, not first when the server starts:
-		// that is after the sink is opened, and a file missing or
-		// malformed is a bad config like a bad value.
-		_, file, err := t.serverTLS()
-		check(err == nil, key+"."+file, "%v", err)
+}
+
+// checkFiles reads a server's TLS files, under key (see CheckFiles):
+// not first when the server starts, after the sink is opened. Half a
+// pair is validate's to report.
+func (t ReceiverTLS) checkFiles(key string, check func(ok bool, key, format string, args ...any)) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return
 	}
+	_, file, err := t.serverTLS()
+	check(err == nil, key+"."+file, "%v", err)
 }
 
 // validTopic is Kafka's rule for topic names (kafka.common.internals.Topic):

@@ -15,7 +15,7 @@ import (
 )
 
 // securityOptions turns kafka.tls and kafka.sasl into client options. The
-// TLS files are read here (config.TLS.ClientTLS), as Validate read them
+// TLS files are read here (config.TLS.ClientTLS), as CheckFiles read them
 // before anything started.
 func securityOptions(k config.Kafka) ([]kgo.Opt, error) {
 	var opts []kgo.Opt
