@@ -2,6 +2,7 @@ package otel
 
 import (
 	"bytes"
+	"encoding/json"
 
 	"github.com/tracelake/tracelake/internal/envelope"
 )
@@ -39,18 +40,20 @@ var (
 	scopeKey    = []byte(`"scope"`)
 )
 
-// Every old name starts with legacyStart, then one of legacyNext.
+// Every old name starts with legacyStart, then one of legacyNext, unless
+// it is spelt with an escape (unicodeEscape), which pdata reads too.
 var (
-	legacyStart = []byte(`"instrumentation`)
-	legacyNext  = [2][]byte{[]byte("Library"), []byte("_library")}
+	legacyStart   = []byte(`"instrumentation`)
+	legacyNext    = [2][]byte{[]byte("Library"), []byte("_library")}
+	unicodeEscape = []byte(`\u`)
 )
 
 // PrepareJSON is an OTLP/JSON export request (a body, or an otlp_json
 // message) of signal as pdata's JSON unmarshalers must read it: refused
 // with anything but white space after it (CheckOneJSONValue), and with
 // the scopes of a sender older than OTLP 0.19 under today's names. A body
-// that holds no old name, every current sender's, is returned as it is,
-// after one scan for the names' common start.
+// that holds no old name and no \u escape (which could spell one), nearly
+// every current sender's, is returned as it is, after one scan for them.
 func PrepareJSON(signal string, b []byte) ([]byte, error) {
 	if err := CheckOneJSONValue(b); err != nil {
 		return nil, err
@@ -69,8 +72,12 @@ func PrepareJSON(signal string, b []byte) ([]byte, error) {
 }
 
 // mayHoldLegacyScopes says whether b holds a string starting with one of
-// the old names, which every old key is.
+// the old names, which every old key is, or an escape, with which a key
+// may spell one (pdata decodes keys' escapes).
 func mayHoldLegacyScopes(b []byte) bool {
+	if bytes.Contains(b, unicodeEscape) {
+		return true
+	}
 	for {
 		i := bytes.Index(b, legacyStart)
 		if i < 0 {
@@ -199,12 +206,21 @@ func appendLegacyScopes(out, v []byte) []byte {
 	return append(out, ']')
 }
 
-// isKey says whether the JSON string key (with its quotes) is one of names.
+// isKey says whether the JSON string key (with its quotes) is one of
+// names, read as pdata reads it: with its escapes decoded, so that a key
+// spelt "scope\u0053pans" is today's scope list too.
 func isKey(key []byte, names [2]string) bool {
 	if len(key) < 2 {
 		return false
 	}
 	k := key[1 : len(key)-1]
+	if bytes.IndexByte(k, '\\') >= 0 {
+		var decoded string
+		if err := json.Unmarshal(key, &decoded); err != nil {
+			return false // not a JSON string: pdata refuses the body
+		}
+		k = []byte(decoded)
+	}
 	return string(k) == names[0] || string(k) == names[1]
 }
 

@@ -1,6 +1,10 @@
 package otel
 
-import "testing"
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
 
 // PrepareJSON gives old scope lists today's names where pdata would read
 // them, leaves them out of a resource with today's scopes (as pdata's
@@ -51,5 +55,47 @@ func TestPrepareJSONRenamesLegacyScopes(t *testing.T) {
 
 	if _, err := PrepareJSON(SignalTraces, []byte(`{"resourceSpans":[{"instrumentationLibrarySpans":[]}]} {}`)); err == nil {
 		t.Error("a second value after the request was not refused")
+	}
+}
+
+// pdata reads a key with escapes (\u0053 for S) as the key it spells: so
+// must PrepareJSON. A double-publishing sender's resource with today's
+// scopes under an escaped key and the old copy stored every span twice
+// (the old copy renamed beside today's, both read); an old request whose
+// resource list or scope key was escaped stored no span, or its spans
+// without their scope.
+func TestPrepareJSONReadsEscapedKeysAsPdataDoes(t *testing.T) {
+	spans := func(in string) (n int, scope string) {
+		t.Helper()
+		b, err := PrepareJSON(SignalTraces, []byte(in))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalJSON(b); err != nil {
+			t.Fatalf("%s: read as %s: %v", in, b, err)
+		}
+		rs := req.Traces().ResourceSpans()
+		if rs.Len() > 0 && rs.At(0).ScopeSpans().Len() > 0 {
+			scope = rs.At(0).ScopeSpans().At(0).Scope().Name()
+		}
+		return req.Traces().SpanCount(), scope
+	}
+	for _, c := range []struct {
+		in    string
+		spans int
+		scope string
+	}{
+		{`{"resourceSpans":[{"scope\u0053pans":[{"scope":{"name":"new"},"spans":[{"name":"a"}]}],` +
+			`"instrumentationLibrarySpans":[{"instrumentationLibrary":{"name":"old"},"spans":[{"name":"a"}]}]}]}`, 1, "new"},
+		{`{"resource\u0053pans":[{"instrumentationLibrarySpans":[{"instrumentationLibrary":{"name":"old"},"spans":[{"name":"a"}]}]}]}`, 1, "old"},
+		{`{"resourceSpans":[{"instrumentation\u004cibrarySpans":[{"instrumentationLibrary":{"name":"old"},"spans":[{"name":"a"}]}]}]}`, 1, "old"},
+		{`{"resourceSpans":[{"instrumentationLibrarySpans":[{"instrumentation\u004Cibrary":{"name":"old"},"spans":[{"name":"a"}]}]}]}`, 1, "old"},
+		// Every old name escaped: no name's common start to find.
+		{`{"resourceSpans":[{"instrumentation\u004cibrarySpans":[{"instrumentation\u004cibrary":{"name":"old"},"spans":[{"name":"a"}]}]}]}`, 1, "old"},
+	} {
+		if n, scope := spans(c.in); n != c.spans || scope != c.scope {
+			t.Errorf("%s: %d spans, scope %q; want %d, %q", c.in, n, scope, c.spans, c.scope)
+		}
 	}
 }
