@@ -114,13 +114,20 @@ func raceSpans(t *testing.T, s, other *iceberg.Sink, racing func() bool) {
 	next := int64(0)
 	s.SetBeforeTableCommit(func(table string) {
 		if table == "tracelake.spans" && racing() {
-			b := sinktest.DerivedBatch(next, next, 1)
-			b.Rows, b.Derived = bytes.ReplaceAll(b.Rows, []byte(`"kpartition":0`), []byte(`"kpartition":1`)), nil
-			b.Ranges[0].Partition = 1
-			load(t, other, b)
+			loadSpansOfPartition1(t, other, next)
 			next++
 		}
 	})
+}
+
+// loadSpansOfPartition1 loads into other (a second instance) the spans of
+// offset off of partition 1, a commit of the spans table of its own.
+func loadSpansOfPartition1(t *testing.T, other *iceberg.Sink, off int64) {
+	t.Helper()
+	b := sinktest.DerivedBatch(off, off, 1)
+	b.Rows, b.Derived = bytes.ReplaceAll(b.Rows, []byte(`"kpartition":0`), []byte(`"kpartition":1`)), nil
+	b.Ranges[0].Partition = 1
+	load(t, other, b)
 }
 
 // A load whose operations' commit landed and whose spans' commit then lost

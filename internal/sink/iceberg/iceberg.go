@@ -677,7 +677,11 @@ const abandonedKeyPrefix = "tracelake.abandoned."
 // again, at other positions), then in one commit of the main table (an
 // empty snapshot, pinned as a load's), its position of tp moves past last
 // and first..last is added to the partition's abandoned positions. A
-// crash between the two abandons them again at the next start.
+// crash between the two abandons them again at the next start. The main
+// table's commit that loses a race (another instance's load, maintenance)
+// is made again on the table read again, as a maintenance commit is:
+// failed, it refused the request that started it, and every request after
+// it while the other writer kept committing.
 func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last int64) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
@@ -703,33 +707,55 @@ func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last 
 			}
 		}
 	}
-	next := maps.Clone(start)
-	next[tp] = last + 1
-	txn, summary, err := beginPositionsCommit(fresh, start, next, newLoadID())
-	if err != nil {
-		return err
-	}
-	key := abandonedKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
-	runs := fmt.Sprintf("%d-%d", first, last)
-	if old := fresh.Properties()[key]; old != "" {
-		runs = old + "," + runs
-	}
-	if err := txn.SetProperties(iceberggo.Properties{key: runs}); err != nil {
-		return err
-	}
-	if err := s.acceptRollbacks(txn, fresh); err != nil {
-		return err
-	}
-	if err := addFiles(ctx, txn, fresh, s.mainSchema(), nil, summary); err != nil {
-		return err
-	}
-	committed, err := txn.Commit(ctx)
+	committed, err := s.commitLostRaces(ctx, s.raw, func(tbl *table.Table) (*table.Transaction, error) {
+		return s.abandonTxn(ctx, tbl, tp, first, last)
+	})
 	if err != nil {
 		return fmt.Errorf("commit the abandoned positions of %s: %w", tp, err)
 	}
-	s.committedBranch(committed)
-	s.remember(committed)
+	if committed != nil {
+		s.committedBranch(committed)
+		s.remember(committed)
+	}
 	return nil
+}
+
+// abandonTxn is the main table's commit of Abandon on tbl as read: tp's
+// position moved past last and first..last added to its abandoned
+// positions; nil when tbl's position is past last already.
+func (s *Sink) abandonTxn(ctx context.Context, tbl *table.Table, tp sink.TopicPartition, first, last int64) (*table.Transaction, error) {
+	if err := s.checkBranch(tbl); err != nil {
+		return nil, err
+	}
+	start, err := positions(tbl)
+	if err != nil {
+		return nil, err
+	}
+	if start[tp] > last {
+		return nil, nil
+	}
+	first = max(first, start[tp])
+	next := maps.Clone(start)
+	next[tp] = last + 1
+	txn, summary, err := beginPositionsCommit(tbl, start, next, newLoadID())
+	if err != nil {
+		return nil, err
+	}
+	key := abandonedKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
+	runs := fmt.Sprintf("%d-%d", first, last)
+	if old := tbl.Properties()[key]; old != "" {
+		runs = old + "," + runs
+	}
+	if err := txn.SetProperties(iceberggo.Properties{key: runs}); err != nil {
+		return nil, err
+	}
+	if err := s.acceptRollbacks(txn, tbl); err != nil {
+		return nil, err
+	}
+	if err := addFiles(ctx, txn, tbl, s.mainSchema(), nil, summary); err != nil {
+		return nil, err
+	}
+	return txn, nil
 }
 
 // deleteAbandoned deletes the rows of table k (the dead-letter or derived
