@@ -23,25 +23,7 @@ import (
 func TestAbandonmentLosingARaceIsCommittedAgain(t *testing.T) {
 	dir := t.TempDir()
 	s, other := openDerived(t, dir), openDerived(t, dir)
-	racing := false
-	raceSpans(t, s, other, func() bool { return racing })
-	l, err := directload.Start(context.Background(), directload.Options{Sink: s, Decoder: spanAndOp{}, Signal: "traces", MaxLoadBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	forward := func(name string) error {
-		_, err := l.Forward(context.Background(), "traces", "team-a", []byte(name))
-		return err
-	}
-	if err := forward("a"); err != nil {
-		t.Fatal(err)
-	}
-	racing = true
-	if err := forward("b"); err == nil {
-		t.Fatal("the request whose spans' commit lost every race was answered stored")
-	}
-	racing = false
+	forward := pastAHalfCommittedLoad(t, s, other)
 	// The other instance commits to the spans table while the next
 	// request abandons b's position: after the abandonment read the
 	// table, before it commits.

@@ -163,25 +163,7 @@ func TestLostRaceAfterTheDerivedCommitIsCommittedAgain(t *testing.T) {
 func TestDirectLoadResumesPastEveryTable(t *testing.T) {
 	dir := t.TempDir()
 	s, other := openDerived(t, dir), openDerived(t, dir)
-	racing := false
-	raceSpans(t, s, other, func() bool { return racing })
-	l, err := directload.Start(context.Background(), directload.Options{Sink: s, Decoder: spanAndOp{}, Signal: "traces", MaxLoadBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	forward := func(name string) error {
-		_, err := l.Forward(context.Background(), "traces", "team-a", []byte(name))
-		return err
-	}
-	if err := forward("a"); err != nil {
-		t.Fatal(err)
-	}
-	racing = true
-	if err := forward("b"); err == nil || !iceberg.LostRace(err) {
-		t.Fatalf("the request whose spans' commit lost every race: %v, want a lost race", err)
-	}
-	racing = false
+	forward := pastAHalfCommittedLoad(t, s, other)
 	for _, name := range []string{"c", "b"} { // another client's, and the retry
 		if err := forward(name); err != nil {
 			t.Fatal(err)
@@ -206,6 +188,35 @@ func TestDirectLoadResumesPastEveryTable(t *testing.T) {
 	if pos, err := s.Positions(context.Background(), []sink.TopicPartition{tp}); err != nil || pos[tp] != 4 {
 		t.Errorf("position %v (%v), want 4: a, the abandoned b, c, b again", pos, err)
 	}
+}
+
+// pastAHalfCommittedLoad starts the OTLP receivers' loading (directload)
+// of spanAndOp requests into s, stores request "a", and refuses request
+// "b" by making its spans' commit lose every race to other (a second
+// instance) after its operations' commit landed; it returns how to send
+// the next requests.
+func pastAHalfCommittedLoad(t *testing.T, s, other *iceberg.Sink) (forward func(name string) error) {
+	t.Helper()
+	racing := false
+	raceSpans(t, s, other, func() bool { return racing })
+	l, err := directload.Start(context.Background(), directload.Options{Sink: s, Decoder: spanAndOp{}, Signal: "traces", MaxLoadBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	forward = func(name string) error {
+		_, err := l.Forward(context.Background(), "traces", "team-a", []byte(name))
+		return err
+	}
+	if err := forward("a"); err != nil {
+		t.Fatal(err)
+	}
+	racing = true
+	if err := forward("b"); err == nil || !iceberg.LostRace(err) {
+		t.Fatalf("the request whose spans' commit lost every race: %v, want a lost race", err)
+	}
+	racing = false
+	return forward
 }
 
 // spanAndOp decodes a request (its body a name) into one Spans row and
