@@ -15,7 +15,9 @@ import (
 // (merged apart, the earlier drop removed it); and a bootstrap row merged
 // before, beaten by a positioned change of its key that a drop on another
 // partition then removed, was lost with it (merged with the drop, the
-// bootstrap row stayed).
+// bootstrap row stayed). And a drop merged after a later one (read from
+// its partition later) was below the floor and removed nothing, not the
+// bootstrap row it follows either.
 func TestMaxwellBootstrapAgainstTruncationsWhicheverMerges(t *testing.T) {
 	type event struct {
 		partition int32
@@ -35,6 +37,19 @@ func TestMaxwellBootstrapAgainstTruncationsWhicheverMerges(t *testing.T) {
 		second: []event{
 			{1, "insert", "binlog.000001:250", `{"id":1,"name":"a"}`},
 			{1, "table-drop", "binlog.000001:300", ""},
+		},
+	}, {
+		// The consumer read partition 1 ahead of partition 0: the later
+		// drop merged first, and the earlier one, below the model's
+		// floor, removed nothing, not even the row it follows.
+		name: "a later drop on another partition merged first",
+		first: []event{
+			{0, "bootstrap-insert", "", `{"id":9,"name":"read before the drop"}`},
+			{1, "insert", "binlog.000001:250", `{"id":1,"name":"a"}`},
+			{1, "table-drop", "binlog.000001:300", ""},
+		},
+		second: []event{
+			{0, "table-drop", "binlog.000001:200", ""},
 		},
 	}, {
 		name: "beaten by a change the drop removes",

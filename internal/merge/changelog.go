@@ -435,15 +435,21 @@ ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC LIMIT 
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("read the truncations of %s: %w", p.m.Source, err)
 	}
-	if cut.Valid && cut.String >= truncated.String {
-		truncated = cut
+	if cut.Valid {
 		at := sqltext.String(cut.String)
 		before := func(alias string) string {
 			return fmt.Sprintf(`(%[1]sktopic = %[2]s AND %[1]skpartition = %[3]d AND (%[1]skoffset, %[1]skindex) < (%[4]d, %[5]d))`,
 				alias, sqltext.String(topic), partition, offset, index)
 		}
-		positioned = fmt.Sprintf(`(%s > %s OR %s = %s AND %s <> '' AND NOT %s)`, pos("c."), at, pos("c."), at, pos("c."), before("c."))
-		past = fmt.Sprintf("(%s OR %s = '' AND %s)", positioned, pos("c."), untruncated("c", "tl_cinc"))
+		if cut.String >= truncated.String {
+			truncated = cut
+			positioned = fmt.Sprintf(`(%s > %s OR %s = %s AND %s <> '' AND NOT %s)`, pos("c."), at, pos("c."), at, pos("c."), before("c."))
+			past = fmt.Sprintf("(%s OR %s = '' AND %s)", positioned, pos("c."), untruncated("c", "tl_cinc"))
+		}
+		// Below the floor too (merged after a later truncation, read
+		// first from another partition): it removes no positioned row,
+		// each at or above the floor, but a row without a position that
+		// it follows in its partition goes, as it would merged with it.
 		if len(p.keys) > 0 {
 			if err := c.truncate(ctx, tx, p, at, before); err != nil {
 				return "", err
