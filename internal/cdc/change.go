@@ -115,6 +115,11 @@ type Table struct {
 	// (Decoder.Claim): fromOtherServers.
 	servers atomic.Pointer[serverSet]
 
+	// key is the key (its column names) of the table's latest Debezium
+	// change with a row decoded in this process, nil before one: a
+	// tombstone keyed otherwise is not the table's (debeziumTombstone).
+	key atomic.Pointer[[]string]
+
 	// cols interns its column names, types Canal's type names.
 	cols, types names
 }

@@ -291,6 +291,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 		return dst, err
 	}
 	c.keepRowKeys()
+	table.sawKey(c.Key)
 	c.settle(c.Columns)
 	c.settle(c.Before)
 	return dst, nil
@@ -308,7 +309,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 // decoder knows that table (has seen its changes, or an earlier process
 // has: Claim) and it is of that server: a topic of many tables names
 // none of them, and its tombstones change nothing, as a key that is no
-// object of columns does not.
+// object of columns does not, or one not the key of the table's changes.
 func (d *Decoder) debeziumTombstone(dst []Change, topic string, key []byte) ([]Change, error) {
 	key = bytes.TrimSpace(key)
 	if isNull(key) || !validJSON(key) {
@@ -334,6 +335,13 @@ func (d *Decoder) debeziumTombstone(dst []Change, topic string, key []byte) ([]C
 	c.Op, c.Table = Delete, table
 	if err := d.debeziumKey(c, key); err != nil {
 		return dst[:n], err
+	}
+	if !table.keyedBy(c.Key) {
+		// Another producer's tombstone on the topic, or a key with a
+		// routing transform's field: a delete of a key the table has
+		// not would grow its changelog table and, the model's key
+		// changing, stop its merges for good.
+		return dst[:n], nil
 	}
 	var err error
 	if c.Columns, err = d.debeziumRow(c, c.Columns, row, structFields(nil, keySchema)); err != nil {
@@ -1177,6 +1185,28 @@ func (t *Table) sawServer(server []byte) {
 			return
 		}
 	}
+}
+
+// sawKey records key, the key of a change of t with a row: copied only
+// when it differs from the one recorded, the names being interned.
+func (t *Table) sawKey(key []string) {
+	if len(key) == 0 {
+		return
+	}
+	if p := t.key.Load(); p != nil && slices.Equal(*p, key) {
+		return
+	}
+	k := slices.Clone(key)
+	t.key.Store(&k)
+}
+
+// keyedBy says whether a tombstone keyed by key can be of t: the key of
+// t's changes, when this process has decoded one. A table known from an
+// earlier process alone (Claim), whose key the decoder has not seen, takes
+// any key.
+func (t *Table) keyedBy(key []string) bool {
+	p := t.key.Load()
+	return p == nil || slices.Equal(*p, key)
 }
 
 // fromOtherServers says whether the changes of t (decoded in this

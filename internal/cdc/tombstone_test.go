@@ -27,6 +27,10 @@ func TestDebeziumTombstoneDeletesItsKey(t *testing.T) {
 		{"a topic that names no table", "customers-compacted", `{"id":1004}`, ""},
 		{"a table the decoder has not seen", "mysql-server-1.inventory.orders", `{"id":1004}`, ""},
 		{"no key", del.topic, "", ""},
+		// Another producer's tombstone on the table's topic, keyed by
+		// what is not the table's key: no delete of the table's.
+		{"a key that is not the table's", del.topic, `{"customer_id":1004}`, ""},
+		{"a key of more columns than the table's", del.topic, `{"id":1004,"__dbz__physicalTableIdentifier":"mysql-server-1.inventory.customers"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tombstoneAfter(t, tc.topic, tc.key, tc.want, del)
