@@ -58,9 +58,14 @@ func (f *configFlags) register(fs *flag.FlagSet) {
 // loadFor reads the file and the environment, applies the flags and
 // validates. Any problem is a usage error (exit 2) listing every bad key.
 // With needKafka false (commands that only read the sink) a config without
-// topics is accepted.
+// topics is accepted; with it (verify, which asks Kafka where each
+// partition ends) the kafka.tls files are read and parsed too: without
+// them its client cannot be made, and verify checks the tables only.
 func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
-	return f.load(needKafka, false)
+	if needKafka {
+		return f.load(true, (*config.Config).CheckKafkaFiles)
+	}
+	return f.load(false, nil)
 }
 
 // loadService is loadFor for the commands that run the service (run,
@@ -68,10 +73,12 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 // too, a bad one reported with the bad keys. The other commands use none
 // of them, and an operator running those may not be able to read them.
 func (f *configFlags) loadService(needKafka bool) (*config.Config, error) {
-	return f.load(needKafka, true)
+	return f.load(needKafka, (*config.Config).CheckFiles)
 }
 
-func (f *configFlags) load(needKafka, checkFiles bool) (*config.Config, error) {
+// load is loadFor with checkFiles (nil: none), the check of the files the
+// command reads.
+func (f *configFlags) load(needKafka bool, checkFiles func(*config.Config) error) (*config.Config, error) {
 	cfg, loadErr := f.effective()
 	if cfg == nil {
 		return nil, usageError{loadErr}
@@ -81,8 +88,8 @@ func (f *configFlags) load(needKafka, checkFiles bool) (*config.Config, error) {
 		validate = cfg.ValidateOffline
 	}
 	var filesErr error
-	if checkFiles {
-		filesErr = cfg.CheckFiles()
+	if checkFiles != nil {
+		filesErr = checkFiles(cfg)
 	}
 	if err := errors.Join(loadErr, validate(), filesErr); err != nil {
 		return nil, usageError{fmt.Errorf("bad config:\n%s", indent(err))}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tracelake/tracelake/internal/config"
 )
 
 // writeSelfSigned writes a self-signed certificate and its key as PEM
@@ -179,14 +181,49 @@ sink: {duckdb: {path: %q}}
 			}
 		})
 	}
-	// The config check of those commands and of verify (whose Kafka
-	// questions are answered without a word if its client cannot be
-	// made, as before) leaves the files alone; run, serve and tracelake
-	// config read them (the tests above).
-	for _, needKafka := range []bool{false, true} {
-		cf := configFlags{path: cfgPath, topics: "t"}
-		if _, err := cf.loadFor(needKafka); err != nil {
-			t.Errorf("config of a command that uses no server file (needKafka %v): %v", needKafka, err)
-		}
+	// The config check of those commands leaves the files alone; run,
+	// serve and tracelake config read them (the tests above). verify's
+	// (needKafka) reads the kafka.tls files only: it asks Kafka with them
+	// (TestVerifyRefusesAKafkaTLSFileItCannotRead).
+	cf := configFlags{path: cfgPath, topics: "t"}
+	if _, err := cf.loadFor(false); err != nil {
+		t.Errorf("config of a command that uses no server file: %v", err)
+	}
+	_, err := cf.loadFor(true)
+	if err == nil || !strings.Contains(err.Error(), "kafka.tls.ca_file: ") || strings.Contains(err.Error(), "otlp.") || strings.Contains(err.Error(), "query.") {
+		t.Errorf("config of verify: %v, want kafka.tls.ca_file alone named (it uses no server file)", err)
+	}
+}
+
+// verify asks Kafka for the end of every partition it checks, with the
+// kafka.tls files. Since only run, serve and tracelake config read them up
+// front, verify with a kafka.tls file it cannot read made no Kafka client,
+// asked Kafka nothing and said nothing of it: it passed, checking the
+// sink's tables only, whatever Kafka holds unloaded. A command that dials
+// Kafka with these files must refuse them up front, as run does.
+func TestVerifyRefusesAKafkaTLSFileItCannotRead(t *testing.T) {
+	f := writeConfigFiles(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "c.yaml")
+	writeFile(t, cfgPath, fmt.Sprintf(`kafka: {brokers: ["127.0.0.1:9"], topics: [t], group: g, tls: {enabled: true, ca_file: %q}}
+sink: {duckdb: {path: %q}}
+`, f.missing, filepath.Join(dir, "t.duckdb")))
+	cfg, err := config.FromFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk, err := openDuckDB(cfg)
+	if err == nil {
+		err = snk.Prepare(context.Background())
+		snk.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err = cmdVerify(context.Background(), &cmdEnv{stdout: &out, stderr: &errOut}, []string{"--config", cfgPath})
+	code, msg := exitStatus(err)
+	if code != exitUsage || !strings.Contains(msg, "kafka.tls.ca_file: ") {
+		t.Errorf("verify: exit %d, %q, want exit %d naming kafka.tls.ca_file (it dials Kafka with it)\n%s%s", code, msg, exitUsage, out.String(), errOut.String())
 	}
 }

@@ -46,15 +46,12 @@ func (c *Config) checker(errs *[]error) func(ok bool, key, format string, args .
 // (otlp.tokens_file; the otlp.tls and query.tls files; the kafka.tls files
 // with enabled), one error per key at fault. It is not part of Validate:
 // run, serve and tracelake config call it, before anything is opened, while
-// the commands that use none of these files (sql, dlq, verify, merge, …)
-// keep working for an operator who cannot read the service's key.
+// the commands that use none of these files (sql, dlq, report, …) keep
+// working for an operator who cannot read the service's key; those that
+// ask Kafka check its files (CheckKafkaFiles).
 func (c *Config) CheckFiles() error {
-	var errs []error
+	errs := []error{c.CheckKafkaFiles()}
 	check := c.checker(&errs)
-	if t := c.Kafka.TLS; t.Enabled && (t.CertFile == "") == (t.KeyFile == "") {
-		_, file, err := t.clientTLS()
-		check(err == nil, "kafka.tls."+file, "%v", err)
-	}
 	c.OTLP.TLS.checkFiles("otlp.tls", check)
 	c.Query.TLS.checkFiles("query.tls", check)
 	if c.OTLP.TokensFile != "" {
@@ -63,6 +60,21 @@ func (c *Config) CheckFiles() error {
 		// tenancy.Tokens).
 		err := tenancy.CheckTokensFile(c.OTLP.TokensFile)
 		check(err == nil, "otlp.tokens_file", "%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckKafkaFiles reads and parses the kafka.tls files (with enabled), the
+// part of CheckFiles that the commands asking Kafka (verify; merge with
+// change capture) check too, before they open anything: their client
+// cannot be made without them, and verify without a client checks the
+// sink's tables only.
+func (c *Config) CheckKafkaFiles() error {
+	var errs []error
+	check := c.checker(&errs)
+	if t := c.Kafka.TLS; t.Enabled && (t.CertFile == "") == (t.KeyFile == "") {
+		_, file, err := t.clientTLS()
+		check(err == nil, "kafka.tls."+file, "%v", err)
 	}
 	return errors.Join(errs...)
 }
