@@ -212,14 +212,7 @@ sink: {duckdb: {path: %q}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	snk, err := openDuckDB(cfg)
-	if err == nil {
-		err = snk.Prepare(context.Background())
-		snk.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	prepareSignalTables(t, cfg)
 	var out, errOut bytes.Buffer
 	err = cmdVerify(context.Background(), &cmdEnv{stdout: &out, stderr: &errOut}, []string{"--config", cfgPath})
 	code, msg := exitStatus(err)

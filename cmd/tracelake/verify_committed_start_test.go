@@ -78,6 +78,13 @@ func committedStartConfig(t *testing.T, kafkaExtra, rest string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prepareSignalTables(t, cfg)
+	return path
+}
+
+// prepareSignalTables prepares the DuckDB tables of each of cfg's signals.
+func prepareSignalTables(t *testing.T, cfg *config.Config) {
+	t.Helper()
 	for _, c := range cfg.SignalConfigs() {
 		snk, err := openDuckDB(c)
 		if err == nil {
@@ -88,5 +95,4 @@ func committedStartConfig(t *testing.T, kafkaExtra, rest string) string {
 			t.Fatal(err)
 		}
 	}
-	return path
 }
