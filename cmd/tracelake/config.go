@@ -68,6 +68,18 @@ func (f *configFlags) loadFor(needKafka bool) (*config.Config, error) {
 	return f.load(false, nil)
 }
 
+// loadMerge is loadFor for tracelake merge, which asks Kafka (its files
+// read and parsed up front, as verify's) only with change capture: where
+// the changelog topics end holds the marks back.
+func (f *configFlags) loadMerge() (*config.Config, error) {
+	return f.load(false, func(c *config.Config) error {
+		if !c.CapturesChanges() {
+			return nil
+		}
+		return c.CheckKafkaFiles()
+	})
+}
+
 // loadService is loadFor for the commands that run the service (run,
 // serve): the files it reads at start (TLS, tokens) are read and parsed
 // too, a bad one reported with the bad keys. The other commands use none

@@ -220,3 +220,24 @@ sink: {duckdb: {path: %q}}
 		t.Errorf("verify: exit %d, %q, want exit %d naming kafka.tls.ca_file (it dials Kafka with it)\n%s%s", code, msg, exitUsage, out.String(), errOut.String())
 	}
 }
+
+// merge with change capture asks Kafka where the changelog topics end,
+// with the kafka.tls files, and read none of them up front: it opened
+// (created) the database and prepared its tables, then failed making its
+// Kafka client (exit 1), not as a bad config before opening anything.
+func TestChangeCaptureMergeRefusesAKafkaTLSFileItCannotRead(t *testing.T) {
+	f := writeConfigFiles(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.duckdb")
+	cfgPath := filepath.Join(dir, "c.yaml")
+	writeFile(t, cfgPath, fmt.Sprintf(`kafka: {brokers: ["127.0.0.1:9"], topics: [t], group: g, format: debezium, tls: {enabled: true, ca_file: %q}}
+sink: {duckdb: {path: %q}}
+`, f.missing, db))
+	code, msg := exitStatus(cmdMerge(context.Background(), []string{"--config", cfgPath}))
+	if code != exitUsage || !strings.Contains(msg, "kafka.tls.ca_file: ") {
+		t.Errorf("merge: exit %d, %q, want exit %d naming kafka.tls.ca_file (it asks Kafka with it)", code, msg, exitUsage)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("merge opened the database before refusing its config (stat: %v)", err)
+	}
+}

@@ -43,7 +43,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		// Negative, it was taken for 0 (merge once and exit) without a word.
 		return usagef("--every %s: want 0 or more", *every)
 	}
-	cfg, err := cf.loadFor(false)
+	cfg, err := cf.loadMerge()
 	if err != nil {
 		return err
 	}
