@@ -80,12 +80,18 @@ func (f *configFlags) loadMerge() (*config.Config, error) {
 	})
 }
 
-// loadService is loadFor for the commands that run the service (run,
-// serve): the files it reads at start (TLS, tokens) are read and parsed
-// too, a bad one reported with the bad keys. The other commands use none
-// of them, and an operator running those may not be able to read them.
+// loadService is loadFor for tracelake run: the files the service reads
+// at start (TLS, tokens) are read and parsed too, a bad one reported with
+// the bad keys. The other commands use none or some of them, and an
+// operator running those may not be able to read the others.
 func (f *configFlags) loadService(needKafka bool) (*config.Config, error) {
 	return f.load(needKafka, (*config.Config).CheckFiles)
+}
+
+// loadServe is loadFor for tracelake serve, whose query listeners read
+// query.tls and the tokens, and nothing of the receivers or Kafka.
+func (f *configFlags) loadServe() (*config.Config, error) {
+	return f.load(false, (*config.Config).CheckQueryFiles)
 }
 
 // load is loadFor with checkFiles (nil: none), the check of the files the

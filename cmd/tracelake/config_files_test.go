@@ -241,3 +241,25 @@ sink: {duckdb: {path: %q}}
 		t.Errorf("merge opened the database before refusing its config (stat: %v)", err)
 	}
 }
+
+// tracelake serve answers queries on the Iceberg tables: it reads
+// query.tls and the tokens (its callers' tenants), not the receivers'
+// otlp.tls nor kafka.tls. A query host given the service's config without
+// the receivers' key or the Kafka CA (which it never opens) was refused,
+// exit 2, naming those files.
+func TestServeIgnoresTheFilesItDoesNotUse(t *testing.T) {
+	f := writeConfigFiles(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "c.yaml")
+	writeFile(t, cfgPath, fmt.Sprintf(`otlp: {http: "127.0.0.1:0", tls: {cert_file: %q, key_file: %q}}
+query: {http: "127.0.0.1:0"}
+kafka: {tls: {enabled: true, ca_file: %q}}
+sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}
+`, f.cert, f.missing, f.missing, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse")))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve returns once it served, or fails opening
+	err := cmdServe(ctx, []string{"--config", cfgPath})
+	if code, msg := exitStatus(err); code == exitUsage || strings.Contains(msg, "otlp.tls") || strings.Contains(msg, "kafka.tls") {
+		t.Errorf("serve: exit %d, %q, want no word of otlp.tls or kafka.tls (serve opens neither)", code, msg)
+	}
+}

@@ -176,7 +176,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := cf.loadService(false)
+	cfg, err := cf.loadServe()
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,8 @@ func (c *Config) checker(errs *[]error) func(ok bool, key, format string, args .
 // CheckFiles reads and parses the files the service reads when it starts
 // (otlp.tokens_file; the otlp.tls and query.tls files; the kafka.tls files
 // with enabled), one error per key at fault. It is not part of Validate:
-// run, serve and tracelake config call it, before anything is opened, while
+// run and tracelake config call it (serve its query part,
+// CheckQueryFiles), before anything is opened, while
 // the commands that use none of these files (sql, dlq, report, …) keep
 // working for an operator who cannot read the service's key; those that
 // ask Kafka check its files (CheckKafkaFiles).
@@ -53,6 +54,17 @@ func (c *Config) CheckFiles() error {
 	errs := []error{c.CheckKafkaFiles()}
 	check := c.checker(&errs)
 	c.OTLP.TLS.checkFiles("otlp.tls", check)
+	errs = append(errs, c.CheckQueryFiles())
+	return errors.Join(errs...)
+}
+
+// CheckQueryFiles reads and parses the files the query listeners read
+// (query.tls; otlp.tokens_file, by which they tell their callers'
+// tenants), the part of CheckFiles that tracelake serve, which runs no
+// receiver and reads no Kafka, checks.
+func (c *Config) CheckQueryFiles() error {
+	var errs []error
+	check := c.checker(&errs)
 	c.Query.TLS.checkFiles("query.tls", check)
 	if c.OTLP.TokensFile != "" {
 		// The receivers read it again, and then every second (a file
