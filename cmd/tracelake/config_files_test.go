@@ -59,6 +59,17 @@ func writeConfigFiles(t *testing.T) configFiles {
 	return f
 }
 
+// writeFilesConfig writes, in a new directory, the config yaml makes of
+// the files of writeConfigFiles and that directory; it returns both paths.
+func writeFilesConfig(t *testing.T, yaml func(f configFiles, dir string) string) (dir, path string) {
+	t.Helper()
+	f := writeConfigFiles(t)
+	dir = t.TempDir()
+	path = filepath.Join(dir, "c.yaml")
+	writeFile(t, path, yaml(f, dir))
+	return dir, path
+}
+
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -159,14 +170,13 @@ func badConfigFilesExit2(t *testing.T, cases map[string]struct{ section, key str
 // read by every command's config check, each such command exited 2, "bad
 // config", naming a file it never opens.
 func TestCommandsThatDoNotUseTheServiceFilesIgnoreThem(t *testing.T) {
-	f := writeConfigFiles(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "c.yaml")
-	writeFile(t, cfgPath, fmt.Sprintf(`otlp: {http: "127.0.0.1:0", tokens_file: %q, tls: {cert_file: %q, key_file: %q}}
+	_, cfgPath := writeFilesConfig(t, func(f configFiles, dir string) string {
+		return fmt.Sprintf(`otlp: {http: "127.0.0.1:0", tokens_file: %q, tls: {cert_file: %q, key_file: %q}}
 query: {flight_sql: "127.0.0.1:0", tls: {cert_file: %q, key_file: %q, client_ca_file: %q}}
 kafka: {tls: {enabled: true, ca_file: %q}}
 sink: {duckdb: {path: %q}}
-`, f.missing, f.cert, f.missing, f.cert, f.garbage, f.missing, f.missing, filepath.Join(dir, "t.duckdb")))
+`, f.missing, f.cert, f.missing, f.cert, f.garbage, f.missing, f.missing, filepath.Join(dir, "t.duckdb"))
+	})
 	ctx := context.Background()
 	for name, cmd := range map[string]func(env *cmdEnv) error{
 		"sql":      func(env *cmdEnv) error { return cmdSQL(ctx, env, []string{"--config", cfgPath, "SELECT 42 AS answer"}) },
@@ -202,12 +212,11 @@ sink: {duckdb: {path: %q}}
 // sink's tables only, whatever Kafka holds unloaded. A command that dials
 // Kafka with these files must refuse them up front, as run does.
 func TestVerifyRefusesAKafkaTLSFileItCannotRead(t *testing.T) {
-	f := writeConfigFiles(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "c.yaml")
-	writeFile(t, cfgPath, fmt.Sprintf(`kafka: {brokers: ["127.0.0.1:9"], topics: [t], group: g, tls: {enabled: true, ca_file: %q}}
+	_, cfgPath := writeFilesConfig(t, func(f configFiles, dir string) string {
+		return fmt.Sprintf(`kafka: {brokers: ["127.0.0.1:9"], topics: [t], group: g, tls: {enabled: true, ca_file: %q}}
 sink: {duckdb: {path: %q}}
-`, f.missing, filepath.Join(dir, "t.duckdb")))
+`, f.missing, filepath.Join(dir, "t.duckdb"))
+	})
 	cfg, err := config.FromFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -226,13 +235,12 @@ sink: {duckdb: {path: %q}}
 // (created) the database and prepared its tables, then failed making its
 // Kafka client (exit 1), not as a bad config before opening anything.
 func TestChangeCaptureMergeRefusesAKafkaTLSFileItCannotRead(t *testing.T) {
-	f := writeConfigFiles(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "t.duckdb")
-	cfgPath := filepath.Join(dir, "c.yaml")
-	writeFile(t, cfgPath, fmt.Sprintf(`kafka: {brokers: ["127.0.0.1:9"], topics: [t], group: g, format: debezium, tls: {enabled: true, ca_file: %q}}
+	dir, cfgPath := writeFilesConfig(t, func(f configFiles, dir string) string {
+		return fmt.Sprintf(`kafka: {brokers: ["127.0.0.1:9"], topics: [t], group: g, format: debezium, tls: {enabled: true, ca_file: %q}}
 sink: {duckdb: {path: %q}}
-`, f.missing, db))
+`, f.missing, filepath.Join(dir, "t.duckdb"))
+	})
+	db := filepath.Join(dir, "t.duckdb")
 	code, msg := exitStatus(cmdMerge(context.Background(), []string{"--config", cfgPath}))
 	if code != exitUsage || !strings.Contains(msg, "kafka.tls.ca_file: ") {
 		t.Errorf("merge: exit %d, %q, want exit %d naming kafka.tls.ca_file (it asks Kafka with it)", code, msg, exitUsage)
@@ -248,14 +256,13 @@ sink: {duckdb: {path: %q}}
 // the receivers' key or the Kafka CA (which it never opens) was refused,
 // exit 2, naming those files.
 func TestServeIgnoresTheFilesItDoesNotUse(t *testing.T) {
-	f := writeConfigFiles(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "c.yaml")
-	writeFile(t, cfgPath, fmt.Sprintf(`otlp: {http: "127.0.0.1:0", tls: {cert_file: %q, key_file: %q}}
+	_, cfgPath := writeFilesConfig(t, func(f configFiles, dir string) string {
+		return fmt.Sprintf(`otlp: {http: "127.0.0.1:0", tls: {cert_file: %q, key_file: %q}}
 query: {http: "127.0.0.1:0"}
 kafka: {tls: {enabled: true, ca_file: %q}}
 sink: {type: iceberg, iceberg: {catalog: %q, warehouse: %q}}
-`, f.cert, f.missing, f.missing, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse")))
+`, f.cert, f.missing, f.missing, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // serve returns once it served, or fails opening
 	err := cmdServe(ctx, []string{"--config", cfgPath})
