@@ -191,8 +191,9 @@ sink: {duckdb: {path: %q}}
 			}
 		})
 	}
-	// The config check of those commands leaves the files alone; run,
-	// serve and tracelake config read them (the tests above). verify's
+	// The config check of those commands leaves the files alone; run
+	// and tracelake config read them (the tests above), serve its query
+	// files (TestServeIgnoresTheFilesItDoesNotUse). verify's
 	// (needKafka) reads the kafka.tls files only: it asks Kafka with them
 	// (TestVerifyRefusesAKafkaTLSFileItCannotRead).
 	cf := configFlags{path: cfgPath, topics: "t"}
