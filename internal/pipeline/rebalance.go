@@ -193,7 +193,13 @@ func (w *Worker) commitStarts(ctx context.Context, starts map[string]map[int32]k
 // start is committed (and, for those in unlisted, their log start
 // listed): startLater's goroutine. A partition dropped leaves w.pending,
 // and the goroutine ends once none of its partitions is left there.
-type pendingStart struct{ cancel context.CancelFunc }
+type pendingStart struct {
+	cancel context.CancelFunc
+	// at is where each of its partitions starts, once known (not yet
+	// for one whose log start is still to be listed), for a revoke to
+	// commit (commitRevokedStarts). Guarded by Worker.mu.
+	at map[sink.TopicPartition]int64
+}
 
 // startLater pauses the partitions whose start could not be committed
 // (known) or whose log start could not be listed (unlisted) in the
@@ -209,7 +215,7 @@ func (w *Worker) startLater(known map[string]map[int32]kgo.EpochOffset, unlisted
 		return
 	}
 	ctx, cancel := context.WithCancel(w.bg)
-	ps := &pendingStart{cancel: cancel}
+	ps := &pendingStart{cancel: cancel, at: map[sink.TopicPartition]int64{}}
 	pause := map[string][]int32{}
 	starts := map[string]map[int32]kgo.EpochOffset{}
 	add := func(tp sink.TopicPartition) {
@@ -219,7 +225,9 @@ func (w *Worker) startLater(known map[string]map[int32]kgo.EpochOffset, unlisted
 	w.mu.Lock()
 	for t, parts := range known {
 		for p, o := range parts {
-			add(sink.TopicPartition{Topic: t, Partition: p})
+			tp := sink.TopicPartition{Topic: t, Partition: p}
+			add(tp)
+			ps.at[tp] = o.Offset
 			if starts[t] == nil {
 				starts[t] = map[int32]kgo.EpochOffset{}
 			}
@@ -306,6 +314,7 @@ func (w *Worker) listPending(ctx context.Context, ps *pendingStart, starts map[s
 			}
 		}
 		w.seeded[tp] = at
+		ps.at[tp] = at
 		if starts[tp.Topic] == nil {
 			starts[tp.Topic] = map[int32]kgo.EpochOffset{}
 		}
@@ -520,8 +529,47 @@ func (w *Worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 		// the ledger position; whichever of the two loads them second,
 		// the sink's ledger check makes it skip them.
 		w.log.Warn("pending data of revoked partitions not loaded before the revoke; the new owner re-reads it", "err", err)
+		// The flush did not reach the loader, which commits the starts
+		// still pending: committed here, or nowhere.
+		w.commitRevokedStarts(revoked)
 	}
 	w.drop(revoked)
+}
+
+// commitRevokedStarts commits where the revoked partitions still paused
+// until their start is committed (startLater) start, when the revoke's
+// flush did not reach the loader (loads hanging). A start needs no load,
+// and the revoke is the last moment this worker owns them: else the next
+// owner finds no position, and a run started later with start_offset
+// latest starts them at their end as it is then, skipping every record
+// produced since this worker's start. Their retries stop with the drop.
+func (w *Worker) commitRevokedStarts(revoked map[string][]int32) {
+	w.commitMu.Lock()
+	defer w.commitMu.Unlock()
+	starts := map[string]map[int32]kgo.EpochOffset{}
+	w.mu.Lock()
+	for t, parts := range revoked {
+		for _, p := range parts {
+			tp := sink.TopicPartition{Topic: t, Partition: p}
+			ps := w.pending[tp]
+			if ps == nil {
+				continue // started: committed already
+			}
+			if at, ok := ps.at[tp]; ok {
+				if starts[t] == nil {
+					starts[t] = map[int32]kgo.EpochOffset{}
+				}
+				starts[t][p] = kgo.EpochOffset{Epoch: -1, Offset: at}
+			}
+		}
+	}
+	w.mu.Unlock()
+	if len(starts) == 0 {
+		return
+	}
+	if _, err := w.commitOffsets(context.Background(), starts); err != nil {
+		w.log.Warn("commit where revoked partitions start ("+formatStarts(starts)+") failed; their next owner finds no position", "err", err)
+	}
 }
 
 // onLost drops the partitions without committing: the group has already
