@@ -239,6 +239,19 @@ func (c userColumn) badCast(v string) string {
 	return fmt.Sprintf("(%s AND (%s IS NULL%s))", c.present(), v, lost)
 }
 
+// fractionLost is true when the field is present and its cast, v, rounded
+// a fraction away (an integer column given 1.5 would hold 2, another value
+// than was sent, and could collide with a real 2's key); "" for a column
+// that is not an integer type. A decimal rounds to its declared scale, as
+// a merge's columns do (sqltext.FractionLost).
+func (c userColumn) fractionLost(v string) string {
+	lost := sqltext.FractionLost(c.source("j"), c.typ, "regexp_matches")
+	if lost == "" {
+		return ""
+	}
+	return fmt.Sprintf("(%s AND %s IS NOT NULL AND %s)", c.present(), v, lost)
+}
+
 // insertTransformed maps each staged JSON object onto the user's table by
 // field name, inside the load transaction. Objects with a field that cannot
 // be cast to its column, or without a value for a NOT NULL column, go to the
@@ -260,6 +273,9 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		}
 		vals = append(vals, c.value()+" AS "+ref(i))
 		casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(ref(i)), i))
+		if lost := c.fractionLost(ref(i)); lost != "" {
+			casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", lost, roundBase-i))
+		}
 		if c.notNull {
 			nulls = append(nulls, fmt.Sprintf("CASE WHEN %s IS NULL THEN %d END", ref(i), -i-1))
 		}
@@ -408,12 +424,14 @@ func (s *Sink) acceptRows(ctx context.Context, tx *sql.Tx) error {
 // notJSON marks a value DuckDB's JSON parser rejects although tracelake's
 // validator accepted it; uniqueBase-k a key that violates the table's k-th
 // primary key or unique constraint; checkBase-k a row failing its k-th
-// CHECK; fkBase-k a row whose k-th foreign key references no row.
+// CHECK; fkBase-k a row whose k-th foreign key references no row;
+// roundBase-i a fraction that the cast to integer column i rounded away.
 const (
 	notJSON    = -1 << 30
 	uniqueBase = -1 << 20
 	checkBase  = -2 << 20
 	fkBase     = -3 << 20
+	roundBase  = -4 << 20
 )
 
 // rejectTransformed writes the rejected objects to the dead-letter table
@@ -474,6 +492,10 @@ func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time)
 func (s *Sink) rejectReason(ctx context.Context, value string, bad int, lookups *int) string {
 	if bad == notJSON {
 		return "DuckDB cannot parse the value as JSON"
+	}
+	if bad <= roundBase {
+		c := s.userColumns[roundBase-bad]
+		return fmt.Sprintf("column %s (%s): the field has a fraction, which the column cannot hold without rounding", c.name, c.typ)
 	}
 	if bad <= fkBase {
 		return fmt.Sprintf("Constraint Error: violates foreign key constraint of %s: %s (no such referenced row)", s.opt.Table, s.userFKs[fkBase-bad].text)

@@ -181,3 +181,25 @@ func TestTransformLoadsATableWithAGeneratedColumn(t *testing.T) {
 		t.Errorf("orders = %v, want %v; dead letters %v", rows, want, dlq)
 	}
 }
+
+// A number with a fraction into an integer column is refused, not rounded:
+// DuckDB's cast of the text '1.5' to BIGINT is 2, so object 0 was stored
+// as id 2 (another value than was sent) and the real id 2 at offset 1 was
+// dead-lettered as its duplicate. Merges already refuse such a value
+// (sqltext.FractionLost); transform mode stored it.
+func TestTransformRefusesAFractionIntoAnIntegerColumn(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id BIGINT PRIMARY KEY, qty INTEGER)`,
+		`SELECT id, qty FROM orders`,
+		`{"id":1.5,"qty":1}`,
+		`{"id":2,"qty":2}`,
+		`{"id":3,"qty":"2.5"}`,
+		`{"id":4,"qty":4.0}`, // no fraction lost: loads
+	)
+	if want := []string{"2|2", "4|4"}; !slices.Equal(rows, want) {
+		t.Errorf("orders = %v, want %v; dead letters: %v", rows, want, dlq)
+	}
+	if len(dlq) != 2 || !strings.HasPrefix(dlq[0], "0|column id (BIGINT)") || !strings.HasPrefix(dlq[1], "2|column qty (INTEGER)") ||
+		!strings.Contains(dlq[0], "rounding") {
+		t.Errorf("dead letters = %v, want offsets 0 (id) and 2 (qty), refused for rounding", dlq)
+	}
+}
