@@ -35,6 +35,59 @@ func NestedCastLost(cast, src, typ string) string {
 		cast, count(cast), count(fmt.Sprintf("TRY_CAST(%s AS %s)", src, VarcharLeaves(typ))))
 }
 
+// NestedFractionLost is DuckDB SQL, true when cast — TRY_CAST(src AS typ)
+// of a nested typ — rounded a fraction away in an integer leaf: DuckDB
+// casts the JSON number 1.5 to an INTEGER element as 2, a value never
+// sent. src and cast are both cast again to typ with every integer leaf
+// DOUBLE (doubleLeaves): such a leaf is 1.5 from src and 2 from cast,
+// while every other leaf keeps its type and casts alike from both. A leaf
+// that did not cast at all differs too (NestedCastLost names that case).
+// "" when typ has no integer leaf.
+func NestedFractionLost(cast, src, typ string) string {
+	d, ok := doubleLeaves(typ)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("(TRY_CAST(%s AS %s) IS DISTINCT FROM TRY_CAST(%s AS %s))", src, d, cast, d)
+}
+
+// doubleLeaves is the nested type typ with every integer leaf DOUBLE (map
+// keys kept), and whether it had one: STRUCT(a INTEGER, b VARCHAR)[] is
+// STRUCT(a DOUBLE, b VARCHAR)[].
+func doubleLeaves(typ string) (string, bool) {
+	t := strings.TrimSpace(typ)
+	if strings.HasSuffix(t, "]") {
+		if i := strings.LastIndex(t, "["); i > 0 {
+			inner, ok := doubleLeaves(t[:i])
+			return inner + t[i:], ok
+		}
+	}
+	if integerType(t) {
+		return "DOUBLE", true
+	}
+	open := strings.IndexByte(t, '(')
+	if open < 0 || !strings.HasSuffix(t, ")") {
+		return t, false
+	}
+	head, parts := strings.ToUpper(strings.TrimSpace(t[:open])), splitTop(t[open+1:len(t)-1])
+	switch head {
+	case "MAP":
+		if len(parts) == 2 {
+			v, ok := doubleLeaves(parts[1])
+			return "MAP(" + parts[0] + ", " + v + ")", ok
+		}
+	case "STRUCT", "UNION":
+		found := false
+		for i, p := range parts {
+			name, rest := splitName(p)
+			leaf, ok := doubleLeaves(rest)
+			parts[i], found = name+" "+leaf, found || ok
+		}
+		return head + "(" + strings.Join(parts, ", ") + ")", found
+	}
+	return t, false // DECIMAL(9,2), VARCHAR(10), …
+}
+
 // VarcharLeaves is the nested type typ with every leaf type VARCHAR (map
 // keys and JSON leaves kept): STRUCT(a INTEGER, b DECIMAL(9,2)[]) is STRUCT(a VARCHAR,
 // b VARCHAR[]).

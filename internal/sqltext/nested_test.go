@@ -17,3 +17,17 @@ func TestVarcharLeavesKeepsTheShapeOfANestedType(t *testing.T) {
 		}
 	}
 }
+
+func TestDoubleLeavesTurnsOnlyIntegerLeavesDouble(t *testing.T) {
+	f := func(typ, want string, wantOK bool) {
+		t.Helper()
+		if got, ok := doubleLeaves(typ); got != want || ok != wantOK {
+			t.Errorf("doubleLeaves(%s) = %s, %v, want %s, %v", typ, got, ok, want, wantOK)
+		}
+	}
+	f("INTEGER[]", "DOUBLE[]", true)
+	f("VARCHAR[]", "VARCHAR[]", false)
+	f("STRUCT(a BIGINT, b DECIMAL(9,2))[3]", "STRUCT(a DOUBLE, b DECIMAL(9,2))[3]", true)
+	f("MAP(INTEGER, VARCHAR)", "MAP(INTEGER, VARCHAR)", false)
+	f(`MAP(VARCHAR, STRUCT("x y" UBIGINT))`, `MAP(VARCHAR, STRUCT("x y" DOUBLE))`, true)
+}

@@ -241,11 +241,16 @@ func (c userColumn) badCast(v string) string {
 
 // fractionLost is true when the field is present and its cast, v, rounded
 // a fraction away (an integer column given 1.5 would hold 2, another value
-// than was sent, and could collide with a real 2's key); "" for a column
-// that is not an integer type. A decimal rounds to its declared scale, as
+// than was sent, and could collide with a real 2's key; likewise an
+// integer element of a list, struct or map); "" for a column without an
+// integer type or element. A decimal rounds to its declared scale, as
 // a merge's columns do (sqltext.FractionLost).
 func (c userColumn) fractionLost(v string) string {
 	lost := sqltext.FractionLost(c.source("j"), c.typ, "regexp_matches")
+	if sqltext.Nested(c.typ) {
+		// An integer element of a list, struct or map.
+		lost = sqltext.NestedFractionLost(v, c.source("j"), c.typ)
+	}
 	if lost == "" {
 		return ""
 	}

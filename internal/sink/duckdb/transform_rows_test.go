@@ -203,3 +203,22 @@ func TestTransformRefusesAFractionIntoAnIntegerColumn(t *testing.T) {
 		t.Errorf("dead letters = %v, want offsets 0 (id) and 2 (qty), refused for rounding", dlq)
 	}
 }
+
+// The same inside a list, struct or map: DuckDB's cast of the JSON number
+// 1.5 to an INTEGER element is 2, so [1.5] was stored as [2] and
+// {"w":2.5} as {'w': 2}, values that were never sent.
+func TestTransformRefusesAFractionIntoAnIntegerElement(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id BIGINT, qty INTEGER[], dims STRUCT(w INTEGER, label VARCHAR), attrs MAP(VARCHAR, BIGINT))`,
+		`SELECT id, coalesce(qty::VARCHAR, '') || ';' || coalesce(dims::VARCHAR, '') || ';' || coalesce(attrs::VARCHAR, '') FROM orders`,
+		`{"id":1,"qty":[1.5]}`,
+		`{"id":2,"dims":{"w":2.5,"label":"x"}}`,
+		`{"id":3,"attrs":{"k":0.5}}`,
+		`{"id":4,"qty":[1,2.0,null],"dims":{"w":3,"label":"1.50"},"attrs":{"k":5}}`,
+	)
+	if want := []string{"4|[1, 2, NULL];{'w': 3, 'label': 1.50};{k=5}"}; !slices.Equal(rows, want) {
+		t.Errorf("orders = %v, want %v (objects 0-2 dead-lettered); dead letters: %v", rows, want, dlq)
+	}
+	if len(dlq) != 3 {
+		t.Errorf("dead letters = %v, want offsets 0, 1, 2", dlq)
+	}
+}
