@@ -89,7 +89,8 @@ WITH src AS (
 // to its column's type or whose fraction an integer or DECIMAL column would
 // round (sqltext.FractionLost), a missing key or version. With duck
 // (DuckDB), also a list, struct or map value one element of which does not
-// cast: TRY_CAST nulls the element, not the value.
+// cast (TRY_CAST nulls the element, not the value) or has a fraction an
+// integer element would round.
 func (p *plan) reasonExpr(duck bool) string {
 	regexp := "regexp_like" // Databend's
 	if duck {
@@ -112,6 +113,11 @@ func (p *plan) reasonExpr(duck bool) string {
 			fmt.Fprintf(&b, "%s tl_raw_%d IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 				when, i, sqltext.NestedCastLost(sqltext.Ident(c.Name), fmt.Sprintf("tl_raw_%d", i), c.Type),
 				p.lit("column "+c.Name+": an element does not cast: "), i, p.lit(" to "+c.Type))
+			if lost := sqltext.NestedFractionLost(sqltext.Ident(c.Name), fmt.Sprintf("tl_raw_%d", i), c.Type); lost != "" {
+				// An integer element given 1.5 is cast to 2, not NULL.
+				fmt.Fprintf(&b, "%s tl_raw_%d IS NOT NULL AND %s IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
+					when, i, sqltext.Ident(c.Name), lost, p.lit("column "+c.Name+": an element "), i, p.lit(" does not fit "+c.Type+" without rounding"))
+			}
 		}
 	}
 	for _, c := range p.keys {
