@@ -257,6 +257,20 @@ func (c userColumn) fractionLost(v string) string {
 	return fmt.Sprintf("(%s AND %s IS NOT NULL AND %s)", c.present(), v, lost)
 }
 
+// indexed is the column of the table alias t as its unique index compares
+// it: DuckDB's index compares text as bytes whatever the column's collation
+// (a NOCASE key holds "a" and "A"), while = would compare it under the
+// collation and find a duplicate the index has not. COLLATE C is the
+// byte-wise comparison; information_schema names a collated text column
+// VARCHAR.
+func (c userColumn) indexed(t string) string {
+	ref := t + "." + sqltext.Ident(c.name)
+	if strings.EqualFold(c.typ, "VARCHAR") {
+		return ref + " COLLATE C"
+	}
+	return ref
+}
+
 // insertTransformed maps each staged JSON object onto the user's table by
 // field name, inside the load transaction. Objects with a field that cannot
 // be cast to its column, or without a value for a NOT NULL column, go to the
@@ -296,7 +310,7 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		var notNull, match []string
 		for _, i := range key.columns {
 			notNull = append(notNull, ref(i)+" IS NOT NULL")
-			match = append(match, fmt.Sprintf("t.%s = pre.%s", sqltext.Ident(cols[i].name), ref(i)))
+			match = append(match, fmt.Sprintf("%s = pre.%s", cols[i].indexed("t"), ref(i)))
 		}
 		uniques = append(uniques, fmt.Sprintf(`CASE WHEN len(tl_pre) = 0 AND %s AND EXISTS (SELECT 1 FROM %s t WHERE %s) THEN %d END`,
 			strings.Join(notNull, " AND "), s.tables.main, strings.Join(match, " AND "), uniqueBase-k))
