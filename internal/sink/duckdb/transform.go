@@ -329,7 +329,10 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		var notNull, match []string
 		for j, i := range fk.columns {
 			notNull = append(notNull, "pre."+ref(i)+" IS NOT NULL")
-			match = append(match, fmt.Sprintf("r.%s = pre.%s", sqltext.Ident(fk.refColumns[j]), ref(i)))
+			// The referenced column has the key column's type; DuckDB looks
+			// it up in its index, byte for byte whatever its collation.
+			refCol := userColumn{name: fk.refColumns[j], typ: cols[i].typ}
+			match = append(match, fmt.Sprintf("%s = pre.%s", refCol.indexed("r"), ref(i)))
 		}
 		uniques = append(uniques, fmt.Sprintf("CASE WHEN len(tl_pre) = 0 AND %s AND NOT EXISTS (SELECT 1 FROM %s r WHERE %s) THEN %d END",
 			strings.Join(notNull, " AND "), fk.refTable, strings.Join(match, " AND "), fkBase-k))

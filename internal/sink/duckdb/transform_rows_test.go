@@ -257,3 +257,20 @@ func TestTransformKeyWithACollationIsADuplicateOnlyAsTheIndexSaysSo(t *testing.T
 		t.Errorf("orders = %v, dead letters = %v; want %v and offset 2 (a true duplicate of A)", rows, dlq, want)
 	}
 }
+
+// A foreign key to a text key with a collation: DuckDB looks the
+// referenced row up byte for byte, so "A" has no row where only "a" is.
+// The check compared under the referenced column's NOCASE collation, let
+// the object through, and the INSERT failed the whole load — retried with
+// the same rows forever, the partition stalled.
+func TestTransformForeignKeyToACollatedKeyIsLookedUpAsTheIndexDoes(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE customers (name VARCHAR COLLATE NOCASE PRIMARY KEY); INSERT INTO customers VALUES ('a');
+		CREATE TABLE orders (id INTEGER, customer VARCHAR REFERENCES customers (name))`,
+		`SELECT id, customer FROM orders`,
+		`{"id":1,"customer":"a"}`,
+		`{"id":2,"customer":"A"}`,
+	)
+	if want := []string{"1|a"}; !slices.Equal(rows, want) || len(dlq) != 1 || !strings.HasPrefix(dlq[0], "1|") {
+		t.Errorf("orders = %v, dead letters = %v; want %v and offset 1 (no customer A)", rows, dlq, want)
+	}
+}
