@@ -318,12 +318,20 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 	for k, c := range s.userChecks {
 		// The expression is DuckDB's, over column names: evaluate it in a
 		// subquery that names this row's values (NULL passes, as in SQL).
-		named := make([]string, len(c.columns))
-		for j, i := range c.columns {
-			named[j] = "pre." + ref(i) + " AS " + sqltext.Ident(cols[i].name)
+		// They are unioned under the table's own (empty) columns, so they
+		// take the columns' types and collations: DuckDB evaluates a CHECK
+		// on a COLLATE NOCASE column under NOCASE.
+		// DuckDB lists a column once per mention in the expression; BY
+		// NAME takes each name once.
+		var named, columns []string
+		for _, i := range c.columns {
+			if col := sqltext.Ident(cols[i].name); !slices.Contains(columns, col) {
+				columns = append(columns, col)
+				named = append(named, "pre."+ref(i)+" AS "+col)
+			}
 		}
-		uniques = append(uniques, fmt.Sprintf("CASE WHEN len(tl_pre) = 0 AND NOT coalesce((SELECT %s FROM (SELECT %s) tl_check), true) THEN %d END",
-			c.expr, strings.Join(named, ", "), checkBase-k))
+		uniques = append(uniques, fmt.Sprintf("CASE WHEN len(tl_pre) = 0 AND NOT coalesce((SELECT %s FROM (SELECT %s FROM %s WHERE false UNION ALL BY NAME SELECT %s) tl_check), true) THEN %d END",
+			c.expr, strings.Join(columns, ", "), s.tables.main, strings.Join(named, ", "), checkBase-k))
 	}
 	for k, fk := range s.userFKs {
 		var notNull, match []string

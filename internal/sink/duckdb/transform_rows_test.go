@@ -274,3 +274,35 @@ func TestTransformForeignKeyToACollatedKeyIsLookedUpAsTheIndexDoes(t *testing.T)
 		t.Errorf("orders = %v, dead letters = %v; want %v and offset 1 (no customer A)", rows, dlq, want)
 	}
 }
+
+// A CHECK over a text column with a collation: DuckDB evaluates it under
+// the column's collation, so "ABC" passes CHECK (name IN ('abc')) on a
+// COLLATE NOCASE column (an INSERT of it succeeds). The check evaluated
+// the expression over the bare value and dead-lettered the object, a row
+// DuckDB would have stored.
+func TestTransformCheckOverACollatedColumnIsEvaluatedAsDuckDBDoes(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id INTEGER, name VARCHAR COLLATE NOCASE CHECK (name IN ('abc', 'def')))`,
+		`SELECT id, name FROM orders`,
+		`{"id":1,"name":"abc"}`,
+		`{"id":2,"name":"ABC"}`,
+		`{"id":3,"name":"xyz"}`,
+	)
+	if want := []string{"1|abc", "2|ABC"}; !slices.Equal(rows, want) || len(dlq) != 1 || !strings.HasPrefix(dlq[0], "2|") {
+		t.Errorf("orders = %v, dead letters = %v; want %v and offset 2 (xyz)", rows, dlq, want)
+	}
+}
+
+// A CHECK that names a column twice: DuckDB lists the column once per
+// mention, and the row's values are unioned by name under the table's
+// columns, which takes each name once.
+func TestTransformCheckNamingAColumnTwice(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id INTEGER, amount INTEGER, CHECK (amount > 0 AND amount < 100 AND id < amount))`,
+		`SELECT id, amount FROM orders`,
+		`{"id":1,"amount":5}`,
+		`{"id":2,"amount":500}`,
+		`{"id":9,"amount":5}`,
+	)
+	if want := []string{"1|5"}; !slices.Equal(rows, want) || len(dlq) != 2 {
+		t.Errorf("orders = %v, dead letters = %v; want %v and offsets 1, 2", rows, dlq, want)
+	}
+}
