@@ -42,13 +42,38 @@ func NestedCastLost(cast, src, typ string) string {
 // DOUBLE (doubleLeaves): such a leaf is 1.5 from src and 2 from cast,
 // while every other leaf keeps its type and casts alike from both. A leaf
 // that did not cast at all differs too (NestedCastLost names that case).
-// "" when typ has no integer leaf.
+// "" when typ has no integer leaf. A HUGEINT or UHUGEINT leaf is cast to
+// DOUBLE through its text: DuckDB's cast of a 128-bit integer to DOUBLE
+// rounds its two 64-bit halves separately, so a whole number above 2^64
+// (27670116110564329473) is another DOUBLE than the same number read from
+// src, and would be refused as rounded; the text reads as src's does.
+// Narrower integers cast to DOUBLE exactly as their text reads, and skip
+// that extra cast.
 func NestedFractionLost(cast, src, typ string) string {
 	d, ok := doubleLeaves(typ)
 	if !ok {
 		return ""
 	}
+	if wideLeaf(typ) {
+		cast = fmt.Sprintf("TRY_CAST(%s AS %s)", cast, VarcharLeaves(typ))
+	}
 	return fmt.Sprintf("(TRY_CAST(%s AS %s) IS DISTINCT FROM TRY_CAST(%s AS %s))", src, d, cast, d)
+}
+
+// wideLeaf says whether the nested type typ names a 128-bit integer type
+// (HUGEINT, UHUGEINT or their aliases) anywhere in it. A field whose name
+// is such a word counts too: that costs one cast, never a wrong answer.
+func wideLeaf(typ string) bool {
+	words := strings.FieldsFunc(strings.ToUpper(typ), func(r rune) bool {
+		return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_')
+	})
+	for _, w := range words {
+		switch w {
+		case "HUGEINT", "UHUGEINT", "INT128", "UINT128":
+			return true
+		}
+	}
+	return false
 }
 
 // doubleLeaves is the nested type typ with every integer leaf DOUBLE (map

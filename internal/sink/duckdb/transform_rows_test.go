@@ -306,3 +306,24 @@ func TestTransformCheckNamingAColumnTwice(t *testing.T) {
 		t.Errorf("orders = %v, dead letters = %v; want %v and offsets 1, 2", rows, dlq, want)
 	}
 }
+
+// A whole number in a HUGEINT or UHUGEINT element is not a fraction,
+// however large: 27670116110564329473 (2^64 + 2^63 + 2049) casts to HUGEINT
+// exactly, but the fraction check compared the JSON number cast to DOUBLE
+// (2.767011611056433e+19, rounded once) with the HUGEINT cast to DOUBLE
+// (2.7670116110564327e+19: DuckDB rounds the two halves of a HUGEINT
+// separately), which differ, so the object was dead-lettered as rounded.
+func TestTransformLoadsAWholeHugeintElement(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id BIGINT, big HUGEINT[], ubig STRUCT(u UHUGEINT))`,
+		`SELECT id, big::VARCHAR || ';' || ubig::VARCHAR FROM orders`,
+		`{"id":1,"big":[27670116110564329473, -27670116110564329473],"ubig":{"u":27670116110564329473}}`,
+		`{"id":2,"big":[1.5],"ubig":{"u":1}}`, // a fraction: refused
+	)
+	want := []string{"1|[27670116110564329473, -27670116110564329473];{'u': 27670116110564329473}"}
+	if !slices.Equal(rows, want) {
+		t.Errorf("orders = %v, want %v; dead letters: %v", rows, want, dlq)
+	}
+	if len(dlq) != 1 || !strings.HasPrefix(dlq[0], "1|") {
+		t.Errorf("dead letters = %v, want offset 1 alone", dlq)
+	}
+}
