@@ -426,7 +426,7 @@ func (b *Builder) attrCompare(col string, c Comparison) (string, error) {
 	if c.Op == "!=" || c.Op == "!~" {
 		all = "list_bool_and"
 	}
-	return fmt.Sprintf("(CASE json_type(%[1]s, %[2]s) WHEN 'ARRAY' THEN coalesce(%[3]s(list_transform(CAST(json_extract(%[1]s, %[2]s) AS JSON[]), e -> %[4]s)), FALSE) ELSE %[5]s END)",
+	return fmt.Sprintf("(CASE json_type(%[1]s, %[2]s) WHEN 'ARRAY' THEN coalesce(%[3]s(list_transform(CAST(json_extract(%[1]s, %[2]s) AS JSON[]), lambda e: %[4]s)), FALSE) ELSE %[5]s END)",
 		col, path, all, elem, scalar), nil
 }
 

@@ -355,8 +355,8 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		WITH src AS (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s),
 		valued AS (SELECT topic, "partition", "offset", "key", headers, create_time, "value", j, %s FROM src),
 		casted AS (SELECT * EXCLUDE (j), [%s] AS tl_cast FROM valued),
-		pre AS (SELECT *, list_filter(tl_cast || [%s], x -> x IS NOT NULL) AS tl_pre FROM casted),
-		bad AS (SELECT *, tl_pre || list_filter([%s], x -> x IS NOT NULL) AS tl_bad FROM pre)
+		pre AS (SELECT *, list_filter(tl_cast || [%s], lambda x: x IS NOT NULL) AS tl_pre FROM casted),
+		bad AS (SELECT *, tl_pre || list_filter([%s], lambda x: x IS NOT NULL) AS tl_bad FROM pre)
 		SELECT *, CASE WHEN len(tl_bad) > 0 THEN false END::BOOLEAN AS tl_ins FROM bad`,
 		readNDJSON(p.rowFiles, transformReadColumns, p.maxLine), where(p.dlqFilter),
 		strings.Join(vals, ", "), strings.Join(casts, ", "), strings.Join(nulls, ", "), strings.Join(uniques, ", "))
