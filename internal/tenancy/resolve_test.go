@@ -16,6 +16,7 @@ a-w       write=team-a
 a-r       read=team-a
 ab-r      read=team-a,team-b
 a-w-all-r write=team-a read=*
+aa-r      read=team-a,team-a
 `
 
 // refused is a wanted refusal: its kind and a part of its message.
@@ -139,6 +140,7 @@ func TestResolverRead(t *testing.T) {
 		{"any: a tenant named * is that tenant", tokens, "*", "all-rw", One("*"), nil},
 		{"none sent, one read: implied", tokens, "", "a-r", One("team-a"), nil},
 		{"none sent, reads one: implied", tokens, "", "a-rw", One("team-a"), nil},
+		{"none sent, reads one listed twice: implied", tokens, "", "aa-r", One("team-a"), nil},
 		{"none sent, several read: pick one", tokens, "", "ab-r", Scope{}, &refused{Unauthenticated, "the token reads 2 tenants: name one in X-Scope-OrgID"}},
 		{"none sent, several read: not the default", Resolver{Tokens: tk, Default: "team-a"}, "", "ab-r", Scope{}, &refused{Unauthenticated, "name one"}},
 		{"none sent, reads any: every tenant", tokens, "", "all-rw", Operator, nil},

@@ -201,7 +201,11 @@ func parseTenants(list string) (Tenants, error) {
 		if err := CheckTenant(t); err != nil {
 			return Tenants{}, fmt.Errorf("tenants %q: %w", list, err)
 		}
-		s.List = append(s.List, t)
+		// Once each: a read implies the tenant of a token reading one,
+		// which a list naming it twice still is (Resolver.Read).
+		if !slices.Contains(s.List, t) {
+			s.List = append(s.List, t)
+		}
 	}
 	if s.Any {
 		s.List = nil
