@@ -290,11 +290,17 @@ func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Sto
 // keeps once).
 // The wait is bounded by deliveryTimeout too, for a client without a
 // timeout of its own.
+//
+// Each call produces a record of its own, a copy of rec: franz-go keeps
+// a record's state (its Context, set to the first Produce's context,
+// which ends as this returns), and a record produced again after a
+// refusal failed at once with "context canceled".
 func produce(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
 	defer cancel()
 	answer := make(chan error, 1)
-	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { answer <- err })
+	attempt := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
+	cl.Produce(ctx, attempt, func(_ *kgo.Record, err error) { answer <- err })
 	select {
 	case err := <-answer:
 		return err

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,5 +70,72 @@ func TestForwardLimitGuessedAtStartStoresWhatTheTopicTakes(t *testing.T) {
 	_, _ = rng.Read(body)
 	if _, err := f.Forward(t.Context(), Traces, "team-a", body); err != nil {
 		t.Fatalf("a 2 MiB request to a topic taking 8 MiB, its broker answering: %v (ErrTooLarge, a 413: %v)", err, errors.Is(err, ErrTooLarge))
+	}
+}
+
+// A topic that takes less than the limit the forwarder guessed at start
+// (1 MiB: the brokers did not answer then; 600 KB here): two requests of
+// 400 KB batched together are refused whole by the broker, and each is
+// produced again alone, where it fits: both are stored. A request of
+// 700 KB, refused alone too, is too large (413, not retried). The retry
+// alone reused the record of the refused produce, whose Context franz-go
+// had set to that produce's context, ended as it returned: the lone
+// produce failed at once with "context canceled", so every such request
+// was answered 503 at every retry, neither stored nor refused for good.
+func TestForwardRefusedBatchRetriedAloneIsStored(t *testing.T) {
+	const topic, limit = "otlp_spans", 600_000
+	c := kafkatest.Cluster(t, 1)
+	createTopic(t, c, topic, limit)
+	hook := &bufferedHook{n: 2, all: make(chan struct{})}
+	unanswered, cancelStart := context.WithCancel(t.Context())
+	cancelStart() // the brokers did not answer at start: 1 MiB is assumed
+	f, err := NewKafkaForwarder(unanswered, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(hook)},
+		map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	incompressible := func(seed byte, n int) []byte {
+		b := make([]byte, n)
+		_, _ = rand.NewChaCha8([32]byte{seed}).Read(b)
+		return b
+	}
+	// Both are buffered before the topic's partitions are known, so they
+	// go in one batch of 800 KB.
+	holdMetadata(c, topic, hook.all)
+	bodies := [][]byte{incompressible(1, 400_000), incompressible(2, 400_000)}
+	errs := make([]error, len(bodies))
+	var wg sync.WaitGroup
+	for i, body := range bodies {
+		wg.Go(func() { _, errs[i] = f.Forward(t.Context(), Traces, fmt.Sprintf("team-%d", i), body) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d of 400 KB to a topic of %d bytes, its batch refused: %v", i, limit, err)
+		}
+	}
+	if _, err := f.Forward(t.Context(), Traces, "big", incompressible(3, 700_000)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a request of 700 KB to a topic of %d bytes: %v, want ErrTooLarge", limit, err)
+	}
+
+	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	stored := map[string]int{}
+	for n := 0; n < len(bodies) && ctx.Err() == nil; {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			for i, body := range bodies {
+				if bytes.Equal(r.Value, body) {
+					stored[fmt.Sprint(i)]++
+					n++
+				}
+			}
+		})
+	}
+	for i := range bodies {
+		if stored[fmt.Sprint(i)] != 1 {
+			t.Errorf("request %d stored %d times, want once", i, stored[fmt.Sprint(i)])
+		}
 	}
 }
