@@ -291,13 +291,36 @@ func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Sto
 // The wait is bounded by deliveryTimeout too, for a client without a
 // timeout of its own.
 //
-// Each call produces a record of its own, a copy of rec: franz-go keeps
+// Each attempt produces a record of its own, a copy of rec: franz-go keeps
 // a record's state (its Context, set to the first Produce's context,
-// which ends as this returns), and a record produced again after a
+// which ends as the attempt returns), and a record produced again after a
 // refusal failed at once with "context canceled".
 func produce(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
 	defer cancel()
+	for {
+		err := produceOnce(ctx, cl, rec)
+		if !failedForAnother(ctx, err) {
+			return err
+		}
+	}
+}
+
+// failedForAnother reports whether err, an attempt's answer, is the end
+// of another record's context while ctx lives. franz-go fails every
+// record buffered for a partition when the first one's context ends
+// (kgo's maybeFailErr, waitUnknownTopic: only the first record's context
+// is looked at), and only while none of them may have been written: a
+// request still waiting, buffered behind one whose client gave up, was
+// answered 503 though the brokers would take it. Unwritten, it is
+// produced again.
+func failedForAnother(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
+// produceOnce produces a copy of rec with cl and returns the brokers'
+// answer, or, once ctx ends, that there is none yet.
+func produceOnce(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	answer := make(chan error, 1)
 	attempt := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
 	cl.Produce(ctx, attempt, func(_ *kgo.Record, err error) { answer <- err })

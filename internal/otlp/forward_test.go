@@ -168,3 +168,70 @@ func TestForwardLimitFallbacks(t *testing.T) {
 		t.Errorf("limit without a broker %d, want Kafka's default %d", f.limits["t"], kafkaDefaultMaxMessageBytes)
 	}
 }
+
+// bufferedValues receives the value of each record the producer buffers.
+type bufferedValues chan string
+
+func (b bufferedValues) OnProduceRecordBuffered(r *kgo.Record) { b <- string(r.Value) }
+
+// A request whose client gives up before its message is sent is failed by
+// the producer, unwritten (franz-go fails a record on its context's end
+// only while it is safe to); but franz-go fails every record buffered for
+// the partition with the first one, with its context's error: a request
+// whose client was still waiting, buffered behind it, was answered 503
+// though the brokers were there to take it. Its message unwritten, it is
+// produced again and stored, once; the one whose client gave up is not.
+func TestForwardIsNotRefusedForAnotherRequestsEndedContext(t *testing.T) {
+	const topic = "otlp_spans"
+	c := kafkatest.Cluster(t, 1, topic)
+	buffered := make(bufferedValues, 8)
+	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(buffered)},
+		map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Both wait for the topic's partitions until the first request's
+	// client has given up.
+	release := make(chan struct{})
+	holdMetadata(c, topic, release)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	gone, giveUp := context.WithCancel(t.Context())
+	goneDone, waitingDone := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := f.Forward(gone, Traces, "team-gone", []byte("gone")); goneDone <- err }()
+	if v := <-buffered; v != "gone" {
+		t.Fatalf("buffered %q first", v)
+	}
+	go func() {
+		_, err := f.Forward(t.Context(), Traces, "team-waiting", []byte("waiting"))
+		waitingDone <- err
+	}()
+	if v := <-buffered; v != "waiting" {
+		t.Fatalf("buffered %q second", v)
+	}
+	giveUp()
+	if err := <-goneDone; err == nil {
+		t.Error("a request whose client gave up before it was sent was acknowledged")
+	}
+	close(release)
+	if err := <-waitingDone; err != nil {
+		t.Errorf("a request whose client waits, behind one whose client gave up: %v", err)
+	}
+
+	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	stored := map[string]int{}
+	for stored["waiting"] == 0 && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { stored[string(r.Value)]++ })
+	}
+	if stored["waiting"] != 1 || stored["gone"] != 0 {
+		t.Errorf("stored %v, want the waiting request once and not the one given up before it was sent", stored)
+	}
+}
