@@ -265,7 +265,7 @@ func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Sto
 		return Stored{}, fmt.Errorf("produce to %s: waiting for the producer of large messages: %w", rec.Topic, ctx.Err())
 	}
 	defer func() { <-f.aloneTurn }()
-	err := produce(ctx, f.alone, rec)
+	err := f.produceJudgedAlone(ctx, rec)
 	if tooLarge(err) {
 		return Stored{}, fmt.Errorf("%w: topic %s refuses a message of %d bytes alone (its max.message.bytes, %d when the forwarder started): %w",
 			ErrTooLarge, rec.Topic, len(rec.Value), f.limits[rec.Topic], err)
@@ -274,6 +274,23 @@ func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Sto
 		return Stored{}, fmt.Errorf("produce to %s: %w", rec.Topic, err)
 	}
 	return Stored{}, nil
+}
+
+// produceJudgedAlone produces rec with the lone producer (its turn held)
+// until a refusal as too large can only be its own. The records of
+// requests whose clients gave up stay in the producer until the brokers
+// answer them (produce), and franz-go fails every record buffered for a
+// partition with the error of a batch refused: a request that fits alone,
+// behind a message refused as too large, was answered 413, which clients
+// do not retry. Each record ahead of rec, none added while the turn is
+// held, can fail it so once at most: its refusal empties the partition.
+func (f *KafkaForwarder) produceJudgedAlone(ctx context.Context, rec *kgo.Record) error {
+	ahead := f.alone.BufferedProduceRecords()
+	err := produce(ctx, f.alone, rec)
+	for ; tooLarge(err) && ahead > 0; ahead-- {
+		err = produce(ctx, f.alone, rec)
+	}
+	return err
 }
 
 // produce produces rec with cl and returns the brokers' answer, or, once

@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -202,5 +203,75 @@ func TestForwardHonoursItsContextWhileTheBrokerTimesOut(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"first", "second", "third"}) {
 		t.Errorf("the topic holds %q, want first, second (written at the first timed-out produce) and third, once each", got)
+	}
+}
+
+// The lone producer holds the message of a request whose client gave up
+// until the brokers answer it. Refused as too large, it failed the
+// message buffered behind it too, with its MESSAGE_TOO_LARGE (franz-go
+// fails every record of the partition with a batch's error): a request
+// that fits alone was answered 413, which clients do not retry, and its
+// rows were lost. Judged alone, it is stored.
+func TestForwardAloneIsNotRefusedForTheMessageAheadOfIt(t *testing.T) {
+	const topic, limit = "otlp_spans", 1 << 20
+	c := kafkatest.Cluster(t, 1)
+	createTopic(t, c, topic, limit)
+	buffered := make(bufferedValues, 8)
+	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(buffered)},
+		map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	held, release := make(chan struct{}), make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		close(held)
+		c.SleepControl(func() { <-release })
+		c.DropControl()
+		return nil, nil, false
+	})
+	var released bool
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+
+	// 3 MiB that do not compress: too large for the topic, even alone.
+	tooLarge := make([]byte, 3<<20)
+	_, _ = rand.NewChaCha8([32]byte{7}).Read(tooLarge)
+	gone, giveUp := context.WithCancel(t.Context())
+	goneDone := make(chan error, 1)
+	go func() { _, err := f.Forward(gone, Traces, "team-gone", tooLarge); goneDone <- err }()
+	<-buffered
+	<-held // sent: its client gives up while the broker judges it
+	giveUp()
+	if err := <-goneDone; err == nil {
+		t.Fatal("a request whose client gave up before the brokers answered was acknowledged")
+	}
+
+	// 2 MiB that compress far under the limit: produced alone, it fits.
+	fits := bytes.Repeat([]byte("\x0a\x12service.name\x12\x0a\x0acheckout-api\x1a\x10span-attribute-value"), (2<<20)/58)
+	fitsDone := make(chan error, 1)
+	go func() { _, err := f.Forward(t.Context(), Traces, "team-a", fits); fitsDone <- err }()
+	<-buffered
+	close(release)
+	released = true
+	if err := <-fitsDone; err != nil {
+		t.Fatalf("a request that fits the topic alone, behind a message the broker refuses as too large: %v (ErrTooLarge, a 413: %v)", err, errors.Is(err, ErrTooLarge))
+	}
+	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	stored := 0
+	for stored == 0 && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if bytes.Equal(r.Value, fits) {
+				stored++
+			}
+		})
+	}
+	if stored != 1 {
+		t.Errorf("the request that fits stored %d times, want once", stored)
 	}
 }
