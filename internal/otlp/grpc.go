@@ -29,7 +29,10 @@ import (
 // body is (accept); the answer goes as pdata marshals it.
 func (r *Receivers) newGRPCServer() *grpc.Server {
 	allowZstdWindow(r.opt.MaxBodyBytes)
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.opt.MaxBodyBytes)), grpc.InTapHandle(r.admitGRPC),
+	// gRPC bounds a message as sent and once decompressed alike: the
+	// bound as sent is compressedBound's, and acceptGRPC refuses a
+	// message past MaxBodyBytes.
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(compressedBound(r.opt.MaxBodyBytes))), grpc.InTapHandle(r.admitGRPC),
 		grpc.ForceServerCodecV2(rawCodec{})}
 	if r.opt.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(r.opt.TLS.Clone())))
@@ -213,10 +216,13 @@ func (r *Receivers) acceptGRPC(ctx context.Context, sig *signal, p place, dec fu
 		switch {
 		case errors.As(context.Cause(ctx), &late):
 			return accepted{}, &refusal{http.StatusRequestTimeout, codes.DeadlineExceeded, late.Error(), false}
-		case status.Code(err) == codes.ResourceExhausted: // past MaxRecvMsgSize, as sent or decompressed
+		case status.Code(err) == codes.ResourceExhausted: // past MaxRecvMsgSize (compressedBound), as sent or decompressed
 			return accepted{}, r.tooLarge()
 		}
 		return accepted{}, &refusal{http.StatusBadRequest, codes.InvalidArgument, "cannot read the call's message: " + err.Error(), false}
+	}
+	if int64(len(body)) > r.opt.MaxBodyBytes {
+		return accepted{}, r.tooLarge()
 	}
 	return r.accept(ctx, sig, tenant, body, false)
 }

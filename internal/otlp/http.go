@@ -88,7 +88,7 @@ func (r *Receivers) handleHTTP(req *http.Request, sig *signal, isJSON bool) (acc
 }
 
 // readBody reads the request body, decompressed (bodyDecoders), refusing
-// it past MaxBodyBytes (before or after decompression).
+// it past MaxBodyBytes once decompressed (past compressedBound as sent).
 func (r *Receivers) readBody(req *http.Request) ([]byte, *refusal) {
 	limit := r.opt.MaxBodyBytes
 	enc := strings.ToLower(req.Header.Get("Content-Encoding"))
@@ -96,7 +96,7 @@ func (r *Receivers) readBody(req *http.Request) ([]byte, *refusal) {
 	if !ok {
 		return nil, &refusal{httpStatus: http.StatusUnsupportedMediaType, code: codes.InvalidArgument, msg: fmt.Sprintf("Content-Encoding %q: want %s", enc, bodyEncodings)}
 	}
-	src, err := decode(http.MaxBytesReader(nil, req.Body, limit+1), limit)
+	src, err := decode(http.MaxBytesReader(nil, req.Body, compressedBound(limit)), limit)
 	if err != nil {
 		return nil, r.bodyRefusal(err)
 	}

@@ -348,6 +348,15 @@ func (r *Receivers) store(ctx context.Context, signal, tenant string, proto []by
 	return a, nil
 }
 
+// compressedBound is the most bytes a request may take as sent, of which
+// MaxBodyBytes (limit) bounds the decompressed size: content that does not
+// compress (a bytes attribute, an image) comes larger compressed (deflate's
+// stored blocks add 5 bytes per 64 KiB, zstd's raw blocks 3 per 128 KiB,
+// snappy's and lz4's framing well under 1%, each with a header). Bounded
+// by limit as sent, a request within it once decompressed was refused as
+// too large, which clients do not retry.
+func compressedBound(limit int64) int64 { return limit + limit/64 + 64<<10 }
+
 func (r *Receivers) tooLarge() *refusal {
 	return &refusal{http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 		fmt.Sprintf("the request is larger than otlp.max_body_bytes (%d bytes after decompression)", r.opt.MaxBodyBytes), false}
