@@ -93,19 +93,8 @@ func TestForwardWaitingForTheLoneProducerHonoursItsContext(t *testing.T) {
 	}
 	defer f.Close()
 
-	held, release := make(chan struct{}), make(chan struct{})
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		close(held)
-		c.SleepControl(func() { <-release })
-		c.DropControl()
-		return nil, nil, false
-	})
-	var released bool
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	held, release := holdFirstProduce(c)
+	defer release()
 
 	big := func(seed byte) []byte { // incompressible, past the guessed limit: produced alone
 		b := make([]byte, 2<<20)
@@ -140,8 +129,7 @@ func TestForwardWaitingForTheLoneProducerHonoursItsContext(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Errorf("a request whose context ended 200ms in is still waiting 5s later, behind another request's produce")
 	}
-	close(release)
-	released = true
+	release()
 	if err := <-aDone; err != nil {
 		t.Errorf("the first request: %v", err)
 	}
@@ -216,26 +204,9 @@ func TestForwardAloneIsNotRefusedForTheMessageAheadOfIt(t *testing.T) {
 	const topic, limit = "otlp_spans", 1 << 20
 	c := kafkatest.Cluster(t, 1)
 	createTopic(t, c, topic, limit)
-	buffered := make(bufferedValues, 8)
-	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(buffered)},
-		map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	held, release := make(chan struct{}), make(chan struct{})
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		close(held)
-		c.SleepControl(func() { <-release })
-		c.DropControl()
-		return nil, nil, false
-	})
-	var released bool
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	f, buffered := watchedForwarder(t, c, topic)
+	held, release := holdFirstProduce(c)
+	defer release()
 
 	// 3 MiB that do not compress: too large for the topic, even alone.
 	tooLarge := make([]byte, 3<<20)
@@ -255,8 +226,7 @@ func TestForwardAloneIsNotRefusedForTheMessageAheadOfIt(t *testing.T) {
 	fitsDone := make(chan error, 1)
 	go func() { _, err := f.Forward(t.Context(), Traces, "team-a", fits); fitsDone <- err }()
 	<-buffered
-	close(release)
-	released = true
+	release()
 	if err := <-fitsDone; err != nil {
 		t.Fatalf("a request that fits the topic alone, behind a message the broker refuses as too large: %v (ErrTooLarge, a 413: %v)", err, errors.Is(err, ErrTooLarge))
 	}

@@ -174,6 +174,42 @@ type bufferedValues chan string
 
 func (b bufferedValues) OnProduceRecordBuffered(r *kgo.Record) { b <- string(r.Value) }
 
+// watchedForwarder is a forwarder of traces to topic on c whose producers
+// tell the value of each record they buffer; closed as the test ends.
+func watchedForwarder(t *testing.T, c *kfake.Cluster, topic string) (*KafkaForwarder, bufferedValues) {
+	t.Helper()
+	buffered := make(bufferedValues, 8)
+	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(buffered)},
+		map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f, buffered
+}
+
+// closer is a channel and a function closing it, once however often it
+// is called (by the test, and deferred for a test that stops first).
+func closer() (chan struct{}, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return ch, func() { once.Do(func() { close(ch) }) }
+}
+
+// holdFirstProduce holds the first Produce request c gets until release
+// is called; held is closed as it arrives.
+func holdFirstProduce(c *kfake.Cluster) (held <-chan struct{}, release func()) {
+	arrived := make(chan struct{})
+	released, release := closer()
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		close(arrived)
+		c.SleepControl(func() { <-released })
+		c.DropControl()
+		return nil, nil, false
+	})
+	return arrived, release
+}
+
 // A request whose client gives up before its message is sent is failed by
 // the producer, unwritten (franz-go fails a record on its context's end
 // only while it is safe to); but franz-go fails every record buffered for
@@ -184,24 +220,12 @@ func (b bufferedValues) OnProduceRecordBuffered(r *kgo.Record) { b <- string(r.V
 func TestForwardIsNotRefusedForAnotherRequestsEndedContext(t *testing.T) {
 	const topic = "otlp_spans"
 	c := kafkatest.Cluster(t, 1, topic)
-	buffered := make(bufferedValues, 8)
-	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(buffered)},
-		map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, buffered := watchedForwarder(t, c, topic)
 	// Both wait for the topic's partitions until the first request's
 	// client has given up.
-	release := make(chan struct{})
-	holdMetadata(c, topic, release)
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
+	released, release := closer()
+	holdMetadata(c, topic, released)
+	defer release()
 	gone, giveUp := context.WithCancel(t.Context())
 	goneDone, waitingDone := make(chan error, 1), make(chan error, 1)
 	go func() { _, err := f.Forward(gone, Traces, "team-gone", []byte("gone")); goneDone <- err }()
@@ -219,7 +243,7 @@ func TestForwardIsNotRefusedForAnotherRequestsEndedContext(t *testing.T) {
 	if err := <-goneDone; err == nil {
 		t.Error("a request whose client gave up before it was sent was acknowledged")
 	}
-	close(release)
+	release()
 	if err := <-waitingDone; err != nil {
 		t.Errorf("a request whose client waits, behind one whose client gave up: %v", err)
 	}
