@@ -102,15 +102,14 @@ func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, position
 					// retention deleted from there was never loaded.
 					w.lost(tp, held, at)
 				}
-				// A partition created while running starts at its
-				// beginning with start_offset latest too, and the next
-				// run, finding no position, would start at its end as
-				// it is then, skipping what came in between.
+				// Recorded nowhere yet: the next owner or run,
+				// finding no position, would start where its own
+				// start_offset says, skipping what came in between
+				// with latest.
 				fresh = true
 			}
-			if at, ok := w.opt.StartAt[tp]; ok && committed < 0 && !inLedger {
-				// start_offset latest: the end when the run started.
-				w.log.Info("no committed offset or ledger position; start_offset latest starts at the end",
+			if at, ok := w.pinnedStart(tp); ok && committed < 0 && !inLedger {
+				w.log.Info("no committed offset or ledger position; start_offset latest starts at the end when the run started (at 0 in a partition created since)",
 					"topic", t, "partition", p, "offset", at)
 				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
 				start = at
@@ -431,9 +430,30 @@ func formatStarts(starts map[string]map[int32]kgo.EpochOffset) string {
 	return strings.Join(names, ", ")
 }
 
+// pinnedStart is where tp starts, when it has neither a committed offset
+// nor a ledger position, if that needs no listing: with start_offset
+// latest, its end when the run started (StartAt), or 0 for a partition
+// absent from StartAt, created after the run started. Every record of
+// such a partition came after the run started, so its first offset is
+// its start, known at assignment and committed there like StartAt's.
+// Listing its log start instead made the start wait on that listing,
+// recorded nowhere while it failed: a revoke, or a crash, then left the
+// partition with no position, and the next owner or run (latest, the
+// partition now among those it found at its start) began at the end as
+// it was then, skipping every record produced since the group took it.
+// Records retention deleted before they were read are reported lost from
+// 0 (checkContinuity): they too came after the run started.
+func (w *Worker) pinnedStart(tp sink.TopicPartition) (int64, bool) {
+	if at, ok := w.opt.StartAt[tp]; ok {
+		return at, true
+	}
+	return 0, w.opt.Latest
+}
+
 // logStarts lists the log start offsets of the assigned partitions that
-// have no committed offset, no ledger position and no StartAt (a fresh
-// group's, or a partition added to a topic): where their reading starts.
+// have no committed offset, no ledger position and no pinned start (a
+// fresh group's, or a partition added to a topic, with start_offset
+// earliest): where their reading starts.
 // Those it could not list are returned in unlisted.
 func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) (map[sink.TopicPartition]int64, []sink.TopicPartition, error) {
 	var wanted []sink.TopicPartition
@@ -441,7 +461,7 @@ func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo
 		for p, o := range ps {
 			tp := sink.TopicPartition{Topic: t, Partition: p}
 			_, inLedger := positions[tp]
-			_, pinned := w.opt.StartAt[tp]
+			_, pinned := w.pinnedStart(tp)
 			if o.EpochOffset().Offset < 0 && !inLedger && !pinned {
 				wanted = append(wanted, tp)
 			}

@@ -134,6 +134,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 		KafkaOpts:        kopts,
 		FetchBytes:       int64(cfg.FetchBytes()),
 		StartAt:          startAt,
+		Latest:           cfg.Kafka.StartOffset == "latest",
 		Sink:             snk,
 		Log:              ro.Log,
 		Stats:            ro.Stats,

@@ -58,7 +58,10 @@ type Options struct {
 	// ledger position starts; absent, at its log start. start_offset
 	// latest sets it to the partitions' ends when the run started. Such a
 	// start is committed before the partition is read (adjustOffsets).
-	StartAt        map[sink.TopicPartition]int64
+	StartAt map[sink.TopicPartition]int64
+	// Latest is start_offset latest: a partition absent from StartAt was
+	// created after the run started, and starts at offset 0 (pinnedStart).
+	Latest         bool
 	Sink           sink.Sink
 	Log            *slog.Logger
 	Stats          *Stats
