@@ -29,29 +29,9 @@ func TestWorkerThatNeverRanLeavesAtOnce(t *testing.T) {
 	cluster := kafkatest.Cluster(t, 2, topic)
 	cfg := config.Default()
 	cfg.Kafka.Brokers, cfg.Kafka.Topics, cfg.Kafka.Group = cluster.ListenAddrs(), []string{topic}, "unrun-group"
-	kopts, err := kafka.ConsumerOptions(cfg.Kafka)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	snk, err := duckdb.Open(duckdb.Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snk.Close() })
-	if err := snk.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWorker(0, Options{
-		KafkaOpts: kopts, Sink: snk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Stats: &Stats{}, Metrics: obs.New(), Ready: &obs.Readiness{}, Budget: NewBudget(64 << 20), Workers: 2,
-		MaxRecords: 100, MaxBytes: 1 << 20, MaxInterval: time.Second, LoadMaxFiles: 4, LoadInterval: time.Second,
-		// Far past the test's patience: a revoke that waits for it shows.
-		RevokeWait: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// RevokeWait far past the test's patience: a revoke that waits for
+	// it shows.
+	w := newUnrunWorker(t, cfg, time.Hour)
 	// Both partitions assigned and their starts resolved (the start's
 	// commit may still be on its way: the revoke must not lose it).
 	started := func() bool {
@@ -90,4 +70,35 @@ func TestWorkerThatNeverRanLeavesAtOnce(t *testing.T) {
 			t.Errorf("partition %d: committed %+v (found %v), want its start 0 committed", p, o, ok)
 		}
 	}
+}
+
+// newUnrunWorker is a worker of cfg's group, on a fresh DuckDB sink,
+// whose pipeline is not run: its client joins the group and takes
+// partitions (their starts resolved and committed as in a run), nothing
+// is read. The test closes its client.
+func newUnrunWorker(t *testing.T, cfg *config.Config, revokeWait time.Duration) *Worker {
+	t.Helper()
+	kopts, err := kafka.ConsumerOptions(cfg.Kafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	snk, err := duckdb.Open(duckdb.Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snk.Close() })
+	if err := snk.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorker(0, Options{
+		KafkaOpts: kopts, Sink: snk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Stats: &Stats{}, Metrics: obs.New(), Ready: &obs.Readiness{}, Budget: NewBudget(64 << 20), Workers: 2,
+		MaxRecords: 100, MaxBytes: 1 << 20, MaxInterval: time.Second, LoadMaxFiles: 4, LoadInterval: time.Second,
+		RevokeWait: revokeWait,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

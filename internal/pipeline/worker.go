@@ -1182,17 +1182,22 @@ func (w *Worker) commitsDue(dirty map[sink.TopicPartition]int64, paused bool) ma
 // ctx, and notes those committed (the status page, the committed offset
 // metric): accepted. Kafka answers each partition of a commit on its own,
 // so it may take some and refuse others; the error names each refused
-// (an error of the whole request refuses all). The caller holds commitMu.
+// (an error of the whole request refuses all). A partition this worker
+// committed as far already is not sent, and counts as accepted: a commit
+// never moves a committed offset back. The caller holds commitMu.
 func (w *Worker) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) (accepted map[string]map[int32]kgo.EpochOffset, err error) {
-	ctx, cancel := context.WithTimeout(ctx, w.opt.CommitTimeout)
-	defer cancel()
-	w.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, reqErr error) {
-		if reqErr != nil {
-			err = reqErr
-			return
-		}
-		accepted, err = commitAnswers(offsets, req, resp)
-	})
+	send, already := w.committedAlready(offsets)
+	if len(send) > 0 {
+		ctx, cancel := context.WithTimeout(ctx, w.opt.CommitTimeout)
+		defer cancel()
+		w.cl.CommitOffsetsSync(ctx, send, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, reqErr error) {
+			if reqErr != nil {
+				err = reqErr
+				return
+			}
+			accepted, err = commitAnswers(send, req, resp)
+		})
+	}
 	w.mu.Lock()
 	for t, ps := range accepted {
 		for p, o := range ps {
@@ -1203,10 +1208,53 @@ func (w *Worker) commitOffsets(ctx context.Context, offsets map[string]map[int32
 		}
 	}
 	w.mu.Unlock()
+	accepted = mergeOffsets(accepted, already)
 	if err != nil {
 		return accepted, fmt.Errorf("commit offsets: %w", err)
 	}
 	return accepted, nil
+}
+
+// committedAlready splits offsets into those to send and those of owned
+// partitions committed at or past them already. A start's commit
+// (commitPending's retries, a revoke's commitRevokedStarts) may come after
+// the loader committed its partition further (a flush commits the paused
+// partitions' positions too): sent, it set Kafka's committed offset back,
+// where lag and exit-when-idle read it, and the loader, taking the
+// partition as committed that far, never committed it forward again.
+func (w *Worker) committedAlready(offsets map[string]map[int32]kgo.EpochOffset) (send, already map[string]map[int32]kgo.EpochOffset) {
+	send, already = map[string]map[int32]kgo.EpochOffset{}, map[string]map[int32]kgo.EpochOffset{}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for t, ps := range offsets {
+		for p, o := range ps {
+			into := send
+			if st := w.owned[sink.TopicPartition{Topic: t, Partition: p}]; st != nil && o.Offset <= st.committed {
+				into = already
+			}
+			if into[t] == nil {
+				into[t] = map[int32]kgo.EpochOffset{}
+			}
+			into[t][p] = o
+		}
+	}
+	return send, already
+}
+
+// mergeOffsets adds the partitions of more to offsets (made if nil).
+func mergeOffsets(offsets, more map[string]map[int32]kgo.EpochOffset) map[string]map[int32]kgo.EpochOffset {
+	for t, ps := range more {
+		if offsets == nil {
+			offsets = map[string]map[int32]kgo.EpochOffset{}
+		}
+		if offsets[t] == nil {
+			offsets[t] = map[int32]kgo.EpochOffset{}
+		}
+		for p, o := range ps {
+			offsets[t][p] = o
+		}
+	}
+	return offsets
 }
 
 // partitions reports the owned partitions for the status page.
