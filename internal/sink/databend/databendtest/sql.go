@@ -611,8 +611,6 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 	return []string{"File", "Rows_loaded", "Errors_seen", "First_error", "First_error_line"}, out, nil
 }
 
-// rowError says why the table cannot take r ("" if it can): an integer
-// column given something else than an integer, or what Reject says.
 // historyTTL is how long the load history keeps a file a COPY in the
 // session sess loads: load_file_metadata_expire_hours (default 24, scope
 // Both: SET GLOBAL or the session's own).
@@ -628,30 +626,21 @@ func (s *Server) historyTTL(sess sessionConf) (time.Duration, error) {
 	return time.Duration(h) * time.Hour, nil
 }
 
+// rowError says why the table cannot take r ("" if it can): a field its
+// column's decoder refuses (decodeField), or what Reject says. The fields
+// it takes become what their columns hold.
 func (s *Server) rowError(name string, t *table, r Row) string {
 	for i, c := range t.cols {
 		v, ok := r[c]
-		if !ok || string(v) == "null" {
+		if !ok {
 			continue
 		}
-		switch strings.ToUpper(t.types[i]) {
-		case "INT", "BIGINT", "INTEGER", "SMALLINT":
-			if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
-				return fmt.Sprintf("fail to decode column %s (%s): %s is not an integer", c, t.types[i], v)
-			}
-		case "DECIMAL(18, 12)":
-			// expression utils/serialize.rs read_decimal_from_json: a
-			// JSON number, or a string read_decimal_with_size parses.
-			if !decimalText.MatchString(strings.Trim(string(v), `"`)) {
-				return fmt.Sprintf("fail to decode column %s (%s): bad decimal literal", c, t.types[i])
-			}
-		case "DOUBLE", "FLOAT":
-			// formats field_decoder/json_ast.rs read_float: a JSON number,
-			// nothing else ("NaN" is a string).
-			if _, err := strconv.ParseFloat(string(v), 64); err != nil || strings.HasPrefix(string(v), `"`) {
-				return fmt.Sprintf("fail to decode column %s (%s): Incorrect json value, must be number", c, t.types[i])
-			}
+		d, err := decodeField(t.types[i], v)
+		if err != nil {
+			// common/storage copy.rs FileParseError::ColumnDecodeError.
+			return fmt.Sprintf("Invalid value '%s' for column %d (%s %s): %s", v, i, c, t.types[i], err)
 		}
+		r[c] = d
 	}
 	if s.Reject != nil {
 		return s.Reject(name, r)
@@ -864,29 +853,24 @@ func parseRows(t *table, data []byte) ([]Row, error) {
 	}
 	rows := make([]Row, 0, len(lines))
 	for i, l := range lines {
-		var r Row
-		if err := json.Unmarshal(l, &r); err != nil {
+		keys, vals, err := objectFields(l)
+		if err != nil {
 			return nil, fmt.Errorf("line %d: not a JSON object: %w", i+1, err)
 		}
-		for k, v := range r {
-			c := slices.Index(t.cols, k)
+		r := Row{}
+		for j, k := range keys {
+			// Fields match columns whatever their case (ndjson
+			// block_builder.rs object_values_by_key: keys lowercased
+			// into a map, so of two that differ only in case the last
+			// one counts).
+			c := slices.IndexFunc(t.cols, func(col string) bool { return strings.ToLower(col) == strings.ToLower(k) })
 			if c < 0 {
 				if !t.lenient {
 					return nil, fmt.Errorf("line %d: field %q is not a column of the table", i+1, k)
 				}
-				delete(r, k)
 				continue
 			}
-			if strings.EqualFold(t.types[c], "TIMESTAMP") {
-				if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-					r[k] = json.RawMessage(strconv.FormatInt(int64ToTimestamp(n), 10))
-				} else if ts, err := time.Parse(time.RFC3339Nano, jsonString(v)); err == nil && strings.HasPrefix(string(v), `"`) {
-					// A string with its offset is that instant, whatever
-					// the session's time zone (common/io
-					// cursor_read_datetime_ext.rs read_text_to_datetime).
-					r[k] = json.RawMessage(strconv.FormatInt(ts.UnixMicro(), 10))
-				}
-			}
+			r[t.cols[c]] = vals[j]
 		}
 		rows = append(rows, r)
 	}
@@ -981,10 +965,6 @@ func jsonInt(r json.RawMessage) int64 {
 	n, _ := strconv.ParseInt(string(r), 10, 64)
 	return n
 }
-
-// decimalText is a decimal literal DECIMAL(18, 12) takes: at most six
-// digits before the point and twelve after.
-var decimalText = regexp.MustCompile(`^-?\d{1,6}(\.\d{1,12})?$`)
 
 // splitColumns splits CREATE TABLE's column definitions at the commas
 // outside parentheses.

@@ -1,0 +1,252 @@
+package databendtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file is how COPY's NDJSON reader puts a JSON field into a column:
+// storages/stage/src/read/row_based/formats/ndjson/block_builder.rs
+// read_row (serde_json::Value, then one decoder per column) and formats
+// field_decoder/json_ast.rs read_field_with_data_type, under the default
+// settings (numeric_cast_option "rounding": is_rounding_mode).
+
+// objectFields reads a JSON object's fields in their order, as
+// serde_json's Value keeps them (preserve_order: an IndexMap in which a
+// key given twice keeps its last value, serde_json value/de.rs
+// visit_map's insert).
+func objectFields(line []byte) ([]string, []json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, errors.New("not a JSON object")
+	}
+	var keys []string
+	var vals []json.RawMessage
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, err
+		}
+		keys, vals = append(keys, k.(string)), append(vals, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, err
+	}
+	return keys, vals, nil
+}
+
+// intRanges are the bounds of Databend's integer types (common/expression
+// types/number.rs), by every name DESC or a CREATE may give them.
+var intRanges = map[string][2]float64{
+	"TINYINT": {math.MinInt8, math.MaxInt8}, "INT8": {math.MinInt8, math.MaxInt8},
+	"SMALLINT": {math.MinInt16, math.MaxInt16}, "INT16": {math.MinInt16, math.MaxInt16},
+	"INT": {math.MinInt32, math.MaxInt32}, "INTEGER": {math.MinInt32, math.MaxInt32}, "INT32": {math.MinInt32, math.MaxInt32},
+	"BIGINT": {math.MinInt64, math.MaxInt64}, "INT64": {math.MinInt64, math.MaxInt64},
+	"TINYINT UNSIGNED": {0, math.MaxUint8}, "UINT8": {0, math.MaxUint8},
+	"SMALLINT UNSIGNED": {0, math.MaxUint16}, "UINT16": {0, math.MaxUint16},
+	"INT UNSIGNED": {0, math.MaxUint32}, "UINT32": {0, math.MaxUint32},
+	"BIGINT UNSIGNED": {0, math.MaxUint64}, "UINT64": {0, math.MaxUint64},
+}
+
+var (
+	reDecimalType = regexp.MustCompile(`^DECIMAL\((\d+),\s*(\d+)\)$`)
+	reArrayType   = regexp.MustCompile(`^ARRAY\((.+)\)$`)
+	reNullable    = regexp.MustCompile(`^NULLABLE\((.+)\)$`)
+	// reDecimalText is what read_decimal (expression utils/serialize.rs)
+	// reads with exact = true: digits, a point, an exponent.
+	reDecimalText = regexp.MustCompile(`^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$`)
+)
+
+// decodeField returns what a column of type typ holds for the JSON value
+// v (as JSON), or Databend's decode error.
+func decodeField(typ string, v json.RawMessage) (json.RawMessage, error) {
+	t := strings.ToUpper(strings.Join(strings.Fields(typ), " "))
+	if m := reNullable.FindStringSubmatch(t); m != nil {
+		t = m[1]
+	}
+	if string(v) == "null" {
+		return v, nil // read_nullable
+	}
+	if r, ok := intRanges[t]; ok {
+		return readInt(v, r)
+	}
+	if m := reDecimalType.FindStringSubmatch(t); m != nil {
+		p, _ := strconv.Atoi(m[1])
+		s, _ := strconv.Atoi(m[2])
+		return readDecimal(v, p, s)
+	}
+	if m := reArrayType.FindStringSubmatch(t); m != nil {
+		return readArray(v, m[1])
+	}
+	switch t {
+	case "FLOAT", "DOUBLE", "FLOAT32", "FLOAT64":
+		// read_float: a JSON number, nothing else ("NaN" is a string).
+		if v[0] == '"' || !isNumber(v) {
+			return nil, errors.New("Incorrect json value, must be number")
+		}
+	case "BOOLEAN", "BOOL":
+		// read_bool: true or false only.
+		if string(v) != "true" && string(v) != "false" {
+			return nil, errors.New("Incorrect boolean value")
+		}
+	case "VARCHAR", "STRING", "TEXT":
+		return readString(v)
+	case "TIMESTAMP", "DATETIME":
+		return readTimestamp(v)
+	}
+	return v, nil // VARIANT and the types no test loads: as sent
+}
+
+// isNumber says whether v is a JSON number.
+func isNumber(v json.RawMessage) bool {
+	var n json.Number
+	return json.Unmarshal(v, &n) == nil && v[0] != '"'
+}
+
+// readInt is read_int / read_uint: an integer written without a point or
+// an exponent (serde_json's i64 or u64) is cast to the column's type, an
+// error out of its range; any other number is serde_json's f64, rounded
+// (is_rounding_mode) and then cast: 1.5 is stored as 2, 1e2 as 100.
+// Anything but a number is refused, a string of digits too.
+func readInt(v json.RawMessage, r [2]float64) (json.RawMessage, error) {
+	if !isNumber(v) {
+		return nil, errors.New("Incorrect json value, must be number")
+	}
+	if n, ok := new(big.Int).SetString(string(v), 10); ok {
+		if f, _ := new(big.Float).SetInt(n).Float64(); f < r[0] || f > r[1] {
+			return nil, fmt.Errorf("Incorrect json number %s", v)
+		}
+		return v, nil
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return nil, fmt.Errorf("Incorrect json number %s", v)
+	}
+	// Rust's f64::round: half away from zero, as math.Round. num_traits'
+	// cast refuses a value outside the type's range.
+	f = math.Round(f)
+	if f < r[0] || f > r[1] || (r[1] == math.MaxInt64 && f >= math.MaxInt64) || (r[1] == math.MaxUint64 && f >= math.MaxUint64) {
+		return nil, fmt.Errorf("Incorrect json number %s", v)
+	}
+	return json.RawMessage(new(big.Float).SetFloat64(f).Text('f', 0)), nil
+}
+
+// readDecimal is expression utils/serialize.rs read_decimal_from_json: an
+// integer (i64 or u64) is scaled, with_size refusing it past the
+// precision; another number is the f64 times 10^scale cast to the
+// integer (Decimal::from_float: `value as i64`, truncated toward zero,
+// no precision check), so 0.29 into DECIMAL(10, 2) is 0.28 and 12345.678
+// is 12345.67; a string is read exactly by read_decimal_with_size and
+// rounded half away from zero at the scale ("12345.678" is 12345.68).
+// The column holds the value written with scale places.
+func readDecimal(v json.RawMessage, p, s int) (json.RawMessage, error) {
+	scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(s)), nil)
+	limit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(p)), nil)
+	var n *big.Int
+	switch {
+	case v[0] == '"':
+		var text string
+		_ = json.Unmarshal(v, &text)
+		if !reDecimalText.MatchString(text) {
+			return nil, errors.New("bad decimal literal: unexpected char")
+		}
+		r, _ := new(big.Rat).SetString(text)
+		n = roundHalfAway(new(big.Rat).Mul(r, new(big.Rat).SetInt(scale)))
+	case !isNumber(v):
+		return nil, errors.New("Incorrect json value for decimal")
+	default:
+		if i, ok := new(big.Int).SetString(string(v), 10); ok {
+			n = i.Mul(i, scale)
+			break
+		}
+		f, _ := strconv.ParseFloat(string(v), 64)
+		n, _ = new(big.Float).SetFloat64(math.Trunc(f * math.Pow(10, float64(s)))).Int(nil)
+		return json.RawMessage(decimalString(n, s)), nil // from_float: no precision check
+	}
+	if new(big.Int).Abs(n).Cmp(limit) >= 0 {
+		return nil, errors.New("Decimal overflow")
+	}
+	return json.RawMessage(decimalString(n, s)), nil
+}
+
+// roundHalfAway rounds r to an integer, half away from zero.
+func roundHalfAway(r *big.Rat) *big.Int {
+	q, m := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if new(big.Int).Mul(new(big.Int).Abs(m), big.NewInt(2)).Cmp(r.Denom()) >= 0 {
+		q.Add(q, big.NewInt(int64(r.Num().Sign())))
+	}
+	return q
+}
+
+// decimalString writes n / 10^s with s places.
+func decimalString(n *big.Int, s int) string {
+	return new(big.Rat).SetFrac(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(s)), nil)).FloatString(s)
+}
+
+// readArray is read_array: a JSON array, each element read as the
+// element type, one bad element failing the row.
+func readArray(v json.RawMessage, elem string) (json.RawMessage, error) {
+	var elems []json.RawMessage
+	if v[0] != '[' || json.Unmarshal(v, &elems) != nil {
+		return nil, errors.New("Incorrect json value, must be array")
+	}
+	out := make([]json.RawMessage, len(elems))
+	for i, e := range elems {
+		d, err := decodeField(elem, e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	b, _ := json.Marshal(out)
+	return b, nil
+}
+
+// readString is read_string: a string as it is, true and false and a
+// number as their text (a number as serde_json writes it: an integer's
+// digits; a number with a fraction or an exponent is an f64, written as
+// Rust's shortest form, which this fake does not reproduce), an array or
+// object refused.
+func readString(v json.RawMessage) (json.RawMessage, error) {
+	switch {
+	case v[0] == '"':
+		return v, nil
+	case v[0] == '[' || v[0] == '{':
+		return nil, errors.New("Incorrect json value, must be string")
+	}
+	b, _ := json.Marshal(string(v))
+	return b, nil
+}
+
+// readTimestamp is read_timestamp: an integer (i64) by its magnitude
+// (int64ToTimestamp), a string with its offset as that instant (common/io
+// cursor_read_datetime_ext.rs read_text_to_datetime), a number with a
+// fraction refused. The column holds the microseconds.
+func readTimestamp(v json.RawMessage) (json.RawMessage, error) {
+	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+		return json.RawMessage(strconv.FormatInt(int64ToTimestamp(n), 10)), nil
+	}
+	if isNumber(v) {
+		return nil, errors.New("Incorrect timestamp value, must be i64")
+	}
+	if v[0] != '"' {
+		return nil, errors.New("Incorrect timestamp value")
+	}
+	if ts, err := time.Parse(time.RFC3339Nano, jsonString(v)); err == nil {
+		return json.RawMessage(strconv.FormatInt(ts.UnixMicro(), 10)), nil
+	}
+	return v, nil // other forms: as sent (the fake parses no more)
+}

@@ -1,0 +1,68 @@
+package databendtest
+
+import (
+	"strings"
+	"testing"
+)
+
+// copyRow is what COPY stores in column c of type typ for the NDJSON line
+// (the column's JSON, "" when absent) or why it rejects the row.
+func copyRow(t *testing.T, typ, line string) (stored, reason string) {
+	t.Helper()
+	tb := &table{cols: []string{"c"}, types: []string{typ}, lenient: true}
+	rows, err := parseRows(tb, []byte(line+"\n"))
+	if err != nil {
+		return "", err.Error()
+	}
+	if reason := (&Server{}).rowError("t", tb, rows[0]); reason != "" {
+		return "", reason
+	}
+	return string(rows[0]["c"]), ""
+}
+
+// The fake's COPY stores what databend-query's NDJSON reader stores
+// (formats field_decoder/json_ast.rs, expression utils/serialize.rs
+// read_decimal_from_json, default numeric_cast_option "rounding"), and
+// refuses what it refuses.
+func TestCopyDecodesFieldsAsDatabend(t *testing.T) {
+	f := func(typ, line, want, wantErr string) {
+		t.Helper()
+		got, reason := copyRow(t, typ, line)
+		if wantErr != "" {
+			if !strings.Contains(reason, wantErr) {
+				t.Errorf("%s into %s: stored %q (reason %q), want refused with %q", line, typ, got, reason, wantErr)
+			}
+			return
+		}
+		if reason != "" || got != want {
+			t.Errorf("%s into %s: stored %q (reason %q), want %q", line, typ, got, reason, want)
+		}
+	}
+	// read_int: a number with a fraction is rounded, not refused.
+	f("INT", `{"c":1.5}`, "2", "")
+	f("BIGINT", `{"c":-2.5}`, "-3", "")
+	f("INT", `{"c":1e2}`, "100", "")
+	f("INT", `{"c":7}`, "7", "")
+	f("INT", `{"c":"12"}`, "", "Incorrect json value, must be number")
+	f("INT", `{"c":true}`, "", "Incorrect json value, must be number")
+	f("TINYINT", `{"c":300}`, "", "Incorrect json number 300")
+	f("TINYINT", `{"c":127}`, "127", "")
+	// read_decimal_from_json: a number with a fraction goes through f64
+	// and is truncated; a string is read exactly and rounded.
+	f("DECIMAL(10, 2)", `{"c":12345.678}`, "12345.67", "")
+	f("DECIMAL(10, 2)", `{"c":0.29}`, "0.28", "")
+	f("DECIMAL(10, 2)", `{"c":"12345.678"}`, "12345.68", "")
+	f("DECIMAL(10, 2)", `{"c":3}`, "3.00", "")
+	f("DECIMAL(10, 2)", `{"c":123456789}`, "", "Decimal overflow")
+	// read_bool, read_array.
+	f("BOOLEAN", `{"c":1}`, "", "Incorrect boolean value")
+	f("ARRAY(INT)", `{"c":[1,2.5]}`, "[1,3]", "")
+	// A timestamp with its offset is that instant.
+	f("TIMESTAMP", `{"c":"2026-01-02T10:00:00+02:00"}`, "1767340800000000", "")
+	// Fields match columns whatever their case (the decoder's
+	// ident_case_sensitive is false); a key given twice keeps its last
+	// value (serde_json's map insert).
+	f("INT", `{"C":5}`, "5", "")
+	f("INT", `{"c":1,"c":2}`, "2", "")
+	f("INT", `{"c":1,"C":2}`, "2", "")
+}
