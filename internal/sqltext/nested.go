@@ -94,7 +94,7 @@ func doubleLeaves(typ string) (string, bool) {
 	if open < 0 || !strings.HasSuffix(t, ")") {
 		return t, false
 	}
-	head, parts := strings.ToUpper(strings.TrimSpace(t[:open])), splitTop(t[open+1:len(t)-1])
+	head, parts := strings.ToUpper(strings.TrimSpace(t[:open])), SplitTop(t[open+1:len(t)-1])
 	switch head {
 	case "MAP":
 		if len(parts) == 2 {
@@ -130,7 +130,7 @@ func VarcharLeaves(typ string) string {
 	if open < 0 || !strings.HasSuffix(t, ")") {
 		return "VARCHAR"
 	}
-	head, parts := strings.ToUpper(strings.TrimSpace(t[:open])), splitTop(t[open+1:len(t)-1])
+	head, parts := strings.ToUpper(strings.TrimSpace(t[:open])), SplitTop(t[open+1:len(t)-1])
 	switch head {
 	case "MAP":
 		if len(parts) == 2 {
@@ -146,8 +146,9 @@ func VarcharLeaves(typ string) string {
 	return "VARCHAR" // DECIMAL(9,2), VARCHAR(10), …
 }
 
-// splitTop splits s at the commas outside parentheses and quotes.
-func splitTop(s string) []string {
+// SplitTop splits s at the commas outside parentheses and quotes (a
+// nested type's fields, in DuckDB's or Databend's notation).
+func SplitTop(s string) []string {
 	var parts []string
 	depth, quoted, start := 0, false, 0
 	for i := 0; i < len(s); i++ {

@@ -110,6 +110,9 @@ type Sink struct {
 	// since (pruneClaims).
 	prunable   map[sink.TopicPartition]claimsRead
 	sincePrune int
+	// userColumns are the user's table's columns in transform mode, read
+	// by Prepare, for the checks before staging (checkTransformRows).
+	userColumns []userColumn
 }
 
 // keptFile is a staged file's NDJSON and, in transform mode (where the
@@ -123,6 +126,17 @@ type keptFile struct {
 
 	split sync.Once
 	lines [][]byte
+	// sent are transform-mode objects as their messages held them, where
+	// some were staged rewritten (checkTransformRows); nil: the lines.
+	sent [][]byte
+}
+
+// sentLine is line i as its message held it, for its dead letter.
+func (k *keptFile) sentLine(i int) []byte {
+	if k.sent != nil {
+		return k.sent[i]
+	}
+	return k.Lines()[i]
 }
 
 // Lines returns the file's lines, splitting them on first use.
@@ -537,6 +551,9 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	if s.opt.Transform {
 		var err error
 		if rows, err = splitTransformRows(sink.Lines(b.Rows)); err != nil {
+			return sink.File{}, err
+		}
+		if b.DLQ, f.Ranges, err = checkTransformRows(rows, s.userColumns, b.DLQ, f.Ranges); err != nil {
 			return sink.File{}, err
 		}
 	}

@@ -54,7 +54,7 @@ func origin(k *keptFile, i int, dlq bool) (line, error) {
 		return line{tp: sink.TopicPartition{Topic: r.Topic, Partition: r.Partition}, offset: r.Offset, key: r.Key}, nil
 	case k.coords != nil:
 		c := k.coords[i]
-		return line{tp: sink.TopicPartition{Topic: c.Topic, Partition: c.Partition}, offset: c.Offset, key: c.Key, value: text,
+		return line{tp: sink.TopicPartition{Topic: c.Topic, Partition: c.Partition}, offset: c.Offset, key: c.Key, value: k.sentLine(i),
 			headers: c.Headers, created: c.CreateTime}, nil
 	default:
 		var r struct {

@@ -119,9 +119,11 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		{s.opt.Table + "_fence", s.tables.fence, fenceColumns, false, true},
 	}
 	if s.opt.Transform {
-		if _, err := ss.query(ctx, "DESC "+s.tables.main); err != nil {
+		res, err := ss.query(ctx, "DESC "+s.tables.main)
+		if err != nil {
 			return fmt.Errorf("transform mode loads into your table %s; describe it: %w", s.opt.Table, err)
 		}
+		s.userColumns = readUserColumns(res)
 	} else {
 		main, typed := rawColumns, s.opt.Typed != nil
 		if typed {

@@ -1,0 +1,362 @@
+package databend
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
+)
+
+// Transform mode's checks before staging. databend-query's NDJSON reader
+// (formats field_decoder/json_ast.rs) stores some values other than
+// were sent, without an error COPY could report: a number with a
+// fraction in an integer column is rounded (read_int under the default
+// numeric_cast_option "rounding": 1.5 is stored as 2, perhaps another
+// row's key), and a number with a point or an exponent in a DECIMAL
+// column is multiplied as a double and truncated (expression
+// utils/serialize.rs read_decimal_from_json: 0.29 into DECIMAL(10, 2) is
+// 0.28, 12345.678 is 12345.67, and no precision is checked). DuckDB's
+// transform dead-letters the first and rounds the second exactly at the
+// scale; so does this sink: an integer that would not be stored as sent
+// is dead-lettered before staging, and a decimal's number is staged as a
+// string of its text, which Databend reads exactly and rounds half away
+// from zero at the scale (read_decimal_with_size), as DuckDB's cast does.
+
+// colKind is what the checks need of a column type.
+type colKind int
+
+const (
+	kindOther colKind = iota
+	kindInt
+	kindDecimal
+	kindArray // elem[0]
+	kindMap   // elem[0] the values'
+	kindTuple // elem, by position
+)
+
+// colType is a Databend column type as DESC writes it (interpreters
+// util.rs generate_desc_schema: sql_name of the type without its
+// NULLs; nested types as their Display in capitals: ARRAY(INT32),
+// MAP(STRING, INT64), TUPLE(A INT32, B STRING), DECIMAL(10, 2)).
+type colType struct {
+	kind  colKind
+	elem  []colType
+	names []string // a tuple's field names, lowercased ("" unnamed)
+}
+
+// userColumn is a column of the user's table: its name, lowercased as
+// COPY matches fields to it (ndjson block_builder.rs, not case
+// sensitive), and its type.
+type userColumn struct {
+	name string
+	typ  colType
+}
+
+var (
+	reColInt = regexp.MustCompile(`^(TINYINT|SMALLINT|INT|INTEGER|BIGINT)( UNSIGNED)?$|^U?INT(8|16|32|64)$`)
+	reColDec = regexp.MustCompile(`^DECIMAL\(\d+, ?\d+\)$`)
+)
+
+// parseColType reads a DESC type; a type it does not know needs no check.
+func parseColType(s string) colType {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, " NOT NULL"), " NULL")
+	if inner, ok := wrapped(s, "NULLABLE"); ok {
+		return parseColType(inner)
+	}
+	switch {
+	case reColInt.MatchString(s):
+		return colType{kind: kindInt}
+	case reColDec.MatchString(s):
+		return colType{kind: kindDecimal}
+	}
+	if inner, ok := wrapped(s, "ARRAY"); ok {
+		return colType{kind: kindArray, elem: []colType{parseColType(inner)}}
+	}
+	if inner, ok := wrapped(s, "MAP"); ok {
+		if parts := sqltext.SplitTop(inner); len(parts) == 2 {
+			return colType{kind: kindMap, elem: []colType{parseColType(parts[1])}}
+		}
+	}
+	if inner, ok := wrapped(s, "TUPLE"); ok {
+		t := colType{kind: kindTuple}
+		for _, f := range sqltext.SplitTop(inner) {
+			// A field is "NAME TYPE" (a tuple without names is "TYPE").
+			name := ""
+			if n, typ, ok := strings.Cut(strings.TrimSpace(f), " "); ok && !strings.Contains(n, "(") {
+				name, f = strings.ToLower(n), typ
+			}
+			t.names = append(t.names, name)
+			t.elem = append(t.elem, parseColType(f))
+		}
+		return t
+	}
+	return colType{}
+}
+
+// wrapped returns the inside of NAME(…).
+func wrapped(s, name string) (string, bool) {
+	if !strings.HasPrefix(s, name+"(") || !strings.HasSuffix(s, ")") {
+		return "", false
+	}
+	return s[len(name)+1 : len(s)-1], true
+}
+
+// readUserColumns reads the user's table's columns from its DESC.
+func readUserColumns(res *result) []userColumn {
+	var cols []userColumn
+	for _, row := range res.Rows {
+		if len(row) < 2 || row[0] == nil || row[1] == nil {
+			continue
+		}
+		cols = append(cols, userColumn{name: strings.ToLower(*row[0]), typ: parseColType(*row[1])})
+	}
+	return cols
+}
+
+// stageableObject returns the object as it is to be staged and whether
+// that is not line, or why it must be dead-lettered instead: a field
+// of a column given twice (COPY takes the last, DuckDB's transform the
+// first), or a value that Databend would store as another one.
+func stageableObject(line []byte, cols []userColumn) ([]byte, bool, string) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return line, false, "" // not an object: COPY's error says so
+	}
+	seen := map[string]bool{}
+	var out []byte
+	last := 0 // line[:last] is in out when out is not nil
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return line, false, ""
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return line, false, ""
+		}
+		key := strings.ToLower(k.(string))
+		col := findColumn(cols, key)
+		if col == nil {
+			continue // COPY ignores it
+		}
+		if seen[key] {
+			return nil, false, fmt.Sprintf("field %q is given twice (in any case): Databend's COPY takes its last value, DuckDB's transform its first", k)
+		}
+		seen[key] = true
+		fixed, reason := stageableValue(v, col.typ)
+		if reason != "" {
+			return nil, false, fmt.Sprintf("field %q: %s", k, reason)
+		}
+		if fixed != nil {
+			end := int(dec.InputOffset())
+			if out == nil {
+				out = make([]byte, 0, len(line)+8)
+			}
+			out = append(append(out, line[last:end-len(v)]...), fixed...)
+			last = end
+		}
+	}
+	if out == nil {
+		return line, false, ""
+	}
+	return append(out, line[last:]...), true, ""
+}
+
+func findColumn(cols []userColumn, key string) *userColumn {
+	for i := range cols {
+		if cols[i].name == key {
+			return &cols[i]
+		}
+	}
+	return nil
+}
+
+// stageableValue returns v rewritten for its column type (nil: as it
+// is), or why Databend would not store it as sent.
+func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
+	switch t.kind {
+	case kindInt:
+		return nil, integerLost(v)
+	case kindDecimal:
+		if isFloatText(v) {
+			b, _ := json.Marshal(string(v))
+			return b, ""
+		}
+	case kindArray:
+		var elems []json.RawMessage
+		if json.Unmarshal(v, &elems) != nil {
+			return nil, ""
+		}
+		return stageableElems(elems, func(int) colType { return t.elem[0] }, func(e []json.RawMessage) ([]byte, error) { return json.Marshal(e) })
+	case kindMap:
+		return stageableMembers(v, func(string) colType { return t.elem[0] })
+	case kindTuple:
+		if len(v) > 0 && v[0] == '[' {
+			var elems []json.RawMessage
+			if json.Unmarshal(v, &elems) != nil || len(elems) != len(t.elem) {
+				return nil, "" // COPY's error says so
+			}
+			return stageableElems(elems, func(i int) colType { return t.elem[i] }, func(e []json.RawMessage) ([]byte, error) { return json.Marshal(e) })
+		}
+		// An object's fields are matched by name, in any case
+		// (json_ast.rs read_tuple, object_value): DESC writes them in
+		// capitals.
+		return stageableMembers(v, func(key string) colType {
+			for i, n := range t.names {
+				if n == strings.ToLower(key) {
+					return t.elem[i]
+				}
+			}
+			return colType{}
+		})
+	}
+	return nil, ""
+}
+
+// stageableElems checks each element against its type and, if one was
+// rewritten, encodes them all again with join.
+func stageableElems(elems []json.RawMessage, typ func(int) colType, join func([]json.RawMessage) ([]byte, error)) (json.RawMessage, string) {
+	changed := false
+	for i, e := range elems {
+		fixed, reason := stageableValue(e, typ(i))
+		if reason != "" {
+			return nil, fmt.Sprintf("element %d: %s", i+1, reason)
+		}
+		if fixed != nil {
+			elems[i], changed = fixed, true
+		}
+	}
+	if !changed {
+		return nil, ""
+	}
+	b, err := join(elems)
+	if err != nil {
+		return nil, ""
+	}
+	return b, ""
+}
+
+// stageableMembers checks the values of a JSON object (a map's, a tuple's
+// fields) against the types typ gives their keys.
+func stageableMembers(v json.RawMessage, typ func(key string) colType) (json.RawMessage, string) {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, ""
+	}
+	var keys []string
+	var vals []json.RawMessage
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, ""
+		}
+		var m json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			return nil, ""
+		}
+		keys, vals = append(keys, k.(string)), append(vals, m)
+	}
+	return stageableElems(vals, func(i int) colType { return typ(keys[i]) }, func(e []json.RawMessage) ([]byte, error) {
+		out := []byte{'{'}
+		for i, k := range keys {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			kb, _ := json.Marshal(k)
+			out = append(append(append(out, kb...), ':'), e[i]...)
+		}
+		return append(out, '}'), nil
+	})
+}
+
+// isFloatText says whether the JSON number v is one serde_json reads as a
+// double: written with a point or an exponent.
+func isFloatText(v json.RawMessage) bool {
+	return len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) && bytes.ContainsAny(v, ".eE")
+}
+
+// integerLost says how Databend's integer column would store the number
+// v otherwise than sent ("" when it stores it exactly or refuses it): a
+// number serde_json reads as a double is rounded (read_int), and a
+// double holds integers above 2^53 only approximately.
+func integerLost(v json.RawMessage) string {
+	if !isFloatText(v) {
+		return "" // an integer's digits (i64 or u64) or not a number
+	}
+	exact, ok := new(big.Rat).SetString(string(v))
+	if !ok {
+		return ""
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return "" // out of a double's range: Databend refuses it
+	}
+	stored, _ := new(big.Float).SetFloat64(math.Round(f)).Rat(nil)
+	if stored.Cmp(exact) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s into an integer column would be stored as %s (Databend rounds a number with a fraction)", v, stored.FloatString(0))
+}
+
+// checkTransformRows moves the objects of k that cannot be staged as they
+// are to the dead-letter rows (appended to dlq, each counted in ranges:
+// one record less, one dead letter more) and rewrites those that must be
+// staged otherwise, keeping them as sent for their dead letters. It
+// returns the dead-letter rows and the ranges.
+func checkTransformRows(k *keptFile, cols []userColumn, dlq []byte, ranges []sink.Range) ([]byte, []sink.Range, error) {
+	if len(cols) == 0 {
+		return dlq, ranges, nil
+	}
+	lines, sent := make([][]byte, 0, len(k.lines)), make([][]byte, 0, len(k.lines))
+	coords := make([]coord, 0, len(k.coords))
+	rewritten := false
+	for i, l := range k.lines {
+		staged, changed, reason := stageableObject(l, cols)
+		if reason == "" {
+			lines, sent, coords = append(lines, staged), append(sent, l), append(coords, k.coords[i])
+			rewritten = rewritten || changed
+			continue
+		}
+		c := k.coords[i]
+		value := base64.StdEncoding.EncodeToString(l)
+		row, err := json.Marshal(envelope.DLQRow{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset, Key: c.Key, Value: &value,
+			Error: reason, Stage: envelope.StageLoad, Headers: c.Headers, CreateTime: c.CreateTime})
+		if err != nil {
+			return nil, nil, fmt.Errorf("dead letter of offset %d: %w", c.Offset, err)
+		}
+		dlq = append(append(dlq, row...), '\n')
+		ranges = movedToDLQ(ranges, sink.TopicPartition{Topic: c.Topic, Partition: c.Partition})
+	}
+	if len(lines) == len(k.lines) && !rewritten {
+		return dlq, ranges, nil
+	}
+	k.lines, k.coords, k.data = lines, coords, sink.JoinLines(lines)
+	if rewritten {
+		k.sent = sent
+	}
+	return dlq, ranges, nil
+}
+
+// movedToDLQ counts one of tp's records as a dead letter instead of a
+// row; ranges is copied, as the batch's are the pipeline's.
+func movedToDLQ(ranges []sink.Range, tp sink.TopicPartition) []sink.Range {
+	out := make([]sink.Range, len(ranges))
+	copy(out, ranges)
+	for i := range out {
+		if out[i].TopicPartition == tp {
+			out[i].Records--
+			out[i].DLQ++
+		}
+	}
+	return out
+}

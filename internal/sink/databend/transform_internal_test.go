@@ -1,0 +1,43 @@
+package databend
+
+import (
+	"strings"
+	"testing"
+)
+
+// Each DESC type is checked as the column's decoder reads it: integers
+// (top level, in arrays, maps and tuples) are refused where Databend
+// would round them, decimals' numbers are staged as their text, other
+// types pass as sent.
+func TestStageableObjectByColumnType(t *testing.T) {
+	f := func(typ, obj, want, wantReason string) {
+		t.Helper()
+		cols := []userColumn{{name: "c", typ: parseColType(typ)}}
+		got, changed, reason := stageableObject([]byte(obj), cols)
+		if wantReason != "" {
+			if !strings.Contains(reason, wantReason) {
+				t.Errorf("%s into %s: staged %s, reason %q; want refused with %q", obj, typ, got, reason, wantReason)
+			}
+			return
+		}
+		if reason != "" || string(got) != want || changed != (want != obj) {
+			t.Errorf("%s into %s: staged %s (changed %v, reason %q), want %s", obj, typ, got, changed, reason, want)
+		}
+	}
+	f("INT", `{"c": 1.5}`, "", "would be stored as 2")
+	f("BIGINT UNSIGNED", `{"c": 0.5e0}`, "", "would be stored as 1")
+	f("INT", `{"c": 1e2, "d": 1.5}`, `{"c": 1e2, "d": 1.5}`, "")
+	f("SMALLINT", `{"c": "1.5"}`, `{"c": "1.5"}`, "") // Databend refuses a string: COPY's error
+	f("DECIMAL(10, 2)", `{"a": 1, "c": 0.29, "b": 2}`, `{"a": 1, "c": "0.29", "b": 2}`, "")
+	f("DECIMAL(10, 2)", `{"c": 29}`, `{"c": 29}`, "")
+	f("ARRAY(INT32)", `{"c": [1, 2.0, 3]}`, `{"c": [1, 2.0, 3]}`, "")
+	f("ARRAY(INT32)", `{"c": [1, 2.5]}`, "", "element 2: 2.5")
+	f("ARRAY(DECIMAL(5, 1))", `{"c": [1.25]}`, `{"c": ["1.25"]}`, "")
+	f("MAP(STRING, INT64)", `{"c": {"a": 1, "b": 0.5}}`, "", "would be stored as 1")
+	f("TUPLE(A STRING, B INT32)", `{"c": {"b": 1.5, "a": 2.5}}`, "", "element 1: 1.5")
+	f("TUPLE(A STRING, B DECIMAL(5, 1))", `{"c": {"B": 1.5, "a": 2.5}}`, `{"c": {"B":"1.5","a":2.5}}`, "")
+	f("TUPLE(INT32, STRING)", `{"c": [0.5, 1.5]}`, "", "element 1: 0.5")
+	f("NULLABLE(INT32)", `{"c": 2.5}`, "", "would be stored as 3")
+	f("VARIANT", `{"c": 1.5, "C": 2}`, "", "given twice")
+	f("DOUBLE", `{"c": 1.5}`, `{"c": 1.5}`, "")
+}
