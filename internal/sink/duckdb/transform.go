@@ -228,6 +228,15 @@ func (c userColumn) value() string {
 		jsonPath(c.name), sqltext.TryCast(c.source("j"), c.typ), def)
 }
 
+// givenTwice is true when the object (its keys lowercased, tl_keys; a
+// row with a key twice, tl_twice) has the column's field more than once,
+// in any case: DuckDB's JSON reader takes the first value, Databend's
+// COPY, which matches fields to columns in any case, the last, so the
+// object is refused on both sinks rather than stored otherwise on each.
+func (c userColumn) givenTwice() string {
+	return fmt.Sprintf("(tl_twice AND len(list_filter(tl_keys, lambda k: k = lower(%s))) > 1)", sqltext.String(c.name))
+}
+
 // badCast is true when the field is present and its cast, v (the column's
 // value), failed: NULL, or for a list, struct or map an element NULL that
 // is not null in the field (TRY_CAST nulls only the element).
@@ -291,6 +300,7 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 			continue
 		}
 		vals = append(vals, c.value()+" AS "+ref(i))
+		casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", c.givenTwice(), twiceBase-i))
 		casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(ref(i)), i))
 		if lost := c.fractionLost(ref(i)); lost != "" {
 			casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", lost, roundBase-i))
@@ -353,8 +363,10 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 	// the others.
 	stage := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tracelake_transform AS
 		WITH src AS (SELECT *, TRY_CAST("value" AS JSON) AS j FROM %s%s),
-		valued AS (SELECT topic, "partition", "offset", "key", headers, create_time, "value", j, %s FROM src),
-		casted AS (SELECT * EXCLUDE (j), [%s] AS tl_cast FROM valued),
+		keyed AS (SELECT *, list_transform(json_keys(j), lambda k: lower(k)) AS tl_keys FROM src),
+		valued AS (SELECT topic, "partition", "offset", "key", headers, create_time, "value", j, tl_keys,
+			len(tl_keys) <> len(list_distinct(tl_keys)) AS tl_twice, %s FROM keyed),
+		casted AS (SELECT * EXCLUDE (j, tl_keys, tl_twice), [%s] AS tl_cast FROM valued),
 		pre AS (SELECT *, list_filter(tl_cast || [%s], lambda x: x IS NOT NULL) AS tl_pre FROM casted),
 		bad AS (SELECT *, tl_pre || list_filter([%s], lambda x: x IS NOT NULL) AS tl_bad FROM pre)
 		SELECT *, CASE WHEN len(tl_bad) > 0 THEN false END::BOOLEAN AS tl_ins FROM bad`,
@@ -455,13 +467,15 @@ func (s *Sink) acceptRows(ctx context.Context, tx *sql.Tx) error {
 // validator accepted it; uniqueBase-k a key that violates the table's k-th
 // primary key or unique constraint; checkBase-k a row failing its k-th
 // CHECK; fkBase-k a row whose k-th foreign key references no row;
-// roundBase-i a fraction that the cast to integer column i rounded away.
+// roundBase-i a fraction that the cast to integer column i rounded away;
+// twiceBase-i column i's field given twice in the object.
 const (
 	notJSON    = -1 << 30
 	uniqueBase = -1 << 20
 	checkBase  = -2 << 20
 	fkBase     = -3 << 20
 	roundBase  = -4 << 20
+	twiceBase  = -5 << 20
 )
 
 // rejectTransformed writes the rejected objects to the dead-letter table
@@ -522,6 +536,10 @@ func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time)
 func (s *Sink) rejectReason(ctx context.Context, value string, bad int, lookups *int) string {
 	if bad == notJSON {
 		return "DuckDB cannot parse the value as JSON"
+	}
+	if bad <= twiceBase {
+		c := s.userColumns[twiceBase-bad]
+		return fmt.Sprintf("column %s (%s): the field %q is given twice (in any case): DuckDB's JSON reader takes its first value, Databend's COPY its last", c.name, c.typ, c.name)
 	}
 	if bad <= roundBase {
 		c := s.userColumns[roundBase-bad]

@@ -327,3 +327,23 @@ func TestTransformLoadsAWholeHugeintElement(t *testing.T) {
 		t.Errorf("dead letters = %v, want offset 1 alone", dlq)
 	}
 }
+
+// A field given twice in one object: DuckDB's JSON reader takes the first
+// value, Databend's COPY the last (and matches a field to a column in any
+// case), so the same message stored id 1 here and 2 there. Both sinks
+// dead-letter such an object instead, with the reason; a field of no
+// column given twice is ignored, as the field itself is.
+func TestTransformDeadLettersAColumnFieldGivenTwice(t *testing.T) {
+	rows, dlq := loadTransformed(t, `CREATE TABLE orders (id BIGINT, qty INTEGER)`,
+		`SELECT id, qty FROM orders`,
+		`{"id":1,"id":2,"qty":1}`,
+		`{"id":3,"qty":2,"QTY":4}`,
+		`{"id":5,"qty":6,"x":1,"x":2}`,
+	)
+	if want := []string{"5|6"}; !slices.Equal(rows, want) {
+		t.Errorf("orders = %v, want %v; dead letters: %v", rows, want, dlq)
+	}
+	if len(dlq) != 2 || !strings.HasPrefix(dlq[0], "0|") || !strings.HasPrefix(dlq[1], "1|") || !strings.Contains(dlq[0], "given twice") {
+		t.Errorf("dead letters = %v, want offsets 0 and 1, the field given twice", dlq)
+	}
+}
