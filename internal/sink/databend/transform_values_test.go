@@ -45,7 +45,7 @@ func TestTransformStoresValuesAsSentOrDeadLetters(t *testing.T) {
 	for _, r := range srv.Rows("orders") {
 		stored[string(r["id"])] = string(r["price"])
 	}
-	want := map[string]string{"1": "0.29", "3": "12345.68", "7": "2.35"}
+	want := map[string]string{"1": `"0.29"`, "3": `"12345.68"`, "7": `"2.35"`}
 	if len(stored) != len(want) {
 		t.Errorf("stored %v, want %v", stored, want)
 	}

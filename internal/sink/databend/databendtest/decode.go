@@ -151,7 +151,8 @@ func readInt(v json.RawMessage, r [2]float64) (json.RawMessage, error) {
 // no precision check), so 0.29 into DECIMAL(10, 2) is 0.28 and 12345.678
 // is 12345.67; a string is read exactly by read_decimal_with_size and
 // rounded half away from zero at the scale ("12345.678" is 12345.68).
-// The column holds the value written with scale places.
+// The column holds the value's text with scale places, as a JSON string
+// (as HTTP results write a decimal, and as the rest of the fake reads it).
 func readDecimal(v json.RawMessage, p, s int) (json.RawMessage, error) {
 	scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(s)), nil)
 	limit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(p)), nil)
@@ -191,9 +192,9 @@ func roundHalfAway(r *big.Rat) *big.Int {
 	return q
 }
 
-// decimalString writes n / 10^s with s places.
+// decimalString writes n / 10^s with s places, as a JSON string.
 func decimalString(n *big.Int, s int) string {
-	return new(big.Rat).SetFrac(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(s)), nil)).FloatString(s)
+	return strconv.Quote(new(big.Rat).SetFrac(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(s)), nil)).FloatString(s))
 }
 
 // readArray is read_array: a JSON array, each element read as the

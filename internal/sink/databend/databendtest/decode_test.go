@@ -49,10 +49,10 @@ func TestCopyDecodesFieldsAsDatabend(t *testing.T) {
 	f("TINYINT", `{"c":127}`, "127", "")
 	// read_decimal_from_json: a number with a fraction goes through f64
 	// and is truncated; a string is read exactly and rounded.
-	f("DECIMAL(10, 2)", `{"c":12345.678}`, "12345.67", "")
-	f("DECIMAL(10, 2)", `{"c":0.29}`, "0.28", "")
-	f("DECIMAL(10, 2)", `{"c":"12345.678"}`, "12345.68", "")
-	f("DECIMAL(10, 2)", `{"c":3}`, "3.00", "")
+	f("DECIMAL(10, 2)", `{"c":12345.678}`, `"12345.67"`, "")
+	f("DECIMAL(10, 2)", `{"c":0.29}`, `"0.28"`, "")
+	f("DECIMAL(10, 2)", `{"c":"12345.678"}`, `"12345.68"`, "")
+	f("DECIMAL(10, 2)", `{"c":3}`, `"3.00"`, "")
 	f("DECIMAL(10, 2)", `{"c":123456789}`, "", "Decimal overflow")
 	// read_bool, read_array.
 	f("BOOLEAN", `{"c":1}`, "", "Incorrect boolean value")
