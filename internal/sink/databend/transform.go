@@ -21,8 +21,8 @@ import (
 // were sent, without an error COPY could report: a number with a
 // fraction in an integer column is rounded (read_int under the default
 // numeric_cast_option "rounding": 1.5 is stored as 2, perhaps another
-// row's key), and a number with a point or an exponent in a DECIMAL
-// column is multiplied as a double and truncated (expression
+// row's key), and a number with a point or an exponent (or an integer
+// past 64 bits) in a DECIMAL column is multiplied as a double and truncated (expression
 // utils/serialize.rs read_decimal_from_json: 0.29 into DECIMAL(10, 2) is
 // 0.28, 12345.678 is 12345.67, and no precision is checked). DuckDB's
 // transform dead-letters the first and rounds the second exactly at the
@@ -188,7 +188,7 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 	case kindInt:
 		return nil, integerLost(v)
 	case kindDecimal:
-		if isFloatText(v) {
+		if isFloatText(v) || wideInteger(v) {
 			b, _ := json.Marshal(string(v))
 			return b, ""
 		}
@@ -283,6 +283,16 @@ func stageableMembers(v json.RawMessage, typ func(key string) colType) (json.Raw
 // double: written with a point or an exponent.
 func isFloatText(v json.RawMessage) bool {
 	return len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) && bytes.ContainsAny(v, ".eE")
+}
+
+// wideInteger says whether v is an integer's digits past i64 and u64,
+// which serde_json reads as a double.
+func wideInteger(v json.RawMessage) bool {
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return false
+	}
+	i, ok := new(big.Int).SetString(string(v), 10)
+	return ok && !i.IsInt64() && !i.IsUint64()
 }
 
 // integerLost says how Databend's integer column would store the number

@@ -169,7 +169,7 @@ func readDecimal(v json.RawMessage, p, s int) (json.RawMessage, error) {
 	case !isNumber(v):
 		return nil, errors.New("Incorrect json value for decimal")
 	default:
-		if i, ok := new(big.Int).SetString(string(v), 10); ok {
+		if i, ok := new(big.Int).SetString(string(v), 10); ok && fitsI64OrU64(i) {
 			n = i.Mul(i, scale)
 			break
 		}
@@ -181,6 +181,12 @@ func readDecimal(v json.RawMessage, p, s int) (json.RawMessage, error) {
 		return nil, errors.New("Decimal overflow")
 	}
 	return json.RawMessage(decimalString(n, s)), nil
+}
+
+// fitsI64OrU64 says whether serde_json reads the integer as an i64 or a
+// u64 rather than an f64.
+func fitsI64OrU64(i *big.Int) bool {
+	return i.IsInt64() || i.IsUint64()
 }
 
 // roundHalfAway rounds r to an integer, half away from zero.

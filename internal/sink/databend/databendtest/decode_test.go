@@ -54,6 +54,8 @@ func TestCopyDecodesFieldsAsDatabend(t *testing.T) {
 	f("DECIMAL(10, 2)", `{"c":"12345.678"}`, `"12345.68"`, "")
 	f("DECIMAL(10, 2)", `{"c":3}`, `"3.00"`, "")
 	f("DECIMAL(10, 2)", `{"c":123456789}`, "", "Decimal overflow")
+	// An integer past u64 is serde_json's f64 too (no arbitrary_precision).
+	f("DECIMAL(38, 0)", `{"c":123456789012345678901234}`, `"123456789012345685803008"`, "")
 	// read_bool, read_array.
 	f("BOOLEAN", `{"c":1}`, "", "Incorrect boolean value")
 	f("ARRAY(INT)", `{"c":[1,2.5]}`, "[1,3]", "")
