@@ -41,6 +41,8 @@ const (
 	kindArray // elem[0]
 	kindMap   // elem[0] the values'
 	kindTuple // elem, by position
+	kindTimestamp
+	kindDate
 )
 
 // colType is a Databend column type as DESC writes it (interpreters
@@ -78,6 +80,10 @@ func parseColType(s string) colType {
 		return colType{kind: kindInt}
 	case reColDec.MatchString(s):
 		return colType{kind: kindDecimal}
+	case s == "TIMESTAMP" || s == "DATETIME":
+		return colType{kind: kindTimestamp}
+	case s == "DATE":
+		return colType{kind: kindDate}
 	}
 	if inner, ok := wrapped(s, "ARRAY"); ok {
 		return colType{kind: kindArray, elem: []colType{parseColType(inner)}}
@@ -187,6 +193,8 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 	switch t.kind {
 	case kindInt:
 		return nil, integerLost(v)
+	case kindTimestamp, kindDate:
+		return nil, clamped(v, t.kind)
 	case kindDecimal:
 		if isFloatText(v) || wideInteger(v) {
 			b, _ := json.Marshal(string(v))
@@ -293,6 +301,46 @@ func wideInteger(v json.RawMessage) bool {
 	}
 	i, ok := new(big.Int).SetString(string(v), 10)
 	return ok && !i.IsInt64() && !i.IsUint64()
+}
+
+// Databend's ranges (expression types/date.rs DATE_MIN and DATE_MAX in
+// days, types/timestamp.rs TIMESTAMP_MIN and TIMESTAMP_MAX in
+// microseconds: 0001-01-01 to 9999-12-31).
+const (
+	dateMin      = -719162
+	dateMax      = 2932896
+	timestampMin = -62135596800000000
+	timestampMax = 253402300799999999
+)
+
+// clamped says why an integer into a DATE or TIMESTAMP column would be
+// stored as 0001-01-01 ("" when it is in range, or not an integer):
+// COPY reads it as days (read_date, clamp_date) or, by its size, as
+// seconds, milliseconds or microseconds (read_timestamp,
+// int64_to_timestamp), and stores one out of range as the least value
+// without an error.
+func clamped(v json.RawMessage, kind colKind) string {
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return "" // not an i64: COPY refuses it, or reads a string
+	}
+	if kind == kindDate {
+		if n < dateMin || n > dateMax {
+			return fmt.Sprintf("%d days is out of Databend's DATE range and would be stored as 0001-01-01", n)
+		}
+		return ""
+	}
+	micros := n // as int64_to_timestamp reads it
+	switch {
+	case -31536000000 < n && n < 31536000000:
+		micros = n * 1_000_000
+	case -31536000000000 < n && n < 31536000000000:
+		micros = n * 1_000
+	}
+	if micros < timestampMin || micros > timestampMax {
+		return fmt.Sprintf("%d is out of Databend's TIMESTAMP range and would be stored as 0001-01-01 00:00:00", n)
+	}
+	return ""
 }
 
 // integerLost says how Databend's integer column would store the number

@@ -42,4 +42,8 @@ func TestStageableObjectByColumnType(t *testing.T) {
 	f("NULLABLE(INT32)", `{"c": 2.5}`, "", "would be stored as 3")
 	f("VARIANT", `{"c": 1.5, "C": 2}`, "", "given twice")
 	f("DOUBLE", `{"c": 1.5}`, `{"c": 1.5}`, "")
+	f("TIMESTAMP", `{"c": 1767340800}`, `{"c": 1767340800}`, "")
+	f("TIMESTAMP", `{"c": 300000000000000000}`, "", "out of Databend's TIMESTAMP range")
+	f("DATE", `{"c": 19000}`, `{"c": 19000}`, "")
+	f("DATE", `{"c": 3000000}`, "", "out of Databend's DATE range")
 }

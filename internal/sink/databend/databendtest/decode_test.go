@@ -59,6 +59,12 @@ func TestCopyDecodesFieldsAsDatabend(t *testing.T) {
 	// read_bool, read_array.
 	f("BOOLEAN", `{"c":1}`, "", "Incorrect boolean value")
 	f("ARRAY(INT)", `{"c":[1,2.5]}`, "[1,3]", "")
+	// An integer into a DATE is days, into a TIMESTAMP seconds,
+	// milliseconds or microseconds by its size; out of range, the least
+	// value (types/date.rs clamp_date, clamp_timestamp).
+	f("DATE", `{"c":3000000}`, "-719162", "")
+	f("DATE", `{"c":19000}`, "19000", "")
+	f("TIMESTAMP", `{"c":300000000000000000}`, "-62135596800000000", "")
 	// A timestamp with its offset is that instant.
 	f("TIMESTAMP", `{"c":"2026-01-02T10:00:00+02:00"}`, "1767340800000000", "")
 	// Fields match columns whatever their case (the decoder's
