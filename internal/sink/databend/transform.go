@@ -40,7 +40,7 @@ const (
 	kindDecimal
 	kindArray // elem[0]
 	kindMap   // elem[0] the values'
-	kindTuple // elem, by position
+	kindTuple // elem, with names
 	kindTimestamp
 	kindDate
 )
