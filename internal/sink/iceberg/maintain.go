@@ -196,8 +196,35 @@ func byPartition(groups []compaction.Group) []compaction.Group {
 			i = len(out) - 1
 		}
 		out[i].Tasks = append(out[i].Tasks, g.Tasks...)
-		out[i].TotalSizeBytes += g.TotalSizeBytes
-		out[i].DeleteFileCount += g.DeleteFileCount
+	}
+	for i := range out {
+		out[i].Tasks = wholeFiles(out[i].Tasks)
+		for _, t := range out[i].Tasks {
+			out[i].TotalSizeBytes += t.File.FileSizeBytes()
+			out[i].DeleteFileCount += deletesOf(t)
+		}
+	}
+	return out
+}
+
+// wholeFiles is tasks with one task per data file, reading all of it.
+// Scan planning splits a Parquet file larger than the table's
+// read.split.target-size (128 MiB by default) into a task per range of
+// row groups, and the planner bin-packs those as files of their own: a
+// rewrite listing one file once per range is refused by iceberg-go
+// ("delete data file paths must be unique"), and one given some of its
+// ranges only (the planner drops a bin of one task) would remove the
+// file with the rows of the others not rewritten.
+func wholeFiles(tasks []table.FileScanTask) []table.FileScanTask {
+	out := make([]table.FileScanTask, 0, len(tasks))
+	seen := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		if seen[t.File.FilePath()] {
+			continue
+		}
+		seen[t.File.FilePath()] = true
+		t.Start, t.Length = 0, t.File.FileSizeBytes()
+		out = append(out, t)
 	}
 	return out
 }
