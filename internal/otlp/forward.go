@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tracelake/tracelake/internal/otel"
 )
@@ -43,6 +45,21 @@ type KafkaForwarder struct {
 	// aloneTurn): each is a batch of its own.
 	alone     *kgo.Client
 	aloneTurn chan struct{}
+	// writes and aloneWrites count the Produce requests cl and alone
+	// wrote (failedForAnother).
+	writes, aloneWrites *produceWrites
+}
+
+// produceWrites counts the Produce requests a client wrote, each counted
+// as its write returns (kgo's HookBrokerWrite), before the client reads
+// the answer: a record failed after a request that may hold it was
+// written sees it counted.
+type produceWrites struct{ n atomic.Uint64 }
+
+func (w *produceWrites) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == int16(kmsg.Produce) {
+		w.n.Add(1)
+	}
 }
 
 // aloneBatchBytes bounds the alone producer's batches: not the largest
@@ -114,6 +131,7 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 	// waits (within its request's context) for room. Each client's bound
 	// takes the largest record it produces, which it would otherwise
 	// refuse as too large.
+	writes, aloneWrites := new(produceWrites), new(produceWrites)
 	var largest int64
 	for _, l := range limits {
 		largest = max(largest, int64(min(l, 1<<30)))
@@ -125,6 +143,7 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 			return min(max(limits[topic], 512), 1<<30) // franz-go's range; unknown topics: 512
 		}),
 		kgo.MaxBufferedBytes(int(max(maxBuffered, largest))),
+		kgo.WithHooks(writes),
 	})...)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
@@ -133,12 +152,14 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 		kgo.ProducerBatchMaxBytes(aloneBatchBytes),
 		kgo.ProducerLinger(0),
 		kgo.MaxBufferedBytes(int(max(maxBuffered, aloneBatchBytes))),
+		kgo.WithHooks(aloneWrites),
 	})...)
 	if err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
 	}
-	return &KafkaForwarder{cl: cl, alone: alone, aloneTurn: make(chan struct{}, 1), topics: topics, header: tenantHeader, limits: limits}, nil
+	return &KafkaForwarder{cl: cl, alone: alone, aloneTurn: make(chan struct{}, 1), topics: topics, header: tenantHeader, limits: limits,
+		writes: writes, aloneWrites: aloneWrites}, nil
 }
 
 // readLimits asks the brokers for each topic's max.message.bytes; a topic
@@ -243,7 +264,7 @@ func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, bod
 	if loneBatchBytes(rec) > int(f.limits[topic]) {
 		return f.produceAlone(ctx, rec)
 	}
-	err := produce(ctx, f.cl, rec)
+	err := produce(ctx, f.cl, f.writes, rec)
 	if tooLarge(err) {
 		// The message fits the limit read (or guessed) at start, but the
 		// broker refused the batch it was in, whole: nothing of it was
@@ -286,9 +307,9 @@ func (f *KafkaForwarder) produceAlone(ctx context.Context, rec *kgo.Record) (Sto
 // held, can fail it so once at most: its refusal empties the partition.
 func (f *KafkaForwarder) produceJudgedAlone(ctx context.Context, rec *kgo.Record) error {
 	ahead := f.alone.BufferedProduceRecords()
-	err := produce(ctx, f.alone, rec)
+	err := produce(ctx, f.alone, f.aloneWrites, rec)
 	for ; tooLarge(err) && ahead > 0; ahead-- {
-		err = produce(ctx, f.alone, rec)
+		err = produce(ctx, f.alone, f.aloneWrites, rec)
 	}
 	return err
 }
@@ -312,27 +333,43 @@ func (f *KafkaForwarder) produceJudgedAlone(ctx context.Context, rec *kgo.Record
 // a record's state (its Context, set to the first Produce's context,
 // which ends as the attempt returns), and a record produced again after a
 // refusal failed at once with "context canceled".
-func produce(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
+func produce(ctx context.Context, cl *kgo.Client, writes *produceWrites, rec *kgo.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
 	defer cancel()
 	for {
+		before := writes.n.Load()
 		err := produceOnce(ctx, cl, rec)
-		if !failedForAnother(ctx, err) {
+		written := before != writes.n.Load()
+		if !failedForAnother(ctx, err, written) {
+			if written && failedForAnother(ctx, err, false) {
+				return fmt.Errorf("failed with a message ahead of it whose request ended, after a produce that may hold both: %w", err)
+			}
 			return err
 		}
 	}
 }
 
 // failedForAnother reports whether err, an attempt's answer, is the end
-// of another record's context while ctx lives. franz-go fails every
-// record buffered for a partition when the first one's context ends
-// (kgo's maybeFailErr, waitUnknownTopic: only the first record's context
-// is looked at), and only while none of them may have been written: a
+// of another record's context while ctx lives, the attempt's record
+// certainly unwritten: written is whether cl wrote a Produce request
+// since the attempt began. franz-go fails every record buffered for a
+// partition when the first one's context ends (kgo's maybeFailErr,
+// waitUnknownTopic: only the first record's context is looked at): a
 // request still waiting, buffered behind one whose client gave up, was
 // answered 503 though the brokers would take it. Unwritten, it is
 // produced again.
-func failedForAnother(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+//
+// franz-go does so whenever the partition's first batch was answered
+// since its last send, not only while none of its records may have been
+// written: a batch written whose answer was lost (the connection broke)
+// is sent again, and a NOT_LEADER_FOR_PARTITION to that retry lets
+// franz-go fail it and the batches behind it, which the brokers hold. A
+// record produced again then was stored twice, acknowledged once. So a
+// record that a Produce request written since it was buffered may hold
+// is answered as failed (a 503: its client's retry is a copy README
+// documents), never produced again.
+func failedForAnother(ctx context.Context, err error, written bool) bool {
+	return !written && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // produceOnce produces a copy of rec with cl and returns the brokers'
