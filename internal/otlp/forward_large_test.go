@@ -119,23 +119,10 @@ func TestForwardRefusedBatchRetriedAloneIsStored(t *testing.T) {
 		t.Errorf("a request of 700 KB to a topic of %d bytes: %v, want ErrTooLarge", limit, err)
 	}
 
-	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	stored := map[string]int{}
-	for n := 0; n < len(bodies) && ctx.Err() == nil; {
-		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			for i, body := range bodies {
-				if bytes.Equal(r.Value, body) {
-					stored[fmt.Sprint(i)]++
-					n++
-				}
-			}
-		})
-	}
-	for i := range bodies {
-		if stored[fmt.Sprint(i)] != 1 {
-			t.Errorf("request %d stored %d times, want once", i, stored[fmt.Sprint(i)])
+	stored := storedValues(t, c, topic)
+	for i, body := range bodies {
+		if stored[string(body)] != 1 {
+			t.Errorf("request %d stored %d times, want once", i, stored[string(body)])
 		}
 	}
 }

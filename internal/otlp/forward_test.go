@@ -169,6 +169,40 @@ func TestForwardLimitFallbacks(t *testing.T) {
 	}
 }
 
+// storedValues counts the values topic holds on c, each time it holds
+// them: read up to the topic's end offsets as they are, so a copy written
+// after the one looked for is counted too.
+func storedValues(t *testing.T, c *kfake.Cluster, topic string) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(kafkatest.Client(t, c)).ListEndOffsets(ctx, topic)
+	if err = errors.Join(err, ends.Error()); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
+	stored := map[string]int{}
+	for read := int64(0); read < total; {
+		fetches := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of the %d records of %s: %v", read, total, topic, ctx.Err())
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			stored[string(r.Value)]++
+			read++
+		})
+	}
+	return stored
+}
+
+// partitionedValues receives the value of each record the producer has
+// queued in its partition's batches.
+type partitionedValues chan string
+
+func (p partitionedValues) OnProduceRecordPartitioned(r *kgo.Record, _ int32) { p <- string(r.Value) }
+
 // bufferedValues receives the value of each record the producer buffers.
 type bufferedValues chan string
 
@@ -176,10 +210,11 @@ func (b bufferedValues) OnProduceRecordBuffered(r *kgo.Record) { b <- string(r.V
 
 // watchedForwarder is a forwarder of traces to topic on c whose producers
 // tell the value of each record they buffer; closed as the test ends.
-func watchedForwarder(t *testing.T, c *kfake.Cluster, topic string) (*KafkaForwarder, bufferedValues) {
+// hooks are the producers' too.
+func watchedForwarder(t *testing.T, c *kfake.Cluster, topic string, hooks ...kgo.Hook) (*KafkaForwarder, bufferedValues) {
 	t.Helper()
 	buffered := make(bufferedValues, 8)
-	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(buffered)},
+	f, err := NewKafkaForwarder(t.Context(), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(append(hooks, buffered)...)},
 		map[string]string{Traces: topic}, "tenant", 8<<20, 64<<20, discardLog())
 	if err != nil {
 		t.Fatal(err)
@@ -248,14 +283,7 @@ func TestForwardIsNotRefusedForAnotherRequestsEndedContext(t *testing.T) {
 		t.Errorf("a request whose client waits, behind one whose client gave up: %v", err)
 	}
 
-	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	stored := map[string]int{}
-	for stored["waiting"] == 0 && ctx.Err() == nil {
-		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { stored[string(r.Value)]++ })
-	}
-	if stored["waiting"] != 1 || stored["gone"] != 0 {
+	if stored := storedValues(t, c, topic); stored["waiting"] != 1 || stored["gone"] != 0 {
 		t.Errorf("stored %v, want the waiting request once and not the one given up before it was sent", stored)
 	}
 }

@@ -7,9 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -140,23 +138,7 @@ func TestForwardAcknowledgedIsStoredOnceWhenAnotherRequestsWrittenMessageIsFaile
 		t.Fatalf("%d produce requests, want the written one and the one answered NOT_LEADER_FOR_PARTITION", produces.Load())
 	}
 
-	// Everything written is below the end offset: read up to it.
-	adm := kadm.NewClient(kafkatest.Client(t, c))
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, _ := ends.Lookup(topic, 0)
-	cons := kafkatest.Client(t, c, kgo.ConsumeTopics(topic))
-	stored := map[string]int{}
-	for read := int64(0); read < end.Offset && ctx.Err() == nil; {
-		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			stored[string(r.Value)]++
-			read = r.Offset + 1
-		})
-	}
+	stored := storedValues(t, c, topic)
 	t.Logf("the waiting request answered %v, stored %v", waitingErr, stored)
 	if stored["gone"]+stored["waiting"] == 0 {
 		t.Fatalf("stored %v: the first produce was not written", stored)
