@@ -327,7 +327,7 @@ func (f *KafkaForwarder) produceJudgedAlone(ctx context.Context, rec *kgo.Record
 // is an error either way, so a copy at most, which the dedup model
 // keeps once).
 // The wait is bounded by deliveryTimeout too, for a client without a
-// timeout of its own.
+// timeout of its own. writes counts cl's Produce requests.
 //
 // Each attempt produces a record of its own, a copy of rec: franz-go keeps
 // a record's state (its Context, set to the first Produce's context,
@@ -339,37 +339,35 @@ func produce(ctx context.Context, cl *kgo.Client, writes *produceWrites, rec *kg
 	for {
 		before := writes.n.Load()
 		err := produceOnce(ctx, cl, rec)
-		written := before != writes.n.Load()
-		if !failedForAnother(ctx, err, written) {
-			if written && failedForAnother(ctx, err, false) {
-				return fmt.Errorf("failed with a message ahead of it whose request ended, after a produce that may hold both: %w", err)
-			}
+		if !failedForAnother(ctx, err) {
 			return err
+		}
+		// franz-go fails a partition's records with its first one's
+		// ended context whenever that batch was answered since it was
+		// last sent, not only while none of them may have been written:
+		// a batch written whose answer was lost (the connection broke)
+		// is sent again, and a NOT_LEADER_FOR_PARTITION to that retry
+		// lets franz-go fail it and the batches behind it, which the
+		// brokers hold. Produced again then, a request was stored twice
+		// and acknowledged once. Only while no Produce request that may
+		// hold the attempt's record was written is it certainly
+		// unwritten; else it is answered as failed (503: its client's
+		// retry is a copy README documents).
+		if writes.n.Load() != before {
+			return fmt.Errorf("failed with a message ahead of it whose request ended, after a produce that may hold both: %w", err)
 		}
 	}
 }
 
 // failedForAnother reports whether err, an attempt's answer, is the end
-// of another record's context while ctx lives, the attempt's record
-// certainly unwritten: written is whether cl wrote a Produce request
-// since the attempt began. franz-go fails every record buffered for a
-// partition when the first one's context ends (kgo's maybeFailErr,
-// waitUnknownTopic: only the first record's context is looked at): a
-// request still waiting, buffered behind one whose client gave up, was
-// answered 503 though the brokers would take it. Unwritten, it is
-// produced again.
-//
-// franz-go does so whenever the partition's first batch was answered
-// since its last send, not only while none of its records may have been
-// written: a batch written whose answer was lost (the connection broke)
-// is sent again, and a NOT_LEADER_FOR_PARTITION to that retry lets
-// franz-go fail it and the batches behind it, which the brokers hold. A
-// record produced again then was stored twice, acknowledged once. So a
-// record that a Produce request written since it was buffered may hold
-// is answered as failed (a 503: its client's retry is a copy README
-// documents), never produced again.
-func failedForAnother(ctx context.Context, err error, written bool) bool {
-	return !written && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+// of another record's context while ctx lives. franz-go fails every
+// record buffered for a partition when the first one's context ends
+// (kgo's maybeFailErr, waitUnknownTopic: only the first record's context
+// is looked at): a request still waiting, buffered behind one whose
+// client gave up, was answered 503 though the brokers would take it.
+// Unwritten (produce), it is produced again.
+func failedForAnother(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // produceOnce produces a copy of rec with cl and returns the brokers'
