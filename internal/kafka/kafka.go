@@ -123,7 +123,11 @@ func (a *Admin) Watermarks(ctx context.Context, topics []string) (map[sink.Topic
 
 // ExistingWatermarks are the Watermarks of the partitions of those of
 // topics that exist: a topic Kafka does not know (deleted) has none, and
-// is no error.
+// is no error. A partition of a topic Kafka knows whose listing answered
+// UNKNOWN_TOPIC_OR_PARTITION (the broker asked no longer hosts it, after
+// a reassignment: stale metadata) is an error like any other: left out,
+// start_offset latest took it as created after the run started and read
+// it from 0, and exit-when-idle took it as caught up.
 func (a *Admin) ExistingWatermarks(ctx context.Context, topics []string) (map[sink.TopicPartition]Watermarks, error) {
 	return a.watermarks(ctx, topics, true)
 }
@@ -141,7 +145,9 @@ func (a *Admin) watermarks(ctx context.Context, topics []string, existing bool) 
 	var firstErr error
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
-			if existing && errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			// Partition -1: kadm's answer for a topic its metadata
+			// does not hold, the only sign that the topic is absent.
+			if existing && o.Partition < 0 && errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
 				return
 			}
 			if firstErr == nil {

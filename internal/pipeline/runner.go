@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/envelope"
@@ -353,9 +355,23 @@ func latestStarts(ctx context.Context, cfg *config.Config) (map[sink.TopicPartit
 	defer admin.Close()
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	marks, err := admin.ConsumedWatermarks(qctx, cfg.Kafka)
-	if err != nil {
-		return nil, fmt.Errorf("start_offset latest: list the partitions' end offsets: %w", err)
+	// A partition missing from the ends is taken as created after the
+	// start and read from 0 (Worker.pinnedStart), so a listing that
+	// failed for a partition is retried, not left out: a transient answer
+	// (a broker with stale metadata) must not load a whole old partition.
+	var marks map[sink.TopicPartition]kafka.Watermarks
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		if marks, err = admin.ConsumedWatermarks(qctx, cfg.Kafka); err == nil {
+			break
+		}
+		if !kerr.IsRetriable(err) {
+			return nil, fmt.Errorf("start_offset latest: list the partitions' end offsets: %w", err)
+		}
+		select {
+		case <-qctx.Done():
+			return nil, fmt.Errorf("start_offset latest: list the partitions' end offsets (retried for 30s): %w", err)
+		case <-time.After(delay):
+		}
 	}
 	ends := make(map[sink.TopicPartition]int64, len(marks))
 	for tp, m := range marks {
