@@ -563,11 +563,17 @@ func (l *Loader) resume(ctx context.Context) error {
 			return fmt.Errorf("read the positions of %s from the tables: %w", l.tp, err)
 		}
 		if f := furthest[l.tp]; f > next {
-			if err := t.Abandon(ctx, l.tp, next, f-1); err != nil {
+			run, ok, err := t.Abandon(ctx, l.tp, next, f-1)
+			if err != nil {
 				return fmt.Errorf("abandon positions %d-%d of %s, which a failed load holds in part: %w", next, f-1, l.tp, err)
 			}
-			l.opt.Log.Warn("OTLP positions abandoned: a failed load committed some of its tables; its requests were refused for their clients to retry",
-				"partition", l.tp, "first", next, "last", f-1)
+			if ok {
+				l.opt.Log.Warn("OTLP positions abandoned: a failed load committed some of its tables; its requests were refused for their clients to retry",
+					"partition", l.tp, "first", run.First, "last", run.Last)
+			} else {
+				l.opt.Log.Info("OTLP positions a load held in part found complete: its main table's commit landed meanwhile; none abandoned",
+					"partition", l.tp, "first", next, "last", f-1)
+			}
 			next = f
 		}
 	}

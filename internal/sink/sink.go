@@ -303,11 +303,15 @@ type TableByTableCommitter interface {
 	// the load's tables records, the furthest of their positions.
 	FurthestPositions(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
 	// Abandon moves the main table's position of tp past last, recording
-	// first..last as positions that hold nothing and never will (a load
-	// that failed after committing some tables held them; its requests
-	// were refused for their clients to retry), so that verify tells them
-	// from lost records. Positions already past last are left alone.
-	Abandon(ctx context.Context, tp TopicPartition, first, last int64) error
+	// the positions of first..last it moves over as positions that hold
+	// nothing and never will (a load that failed after committing some
+	// tables held them; its requests were refused for their clients to
+	// retry), so that verify tells them from lost records, and deletes
+	// what the other tables hold there. It returns the run of positions
+	// abandoned; none (ok false) when the main table's position is past
+	// last already (a commit of the main table at those positions landed
+	// first: they hold its rows).
+	Abandon(ctx context.Context, tp TopicPartition, first, last int64) (abandoned Run, ok bool, err error)
 }
 
 // LoadFinder is a sink whose ledger names each load by LoadIdentity and

@@ -20,6 +20,7 @@
 package iceberg
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -645,8 +646,14 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 
 // FurthestPositions implements sink.TableByTableCommitter: the furthest
 // position of parts that any of the load's tables (main, dead-letter,
-// derived) records.
+// derived) records. An abandonment of theirs that a stopped process left
+// half done (its positions taken, the rows of the other tables there not
+// deleted: Abandon) is finished first, at the sequence's start, before
+// any request takes a position.
 func (s *Sink) FurthestPositions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
+	if err := s.finishAbandoningOf(ctx, parts); err != nil {
+		return nil, err
+	}
 	out := map[sink.TopicPartition]int64{}
 	for _, k := range s.kinds() {
 		tbl, err := s.loadTable(ctx, s.id(k))
@@ -671,83 +678,104 @@ func (s *Sink) FurthestPositions(ctx context.Context, parts []sink.TopicPartitio
 // tracelake.abandoned.<topic>.<partition> = "first-last,first-last".
 const abandonedKeyPrefix = "tracelake.abandoned."
 
-// Abandon implements sink.TableByTableCommitter: the rows the dead-letter
-// and derived tables hold at first..last are deleted (the failed load that
-// committed them is answered with a retry: its clients send the requests
-// again, at other positions), then in one commit of the main table (an
-// empty snapshot, pinned as a load's), its position of tp moves past last
-// and first..last is added to the partition's abandoned positions. A
-// crash between the two abandons them again at the next start. The main
-// table's commit that loses a race (another instance's load, maintenance)
-// is made again on the table read again, as a maintenance commit is:
-// failed, it refused the request that started it, and every request after
-// it while the other writer kept committing.
-func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last int64) error {
+// abandoningKeyPrefix begins the main table's properties listing, in the
+// same form, a partition's abandoned positions whose rows in the
+// dead-letter and derived tables are not yet deleted (Abandon's second
+// step): a process stopped between the steps leaves them, and the next
+// start deletes them (FurthestPositions).
+const abandoningKeyPrefix = "tracelake.abandoning."
+
+// runsKey is the property of tp's runs of positions under prefix.
+func runsKey(prefix string, tp sink.TopicPartition) string {
+	return prefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
+}
+
+// Abandon implements sink.TableByTableCommitter. First, in one commit of
+// the main table (an empty snapshot, pinned as a load's), its position of
+// tp moves past last, first..last is added to the partition's abandoned
+// positions, and marked as to delete: from then on a commit of the main
+// table at those positions (the failed load's, landing late with its
+// outcome unknown, or another process's on the same otlp.instance) is
+// fenced out, and its requests refused. Then the rows the dead-letter and
+// derived tables hold there are deleted (the failed load's requests were
+// answered with a retry: their clients send them again, at other
+// positions) and the mark cleared (finishAbandoning). Deleted first, a
+// main table's commit landing between the two steps stored spans whose
+// operations were gone, and was acknowledged. Nothing is abandoned (ok
+// false) when the main table's position is past last already: a commit
+// of the spans landed first, and the rows at those positions are its. The
+// main table's commit that loses a race (another instance's load,
+// maintenance) is made again on the table read again.
+func (s *Sink) Abandon(ctx context.Context, tp sink.TopicPartition, first, last int64) (abandoned sink.Run, ok bool, err error) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	fresh, err := s.loadTable(ctx, s.raw)
-	if err != nil {
-		return err
-	}
-	if err := s.checkBranch(fresh); err != nil {
-		return err
-	}
-	start, err := positions(fresh)
-	if err != nil {
-		return err
-	}
-	if start[tp] > last {
-		return nil
-	}
-	first = max(first, start[tp])
-	for _, k := range s.kinds() {
-		if k != mainTable {
-			if err := s.deleteAbandoned(ctx, k, tp, first, last); err != nil {
-				return err
-			}
-		}
-	}
-	committed, err := s.commitLostRaces(ctx, s.raw, func(tbl *table.Table) (*table.Transaction, error) {
-		return s.abandonTxn(ctx, tbl, tp, first, last)
+	committed, err := s.commitLostRaces(ctx, "abandonment", s.raw, func(tbl *table.Table) (*table.Transaction, error) {
+		txn, run, err := s.abandonTxn(ctx, tbl, tp, first, last)
+		abandoned, ok = run, txn != nil
+		return txn, err
 	})
 	if err != nil {
-		return fmt.Errorf("commit the abandoned positions of %s: %w", tp, err)
+		return sink.Run{}, false, fmt.Errorf("commit the abandoned positions %d-%d of %s: %w", first, last, tp, err)
 	}
-	if committed != nil {
-		s.committedBranch(committed)
-		s.remember(committed)
+	if committed == nil {
+		return sink.Run{}, false, nil
 	}
-	return nil
+	s.committedBranch(committed)
+	s.remember(committed)
+	return abandoned, ok, s.finishAbandoning(ctx, tp)
 }
 
 // abandonTxn is the main table's commit of Abandon on tbl as read: tp's
-// position moved past last and first..last added to its abandoned
-// positions; nil when tbl's position is past last already.
-func (s *Sink) abandonTxn(ctx context.Context, tbl *table.Table, tp sink.TopicPartition, first, last int64) (*table.Transaction, error) {
+// position moved past last and the run of first..last it moves over added
+// to its abandoned positions and to those whose rows are to delete; nil
+// when tbl's position is past last already.
+func (s *Sink) abandonTxn(ctx context.Context, tbl *table.Table, tp sink.TopicPartition, first, last int64) (*table.Transaction, sink.Run, error) {
 	if err := s.checkBranch(tbl); err != nil {
-		return nil, err
+		return nil, sink.Run{}, err
 	}
 	start, err := positions(tbl)
 	if err != nil {
-		return nil, err
+		return nil, sink.Run{}, err
 	}
 	if start[tp] > last {
-		return nil, nil
+		return nil, sink.Run{}, nil
 	}
-	first = max(first, start[tp])
+	run := sink.Run{First: max(first, start[tp]), Last: last}
 	next := maps.Clone(start)
 	next[tp] = last + 1
+	props := tbl.Properties()
+	set := iceberggo.Properties{}
+	for _, prefix := range []string{abandonedKeyPrefix, abandoningKeyPrefix} {
+		key := runsKey(prefix, tp)
+		runs, err := parseRuns(key, props[key])
+		if err != nil {
+			return nil, sink.Run{}, err
+		}
+		set[key] = formatRuns(append(runs, run))
+	}
+	txn, err := s.mainPropertiesTxn(ctx, tbl, start, next, set, nil)
+	return txn, run, err
+}
+
+// mainPropertiesTxn begins a commit of the main table tbl, read with
+// positions start, that moves them to next, sets set and removes remove,
+// in an empty snapshot pinned as a load's: a commit of properties alone
+// would pass the snapshot assertion of another commit of properties
+// alone (addFiles).
+func (s *Sink) mainPropertiesTxn(ctx context.Context, tbl *table.Table, start, next map[sink.TopicPartition]int64, set iceberggo.Properties, remove []string) (*table.Transaction, error) {
 	txn, summary, err := beginPositionsCommit(tbl, start, next, newLoadID())
 	if err != nil {
 		return nil, err
 	}
-	key := abandonedKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
-	runs := fmt.Sprintf("%d-%d", first, last)
-	if old := tbl.Properties()[key]; old != "" {
-		runs = old + "," + runs
+	if len(set) > 0 {
+		if err := txn.SetProperties(set); err != nil {
+			return nil, err
+		}
 	}
-	if err := txn.SetProperties(iceberggo.Properties{key: runs}); err != nil {
-		return nil, err
+	if len(remove) > 0 {
+		if err := txn.RemoveProperties(remove); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.acceptRollbacks(txn, tbl); err != nil {
 		return nil, err
@@ -758,37 +786,123 @@ func (s *Sink) abandonTxn(ctx context.Context, tbl *table.Table, tp sink.TopicPa
 	return txn, nil
 }
 
+// finishAbandoningOf is finishAbandoning of each partition of parts.
+func (s *Sink) finishAbandoningOf(ctx context.Context, parts []sink.TopicPartition) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	for _, tp := range parts {
+		if err := s.finishAbandoning(ctx, tp); err != nil {
+			return fmt.Errorf("finish the abandonment of positions of %s a stopped process left half done: %w", tp, err)
+		}
+	}
+	return nil
+}
+
+// finishAbandoning completes the abandonments of tp's positions that the
+// main table marks as to delete (abandoningKeyPrefix): the rows the
+// dead-letter and derived tables hold there are deleted, and those
+// tables' positions taken past them, so that a load's commit of them
+// landing late (its outcome unknown, or another process's) is fenced out
+// too; then the mark is cleared. Run under commitMu.
+func (s *Sink) finishAbandoning(ctx context.Context, tp sink.TopicPartition) error {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	key := runsKey(abandoningKeyPrefix, tp)
+	runs, err := parseRuns(key, tbl.Properties()[key])
+	if err != nil || len(runs) == 0 {
+		return err
+	}
+	for _, k := range s.kinds() {
+		if k != mainTable {
+			if err := s.deleteAbandoned(ctx, k, tp, runs); err != nil {
+				return err
+			}
+		}
+	}
+	committed, err := s.commitLostRaces(ctx, "abandonment", s.raw, func(tbl *table.Table) (*table.Transaction, error) {
+		return s.unmarkTxn(ctx, tbl, tp, runs)
+	})
+	if err != nil {
+		return fmt.Errorf("clear the mark of the abandoned positions %s of %s, their rows deleted: %w", formatRuns(runs), tp, err)
+	}
+	if committed != nil {
+		s.committedBranch(committed)
+		s.remember(committed)
+	}
+	s.log.Info("deleted the rows of the other tables at abandoned positions", "partition", tp, "positions", formatRuns(runs))
+	return nil
+}
+
+// unmarkTxn is the main table's commit that removes done from tp's
+// positions marked as to delete, as tbl holds them; nil when none of done
+// is marked any more. Runs another abandonment marked meanwhile stay.
+func (s *Sink) unmarkTxn(ctx context.Context, tbl *table.Table, tp sink.TopicPartition, done []sink.Run) (*table.Transaction, error) {
+	if err := s.checkBranch(tbl); err != nil {
+		return nil, err
+	}
+	key := runsKey(abandoningKeyPrefix, tp)
+	marked, err := parseRuns(key, tbl.Properties()[key])
+	if err != nil {
+		return nil, err
+	}
+	left := slices.DeleteFunc(slices.Clone(marked), func(r sink.Run) bool { return slices.Contains(done, r) })
+	if len(left) == len(marked) {
+		return nil, nil
+	}
+	start, err := positions(tbl)
+	if err != nil {
+		return nil, err
+	}
+	if len(left) > 0 {
+		return s.mainPropertiesTxn(ctx, tbl, start, start, iceberggo.Properties{key: formatRuns(left)}, nil)
+	}
+	return s.mainPropertiesTxn(ctx, tbl, start, start, nil, []string{key})
+}
+
 // deleteAbandoned deletes the rows of table k (the dead-letter or derived
-// table) at tp's positions first..last, if its positions reached them.
-func (s *Sink) deleteAbandoned(ctx context.Context, k kind, tp sink.TopicPartition, first, last int64) error {
+// table) at tp's positions in runs and moves its position of tp past them,
+// in one commit: a commit of the table read before it fails its snapshot
+// assertion, and one read after it is fenced by the position.
+func (s *Sink) deleteAbandoned(ctx context.Context, k kind, tp sink.TopicPartition, runs []sink.Run) error {
 	id := s.id(k)
-	tbl, err := s.loadTable(ctx, id)
+	_, err := s.commitLostRaces(ctx, "abandonment", id, func(tbl *table.Table) (*table.Transaction, error) {
+		start, err := positions(tbl)
+		if err != nil {
+			return nil, err
+		}
+		next := maps.Clone(start)
+		next[tp] = max(start[tp], runs[len(runs)-1].Last+1)
+		txn, summary, err := beginPositionsCommit(tbl, start, next, newLoadID())
+		if err != nil {
+			return nil, err
+		}
+		if start[tp] <= runs[0].First {
+			// None of its commits reached them: no row to delete.
+			return txn, addFiles(ctx, txn, tbl, s.schemaOf(k), nil, summary)
+		}
+		return txn, txn.Delete(ctx, runsFilter(k, tp, runs), summary)
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("delete the rows of %s at the abandoned positions %s of %s: %w", name(id), formatRuns(runs), tp, err)
 	}
-	pos, err := positions(tbl)
-	if err != nil {
-		return err
-	}
-	if pos[tp] <= first {
-		return nil // none of its commits reached them
-	}
+	return nil
+}
+
+// runsFilter selects the rows of table k at tp's positions in runs.
+func runsFilter(k kind, tp sink.TopicPartition, runs []sink.Run) iceberggo.BooleanExpression {
 	topic, partition, offset := schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn
 	if k == dlqTable {
 		topic, partition, offset = "topic", "partition", "offset"
 	}
-	filter := iceberggo.NewAnd(iceberggo.EqualTo(iceberggo.Reference(topic), tp.Topic),
-		iceberggo.EqualTo(iceberggo.Reference(partition), tp.Partition),
-		iceberggo.GreaterThanEqual(iceberggo.Reference(offset), first),
-		iceberggo.LessThanEqual(iceberggo.Reference(offset), last))
-	err = s.retryLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
-		txn := tbl.NewTransaction()
-		return txn, txn.Delete(ctx, filter, iceberggo.Properties{loadIDKey: newLoadID()})
-	})
-	if err != nil {
-		return fmt.Errorf("delete the rows of %s at the abandoned positions %d-%d of %s: %w", name(id), first, last, tp, err)
+	var in iceberggo.BooleanExpression = iceberggo.AlwaysFalse{}
+	for _, r := range runs {
+		in = iceberggo.NewOr(in, iceberggo.NewAnd(iceberggo.GreaterThanEqual(iceberggo.Reference(offset), r.First),
+			iceberggo.LessThanEqual(iceberggo.Reference(offset), r.Last)))
 	}
-	return nil
+	return iceberggo.NewAnd(iceberggo.EqualTo(iceberggo.Reference(topic), tp.Topic),
+		iceberggo.EqualTo(iceberggo.Reference(partition), tp.Partition), in)
 }
 
 // Abandoned returns the main table's abandoned positions per partition
@@ -807,15 +921,38 @@ func (s *Sink) Abandoned(ctx context.Context) (map[sink.TopicPartition][]sink.Ru
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range strings.Split(v, ",") {
-			var run sink.Run
-			if _, err := fmt.Sscanf(r, "%d-%d", &run.First, &run.Last); err != nil || run.First > run.Last {
-				return nil, fmt.Errorf("property %s=%q: want first-last,…", k, v)
-			}
-			out[tp] = append(out[tp], run)
+		if out[tp], err = parseRuns(k, v); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// parseRuns reads the runs of positions "first-last,first-last" of
+// property key, sorted; none for an empty value.
+func parseRuns(key, v string) ([]sink.Run, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []sink.Run
+	for _, r := range strings.Split(v, ",") {
+		var run sink.Run
+		if _, err := fmt.Sscanf(r, "%d-%d", &run.First, &run.Last); err != nil || run.First > run.Last {
+			return nil, fmt.Errorf("property %s=%q: want first-last,…", key, v)
+		}
+		out = append(out, run)
+	}
+	slices.SortFunc(out, func(a, b sink.Run) int { return cmp.Compare(a.First, b.First) })
+	return out, nil
+}
+
+// formatRuns renders runs as parseRuns reads them.
+func formatRuns(runs []sink.Run) string {
+	list := make([]string, len(runs))
+	for i, r := range runs {
+		list[i] = fmt.Sprintf("%d-%d", r.First, r.Last)
+	}
+	return strings.Join(list, ",")
 }
 
 // loadTable loads a table's current metadata from the catalog.

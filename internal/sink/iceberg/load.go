@@ -42,6 +42,11 @@ type staged struct {
 	// open are the open writers, until closed (under Sink.mu); kept,
 	// closed, when a write failed, for the load to fail on.
 	open *openEntry
+	// abandoned: the main table's positions cover the entry's as
+	// abandoned (Abandon, by another process between this load's
+	// commits): what its earlier commits stored in the other tables is
+	// deleted by the abandonment, and none of its rows count as stored.
+	abandoned bool
 }
 
 // earlyRows are a batch's rows per partition in the main and dead-letter
@@ -478,7 +483,11 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		r := &results[owner[e]]
 		r.loaded.LoadID = loadID
 		for _, rg := range st.ranges {
-			addLoaded(&r.loaded, rg, counts[mainTable][e][rg.TopicPartition], counts[dlqTable][e][rg.TopicPartition])
+			dlq := counts[dlqTable][e][rg.TopicPartition]
+			if st.abandoned {
+				dlq = 0
+			}
+			addLoaded(&r.loaded, rg, counts[mainTable][e][rg.TopicPartition], dlq)
 		}
 	}
 	s.reportEarly(group, results)
@@ -660,6 +669,7 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 			continue
 		case cov == coversAll:
 			s.dropFiles(ctx, k, sf)
+			st.abandoned = k == mainTable && abandonedAll(fresh.Properties(), st.ranges)
 		case cov == coversPart:
 			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
 			if err != nil {
@@ -751,6 +761,19 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	s.remember(committed)
 	s.recovered(k, next)
 	return counts, fenced, true, nil
+}
+
+// abandonedAll reports whether every position of ranges is among the
+// abandoned ones props (the main table's) list.
+func abandonedAll(props iceberggo.Properties, ranges []sink.Range) bool {
+	for _, r := range ranges {
+		key := runsKey(abandonedKeyPrefix, r.TopicPartition)
+		runs, err := parseRuns(key, props[key])
+		if err != nil || !slices.ContainsFunc(runs, func(a sink.Run) bool { return a.First <= r.First && r.Last <= a.Last }) {
+			return false
+		}
+	}
+	return len(ranges) > 0
 }
 
 // fenceByMain raises next, the positions a dead-letter or derived table's

@@ -496,15 +496,16 @@ var errUnknownOutcome = errors.New("commit outcome unknown")
 
 // retryLostRaces loads the table, builds a transaction with build and
 // commits it (none: build found nothing to do), again from a fresh load
-// after each race lost to another writer.
+// after each race lost to another writer: a maintenance commit.
 func (s *Sink) retryLostRaces(ctx context.Context, id table.Identifier, build func(*table.Table) (*table.Transaction, error)) error {
-	_, err := s.commitLostRaces(ctx, id, build)
+	_, err := s.commitLostRaces(ctx, "maintenance", id, build)
 	return err
 }
 
-// commitLostRaces is retryLostRaces returning the table as the commit
+// commitLostRaces is retryLostRaces of a commit of what (the log names
+// it: "maintenance", "abandonment") returning the table as the commit
 // left it (nil: nothing committed).
-func (s *Sink) commitLostRaces(ctx context.Context, id table.Identifier, build func(*table.Table) (*table.Transaction, error)) (*table.Table, error) {
+func (s *Sink) commitLostRaces(ctx context.Context, what string, id table.Identifier, build func(*table.Table) (*table.Transaction, error)) (*table.Table, error) {
 	for attempt := 1; ; attempt++ {
 		tbl, err := s.loadTable(ctx, id)
 		if err != nil {
@@ -529,7 +530,7 @@ func (s *Sink) commitLostRaces(ctx context.Context, id table.Identifier, build f
 		case attempt == maintenanceAttempts:
 			return nil, fmt.Errorf("lost %d commit races in a row, the last: %w", attempt, err)
 		}
-		s.log.Info("maintenance commit lost a race with another writer; retrying", "table", name(id), "attempt", attempt)
+		s.log.Info(what+" commit lost a race with another writer; retrying", "table", name(id), "attempt", attempt)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -587,7 +588,7 @@ func (s *Sink) Expire(ctx context.Context, olderThan time.Duration, retainLast i
 			before []int64
 			read   *table.Table
 		)
-		committed, err := s.commitLostRaces(ctx, id, func(tbl *table.Table) (*table.Transaction, error) {
+		committed, err := s.commitLostRaces(ctx, "maintenance", id, func(tbl *table.Table) (*table.Transaction, error) {
 			before, read = snapshotIDs(tbl), tbl
 			// Removed, the loads a rollback dropped could no longer be
 			// told from the metadata (a rollback to a snapshot whose
