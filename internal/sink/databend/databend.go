@@ -548,12 +548,17 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	}
 	f := sink.File{Name: b.Name(), Ranges: b.Ranges, MaxLine: b.MaxLine}
 	rows := &keptFile{data: stageableTimes(b.Rows, timestampColumns(s.opt.Typed))}
+	// dlq is the batch's dead-letter rows and the objects the checks
+	// dead-letter: a new slice, not b.DLQ grown, as the pipeline retries
+	// a failed Stage with the same batch, which must check to the same
+	// dead letters again, not add them twice.
+	dlq := b.DLQ
 	if s.opt.Transform {
 		var err error
 		if rows, err = splitTransformRows(sink.Lines(b.Rows)); err != nil {
 			return sink.File{}, err
 		}
-		if b.DLQ, f.Ranges, err = checkTransformRows(rows, s.userColumns, b.DLQ, f.Ranges); err != nil {
+		if dlq, f.Ranges, err = checkTransformRows(rows, s.userColumns, slices.Clip(b.DLQ), f.Ranges); err != nil {
 			return sink.File{}, err
 		}
 	}
@@ -561,7 +566,7 @@ func (s *Sink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {
 	if f.RowsPath, err = s.stageLines(ctx, f.Name, rows); err != nil {
 		return sink.File{}, err
 	}
-	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{data: b.DLQ}); err != nil {
+	if f.DLQPath, err = s.stageLines(ctx, f.Name+".dlq", &keptFile{data: dlq}); err != nil {
 		return sink.File{}, err
 	}
 	if f.DerivedPath, err = s.stageLines(ctx, f.Name+".derived", &keptFile{data: stageableTimes(b.Derived, timestampColumns(s.opt.Derived))}); err != nil {

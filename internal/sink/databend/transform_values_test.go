@@ -79,3 +79,46 @@ func TestTransformStoresValuesAsSentOrDeadLetters(t *testing.T) {
 		t.Errorf("loaded %+v, want 3 rows and 4 dead letters", loaded.Ranges)
 	}
 }
+
+// The pipeline retries a failed Stage with the same batch (a dead-letter
+// file's upload failing, say). An object dead-lettered before staging
+// must be one dead letter after the retry, not one per attempt: the
+// batch's own dead-letter rows are not Stage's to grow.
+func TestTransformStageRetryDeadLettersAnObjectOnce(t *testing.T) {
+	srv := databendtest.New("tl", "s3cret")
+	defer srv.Close()
+	srv.CreateTable("orders", []string{"id"}, []string{"BIGINT"})
+	s, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "orders", Prefix: "tl/", Transform: true, Purge: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := transformBatch(0, 0, `{"id": 1}`, `{"id": 1.5}`, `{"id": 3}`)
+	srv.Set(func() {
+		srv.UploadStatus = func(path string) int {
+			if strings.Contains(path, ".dlq") {
+				return 503
+			}
+			return 0
+		}
+	})
+	if _, err := s.Stage(context.Background(), b); err == nil {
+		t.Fatal("stage with the dead-letter file's upload failing: no error")
+	}
+	srv.Set(func() { srv.UploadStatus = nil })
+	loaded, err := s.Load(context.Background(), stage(t, s, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(srv.Rows("orders_dlq")); n != 1 {
+		t.Errorf("%d dead letters of offset 1, want 1", n)
+	}
+	if n := len(srv.Rows("orders")); n != 2 {
+		t.Errorf("%d rows stored, want 2", n)
+	}
+	if len(loaded.Ranges) != 1 || loaded.Ranges[0].Records != 2 || loaded.Ranges[0].DLQ != 1 {
+		t.Errorf("loaded %+v, want 2 rows and 1 dead letter", loaded.Ranges)
+	}
+}
