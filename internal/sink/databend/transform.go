@@ -40,7 +40,7 @@ const (
 	kindDecimal
 	kindArray // elem[0]
 	kindMap   // elem[0] the values'
-	kindTuple // elem, with names
+	kindTuple // elem, in order
 	kindTimestamp
 	kindDate
 )
@@ -50,9 +50,8 @@ const (
 // NULLs; nested types as their Display in capitals: ARRAY(INT32),
 // MAP(STRING, INT64), TUPLE(A INT32, B STRING), DECIMAL(10, 2)).
 type colType struct {
-	kind  colKind
-	elem  []colType
-	names []string // a tuple's field names, lowercased ("" unnamed)
+	kind colKind
+	elem []colType
 }
 
 // userColumn is a column of the user's table: its name, lowercased as
@@ -96,12 +95,11 @@ func parseColType(s string) colType {
 	if inner, ok := wrapped(s, "TUPLE"); ok {
 		t := colType{kind: kindTuple}
 		for _, f := range sqltext.SplitTop(inner) {
-			// A field is "NAME TYPE" (a tuple without names is "TYPE").
-			name := ""
+			// A field is "NAME TYPE" (a tuple without names is "TYPE");
+			// only its place matters to COPY (read_tuple).
 			if n, typ, ok := strings.Cut(strings.TrimSpace(f), " "); ok && !strings.Contains(n, "(") {
-				name, f = strings.ToLower(n), typ
+				f = typ
 			}
-			t.names = append(t.names, name)
 			t.elem = append(t.elem, parseColType(f))
 		}
 		return t
@@ -207,7 +205,7 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 		}
 		return stageableElems(elems, func(int) colType { return t.elem[0] }, func(e []json.RawMessage) ([]byte, error) { return json.Marshal(e) })
 	case kindMap:
-		return stageableMembers(v, func(string) colType { return t.elem[0] })
+		return stageableMembers(v, func(int, string) colType { return t.elem[0] })
 	case kindTuple:
 		if len(v) > 0 && v[0] == '[' {
 			var elems []json.RawMessage
@@ -216,14 +214,13 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 			}
 			return stageableElems(elems, func(i int) colType { return t.elem[i] }, func(e []json.RawMessage) ([]byte, error) { return json.Marshal(e) })
 		}
-		// An object's fields are matched by name, in any case
-		// (json_ast.rs read_tuple, object_value): DESC writes them in
-		// capitals.
-		return stageableMembers(v, func(key string) colType {
-			for i, n := range t.names {
-				if n == strings.ToLower(key) {
-					return t.elem[i]
-				}
+		// An object's members are read by position, not by name
+		// (json_ast.rs read_tuple zips the fields with the members in
+		// their order): the i-th member is the i-th field's, whatever
+		// its key. Another count is COPY's error.
+		return stageableMembers(v, func(i int, _ string) colType {
+			if i < len(t.elem) {
+				return t.elem[i]
 			}
 			return colType{}
 		})
@@ -255,8 +252,8 @@ func stageableElems(elems []json.RawMessage, typ func(int) colType, join func([]
 }
 
 // stageableMembers checks the values of a JSON object (a map's, a tuple's
-// fields) against the types typ gives their keys.
-func stageableMembers(v json.RawMessage, typ func(key string) colType) (json.RawMessage, string) {
+// fields) against the types typ gives their places and keys.
+func stageableMembers(v json.RawMessage, typ func(i int, key string) colType) (json.RawMessage, string) {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, ""
@@ -274,7 +271,7 @@ func stageableMembers(v json.RawMessage, typ func(key string) colType) (json.Raw
 		}
 		keys, vals = append(keys, k.(string)), append(vals, m)
 	}
-	return stageableElems(vals, func(i int) colType { return typ(keys[i]) }, func(e []json.RawMessage) ([]byte, error) {
+	return stageableElems(vals, func(i int) colType { return typ(i, keys[i]) }, func(e []json.RawMessage) ([]byte, error) {
 		out := []byte{'{'}
 		for i, k := range keys {
 			if i > 0 {
