@@ -342,10 +342,11 @@ func clamped(v json.RawMessage, kind colKind) string {
 
 // integerLost says how Databend's integer column would store the number
 // v otherwise than sent ("" when it stores it exactly or refuses it): a
-// number serde_json reads as a double is rounded (read_int), and a
+// number serde_json reads as a double (written with a point or an
+// exponent, or an integer past i64 and u64) is rounded (read_int), and a
 // double holds integers above 2^53 only approximately.
 func integerLost(v json.RawMessage) string {
-	if !isFloatText(v) {
+	if !isFloatText(v) && !wideInteger(v) {
 		return "" // an integer's digits (i64 or u64) or not a number
 	}
 	exact, ok := new(big.Rat).SetString(string(v))

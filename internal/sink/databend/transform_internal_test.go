@@ -73,3 +73,19 @@ func TestStageableObjectChecksATupleObjectByPosition(t *testing.T) {
 	f("TUPLE(A STRING, B DECIMAL(10, 2))", `{"c": {"b": 1, "a": 0.29}}`, `{"c": {"b":1,"a":"0.29"}}`, "")
 	f("TUPLE(A DECIMAL(10, 2), B STRING)", `{"c": {"b": 0.29, "a": "x"}}`, `{"c": {"b":"0.29","a":"x"}}`, "")
 }
+
+// An integer past i64 and u64 is a double to COPY's read_int (serde_json
+// without arbitrary_precision), rounded: one just below i64's least into
+// a BIGINT would be stored as that least, so it is dead-lettered.
+func TestStageableObjectRefusesAWideIntegerCOPYWouldRound(t *testing.T) {
+	for obj, want := range map[string]string{
+		`{"c": -9223372036854775809}`: "would be stored as -9223372036854775808",
+		`{"c": -9223372036854775808}`: "",
+		`{"c": 9223372036854775807}`:  "",
+	} {
+		_, _, reason := stageableObject([]byte(obj), []userColumn{{name: "c", typ: parseColType("BIGINT")}})
+		if want == "" && reason != "" || !strings.Contains(reason, want) {
+			t.Errorf("%s into BIGINT: reason %q, want %q", obj, reason, want)
+		}
+	}
+}

@@ -119,16 +119,29 @@ func isNumber(v json.RawMessage) bool {
 }
 
 // readInt is read_int / read_uint: an integer written without a point or
-// an exponent (serde_json's i64 or u64) is cast to the column's type, an
-// error out of its range; any other number is serde_json's f64, rounded
-// (is_rounding_mode) and then cast: 1.5 is stored as 2, 1e2 as 100.
-// Anything but a number is refused, a string of digits too.
+// an exponent that as_i64 (a signed column) or as_u64 (an unsigned one)
+// takes is cast to the column's type, an error out of its range; any
+// other number is serde_json's f64, rounded (is_rounding_mode) and then
+// cast: 1.5 is stored as 2, 1e2 as 100, -9223372036854775809 (past i64,
+// a double) as -9223372036854775808. Anything but a number is refused, a
+// string of digits too.
 func readInt(v json.RawMessage, r [2]float64) (json.RawMessage, error) {
 	if !isNumber(v) {
 		return nil, errors.New("Incorrect json value, must be number")
 	}
-	if n, ok := new(big.Int).SetString(string(v), 10); ok {
-		if f, _ := new(big.Float).SetInt(n).Float64(); f < r[0] || f > r[1] {
+	if n, ok := new(big.Int).SetString(string(v), 10); ok && (r[0] < 0 && n.IsInt64() || r[0] == 0 && n.Sign() >= 0 && n.IsUint64()) {
+		// The bounds exactly: a double holds MaxInt64 and MaxUint64
+		// only rounded up.
+		hi := new(big.Int)
+		switch r[1] {
+		case math.MaxInt64:
+			hi.SetInt64(math.MaxInt64)
+		case math.MaxUint64:
+			hi.SetUint64(math.MaxUint64)
+		default:
+			hi.SetInt64(int64(r[1]))
+		}
+		if n.Cmp(big.NewInt(int64(r[0]))) < 0 || n.Cmp(hi) > 0 {
 			return nil, fmt.Errorf("Incorrect json number %s", v)
 		}
 		return v, nil

@@ -47,6 +47,12 @@ func TestCopyDecodesFieldsAsDatabend(t *testing.T) {
 	f("INT", `{"c":true}`, "", "Incorrect json value, must be number")
 	f("TINYINT", `{"c":300}`, "", "Incorrect json number 300")
 	f("TINYINT", `{"c":127}`, "127", "")
+	// An integer past i64 and u64 is serde_json's f64 (no
+	// arbitrary_precision), rounded and cast: one just below i64's least
+	// is that least, one past u64 is refused.
+	f("BIGINT", `{"c":-9223372036854775809}`, "-9223372036854775808", "")
+	f("BIGINT UNSIGNED", `{"c":18446744073709551616}`, "", "Incorrect json number")
+	f("BIGINT UNSIGNED", `{"c":18446744073709551615}`, "18446744073709551615", "")
 	// read_decimal_from_json: a number with a fraction goes through f64
 	// and is truncated; a string is read exactly and rounded.
 	f("DECIMAL(10, 2)", `{"c":12345.678}`, `"12345.67"`, "")
