@@ -56,7 +56,7 @@ type colType struct {
 
 // userColumn is a column of the user's table: its name, lowercased as
 // COPY matches fields to it (ndjson block_builder.rs, not case
-// sensitive), and its type.
+// sensitive: sqltext.RustLower), and its type.
 type userColumn struct {
 	name string
 	typ  colType
@@ -122,7 +122,7 @@ func readUserColumns(res *result) []userColumn {
 		if len(row) < 2 || row[0] == nil || row[1] == nil {
 			continue
 		}
-		cols = append(cols, userColumn{name: strings.ToLower(*row[0]), typ: parseColType(*row[1])})
+		cols = append(cols, userColumn{name: sqltext.RustLower(*row[0]), typ: parseColType(*row[1])})
 	}
 	return cols
 }
@@ -148,7 +148,7 @@ func stageableObject(line []byte, cols []userColumn) ([]byte, bool, string) {
 		if err := dec.Decode(&v); err != nil {
 			return line, false, ""
 		}
-		key := strings.ToLower(k.(string))
+		key := sqltext.RustLower(k.(string))
 		col := findColumn(cols, key)
 		if col == nil {
 			continue // COPY ignores it

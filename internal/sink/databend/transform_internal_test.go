@@ -89,3 +89,30 @@ func TestStageableObjectRefusesAWideIntegerCOPYWouldRound(t *testing.T) {
 		}
 	}
 }
+
+// COPY matches a field to a column by Rust's to_lowercase of both
+// (ndjson block_builder.rs normalize_field_name, object_values_by_key),
+// not Go's strings.ToLower: İ lowers to i and a combining dot (so "İD"
+// is not the column id, and a 1.5 there is not COPY's to round), and a
+// word's last Σ to ς (so a field ΟΔΟΣ is the column ΟΔΟΣ's, whose 1.5
+// COPY would round).
+func TestStageableObjectMatchesFieldsAsCOPYLowercases(t *testing.T) {
+	desc := func(name, typ string) []userColumn {
+		return readUserColumns(&result{Rows: [][]*string{{&name, &typ}}})
+	}
+	for _, c := range []struct {
+		cols       []userColumn
+		obj, why   string
+		wantStaged bool
+	}{
+		{desc("id", "BIGINT"), `{"İD": 1.5, "id": 2}`, "", true},
+		{desc("ΟΔΟΣ", "BIGINT"), `{"ΟΔΟΣ": 1.5}`, "would be stored as 2", false},
+		{desc("ΟΔΟΣ", "BIGINT"), `{"οδος": 1.5}`, "would be stored as 2", false},
+		{desc("ΣΑ", "BIGINT"), `{"σα": 1.5}`, "would be stored as 2", false},
+	} {
+		got, _, reason := stageableObject([]byte(c.obj), c.cols)
+		if c.wantStaged && (reason != "" || string(got) != c.obj) || !c.wantStaged && !strings.Contains(reason, c.why) || !c.wantStaged && c.why == "" {
+			t.Errorf("%s into %+v: staged %s, reason %q; want staged %v, reason %q", c.obj, c.cols, got, reason, c.wantStaged, c.why)
+		}
+	}
+}

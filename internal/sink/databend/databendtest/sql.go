@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // The statement shapes the fake executes. Anything else fails (or, if
@@ -860,10 +862,11 @@ func parseRows(t *table, data []byte) ([]Row, error) {
 		r := Row{}
 		for j, k := range keys {
 			// Fields match columns whatever their case (ndjson
-			// block_builder.rs object_values_by_key: keys lowercased
-			// into a map, so of two that differ only in case the last
-			// one counts).
-			c := slices.IndexFunc(t.cols, func(col string) bool { return strings.ToLower(col) == strings.ToLower(k) })
+			// block_builder.rs object_values_by_key: keys lowercased by
+			// Rust's to_lowercase into a map, so of two that differ only
+			// in case the last one counts; normalize_field_name lowers
+			// the column's name alike).
+			c := slices.IndexFunc(t.cols, func(col string) bool { return sqltext.RustLower(col) == sqltext.RustLower(k) })
 			if c < 0 {
 				if !t.lenient {
 					return nil, fmt.Errorf("line %d: field %q is not a column of the table", i+1, k)
