@@ -132,48 +132,96 @@ func readUserColumns(res *result) []userColumn {
 // of a column given twice (COPY takes the last, DuckDB's transform the
 // first), or a value that Databend would store as another one.
 func stageableObject(line []byte, cols []userColumn) ([]byte, bool, string) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return line, false, "" // not an object: COPY's error says so
-	}
-	seen := map[string]bool{}
+	var seen map[*userColumn]bool
 	var out []byte
-	last := 0 // line[:last] is in out when out is not nil
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return line, false, ""
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return line, false, ""
-		}
-		key := sqltext.RustLower(k.(string))
-		col := findColumn(cols, key)
+	last, reason := 0, "" // line[:last] is in out when out is not nil
+	ok := eachMember(line, func(rawKey, v []byte, at int) bool {
+		col, k := columnOf(cols, rawKey)
 		if col == nil {
-			continue // COPY ignores it
+			return true // COPY ignores it
 		}
-		if seen[key] {
-			return nil, false, fmt.Sprintf("field %q is given twice (in any case): Databend's COPY takes its last value, DuckDB's transform its first", k)
+		if seen[col] {
+			reason = fmt.Sprintf("field %q is given twice (in any case): Databend's COPY takes its last value, DuckDB's transform its first", k)
+			return false
 		}
-		seen[key] = true
-		fixed, reason := stageableValue(v, col.typ)
-		if reason != "" {
-			return nil, false, fmt.Sprintf("field %q: %s", k, reason)
+		if seen == nil {
+			seen = make(map[*userColumn]bool, len(cols))
+		}
+		seen[col] = true
+		fixed, why := stageableValue(v, col.typ)
+		if why != "" {
+			reason = fmt.Sprintf("field %q: %s", k, why)
+			return false
 		}
 		if fixed != nil {
-			end := int(dec.InputOffset())
 			if out == nil {
 				out = make([]byte, 0, len(line)+8)
 			}
-			out = append(append(out, line[last:end-len(v)]...), fixed...)
-			last = end
+			out = append(append(out, line[last:at]...), fixed...)
+			last = at + len(v)
 		}
-	}
-	if out == nil {
-		return line, false, ""
+		return true
+	})
+	switch {
+	case reason != "":
+		return nil, false, reason
+	case !ok || out == nil:
+		return line, false, "" // as it is; not an object: COPY's error says so
 	}
 	return append(out, line[last:]...), true, ""
+}
+
+// eachMember calls f with each member of the JSON object b, in order: its
+// key as written (quotes and escapes included), its value and where the
+// value starts in b, until f returns false. It walks the text in place,
+// as envelope's scanner does (b was checked as JSON when decoded), and
+// reports false where b is not an object it could walk to its end.
+func eachMember(b []byte, f func(rawKey, v []byte, at int) bool) bool {
+	i := envelope.SkipJSONSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = envelope.SkipJSONSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return true
+	}
+	for i < len(b) && b[i] == '"' {
+		keyEnd := envelope.JSONStringEnd(b, i)
+		colon := envelope.SkipJSONSpace(b, keyEnd)
+		if colon >= len(b) || b[colon] != ':' {
+			return false
+		}
+		at := envelope.SkipJSONSpace(b, colon+1)
+		if at >= len(b) {
+			return false
+		}
+		end := envelope.JSONValueEnd(b, at)
+		if !f(b[i:keyEnd], b[at:end], at) {
+			return true
+		}
+		i = envelope.SkipJSONSpace(b, end)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = envelope.SkipJSONSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// columnOf returns the column a member's key (as written, quoted) names,
+// matched as COPY matches it, and the key decoded.
+func columnOf(cols []userColumn, rawKey []byte) (*userColumn, string) {
+	var k string
+	if bytes.IndexByte(rawKey, '\\') < 0 {
+		k = string(rawKey[1 : len(rawKey)-1])
+	} else if json.Unmarshal(rawKey, &k) != nil {
+		return nil, ""
+	}
+	return findColumn(cols, sqltext.RustLower(k)), k
 }
 
 func findColumn(cols []userColumn, key string) *userColumn {

@@ -1,6 +1,7 @@
 package databend
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -113,6 +114,26 @@ func TestStageableObjectMatchesFieldsAsCOPYLowercases(t *testing.T) {
 		got, _, reason := stageableObject([]byte(c.obj), c.cols)
 		if c.wantStaged && (reason != "" || string(got) != c.obj) || !c.wantStaged && !strings.Contains(reason, c.why) || !c.wantStaged && c.why == "" {
 			t.Errorf("%s into %+v: staged %s, reason %q; want staged %v, reason %q", c.obj, c.cols, got, reason, c.wantStaged, c.why)
+		}
+	}
+}
+
+// BenchmarkStageableObject is transform mode's check before staging, on
+// ~1 KB objects of five columns and a field that is none (docs/BENCHMARKS.md,
+// "2026-12-06, transform_member_walk").
+func BenchmarkStageableObject(b *testing.B) {
+	cols := []userColumn{{name: "id", typ: parseColType("BIGINT")}, {name: "price", typ: parseColType("DECIMAL(10, 2)")},
+		{name: "name", typ: parseColType("VARCHAR")}, {name: "tags", typ: parseColType("ARRAY(INT32)")}, {name: "at", typ: parseColType("TIMESTAMP")}}
+	var lines [][]byte
+	for i := range 1000 {
+		lines = append(lines, fmt.Appendf(nil, `{"id":%d,"price":"12.50","name":"user %d","tags":[1,2,3],"at":"2026-12-06T10:00:00Z","extra":{"a":"%0900d","b":[1,2,{"c":"d"}]}}`, i, i, i))
+	}
+	b.SetBytes(int64(len(lines[0]) * len(lines)))
+	for b.Loop() {
+		for _, l := range lines {
+			if _, _, reason := stageableObject(l, cols); reason != "" {
+				b.Fatal(reason)
+			}
 		}
 	}
 }
