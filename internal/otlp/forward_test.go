@@ -262,18 +262,7 @@ func TestForwardIsNotRefusedForAnotherRequestsEndedContext(t *testing.T) {
 	holdMetadata(c, topic, released)
 	defer release()
 	gone, giveUp := context.WithCancel(t.Context())
-	goneDone, waitingDone := make(chan error, 1), make(chan error, 1)
-	go func() { _, err := f.Forward(gone, Traces, "team-gone", []byte("gone")); goneDone <- err }()
-	if v := <-buffered; v != "gone" {
-		t.Fatalf("buffered %q first", v)
-	}
-	go func() {
-		_, err := f.Forward(t.Context(), Traces, "team-waiting", []byte("waiting"))
-		waitingDone <- err
-	}()
-	if v := <-buffered; v != "waiting" {
-		t.Fatalf("buffered %q second", v)
-	}
+	goneDone, waitingDone := forwardGoneThenWaiting(t, f, buffered, gone)
 	giveUp()
 	if err := <-goneDone; err == nil {
 		t.Error("a request whose client gave up before it was sent was acknowledged")
@@ -286,4 +275,25 @@ func TestForwardIsNotRefusedForAnotherRequestsEndedContext(t *testing.T) {
 	if stored := storedValues(t, c, topic); stored["waiting"] != 1 || stored["gone"] != 0 {
 		t.Errorf("stored %v, want the waiting request once and not the one given up before it was sent", stored)
 	}
+}
+
+// forwardGoneThenWaiting forwards a request "gone" under gone, then,
+// once buffered says its record is in the producer, a request "waiting"
+// under the test's context, buffered behind it; it returns their
+// answers.
+func forwardGoneThenWaiting(t *testing.T, f *KafkaForwarder, buffered <-chan string, gone context.Context) (goneDone, waitingDone <-chan error) {
+	t.Helper()
+	goneErr, waitingErr := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := f.Forward(gone, Traces, "team-gone", []byte("gone")); goneErr <- err }()
+	if v := <-buffered; v != "gone" {
+		t.Fatalf("buffered %q first", v)
+	}
+	go func() {
+		_, err := f.Forward(t.Context(), Traces, "team-waiting", []byte("waiting"))
+		waitingErr <- err
+	}()
+	if v := <-buffered; v != "waiting" {
+		t.Fatalf("buffered %q second", v)
+	}
+	return goneErr, waitingErr
 }

@@ -114,18 +114,7 @@ func TestForwardAcknowledgedIsStoredOnceWhenAnotherRequestsWrittenMessageIsFaile
 	holdMetadata(c, topic, released)
 	defer release()
 	lose.Store(true)
-	goneDone, waitingDone := make(chan error, 1), make(chan error, 1)
-	go func() { _, err := f.Forward(gone, Traces, "team-gone", []byte("gone")); goneDone <- err }()
-	if v := <-buffered; v != "gone" {
-		t.Fatalf("buffered %q first", v)
-	}
-	go func() {
-		_, err := f.Forward(t.Context(), Traces, "team-waiting", []byte("waiting"))
-		waitingDone <- err
-	}()
-	if v := <-buffered; v != "waiting" {
-		t.Fatalf("buffered %q second", v)
-	}
+	goneDone, waitingDone := forwardGoneThenWaiting(t, f, buffered, gone)
 	release()
 	if err := <-goneDone; err == nil {
 		t.Error("a request whose client gave up before the brokers answered was acknowledged")
