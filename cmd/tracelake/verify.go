@@ -234,14 +234,23 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		return nil, err
 	}
 	defer ice.Close()
+	// An abandonment records its positions (the main table's position
+	// moved past them) before it deletes the rows the other tables hold
+	// there, marking them until it has: read while it is between the two,
+	// those rows would be taken for requests stored twice (and an
+	// operation there for one without its span).
+	pending, err := awaitAbandoned(ctx, ice)
+	if err != nil {
+		return nil, err
+	}
 	next, err := ice.AllPositions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// Read with the positions, before the scans: a load abandoning
-	// positions deletes the rows there before it records them (with the
-	// position moved past them), so a row the scans find at a position
-	// read as abandoned is one stored twice, never one not yet deleted.
+	// Read with the positions, before the scans, once no abandonment is
+	// deleting: a row the scans find at a position read as abandoned is
+	// one stored twice, not one of the failed load not yet deleted (but
+	// for an abandonment begun between this read and the scans).
 	abandoned, err := ice.Abandoned(ctx)
 	if err != nil {
 		return nil, err
@@ -271,6 +280,12 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		return kafka.DataRecords(rctx, cfg.Kafka, inKafka, stores)
 	}
 	rep := verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, abandoned, cfg.Kafka.StartOffset == "earliest", records)
+	for tp, runs := range pending {
+		rep.OK = false
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s/%d: positions %s abandoned, and the rows the other tables hold there not yet deleted after %s: "+
+			"a process stopped in the middle of abandoning them (the next start on its otlp.instance deletes them)",
+			tp.Topic, tp.Partition, formatRuns(runs), mainCommitWait))
+	}
 	rawID, dlqID := ice.Identifiers()
 	if err := awaitMainPast(ctx, ice, strings.Join(dlqID, "."), strings.Join(rawID, "."), storedAhead(dlq, next), rep); err != nil {
 		return nil, err
@@ -410,6 +425,37 @@ func storedAhead(stored map[sink.TopicPartition]*sink.Offsets, next map[sink.Top
 		}
 	}
 	return out
+}
+
+// awaitAbandoned waits up to mainCommitWait for the abandonments of OTLP
+// positions under way to delete the rows the other tables hold there,
+// and returns, per partition, the positions still marked as to delete: a
+// process stopped between the steps leaves them until its next start.
+func awaitAbandoned(ctx context.Context, ice *iceberg.Sink) (map[sink.TopicPartition][]sink.Run, error) {
+	deadline := time.Now().Add(mainCommitWait)
+	for {
+		pending, err := ice.Abandoning(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the abandoned positions still to delete: %w", err)
+		}
+		if len(pending) == 0 || time.Now().After(deadline) {
+			return pending, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond): // a catalog read per poll
+		}
+	}
+}
+
+// formatRuns renders runs of positions as "first-last, first-last".
+func formatRuns(runs []sink.Run) string {
+	list := make([]string, len(runs))
+	for i, r := range runs {
+		list[i] = fmt.Sprintf("%d-%d", r.First, r.Last)
+	}
+	return strings.Join(list, ", ")
 }
 
 // awaitMainPast waits up to mainCommitWait for the main table's positions

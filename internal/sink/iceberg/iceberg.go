@@ -908,13 +908,28 @@ func runsFilter(k kind, tp sink.TopicPartition, runs []sink.Run) iceberggo.Boole
 // Abandoned returns the main table's abandoned positions per partition
 // (see Abandon), for verify.
 func (s *Sink) Abandoned(ctx context.Context) (map[sink.TopicPartition][]sink.Run, error) {
+	return s.runsOf(ctx, abandonedKeyPrefix)
+}
+
+// Abandoning returns, per partition, the abandoned positions whose rows in
+// the dead-letter and derived tables are not yet deleted (Abandon between
+// its steps, or a process stopped there until the next start), for
+// verify: rows there are the failed load's, about to go, not a request
+// stored twice.
+func (s *Sink) Abandoning(ctx context.Context) (map[sink.TopicPartition][]sink.Run, error) {
+	return s.runsOf(ctx, abandoningKeyPrefix)
+}
+
+// runsOf reads the main table's runs of positions under prefix, per
+// partition.
+func (s *Sink) runsOf(ctx context.Context, prefix string) (map[sink.TopicPartition][]sink.Run, error) {
 	tbl, err := s.loadTable(ctx, s.raw)
 	if err != nil {
 		return nil, err
 	}
 	out := map[sink.TopicPartition][]sink.Run{}
 	for k, v := range tbl.Properties() {
-		tp, ok, err := partitionKey(k, abandonedKeyPrefix)
+		tp, ok, err := partitionKey(k, prefix)
 		if !ok {
 			continue
 		}
