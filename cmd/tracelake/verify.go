@@ -280,11 +280,13 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		return kafka.DataRecords(rctx, cfg.Kafka, inKafka, stores)
 	}
 	rep := verify.FromStored(watermarks(ctx, cfg), next, raw, dlq, abandoned, cfg.Kafka.StartOffset == "earliest", records)
-	for tp, runs := range pending {
+	for _, tp := range slices.SortedFunc(maps.Keys(pending), func(a, b sink.TopicPartition) int {
+		return strings.Compare(a.String(), b.String())
+	}) {
 		rep.OK = false
-		rep.Problems = append(rep.Problems, fmt.Sprintf("%s/%d: positions %s abandoned, and the rows the other tables hold there not yet deleted after %s: "+
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: positions %s abandoned, and the rows the other tables hold there not yet deleted after %s: "+
 			"a process stopped in the middle of abandoning them (the next start on its otlp.instance deletes them)",
-			tp.Topic, tp.Partition, formatRuns(runs), mainCommitWait))
+			tp, formatRuns(pending[tp]), mainCommitWait))
 	}
 	rawID, dlqID := ice.Identifiers()
 	if err := awaitMainPast(ctx, ice, strings.Join(dlqID, "."), strings.Join(rawID, "."), storedAhead(dlq, next), rep); err != nil {
