@@ -42,10 +42,13 @@ type staged struct {
 	// open are the open writers, until closed (under Sink.mu); kept,
 	// closed, when a write failed, for the load to fail on.
 	open *openEntry
-	// abandoned: the main table's positions cover the entry's as
-	// abandoned (Abandon, by another process between this load's
-	// commits): what its earlier commits stored in the other tables is
-	// deleted by the abandonment, and none of its rows count as stored.
+	// abandoned: the main table's positions cover some of the entry's
+	// as abandoned (Abandon, by another process between this load's
+	// commits): what its earlier commits stored in the other tables there
+	// is deleted by the abandonment, so none of its dead letters count
+	// as stored (they are counted by partition, not by position: the
+	// loss of a few counted as stored would answer a request whose dead
+	// letter is gone; refused, its client sends it again).
 	abandoned bool
 }
 
@@ -669,8 +672,11 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 			continue
 		case cov == coversAll:
 			s.dropFiles(ctx, k, sf)
-			st.abandoned = k == mainTable && abandonedAll(fresh.Properties(), st.ranges)
+			st.abandoned = k == mainTable && abandonedAny(fresh.Properties(), st.ranges)
 		case cov == coversPart:
+			// An abandonment of the positions covered (begun after this
+			// load's dead-letter commit) deleted its dead letters there.
+			st.abandoned = k == mainTable && abandonedAny(fresh.Properties(), st.ranges)
 			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
 			if err != nil {
 				return nil, nil, false, err
@@ -763,17 +769,18 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	return counts, fenced, true, nil
 }
 
-// abandonedAll reports whether every position of ranges is among the
-// abandoned ones props (the main table's) list.
-func abandonedAll(props iceberggo.Properties, ranges []sink.Range) bool {
+// abandonedAny reports whether a position of ranges is among the
+// abandoned ones props (the main table's) list. An unreadable list counts
+// as one: what is counted as stored then is only the main table's rows.
+func abandonedAny(props iceberggo.Properties, ranges []sink.Range) bool {
 	for _, r := range ranges {
 		key := runsKey(abandonedKeyPrefix, r.TopicPartition)
 		runs, err := parseRuns(key, props[key])
-		if err != nil || !slices.ContainsFunc(runs, func(a sink.Run) bool { return a.First <= r.First && r.Last <= a.Last }) {
-			return false
+		if err != nil || slices.ContainsFunc(runs, func(a sink.Run) bool { return a.First <= r.Last && r.First <= a.Last }) {
+			return true
 		}
 	}
-	return len(ranges) > 0
+	return false
 }
 
 // fenceByMain raises next, the positions a dead-letter or derived table's
