@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,13 +43,18 @@ type staged struct {
 	// open are the open writers, until closed (under Sink.mu); kept,
 	// closed, when a write failed, for the load to fail on.
 	open *openEntry
-	// abandoned: the main table's positions cover some of the entry's
-	// as abandoned (Abandon, by another process between this load's
-	// commits): what its earlier commits stored in the other tables there
-	// is deleted by the abandonment, so none of its dead letters count
-	// as stored (they are counted by partition, not by position: the
-	// loss of a few counted as stored would answer a request whose dead
-	// letter is gone; refused, its client sends it again).
+	// abandoned: the main table's positions fenced some of the entry's
+	// positions of an OTLP receivers' sequence, as abandoned (Abandon, by
+	// another process between this load's commits: what its earlier
+	// commits stored in the other tables there is deleted) or as another
+	// process's load (two on one otlp.instance). None of its dead letters
+	// count as stored then: they are counted by partition, not by
+	// position, and the OTLP loader takes what a fenced load stored for
+	// its last requests' rows (directload's fencedBefore), so a dead
+	// letter of an earlier position, deleted or not, would stand for a
+	// later request's span that was fenced, and that request be
+	// acknowledged. Counted as not stored, the requests are refused and
+	// their clients send them again (at worst a dead letter twice).
 	abandoned bool
 }
 
@@ -672,11 +678,9 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 			continue
 		case cov == coversAll:
 			s.dropFiles(ctx, k, sf)
-			st.abandoned = k == mainTable && abandonedAny(fresh.Properties(), st.ranges)
+			st.abandoned = k == mainTable && fencedSequence(fresh.Properties(), st.ranges)
 		case cov == coversPart:
-			// An abandonment of the positions covered (begun after this
-			// load's dead-letter commit) deleted its dead letters there.
-			st.abandoned = k == mainTable && abandonedAny(fresh.Properties(), st.ranges)
+			st.abandoned = k == mainTable && fencedSequence(fresh.Properties(), st.ranges)
 			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
 			if err != nil {
 				return nil, nil, false, err
@@ -767,6 +771,15 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	s.remember(committed)
 	s.recovered(k, next)
 	return counts, fenced, true, nil
+}
+
+// fencedSequence reports, for an entry the main table's positions fence,
+// whether its dead letters must not count as stored (staged.abandoned):
+// it holds positions of an OTLP receivers' sequence, or abandoned ones.
+func fencedSequence(props iceberggo.Properties, ranges []sink.Range) bool {
+	return abandonedAny(props, ranges) || slices.ContainsFunc(ranges, func(r sink.Range) bool {
+		return strings.HasPrefix(r.Topic, sink.SequenceTopicPrefix)
+	})
 }
 
 // abandonedAny reports whether a position of ranges is among the
