@@ -7,13 +7,10 @@ import (
 	"time"
 
 	iceberggo "github.com/apache/iceberg-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tracelake/tracelake/internal/config"
-	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
-	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
 
 // An OTLP load-mode abandonment first commits the main table (its
@@ -74,34 +71,11 @@ func TestIcebergVerifyNamesAnAbandonmentLeftHalfDone(t *testing.T) {
 // delete.
 func halfAbandoned(t *testing.T) (*config.Config, sink.TopicPartition) {
 	t.Helper()
-	ctx := context.Background()
 	tp := sink.TopicPartition{Topic: sink.SequenceTopicPrefix + "traces"}
-	cfg := config.Default()
-	cfg.Kafka.Brokers = nil
-	cfg.Sink.Type = config.SinkIceberg
-	ice := preparedIceberg(t, cfg)
-	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: tp, First: 0, Last: 4, Records: 4, DLQ: 1}}}
-	for o := range int64(5) {
-		rec := &kgo.Record{Topic: tp.Topic, Offset: o, Value: []byte(`{"o":1}`), Timestamp: time.Now()}
-		if o == 4 {
-			rec.Value = []byte{0xfe}
-			b.DLQ = envelope.AppendDLQRow(b.DLQ, rec, "not UTF-8", envelope.StageDecode)
-			continue
-		}
-		b.Records = append(b.Records, sink.Record{Record: rec, ID: [16]byte{byte(o)}})
-	}
-	f, err := ice.Stage(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ice.Load(ctx, []sink.File{f}); err != nil {
-		t.Fatal(err)
-	}
-	raw, dlq := ice.Identifiers()
-	icebergtest.AppendCopy(t, ice.Catalog(), dlq, iceberggo.EqualTo(iceberggo.Reference("offset"), int64(4)), map[string]int64{"offset": 5})
+	cfg, ice := deadLetterPastMain(t, tp)
+	raw, _ := ice.Identifiers()
 	pos := iceberg.PositionKeyPrefix + tp.Topic + ".0"
-	setProperties(t, ice, dlq, iceberggo.Properties{pos: "6"}) // the failed load's dead-letter commit
-	setProperties(t, ice, raw, iceberggo.Properties{pos: "6",  // the abandonment's first step
+	setProperties(t, ice, raw, iceberggo.Properties{pos: "6", // the abandonment's first step
 		"tracelake.abandoned." + tp.Topic + ".0": "5-5", "tracelake.abandoning." + tp.Topic + ".0": "5-5"})
 	return cfg, tp
 }

@@ -63,10 +63,21 @@ func TestIcebergVerifyTakesAKafkaLoadStillCommitting(t *testing.T) {
 	}
 }
 
-// verifyDeadLetterPastMain loads offsets 0-4 of tp (4 a dead letter),
-// then commits a dead letter at 5 and the dead-letter table's position
-// past it, as a load would before its main commit, and verifies.
+// verifyDeadLetterPastMain verifies the sink deadLetterPastMain leaves.
 func verifyDeadLetterPastMain(t *testing.T, tp sink.TopicPartition) *verify.Report {
+	t.Helper()
+	cfg, _ := deadLetterPastMain(t, tp)
+	rep, err := verifyIceberg(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// deadLetterPastMain loads offsets 0-4 of tp (4 a dead letter) into an
+// Iceberg sink, then commits a dead letter at 5 and the dead-letter
+// table's position past it, as a load would before its main commit.
+func deadLetterPastMain(t *testing.T, tp sink.TopicPartition) (*config.Config, *iceberg.Sink) {
 	t.Helper()
 	ctx := context.Background()
 	cfg := config.Default()
@@ -92,20 +103,6 @@ func verifyDeadLetterPastMain(t *testing.T, tp sink.TopicPartition) *verify.Repo
 	}
 	_, dlq := ice.Identifiers()
 	icebergtest.AppendCopy(t, ice.Catalog(), dlq, iceberggo.EqualTo(iceberggo.Reference("offset"), int64(4)), map[string]int64{"offset": 5})
-	tbl, err := ice.Catalog().LoadTable(ctx, dlq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	txn := tbl.NewTransaction() // the dead-letter commit's position, as the load's
-	if err := txn.SetProperties(iceberggo.Properties{iceberg.PositionKeyPrefix + tp.Topic + ".0": "6"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := txn.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := verifyIceberg(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	setProperties(t, ice, dlq, iceberggo.Properties{iceberg.PositionKeyPrefix + tp.Topic + ".0": "6"}) // the dead-letter commit's position, as the load's
+	return cfg, ice
 }
