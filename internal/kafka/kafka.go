@@ -165,9 +165,13 @@ func (a *Admin) watermarks(ctx context.Context, topics []string, existing bool) 
 	return out, firstErr
 }
 
-// Committed returns the group's committed offsets.
+// Committed returns the group's committed offsets: none for a group
+// that does not exist (yet), which some brokers answer GROUP_ID_NOT_FOUND.
 func (a *Admin) Committed(ctx context.Context, group string) (map[sink.TopicPartition]int64, error) {
 	resp, err := a.adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[sink.TopicPartition]int64{}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
 	}

@@ -81,7 +81,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	}
 	var startAt map[sink.TopicPartition]int64
 	if cfg.Kafka.StartOffset == "latest" {
-		if startAt, err = latestStarts(ctx, cfg); err != nil {
+		if startAt, err = latestStarts(ctx, cfg, snk); err != nil {
 			return err
 		}
 	}
@@ -343,11 +343,19 @@ func caughtUp(ctx context.Context, admin *kafka.Admin, cfg *config.Config) bool 
 	return true
 }
 
-// latestStarts are the ends of the partitions that exist now: with
-// start_offset latest, where a partition with neither a committed offset
-// nor a ledger position starts. A partition created later is absent and
-// starts at its beginning, so nothing produced to it is skipped.
-func latestStarts(ctx context.Context, cfg *config.Config) (map[sink.TopicPartition]int64, error) {
+// latestStarts are the ends of the partitions that exist now, in topics
+// the group has not started on: with start_offset latest, where a
+// partition with neither a committed offset nor a ledger position
+// starts. Every other partition is absent and starts at its beginning
+// (Worker.pinnedStart): one created later, and one of a topic the group
+// started on before (some partition of it has a committed offset or a
+// ledger position) that has neither. A run commits the start of every
+// partition it is given at assignment, so such a partition was added to
+// the topic after the group started on it (or its start commit was
+// lost): every record of it came after the start. Starting it at its end
+// skipped what was produced to it before a run saw it, between two runs
+// or before a running member's metadata refresh.
+func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink) (map[sink.TopicPartition]int64, error) {
 	admin, err := kafka.NewAdmin(cfg.Kafka)
 	if err != nil {
 		return nil, err
@@ -373,11 +381,42 @@ func latestStarts(ctx context.Context, cfg *config.Config) (map[sink.TopicPartit
 		case <-time.After(delay):
 		}
 	}
+	started, err := startedTopics(qctx, cfg, admin, snk, marks)
+	if err != nil {
+		return nil, fmt.Errorf("start_offset latest: %w", err)
+	}
 	ends := make(map[sink.TopicPartition]int64, len(marks))
 	for tp, m := range marks {
-		ends[tp] = m.High
+		if !started[tp.Topic] {
+			ends[tp] = m.High
+		}
 	}
 	return ends, nil
+}
+
+// startedTopics are the topics of marks with a partition that has a
+// committed offset in the group or a position in the sink's ledger.
+func startedTopics(ctx context.Context, cfg *config.Config, admin *kafka.Admin, snk sink.Sink, marks map[sink.TopicPartition]kafka.Watermarks) (map[string]bool, error) {
+	committed, err := admin.Committed(ctx, cfg.Kafka.Group)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]sink.TopicPartition, 0, len(marks))
+	for tp := range marks {
+		parts = append(parts, tp)
+	}
+	positions, err := snk.Positions(ctx, parts)
+	if err != nil {
+		return nil, fmt.Errorf("read the sink's positions: %w", err)
+	}
+	started := make(map[string]bool)
+	for _, tp := range parts {
+		_, inLedger := positions[tp]
+		if _, ok := committed[tp]; ok || inLedger {
+			started[tp.Topic] = true
+		}
+	}
+	return started, nil
 }
 
 // OTLPDecoder returns the decoder of cfg's signal in encoding (otlp_proto
