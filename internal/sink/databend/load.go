@@ -215,7 +215,11 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 	if len(rejected) > 0 {
 		return sink.Loaded{}, rejected, nil // rolled back; the next round leaves them out
 	}
-	if _, err := s.copyFiles(ctx, ss, p, s.tables.dlq, dlq); err != nil {
+	dlqOutcome, err := s.copyFiles(ctx, ss, p, s.tables.dlq, dlq)
+	if err != nil {
+		return sink.Loaded{}, nil, err
+	}
+	if err := checkDeadLettered(s.tables.dlq, dlqOutcome); err != nil {
 		return sink.Loaded{}, nil, err
 	}
 	ranges := counts.ranges(fenced.Ranges)
@@ -494,6 +498,23 @@ func checkCopied(table string, targets []target, got map[string]copyOutcome) err
 	for _, t := range targets {
 		if o := got[t.name]; o.loaded+o.errors != t.rows {
 			return fmt.Errorf("%w: COPY INTO %s took %d rows (%d rejected) from %s, which holds %d", sink.ErrFatal, table, o.loaded+o.errors, o.errors, t.name, t.rows)
+		}
+	}
+	return nil
+}
+
+// checkDeadLettered fails a load whose COPY INTO the dead-letter table
+// rejected rows (ON_ERROR = CONTINUE reports them and goes on): a dead
+// letter has no other table to go to, and committed without it, the
+// ledger counts it as dead-lettered and an OTLP request holding it is
+// answered stored, its client never sending it again. No retry makes the
+// table take it: the run stops (sink.ErrFatal) with Databend's reason,
+// the transaction rolled back.
+func checkDeadLettered(table string, got map[string]copyOutcome) error {
+	for _, name := range slices.Sorted(maps.Keys(got)) {
+		if o := got[name]; o.errors > 0 {
+			return fmt.Errorf("%w: %s refused %d dead letters of %s (line %d: %s): they have nowhere else to go, so nothing of the load is committed",
+				sink.ErrFatal, table, o.errors, name, o.firstLine, o.firstError)
 		}
 	}
 	return nil
