@@ -141,6 +141,10 @@ type group struct {
 	reqs  []*request
 	batch *sink.Batch
 	bytes int64 // request bytes
+	// fatal is the sink.ErrFatal of an attempt after the one whose
+	// commit the ledger found landed: the requests are stored, but the
+	// sink cannot go on in this process.
+	fatal error
 }
 
 type request struct {
@@ -228,9 +232,13 @@ func (l *Loader) loop(ctx context.Context) {
 			l.add(ctx, r)
 		case err := <-results:
 			l.finished(ctx, loading, err)
+			fatal := err
+			if fatal == nil {
+				fatal = loading.fatal // stored, but the sink cannot go on
+			}
 			loading = nil
-			if errors.Is(err, sink.ErrFatal) && l.opt.Fatal != nil {
-				l.opt.Fatal(fmt.Errorf("the %s load of the OTLP receivers: %w", l.opt.Signal, err))
+			if errors.Is(fatal, sink.ErrFatal) && l.opt.Fatal != nil {
+				l.opt.Fatal(fmt.Errorf("the %s load of the OTLP receivers: %w", l.opt.Signal, fatal))
 			}
 		case <-ctx.Done():
 			if loading != nil {
@@ -398,12 +406,20 @@ func (l *Loader) load(ctx context.Context, g *group) error {
 		loaded, err = l.opt.Sink.Load(ctx, []sink.File{f})
 		uncertain(err)
 	}
-	if err != nil && !errors.Is(err, sink.ErrFatal) {
+	if err != nil {
 		// The last attempt may have landed with its reply lost, and no
 		// attempt comes after it to find it: the ledger is asked, or its
 		// requests are answered 503 with their rows stored, and their
-		// clients' retries store them twice.
+		// clients' retries store them twice. So after an error no retry
+		// mends (sink.ErrFatal) too: it ends the attempts, but an earlier
+		// one's COMMIT may have landed, and a sink that still answers
+		// (Databend refusing one statement) can say so; one that cannot
+		// (DuckDB invalidated) fails the question, and the requests are
+		// answered 503. The run stops all the same (group.fatal).
 		if own := l.landed(ctx, f, err); len(own) > 0 {
+			if errors.Is(err, sink.ErrFatal) {
+				g.fatal = err
+			}
 			loaded, err = sink.Loaded{Own: own}, nil
 		}
 	}
