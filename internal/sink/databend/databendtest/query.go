@@ -227,6 +227,12 @@ func (s *Server) handleQuery(n *node, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, response{State: "Failed", Session: &sess, Error: err, Data: [][]*string{}})
 		return
 	}
+	if len(s.late) > 0 && s.LandLate != nil && s.LandLate(req.SQL) {
+		for _, l := range s.late {
+			_ = s.commit(l)
+		}
+		s.late = nil
+	}
 	s.nextID++
 	q := &query{id: "q" + strconv.Itoa(s.nextID)}
 	var runErr error

@@ -68,6 +68,11 @@ type Server struct {
 	// client's retry read the ledger, as a commit still in flight in the
 	// meta service when its reply was lost would.
 	LateCommit func() bool
+	// LandLate, asked before each statement while late commits are in
+	// flight, lands them then (each checked as any commit is) rather
+	// than at the next COMMIT: a commit in flight reaches the meta
+	// service whenever it does, between any two statements of others.
+	LandLate func(sql string) bool
 	// Proxy puts a proxy with nginx's default underscores_in_headers off
 	// in front of the server: request headers whose names hold an
 	// underscore are dropped.
