@@ -374,7 +374,11 @@ SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s W
 		return 0, "", err
 	}
 	for tid, table := range tables {
-		r, err := tx.ExecContext(ctx, s.distributeSQL(table), tid, table)
+		q, err := s.distributeSQL(ctx, tx, table)
+		if err != nil {
+			return 0, table, err
+		}
+		r, err := tx.ExecContext(ctx, q, tid, table)
 		if err != nil {
 			return 0, table, fmt.Errorf("move its landed rows: %w", err)
 		}
@@ -425,10 +429,28 @@ func movingTables(ctx context.Context, tx *sql.Tx) (map[int64]string, error) {
 // take fails the statement, as does a key the table has no column for
 // (json_transform says neither: it gives null; the row's count of keys,
 // every one non-null, must be its count of non-null columns).
-func (s *Sink) distributeSQL(table string) string {
+//
+// A table the cache lacks was gone when this process read the catalog
+// (dropped by hand before a restart): its columns are read from the
+// catalog again, so that it takes its changes once it is mended; still
+// gone, it is an error of its own.
+func (s *Sink) distributeSQL(ctx context.Context, tx *sql.Tx, table string) (string, error) {
 	s.routedMu.RLock()
 	have := s.routed[table]
 	s.routedMu.RUnlock()
+	if len(have) == 0 {
+		again, err := s.routedColumnsOf(ctx, tx, table)
+		if err != nil {
+			return "", err
+		}
+		if have = again[table]; len(have) == 0 {
+			return "", fmt.Errorf("changelog table %s is not there (dropped by hand?): its changes wait in %s until it is", table, s.tables.landing)
+		}
+		// The catalog's, committed: true whether this move commits or not.
+		s.routedMu.Lock()
+		s.routed[table] = have
+		s.routedMu.Unlock()
+	}
 	names := slices.Sorted(maps.Keys(have))
 	structure := make(map[string]string, len(names))
 	sel := make([]string, len(names))
@@ -446,7 +468,7 @@ func (s *Sink) distributeSQL(table string) string {
 	shape, _ := json.Marshal(structure) // a map of strings: never fails
 	return fmt.Sprintf(`INSERT INTO %s BY NAME SELECT %s FROM (SELECT json_transform("row", %s) AS r, "row" FROM tl_moving WHERE tid = $1)
 WHERE CASE WHEN len(json_keys("row")) = %s THEN true ELSE error('a landed row of ' || $2 || ' holds a value its column''s type does not take, or a column the table lacks: ' || left("row", 500)) END`,
-		s.routedName(table), strings.Join(sel, ", "), sqltext.String(string(shape)), strings.Join(present, " + "))
+		s.routedName(table), strings.Join(sel, ", "), sqltext.String(string(shape)), strings.Join(present, " + ")), nil
 }
 
 // recordReach moves what each moved table reached, per partition, past

@@ -146,26 +146,9 @@ func (s *Sink) RoutedSources() map[string]sink.SourceTable {
 // readRouted fills the cache of routed tables and their columns from the
 // registry and the catalog, in one query: loads then look nothing up.
 func (s *Sink) readRouted(ctx context.Context) error {
-	schemaName, _ := splitTable(s.opt.Table)
-	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c
-		JOIN %s r ON c.table_name = r.log_table WHERE c.table_schema = ? ORDER BY c.table_name, c.ordinal_position`, s.tables.routes), schemaName)
+	routed, err := s.routedColumnsOf(ctx, s.db, "")
 	if err != nil {
-		return fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
-	}
-	defer rows.Close()
-	routed := map[string]map[string]string{}
-	for rows.Next() {
-		var table, name, typ string
-		if err := rows.Scan(&table, &name, &typ); err != nil {
-			return fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
-		}
-		if routed[table] == nil {
-			routed[table] = map[string]string{}
-		}
-		routed[table][name] = typ
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
+		return err
 	}
 	sources, err := s.readRoutes(ctx)
 	if err != nil {
@@ -175,6 +158,39 @@ func (s *Sink) readRouted(ctx context.Context) error {
 	s.routed, s.routedSources = routed, sources
 	s.routedMu.Unlock()
 	return nil
+}
+
+// routedColumnsOf reads the columns and types of the registered routed
+// tables (only table's, unless ""), as the cache holds them, from the
+// catalog read by q: a registered table that is gone has none.
+func (s *Sink) routedColumnsOf(ctx context.Context, q Querier, table string) (map[string]map[string]string, error) {
+	schemaName, _ := splitTable(s.opt.Table)
+	only := ""
+	args := []any{schemaName}
+	if table != "" {
+		only, args = " AND r.log_table = ?", append(args, table)
+	}
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c
+		JOIN %s r ON c.table_name = r.log_table WHERE c.table_schema = ?%s ORDER BY c.table_name, c.ordinal_position`, s.tables.routes, only), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
+	}
+	defer rows.Close()
+	routed := map[string]map[string]string{}
+	for rows.Next() {
+		var table, name, typ string
+		if err := rows.Scan(&table, &name, &typ); err != nil {
+			return nil, fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
+		}
+		if routed[table] == nil {
+			routed[table] = map[string]string{}
+		}
+		routed[table][name] = typ
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the routed tables of %s: %w", s.tables.routes, err)
+	}
+	return routed, nil
 }
 
 // freshRouted reads the cache of routed tables again from the registry
@@ -304,7 +320,26 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 	if known == nil {
 		s.routedMu.RLock()
 		known = s.routed[g.table]
+		_, registered := s.routedSources[g.table]
 		s.routedMu.RUnlock()
+		if known == nil && registered {
+			// Registered, and not in the cache: its table was gone when
+			// this process read the catalog (dropped by hand before a
+			// restart). Taken for a new table, it was created again and
+			// registered a second time, and verify counted each of its
+			// rows twice. It is taken as it is now: still gone, its
+			// changes land and wait for it, as before the restart; there
+			// again, with its columns.
+			again, err := s.routedColumnsOf(ctx, tx, g.table)
+			if err != nil {
+				return fmt.Errorf("changelog table %s: %w", g.table, err)
+			}
+			if known = again[g.table]; known == nil {
+				s.log.Warn("a changelog table is gone: its changes stay in the landing table until it is there again", "table", g.table)
+				return nil
+			}
+			s.routedAdded[g.table] = known // cached once the load commits
+		}
 	}
 	if known != nil {
 		if err := s.growServers(ctx, tx, g); err != nil {
