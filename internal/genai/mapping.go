@@ -418,12 +418,32 @@ var providers = map[string]string{
 	// No gen_ai.provider.name of its own: genai-prices' id. OpenLLMetry's
 	// Together instrumentation says "TogetherAI".
 	"togetherai": "together", "together_ai": "together", "together-ai": "together",
+	// The Vercel AI SDK's provider names (its gen_ai.system), once their
+	// API is cut off (vercelAPIs).
+	"google.generative-ai": "gcp.gemini", "google.vertex": "gcp.vertex_ai",
+	"amazon-bedrock": "aws.bedrock", "azure-openai": "azure.ai.openai",
 }
+
+// vercelAPIs end the Vercel AI SDK's provider names: it sets gen_ai.system
+// to its model's provider, "<provider>.<api>" (@ai-sdk/xai's "xai.chat",
+// @ai-sdk/openai's "openai.responses", @ai-sdk/anthropic's
+// "anthropic.messages"). The provider is the part before the API: read
+// whole, "xai.chat" and "groq.chat" found no price (genai-prices knows
+// x-ai and groq), and the provider column held the API too.
+var vercelAPIs = []string{".chat", ".completion", ".responses", ".messages", ".embedding", ".image", ".transcription", ".speech"}
 
 func (r *reader) provider() string {
 	p := strings.ToLower(strings.TrimSpace(r.str(colProvider)))
 	if n, ok := providers[p]; ok {
 		return n
+	}
+	for _, api := range vercelAPIs {
+		if base, ok := strings.CutSuffix(p, api); ok && base != "" {
+			if n, ok := providers[base]; ok {
+				return n
+			}
+			return base
+		}
 	}
 	return p
 }

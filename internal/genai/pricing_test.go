@@ -179,3 +179,54 @@ func TestTogetherAISystemIsPricedAsTogether(t *testing.T) {
 		t.Errorf("TogetherAI: provider %q price %v, want together's %q at %s", got.Provider, got.Price, want.Provider, prices.Decimal(want.Cost.Total()))
 	}
 }
+
+// The Vercel AI SDK sets gen_ai.system to its model's provider, which it
+// names "<provider>.<api>" (generate-text.ts: 'gen_ai.system':
+// model.provider; @ai-sdk/xai: provider 'xai.chat', @ai-sdk/groq:
+// 'groq.chat', @ai-sdk/openai: 'openai.chat', 'openai.responses';
+// @ai-sdk/deepseek: 'deepseek.chat'). Its ai.generateText.doGenerate span
+// is the model call: its provider is the part before the API, priced as
+// the same call with that provider would be.
+func TestVercelAISDKProviderIsTheProviderOfItsAPI(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	read := func(system, model string) genai.Operation {
+		t.Helper()
+		attrs := pcommon.NewMap()
+		attrs.PutStr("ai.model.provider", system)
+		attrs.PutStr("ai.model.id", model)
+		attrs.PutStr("gen_ai.system", system)
+		attrs.PutStr("gen_ai.request.model", model)
+		attrs.PutStr("gen_ai.response.model", model)
+		attrs.PutInt("gen_ai.usage.input_tokens", 1_000_000)
+		attrs.PutInt("gen_ai.usage.output_tokens", 100_000)
+		attrs.PutInt("ai.usage.promptTokens", 1_000_000)
+		attrs.PutInt("ai.usage.completionTokens", 100_000)
+		op, ok := m.Map(&genai.Span{Name: "ai.generateText.doGenerate", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+		if !ok {
+			t.Fatalf("%s: not read", system)
+		}
+		return op
+	}
+	for _, c := range []struct{ vercel, provider, model string }{
+		{"xai.chat", "x_ai", "grok-2-1212"},
+		{"groq.chat", "groq", "llama-3.3-70b-versatile"},
+		{"deepseek.chat", "deepseek", "deepseek-chat"},
+		{"openai.chat", "openai", "gpt-4o"},
+		{"openai.responses", "openai", "gpt-4o"},
+		{"anthropic.messages", "anthropic", "claude-3-5-sonnet-20241022"},
+		{"mistral.chat", "mistral_ai", "mistral-large-latest"},
+	} {
+		want := read(c.provider, c.model)
+		if want.Price == nil {
+			t.Fatalf("%s %s is not priced: pick a model the data has", c.provider, c.model)
+		}
+		got := read(c.vercel, c.model)
+		if got.Provider != c.provider || got.Price == nil || got.Cost.Total() != want.Cost.Total() {
+			price := "none"
+			if got.Price != nil {
+				price = got.Price.ID() + " " + prices.Decimal(got.Cost.Total())
+			}
+			t.Errorf("gen_ai.system %q: provider %q price %s, want %q priced %s %s", c.vercel, got.Provider, price, c.provider, want.Price.ID(), prices.Decimal(want.Cost.Total()))
+		}
+	}
+}
