@@ -50,6 +50,7 @@ const (
 	fromOpenInference
 	fromTraceloop
 	fromClaudeCode
+	fromPydanticAI
 )
 
 // Conventions are the conventions in order of precedence, with where their
@@ -62,6 +63,7 @@ var Conventions = []struct {
 	{"OpenTelemetry GenAI, deprecated names", "the same registry's deprecated attributes", fromOTelDeprecated},
 	{"OpenInference", "Arize-ai/openinference, spec/semantic_conventions.md", fromOpenInference},
 	{"Traceloop", "traceloop/openllmetry, opentelemetry-semantic-conventions-ai's SpanAttributes", fromTraceloop},
+	{"Pydantic AI", "pydantic/pydantic-ai, RequestUsage.opentelemetry_attributes, whose usage details are gen_ai.usage.details.*", fromPydanticAI},
 	{"Claude Code", "Claude Code's monitoring docs, claude_code.* spans; these generic names are read on those spans only", fromClaudeCode},
 }
 
@@ -80,7 +82,7 @@ type source struct {
 
 // mapping is, for each column, the attributes it is read from, in order of
 // precedence: current OpenTelemetry names, deprecated ones, OpenInference,
-// Traceloop, Claude Code. The first present wins; a present value of the
+// Traceloop, Pydantic AI, Claude Code. The first present wins; a present value of the
 // wrong type makes the column null (it does not fall through). Claude
 // Code's names are generic ("model", "input_tokens") and are read only on
 // claude_code.* spans.
@@ -117,18 +119,23 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.usage.cache_read.input_tokens", from: fromOTel},
 		{attr: "gen_ai.usage.cache_read_input_tokens", from: fromOTelDeprecated | fromTraceloop},
 		{attr: "llm.token_count.prompt_details.cache_read", from: fromOpenInference},
+		// Pydantic AI's releases before the semconv names (and beside
+		// them since): read, the cached input was priced as uncached.
+		{attr: "gen_ai.usage.details.cache_read_tokens", from: fromPydanticAI},
 		{attr: "cache_read_tokens", from: fromClaudeCode},
 	},
 	colCacheCreationTokens: {
 		{attr: "gen_ai.usage.cache_creation.input_tokens", from: fromOTel},
 		{attr: "gen_ai.usage.cache_creation_input_tokens", from: fromOTelDeprecated | fromTraceloop},
 		{attr: "llm.token_count.prompt_details.cache_write", from: fromOpenInference},
+		{attr: "gen_ai.usage.details.cache_write_tokens", from: fromPydanticAI},
 		{attr: "cache_creation_tokens", from: fromClaudeCode},
 	},
 	colReasoningTokens: {
 		{attr: "gen_ai.usage.reasoning.output_tokens", from: fromOTel},
 		{attr: "llm.token_count.completion_details.reasoning", from: fromOpenInference},
 		{attr: "gen_ai.usage.reasoning_tokens", from: fromTraceloop},
+		{attr: "gen_ai.usage.details.reasoning_tokens", from: fromPydanticAI},
 	},
 	colTemperature: {
 		{attr: "gen_ai.request.temperature", from: fromOTel | fromTraceloop},

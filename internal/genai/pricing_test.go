@@ -230,3 +230,40 @@ func TestVercelAISDKProviderIsTheProviderOfItsAPI(t *testing.T) {
 		}
 	}
 }
+
+// Pydantic AI (whose authors publish genai-prices) puts a request's usage
+// on its chat span with RequestUsage.opentelemetry_attributes: input and
+// output as gen_ai.usage.input_tokens / output_tokens, everything else as
+// gen_ai.usage.details.<field> — cache reads and writes and reasoning
+// tokens among them (pydantic-ai's tests/models/test_instrumented.py, the
+// "chat gpt-4o" span; later releases add the semconv cache names beside
+// them, and one reports operation.cost 0.002225 for these counts). Its
+// input_tokens includes the cache, as the conventions' does. gpt-4o:
+// $2.5/M input, $1.25/M cache reads, no cache-write price (those are
+// input), $10/M output: 80 × 2.5 + 20 × 1.25 + 200 × 10 = $0.002225.
+func TestPydanticAIUsageDetailsArePriced(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("gen_ai.operation.name", "chat")
+	attrs.PutStr("gen_ai.system", "openai")
+	attrs.PutStr("gen_ai.request.model", "gpt-4o")
+	attrs.PutStr("gen_ai.response.model", "gpt-4o-2024-11-20")
+	attrs.PutStr("logfire.msg", "chat gpt-4o")
+	attrs.PutInt("gen_ai.usage.details.reasoning_tokens", 30)
+	attrs.PutInt("gen_ai.usage.details.cache_write_tokens", 10)
+	attrs.PutInt("gen_ai.usage.details.cache_read_tokens", 20)
+	attrs.PutInt("gen_ai.usage.input_tokens", 100)
+	attrs.PutInt("gen_ai.usage.output_tokens", 200)
+	op, ok := genai.NewMapper(prices.Embedded(), false).Map(&genai.Span{Name: "chat gpt-4o", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+	if !ok || op.Price == nil {
+		t.Fatalf("not priced: %v %+v", ok, op)
+	}
+	if deref(op.CacheReadTokens) != int64(20) || deref(op.CacheCreationTokens) != int64(10) || deref(op.ReasoningTokens) != int64(30) {
+		t.Errorf("cache read %v, cache creation %v, reasoning %v tokens; want 20, 10, 30 (gen_ai.usage.details.*)",
+			deref(op.CacheReadTokens), deref(op.CacheCreationTokens), deref(op.ReasoningTokens))
+	}
+	const want = 2_225_000_000 // pico-dollars
+	if op.Cost.Total() != want {
+		t.Errorf("cost %s (input %s, cache reads %s), want %s: the 20 cached tokens at the cache-read price",
+			prices.Decimal(op.Cost.Total()), prices.Decimal(op.Cost.Input), prices.Decimal(op.Cost.CacheRead), prices.Decimal(want))
+	}
+}
