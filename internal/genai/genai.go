@@ -199,6 +199,21 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 		}
 	}
 	op.TotalTokens, _ = r.intFrom(colTotalTokens)
+	if !fromClaude && !unknown && !r.bad[colCacheReadTokens] && !r.bad[colCacheCreationTokens] &&
+		op.InputTokens != nil && op.OutputTokens != nil && op.TotalTokens != nil {
+		// An input count without its cache (Anthropic's and Bedrock's
+		// APIs count it so, and Strands Agents passes Bedrock's on) shows
+		// in a total of the span's own that adds the cache to input and
+		// output: input + output is the total only when the input holds
+		// its cache. Read as it came, the input was short of its cache
+		// (the cache reads past it left the operation unpriced; fewer
+		// were priced out of the input, too cheap).
+		if cache := sum(deref(op.CacheReadTokens), deref(op.CacheCreationTokens)); cache != nil && *cache > 0 {
+			if all := sum(*op.InputTokens, *op.OutputTokens, *cache); all != nil && *all == *op.TotalTokens {
+				op.InputTokens = sum(*op.InputTokens, *cache)
+			}
+		}
+	}
 	if op.TotalTokens == nil && !unknown && (op.InputTokens != nil || op.OutputTokens != nil) {
 		op.TotalTokens = sum(deref(op.InputTokens), deref(op.OutputTokens))
 	}

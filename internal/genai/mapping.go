@@ -51,6 +51,7 @@ const (
 	fromTraceloop
 	fromClaudeCode
 	fromPydanticAI
+	fromStrands
 )
 
 // Conventions are the conventions in order of precedence, with where their
@@ -63,6 +64,7 @@ var Conventions = []struct {
 	{"OpenTelemetry GenAI, deprecated names", "the same registry's deprecated attributes", fromOTelDeprecated},
 	{"OpenInference", "Arize-ai/openinference, spec/semantic_conventions.md", fromOpenInference},
 	{"Traceloop", "traceloop/openllmetry, opentelemetry-semantic-conventions-ai's SpanAttributes", fromTraceloop},
+	{"Strands Agents", "strands-agents/sdk-python, telemetry/tracer.py (Bedrock's usage as it comes: its input without the cache, its total with it)", fromStrands},
 	{"Pydantic AI", "pydantic/pydantic-ai, RequestUsage.opentelemetry_attributes, whose usage details are gen_ai.usage.details.*", fromPydanticAI},
 	{"Claude Code", "Claude Code's monitoring docs, claude_code.* spans; these generic names are read on those spans only", fromClaudeCode},
 }
@@ -82,7 +84,7 @@ type source struct {
 
 // mapping is, for each column, the attributes it is read from, in order of
 // precedence: current OpenTelemetry names, deprecated ones, OpenInference,
-// Traceloop, Pydantic AI, Claude Code. The first present wins; a present value of the
+// Traceloop, Strands Agents, Pydantic AI, Claude Code. The first present wins; a present value of the
 // wrong type makes the column null (it does not fall through). Claude
 // Code's names are generic ("model", "input_tokens") and are read only on
 // claude_code.* spans.
@@ -111,13 +113,13 @@ var mapping = [numColumns][]source{
 		{attr: "output_tokens", from: fromClaudeCode},
 	},
 	colTotalTokens: {
-		{attr: "gen_ai.usage.total_tokens", from: fromTraceloop},
+		{attr: "gen_ai.usage.total_tokens", from: fromTraceloop | fromStrands},
 		{attr: "llm.token_count.total", from: fromOpenInference},
 		{attr: "llm.usage.total_tokens", from: fromTraceloop},
 	},
 	colCacheReadTokens: {
 		{attr: "gen_ai.usage.cache_read.input_tokens", from: fromOTel},
-		{attr: "gen_ai.usage.cache_read_input_tokens", from: fromOTelDeprecated | fromTraceloop},
+		{attr: "gen_ai.usage.cache_read_input_tokens", from: fromOTelDeprecated | fromTraceloop | fromStrands},
 		{attr: "llm.token_count.prompt_details.cache_read", from: fromOpenInference},
 		// Pydantic AI's releases before the semconv names (and beside
 		// them since): read, the cached input was priced as uncached.
@@ -127,6 +129,7 @@ var mapping = [numColumns][]source{
 	colCacheCreationTokens: {
 		{attr: "gen_ai.usage.cache_creation.input_tokens", from: fromOTel},
 		{attr: "gen_ai.usage.cache_creation_input_tokens", from: fromOTelDeprecated | fromTraceloop},
+		{attr: "gen_ai.usage.cache_write_input_tokens", from: fromStrands},
 		{attr: "llm.token_count.prompt_details.cache_write", from: fromOpenInference},
 		{attr: "gen_ai.usage.details.cache_write_tokens", from: fromPydanticAI},
 		{attr: "cache_creation_tokens", from: fromClaudeCode},

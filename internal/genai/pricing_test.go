@@ -267,3 +267,52 @@ func TestPydanticAIUsageDetailsArePriced(t *testing.T) {
 			prices.Decimal(op.Cost.Total()), prices.Decimal(op.Cost.Input), prices.Decimal(op.Cost.CacheRead), prices.Decimal(want))
 	}
 }
+
+// Strands Agents (strands-agents/sdk-python, telemetry/tracer.py:
+// end_model_invoke_span) puts Bedrock's Converse usage on its chat span as
+// it comes: gen_ai.usage.input_tokens is usage.inputTokens, which on
+// Bedrock excludes the cache, the cache reads and writes are
+// gen_ai.usage.cache_read_input_tokens and cache_write_input_tokens, and
+// gen_ai.usage.total_tokens is Bedrock's totalTokens, the sum of all four
+// (OpenInference's Strands processor test: 4299 + 631 + 35574 + 17787 =
+// 58291, "Prompt aggregate includes cached tokens so prompt + completion
+// == total"). input_tokens is the input with its cache (README): 57660.
+func TestInputWithoutItsCacheIsToldByTheSpansTotal(t *testing.T) {
+	attrs := func(provider string) pcommon.Map {
+		a := pcommon.NewMap()
+		a.PutStr("gen_ai.operation.name", "chat")
+		a.PutStr("gen_ai.system", provider)
+		a.PutStr("gen_ai.request.model", "us.anthropic.claude-sonnet-4-20250514-v1:0")
+		a.PutInt("gen_ai.usage.prompt_tokens", 4299)
+		a.PutInt("gen_ai.usage.input_tokens", 4299)
+		a.PutInt("gen_ai.usage.completion_tokens", 631)
+		a.PutInt("gen_ai.usage.output_tokens", 631)
+		a.PutInt("gen_ai.usage.total_tokens", 58291)
+		a.PutInt("gen_ai.usage.cache_read_input_tokens", 35574)
+		a.PutInt("gen_ai.usage.cache_write_input_tokens", 17787)
+		return a
+	}
+	m := genai.NewMapper(prices.Embedded(), false)
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	op, ok := m.Map(&genai.Span{Name: "chat", Attributes: attrs("strands-agents"), Start: start})
+	if !ok {
+		t.Fatal("not read")
+	}
+	if deref(op.InputTokens) != int64(57660) || deref(op.TotalTokens) != int64(58291) ||
+		deref(op.CacheReadTokens) != int64(35574) || deref(op.CacheCreationTokens) != int64(17787) {
+		t.Errorf("input %v total %v cache read %v cache creation %v, want 57660 58291 35574 17787",
+			deref(op.InputTokens), deref(op.TotalTokens), deref(op.CacheReadTokens), deref(op.CacheCreationTokens))
+	}
+	// The same counts from Bedrock itself are priced (claude-sonnet-4 on
+	// Bedrock: $3/M input, $0.30/M cache reads, $3.75/M cache writes,
+	// $15/M output): 4299 × 3 + 35574 × 0.3 + 17787 × 3.75 + 631 × 15 =
+	// $0.09973545; before, the cache reads past the input left it unpriced.
+	op, _ = m.Map(&genai.Span{Name: "chat", Attributes: attrs("aws.bedrock"), Start: start})
+	if op.Price == nil || op.Cost.Total() != 99_735_450_000 {
+		var cost string
+		if op.Price != nil {
+			cost = prices.Decimal(op.Cost.Total())
+		}
+		t.Errorf("Bedrock: price %v cost %q, want 0.099735450000", op.Price, cost)
+	}
+}
