@@ -92,6 +92,8 @@ func operationDoc(from origin) string {
 		return mapped("`openinference.span.kind`", openInferenceKinds)
 	case fromTraceloop:
 		return mapped("`llm.request.type`", traceloopRequestTypes) + "; then " + mapped("`traceloop.span.kind`", traceloopSpanKinds)
+	case fromVercel:
+		return mapped("`ai.operationId`", vercelOperations)
 	case fromClaudeCode:
 		return mapped("the span's name", claudeCodeSpans) + "; another `claude_code.X`: X"
 	}

@@ -52,6 +52,7 @@ const (
 	fromClaudeCode
 	fromPydanticAI
 	fromStrands
+	fromVercel
 )
 
 // Conventions are the conventions in order of precedence, with where their
@@ -64,6 +65,7 @@ var Conventions = []struct {
 	{"OpenTelemetry GenAI, deprecated names", "the same registry's deprecated attributes", fromOTelDeprecated},
 	{"OpenInference", "Arize-ai/openinference, spec/semantic_conventions.md", fromOpenInference},
 	{"Traceloop", "traceloop/openllmetry, opentelemetry-semantic-conventions-ai's SpanAttributes", fromTraceloop},
+	{"Vercel AI SDK", "vercel/ai, its telemetry's ai.* attributes beside gen_ai.system, gen_ai.request.model and gen_ai.usage.* (its gen_ai.system names the provider and its API: see provider)", fromVercel},
 	{"Strands Agents", "strands-agents/sdk-python, telemetry/tracer.py (Bedrock's usage as it comes: its input without the cache, its total with it)", fromStrands},
 	{"Pydantic AI", "pydantic/pydantic-ai, RequestUsage.opentelemetry_attributes, whose usage details are gen_ai.usage.details.*", fromPydanticAI},
 	{"Claude Code", "Claude Code's monitoring docs, claude_code.* spans; these generic names are read on those spans only", fromClaudeCode},
@@ -84,7 +86,7 @@ type source struct {
 
 // mapping is, for each column, the attributes it is read from, in order of
 // precedence: current OpenTelemetry names, deprecated ones, OpenInference,
-// Traceloop, Strands Agents, Pydantic AI, Claude Code. The first present wins; a present value of the
+// Traceloop, Vercel AI SDK, Strands Agents, Pydantic AI, Claude Code. The first present wins; a present value of the
 // wrong type makes the column null (it does not fall through). Claude
 // Code's names are generic ("model", "input_tokens") and are read only on
 // claude_code.* spans.
@@ -371,6 +373,13 @@ var (
 	traceloopSpanKinds = map[string]string{
 		"tool": "execute_tool", "agent": "invoke_agent", "workflow": "workflow", "task": "task",
 	}
+	// vercelOperations are the Vercel AI SDK's ai.operationId values of
+	// its model-call spans, the ones with gen_ai.* attributes: it sets no
+	// gen_ai.operation.name, so they had no operation.
+	vercelOperations = map[string]string{
+		"ai.generateText.doGenerate": "chat", "ai.streamText.doStream": "chat",
+		"ai.generateObject.doGenerate": "chat", "ai.streamObject.doStream": "chat",
+	}
 	claudeCodeSpans = map[string]string{
 		"claude_code.llm_request": "chat", "claude_code.api_request": "chat", "claude_code.api_error": "chat",
 		"claude_code.tool": "execute_tool", "claude_code.tool_result": "execute_tool",
@@ -391,6 +400,13 @@ func (r *reader) operation(spanName string) string {
 	}
 	if op := r.mapped("traceloop.span.kind", traceloopSpanKinds, strings.ToLower); op != "" {
 		return op
+	}
+	if v, ok := r.attrs.Get("ai.operationId"); ok {
+		// Only its model calls: another of its ids (the whole
+		// generateText around them) is no operation of this table.
+		if op, ok := vercelOperations[v.AsString()]; ok {
+			return op
+		}
 	}
 	if op, ok := claudeCodeSpans[spanName]; ok {
 		return op

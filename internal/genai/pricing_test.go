@@ -316,3 +316,38 @@ func TestInputWithoutItsCacheIsToldByTheSpansTotal(t *testing.T) {
 		t.Errorf("Bedrock: price %v cost %q, want 0.099735450000", op.Price, cost)
 	}
 }
+
+// The Vercel AI SDK's model-call spans (ai.generateText.doGenerate,
+// ai.streamText.doStream, ai.generateObject.doGenerate,
+// ai.streamObject.doStream) carry gen_ai.system, gen_ai.request.model,
+// gen_ai.response.* and gen_ai.usage.* but no gen_ai.operation.name: the
+// SDK names the operation in ai.operationId (telemetry's
+// assembleOperationName: operation.name and ai.operationId). Each is one
+// chat call to the model; its operation is chat, not null.
+func TestVercelAISDKModelCallIsAChat(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	for _, id := range []string{"ai.generateText.doGenerate", "ai.streamText.doStream", "ai.generateObject.doGenerate", "ai.streamObject.doStream"} {
+		attrs := pcommon.NewMap()
+		attrs.PutStr("operation.name", id+" my-function")
+		attrs.PutStr("ai.operationId", id)
+		attrs.PutStr("ai.telemetry.functionId", "my-function")
+		attrs.PutStr("ai.model.provider", "openai.chat")
+		attrs.PutStr("ai.model.id", "gpt-4o-mini")
+		attrs.PutStr("gen_ai.system", "openai.chat")
+		attrs.PutStr("gen_ai.request.model", "gpt-4o-mini")
+		attrs.PutStr("ai.response.finishReason", "stop")
+		attrs.PutInt("ai.usage.promptTokens", 10)
+		attrs.PutInt("ai.usage.completionTokens", 20)
+		attrs.PutEmptySlice("gen_ai.response.finish_reasons").AppendEmpty().SetStr("stop")
+		attrs.PutStr("gen_ai.response.model", "gpt-4o-mini-2024-07-18")
+		attrs.PutInt("gen_ai.usage.input_tokens", 10)
+		attrs.PutInt("gen_ai.usage.output_tokens", 20)
+		op, ok := m.Map(&genai.Span{Name: id, Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+		if !ok {
+			t.Fatalf("%s: not read", id)
+		}
+		if op.Operation != "chat" {
+			t.Errorf("%s: operation %q, want chat", id, op.Operation)
+		}
+	}
+}
