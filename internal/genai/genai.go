@@ -200,7 +200,7 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 	}
 	op.TotalTokens, _ = r.intFrom(colTotalTokens)
 	if !fromClaude && !unknown && !r.bad[colCacheReadTokens] && !r.bad[colCacheCreationTokens] &&
-		op.InputTokens != nil && op.OutputTokens != nil && op.TotalTokens != nil {
+		!inputHoldsCache[op.Provider] && op.InputTokens != nil && op.OutputTokens != nil && op.TotalTokens != nil {
 		// An input count without its cache (Anthropic's and Bedrock's
 		// APIs count it so, and Strands Agents passes Bedrock's on) shows
 		// in a total of the span's own that adds the cache to input and
@@ -286,6 +286,20 @@ func (m *Mapper) price(op *Operation, at time.Time) {
 		}
 	}
 	m.stats.Unpriced.Add(1)
+}
+
+// inputHoldsCache are the providers whose APIs count the input with its
+// cache, so that a span's total of input + output + cache reads and writes
+// is a coincidence, never an input without its cache: Gemini's total holds
+// the thoughts its output count leaves out (OpenLLMetry's
+// google-generativeai instrumentation: input prompt_token_count, output
+// candidates_token_count, total total_token_count), and xAI's and
+// Gemini's OpenAI-compatible totals hold reasoning tokens their
+// completion count leaves out; when those are as many as the cached
+// tokens, the cache was added to the input a second time.
+var inputHoldsCache = map[string]bool{
+	"openai": true, "azure.ai.openai": true, "gcp.gemini": true, "gcp.gen_ai": true,
+	"gcp.vertex_ai": true, "x_ai": true, "deepseek": true,
 }
 
 // sum adds token counts, nil when the sum passes the int64 range: counts

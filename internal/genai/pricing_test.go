@@ -351,3 +351,44 @@ func TestVercelAISDKModelCallIsAChat(t *testing.T) {
 		}
 	}
 }
+
+// OpenLLMetry's google-generativeai instrumentation (span_utils.py,
+// set_model_response_attributes) puts Gemini's usage_metadata on its span
+// as it comes: gen_ai.usage.input_tokens is prompt_token_count (which
+// holds the cached tokens, as the conventions' input does),
+// gen_ai.usage.output_tokens is candidates_token_count (without the
+// thoughts), gen_ai.usage.total_tokens is total_token_count (prompt +
+// candidates + thoughts) and gen_ai.usage.cache_read_input_tokens is
+// cached_content_token_count. When the thoughts happen to be as many as
+// the cached tokens (1024 here), the total is input + output + cache
+// reads, and the input must not have its cache added a second time:
+// Gemini's prompt count already holds it.
+func TestCacheNotAddedTwiceWhenThoughtsEqualTheCache(t *testing.T) {
+	attrs := func(total bool) pcommon.Map {
+		a := pcommon.NewMap()
+		a.PutStr("gen_ai.provider.name", "gcp.gen_ai")
+		a.PutStr("gen_ai.operation.name", "generate_content")
+		a.PutStr("gen_ai.request.model", "gemini-2.5-flash")
+		a.PutStr("gen_ai.response.model", "gemini-2.5-flash")
+		if total {
+			a.PutInt("gen_ai.usage.total_tokens", 3124)
+		}
+		a.PutInt("gen_ai.usage.output_tokens", 100)
+		a.PutInt("gen_ai.usage.input_tokens", 2000)
+		a.PutInt("gen_ai.usage.cache_read_input_tokens", 1024)
+		return a
+	}
+	m := genai.NewMapper(prices.Embedded(), false)
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	op, ok := m.Map(&genai.Span{Name: "gemini.generate_content", Attributes: attrs(true), Start: start})
+	if !ok {
+		t.Fatal("not read")
+	}
+	if deref(op.InputTokens) != int64(2000) || deref(op.TotalTokens) != int64(3124) {
+		t.Errorf("input %v total %v, want 2000 3124: Gemini's prompt count holds its cache", deref(op.InputTokens), deref(op.TotalTokens))
+	}
+	without, _ := m.Map(&genai.Span{Name: "gemini.generate_content", Attributes: attrs(false), Start: start})
+	if op.Price == nil || without.Price == nil || op.Cost.Total() != without.Cost.Total() {
+		t.Errorf("cost %+v, want the cost without the total: %+v", op.Cost, without.Cost)
+	}
+}
