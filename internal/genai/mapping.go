@@ -448,6 +448,12 @@ var providers = map[string]string{
 	// API is cut off (vercelAPIs).
 	"google.generative-ai": "gcp.gemini", "google.vertex": "gcp.vertex_ai",
 	"amazon-bedrock": "aws.bedrock", "azure-openai": "azure.ai.openai",
+	// Its Anthropic models on a cloud name the cloud, then the vendor
+	// (@ai-sdk/amazon-bedrock/anthropic's "bedrock.anthropic.messages",
+	// @ai-sdk/google-vertex/anthropic's "googleVertex.anthropic.messages",
+	// before 2026-04-30 "vertex.anthropic.messages"): the cloud's.
+	"bedrock.anthropic": "aws.bedrock", "googlevertex.anthropic": "gcp.vertex_ai",
+	"vertex.anthropic": "gcp.vertex_ai", "bedrock-mantle": "aws.bedrock",
 }
 
 // vercelAPIs end the Vercel AI SDK's provider names: it sets gen_ai.system

@@ -392,3 +392,31 @@ func TestCacheNotAddedTwiceWhenThoughtsEqualTheCache(t *testing.T) {
 		t.Errorf("cost %+v, want the cost without the total: %+v", op.Cost, without.Cost)
 	}
 }
+
+// The Vercel AI SDK's Anthropic models on Bedrock and on Vertex AI
+// (@ai-sdk/amazon-bedrock/anthropic: "bedrock.anthropic.messages";
+// @ai-sdk/google-vertex/anthropic: "googleVertex.anthropic.messages",
+// "vertex.anthropic.messages" before 2026-04-30) name the cloud before
+// the API's vendor. Cut of their API they are the cloud's provider, as
+// "amazon-bedrock" and "google.vertex" are: "bedrock.anthropic" left the
+// Bedrock model ids (anthropic.claude-sonnet-4-20250514-v1:0) unpriced.
+func TestVercelAISDKCloudAnthropicProviders(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	for _, c := range []struct{ system, model, want string }{
+		{"bedrock.anthropic.messages", "us.anthropic.claude-sonnet-4-20250514-v1:0", "aws.bedrock"},
+		{"bedrock.anthropic.messages", "anthropic.claude-sonnet-4-20250514-v1:0", "aws.bedrock"},
+		{"googleVertex.anthropic.messages", "claude-sonnet-4@20250514", "gcp.vertex_ai"},
+		{"vertex.anthropic.messages", "claude-sonnet-4@20250514", "gcp.vertex_ai"},
+	} {
+		attrs := pcommon.NewMap()
+		attrs.PutStr("ai.operationId", "ai.generateText.doGenerate")
+		attrs.PutStr("gen_ai.system", c.system)
+		attrs.PutStr("gen_ai.request.model", c.model)
+		attrs.PutInt("gen_ai.usage.input_tokens", 1000)
+		attrs.PutInt("gen_ai.usage.output_tokens", 100)
+		op, _ := m.Map(&genai.Span{Name: "ai.generateText.doGenerate", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+		if op.Provider != c.want || op.Price == nil {
+			t.Errorf("%s %s: provider %q price %v, want %s, priced", c.system, c.model, op.Provider, op.Price, c.want)
+		}
+	}
+}
