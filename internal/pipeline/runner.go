@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -396,6 +397,11 @@ func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink) (map[s
 
 // startedTopics are the topics of marks with a partition that has a
 // committed offset in the group or a position in the sink's ledger.
+// With topic_regex, every topic of marks once the group started on any
+// matching topic: the group subscribes to the pattern, so a matching
+// topic it has no position in was created after it started (between two
+// runs, or before a running member's metadata refresh saw it), and every
+// record of it came after the group's start.
 func startedTopics(ctx context.Context, cfg *config.Config, admin *kafka.Admin, snk sink.Sink, marks map[sink.TopicPartition]kafka.Watermarks) (map[string]bool, error) {
 	committed, err := admin.Committed(ctx, cfg.Kafka.Group)
 	if err != nil {
@@ -413,6 +419,24 @@ func startedTopics(ctx context.Context, cfg *config.Config, admin *kafka.Admin, 
 	for _, tp := range parts {
 		_, inLedger := positions[tp]
 		if _, ok := committed[tp]; ok || inLedger {
+			started[tp.Topic] = true
+		}
+	}
+	if cfg.Kafka.TopicRegex == "" {
+		return started, nil
+	}
+	re, err := regexp.Compile(cfg.Kafka.TopicRegex)
+	if err != nil {
+		return nil, fmt.Errorf("kafka.topic_regex: %w", err)
+	}
+	// A committed offset in a matching topic that is gone (deleted since)
+	// says so too.
+	groupStarted := len(started) > 0
+	for tp := range committed {
+		groupStarted = groupStarted || re.MatchString(tp.Topic)
+	}
+	if groupStarted {
+		for tp := range marks {
 			started[tp.Topic] = true
 		}
 	}
