@@ -82,7 +82,7 @@ func Run(ctx, hard context.Context, cfg *config.Config, snk sink.Sink, ro RunOpt
 	}
 	var startAt map[sink.TopicPartition]int64
 	if cfg.Kafka.StartOffset == "latest" {
-		if startAt, err = latestStarts(ctx, cfg, snk); err != nil {
+		if startAt, err = latestStarts(ctx, cfg, snk, ro.Log); err != nil {
 			return err
 		}
 	}
@@ -356,7 +356,7 @@ func caughtUp(ctx context.Context, admin *kafka.Admin, cfg *config.Config) bool 
 // lost): every record of it came after the start. Starting it at its end
 // skipped what was produced to it before a run saw it, between two runs
 // or before a running member's metadata refresh.
-func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink) (map[sink.TopicPartition]int64, error) {
+func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink, log *slog.Logger) (map[sink.TopicPartition]int64, error) {
 	admin, err := kafka.NewAdmin(cfg.Kafka)
 	if err != nil {
 		return nil, err
@@ -382,9 +382,28 @@ func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink) (map[s
 		case <-time.After(delay):
 		}
 	}
-	started, err := startedTopics(qctx, cfg, admin, snk, marks)
-	if err != nil {
-		return nil, fmt.Errorf("start_offset latest: %w", err)
+	// Which topics the group started on: read again while the group's
+	// offsets or the sink's positions cannot be read (a sink down for a
+	// moment), as the worker reads the positions again at each
+	// assignment, for 30 s of its own; then the run refuses to start,
+	// rather than take a started topic for a new one and skip what was
+	// produced to a partition added since.
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	var started map[string]bool
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		if started, err = startedTopics(sctx, cfg, admin, snk, marks); err == nil {
+			break
+		}
+		if errors.Is(err, sink.ErrFatal) || ctx.Err() != nil {
+			return nil, fmt.Errorf("start_offset latest: %w", err)
+		}
+		log.Warn("start_offset latest: which topics the group started on could not be read; retrying", "err", err, "in", delay)
+		select {
+		case <-sctx.Done():
+			return nil, fmt.Errorf("start_offset latest (retried for 30s): %w", err)
+		case <-time.After(delay):
+		}
 	}
 	ends := make(map[sink.TopicPartition]int64, len(marks))
 	for tp, m := range marks {
