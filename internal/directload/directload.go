@@ -233,8 +233,10 @@ func (l *Loader) loop(ctx context.Context) {
 		case err := <-results:
 			l.finished(ctx, loading, err)
 			fatal := err
-			if fatal == nil {
-				fatal = loading.fatal // stored, but the sink cannot go on
+			if loading.fatal != nil {
+				// Stored (all, or those not at another loader's
+				// positions: a fencedError), but the sink cannot go on.
+				fatal = loading.fatal
 			}
 			loading = nil
 			if errors.Is(fatal, sink.ErrFatal) && l.opt.Fatal != nil {
