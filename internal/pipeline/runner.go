@@ -362,48 +362,35 @@ func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink, log *s
 		return nil, err
 	}
 	defer admin.Close()
-	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	// A partition missing from the ends is taken as created after the
 	// start and read from 0 (Worker.pinnedStart), so a listing that
 	// failed for a partition is retried, not left out: a transient answer
 	// (a broker with stale metadata) must not load a whole old partition.
 	var marks map[sink.TopicPartition]kafka.Watermarks
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-		if marks, err = admin.ConsumedWatermarks(qctx, cfg.Kafka); err == nil {
-			break
-		}
-		if !kerr.IsRetriable(err) {
-			return nil, fmt.Errorf("start_offset latest: list the partitions' end offsets: %w", err)
-		}
-		select {
-		case <-qctx.Done():
-			return nil, fmt.Errorf("start_offset latest: list the partitions' end offsets (retried for 30s): %w", err)
-		case <-time.After(delay):
-		}
+	err = retryAtStart(ctx, kerr.IsRetriable, nil, func(ctx context.Context) (err error) {
+		marks, err = admin.ConsumedWatermarks(ctx, cfg.Kafka)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start_offset latest: list the partitions' end offsets: %w", err)
 	}
 	// Which topics the group started on: read again while the group's
 	// offsets or the sink's positions cannot be read (a sink down for a
 	// moment), as the worker reads the positions again at each
-	// assignment, for 30 s of its own; then the run refuses to start,
-	// rather than take a started topic for a new one and skip what was
-	// produced to a partition added since.
-	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-	defer scancel()
+	// assignment; then the run refuses to start, rather than take a
+	// started topic for a new one and skip what was produced to a
+	// partition added since.
 	var started map[string]bool
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-		if started, err = startedTopics(sctx, cfg, admin, snk, marks); err == nil {
-			break
-		}
-		if errors.Is(err, sink.ErrFatal) || ctx.Err() != nil {
-			return nil, fmt.Errorf("start_offset latest: %w", err)
-		}
+	notFatal := func(err error) bool { return !errors.Is(err, sink.ErrFatal) }
+	warn := func(err error, delay time.Duration) {
 		log.Warn("start_offset latest: which topics the group started on could not be read; retrying", "err", err, "in", delay)
-		select {
-		case <-sctx.Done():
-			return nil, fmt.Errorf("start_offset latest (retried for 30s): %w", err)
-		case <-time.After(delay):
-		}
+	}
+	err = retryAtStart(ctx, notFatal, warn, func(ctx context.Context) (err error) {
+		started, err = startedTopics(ctx, cfg, admin, snk, marks)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start_offset latest: %w", err)
 	}
 	ends := make(map[sink.TopicPartition]int64, len(marks))
 	for tp, m := range marks {
@@ -412,6 +399,29 @@ func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink, log *s
 		}
 	}
 	return ends, nil
+}
+
+// retryAtStart calls try until it succeeds, fails with an error retry
+// refuses, or 30 s have passed (each try bounded by them), waiting
+// 100 ms, then twice as long up to 2 s, between tries; onRetry, if not
+// nil, hears of each retry.
+func retryAtStart(ctx context.Context, retry func(error) bool, onRetry func(error, time.Duration), try func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		err := try(ctx)
+		if err == nil || !retry(err) {
+			return err
+		}
+		if onRetry != nil {
+			onRetry(err, delay)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("retried for 30s: %w", err)
+		case <-time.After(delay):
+		}
+	}
 }
 
 // startedTopics are the topics of marks with a partition that has a
