@@ -73,18 +73,8 @@ func faultStress(t *testing.T, seed uint64) {
 		}
 		files := stage(t, s, batches...)
 		wg.Go(func() {
-			for j := 0; j < len(files); j += 2 {
-				load := files[j:min(j+2, len(files))]
-				var err error
-				for range 40 {
-					if _, err = s.Load(ctx, load); err == nil || errors.Is(err, sink.ErrFatal) {
-						break
-					}
-				}
-				if err != nil {
-					errs <- fmt.Errorf("process %d, files %d: %w", i, j, err)
-					return
-				}
+			if err := loadInPairs(ctx, s, files); err != nil {
+				errs <- fmt.Errorf("process %d: %w", i, err)
 			}
 		})
 	}
@@ -180,18 +170,8 @@ func faultStressTransform(t *testing.T, seed uint64) {
 		}
 		files := stage(t, s, batches...)
 		wg.Go(func() {
-			for j := 0; j < len(files); j += 2 {
-				load := files[j:min(j+2, len(files))]
-				var err error
-				for range 40 {
-					if _, err = s.Load(ctx, load); err == nil || errors.Is(err, sink.ErrFatal) {
-						break
-					}
-				}
-				if err != nil {
-					errs <- fmt.Errorf("process %d, files %d: %w", i, j, err)
-					return
-				}
+			if err := loadInPairs(ctx, s, files); err != nil {
+				errs <- fmt.Errorf("process %d: %w", i, err)
 			}
 		})
 	}
@@ -220,4 +200,22 @@ func faultStressTransform(t *testing.T, seed uint64) {
 	if rec, dlq := ledgerTotals(t, srv, "orders_ledger"); rec+dlq != last+1 {
 		t.Errorf("ledger counts %d rows and %d dead letters, want %d in all", rec, dlq, last+1)
 	}
+}
+
+// loadInPairs loads files two at a time, each load tried up to 40 times
+// through the faults (a fatal error ends the tries).
+func loadInPairs(ctx context.Context, s sink.Sink, files []sink.File) error {
+	for j := 0; j < len(files); j += 2 {
+		load := files[j:min(j+2, len(files))]
+		var err error
+		for range 40 {
+			if _, err = s.Load(ctx, load); err == nil || errors.Is(err, sink.ErrFatal) {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("files %d: %w", j, err)
+		}
+	}
+	return nil
 }
