@@ -16,6 +16,7 @@ import (
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // ChangelogDecoder is the RowDecoder of database change events
@@ -34,7 +35,7 @@ type ChangelogDecoder struct {
 
 	mu sync.Mutex
 	// columns are, per changelog table seen by this process, its columns
-	// by lower-cased name, each with its name and its type (in the sink's
+	// by name as DuckDB folds it (sqltext.DuckDBFold), each with its name and its type (in the sink's
 	// words): those the table had when first seen, and those this
 	// process's batches added since.
 	columns map[string]map[string]tableColumn
@@ -171,7 +172,8 @@ func column(cols []cdc.Column, name string) cdc.Column {
 // dead-lettered with the reason, and adds nothing: the other tables go
 // on, and so does this one with the records that fit it.
 //
-// Names are compared as DuckDB compares column names, ignoring case: a
+// Names are compared as DuckDB compares column names, ignoring the case
+// of ASCII letters (sqltext.DuckDBFold; "é" and "É" are two names): a
 // source column that differs only in case from a changelog column or
 // from another column of the table (KOFFSET, ID beside id, price after
 // Price) would fail the CREATE or ALTER TABLE of the whole load at every
@@ -203,7 +205,10 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 				// changelog table would fail the load of every table.
 				return fmt.Errorf("source table %s has a column named %s, which no database names a column", sourceName(c.Table), strconv.QuoteToASCII(col.Name))
 			}
-			lower := strings.ToLower(col.Name) // no copy when already lower case
+			// As DuckDB folds names, ASCII letters alone: "é" and "É"
+			// are two columns to it, and Go's Unicode lower case took
+			// them for one, dead-lettering every change of the table.
+			lower := sqltext.DuckDBFold(col.Name)
 			if reserved[lower] {
 				return fmt.Errorf("source table %s has a column %s, a name the changelog table %s uses for its own (DuckDB's column names ignore case)", sourceName(c.Table), col.Name, c.Table.Log)
 			}
@@ -348,14 +353,14 @@ func (d *ChangelogDecoder) widen(table, have string, c sink.Column, key bool) (s
 // spells it and its type in the sink's words.
 type tableColumn struct{ name, typ string }
 
-// tableColumns returns the columns of the changelog table by lower-cased
-// name, reading them from the router on first sight. Called with mu held.
+// tableColumns returns the columns of the changelog table by folded
+// name (sqltext.DuckDBFold), reading them from the router on first sight. Called with mu held.
 func (d *ChangelogDecoder) tableColumns(table string) map[string]tableColumn {
 	have := d.columns[table]
 	if have == nil {
 		have = map[string]tableColumn{} // a table not created yet: empty
 		for name, typ := range d.router.RoutedColumns(table) {
-			have[strings.ToLower(name)] = tableColumn{name, typ}
+			have[sqltext.DuckDBFold(name)] = tableColumn{name, typ}
 		}
 		d.columns[table] = have
 	}

@@ -257,19 +257,11 @@ func ColumnIndex(names []string, name string) int {
 	return slices.IndexFunc(names, func(n string) bool { return foldName(n) == key })
 }
 
-// foldName is a column name as DuckDB compares names: ASCII letters in
-// lower case, every other character as it is. DuckDB takes "é" and "É"
-// for two columns of one table; folded as Go folds Unicode, they were one
-// name, and one column's type canonicalised the other's values (a text
-// '10' hashed as a decimal, equal to '1').
-func foldName(name string) string {
-	return strings.Map(func(r rune) rune {
-		if 'A' <= r && r <= 'Z' {
-			return r + 'a' - 'A'
-		}
-		return r
-	}, name)
-}
+// foldName is a column name as DuckDB compares names (sqltext.DuckDBFold).
+// Folded as Go folds Unicode, "é" and "É" were one name, and one column's
+// type canonicalised the other's values (a text '10' hashed as a decimal,
+// equal to '1').
+func foldName(name string) string { return sqltext.DuckDBFold(name) }
 
 func columns(ctx context.Context, q Querier, table string) ([]string, error) {
 	rows, err := q.QueryContext(ctx, "SELECT * FROM "+sqltext.Name(table)+" LIMIT 0")

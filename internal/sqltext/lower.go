@@ -60,3 +60,21 @@ func caseIgnorable(r rune) bool {
 	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk) ||
 		strings.ContainsRune("'.:\u00b7\u0387\u055f\u05f4\u2018\u2019\u2024\u2027\ufe13\ufe52\ufe55\uff07\uff0e\uff1a", r)
 }
+
+// DuckDBFold is a column name as DuckDB compares names: ASCII letters in
+// lower case, every other character as it is. DuckDB takes "é" and "É"
+// (or the Kelvin sign's "K" and "k") for two columns of one table, where
+// Go's strings.ToLower makes them one name.
+func DuckDBFold(name string) string {
+	for i := 0; i < len(name); i++ {
+		if 'A' <= name[i] && name[i] <= 'Z' {
+			return strings.Map(func(r rune) rune {
+				if 'A' <= r && r <= 'Z' {
+					return r + 'a' - 'A'
+				}
+				return r
+			}, name)
+		}
+	}
+	return name // no copy when there is no ASCII capital
+}
