@@ -43,6 +43,7 @@ const (
 	kindTuple // elem, in order
 	kindTimestamp
 	kindDate
+	kindString
 )
 
 // colType is a Databend column type as DESC writes it (interpreters
@@ -65,6 +66,7 @@ type userColumn struct {
 var (
 	reColInt = regexp.MustCompile(`^(TINYINT|SMALLINT|INT|INTEGER|BIGINT)( UNSIGNED)?$|^U?INT(8|16|32|64)$`)
 	reColDec = regexp.MustCompile(`^DECIMAL\(\d+, ?\d+\)$`)
+	reColStr = regexp.MustCompile(`^(VARCHAR|STRING|TEXT)$`)
 )
 
 // parseColType reads a DESC type; a type it does not know needs no check.
@@ -83,6 +85,8 @@ func parseColType(s string) colType {
 		return colType{kind: kindTimestamp}
 	case s == "DATE":
 		return colType{kind: kindDate}
+	case reColStr.MatchString(s):
+		return colType{kind: kindString}
 	}
 	if inner, ok := wrapped(s, "ARRAY"); ok {
 		return colType{kind: kindArray, elem: []colType{parseColType(inner)}}
@@ -243,6 +247,16 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 		return nil, clamped(v, t.kind)
 	case kindDecimal:
 		if isFloatText(v) || wideInteger(v) {
+			b, _ := json.Marshal(string(v))
+			return b, ""
+		}
+	case kindString:
+		// COPY writes a number into a string column as serde_json's
+		// Number (json_ast.rs read_string): an integer past i64 and
+		// u64 is an f64 there, written "1.2345678901234568e+22".
+		// DuckDB's transform keeps its digits; staged as the string
+		// of its digits, Databend stores them too.
+		if wideInteger(v) {
 			b, _ := json.Marshal(string(v))
 			return b, ""
 		}

@@ -238,19 +238,71 @@ func readArray(v json.RawMessage, elem string) (json.RawMessage, error) {
 }
 
 // readString is read_string: a string as it is, true and false and a
-// number as their text (a number as serde_json writes it: an integer's
-// digits; a number with a fraction or an exponent is an f64, written as
-// Rust's shortest form, which this fake does not reproduce), an array or
-// object refused.
+// number as their text, an array or object refused. A number is
+// serde_json's Number written by its Display (serde_json 1.0.149 in
+// databend-query's Cargo.lock, without arbitrary_precision): an integer
+// that is an i64 or a u64 as its digits, any other (a point, an exponent,
+// an integer past 64 bits) as the f64 it was parsed to, in zmij's
+// shortest form (serdeFloat), so 12345678901234567890123 is stored as
+// "1.2345678901234568e+22".
 func readString(v json.RawMessage) (json.RawMessage, error) {
 	switch {
 	case v[0] == '"':
 		return v, nil
 	case v[0] == '[' || v[0] == '{':
 		return nil, errors.New("Incorrect json value, must be string")
+	case isNumber(v):
+		if i, ok := new(big.Int).SetString(string(v), 10); ok && fitsI64OrU64(i) {
+			break
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return nil, fmt.Errorf("Incorrect json number %s", v) // serde_json: number out of range
+		}
+		b, _ := json.Marshal(serdeFloat(f))
+		return b, nil
 	}
 	b, _ := json.Marshal(string(v))
 	return b, nil
+}
+
+// serdeFloat is a finite f64 as serde_json's Number Display writes it
+// (zmij's format_finite): the shortest digits that read back as f, laid
+// out positionally when the decimal exponent is within -5..=15 (with
+// ".0" after a whole number), else as d.ddde+X or d.ddde-X.
+func serdeFloat(f float64) string {
+	if f == 0 {
+		if math.Signbit(f) {
+			return "-0.0"
+		}
+		return "0.0"
+	}
+	sign := ""
+	if f < 0 {
+		sign, f = "-", -f
+	}
+	sci := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
+	mant, exp, _ := strings.Cut(sci, "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	e, _ := strconv.Atoi(exp)
+	n := len(digits)
+	switch {
+	case e < -5 || e > 15:
+		out := digits[:1]
+		if n > 1 {
+			out += "." + digits[1:]
+		}
+		if e >= 0 {
+			return sign + out + "e+" + strconv.Itoa(e)
+		}
+		return sign + out + "e-" + strconv.Itoa(-e)
+	case n-1 <= e:
+		return sign + digits + strings.Repeat("0", e-(n-1)) + ".0"
+	case e >= 0:
+		return sign + digits[:e+1] + "." + digits[e+1:]
+	default:
+		return sign + "0." + strings.Repeat("0", -e-1) + digits
+	}
 }
 
 // Databend's DATE range in days from 1970-01-01 (types/date.rs DATE_MIN,
