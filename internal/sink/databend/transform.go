@@ -252,14 +252,27 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 		}
 	case kindString:
 		// COPY writes a number into a string column as serde_json's
-		// Number (json_ast.rs read_string): an integer past i64 and
-		// u64 is an f64 there, written "1.2345678901234568e+22".
-		// DuckDB's transform keeps its digits; staged as the string
-		// of its digits, Databend stores them too.
-		if wideInteger(v) {
-			b, _ := json.Marshal(string(v))
-			return b, ""
+		// Number (json_ast.rs read_string: an integer past i64 and u64
+		// is an f64 there, "1.2345678901234568e+22"; 1e22 is "1e+22")
+		// and refuses an object or an array ("must be string"), where
+		// DuckDB's transform stores the text its JSON reader writes
+		// (json_extract_string): the digits, "1e22", the object's JSON.
+		// Staged as a string of that text, Databend stores it too. A
+		// number both write alike (7, 1.5) is staged as it is, so that
+		// a column whose type the user changed while tracelake runs
+		// (read at the next start) takes it as before.
+		if len(v) == 0 || !(v[0] == '{' || v[0] == '[' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+			return nil, ""
 		}
+		text, err := duckJSONText(v)
+		if err != nil {
+			return nil, "" // not JSON COPY reads: its own error
+		}
+		if v[0] != '{' && v[0] != '[' && serdeNumber(string(v)) == text {
+			return nil, ""
+		}
+		b, _ := json.Marshal(text)
+		return b, ""
 	case kindArray:
 		var elems []json.RawMessage
 		if json.Unmarshal(v, &elems) != nil {

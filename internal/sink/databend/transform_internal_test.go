@@ -137,3 +137,22 @@ func BenchmarkStageableObject(b *testing.B) {
 		}
 	}
 }
+
+// A string column's values are rewritten only where COPY would store
+// other text than DuckDB's transform: a number both write alike stays as
+// sent (a column changed to a number type while tracelake runs, read at
+// the next start, still takes it), the others are staged as DuckDB's text.
+func TestStringColumnStagesOnlyWhatCOPYWritesOtherwise(t *testing.T) {
+	str := parseColType("VARCHAR")
+	for v, want := range map[string]string{
+		`7`: ``, `1.5`: ``, `1e2`: ``, `true`: ``, `"x"`: ``, `null`: ``, `0`: ``, `18446744073709551615`: ``,
+		`-0`: `"0"`, `1e22`: `"1e22"`, `123456789012345678.5`: `"123456789012345680.0"`,
+		`12345678901234567890123`: `"12345678901234567890123"`, `1E400`: `"1E400"`,
+		`{"a": [1.50, "\u0001"]}`: `"{\"a\":[1.5,\"\\u0001\"]}"`,
+	} {
+		got, reason := stageableValue([]byte(v), str)
+		if string(got) != want || reason != "" {
+			t.Errorf("%s: staged %s (%q), want %s", v, got, reason, want)
+		}
+	}
+}

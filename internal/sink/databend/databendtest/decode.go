@@ -252,7 +252,9 @@ func readString(v json.RawMessage) (json.RawMessage, error) {
 	case v[0] == '[' || v[0] == '{':
 		return nil, errors.New("Incorrect json value, must be string")
 	case isNumber(v):
-		if i, ok := new(big.Int).SetString(string(v), 10); ok && fitsI64OrU64(i) {
+		// serde_json reads "-0" as the double -0.0 (de.rs parse_number:
+		// a negative zero is no i64), written "-0.0".
+		if i, ok := new(big.Int).SetString(string(v), 10); ok && fitsI64OrU64(i) && !(v[0] == '-' && i.Sign() == 0) {
 			break
 		}
 		f, err := strconv.ParseFloat(string(v), 64)

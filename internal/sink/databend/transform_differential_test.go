@@ -1,0 +1,131 @@
+package databend_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/envelope"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
+)
+
+// A field that drifts between a string, a number written every way, an
+// object and an array, into one VARCHAR column, loaded in transform mode
+// on DuckDB and on Databend (its test server decoding as databend-query's
+// read_string): each sink must store the same text for each message, or
+// dead-letter it on both. DuckDB writes a number as yyjson does (1e2 as
+// "100.0", 1e22 as "1e22", 123456789012345678.5 as
+// "123456789012345680.0") and an object or array as its JSON text;
+// COPY writes a number as serde_json does ("1e+22",
+// "1.2345678901234568e+17") and refuses an object or an array ("must be
+// string"), which went to Databend's dead-letter table alone.
+func TestTransformStringColumnStoresAlikeOnDuckDBAndDatabend(t *testing.T) {
+	sent := []string{
+		`{"id": 1, "note": "text"}`,
+		`{"id": 2, "note": 7}`,
+		`{"id": 3, "note": 1.50}`,
+		`{"id": 4, "note": 1e2}`,
+		`{"id": 5, "note": 1e22}`,
+		`{"id": 6, "note": 123456789012345678.5}`,
+		`{"id": 7, "note": 0.0000001}`,
+		`{"id": 8, "note": true}`,
+		`{"id": 9, "note": {"a": 1}}`,
+		`{"id": 10, "note": [1, "x"]}`,
+		`{"id": 11, "note": {"b": 1.50, "a": [1e2, -0.0, -0, 12345678901234567890123, 1E400, null, false], "b": {"c": "\u00e9/<>&\t\u0001\u001f\u007f\u2028\ud83d\ude00\"\\"}}}`,
+		`{"id": 12, "note": 1e21}`,
+		`{"id": 13, "note": 1e20}`,
+		`{"id": 14, "note": 0.000001}`,
+		`{"id": 15, "note": -1.5e-300}`,
+		`{"id": 16, "note": -0}`,
+		`{"id": 17, "note": 0.1000000000000000055511151231257827}`,
+		`{"id": 18, "note": -12345678901234567890123}`,
+		`{"id": 19, "note": 18446744073709551615}`,
+		`{"id": 20, "note": 1E400}`,
+		`{"id": 21, "note": {}}`,
+		`{"id": 22, "note": [ ]}`,
+		`{"id": 23, "note": null}`,
+		`{"id": 24, "note": 0}`,
+		`{"id": 25, "note": -0.0e5}`,
+	}
+
+	// DuckDB.
+	dir := t.TempDir()
+	d, err := duckdbsink.Open(duckdbsink.Options{Path: filepath.Join(dir, "t.duckdb"), StageDir: filepath.Join(dir, "stage"), Table: "events", Transform: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.DB().Exec(`CREATE TABLE events (id BIGINT, note VARCHAR)`); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := d.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "events"}, First: 0, Last: int64(len(sent)) - 1, Records: int64(len(sent))}}}
+	for i, v := range sent {
+		b.Rows = envelope.AppendTransformRow(b.Rows, &kgo.Record{Topic: "events", Offset: int64(i), Value: []byte(v)}, envelope.ValueText)
+	}
+	f, err := d.Stage(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Load(ctx, []sink.File{f}); err != nil {
+		t.Fatal(err)
+	}
+	duck := map[string]string{}
+	rows, err := d.DB().Query(`SELECT id::VARCHAR, note FROM events`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var note sql.NullString
+		if err := rows.Scan(&id, &note); err != nil {
+			t.Fatal(err)
+		}
+		duck[id] = note.String
+	}
+	rows.Close()
+
+	// Databend.
+	srv := databendtest.New("tl", "s3cret")
+	defer srv.Close()
+	srv.CreateTable("events", []string{"id", "note"}, []string{"BIGINT", "VARCHAR"})
+	s, err := databend.Open(databend.Options{DSN: srv.DSN(""), Table: "events", Prefix: "tl/", Transform: true, Purge: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, stage(t, s, transformBatch(0, 0, sent...))); err != nil {
+		t.Fatal(err)
+	}
+	bend := map[string]string{}
+	for _, r := range srv.Rows("events") {
+		var note string
+		_ = json.Unmarshal(r["note"], &note)
+		bend[string(r["id"])] = note
+	}
+
+	if len(duck) != len(sent) || len(bend) != len(sent) {
+		t.Errorf("DuckDB stored %d rows, Databend %d; want %d on each", len(duck), len(bend), len(sent))
+	}
+	for i := range sent {
+		id := strconv.Itoa(i + 1)
+		w, inDuck := duck[id]
+		g, inBend := bend[id]
+		if inDuck != inBend || w != g {
+			t.Errorf("%s: DuckDB stored %q (%v), Databend %q (%v)", sent[i], w, inDuck, g, inBend)
+		}
+	}
+}
