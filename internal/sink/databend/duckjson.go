@@ -10,6 +10,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // duckJSONText is the text DuckDB's transform stores for the JSON value v
@@ -225,4 +227,19 @@ func serdeFloat(f float64) string {
 	default:
 		return sign + "0." + strings.Repeat("0", -e-1) + digits
 	}
+}
+
+// duckCastBool is DuckDB's cast of text to BOOLEAN as TRY_CAST makes it
+// (cast_operators.hpp TryCastStringBool, strict false): t, y, 1, yes and
+// true are true, f, n, 0, no and false are false, ASCII letters in any
+// case (std::tolower: sqltext.DuckDBFold), nothing around them; false for
+// any other text.
+func duckCastBool(text string) (value, ok bool) {
+	switch sqltext.DuckDBFold(text) {
+	case "t", "y", "1", "yes", "true":
+		return true, true
+	case "f", "n", "0", "no", "false":
+		return false, true
+	}
+	return false, false
 }

@@ -44,6 +44,7 @@ const (
 	kindTimestamp
 	kindDate
 	kindString
+	kindBool
 )
 
 // colType is a Databend column type as DESC writes it (interpreters
@@ -87,6 +88,8 @@ func parseColType(s string) colType {
 		return colType{kind: kindDate}
 	case reColStr.MatchString(s):
 		return colType{kind: kindString}
+	case s == "BOOLEAN" || s == "BOOL":
+		return colType{kind: kindBool}
 	}
 	if inner, ok := wrapped(s, "ARRAY"); ok {
 		return colType{kind: kindArray, elem: []colType{parseColType(inner)}}
@@ -250,6 +253,27 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 			b, _ := json.Marshal(string(v))
 			return b, ""
 		}
+	case kindBool:
+		// COPY takes a JSON boolean alone (json_ast.rs read_bool:
+		// "Incorrect boolean value"); DuckDB's transform casts the
+		// field's text (TRY_CAST: TryCastStringBool, not strict), so
+		// "true", "t", "yes", 1 and 0 fill the column there. Staged as
+		// the boolean DuckDB makes of it, Databend stores it too; what
+		// DuckDB's cast refuses is left to COPY, which refuses it.
+		var text string
+		switch {
+		case len(v) > 0 && v[0] == '"':
+			if json.Unmarshal(v, &text) != nil {
+				return nil, ""
+			}
+		case len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9'):
+			text = yyjsonNumber(string(v))
+		default:
+			return nil, ""
+		}
+		if b, ok := duckCastBool(text); ok {
+			return json.RawMessage(strconv.FormatBool(b)), ""
+		}
 	case kindString:
 		// COPY writes a number into a string column as serde_json's
 		// Number (json_ast.rs read_string: an integer past i64 and u64
@@ -308,7 +332,14 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 func stageableElems(elems []json.RawMessage, typ func(int) colType, join func([]json.RawMessage) ([]byte, error)) (json.RawMessage, string) {
 	changed := false
 	for i, e := range elems {
-		fixed, reason := stageableValue(e, typ(i))
+		et := typ(i)
+		if et.kind == kindBool {
+			// DuckDB casts a JSON element to BOOLEAN otherwise than a
+			// column's text (a number by its value: 2 and 1.0 are
+			// true), which is not reproduced: left to COPY.
+			et = colType{}
+		}
+		fixed, reason := stageableValue(e, et)
 		if reason != "" {
 			return nil, fmt.Sprintf("element %d: %s", i+1, reason)
 		}
