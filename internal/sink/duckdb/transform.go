@@ -266,6 +266,21 @@ func (c userColumn) fractionLost(v string) string {
 	return fmt.Sprintf("(%s AND %s IS NOT NULL AND %s)", c.present(), v, lost)
 }
 
+// overflowed is true when the field is a number past the column's
+// floating type (1e400 into a DOUBLE, 1e39 into a FLOAT) and its cast, v,
+// is infinite: DuckDB's cast overflows to infinity without an error, a
+// value other than sent (and Databend's COPY, whose JSON parser refuses
+// 1e400, dead-letters it). DuckDB's own spelling of infinity ("inf",
+// "-Infinity") is infinity as sent. "" for a column of another type.
+func (c userColumn) overflowed(v string) string {
+	switch strings.ToUpper(strings.TrimSpace(c.typ)) {
+	case "DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8":
+	default:
+		return ""
+	}
+	return fmt.Sprintf("(isinf(%s) AND NOT regexp_matches(%s, '^[[:space:]]*[+-]?inf', 'i'))", v, c.source("j"))
+}
+
 // indexed is the column of the table alias t as its unique index compares
 // it: DuckDB's index compares text as bytes whatever the column's collation
 // (a NOCASE key holds "a" and "A"), while = would compare it under the
@@ -304,6 +319,9 @@ func (s *Sink) insertTransformed(ctx context.Context, tx *sql.Tx, p loadPlan, no
 		casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", c.badCast(ref(i)), i))
 		if lost := c.fractionLost(ref(i)); lost != "" {
 			casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", lost, roundBase-i))
+		}
+		if over := c.overflowed(ref(i)); over != "" {
+			casts = append(casts, fmt.Sprintf("CASE WHEN %s THEN %d END", over, overflowBase-i))
 		}
 		if c.notNull {
 			nulls = append(nulls, fmt.Sprintf("CASE WHEN %s IS NULL THEN %d END", ref(i), -i-1))
@@ -468,7 +486,8 @@ func (s *Sink) acceptRows(ctx context.Context, tx *sql.Tx) error {
 // primary key or unique constraint; checkBase-k a row failing its k-th
 // CHECK; fkBase-k a row whose k-th foreign key references no row;
 // roundBase-i a fraction that the cast to integer column i rounded away;
-// twiceBase-i column i's field given twice in the object.
+// twiceBase-i column i's field given twice in the object; overflowBase-i
+// a number past floating column i's range, cast to infinity.
 const (
 	notJSON    = -1 << 30
 	uniqueBase = -1 << 20
@@ -476,6 +495,8 @@ const (
 	fkBase     = -3 << 20
 	roundBase  = -4 << 20
 	twiceBase  = -5 << 20
+	// overflowBase is below twiceBase: rejectReason tests it first.
+	overflowBase = -6 << 20
 )
 
 // rejectTransformed writes the rejected objects to the dead-letter table
@@ -536,6 +557,10 @@ func (s *Sink) rejectTransformed(ctx context.Context, tx *sql.Tx, now time.Time)
 func (s *Sink) rejectReason(ctx context.Context, value string, bad int, lookups *int) string {
 	if bad == notJSON {
 		return "DuckDB cannot parse the value as JSON"
+	}
+	if bad <= overflowBase {
+		c := s.userColumns[overflowBase-bad]
+		return fmt.Sprintf("column %s (%s): the number is past the column type's range, and the cast would store it as infinity", c.name, c.typ)
 	}
 	if bad <= twiceBase {
 		c := s.userColumns[twiceBase-bad]
