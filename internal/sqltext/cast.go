@@ -39,6 +39,21 @@ func integerType(typ string) bool {
 	return integerTypes[strings.ToUpper(strings.Join(strings.Fields(typ), ""))]
 }
 
+// InfinityLost is DuckDB SQL, true when cast, TRY_CAST(src AS typ) of the
+// text src, is infinite though src is a number (1e400 into a DOUBLE, 1e39
+// into a FLOAT): DuckDB's cast of text to a floating type overflows to
+// infinity without an error, a value other than was sent, so the row is
+// refused instead. Its own spelling of infinity ("inf", "-Infinity") is
+// infinity as sent. "" for a type that is not floating.
+func InfinityLost(src, cast, typ string) string {
+	switch strings.ToUpper(strings.TrimSpace(typ)) {
+	case "DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8":
+	default:
+		return ""
+	}
+	return fmt.Sprintf("(isinf(%s) AND NOT regexp_matches(%s, '^[[:space:]]*[+-]?inf', 'i'))", cast, src)
+}
+
 // FractionLost is SQL, true when TRY_CAST(src AS typ) of the text src
 // rounds a fraction away: DuckDB's cast of text to an integer type rounds
 // it ('1.5' AS BIGINT is 2), as Databend's cast of a variant does, and an

@@ -267,18 +267,10 @@ func (c userColumn) fractionLost(v string) string {
 }
 
 // overflowed is true when the field is a number past the column's
-// floating type (1e400 into a DOUBLE, 1e39 into a FLOAT) and its cast, v,
-// is infinite: DuckDB's cast overflows to infinity without an error, a
-// value other than sent (and Databend's COPY, whose JSON parser refuses
-// 1e400, dead-letters it). DuckDB's own spelling of infinity ("inf",
-// "-Infinity") is infinity as sent. "" for a column of another type.
+// floating type and its cast, v, is infinite (sqltext.InfinityLost); and
+// Databend's COPY, whose JSON parser refuses 1e400, dead-letters it.
 func (c userColumn) overflowed(v string) string {
-	switch strings.ToUpper(strings.TrimSpace(c.typ)) {
-	case "DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8":
-	default:
-		return ""
-	}
-	return fmt.Sprintf("(isinf(%s) AND NOT regexp_matches(%s, '^[[:space:]]*[+-]?inf', 'i'))", v, c.source("j"))
+	return sqltext.InfinityLost(c.source("j"), v, c.typ)
 }
 
 // indexed is the column of the table alias t as its unique index compares
