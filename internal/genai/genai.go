@@ -214,6 +214,18 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 			}
 		}
 	}
+	if !fromClaude && !unknown && !r.bad[colCacheReadTokens] && !r.bad[colCacheCreationTokens] && op.InputTokens != nil {
+		// A cache larger than the input it would be part of is not part
+		// of it, whatever the convention says: the input was counted
+		// without it (Bedrock's and Anthropic's APIs count so; Pydantic AI
+		// v1.31.0-v1.39.0 passed Bedrock's on under its details names).
+		// Taken as part of it, the uncached input came out negative and
+		// the operation went unpriced. A smaller cache stays ambiguous
+		// and is read as the convention says.
+		if cache := sum(deref(op.CacheReadTokens), deref(op.CacheCreationTokens)); cache != nil && *cache > *op.InputTokens {
+			op.InputTokens = sum(*op.InputTokens, *cache)
+		}
+	}
 	if op.TotalTokens == nil && !unknown && (op.InputTokens != nil || op.OutputTokens != nil) {
 		op.TotalTokens = sum(deref(op.InputTokens), deref(op.OutputTokens))
 	}

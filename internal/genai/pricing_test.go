@@ -420,3 +420,41 @@ func TestVercelAISDKCloudAnthropicProviders(t *testing.T) {
 		}
 	}
 }
+
+// A cache larger than the input count it is said to be part of cannot be
+// part of it: the input was counted without its cache (Bedrock's and
+// Anthropic's APIs count it so; Pydantic AI v1.31.0-v1.39.0 passed
+// Bedrock's on under its gen_ai.usage.details names, the OpenTelemetry
+// names with an Anthropic instrumentation that passes the API's on) and
+// the cache is added to it. Taken as part of it, the cached input came
+// out negative and the operation went unpriced.
+func TestCacheLargerThanItsInputIsNotPartOfIt(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name, system, model, read, write string
+	}{
+		{"pydantic ai on bedrock", "bedrock", "us.anthropic.claude-sonnet-4-20250514-v1:0", "gen_ai.usage.details.cache_read_tokens", "gen_ai.usage.details.cache_write_tokens"},
+		{"semantic conventions, anthropic", "anthropic", "claude-sonnet-4-20250514", "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_creation.input_tokens"},
+	} {
+		attrs := pcommon.NewMap()
+		attrs.PutStr("gen_ai.operation.name", "chat")
+		attrs.PutStr("gen_ai.system", c.system)
+		attrs.PutStr("gen_ai.request.model", c.model)
+		attrs.PutInt("gen_ai.usage.input_tokens", 4299)
+		attrs.PutInt("gen_ai.usage.output_tokens", 631)
+		attrs.PutInt(c.read, 35574)
+		attrs.PutInt(c.write, 17787)
+		op, _ := m.Map(&genai.Span{Name: "chat " + c.model, Attributes: attrs, Start: start})
+		// 4299 × 3 + 35574 × 0.3 + 17787 × 3.75 + 631 × 15 dollars a
+		// million tokens, in pico-dollars.
+		const want = 99_735_450_000
+		if op.Price == nil || op.Cost.Total() != want || deref(op.InputTokens) != int64(4299+35574+17787) {
+			cost := "none"
+			if op.Price != nil {
+				cost = prices.Decimal(op.Cost.Total())
+			}
+			t.Errorf("%s: input_tokens %v cost %s, want %d and %s", c.name, deref(op.InputTokens), cost, 4299+35574+17787, prices.Decimal(want))
+		}
+	}
+}
