@@ -132,6 +132,14 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	// own parent, two each other's) each is the others' ancestor and
 	// descendant: such a descendant does not roll an operation up, or
 	// every operation of the cycle would be left out and its usage lost.
+	//
+	// An agent, chain or workflow whose model calls hang under spans that
+	// are no operation (Strands Agents' execute_event_loop_cycle between
+	// invoke_agent and its chats) has no descendant operation by parent:
+	// it is rolled up too when a model call with usage of its trace starts
+	// within it. Only such aggregates are, never a model call: two calls
+	// of a trace may run at once, one within the other's time, each its
+	// own usage.
 	same := func(a, b string) string {
 		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
 	}
@@ -150,7 +158,11 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 		" UNION SELECT a.origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ancestors a JOIN ops p ON "+same("p", "a")+
 		" AND p.span_id = a.parent_span_id),"+
 		" rolled AS (SELECT DISTINCT a.tenant_id, a.trace_id, a.span_id FROM ancestors a ANTI JOIN ancestors b ON "+same("b", "a")+
-		" AND b.origin = a.span_id AND b.span_id = a.origin)"+
+		" AND b.origin = a.span_id AND b.span_id = a.origin"+
+		" UNION SELECT o.tenant_id, o.trace_id, o.span_id FROM ops o JOIN ops c ON "+same("c", "o")+
+		" AND c.span_id <> o.span_id AND c.start_time BETWEEN o.start_time AND o.start_time + o.duration_ms * INTERVAL 1 MILLISECOND"+
+		" WHERE o.operation IN ("+aggregateOperations+") AND (c.operation IS NULL OR c.operation NOT IN ("+aggregateOperations+"))"+
+		" AND (o.input_tokens IS NOT NULL OR o.output_tokens IS NOT NULL) AND (c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL))"+
 		" SELECT * REPLACE ("+unlessRolledUp+") FROM (SELECT ops.*, r.span_id IS NOT NULL AS rolled_up FROM ops LEFT JOIN rolled r ON "+same("r", "ops")+
 		" AND r.span_id = ops.span_id)"); err != nil {
 		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
@@ -268,6 +280,10 @@ var reportColumns = strings.Join(append([]string{"tenant_id", "trace_id", "span_
 
 // unlessRolledUp nulls an operation's usage columns where its
 // descendants' usage counts instead (Build's rolled_up).
+// aggregateOperations are the operations that sum their model calls'
+// usage (an agent's run, a chain or workflow of calls), as SQL strings.
+var aggregateOperations = "'invoke_agent', 'chain', 'workflow', 'task'"
+
 var unlessRolledUp = func() string {
 	var b strings.Builder
 	for i, c := range usage {

@@ -294,3 +294,73 @@ func TestMoneyRoundsTheDecimal(t *testing.T) {
 		}
 	}
 }
+
+// Strands Agents (strands-agents/sdk-python, telemetry/tracer.py) nests
+// its model calls under an event-loop cycle span that no convention marks
+// as an operation: invoke_agent (end_agent_span: gen_ai.usage.* set to
+// the run's accumulated usage) → execute_event_loop_cycle (only
+// event_loop.cycle_id) → chat (end_model_invoke_span: the call's usage).
+// The agent's usage is its chats' sum, as in
+// TestAgentUsageNotCountedTwiceWithItsChats, and must count once; found
+// only from operation to operation, the chats are no descendants of the
+// agent and the trace's tokens count twice.
+func TestStrandsAgentUsageNotCountedTwiceThroughItsCycleSpans(t *testing.T) {
+	db := emptyOperations(t)
+	start := now.Add(-time.Hour).Format("2006-01-02 15:04:05")
+	// Spans x and y are the two cycles (otel_spans only): b is x's chat,
+	// c is y's.
+	for i, r := range []struct {
+		span, parent, op string
+		in, out          int64
+	}{
+		{"a", "", "invoke_agent", 1500, 300},
+		{"b", "x", "chat", 1000, 200},
+		{"c", "y", "chat", 500, 100},
+	} {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, parent_span_id, start_time, duration_ms, operation,
+			provider, request_model, status, input_tokens, output_tokens, total_tokens, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', 'trace-1', ?, nullif(?, ''), CAST(? AS TIMESTAMP), 10, ?, 'strands-agents', 'us.anthropic.claude-sonnet-4-20250514-v1:0', 'ok', ?, ?, ?, 'otlp', 0, 1, ?)`,
+			r.span, r.parent, start, r.op, r.in, r.out, r.in+r.out, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InputTokens != 1500 || r.OutputTokens != 300 {
+		t.Errorf("report totals: input %d output %d, want 1500 300 (the agent's usage is its chats', reached through its cycle spans)", r.InputTokens, r.OutputTokens)
+	}
+}
+
+// Two model calls of a trace running at once, one within the other's
+// time, are each their own usage; an agent with usage and no model call
+// within its time keeps its own (only a model call with usage within an
+// agent, chain or workflow rolls it up).
+func TestOverlappingModelCallsEachCount(t *testing.T) {
+	db := emptyOperations(t)
+	at := func(d time.Duration) string { return now.Add(-time.Hour + d).Format("2006-01-02 15:04:05.000") }
+	for i, r := range []struct {
+		trace, span, op, start string
+		duration, in, out      int64
+	}{
+		{"trace-1", "long", "chat", at(0), 10_000, 1000, 200},
+		{"trace-1", "short", "chat", at(2 * time.Second), 1_000, 500, 100},
+		{"trace-2", "agent", "invoke_agent", at(0), 1_000, 70, 30},
+		{"trace-2", "later", "chat", at(5 * time.Second), 1_000, 7, 3},
+	} {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, start_time, duration_ms, operation,
+			provider, request_model, status, input_tokens, output_tokens, total_tokens, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', ?, ?, CAST(? AS TIMESTAMP), ?, ?, 'openai', 'gpt-4o', 'ok', ?, ?, ?, 'otlp', 0, 1, ?)`,
+			r.trace, r.span, r.start, r.duration, r.op, r.in, r.out, r.in+r.out, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InputTokens != 1577 || r.OutputTokens != 333 {
+		t.Errorf("report totals: input %d output %d, want 1577 333 (both calls, and the agent with no call within it)", r.InputTokens, r.OutputTokens)
+	}
+}
