@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -725,8 +726,12 @@ func (c *checker) named() []string {
 // returns the text and its number of parameters. The text is printed and
 // parsed again in one statement.
 func (sess *session) printChecked(ctx context.Context, js string, c *checker) (string, int, error) {
+	js, err := sess.floatsCast(ctx, js)
+	if err != nil {
+		return "", 0, fmt.Errorf("read the parsed query: %w", err)
+	}
 	var text, again string
-	err := sess.conn.QueryRowContext(ctx, `SELECT text, json_serialize_sql(text)::VARCHAR
+	err = sess.conn.QueryRowContext(ctx, `SELECT text, json_serialize_sql(text)::VARCHAR
 		FROM (SELECT json_deserialize_sql($1::JSON) AS text)`, js).Scan(&text, &again)
 	if err != nil {
 		return "", 0, fmt.Errorf("print the parsed query: %w", err)
@@ -907,4 +912,112 @@ func (r *sessionReader) Release() {
 		r.sess.close()
 		r.sess = nil
 	}
+}
+
+// floatsCast is the parse js with each DOUBLE or FLOAT constant in a
+// cast to its type. DuckDB prints such a constant as a bare number (1e3
+// as 1000.0), which it parses again as a DECIMAL: the text that ran read
+// a literal of the query as another type, and computed with it otherwise
+// (0.1e0 + 0.2e0 = 0.3e0 held). Cast, it prints as CAST(1000.0 AS
+// DOUBLE), the same double (DuckDB prints it to its last digit). A
+// column is named as DuckDB names it for the query sent: the constant's
+// alias goes to the cast, and an unaliased item of a select list that
+// holds such a constant is aliased with its text as printed without the
+// cast (DuckDB names such a column by that text, and a query over a
+// subquery may name the column so). Numbers are kept as written (a
+// HUGEINT's digits past a float64's).
+func (sess *session) floatsCast(ctx context.Context, js string) (string, error) {
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return "", err
+	}
+	var named []unaliased
+	if !castFloats(&doc, &named) {
+		return js, nil
+	}
+	for _, u := range named {
+		var text string
+		if err := sess.conn.QueryRowContext(ctx, `SELECT json_deserialize_sql($1::JSON)`, string(u.single)).Scan(&text); err != nil {
+			return "", fmt.Errorf("print a column's name: %w", err)
+		}
+		name, ok := strings.CutPrefix(text, "SELECT ")
+		if !ok {
+			return "", fmt.Errorf("print a column's name: DuckDB printed %q", text)
+		}
+		u.item["alias"] = name
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// unaliased is an item of a select list without an alias that holds a
+// DOUBLE or FLOAT constant: the item (after castFloats) and a query of
+// it alone before the cast, which DuckDB prints as "SELECT <its name>".
+type unaliased struct {
+	item   map[string]any
+	single []byte
+}
+
+// castFloats puts each DOUBLE or FLOAT constant under *v in a cast to its
+// type (see floatsCast), appends the unaliased select-list items that
+// held one to named, and says whether it found one.
+func castFloats(v *any, named *[]unaliased) bool {
+	found := false
+	switch x := (*v).(type) {
+	case []any:
+		for i := range x {
+			found = castFloats(&x[i], named) || found
+		}
+	case map[string]any:
+		list, isSelect := x["select_list"].([]any)
+		isSelect = isSelect && x["type"] == "SELECT_NODE"
+		if isSelect {
+			for i := range list {
+				item, _ := list[i].(map[string]any)
+				if item == nil || item["alias"] != "" {
+					found = castFloats(&list[i], named) || found
+					continue
+				}
+				single, err := json.Marshal(map[string]any{"error": false, "statements": []any{map[string]any{
+					"named_param_map": []any{},
+					"node": map[string]any{"type": "SELECT_NODE", "modifiers": []any{}, "cte_map": map[string]any{"map": []any{}},
+						"select_list": []any{item}, "from_table": map[string]any{"type": "EMPTY", "alias": "", "sample": nil},
+						"where_clause": nil, "group_expressions": []any{}, "group_sets": []any{},
+						"aggregate_handling": "STANDARD_HANDLING", "having": nil, "sample": nil, "qualify": nil}}}})
+				if err != nil || !castFloats(&list[i], named) {
+					continue
+				}
+				found = true
+				*named = append(*named, unaliased{list[i].(map[string]any), single})
+			}
+		}
+		for k, child := range x {
+			if isSelect && k == "select_list" {
+				continue // cast above
+			}
+			if castFloats(&child, named) {
+				x[k], found = child, true
+			}
+		}
+		if x["class"] != "CONSTANT" || x["type"] != "VALUE_CONSTANT" {
+			return found
+		}
+		val, _ := x["value"].(map[string]any)
+		typ, _ := val["type"].(map[string]any)
+		if id := typ["id"]; (id != "DOUBLE" && id != "FLOAT") || val["is_null"] == true {
+			return found
+		}
+		alias := x["alias"]
+		x["alias"] = ""
+		*v = map[string]any{"class": "CAST", "type": "OPERATOR_CAST", "alias": alias,
+			"query_location": x["query_location"], "child": x,
+			"cast_type": map[string]any{"id": typ["id"], "type_info": nil}, "try_cast": false}
+		return true
+	}
+	return found
 }

@@ -1,0 +1,66 @@
+package query
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
+)
+
+// A query runs as DuckDB's parse of it printed back, and DuckDB prints a
+// DOUBLE or FLOAT constant as a bare number (1e3 as 1000.0), which it
+// parses again as a DECIMAL: read through the read path, a literal in
+// scientific notation changed type, and every value computed from it
+// with it (0.1e0 + 0.2e0 = 0.3e0 is false for doubles, true for
+// decimals). The answer must be DuckDB's own for the same SQL.
+func TestFloatingPointLiteralsKeepTheirType(t *testing.T) {
+	l := newLake(t)
+	const q = `SELECT typeof(1e3) AS t, 0.1e0 + 0.2e0 = 0.3e0 AS sum_is, [1.5e0] AS l, 1e2 AS c FROM otel_spans WHERE duration_ms = 10`
+	var typ string
+	var sumIs bool
+	if err := l.db.QueryRow(`SELECT typeof(1e3), 0.1e0 + 0.2e0 = 0.3e0`).Scan(&typ, &sumIs); err != nil {
+		t.Fatal(err)
+	}
+	if typ != "DOUBLE" || sumIs {
+		t.Fatalf("DuckDB itself: typeof(1e3) %s, 0.1e0 + 0.2e0 = 0.3e0 %v; the test assumes DOUBLE, false", typ, sumIs)
+	}
+	want := []string{"DOUBLE|false|[1.5]|100"}
+	for _, s := range []tenancy.Scope{tenancy.Operator, tenantA} {
+		got, err := l.rows(t, s, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0] != want[0] {
+			t.Errorf("%v: %v, want %v (DuckDB's own answer)", s, got, want)
+		}
+	}
+	rr, err := l.reader.Query(context.Background(), tenancy.Operator, `SELECT 1e2 AS c, 0.5e0::FLOAT AS f`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	if got := rr.Schema().Field(0).Type; !arrow.TypeEqual(got, arrow.PrimitiveTypes.Float64) {
+		t.Errorf("1e2 reads as %s, want float64 (a DOUBLE)", got)
+	}
+	if got := rr.Schema().Field(1).Type; !arrow.TypeEqual(got, arrow.PrimitiveTypes.Float32) {
+		t.Errorf("0.5e0::FLOAT reads as %s, want float32", got)
+	}
+
+	// Columns are named as DuckDB names them for the query sent, by the
+	// literal as written back, not by the cast that keeps its type.
+	rr2, err := l.reader.Query(context.Background(), tenancy.Operator, `SELECT 1e3, 1.5e0 * duration_ms, x FROM (SELECT 2e0 AS x, duration_ms FROM otel_spans)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr2.Release()
+	var names []string
+	for _, f := range rr2.Schema().Fields() {
+		names = append(names, f.Name)
+	}
+	if want := []string{"1000.0", "(1.5 * duration_ms)", "x"}; !slices.Equal(names, want) {
+		t.Errorf("columns %q, want %q", names, want)
+	}
+}
