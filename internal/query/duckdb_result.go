@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	bindings "github.com/duckdb/duckdb-go-bindings"
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -167,12 +169,30 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		types[i] = bindings.ColumnLogicalType(&r.res, i)
 	}
 	schema, ed := bindings.NewArrowSchema(r.opts, types, names)
+	widen := make([]*widening, n)
 	for i := range types {
+		if widen[i] = wideningOf(types[i]); widen[i] != nil {
+			r.widen = widen
+		}
 		bindings.DestroyLogicalType(&types[i])
 	}
 	if err := errorData(ed); err != nil {
 		r.close()
 		return nil, fmt.Errorf("the result's Arrow schema: %w", err)
+	}
+	if r.widen != nil {
+		// DuckDB's own schema stays the one its batches are converted
+		// with; the reader's has each UHUGEINT widened.
+		r.duckSchema = schema
+		fields := schema.Fields()
+		for i := range fields {
+			if fields[i].Type, err = widenedType(fields[i].Type, widen[i]); err != nil {
+				r.close()
+				return nil, fmt.Errorf("the result's Arrow schema: %w", err)
+			}
+		}
+		md := schema.Metadata()
+		schema = arrow.NewSchema(fields, &md)
 	}
 	r.schema = schema
 	return r, nil
@@ -197,6 +217,8 @@ type resultReader struct {
 	res           bindings.Result       // destroyed even when it holds an error
 	opts          bindings.ArrowOptions // zero until the query ran
 	schema        *arrow.Schema
+	duckSchema    *arrow.Schema // DuckDB's schema, when widen is set
+	widen         []*widening   // per column: where it holds a UHUGEINT; nil: no column does
 	stopInterrupt func() bool
 	refs          atomic.Int64
 	mu            sync.Mutex    // the interrupt against close
@@ -233,13 +255,34 @@ func (r *resultReader) Next() bool {
 		return false
 	}
 	defer bindings.DestroyDataChunk(&chunk)
-	rec, ed := bindings.DataChunkToArrowArray(r.opts, r.schema, chunk)
+	schema := r.schema
+	if r.widen != nil {
+		schema = r.duckSchema
+	}
+	rec, ed := bindings.DataChunkToArrowArray(r.opts, schema, chunk)
 	if err := errorData(ed); err != nil {
 		r.err = fmt.Errorf("a batch of the result as Arrow: %w", err)
 		return false
 	}
+	if r.widen != nil {
+		rec = r.widened(rec)
+	}
 	r.cur = rec
 	return true
+}
+
+// widened is rec, a batch of DuckDB's, with each UHUGEINT column (or
+// UHUGEINT inside one) as the reader's schema has it; rec is released.
+func (r *resultReader) widened(rec arrow.RecordBatch) arrow.RecordBatch {
+	defer rec.Release()
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, col := range rec.Columns() {
+		data := widenedData(memory.DefaultAllocator, col.Data(), col.DataType(), r.widen[i])
+		cols[i] = array.MakeFromData(data)
+		data.Release()
+		defer cols[i].Release()
+	}
+	return array.NewRecordBatch(r.schema, cols, rec.NumRows())
 }
 
 func (r *resultReader) RecordBatch() arrow.RecordBatch { return r.cur }

@@ -1,0 +1,182 @@
+package query
+
+import (
+	"fmt"
+	"math/big"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal256"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	bindings "github.com/duckdb/duckdb-go-bindings"
+)
+
+// DuckDB's Arrow writes a UHUGEINT (0 to 2^128-1) as a decimal(38, 0),
+// an int128 holding the number's bits: every value from 2^127 up read as
+// a negative number (2^128-1 as -1). The read path widens such a column,
+// at the top of the result or inside a list, array, struct or map, to a
+// decimal256(39, 0) of the number itself.
+
+// uhugeintType is the Arrow type a UHUGEINT is read as: every one of its
+// 39 digits.
+var uhugeintType = &arrow.Decimal256Type{Precision: 39, Scale: 0}
+
+// widening says where a UHUGEINT lies in a column of DuckDB's: at the
+// column itself (leaf), or in the children of a nested column by their
+// index (a list's or array's element 0; a map's key 0 and value 1; a
+// struct's fields). Nil: nowhere.
+type widening struct {
+	leaf     bool
+	children map[int]*widening
+}
+
+// wideningOf is where lt holds a UHUGEINT, nil for nowhere.
+func wideningOf(lt bindings.LogicalType) *widening {
+	var kids []bindings.LogicalType
+	switch bindings.GetTypeId(lt) {
+	case bindings.TypeUHugeInt:
+		return &widening{leaf: true}
+	case bindings.TypeList:
+		kids = []bindings.LogicalType{bindings.ListTypeChildType(lt)}
+	case bindings.TypeArray:
+		kids = []bindings.LogicalType{bindings.ArrayTypeChildType(lt)}
+	case bindings.TypeMap:
+		kids = []bindings.LogicalType{bindings.MapTypeKeyType(lt), bindings.MapTypeValueType(lt)}
+	case bindings.TypeStruct:
+		for i := range bindings.StructTypeChildCount(lt) {
+			kids = append(kids, bindings.StructTypeChildType(lt, i))
+		}
+	default:
+		return nil
+	}
+	var w *widening
+	for i := range kids {
+		if kw := wideningOf(kids[i]); kw != nil {
+			if w == nil {
+				w = &widening{children: map[int]*widening{}}
+			}
+			w.children[i] = kw
+		}
+		bindings.DestroyLogicalType(&kids[i])
+	}
+	return w
+}
+
+// widenedType is dt, DuckDB's Arrow type of a column w says holds a
+// UHUGEINT, with each UHUGEINT as uhugeintType.
+func widenedType(dt arrow.DataType, w *widening) (arrow.DataType, error) {
+	if w == nil {
+		return dt, nil
+	}
+	if w.leaf {
+		if dt.ID() != arrow.DECIMAL128 {
+			return nil, fmt.Errorf("BUG: DuckDB wrote a UHUGEINT as %s", dt)
+		}
+		return uhugeintType, nil
+	}
+	child := func(f arrow.Field, i int) (arrow.Field, error) {
+		t, err := widenedType(f.Type, w.children[i])
+		f.Type = t
+		return f, err
+	}
+	switch t := dt.(type) {
+	case *arrow.ListType:
+		f, err := child(t.ElemField(), 0)
+		return arrow.ListOfField(f), err
+	case *arrow.LargeListType:
+		f, err := child(t.ElemField(), 0)
+		return arrow.LargeListOfField(f), err
+	case *arrow.FixedSizeListType:
+		f, err := child(t.ElemField(), 0)
+		return arrow.FixedSizeListOfField(t.Len(), f), err
+	case *arrow.MapType:
+		k, err := child(t.KeyField(), 0)
+		if err != nil {
+			return nil, err
+		}
+		v, err := child(t.ItemField(), 1)
+		m := arrow.MapOfFields(k, v)
+		m.KeysSorted = t.KeysSorted
+		return m, err
+	case *arrow.StructType:
+		fields := t.Fields()
+		for i := range fields {
+			var err error
+			if fields[i], err = child(fields[i], i); err != nil {
+				return nil, err
+			}
+		}
+		return arrow.StructOf(fields...), nil
+	}
+	return nil, fmt.Errorf("BUG: DuckDB wrote a nested column holding a UHUGEINT as %s", dt)
+}
+
+// two128 is 2^128, added to an int128 read from a UHUGEINT's bits that is
+// negative.
+var two128 = new(big.Int).Lsh(big.NewInt(1), 128)
+
+// widenedData is data, a column of DuckDB's of type DuckDB's Arrow type,
+// with each UHUGEINT w finds as the number itself (its type: widenedType
+// of data's). The caller releases it.
+func widenedData(mem memory.Allocator, data arrow.ArrayData, dt arrow.DataType, w *widening) arrow.ArrayData {
+	if w == nil {
+		data.Retain()
+		return data
+	}
+	if w.leaf {
+		a := array.NewDecimal128Data(data)
+		defer a.Release()
+		b := array.NewDecimal256Builder(mem, uhugeintType)
+		defer b.Release()
+		b.Reserve(a.Len())
+		for i := range a.Len() {
+			if a.IsNull(i) {
+				b.AppendNull()
+				continue
+			}
+			n := a.Value(i).BigInt()
+			if n.Sign() < 0 {
+				n.Add(n, two128)
+			}
+			b.Append(decimal256.FromBigInt(n))
+		}
+		out := b.NewDecimal256Array()
+		defer out.Release()
+		out.Data().Retain()
+		return out.Data()
+	}
+	// A nested column keeps its own buffers (validity, offsets) and
+	// offset; only the children holding a UHUGEINT are made anew.
+	kids := data.Children()
+	childTypes := childTypesOf(dt)
+	newKids := make([]arrow.ArrayData, len(kids))
+	for i, k := range kids {
+		kw := w.children[i]
+		if _, ok := dt.(*arrow.MapType); ok {
+			// A map's one child is its entries, a struct of key and
+			// value: the map's widening is the struct's.
+			kw = w
+		}
+		newKids[i] = widenedData(mem, k, childTypes[i], kw)
+		defer newKids[i].Release()
+	}
+	nt, _ := widenedType(dt, w) // checked for the schema
+	return array.NewData(nt, data.Len(), data.Buffers(), newKids, data.NullN(), data.Offset())
+}
+
+// childTypesOf are the types of the children of nested type dt's data.
+func childTypesOf(dt arrow.DataType) []arrow.DataType {
+	switch t := dt.(type) {
+	case *arrow.MapType:
+		return []arrow.DataType{t.Elem()}
+	case arrow.ListLikeType:
+		return []arrow.DataType{t.Elem()}
+	case *arrow.StructType:
+		ts := make([]arrow.DataType, t.NumFields())
+		for i, f := range t.Fields() {
+			ts[i] = f.Type
+		}
+		return ts
+	}
+	return nil
+}
