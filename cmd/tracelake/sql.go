@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -298,7 +299,13 @@ func formatCell(v any) string {
 	}
 	s = cellEscapes.Replace(s)
 	if len(s) > 120 {
-		s = s[:117] + "..."
+		// Cut between characters: the first bytes of one alone are not
+		// UTF-8, and no character of the value.
+		cut := 117
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return s
 }
