@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -228,7 +229,8 @@ func flushAll(tw *tabwriter.Writer, bw *bufio.Writer) error {
 
 // cellValue is the Go value of row i of col that formatCell prints:
 // numbers, strings and bytes as they are, times as time.Time (DuckDB's
-// DATE, TIMESTAMP and TIMESTAMPTZ), decimals as DuckDB writes them;
+// DATE, TIMESTAMP and TIMESTAMPTZ; infinite ones as DuckDB prints them),
+// decimals as DuckDB writes them;
 // anything else (lists, structs, maps, intervals, times of day) as Arrow
 // writes it (JSON for the nested ones).
 func cellValue(col arrow.Array, i int) any {
@@ -265,9 +267,26 @@ func cellValue(col arrow.Array, i int) any {
 	case *array.Binary:
 		return a.Value(i)
 	case *array.Timestamp:
-		return a.Value(i).ToTime(a.DataType().(*arrow.TimestampType).Unit)
+		// DuckDB's infinite timestamps are int64's largest and its
+		// negation, of any unit: no instant is stored there.
+		switch v := a.Value(i); v {
+		case math.MaxInt64:
+			return infinity
+		case -math.MaxInt64:
+			return "-" + infinity
+		default:
+			return v.ToTime(a.DataType().(*arrow.TimestampType).Unit)
+		}
 	case *array.Date32:
-		return a.Value(i).ToTime()
+		// DuckDB's infinite dates are int32's largest and its negation.
+		switch v := a.Value(i); v {
+		case math.MaxInt32:
+			return infinity
+		case -math.MaxInt32:
+			return "-" + infinity
+		default:
+			return v.ToTime()
+		}
 	case *array.Date64:
 		return a.Value(i).ToTime()
 	case *array.Decimal128:
@@ -276,6 +295,10 @@ func cellValue(col arrow.Array, i int) any {
 	}
 	return col.ValueStr(i)
 }
+
+// infinity is how DuckDB prints an infinite timestamp or date (with a
+// minus before it for -infinity), as formatCell does.
+const infinity = "infinity"
 
 // formatCell prints one value of a result: NULL, bytes quoted, times in
 // UTC (a date alone at midnight), control characters escaped, and at most
