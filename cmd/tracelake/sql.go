@@ -155,11 +155,9 @@ func printQuery(ctx context.Context, w io.Writer, db *sql.DB, q string) error {
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		a, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
-		if err != nil {
-			return err
-		}
-		rr, err := a.QueryContext(ctx, q)
+		// The read path's reading of DuckDB's Arrow, not duckdb-go's:
+		// duckdb-go's reads a UHUGEINT from 2^127 up as a negative number.
+		rr, err := query.RunArrow(ctx, dc.(driver.Conn), q)
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
 		}
@@ -291,6 +289,11 @@ func cellValue(col arrow.Array, i int) any {
 		return a.Value(i).ToTime()
 	case *array.Decimal128:
 		t := a.DataType().(*arrow.Decimal128Type)
+		return duckdb.Decimal{Width: uint8(t.Precision), Scale: uint8(t.Scale), Value: a.Value(i).BigInt()}
+	case *array.Decimal256:
+		// The read path's UHUGEINT (decimal256(39, 0)); Arrow's own text
+		// of it has an exponent.
+		t := a.DataType().(*arrow.Decimal256Type)
 		return duckdb.Decimal{Width: uint8(t.Precision), Scale: uint8(t.Scale), Value: a.Value(i).BigInt()}
 	}
 	return col.ValueStr(i)

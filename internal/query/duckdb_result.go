@@ -372,3 +372,14 @@ func errorData(ed bindings.ErrorData) error {
 	}
 	return &duckdb.Error{Type: duckdb.ErrorType(bindings.ErrorDataErrorType(ed)), Msg: bindings.ErrorDataMessage(ed)}
 }
+
+// RunArrow runs text (statements; the result is the last one's, the
+// others run first) on dc, a duckdb-go connection the caller holds until
+// the reader is released, its result streaming, read as the read path
+// reads one: a UHUGEINT as the number stored (see widening), which
+// duckdb-go's Arrow reads as a negative number from 2^127 up. For the
+// operator's tools on a database of their own (tracelake sql on a stopped
+// file): nothing is checked.
+func RunArrow(ctx context.Context, dc driver.Conn, text string) (array.RecordReader, error) {
+	return runQuery(ctx, dc, text, nil, true)
+}
