@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -211,7 +212,13 @@ func value(a arrow.Array, i int) (any, error) {
 		}
 		return toTime(a.Value(i)), nil
 	case *array.Duration:
-		return time.Duration(a.Value(i)) * a.DataType().(*arrow.DurationType).Unit.Multiplier(), nil
+		// Past time.Duration's range (±292 years) the product wraps
+		// around: the value would be bound as another interval.
+		v, m := int64(a.Value(i)), int64(a.DataType().(*arrow.DurationType).Unit.Multiplier())
+		if v > math.MaxInt64/m || v < math.MinInt64/m {
+			return nil, fmt.Errorf("a duration of %d %s: past ±292 years, the most a duration parameter holds", v, a.DataType().(*arrow.DurationType).Unit)
+		}
+		return time.Duration(v * m), nil
 	case *array.Decimal128:
 		dt := a.DataType().(*arrow.Decimal128Type)
 		return decimalValue(a.Value(i), dt.Precision, dt.Scale, a.Value(i).ToString(dt.Scale)), nil
