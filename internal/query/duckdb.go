@@ -806,6 +806,7 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 func (sess *session) schema(ctx context.Context, text string, params int) (*arrow.Schema, error) {
 	// The query within another is checked again as the text it makes,
 	// and the tables it names viewed (those of the query within, made).
+	inner := text
 	text = "SELECT * FROM (" + text + ") LIMIT 0"
 	c := sess.checker.again()
 	if _, err := sess.checkText(ctx, text, c); err != nil {
@@ -816,12 +817,59 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 		sess.close()
 		return nil, err
 	}
+	names, err := sess.columnNames(ctx, inner)
+	if err != nil {
+		sess.close()
+		return nil, err
+	}
 	rr, err := sess.run(ctx, text, make([]any, params))
 	if err != nil {
 		return nil, err
 	}
 	defer rr.Release()
-	return rr.Schema(), nil
+	// The columns are named as the query names them: within a subquery
+	// DuckDB renames repeated names (x, x_1), which the query's result
+	// keeps (x, x). A query whose columns' types wait for its parameters'
+	// values is prepared as one column, "unknown": its columns keep the
+	// subquery's names.
+	sc := rr.Schema()
+	if len(names) != sc.NumFields() {
+		return sc, nil
+	}
+	fields := sc.Fields()
+	for i := range fields {
+		fields[i].Name = names[i]
+	}
+	md := sc.Metadata()
+	return arrow.NewSchema(fields, &md), nil
+}
+
+// columnNames are the names of the columns of text, a checked query whose
+// views are made, as DuckDB prepares it (not run): one, "unknown", when
+// their types wait for the parameters' values.
+func (sess *session) columnNames(ctx context.Context, text string) ([]string, error) {
+	var names []string
+	err := sess.conn.Raw(func(dc any) error {
+		st, err := dc.(driver.ConnPrepareContext).PrepareContext(ctx, text)
+		if err != nil {
+			return queryError(err)
+		}
+		defer st.Close()
+		stmt := st.(*duckdb.Stmt)
+		n, err := stmt.ColumnCount()
+		if err != nil {
+			return fmt.Errorf("the query's columns: %w", err)
+		}
+		for i := range n {
+			name, err := stmt.ColumnName(i)
+			if err != nil {
+				return fmt.Errorf("the query's columns: %w", err)
+			}
+			names = append(names, name)
+		}
+		return nil
+	})
+	return names, err
 }
 
 // arrow runs text and hands its reader to f, on the session, which stays
