@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -104,7 +105,13 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 			// itself below, by DuckDB's C API.
 			decimals[i], p = d, nil
 		}
-		args[i] = driver.NamedValue{Ordinal: i + 1, Value: bindable(p)}
+		v := bindable(p)
+		if i < stmt.NumInput() {
+			if typ, err := stmt.ParamType(i + 1); err == nil {
+				v = dateArg(typ, v)
+			}
+		}
+		args[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
 	}
 	if err := stmt.BindWithCtx(ctx, args); err != nil {
 		stmt.Close()
@@ -206,6 +213,43 @@ func bindable(p any) any {
 		return duckdb.Interval{Micros: d.Microseconds()}
 	}
 	return p
+}
+
+// dateArg is v, a value bound to a placeholder of type typ, with a time
+// bound to a DATE as the midnight (UTC) of its day in UTC, as DuckDB casts
+// a timestamp to a date. duckdb-go binds a time to a DATE as its seconds
+// since 1970 divided by a day's, which truncates toward 1970: a time
+// before 1970 and not at midnight was bound as the next day.
+func dateArg(typ duckdb.Type, v any) any {
+	t, ok := v.(time.Time)
+	if !ok || typ != duckdb.TYPE_DATE {
+		return v
+	}
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// paramTypes are the types DuckDB infers for the placeholders of text, a
+// statement prepared on conn (not run).
+func paramTypes(ctx context.Context, conn *sql.Conn, text string) ([]duckdb.Type, error) {
+	var types []duckdb.Type
+	err := conn.Raw(func(dc any) error {
+		st, err := dc.(driver.ConnPrepareContext).PrepareContext(ctx, text)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		stmt := st.(*duckdb.Stmt)
+		for i := range stmt.NumInput() {
+			typ, err := stmt.ParamType(i + 1)
+			if err != nil {
+				return err
+			}
+			types = append(types, typ)
+		}
+		return nil
+	})
+	return types, err
 }
 
 // resultReader reads a result's batches: each batch is valid until the

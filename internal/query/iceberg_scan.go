@@ -338,9 +338,16 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 		}
 		q += ", (SELECT " + strings.Join(all, ", ") + ")"
 	}
+	// Times bound to DATEs are bound as the query binds them (runQuery):
+	// by the placeholders' types, which a statement that does not prepare
+	// lacks (it fails below).
+	types, _ := paramTypes(ctx, sess.conn, q)
 	args := make([]any, len(params))
 	for i, p := range params {
 		args[i] = bindable(p) // as the query binds them (runQuery)
+		if i < len(types) {
+			args[i] = dateArg(types[i], args[i])
+		}
 		if d, ok := p.(Decimal); ok {
 			// duckdb-go binds no decimal. A DOUBLE is pushed to no
 			// column (icebergPred), as a DECIMAL would not be.
