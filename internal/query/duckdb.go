@@ -1027,7 +1027,9 @@ func castFloats(v *any, named *[]unaliased) bool {
 		if isSelect {
 			for i := range list {
 				item, _ := list[i].(map[string]any)
-				if item == nil || item["alias"] != "" {
+				if item == nil || item["alias"] != "" || holdsStar(item) {
+					// A star or COLUMNS(…) names its columns by the
+					// table's: an alias would name them all alike.
 					found = castFloats(&list[i], named) || found
 					continue
 				}
@@ -1068,4 +1070,23 @@ func castFloats(v *any, named *[]unaliased) bool {
 		return true
 	}
 	return found
+}
+
+// holdsStar says whether the parsed expression v holds a star or
+// COLUMNS(…), which stands for columns by their own names.
+func holdsStar(v any) bool {
+	switch x := v.(type) {
+	case []any:
+		return slices.ContainsFunc(x, holdsStar)
+	case map[string]any:
+		if x["class"] == "STAR" {
+			return true
+		}
+		for _, child := range x {
+			if holdsStar(child) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -63,4 +63,13 @@ func TestFloatingPointLiteralsKeepTheirType(t *testing.T) {
 	if want := []string{"1000.0", "(1.5 * duration_ms)", "x"}; !slices.Equal(names, want) {
 		t.Errorf("columns %q, want %q", names, want)
 	}
+	// COLUMNS(…) names each of its columns by the table's.
+	rr3, err := l.reader.Query(context.Background(), tenancy.Operator, `SELECT COLUMNS('duration_ms') * 1e0 FROM otel_spans`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr3.Release()
+	if got := rr3.Schema().Field(0).Name; got != "duration_ms" {
+		t.Errorf("COLUMNS('duration_ms') * 1e0 named %q, want duration_ms", got)
+	}
 }
