@@ -216,17 +216,26 @@ func bindable(p any) any {
 }
 
 // dateArg is v, a value bound to a placeholder of type typ, with a time
-// bound to a DATE as the midnight (UTC) of its day in UTC, as DuckDB casts
-// a timestamp to a date. duckdb-go binds a time to a DATE as its seconds
-// since 1970 divided by a day's, which truncates toward 1970: a time
-// before 1970 and not at midnight was bound as the next day.
+// bound to a DATE or a TIME taken as its instant in UTC, as a TIMESTAMP
+// placeholder takes it and DuckDB casts a timestamp: a DATE as the
+// midnight (UTC) of its day in UTC, a TIME in UTC. duckdb-go binds a time
+// to a DATE as its seconds since 1970 divided by a day's, which truncates
+// toward 1970 (a time before 1970 and not at midnight was bound as the
+// next day), and to a TIME as its clock in its own location (12:00 in New
+// York as 12:00, where a TIMESTAMP placeholder takes 17:00).
 func dateArg(typ duckdb.Type, v any) any {
 	t, ok := v.(time.Time)
-	if !ok || typ != duckdb.TYPE_DATE {
+	if !ok {
 		return v
 	}
-	t = t.UTC()
-	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	switch typ {
+	case duckdb.TYPE_DATE:
+		t = t.UTC()
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	case duckdb.TYPE_TIME:
+		return t.UTC()
+	}
+	return v
 }
 
 // paramTypes are the types DuckDB infers for the placeholders of text, a
