@@ -108,7 +108,7 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		v := bindable(p)
 		if i < stmt.NumInput() {
 			if typ, err := stmt.ParamType(i + 1); err == nil {
-				v = dateArg(typ, v)
+				v = timeArg(typ, v)
 			}
 		}
 		args[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
@@ -215,7 +215,7 @@ func bindable(p any) any {
 	return p
 }
 
-// dateArg is v, a value bound to a placeholder of type typ, with a time
+// timeArg is v, a value bound to a placeholder of type typ, with a time
 // bound to a DATE or a TIME taken as its instant in UTC, as a TIMESTAMP
 // placeholder takes it and DuckDB casts a timestamp: a DATE as the
 // midnight (UTC) of its day in UTC, a TIME in UTC. duckdb-go binds a time
@@ -223,7 +223,7 @@ func bindable(p any) any {
 // toward 1970 (a time before 1970 and not at midnight was bound as the
 // next day), and to a TIME as its clock in its own location (12:00 in New
 // York as 12:00, where a TIMESTAMP placeholder takes 17:00).
-func dateArg(typ duckdb.Type, v any) any {
+func timeArg(typ duckdb.Type, v any) any {
 	t, ok := v.(time.Time)
 	if !ok {
 		return v

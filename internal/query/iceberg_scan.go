@@ -338,7 +338,7 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 		}
 		q += ", (SELECT " + strings.Join(all, ", ") + ")"
 	}
-	// Times bound to DATEs are bound as the query binds them (runQuery):
+	// Times bound to DATEs and TIMEs are bound as the query binds them (runQuery):
 	// by the placeholders' types, which a statement that does not prepare
 	// lacks (it fails below).
 	types, _ := paramTypes(ctx, sess.conn, q)
@@ -346,7 +346,7 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 	for i, p := range params {
 		args[i] = bindable(p) // as the query binds them (runQuery)
 		if i < len(types) {
-			args[i] = dateArg(types[i], args[i])
+			args[i] = timeArg(types[i], args[i])
 		}
 		if d, ok := p.(Decimal); ok {
 			// duckdb-go binds no decimal. A DOUBLE is pushed to no
