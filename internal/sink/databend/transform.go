@@ -45,6 +45,7 @@ const (
 	kindDate
 	kindString
 	kindBool
+	kindFloat32
 )
 
 // colType is a Databend column type as DESC writes it (interpreters
@@ -90,6 +91,8 @@ func parseColType(s string) colType {
 		return colType{kind: kindString}
 	case s == "BOOLEAN" || s == "BOOL":
 		return colType{kind: kindBool}
+	case s == "FLOAT" || s == "FLOAT32":
+		return colType{kind: kindFloat32}
 	}
 	if inner, ok := wrapped(s, "ARRAY"); ok {
 		return colType{kind: kindArray, elem: []colType{parseColType(inner)}}
@@ -248,6 +251,8 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 		return nil, integerLost(v)
 	case kindTimestamp, kindDate:
 		return nil, clamped(v, t.kind)
+	case kindFloat32:
+		return nil, float32Overflow(v)
 	case kindDecimal:
 		if isFloatText(v) || wideInteger(v) {
 			b, _ := json.Marshal(string(v))
@@ -404,6 +409,29 @@ func wideInteger(v json.RawMessage) bool {
 	}
 	i, ok := new(big.Int).SetString(string(v), 10)
 	return ok && !i.IsInt64() && !i.IsUint64()
+}
+
+// float32Overflow says why a number into a FLOAT column (or element) is
+// dead-lettered, "" when it is not: COPY reads it as an f64 and read_float
+// (json_ast.rs) casts that to f32 with num_traits, `f as f32`, which
+// saturates a double past f32's range (1e39) to infinity, stored without
+// an error; DuckDB's transform dead-letters it (its cast would store
+// infinity too; TRY_CAST of [1e39] to FLOAT[] nulls the element). A
+// double rounds to f32 infinity from 2^128 - 2^103 on (half an ulp past
+// the largest f32, ties to even). A number past a double's range is
+// left to COPY, whose JSON parser refuses it.
+func float32Overflow(v json.RawMessage) string {
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return ""
+	}
+	if len(v) < 39 && bytes.IndexAny(v, "eE") < 0 {
+		return "" // below 1e38 without an exponent: no parse on the hot path
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || math.Abs(f) < 0x1p128-0x1p103 {
+		return ""
+	}
+	return fmt.Sprintf("%s is past FLOAT's range: COPY would store infinity (read_float casts the double to f32), and DuckDB's transform dead-letters it", v)
 }
 
 // Databend's ranges (expression types/date.rs DATE_MIN and DATE_MAX in

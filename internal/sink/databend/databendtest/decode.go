@@ -97,6 +97,17 @@ func decodeField(typ string, v json.RawMessage) (json.RawMessage, error) {
 		if v[0] == '"' || !isNumber(v) {
 			return nil, errors.New("Incorrect json value, must be number")
 		}
+		if t == "FLOAT" || t == "FLOAT32" {
+			// as_f64, then num_traits::cast to f32: `f as f32`, which
+			// saturates a finite double past f32's range to infinity
+			// (num-traits impl_to_primitive_float_to_float), stored so.
+			if f, err := strconv.ParseFloat(string(v), 64); err == nil && math.IsInf(float64(float32(f)), 0) {
+				if f < 0 {
+					return json.RawMessage(`"-inf"`), nil
+				}
+				return json.RawMessage(`"inf"`), nil
+			}
+		}
 	case "BOOLEAN", "BOOL":
 		// read_bool: true or false only.
 		if string(v) != "true" && string(v) != "false" {
