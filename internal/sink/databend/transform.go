@@ -293,6 +293,9 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 		if len(v) == 0 || !(v[0] == '{' || v[0] == '[' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
 			return nil, ""
 		}
+		if shortInteger(v) {
+			return nil, "" // both write its digits: no decoder on the hot path
+		}
 		text, err := duckJSONText(v)
 		if err != nil {
 			return nil, "" // not JSON COPY reads: its own error
@@ -409,6 +412,25 @@ func wideInteger(v json.RawMessage) bool {
 	}
 	i, ok := new(big.Int).SetString(string(v), 10)
 	return ok && !i.IsInt64() && !i.IsUint64()
+}
+
+// shortInteger says whether v is an integer of at most 18 digits written
+// without a point or an exponent, other than -0: an i64 that serde_json
+// and DuckDB's JSON reader both write as its digits.
+func shortInteger(v json.RawMessage) bool {
+	d := v
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 18 || (d[0] == '0' && len(v) != 1) {
+		return false // "-0" (serde_json's -0.0), "01" (not JSON)
+	}
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // float32Overflow says why a number into a FLOAT column (or element) is
