@@ -87,9 +87,9 @@ WITH src AS (
 
 // reasonExpr says why a row is rejected, or NULL: a value that does not cast
 // to its column's type or whose fraction an integer or DECIMAL column would
-// round (sqltext.FractionLost), a missing key or version. With duck
-// (DuckDB), also a number past a floating column's range, which its cast
-// makes infinity (sqltext.InfinityLost), a list, struct or map value one element of which does not
+// round (sqltext.FractionLost), a number past a floating column's range,
+// which the cast makes infinity (sqltext.InfinityLost), a missing key or
+// version. With duck (DuckDB), also a list, struct or map value one element of which does not
 // cast (TRY_CAST nulls the element, not the value) or has a fraction an
 // integer element would round.
 func (p *plan) reasonExpr(duck bool) string {
@@ -110,7 +110,7 @@ func (p *plan) reasonExpr(duck bool) string {
 			fmt.Fprintf(&b, "%s %s IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 				when, sqltext.Ident(c.Name), lost, p.lit("column "+c.Name+": "), i, p.lit(" does not fit "+c.Type+" without rounding"))
 		}
-		if lost := sqltext.InfinityLost(fmt.Sprintf("tl_raw_%d", i), sqltext.Ident(c.Name), c.Type); duck && lost != "" {
+		if lost := sqltext.InfinityLost(fmt.Sprintf("tl_raw_%d", i), sqltext.Ident(c.Name), c.Type, regexp); lost != "" {
 			fmt.Fprintf(&b, "%s %s IS NOT NULL AND %s THEN %s || left(tl_raw_%d::VARCHAR, 200) || %s",
 				when, sqltext.Ident(c.Name), lost, p.lit("column "+c.Name+": "), i, p.lit(" is past the range of "+c.Type+" (its cast would be infinity)"))
 		}

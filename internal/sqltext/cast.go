@@ -39,19 +39,26 @@ func integerType(typ string) bool {
 	return integerTypes[strings.ToUpper(strings.Join(strings.Fields(typ), ""))]
 }
 
-// InfinityLost is DuckDB SQL, true when cast, TRY_CAST(src AS typ) of the
-// text src, is infinite though src is a number (1e400 into a DOUBLE, 1e39
-// into a FLOAT): DuckDB's cast of text to a floating type overflows to
-// infinity without an error, a value other than was sent, so the row is
-// refused instead. Its own spelling of infinity ("inf", "-Infinity") is
-// infinity as sent. "" for a type that is not floating.
-func InfinityLost(src, cast, typ string) string {
+// InfinityLost is SQL, true when cast, TRY_CAST(src AS typ) of the text
+// src, is infinite though src is a number (1e400 into a DOUBLE, 1e39 into
+// a FLOAT): DuckDB's cast of text to a floating type overflows to
+// infinity without an error, and so does Databend's cast of a variant to
+// FLOAT (variant.rs try_to_float32: to_f64, then num_traits::cast to f32,
+// which saturates), a value other than was sent, so the row is refused
+// instead. Their own spelling of infinity ("inf", "-Infinity") is
+// infinity as sent. regexp is the dialect's regexp_matches (DuckDB) or
+// regexp_like (Databend, which has no isinf: a value past the largest
+// double is infinite). "" for a type that is not floating.
+func InfinityLost(src, cast, typ, regexp string) string {
 	switch strings.ToUpper(strings.TrimSpace(typ)) {
-	case "DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8":
+	case "DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8", "FLOAT32", "FLOAT64":
 	default:
 		return ""
 	}
-	return fmt.Sprintf("(isinf(%s) AND NOT regexp_matches(%s, '^[[:space:]]*[+-]?inf', 'i'))", cast, src)
+	if regexp == "regexp_matches" {
+		return fmt.Sprintf("(isinf(%s) AND NOT regexp_matches(%s, '^[[:space:]]*[+-]?inf', 'i'))", cast, src)
+	}
+	return fmt.Sprintf("(ABS(%s) > 1.7976931348623157e308 AND NOT %s(%s, '^[[:space:]]*[+-]?(?i:inf)'))", cast, regexp, src)
 }
 
 // FractionLost is SQL, true when TRY_CAST(src AS typ) of the text src

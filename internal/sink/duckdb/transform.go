@@ -270,7 +270,7 @@ func (c userColumn) fractionLost(v string) string {
 // floating type and its cast, v, is infinite (sqltext.InfinityLost); and
 // Databend's COPY, whose JSON parser refuses 1e400, dead-letters it.
 func (c userColumn) overflowed(v string) string {
-	return sqltext.InfinityLost(c.source("j"), v, c.typ)
+	return sqltext.InfinityLost(c.source("j"), v, c.typ, "regexp_matches")
 }
 
 // indexed is the column of the table alias t as its unique index compares

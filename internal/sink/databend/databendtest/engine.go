@@ -263,6 +263,10 @@ func literal(v json.RawMessage, typ string) string {
 	return text // a number, true or false
 }
 
+// reNonFinite finds the non-finite numbers to_json writes bare, after a
+// member's colon or an element's comma or bracket.
+var reNonFinite = regexp.MustCompile(`([:,\[]\s*)(-?Infinity|NaN)\b`)
+
 // readTable reads a table's rows back as the fake stores them.
 func readTable(db *sql.DB, name string) ([]Row, error) {
 	rows, err := db.Query(fmt.Sprintf("SELECT to_json(t)::VARCHAR FROM %s AS t", quoteIdent(name)))
@@ -278,7 +282,22 @@ func readTable(db *sql.DB, name string) ([]Row, error) {
 		}
 		var r Row
 		if err := json.Unmarshal([]byte(text), &r); err != nil {
-			return nil, err
+			// A FLOAT or DOUBLE holding infinity or NaN, which
+			// to_json writes bare: stored as the string "inf",
+			// "-inf" or "nan", which the engine reads back.
+			if err2 := json.Unmarshal(reNonFinite.ReplaceAll([]byte(text), []byte(`$1"$2"`)), &r); err2 != nil {
+				return nil, err
+			}
+			for k, v := range r {
+				switch string(v) {
+				case `"Infinity"`:
+					r[k] = json.RawMessage(`"inf"`)
+				case `"-Infinity"`:
+					r[k] = json.RawMessage(`"-inf"`)
+				case `"NaN"`:
+					r[k] = json.RawMessage(`"nan"`)
+				}
+			}
 		}
 		out = append(out, r)
 	}
