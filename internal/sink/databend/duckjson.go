@@ -139,36 +139,7 @@ func yyjsonNumber(n string) string {
 // kept on a whole number, and no '+' in the exponent): the shortest
 // digits that read back as f, positionally when the decimal exponent is
 // within -6..=20, else as d.ddde±X.
-func yyjsonFloat(f float64) string {
-	if f == 0 {
-		if math.Signbit(f) {
-			return "-0.0"
-		}
-		return "0.0"
-	}
-	sign := ""
-	if f < 0 {
-		sign, f = "-", -f
-	}
-	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
-	digits := strings.Replace(mant, ".", "", 1)
-	e, _ := strconv.Atoi(exp)
-	n := len(digits)
-	switch {
-	case e < -6 || e > 20:
-		out := digits[:1]
-		if n > 1 {
-			out += "." + digits[1:]
-		}
-		return sign + out + "e" + strconv.Itoa(e)
-	case n-1 <= e:
-		return sign + digits + strings.Repeat("0", e-(n-1)) + ".0"
-	case e >= 0:
-		return sign + digits[:e+1] + "." + digits[e+1:]
-	default:
-		return sign + "0." + strings.Repeat("0", -e-1) + digits
-	}
-}
+func yyjsonFloat(f float64) string { return shortestFloat(f, -6, 20, "") }
 
 // serdeNumber is the JSON number n as COPY writes it into a string column
 // (json_ast.rs read_string: serde_json's Number Display, serde_json
@@ -195,7 +166,13 @@ func serdeNumber(n string) string {
 // format_finite, databend-query's Cargo.lock): the shortest digits that
 // read back as f, positionally when the decimal exponent is within
 // -5..=15 (".0" after a whole number), else as d.ddde+X or d.ddde-X.
-func serdeFloat(f float64) string {
+func serdeFloat(f float64) string { return shortestFloat(f, -5, 15, "+") }
+
+// shortestFloat writes the finite double f with the shortest digits that
+// read back as f: positionally when its decimal exponent is within
+// lo..=hi (".0" after a whole number, "-0.0" for negative zero), else as
+// d.ddde-X, or d.ddde<plus>X for a positive exponent.
+func shortestFloat(f float64, lo, hi int, plus string) string {
 	if f == 0 {
 		if math.Signbit(f) {
 			return "-0.0"
@@ -211,13 +188,13 @@ func serdeFloat(f float64) string {
 	e, _ := strconv.Atoi(exp)
 	n := len(digits)
 	switch {
-	case e < -5 || e > 15:
+	case e < lo || e > hi:
 		out := digits[:1]
 		if n > 1 {
 			out += "." + digits[1:]
 		}
 		if e >= 0 {
-			return sign + out + "e+" + strconv.Itoa(e)
+			return sign + out + "e" + plus + strconv.Itoa(e)
 		}
 		return sign + out + "e-" + strconv.Itoa(-e)
 	case n-1 <= e:
