@@ -966,8 +966,10 @@ func (r *sessionReader) Release() {
 // cast to its type. DuckDB prints such a constant as a bare number (1e3
 // as 1000.0), which it parses again as a DECIMAL: the text that ran read
 // a literal of the query as another type, and computed with it otherwise
-// (0.1e0 + 0.2e0 = 0.3e0 held). Cast, it prints as CAST(1000.0 AS
-// DOUBLE), the same double (DuckDB prints it to its last digit). A
+// (0.1e0 + 0.2e0 = 0.3e0 held). Cast from its digits as a string, it
+// prints as CAST('1000.0' AS DOUBLE), the same double (DuckDB writes it
+// to its last digit and reads a string to the nearest double; a DECIMAL
+// cast rounds twice, and -0.0 as a DECIMAL is 0). A
 // column is named as DuckDB names it for the query sent: the constant's
 // alias goes to the cast, and an unaliased item of a select list that
 // holds such a constant is aliased with its text as printed without the
@@ -1062,10 +1064,18 @@ func castFloats(v *any, named *[]unaliased) bool {
 		if id := typ["id"]; (id != "DOUBLE" && id != "FLOAT") || val["is_null"] == true {
 			return found
 		}
-		alias := x["alias"]
-		x["alias"] = ""
-		*v = map[string]any{"class": "CAST", "type": "OPERATOR_CAST", "alias": alias,
-			"query_location": x["query_location"], "child": x,
+		num, ok := val["value"].(json.Number)
+		if !ok {
+			return found
+		}
+		// The constant cast is its digits as a string: as a number they
+		// read as a DECIMAL, whose cast rounds twice (0.9381259166408439
+		// came one ulp off) and has no -0.0.
+		child := map[string]any{"class": "CONSTANT", "type": "VALUE_CONSTANT", "alias": "",
+			"query_location": x["query_location"],
+			"value":          map[string]any{"type": map[string]any{"id": "VARCHAR", "type_info": nil}, "is_null": false, "value": num.String()}}
+		*v = map[string]any{"class": "CAST", "type": "OPERATOR_CAST", "alias": x["alias"],
+			"query_location": x["query_location"], "child": child,
 			"cast_type": map[string]any{"id": typ["id"], "type_info": nil}, "try_cast": false}
 		return true
 	}

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -71,5 +72,37 @@ func TestFloatingPointLiteralsKeepTheirType(t *testing.T) {
 	defer rr3.Release()
 	if got := rr3.Schema().Field(0).Name; got != "duration_ms" {
 		t.Errorf("COLUMNS('duration_ms') * 1e0 named %q, want duration_ms", got)
+	}
+}
+
+// A DOUBLE constant is the double written, to its last bit: printed back
+// as a bare number (0.9381259166408439 reads again as a DECIMAL) and cast
+// to DOUBLE, it is the DECIMAL's digits divided by a power of ten in
+// doubles, which rounds twice and may land one ulp away (0.938125916640844),
+// and -0e0 is the DECIMAL -0.0, which is 0: a DOUBLE column equal to the
+// constant written lost its row, and 1/-0e0 was +inf.
+func TestDoubleConstantsAreTheDoublesWritten(t *testing.T) {
+	l := newLake(t)
+	const exact = "0.9381259166408439"
+	if _, err := l.db.Exec(`INSERT INTO genai_prices VALUES ('exact', ` + exact + `e0)`); err != nil {
+		t.Fatal(err)
+	}
+	q := `SELECT model, (` + exact + `e0)::VARCHAR, (0.09741197049329217e0)::VARCHAR, (1/-0e0)::VARCHAR FROM genai_prices WHERE input_per_mtok = ` + exact + `e0`
+	var model, v, v2, inf string
+	if err := l.db.QueryRow(q).Scan(&model, &v, &v2, &inf); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{strings.Join([]string{model, v, v2, inf}, "|")}
+	if want[0] != "exact|"+exact+"|0.09741197049329217|-inf" {
+		t.Fatalf("DuckDB itself: %v; the test assumes exact|%s|0.09741197049329217|-inf", want, exact)
+	}
+	for _, s := range []tenancy.Scope{tenancy.Operator, tenantA} {
+		got, err := l.rows(t, s, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: %v, want %v (DuckDB's own answer)", s, got, want)
+		}
 	}
 }
