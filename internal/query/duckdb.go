@@ -830,8 +830,8 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 	// The columns are named as the query names them: within a subquery
 	// DuckDB renames repeated names (x, x_1), which the query's result
 	// keeps (x, x). A query whose columns' types wait for its parameters'
-	// values is prepared as one column, "unknown": its columns keep the
-	// subquery's names.
+	// values has no names prepared (see columnNames): its columns keep
+	// the subquery's names.
 	sc := rr.Schema()
 	if len(names) != sc.NumFields() {
 		return sc, nil
@@ -845,8 +845,9 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 }
 
 // columnNames are the names of the columns of text, a checked query whose
-// views are made, as DuckDB prepares it (not run): one, "unknown", when
-// their types wait for the parameters' values.
+// views are made, as DuckDB prepares it (not run): none when their types
+// wait for the parameters' values (DuckDB prepares one column "unknown"
+// of no type, which a query of one column would take for its own).
 func (sess *session) columnNames(ctx context.Context, text string) ([]string, error) {
 	var names []string
 	err := sess.conn.Raw(func(dc any) error {
@@ -864,6 +865,16 @@ func (sess *session) columnNames(ctx context.Context, text string) ([]string, er
 			name, err := stmt.ColumnName(i)
 			if err != nil {
 				return fmt.Errorf("the query's columns: %w", err)
+			}
+			typ, err := stmt.ColumnType(i)
+			if err != nil {
+				return fmt.Errorf("the query's columns: %w", err)
+			}
+			if typ == duckdb.TYPE_INVALID {
+				// Types (and names) that wait for the parameters'
+				// values: the one column "unknown", not the query's.
+				names = nil
+				return nil
 			}
 			names = append(names, name)
 		}

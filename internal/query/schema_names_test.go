@@ -47,3 +47,26 @@ func schemaNamesTheResultsColumns(t *testing.T, r Reader) {
 		}
 	}
 }
+
+// A query of one column whose type waits for a parameter's value, which
+// DuckDB prepares as one column named "unknown", is said to answer its
+// column's own name: the one-column "unknown" was taken for the query's
+// own names.
+func TestSchemaNamesAParameterColumn(t *testing.T) {
+	l := newLake(t)
+	const q = `SELECT $1 AS x`
+	for _, r := range []Reader{l.reader} {
+		sc, err := r.Schema(context.Background(), tenantA, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rr, err := r.Query(context.Background(), tenantA, q, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rr.Release()
+		if said, answered := sc.Field(0).Name, rr.Schema().Field(0).Name; said != answered {
+			t.Errorf("%s: said to answer column %q, answered %q", q, said, answered)
+		}
+	}
+}
