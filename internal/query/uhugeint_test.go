@@ -86,7 +86,7 @@ func exactInts(r Reader, s tenancy.Scope, q string) ([]string, error) {
 	return out, rr.Err()
 }
 
-// A UHUGEINT inside a list, an array, a struct or a map reads as stored
+// A UHUGEINT inside a list, an array, a struct, a map or a union reads as stored
 // too, NULLs beside it kept.
 func TestNestedUhugeintReadsAsStored(t *testing.T) {
 	db := dbWith(t,
@@ -102,6 +102,9 @@ func TestNestedUhugeintReadsAsStored(t *testing.T) {
 		`SELECT unnest([[n, NULL]::UHUGEINT[2]]) FROM counters`:        {max, "(null)"},
 		`SELECT {'k': 1, 'v': n} FROM counters`:                        {max},
 		`SELECT MAP {n: NULL::UHUGEINT, 1::UHUGEINT: n} FROM counters`: {max, "1", "(null)", max},
+		// A union's members too (DuckDB's Arrow: a sparse union).
+		`SELECT union_value(k := n) FROM counters`:                                 {max},
+		`SELECT [union_value(k := n)::UNION(s VARCHAR, k UHUGEINT)] FROM counters`: {max},
 	} {
 		rr, err := r.Query(context.Background(), tenantA, q)
 		if err != nil {
@@ -149,6 +152,10 @@ func leafInts(a arrow.Array) []string {
 		out = append(out, leafInts(c.ListValues())...)
 	case *array.Struct:
 		for i := range c.NumField() {
+			out = append(out, leafInts(c.Field(i))...)
+		}
+	case array.Union:
+		for i := range c.NumFields() {
 			out = append(out, leafInts(c.Field(i))...)
 		}
 	}

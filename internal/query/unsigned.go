@@ -14,7 +14,7 @@ import (
 // DuckDB's Arrow writes a UHUGEINT (0 to 2^128-1) as a decimal(38, 0),
 // an int128 holding the number's bits: every value from 2^127 up read as
 // a negative number (2^128-1 as -1). The read path widens such a column,
-// at the top of the result or inside a list, array, struct or map, to a
+// at the top of the result or inside a list, array, struct, map or union, to a
 // decimal256(39, 0) of the number itself.
 
 // uhugeintType is the Arrow type a UHUGEINT is read as: every one of its
@@ -24,7 +24,7 @@ var uhugeintType = &arrow.Decimal256Type{Precision: 39, Scale: 0}
 // widening says where a UHUGEINT lies in a column of DuckDB's: at the
 // column itself (leaf), or in the children of a nested column by their
 // index (a list's or array's element 0; a map's key 0 and value 1; a
-// struct's fields). Nil: nowhere.
+// struct's fields; a union's members). Nil: nowhere.
 type widening struct {
 	leaf     bool
 	children map[int]*widening
@@ -45,6 +45,10 @@ func wideningOf(lt bindings.LogicalType) *widening {
 	case bindings.TypeStruct:
 		for i := range bindings.StructTypeChildCount(lt) {
 			kids = append(kids, bindings.StructTypeChildType(lt, i))
+		}
+	case bindings.TypeUnion:
+		for i := range bindings.UnionTypeMemberCount(lt) {
+			kids = append(kids, bindings.UnionTypeMemberType(lt, i))
 		}
 	default:
 		return nil
@@ -107,6 +111,18 @@ func widenedType(dt arrow.DataType, w *widening) (arrow.DataType, error) {
 			}
 		}
 		return arrow.StructOf(fields...), nil
+	case arrow.UnionType:
+		fields := t.Fields()
+		for i := range fields {
+			var err error
+			if fields[i], err = child(fields[i], i); err != nil {
+				return nil, err
+			}
+		}
+		if t.Mode() == arrow.DenseMode {
+			return arrow.DenseUnionOf(fields, t.TypeCodes()), nil
+		}
+		return arrow.SparseUnionOf(fields, t.TypeCodes()), nil
 	}
 	return nil, fmt.Errorf("BUG: DuckDB wrote a nested column holding a UHUGEINT as %s", dt)
 }
@@ -175,6 +191,12 @@ func childTypesOf(dt arrow.DataType) []arrow.DataType {
 		ts := make([]arrow.DataType, t.NumFields())
 		for i, f := range t.Fields() {
 			ts[i] = f.Type
+		}
+		return ts
+	case arrow.UnionType:
+		var ts []arrow.DataType
+		for _, f := range t.Fields() {
+			ts = append(ts, f.Type)
 		}
 		return ts
 	}
