@@ -1094,14 +1094,18 @@ func castFloats(v *any, named *[]unaliased) bool {
 }
 
 // holdsStar says whether the parsed expression v holds a star or
-// COLUMNS(…), which stands for columns by their own names.
+// COLUMNS(…), which stands for columns by their own names. A subquery's
+// stars stand for its own columns: not looked into.
 func holdsStar(v any) bool {
 	switch x := v.(type) {
 	case []any:
 		return slices.ContainsFunc(x, holdsStar)
 	case map[string]any:
-		if x["class"] == "STAR" {
+		switch x["class"] {
+		case "STAR":
 			return true
+		case "SUBQUERY":
+			return false
 		}
 		for _, child := range x {
 			if holdsStar(child) {

@@ -106,3 +106,28 @@ func TestDoubleConstantsAreTheDoublesWritten(t *testing.T) {
 		}
 	}
 }
+
+// A star within a subquery of an item stands for the subquery's columns,
+// not the item's: the item holding a DOUBLE constant is named as DuckDB
+// names it, not by the cast that keeps the constant's type.
+func TestSubqueryStarItemKeepsDuckDBsName(t *testing.T) {
+	l := newLake(t)
+	const q = `SELECT EXISTS (SELECT * FROM otel_spans WHERE duration_ms > 1e0)`
+	rows, err := l.db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := rows.Columns()
+	rows.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := l.reader.Query(context.Background(), tenantA, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	if got := rr.Schema().Field(0).Name; got != want[0] {
+		t.Errorf("column %q, want %q (DuckDB's own name)", got, want[0])
+	}
+}
