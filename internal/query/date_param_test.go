@@ -39,3 +39,24 @@ func TestTimeBoundAsADateIsItsDay(t *testing.T) {
 		}
 	}
 }
+
+// The Iceberg reader evaluates the pushed constants in a statement of
+// their own, whose placeholders DuckDB types from those constants alone:
+// in start_time >= $1::DATE AND start_time <= $1, $1 is a DATE there
+// (bound as the midnight of its day) and untyped in the query (bound as
+// its instant), so the scan was pruned to start_time <= midnight and
+// the rows between midnight and the instant were lost.
+func TestIcebergPrunesByTheTimeTheQueryBinds(t *testing.T) {
+	l := newIceLake(t, IcebergOptions{})
+	at := day(1).Add(11*time.Hour + 30*time.Minute) // chat at 10:00 and tool at 11:00 are before it
+	const q = `SELECT name FROM otel_spans WHERE start_time >= $1::DATE AND start_time <= $1 ORDER BY name`
+	for _, s := range []tenancy.Scope{tenancy.Operator, tenantA} {
+		got, err := l.rows(t, s, q, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"chat", "tool"}; !slices.Equal(got, want) {
+			t.Errorf("%v: %q, want %q (scans %+v)", s, got, want, l.takeScans())
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -345,8 +346,14 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 	args := make([]any, len(params))
 	for i, p := range params {
 		args[i] = bindable(p) // as the query binds them (runQuery)
-		if i < len(types) {
-			args[i] = timeArg(types[i], args[i])
+		if _, isTime := args[i].(time.Time); isTime && i < len(types) && (types[i] == duckdb.TYPE_DATE || types[i] == duckdb.TYPE_TIME) {
+			// This statement types the placeholder by the cast it
+			// names ($1::DATE), where the query may not (a bare $1
+			// beside it, a TIMESTAMP): a time is bound to a DATE as its
+			// midnight, to a TIME as its clock, and the query may bind
+			// it as the instant. Pruned by the midnight, the scan left
+			// out the rows the query keeps after it: no pruning then.
+			return nil, nil
 		}
 		if d, ok := p.(Decimal); ok {
 			// duckdb-go binds no decimal. A DOUBLE is pushed to no
