@@ -139,7 +139,10 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	// it is rolled up too when a model call with usage of its trace starts
 	// within it. Only such aggregates are, never a model call: two calls
 	// of a trace may run at once, one within the other's time, each its
-	// own usage.
+	// own usage. Only a model call whose parent is no operation rolls up
+	// by time: one whose parent is an operation is that operation's
+	// (found by parent), and an agent running beside it (a remote agent
+	// with the service's usage and no calls of its own) keeps its usage.
 	same := func(a, b string) string {
 		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
 	}
@@ -161,6 +164,7 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 		" AND b.origin = a.span_id AND b.span_id = a.origin"+
 		" UNION SELECT o.tenant_id, o.trace_id, o.span_id FROM ops o JOIN ops c ON "+same("c", "o")+
 		" AND c.span_id <> o.span_id AND c.start_time BETWEEN o.start_time AND o.start_time + o.duration_ms * INTERVAL 1 MILLISECOND"+
+		" ANTI JOIN ops p ON "+same("p", "c")+" AND p.span_id = c.parent_span_id"+
 		" WHERE o.operation IN ("+aggregateOperations+") AND (c.operation IS NULL OR c.operation NOT IN ("+aggregateOperations+"))"+
 		" AND (o.input_tokens IS NOT NULL OR o.output_tokens IS NOT NULL) AND (c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL))"+
 		" SELECT * REPLACE ("+unlessRolledUp+") FROM (SELECT ops.*, r.span_id IS NOT NULL AS rolled_up FROM ops LEFT JOIN rolled r ON "+same("r", "ops")+

@@ -364,3 +364,38 @@ func TestOverlappingModelCallsEachCount(t *testing.T) {
 		t.Errorf("report totals: input %d output %d, want 1577 333 (both calls, and the agent with no call within it)", r.InputTokens, r.OutputTokens)
 	}
 }
+
+// A model call whose parent is an operation belongs to that operation's
+// usage (found by parent): it says nothing of another agent that runs at
+// the same time. A remote agent (an invoke_agent client span with the
+// service's usage and no model calls of its own in the trace) running
+// beside a local agent and its chat kept its usage; rolled up by the
+// chat's start within its time, its usage was lost. By hand: the local
+// agent's 1000/100 is its chat's and counts once; the remote agent's
+// 300/30 counts: 1300/130.
+func TestConcurrentAgentNotRolledUpByAnotherAgentsChat(t *testing.T) {
+	db := emptyOperations(t)
+	at := func(d time.Duration) string { return now.Add(-time.Hour + d).Format("2006-01-02 15:04:05.000") }
+	for i, r := range []struct {
+		span, parent, op, start string
+		duration, in, out       int64
+	}{
+		{"local", "", "invoke_agent", at(0), 10_000, 1000, 100},
+		{"local-chat", "local", "chat", at(time.Second), 2_000, 1000, 100},
+		{"remote", "", "invoke_agent", at(0), 10_000, 300, 30},
+	} {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, parent_span_id, start_time, duration_ms, operation,
+			provider, request_model, status, input_tokens, output_tokens, total_tokens, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', 'trace-1', ?, nullif(?, ''), CAST(? AS TIMESTAMP), ?, ?, 'openai', 'gpt-4o', 'ok', ?, ?, ?, 'otlp', 0, 1, ?)`,
+			r.span, r.parent, r.start, r.duration, r.op, r.in, r.out, r.in+r.out, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InputTokens != 1300 || r.OutputTokens != 130 {
+		t.Errorf("report totals: input %d output %d, want 1300 130 (the local agent's chat once, the remote agent's own usage)", r.InputTokens, r.OutputTokens)
+	}
+}
