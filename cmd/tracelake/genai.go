@@ -34,7 +34,7 @@ const rebuildFileBytes = 64 << 20
 
 // rebuildSpanColumns are the spans table's columns a rebuild reads.
 var rebuildSpanColumns = []string{"tenant_id", "service_name", "name", "trace_id", "span_id", "parent_span_id", "start_time",
-	"duration_ns", "status_code", "span_attributes", "ktopic", "kpartition", "koffset", "kindex"}
+	"duration_ns", "status_code", "span_attributes", "scope_name", "scope_version", "ktopic", "kpartition", "koffset", "kindex"}
 
 // rebuildGenAI rebuilds genai_operations from the spans table with the
 // price table and mapping of now (after `tracelake prices update`, or a
@@ -114,7 +114,7 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 // rebuildFileBytes; it returns the longest row.
 func writeOperations(ctx context.Context, db *sql.DB, spans string, m *genai.Mapper, emit func([]byte) error) (int, error) {
 	q := fmt.Sprintf(`SELECT tenant_id, service_name, name, trace_id, span_id, parent_span_id, coalesce(epoch_us(start_time), 0),
-		duration_ns, status_code = 'error', span_attributes::VARCHAR, ktopic, kpartition, koffset, kindex
+		duration_ns, status_code = 'error', span_attributes::VARCHAR, coalesce(scope_name, ''), coalesce(scope_version, ''), ktopic, kpartition, koffset, kindex
 		FROM %s ORDER BY ktopic, kpartition, koffset, kindex`, sqltext.Name(spans))
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
@@ -135,7 +135,7 @@ func writeOperations(ctx context.Context, db *sql.DB, spans string, m *genai.Map
 			duration               sql.NullInt64
 		)
 		if err := rows.Scan(&s.Tenant, &service, &s.Name, &traceID, &spanID, &parent, &startMicros, &duration,
-			&s.StatusError, &attrs, &s.Topic, &s.Partition, &s.Offset, &s.Index); err != nil {
+			&s.StatusError, &attrs, &s.ScopeName, &s.ScopeVersion, &s.Topic, &s.Partition, &s.Offset, &s.Index); err != nil {
 			return 0, fmt.Errorf("read %s: %w", spans, err)
 		}
 		s.Service = deref(service)

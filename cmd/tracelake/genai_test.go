@@ -47,9 +47,14 @@ func TestGenAIOperations(t *testing.T) {
 		td := ptrace.NewTraces()
 		rs := td.ResourceSpans().AppendEmpty()
 		rs.Resource().Attributes().PutStr("service.name", "agent")
-		spans := rs.ScopeSpans().AppendEmpty().Spans()
 		for i := first; i < min(first+perMessage, len(fixtures)); i++ {
 			f := &fixtures[i]
+			// Each in its instrumentation's scope, which the mapping
+			// reads too (and a rebuild from otel_spans).
+			ss := rs.ScopeSpans().AppendEmpty()
+			ss.Scope().SetName(f.Span.Scope.Name)
+			ss.Scope().SetVersion(f.Span.Scope.Version)
+			spans := ss.Spans()
 			plain := spans.AppendEmpty()
 			plain.SetName("GET /health")
 			plain.SetTraceID(pcommon.TraceID{byte(i), 1})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"golang.org/x/mod/semver"
 
 	"github.com/tracelake/tracelake/internal/prices"
 	"github.com/tracelake/tracelake/internal/schema"
@@ -32,6 +33,10 @@ type Span struct {
 	// StatusError is true when the span's status is error.
 	StatusError bool
 	Start       time.Time
+	// ScopeName and ScopeVersion are the span's instrumentation scope:
+	// they tell releases of one instrumentation apart where their
+	// attributes do not (inputWithoutCache).
+	ScopeName, ScopeVersion string
 }
 
 // Operation is one GenAI operation. A column the span does not carry, or
@@ -198,6 +203,14 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 			unknown = unknown || op.InputTokens == nil // past the range
 		}
 	}
+	if inputWithoutCache(s, op.Provider) && op.InputTokens != nil {
+		if r.bad[colCacheReadTokens] || r.bad[colCacheCreationTokens] {
+			op.InputTokens, unknown = nil, true
+		} else {
+			op.InputTokens = sum(*op.InputTokens, deref(op.CacheReadTokens), deref(op.CacheCreationTokens))
+			unknown = unknown || op.InputTokens == nil // past the range
+		}
+	}
 	op.TotalTokens, _ = r.intFrom(colTotalTokens)
 	if !fromClaude && !unknown && !r.bad[colCacheReadTokens] && !r.bad[colCacheCreationTokens] &&
 		!inputHoldsCache[op.Provider] && op.InputTokens != nil && op.OutputTokens != nil && op.TotalTokens != nil {
@@ -298,6 +311,24 @@ func (m *Mapper) price(op *Operation, at time.Time) {
 		}
 	}
 	m.stats.Unpriced.Add(1)
+}
+
+// inputWithoutCache tells an input count that leaves its cache out by
+// the release that wrote it, where nothing else on the span does:
+// Pydantic AI's Bedrock model from v1.31.0 (prompt caching for Bedrock)
+// to v1.39.0 passed Converse's inputTokens on as input_tokens, which
+// Bedrock counts without the cache (v1.39.1, "Fix input_tokens
+// calculation for Bedrock model", adds it). Its spans' scope is
+// pydantic-ai at the package's version (models/instrumented.py).
+func inputWithoutCache(s *Span, provider string) bool {
+	if s.ScopeName != "pydantic-ai" || provider != "aws.bedrock" {
+		return false
+	}
+	v := "v" + s.ScopeVersion
+	// A version semver cannot read (PEP 440's 1.40.0b1) is none of them:
+	// those releases are 1.31.0 to 1.39.0, all plain.
+	return semver.IsValid(v) && semver.Prerelease(v) == "" &&
+		semver.Compare(v, "v1.31.0") >= 0 && semver.Compare(v, "v1.39.0") <= 0
 }
 
 // inputHoldsCache are the providers whose APIs count the input with its

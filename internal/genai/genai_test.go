@@ -18,7 +18,7 @@ func TestFixtures(t *testing.T) {
 		t.Run(f.Name, func(t *testing.T) {
 			m := genai.NewMapper(table, true)
 			s := genai.Span{Name: f.Span.Name, Attributes: f.Attributes(t), StatusError: f.Span.Status == "error",
-				Start: f.Span.Start}
+				Start: f.Span.Start, ScopeName: f.Span.Scope.Name, ScopeVersion: f.Span.Scope.Version}
 			op, ok := m.Map(&s)
 			if f.Want == nil {
 				if ok {

@@ -458,3 +458,60 @@ func TestCacheLargerThanItsInputIsNotPartOfIt(t *testing.T) {
 		}
 	}
 }
+
+// Pydantic AI's Bedrock model from v1.31.0 (prompt caching for Bedrock)
+// to v1.39.0 put Converse's usage in its RequestUsage as it came
+// (models/bedrock.py: input_tokens=usage['inputTokens'], which on Bedrock
+// excludes the cache; v1.39.1 "Fix input_tokens calculation for Bedrock
+// model" adds it), and those releases name the cache only
+// gen_ai.usage.details.cache_read_tokens / cache_write_tokens (the semconv
+// names came in v1.78.0). Only the span's instrumentation scope tells the
+// releases apart (pydantic-ai and its version, models/instrumented.py).
+// Read as part of the input, the cache was taken out of an input that
+// never held it: too cheap. Later releases' input holds it.
+func TestPydanticAIBedrockCacheBeforeV1_39_1(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		scope, version     string
+		input, read, write int64
+		wantInput          int64
+		want               int64 // pico-dollars
+	}{
+		// 4299 × 3 + 35574 × 0.3 + 17787 × 3.75 + 631 × 15.
+		{"pydantic-ai", "1.31.0", 4299, 35574, 17787, 57660, 99_735_450_000},
+		// 5000 × 3 + 2000 × 0.3 + 631 × 15.
+		{"pydantic-ai", "1.39.0", 5000, 2000, 0, 7000, 25_065_000_000},
+		{"pydantic-ai", "1.35.2", 5000, 2000, 0, 7000, 25_065_000_000},
+		// The input holds its cache: 3000 × 3 + 2000 × 0.3 + 631 × 15.
+		{"pydantic-ai", "1.39.1", 5000, 2000, 0, 5000, 19_065_000_000},
+		{"pydantic-ai", "1.30.0", 5000, 2000, 0, 5000, 19_065_000_000},
+		{"pydantic-ai", "1.40.0b1", 5000, 2000, 0, 5000, 19_065_000_000},
+		{"another-library", "1.35.0", 5000, 2000, 0, 5000, 19_065_000_000},
+		{"", "", 5000, 2000, 0, 5000, 19_065_000_000},
+	} {
+		attrs := pcommon.NewMap()
+		attrs.PutStr("gen_ai.operation.name", "chat")
+		attrs.PutStr("gen_ai.system", "bedrock")
+		attrs.PutStr("gen_ai.request.model", "us.anthropic.claude-sonnet-4-20250514-v1:0")
+		attrs.PutStr("gen_ai.response.model", "us.anthropic.claude-sonnet-4-20250514-v1:0")
+		attrs.PutInt("gen_ai.usage.input_tokens", c.input)
+		attrs.PutInt("gen_ai.usage.output_tokens", 631)
+		attrs.PutInt("gen_ai.usage.details.cache_read_tokens", c.read)
+		if c.write > 0 {
+			attrs.PutInt("gen_ai.usage.details.cache_write_tokens", c.write)
+		}
+		op, _ := m.Map(&genai.Span{
+			Name: "chat us.anthropic.claude-sonnet-4-20250514-v1:0", Attributes: attrs, Start: start,
+			ScopeName: c.scope, ScopeVersion: c.version,
+		})
+		var cost string
+		if op.Price != nil {
+			cost = prices.Decimal(op.Cost.Total())
+		}
+		if op.Price == nil || op.Cost.Total() != c.want || deref(op.InputTokens) != c.wantInput {
+			t.Errorf("%s %s, input %d cache %d+%d: input_tokens %v cost %q, want %d and %s",
+				c.scope, c.version, c.input, c.read, c.write, deref(op.InputTokens), cost, c.wantInput, prices.Decimal(c.want))
+		}
+	}
+}

@@ -24,7 +24,7 @@ type operations struct {
 // add writes the operation of span s, the index-th row of its message, if
 // it is one: with its span's coordinates, so the fence and verify treat
 // the two rows as one.
-func (o *operations) add(s ptrace.Span, service string, src source, index int) {
+func (o *operations) add(s ptrace.Span, scope pcommon.InstrumentationScope, service string, src source, index int) {
 	if o.mapper == nil {
 		return
 	}
@@ -32,6 +32,7 @@ func (o *operations) add(s ptrace.Span, service string, src source, index int) {
 	d, known := spanDuration(s.StartTimestamp(), s.EndTimestamp())
 	sr := SpanRow{
 		Tenant: src.tenant, Service: service, Name: s.Name(),
+		ScopeName: scope.Name(), ScopeVersion: scope.Version(),
 		TraceID: tid, SpanID: sid, ParentSpanID: pid,
 		Start:      s.StartTimestamp(),
 		DurationNs: d, NoDuration: !known,
@@ -49,24 +50,28 @@ func (o *operations) add(s ptrace.Span, service string, src source, index int) {
 // SpanRow is what a genai_operations row is made of: a span as decoded,
 // or as otel_spans stored it (a rebuild).
 type SpanRow struct {
-	Tenant, Service, Name string
-	TraceID               pcommon.TraceID
-	SpanID, ParentSpanID  pcommon.SpanID
-	Start                 pcommon.Timestamp
-	DurationNs            int64
-	NoDuration            bool // the span's duration is unknown (spanDuration)
-	StatusError           bool
-	Attributes            pcommon.Map
-	Topic                 string
-	Partition             int32
-	Offset                int64
-	Index                 int
+	Tenant, Service, Name   string
+	ScopeName, ScopeVersion string
+	TraceID                 pcommon.TraceID
+	SpanID, ParentSpanID    pcommon.SpanID
+	Start                   pcommon.Timestamp
+	DurationNs              int64
+	NoDuration              bool // the span's duration is unknown (spanDuration)
+	StatusError             bool
+	Attributes              pcommon.Map
+	Topic                   string
+	Partition               int32
+	Offset                  int64
+	Index                   int
 }
 
 // AppendOperation appends the genai_operations row of s to dst as one
 // NDJSON line, if m reads an operation in it.
 func AppendOperation(dst []byte, m *genai.Mapper, s *SpanRow) ([]byte, bool) {
-	gs := genai.Span{Name: s.Name, Attributes: s.Attributes, StatusError: s.StatusError, Start: s.Start.AsTime()}
+	gs := genai.Span{
+		Name: s.Name, Attributes: s.Attributes, StatusError: s.StatusError, Start: s.Start.AsTime(),
+		ScopeName: s.ScopeName, ScopeVersion: s.ScopeVersion,
+	}
 	op, ok := m.Map(&gs)
 	if !ok {
 		return dst, false

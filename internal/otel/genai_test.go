@@ -23,6 +23,7 @@ func TestAppendOperationWritesFixtures(t *testing.T) {
 			continue
 		}
 		s := otel.SpanRow{Tenant: "t", Name: f.Span.Name, Attributes: f.Attributes(t),
+			ScopeName: f.Span.Scope.Name, ScopeVersion: f.Span.Scope.Version,
 			StatusError: f.Span.Status == "error", Start: pcommon.NewTimestampFromTime(f.Span.Start),
 			TraceID: pcommon.TraceID{1}, SpanID: pcommon.SpanID{2}, Topic: "k", Offset: 7}
 		line, ok := otel.AppendOperation(nil, m, &s)

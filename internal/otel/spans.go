@@ -56,7 +56,7 @@ func appendSpans(w *row, td ptrace.Traces, src source, frags *fragments, ops *op
 				w.nanos("start_time_unix_nano", s.StartTimestamp())
 				w.coordinates(src, rows)
 				w.end()
-				ops.add(s, service, src, rows)
+				ops.add(s, ss.Scope(), service, src, rows)
 				rows++
 				longest = max(longest, len(w.b)-start)
 			}

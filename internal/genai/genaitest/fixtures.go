@@ -20,11 +20,16 @@ import (
 type Fixture struct {
 	Name string `json:"name"`
 	Span struct {
-		Name          string          `json:"name"`
-		Start         time.Time       `json:"start_time"`
-		Status        string          `json:"status"`
-		StatusMessage string          `json:"status_message"`
-		Attributes    json.RawMessage `json:"attributes"`
+		Name          string    `json:"name"`
+		Start         time.Time `json:"start_time"`
+		Status        string    `json:"status"`
+		StatusMessage string    `json:"status_message"`
+		// Scope is the span's instrumentation scope.
+		Scope struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"scope"`
+		Attributes json.RawMessage `json:"attributes"`
 	} `json:"span"`
 	Want     map[string]any `json:"want"` // nil: not an operation
 	Unpriced bool           `json:"unpriced"`
