@@ -105,6 +105,11 @@ type Sink struct {
 	// disagree counts, per staged name, the loads whose ledger read
 	// lacked a file COPY's load history has (see copyFiles).
 	disagree map[string]int
+	// unsettled holds, by load identity, each load whose last attempt
+	// failed (see unsettle): its files and the claim markers copied by
+	// its attempts whose COMMIT went unanswered, until a later attempt
+	// commits, the ledger shows one landed (LoadedAs) or it is discarded.
+	unsettled map[string]*unsettledLoad
 	// prunable is the latest claims read of each partition since the
 	// last prune of the fence table, sincePrune the loads committed
 	// since (pruneClaims).
@@ -191,13 +196,14 @@ func Open(opt Options) (*Sink, error) {
 		derived = sqltext.Name(opt.DerivedTable)
 	}
 	return &Sink{
-		opt:      opt,
-		c:        c,
-		log:      opt.Log,
-		uploads:  make(chan struct{}, opt.Uploads),
-		kept:     map[string]*keptFile{},
-		disagree: map[string]int{},
-		prunable: map[sink.TopicPartition]claimsRead{},
+		opt:       opt,
+		c:         c,
+		log:       opt.Log,
+		uploads:   make(chan struct{}, opt.Uploads),
+		kept:      map[string]*keptFile{},
+		disagree:  map[string]int{},
+		unsettled: map[string]*unsettledLoad{},
+		prunable:  map[sink.TopicPartition]claimsRead{},
 		// The first committed load prunes (see pruneEvery).
 		sincePrune: pruneEvery - 1,
 		tables: tables{
@@ -730,6 +736,11 @@ func (s *Sink) upload(ctx context.Context, name string, data []byte) error {
 // name is only ever loaded through the ledger check.
 func (s *Sink) Discard(files []sink.File) {
 	s.forget(files)
+	// The markers of its attempts whose COMMIT went unanswered go too: one
+	// that landed committed its marker, which no later load names.
+	for _, m := range s.settle(sink.LoadIdentity(files), nil) {
+		files = append(files, sink.File{RowsPath: m})
+	}
 	if err := s.remove(context.Background(), files); err != nil {
 		s.log.Warn("remove staged files", "files", len(files), "err", err)
 	}

@@ -2,6 +2,7 @@ package databend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -46,11 +47,15 @@ func (s *Sink) Load(ctx context.Context, files []sink.File) (sink.Loaded, error)
 		return sink.Loaded{}, nil
 	}
 	p := &loadPlan{files: files, pieces: map[string][]*piece{}}
+	loadID := sink.LoadIdentity(files)
 	loaded, err := s.loadRounds(ctx, p)
 	if err != nil {
 		s.dropPlan(ctx, p)
+		var uncertain *sink.UncertainCommitError
+		s.unsettle(loadID, files, p.markers, errors.As(err, &uncertain))
 		return sink.Loaded{}, fmt.Errorf("load %d files into %s: %w", len(files), s.opt.Table, err)
 	}
+	p.staged = s.settle(loadID, p.staged)
 	s.purge(ctx, p)
 	s.pruneClaims(ctx)
 	return loaded, nil
@@ -257,8 +262,71 @@ func (s *Sink) loadTx(ctx context.Context, p *loadPlan) (_ sink.Loaded, rejected
 
 // LoadedAs implements sink.LoadFinder. A COMMIT that lands later than
 // the question (its reply lost, the server still at it) is not seen.
+// A load it finds landed, whose attempts all failed here, is purged as a
+// load that committed is: no attempt of it comes to do so.
 func (s *Sink) LoadedAs(ctx context.Context, loadID string) ([]sink.Range, error) {
-	return s.ownRanges(ctx, s.c.session(), loadID)
+	own, err := s.ownRanges(ctx, s.c.session(), loadID)
+	if err != nil || len(own) == 0 {
+		return own, err
+	}
+	s.mu.Lock()
+	u := s.unsettled[loadID]
+	s.mu.Unlock()
+	if u != nil {
+		p := &loadPlan{files: u.files}
+		p.staged = s.settle(loadID, nil)
+		s.purge(ctx, p)
+	}
+	return own, nil
+}
+
+// unsettledLoad is a load whose last attempt failed: its files, and the
+// claim markers copied by its attempts whose COMMIT went unanswered.
+type unsettledLoad struct {
+	files   []sink.File
+	markers []string
+}
+
+// unsettle notes that an attempt of the load loadID failed, and, if its
+// COMMIT went unanswered (uncertain), the claim markers it copied: that
+// COMMIT may have landed, committing them, and no later load names a
+// marker whose claim committed (claim.go), so they are the load's to
+// purge. dropPlan leaves a failed attempt's markers, as another process's
+// load may be copying the same marker; removed once the load is settled,
+// such a load at worst starts again from a fresh read.
+func (s *Sink) unsettle(loadID string, files []sink.File, markers []string, uncertain bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.unsettled[loadID]
+	if u == nil {
+		u = &unsettledLoad{files: files}
+		s.unsettled[loadID] = u
+	}
+	if uncertain {
+		for _, m := range markers {
+			if !slices.Contains(u.markers, m) {
+				u.markers = append(u.markers, m)
+			}
+		}
+	}
+}
+
+// settle forgets the failed attempts of the load loadID and returns
+// staged with the markers of those whose COMMIT went unanswered added.
+func (s *Sink) settle(loadID string, staged []string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.unsettled[loadID]
+	if u == nil {
+		return staged
+	}
+	delete(s.unsettled, loadID)
+	for _, m := range u.markers {
+		if !slices.Contains(staged, m) {
+			staged = append(staged, m)
+		}
+	}
+	return staged
 }
 
 // ownRanges are the ledger rows recorded as loadID's (sink.Loaded.Own),
