@@ -46,6 +46,7 @@ const (
 	kindString
 	kindBool
 	kindFloat32
+	kindFloat64
 )
 
 // colType is a Databend column type as DESC writes it (interpreters
@@ -93,6 +94,8 @@ func parseColType(s string) colType {
 		return colType{kind: kindBool}
 	case s == "FLOAT" || s == "FLOAT32":
 		return colType{kind: kindFloat32}
+	case s == "DOUBLE" || s == "FLOAT64":
+		return colType{kind: kindFloat64}
 	}
 	if inner, ok := wrapped(s, "ARRAY"); ok {
 		return colType{kind: kindArray, elem: []colType{parseColType(inner)}}
@@ -251,8 +254,13 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 		return nil, integerLost(v)
 	case kindTimestamp, kindDate:
 		return nil, clamped(v, t.kind)
-	case kindFloat32:
-		return nil, float32Overflow(v)
+	case kindFloat32, kindFloat64:
+		if len(v) > 0 && v[0] == '"' {
+			return floatFromString(v, t.kind)
+		}
+		if t.kind == kindFloat32 {
+			return nil, float32Overflow(v)
+		}
 	case kindDecimal:
 		if isFloatText(v) || wideInteger(v) {
 			b, _ := json.Marshal(string(v))
@@ -346,6 +354,13 @@ func stageableElems(elems []json.RawMessage, typ func(int) colType, join func([]
 			// column's text (a number by its value: 2 and 1.0 are
 			// true), which is not reproduced: left to COPY.
 			et = colType{}
+		}
+		if (et.kind == kindFloat32 || et.kind == kindFloat64) && len(e) > 0 && e[0] == '"' {
+			// DuckDB casts a JSON string element to a float otherwise
+			// than a column's text ("1_000" refused, "1e400" stored as
+			// infinity), which is not reproduced: left to COPY, which
+			// refuses it (read_float).
+			continue
 		}
 		fixed, reason := stageableValue(e, et)
 		if reason != "" {
@@ -454,6 +469,94 @@ func float32Overflow(v json.RawMessage) string {
 		return ""
 	}
 	return fmt.Sprintf("%s is past FLOAT's range: COPY would store infinity (read_float casts the double to f32), and DuckDB's transform dead-letters it", v)
+}
+
+// floatFromString is the JSON string v into a FLOAT (kindFloat32) or
+// DOUBLE column as it is to be staged, or why it is dead-lettered. COPY
+// takes a JSON number alone there (json_ast.rs read_float: "Incorrect
+// json value, must be number"), where DuckDB's transform casts the
+// string's text (duckCastFloat): staged as the number DuckDB's cast
+// makes of it, Databend stores it too. What the cast refuses is left to
+// COPY, which refuses it as well; NaN and infinity, which DuckDB stores,
+// have no JSON number for COPY to read.
+func floatFromString(v json.RawMessage, kind colKind) (json.RawMessage, string) {
+	var text string
+	if json.Unmarshal(v, &text) != nil {
+		return nil, ""
+	}
+	bits, typ := 64, "DOUBLE"
+	if kind == kindFloat32 {
+		bits, typ = 32, "FLOAT"
+	}
+	f, res := duckCastFloat(text, bits)
+	switch res {
+	case castRefused:
+		return nil, ""
+	case castSpecial:
+		return nil, fmt.Sprintf("%s is %v to DuckDB's cast, which Databend's COPY cannot load into a %s column: it reads a JSON number alone (read_float), and JSON has none for it", v, f, typ)
+	case castOverflow:
+		return nil, fmt.Sprintf("%s is past %s's range: DuckDB's cast would store infinity, and its transform dead-letters it", v, typ)
+	}
+	// The shortest digits of the double: serde_json reads them back as
+	// it (as f32, the double holds the float exactly: `as f32` keeps it).
+	return json.RawMessage(yyjsonFloat(f)), ""
+}
+
+type castResult int
+
+const (
+	castRefused  castResult = iota
+	castFinite              // a finite number
+	castSpecial             // NaN or infinity, from their text
+	castOverflow            // a number past the type's range
+)
+
+// reDuckFloat is a number as DuckDB's fast_float reads it (after the
+// sign): digits with a point somewhere, or a point and digits, then an
+// exponent; DuckDB's fork takes one '_' between two digits ("1_000",
+// "1e1_0").
+var reDuckFloat = regexp.MustCompile(`^([0-9]+(_[0-9]+)*(\.([0-9]+(_[0-9]+)*)?)?|\.[0-9]+(_[0-9]+)*)([eE][+-]?[0-9]+(_[0-9]+)*)?$`)
+
+// reDuckNaN is NaN as fast_float reads it: nan, or nan(chars).
+var reDuckNaN = regexp.MustCompile(`^nan(\([0-9a-z_]*\))?$`)
+
+// duckCastFloat is DuckDB's cast of text to DOUBLE (bits 64) or FLOAT
+// (bits 32) as TRY_CAST makes it (cast_operators.cpp TryDoubleCast,
+// strict false): spaces skipped before and after, one '+' skipped, then
+// fast_float's from_chars, correctly rounded to the type: an optional
+// '-', then inf, infinity or nan in any ASCII case, or a number
+// (reDuckFloat). A number past the type's range reads as infinity
+// (castOverflow). A form it is not sure of is refused.
+func duckCastFloat(text string, bits int) (float64, castResult) {
+	const space = " \t\n\v\f\r"
+	s := strings.Trim(text, space)
+	if s == "" {
+		return 0, castRefused
+	}
+	s = strings.TrimPrefix(s, "+")
+	sign, body := "", s
+	if strings.HasPrefix(body, "-") {
+		sign, body = "-", body[1:]
+	}
+	switch folded := sqltext.DuckDBFold(body); {
+	case (folded == "inf" || folded == "infinity") && sign == "-":
+		return math.Inf(-1), castSpecial
+	case folded == "inf" || folded == "infinity":
+		return math.Inf(1), castSpecial
+	case reDuckNaN.MatchString(folded):
+		return math.NaN(), castSpecial
+	}
+	if !reDuckFloat.MatchString(body) {
+		return 0, castRefused
+	}
+	f, err := strconv.ParseFloat(sign+strings.ReplaceAll(body, "_", ""), bits)
+	switch {
+	case err == nil:
+		return f, castFinite
+	case math.IsInf(f, 0):
+		return f, castOverflow
+	}
+	return 0, castRefused
 }
 
 // Databend's ranges (expression types/date.rs DATE_MIN and DATE_MAX in
