@@ -124,6 +124,13 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			return fmt.Errorf("transform mode loads into your table %s; describe it: %w", s.opt.Table, err)
 		}
 		s.userColumns = readUserColumns(res)
+		// DESC shows no nullability inside a type (ARRAY(STRING) for
+		// ARRAY(STRING NOT NULL) too); system.columns' type does.
+		res, err = ss.query(ctx, columnTypesQuery(s.opt.Table))
+		if err != nil {
+			return fmt.Errorf("transform mode loads into your table %s; read its columns' types from system.columns: %w", s.opt.Table, err)
+		}
+		applyColumnNulls(s.userColumns, res)
 	} else {
 		main, typed := rawColumns, s.opt.Typed != nil
 		if typed {

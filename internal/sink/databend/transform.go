@@ -56,6 +56,9 @@ const (
 type colType struct {
 	kind colKind
 	elem []colType
+	// notNull: an element's (a map's value's, a tuple's field's) type
+	// declared NOT NULL, read from system.columns (applyColumnNulls).
+	notNull bool
 }
 
 // userColumn is a column of the user's table: its name, lowercased as
@@ -126,6 +129,79 @@ func wrapped(s, name string) (string, bool) {
 		return "", false
 	}
 	return s[len(name)+1 : len(s)-1], true
+}
+
+// columnTypesQuery reads the user's table's columns with their types'
+// nullability at every level: system.columns' type is the type's
+// wrapped_display (storages/system columns_table.rs, expression
+// schema.rs), Nullable(…) around each nullable level, where DESC shows
+// none (interpreters util.rs generate_desc_schema:
+// remove_recursive_nullable).
+func columnTypesQuery(table string) string {
+	db, name := "currentDatabase()", table
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		db, name = sqltext.DatabendString(table[:i]), table[i+1:]
+	}
+	return fmt.Sprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s", db, sqltext.DatabendString(name))
+}
+
+// wrappedType is the nullability of a type's levels, read from its
+// wrapped_display.
+type wrappedType struct {
+	nullable bool
+	elem     []wrappedType
+}
+
+// parseWrapped reads a wrapped_display (expression schema.rs):
+// Nullable(T), Array(T), Map(K, V) (elem: the value's), Tuple(T, …)
+// without names; any other type is a leaf.
+func parseWrapped(s string) wrappedType {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	if inner, ok := wrapped(s, "NULLABLE"); ok {
+		w := parseWrapped(inner)
+		w.nullable = true
+		return w
+	}
+	if inner, ok := wrapped(s, "ARRAY"); ok {
+		return wrappedType{elem: []wrappedType{parseWrapped(inner)}}
+	}
+	if inner, ok := wrapped(s, "MAP"); ok {
+		if parts := sqltext.SplitTop(inner); len(parts) == 2 {
+			return wrappedType{elem: []wrappedType{parseWrapped(parts[1])}}
+		}
+	}
+	if inner, ok := wrapped(s, "TUPLE"); ok {
+		var w wrappedType
+		for _, f := range sqltext.SplitTop(inner) {
+			w.elem = append(w.elem, parseWrapped(f))
+		}
+		return w
+	}
+	return wrappedType{}
+}
+
+// applyColumnNulls marks the elements of cols' types declared NOT NULL,
+// from system.columns' rows (name, type). A column it lacks keeps its
+// elements nullable, as ARRAY(STRING) makes them.
+func applyColumnNulls(cols []userColumn, res *result) {
+	for _, row := range res.Rows {
+		if len(row) < 2 || row[0] == nil || row[1] == nil {
+			continue
+		}
+		if c := findColumn(cols, sqltext.RustLower(*row[0])); c != nil {
+			c.typ.applyNulls(parseWrapped(*row[1]))
+		}
+	}
+}
+
+func (t *colType) applyNulls(w wrappedType) {
+	if len(w.elem) != len(t.elem) {
+		return
+	}
+	for i := range t.elem {
+		t.elem[i].notNull = !w.elem[i].nullable
+		t.elem[i].applyNulls(w.elem[i])
+	}
 }
 
 // readUserColumns reads the user's table's columns from its DESC.
@@ -354,6 +430,13 @@ func stageableElems(elems []json.RawMessage, typ func(int) colType, join func([]
 			// column's text (a number by its value: 2 and 1.0 are
 			// true), which is not reproduced: left to COPY.
 			et = colType{}
+		}
+		if et.notNull && et.kind == kindString && string(e) == "null" {
+			// An element declared NOT NULL holds no NULL, and COPY does
+			// not refuse one: read_field_with_data_type hands it to
+			// read_string, which writes the text "null" (json_ast.rs).
+			// DuckDB's transform stores a NULL element.
+			return nil, fmt.Sprintf("element %d is null, and the column's elements are declared NOT NULL: COPY would store the text \"null\" (read_string), where DuckDB's transform stores NULL", i+1)
 		}
 		if (et.kind == kindFloat32 || et.kind == kindFloat64) && len(e) > 0 && e[0] == '"' {
 			// DuckDB casts a JSON string element to a float otherwise

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -212,6 +213,74 @@ func TestTransformFloatColumnsStoreStringsAlikeOnDuckDBAndDatabend(t *testing.T)
 			duck, bend = loadBoth(t, typ, typ, special)
 			if len(duck) != len(special) || len(bend) != 0 {
 				t.Errorf("NaN and infinity: DuckDB stored %v (want all), Databend %v (want none: COPY has no JSON number for them)", duck, bend)
+			}
+		})
+	}
+}
+
+// A JSON array holding null into an array column: DuckDB's transform
+// stores a NULL element (its lists' elements are always nullable).
+// Databend's element is nullable too unless declared NOT NULL
+// (resolve_type_name wraps every level in Nullable; ARRAY(STRING) NOT
+// NULL removes the outer one alone), and then COPY does not refuse the
+// null: read_field_with_data_type hands it to read_string, which writes
+// the text "null" (json_ast.rs). DESC shows ARRAY(STRING) for both, so
+// the sink staged the null as it was, and Databend stored the text
+// "null" for DuckDB's NULL, with no error. A NULL that Databend's column
+// cannot hold must be dead-lettered instead.
+func TestTransformNullArrayElementsStoreAlikeOrDeadLetter(t *testing.T) {
+	sent := []string{
+		`{"id": 1, "note": ["a", null]}`,
+		`{"id": 2, "note": [null]}`,
+		`{"id": 3, "note": ["a", "b"]}`,
+		`{"id": 4, "note": []}`,
+		`{"id": 5, "note": ["null"]}`,
+	}
+	for _, tc := range []struct {
+		bendType   string
+		deadLetter []string // ids Databend cannot store as DuckDB does
+	}{
+		{"ARRAY(STRING)", nil},
+		{"ARRAY(STRING) NOT NULL", nil},
+		{"ARRAY(STRING NOT NULL)", []string{"1", "2"}},
+		{"ARRAY(STRING NOT NULL) NOT NULL", []string{"1", "2"}},
+	} {
+		t.Run(tc.bendType, func(t *testing.T) {
+			duck, bend := loadBoth(t, "VARCHAR[]", tc.bendType, sent)
+			for i := range sent {
+				id := strconv.Itoa(i + 1)
+				w, g := duck[id], bend[id]
+				if g != "" {
+					var elems []*string
+					if err := json.Unmarshal([]byte(g), &elems); err != nil {
+						t.Fatalf("%s: Databend stored %s", sent[i], g)
+					}
+					g = "["
+					for j, e := range elems {
+						if j > 0 {
+							g += ", "
+						}
+						switch {
+						case e == nil:
+							g += "NULL"
+						case *e == "null":
+							g += "'null'" // DuckDB quotes a string that reads as NULL
+						default:
+							g += *e
+						}
+					}
+					g += "]"
+				}
+				_, stored := bend[id]
+				if slices.Contains(tc.deadLetter, id) {
+					if stored {
+						t.Errorf("%s: Databend stored %q, DuckDB %q; want it dead-lettered (Databend's element holds no NULL)", sent[i], g, w)
+					}
+					continue
+				}
+				if !stored || g != w {
+					t.Errorf("%s: DuckDB stored %q, Databend %q (stored %v)", sent[i], w, g, stored)
+				}
 			}
 		})
 	}

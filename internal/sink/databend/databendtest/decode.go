@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // This file is how COPY's NDJSON reader puts a JSON field into a column:
@@ -73,13 +75,179 @@ var (
 // decodeField returns what a column of type typ holds for the JSON value
 // v (as JSON), or Databend's decode error.
 func decodeField(typ string, v json.RawMessage) (json.RawMessage, error) {
+	t, _ := splitNull(typ)
+	if string(v) == "null" {
+		// A column's null is block_builder.rs's (NULL_FIELD_AS): the
+		// fake takes it whatever the column's nullability.
+		return v, nil
+	}
+	return decodeValue(t, v)
+}
+
+// decodeElem is decodeField for a value inside a column (an array's
+// element): its type is nullable unless written NOT NULL (sql planner
+// semantic/types.rs resolve_type_name wraps every level of a column's
+// type in Nullable unless NOT NULL is given, under the default
+// ddl_column_type_nullable = 1, settings_default.rs; ARRAY(STRING) NOT
+// NULL removes the outer Nullable alone). A null into a nullable type is
+// NULL (json_ast.rs read_nullable); into one that is not, it reaches the
+// type's own reader (read_field_with_data_type): read_string writes the
+// text "null", read_variant stores JSON null, and every other reader
+// refuses it.
+func decodeElem(typ string, v json.RawMessage) (json.RawMessage, error) {
+	t, notNull := splitNull(typ)
+	if string(v) != "null" {
+		return decodeValue(t, v)
+	}
+	if !notNull {
+		return v, nil // read_nullable
+	}
+	switch {
+	case t == "VARCHAR" || t == "STRING" || t == "TEXT":
+		return json.RawMessage(`"null"`), nil // read_string: Value::Null => "null"
+	case t == "VARIANT" || t == "JSON":
+		return v, nil // read_variant: jsonb null
+	case intRanges[t] != [2]float64{} || t == "FLOAT" || t == "DOUBLE" || t == "FLOAT32" || t == "FLOAT64":
+		return nil, errors.New("Incorrect json value, must be number")
+	case t == "BOOLEAN" || t == "BOOL":
+		return nil, errors.New("Incorrect boolean value")
+	case reDecimalType.MatchString(t):
+		return nil, errors.New("Incorrect json value for decimal")
+	case t == "DATE":
+		return nil, errors.New("Incorrect date value")
+	case t == "TIMESTAMP" || t == "DATETIME":
+		return nil, errors.New("Incorrect timestamp value")
+	case reArrayType.MatchString(t):
+		return nil, errors.New("Incorrect json value, must be array")
+	}
+	return nil, fmt.Errorf("Incorrect json value for %s", t)
+}
+
+// splitNull reads a type as a CREATE writes it ("T NOT NULL", "T NULL",
+// "NULLABLE(T)"), in capitals with single spaces: T, and whether it was
+// declared NOT NULL.
+func splitNull(typ string) (string, bool) {
 	t := strings.ToUpper(strings.Join(strings.Fields(typ), " "))
+	if inner, ok := strings.CutSuffix(t, " NOT NULL"); ok {
+		return inner, true
+	}
+	t = strings.TrimSuffix(t, " NULL")
 	if m := reNullable.FindStringSubmatch(t); m != nil {
 		t = m[1]
 	}
-	if string(v) == "null" {
-		return v, nil // read_nullable
+	return t, false
+}
+
+// descType is a type as DESC shows it: without the NULLs of any level
+// (interpreters util.rs generate_desc_schema: the type's
+// remove_recursive_nullable, then sql_name), so DESC cannot tell
+// ARRAY(STRING) from ARRAY(STRING NOT NULL).
+func descType(typ string) string {
+	t, _ := splitNull(typ)
+	for {
+		i := strings.Index(t, "NULLABLE(")
+		if i < 0 {
+			break
+		}
+		depth, j := 0, i+len("NULLABLE")
+		for ; j < len(t); j++ {
+			if t[j] == '(' {
+				depth++
+			} else if t[j] == ')' {
+				if depth--; depth == 0 {
+					break
+				}
+			}
+		}
+		if j == len(t) {
+			break
+		}
+		t = t[:i] + t[i+len("NULLABLE("):j] + t[j+1:]
 	}
+	return reInnerNull.ReplaceAllString(t, "")
+}
+
+// wrappedDisplay is a column type as system.columns' type shows it
+// (expression schema.rs TableDataType::wrapped_display): Nullable(…)
+// around each level that is nullable (every one not declared NOT NULL,
+// but a map's key: resolve_type_name), Array(…), Map(K, V), Tuple(…)
+// without the fields' names, and the other types as their Display
+// (utils/display.rs: String, Int64, Decimal(10, 2)).
+func wrappedDisplay(typ string) string {
+	t, notNull := splitNull(typ)
+	var body string
+	if m := reArrayType.FindStringSubmatch(t); m != nil {
+		body = "Array(" + wrappedDisplay(m[1]) + ")"
+	} else if inner, ok := strings.CutPrefix(t, "MAP("); ok && strings.HasSuffix(t, ")") {
+		kv := sqltext.SplitTop(strings.TrimSuffix(inner, ")"))
+		k, _ := splitNull(kv[0])
+		body = "Map(" + baseDisplay(k) + ", " + wrappedDisplay(kv[len(kv)-1]) + ")"
+	} else if inner, ok := strings.CutPrefix(t, "TUPLE("); ok && strings.HasSuffix(t, ")") {
+		var fields []string
+		for _, f := range sqltext.SplitTop(strings.TrimSuffix(inner, ")")) {
+			f = strings.TrimSpace(f)
+			// "NAME TYPE", or an unnamed field's "TYPE".
+			if n, rest, ok := strings.Cut(f, " "); ok && !strings.Contains(n, "(") && !strings.HasPrefix(rest, "NULL") && !strings.HasPrefix(rest, "NOT NULL") {
+				f = rest
+			}
+			fields = append(fields, wrappedDisplay(f))
+		}
+		body = "Tuple(" + strings.Join(fields, ", ") + ")"
+	} else {
+		body = baseDisplay(t)
+	}
+	if notNull {
+		return body
+	}
+	return "Nullable(" + body + ")"
+}
+
+// baseDisplay is a scalar type's Display (utils/display.rs).
+func baseDisplay(t string) string {
+	switch t {
+	case "VARCHAR", "STRING", "TEXT":
+		return "String"
+	case "BOOLEAN", "BOOL":
+		return "Boolean"
+	case "TINYINT", "INT8":
+		return "Int8"
+	case "SMALLINT", "INT16":
+		return "Int16"
+	case "INT", "INTEGER", "INT32":
+		return "Int32"
+	case "BIGINT", "INT64":
+		return "Int64"
+	case "TINYINT UNSIGNED", "UINT8":
+		return "UInt8"
+	case "SMALLINT UNSIGNED", "UINT16":
+		return "UInt16"
+	case "INT UNSIGNED", "UINT32":
+		return "UInt32"
+	case "BIGINT UNSIGNED", "UINT64":
+		return "UInt64"
+	case "FLOAT", "FLOAT32", "REAL":
+		return "Float32"
+	case "DOUBLE", "FLOAT64":
+		return "Float64"
+	case "TIMESTAMP", "DATETIME":
+		return "Timestamp"
+	case "DATE":
+		return "Date"
+	case "VARIANT", "JSON":
+		return "Variant"
+	}
+	if m := reDecimalType.FindStringSubmatch(t); m != nil {
+		return "Decimal(" + m[1] + ", " + m[2] + ")"
+	}
+	return t
+}
+
+// reInnerNull is a NULL or NOT NULL inside a nested type.
+var reInnerNull = regexp.MustCompile(` (NOT )?NULL\b`)
+
+// decodeValue is what a column of type t (no NULLs) holds for the JSON
+// value v, not null.
+func decodeValue(t string, v json.RawMessage) (json.RawMessage, error) {
 	if r, ok := intRanges[t]; ok {
 		return readInt(v, r)
 	}
@@ -238,7 +406,7 @@ func readArray(v json.RawMessage, elem string) (json.RawMessage, error) {
 	}
 	out := make([]json.RawMessage, len(elems))
 	for i, e := range elems {
-		d, err := decodeField(elem, e)
+		d, err := decodeElem(elem, e)
 		if err != nil {
 			return nil, err
 		}

@@ -65,6 +65,15 @@ func TestCopyDecodesFieldsAsDatabend(t *testing.T) {
 	// read_bool, read_array.
 	f("BOOLEAN", `{"c":1}`, "", "Incorrect boolean value")
 	f("ARRAY(INT)", `{"c":[1,2.5]}`, "[1,3]", "")
+	// A null element: NULL in a nullable element (the default,
+	// ARRAY(STRING) NOT NULL too: read_nullable); into an element
+	// declared NOT NULL, read_string writes the text "null" and the
+	// other readers refuse it.
+	f("ARRAY(STRING)", `{"c":["a",null]}`, `["a",null]`, "")
+	f("ARRAY(STRING) NOT NULL", `{"c":[null]}`, `[null]`, "")
+	f("ARRAY(STRING NOT NULL)", `{"c":["a",null]}`, `["a","null"]`, "")
+	f("ARRAY(INT NOT NULL)", `{"c":[1,null]}`, "", "Incorrect json value, must be number")
+	f("ARRAY(ARRAY(STRING NOT NULL))", `{"c":[[null],null]}`, `[["null"],null]`, "")
 	// An integer into a DATE is days, into a TIMESTAMP seconds,
 	// milliseconds or microseconds by its size; out of range, the least
 	// value (types/date.rs clamp_date, clamp_timestamp).
@@ -79,4 +88,40 @@ func TestCopyDecodesFieldsAsDatabend(t *testing.T) {
 	f("INT", `{"C":5}`, "5", "")
 	f("INT", `{"c":1,"c":2}`, "2", "")
 	f("INT", `{"c":1,"C":2}`, "2", "")
+}
+
+// DESC shows a type without the NULLs of any level (interpreters
+// util.rs generate_desc_schema: remove_recursive_nullable).
+func TestDescShowsNoNullability(t *testing.T) {
+	for typ, want := range map[string]string{
+		"ARRAY(STRING NOT NULL)":                "ARRAY(STRING)",
+		"ARRAY(STRING) NOT NULL":                "ARRAY(STRING)",
+		"NULLABLE(ARRAY(NULLABLE(INT)))":        "ARRAY(INT)",
+		"MAP(STRING, ARRAY(INT NULL) NOT NULL)": "MAP(STRING, ARRAY(INT))",
+		"DECIMAL(10, 2)":                        "DECIMAL(10, 2)",
+	} {
+		if got := descType(typ); got != want {
+			t.Errorf("DESC of %s: %s, want %s", typ, got, want)
+		}
+	}
+}
+
+// system.columns' type shows the nullability of every level (schema.rs
+// wrapped_display), nullable unless declared NOT NULL (resolve_type_name;
+// a map's key never).
+func TestColumnTypesShowNullability(t *testing.T) {
+	for typ, want := range map[string]string{
+		"ARRAY(STRING)":                     "Nullable(Array(Nullable(String)))",
+		"ARRAY(STRING) NOT NULL":            "Array(Nullable(String))",
+		"ARRAY(STRING NOT NULL)":            "Nullable(Array(String))",
+		"MAP(STRING, BIGINT NOT NULL)":      "Nullable(Map(String, Int64))",
+		"TUPLE(A INT, B STRING NOT NULL)":   "Nullable(Tuple(Nullable(Int32), String))",
+		"DECIMAL(10, 2) NOT NULL":           "Decimal(10, 2)",
+		"ARRAY(ARRAY(DOUBLE NOT NULL))":     "Nullable(Array(Nullable(Array(Float64))))",
+		"NULLABLE(ARRAY(VARCHAR NOT NULL))": "Nullable(Array(String))",
+	} {
+		if got := wrappedDisplay(typ); got != want {
+			t.Errorf("type of %s: %s, want %s", typ, got, want)
+		}
+	}
 }

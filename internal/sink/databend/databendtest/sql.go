@@ -18,6 +18,9 @@ import (
 var (
 	reCreateTable = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
 	reDesc        = regexp.MustCompile(`^DESC (\S+)$`)
+	// A table's columns with their types' nullability at every level
+	// (transform mode: DESC shows none).
+	reColumnTypes = regexp.MustCompile(`^SELECT name, type FROM system\.columns WHERE database = (?:currentDatabase\(\)|'(?:[^']|'')*') AND table = '((?:[^']|'')*)'$`)
 	reAddColumn   = regexp.MustCompile(`^ALTER TABLE (\S+) ADD COLUMN (\S+) (.+?)( NULL)?$`)
 	rePresign     = regexp.MustCompile(`^PRESIGN UPLOAD @(\S+)$`)
 	// The ledger's positions, the fence table's claims (count(*), an
@@ -163,9 +166,21 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		}
 		var rows [][]*string
 		for i, c := range t.cols {
-			rows = append(rows, []*string{str(c), str(t.types[i]), str("YES"), str("NULL"), str("")})
+			rows = append(rows, []*string{str(c), str(descType(t.types[i])), str("YES"), str("NULL"), str("")})
 		}
 		return []string{"Field", "Type", "Null", "Default", "Extra"}, rows, nil
+	}
+	if m := reColumnTypes.FindStringSubmatch(sql); m != nil {
+		// storages/system columns_table.rs: type is the column type's
+		// wrapped_display (expression schema.rs), Nullable(…) at each
+		// nullable level. The fake has one database.
+		var rows [][]*string
+		if t := s.tables[strings.ReplaceAll(m[1], "''", "'")]; t != nil {
+			for i, c := range t.cols {
+				rows = append(rows, []*string{str(c), str(wrappedDisplay(t.types[i]))})
+			}
+		}
+		return []string{"name", "type"}, rows, nil
 	}
 	if m := rePresign.FindStringSubmatch(sql); m != nil {
 		return []string{"method", "headers", "url"},
