@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,7 +41,7 @@ const (
 	kindDecimal
 	kindArray // elem[0]
 	kindMap   // elem[0] the values'
-	kindTuple // elem, in order
+	kindTuple // elem, in order, named by names
 	kindTimestamp
 	kindDate
 	kindString
@@ -56,6 +57,9 @@ const (
 type colType struct {
 	kind colKind
 	elem []colType
+	// names are a tuple's fields' names, lowercased (sqltext.RustLower)
+	// as COPY matches an object's keys to them.
+	names []string
 	// notNull: an element's (a map's value's, a tuple's field's) type
 	// declared NOT NULL, read from system.columns (applyColumnNulls).
 	notNull bool
@@ -110,12 +114,14 @@ func parseColType(s string) colType {
 	}
 	if inner, ok := wrapped(s, "TUPLE"); ok {
 		t := colType{kind: kindTuple}
-		for _, f := range sqltext.SplitTop(inner) {
-			// A field is "NAME TYPE" (a tuple without names is "TYPE");
-			// only its place matters to COPY (read_tuple).
+		for i, f := range sqltext.SplitTop(inner) {
+			// A field is "NAME TYPE" (DESC names a tuple's fields 1, 2, …
+			// when it was declared without names: resolve_type_name).
+			name := strconv.Itoa(i + 1)
 			if n, typ, ok := strings.Cut(strings.TrimSpace(f), " "); ok && !strings.Contains(n, "(") {
-				f = typ
+				name, f = strings.Trim(n, "\"`"), typ
 			}
+			t.names = append(t.names, sqltext.RustLower(name))
 			t.elem = append(t.elem, parseColType(f))
 		}
 		return t
@@ -405,13 +411,15 @@ func stageableValue(v json.RawMessage, t colType) (json.RawMessage, string) {
 			}
 			return stageableElems(elems, func(i int) colType { return t.elem[i] }, func(e []json.RawMessage) ([]byte, error) { return json.Marshal(e) })
 		}
-		// An object's members are read by position, not by name
-		// (json_ast.rs read_tuple zips the fields with the members in
-		// their order): the i-th member is the i-th field's, whatever
-		// its key. Another count is COPY's error.
-		return stageableMembers(v, func(i int, _ string) colType {
-			if i < len(t.elem) {
-				return t.elem[i]
+		// An object's members are read by name: each field takes the
+		// member whose key is its name in any case (json_ast.rs
+		// read_tuple, object_value, since databend#19916; before, by
+		// position). A member of no field's name is not read, and
+		// another count of members, or a field without one, is COPY's
+		// error.
+		return stageableMembers(v, func(_ int, key string) colType {
+			if j := slices.Index(t.names, sqltext.RustLower(key)); j >= 0 {
+				return t.elem[j]
 			}
 			return colType{}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -280,6 +281,53 @@ func TestTransformNullArrayElementsStoreAlikeOrDeadLetter(t *testing.T) {
 				}
 				if !stored || g != w {
 					t.Errorf("%s: DuckDB stored %q, Databend %q (stored %v)", sent[i], w, g, stored)
+				}
+			}
+		})
+	}
+}
+
+// An object into a TUPLE column: databend-query's COPY gives each field
+// the member of its name (json_ast.rs read_tuple, object_value, since
+// databend#19916, before the commit the test server follows), as DuckDB's
+// transform does for a STRUCT. The sink checked each member against the
+// type of the field at its place instead, so a member written in
+// another order went unchecked against its own field's type: 1.5 into
+// the INT field b was stored as 2 (read_int rounds), and 0.29 into a
+// DECIMAL(10, 2) field as 0.28 (read_decimal_from_json truncates), where
+// DuckDB dead-letters the first and stores 0.29.
+func TestTransformTupleObjectsStoreAlikeOnDuckDBAndDatabend(t *testing.T) {
+	for _, tc := range []struct {
+		duckType, bendType string
+		sent               []string
+	}{
+		{"STRUCT(a VARCHAR, b INTEGER)", "TUPLE(a STRING, b INT)", []string{
+			`{"id": 1, "note": {"b": 1.5, "a": "x"}}`,
+			`{"id": 2, "note": {"a": "x", "b": 2}}`,
+			`{"id": 3, "note": {"b": 3, "a": "y"}}`,
+			`{"id": 4, "note": {"a": 1.5, "b": 4}}`,
+		}},
+		{"STRUCT(a VARCHAR, b DECIMAL(10, 2))", "TUPLE(a STRING, b DECIMAL(10, 2))", []string{
+			`{"id": 1, "note": {"b": 0.29, "a": "x"}}`,
+			`{"id": 2, "note": {"a": "x", "b": 12345.678}}`,
+			`{"id": 3, "note": {"b": "0.29", "a": "z"}}`,
+		}},
+	} {
+		t.Run(tc.bendType, func(t *testing.T) {
+			duck, bend := loadBoth(t, tc.duckType, tc.bendType, tc.sent)
+			for i := range tc.sent {
+				id := strconv.Itoa(i + 1)
+				w, inDuck := duck[id]
+				g, inBend := bend[id]
+				if inBend {
+					var fields []any
+					if err := json.Unmarshal([]byte(g), &fields); err != nil || len(fields) != 2 {
+						t.Fatalf("%s: Databend stored %s", tc.sent[i], g)
+					}
+					g = fmt.Sprintf("{'a': %v, 'b': %v}", fields[0], fields[1])
+				}
+				if inDuck != inBend || w != g {
+					t.Errorf("%s: DuckDB stored %q (%v), Databend %q (%v)", tc.sent[i], w, inDuck, g, inBend)
 				}
 			}
 		})

@@ -37,8 +37,8 @@ func TestStageableObjectByColumnType(t *testing.T) {
 	f("ARRAY(INT32)", `{"c": [1, 2.5]}`, "", "element 2: 2.5")
 	f("ARRAY(DECIMAL(5, 1))", `{"c": [1.25]}`, `{"c": ["1.25"]}`, "")
 	f("MAP(STRING, INT64)", `{"c": {"a": 1, "b": 0.5}}`, "", "would be stored as 1")
-	f("TUPLE(A STRING, B INT32)", `{"c": {"b": 1.5, "a": 2.5}}`, "", "element 2: 2.5")
-	f("TUPLE(A STRING, B DECIMAL(5, 1))", `{"c": {"B": 1.5, "a": 2.5}}`, `{"c": {"B":1.5,"a":"2.5"}}`, "")
+	f("TUPLE(A STRING, B INT32)", `{"c": {"a": 2.5, "b": 1.5}}`, "", "element 2: 1.5")
+	f("TUPLE(A STRING, B DECIMAL(5, 1))", `{"c": {"B": 1.5, "a": 2.5}}`, `{"c": {"B":"1.5","a":2.5}}`, "")
 	f("TUPLE(INT32, STRING)", `{"c": [0.5, 1.5]}`, "", "element 1: 0.5")
 	f("NULLABLE(INT32)", `{"c": 2.5}`, "", "would be stored as 3")
 	f("VARIANT", `{"c": 1.5, "C": 2}`, "", "given twice")
@@ -49,13 +49,12 @@ func TestStageableObjectByColumnType(t *testing.T) {
 	f("DATE", `{"c": 3000000}`, "", "out of Databend's DATE range")
 }
 
-// databend-query reads a tuple given as an object by position, not by
-// name (json_ast.rs read_tuple zips the fields with the object's
-// members, in their order), so each member is checked against the type
-// of the field at its place: by name, a member of no field's name went
-// unchecked (its 1.5 stored as 2) and a decimal was checked as the field
-// its name gave.
-func TestStageableObjectChecksATupleObjectByPosition(t *testing.T) {
+// databend-query reads a tuple given as an object by name, in any case
+// (json_ast.rs read_tuple, object_value, since databend#19916), so each
+// member is checked against the type of the field it names: by
+// position, a member written in another order was checked against
+// another field's type (its 1.5 stored as 2, its 0.29 as 0.28).
+func TestStageableObjectChecksATupleObjectByName(t *testing.T) {
 	f := func(typ, obj, want, wantReason string) {
 		t.Helper()
 		cols := []userColumn{{name: "c", typ: parseColType(typ)}}
@@ -70,9 +69,12 @@ func TestStageableObjectChecksATupleObjectByPosition(t *testing.T) {
 			t.Errorf("%s into %s: staged %s (reason %q), want %s", obj, typ, got, reason, want)
 		}
 	}
-	f("TUPLE(A INT32, B INT32)", `{"c": {"x": 1.5, "y": 2}}`, "", "element 1: 1.5")
-	f("TUPLE(A STRING, B DECIMAL(10, 2))", `{"c": {"b": 1, "a": 0.29}}`, `{"c": {"b":1,"a":"0.29"}}`, "")
-	f("TUPLE(A DECIMAL(10, 2), B STRING)", `{"c": {"b": 0.29, "a": "x"}}`, `{"c": {"b":"0.29","a":"x"}}`, "")
+	f("TUPLE(A STRING, B INT32)", `{"c": {"b": 1.5, "a": "x"}}`, "", "element 1: 1.5")
+	f("TUPLE(A STRING, B INT32)", `{"c": {"B": 1.5, "a": "x"}}`, "", "element 1: 1.5")
+	f("TUPLE(A STRING, B DECIMAL(10, 2))", `{"c": {"b": 0.29, "a": "x"}}`, `{"c": {"b":"0.29","a":"x"}}`, "")
+	f("TUPLE(A DECIMAL(10, 2), B STRING)", `{"c": {"b": 0.29, "a": "x"}}`, `{"c": {"b": 0.29, "a": "x"}}`, "")
+	f("TUPLE(1 INT32, 2 INT32)", `{"c": {"2": 1.5, "1": 2}}`, "", "element 1: 1.5")
+	f("TUPLE(A INT32, B INT32)", `{"c": {"x": 1.5, "y": 2}}`, `{"c": {"x": 1.5, "y": 2}}`, "") // COPY's "missing field a"
 }
 
 // An integer past i64 and u64 is a double to COPY's read_int (serde_json

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -259,6 +260,9 @@ func decodeValue(t string, v json.RawMessage) (json.RawMessage, error) {
 	if m := reArrayType.FindStringSubmatch(t); m != nil {
 		return readArray(v, m[1])
 	}
+	if inner, ok := strings.CutPrefix(t, "TUPLE("); ok && strings.HasSuffix(t, ")") {
+		return readTuple(v, strings.TrimSuffix(inner, ")"))
+	}
 	switch t {
 	case "FLOAT", "DOUBLE", "FLOAT32", "FLOAT64":
 		// read_float: a JSON number, nothing else ("NaN" is a string).
@@ -407,6 +411,76 @@ func readArray(v json.RawMessage, elem string) (json.RawMessage, error) {
 	out := make([]json.RawMessage, len(elems))
 	for i, e := range elems {
 		d, err := decodeElem(elem, e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	b, _ := json.Marshal(out)
+	return b, nil
+}
+
+// tupleFields reads a TUPLE's fields ("NAME TYPE", or "TYPE" unnamed,
+// named by its place from 1: resolve_type_name).
+func tupleFields(inner string) (names, types []string) {
+	for i, f := range sqltext.SplitTop(inner) {
+		f = strings.TrimSpace(f)
+		name, typ := strconv.Itoa(i+1), f
+		if n, rest, ok := strings.Cut(f, " "); ok && !strings.Contains(n, "(") && !strings.HasPrefix(rest, "NULL") && !strings.HasPrefix(rest, "NOT NULL") {
+			name, typ = unquote(n), rest
+		}
+		names, types = append(names, name), append(types, typ)
+	}
+	return names, types
+}
+
+// readTuple is read_tuple (json_ast.rs, since databend#19916 "resolve
+// ndjson tuple fields by name"): an object gives each field the value of
+// the first of its keys (serde_json's map: a key given twice once, with
+// its last value) equal to the field's name in any case (object_value,
+// ident_case_sensitive false), its count of keys the count of fields, a
+// field without a key refused; an array gives them by place. The column
+// holds the fields' values as a JSON array, in the fields' order.
+func readTuple(v json.RawMessage, inner string) (json.RawMessage, error) {
+	names, types := tupleFields(inner)
+	var vals []json.RawMessage
+	switch v[0] {
+	case '{':
+		keys, kv, err := objectFields(v)
+		if err != nil {
+			return nil, err
+		}
+		var uniq []string
+		last := map[string]json.RawMessage{}
+		for i, k := range keys {
+			if _, ok := last[k]; !ok {
+				uniq = append(uniq, k)
+			}
+			last[k] = kv[i]
+		}
+		if len(uniq) != len(names) {
+			return nil, fmt.Errorf("Incorrect json value, expect %d values, but get %d values", len(names), len(uniq))
+		}
+		for _, n := range names {
+			i := slices.IndexFunc(uniq, func(k string) bool { return sqltext.RustLower(k) == sqltext.RustLower(n) })
+			if i < 0 {
+				return nil, fmt.Errorf("Incorrect json value for tuple, missing field %s", strings.ToLower(n))
+			}
+			vals = append(vals, last[uniq[i]])
+		}
+	case '[':
+		if err := json.Unmarshal(v, &vals); err != nil {
+			return nil, err
+		}
+		if len(vals) != len(names) {
+			return nil, fmt.Errorf("Incorrect json value, expect %d values, but get %d values", len(names), len(vals))
+		}
+	default:
+		return nil, errors.New("Incorrect json value for tuple, must be object or array")
+	}
+	out := make([]json.RawMessage, len(vals))
+	for i, e := range vals {
+		d, err := decodeElem(types[i], e)
 		if err != nil {
 			return nil, err
 		}

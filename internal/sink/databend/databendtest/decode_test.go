@@ -73,6 +73,13 @@ func TestCopyDecodesFieldsAsDatabend(t *testing.T) {
 	f("ARRAY(STRING) NOT NULL", `{"c":[null]}`, `[null]`, "")
 	f("ARRAY(STRING NOT NULL)", `{"c":["a",null]}`, `["a","null"]`, "")
 	f("ARRAY(INT NOT NULL)", `{"c":[1,null]}`, "", "Incorrect json value, must be number")
+	// read_tuple: an object's values by the fields' names, in any case
+	// (databend#19916); an array's by place.
+	f("TUPLE(A STRING, B INT)", `{"c":{"b":1.5,"a":"x"}}`, `["x",2]`, "")
+	f("TUPLE(a STRING, b INT)", `{"c":{"A":"x","B":3}}`, `["x",3]`, "")
+	f("TUPLE(STRING, INT)", `{"c":["x",3]}`, `["x",3]`, "")
+	f("TUPLE(A STRING, B INT)", `{"c":{"x":1,"b":2}}`, "", "missing field a")
+	f("TUPLE(A STRING, B INT)", `{"c":{"a":"x"}}`, "", "expect 2 values, but get 1 values")
 	f("ARRAY(ARRAY(STRING NOT NULL))", `{"c":[[null],null]}`, `[["null"],null]`, "")
 	// An integer into a DATE is days, into a TIMESTAMP seconds,
 	// milliseconds or microseconds by its size; out of range, the least
