@@ -363,6 +363,10 @@ func (d *DuckDB) parse(ctx context.Context, sess *session, s tenancy.Scope, q st
 	if err := sess.view(ctx, append(c.named(), printed.named()...)); err != nil {
 		return "", 0, err
 	}
+	// The views bear the tables' names: the query as sent binds there.
+	if sess.names, err = sess.columnNames(ctx, q); err != nil {
+		return "", 0, err
+	}
 	return text, params, nil
 }
 
@@ -523,6 +527,12 @@ type session struct {
 	// DuckDB reader): a query that fails where one failed failed for it
 	// (failure).
 	scans []*scanReader
+	// names are the names DuckDB gives the columns of the query sent
+	// (columnNames), which the query that runs is answered with: the
+	// text that runs is the query rewritten (its DOUBLE constants cast,
+	// an Iceberg table renamed to its scan's view), which DuckDB may
+	// name otherwise. Nil: the names of the text that runs.
+	names []string
 	// materialize runs the session's queries materialized, not streaming
 	// (runQuery): over a database that loads go on beside, so that a
 	// read's snapshot ends when its query has run, whatever the client's
@@ -785,7 +795,7 @@ func (sess *session) checkParse(names *checker, js string) (*checker, int, error
 func (sess *session) run(ctx context.Context, text string, params []any) (array.RecordReader, error) {
 	var rr array.RecordReader
 	err := sess.conn.Raw(func(dc any) error {
-		sr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize)
+		sr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, sess.names)
 		if err == nil {
 			rr = sr
 		}
@@ -806,7 +816,6 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 func (sess *session) schema(ctx context.Context, text string, params int) (*arrow.Schema, error) {
 	// The query within another is checked again as the text it makes,
 	// and the tables it names viewed (those of the query within, made).
-	inner := text
 	text = "SELECT * FROM (" + text + ") LIMIT 0"
 	c := sess.checker.again()
 	if _, err := sess.checkText(ctx, text, c); err != nil {
@@ -817,37 +826,27 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 		sess.close()
 		return nil, err
 	}
-	names, err := sess.columnNames(ctx, inner)
-	if err != nil {
-		sess.close()
-		return nil, err
-	}
+	// The columns are named as the query sent names them (sess.names),
+	// not as the subquery does: within it DuckDB renames repeated names
+	// (x, x_1), which the query's result keeps (x, x). A query whose
+	// columns' types wait for its parameters' values has no names
+	// prepared (see columnNames): its columns keep the subquery's names.
 	rr, err := sess.run(ctx, text, make([]any, params))
 	if err != nil {
 		return nil, err
 	}
 	defer rr.Release()
-	// The columns are named as the query names them: within a subquery
-	// DuckDB renames repeated names (x, x_1), which the query's result
-	// keeps (x, x). A query whose columns' types wait for its parameters'
-	// values has no names prepared (see columnNames): its columns keep
-	// the subquery's names.
-	sc := rr.Schema()
-	if len(names) != sc.NumFields() {
-		return sc, nil
-	}
-	fields := sc.Fields()
-	for i := range fields {
-		fields[i].Name = names[i]
-	}
-	md := sc.Metadata()
-	return arrow.NewSchema(fields, &md), nil
+	return rr.Schema(), nil
 }
 
 // columnNames are the names of the columns of text, a checked query whose
-// views are made, as DuckDB prepares it (not run): none when their types
-// wait for the parameters' values (DuckDB prepares one column "unknown"
-// of no type, which a query of one column would take for its own).
+// views are made, as DuckDB prepares it (binds it, not run): the query
+// as sent, whose parse the checker read, names its columns as DuckDB
+// itself does (a cast's type as written, DECIMAL(3, 1); a DOUBLE
+// constant as DuckDB prints it, 1e0 as 1.0), which neither our rewrite
+// of it nor its parse printed back may keep. None when their types wait
+// for the parameters' values (DuckDB prepares one column "unknown" of
+// no type, which a query of one column would take for its own).
 func (sess *session) columnNames(ctx context.Context, text string) ([]string, error) {
 	var names []string
 	err := sess.conn.Raw(func(dc any) error {
@@ -887,7 +886,7 @@ func (sess *session) columnNames(ctx context.Context, text string) ([]string, er
 // open.
 func (sess *session) arrow(ctx context.Context, text string, params []any, f func(array.RecordReader)) error {
 	return sess.conn.Raw(func(dc any) error {
-		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize)
+		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, nil)
 		if err != nil {
 			return sess.failure(err)
 		}
@@ -980,13 +979,10 @@ func (r *sessionReader) Release() {
 // (0.1e0 + 0.2e0 = 0.3e0 held). Cast from its digits as a string, it
 // prints as CAST('1000.0' AS DOUBLE), the same double (DuckDB writes it
 // to its last digit and reads a string to the nearest double; a DECIMAL
-// cast rounds twice, and -0.0 as a DECIMAL is 0). A
-// column is named as DuckDB names it for the query sent: the constant's
-// alias goes to the cast, and an unaliased item of a select list that
-// holds such a constant is aliased with its text as printed without the
-// cast (DuckDB names such a column by that text, and a query over a
-// subquery may name the column so). Numbers are kept as written (a
-// HUGEINT's digits past a float64's).
+// cast rounds twice, and -0.0 as a DECIMAL is 0). The constant's alias
+// goes to the cast; a column the cast names otherwise than DuckDB names
+// the query sent is named as DuckDB does (session.names). Numbers are
+// kept as written (a HUGEINT's digits past a float64's).
 func (sess *session) floatsCast(ctx context.Context, js string) (string, error) {
 	dec := json.NewDecoder(strings.NewReader(js))
 	dec.UseNumber()
@@ -994,20 +990,8 @@ func (sess *session) floatsCast(ctx context.Context, js string) (string, error) 
 	if err := dec.Decode(&doc); err != nil {
 		return "", err
 	}
-	var named []unaliased
-	if !castFloats(&doc, &named) {
+	if !castFloats(&doc) {
 		return js, nil
-	}
-	for _, u := range named {
-		var text string
-		if err := sess.conn.QueryRowContext(ctx, `SELECT json_deserialize_sql($1::JSON)`, string(u.single)).Scan(&text); err != nil {
-			return "", fmt.Errorf("print a column's name: %w", err)
-		}
-		name, ok := strings.CutPrefix(text, "SELECT ")
-		if !ok {
-			return "", fmt.Errorf("print a column's name: DuckDB printed %q", text)
-		}
-		u.item["alias"] = name
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -1016,54 +1000,18 @@ func (sess *session) floatsCast(ctx context.Context, js string) (string, error) 
 	return string(b), nil
 }
 
-// unaliased is an item of a select list without an alias that holds a
-// DOUBLE or FLOAT constant: the item (after castFloats) and a query of
-// it alone before the cast, which DuckDB prints as "SELECT <its name>".
-type unaliased struct {
-	item   map[string]any
-	single []byte
-}
-
 // castFloats puts each DOUBLE or FLOAT constant under *v in a cast to its
-// type (see floatsCast), appends the unaliased select-list items that
-// held one to named, and says whether it found one.
-func castFloats(v *any, named *[]unaliased) bool {
+// type (see floatsCast) and says whether it found one.
+func castFloats(v *any) bool {
 	found := false
 	switch x := (*v).(type) {
 	case []any:
 		for i := range x {
-			found = castFloats(&x[i], named) || found
+			found = castFloats(&x[i]) || found
 		}
 	case map[string]any:
-		list, isSelect := x["select_list"].([]any)
-		isSelect = isSelect && x["type"] == "SELECT_NODE"
-		if isSelect {
-			for i := range list {
-				item, _ := list[i].(map[string]any)
-				if item == nil || item["alias"] != "" || holdsStar(item) {
-					// A star or COLUMNS(…) names its columns by the
-					// table's: an alias would name them all alike.
-					found = castFloats(&list[i], named) || found
-					continue
-				}
-				single, err := json.Marshal(map[string]any{"error": false, "statements": []any{map[string]any{
-					"named_param_map": []any{},
-					"node": map[string]any{"type": "SELECT_NODE", "modifiers": []any{}, "cte_map": map[string]any{"map": []any{}},
-						"select_list": []any{item}, "from_table": map[string]any{"type": "EMPTY", "alias": "", "sample": nil},
-						"where_clause": nil, "group_expressions": []any{}, "group_sets": []any{},
-						"aggregate_handling": "STANDARD_HANDLING", "having": nil, "sample": nil, "qualify": nil}}}})
-				if err != nil || !castFloats(&list[i], named) {
-					continue
-				}
-				found = true
-				*named = append(*named, unaliased{list[i].(map[string]any), single})
-			}
-		}
 		for k, child := range x {
-			if isSelect && k == "select_list" {
-				continue // cast above
-			}
-			if castFloats(&child, named) {
+			if castFloats(&child) {
 				x[k], found = child, true
 			}
 		}
@@ -1091,27 +1039,4 @@ func castFloats(v *any, named *[]unaliased) bool {
 		return true
 	}
 	return found
-}
-
-// holdsStar says whether the parsed expression v holds a star or
-// COLUMNS(…), which stands for columns by their own names. A subquery's
-// stars stand for its own columns: not looked into.
-func holdsStar(v any) bool {
-	switch x := v.(type) {
-	case []any:
-		return slices.ContainsFunc(x, holdsStar)
-	case map[string]any:
-		switch x["class"] {
-		case "STAR":
-			return true
-		case "SUBQUERY":
-			return false
-		}
-		for _, child := range x {
-			if holdsStar(child) {
-				return true
-			}
-		}
-	}
-	return false
 }

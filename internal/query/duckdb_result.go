@@ -77,7 +77,11 @@ func fieldOffset[T, F any](name string) (uintptr, bool) {
 // caller holds until the reader is released), its result streaming or
 // materialized. ctx interrupts the query while it runs and while its
 // batches are read.
-func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, stream bool) (*resultReader, error) {
+//
+// names, when there are as many as the result has columns, name them:
+// those DuckDB gives the query the caller sent (session.names), which
+// the text that runs, rewritten, may name otherwise.
+func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, stream bool, names []string) (*resultReader, error) {
 	offs, err := duckdbHandles()
 	if err != nil {
 		return nil, err
@@ -170,9 +174,15 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 	}
 	r.opts = bindings.ResultGetArrowOptions(&r.res)
 	n := bindings.ColumnCount(&r.res)
-	names, types := make([]string, n), make([]bindings.LogicalType, n)
+	named := bindings.IdxT(len(names)) == n
+	if !named {
+		names = make([]string, n)
+	}
+	types := make([]bindings.LogicalType, n)
 	for i := range n {
-		names[i] = bindings.ColumnName(&r.res, i)
+		if !named {
+			names[i] = bindings.ColumnName(&r.res, i)
+		}
 		types[i] = bindings.ColumnLogicalType(&r.res, i)
 	}
 	schema, ed := bindings.NewArrowSchema(r.opts, types, names)
@@ -434,5 +444,5 @@ func errorData(ed bindings.ErrorData) error {
 // operator's tools on a database of their own (tracelake sql on a stopped
 // file): nothing is checked.
 func RunArrow(ctx context.Context, dc driver.Conn, text string) (array.RecordReader, error) {
-	return runQuery(ctx, dc, text, nil, true)
+	return runQuery(ctx, dc, text, nil, true, nil)
 }

@@ -508,7 +508,39 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	if err != nil {
 		return "", 0, err
 	}
+	if err := ic.nameViews(ctx, sess, s, tables, plans, prefix); err != nil {
+		return "", 0, err
+	}
+	if sess.names, err = sess.columnNames(ctx, q); err != nil {
+		return "", 0, err
+	}
 	return text, n, nil
+}
+
+// nameViews makes, for each table plans read, a view named as the table
+// over a scan of it of no file, every column: the query as sent binds
+// there, and DuckDB names its columns as it would over the table itself
+// (session.names; the text that runs names the scans' views, which a
+// column holding a subquery is named by). Nothing runs over them: the
+// checker of the text that runs admits the scans' views alone.
+func (ic *Iceberg) nameViews(ctx context.Context, sess *session, s tenancy.Scope, tables map[string]*icebergTable, plans []*refPlan, prefix string) error {
+	done := map[string]bool{}
+	for _, rp := range plans {
+		if done[rp.table] {
+			continue
+		}
+		done[rp.table] = true
+		t := tables[rp.table]
+		named := &refPlan{tableRef: tableRef{table: rp.table}, view: fmt.Sprintf("%sname%d", prefix, len(done)), all: true}
+		if err := ic.bind(ctx, sess, s, t, named, nil, false); err != nil {
+			return err
+		}
+		q := fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s", sqltext.Ident(t.decl.Name), sqltext.Ident(named.view))
+		if _, err := sess.conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("make the view naming %s: %w", t.decl.Name, err)
+		}
+	}
+	return nil
 }
 
 // bind makes rp's view: a scan of t for s (of no file unless scan), with

@@ -131,3 +131,34 @@ func TestSubqueryStarItemKeepsDuckDBsName(t *testing.T) {
 		t.Errorf("column %q, want %q (DuckDB's own name)", got, want[0])
 	}
 }
+
+// A column holding a DOUBLE constant is named as DuckDB names it for the
+// query sent, whatever else it holds: the alias that keeps its name is
+// the item printed from its parse's JSON, where DuckDB has resolved the
+// types it names (DECIMAL(3,1), HUGEINT), which DuckDB's own name writes
+// as written (DECIMAL(3, 1), "HUGEINT").
+func TestDoubleConstantColumnsKeepDuckDBsNames(t *testing.T) {
+	l := newLake(t)
+	const q = `SELECT 1::DECIMAL(3,1) + 1e0, duration_ms::HUGEINT * 1e0 FROM otel_spans`
+	rows, err := l.db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := rows.Columns()
+	rows.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := l.reader.Query(context.Background(), tenantA, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	var got []string
+	for _, f := range rr.Schema().Fields() {
+		got = append(got, f.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("columns %q, want %q (DuckDB's own names)", got, want)
+	}
+}

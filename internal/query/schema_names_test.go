@@ -2,7 +2,10 @@ package query
 
 import (
 	"context"
+	"slices"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -68,5 +71,50 @@ func TestSchemaNamesAParameterColumn(t *testing.T) {
 		if said, answered := sc.Field(0).Name, rr.Schema().Field(0).Name; said != answered {
 			t.Errorf("%s: said to answer column %q, answered %q", q, said, answered)
 		}
+	}
+}
+
+// On Iceberg each table a query names is read through a view of its own
+// scan, under a name of its own: a column holding a subquery, which
+// DuckDB names by the subquery's text, was named by the scan's view
+// (random, another in the schema than in the result), and a DOUBLE
+// constant beside a typed cast by the cast's type as resolved. Each
+// column is named as DuckDB names it for the query sent, in a query's
+// result and in its schema.
+func TestIcebergColumnsKeepDuckDBsNames(t *testing.T) {
+	oracle := newLake(t).db
+	l := newIceLake(t, IcebergOptions{})
+	for _, q := range []string{
+		`SELECT (SELECT max(duration_ms) FROM otel_spans)`,
+		`SELECT EXISTS (SELECT 1 FROM otel_spans o WHERE o.duration_ms > 1e0) AS e, (SELECT count(*) FROM otel_spans) + 1e0`,
+		`SELECT 1::DECIMAL(3,1) + 1e0, duration_ms::HUGEINT * 1e0 FROM otel_spans`,
+	} {
+		rows, err := oracle.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := rows.Columns()
+		rows.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := l.reader.Schema(context.Background(), tenantA, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		rr, err := l.reader.Query(context.Background(), tenantA, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		for what, s := range map[string]*arrow.Schema{"schema": sc, "result": rr.Schema()} {
+			var got []string
+			for _, f := range s.Fields() {
+				got = append(got, f.Name)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: the %s's columns %q, want %q (DuckDB's own names)", q, what, got, want)
+			}
+		}
+		rr.Release()
 	}
 }
