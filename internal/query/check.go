@@ -105,15 +105,69 @@ func (c *checker) check(js []byte) (params int, err error) {
 
 // decodeParse decodes json_serialize_sql's JSON, keeping numbers as
 // written (json.Number): printed back, a float64 would lose digits (the
-// parse holds 2^64-1 for "no location").
+// parse holds 2^64-1 for "no location"). A DOUBLE or FLOAT constant that
+// is not finite, which DuckDB writes as a bare Infinity, -Infinity or
+// NaN (not JSON: 1e400 is the DOUBLE infinity), is read as that word in
+// a string (see nonFiniteQuoted), which floatsCast casts to its type.
 func decodeParse(js []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(js))
+	dec := json.NewDecoder(bytes.NewReader(nonFiniteQuoted(js)))
 	dec.UseNumber()
 	var doc map[string]any
 	if err := dec.Decode(&doc); err != nil {
 		return nil, err
 	}
 	return doc, nil
+}
+
+// nonFiniteWords are how DuckDB's JSON writes a double that is not
+// finite, each a token of its own outside a string.
+var nonFiniteWords = []string{"-Infinity", "Infinity", "NaN"}
+
+// nonFiniteQuoted is js with each of nonFiniteWords that stands outside a
+// string put in one ("Infinity"), which JSON reads; js itself when it has
+// none.
+func nonFiniteQuoted(js []byte) []byte {
+	if !bytes.Contains(js, []byte("Infinity")) && !bytes.Contains(js, []byte("NaN")) {
+		return js
+	}
+	out := make([]byte, 0, len(js)+16)
+	inString, escaped := false, false
+	for i := 0; i < len(js); i++ {
+		ch := js[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case ch == '\\':
+				escaped = true
+			case ch == '"':
+				inString = false
+			}
+			out = append(out, ch)
+			continue
+		}
+		if ch == '"' {
+			inString = true
+			out = append(out, ch)
+			continue
+		}
+		word := ""
+		for _, w := range nonFiniteWords {
+			if bytes.HasPrefix(js[i:], []byte(w)) {
+				word = w
+				break
+			}
+		}
+		if word == "" {
+			out = append(out, ch)
+			continue
+		}
+		out = append(out, '"')
+		out = append(out, word...)
+		out = append(out, '"')
+		i += len(word) - 1
+	}
+	return out
 }
 
 // walk checks every object under v; ctes are the CTE names in scope.

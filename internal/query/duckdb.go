@@ -984,12 +984,11 @@ func (r *sessionReader) Release() {
 // the query sent is named as DuckDB does (session.names). Numbers are
 // kept as written (a HUGEINT's digits past a float64's).
 func (sess *session) floatsCast(ctx context.Context, js string) (string, error) {
-	dec := json.NewDecoder(strings.NewReader(js))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
+	parsed, err := decodeParse([]byte(js))
+	if err != nil {
 		return "", err
 	}
+	var doc any = parsed
 	if !castFloats(&doc) {
 		return js, nil
 	}
@@ -1023,16 +1022,26 @@ func castFloats(v *any) bool {
 		if id := typ["id"]; (id != "DOUBLE" && id != "FLOAT") || val["is_null"] == true {
 			return found
 		}
-		num, ok := val["value"].(json.Number)
-		if !ok {
-			return found
-		}
 		// The constant cast is its digits as a string: as a number they
 		// read as a DECIMAL, whose cast rounds twice (0.9381259166408439
-		// came one ulp off) and has no -0.0.
+		// came one ulp off) and has no -0.0. One that is not finite
+		// (1e400) is its word as decodeParse read it, Infinity, which
+		// DuckDB casts back to the same double.
+		var digits string
+		switch v := val["value"].(type) {
+		case json.Number:
+			digits = v.String()
+		case string:
+			if !slices.Contains(nonFiniteWords, v) {
+				return found
+			}
+			digits = v
+		default:
+			return found
+		}
 		child := map[string]any{"class": "CONSTANT", "type": "VALUE_CONSTANT", "alias": "",
 			"query_location": x["query_location"],
-			"value":          map[string]any{"type": map[string]any{"id": "VARCHAR", "type_info": nil}, "is_null": false, "value": num.String()}}
+			"value":          map[string]any{"type": map[string]any{"id": "VARCHAR", "type_info": nil}, "is_null": false, "value": digits}}
 		*v = map[string]any{"class": "CAST", "type": "OPERATOR_CAST", "alias": x["alias"],
 			"query_location": x["query_location"], "child": child,
 			"cast_type": map[string]any{"id": typ["id"], "type_info": nil}, "try_cast": false}

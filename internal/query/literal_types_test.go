@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -160,5 +161,84 @@ func TestDoubleConstantColumnsKeepDuckDBsNames(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("columns %q, want %q (DuckDB's own names)", got, want)
+	}
+}
+
+// A constant past a double's range (1e400) is, as DuckDB reads it, the
+// DOUBLE infinity (-1e400 the negative one), and DuckDB's parse writes it
+// as the bare token Infinity, which is not JSON: the read path refused
+// every query holding one ("read the parsed query: invalid character
+// 'I'"). The answer, the columns' names and the rows a comparison with it
+// keeps are DuckDB's own, on DuckDB and on Iceberg (where a comparison of
+// an integer column with a constant prunes the scan).
+func TestInfiniteDoubleConstantsAreDuckDBs(t *testing.T) {
+	l := newLake(t)
+	il := newIceLake(t, IcebergOptions{})
+	const q = `SELECT model, 1e400::VARCHAR AS a, (-1e400)::VARCHAR AS b, typeof(1e400) AS t, 1e400 > 1e308 AS g
+		FROM genai_prices WHERE input_per_mtok < 1e400 AND input_per_mtok > -1e400`
+	var model, a, b, typ string
+	var g bool
+	if err := l.db.QueryRow(q).Scan(&model, &a, &b, &typ, &g); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("%s|%s|%s|%s|%v", model, a, b, typ, g)}
+	if want[0] != "gpt|inf|-inf|DOUBLE|true" {
+		t.Fatalf("DuckDB itself: %v; the test assumes gpt|inf|-inf|DOUBLE|true", want)
+	}
+	for name, r := range map[string]Reader{"duckdb": l.reader, "iceberg": il.reader} {
+		for _, s := range []tenancy.Scope{tenancy.Operator, tenantA} {
+			got, err := readRows(r, s, q)
+			if err != nil {
+				t.Errorf("%s, %v: %v", name, s, err)
+				continue
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s, %v: %v, want %v (DuckDB's own answer)", name, s, got, want)
+			}
+		}
+	}
+	// The words in strings stay strings.
+	got, err := l.rows(t, tenantA, `SELECT 'Infinity' || '"NaN\-Infinity', (-1e400)::VARCHAR`)
+	if want := []string{`Infinity"NaN\-Infinity|-inf`}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("strings holding the words: %v, %v; want %v", got, err, want)
+	}
+	// Its column is named as DuckDB names it.
+	const named = `SELECT 1e400, -1e400`
+	rows, err := l.db.Query(named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, err := rows.Columns()
+	rows.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := l.reader.Query(context.Background(), tenantA, named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, f := range rr.Schema().Fields() {
+		got = append(got, f.Name)
+	}
+	rr.Release()
+	if !slices.Equal(got, cols) {
+		t.Errorf("%s: columns %q, want %q (DuckDB's own names)", named, got, cols)
+	}
+	// On Iceberg a comparison of an integer column with it prunes
+	// nothing it keeps.
+	all, err := il.rows(t, tenantA, `SELECT count(*) FROM otel_spans`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{`duration_ms < 1e400`, `duration_ms > -1e400`, `duration_ms BETWEEN -1e400 AND 1e400`} {
+		n, err := il.rows(t, tenantA, `SELECT count(*) FROM otel_spans WHERE `+c)
+		if err != nil {
+			t.Errorf("%s: %v", c, err)
+			continue
+		}
+		if !slices.Equal(n, all) {
+			t.Errorf("%s: %v rows, want %v (every row)", c, n, all)
+		}
 	}
 }
