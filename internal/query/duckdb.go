@@ -364,7 +364,7 @@ func (d *DuckDB) parse(ctx context.Context, sess *session, s tenancy.Scope, q st
 		return "", 0, err
 	}
 	// The views bear the tables' names: the query as sent binds there.
-	if sess.names, err = sess.columnNames(ctx, q); err != nil {
+	if sess.names, sess.zoned, err = sess.columnNames(ctx, q); err != nil {
 		return "", 0, err
 	}
 	return text, params, nil
@@ -533,6 +533,9 @@ type session struct {
 	// an Iceberg table renamed to its scan's view), which DuckDB may
 	// name otherwise. Nil: the names of the text that runs.
 	names []string
+	// zoned says which of those columns are a TIME WITH TIME ZONE, which
+	// the query that runs answers as text (zonedAsText); nil for none.
+	zoned []bool
 	// materialize runs the session's queries materialized, not streaming
 	// (runQuery): over a database that loads go on beside, so that a
 	// read's snapshot ends when its query has run, whatever the client's
@@ -793,8 +796,13 @@ func (sess *session) checkParse(names *checker, js string) (*checker, int, error
 // run starts text and hands the session to the reader it returns, which
 // closes it when released.
 func (sess *session) run(ctx context.Context, text string, params []any) (array.RecordReader, error) {
+	text, err := sess.zonedAsText(ctx, text)
+	if err != nil {
+		sess.close()
+		return nil, err
+	}
 	var rr array.RecordReader
-	err := sess.conn.Raw(func(dc any) error {
+	err = sess.conn.Raw(func(dc any) error {
 		sr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, sess.names)
 		if err == nil {
 			rr = sr
@@ -839,6 +847,35 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 	return rr.Schema(), nil
 }
 
+// zonedAsText is text, a checked query whose columns are those of the
+// query sent, with each column sess.zoned says is a TIME WITH TIME ZONE
+// cast to text, as DuckDB writes it (12:34:56+05:30), itself checked.
+// DuckDB's Arrow writes such a value as a time64 of its clock alone, its
+// offset lost (12:34:56+05:30 and 12:34:56-08 both 12:34:56), and Arrow
+// has no type of a time of day with an offset. The columns are renamed
+// positionally (no two alike) and named as the query names them
+// (sess.names, which zoned goes with); the cast within a projection
+// keeps the order an ORDER BY within gave the rows.
+func (sess *session) zonedAsText(ctx context.Context, text string) (string, error) {
+	if !slices.Contains(sess.zoned, true) {
+		return text, nil
+	}
+	cols := make([]string, len(sess.zoned))
+	sel := make([]string, len(sess.zoned))
+	for i, zoned := range sess.zoned {
+		cols[i] = fmt.Sprintf("c%d", i+1)
+		sel[i] = cols[i]
+		if zoned {
+			sel[i] = "CAST(" + cols[i] + " AS VARCHAR) AS " + cols[i]
+		}
+	}
+	text = "SELECT " + strings.Join(sel, ", ") + " FROM (" + text + ") AS zoned(" + strings.Join(cols, ", ") + ")"
+	if _, err := sess.checkText(ctx, text, sess.checker.again()); err != nil {
+		return "", err
+	}
+	return text, nil
+}
+
 // columnNames are the names of the columns of text, a checked query whose
 // views are made, as DuckDB prepares it (binds it, not run): the query
 // as sent, whose parse the checker read, names its columns as DuckDB
@@ -846,10 +883,10 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 // constant as DuckDB prints it, 1e0 as 1.0), which neither our rewrite
 // of it nor its parse printed back may keep. None when their types wait
 // for the parameters' values (DuckDB prepares one column "unknown" of
-// no type, which a query of one column would take for its own).
-func (sess *session) columnNames(ctx context.Context, text string) ([]string, error) {
-	var names []string
-	err := sess.conn.Raw(func(dc any) error {
+// no type, which a query of one column would take for its own). zoned
+// says which columns are a TIME WITH TIME ZONE (nil for none).
+func (sess *session) columnNames(ctx context.Context, text string) (names []string, zoned []bool, err error) {
+	err = sess.conn.Raw(func(dc any) error {
 		st, err := dc.(driver.ConnPrepareContext).PrepareContext(ctx, text)
 		if err != nil {
 			return queryError(err)
@@ -872,14 +909,20 @@ func (sess *session) columnNames(ctx context.Context, text string) ([]string, er
 			if typ == duckdb.TYPE_INVALID {
 				// Types (and names) that wait for the parameters'
 				// values: the one column "unknown", not the query's.
-				names = nil
+				names, zoned = nil, nil
 				return nil
 			}
 			names = append(names, name)
+			if typ == duckdb.TYPE_TIME_TZ {
+				if zoned == nil {
+					zoned = make([]bool, n)
+				}
+				zoned[i] = true
+			}
 		}
 		return nil
 	})
-	return names, err
+	return names, zoned, err
 }
 
 // arrow runs text and hands its reader to f, on the session, which stays

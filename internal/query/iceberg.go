@@ -511,7 +511,7 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	if err := ic.nameViews(ctx, sess, s, tables, plans, prefix); err != nil {
 		return "", 0, err
 	}
-	if sess.names, err = sess.columnNames(ctx, q); err != nil {
+	if sess.names, sess.zoned, err = sess.columnNames(ctx, q); err != nil {
 		return "", 0, err
 	}
 	return text, n, nil
