@@ -352,19 +352,22 @@ func (d *DuckDB) parse(ctx context.Context, sess *session, s tenancy.Scope, q st
 	if err != nil {
 		return "", 0, err
 	}
-	printed := c.again()
-	text, params, err := sess.printChecked(ctx, js, printed)
-	if err != nil {
-		return "", 0, err
-	}
-	// What runs is the printed text: its names are those to view; the
-	// query checked names the same tables, viewed too should the printer
-	// have dropped one.
-	if err := sess.view(ctx, append(c.named(), printed.named()...)); err != nil {
+	if err := sess.view(ctx, c.named()); err != nil {
 		return "", 0, err
 	}
 	// The views bear the tables' names: the query as sent binds there.
 	if sess.names, sess.zoned, err = sess.columnNames(ctx, q); err != nil {
+		return "", 0, err
+	}
+	printed := c.again()
+	text, params, err := sess.printChecked(ctx, js, printed, sess.names == nil)
+	if err != nil {
+		return "", 0, err
+	}
+	// What runs is the printed text: its names are those to view (the
+	// query checked names the same tables, viewed above; those the
+	// printer would add, too).
+	if err := sess.view(ctx, printed.named()); err != nil {
 		return "", 0, err
 	}
 	return text, params, nil
@@ -737,9 +740,11 @@ func (c *checker) named() []string {
 // so $"1, (SELECT …)" prints as SQL of its own), so what runs must be
 // checked as it is, whatever the printer made of the query checked. It
 // returns the text and its number of parameters. The text is printed and
-// parsed again in one statement.
-func (sess *session) printChecked(ctx context.Context, js string, c *checker) (string, int, error) {
-	js, err := sess.floatsCast(ctx, js)
+// parsed again in one statement. nameFloats names the columns holding a
+// DOUBLE constant as the query does (see floatsCast): for a query whose
+// columns DuckDB prepared no names for (session.names).
+func (sess *session) printChecked(ctx context.Context, js string, c *checker, nameFloats bool) (string, int, error) {
+	js, err := sess.floatsCast(ctx, js, nameFloats)
 	if err != nil {
 		return "", 0, fmt.Errorf("read the parsed query: %w", err)
 	}
@@ -1023,17 +1028,39 @@ func (r *sessionReader) Release() {
 // prints as CAST('1000.0' AS DOUBLE), the same double (DuckDB writes it
 // to its last digit and reads a string to the nearest double; a DECIMAL
 // cast rounds twice, and -0.0 as a DECIMAL is 0). The constant's alias
-// goes to the cast; a column the cast names otherwise than DuckDB names
-// the query sent is named as DuckDB does (session.names). Numbers are
+// goes to the cast. A column the cast names otherwise than DuckDB names
+// the query sent is named as DuckDB does (session.names); where DuckDB
+// prepared no names (the columns' types wait for the parameters'
+// values), with nameFloats, an unaliased item of a select list that
+// holds such a constant is aliased with its text as printed without the
+// cast (DuckDB names such a column by that text, but for the types it
+// resolved in it: DECIMAL(3,1) for DuckDB's DECIMAL(3, 1)). Numbers are
 // kept as written (a HUGEINT's digits past a float64's).
-func (sess *session) floatsCast(ctx context.Context, js string) (string, error) {
+func (sess *session) floatsCast(ctx context.Context, js string, nameFloats bool) (string, error) {
 	parsed, err := decodeParse([]byte(js))
 	if err != nil {
 		return "", err
 	}
 	var doc any = parsed
-	if !castFloats(&doc) {
+	var named *[]unaliased
+	if nameFloats {
+		named = &[]unaliased{}
+	}
+	if !castFloats(&doc, named) {
 		return js, nil
+	}
+	if named != nil {
+		for _, u := range *named {
+			var text string
+			if err := sess.conn.QueryRowContext(ctx, `SELECT json_deserialize_sql($1::JSON)`, string(u.single)).Scan(&text); err != nil {
+				return "", fmt.Errorf("print a column's name: %w", err)
+			}
+			name, ok := strings.CutPrefix(text, "SELECT ")
+			if !ok {
+				return "", fmt.Errorf("print a column's name: DuckDB printed %q", text)
+			}
+			u.item["alias"] = name
+		}
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -1042,18 +1069,54 @@ func (sess *session) floatsCast(ctx context.Context, js string) (string, error) 
 	return string(b), nil
 }
 
+// unaliased is an item of a select list without an alias that holds a
+// DOUBLE or FLOAT constant: the item (after castFloats) and a query of
+// it alone before the cast, which DuckDB prints as "SELECT <its name>".
+type unaliased struct {
+	item   map[string]any
+	single []byte
+}
+
 // castFloats puts each DOUBLE or FLOAT constant under *v in a cast to its
-// type (see floatsCast) and says whether it found one.
-func castFloats(v *any) bool {
+// type (see floatsCast), appends the unaliased select-list items that
+// held one to *named unless named is nil, and says whether it found one.
+func castFloats(v *any, named *[]unaliased) bool {
 	found := false
 	switch x := (*v).(type) {
 	case []any:
 		for i := range x {
-			found = castFloats(&x[i]) || found
+			found = castFloats(&x[i], named) || found
 		}
 	case map[string]any:
+		list, isSelect := x["select_list"].([]any)
+		isSelect = isSelect && x["type"] == "SELECT_NODE" && named != nil
+		if isSelect {
+			for i := range list {
+				item, _ := list[i].(map[string]any)
+				if item == nil || item["alias"] != "" || holdsStar(item) {
+					// A star or COLUMNS(…) names its columns by the
+					// table's: an alias would name them all alike.
+					found = castFloats(&list[i], named) || found
+					continue
+				}
+				single, err := json.Marshal(map[string]any{"error": false, "statements": []any{map[string]any{
+					"named_param_map": []any{},
+					"node": map[string]any{"type": "SELECT_NODE", "modifiers": []any{}, "cte_map": map[string]any{"map": []any{}},
+						"select_list": []any{item}, "from_table": map[string]any{"type": "EMPTY", "alias": "", "sample": nil},
+						"where_clause": nil, "group_expressions": []any{}, "group_sets": []any{},
+						"aggregate_handling": "STANDARD_HANDLING", "having": nil, "sample": nil, "qualify": nil}}}})
+				if err != nil || !castFloats(&list[i], named) {
+					continue
+				}
+				found = true
+				*named = append(*named, unaliased{list[i].(map[string]any), single})
+			}
+		}
 		for k, child := range x {
-			if castFloats(&child) {
+			if isSelect && k == "select_list" {
+				continue // cast above
+			}
+			if castFloats(&child, named) {
 				x[k], found = child, true
 			}
 		}
@@ -1091,4 +1154,27 @@ func castFloats(v *any) bool {
 		return true
 	}
 	return found
+}
+
+// holdsStar says whether the parsed expression v holds a star or
+// COLUMNS(…), which stands for columns by their own names. A subquery's
+// stars stand for its own columns: not looked into.
+func holdsStar(v any) bool {
+	switch x := v.(type) {
+	case []any:
+		return slices.ContainsFunc(x, holdsStar)
+	case map[string]any:
+		switch x["class"] {
+		case "STAR":
+			return true
+		case "SUBQUERY":
+			return false
+		}
+		for _, child := range x {
+			if holdsStar(child) {
+				return true
+			}
+		}
+	}
+	return false
 }

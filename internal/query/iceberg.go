@@ -503,15 +503,15 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	for i, rp := range plans {
 		views[i] = rp.view
 	}
-	sess.checker = c.again(views...)
-	text, _, err := sess.printChecked(ctx, string(js), sess.checker.again())
-	if err != nil {
-		return "", 0, err
-	}
 	if err := ic.nameViews(ctx, sess, s, tables, plans, prefix); err != nil {
 		return "", 0, err
 	}
 	if sess.names, sess.zoned, err = sess.columnNames(ctx, q); err != nil {
+		return "", 0, err
+	}
+	sess.checker = c.again(views...)
+	text, _, err := sess.printChecked(ctx, string(js), sess.checker.again(), sess.names == nil)
+	if err != nil {
 		return "", 0, err
 	}
 	return text, n, nil

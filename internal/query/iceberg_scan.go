@@ -314,7 +314,7 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 	if err != nil {
 		return nil, err
 	}
-	inner, _, err := sess.printChecked(ctx, string(js), sess.checker.again())
+	inner, _, err := sess.printChecked(ctx, string(js), sess.checker.again(), false)
 	if err != nil {
 		return nil, err
 	}

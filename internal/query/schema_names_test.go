@@ -118,3 +118,36 @@ func TestIcebergColumnsKeepDuckDBsNames(t *testing.T) {
 		rr.Release()
 	}
 }
+
+// A query whose columns' types wait for its parameters' values has no
+// names DuckDB prepares: a column holding a DOUBLE constant is named by
+// the constant as printed back (1.0), not by the cast that keeps its type
+// (CAST('1.0' AS "DOUBLE")), on DuckDB and on Iceberg.
+func TestParameterTypedColumnsKeepDuckDBsNames(t *testing.T) {
+	l := newLake(t)
+	il := newIceLake(t, IcebergOptions{})
+	const q = `SELECT $1, 1e0, 2e0 AS two`
+	rows, err := l.db.Query(q, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := rows.Columns()
+	rows.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]Reader{"duckdb": l.reader, "iceberg": il.reader} {
+		rr, err := r.Query(context.Background(), tenantA, q, "v")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var got []string
+		for _, f := range rr.Schema().Fields() {
+			got = append(got, f.Name)
+		}
+		rr.Release()
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: columns %q, want %q (DuckDB's own names)", name, got, want)
+		}
+	}
+}
