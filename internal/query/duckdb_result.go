@@ -199,7 +199,7 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 	}
 	if r.widen != nil {
 		// DuckDB's own schema stays the one its batches are converted
-		// with; the reader's has each UHUGEINT widened.
+		// with; the reader's has each UHUGEINT widened (a HUGEINT kept).
 		r.duckSchema = schema
 		fields := schema.Fields()
 		for i := range fields {
@@ -281,7 +281,7 @@ type resultReader struct {
 	opts          bindings.ArrowOptions // zero until the query ran
 	schema        *arrow.Schema
 	duckSchema    *arrow.Schema // DuckDB's schema, when widen is set
-	widen         []*widening   // per column: where it holds a UHUGEINT; nil: no column does
+	widen         []*widening   // per column: where it holds a UHUGEINT or a HUGEINT; nil: no column does
 	stopInterrupt func() bool
 	refs          atomic.Int64
 	mu            sync.Mutex    // the interrupt against close
@@ -328,24 +328,33 @@ func (r *resultReader) Next() bool {
 		return false
 	}
 	if r.widen != nil {
-		rec = r.widened(rec)
+		var err error
+		if rec, err = r.widened(rec); err != nil {
+			r.err = err
+			return false
+		}
 	}
 	r.cur = rec
 	return true
 }
 
 // widened is rec, a batch of DuckDB's, with each UHUGEINT column (or
-// UHUGEINT inside one) as the reader's schema has it; rec is released.
-func (r *resultReader) widened(rec arrow.RecordBatch) arrow.RecordBatch {
+// UHUGEINT inside one) as the reader's schema has it, or the error of a
+// HUGEINT of 39 digits in it (or inside one), which names the column;
+// rec is released.
+func (r *resultReader) widened(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	defer rec.Release()
 	cols := make([]arrow.Array, rec.NumCols())
 	for i, col := range rec.Columns() {
-		data := widenedData(memory.DefaultAllocator, col.Data(), col.DataType(), r.widen[i])
+		data, err := widenedData(memory.DefaultAllocator, col.Data(), col.DataType(), r.widen[i])
+		if err != nil {
+			return nil, &RefusedError{Reason: fmt.Sprintf("column %q: %v", r.schema.Field(i).Name, err)}
+		}
 		cols[i] = array.MakeFromData(data)
 		data.Release()
 		defer cols[i].Release()
 	}
-	return array.NewRecordBatch(r.schema, cols, rec.NumRows())
+	return array.NewRecordBatch(r.schema, cols, rec.NumRows()), nil
 }
 
 func (r *resultReader) RecordBatch() arrow.RecordBatch { return r.cur }
@@ -440,7 +449,8 @@ func errorData(ed bindings.ErrorData) error {
 // others run first) on dc, a duckdb-go connection the caller holds until
 // the reader is released, its result streaming, read as the read path
 // reads one: a UHUGEINT as the number stored (see widening), which
-// duckdb-go's Arrow reads as a negative number from 2^127 up. For the
+// duckdb-go's Arrow reads as a negative number from 2^127 up, and a
+// HUGEINT of 39 digits, past its decimal(38, 0), as an error. For the
 // operator's tools on a database of their own (tracelake sql on a stopped
 // file): nothing is checked.
 func RunArrow(ctx context.Context, dc driver.Conn, text string) (array.RecordReader, error) {

@@ -1,11 +1,13 @@
 package query
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	bindings "github.com/duckdb/duckdb-go-bindings"
@@ -16,26 +18,41 @@ import (
 // a negative number (2^128-1 as -1). The read path widens such a column,
 // at the top of the result or inside a list, array, struct, map or union, to a
 // decimal256(39, 0) of the number itself.
+//
+// A HUGEINT (-2^127 to 2^127-1) DuckDB's Arrow writes as a decimal(38, 0)
+// too, its int128 the number, and the read path keeps that type (the
+// type of sum() of integers: a decimal256 fewer clients read, and
+// DuckDB's own Arrow clients see a decimal(38, 0)). But a value of 39
+// digits (10^38 up, 2^127-1, -2^127) is past that precision, and a
+// client trusting it reads another number (Arrow's own text of 2^127-1
+// there is 1.7014118346046923173168730371588410573e+38): such a value
+// fails the query (errHugeintPast), wherever in a column the HUGEINT
+// lies, found by the same walk; the others pass as they are.
 
 // uhugeintType is the Arrow type a UHUGEINT is read as: every one of its
 // 39 digits.
 var uhugeintType = &arrow.Decimal256Type{Precision: 39, Scale: 0}
 
-// widening says where a UHUGEINT lies in a column of DuckDB's: at the
-// column itself (leaf), or in the children of a nested column by their
-// index (a list's or array's element 0; a map's key 0 and value 1; a
-// struct's fields; a union's members). Nil: nowhere.
+// widening says where a UHUGEINT (to widen) or a HUGEINT (to check) lies
+// in a column of DuckDB's: at the column itself (leaf, hugeint), or in
+// the children of a nested column by their index (a list's or array's
+// element 0; a map's key 0 and value 1; a struct's fields; a union's
+// members). Nil: nowhere.
 type widening struct {
-	leaf     bool
+	leaf     bool // a UHUGEINT, widened to uhugeintType
+	hugeint  bool // a HUGEINT, kept, each value checked (hugeintFits)
+	widens   bool // a UHUGEINT lies here: the type changes
 	children map[int]*widening
 }
 
-// wideningOf is where lt holds a UHUGEINT, nil for nowhere.
+// wideningOf is where lt holds a UHUGEINT or a HUGEINT, nil for nowhere.
 func wideningOf(lt bindings.LogicalType) *widening {
 	var kids []bindings.LogicalType
 	switch bindings.GetTypeId(lt) {
 	case bindings.TypeUHugeInt:
-		return &widening{leaf: true}
+		return &widening{leaf: true, widens: true}
+	case bindings.TypeHugeInt:
+		return &widening{hugeint: true}
 	case bindings.TypeList:
 		kids = []bindings.LogicalType{bindings.ListTypeChildType(lt)}
 	case bindings.TypeArray:
@@ -60,6 +77,7 @@ func wideningOf(lt bindings.LogicalType) *widening {
 				w = &widening{children: map[int]*widening{}}
 			}
 			w.children[i] = kw
+			w.widens = w.widens || kw.widens
 		}
 		bindings.DestroyLogicalType(&kids[i])
 	}
@@ -67,9 +85,10 @@ func wideningOf(lt bindings.LogicalType) *widening {
 }
 
 // widenedType is dt, DuckDB's Arrow type of a column w says holds a
-// UHUGEINT, with each UHUGEINT as uhugeintType.
+// UHUGEINT or a HUGEINT, with each UHUGEINT as uhugeintType (a HUGEINT
+// as DuckDB's type).
 func widenedType(dt arrow.DataType, w *widening) (arrow.DataType, error) {
-	if w == nil {
+	if w == nil || !w.widens {
 		return dt, nil
 	}
 	if w.leaf {
@@ -131,13 +150,59 @@ func widenedType(dt arrow.DataType, w *widening) (arrow.DataType, error) {
 // negative.
 var two128 = new(big.Int).Lsh(big.NewInt(1), 128)
 
+// errHugeintPast is a HUGEINT value of 39 digits, past the precision
+// of the decimal(38, 0) it is answered as (widenedData); the reader
+// names its column.
+var errHugeintPast = errors.New("a HUGEINT value of 39 digits (past the decimal(38, 0) Arrow result type); cast it to VARCHAR or DOUBLE")
+
+// hugeintMax and hugeintMin are the widest HUGEINTs of 38 digits,
+// 10^38-1 and its negation.
+var hugeintMax = decimal128.GetMaxValue(38)
+var hugeintMin = hugeintMax.Negate()
+
+// hugeintFits says each valid value of a, DuckDB's decimal(38, 0) of a
+// HUGEINT, has at most 38 digits: two comparisons a value, no
+// allocation.
+func hugeintFits(a *array.Decimal128) bool {
+	vals := a.Values()
+	if a.NullN() == 0 {
+		for _, v := range vals {
+			if v.Greater(hugeintMax) || v.Less(hugeintMin) {
+				return false
+			}
+		}
+		return true
+	}
+	for i, v := range vals {
+		if (v.Greater(hugeintMax) || v.Less(hugeintMin)) && a.IsValid(i) {
+			return false
+		}
+	}
+	return true
+}
+
 // widenedData is data, a column of DuckDB's of type DuckDB's Arrow type,
 // with each UHUGEINT w finds as the number itself (its type: widenedType
-// of data's). The caller releases it.
-func widenedData(mem memory.Allocator, data arrow.ArrayData, dt arrow.DataType, w *widening) arrow.ArrayData {
+// of data's), or errHugeintPast where a HUGEINT w finds has a value of
+// 39 digits. The caller releases it.
+func widenedData(mem memory.Allocator, data arrow.ArrayData, dt arrow.DataType, w *widening) (arrow.ArrayData, error) {
 	if w == nil {
 		data.Retain()
-		return data
+		return data, nil
+	}
+	if w.hugeint {
+		// DuckDB's Arrow writes a HUGEINT as a decimal(38, 0); written
+		// otherwise, its type declares no precision to check.
+		if dt.ID() == arrow.DECIMAL128 {
+			a := array.NewDecimal128Data(data)
+			fits := hugeintFits(a)
+			a.Release()
+			if !fits {
+				return nil, errHugeintPast
+			}
+		}
+		data.Retain()
+		return data, nil
 	}
 	if w.leaf {
 		a := array.NewDecimal128Data(data)
@@ -159,10 +224,11 @@ func widenedData(mem memory.Allocator, data arrow.ArrayData, dt arrow.DataType, 
 		out := b.NewDecimal256Array()
 		defer out.Release()
 		out.Data().Retain()
-		return out.Data()
+		return out.Data(), nil
 	}
 	// A nested column keeps its own buffers (validity, offsets) and
-	// offset; only the children holding a UHUGEINT are made anew.
+	// offset; only the children holding a UHUGEINT are made anew, and
+	// one holding a HUGEINT alone is kept as it is, once checked.
 	kids := data.Children()
 	childTypes := childTypesOf(dt)
 	newKids := make([]arrow.ArrayData, len(kids))
@@ -173,11 +239,18 @@ func widenedData(mem memory.Allocator, data arrow.ArrayData, dt arrow.DataType, 
 			// value: the map's widening is the struct's.
 			kw = w
 		}
-		newKids[i] = widenedData(mem, k, childTypes[i], kw)
+		var err error
+		if newKids[i], err = widenedData(mem, k, childTypes[i], kw); err != nil {
+			return nil, err
+		}
 		defer newKids[i].Release()
 	}
+	if !w.widens {
+		data.Retain()
+		return data, nil
+	}
 	nt, _ := widenedType(dt, w) // checked for the schema
-	return array.NewData(nt, data.Len(), data.Buffers(), newKids, data.NullN(), data.Offset())
+	return array.NewData(nt, data.Len(), data.Buffers(), newKids, data.NullN(), data.Offset()), nil
 }
 
 // childTypesOf are the types of the children of nested type dt's data.
