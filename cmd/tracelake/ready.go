@@ -84,13 +84,18 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 
 // parseHour reads an hour as 2026-12-04T10, 2026-12-04 10 or RFC 3339,
 // in UTC unless it says otherwise, truncated to the hour in its own
-// offset, and answers the UTC hours (those marks are written for) that
+// offset (not in the machine's time zone, which may use it too), and answers the UTC hours (those marks are written for) that
 // the hour overlaps: one, or two for an offset of a half or quarter hour
 // (10:00+05:30 is 04:30 to 05:30 UTC, done once 04 and 05 are).
 func parseHour(s string) ([]time.Time, error) {
 	for _, layout := range []string{"2006-01-02T15", "2006-01-02 15", time.RFC3339, "2006-01-02T15:04", "2006-01-02 15:04"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			start := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, t.Location()).UTC()
+			// In the offset it was given with: time.Parse gives an offset
+			// the local zone uses the local zone, in which an hour of the
+			// day its clocks fall back is two (time.Date takes either).
+			_, offset := t.Zone()
+			in := t.In(time.FixedZone("", offset))
+			start := time.Date(in.Year(), in.Month(), in.Day(), in.Hour(), 0, 0, 0, in.Location()).UTC()
 			first := start.Truncate(time.Hour)
 			if first.Equal(start) {
 				return []time.Time{first}, nil

@@ -32,3 +32,30 @@ func TestParseHour(t *testing.T) {
 		}
 	}
 }
+
+// An hour given with an offset is that offset's hour, whatever the
+// machine's time zone. time.Parse gives an offset the local zone uses
+// the local zone itself, and the hour was truncated there: on a machine
+// in America/New_York, 01:30-05:00 on the day clocks fall back (the
+// second 01:00-02:00, 06:00-07:00 UTC) was taken for the first
+// (05:00 UTC), so `tracelake ready` answered ready once 05:00 UTC was
+// marked, while the hour asked for was not.
+func TestParseHourInTheLocalZoneFallingBack(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip(err)
+	}
+	was := time.Local
+	time.Local = ny
+	t.Cleanup(func() { time.Local = was })
+	utc := func(h int) time.Time { return time.Date(2026, 11, 1, h, 0, 0, 0, time.UTC) }
+	for s, want := range map[string][]time.Time{
+		"2026-11-01T01:30:00-04:00": {utc(5)},
+		"2026-11-01T01:30:00-05:00": {utc(6)},
+		"2026-11-01T02:10:00-05:00": {utc(7)},
+	} {
+		if got, err := parseHour(s); err != nil || !slices.EqualFunc(got, want, time.Time.Equal) {
+			t.Errorf("parseHour(%q) in %s = %v, %v; want %v", s, ny, got, err, want)
+		}
+	}
+}
