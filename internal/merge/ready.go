@@ -90,7 +90,11 @@ type Offsets struct{ Start, End int64 }
 // its partitions' progress, which the other tables move, does not hold
 // for it.
 //
-// A table's topics are those its changes came from so far; a topic read
+// A table's topics are those its changes came from so far, and, while a
+// partition of it has records to load, the schema change topic of its
+// Debezium server (named as the server), which carries its DROP TABLE
+// and DROP DATABASE whether a change of the table came from it yet or
+// not; a topic read
 // that no table's changes came from yet, with records to load on a
 // partition nothing has loaded from, holds every table back: it may carry
 // any table's changes (a shard's, when the source names a topic per
@@ -141,7 +145,12 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 		// holds the table back, and so does a dead letter of the table
 		// (or, one that is no change event, of its topic), and a topic
 		// of no table yet with a partition of unknown progress (unread:
-		// its changes may be any table's).
+		// its changes may be any table's). The schema change topic of a
+		// table's Debezium server (named as the server, its source.name:
+		// the registry's source_server) carries its DROP TABLE: a
+		// partition of it with records to load holds the table back as
+		// one of its own topics' does, whether a change of the table
+		// came from that topic yet or not (carriers).
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
 	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
@@ -156,15 +165,20 @@ WITH loads AS (
 ), fed AS (
 	SELECT topic, "partition", max(last_source_time) AS t FROM %[3]s GROUP BY topic, "partition"
 ), part AS (
-	SELECT p.topic, p."partition", greatest(any_value(f.t), any_value(%[2]s), max(b.t)) AS reached
+	SELECT p.topic, p."partition", greatest(any_value(f.t), any_value(%[2]s), max(b.t)) AS reached,
+		coalesce(any_value(greatest(l.next_offset, e.start_offset) < e.end_offset), false) AS behind
 	FROM parts p LEFT JOIN fed f ON f.topic = p.topic AND f."partition" = p."partition"
 	LEFT JOIN loads l ON l.topic = p.topic AND l."partition" = p."partition"
 	LEFT JOIN ends e ON e.topic = p.topic AND e."partition" = p."partition"
 	LEFT JOIN beats b ON b.topic = p.topic AND greatest(l.next_offset, e.start_offset) >= e.end_offset
 	GROUP BY p.topic, p."partition"
+), carriers AS (
+	SELECT DISTINCT log_table, topic, true AS own FROM %[3]s
+	UNION ALL SELECT log_table, server, false FROM (
+		SELECT log_table, trim(unnest(string_split(coalesce(source_server, ''), ','))) AS server FROM %[4]s) WHERE server <> ''
 ), through AS (
 	SELECT t.log_table, CASE WHEN bool_or(p.reached IS NULL) THEN NULL ELSE min(p.reached) END AS through
-	FROM (SELECT DISTINCT log_table, topic FROM %[3]s) t JOIN part p ON p.topic = t.topic GROUP BY t.log_table
+	FROM carriers t JOIN part p ON p.topic = t.topic AND (t.own OR p.behind) GROUP BY t.log_table
 ), dead AS (
 	%[10]s
 ), unread AS (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -662,7 +663,8 @@ func runWithBeats(t *testing.T, cfg *config.Config, s *duckdb.Sink) *cdc.Beats {
 }
 
 // markWithBeats merges the models and marks the done hours with the
-// heartbeats read, listing the end offsets from cfg's Kafka, as a merge
+// heartbeats read, listing the end offsets from cfg's Kafka (of the
+// changelog tables' topics and every topic read), as a merge
 // round of `tracelake run` does.
 func markWithBeats(t *testing.T, cfg *config.Config, s *duckdb.Sink, beats *cdc.Beats) {
 	t.Helper()
@@ -671,6 +673,12 @@ func markWithBeats(t *testing.T, cfg *config.Config, s *duckdb.Sink, beats *cdc.
 	must(t, err)
 	defer admin.Close()
 	ends := func(ctx context.Context, topics []string) (map[sink.TopicPartition]merge.Offsets, error) {
+		// And every other topic read, as tracelake run lists them.
+		for _, read := range cfg.Kafka.Topics {
+			if !slices.Contains(topics, read) {
+				topics = append(slices.Clip(topics), read)
+			}
+		}
 		w, err := admin.ExistingWatermarks(ctx, topics)
 		out := map[sink.TopicPartition]merge.Offsets{}
 		for tp, m := range w {
