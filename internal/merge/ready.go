@@ -94,7 +94,8 @@ type Offsets struct{ Start, End int64 }
 // partition of it has records to load, the schema change topic of its
 // Debezium server (named as the server), which carries its DROP TABLE
 // and DROP DATABASE whether a change of the table came from it yet or
-// not; a topic read
+// not (a dead letter of no table on it holds the table back too); a
+// topic read
 // that no table's changes came from yet, with records to load on a
 // partition nothing has loaded from, holds every table back: it may carry
 // any table's changes (a shard's, when the source names a topic per
@@ -149,8 +150,9 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 		// table's Debezium server (named as the server, its source.name:
 		// the registry's source_server) carries its DROP TABLE: a
 		// partition of it with records to load holds the table back as
-		// one of its own topics' does, whether a change of the table
-		// came from that topic yet or not (carriers).
+		// one of its own topics' does, and a dead letter on it of no
+		// table as one on its own topics does, whether a change of the
+		// table came from that topic yet or not (carriers).
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
 	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
@@ -187,7 +189,7 @@ WITH loads AS (
 ), held AS (
 	SELECT log_table, min(t) AS t, bool_or(t IS NULL) AS unknown FROM (
 		SELECT log_table, t FROM dead WHERE log_table IS NOT NULL
-		UNION ALL SELECT DISTINCT o.log_table, NULL::TIMESTAMP FROM dead d JOIN %[3]s o ON o.topic = d.topic WHERE d.log_table IS NULL
+		UNION ALL SELECT DISTINCT o.log_table, NULL::TIMESTAMP FROM dead d JOIN carriers o ON o.topic = d.topic WHERE d.log_table IS NULL
 		UNION ALL SELECT DISTINCT log_table, NULL::TIMESTAMP FROM %[3]s WHERE EXISTS (FROM unread)
 	) GROUP BY log_table
 ), model AS (
