@@ -373,3 +373,30 @@ func TestMarkReadyMarksNoHourNotEnded(t *testing.T) {
 	}
 	l.wantMarks(Marking{Now: now}, "cdc_db_orders", want...)
 }
+
+// A change that comes after its hour was marked (a transaction longer
+// than cdc.ready_delay, a source clock behind, a connector further behind
+// than cdc.idle or a heartbeat's lag allow) merges into the model as any
+// other; the mark stays, and later hours are marked on from it (README
+// "Done marks").
+func TestMarkReadyLateChangeMergesAndTheMarkStays(t *testing.T) {
+	l, h := hoursAgo(t)
+	l.at = h.Add(10 * time.Minute)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.at = h.Add(3*time.Hour + 5*time.Minute)
+	l.change(0, "users", "c", 101, row(1, "u"), "id")
+	l.flush()
+	l.mustMerge()
+	at := func(n int) string {
+		return "cdc_db_orders|" + h.Add(time.Duration(n)*time.Hour).Format("2006-01-02 15")
+	}
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders", at(0), at(1), at(2))
+	l.at = h.Add(20 * time.Minute) // late, in h
+	l.change(0, "orders", "c", 102, row(2, "late"), "id")
+	l.at = h.Add(4*time.Hour + 5*time.Minute)
+	l.change(0, "users", "u", 103, row(1, "u2"), "id")
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v FROM cdc_db_orders ORDER BY id`, "1|a", "2|late")
+	l.wantMarks(Marking{Now: time.Now()}, "cdc_db_orders", at(0), at(1), at(2), at(3))
+}
