@@ -46,6 +46,7 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 	if !cfg.CapturesChanges() {
 		return usagef("ready: done marks are written for the models of kafka.format debezium, canal or maxwell; kafka.format is %q", cfg.Kafka.Format)
 	}
+	model := modelName(cfg.Sink.Table, table)
 	var names []string
 	for _, h := range hours {
 		names = append(names, h.Format("2006-01-02T15"))
@@ -55,7 +56,7 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 	for {
 		ok := true
 		for _, h := range hours {
-			marked, err := merge.Ready(ctx, snk.DB(), table, h)
+			marked, err := merge.Ready(ctx, snk.DB(), model, h)
 			if err != nil && !duckdb.IsMissing(err) {
 				return err
 			}
@@ -104,4 +105,19 @@ func parseHour(s string) ([]time.Time, error) {
 		}
 	}
 	return nil, fmt.Errorf("%q: want 2026-12-04T10 or RFC 3339", s)
+}
+
+// modelName is table, a model named as DuckDB takes it, as its marks name
+// it: without the schema the models are in (sink.table's, main without
+// one), which a query may name; the case is DuckDB's to ignore
+// (merge.Ready).
+func modelName(sinkTable, table string) string {
+	schema, _, ok := strings.Cut(sinkTable, ".")
+	if !ok {
+		schema = "main"
+	}
+	if in, name, ok := strings.Cut(table, "."); ok && strings.EqualFold(in, schema) {
+		return name
+	}
+	return table
 }

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -56,6 +61,42 @@ func TestParseHourInTheLocalZoneFallingBack(t *testing.T) {
 	} {
 		if got, err := parseHour(s); err != nil || !slices.EqualFunc(got, want, time.Time.Equal) {
 			t.Errorf("parseHour(%q) in %s = %v, %v; want %v", s, ny, got, err, want)
+		}
+	}
+}
+
+// A model is one table however its name is spelt to DuckDB (names are
+// case-insensitive; main is the schema of a sink.table without one), and
+// `tracelake ready` takes each spelling DuckDB takes: the mark was looked
+// up by the name as given, so CDC_Shop_Orders or main.cdc_shop_orders
+// was "not ready" for good, with no word that no such mark would ever be
+// written (the table is there, so the hint for a misspelt name was not
+// given either), while a query of either name reads the model.
+func TestReadyTakesTheModelSpeltAsDuckDBTakesIt(t *testing.T) {
+	dir := t.TempDir()
+	path, file := filepath.Join(dir, "c.yaml"), filepath.Join(dir, "t.duckdb")
+	writeFile(t, path, fmt.Sprintf("kafka: {topics: [dbserver1], format: debezium}\nsink: {duckdb: {path: %q}}\nmetrics: {listen: \"\"}\n", file))
+	db, err := sql.Open("duckdb", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`CREATE TABLE cdc_shop_orders (id INTEGER)`,
+		`CREATE TABLE tracelake_ready ("table" VARCHAR, hour TIMESTAMP, marked_at TIMESTAMP)`,
+		`INSERT INTO tracelake_ready VALUES ('cdc_shop_orders', '2026-12-04 10:00:00', '2026-12-04 11:02:00')`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	ctx := context.Background()
+	for _, table := range []string{"cdc_shop_orders", "CDC_Shop_Orders", "main.cdc_shop_orders", "MAIN.CDC_SHOP_ORDERS"} {
+		if err := cmdReady(ctx, standalone, []string{"--config", path, "--table", table, "--hour", "2026-12-04T10"}); err != nil {
+			t.Errorf("ready --table %s, marked for 10:00 as cdc_shop_orders: %v", table, err)
+		}
+	}
+	for _, table := range []string{"other.cdc_shop_orders", "cdc_shop_orders_x"} {
+		if err := cmdReady(ctx, standalone, []string{"--config", path, "--table", table, "--hour", "2026-12-04T10"}); !errors.As(err, new(failedCheck)) {
+			t.Errorf("ready --table %s: %v, want not ready", table, err)
 		}
 	}
 }

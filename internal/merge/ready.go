@@ -457,10 +457,12 @@ func (c *ChangelogMerger) listed(ctx context.Context, tx *sql.Tx, m Marking, com
 	return valuesQuery(endRows, endColumns), valuesQuery(beatRows, beatColumns), true, nil
 }
 
-// Ready says whether table's hour (truncated to the hour) is marked.
+// Ready says whether table's hour (truncated to the hour) is marked:
+// table is the model's name (without its schema) in any case, as DuckDB
+// takes it.
 func Ready(ctx context.Context, db *sql.DB, table string, hour time.Time) (bool, error) {
 	var n int64
-	err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+sqltext.Ident(ReadyTable)+` WHERE "table" = ? AND hour = ?`,
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+sqltext.Ident(ReadyTable)+` WHERE lower("table") = lower(?) AND hour = ?`,
 		table, hour.UTC().Truncate(time.Hour)).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", ReadyTable, err)
