@@ -68,7 +68,7 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 		if !time.Now().Before(deadline) {
 			why := ""
-			if cols, err := duckdb.TableColumns(ctx, snk.DB(), table); err == nil && len(cols) == 0 {
+			if cols, err := duckdb.TableColumns(ctx, snk.DB(), modelsSchema(cfg.Sink.Table)+"."+model); err == nil && len(cols) == 0 {
 				// A misspelt name waits as long as a real one: say so.
 				why = " (no table of that name in this database yet: a model is created by its source table's first change)"
 			}
@@ -112,12 +112,17 @@ func parseHour(s string) ([]time.Time, error) {
 // one), which a query may name; the case is DuckDB's to ignore
 // (merge.Ready).
 func modelName(sinkTable, table string) string {
-	schema, _, ok := strings.Cut(sinkTable, ".")
-	if !ok {
-		schema = "main"
-	}
-	if in, name, ok := strings.Cut(table, "."); ok && strings.EqualFold(in, schema) {
+	if in, name, ok := strings.Cut(table, "."); ok && strings.EqualFold(in, modelsSchema(sinkTable)) {
 		return name
 	}
 	return table
+}
+
+// modelsSchema is the schema the models are in: sink.table's, main
+// without one.
+func modelsSchema(sinkTable string) string {
+	if schema, _, ok := strings.Cut(sinkTable, "."); ok {
+		return schema
+	}
+	return "main"
 }
