@@ -1165,6 +1165,55 @@ func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChang
 	return dst, nil
 }
 
+// SchemaChangeServer says whether value, a record decoded without error,
+// is a message of a Debezium connector's schema change topic (no op; ddl
+// or tableChanges: see debeziumSchemaChange), and gives its server
+// (source.name), "" when it names none. Such a topic is known by what it
+// carries, not by its name: the connector names it as the server
+// (topic.prefix), but a RegexRouter over every topic of the connector,
+// or a topic naming strategy of one's own, routes it to another name
+// (prod.dbserver1), and it still carries the server's DROP TABLE and DROP
+// DATABASE. Snapshot statements count too: they come on the same topic.
+// Always false for Canal and Maxwell, whose DDL comes on the tables'
+// topics. It reads the record again: call it for a record whose changes
+// carry no row (most records carry one).
+func (d *Decoder) SchemaChangeServer(value []byte) (string, bool) {
+	if d.format != FormatDebezium {
+		return "", false
+	}
+	value = bytes.TrimSpace(value)
+	if len(value) == 0 || value[0] != '{' {
+		return "", false
+	}
+	_, payload, wrapped := connectEnvelope(value)
+	if !wrapped {
+		payload = value
+	} else if isNull(payload) {
+		return "", false
+	}
+	var op, ddl, tableChanges, source []byte
+	it, ok := open(payload, '{')
+	if !ok {
+		return "", false
+	}
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(k) {
+		case "op":
+			op = v
+		case "ddl":
+			ddl = v
+		case "tableChanges":
+			tableChanges = v
+		case "source":
+			source = v
+		}
+	}
+	if op != nil || ddl == nil && tableChanges == nil {
+		return "", false
+	}
+	return string(readSource(source).server), true
+}
+
 // sawServer records that a change of t came from Debezium server
 // (source.name; nil: not said).
 func (t *Table) sawServer(server []byte) {

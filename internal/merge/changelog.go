@@ -50,8 +50,12 @@ type ChangelogMerger struct {
 	snk                     *duckdb.Sink
 	routes, reached, ledger string // quoted
 	landing                 string // quoted: duckdb.Landing
-	schema                  string // the tables' schema, "" for main
-	route                   func(database, schemaName, table string) (*cdc.Table, error)
+	// schemaTopics are the topics that carried a Debezium server's
+	// schema change messages, whatever their names (quoted:
+	// duckdb.RoutesSchemaTopics).
+	schemaTopics string
+	schema       string // the tables' schema, "" for main
+	route        func(database, schemaName, table string) (*cdc.Table, error)
 	// dec decodes dead-lettered changes, which hold their tables' done
 	// marks back (MarkReady).
 	dec *cdc.Decoder
@@ -69,7 +73,8 @@ func NewChangelogMerger(mg *Merger, snk *duckdb.Sink, dec *cdc.Decoder) *Changel
 	table := snk.Table()
 	c := &ChangelogMerger{mg: mg, snk: snk, routes: sqltext.Name(table + "_routes"), reached: sqltext.Name(table + duckdb.RoutesReached),
 		ledger: sqltext.Name(table + "_ledger"), landing: sqltext.Name(table + duckdb.Landing), route: dec.Route,
-		dec: dec, dlq: snk.Tables().DLQ}
+		schemaTopics: sqltext.Name(table + duckdb.RoutesSchemaTopics),
+		dec:          dec, dlq: snk.Tables().DLQ}
 	if s, _, ok := strings.Cut(table, "."); ok {
 		c.schema = s + "."
 	}

@@ -91,10 +91,14 @@ type Offsets struct{ Start, End int64 }
 // for it.
 //
 // A table's topics are those its changes came from so far, and, while a
-// partition of it has records to load, the schema change topic of its
-// Debezium server (named as the server), which carries its DROP TABLE
-// and DROP DATABASE whether a change of the table came from it yet or
-// not (a dead letter of no table on it holds the table back too); a
+// partition of it has records to load, the schema change topics of its
+// Debezium server, which carry its DROP TABLE and DROP DATABASE whether
+// a change of the table came from them yet or not (a dead letter of no
+// table on one holds the table back too): the topic named as the server
+// (Debezium's default, known before it loads anything) and every topic
+// on which a schema change message of the server loaded, whatever its
+// name (a RegexRouter or a topic naming strategy renames it), which the
+// load recorded in the sink's <table>_routes_schema_topics; a
 // topic read
 // that no table's changes came from yet, with records to load on a
 // partition nothing has loaded from, holds every table back: it may carry
@@ -112,7 +116,10 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 	}
 	var marked int64
 	err := c.mg.inTx(ctx, func(tx *sql.Tx) error {
-		if err := exec(ctx, tx, readyTableSQL, watermarkTableSQL); err != nil {
+		// The sink creates the schema change topics' table (Prepare); a
+		// database of a release before it has it from here on, empty.
+		if err := exec(ctx, tx, readyTableSQL, watermarkTableSQL,
+			`CREATE TABLE IF NOT EXISTS `+c.schemaTopics+` (server VARCHAR, topic VARCHAR, first_seen TIMESTAMP)`); err != nil {
 			return fmt.Errorf("create %s: %w", ReadyTable, err)
 		}
 		// The transaction's snapshot is taken by its first statement,
@@ -146,13 +153,15 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 		// holds the table back, and so does a dead letter of the table
 		// (or, one that is no change event, of its topic), and a topic
 		// of no table yet with a partition of unknown progress (unread:
-		// its changes may be any table's). The schema change topic of a
-		// table's Debezium server (named as the server, its source.name:
-		// the registry's source_server) carries its DROP TABLE: a
-		// partition of it with records to load holds the table back as
-		// one of its own topics' does, and a dead letter on it of no
-		// table as one on its own topics does, whether a change of the
-		// table came from that topic yet or not (carriers).
+		// its changes may be any table's). The schema change topics of a
+		// table's Debezium servers (the registry's source_server) carry
+		// its DROP TABLE: the topic named as the server, and each topic
+		// a schema change message of the server loaded from, whatever
+		// its name (schemaTopics, recorded by the load); a partition of
+		// one with records to load holds the table back as one of its
+		// own topics' does, and a dead letter on it of no table as one
+		// on its own topics does, whether a change of the table came
+		// from that topic yet or not (carriers).
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
 	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
@@ -174,10 +183,13 @@ WITH loads AS (
 	LEFT JOIN ends e ON e.topic = p.topic AND e."partition" = p."partition"
 	LEFT JOIN beats b ON b.topic = p.topic AND greatest(l.next_offset, e.start_offset) >= e.end_offset
 	GROUP BY p.topic, p."partition"
+), servers AS (
+	SELECT log_table, server FROM (
+		SELECT log_table, trim(unnest(string_split(coalesce(source_server, ''), ','))) AS server FROM %[4]s) WHERE server <> ''
 ), carriers AS (
 	SELECT DISTINCT log_table, topic, true AS own FROM %[3]s
-	UNION ALL SELECT log_table, server, false FROM (
-		SELECT log_table, trim(unnest(string_split(coalesce(source_server, ''), ','))) AS server FROM %[4]s) WHERE server <> ''
+	UNION ALL SELECT log_table, server, false FROM servers
+	UNION ALL SELECT s.log_table, st.topic, false FROM servers s JOIN %[12]s st ON st.server = s.server
 ), through AS (
 	SELECT t.log_table, CASE WHEN bool_or(p.reached IS NULL) THEN NULL ELSE min(p.reached) END AS through
 	FROM carriers t JOIN part p ON p.topic = t.topic AND (t.own OR p.behind) GROUP BY t.log_table
@@ -209,7 +221,8 @@ WITH loads AS (
 	WHERE m.merged GROUP BY m.model_table
 )
 SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
-			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, ends, beats, dead, m.Delay.Microseconds())
+			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, ends, beats, dead, m.Delay.Microseconds(),
+			c.schemaTopics)
 		r, err := tx.ExecContext(ctx, q, m.Now.UTC())
 		if err != nil {
 			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)

@@ -101,6 +101,16 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 	if err := d.admit(changes); err != nil {
 		return 0, err
 	}
+	if !slices.ContainsFunc(changes, func(c cdc.Change) bool { return c.Op.HasRow() }) {
+		// No row (a DDL, a drop, a tombstone, transaction metadata): a
+		// Debezium schema change message marks its topic as its server's
+		// schema change topic, whatever its name, which the load records
+		// for the done marks (MarkReady: its DROP TABLE holds the
+		// server's tables back while it has records to load).
+		if server, ok := d.dec.SchemaChangeServer(r.Value); ok && server != "" {
+			b.SawSchemaTopic(server, r.Topic)
+		}
+	}
 	rows := 0
 	for i := range changes {
 		c := &changes[i]

@@ -74,3 +74,43 @@ func TestCDCDropStillToLoadOnTheSchemaTopicHoldsItsTable(t *testing.T) {
 	}
 	wantQuery(t, s.DB(), `SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`, at(0), at(1))
 }
+
+// The same with the connector's topics renamed (a RegexRouter over every
+// topic of the connector, dbserver1(.*) → prod.dbserver1$1): the schema
+// change topic, prod.dbserver1, is known by what it carries. Its CREATE
+// TABLE, loaded by the first run, records it as dbserver1's; its DROP,
+// not loaded by the second, holds orders back as the topic named as the
+// server does.
+func TestCDCDropStillToLoadOnARenamedSchemaTopicHoldsItsTable(t *testing.T) {
+	const orders, schemaTopic, beat = "prod.dbserver1.inv.orders", "prod.dbserver1", "__debezium-heartbeat.dbserver1"
+	c, cfg := debeziumTopics(t, []config.CDCHeartbeat{{Topic: beat, Lag: config.Duration(30 * time.Minute), Topics: `^prod\.dbserver1(\.|$)`}},
+		orders, schemaTopic, beat)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	cl := producer(t, c)
+	produce(t, cl, &kgo.Record{Topic: schemaTopic, Value: dbzSchemaChange("CREATE", "CREATE TABLE orders (id INT PRIMARY KEY)", "inv", "orders", 100, h.Add(5*time.Minute))})
+	produce(t, cl, &kgo.Record{Topic: orders, Key: []byte(`{"id":1}`), Value: dbzServerChange("inv", "orders", 1, h.Add(10*time.Minute))})
+	s := openRouted(t, cfg)
+	markWithBeats(t, cfg, s, runWithBeats(t, cfg, s))
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_orders`, "1")
+	wantQuery(t, s.DB(), `SELECT server, topic FROM cdc_routes_schema_topics`, "dbserver1|prod.dbserver1")
+
+	produce(t, cl, &kgo.Record{Topic: schemaTopic, Value: dbzSchemaChange("DROP", "DROP TABLE `inv`.`orders`", "inv", "orders", 2000, h.Add(30*time.Minute))})
+	heartbeat := func(at time.Time) {
+		produce(t, cl, &kgo.Record{Topic: beat, Key: []byte(`{"serverName":"dbserver1"}`),
+			Value: fmt.Appendf(nil, `{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}]},"payload":{"ts_ms":%d}}`, at.UnixMilli())})
+	}
+	heartbeat(h.Add(3*time.Hour + 5*time.Minute))
+	behind := *cfg
+	behind.Kafka.Topics = []string{orders, beat} // the schema topic's partition not read yet
+	markWithBeats(t, cfg, s, runWithBeats(t, &behind, s))
+	wantQuery(t, s.DB(), `SELECT id FROM cdc_inv_orders`, "1") // the drop is not loaded
+	wantQuery(t, s.DB(), `SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`)
+
+	heartbeat(h.Add(3*time.Hour + 10*time.Minute))
+	markWithBeats(t, cfg, s, runWithBeats(t, cfg, s))
+	wantQuery(t, s.DB(), `SELECT count(*) FROM cdc_inv_orders`, "0")
+	at := func(n int) string {
+		return "cdc_inv_orders|" + h.Add(time.Duration(n)*time.Hour).Format("2006-01-02 15")
+	}
+	wantQuery(t, s.DB(), `SELECT "table", strftime(hour, '%Y-%m-%d %H') FROM tracelake_ready ORDER BY ALL`, at(0), at(1))
+}

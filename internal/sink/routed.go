@@ -1,6 +1,10 @@
 package sink
 
-import "github.com/tracelake/tracelake/internal/schema"
+import (
+	"slices"
+
+	"github.com/tracelake/tracelake/internal/schema"
+)
 
 // TableRows are a batch's rows of one routed table: a changelog table of a
 // source database's table (kafka.format debezium, canal or maxwell), which
@@ -65,6 +69,21 @@ func (b *Batch) RoutedTo(table string, source SourceTable) *TableRows {
 	b.routed[table] = len(b.Routed)
 	b.Routed = append(b.Routed, TableRows{Table: table, Source: source})
 	return &b.Routed[len(b.Routed)-1]
+}
+
+// SchemaTopic is a topic that carried a Debezium server's schema change
+// messages (its DDL: DROP TABLE, DROP DATABASE), whatever its name: the
+// connector names it as the server, but an SMT (RegexRouter) or a topic
+// naming strategy may route it elsewhere.
+type SchemaTopic struct{ Server, Topic string }
+
+// SawSchemaTopic records that a record of topic was a schema change
+// message of server (cdc.Decoder.SchemaChangeServer), once per batch.
+func (b *Batch) SawSchemaTopic(server, topic string) {
+	t := SchemaTopic{Server: server, Topic: topic}
+	if !slices.Contains(b.SchemaTopics, t) {
+		b.SchemaTopics = append(b.SchemaTopics, t)
+	}
 }
 
 // RoutedFile is a staged routed table's rows: Path is the batch's file of

@@ -86,9 +86,14 @@ type Batch struct {
 	// RoutedBytes is what Routed's rows hold, kept by whoever appends to
 	// them, for the in-flight memory budget.
 	RoutedBytes int64
-	routed      map[string]int // index in Routed by table name
-	Ranges      []Range        // one per partition, sorted by topic and partition
-	MaxLine     int            // longest NDJSON line, for readers with a line limit
+	// SchemaTopics are the Debezium schema change topics the batch's
+	// records showed, each with its server (see SawSchemaTopic): a sink
+	// that marks done hours records them with the load. Only a
+	// sink.Router gets them.
+	SchemaTopics []SchemaTopic
+	routed       map[string]int // index in Routed by table name
+	Ranges       []Range        // one per partition, sorted by topic and partition
+	MaxLine      int            // longest NDJSON line, for readers with a line limit
 	// Stream names the sequence the batch belongs to (a worker's): a
 	// stream's batches are staged one at a time, in the order they were
 	// read, and each load or discard of the stream names every batch of
@@ -194,10 +199,12 @@ type File struct {
 	// DerivedPath holds the batch's Derived rows; "" for none.
 	DerivedPath string
 	// Routed are the batch's routed tables' rows, one file per table.
-	Routed  []RoutedFile
-	Ranges  []Range
-	Bytes   int64 // staged bytes (after compression)
-	MaxLine int
+	Routed []RoutedFile
+	// SchemaTopics are the batch's (Batch.SchemaTopics).
+	SchemaTopics []SchemaTopic
+	Ranges       []Range
+	Bytes        int64 // staged bytes (after compression)
+	MaxLine      int
 }
 
 // Sink is a destination. Prepare is called once before anything else; the

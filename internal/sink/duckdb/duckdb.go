@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,6 +155,9 @@ type tables struct {
 	// what a merger compares with its watermarks to find the tables with
 	// new rows in one query, whatever the count of tables.
 	reached string
+	// schemaTopics are the topics that carried a Debezium server's
+	// schema change messages (<Table>_routes_schema_topics).
+	schemaTopics string
 	// landing holds the routed rows loaded and not yet distributed
 	// (<Table>_landing, see Landing).
 	landing string
@@ -246,6 +250,7 @@ func newSink(opt Options, db *sql.DB, loading *Loading) (*Sink, error) {
 	if opt.Routed {
 		s.tables.routes = sqltext.Name(s.RoutesTable())
 		s.tables.reached = sqltext.Name(opt.Table + RoutesReached)
+		s.tables.schemaTopics = sqltext.Name(opt.Table + RoutesSchemaTopics)
 		s.tables.landing = sqltext.Name(opt.Table + Landing)
 		s.opt.DistributeEvery = cmp.Or(s.opt.DistributeEvery, DefaultDistributeEvery)
 		s.routed, s.routedAdded = map[string]map[string]string{}, map[string]map[string]string{}
@@ -337,6 +342,9 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 		for _, t := range b.Routed {
 			f.Routed = append(f.Routed, sink.RoutedFile{Table: t.Table, Source: t.Source, Columns: t.Columns, Path: path})
 		}
+	}
+	if len(b.SchemaTopics) > 0 && s.opt.Routed {
+		f.SchemaTopics = slices.Clone(b.SchemaTopics)
 	}
 	return f, nil
 }

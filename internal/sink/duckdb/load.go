@@ -217,10 +217,11 @@ type loadPlan struct {
 	rowFiles, dlqFiles []string
 	derivedFiles       []string
 	routed             []sink.RoutedFile
-	ranges             []sink.Range // merged per partition, fenced
-	exact              bool         // ranges' counts are exact (nothing fenced)
-	rawFilter          string       // WHERE condition on raw files, "" for all rows
-	dlqFilter          string       // WHERE condition on DLQ files
+	schemaTopics       []sink.SchemaTopic // Debezium schema change topics seen
+	ranges             []sink.Range       // merged per partition, fenced
+	exact              bool               // ranges' counts are exact (nothing fenced)
+	rawFilter          string             // WHERE condition on raw files, "" for all rows
+	dlqFilter          string             // WHERE condition on DLQ files
 	maxLine            int
 	files              int
 	// ahead, when set, holds the rows of the files read before the load
@@ -234,6 +235,9 @@ func newLoadPlan(files []sink.File, fence map[sink.TopicPartition]int64, topic s
 	fenced := sink.Fence(files, fence)
 	p := loadPlan{exact: fenced.Exact, files: len(files), ranges: fenced.Ranges}
 	for _, f := range files {
+		// What the records showed of the topics holds however many of
+		// them load now.
+		p.schemaTopics = append(p.schemaTopics, f.SchemaTopics...)
 		if f.Overlap(fence) == sink.OverlapAll {
 			continue // loaded before: not read at all (it may be gone)
 		}
@@ -465,6 +469,11 @@ func (s *Sink) insertFiles(ctx context.Context, tx *sql.Tx, p loadPlan, checkJSO
 	}
 	if len(p.routed) > 0 {
 		if err := s.insertRouted(ctx, tx, p, now); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.schemaTopics) > 0 {
+		if err := s.insertSchemaTopics(ctx, tx, p.schemaTopics, now); err != nil {
 			return nil, err
 		}
 	}

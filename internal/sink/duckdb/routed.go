@@ -45,6 +45,33 @@ const RoutesReached = "_routes_reached"
 var reachedColumns = []Column{{"log_table", "VARCHAR"}, {"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"next_offset", "BIGINT"},
 	{"first_source_time", "TIMESTAMP"}, {"last_source_time", "TIMESTAMP"}, {"loaded_at", "TIMESTAMP"}}
 
+// RoutesSchemaTopics ends the name of the table of the topics that
+// carried a Debezium server's schema change messages (its DROP TABLE and
+// DROP DATABASE), after sink.table: one row per server and topic,
+// written by the load of the first such message of the pair (in its
+// transaction), so that the done marks know a schema change topic by what
+// it carries, whatever its name (merge.MarkReady).
+const RoutesSchemaTopics = "_routes_schema_topics"
+
+// schemaTopicsColumns are the columns of <table>_routes_schema_topics.
+var schemaTopicsColumns = []Column{{"server", "VARCHAR"}, {"topic", "VARCHAR"}, {"first_seen", "TIMESTAMP"}}
+
+// insertSchemaTopics records the schema change topics of a load plan
+// that the table does not hold yet: a load of schema change messages
+// (few: a source's DDL) adds one statement.
+func (s *Sink) insertSchemaTopics(ctx context.Context, tx *sql.Tx, topics []sink.SchemaTopic, now time.Time) error {
+	values := make([]string, 0, len(topics))
+	for _, t := range topics {
+		values = append(values, fmt.Sprintf("(%s, %s)", sqltext.String(t.Server), sqltext.String(t.Topic)))
+	}
+	q := fmt.Sprintf(`INSERT INTO %[1]s (server, topic, first_seen) SELECT DISTINCT v.server, v.topic, $1::TIMESTAMP FROM (VALUES %[2]s) v(server, topic)
+	WHERE NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.server = v.server AND t.topic = v.topic)`, s.tables.schemaTopics, strings.Join(values, ", "))
+	if _, err := tx.ExecContext(ctx, q, now); err != nil {
+		return fmt.Errorf("register the schema change topics %v: %w", topics, err)
+	}
+	return nil
+}
+
 // ColumnType implements sink.Router: a Decimal of known precision is
 // DECIMAL(p,s); of unknown precision (Debezium's VariableScaleDecimal, an
 // inferred number) its exact text, VARCHAR: no DECIMAL holds every such
