@@ -95,21 +95,22 @@ func (d *ChangelogDecoder) AppendRows(b *sink.Batch, r *kgo.Record) (int, error)
 	}
 	changes, err := d.dec.Decode((*p)[:0], r.Topic, r.Key, r.Value)
 	*p = changes
-	if err != nil {
-		return 0, err
+	if err == nil {
+		err = d.admit(changes)
 	}
-	if err := d.admit(changes); err != nil {
-		return 0, err
-	}
-	if !slices.ContainsFunc(changes, func(c cdc.Change) bool { return c.Op.HasRow() }) {
-		// No row (a DDL, a drop, a tombstone, transaction metadata): a
-		// Debezium schema change message marks its topic as its server's
-		// schema change topic, whatever its name, which the load records
-		// for the done marks (MarkReady: its DROP TABLE holds the
-		// server's tables back while it has records to load).
+	if err != nil || !slices.ContainsFunc(changes, func(c cdc.Change) bool { return c.Op.HasRow() }) {
+		// No row (a DDL, a drop, a tombstone, transaction metadata, or a
+		// message dead-lettered): a Debezium schema change message marks
+		// its topic as its server's schema change topic, whatever its
+		// name, which the load records for the done marks (MarkReady: its
+		// DROP TABLE holds the server's tables back while it has records
+		// to load, and a dead letter of no table there holds them all).
 		if server, ok := d.dec.SchemaChangeServer(r.Value); ok && server != "" {
 			b.SawSchemaTopic(server, r.Topic)
 		}
+	}
+	if err != nil {
+		return 0, err
 	}
 	rows := 0
 	for i := range changes {
