@@ -731,37 +731,78 @@ func TestOTLPReceiversAlone(t *testing.T) {
 }
 
 // otlp.forward.topic: every signal to one topic; a traces loader and a
-// logs loader of that topic each load their own signal, nothing else.
+// logs loader of that topic each load their own signal, nothing else,
+// in groups given or left at their defaults. Before, the default was one
+// group for both: whichever loader ran first skipped the other signal's
+// requests and committed the group past them, and the other loaded none
+// of them, verify OK with 0 rows.
 func TestOTLPSignalsShareAForwardTopic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	t.Parallel() // its own Kafka and files; mostly waiting on the child
 	bin := buildBinary(t)
+	for _, groups := range [][2]string{{", group: traces", ", group: logs"}, {"", ""}} {
+		cluster, _ := startKafka(t, 2)
+		traces := writeConfig(t, cluster, "format: otlp_proto"+groups[0],
+			"otlp: {http: \"127.0.0.1:0\", forward: {topic: "+testTopic+"}}")
+		logs := writeConfig(t, cluster, "format: otlp_proto, signal: logs"+groups[1], "")
+		run := startRun(t, bin, traces, "run")
+		td := tracegen.New(3).OTLPTrace()
+		addr := receiverAddr(t, run)
+		run.postOTLP(t, addr, "/v1/traces", marshalOTLP(t, "otlp_proto", td))
+		run.postOTLP(t, addr, "/v1/logs", marshalOTLPLogs(t))
+		run.stop(t)
+		for cfg, want := range map[string]int{traces: td.SpanCount(), logs: 1} {
+			rep := runUntilIdle(t, bin, cfg)
+			if rows, dlq := rep.Totals(); !rep.OK || rows != int64(want) || dlq != 0 {
+				t.Errorf("groups %q, %s: ok=%v rows=%d dlq=%d problems=%v, want %d rows", groups, cfg, rep.OK, rows, dlq, rep.Problems, want)
+			}
+		}
+	}
+}
+
+// A loader of a topic the receivers forward logs to, whose config leaves
+// kafka.signal at its default (traces): a forwarding process with that
+// config is refused at start, but a loader alone (receivers scale apart
+// from loaders) took it and skipped every forwarded log request as
+// another signal's, with no dead letter, verify OK: requests
+// acknowledged to their clients were in no table, and nothing told.
+// The message names its topic's signals: the loader dead-letters it.
+func TestOTLPLoaderOfAnotherSignalsForwardTopicDeadLettersIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own Kafka and files; mostly waiting on the child
+	bin := buildBinary(t)
 	cluster, _ := startKafka(t, 2)
-	traces := writeConfig(t, cluster, "format: otlp_proto, group: traces",
-		"otlp: {http: \"127.0.0.1:0\", forward: {topic: "+testTopic+"}}")
-	logs := writeConfig(t, cluster, "format: otlp_proto, signal: logs, group: logs", "")
-	run := startRun(t, bin, traces, "run")
+	// The receivers' process forwards logs to testTopic (and loads them
+	// itself, under its own group).
+	fwd := writeConfig(t, cluster, "format: otlp_proto, signal: logs, group: receivers",
+		"otlp: {http: \"127.0.0.1:0\", forward: {logs_topic: "+testTopic+"}}")
+	// A loader alone of the same topic, kafka.signal left out.
+	loader := writeConfig(t, cluster, "format: otlp_proto, group: loader", "")
+	run := startRun(t, bin, fwd, "run")
+	run.postOTLP(t, receiverAddr(t, run), "/v1/logs", marshalOTLPLogs(t))
+	run.stop(t)
+	rep := runUntilIdle(t, bin, loader)
+	if rows, dlq := rep.Totals(); !rep.OK || rows != 0 || dlq != 1 {
+		t.Errorf("a loader of kafka.signal traces of the logs forward topic: ok=%v rows=%d dlq=%d problems=%v, want the log request dead-lettered", rep.OK, rows, dlq, rep.Problems)
+	}
+	out, err := exec.Command(bin, "sql", "--config", loader, "SELECT bool_and(error LIKE '%load the topic with kafka.signal logs%') AS named FROM otel_spans_dlq").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "true") {
+		t.Errorf("the dead letter's reason does not name the kafka.signal to load it with: %v\n%s", err, out)
+	}
+}
+
+// receiverAddr is the address of run's OTLP/HTTP receiver, from its log.
+func receiverAddr(t *testing.T, run *child) string {
+	t.Helper()
 	m := regexp.MustCompile(`OTLP receiver listening" protocol=http addr=(\S+)`).FindStringSubmatch(run.log.String())
 	if m == nil {
 		t.Fatalf("no receiver address:\n%s", run.log)
 	}
-	td := tracegen.New(3).OTLPTrace()
-	for path, body := range map[string][]byte{"/v1/traces": marshalOTLP(t, "otlp_proto", td), "/v1/logs": marshalOTLPLogs(t)} {
-		resp, err := http.Post("http://"+m[1]+path, "application/x-protobuf", bytes.NewReader(body))
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("post %s: %v %v", path, err, resp)
-		}
-		resp.Body.Close()
-	}
-	run.stop(t)
-	for cfg, want := range map[string]int{traces: td.SpanCount(), logs: 1} {
-		rep := runUntilIdle(t, bin, cfg)
-		if rows, dlq := rep.Totals(); !rep.OK || rows != int64(want) || dlq != 0 {
-			t.Errorf("%s: ok=%v rows=%d dlq=%d problems=%v, want %d rows", cfg, rep.OK, rows, dlq, rep.Problems, want)
-		}
-	}
+	return m[1]
 }
 
 // A new user's first config: receivers, a DuckDB file, no Kafka, no

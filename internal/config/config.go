@@ -61,6 +61,9 @@ type Kafka struct {
 	// Set either topics or topic_regex.
 	TopicRegex string `yaml:"topic_regex"`
 	// Group is the consumer group of every worker of every process.
+	// Default tracelake; a loader of OTLP logs or metrics defaults to
+	// tracelake-logs or tracelake-metrics (settle): loaders of different
+	// signals in one group skip each other's requests on a shared topic.
 	Group string `yaml:"group"`
 	// StartOffset is where a partition with neither a ledger position nor a
 	// committed offset starts: earliest (default) or latest (its end when
@@ -532,6 +535,12 @@ type Query struct {
 // names a message's signal (otel.SignalHeader).
 const OTLPSignalHeader = "otlp-signal"
 
+// OTLPTopicSignalsHeader is the Kafka header in which the receivers'
+// forward names every signal it forwards to the message's topic (comma
+// separated): a loader skips another signal's message only on a topic
+// its own signal shares, and dead-letters it elsewhere (otel.AppendRows).
+const OTLPTopicSignalsHeader = "otlp-topic-signals"
+
 // OTLPForward are the topics accepted requests are written to. Defaults
 // are the OpenTelemetry Collector Kafka exporter's: otlp_spans, otlp_logs,
 // otlp_metrics.
@@ -717,7 +726,21 @@ func (c *Config) settle() {
 	if c.CapturesChanges() && c.Sink.Table == DefaultTable {
 		c.Sink.Table = cdcTable
 	}
+	// A loader skips another signal's requests on a topic the receivers
+	// share between signals (otlp.forward.topic) and commits its group
+	// past them: each signal's loader needs a group of its own, or one
+	// commits past the requests the other has still to load (acknowledged
+	// to their clients, in no table). Traces keep the plain default,
+	// which deployments already use; a loader of a group new to it
+	// resumes from its ledger, not the group's offsets (pipeline's
+	// adjustOffsets), so the change loses and doubles nothing.
+	if (c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON) && c.Kafka.Group == DefaultGroup && c.Kafka.Signal != SignalTraces {
+		c.Kafka.Group = DefaultGroup + "-" + c.Kafka.Signal
+	}
 }
+
+// DefaultGroup is kafka.group's default (of a loader of OTLP traces).
+const DefaultGroup = "tracelake"
 
 // defaultLoadInterval is load.max_interval's default.
 const defaultLoadInterval = 5 * time.Second
@@ -730,7 +753,7 @@ func Default() *Config {
 	}
 	return &Config{
 		Kafka: Kafka{
-			Group:            "tracelake",
+			Group:            DefaultGroup,
 			StartOffset:      "earliest",
 			MetadataRefresh:  Duration(30 * time.Second),
 			SessionTimeout:   Duration(45 * time.Second),

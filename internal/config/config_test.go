@@ -403,7 +403,7 @@ func TestTenantHeaderIsNotTheSignalHeader(t *testing.T) {
 		"otlp: {http: \"127.0.0.1:4318\"}\nkafka: {topics: [otlp_spans], format: otlp_proto}",
 		"kafka: {topics: [t], format: otlp_json}",
 	} {
-		for _, header := range []string{"otlp-signal", "OTLP-Signal"} {
+		for _, header := range []string{"otlp-signal", "OTLP-Signal", "otlp-topic-signals"} {
 			cfg, err := FromYAML([]byte(yaml + "\ntenancy: {kafka_header: " + header + "}"))
 			if err != nil {
 				t.Fatal(err)
@@ -896,6 +896,30 @@ func TestGenAITableIsNoTableTheConfigWrites(t *testing.T) {
 		err = errors.Join(err, cfg.Validate())
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
 			t.Errorf("%s:\n got %v\nwant %q", yaml, err, want)
+		}
+	}
+}
+
+// A loader skips another signal's requests on a topic the signals share
+// and commits its group past them: loaders of logs and metrics left at
+// the default group were in the traces loader's, and whichever ran first
+// skipped the others' requests for good. Each signal's loader defaults
+// to a group of its own; a group given is kept, and rows of other
+// formats keep the plain default.
+func TestEachSignalsLoaderDefaultsToItsOwnGroup(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"kafka: {topics: [t], format: otlp_proto}":                         "tracelake",
+		"kafka: {topics: [t], format: otlp_proto, signal: logs}":           "tracelake-logs",
+		"kafka: {topics: [t], format: otlp_json, signal: metrics}":         "tracelake-metrics",
+		"kafka: {topics: [t], format: otlp_proto, signal: logs, group: g}": "g",
+		"kafka: {topics: [t], signal: logs}":                               "tracelake",
+	} {
+		cfg, err := FromYAML([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Kafka.Group != want {
+			t.Errorf("%s: group %q, want %q", yaml, cfg.Kafka.Group, want)
 		}
 	}
 }

@@ -219,8 +219,8 @@ func (c *Config) validate(consuming bool) error {
 	// header of the same name came first and was read as the signal, and
 	// every forwarded message was skipped as another signal's.
 	readsOTLPHeaders := c.Forwards() || c.Consumes() && (c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON)
-	check(!readsOTLPHeaders || !strings.EqualFold(c.Tenancy.KafkaHeader, OTLPSignalHeader), "tenancy.kafka_header",
-		"%q is the header of a forwarded message's signal: want another header name (default X-Scope-OrgID)", c.Tenancy.KafkaHeader)
+	check(!readsOTLPHeaders || !strings.EqualFold(c.Tenancy.KafkaHeader, OTLPSignalHeader) && !strings.EqualFold(c.Tenancy.KafkaHeader, OTLPTopicSignalsHeader), "tenancy.kafka_header",
+		"%q is a header of tracelake's forwarded messages (their signal, or their topic's): want another header name (default X-Scope-OrgID)", c.Tenancy.KafkaHeader)
 	if c.Forwards() {
 		// The receivers' messages are protobuf, and a loader skips those of
 		// another signal (otel.AppendRows): the topics this process both

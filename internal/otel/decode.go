@@ -3,6 +3,7 @@ package otel
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,14 +34,35 @@ const (
 // config refuses it as tenancy.kafka_header.
 const SignalHeader = config.OTLPSignalHeader
 
-// signalOf is the signal a record's SignalHeader names, "" without one.
-func signalOf(r *kgo.Record) string {
+// TopicSignalsHeader is the Kafka header in which tracelake's receivers
+// name every signal they forward to a message's topic, comma separated.
+const TopicSignalsHeader = config.OTLPTopicSignalsHeader
+
+// header is the value of r's first header named key, and whether it has one.
+func header(r *kgo.Record, key string) (string, bool) {
 	for _, h := range r.Headers {
-		if h.Key == SignalHeader {
-			return string(h.Value)
+		if h.Key == key {
+			return string(h.Value), true
 		}
 	}
-	return ""
+	return "", false
+}
+
+// othersMessage tells what a loader of signal does with r, a message
+// whose SignalHeader names another signal: nil to skip it, on a topic its
+// own signal shares (otlp.forward.topic), where that signal's loader
+// stores it; else why it is dead-lettered. A loader of the wrong
+// kafka.signal, or one whose group another signal's loader shares, would
+// otherwise skip requests acknowledged to their clients that no loader
+// stores, and commit past them. Messages of releases that did not name
+// their topic's signals are skipped, as then.
+func othersMessage(r *kgo.Record, signal, other string) error {
+	shared, ok := header(r, TopicSignalsHeader)
+	if !ok || slices.Contains(strings.Split(shared, ","), signal) {
+		return nil
+	}
+	return fmt.Errorf("an OTLP %s request, on a topic the receivers forward %s to (header %s): this loader (kafka.signal %s) does not store it; load the topic with kafka.signal %s, in a kafka.group of its own",
+		other, shared, TopicSignalsHeader, signal, other)
 }
 
 // Encodings of OTLP messages: the Collector's Kafka exporter's otlp_proto
@@ -211,10 +233,11 @@ func (d *Decoder) WithGenAI(m *genai.Mapper) *Decoder { d.genai = m; return d }
 // decoder's signal and encoding, or whose tenant is not valid, leaves b as
 // it was and returns why.
 func (d *Decoder) AppendRows(b *sink.Batch, r *kgo.Record) (rows int, err error) {
-	if other := signalOf(r); other != "" && other != d.signal {
-		// Another signal's message on a shared topic (otlp.forward.topic):
-		// its own loader stores it; here it holds no row.
-		return 0, nil
+	if other, _ := header(r, SignalHeader); other != "" && other != d.signal {
+		// Another signal's message: on a shared topic
+		// (otlp.forward.topic) its own loader stores it, and here it
+		// holds no row.
+		return 0, othersMessage(r, d.signal, other)
 	}
 	rowsLen, derivedLen := len(b.Rows), len(b.Derived)
 	defer func() {

@@ -374,6 +374,21 @@ func TestOtherSignalsOfASharedTopicAreSkipped(t *testing.T) {
 	if n, err := logs.AppendRows(&out, r); err != nil || n != 0 || len(out.Rows) != 0 {
 		t.Errorf("the logs loader took a traces message: %d rows, %v", n, err)
 	}
+	// The receivers name the signals of the message's topic: a loader
+	// skips another signal's message only where its own is among them.
+	for _, c := range []struct {
+		shared   string
+		deadLtrs bool
+	}{{"traces,logs,metrics", false}, {"traces,logs", false}, {"traces", true}, {"traces,metrics", true}} {
+		r.Headers = []kgo.RecordHeader{{Key: SignalHeader, Value: []byte(SignalTraces)}, {Key: TopicSignalsHeader, Value: []byte(c.shared)}}
+		n, err := logs.AppendRows(&out, r)
+		if n != 0 || len(out.Rows) != 0 || (err != nil) != c.deadLtrs {
+			t.Errorf("the logs loader, a traces message of a topic of %s: %d rows, %v; want dead-lettered %v", c.shared, n, err, c.deadLtrs)
+		}
+		if err != nil && !strings.Contains(err.Error(), "kafka.signal traces") {
+			t.Errorf("the reason does not name the kafka.signal to load it with: %v", err)
+		}
+	}
 }
 
 // duration_ns (and a GenAI operation's duration_ms) is null for a span

@@ -38,7 +38,9 @@ import (
 type KafkaForwarder struct {
 	cl     *kgo.Client
 	topics map[string]string
-	header string
+	// topicSignals is each topic's otel.TopicSignalsHeader value.
+	topicSignals map[string][]byte
+	header       string
 	// limits is each topic's max.message.bytes; read only once made.
 	limits map[string]int32
 	// alone produces one message at a time (its turn is the one slot of
@@ -158,8 +160,23 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 		cl.Close()
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
 	}
-	return &KafkaForwarder{cl: cl, alone: alone, aloneTurn: make(chan struct{}, 1), topics: topics, header: tenantHeader, limits: limits,
-		writes: writes, aloneWrites: aloneWrites}, nil
+	return &KafkaForwarder{cl: cl, alone: alone, aloneTurn: make(chan struct{}, 1), topics: topics, topicSignals: topicSignals(topics),
+		header: tenantHeader, limits: limits, writes: writes, aloneWrites: aloneWrites}, nil
+}
+
+// topicSignals is, for each topic of topics (signal → topic), the
+// signals forwarded to it, comma separated (otel.TopicSignalsHeader).
+func topicSignals(topics map[string]string) map[string][]byte {
+	out := map[string][]byte{}
+	for _, sig := range []string{otel.SignalTraces, otel.SignalLogs, otel.SignalMetrics} {
+		if t := topics[sig]; t != "" {
+			if len(out[t]) > 0 {
+				out[t] = append(out[t], ',')
+			}
+			out[t] = append(out[t], sig...)
+		}
+	}
+	return out
 }
 
 // readLimits asks the brokers for each topic's max.message.bytes; a topic
@@ -251,17 +268,25 @@ func loneBatchBytes(rec *kgo.Record) int {
 	return 65 + kbin.VarintLen(int32(l)) + l
 }
 
+// record is the message of a request: its body, to its signal's topic
+// ("" for a signal without one), its tenant, signal and topic's signals
+// in headers.
+func (f *KafkaForwarder) record(signal, tenant string, body []byte) *kgo.Record {
+	topic := f.topics[signal]
+	return &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{
+		{Key: f.header, Value: []byte(tenant)}, {Key: otel.SignalHeader, Value: []byte(signal)},
+		{Key: otel.TopicSignalsHeader, Value: f.topicSignals[topic]}}}
+}
+
 // Forward implements Forwarder.
 // Rows a loader later dead-letters are not known by then: a forwarded
 // request is never answered with a partial success.
 func (f *KafkaForwarder) Forward(ctx context.Context, signal, tenant string, body []byte) (Stored, error) {
-	topic := f.topics[signal]
-	if topic == "" {
+	rec := f.record(signal, tenant, body)
+	if rec.Topic == "" {
 		return Stored{}, fmt.Errorf("no topic for OTLP %s (otlp.forward)", signal)
 	}
-	rec := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{
-		{Key: f.header, Value: []byte(tenant)}, {Key: otel.SignalHeader, Value: []byte(signal)}}}
-	if loneBatchBytes(rec) > int(f.limits[topic]) {
+	if loneBatchBytes(rec) > int(f.limits[rec.Topic]) {
 		return f.produceAlone(ctx, rec)
 	}
 	err := produce(ctx, f.cl, f.writes, rec)

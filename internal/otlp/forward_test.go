@@ -125,7 +125,7 @@ func TestForwardBatchesWithinTheTopicLimit(t *testing.T) {
 	// loneBatchBytes does), one byte more is refused by the broker, as
 	// too large.
 	size := limit - 200
-	for loneBatchBytes(&kgo.Record{Value: make([]byte, size), Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("big")}, {Key: "otlp-signal", Value: []byte(Traces)}}}) < limit+4 {
+	for loneBatchBytes(f.record(Traces, "big", make([]byte, size))) < limit+4 {
 		size++
 	}
 	big := make([]byte, size+1)
