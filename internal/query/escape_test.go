@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // refusedFor fails t unless each query is refused (a *RefusedError) for
@@ -180,4 +182,49 @@ func TestEscapeThroughVectorType(t *testing.T) {
 		`SELECT vector_type(name) FROM otel_spans`,
 		`SELECT count(*) FILTER (WHERE vector_type(name) = 'FLAT_VECTOR') FROM otel_spans`,
 	})
+}
+
+// TestTenantFilterRunsBeforeTheQuerysFailures: an error DuckDB raises
+// for a value quotes it ("Could not convert string '…' to INT32"), so a
+// query whose own predicate, join condition or expression fails on
+// another tenant's values would read them in its error, had DuckDB
+// evaluated it before the view's tenant filter (it orders a filter's
+// conjuncts by cost, and pushes some into the scan). A tenant's query
+// that holds for its own rows answers them, never failing on another
+// tenant's: with tenant_id VARCHAR (the filter pushed into the scan)
+// and BIGINT (a cast to text, a filter above it).
+func TestTenantFilterRunsBeforeTheQuerysFailures(t *testing.T) {
+	queries := map[string]string{
+		`SELECT count(*) FROM otel_spans WHERE CAST(name AS INT) > 0`:                                                          "10000",
+		`SELECT count(*) FROM otel_spans WHERE duration_ms >= 0 AND name::INT > 0`:                                             "10000",
+		`SELECT count(*) FROM otel_spans WHERE CASE WHEN name LIKE '%SECRET%' THEN error('found ' || name) ELSE true END`:      "10000",
+		`SELECT count(*) FROM otel_spans WHERE regexp_matches('x', name) OR true`:                                              "10000",
+		`SELECT count(*) FROM otel_spans s JOIN (SELECT 1 AS one) o ON CAST(s.name AS INT) >= o.one`:                           "10000",
+		`SELECT count(*) FROM otel_spans WHERE name IN (SELECT CAST(CAST(name AS INT) AS VARCHAR) FROM otel_spans)`:            "10000",
+		`SELECT max(CAST(name AS INT)), min(max(CAST(name AS INT))) OVER () FROM otel_spans`:                                   "9|9",
+		`SELECT CAST(name AS INT) AS n FROM otel_spans GROUP BY n ORDER BY CAST(name AS INT) DESC LIMIT 1`:                     "9",
+		`SELECT count(*) FROM otel_spans WHERE CAST(name AS INT) > 0 USING SAMPLE 100 PERCENT (bernoulli)`:                     "10000",
+		`SELECT count(*) FROM (SELECT name FROM otel_spans UNION ALL SELECT name FROM otel_spans) WHERE CAST(name AS INT) > 0`: "20000",
+	}
+	for _, typ := range []string{"VARCHAR", "BIGINT"} {
+		t.Run(typ, func(t *testing.T) {
+			// Tenant 1's names are digits; tenant 2's, interleaved with
+			// them, fail every predicate above and carry SECRET.
+			db := dbWith(t,
+				`CREATE TABLE otel_spans (name VARCHAR, duration_ms BIGINT, tenant_id `+typ+`)`,
+				`INSERT INTO otel_spans SELECT CASE WHEN i % 2 = 0 THEN '(SECRET-' || i ELSE CAST(i % 9 + 1 AS VARCHAR) END,
+					i, CASE WHEN i % 2 = 0 THEN '2' ELSE '1' END FROM range(20000) r(i)`,
+			)
+			r, err := NewDuckDB(context.Background(), db, DuckDBOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for q, want := range queries {
+				got, err := readRows(r, tenancy.One("1"), q)
+				if err != nil || len(got) != 1 || got[0] != want {
+					t.Errorf("%s\n  read %v, %v; want [%s]", q, got, err, want)
+				}
+			}
+		})
+	}
 }

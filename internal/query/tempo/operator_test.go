@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,68 @@ func TestOperatorKeepsEachTenantsSpanOfTheSameIDs(t *testing.T) {
 	}
 	if len(found.Traces) != 1 || len(found.Traces[0].SpanSets) != 1 || found.Traces[0].SpanSets[0].Matched != 2 {
 		t.Errorf("the operator's search found %+v, want the trace with 2 spans matched", found.Traces)
+	}
+}
+
+// TestTenantReadsItsOwnSpansOfASharedTraceID: two tenants may send spans
+// of the same trace and span ids (ids are the clients', not ours). A
+// tenant's trace by id, search, TraceQL matchers and tag values answer
+// its own span alone, never the other tenant's of the same ids: the
+// other's name, service and attribute values stay unseen, whether asked
+// for by the id or matched by a TraceQL condition that names them.
+func TestTenantReadsItsOwnSpansOfASharedTraceID(t *testing.T) {
+	a := traces([]span{{traceCheckout, spanRoot, "", "frontend", "a-span", ptrace.SpanKindServer, ptrace.StatusCodeOk, 0, time.Second, map[string]any{"team": "a-team"}}})
+	b := traces([]span{{traceCheckout, spanRoot, "", "intruder", "b-span", ptrace.SpanKindServer, ptrace.StatusCodeOk, time.Millisecond, time.Second, map[string]any{"team": "b-secret"}}})
+	f := newFixtureOf(t, map[string][]ptrace.Traces{"a": {a}, "b": {b}}, maxTraceSpans)
+	for _, path := range []string{"/api/traces/" + traceCheckout, "/api/v2/traces/" + traceCheckout} {
+		rec := f.get("a", path, "application/protobuf")
+		if rec.Code != 200 {
+			t.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+		td := decodeTraceV1
+		if strings.HasPrefix(path, "/api/v2/") {
+			td = func(t *testing.T, body []byte) ptrace.Traces { return decodeTraceV2(t, body).trace }
+		}
+		var names []string
+		for _, rs := range td(t, rec.Body.Bytes()).ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					names = append(names, sp.Name())
+				}
+			}
+		}
+		if want := []string{"a-span"}; !slices.Equal(names, want) {
+			t.Errorf("%s for tenant a holds %v, want %v", path, names, want)
+		}
+	}
+	search := func(q string) grafanaSearch {
+		t.Helper()
+		var found grafanaSearch
+		path := "/api/search?" + url.Values{"q": {q}, "spss": {"10"}}.Encode()
+		if code := f.json("a", path, &found); code != 200 {
+			t.Fatalf("%s: %d", path, code)
+		}
+		return found
+	}
+	if found := search("{}"); len(found.Traces) != 1 || found.Traces[0].RootServiceName != "frontend" ||
+		len(found.Traces[0].SpanSets) != 1 || found.Traces[0].SpanSets[0].Matched != 1 {
+		t.Errorf("tenant a's search found %+v, want its trace with its one span", found.Traces)
+	}
+	for _, q := range []string{`{ span.team = "b-secret" }`, `{ span.team =~ ".*secret.*" }`, `{ resource.service.name = "intruder" }`, `{ name = "b-span" }`} {
+		if found := search(q); len(found.Traces) != 0 {
+			t.Errorf("tenant a's search %s found %+v: tenant b's span", q, found.Traces)
+		}
+	}
+	for tag, want := range map[string]string{"span.team": "a-team", "resource.service.name": "frontend", "name": "a-span"} {
+		var out struct {
+			TagValues []struct{ Value string } `json:"tagValues"`
+		}
+		path := "/api/v2/search/tag/" + url.PathEscape(tag) + "/values"
+		if code := f.json("a", path, &out); code != 200 {
+			t.Fatalf("%s: %d", path, code)
+		}
+		if len(out.TagValues) != 1 || out.TagValues[0].Value != want {
+			t.Errorf("tenant a's values of %s: %+v, want [%s]", tag, out.TagValues, want)
+		}
 	}
 }
