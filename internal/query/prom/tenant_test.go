@@ -94,3 +94,35 @@ func TestTenancyOnEveryEndpoint(t *testing.T) {
 		t.Errorf("buildinfo: %d %s", status, body)
 	}
 }
+
+// TestTenantsOwnSeriesCarryNoTenantLabel: __tenant_id__ is the label an
+// operator reading every tenant tells tenants apart by; a tenant's own
+// series have none, so a tenant's matcher on it, naming the other tenant
+// or any tenant, selects nothing, and its values list none: it is never
+// a way to another tenant's series.
+func TestTenantsOwnSeriesCarryNoTenantLabel(t *testing.T) {
+	f := newFixture(t)
+	at := rfc3339(end)
+	for _, e := range []struct {
+		path string
+		form url.Values
+		want string
+	}{
+		{"/api/v1/label/__tenant_id__/values", nil, `{"status":"success","data":[]}`},
+		{"/api/v1/query", url.Values{"query": {`{__tenant_id__="team-b"}`}, "time": {at}}, `"result":[]`},
+		{"/api/v1/query", url.Values{"query": {`{__tenant_id__=~".+"}`}, "time": {at}}, `"result":[]`},
+		{"/api/v1/query", url.Values{"query": {`count by (__tenant_id__) ({__name__=~".+"})`}, "time": {at}}, `"result":[{"metric":{},`},
+		{"/api/v1/series", url.Values{"match[]": {`{__tenant_id__=~"team-.*"}`}}, `{"status":"success","data":[]}`},
+		{"/api/v1/labels", url.Values{"match[]": {`{__tenant_id__="team-b"}`}}, `{"status":"success","data":[]}`},
+	} {
+		status, body := f.do(t, "GET", e.path, e.form, "ta", "")
+		if status != 200 || !strings.Contains(body, e.want) {
+			t.Errorf("team-a %s %v: %d %s, want %s", e.path, e.form, status, body, e.want)
+		}
+		for _, s := range []string{"team-b", "secret-b", "admin-b"} {
+			if strings.Contains(body, s) {
+				t.Errorf("team-a %s %v learns %q: %s", e.path, e.form, s, body)
+			}
+		}
+	}
+}
