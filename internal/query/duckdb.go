@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -348,7 +349,7 @@ func (d *DuckDB) parse(ctx context.Context, sess *session, s tenancy.Scope, q st
 	if err := d.scope(ctx, sess, s); err != nil {
 		return "", 0, err
 	}
-	c, _, err := sess.checkParse(d.names, js)
+	c, n, err := sess.checkParse(d.names, js)
 	if err != nil {
 		return "", 0, err
 	}
@@ -356,7 +357,7 @@ func (d *DuckDB) parse(ctx context.Context, sess *session, s tenancy.Scope, q st
 		return "", 0, err
 	}
 	// The views bear the tables' names: the query as sent binds there.
-	if sess.names, sess.zoned, err = sess.columnNames(ctx, q); err != nil {
+	if err := sess.queryNames(ctx, q, js, n); err != nil {
 		return "", 0, err
 	}
 	printed := c.again()
@@ -742,7 +743,7 @@ func (c *checker) named() []string {
 // returns the text and its number of parameters. The text is printed and
 // parsed again in one statement. nameFloats names the columns holding a
 // DOUBLE constant as the query does (see floatsCast): for a query whose
-// columns DuckDB prepared no names for (session.names).
+// columns DuckDB named neither prepared nor described (session.names).
 func (sess *session) printChecked(ctx context.Context, js string, c *checker, nameFloats bool) (string, int, error) {
 	js, err := sess.floatsCast(ctx, js, nameFloats)
 	if err != nil {
@@ -841,9 +842,8 @@ func (sess *session) schema(ctx context.Context, text string, params int) (*arro
 	}
 	// The columns are named as the query sent names them (sess.names),
 	// not as the subquery does: within it DuckDB renames repeated names
-	// (x, x_1), which the query's result keeps (x, x). A query whose
-	// columns' types wait for its parameters' values has no names
-	// prepared (see columnNames): its columns keep the subquery's names.
+	// (x, x_1), which the query's result keeps (x, x). Only a query
+	// DuckDB named none for (see queryNames) keeps the subquery's names.
 	rr, err := sess.run(ctx, text, make([]any, params))
 	if err != nil {
 		return nil, err
@@ -879,6 +879,199 @@ func (sess *session) zonedAsText(ctx context.Context, text string) (string, erro
 		return "", err
 	}
 	return text, nil
+}
+
+// queryNames sets the session's names and zoned (see columnNames) of q,
+// the query as sent, checked (js its parse, params its number of
+// parameters), whose tables bear their names (the tenant's views, or
+// those over the scans on Iceberg): as DuckDB prepares q, or for a query
+// whose columns' types wait for its parameters' values, as DuckDB
+// describes it (describedNames).
+func (sess *session) queryNames(ctx context.Context, q, js string, params int) error {
+	var err error
+	sess.names, sess.zoned, err = sess.columnNames(ctx, q)
+	if err != nil || sess.names != nil {
+		return err
+	}
+	sess.names, err = sess.describedNames(ctx, q, js, params)
+	return err
+}
+
+// describedNames are the names DuckDB gives the columns of q, the query
+// as sent (js its parse, params its number of parameters), whose
+// columns' types wait for its parameters' values: as DESCRIBE q lists
+// them with a NULL for each parameter (the values name no column; DuckDB
+// binds q, and runs nothing of it). Without them the text that runs
+// named the columns, and the schema otherwise than the result: the
+// schema's query runs within another, which renames repeated names (x,
+// x_1 for x, x), and on Iceberg that text names the scans' views, which
+// name a column holding a subquery (another view each time). DESCRIBE q
+// runs only where DuckDB parses it as a DESCRIBE of the very query
+// checked (js). None where it is not, where a parameter picks a star's
+// columns (a NULL picks others), or where DuckDB refuses q with
+// NULLs (a function that takes no NULL where a value stood): the text
+// that runs names the columns then. Which columns are a TIME WITH TIME
+// ZONE is left unsaid: with its value a column may have another type.
+func (sess *session) describedNames(ctx context.Context, q, js string, params int) ([]string, error) {
+	text := "DESCRIBE " + statementStart(q)
+	var described, skeleton string
+	// DESCRIBE SELECT 1 is a DESCRIBE as DuckDB parses one, its query
+	// aside.
+	err := sess.conn.QueryRowContext(ctx, `SELECT json_serialize_sql($1::VARCHAR)::VARCHAR,
+		json_serialize_sql('DESCRIBE SELECT 1')::VARCHAR`, text).Scan(&described, &skeleton)
+	if err != nil {
+		return nil, fmt.Errorf("parse the query described: %w", err)
+	}
+	if same, err := describes(described, skeleton, js); err != nil || !same {
+		return nil, err
+	}
+	rows, err := sess.conn.QueryContext(ctx, text, make([]any, params)...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("describe the query: %w", err)
+		}
+		// DuckDB's reason to refuse q with NULLs, if it refuses q with
+		// the values too, is the query's to report as it runs.
+		return nil, nil
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, fmt.Errorf("describe the query: %w", err)
+	}
+	var name string
+	dest := make([]any, len(cols))
+	dest[0] = &name
+	for i := 1; i < len(dest); i++ {
+		dest[i] = new(any)
+	}
+	var names []string
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("describe the query: %w", err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("describe the query: %w", err)
+	}
+	return names, nil
+}
+
+// statementStart is q from its statement on: past the blanks, comments
+// and empty statements (semicolons) before it, which after a DESCRIBE
+// would end the DESCRIBE there. Whatever it leaves, describedNames runs
+// the DESCRIBE only if it describes the query checked.
+func statementStart(q string) string {
+	for {
+		q = strings.TrimLeft(q, " \t\n\r\f\v;")
+		switch {
+		case strings.HasPrefix(q, "--"):
+			_, rest, found := strings.Cut(q, "\n")
+			if !found {
+				return ""
+			}
+			q = rest
+		case strings.HasPrefix(q, "/*"):
+			// Block comments nest, as in PostgreSQL, whose lexer
+			// DuckDB's is.
+			depth, i := 0, 0
+			for ; i < len(q)-1; i++ {
+				if q[i] == '/' && q[i+1] == '*' {
+					depth, i = depth+1, i+1
+				} else if q[i] == '*' && q[i+1] == '/' {
+					depth, i = depth-1, i+1
+					if depth == 0 {
+						break
+					}
+				}
+			}
+			if depth != 0 {
+				return q
+			}
+			q = q[i+1:]
+		default:
+			return q
+		}
+	}
+}
+
+// describes says whether described, a parse, is that of skeleton (a
+// DESCRIBE's) but for the query it describes, which is the query js is
+// the parse of (where each stands in its text aside), and whether the
+// columns DuckDB describes with NULLs are the query's whatever the
+// values: not where a parameter picks a star's columns.
+func describes(described, skeleton, js string) (bool, error) {
+	var stmts [3]map[string]any
+	for i, doc := range []string{described, skeleton, js} {
+		parsed, err := decodeParse([]byte(doc))
+		if err != nil {
+			return false, fmt.Errorf("read the parsed query: %w", err)
+		}
+		list, _ := parsed["statements"].([]any)
+		if failed, _ := parsed["error"].(bool); failed || len(list) != 1 {
+			return false, nil
+		}
+		stmts[i], _ = list[0].(map[string]any)
+		withoutLocations(stmts[i])
+	}
+	if anyPart(stmts[2], picksByParameter) {
+		// DuckDB would describe the columns a NULL picks.
+		return false, nil
+	}
+	// The query described, in the DESCRIBE's node and in the skeleton's.
+	var queries [2]any
+	for i, stmt := range stmts[:2] {
+		node, _ := stmt["node"].(map[string]any)
+		from, _ := node["from_table"].(map[string]any)
+		if from == nil {
+			return false, nil
+		}
+		queries[i], from["query"] = from["query"], nil
+	}
+	stmts[0]["named_param_map"], stmts[1]["named_param_map"] = nil, nil
+	return reflect.DeepEqual(stmts[0], stmts[1]) && reflect.DeepEqual(queries[0], stmts[2]["node"]), nil
+}
+
+// picksByParameter says whether o, a part of a parse, is a star or
+// COLUMNS(…) whose columns a parameter's value picks (COLUMNS(c -> c =
+// $1), * LIKE $1).
+func picksByParameter(o map[string]any) bool {
+	return o["class"] == "STAR" && anyPart(o["expr"], func(e map[string]any) bool { return e["class"] == "PARAMETER" })
+}
+
+// anyPart says whether f holds for a part of v, a parse, or v itself.
+func anyPart(v any, f func(map[string]any) bool) bool {
+	switch x := v.(type) {
+	case []any:
+		return slices.ContainsFunc(x, func(child any) bool { return anyPart(child, f) })
+	case map[string]any:
+		if f(x) {
+			return true
+		}
+		for _, child := range x {
+			if anyPart(child, f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// withoutLocations removes from v, a parse, where each part stands in
+// its text.
+func withoutLocations(v any) {
+	switch x := v.(type) {
+	case []any:
+		for _, child := range x {
+			withoutLocations(child)
+		}
+	case map[string]any:
+		delete(x, "query_location")
+		for _, child := range x {
+			withoutLocations(child)
+		}
+	}
 }
 
 // columnNames are the names of the columns of text, a checked query whose
@@ -1030,8 +1223,9 @@ func (r *sessionReader) Release() {
 // cast rounds twice, and -0.0 as a DECIMAL is 0). The constant's alias
 // goes to the cast. A column the cast names otherwise than DuckDB names
 // the query sent is named as DuckDB does (session.names); where DuckDB
-// prepared no names (the columns' types wait for the parameters'
-// values), with nameFloats, an unaliased item of a select list that
+// named none (the columns' types wait for the parameters' values, and
+// DuckDB does not bind the query with NULLs: see describedNames), with
+// nameFloats, an unaliased item of a select list that
 // holds such a constant is aliased with its text as printed without the
 // cast (DuckDB names such a column by that text, but for the types it
 // resolved in it: DECIMAL(3,1) for DuckDB's DECIMAL(3, 1)). Numbers are

@@ -54,6 +54,20 @@ func BenchmarkQueryOverhead(b *testing.B) {
 			rr.Release()
 		}
 	})
+	// A query whose column's type waits for its parameter's value, which
+	// DuckDB describes for its names (describedNames).
+	b.Run("reader_parameter_typed", func(b *testing.B) {
+		defer reportCPU(b, cputime.Process())
+		for b.Loop() {
+			rr, err := r.Query(ctx, tenancy.One("a"), `SELECT $1 AS p, v FROM otel_spans WHERE v < 10`, "x")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rr.Next() {
+			}
+			rr.Release()
+		}
+	})
 }
 
 // reportCPU reports the process's CPU time per operation since start.

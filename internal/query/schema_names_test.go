@@ -151,3 +151,91 @@ func TestParameterTypedColumnsKeepDuckDBsNames(t *testing.T) {
 		}
 	}
 }
+
+// A query whose columns' types wait for its parameters' values is named
+// as DuckDB names the query sent (with the values), in its schema (which
+// a client asks for before it has values) and in its result, on DuckDB
+// and on Iceberg: a cast's type as written (DECIMAL(3, 1), which DuckDB's
+// parse printed back writes DECIMAL(3,1)), a subquery by the table's
+// name, not the scan's view, repeated names as they are, whatever
+// precedes the statement (a DESCRIBE of the query sent names them).
+func TestParameterTypedQueriesKeepDuckDBsNames(t *testing.T) {
+	l := newLake(t)
+	il := newIceLake(t, IcebergOptions{})
+	for _, c := range []struct {
+		q    string
+		args []any
+	}{
+		{`SELECT $1 AS x, 2 AS x`, []any{"v"}},
+		{`SELECT ?, ? || 'a', ? AS x, 1 AS x`, []any{"v", "w", 3}},
+		{`SELECT $1::DECIMAL(3,1), $2 AS p, (SELECT count(*) FROM otel_spans)`, []any{1, "v"}},
+		{`WITH c AS (SELECT $1, $1 AS x) SELECT *, x FROM c UNION ALL SELECT 'a', 'b', 'c'`, []any{"v"}},
+		{`SELECT (SELECT $1 FROM otel_spans LIMIT 1), trace_id, trace_id FROM otel_spans`, []any{"v"}},
+		{"/* a /* b */ */ ;-- c\n; SELECT $1 AS x, 2 AS x; -- d", []any{"v"}},
+	} {
+		rows, err := l.db.Query(c.q, c.args...)
+		if err != nil {
+			t.Fatalf("DuckDB itself, %s: %v", c.q, err)
+		}
+		want, err := rows.Columns()
+		rows.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, r := range map[string]Reader{"duckdb": l.reader, "iceberg": il.reader} {
+			sc, err := r.Schema(context.Background(), tenantA, c.q)
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, c.q, err)
+			}
+			rr, err := r.Query(context.Background(), tenantA, c.q, c.args...)
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, c.q, err)
+			}
+			for what, s := range map[string]*arrow.Schema{"schema": sc, "result": rr.Schema()} {
+				var got []string
+				for _, f := range s.Fields() {
+					got = append(got, f.Name)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s %s: the %s's columns %q, want %q (DuckDB's own names)", name, c.q, what, got, want)
+				}
+			}
+			rr.Release()
+		}
+	}
+}
+
+// A DESCRIBE names columns only when DuckDB parses it as one of the very
+// query checked (another query, or more statements, are not taken), and
+// when no parameter picks a star's columns.
+func TestDescribesOnlyTheQueryChecked(t *testing.T) {
+	db := newLake(t).db
+	parse := func(q string) string {
+		t.Helper()
+		var js string
+		if err := db.QueryRow(`SELECT json_serialize_sql($1::VARCHAR)::VARCHAR`, q).Scan(&js); err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	skeleton := parse(`DESCRIBE SELECT 1`)
+	for _, c := range []struct {
+		described, checked string
+		want               bool
+	}{
+		{`DESCRIBE SELECT $1 AS x FROM otel_spans`, `  SELECT $1 AS x FROM otel_spans`, true},
+		{`DESCRIBE SELECT $1 AS x FROM otel_spans`, `SELECT $1 AS y FROM otel_spans`, false},
+		{`DESCRIBE SELECT $1 AS x; SELECT $1 AS x`, `SELECT $1 AS x`, false},
+		{`SELECT * FROM (DESCRIBE SELECT $1 AS x) WHERE true`, `SELECT $1 AS x`, false},
+		// A NULL picks other columns than the value.
+		{`DESCRIBE SELECT COLUMNS(c -> c = $1) FROM otel_spans`, `SELECT COLUMNS(c -> c = $1) FROM otel_spans`, false},
+	} {
+		got, err := describes(parse(c.described), skeleton, parse(c.checked))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%q describes %q: %v, want %v", c.described, c.checked, got, c.want)
+		}
+	}
+}
