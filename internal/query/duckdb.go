@@ -357,7 +357,7 @@ func (d *DuckDB) parse(ctx context.Context, sess *session, s tenancy.Scope, q st
 		return "", 0, err
 	}
 	// The views bear the tables' names: the query as sent binds there.
-	if err := sess.queryNames(ctx, q, js, n); err != nil {
+	if err := sess.queryNames(ctx, q, n); err != nil {
 		return "", 0, err
 	}
 	printed := c.again()
@@ -540,6 +540,11 @@ type session struct {
 	// zoned says which of those columns are a TIME WITH TIME ZONE, which
 	// the query that runs answers as text (zonedAsText); nil for none.
 	zoned []bool
+	// zonedByValues says the query's columns' types wait for its
+	// parameters' values, and DuckDB described one as a TIME WITH TIME
+	// ZONE with NULLs (queryNames): which are, the values say (run,
+	// zonedWith).
+	zonedByValues bool
 	// materialize runs the session's queries materialized, not streaming
 	// (runQuery): over a database that loads go on beside, so that a
 	// read's snapshot ends when its query has run, whatever the client's
@@ -802,7 +807,14 @@ func (sess *session) checkParse(names *checker, js string) (*checker, int, error
 // run starts text and hands the session to the reader it returns, which
 // closes it when released.
 func (sess *session) run(ctx context.Context, text string, params []any) (array.RecordReader, error) {
-	text, err := sess.zonedAsText(ctx, text)
+	var err error
+	if sess.zonedByValues {
+		if sess.zoned, err = sess.zonedWith(ctx, text, params); err != nil {
+			sess.close()
+			return nil, err
+		}
+	}
+	text, err = sess.zonedAsText(ctx, text)
 	if err != nil {
 		sess.close()
 		return nil, err
@@ -882,85 +894,115 @@ func (sess *session) zonedAsText(ctx context.Context, text string) (string, erro
 }
 
 // queryNames sets the session's names and zoned (see columnNames) of q,
-// the query as sent, checked (js its parse, params its number of
-// parameters), whose tables bear their names (the tenant's views, or
-// those over the scans on Iceberg): as DuckDB prepares q, or for a query
-// whose columns' types wait for its parameters' values, as DuckDB
-// describes it (describedNames).
-func (sess *session) queryNames(ctx context.Context, q, js string, params int) error {
+// the query as sent, checked (params its number of parameters), whose
+// tables bear their names (the tenant's views, or those over the scans
+// on Iceberg): as DuckDB prepares q, or for a query whose columns' types
+// wait for its parameters' values, which DuckDB prepares no names for,
+// as DESCRIBE q lists them with a NULL for each parameter (the values
+// name no column; DuckDB binds q, and runs nothing of it). Without them
+// the text that runs named such a query's columns, and its schema
+// otherwise than its result: the schema's query runs within another,
+// which renames repeated names (x, x_1 for x, x), and on Iceberg that
+// text names the scans' views, which name a column holding a subquery
+// (another view each time). None where DuckDB does not parse the
+// DESCRIBE as one of q (describable), where a parameter picks a star's
+// columns (a NULL picks others), or where DuckDB refuses q with NULLs (a
+// function that takes no NULL where a value stood): the text that runs
+// names the columns then. Which of them are a TIME WITH TIME ZONE the
+// values say (zonedWith), where DuckDB described one with NULLs: a
+// column is one with the values only where it is with NULLs (its type
+// comes of the query's own expressions: a client sends no such value),
+// or fails to bind, but not the other way round (timezone('UTC', $1)).
+func (sess *session) queryNames(ctx context.Context, q string, params int) error {
 	var err error
 	sess.names, sess.zoned, err = sess.columnNames(ctx, q)
 	if err != nil || sess.names != nil {
 		return err
 	}
-	sess.names, err = sess.describedNames(ctx, q, js, params)
+	var types []string
+	sess.names, types, err = sess.describe(ctx, q, make([]any, params))
+	sess.zonedByValues = slices.Contains(types, timeTZ)
 	return err
 }
 
-// describedNames are the names DuckDB gives the columns of q, the query
-// as sent (js its parse, params its number of parameters), whose
-// columns' types wait for its parameters' values: as DESCRIBE q lists
-// them with a NULL for each parameter (the values name no column; DuckDB
-// binds q, and runs nothing of it). Without them the text that runs
-// named the columns, and the schema otherwise than the result: the
-// schema's query runs within another, which renames repeated names (x,
-// x_1 for x, x), and on Iceberg that text names the scans' views, which
-// name a column holding a subquery (another view each time). DESCRIBE q
-// runs only where DuckDB parses it as a DESCRIBE of the very query
-// checked (js). None where it is not, where a parameter picks a star's
-// columns (a NULL picks others), or where DuckDB refuses q with
-// NULLs (a function that takes no NULL where a value stood): the text
-// that runs names the columns then. Which columns are a TIME WITH TIME
-// ZONE is left unsaid: with its value a column may have another type.
-func (sess *session) describedNames(ctx context.Context, q, js string, params int) ([]string, error) {
+// zonedWith says which columns of text, a checked query whose columns'
+// types wait for its parameters' values (session.zonedByValues), are a
+// TIME WITH TIME ZONE with params bound: as DESCRIBE text lists them
+// with the values, not with NULLs (timezone('UTC', $1) is a TIME WITH
+// TIME ZONE for a NULL, a timestamp for a timestamp). Nil for none, or
+// where DuckDB does not describe text so: the query reports why as it
+// runs.
+func (sess *session) zonedWith(ctx context.Context, text string, params []any) ([]bool, error) {
+	_, types, err := sess.describe(ctx, text, params)
+	if err != nil || !slices.Contains(types, timeTZ) {
+		return nil, err
+	}
+	zoned := make([]bool, len(types))
+	for i, typ := range types {
+		zoned[i] = typ == timeTZ
+	}
+	return zoned, nil
+}
+
+// timeTZ is how DESCRIBE names a TIME WITH TIME ZONE.
+const timeTZ = "TIME WITH TIME ZONE"
+
+// describe is the names and the types of the columns of q, a checked
+// query, as DESCRIBE q lists them with params bound as the query's are
+// (runQuery). None where DuckDB does not parse the DESCRIBE as one of q
+// (describable) or refuses it: its reason, if it refuses q with the
+// values too, is the query's to report as it runs.
+func (sess *session) describe(ctx context.Context, q string, params []any) (names, types []string, err error) {
+	text, ok, err := sess.describable(ctx, q)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	err = sess.conn.Raw(func(dc any) error {
+		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, false, nil)
+		if err != nil {
+			return err
+		}
+		defer rr.Release()
+		for rr.Next() {
+			// DESCRIBE lists a column's name, then its type. Copies:
+			// the values are the batch's memory, freed with it.
+			rec := rr.RecordBatch()
+			for i := range int(rec.NumRows()) {
+				names = append(names, strings.Clone(rec.Column(0).ValueStr(i)))
+				types = append(types, strings.Clone(rec.Column(1).ValueStr(i)))
+			}
+		}
+		return rr.Err()
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("describe the query: %w", err)
+		}
+		return nil, nil, nil
+	}
+	return names, types, nil
+}
+
+// describable is a DESCRIBE of q, a checked query, and whether DuckDB
+// parses it as one of the very query q (describes), which alone may run.
+func (sess *session) describable(ctx context.Context, q string) (string, bool, error) {
 	text := "DESCRIBE " + statementStart(q)
-	var described, skeleton string
+	var described, skeleton, js string
 	// DESCRIBE SELECT 1 is a DESCRIBE as DuckDB parses one, its query
 	// aside.
 	err := sess.conn.QueryRowContext(ctx, `SELECT json_serialize_sql($1::VARCHAR)::VARCHAR,
-		json_serialize_sql('DESCRIBE SELECT 1')::VARCHAR`, text).Scan(&described, &skeleton)
+		json_serialize_sql('DESCRIBE SELECT 1')::VARCHAR, json_serialize_sql($2::VARCHAR)::VARCHAR`,
+		text, q).Scan(&described, &skeleton, &js)
 	if err != nil {
-		return nil, fmt.Errorf("parse the query described: %w", err)
+		return "", false, fmt.Errorf("parse the query described: %w", err)
 	}
-	if same, err := describes(described, skeleton, js); err != nil || !same {
-		return nil, err
-	}
-	rows, err := sess.conn.QueryContext(ctx, text, make([]any, params)...)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("describe the query: %w", err)
-		}
-		// DuckDB's reason to refuse q with NULLs, if it refuses q with
-		// the values too, is the query's to report as it runs.
-		return nil, nil
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, fmt.Errorf("describe the query: %w", err)
-	}
-	var name string
-	dest := make([]any, len(cols))
-	dest[0] = &name
-	for i := 1; i < len(dest); i++ {
-		dest[i] = new(any)
-	}
-	var names []string
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("describe the query: %w", err)
-		}
-		names = append(names, name)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("describe the query: %w", err)
-	}
-	return names, nil
+	same, err := describes(described, skeleton, js)
+	return text, same, err
 }
 
 // statementStart is q from its statement on: past the blanks, comments
 // and empty statements (semicolons) before it, which after a DESCRIBE
-// would end the DESCRIBE there. Whatever it leaves, describedNames runs
+// would end the DESCRIBE there. Whatever it leaves, describe runs
 // the DESCRIBE only if it describes the query checked.
 func statementStart(q string) string {
 	for {
@@ -1224,7 +1266,7 @@ func (r *sessionReader) Release() {
 // goes to the cast. A column the cast names otherwise than DuckDB names
 // the query sent is named as DuckDB does (session.names); where DuckDB
 // named none (the columns' types wait for the parameters' values, and
-// DuckDB does not bind the query with NULLs: see describedNames), with
+// DuckDB does not bind the query with NULLs: see queryNames), with
 // nameFloats, an unaliased item of a select list that
 // holds such a constant is aliased with its text as printed without the
 // cast (DuckDB names such a column by that text, but for the types it

@@ -461,7 +461,7 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	for name, t := range tables {
 		sess.tables[name] = t.decl.Name
 	}
-	c, sent, n, err := sess.check(ctx, ic.names, q)
+	c, _, n, err := sess.check(ctx, ic.names, q)
 	if err != nil {
 		return "", 0, err
 	}
@@ -506,7 +506,7 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	if err := ic.nameViews(ctx, sess, s, tables, plans, prefix); err != nil {
 		return "", 0, err
 	}
-	if err := sess.queryNames(ctx, q, sent, n); err != nil {
+	if err := sess.queryNames(ctx, q, n); err != nil {
 		return "", 0, err
 	}
 	sess.checker = c.again(views...)

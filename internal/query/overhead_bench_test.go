@@ -55,7 +55,7 @@ func BenchmarkQueryOverhead(b *testing.B) {
 		}
 	})
 	// A query whose column's type waits for its parameter's value, which
-	// DuckDB describes for its names (describedNames).
+	// DuckDB describes for its names (queryNames).
 	b.Run("reader_parameter_typed", func(b *testing.B) {
 		defer reportCPU(b, cputime.Process())
 		for b.Loop() {

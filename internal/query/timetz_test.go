@@ -3,7 +3,11 @@ package query
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -66,5 +70,53 @@ func TestZonedTimeKeepsItsOffset(t *testing.T) {
 	got, err := il.rows(t, tenantA, `SELECT '12:34:56+05:30'::TIMETZ AS a, '12:34:56-08:00'::TIMETZ AS b`)
 	if want := []string{"12:34:56+05:30|12:34:56-08"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("iceberg: %q, %v; want %q", got, err, want)
+	}
+}
+
+// A query whose columns' types wait for its parameters' values keeps a
+// TIME WITH TIME ZONE's offset too, on DuckDB and on Iceberg, its
+// schema saying the type it answers: its zoned column went out as
+// DuckDB's time64 of the clock alone, 12:34:56+05:30 as 12:34:56.
+func TestZonedTimeOfAParameterTypedQueryKeepsItsOffset(t *testing.T) {
+	l := newLake(t)
+	il := newIceLake(t, IcebergOptions{})
+	const q = `SELECT $1 AS p, '12:34:56+05:30'::TIMETZ AS z`
+	want := []string{"v|12:34:56+05:30"}
+	for name, r := range map[string]Reader{"duckdb": l.reader, "iceberg": il.reader} {
+		got, err := readRows(r, tenantA, q, "v")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q (DuckDB's z::VARCHAR)", name, got, want)
+		}
+		sc, err := r.Schema(context.Background(), tenantA, q)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if typ := sc.Field(1).Type; !arrow.TypeEqual(typ, arrow.BinaryTypes.String) {
+			t.Errorf("%s: schema says z is %s, want utf8 (the text answered)", name, typ)
+		}
+	}
+}
+
+// Which columns are a TIME WITH TIME ZONE, the values say: for a NULL
+// timezone('UTC', $1) is one, for a timestamp a timestamp, which stays
+// one (cast to text as a zoned time, it changed type).
+func TestZonedColumnsOfAParameterTypedQueryAsTheValuesType(t *testing.T) {
+	l := newLake(t)
+	const q = `SELECT timezone('UTC', $1) AS ts, $2 AS p`
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	var typ string
+	if err := l.db.QueryRow(`SELECT typeof(timezone('UTC', $1))`, at).Scan(&typ); err != nil || !strings.HasPrefix(typ, "TIMESTAMP") {
+		t.Fatalf("DuckDB itself: %q, %v; the test assumes a TIMESTAMP", typ, err)
+	}
+	rr, err := l.reader.Query(context.Background(), tenantA, q, at, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	if got := rr.Schema().Field(0).Type; got.ID() != arrow.TIMESTAMP {
+		t.Errorf("ts answered as %s, want a timestamp", got)
 	}
 }
