@@ -64,6 +64,7 @@ type Kafka struct {
 	// Default tracelake; a loader of OTLP logs or metrics defaults to
 	// tracelake-logs or tracelake-metrics (settle): loaders of different
 	// signals in one group skip each other's requests on a shared topic.
+	// Only a group left out: one given is kept, tracelake too.
 	Group string `yaml:"group"`
 	// StartOffset is where a partition with neither a ledger position nor a
 	// committed offset starts: earliest (default) or latest (its end when
@@ -734,8 +735,13 @@ func (c *Config) settle() {
 	// which deployments already use; a loader of a group new to it
 	// resumes from its ledger, not the group's offsets (pipeline's
 	// adjustOffsets), so the change loses and doubles nothing.
-	if (c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON) && c.Kafka.Group == DefaultGroup && c.Kafka.Signal != SignalTraces {
-		c.Kafka.Group = DefaultGroup + "-" + c.Kafka.Signal
+	// Only a group left out (groupLeftOut): a group given is kept, even
+	// tracelake.
+	if c.Kafka.Group == groupLeftOut {
+		c.Kafka.Group = DefaultGroup
+		if (c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON) && c.Kafka.Signal != SignalTraces {
+			c.Kafka.Group = DefaultGroup + "-" + c.Kafka.Signal
+		}
 	}
 }
 

@@ -923,3 +923,37 @@ func TestEachSignalsLoaderDefaultsToItsOwnGroup(t *testing.T) {
 		}
 	}
 }
+
+// A group given is kept, even the name of the plain default: an
+// operator whose Kafka ACLs grant the group tracelake alone, or who
+// keeps a logs loader where it ran before this default (a partition
+// with a committed offset and no ledger position resumes from the
+// group's offset, not from start_offset), set group: tracelake, by
+// file, TRACELAKE_KAFKA_GROUP or --group, and it was replaced by
+// tracelake-logs all the same, with no way to keep it.
+func TestAGroupGivenAsTheDefaultNameIsKept(t *testing.T) {
+	const logs = "kafka: {topics: [t], format: otlp_proto, signal: logs"
+	cfg, err := FromYAML([]byte(logs + ", group: tracelake}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Kafka.Group != "tracelake" {
+		t.Errorf("group: tracelake in the file: group %q, want tracelake", cfg.Kafka.Group)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(logs+"}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TRACELAKE_KAFKA_GROUP", "tracelake")
+	if cfg, err = FromFile(path); err != nil || cfg.Kafka.Group != "tracelake" {
+		t.Errorf("TRACELAKE_KAFKA_GROUP=tracelake: group %q (%v), want tracelake", cfg.Kafka.Group, err)
+	}
+	os.Unsetenv("TRACELAKE_KAFKA_GROUP")
+	if cfg, err = FromFile(path); err != nil || cfg.Kafka.Group != "tracelake-logs" {
+		t.Errorf("group left out: group %q (%v), want tracelake-logs", cfg.Kafka.Group, err)
+	}
+	flag := func(c *Config) { c.Kafka.Group = "tracelake" } // --group tracelake
+	if cfg, err = FromFile(path, flag); err != nil || cfg.Kafka.Group != "tracelake" {
+		t.Errorf("--group tracelake: group %q (%v), want tracelake", cfg.Kafka.Group, err)
+	}
+}

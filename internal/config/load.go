@@ -33,6 +33,7 @@ const EnvPrefix = "TRACELAKE_"
 // report.
 func FromFile(path string, overrides ...func(*Config)) (*Config, error) {
 	cfg := Default()
+	cfg.Kafka.Group = groupLeftOut
 	var fileErr error
 	if path != "" {
 		data, err := os.ReadFile(path)
@@ -55,11 +56,19 @@ func FromFile(path string, overrides ...func(*Config)) (*Config, error) {
 // configurations shipped inside the binary).
 func FromYAML(data []byte) (*Config, error) {
 	cfg := Default()
+	cfg.Kafka.Group = groupLeftOut
 	err := decodeFile(cfg, "(embedded).yaml", data)
 	cfg.settle()
 	cfg.unread = meantKeys(err)
 	return cfg, err
 }
+
+// groupLeftOut stands in kafka.group while the file, the environment and
+// the flags are read, so that settle tells a group left out (which takes
+// its signal's default) from one given, even the default's name: a logs
+// loader given group tracelake (its Kafka ACLs grant that group alone,
+// or it stays where it ran before) keeps it. No name Kafka takes.
+const groupLeftOut = "\x00"
 
 func decodeFile(cfg *Config, path string, data []byte) error {
 	trimmed := bytes.TrimSpace(data)
