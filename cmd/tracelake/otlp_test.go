@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -1192,5 +1193,45 @@ func TestOTLPLoadModeStopsOnFatalSinkError(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("run still running 30s after a fatal load error:\n%s", run.log)
+	}
+}
+
+// A logs loader with start_offset latest, upgraded from a release whose
+// default group was tracelake for every signal: its partitions had a
+// committed start there (a run commits each start at assignment) and no
+// ledger position (nothing came while it ran). A request the receivers
+// forwarded while the loader was down for the upgrade was read from
+// there by the release before; now the loader is in tracelake-logs,
+// where the partition has no offset, and started at the end, past the
+// request: acknowledged, in no table, verify OK.
+func TestOTLPLogsLoaderMovedToItsOwnGroupStartsWhereTheFormerOneWas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel() // its own Kafka and files; mostly waiting on the child
+	bin := buildBinary(t)
+	cluster, cl := startKafka(t, 2)
+	// What the release before's run committed at assignment.
+	starts := kadm.Offsets{}
+	for p := int32(0); p < 2; p++ {
+		starts.Add(kadm.Offset{Topic: testTopic, Partition: p, At: 0, LeaderEpoch: -1})
+	}
+	resp, err := kadm.NewClient(cl).CommitOffsets(context.Background(), "tracelake", starts)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Forwarded by the receivers meanwhile.
+	rec := &kgo.Record{Topic: testTopic, Value: marshalOTLPLogs(t), Headers: []kgo.RecordHeader{
+		{Key: "X-Scope-OrgID", Value: []byte("t1")}, {Key: "otlp-signal", Value: []byte("logs")}, {Key: "otlp-topic-signals", Value: []byte("logs")}}}
+	if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	loader := writeConfig(t, cluster, "format: otlp_proto, signal: logs, start_offset: latest", "")
+	rep := runUntilIdle(t, bin, loader)
+	if rows, dlq := rep.Totals(); !rep.OK || rows != 1 || dlq != 0 {
+		t.Errorf("ok=%v rows=%d dlq=%d problems=%v, want the request forwarded during the upgrade loaded", rep.OK, rows, dlq, rep.Problems)
 	}
 }

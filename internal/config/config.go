@@ -748,6 +748,20 @@ func (c *Config) settle() {
 // DefaultGroup is kafka.group's default (of a loader of OTLP traces).
 const DefaultGroup = "tracelake"
 
+// FormerGroup is the group the releases before loaders of OTLP logs and
+// metrics had defaults of their own ran such a loader in, by default
+// (tracelake), when c is in its signal's default group now; "" for
+// other configs. With start_offset latest a partition with no offset in
+// the new group and no ledger position starts where the former group's
+// committed offset is (pipeline's latestStarts), not at its end.
+func (c *Config) FormerGroup() string {
+	if (c.Kafka.Format == FormatOTLPProto || c.Kafka.Format == FormatOTLPJSON) && c.Kafka.Signal != SignalTraces &&
+		c.Kafka.Group == DefaultGroup+"-"+c.Kafka.Signal {
+		return DefaultGroup
+	}
+	return ""
+}
+
 // defaultLoadInterval is load.max_interval's default.
 const defaultLoadInterval = 5 * time.Second
 

@@ -381,12 +381,13 @@ func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink, log *s
 	// started topic for a new one and skip what was produced to a
 	// partition added since.
 	var started map[string]bool
+	var former map[sink.TopicPartition]int64
 	notFatal := func(err error) bool { return !errors.Is(err, sink.ErrFatal) }
 	warn := func(err error, delay time.Duration) {
 		log.Warn("start_offset latest: which topics the group started on could not be read; retrying", "err", err, "in", delay)
 	}
 	err = retryAtStart(ctx, notFatal, warn, func(ctx context.Context) (err error) {
-		started, err = startedTopics(ctx, cfg, admin, snk, marks)
+		started, former, err = startedTopics(ctx, cfg, admin, snk, marks)
 		return err
 	})
 	if err != nil {
@@ -394,7 +395,14 @@ func latestStarts(ctx context.Context, cfg *config.Config, snk sink.Sink, log *s
 	}
 	ends := make(map[sink.TopicPartition]int64, len(marks))
 	for tp, m := range marks {
-		if !started[tp.Topic] {
+		if at, ok := former[tp]; ok {
+			// Where the release before read it from, in the group
+			// this loader ran in then (config.FormerGroup): its end
+			// skipped what came while the loader was upgraded.
+			log.Info("start_offset latest: no committed offset or ledger position in this group; starting at the committed offset of the group it ran in before",
+				"topic", tp.Topic, "partition", tp.Partition, "group", cfg.FormerGroup(), "offset", min(at, m.High))
+			ends[tp] = min(at, m.High)
+		} else if !started[tp.Topic] {
 			ends[tp] = m.High
 		}
 	}
@@ -431,10 +439,21 @@ func retryAtStart(ctx context.Context, retry func(error) bool, onRetry func(erro
 // topic it has no position in was created after it started (between two
 // runs, or before a running member's metadata refresh saw it), and every
 // record of it came after the group's start.
-func startedTopics(ctx context.Context, cfg *config.Config, admin *kafka.Admin, snk sink.Sink, marks map[sink.TopicPartition]kafka.Watermarks) (map[string]bool, error) {
+//
+// A loader in its signal's default group of this release
+// (config.FormerGroup) takes the offsets committed in the group it ran
+// in before as its own in a topic its group and ledger have not started
+// on: former holds them, where those partitions start.
+func startedTopics(ctx context.Context, cfg *config.Config, admin *kafka.Admin, snk sink.Sink, marks map[sink.TopicPartition]kafka.Watermarks) (started map[string]bool, former map[sink.TopicPartition]int64, err error) {
 	committed, err := admin.Committed(ctx, cfg.Kafka.Group)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var before map[sink.TopicPartition]int64
+	if g := cfg.FormerGroup(); g != "" {
+		if before, err = admin.Committed(ctx, g); err != nil {
+			return nil, nil, fmt.Errorf("the offsets of group %s, where loaders of %s ran before: %w", g, cfg.Kafka.Signal, err)
+		}
 	}
 	parts := make([]sink.TopicPartition, 0, len(marks))
 	for tp := range marks {
@@ -442,21 +461,36 @@ func startedTopics(ctx context.Context, cfg *config.Config, admin *kafka.Admin, 
 	}
 	positions, err := snk.Positions(ctx, parts)
 	if err != nil {
-		return nil, fmt.Errorf("read the sink's positions: %w", err)
+		return nil, nil, fmt.Errorf("read the sink's positions: %w", err)
 	}
-	started := make(map[string]bool)
+	started = make(map[string]bool)
 	for _, tp := range parts {
 		_, inLedger := positions[tp]
 		if _, ok := committed[tp]; ok || inLedger {
 			started[tp.Topic] = true
 		}
 	}
+	// A topic this group and ledger have not started on, that the
+	// former group did: its partitions start as they did there. Not one
+	// the ledger has started on: the former group's offsets may be
+	// another signal's loader's, which skipped past this signal's
+	// requests (one group for all, before), and a partition this loader
+	// has no position in is read from its beginning.
+	former = make(map[sink.TopicPartition]int64)
+	for _, tp := range parts {
+		if at, ok := before[tp]; ok && at >= 0 && !started[tp.Topic] {
+			former[tp] = at
+		}
+	}
+	for tp := range former {
+		started[tp.Topic] = true
+	}
 	if cfg.Kafka.TopicRegex == "" {
-		return started, nil
+		return started, former, nil
 	}
 	re, err := regexp.Compile(cfg.Kafka.TopicRegex)
 	if err != nil {
-		return nil, fmt.Errorf("kafka.topic_regex: %w", err)
+		return nil, nil, fmt.Errorf("kafka.topic_regex: %w", err)
 	}
 	// A committed offset in a matching topic that is gone (deleted since)
 	// says so too.
@@ -469,7 +503,7 @@ func startedTopics(ctx context.Context, cfg *config.Config, admin *kafka.Admin, 
 			started[tp.Topic] = true
 		}
 	}
-	return started, nil
+	return started, former, nil
 }
 
 // OTLPDecoder returns the decoder of cfg's signal in encoding (otlp_proto
