@@ -790,7 +790,7 @@ func TestOTLPLoaderOfAnotherSignalsForwardTopicDeadLettersIt(t *testing.T) {
 	if rows, dlq := rep.Totals(); !rep.OK || rows != 0 || dlq != 1 {
 		t.Errorf("a loader of kafka.signal traces of the logs forward topic: ok=%v rows=%d dlq=%d problems=%v, want the log request dead-lettered", rep.OK, rows, dlq, rep.Problems)
 	}
-	out, err := exec.Command(bin, "sql", "--config", loader, "SELECT bool_and(error LIKE '%load the topic with kafka.signal logs%') AS named FROM otel_spans_dlq").CombinedOutput()
+	out, err := exec.Command(bin, "sql", "--config", loader, "SELECT bool_and(error LIKE '%unless a loader of kafka.signal logs%') AS named FROM otel_spans_dlq").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "true") {
 		t.Errorf("the dead letter's reason does not name the kafka.signal to load it with: %v\n%s", err, out)
 	}

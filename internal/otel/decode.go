@@ -51,7 +51,11 @@ func header(r *kgo.Record, key string) (string, bool) {
 // othersMessage tells what a loader of signal does with r, a message
 // whose SignalHeader names another signal: nil to skip it, on a topic its
 // own signal shares (otlp.forward.topic), where that signal's loader
-// stores it; else why it is dead-lettered. A loader of the wrong
+// stores it; else why it is dead-lettered. The header is what the
+// message's own receivers forward to its topic: receivers of another
+// otlp.forward (a fleet changing its topics) may share the topic where
+// these did not, and the dead letter is then a copy of a request that
+// signal's loader stores, which its reason says may be. A loader of the wrong
 // kafka.signal, or one whose group another signal's loader shares, would
 // otherwise skip requests acknowledged to their clients that no loader
 // stores, and commit past them. Messages of releases that did not name
@@ -61,7 +65,7 @@ func othersMessage(r *kgo.Record, signal, other string) error {
 	if !ok || slices.Contains(strings.Split(shared, ","), signal) {
 		return nil
 	}
-	return fmt.Errorf("an OTLP %s request, on a topic the receivers forward %s to (header %s): this loader (kafka.signal %s) does not store it; load the topic with kafka.signal %s, in a kafka.group of its own",
+	return fmt.Errorf("an OTLP %s request, on a topic its receivers forward %s to (header %s): this loader (kafka.signal %s) does not store it; unless a loader of kafka.signal %s in a kafka.group of its own reads the topic, it is stored nowhere",
 		other, shared, TopicSignalsHeader, signal, other)
 }
 
