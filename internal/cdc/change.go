@@ -120,8 +120,9 @@ type Table struct {
 	// tombstone keyed otherwise is not the table's (debeziumTombstone).
 	key atomic.Pointer[[]string]
 
-	// cols interns its column names, types Canal's type names.
-	cols, types names
+	// cols interns its column names, types Canal's type names, defaults
+	// its columns' defaults (Column.Default).
+	cols, types, defaults names
 }
 
 // Column is one column of a row.
@@ -149,6 +150,11 @@ type Column struct {
 	// took them for strings, so a changelog table it made holds them in
 	// text columns, which take this text rather than the typed Value.
 	SourceText []byte
+	// Default is the value (as Value holds one) the source gives a row
+	// that does not hold the column: Debezium's schema default, which a
+	// column added with ALTER TABLE … ADD COLUMN … DEFAULT fills every
+	// existing row with, without a change of them; "" for none.
+	Default string
 
 	// from, to locate a value written to the change's arena until the
 	// arena stops growing (settle).

@@ -29,6 +29,10 @@ type field struct {
 	itemLogical  []byte
 	itemScale    int
 	itemHasScale bool
+	// def is the column's default as the schema gives it ("default":
+	// Kafka Connect's JsonConverter writes a field's default value, which
+	// Debezium sets from the column's DEFAULT), nil for none.
+	def []byte
 }
 
 // conversion is how a Debezium value becomes its NDJSON.
@@ -590,6 +594,10 @@ func readField(v []byte) field {
 			f.logical = text(v)
 		case "parameters":
 			f.scale, f.precision, f.hasScale = decimalParameters(v)
+		case "default":
+			if !isNull(v) {
+				f.def = v
+			}
 		case "items":
 			it, _ := open(v, '{')
 			for k, v, ok := it.member(); ok; k, v, ok = it.member() {
@@ -630,7 +638,7 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 	if !ok {
 		return cols, d.errorf("a row image is not a JSON object")
 	}
-	nameHint, typeHint := 0, 0
+	nameHint, typeHint, defaultHint := 0, 0, 0
 	for i := 0; ; i++ {
 		k, v, ok := it.member()
 		if !ok {
@@ -655,7 +663,37 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 		if err := c.debeziumValue(col, f, v); err != nil {
 			return cols, d.errorf("column %q: %v", name, err)
 		}
+		if f.def != nil {
+			col.Default = c.defaultOf(f, &defaultHint)
+		}
 	}
+}
+
+// defaultOf is the column default of f as the NDJSON of internal/schema
+// holds a value (Column.Default), written as the column's values are, ""
+// for a default that is no value of its type. A column added to the
+// source with a DEFAULT (ALTER TABLE … ADD COLUMN … DEFAULT) has it in
+// every row the source holds, and the source writes no change of them:
+// a changelog row whose image is from before the column takes it.
+func (c *Change) defaultOf(f *field, hint *int) string {
+	var tmp Column
+	arena := len(c.arena)
+	err := c.debeziumValue(&tmp, f, f.def)
+	v := tmp.Value
+	if tmp.to > tmp.from {
+		v = c.arena[tmp.from:tmp.to]
+	}
+	def := ""
+	// A time of exactly the epoch is Debezium's stand-in for a default
+	// it does not evaluate (MySQL's CURRENT_TIMESTAMP, and a zero date,
+	// MySqlDefaultValueConverter), not the time the source's rows took:
+	// no default, as for PostgreSQL's now(), of which the schema says
+	// nothing.
+	if err == nil && v != nil && (tmp.Type != schema.Timestamp || string(v) != "0") {
+		def = c.Table.defaults.intern(v, hint)
+	}
+	c.arena = c.arena[:arena] // the default's bytes are interned
+	return def
 }
 
 // defaultUnavailable is what Debezium writes for a value it did not read

@@ -585,7 +585,9 @@ func sameKey(a, b string) bool {
 // columns sets the plan's columns from the changelog table's and brings
 // the model and its tombstones up to them: created on the first merge,
 // grown as the source's table gains columns (a column the source drops
-// stays, null in the rows changed since).
+// stays, null in the rows changed since, or its default where the
+// changelog table has one: a change without the column reads as one from
+// before it).
 func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
 	logCols, err := duckdb.TableColumns(ctx, tx, p.m.Source)
 	if err != nil {
@@ -647,6 +649,40 @@ func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogP
 		if err := duckdb.GrowColumns(ctx, tx, t.name, have, t.cols); err != nil {
 			return fmt.Errorf("model %s: %w", p.m.Target, err)
 		}
+		if t.name == p.m.Target {
+			if err := fillDefaulted(ctx, tx, p, have); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fillDefaulted fills the columns the model just gained (it had have)
+// that have a default in its changelog table (the source's: a column the
+// source added with ALTER TABLE … ADD COLUMN … DEFAULT, which fills every
+// row the source has without a change of it) with that default in every
+// row the model has: they are of changes from before the column, and the
+// source's rows took the default. The other columns gained read null.
+// Last of the model's changes of columns: DuckDB fails the commit of a
+// transaction that adds a column after writing one (duckdb.GrowColumns).
+func fillDefaulted(ctx context.Context, tx *sql.Tx, p *changelogPlan, have []duckdb.Column) error {
+	defaults, err := duckdb.ColumnDefaults(ctx, tx, p.m.Source)
+	if err != nil || len(defaults) == 0 {
+		return err
+	}
+	var sets []string
+	for _, col := range p.columns {
+		def, ok := defaults[col.Name]
+		if ok && !slices.ContainsFunc(have, func(h duckdb.Column) bool { return h.Name == col.Name }) {
+			sets = append(sets, sqltext.Ident(col.Name)+" = "+def)
+		}
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	if err := exec(ctx, tx, fmt.Sprintf("UPDATE %s SET %s", p.target, strings.Join(sets, ", "))); err != nil {
+		return fmt.Errorf("model %s: fill the columns it gained with their defaults: %w", p.m.Target, err)
 	}
 	return nil
 }

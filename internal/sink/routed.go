@@ -21,8 +21,14 @@ type TableRows struct {
 	// Columns are the source's columns the rows hold, in the order they
 	// were first seen; the changelog's and the coordinates follow.
 	Columns []Column
-	Rows    []byte
-	has     map[string]int // Columns' indexes by name
+	// Defaults are the source's column defaults by column name, each a
+	// value as a row holds it (cdc.Column.Default): a row that does not
+	// hold such a column (a change from before the source's ALTER TABLE
+	// … ADD COLUMN … DEFAULT) reads the default there, as the source's
+	// rows do; a row holds a null of such a column as null.
+	Defaults map[string]string
+	Rows     []byte
+	has      map[string]int // Columns' indexes by name
 }
 
 // SourceTable names a table of a source database.
@@ -90,10 +96,11 @@ func (b *Batch) SawSchemaTopic(server, topic string) {
 // routed rows, which holds every routed table's rows of the batch (each
 // line names its table), so several RoutedFiles of one batch share it.
 type RoutedFile struct {
-	Table   string
-	Source  SourceTable
-	Columns []Column
-	Path    string
+	Table    string
+	Source   SourceTable
+	Columns  []Column
+	Defaults map[string]string // TableRows.Defaults
+	Path     string
 }
 
 // Router is a Sink that loads routed tables (Batch.Routed). The pipeline
@@ -143,6 +150,15 @@ func (t *TableRows) AddColumn(c Column) {
 	}
 	t.has[c.Name] = len(t.Columns)
 	t.Columns = append(t.Columns, c)
+}
+
+// SetDefault records the source's default of column name (a value as a
+// row holds it; TableRows.Defaults), the last one seen.
+func (t *TableRows) SetDefault(name, value string) {
+	if t.Defaults == nil {
+		t.Defaults = map[string]string{}
+	}
+	t.Defaults[name] = value
 }
 
 // Holds says whether every value of o's type is a value of c's, exactly

@@ -340,7 +340,7 @@ func (s *Sink) Stage(_ context.Context, b *sink.Batch) (sink.File, error) {
 			return sink.File{}, err
 		}
 		for _, t := range b.Routed {
-			f.Routed = append(f.Routed, sink.RoutedFile{Table: t.Table, Source: t.Source, Columns: t.Columns, Path: path})
+			f.Routed = append(f.Routed, sink.RoutedFile{Table: t.Table, Source: t.Source, Columns: t.Columns, Defaults: t.Defaults, Path: path})
 		}
 	}
 	if len(b.SchemaTopics) > 0 && s.opt.Routed {

@@ -373,8 +373,12 @@ SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s W
 	if err != nil || len(tables) == 0 {
 		return 0, "", err
 	}
+	defaults, err := s.routedDefaults(ctx, tx)
+	if err != nil {
+		return 0, "", err
+	}
 	for tid, table := range tables {
-		q, err := s.distributeSQL(ctx, tx, table)
+		q, err := s.distributeSQL(ctx, tx, table, defaults[table])
 		if err != nil {
 			return 0, table, err
 		}
@@ -427,14 +431,20 @@ func movingTables(ctx context.Context, tx *sql.Tx) (map[int64]string, error) {
 // row is read as read_ndjson reads a staged file with those columns: a
 // column a row leaves out is null; a value its column's type does not
 // take fails the statement, as does a key the table has no column for
-// (json_transform says neither: it gives null; the row's count of keys,
-// every one non-null, must be its count of non-null columns).
+// (json_transform says neither: it gives null; the row's count of keys
+// that are not null, nonNullMembers, must be its count of non-null
+// columns).
 //
 // A table the cache lacks was gone when this process read the catalog
 // (dropped by hand before a restart): its columns are read from the
 // catalog again, so that it takes its changes once it is mended; still
 // gone, it is an error of its own.
-func (s *Sink) distributeSQL(ctx context.Context, tx *sql.Tx, table string) (string, error) {
+//
+// A column with a default (the source's, sink.TableRows.Defaults: the
+// changelog table's DEFAULT, defaults by name) reads it in a row that
+// does not hold the column, a change from before the source added it;
+// a row of a change after holds its null as null.
+func (s *Sink) distributeSQL(ctx context.Context, tx *sql.Tx, table string, defaults map[string]string) (string, error) {
 	s.routedMu.RLock()
 	have := s.routed[table]
 	s.routedMu.RUnlock()
@@ -464,11 +474,52 @@ func (s *Sink) distributeSQL(ctx context.Context, tx *sql.Tx, table string) (str
 		structure[name] = read
 		sel[i] = expr + " AS " + sqltext.Ident(name)
 		present[i] = "(r." + sqltext.Ident(name) + " IS NOT NULL)::INTEGER"
+		if def, ok := defaults[name]; ok {
+			// k, the row's keys, read once: a path looked up per column
+			// parses the row again each time.
+			sel[i] = fmt.Sprintf(`CASE WHEN list_contains(k, %s) THEN %s ELSE %s END AS %s`, sqltext.String(name), expr, def, sqltext.Ident(name))
+		}
 	}
 	shape, _ := json.Marshal(structure) // a map of strings: never fails
-	return fmt.Sprintf(`INSERT INTO %s BY NAME SELECT %s FROM (SELECT json_transform("row", %s) AS r, "row" FROM tl_moving WHERE tid = $1)
-WHERE CASE WHEN len(json_keys("row")) = %s THEN true ELSE error('a landed row of ' || $2 || ' holds a value its column''s type does not take, or a column the table lacks: ' || left("row", 500)) END`,
-		s.routedName(table), strings.Join(sel, ", "), sqltext.String(string(shape)), strings.Join(present, " + ")), nil
+	return fmt.Sprintf(`INSERT INTO %s BY NAME SELECT %s FROM (SELECT json_transform("row", %s) AS r, json_keys("row") AS k, "row" FROM tl_moving WHERE tid = $1)
+WHERE CASE WHEN %s = %s THEN true ELSE error('a landed row of ' || $2 || ' holds a value its column''s type does not take, or a column the table lacks: ' || left("row", 500)) END`,
+		s.routedName(table), strings.Join(sel, ", "), sqltext.String(string(shape)), nonNullMembers, strings.Join(present, " + ")), nil
+}
+
+// nonNullMembers is the SQL of the count of a landed row's members that
+// are not null: a row holds the nulls of columns with a default
+// (pipeline.ChangelogDecoder), which the merge patch into {} leaves out
+// (RFC 7386), at the cost of reading the row again (about twice the
+// count of its keys); a row without ":null" in its text holds none.
+const nonNullMembers = `CASE WHEN contains("row", ':null') THEN len(json_keys(json_merge_patch('{}', "row"))) ELSE len(k) END`
+
+// routedDefaults reads the column defaults of the changelog tables
+// (table → column → the default's SQL) from the catalog, in q's snapshot:
+// those a load gave columns the source added with a default
+// (ensureRouted).
+func (s *Sink) routedDefaults(ctx context.Context, q Querier) (map[string]map[string]string, error) {
+	schemaName, _ := splitTable(s.opt.Table)
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT c.table_name, c.column_name, c.column_default FROM duckdb_columns() c JOIN %s r ON c.table_name = r.log_table
+WHERE c.database_name = current_database() AND c.schema_name = ? AND c.column_default IS NOT NULL`, s.tables.routes), schemaName)
+	if err != nil {
+		return nil, fmt.Errorf("read the column defaults of the changelog tables: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]string{}
+	for rows.Next() {
+		var table, column, def string
+		if err := rows.Scan(&table, &column, &def); err != nil {
+			return nil, fmt.Errorf("read the column defaults of the changelog tables: %w", err)
+		}
+		if out[table] == nil {
+			out[table] = map[string]string{}
+		}
+		out[table][column] = def
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the column defaults of the changelog tables: %w", err)
+	}
+	return out, nil
 }
 
 // recordReach moves what each moved table reached, per partition, past

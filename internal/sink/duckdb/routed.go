@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -275,6 +276,9 @@ type routedGroup struct {
 	table   string
 	source  sink.SourceTable
 	columns []sink.Column // the source's columns of every file, first seen first
+	// defaults are the source's column defaults of every file
+	// (sink.TableRows.Defaults), a later file's first.
+	defaults map[string]string
 }
 
 // groupRouted groups the plan's routed files by table, in the order the
@@ -293,6 +297,12 @@ func groupRouted(files []sink.RoutedFile) []routedGroup {
 		// A later batch's table may name a server more (the servers of a
 		// table grow in a process): the group records them all.
 		g.source.Server = joinServers(g.source.Server, f.Source.Server)
+		for name, v := range f.Defaults {
+			if g.defaults == nil {
+				g.defaults = map[string]string{}
+			}
+			g.defaults[name] = v
+		}
 		for _, c := range f.Columns {
 			j := slices.IndexFunc(g.columns, func(h sink.Column) bool { return h.Name == c.Name })
 			if j < 0 {
@@ -402,6 +412,9 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		defs := make([]string, len(want))
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
+			if v, ok := g.defaults[c.Name]; ok {
+				defs[i] += " DEFAULT " + defaultSQL(columns[i], v)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", name, strings.Join(defs, ", "))); err != nil {
 			return fmt.Errorf("create changelog table %s: %w", g.table, err)
@@ -435,6 +448,9 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 			if err != nil {
 				return fmt.Errorf("changelog table %s: %w", g.table, err)
 			}
+			if err := fillDefaults(ctx, tx, name, added, columns, g.defaults); err != nil {
+				return fmt.Errorf("changelog table %s: %w", g.table, err)
+			}
 			s.log.Info("added source columns to a changelog table", "table", g.table, "columns", names(added))
 		}
 	}
@@ -447,6 +463,50 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 	}
 	s.routedAdded[g.table] = grown
 	return nil
+}
+
+// fillDefaults gives each column of added (just added to table, quoted)
+// that has a default in defaults (sink.TableRows.Defaults; columns are
+// the table's, to read it by) that default, and fills the rows the table
+// has with it: they are changes from before the source added the
+// column, and the source's rows took the default then. After every ADD
+// COLUMN of the transaction: DuckDB (1.5.6) fails the commit of a
+// transaction that adds a column to a table after it has written a
+// column's values or set a default that is not a bare literal ("another
+// transaction has altered this table").
+func fillDefaults(ctx context.Context, tx *sql.Tx, table string, added []Column, columns []readColumn, defaults map[string]string) error {
+	var sets []string
+	for _, c := range added {
+		v, ok := defaults[c.Name]
+		i := slices.IndexFunc(columns, func(r readColumn) bool { return r.Name == c.Name })
+		if !ok || i < 0 {
+			continue
+		}
+		def := defaultSQL(readColumn{Name: c.Name, Logical: columns[i].Logical, Type: c.Type}, v)
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s", table, sqltext.Ident(c.Name), def)); err != nil {
+			return fmt.Errorf("give column %s its default: %w", c.Name, err)
+		}
+		sets = append(sets, sqltext.Ident(c.Name)+" = "+def)
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET %s", table, strings.Join(sets, ", "))); err != nil {
+		return fmt.Errorf("fill the rows before the added columns with their defaults: %w", err)
+	}
+	return nil
+}
+
+// defaultSQL is the SQL of a column's default v, a value as a staged row
+// holds it (sink.TableRows.Defaults), read as the move reads a landed
+// row's value of c (distributeSQL), so that a row without the column
+// reads what one holding v would.
+func defaultSQL(c readColumn, v string) string {
+	c.Infinite = true
+	typ, _ := c.read("")
+	shape, _ := json.Marshal(map[string]string{"d": typ}) // a map of strings: never fails
+	_, expr := c.read(fmt.Sprintf("(json_transform(%s, %s).d)", sqltext.String(`{"d":`+v+`}`), sqltext.String(string(shape))))
+	return "(" + expr + ")"
 }
 
 // widerType is the type a column of table of type have takes to hold

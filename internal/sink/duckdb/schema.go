@@ -194,6 +194,29 @@ func TableColumns(ctx context.Context, q Querier, table string) ([]Column, error
 	return cols, rows.Err()
 }
 
+// ColumnDefaults returns the defaults of table's columns that have one
+// (name → the default's SQL), none for a table that does not exist.
+func ColumnDefaults(ctx context.Context, q Querier, table string) (map[string]string, error) {
+	schema, name := splitTable(table)
+	rows, err := q.QueryContext(ctx, `SELECT name, dflt_value FROM pragma_table_info(?) WHERE dflt_value IS NOT NULL`, schema+"."+name)
+	if err != nil {
+		if IsMissing(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read column defaults of %s: %w", table, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var c, def string
+		if err := rows.Scan(&c, &def); err != nil {
+			return nil, fmt.Errorf("read column defaults of %s: %w", table, err)
+		}
+		out[c] = def
+	}
+	return out, rows.Err()
+}
+
 // IsMissing says whether err is DuckDB's for a table (or schema) that
 // does not exist.
 func IsMissing(err error) bool {
