@@ -25,14 +25,26 @@ type row struct {
 	// resource's and scope's attributes, so they can be any multiple of
 	// its size (Decoder.WithMaxRowBytes).
 	limit int
+	// measuring drops each row as it ends, counting its bytes in
+	// measured (RowsOver): a message's rows measured without holding
+	// them.
+	measuring bool
+	measured  int
 }
 
 // full reports whether the rows written reached the limit: the message's
 // writers write no more rows.
-func (w *row) full() bool { return w.limit > 0 && len(w.b) > w.limit }
+func (w *row) full() bool { return w.limit > 0 && w.measured+len(w.b) > w.limit }
 
 func (w *row) begin() { w.b = append(w.b, '{'); w.first = true }
-func (w *row) end()   { w.b = append(w.b, "}\n"...) }
+
+func (w *row) end() {
+	w.b = append(w.b, "}\n"...)
+	if w.measuring {
+		w.measured += len(w.b)
+		w.b = w.b[:0]
+	}
+}
 
 // key writes the name of the next field. It works on a local copy of the
 // buffer: appending through w.b made the compiler load and store the slice

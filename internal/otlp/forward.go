@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -50,6 +51,17 @@ type KafkaForwarder struct {
 	// writes and aloneWrites count the Produce requests cl and alone
 	// wrote (failedForAnother).
 	writes, aloneWrites *produceWrites
+	// maxRowBytes is the most bytes of rows the loaders of the topics
+	// take of one message (their max_inflight_bytes, the run's: MaxRows).
+	maxRowBytes int
+}
+
+// MaxRows implements RowBound: the loaders of the topics dead-letter a
+// message whose rows take more than their max_inflight_bytes
+// (otel.Decoder.WithMaxRowBytes), known here as the run's own, which
+// forwarders and loaders share.
+func (f *KafkaForwarder) MaxRows(signal string) (topic string, maxBytes int) {
+	return f.topics[signal], f.maxRowBytes
 }
 
 // produceWrites counts the Produce requests a client wrote, each counted
@@ -89,7 +101,8 @@ const describeTimeout = 10 * time.Second
 // without one is refused. maxBytes is the largest request the receivers
 // take (otlp.max_body_bytes): a topic that takes less is logged.
 // maxBuffered (max_inflight_bytes) bounds the records the producers hold
-// for requests whose context ended before the brokers answered. It asks
+// for requests whose context ended before the brokers answered, and the
+// rows of a request (MaxRows). It asks
 // the brokers for each topic's max.message.bytes (DescribeConfigs) within
 // ctx and describeTimeout.
 func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]string, tenantHeader string, maxBytes, maxBuffered int64, log *slog.Logger) (*KafkaForwarder, error) {
@@ -161,7 +174,7 @@ func NewKafkaForwarder(ctx context.Context, opts []kgo.Opt, topics map[string]st
 		return nil, fmt.Errorf("OTLP forward: Kafka client: %w", err)
 	}
 	return &KafkaForwarder{cl: cl, alone: alone, aloneTurn: make(chan struct{}, 1), topics: topics, topicSignals: topicSignals(topics),
-		header: tenantHeader, limits: limits, writes: writes, aloneWrites: aloneWrites}, nil
+		header: tenantHeader, limits: limits, writes: writes, aloneWrites: aloneWrites, maxRowBytes: int(min(maxBuffered, math.MaxInt))}, nil
 }
 
 // topicSignals is, for each topic of topics (signal → topic), the

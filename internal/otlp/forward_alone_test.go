@@ -49,7 +49,7 @@ func TestForwardJSONGrownPastBodyLimitIsNotRefusedByTheClient(t *testing.T) {
 			sig = s
 		}
 	}
-	body, items, err := sig.decode([]byte(js), true)
+	body, items, _, err := sig.decode([]byte(js), true)
 	if err != nil || items != 1 {
 		t.Fatalf("decode: %d items, %v", items, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
@@ -44,6 +45,15 @@ func (s Stored) rejected(items int) int {
 		return items
 	}
 	return min(s.Rejected, items)
+}
+
+// RowBound is a Forwarder whose destination refuses a request whose
+// rows take more than some bytes: KafkaForwarder, whose topics' loaders
+// dead-letter such a request whole after it was answered stored.
+// MaxRows is the topic a signal's requests go to (their rows name it)
+// and that bound, 0 for none.
+type RowBound interface {
+	MaxRows(signal string) (topic string, maxBytes int)
 }
 
 // ErrTooLarge is what a Forwarder returns for a request the destination
@@ -290,9 +300,12 @@ func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body
 		return accepted{}, ref
 	}
 	defer release()
-	proto, items, err := sig.decode(body, isJSON)
+	proto, items, data, err := sig.decode(body, isJSON)
 	if err != nil {
 		return accepted{}, &refusal{http.StatusBadRequest, codes.InvalidArgument, fmt.Sprintf("not an OTLP %s export request: %v", sig.name, err), false}
+	}
+	if ref := r.rowsRefusal(sig.name, tenant, data, len(proto), items); ref != nil {
+		return accepted{}, ref
 	}
 	if isJSON { // its protobuf is a second copy, of the same request
 		releaseProto, ref := r.hold(len(proto), len(body))
@@ -302,6 +315,31 @@ func (r *Receivers) accept(ctx context.Context, sig *signal, tenant string, body
 		defer releaseProto()
 	}
 	return r.store(ctx, sig.name, tenant, proto, items)
+}
+
+// rowsRefusal refuses, HTTP 413 and gRPC InvalidArgument (not retried), a
+// request whose rows would take more than the Forwarder's RowBound
+// (otel.RowsOver): its loaders would dead-letter it whole after it was
+// answered stored, and every retry would be refused the same way.
+func (r *Receivers) rowsRefusal(signal, tenant string, data any, protoBytes, items int) *refusal {
+	rb, ok := r.opt.Forward.(RowBound)
+	if !ok || items == 0 {
+		return nil
+	}
+	topic, limit := rb.MaxRows(signal)
+	if limit <= 0 {
+		return nil
+	}
+	over, err := otel.RowsOver(data, protoBytes, topic, tenant, limit)
+	if err != nil {
+		return &refusal{http.StatusInternalServerError, codes.Internal, err.Error(), false}
+	}
+	if !over {
+		return nil
+	}
+	return &refusal{http.StatusRequestEntityTooLarge, codes.InvalidArgument,
+		fmt.Sprintf("the request's %d %s decode to more than %d bytes of rows (max_inflight_bytes: each row repeats its resource's and scope's attributes), which the loaders refuse: send fewer per request, or smaller attributes",
+			items, itemNames[signal], limit), false}
 }
 
 // serves refuses the requests of a signal not taken (Options.Signals).

@@ -29,8 +29,9 @@ type signal struct {
 	name string
 	path string
 	// decode reads a request body (protobuf, or OTLP JSON) and returns it
-	// as protobuf with the number of spans, log records or points in it.
-	decode func(body []byte, isJSON bool) (proto []byte, items int, err error)
+	// as protobuf with the number of spans, log records or points in it,
+	// and as pdata (ptrace.Traces, plog.Logs, pmetric.Metrics).
+	decode func(body []byte, isJSON bool) (proto []byte, items int, data any, err error)
 	// response is the answer to a stored request.
 	response func(accepted) response
 }
@@ -92,25 +93,28 @@ func encode(r response, isJSON bool) ([]byte, error) {
 var signals = []signal{
 	{
 		name: Traces, path: "/v1/traces",
-		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
+		decode: func(body []byte, isJSON bool) ([]byte, int, any, error) {
 			req := ptraceotlp.NewExportRequest()
-			return decodeWith(Traces, req, ptraceotlp.NewExportRequest(), func() int { return req.Traces().SpanCount() }, body, isJSON)
+			proto, items, err := decodeWith(Traces, req, ptraceotlp.NewExportRequest(), func() int { return req.Traces().SpanCount() }, body, isJSON)
+			return proto, items, req.Traces(), err
 		},
 		response: func(a accepted) response { return tracesResponse(a) },
 	},
 	{
 		name: Logs, path: "/v1/logs",
-		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
+		decode: func(body []byte, isJSON bool) ([]byte, int, any, error) {
 			req := plogotlp.NewExportRequest()
-			return decodeWith(Logs, req, plogotlp.NewExportRequest(), func() int { return req.Logs().LogRecordCount() }, body, isJSON)
+			proto, items, err := decodeWith(Logs, req, plogotlp.NewExportRequest(), func() int { return req.Logs().LogRecordCount() }, body, isJSON)
+			return proto, items, req.Logs(), err
 		},
 		response: func(a accepted) response { return logsResponse(a) },
 	},
 	{
 		name: Metrics, path: "/v1/metrics",
-		decode: func(body []byte, isJSON bool) ([]byte, int, error) {
+		decode: func(body []byte, isJSON bool) ([]byte, int, any, error) {
 			req := pmetricotlp.NewExportRequest()
-			return decodeWith(Metrics, req, pmetricotlp.NewExportRequest(), func() int { return req.Metrics().DataPointCount() }, body, isJSON)
+			proto, items, err := decodeWith(Metrics, req, pmetricotlp.NewExportRequest(), func() int { return req.Metrics().DataPointCount() }, body, isJSON)
+			return proto, items, req.Metrics(), err
 		},
 		response: func(a accepted) response { return metricsResponse(a) },
 	},
