@@ -309,7 +309,7 @@ func (d *Decoder) notOTLP(err error) error {
 // several, or one empty, refused), else the default.
 func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 	if d.tenancy.Header == "" {
-		return d.tenancy.Default, nil
+		return d.tenantOfNone(r)
 	}
 	var values []string
 	for _, h := range r.Headers {
@@ -324,12 +324,26 @@ func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 		return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
 	}
 	if t == "" {
-		return d.tenancy.Default, nil
+		return d.tenantOfNone(r)
 	}
 	if err := tenancy.CheckTenant(t); err != nil {
 		return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
 	}
 	return t, nil
+}
+
+// tenantOfNone is the tenant of a record whose tenant header names none:
+// the default, unless tracelake's receivers forwarded it (SignalHeader),
+// which always name its tenant, in their tenancy.kafka_header: one not
+// found where this decoder reads it is in another header (the forwarder's
+// and the loader's settings differ), and taken for the default tenant's,
+// one tenant's rows would be read as another's.
+func (d *Decoder) tenantOfNone(r *kgo.Record) (string, error) {
+	if _, forwarded := header(r, SignalHeader); forwarded {
+		return "", fmt.Errorf("a request forwarded by tracelake's OTLP receivers (header %s) without the tenant header tenancy.kafka_header (%q) reads: the receivers name its tenant in theirs; set the loader's tenancy.kafka_header to the forwarding process's",
+			SignalHeader, d.tenancy.Header)
+	}
+	return d.tenancy.Default, nil
 }
 
 // source is where a message's rows came from, written as each row's

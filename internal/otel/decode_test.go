@@ -364,9 +364,10 @@ func loadAndRebuild(t *testing.T, msg string) string {
 // own signal's messages and holds no row of the others'.
 func TestOtherSignalsOfASharedTopicAreSkipped(t *testing.T) {
 	value, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(sampleTraces())
-	traces, _ := NewDecoder(SignalTraces, EncodingProto, Tenancy{Default: "t"})
-	logs, _ := NewDecoder(SignalLogs, EncodingProto, Tenancy{Default: "t"})
-	r := &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: SignalHeader, Value: []byte(SignalTraces)}}}
+	// As the receivers forward it: its tenant and its signal in headers.
+	traces, _ := NewDecoder(SignalTraces, EncodingProto, Tenancy{Header: "tenant", Default: "d"})
+	logs, _ := NewDecoder(SignalLogs, EncodingProto, Tenancy{Header: "tenant", Default: "d"})
+	r := &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "tenant", Value: []byte("t")}, {Key: SignalHeader, Value: []byte(SignalTraces)}}}
 	if n, err := traces.AppendRows(&sink.Batch{}, r); err != nil || n != 3 {
 		t.Errorf("the traces loader: %d rows, %v", n, err)
 	}
