@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -1002,18 +1003,22 @@ func (sess *session) describable(ctx context.Context, q string) (string, bool, e
 
 // statementStart is q from its statement on: past the blanks, comments
 // and empty statements (semicolons) before it, which after a DESCRIBE
-// would end the DESCRIBE there. Whatever it leaves, describe runs
-// the DESCRIBE only if it describes the query checked.
+// would end the DESCRIBE there. Blanks are DuckDB's: its parser reads
+// Unicode spaces as blanks (a no-break space, an ideographic space, a
+// byte order mark), and its lexer ends a -- comment at a carriage
+// return as at a newline. Whatever it leaves, describe runs the
+// DESCRIBE only if it describes the query checked: skipping more than
+// DuckDB would only leaves a query parsed otherwise, not taken.
 func statementStart(q string) string {
 	for {
-		q = strings.TrimLeft(q, " \t\n\r\f\v;")
+		q = strings.TrimLeftFunc(q, func(r rune) bool { return r == ';' || r == '\ufeff' || unicode.IsSpace(r) })
 		switch {
 		case strings.HasPrefix(q, "--"):
-			_, rest, found := strings.Cut(q, "\n")
-			if !found {
+			end := strings.IndexAny(q, "\n\r")
+			if end < 0 {
 				return ""
 			}
-			q = rest
+			q = q[end+1:]
 		case strings.HasPrefix(q, "/*"):
 			// Block comments nest, as in PostgreSQL, whose lexer
 			// DuckDB's is.
