@@ -8,14 +8,19 @@ func appendLogs(w *row, ld plog.Logs, src source, frags *fragments) (rows, longe
 	rls := ld.ResourceLogs()
 	for i := range rls.Len() {
 		rl := rls.At(i)
+		resMark := frags.mark()
 		res := rl.Resource().Attributes()
 		service := serviceName(res)
 		resJSON, rowHead := frags.attributes(res), frags.head(src.tenant, service)
 		sls := rl.ScopeLogs()
 		for j := range sls.Len() {
 			sl := sls.At(j)
-			scope := frags.scope(resJSON, sl.Scope())
 			records := sl.LogRecords()
+			if records.Len() == 0 {
+				continue // no row copies its fragment (fragments.drop)
+			}
+			scopeMark := frags.mark()
+			scope := frags.scope(resJSON, sl.Scope())
 			for k := range records.Len() {
 				if w.full() {
 					return rows, longest
@@ -43,7 +48,9 @@ func appendLogs(w *row, ld plog.Logs, src source, frags *fragments) (rows, longe
 				rows++
 				longest = max(longest, len(w.b)-start)
 			}
+			frags.drop(scopeMark)
 		}
+		frags.drop(resMark)
 	}
 	return rows, longest
 }

@@ -14,13 +14,18 @@ func appendMetrics(w *row, md pmetric.Metrics, src source, frags *fragments) (ro
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		rm := rms.At(i)
+		resMark := frags.mark()
 		res := rm.Resource().Attributes()
 		service := serviceName(res)
 		resJSON, rowHead := frags.attributes(res), frags.head(src.tenant, service)
 		sms := rm.ScopeMetrics()
 		for j := range sms.Len() {
 			sm := sms.At(j)
-			scope := frags.scope(resJSON, sm.Scope())
+			// Written at the scope's first point: a scope of no point
+			// (of no metric, or metrics of none) copies no fragment
+			// (fragments.drop).
+			scopeMark := frags.mark()
+			var scope []byte
 			ms := sm.Metrics()
 			for k := range ms.Len() {
 				m := ms.At(k)
@@ -29,6 +34,9 @@ func appendMetrics(w *row, md pmetric.Metrics, src source, frags *fragments) (ro
 				point := func(start, ts pcommon.Timestamp, attrs pcommon.Map, exemplars pmetric.ExemplarSlice, flags pmetric.DataPointFlags, fill func()) {
 					if w.full() {
 						return // the message is refused (AppendRows)
+					}
+					if scope == nil {
+						scope = frags.scope(resJSON, sm.Scope())
 					}
 					begin := len(w.b)
 					w.beginWith(rowHead)
@@ -115,7 +123,9 @@ func appendMetrics(w *row, md pmetric.Metrics, src source, frags *fragments) (ro
 					}
 				}
 			}
+			frags.drop(scopeMark)
 		}
+		frags.drop(resMark)
 	}
 	return rows, longest
 }

@@ -70,35 +70,41 @@ func rowsBound(data any, protoBytes int, src source, frags *fragments) (int, err
 	switch d := data.(type) {
 	case ptrace.Traces:
 		for _, rs := range d.ResourceSpans().All() {
+			mark := frags.mark()
 			res := rs.Resource().Attributes()
 			resJSON, head := frags.attributes(res), frags.head(src.tenant, serviceName(res))
 			for _, ss := range rs.ScopeSpans().All() {
-				shared := len(head) + len(frags.scope(resJSON, ss.Scope())) + perRow
+				shared := len(head) + frags.scopeLen(resJSON, ss.Scope()) + perRow
 				for _, s := range ss.Spans().All() {
 					bound += shared + elementFixedBytes*(s.Events().Len()+s.Links().Len())
 				}
 			}
+			frags.drop(mark)
 		}
 	case plog.Logs:
 		for _, rl := range d.ResourceLogs().All() {
+			mark := frags.mark()
 			res := rl.Resource().Attributes()
 			resJSON, head := frags.attributes(res), frags.head(src.tenant, serviceName(res))
 			for _, sl := range rl.ScopeLogs().All() {
-				bound += sl.LogRecords().Len() * (len(head) + len(frags.scope(resJSON, sl.Scope())) + perRow)
+				bound += sl.LogRecords().Len() * (len(head) + frags.scopeLen(resJSON, sl.Scope()) + perRow)
 			}
+			frags.drop(mark)
 		}
 	case pmetric.Metrics:
 		for _, rm := range d.ResourceMetrics().All() {
+			mark := frags.mark()
 			res := rm.Resource().Attributes()
 			resJSON, head := frags.attributes(res), frags.head(src.tenant, serviceName(res))
 			for _, sm := range rm.ScopeMetrics().All() {
-				shared := len(head) + len(frags.scope(resJSON, sm.Scope())) + perRow
+				shared := len(head) + frags.scopeLen(resJSON, sm.Scope()) + perRow
 				for _, m := range sm.Metrics().All() {
 					// Each point's row repeats its metric's texts.
 					metric := shared + textPerProtoByte*(len(m.Name())+len(m.Description())+len(m.Unit()))
 					bound += metricPointsBound(m, metric)
 				}
 			}
+			frags.drop(mark)
 		}
 	default:
 		return 0, fmt.Errorf("BUG: rows of a %T", data)

@@ -12,14 +12,19 @@ func appendSpans(w *row, td ptrace.Traces, src source, frags *fragments, ops *op
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
+		resMark := frags.mark()
 		res := rs.Resource().Attributes()
 		service := serviceName(res)
 		resJSON, rowHead := frags.attributes(res), frags.head(src.tenant, service)
 		sss := rs.ScopeSpans()
 		for j := range sss.Len() {
 			ss := sss.At(j)
-			scope := frags.scope(resJSON, ss.Scope())
 			spans := ss.Spans()
+			if spans.Len() == 0 {
+				continue // no row copies its fragment
+			}
+			scopeMark := frags.mark()
+			scope := frags.scope(resJSON, ss.Scope())
 			for k := range spans.Len() {
 				if w.full() {
 					return rows, longest
@@ -60,7 +65,9 @@ func appendSpans(w *row, td ptrace.Traces, src source, frags *fragments, ops *op
 				rows++
 				longest = max(longest, len(w.b)-start)
 			}
+			frags.drop(scopeMark)
 		}
+		frags.drop(resMark)
 	}
 	return rows, longest
 }
