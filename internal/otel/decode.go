@@ -337,14 +337,28 @@ func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 // which always name its tenant, in their tenancy.kafka_header: one not
 // found where this decoder reads it is in another header (the forwarder's
 // and the loader's settings differ), and taken for the default tenant's,
-// one tenant's rows would be read as another's.
+// one tenant's rows would be read as another's. The message is not at
+// fault but the setting, so it is not dead-lettered (a dead letter of
+// these tables is never loaded: dlq replay has no decoder, and the ledger
+// covers its offset) but waits (settingToFix, sink.ErrTransient: its
+// partition is read again from it, logged with this reason) until the
+// loader runs with the forwarder's header.
 func (d *Decoder) tenantOfNone(r *kgo.Record) (string, error) {
 	if _, forwarded := header(r, SignalHeader); forwarded {
-		return "", fmt.Errorf("a request forwarded by tracelake's OTLP receivers (header %s) without the tenant header tenancy.kafka_header (%q) reads: the receivers name its tenant in theirs; set the loader's tenancy.kafka_header to the forwarding process's",
-			SignalHeader, d.tenancy.Header)
+		return "", settingToFix{fmt.Sprintf("a request forwarded by tracelake's OTLP receivers (header %s) without the tenant header tenancy.kafka_header (%q) reads: the receivers name its tenant in theirs; set the loader's tenancy.kafka_header to the forwarding process's (the request waits in Kafka until then)",
+			SignalHeader, d.tenancy.Header)}
 	}
 	return d.tenancy.Default, nil
 }
+
+// settingToFix is why a message cannot be decoded under this process's
+// settings, which a restart with others fixes: a sink.ErrTransient, which
+// holds the message (and its partition) in Kafka instead of
+// dead-lettering it.
+type settingToFix struct{ reason string }
+
+func (e settingToFix) Error() string        { return e.reason }
+func (e settingToFix) Is(target error) bool { return target == sink.ErrTransient }
 
 // source is where a message's rows came from, written as each row's
 // coordinates.
