@@ -343,8 +343,28 @@ func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 // covers its offset) but waits (settingToFix, sink.ErrTransient: its
 // partition is read again from it, logged with this reason) until the
 // loader runs with the forwarder's header.
+//
+// A forwarder of tenancy.kafka_header "" (2026-12-01 to 12-03, until
+// forward mode refused it) wrote the tenant in a header of an empty name,
+// which no setting names: its messages are read as of that tenant.
 func (d *Decoder) tenantOfNone(r *kgo.Record) (string, error) {
 	if _, forwarded := header(r, SignalHeader); forwarded {
+		var unnamed []string
+		for _, h := range r.Headers {
+			if h.Key == "" {
+				unnamed = append(unnamed, string(h.Value))
+			}
+		}
+		if len(unnamed) > 0 {
+			t, err := tenancy.Named(`the header ""`, unnamed)
+			if err == nil {
+				err = tenancy.CheckTenant(t)
+			}
+			if err != nil {
+				return "", fmt.Errorf("a request forwarded by tracelake's OTLP receivers of tenancy.kafka_header \"\" (before 2026-12-03), its tenant in the header \"\": %w", err)
+			}
+			return t, nil
+		}
 		return "", settingToFix{fmt.Sprintf("a request forwarded by tracelake's OTLP receivers (header %s) without the tenant header tenancy.kafka_header (%q) reads: the receivers name its tenant in theirs; set the loader's tenancy.kafka_header to the forwarding process's (the request waits in Kafka until then)",
 			SignalHeader, d.tenancy.Header)}
 	}
