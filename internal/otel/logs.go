@@ -43,6 +43,7 @@ func appendLogs(w *row, ld plog.Logs, src source, frags *fragments) (rows, longe
 				w.attrs("log_attributes", l.Attributes())
 				w.int("dropped_attributes_count", int64(l.DroppedAttributesCount()))
 				w.nanos("time_unix_nano", l.Timestamp())
+				w.nanos("observed_time_unix_nano", l.ObservedTimestamp())
 				w.coordinates(src, rows)
 				w.end()
 				rows++

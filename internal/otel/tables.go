@@ -68,6 +68,10 @@ var Logs = schema.Table{
 		// time_unix_nano is time in nanoseconds, exact as sent (Loki
 		// answers them).
 		{Name: "time_unix_nano", Type: schema.Int64},
+		// observed_time_unix_nano is observed_time in nanoseconds, exact
+		// as sent: Loki answers it, as the time of a record without one
+		// and as its observed_timestamp.
+		{Name: "observed_time_unix_nano", Type: schema.Int64},
 	},
 }
 

@@ -60,7 +60,7 @@ func Missing(table string, have, want []SinkColumn) ([]SinkColumn, error) {
 // exactCopies are declared columns that hold another column's value
 // exactly where that one rounds it (time_unix_nano is time to the
 // nanosecond), declared by a later release than that column.
-var exactCopies = map[string]bool{"time_unix_nano": true, "start_time_unix_nano": true}
+var exactCopies = map[string]bool{"time_unix_nano": true, "start_time_unix_nano": true, "observed_time_unix_nano": true}
 
 // InContentKey says whether a column is part of the key that identifies
 // a row by its content (a log record's, a point's: the dedup model's).

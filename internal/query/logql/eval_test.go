@@ -25,7 +25,7 @@ func (es entries) Select(_ context.Context, sel Selection, fn func(*Entry) error
 			ok = ok && m.Matches(v)
 		}
 		for _, f := range sel.Filters {
-			ok = ok && f.keeps(e.Line)
+			ok = ok && f.Keeps(e.Line)
 		}
 		if ok {
 			out = append(out, e)

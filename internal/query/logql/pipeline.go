@@ -72,7 +72,7 @@ func (p *pipeline) process(e *Entry) (line string, ok bool) {
 	for _, s := range p.stages {
 		switch x := s.(type) {
 		case *LineFilter:
-			if !x.keeps(line) {
+			if !x.Keeps(line) {
 				return line, false
 			}
 		case *Parser:
@@ -164,8 +164,8 @@ func convertUnwrapped(conv, v string) (float64, error) {
 // too, not only colours.
 var ansi = regexp.MustCompile("[\u001b\u009b][[\\]()#;?]*(?:(?:(?:[a-zA-Z\\d]*(?:;[a-zA-Z\\d]*)*)?\u0007)|(?:(?:\\d{1,4}(?:;\\d{0,4})*)?[\\dA-PRZcf-ntqry=><~]))")
 
-// keeps says whether the filter keeps line.
-func (f *LineFilter) keeps(line string) bool {
+// Keeps says whether the filter keeps line.
+func (f *LineFilter) Keeps(line string) bool {
 	found := false
 	for i, v := range f.Values {
 		switch f.Op {

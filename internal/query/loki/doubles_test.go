@@ -1,16 +1,11 @@
 package loki
 
 import (
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
-
-	"github.com/tracelake/tracelake/internal/tenancy"
 )
 
 // Double attributes and bodies are answered as Loki's OTLP ingestion
@@ -37,18 +32,7 @@ func TestDoublesAreAnsweredAsLokiWritesThem(t *testing.T) {
 	lr = logs.AppendEmpty()
 	lr.SetTimestamp(pcommon.NewTimestampFromTime(t0.Add(2)))
 	lr.Body().SetDouble(1e21)
-	value, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newLake(t)
-	l.load(t, []string{"a"}, [][]byte{value})
-	mux := http.NewServeMux()
-	if err := Register(mux, Options{Reader: l.reader, Tenants: tenancy.Resolver{Required: true}, Version: "test", Log: slog.New(slog.DiscardHandler)}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := serveLogs(t, ld)
 
 	for _, q := range []string{`{service_name="calc"}`, `{cloud_region="2"}`} {
 		_, frames := decodeGrafana(t, ok(t, srv, "a", "/loki/api/v1/query_range", window(q, "direction", "forward")))

@@ -1,6 +1,7 @@
 package loki
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -43,40 +44,90 @@ const (
 	tenantLabel = "__tenant_id__"
 )
 
-// labelName is an attribute's name as a label: characters a label name
-// may not hold become _ (Loki pkg/loghttp/push/otlp.go attributeToLabels,
-// Prometheus's label name normalization).
+// labelName is an attribute's name as a label, as Loki's OTLP ingestion
+// names it (pkg/loghttp/push/otlp.go attributeToLabels:
+// otlptranslator.NormalizeLabel): each character (a rune, not a byte)
+// that is no ASCII letter or digit becomes _, then a name starting with
+// a digit is prefixed key_, one starting with a single _ key.
 func labelName(attr string) string {
-	b := []byte(attr)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
-			b[i] = '_'
+	if attr == "" {
+		return attr
+	}
+	var b strings.Builder
+	b.Grow(len(attr))
+	for _, r := range attr {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
 		}
 	}
-	return string(b)
+	name := b.String()
+	switch {
+	case name[0] >= '0' && name[0] <= '9':
+		return "key_" + name
+	case strings.HasPrefix(name, "_") && !strings.HasPrefix(name, "__"):
+		return "key" + name
+	}
+	return name
 }
 
-// attrLabels appends an attributes JSON object's labels: nested objects
-// flattened with _ (Loki attributeToLabels), arrays as their JSON.
-func attrLabels(dst logql.Labels, prefix string, obj map[string]json.RawMessage, cat logql.Category, skip func(string) bool) logql.Labels {
-	for k, raw := range obj {
-		if skip != nil && skip(k) {
+// attrLabels appends the labels of an attributes JSON object's members,
+// in their order: nested objects flattened with _, a nested key named
+// joined to its parent's label name (Loki attributeToLabels:
+// NormalizeLabel(prefix + "_" + k), so the 1 of m is m_1), arrays as
+// their JSON. Names that normalize alike are each appended, the later
+// last, as Loki's label builder sets them (dedupe keeps it).
+func attrLabels(dst logql.Labels, prefix string, obj []member, cat logql.Category, skip func(string) bool) logql.Labels {
+	for _, m := range obj {
+		if skip != nil && skip(m.key) {
 			continue
 		}
-		name := labelName(k)
+		name := m.key
 		if prefix != "" {
-			name = prefix + "_" + name
+			name = prefix + "_" + m.key
 		}
-		if len(raw) > 0 && raw[0] == '{' {
-			var inner map[string]json.RawMessage
-			if json.Unmarshal(raw, &inner) == nil {
+		name = labelName(name)
+		if len(m.raw) > 0 && m.raw[0] == '{' {
+			if inner, ok := members(m.raw); ok {
 				dst = attrLabels(dst, name, inner, cat, nil)
 				continue
 			}
 		}
-		dst = append(dst, logql.Label{Name: name, Value: jsonValue(raw), Cat: cat})
+		dst = append(dst, logql.Label{Name: name, Value: jsonValue(m.raw), Cat: cat})
 	}
 	return dst
+}
+
+// member is one of a JSON object's members.
+type member struct {
+	key string
+	raw json.RawMessage
+}
+
+// members reads a JSON object's members in the object's order (the
+// attributes' order as received), and whether data is one: a Go map
+// would lose the order, which decides between attributes whose names
+// normalize alike.
+func members(data []byte) ([]member, bool) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	var out []member
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, false
+		}
+		k, _ := tok.(string)
+		var raw json.RawMessage
+		if err := d.Decode(&raw); err != nil {
+			return nil, false
+		}
+		out = append(out, member{k, raw})
+	}
+	return out, true
 }
 
 // jsonValue is an attribute value as text, as Loki's OTLP ingestion
@@ -136,32 +187,18 @@ func isIndexed(attr string) bool {
 
 // discovered are the resource attributes whose stream labels Loki's
 // service name discovery takes service_name from when the resource has
-// no service.name, in its order: those of discover_service_name's
+// no service.name, the first of them in the resource's order
+// (serviceSQL): those of discover_service_name's
 // default labels (pkg/validation/limits.go: …, container_name,
 // k8s_container_name, …, k8s_job_name) that are stream labels here
 // (pkg/loghttp/push/otlplabels/labels.go ResourceAttrsToStreamLabels).
 var discovered = []string{"container.name", "k8s.container.name", "k8s.job.name"}
 
-// discoverService is the service_name of a resource without service.name:
-// the first discovered attribute it has, else unknown_service.
-func discoverService(res map[string]json.RawMessage) string {
-	for _, a := range discovered {
-		if raw, ok := res[a]; ok {
-			if v := jsonValue(raw); v != "" {
-				return v
-			}
-		}
-	}
-	return unknownService
-}
-
-// streamLabels are a row's stream labels: service_name, detected_level
+// streamLabels are a row's stream labels: service_name (service, as
+// serviceSQL reads it), detected_level
 // and the indexed resource attributes, and tenantLabel when tenant is not
 // "" (an operator's read of every tenant).
 func streamLabels(service string, res map[string]json.RawMessage, level, tenant string) logql.Labels {
-	if service == "" {
-		service = discoverService(res)
-	}
 	ls := logql.Labels{{Name: serviceLabel, Value: service}, {Name: levelLabel, Value: level}}
 	if tenant != "" {
 		ls = append(ls, logql.Label{Name: tenantLabel, Value: tenant})
@@ -247,23 +284,33 @@ type row struct {
 	flags, droppedAttributes int64
 	level                    string // detected_level (levelSQL)
 	tenant                   string // an operator's read of every tenant only (tenantSQL)
+	structured               bool   // a map or array body: line is its JSON as the table holds it (structuredSQL)
+	eventName                string
+	observed                 int64 // observed_timestamp (observedSQL), 0 for none
 }
 
 // metadata is a row's structured metadata, as Loki's OTLP ingestion
 // makes it (pkg/loghttp/push/otlp.go otlpLogToPushEntry): the resource
 // attributes that are not stream labels, the scope's name, version and
-// attributes, the record's attributes, its severity, trace and span ids
-// and its flags and dropped attributes when not zero.
-func (r *row) metadata(res map[string]json.RawMessage, cache metadataCache) logql.Labels {
+// attributes, the record's attributes, its severity, trace and span ids,
+// its flags and dropped attributes when not zero, its event name when
+// not empty and its observed time when it has a time too
+// (pkg/loghttp/push/otlplabels/labels.go LogAttrsToLabels).
+func (r *row) metadata(res []member, cache metadataCache) logql.Labels {
 	base := cache.base(r, res)
-	if r.traceID == "" && r.spanID == "" {
+	if r.traceID == "" && r.spanID == "" && r.observed == 0 {
 		return base
 	}
+	// The fields of each record its own, past the cache.
 	md := slices.Clone(base)
-	for _, id := range []logql.Label{{Name: "trace_id", Value: r.traceID}, {Name: "span_id", Value: r.spanID}} {
-		if id.Value != "" {
-			id.Cat = logql.CatMetadata
-			md = append(md, id)
+	observed := ""
+	if r.observed != 0 {
+		observed = strconv.FormatInt(r.observed, 10)
+	}
+	for _, l := range []logql.Label{{Name: "trace_id", Value: r.traceID}, {Name: "span_id", Value: r.spanID}, {Name: "observed_timestamp", Value: observed}} {
+		if l.Value != "" {
+			l.Cat = logql.CatMetadata
+			md = append(md, l)
 		}
 	}
 	return dedupe(md.Sort())
@@ -271,9 +318,9 @@ func (r *row) metadata(res map[string]json.RawMessage, cache metadataCache) logq
 
 // metadataKey is what a row's structured metadata but its ids come from.
 type metadataKey struct {
-	res, scope, attrs, scopeName, scopeVersion, severityText string
-	severityNumber                                           int32
-	flags, dropped                                           int64
+	res, scope, attrs, scopeName, scopeVersion, severityText, eventName string
+	severityNumber                                                      int32
+	flags, dropped                                                      int64
 }
 
 // metadataCache keeps the structured metadata of a query's rows but
@@ -285,8 +332,8 @@ type metadataCache map[metadataKey]logql.Labels
 // maxCached bounds a metadataCache: past it, the cache starts again.
 const maxCached = 10000
 
-func (c metadataCache) base(r *row, res map[string]json.RawMessage) logql.Labels {
-	k := metadataKey{r.resource, r.scope, r.attrs, r.scopeName, r.scopeVersion, r.severityText, r.severityNumber, r.flags, r.droppedAttributes}
+func (c metadataCache) base(r *row, res []member) logql.Labels {
+	k := metadataKey{r.resource, r.scope, r.attrs, r.scopeName, r.scopeVersion, r.severityText, r.eventName, r.severityNumber, r.flags, r.droppedAttributes}
 	if md, ok := c[k]; ok {
 		return md
 	}
@@ -299,7 +346,7 @@ func (c metadataCache) base(r *row, res map[string]json.RawMessage) logql.Labels
 }
 
 // baseMetadata is the structured metadata of a row but its ids.
-func (r *row) baseMetadata(res map[string]json.RawMessage) logql.Labels {
+func (r *row) baseMetadata(res []member) logql.Labels {
 	var md logql.Labels
 	md = attrLabels(md, "", res, logql.CatMetadata, isIndexed)
 	add := func(name, v string) {
@@ -309,13 +356,18 @@ func (r *row) baseMetadata(res map[string]json.RawMessage) logql.Labels {
 	}
 	add("scope_name", r.scopeName)
 	add("scope_version", r.scopeVersion)
-	for _, obj := range []string{r.scope, r.attrs} {
+	for i, obj := range []string{r.scope, r.attrs} {
 		if obj == "" || obj == "{}" {
 			continue
 		}
-		var m map[string]json.RawMessage
-		if json.Unmarshal([]byte(obj), &m) == nil {
-			md = attrLabels(md, "", m, logql.CatMetadata, nil)
+		var skip func(string) bool
+		if i == 1 && r.eventName != "" {
+			// The record's event name takes the place of an attribute
+			// of its name (LogAttrsToLabels).
+			skip = func(k string) bool { return k == "event_name" }
+		}
+		if m, ok := members([]byte(obj)); ok {
+			md = attrLabels(md, "", m, logql.CatMetadata, skip)
 		}
 	}
 	if r.severityNumber != 0 {
@@ -328,6 +380,7 @@ func (r *row) baseMetadata(res map[string]json.RawMessage) logql.Labels {
 	if r.flags != 0 {
 		add("flags", strconv.FormatInt(r.flags, 10))
 	}
+	add("event_name", r.eventName)
 	return dedupe(md.Sort())
 }
 

@@ -162,6 +162,31 @@ func serverOf(t *testing.T, records []record) *httptest.Server {
 	return serverWith(t, records, tenancy.Resolver{Required: true})
 }
 
+// serveLogs serves the Loki API over a lake holding ld, one OTLP
+// message of tenant a.
+func serveLogs(t *testing.T, ld plog.Logs) *httptest.Server {
+	t.Helper()
+	value, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLake(t)
+	l.load(t, []string{"a"}, [][]byte{value})
+	return serveLake(t, l)
+}
+
+// serveLake serves the Loki API over l's table.
+func serveLake(t *testing.T, l *lake) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	if err := Register(mux, Options{Reader: l.reader, Tenants: tenancy.Resolver{Required: true}, Version: "test", Log: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // serverWith serves the Loki API over a lake holding records, deciding
 // tenants by tenants.
 func serverWith(t *testing.T, records []record, tenants tenancy.Resolver) *httptest.Server {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
 	"github.com/tracelake/tracelake/internal/query/logql"
 	"github.com/tracelake/tracelake/internal/tenancy"
@@ -24,8 +26,9 @@ type source struct {
 // resource is a resource's parsed attributes and stream labels, kept
 // per query by its JSON text: a query's records share few resources.
 type resource struct {
-	attrs  map[string]json.RawMessage
-	stream map[streamKey]logql.Labels
+	attrs   map[string]json.RawMessage
+	members []member // attrs in their order, for structured metadata
+	stream  map[streamKey]logql.Labels
 }
 
 type streamKey struct {
@@ -40,6 +43,7 @@ func (rs resources) get(res string) *resource {
 		r = &resource{stream: map[streamKey]logql.Labels{}}
 		if res != "" {
 			_ = json.Unmarshal([]byte(res), &r.attrs)
+			r.members, _ = members([]byte(res))
 		}
 		rs[res] = r
 	}
@@ -56,13 +60,47 @@ func (r *resource) labels(service, level, tenant string) logql.Labels {
 	return ls
 }
 
-// Select reads the entries of sel.
+// Select reads the entries of sel. A limited read with line filters
+// keeps the entries of the first records SQL passes, read again with a
+// larger limit while the filters drop records of structured bodies
+// (which SQL passes unfiltered, selectSQL) among a full limit's worth:
+// the entries answered are the first sel.Limit the filters keep.
 func (s *source) Select(ctx context.Context, sel logql.Selection, fn func(*logql.Entry) error) error {
+	if sel.Limit <= 0 || len(sel.Filters) == 0 {
+		_, _, err := s.read(ctx, sel, sel.Limit, fn)
+		return err
+	}
+	for limit := sel.Limit; ; limit = min(2*limit, math.MaxInt32) {
+		var kept []logql.Entry
+		rows, dropped, err := s.read(ctx, sel, limit, func(e *logql.Entry) error {
+			if len(kept) < sel.Limit {
+				kept = append(kept, *e)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if dropped == 0 || len(kept) >= sel.Limit || rows < limit || limit == math.MaxInt32 {
+			for i := range kept {
+				if err := fn(&kept[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+}
+
+// read reads at most limit records of sel (none when 0) and calls fn
+// with the entries the line filters keep; it returns the records read
+// and those of structured bodies the filters dropped.
+func (s *source) read(ctx context.Context, sel logql.Selection, limit int, fn func(*logql.Entry) error) (rows, dropped int, err error) {
 	var args sqlArgs
-	q := selectSQL(s.table, sel, s.scope.All, &args)
+	q := selectSQL(s.table, sel, limit, s.scope.All, &args)
 	rr, err := s.reader.Query(ctx, s.scope, q, args...)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", s.table, err)
+		return 0, 0, fmt.Errorf("read %s: %w", s.table, err)
 	}
 	defer rr.Release()
 	res := resources{}
@@ -73,21 +111,53 @@ func (s *source) Select(ctx context.Context, sel logql.Selection, fn func(*logql
 		rec := rr.RecordBatch()
 		cols, err := entryCols(rec)
 		if err != nil {
-			return err
+			return rows, dropped, err
 		}
 		for i := range int(rec.NumRows()) {
+			rows++
 			cols.read(i, &r)
+			if r.structured {
+				r.line = structuredLine(r.line)
+				if !keeps(sel.Filters, r.line) {
+					dropped++
+					continue
+				}
+			}
 			rs := res.get(r.resource)
-			e = logql.Entry{TS: r.ts, Line: r.line, Stream: rs.labels(r.service, r.level, r.tenant), Metadata: r.metadata(rs.attrs, cache)}
+			e = logql.Entry{TS: r.ts, Line: r.line, Stream: rs.labels(r.service, r.level, r.tenant), Metadata: r.metadata(rs.members, cache)}
 			if err := fn(&e); err != nil {
-				return err
+				return rows, dropped, err
 			}
 		}
 	}
 	if err := rr.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", s.table, err)
+		return rows, dropped, fmt.Errorf("read %s: %w", s.table, err)
 	}
-	return nil
+	return rows, dropped, nil
+}
+
+// structuredLine is the line of a map or array body, from the body's
+// JSON as the table holds it: pdata's AsString of the value, as Loki's
+// OTLP ingestion writes it (pkg/loghttp/push/otlp.go otlpLogToPushEntry)
+// — every map's keys sorted, doubles as encoding/json writes them (2,
+// 1e+21; the table has 2.0, 1e21), U+2028 and U+2029 escaped. JSON that
+// does not read (never written by the decoder) is its own line.
+func structuredLine(body string) string {
+	v, err := otel.ValueFromJSON([]byte(body))
+	if err != nil {
+		return body
+	}
+	return v.AsString()
+}
+
+// keeps says whether every line filter keeps line.
+func keeps(filters []*logql.LineFilter, line string) bool {
+	for _, f := range filters {
+		if !f.Keeps(line) {
+			return false
+		}
+	}
+	return true
 }
 
 // text is an Arrow column of strings, whichever layout the reader gives.
@@ -120,20 +190,26 @@ func textColumn(a arrow.Array) (text, error) {
 
 // columns are a batch's columns of entryColumns.
 type columns struct {
-	ts, severityNumber, flags, dropped                                                                      ints
-	line, service, res, scope, attrs, scopeName, scopeVersion, severityText, traceID, spanID, level, tenant text
+	ts, severityNumber, flags, dropped, observed                                                                       ints
+	line, service, res, scope, attrs, scopeName, scopeVersion, severityText, traceID, spanID, level, tenant, eventName text
+	structured                                                                                                         *array.Boolean
 }
 
 func entryCols(rec arrow.RecordBatch) (*columns, error) {
 	c := &columns{}
 	var err error
-	texts := map[int]*text{1: &c.line, 2: &c.service, 3: &c.res, 4: &c.scope, 5: &c.attrs, 6: &c.scopeName, 7: &c.scopeVersion, 8: &c.severityText, 10: &c.traceID, 11: &c.spanID, 14: &c.level, 15: &c.tenant}
+	structured, ok := rec.Column(16).(*array.Boolean)
+	if !ok {
+		return nil, fmt.Errorf("read logs: a structured column of type %s", rec.Column(16).DataType())
+	}
+	c.structured = structured
+	texts := map[int]*text{1: &c.line, 2: &c.service, 3: &c.res, 4: &c.scope, 5: &c.attrs, 6: &c.scopeName, 7: &c.scopeVersion, 8: &c.severityText, 10: &c.traceID, 11: &c.spanID, 14: &c.level, 15: &c.tenant, 17: &c.eventName}
 	for i, dst := range texts {
 		if *dst, err = textColumn(rec.Column(i)); err != nil {
 			return nil, err
 		}
 	}
-	for i, dst := range map[int]*ints{0: &c.ts, 9: &c.severityNumber, 12: &c.flags, 13: &c.dropped} {
+	for i, dst := range map[int]*ints{0: &c.ts, 9: &c.severityNumber, 12: &c.flags, 13: &c.dropped, 18: &c.observed} {
 		if *dst, err = intColumn(rec.Column(i)); err != nil {
 			return nil, err
 		}
@@ -148,5 +224,6 @@ func (c *columns) read(i int, r *row) {
 	*r = row{ts: c.ts(i), line: v(c.line), service: v(c.service), resource: v(c.res),
 		scope: v(c.scope), attrs: v(c.attrs), scopeName: v(c.scopeName), scopeVersion: v(c.scopeVersion),
 		severityText: v(c.severityText), severityNumber: int32(c.severityNumber(i)), traceID: v(c.traceID),
-		spanID: v(c.spanID), flags: c.flags(i), droppedAttributes: c.dropped(i), level: v(c.level), tenant: v(c.tenant)}
+		spanID: v(c.spanID), flags: c.flags(i), droppedAttributes: c.dropped(i), level: v(c.level), tenant: v(c.tenant),
+		structured: c.structured.Value(i), eventName: v(c.eventName), observed: c.observed(i)}
 }

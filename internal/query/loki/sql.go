@@ -17,15 +17,30 @@ import (
 // tsSQL is a record's time in Unix ns: the exact column, else the
 // microsecond one (rows loaded before time_unix_nano existed). A record
 // without a time has its observed time (as Loki stores it,
-// pkg/loghttp/push/otlp.go timestampFromLogRecord).
+// pkg/loghttp/push/otlp.go timestampFromLogRecord), exact likewise
+// (observed_time_unix_nano).
 const (
 	tsSQL         = `coalesce(nullif(time_unix_nano, 0), epoch_us("time") * 1000)`
-	tsObservedSQL = `epoch_us(observed_time) * 1000`
+	tsObservedSQL = `coalesce(nullif(observed_time_unix_nano, 0), epoch_us(observed_time) * 1000)`
 )
 
+// observedSQL is a record's observed_timestamp structured metadata in
+// Unix ns, 0 for none: Loki adds it to a record with a time and an
+// observed time (pkg/loghttp/push/otlplabels/labels.go LogAttrsToLabels;
+// a record without a time is at its observed time). Exact when the row
+// has observed_time_unix_nano, else to the microsecond.
+const observedSQL = `CASE WHEN "time" IS NOT NULL THEN coalesce(nullif(observed_time_unix_nano, 0), epoch_us(observed_time) * 1000) END`
+
 // lineSQL is a record's line: its body as Loki's OTLP ingestion writes
-// it (pkg/loghttp/push/otlp.go: log.Body().AsString()), "" for none.
+// it (pkg/loghttp/push/otlp.go: log.Body().AsString()), "" for none;
+// a map or an array (structuredSQL) as the table's JSON, which the
+// source rewrites as AsString does (structuredLine): SQL cannot sort
+// the keys of every nested map.
 var lineSQL = `coalesce(` + asStringSQL("body", "'$'") + `, '')`
+
+// structuredSQL is whether a record's body is a map or an array: its
+// line as lineSQL reads it is not yet Loki's.
+const structuredSQL = `coalesce(json_type(body, '$') IN ('OBJECT', 'ARRAY'), false)`
 
 // asStringSQL is the SQL of the JSON value at path of doc as pdata's
 // AsString writes the attribute it holds, for scalars: a double without
@@ -46,12 +61,13 @@ func asStringSQL(doc, path string) string {
 // identical records stay two; else it is "" (the reader's view holds one
 // tenant's rows).
 func entryColumns(ts string, all bool) string {
-	return ts + ` AS ts, ` + lineSQL + ` AS line, coalesce(service_name, '') AS service, coalesce(resource_attributes::VARCHAR, '') AS res,
+	return ts + ` AS ts, ` + lineSQL + ` AS line, ` + serviceSQL + ` AS service, coalesce(resource_attributes::VARCHAR, '') AS res,
 		coalesce(scope_attributes::VARCHAR, '') AS scope_attrs, coalesce(log_attributes::VARCHAR, '') AS attrs,
 		coalesce(scope_name, '') AS scope_name, coalesce(scope_version, '') AS scope_version, coalesce(severity_text, '') AS severity_text,
 		coalesce(severity_number, 0) AS severity_number, coalesce(trace_id, '') AS trace_id, coalesce(span_id, '') AS span_id,
 		coalesce(flags, 0) AS flags, coalesce(dropped_attributes_count, 0) AS dropped, ` + levelSQL + ` AS level, ` +
-		tenantSQL(all) + ` AS tenant, ` + exact(ts) + ` AS exact`
+		tenantSQL(all) + ` AS tenant, ` + structuredSQL + ` AS structured, coalesce(event_name, '') AS event_name, ` + exact(ts) + ` AS exact, ` +
+		observedSQL + ` AS observed`
 }
 
 // tenantSQL is the SQL of a row's tenant for the label tenantLabel: its
@@ -65,13 +81,38 @@ func tenantSQL(all bool) string {
 }
 
 // exact is the SQL of whether the time expression ts is a record's exact
-// nanosecond (time_unix_nano), not its microsecond column's.
+// nanosecond (time_unix_nano, observed_time_unix_nano), not its
+// microsecond column's.
 func exact(ts string) string {
-	if ts == tsSQL {
+	switch ts {
+	case tsSQL:
 		return `coalesce(time_unix_nano, 0) <> 0`
+	case tsObservedSQL:
+		return `coalesce(observed_time_unix_nano, 0) <> 0`
 	}
 	return `false`
 }
+
+// serviceSQL is the SQL of a record's service_name: the service.name
+// column, else the discovered attribute first in the resource's order
+// (as Loki's service name discovery goes through the resource,
+// pkg/loghttp/push/otlplabels/labels.go ResourceAttrsToStreamLabels),
+// else unknown_service. The resource column keeps the attributes in the
+// order received: each candidate's position among its keys decides.
+var serviceSQL = func() string {
+	var values, positions []string
+	for _, a := range discovered {
+		v := `nullif(json_extract_string(resource_attributes, ` + sqltext.String(`$."`+a+`"`) + `), '')`
+		values = append(values, v)
+		positions = append(positions, `CASE WHEN `+v+` IS NOT NULL THEN list_position(json_keys(resource_attributes), `+sqltext.String(a)+`) END`)
+	}
+	first := `CASE least(` + strings.Join(positions, ", ") + `)`
+	for i := range discovered {
+		first += ` WHEN ` + positions[i] + ` THEN ` + values[i]
+	}
+	first += ` END`
+	return `coalesce(nullif(service_name, ''), ` + first + `, '` + unknownService + `')`
+}()
 
 // labelSQL is the SQL of a stream label's value ("" when absent), or ""
 // for a name no stream has; tenantLabel is a stream label of an
@@ -84,13 +125,7 @@ func labelSQL(name string, all bool) string {
 		}
 		return ""
 	case serviceLabel:
-		// The service.name column, else the discovered attributes
-		// (discoverService), else unknown_service.
-		expr := `coalesce(nullif(service_name, ''), `
-		for _, a := range discovered {
-			expr += `nullif(json_extract_string(resource_attributes, ` + sqltext.String(`$."`+a+`"`) + `), ''), `
-		}
-		return expr + `'` + unknownService + `')`
+		return serviceSQL
 	case levelLabel:
 		return levelSQL
 	}
@@ -205,38 +240,44 @@ func timestampSQL(ns int64) string {
 // the microsecond: the tenant among them, so that an operator's read
 // never makes two tenants' identical records one.
 const entryKey = `line, service, res, scope_attrs, attrs, scope_name, scope_version, severity_text, severity_number,
-	trace_id, span_id, flags, dropped, level, tenant`
+	trace_id, span_id, flags, dropped, level, tenant, structured, event_name`
 
 // distinctSQL is the distinct records of scan (rows of entryColumns):
-// copies of a record are one, with its exact time. Records of the same
-// line and stream at two nanoseconds of one microsecond are two, as Loki
-// keeps them. A copy loaded before time_unix_nano existed has its time
-// to the microsecond only: it is dropped when a copy of the same
-// microsecond has the exact time (a retry across the upgrade).
+// copies of a record are one, with its exact time, then its observed
+// time (0 for none). Records of the same line and stream at two
+// nanoseconds of one microsecond are two, as Loki keeps them. A copy
+// loaded before time_unix_nano (observed_time_unix_nano) existed has its
+// time to the microsecond only: it is dropped when a copy of the same
+// microsecond has the exact time (a retry across the upgrade); its
+// observed time, to the microsecond, gives way to an exact one (the
+// greater) of a copy at the same time.
 func distinctSQL(scan string) string {
-	return `SELECT ts, ` + entryKey + ` FROM (SELECT ts, ` + entryKey + `, exact, bool_or(exact) OVER (PARTITION BY ts // 1000, ` + entryKey +
-		`) AS has_exact FROM (SELECT ts, ` + entryKey + `, exact FROM (` + scan + `) GROUP BY ts, ` + entryKey + `, exact)) WHERE exact OR NOT has_exact`
+	return `SELECT ts, ` + entryKey + `, observed FROM (SELECT ts, ` + entryKey + `, exact, observed, bool_or(exact) OVER (PARTITION BY ts // 1000, ` + entryKey +
+		`) AS has_exact FROM (SELECT ts, ` + entryKey + `, exact, coalesce(max(observed), 0) AS observed FROM (` + scan + `) GROUP BY ts, ` + entryKey + `, exact)) WHERE exact OR NOT has_exact`
 }
 
 // selectSQL is the statement of a Selection: distinct records, exact
-// time bounds and line filters, in the direction asked, limited; all for
-// an operator's read of every tenant.
-func selectSQL(table string, sel logql.Selection, all bool, args *sqlArgs) string {
+// time bounds and line filters, in the direction asked, at most limit
+// (none when 0); all for an operator's read of every tenant. The line
+// filters pass every record of a structured body, whose line the
+// source makes and filters (structuredLine).
+func selectSQL(table string, sel logql.Selection, limit int, all bool, args *sqlArgs) string {
 	var b strings.Builder
 	b.WriteString("SELECT * FROM (")
 	b.WriteString(distinctSQL(scanSQL(table, sel.Matchers, sel.Start, sel.End, all, args)))
 	fmt.Fprintf(&b, ") WHERE ts >= %s AND ts < %s", args.add(sel.Start), args.add(sel.End))
 	for _, f := range sel.Filters {
-		b.WriteString(" AND ")
+		b.WriteString(" AND (structured OR ")
 		b.WriteString(lineFilterSQL(f, args))
+		b.WriteString(")")
 	}
 	if sel.Forward {
 		b.WriteString(" ORDER BY ts")
 	} else {
 		b.WriteString(" ORDER BY ts DESC")
 	}
-	if sel.Limit > 0 {
-		fmt.Fprintf(&b, " LIMIT %d", sel.Limit)
+	if limit > 0 {
+		fmt.Fprintf(&b, " LIMIT %d", limit)
 	}
 	return b.String()
 }

@@ -114,7 +114,7 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 		tenant = "tenant_id"
 		group = append(group, tenant)
 	}
-	last := `list(DISTINCT coalesce(explicit_bounds::VARCHAR, json_extract(quantiles, '$[*].quantile')::VARCHAR)), ` + noSum
+	last := `list(DISTINCT coalesce(` + countedBounds + `, json_extract(quantiles, '$[*].quantile')::VARCHAR)), ` + noSum
 	if points {
 		// Gauges and sums have no distribution: their rows' lists of
 		// counts, sums, bucket counts, bounds and quantiles are left
@@ -175,6 +175,16 @@ func seriesSQL(table string, all, points bool, from, to int64, f seriesFilter) (
 		WHERE ` + where.String() + `
 		GROUP BY ` + strings.Join(group, ", "), params
 }
+
+// countedBounds is the SQL of a histogram point's bounds that have a
+// bucket count, as JSON text: Prometheus's OTLP receiver makes the
+// series of a bound only when the point has its count
+// (prometheusremotewrite/helper.go addHistogramDataPoints: `i <
+// ExplicitBounds().Len() && i < BucketCounts().Len()`), and a sender may
+// send fewer counts than bounds, or none. NULL for a point of no bounds
+// (a summary).
+const countedBounds = `CASE WHEN json_array_length(bucket_counts) >= json_array_length(explicit_bounds) THEN explicit_bounds::VARCHAR
+	ELSE list_slice(json_extract(explicit_bounds, '$[*]'), 1, json_array_length(bucket_counts))::VARCHAR END`
 
 // otherServiceNameKey finds, in a JSON object's text, a key other than
 // service.name that escapes to the label service_name: "service", one
