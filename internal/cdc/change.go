@@ -155,6 +155,11 @@ type Column struct {
 	// column added with ALTER TABLE … ADD COLUMN … DEFAULT fills every
 	// existing row with, without a change of them; "" for none.
 	Default string
+	// KeepNull says a null of the column is written as one though it
+	// has no Default now: its changelog column may have one (the source
+	// dropped the column's default since it added it), which a row
+	// without the column reads (set by the pipeline).
+	KeepNull bool
 
 	// from, to locate a value written to the change's arena until the
 	// arena stops growing (settle).

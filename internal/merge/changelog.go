@@ -649,13 +649,22 @@ func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogP
 		if err := duckdb.GrowColumns(ctx, tx, t.name, have, t.cols); err != nil {
 			return fmt.Errorf("model %s: %w", p.m.Target, err)
 		}
-		if t.name == p.m.Target {
+		if t.name == p.m.Target && gained(have, t.cols) {
+			// Only when columns were gained are the changelog table's
+			// defaults read, not at every merge.
 			if err := fillDefaulted(ctx, tx, p, have); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// gained says whether want holds a column have lacks.
+func gained(have, want []duckdb.Column) bool {
+	return slices.ContainsFunc(want, func(c duckdb.Column) bool {
+		return !slices.ContainsFunc(have, func(h duckdb.Column) bool { return h.Name == c.Name })
+	})
 }
 
 // fillDefaulted fills the columns the model just gained (it had have)

@@ -39,6 +39,14 @@ type ChangelogDecoder struct {
 	// words): those the table had when first seen, and those this
 	// process's batches added since.
 	columns map[string]map[string]tableColumn
+	// defaulted are, per changelog table seen by this process, its
+	// columns (by folded name) that have or had a default: those the
+	// table has with one when first seen (the router's, when it says)
+	// and those a change gave one since. Their nulls are written as
+	// nulls (cdc.Column.KeepNull): a row without the column reads its
+	// changelog column's default, which stays after the source's DROP
+	// DEFAULT.
+	defaulted map[string]map[string]bool
 	// typeNames caches the sink's type names.
 	typeNames map[sink.Column]string
 }
@@ -55,7 +63,7 @@ func NewChangelogDecoder(o cdc.Options, r sink.Router) (*ChangelogDecoder, error
 	for log, src := range r.RoutedSources() {
 		dec.Claim(log, cdc.Registered{Database: src.Database, Schema: src.Schema, Table: src.Name, Server: src.Server, Model: src.Model})
 	}
-	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]tableColumn{}, typeNames: map[sink.Column]string{}}, nil
+	return &ChangelogDecoder{dec: dec, router: r, columns: map[string]map[string]tableColumn{}, defaulted: map[string]map[string]bool{}, typeNames: map[sink.Column]string{}}, nil
 }
 
 // reserved are the column names of a changelog row that are not the
@@ -205,6 +213,12 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 		have := d.tableColumns(c.Table.Log)
 		check := func(col *cdc.Column) error {
 			if !typed(col) {
+				// A null of an inferred type (a change without its
+				// schema) of a column that has or had a default, of the
+				// table's name: the row writes it (appendRow).
+				if col.Value == nil && d.defaulted[c.Table.Log][sqltext.DuckDBFold(col.Name)] && have[sqltext.DuckDBFold(col.Name)].name == col.Name {
+					col.KeepNull = true
+				}
 				return nil
 			}
 			if !utf8.ValidString(col.Name) {
@@ -220,6 +234,12 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 			// are two columns to it, and Go's Unicode lower case took
 			// them for one, dead-lettering every change of the table.
 			lower := sqltext.DuckDBFold(col.Name)
+			switch dflt := d.defaulted[c.Table.Log]; {
+			case col.Default != "":
+				dflt[lower] = true
+			case dflt[lower]:
+				col.KeepNull = true
+			}
 			if reserved[lower] {
 				return fmt.Errorf("source table %s has a column %s, a name the changelog table %s uses for its own (DuckDB's column names ignore case)", sourceName(c.Table), col.Name, c.Table.Log)
 			}
@@ -360,6 +380,12 @@ func (d *ChangelogDecoder) widen(table, have string, c sink.Column, key bool) (s
 	return d.router.ColumnType(to), nil
 }
 
+// defaultsRouter is a sink.Router that says which columns of a routed
+// table have a default (the duckdb sink's, read with its routed tables).
+type defaultsRouter interface {
+	RoutedDefaulted(table string) []string
+}
+
 // tableColumn is a changelog table's column: its name as the table
 // spells it and its type in the sink's words.
 type tableColumn struct{ name, typ string }
@@ -374,6 +400,13 @@ func (d *ChangelogDecoder) tableColumns(table string) map[string]tableColumn {
 			have[sqltext.DuckDBFold(name)] = tableColumn{name, typ}
 		}
 		d.columns[table] = have
+		dflt := map[string]bool{}
+		if r, ok := d.router.(defaultsRouter); ok {
+			for _, name := range r.RoutedDefaulted(table) {
+				dflt[sqltext.DuckDBFold(name)] = true
+			}
+		}
+		d.defaulted[table] = dflt
 	}
 	return have
 }
@@ -426,20 +459,27 @@ func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, cols []cd
 	for j := range cols {
 		col := &cols[j]
 		if !typed(col) {
+			if col.KeepNull {
+				// A null of a column with a default, without a type: the
+				// changelog table has the column (admit).
+				dst = envelope.AppendString(dst, col.Name)
+				dst = append(dst, ":null,"...)
+			}
 			continue
 		}
 		t.AddColumn(sinkColumn(col))
 		if col.Default != "" {
 			t.SetDefault(col.Name, col.Default)
 		}
-		if col.Value == nil && col.Default == "" {
+		if col.Value == nil && col.Default == "" && !col.KeepNull {
 			continue // read as null
 		}
 		dst = envelope.AppendString(dst, col.Name)
 		if col.Value == nil {
-			// A null of a column with a default, written: a row without
-			// such a column is of a change from before the column, and
-			// reads the default (sink.TableRows.Defaults). Only such
+			// A null of a column with a default, or that had one
+			// (KeepNull), written: a row without such a column is of a
+			// change from before the column, and reads the default
+			// (sink.TableRows.Defaults). Only such
 			// nulls, so that the move counts the members of few rows
 			// the slower way (duckdb's nonNullMembers).
 			dst = append(dst, ":null,"...)

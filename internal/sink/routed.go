@@ -25,7 +25,8 @@ type TableRows struct {
 	// value as a row holds it (cdc.Column.Default): a row that does not
 	// hold such a column (a change from before the source's ALTER TABLE
 	// … ADD COLUMN … DEFAULT) reads the default there, as the source's
-	// rows do; a row holds a null of such a column as null.
+	// rows do; a row holds a null of such a column as null. The first
+	// default seen of a column (SetDefault).
 	Defaults map[string]string
 	Rows     []byte
 	has      map[string]int // Columns' indexes by name
@@ -153,12 +154,17 @@ func (t *TableRows) AddColumn(c Column) {
 }
 
 // SetDefault records the source's default of column name (a value as a
-// row holds it; TableRows.Defaults), the last one seen.
+// row holds it; TableRows.Defaults), the first one seen: the rows from
+// before the column took the default of the ADD COLUMN, not one the
+// source set later (ALTER COLUMN … SET DEFAULT), whose changes come
+// after.
 func (t *TableRows) SetDefault(name, value string) {
 	if t.Defaults == nil {
 		t.Defaults = map[string]string{}
 	}
-	t.Defaults[name] = value
+	if _, ok := t.Defaults[name]; !ok {
+		t.Defaults[name] = value
+	}
 }
 
 // Holds says whether every value of o's type is a value of c's, exactly

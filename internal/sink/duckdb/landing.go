@@ -373,12 +373,8 @@ SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s W
 	if err != nil || len(tables) == 0 {
 		return 0, "", err
 	}
-	defaults, err := s.routedDefaults(ctx, tx)
-	if err != nil {
-		return 0, "", err
-	}
 	for tid, table := range tables {
-		q, err := s.distributeSQL(ctx, tx, table, defaults[table])
+		q, err := s.distributeSQL(ctx, tx, table)
 		if err != nil {
 			return 0, table, err
 		}
@@ -444,9 +440,9 @@ func movingTables(ctx context.Context, tx *sql.Tx) (map[int64]string, error) {
 // changelog table's DEFAULT, defaults by name) reads it in a row that
 // does not hold the column, a change from before the source added it;
 // a row of a change after holds its null as null.
-func (s *Sink) distributeSQL(ctx context.Context, tx *sql.Tx, table string, defaults map[string]string) (string, error) {
+func (s *Sink) distributeSQL(ctx context.Context, tx *sql.Tx, table string) (string, error) {
 	s.routedMu.RLock()
-	have := s.routed[table]
+	have, defaults := s.routed[table], s.routedDefaults[table]
 	s.routedMu.RUnlock()
 	if len(have) == 0 {
 		again, err := s.routedColumnsOf(ctx, tx, table)
@@ -456,9 +452,15 @@ func (s *Sink) distributeSQL(ctx context.Context, tx *sql.Tx, table string, defa
 		if have = again[table]; len(have) == 0 {
 			return "", fmt.Errorf("changelog table %s is not there (dropped by hand?): its changes wait in %s until it is", table, s.tables.landing)
 		}
+		if defaults, err = ColumnDefaults(ctx, tx, unquotedRouted(s.opt.Table, table)); err != nil {
+			return "", err
+		}
 		// The catalog's, committed: true whether this move commits or not.
 		s.routedMu.Lock()
 		s.routed[table] = have
+		if len(defaults) > 0 {
+			s.routedDefaults[table] = defaults
+		}
 		s.routedMu.Unlock()
 	}
 	names := slices.Sorted(maps.Keys(have))
@@ -493,11 +495,11 @@ WHERE CASE WHEN %s = %s THEN true ELSE error('a landed row of ' || $2 || ' holds
 // count of its keys); a row without ":null" in its text holds none.
 const nonNullMembers = `CASE WHEN contains("row", ':null') THEN len(json_keys(json_merge_patch('{}', "row"))) ELSE len(k) END`
 
-// routedDefaults reads the column defaults of the changelog tables
+// readRoutedDefaults reads the column defaults of the changelog tables
 // (table → column → the default's SQL) from the catalog, in q's snapshot:
 // those a load gave columns the source added with a default
-// (ensureRouted).
-func (s *Sink) routedDefaults(ctx context.Context, q Querier) (map[string]map[string]string, error) {
+// (ensureRouted). Read with the routed tables (readRouted), cached.
+func (s *Sink) readRoutedDefaults(ctx context.Context, q Querier) (map[string]map[string]string, error) {
 	schemaName, _ := splitTable(s.opt.Table)
 	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT c.table_name, c.column_name, c.column_default FROM duckdb_columns() c JOIN %s r ON c.table_name = r.log_table
 WHERE c.database_name = current_database() AND c.schema_name = ? AND c.column_default IS NOT NULL`, s.tables.routes), schemaName)

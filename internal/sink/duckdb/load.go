@@ -360,6 +360,7 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, loadID string, chec
 	// cache only once it commits.
 	clear(s.routedAdded)
 	clear(s.routedCreated)
+	clear(s.routedDefaultsAdded)
 	var ranges, own []sink.Range
 	files := 0
 	for _, p := range plans {
@@ -433,10 +434,18 @@ func (s *Sink) ownRanges(ctx context.Context, q interface {
 // keepRouted adds what a committed transaction created or added to routed
 // tables to the cache.
 func (s *Sink) keepRouted() {
-	if len(s.routedAdded) > 0 || len(s.routedCreated) > 0 {
+	if len(s.routedAdded) > 0 || len(s.routedCreated) > 0 || len(s.routedDefaultsAdded) > 0 {
 		s.routedMu.Lock()
 		maps.Copy(s.routed, s.routedAdded)
 		maps.Copy(s.routedSources, s.routedCreated)
+		for table, defaults := range s.routedDefaultsAdded {
+			d := maps.Clone(s.routedDefaults[table])
+			if d == nil {
+				d = map[string]string{}
+			}
+			maps.Copy(d, defaults)
+			s.routedDefaults[table] = d
+		}
 		s.routedMu.Unlock()
 	}
 }

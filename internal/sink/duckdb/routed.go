@@ -182,10 +182,33 @@ func (s *Sink) readRouted(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defaults, err := s.readRoutedDefaults(ctx, s.db)
+	if err != nil {
+		return err
+	}
 	s.routedMu.Lock()
-	s.routed, s.routedSources = routed, sources
+	s.routed, s.routedSources, s.routedDefaults = routed, sources, defaults
 	s.routedMu.Unlock()
 	return nil
+}
+
+// RoutedDefaulted returns the columns of routed table that have a default
+// (pipeline's defaultsRouter): a null of such a column is written as one,
+// even after the source dropped its default, as a row without the column
+// reads the default.
+func (s *Sink) RoutedDefaulted(table string) []string {
+	s.routedMu.RLock()
+	defer s.routedMu.RUnlock()
+	return slices.Sorted(maps.Keys(s.routedDefaults[table]))
+}
+
+// keepDefault records the default def (SQL) given to column of routed
+// table by the load in progress: the cache's once it commits.
+func (s *Sink) keepDefault(table, column, def string) {
+	if s.routedDefaultsAdded[table] == nil {
+		s.routedDefaultsAdded[table] = map[string]string{}
+	}
+	s.routedDefaultsAdded[table][column] = def
 }
 
 // routedColumnsOf reads the columns and types of the registered routed
@@ -277,7 +300,8 @@ type routedGroup struct {
 	source  sink.SourceTable
 	columns []sink.Column // the source's columns of every file, first seen first
 	// defaults are the source's column defaults of every file
-	// (sink.TableRows.Defaults), a later file's first.
+	// (sink.TableRows.Defaults), an earlier file's first: the default of
+	// the ADD COLUMN, not one set later (ALTER COLUMN … SET DEFAULT).
 	defaults map[string]string
 }
 
@@ -301,7 +325,9 @@ func groupRouted(files []sink.RoutedFile) []routedGroup {
 			if g.defaults == nil {
 				g.defaults = map[string]string{}
 			}
-			g.defaults[name] = v
+			if _, ok := g.defaults[name]; !ok {
+				g.defaults[name] = v
+			}
 		}
 		for _, c := range f.Columns {
 			j := slices.IndexFunc(g.columns, func(h sink.Column) bool { return h.Name == c.Name })
@@ -413,7 +439,9 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
 			if v, ok := g.defaults[c.Name]; ok {
-				defs[i] += " DEFAULT " + defaultSQL(columns[i], v)
+				def := defaultSQL(columns[i], v)
+				defs[i] += " DEFAULT " + def
+				s.keepDefault(g.table, c.Name, def)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", name, strings.Join(defs, ", "))); err != nil {
@@ -448,7 +476,7 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 			if err != nil {
 				return fmt.Errorf("changelog table %s: %w", g.table, err)
 			}
-			if err := fillDefaults(ctx, tx, name, added, columns, g.defaults); err != nil {
+			if err := s.fillDefaults(ctx, tx, g.table, name, added, columns, g.defaults); err != nil {
 				return fmt.Errorf("changelog table %s: %w", g.table, err)
 			}
 			s.log.Info("added source columns to a changelog table", "table", g.table, "columns", names(added))
@@ -474,7 +502,7 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 // transaction that adds a column to a table after it has written a
 // column's values or set a default that is not a bare literal ("another
 // transaction has altered this table").
-func fillDefaults(ctx context.Context, tx *sql.Tx, table string, added []Column, columns []readColumn, defaults map[string]string) error {
+func (s *Sink) fillDefaults(ctx context.Context, tx *sql.Tx, routed, table string, added []Column, columns []readColumn, defaults map[string]string) error {
 	var sets []string
 	for _, c := range added {
 		v, ok := defaults[c.Name]
@@ -486,6 +514,7 @@ func fillDefaults(ctx context.Context, tx *sql.Tx, table string, added []Column,
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s", table, sqltext.Ident(c.Name), def)); err != nil {
 			return fmt.Errorf("give column %s its default: %w", c.Name, err)
 		}
+		s.keepDefault(routed, c.Name, def)
 		sets = append(sets, sqltext.Ident(c.Name)+" = "+def)
 	}
 	if len(sets) == 0 {
