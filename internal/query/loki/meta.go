@@ -25,9 +25,9 @@ type stream struct {
 // streams reads the streams the matchers select in [start, end), each
 // once; every metadata route answers from them, so a tenant learns only
 // the labels and values of its own records.
-func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matcher, start, end, step int64) ([]stream, error) {
+func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matcher, start, end, step int64, lineBytes bool) ([]stream, error) {
 	var args sqlArgs
-	q := streamsSQL(a.o.Table, ms, start, end, step, scope.All, &args)
+	q := streamsSQL(a.o.Table, ms, start, end, step, scope.All, lineBytes, &args)
 	rr, err := a.o.Reader.Query(ctx, scope, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read the streams of %s: %w", a.o.Table, err)
@@ -44,7 +44,8 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 		bytes, err5 := intColumn(rec.Column(4))
 		bucket, err6 := intColumn(rec.Column(5))
 		tenant, err7 := textColumn(rec.Column(6))
-		for _, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
+		structured, err8 := textColumn(rec.Column(7))
+		for _, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8} {
 			if err != nil {
 				return nil, err
 			}
@@ -57,6 +58,9 @@ func (a *api) streams(ctx context.Context, scope tenancy.Scope, ms []*logql.Matc
 			s := all.At(key, func() *stream { return &stream{labels: ls, bucket: b} })
 			s.entries += entries(i)
 			s.bytes += bytes(i)
+			if !structured.IsNull(i) {
+				s.bytes += entries(i) * int64(len(structuredLine(structured.Value(i))))
+			}
 		}
 	}
 	if err := rr.Err(); err != nil {
@@ -113,13 +117,15 @@ func (a *api) metaRange(r *http.Request, param string) ([][]*logql.Matcher, int6
 // form, the range and the selectors of param, and the streams they
 // select; ok false when it answered an error.
 func (a *api) metaStreams(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, param string) (ss []stream, sels [][]*logql.Matcher, end int64, ok bool) {
-	ss, sels, _, end, ok = a.metaStreamsBy(w, r, scope, param, false)
+	ss, sels, _, end, ok = a.metaStreamsBy(w, r, scope, param, false, false)
 	return ss, sels, end, ok
 }
 
 // metaStreamsBy is metaStreams, by bucket of the step parameter when
-// stepped (volume_range), with the range's start.
-func (a *api) metaStreamsBy(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, param string, stepped bool) (ss []stream, sels [][]*logql.Matcher, start, end int64, ok bool) {
+// stepped (volume_range), with the range's start; with lineBytes, each
+// stream's bytes are its lines' as query_range answers them (streamsSQL),
+// else they are left out of the answer's use.
+func (a *api) metaStreamsBy(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, param string, stepped, lineBytes bool) (ss []stream, sels [][]*logql.Matcher, start, end int64, ok bool) {
 	if !a.form(w, r) {
 		return nil, nil, 0, 0, false
 	}
@@ -133,7 +139,7 @@ func (a *api) metaStreamsBy(w http.ResponseWriter, r *http.Request, scope tenanc
 		step = volumeInterval(step)
 	}
 	if err == nil {
-		ss, err = a.streamsOf(r.Context(), scope, sels, start, end, int64(step))
+		ss, err = a.streamsOf(r.Context(), scope, sels, start, end, int64(step), lineBytes)
 	}
 	if err != nil {
 		a.fail(w, r, err)
@@ -143,11 +149,11 @@ func (a *api) metaStreamsBy(w http.ResponseWriter, r *http.Request, scope tenanc
 }
 
 // streamsOf reads the streams of every selector, each stream once.
-func (a *api) streamsOf(ctx context.Context, scope tenancy.Scope, sels [][]*logql.Matcher, start, end, step int64) ([]stream, error) {
+func (a *api) streamsOf(ctx context.Context, scope tenancy.Scope, sels [][]*logql.Matcher, start, end, step int64, lineBytes bool) ([]stream, error) {
 	var all []stream
 	seen := map[string]bool{}
 	for _, ms := range sels {
-		ss, err := a.streams(ctx, scope, ms, start, end, step)
+		ss, err := a.streams(ctx, scope, ms, start, end, step, lineBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +222,7 @@ func (a *api) series(w http.ResponseWriter, r *http.Request, scope tenancy.Scope
 // bytes and entries of what the selector selects. There are no chunks
 // here: each stream counts as one, the smallest Loki could hold.
 func (a *api) indexStats(w http.ResponseWriter, r *http.Request, scope tenancy.Scope) {
-	ss, _, _, ok := a.metaStreams(w, r, scope, "query")
+	ss, _, _, _, ok := a.metaStreamsBy(w, r, scope, "query", false, true)
 	if !ok {
 		return
 	}

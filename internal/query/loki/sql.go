@@ -285,14 +285,23 @@ func selectSQL(table string, sel logql.Selection, limit int, all bool, args *sql
 // streamsSQL is the streams of a selection with their distinct records'
 // count and bytes, for the labels, series and index APIs; with a step
 // (ns), by bucket of step from volumeOrigin (bucket 0 without); with
-// all (an operator's read of every tenant), each tenant's apart.
-func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, all bool, args *sqlArgs) string {
+// all (an operator's read of every tenant), each tenant's apart. With
+// lineBytes (index/stats, volume), the bytes are the lines' as
+// query_range answers them: a structured body's line (its JSON as the
+// table holds it, of another length than its AsString) is a row of its
+// own, with no bytes, which the reader counts (structuredLine); the
+// routes that answer labels alone read one row per stream and bucket.
+func streamsSQL(table string, ms []*logql.Matcher, start, end, step int64, all, lineBytes bool, args *sqlArgs) string {
 	bucket := "0"
 	if step > 0 {
 		bucket = fmt.Sprintf("(ts - %d) // %d", volumeOrigin(start, step), step)
 	}
-	return `SELECT service, res, level, count(*) AS entries, sum(strlen(line))::BIGINT AS bytes, ` + bucket +
-		` AS bucket, tenant FROM (SELECT * FROM (` + distinctSQL(scanSQL(table, ms, start, end, all, args)) + `) WHERE ts >= ` + args.add(start) +
+	structured := `NULL::VARCHAR`
+	if lineBytes {
+		structured = `CASE WHEN structured THEN line END`
+	}
+	return `SELECT service, res, level, count(*) AS entries, sum(CASE WHEN ` + structured + ` IS NOT NULL THEN 0 ELSE strlen(line) END)::BIGINT AS bytes, ` + bucket +
+		` AS bucket, tenant, ` + structured + ` AS structured_line FROM (SELECT * FROM (` + distinctSQL(scanSQL(table, ms, start, end, all, args)) + `) WHERE ts >= ` + args.add(start) +
 		` AND ts < ` + args.add(end) + `) GROUP BY ALL`
 }
 

@@ -32,7 +32,7 @@ func (a *api) indexVolumeRange(w http.ResponseWriter, r *http.Request, scope ten
 // {name=""}) with aggregateBy=labels; largest first, at most limit
 // series.
 func (a *api) volume(w http.ResponseWriter, r *http.Request, scope tenancy.Scope, stepped bool) {
-	ss, sels, start, end, ok := a.metaStreamsBy(w, r, scope, "query", stepped)
+	ss, sels, start, end, ok := a.metaStreamsBy(w, r, scope, "query", stepped, true)
 	if !ok {
 		return
 	}
