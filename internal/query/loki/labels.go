@@ -9,6 +9,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query/logql"
+	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
 // indexed are the resource attributes that become stream labels, dots
@@ -254,11 +255,46 @@ func levelOf(text string) string {
 // is searched for them: by name regardless of case, in this order.
 var logfmtLevelFields = []string{"level", `log\.level`, "severity", "severitytext", "lvl", "severity_text"}
 
+// jsonLevelFields are the names of the level fields of a JSON line.
+var jsonLevelFields = []string{"level", "LEVEL", "Level", "log.level", "severity", "SEVERITY", "Severity", "SeverityText",
+	"lvl", "LVL", "Lvl", "severity_text", "Severity_Text", "SEVERITY_TEXT"}
+
+// bodyLevelFieldSQL is the first level field of a map body's line, whose
+// string value it is, NULL for none. The line is the body's AsString
+// (structuredLine), each map's keys sorted, not the table's JSON in the
+// order received: Loki's distributor goes through the line's maps depth
+// first, into objects and not arrays, two levels deep by default
+// (pkg/distributor/field_detection.go getLevelUsingJSONParser,
+// jsonparser.ObjectEach; pkg/validation/limits.go
+// log_level_from_json_max_depth: 2), so it meets the fields in the
+// sorted order of their keys, a nested map's between its key's
+// neighbours.
+var bodyLevelFieldSQL = func() string {
+	var names []string
+	for _, f := range jsonLevelFields {
+		names = append(names, sqltext.String(f))
+	}
+	in := `IN (` + strings.Join(names, ", ") + `)`
+	// pointer is the JSON pointer of key under the pointer parent.
+	pointer := func(parent, key string) string {
+		return parent + ` || '/' || replace(replace(` + key + `, '~', '~0'), '/', '~1')`
+	}
+	first := func(list string) string { return `list_filter(` + list + `, lambda x: x IS NOT NULL)[1]` }
+	field := func(p, key string) string {
+		return `CASE WHEN ` + key + ` ` + in + ` AND json_type(body, ` + p + `) = 'VARCHAR' THEN json_extract_string(body, ` + p + `) END`
+	}
+	p1, p2 := pointer("''", "k1"), pointer(pointer("''", "k1"), "k2")
+	nested := first(`list_transform(list_sort(json_keys(body, ` + p1 + `)), lambda k2: ` + field(p2, "k2") + `)`)
+	return first(`list_transform(list_sort(json_keys(body)), lambda k1: coalesce(` + field(p1, "k1") +
+		`, CASE WHEN json_type(body, ` + p1 + `) = 'OBJECT' THEN ` + nested + ` END))`)
+}()
+
 // lineLevelSQL is the SQL of the level line states, unknown when none.
 func lineLevelSQL(line string) string {
 	// The JSON level fields, each in every case Loki lists; the first
 	// in the line whose value is a string.
-	json := `regexp_extract(` + line + `, '"(?:level|LEVEL|Level|log\.level|severity|SEVERITY|Severity|SeverityText|lvl|LVL|Lvl|severity_text|Severity_Text|SEVERITY_TEXT)"\s*:\s*"([^"]*)"', 1)`
+	json := `CASE WHEN json_type(body, '$') = 'OBJECT' THEN ` + bodyLevelFieldSQL + ` ELSE regexp_extract(` + line + `, '"(?:` +
+		strings.ReplaceAll(strings.Join(jsonLevelFields, "|"), ".", `\.`) + `)"\s*:\s*"([^"]*)"', 1) END`
 	var logfmt []string
 	for _, f := range logfmtLevelFields {
 		logfmt = append(logfmt, levelOf(`regexp_extract(`+line+`, '(?i)(?:^|\s)`+f+`="?([^"\s]*)', 1)`))
