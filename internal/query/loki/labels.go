@@ -293,8 +293,13 @@ var bodyLevelFieldSQL = func() string {
 func lineLevelSQL(line string) string {
 	// The JSON level fields, each in every case Loki lists; the first
 	// in the line whose value is a string.
-	json := `CASE WHEN json_type(body, '$') = 'OBJECT' THEN ` + bodyLevelFieldSQL + ` ELSE regexp_extract(` + line + `, '"(?:` +
-		strings.ReplaceAll(strings.Join(jsonLevelFields, "|"), ".", `\.`) + `)"\s*:\s*"([^"]*)"', 1) END`
+	// A map body's field is named once, as a lambda's argument:
+	// levelOf compares its text with each level word, and DuckDB binds
+	// and plans the expression once for each (bodyLevelFieldSQL written
+	// in full in each made every query of the logs ~1.5x slower to plan).
+	json := `CASE WHEN json_type(body, '$') = 'OBJECT' THEN list_transform([` + bodyLevelFieldSQL + `], lambda v: ` + levelOf("v") + `)[1]` +
+		` ELSE ` + levelOf(`regexp_extract(`+line+`, '"(?:`+
+		strings.ReplaceAll(strings.Join(jsonLevelFields, "|"), ".", `\.`)+`)"\s*:\s*"([^"]*)"', 1)`) + ` END`
 	var logfmt []string
 	for _, f := range logfmtLevelFields {
 		logfmt = append(logfmt, levelOf(`regexp_extract(`+line+`, '(?i)(?:^|\s)`+f+`="?([^"\s]*)', 1)`))
@@ -303,7 +308,7 @@ func lineLevelSQL(line string) string {
 	// isLeftWordBoundary and isRightWordBoundary); at one place, the
 	// words in Loki's order of levelPatterns.
 	words := `regexp_extract(lower(` + line + `), '(?:^|[ \t\n\[({"''=|])(trace|debug|fatal|critical|error|err|warning|warn|info)(?:$|[ \t\n\[\](){}:,!"''=|])', 1)`
-	return `coalesce(CASE WHEN regexp_matches(` + line + `, '^\s*\{(?s:.*)\}\s*$') THEN ` + levelOf(json) +
+	return `coalesce(CASE WHEN regexp_matches(` + line + `, '^\s*\{(?s:.*)\}\s*$') THEN ` + json +
 		` WHEN contains(` + line + `, '=') THEN coalesce(` + strings.Join(logfmt, ", ") + `) END, ` + levelOf(words) + `, 'unknown')`
 }
 
