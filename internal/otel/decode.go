@@ -311,25 +311,37 @@ func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 	if d.tenancy.Header == "" {
 		return d.tenantOfNone(r)
 	}
-	var values []string
-	for _, h := range r.Headers {
-		// Header names are case-insensitive where they come from
-		// (HTTP metadata the Collector passes on).
-		if strings.EqualFold(h.Key, d.tenancy.Header) {
-			values = append(values, string(h.Value))
-		}
-	}
-	t, err := tenancy.Named(d.tenancy.Header, values)
+	t, err := tenantIn(d.tenancy.Header, headerValues(r, d.tenancy.Header))
 	if err != nil {
 		return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
 	}
 	if t == "" {
 		return d.tenantOfNone(r)
 	}
-	if err := tenancy.CheckTenant(t); err != nil {
-		return "", fmt.Errorf("header %s: %w", d.tenancy.Header, err)
-	}
 	return t, nil
+}
+
+// headerValues are the values of r's headers named name, in any case:
+// header names are case-insensitive where they come from (HTTP metadata
+// the Collector passes on).
+func headerValues(r *kgo.Record, name string) []string {
+	var values []string
+	for _, h := range r.Headers {
+		if strings.EqualFold(h.Key, name) {
+			values = append(values, string(h.Value))
+		}
+	}
+	return values
+}
+
+// tenantIn is the tenant values of the header name state, read as the
+// receivers read X-Scope-OrgID (tenancy.Named, then checked); "" for none.
+func tenantIn(name string, values []string) (string, error) {
+	t, err := tenancy.Named(name, values)
+	if err == nil && t != "" {
+		err = tenancy.CheckTenant(t)
+	}
+	return t, err
 }
 
 // tenantOfNone is the tenant of a record whose tenant header names none:
@@ -349,17 +361,9 @@ func (d *Decoder) tenant(r *kgo.Record) (string, error) {
 // which no setting names: its messages are read as of that tenant.
 func (d *Decoder) tenantOfNone(r *kgo.Record) (string, error) {
 	if _, forwarded := header(r, SignalHeader); forwarded {
-		var unnamed []string
-		for _, h := range r.Headers {
-			if h.Key == "" {
-				unnamed = append(unnamed, string(h.Value))
-			}
-		}
-		if len(unnamed) > 0 {
-			t, err := tenancy.Named(`the header ""`, unnamed)
-			if err == nil {
-				err = tenancy.CheckTenant(t)
-			}
+		if unnamed := headerValues(r, ""); len(unnamed) > 0 {
+			// One value at least: Named refuses an empty one, so t is not "".
+			t, err := tenantIn(`the header ""`, unnamed)
 			if err != nil {
 				return "", fmt.Errorf("a request forwarded by tracelake's OTLP receivers of tenancy.kafka_header \"\" (before 2026-12-03), its tenant in the header \"\": %w", err)
 			}
