@@ -98,19 +98,19 @@ func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (
 		mainCols = duckdbsink.TypedColumns(t)
 	}
 	tables := []query.IcebergTable{
-		{Name: cfg.Sink.Table, ID: raw, JSON: jsonColumns(mainCols)},
-		{Name: cfg.DLQTable(), ID: dlq, JSON: jsonColumns(duckdbsink.DLQColumns())},
+		{Name: cfg.Sink.Table, ID: raw, Columns: mainCols},
+		{Name: cfg.DLQTable(), ID: dlq, Columns: duckdbsink.DLQColumns()},
 	}
 	// genai_operations is the spans' derived table, cfg's own or, with
 	// traces among otlp.signals, the traces configuration's (GenAIConfig)
 	// in the same namespace: looking at cfg alone left it unread with
 	// kafka.signal logs.
 	if g := cfg.GenAIConfig(); g != nil {
-		tables = append(tables, query.IcebergTable{Name: g.GenAI.Table, ID: sibling(raw, g.GenAI.Table), JSON: jsonColumns(duckdbsink.TypedColumns(derivedTable(g)))})
+		tables = append(tables, query.IcebergTable{Name: g.GenAI.Table, ID: sibling(raw, g.GenAI.Table), Columns: duckdbsink.TypedColumns(derivedTable(g))})
 	}
 	if cfg.DecodesOTLP() {
 		dedup := otelDedupOf(cfg).Target()
-		tables = append(tables, query.IcebergTable{Name: dedup, ID: sibling(raw, dedup), JSON: jsonColumns(mainCols)})
+		tables = append(tables, query.IcebergTable{Name: dedup, ID: sibling(raw, dedup), Columns: mainCols})
 		// The other signals' tables, loaded by the configurations of
 		// those signals into the same namespace, so that one process
 		// answers Tempo, Loki and Prometheus (query.http); with their
@@ -126,9 +126,9 @@ func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (
 			cols := duckdbsink.TypedColumns(otel.TableOf(sig))
 			dedup := otelDedupOf(sc).Target()
 			tables = append(tables,
-				query.IcebergTable{Name: name, ID: sibling(raw, name), JSON: jsonColumns(cols)},
-				query.IcebergTable{Name: sc.DLQTable(), ID: sibling(raw, sc.DLQTable()), JSON: jsonColumns(duckdbsink.DLQColumns())},
-				query.IcebergTable{Name: dedup, ID: sibling(raw, dedup), JSON: jsonColumns(cols)})
+				query.IcebergTable{Name: name, ID: sibling(raw, name), Columns: cols},
+				query.IcebergTable{Name: sc.DLQTable(), ID: sibling(raw, sc.DLQTable()), Columns: duckdbsink.DLQColumns()},
+				query.IcebergTable{Name: dedup, ID: sibling(raw, dedup), Columns: cols})
 		}
 	}
 	return query.NewIceberg(ctx, snk.Catalog(), tables, query.IcebergOptions{Shared: cfg.Query.SharedTables,
@@ -152,17 +152,6 @@ func openIcebergReader(ctx context.Context, cfg *config.Config) (reader *query.I
 		return nil, nil, err
 	}
 	return reader, func() { reader.Close(); snk.Close() }, nil
-}
-
-// jsonColumns names the JSON columns of cols.
-func jsonColumns(cols []duckdbsink.Column) []string {
-	var names []string
-	for _, c := range cols {
-		if c.Type == "JSON" {
-			names = append(names, c.Name)
-		}
-	}
-	return names
 }
 
 // cmdServe is `tracelake serve --config F`: the read side of an Iceberg

@@ -21,7 +21,6 @@ import (
 	"github.com/tracelake/tracelake/internal/cputime"
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
-	"github.com/tracelake/tracelake/internal/schema"
 	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
@@ -144,14 +143,8 @@ func BenchmarkStreamSpansIceberg(b *testing.B) {
 		b.Fatal(err)
 	}
 	icebergtest.LoadTable(b, db, "otel_spans", &otel.Spans, benchSpans, 10_000, 10, snk)
-	var jsonCols []string
-	for _, c := range otel.Spans.Columns {
-		if c.Type == schema.JSON {
-			jsonCols = append(jsonCols, c.Name)
-		}
-	}
 	reader, err := query.NewIceberg(ctx, snk.Catalog(),
-		[]query.IcebergTable{{Name: "otel_spans", ID: icetable.Identifier{"tracelake", "otel_spans"}, JSON: jsonCols}}, query.IcebergOptions{})
+		[]query.IcebergTable{{Name: "otel_spans", ID: icetable.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.TypedColumns(&otel.Spans)}}, query.IcebergOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

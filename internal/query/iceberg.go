@@ -22,6 +22,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tracelake/tracelake/internal/schema"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -88,9 +89,15 @@ type Iceberg struct {
 type IcebergTable struct {
 	Name string           // the name queries use
 	ID   table.Identifier // the catalog's
-	// JSON are the string columns that hold JSON text: queries see them
-	// as JSON, as the DuckDB sink types them (record_metadata, attributes).
-	JSON []string
+	// Columns are the columns this release declares the table with, each
+	// with its DuckDB type. A JSON column, a string in Iceberg, is read
+	// as JSON, as the DuckDB sink types it (record_metadata, attributes).
+	// A declared column the table does not have yet reads NULL: a table
+	// last written by an older release's loader, which gains the column
+	// when a loader of this release starts, answers this release's
+	// queries (the Grafana APIs name observed_time_unix_nano) instead of
+	// failing them all until then.
+	Columns []duckdbsink.Column
 }
 
 // IcebergOptions configure an Iceberg reader.
@@ -167,10 +174,13 @@ func shortValues(t iceberggo.Type, column string) bool {
 
 // icebergTable is a served table as last loaded.
 type icebergTable struct {
-	decl     IcebergTable
-	tbl      *table.Table
-	fields   map[string]iceberggo.NestedField // by lower-cased name
-	json     map[string]bool                  // lower-cased
+	decl   IcebergTable
+	tbl    *table.Table
+	fields map[string]iceberggo.NestedField // by lower-cased name
+	json   map[string]bool                  // lower-cased
+	// absent are the declared columns the table's schema lacks, in
+	// their declared order, read as NULL (IcebergTable.Columns).
+	absent   []duckdbsink.Column
 	tenanted bool
 }
 
@@ -327,8 +337,13 @@ func (ic *Iceberg) refresh(ctx context.Context) error {
 		for _, f := range tbl.Schema().Fields() {
 			t.fields[foldName(f.Name)] = f
 		}
-		for _, c := range decl.JSON {
-			t.json[foldName(c)] = true
+		for _, c := range decl.Columns {
+			if c.Type == "JSON" {
+				t.json[foldName(c.Name)] = true
+			}
+			if _, ok := t.fields[foldName(c.Name)]; !ok {
+				t.absent = append(t.absent, c)
+			}
 		}
 		_, t.tenanted = t.fields[tenantColumn]
 		ic.mu.Lock()
@@ -472,7 +487,12 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	columns := func(tableName, column string) (bool, bool) {
 		t := tables[tableName]
 		f, ok := t.fields[column]
-		return ok, ok && !t.json[column] && pushable(f.Type) && shortValues(f.Type, column)
+		if !ok {
+			// An absent declared column is named (its view reads NULL
+			// there) and pushes nothing.
+			return t.absentHas(column), false
+		}
+		return true, !t.json[column] && pushable(f.Type) && shortValues(f.Type, column)
 	}
 	plans := planRefs(c, prefix, columns, ic.consistent)
 	var vals []constValue
@@ -645,6 +665,11 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 		}
 		sel[i] = field + " AS " + sqltext.Ident(c)
 	}
+	for _, c := range t.absent {
+		if rp.all || rp.columns[foldName(c.Name)] {
+			sel = append(sel, "CAST(NULL AS "+c.Type+") AS "+sqltext.Ident(c.Name))
+		}
+	}
 	where := ""
 	if tenant {
 		// Again, in case a scan ever let another tenant's row through.
@@ -660,6 +685,12 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 		return fmt.Errorf("make the view of %s: %w", t.decl.Name, err)
 	}
 	return nil
+}
+
+// absentHas says whether column (lower-cased) is a declared column t
+// lacks.
+func (t *icebergTable) absentHas(column string) bool {
+	return slices.ContainsFunc(t.absent, func(c duckdbsink.Column) bool { return foldName(c.Name) == column })
 }
 
 // fileGuardColumn is, like guardColumn, a column for a scan of cols to

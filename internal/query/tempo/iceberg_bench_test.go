@@ -15,7 +15,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/otel"
 	"github.com/tracelake/tracelake/internal/query"
-	"github.com/tracelake/tracelake/internal/schema"
+	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
@@ -94,14 +94,8 @@ func cpuTime() time.Duration {
 func openBenchReader(b testing.TB, dir string, onScan func(query.ScanStats)) *query.Iceberg {
 	b.Helper()
 	snk := openBenchSink(b, dir)
-	var jsonCols []string
-	for _, c := range otel.Spans.Columns {
-		if c.Type == schema.JSON {
-			jsonCols = append(jsonCols, c.Name)
-		}
-	}
 	r, err := query.NewIceberg(context.Background(), snk.Catalog(),
-		[]query.IcebergTable{{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, JSON: jsonCols}},
+		[]query.IcebergTable{{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.TypedColumns(&otel.Spans)}},
 		query.IcebergOptions{OnScan: onScan})
 	if err != nil {
 		b.Fatal(err)
