@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/tracelake/tracelake/internal/kafka"
@@ -26,5 +27,28 @@ func TestCommittedStartPastTheLogEndIsNoStart(t *testing.T) {
 			start = fmt.Sprint(*p.Start)
 		}
 		t.Errorf("lag %d, committed start %s; want lag 50 (the log's 50 records, none loaded) and no start", p.Lag, start)
+	}
+}
+
+// A partition nothing is loaded of whose group offset is past its log
+// start: below that offset nothing will be loaded. With start_offset
+// earliest those offsets are a gap on a sink without ledger ranges
+// (Iceberg, FromStored) as on the ledger sinks; with latest they are
+// skipped on purpose, and the report passes.
+func TestCommittedStartPastTheLogStart(t *testing.T) {
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 5, High: 50}}
+	committed := func() map[sink.TopicPartition]int64 { return map[sink.TopicPartition]int64{tp: 20} }
+	for _, fromStart := range []bool{true, false} {
+		rep := FromStored(marks, nil, nil, nil, nil, fromStart, nil)
+		rep.AddStarts(committed)
+		p := rep.Partitions[0]
+		switch {
+		case p.Lag != 30:
+			t.Errorf("earliest %v: lag %d, want 30 (20 to 50)", fromStart, p.Lag)
+		case fromStart && (rep.OK || p.Gaps != 15 || !slices.Equal(rep.Problems, []string{"t/0: 15 offsets missing (gap: 5-19)"})):
+			t.Errorf("earliest: ok=%v gaps %d problems %q, want offsets 5-19 missing", rep.OK, p.Gaps, rep.Problems)
+		case !fromStart && (!rep.OK || p.Gaps != 0 || p.Skipped != 15):
+			t.Errorf("latest: ok=%v gaps %d skipped %d, want ok with 15 skipped", rep.OK, p.Gaps, p.Skipped)
+		}
 	}
 }

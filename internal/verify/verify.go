@@ -115,6 +115,10 @@ type Report struct {
 	// run takes (otlp.signals), each checked as the main one; OK and
 	// Problems above include theirs.
 	Signals []SignalReport `json:"signals,omitempty"`
+	// fromStart is start_offset earliest: partitions are checked from
+	// their log start (Run, FromStored), the committed starts of those
+	// nothing is loaded of too (AddStarts).
+	fromStart bool
 }
 
 // SignalReport is the report of one more signal's tables.
@@ -638,10 +642,23 @@ func (r *Report) CheckLogEnds(fresh func() map[sink.TopicPartition]kafka.Waterma
 }
 
 // AddStarts reads, for the partitions Kafka knows and nothing is loaded
-// of yet, the group's committed offsets (committed, asked only then):
+// of yet, the group's committed offsets (committed, asked only then;
+// they must have been read before the ledger, see below):
 // where their loading starts, and their lag counts from. Without it such
 // a partition's lag read unknown under start_offset latest, though the
-// run had said where it starts. It changes no verdict.
+// run had said where it starts.
+//
+// Below that start nothing will be loaded: the run resumes there. With
+// start_offset earliest a run commits a partition's start at its log
+// start, which only grows, so a start above the log start skipped the
+// records between (a new table loaded in an old table's group, a group
+// shared with another table's loader, offsets reset forward): a gap, as
+// a ledger beginning past the log start is (finish). Before, they were
+// neither a gap nor lag, and verify passed on records the table will
+// never hold. With latest they are skipped on purpose, as there. An
+// offset read after the ledger may be the commit of the partition's
+// first load, landed since: read before, it is a start, or the ledger
+// holds its load.
 func (r *Report) AddStarts(committed func() map[sink.TopicPartition]int64) {
 	var starts map[sink.TopicPartition]int64
 	for i := range r.Partitions {
@@ -664,7 +681,20 @@ func (r *Report) AddStarts(committed func() map[sink.TopicPartition]int64) {
 		p.Start = &at
 		// Nothing below the log start is to load (see finish).
 		p.Lag = max(p.High-max(at, p.Low, 0), 0)
+		if p.Low < 0 || at <= p.Low {
+			continue
+		}
+		if !r.fromStart {
+			p.Skipped = at - p.Low
+			continue
+		}
+		p.addGap(p.Low, at-1)
+		r.OK = false
+		// Worded as finish words a gap: the text below the table says
+		// nothing is loaded and where loading starts.
+		r.Problems = append(r.Problems, fmt.Sprintf("%s/%d: %d offsets missing (gap: %s)", p.Topic, p.Partition, p.Gaps, strings.Join(p.Missing, ", ")))
 	}
+	slices.Sort(r.Problems)
 }
 
 // maxMissing bounds the gap ranges a partition's report lists.
@@ -706,7 +736,7 @@ func (ps partitions) get(tp sink.TopicPartition) *Partition {
 // finish turns per-partition findings into the report: gaps before the
 // first loaded offset, lag, count checks and the problems.
 func finish(parts partitions, raw, fromStart bool) *Report {
-	rep := &Report{OK: true}
+	rep := &Report{OK: true, fromStart: fromStart}
 	for _, p := range parts {
 		switch {
 		case ownSequence(p.Topic):
