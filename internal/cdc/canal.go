@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,14 +214,9 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		c.Statement = text(sql)
 		return dst, nil
 	}
-	rows, olds := count(data), 0
+	rows := count(data)
 	if rows == 0 {
 		return dst, d.errorf("%s of %s.%s: data holds no row", typ, db, tbl)
-	}
-	if o == Update && !isNull(old) {
-		if olds = count(old); olds != rows {
-			return dst, d.errorf("%s.%s: data has %d rows but old has %d", db, tbl, rows, olds)
-		}
 	}
 	types := canalTypes(mysqlTypes, sqlTypeV)
 	var keys [][]byte
@@ -228,8 +224,13 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	for v, ok := ks.element(); ok; v, ok = ks.element() {
 		keys = append(keys, text(v))
 	}
+	var olds [][]byte // per row of data: its entry of old, nil for none
+	if o == Update && !isNull(old) {
+		if olds, err = canalOlds(data, old, rows, keys); err != nil {
+			return dst, d.errorf("%s.%s: %v", db, tbl, err)
+		}
+	}
 	rowIt, _ := open(data, '[')
-	oldIt, _ := open(old, '[')
 	for i := range rows {
 		row, _ := rowIt.element()
 		var c *Change
@@ -240,9 +241,8 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		if c.Columns, err = c.canalRow(c.Columns, row, types); err != nil {
 			return dst, d.errorf("%s.%s row %d: %v", db, tbl, i, err)
 		}
-		if olds > 0 {
-			prev, _ := oldIt.element()
-			if c.Before, err = c.overlay(prev, func(col *Column, v []byte) error {
+		if olds != nil && olds[i] != nil {
+			if c.Before, err = c.overlay(olds[i], func(col *Column, v []byte) error {
 				return c.canalValue(col, findCanal(types, col.Name, -1), v)
 			}); err != nil {
 				return dst, d.errorf("%s.%s row %d: old: %v", db, tbl, i, err)
@@ -252,6 +252,118 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		c.settle(c.Before)
 	}
 	return dst, nil
+}
+
+// canalOlds pairs the entries of an UPDATE's old with the rows of data
+// (rows of them, keys the pkNames) they are the previous values of: the
+// result holds, per row, its entry or nil. Canal writes an entry for a
+// row only when it holds a column (MQMessageUtils.messageConverter:
+// "if (!rowOld.isEmpty()) old.add(rowOld)"): a row none of whose columns
+// Canal sends changed (its change was in a column
+// canal.instance.filter.field or filter.black.field leaves out) has
+// none, and old is shorter than data, its entries in the rows' order.
+// Refusing such a message lost every row of it for good (a replay
+// decodes it the same way).
+//
+// An entry's members are columns whose value changed (Canal's isUpdate
+// compares the values' text), so it belongs to a row that has each of
+// them with another value. Each entry is given the first such row after
+// the previous entry's (the earliest pairing: one exists if any does).
+// That is the row it came from, or one before it, when it alone decides
+// nothing the rows say: an entry without a key column changes no key,
+// and one with every key column gives the old key whichever row it is
+// paired with, its delete only earlier in the message than the row it
+// came from (no row between can hold that key: MySQL checks each row's
+// key as it writes it). An entry with some key columns and not all makes
+// an old key of the row's other key columns: when another pairing (the
+// latest, from the end) gives it another row, which row it came from is
+// not known, and the message is refused with the reason.
+func canalOlds(data, old []byte, rows int, keys [][]byte) ([][]byte, error) {
+	var entries [][]byte
+	it, ok := open(old, '[')
+	if !ok {
+		return nil, errorString("old is not a JSON array")
+	}
+	for v, ok := it.element(); ok; v, ok = it.element() {
+		entries = append(entries, v)
+	}
+	out := make([][]byte, rows)
+	if len(entries) > rows {
+		return nil, fmt.Errorf("data has %d rows but old has %d", rows, len(entries))
+	}
+	if len(entries) == rows {
+		copy(out, entries) // an entry per row: no row was left out
+		return out, nil
+	}
+	data2 := make([][]byte, 0, rows)
+	rowIt, _ := open(data, '[')
+	for v, ok := rowIt.element(); ok; v, ok = rowIt.element() {
+		data2 = append(data2, v)
+	}
+	earliest := make([]int, len(entries))
+	j := 0
+	for i := 0; i < rows && j < len(entries); i++ {
+		if oldFits(entries[j], data2[i]) {
+			earliest[j] = i
+			j++
+		}
+	}
+	if j < len(entries) {
+		return nil, fmt.Errorf("data has %d rows but old has %d, and old's entry %d is the previous values of no row after its entries before it (each column of an entry must have another value in its row)", rows, len(entries), j)
+	}
+	j = len(entries) - 1
+	for i := rows - 1; i >= 0 && j >= 0; i-- {
+		if oldFits(entries[j], data2[i]) {
+			if i != earliest[j] && partialKey(entries[j], keys) {
+				return nil, fmt.Errorf("data has %d rows but old has %d (Canal leaves out a row whose columns it sends did not change), and old's entry %d, which changes a part of the primary key, may be the previous values of row %d or of row %d: the old key is not known",
+					rows, len(entries), j, earliest[j], i)
+			}
+			j--
+		}
+	}
+	for j, i := range earliest {
+		out[i] = entries[j]
+	}
+	return out, nil
+}
+
+// oldFits says whether entry, an object of old, can be the previous
+// values of row: row has each of its members with another value.
+func oldFits(entry, row []byte) bool {
+	it, ok := open(entry, '{')
+	if !ok {
+		return false
+	}
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		now, found := memberNamed(row, columnName(k))
+		if !found || bytes.Equal(now, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// memberNamed is the value of row's member named name (unescaped).
+func memberNamed(row, name []byte) ([]byte, bool) {
+	it, _ := open(row, '{')
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		if bytes.Equal(columnName(k), name) {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// partialKey says whether entry holds some of the key columns and not
+// all.
+func partialKey(entry []byte, keys [][]byte) bool {
+	n := 0
+	for _, k := range keys {
+		if _, ok := memberNamed(entry, k); ok {
+			n++
+		}
+	}
+	return n > 0 && n < len(keys)
 }
 
 // canalPosition is a flat message's position: (es, ts, id). A flat
