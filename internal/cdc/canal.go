@@ -242,7 +242,7 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 			return dst, d.errorf("%s.%s row %d: %v", db, tbl, i, err)
 		}
 		if olds != nil && olds[i] != nil {
-			if c.Before, err = c.overlay(olds[i], func(col *Column, v []byte) error {
+			if c.Before, err = c.overlay(olds[i], false, func(col *Column, v []byte) error {
 				return c.canalValue(col, findCanal(types, col.Name, -1), v)
 			}); err != nil {
 				return dst, d.errorf("%s.%s row %d: old: %v", db, tbl, i, err)
@@ -546,12 +546,18 @@ func (e errorString) Error() string { return string(e) }
 // overlay returns c.Before filled with c.Columns with the members of old
 // laid over them, each typed by set: the row before an update, from
 // Canal's and Maxwell's old (the previous values of the changed columns).
-func (c *Change) overlay(old []byte, set func(col *Column, v []byte) error) ([]Column, error) {
+// With nullsLeftOut (Maxwell's), a member of old that data lacks is a
+// column whose new value is NULL, which data leaves out (Maxwell's
+// output_nulls=false: RowMap.writeMapToJSON skips data's nulls but writes
+// old's), and its old value is added to the row before; otherwise (Canal
+// writes every column in data) it is an error.
+func (c *Change) overlay(old []byte, nullsLeftOut bool, set func(col *Column, v []byte) error) ([]Column, error) {
 	before := append(c.Before[:0], c.Columns...)
 	it, ok := open(old, '{')
 	if !ok {
 		return before, errorString("not a JSON object")
 	}
+	hint := 0
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
 		name := columnName(k)
 		i := 0
@@ -559,7 +565,10 @@ func (c *Change) overlay(old []byte, set func(col *Column, v []byte) error) ([]C
 			i++
 		}
 		if i == len(before) {
-			return before, errorString("column " + strconv.Quote(string(name)) + " is not in data")
+			if !nullsLeftOut {
+				return before, errorString("column " + strconv.Quote(string(name)) + " is not in data")
+			}
+			before = append(before, Column{Name: c.Table.cols.intern(name, &hint)})
 		}
 		col := &before[i]
 		*col = Column{Name: col.Name}

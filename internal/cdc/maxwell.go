@@ -103,7 +103,7 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 		return dst, d.errorf("%v", err)
 	}
 	if o == Update && !isNull(old) {
-		if c.Before, err = c.overlay(old, func(col *Column, v []byte) error {
+		if c.Before, err = c.overlay(old, true, func(col *Column, v []byte) error {
 			c.infer(col, v)
 			return nil
 		}); err != nil {

@@ -107,3 +107,20 @@ func TestCanalUpdateWithRowsLeftOutOfOldKeepsEveryRow(t *testing.T) {
 	l.mustMerge()
 	l.want(`SELECT id, name FROM cdc_test_orders ORDER BY id`, "1|a", "3|b", "5|f")
 }
+
+// With output_nulls=false Maxwell leaves a column whose value is NULL out
+// of data (RowMap.writeMapToJSON skips a null unless includesNulls), but
+// writes old with its nulls: an update that sets a column to NULL has the
+// column in old and not in data. The row's column is NULL, and the
+// update a change like any other. Found by a hunt: the message was
+// dead-lettered ("old: column "name" is not in data") for good (a replay
+// decodes it the same way), and the model kept the value the source no
+// longer has.
+func TestMaxwellUpdateToNullWithoutOutputNullsApplies(t *testing.T) {
+	l := newFormatLoader(t, cdc.FormatMaxwell)
+	l.raw(0, "maxwell", maxwellMsg("insert", 1589373560, `{"id":1,"name":"a"}`, ""))
+	l.raw(0, "maxwell", maxwellMsg("update", 1589373561, `{"id":1}`, `{"name":"a"}`))
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, coalesce(name, 'NULL') FROM cdc_test_orders ORDER BY id`, "1|NULL")
+}
