@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -464,5 +465,24 @@ func TestCanalOldOfAPartOfTheKeyFindsItsRow(t *testing.T) {
 	}
 	if len(got) != 2 || len(got[0].Before) != 0 || len(got[1].Before) != 2 || string(got[1].Before[1].Value) != `"1"` || string(got[1].Before[0].Value) != `"2"` {
 		t.Fatalf("got %s, want the old b=1 with the second row (a=2) alone", render(got))
+	}
+}
+
+// The TRUNCATE statements of a Debezium MySQL connector's schema change
+// topic name their table, with its database or not; another statement
+// is none.
+func TestTruncatedTable(t *testing.T) {
+	for sql, want := range map[string][3]string{
+		"TRUNCATE TABLE orders":              {"", "orders", "true"},
+		"truncate `db`.`orders`;":            {"db", "orders", "true"},
+		"/* x */ TRUNCATE TABLE t NOWAIT":    {"", "t", "true"},
+		"TRUNCATE TABLE db.t WAIT 5":         {"db", "t", "true"},
+		"TRUNCATE TABLE a, b":                {"", "", "false"},
+		"ALTER TABLE t TRUNCATE PARTITION p": {"", "", "false"},
+	} {
+		db, name, ok := truncatedTable([]byte(sql))
+		if got := [3]string{db, name, fmt.Sprint(ok)}; got != want {
+			t.Errorf("%s: got %q, want %q", sql, got, want)
+		}
 	}
 }

@@ -173,3 +173,27 @@ func droppedTables(sql []byte) (tables [][2]string, temporary, ok bool) {
 		i++
 	}
 }
+
+// truncatedTable reads TRUNCATE [TABLE] name (MySQL's grammar,
+// sql_yacc.yy's truncate_stmt: one table; MariaDB's may end in WAIT n or
+// NOWAIT): the table a statement truncates, its database "" where it
+// names none; ok false for any other statement, or one whose name cannot
+// be read.
+func truncatedTable(sql []byte) (db, name string, ok bool) {
+	toks := ddlTokens(sql, 7)
+	if len(toks) == 0 || !toks[0].is("TRUNCATE") {
+		return "", "", false
+	}
+	i := 1
+	if i < len(toks) && toks[i].is("TABLE") {
+		i++
+	}
+	db, name, n := tableName(toks, i)
+	if n == 0 {
+		return "", "", false
+	}
+	if i += n; i < len(toks) && toks[i].text != ";" && !toks[i].is("WAIT") && !toks[i].is("NOWAIT") {
+		return "", "", false
+	}
+	return db, name, true
+}

@@ -1157,7 +1157,9 @@ func clip(v []byte) string {
 // DATABASE names no table (DropDatabaseParserListener signals the
 // database's drop alone, an event of type DATABASE: databaseName, its
 // ddl and no tableChanges), and drops each table of the database the
-// decoder knows (dropDatabase). The other DDL makes no change.
+// decoder knows (dropDatabase). A TRUNCATE TABLE (no tableChanges: its
+// ddl names the table) is a truncation of it at its position. The other
+// DDL makes no change.
 //
 // A snapshot's schema change events are no statement of the log: before
 // each table's schema the snapshot writes DROP TABLE IF EXISTS, and DROP
@@ -1187,6 +1189,27 @@ func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChang
 		// start): a session's temporary table, which may shadow a table
 		// of the same name whose rows stay.
 		return dst, nil
+	}
+	if db, name, ok := truncatedTable(text(member(payload, "ddl"))); ok {
+		// A TRUNCATE TABLE (a schema change of type TRUNCATE, which has
+		// no tableChanges): the connector sends an op "t" on the table's
+		// topic only when skipped.operations leaves out "t", which it
+		// holds by default, so this message may be the truncation's only
+		// trace; a truncation twice at one position is one.
+		if db == "" {
+			db = string(text(member(payload, "databaseName")))
+		}
+		if db == "" {
+			return dst, d.errorf("a TRUNCATE of table %q without its database", name)
+		}
+		table, err := d.router.route([]byte(db), nil, []byte(name))
+		if err != nil {
+			return dst, routeError(err)
+		}
+		if table.fromOtherServers(src.server) {
+			return dst, nil
+		}
+		return truncation(dst, table, src.position, src.timeUs), nil
 	}
 	changes, _ := open(tableChanges, '[')
 	for v, ok := changes.element(); ok; v, ok = changes.element() {
