@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
 	"github.com/tracelake/tracelake/internal/reconcile"
@@ -59,7 +60,18 @@ func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 		if *recheck == 0 {
 			*recheck = -1 // CompareStreams reads 0 as its default
 		}
-		if rep, err = reconcileSource(ctx, cfg, snk.DB(), *model, *source, table, splitComma(*columns), reconcile.StreamSpec{
+		var changelog *merge.ChangelogMerger
+		if cfg.CapturesChanges() {
+			// Change capture's models are not in merge.models (refused
+			// beside it): looked for there alone, none was found, and
+			// reconcile could check no changelog model.
+			names, err := cdc.NewDecoder(cfg.CDCOptions())
+			if err != nil {
+				return err
+			}
+			changelog = merge.NewChangelogMerger(merge.NewMerger(snk.DB(), cmdLog(ctx)), snk, names)
+		}
+		if rep, err = reconcileSource(ctx, cfg, snk.DB(), changelog, *model, *source, table, splitComma(*columns), reconcile.StreamSpec{
 			Examples: *examples, Recheck: *recheck}, *batch, *rate); err != nil {
 			return err
 		}
@@ -110,9 +122,13 @@ func reconcileModel(ctx context.Context, mg *merge.Merger, m config.Model, examp
 // reconcileSource compares a model's target (in db) with the source table
 // it models, read from MySQL/MariaDB in key ranges of batch rows. The
 // model is the one named, or the one whose target (or name) is the
-// table's; the key is the table's primary key, which must be the model's;
-// the columns compared are those given, or every column both have.
-func reconcileSource(ctx context.Context, cfg *config.Config, db *sql.DB, modelName, source, table string, columns []string,
+// table's; with change capture (changelog not nil: kafka.format debezium,
+// canal or maxwell, which has no merge.models), the changelog model
+// named, or else the one the table's changes are merged into (the
+// registry's), keyed as its merges are; the key is the table's primary
+// key, which must be the model's; the columns compared are those given,
+// or every column both have.
+func reconcileSource(ctx context.Context, cfg *config.Config, db *sql.DB, changelog *merge.ChangelogMerger, modelName, source, table string, columns []string,
 	spec reconcile.StreamSpec, batch int, rate float64) (*reconcile.Report, error) {
 	src, err := reconcile.OpenMySQL(ctx, source, table)
 	if se := (reconcile.SourceError{}); errors.As(err, &se) {
@@ -122,8 +138,12 @@ func reconcileSource(ctx context.Context, cfg *config.Config, db *sql.DB, modelN
 		return nil, err
 	}
 	defer src.DB.Close()
-	m, err := sourceModel(cfg, modelName, src.Table)
-	if err != nil {
+	var m config.Model
+	if changelog != nil {
+		if m, err = changelog.SourceModel(ctx, modelName, src.Database, src.Table); err != nil {
+			return nil, usageError{err}
+		}
+	} else if m, err = sourceModel(cfg, modelName, src.Table); err != nil {
 		return nil, usageError{err}
 	}
 	if !sameSet(m.Key, src.Key) {

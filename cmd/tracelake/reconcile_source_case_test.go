@@ -34,7 +34,7 @@ func TestReconcileSourceMatchesNamesInAnyCase(t *testing.T) {
 		}
 		cfg := config.Default()
 		cfg.Merge.Models = []config.Model{{Name: "orders", Format: config.FormatDebezium, Key: []string{"order_id"}, Columns: model}}
-		rep, err := reconcileSource(context.Background(), cfg, db, "", srv.DSN("reader", "r3ad-only", "shop"), "shop.orders", nil,
+		rep, err := reconcileSource(context.Background(), cfg, db, nil, "", srv.DSN("reader", "r3ad-only", "shop"), "shop.orders", nil,
 			reconcile.StreamSpec{Examples: 10}, 100, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", table, err)

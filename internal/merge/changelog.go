@@ -746,3 +746,76 @@ func (c *ChangelogMerger) LowerWatermarks(ctx context.Context, tx *sql.Tx, lowes
 	return lowerWatermarks(ctx, tx, fmt.Sprintf(`SELECT r.model_table, v.topic, v."partition", v.next_offset
 FROM (VALUES %s) AS v(log_table, topic, "partition", next_offset) JOIN %s r ON r.log_table = v.log_table`, strings.Join(values, ", "), c.routes))
 }
+
+// SourceModel returns the changelog model to compare with source table
+// database.table (reconcile --source): the model named name, when name
+// is not "", or else the model of the changelog table the table's
+// changes went to (the registry's source_database and source_table,
+// ASCII case ignored: MySQL with lower_case_table_names names a table
+// in any case), with Key the primary key its merges go by
+// (tracelake_cdc_models). A table not in the registry, or whose model
+// has not merged yet, is an error saying so.
+func (c *ChangelogMerger) SourceModel(ctx context.Context, name, database, table string) (config.Model, error) {
+	models, err := c.Models(ctx)
+	if err != nil {
+		return config.Model{}, err
+	}
+	var found []config.Model
+	if name != "" {
+		for _, m := range models {
+			if m.Name == name || strings.TrimPrefix(m.Target, c.schema) == name {
+				found = append(found, m)
+			}
+		}
+		if len(found) == 0 {
+			return config.Model{}, fmt.Errorf("no changelog model %s: the registry %s names none (has tracelake run loaded its changes?)", name, c.routes)
+		}
+	} else {
+		rows, err := c.mg.db.QueryContext(ctx, `SELECT log_table FROM `+c.routes+
+			` WHERE lower(source_database) = lower(?) AND lower(source_table) = lower(?) ORDER BY log_table`, database, table)
+		if err != nil {
+			return config.Model{}, fmt.Errorf("find the changelog table of %s.%s in %s: %w", database, table, c.routes, err)
+		}
+		var logs []string
+		for rows.Next() {
+			var log string
+			if err := rows.Scan(&log); err != nil {
+				rows.Close()
+				return config.Model{}, fmt.Errorf("find the changelog table of %s.%s in %s: %w", database, table, c.routes, err)
+			}
+			logs = append(logs, log)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return config.Model{}, fmt.Errorf("find the changelog table of %s.%s in %s: %w", database, table, c.routes, err)
+		}
+		for _, m := range models {
+			if slices.Contains(logs, strings.TrimPrefix(m.Source, c.schema)) && !slices.ContainsFunc(found, func(f config.Model) bool { return f.Name == m.Name }) {
+				found = append(found, m)
+			}
+		}
+		if len(found) == 0 {
+			return config.Model{}, fmt.Errorf("no changelog model of source table %s.%s: the registry %s has no changelog table of it (has tracelake run loaded its changes?)", database, table, c.routes)
+		}
+	}
+	if len(found) > 1 {
+		names := make([]string, len(found))
+		for i, m := range found {
+			names[i] = m.Name
+		}
+		return config.Model{}, fmt.Errorf("%d changelog models could be %s.%s's (%s); name one with --model", len(found), database, table, strings.Join(names, ", "))
+	}
+	m := found[0]
+	var key sql.NullString
+	err = c.mg.db.QueryRowContext(ctx, `SELECT key_columns FROM `+ChangelogModels+` WHERE model = ?`, m.Name).Scan(&key)
+	if errors.Is(err, sql.ErrNoRows) || duckdb.IsMissing(err) || err == nil && key.String == "" {
+		return config.Model{}, fmt.Errorf("changelog model %s has not merged a change yet (run tracelake merge)", m.Name)
+	}
+	if err != nil {
+		return config.Model{}, fmt.Errorf("read the key of changelog model %s: %w", m.Name, err)
+	}
+	if err := json.Unmarshal([]byte(key.String), &m.Key); err != nil || len(m.Key) == 0 {
+		return config.Model{}, fmt.Errorf("changelog model %s: primary key %s is not a list of column names", m.Name, key.String)
+	}
+	return m, nil
+}
