@@ -89,6 +89,20 @@ func canonical(v any, dbType string) (value, error) {
 		return timeOfDayValue(v)
 	case numberInText:
 		return numberTextValue(v)
+	case dateInTimestamp:
+		if t, ok := v.(time.Time); ok {
+			if t = t.UTC(); t.Equal(t.Truncate(24 * time.Hour)) {
+				return textOnly(t.Format(time.DateOnly)), nil
+			}
+			return textOnly(t.Format(timestampLayout)), nil // no date: differs
+		}
+	case timeInMicros:
+		if n, ok := v.(int64); ok {
+			return textOnly(microsTime(n)), nil
+		}
+		if n, ok := v.(int32); ok {
+			return textOnly(microsTime(int64(n))), nil
+		}
 	case "BIT":
 		// MariaDB sends BIT(n) as n bits, big-endian, in bytes; Debezium
 		// sends BIT(1) as a boolean, wider ones as bytes: the number the
@@ -178,6 +192,35 @@ func floatValue(f float64, bits int) value {
 // column is numeric (CompareStreams): its values that are numbers
 // compare as numbers, the rest as text.
 const numberInText = "TRACELAKE NUMBER IN TEXT" // upper case: canonical compares upper-cased names
+
+// dateInTimestamp is the type a timestamp column is read as when the
+// other side's is a DATE (change capture holds a date as a timestamp at
+// its midnight, UTC): a midnight is the date, any other time stays a
+// timestamp, which differs from every date.
+const dateInTimestamp = "TRACELAKE DATE IN TIMESTAMP"
+
+// timeInMicros is the type an integer column is read as when the other
+// side's is a TIME (change capture holds a TIME as its µs, negative ones
+// too: MySQL's TIME spans ±838:59:59): the text of the time the µs make,
+// as a TIME's canonical form is.
+const timeInMicros = "TRACELAKE TIME IN MICROSECONDS"
+
+// microsTime writes us µs as MySQL writes a TIME: [-]HH:MM:SS (hours of
+// two digits or more), then .ffffff where the fraction is not zero, as
+// timeOfDayValue gives the source's.
+func microsTime(us int64) string {
+	sign := ""
+	u := uint64(us)
+	if us < 0 {
+		sign, u = "-", uint64(-(us+1))+1
+	}
+	secs, frac := u/1_000_000, u%1_000_000
+	s := fmt.Sprintf("%s%02d:%02d:%02d", sign, secs/3600, secs/60%60, secs%60)
+	if frac != 0 {
+		s += fmt.Sprintf(".%06d", frac)
+	}
+	return s
+}
 
 // numberPattern is a decimal number as text, with an exponent or not.
 var numberPattern = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$`)

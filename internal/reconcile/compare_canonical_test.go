@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // Compare (reconcile --left --right, in DuckDB) hashes a canonical form
@@ -103,5 +104,39 @@ func TestCompareTablesNamedWithAQuote(t *testing.T) {
 	}
 	if r.OnlyLeft != 1 || len(r.Examples) != 1 || r.Examples[0].Problem != "missing in o'b" {
 		t.Fatalf("want key 2 missing in o'b, got %+v", *r)
+	}
+}
+
+// A changelog model's TIMESTAMP at midnight is the source's DATE, and
+// another time of that day is not; its BIGINT of µs is the source's TIME,
+// negative and past 24 hours too, as MariaDB writes them.
+func TestCanonicalDatesAndTimesOfChangeCapture(t *testing.T) {
+	day := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		v        any
+		typ      string
+		same     any
+		sameType string
+		equal    bool
+	}{
+		{day, dateInTimestamp, "2024-05-01", "DATE", true},
+		{day.Add(time.Microsecond), dateInTimestamp, "2024-05-01", "DATE", false},
+		{int64(36672500000), timeInMicros, []byte("10:11:12.500000"), "TIME", true},
+		{int64(-45000000000), timeInMicros, []byte("-12:30:00"), "TIME", true},
+		{int64(3020399000000), timeInMicros, []byte("838:59:59"), "TIME", true},
+		{int64(-1), timeInMicros, []byte("-00:00:00.000001"), "TIME", true},
+		{int64(-45001000000), timeInMicros, []byte("-12:30:00"), "TIME", false},
+	} {
+		a, err := canonical(c.v, c.typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := canonical(c.same, c.sameType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (a.text == b.text) != c.equal {
+			t.Errorf("%v as %s is %q, %v as %s is %q: want equal %v", c.v, c.typ, a.text, c.same, c.sameType, b.text, c.equal)
+		}
 	}
 }

@@ -182,9 +182,40 @@ func numbersInText(ctx context.Context, spec *StreamSpec) error {
 			spec.Right.Types = withType(spec.Right.Types, c, numberInText)
 		case isTextType(lt[i]) && isNumericType(rt[i]):
 			spec.Left.Types = withType(spec.Left.Types, c, numberInText)
+		// Change capture holds a source DATE as a TIMESTAMP at its
+		// midnight, and a TIME (MySQL's spans ±838 hours, which no
+		// time-of-day type holds) as its BIGINT of µs: read as the
+		// other side's type, or every row with one differed.
+		case baseType(lt[i]) == "DATE" && isTimestampType(rt[i]):
+			spec.Right.Types = withType(spec.Right.Types, c, dateInTimestamp)
+		case isTimestampType(lt[i]) && baseType(rt[i]) == "DATE":
+			spec.Left.Types = withType(spec.Left.Types, c, dateInTimestamp)
+		case baseType(lt[i]) == "TIME" && isIntegerType(rt[i]):
+			spec.Right.Types = withType(spec.Right.Types, c, timeInMicros)
+		case isIntegerType(lt[i]) && baseType(rt[i]) == "TIME":
+			spec.Left.Types = withType(spec.Left.Types, c, timeInMicros)
 		}
 	}
 	return nil
+}
+
+// isTimestampType tells a timestamp without a zone by its type name
+// (MySQL's DATETIME, DuckDB's TIMESTAMP).
+func isTimestampType(t string) bool {
+	switch baseType(t) {
+	case "TIMESTAMP", "DATETIME":
+		return true
+	}
+	return false
+}
+
+// isIntegerType tells an integer column by its type name.
+func isIntegerType(t string) bool {
+	switch baseType(t) {
+	case "TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER", "BIGINT":
+		return true
+	}
+	return false
 }
 
 // columnTypes is the type of each of cols in t (its declared Types
