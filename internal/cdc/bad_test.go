@@ -486,3 +486,20 @@ func TestTruncatedTable(t *testing.T) {
 		}
 	}
 }
+
+// MariaDB's CREATE OR REPLACE TABLE names the table it empties; its
+// TEMPORARY form, a plain CREATE TABLE and OR REPLACE of a view none.
+func TestReplacedTable(t *testing.T) {
+	for sql, want := range map[string][3]string{
+		"CREATE OR REPLACE TABLE orders (id int)":           {"", "orders", "true"},
+		"create or replace table `db`.`o` AS SELECT 1":      {"db", "o", "true"},
+		"CREATE OR REPLACE TEMPORARY TABLE orders (id int)": {"", "", "false"},
+		"CREATE TABLE orders (id int)":                      {"", "", "false"},
+		"CREATE OR REPLACE VIEW v AS SELECT 1":              {"", "", "false"},
+	} {
+		db, name, ok := replacedTable([]byte(sql))
+		if got := [3]string{db, name, fmt.Sprint(ok)}; got != want {
+			t.Errorf("%s: got %q, want %q", sql, got, want)
+		}
+	}
+}

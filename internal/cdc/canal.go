@@ -194,6 +194,22 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 		}
 		return d.dropDatabase(dst, []byte(name), canalPosition(es, ts, id), millisToMicros(es), nil)
 	}
+	if rdb, name, ok := replacedTable(text(sql)); ok && o == SchemaChange {
+		// MariaDB's CREATE OR REPLACE TABLE (a CREATE, or a QUERY where
+		// Canal's parser does not read it): the table created again
+		// holds none of the rows before it, as after a DROP TABLE.
+		if rdb == "" {
+			rdb = string(db)
+		}
+		if rdb == "" {
+			return dst, d.errorf("a CREATE OR REPLACE TABLE of %q whose database is not known", name)
+		}
+		table, err := d.router.route([]byte(rdb), nil, []byte(name))
+		if err != nil {
+			return dst, routeError(err)
+		}
+		return truncation(dst, table, canalPosition(es, ts, id), millisToMicros(es)), nil
+	}
 	if db == nil || tbl == nil {
 		return dst, d.errorf("database or table is missing")
 	}

@@ -197,3 +197,17 @@ func truncatedTable(sql []byte) (db, name string, ok bool) {
 	}
 	return db, name, true
 }
+
+// replacedTable reads MariaDB's CREATE OR REPLACE TABLE name …, which
+// drops the table if it exists before creating it again: the table it
+// empties, its database "" where it names none; ok false for any other
+// statement, CREATE OR REPLACE TEMPORARY TABLE among them (a session's
+// table, which may shadow a source table whose rows stay).
+func replacedTable(sql []byte) (db, name string, ok bool) {
+	toks := ddlTokens(sql, 7)
+	if len(toks) < 5 || !toks[0].is("CREATE") || !toks[1].is("OR") || !toks[2].is("REPLACE") || !toks[3].is("TABLE") {
+		return "", "", false
+	}
+	db, name, n := tableName(toks, 4)
+	return db, name, n > 0
+}

@@ -1158,8 +1158,9 @@ func clip(v []byte) string {
 // database's drop alone, an event of type DATABASE: databaseName, its
 // ddl and no tableChanges), and drops each table of the database the
 // decoder knows (dropDatabase). A TRUNCATE TABLE (no tableChanges: its
-// ddl names the table) is a truncation of it at its position. The other
-// DDL makes no change.
+// ddl names the table), and MariaDB's CREATE OR REPLACE TABLE, are a
+// truncation of the table at its position. The other DDL makes no
+// change.
 //
 // A snapshot's schema change events are no statement of the log: before
 // each table's schema the snapshot writes DROP TABLE IF EXISTS, and DROP
@@ -1190,17 +1191,25 @@ func (d *Decoder) debeziumSchemaChange(dst []Change, payload, source, tableChang
 		// of the same name whose rows stay.
 		return dst, nil
 	}
-	if db, name, ok := truncatedTable(text(member(payload, "ddl"))); ok {
+	db, name, ok := truncatedTable(text(member(payload, "ddl")))
+	if !ok {
+		// MariaDB's CREATE OR REPLACE TABLE (a CREATE of the table, from
+		// the MariaDB connector) drops the table before creating it
+		// again: as a truncation, the rows before it leave the model.
+		db, name, ok = replacedTable(text(member(payload, "ddl")))
+	}
+	if ok {
 		// A TRUNCATE TABLE (a schema change of type TRUNCATE, which has
 		// no tableChanges): the connector sends an op "t" on the table's
 		// topic only when skipped.operations leaves out "t", which it
 		// holds by default, so this message may be the truncation's only
-		// trace; a truncation twice at one position is one.
+		// trace; a truncation twice at one position is one. Or a CREATE
+		// OR REPLACE TABLE.
 		if db == "" {
 			db = string(text(member(payload, "databaseName")))
 		}
 		if db == "" {
-			return dst, d.errorf("a TRUNCATE of table %q without its database", name)
+			return dst, d.errorf("a TRUNCATE or CREATE OR REPLACE of table %q without its database", name)
 		}
 		table, err := d.router.route([]byte(db), nil, []byte(name))
 		if err != nil {

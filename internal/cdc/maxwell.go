@@ -59,6 +59,11 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 		// of the rows changed before it, as after Canal's ERASE; a table
 		// created again under the name starts empty.
 		o = Truncate
+	case t == "table-create" && replaces(text(sql)):
+		// MariaDB's CREATE OR REPLACE TABLE drops the table before it
+		// creates it again: its model holds none of the rows before it,
+		// as after a table-drop.
+		o = Truncate
 	case strings.HasPrefix(t, "table-"):
 		o = SchemaChange
 	case t == "database-drop":
@@ -113,6 +118,13 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	c.settle(c.Columns)
 	c.settle(c.Before)
 	return dst, nil
+}
+
+// replaces says whether sql is a CREATE OR REPLACE TABLE (not of a
+// temporary table).
+func replaces(sql []byte) bool {
+	_, _, ok := replacedTable(sql)
+	return ok
 }
 
 // maxwellPosition is a message's position: its binlog position
