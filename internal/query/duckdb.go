@@ -822,7 +822,7 @@ func (sess *session) run(ctx context.Context, text string, params []any) (array.
 	}
 	var rr array.RecordReader
 	err = sess.conn.Raw(func(dc any) error {
-		sr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, sess.names)
+		sr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, sess.names, false)
 		if err == nil {
 			rr = sr
 		}
@@ -959,7 +959,7 @@ func (sess *session) describe(ctx context.Context, q string, params []any) (name
 		return nil, nil, err
 	}
 	err = sess.conn.Raw(func(dc any) error {
-		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, false, nil)
+		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, false, nil, false)
 		if err != nil {
 			return err
 		}
@@ -1174,7 +1174,7 @@ func (sess *session) columnNames(ctx context.Context, text string) (names []stri
 // open.
 func (sess *session) arrow(ctx context.Context, text string, params []any, f func(array.RecordReader)) error {
 	return sess.conn.Raw(func(dc any) error {
-		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, nil)
+		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, nil, false)
 		if err != nil {
 			return sess.failure(err)
 		}

@@ -81,7 +81,10 @@ func fieldOffset[T, F any](name string) (uintptr, bool) {
 // names, when there are as many as the result has columns, name them:
 // those DuckDB gives the query the caller sent (session.names), which
 // the text that runs, rewritten, may name otherwise.
-func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, stream bool, names []string) (*resultReader, error) {
+//
+// zonedText reads each column of the result that is a TIME WITH TIME
+// ZONE as text, as DuckDB writes it (12:34:56+05:30; see zonedColumns).
+func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, stream bool, names []string, zonedText bool) (*resultReader, error) {
 	offs, err := duckdbHandles()
 	if err != nil {
 		return nil, err
@@ -187,9 +190,14 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 	}
 	schema, ed := bindings.NewArrowSchema(r.opts, types, names)
 	widen := make([]*widening, n)
+	zoned := make([]bool, n)
 	for i := range types {
 		if widen[i] = wideningOf(types[i]); widen[i] != nil {
 			r.widen = widen
+		}
+		if zonedText && bindings.GetTypeId(types[i]) == bindings.TypeTimeTZ {
+			zoned[i] = true
+			r.zoned = zoned
 		}
 		bindings.DestroyLogicalType(&types[i])
 	}
@@ -197,15 +205,19 @@ func runQuery(ctx context.Context, dc driver.Conn, text string, params []any, st
 		r.close()
 		return nil, fmt.Errorf("the result's Arrow schema: %w", err)
 	}
-	if r.widen != nil {
+	if r.widen != nil || r.zoned != nil {
 		// DuckDB's own schema stays the one its batches are converted
-		// with; the reader's has each UHUGEINT widened (a HUGEINT kept).
+		// with; the reader's has each UHUGEINT widened (a HUGEINT kept)
+		// and each TIME WITH TIME ZONE as text.
 		r.duckSchema = schema
 		fields := schema.Fields()
 		for i := range fields {
 			if fields[i].Type, err = widenedType(fields[i].Type, widen[i]); err != nil {
 				r.close()
 				return nil, fmt.Errorf("the result's Arrow schema: %w", err)
+			}
+			if zoned[i] {
+				fields[i].Type = arrow.BinaryTypes.String
 			}
 		}
 		md := schema.Metadata()
@@ -280,8 +292,9 @@ type resultReader struct {
 	res           bindings.Result       // destroyed even when it holds an error
 	opts          bindings.ArrowOptions // zero until the query ran
 	schema        *arrow.Schema
-	duckSchema    *arrow.Schema // DuckDB's schema, when widen is set
+	duckSchema    *arrow.Schema // DuckDB's schema, when widen or zoned is set
 	widen         []*widening   // per column: where it holds a UHUGEINT or a HUGEINT; nil: no column does
+	zoned         []bool        // per column: a TIME WITH TIME ZONE, read as text; nil: no column is
 	stopInterrupt func() bool
 	refs          atomic.Int64
 	mu            sync.Mutex    // the interrupt against close
@@ -319,7 +332,7 @@ func (r *resultReader) Next() bool {
 	}
 	defer bindings.DestroyDataChunk(&chunk)
 	schema := r.schema
-	if r.widen != nil {
+	if r.duckSchema != nil {
 		schema = r.duckSchema
 	}
 	rec, ed := bindings.DataChunkToArrowArray(r.opts, schema, chunk)
@@ -333,6 +346,9 @@ func (r *resultReader) Next() bool {
 			r.err = err
 			return false
 		}
+	}
+	if r.zoned != nil {
+		rec = r.zonedColumns(rec, chunk)
 	}
 	r.cur = rec
 	return true
@@ -354,7 +370,63 @@ func (r *resultReader) widened(rec arrow.RecordBatch) (arrow.RecordBatch, error)
 		data.Release()
 		defer cols[i].Release()
 	}
-	return array.NewRecordBatch(r.schema, cols, rec.NumRows()), nil
+	schema := r.schema
+	if r.zoned != nil {
+		// A TIME WITH TIME ZONE column is still DuckDB's here: text
+		// once zonedColumns has read it.
+		fields := schema.Fields()
+		for i, zoned := range r.zoned {
+			if zoned {
+				fields[i].Type = cols[i].DataType()
+			}
+		}
+		md := schema.Metadata()
+		schema = arrow.NewSchema(fields, &md)
+	}
+	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
+}
+
+// zonedColumns is rec, a batch of chunk, with each TIME WITH TIME ZONE
+// column (r.zoned) as text, read from chunk itself: DuckDB's Arrow writes
+// such a value as a time64 of its clock alone, its offset lost
+// (12:34:56+05:30 and 12:34:56-08 both 12:34:56), and Arrow has no type
+// of a time of day with an offset. Each value is written as DuckDB casts
+// it to VARCHAR, as the read path's query does (session.zonedAsText);
+// rec is released.
+func (r *resultReader) zonedColumns(rec arrow.RecordBatch, chunk bindings.DataChunk) arrow.RecordBatch {
+	defer rec.Release()
+	n := int(bindings.DataChunkGetSize(chunk))
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, col := range rec.Columns() {
+		if !r.zoned[i] {
+			col.Retain()
+			cols[i] = col
+			defer cols[i].Release()
+			continue
+		}
+		vec := bindings.DataChunkGetVector(chunk, bindings.IdxT(i))
+		validity := bindings.VectorGetValidity(vec)
+		var values []bindings.TimeTZ
+		if n > 0 {
+			values = unsafe.Slice((*bindings.TimeTZ)(bindings.VectorGetData(vec)), n)
+		}
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		b.Reserve(n)
+		for row := range n {
+			// A nil validity mask: every value is valid.
+			if validity != nil && !bindings.ValidityRowIsValid(validity, bindings.IdxT(row)) {
+				b.AppendNull()
+				continue
+			}
+			v := bindings.CreateTimeTZValue(values[row])
+			b.Append(bindings.GetVarchar(v))
+			bindings.DestroyValue(&v)
+		}
+		cols[i] = b.NewArray()
+		b.Release()
+		defer cols[i].Release()
+	}
+	return array.NewRecordBatch(r.schema, cols, int64(n))
 }
 
 func (r *resultReader) RecordBatch() arrow.RecordBatch { return r.cur }
@@ -452,7 +524,9 @@ func errorData(ed bindings.ErrorData) error {
 // duckdb-go's Arrow reads as a negative number from 2^127 up, and a
 // HUGEINT of 39 digits, past its decimal(38, 0), as an error. For the
 // operator's tools on a database of their own (tracelake sql on a stopped
-// file): nothing is checked.
+// file): nothing is checked. A TIME WITH TIME ZONE column is text as
+// DuckDB writes it (12:34:56+05:30), as the read path answers it
+// (session.zonedAsText): DuckDB's Arrow drops the offset.
 func RunArrow(ctx context.Context, dc driver.Conn, text string) (array.RecordReader, error) {
-	return runQuery(ctx, dc, text, nil, true, nil)
+	return runQuery(ctx, dc, text, nil, true, nil, true)
 }
