@@ -62,10 +62,25 @@ func (r *Report) DiffRate() float64 {
 	return float64(r.OnlyLeft+r.OnlyRight+r.Differ+r.DupLeft+r.DupRight) / float64(n)
 }
 
-// Compare compares the tables of spec in q.
+// Compare compares the tables of spec in q. On a database (not a
+// transaction of the caller's) it reads them in one transaction of its
+// own, rolled back: its queries (the columns, each side's fingerprint,
+// the join, the examples) then read one moment of the database, where
+// commits go on beside them (tracelake run's loads and merges, reconcile
+// asked through run), and a commit between two of them would count its
+// rows on one side only, and report tables equal at every moment as
+// different.
 func Compare(ctx context.Context, q Querier, spec Spec) (*Report, error) {
 	if len(spec.Key) == 0 {
 		return nil, fmt.Errorf("reconcile %s with %s: a key is required", spec.Left, spec.Right)
+	}
+	if db, ok := q.(*sql.DB); ok {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile %s with %s: begin a read: %w", spec.Left, spec.Right, err)
+		}
+		defer tx.Rollback() //nolint:errcheck // read only
+		q = tx
 	}
 	if spec.Examples == 0 {
 		spec.Examples = 10
