@@ -200,11 +200,16 @@ func verifyDuckDBTables(ctx context.Context, cfg *config.Config, snk *duckdb.Sin
 	if err != nil {
 		return nil, err
 	}
-	mg := merge.NewMerger(snk.DB(), cmdLog(ctx))
+	// The copies and the models' progress in the same snapshot: read on
+	// the database, after it, they counted the loads and merges committed
+	// since (more rows pending than the table holds in the report).
 	if cfg.DecodesOTLP() {
-		if rep.Copies, err = copies(ctx, mg, otelDedupOf(cfg)); err != nil {
+		d := otelDedupOf(cfg)
+		c, err := merge.CountsIn(ctx, tx, d)
+		if err != nil {
 			return nil, err
 		}
+		rep.Copies = copiesOf(d, c)
 		if cfg.GenAIOperations() {
 			t := snk.Tables()
 			src := verify.Sources{Derives: verify.OperationSpansDuckDB(spanAttributes, spanName), DLQ: t.DLQ} // one snapshot: no bound
@@ -214,7 +219,7 @@ func verifyDuckDBTables(ctx context.Context, cfg *config.Config, snk *duckdb.Sin
 		}
 	}
 	for _, m := range cfg.Models() {
-		n, err := mg.Pending(ctx, m)
+		n, err := merge.PendingIn(ctx, tx, m)
 		if err != nil {
 			return nil, err
 		}

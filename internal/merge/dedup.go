@@ -234,17 +234,25 @@ type DedupCounts struct {
 
 // Counts counts the source's rows and identities and the target's rows.
 func (mg *Merger) Counts(ctx context.Context, d Dedup) (DedupCounts, error) {
+	return CountsIn(ctx, mg.db, d)
+}
+
+// CountsIn is Counts read in q: in a transaction, all of one snapshot,
+// as the counts read beside it (verify's, while run loads and merges);
+// on a database each query reads its own moment, and a load or merge
+// between them counted the rows of one and the pending rows of another.
+func CountsIn(ctx context.Context, q RowQuerier, d Dedup) (DedupCounts, error) {
 	var c DedupCounts
 	src, model := sqltext.Name(d.Name), sqltext.String(d.model())
-	if err := mg.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*), count(DISTINCT %s) FROM %s`, d.keyExpr(), src)).Scan(&c.Rows, &c.Identities); err != nil {
+	if err := q.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*), count(DISTINCT %s) FROM %s`, d.keyExpr(), src)).Scan(&c.Rows, &c.Identities); err != nil {
 		return c, fmt.Errorf("count %s: %w", d.Name, err)
 	}
 	var exists bool
-	if err := mg.db.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'`, d.Target()).Scan(&exists); err != nil || !exists {
+	if err := q.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'`, d.Target()).Scan(&exists); err != nil || !exists {
 		c.Pending = c.Rows
 		return c, err
 	}
-	err := mg.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %s), (SELECT count(*) FROM %s s LEFT JOIN %s w
+	err := q.QueryRowContext(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %s), (SELECT count(*) FROM %s s LEFT JOIN %s w
 			ON w.model = %s AND w.topic = s.ktopic AND w."partition" = s.kpartition WHERE s.koffset >= coalesce(w.next_offset, 0))`,
 		sqltext.Name(d.Target()), src, WatermarkTable, model)).Scan(&c.Kept, &c.Pending)
 	return c, err

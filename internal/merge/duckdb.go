@@ -138,20 +138,32 @@ func (mg *Merger) rebuild(ctx context.Context, tx *sql.Tx, p *plan, chunk int64,
 // Pending counts the raw rows past the model's watermark: what the next
 // merge would read.
 func (mg *Merger) Pending(ctx context.Context, m config.Model) (int64, error) {
+	return PendingIn(ctx, mg.db, m)
+}
+
+// RowQuerier reads one row: a database, or a transaction (one snapshot
+// of it).
+type RowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// PendingIn is Pending read in q: in a transaction, of its snapshot, as
+// the counts read beside it (verify's, while run loads and merges).
+func PendingIn(ctx context.Context, q RowQuerier, m config.Model) (int64, error) {
 	p := newPlan(m)
 	var exists bool
-	if err := mg.db.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = $1 AND schema_name = 'main'`,
+	if err := q.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = $1 AND schema_name = 'main'`,
 		WatermarkTable).Scan(&exists); err != nil {
 		return 0, fmt.Errorf("look up %s: %w", WatermarkTable, err)
 	}
-	q := "SELECT count(*) FROM " + p.source
+	text := "SELECT count(*) FROM " + p.source
 	if exists {
-		q = fmt.Sprintf(`SELECT count(*) FROM %s r LEFT JOIN %s w ON w.model = %s
+		text = fmt.Sprintf(`SELECT count(*) FROM %s r LEFT JOIN %s w ON w.model = %s
   AND w.topic = json_extract_string(r.record_metadata, '$.topic') AND w."partition" = r.kpartition
 WHERE r.koffset >= coalesce(w.next_offset, 0)`, p.source, WatermarkTable, sqltext.String(m.Name))
 	}
 	var n int64
-	if err := mg.db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, text).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count raw rows not merged by model %s: %w", m.Name, err)
 	}
 	return n, nil
