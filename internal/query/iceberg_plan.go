@@ -325,6 +325,16 @@ func (p *planner) terms(c map[string]any) []term {
 		}
 	case "OPERATOR":
 		children, _ := c["children"].([]any)
+		if typ == "OPERATOR_IS_NULL" && len(children) == 1 {
+			// No constant: Iceberg's null counts and a partition's
+			// nulls prune as DuckDB's IS NULL selects (Tempo's trace by
+			// id reads a trace's spans without a start so).
+			first, _ := children[0].(map[string]any)
+			if col, ok := columnParts(first); ok {
+				return []term{{col, "isnull", nil}}
+			}
+			return nil
+		}
 		if typ != "COMPARE_IN" || len(children) < 2 {
 			return nil
 		}

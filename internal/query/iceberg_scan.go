@@ -391,6 +391,9 @@ var integerTypes = map[string]bool{"TINYINT": true, "SMALLINT": true, "INTEGER":
 // as the values were).
 func icebergPred(field iceberggo.NestedField, p pred, vals []constValue) (iceberggo.BooleanExpression, bool) {
 	ref := iceberggo.Reference(field.Name)
+	if p.op == "isnull" {
+		return iceberggo.IsNull(ref), true
+	}
 	switch field.Type.(type) {
 	case iceberggo.StringType:
 		out := make([]string, len(vals))

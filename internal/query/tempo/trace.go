@@ -106,8 +106,22 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 		b.StartMicros, b.EndMicros = max(req.startMicros-reach, 1), min(req.endMicros, 1<<62-1-reach)+reach
 	}
 	idParam := b.Param(req.id)
-	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s WHERE trace_id = %s AND %s ORDER BY tenant_id, span_id, start_ns DESC LIMIT %d`,
-		traceColumns, sqltext.Ident(s.Table), idParam, b.Window(), s.maxSpans+1)
+	table := sqltext.Ident(s.Table)
+	from, cols := fmt.Sprintf("%s WHERE trace_id = %s AND %s", table, idParam, b.Window()), traceColumns
+	if windowed {
+		// A span sent without a start (OTLP's 0, a broken clock) has a
+		// NULL start_time, which no window holds: it is a span of the
+		// trace all the same, answered without a window, as Tempo
+		// answers the whole trace of a block overlapping the window. In
+		// a branch of its own, so that the window's condition still
+		// prunes the other branch's scan (on Iceberg a condition with an
+		// OR is pushed to no scan).
+		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND start_time IS NULL) AS spans",
+			traceColumns, from, table, idParam)
+		cols = "* EXCLUDE (tenant_id)"
+	}
+	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s ORDER BY tenant_id, span_id, start_ns DESC LIMIT %d`,
+		cols, from, s.maxSpans+1)
 	tb := newTraceBuilder(req.id)
 	n := 0
 	first, last := int64(math.MaxInt64), int64(math.MinInt64) // the trace's first start and last end (ns)
@@ -117,8 +131,13 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 			partial = true
 			return nil
 		}
-		start, end := spanTimes(r)
-		first, last = min(first, start), max(last, end)
+		if !r.null(20) {
+			// A span without a start (start_time NULL) has no time to
+			// put its trace in the window or out of it: the others'
+			// say.
+			start, end := spanTimes(r)
+			first, last = min(first, start), max(last, end)
+		}
 		return tb.add(r)
 	})
 	if err != nil {

@@ -137,9 +137,16 @@ func (b *Builder) windowCTE() string {
 	}
 	startNanos, endNanos := b.Param(b.StartMicros*1000), b.Param(end)
 	t := sqltext.Ident(b.Table)
-	return fmt.Sprintf(`win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
-		AND trace_id IN (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
-			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[8]s) >= %[6]s))`,
+	// The spans of those traces sent without a start (OTLP's 0, a broken
+	// clock: a NULL start_time, which no window holds) are theirs too, as
+	// a search without a window finds them: in a branch of their own, so
+	// that the window's condition still prunes the other's scan (on
+	// Iceberg a condition with an OR is pushed to no scan; IS NULL is).
+	return fmt.Sprintf(`win_traces AS (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
+			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[8]s) >= %[6]s),
+	win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
+		AND trace_id IN (SELECT trace_id FROM win_traces)
+		UNION ALL SELECT %[1]s FROM %[2]s WHERE start_time IS NULL AND trace_id IN (SELECT trace_id FROM win_traces))`,
 		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos, EndNanos(StartNanos, "coalesce(duration_ns, 0)"))
 }
 
