@@ -65,6 +65,12 @@ func TestSQLEngineErrorsSameThroughRun(t *testing.T) {
 	cmds := [][]string{
 		{"sql", "SELECT nosuch FROM spans"},
 		{"sql", "SELECT error('boom') FROM spans"},
+		// A syntax error is DuckDB's parser's answer, with where it
+		// stopped: through run it was called refused by the read
+		// path's rules ("query refused: syntax error at or near …"),
+		// without DuckDB's LINE 1 and its caret.
+		{"sql", "SELECT 0x10 AS h FROM spans"},
+		{"sql", "SELECT name FROM spans WHERE"},
 	}
 	through, alone := bothWays(t, []string{`CREATE TABLE spans AS SELECT 'a' AS tenant_id, 'n' AS name`}, cmds...)
 	for i, c := range cmds {

@@ -85,7 +85,7 @@ func (c *checker) check(js []byte) (params int, err error) {
 			return 0, &RefusedError{Reason: "only SELECT statements are taken (the endpoint is read-only)"}
 		}
 		msg, _ := doc["error_message"].(string)
-		return 0, &RefusedError{Reason: msg}
+		return 0, &RefusedError{Reason: msg, syntax: doc["error_type"] == "parser"}
 	}
 	stmts, _ := doc["statements"].([]any)
 	if len(stmts) != 1 {

@@ -352,7 +352,7 @@ func (d *DuckDB) parse(ctx context.Context, sess *session, s tenancy.Scope, q st
 	}
 	c, n, err := sess.checkParse(d.names, js)
 	if err != nil {
-		return "", 0, err
+		return "", 0, sess.parserError(q, err)
 	}
 	if err := sess.view(ctx, c.named()); err != nil {
 		return "", 0, err
@@ -788,9 +788,44 @@ func (sess *session) check(ctx context.Context, names *checker, q string) (c *ch
 	}
 	c, params, err = sess.checkParse(names, js)
 	if err != nil {
-		return nil, "", 0, err
+		return nil, "", 0, sess.parserError(q, err)
 	}
 	return c, js, params, nil
+}
+
+// parserError is err, a check's refusal of q, unless DuckDB's parser did
+// not read q (a syntax error): then DuckDB's own error for it, as it
+// reports it wherever q is sent (with where its parser stopped: its LINE
+// and caret), an engine error, not a refusal by the read path's rules.
+// DuckDB's parser alone reads q here (duckdb_extract_statements): nothing
+// of it runs.
+func (sess *session) parserError(q string, err error) error {
+	var refused *RefusedError
+	if !errors.As(err, &refused) || !refused.syntax {
+		return err
+	}
+	offs, herr := duckdbHandles()
+	if herr != nil {
+		return err
+	}
+	var msg string
+	_ = sess.conn.Raw(func(dc any) error {
+		c, ok := dc.(*duckdb.Conn)
+		if !ok {
+			return nil
+		}
+		conn := *(*bindings.Connection)(unsafe.Add(unsafe.Pointer(c), offs.conn))
+		var st bindings.ExtractedStatements
+		if bindings.ExtractStatements(conn, q, &st) == 0 {
+			msg = bindings.ExtractStatementsError(st)
+		}
+		bindings.DestroyExtracted(&st)
+		return nil
+	})
+	if msg == "" {
+		return err
+	}
+	return &RefusedError{Reason: msg, Engine: true}
 }
 
 // checkParse checks js, a query as json_serialize_sql parsed it, for the

@@ -57,6 +57,9 @@ type RefusedError struct {
 	// column that does not exist, a value that does not convert), not
 	// the read path's rules of what a caller may read.
 	Engine bool
+	// syntax: DuckDB's parser did not read the query (session.parserError
+	// makes it DuckDB's own error for it).
+	syntax bool
 }
 
 func (e *RefusedError) Error() string { return "query refused: " + e.Reason }
