@@ -1,6 +1,7 @@
 package tempo
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -132,4 +133,35 @@ func skewTrace() ptrace.Traces {
 	add("f100000000000002", "f100000000000001", 0, b+1e9)     // no start
 	add("f100000000000003", "f100000000000001", b+1e9, b+5e8) // ends before it starts
 	return td
+}
+
+// A trace with a span sent without a start is found starting at its first
+// start and lasting to its last end, in a search with or without a
+// window: the span's unset start (OTLP's 0) was taken for its start, and
+// the trace started in 1970 (no startTimeUnixNano) and lasted 2091488467
+// ms (its 56 years, wrapped in the answer's uint32).
+func TestSearchTimesOfATraceWithASpanWithoutAStart(t *testing.T) {
+	f := newFixtureOf(t, map[string][]ptrace.Traces{"a": {skewTrace(), skewTrace()}}, maxTraceSpans)
+	s := base.Unix()
+	for _, params := range []url.Values{{"q": {"{}"}}, {"q": {"{}"}, "start": {fmt.Sprint(s - 10)}, "end": {fmt.Sprint(s + 10)}},
+		{"q": {"{ traceDuration <= 2s }"}}, {"q": {"{ traceDuration <= 2s }"}, "start": {fmt.Sprint(s - 10)}, "end": {fmt.Sprint(s + 10)}}} {
+		rec := f.get("a", "/api/search?"+params.Encode(), "")
+		if rec.Code != 200 {
+			t.Fatalf("search %v: %d %s", params, rec.Code, rec.Body)
+		}
+		var out struct {
+			Traces []struct {
+				TraceID           string `json:"traceID"`
+				StartTimeUnixNano string `json:"startTimeUnixNano"`
+				DurationMs        int64  `json:"durationMs"`
+			} `json:"traces"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprint(base.UnixNano())
+		if len(out.Traces) != 1 || out.Traces[0].StartTimeUnixNano != want || out.Traces[0].DurationMs != 2000 {
+			t.Errorf("search %v: %+v, want trace %s starting at %s, lasting 2000 ms", params, out.Traces, trimID(skewTraceID), want)
+		}
+	}
 }

@@ -190,8 +190,8 @@ func (s *server) runSearch(ctx context.Context, scope tenancy.Scope, q *traceql.
 	sql := fmt.Sprintf(`WITH %s,
 cand AS (SELECT trace_id, count(*) AS matched FROM hit GROUP BY trace_id),
 summ AS (SELECT trace_id, min(start_ns) AS t_start, max(%s) AS t_end,
-	arg_min(name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_name,
-	arg_min(service_name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_service
+	arg_min(name, coalesce(start_ns, 0)) FILTER (WHERE parent_span_id IS NULL) AS root_name,
+	arg_min(service_name, coalesce(start_ns, 0)) FILTER (WHERE parent_span_id IS NULL) AS root_service
 	FROM %s sp WHERE trace_id IN (SELECT trace_id FROM cand) GROUP BY trace_id),
 top AS (SELECT c.trace_id, c.matched, s.t_start, s.t_end, s.root_name, s.root_service
 	FROM cand c JOIN summ s USING (trace_id) WHERE %s ORDER BY s.t_start DESC, c.trace_id LIMIT %s),

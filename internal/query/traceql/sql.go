@@ -11,8 +11,11 @@ import (
 // nanoseconds: start_time_unix_nano, else (rows loaded before that column
 // existed) start_time's microseconds × 1000.
 const (
-	// StartNanos is the SQL of a span's start in nanoseconds.
-	StartNanos = "coalesce(start_time_unix_nano, epoch_us(start_time) * 1000)"
+	// StartNanos is the SQL of a span's start in nanoseconds, NULL for a
+	// span sent without one (OTLP's 0, unset; start_time NULL): read as
+	// 0, it was a trace's first start, which began in 1970 and lasted
+	// 56 years.
+	StartNanos = "coalesce(nullif(start_time_unix_nano, 0), epoch_us(start_time) * 1000)"
 	// spanColumns are the columns of the span relation (sp) the
 	// conditions read.
 	spanColumns = "tenant_id, trace_id, span_id, parent_span_id, name, kind, status_code, status_message, service_name, " +
@@ -25,9 +28,13 @@ const (
 // before 2262-04-11 may end after it (a skewed clock, an end of all
 // ones), and DuckDB's BIGINT addition fails the whole statement on
 // overflow ("Overflow in addition of INT64") rather than wrapping, which
-// took every search over the span's window with it. Null when dur is.
+// took every search over the span's window with it. Null when start or dur is.
 func EndNanos(start, dur string) string {
-	return "least((" + start + ")::HUGEINT + (" + dur + "), 9223372036854775807)::BIGINT"
+	// Not least(…): DuckDB's least skips a NULL, so the end of a span
+	// without a start or a duration was int64's end, and its trace
+	// lasted some 290 years ({ traceDuration < 2s } missed it).
+	sum := "(" + start + ")::HUGEINT + (" + dur + ")"
+	return "(CASE WHEN " + sum + " > 9223372036854775807 THEN 9223372036854775807 ELSE " + sum + " END)::BIGINT"
 }
 
 // Builder writes the SQL of a query, collecting its parameters ($1, $2, …).
@@ -155,10 +162,10 @@ func (b *Builder) windowCTE() string {
 // trace's duration, from its first start to its last end.
 func (b *Builder) traceCTE() string {
 	return fmt.Sprintf(`tr AS (SELECT trace_id,
-		arg_min(name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_name,
-		arg_min(service_name, start_ns) FILTER (WHERE parent_span_id IS NULL) AS root_service_name,
+		arg_min(name, coalesce(start_ns, 0)) FILTER (WHERE parent_span_id IS NULL) AS root_name,
+		arg_min(service_name, coalesce(start_ns, 0)) FILTER (WHERE parent_span_id IS NULL) AS root_service_name,
 		max(%s) - min(start_ns) AS trace_duration_ns
-		FROM %s sp GROUP BY trace_id)`, EndNanos("start_ns", "duration_ns"), b.traceLevelRelation())
+		FROM %s sp GROUP BY trace_id)`, EndNanos("start_ns", "coalesce(duration_ns, 0)"), b.traceLevelRelation())
 }
 
 // traceLevelRelation is the spans the trace-level intrinsics are
