@@ -54,16 +54,16 @@ func TestBadRecords(t *testing.T) {
 	f(FormatCanal, `not json`, "not a Canal change event: the value is not valid JSON")
 	f(FormatCanal, `{"database":"d","table":"t","data":[{"id":"1"}]}`, "not a Canal change event: type is missing")
 	f(FormatCanal, `{"database":"d","table":"t","type":"MERGE","data":[{"id":"1"}]}`, `not a Canal change event: type "MERGE" is not one of INSERT, UPDATE, DELETE or a DDL type`)
-	// old may leave out a row none of whose columns changed (canalOlds),
-	// never hold more entries than data, nor one that is no row's
-	// previous values, nor one whose row is not known when it changes a
-	// part of the key.
+	// old may leave out the first rows, none of whose columns changed
+	// (canalOlds), never hold more entries than data, nor a first entry
+	// that is not its row's previous values, nor an entry without the
+	// columns of the one before it.
 	f(FormatCanal, `{"database":"d","table":"t","type":"UPDATE","isDdl":false,"data":[{"id":"1"}],"old":[{"id":"0"},{"id":"2"}]}`,
 		"not a Canal change event: d.t: data has 1 rows but old has 2")
 	f(FormatCanal, `{"database":"d","table":"t","type":"UPDATE","isDdl":false,"data":[{"id":"1"},{"id":"2"},{"id":"3"}],"old":[{"x":"0"}]}`,
-		"not a Canal change event: d.t: data has 3 rows but old has 1, and old's entry 0 is the previous values of no row after its entries before it (each column of an entry must have another value in its row)")
-	f(FormatCanal, `{"database":"d","table":"t","type":"UPDATE","isDdl":false,"pkNames":["a","b"],"data":[{"a":"1","b":"7"},{"a":"2","b":"5"}],"old":[{"b":"1"}]}`,
-		"not a Canal change event: d.t: data has 2 rows but old has 1 (Canal leaves out a row whose columns it sends did not change), and old's entry 0, which changes a part of the primary key, may be the previous values of row 0 or of row 1: the old key is not known")
+		"not a Canal change event: d.t: data has 3 rows but old has 1, and old's first entry, the previous values of row 2 (Canal leaves out the first rows, none of whose columns it sends changed), is not: each of its columns must have another value in that row")
+	f(FormatCanal, `{"database":"d","table":"t","type":"UPDATE","isDdl":false,"data":[{"id":"1","x":"a"},{"id":"2","x":"b"},{"id":"3","x":"c"}],"old":[{"id":"0"},{"x":"d"}]}`,
+		`not a Canal change event: d.t: data has 3 rows but old has 2, and old's entry 1 lacks column "id" of the entry before it (Canal's entries after the first hold every column a row before changed): which rows old leaves out is not known`)
 	f(FormatCanal, `{"database":"d","table":"t","type":"INSERT","isDdl":false,"data":[]}`, "not a Canal change event: INSERT of d.t: data holds no row")
 	f(FormatCanal, `{"database":"d","table":"t","type":"INSERT","isDdl":false,"mysqlType":{"id":"int(11)"},"data":[{"id":"one"}]}`,
 		`not a Canal change event: d.t row 0: column "id": "one" is not a value of int(11)`)
@@ -450,21 +450,24 @@ func refusedAsPlaceholder(err error) bool {
 	return errors.As(err, &e) && strings.Contains(e.Reason, "placeholder for a value it did not read")
 }
 
-// An entry of old that changes a part of a composite key goes with the
-// one row it can be the previous values of (the other row holds its old
-// value: it did not change), when old leaves out a row.
+// Old's entries are the last rows' (Canal's updateSet is the message's,
+// so the rows left out are the first ones): an entry that changes a part
+// of a composite key goes with the last row, not with the first one its
+// columns differ in.
 func TestCanalOldOfAPartOfTheKeyFindsItsRow(t *testing.T) {
 	d, err := NewDecoder(Options{Format: FormatCanal})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := d.Decode(nil, "example", nil, []byte(`{"database":"d","table":"t","type":"UPDATE","isDdl":false,"es":1,"ts":1,"id":1,"pkNames":["a","b"],`+
-		`"data":[{"a":"1","b":"1"},{"a":"2","b":"5"}],"old":[{"b":"1"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || len(got[0].Before) != 0 || len(got[1].Before) != 2 || string(got[1].Before[1].Value) != `"1"` || string(got[1].Before[0].Value) != `"2"` {
-		t.Fatalf("got %s, want the old b=1 with the second row (a=2) alone", render(got))
+	for _, data := range []string{`[{"a":"1","b":"1"},{"a":"2","b":"5"}]`, `[{"a":"1","b":"7"},{"a":"2","b":"5"}]`} {
+		got, err := d.Decode(nil, "example", nil, []byte(`{"database":"d","table":"t","type":"UPDATE","isDdl":false,"es":1,"ts":1,"id":1,"pkNames":["a","b"],`+
+			`"data":`+data+`,"old":[{"b":"1"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || len(got[0].Before) != 0 || len(got[1].Before) != 2 || string(got[1].Before[1].Value) != `"1"` || string(got[1].Before[0].Value) != `"2"` {
+			t.Fatalf("%s: got %s, want the old b=1 with the second row (a=2) alone", data, render(got))
+		}
 	}
 }
 

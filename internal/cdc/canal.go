@@ -242,7 +242,7 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	}
 	var olds [][]byte // per row of data: its entry of old, nil for none
 	if o == Update && !isNull(old) {
-		if olds, err = canalOlds(data, old, rows, keys); err != nil {
+		if olds, err = canalOlds(data, old, rows); err != nil {
 			return dst, d.errorf("%s.%s: %v", db, tbl, err)
 		}
 	}
@@ -271,30 +271,30 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 }
 
 // canalOlds pairs the entries of an UPDATE's old with the rows of data
-// (rows of them, keys the pkNames) they are the previous values of: the
-// result holds, per row, its entry or nil. Canal writes an entry for a
-// row only when it holds a column (MQMessageUtils.messageConverter:
-// "if (!rowOld.isEmpty()) old.add(rowOld)"): a row none of whose columns
-// Canal sends changed (its change was in a column
-// canal.instance.filter.field or filter.black.field leaves out) has
-// none, and old is shorter than data, its entries in the rows' order.
-// Refusing such a message lost every row of it for good (a replay
-// decodes it the same way).
+// (rows of them) they are the previous values of: the result holds, per
+// row, its entry or nil. Canal writes an entry for a row only when it
+// holds a column (MQMessageUtils.messageConverter: "if
+// (!rowOld.isEmpty()) old.add(rowOld)"), and a row's entry holds its
+// before values of every column in updateSet, the set of the changed
+// columns of the message's rows so far: one set for the whole message,
+// declared before the loop over the rows, never cleared. So a row is left
+// out only while neither it nor a row before it changed a column Canal
+// sends (its change was in a column canal.instance.filter.field or
+// filter.black.field leaves out): the rows left out are the first ones,
+// old's entries are the last rows', in order, and each entry holds the
+// columns of the one before it, with the row's values before the
+// statement, changed or not. Refusing such a message lost every row of
+// it for good (a replay decodes it the same way). Pairing an entry with
+// the first row its columns differ in gave a row the old key of another
+// (a composite key's part): the model deleted a row the statement did not
+// touch and kept the one it moved.
 //
-// An entry's members are columns whose value changed (Canal's isUpdate
-// compares the values' text), so it belongs to a row that has each of
-// them with another value. Each entry is given the first such row after
-// the previous entry's (the earliest pairing: one exists if any does).
-// That is the row it came from, or one before it, when it alone decides
-// nothing the rows say: an entry without a key column changes no key,
-// and one with every key column gives the old key whichever row it is
-// paired with, its delete only earlier in the message than the row it
-// came from (no row between can hold that key: MySQL checks each row's
-// key as it writes it). An entry with some key columns and not all makes
-// an old key of the row's other key columns: when another pairing (the
-// latest, from the end) gives it another row, which row it came from is
-// not known, and the message is refused with the reason.
-func canalOlds(data, old []byte, rows int, keys [][]byte) ([][]byte, error) {
+// The first entry's columns are those its row changed (the set was empty
+// before it): each has another value in its row. An old that is not of
+// that form (an entry without a column of the one before it, a first
+// entry whose row holds one of its values) is refused with the reason:
+// which row an entry belongs to is not known.
+func canalOlds(data, old []byte, rows int) ([][]byte, error) {
 	var entries [][]byte
 	it, ok := open(old, '[')
 	if !ok {
@@ -311,35 +311,27 @@ func canalOlds(data, old []byte, rows int, keys [][]byte) ([][]byte, error) {
 		copy(out, entries) // an entry per row: no row was left out
 		return out, nil
 	}
-	data2 := make([][]byte, 0, rows)
-	rowIt, _ := open(data, '[')
-	for v, ok := rowIt.element(); ok; v, ok = rowIt.element() {
-		data2 = append(data2, v)
-	}
-	earliest := make([]int, len(entries))
-	j := 0
-	for i := 0; i < rows && j < len(entries); i++ {
-		if oldFits(entries[j], data2[i]) {
-			earliest[j] = i
-			j++
-		}
-	}
-	if j < len(entries) {
-		return nil, fmt.Errorf("data has %d rows but old has %d, and old's entry %d is the previous values of no row after its entries before it (each column of an entry must have another value in its row)", rows, len(entries), j)
-	}
-	j = len(entries) - 1
-	for i := rows - 1; i >= 0 && j >= 0; i-- {
-		if oldFits(entries[j], data2[i]) {
-			if i != earliest[j] && partialKey(entries[j], keys) {
-				return nil, fmt.Errorf("data has %d rows but old has %d (Canal leaves out a row whose columns it sends did not change), and old's entry %d, which changes a part of the primary key, may be the previous values of row %d or of row %d: the old key is not known",
-					rows, len(entries), j, earliest[j], i)
+	first := rows - len(entries) // the first row with an entry
+	if len(entries) > 0 {
+		rowIt, _ := open(data, '[')
+		for i := 0; ; i++ {
+			v, _ := rowIt.element()
+			if i == first {
+				if !oldFits(entries[0], v) {
+					return nil, fmt.Errorf("data has %d rows but old has %d, and old's first entry, the previous values of row %d (Canal leaves out the first rows, none of whose columns it sends changed), "+
+						"is not: each of its columns must have another value in that row", rows, len(entries), first)
+				}
+				break
 			}
-			j--
 		}
 	}
-	for j, i := range earliest {
-		out[i] = entries[j]
+	for j := 1; j < len(entries); j++ {
+		if name, ok := holdsColumnsOf(entries[j], entries[j-1]); !ok {
+			return nil, fmt.Errorf("data has %d rows but old has %d, and old's entry %d lacks column %q of the entry before it (Canal's entries after the first hold every column a row before changed): "+
+				"which rows old leaves out is not known", rows, len(entries), j, name)
+		}
 	}
+	copy(out[first:], entries)
 	return out, nil
 }
 
@@ -359,6 +351,21 @@ func oldFits(entry, row []byte) bool {
 	return true
 }
 
+// holdsColumnsOf says whether entry holds every member of prev, and
+// names one it lacks.
+func holdsColumnsOf(entry, prev []byte) (string, bool) {
+	it, ok := open(prev, '{')
+	if !ok {
+		return "", false
+	}
+	for k, _, ok := it.member(); ok; k, _, ok = it.member() {
+		if _, found := memberNamed(entry, columnName(k)); !found {
+			return string(columnName(k)), false
+		}
+	}
+	return "", true
+}
+
 // memberNamed is the value of row's member named name (unescaped).
 func memberNamed(row, name []byte) ([]byte, bool) {
 	it, _ := open(row, '{')
@@ -368,18 +375,6 @@ func memberNamed(row, name []byte) ([]byte, bool) {
 		}
 	}
 	return nil, false
-}
-
-// partialKey says whether entry holds some of the key columns and not
-// all.
-func partialKey(entry []byte, keys [][]byte) bool {
-	n := 0
-	for _, k := range keys {
-		if _, ok := memberNamed(entry, k); ok {
-			n++
-		}
-	}
-	return n > 0 && n < len(keys)
 }
 
 // canalPosition is a flat message's position: (es, ts, id). A flat
