@@ -93,20 +93,21 @@ func serveReads(cfg *config.Config, reader query.Reader) (stop func(), err error
 // the catalog does not hold yet are read once they appear.
 func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (*query.Iceberg, error) {
 	raw, dlq := snk.Identifiers()
-	mainCols := append(duckdbsink.RawColumns(), icebergRawColumns...)
+	mainCols := duckdbsink.SinkColumns(append(duckdbsink.RawColumns(), icebergRawColumns...))
 	if t := typedTable(cfg); t != nil {
-		mainCols = duckdbsink.TypedColumns(t)
+		mainCols = duckdbsink.SinkColumns(duckdbsink.TypedColumns(t))
 	}
+	dlqCols := duckdbsink.SinkColumns(duckdbsink.DLQColumns())
 	tables := []query.IcebergTable{
 		{Name: cfg.Sink.Table, ID: raw, Columns: mainCols},
-		{Name: cfg.DLQTable(), ID: dlq, Columns: duckdbsink.DLQColumns()},
+		{Name: cfg.DLQTable(), ID: dlq, Columns: dlqCols},
 	}
 	// genai_operations is the spans' derived table, cfg's own or, with
 	// traces among otlp.signals, the traces configuration's (GenAIConfig)
 	// in the same namespace: looking at cfg alone left it unread with
 	// kafka.signal logs.
 	if g := cfg.GenAIConfig(); g != nil {
-		tables = append(tables, query.IcebergTable{Name: g.GenAI.Table, ID: sibling(raw, g.GenAI.Table), Columns: duckdbsink.TypedColumns(derivedTable(g))})
+		tables = append(tables, query.IcebergTable{Name: g.GenAI.Table, ID: sibling(raw, g.GenAI.Table), Columns: duckdbsink.SinkColumns(duckdbsink.TypedColumns(derivedTable(g)))})
 	}
 	if cfg.DecodesOTLP() {
 		dedup := otelDedupOf(cfg).Target()
@@ -123,11 +124,11 @@ func icebergReader(ctx context.Context, cfg *config.Config, snk *iceberg.Sink) (
 				continue
 			}
 			sc := cfg.ForSignal(sig)
-			cols := duckdbsink.TypedColumns(otel.TableOf(sig))
+			cols := duckdbsink.SinkColumns(duckdbsink.TypedColumns(otel.TableOf(sig)))
 			dedup := otelDedupOf(sc).Target()
 			tables = append(tables,
 				query.IcebergTable{Name: name, ID: sibling(raw, name), Columns: cols},
-				query.IcebergTable{Name: sc.DLQTable(), ID: sibling(raw, sc.DLQTable()), Columns: duckdbsink.DLQColumns()},
+				query.IcebergTable{Name: sc.DLQTable(), ID: sibling(raw, sc.DLQTable()), Columns: dlqCols},
 				query.IcebergTable{Name: dedup, ID: sibling(raw, dedup), Columns: cols})
 		}
 	}

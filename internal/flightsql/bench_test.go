@@ -144,7 +144,7 @@ func BenchmarkStreamSpansIceberg(b *testing.B) {
 	}
 	icebergtest.LoadTable(b, db, "otel_spans", &otel.Spans, benchSpans, 10_000, 10, snk)
 	reader, err := query.NewIceberg(ctx, snk.Catalog(),
-		[]query.IcebergTable{{Name: "otel_spans", ID: icetable.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.TypedColumns(&otel.Spans)}}, query.IcebergOptions{})
+		[]query.IcebergTable{{Name: "otel_spans", ID: icetable.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.SinkColumns(duckdbsink.TypedColumns(&otel.Spans))}}, query.IcebergOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

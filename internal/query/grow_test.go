@@ -43,7 +43,7 @@ func TestIcebergReadsAColumnAddedLater(t *testing.T) {
 	}
 	old := start(sinktest.OlderSpans(), sinktest.SpanBatch(0, 4, false))
 	r, err := NewIceberg(ctx, old.Catalog(), []IcebergTable{
-		{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.TypedColumns(&otel.Spans)},
+		{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.SinkColumns(duckdbsink.TypedColumns(&otel.Spans))},
 	}, IcebergOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func refreshAcrossALoad(t *testing.T, wrap func(catalog.Catalog) catalog.Catalog
 	}
 	sinktest.StageLoad(t, snk, sinktest.SpanBatch(0, 4, true))
 	r, err := NewIceberg(ctx, wrap(snk.Catalog()), []IcebergTable{
-		{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.TypedColumns(&otel.Spans)},
+		{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.SinkColumns(duckdbsink.TypedColumns(&otel.Spans))},
 	}, IcebergOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tracelake/tracelake/internal/schema"
-	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -90,14 +89,14 @@ type IcebergTable struct {
 	Name string           // the name queries use
 	ID   table.Identifier // the catalog's
 	// Columns are the columns this release declares the table with, each
-	// with its DuckDB type. A JSON column, a string in Iceberg, is read
+	// with its DuckDB type (the DuckDB sink's duckdb.Column). A JSON column, a string in Iceberg, is read
 	// as JSON, as the DuckDB sink types it (record_metadata, attributes).
 	// A declared column the table does not have yet reads NULL: a table
 	// last written by an older release's loader, which gains the column
 	// when a loader of this release starts, answers this release's
 	// queries (the Grafana APIs name observed_time_unix_nano) instead of
 	// failing them all until then.
-	Columns []duckdbsink.Column
+	Columns []schema.SinkColumn
 }
 
 // IcebergOptions configure an Iceberg reader.
@@ -180,7 +179,7 @@ type icebergTable struct {
 	json   map[string]bool                  // lower-cased
 	// absent are the declared columns the table's schema lacks, in
 	// their declared order, read as NULL (IcebergTable.Columns).
-	absent   []duckdbsink.Column
+	absent   []schema.SinkColumn
 	tenanted bool
 }
 
@@ -690,7 +689,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 // absentHas says whether column (lower-cased) is a declared column t
 // lacks.
 func (t *icebergTable) absentHas(column string) bool {
-	return slices.ContainsFunc(t.absent, func(c duckdbsink.Column) bool { return foldName(c.Name) == column })
+	return slices.ContainsFunc(t.absent, func(c schema.SinkColumn) bool { return foldName(c.Name) == column })
 }
 
 // fileGuardColumn is, like guardColumn, a column for a scan of cols to

@@ -21,7 +21,6 @@ import (
 
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
-	duckdbsink "github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/tenancy"
 )
@@ -116,9 +115,9 @@ func (l *iceLake) open(t testing.TB, opt IcebergOptions) *Iceberg {
 	}
 	id := func(name string) table.Identifier { return table.Identifier{"tracelake", name} }
 	r, err := NewIceberg(context.Background(), l.snk.Catalog(), []IcebergTable{
-		{Name: "otel_spans", ID: id("otel_spans"), Columns: []duckdbsink.Column{{Name: "attributes", Type: "JSON"}}},
+		{Name: "otel_spans", ID: id("otel_spans"), Columns: []schema.SinkColumn{{Name: "attributes", Type: "JSON"}}},
 		{Name: "genai_operations", ID: id("genai_operations")},
-		{Name: "events", ID: id("events"), Columns: []duckdbsink.Column{{Name: "record_metadata", Type: "JSON"}, {Name: "record_content", Type: "JSON"}}},
+		{Name: "events", ID: id("events"), Columns: []schema.SinkColumn{{Name: "record_metadata", Type: "JSON"}, {Name: "record_content", Type: "JSON"}}},
 		{Name: "events_ledger", ID: id("otel_spans_dlq")},
 		{Name: "genai_prices", ID: id("genai_prices")},
 	}, opt)

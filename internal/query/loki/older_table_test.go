@@ -67,7 +67,7 @@ func TestLokiOverAnOlderIcebergTable(t *testing.T) {
 	sinktest.StageLoad(t, snk, b)
 
 	reader, err := query.NewIceberg(ctx, snk.Catalog(), []query.IcebergTable{
-		{Name: otel.Logs.Name, ID: table.Identifier{"tracelake", otel.Logs.Name}, Columns: duckdb.TypedColumns(&otel.Logs)},
+		{Name: otel.Logs.Name, ID: table.Identifier{"tracelake", otel.Logs.Name}, Columns: duckdb.SinkColumns(duckdb.TypedColumns(&otel.Logs))},
 	}, query.IcebergOptions{})
 	if err != nil {
 		t.Fatal(err)

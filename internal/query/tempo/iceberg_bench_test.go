@@ -95,7 +95,7 @@ func openBenchReader(b testing.TB, dir string, onScan func(query.ScanStats)) *qu
 	b.Helper()
 	snk := openBenchSink(b, dir)
 	r, err := query.NewIceberg(context.Background(), snk.Catalog(),
-		[]query.IcebergTable{{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.TypedColumns(&otel.Spans)}},
+		[]query.IcebergTable{{Name: "otel_spans", ID: table.Identifier{"tracelake", "otel_spans"}, Columns: duckdbsink.SinkColumns(duckdbsink.TypedColumns(&otel.Spans))}},
 		query.IcebergOptions{OnScan: onScan})
 	if err != nil {
 		b.Fatal(err)

@@ -45,7 +45,7 @@ func AddColumns(ctx context.Context, db DB, table string, want []Column) ([]Colu
 // addMissing adds the columns of want that have, the table's columns,
 // lacks (AddColumns).
 func addMissing(ctx context.Context, db DB, table string, have, want []Column) ([]Column, error) {
-	missing, err := schema.Missing(table, sinkColumns(have), sinkColumns(want))
+	missing, err := schema.Missing(table, SinkColumns(have), SinkColumns(want))
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,9 @@ func addMissing(ctx context.Context, db DB, table string, have, want []Column) (
 	return added, nil
 }
 
-func sinkColumns(cols []Column) []schema.SinkColumn {
+// SinkColumns are cols as a sink's columns (schema.SinkColumn): how the
+// read path and the schema checks take a table's declared columns.
+func SinkColumns(cols []Column) []schema.SinkColumn {
 	out := make([]schema.SinkColumn, len(cols))
 	for i, c := range cols {
 		out[i] = schema.SinkColumn(c)
