@@ -123,6 +123,10 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.usage.cache_read.input_tokens", from: fromOTel},
 		{attr: "gen_ai.usage.cache_read_input_tokens", from: fromOTelDeprecated | fromTraceloop | fromStrands},
 		{attr: "llm.token_count.prompt_details.cache_read", from: fromOpenInference},
+		// The Vercel AI SDK's (v6): its gen_ai.usage.input_tokens is
+		// inputTokens.total, which holds the cache it tells only here;
+		// unread, the cached input was priced as uncached.
+		{attr: "ai.usage.inputTokenDetails.cacheReadTokens", from: fromVercel},
 		// Pydantic AI's releases before the semconv names (and beside
 		// them since): read, the cached input was priced as uncached.
 		{attr: "gen_ai.usage.details.cache_read_tokens", from: fromPydanticAI},
@@ -133,6 +137,7 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.usage.cache_creation_input_tokens", from: fromOTelDeprecated | fromTraceloop},
 		{attr: "gen_ai.usage.cache_write_input_tokens", from: fromStrands},
 		{attr: "llm.token_count.prompt_details.cache_write", from: fromOpenInference},
+		{attr: "ai.usage.inputTokenDetails.cacheWriteTokens", from: fromVercel},
 		{attr: "gen_ai.usage.details.cache_write_tokens", from: fromPydanticAI},
 		{attr: "cache_creation_tokens", from: fromClaudeCode},
 	},
@@ -140,6 +145,7 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.usage.reasoning.output_tokens", from: fromOTel},
 		{attr: "llm.token_count.completion_details.reasoning", from: fromOpenInference},
 		{attr: "gen_ai.usage.reasoning_tokens", from: fromTraceloop},
+		{attr: "ai.usage.outputTokenDetails.reasoningTokens", from: fromVercel},
 		{attr: "gen_ai.usage.details.reasoning_tokens", from: fromPydanticAI},
 	},
 	colTemperature: {
