@@ -447,6 +447,14 @@ var providerIDs = map[string]string{
 	"moonshot_ai": "moonshotai",
 }
 
+// proxies are the providers that are proxies in front of others, naming
+// a model with its provider as a prefix ("openai/gpt-4o"): LiteLLM, and
+// the Vercel AI SDK's AI Gateway, whose language model's provider is
+// "gateway" (vercel/ai, packages/gateway/src/gateway-provider.ts) and
+// whose model ids are "<provider>/<model>" (GatewayModelId). The prefix
+// is the provider when the data knows it; else the model finds one.
+var proxies = map[string]bool{"litellm": true, "gateway": true}
+
 // Find returns the price of model from provider (a gen_ai.provider.name
 // value, or "") at time at. Which model a (provider, model) pair finds is
 // kept: spans name few distinct models, and matching walks hundreds.
@@ -498,7 +506,8 @@ func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 	var p *Provider
 	how := MatchExact
 	id := strings.ToLower(strings.TrimSpace(provider))
-	if id == "litellm" {
+	proxy := proxies[id]
+	if proxy {
 		// LiteLLM, a proxy, names its model with the provider as a
 		// prefix ("openai/gpt-4o"). genai-prices' calcPrice
 		// (packages/js/src/api.ts) takes that prefix as the provider
@@ -524,7 +533,7 @@ func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 	// the model (claude → anthropic), as genai-prices' matchProvider
 	// (packages/js/src/engine.ts) does — and, as there, for "litellm",
 	// a proxy in front of any provider.
-	if p == nil && (id == "" || id == "litellm") {
+	if p == nil && (id == "" || proxy) {
 		for i := range t.Providers {
 			if mm := t.Providers[i].ModelMatch; mm != nil && mm.matches(lower) {
 				p, how = &t.Providers[i], MatchAlias
