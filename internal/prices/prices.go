@@ -447,13 +447,18 @@ var providerIDs = map[string]string{
 	"moonshot_ai": "moonshotai",
 }
 
-// proxies are the providers that are proxies in front of others, naming
-// a model with its provider as a prefix ("openai/gpt-4o"): LiteLLM, and
-// the Vercel AI SDK's AI Gateway, whose language model's provider is
-// "gateway" (vercel/ai, packages/gateway/src/gateway-provider.ts) and
-// whose model ids are "<provider>/<model>" (GatewayModelId). The prefix
-// is the provider when the data knows it; else the model finds one.
-var proxies = map[string]bool{"litellm": true, "gateway": true}
+// proxies are the provider names that name no provider of their own:
+// proxies in front of others, naming a model with its provider as a
+// prefix ("openai/gpt-4o") — LiteLLM, and the Vercel AI SDK's AI Gateway,
+// whose language model's provider is "gateway" (vercel/ai,
+// packages/gateway/src/gateway-provider.ts) and whose model ids are
+// "<provider>/<model>" (GatewayModelId) — and an agent framework writing
+// its own name there: Strands Agents' "strands-agents"
+// (strands-agents/sdk-python, src/strands/telemetry/tracer.py,
+// _get_common_attributes), whatever model it calls. The prefix is the
+// provider when the data knows it; else the model finds one, as for a
+// span naming no provider.
+var proxies = map[string]bool{"litellm": true, "gateway": true, "strands-agents": true}
 
 // Find returns the price of model from provider (a gen_ai.provider.name
 // value, or "") at time at. Which model a (provider, model) pair finds is
