@@ -452,13 +452,15 @@ var providerIDs = map[string]string{
 // prefix ("openai/gpt-4o") — LiteLLM, and the Vercel AI SDK's AI Gateway,
 // whose language model's provider is "gateway" (vercel/ai,
 // packages/gateway/src/gateway-provider.ts) and whose model ids are
-// "<provider>/<model>" (GatewayModelId) — and an agent framework writing
+// "<provider>/<model>" (GatewayModelId), and which Pydantic AI's
+// VercelProvider names "vercel" (pydantic_ai/providers/vercel.py) — and
+// an agent framework writing
 // its own name there: Strands Agents' "strands-agents"
 // (strands-agents/sdk-python, src/strands/telemetry/tracer.py,
 // _get_common_attributes), whatever model it calls. The prefix is the
 // provider when the data knows it; else the model finds one, as for a
 // span naming no provider.
-var proxies = map[string]bool{"litellm": true, "gateway": true, "strands-agents": true}
+var proxies = map[string]bool{"litellm": true, "gateway": true, "vercel": true, "strands-agents": true}
 
 // Find returns the price of model from provider (a gen_ai.provider.name
 // value, or "") at time at. Which model a (provider, model) pair finds is
