@@ -616,12 +616,20 @@ type candidate struct {
 var datedSuffix = regexp.MustCompile(`-(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(-|:|$)`)
 
 // candidates are the ids to try for a model, as given first: then without
-// a "provider/" prefix (OpenRouter and LiteLLM spell models so), then with
-// its date written with dashes.
+// a "provider/" prefix (OpenRouter and LiteLLM spell models so), then the
+// model of a Vertex AI resource name (the part after its last "models/":
+// "projects/p/locations/l/publishers/google/models/gemini-2.5-flash", as
+// the API takes a model and OpenInference's Vertex AI instrumentation
+// writes it), then each with its date written with dashes.
 func candidates(model string) []candidate {
 	out := []candidate{{id: model}}
 	if _, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
 		out = append(out, candidate{id: rest, normalised: true})
+	}
+	if i := strings.LastIndex(model, "/models/"); i >= 0 {
+		if rest := model[i+len("/models/"):]; rest != "" && !strings.Contains(rest, "/") && rest != out[len(out)-1].id {
+			out = append(out, candidate{id: rest, normalised: true})
+		}
 	}
 	for _, c := range slices.Clone(out) {
 		if dated := datedSuffix.ReplaceAllString(c.id, "-$1-$2-$3$4"); dated != c.id {
