@@ -180,11 +180,17 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 	r := reader{attrs: s.Attributes, stats: m.stats, claude: strings.HasPrefix(s.Name, ClaudeCodePrefix)}
 	op.Operation = r.operation(s.Name)
 	op.Provider = r.provider()
-	if op.Convention == ClaudeCode {
-		op.Provider = "anthropic"
-	}
 	op.RequestModel = r.str(colRequestModel)
 	op.ResponseModel = r.str(colResponseModel)
+	if op.Convention == ClaudeCode {
+		// Claude Code calls Anthropic's models, on Anthropic's API or,
+		// configured so (CLAUDE_CODE_USE_BEDROCK), on Bedrock, whose model
+		// ids it then calls and names: Bedrock's.
+		op.Provider = "anthropic"
+		if prices.BedrockModel(op.ResponseModel) || (op.ResponseModel == "" && prices.BedrockModel(op.RequestModel)) {
+			op.Provider = "aws.bedrock"
+		}
+	}
 	var fromClaude bool
 	op.InputTokens, fromClaude = r.intFrom(colInputTokens)
 	op.OutputTokens, _ = r.intFrom(colOutputTokens)

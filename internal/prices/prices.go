@@ -462,6 +462,25 @@ var providerIDs = map[string]string{
 // span naming no provider.
 var proxies = map[string]bool{"litellm": true, "gateway": true, "vercel": true, "strands-agents": true}
 
+// bedrockModelID is a Bedrock model or inference-profile id: an optional
+// inference-profile (or foundation-model) ARN, an optional cross-region
+// prefix (us., eu., apac., global., us-gov., …), then the model's vendor
+// and a dot ("anthropic.claude-sonnet-4-6",
+// "us.anthropic.claude-sonnet-4-20250514-v1:0"). The vendors are those of
+// Bedrock's model ids.
+var bedrockModelID = regexp.MustCompile(`^(?:arn:aws[a-z-]*:bedrock:[^/]*/)?(?:[a-z]{2,6}(?:-gov)?\.)?` +
+	`(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|qwen|openai|writer|google|nvidia|twelvelabs|stability|moonshot|moonshotai|minimax|zai)\.[a-z0-9]`)
+
+// BedrockModel reports whether model is a Bedrock model id: a call of it
+// ran on Bedrock, whatever provider its span names. Claude Code on
+// Bedrock (CLAUDE_CODE_USE_BEDROCK) names its spans anthropic's and its
+// model an inference profile ("apac.anthropic.claude-3-7-sonnet-20250219-v1:0");
+// Strands Agents names none but its own, and its default model is
+// Bedrock's ("global.anthropic.claude-sonnet-4-6").
+func BedrockModel(model string) bool {
+	return bedrockModelID.MatchString(strings.ToLower(strings.TrimSpace(model)))
+}
+
 // Find returns the price of model from provider (a gen_ai.provider.name
 // value, or "") at time at. Which model a (provider, model) pair finds is
 // kept: spans name few distinct models, and matching walks hundreds.
@@ -533,6 +552,12 @@ func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 			id = mapped
 		}
 		p = t.provider(id)
+	}
+	// A Bedrock model id on a span naming no provider (or a proxy or
+	// framework) ran on Bedrock: Bedrock's price, not the model_match
+	// of its vendor's API (claude → anthropic), which has no such id.
+	if p == nil && (id == "" || proxy) && BedrockModel(model) {
+		p = t.provider(providerIDs["aws.bedrock"])
 	}
 	// A provider the data does not know (a self-hosted ollama or vllm)
 	// has no price: the model ran there, not at the API whose model_match
