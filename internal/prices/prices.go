@@ -469,7 +469,11 @@ var proxies = map[string]bool{"litellm": true, "gateway": true, "vercel": true, 
 // "us.anthropic.claude-sonnet-4-20250514-v1:0"). The vendors are those of
 // Bedrock's model ids.
 var bedrockModelID = regexp.MustCompile(`^(?:arn:aws[a-z-]*:bedrock:[^/]*/)?(?:[a-z]{2,6}(?:-gov)?\.)?` +
-	`(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|qwen|openai|writer|google|nvidia|twelvelabs|stability|moonshot|moonshotai|minimax|zai)\.[a-z0-9]`)
+	`(?:` + strings.Join(bedrockVendors, "|") + `)\.[a-z0-9]`)
+
+// bedrockVendors begin Bedrock's model ids ("amazon.nova-pro-v1:0").
+var bedrockVendors = []string{"anthropic", "amazon", "meta", "mistral", "cohere", "ai21", "deepseek", "qwen", "openai",
+	"writer", "google", "nvidia", "twelvelabs", "stability", "moonshot", "moonshotai", "minimax", "zai"}
 
 // BedrockModel reports whether model is a Bedrock model id: a call of it
 // ran on Bedrock, whatever provider its span names. Claude Code on
@@ -576,7 +580,19 @@ func (t *Table) find(provider, model string, at time.Time) (Found, bool) {
 	if p == nil {
 		return Found{}, false
 	}
-	for _, c := range candidates(model) {
+	cands := candidates(model)
+	if p.ID == providerIDs["aws.bedrock"] && !BedrockModel(model) {
+		// A Bedrock model named without its vendor, as OpenLLMetry's
+		// Bedrock instrumentation writes it (_get_vendor_model:
+		// "us.amazon.nova-pro-v1:0" → "nova-pro-v1:0"): tried with
+		// each vendor of Bedrock's ids after the name as written.
+		for _, c := range slices.Clone(cands) {
+			for _, v := range bedrockVendors {
+				cands = append(cands, candidate{id: v + "." + c.id, normalised: true})
+			}
+		}
+	}
+	for _, c := range cands {
 		m, via := t.model(p, strings.ToLower(c.id))
 		if m == nil {
 			continue
