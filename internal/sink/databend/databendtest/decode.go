@@ -76,10 +76,18 @@ var (
 // decodeField returns what a column of type typ holds for the JSON value
 // v (as JSON), or Databend's decode error.
 func decodeField(typ string, v json.RawMessage) (json.RawMessage, error) {
-	t, _ := splitNull(typ)
+	t, notNull := splitNull(typ)
 	if string(v) == "null" {
-		// A column's null is block_builder.rs's (NULL_FIELD_AS): the
-		// fake takes it whatever the column's nullability.
+		// A column's null goes by NULL_FIELD_AS, NULL unless the
+		// FILE_FORMAT names it (meta/app src/principal/file_format.rs,
+		// NdJsonFileFormatParams::try_create: the default of a format
+		// written in the statement is NullAs::Null, not Default's
+		// FieldDefault): NULL into a nullable column, and a column that
+		// is not nullable refuses it (storages/stage src/read/row_based/
+		// formats/ndjson/block_builder.rs, read_row: ColumnDecodeError).
+		if notNull {
+			return nil, errors.New("null value is not allowed for non-nullable field, when NULL_FIELDS_AS=NULL")
+		}
 		return v, nil
 	}
 	return decodeValue(t, v)
