@@ -10,7 +10,7 @@ import (
 func copyRow(t *testing.T, typ, line string) (stored, reason string) {
 	t.Helper()
 	tb := &table{cols: []string{"c"}, types: []string{typ}, lenient: true}
-	rows, err := parseRows(tb, []byte(line+"\n"))
+	rows, _, err := parseRows(tb, []byte(line+"\n"))
 	if err != nil {
 		return "", err.Error()
 	}

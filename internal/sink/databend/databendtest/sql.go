@@ -1,9 +1,11 @@
 package databendtest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -595,7 +597,7 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 			continue // load history: already loaded
 		}
 		data := s.stage[path]
-		rows, err := parseRows(t, data)
+		rows, bad, err := parseRows(t, data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("copy %s: %w", path, err)
 		}
@@ -603,7 +605,11 @@ func (s *Server) copyInto(tx *txn, name, location string, files []string, force 
 		// counted; the first one is reported with its line.
 		loaded, errors, firstLine, firstError := 0, 0, 0, ""
 		for i, r := range rows {
-			if reason := s.rowError(name, t, r); reason != "" {
+			reason := bad[i]
+			if reason == "" {
+				reason = s.rowError(name, t, r)
+			}
+			if reason != "" {
 				errors++
 				if errors == 1 {
 					firstLine, firstError = i+1, reason
@@ -863,16 +869,30 @@ func coordinates(r Row) (part int64, topic, offset, id string) {
 // MISSING_FIELD_AS = FIELD_DEFAULT would. A field the table lacks is
 // dropped from a user's table (CreateTable) and fails for the tables
 // tracelake creates, so a change of the sink's encoding shows.
-func parseRows(t *table, data []byte) ([]Row, error) {
+//
+// A line holding a number past a double's range anywhere (in a field of
+// no column too) is no row: COPY parses the whole line with
+// serde_json::from_slice before it reads a column (ndjson
+// block_builder.rs read_row), and serde_json without
+// arbitrary_precision refuses such a number (de.rs f64_from_parts:
+// NumberOutOfRange), an error of the row (map_json_error, InvalidRow)
+// that ON_ERROR = CONTINUE counts. Its reason is in bad, by line.
+func parseRows(t *table, data []byte) (rows []Row, bad []string, err error) {
 	lines, err := readStaged(data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rows := make([]Row, 0, len(lines))
+	rows = make([]Row, 0, len(lines))
+	bad = make([]string, len(lines))
 	for i, l := range lines {
+		if pos, out := numberOutOfRange(l); out {
+			bad[i] = fmt.Sprintf("Invalid NDJSON row: number out of range at line 1, position %d of size %d", pos, len(l))
+			rows = append(rows, Row{})
+			continue
+		}
 		keys, vals, err := objectFields(l)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: not a JSON object: %w", i+1, err)
+			return nil, nil, fmt.Errorf("line %d: not a JSON object: %w", i+1, err)
 		}
 		r := Row{}
 		for j, k := range keys {
@@ -884,7 +904,7 @@ func parseRows(t *table, data []byte) ([]Row, error) {
 			c := slices.IndexFunc(t.cols, func(col string) bool { return sqltext.RustLower(col) == sqltext.RustLower(k) })
 			if c < 0 {
 				if !t.lenient {
-					return nil, fmt.Errorf("line %d: field %q is not a column of the table", i+1, k)
+					return nil, nil, fmt.Errorf("line %d: field %q is not a column of the table", i+1, k)
 				}
 				continue
 			}
@@ -892,7 +912,26 @@ func parseRows(t *table, data []byte) ([]Row, error) {
 		}
 		rows = append(rows, r)
 	}
-	return rows, nil
+	return rows, bad, nil
+}
+
+// numberOutOfRange reports whether the JSON text l holds a number that
+// serde_json reads as no f64 (its magnitude rounds to infinity; one
+// that underflows reads as 0), and where it ends.
+func numberOutOfRange(l []byte) (int64, bool) {
+	dec := json.NewDecoder(bytes.NewReader(l))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0, false
+		}
+		if n, ok := tok.(json.Number); ok {
+			if f, err := strconv.ParseFloat(string(n), 64); err != nil && math.IsInf(f, 0) {
+				return dec.InputOffset(), true
+			}
+		}
+	}
 }
 
 // int64ToTimestamp is how COPY reads an integer into a TIMESTAMP column
