@@ -890,6 +890,11 @@ func parseRows(t *table, data []byte) (rows []Row, bad []string, err error) {
 			rows = append(rows, Row{})
 			continue
 		}
+		if pos, why := loneSurrogate(l); why != "" {
+			bad[i] = fmt.Sprintf("Invalid NDJSON row: %s at line 1, position %d of size %d", why, pos, len(l))
+			rows = append(rows, Row{})
+			continue
+		}
 		keys, vals, err := objectFields(l)
 		if err != nil {
 			return nil, nil, fmt.Errorf("line %d: not a JSON object: %w", i+1, err)
@@ -913,6 +918,54 @@ func parseRows(t *table, data []byte) (rows []Row, bad []string, err error) {
 		rows = append(rows, r)
 	}
 	return rows, bad, nil
+}
+
+// loneSurrogate says why serde_json refuses the JSON text l's string
+// escapes, if it does, and where: it parses a string into a Rust String,
+// validating each \u escape (de.rs parse_escape, validate = true): a
+// trailing surrogate first is LoneLeadingSurrogateInHexEscape, a leading
+// one not followed by an escape UnexpectedEndOfHexEscape, and followed by
+// one that is no trailing surrogate LoneLeadingSurrogateInHexEscape.
+// Go's decoder takes each of them (as U+FFFD).
+func loneSurrogate(l []byte) (int, string) {
+	hex := func(i int) (int, bool) {
+		if i+6 > len(l) || l[i] != '\\' || l[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(l[i+2:i+6]), 16, 16)
+		return int(n), err == nil
+	}
+	in := false
+	for i := 0; i < len(l); i++ {
+		switch c := l[i]; {
+		case !in:
+			in = c == '"'
+		case c == '"':
+			in = false
+		case c == '\\':
+			n, ok := hex(i)
+			if !ok {
+				i++ // a one-character escape
+				continue
+			}
+			switch {
+			case n >= 0xDC00 && n <= 0xDFFF:
+				return i + 6, "lone leading surrogate in hex escape"
+			case n >= 0xD800 && n <= 0xDBFF:
+				m, ok := hex(i + 6)
+				switch {
+				case i+7 >= len(l) || l[i+6] != '\\' || l[i+7] != 'u':
+					return i + 6, "unexpected end of hex escape"
+				case !ok || m < 0xDC00 || m > 0xDFFF:
+					return i + 12, "lone leading surrogate in hex escape"
+				}
+				i += 11
+			default:
+				i += 5
+			}
+		}
+	}
+	return 0, ""
 }
 
 // numberOutOfRange reports whether the JSON text l holds a number that
