@@ -885,13 +885,8 @@ func parseRows(t *table, data []byte) (rows []Row, bad []string, err error) {
 	rows = make([]Row, 0, len(lines))
 	bad = make([]string, len(lines))
 	for i, l := range lines {
-		if pos, out := numberOutOfRange(l); out {
-			bad[i] = fmt.Sprintf("Invalid NDJSON row: number out of range at line 1, position %d of size %d", pos, len(l))
-			rows = append(rows, Row{})
-			continue
-		}
-		if pos, why := loneSurrogate(l); why != "" {
-			bad[i] = fmt.Sprintf("Invalid NDJSON row: %s at line 1, position %d of size %d", why, pos, len(l))
+		if why := serdeRefuses(l); why != "" {
+			bad[i] = why
 			rows = append(rows, Row{})
 			continue
 		}
@@ -918,6 +913,58 @@ func parseRows(t *table, data []byte) (rows []Row, bad []string, err error) {
 		rows = append(rows, r)
 	}
 	return rows, bad, nil
+}
+
+// serdeRefuses says why serde_json::from_slice refuses the JSON text l
+// that Go's decoder takes ("" if it does not), as COPY words a row's
+// parse error (block_builder.rs map_json_error: FileParseError::
+// InvalidRow): the first of a number past a double's range, a lone
+// surrogate escape, a container nested past its recursion limit.
+func serdeRefuses(l []byte) string {
+	pos, why := -1, ""
+	note := func(at int, reason string) {
+		if reason != "" && (pos < 0 || at < pos) {
+			pos, why = at, reason
+		}
+	}
+	if at, out := numberOutOfRange(l); out {
+		note(int(at), "number out of range")
+	}
+	note(loneSurrogate(l))
+	note(tooDeep(l))
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("Invalid NDJSON row: %s at line 1, position %d of size %d", why, pos, len(l))
+}
+
+// serdeDepth is serde_json's recursion limit (de.rs Deserializer::new,
+// remaining_depth: 128, the container that takes it to 0 refused).
+// databend-query's Cargo.toml gives serde_json the unbounded_depth
+// feature, which only makes disable_recursion_limit available; COPY's
+// NDJSON reader never calls it (only the flight servers do).
+const serdeDepth = 128
+
+// tooDeep says where the JSON text l nests a container serdeDepth deep,
+// and why serde_json refuses it there ("" if it does not).
+func tooDeep(l []byte) (int, string) {
+	depth, in := 0, false
+	for i := 0; i < len(l); i++ {
+		switch c := l[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case in:
+		case c == '[' || c == '{':
+			if depth++; depth == serdeDepth {
+				return i, "recursion limit exceeded"
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return 0, ""
 }
 
 // loneSurrogate says why serde_json refuses the JSON text l's string
