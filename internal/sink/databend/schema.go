@@ -131,6 +131,13 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			return fmt.Errorf("transform mode loads into your table %s; read its columns' types from system.columns: %w", s.opt.Table, err)
 		}
 		applyColumnNulls(s.userColumns, res)
+		if anyRequired(s.userColumns) {
+			res, err = ss.query(ctx, "SHOW CREATE TABLE "+s.tables.main)
+			if err != nil {
+				return fmt.Errorf("transform mode loads into your table %s; read its CREATE for its AUTOINCREMENT columns: %w", s.opt.Table, err)
+			}
+			autoIncremented(s.userColumns, res)
+		}
 	} else {
 		main, typed := rawColumns, s.opt.Typed != nil
 		if typed {

@@ -71,6 +71,15 @@ type colType struct {
 type userColumn struct {
 	name string
 	typ  colType
+	// required: declared NOT NULL with no DEFAULT (DESC's Null NO,
+	// Default NULL), not computed and not AUTOINCREMENT. COPY's
+	// MISSING_FIELD_AS = FIELD_DEFAULT fills such a column of a message
+	// without its field with its type's default value (0, the empty
+	// string: sql binder/default_expr.rs parse_and_bind,
+	// Scalar::default_value), a value the message never had, where
+	// DuckDB's transform dead-letters the message (its NOT NULL
+	// constraint); so does this sink.
+	required bool
 }
 
 var (
@@ -217,9 +226,41 @@ func readUserColumns(res *result) []userColumn {
 		if len(row) < 2 || row[0] == nil || row[1] == nil {
 			continue
 		}
-		cols = append(cols, userColumn{name: sqltext.RustLower(*row[0]), typ: parseColType(*row[1])})
+		c := userColumn{name: sqltext.RustLower(*row[0]), typ: parseColType(*row[1])}
+		// Field, Type, Null, Default, Extra (interpreters util.rs
+		// generate_desc_schema): Default is NULL without a default
+		// expression, Extra names a computed column, which COPY does
+		// not fill from the message.
+		c.required = len(row) >= 5 && row[2] != nil && *row[2] == "NO" && row[3] != nil && *row[3] == "NULL" &&
+			(row[4] == nil || *row[4] == "")
+		cols = append(cols, c)
 	}
 	return cols
+}
+
+// autoIncremented clears required of every column when the table's
+// CREATE (SHOW CREATE TABLE's second column) declares an AUTOINCREMENT
+// column: COPY fills a missing one with its next value (default_expr.rs
+// parse_and_bind), DESC and system.columns show no sign of it, and the
+// CREATE is not parsed column by column here.
+func autoIncremented(cols []userColumn, res *result) {
+	for _, row := range res.Rows {
+		if len(row) >= 2 && row[1] != nil && strings.Contains(strings.ToUpper(*row[1]), "AUTOINCREMENT") {
+			for i := range cols {
+				cols[i].required = false
+			}
+		}
+	}
+}
+
+// anyRequired says whether a column of cols must be given (required).
+func anyRequired(cols []userColumn) bool {
+	for _, c := range cols {
+		if c.required {
+			return true
+		}
+	}
+	return false
 }
 
 // stageableObject returns the object as it is to be staged and whether
@@ -257,6 +298,14 @@ func stageableObject(line []byte, cols []userColumn) ([]byte, bool, string) {
 		}
 		return true
 	})
+	if reason == "" && ok {
+		for i := range cols {
+			if c := &cols[i]; c.required && !seen[c] {
+				reason = fmt.Sprintf("column %q is NOT NULL without a DEFAULT and the message has no field for it: Databend would store its type's default value, where DuckDB's transform dead-letters it", c.name)
+				break
+			}
+		}
+	}
 	switch {
 	case reason != "":
 		return nil, false, reason

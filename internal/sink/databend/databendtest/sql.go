@@ -20,6 +20,7 @@ import (
 var (
 	reCreateTable = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
 	reDesc        = regexp.MustCompile(`^DESC (\S+)$`)
+	reShowCreate  = regexp.MustCompile(`^SHOW CREATE TABLE (\S+)$`)
 	// A table's columns with their types' nullability at every level
 	// (transform mode: DESC shows none).
 	reColumnTypes = regexp.MustCompile(`^SELECT name, type FROM system\.columns WHERE database = (?:currentDatabase\(\)|'(?:[^']|'')*') AND table = '((?:[^']|'')*)'$`)
@@ -161,6 +162,25 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	if m := reAddColumn.FindStringSubmatch(sql); m != nil {
 		return nil, nil, s.addColumn(m[1], unquote(m[2]), m[3])
 	}
+	if m := reShowCreate.FindStringSubmatch(sql); m != nil {
+		// SHOW CREATE TABLE's one row: the table's name and its CREATE
+		// (interpreter_table_show_create.rs; a column's AUTOINCREMENT
+		// written by expression schema.rs AutoIncrementExpr::to_sql_string).
+		t, err := s.table(m[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "CREATE TABLE %s (\n", unquote(m[1]))
+		for i, c := range t.cols {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			fmt.Fprintf(&b, "  %s %s", c, t.types[i])
+		}
+		b.WriteString("\n) ENGINE=FUSE")
+		return []string{"Table", "Create Table"}, [][]*string{{str(unquote(m[1])), str(b.String())}}, nil
+	}
 	if m := reDesc.FindStringSubmatch(sql); m != nil {
 		t, err := s.table(m[1])
 		if err != nil {
@@ -168,7 +188,14 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		}
 		var rows [][]*string
 		for i, c := range t.cols {
-			rows = append(rows, []*string{str(c), str(descType(t.types[i])), str("YES"), str("NULL"), str("")})
+			// Null is the column's own nullability (interpreters util.rs
+			// generate_desc_schema: is_nullable); Default its default
+			// expression, NULL without one (the fake keeps none).
+			null := "YES"
+			if _, notNull := splitNull(t.types[i]); notNull {
+				null = "NO"
+			}
+			rows = append(rows, []*string{str(c), str(descType(t.types[i])), str(null), str("NULL"), str("")})
 		}
 		return []string{"Field", "Type", "Null", "Default", "Extra"}, rows, nil
 	}
@@ -656,6 +683,17 @@ func (s *Server) rowError(name string, t *table, r Row) string {
 	for i, c := range t.cols {
 		v, ok := r[c]
 		if !ok {
+			// MISSING_FIELD_AS = FIELD_DEFAULT: the column's default
+			// expression, or without one its type's default value
+			// (sql binder/default_expr.rs parse_and_bind:
+			// Scalar::default_value), NULL for a nullable column. The
+			// fake keeps no default expressions: a NOT NULL column gets
+			// its type's default.
+			if typ, notNull := splitNull(t.types[i]); notNull {
+				if d := typeDefault(typ); d != nil {
+					r[c] = d
+				}
+			}
 			continue
 		}
 		d, err := decodeField(t.types[i], v)
@@ -669,6 +707,23 @@ func (s *Server) rowError(name string, t *table, r Row) string {
 		return s.Reject(name, r)
 	}
 	return ""
+}
+
+// typeDefault is Scalar::default_value of a type (expression
+// values.rs): 0 for a number, the empty string, false, an empty array;
+// nil for a type the fake does not model.
+func typeDefault(typ string) json.RawMessage {
+	switch {
+	case intRanges[typ] != [2]float64{}, typ == "FLOAT", typ == "DOUBLE", typ == "FLOAT32", typ == "FLOAT64":
+		return json.RawMessage("0")
+	case typ == "VARCHAR", typ == "STRING", typ == "TEXT":
+		return json.RawMessage(`""`)
+	case typ == "BOOLEAN", typ == "BOOL":
+		return json.RawMessage("false")
+	case reArrayType.MatchString(typ):
+		return json.RawMessage("[]")
+	}
+	return nil
 }
 
 // ledgerScan returns the ledger's ranges, ordered (verify).
