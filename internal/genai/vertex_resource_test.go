@@ -52,3 +52,31 @@ func TestVertexAIResourceNameIsPricedAsItsModel(t *testing.T) {
 		}
 	}
 }
+
+// Only a Vertex AI resource name ("[projects/P/locations/L/]publishers/
+// PUB/models/M") names its model after models/: another name holding
+// "/models/" is no such name. vLLM serves a model under the path it was
+// loaded from ("/mnt/models/gpt-oss-120b", KServe's mount), called with
+// an OpenAI client (provider openai); Fireworks names an account's own
+// model "accounts/A/models/M". Neither ran at OpenAI's API, and neither
+// was priced before the resource names were read: a self-hosted or
+// custom model's cost is unknown (null), not OpenAI's price of the model
+// its file is named after.
+func TestModelPathIsNoVertexAIResourceName(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, model := range []string{
+		"/mnt/models/gpt-oss-120b",
+		"/data/models/gpt-4o",
+		"accounts/my-account/models/gpt-oss-120b",
+	} {
+		op, ok := m.Map(&genai.Span{Name: "chat", Attributes: chatAttrs("openai", model, 100_000, 10_000), Start: start})
+		if !ok {
+			t.Fatalf("%s: not read", model)
+		}
+		if op.Price != nil {
+			t.Errorf("provider openai, model %s: priced as %s (%s), want no price: not a Vertex AI resource name, not OpenAI's model",
+				model, op.Price.ID(), prices.Decimal(op.Cost.Total()))
+		}
+	}
+}

@@ -656,9 +656,17 @@ type candidate struct {
 // spells -YYYY-MM-DD (genai-prices does the same rewrite).
 var datedSuffix = regexp.MustCompile(`-(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(-|:|$)`)
 
+// vertexResource is a Vertex AI publisher model's resource name, its model
+// the group: "projects/P/locations/L/publishers/PUB/models/M" or
+// "publishers/PUB/models/M". Only such a name: another holding "/models/"
+// (vLLM's "/mnt/models/gpt-oss-120b", a Fireworks account's
+// "accounts/A/models/M") names a self-hosted or custom model, whose cost
+// is unknown, not the price of the model its name ends in.
+var vertexResource = regexp.MustCompile(`^(?:projects/[^/]+/locations/[^/]+/)?publishers/[^/]+/models/([^/]+)$`)
+
 // candidates are the ids to try for a model, as given first: then without
 // a "provider/" prefix (OpenRouter and LiteLLM spell models so), then the
-// model of a Vertex AI resource name (the part after its last "models/":
+// model of a Vertex AI resource name (vertexResource:
 // "projects/p/locations/l/publishers/google/models/gemini-2.5-flash", as
 // the API takes a model and OpenInference's Vertex AI instrumentation
 // writes it), then each with its date written with dashes.
@@ -667,10 +675,8 @@ func candidates(model string) []candidate {
 	if _, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
 		out = append(out, candidate{id: rest, normalised: true})
 	}
-	if i := strings.LastIndex(model, "/models/"); i >= 0 {
-		if rest := model[i+len("/models/"):]; rest != "" && !strings.Contains(rest, "/") && rest != out[len(out)-1].id {
-			out = append(out, candidate{id: rest, normalised: true})
-		}
+	if m := vertexResource.FindStringSubmatch(model); m != nil && m[1] != out[len(out)-1].id {
+		out = append(out, candidate{id: m[1], normalised: true})
 	}
 	for _, c := range slices.Clone(out) {
 		if dated := datedSuffix.ReplaceAllString(c.id, "-$1-$2-$3$4"); dated != c.id {
