@@ -30,6 +30,8 @@ func MappingTables() string {
 						a += " key `" + s.key + "`"
 					case s.kind != "":
 						a += " when `traceloop.span.kind` is `" + s.kind + "`"
+					case s.with != "":
+						a += " with `" + s.with + "`"
 					}
 					attrs = append(attrs, a)
 				}

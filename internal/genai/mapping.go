@@ -82,6 +82,9 @@ type source struct {
 	// traceloop.span.kind is kind (Traceloop's entity name is the tool's
 	// or agent's name on those).
 	kind string
+	// with, when set, reads the attribute only on spans that also have
+	// the attribute with (any value).
+	with string
 }
 
 // mapping is, for each column, the attributes it is read from, in order of
@@ -125,8 +128,14 @@ var mapping = [numColumns][]source{
 		{attr: "llm.token_count.prompt_details.cache_read", from: fromOpenInference},
 		// The Vercel AI SDK's (v6): its gen_ai.usage.input_tokens is
 		// inputTokens.total, which holds the cache it tells only here;
-		// unread, the cached input was priced as uncached.
-		{attr: "ai.usage.inputTokenDetails.cacheReadTokens", from: fromVercel},
+		// unread, the cached input was priced as uncached. Only beside
+		// noCacheTokens, which a provider of the v3 specification (whose
+		// total holds the cache) writes: a v2 provider's usage, adapted
+		// (as-language-model-v3.ts), has none, and its total is the
+		// package's v2 inputTokens, without the cache for Anthropic's and
+		// Bedrock's; read, its cache was taken out of an input that never
+		// held it.
+		{attr: "ai.usage.inputTokenDetails.cacheReadTokens", from: fromVercel, with: vercelNoCache},
 		// Pydantic AI's releases before the semconv names (and beside
 		// them since): read, the cached input was priced as uncached.
 		{attr: "gen_ai.usage.details.cache_read_tokens", from: fromPydanticAI},
@@ -137,7 +146,7 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.usage.cache_creation_input_tokens", from: fromOTelDeprecated | fromTraceloop},
 		{attr: "gen_ai.usage.cache_write_input_tokens", from: fromStrands},
 		{attr: "llm.token_count.prompt_details.cache_write", from: fromOpenInference},
-		{attr: "ai.usage.inputTokenDetails.cacheWriteTokens", from: fromVercel},
+		{attr: "ai.usage.inputTokenDetails.cacheWriteTokens", from: fromVercel, with: vercelNoCache},
 		{attr: "gen_ai.usage.details.cache_write_tokens", from: fromPydanticAI},
 		{attr: "cache_creation_tokens", from: fromClaudeCode},
 	},
@@ -195,6 +204,10 @@ var mapping = [numColumns][]source{
 	},
 }
 
+// vercelNoCache is the Vercel AI SDK's uncached input count, written by a
+// provider of the v3 specification only: its input total holds the cache.
+const vercelNoCache = "ai.usage.inputTokenDetails.noCacheTokens"
+
 // reader reads columns from one span's attributes.
 type reader struct {
 	attrs  pcommon.Map
@@ -213,6 +226,11 @@ func (r *reader) first(col column) (source, pcommon.Value, bool) {
 		}
 		if s.kind != "" {
 			if k, ok := r.attrs.Get("traceloop.span.kind"); !ok || !strings.EqualFold(k.AsString(), s.kind) {
+				continue
+			}
+		}
+		if s.with != "" {
+			if _, ok := r.attrs.Get(s.with); !ok {
 				continue
 			}
 		}
