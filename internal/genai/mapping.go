@@ -461,8 +461,9 @@ var providers = map[string]string{
 	"az.ai.inference": "azure.ai.inference",
 	"vertex_ai":       "gcp.vertex_ai", "vertexai": "gcp.vertex_ai", "vertex": "gcp.vertex_ai",
 	"gemini": "gcp.gemini", "google": "gcp.gemini", "google_genai": "gcp.gemini", "googlegenai": "gcp.gemini",
-	// Pydantic AI's Gemini providers (providers/google_gla.py, google_vertex.py).
-	"google-gla": "gcp.gemini", "google-vertex": "gcp.vertex_ai",
+	// Pydantic AI's Gemini providers (providers/google_gla.py, google_vertex.py;
+	// from 2.0 google.py's "google" and google_cloud.py's "google-cloud").
+	"google-gla": "gcp.gemini", "google-vertex": "gcp.vertex_ai", "google-cloud": "gcp.vertex_ai",
 	"bedrock": "aws.bedrock", "aws": "aws.bedrock", "awsbedrock": "aws.bedrock",
 	"xai": "x_ai", "x-ai": "x_ai", "grok": "x_ai",
 	"mistralai": "mistral_ai", "mistral": "mistral_ai",

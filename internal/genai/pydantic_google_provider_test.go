@@ -26,3 +26,18 @@ func TestPydanticAIGoogleProvidersAreNormalised(t *testing.T) {
 		}
 	}
 }
+
+// Pydantic AI 2.0 renamed its Vertex AI provider "google-cloud"
+// (pydantic_ai_slim/pydantic_ai/providers/google_cloud.py: name
+// 'google-cloud'; models/google.py keeps 'google-vertex' only to read old
+// message histories), which it writes as gen_ai.system and
+// gen_ai.provider.name: its operations stayed "google-cloud", apart from
+// the same provider's "google-vertex" ones of 1.x.
+func TestPydanticAI2GoogleCloudProviderIsVertexAI(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	attrs := chatAttrs("google-cloud", "gemini-2.5-flash", 1000, 100)
+	op, ok := m.Map(&genai.Span{Name: "chat gemini-2.5-flash", Attributes: attrs, Start: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+	if !ok || op.Provider != "gcp.vertex_ai" {
+		t.Errorf("google-cloud: provider %q, want gcp.vertex_ai (as google-vertex)", op.Provider)
+	}
+}
