@@ -238,19 +238,123 @@ func readUserColumns(res *result) []userColumn {
 	return cols
 }
 
-// autoIncremented clears required of every column when the table's
-// CREATE (SHOW CREATE TABLE's second column) declares an AUTOINCREMENT
-// column: COPY fills a missing one with its next value (default_expr.rs
-// parse_and_bind), DESC and system.columns show no sign of it, and the
-// CREATE is not parsed column by column here.
+// autoIncremented clears required of each column the table's CREATE
+// (SHOW CREATE TABLE's second column) declares AUTOINCREMENT (or
+// IDENTITY, written the same way): DESC and system.columns show no sign
+// of it. SHOW CREATE TABLE writes a column as "  name TYPE[ DEFAULT …][
+// AS (…) …][ AUTOINCREMENT (start, step) ORDER|NOORDER][ COMMENT '…']",
+// the columns joined by ",\n" (interpreter_table_show_create.rs
+// show_create_table_query; schema.rs AutoIncrementExpr::to_sql_string),
+// so the keyword is looked for in each column's own definition, outside
+// its name and any quoted text: a column named autoincrement_note or a
+// COMMENT saying AUTOINCREMENT is no AUTOINCREMENT column, and the
+// table's other NOT NULL columns are checked as in any table.
 func autoIncremented(cols []userColumn, res *result) {
 	for _, row := range res.Rows {
-		if len(row) >= 2 && row[1] != nil && strings.Contains(strings.ToUpper(*row[1]), "AUTOINCREMENT") {
+		if len(row) < 2 || row[1] == nil {
+			continue
+		}
+		for _, def := range createDefs(*row[1]) {
+			name, rest := createDefName(def)
+			if name == "" || !hasKeyword(rest, "AUTOINCREMENT") {
+				continue
+			}
+			name = sqltext.RustLower(name)
 			for i := range cols {
-				cols[i].required = false
+				if cols[i].name == name {
+					cols[i].required = false
+				}
 			}
 		}
 	}
+}
+
+// quotedEnd returns the index just past the quoted text of s starting at
+// i (s[i] is its quote, ' " or `; a doubled quote or, in a string, a
+// backslash escapes one).
+func quotedEnd(s string, i int) int {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch {
+		case s[j] == '\\' && q == '\'':
+			j++
+		case s[j] == q && j+1 < len(s) && s[j+1] == q:
+			j++
+		case s[j] == q:
+			return j + 1
+		}
+	}
+	return len(s)
+}
+
+// createDefs splits a CREATE TABLE's parenthesized definitions (columns,
+// then indexes) at their top-level commas.
+func createDefs(create string) []string {
+	var defs []string
+	depth, start := 0, -1
+	for i := 0; i < len(create); i++ {
+		switch c := create[i]; c {
+		case '\'', '"', '`':
+			i = quotedEnd(create, i) - 1
+		case '(':
+			if depth++; depth == 1 {
+				start = i + 1
+			}
+		case ')':
+			if depth--; depth == 0 {
+				return append(defs, create[start:i])
+			}
+		case ',':
+			if depth == 1 {
+				defs = append(defs, create[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return nil
+}
+
+// createDefName returns a definition's first identifier, unquoted, and
+// the text after it.
+func createDefName(def string) (string, string) {
+	def = strings.TrimLeft(def, " \t\r\n")
+	if def == "" {
+		return "", ""
+	}
+	if q := def[0]; q == '`' || q == '"' {
+		end := quotedEnd(def, 0)
+		inner := def[1:max(end-1, 1)]
+		return strings.ReplaceAll(inner, string([]byte{q, q}), string(q)), def[end:]
+	}
+	end := strings.IndexAny(def, " \t\r\n")
+	if end < 0 {
+		return def, ""
+	}
+	return def[:end], def[end:]
+}
+
+// hasKeyword says whether s holds the word kw (any case) outside quoted
+// text.
+func hasKeyword(s, kw string) bool {
+	word := func(c byte) bool {
+		return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+	}
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\'' || s[i] == '"' || s[i] == '`':
+			i = quotedEnd(s, i) - 1
+		case word(s[i]):
+			j := i
+			for j < len(s) && word(s[j]) {
+				j++
+			}
+			if strings.EqualFold(s[i:j], kw) {
+				return true
+			}
+			i = j - 1
+		}
+	}
+	return false
 }
 
 // anyRequired says whether a column of cols must be given (required).

@@ -141,6 +141,10 @@ type table struct {
 	types   []string
 	rows    []Row
 	lenient bool // a user's table: NDJSON fields it lacks are dropped
+	// autoinc is, by column, its AUTOINCREMENT clause as SHOW CREATE
+	// TABLE writes it ("AUTOINCREMENT (0, 1) ORDER"), "" for none
+	// (CreateTable: a type written with one).
+	autoinc []string
 	// rewrites counts the commits that rewrote rows (UPDATE, MERGE,
 	// DELETE): the segments a transaction's own rewrite started from
 	// are gone once it changed (see txn.base).
@@ -297,7 +301,17 @@ func (s *Server) Columns(name string) []string {
 func (s *Server) CreateTable(name string, cols, types []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tables[name] = &table{cols: cols, types: types, lenient: true}
+	t := &table{cols: cols, types: slices.Clone(types), lenient: true, autoinc: make([]string, len(types))}
+	for i, typ := range t.types {
+		// A type may end with a column's AUTOINCREMENT clause: the
+		// column keeps its type, DESC and system.columns show no sign
+		// of it (interpreters util.rs generate_desc_schema), SHOW
+		// CREATE TABLE writes it (interpreter_table_show_create.rs).
+		if at := strings.Index(strings.ToUpper(typ), " AUTOINCREMENT"); at >= 0 {
+			t.types[i], t.autoinc[i] = typ[:at], strings.TrimSpace(typ[at:])
+		}
+	}
+	s.tables[name] = t
 }
 
 func (s *Server) authorized(r *http.Request) bool {

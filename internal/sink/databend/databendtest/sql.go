@@ -177,6 +177,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 				b.WriteString(",\n")
 			}
 			fmt.Fprintf(&b, "  %s %s", c, t.types[i])
+			if i < len(t.autoinc) && t.autoinc[i] != "" {
+				b.WriteString(" " + t.autoinc[i])
+			}
 		}
 		b.WriteString("\n) ENGINE=FUSE")
 		return []string{"Table", "Create Table"}, [][]*string{{str(unquote(m[1])), str(b.String())}}, nil
