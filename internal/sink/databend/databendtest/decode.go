@@ -288,6 +288,14 @@ func decodeValue(t string, v json.RawMessage) (json.RawMessage, error) {
 				return json.RawMessage(`"inf"`), nil
 			}
 		}
+		// arbitrary_precision: as_f64 is the text parsed, none if not
+		// finite (serde_json number.rs), refused (json_ast.rs
+		// read_float: "Incorrect json number").
+		if pastDouble(string(v)) {
+			return nil, fmt.Errorf("Incorrect json number %s", v)
+		}
+	case "VARIANT", "JSON":
+		return variantOf(v), nil
 	case "BOOLEAN", "BOOL":
 		// read_bool: true or false only.
 		if string(v) != "true" && string(v) != "false" {
@@ -609,4 +617,46 @@ func readTimestamp(v json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage(strconv.FormatInt(ts.UnixMicro(), 10)), nil
 	}
 	return v, nil // other forms: as sent (the fake parses no more)
+}
+
+// pastDouble says whether the JSON number n is past a double's range:
+// Rust's f64 parse gives an infinity, which serde_json's as_f64 (with
+// arbitrary_precision) filters out.
+func pastDouble(n string) bool {
+	f, err := strconv.ParseFloat(n, 64)
+	return err != nil && math.IsInf(f, 0)
+}
+
+// variantOf is what COPY stores into a VARIANT for the JSON value v:
+// jsonb::Value::from (jsonb src/from.rs) makes a number that is no u64,
+// i64, i128 or u128 and whose as_f64 is none (past a double's range)
+// null ("If the value is NaN or Infinity, fallback to NULL"); the rest as
+// sent.
+func variantOf(v json.RawMessage) json.RawMessage {
+	var out []byte
+	last := 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '"':
+			for i++; i < len(v) && v[i] != '"'; i++ {
+				if v[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			j := i
+			for j < len(v) && strings.IndexByte("+-.eE0123456789", v[j]) >= 0 {
+				j++
+			}
+			if pastDouble(string(v[i:j])) {
+				out = append(append(out, v[last:i]...), "null"...)
+				last = j
+			}
+			i = j - 1
+		}
+	}
+	if out == nil {
+		return v
+	}
+	return append(out, v[last:]...)
 }

@@ -1,11 +1,9 @@
 package databendtest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -928,13 +926,13 @@ func coordinates(r Row) (part int64, topic, offset, id string) {
 // dropped from a user's table (CreateTable) and fails for the tables
 // tracelake creates, so a change of the sink's encoding shows.
 //
-// A line holding a number past a double's range anywhere (in a field of
-// no column too) is no row: COPY parses the whole line with
-// serde_json::from_slice before it reads a column (ndjson
-// block_builder.rs read_row), and serde_json without
-// arbitrary_precision refuses such a number (de.rs f64_from_parts:
-// NumberOutOfRange), an error of the row (map_json_error, InvalidRow)
-// that ON_ERROR = CONTINUE counts. Its reason is in bad, by line.
+// A line serde_json::from_slice refuses (serdeRefuses) is no row: COPY
+// parses the whole line before it reads a column (ndjson block_builder.rs
+// read_row), an error of the row (map_json_error, InvalidRow) that
+// ON_ERROR = CONTINUE counts. Its reason is in bad, by line. A number
+// past a double's range is no such error: databend-query's serde_json is
+// built with arbitrary_precision (the jsonb crate's default features),
+// which keeps a number's text unchecked.
 func parseRows(t *table, data []byte) (rows []Row, bad []string, err error) {
 	lines, err := readStaged(data)
 	if err != nil {
@@ -976,17 +974,14 @@ func parseRows(t *table, data []byte) (rows []Row, bad []string, err error) {
 // serdeRefuses says why serde_json::from_slice refuses the JSON text l
 // that Go's decoder takes ("" if it does not), as COPY words a row's
 // parse error (block_builder.rs map_json_error: FileParseError::
-// InvalidRow): the first of a number past a double's range, a lone
-// surrogate escape, a container nested past its recursion limit.
+// InvalidRow): the first of a lone surrogate escape, a container nested
+// past its recursion limit.
 func serdeRefuses(l []byte) string {
 	pos, why := -1, ""
 	note := func(at int, reason string) {
 		if reason != "" && (pos < 0 || at < pos) {
 			pos, why = at, reason
 		}
-	}
-	if at, out := numberOutOfRange(l); out {
-		note(int(at), "number out of range")
 	}
 	note(loneSurrogate(l))
 	note(tooDeep(l))
@@ -1071,25 +1066,6 @@ func loneSurrogate(l []byte) (int, string) {
 		}
 	}
 	return 0, ""
-}
-
-// numberOutOfRange reports whether the JSON text l holds a number that
-// serde_json reads as no f64 (its magnitude rounds to infinity; one
-// that underflows reads as 0), and where it ends.
-func numberOutOfRange(l []byte) (int64, bool) {
-	dec := json.NewDecoder(bytes.NewReader(l))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return 0, false
-		}
-		if n, ok := tok.(json.Number); ok {
-			if f, err := strconv.ParseFloat(string(n), 64); err != nil && math.IsInf(f, 0) {
-				return dec.InputOffset(), true
-			}
-		}
-	}
 }
 
 // int64ToTimestamp is how COPY reads an integer into a TIMESTAMP column
