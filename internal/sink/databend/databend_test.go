@@ -456,6 +456,36 @@ func dlqRows(t *testing.T, srv *databendtest.Server) map[int64]databendtest.Row 
 	return out
 }
 
+// loadRawValues loads values, Kafka values of offsets 0.. of traces/0,
+// in one raw-mode load on a fresh test server, and returns the server,
+// what the load reports and the raw rows stored, by offset.
+func loadRawValues(t *testing.T, values ...string) (*databendtest.Server, sink.Loaded, map[int64]databendtest.Row) {
+	t.Helper()
+	srv, s := prepared(t, "")
+	b := &sink.Batch{}
+	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces", Partition: 0}, First: 0, Last: int64(len(values) - 1)}
+	for i, v := range values {
+		rec := &kgo.Record{Topic: "traces", Partition: 0, Offset: int64(i), Timestamp: time.Unix(1700000000, 0), Value: []byte(v)}
+		id := [16]byte{byte(i)}
+		b.Rows = envelope.AppendRawRow(b.Rows, rec, &id, envelope.ValueJSON)
+		r.Records++
+	}
+	b.Ranges = []sink.Range{r}
+	loaded, err := s.Load(context.Background(), stage(t, s, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[int64]databendtest.Row{}
+	for _, row := range srv.Rows("trace_raw") {
+		var o int64
+		if err := json.Unmarshal(row["koffset"], &o); err != nil {
+			t.Fatal(err)
+		}
+		stored[o] = row
+	}
+	return srv, loaded, stored
+}
+
 func ledgerTotals(t *testing.T, srv *databendtest.Server, table string) (records, dlq int64) {
 	t.Helper()
 	for _, r := range srv.Rows(table) {

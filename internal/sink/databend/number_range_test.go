@@ -2,16 +2,10 @@ package databend_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/tracelake/tracelake/internal/envelope"
-	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 )
@@ -31,25 +25,9 @@ import (
 // "If the value is NaN or Infinity, fallback to NULL". The row is stored,
 // the number as null; nothing is dead-lettered.
 func TestRawNumberPastDoubleIsStoredAsNull(t *testing.T) {
-	srv, s := prepared(t, "")
-	values := []string{`{"o": 0}`, `{"o": 1, "x": 1e999}`, `{"o": 2, "n": 1` + strings.Repeat("0", 400) + `}`, `{"o": 3, "y": [-1E+400]}`}
-	b := &sink.Batch{}
-	r := sink.Range{TopicPartition: sink.TopicPartition{Topic: "traces", Partition: 0}, First: 0, Last: int64(len(values) - 1)}
-	for i, v := range values {
-		rec := &kgo.Record{Topic: "traces", Partition: 0, Offset: int64(i), Timestamp: time.Unix(1700000000, 0), Value: []byte(v)}
-		id := [16]byte{byte(i)}
-		b.Rows = envelope.AppendRawRow(b.Rows, rec, &id, envelope.ValueJSON)
-		r.Records++
-	}
-	b.Ranges = []sink.Range{r}
-	loaded, err := s.Load(context.Background(), stage(t, s, b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, loaded, rows := loadRawValues(t, `{"o": 0}`, `{"o": 1, "x": 1e999}`, `{"o": 2, "n": 1`+strings.Repeat("0", 400)+`}`, `{"o": 3, "y": [-1E+400]}`)
 	stored := map[int64]string{}
-	for _, row := range srv.Rows("trace_raw") {
-		var o int64
-		_ = json.Unmarshal(row["koffset"], &o)
+	for o, row := range rows {
 		stored[o] = string(row["raw_data"])
 	}
 	want := map[int64]string{1: `"x":null`, 2: `"n":null`, 3: `"y":[null]`}
