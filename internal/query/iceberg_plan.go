@@ -189,6 +189,10 @@ func (p *planner) name(name string) {
 type leaf struct {
 	plan  *refPlan
 	clean bool
+	// nulled: an outer join above the reference fills its columns with
+	// NULLs for a row of the other side without a match, so a predicate
+	// true of NULL (IS NULL) is not the scan's to apply.
+	nulled bool
 }
 
 // selectNode pushes the predicates of a SELECT (its WHERE, the ON of its
@@ -222,7 +226,9 @@ func (p *planner) leavesOf(t map[string]any) []leaf {
 	case "JOIN":
 		left, _ := t["left"].(map[string]any)
 		right, _ := t["right"].(map[string]any)
-		leaves := append(p.leavesOf(left), p.leavesOf(right)...)
+		lefts := p.leavesOf(left)
+		nLeft := len(lefts)
+		leaves := append(lefts, p.leavesOf(right)...)
 		joinType, _ := t["join_type"].(string)
 		refType, _ := t["ref_type"].(string)
 		if joinType == "INNER" && refType == "REGULAR" {
@@ -231,6 +237,13 @@ func (p *planner) leavesOf(t map[string]any) []leaf {
 		if !joinKeepsRows[joinType] || !refKeepsRows[refType] {
 			for i := range leaves {
 				leaves[i].clean = false
+			}
+		}
+		// The sides an outer join fills with NULLs: LEFT's right,
+		// RIGHT's left, both of a FULL (OUTER) one.
+		for i := range leaves {
+			if (i < nLeft && (joinType == "RIGHT" || joinType == "OUTER")) || (i >= nLeft && (joinType == "LEFT" || joinType == "OUTER")) {
+				leaves[i].nulled = true
 			}
 		}
 		return leaves
@@ -280,7 +293,10 @@ func (p *planner) push(conjs []map[string]any, leaves []leaf) {
 	for _, c := range conjs {
 		for _, t := range p.terms(c) {
 			for _, l := range leaves {
-				if !l.clean {
+				if !l.clean || l.nulled && t.op == "isnull" {
+					// IS NULL is true of the NULLs an outer join
+					// fills in: it rejects no row the join makes
+					// of an unmatched one.
 					continue
 				}
 				if col, ok := p.resolve(l.plan, t.col); ok {

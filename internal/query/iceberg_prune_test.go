@@ -320,3 +320,29 @@ func TestIcebergPruningByIsNullKeepsEveryRowItMatches(t *testing.T) {
 		t.Fatalf("the mirror holds %d spans without a start (%v), want 2", n, err)
 	}
 }
+
+// IS NULL does not reject NULL: on the side of an outer join that the
+// join fills with NULLs (LEFT JOIN's right, RIGHT JOIN's left, both of a
+// FULL one), a WHERE … IS NULL above the join is true of the row the
+// join makes for an unmatched row, so it may not be pushed to that
+// side's scan. Pushed (beside a condition with a value, which pushes the
+// scan's conditions), it pruned that side's files of spans with a start
+// and the anti-join answered their rows as unmatched.
+func TestIcebergIsNullNotPushedToOuterJoinsNullSide(t *testing.T) {
+	p := newPruneLake(t)
+	at := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	p.loadBoth(t, []span{{"a", "t1", "timed", 1, at}, {"a", "t2", "timed", 2, at.Add(time.Hour)}})
+	p.loadBoth(t, []span{{"a", "t1", "no start", 3, time.Time{}}, {"a", "t9", "no start", 4, time.Time{}}})
+	for _, q := range []string{
+		// t2's spans have a start: no row.
+		"SELECT a.name, b.name FROM otel_spans a LEFT JOIN otel_spans b USING (trace_id) WHERE trace_id = 't2' AND b.start_time IS NULL",
+		"SELECT a.name, b.name FROM otel_spans b RIGHT JOIN otel_spans a USING (trace_id) WHERE trace_id IN ('t1', 't2') AND b.start_time IS NULL",
+		"SELECT a.name, b.name FROM otel_spans a FULL JOIN otel_spans b ON a.trace_id = b.trace_id WHERE b.trace_id = 't2' AND a.start_time IS NULL",
+		"SELECT n.trace_id FROM (SELECT 't1' AS trace_id UNION ALL SELECT 't2' UNION ALL SELECT 'zz') n " +
+			"LEFT JOIN (otel_spans s JOIN (SELECT 1 AS one) x ON s.trace_id IN ('t1', 't2', 't9')) ON s.trace_id = n.trace_id WHERE s.start_time IS NULL",
+	} {
+		for _, s := range []tenancy.Scope{tenancy.Operator, tenancy.One("a")} {
+			p.same(t, s, q)
+		}
+	}
+}
