@@ -428,7 +428,7 @@ func (ic *Iceberg) Tables(ctx context.Context, s tenancy.Scope) ([]Table, error)
 	for i, name := range names {
 		t := tables[name]
 		rp := &refPlan{tableRef: tableRef{table: name}, view: fmt.Sprintf("%s%d", prefix, i), all: true}
-		if err := ic.bind(ctx, sess, s, t, rp, nil, false); err != nil {
+		if err := ic.bind(ctx, sess, s, t, rp, nil, false, false); err != nil {
 			return nil, err
 		}
 		var schema *arrow.Schema
@@ -495,10 +495,21 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	}
 	plans := planRefs(c, prefix, columns, ic.consistent)
 	var vals []constValue
-	if scan {
+	exprs := 0
+	for _, rp := range plans {
+		for _, p := range rp.preds {
+			exprs += len(p.exprs)
+		}
+	}
+	// The predicates are pushed when their constants evaluated, or when
+	// they have none (IS NULL): nil values of some constants are none
+	// pushed.
+	push := scan && exprs == 0
+	if scan && exprs > 0 {
 		// A constant that does not evaluate (1/0, a parameter without its
 		// value) pushes nothing; the query reports it.
 		vals, _ = sess.constants(ctx, ic.template, plans, params)
+		push = vals != nil
 	}
 	for _, rp := range plans {
 		var n int
@@ -506,10 +517,11 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 			n += len(p.exprs)
 		}
 		var mine []constValue
-		if len(vals) >= n {
+		pushed := push && len(vals) >= n
+		if pushed {
 			mine, vals = vals[:n], vals[n:]
 		}
-		if err := ic.bind(ctx, sess, s, tables[rp.table], rp, mine, scan); err != nil {
+		if err := ic.bind(ctx, sess, s, tables[rp.table], rp, mine, pushed, scan); err != nil {
 			return "", 0, err
 		}
 	}
@@ -551,7 +563,7 @@ func (ic *Iceberg) nameViews(ctx context.Context, sess *session, s tenancy.Scope
 		done[rp.table] = true
 		t := tables[rp.table]
 		named := &refPlan{tableRef: tableRef{table: rp.table}, view: fmt.Sprintf("%sname%d", prefix, len(done)), all: true}
-		if err := ic.bind(ctx, sess, s, t, named, nil, false); err != nil {
+		if err := ic.bind(ctx, sess, s, t, named, nil, false, false); err != nil {
 			return err
 		}
 		q := fmt.Sprintf("CREATE TEMP VIEW %s AS SELECT * FROM %s", sqltext.Ident(t.decl.Name), sqltext.Ident(named.view))
@@ -563,8 +575,8 @@ func (ic *Iceberg) nameViews(ctx context.Context, sess *session, s tenancy.Scope
 }
 
 // bind makes rp's view: a scan of t for s (of no file unless scan), with
-// vals the values of rp's predicates' expressions (none: nothing pushed).
-func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *icebergTable, rp *refPlan, vals []constValue, scan bool) error {
+// rp's predicates pushed if push, vals the values of their expressions.
+func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *icebergTable, rp *refPlan, vals []constValue, push, scan bool) error {
 	tenant := !s.All && t.tenanted
 	// The table's columns the query names, in the table's order.
 	var cols []string
@@ -588,7 +600,7 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 	if tenant {
 		filters = append(filters, iceberggo.EqualTo(iceberggo.Reference(t.fields[tenantColumn].Name), s.Tenant))
 	}
-	if len(vals) > 0 {
+	if push {
 		for _, p := range rp.preds {
 			pv := vals[:len(p.exprs)]
 			vals = vals[len(p.exprs):]

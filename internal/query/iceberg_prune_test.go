@@ -346,3 +346,32 @@ func TestIcebergIsNullNotPushedToOuterJoinsNullSide(t *testing.T) {
 		}
 	}
 }
+
+// A scan whose only condition is IS NULL is pruned by it too: Tempo's
+// search and metrics in a window read a trace's spans without a start in
+// a branch of their own (start_time IS NULL AND trace_id IN (a
+// subquery)), whose scan then opened every data file of the table, for
+// every search, where the window's scans open those of the window.
+func TestIcebergIsNullAlonePrunes(t *testing.T) {
+	p := newPruneLake(t)
+	at := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	p.loadBoth(t, []span{{"a", "t1", "timed", 1, at}, {"a", "t1", "no start", 2, time.Time{}}})
+	p.loadBoth(t, []span{{"a", "t2", "timed", 3, at.Add(48 * time.Hour)}})
+	p.loadBoth(t, []span{{"a", "t3", "timed", 4, at.Add(96 * time.Hour)}})
+	for _, q := range []string{
+		"SELECT trace_id, name FROM otel_spans WHERE start_time IS NULL",
+		"SELECT trace_id, name FROM otel_spans WHERE start_time IS NULL AND trace_id IN (SELECT trace_id FROM otel_spans WHERE start_time >= TIMESTAMP '2024-03-01')",
+	} {
+		p.takeScans()
+		if !p.same(t, tenancy.One("a"), q) {
+			continue
+		}
+		for _, s := range p.takeScans() {
+			// The scan of the spans without a start: not the
+			// subquery's, of the spans since March 1st.
+			if !strings.Contains(s.Filter, "GreaterThanEqual") && s.Files != 1 {
+				t.Errorf("%s: the scan of the spans without a start opened %d files (filter %s), want the one holding one", q, s.Files, s.Filter)
+			}
+		}
+	}
+}
