@@ -48,7 +48,7 @@ func benchMux(b *testing.B, n int) *http.ServeMux {
 
 // insertBenchSpans creates otel_spans in db with the benchmarks' n spans,
 // in load order.
-func insertBenchSpans(b *testing.B, db *sql.DB, n int) {
+func insertBenchSpans(b testing.TB, db *sql.DB, n int) {
 	b.Helper()
 	createSpansTable(b, db)
 	usPerSpan := int64(24*time.Hour/time.Microsecond) / int64(n)
@@ -73,7 +73,7 @@ func insertBenchSpans(b *testing.B, db *sql.DB, n int) {
 }
 
 // readerMux is the Tempo API over r, tenants required.
-func readerMux(b *testing.B, r query.Reader) *http.ServeMux {
+func readerMux(b testing.TB, r query.Reader) *http.ServeMux {
 	b.Helper()
 	mux := http.NewServeMux()
 	if err := Register(mux, Options{Reader: r, Tenants: tenancy.Resolver{Required: true}}); err != nil {

@@ -111,13 +111,15 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 	if windowed {
 		// A span sent without a start (OTLP's 0, a broken clock) has a
 		// NULL start_time, which no window holds: it is a span of the
-		// trace all the same, answered without a window, as Tempo
-		// answers the whole trace of a block overlapping the window. In
-		// a branch of its own, so that the window's condition still
-		// prunes the other branch's scan (on Iceberg a condition with an
-		// OR is pushed to no scan).
-		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND start_time IS NULL) AS spans",
-			traceColumns, from, table, idParam)
+		// trace all the same, answered as without a window, as Tempo
+		// answers the whole trace of a block overlapping the window,
+		// found by its end (a reach past the starts read: it ends after
+		// it starts). In a branch of its own, so that the window's
+		// condition still prunes the other branch's scan (on Iceberg a
+		// condition with an OR is pushed to no scan).
+		startless := b.EndedBetween(b.StartMicros, min(b.EndMicros, 1<<62-1-traceReach.Microseconds())+traceReach.Microseconds())
+		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[5]s) AS spans",
+			traceColumns, from, table, idParam, startless)
 		cols = "* EXCLUDE (tenant_id)"
 	}
 	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s ORDER BY tenant_id, span_id, start_ns DESC LIMIT %d`,

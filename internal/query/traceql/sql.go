@@ -91,6 +91,18 @@ func (b *Builder) Window() string {
 	return fmt.Sprintf("start_time BETWEEN make_timestamp(%s) AND make_timestamp(%s)", b.Param(b.StartMicros), b.Param(b.EndMicros))
 }
 
+// EndedBetween is the condition of the spans without a start (OTLP's 0:
+// a NULL start_time, which no window on start_time holds) that ended
+// between lo and hi (µs since the epoch, inclusive): their end puts them
+// in a window. Bounded by end_time (not by trace_id alone), a read of
+// them prunes as the window's does, in DuckDB's row groups and Iceberg's
+// files; a table with a few such spans in most row groups was read whole
+// for each trace asked for in a window. A span without a start or an end
+// is in no window.
+func (b *Builder) EndedBetween(lo, hi int64) string {
+	return fmt.Sprintf("start_time IS NULL AND end_time BETWEEN make_timestamp(%s) AND make_timestamp(%s)", b.Param(max(lo, 1)), b.Param(min(hi, 1<<62-1)))
+}
+
 // SpanRelation is the SQL of the table's spans in the window, with the
 // columns the conditions read, as a subquery to name.
 func (b *Builder) SpanRelation() string {
@@ -146,15 +158,17 @@ func (b *Builder) windowCTE() string {
 	t := sqltext.Ident(b.Table)
 	// The spans of those traces sent without a start (OTLP's 0, a broken
 	// clock: a NULL start_time, which no window holds) are theirs too, as
-	// a search without a window finds them: in a branch of their own, so
-	// that the window's condition still prunes the other's scan (on
-	// Iceberg a condition with an OR is pushed to no scan; IS NULL is).
+	// a search without a window finds them, by their end (within a reach
+	// past the spans' starts read): in a branch of their own, so that the
+	// window's condition still prunes the other's scan (on Iceberg a
+	// condition with an OR is pushed to no scan).
+	startless := b.EndedBetween(b.StartMicros-b.ReachMicros, min(b.EndMicros, 1<<62-1-2*b.ReachMicros)+2*b.ReachMicros)
 	return fmt.Sprintf(`win_traces AS (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
 			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[8]s) >= %[6]s),
 	win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
 		AND trace_id IN (SELECT trace_id FROM win_traces)
-		UNION ALL SELECT %[1]s FROM %[2]s WHERE start_time IS NULL AND trace_id IN (SELECT trace_id FROM win_traces))`,
-		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos, EndNanos(StartNanos, "coalesce(duration_ns, 0)"))
+		UNION ALL SELECT %[1]s FROM %[2]s WHERE %[9]s AND trace_id IN (SELECT trace_id FROM win_traces))`,
+		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos, EndNanos(StartNanos, "coalesce(duration_ns, 0)"), startless)
 }
 
 // traceCTE is the trace-level intrinsics of each trace in the window: the
