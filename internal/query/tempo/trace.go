@@ -113,11 +113,13 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 		// NULL start_time, which no window holds: it is a span of the
 		// trace all the same, answered as without a window, as Tempo
 		// answers the whole trace of a block overlapping the window,
-		// found by its end (a reach past the starts read: it ends after
-		// it starts). In a branch of its own, so that the window's
-		// condition still prunes the other branch's scan (on Iceberg a
-		// condition with an OR is pushed to no scan).
-		startless := b.EndedBetween(b.StartMicros, min(b.EndMicros, 1<<62-1-traceReach.Microseconds())+traceReach.Microseconds())
+		// found by its end: at or after the first start read (it ends
+		// after it starts), however long after (its start, unknown, may
+		// be any before its end: within the starts read too). In a
+		// branch of its own, so that the window's condition still prunes
+		// the other branch's scan (on Iceberg a condition with an OR is
+		// pushed to no scan).
+		startless := b.EndedBetween(b.StartMicros, 1<<62-1)
 		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[5]s) AS spans",
 			traceColumns, from, table, idParam, startless)
 		cols = "* EXCLUDE (tenant_id)"

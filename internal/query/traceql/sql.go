@@ -158,11 +158,13 @@ func (b *Builder) windowCTE() string {
 	t := sqltext.Ident(b.Table)
 	// The spans of those traces sent without a start (OTLP's 0, a broken
 	// clock: a NULL start_time, which no window holds) are theirs too, as
-	// a search without a window finds them, by their end (within a reach
-	// past the spans' starts read): in a branch of their own, so that the
-	// window's condition still prunes the other's scan (on Iceberg a
-	// condition with an OR is pushed to no scan).
-	startless := b.EndedBetween(b.StartMicros-b.ReachMicros, min(b.EndMicros, 1<<62-1-2*b.ReachMicros)+2*b.ReachMicros)
+	// a search without a window finds them, by their end: at or after
+	// the first start read (a span ends after it starts), however long
+	// after (its start, unknown, may be any before its end: within the
+	// starts read too): in a branch of their own, so that the window's
+	// condition still prunes the other's scan (on Iceberg a condition
+	// with an OR is pushed to no scan).
+	startless := b.EndedBetween(b.StartMicros-b.ReachMicros, 1<<62-1)
 	return fmt.Sprintf(`win_traces AS (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
 			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[8]s) >= %[6]s),
 	win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
