@@ -120,8 +120,11 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 		// the other branch's scan (on Iceberg a condition with an OR is
 		// pushed to no scan).
 		startless := b.EndedBetween(b.StartMicros, 1<<62-1)
-		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[5]s) AS spans",
-			traceColumns, from, table, idParam, startless)
+		// A span with neither a start nor an end is the trace's too:
+		// in a third branch (Timeless).
+		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[5]s "+
+			"UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[6]s) AS spans",
+			traceColumns, from, table, idParam, startless, traceql.Timeless)
 		cols = "* EXCLUDE (tenant_id)"
 	}
 	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s ORDER BY tenant_id, span_id, start_ns DESC LIMIT %d`,

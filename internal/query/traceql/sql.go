@@ -98,10 +98,17 @@ func (b *Builder) Window() string {
 // them prunes as the window's does, in DuckDB's row groups and Iceberg's
 // files; a table with a few such spans in most row groups was read whole
 // for each trace asked for in a window. A span without a start or an end
-// is in no window.
+// has no time to be in a window by: Timeless reads it.
 func (b *Builder) EndedBetween(lo, hi int64) string {
 	return fmt.Sprintf("start_time IS NULL AND end_time BETWEEN make_timestamp(%s) AND make_timestamp(%s)", b.Param(max(lo, 1)), b.Param(min(hi, 1<<62-1)))
 }
+
+// Timeless is the condition of the spans sent without a start or an end
+// (NULL start_time and end_time): spans of their trace all the same,
+// answered with a trace in a window as without one. Both conditions are
+// IS NULL, which Iceberg's scans prune by null counts: files without such
+// a span are not opened.
+const Timeless = "start_time IS NULL AND end_time IS NULL"
 
 // SpanRelation is the SQL of the table's spans in the window, with the
 // columns the conditions read, as a subquery to name.
@@ -169,8 +176,9 @@ func (b *Builder) windowCTE() string {
 			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[8]s) >= %[6]s),
 	win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
 		AND trace_id IN (SELECT trace_id FROM win_traces)
-		UNION ALL SELECT %[1]s FROM %[2]s WHERE %[9]s AND trace_id IN (SELECT trace_id FROM win_traces))`,
-		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos, EndNanos(StartNanos, "coalesce(duration_ns, 0)"), startless)
+		UNION ALL SELECT %[1]s FROM %[2]s WHERE %[9]s AND trace_id IN (SELECT trace_id FROM win_traces)
+		UNION ALL SELECT %[1]s FROM %[2]s WHERE %[10]s AND trace_id IN (SELECT trace_id FROM win_traces))`,
+		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos, EndNanos(StartNanos, "coalesce(duration_ns, 0)"), startless, Timeless)
 }
 
 // traceCTE is the trace-level intrinsics of each trace in the window: the
