@@ -19,8 +19,10 @@ import (
 // spans without a start read every file holding one (trace_id = … AND
 // start_time IS NULL prunes nothing on a trace id), so each request read
 // what one without a window reads (at 10M spans in DuckDB: 86 CPU ms
-// against 20, 74 without a window). Bounded by the spans' end, it
-// prunes as the window does.
+// against 20, 74 without a window). Bounded by the spans' end (at or
+// after the first start read: a span without a start may have started
+// among them however late it ended), it reads the files from the
+// window's on: for traces late in the day, a few.
 func TestTraceByIDInAWindowReadsTheWindowsFilesBesideSpansWithoutAStart(t *testing.T) {
 	const n, batch = 40_000, 1_000
 	db, dir := openDB(t)
@@ -52,8 +54,8 @@ func TestTraceByIDInAWindowReadsTheWindowsFilesBesideSpansWithoutAStart(t *testi
 	}
 	const traces = 10
 	for i := range traces {
-		tr := (i * 397) % (n / 10)
-		tr -= tr % 2 // tenant a's
+		tr := n/10 - 1 - (i*37)%(n/40) // in the day's last quarter
+		tr -= tr % 2                   // tenant a's
 		at := benchStart.Add(time.Duration(int64(tr*10)*usPerSpan) * time.Microsecond)
 		get(fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", traceIDOf(tr), at.Add(-30*time.Minute).Unix(), at.Add(30*time.Minute).Unix()))
 	}
@@ -63,7 +65,7 @@ func TestTraceByIDInAWindowReadsTheWindowsFilesBesideSpansWithoutAStart(t *testi
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("files opened per trace: %d of tenant a's %d", opened/traces, filesOfA)
-	if opened/traces > filesOfA/3 {
+	if opened/traces > filesOfA/4 {
 		t.Errorf("a trace by id in an hour's window opened %d files, of tenant a's %d: want the window's few", opened/traces, filesOfA)
 	}
 }
