@@ -50,7 +50,8 @@ var (
 
 // PrepareJSON is an OTLP/JSON export request (a body, or an otlp_json
 // message) of signal as pdata's JSON unmarshalers must read it: refused
-// with anything but white space after it (CheckOneJSONValue), and with
+// with anything but white space after it (CheckOneJSONValue), without
+// the members whose value is null (withoutNulls), and with
 // the scopes of a sender older than OTLP 0.19 under today's names. A body
 // that holds no old name and no \u escape (which could spell one), nearly
 // every current sender's, is returned as it is, after one scan for them.
@@ -58,6 +59,7 @@ func PrepareJSON(signal string, b []byte) ([]byte, error) {
 	if err := CheckOneJSONValue(b); err != nil {
 		return nil, err
 	}
+	b = withoutNulls(b)
 	if !mayHoldLegacyScopes(b) {
 		return b, nil
 	}

@@ -50,8 +50,11 @@ func TestPrepareJSONRenamesLegacyScopes(t *testing.T) {
 		`{"resourceSpans":[{"scopeSpans":[{"scope":{"name":"new"}}]}]}`)
 	f(SignalTraces, `{"resourceSpans":[{"scopeSpans":[],"instrumentationLibrarySpans":[{"instrumentationLibrary":{"name":"old"}}]}]}`,
 		`{"resourceSpans":[{"scopeSpans":[],"scopeSpans":[{"scope":{"name":"old"}}]}]}`)
+	// A null list is no list (withoutNulls leaves it out); a string
+	// null is kept.
 	f(SignalTraces, `{"resourceSpans":[{"instrumentationLibrarySpans":null},{"instrumentationLibrarySpans":[{}, 7]}]}`,
-		`{"resourceSpans":[{"scopeSpans":null},{"scopeSpans":[{},7]}]}`)
+		`{"resourceSpans":[{},{"scopeSpans":[{},7]}]}`)
+	same(SignalTraces, `{"resourceSpans":[{"resource":{"attributes":[{"key":"null","value":{"stringValue":"null"}}]}}]}`)
 
 	if _, err := PrepareJSON(SignalTraces, []byte(`{"resourceSpans":[{"instrumentationLibrarySpans":[]}]} {}`)); err == nil {
 		t.Error("a second value after the request was not refused")
