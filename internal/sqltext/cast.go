@@ -2,6 +2,7 @@ package sqltext
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -15,13 +16,44 @@ const offsetPattern = `:[0-9]{2}(\.[0-9]*)?\s*([zZ]|[+-][0-9]{2}(:?[0-9]{2})?)\s
 // It is read as TIMESTAMPTZ, whose offset DuckDB honours, and its epoch
 // taken back as a TIMESTAMP, so the session's time zone plays no part; a
 // text without an offset is cast as it is.
+//
+// Every zoneless timestamp type is so, whatever its precision or spelling
+// (TIMESTAMP_S, TIMESTAMP_MS, TIMESTAMP(3), TIMESTAMP WITHOUT TIME ZONE):
+// DuckDB's cast of the text to each drops the offset as its cast to
+// TIMESTAMP does. The instant is then cast to the column's type.
+// TIMESTAMP_NS is not among them: DuckDB's cast to it honours the offset,
+// and keeps the nanoseconds a TIMESTAMPTZ would round away.
 func TryCast(src, typ string) string {
-	t := strings.ToUpper(strings.TrimSpace(typ))
-	if t != "TIMESTAMP" && t != "DATETIME" {
-		return fmt.Sprintf("TRY_CAST(%s AS %s)", src, typ)
+	t := strings.ToUpper(strings.Join(strings.Fields(typ), " "))
+	if t == "TIMESTAMP" || t == "DATETIME" {
+		return fmt.Sprintf("CASE WHEN regexp_matches(%s, %s) THEN make_timestamp(epoch_us(TRY_CAST(%s AS TIMESTAMPTZ))) ELSE TRY_CAST(%s AS TIMESTAMP) END",
+			src, String(offsetPattern), src, src)
 	}
-	return fmt.Sprintf("CASE WHEN regexp_matches(%s, %s) THEN make_timestamp(epoch_us(TRY_CAST(%s AS TIMESTAMPTZ))) ELSE TRY_CAST(%s AS TIMESTAMP) END",
-		src, String(offsetPattern), src, src)
+	if zonelessTimestamp(t) {
+		return fmt.Sprintf("CASE WHEN regexp_matches(%s, %s) THEN TRY_CAST(make_timestamp(epoch_us(TRY_CAST(%s AS TIMESTAMPTZ))) AS %s) ELSE TRY_CAST(%s AS %s) END",
+			src, String(offsetPattern), src, typ, src, typ)
+	}
+	return fmt.Sprintf("TRY_CAST(%s AS %s)", src, typ)
+}
+
+// zonelessTimestamp says whether t (upper case, single spaces) is a
+// DuckDB timestamp type other than TIMESTAMP itself whose cast from text
+// drops a zone offset.
+func zonelessTimestamp(t string) bool {
+	switch t {
+	case "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_US", "TIMESTAMP WITHOUT TIME ZONE":
+		return true
+	}
+	// TIMESTAMP(p): TIMESTAMP_S, _MS or TIMESTAMP up to 6 digits, beyond
+	// TIMESTAMP_NS, whose cast honours the offset and keeps nanoseconds
+	// that reading the text as a TIMESTAMPTZ would cut.
+	rest, ok := strings.CutPrefix(t, "TIMESTAMP")
+	rest = strings.TrimSpace(rest)
+	if !ok || !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
+		return false
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(rest[1 : len(rest)-1]))
+	return err == nil && p <= 6
 }
 
 // integerTypes are DuckDB's and Databend's integer types and their
