@@ -15,7 +15,8 @@ const offsetPattern = `:[0-9]{2}(\.[0-9]*)?\s*([zZ]|[+-][0-9]{2}(:?[0-9]{2})?)\s
 // DuckDB's cast drops the offset (10:00+02:00 would be stored as 10:00).
 // It is read as TIMESTAMPTZ, whose offset DuckDB honours, and its epoch
 // taken back as a TIMESTAMP, so the session's time zone plays no part; a
-// text without an offset is cast as it is.
+// text without an offset is cast as it is. Into a TIMESTAMPTZ, a text
+// without an offset is read as UTC.
 //
 // Every zoneless timestamp type is so, whatever its precision or spelling
 // (TIMESTAMP_S, TIMESTAMP_MS, TIMESTAMP(3), TIMESTAMP WITHOUT TIME ZONE):
@@ -28,6 +29,16 @@ func TryCast(src, typ string) string {
 	if t == "TIMESTAMP" || t == "DATETIME" {
 		return fmt.Sprintf("CASE WHEN regexp_matches(%s, %s) THEN make_timestamp(epoch_us(TRY_CAST(%s AS TIMESTAMPTZ))) ELSE TRY_CAST(%s AS TIMESTAMP) END",
 			src, String(offsetPattern), src, src)
+	}
+	if t == "TIMESTAMPTZ" || t == "TIMESTAMP WITH TIME ZONE" {
+		// Without an offset DuckDB's cast reads the text in the session's
+		// time zone (the machine's, by default): read it as UTC, so the
+		// same text is the same instant wherever it is merged. A text
+		// naming its zone (10:00 America/New_York), which the cast to
+		// TIMESTAMP refuses, is read by the cast to TIMESTAMPTZ, which
+		// honours the name.
+		return fmt.Sprintf("CASE WHEN regexp_matches(%s, %s) THEN TRY_CAST(%s AS %s) ELSE coalesce(timezone('UTC', TRY_CAST(%s AS TIMESTAMP)), TRY_CAST(%s AS %s)) END",
+			src, String(offsetPattern), src, typ, src, src, typ)
 	}
 	if zonelessTimestamp(t) {
 		return fmt.Sprintf("CASE WHEN regexp_matches(%s, %s) THEN TRY_CAST(make_timestamp(epoch_us(TRY_CAST(%s AS TIMESTAMPTZ))) AS %s) ELSE TRY_CAST(%s AS %s) END",
