@@ -96,13 +96,12 @@ func Databend(m config.Model) DatabendStatements {
 	p := newPlan(m)
 	p.lit = sqltext.DatabendString
 	inc := sqltext.Name(m.Name + "_increment")
+	incTable := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (tl_topic VARCHAR, kpartition INT, koffset BIGINT, tl_kind VARCHAR, tl_reason VARCHAR, %s)", inc, columnDefs(m.Columns))
 	st := DatabendStatements{
 		// The tables the DuckDB merge uses (the same SQL in both), the
 		// increment, and the claim row: partition -1 of no topic, never a
 		// raw row's.
-		Setup: append(p.besideTableSQL(),
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (tl_topic VARCHAR, kpartition INT, koffset BIGINT, tl_kind VARCHAR, tl_reason VARCHAR, %s)", inc, columnDefs(m.Columns)),
-			claimRowSQL(m.Name)),
+		Setup:  append(p.besideTableSQL(), incTable, claimRowSQL(m.Name)),
 		Create: []string{p.targetTableSQL()},
 		Merge: []string{
 			claimSQL(m.Name),
@@ -122,9 +121,18 @@ func Databend(m config.Model) DatabendStatements {
 	// the merge from the first row reads again), where kept watermarks
 	// would lose rows from the target.
 	st.Absent = targetCountSQL(m.Target)
-	st.Reset = []string{forgetWatermarksSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects}
+	//
+	// The increment and the tombstones have the model's columns (the
+	// tombstones its key and version), as they were when the setup first
+	// made them: a target is dropped to be built again after the model's
+	// columns changed, and kept, they made every merge fail on a column
+	// they lack (or cast a value to a type the model no longer has).
+	// They are made again with the model's columns now: the increment is
+	// empty outside a merge, and the tombstones describe the target
+	// dropped.
+	st.Reset = []string{forgetWatermarksSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects, "DROP TABLE IF EXISTS " + inc, incTable}
 	if p.tombstones != "" {
-		st.Reset = append(st.Reset, "DELETE FROM "+p.tombstones)
+		st.Reset = append(st.Reset, "DROP TABLE IF EXISTS "+p.tombstones, p.tombstonesTableSQL())
 	}
 	task := sqltext.Name(m.Name + "_merge")
 	body := "BEGIN;\n" + strings.Join(st.Merge, ";\n") + ";\nCOMMIT;"

@@ -305,10 +305,19 @@ func (p *plan) tableSQL() []string {
 func (p *plan) besideTableSQL() []string {
 	q := []string{watermarkTableSQL, p.rejectsTableSQL()}
 	if p.version != "" {
-		v, _ := p.m.Columns.Lookup(p.m.Version)
-		q = append(q, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.tombstones, columnDefs(append(append([]config.Column{}, p.keys...), v))))
+		q = append(q, p.tombstonesTableSQL())
 	}
 	return q
+}
+
+// tombstonesTableSQL creates the model's tombstones table (its key
+// columns and version) if it is absent; "" without a version column.
+func (p *plan) tombstonesTableSQL() string {
+	if p.version == "" {
+		return ""
+	}
+	v, _ := p.m.Columns.Lookup(p.m.Version)
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.tombstones, columnDefs(append(append([]config.Column{}, p.keys...), v)))
 }
 
 // targetTableSQL creates the model's target if it is absent.

@@ -17,6 +17,7 @@ import (
 // Accept says so, succeeds doing nothing).
 var (
 	reCreateTable = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
+	reDropTable   = regexp.MustCompile(`^DROP TABLE IF EXISTS (\S+)$`)
 	reDesc        = regexp.MustCompile(`^DESC (\S+)$`)
 	reShowCreate  = regexp.MustCompile(`^SHOW CREATE TABLE (\S+)$`)
 	// A table's columns with their types' nullability at every level
@@ -135,6 +136,15 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		return nil, nil, nil
 	case sql == "ROLLBACK":
 		sess.TxnState, *txp = "AutoCommit", nil
+		return nil, nil, nil
+	}
+	if m := reDropTable.FindStringSubmatch(sql); m != nil {
+		// The table is gone at once (interpreter_table_drop.rs); sent
+		// outside a transaction (a model's Reset), as databend-query
+		// commits an open one before DDL (interpreters/interpreter.rs
+		// auto_commit_if_not_allowed_in_transaction), which the fake
+		// does not model.
+		delete(s.tables, unquote(m[1]))
 		return nil, nil, nil
 	}
 	if m := reCreateTable.FindStringSubmatch(sql); m != nil {
