@@ -2,6 +2,7 @@ package otel
 
 import (
 	"bytes"
+	"encoding/json"
 
 	"github.com/tracelake/tracelake/internal/envelope"
 )
@@ -55,7 +56,7 @@ func appendWithoutNulls(out, b []byte, start, end, depth int) ([]byte, bool) {
 		out = append(out, '{')
 		first := true
 		for _, m := range members {
-			if bytes.Equal(b[m.value:m.end], jsonNull) {
+			if bytes.Equal(b[m.value:m.end], jsonNull) && !keepsNull(b[m.start:m.key]) {
 				continue
 			}
 			if !first {
@@ -85,4 +86,40 @@ func appendWithoutNulls(out, b []byte, start, end, depth int) ([]byte, bool) {
 		return append(out, ']'), true
 	}
 	return append(out, b[start:end]...), true
+}
+
+// pdataReadsNull are the fields whose null pdata reads as a value, not as
+// absent: an AnyValue's stringValue (an empty string), arrayValue and
+// kvlistValue (an empty list, map). The Collector's receiver stores such
+// an attribute or body with that value, and so did tracelake before nulls
+// were left out: they are kept, so that every request pdata takes is read
+// as it reads it. (A Metric's gauge, sum, … null is a typed metric without
+// points, which stores no row either way: left out.)
+var pdataReadsNull = map[string]bool{
+	"stringValue": true, "string_value": true,
+	"arrayValue": true, "array_value": true,
+	"kvlistValue": true, "kvlist_value": true,
+}
+
+// keepsNull says whether a member with the JSON string key (its quotes
+// included) and the value null is kept: where pdata reads the null as a
+// value, and where the key is no valid JSON string (a bad escape, a
+// control character), which pdata refuses and leaving it out would hide.
+func keepsNull(key []byte) bool {
+	k := key[1 : len(key)-1]
+	plain := true
+	for _, c := range k {
+		if c == '\\' || c < 0x20 {
+			plain = false
+			break
+		}
+	}
+	if !plain {
+		var decoded string
+		if err := json.Unmarshal(key, &decoded); err != nil {
+			return true
+		}
+		k = []byte(decoded)
+	}
+	return pdataReadsNull[string(k)]
 }
