@@ -56,10 +56,13 @@ var (
 // that holds no old name and no \u escape (which could spell one), nearly
 // every current sender's, is returned as it is, after one scan for them.
 func PrepareJSON(signal string, b []byte) ([]byte, error) {
-	if err := CheckOneJSONValue(b); err != nil {
+	mayHoldNull, err := checkOneJSONValue(b)
+	if err != nil {
 		return nil, err
 	}
-	b = withoutNulls(b)
+	if mayHoldNull {
+		b = withoutNulls(b)
+	}
 	if !mayHoldLegacyScopes(b) {
 		return b, nil
 	}
