@@ -50,19 +50,11 @@ func longTrace() ptrace.Traces {
 func TestWindowKeepsASpanWithoutAStartEndingPastTheReach(t *testing.T) {
 	f := newFixtureOf(t, map[string][]ptrace.Traces{"a": {longTrace()}}, maxTraceSpans)
 	s := base.Unix()
-	count := func(path string) int {
-		t.Helper()
-		rec := f.get("a", path, "application/protobuf")
-		if rec.Code != 200 {
-			t.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
-		}
-		return decodeTraceV2(t, rec.Body.Bytes()).trace.SpanCount()
-	}
-	if n := count("/api/v2/traces/" + longTraceID); n != 2 {
+	if n := f.spanCount("/api/v2/traces/" + longTraceID); n != 2 {
 		t.Fatalf("trace %s without a window: %d spans, want 2", longTraceID, n)
 	}
 	path := fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", longTraceID, s-10, s+10)
-	if n := count(path); n != 2 {
+	if n := f.spanCount(path); n != 2 {
 		t.Errorf("%s: %d spans, want the whole trace's 2", path, n)
 	}
 	whole := matchedSpans(f.search("a", url.Values{"q": {"{}"}, "spss": {"10"}}))

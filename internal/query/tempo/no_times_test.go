@@ -24,19 +24,11 @@ func TestWindowKeepsASpanWithoutAStartOrAnEnd(t *testing.T) {
 	sp.SetName("span f200000000000003")
 	f := newFixtureOf(t, map[string][]ptrace.Traces{"a": {td}}, maxTraceSpans)
 	s := base.Unix()
-	count := func(path string) int {
-		t.Helper()
-		rec := f.get("a", path, "application/protobuf")
-		if rec.Code != 200 {
-			t.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
-		}
-		return decodeTraceV2(t, rec.Body.Bytes()).trace.SpanCount()
-	}
-	if n := count("/api/v2/traces/" + longTraceID); n != 3 {
+	if n := f.spanCount("/api/v2/traces/" + longTraceID); n != 3 {
 		t.Fatalf("trace %s without a window: %d spans, want 3", longTraceID, n)
 	}
 	path := fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", longTraceID, s-10, s+10)
-	if n := count(path); n != 3 {
+	if n := f.spanCount(path); n != 3 {
 		t.Errorf("%s: %d spans, want the whole trace's 3", path, n)
 	}
 	whole := matchedSpans(f.search("a", url.Values{"q": {"{}"}, "spss": {"10"}}))
@@ -47,4 +39,15 @@ func TestWindowKeepsASpanWithoutAStartOrAnEnd(t *testing.T) {
 	if got := matchedSpans(f.search("a", params)); !slices.Equal(got, whole) {
 		t.Errorf("search %v: %q, want the trace's spans as without a window %q", params, got, whole)
 	}
+}
+
+// spanCount is the count of spans tenant a's trace by id at path (v2,
+// protobuf) answers; any status but 200 fails the test.
+func (f *fixture) spanCount(path string) int {
+	f.t.Helper()
+	rec := f.get("a", path, "application/protobuf")
+	if rec.Code != 200 {
+		f.t.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
+	}
+	return decodeTraceV2(f.t, rec.Body.Bytes()).trace.SpanCount()
 }
