@@ -163,9 +163,16 @@ func parseSince(s string) (time.Duration, error) {
 // reportHandler serves the report from the running process's database,
 // for the status page (the file is locked while tracelake runs):
 // /report?tenant=T&since=7d, both optional (every tenant, the last 7 days;
-// since as the report command's --since).
+// since as the report command's --since); each at most once, since a
+// second value would be a second question.
 func reportHandler(db *sql.DB, cfg *config.Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, name := range []string{"tenant", "since"} {
+			if len(r.URL.Query()[name]) > 1 {
+				http.Error(w, name+": given twice: give it once", http.StatusBadRequest)
+				return
+			}
+		}
 		since := defaultReportWindow
 		if s := r.URL.Query().Get("since"); s != "" {
 			var err error

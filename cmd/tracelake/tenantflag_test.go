@@ -30,6 +30,20 @@ func TestEmptyTenantIsRefusedNotEveryTenant(t *testing.T) {
 		}
 	}
 
+	h := twoTenantReport(t)
+	for _, target := range []string{"/report?tenant=", "/report?tenant=&since=all"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, target, nil))
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "tenant: empty tenant id") {
+			t.Errorf("%s: %d\n%.400s\nwant 400 for the empty tenant", target, rec.Code, rec.Body.String())
+		}
+	}
+}
+
+// twoTenantReport is the status page's report handler over a database
+// whose GenAI table holds one operation of tenant a and one of b.
+func twoTenantReport(t *testing.T) http.Handler {
+	t.Helper()
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
 		t.Fatal(err)
@@ -47,12 +61,19 @@ func TestEmptyTenantIsRefusedNotEveryTenant(t *testing.T) {
 	if _, err := db.Exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, trace_id, span_id, start_time) VALUES ('a', 't1', 's1', now()), ('b', 't2', 's2', now())`, rcfg.GenAI.Table)); err != nil {
 		t.Fatal(err)
 	}
-	h := reportHandler(db, rcfg)
-	for _, target := range []string{"/report?tenant=", "/report?tenant=&since=all"} {
+	return reportHandler(db, rcfg)
+}
+
+// A query parameter given twice (/report?tenant=a&tenant=b) was read as
+// its first value: the page answered for a where b may have been meant.
+// Either is a question with two answers, refused.
+func TestReportRefusesAParameterGivenTwice(t *testing.T) {
+	h := twoTenantReport(t)
+	for _, target := range []string{"/report?tenant=a&tenant=b", "/report?tenant=a&tenant=a", "/report?since=1d&since=7d"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, target, nil))
-		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "tenant: empty tenant id") {
-			t.Errorf("%s: %d\n%.400s\nwant 400 for the empty tenant", target, rec.Code, rec.Body.String())
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "given twice") {
+			t.Errorf("%s: %d\n%.400s\nwant 400 naming the parameter given twice", target, rec.Code, rec.Body.String())
 		}
 	}
 }
