@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -32,7 +34,7 @@ func cmdSQL(ctx context.Context, env *cmdEnv, args []string) error {
 	var cf configFlags
 	cf.register(fs)
 	tenant := fs.String("tenant", "", "every table with a tenant_id column (the OpenTelemetry tables, genai_operations) shows only this tenant's rows")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(commentedQueryIsArg(args)); err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() != 1 {
@@ -334,4 +336,20 @@ func formatCell(v any) string {
 		s = s[:cut] + "..."
 	}
 	return s
+}
+
+// commentedQueryIsArg ends the flags before an argument that begins with
+// a SQL line comment ("-- why\nSELECT …"): the flag package would read
+// it as a flag, but no flag has whitespace after its dashes (nor does any
+// value of sql's flags: a tenant id, a path, a broker list).
+func commentedQueryIsArg(args []string) []string {
+	for i, a := range args {
+		if a == "--" {
+			return args
+		}
+		if len(a) > 2 && strings.HasPrefix(a, "--") && unicode.IsSpace(rune(a[2])) {
+			return slices.Concat(args[:i], []string{"--"}, args[i:])
+		}
+	}
+	return args
 }

@@ -77,3 +77,19 @@ func TestReportRefusesAParameterGivenTwice(t *testing.T) {
 		}
 	}
 }
+
+// A query beginning with a SQL comment ("-- why\nSELECT …", as a script
+// keeps its queries) was taken for a flag ("bad flag syntax"): no flag
+// holds whitespace after its dashes, so such an argument is the query.
+func TestSQLQueryBeginningWithACommentIsTheQuery(t *testing.T) {
+	cfg, _ := servedSink(t, t.TempDir())
+	for _, args := range [][]string{
+		{"sql", "-- spans of a\nSELECT count(*) AS n FROM spans WHERE tenant_id = 'a'"},
+		{"sql", "--tenant", "a", "-- spans of a\nSELECT count(*) AS n FROM spans"},
+	} {
+		out, code := ask(t, cfg, args...)
+		if code != 0 || !strings.Contains(out, "\n2\n") {
+			t.Errorf("%q: exit %d, output:\n%s\nwant the count 2", args, code, out)
+		}
+	}
+}
