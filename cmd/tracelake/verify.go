@@ -594,6 +594,9 @@ func column[A arrow.Array](rec arrow.RecordBatch, name string) (A, bool) {
 // verifyDuckDB verifies the DuckDB sink snk, its tables read by q.
 func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink, q verify.SQLQuerier) (*verify.Report, error) {
 	t := snk.Tables()
+	if err := ledgerThere(ctx, q, cfg); err != nil {
+		return nil, err
+	}
 	main := t.Main
 	if cfg.CapturesChanges() {
 		// The rows of a record are in the changelog tables it was routed
@@ -604,6 +607,21 @@ func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink, q v
 		}
 	}
 	return runVerify(ctx, cfg, q, verify.Tables{Main: main, DLQ: t.DLQ, Ledger: t.Ledger, Topic: duckdb.TopicExpr})
+}
+
+// ledgerThere refuses a database without cfg's ledger table: nothing was
+// ever loaded into it under this sink.table (a mistaken path or table
+// name), which DuckDB's catalog error for the ledger did not say.
+func ledgerThere(ctx context.Context, q verify.Querier, cfg *config.Config) error {
+	ledger := cfg.Sink.Table + "_ledger"
+	res, err := q.QueryText(ctx, `SELECT count(*) FROM duckdb_tables() WHERE lower(table_name) = lower(`+sqltext.String(ledger)+`)`)
+	if err != nil {
+		return fmt.Errorf("verify: look for the ledger %s: %w", ledger, err)
+	}
+	if len(res) == 1 && res[0][0] == "0" {
+		return fmt.Errorf("verify: nothing was loaded into %s under sink.table %s (it has no table %s): check sink.duckdb.path and sink.table", cfg.Sink.DuckDB.Path, cfg.Sink.Table, ledger)
+	}
+	return nil
 }
 
 // watermarks asks Kafka for the partitions' watermarks; nil (and a
