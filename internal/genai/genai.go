@@ -1,12 +1,14 @@
 // Package genai reads one GenAI operation out of a span, whatever
 // instrumented it: the OpenTelemetry GenAI semantic conventions (current
 // and deprecated names), OpenInference (Arize Phoenix), Traceloop
-// (OpenLLMetry) and Claude Code's own spans, and prices it. Each column's
+// (OpenLLMetry), Claude Code's own spans and the Vercel AI SDK's
+// embedding calls, and prices it. Each column's
 // attribute names, in order of precedence, are the table in mapping.go.
 package genai
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,7 @@ const (
 	OpenInference = "openinference"
 	Traceloop     = "traceloop"
 	ClaudeCode    = "claude_code"
+	VercelAI      = "vercel_ai"
 )
 
 // Span is what an operation is read from.
@@ -94,8 +97,7 @@ func NewMapper(table *prices.Table, content bool) *Mapper {
 // Stats returns the mapper's counters.
 func (m *Mapper) Stats() *Stats { return m.stats }
 
-// A marker is an attribute whose presence, whatever its value, marks a
-// span as a GenAI operation of the convention it names.
+// A marker is the convention a marking attribute names (Marker).
 type marker uint8
 
 const (
@@ -103,42 +105,69 @@ const (
 	markDeprecated                    // the deprecated gen_ai.system alone
 	markOI                            // OpenInference
 	markTL                            // Traceloop
+	markVercel                        // the Vercel AI SDK's model calls without gen_ai.*
 )
+
+// Marker is an attribute that makes a span a GenAI operation: present
+// with any value (even empty), or, when Values is set, holding one of
+// them as its text (pcommon.Value.AsString; none of them is the text of
+// a number, a boolean, an array, an object or base64 bytes, so a value
+// of another type never holds one, in the spans table's JSON either).
+type Marker struct {
+	Attr   string
+	Values []string
+	mark   marker
+}
+
+// marks reports whether the attribute k with value v is this marker.
+func (m *Marker) marks(k string, v pcommon.Value) bool {
+	return m.Attr == k && (m.Values == nil || slices.Contains(m.Values, v.AsString()))
+}
+
+// vercelEmbedCalls are the Vercel AI SDK's ai.operationId values of its
+// embedding model calls, one span per call to the model (embedMany makes
+// one per chunk of its values). Their spans carry no gen_ai.* attribute,
+// only ai.*, as do the spans of the ai.embed and ai.embedMany around them
+// with the same usage (vercel/ai, packages/ai/src/embed/embed.ts and
+// embed-many.ts; packages/otel/src/legacy-open-telemetry.ts): the id's
+// value is all that tells a call from the call around it, which is no
+// operation (its tokens are the calls', counted twice).
+var vercelEmbedCalls = []string{"ai.embed.doEmbed", "ai.embedMany.doEmbed"}
 
 // markers are the attributes that make a span a GenAI operation, with
 // the convention each marks. Convention reads them, and so does verify
-// (OperationAttributes) to find, in each sink's SQL, the spans that must
+// (OperationMarkers) to find, in each sink's SQL, the spans that must
 // have an operation: one list, so the two cannot disagree.
-var markers = [...]struct {
-	attr string
-	mark marker
-}{
-	{"gen_ai.operation.name", markOTel}, {"gen_ai.provider.name", markOTel},
-	{"gen_ai.system", markDeprecated},
-	{"openinference.span.kind", markOI}, {"llm.model_name", markOI}, {"llm.system", markOI}, {"llm.provider", markOI},
-	{"traceloop.span.kind", markTL}, {"llm.request.type", markTL},
+var markers = [...]Marker{
+	{Attr: "gen_ai.operation.name", mark: markOTel}, {Attr: "gen_ai.provider.name", mark: markOTel},
+	{Attr: "gen_ai.system", mark: markDeprecated},
+	{Attr: "openinference.span.kind", mark: markOI}, {Attr: "llm.model_name", mark: markOI},
+	{Attr: "llm.system", mark: markOI}, {Attr: "llm.provider", mark: markOI},
+	{Attr: "traceloop.span.kind", mark: markTL}, {Attr: "llm.request.type", mark: markTL},
+	{Attr: "ai.operationId", Values: vercelEmbedCalls, mark: markVercel},
 }
 
 // ClaudeCodePrefix begins the name of Claude Code's spans, each of which
 // is an operation whatever its attributes.
 const ClaudeCodePrefix = "claude_code."
 
-// OperationAttributes are the attributes any of which (present with any
-// value, even empty) makes a span an operation; so does a name starting
-// ClaudeCodePrefix, and nothing else (Convention).
-func OperationAttributes() []string {
-	out := make([]string, len(markers))
-	for i, m := range markers {
-		out[i] = m.attr
+// OperationMarkers are the markers any of which makes a span an
+// operation; so does a name starting ClaudeCodePrefix, and nothing else
+// (Convention).
+func OperationMarkers() []Marker {
+	out := slices.Clone(markers[:])
+	for i := range out {
+		out[i].Values = slices.Clone(out[i].Values) // the caller's to change
 	}
 	return out
 }
 
-// markerOf is the convention attribute k marks, 0 for none.
-func markerOf(k string) marker {
-	for _, m := range markers {
-		if m.attr == k {
-			return m.mark
+// markerOf is the convention the attribute k with value v marks, 0 for
+// none.
+func markerOf(k string, v pcommon.Value) marker {
+	for i := range markers {
+		if markers[i].marks(k, v) {
+			return markers[i].mark
 		}
 	}
 	return 0
@@ -147,12 +176,13 @@ func markerOf(k string) marker {
 // Convention returns the convention that marks s as a GenAI operation, or
 // "" when none does. A span carrying several is attributed to the first
 // of: current OpenTelemetry names (gen_ai.operation.name,
-// gen_ai.provider.name), OpenInference, Traceloop, Claude Code, then the
-// deprecated OpenTelemetry gen_ai.system alone.
+// gen_ai.provider.name), OpenInference, Traceloop, Claude Code, the
+// deprecated OpenTelemetry gen_ai.system alone, then the Vercel AI SDK's
+// ai.operationId of a model call that carries no gen_ai.* attribute.
 func Convention(s *Span) string {
 	var marks marker
-	s.Attributes.Range(func(k string, _ pcommon.Value) bool {
-		marks |= markerOf(k)
+	s.Attributes.Range(func(k string, v pcommon.Value) bool {
+		marks |= markerOf(k, v)
 		return marks&markOTel == 0 // the first in precedence: no need to read on
 	})
 	switch {
@@ -166,6 +196,8 @@ func Convention(s *Span) string {
 		return ClaudeCode
 	case marks&markDeprecated != 0:
 		return OTel
+	case marks&markVercel != 0:
+		return VercelAI
 	}
 	return ""
 }

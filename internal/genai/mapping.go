@@ -65,7 +65,7 @@ var Conventions = []struct {
 	{"OpenTelemetry GenAI, deprecated names", "the same registry's deprecated attributes", fromOTelDeprecated},
 	{"OpenInference", "Arize-ai/openinference, spec/semantic_conventions.md", fromOpenInference},
 	{"Traceloop", "traceloop/openllmetry, opentelemetry-semantic-conventions-ai's SpanAttributes", fromTraceloop},
-	{"Vercel AI SDK", "vercel/ai, its telemetry's ai.* attributes beside gen_ai.system, gen_ai.request.model and gen_ai.usage.* (its gen_ai.system names the provider and its API: see provider)", fromVercel},
+	{"Vercel AI SDK", "vercel/ai, its telemetry's ai.* attributes beside gen_ai.system, gen_ai.request.model and gen_ai.usage.* (its gen_ai.system names the provider and its API: see provider), and alone on its embedding calls", fromVercel},
 	{"Strands Agents", "strands-agents/sdk-python, telemetry/tracer.py (Bedrock's usage as it comes: its input without the cache, its total with it)", fromStrands},
 	{"Pydantic AI", "pydantic/pydantic-ai, RequestUsage.opentelemetry_attributes, whose usage details are gen_ai.usage.details.*", fromPydanticAI},
 	{"Claude Code", "Claude Code's monitoring docs, claude_code.* spans; these generic names are read on those spans only", fromClaudeCode},
@@ -98,6 +98,8 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.request.model", from: fromOTel},
 		{attr: "llm.model_name", from: fromOpenInference},
 		{attr: "embedding.model_name", from: fromOpenInference},
+		// Its embedding calls name their model here only (no gen_ai.*).
+		{attr: "ai.model.id", from: fromVercel},
 		{attr: "model", from: fromClaudeCode},
 	},
 	colResponseModel: {
@@ -109,6 +111,9 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.usage.input_tokens", from: fromOTel},
 		{attr: "gen_ai.usage.prompt_tokens", from: fromOTelDeprecated | fromTraceloop},
 		{attr: "llm.token_count.prompt", from: fromOpenInference},
+		// An embedding call's usage (EmbeddingModelUsage: tokens, all of
+		// them input).
+		{attr: "ai.usage.tokens", from: fromVercel},
 		{attr: "input_tokens", from: fromClaudeCode},
 	},
 	colOutputTokens: {
@@ -201,6 +206,9 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.system", from: fromOTelDeprecated | fromTraceloop},
 		{attr: "llm.provider", from: fromOpenInference},
 		{attr: "llm.system", from: fromOpenInference},
+		// The same "<provider>.<api>" name as its gen_ai.system, which
+		// its embedding calls lack ("openai.embedding").
+		{attr: "ai.model.provider", from: fromVercel},
 	},
 }
 
@@ -398,18 +406,28 @@ var (
 		"tool": "execute_tool", "agent": "invoke_agent", "workflow": "workflow", "task": "task",
 	}
 	// vercelOperations are the Vercel AI SDK's ai.operationId values of
-	// its model-call spans, the ones with gen_ai.* attributes: it sets no
-	// gen_ai.operation.name, so they had no operation.
-	vercelOperations = map[string]string{
+	// its model-call spans: those with gen_ai.* attributes, and its
+	// embedding calls, which have none (vercelEmbedCalls, the list that
+	// marks them). It sets no gen_ai.operation.name, so they had no
+	// operation.
+	vercelOperations = named(map[string]string{
 		"ai.generateText.doGenerate": "chat", "ai.streamText.doStream": "chat",
 		"ai.generateObject.doGenerate": "chat", "ai.streamObject.doStream": "chat",
-	}
+	}, vercelEmbedCalls, "embeddings")
 	claudeCodeSpans = map[string]string{
 		"claude_code.llm_request": "chat", "claude_code.api_request": "chat", "claude_code.api_error": "chat",
 		"claude_code.tool": "execute_tool", "claude_code.tool_result": "execute_tool",
 		"claude_code.interaction": "invoke_agent",
 	}
 )
+
+// named adds each of keys to names as operation op.
+func named(names map[string]string, keys []string, op string) map[string]string {
+	for _, k := range keys {
+		names[k] = op
+	}
+	return names
+}
 
 // operation is the operation's name, by the same precedence.
 func (r *reader) operation(spanName string) string {

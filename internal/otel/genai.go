@@ -3,6 +3,7 @@ package otel
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -168,21 +169,15 @@ func (o *opValues) JSON(v []byte) {
 // MakesOperation reports whether a span stored with name and attributes
 // attrs (its span_attributes, a JSON object) makes a genai_operations row:
 // genai.Convention on the attributes as a rebuild reads them. A span
-// whose attributes name none of the marking attributes is told without
-// parsing them (the decoder writes keys as they are: these have nothing to
-// escape).
+// whose attributes name none of the markers (or none of a valued
+// marker's values) is told without parsing them (the decoder writes keys
+// and strings as they are: these have nothing to escape): the Vercel AI
+// SDK's spans all carry ai.operationId, few of them a marking one.
 func MakesOperation(name string, attrs []byte) (bool, error) {
 	if strings.HasPrefix(name, genai.ClaudeCodePrefix) {
 		return true, nil
 	}
-	marked := false
-	for _, a := range genai.OperationAttributes() {
-		if bytes.Contains(attrs, []byte(`"`+a+`"`)) {
-			marked = true
-			break
-		}
-	}
-	if !marked {
+	if !slices.ContainsFunc(operationMarkers, func(m genai.Marker) bool { return mayMark(attrs, m) }) {
 		return false, nil
 	}
 	m, err := AttributesFromJSON(attrs)
@@ -190,4 +185,19 @@ func MakesOperation(name string, attrs []byte) (bool, error) {
 		return false, err
 	}
 	return genai.Convention(&genai.Span{Name: name, Attributes: m}) != "", nil
+}
+
+// operationMarkers are genai.OperationMarkers, read once: MakesOperation
+// runs on every span verify scans.
+var operationMarkers = genai.OperationMarkers()
+
+// mayMark reports whether the JSON object attrs may hold marker m: its
+// name, and one of its values if it has any, are in the text.
+func mayMark(attrs []byte, m genai.Marker) bool {
+	if !bytes.Contains(attrs, []byte(`"`+m.Attr+`"`)) {
+		return false
+	}
+	return m.Values == nil || slices.ContainsFunc(m.Values, func(v string) bool {
+		return bytes.Contains(attrs, []byte(`"`+v+`"`))
+	})
 }

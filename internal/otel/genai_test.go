@@ -3,6 +3,7 @@ package otel_test
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -57,7 +58,11 @@ func TestMakesOperationIsTheMappersRule(t *testing.T) {
 		spans = append(spans, span{f.Span.Name, f.Attributes(t)})
 	}
 	for _, raw := range []map[string]any{nil, {"gen_ai.provider.name": nil}, {"gen_ai": map[string]any{"system": "x"}},
-		{"note": `"gen_ai.system"`}, {"llm.model_name.x": "m"}} {
+		{"note": `"gen_ai.system"`}, {"llm.model_name.x": "m"},
+		// A marker by its value: the name and a value in the text are
+		// not enough.
+		{"ai.operationId": "ai.embed", "note": "ai.embed.doEmbed"}, {"ai.operationId": []any{"ai.embed.doEmbed"}},
+		{"ai": map[string]any{"operationId": "ai.embed.doEmbed"}}, {"ai.operationId": "ai.embedMany.doEmbed"}} {
 		m := pcommon.NewMap()
 		if err := m.FromRaw(raw); err != nil {
 			t.Fatal(err)
@@ -72,6 +77,20 @@ func TestMakesOperationIsTheMappersRule(t *testing.T) {
 		got, err := otel.MakesOperation(s.name, j)
 		if want := genai.Convention(&genai.Span{Name: s.name, Attributes: s.attrs}) != ""; err != nil || got != want {
 			t.Errorf("span %d %q %s: %v (%v), genai.Convention says %v", i, s.name, j, got, err, want)
+		}
+	}
+}
+
+// MakesOperation finds the markers' names and values in the JSON text as
+// they are, quoted: none of them may hold a character the decoder
+// escapes, or a span holding one would be told no operation unparsed.
+func TestMarkersNeedNoEscaping(t *testing.T) {
+	plain := regexp.MustCompile(`^[A-Za-z0-9._]+$`)
+	for _, m := range genai.OperationMarkers() {
+		for _, s := range append([]string{m.Attr}, m.Values...) {
+			if !plain.MatchString(s) {
+				t.Errorf("marker %q: %q is not plain text", m.Attr, s)
+			}
 		}
 	}
 }

@@ -201,6 +201,15 @@ func TestOperationSpansSQLIsTheMappersRule(t *testing.T) {
 	spans = append(spans, span{"claude_code", nil}, span{"x.claude_code.tool", nil}, span{"claude_code.", nil},
 		span{"chat", map[string]any{"gen_ai.provider.name": nil}}, span{"chat", map[string]any{"gen_ai": map[string]any{"system": "x"}}},
 		span{"chat", map[string]any{"llm.model_name.x": "m", "gen_ai.system.y": "x"}})
+	// A marker by its value (the Vercel AI SDK's embedding calls): only
+	// the key itself holding one of the values as a string.
+	for _, attrs := range []map[string]any{
+		{"ai.operationId": "ai.embedMany.doEmbed"}, {"ai.operationId": "ai.embed"}, {"ai.operationId": "ai.embed.doEmbed "},
+		{"ai.operationId": int64(5)}, {"ai.operationId": nil}, {"ai.operationId": []any{"ai.embed.doEmbed"}},
+		{"ai": map[string]any{"operationId": "ai.embed.doEmbed"}}, {"ai.operationId": "ai.embed", "note": "ai.embed.doEmbed"},
+	} {
+		spans = append(spans, span{"ai.embed.doEmbed", attrs})
+	}
 	for i, s := range spans {
 		attrs := pcommon.NewMap()
 		if err := attrs.FromRaw(s.attrs); err != nil {
@@ -219,6 +228,54 @@ func TestOperationSpansSQLIsTheMappersRule(t *testing.T) {
 			}
 			if got != want {
 				t.Errorf("span %d %q %s: the %s SQL says %v, genai.Convention %v", i, s.name, j, dialect, got, want)
+			}
+		}
+	}
+}
+
+// The Vercel AI SDK's embedding calls carry no gen_ai.* attribute: each
+// model call (a doEmbed span, one per embed and per chunk of an
+// embedMany) is an operation, the call around them (ai.embed,
+// ai.embedMany, with the same attributes and usage) is none; only their
+// ai.operationId tells them apart. An embedding call whose operation row
+// went missing must fail verify on either SQL, and the calls around them,
+// which have none, must not.
+func TestVercelEmbedSpansWithoutTheirOperation(t *testing.T) {
+	span := func(span, id string, offset, index int) string {
+		return fmt.Sprintf(`('a', 'tv', '%s', '%s', '{"ai.operationId": "%s", "ai.model.provider": "openai.embedding", `+
+			`"ai.model.id": "text-embedding-3-small", "ai.usage.tokens": 10}', 't', 0, %d, %d)`, span, id, id, offset, index)
+	}
+	db := genaiTables(t,
+		`INSERT INTO spans VALUES `+strings.Join([]string{
+			span("m0", "ai.embedMany", 1, 0), span("m1", "ai.embedMany.doEmbed", 1, 1), span("m2", "ai.embedMany.doEmbed", 1, 2),
+			span("e0", "ai.embed", 2, 0), span("e1", "ai.embed.doEmbed", 2, 1),
+		}, ", "),
+		// m1, the partition's first operation, stays: the spans before
+		// it are not checked (TestGenAISpansLoadedBeforeOperations).
+		`INSERT INTO ops VALUES ('a', 'tv', 'm1', 't', 0, 1, 1), ('a', 'tv', 'm2', 't', 0, 1, 2), ('a', 'tv', 'e1', 't', 0, 2, 1)`)
+	for dialect, cond := range map[string]string{"portable": OperationSpansSQL("span_attributes", "name"), "DuckDB": OperationSpansDuckDB("span_attributes", "name")} {
+		check := func() *Report {
+			t.Helper()
+			r := &Report{OK: true}
+			if err := r.CheckDerived(context.Background(), SQLQuerier{DB: db}, "genai_operations", "ops", "spans", genai.SpanIdentity,
+				Sources{Derives: cond, DLQ: "dlq"}); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		if r := check(); !r.OK || r.Derived.Missing != 0 {
+			t.Fatalf("%s: each model call has its operation, the calls around them none: %+v %v", dialect, r.Derived, r.Problems)
+		}
+		for _, gone := range []string{"m2", "e1"} {
+			if _, err := db.Exec(`DELETE FROM ops WHERE span_id = ?`, gone); err != nil {
+				t.Fatal(err)
+			}
+			r := check()
+			if p := strings.Join(r.Problems, "; "); r.OK || r.Derived.Missing != 1 || !strings.Contains(p, "1 GenAI spans without their operation") {
+				t.Errorf("%s: the operation of %s deleted: OK %v, %+v %v", dialect, gone, r.OK, r.Derived, r.Problems)
+			}
+			if _, err := db.Exec(`INSERT INTO ops SELECT tenant_id, trace_id, span_id, ktopic, kpartition, koffset, kindex FROM spans WHERE span_id = ?`, gone); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
