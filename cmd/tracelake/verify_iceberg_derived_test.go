@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,17 @@ import (
 // genai_operations rows.
 func genaiSpansBatch(t *testing.T, cfg *config.Config, topic string, first, last int64) *sink.Batch {
 	t.Helper()
+	return spansBatch(t, cfg, topic, first, last, func(sp ptrace.Span) {
+		sp.SetName("chat")
+		sp.Attributes().PutStr("gen_ai.operation.name", "chat")
+		sp.Attributes().PutStr("gen_ai.request.model", "gpt-4o")
+	})
+}
+
+// spansBatch is genaiSpansBatch of the spans span sets the name and
+// attributes of.
+func spansBatch(t *testing.T, cfg *config.Config, topic string, first, last int64, span func(ptrace.Span)) *sink.Batch {
+	t.Helper()
 	table, err := prices.Load("")
 	if err != nil {
 		t.Fatal(err)
@@ -40,13 +53,11 @@ func genaiSpansBatch(t *testing.T, cfg *config.Config, topic string, first, last
 	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := range 3 {
 		sp := ss.Spans().AppendEmpty()
-		sp.SetName("chat")
 		sp.SetTraceID([16]byte{1})
 		sp.SetSpanID([8]byte{byte(i + 1)})
 		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Second)))
-		sp.Attributes().PutStr("gen_ai.operation.name", "chat")
-		sp.Attributes().PutStr("gen_ai.request.model", "gpt-4o")
+		span(sp)
 	}
 	body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
 	if err != nil {
@@ -173,5 +184,53 @@ func TestIcebergOperationsAheadOfTheirSpansAreNotOrphans(t *testing.T) {
 	}
 	if rep := check(); rep.OK || rep.Derived.Missing != 3 || !strings.Contains(strings.Join(rep.Problems, ";"), "otlp/0 offset 3 index 2") {
 		t.Errorf("the operations of offset 3 deleted: %q %+v", rep.Problems, rep.Derived)
+	}
+}
+
+// An operation row of a span the mapper makes no operation of fails
+// verify on Iceberg too, where the mapper itself reads the spans' scanned
+// attributes: here the Vercel AI SDK's model calls stored as the
+// ai.embed around them (same attributes and usage, its operation id
+// aside), whose operations count the usage twice.
+func TestIcebergVerifyReportsOperationsOfSpansThatAreNone(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Kafka.Topics, cfg.Kafka.Format = []string{"otlp"}, config.FormatOTLPProto
+	cfg.Sink.Type, cfg.Sink.Table = config.SinkIceberg, "otel_spans"
+	ice := preparedIceberg(t, cfg)
+	load := func(first, last int64, call string) {
+		t.Helper()
+		b := spansBatch(t, cfg, "otlp", first, last, func(sp ptrace.Span) {
+			sp.SetName("ai.embed.doEmbed")
+			sp.Attributes().PutStr("ai.operationId", "ai.embed.doEmbed")
+			sp.Attributes().PutStr("ai.model.provider", "openai.embedding")
+			sp.Attributes().PutStr("ai.model.id", "text-embedding-3-small")
+			sp.Attributes().PutInt("ai.usage.tokens", 10)
+		})
+		// The spans as the call around: their operations stay.
+		b.Rows = bytes.ReplaceAll(b.Rows, []byte("ai.embed.doEmbed"), []byte(call))
+		f, err := ice.Stage(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ice.Load(ctx, []sink.File{f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func() *verify.Report {
+		t.Helper()
+		rep := &verify.Report{OK: true}
+		if err := checkIcebergDerived(ctx, cfg, ice, rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	load(0, 1, "ai.embed.doEmbed")
+	if rep := check(); !rep.OK || rep.Derived.Rows != 6 {
+		t.Fatalf("the model calls and their operations: %q %+v", rep.Problems, rep.Derived)
+	}
+	load(2, 2, "ai.embed")
+	if rep := check(); rep.OK || rep.Derived.Unmarked != 3 || !slices.Contains(rep.Derived.UnmarkedAt, "otlp/0 offset 2 index 1") {
+		t.Errorf("operations of the calls around: %q %+v", rep.Problems, rep.Derived)
 	}
 }

@@ -280,3 +280,41 @@ func TestVercelEmbedSpansWithoutTheirOperation(t *testing.T) {
 		}
 	}
 }
+
+// An operation row of a span the mapper makes no operation of (a plain
+// span, or the Vercel AI SDK's ai.embed around its model call, whose
+// usage is the call's: its tokens and cost counted twice) passed verify,
+// which checked each GenAI span's operation and each operation's span,
+// never that the span was a GenAI one. It fails it now, on either SQL.
+func TestOperationOfASpanNoConventionMarks(t *testing.T) {
+	for dialect, cond := range map[string]string{"portable": OperationSpansSQL("span_attributes", "name"), "DuckDB": OperationSpansDuckDB("span_attributes", "name")} {
+		db := genaiTables(t, append(genaiSpans,
+			`INSERT INTO spans VALUES ('a', 'tv', 'e0', 'ai.embed', '{"ai.operationId": "ai.embed", "ai.usage.tokens": 10}', 't', 0, 8, 0),
+				('a', 'tv', 'e1', 'ai.embed.doEmbed', '{"ai.operationId": "ai.embed.doEmbed", "ai.usage.tokens": 10}', 't', 0, 8, 1)`,
+			`INSERT INTO ops VALUES ('a', 'tv', 'e1', 't', 0, 8, 1)`)...)
+		check := func() *Report {
+			t.Helper()
+			r := &Report{OK: true}
+			if err := r.CheckDerived(context.Background(), SQLQuerier{DB: db}, "genai_operations", "ops", "spans", genai.SpanIdentity,
+				Sources{Derives: cond, DLQ: "dlq"}); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		if r := check(); !r.OK {
+			t.Fatalf("%s: each operation's span is a GenAI one: %v", dialect, r.Problems)
+		}
+		for _, extra := range []string{`('a', 't1', 's2', 't', 0, 6, 0)`, `('a', 'tv', 'e0', 't', 0, 8, 0)`} {
+			if _, err := db.Exec(`INSERT INTO ops VALUES ` + extra); err != nil {
+				t.Fatal(err)
+			}
+			r := check()
+			if p := strings.Join(r.Problems, "; "); r.OK || !strings.Contains(p, "1 rows whose span is no GenAI operation") {
+				t.Errorf("%s: an operation %s of a span the mapper reads as none: OK %v, %v", dialect, extra, r.OK, r.Problems)
+			}
+			if _, err := db.Exec(`DELETE FROM ops WHERE (tenant_id, trace_id, span_id, ktopic, kpartition, koffset, kindex) = ` + extra); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -220,6 +220,47 @@ func checkSources(ctx context.Context, q Querier, d *Derived, derived, main stri
 	return nil
 }
 
+// unmarkedSQL selects the derived rows whose main-table row (the same
+// coordinates and identity) src says derives none: an operation of a span
+// the mapper makes no operation of (a plain span; the Vercel AI SDK's
+// ai.embed around its model call, whose usage is the call's, counted
+// twice): t, p, o, i (their coordinates) and id. A condition that is NULL
+// (a span without a name) is no derivation.
+func unmarkedSQL(derived, main string, ids []string, src Sources) string {
+	key, id := coordinatesSQL(), identitySQL(ids)
+	return fmt.Sprintf(`SELECT d.t, d.p, d.o, d.i, d.id FROM (SELECT %[5]s AS t, %[6]s AS p, %[7]s AS o, %[8]s AS i, %[1]s AS k, %[2]s AS id FROM %[3]s) AS d `+
+		`JOIN (SELECT DISTINCT %[1]s AS k, %[2]s AS id FROM %[4]s WHERE NOT coalesce(%[9]s, false)) AS u ON u.k = d.k AND u.id = d.id`,
+		key, id, derived, main, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, schema.IndexColumn, src.Derives)
+}
+
+// checkUnmarked counts the derived rows of main-table rows src says
+// derive none (unmarkedSQL) into d, with the first places.
+func checkUnmarked(ctx context.Context, q Querier, d *Derived, derived, main string, ids []string, src Sources) error {
+	unmarked := unmarkedSQL(derived, main, ids, src)
+	rows, err := q.QueryText(ctx, "SELECT count(*) FROM ("+unmarked+") AS x")
+	if err != nil {
+		return err
+	}
+	if len(rows) != 1 || len(rows[0]) != 1 {
+		return fmt.Errorf("%d rows answered, want one of one column", len(rows))
+	}
+	if d.Unmarked, err = strconv.ParseInt(rows[0][0], 10, 64); err != nil || d.Unmarked == 0 {
+		return err
+	}
+	rows, err = q.QueryText(ctx, fmt.Sprintf("SELECT t, p, o, i, id FROM (%s) AS x ORDER BY t, p, o, i LIMIT %d", unmarked, maxMissingPlaces))
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		p, err := parsePlace(row)
+		if err != nil {
+			return err
+		}
+		d.UnmarkedAt = append(d.UnmarkedAt, p.String())
+	}
+	return nil
+}
+
 // deadLetterOf is the place of the derived row a dead letter's value
 // holds (the row itself, as JSON: base64 of it in Databend's table, its
 // bytes in DuckDB's); false if it holds none (a record's bytes).

@@ -160,6 +160,11 @@ type Derived struct {
 	// DeadLettered are such rows whose derived row the dead-letter table
 	// holds, refused by the sink: not missing.
 	DeadLettered int64 `json:"dead_lettered,omitempty"`
+	// Unmarked are rows whose main-table row derives none (by
+	// Sources.Derives: an operation of a span that is no GenAI
+	// operation); UnmarkedAt lists the first.
+	Unmarked   int64    `json:"unmarked"`
+	UnmarkedAt []string `json:"unmarked_at,omitempty"`
 }
 
 // DerivedCheckSQL is the query of CheckDerived (DuckDB and Databend
@@ -218,12 +223,21 @@ func (r *Report) CheckDerived(ctx context.Context, q Querier, name, derived, mai
 		if err := checkSources(ctx, q, d, derived, main, ids, src); err != nil {
 			return fmt.Errorf("check the rows %s derives from: %w", name, err)
 		}
+		if err := checkUnmarked(ctx, q, d, derived, main, ids, src); err != nil {
+			return fmt.Errorf("check the rows %s derives from none: %w", name, err)
+		}
 	}
 	r.Derived = d
 	if d.Missing > 0 {
 		r.OK = false
 		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d GenAI spans without their operation (%s): deleted or never written "+
 			"(tracelake merge --rebuild %s derives them again)", name, d.Missing, strings.Join(d.MissingAt, ", "), name))
+	}
+	if d.Unmarked > 0 {
+		r.OK = false
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %d rows whose span is no GenAI operation (%s): written by no rule of this mapper, "+
+			"their tokens and cost counted beside the operations' (tracelake merge --rebuild %s derives the table again)",
+			name, d.Unmarked, strings.Join(d.UnmarkedAt, ", "), name))
 	}
 	if d.Duplicates > 0 {
 		r.OK = false

@@ -141,4 +141,11 @@ func TestVerifyFindsSpansWithoutTheirOperation(t *testing.T) {
 	if r := check(); r.Derived.Missing != 1 {
 		t.Fatalf("a span past the positions: %+v %v", r.Derived, r.Problems)
 	}
+	// An operation of a span that derives none (index 0) is reported.
+	if _, err := s.QueryText(ctx, `INSERT INTO "ops" VALUES ('op 3.0', 0.5, 'traces', 0, 3, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if r := check(); r.OK || r.Derived.Unmarked != 1 || !slices.Equal(r.Derived.UnmarkedAt, []string{"traces/0 offset 3 index 0"}) {
+		t.Fatalf("an operation of a span that derives none: %+v %v", r.Derived, r.Problems)
+	}
 }

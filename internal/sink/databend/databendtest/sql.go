@@ -72,10 +72,11 @@ var (
 	reDerivedCheck = regexp.MustCompile(`^SELECT count\(\*\), count\(\*\) - count\(DISTINCT d\.k\), count\(CASE WHEN m\.k IS NULL THEN 1 END\), ` +
 		`count\(CASE WHEN m\.k IS NOT NULL AND s\.k IS NULL THEN 1 END\) FROM \(SELECT .+? AS k, (.+?) AS id FROM (\S+)\) AS d ` +
 		`LEFT JOIN \(SELECT DISTINCT .+? AS k FROM (\S+)\) AS m ON m\.k = d\.k LEFT JOIN \(SELECT DISTINCT .+? AS k, .+? AS id FROM \S+\) AS s ON s\.k = d\.k AND s\.id = d\.id$`)
-	// verify's check of the main-table rows that derive one against the
-	// derived table (verify.Sources): plain SELECTs with joins and a
-	// variant's v['key'], which the engine reads as Databend does.
-	reDerivedSources = regexp.MustCompile(`FROM \(SELECT m\.t, m\.p, m\.o, m\.i, m\.id FROM \(SELECT `)
+	// verify's checks of the main-table rows that derive one against the
+	// derived table, and of the derived rows whose main-table row derives
+	// none (verify.Sources): plain SELECTs with joins, a variant's
+	// v['key'] and v->>'key', which the engine reads as Databend does.
+	reDerivedSources = regexp.MustCompile(`FROM \(SELECT [md]\.t, [md]\.p, [md]\.o, [md]\.i, [md]\.id FROM \(SELECT `)
 	reIDColumn       = regexp.MustCompile(`coalesce\(CAST\("?([a-z_]+)"? AS VARCHAR\), ''\)`)
 	reQuoted         = regexp.MustCompile(`'((?:[^']|'')*)'`)
 )
