@@ -1206,10 +1206,14 @@ func (sess *session) columnNames(ctx context.Context, text string) (names []stri
 }
 
 // arrow runs text and hands its reader to f, on the session, which stays
-// open.
+// open. The tables' listings read their schemas so (Tables): each TIME
+// WITH TIME ZONE column is text there, as every query of it answers it
+// (zonedAsText); DuckDB's own Arrow type, a time64 of its clock alone,
+// told a client that typed its columns by the listing to expect a time
+// of day without its offset.
 func (sess *session) arrow(ctx context.Context, text string, params []any, f func(array.RecordReader)) error {
 	return sess.conn.Raw(func(dc any) error {
-		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, nil, false)
+		rr, err := runQuery(ctx, dc.(driver.Conn), text, params, !sess.materialize, nil, true)
 		if err != nil {
 			return sess.failure(err)
 		}

@@ -120,3 +120,40 @@ func TestZonedColumnsOfAParameterTypedQueryAsTheValuesType(t *testing.T) {
 		t.Errorf("ts answered as %s, want a timestamp", got)
 	}
 }
+
+// The tables listed (Flight SQL's GetTables with include_schema, ADBC's
+// GetObjects and GetTableSchema) say a TIME WITH TIME ZONE column is the
+// text a query of it answers, not DuckDB's time64 of its clock alone: a
+// client that typed its columns by the listing read text as a time of
+// day without its offset.
+func TestTablesListZonedTimeAsTheTextAnswered(t *testing.T) {
+	db := dbWith(t,
+		`CREATE TABLE zoned (tenant_id VARCHAR, id INTEGER, t TIMETZ, ts TIMESTAMPTZ)`,
+		`INSERT INTO zoned VALUES ('a', 1, '12:34:56+05:30', '2026-12-07 12:00:00+00')`)
+	r, err := NewDuckDB(context.Background(), db, DuckDBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []tenancy.Scope{tenancy.Operator, tenantA} {
+		tables, err := r.Tables(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(tables, func(tb Table) bool { return tb.Name == "zoned" })
+		if i < 0 {
+			t.Fatalf("%v: zoned not listed: %v", s, tables)
+		}
+		rr, err := r.Query(context.Background(), s, `SELECT * FROM zoned`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answered := rr.Schema()
+		rr.Release()
+		if typ := answered.Field(2).Type; !arrow.TypeEqual(typ, arrow.BinaryTypes.String) {
+			t.Fatalf("%v: SELECT * answers t as %s; the test assumes text", s, typ)
+		}
+		if !tables[i].Schema.Equal(answered) {
+			t.Errorf("%v: zoned listed as %s, SELECT * of it answers %s", s, tables[i].Schema, answered)
+		}
+	}
+}
