@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -283,5 +285,42 @@ func TestKeysAreAnsweredEmpty(t *testing.T) {
 		if got := fetchColumn(ctx, t, c, info, 0); len(got) != 0 {
 			t.Errorf("%s keys: %v, want none", name, got)
 		}
+	}
+}
+
+// GetXdbcTypeInfo tells TIMESTAMP WITH TIME ZONE from TIMESTAMP: both are
+// XDBC_TIMESTAMP, so the datetime subcode is what says which holds an
+// instant (XDBC_SUBCODE_TIMESTAMP_WITH_TIMEZONE) and which a wall-clock
+// time (XDBC_SUBCODE_TIMESTAMP); the zoned row said it was a plain one.
+func TestXdbcTypeInfoSubcodesTellZonedTimestamps(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := as("a", "tok-a")
+	ts := int32(pb.XdbcDataType_XDBC_TIMESTAMP)
+	info, err := c.GetXdbcTypeInfo(ctx, &ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := c.DoGet(ctx, info.Endpoint[0].Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	subcodes := map[string]string{}
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		i := rec.Schema().FieldIndices("datetime_subcode")[0]
+		for r := range int(rec.NumRows()) {
+			subcodes[rec.Column(0).ValueStr(r)] = rec.Column(i).ValueStr(r)
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"TIMESTAMP":                fmt.Sprint(int32(pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIMESTAMP)),
+		"TIMESTAMP WITH TIME ZONE": fmt.Sprint(int32(pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIMESTAMP_WITH_TIMEZONE)),
+	}
+	if !maps.Equal(subcodes, want) {
+		t.Errorf("datetime subcodes %v, want %v", subcodes, want)
 	}
 }

@@ -189,7 +189,8 @@ var xdbcTypes = func() []xdbcType {
 		dt("DATE", pb.XdbcDataType_XDBC_DATE, pb.XdbcDatetimeSubcode_XDBC_SUBCODE_DATE, 10, "DATE"),
 		dt("TIME", pb.XdbcDataType_XDBC_TIME, pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIME, 15, "TIME"),
 		dt("TIMESTAMP", pb.XdbcDataType_XDBC_TIMESTAMP, pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIMESTAMP, 26, "TIMESTAMP"),
-		dt("TIMESTAMP WITH TIME ZONE", pb.XdbcDataType_XDBC_TIMESTAMP, pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIMESTAMP, 32, "TIMESTAMPTZ"),
+		// The same data type as TIMESTAMP: its subcode tells the instant.
+		dt("TIMESTAMP WITH TIME ZONE", pb.XdbcDataType_XDBC_TIMESTAMP, pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIMESTAMP_WITH_TIMEZONE, 32, "TIMESTAMPTZ"),
 	}
 }()
 
