@@ -1256,14 +1256,25 @@ func (sess *session) failure(err error) error {
 // (a column that does not exist, a type mismatch), reported as such.
 func queryError(err error) error {
 	var de *duckdb.Error
-	if errors.As(err, &de) {
-		switch de.Type {
-		case duckdb.ErrorTypeBinder, duckdb.ErrorTypeParser, duckdb.ErrorTypeCatalog, duckdb.ErrorTypeConversion,
-			duckdb.ErrorTypeInvalidInput, duckdb.ErrorTypeMismatchType, duckdb.ErrorTypeOutOfRange:
-			return &RefusedError{Reason: de.Msg, Engine: true}
-		}
+	if errors.As(err, &de) && callersMistake[de.Type] {
+		return &RefusedError{Reason: de.Msg, Engine: true}
 	}
 	return err
+}
+
+// callersMistake are the kinds of DuckDB's errors that the query it runs
+// makes, whatever the data: DuckDB names them by the stage that met them,
+// not by whose they are, so a query's own mistake comes in several (a
+// LIKE escape of two characters is a Syntax Error met while binding,
+// array_value of a number and a string Not implemented, list_reduce of
+// an empty list Parameter Not Allowed; a cast of a bad value Conversion).
+// The rest (IO, memory, interrupts, DuckDB's own bugs) are the server's.
+var callersMistake = map[duckdb.ErrorType]bool{
+	duckdb.ErrorTypeBinder: true, duckdb.ErrorTypeParser: true, duckdb.ErrorTypeSyntax: true,
+	duckdb.ErrorTypeCatalog: true, duckdb.ErrorTypeConversion: true, duckdb.ErrorTypeInvalidInput: true,
+	duckdb.ErrorTypeMismatchType: true, duckdb.ErrorTypeOutOfRange: true, duckdb.ErrorTypeDivideByZero: true,
+	duckdb.ErrorTypeNotImplemented: true, duckdb.ErrorTypeParameterNotAllowed: true,
+	duckdb.ErrorTypeParameterNotResolved: true,
 }
 
 // sessionReader is a query's reader; releasing it closes the session.
