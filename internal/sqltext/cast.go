@@ -7,8 +7,11 @@ import (
 )
 
 // offsetPattern matches a time of day ending in a zone offset (Z, +02,
-// +02:00, +0200).
-const offsetPattern = `:[0-9]{2}(\.[0-9]*)?\s*([zZ]|[+-][0-9]{2}(:?[0-9]{2})?)\s*$`
+// +02:00, +0200, +05:21:10). An offset with seconds is what ISO writers
+// (Python's isoformat, Java's OffsetDateTime) give a zone's local mean
+// time; DuckDB's TIMESTAMPTZ cast honours it and its TIMESTAMP cast drops
+// it, as it does the others.
+const offsetPattern = `:[0-9]{2}(\.[0-9]*)?\s*([zZ]|[+-][0-9]{2}(:?[0-9]{2}(:[0-9]{2})?)?)\s*$`
 
 // TryCast is DuckDB's TRY_CAST(src AS typ) of the text src, except that a
 // timestamp with a zone offset cast to TIMESTAMP is the instant in UTC:
