@@ -15,7 +15,11 @@ import (
 // WITHOUT TIME ZONE drops the offset as its cast to TIMESTAMP does, and
 // 10:00+02:00 was stored as 10:00, two hours off, without a reject.
 func TestModelStoresATimestampWithAnOffsetInUTCAtEveryPrecision(t *testing.T) {
-	for _, typ := range []string{"TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP(3)", "TIMESTAMP WITHOUT TIME ZONE", "TIMESTAMP_NS", "timestamp_ms"} {
+	for _, typ := range []string{"TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP(3)", "TIMESTAMP WITHOUT TIME ZONE", "TIMESTAMP_NS", "timestamp_ms",
+		// MySQL's spelling of a precision, and the standard's with one:
+		// DuckDB reads both (TIMESTAMP_MS, TIMESTAMP_S) and drops the
+		// offset alike.
+		"DATETIME(3)", "datetime(0)", "TIMESTAMP(3) WITHOUT TIME ZONE"} {
 		t.Run(typ, func(t *testing.T) {
 			l := newRawLoader(t)
 			l.add(0, []byte(`{"id":1,"ts":"2024-01-01T10:00:00+02:00"}`))

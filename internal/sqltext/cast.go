@@ -22,7 +22,8 @@ const offsetPattern = `:[0-9]{2}(\.[0-9]*)?\s*([zZ]|[+-][0-9]{2}(:?[0-9]{2}(:[0-
 // without an offset is read as UTC.
 //
 // Every zoneless timestamp type is so, whatever its precision or spelling
-// (TIMESTAMP_S, TIMESTAMP_MS, TIMESTAMP(3), TIMESTAMP WITHOUT TIME ZONE):
+// (TIMESTAMP_S, TIMESTAMP_MS, TIMESTAMP(3), DATETIME(3), TIMESTAMP(3)
+// WITHOUT TIME ZONE):
 // DuckDB's cast of the text to each drops the offset as its cast to
 // TIMESTAMP does. The instant is then cast to the column's type.
 // TIMESTAMP_NS is not among them: DuckDB's cast to it honours the offset,
@@ -51,22 +52,27 @@ func TryCast(src, typ string) string {
 }
 
 // zonelessTimestamp says whether t (upper case, single spaces) is a
-// DuckDB timestamp type other than TIMESTAMP itself whose cast from text
-// drops a zone offset.
+// DuckDB timestamp type whose cast from text drops a zone offset:
+// TIMESTAMP_S, _MS, _US, or TIMESTAMP or DATETIME
+// (MySQL's spelling) with a precision up to 6 digits (TIMESTAMP_S, _MS or
+// TIMESTAMP), each with or without WITHOUT TIME ZONE. Beyond 6 digits it
+// is TIMESTAMP_NS, whose cast honours the offset and keeps nanoseconds
+// that reading the text as a TIMESTAMPTZ would cut.
 func zonelessTimestamp(t string) bool {
+	t = strings.TrimSuffix(t, " WITHOUT TIME ZONE")
 	switch t {
-	case "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_US", "TIMESTAMP WITHOUT TIME ZONE":
+	case "TIMESTAMP", "DATETIME", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_US":
 		return true
 	}
-	// TIMESTAMP(p): TIMESTAMP_S, _MS or TIMESTAMP up to 6 digits, beyond
-	// TIMESTAMP_NS, whose cast honours the offset and keeps nanoseconds
-	// that reading the text as a TIMESTAMPTZ would cut.
-	rest, ok := strings.CutPrefix(t, "TIMESTAMP")
-	rest = strings.TrimSpace(rest)
-	if !ok || !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
+	base, rest, ok := strings.Cut(t, "(")
+	if base = strings.TrimSpace(base); !ok || (base != "TIMESTAMP" && base != "DATETIME") {
 		return false
 	}
-	p, err := strconv.Atoi(strings.TrimSpace(rest[1 : len(rest)-1]))
+	digits, ok := strings.CutSuffix(strings.TrimSpace(rest), ")")
+	if !ok {
+		return false
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(digits))
 	return err == nil && p <= 6
 }
 
