@@ -399,8 +399,9 @@ func (c *Config) validate(consuming bool) error {
 }
 
 // validateModelTables checks that the tables each model writes are its
-// own: its target, <name>_rejects and, with a version, <target>_tombstones
-// (internal/merge/plan.go). A merge creates them if absent and `merge
+// own: its target, <name>_rejects, with a version <target>_tombstones
+// (internal/merge/plan.go) and on Databend <name>_increment (internal/
+// merge/databend.go). A merge creates them if absent and `merge
 // --rebuild` drops and recreates them, so a target naming a raw table's
 // ledger or dead-letter table, or another model's target, was accepted
 // here, failed its merges ("has other columns than the model: run
@@ -440,6 +441,11 @@ func (c *Config) validateModelTables(check func(ok bool, key, format string, arg
 		written := []string{m.Target, m.Name + "_rejects"}
 		if m.Version != "" {
 			written = append(written, m.Target+"_tombstones")
+		}
+		if c.Sink.Type == SinkDatabend {
+			// The scratch table of a Databend merge, dropped and made
+			// again when the model's target is absent.
+			written = append(written, m.Name+"_increment")
 		}
 		for _, t := range written {
 			what, taken := owner[norm(t)]
