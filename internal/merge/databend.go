@@ -83,7 +83,9 @@ type DatabendStatements struct {
 	Absent string
 	// Reset, run after Setup and before the target is created when it was
 	// absent, forgets what the model's merges kept beside the target: its
-	// watermarks (not its claim row), and its rejects and tombstones.
+	// watermarks (not its claim row), and its rejects and tombstones; the
+	// increment and tombstones tables are made again with the model's
+	// columns now.
 	// Kept, they would say the new target holds what the one dropped
 	// held, and the next merge would read only the rows loaded since.
 	// Run after the CREATE, a start stopped between the two would find
@@ -113,23 +115,22 @@ func Databend(m config.Model) DatabendStatements {
 	st.Merge = append(st.Merge, p.databendTombstones(inc)...)
 	st.Merge = append(st.Merge, advanceWatermarkSQL(p.lit(m.Name), inc, "tl_topic", "kpartition", "koffset"),
 		"DELETE FROM "+inc)
-	// The setup has just made the tables Reset empties (the target not
-	// yet), so rows are
-	// deleted rather than tables dropped. The watermarks go first: a
+	// Reset runs when the target is absent. The watermarks go first: a
 	// merger stopped after them leaves at worst stale rejects and
 	// tombstones (a reject held twice; a tombstone records a delete that
 	// the merge from the first row reads again), where kept watermarks
-	// would lose rows from the target.
+	// would lose rows from the target. The rejects (columns of their own)
+	// are emptied. The increment and the tombstones have the model's
+	// columns (the tombstones its key and version) as they were when the
+	// setup first made them: a target is dropped to be built again after
+	// the model's columns changed, and kept, they made every merge fail
+	// on a column they lack (or cast a value to a type the model no
+	// longer has). They are dropped and made again with the model's
+	// columns now: the increment is empty outside a merge (one
+	// transaction), and the tombstones describe the target dropped. The
+	// configuration keeps <name>_increment the model's own (config
+	// validateModelTables), as the drop would take any table so named.
 	st.Absent = targetCountSQL(m.Target)
-	//
-	// The increment and the tombstones have the model's columns (the
-	// tombstones its key and version), as they were when the setup first
-	// made them: a target is dropped to be built again after the model's
-	// columns changed, and kept, they made every merge fail on a column
-	// they lack (or cast a value to a type the model no longer has).
-	// They are made again with the model's columns now: the increment is
-	// empty outside a merge, and the tombstones describe the target
-	// dropped.
 	st.Reset = []string{forgetWatermarksSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects, "DROP TABLE IF EXISTS " + inc, incTable}
 	if p.tombstones != "" {
 		st.Reset = append(st.Reset, "DROP TABLE IF EXISTS "+p.tombstones, p.tombstonesTableSQL())
