@@ -136,12 +136,19 @@ func Databend(m config.Model) DatabendStatements {
 		st.Reset = append(st.Reset, "DROP TABLE IF EXISTS "+p.tombstones, p.tombstonesTableSQL())
 	}
 	task := sqltext.Name(m.Name + "_merge")
-	body := "BEGIN;\n" + strings.Join(st.Merge, ";\n") + ";\nCOMMIT;"
+	body := "BEGIN\n" + indent("BEGIN;\n"+strings.Join(st.Merge, ";\n")+";\nCOMMIT;") + "\nEND"
 	st.Task = []string{
 		// tests/sqllogictests/suites/task/task_ddl_transaction_test.test:
 		// a task body may hold a transaction; a new task is Suspended
 		// until resumed (task_ddl_test.test).
-		fmt.Sprintf("CREATE TASK IF NOT EXISTS %s WAREHOUSE = 'default' SCHEDULE = 60 SECOND\nAS BEGIN\n%s\nEND", task, indent(body)),
+		fmt.Sprintf("CREATE TASK IF NOT EXISTS %s WAREHOUSE = 'default' SCHEDULE = 60 SECOND\nAS %s", task, body),
+		// A task made by an earlier setup keeps the SQL of the model
+		// then: after its columns, paths or key changed (its target
+		// dropped to be built again, its tables made again by Reset),
+		// it would go on merging the old way. Its SQL is set to the
+		// model's merge now (ALTER TASK … MODIFY AS takes the SQL
+		// CREATE TASK does: ast AlterTaskOptions::ModifyAs(TaskSql)).
+		fmt.Sprintf("ALTER TASK %s MODIFY AS %s", task, body),
 		fmt.Sprintf("ALTER TASK %s RESUME", task),
 	}
 	return st

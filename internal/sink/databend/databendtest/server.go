@@ -114,6 +114,7 @@ type Server struct {
 	nodes   []*node
 	balance int // the balancer's next node
 	tables  map[string]*table
+	tasks   map[string]string // task name → its SQL (CREATE TASK, ALTER TASK … MODIFY AS)
 	stage   map[string][]byte // path in the stage (stage name/path) → bytes
 	// history is COPY's load history: table + "\x00" + path → when the
 	// entry expires (zero: never). databend-query upserts a copied file's
@@ -200,6 +201,7 @@ func NewCluster(user, password string, n int) *Server {
 	s := &Server{
 		User: user, Password: password, PageRows: 2, WaitTime: 10 * time.Second,
 		tables:  map[string]*table{},
+		tasks:   map[string]string{},
 		stage:   map[string][]byte{},
 		history: map[string]time.Time{},
 	}
@@ -443,6 +445,15 @@ func (s *Server) DropTable(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.tables, name)
+}
+
+// TaskSQL is the SQL the task name runs, as CREATE TASK made it or ALTER
+// TASK … MODIFY AS last set it; false if there is no such task.
+func (s *Server) TaskSQL(name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, ok := s.tasks[name]
+	return q, ok
 }
 
 // AppendRow adds a committed row to a table, as a write outside tracelake

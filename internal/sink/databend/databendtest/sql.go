@@ -18,8 +18,12 @@ import (
 var (
 	reCreateTable = regexp.MustCompile(`(?s)^CREATE TABLE IF NOT EXISTS (\S+) \((.*)\)$`)
 	reDropTable   = regexp.MustCompile(`^DROP TABLE IF EXISTS (\S+)$`)
-	reDesc        = regexp.MustCompile(`^DESC (\S+)$`)
-	reShowCreate  = regexp.MustCompile(`^SHOW CREATE TABLE (\S+)$`)
+	// A task's SQL follows its options' line (merge.Databend's Task).
+	reCreateTask = regexp.MustCompile(`(?s)^CREATE TASK IF NOT EXISTS (\S+) [^\n]*\nAS (.*)$`)
+	reModifyTask = regexp.MustCompile(`(?s)^ALTER TASK (\S+) MODIFY AS (.*)$`)
+	reTaskState  = regexp.MustCompile(`^ALTER TASK (\S+) (?:RESUME|SUSPEND)$`)
+	reDesc       = regexp.MustCompile(`^DESC (\S+)$`)
+	reShowCreate = regexp.MustCompile(`^SHOW CREATE TABLE (\S+)$`)
 	// A table's columns with their types' nullability at every level
 	// (transform mode: DESC shows none).
 	reColumnTypes = regexp.MustCompile(`^SELECT name, type FROM system\.columns WHERE database = (?:currentDatabase\(\)|'(?:[^']|'')*') AND table = '((?:[^']|'')*)'$`)
@@ -147,6 +151,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 		// does not model.
 		delete(s.tables, unquote(m[1]))
 		return nil, nil, nil
+	}
+	if ok, err := s.task(sql); ok {
+		return nil, nil, err
 	}
 	if m := reCreateTable.FindStringSubmatch(sql); m != nil {
 		name := unquote(m[1])
@@ -1329,4 +1336,33 @@ func (s *Server) dialectReads(sess sessionConf, sql string) error {
 		}
 	}
 	return nil
+}
+
+// task runs a statement on a task, if sql is one (ok): CREATE TASK IF NOT
+// EXISTS keeps a task there is, ALTER TASK … MODIFY AS replaces its SQL,
+// RESUME and SUSPEND need it to exist (the fake runs no task: a test
+// reads its SQL with TaskSQL). databend-query answers an unknown task's
+// ALTER with UnknownTask.
+func (s *Server) task(sql string) (bool, error) {
+	if m := reCreateTask.FindStringSubmatch(sql); m != nil {
+		if _, there := s.tasks[unquote(m[1])]; !there {
+			s.tasks[unquote(m[1])] = m[2]
+		}
+		return true, nil
+	}
+	m := reModifyTask.FindStringSubmatch(sql)
+	if m == nil {
+		m = reTaskState.FindStringSubmatch(sql)
+	}
+	if m == nil {
+		return false, nil
+	}
+	name := unquote(m[1])
+	if _, there := s.tasks[name]; !there {
+		return true, fmt.Errorf("fake: unknown task %s", name)
+	}
+	if len(m) == 3 {
+		s.tasks[name] = m[2]
+	}
+	return true, nil
 }
