@@ -17,6 +17,13 @@ const (
 	KeyColumn = "cdc_key"
 )
 
+// UnavailableColumn names, in a changelog row, the source's columns
+// whose values the source did not read (Column.Unavailable), a JSON array;
+// null when it read them all. The column is not among LogColumns: a
+// changelog table gains it with its first such row, so a table without
+// any, and its merges, are as they were.
+const UnavailableColumn = "cdc_unavailable"
+
 // LogColumns are the changelog's own columns, in order.
 var LogColumns = []schema.Column{
 	{Name: OpColumn, Type: schema.String}, {Name: PositionColumn, Type: schema.String},

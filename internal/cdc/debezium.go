@@ -656,10 +656,14 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 			return cols, nil
 		}
 		name := columnName(k)
-		if d.unavailable.is(v) {
-			return cols, &Error{Reason: fmt.Sprintf("column %q holds Debezium's placeholder for a value it did not read (%s: with PostgreSQL's REPLICA IDENTITY DEFAULT, a large value that an update left unchanged): its value is not known, and a model given the placeholder would hold it; set REPLICA IDENTITY FULL on the source table", name, d.unavailable.text)}
+		unread := d.unavailable.is(v)
+		if unread {
+			if err := d.unreadError(c, name); err != nil {
+				return cols, err
+			}
+			v = jsonNull // typed as a null of its field, marked below
 		}
-		cols = append(cols, Column{Name: c.Table.cols.intern(name, &nameHint)})
+		cols = append(cols, Column{Name: c.Table.cols.intern(name, &nameHint), Unavailable: unread})
 		col := &cols[len(cols)-1]
 		f := findField(fields, name, i)
 		if f == nil {
@@ -678,6 +682,29 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 			col.Default = c.defaultOf(f, &defaultHint)
 		}
 	}
+}
+
+// jsonNull is JSON's null.
+var jsonNull = []byte("null")
+
+// unreadError is the error of column name of c holding Debezium's
+// placeholder for a value it did not read, nil where the placeholder
+// can stand for the value the key's latest earlier change gave: a
+// column of an update, left unchanged, or of a delete's before image,
+// of which the model reads the key alone. A create or a snapshot read
+// has no earlier change to give it, and a key column says which row the
+// change is of.
+func (d *Decoder) unreadError(c *Change, name []byte) error {
+	why := ""
+	switch {
+	case slices.Contains(c.Key, string(name)):
+		why = "it is a key column, which says which row the change is of"
+	case c.Op != Update && c.Op != Delete:
+		why = "a change that makes a row (op c or r) has no earlier change to take the value from"
+	default:
+		return nil
+	}
+	return &Error{Reason: fmt.Sprintf("column %q holds Debezium's placeholder for a value it did not read (%s: with PostgreSQL's REPLICA IDENTITY DEFAULT, a large value that an update left unchanged): %s, so its value is not known; set REPLICA IDENTITY FULL on the source table", name, d.unavailable.text, why)}
 }
 
 // defaultOf is the column default of f as the NDJSON of internal/schema

@@ -81,6 +81,9 @@ func render(changes []Change) string {
 			if col.Value != nil {
 				v = string(col.Value)
 			}
+			if col.Unavailable {
+				v = "unread"
+			}
 			fmt.Fprintf(&b, "  %s%s %s %s = %s\n", prefix, col.Name, typ, src, v)
 		}
 		for _, c := range c.Columns {

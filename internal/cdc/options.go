@@ -44,8 +44,10 @@ type Options struct {
 	Shards []Shard
 	// UnavailablePlaceholder is Debezium's unavailable.value.placeholder
 	// as the connector is configured ("hex:" and octets, or text); "" is
-	// Debezium's default, __debezium_unavailable_value. A change holding
-	// it is dead-lettered: the value was not read.
+	// Debezium's default, __debezium_unavailable_value. A column of an
+	// update or a delete holding it is Column.Unavailable; a create, a
+	// snapshot read or a key column holding it is refused: no earlier
+	// change gives its value.
 	UnavailablePlaceholder string
 }
 

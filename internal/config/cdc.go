@@ -51,8 +51,10 @@ type CDC struct {
 	DistributeEvery Duration `yaml:"distribute_every"`
 	// UnavailablePlaceholder is Debezium's unavailable.value.placeholder,
 	// where the connector sets its own ("hex:" and octets, or text);
-	// default __debezium_unavailable_value. A change holding it is
-	// dead-lettered (its value was not read), never stored.
+	// default __debezium_unavailable_value. An update holding it keeps
+	// the column's earlier value in the model (the changelog row names
+	// the column in cdc_unavailable); a create, a snapshot read or a key
+	// holding it is dead-lettered. It is never stored as a value.
 	UnavailablePlaceholder string `yaml:"unavailable_placeholder"`
 }
 

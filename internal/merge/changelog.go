@@ -219,6 +219,9 @@ type changelogPlan struct {
 	log, target, tombstones, name string // quoted; name as a string literal
 	keys                          []string
 	columns                       []duckdb.Column // the model's: the source's, then position and source time
+	// unavailable: the changelog table has cdc.UnavailableColumn (a
+	// change of it left a value unread), so the merge fills such values.
+	unavailable bool
 }
 
 // Merge merges m's changelog rows past its watermark into its model
@@ -267,7 +270,7 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 	if err := exec(ctx, tx, `CREATE OR REPLACE TEMP TABLE tl_cinc AS `+c.incrementSQL(p)); err != nil {
 		return fmt.Errorf("read the increment of %s: %w", p.m.Source, err)
 	}
-	defer exec(context.WithoutCancel(ctx), tx, "DROP TABLE IF EXISTS tl_cinc", "DROP TABLE IF EXISTS tl_clatest", "DROP TABLE IF EXISTS tl_crekey")
+	defer exec(context.WithoutCancel(ctx), tx, "DROP TABLE IF EXISTS tl_cinc", "DROP TABLE IF EXISTS tl_clatest", "DROP TABLE IF EXISTS tl_crekey", "DROP TABLE IF EXISTS tl_cfill")
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_cinc").Scan(&res.Read); err != nil {
 		return fmt.Errorf("count the increment of %s: %w", p.m.Source, err)
 	}
@@ -306,6 +309,11 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 	}
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_clatest").Scan(&res.Changed); err != nil {
 		return fmt.Errorf("count the changes of %s: %w", p.m.Source, err)
+	}
+	if p.unavailable {
+		if err := c.fillUnavailable(ctx, tx, p, changes); err != nil {
+			return err
+		}
 	}
 	if err := exec(ctx, tx,
 		fmt.Sprintf(`DELETE FROM %s t USING tl_clatest x WHERE %s`, p.target, keys),
@@ -597,10 +605,14 @@ func (c *ChangelogMerger) columns(ctx context.Context, tx *sql.Tx, p *changelogP
 	for _, col := range append(slices.Clone(cdc.LogColumns), schema.Coordinates...) {
 		own[col.Name] = true
 	}
+	own[cdc.UnavailableColumn] = true
 	var position, sourceTime duckdb.Column
 	p.columns = p.columns[:0]
+	p.unavailable = false
 	for _, col := range logCols {
 		switch {
+		case col.Name == cdc.UnavailableColumn:
+			p.unavailable = true
 		case col.Name == cdc.PositionColumn:
 			position = col
 		case col.Name == cdc.SourceTimeColumn:

@@ -73,6 +73,7 @@ var reserved = func() map[string]bool {
 	for _, c := range append(cdc.LogColumns, schema.Coordinates...) {
 		m[c.Name] = true
 	}
+	m[cdc.UnavailableColumn] = true
 	return m
 }()
 
@@ -488,6 +489,7 @@ func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, cols []cd
 		dst = appendOneLine(append(dst, ':'), col.Value)
 		dst = append(dst, ',')
 	}
+	dst = appendUnavailable(t, dst, cols)
 	dst = append(dst, `"`+cdc.OpColumn+`":"`...)
 	dst = append(dst, op.Letter(), '"')
 	if !c.Position.IsZero() {
@@ -517,4 +519,29 @@ func (d *ChangelogDecoder) appendRow(t *sink.TableRows, c *cdc.Change, cols []cd
 	dst = append(dst, `,"`+schema.IndexColumn+`":`...)
 	dst = strconv.AppendInt(dst, int64(index), 10)
 	return append(dst, '}', '\n')
+}
+
+// appendUnavailable appends the member naming the columns of cols whose
+// values the source did not read (cdc.UnavailableColumn), which the
+// model's merge takes from the key's earlier change, and adds that column
+// to t's; nothing when it read them all, the common case.
+func appendUnavailable(t *sink.TableRows, dst []byte, cols []cdc.Column) []byte {
+	n := 0
+	for j := range cols {
+		if !cols[j].Unavailable {
+			continue
+		}
+		if n == 0 {
+			t.AddColumn(sink.Column{Name: cdc.UnavailableColumn, Type: schema.JSON})
+			dst = append(dst, `"`+cdc.UnavailableColumn+`":[`...)
+		} else {
+			dst = append(dst, ',')
+		}
+		dst = envelope.AppendString(dst, cols[j].Name)
+		n++
+	}
+	if n > 0 {
+		dst = append(dst, "],"...)
+	}
+	return dst
 }

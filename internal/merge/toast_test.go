@@ -1,0 +1,144 @@
+package merge
+
+import (
+	"fmt"
+	"testing"
+)
+
+// toastPlaceholder is Debezium's default placeholder for a value it did
+// not read, as a text column's value.
+const toastPlaceholder = `"__debezium_unavailable_value"`
+
+// pgToast writes Debezium PostgreSQL change events of shop.public.docs
+// (id int32 key, v text, doc text), with the JsonConverter's schema
+// wrapper or without.
+type pgToast struct {
+	l       *changeLoader
+	schemas bool
+}
+
+// event queues a change at LSN lsn: op and the row image (the before
+// image for a delete) with doc's JSON value as given (toastPlaceholder
+// for a value Debezium did not read).
+func (e pgToast) event(op string, lsn, id int, v, doc string) {
+	e.l.t.Helper()
+	row := fmt.Sprintf(`{"id":%d,"v":%q,"doc":%s}`, id, v, doc)
+	before, after := "null", row
+	if op == "d" {
+		before, after = row, "null"
+	}
+	payload := fmt.Sprintf(`{"before":%s,"after":%s,"op":%q,"ts_ms":1700000000001,`+
+		`"source":{"connector":"postgresql","name":"pg","db":"shop","schema":"public","table":"docs","lsn":%d,"sequence":"[\"%d\",\"%d\"]","ts_ms":1700000000000}}`,
+		before, after, op, lsn, lsn, lsn)
+	key := fmt.Sprintf(`{"id":%d}`, id)
+	if e.schemas {
+		fs := []fld{{"id", "int32", "", ""}, {"v", "string", "", ""}, {"doc", "string", "", ""}}
+		st := structOf("pg.public.docs.Value", fs)
+		payload = `{"schema":{"type":"struct","name":"pg.public.docs.Envelope","fields":[` + st[:len(st)-1] + `,"field":"before"},` +
+			st[:len(st)-1] + `,"field":"after"},{"type":"struct","field":"source","fields":[]},{"type":"string","field":"op"}]},"payload":` + payload + `}`
+		key = `{"schema":` + structOf("pg.public.docs.Key", fs[:1]) + `,"payload":` + key + `}`
+	}
+	e.l.rawKey(0, "pg.public.docs", key, payload)
+}
+
+// An update that left a TOAST value unchanged (REPLICA IDENTITY DEFAULT)
+// holds Debezium's placeholder for it: the model keeps the value the
+// key's latest earlier change gave, from the same round (several changes
+// of one key, in source order) or from the model's row, and a model
+// built again from the changelog table holds the same rows. The other
+// columns are the update's.
+func TestToastedColumnKeepsItsEarlierValue(t *testing.T) {
+	for _, schemas := range []bool{false, true} {
+		t.Run(fmt.Sprintf("schemas=%v", schemas), func(t *testing.T) {
+			l := newChangeLoader(t)
+			e := pgToast{l, schemas}
+			q := `SELECT id, v, coalesce(doc, 'NULL') FROM cdc_shop_docs ORDER BY id`
+			// One round: insert, then two updates that did not read doc.
+			e.event("c", 100, 1, "a", `"big1"`)
+			e.event("u", 110, 1, "b", toastPlaceholder)
+			e.event("u", 120, 1, "c", toastPlaceholder)
+			// Key 2: an update that sets doc, then one that did not read it.
+			e.event("c", 130, 2, "a", `"big2"`)
+			e.event("u", 140, 2, "b", `"big2b"`)
+			e.event("u", 150, 2, "c", toastPlaceholder)
+			l.flush()
+			l.mustMerge()
+			l.want(q, "1|c|big1", "2|c|big2b")
+			// Next round: from the model's row.
+			e.event("u", 200, 1, "d", toastPlaceholder)
+			// Key 2 deleted and inserted again in the round: the new
+			// insert's value, not the model's.
+			e.event("d", 210, 2, "c", `null`)
+			e.event("c", 220, 2, "new", `"big2c"`)
+			e.event("u", 230, 2, "newer", toastPlaceholder)
+			l.flush()
+			l.mustMerge()
+			l.want(q, "1|d|big1", "2|newer|big2c")
+			// A round of updates alone, each from the one before.
+			e.event("u", 300, 1, "e", `"big1e"`)
+			e.event("u", 310, 1, "f", toastPlaceholder)
+			e.event("u", 320, 2, "g", toastPlaceholder)
+			l.flush()
+			l.mustMerge()
+			l.want(q, "1|f|big1e", "2|g|big2c")
+			// The changelog table says which columns were not read.
+			l.want(`SELECT v, coalesce(cdc_unavailable::VARCHAR, 'NULL') FROM cdc_shop_docs_log WHERE id = 1 ORDER BY cdc_position`,
+				`a|NULL`, `b|["doc"]`, `c|["doc"]`, `d|["doc"]`, `e|NULL`, `f|["doc"]`)
+			l.rebuilt(q, "cdc_shop_docs")
+		})
+	}
+}
+
+// The latest earlier change is by source order whatever the rounds: a
+// snapshot read older than the model's row, merged in the round of the
+// update, does not give its value. An update whose key no earlier change
+// gives the value of (a key the changelog table never held, or whose
+// last change was a delete) cannot be filled: its row holds the update's
+// columns and NULL for the column not read, as a model built again does.
+func TestToastedColumnWithoutEarlierValue(t *testing.T) {
+	for _, schemas := range []bool{false, true} {
+		t.Run(fmt.Sprintf("schemas=%v", schemas), func(t *testing.T) {
+			l := newChangeLoader(t)
+			e := pgToast{l, schemas}
+			q := `SELECT id, v, coalesce(doc, 'NULL') FROM cdc_shop_docs ORDER BY id`
+			e.event("c", 100, 3, "a", `"v1"`)
+			e.event("u", 200, 3, "b", `"v2"`)
+			e.event("c", 100, 4, "a", `"gone"`)
+			e.event("d", 200, 4, "a", `null`)
+			l.flush()
+			l.mustMerge()
+			l.want(q, "3|b|v2")
+			e.event("r", 150, 3, "old", `"snapshot"`) // read late, older than the model's row
+			e.event("u", 250, 3, "c", toastPlaceholder)
+			e.event("u", 300, 4, "back", toastPlaceholder) // after its delete
+			e.event("u", 300, 5, "new", toastPlaceholder)  // never seen
+			l.flush()
+			l.mustMerge()
+			l.want(q, "3|c|v2", "4|back|NULL", "5|new|NULL")
+			l.rebuilt(q, "cdc_shop_docs")
+			// A later change that sends the value mends the row.
+			e.event("u", 400, 5, "newer", `"sent"`)
+			e.event("u", 410, 5, "newest", toastPlaceholder)
+			l.flush()
+			l.mustMerge()
+			l.want(q, "3|c|v2", "4|back|NULL", "5|newest|sent")
+			l.rebuilt(q, "cdc_shop_docs")
+		})
+	}
+}
+
+// A delete whose before image holds the placeholder (REPLICA IDENTITY
+// FULL keeps a TOAST value unread) deletes its key.
+func TestToastedDeleteDeletes(t *testing.T) {
+	l := newChangeLoader(t)
+	e := pgToast{l, true}
+	e.event("c", 100, 1, "a", `"big"`)
+	e.event("c", 110, 2, "a", `"big"`)
+	l.flush()
+	l.mustMerge()
+	e.event("d", 200, 1, "a", toastPlaceholder)
+	l.flush()
+	l.mustMerge()
+	l.want(`SELECT id, v, doc FROM cdc_shop_docs ORDER BY id`, "2|a|big")
+	l.rebuilt(`SELECT id, v, doc FROM cdc_shop_docs ORDER BY id`, "cdc_shop_docs")
+}
