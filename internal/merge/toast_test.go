@@ -2,6 +2,7 @@ package merge
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -15,6 +16,8 @@ const toastPlaceholder = `"__debezium_unavailable_value"`
 type pgToast struct {
 	l       *changeLoader
 	schemas bool
+	// partition is the Kafka partition the events are queued on.
+	partition int32
 }
 
 // event queues a change at LSN lsn: op and the row image (the before
@@ -38,7 +41,7 @@ func (e pgToast) event(op string, lsn, id int, v, doc string) {
 			st[:len(st)-1] + `,"field":"after"},{"type":"struct","field":"source","fields":[]},{"type":"string","field":"op"}]},"payload":` + payload + `}`
 		key = `{"schema":` + structOf("pg.public.docs.Key", fs[:1]) + `,"payload":` + key + `}`
 	}
-	e.l.rawKey(0, "pg.public.docs", key, payload)
+	e.l.rawKey(e.partition, "pg.public.docs", key, payload)
 }
 
 // An update that left a TOAST value unchanged (REPLICA IDENTITY DEFAULT)
@@ -51,7 +54,7 @@ func TestToastedColumnKeepsItsEarlierValue(t *testing.T) {
 	for _, schemas := range []bool{false, true} {
 		t.Run(fmt.Sprintf("schemas=%v", schemas), func(t *testing.T) {
 			l := newChangeLoader(t)
-			e := pgToast{l, schemas}
+			e := pgToast{l: l, schemas: schemas}
 			q := `SELECT id, v, coalesce(doc, 'NULL') FROM cdc_shop_docs ORDER BY id`
 			// One round: insert, then two updates that did not read doc.
 			e.event("c", 100, 1, "a", `"big1"`)
@@ -99,7 +102,7 @@ func TestToastedColumnWithoutEarlierValue(t *testing.T) {
 	for _, schemas := range []bool{false, true} {
 		t.Run(fmt.Sprintf("schemas=%v", schemas), func(t *testing.T) {
 			l := newChangeLoader(t)
-			e := pgToast{l, schemas}
+			e := pgToast{l: l, schemas: schemas}
 			q := `SELECT id, v, coalesce(doc, 'NULL') FROM cdc_shop_docs ORDER BY id`
 			e.event("c", 100, 3, "a", `"v1"`)
 			e.event("u", 200, 3, "b", `"v2"`)
@@ -131,7 +134,7 @@ func TestToastedColumnWithoutEarlierValue(t *testing.T) {
 // FULL keeps a TOAST value unread) deletes its key.
 func TestToastedDeleteDeletes(t *testing.T) {
 	l := newChangeLoader(t)
-	e := pgToast{l, true}
+	e := pgToast{l: l, schemas: true}
 	e.event("c", 100, 1, "a", `"big"`)
 	e.event("c", 110, 2, "a", `"big"`)
 	l.flush()
@@ -141,4 +144,94 @@ func TestToastedDeleteDeletes(t *testing.T) {
 	l.mustMerge()
 	l.want(`SELECT id, v, doc FROM cdc_shop_docs ORDER BY id`, "2|a|big")
 	l.rebuilt(`SELECT id, v, doc FROM cdc_shop_docs ORDER BY id`, "cdc_shop_docs")
+}
+
+// Random histories of five keys on two partitions (a key's changes on
+// one, in source order, as Debezium writes them): creates, updates that
+// send doc or leave it unread, deletes, some changes delivered twice,
+// merged in rounds cut at random. After each round the model holds what
+// the source holds, doc being the value of the key's latest change that
+// sent it (NULL where an update left it unread right after the key's
+// delete or with no change before), and a model built again from the
+// changelog table holds the same. TRACELAKE_RANDOM_SEEDS runs more seeds.
+func TestToastedRandomRoundsMatchTheSource(t *testing.T) {
+	for seed := range randomSeeds(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomToastRun(t, uint64(seed)) })
+	}
+}
+
+func randomToastRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	l := newChangeLoader(t)
+	e := pgToast{l: l, schemas: seed%2 == 1}
+	type state struct {
+		live   bool
+		v, doc string
+	}
+	source := map[int]*state{}
+	q := `SELECT id, v, coalesce(doc, 'NULL') FROM cdc_shop_docs ORDER BY id`
+	want := func() []string {
+		var out []string
+		for id := 1; id <= 5; id++ {
+			if s := source[id]; s != nil && s.live {
+				out = append(out, fmt.Sprintf("%d|%s|%s", id, s.v, s.doc))
+			}
+		}
+		return out
+	}
+	lsn, merged := 100, false
+	for i := range 60 {
+		id := 1 + rng.IntN(5)
+		s := source[id]
+		if s == nil {
+			s = &state{doc: "NULL"}
+			source[id] = s
+		}
+		lsn += 10
+		v, doc := fmt.Sprintf("v%d", i), fmt.Sprintf("doc%d", i)
+		op, sent := "u", `"`+doc+`"`
+		switch r := rng.IntN(10); {
+		case !s.live && r < 8:
+			op = "c"
+		case s.live && r < 2:
+			op = "d"
+		case r < 6:
+			sent = toastPlaceholder // leaves doc as it was: NULL after a delete
+			if !s.live {
+				doc = "NULL"
+			} else {
+				doc = s.doc
+			}
+		}
+		p := int32(id % 2) // a key's changes on one partition
+		e.partition = p
+		if op == "d" {
+			e.event(op, lsn, id, s.v, `null`)
+		} else {
+			e.event(op, lsn, id, v, sent)
+		}
+		if rng.IntN(8) == 0 { // delivered twice
+			dup := *l.pending[p][len(l.pending[p])-1]
+			dup.Offset = l.next[p]
+			l.next[p]++
+			l.pending[p] = append(l.pending[p], &dup)
+		}
+		if op == "d" {
+			s.live = false
+		} else {
+			s.live, s.v, s.doc = true, v, doc
+		}
+		if rng.IntN(6) == 0 {
+			l.flush()
+			l.mustMerge()
+			merged = true
+			l.want(q, want()...)
+		}
+	}
+	l.flush()
+	l.mustMerge()
+	l.want(q, want()...)
+	if merged {
+		l.rebuilt(q, "cdc_shop_docs")
+	}
 }
