@@ -611,14 +611,16 @@ func verifyDuckDB(ctx context.Context, cfg *config.Config, snk *duckdb.Sink, q v
 
 // ledgerThere refuses a database without cfg's ledger table: nothing was
 // ever loaded into it under this sink.table (a mistaken path or table
-// name), which DuckDB's catalog error for the ledger did not say.
-func ledgerThere(ctx context.Context, q verify.Querier, cfg *config.Config) error {
-	ledger := cfg.Sink.Table + "_ledger"
-	res, err := q.QueryText(ctx, `SELECT count(*) FROM duckdb_tables() WHERE lower(table_name) = lower(`+sqltext.String(ledger)+`)`)
+// name), which DuckDB's catalog error for the ledger did not say. The
+// table is looked up as the sink names it (schema.table, or table in
+// main), not by a name compared in every schema.
+func ledgerThere(ctx context.Context, q verify.SQLQuerier, cfg *config.Config) error {
+	ledger := cfg.LedgerTable()
+	cols, err := duckdb.TableColumns(ctx, q.DB, ledger)
 	if err != nil {
 		return fmt.Errorf("verify: look for the ledger %s: %w", ledger, err)
 	}
-	if len(res) == 1 && res[0][0] == "0" {
+	if len(cols) == 0 {
 		return fmt.Errorf("verify: nothing was loaded into %s under sink.table %s (it has no table %s): check sink.duckdb.path and sink.table", cfg.Sink.DuckDB.Path, cfg.Sink.Table, ledger)
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tracelake/tracelake/internal/config"
 )
 
 // verify of a database nothing was loaded into under the configured
@@ -27,5 +29,24 @@ func TestVerifyOfADatabaseWithoutTheLedgerSaysNothingWasLoaded(t *testing.T) {
 	code, msg := exitStatus(err)
 	if code == 0 || !strings.Contains(msg, "nothing was loaded into "+path+" under sink.table events") || strings.Contains(msg, "Did you mean") {
 		t.Errorf("exit %d: %s\n%s\nwant a failure saying nothing was loaded under sink.table events", code, msg, out.String())
+	}
+}
+
+// A sink.table in a schema of its own (schema.table, which the DuckDB
+// sink creates) has its ledger there (analytics.events_ledger): verify
+// looked for a table named "analytics.events_ledger" in any schema,
+// found none, and refused a database everything was loaded into.
+func TestVerifyFindsTheLedgerOfATableInASchema(t *testing.T) {
+	cfg := config.Default()
+	cfg.Kafka.Topics = []string{"t"}
+	cfg.Sink.Table = "analytics.events"
+	cfg.Sink.DuckDB.Path = filepath.Join(t.TempDir(), "schema.duckdb")
+	snk := openPrepared(t, cfg)
+	rep, err := verifyDuckDBTables(t.Context(), cfg, snk)
+	if err != nil {
+		t.Fatalf("verify of the prepared tables of %s: %v", cfg.Sink.Table, err)
+	}
+	if !rep.OK {
+		t.Errorf("verify of the prepared tables of %s: %q, want no problem (nothing to load)", cfg.Sink.Table, rep.Problems)
 	}
 }
