@@ -339,17 +339,30 @@ func formatCell(v any) string {
 }
 
 // commentedQueryIsArg ends the flags before an argument that begins with
-// a SQL line comment ("-- why\nSELECT …"): the flag package would read
-// it as a flag, but no flag has whitespace after its dashes (nor does any
-// value of sql's flags: a tenant id, a path, a broker list).
+// a SQL line comment ("-- why\nSELECT …", "--why\n…", "-----\n…"): the
+// flag package would read it as a flag, but it names none a flag could
+// have: its name (up to any "=") holds whitespace or begins with a dash
+// (the flag package's bad syntax). No value of sql's flags (a tenant id,
+// a path, a broker list) begins so.
 func commentedQueryIsArg(args []string) []string {
 	for i, a := range args {
 		if a == "--" {
 			return args
 		}
-		if len(a) > 2 && strings.HasPrefix(a, "--") && unicode.IsSpace(rune(a[2])) {
+		if isLineComment(a) {
 			return slices.Concat(args[:i], []string{"--"}, args[i:])
 		}
 	}
 	return args
+}
+
+// isLineComment reports whether a, beginning with two dashes, is no
+// flag's: its name holds whitespace or begins with another dash.
+func isLineComment(a string) bool {
+	name, ok := strings.CutPrefix(a, "--")
+	if !ok || name == "" {
+		return false
+	}
+	name, _, _ = strings.Cut(name, "=")
+	return strings.HasPrefix(name, "-") || strings.ContainsFunc(name, unicode.IsSpace)
 }

@@ -86,6 +86,10 @@ func TestSQLQueryBeginningWithACommentIsTheQuery(t *testing.T) {
 	for _, args := range [][]string{
 		{"sql", "-- spans of a\nSELECT count(*) AS n FROM spans WHERE tenant_id = 'a'"},
 		{"sql", "--tenant", "a", "-- spans of a\nSELECT count(*) AS n FROM spans"},
+		// A comment without a space after its dashes, and a rule of
+		// dashes, are comments too: no flag's name holds a line break.
+		{"sql", "--spans of a\nSELECT count(*) AS n FROM spans WHERE tenant_id = 'a'"},
+		{"sql", "--tenant", "a", "----------\nSELECT count(*) AS n FROM spans"},
 	} {
 		out, code := ask(t, cfg, args...)
 		if code != 0 || !strings.Contains(out, "\n2\n") {
