@@ -119,9 +119,19 @@ type Marker struct {
 	mark   marker
 }
 
-// marks reports whether the attribute k with value v is this marker.
-func (m *Marker) marks(k string, v pcommon.Value) bool {
-	return m.Attr == k && (m.Values == nil || slices.Contains(m.Values, v.AsString()))
+// marks reports whether the attribute k of attrs is this marker. A
+// marker of values reads the key's first value (pcommon.Map.Get): the
+// one the span holds where OTLP repeats a key (which it forbids), as
+// otel_spans stores it and a rebuild and verify read it.
+func (m *Marker) marks(attrs pcommon.Map, k string) bool {
+	if m.Attr != k {
+		return false
+	}
+	if m.Values == nil {
+		return true
+	}
+	v, _ := attrs.Get(k)
+	return slices.Contains(m.Values, v.AsString())
 }
 
 // vercelEmbedCalls are the Vercel AI SDK's ai.operationId values of its
@@ -162,11 +172,11 @@ func OperationMarkers() []Marker {
 	return out
 }
 
-// markerOf is the convention the attribute k with value v marks, 0 for
+// markerOf is the convention the attribute k of attrs marks, 0 for
 // none.
-func markerOf(k string, v pcommon.Value) marker {
+func markerOf(attrs pcommon.Map, k string) marker {
 	for i := range markers {
-		if markers[i].marks(k, v) {
+		if markers[i].marks(attrs, k) {
 			return markers[i].mark
 		}
 	}
@@ -181,8 +191,8 @@ func markerOf(k string, v pcommon.Value) marker {
 // ai.operationId of a model call that carries no gen_ai.* attribute.
 func Convention(s *Span) string {
 	var marks marker
-	s.Attributes.Range(func(k string, v pcommon.Value) bool {
-		marks |= markerOf(k, v)
+	s.Attributes.Range(func(k string, _ pcommon.Value) bool {
+		marks |= markerOf(s.Attributes, k)
 		return marks&markOTel == 0 // the first in precedence: no need to read on
 	})
 	switch {

@@ -307,6 +307,48 @@ func TestRepeatedAttributeKeyGivesTheRebuildTheLoadsOperation(t *testing.T) {
 	}
 }
 
+// A span whose marker of a value (the Vercel AI SDK's ai.operationId)
+// repeats the key holds its first value, as otel_spans stores it: the
+// load made an operation of the span whenever any of the values marked
+// it, so that ai.operationId ai.embed (the call around, no operation)
+// then ai.embed.doEmbed made one the rebuild does not make again and
+// verify reports as a span's that is none.
+func TestRepeatedMarkerKeyMarksByItsFirstValue(t *testing.T) {
+	for _, c := range []struct {
+		first, second string
+		operation     bool
+	}{{"ai.embed", "ai.embed.doEmbed", false}, {"ai.embed.doEmbed", "ai.embed", true}} {
+		msg := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"01000000000000000000000000000000","spanId":"0100000000000000",
+			"name":"` + c.first + `","startTimeUnixNano":"1796040000000000000","attributes":[
+			{"key":"ai.operationId","value":{"stringValue":"` + c.first + `"}},
+			{"key":"ai.operationId","value":{"stringValue":"` + c.second + `"}},
+			{"key":"ai.model.provider","value":{"stringValue":"openai.embedding"}},
+			{"key":"ai.model.id","value":{"stringValue":"text-embedding-3-small"}},
+			{"key":"ai.usage.tokens","value":{"intValue":"10"}}]}]}]}]}`
+		d, _ := NewDecoder(SignalTraces, EncodingJSON, Tenancy{Default: "t"})
+		d.WithGenAI(genai.NewMapper(prices.Embedded(), true))
+		var b sink.Batch
+		if n, err := d.AppendRows(&b, &kgo.Record{Topic: "k", Value: []byte(msg)}); err != nil || n != 1 {
+			t.Fatalf("%d rows, %v", n, err)
+		}
+		var span struct {
+			Name       string          `json:"name"`
+			Attributes json.RawMessage `json:"span_attributes"`
+		}
+		if err := json.Unmarshal(b.Rows, &span); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := MakesOperation(span.Name, span.Attributes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loaded := len(b.Derived) > 0; loaded != c.operation || stored != c.operation {
+			t.Errorf("ai.operationId %s then %s: the load made an operation %v, the span stored (%s) makes one %v; want %v",
+				c.first, c.second, loaded, span.Attributes, stored, c.operation)
+		}
+	}
+}
+
 // An attribute of bytes (a model name sent as bytes): the load read it as
 // invalid (no model) while otel_spans stores it as its base64 text, which
 // the rebuild read as the model: both read it as that text now.
