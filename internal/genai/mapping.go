@@ -506,8 +506,12 @@ var providers = map[string]string{
 // @ai-sdk/openai's "openai.responses", @ai-sdk/anthropic's
 // "anthropic.messages"). The provider is the part before the API: read
 // whole, "xai.chat" and "groq.chat" found no price (genai-prices knows
-// x-ai and groq), and the provider column held the API too.
-var vercelAPIs = []string{".chat", ".completion", ".responses", ".messages", ".embedding", ".image", ".transcription", ".speech"}
+// x-ai and groq), and the provider column held the API too. Its
+// embedding models name theirs so too (ai.model.provider), mostly
+// "embedding", but @ai-sdk/azure's "azure.embeddings" and
+// @ai-sdk/cohere's "cohere.textEmbedding" (lowercased here).
+var vercelAPIs = []string{".chat", ".completion", ".responses", ".messages", ".embedding", ".embeddings", ".textembedding",
+	".image", ".transcription", ".speech"}
 
 func (r *reader) provider() string {
 	p := strings.ToLower(strings.TrimSpace(r.str(colProvider)))

@@ -99,3 +99,28 @@ func TestVercelAISDKOtherOperationIDsAreNoEmbedding(t *testing.T) {
 		}
 	}
 }
+
+// An embedding call names its provider as the SDK's provider package
+// names its embedding model (ai.model.provider): the provider and the
+// API, which for Azure is "embeddings" and for Cohere "textEmbedding",
+// not "embedding". Those were kept whole ("azure.embeddings"), a
+// provider no price is listed under: the call went unpriced where the
+// same provider's chat call, "azure.chat", is Azure's.
+func TestVercelAISDKEmbeddingProvidersAreTheirChatsProviders(t *testing.T) {
+	m := genai.NewMapper(prices.Embedded(), false)
+	for embed, chat := range map[string]string{
+		"openai.embedding": "openai.chat", "azure.embeddings": "azure.chat", "cohere.textEmbedding": "cohere.chat",
+		"mistral.embedding": "mistral.chat",
+	} {
+		a := vercelEmbedSpan("ai.embed.doEmbed", 10)
+		a.PutStr("ai.model.provider", embed)
+		got, ok := m.Map(&genai.Span{Name: "ai.embed.doEmbed", Attributes: a})
+		c := pcommon.NewMap()
+		c.PutStr("ai.operationId", "ai.generateText.doGenerate")
+		c.PutStr("gen_ai.system", chat)
+		want, wantOK := m.Map(&genai.Span{Name: "ai.generateText.doGenerate", Attributes: c})
+		if !ok || !wantOK || got.Provider != want.Provider {
+			t.Errorf("%s: provider %q, want %q as %s's", embed, got.Provider, want.Provider, chat)
+		}
+	}
+}
