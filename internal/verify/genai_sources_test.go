@@ -318,3 +318,20 @@ func TestOperationOfASpanNoConventionMarks(t *testing.T) {
 		}
 	}
 }
+
+// The text report's line of the derived table counts the rows of spans
+// that derive none beside its other counts: it left them out, so the
+// line read all clear above a verdict failing on them.
+func TestTextReportCountsOperationsOfSpansThatAreNone(t *testing.T) {
+	db := genaiTables(t, append(genaiSpans, `INSERT INTO ops VALUES ('a', 't1', 's2', 't', 0, 6, 0)`)...)
+	r := &Report{OK: true}
+	if err := r.CheckDerived(context.Background(), SQLQuerier{DB: db}, "genai_operations", "ops", "spans", genai.SpanIdentity,
+		Sources{Derives: OperationSpansDuckDB("span_attributes", "name"), DLQ: "dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	r.WriteText(&b)
+	if r.Derived.Unmarked != 1 || !strings.Contains(b.String(), "1 of source rows that derive none") {
+		t.Errorf("unmarked %d, text report:\n%s\nwant its derived line to count 1 of source rows that derive none", r.Derived.Unmarked, b.String())
+	}
+}

@@ -1156,8 +1156,8 @@ func (r *Report) writeTables(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if d := r.Derived; d != nil {
-		fmt.Fprintf(w, "%s: %d rows, %d stored twice, %d without their source row, %d at another source row's coordinates, %d source rows without theirs",
-			d.Table, d.Rows, d.Duplicates, d.Orphans, d.Mismatched, d.Missing)
+		fmt.Fprintf(w, "%s: %d rows, %d stored twice, %d without their source row, %d at another source row's coordinates, %d of source rows that derive none, %d source rows without theirs",
+			d.Table, d.Rows, d.Duplicates, d.Orphans, d.Mismatched, d.Unmarked, d.Missing)
 		if d.DeadLettered > 0 {
 			fmt.Fprintf(w, " (%d more in the dead-letter table)", d.DeadLettered)
 		}
