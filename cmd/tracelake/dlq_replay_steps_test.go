@@ -12,16 +12,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// transformReplayTest is a transform-mode config loading testTopic's two
+// replayTest is a transform-mode config loading testTopic's two
 // partitions into items (id BIGINT NOT NULL, qty BIGINT).
-type transformReplayTest struct {
+type replayTest struct {
 	t            *testing.T
 	bin, cfgPath string
 	dbPath       string
 	cl           *kgo.Client
 }
 
-func newTransformReplayTest(t *testing.T) *transformReplayTest {
+func newTransformReplayTest(t *testing.T) *replayTest {
 	t.Helper()
 	cluster, _ := startKafka(t, 2)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -38,14 +38,14 @@ func newTransformReplayTest(t *testing.T) *transformReplayTest {
 	if err := os.WriteFile(cfgPath, text, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt := &transformReplayTest{t: t, bin: buildBinary(t), cfgPath: cfgPath, dbPath: filepath.Join(filepath.Dir(cfgPath), "test.duckdb"), cl: cl}
+	rt := &replayTest{t: t, bin: buildBinary(t), cfgPath: cfgPath, dbPath: filepath.Join(filepath.Dir(cfgPath), "test.duckdb"), cl: cl}
 	rt.exec(`CREATE TABLE items (id BIGINT NOT NULL, qty BIGINT)`)
 	return rt
 }
 
 // exec runs statements on the database file, closed after (run and the
 // commands need it free).
-func (rt *transformReplayTest) exec(stmts ...string) {
+func (rt *replayTest) exec(stmts ...string) {
 	rt.t.Helper()
 	db, err := sql.Open("duckdb", rt.dbPath)
 	if err != nil {
@@ -60,7 +60,7 @@ func (rt *transformReplayTest) exec(stmts ...string) {
 }
 
 // rows is what q returns on the closed database file.
-func (rt *transformReplayTest) rows(q string, want ...string) {
+func (rt *replayTest) rows(q string, want ...string) {
 	rt.t.Helper()
 	db, err := sql.Open("duckdb", rt.dbPath)
 	if err != nil {
@@ -71,7 +71,7 @@ func (rt *transformReplayTest) rows(q string, want ...string) {
 }
 
 // produce produces each value to its partition.
-func (rt *transformReplayTest) produce(partition int32, values ...string) {
+func (rt *replayTest) produce(partition int32, values ...string) {
 	rt.t.Helper()
 	var recs []*kgo.Record
 	for _, v := range values {
@@ -83,7 +83,7 @@ func (rt *transformReplayTest) produce(partition int32, values ...string) {
 }
 
 // replay runs `dlq replay` with args and checks its summary line.
-func (rt *transformReplayTest) replay(wantSummary string, args ...string) {
+func (rt *replayTest) replay(wantSummary string, args ...string) {
 	rt.t.Helper()
 	out, err := exec.Command(rt.bin, append([]string{"dlq", "replay", "--config", rt.cfgPath}, args...)...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), wantSummary) {
@@ -93,7 +93,7 @@ func (rt *transformReplayTest) replay(wantSummary string, args ...string) {
 
 // verified runs verify and wants it to pass with rows loaded and dlq
 // dead letters.
-func (rt *transformReplayTest) verified(rows, dlq int64) {
+func (rt *replayTest) verified(rows, dlq int64) {
 	rt.t.Helper()
 	rep := verifyJSON(rt.t, rt.bin, rt.cfgPath, 0)
 	if !rep.OK {
@@ -148,4 +148,76 @@ func TestDLQReplayOfATransformTableInSteps(t *testing.T) {
 	}
 	rt.rows(`SELECT id, count(*) FROM items GROUP BY id ORDER BY id`, "1|1", "2|1", "4|1", "5|1")
 	rt.verified(4, 1)
+}
+
+// Dead letters of a raw table on two partitions, below what a model
+// merged, their values mended by hand and replayed with `dlq replay` in
+// two steps (--where one partition, then the rest): each step lowers the
+// model's watermarks, so the next `merge` takes the replayed rows in
+// (nothing stays pending), the model holds every key once, and verify's
+// counts follow each step.
+func TestDLQReplayOfARawTableReachesItsModel(t *testing.T) {
+	rt := newRawModelReplayTest(t)
+	rt.produce(0, `{"id":1,"name":"one"`, `{"id":2,"name":"two"}`)
+	rt.produce(1, `{"id":3,"name":"three"}`, `not json 4`, `{"id":5,"name":"five"}`)
+	if rep := runUntilIdle(t, rt.bin, rt.cfgPath); !rep.OK {
+		t.Fatalf("verify: %v", rep.Problems)
+	}
+	rt.merge()
+	rt.rows(`SELECT id, name FROM people ORDER BY id`, "2|two", "3|three", "5|five")
+	rt.verified(3, 2)
+
+	// The fix: the values as they were meant.
+	rt.exec(`UPDATE trace_raw_dlq SET "value" = ('{"id":1,"name":"one"}')::BLOB WHERE "partition" = 0`,
+		`UPDATE trace_raw_dlq SET "value" = ('{"id":4,"name":"four"}')::BLOB WHERE "partition" = 1`)
+	rt.replay("replayed 1 dead-letter rows into trace_raw: 1 loaded, 0 still failing", "--where", `"partition" = 1`)
+	rt.verified(4, 1)
+	rt.merge()
+	rt.rows(`SELECT id, name FROM people ORDER BY id`, "2|two", "3|three", "4|four", "5|five")
+	rt.replay("replayed 1 dead-letter rows into trace_raw: 1 loaded, 0 still failing")
+	rt.verified(5, 0)
+	rt.merge()
+	rt.rows(`SELECT id, name, count(*) OVER (PARTITION BY id) FROM people ORDER BY id`, "1|one|1", "2|two|1", "3|three|1", "4|four|1", "5|five|1")
+	rep := verifyJSON(t, rt.bin, rt.cfgPath, 0)
+	for _, m := range rep.Models {
+		if m.Pending != 0 {
+			t.Errorf("model %s: %d raw rows pending after the merge", m.Model, m.Pending)
+		}
+	}
+}
+
+// newRawModelReplayTest is a raw-mode config (table trace_raw) over
+// testTopic's two partitions with the model people (id, name).
+func newRawModelReplayTest(t *testing.T) *replayTest {
+	t.Helper()
+	cluster, _ := startKafka(t, 2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	cfgPath := writeConfig(t, cluster, "", `merge:
+  models:
+    - name: people
+      key: [id]
+      columns:
+        id:   {path: $.id, type: BIGINT}
+        name: {path: $.name, type: VARCHAR}`)
+	text, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = []byte(strings.Replace(string(text), "sink: {duckdb:", "sink: {table: trace_raw, duckdb:", 1))
+	if err := os.WriteFile(cfgPath, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &replayTest{t: t, bin: buildBinary(t), cfgPath: cfgPath, dbPath: filepath.Join(filepath.Dir(cfgPath), "test.duckdb"), cl: cl}
+}
+
+// merge runs `tracelake merge`.
+func (rt *replayTest) merge() {
+	rt.t.Helper()
+	if out, err := exec.Command(rt.bin, "merge", "--config", rt.cfgPath).CombinedOutput(); err != nil {
+		rt.t.Fatalf("merge: %v\n%s", err, out)
+	}
 }
