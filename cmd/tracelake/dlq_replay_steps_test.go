@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -23,7 +27,14 @@ type replayTest struct {
 
 func newTransformReplayTest(t *testing.T) *replayTest {
 	t.Helper()
-	cluster, _ := startKafka(t, 2)
+	return newTransformReplayTestOf(t, 2)
+}
+
+// newTransformReplayTestOf is newTransformReplayTest over partitions
+// partitions.
+func newTransformReplayTestOf(t *testing.T, partitions int32) *replayTest {
+	t.Helper()
+	cluster, _ := startKafka(t, partitions)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -220,4 +231,59 @@ func (rt *replayTest) merge() {
 	if out, err := exec.Command(rt.bin, "merge", "--config", rt.cfgPath).CombinedOutput(); err != nil {
 		rt.t.Fatalf("merge: %v\n%s", err, out)
 	}
+}
+
+// A replay killed (SIGKILL) once it has staged the rows, inside its
+// transaction, leaves the dead-letter table and the table as they were;
+// the next replay loads every dead letter once, and verify passes after
+// each.
+func TestDLQReplayKilledMidwayLoadsOnceWhenRunAgain(t *testing.T) {
+	const n = 40000
+	rt := newTransformReplayTestOf(t, 1)
+	values := make([]string, n)
+	for i := range values {
+		values[i] = fmt.Sprintf(`{"id":%d,"qty":"q%d"}`, i, i)
+	}
+	rt.produce(0, values...)
+	if rep := runUntilIdle(t, rt.bin, rt.cfgPath); !rep.OK {
+		t.Fatalf("verify: %v", rep.Problems)
+	}
+	rt.verified(0, n)
+	rt.exec(`ALTER TABLE items ALTER qty TYPE VARCHAR`)
+
+	replay := exec.Command(rt.bin, "dlq", "replay", "--config", rt.cfgPath)
+	if err := replay.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stage := rt.dbPath + ".stage"
+	deadline := time.Now().Add(60 * time.Second)
+	for !staged(t, stage) {
+		if time.Now().After(deadline) {
+			t.Fatal("the replay staged nothing within 60s")
+		}
+		time.Sleep(time.Millisecond) // polling the stage directory, the condition awaited
+	}
+	if err := replay.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := replay.Wait(); err == nil {
+		t.Skip("the replay committed before it was killed: nothing killed midway")
+	}
+	rt.rows(`SELECT count(*) FROM items_dlq`, strconv.Itoa(n))
+	rt.rows(`SELECT count(*) FROM items`, "0")
+	rt.verified(0, n)
+
+	rt.replay(fmt.Sprintf("replayed %d dead-letter rows into items: %d loaded, 0 still failing", n, n))
+	rt.rows(`SELECT count(*), count(DISTINCT id) FROM items`, fmt.Sprintf("%d|%d", n, n))
+	rt.verified(n, 0)
+}
+
+// staged reports whether dir holds a staged file.
+func staged(t *testing.T, dir string) bool {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return len(entries) > 0
 }
