@@ -121,7 +121,11 @@ func (rt *replayTest) verified(rows, dlq int64) {
 // fails again stays with its new reason, and replaying again and loading
 // after it adds nothing. verify's counts follow each step and each row is
 // in the table once.
-func TestDLQReplayOfATransformTableInSteps(t *testing.T) {
+func TestLongDLQReplayOfATransformTableInSteps(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("builds and runs the binary; long: run with -run '^TestLong' without -race")
+	}
+	t.Parallel()
 	rt := newTransformReplayTest(t)
 	rt.produce(0, `{"id":1,"qty":"one"}`, `{"id":2,"qty":2}`)
 	rt.produce(1, `{"qty":3}`, `{"id":4,"qty":"four"}`)
@@ -237,7 +241,11 @@ func (rt *replayTest) merge() {
 // transaction, leaves the dead-letter table and the table as they were;
 // the next replay loads every dead letter once, and verify passes after
 // each.
-func TestDLQReplayKilledMidwayLoadsOnceWhenRunAgain(t *testing.T) {
+func TestLongDLQReplayKilledMidwayLoadsOnceWhenRunAgain(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("builds and runs the binary; long: run with -run '^TestLong' without -race")
+	}
+	t.Parallel()
 	const n = 40000
 	rt := newTransformReplayTestOf(t, 1)
 	values := make([]string, n)
