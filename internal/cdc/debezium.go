@@ -282,6 +282,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	fp := d.fieldList()
 	defer d.fields.Put(fp)
 	*fp = rowFields((*fp)[:0], envSchema)
+	ph := d.placeholderOf(src)
 	row := after
 	switch o {
 	case Delete:
@@ -290,7 +291,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 		return dst, nil
 	case Update:
 		if !isNull(before) {
-			if c.Before, err = d.debeziumRow(c, c.Before, before, *fp); err != nil {
+			if c.Before, err = d.debeziumRow(c, c.Before, before, *fp, ph); err != nil {
 				return dst, err
 			}
 		}
@@ -302,7 +303,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 		}
 		return dst, d.errorf("op %s without the %s image", op, img)
 	}
-	if c.Columns, err = d.debeziumRow(c, c.Columns, row, *fp); err != nil {
+	if c.Columns, err = d.debeziumRow(c, c.Columns, row, *fp, ph); err != nil {
 		return dst, err
 	}
 	c.keepRowKeys()
@@ -359,7 +360,7 @@ func (d *Decoder) debeziumTombstone(dst []Change, topic string, key []byte) ([]C
 		return dst[:n], nil
 	}
 	var err error
-	if c.Columns, err = d.debeziumRow(c, c.Columns, row, structFields(nil, keySchema)); err != nil {
+	if c.Columns, err = d.debeziumRow(c, c.Columns, row, structFields(nil, keySchema), &d.unavailable); err != nil {
 		return dst[:n], err
 	}
 	c.settle(c.Columns)
@@ -379,6 +380,10 @@ type source struct {
 	server            []byte // source.name: the connector's server (topic.prefix)
 	position          Position
 	timeUs            int64
+	// binlog: the change is a MySQL or MariaDB connector's (a binlog
+	// file), which reads every value from the row image and never
+	// writes the placeholder for a value it did not read.
+	binlog bool
 }
 
 func readSource(v []byte) source {
@@ -416,6 +421,7 @@ func readSource(v []byte) source {
 		s.position = postgresPosition(lsn, sequence)
 	case file != nil:
 		s.position = position(binlogNumber(file), uintOf(pos))
+		s.binlog = true
 	}
 	s.timeUs = millisToMicros(tsMs)
 	if us, err := strconv.ParseInt(string(tsUs), 10, 64); err == nil {
@@ -642,9 +648,22 @@ func decimalParameters(v []byte) (scale, precision int, hasScale bool) {
 	return scale, precision, hasScale
 }
 
+// placeholderOf is the placeholder for a value the connector of a change
+// with source src did not read, nil for a connector that never writes
+// one (MySQL's and MariaDB's: a text of a column that equals it is a
+// value a user wrote, and read as unread the model would keep the
+// column's earlier value).
+func (d *Decoder) placeholderOf(src source) *placeholder {
+	if src.binlog {
+		return nil
+	}
+	return &d.unavailable
+}
+
 // debeziumRow appends the columns of a row image: typed by fields where
-// the schema has the column, else inferred.
-func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []field) ([]Column, error) {
+// the schema has the column, else inferred. A value that is ph's (nil
+// for none) is one the connector did not read.
+func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []field, ph *placeholder) ([]Column, error) {
 	it, ok := open(row, '{')
 	if !ok {
 		return cols, d.errorf("a row image is not a JSON object")
@@ -656,7 +675,7 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 			return cols, nil
 		}
 		name := columnName(k)
-		unread := d.unavailable.is(v)
+		unread := ph != nil && ph.is(v)
 		if unread {
 			if err := d.unreadError(c, name); err != nil {
 				return cols, err

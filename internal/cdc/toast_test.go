@@ -133,3 +133,29 @@ func column(cols []Column, name string) *Column {
 	}
 	return nil
 }
+
+// Debezium's MySQL and MariaDB connectors never write the placeholder
+// (they read every value from the binlog's row image; it is
+// PostgreSQL's, for a TOAST value): in a change of theirs, a text column
+// holding the placeholder's text holds that text, which a user wrote.
+// Read as unread, an update's would leave the model the column's earlier
+// value, and a create's would be dead-lettered.
+func TestPlaceholderTextOfABinlogSourceIsAValue(t *testing.T) {
+	for _, op := range []string{"c", "u", "r"} {
+		d, err := NewDecoder(Options{Format: FormatDebezium})
+		if err != nil {
+			t.Fatal(err)
+		}
+		value := `{"before":null,"after":{"id":1,"v":"x","doc":"__debezium_unavailable_value"},"op":"` + op +
+			`","source":{"connector":"mysql","db":"shop","table":"t","file":"mysql-bin.000003","pos":4711}}`
+		got, err := d.Decode(nil, "srv.shop.t", []byte(`{"id":1}`), []byte(value))
+		if err != nil || len(got) != 1 {
+			t.Errorf("op %s: got %d changes, %v; want the change", op, len(got), err)
+			continue
+		}
+		doc := column(got[0].Columns, "doc")
+		if doc == nil || doc.Unavailable || string(doc.Value) != `"__debezium_unavailable_value"` {
+			t.Errorf("op %s: doc is %s, want the text as its value", op, render(got))
+		}
+	}
+}
