@@ -159,3 +159,35 @@ func TestPlaceholderTextOfABinlogSourceIsAValue(t *testing.T) {
 		}
 	}
 }
+
+// Only a whole value that is one of the placeholder's forms is unread:
+// the placeholder's text inside a jsonb document, as one of several
+// elements of an array, or a list of its bytes with one more, is a value
+// a user wrote, kept as it is.
+func TestPlaceholderInsideAValueIsAValue(t *testing.T) {
+	numbers := `95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,101`
+	for _, tc := range []struct{ name, typ, value string }{
+		{"jsonb object", `{"type":"string","name":"io.debezium.data.Json"}`, `"{\"k\":\"__debezium_unavailable_value\"}"`},
+		{"jsonb string", `{"type":"string","name":"io.debezium.data.Json"}`, `"\"__debezium_unavailable_value\""`},
+		{"text[] of two", `{"type":"array","items":{"type":"string","optional":true}}`, `["__debezium_unavailable_value","x"]`},
+		{"integer[] longer", `{"type":"array","items":{"type":"int32","optional":true}}`, `[` + numbers + `,1]`},
+		{"hstore map of two", `{"type":"map","keys":{"type":"string"},"values":{"type":"string","optional":true}}`, `{"__debezium_unavailable_value":"__debezium_unavailable_value","k":"v"}`},
+		{"text padded", `{"type":"string"}`, `" __debezium_unavailable_value"`},
+	} {
+		for _, schemas := range []bool{false, true} {
+			d, err := NewDecoder(Options{Format: FormatDebezium})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, value := toastEvent("u", tc.typ, tc.value, schemas)
+			got, err := d.Decode(nil, "srv.public.t", []byte(key), []byte(value))
+			if err != nil || len(got) != 1 {
+				t.Errorf("%s (schemas %v): got %d changes, %v; want the change", tc.name, schemas, len(got), err)
+				continue
+			}
+			if doc := column(got[0].Columns, "doc"); doc == nil || doc.Unavailable || doc.Value == nil {
+				t.Errorf("%s (schemas %v): doc is %s, want its value", tc.name, schemas, render(got))
+			}
+		}
+	}
+}
