@@ -41,13 +41,14 @@ func TestBadRecords(t *testing.T) {
 		`not a Debezium change event: column "p": "not base64!" is not a value of org.apache.kafka.connect.data.Decimal`)
 	// Debezium's placeholder for a value it did not read (a PostgreSQL
 	// TOAST value an update left unchanged) as text, as a jsonb's text,
-	// as an array and as bytea, in a create: a model given it would hold
-	// it. Found by a review (the text was stored as the value). An
-	// update's is read as unread (TestUnavailableValueOfAnUpdateIsNotRead).
+	// as an array and as bytea, in a snapshot read: a model given it would
+	// hold it. Found by a review (the text was stored as the value). An
+	// update's or a create's is read as unread
+	// (TestUnavailableValueOfAnUpdateIsNotRead).
 	toast := func(value string) string {
-		return `{"before":null,"after":{"id":1,"doc":` + value + `},"op":"c","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`
+		return `{"before":null,"after":{"id":1,"doc":` + value + `},"op":"r","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`
 	}
-	why := `column "doc" holds Debezium's placeholder for a value it did not read (__debezium_unavailable_value: with PostgreSQL's REPLICA IDENTITY DEFAULT, a large value that an update left unchanged): a change that makes a row (op c or r) has no earlier change to take the value from, so its value is not known; set REPLICA IDENTITY FULL on the source table`
+	why := `column "doc" holds Debezium's placeholder for a value it did not read (__debezium_unavailable_value: with PostgreSQL's REPLICA IDENTITY DEFAULT, a large value that an update left unchanged): a snapshot read (op r) selects every value, and no earlier change gives it, so its value is not known; set REPLICA IDENTITY FULL on the source table`
 	for _, v := range []string{`"__debezium_unavailable_value"`, `["__debezium_unavailable_value"]`, `"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="`} {
 		f(FormatDebezium, toast(v), why)
 	}
@@ -322,7 +323,7 @@ func TestTruncateOfOneShardIsDeadLettered(t *testing.T) {
 // writes that instead (UnchangedToastedPlaceholder from
 // PostgresConnectorConfig.getUnavailableValuePlaceholder: text, or "hex:"
 // and octets), and cdc.unavailable_placeholder names it: it is refused in
-// a create in each of its forms, text and bytes, where the default's would have let
+// a snapshot read in each of its forms, text and bytes, where the default's would have let
 // it through as the value. The default's forms are then ordinary values.
 func TestConfiguredUnavailablePlaceholder(t *testing.T) {
 	decode := func(placeholder, value string) error { return decodeWithPlaceholder(t, placeholder, value) }
@@ -393,7 +394,7 @@ func TestConfiguredUnavailablePlaceholderAsJavaWritesIt(t *testing.T) {
 	}
 }
 
-// decodeWithPlaceholder decodes a Debezium create whose column doc holds
+// decodeWithPlaceholder decodes a Debezium snapshot read whose column doc holds
 // the JSON value, with the unavailable value placeholder configured.
 func decodeWithPlaceholder(t *testing.T, placeholder, value string) error {
 	t.Helper()
@@ -401,7 +402,7 @@ func decodeWithPlaceholder(t *testing.T, placeholder, value string) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.Decode(nil, "srv.public.t", nil, []byte(`{"before":null,"after":{"id":1,"doc":`+value+`},"op":"c","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`))
+	_, err = d.Decode(nil, "srv.public.t", nil, []byte(`{"before":null,"after":{"id":1,"doc":`+value+`},"op":"r","source":{"db":"postgres","schema":"public","table":"t","lsn":7}}`))
 	return err
 }
 

@@ -161,10 +161,12 @@ type Column struct {
 	// without the column reads (set by the pipeline).
 	KeepNull bool
 	// Unavailable says the source did not read the column's value
-	// (Debezium's placeholder: a PostgreSQL TOAST value an update or a
-	// delete left unchanged, under REPLICA IDENTITY DEFAULT): Value is
-	// nil, and the model takes the value the key's latest earlier change
-	// gave (the changelog row names the column in UnavailableColumn).
+	// (Debezium's placeholder: a PostgreSQL TOAST value an update, or a
+	// delete, left unchanged, under REPLICA IDENTITY DEFAULT; the create
+	// of an update that changed the primary key too): Value is nil, and
+	// the model takes the value the key's latest earlier change gave, or
+	// a create's old key's (the changelog row names the column in
+	// UnavailableColumn).
 	Unavailable bool
 
 	// from, to locate a value written to the change's arena until the

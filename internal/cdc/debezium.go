@@ -708,18 +708,20 @@ var jsonNull = []byte("null")
 
 // unreadError is the error of column name of c holding Debezium's
 // placeholder for a value it did not read, nil where the placeholder
-// can stand for the value the key's latest earlier change gave: a
-// column of an update, left unchanged, or of a delete's before image,
-// of which the model reads the key alone. A create or a snapshot read
-// has no earlier change to give it, and a key column says which row the
-// change is of.
+// can stand for a value an earlier change gave: a column of an update,
+// left unchanged; of a create, which the PostgreSQL connector writes
+// for an update that changed the row's primary key (a delete of the old
+// key and a create of the new, at the update's position: the merge
+// takes the old key's value); or of a delete's before image, of which
+// the model reads the key alone. A snapshot read selects every value,
+// and a key column says which row the change is of.
 func (d *Decoder) unreadError(c *Change, name []byte) error {
 	why := ""
 	switch {
 	case slices.Contains(c.Key, string(name)):
 		why = "it is a key column, which says which row the change is of"
-	case c.Op != Update && c.Op != Delete:
-		why = "a change that makes a row (op c or r) has no earlier change to take the value from"
+	case c.Op == Read:
+		why = "a snapshot read (op r) selects every value, and no earlier change gives it"
 	default:
 		return nil
 	}

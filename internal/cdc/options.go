@@ -45,9 +45,10 @@ type Options struct {
 	// UnavailablePlaceholder is Debezium's unavailable.value.placeholder
 	// as the connector is configured ("hex:" and octets, or text); "" is
 	// Debezium's default, __debezium_unavailable_value. A column of an
-	// update or a delete holding it is Column.Unavailable; a create, a
-	// snapshot read or a key column holding it is refused: no earlier
-	// change gives its value.
+	// update, a create (of an update that changed the primary key) or a
+	// delete holding it is Column.Unavailable; a snapshot read or a key
+	// column holding it is refused: no earlier change gives its value.
+	// Changes of a MySQL or MariaDB connector never hold it.
 	UnavailablePlaceholder string
 }
 

@@ -52,8 +52,9 @@ type CDC struct {
 	// UnavailablePlaceholder is Debezium's unavailable.value.placeholder,
 	// where the connector sets its own ("hex:" and octets, or text);
 	// default __debezium_unavailable_value. An update holding it keeps
-	// the column's earlier value in the model (the changelog row names
-	// the column in cdc_unavailable); a create, a snapshot read or a key
+	// the column's earlier value in the model, a create (of an update
+	// that changed the primary key) the old key's (the changelog row
+	// names the column in cdc_unavailable); a snapshot read or a key
 	// holding it is dead-lettered. It is never stored as a value.
 	UnavailablePlaceholder string `yaml:"unavailable_placeholder"`
 }
