@@ -79,7 +79,9 @@ func unreadColumns(ctx context.Context, tx *sql.Tx) ([]string, error) {
 // fillColumn sets column name of the updates and creates of tl_clatest
 // that did not read it, and returns how many found no earlier value (set
 // NULL). An update's is the latest earlier change of the key in changes
-// that read it or deleted the key (no value), or else, or when the
+// that read it or deleted the key (no value, whatever the delete's
+// before image holds, as when the delete merged in an earlier round and
+// left a tombstone), or else, or when the
 // model's row or tombstone is later, that row's value (a tombstone:
 // none). An earlier change at the model row's position is taken over the
 // row: it is that row's change or one after it in Kafka order. A create
@@ -91,7 +93,7 @@ func fillColumn(ctx context.Context, tx *sql.Tx, p *changelogPlan, changes, name
 	same := "y.ktopic = x.ktopic AND y.kpartition = x.kpartition AND y.koffset = x.koffset AND y.kindex = x.kindex"
 	update := fmt.Sprintf(`x.%s = 'u' AND %s`, op, unreadSQL("x.", lit))
 	create := fmt.Sprintf(`x.%s = 'c' AND %s`, op, unreadSQL("x.", lit))
-	earlier := fmt.Sprintf(`SELECT %[1]s, last_value(CASE WHEN %[2]s IN ('c', 'd') OR NOT %[3]s THEN {'v': %[4]s, 'gone': %[2]s = 'd', 'at': %[5]s, 'via': %[10]s} END IGNORE NULLS)
+	earlier := fmt.Sprintf(`SELECT %[1]s, last_value(CASE WHEN %[2]s IN ('c', 'd') OR NOT %[3]s THEN {'v': CASE WHEN %[2]s <> 'd' THEN %[4]s END, 'gone': %[2]s = 'd', 'at': %[5]s, 'via': %[10]s} END IGNORE NULLS)
 		OVER (PARTITION BY %[6]s ORDER BY %[5]s, %[1]s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS f
 	FROM (%[7]s) c WHERE EXISTS (SELECT 1 FROM tl_clatest x WHERE %[8]s AND %[9]s)`,
 		coords, op, unreadSQL("", lit), col, pos(""), p.keyList(), changes, p.keyMatch("x", "c"), update, viaSQL("", op, lit))
