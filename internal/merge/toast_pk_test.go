@@ -2,6 +2,7 @@ package merge
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -64,5 +65,94 @@ func TestToastedPrimaryKeyChange(t *testing.T) {
 			l.want(q, "3|a|big4", "5|e|big1")
 			l.rebuilt(q, "cdc_shop_docs")
 		})
+	}
+}
+
+// Random histories of six keys (a key's changes on its own partition)
+// with creates, updates that send doc or leave it unread, deletes,
+// primary-key changes that leave doc unread (a delete of the old key and
+// a create of the new at one LSN, on their two partitions), some records
+// delivered twice, merged in rounds cut at random: after each round the
+// model holds what the source holds, and a rebuild the same.
+// TRACELAKE_RANDOM_SEEDS runs more seeds.
+func TestToastedPrimaryKeyChangesRandom(t *testing.T) {
+	for seed := range randomSeeds(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomToastKeysRun(t, uint64(seed)) })
+	}
+}
+
+func randomToastKeysRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	l := newChangeLoader(t)
+	e := pgToast{l: l}
+	type state struct {
+		live   bool
+		v, doc string
+	}
+	const keys = 6
+	source := map[int]*state{}
+	for id := 1; id <= keys; id++ {
+		source[id] = &state{doc: "NULL"}
+	}
+	q := `SELECT id, v, coalesce(doc, 'NULL') FROM cdc_shop_docs ORDER BY id`
+	want := func() []string {
+		var out []string
+		for id := 1; id <= keys; id++ {
+			if s := source[id]; s.live {
+				out = append(out, fmt.Sprintf("%d|%s|%s", id, s.v, s.doc))
+			}
+		}
+		return out
+	}
+	queue := func(op string, lsn, id int, v, doc string) {
+		e.partition = int32(id % 2)
+		e.event(op, lsn, id, v, doc)
+		if rng.IntN(10) == 0 { // delivered twice
+			p := e.partition
+			dup := *l.pending[p][len(l.pending[p])-1]
+			dup.Offset = l.next[p]
+			l.next[p]++
+			l.pending[p] = append(l.pending[p], &dup)
+		}
+	}
+	lsn, merged := 100, false
+	for i := range 80 {
+		id := 1 + rng.IntN(keys)
+		s := source[id]
+		lsn += 10
+		v, doc := fmt.Sprintf("v%d", i), fmt.Sprintf("doc%d", i)
+		to := 1 + rng.IntN(keys)
+		switch r := rng.IntN(10); {
+		case !s.live:
+			queue("c", lsn, id, v, `"`+doc+`"`)
+			*s = state{true, v, doc}
+		case r < 2:
+			queue("d", lsn, id, s.v, `null`)
+			s.live = false
+		case r < 5 && !source[to].live:
+			// UPDATE docs SET id = to, v = v WHERE id = id.
+			queue("d", lsn, id, "", `null`)
+			queue("c", lsn, to, v, toastPlaceholder)
+			*source[to] = state{true, v, s.doc}
+			s.live = false
+		case r < 7:
+			queue("u", lsn, id, v, toastPlaceholder)
+			s.v = v
+		default:
+			queue("u", lsn, id, v, `"`+doc+`"`)
+			s.v, s.doc = v, doc
+		}
+		if rng.IntN(6) == 0 {
+			l.flush()
+			l.mustMerge()
+			merged = true
+			l.want(q, want()...)
+		}
+	}
+	l.flush()
+	l.mustMerge()
+	l.want(q, want()...)
+	if merged {
+		l.rebuilt(q, "cdc_shop_docs")
 	}
 }
