@@ -81,9 +81,8 @@ func unreadColumns(ctx context.Context, tx *sql.Tx) ([]string, error) {
 // NULL). An update's is the latest earlier change of the key in changes
 // that read it or deleted the key (no value, whatever the delete's
 // before image holds, as when the delete merged in an earlier round and
-// left a tombstone), or else, or when the
-// model's row or tombstone is later, that row's value (a tombstone:
-// none). An earlier change at the model row's position is taken over the
+// left a tombstone), or else, or when the model's row or tombstone is
+// later, that row's value (a tombstone: none). An earlier change at the model row's position is taken over the
 // row: it is that row's change or one after it in Kafka order. A create
 // that did not read it, the create's own or an update's latest earlier
 // change, takes the old key's (resolveCreates).
