@@ -475,11 +475,7 @@ func openError(path string, err error) error {
 func dsnSettings(opt Options) string {
 	v := url.Values{}
 	v.Set("max_vacuum_tasks", "0")
-	threshold := checkpointThreshold
-	if opt.Routed {
-		threshold = routedCheckpointThreshold
-	}
-	v.Set("checkpoint_threshold", strconv.Itoa(threshold>>10)+"KiB")
+	v.Set("checkpoint_threshold", strconv.Itoa(checkpointThresholdFor(opt)>>10)+"KiB")
 	v.Set("allocator_flush_threshold", "16MiB")
 	// With JSONZstd a new database file is written in a storage format
 	// that compresses strings with zstd (an existing file keeps the
@@ -516,6 +512,23 @@ const checkpointThreshold = 1 << 20
 // 1 MiB took seconds more each load as tables grew ("2026-12-04,
 // cdc_tables"); the log holds up to this much between checkpoints.
 const routedCheckpointThreshold = 256 << 20
+
+// checkpointThresholdFor is opt's checkpoint_threshold: with routed
+// tables routedCheckpointThreshold, but no more than a quarter of
+// memory_limit. A checkpoint pins the new values it writes, those of
+// every commit since the last, in memory at once: 256 MiB of them (21
+// dead letters of 12 MB changes) could not be pinned within a 256 MiB
+// limit, and the commit that was to checkpoint them failed, and again at
+// each retry of its load.
+func checkpointThresholdFor(opt Options) int {
+	if !opt.Routed {
+		return checkpointThreshold
+	}
+	if opt.MemoryLimit > 0 {
+		return int(min(routedCheckpointThreshold, max(checkpointThreshold, opt.MemoryLimit/4)))
+	}
+	return routedCheckpointThreshold
+}
 
 // threadMemory is the share of memory_limit each DuckDB thread needs to
 // read staged files: DuckDB's JSON reader holds a buffer of twice
