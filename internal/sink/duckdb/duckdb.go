@@ -281,6 +281,10 @@ func (s *Sink) Table() string { return s.opt.Table }
 // DB exposes the database for queries (verify, sql).
 func (s *Sink) DB() *sql.DB { return s.db }
 
+// MemoryLimit is DuckDB's memory_limit in bytes as configured, 0 for
+// DuckDB's default.
+func (s *Sink) MemoryLimit() int64 { return s.opt.MemoryLimit }
+
 // Loading signals the loads in flight into the database, this sink's and
 // those of every sink Beside it: readers of DB give way to them.
 func (s *Sink) Loading() *Loading { return s.loading }

@@ -1,0 +1,29 @@
+package merge
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+)
+
+// A changelog table's increment of 12 MB rows larger than DuckDB's
+// memory_limit (the default 256 MiB here; 15 rows of a documents table,
+// one a load as the pipeline cuts them, between two merges) merges into
+// its model. The merge copies the whole increment (tl_cinc) and sorts it
+// whole to pick each key's latest change, big values and all: it ran out
+// of memory at every round, and the model, and its done marks, never
+// moved again.
+func TestChangelogIncrementLargerThanTheMemoryLimitMerges(t *testing.T) {
+	l := newChangeLoader(t, func(o *duckdb.Options) { o.MemoryLimit = 256 << 20 })
+	l.at = time.Now().UTC().Add(-time.Hour)
+	big := strings.Repeat("x", 12<<20)
+	const rows = 15 // ~180 MB of values
+	for i := range rows {
+		l.change(0, "docs", "c", 100+i, map[string]any{"id": i, "body": big}, "id")
+		l.flush()
+	}
+	l.mustMerge()
+	l.want(`SELECT count(*), count(*) FILTER (WHERE strlen(body) = 12 * 1024 * 1024) FROM cdc_db_docs`, "15|15")
+}
