@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
@@ -143,19 +144,29 @@ func viaSQL(alias, op, lit string) string {
 // old key after a create that did not read it either, step by step until
 // none is left (positions fall at each step). So rounds cut anywhere, and
 // a model built again, give the same row.
+//
+// Deletes of more than one other key at the create's position (a source
+// that gives several rows' changes one position, as Debezium 1.x did with
+// wal2json, a transaction's changes sharing its LSN) leave the old key
+// unknown: none, with the warning, rather than another row's value.
 func resolveCreates(ctx context.Context, tx *sql.Tx, p *changelogPlan, col, lit string) error {
 	defer exec(context.WithoutCancel(ctx), tx, "DROP TABLE IF EXISTS tl_cstep")
 	op := sqltext.Ident(cdc.OpColumn)
 	step := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_cstep AS
-	SELECT s.ktopic, s.kpartition, s.koffset, s.kindex, {'v': CASE WHEN l.%[2]s <> 'd' THEN l.%[1]s END, 'ok': l.%[2]s <> 'd'} AS f, %[3]s AS via
-	FROM tl_cfill s
-	JOIN %[4]s c ON c.ktopic = s.via.t AND c.kpartition = s.via.p AND c.koffset = s.via.o AND c.kindex = s.via.i
-	JOIN %[4]s d ON d.%[2]s = 'd' AND %[5]s = %[6]s AND NOT (%[7]s)
-	JOIN %[4]s l ON %[8]s AND %[9]s < %[6]s AND %[9]s <> '' AND l.%[2]s IN ('c', 'u', 'r', 'd') AND (l.%[2]s IN ('c', 'd') OR NOT %[10]s)
-	WHERE s.via IS NOT NULL AND %[6]s <> ''
-	QUALIFY row_number() OVER (PARTITION BY s.ktopic, s.kpartition, s.koffset, s.kindex
+	WITH o AS (
+		SELECT s.ktopic, s.kpartition, s.koffset, s.kindex, any_value(%[6]s) AS tl_at, any_value(%[11]s) AS tl_key
+		FROM tl_cfill s
+		JOIN %[4]s c ON c.ktopic = s.via.t AND c.kpartition = s.via.p AND c.koffset = s.via.o AND c.kindex = s.via.i
+		JOIN %[4]s d ON d.%[2]s = 'd' AND %[5]s = %[6]s AND NOT (%[7]s)
+		WHERE s.via IS NOT NULL AND %[6]s <> ''
+		GROUP BY s.ktopic, s.kpartition, s.koffset, s.kindex
+		HAVING count(DISTINCT %[11]s) = 1)
+	SELECT o.ktopic, o.kpartition, o.koffset, o.kindex, {'v': CASE WHEN l.%[2]s <> 'd' THEN l.%[1]s END, 'ok': l.%[2]s <> 'd'} AS f, %[3]s AS via
+	FROM o JOIN %[4]s l ON %[8]s AND %[9]s < o.tl_at AND %[9]s <> '' AND l.%[2]s IN ('c', 'u', 'r', 'd') AND (l.%[2]s IN ('c', 'd') OR NOT %[10]s)
+	QUALIFY row_number() OVER (PARTITION BY o.ktopic, o.kpartition, o.koffset, o.kindex
 		ORDER BY %[9]s DESC, l.ktopic DESC, l.kpartition DESC, l.koffset DESC, l.kindex DESC) = 1`,
-		col, op, viaSQL("l.", op, lit), p.log, pos("d."), pos("c."), p.keyMatch("d", "c"), p.keyMatch("l", "d"), pos("l."), unreadSQL("l.", lit))
+		col, op, viaSQL("l.", op, lit), p.log, pos("d."), pos("c."), p.keyMatch("d", "c"), p.keyMatch("l", "o.tl_key"), pos("l."), unreadSQL("l.", lit),
+		keyStructSQL(p, "d"))
 	same := "y.ktopic = s.ktopic AND y.kpartition = s.kpartition AND y.koffset = s.koffset AND y.kindex = s.kindex"
 	for {
 		var left int64
@@ -173,4 +184,14 @@ func resolveCreates(ctx context.Context, tx *sql.Tx, p *changelogPlan, col, lit 
 			return fmt.Errorf("take the values of creates from their old keys: %w", err)
 		}
 	}
+}
+
+// keyStructSQL is the key of the change of alias as a struct of its key
+// columns, named as they are (alias.tl_key."k" reads one back).
+func keyStructSQL(p *changelogPlan, alias string) string {
+	parts := make([]string, len(p.keys))
+	for i, k := range p.keys {
+		parts[i] = sqltext.String(k) + ": " + alias + "." + sqltext.Ident(k)
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
