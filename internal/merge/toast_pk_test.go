@@ -73,7 +73,8 @@ func TestToastedPrimaryKeyChange(t *testing.T) {
 // primary-key changes that leave doc unread (a delete of the old key and
 // a create of the new at one LSN, on their two partitions), some records
 // delivered twice, merged in rounds cut at random: after each round the
-// model holds what the source holds, and a rebuild the same.
+// model holds what the source holds, and a rebuild the same. Some
+// transactions change several rows' keys.
 // TRACELAKE_RANDOM_SEEDS runs more seeds.
 func TestToastedPrimaryKeyChangesRandom(t *testing.T) {
 	for seed := range randomSeeds(4) {
@@ -115,8 +116,31 @@ func randomToastKeysRun(t *testing.T, seed uint64) {
 			l.pending[p] = append(l.pending[p], &dup)
 		}
 	}
+	// move changes a live row's key to a free one, leaving doc unread.
+	move := func(lsn, id, to int, v string) {
+		queue("d", lsn, id, "", `null`)
+		queue("c", lsn, to, v, toastPlaceholder)
+		*source[to] = state{true, v, source[id].doc}
+		source[id].live = false
+	}
 	lsn, merged := 100, false
 	for i := range 80 {
+		if rng.IntN(8) == 0 {
+			// One transaction changing up to three rows' keys, a row
+			// perhaps twice (UPDATE docs SET id = … over many rows, or
+			// statements in turn): the changes share the last commit's
+			// LSN and have LSNs of their own.
+			e.commit = lsn
+			for range 1 + rng.IntN(3) {
+				id, to := 1+rng.IntN(keys), 1+rng.IntN(keys)
+				if source[id].live && !source[to].live {
+					lsn += 10
+					move(lsn, id, to, fmt.Sprintf("v%d", i))
+				}
+			}
+			e.commit = 0
+			continue
+		}
 		id := 1 + rng.IntN(keys)
 		s := source[id]
 		lsn += 10
@@ -131,10 +155,7 @@ func randomToastKeysRun(t *testing.T, seed uint64) {
 			s.live = false
 		case r < 5 && !source[to].live:
 			// UPDATE docs SET id = to, v = v WHERE id = id.
-			queue("d", lsn, id, "", `null`)
-			queue("c", lsn, to, v, toastPlaceholder)
-			*source[to] = state{true, v, s.doc}
-			s.live = false
+			move(lsn, id, to, v)
 		case r < 7:
 			queue("u", lsn, id, v, toastPlaceholder)
 			s.v = v

@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -22,6 +23,9 @@ type pgToast struct {
 	schemas bool
 	// partition is the Kafka partition the events are queued on.
 	partition int32
+	// commit is the LSN of the last commit before the events' transaction
+	// (the first of source.sequence); the event's own LSN when zero.
+	commit int
 }
 
 // event queues a change at LSN lsn: op and the row image (the before
@@ -36,7 +40,7 @@ func (e pgToast) event(op string, lsn, id int, v, doc string) {
 	}
 	payload := fmt.Sprintf(`{"before":%s,"after":%s,"op":%q,"ts_ms":1700000000001,`+
 		`"source":{"connector":"postgresql","name":"pg","db":"shop","schema":"public","table":"docs","lsn":%d,"sequence":"[\"%d\",\"%d\"]","ts_ms":1700000000000}}`,
-		before, after, op, lsn, lsn, lsn)
+		before, after, op, lsn, cmp.Or(e.commit, lsn), lsn)
 	key := fmt.Sprintf(`{"id":%d}`, id)
 	if e.schemas {
 		fs := []fld{{"id", "int32", "", ""}, {"v", "string", "", ""}, {"doc", "string", "", ""}}
