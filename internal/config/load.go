@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -122,7 +123,7 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, errs *[]error) {
 	}
 	if v.Kind() == reflect.Struct && !reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, fmt.Errorf("%s: want a mapping of keys, got %q", orRoot(path), n.Value))
+			*errs = append(*errs, fmt.Errorf("%s: want a mapping of keys, got %s", orRoot(path), given(n)))
 			return
 		}
 		fields := yamlFields(v.Type())
@@ -221,9 +222,60 @@ func decodeLeaf(n *yaml.Node, v reflect.Value) error {
 		}
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
+		var kind *yaml.TypeError
+		if errors.As(err, &kind) && !reflect.PointerTo(v.Type()).Implements(yamlUnmarshaler) {
+			// yaml.v3 names the Go type ("cannot unmarshal !!seq into
+			// bool"); say what to write instead. A type that reads
+			// itself (merge columns) words its own errors.
+			return fmt.Errorf("want %s, got %s", wanted(v.Type()), given(n))
+		}
 		return errors.New(cleanYAMLError(err))
 	}
 	return nil
+}
+
+// wanted says in words what a key of type t accepts.
+func wanted(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[Duration]():
+		return durationWanted
+	case t == reflect.TypeFor[ByteSize]():
+		return sizeWanted
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number, 0 or more"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.String {
+			return `a list such as [a, b] or "a,b"`
+		}
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping of keys"
+	}
+	return t.String()
+}
+
+// given says what kind of value n is, quoting a scalar.
+func given(n *yaml.Node) string {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return strconv.Quote(n.Value)
 }
 
 // typoError is an unknown key of a list item (merge.models[0].kye):

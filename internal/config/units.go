@@ -20,11 +20,19 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // MarshalText writes the duration the way it is read back.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// durationWanted and sizeWanted say what a Duration and a ByteSize accept,
+// in their own errors and in the loader's when a key is given a list or
+// a mapping.
+const (
+	durationWanted = "a duration such as 10s, 5m or 1h"
+	sizeWanted     = "a size such as 16MiB, 512KiB or 1GB (at most 2^63-1 bytes)"
+)
+
 // UnmarshalText parses a Go duration string ("10s", "1m30s").
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
 	if err != nil {
-		return fmt.Errorf("want a duration such as 10s, 5m or 1h, got %q", b)
+		return fmt.Errorf("want %s, got %q", durationWanted, b)
 	}
 	*d = Duration(v)
 	return nil
@@ -73,7 +81,7 @@ func (s *ByteSize) UnmarshalText(b []byte) error {
 	// n > MaxInt64/mult: the product would wrap around (2^64 bytes read
 	// as 0, which some keys take as "derived").
 	if err != nil || n < 0 || n > math.MaxInt64/mult {
-		return fmt.Errorf("want a size such as 16MiB, 512KiB or 1GB (at most 2^63-1 bytes), got %q", b)
+		return fmt.Errorf("want %s, got %q", sizeWanted, b)
 	}
 	*s = ByteSize(n * mult)
 	return nil
