@@ -478,18 +478,26 @@ func (d *Databend) validate(check func(ok bool, key, format string, args ...any)
 	check(d.Timeout.D() >= time.Second && d.Timeout.D() <= 24*time.Hour, "sink.databend.timeout", "want 1s to 24h, got %s", d.Timeout)
 }
 
-// dsnProblem says what is wrong with a DSN without repeating it (it holds
-// a password).
+// dsnProblem says what is wrong with a DSN without repeating any of it (it
+// holds a password). url.Parse's reasons quote the piece they stopped at,
+// and that piece can be the password's: a '#', '/' or '?' in it ends the
+// authority early (invalid port ":<its start>" after host), a '%' starts
+// an escape (invalid URL escape "%<next two>"). The quoted pieces are
+// dropped, and the usual cause named.
 func dsnProblem(err error) string {
 	if err == nil {
 		return "no host"
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err.Error()
+		reason := strings.Join(strings.Fields(quotedPiece.ReplaceAllString(ue.Err.Error(), "")), " ")
+		return reason + "; in the user or password, percent-encode # / ? % @ and spaces"
 	}
 	return "malformed"
 }
+
+// quotedPiece is a quoted excerpt in url.Parse's reasons.
+var quotedPiece = regexp.MustCompile(`"[^"]*"`)
 
 // otelSource names what makes the rows OpenTelemetry, for errors.
 func (c *Config) otelSource() string {
