@@ -159,7 +159,7 @@ func decodeReference(cfg *Config, data []byte) error {
 			continue
 		}
 		if err := set(cfg, m[k]); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %v", k, err))
+			errs = append(errs, fmt.Errorf("%s: %v", k, referenceProblem(err)))
 		}
 	}
 	// The reference uses TLS only together with SASL, and there unless
@@ -176,6 +176,19 @@ func decodeReference(cfg *Config, data []byte) error {
 		cfg.Kafka.TLS.Enabled = true
 	}
 	return errors.Join(errs...)
+}
+
+// referenceProblem words a value of the wrong JSON kind as tracelake's own
+// keys do, by what the key accepts: encoding/json names a Go type ("cannot
+// unmarshal string into Go value of type int"). The value is not quoted:
+// it may be saslPassword's.
+func referenceProblem(err error) error {
+	var kind *json.UnmarshalTypeError
+	if !errors.As(err, &kind) {
+		return err
+	}
+	got, _, _ := strings.Cut(kind.Value, " ") // "number 1.5": the kind alone
+	return fmt.Errorf("want %s, got a JSON %s", wanted(kind.Type), got)
 }
 
 func referenceKeyList() string {
