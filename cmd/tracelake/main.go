@@ -10,7 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"syscall"
+
+	"github.com/tracelake/tracelake/internal/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -118,7 +121,7 @@ func run(args []string) int {
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
-		fmt.Fprintf(os.Stderr, "tracelake: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(os.Stderr, "tracelake: %s\n\n%s", unknownCommand(args[0]), usage)
 		return exitUsage
 	}
 	var held heldError
@@ -131,6 +134,22 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "tracelake:", msg)
 	}
 	return code
+}
+
+// usageCommand is a command's name where the usage shows it.
+var usageCommand = regexp.MustCompile(`(?m)^  tracelake (\S+)`)
+
+// unknownCommand says name is no command and, when it is a letter or two
+// from one (verfy), which: the commands are those the usage lists.
+func unknownCommand(name string) string {
+	var commands []string
+	for _, m := range usageCommand.FindAllStringSubmatch(usage, -1) {
+		commands = append(commands, m[1])
+	}
+	if near, ok := config.Nearest(name, commands); ok {
+		return fmt.Sprintf("unknown command %q (did you mean %q?)", name, near)
+	}
+	return fmt.Sprintf("unknown command %q", name)
 }
 
 // exitStatus is the exit code of a command that returned err and what it

@@ -309,6 +309,22 @@ func meantKeys(err error) []string {
 	return out
 }
 
+// Nearest is the one of names that word is likely a misspelling of (a
+// letter or two away, and nearer than any other), for a "did you mean"; ok
+// is false when none is.
+func Nearest(word string, names []string) (nearest string, ok bool) {
+	best, tie := 3, false
+	for _, n := range names {
+		switch d := editDistance(word, n); {
+		case d < best:
+			nearest, best, tie = n, d, false
+		case d == best && n != nearest:
+			tie = true
+		}
+	}
+	return nearest, nearest != "" && !tie
+}
+
 // editDistance is the Levenshtein distance of a and b (kye to key: 2).
 func editDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
