@@ -41,11 +41,9 @@ type runningSink struct {
 // standalone is the environment of a command run from the shell.
 var standalone = &cmdEnv{stdout: os.Stdout, stderr: os.Stderr}
 
-// flagSet is the command's flag set, reporting to the command's stderr.
+// flagSet is the command's flag set, printing to the command's streams.
 func (e *cmdEnv) flagSet(name string) *flag.FlagSet {
-	fs := newFlagSet(name)
-	fs.SetOutput(e.stderr)
-	return fs
+	return newFlagSetTo(name, e.stdout, e.stderr)
 }
 
 // config is the command's config: the one cf loads standalone, run's own

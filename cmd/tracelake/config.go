@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -242,7 +244,7 @@ func derivedName(cfg *config.Config) string {
 // file nor --every, and `tracelake run --config F x --workers 4` without
 // --workers, all without a word.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := parseOnly(fs, args); err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() > 0 {
@@ -251,8 +253,45 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseOnly is fs.Parse, then what it printed goes where it belongs:
+// the usage asked for with -h is the answer, to stdout as `tracelake
+// --help` prints it; an error and the usage explaining it go to stderr.
+// Parsing alone cannot tell them apart while it prints.
+func parseOnly(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if out, ok := fs.Output().(*flagOutput); ok {
+		out.flush(errors.Is(err, flag.ErrHelp))
+	}
+	return err
+}
+
 func newFlagSet(name string) *flag.FlagSet {
+	return newFlagSetTo(name, os.Stdout, os.Stderr)
+}
+
+// newFlagSetTo is a command's flag set whose usage goes to stdout when
+// asked for, to stderr after a bad flag (see parseOnly).
+func newFlagSetTo(name string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(&flagOutput{help: stdout, errs: stderr})
 	return fs
+}
+
+// flagOutput holds what a flag set prints while it parses, until
+// parseOnly knows whether it answers -h (help) or explains an error
+// (errs).
+type flagOutput struct {
+	help, errs io.Writer
+	held       bytes.Buffer
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) { return o.held.Write(p) }
+
+func (o *flagOutput) flush(asked bool) {
+	to := o.errs
+	if asked {
+		to = o.help
+	}
+	to.Write(o.held.Bytes()) // nowhere to report a failed write of the usage
+	o.held.Reset()
 }

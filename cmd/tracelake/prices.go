@@ -43,7 +43,7 @@ func cmdPrices(_ context.Context, args []string) error {
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			model, rest = rest[0], rest[1:]
 		}
-		if err := fs.Parse(rest); err != nil {
+		if err := parseOnly(fs, rest); err != nil {
 			return usageError{err}
 		}
 		if model == "" && fs.NArg() > 0 {

@@ -34,7 +34,7 @@ func cmdSQL(ctx context.Context, env *cmdEnv, args []string) error {
 	var cf configFlags
 	cf.register(fs)
 	tenant := fs.String("tenant", "", "every table with a tenant_id column (the OpenTelemetry tables, genai_operations) shows only this tenant's rows")
-	if err := fs.Parse(commentedQueryIsArg(args)); err != nil {
+	if err := parseOnly(fs, commentedQueryIsArg(args)); err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() != 1 {
