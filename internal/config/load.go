@@ -122,11 +122,17 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, errs *[]error) {
 		n = n.Alias
 	}
 	if v.Kind() == reflect.Struct && !reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
+		fields := yamlFields(v.Type())
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, fmt.Errorf("%s: want a mapping of keys, got %s", orRoot(path), given(n)))
+			// The value is not repeated: a single value where a section
+			// goes is likely the secret it holds (sink.databend given
+			// the DSN). The section's keys are left unread, not also
+			// reported missing.
+			var keys []string
+			walkLeaves(v, fromEnv.ReplaceAllString(path, ""), func(p string, _ reflect.StructField, _ reflect.Value) { keys = append(keys, p) })
+			*errs = append(*errs, typoError{meant: keys, err: fmt.Errorf("%s: want a mapping of keys (%s), got %s", orRoot(path), acceptedKeys(fields), givenKind(n))})
 			return
 		}
-		fields := yamlFields(v.Type())
 		seen := map[string]int{}   // key -> line, to report a key given twice
 		var unknown []int          // the indexes in *errs of unknown keys
 		unknownAt := map[int]int{} // such an index -> the key's node
@@ -264,8 +270,19 @@ func wanted(t reflect.Type) string {
 	return t.String()
 }
 
-// given says what kind of value n is, quoting a scalar.
+// given says what value n is, quoting a scalar.
 func given(n *yaml.Node) string {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode {
+		return strconv.Quote(n.Value)
+	}
+	return givenKind(n)
+}
+
+// givenKind says what kind of value n is without repeating it.
+func givenKind(n *yaml.Node) string {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
@@ -275,7 +292,15 @@ func given(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	}
-	return strconv.Quote(n.Value)
+	switch n.ShortTag() {
+	case "!!null":
+		return "no value"
+	case "!!bool":
+		return "a boolean"
+	case "!!int", "!!float":
+		return "a number"
+	}
+	return "a string"
 }
 
 // typoError is an unknown key of a list item (merge.models[0].kye):

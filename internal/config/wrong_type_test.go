@@ -14,7 +14,7 @@ func TestWrongKindOfValueSaysWhatIsAccepted(t *testing.T) {
 		"kafka: {topics: [t]}\nworkers: abc":                             `workers: want a whole number, got "abc"`,
 		"kafka: {topics: [t]}\nquery: {max_concurrent: true}":            `query.max_concurrent: want a whole number, got "true"`,
 		"kafka: {topics: [t], brokers: {a: b}}":                          `kafka.brokers: want a list such as [a, b] or "a,b", got a mapping`,
-		"kafka: {topics: [t], sasl: [a]}":                                `kafka.sasl: want a mapping of keys, got a list`,
+		"kafka: {topics: [t], sasl: [a]}":                                `kafka.sasl: want a mapping of keys (mechanism, password, user), got a list`,
 		"kafka: {topics: [t], tls: {enabled: [x]}}":                      `kafka.tls.enabled: want true or false, got a list`,
 		"kafka: {topics: [t]}\nbatch: {max_interval: {a: 1}}":            `batch.max_interval: want a duration such as 10s, 5m or 1h, got a mapping`,
 		"kafka: {topics: [t]}\nmetrics: {listen: [a]}":                   `metrics.listen: want a string, got a list`,
