@@ -152,6 +152,9 @@ func decodeReference(cfg *Config, data []byte) error {
 	}
 	sort.Strings(keys)
 	var errs []error
+	for _, k := range repeatedKeys(data) {
+		errs = append(errs, fmt.Errorf("%s: given twice: give each key once", k))
+	}
 	for _, k := range keys {
 		set, ok := referenceKeys[k]
 		if !ok {
@@ -189,6 +192,31 @@ func referenceProblem(err error) error {
 	}
 	got, _, _ := strings.Cut(kind.Value, " ") // "number 1.5": the kind alone
 	return fmt.Errorf("want %s, got a JSON %s", wanted(kind.Type), got)
+}
+
+// repeatedKeys are the keys the JSON object data gives more than once, in
+// the order of their second occurrence: decoded into a map, only the last
+// value of each is seen, and which setting is in force would depend on
+// the order of the lines (a YAML file refuses such a key too).
+func repeatedKeys(data []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil // decodeReference reports what is wrong with it
+	}
+	seen := map[string]int{}
+	var repeated []string
+	for dec.More() {
+		t, err := dec.Token()
+		key, isKey := t.(string)
+		var value json.RawMessage
+		if err != nil || !isKey || dec.Decode(&value) != nil {
+			return repeated
+		}
+		if seen[key]++; seen[key] == 2 { // once however often it repeats
+			repeated = append(repeated, key)
+		}
+	}
+	return repeated
 }
 
 func referenceKeyList() string {
