@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"encoding"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -73,8 +74,15 @@ const groupLeftOut = "\x00"
 
 func decodeFile(cfg *Config, path string, data []byte) error {
 	trimmed := bytes.TrimSpace(data)
-	if strings.EqualFold(filepath.Ext(path), ".json") && looksLikeReference(trimmed) {
-		return decodeReference(cfg, trimmed)
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		if err := jsonSyntax(trimmed); err != nil {
+			// Read as YAML instead, a trailing comma passes and the
+			// reference tool's keys were refused one by one as unknown.
+			return fmt.Errorf("parse %s: %w", path, err)
+		}
+		if looksLikeReference(trimmed) {
+			return decodeReference(cfg, trimmed)
+		}
 	}
 	// A decoder, not yaml.Unmarshal: Unmarshal reads the first document
 	// and drops the rest, so settings after a "---" would be ignored
@@ -99,6 +107,22 @@ func decodeFile(cfg *Config, path string, data []byte) error {
 	var errs []error
 	decodeNode(root.Content[0], reflect.ValueOf(cfg).Elem(), "", &errs)
 	return errors.Join(errs...)
+}
+
+// jsonSyntax says where a JSON text (not empty: an empty file means all
+// defaults) is not valid, by line.
+func jsonSyntax(data []byte) error {
+	var v any
+	err := json.Unmarshal(data, &v)
+	var syntax *json.SyntaxError
+	switch {
+	case len(data) == 0 || err == nil:
+		return nil
+	case errors.As(err, &syntax):
+		line := 1 + bytes.Count(data[:min(int(syntax.Offset), len(data))], []byte("\n"))
+		return fmt.Errorf("not valid JSON at line %d: %v", line, syntax)
+	}
+	return fmt.Errorf("not valid JSON: %w", err)
 }
 
 var (
