@@ -118,7 +118,8 @@ func (f *configFlags) load(needKafka bool, checkFiles func(*config.Config) error
 }
 
 // effective is the config after file, environment and flags, with the
-// problems found reading it (cfg is nil only if the file cannot be read).
+// problems found reading it (cfg is nil only if the file cannot be read
+// or parsed).
 func (f *configFlags) effective() (*config.Config, error) {
 	return config.FromFile(f.path, f.apply)
 }

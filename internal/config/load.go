@@ -30,9 +30,10 @@ const EnvPrefix = "TRACELAKE_"
 // The defaults that follow from other keys (otlp.mode from the Kafka keys)
 // are filled in last, from all three. An empty path loads defaults and
 // the environment only. Every problem found is returned, joined, one per
-// key, with the config as far as it could be read (nil only when the file
-// could not be read), so the caller can add Validate's findings to the
-// report.
+// key, with the config as far as it could be read, so the caller can add
+// Validate's findings to the report. A file that cannot be read or parsed
+// is that one error, with no config: the defaults validated would add
+// problems the file may not have.
 func FromFile(path string, overrides ...func(*Config)) (*Config, error) {
 	cfg := Default()
 	cfg.Kafka.Group = groupLeftOut
@@ -43,6 +44,11 @@ func FromFile(path string, overrides ...func(*Config)) (*Config, error) {
 			return nil, fmt.Errorf("read config: %w", err)
 		}
 		fileErr = decodeFile(cfg, path, data)
+		if errors.As(fileErr, new(unparsable)) {
+			// Nothing of the file was read: the defaults validated
+			// would add problems (kafka.topics missing) it may not have.
+			return nil, fileErr
+		}
 	}
 	envErr := errors.Join(applyEnv(cfg, os.LookupEnv), unknownEnv(os.Environ()))
 	for _, o := range overrides {
@@ -53,6 +59,13 @@ func FromFile(path string, overrides ...func(*Config)) (*Config, error) {
 	cfg.unread = meantKeys(err)
 	return cfg, err
 }
+
+// unparsable is a config file's error that leaves nothing of it read (a
+// syntax error, a second document).
+type unparsable struct{ err error }
+
+func (e unparsable) Error() string { return e.err.Error() }
+func (e unparsable) Unwrap() error { return e.err }
 
 // FromYAML reads YAML text over Default, without the environment (for
 // configurations shipped inside the binary).
@@ -78,7 +91,7 @@ func decodeFile(cfg *Config, path string, data []byte) error {
 		if err := jsonSyntax(trimmed); err != nil {
 			// Read as YAML instead, a trailing comma passes and the
 			// reference tool's keys were refused one by one as unknown.
-			return fmt.Errorf("parse %s: %w", path, err)
+			return unparsable{fmt.Errorf("parse %s: %w", path, err)}
 		}
 		if looksLikeReference(trimmed) {
 			return decodeReference(cfg, trimmed)
@@ -93,13 +106,13 @@ func decodeFile(cfg *Config, path string, data []byte) error {
 		if errors.Is(err, io.EOF) {
 			return nil // an empty file means all defaults
 		}
-		return fmt.Errorf("parse %s: %w", path, err)
+		return unparsable{fmt.Errorf("parse %s: %w", path, err)}
 	}
 	var second yaml.Node
 	if err := dec.Decode(&second); err == nil && len(second.Content) > 0 && !emptyDocument(&second) {
-		return fmt.Errorf("%s: a second YAML document at line %d: a config file holds one document (remove the \"---\" and merge the keys into one mapping)", path, second.Content[0].Line)
+		return unparsable{fmt.Errorf("%s: a second YAML document at line %d: a config file holds one document (remove the \"---\" and merge the keys into one mapping)", path, second.Content[0].Line)}
 	} else if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("parse %s: %w", path, err)
+		return unparsable{fmt.Errorf("parse %s: %w", path, err)}
 	}
 	if len(root.Content) == 0 {
 		return nil // an empty file means all defaults
