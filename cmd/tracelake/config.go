@@ -121,6 +121,11 @@ func (f *configFlags) load(needKafka bool, checkFiles func(*config.Config) error
 // problems found reading it (cfg is nil only if the file cannot be read
 // or parsed).
 func (f *configFlags) effective() (*config.Config, error) {
+	if f.path == "" && f.given("config", false) {
+		// --config "$CFG" with CFG unset: read as no file, the command
+		// ran on the defaults (sql created ./tracelake.duckdb).
+		return nil, errors.New("--config is empty (an unset variable?): give a file, or leave --config out for the defaults and the TRACELAKE_* environment")
+	}
 	return config.FromFile(f.path, f.apply)
 }
 
