@@ -244,6 +244,10 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, errs *[]error) {
 	}
 }
 
+// noValue is the error of a key given null, which would leave it as it
+// was without a word.
+const noValue = `no value (null): give one ("" for an empty string), or leave the key out for its default`
+
 // decodeLeaf decodes one key's value into v, refusing what yaml.v3 would
 // take without a word and without effect: a null (`listen:` with nothing
 // after it, or ~) leaves a string, number, duration or boolean as it was,
@@ -255,7 +259,7 @@ func decodeLeaf(n *yaml.Node, v reflect.Value) error {
 		switch v.Kind() {
 		case reflect.Slice, reflect.Map, reflect.Pointer, reflect.Interface:
 		default:
-			return errors.New(`no value (null): give one ("" for an empty string), or leave the key out for its default`)
+			return errors.New(noValue)
 		}
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && v.CanInt() && !reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {

@@ -161,6 +161,12 @@ func decodeReference(cfg *Config, data []byte) error {
 			errs = append(errs, fmt.Errorf("%s: unknown key of the reference config (accepted: %s)", k, referenceKeyList()))
 			continue
 		}
+		if string(bytes.TrimSpace(m[k])) == "null" {
+			// encoding/json leaves the target as it was: the default,
+			// in force without a word.
+			errs = append(errs, fmt.Errorf("%s: %s", k, noValue))
+			continue
+		}
 		if err := set(cfg, m[k]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %v", k, referenceProblem(err)))
 		}
