@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -553,6 +554,14 @@ func unknownEnv(environ []string) error {
 		if in != "" {
 			accepted := slices.Sorted(slices.Values(sections[in]))
 			errs = append(errs, fmt.Errorf("%s: no setting has this name (accepted: %s)", name, strings.Join(accepted, ", ")))
+			continue
+		}
+		// In no section: a top-level key's variable or one whose
+		// section is misspelt (TRACELAKE_SHUTDOWN_TIMOUT) would leave
+		// the setting as it was without a word; a name far from every
+		// setting's (TRACELAKE_CPU_PROFILE) is no setting.
+		if meant, ok := Nearest(name, slices.Collect(maps.Keys(keys))); ok {
+			errs = append(errs, fmt.Errorf("%s: no setting has this name (did you mean %s?)", name, meant))
 		}
 	}
 	return errors.Join(errs...)
