@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -229,6 +230,10 @@ type changelogPlan struct {
 	// watermarks hold for the model even if its table is not made yet
 	// (the chunk held truncations alone).
 	continued bool
+	// merged: the next offset, by partition, past the changes the
+	// earlier chunks of this merge merged, which the watermark committed
+	// may stay below (advance); a chunk reads past both.
+	merged map[sink.TopicPartition]int64
 }
 
 // Merge merges m's changelog rows past its watermark into its model
@@ -238,19 +243,20 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 	start := time.Now()
 	var err error
 	continued := false
+	merged := map[sink.TopicPartition]int64{}
 	for {
 		// One transaction a chunk of the increment (see chunk): the
 		// model after each is the one its changes so far make.
 		p := &changelogPlan{m: m, log: sqltext.Name(m.Source), target: sqltext.Name(m.Target),
 			tombstones: sqltext.Name(m.Target + cdc.TombstonesSuffix), name: sqltext.String(m.Name)}
-		p.continued = continued
+		p.continued, p.merged = continued, merged
 		var part Result
 		err = c.mg.inTx(ctx, func(tx *sql.Tx) error { return c.step(ctx, tx, p, &part) })
 		res.Read, res.Changed = res.Read+part.Read, res.Changed+part.Changed
 		if err != nil || !p.partial {
 			break
 		}
-		continued = true
+		continued, merged = true, p.merged
 	}
 	res.Took = time.Since(start)
 	if stuck := c.snk.Unmoved()[strings.TrimPrefix(m.Source, c.schema)]; err == nil && stuck != nil {
@@ -264,9 +270,48 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 // incrementSQL selects the changelog rows past the model's watermark
 // (per Kafka partition), skipping by the lowest watermark of the ledger's
 // partitions the row groups every one of which is merged.
+// A chunk after the first reads past the earlier chunks' changes too
+// (p.merged).
 func (c *ChangelogMerger) incrementSQL(p *changelogPlan) string {
-	return fmt.Sprintf(`SELECT l.* FROM %s l LEFT JOIN %s w ON w.model = %s AND w.topic = l.ktopic AND w."partition" = l.kpartition
+	q := fmt.Sprintf(`SELECT l.* FROM %s l LEFT JOIN %s w ON w.model = %s AND w.topic = l.ktopic AND w."partition" = l.kpartition
 WHERE l.koffset >= (%s) AND l.koffset >= coalesce(w.next_offset, 0)`, p.log, WatermarkTable, p.name, lowestWatermarkSQL(c.ledger, p.name))
+	if len(p.merged) == 0 {
+		return q
+	}
+	values := make([]string, 0, len(p.merged))
+	for tp, next := range p.merged {
+		values = append(values, fmt.Sprintf("(%s, %d, %d)", sqltext.String(tp.Topic), tp.Partition, next))
+	}
+	slices.Sort(values)
+	return q + fmt.Sprintf(` AND NOT EXISTS (SELECT 1 FROM (VALUES %s) AS m(topic, "partition", next_offset)
+	WHERE m.topic = l.ktopic AND m."partition" = l.kpartition AND l.koffset < m.next_offset)`, strings.Join(values, ", "))
+}
+
+// chunkMerged adds to p.merged the next offset past tl_cinc's changes
+// (the chunk just merged), by partition.
+func chunkMerged(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
+	rows, err := tx.QueryContext(ctx, `SELECT ktopic, kpartition, max(koffset) + 1 FROM tl_cinc GROUP BY ALL`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	merged := maps.Clone(p.merged)
+	if merged == nil {
+		merged = map[sink.TopicPartition]int64{}
+	}
+	for rows.Next() {
+		var tp sink.TopicPartition
+		var next int64
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &next); err != nil {
+			return err
+		}
+		merged[tp] = max(merged[tp], next)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	p.merged = merged
+	return nil
 }
 
 // chunkBytes is the most bytes of values a merge's transaction takes of
@@ -436,11 +481,17 @@ WHERE w.model = %s AND w.topic = l.topic AND w."partition" = l."partition" AND w
 		sqltext.String(strings.TrimPrefix(p.m.Source, c.schema)), p.name)
 	stmts := []string{advanceWatermarkSQL(p.name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached, landed}
 	if p.partial {
-		// Past the chunk alone: the rest of the increment is not merged,
-		// and the last chunk's transaction holds the watermark at the
-		// landed changes (held there by a chunk, the next chunk would be
-		// the same one again, for ever).
-		stmts = stmts[:1]
+		// Past the chunk alone (the rest of the increment is not merged),
+		// and held at the landed changes as every commit is: a chunk's
+		// watermark past a replayed dead letter still landed, and the
+		// merge stopped before its last chunk, the dead letter moved
+		// below the watermark and was never merged. The next chunk reads
+		// past this one by p.merged, not by the watermark (held at the
+		// landed changes, it would merge the same chunk for ever).
+		if err := chunkMerged(ctx, tx, p); err != nil {
+			return fmt.Errorf("note the changes of %s merged: %w", p.m.Source, err)
+		}
+		stmts = []string{stmts[0], landed}
 	}
 	if err := exec(ctx, tx, stmts...); err != nil {
 		return fmt.Errorf("advance the watermark of %s: %w", p.m.Target, err)
