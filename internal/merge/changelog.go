@@ -234,6 +234,11 @@ type changelogPlan struct {
 	// earlier chunks of this merge merged, which the watermark committed
 	// may stay below (advance); a chunk reads past both.
 	merged map[sink.TopicPartition]int64
+	// until: the last offset, by partition, of the increment the first
+	// chunk of this merge found (nil for a merge of one transaction); the
+	// later chunks merge no further (changes landed since are the next
+	// merge's).
+	until map[sink.TopicPartition]int64
 }
 
 // Merge merges m's changelog rows past its watermark into its model
@@ -244,19 +249,20 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 	var err error
 	continued := false
 	merged := map[sink.TopicPartition]int64{}
+	var until map[sink.TopicPartition]int64
 	for {
 		// One transaction a chunk of the increment (see chunk): the
 		// model after each is the one its changes so far make.
 		p := &changelogPlan{m: m, log: sqltext.Name(m.Source), target: sqltext.Name(m.Target),
 			tombstones: sqltext.Name(m.Target + cdc.TombstonesSuffix), name: sqltext.String(m.Name)}
-		p.continued, p.merged = continued, merged
+		p.continued, p.merged, p.until = continued, merged, until
 		var part Result
 		err = c.mg.inTx(ctx, func(tx *sql.Tx) error { return c.step(ctx, tx, p, &part) })
 		res.Read, res.Changed = res.Read+part.Read, res.Changed+part.Changed
 		if err != nil || !p.partial {
 			break
 		}
-		continued, merged = true, p.merged
+		continued, merged, until = true, p.merged, p.until
 	}
 	res.Took = time.Since(start)
 	if stuck := c.snk.Unmoved()[strings.TrimPrefix(m.Source, c.schema)]; err == nil && stuck != nil {
@@ -275,16 +281,58 @@ func (c *ChangelogMerger) Merge(ctx context.Context, m config.Model) (Result, er
 func (c *ChangelogMerger) incrementSQL(p *changelogPlan) string {
 	q := fmt.Sprintf(`SELECT l.* FROM %s l LEFT JOIN %s w ON w.model = %s AND w.topic = l.ktopic AND w."partition" = l.kpartition
 WHERE l.koffset >= (%s) AND l.koffset >= coalesce(w.next_offset, 0)`, p.log, WatermarkTable, p.name, lowestWatermarkSQL(c.ledger, p.name))
-	if len(p.merged) == 0 {
-		return q
+	// Plain conditions, no join: one (a semi join on a VALUES list)
+	// that DuckDB builds from the changelog's side holds the big values
+	// of the whole increment, which chunks are there to avoid.
+	if len(p.until) > 0 {
+		q += " AND (" + offsetConditions(p.until, func(tp sink.TopicPartition, last int64) string {
+			return fmt.Sprintf("l.ktopic = %s AND l.kpartition = %d AND l.koffset <= %d", sqltext.String(tp.Topic), tp.Partition, last)
+		}, " OR ") + ")"
 	}
-	values := make([]string, 0, len(p.merged))
-	for tp, next := range p.merged {
-		values = append(values, fmt.Sprintf("(%s, %d, %d)", sqltext.String(tp.Topic), tp.Partition, next))
+	if len(p.merged) > 0 {
+		q += " AND " + offsetConditions(p.merged, func(tp sink.TopicPartition, next int64) string {
+			return fmt.Sprintf("NOT (l.ktopic = %s AND l.kpartition = %d AND l.koffset < %d)", sqltext.String(tp.Topic), tp.Partition, next)
+		}, " AND ")
 	}
-	slices.Sort(values)
-	return q + fmt.Sprintf(` AND NOT EXISTS (SELECT 1 FROM (VALUES %s) AS m(topic, "partition", next_offset)
-	WHERE m.topic = l.ktopic AND m."partition" = l.kpartition AND l.koffset < m.next_offset)`, strings.Join(values, ", "))
+	return q
+}
+
+// offsetConditions joins with sep the condition each partition's offset
+// makes, in a stable order.
+func offsetConditions(offsets map[sink.TopicPartition]int64, cond func(sink.TopicPartition, int64) string, sep string) string {
+	conds := make([]string, 0, len(offsets))
+	for tp, offset := range offsets {
+		conds = append(conds, "("+cond(tp, offset)+")")
+	}
+	slices.Sort(conds)
+	return strings.Join(conds, sep)
+}
+
+// chunkUntil sets p.until to the last offsets of the increment sized in
+// tl_ccut, by partition: a merge ends with the increment it began with.
+// Read afresh at each chunk, changes landing meanwhile (the pipeline
+// loads on) kept a table loaded faster than its chunks merged partial
+// for ever, and its merge round never ended.
+func chunkUntil(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
+	rows, err := tx.QueryContext(ctx, `SELECT ktopic, kpartition, final FROM tl_ccut`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	until := map[sink.TopicPartition]int64{}
+	for rows.Next() {
+		var tp sink.TopicPartition
+		var last int64
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &last); err != nil {
+			return err
+		}
+		until[tp] = last
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	p.until = until
+	return nil
 }
 
 // chunkMerged adds to p.merged the next offset past tl_cinc's changes
@@ -359,7 +407,7 @@ WITH records AS (
 ), running AS (
 	SELECT *, sum(size) OVER (ORDER BY ktopic, kpartition, koffset ROWS UNBOUNDED PRECEDING) - size AS before FROM records
 )
-SELECT ktopic, kpartition, max(koffset) FILTER (WHERE before < %d) AS last, bool_or(before >= %d) AS cut FROM running GROUP BY ALL`,
+SELECT ktopic, kpartition, max(koffset) FILTER (WHERE before < %d) AS last, bool_or(before >= %d) AS cut, max(koffset) AS final FROM running GROUP BY ALL`,
 		strings.Join(size, " + "), increment, budget, budget)
 	if err := exec(ctx, tx, q); err != nil {
 		return "", fmt.Errorf("size the increment of %s: %w", p.m.Source, err)
@@ -369,6 +417,11 @@ SELECT ktopic, kpartition, max(koffset) FILTER (WHERE before < %d) AS last, bool
 	}
 	if !p.partial {
 		return increment, nil
+	}
+	if p.until == nil {
+		if err := chunkUntil(ctx, tx, p); err != nil {
+			return "", fmt.Errorf("size the increment of %s: %w", p.m.Source, err)
+		}
 	}
 	return fmt.Sprintf(`SELECT i.* FROM (%s) i JOIN tl_ccut k ON k.ktopic = i.ktopic AND k.kpartition = i.kpartition AND i.koffset <= k.last`, increment), nil
 }
@@ -480,6 +533,11 @@ WHERE w.model = %s AND w.topic = l.topic AND w."partition" = l."partition" AND w
 		WatermarkTable, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, c.landing,
 		sqltext.String(strings.TrimPrefix(p.m.Source, c.schema)), p.name)
 	stmts := []string{advanceWatermarkSQL(p.name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached, landed}
+	if p.until != nil {
+		// A chunk: the changes landed since the merge began, past
+		// p.until and in what the table reached, are not merged.
+		stmts = []string{stmts[0], landed}
+	}
 	if p.partial {
 		// Past the chunk alone (the rest of the increment is not merged),
 		// and held at the landed changes as every commit is: a chunk's
@@ -491,7 +549,6 @@ WHERE w.model = %s AND w.topic = l.topic AND w."partition" = l."partition" AND w
 		if err := chunkMerged(ctx, tx, p); err != nil {
 			return fmt.Errorf("note the changes of %s merged: %w", p.m.Source, err)
 		}
-		stmts = []string{stmts[0], landed}
 	}
 	if err := exec(ctx, tx, stmts...); err != nil {
 		return fmt.Errorf("advance the watermark of %s: %w", p.m.Target, err)

@@ -3,6 +3,7 @@ package merge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -57,4 +58,38 @@ func TestChangelogChunkWatermarkStaysBelowALandedDeadLetter(t *testing.T) {
 	l.want(`SELECT next_offset <= 1 FROM tracelake_merge_watermarks WHERE model = 'cdc_db_orders' AND "partition" = 0`, "true")
 	l.mustMerge() // moves the replayed change, then merges
 	l.want(`SELECT id FROM cdc_db_orders ORDER BY id`, "1", "2", "3", "4", "5", "6")
+}
+
+// A merge in chunks merges the increment it began with: each chunk read
+// the changelog table afresh, and changes landing while it merged (the
+// pipeline loads on) made every chunk a partial one again, so that a
+// table loaded faster than its chunks merged was never done, the merge
+// round never ended and no later model, nor done mark, moved. Those
+// changes are the next merge's.
+func TestChangelogChunkedMergeEndsWithTheIncrementItBegan(t *testing.T) {
+	l := newChangeLoader(t, func(o *duckdb.Options) { o.MemoryLimit = 256 << 20 }) // chunks of 32 MiB
+	big := strings.Repeat("x", 12<<20)
+	id := 0
+	load := func(n int) {
+		for range n {
+			id++
+			l.change(0, "orders", "c", 100+id, row(id, big), "id")
+			l.flush()
+		}
+	}
+	load(4) // a chunk of three, then one
+	chunks := 0
+	failAfterMerge = func() error {
+		if chunks++; chunks <= 4 {
+			load(3) // the pipeline loads on while the merge runs
+		}
+		return nil
+	}
+	l.mustMerge()
+	failAfterMerge = nil
+	if chunks != 2 {
+		t.Errorf("the merge took %d chunks, want 2 (those of its increment)", chunks)
+	}
+	l.mustMerge()
+	l.want(`SELECT count(*), count(DISTINCT id) FROM cdc_db_orders`, fmt.Sprint(id, "|", id))
 }
