@@ -560,11 +560,20 @@ func unknownEnv(environ []string) error {
 		// section is misspelt (TRACELAKE_SHUTDOWN_TIMOUT) would leave
 		// the setting as it was without a word; a name far from every
 		// setting's (TRACELAKE_CPU_PROFILE) is no setting.
-		if meant, ok := Nearest(name, slices.Collect(maps.Keys(keys))); ok {
+		if meant, ok := Nearest(name, slices.Collect(maps.Keys(keys))); ok && misspelling(name, meant) {
 			errs = append(errs, fmt.Errorf("%s: no setting has this name (did you mean %s?)", name, meant))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// misspelling says whether the variable name, in no section, is the
+// setting's variable meant misspelt: a letter in four at most changed
+// after TRACELAKE_. A short name is a letter from many words: TRACELAKE_HOME,
+// _NODE or _MODEL, which a deployment sets for its own use, are no
+// misspellings of TRACELAKE_MODE.
+func misspelling(name, meant string) bool {
+	return 4*editDistance(name, meant) < len(strings.TrimPrefix(meant, EnvPrefix))
 }
 
 // EnvName is the environment variable that overrides a key path.
