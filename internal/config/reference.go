@@ -103,19 +103,24 @@ var referenceKeys = map[string]func(c *Config, raw json.RawMessage) error{
 		}
 		return nil
 	},
-	// Accepted and meaningless here, each for a reason the README gives:
-	// loads are exactly-once through the ledger, so useReplaceMode (the
-	// reference's way to make a replay overwrite) and copyForce (FORCE =
-	// TRUE would load a file twice) have nothing to do; batches are sized
-	// by bytes as well as records (minBytes, maxBytes, maxWait were the
-	// reference's fetch knobs).
-	"mockData":       ignore,
-	"dataFormat":     ignore,
-	"copyForce":      ignore,
-	"minBytes":       ignore,
-	"maxBytes":       ignore,
-	"maxWait":        ignore,
-	"useReplaceMode": ignore,
+}
+
+// referenceIgnored are the reference keys accepted and meaningless here,
+// each for a reason the README gives: loads are exactly-once through the
+// ledger, so useReplaceMode (the reference's way to make a replay
+// overwrite) and copyForce (FORCE = TRUE would load a file twice) have
+// nothing to do; batches are sized by bytes as well as records (minBytes,
+// maxBytes, maxWait were the reference's fetch knobs). Given null they
+// are no error either: there is no default to keep in force.
+var referenceIgnored = map[string]bool{
+	"mockData": true, "dataFormat": true, "copyForce": true, "minBytes": true,
+	"maxBytes": true, "maxWait": true, "useReplaceMode": true,
+}
+
+func init() {
+	for k := range referenceIgnored {
+		referenceKeys[k] = ignore
+	}
 }
 
 func ignore(*Config, json.RawMessage) error { return nil }
@@ -161,7 +166,7 @@ func decodeReference(cfg *Config, data []byte) error {
 			errs = append(errs, fmt.Errorf("%s: unknown key of the reference config (accepted: %s)", k, referenceKeyList()))
 			continue
 		}
-		if string(bytes.TrimSpace(m[k])) == "null" {
+		if string(bytes.TrimSpace(m[k])) == "null" && !referenceIgnored[k] {
 			// encoding/json leaves the target as it was: the default,
 			// in force without a word.
 			errs = append(errs, fmt.Errorf("%s: %s", k, noValue))
