@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,7 +33,7 @@ func cmdPrices(_ context.Context, args []string) error {
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
-		table, err := pricesOf(*cfgPath)
+		table, err := pricesOf(fs, *cfgPath)
 		if err != nil {
 			return err
 		}
@@ -67,7 +68,7 @@ func cmdPrices(_ context.Context, args []string) error {
 				return usagef("--at %q: want RFC 3339, such as 2026-11-30T12:00:00Z", *at)
 			}
 		}
-		table, err := pricesOf(*cfgPath)
+		table, err := pricesOf(fs, *cfgPath)
 		if err != nil {
 			return err
 		}
@@ -89,12 +90,13 @@ func cmdPrices(_ context.Context, args []string) error {
 }
 
 // pricesOf is the price table a config uses: its genai.prices_file, or the
-// one built in (also without a config).
-func pricesOf(cfgPath string) (*prices.Table, error) {
-	if cfgPath == "" {
+// one built in (also without a config). fs is the flag set --config was
+// read with: given empty, it is refused as every command refuses it.
+func pricesOf(fs *flag.FlagSet, cfgPath string) (*prices.Table, error) {
+	cf := configFlags{path: cfgPath, fs: fs}
+	if cfgPath == "" && !cf.given("config", false) {
 		return prices.Embedded(), nil
 	}
-	cf := configFlags{path: cfgPath}
 	cfg, err := cf.loadFor(false)
 	if err != nil {
 		return nil, err
