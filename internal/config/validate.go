@@ -464,7 +464,7 @@ func (d *Databend) validate(check func(ok bool, key, format string, args ...any)
 	check(d.DSN != "", "sink.databend.dsn", "a DSN is required, like databend://user:password@host:8000/default?sslmode=disable")
 	if d.DSN != "" {
 		u, err := url.Parse(d.DSN)
-		check(err == nil && u.Host != "", "sink.databend.dsn", "want databend://user:password@host:port/database, got a DSN that does not parse (%s)", dsnProblem(err))
+		check(err == nil && u.Host != "", "sink.databend.dsn", "want databend://user:password@host:port/database, got a DSN that does not parse (%s)", dsnProblem(d.DSN, err))
 		// Refused here rather than when the sink opens: a session
 		// setting that breaks the sink (idle_transaction_timeout_secs=0
 		// fails every load) would otherwise surface as loads retried
@@ -483,13 +483,18 @@ func (d *Databend) validate(check func(ok bool, key, format string, args ...any)
 // and that piece can be the password's: a '#', '/' or '?' in it ends the
 // authority early (invalid port ":<its start>" after host), a '%' starts
 // an escape (invalid URL escape "%<next two>"). The quoted pieces are
-// dropped, and the usual cause named.
-func dsnProblem(err error) string {
+// dropped, and the usual cause named. A DSN with no '@' has no user or
+// password, and no '#' no fragment, the one part after the host that
+// url.Parse checks and quotes: the pieces (a bad port) are kept there.
+func dsnProblem(dsn string, err error) string {
 	if err == nil {
 		return "no host"
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
+		if !strings.ContainsAny(dsn, "@#") {
+			return ue.Err.Error()
+		}
 		reason := strings.Join(strings.Fields(quotedPiece.ReplaceAllString(ue.Err.Error(), "")), " ")
 		return reason + "; in the user or password, percent-encode # / ? % @ and spaces"
 	}
