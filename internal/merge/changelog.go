@@ -532,7 +532,21 @@ WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at)
 WHERE w.model = %s AND w.topic = l.topic AND w."partition" = l."partition" AND w.next_offset > l.next_offset`,
 		WatermarkTable, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, c.landing,
 		sqltext.String(strings.TrimPrefix(p.m.Source, c.schema)), p.name)
-	stmts := []string{advanceWatermarkSQL(p.name, "tl_cinc", "ktopic", "kpartition", "koffset"), reached, landed}
+	from := "tl_cinc"
+	if len(p.merged) > 0 {
+		// A chunk after the first leaves a watermark below the offsets
+		// the earlier chunks merged where it is (held at a landed change,
+		// or lowered by a replay since): this chunk reads past those
+		// offsets, and a change below them that is no longer landed (the
+		// pipeline moved it meanwhile) would be passed and never merged.
+		// The next merge reads from the watermark.
+		from = fmt.Sprintf(`(SELECT ktopic, kpartition, koffset FROM tl_cinc c WHERE NOT EXISTS (SELECT 1 FROM %s h
+	WHERE h.model = %s AND h.topic = c.ktopic AND h."partition" = c.kpartition AND (%s)))`, WatermarkTable, p.name,
+			offsetConditions(p.merged, func(tp sink.TopicPartition, next int64) string {
+				return fmt.Sprintf(`h.topic = %s AND h."partition" = %d AND h.next_offset < %d`, sqltext.String(tp.Topic), tp.Partition, next)
+			}, " OR "))
+	}
+	stmts := []string{advanceWatermarkSQL(p.name, from, "ktopic", "kpartition", "koffset"), reached, landed}
 	if p.until != nil {
 		// A chunk: the changes landed since the merge began, past
 		// p.until and in what the table reached, are not merged.
