@@ -169,14 +169,8 @@ func parsePlace(row []string) (rowPlace, error) {
 // holds, into d.
 func checkSources(ctx context.Context, q Querier, d *Derived, derived, main string, ids []string, src Sources) error {
 	missing := missingSQL(derived, main, ids, src)
-	rows, err := q.QueryText(ctx, "SELECT count(*) FROM ("+missing+") AS x")
-	if err != nil {
-		return err
-	}
-	if len(rows) != 1 || len(rows[0]) != 1 {
-		return fmt.Errorf("%d rows answered, want one of one column", len(rows))
-	}
-	if d.Missing, err = strconv.ParseInt(rows[0][0], 10, 64); err != nil || d.Missing == 0 {
+	var err error
+	if d.Missing, err = countRows(ctx, q, missing); err != nil || d.Missing == 0 {
 		return err
 	}
 	excused := map[rowPlace]bool{}
@@ -204,15 +198,11 @@ func checkSources(ctx context.Context, q Querier, d *Derived, derived, main stri
 		return nil
 	}
 	// The first places, past those excused.
-	rows, err = q.QueryText(ctx, fmt.Sprintf("SELECT t, p, o, i, id FROM (%s) AS x ORDER BY t, p, o, i LIMIT %d", missing, maxMissingPlaces+len(excused)))
+	places, err := firstPlaces(ctx, q, missing, maxMissingPlaces+len(excused))
 	if err != nil {
 		return err
 	}
-	for _, row := range rows {
-		p, err := parsePlace(row)
-		if err != nil {
-			return err
-		}
+	for _, p := range places {
 		if !excused[p] && len(d.MissingAt) < maxMissingPlaces {
 			d.MissingAt = append(d.MissingAt, p.String())
 		}
@@ -237,28 +227,48 @@ func unmarkedSQL(derived, main string, ids []string, src Sources) string {
 // derive none (unmarkedSQL) into d, with the first places.
 func checkUnmarked(ctx context.Context, q Querier, d *Derived, derived, main string, ids []string, src Sources) error {
 	unmarked := unmarkedSQL(derived, main, ids, src)
-	rows, err := q.QueryText(ctx, "SELECT count(*) FROM ("+unmarked+") AS x")
+	var err error
+	if d.Unmarked, err = countRows(ctx, q, unmarked); err != nil || d.Unmarked == 0 {
+		return err
+	}
+	places, err := firstPlaces(ctx, q, unmarked, maxMissingPlaces)
 	if err != nil {
 		return err
 	}
-	if len(rows) != 1 || len(rows[0]) != 1 {
-		return fmt.Errorf("%d rows answered, want one of one column", len(rows))
-	}
-	if d.Unmarked, err = strconv.ParseInt(rows[0][0], 10, 64); err != nil || d.Unmarked == 0 {
-		return err
-	}
-	rows, err = q.QueryText(ctx, fmt.Sprintf("SELECT t, p, o, i, id FROM (%s) AS x ORDER BY t, p, o, i LIMIT %d", unmarked, maxMissingPlaces))
-	if err != nil {
-		return err
-	}
-	for _, row := range rows {
-		p, err := parsePlace(row)
-		if err != nil {
-			return err
-		}
+	for _, p := range places {
 		d.UnmarkedAt = append(d.UnmarkedAt, p.String())
 	}
 	return nil
+}
+
+// countRows is the number of rows sel (a SELECT) answers.
+func countRows(ctx context.Context, q Querier, sel string) (int64, error) {
+	rows, err := q.QueryText(ctx, "SELECT count(*) FROM ("+sel+") AS x")
+	if err != nil {
+		return 0, err
+	}
+	if len(rows) != 1 || len(rows[0]) != 1 {
+		return 0, fmt.Errorf("%d rows answered, want one of one column", len(rows))
+	}
+	return strconv.ParseInt(rows[0][0], 10, 64)
+}
+
+// firstPlaces is the first limit places, in order, of the rows sel (a
+// SELECT of t, p, o, i, id) answers.
+func firstPlaces(ctx context.Context, q Querier, sel string, limit int) ([]rowPlace, error) {
+	rows, err := q.QueryText(ctx, fmt.Sprintf("SELECT t, p, o, i, id FROM (%s) AS x ORDER BY t, p, o, i LIMIT %d", sel, limit))
+	if err != nil {
+		return nil, err
+	}
+	places := make([]rowPlace, 0, len(rows))
+	for _, row := range rows {
+		p, err := parsePlace(row)
+		if err != nil {
+			return nil, err
+		}
+		places = append(places, p)
+	}
+	return places, nil
 }
 
 // deadLetterOf is the place of the derived row a dead letter's value
