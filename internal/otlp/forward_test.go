@@ -208,6 +208,35 @@ type bufferedValues chan string
 
 func (b bufferedValues) OnProduceRecordBuffered(r *kgo.Record) { b <- string(r.Value) }
 
+// failedValues is a producer hook that tells the value of each record
+// franz-go fails (never blocking the producer).
+type failedValues chan string
+
+func (f failedValues) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if err != nil {
+		select {
+		case f <- string(r.Value):
+		default:
+		}
+	}
+}
+
+// awaitFailed waits until franz-go has failed a record of value v.
+func awaitFailed(t *testing.T, failed failedValues, v string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case got := <-failed:
+			if got == v {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("franz-go did not fail the record %q within 30s", v)
+		}
+	}
+}
+
 // watchedForwarder is a forwarder of traces to topic on c whose producers
 // tell the value of each record they buffer; closed as the test ends.
 // hooks are the producers' too.
@@ -255,7 +284,8 @@ func holdFirstProduce(c *kfake.Cluster) (held <-chan struct{}, release func()) {
 func TestForwardIsNotRefusedForAnotherRequestsEndedContext(t *testing.T) {
 	const topic = "otlp_spans"
 	c := kafkatest.Cluster(t, 1, topic)
-	f, buffered := watchedForwarder(t, c, topic)
+	failed := make(failedValues, 8)
+	f, buffered := watchedForwarder(t, c, topic, failed)
 	// Both wait for the topic's partitions until the first request's
 	// client has given up.
 	released, release := closer()
@@ -267,6 +297,11 @@ func TestForwardIsNotRefusedForAnotherRequestsEndedContext(t *testing.T) {
 	if err := <-goneDone; err == nil {
 		t.Error("a request whose client gave up before it was sent was acknowledged")
 	}
+	// The request returns at its context's end; franz-go fails its record
+	// when it next looks at that context. Released before, the record is
+	// sent (a copy its client's retry would make too, as produce says):
+	// the metadata is held until franz-go has failed it.
+	awaitFailed(t, failed, "gone")
 	release()
 	if err := <-waitingDone; err != nil {
 		t.Errorf("a request whose client waits, behind one whose client gave up: %v", err)
