@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/sink/duckdb"
 )
 
@@ -18,30 +19,7 @@ import (
 // chunk (a crash, an error) the dead letter moved into the changelog
 // table below the watermark and was never merged.
 func TestChangelogChunkWatermarkStaysBelowALandedDeadLetter(t *testing.T) {
-	l := newChangeLoader(t, func(o *duckdb.Options) { o.MemoryLimit = 256 << 20 }) // chunks of 32 MiB
-	big := strings.Repeat("x", 12<<20)
-	l.change(0, "orders", "c", 100, row(1, "a"), "id")
-	l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id") // dead-lettered
-	l.flushDeadLettering()
-	for id := 3; id <= 6; id++ { // offsets 2-4 a chunk, 5 the next
-		l.change(0, "orders", "c", 99+id, row(id, big), "id")
-		l.flush()
-	}
-	l.mustMerge()
-	l.want(`SELECT id FROM cdc_db_orders ORDER BY id`, "1", "3", "4", "5", "6")
-
-	ctx := context.Background()
-	if _, err := l.s.DB().Exec(`UPDATE cdc_dlq SET "value" = encode(replace(decode("value"), '"KOFFSET":1,', ''))`); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := l.s.Replay(ctx, duckdb.ReplayOptions{Decode: l.dec.AppendRows, Replayed: l.merger.LowerWatermarks}); err != nil || res.Loaded != 1 {
-		t.Fatalf("replay: %+v %v", res, err)
-	}
-	l.want(`SELECT count(*) FROM cdc_landing`, "1") // the replayed change waits for a move
-	models, err := l.merger.Models(ctx)
-	if err != nil || len(models) != 1 {
-		t.Fatalf("models: %v %v", models, err)
-	}
+	l, ctx, model := replayedBelowChunks(t)
 	// The merge stops after its first chunk (offsets 2-4) committed.
 	chunks := 0
 	failAfterMerge = func() error {
@@ -50,7 +28,7 @@ func TestChangelogChunkWatermarkStaysBelowALandedDeadLetter(t *testing.T) {
 		}
 		return nil
 	}
-	_, err = l.merger.Merge(ctx, models[0])
+	_, err := l.merger.Merge(ctx, model)
 	failAfterMerge = nil
 	if err == nil || chunks != 2 {
 		t.Fatalf("merge: %v after %d chunks, want the injected failure in the second", err, chunks)
@@ -92,4 +70,37 @@ func TestChangelogChunkedMergeEndsWithTheIncrementItBegan(t *testing.T) {
 	}
 	l.mustMerge()
 	l.want(`SELECT count(*), count(DISTINCT id) FROM cdc_db_orders`, fmt.Sprint(id, "|", id))
+}
+
+// replayedBelowChunks is a changelog table merged in chunks (12 MB rows at
+// offsets 2-5 of partition 0, a 256 MiB memory_limit) whose offset 1, a
+// dead letter, was replayed and waits in the landing table below the
+// merged changes; with its context and its one model.
+func replayedBelowChunks(t *testing.T) (*changeLoader, context.Context, config.Model) {
+	t.Helper()
+	l := newChangeLoader(t, func(o *duckdb.Options) { o.MemoryLimit = 256 << 20 }) // chunks of 32 MiB
+	big := strings.Repeat("x", 12<<20)
+	l.change(0, "orders", "c", 100, row(1, "a"), "id")
+	l.change(0, "orders", "c", 101, map[string]any{"id": 2, "v": "b", "KOFFSET": 1}, "id") // dead-lettered
+	l.flushDeadLettering()
+	for id := 3; id <= 6; id++ { // offsets 2-4 a chunk, 5 the next
+		l.change(0, "orders", "c", 99+id, row(id, big), "id")
+		l.flush()
+	}
+	l.mustMerge()
+	l.want(`SELECT id FROM cdc_db_orders ORDER BY id`, "1", "3", "4", "5", "6")
+
+	ctx := context.Background()
+	if _, err := l.s.DB().Exec(`UPDATE cdc_dlq SET "value" = encode(replace(decode("value"), '"KOFFSET":1,', ''))`); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.s.Replay(ctx, duckdb.ReplayOptions{Decode: l.dec.AppendRows, Replayed: l.merger.LowerWatermarks}); err != nil || res.Loaded != 1 {
+		t.Fatalf("replay: %+v %v", res, err)
+	}
+	l.want(`SELECT count(*) FROM cdc_landing`, "1") // the replayed change waits for a move
+	models, err := l.merger.Models(ctx)
+	if err != nil || len(models) != 1 {
+		t.Fatalf("models: %v %v", models, err)
+	}
+	return l, ctx, models[0]
 }
