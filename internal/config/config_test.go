@@ -191,6 +191,24 @@ func TestReferenceUserStage(t *testing.T) {
 	}
 }
 
+// A stage named as Databend's SQL names it (@ingest, @~) is the stage:
+// the reference config's userStage is read so, and a YAML config was
+// refused with "want ~ (the user stage) or a stage name".
+func TestYAMLStageWithItsAt(t *testing.T) {
+	for give, want := range map[string]string{"'@ingest'": "ingest", "'@~'": "~", "ingest": "ingest"} {
+		cfg, err := FromYAML([]byte("kafka: {topics: [t]}\nsink: {type: databend, databend: {dsn: 'databend://u:p@h:8000', stage: " + give + "}}"))
+		if err != nil {
+			t.Fatalf("stage %s: %v", give, err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("stage %s: %v", give, err)
+		}
+		if cfg.Sink.Databend.Stage != want {
+			t.Errorf("stage %s: read as %q, want %q", give, cfg.Sink.Databend.Stage, want)
+		}
+	}
+}
+
 func TestEnvOverrides(t *testing.T) {
 	env := map[string]string{
 		"TRACELAKE_KAFKA_BROKERS":     "a:1, b:2",
