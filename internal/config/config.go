@@ -721,6 +721,9 @@ func (c *Config) settle() {
 	if c.Kafka.Brokers == nil && c.Consumes() {
 		c.Kafka.Brokers = []string{DefaultBroker}
 	}
+	// Databend's SQL names a stage @name (and the user stage @~), so
+	// users write it so, as the reference config's userStage does.
+	c.Sink.Databend.Stage = strings.TrimPrefix(c.Sink.Databend.Stage, "@")
 	if c.DecodesOTLP() && c.Sink.Table == DefaultTable {
 		c.Sink.Table = signalTable[c.Kafka.Signal]
 	}
