@@ -78,6 +78,20 @@ func TestReportRefusesAParameterGivenTwice(t *testing.T) {
 	}
 }
 
+// A query string that does not parse (/report?tenant=a&tenant=%zz) was
+// read without its bad part (Go's URL.Query drops it): the page answered
+// for a where the caller gave a second, unreadable tenant.
+func TestReportRefusesAQueryStringThatDoesNotParse(t *testing.T) {
+	h := twoTenantReport(t)
+	for _, target := range []string{"/report?tenant=a&tenant=%zz", "/report?tenant=%zz", "/report?since=7d&x=%"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, target, nil))
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d\n%.400s\nwant 400", target, rec.Code, rec.Body.String())
+		}
+	}
+}
+
 // A query beginning with a SQL comment ("-- why\nSELECT …", as a script
 // keeps its queries) was taken for a flag ("bad flag syntax"): no flag
 // holds whitespace after its dashes, so such an argument is the query.
