@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -167,22 +168,28 @@ func parseSince(s string) (time.Duration, error) {
 // second value would be a second question.
 func reportHandler(db *sql.DB, cfg *config.Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// URL.Query drops what does not parse (tenant=%zz), which
+		// would answer for the tenants that do.
+		query, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			http.Error(w, "query string: "+err.Error(), http.StatusBadRequest)
+			return
+		}
 		for _, name := range []string{"tenant", "since"} {
-			if len(r.URL.Query()[name]) > 1 {
+			if len(query[name]) > 1 {
 				http.Error(w, name+": given twice: give it once", http.StatusBadRequest)
 				return
 			}
 		}
 		since := defaultReportWindow
-		if s := r.URL.Query().Get("since"); s != "" {
-			var err error
+		if s := query.Get("since"); s != "" {
 			if since, err = parseSince(s); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
 		}
-		tenant := r.URL.Query().Get("tenant")
-		if err := checkTenantArg(tenant, r.URL.Query().Has("tenant")); err != nil {
+		tenant := query.Get("tenant")
+		if err := checkTenantArg(tenant, query.Has("tenant")); err != nil {
 			http.Error(w, "tenant: "+err.Error(), http.StatusBadRequest)
 			return
 		}
