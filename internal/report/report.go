@@ -143,6 +143,21 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	// by time: one whose parent is an operation is that operation's
 	// (found by parent), and an agent running beside it (a remote agent
 	// with the service's usage and no calls of its own) keeps its usage.
+	//
+	// An operation whose child operation (by parent_span_id) is the same
+	// operation of the same model wraps that call: @ai-sdk/otel's embed,
+	// embedMany and rerank write a root span beside one span per provider
+	// call, both of the call's operation and model, the usage (if any) on
+	// the calls (older releases put their sum on the root too). Read one
+	// span at a time the two are alike (a call without usage or a failed
+	// one is the root's twin), so each is a row; the report counts the
+	// calls, and the wrapper neither as an operation nor for its usage,
+	// nor its error (its calls' own). It still takes part in the rollups
+	// above: it is its calls' parent operation. Agents, chains, workflows
+	// and tasks are never wrappers (a sub-agent on the agent's model is a
+	// run of its own), nor an operation whose child is also its ancestor
+	// (a cycle of bogus parent ids, where each would wrap the other and
+	// both be lost).
 	same := func(a, b string) string {
 		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
 	}
@@ -166,9 +181,16 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 		" AND c.span_id <> o.span_id AND c.start_time BETWEEN o.start_time AND o.start_time + o.duration_ms * INTERVAL 1 MILLISECOND"+
 		" ANTI JOIN ops p ON "+same("p", "c")+" AND p.span_id = c.parent_span_id"+
 		" WHERE o.operation IN ("+aggregateOperations+") AND (c.operation IS NULL OR c.operation NOT IN ("+aggregateOperations+"))"+
-		" AND (o.input_tokens IS NOT NULL OR o.output_tokens IS NOT NULL) AND (c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL))"+
+		" AND (o.input_tokens IS NOT NULL OR o.output_tokens IS NOT NULL) AND (c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL)),"+
+		" wrapping AS (SELECT o.tenant_id, o.trace_id, o.span_id, o.parent_span_id, c.span_id AS child FROM ops o JOIN ops c ON "+same("c", "o")+
+		" AND c.parent_span_id = o.span_id AND c.span_id <> o.span_id AND c.operation = o.operation AND "+wrapModel("c")+" = "+wrapModel("o")+
+		" WHERE o.operation NOT IN ("+aggregateOperations+")),"+
+		" above AS (SELECT tenant_id, trace_id, span_id AS origin, parent_span_id AS span_id FROM wrapping"+
+		" UNION SELECT a.tenant_id, a.trace_id, a.origin, p.parent_span_id FROM above a JOIN ops p ON "+same("p", "a")+" AND p.span_id = a.span_id),"+
+		" wrappers AS (SELECT DISTINCT w.tenant_id, w.trace_id, w.span_id FROM wrapping w ANTI JOIN above a ON "+same("a", "w")+
+		" AND a.origin = w.span_id AND a.span_id = w.child)"+
 		" SELECT * REPLACE ("+unlessRolledUp+") FROM (SELECT ops.*, r.span_id IS NOT NULL AS rolled_up FROM ops LEFT JOIN rolled r ON "+same("r", "ops")+
-		" AND r.span_id = ops.span_id)"); err != nil {
+		" AND r.span_id = ops.span_id ANTI JOIN wrappers w ON "+same("w", "ops")+" AND w.span_id = ops.span_id)"); err != nil {
 		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
 	}
 	from := " FROM " + opsTable + " AS operations WHERE true"
@@ -287,6 +309,12 @@ var reportColumns = strings.Join(append([]string{"tenant_id", "trace_id", "span_
 // aggregateOperations are the operations that sum their model calls'
 // usage (an agent's run, a chain or workflow of calls), as SQL strings.
 var aggregateOperations = "'invoke_agent', 'chain', 'workflow', 'task'"
+
+// wrapModel is the model a wrapper and its call are compared by (Build):
+// the one asked for, else the one that answered.
+func wrapModel(alias string) string {
+	return "coalesce(" + alias + ".request_model, " + alias + ".response_model)"
+}
 
 var unlessRolledUp = func() string {
 	var b strings.Builder
