@@ -108,7 +108,11 @@ func TestMaxwellDatabaseDropTruncatesItsTables(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	decodeWant(t, d, "maxwell", `{"type":"database-drop","database":"test","ts":1589373562,"sql":"DROP DATABASE test","position":"mysql-bin.000003:1200"}`,
+	// A DDL message's ts is in milliseconds (DDLMap.toJSON writes the
+	// binlog event's header time; docs/dataformat.md: "ts":1477053126000),
+	// a row's in seconds: read as seconds, the truncations' source time was
+	// 1000 times too late, past every hour the done marks wait for.
+	decodeWant(t, d, "maxwell", `{"type":"database-drop","database":"test","ts":1589373562000,"sql":"DROP DATABASE test","position":"mysql-bin.000003:1200"}`,
 		"truncate test.items log=cdc_test_items_log model=cdc_test_items key= pos=3.1200.0 time=1589373562000000\n"+
 			"truncate test.orders log=cdc_test_orders_log model=cdc_test_orders key= pos=3.1200.0 time=1589373562000000\n")
 	// A database of no table seen: nothing to truncate.
