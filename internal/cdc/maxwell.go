@@ -68,12 +68,12 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 		o = SchemaChange
 	case t == "database-drop":
 		// A DROP DATABASE (ResolvedDatabaseDrop: its database alone): a
-		// DROP TABLE of each of its tables.
+		// DROP TABLE of each of its tables. Its ts is in milliseconds, as
+		// every DDL message's (see below).
 		if db == nil {
 			return dst, d.errorf("database-drop without its database")
 		}
-		us, _ := mulExact(int64(uintOf(ts)), 1_000_000)
-		return d.dropDatabase(dst, db, maxwellPosition(pos, xoffset, commit), us, nil)
+		return d.dropDatabase(dst, db, maxwellPosition(pos, xoffset, commit), millisToMicros(ts), nil)
 	case strings.HasPrefix(t, "database-"):
 		return dst, nil // DDL of a database: no table to route it to
 	default:
@@ -88,8 +88,17 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	}
 	dst, c := next(dst)
 	c.Op, c.Table = o, table
-	seconds := uintOf(ts)
-	c.SourceTime, _ = mulExact(int64(seconds), 1_000_000)
+	if strings.HasPrefix(string(typ), "table-") {
+		// A DDL message's ts is in milliseconds (DDLMap.toJSON writes the
+		// binlog event's header time, docs/dataformat.md's table-create
+		// "ts":1477053126000), a row's in seconds (RowMap's
+		// timestampSeconds): read as seconds, a drop's truncation was
+		// 1000 times too late and moved its partition's reached time, which
+		// the done marks go by, past every hour.
+		c.SourceTime = millisToMicros(ts)
+	} else {
+		c.SourceTime, _ = mulExact(int64(uintOf(ts)), 1_000_000)
+	}
 	c.Position = maxwellPosition(pos, xoffset, commit)
 	if !o.HasRow() {
 		c.Statement = text(sql)
