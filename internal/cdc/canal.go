@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -22,6 +23,8 @@ const (
 	dateTimeKind                  // "2020-05-13 20:38:35.123" → µs, as UTC
 	timeKind                      // "-12:30:00" → µs
 	jsonKind                      // a string holding JSON → the JSON
+	enumKind                      // an ENUM's index: "2" → its label, "large"
+	setKind                       // a SET's bit mask: "5" → its labels, "a,c"
 )
 
 // mysqlType is a column's type as Canal's mysqlType names it.
@@ -29,6 +32,9 @@ type mysqlType struct {
 	typ              schema.Type
 	kind             mysqlKind
 	precision, scale int
+	// labels are an ENUM's or SET's values in order, each as the text of a
+	// JSON string without its quotes.
+	labels [][]byte
 }
 
 // parseMySQLType maps a MySQL column type (bigint(20) unsigned,
@@ -36,10 +42,12 @@ type mysqlType struct {
 // not a Bool: MySQL stores 0..127 in it, and Debezium reads it as a
 // number too. bigint unsigned is a Decimal(20,0), beyond int64. Dates are
 // Timestamps (midnight, UTC); a TIME is an Int64 of µs; binary types are
-// the text Canal writes (ISO-8859-1 of the bytes).
+// the text Canal writes (ISO-8859-1 of the bytes). An ENUM or a SET is a
+// String of its labels, which Canal does not write (see enumLabels).
 func parseMySQLType(t []byte) mysqlType {
 	var lower [64]byte
 	t = bytes.TrimSpace(t)
+	original := t
 	if len(t) <= len(lower) {
 		for i, c := range t {
 			if c >= 'A' && c <= 'Z' {
@@ -97,8 +105,67 @@ func parseMySQLType(t []byte) mysqlType {
 		return mysqlType{typ: schema.Int64, kind: timeKind}
 	case "json":
 		return mysqlType{typ: schema.JSON, kind: jsonKind}
+	case "enum", "set":
+		if labels, ok := enumLabels(original[len(base):]); ok {
+			kind := enumKind
+			if string(base) == "set" {
+				kind = setKind
+			}
+			return mysqlType{typ: schema.String, kind: kind, labels: labels}
+		}
 	}
 	return mysqlType{typ: schema.String, kind: textKind}
+}
+
+// enumLabels reads the labels of an ENUM's or SET's type, args its
+// "('small','large')" as SHOW COLUMNS writes it (a quote in a label
+// doubled), each as the text of a JSON string. Canal writes an ENUM's value
+// as its 1-based index and a SET's as its bit mask, the binlog's form
+// (RowsLogBuffer.fetchValue: MYSQL_TYPE_ENUM an int, MYSQL_TYPE_SET a long;
+// LogEventConvert writes String.valueOf(value); alibaba/canal issues #157,
+// #2610), so the label is read from the type: stored as the index, the
+// model held "2" where the source's row holds 'large'. ok is false when
+// args is not such a list: the value is then taken as text, as before.
+func enumLabels(args []byte) (labels [][]byte, ok bool) {
+	args = bytes.TrimSpace(args)
+	if len(args) < 2 || args[0] != '(' || args[len(args)-1] != ')' {
+		return nil, false
+	}
+	args = args[1 : len(args)-1]
+	for len(args) > 0 {
+		if args[0] != '\'' {
+			return nil, false
+		}
+		var label []byte
+		i := 1
+		for ; i < len(args); i++ {
+			if args[i] == '\'' {
+				if i+1 < len(args) && args[i+1] == '\'' {
+					label = append(label, '\'')
+					i++
+					continue
+				}
+				break
+			}
+			label = append(label, args[i])
+		}
+		if i == len(args) {
+			return nil, false // no closing quote
+		}
+		quoted, err := json.Marshal(string(label))
+		if err != nil {
+			return nil, false
+		}
+		labels = append(labels, quoted[1:len(quoted)-1])
+		args = bytes.TrimSpace(args[i+1:])
+		if len(args) > 0 {
+			if args[0] != ',' {
+				return nil, false
+			}
+			args = bytes.TrimSpace(args[1:])
+		}
+	}
+	return labels, len(labels) > 0
 }
 
 // javaSQLTypes maps Canal's sqlType (java.sql.Types) for a column mysqlType
@@ -542,12 +609,51 @@ func (c *Change) canalValue(col *Column, ct *canalColumn, v []byte) error {
 		}
 	case jsonKind:
 		bad = !c.putJSONText(col, v)
+	case enumKind, setKind:
+		bad = !c.putLabels(col, mt, inner, v)
 	}
 	if bad {
 		col.Value = nil
 		return errorString("column " + strconv.Quote(col.Name) + ": " + clip(v) + " is not a value of " + col.SourceType)
 	}
 	return nil
+}
+
+// putLabels writes the value of an ENUM or SET column: the label of
+// index inner (0 is MySQL's error value, ”), or the labels of the bits of
+// mask inner joined by commas, as MySQL shows a SET. A value that is not a
+// number is a label already (a Canal that writes them) and stays as it is,
+// v; false for an index or bit past the labels.
+func (c *Change) putLabels(col *Column, mt mysqlType, inner, v []byte) bool {
+	n, err := strconv.ParseUint(string(inner), 10, 64)
+	if err != nil {
+		col.Value = v
+		return true
+	}
+	if mt.kind == enumKind && n > uint64(len(mt.labels)) || mt.kind == setKind && len(mt.labels) < 64 && n>>len(mt.labels) != 0 {
+		return false
+	}
+	col.from = int32(len(c.arena))
+	c.arena = append(c.arena, '"')
+	if mt.kind == enumKind {
+		if n > 0 {
+			c.arena = append(c.arena, mt.labels[n-1]...)
+		}
+	} else {
+		first := true
+		for i, l := range mt.labels {
+			if n&(1<<i) == 0 {
+				continue
+			}
+			if !first {
+				c.arena = append(c.arena, ',')
+			}
+			c.arena, first = append(c.arena, l...), false
+		}
+	}
+	c.arena = append(c.arena, '"')
+	col.to = int32(len(c.arena))
+	return true
 }
 
 type errorString string

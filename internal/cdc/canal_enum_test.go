@@ -1,0 +1,43 @@
+package cdc
+
+import (
+	"strings"
+	"testing"
+)
+
+// Canal's ENUM index and SET mask become their labels (canal_enum_set.txt);
+// these are the edges: MySQL's error value (index 0), a numeric label, a
+// value that is a label already, an index past the labels (refused: which
+// label it is is not known).
+func TestCanalEnumAndSetValues(t *testing.T) {
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(mysqlType, value, want string) {
+		t.Helper()
+		msg := `{"data":[{"id":"1","e":` + value + `}],"database":"test","es":1589373560000,"id":4,"isDdl":false,` +
+			`"mysqlType":{"id":"bigint(20)","e":` + mysqlType + `},"old":null,"pkNames":["id"],"sql":"","sqlType":{"id":-5,"e":4},"table":"orders","ts":1589373560798,"type":"INSERT"}`
+		got, err := d.Decode(nil, "example", nil, []byte(msg))
+		if want == "" {
+			if err == nil {
+				t.Errorf("%s %s: taken as %s, want an error", mysqlType, value, render(got))
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", mysqlType, value, err)
+		}
+		if line := strings.Split(render(got), "\n")[2]; !strings.HasSuffix(line, " = "+want) {
+			t.Errorf("%s %s: %s, want = %s", mysqlType, value, line, want)
+		}
+	}
+	f(`"enum('a','b')"`, `"0"`, `""`)
+	f(`"enum('0','1')"`, `"1"`, `"0"`)
+	f(`"ENUM('A', 'b,c')"`, `"2"`, `"b,c"`)
+	f(`"enum('a','b')"`, `"b"`, `"b"`)
+	f(`"enum('a','b')"`, `null`, `null`)
+	f(`"enum('a','b')"`, `"3"`, "")
+	f(`"set('a','b')"`, `"3"`, `"a,b"`)
+	f(`"set('a','b')"`, `"4"`, "")
+}
