@@ -5,31 +5,43 @@ import (
 	"testing"
 )
 
+// canalValue decodes a Canal INSERT of test.orders whose column e has
+// mysqlType (a JSON string) and value (Canal's JSON string, or null), and
+// returns e as render writes it ("e String enum('a') = \"a\""), and e.
+func canalValue(t *testing.T, mysqlType, value string) (string, Column, error) {
+	t.Helper()
+	d, err := NewDecoder(Options{Format: FormatCanal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := `{"data":[{"id":"1","e":` + value + `}],"database":"test","es":1589373560000,"id":4,"isDdl":false,` +
+		`"mysqlType":{"id":"bigint(20)","e":` + mysqlType + `},"old":null,"pkNames":["id"],"sql":"","sqlType":{"id":-5,"e":4},"table":"orders","ts":1589373560798,"type":"INSERT"}`
+	got, err := d.Decode(nil, "example", nil, []byte(msg))
+	if err != nil {
+		return "", Column{}, err
+	}
+	return strings.TrimSpace(strings.Split(render(got), "\n")[2]), got[0].Columns[1], nil
+}
+
 // Canal's ENUM index and SET mask become their labels (canal_enum_set.txt);
 // these are the edges: MySQL's error value (index 0), a numeric label, a
 // value that is a label already, an index past the labels (refused: which
 // label it is is not known).
 func TestCanalEnumAndSetValues(t *testing.T) {
-	d, err := NewDecoder(Options{Format: FormatCanal})
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := func(mysqlType, value, want string) {
 		t.Helper()
-		msg := `{"data":[{"id":"1","e":` + value + `}],"database":"test","es":1589373560000,"id":4,"isDdl":false,` +
-			`"mysqlType":{"id":"bigint(20)","e":` + mysqlType + `},"old":null,"pkNames":["id"],"sql":"","sqlType":{"id":-5,"e":4},"table":"orders","ts":1589373560798,"type":"INSERT"}`
-		got, err := d.Decode(nil, "example", nil, []byte(msg))
+		got, _, err := canalValue(t, mysqlType, value)
 		if want == "" {
 			if err == nil {
-				t.Errorf("%s %s: taken as %s, want an error", mysqlType, value, render(got))
+				t.Errorf("%s %s: taken as %s, want an error", mysqlType, value, got)
 			}
 			return
 		}
 		if err != nil {
 			t.Fatalf("%s %s: %v", mysqlType, value, err)
 		}
-		if line := strings.Split(render(got), "\n")[2]; !strings.HasSuffix(line, " = "+want) {
-			t.Errorf("%s %s: %s, want = %s", mysqlType, value, line, want)
+		if !strings.HasSuffix(got, " = "+want) {
+			t.Errorf("%s %s: %s, want = %s", mysqlType, value, got, want)
 		}
 	}
 	f(`"enum('a','b')"`, `"0"`, `""`)
