@@ -40,7 +40,8 @@ type mysqlType struct {
 // parseMySQLType maps a MySQL column type (bigint(20) unsigned,
 // decimal(10,2), datetime(3)…) to a logical type. tinyint(1) is an Int32,
 // not a Bool: MySQL stores 0..127 in it, and Debezium reads it as a
-// number too. bigint unsigned is a Decimal(20,0), beyond int64. Dates are
+// number too. bigint unsigned and bit(64) are a Decimal(20,0), beyond
+// int64. Dates are
 // Timestamps (midnight, UTC); a TIME is an Int64 of µs; binary types are
 // the text Canal writes (ISO-8859-1 of the bytes). An ENUM or a SET is a
 // String of its labels, which Canal does not write (see enumLabels).
@@ -95,6 +96,13 @@ func parseMySQLType(t []byte) mysqlType {
 	case "bit":
 		if args == nil || string(args) == "1" {
 			return mysqlType{typ: schema.Bool, kind: bitKind}
+		}
+		if n, _ := strconv.Atoi(string(bytes.TrimSpace(args))); n >= 64 {
+			// Canal writes a BIT(n) as the unsigned number of its bits
+			// (RowsLogBuffer.fetchValue: getBeUlong64 for 8 bytes): a
+			// BIT(64) with its high bit set is beyond a BIGINT, as a
+			// BIGINT UNSIGNED is.
+			return mysqlType{typ: schema.Decimal, kind: decimalKind, precision: 20}
 		}
 		return mysqlType{typ: schema.Int64, kind: intKind}
 	case "bool", "boolean":
@@ -583,6 +591,13 @@ func (c *Change) canalValue(col *Column, ct *canalColumn, v []byte) error {
 	case textKind:
 		col.Value = v
 	case intKind:
+		// A YEAR of 0 Canal writes as MySQL shows it, "0000"
+		// (RowsLogBuffer.fetchValue, MYSQL_TYPE_YEAR): its leading zeros
+		// are no part of the number. Refused, its message was
+		// dead-lettered.
+		for len(inner) > 1 && inner[0] == '0' {
+			inner = inner[1:]
+		}
 		col.Value, bad = inner, !isInteger(inner)
 	case floatKind:
 		col.Value, bad = inner, !isNumber(inner)
