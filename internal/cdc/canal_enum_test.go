@@ -50,6 +50,11 @@ func TestCanalEnumAndSetValues(t *testing.T) {
 	f(`"enum('a','b')"`, `"b"`, `"b"`)
 	f(`"enum('a','b')"`, `null`, `null`)
 	f(`"enum('a','b')"`, `"3"`, "")
+	// MySQL writes a label's backslash, newline and NUL escaped, as it
+	// writes a quote doubled (append_unescaped, which Field_enum::sql_type
+	// writes each label with): the labels are a\b and x, a line break, y.
+	f(`"enum('a\\\\b','x\\ny')"`, `"1"`, `"a\\b"`)
+	f(`"enum('a\\\\b','x\\ny')"`, `"2"`, `"x\ny"`)
 	f(`"set('a','b')"`, `"3"`, `"a,b"`)
 	f(`"set('a','b')"`, `"4"`, "")
 }
