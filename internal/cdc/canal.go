@@ -126,8 +126,9 @@ func parseMySQLType(t []byte) mysqlType {
 }
 
 // enumLabels reads the labels of an ENUM's or SET's type, args its
-// "('small','large')" as SHOW COLUMNS writes it (a quote in a label
-// doubled), each as the text of a JSON string. Canal writes an ENUM's value
+// "('small','large')" as MySQL writes it (Field_enum::sql_type: a quote in
+// a label doubled, a backslash, line break, carriage return or NUL
+// escaped with a backslash), each as the text of a JSON string. Canal writes an ENUM's value
 // as its 1-based index and a SET's as its bit mask, the binlog's form
 // (RowsLogBuffer.fetchValue: MYSQL_TYPE_ENUM an int, MYSQL_TYPE_SET a long;
 // LogEventConvert writes String.valueOf(value); alibaba/canal issues #157,
@@ -154,6 +155,22 @@ func enumLabels(args []byte) (labels [][]byte, ok bool) {
 					continue
 				}
 				break
+			}
+			if args[i] == '\\' && i+1 < len(args) {
+				// MySQL's append_unescaped writes \\, \n, \r and \0
+				// for a backslash, line break, carriage return and NUL.
+				i++
+				switch args[i] {
+				case 'n':
+					label = append(label, '\n')
+				case 'r':
+					label = append(label, '\r')
+				case '0':
+					label = append(label, 0)
+				default:
+					label = append(label, args[i])
+				}
+				continue
 			}
 			label = append(label, args[i])
 		}
