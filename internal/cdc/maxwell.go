@@ -88,7 +88,7 @@ func (d *Decoder) maxwell(dst []Change, key, value []byte) ([]Change, error) {
 	}
 	dst, c := next(dst)
 	c.Op, c.Table = o, table
-	if strings.HasPrefix(string(typ), "table-") {
+	if bytes.HasPrefix(typ, []byte("table-")) {
 		// A DDL message's ts is in milliseconds (DDLMap.toJSON writes the
 		// binlog event's header time, docs/dataformat.md's table-create
 		// "ts":1477053126000), a row's in seconds (RowMap's
