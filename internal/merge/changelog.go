@@ -65,6 +65,9 @@ type ChangelogMerger struct {
 	// (deadLetters).
 	deadMu sync.Mutex
 	dead   map[deadKey]deadLetter
+	// concurrency is how many merges run side by side (merge.concurrency,
+	// SetConcurrency); 0: the default.
+	concurrency int
 }
 
 // NewChangelogMerger merges the changelog tables of snk, a DuckDB sink
@@ -81,6 +84,10 @@ func NewChangelogMerger(mg *Merger, snk *duckdb.Sink, dec *cdc.Decoder) *Changel
 	}
 	return c
 }
+
+// SetConcurrency tells c that up to n of its merges run at once
+// (merge.concurrency; 0 or less: config.DefaultMergeConcurrency).
+func (c *ChangelogMerger) SetConcurrency(n int) { c.concurrency = n }
 
 // Models lists the models of the registered changelog tables: Name and
 // Target are the model table, Source the changelog table. A model keeps
