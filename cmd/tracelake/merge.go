@@ -181,6 +181,7 @@ func changelogJob(cfg *config.Config, mg *merge.Merger, snk *duckdb.Sink, hb mar
 		return mergeJob{}, err
 	}
 	cm := merge.NewChangelogMerger(mg, snk, dec)
+	cm.SetConcurrency(cfg.MergeConcurrency()) // its merges share memory_limit (eachModel below)
 	mark := func(ctx context.Context) error {
 		m := merge.Marking{Now: time.Now(), Idle: cfg.CDC.Idle.D(), Delay: cfg.CDC.ReadyDelay.D(), Beats: hb.beats.Latest()}
 		if hb.admin != nil {

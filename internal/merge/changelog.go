@@ -86,7 +86,9 @@ func NewChangelogMerger(mg *Merger, snk *duckdb.Sink, dec *cdc.Decoder) *Changel
 }
 
 // SetConcurrency tells c that up to n of its merges run at once
-// (merge.concurrency; 0 or less: config.DefaultMergeConcurrency).
+// (merge.concurrency; 0 or less: config.DefaultMergeConcurrency), which
+// share DuckDB's memory_limit: each cuts its increment into chunks of its
+// share (chunkBytes). Set before the first merge.
 func (c *ChangelogMerger) SetConcurrency(n int) { c.concurrency = n }
 
 // Models lists the models of the registered changelog tables: Name and
@@ -371,15 +373,24 @@ func chunkMerged(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
 
 // chunkBytes is the most bytes of values a merge's transaction takes of
 // its increment, given DuckDB's memory_limit (0: DuckDB's default, of
-// which nothing is known here): an eighth of it, as the merge holds the
-// chunk's rows several times over (the increment, sorted to pick each
-// key's latest change, those picked), each merge of merge.concurrency
-// its own.
-func chunkBytes(memoryLimit int64) int64 {
+// which nothing is known here) and how many merges run at once
+// (merge.concurrency; at least 2 counted): the merges' chunks together
+// take a quarter of it, as each merge holds its chunk's rows several
+// times over (the increment, sorted to pick each key's latest change,
+// those picked) and loads run beside them. A share fixed by the
+// concurrency rather than one handed out among the merges in flight: it
+// holds whichever merges happen to overlap, and costs only more, smaller
+// transactions to a big increment. Until 2026-12-07 each merge took an
+// eighth whatever merge.concurrency, and eight merges of big increments
+// at once passed the limit at every round, their models never merged
+// (TestChangelogChunksOfConcurrentMergesFitTheMemoryLimit). At least
+// 1 MiB: a chunk smaller than that is mostly its statements' fixed cost
+// (a chunk takes one whole record at least whatever the budget).
+func chunkBytes(memoryLimit int64, concurrency int) int64 {
 	if memoryLimit <= 0 {
 		memoryLimit = 256 << 20
 	}
-	return max(4<<20, memoryLimit/8)
+	return max(1<<20, memoryLimit/(4*int64(max(concurrency, 2))))
 }
 
 // chunk is the SQL of the increment this transaction merges: the whole
@@ -406,7 +417,7 @@ func (c *ChangelogMerger) chunk(ctx context.Context, tx *sql.Tx, p *changelogPla
 			size = append(size, "coalesce(strlen(l."+sqltext.Ident(col.Name)+"::VARCHAR), 0)")
 		}
 	}
-	budget := chunkBytes(c.snk.MemoryLimit())
+	budget := chunkBytes(c.snk.MemoryLimit(), cmp.Or(c.concurrency, config.DefaultMergeConcurrency))
 	increment := c.incrementSQL(p)
 	q := fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE tl_ccut AS
 WITH records AS (

@@ -53,3 +53,21 @@ func TestChangelogChunksOfConcurrentMergesFitTheMemoryLimit(t *testing.T) {
 			fmt.Sprintf("%d|%d", rows, rows))
 	}
 }
+
+// The merges' chunks together take a quarter of memory_limit, whatever
+// merge.concurrency: at its default (2) and below, each takes an eighth,
+// as before it counted.
+func TestChunkBytesShareTheMemoryLimit(t *testing.T) {
+	f := func(limit int64, concurrency int, want int64) {
+		t.Helper()
+		if got := chunkBytes(limit, concurrency); got != want {
+			t.Errorf("chunkBytes(%d MiB, %d): got %d, want %d", limit>>20, concurrency, got, want)
+		}
+	}
+	f(256<<20, 2, 32<<20)
+	f(256<<20, 1, 32<<20)
+	f(0, 2, 32<<20) // DuckDB's default, taken as 256 MiB
+	f(256<<20, 8, 8<<20)
+	f(1<<30, 16, 16<<20)
+	f(128<<20, 64, 1<<20) // 512 KiB: the floor
+}
