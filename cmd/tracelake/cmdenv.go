@@ -56,18 +56,29 @@ func (e *cmdEnv) config(cf *configFlags, needKafka bool) (*config.Config, error)
 	return cf.loadFor(needKafka)
 }
 
+// duckDBUse says what a command does with the DuckDB file it opens.
+type duckDBUse struct {
+	// prepare creates the sink's tables missing in the file (Prepare).
+	prepare bool
+	// existing says the command only reads what was loaded: a path where
+	// no file is is refused (openDuckDB) rather than made an empty
+	// database. Commands that write (dlq replay, merge) and those run on
+	// a fresh path on purpose leave it false.
+	existing bool
+}
+
 // duckDB is the command's DuckDB sink and its release: standalone, the
-// file opened (and its tables prepared if prepare), closed by release;
-// inside run, run's own, prepared, which release leaves open.
-func (e *cmdEnv) duckDB(ctx context.Context, cfg *config.Config, prepare bool) (*duckdb.Sink, func(), error) {
+// file opened as use says, closed by release; inside run, run's own,
+// prepared, which release leaves open.
+func (e *cmdEnv) duckDB(ctx context.Context, cfg *config.Config, use duckDBUse) (*duckdb.Sink, func(), error) {
 	if e.running != nil {
 		return e.running.snk, func() {}, nil
 	}
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, use.existing)
 	if err != nil {
 		return nil, nil, err
 	}
-	if prepare {
+	if use.prepare {
 		if err := snk.Prepare(ctx); err != nil {
 			snk.Close()
 			return nil, nil, fmt.Errorf("prepare tables: %w", err)
@@ -98,7 +109,7 @@ func (e *cmdEnv) duckDBBeside(main *duckdb.Sink, cfg *config.Config) (*duckdb.Si
 // open parses args (after the command registered its own flags on fs),
 // takes the config and the DuckDB sink, which the caller releases.
 // Commands that only read the sink pass needKafka false.
-func (e *cmdEnv) open(ctx context.Context, cf *configFlags, fs *flag.FlagSet, args []string, needKafka, prepare bool) (*config.Config, *duckdb.Sink, func(), error) {
+func (e *cmdEnv) open(ctx context.Context, cf *configFlags, fs *flag.FlagSet, args []string, needKafka bool, use duckDBUse) (*config.Config, *duckdb.Sink, func(), error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, nil, nil, err
 	}
@@ -109,7 +120,7 @@ func (e *cmdEnv) open(ctx context.Context, cf *configFlags, fs *flag.FlagSet, ar
 	if cfg.Sink.Type != config.SinkDuckDB {
 		return nil, nil, nil, fmt.Errorf("tracelake %s reads the duckdb sink; sink.type is %s (query it with its own client, e.g. bendsql for Databend)", fs.Name(), cfg.Sink.Type)
 	}
-	snk, release, err := e.duckDB(ctx, cfg, prepare)
+	snk, release, err := e.duckDB(ctx, cfg, use)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -150,11 +161,20 @@ func (e heldError) Error() string { return e.err.Error() }
 func (e heldError) Unwrap() error { return e.err }
 
 // openDuckDB opens the DuckDB sink of cfg for a command that only queries
-// or merges it; a file another process holds is a heldError.
-func openDuckDB(cfg *config.Config) (*duckdb.Sink, error) {
-	snk, err := duckdb.Open(duckDBOptions(cfg))
-	if errors.Is(err, duckdb.ErrLocked) {
+// or merges it; a file another process holds is a heldError. existing
+// (a command that only reads what was loaded) refuses a path where no
+// file is, naming the setting: opened, an empty database was made there,
+// with its stage directory, and a mistyped path answered empty. A file
+// there that `tracelake run` holds is still a heldError.
+func openDuckDB(cfg *config.Config, existing bool) (*duckdb.Sink, error) {
+	opt := duckDBOptions(cfg)
+	opt.MustExist = existing
+	snk, err := duckdb.Open(opt)
+	switch {
+	case errors.Is(err, duckdb.ErrLocked):
 		return nil, heldError{path: cfg.Sink.DuckDB.Path, table: cfg.Sink.Table, err: err}
+	case errors.Is(err, duckdb.ErrNoDatabase):
+		return nil, fmt.Errorf("sink.duckdb.path: %w at %s (nothing loaded there yet? check the path)", duckdb.ErrNoDatabase, cfg.Sink.DuckDB.Path)
 	}
 	return snk, err
 }

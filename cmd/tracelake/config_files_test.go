@@ -170,13 +170,16 @@ func badConfigFilesExit2(t *testing.T, cases map[string]struct{ section, key str
 // read by every command's config check, each such command exited 2, "bad
 // config", naming a file it never opens.
 func TestCommandsThatDoNotUseTheServiceFilesIgnoreThem(t *testing.T) {
-	_, cfgPath := writeFilesConfig(t, func(f configFiles, dir string) string {
+	dir, cfgPath := writeFilesConfig(t, func(f configFiles, dir string) string {
 		return fmt.Sprintf(`otlp: {http: "127.0.0.1:0", tokens_file: %q, tls: {cert_file: %q, key_file: %q}}
 query: {flight_sql: "127.0.0.1:0", tls: {cert_file: %q, key_file: %q, client_ca_file: %q}}
 kafka: {tls: {enabled: true, ca_file: %q}}
 sink: {duckdb: {path: %q}}
 `, f.missing, f.cert, f.missing, f.cert, f.garbage, f.missing, f.missing, filepath.Join(dir, "t.duckdb"))
 	})
+	// The commands read a database that is there (a run made it): where
+	// none is they refuse the path (TestReadCommandsRefuseAMissingDatabase).
+	createDatabase(t, filepath.Join(dir, "t.duckdb"))
 	ctx := context.Background()
 	for name, cmd := range map[string]func(env *cmdEnv) error{
 		"sql":      func(env *cmdEnv) error { return cmdSQL(ctx, env, []string{"--config", cfgPath, "SELECT 42 AS answer"}) },

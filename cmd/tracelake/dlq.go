@@ -34,7 +34,7 @@ func cmdDLQ(ctx context.Context, env *cmdEnv, args []string) error {
 	whereSQL := fs.String("where", "", "SQL condition over the dead-letter table's columns (topic, partition, offset, key, value, error, stage, add_time, headers, create_time)")
 	dryRun := fs.Bool("dry-run", false, "replay: report what would happen, change nothing")
 	limit := fs.Int("limit", 50, "list: rows to show")
-	cfg, snk, release, err := env.open(ctx, &cf, fs, args[1:], false, true)
+	cfg, snk, release, err := env.open(ctx, &cf, fs, args[1:], false, duckDBUse{prepare: true, existing: args[0] == "list"})
 	if err != nil {
 		return err
 	}

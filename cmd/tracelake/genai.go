@@ -84,7 +84,7 @@ func rebuildGenAI(ctx context.Context, cfg *config.Config) (int64, error) {
 		}
 		return lake.ReplaceDerived(ctx, chunks)
 	}
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, false)
 	if err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -220,11 +221,25 @@ func runUntilIdle(t testing.TB, bin, cfgPath string, env ...string) verify.Repor
 	return verifyJSON(t, bin, cfgPath, 0)
 }
 
+// createDatabase makes an empty DuckDB database at path, as a first open
+// of the sink does.
+func createDatabase(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Ping(); err != nil {
+		t.Fatalf("create %s: %v", path, err)
+	}
+}
+
 // openPrepared opens cfg's DuckDB sink with its tables prepared, closed
 // when the test ends.
 func openPrepared(t *testing.T, cfg *config.Config) *duckdb.Sink {
 	t.Helper()
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}

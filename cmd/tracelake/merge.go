@@ -93,7 +93,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 		}
 		return mergeLoop(ctx, mergeJob{merger: merge.NewDatabendMerger(snk, *task), models: models}, *every)
 	}
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, false)
 	if err != nil {
 		return err
 	}
@@ -320,7 +320,7 @@ func mergeDedup(ctx context.Context, cfg *config.Config, every time.Duration) er
 			snk, err = openDatabend(c)
 		default:
 			if len(sinks) == 0 {
-				snk, err = openDuckDB(c)
+				snk, err = openDuckDB(c, false)
 			} else {
 				// One process opens a DuckDB file once: the other
 				// tables' sinks share the first's database.

@@ -22,7 +22,7 @@ import (
 func TestMergeEveryReports(t *testing.T) {
 	cfg := config.Default()
 	cfg.Sink.DuckDB.Path = filepath.Join(t.TempDir(), "m.duckdb")
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}

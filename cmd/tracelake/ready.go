@@ -31,7 +31,7 @@ func cmdReady(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	table := cf.table
 	cf.leaveKey("table")
-	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, false)
+	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, duckDBUse{})
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func cmdReconcile(ctx context.Context, env *cmdEnv, args []string) error {
 	if *source != "" {
 		cf.leaveKey("table")
 	}
-	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, false)
+	cfg, snk, release, err := env.open(ctx, &cf, fs, nil, false, duckDBUse{existing: true})
 	if err != nil {
 		return err
 	}

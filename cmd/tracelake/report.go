@@ -120,7 +120,7 @@ func operationsDB(ctx context.Context, env *cmdEnv, cfg *config.Config, since ti
 		}
 		return db, func() { db.Close() }, nil
 	}
-	snk, release, err := env.duckDB(ctx, cfg, true)
+	snk, release, err := env.duckDB(ctx, cfg, duckDBUse{prepare: true, existing: true})
 	if err != nil {
 		return nil, nil, err
 	}

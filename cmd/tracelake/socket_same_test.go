@@ -24,7 +24,7 @@ func bothWays(t *testing.T, setup []string, cmds ...[]string) (through, alone []
 	cfg := config.Default()
 	cfg.Sink.Table = "events"
 	cfg.Sink.DuckDB.Path = filepath.Join(t.TempDir(), "t.duckdb")
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}

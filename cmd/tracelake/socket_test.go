@@ -135,7 +135,7 @@ func TestSocketPath(t *testing.T) {
 	t.Run("removed at stop", func(t *testing.T) {
 		cfg := config.Default()
 		cfg.Sink.DuckDB.Path = filepath.Join(t.TempDir(), "t.duckdb")
-		snk, err := openDuckDB(cfg)
+		snk, err := openDuckDB(cfg, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,7 +59,7 @@ func cmdSQL(ctx context.Context, env *cmdEnv, args []string) error {
 		defer closeReader()
 		return printRead(ctx, env.stdout, reader, fs.Arg(0), *tenant, "on iceberg")
 	case config.SinkDuckDB:
-		snk, err := openDuckDB(cfg)
+		snk, err := openDuckDB(cfg, true)
 		if err != nil {
 			return err
 		}

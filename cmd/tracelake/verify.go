@@ -76,7 +76,7 @@ func verifyTables(ctx context.Context, env *cmdEnv, cfg *config.Config) (*verify
 	case config.SinkDatabend:
 		return verifyEachSignal(ctx, cfg, func(c *config.Config) (*verify.Report, error) { return verifyDatabend(ctx, c) })
 	}
-	snk, release, err := env.duckDB(ctx, cfg, false)
+	snk, release, err := env.duckDB(ctx, cfg, duckDBUse{existing: true})
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func committedStartConfig(t *testing.T, kafkaExtra, rest string) string {
 func prepareSignalTables(t *testing.T, cfg *config.Config) {
 	t.Helper()
 	for _, c := range cfg.SignalConfigs() {
-		snk, err := openDuckDB(c)
+		snk, err := openDuckDB(c, false)
 		if err == nil {
 			err = snk.Prepare(context.Background())
 			snk.Close()

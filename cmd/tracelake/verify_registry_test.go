@@ -41,7 +41,7 @@ func TestVerifyCountsATableCreatedBeforeItsSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snk, err := openDuckDB(cfg)
+	snk, err := openDuckDB(cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}

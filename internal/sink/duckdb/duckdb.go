@@ -69,7 +69,12 @@ type Options struct {
 	// JSONCompression is how the JSON columns of the tables the sink
 	// creates are stored; "" is JSONAuto.
 	JSONCompression JSONCompression
-	Log             *slog.Logger
+	// MustExist refuses a Path where no file is (ErrNoDatabase), for
+	// those that only read what was loaded there: opening creates an
+	// empty database (and StageDir) otherwise, and a mistyped path
+	// answered empty and left both behind.
+	MustExist bool
+	Log       *slog.Logger
 }
 
 // Sink loads into one DuckDB database file. DuckDB allows one process per
@@ -177,6 +182,13 @@ type tables struct {
 func Open(opt Options) (*Sink, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
+	}
+	if opt.MustExist {
+		// Other errors of Stat (a directory not readable) are left to
+		// the open, which says them.
+		if _, err := os.Stat(opt.Path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("open duckdb: %w at %s", ErrNoDatabase, opt.Path)
+		}
 	}
 	if err := os.MkdirAll(opt.StageDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create stage directory %s: %w", opt.StageDir, err)
@@ -435,6 +447,10 @@ func (s *Sink) CleanStage() error {
 // running `tracelake run` holds it for as long as it runs. The command
 // that tried can go through that process instead (its local socket).
 var ErrLocked = errors.New("another process has the file open")
+
+// ErrNoDatabase is in the error Open returns (errors.Is) when
+// Options.MustExist and no file is at Options.Path.
+var ErrNoDatabase = errors.New("no database")
 
 // openError wraps a failure to open path, with ErrLocked when the cause
 // is another process holding the file.
