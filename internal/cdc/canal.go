@@ -126,10 +126,16 @@ func parseMySQLType(t []byte) mysqlType {
 }
 
 // enumLabels reads the labels of an ENUM's or SET's type, args its
-// "('small','large')" as MySQL writes it (Field_enum::sql_type: a quote in
-// a label doubled, a backslash, line break, carriage return or NUL
-// escaped with a backslash), each as the text of a JSON string. Canal writes an ENUM's value
-// as its 1-based index and a SET's as its bit mask, the binlog's form
+// "('small','large')" as Canal's mysqlType writes it, each as the text of
+// a JSON string. That type is Druid's rendering of SHOW CREATE TABLE
+// (TableMetaCache.getTableMetaByDB, MemoryTableMeta.processTableElement:
+// each label's SQLCharExpr.toString, SQLASTOutputVisitor.printChars):
+// Druid's lexer has undone MySQL's escapes (\\, \n, \0), and it doubles a
+// quote and writes every other character, a backslash too, as it is. Read
+// as MySQL's escapes, a label C:\new was C:, a line break, ew. (Canal's
+// fallback when SHOW CREATE TABLE fails, DESC, writes MySQL's escapes; the
+// two cannot be told apart, and Druid's is the rendering Canal sends.)
+// Canal writes an ENUM's value as its 1-based index and a SET's as its bit mask, the binlog's form
 // (RowsLogBuffer.fetchValue: MYSQL_TYPE_ENUM an int, MYSQL_TYPE_SET a long;
 // LogEventConvert writes String.valueOf(value); alibaba/canal issues #157,
 // #2610), so the label is read from the type: stored as the index, the
@@ -155,22 +161,6 @@ func enumLabels(args []byte) (labels [][]byte, ok bool) {
 					continue
 				}
 				break
-			}
-			if args[i] == '\\' && i+1 < len(args) {
-				// MySQL's append_unescaped writes \\, \n, \r and \0
-				// for a backslash, line break, carriage return and NUL.
-				i++
-				switch args[i] {
-				case 'n':
-					label = append(label, '\n')
-				case 'r':
-					label = append(label, '\r')
-				case '0':
-					label = append(label, 0)
-				default:
-					label = append(label, args[i])
-				}
-				continue
 			}
 			label = append(label, args[i])
 		}
