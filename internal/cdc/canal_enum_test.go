@@ -47,6 +47,12 @@ func TestCanalEnumAndSetValues(t *testing.T) {
 	f(`"enum('a','b')"`, `"0"`, `""`)
 	f(`"enum('0','1')"`, `"1"`, `"0"`)
 	f(`"ENUM('A', 'b,c')"`, `"2"`, `"b,c"`)
+	// A type as its DDL wrote it (Canal's table meta applies the DDL it
+	// reads, Druid keeping the type name's case) longer than 64 bytes, as
+	// an ENUM's or SET's labels soon are: its name was not read without
+	// regard to case, and its index was stored as text.
+	f(`"ENUM('small','medium','large','extra large','extra extra large','huge')"`, `"2"`, `"medium"`)
+	f(`"SET('read','write','execute','delete','administer','audit','impersonate')"`, `"5"`, `"read,execute"`)
 	f(`"enum('a','b')"`, `"b"`, `"b"`)
 	f(`"enum('a','b')"`, `null`, `null`)
 	f(`"enum('a','b')"`, `"3"`, "")
