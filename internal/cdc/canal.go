@@ -57,6 +57,12 @@ func parseMySQLType(t []byte) mysqlType {
 			lower[i] = c
 		}
 		t = lower[:len(t)]
+	} else {
+		// An ENUM's or SET's labels soon make its type longer, and a type
+		// keeps the case its DDL wrote (ENUM): unread, its index was
+		// stored as text. Its labels are read from original, and parsing
+		// them allocates anyway.
+		t = bytes.ToLower(t)
 	}
 	unsigned := bytes.Contains(t, []byte("unsigned"))
 	base, args := t, []byte(nil)
