@@ -12,6 +12,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/cdc"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
 	"github.com/tracelake/tracelake/internal/sqltext"
 )
 
@@ -161,7 +162,9 @@ func (c *ChangelogMerger) MarkReady(ctx context.Context, m Marking) (int64, erro
 		// one with records to load holds the table back as one of its
 		// own topics' does, and a dead letter on it of no table as one
 		// on its own topics does, whether a change of the table came
-		// from that topic yet or not (carriers).
+		// from that topic yet or not (carriers). A last source time
+		// further past its load than duckdb.ReachedPastLoad is misread,
+		// no progress: it held every hour up to now marked done.
 		q := fmt.Sprintf(`INSERT INTO %[1]s
 WITH loads AS (
 	SELECT topic, "partition", max(loaded_at) AS loaded_at, max(last_offset) + 1 AS next_offset FROM %[7]s GROUP BY topic, "partition"
@@ -174,7 +177,8 @@ WITH loads AS (
 	UNION SELECT e.topic, e."partition" FROM ends e LEFT JOIN loads l ON l.topic = e.topic AND l."partition" = e."partition"
 		WHERE greatest(l.next_offset, e.start_offset) < e.end_offset
 ), fed AS (
-	SELECT topic, "partition", max(last_source_time) AS t FROM %[3]s GROUP BY topic, "partition"
+	SELECT topic, "partition", max(last_source_time) FILTER (WHERE last_source_time <= loaded_at + INTERVAL (%[13]d) MICROSECONDS) AS t
+	FROM %[3]s GROUP BY topic, "partition"
 ), part AS (
 	SELECT p.topic, p."partition", greatest(any_value(f.t), any_value(%[2]s), max(b.t)) AS reached,
 		coalesce(any_value(greatest(l.next_offset, e.start_offset) < e.end_offset), false) AS behind
@@ -222,7 +226,7 @@ WITH loads AS (
 )
 SELECT model_table, unnest(generate_series(from_hour, to_hour, INTERVAL 1 HOUR)), $1::TIMESTAMP FROM due WHERE from_hour <= to_hour`,
 			ReadyTable, quiet, c.reached, c.routes, WatermarkTable, c.landing, c.ledger, ends, beats, dead, m.Delay.Microseconds(),
-			c.schemaTopics)
+			c.schemaTopics, duckdb.ReachedPastLoad.Microseconds())
 		r, err := tx.ExecContext(ctx, q, m.Now.UTC())
 		if err != nil {
 			return fmt.Errorf("mark the hours the changelog models are complete for: %w", err)

@@ -528,7 +528,9 @@ WHERE c.database_name = current_database() AND c.schema_name = ? AND c.column_de
 // its moved rows (tl_moving), in one statement. The last source time is
 // of changes taken from the source's log: a snapshot row (op r) is read
 // beside it, stamped with the time of the read, and says nothing of how
-// far the log was sent (done marks go by it).
+// far the log was sent (done marks go by it). A last source time further
+// past its load than ReachedPastLoad, a misread time, is replaced by the
+// load's rather than kept as the greater.
 func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx) error {
 	q := fmt.Sprintf(`MERGE INTO %[1]s AS o USING (
 	SELECT log_table, c[1] AS topic, c[2]::INTEGER AS "partition", max(c[3]::BIGINT) + 1 AS next_offset,
@@ -538,9 +540,11 @@ func (s *Sink) recordReach(ctx context.Context, tx *sql.Tx) error {
 ON o.log_table = n.log_table AND o.topic = n.topic AND o."partition" = n."partition"
 WHEN MATCHED THEN UPDATE SET next_offset = greatest(o.next_offset, n.next_offset),
 	first_source_time = coalesce(least(o.first_source_time, n.first_t), o.first_source_time, n.first_t),
-	last_source_time = coalesce(greatest(o.last_source_time, n.last_t), o.last_source_time, n.last_t), loaded_at = $1
+	last_source_time = CASE WHEN o.last_source_time > o.loaded_at + INTERVAL (%[7]d) MICROSECONDS THEN coalesce(n.last_t, o.last_source_time)
+		ELSE coalesce(greatest(o.last_source_time, n.last_t), o.last_source_time, n.last_t) END, loaded_at = $1
 WHEN NOT MATCHED THEN INSERT VALUES (n.log_table, n.topic, n."partition", n.next_offset, n.first_t, n.last_t, $1)`,
-		s.tables.reached, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, cdc.SourceTimeColumn, cdc.OpColumn)
+		s.tables.reached, schema.TopicColumn, schema.PartitionColumn, schema.OffsetColumn, cdc.SourceTimeColumn, cdc.OpColumn,
+		ReachedPastLoad.Microseconds())
 	if _, err := tx.ExecContext(ctx, q, time.Now().UTC()); err != nil {
 		return fmt.Errorf("record what the moved rows reached in %s: %w", s.tables.reached, err)
 	}

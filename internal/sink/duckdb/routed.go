@@ -42,6 +42,17 @@ var routesColumns = []Column{
 // changes (cdc_source_time), and when a load last added to it.
 const RoutesReached = "_routes_reached"
 
+// ReachedPastLoad is how far past the time it loaded a last source time
+// of <table>_routes_reached may be and still be how far its partition
+// reached: further is no clock's skew but a time misread (a Maxwell DDL
+// message's ts, in milliseconds, was read as seconds before 2026-12-07:
+// the year 50000), which counted as the partition having reached now at
+// every round, and so marked each hour done while its changes were still
+// to load. Such a time is the partition's progress unknown (done marks
+// wait) until the next load's changes replace it; kept as the greatest,
+// it stayed for good.
+const ReachedPastLoad = 24 * time.Hour
+
 // reachedColumns are the columns of <table>_routes_reached.
 var reachedColumns = []Column{{"log_table", "VARCHAR"}, {"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"next_offset", "BIGINT"},
 	{"first_source_time", "TIMESTAMP"}, {"last_source_time", "TIMESTAMP"}, {"loaded_at", "TIMESTAMP"}}
