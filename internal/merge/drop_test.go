@@ -108,8 +108,8 @@ func TestMaxwellDatabaseDropEmptiesItsTablesModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.dec = dec
-	l.raw(0, "maxwell", `{"type":"database-drop","database":"test","ts":1589373562,"sql":"DROP DATABASE test","position":"mysql-bin.000003:1200"}`)
-	l.raw(0, "maxwell", `{"type":"database-create","database":"test","ts":1589373563,"sql":"CREATE DATABASE test","position":"mysql-bin.000003:1250"}`)
+	l.raw(0, "maxwell", `{"type":"database-drop","database":"test","ts":1589373562000,"sql":"DROP DATABASE test","position":"mysql-bin.000003:1200"}`)
+	l.raw(0, "maxwell", `{"type":"database-create","database":"test","ts":1589373563000,"sql":"CREATE DATABASE test","position":"mysql-bin.000003:1250"}`)
 	l.raw(0, "maxwell", msg("test", "orders", "1300", `{"id":2,"name":"b"}`))
 	l.flush()
 	l.mustMerge()

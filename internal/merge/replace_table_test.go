@@ -54,7 +54,7 @@ func TestCreateOrReplaceTableEmptiesItsModel(t *testing.T) {
 	t.Run("maxwell", func(t *testing.T) {
 		l := newFormatLoader(t, cdc.FormatMaxwell)
 		l.raw(0, "maxwell", maxwellMsg("insert", 1589373560, `{"id":1,"name":"a"}`, ""))
-		l.raw(0, "maxwell", `{"type":"table-create","database":"test","table":"orders","def":{},"ts":1589373561,"sql":"CREATE OR REPLACE TABLE test.orders (id int primary key, name text)"}`)
+		l.raw(0, "maxwell", `{"type":"table-create","database":"test","table":"orders","def":{},"ts":1589373561000,"sql":"CREATE OR REPLACE TABLE test.orders (id int primary key, name text)"}`)
 		l.raw(0, "maxwell", maxwellMsg("insert", 1589373562, `{"id":2,"name":"b"}`, ""))
 		l.flush()
 		l.mustMerge()
