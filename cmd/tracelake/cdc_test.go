@@ -172,7 +172,7 @@ func TestCDCCanalAndMaxwell(t *testing.T) {
 			msg("leads", "insert", `{"id":1,"name":"Lem","score":10.5}`, 1),
 			msg("deals", "update", `{"id":2,"stage":"won"}`, 2),
 			msg("notes", "delete", `{"id":3,"body":"x"}`, 3),
-			ptr(`{"database":"crm","table":"leads","type":"table-alter","ts":1449786311,"sql":"ALTER TABLE leads ADD c INT","def":{}}`),
+			ptr(`{"database":"crm","table":"leads","type":"table-alter","ts":1449786311000,"sql":"ALTER TABLE leads ADD c INT","def":{}}`),
 		)
 		db := cdcRun(t, bin, cfgPath)
 		wantRows(t, db, `SELECT id, name, score, cdc_op, cdc_source_time FROM cdc_crm_leads_log`, "1|Lem|10.5|c|2015-12-10T22:25:10Z")
