@@ -109,3 +109,59 @@ func TestWrapperOfTheSameOperationCountsOnce(t *testing.T) {
 		}
 	}
 }
+
+// A wrapper's usage is left out because its calls carry it. Where no call
+// under it carries any (the same call seen by two instrumentations of
+// which only the outer one read the usage, or a provider's call without
+// it under a root that was given the sum), the wrapper's usage is the
+// only count of the call's tokens and cost: dropped with the wrapper, the
+// call was in the report without them (a figure the report showed before
+// wrappers were told apart).
+func TestWrapperKeepsTheUsageNoCallOfItCarries(t *testing.T) {
+	db := emptyOperations(t)
+	start := now.Add(-time.Hour).Format("2006-01-02 15:04:05")
+	const model = "gpt-4o-mini"
+	rows := []struct {
+		trace, span, parent string
+		in, out             int64 // 0: no usage
+		cost                string
+	}{
+		// The outer span read the usage, the call under it none.
+		{"outer", "w", "", 120, 30, "0.000036000000"},
+		{"outer", "c", "w", 0, 0, ""},
+		// A wrapper whose call has the usage (the sum repeated on the
+		// wrapper): counted once, as the call's.
+		{"both", "w", "", 50, 10, "0.000013500000"},
+		{"both", "c", "w", 50, 10, "0.000013500000"},
+	}
+	for i, r := range rows {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, parent_span_id, start_time, duration_ms, operation,
+			provider, request_model, status, input_tokens, output_tokens, total_tokens, total_cost_usd, ktopic, kpartition, koffset, kindex)
+			VALUES ('t', ?, ?, nullif(?, ''), CAST(? AS TIMESTAMP), 10, 'chat', 'openai', ?, 'ok', nullif(?, 0), nullif(?, 0), nullif(?, 0),
+			CAST(nullif(?, '') AS DECIMAL(18,12)), 'otlp', 0, ?, 0)`,
+			r.trace, r.span, r.parent, start, model, r.in, r.out, r.in+r.out, r.cost, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InputTokens != 170 || r.OutputTokens != 40 || r.CostUSD != "0.000049500000" {
+		t.Errorf("totals: %d input, %d output tokens, cost %s; want 170, 40, 0.000049500000 (the outer span's usage, which no call under it carries, counts)",
+			r.InputTokens, r.OutputTokens, r.CostUSD)
+	}
+	if len(r.Models) != 1 || r.Models[0].InputTokens != 170 || r.Models[0].CostText != "0.000049500000" {
+		t.Errorf("models %+v, want %s with 170 input tokens at 0.000049500000", r.Models, model)
+	}
+	traces := map[string]TraceCost{}
+	for _, tc := range r.Traces {
+		traces[tc.TraceID] = tc
+	}
+	if tc := traces["outer"]; tc.Tokens != 150 || tc.CostUSD != "0.000036000000" {
+		t.Errorf("trace outer: %d tokens at %q, want 150 at 0.000036000000", tc.Tokens, tc.CostUSD)
+	}
+	if tc := traces["both"]; tc.Tokens != 60 || tc.Operations != 1 {
+		t.Errorf("trace both: %d tokens, %d operations; want 60, 1 (the call's, its wrapper left out)", tc.Tokens, tc.Operations)
+	}
+}
