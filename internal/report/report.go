@@ -157,7 +157,9 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	// and tasks are never wrappers (a sub-agent on the agent's model is a
 	// run of its own), nor an operation whose child is also its ancestor
 	// (a cycle of bogus parent ids, where each would wrap the other and
-	// both be lost).
+	// both be lost), nor one with usage that no operation under it carries
+	// (not rolled up): that usage is the call's only count, left out with
+	// the wrapper its tokens and cost were lost, so it counts as before.
 	same := func(a, b string) string {
 		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
 	}
@@ -184,7 +186,8 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 		" AND (o.input_tokens IS NOT NULL OR o.output_tokens IS NOT NULL) AND (c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL)),"+
 		" wrapping AS (SELECT o.tenant_id, o.trace_id, o.span_id, o.parent_span_id, c.span_id AS child FROM ops o JOIN ops c ON "+same("c", "o")+
 		" AND c.parent_span_id = o.span_id AND c.span_id <> o.span_id AND c.operation = o.operation AND "+wrapModel("c")+" = "+wrapModel("o")+
-		" WHERE o.operation NOT IN ("+aggregateOperations+")),"+
+		" LEFT JOIN rolled r ON "+same("r", "o")+" AND r.span_id = o.span_id"+
+		" WHERE o.operation NOT IN ("+aggregateOperations+") AND (r.span_id IS NOT NULL OR (o.input_tokens IS NULL AND o.output_tokens IS NULL))),"+
 		" above AS (SELECT tenant_id, trace_id, span_id AS origin, parent_span_id AS span_id FROM wrapping"+
 		" UNION SELECT a.tenant_id, a.trace_id, a.origin, p.parent_span_id FROM above a JOIN ops p ON "+same("p", "a")+" AND p.span_id = a.span_id),"+
 		" wrappers AS (SELECT DISTINCT w.tenant_id, w.trace_id, w.span_id FROM wrapping w ANTI JOIN above a ON "+same("a", "w")+
