@@ -207,6 +207,14 @@ func TestYAMLStageWithItsAt(t *testing.T) {
 			t.Errorf("stage %s: read as %q, want %q", give, cfg.Sink.Databend.Stage, want)
 		}
 	}
+	// "@" alone is no stage, refused in the words it was given.
+	cfg, err := FromYAML([]byte("kafka: {topics: [t]}\nsink: {type: databend, databend: {dsn: 'databend://u:p@h:8000', stage: '@'}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `got "@"`) {
+		t.Errorf("stage @: %v, want refused quoting \"@\"", err)
+	}
 }
 
 func TestEnvOverrides(t *testing.T) {
