@@ -723,7 +723,10 @@ func (c *Config) settle() {
 	}
 	// Databend's SQL names a stage @name (and the user stage @~), so
 	// users write it so, as the reference config's userStage does.
-	c.Sink.Databend.Stage = strings.TrimPrefix(c.Sink.Databend.Stage, "@")
+	// "@" alone names none, and is refused as given.
+	if st := c.Sink.Databend.Stage; len(st) > 1 && st[0] == '@' {
+		c.Sink.Databend.Stage = st[1:]
+	}
 	if c.DecodesOTLP() && c.Sink.Table == DefaultTable {
 		c.Sink.Table = signalTable[c.Kafka.Signal]
 	}
