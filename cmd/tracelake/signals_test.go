@@ -269,21 +269,32 @@ func TestLongEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
 }
 
 // The same with SIGTERM: each run stopped while requests of every signal
-// are in flight exits 0, and what it answered 2xx is stored.
+// are in flight exits 0, and what it answered 2xx is stored, on DuckDB
+// and on Iceberg (where each load is a catalog commit, so more requests
+// wait behind the one in progress as the run stops).
 func TestLongEverySignalSIGTERMStoresEachAnsweredItem(t *testing.T) {
 	if testing.Short() || raceDetector {
 		t.Skip("kills and restarts the binary while the SDK's exporters send, too slow with the race detector: go test -run '^TestLong' ./...")
 	}
 	t.Parallel() // mostly waiting on stops and restarts
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	everySignalAcrossStops(t, bin, fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "all.duckdb")), func(cfgPath, mark string) {
-		for i := range 3 {
-			run := startRunUntil(t, bin, cfgPath, fmt.Sprintf("run %d", i), mark)
-			time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond) // a random moment of the stream
-			run.stop(t)
-		}
-	})
+	sinks := map[string]func(dir string) string{
+		"duckdb": func(dir string) string { return fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "all.duckdb")) },
+		"iceberg": func(dir string) string {
+			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+		},
+	}
+	for name, sinkCfg := range sinks {
+		t.Run(name, func(t *testing.T) {
+			everySignalAcrossStops(t, bin, sinkCfg(t.TempDir()), func(cfgPath, mark string) {
+				for i := range 3 {
+					run := startRunUntil(t, bin, cfgPath, fmt.Sprintf("run %d", i), mark)
+					time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond) // a random moment of the stream
+					run.stop(t)
+				}
+			})
+		})
+	}
 }
 
 // everySignalAcrossStops starts the OpenTelemetry Go SDK's exporters of
