@@ -195,7 +195,12 @@ func (l *Loader) Forward(ctx context.Context, signal, tenant string, body []byte
 		return otlp.Stored{}, ctx.Err()
 	}
 	// Once taken, the request is answered by its load, even when the
-	// client has gone: a load is not abandoned half-way.
+	// client has gone: a load is not abandoned half-way. Nor is a request
+	// whose client went while it waited for its load to begin left out:
+	// a client that gave up does not always send it again (the Go SDK's
+	// OTLP/gRPC exporter bounds a whole export, retries included, by its
+	// timeout), and left out its rows were lost; loaded, a client that
+	// does retry stores a copy, which the dedup model keeps once.
 	if err := <-r.done; err != nil {
 		return otlp.Stored{}, err
 	}
