@@ -34,16 +34,6 @@ metrics: {listen: "127.0.0.1:0"}
 		t.Fatal(err)
 	}
 	const spans = 2000
-	sent := streamSpans(t, addr, "", spans, "chat")
-	killAtRandomMoments(t, bin, cfgPath, 3)
-	run := startRun(t, bin, cfgPath, "run last")
-	if err := <-sent; err != nil {
-		t.Fatalf("the exporter gave up: %v", err)
-	}
-	run.stop(t)
-	rep := runUntilIdle(t, bin, cfgPath)
-	if !rep.OK || rep.Copies == nil || rep.Copies.Identities != spans {
-		t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans", rep.OK, rep.Problems, rep.Copies, spans)
-	}
+	rep := forwardAcrossKills(t, bin, cfgPath, addr, spans)
 	t.Logf("%d spans stored for %d sent: %d copies from retries across the kills", rep.Copies.Rows, spans, rep.Copies.Rows-spans)
 }

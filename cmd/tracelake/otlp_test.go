@@ -39,6 +39,7 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 	"github.com/tracelake/tracelake/internal/tracegen"
+	"github.com/tracelake/tracelake/internal/verify"
 )
 
 // OTLP messages laid out as the OpenTelemetry Collector's Kafka exporter
@@ -538,17 +539,7 @@ func TestOTLPReceiverKill9(t *testing.T) {
 		fmt.Sprintf("otlp: {grpc: %q, forward: {traces_topic: %s}}\nbatch: {max_interval: 100ms}\nload: {max_interval: 100ms}", addr, testTopic))
 
 	const spans = 3000
-	sent := streamSpans(t, addr, "", spans, "chat")
-	killAtRandomMoments(t, bin, cfgPath, 3)
-	run := startRun(t, bin, cfgPath, "run last")
-	if err := <-sent; err != nil {
-		t.Fatalf("the exporter gave up: %v", err)
-	}
-	run.stop(t)
-	rep := runUntilIdle(t, bin, cfgPath)
-	if !rep.OK || rep.Copies.Identities != spans {
-		t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans", rep.OK, rep.Problems, rep.Copies, spans)
-	}
+	rep := forwardAcrossKills(t, bin, cfgPath, addr, spans)
 	if out, err := exec.Command(bin, "merge", "--config", cfgPath).CombinedOutput(); err != nil {
 		t.Fatalf("merge: %v\n%s", err, out)
 	}
@@ -559,6 +550,27 @@ func TestOTLPReceiverKill9(t *testing.T) {
 		t.Fatalf("otel_spans_dedup: %d rows, %d distinct, want %d (otel_spans holds %d)", kept, distinct, spans, rep.Copies.Rows)
 	}
 	t.Logf("%d spans stored for %d sent: %d copies from retries across the kills", rep.Copies.Rows, spans, rep.Copies.Rows-spans)
+}
+
+// forwardAcrossKills has an OTLP/gRPC exporter send that many spans to
+// addr while `tracelake run` of cfgPath (receivers forwarding to the topic
+// it consumes) is killed with SIGKILL at three random moments, then runs
+// it until idle and returns verify's report, checked OK with every span
+// stored.
+func forwardAcrossKills(t *testing.T, bin, cfgPath, addr string, spans int) verify.Report {
+	t.Helper()
+	sent := streamSpans(t, addr, "", spans, "chat")
+	killAtRandomMoments(t, bin, cfgPath, 3)
+	run := startRun(t, bin, cfgPath, "run last")
+	if err := <-sent; err != nil {
+		t.Fatalf("the exporter gave up: %v", err)
+	}
+	run.stop(t)
+	rep := runUntilIdle(t, bin, cfgPath)
+	if !rep.OK || rep.Copies == nil || rep.Copies.Identities != int64(spans) {
+		t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans", rep.OK, rep.Problems, rep.Copies, spans)
+	}
+	return rep
 }
 
 // OTLP into Iceberg: otel_spans is a typed table partitioned by tenant and
@@ -1094,7 +1106,7 @@ func TestOTLPLoadModeKill9OnIcebergAndDatabend(t *testing.T) {
 			run.stop(t)
 			out, _ := exec.Command(bin, "verify", "--config", cfgPath).CombinedOutput()
 			rep := verifyJSON(t, bin, cfgPath, 0)
-			if !rep.OK || rep.Copies == nil || rep.Copies.Identities != spans {
+			if !rep.OK || rep.Copies == nil || rep.Copies.Identities != int64(spans) {
 				t.Fatalf("ok=%v problems=%v copies=%+v, want %d distinct spans\n%s", rep.OK, rep.Problems, rep.Copies, spans, out)
 			}
 			t.Logf("%d spans stored for %d sent", rep.Copies.Rows, spans)

@@ -253,18 +253,23 @@ func TestLongEverySignalKill9StoresEachAnsweredItem(t *testing.T) {
 	}
 	t.Parallel() // mostly waiting on kills and restarts
 	bin := buildBinary(t)
-	sinks := map[string]func(dir string) string{
-		"duckdb": func(dir string) string { return fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "all.duckdb")) },
-		"iceberg": func(dir string) string {
-			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
-		},
-	}
-	for name, sinkCfg := range sinks {
+	for name, sinkCfg := range everySignalSinks() {
 		t.Run(name, func(t *testing.T) {
 			everySignalAcrossStops(t, bin, sinkCfg(t.TempDir()), func(cfgPath, mark string) {
 				killAtRandomMomentsAfter(t, bin, cfgPath, 3, mark)
 			})
 		})
+	}
+}
+
+// everySignalSinks are the sink configs, by name, of the runs of the
+// every-signal tests: a DuckDB file and a local Iceberg warehouse in dir.
+func everySignalSinks() map[string]func(dir string) string {
+	return map[string]func(dir string) string{
+		"duckdb": func(dir string) string { return fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "all.duckdb")) },
+		"iceberg": func(dir string) string {
+			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+		},
 	}
 }
 
@@ -278,13 +283,7 @@ func TestLongEverySignalSIGTERMStoresEachAnsweredItem(t *testing.T) {
 	}
 	t.Parallel() // mostly waiting on stops and restarts
 	bin := buildBinary(t)
-	sinks := map[string]func(dir string) string{
-		"duckdb": func(dir string) string { return fmt.Sprintf("{duckdb: {path: %q}}", filepath.Join(dir, "all.duckdb")) },
-		"iceberg": func(dir string) string {
-			return fmt.Sprintf("{type: iceberg, iceberg: {catalog: %q, warehouse: %q}}", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
-		},
-	}
-	for name, sinkCfg := range sinks {
+	for name, sinkCfg := range everySignalSinks() {
 		t.Run(name, func(t *testing.T) {
 			everySignalAcrossStops(t, bin, sinkCfg(t.TempDir()), func(cfgPath, mark string) {
 				for i := range 3 {
