@@ -147,10 +147,15 @@ func (lt logicalType) micros(v []byte) (us int64, zero, ok bool) {
 	return us, false, ok
 }
 
-// connectTypes are Kafka Connect's schema types. Bytes stay the base64 text
-// the JsonConverter writes.
+// connectTypes are Kafka Connect's schema types, by the names its
+// JsonConverter writes (connect/json JsonSchema): FLOAT32 and FLOAT64 are
+// "float" and "double" there, not Schema.Type's names float32 and float64,
+// which are kept for a schema written otherwise. Read as an unknown type,
+// a string, every change with a number in such a column was dead-lettered.
+// Bytes stay the base64 text the JsonConverter writes.
 var connectTypes = map[string]schema.Type{
 	"int8": schema.Int32, "int16": schema.Int32, "int32": schema.Int32, "int64": schema.Int64,
+	"float": schema.Float64, "double": schema.Float64,
 	"float32": schema.Float64, "float64": schema.Float64, "boolean": schema.Bool,
 	"string": schema.String, "bytes": schema.String,
 	"struct": schema.JSON, "array": schema.JSON, "map": schema.JSON,
