@@ -146,9 +146,11 @@ type Column struct {
 	Value []byte
 	// SourceText is the JSON string the source wrote a time as
 	// (Debezium's time.precision.mode=isostring: IsoDate, IsoTimestamp
-	// and IsoTime), nil for any other value. A release before ac48d7f
-	// took them for strings, so a changelog table it made holds them in
-	// text columns, which take this text rather than the typed Value.
+	// and IsoTime) or a BIT(n)'s bits as (Debezium's Bits, base64), nil
+	// for any other value. A release before ac48d7f (times) or before
+	// 2026-12-07 (bits) took them for strings, so a changelog table it
+	// made holds them in text columns, which take this text rather than
+	// the typed Value.
 	SourceText []byte
 	// Default is the value (as Value holds one) the source gives a row
 	// that does not hold the column: Debezium's schema default, which a
