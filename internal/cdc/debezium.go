@@ -203,9 +203,12 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 		return dst, d.errorf("payload is not a JSON object")
 	}
 	members, others := 0, 0 // others: members transaction metadata has not
+	flat := false           // a member only a flattened row has
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
 		members++
 		switch string(k) {
+		case flatPrefix + "op", flatPrefix + "deleted":
+			flat = true
 		case "before":
 			before = v
 		case "after":
@@ -227,6 +230,13 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 			others++
 		}
 	}
+	if flat || before == nil && after == nil && isFlattenedSchema(envSchema) {
+		// Before the tests of a message without op: a row's columns may
+		// be called ddl, or id and status. A change event always has
+		// before and after (null or not), and its schema is not read
+		// again for its name.
+		return d.debeziumFlat(dst, topic, key, payload, envSchema)
+	}
 	if op == nil {
 		switch {
 		case strings.HasPrefix(topic, heartbeatTopicPrefix) || isHeartbeat(envSchema, members, tsMs):
@@ -245,26 +255,48 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 			// was skipped as one, where the others are dead-lettered.
 			return dst, nil
 		}
+		if before == nil && after == nil && source == nil {
+			// No envelope at all: a row flattened without schemas
+			// and without the fields that tell it from any JSON.
+			return dst, d.errorf("op is missing, and before, after and source too: a row Debezium's ExtractNewRecordState flattened without schemas is known by its %sop or %sdeleted field (set add.fields=op)", flatPrefix, flatPrefix)
+		}
 		return dst, d.errorf("op is missing")
 	}
-	var o Op
+	o, err := d.debeziumOp(op)
+	if err != nil || o == 0 {
+		return dst, err
+	}
+	fp := d.fieldList()
+	defer d.fields.Put(fp)
+	*fp = rowFields((*fp)[:0], envSchema)
+	return d.debeziumChange(dst, topic, key, o, readSource(source), tsMs, before, after, *fp, false)
+}
+
+// debeziumOp reads a change's op: 0 for a PostgreSQL logical-decoding
+// message ("m"), which is no table's row.
+func (d *Decoder) debeziumOp(op []byte) (Op, error) {
 	switch string(text(op)) {
 	case "c":
-		o = Insert
+		return Insert, nil
 	case "u":
-		o = Update
+		return Update, nil
 	case "d":
-		o = Delete
+		return Delete, nil
 	case "r":
-		o = Read
+		return Read, nil
 	case "t":
-		o = Truncate
+		return Truncate, nil
 	case "m":
-		return dst, nil // a PostgreSQL logical-decoding message: no table's row
-	default:
-		return dst, d.errorf("op %s is not one of c, u, d, r, t", clip(op))
+		return 0, nil
 	}
-	src := readSource(source)
+	return 0, d.errorf("op %s is not one of c, u, d, r, t", clip(op))
+}
+
+// debeziumChange appends the change o of the row images before and after
+// (a delete's row is before) from source src, typed by fields (nil
+// without schema); flat says they are a flattened row, whose metadata
+// members are no columns.
+func (d *Decoder) debeziumChange(dst []Change, topic string, key []byte, o Op, src source, tsMs, before, after []byte, fields []field, flat bool) ([]Change, error) {
 	if src.db == nil || src.table == nil {
 		// Without source (an SMT removed it): the topic server.db.table.
 		parts := strings.Split(topic, ".")
@@ -287,9 +319,6 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	if err := d.debeziumKey(c, key); err != nil {
 		return dst, err
 	}
-	fp := d.fieldList()
-	defer d.fields.Put(fp)
-	*fp = rowFields((*fp)[:0], envSchema)
 	ph := d.placeholderOf(src)
 	row := after
 	switch o {
@@ -299,7 +328,7 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 		return dst, nil
 	case Update:
 		if !isNull(before) {
-			if c.Before, err = d.debeziumRow(c, c.Before, before, *fp, ph); err != nil {
+			if c.Before, err = d.debeziumRow(c, c.Before, before, fields, ph, flat); err != nil {
 				return dst, err
 			}
 		}
@@ -309,9 +338,9 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 		if o == Delete {
 			img = "before"
 		}
-		return dst, d.errorf("op %s without the %s image", op, img)
+		return dst, d.errorf("op \"%c\" without the %s image", o.Letter(), img)
 	}
-	if c.Columns, err = d.debeziumRow(c, c.Columns, row, *fp, ph); err != nil {
+	if c.Columns, err = d.debeziumRow(c, c.Columns, row, fields, ph, flat); err != nil {
 		return dst, err
 	}
 	c.keepRowKeys()
@@ -368,7 +397,7 @@ func (d *Decoder) debeziumTombstone(dst []Change, topic string, key []byte) ([]C
 		return dst[:n], nil
 	}
 	var err error
-	if c.Columns, err = d.debeziumRow(c, c.Columns, row, structFields(nil, keySchema), &d.unavailable); err != nil {
+	if c.Columns, err = d.debeziumRow(c, c.Columns, row, structFields(nil, keySchema), &d.unavailable, false); err != nil {
 		return dst[:n], err
 	}
 	c.settle(c.Columns)
@@ -395,47 +424,155 @@ type source struct {
 }
 
 func readSource(v []byte) source {
-	var s source
-	var file []byte
-	var pos, lsn, sequence []byte
-	var tsMs, tsUs []byte
+	var f sourceFields
 	it, _ := open(v, '{')
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
-		switch string(k) {
-		case "db":
-			s.db = text(v)
-		case "name":
-			s.server = text(v)
-		case "schema":
-			s.schema = text(v)
-		case "table":
-			s.table = text(v)
-		case "file":
-			file = text(v)
-		case "pos":
-			pos = v
-		case "lsn":
-			lsn = v
-		case "sequence":
-			sequence = text(v)
-		case "ts_ms":
-			tsMs = v
-		case "ts_us":
-			tsUs = v
-		}
+		f.set(k, v)
 	}
+	return f.source()
+}
+
+// sourceFields gathers the fields of a source block that say where a
+// change is from, by their names there.
+type sourceFields struct {
+	s                                    source
+	file, pos, lsn, sequence, tsMs, tsUs []byte
+}
+
+// set takes source field k's value v.
+func (f *sourceFields) set(k, v []byte) {
+	switch string(k) {
+	case "db":
+		f.s.db = text(v)
+	case "name":
+		f.s.server = text(v)
+	case "schema":
+		f.s.schema = text(v)
+	case "table":
+		f.s.table = text(v)
+	case "file":
+		f.file = text(v)
+	case "pos":
+		f.pos = v
+	case "lsn":
+		f.lsn = v
+	case "sequence":
+		f.sequence = text(v)
+	case "ts_ms":
+		f.tsMs = v
+	case "ts_us":
+		f.tsUs = v
+	}
+}
+
+func (f *sourceFields) source() source {
+	s := f.s
 	switch {
-	case !isNull(lsn):
-		s.position = postgresPosition(lsn, sequence)
-	case file != nil:
-		s.position = position(binlogNumber(file), uintOf(pos))
+	case !isNull(f.lsn):
+		s.position = postgresPosition(f.lsn, f.sequence)
+	case f.file != nil:
+		s.position = position(binlogNumber(f.file), uintOf(f.pos))
 		s.binlog = true
 	}
-	s.timeUs = millisToMicros(tsMs)
-	if us, err := strconv.ParseInt(string(tsUs), 10, 64); err == nil {
+	s.timeUs = millisToMicros(f.tsMs)
+	if us, err := strconv.ParseInt(string(f.tsUs), 10, 64); err == nil {
 		s.timeUs = us
 	}
 	return s
+}
+
+// flatPrefix begins the name of each field ExtractNewRecordState adds to
+// a row it flattens (add.fields.prefix's default, METADATA_FIELD_PREFIX).
+const flatPrefix = "__"
+
+// flatMetadata are the fields, after flatPrefix, that
+// ExtractNewRecordState's add.fields can add to a flattened row: the
+// envelope's (op, ts_ms…) and its transaction block's (id, total_order,
+// data_collection_order), deleted in rewrite mode, and the source block's
+// of the MySQL, PostgreSQL, SQL Server and Oracle connectors (their
+// SourceInfo structs). A field of the source block can also be named with
+// its struct, source_<field>. None is a column of the row.
+var flatMetadata = []string{
+	"op", "deleted", "ts_ms", "ts_us", "ts_ns", "id", "total_order", "data_collection_order",
+	"version", "connector", "name", "snapshot", "db", "sequence", "schema", "table",
+	"txId", "lsn", "xmin", "file", "pos", "gtid", "row", "thread", "query", "server_id",
+	"change_lsn", "commit_lsn", "event_serial_no", "scn", "commit_scn", "rs_id", "ssn",
+	"redo_thread", "user_name", "row_id",
+}
+
+// isFlatMetadata says whether the member k of a flattened row is a field
+// ExtractNewRecordState added, not a column.
+func isFlatMetadata(k []byte) bool {
+	name, ok := bytes.CutPrefix(k, []byte(flatPrefix))
+	if !ok {
+		return false
+	}
+	return bytes.HasPrefix(name, []byte("source_")) || slices.Contains(flatMetadata, string(name))
+}
+
+// isFlattenedSchema says whether a record's value schema is a row's, the
+// one ExtractNewRecordState leaves a change it flattens (the after
+// field's, <server>.<database>.<table>.Value), where a change event's is
+// its envelope's (….Envelope) and Debezium's other messages' their own
+// (io.debezium.connector.common.Heartbeat, ….SchemaChangeValue,
+// ….TransactionMetadataValue).
+func isFlattenedSchema(envSchema []byte) bool {
+	return bytes.HasSuffix(text(member(envSchema, "name")), []byte(".Value"))
+}
+
+// debeziumFlat decodes a row ExtractNewRecordState flattened: its op is
+// the added __op (c, u, d, r), else a delete where __deleted is "true"
+// (delete.tombstone.handling.mode rewrite: the row is the before image),
+// else an update (an upsert of its key, as an insert and a read are);
+// where it is from is the source fields add.fields added (__db, __table,
+// __lsn, __file, __pos, __source_ts_ms…), else its topic; without a
+// position its key's changes go by Kafka order. Its schema, if any, is
+// the row's.
+func (d *Decoder) debeziumFlat(dst []Change, topic string, key, row, rowSchema []byte) ([]Change, error) {
+	it, ok := open(row, '{')
+	if !ok {
+		return dst, d.errorf("a flattened row is not a JSON object")
+	}
+	var f sourceFields
+	var op, tsMs []byte
+	deleted := false
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		name, ok := bytes.CutPrefix(k, []byte(flatPrefix))
+		if !ok {
+			continue
+		}
+		switch string(name) {
+		case "op":
+			op = v
+		case "deleted":
+			deleted = string(text(v)) == "true"
+		case "ts_ms":
+			tsMs = v // the envelope's: when the connector made the change
+		default:
+			if field, ok := bytes.CutPrefix(name, []byte("source_")); ok {
+				name = field
+			}
+			f.set(name, v)
+		}
+	}
+	o := Update
+	if op != nil {
+		var err error
+		if o, err = d.debeziumOp(op); err != nil || o == 0 {
+			return dst, err
+		}
+	}
+	if deleted {
+		o = Delete
+	}
+	before, after := []byte(nil), row
+	if o == Delete {
+		before, after = row, nil
+	}
+	fp := d.fieldList()
+	defer d.fields.Put(fp)
+	*fp = structFields((*fp)[:0], rowSchema)
+	return d.debeziumChange(dst, topic, key, o, f.source(), tsMs, before, after, *fp, true)
 }
 
 // postgresPosition is a Debezium PostgreSQL change's position: (last
@@ -671,8 +808,9 @@ func (d *Decoder) placeholderOf(src source) *placeholder {
 
 // debeziumRow appends the columns of a row image: typed by fields where
 // the schema has the column, else inferred. A value that is ph's (nil
-// for none) is one the connector did not read.
-func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []field, ph *placeholder) ([]Column, error) {
+// for none) is one the connector did not read. flat says the row is one
+// ExtractNewRecordState flattened, whose added fields are no columns.
+func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []field, ph *placeholder, flat bool) ([]Column, error) {
 	it, ok := open(row, '{')
 	if !ok {
 		return cols, d.errorf("a row image is not a JSON object")
@@ -682,6 +820,9 @@ func (d *Decoder) debeziumRow(c *Change, cols []Column, row []byte, fields []fie
 		k, v, ok := it.member()
 		if !ok {
 			return cols, nil
+		}
+		if flat && isFlatMetadata(k) {
+			continue
 		}
 		name := columnName(k)
 		unread := ph != nil && ph.is(v)
