@@ -1095,6 +1095,14 @@ func (c *Change) debeziumValue(col *Column, f *field, v []byte) error {
 		}
 		col.Value = v
 	case fromDecimal:
+		if isNumber(v) {
+			// Kafka Connect's JsonConverter with decimal.format=NUMERIC
+			// (KIP-481) writes the decimal itself, its scale in its text.
+			if !c.putDecimalNumber(col, v) {
+				return errNotType(v, f)
+			}
+			return nil
+		}
 		u, ok := decodeBase64(nil, v)
 		if !ok {
 			return errNotType(v, f)
@@ -1280,7 +1288,9 @@ func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bo
 		ok := false
 		switch item.conv {
 		case fromDecimal:
-			if u, ok = decodeBase64(u, v); ok {
+			if isNumber(v) {
+				c.arena, ok = appendDecimalNumber(c.arena, v) // decimal.format=NUMERIC
+			} else if u, ok = decodeBase64(u, v); ok {
 				c.arena = appendDecimal(c.arena, u, scale)
 			}
 		case fromVarDecimal:

@@ -186,10 +186,12 @@ func TestDebeziumNumericArrayKeepsItsDecimals(t *testing.T) {
 			t.Errorf("%s = %s, want %s", col.Name, col.Value, w)
 		}
 	}
-	// An item that is no Decimal is refused, not kept as it came.
-	bad := strings.Replace(value, `"BNI=",null`, `"BNI=",7`, 1)
+	// An item that is no Decimal is refused, not kept as it came (a
+	// number is one: decimal.format=NUMERIC, see
+	// TestDebeziumDecimalAsAJSONNumber).
+	bad := strings.Replace(value, `"BNI=",null`, `"BNI=",true`, 1)
 	if _, err := d.Decode(nil, "srv.public.t", nil, []byte(bad)); err == nil {
-		t.Errorf("a numeric[] holding 7 where a Decimal's bytes go: no error")
+		t.Errorf("a numeric[] holding true where a Decimal's bytes go: no error")
 	}
 }
 

@@ -194,6 +194,32 @@ func appendPlainDecimal(dst, v []byte) ([]byte, bool) {
 	return dst, true
 }
 
+// putDecimalNumber writes the JSON number v as a JSON string of its exact
+// decimal text (a Decimal, as putDecimal writes one); false when it has
+// none (appendDecimalNumber).
+func (c *Change) putDecimalNumber(col *Column, v []byte) bool {
+	from := len(c.arena)
+	var ok bool
+	if c.arena, ok = appendDecimalNumber(append(c.arena, '"'), v); !ok {
+		c.arena = c.arena[:from]
+		return false
+	}
+	c.arena = append(c.arena, '"')
+	col.from, col.to = int32(from), int32(len(c.arena))
+	return true
+}
+
+// appendDecimalNumber appends the JSON number v as decimal text without an
+// exponent, every digit kept: as it is, or written out (appendPlainDecimal:
+// Jackson writes a BigDecimal as BigDecimal.toString does, 1E-8 for
+// 0.00000001).
+func appendDecimalNumber(dst, v []byte) ([]byte, bool) {
+	if isDecimal(v) {
+		return append(dst, v...), true
+	}
+	return appendPlainDecimal(dst, v)
+}
+
 // putQuoted writes v as a JSON string (v needs no escape: a number).
 func (c *Change) putQuoted(col *Column, v []byte) {
 	col.from = int32(len(c.arena))
