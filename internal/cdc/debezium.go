@@ -465,6 +465,8 @@ func (f *sourceFields) set(k, v []byte) {
 	}
 }
 
+// source is what the fields set say of the change: its table, server,
+// position and time.
 func (f *sourceFields) source() source {
 	s := f.s
 	switch {
