@@ -1246,7 +1246,8 @@ func toMicros(conv conversion, n int64) (int64, bool) {
 
 // convertsItems says whether putItems writes an array of item.
 func convertsItems(item logicalType) bool {
-	return item.conv == fromDecimal || item.conv == fromVarDecimal || item.typ == schema.Timestamp && item.conv != fromISO ||
+	return item.conv == fromDecimal || item.conv == fromVarDecimal || item.conv == fromJSONText ||
+		item.typ == schema.Timestamp && item.conv != fromISO ||
 		item.typ == schema.Int64 // a time of day: logicalTypes' only Int64s
 }
 
@@ -1268,8 +1269,8 @@ func (lt logicalType) isDate() bool { return lt.conv == fromDays || lt.conv == f
 // ["2018-06-20T13:37:03.123456"]; times of day as ["13:37:03.123"]
 // (the connector's unit, ms, µs or ns, or its UTC text with
 // time.precision.mode=isostring, is the item schema's alone); an infinite
-// date or timestamp as "infinity" or "-infinity". False if an item is not
-// of the type.
+// date or timestamp as "infinity" or "-infinity"; json documents as
+// themselves, [{"a": 1}]. False if an item is not of the type.
 func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bool {
 	from := len(c.arena)
 	c.arena = append(c.arena, '[')
@@ -1301,6 +1302,20 @@ func (c *Change) putItems(col *Column, v []byte, item logicalType, scale int) bo
 				c.arena = appendDecimal(c.arena, u, s)
 			} else {
 				ok = false
+			}
+		case fromJSONText:
+			// A json[]'s document, the text of a string: the array
+			// holds the document, as a json column does.
+			if !isString(v) {
+				break
+			}
+			mark := len(c.arena)
+			doc, grown := unquote(c.arena, v)
+			if grown {
+				c.arena, doc = doc, doc[mark:]
+			}
+			if ok = validJSON(doc); ok && !grown {
+				c.arena = append(c.arena, doc...)
 			}
 		default:
 			if inf, isInf := item.infinite(v); isInf {
