@@ -287,6 +287,28 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 			op.InputTokens = sum(*op.InputTokens, *cache)
 		}
 	}
+	if outputWithoutReasoning[op.Provider] && !unknown && !r.bad[colReasoningTokens] &&
+		op.InputTokens != nil && op.OutputTokens != nil && op.TotalTokens != nil {
+		// These APIs count the reasoning apart from the output and bill
+		// it as output: Gemini's candidates_token_count leaves its
+		// thoughts out (thoughts_token_count; total_token_count has both),
+		// xAI's completion_tokens its reasoning_tokens. genai-prices'
+		// extractors (prices/data.json: google's default flavour, x-ai's)
+		// add them to output_tokens. Instrumentations that pass the
+		// output on as it comes (OpenLLMetry's google-generativeai and
+		// vertexai, OpenInference's vertexai) leave them in the span's
+		// total alone: read as it came, a thinking call was priced as if
+		// it had not thought. The total's excess over input + output is
+		// that reasoning, unless the span reports a reasoning count that
+		// differs (then the output holds it already, as OpenInference's
+		// google-genai folds the thoughts in, and the excess is something
+		// else).
+		if excess := sum(*op.TotalTokens, -*op.InputTokens, -*op.OutputTokens); excess != nil && *excess > 0 &&
+			(op.ReasoningTokens == nil || *op.ReasoningTokens == *excess) {
+			op.OutputTokens = sum(*op.OutputTokens, *excess)
+			op.ReasoningTokens = excess
+		}
+	}
 	if op.TotalTokens == nil && !unknown && (op.InputTokens != nil || op.OutputTokens != nil) {
 		op.TotalTokens = sum(deref(op.InputTokens), deref(op.OutputTokens))
 	}
@@ -391,6 +413,13 @@ func inputWithoutCache(s *Span, provider string) bool {
 var inputHoldsCache = map[string]bool{
 	"openai": true, "azure.ai.openai": true, "gcp.gemini": true, "gcp.gen_ai": true,
 	"gcp.vertex_ai": true, "x_ai": true, "deepseek": true,
+}
+
+// outputWithoutReasoning are the providers whose APIs count the reasoning
+// tokens apart from the output, and whose totals hold both: Gemini's
+// (gcp.gemini, gcp.gen_ai, and on Vertex AI) and xAI's.
+var outputWithoutReasoning = map[string]bool{
+	"gcp.gemini": true, "gcp.gen_ai": true, "gcp.vertex_ai": true, "x_ai": true,
 }
 
 // sum adds token counts, nil when the sum passes the int64 range: counts
