@@ -32,6 +32,8 @@ func MappingTables() string {
 						a += " when `traceloop.span.kind` is `" + s.kind + "`"
 					case s.with != "":
 						a += " with `" + s.with + "`"
+					case s.holdsCache:
+						a += " where the provider's input holds its cache"
 					}
 					attrs = append(attrs, a)
 				}

@@ -233,6 +233,7 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 			op.Provider = "aws.bedrock"
 		}
 	}
+	r.holdsCache = inputHoldsCache[op.Provider]
 	var fromClaude bool
 	op.InputTokens, fromClaude = r.intFrom(colInputTokens)
 	op.OutputTokens, _ = r.intFrom(colOutputTokens)

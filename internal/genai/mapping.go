@@ -85,6 +85,11 @@ type source struct {
 	// with, when set, reads the attribute only on spans that also have
 	// the attribute with (any value).
 	with string
+	// holdsCache, when set, reads the attribute only on spans whose
+	// provider's API counts the input with its cache (inputHoldsCache):
+	// a cache count that is part of the input there, and may not be
+	// elsewhere.
+	holdsCache bool
 }
 
 // mapping is, for each column, the attributes it is read from, in order of
@@ -141,6 +146,16 @@ var mapping = [numColumns][]source{
 		// Bedrock's; read, its cache was taken out of an input that never
 		// held it.
 		{attr: "ai.usage.inputTokenDetails.cacheReadTokens", from: fromVercel, with: vercelNoCache},
+		// Without noCacheTokens (a v2 provider's usage) and in its object
+		// spans, which tell the cache reads in ai.usage.cachedInputTokens
+		// alone (ai@6's stream-object.ts, packages/otel's
+		// onObjectStepEnd), the input holds them only where the API counts
+		// it so, in both specifications (OpenAI's prompt_tokens; Gemini's
+		// prompt_token_count): there they are read, else the cached input
+		// was priced as uncached; elsewhere (Anthropic's, Bedrock's v2
+		// input) they stay unread, as above.
+		{attr: "ai.usage.inputTokenDetails.cacheReadTokens", from: fromVercel, holdsCache: true},
+		{attr: "ai.usage.cachedInputTokens", from: fromVercel, holdsCache: true},
 		// Pydantic AI's releases before the semconv names (and beside
 		// them since): read, the cached input was priced as uncached.
 		{attr: "gen_ai.usage.details.cache_read_tokens", from: fromPydanticAI},
@@ -222,8 +237,11 @@ type reader struct {
 	stats  *Stats
 	bad    [numColumns]bool // columns whose value was invalid
 	claude bool             // a claude_code.* span
-	params map[string]any
-	parsed bool // params parsed (or found absent)
+	// holdsCache: the span's provider's API counts the input with its
+	// cache (inputHoldsCache), for the sources read only there.
+	holdsCache bool
+	params     map[string]any
+	parsed     bool // params parsed (or found absent)
 }
 
 // first returns the first source of col the span has, and its value.
@@ -241,6 +259,9 @@ func (r *reader) first(col column) (source, pcommon.Value, bool) {
 			if _, ok := r.attrs.Get(s.with); !ok {
 				continue
 			}
+		}
+		if s.holdsCache && !r.holdsCache {
+			continue
 		}
 		if s.key != "" {
 			if v, ok := r.param(s.key); ok {
