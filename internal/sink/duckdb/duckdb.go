@@ -146,6 +146,10 @@ type Sink struct {
 	// unmoved is landingFailed's tables and errors as of the last move,
 	// for mergers (Unmoved), which do not wait for the loads.
 	unmoved atomic.Pointer[map[string]error]
+	// beforeMoveCommit, when set (by tests), is called with the move's
+	// context before each of its groups commits (see distributeOnce): a
+	// move stopped there, between two groups.
+	beforeMoveCommit func(context.Context)
 	// readAheadDone, when set (by tests), is called after a load waiting
 	// for the lock read its files ahead.
 	readAheadDone func()

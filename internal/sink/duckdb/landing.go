@@ -41,8 +41,11 @@ import (
 // sink.table.
 const Landing = "_landing"
 
-// landingColumns are the landing table's columns.
-var landingColumns = []Column{{"log_table", "VARCHAR"}, {"row", "VARCHAR"}}
+// landingColumns are the landing table's columns. bytes is the row's
+// length as staged (strlen at the load, read without the row): the moves
+// go by it (moveBudget). A table an older release made gains it at
+// Prepare, its rows landed then null there, measured at the next move.
+var landingColumns = []Column{{"log_table", "VARCHAR"}, {"row", "VARCHAR"}, {"bytes", "BIGINT"}}
 
 // DefaultDistributeEvery is Options.DistributeEvery's default. Each
 // distribution pays DuckDB's cost of an insert once per table it moves
@@ -111,7 +114,7 @@ func (s *Sink) insertLanding(ctx context.Context, tx *sql.Tx, p loadPlan) error 
 	if p.rawFilter != "" {
 		src = fmt.Sprintf(`(SELECT log_table, "row" FROM (SELECT *, %s FROM %s) WHERE %s)`, landedCoordinates, src, p.rawFilter)
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s SELECT log_table, "row" FROM %s`, s.tables.landing, src)); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (log_table, "row", bytes) SELECT log_table, "row", strlen("row") FROM %s`, s.tables.landing, src)); err != nil {
 		return fmt.Errorf("insert routed rows into %s: %w", s.tables.landing, err)
 	}
 	if s.landedSince.IsZero() {
@@ -322,39 +325,85 @@ type landingFailure struct {
 const maxLandingWait = 10 * time.Minute
 
 // distributeTables moves the landed rows of table only ("": of every
-// table but skip's) in one transaction. A table whose insert fails is
-// left out and the transaction run again without it (DuckDB aborts a
+// table but skip's), in groups within moveBudget, one transaction
+// each (distributeOnce), until none is left. A table whose insert fails
+// is left out and the group run again without it (DuckDB aborts a
 // transaction at its first error); such tables are returned with their
 // errors. An error that is no table's (the database's, memory, the
-// context) ends it.
+// context) ends it, with the rows of the groups committed before it
+// moved (and counted).
 func (s *Sink) distributeTables(ctx context.Context, only string, skip []string) (int64, map[string]error, error) {
 	failed := map[string]error{}
+	var moved int64
 	for {
-		moved, table, err := s.distributeOnce(ctx, only, skip)
+		n, more, table, err := s.distributeOnce(ctx, only, skip)
 		switch {
 		case err == nil:
-			return moved, failed, nil
+			moved += n
+			if !more {
+				return moved, failed, nil
+			}
+			continue
 		case table == "" || isFatal(err) || isOutOfMemory(err) || ctx.Err() != nil:
-			return 0, failed, err
+			return moved, failed, err
 		}
 		failed[table] = err
 		if only != "" {
-			return 0, failed, nil
+			return moved, failed, nil
 		}
 		skip = append(skip, table)
 	}
 }
 
-// distributeOnce runs one distribution transaction of the landed rows of
-// table only ("": of every table but skip's); on a table's failed insert
-// it returns the table. The rows to move are copied once, sorted and
-// numbered by table (tl_moving: a table's rows are contiguous, so that
-// each table's insert reads its own rows, not the whole landing table,
-// whatever the count of tables).
-func (s *Sink) distributeOnce(ctx context.Context, only string, skip []string) (moved int64, table string, err error) {
+// moveBudget is how many bytes of landed rows (as staged) a move's
+// transaction takes, given DuckDB's memory_limit (0: DuckDB's default,
+// of which nothing is known here, taken as tracelake's 256 MiB): at most
+// a quarter of it in all (group), and at most a sixteenth in any
+// moveRun rows that follow each other in table and landing order (run);
+// a first row bigger alone.
+//
+// DuckDB's JSON functions hold about four times the bytes of the rows of
+// the vector they read (up to moveRun rows, in that order: a table's
+// insert, what the rows reached), until its end: until 2026-12-07 a move
+// took every landed row, and 24 rows of 12 MB landed between two moves
+// ran the default 256 MiB out at every try, no table's changes (the small
+// ones' neither) moving again. A group's total is bounded as the log
+// between two checkpoints is (checkpointThresholdFor): a checkpoint pins
+// the new values of the commits since the last. Small rows are cut by the
+// total only: each group commits, and may checkpoint, every table it
+// wrote (about as long as its inserts take with 1,000 tables), so
+// groups are no smaller than memory needs.
+func moveBudget(memoryLimit int64) (group, run int64) {
+	if memoryLimit <= 0 {
+		memoryLimit = 256 << 20
+	}
+	return max(16<<20, memoryLimit/4), max(4<<20, memoryLimit/16)
+}
+
+// moveRun is the count of rows a run of moveBudget counts: DuckDB's
+// vector size (STANDARD_VECTOR_SIZE).
+const moveRun = 2048
+
+// distributeOnce runs one move transaction of the landed rows of table
+// only ("": of every table but skip's): all of them when they fit both
+// budgets of moveBudget, else the longest prefix in table and landing
+// order (rowid) that does (at least one row), more then
+// saying whether rows are left. Each group is a whole move (the rows
+// inserted typed, what they reached recorded, deleted from the landing
+// table), so that a move stopped between two (killed, out of memory)
+// leaves every row in the landing table or in its changelog table, once;
+// and the groups take each table's rows in the order they landed, so
+// what a group leaves landed of a table follows what it moved, as it
+// would had no move cut it (the merges hold their watermarks at the
+// changes still landed). On a table's failed insert it returns the
+// table. The rows to move are copied once, sorted and numbered by table
+// (tl_moving: a table's rows are contiguous, so that each table's insert
+// reads its own rows, not the whole landing table, whatever the count of
+// tables).
+func (s *Sink) distributeOnce(ctx context.Context, only string, skip []string) (moved int64, more bool, table string, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, "", fmt.Errorf("begin: %w", err)
+		return 0, false, "", fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
 	which := "log_table = " + sqltext.String(only)
@@ -365,39 +414,110 @@ func (s *Sink) distributeOnce(ctx context.Context, only string, skip []string) (
 		}
 		which = fmt.Sprintf("log_table NOT IN (%s)", strings.Join(append(out, "''"), ", "))
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`CREATE TEMP TABLE tl_moving AS
-SELECT dense_rank() OVER (ORDER BY log_table) AS tid, log_table, "row" FROM %s WHERE %s ORDER BY tid`, s.tables.landing, which)); err != nil {
-		return 0, "", fmt.Errorf("read the landed rows of %s: %w", s.tables.landing, err)
+	total, run := moveBudget(s.opt.MemoryLimit)
+	landed, biggest, rows, err := s.landedBytes(ctx, tx, which)
+	if err != nil {
+		return 0, false, "", err
 	}
+	group := fmt.Sprintf(`SELECT rowid AS rid, log_table, "row" FROM %s WHERE %s`, s.tables.landing, which)
+	// No run passes its budget when the whole does not, or when no
+	// moveRun rows of the biggest's bytes would: the common case, many
+	// small rows, is one group, not sized row by row.
+	if landed > total || landed > run && biggest*moveRun > run {
+		// The rows before the first (after the first row) that passes
+		// either budget, the bytes read beside the rows' places, not the
+		// rows.
+		group = fmt.Sprintf(`SELECT l.rowid AS rid, l.log_table, l."row" FROM %[1]s l SEMI JOIN (
+	SELECT rid FROM (SELECT rid, rn, min(rn) FILTER (WHERE rn > 1 AND (upto > %[3]d OR near > %[4]d)) OVER () AS cut FROM (
+		SELECT rowid AS rid, row_number() OVER (ORDER BY log_table, rowid) AS rn,
+			sum(bytes) OVER (ORDER BY log_table, rowid ROWS UNBOUNDED PRECEDING) AS upto,
+			sum(bytes) OVER (ORDER BY log_table, rowid ROWS %[5]d PRECEDING) AS near
+		FROM %[1]s WHERE %[2]s))
+	WHERE cut IS NULL OR rn < cut) g ON l.rowid = g.rid`, s.tables.landing, which, total, run, moveRun-1)
+	}
+	// Each row's keys (k) and count of members not null (n) are read
+	// here, each by a statement of its own, not beside json_transform in
+	// the tables' inserts: each JSON function of a statement parses the
+	// row into an arena of its own, held until the statement ends, and a
+	// 12 MB row parsed by json_transform and json_keys at once ran a 128
+	// MiB memory_limit out (64 MiB asked with 110 MiB in use) at every
+	// try. They are read once the rows are sorted, so that the vectors
+	// they read hold rows that follow each other in the order the
+	// budgets count (read for the whole landing table in one statement,
+	// as one release did, c0d1ee4, they held every big row's parse at
+	// once).
+	for _, q := range []string{fmt.Sprintf(`CREATE TEMP TABLE tl_moving AS
+SELECT *, json_keys("row") AS k, CASE WHEN NOT %s THEN len(k) END AS n
+FROM (SELECT dense_rank() OVER (ORDER BY log_table) AS tid, rid, log_table, "row" FROM (%s) ORDER BY tid, rid)`, hasNullMember, group),
+		fmt.Sprintf(`UPDATE tl_moving SET n = %s WHERE n IS NULL`, nonNullMembers)} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return 0, false, "", fmt.Errorf("read the landed rows of %s: %w", s.tables.landing, err)
+		}
+	}
+	var taken int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM tl_moving").Scan(&taken); err != nil {
+		return 0, false, "", fmt.Errorf("count the landed rows to move: %w", err)
+	}
+	more = taken < rows
 	tables, err := movingTables(ctx, tx)
 	if err != nil || len(tables) == 0 {
-		return 0, "", err
+		return 0, false, "", err
 	}
 	for tid, table := range tables {
 		q, err := s.distributeSQL(ctx, tx, table)
 		if err != nil {
-			return 0, table, err
+			return 0, false, table, err
 		}
 		r, err := tx.ExecContext(ctx, q, tid, table)
 		if err != nil {
-			return 0, table, fmt.Errorf("move its landed rows: %w", err)
+			return 0, false, table, fmt.Errorf("move its landed rows: %w", err)
 		}
 		if n, err := r.RowsAffected(); err == nil {
 			moved += n
 		}
 	}
 	if err := s.recordReach(ctx, tx); err != nil {
-		return 0, "", err
+		return 0, false, "", err
 	}
-	for _, q := range []string{fmt.Sprintf("DELETE FROM %s WHERE log_table IN (SELECT log_table FROM tl_moving)", s.tables.landing), "DROP TABLE tl_moving"} {
+	for _, q := range []string{fmt.Sprintf("DELETE FROM %s WHERE rowid IN (SELECT rid FROM tl_moving)", s.tables.landing), "DROP TABLE tl_moving"} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return 0, "", fmt.Errorf("delete the moved rows from %s: %w", s.tables.landing, err)
+			return 0, false, "", fmt.Errorf("delete the moved rows from %s: %w", s.tables.landing, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, "", fmt.Errorf("commit the move of landed rows: %w", err)
+	if s.beforeMoveCommit != nil {
+		s.beforeMoveCommit(ctx)
 	}
-	return moved, "", nil
+	if err := tx.Commit(); err != nil {
+		if ctx.Err() != nil {
+			// database/sql rolls the transaction back when its context
+			// ends, and Commit may then say only that it is done.
+			err = ctx.Err()
+		}
+		return 0, false, "", fmt.Errorf("commit the move of landed rows: %w", err)
+	}
+	if more {
+		s.log.Debug("moved a group of landed changes into their changelog tables; more follow", "rows", moved, "landed_bytes", landed)
+	}
+	return moved, more, "", nil
+}
+
+// landedBytes is the bytes, the biggest row's bytes and the count of the
+// landed rows of which (a condition on log_table), read from their bytes
+// column. Rows an older release landed (bytes null) are measured first,
+// in tx: the rows read once, then not again.
+func (s *Sink) landedBytes(ctx context.Context, tx *sql.Tx, which string) (bytes, biggest, rows int64, err error) {
+	var unsized int64
+	q := fmt.Sprintf(`SELECT coalesce(sum(bytes), 0)::BIGINT, coalesce(max(bytes), 0), count(*), count(*) - count(bytes) FROM %s WHERE %s`, s.tables.landing, which)
+	if err := tx.QueryRowContext(ctx, q).Scan(&bytes, &biggest, &rows, &unsized); err != nil {
+		return 0, 0, 0, fmt.Errorf("size the landed rows of %s: %w", s.tables.landing, err)
+	}
+	if unsized == 0 {
+		return bytes, biggest, rows, nil
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET bytes = strlen("row") WHERE bytes IS NULL`, s.tables.landing)); err != nil {
+		return 0, 0, 0, fmt.Errorf("measure the rows an older release landed in %s: %w", s.tables.landing, err)
+	}
+	return s.landedBytes(ctx, tx, which)
 }
 
 // movingTables are tl_moving's tables by their number there.
@@ -428,7 +548,7 @@ func movingTables(ctx context.Context, tx *sql.Tx) (map[int64]string, error) {
 // column a row leaves out is null; a value its column's type does not
 // take fails the statement, as does a key the table has no column for
 // (json_transform says neither: it gives null; the row's count of keys
-// that are not null, nonNullMembers, must be its count of non-null
+// that are not null, tl_moving's n, must be its count of non-null
 // columns).
 //
 // A table the cache lacks was gone when this process read the catalog
@@ -477,23 +597,32 @@ func (s *Sink) distributeSQL(ctx context.Context, tx *sql.Tx, table string) (str
 		sel[i] = expr + " AS " + sqltext.Ident(name)
 		present[i] = "(r." + sqltext.Ident(name) + " IS NOT NULL)::INTEGER"
 		if def, ok := defaults[name]; ok {
-			// k, the row's keys, read once: a path looked up per column
-			// parses the row again each time.
+			// k, the row's keys (tl_moving's), read once: a path looked
+			// up per column parses the row again each time.
 			sel[i] = fmt.Sprintf(`CASE WHEN list_contains(k, %s) THEN %s ELSE %s END AS %s`, sqltext.String(name), expr, def, sqltext.Ident(name))
 		}
 	}
 	shape, _ := json.Marshal(structure) // a map of strings: never fails
-	return fmt.Sprintf(`INSERT INTO %s BY NAME SELECT %s FROM (SELECT json_transform("row", %s) AS r, json_keys("row") AS k, "row" FROM tl_moving WHERE tid = $1)
-WHERE CASE WHEN %s = %s THEN true ELSE error('a landed row of ' || $2 || ' holds a value its column''s type does not take, or a column the table lacks: ' || left("row", 500)) END`,
-		s.routedName(table), strings.Join(sel, ", "), sqltext.String(string(shape)), nonNullMembers, strings.Join(present, " + ")), nil
+	return fmt.Sprintf(`INSERT INTO %s BY NAME SELECT %s FROM (SELECT json_transform("row", %s) AS r, k, n, "row" FROM tl_moving WHERE tid = $1)
+WHERE CASE WHEN n = %s THEN true ELSE error('a landed row of ' || $2 || ' holds a value its column''s type does not take, or a column the table lacks: ' || left("row", 500)) END`,
+		s.routedName(table), strings.Join(sel, ", "), sqltext.String(string(shape)), strings.Join(present, " + ")), nil
 }
 
-// nonNullMembers is the SQL of the count of a landed row's members that
-// are not null: a row holds the nulls of columns with a default
-// (pipeline.ChangelogDecoder), which the merge patch into {} leaves out
-// (RFC 7386), at the cost of reading the row again (about twice the
-// count of its keys); a row without ":null" in its text holds none.
-const nonNullMembers = `CASE WHEN contains("row", ':null') THEN len(json_keys(json_merge_patch('{}', "row"))) ELSE len(k) END`
+// hasNullMember is the SQL of whether a landed row may hold a member
+// that is null: one without ":null" in its text holds none, and its
+// count of keys is its count of members not null.
+const hasNullMember = `contains("row", ':null')`
+
+// nonNullMembers is the SQL of the count of the members that are not
+// null of a landed row that may hold some (hasNullMember): a row holds
+// the nulls of columns with a default (pipeline.ChangelogDecoder), which
+// its structure (json_structure) types "NULL", at the cost of reading
+// the row again. The structure is the row without its values (a few
+// bytes a member), read again as a map: a merge patch into {} (which
+// leaves the nulls out, RFC 7386), read by json_keys, as until
+// 2026-12-07, built the row again, and a 12 MB row ran a 128 MiB
+// memory_limit out.
+const nonNullMembers = `len(list_filter(map_values(json_transform(json_structure("row"), '"MAP(VARCHAR, JSON)"')), v -> v::VARCHAR <> '"NULL"'))`
 
 // readRoutedDefaults reads the column defaults of the changelog tables
 // (table → column → the default's SQL) from the catalog, in q's snapshot:

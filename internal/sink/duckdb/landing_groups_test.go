@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,96 @@ import (
 	"github.com/tracelake/tracelake/internal/schema"
 	"github.com/tracelake/tracelake/internal/sink"
 )
+
+// bigNotesBatch is routedBatch's orders at offsets first to last, each
+// with a note of noteBytes, and a small users row beside each.
+func bigNotesBatch(first, last int64, noteBytes int) *sink.Batch {
+	b := &sink.Batch{Ranges: []sink.Range{{TopicPartition: sink.TopicPartition{Topic: "t", Partition: 0}, First: first, Last: last, Records: 2 * (last - first + 1)}}}
+	note := strings.Repeat("n", noteBytes)
+	for o := first; o <= last; o++ {
+		orders := b.RoutedTo("cdc_db_orders_log", sink.SourceTable{Database: "db", Name: "orders"})
+		orders.AddColumn(sink.Column{Name: "id", Type: schema.Int64})
+		orders.AddColumn(sink.Column{Name: "note", Type: schema.String})
+		orders.Rows = fmt.Appendf(orders.Rows, `{"id":%d,"note":"%s","cdc_op":"c","cdc_position":"%020d","cdc_source_time":1700000000000000,"cdc_key":["id"],"ktopic":"t","kpartition":0,"koffset":%d,"kindex":0}`+"\n", o, note, o, o)
+		users := b.RoutedTo("cdc_db_users_log", sink.SourceTable{Database: "db", Name: "users"})
+		users.AddColumn(sink.Column{Name: "name", Type: schema.String})
+		users.Rows = fmt.Appendf(users.Rows, `{"name":"u%d","cdc_op":"u","ktopic":"t","kpartition":0,"koffset":%d,"kindex":1}`+"\n", o, o)
+	}
+	return b
+}
+
+// Landed rows whose bytes pass moveBudget move in groups, one transaction
+// each, taking each table's rows in the order they landed; a move
+// stopped between two groups (its context cancelled before the second
+// commits, as a process killed there) leaves every change once, in the
+// landing table or in its changelog table, what each table reached
+// telling what moved (a prefix of its changes), and the next move moves
+// the rest, once. Rows an older release landed (no bytes) are measured.
+func TestAMoveStoppedBetweenGroupsLosesAndDoublesNothing(t *testing.T) {
+	s := routedSink(t, t.TempDir(), func(o *Options) { o.MemoryLimit = 64 << 20; o.DistributeEvery = time.Hour })
+	_, run := moveBudget(s.opt.MemoryLimit)
+	mustLoad(t, s, bigNotesBatch(0, 9, int(run/3)-1000)) // three orders a run
+	if got := count(t, s, `SELECT count(*) FROM cdc_landing WHERE bytes = strlen("row")`); got != 20 {
+		t.Fatalf("%d landed rows with their bytes, want 20", got)
+	}
+	if _, err := s.DB().Exec(`UPDATE cdc_landing SET bytes = NULL WHERE log_table = 'cdc_db_orders_log'`); err != nil {
+		t.Fatal(err) // as an older release landed them
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	groups := 0
+	s.beforeMoveCommit = func(context.Context) {
+		if groups++; groups == 2 {
+			cancel()
+		}
+	}
+	moved, err := s.Distribute(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stopped move: %d rows, %v; want context.Canceled", moved, err)
+	}
+	if moved != 3 {
+		t.Errorf("the stopped move says %d rows moved, want the first group's 3", moved)
+	}
+	// every change once, landed or moved
+	everyChange := `SELECT count(*), count(DISTINCT (t, o)) FROM (
+	SELECT log_table AS t, ("row"->>'koffset')::BIGINT AS o FROM cdc_landing
+	UNION ALL SELECT 'cdc_db_orders_log', koffset FROM cdc_db_orders_log
+	UNION ALL SELECT 'cdc_db_users_log', koffset FROM cdc_db_users_log)`
+	wantOnce := func(when string) {
+		t.Helper()
+		var n, distinct int64
+		if err := s.DB().QueryRow(everyChange).Scan(&n, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if n != 20 || distinct != 20 {
+			t.Errorf("%s: %d changes (%d distinct), want each of the 20 once", when, n, distinct)
+		}
+	}
+	wantOnce("stopped between two groups")
+	wantCounts(t, s, "stopped between two groups", map[string]int64{
+		`SELECT count(*) FROM cdc_db_orders_log WHERE koffset < 3 AND strlen(note) > 0`:                               3,
+		`SELECT count(*) FROM cdc_db_orders_log`:                                                                      3,
+		`SELECT count(*) FROM cdc_landing WHERE log_table = 'cdc_db_orders_log' AND ("row"->>'koffset')::BIGINT >= 3`: 7,
+		`SELECT count(*) FROM cdc_db_users_log`:                                                                       0,
+		`SELECT coalesce(max(next_offset), -1) FROM cdc_routes_reached WHERE log_table = 'cdc_db_orders_log'`:         3,
+		`SELECT count(*) FROM cdc_routes_reached WHERE log_table = 'cdc_db_users_log'`:                                0,
+	})
+	s.beforeMoveCommit = nil
+	if moved, err := s.Distribute(context.Background()); err != nil || moved != 17 {
+		t.Fatalf("the next move: %d rows, %v; want the 17 left", moved, err)
+	}
+	wantOnce("after the next move")
+	wantCounts(t, s, "after the next move", map[string]int64{
+		`SELECT count(*) FROM cdc_landing`:                                                      0,
+		`SELECT count(DISTINCT koffset) FROM cdc_db_orders_log`:                                 10,
+		`SELECT count(DISTINCT koffset) FROM cdc_db_users_log`:                                  10,
+		`SELECT max(next_offset) FROM cdc_routes_reached WHERE log_table = 'cdc_db_orders_log'`: 10,
+		`SELECT max(next_offset) FROM cdc_routes_reached WHERE log_table = 'cdc_db_users_log'`:  10,
+	})
+	if got := routedRowCount(t, s); got != 20 {
+		t.Errorf("verify counts %d rows, want 20", got)
+	}
+}
 
 // A landed 12 MB change holding a null member (as the changes of a table
 // with a column default do) moves at the smallest memory_limit tracelake

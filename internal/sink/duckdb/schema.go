@@ -81,7 +81,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	} else if s.opt.Routed {
 		if err := errors.Join(s.ensureGrown(ctx, s.opt.Table+"_routes", routesColumns), s.ensure(ctx, s.opt.Table+RoutesReached, reachedColumns),
 			s.ensure(ctx, s.opt.Table+RoutesSchemaTopics, schemaTopicsColumns),
-			s.ensure(ctx, s.opt.Table+Landing, landingColumns)); err != nil {
+			s.ensureGrown(ctx, s.opt.Table+Landing, landingColumns)); err != nil {
 			errs = append(errs, err)
 		} else {
 			errs = append(errs, s.readRouted(ctx))
