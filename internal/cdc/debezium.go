@@ -230,11 +230,12 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 			others++
 		}
 	}
-	if flat || before == nil && after == nil && isFlattenedSchema(envSchema) {
+	if flat || isFlattenedSchema(envSchema) {
 		// Before the tests of a message without op: a row's columns may
-		// be called ddl, or id and status. A change event always has
-		// before and after (null or not), and its schema is not read
-		// again for its name.
+		// be called ddl, or id and status. Its schema's name is what
+		// tells it, not its members: a row of an audit table has
+		// columns op, before and after, and was taken for a change
+		// event whose images were those columns' strings.
 		return d.debeziumFlat(dst, topic, key, payload, envSchema)
 	}
 	if op == nil {
