@@ -248,6 +248,9 @@ type changelogPlan struct {
 	// later chunks merge no further (changes landed since are the next
 	// merge's).
 	until map[sink.TopicPartition]int64
+	// floor: the position of the latest truncation, the increment's
+	// too (prepare; "" for none): a change below it is gone.
+	floor string
 }
 
 // Merge merges m's changelog rows past its watermark into its model
@@ -484,7 +487,7 @@ func (c *ChangelogMerger) step(ctx context.Context, tx *sql.Tx, p *changelogPlan
 		// Truncations of a table with no change yet: nothing to remove.
 		return c.advance(ctx, tx, p)
 	}
-	if err := positionDeletes(ctx, tx, p); err != nil {
+	if err := positionLive(ctx, tx, p); err != nil {
 		return err
 	}
 	changes, err := candidates(ctx, tx, p, past)
@@ -708,6 +711,7 @@ ORDER BY %s DESC, ktopic DESC, kpartition DESC, koffset DESC, kindex DESC LIMIT 
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		return "", fmt.Errorf("register model %s: %w", p.m.Target, err)
 	}
+	p.floor = truncated.String
 	return past, nil
 }
 
@@ -734,20 +738,20 @@ func (c *ChangelogMerger) truncate(ctx context.Context, tx *sql.Tx, p *changelog
 	return nil
 }
 
-// positionDeletes gives the increment's deletes without a position their
-// position (tombstonePositionSQL), when it holds any: the changelog table
+// positionLive gives the increment's live changes without a position
+// (livePositionSQL) their position, when it holds any: the changelog table
 // is read for them alone.
-func positionDeletes(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
+func positionLive(ctx context.Context, tx *sql.Tx, p *changelogPlan) error {
 	var n int64
-	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*) FROM tl_cinc WHERE %s = 'd' AND %s = ''`,
+	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT count(*) FROM tl_cinc WHERE %s NOT IN ('r', 't') AND %s = ''`,
 		sqltext.Ident(cdc.OpColumn), pos(""))).Scan(&n); err != nil {
-		return fmt.Errorf("count the deletes without a position of %s: %w", p.m.Source, err)
+		return fmt.Errorf("count the changes without a position of %s: %w", p.m.Source, err)
 	}
 	if n == 0 {
 		return nil
 	}
-	if err := exec(ctx, tx, tombstonePositionSQL(p)); err != nil {
-		return fmt.Errorf("order the deletes without a position of %s: %w", p.m.Source, err)
+	if err := exec(ctx, tx, livePositionSQL(p)); err != nil {
+		return fmt.Errorf("order the changes without a position of %s: %w", p.m.Source, err)
 	}
 	return nil
 }
@@ -786,23 +790,32 @@ func candidates(ctx context.Context, tx *sql.Tx, p *changelogPlan, past string) 
 		p.log, pos("c."), op, untruncated("c", p.log), p.keyMatch("r", "c")), nil
 }
 
-// tombstonePositionSQL gives each delete of the increment without a
-// position (a Debezium tombstone: cdc.Decoder's debeziumTombstone) the
-// greatest position of its key's changes before it in its Kafka
-// partition, in the changelog table: it deletes what came before it
-// there, ties with a delete right before it (so changes nothing), and a
-// later change of its key applies. Debezium puts every change of a key in
-// one partition. Without any (a key whose changes were on another
-// partition, or a source without positions) it keeps none.
-func tombstonePositionSQL(p *changelogPlan) string {
+// livePositionSQL gives each live change of the increment without a
+// position the greatest position of its key's changes before it in its
+// Kafka partition, in the changelog table: it applies after what came
+// before it there (a delete removes it, an update replaces it), ties with
+// a delete right before it (so a tombstone changes nothing), and a later
+// change of its key applies. Debezium puts every change of a key in one
+// partition. Live: every change but a read (a snapshot's or Maxwell's
+// bootstrap row, read at some time the log does not place, and older than
+// every position) and a truncation. Such changes are Debezium's tombstones
+// (cdc.Decoder's debeziumTombstone) and the rows ExtractNewRecordState
+// flattened without a position, which a connector sends after its
+// positioned changes when the SMT is added to it: compared as "" they
+// were older than the model's rows, and every update of a row the
+// connector changed before was dropped. Changes below the floor (gone
+// with the latest truncation) give none. Without any (a key whose changes
+// were on another partition, or a source without positions) the change
+// keeps none, and goes by Kafka order.
+func livePositionSQL(p *changelogPlan) string {
 	op := sqltext.Ident(cdc.OpColumn)
 	return fmt.Sprintf(`UPDATE tl_cinc c SET %[1]s = l.at FROM (
 	SELECT d.ktopic, d.kpartition, d.koffset, d.kindex, max(%[2]s) AS at FROM tl_cinc d JOIN %[3]s l
 		ON %[4]s AND l.ktopic = d.ktopic AND l.kpartition = d.kpartition AND (l.koffset, l.kindex) < (d.koffset, d.kindex)
-	WHERE d.%[5]s = 'd' AND %[6]s = '' AND l.%[5]s <> 't' AND %[2]s <> ''
+	WHERE d.%[5]s NOT IN ('r', 't') AND %[6]s = '' AND l.%[5]s <> 't' AND %[2]s <> '' AND %[2]s >= %[7]s
 	GROUP BY ALL) AS l
 WHERE c.ktopic = l.ktopic AND c.kpartition = l.kpartition AND c.koffset = l.koffset AND c.kindex = l.kindex`,
-		sqltext.Ident(cdc.PositionColumn), pos("l."), p.log, p.keyMatch("d", "l"), op, pos("d."))
+		sqltext.Ident(cdc.PositionColumn), pos("l."), p.log, p.keyMatch("d", "l"), op, pos("d."), sqltext.String(p.floor))
 }
 
 // untruncated is the SQL condition that no truncation in table (the
