@@ -274,6 +274,12 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 					typ = d.typeName(col)
 				}
 			}
+			if col.SourceType != "" && col.SourceText == nil && was.typ != typ {
+				if h, known := d.router.ColumnOf(was.typ); known && h.Text() {
+					textInto(col)
+					typ = d.typeName(col)
+				}
+			}
 			if col.SourceType == "" && was.typ != typ {
 				if h, known := d.router.ColumnOf(was.typ); known {
 					inferredInto(col, h, d.dec.Format() == cdc.FormatMaxwell)
@@ -314,6 +320,28 @@ func (d *ChangelogDecoder) admit(changes []cdc.Change) error {
 		d.columns[a.table][a.lower] = a.column
 	}
 	return nil
+}
+
+// textInto retypes col, a typed value in a column of text, as text where
+// it has one: a null, which every column holds, and a DOUBLE as the
+// number's text the source wrote (Java's Double.toString, NaN and the
+// infinities as they are). A release before 2026-12-07 read the
+// JsonConverter's float and double as an unknown type, a string: it
+// loaded only the changes whose value was null, which made the column
+// text, and after the upgrade every change of the table, a null's too,
+// was dead-lettered as a DOUBLE no VARCHAR holds. Any other type is left
+// to widen.
+func textInto(col *cdc.Column) {
+	switch {
+	case col.Value == nil:
+	case col.Type == schema.Float64:
+		if col.Value[0] != '"' {
+			col.Value = append(append(append(make([]byte, 0, len(col.Value)+2), '"'), col.Value...), '"')
+		}
+	default:
+		return
+	}
+	col.Type, col.Precision, col.Scale = schema.String, 0, 0
 }
 
 // inferredInto retypes col, a value of a source without types (cdc's
