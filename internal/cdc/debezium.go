@@ -572,10 +572,30 @@ func (d *Decoder) debeziumFlat(dst []Change, topic string, key, row, rowSchema [
 	if o == Delete {
 		before, after = row, nil
 	}
+	src := f.source()
+	if src.db != nil && src.table != nil && src.schema == nil {
+		src.schema = topicSchema(topic, src.db, src.table)
+	}
 	fp := d.fieldList()
 	defer d.fields.Put(fp)
 	*fp = structFields((*fp)[:0], rowSchema)
-	return d.debeziumChange(dst, topic, key, o, f.source(), tsMs, before, after, *fp, true)
+	return d.debeziumChange(dst, topic, key, o, src, tsMs, before, after, *fp, true)
+}
+
+// topicSchema is the schema a flattened row's topic names beside its
+// added __db and __table, nil for none: add.fields=db,table (the SMT's
+// documented example) adds no __schema, and a PostgreSQL or SQL Server
+// connector's topic is <server>.[<database>.]<schema>.<table>, a MySQL
+// one's <server>.<database>.<table>, whose part before the table is the
+// database. Routed without its schema, the row's table was not its
+// connector's unflattened changes' (source.schema), and tables of one
+// name in two schemas of the database were one.
+func topicSchema(topic string, db, table []byte) []byte {
+	parts := strings.Split(topic, ".")
+	if len(parts) < 3 || parts[len(parts)-1] != string(table) || parts[len(parts)-2] == string(db) {
+		return nil
+	}
+	return []byte(parts[len(parts)-2])
 }
 
 // postgresPosition is a Debezium PostgreSQL change's position: (last
