@@ -202,8 +202,10 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 	if !ok {
 		return dst, d.errorf("payload is not a JSON object")
 	}
-	members, others := 0, 0 // others: members transaction metadata has not
-	flat := false           // a member only a flattened row has
+	// others: members transaction metadata has not; txMembers: those it
+	// has, of which a transaction message holds every one.
+	members, others, txMembers := 0, 0, 0
+	flat := false // a member only a flattened row has
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
 		members++
 		switch string(k) {
@@ -226,7 +228,9 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 		case "status":
 			status = text(v)
 		}
-		if !slices.Contains(transactionMembers, string(k)) {
+		if slices.Contains(transactionMembers, string(k)) {
+			txMembers++
+		} else {
 			others++
 		}
 	}
@@ -248,12 +252,17 @@ func (d *Decoder) debezium(dst []Change, topic string, key, value []byte) ([]Cha
 			// events' own schemas and rows, as they change; a DROP TABLE
 			// empties its model.
 			return d.debeziumSchemaChange(dst, payload, source, tableChanges)
-		case (string(status) == "BEGIN" || string(status) == "END") && others == 0:
+		case (string(status) == "BEGIN" || string(status) == "END") && others == 0 && txMembers >= len(transactionMembers)-1:
 			// Transaction metadata (provide.transaction.metadata, the
 			// <server>.transaction topic): no row. Known by all its
 			// members, not its status alone: a row of a table with a
 			// status column, flattened (ExtractNewRecordState, no op),
 			// was skipped as one, where the others are dead-lettered.
+			// All of them, or all but one (an older Debezium's
+			// messages may lack ts_ms): the JsonConverter writes each
+			// field of the struct, a BEGIN's null event_count and
+			// data_collections too, and a flattened row of columns id
+			// and status was skipped.
 			return dst, nil
 		}
 		if before == nil && after == nil && source == nil {
