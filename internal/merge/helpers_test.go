@@ -85,8 +85,14 @@ func (l *rawLoader) flush() {
 	}
 }
 
-// dump renders a query's rows as sorted lines "v1|v2|…", for comparison.
-func dump(t testing.TB, db *sql.DB, q string) []string {
+// querier is a database or a transaction (one snapshot of it).
+type querier interface {
+	Query(q string, args ...any) (*sql.Rows, error)
+}
+
+// dump renders a query's rows in db as sorted lines "v1|v2|…", for
+// comparison.
+func dump(t testing.TB, db querier, q string) []string {
 	t.Helper()
 	rows, err := db.Query(q)
 	if err != nil {
