@@ -216,6 +216,16 @@ var (
 	sqlType  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*( ?\([0-9, ]+\))?(\[\])?$`)
 )
 
+// wildcardKey says whether path (a jsonPath) quotes the key "*". DuckDB's
+// JSON path reader takes that key, quoted or not, for a wildcard
+// (extension/json/json_common.cpp: JSONKeyReadResult.IsWildCard compares
+// the key read with "*"), and has no escape for it: a merge, which
+// extracts every column's path in one call, fails on every run ("Cannot
+// have wildcards in JSON path when supplying multiple paths"), while
+// Databend reads the field. A quoted key holds no quote (jsonPath), so
+// the text ."*" is that key.
+func wildcardKey(path string) bool { return strings.Contains(path, `."*"`) }
+
 func (m *Merge) validate(check func(ok bool, key, format string, args ...any)) {
 	check(m.Every.D() >= 0 && m.Every.D() <= 24*time.Hour, "merge.every", "want 0 (off) to 24h, got %s", m.Every)
 	check(m.Concurrency >= 0 && m.Concurrency <= maxMergeConcurrency, "merge.concurrency", "want 1 to %d merges at once (0: the default, %d), got %d",
@@ -237,6 +247,7 @@ func (m *Merge) validate(check func(ok bool, key, format string, args ...any)) {
 			check(identifier.MatchString(c.Name) && !strings.Contains(c.Name, ".") && !strings.HasPrefix(c.Name, "tl_"), ck,
 				"want a column name of letters, digits and _ (not starting with tl_)")
 			check(jsonPath.MatchString(c.Path), ck+".path", "want a JSON path like $.field.sub, $.list[0] or $.attributes.\"key.with.dots\", got %q", c.Path)
+			check(!wildcardKey(c.Path), ck+".path", `the key "*" (in %s) is a wildcard to DuckDB's JSON functions, which cannot address a field so named`, c.Path)
 			check(sqlType.MatchString(c.Type), ck+".type", "want a SQL type like VARCHAR, BIGINT, DECIMAL(38,9), TIMESTAMP or JSON, got %q", c.Type)
 		}
 		check(len(mo.Key) > 0, key("key"), "at least one key column is required")
@@ -251,6 +262,7 @@ func (m *Merge) validate(check func(ok bool, key, format string, args ...any)) {
 		if mo.Action.Path != "" || mo.Action.Delete != nil || mo.Action.Insert != nil {
 			check(mo.Format != FormatDebezium, key("action"), "not used with format debezium (its op says what a change does)")
 			check(jsonPath.MatchString(mo.Action.Path), key("action.path"), "want a JSON path like $.action, got %q", mo.Action.Path)
+			check(!wildcardKey(mo.Action.Path), key("action.path"), `the key "*" (in %s) is a wildcard to DuckDB's JSON functions, which cannot address a field so named`, mo.Action.Path)
 			// An empty list is not "none": it would be merged as `IN ()`,
 			// a syntax error on DuckDB and Databend, and an absent key
 			// means the default (WithDefaults), which an empty list written
