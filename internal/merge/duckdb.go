@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -237,9 +238,55 @@ func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 			return fmt.Errorf("target %s of model %s has other columns than the model (%s): after changing a model's columns run `tracelake merge --rebuild %s`",
 				p.m.Target, p.m.Name, strings.Join(diff, "; "), p.m.Name)
 		}
+		if err := checkTombstones(ctx, tx, p, want); err != nil {
+			return err
+		}
 	}
 	if err := exec(ctx, tx, p.tableSQL()...); err != nil {
 		return fmt.Errorf("create the tables of model %s: %w", p.m.Name, err)
+	}
+	return nil
+}
+
+// checkTombstones checks, for a model with a version whose target
+// exists, that its tombstones table is there with the model's key and
+// version (want: the model's columns, canonical): the tombstones are the
+// target's memory of its deletes, made with it. Absent, the model got its
+// version after the target was built: the deletes merged before left
+// none, and a change older than a key's delete arriving later brought the
+// row back, which a rebuild (reading the delete and its version) keeps
+// gone. With other columns the key or version changed, and the merge
+// failed on them. Either way the target is another model's: rebuilt, it
+// is this one's. A model without a version is not checked: its target
+// may have been built with one, but <target>_tombstones is then not the
+// model's (the configuration reserves it only with a version) to drop.
+func checkTombstones(ctx context.Context, tx *sql.Tx, p *plan, want []duckdb.Column) error {
+	if p.version == "" {
+		return nil
+	}
+	m := p.m
+	var keyed []duckdb.Column
+	for i, c := range m.Columns {
+		if slices.Contains(m.Key, c.Name) {
+			keyed = append(keyed, want[i])
+		}
+	}
+	for i, c := range m.Columns {
+		if c.Name == m.Version {
+			keyed = append(keyed, want[i])
+		}
+	}
+	have, err := duckdb.TableColumns(ctx, tx, m.Target+"_tombstones")
+	if err != nil {
+		return err
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("target %s of model %s was built without its version %s (it has no tombstones, %s_tombstones, for the deletes it merged): after giving a model a version run `tracelake merge --rebuild %s`",
+			m.Target, m.Name, m.Version, m.Target, m.Name)
+	}
+	if diff := diffColumns(have, keyed); len(diff) > 0 {
+		return fmt.Errorf("target %s of model %s was built with another key or version (its tombstones %s_tombstones: %s): after changing a model's key or version run `tracelake merge --rebuild %s`",
+			m.Target, m.Name, m.Target, strings.Join(diff, "; "), m.Name)
 	}
 	return nil
 }
