@@ -81,6 +81,21 @@ type DatabendStatements struct {
 	// answered 0, then Create. Empty, whoever creates the target tells
 	// (the dedup model's: the Databend sink's Prepare, which creates it).
 	Absent string
+	// Tombstones, set for a model with a version, is a query listing the
+	// columns (name, type) of its tombstones table, asked when Absent
+	// found the target there, before Setup (which makes the tombstones
+	// if absent); TombstoneColumns are the names it must list, the
+	// model's key and version, sorted. The tombstones are made with the
+	// target: absent, the model got its version after the target was
+	// built (and the deletes merged before left none, so a change older
+	// than a key's delete arriving later brought the row back); with
+	// other columns its key or version changed (and the merge failed on
+	// them). Either way the target is another model's, and the merger
+	// says to drop it (Target, as configured), as merge.Merger.prepare
+	// says to rebuild it.
+	Tombstones       string
+	TombstoneColumns []string
+	Target           string
 	// Reset, run after Setup and before the target is created when it was
 	// absent, forgets what the model's merges kept beside the target: its
 	// watermarks (not its claim row), and its rejects and tombstones; the
@@ -131,6 +146,14 @@ func Databend(m config.Model) DatabendStatements {
 	// configuration keeps <name>_increment the model's own (config
 	// validateModelTables), as the drop would take any table so named.
 	st.Absent = targetCountSQL(m.Target)
+	if p.tombstones != "" {
+		st.Tombstones, st.Target = tableColumnsSQL(m.Target+"_tombstones"), m.Target
+		for _, c := range p.keys {
+			st.TombstoneColumns = append(st.TombstoneColumns, c.Name)
+		}
+		st.TombstoneColumns = append(st.TombstoneColumns, m.Version)
+		slices.Sort(st.TombstoneColumns)
+	}
 	st.Reset = []string{forgetWatermarksSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects, "DROP TABLE IF EXISTS " + inc, incTable}
 	if p.tombstones != "" {
 		st.Reset = append(st.Reset, "DROP TABLE IF EXISTS "+p.tombstones, p.tombstonesTableSQL())
@@ -169,6 +192,17 @@ func targetCountSQL(target string) string {
 	return fmt.Sprintf("SELECT count(*) FROM system.tables WHERE database = %s AND name = %s", db, sqltext.DatabendString(name))
 }
 
+// tableColumnsSQL lists the columns (name, type) of table (name or
+// db.name) in Databend's system.columns, which lists them by database
+// and table name as stored (storages/system columns_table.rs).
+func tableColumnsSQL(table string) string {
+	db, name := "currentDatabase()", table
+	if i := strings.IndexByte(table, '.'); i >= 0 {
+		db, name = sqltext.DatabendString(table[:i]), table[i+1:]
+	}
+	return fmt.Sprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s", db, sqltext.DatabendString(name))
+}
+
 // databend renders the model's Databend statements as a script.
 func (p *plan) databend() string {
 	m := p.m
@@ -184,6 +218,9 @@ func (st DatabendStatements) Script(title string) string {
 	fmt.Fprintf(&b, "-- %s\n", title)
 	if st.Absent != "" {
 		b.WriteString("-- first, is the target there (0: dropped to be built again, or never made)?\n" + st.Absent + ";\n")
+	}
+	if st.Tombstones != "" {
+		b.WriteString("-- when it is, its tombstones must be there with the model's key and version (" + strings.Join(st.TombstoneColumns, ", ") + "): else drop the target to build it again\n" + st.Tombstones + ";\n")
 	}
 	for _, q := range st.Setup {
 		b.WriteString(q + ";\n")
@@ -449,8 +486,35 @@ func (d *DatabendMerger) run(ctx context.Context, name string, st DatabendStatem
 	return Result{Model: name, Took: time.Since(start), Uncounted: true}, nil
 }
 
+// checkTombstones asks for the columns of the model's tombstones (its
+// target there) and refuses a target built by another model: without
+// tombstones, or with other columns than the model's key and version
+// (DatabendStatements.Tombstones).
+func (d *DatabendMerger) checkTombstones(ctx context.Context, name string, st DatabendStatements) error {
+	rows, err := d.db.QueryText(ctx, st.Tombstones)
+	if err != nil {
+		return fmt.Errorf("read the tombstones' columns of model %s in Databend: %w", name, err)
+	}
+	var have []string
+	for _, r := range rows {
+		if len(r) > 0 {
+			have = append(have, r[0])
+		}
+	}
+	slices.Sort(have)
+	switch {
+	case len(have) == 0:
+		return fmt.Errorf("model %s has a version, and its target was built without one (it has no tombstones for the deletes it merged): drop the target %s, and the next merge builds it again from the first raw row", name, st.Target)
+	case !slices.Equal(have, st.TombstoneColumns):
+		return fmt.Errorf("model %s: its target was built with another key or version (its tombstones have %s, the model %s): drop the target %s, and the next merge builds it again from the first raw row",
+			name, strings.Join(have, ", "), strings.Join(st.TombstoneColumns, ", "), st.Target)
+	}
+	return nil
+}
+
 // setUp runs what precedes the model's first merge in this process, in
-// the order Script prints it: the query for the target (st.Absent), the
+// the order Script prints it: the query for the target (st.Absent), with
+// the target there the check of its tombstones (st.Tombstones), the
 // setup, the reset if the target was absent, the target's creation, and
 // in task mode the task (last, so that the task's first merge reads from
 // the first row too).
@@ -477,6 +541,11 @@ func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStat
 			return fmt.Errorf("look for the target of model %s in Databend: %w", name, err)
 		}
 		absent = n == 0
+		if !absent && st.Tombstones != "" {
+			if err := d.checkTombstones(ctx, name, st); err != nil {
+				return err
+			}
+		}
 	}
 	if err := d.db.Exec(ctx, st.Setup...); err != nil {
 		return fmt.Errorf("set up model %s in Databend: %w", name, err)
