@@ -31,21 +31,7 @@ func TestVercelAISDKCachedInputOnOpenAIIsPriced(t *testing.T) {
 	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	const model = "gpt-4o-2024-08-06"
 	span := func(operationID, provider, cacheAttr string) pcommon.Map {
-		v := pcommon.NewMap()
-		v.PutStr("operation.name", operationID)
-		v.PutStr("ai.operationId", operationID)
-		v.PutStr("ai.model.provider", provider)
-		v.PutStr("ai.model.id", model)
-		v.PutStr("gen_ai.system", provider)
-		v.PutStr("gen_ai.request.model", model)
-		v.PutStr("gen_ai.response.model", model)
-		v.PutInt("ai.usage.inputTokens", 10_000)
-		v.PutInt("ai.usage.outputTokens", 500)
-		v.PutInt("ai.usage.totalTokens", 10_500)
-		v.PutInt(cacheAttr, 8_000)
-		v.PutInt("gen_ai.usage.input_tokens", 10_000)
-		v.PutInt("gen_ai.usage.output_tokens", 500)
-		return v
+		return vercelCallAttrs(operationID, provider, model, 10_000, 500, cacheAttr, 8_000)
 	}
 	o := chatAttrs("openai", model, 10_000, 500)
 	o.PutInt("gen_ai.usage.cache_read.input_tokens", 8_000)
@@ -69,4 +55,27 @@ func TestVercelAISDKCachedInputOnOpenAIIsPriced(t *testing.T) {
 			t.Errorf("%s %s: cost %+v, want %+v: the cached input at the cache-read price", c.operationID, c.cacheAttr, got.Cost, want.Cost)
 		}
 	}
+}
+
+// vercelCallAttrs are the attributes the Vercel AI SDK writes on a model
+// call's span (ai.generateText.doGenerate, ai.streamObject.doStream, …)
+// of provider ("openai.chat", "vertex.anthropic.messages") and model:
+// its input, output and their sum as the provider's usage tells them, and
+// cached tokens under cacheAttr.
+func vercelCallAttrs(operationID, provider, model string, input, output int64, cacheAttr string, cached int64) pcommon.Map {
+	v := pcommon.NewMap()
+	v.PutStr("operation.name", operationID)
+	v.PutStr("ai.operationId", operationID)
+	v.PutStr("ai.model.provider", provider)
+	v.PutStr("ai.model.id", model)
+	v.PutStr("gen_ai.system", provider)
+	v.PutStr("gen_ai.request.model", model)
+	v.PutStr("gen_ai.response.model", model)
+	v.PutInt("ai.usage.inputTokens", input)
+	v.PutInt("ai.usage.outputTokens", output)
+	v.PutInt("ai.usage.totalTokens", input+output)
+	v.PutInt(cacheAttr, cached)
+	v.PutInt("gen_ai.usage.input_tokens", input)
+	v.PutInt("gen_ai.usage.output_tokens", output)
+	return v
 }
