@@ -233,7 +233,12 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 			op.Provider = "aws.bedrock"
 		}
 	}
-	r.holdsCache = inputHoldsCache[op.Provider]
+	// The provider's API counts the tokens, but Anthropic's models on
+	// Vertex AI count them as Anthropic's API does: read as Gemini's, their
+	// cache reads were taken out of an input that never held them.
+	anthropic := r.anthropicOnCloud()
+	holdsCache := inputHoldsCache[op.Provider] && !anthropic
+	r.holdsCache = holdsCache
 	var fromClaude bool
 	op.InputTokens, fromClaude = r.intFrom(colInputTokens)
 	op.OutputTokens, _ = r.intFrom(colOutputTokens)
@@ -262,7 +267,7 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 	}
 	op.TotalTokens, _ = r.intFrom(colTotalTokens)
 	if !fromClaude && !unknown && !r.bad[colCacheReadTokens] && !r.bad[colCacheCreationTokens] &&
-		!inputHoldsCache[op.Provider] && op.InputTokens != nil && op.OutputTokens != nil && op.TotalTokens != nil {
+		!holdsCache && op.InputTokens != nil && op.OutputTokens != nil && op.TotalTokens != nil {
 		// An input count without its cache (Anthropic's and Bedrock's
 		// APIs count it so, and Strands Agents passes Bedrock's on) shows
 		// in a total of the span's own that adds the cache to input and
@@ -288,7 +293,7 @@ func (m *Mapper) Map(s *Span) (op Operation, ok bool) {
 			op.InputTokens = sum(*op.InputTokens, *cache)
 		}
 	}
-	if outputWithoutReasoning[op.Provider] && !unknown && !r.bad[colReasoningTokens] &&
+	if outputWithoutReasoning[op.Provider] && !anthropic && !unknown && !r.bad[colReasoningTokens] &&
 		op.InputTokens != nil && op.OutputTokens != nil && op.TotalTokens != nil {
 		// These APIs count the reasoning apart from the output and bill
 		// it as output: Gemini's candidates_token_count leaves its

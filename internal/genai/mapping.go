@@ -539,15 +539,34 @@ func (r *reader) provider() string {
 	if n, ok := providers[p]; ok {
 		return n
 	}
+	if base := cutVercelAPI(p); base != p {
+		if n, ok := providers[base]; ok {
+			return n
+		}
+		return base
+	}
+	return p
+}
+
+// cutVercelAPI returns the Vercel AI SDK's provider name p without its API
+// (vercelAPIs), p itself when it has none.
+func cutVercelAPI(p string) string {
 	for _, api := range vercelAPIs {
 		if base, ok := strings.CutSuffix(p, api); ok && base != "" {
-			if n, ok := providers[base]; ok {
-				return n
-			}
 			return base
 		}
 	}
 	return p
+}
+
+// anthropicOnCloud tells the Vercel AI SDK's Anthropic models on a cloud
+// ("vertex.anthropic.messages", "googleVertex.anthropic.messages",
+// "bedrock.anthropic.messages"): their provider is the cloud's, but
+// @ai-sdk/anthropic's Messages model counts their tokens as Anthropic's
+// API does, wherever it runs (the input without its cache, the output
+// with its thinking), not as the cloud's own models do.
+func (r *reader) anthropicOnCloud() bool {
+	return strings.HasSuffix(cutVercelAPI(strings.ToLower(strings.TrimSpace(r.str(colProvider)))), ".anthropic")
 }
 
 // listSource is where a list column is read from: one attribute holding
