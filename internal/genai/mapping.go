@@ -131,6 +131,12 @@ var mapping = [numColumns][]source{
 		{attr: "gen_ai.usage.total_tokens", from: fromTraceloop | fromStrands},
 		{attr: "llm.token_count.total", from: fromOpenInference},
 		{attr: "llm.usage.total_tokens", from: fromTraceloop},
+		// The Vercel AI SDK's: a v5-specification provider's own total
+		// (ai@5's streamText and streamObject spans), which for Gemini
+		// holds the thoughts its outputTokens leaves out (@ai-sdk/google@2:
+		// candidatesTokenCount, totalTokenCount); unread, they were left
+		// out of the output and its cost. ai@6's is input + output.
+		{attr: "ai.usage.totalTokens", from: fromVercel},
 	},
 	colCacheReadTokens: {
 		{attr: "gen_ai.usage.cache_read.input_tokens", from: fromOTel},
