@@ -302,7 +302,7 @@ func TestAppendStringRoundTrips(t *testing.T) {
 }
 
 // AppendUTC writes what the time package's layout writes for the same
-// instant, with 3 and 6 fractional digits: around day boundaries, leap
+// instant, with 3, 6 and 9 fractional digits: around day boundaries, leap
 // days and the century rules, and at random instants up to 9999.
 func TestAppendUTC(t *testing.T) {
 	secs := []int64{0, 1, 59, 86_399, 86_400, 253_402_300_799}
@@ -323,7 +323,8 @@ func TestAppendUTC(t *testing.T) {
 			digits     int
 			unit, frac uint64 // nanoseconds of one unit of the fraction, units in a second
 			layout     string
-		}{{3, 1e6, 1e3, "2006-01-02T15:04:05.000Z"}, {6, 1e3, 1e6, "2006-01-02T15:04:05.000000Z"}} {
+		}{{3, 1e6, 1e3, "2006-01-02T15:04:05.000Z"}, {6, 1e3, 1e6, "2006-01-02T15:04:05.000000Z"},
+			{9, 1, 1e9, "2006-01-02T15:04:05.000000000Z"}} {
 			frac := r.Uint64N(f.frac)
 			want := time.Unix(sec, int64(frac*f.unit)).UTC().Format(f.layout)
 			if got := string(AppendUTC([]byte("x"), uint64(sec), frac, f.digits)); got != "x"+want {

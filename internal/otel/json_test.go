@@ -29,17 +29,19 @@ func TestAppendTextReadsBack(t *testing.T) {
 	}
 }
 
-// appendTime writes a span event's time (uint64 nanoseconds) to the
-// microsecond, also past int64's 2262, where converting to a time.Time
+// appendTime writes a span event's (or an exemplar's) time (uint64
+// nanoseconds) exact to the nanosecond, as sent: the Tempo API answers an
+// event's time from it, and Tempo answers it as sent (it was cut to the
+// microsecond). Also past int64's 2262, where converting to a time.Time
 // wrapped to before 1970; unset is null. (envelope.AppendUTC is tested
 // against the time package.)
 func TestAppendTime(t *testing.T) {
 	for ns, want := range map[uint64]string{
 		0:                         "null",
-		1_999:                     `"1970-01-01T00:00:00.000001Z"`,
-		1_764_633_600_123_456_789: `"2025-12-02T00:00:00.123456Z"`,
-		math.MaxInt64 + 1:         `"2262-04-11T23:47:16.854775Z"`,
-		math.MaxUint64:            `"2554-07-21T23:34:33.709551Z"`,
+		1_999:                     `"1970-01-01T00:00:00.000001999Z"`,
+		1_764_633_600_123_456_789: `"2025-12-02T00:00:00.123456789Z"`,
+		math.MaxInt64 + 1:         `"2262-04-11T23:47:16.854775808Z"`,
+		math.MaxUint64:            `"2554-07-21T23:34:33.709551615Z"`,
 	} {
 		if got := string(appendTime(nil, pcommon.Timestamp(ns))); got != want {
 			t.Errorf("%d ns: %s, want %s", ns, got, want)
