@@ -110,7 +110,7 @@ func AppendUUID(dst []byte, id *[16]byte) []byte {
 }
 
 // AppendUTC appends the instant sec seconds after the Unix epoch, plus
-// frac of 10^digits of a second, as RFC 3339 in UTC with digits (1-6)
+// frac of 10^digits of a second, as RFC 3339 in UTC with digits (1-9)
 // fractional digits: 2006-01-02T15:04:05.000Z for 3. Years past 9999 are
 // not written right. It is the time package's layout with that format
 // without its layout parser, which was a measured share of writing a row
@@ -147,7 +147,7 @@ func AppendUTC(dst []byte, sec, frac uint64, digits int) []byte {
 
 // appendDigits appends v in n decimal digits, zero-padded (v < 10^n).
 func appendDigits(dst []byte, v uint64, n int) []byte {
-	dst = append(dst, "000000"[:n]...)
+	dst = append(dst, "000000000"[:n]...)
 	for i := len(dst) - 1; v > 0; i-- {
 		dst[i] = byte('0' + v%10)
 		v /= 10

@@ -161,7 +161,7 @@ func TestSpansFromProtoAndJSONAreTheSameRows(t *testing.T) {
 		t.Errorf("nested.n = %v", n)
 	}
 	ev := r["events"].([]any)[0].(map[string]any)
-	if ev["name"] != "gen_ai.choice" || ev["time"] != "2026-11-30T12:00:01.123456Z" {
+	if ev["name"] != "gen_ai.choice" || ev["time"] != "2026-11-30T12:00:01.123456789Z" {
 		t.Errorf("event = %v", ev)
 	}
 	if ln := r["links"].([]any)[0].(map[string]any); ln["trace_id"] != "01000000000000000000000000000000" || ln["span_id"] != "0200000000000000" {

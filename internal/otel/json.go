@@ -264,14 +264,17 @@ func appendDouble(dst []byte, f float64) []byte {
 	return dst
 }
 
-// appendTime appends t as an RFC 3339 UTC string with microseconds, for
-// times inside JSON columns (span events); 0 is null.
+// appendTime appends t as an RFC 3339 UTC string with nanoseconds, for
+// times inside JSON columns (span events, exemplars); 0 is null. OTLP's
+// times are nanoseconds and the Tempo API answers an event's time from
+// this text, as Tempo answers it, exact: with microseconds (until
+// 2026-12-07) it was another time than sent.
 func appendTime(dst []byte, t pcommon.Timestamp) []byte {
 	if t == 0 {
 		return append(dst, "null"...)
 	}
 	dst = append(dst, '"')
-	dst = envelope.AppendUTC(dst, uint64(t)/1e9, uint64(t)%1e9/1e3, 6)
+	dst = envelope.AppendUTC(dst, uint64(t)/1e9, uint64(t)%1e9, 9)
 	return append(dst, '"')
 }
 

@@ -307,8 +307,9 @@ func idBytes(h string) []byte {
 	return b
 }
 
-// nanos is a time of the events' JSON (RFC 3339, microseconds) in
-// nanoseconds since the epoch; 0 for none.
+// nanos is a time of the events' JSON (RFC 3339, nanoseconds; in rows
+// loaded before 2026-12-07, microseconds) in nanoseconds since the epoch;
+// 0 for none.
 func nanos(s string) uint64 {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil || s == "" {
