@@ -215,21 +215,25 @@ func streamLabels(service string, res map[string]json.RawMessage, level, tenant 
 }
 
 // levelSQL is a record's detected_level, as Loki's distributor detects
-// it (pkg/distributor/field_detection.go): from its severity number's
-// range (detectLogLevelFromLogEntry), else from its severity text when
-// it names a level, else from its line (extractLogLevelFromLogLine): a
-// JSON line's first level field, a logfmt line's level field by the
-// priority of Loki's default level fields, else the first level word
-// standing on its own in the line, else unknown. It is computed in SQL
-// only, and read as a column, so that a selector on detected_level and
-// the labels a query answers agree. Unlike Loki: a severity text that
-// names no level does not become the level (Loki keeps such a text as
-// it is), a record attribute named level is not read, and a JSON level
+// it (pkg/distributor/field_detection.go extractLogLevel): from its
+// severity text when it names a level (the OTLP ingestion writes the
+// text as the structured metadata severity_text, one of Loki's level
+// fields, which extractLogLevel reads before the severity number:
+// OpenTelemetry Python sends a CRITICAL record as CRITICAL, FATAL, and
+// Loki's level is critical), else from its severity number's range
+// (detectLogLevelFromLogEntry), else from its line
+// (extractLogLevelFromLogLine): a JSON line's first level field, a
+// logfmt line's level field by the priority of Loki's default level
+// fields, else the first level word standing on its own in the line,
+// else unknown. It is computed in SQL only, and read as a column, so
+// that a selector on detected_level and the labels a query answers
+// agree. Unlike Loki: a severity text that names no level does not
+// become the level (Loki keeps such a text as it is; here the number
+// decides), a record attribute named level is not read, and a JSON level
 // field is found at any depth, arrays included.
-var levelSQL = `CASE WHEN severity_number > 0 THEN CASE WHEN severity_number <= 4 THEN 'trace' WHEN severity_number <= 8 THEN 'debug'
+var levelSQL = `coalesce(` + levelOf(`severity_text`) + `, CASE WHEN severity_number > 0 THEN CASE WHEN severity_number <= 4 THEN 'trace' WHEN severity_number <= 8 THEN 'debug'
 	WHEN severity_number <= 12 THEN 'info' WHEN severity_number <= 16 THEN 'warn' WHEN severity_number <= 20 THEN 'error'
-	WHEN severity_number <= 24 THEN 'fatal' ELSE 'unknown' END
-	ELSE coalesce(` + levelOf(`severity_text`) + `, ` + lineLevelSQL(lineSQL) + `) END`
+	WHEN severity_number <= 24 THEN 'fatal' ELSE 'unknown' END END, ` + lineLevelSQL(lineSQL) + `)`
 
 // levelWords are the names of levels in the texts that state one, and
 // the level each names (Loki's normalizeLogLevel).
