@@ -50,3 +50,57 @@ func TestDebeziumFlattenedPostgresRowKeepsItsSchema(t *testing.T) {
 		t.Errorf("a MySQL flattened row: %s (err %v), want shop.orders", render(got), err)
 	}
 }
+
+// Where a flattened row's topic does not say its schema, the row says
+// what its connector is: a MySQL row's binlog position (__file, __pos)
+// says it has no schema, whatever a RegexRouter renamed its topic to
+// (shop.orders sent as mysql.cdc.orders, the part before the table no
+// database), and so does its value schema's name, which RegexRouter
+// leaves as the connector made it (<server>.<database>.<table>.Value); a
+// PostgreSQL row's position (__lsn) says the part before the table is
+// its schema even when the database is called alike (database app,
+// schema app). Each was routed as another table than its connector's
+// unflattened changes: the first flattened change dead-lettered (its
+// name taken by the same table), or, on a fresh decoder, a changelog
+// table apart from the one that holds the table's earlier changes.
+func TestDebeziumFlattenedRowSchemaFromWhatTheRowSays(t *testing.T) {
+	for _, c := range []struct {
+		name, envelope, topic, flat string
+	}{
+		{"a MySQL row with its binlog position on a renamed topic",
+			`{"before":null,"after":{"id":1},"op":"c","source":{"connector":"mysql","name":"srv","db":"shop","table":"orders","file":"mysql-bin.000003","pos":100}}`,
+			"mysql.cdc.orders", `{"id":1,"__op":"u","__db":"shop","__table":"orders","__file":"mysql-bin.000003","__pos":200}`},
+		{"a MySQL row with its value schema on a renamed topic",
+			`{"before":null,"after":{"id":1},"op":"c","source":{"connector":"mysql","name":"srv","db":"shop","table":"orders","file":"mysql-bin.000003","pos":100}}`,
+			"mysql.cdc.orders", `{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},` +
+				`{"type":"string","optional":true,"field":"__db"},{"type":"string","optional":true,"field":"__table"}],` +
+				`"optional":false,"name":"srv.shop.orders.Value"},"payload":{"id":1,"__db":"shop","__table":"orders"}}`},
+		{"a PostgreSQL row of schema app in database app",
+			`{"before":null,"after":{"id":1},"op":"c","source":{"connector":"postgresql","name":"srv","db":"app","schema":"app","table":"orders","lsn":100}}`,
+			"srv.app.orders", `{"id":1,"__op":"u","__db":"app","__table":"orders","__lsn":200}`},
+	} {
+		d, err := NewDecoder(Options{Format: FormatDebezium})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unflat, err := d.Decode(nil, "srv.x.orders", []byte(`{"id":1}`), []byte(c.envelope))
+		if err != nil || len(unflat) != 1 {
+			t.Fatalf("%s: the unflattened change: %s (err %v)", c.name, render(unflat), err)
+		}
+		got, err := d.Decode(nil, c.topic, []byte(`{"id":1}`), []byte(c.flat))
+		if err != nil || len(got) != 1 || got[0].Table != unflat[0].Table {
+			t.Errorf("%s: %s (err %v), want a change of %s.%s.%s (%s)", c.name, render(got), err,
+				unflat[0].Table.Database, unflat[0].Table.Schema, unflat[0].Table.Name, unflat[0].Table.Log)
+		}
+		// Flattened first, on a decoder of its own.
+		d, err = NewDecoder(Options{Format: FormatDebezium})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = d.Decode(nil, c.topic, []byte(`{"id":1}`), []byte(c.flat))
+		want := unflat[0].Table
+		if err != nil || len(got) != 1 || got[0].Table.Database != want.Database || got[0].Table.Schema != want.Schema || got[0].Table.Name != want.Name {
+			t.Errorf("%s, flattened first: %s (err %v), want a change of %s.%s.%s", c.name, render(got), err, want.Database, want.Schema, want.Name)
+		}
+	}
+}
