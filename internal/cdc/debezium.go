@@ -582,8 +582,14 @@ func (d *Decoder) debeziumFlat(dst []Change, topic string, key, row, rowSchema [
 		before, after = row, nil
 	}
 	src := f.source()
-	if src.db != nil && src.table != nil && src.schema == nil {
-		src.schema = topicSchema(topic, src.db, src.table)
+	if src.db != nil && src.table != nil && src.schema == nil && !src.binlog {
+		// A binlog position (__file) is a MySQL or MariaDB connector's,
+		// whose tables have no schema whatever the topic says.
+		name := topic
+		if n, ok := bytes.CutSuffix(text(member(rowSchema, "name")), []byte(".Value")); ok {
+			name = string(n)
+		}
+		src.schema = topicSchema(name, src.db, src.table, !isNull(f.lsn))
 	}
 	fp := d.fieldList()
 	defer d.fields.Put(fp)
@@ -598,10 +604,16 @@ func (d *Decoder) debeziumFlat(dst []Change, topic string, key, row, rowSchema [
 // one's <server>.<database>.<table>, whose part before the table is the
 // database. Routed without its schema, the row's table was not its
 // connector's unflattened changes' (source.schema), and tables of one
-// name in two schemas of the database were one.
-func topicSchema(topic string, db, table []byte) []byte {
+// name in two schemas of the database were one. The caller passes the
+// value schema's name for the topic where the row has one (<topic>.Value
+// as the connector named it: a RegexRouter renames the topic, not the
+// schema, and mysql.cdc.orders said schema cdc of a MySQL table), and
+// postgres where the row's position is a PostgreSQL connector's (__lsn):
+// the part before the table is its schema even when the database is
+// called alike.
+func topicSchema(topic string, db, table []byte, postgres bool) []byte {
 	parts := strings.Split(topic, ".")
-	if len(parts) < 3 || parts[len(parts)-1] != string(table) || parts[len(parts)-2] == string(db) {
+	if len(parts) < 3 || parts[len(parts)-1] != string(table) || parts[len(parts)-2] == string(db) && !postgres {
 		return nil
 	}
 	return []byte(parts[len(parts)-2])
