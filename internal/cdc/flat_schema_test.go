@@ -59,7 +59,8 @@ func TestDebeziumFlattenedPostgresRowKeepsItsSchema(t *testing.T) {
 // leaves as the connector made it (<server>.<database>.<table>.Value); a
 // PostgreSQL row's position (__lsn) says the part before the table is
 // its schema even when the database is called alike (database app,
-// schema app). Each was routed as another table than its connector's
+// schema app). A table's name may hold a dot (v1.orders): the schema is
+// the part before the whole name. Each was routed as another table than its connector's
 // unflattened changes: the first flattened change dead-lettered (its
 // name taken by the same table), or, on a fresh decoder, a changelog
 // table apart from the one that holds the table's earlier changes.
@@ -78,6 +79,9 @@ func TestDebeziumFlattenedRowSchemaFromWhatTheRowSays(t *testing.T) {
 		{"a PostgreSQL row of schema app in database app",
 			`{"before":null,"after":{"id":1},"op":"c","source":{"connector":"postgresql","name":"srv","db":"app","schema":"app","table":"orders","lsn":100}}`,
 			"srv.app.orders", `{"id":1,"__op":"u","__db":"app","__table":"orders","__lsn":200}`},
+		{"a PostgreSQL row of a table with a dot in its name",
+			`{"before":null,"after":{"id":1},"op":"c","source":{"connector":"postgresql","name":"srv","db":"app","schema":"public","table":"v1.orders","lsn":100}}`,
+			"srv.public.v1.orders", `{"id":1,"__op":"u","__db":"app","__table":"v1.orders"}`},
 	} {
 		d, err := NewDecoder(Options{Format: FormatDebezium})
 		if err != nil {
