@@ -610,13 +610,17 @@ func (d *Decoder) debeziumFlat(dst []Change, topic string, key, row, rowSchema [
 // schema, and mysql.cdc.orders said schema cdc of a MySQL table), and
 // postgres where the row's position is a PostgreSQL connector's (__lsn):
 // the part before the table is its schema even when the database is
-// called alike.
+// called alike. The table is cut off whole: its name may hold a dot
+// (v1.orders in srv.public.v1.orders).
 func topicSchema(topic string, db, table []byte, postgres bool) []byte {
-	parts := strings.Split(topic, ".")
-	if len(parts) < 3 || parts[len(parts)-1] != string(table) || parts[len(parts)-2] == string(db) && !postgres {
+	rest, ok := strings.CutSuffix(topic, "."+string(table))
+	i := strings.LastIndexByte(rest, '.')
+	if !ok || i < 0 || i == len(rest)-1 || rest[i+1:] == string(db) && !postgres {
+		// Not <server>.<schema>.<table>: a topic renamed, or the server's
+		// alone before the table.
 		return nil
 	}
-	return []byte(parts[len(parts)-2])
+	return []byte(rest[i+1:])
 }
 
 // postgresPosition is a Debezium PostgreSQL change's position: (last
