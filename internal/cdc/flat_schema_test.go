@@ -60,7 +60,9 @@ func TestDebeziumFlattenedPostgresRowKeepsItsSchema(t *testing.T) {
 // PostgreSQL row's position (__lsn) says the part before the table is
 // its schema even when the database is called alike (database app,
 // schema app). A table's name may hold a dot (v1.orders): the schema is
-// the part before the whole name. Each was routed as another table than its connector's
+// the part before the whole name. A value schema's name that does not
+// end in the table's (schema.name.adjustment.mode=avro writes my-orders
+// as my_orders) says nothing, and the topic does. Each was routed as another table than its connector's
 // unflattened changes: the first flattened change dead-lettered (its
 // name taken by the same table), or, on a fresh decoder, a changelog
 // table apart from the one that holds the table's earlier changes.
@@ -82,6 +84,11 @@ func TestDebeziumFlattenedRowSchemaFromWhatTheRowSays(t *testing.T) {
 		{"a PostgreSQL row of a table with a dot in its name",
 			`{"before":null,"after":{"id":1},"op":"c","source":{"connector":"postgresql","name":"srv","db":"app","schema":"public","table":"v1.orders","lsn":100}}`,
 			"srv.public.v1.orders", `{"id":1,"__op":"u","__db":"app","__table":"v1.orders"}`},
+		{"a PostgreSQL row whose value schema's name the connector adjusted",
+			`{"before":null,"after":{"id":1},"op":"c","source":{"connector":"postgresql","name":"srv","db":"app","schema":"public","table":"my-orders","lsn":100}}`,
+			"srv.public.my-orders", `{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},` +
+				`{"type":"string","optional":true,"field":"__db"},{"type":"string","optional":true,"field":"__table"}],` +
+				`"optional":false,"name":"srv.public.my_orders.Value"},"payload":{"id":1,"__db":"app","__table":"my-orders"}}`},
 	} {
 		d, err := NewDecoder(Options{Format: FormatDebezium})
 		if err != nil {
