@@ -585,11 +585,17 @@ func (d *Decoder) debeziumFlat(dst []Change, topic string, key, row, rowSchema [
 	if src.db != nil && src.table != nil && src.schema == nil && !src.binlog {
 		// A binlog position (__file) is a MySQL or MariaDB connector's,
 		// whose tables have no schema whatever the topic says.
-		name := topic
+		// The value schema's name first, as the connector named it (a
+		// RegexRouter renames the topic, not the schema), when it ends
+		// in the table's (an adjusted name, my_orders for my-orders,
+		// does not).
+		postgres, placed := !isNull(f.lsn), false
 		if n, ok := bytes.CutSuffix(text(member(rowSchema, "name")), []byte(".Value")); ok {
-			name = string(n)
+			src.schema, placed = topicSchema(string(n), src.db, src.table, postgres)
 		}
-		src.schema = topicSchema(name, src.db, src.table, !isNull(f.lsn))
+		if !placed {
+			src.schema, _ = topicSchema(topic, src.db, src.table, postgres)
+		}
 	}
 	fp := d.fieldList()
 	defer d.fields.Put(fp)
@@ -598,29 +604,33 @@ func (d *Decoder) debeziumFlat(dst []Change, topic string, key, row, rowSchema [
 }
 
 // topicSchema is the schema a flattened row's topic names beside its
-// added __db and __table, nil for none: add.fields=db,table (the SMT's
+// added __db and __table, nil for none, and whether the topic ends in
+// the table (else it says nothing of it): add.fields=db,table (the SMT's
 // documented example) adds no __schema, and a PostgreSQL or SQL Server
 // connector's topic is <server>.[<database>.]<schema>.<table>, a MySQL
 // one's <server>.<database>.<table>, whose part before the table is the
 // database. Routed without its schema, the row's table was not its
 // connector's unflattened changes' (source.schema), and tables of one
 // name in two schemas of the database were one. The caller passes the
-// value schema's name for the topic where the row has one (<topic>.Value
-// as the connector named it: a RegexRouter renames the topic, not the
-// schema, and mysql.cdc.orders said schema cdc of a MySQL table), and
-// postgres where the row's position is a PostgreSQL connector's (__lsn):
+// value schema's name for the topic first where the row has one
+// (<topic>.Value as the connector named it: mysql.cdc.orders, a topic a
+// RegexRouter renamed, said schema cdc of a MySQL table), and postgres
+// where the row's position is a PostgreSQL connector's (__lsn):
 // the part before the table is its schema even when the database is
 // called alike. The table is cut off whole: its name may hold a dot
 // (v1.orders in srv.public.v1.orders).
-func topicSchema(topic string, db, table []byte, postgres bool) []byte {
+func topicSchema(topic string, db, table []byte, postgres bool) ([]byte, bool) {
 	rest, ok := strings.CutSuffix(topic, "."+string(table))
-	i := strings.LastIndexByte(rest, '.')
-	if !ok || i < 0 || i == len(rest)-1 || rest[i+1:] == string(db) && !postgres {
-		// Not <server>.<schema>.<table>: a topic renamed, or the server's
-		// alone before the table.
-		return nil
+	if !ok {
+		return nil, false
 	}
-	return []byte(rest[i+1:])
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 || i == len(rest)-1 || rest[i+1:] == string(db) && !postgres {
+		// Not <server>.<schema>.<table>: the server's name alone before
+		// the table, or a MySQL database.
+		return nil, true
+	}
+	return []byte(rest[i+1:]), true
 }
 
 // postgresPosition is a Debezium PostgreSQL change's position: (last
