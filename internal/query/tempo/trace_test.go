@@ -340,3 +340,42 @@ func TestTraceByIDWindowInAGapOfTheTrace(t *testing.T) {
 		t.Fatalf("window between the trace's spans: %d\n got %q\nwant %q", rec.Code, got, want)
 	}
 }
+
+// TestTraceByIDRetryAcrossTheEventUpgradeKeepsNanoseconds: a span sent
+// once before event times were stored to the nanosecond (2026-12-07: its
+// copy's event times end at the microsecond) and retried after it is
+// answered once, with its event at the nanosecond sent, from the copy
+// that has it, whichever copy the table holds first: the copies have the
+// same start, and the one answered was the one read first.
+func TestTraceByIDRetryAcrossTheEventUpgradeKeepsNanoseconds(t *testing.T) {
+	for _, older := range []string{"min", "max"} {
+		t.Run("older copy "+older, func(t *testing.T) {
+			f := newFixtureOf(t, map[string][]ptrace.Traces{"a": {traces(tenantA[:3]), traces(tenantA[:3])}}, maxTraceSpans)
+			// The older release's text: six digits of each event time.
+			res, err := f.db.Exec(`UPDATE otel_spans SET events = regexp_replace(CAST(events AS VARCHAR), '(\.[0-9]{6})[0-9]{3}Z', '\1Z', 'g')::JSON
+				WHERE rowid = (SELECT `+older+`(rowid) FROM otel_spans WHERE span_id = ?)`, spanDB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				t.Fatalf("%d copies made older", n)
+			}
+			td := decodeTraceV1(t, f.get("a", "/api/traces/"+traceCheckout, "application/protobuf").Body.Bytes())
+			if got, want := spanSummary(td), wantSpans(tenantA[:3]); !slices.Equal(got, want) {
+				t.Fatalf("\n got %q\nwant %q", got, want)
+			}
+			for _, rs := range td.ResourceSpans().All() {
+				for _, ss := range rs.ScopeSpans().All() {
+					for _, s := range ss.Spans().All() {
+						if s.SpanID().String() != spanDB {
+							continue
+						}
+						if s.Events().Len() != 1 || s.Events().At(0).Timestamp().AsTime() != base.Add(101*time.Millisecond) {
+							t.Fatalf("event at %v, sent at %v", s.Events().At(0).Timestamp().AsTime(), base.Add(101*time.Millisecond))
+						}
+					}
+				}
+			}
+		})
+	}
+}
