@@ -89,15 +89,19 @@ func parseTraceRequest(r *http.Request) (traceRequest, error) {
 // buildTrace reads them. JSON columns are read as text.
 const traceColumns = `span_id, parent_span_id, trace_state, name, kind, status_code, status_message, ` +
 	traceql.StartNanos + ` AS start_ns, duration_ns, CAST(resource_attributes AS VARCHAR), scope_name, scope_version,
-	CAST(scope_attributes AS VARCHAR), CAST(span_attributes AS VARCHAR), CAST(events AS VARCHAR), CAST(links AS VARCHAR),
+	CAST(scope_attributes AS VARCHAR), CAST(span_attributes AS VARCHAR), CAST(events AS VARCHAR) AS events_text, CAST(links AS VARCHAR),
 	dropped_attributes_count, dropped_events_count, dropped_links_count, flags, epoch_us(start_time), epoch_us(end_time)`
 
 // findTrace reads a trace's spans, each once (a span loaded twice by a
 // client's retry is one span: the copy of the latest start, which is the
 // exact one when a copy loaded before start_time_unix_nano existed has
-// its start to the microsecond only; two tenants' spans of the same ids
-// are two, traceql.SpanKey), at most s.maxSpans: partial is true when the
-// trace has more.
+// its start to the microsecond only; of copies of one start, the one of
+// the longest events text, which is the exact one when a copy loaded
+// before 2026-12-07 has its event times to the microsecond only (a later
+// release writes a span's events never shorter: nine digits of each
+// time, a whole double as 2.0 since 2026-12-05); two tenants' spans of
+// the same ids are two, traceql.SpanKey), at most s.maxSpans: partial is
+// true when the trace has more.
 func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRequest) (t *tracepb.TracesData, partial bool, err error) {
 	b := traceql.Builder{Table: s.Table}
 	windowed := req.startMicros != 0 || req.endMicros != 0
@@ -127,7 +131,7 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 			traceColumns, from, table, idParam, startless, traceql.Timeless)
 		cols = "* EXCLUDE (tenant_id)"
 	}
-	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s ORDER BY tenant_id, span_id, start_ns DESC LIMIT %d`,
+	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s ORDER BY tenant_id, span_id, start_ns DESC, length(events_text) DESC LIMIT %d`,
 		cols, from, s.maxSpans+1)
 	tb := newTraceBuilder(req.id)
 	n := 0
