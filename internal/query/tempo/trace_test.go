@@ -360,22 +360,34 @@ func TestTraceByIDRetryAcrossTheEventUpgradeKeepsNanoseconds(t *testing.T) {
 			if n, _ := res.RowsAffected(); n != 1 {
 				t.Fatalf("%d copies made older", n)
 			}
-			td := decodeTraceV1(t, f.get("a", "/api/traces/"+traceCheckout, "application/protobuf").Body.Bytes())
-			if got, want := spanSummary(td), wantSpans(tenantA[:3]); !slices.Equal(got, want) {
-				t.Fatalf("\n got %q\nwant %q", got, want)
-			}
-			for _, rs := range td.ResourceSpans().All() {
-				for _, ss := range rs.ScopeSpans().All() {
-					for _, s := range ss.Spans().All() {
-						if s.SpanID().String() != spanDB {
-							continue
-						}
-						if s.Events().Len() != 1 || s.Events().At(0).Timestamp().AsTime() != base.Add(101*time.Millisecond) {
-							t.Fatalf("event at %v, sent at %v", s.Events().At(0).Timestamp().AsTime(), base.Add(101*time.Millisecond))
-						}
-					}
-				}
+			// Without a window and with one (Grafana's start and end: the
+			// read is another query).
+			s := base.Unix()
+			windowed := decodeTraceV2(t, f.get("a", fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", traceCheckout, s, s+60), "application/protobuf").Body.Bytes()).trace
+			for _, td := range []ptrace.Traces{decodeTraceV1(t, f.get("a", "/api/traces/"+traceCheckout, "application/protobuf").Body.Bytes()), windowed} {
+				checkEventExact(t, td)
 			}
 		})
+	}
+}
+
+// checkEventExact checks that td is the checkout trace, each span once,
+// and that its db span's event is at the nanosecond sent.
+func checkEventExact(t *testing.T, td ptrace.Traces) {
+	t.Helper()
+	if got, want := spanSummary(td), wantSpans(tenantA[:3]); !slices.Equal(got, want) {
+		t.Fatalf("\n got %q\nwant %q", got, want)
+	}
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, s := range ss.Spans().All() {
+				if s.SpanID().String() != spanDB {
+					continue
+				}
+				if s.Events().Len() != 1 || s.Events().At(0).Timestamp().AsTime() != base.Add(101*time.Millisecond) {
+					t.Fatalf("event at %v, sent at %v", s.Events().At(0).Timestamp().AsTime(), base.Add(101*time.Millisecond))
+				}
+			}
+		}
 	}
 }
