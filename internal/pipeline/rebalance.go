@@ -55,7 +55,15 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	if err != nil {
 		return nil, err
 	}
-	starts := w.resolveStarts(offsets, positions, logStarts)
+	bounds, err := w.logBounds(ctx, offsets, positions)
+	if err != nil {
+		return nil, err
+	}
+	starts, ended := w.resolveStarts(offsets, positions, logStarts, bounds)
+	for _, e := range ended {
+		// Outside w.mu: stopping cancels the run.
+		w.logEndsBelow(e.tp, e.end, e.next)
+	}
 	if err := w.commitStarts(ctx, starts); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -73,11 +81,14 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 
 // resolveStarts sets in offsets where each assigned partition's reading
 // starts, and returns the starts recorded nowhere yet (see adjustOffsets),
-// to commit before reading.
+// to commit before reading, and the partitions whose log ends below where
+// they resume (bounds), to stop the run on.
 // A partition whose log start could not be listed keeps the client's reset
 // offset: it is paused until startLater listed and committed its start.
-func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, positions, logStarts map[sink.TopicPartition]int64) map[string]map[int32]kgo.EpochOffset {
+func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, positions, logStarts map[sink.TopicPartition]int64,
+	bounds map[sink.TopicPartition]kafka.Watermarks) (map[string]map[int32]kgo.EpochOffset, []logEnd) {
 	unrecorded := map[string]map[int32]kgo.EpochOffset{}
+	var ended []logEnd
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for t, ps := range offsets {
@@ -157,6 +168,25 @@ func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, position
 				ps[p] = kgo.NewOffset().At(held).WithEpoch(-1)
 				start = held
 			}
+			if b, ok := bounds[tp]; ok && start >= 0 {
+				// Where it resumes, against its log as it is now:
+				// checkContinuity tells the same from the first
+				// record fetched, but a partition nothing is produced
+				// to again gives it none, and the run went on (or
+				// exited idle) saying nothing.
+				switch {
+				case start > b.High:
+					ended = append(ended, logEnd{tp: tp, end: b.High, next: start})
+					w.cl.PauseFetchPartitions(map[string][]int32{t: {p}}) // nothing of the new log is read
+				case start < b.Low:
+					// Retention deleted them before they were loaded
+					// (a sink or tracelake down for longer): lost,
+					// and the hole stays in the ledger.
+					w.lost(tp, start, b.Low)
+					ps[p] = kgo.NewOffset().At(b.Low).WithEpoch(-1)
+					start = b.Low
+				}
+			}
 			w.b.setNext(tp, start)
 			if st := w.owned[tp]; st != nil {
 				if start >= 0 {
@@ -166,7 +196,13 @@ func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, position
 			}
 		}
 	}
-	return unrecorded
+	return unrecorded, ended
+}
+
+// logEnd is a partition whose log ends below where it resumes.
+type logEnd struct {
+	tp        sink.TopicPartition
+	end, next int64
 }
 
 // commitStarts commits the starts recorded nowhere yet before their
@@ -495,6 +531,55 @@ func (w *Worker) logStarts(ctx context.Context, offsets map[string]map[int32]kgo
 	}
 	return starts, unlisted, nil
 }
+
+// logBounds lists the log start and end of the assigned partitions that
+// resume at a position (a committed offset or the ledger's), for
+// resolveStarts to check it against. A partition whose listing fails, or
+// takes longer than boundsWait, is left out and read all the same:
+// checkContinuity checks it against its log from the first record
+// fetched, as it checks every partition.
+func (w *Worker) logBounds(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) (map[sink.TopicPartition]kafka.Watermarks, error) {
+	var topics []string
+	for t, ps := range offsets {
+		for p, o := range ps {
+			_, inLedger := positions[sink.TopicPartition{Topic: t, Partition: p}]
+			if (o.EpochOffset().Offset >= 0 || inLedger) && !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	if len(topics) == 0 {
+		return nil, nil
+	}
+	select {
+	case <-w.clientSet:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	lctx, cancel := context.WithTimeout(ctx, boundsWait)
+	defer cancel()
+	adm := kadm.NewClient(w.cl)
+	// Each answer holds what was listed even with an error (a broker
+	// that did not answer): those partitions are checked.
+	starts, serr := adm.ListStartOffsets(lctx, topics...)
+	ends, eerr := adm.ListEndOffsets(lctx, topics...)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err := errors.Join(serr, eerr); err != nil {
+		w.log.Warn("list the log bounds of assigned partitions failed; those not listed are checked from their first record fetched", "topics", topics, "err", err)
+	}
+	out := map[sink.TopicPartition]kafka.Watermarks{}
+	ends.Each(func(e kadm.ListedOffset) {
+		if s, ok := starts.Lookup(e.Topic, e.Partition); ok && s.Err == nil && e.Err == nil {
+			out[sink.TopicPartition{Topic: e.Topic, Partition: e.Partition}] = kafka.Watermarks{Low: s.Offset, High: e.Offset}
+		}
+	})
+	return out, nil
+}
+
+// boundsWait bounds logBounds: it holds up the assignment.
+const boundsWait = 5 * time.Second
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	w.opt.Ready.Join() // a member with no partitions has joined too

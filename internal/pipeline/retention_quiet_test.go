@@ -5,13 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
-
-	"github.com/tracelake/tracelake/internal/obs"
-	"github.com/tracelake/tracelake/internal/pipeline"
 )
 
 // Retention deleted every record past the ledger while tracelake was
@@ -25,12 +21,8 @@ func TestRetentionOfEverythingUnloadedOnAQuietTopicIsReported(t *testing.T) {
 	produceNumbers(t, cl, 100, 200)
 	deleteBelow(t, cl, 200) // the log is empty now, starting at 200
 
-	m := obs.New()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	must(t, pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
-		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m,
-	}))
+	m, err := runIdleCounting(t, cfg, s)
+	must(t, err)
 	if got := testutil.ToFloat64(m.LostRecords.WithLabelValues(topic)); got != 100 {
 		t.Errorf("lost records metric %v, want 100: records 100-199 were deleted before they were loaded", got)
 	}
@@ -54,12 +46,7 @@ func TestRecreatedTopicStillEmptyStopsTheRun(t *testing.T) {
 	_, err = adm.CreateTopic(context.Background(), 1, 1, nil, topic)
 	must(t, err)
 
-	m := obs.New()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err = pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
-		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m,
-	})
+	m, err := runIdleCounting(t, cfg, s)
 	if err == nil || !strings.Contains(err.Error(), "deleted and recreated") {
 		t.Fatalf("run over a recreated, empty topic: %v; want an error saying it was recreated", err)
 	}

@@ -37,12 +37,8 @@ func TestRetentionLossIsReportedNeverBridged(t *testing.T) {
 	// Retention deletes 100-149 before they were loaded.
 	deleteBelow(t, cl, 150)
 
-	m := obs.New()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	must(t, pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
-		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m,
-	}))
+	m, err := runIdleCounting(t, cfg, s)
+	must(t, err)
 	if got := testutil.ToFloat64(m.LostRecords.WithLabelValues(topic)); got != 50 {
 		t.Errorf("lost records metric %v, want 50", got)
 	}
@@ -99,12 +95,7 @@ func TestRetentionBeforeTheFirstReadIsReported(t *testing.T) {
 func TestRecreatedTopicStopsTheRun(t *testing.T) {
 	c, cl, cfg, s := loadedHundred(t)
 	recreateTopic(t, c, cl)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m := obs.New()
-	err := pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
-		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m,
-	})
+	m, err := runIdleCounting(t, cfg, s)
 	if err == nil || !strings.Contains(err.Error(), "deleted and recreated") {
 		t.Fatalf("run over a recreated topic: %v; want an error saying it was recreated", err)
 	}
@@ -148,6 +139,19 @@ func TestTopicRecreatedUnderTheRunStopsIt(t *testing.T) {
 	if got := testutil.ToFloat64(m.LogResets.WithLabelValues(topic)); got < 1 {
 		t.Errorf("log resets metric %v, want at least 1", got)
 	}
+}
+
+// runIdleCounting runs the pipeline until it is idle (at most a minute),
+// with its own metrics, and returns them with the run's error.
+func runIdleCounting(t *testing.T, cfg *config.Config, s sink.Sink) (*obs.Metrics, error) {
+	t.Helper()
+	m := obs.New()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := pipeline.Run(ctx, context.Background(), cfg, s, pipeline.RunOptions{
+		ExitWhenIdle: 300 * time.Millisecond, RetryBase: 10 * time.Millisecond, Log: testLog(t), Metrics: m,
+	})
+	return m, err
 }
 
 // runBehind runs the pipeline in the background for at most a minute

@@ -523,16 +523,23 @@ func (w *Worker) checkContinuity(p kgo.FetchTopicPartition) {
 	}
 	switch {
 	case p.HighWatermark < next && first < next:
-		err := fmt.Errorf("%w: %s/%d ends at offset %d, below the next offset to load %d: the topic was deleted and recreated, or the log truncated. "+
-			"The ledger's offsets of this partition belong to the old log; load the new one into a new table (sink.table), or remove the partition's ledger rows to start it again",
-			sink.ErrFatal, p.Topic, p.Partition, p.HighWatermark, next)
-		w.stopOnLogReset(p.Topic, err, "partition log is behind the ledger; stopping", "partition", p.Partition,
-			"log_end", p.HighWatermark, "next", next)
+		w.logEndsBelow(tp, p.HighWatermark, next)
 	case first > next && p.LogStartOffset > next:
 		lostTo := min(first, p.LogStartOffset) // first offset not lost
 		w.lost(tp, next, lostTo)
 		w.b.setNext(tp, lostTo) // cuts the open range of tp: it must not go on over the gap
 	}
+}
+
+// logEndsBelow stops the run on a partition whose log ends (end) below
+// the next offset to load: the topic was deleted and recreated, or its log
+// truncated, and its offsets are not the ones the ledger holds.
+func (w *Worker) logEndsBelow(tp sink.TopicPartition, end, next int64) {
+	err := fmt.Errorf("%w: %s/%d ends at offset %d, below the next offset to load %d: the topic was deleted and recreated, or the log truncated. "+
+		"The ledger's offsets of this partition belong to the old log; load the new one into a new table (sink.table), or remove the partition's ledger rows to start it again",
+		sink.ErrFatal, tp.Topic, tp.Partition, end, next)
+	w.stopOnLogReset(tp.Topic, err, "partition log is behind the ledger; stopping", "partition", tp.Partition,
+		"log_end", end, "next", next)
 }
 
 // lost logs and counts the records of tp from first up to next (not
