@@ -35,8 +35,10 @@ func (b *Budget) Peak() int64 { return b.peak.Load() }
 // overshooting; taking a share leaves room for the other workers while a
 // reservation waits in a poll that returns nothing. With nothing in flight
 // one record is always allowed, so a record larger than the budget moves;
-// until the record size is known, each poll takes one record.
-func (b *Budget) reserve(max, workers int) (int, int64) {
+// until the record size is known, each poll takes one record. idle says
+// the worker's last poll returned nothing and none of its partitions has
+// records waiting.
+func (b *Budget) reserve(max, workers int, idle bool) (int, int64) {
 	for {
 		used, avg := b.used.Load(), b.avg.Load()
 		n, per := 0, avg
@@ -51,6 +53,17 @@ func (b *Budget) reserve(max, workers int) (int, int64) {
 			n = clampInt(int((b.max-used)/avg/int64(workers)), 0, max)
 			if n == 0 && used == 0 {
 				n = 1
+				if idle {
+					// Records larger than a worker's share: the one
+					// record allowed. An idle worker reserves nothing
+					// for it, for the same reason as above: its
+					// reservation, taken again after each empty poll,
+					// left the budget never free for a worker that has
+					// records, and their reading stopped. A record its
+					// poll does return counts at settle: at most one
+					// record per worker past the budget.
+					per = 0
+				}
 			}
 		}
 		if n == 0 {

@@ -302,7 +302,7 @@ func (w *Worker) pollLoop(ctx context.Context) {
 		}
 		w.mu.Unlock()
 
-		limit, reserved := w.opt.Budget.reserve(w.opt.PollMaxRecords, w.opt.Workers)
+		limit, reserved := w.opt.Budget.reserve(w.opt.PollMaxRecords, w.opt.Workers, w.drained.Load())
 		if limit == 0 {
 			w.waitForBudget(ctx)
 			continue
