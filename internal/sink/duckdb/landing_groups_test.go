@@ -131,3 +131,80 @@ func TestTwelveMegabyteChangeHoldingANullMovesAtTheSmallestMemoryLimit(t *testin
 		`SELECT count(*) FROM cdc_landing`:                                                     1,
 	})
 }
+
+// landHundredKilobyteChanges lands loads×perLoad orders of 100 KB (each
+// beside a small users row) in loads loads, and returns the count of
+// changes.
+func landHundredKilobyteChanges(t *testing.T, s *Sink, loads, perLoad int64) int64 {
+	t.Helper()
+	for i := int64(0); i < loads; i++ {
+		mustLoad(t, s, bigNotesBatch(i*perLoad, (i+1)*perLoad-1, 100<<10))
+	}
+	return 2 * loads * perLoad
+}
+
+// wantEveryChangeMovedOnce checks that the orders and users changes
+// landHundredKilobyteChanges landed (orders of it) are in their changelog
+// tables, once, none landed.
+func wantEveryChangeMovedOnce(t *testing.T, s *Sink, orders int64) {
+	t.Helper()
+	wantCounts(t, s, "moved", map[string]int64{
+		`SELECT count(*) FROM cdc_landing`: 0,
+		`SELECT count(DISTINCT koffset) FROM cdc_db_orders_log WHERE strlen(note) = 100 << 10`:  orders,
+		`SELECT count(*) FROM cdc_db_orders_log`:                                                orders,
+		`SELECT count(DISTINCT koffset) FROM cdc_db_users_log`:                                  orders,
+		`SELECT count(*) FROM cdc_db_users_log`:                                                 orders,
+		`SELECT max(next_offset) FROM cdc_routes_reached WHERE log_table = 'cdc_db_orders_log'`: orders,
+	})
+}
+
+// 2,048 changes of 100 KB landed between two moves (200 MB) move at the
+// smallest memory_limit tracelake sets (128 MiB), in groups, each once: a
+// group's rows were read by a join with their rowids, which read every
+// landed row's value, and sorted as read from the landing table, a sort
+// that holds the buffers they were read into; after 486 rows the next
+// group ran out of memory, and every later try at once, nothing moving
+// again.
+func TestThousandsOfHundredKilobyteChangesMoveAtTheSmallestMemoryLimit(t *testing.T) {
+	s := routedSink(t, t.TempDir(), func(o *Options) { o.MemoryLimit = 128 << 20; o.DistributeEvery = time.Hour })
+	changes := landHundredKilobyteChanges(t, s, 16, 128)
+	moved, err := s.Distribute(context.Background())
+	if err != nil || moved != changes {
+		t.Fatalf("Distribute: %d rows, %.300v; want every change (%d) moved", moved, err, changes)
+	}
+	wantEveryChangeMovedOnce(t, s, changes/2)
+}
+
+// A move beside another write transaction (a merge's), when no
+// checkpoint can run, may run out of memory, the values its groups
+// committed held in memory until one does (DuckDB's automatic checkpoint
+// counts a text value as 16 bytes and does not come for big ones); the
+// next move, once that transaction ends, moves the rest, each once,
+// rather than running out at its first group at every try.
+func TestAMoveOutOfMemoryWithGroupsCommittedMovesTheRestNextTime(t *testing.T) {
+	s := routedSink(t, t.TempDir(), func(o *Options) { o.MemoryLimit = 128 << 20; o.DistributeEvery = time.Hour })
+	changes := landHundredKilobyteChanges(t, s, 16, 128)
+	if _, err := s.DB().Exec(`CREATE TABLE other_writes (a INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.DB().Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback() //nolint:errcheck // after Commit a no-op
+	if _, err := other.Exec(`INSERT INTO other_writes VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Distribute(context.Background())
+	if err != nil && !isOutOfMemory(err) {
+		t.Fatalf("Distribute beside a write transaction: %d rows, %.300v; want them moved or out of memory", first, err)
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := s.Distribute(context.Background())
+	if err != nil || first+rest != changes {
+		t.Fatalf("the next Distribute: %d rows (%d before), %.300v; want every change (%d) moved", rest, first, err, changes)
+	}
+	wantEveryChangeMovedOnce(t, s, changes/2)
+}
