@@ -332,9 +332,20 @@ const maxLandingWait = 10 * time.Minute
 // errors. An error that is no table's (the database's, memory, the
 // context) ends it, with the rows of the groups committed before it
 // moved (and counted).
+//
+// Between two groups, and before a group that ran out of memory is tried
+// again (once), the database is checkpointed (checkpointMoved): the
+// values a group committed are held in memory until a checkpoint writes
+// them, and DuckDB's automatic checkpoint, which counts a text value as
+// 16 bytes of its log (LocalTableStorage::EstimatedSize, v1.5), does not
+// come for big ones: beside another write transaction, when no
+// checkpoint can run, 2,048 changes of 100 KB at a 128 MiB memory_limit
+// ran it out half way, and the next move at its first group, at every
+// try.
 func (s *Sink) distributeTables(ctx context.Context, only string, skip []string) (int64, map[string]error, error) {
 	failed := map[string]error{}
 	var moved int64
+	retried := false
 	for {
 		n, more, table, err := s.distributeOnce(ctx, only, skip)
 		switch {
@@ -343,6 +354,11 @@ func (s *Sink) distributeTables(ctx context.Context, only string, skip []string)
 			if !more {
 				return moved, failed, nil
 			}
+			s.checkpointMoved(ctx)
+			retried = false
+			continue
+		case isOutOfMemory(err) && !retried && ctx.Err() == nil && s.checkpointMoved(ctx):
+			retried = true
 			continue
 		case table == "" || isFatal(err) || isOutOfMemory(err) || ctx.Err() != nil:
 			return moved, failed, err
@@ -353,6 +369,19 @@ func (s *Sink) distributeTables(ctx context.Context, only string, skip []string)
 		}
 		skip = append(skip, table)
 	}
+}
+
+// checkpointMoved checkpoints the database for distributeTables, saying
+// whether it did. One it cannot make (another write transaction is open:
+// a merge's; DuckDB refuses rather than waits) is no error of the move:
+// its next group may then run out of memory, and is tried again after
+// the next checkpoint that can be made, at the latest at the next move.
+func (s *Sink) checkpointMoved(ctx context.Context) bool {
+	if _, err := s.db.ExecContext(ctx, "CHECKPOINT"); err != nil {
+		s.log.Debug("could not checkpoint between two groups of moved changes", "err", err)
+		return false
+	}
+	return true
 }
 
 // moveBudget is how many bytes of landed rows (as staged) a move's
@@ -423,17 +452,46 @@ func (s *Sink) distributeOnce(ctx context.Context, only string, skip []string) (
 	// No run passes its budget when the whole does not, or when no
 	// moveRun rows of the biggest's bytes would: the common case, many
 	// small rows, is one group, not sized row by row.
-	if landed > total || landed > run && biggest*moveRun > run {
+	big := biggest*moveRun > run
+	if landed > total || landed > run && big {
 		// The rows before the first (after the first row) that passes
-		// either budget, the bytes read beside the rows' places, not the
-		// rows.
-		group = fmt.Sprintf(`SELECT l.rowid AS rid, l.log_table, l."row" FROM %[1]s l SEMI JOIN (
-	SELECT rid FROM (SELECT rid, rn, min(rn) FILTER (WHERE rn > 1 AND (upto > %[3]d OR near > %[4]d)) OVER () AS cut FROM (
-		SELECT rowid AS rid, row_number() OVER (ORDER BY log_table, rowid) AS rn,
-			sum(bytes) OVER (ORDER BY log_table, rowid ROWS UNBOUNDED PRECEDING) AS upto,
-			sum(bytes) OVER (ORDER BY log_table, rowid ROWS %[5]d PRECEDING) AS near
-		FROM %[1]s WHERE %[2]s))
-	WHERE cut IS NULL OR rn < cut) g ON l.rowid = g.rid`, s.tables.landing, which, total, run, moveRun-1)
+		// either budget, the cut, found by the bytes read beside the
+		// rows' places, not the rows; then read by conditions DuckDB
+		// applies in its scan of the landing table (on the table's name
+		// and the rowid), the tables before the cut's whole and the
+		// cut's table's rows before it, in the order (the collation's)
+		// the window sorted them: only the group's values are read. Read
+		// by a join with their rowids, as until 2026-12-07, every landed
+		// row's value was, and 2,048 rows of 100 KB at a 128 MiB
+		// memory_limit ran it out after 486, every later try at once.
+		var cutTable string
+		var cutRow int64
+		err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT log_table, rid FROM (
+	SELECT rowid AS rid, log_table, row_number() OVER (ORDER BY log_table, rowid) AS rn,
+		sum(bytes) OVER (ORDER BY log_table, rowid ROWS UNBOUNDED PRECEDING) AS upto,
+		sum(bytes) OVER (ORDER BY log_table, rowid ROWS %[5]d PRECEDING) AS near
+	FROM %[1]s WHERE %[2]s)
+WHERE rn > 1 AND (upto > %[3]d OR near > %[4]d) ORDER BY rn LIMIT 1`, s.tables.landing, which, total, run, moveRun-1)).Scan(&cutTable, &cutRow)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // every row fits
+		case err != nil:
+			return 0, false, "", fmt.Errorf("size a group of the landed rows of %s: %w", s.tables.landing, err)
+		default:
+			group = fmt.Sprintf(`SELECT rowid AS rid, log_table, "row" FROM %[1]s WHERE %[2]s AND log_table < %[3]s
+UNION ALL SELECT rowid AS rid, log_table, "row" FROM %[1]s WHERE %[2]s AND log_table = %[3]s AND rowid < %[4]d`,
+				s.tables.landing, which, sqltext.String(cutTable), cutRow)
+		}
+	}
+	var reads []string
+	if big {
+		// Big rows are copied as read before they are sorted: DuckDB's
+		// sort of rows read from the landing table holds the buffers
+		// their values were read into, with the values of the rows of
+		// their vectors that the conditions left out (a group of 81
+		// rows of 100 KB, 8 MB, ran a 128 MiB memory_limit out). Small
+		// rows are not copied twice.
+		reads = append(reads, "CREATE TEMP TABLE tl_group AS "+group)
+		group = `SELECT rid, log_table, "row" FROM tl_group`
 	}
 	// Each row's keys (k) and count of members not null (n) are read
 	// here, each by a statement of its own, not beside json_transform in
@@ -446,10 +504,14 @@ func (s *Sink) distributeOnce(ctx context.Context, only string, skip []string) (
 	// budgets count (read for the whole landing table in one statement,
 	// as one release did, c0d1ee4, they held every big row's parse at
 	// once).
-	for _, q := range []string{fmt.Sprintf(`CREATE TEMP TABLE tl_moving AS
+	reads = append(reads, fmt.Sprintf(`CREATE TEMP TABLE tl_moving AS
 SELECT *, json_keys("row") AS k, CASE WHEN NOT %s THEN len(k) END AS n
 FROM (SELECT dense_rank() OVER (ORDER BY log_table) AS tid, rid, log_table, "row" FROM (%s) ORDER BY tid, rid)`, hasNullMember, group),
-		fmt.Sprintf(`UPDATE tl_moving SET n = %s WHERE n IS NULL`, nonNullMembers)} {
+		fmt.Sprintf(`UPDATE tl_moving SET n = %s WHERE n IS NULL`, nonNullMembers))
+	if big {
+		reads = append(reads, "DROP TABLE tl_group")
+	}
+	for _, q := range reads {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return 0, false, "", fmt.Errorf("read the landed rows of %s: %w", s.tables.landing, err)
 		}
