@@ -181,10 +181,25 @@ func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, position
 				case start < b.Low:
 					// Retention deleted them before they were loaded
 					// (a sink or tracelake down for longer): lost,
-					// and the hole stays in the ledger.
-					w.lost(tp, start, b.Low)
+					// and the hole stays in the ledger. Those below the
+					// committed offset were counted already: the log
+					// start is committed below, as no load moves the
+					// ledger past the hole of a quiet partition, and
+					// every later run or owner would find it again
+					// (or they were loaded once, and the sink set
+					// back since: not deleted before they were loaded).
+					if from := max(start, committed); from < b.Low {
+						w.lost(tp, from, b.Low)
+					}
 					ps[p] = kgo.NewOffset().At(b.Low).WithEpoch(-1)
 					start = b.Low
+					if unrecorded[t] == nil {
+						unrecorded[t] = map[int32]kgo.EpochOffset{}
+					}
+					unrecorded[t][p] = kgo.EpochOffset{Epoch: -1, Offset: start}
+					// Not the ledger's position: the loader would
+					// commit the offset back below the hole.
+					w.seeded[tp] = start
 				}
 			}
 			w.b.setNext(tp, start)
