@@ -147,7 +147,7 @@ func Databend(m config.Model) DatabendStatements {
 	// validateModelTables), as the drop would take any table so named.
 	st.Absent = targetCountSQL(m.Target)
 	if p.tombstones != "" {
-		st.Tombstones, st.Target = tableColumnsSQL(m.Target+"_tombstones"), m.Target
+		st.Tombstones, st.Target = sqltext.DatabendColumns(m.Target+"_tombstones"), m.Target
 		for _, c := range p.keys {
 			st.TombstoneColumns = append(st.TombstoneColumns, c.Name)
 		}
@@ -190,17 +190,6 @@ func targetCountSQL(target string) string {
 		db, name = sqltext.DatabendString(target[:i]), target[i+1:]
 	}
 	return fmt.Sprintf("SELECT count(*) FROM system.tables WHERE database = %s AND name = %s", db, sqltext.DatabendString(name))
-}
-
-// tableColumnsSQL lists the columns (name, type) of table (name or
-// db.name) in Databend's system.columns, which lists them by database
-// and table name as stored (storages/system columns_table.rs).
-func tableColumnsSQL(table string) string {
-	db, name := "currentDatabase()", table
-	if i := strings.IndexByte(table, '.'); i >= 0 {
-		db, name = sqltext.DatabendString(table[:i]), table[i+1:]
-	}
-	return fmt.Sprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s", db, sqltext.DatabendString(name))
 }
 
 // databend renders the model's Databend statements as a script.

@@ -40,3 +40,17 @@ func QuoteAll(ss []string, quote func(string) string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// DatabendColumns is the query of the columns (name, type) of table (name
+// or db.name, split at the last dot) in Databend's system.columns, which
+// lists them by database and table name as stored, each type as its
+// wrapped_display: Nullable(…) around each nullable level, where DESC
+// shows none (storages/system columns_table.rs, expression schema.rs;
+// interpreters util.rs generate_desc_schema: remove_recursive_nullable).
+func DatabendColumns(table string) string {
+	db, name := "currentDatabase()", table
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		db, name = DatabendString(table[:i]), table[i+1:]
+	}
+	return "SELECT name, type FROM system.columns WHERE database = " + db + " AND table = " + DatabendString(name)
+}

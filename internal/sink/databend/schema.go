@@ -126,7 +126,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		s.userColumns = readUserColumns(res)
 		// DESC shows no nullability inside a type (ARRAY(STRING) for
 		// ARRAY(STRING NOT NULL) too); system.columns' type does.
-		res, err = ss.query(ctx, columnTypesQuery(s.opt.Table))
+		res, err = ss.query(ctx, sqltext.DatabendColumns(s.opt.Table))
 		if err != nil {
 			return fmt.Errorf("transform mode loads into your table %s; read its columns' types from system.columns: %w", s.opt.Table, err)
 		}

@@ -146,20 +146,6 @@ func wrapped(s, name string) (string, bool) {
 	return s[len(name)+1 : len(s)-1], true
 }
 
-// columnTypesQuery reads the user's table's columns with their types'
-// nullability at every level: system.columns' type is the type's
-// wrapped_display (storages/system columns_table.rs, expression
-// schema.rs), Nullable(…) around each nullable level, where DESC shows
-// none (interpreters util.rs generate_desc_schema:
-// remove_recursive_nullable).
-func columnTypesQuery(table string) string {
-	db, name := "currentDatabase()", table
-	if i := strings.LastIndexByte(table, '.'); i >= 0 {
-		db, name = sqltext.DatabendString(table[:i]), table[i+1:]
-	}
-	return fmt.Sprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s", db, sqltext.DatabendString(name))
-}
-
 // wrappedType is the nullability of a type's levels, read from its
 // wrapped_display.
 type wrappedType struct {
