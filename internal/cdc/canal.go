@@ -147,6 +147,13 @@ func parseMySQLType(t []byte) mysqlType {
 // #2610), so the label is read from the type: stored as the index, the
 // model held "2" where the source's row holds 'large'. ok is false when
 // args is not such a list: the value is then taken as text, as before.
+//
+// Each label is written as encoding/json writes a string, as it always
+// was: envelope.AppendString would write <, >, &, U+2028 and U+2029 as
+// they are, a backspace as \u0008 and keep a byte that is not UTF-8,
+// which encoding/json writes as \u003c…, \b and U+FFFD, so the values
+// stored would change. It runs once
+// per mysqlType text a decoder keeps (canalTypeCache), not per message.
 func enumLabels(args []byte) (labels [][]byte, ok bool) {
 	args = bytes.TrimSpace(args)
 	if len(args) < 2 || args[0] != '(' || args[len(args)-1] != ')' {
@@ -322,7 +329,7 @@ func (d *Decoder) canal(dst []Change, value []byte) ([]Change, error) {
 	if rows == 0 {
 		return dst, d.errorf("%s of %s.%s: data holds no row", typ, db, tbl)
 	}
-	types := canalTypes(mysqlTypes, sqlTypeV)
+	types := d.canalTypes.types(mysqlTypes, sqlTypeV)
 	var keys [][]byte
 	ks, _ := open(pkNames, '[')
 	for v, ok := ks.element(); ok; v, ok = ks.element() {
@@ -529,7 +536,8 @@ func statementText(typ, isDDL []byte) bool {
 }
 
 // canalTypes lists the columns' types from mysqlType, and from sqlType
-// for a column mysqlType lacks.
+// for a column mysqlType lacks. The decoder reads them through its
+// canalTypeCache: they are the same for every message of a table.
 func canalTypes(mysqlTypes, sqlTypes []byte) []canalColumn {
 	var cols []canalColumn
 	it, ok := open(mysqlTypes, '{')

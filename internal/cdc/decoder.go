@@ -28,6 +28,10 @@ type Decoder struct {
 	unavailable placeholder
 	// fields holds Debezium's field lists between records (*[]field).
 	fields sync.Pool
+	// canalTypes holds the parsed types of Canal's messages by their
+	// text; shared with the decoders Fresh makes, the types being the
+	// text's alone.
+	canalTypes *canalTypeCache
 }
 
 // NewDecoder returns a decoder configured by o.
@@ -37,7 +41,7 @@ func NewDecoder(o Options) (*Decoder, error) {
 	default:
 		return nil, fmt.Errorf("format %q: want %s, %s or %s", o.Format, FormatDebezium, FormatCanal, FormatMaxwell)
 	}
-	d := &Decoder{format: o.Format}
+	d := &Decoder{format: o.Format, canalTypes: newCanalTypeCache(canalTypesBytes)}
 	var err error
 	if d.unavailable, err = newPlaceholder(o.UnavailablePlaceholder); err != nil {
 		return nil, err
@@ -62,7 +66,7 @@ func (d *Decoder) Format() Format { return d.format }
 // claims no name: a decoder for another purpose (the dead letters' tables,
 // read beside the merges) whose routes do not change d's.
 func (d *Decoder) Fresh() *Decoder {
-	n := &Decoder{format: d.format, unavailable: d.unavailable}
+	n := &Decoder{format: d.format, unavailable: d.unavailable, canalTypes: d.canalTypes}
 	n.router.log, n.router.model, n.router.shards = d.router.log, d.router.model, d.router.shards
 	n.router.tables, n.router.owners, n.router.modelClaims = map[string]*Table{}, map[string]string{}, map[string]bool{}
 	return n
