@@ -96,6 +96,12 @@ type TraceCost struct {
 
 // Build queries the table (DuckDB SQL).
 func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
+	return build(ctx, conn, opt, rollUp)
+}
+
+// build is Build with the rollups and the wrapper rule of rollUp (a test
+// compares them with a reference).
+func build(ctx context.Context, conn *sql.DB, opt Options, rollUp func(context.Context, *sql.Tx) error) (*Report, error) {
 	// One snapshot for every figure: loads commit beside a report built
 	// through a running process, and totals counted before a load would
 	// disagree with the models' figures counted after it.
@@ -120,80 +126,18 @@ func Build(ctx context.Context, conn *sql.DB, opt Options) (*Report, error) {
 	// twice (OTLP has no request id): each operation counts once, by its
 	// span, whatever the copies.
 	//
-	// An operation with a descendant operation that has usage in its
-	// trace (an agent, chain or workflow span carrying the sum of its
-	// model calls: instrumentations set invoke_agent's usage to the
-	// run's) would count that usage twice with its descendants': its
-	// tokens and costs are left out of the sums (null here; its row in
-	// the table keeps them), and it still counts as an operation.
-	// Descendants are followed by parent_span_id from operation to
-	// operation, each operation with usage (origin) to its ancestors;
-	// UNION ends at a cycle of bogus ids. In a cycle (an operation its
-	// own parent, two each other's) each is the others' ancestor and
-	// descendant: such a descendant does not roll an operation up, or
-	// every operation of the cycle would be left out and its usage lost.
-	//
-	// An agent, chain or workflow whose model calls hang under spans that
-	// are no operation (Strands Agents' execute_event_loop_cycle between
-	// invoke_agent and its chats) has no descendant operation by parent:
-	// it is rolled up too when a model call with usage of its trace starts
-	// within it. Only such aggregates are, never a model call: two calls
-	// of a trace may run at once, one within the other's time, each its
-	// own usage. Only a model call whose parent is no operation rolls up
-	// by time: one whose parent is an operation is that operation's
-	// (found by parent), and an agent running beside it (a remote agent
-	// with the service's usage and no calls of its own) keeps its usage.
-	//
-	// An operation whose child operation (by parent_span_id) is the same
-	// operation of the same model wraps that call: @ai-sdk/otel's embed,
-	// embedMany and rerank write a root span beside one span per provider
-	// call, both of the call's operation and model, the usage (if any) on
-	// the calls (older releases put their sum on the root too). Read one
-	// span at a time the two are alike (a call without usage or a failed
-	// one is the root's twin), so each is a row; the report counts the
-	// calls, and the wrapper neither as an operation nor for its usage,
-	// nor its error (its calls' own). It still takes part in the rollups
-	// above: it is its calls' parent operation. Agents, chains, workflows
-	// and tasks are never wrappers (a sub-agent on the agent's model is a
-	// run of its own), nor an operation whose child is also its ancestor
-	// (a cycle of bogus parent ids, where each would wrap the other and
-	// both be lost), nor one with usage that no operation under it carries
-	// (not rolled up): that usage is the call's only count, left out with
-	// the wrapper its tokens and cost were lost, so it counts as before.
-	same := func(a, b string) string {
-		return a + ".tenant_id = " + b + ".tenant_id AND " + a + ".trace_id = " + b + ".trace_id"
-	}
 	// The operations are worked out once, into a temporary table of this
 	// transaction (its rollback drops it), and every figure is read from
 	// it: computed in each of the page's queries, the rollup took most of
 	// the report's time (20 s for 200,000 operations, BenchmarkReportLargeWindow).
 	// It holds the columns the page shows (not the messages, which
-	// capture_content makes long). An operation is rolled up when one of its descendants with usage
-	// (an ancestors row of its) is not also its ancestor (a cycle): an
-	// anti join, then a join, where a subquery per operation was slower.
-	if _, err := db.ExecContext(ctx, "CREATE OR REPLACE TEMPORARY TABLE "+opsTable+" AS WITH RECURSIVE ops AS (SELECT "+reportColumns+" FROM "+t+" WHERE "+where+
-		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id, "+contentKey+" ORDER BY ktopic, kpartition, koffset, kindex) = 1),"+
-		" ancestors AS (SELECT c.span_id AS origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ops c JOIN ops p ON "+same("p", "c")+
-		" AND p.span_id = c.parent_span_id WHERE c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL"+
-		" UNION SELECT a.origin, p.tenant_id, p.trace_id, p.span_id, p.parent_span_id FROM ancestors a JOIN ops p ON "+same("p", "a")+
-		" AND p.span_id = a.parent_span_id),"+
-		" rolled AS (SELECT DISTINCT a.tenant_id, a.trace_id, a.span_id FROM ancestors a ANTI JOIN ancestors b ON "+same("b", "a")+
-		" AND b.origin = a.span_id AND b.span_id = a.origin"+
-		" UNION SELECT o.tenant_id, o.trace_id, o.span_id FROM ops o JOIN ops c ON "+same("c", "o")+
-		" AND c.span_id <> o.span_id AND c.start_time BETWEEN o.start_time AND o.start_time + o.duration_ms * INTERVAL 1 MILLISECOND"+
-		" ANTI JOIN ops p ON "+same("p", "c")+" AND p.span_id = c.parent_span_id"+
-		" WHERE o.operation IN ("+aggregateOperations+") AND (c.operation IS NULL OR c.operation NOT IN ("+aggregateOperations+"))"+
-		" AND (o.input_tokens IS NOT NULL OR o.output_tokens IS NOT NULL) AND (c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL)),"+
-		" wrapping AS (SELECT o.tenant_id, o.trace_id, o.span_id, o.parent_span_id, c.span_id AS child FROM ops o JOIN ops c ON "+same("c", "o")+
-		" AND c.parent_span_id = o.span_id AND c.span_id <> o.span_id AND c.operation = o.operation AND "+wrapModel("c")+" = "+wrapModel("o")+
-		" LEFT JOIN rolled r ON "+same("r", "o")+" AND r.span_id = o.span_id"+
-		" WHERE o.operation NOT IN ("+aggregateOperations+") AND (r.span_id IS NOT NULL OR (o.input_tokens IS NULL AND o.output_tokens IS NULL))),"+
-		" above AS (SELECT tenant_id, trace_id, span_id AS origin, parent_span_id AS span_id FROM wrapping"+
-		" UNION SELECT a.tenant_id, a.trace_id, a.origin, p.parent_span_id FROM above a JOIN ops p ON "+same("p", "a")+" AND p.span_id = a.span_id),"+
-		" wrappers AS (SELECT DISTINCT w.tenant_id, w.trace_id, w.span_id FROM wrapping w ANTI JOIN above a ON "+same("a", "w")+
-		" AND a.origin = w.span_id AND a.span_id = w.child)"+
-		" SELECT * REPLACE ("+unlessRolledUp+") FROM (SELECT ops.*, r.span_id IS NOT NULL AS rolled_up FROM ops LEFT JOIN rolled r ON "+same("r", "ops")+
-		" AND r.span_id = ops.span_id ANTI JOIN wrappers w ON "+same("w", "ops")+" AND w.span_id = ops.span_id)"); err != nil {
+	// capture_content makes long). The rollups and the wrapper rule then
+	// null or drop rows of it (rollUp, walk.go).
+	if _, err := db.ExecContext(ctx, "CREATE OR REPLACE TEMPORARY TABLE "+opsTable+" AS SELECT "+reportColumns+" FROM "+t+" WHERE "+where+
+		" QUALIFY row_number() OVER (PARTITION BY tenant_id, trace_id, span_id, "+contentKey+" ORDER BY ktopic, kpartition, koffset, kindex) = 1"); err != nil {
+		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
+	}
+	if err := rollUp(ctx, db); err != nil {
 		return nil, fmt.Errorf("report on %s: %w", opt.Table, err)
 	}
 	from := " FROM " + opsTable + " AS operations WHERE true"
@@ -307,8 +251,6 @@ var usage = []string{"input_tokens", "output_tokens", "total_tokens", "cache_rea
 var reportColumns = strings.Join(append([]string{"tenant_id", "trace_id", "span_id", "parent_span_id", "start_time", "duration_ms",
 	"service_name", "operation", "request_model", "response_model", "tool_name", "agent_name", "status"}, usage...), ", ")
 
-// unlessRolledUp nulls an operation's usage columns where its
-// descendants' usage counts instead (Build's rolled_up).
 // aggregateOperations are the operations that sum their model calls'
 // usage (an agent's run, a chain or workflow of calls), as SQL strings.
 var aggregateOperations = "'invoke_agent', 'chain', 'workflow', 'task'"
@@ -318,17 +260,6 @@ var aggregateOperations = "'invoke_agent', 'chain', 'workflow', 'task'"
 func wrapModel(alias string) string {
 	return "coalesce(" + alias + ".request_model, " + alias + ".response_model)"
 }
-
-var unlessRolledUp = func() string {
-	var b strings.Builder
-	for i, c := range usage {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "CASE WHEN rolled_up THEN NULL ELSE %[1]s END AS %[1]s", c)
-	}
-	return b.String()
-}()
 
 // opsTable is the temporary table of a report's operations (Build).
 const opsTable = "tracelake_report_operations"
