@@ -14,6 +14,8 @@ type Offsets struct {
 	runs  []Run
 	count int64 // offsets added, with their repeats
 	more  int64 // rows beyond a message's first (AddRow)
+	// leastMore is the least offset of those rows (when more > 0).
+	leastMore int64
 
 	// RepeatedRows are rows beyond a message's first whose (offset,
 	// index) another row has too: stored twice. Offsets by themselves
@@ -51,10 +53,25 @@ func (s *Offsets) Add(o int64) {
 	s.runs = append(s.runs, Run{o, o})
 }
 
-// AddRow records another row of a message whose offset was added (one
-// message, many rows: an OTLP export request's spans). It is a row, not a
-// repeat of the offset.
-func (s *Offsets) AddRow() { s.more++ }
+// AddRow records another row, at offset o, of a message (one message,
+// many rows: an OTLP export request's spans). It is a row, not a repeat
+// of the offset, which its message's first row adds.
+func (s *Offsets) AddRow(o int64) {
+	if s.more == 0 || o < s.leastMore {
+		s.leastMore = o
+	}
+	s.more++
+}
+
+// LeastRow is the least offset of the rows AddRow recorded, and whether
+// there are any: a message stored there, even if its first row (the one
+// Add counts its offset by) is gone.
+func (s *Offsets) LeastRow() (int64, bool) {
+	if s == nil || s.more == 0 {
+		return 0, false
+	}
+	return s.leastMore, true
+}
 
 // AddPast records that a row added (Add or AddRow) at offset o is past
 // its table's position (PastPosition).

@@ -176,3 +176,37 @@ func TestFromStoredCountsRowsBeyondAMessagesFirst(t *testing.T) {
 		t.Errorf("problems %q, want %q: %+v", rep.Problems, want, rep.Partitions[0])
 	}
 }
+
+// Under start_offset latest the head of a partition is not checked, but a
+// message whose later rows are stored below every first row was loaded:
+// its first row missing is a hole (Kafka holds its record: a gap), as it
+// is for any later message.
+func TestFromStoredHeadMessageWithoutItsFirstRow(t *testing.T) {
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 10}}
+	next := map[sink.TopicPartition]int64{tp: 10}
+	records := func(map[sink.TopicPartition]sink.Run) (map[sink.TopicPartition]*sink.Offsets, error) {
+		return stored(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil
+	}
+	// Loading began at offset 2 (latest); each message has rows 0 and 1.
+	for _, c := range []struct {
+		name string
+		gone int64 // whose first row is deleted, -1 none
+		want []string
+	}{
+		{"none", -1, nil},
+		{"message 2", 2, []string{"t/0: 1 offsets missing (gap: 2-2)"}},
+		{"message 5", 5, []string{"t/0: 1 offsets missing (gap: 5-5)"}},
+	} {
+		raw := stored()
+		for o := int64(2); o < 10; o++ {
+			if o != c.gone {
+				raw[tp].Add(o)
+			}
+			raw[tp].AddRow(o)
+		}
+		rep := FromStored(marks, next, raw, nil, nil, false, records)
+		if !slices.Equal(rep.Problems, c.want) || rep.Partitions[0].Skipped != 2 {
+			t.Errorf("%s: problems %q, want %q; skipped %d, want 2", c.name, rep.Problems, c.want, rep.Partitions[0].Skipped)
+		}
+	}
+}

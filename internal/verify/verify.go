@@ -921,11 +921,24 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 		// A row at an abandoned position is reported above, and not
 		// counted again as stored twice.
 		union, _ := sink.Coverage(raw[tp], dlq[tp], held[tp])
-		if len(union) == 0 {
-			// Rows, but none is its message's first (a declared table's
-			// index 0, the one counted by its offset): no offset is known
-			// stored, as for a position with nothing stored below it
-			// (below), so a hole from the log start.
+		// A message's later rows show it stored even where its first row,
+		// the one its offset is counted by, is gone (a user's delete of
+		// one span): what is stored begins at the least offset of any
+		// row, so that a first row missing below every other message's is
+		// a hole, as one between two stored messages is. From the first
+		// offset of union alone, the partition's first message's went
+		// unseen once Kafka's log start was past it.
+		first, known := int64(0), len(union) > 0
+		if known {
+			first = union[0].First
+		}
+		if o, ok := raw[tp].LeastRow(); ok && (!known || o < first) {
+			first, known = o, true
+		}
+		if !known {
+			// Sets without a row: nothing is known stored, as for a
+			// position with nothing stored below it (below), so a hole
+			// from the log start.
 			delete(stored, tp)
 			continue
 		}
@@ -933,12 +946,12 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 		for _, d := range sink.Repeated(raw[tp], dlq[tp]) {
 			p.DuplicateRanges = appendBounded(p.DuplicateRanges, fmt.Sprintf("%d-%d", d.First, d.Last))
 		}
-		p.LedgerFirst = union[0].First
+		p.LedgerFirst = first
 		p.LedgerRecords = p.Rows + p.DLQRows
 		if p.LedgerNext < 0 {
 			continue
 		}
-		holes[tp] = missingRuns(union, p.LedgerNext)
+		holes[tp] = missingRuns(first, union, p.LedgerNext)
 		switch {
 		case ownSequence(tp.Topic) && p.LedgerFirst > 0:
 			holes[tp] = append([]sink.Run{{First: 0, Last: p.LedgerFirst - 1}}, holes[tp]...)
@@ -1027,17 +1040,19 @@ func (p *Partition) addGap(first, last int64) {
 	p.missing(first, last)
 }
 
-// missingRuns are the offsets below next that union (sorted disjoint runs)
-// leaves out, from its first offset on.
-func missingRuns(union []sink.Run, next int64) []sink.Run {
+// missingRuns are the offsets from first up to next that union (sorted
+// disjoint runs, none below first) leaves out.
+func missingRuns(first int64, union []sink.Run, next int64) []sink.Run {
 	var out []sink.Run
-	for i := 1; i < len(union); i++ {
-		if from := union[i-1].Last + 1; from < next {
-			out = append(out, sink.Run{First: from, Last: min(union[i].First, next) - 1})
+	from := first
+	for _, u := range union {
+		if to := min(u.First, next); from < to {
+			out = append(out, sink.Run{First: from, Last: to - 1})
 		}
+		from = max(from, u.Last+1)
 	}
-	if last := union[len(union)-1].Last; last+1 < next {
-		out = append(out, sink.Run{First: last + 1, Last: next - 1})
+	if from < next {
+		out = append(out, sink.Run{First: from, Last: next - 1})
 	}
 	return out
 }

@@ -272,7 +272,7 @@ func countStored(rec arrow.RecordBatch, c storedColumns, pos map[sink.TopicParti
 			out[tp].AddPast(o.Value(i))
 		}
 		if index != nil && index.Value(i) > 0 {
-			out[tp].AddRow()
+			out[tp].AddRow(o.Value(i))
 			if later != nil {
 				if err := later(tp, o.Value(i), index.Value(i)); err != nil {
 					return err
