@@ -210,3 +210,29 @@ func TestFromStoredHeadMessageWithoutItsFirstRow(t *testing.T) {
 		}
 	}
 }
+
+// Rows past the position, no load's: they are reported as such, and the
+// hole at the head ends at the position (the offsets past it are still to
+// load, not missing). It reached the first row past the position: a
+// message's first row there (ahead of the position by 2) made 2 offsets
+// still to load count as missing.
+func TestFromStoredHoleEndsAtThePosition(t *testing.T) {
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 10}}
+	next := map[sink.TopicPartition]int64{tp: 5}
+	for _, c := range []struct {
+		name string
+		add  func(*sink.Offsets)
+	}{
+		{"a message's first row", func(o *sink.Offsets) { o.Add(7) }},
+		{"a message's later row", func(o *sink.Offsets) { o.AddRow(7) }},
+	} {
+		raw := stored()
+		c.add(raw[tp])
+		raw[tp].AddPast(7)
+		rep := FromStored(marks, next, raw, nil, nil, true, nil)
+		if p := rep.Partitions[0]; p.Gaps != 5 || p.PastPosition != 1 || !slices.Equal(p.Missing, []string{"0-4"}) {
+			t.Errorf("%s at 7, position 5: gaps %d at %q, rows past the position %d; want 5 at 0-4, and 1: %q",
+				c.name, p.Gaps, p.Missing, p.PastPosition, rep.Problems)
+		}
+	}
+}
