@@ -36,6 +36,13 @@ func messageBatch(first, last int64) *sink.Batch {
 // watermarks marks (nil: unknown).
 func verifyTyped(t *testing.T, s *iceberg.Sink, marks map[sink.TopicPartition]kafka.Watermarks) *verify.Report {
 	t.Helper()
+	return verifyAsking(t, s, marks, nil)
+}
+
+// verifyAsking is verifyTyped with Kafka's committed records read through
+// records (nil: not asked).
+func verifyAsking(t *testing.T, s *iceberg.Sink, marks map[sink.TopicPartition]kafka.Watermarks, records verify.RecordsFunc) *verify.Report {
+	t.Helper()
 	ctx := context.Background()
 	next, err := s.AllPositions(ctx)
 	if err != nil {
@@ -53,7 +60,7 @@ func verifyTyped(t *testing.T, s *iceberg.Sink, marks map[sink.TopicPartition]ka
 	if err != nil {
 		t.Fatal(err)
 	}
-	return verify.FromStored(marks, next, raw, dlq, abandoned, true, nil)
+	return verify.FromStored(marks, next, raw, dlq, abandoned, true, records)
 }
 
 // rowFilter selects the row of message o with index i.
