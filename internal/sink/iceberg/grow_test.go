@@ -52,6 +52,22 @@ func nanosByOffset(t *testing.T, s *iceberg.Sink, name string) []string {
 	return out
 }
 
+// wantNanos is what nanosByOffset reads of SpanBatch's spans at offsets
+// first..last, those from withFrom on loaded with start_time_unix_nano
+// (the others read null in it), sorted as it sorts them.
+func wantNanos(first, last, withFrom int64) []string {
+	var want []string
+	for o := first; o <= last; o++ {
+		v := "null"
+		if o >= withFrom {
+			v = fmt.Sprint(sinktest.SpanNanos(o))
+		}
+		want = append(want, fmt.Sprintf("%d %s", o, v))
+	}
+	slices.Sort(want)
+	return want
+}
+
 // A deployment upgraded from the release before start_time_unix_nano
 // has otel_spans and otel_spans_dedup without it. Prepare used to refuse
 // them ("column start_time_unix_nano is missing"); now both gain it by
@@ -73,15 +89,7 @@ func TestDeclaredTablesGainNewColumns(t *testing.T) {
 	if res, err := s.Dedup(ctx, spans); err != nil || res.Inserted != 5 {
 		t.Fatalf("merge after the upgrade: %+v, %v; want 5 spans inserted", res, err)
 	}
-	var want []string
-	for o := range int64(10) {
-		v := "null"
-		if o >= 5 {
-			v = fmt.Sprint(sinktest.SpanNanos(o))
-		}
-		want = append(want, fmt.Sprintf("%d %s", o, v))
-	}
-	slices.Sort(want)
+	want := wantNanos(0, 9, 5)
 	for _, name := range []string{"otel_spans", "otel_spans_dedup"} {
 		if got := nanosByOffset(t, s, name); !slices.Equal(got, want) {
 			t.Errorf("%s offset start_time_unix_nano:\n%v\nwant\n%v", name, got, want)

@@ -624,22 +624,32 @@ func TestOrphansKeepACompactionsFiles(t *testing.T) {
 	}
 }
 
-// noticeCreate is the local file system, listing included, telling
-// onCreate of each file created, before it is.
-type noticeCreate struct {
+// noticeFiles is the local file system, listing included, telling
+// onCreate (if set) of each file created and onOpen (if set) of each file
+// opened, before it is.
+type noticeFiles struct {
 	icebergio.LocalFS
-	onCreate func(path string)
+	onCreate, onOpen func(path string)
 }
 
-func (n noticeCreate) Create(path string) (icebergio.FileWriter, error) {
-	n.onCreate(path)
+func (n noticeFiles) Create(path string) (icebergio.FileWriter, error) {
+	if n.onCreate != nil {
+		n.onCreate(path)
+	}
 	return n.LocalFS.Create(path)
+}
+
+func (n noticeFiles) Open(path string) (icebergio.File, error) {
+	if n.onOpen != nil {
+		n.onOpen(path)
+	}
+	return n.LocalFS.Open(path)
 }
 
 // hookCreates makes the local warehouse's file system call onCreate
 // before it creates each file, for the rest of the test.
 func hookCreates(t *testing.T, onCreate func(path string)) {
-	useLocalFS(t, noticeCreate{onCreate: onCreate})
+	useLocalFS(t, noticeFiles{onCreate: onCreate})
 }
 
 // useLocalFS makes fsys the local warehouse's file system for the rest

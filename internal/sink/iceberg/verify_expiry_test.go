@@ -8,22 +8,8 @@ import (
 	"testing"
 	"time"
 
-	icebergio "github.com/apache/iceberg-go/io"
-
 	"github.com/tracelake/tracelake/internal/sink"
 )
-
-// noticeOpen is the local file system telling onOpen of each file before
-// it is opened.
-type noticeOpen struct {
-	icebergio.LocalFS
-	onOpen func(path string)
-}
-
-func (n noticeOpen) Open(path string) (icebergio.File, error) {
-	n.onOpen(path)
-	return n.LocalFS.Open(path)
-}
 
 // verify's scan of the raw table (Stored) in the middle of its files when
 // another process compacts them and expires the snapshot the scan read:
@@ -50,7 +36,7 @@ func TestStoredAcrossCompactionAndExpiryInAnotherProcess(t *testing.T) {
 				began      atomic.Bool
 				maintained error
 			)
-			useLocalFS(t, noticeOpen{onOpen: func(path string) {
+			useLocalFS(t, noticeFiles{onOpen: func(path string) {
 				if !strings.HasSuffix(path, ".parquet") {
 					return
 				}
