@@ -1,0 +1,98 @@
+package databend_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+)
+
+// Two processes set a model up at once after its target was dropped to
+// be built again (two `tracelake run` restarted, or `tracelake merge`
+// beside a run restarting): both find the target absent, and one of them
+// makes it and merges while the other is still forgetting what the
+// target dropped held. The one forgetting must not forget what the
+// other's merge just wrote (its tombstones, its rejects) while that
+// merge's watermarks stay: the rows below them are never read again, a
+// key's delete is then forgotten and a change older than it, arriving
+// later, brings the row back. Whatever the interleaving, the model must
+// end as a merger alone builds it.
+func TestModelSetUpTwiceAtOnceAfterItsTargetWasDroppedKeepsWhatWasMerged(t *testing.T) {
+	srv, s := prepared(t, "")
+	srv.Set(func() { srv.SQL = true })
+	ctx := context.Background()
+	m := config.Model{Name: "b", Target: "b", Source: "trace_raw", Format: config.FormatJSON, Key: []string{"o"}, Version: "v",
+		Action: config.Action{Path: "$.op", Delete: []string{"d"}},
+		Columns: config.Columns{{Name: "o", Path: "$.o", Type: "BIGINT"}, {Name: "v", Path: "$.v", Type: "BIGINT"},
+			{Name: "x", Path: "$.x", Type: "BIGINT"}}}.WithDefaults("trace_raw")
+	offset := 0
+	raw := func(doc string) {
+		srv.AppendRow("trace_raw", databendtest.Row{"uuid": json.RawMessage(fmt.Sprintf(`"u%d"`, offset)), "koffset": json.RawMessage(fmt.Sprint(offset)),
+			"kpartition": json.RawMessage("0"), "raw_data": json.RawMessage(doc), "record_metadata": json.RawMessage(`{"topic": "t"}`)})
+		offset++
+	}
+	raw(`{"o": 1, "v": 5, "op": "c", "x": 1}`)
+	raw(`{"o": 1, "v": 6, "op": "d"}`)              // a tombstone for key 1 at version 6
+	raw(`{"o": 2, "v": 1, "op": "c", "x": "many"}`) // a reject
+	raw(`{"o": 3, "v": 1, "op": "c", "x": 3}`)
+
+	// The second process's setup has found the target absent and has
+	// begun forgetting (its watermarks are gone) when the first one,
+	// which found it absent too, makes it and merges, whole.
+	var fired atomic.Bool
+	var firstErr error
+	srv.Set(func() {
+		srv.After = func(sql string) {
+			if strings.HasPrefix(sql, "DELETE FROM tracelake_merge_watermarks WHERE model = 'b'") && fired.CompareAndSwap(false, true) {
+				_, firstErr = merge.NewDatabendMerger(s, false).Merge(ctx, m)
+			}
+		}
+	})
+	second := merge.NewDatabendMerger(s, false)
+	if _, err := second.Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	srv.Set(func() { srv.After = nil })
+	if !fired.Load() {
+		t.Fatal("the second setup forgot no watermarks: the interleaving was not made")
+	}
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	// A change older than key 1's delete arrives late, and both go on.
+	raw(`{"o": 1, "v": 4, "op": "c", "x": 4}`)
+	if _, err := second.Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := modelState(srv)
+
+	// The same model built by one merger alone.
+	srv.DropTable("b")
+	if _, err := merge.NewDatabendMerger(s, false).Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if want := modelState(srv); !slices.Equal(got, want) {
+		t.Errorf("model after two setups at once:\n  %q\nbuilt by one merger:\n  %q\n(watermarks %v)", got, want, rowsText(srv.Rows("tracelake_merge_watermarks")))
+	}
+}
+
+// modelState renders model b's target rows and rejects (topic,
+// partition, offset) sorted, for comparison.
+func modelState(srv *databendtest.Server) []string {
+	var out []string
+	for _, r := range srv.Rows("b") {
+		out = append(out, fmt.Sprintf("row o=%s v=%s x=%s", r["o"], r["v"], r["x"]))
+	}
+	for _, r := range srv.Rows("b_rejects") {
+		out = append(out, fmt.Sprintf("reject %s/%s/%s", r["topic"], r["partition"], r["offset"]))
+	}
+	slices.Sort(out)
+	return out
+}
