@@ -411,10 +411,11 @@ func TestMergeAgainstDatabend(t *testing.T) {
 		}
 		return false
 	}
-	conflicts := 1
+	// The first merge's transaction conflicts once (the COMMIT after
+	// the setup's, which forgets the watermarks of the target absent).
+	commits := 0
 	srv.CommitError = func() int {
-		if conflicts > 0 {
-			conflicts--
+		if commits++; commits == 2 {
 			return databendtest.CodeUnresolvableConflict
 		}
 		return 0
@@ -436,19 +437,21 @@ func TestMergeAgainstDatabend(t *testing.T) {
 	// What ran: the setup, then one transaction that failed at COMMIT and
 	// ran again whole.
 	ran := srv.Statements()
-	begins := slices.Index(ran, "BEGIN")
-	if begins < 0 {
-		t.Fatalf("no transaction: %q", ran)
+	creates := func(q string) bool { return strings.HasPrefix(q, `CREATE TABLE IF NOT EXISTS "trace_spans" `) }
+	made := slices.IndexFunc(ran, creates)
+	begins := slices.Index(ran[made+1:], "BEGIN") + made + 1
+	if made < 0 || begins == made {
+		t.Fatalf("no target made, or no transaction after it: %q", ran)
 	}
 	setup, tx := ran[:begins], ran[begins+1:]
 	// A new server has no target: the setup is preceded by the count of
 	// the target in system.tables and followed by the deletes that start
-	// the model from the first raw row (merge.DatabendStatements.Reset),
-	// which --print-sql must print where they ran, as the rest.
+	// the model from the first raw row (merge.DatabendStatements.Reset
+	// and Forget), which --print-sql must print where they ran, as the
+	// rest.
 	forgets := func(q string) bool {
 		return strings.HasPrefix(q, "DELETE FROM tracelake_merge_watermarks WHERE model = 'spans'")
 	}
-	creates := func(q string) bool { return strings.HasPrefix(q, `CREATE TABLE IF NOT EXISTS "trace_spans" `) }
 	if len(setup) == 0 || !strings.HasPrefix(setup[0], "SELECT count(*) FROM system.tables") || !slices.ContainsFunc(setup, forgets) ||
 		slices.IndexFunc(setup, creates) < slices.IndexFunc(setup, forgets) {
 		t.Errorf("the setup of a model without its target: %q\nwant the target counted first, and its watermarks forgotten after the tables beside it and before the target is made", setup)

@@ -106,6 +106,10 @@ type DatabendStatements struct {
 	// Run after the CREATE, a start stopped between the two would find
 	// the target at the next start and keep them.
 	Reset []string
+	// Forget, when set, runs after Reset in one transaction that takes
+	// the model's claim: the watermarks and rejects forgotten together,
+	// after the tables Reset makes anew (see Databend).
+	Forget []string
 }
 
 // Databend returns the model's statements for Databend.
@@ -130,21 +134,36 @@ func Databend(m config.Model) DatabendStatements {
 	st.Merge = append(st.Merge, p.databendTombstones(inc)...)
 	st.Merge = append(st.Merge, advanceWatermarkSQL(p.lit(m.Name), inc, "tl_topic", "kpartition", "koffset"),
 		"DELETE FROM "+inc)
-	// Reset runs when the target is absent. The watermarks go first: a
-	// merger stopped after them leaves at worst stale rejects and
-	// tombstones (a reject held twice; a tombstone records a delete that
-	// the merge from the first row reads again), where kept watermarks
-	// would lose rows from the target. The rejects (columns of their own)
-	// are emptied. The increment and the tombstones have the model's
-	// columns (the tombstones its key and version) as they were when the
-	// setup first made them: a target is dropped to be built again after
-	// the model's columns changed, and kept, they made every merge fail
-	// on a column they lack (or cast a value to a type the model no
-	// longer has). They are dropped and made again with the model's
-	// columns now: the increment is empty outside a merge (one
-	// transaction), and the tombstones describe the target dropped. The
-	// configuration keeps <name>_increment the model's own (config
-	// validateModelTables), as the drop would take any table so named.
+	// Reset runs when the target is absent. The increment and the
+	// tombstones have the model's columns (the tombstones its key and
+	// version) as they were when the setup first made them: a target is
+	// dropped to be built again after the model's columns changed, and
+	// kept, they made every merge fail on a column they lack (or cast a
+	// value to a type the model no longer has). They are dropped and made
+	// again with the model's columns now: the increment is empty outside
+	// a merge (one transaction), and the tombstones describe the target
+	// dropped. The configuration keeps <name>_increment the model's own
+	// (config validateModelTables), as the drop would take any table so
+	// named.
+	//
+	// Then Forget, one transaction: the claim, the watermarks (not the
+	// claim row) and the rejects (columns of their own, emptied). The
+	// watermarks go last, with the rejects, and the claim makes a merge
+	// of the model in flight either commit before them or fail: two
+	// processes may both find the target absent, and one make it and
+	// merge while the other resets. Forgotten first, as until 2026-12-07,
+	// the other's merge then committed its watermarks, and the tombstones
+	// and rejects it wrote beside them were dropped after: below those
+	// watermarks they were never read again, so a key's delete was lost
+	// (a change older than it, arriving later, brought the row back) and
+	// so were the rejects. Forgotten last, whatever merged before is read
+	// again from the first raw row, to the same rows (one per key, the
+	// merge's), tombstones and rejects (each once: deleted with the
+	// watermarks). A merger stopped before Forget commits finds the
+	// target absent again next time and resets again (unless another
+	// made it meanwhile).
+	st.Absent = targetCountSQL(m.Target)
+	st.Forget = []string{claimSQL(m.Name), forgetWatermarksSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects}
 	st.Absent = targetCountSQL(m.Target)
 	if p.tombstones != "" {
 		st.Tombstones, st.Target = sqltext.DatabendColumns(m.Target+"_tombstones"), m.Target
@@ -154,7 +173,7 @@ func Databend(m config.Model) DatabendStatements {
 		st.TombstoneColumns = append(st.TombstoneColumns, m.Version)
 		slices.Sort(st.TombstoneColumns)
 	}
-	st.Reset = []string{forgetWatermarksSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects, "DROP TABLE IF EXISTS " + inc, incTable}
+	st.Reset = []string{"DROP TABLE IF EXISTS " + inc, incTable}
 	if p.tombstones != "" {
 		st.Reset = append(st.Reset, "DROP TABLE IF EXISTS "+p.tombstones, p.tombstonesTableSQL())
 	}
@@ -222,6 +241,13 @@ func (st DatabendStatements) Script(title string) string {
 		b.WriteString("\n-- " + when + ": forget what the merges kept beside the target that was there, so that the next merge reads from the first raw row\n")
 		for _, q := range st.Reset {
 			b.WriteString(q + ";\n")
+		}
+		if len(st.Forget) > 0 {
+			b.WriteString("BEGIN;\n")
+			for _, q := range st.Forget {
+				b.WriteString(q + ";\n")
+			}
+			b.WriteString("COMMIT;\n")
 		}
 	}
 	if len(st.Create) > 0 {
@@ -542,6 +568,11 @@ func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStat
 	if absent && len(st.Reset) > 0 {
 		if err := d.db.Exec(ctx, st.Reset...); err != nil {
 			return fmt.Errorf("start model %s, its target to be made anew, from the first raw row: %w", name, err)
+		}
+		if len(st.Forget) > 0 {
+			if err := d.db.ExecTx(ctx, st.Forget...); err != nil {
+				return fmt.Errorf("start model %s, its target to be made anew, from the first raw row: forget its watermarks and rejects: %w", name, err)
+			}
 		}
 	}
 	if err := d.db.Exec(ctx, st.Create...); err != nil {
