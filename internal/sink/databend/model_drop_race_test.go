@@ -41,20 +41,7 @@ func setUpTwiceAtOnce(t *testing.T, at string) {
 	srv, s := prepared(t, "")
 	srv.Set(func() { srv.SQL = true })
 	ctx := context.Background()
-	m := config.Model{Name: "b", Target: "b", Source: "trace_raw", Format: config.FormatJSON, Key: []string{"o"}, Version: "v",
-		Action: config.Action{Path: "$.op", Delete: []string{"d"}},
-		Columns: config.Columns{{Name: "o", Path: "$.o", Type: "BIGINT"}, {Name: "v", Path: "$.v", Type: "BIGINT"},
-			{Name: "x", Path: "$.x", Type: "BIGINT"}}}.WithDefaults("trace_raw")
-	offset := 0
-	raw := func(doc string) {
-		srv.AppendRow("trace_raw", databendtest.Row{"uuid": json.RawMessage(fmt.Sprintf(`"u%d"`, offset)), "koffset": json.RawMessage(fmt.Sprint(offset)),
-			"kpartition": json.RawMessage("0"), "raw_data": json.RawMessage(doc), "record_metadata": json.RawMessage(`{"topic": "t"}`)})
-		offset++
-	}
-	raw(`{"o": 1, "v": 5, "op": "c", "x": 1}`)
-	raw(`{"o": 1, "v": 6, "op": "d"}`)              // a tombstone for key 1 at version 6
-	raw(`{"o": 2, "v": 1, "op": "c", "x": "many"}`) // a reject
-	raw(`{"o": 3, "v": 1, "op": "c", "x": 3}`)
+	m, raw := raceModel(srv)
 
 	// The second process's setup has found the target absent and has
 	// run the statement at when the first one, which found it absent
@@ -96,6 +83,28 @@ func setUpTwiceAtOnce(t *testing.T, at string) {
 	}
 }
 
+// raceModel is model b (key o, version v, deletes, a BIGINT x) and a
+// function appending a raw row (the next offset of partition 0) of doc,
+// called with a key's change, its delete (a tombstone), a reject and
+// another key's change.
+func raceModel(srv *databendtest.Server) (config.Model, func(doc string)) {
+	m := config.Model{Name: "b", Target: "b", Source: "trace_raw", Format: config.FormatJSON, Key: []string{"o"}, Version: "v",
+		Action: config.Action{Path: "$.op", Delete: []string{"d"}},
+		Columns: config.Columns{{Name: "o", Path: "$.o", Type: "BIGINT"}, {Name: "v", Path: "$.v", Type: "BIGINT"},
+			{Name: "x", Path: "$.x", Type: "BIGINT"}}}.WithDefaults("trace_raw")
+	offset := 0
+	raw := func(doc string) {
+		srv.AppendRow("trace_raw", databendtest.Row{"uuid": json.RawMessage(fmt.Sprintf(`"u%d"`, offset)), "koffset": json.RawMessage(fmt.Sprint(offset)),
+			"kpartition": json.RawMessage("0"), "raw_data": json.RawMessage(doc), "record_metadata": json.RawMessage(`{"topic": "t"}`)})
+		offset++
+	}
+	raw(`{"o": 1, "v": 5, "op": "c", "x": 1}`)
+	raw(`{"o": 1, "v": 6, "op": "d"}`)              // a tombstone for key 1 at version 6
+	raw(`{"o": 2, "v": 1, "op": "c", "x": "many"}`) // a reject
+	raw(`{"o": 3, "v": 1, "op": "c", "x": 3}`)
+	return m, raw
+}
+
 // modelState renders model b's target rows and rejects (topic,
 // partition, offset) sorted, for comparison.
 func modelState(srv *databendtest.Server) []string {
@@ -108,4 +117,52 @@ func modelState(srv *databendtest.Server) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// The same two setups at once, the second one's transaction forgetting
+// the watermarks failing (after its tables were made anew, the first
+// process's tombstones with them): its next merge, finding the target
+// the first one made, must still forget, or the tombstones the first
+// merge wrote are gone below watermarks that stay.
+func TestModelSetUpWhoseForgettingFailedForgetsAtItsNextMerge(t *testing.T) {
+	srv, s := prepared(t, "")
+	srv.Set(func() { srv.SQL = true })
+	ctx := context.Background()
+	m, raw := raceModel(srv)
+	var fired, failing atomic.Bool
+	var firstErr error
+	srv.Set(func() {
+		srv.After = func(sql string) {
+			if strings.HasPrefix(strings.ReplaceAll(sql, `"`, ""), "CREATE TABLE IF NOT EXISTS b_tombstones") && fired.CompareAndSwap(false, true) {
+				_, firstErr = merge.NewDatabendMerger(s, false).Merge(ctx, m)
+				failing.Store(true)
+			}
+		}
+		srv.CommitError = func() int {
+			if failing.CompareAndSwap(true, false) {
+				return databendtest.CodeSyntaxException // not retried
+			}
+			return 0
+		}
+	})
+	second := merge.NewDatabendMerger(s, false)
+	if _, err := second.Merge(ctx, m); err == nil {
+		t.Fatal("the second setup's forgetting did not fail: the interleaving was not made")
+	}
+	srv.Set(func() { srv.After, srv.CommitError = nil, nil })
+	if !fired.Load() || firstErr != nil {
+		t.Fatalf("the first process's merge: ran %v, %v", fired.Load(), firstErr)
+	}
+	raw(`{"o": 1, "v": 4, "op": "c", "x": 4}`) // older than key 1's delete
+	if _, err := second.Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := modelState(srv)
+	srv.DropTable("b")
+	if _, err := merge.NewDatabendMerger(s, false).Merge(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if want := modelState(srv); !slices.Equal(got, want) {
+		t.Errorf("model after a setup whose forgetting failed:\n  %q\nbuilt by one merger:\n  %q\n(watermarks %v)", got, want, rowsText(srv.Rows("tracelake_merge_watermarks")))
+	}
 }
