@@ -435,13 +435,20 @@ type DatabendMerger struct {
 	db   Execer
 	task bool
 	set  map[string]bool // models whose setup ran
+	// resetting: models whose setup found the target absent and has
+	// not finished forgetting what the merges kept beside it (Reset,
+	// Forget). Its next setup resets again even when it finds the
+	// target: another process made it meanwhile and may have merged,
+	// and the tombstones made anew here dropped what that merge wrote,
+	// while its watermarks stay until Forget commits.
+	resetting map[string]bool
 }
 
 // NewDatabendMerger returns a merger running on db; with task it creates
 // each model's Databend task (Databend Cloud schedules it) and does not
 // merge itself: two schedules merging one model would only conflict.
 func NewDatabendMerger(db Execer, task bool) *DatabendMerger {
-	return &DatabendMerger{db: db, task: task, set: map[string]bool{}}
+	return &DatabendMerger{db: db, task: task, set: map[string]bool{}, resetting: map[string]bool{}}
 }
 
 // Merge merges the model's raw rows past its watermark once. Databend does
@@ -555,7 +562,9 @@ func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStat
 		if err != nil {
 			return fmt.Errorf("look for the target of model %s in Databend: %w", name, err)
 		}
-		absent = n == 0
+		// A reset this merger began and did not finish is finished
+		// whatever the count says (see resetting).
+		absent = n == 0 || d.resetting[name]
 		if !absent && st.Tombstones != "" {
 			if err := d.checkTombstones(ctx, name, st); err != nil {
 				return err
@@ -566,6 +575,7 @@ func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStat
 		return fmt.Errorf("set up model %s in Databend: %w", name, err)
 	}
 	if absent && len(st.Reset) > 0 {
+		d.resetting[name] = true
 		if err := d.db.Exec(ctx, st.Reset...); err != nil {
 			return fmt.Errorf("start model %s, its target to be made anew, from the first raw row: %w", name, err)
 		}
@@ -574,6 +584,7 @@ func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStat
 				return fmt.Errorf("start model %s, its target to be made anew, from the first raw row: forget its watermarks and rejects: %w", name, err)
 			}
 		}
+		delete(d.resetting, name)
 	}
 	if err := d.db.Exec(ctx, st.Create...); err != nil {
 		return fmt.Errorf("create the target of model %s in Databend: %w", name, err)
