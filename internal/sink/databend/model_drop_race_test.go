@@ -11,6 +11,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/merge"
+	"github.com/tracelake/tracelake/internal/sink/databend"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
 )
 
@@ -71,16 +72,7 @@ func setUpTwiceAtOnce(t *testing.T, at string) {
 	if _, err := second.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	got := modelState(srv)
-
-	// The same model built by one merger alone.
-	srv.DropTable("b")
-	if _, err := merge.NewDatabendMerger(s, false).Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	if want := modelState(srv); !slices.Equal(got, want) {
-		t.Errorf("model after two setups at once:\n  %q\nbuilt by one merger:\n  %q\n(watermarks %v)", got, want, rowsText(srv.Rows("tracelake_merge_watermarks")))
-	}
+	wantAsOneMergerBuilds(t, srv, s, m, "after two setups at once")
 }
 
 // raceModel is model b (key o, version v, deletes, a BIGINT x) and a
@@ -103,6 +95,22 @@ func raceModel(srv *databendtest.Server) (config.Model, func(doc string)) {
 	raw(`{"o": 2, "v": 1, "op": "c", "x": "many"}`) // a reject
 	raw(`{"o": 3, "v": 1, "op": "c", "x": 3}`)
 	return m, raw
+}
+
+// wantAsOneMergerBuilds checks that model m (b), as merged so far, is
+// the model one merger alone builds from the raw table: its target
+// dropped and merged again. what says how it was merged.
+func wantAsOneMergerBuilds(t *testing.T, srv *databendtest.Server, s *databend.Sink, m config.Model, what string) {
+	t.Helper()
+	got := modelState(srv)
+	srv.DropTable(m.Target)
+	if _, err := merge.NewDatabendMerger(s, false).Merge(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if want := modelState(srv); !slices.Equal(got, want) {
+		t.Errorf("model %s:\n  %s\nbuilt by one merger:\n  %s\n(watermarks %v)", what,
+			strings.Join(got, "\n  "), strings.Join(want, "\n  "), rowsText(srv.Rows("tracelake_merge_watermarks")))
+	}
 }
 
 // modelState renders model b's target rows and rejects (topic,
@@ -157,12 +165,5 @@ func TestModelSetUpWhoseForgettingFailedForgetsAtItsNextMerge(t *testing.T) {
 	if _, err := second.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	got := modelState(srv)
-	srv.DropTable("b")
-	if _, err := merge.NewDatabendMerger(s, false).Merge(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	if want := modelState(srv); !slices.Equal(got, want) {
-		t.Errorf("model after a setup whose forgetting failed:\n  %q\nbuilt by one merger:\n  %q\n(watermarks %v)", got, want, rowsText(srv.Rows("tracelake_merge_watermarks")))
-	}
+	wantAsOneMergerBuilds(t, srv, s, m, "after a setup whose forgetting failed")
 }
