@@ -20,10 +20,11 @@ import (
 // end the model holds each key's newest change exactly (from the
 // producer's record of what it sent), no key deleted last comes back,
 // and each rejected change is held once.
-func TestModelMergesKilledAtRandomMomentsHoldTheNewestChangePerKey(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
+func TestLongModelMergesKilledAtRandomMomentsHoldTheNewestChangePerKey(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("builds and runs the binary; long: run with -run '^TestLong' without -race")
 	}
+	t.Parallel() // mostly waiting on kills and restarts
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 3)
 	cfgPath := writeConfig(t, cluster, "group: modelkill, session_timeout: 6s, rebalance_timeout: 6s", `workers: 2
