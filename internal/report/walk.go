@@ -105,6 +105,10 @@ type walkOp struct {
 	start, end sql.NullInt64 // microseconds since the epoch
 }
 
+// heldOps, if set (a test), is told how many operations the walk holds
+// in memory at once.
+var heldOps func(n int)
+
 // readWalk reads what walk needs of every operation of opsTable. DuckDB
 // finds each one's parent (a hash join, once per operation) and numbers
 // the traces: Go reads no ids, which took most of the time.
@@ -131,6 +135,9 @@ func readWalk(ctx context.Context, db *sql.Tx) ([]walkOp, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the operations' parents: %w", err)
+	}
+	if heldOps != nil {
+		heldOps(len(ops))
 	}
 	return ops, nil
 }

@@ -262,3 +262,40 @@ func TestWrappersInParentCycles(t *testing.T) {
 	}
 	sameAsReference(t, db, "cycles")
 }
+
+// The report runs inside the served process, whose memory is bounded
+// (README, max_inflight_bytes + memory_limit): the rollups and the
+// wrapper rule hold in Go memory the operations of a batch of traces and
+// of the largest trace, never every operation of the window (a week of a
+// busy tenant is tens of millions, gigabytes of Go heap). A window of
+// 300,000 traces of one call and one trace of 5,000 (a same-model chain,
+// each operation its child's wrapper) is reported with at most a batch
+// (the walk reads 65,536 at a time) and that trace held at once.
+func TestRollUpHoldsABatchOfTracesAtATime(t *testing.T) {
+	const traces, largest = 300_000, 5_000
+	db := emptyOperations(t)
+	start := now.Add(-time.Hour).Format("2006-01-02 15:04:05")
+	if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, parent_span_id, start_time, duration_ms, operation,
+			provider, request_model, status, input_tokens, total_tokens, ktopic, kpartition, koffset, kindex)
+		SELECT 't', 'trace-' || i, 's', NULL, CAST(? AS TIMESTAMP), 10, 'chat', 'openai', 'gpt-4o', 'ok', 2, 2, 'otlp', 0, i, 0
+		FROM range(?) r(i)
+		UNION ALL
+		SELECT 't', 'chain', 's' || i, CASE WHEN i > 0 THEN 's' || (i - 1) END, CAST(? AS TIMESTAMP), 10, 'embeddings',
+			'openai', 'text-embedding-3-small', 'ok', CASE WHEN i = ? - 1 THEN 7 END, CASE WHEN i = ? - 1 THEN 7 END, 'otlp', 1, i, 0
+		FROM range(?) r(i)`, start, traces, start, largest, largest, largest); err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	heldOps = func(n int) { most = max(most, n) }
+	defer func() { heldOps = nil }()
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Since: 7 * 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Operations != traces+1 || r.InputTokens != 2*traces+7 {
+		t.Errorf("%d operations, %d input tokens; want %d, %d", r.Operations, r.InputTokens, traces+1, 2*traces+7)
+	}
+	if budget := 1<<16 + largest; most > budget {
+		t.Errorf("the walk held %d operations at once (of %d in the window); want at most %d (a batch and the largest trace)", most, traces+largest, budget)
+	}
+}
