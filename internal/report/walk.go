@@ -62,26 +62,103 @@ import (
 // cycles: taking off the operations without children, then those whose
 // children are all off, visits each operation once, children before
 // parents, and leaves exactly the cycles.
+//
+// The walk holds in Go memory the operations of a batch of whole traces
+// (about walkBatch, and the rest of its last trace), never the window's
+// (a week of a busy tenant is tens of millions of operations, gigabytes
+// of heap in the served process, whose memory is bounded): a parent is
+// only ever found in its operation's trace (same tenant_id and
+// trace_id), so DuckDB writes the operations in the order of their
+// traces and the walk reads them a batch of traces at a time, each batch
+// walked and its results written to a temporary table before the next,
+// then applied by one UPDATE and one DELETE. One trace of millions of
+// spans is still held whole, ~200 bytes an operation with walk's index
+// (a trace of 5 million, ~1 GB): the rule follows parents anywhere in a
+// trace, so memory is bounded by the largest trace, not by the window.
 func rollUp(ctx context.Context, db *sql.Tx) error {
-	ops, err := readWalk(ctx, db)
-	if err != nil {
-		return err
+	// The operations with a tenant and a trace, each trace numbered by
+	// the operations before it (k, in the order of the traces' first
+	// rowids; DuckDB's sort spills within its memory_limit) and written
+	// in that order, so a batch's read skips the others' row groups; one
+	// without either is no other's parent, child or neighbour in time
+	// (SQL's null equals nothing): no rule applies to it. The end is
+	// DuckDB's, as the rule was written in SQL: duration_ms is a DOUBLE,
+	// its interval rounded to the microsecond. DuckDB finds each one's
+	// parent (a hash join, once per operation) and numbers the traces: Go
+	// reads no ids, which took most of the time.
+	for _, q := range []string{"CREATE OR REPLACE TEMPORARY TABLE " + walkTable + " AS SELECT t.k, o.rowid AS row, t.trace," +
+		" p.rowid AS parent, o.span_id IS NOT NULL AS id, coalesce(o.span_id IS NOT NULL AND o.operation = p.operation AND " + wrapModel("o") + " = " + wrapModel("p") + ", false) AS same_call," +
+		" coalesce(o.operation IN (" + aggregateOperations + "), false) AS aggregate, o.input_tokens IS NOT NULL OR o.output_tokens IS NOT NULL AS usage," +
+		" epoch_us(o.start_time) AS began, epoch_us(o.start_time + o.duration_ms * INTERVAL 1 MILLISECOND) AS ended" +
+		" FROM " + opsTable + " o JOIN (SELECT *, sum(n) OVER (ORDER BY trace) - n AS k FROM (SELECT tenant_id, trace_id, min(rowid) AS trace, count(*) AS n FROM " + opsTable +
+		" WHERE tenant_id IS NOT NULL AND trace_id IS NOT NULL GROUP BY ALL)) t ON t.tenant_id = o.tenant_id AND t.trace_id = o.trace_id" +
+		" LEFT JOIN " + opsTable + " p ON p.tenant_id = o.tenant_id AND p.trace_id = o.trace_id AND p.span_id = o.parent_span_id ORDER BY t.k",
+		"CREATE OR REPLACE TEMPORARY TABLE " + walkedTable + " (row BIGINT, wrapper BOOLEAN)",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("number the operations by trace: %w", err)
+		}
 	}
-	rolled, wrappers := walk(ops)
-	if len(rolled) > 0 {
-		set := make([]string, len(usage))
-		for i, c := range usage {
-			set[i] = c + " = NULL"
+	var total int64
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+walkTable).Scan(&total); err != nil {
+		return fmt.Errorf("count the operations by trace: %w", err)
+	}
+	// A batch is the traces whose first operation is numbered in it:
+	// whole traces, at most walkBatch operations and the rest of the
+	// last trace (none when a trace larger than the batch started in the
+	// one before).
+	var ops []walkOp
+	for from := int64(0); from < total; from += walkBatch {
+		var err error
+		if ops, err = readWalk(ctx, db, ops[:0], from, from+walkBatch); err != nil {
+			return err
 		}
-		if _, err := db.ExecContext(ctx, "UPDATE "+opsTable+" SET "+strings.Join(set, ", ")+
-			" WHERE rowid IN (SELECT unnest(?::BIGINT[]))", rolled); err != nil {
-			return fmt.Errorf("leave out the usage of %d operations rolled up: %w", len(rolled), err)
+		if heldOps != nil {
+			heldOps(len(ops))
+		}
+		rolled, wrappers := walk(ops)
+		if err := writeWalked(ctx, db, rolled, false); err != nil {
+			return err
+		}
+		if err := writeWalked(ctx, db, wrappers, true); err != nil {
+			return err
 		}
 	}
-	if len(wrappers) > 0 {
-		if _, err := db.ExecContext(ctx, "DELETE FROM "+opsTable+" WHERE rowid IN (SELECT unnest(?::BIGINT[]))", wrappers); err != nil {
-			return fmt.Errorf("leave out %d wrappers: %w", len(wrappers), err)
+	set := make([]string, len(usage))
+	for i, c := range usage {
+		set[i] = c + " = NULL"
+	}
+	for _, q := range []string{"UPDATE " + opsTable + " SET " + strings.Join(set, ", ") + " WHERE rowid IN (SELECT row FROM " + walkedTable + " WHERE NOT wrapper)",
+		"DELETE FROM " + opsTable + " WHERE rowid IN (SELECT row FROM " + walkedTable + " WHERE wrapper)",
+		"DROP TABLE " + walkTable,
+		"DROP TABLE " + walkedTable,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("leave out the usage rolled up and the wrappers: %w", err)
 		}
+	}
+	return nil
+}
+
+// walkBatch is about how many operations the walk reads at once (~10
+// MB); a test makes it small so that traces lie across batches' bounds.
+var walkBatch int64 = 1 << 16
+
+// walkTable and walkedTable are rollUp's temporary tables: the operations
+// as walk reads them, numbered in the order of their traces; the rows
+// rolled up and the wrappers.
+const (
+	walkTable   = "tracelake_report_walk"
+	walkedTable = "tracelake_report_walked"
+)
+
+// writeWalked writes rows to walkedTable, as wrappers or as rolled up.
+func writeWalked(ctx context.Context, db *sql.Tx, rows []int64, wrapper bool) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO "+walkedTable+" SELECT unnest(?::BIGINT[]), ?", rows, wrapper); err != nil {
+		return fmt.Errorf("write %d operations rolled up or wrappers: %w", len(rows), err)
 	}
 	return nil
 }
@@ -109,23 +186,15 @@ type walkOp struct {
 // in memory at once.
 var heldOps func(n int)
 
-// readWalk reads what walk needs of every operation of opsTable. DuckDB
-// finds each one's parent (a hash join, once per operation) and numbers
-// the traces: Go reads no ids, which took most of the time.
-func readWalk(ctx context.Context, db *sql.Tx) ([]walkOp, error) {
-	// The end is DuckDB's, as the rule was written in SQL: duration_ms is
-	// a DOUBLE, its interval rounded to the microsecond.
-	rows, err := db.QueryContext(ctx, "SELECT o.rowid, t.trace,"+
-		" p.rowid, o.span_id IS NOT NULL, coalesce(o.span_id IS NOT NULL AND o.operation = p.operation AND "+wrapModel("o")+" = "+wrapModel("p")+", false),"+
-		" coalesce(o.operation IN ("+aggregateOperations+"), false), o.input_tokens IS NOT NULL OR o.output_tokens IS NOT NULL,"+
-		" epoch_us(o.start_time), epoch_us(o.start_time + o.duration_ms * INTERVAL 1 MILLISECOND)"+
-		" FROM "+opsTable+" o LEFT JOIN "+opsTable+" p ON p.tenant_id = o.tenant_id AND p.trace_id = o.trace_id AND p.span_id = o.parent_span_id"+
-		" LEFT JOIN (SELECT tenant_id, trace_id, min(rowid) AS trace FROM "+opsTable+" GROUP BY ALL) t ON t.tenant_id = o.tenant_id AND t.trace_id = o.trace_id")
+// readWalk appends to ops the operations of walkTable's traces whose
+// first operation is numbered from from to to (excluded).
+func readWalk(ctx context.Context, db *sql.Tx, ops []walkOp, from, to int64) ([]walkOp, error) {
+	rows, err := db.QueryContext(ctx, "SELECT row, trace, parent, id, same_call, aggregate, usage, began, ended FROM "+walkTable+
+		" WHERE k >= ? AND k < ?", from, to)
 	if err != nil {
 		return nil, fmt.Errorf("read the operations' parents: %w", err)
 	}
 	defer rows.Close()
-	var ops []walkOp
 	for rows.Next() {
 		var o walkOp
 		if err := rows.Scan(&o.row, &o.trace, &o.parent, &o.id, &o.sameCall, &o.aggregate, &o.usage, &o.start, &o.end); err != nil {
@@ -135,9 +204,6 @@ func readWalk(ctx context.Context, db *sql.Tx) ([]walkOp, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the operations' parents: %w", err)
-	}
-	if heldOps != nil {
-		heldOps(len(ops))
 	}
 	return ops, nil
 }

@@ -124,7 +124,12 @@ func sameAsReference(t *testing.T, db *sql.DB, what string) {
 // calls and wrappers of a few models, agents and chains, spans without an
 // id or a parent, parents missing, an operation its own parent, cycles of
 // two or more, copies of spans, and model calls starting within agents.
+//
+// The walk reads a few operations at a time here, so that traces lie
+// across its batches' bounds.
 func TestRollUpAsTheReference(t *testing.T) {
+	defer func(n int64) { walkBatch = n }(walkBatch)
+	walkBatch = 7
 	sameAsReference(t, operations(t), "fixture")
 	db := emptyOperations(t)
 	start := now.Add(-time.Hour)
