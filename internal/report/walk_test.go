@@ -304,3 +304,57 @@ func TestRollUpHoldsABatchOfTracesAtATime(t *testing.T) {
 		t.Errorf("the walk held %d operations at once (of %d in the window); want at most %d (a batch and the largest trace)", most, traces+largest, budget)
 	}
 }
+
+// A parent is its operation's trace's and tenant's: two tenants sharing a
+// trace id are two traces (each agent rolled up by its own chat, neither
+// by the other's), and an operation whose parent id is a span of another
+// trace has no parent operation. The time rule takes a call starting at
+// its agent's end (the end is within), and not an agent of unknown
+// duration (its end unknown, both usages count).
+func TestRollUpTenantsTracesAndTimeBounds(t *testing.T) {
+	db := emptyOperations(t)
+	start := now.Add(-time.Hour)
+	for i, r := range []struct {
+		tenant, trace, span, parent, op string
+		at                              time.Duration
+		ms                              any
+		in                              int64
+	}{
+		// shared: t's agent a rolled up by its chat c; u's agent a by its
+		// own chat c (a join by trace id alone would give each chat both
+		// agents as parents).
+		{"t", "shared", "a", "", "invoke_agent", 0, 10_000.0, 100},
+		{"t", "shared", "c", "a", "chat", time.Second, 10.0, 40},
+		{"u", "shared", "a", "", "invoke_agent", 0, 10_000.0, 7},
+		{"u", "shared", "c", "a", "chat", time.Second, 10.0, 3},
+		// u's agent b in the same trace id as t's call d (no parent
+		// operation, starting within b): not b's, another tenant's trace.
+		{"u", "shared", "b", "", "invoke_agent", time.Minute, 10_000.0, 11},
+		{"t", "shared", "d", "none", "chat", time.Minute + time.Second, 10.0, 5},
+		// edge: the call starts at the agent's end.
+		{"t", "edge", "g", "", "invoke_agent", 0, 1_000.0, 50},
+		{"t", "edge", "h", "none", "chat", time.Second, 10.0, 20},
+		// nodur: the agent's duration is unknown.
+		{"t", "nodur", "g", "", "invoke_agent", 0, nil, 30},
+		{"t", "nodur", "h", "none", "chat", 0, 10.0, 2},
+		// p2's call under p1's agent id: another trace's span.
+		{"t", "p1", "a", "", "invoke_agent", 0, 10.0, 60},
+		{"t", "p2", "c", "a", "chat", 0, 10.0, 6},
+	} {
+		if _, err := db.Exec(`INSERT INTO genai_operations (tenant_id, trace_id, span_id, parent_span_id, start_time, duration_ms, operation,
+			provider, request_model, status, input_tokens, total_tokens, ktopic, kpartition, koffset, kindex)
+			VALUES (?, ?, ?, nullif(?, ''), CAST(? AS TIMESTAMP), ?, ?, 'openai', 'gpt-4o', 'ok', ?, ?, 'otlp', 0, ?, 0)`,
+			r.tenant, r.trace, r.span, r.parent, start.Add(r.at).Format("2006-01-02 15:04:05"), r.ms, r.op, r.in, r.in, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Build(context.Background(), db, Options{Table: "genai_operations", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// shared 40+3+11+5, edge 20, nodur 30+2, p1 and p2 60+6.
+	if want := int64(40 + 3 + 11 + 5 + 20 + 30 + 2 + 60 + 6); r.Operations != 12 || r.InputTokens != want {
+		t.Errorf("%d operations, %d input tokens; want 12, %d", r.Operations, r.InputTokens, want)
+	}
+	sameAsReference(t, db, "tenants, traces and time bounds")
+}
