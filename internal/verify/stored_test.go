@@ -236,3 +236,45 @@ func TestFromStoredHoleEndsAtThePosition(t *testing.T) {
 		}
 	}
 }
+
+// Rows past a position that stands at the log start (or at 0 on an OTLP
+// sequence): nothing below the position is missing, and the offsets from
+// it up to the rows are still to load, neither missing nor skipped. The
+// head was left at the first row there, so all of them counted as
+// missing (skipped under start_offset latest).
+func TestFromStoredNoHoleBelowAPositionAtTheStart(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tp   sink.TopicPartition
+		low  int64
+	}{
+		{"from the log start", tp, 0},
+		{"past retention", tp, 3},
+		{"an OTLP sequence", sink.TopicPartition{Topic: sink.SequenceTopicPrefix + "i", Partition: 0}, -1},
+	} {
+		for _, row := range []struct {
+			name string
+			add  func(*sink.Offsets, int64)
+		}{
+			{"a message's first row", (*sink.Offsets).Add},
+			{"a message's later row", (*sink.Offsets).AddRow},
+		} {
+			var marks map[sink.TopicPartition]kafka.Watermarks
+			if c.low >= 0 {
+				marks = map[sink.TopicPartition]kafka.Watermarks{c.tp: {Low: c.low, High: 10}}
+			}
+			position := max(c.low, 0)
+			next := map[sink.TopicPartition]int64{c.tp: position}
+			raw := map[sink.TopicPartition]*sink.Offsets{c.tp: {}}
+			row.add(raw[c.tp], position+4)
+			raw[c.tp].AddPast(position + 4)
+			for _, fromStart := range []bool{true, false} {
+				rep := FromStored(marks, next, raw, nil, nil, fromStart, nil)
+				if p := rep.Partitions[0]; p.Gaps != 0 || p.Skipped != 0 || p.PastPosition != 1 {
+					t.Errorf("%s, %s 4 past the position %d (from the start %v): gaps %d at %q, skipped %d, rows past the position %d; want none, none, and 1: %q",
+						c.name, row.name, position, fromStart, p.Gaps, p.Missing, p.Skipped, p.PastPosition, rep.Problems)
+				}
+			}
+		}
+	}
+}
