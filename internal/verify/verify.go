@@ -952,18 +952,21 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 			continue
 		}
 		holes[tp] = missingRuns(first, union, p.LedgerNext)
-		// The head's hole ends below the position: rows past it (no
-		// load wrote them) are reported as such, and the offsets between
-		// are still to load.
-		head := min(p.LedgerFirst, p.LedgerNext)
+		// The head ends at the position at most: rows past it (no load
+		// wrote them) are reported as such, and say nothing of where
+		// loading began; the offsets between are still to load. So
+		// where the head is taken from (the hole below, or finish's
+		// count of the offsets skipped or missing below it) stops there
+		// too, a position at the log start or at 0 included.
+		p.LedgerFirst = min(first, p.LedgerNext)
 		switch {
-		case ownSequence(tp.Topic) && head > 0:
-			holes[tp] = append([]sink.Run{{First: 0, Last: head - 1}}, holes[tp]...)
+		case ownSequence(tp.Topic) && p.LedgerFirst > 0:
+			holes[tp] = append([]sink.Run{{First: 0, Last: p.LedgerFirst - 1}}, holes[tp]...)
 			p.LedgerFirst = 0
-		case fromStart && p.Low >= 0 && p.High > p.Low && head > p.Low:
+		case fromStart && p.Low >= 0 && p.High > p.Low && p.LedgerFirst > p.Low:
 			// Never loaded from the log start: a hole like the others
 			// (its first offsets may be an aborted transaction).
-			holes[tp] = append([]sink.Run{{First: p.Low, Last: head - 1}}, holes[tp]...)
+			holes[tp] = append([]sink.Run{{First: p.Low, Last: p.LedgerFirst - 1}}, holes[tp]...)
 			p.LedgerFirst = p.Low
 		}
 	}
