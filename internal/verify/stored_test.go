@@ -278,3 +278,29 @@ func TestFromStoredNoHoleBelowAPositionAtTheStart(t *testing.T) {
 		}
 	}
 }
+
+// Rows of a partition the table has no position for: no load wrote them
+// (they are reported as such), so they say nothing of where loading
+// began, and the offsets below them are still to load (its lag), neither
+// missing nor skipped. The head was taken from the first of them.
+func TestFromStoredNoHoleBelowRowsWithoutAPosition(t *testing.T) {
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 2, High: 10}}
+	for _, row := range []struct {
+		name string
+		add  func(*sink.Offsets, int64)
+	}{
+		{"a message's first row", (*sink.Offsets).Add},
+		{"a message's later row", (*sink.Offsets).AddRow},
+	} {
+		raw := map[sink.TopicPartition]*sink.Offsets{tp: {}}
+		row.add(raw[tp], 6)
+		raw[tp].AddPast(6)
+		for _, fromStart := range []bool{true, false} {
+			rep := FromStored(marks, nil, raw, nil, nil, fromStart, nil)
+			if p := rep.Partitions[0]; p.Gaps != 0 || p.Skipped != 0 || p.PastPosition != 1 {
+				t.Errorf("%s at 6, no position (from the start %v): gaps %d at %q, skipped %d, rows past the position %d; want none, none, and 1: %q",
+					row.name, fromStart, p.Gaps, p.Missing, p.Skipped, p.PastPosition, rep.Problems)
+			}
+		}
+	}
+}
