@@ -946,9 +946,13 @@ func FromStored(marks map[sink.TopicPartition]kafka.Watermarks, next map[sink.To
 		for _, d := range sink.Repeated(raw[tp], dlq[tp]) {
 			p.DuplicateRanges = appendBounded(p.DuplicateRanges, fmt.Sprintf("%d-%d", d.First, d.Last))
 		}
-		p.LedgerFirst = first
 		p.LedgerRecords = p.Rows + p.DLQRows
 		if p.LedgerNext < 0 {
+			// No position: the main table's rows are past it (reported
+			// above), the dead-letter table's those of a load still
+			// committing (its main commit follows), so none says where
+			// loading began (LedgerFirst stays none): the offsets below
+			// them are still to load, the partition's lag.
 			continue
 		}
 		holes[tp] = missingRuns(first, union, p.LedgerNext)
