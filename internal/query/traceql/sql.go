@@ -170,14 +170,20 @@ func (b *Builder) windowCTE() string {
 	// after (its start, unknown, may be any before its end: within the
 	// starts read too): in a branch of their own, so that the window's
 	// condition still prunes the other's scan (on Iceberg a condition
-	// with an OR is pushed to no scan).
+	// with an OR is pushed to no scan). The traces' condition (IN
+	// win_traces) is on the union, once: written in each branch, it made
+	// win_traces a CTE read three times, whose scan DuckDB pushes no
+	// join filter to, and the window's branch read every span of the
+	// window (3 times the spans of the traces running in it) where one
+	// semi join on the union has the window's scan keep only the traces'
+	// spans, as before the branches; the columns are written once, too.
 	startless := b.EndedBetween(b.StartMicros-b.ReachMicros, 1<<62-1)
 	return fmt.Sprintf(`win_traces AS (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
 			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[8]s) >= %[6]s),
-	win AS (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
-		AND trace_id IN (SELECT trace_id FROM win_traces)
-		UNION ALL SELECT %[1]s FROM %[2]s WHERE %[9]s AND trace_id IN (SELECT trace_id FROM win_traces)
-		UNION ALL SELECT %[1]s FROM %[2]s WHERE %[10]s AND trace_id IN (SELECT trace_id FROM win_traces))`,
+	win AS (SELECT %[1]s FROM (SELECT * FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
+		UNION ALL SELECT * FROM %[2]s WHERE %[9]s
+		UNION ALL SELECT * FROM %[2]s WHERE %[10]s) AS spans
+		WHERE trace_id IN (SELECT trace_id FROM win_traces))`,
 		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos, EndNanos(StartNanos, "coalesce(duration_ns, 0)"), startless, Timeless)
 }
 
