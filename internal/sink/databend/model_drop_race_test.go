@@ -131,8 +131,18 @@ func modelState(srv *databendtest.Server) []string {
 // the watermarks failing (after its tables were made anew, the first
 // process's tombstones with them): its next merge, finding the target
 // the first one made, must still forget, or the tombstones the first
-// merge wrote are gone below watermarks that stay.
+// merge wrote are gone below watermarks that stay. So must the next
+// merge after the second process restarts (killed, or `tracelake merge`
+// run again, as its failed reset ended it): what a reset left unfinished
+// is kept in Databend, not only in the memory of the process that began
+// it.
 func TestModelSetUpWhoseForgettingFailedForgetsAtItsNextMerge(t *testing.T) {
+	for _, restarted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restarted=%v", restarted), func(t *testing.T) { forgettingFailed(t, restarted) })
+	}
+}
+
+func forgettingFailed(t *testing.T, restarted bool) {
 	srv, s := prepared(t, "")
 	srv.Set(func() { srv.SQL = true })
 	ctx := context.Background()
@@ -162,6 +172,9 @@ func TestModelSetUpWhoseForgettingFailedForgetsAtItsNextMerge(t *testing.T) {
 		t.Fatalf("the first process's merge: ran %v, %v", fired.Load(), firstErr)
 	}
 	raw(`{"o": 1, "v": 4, "op": "c", "x": 4}`) // older than key 1's delete
+	if restarted {
+		second = merge.NewDatabendMerger(s, false)
+	}
 	if _, err := second.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}
