@@ -110,6 +110,12 @@ type DatabendStatements struct {
 	// the model's claim: the watermarks and rejects forgotten together,
 	// after the tables Reset makes anew (see Databend).
 	Forget []string
+	// Unfinished, set with Forget, is a query answering one count: the
+	// resets of the model begun (Reset's first statement marks one in
+	// the watermark table) and not finished (Forget deletes the marks).
+	// The merger asks it after Setup and resets when it is not 0, even
+	// with the target there.
+	Unfinished string
 }
 
 // Databend returns the model's statements for Databend.
@@ -159,12 +165,23 @@ func Databend(m config.Model) DatabendStatements {
 	// so were the rejects. Forgotten last, whatever merged before is read
 	// again from the first raw row, to the same rows (one per key, the
 	// merge's), tombstones and rejects (each once: deleted with the
-	// watermarks). A merger stopped before Forget commits finds the
-	// target absent again next time and resets again (unless another
-	// made it meanwhile).
+	// watermarks).
+	//
+	// A merger stopped or failing between Reset's drops and Forget's
+	// commit may find the target there next time: another process made
+	// it meanwhile, and that process's merges may have written
+	// tombstones the drops took while their watermarks stay. So Reset
+	// first marks the reset begun in the watermark table (partition -2,
+	// never a raw row's, committed before the drops), Forget deletes the
+	// model's marks with the watermarks, and any merger's next setup
+	// finding a mark resets, target there or not. Kept only in the
+	// memory of the merger that began it (until 2026-12-07), the reset
+	// was never finished once that process ended (killed, or `tracelake
+	// merge` ended by the failure), and a deleted row came back with an
+	// older change.
 	st.Absent = targetCountSQL(m.Target)
-	st.Forget = []string{claimSQL(m.Name), forgetWatermarksSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects}
-	st.Absent = targetCountSQL(m.Target)
+	st.Forget = []string{claimSQL(m.Name), forgetWatermarksSQL(p.lit(m.Name)), resetsDoneSQL(p.lit(m.Name)), "DELETE FROM " + p.rejects}
+	st.Unfinished = fmt.Sprintf(`SELECT count(*) FROM %s WHERE model = %s AND "partition" = %d`, WatermarkTable, p.lit(m.Name), resetPartition)
 	if p.tombstones != "" {
 		st.Tombstones, st.Target = sqltext.DatabendColumns(m.Target+"_tombstones"), m.Target
 		for _, c := range p.keys {
@@ -173,7 +190,7 @@ func Databend(m config.Model) DatabendStatements {
 		st.TombstoneColumns = append(st.TombstoneColumns, m.Version)
 		slices.Sort(st.TombstoneColumns)
 	}
-	st.Reset = []string{"DROP TABLE IF EXISTS " + inc, incTable}
+	st.Reset = []string{resetBegunSQL(p.lit(m.Name)), "DROP TABLE IF EXISTS " + inc, incTable}
 	if p.tombstones != "" {
 		st.Reset = append(st.Reset, "DROP TABLE IF EXISTS "+p.tombstones, p.tombstonesTableSQL())
 	}
@@ -233,10 +250,13 @@ func (st DatabendStatements) Script(title string) string {
 	for _, q := range st.Setup {
 		b.WriteString(q + ";\n")
 	}
+	if st.Unfinished != "" {
+		b.WriteString("-- when the target is there: a reset begun and not finished (not 0) is finished, target there or not\n" + st.Unfinished + ";\n")
+	}
 	if len(st.Reset) > 0 {
 		when := "when the sink is about to create the target anew (dropped to be built again), after the setup"
 		if st.Absent != "" {
-			when = "when the count above was 0, before the target is made anew"
+			when = "when the target's count above was 0 (or a reset's not), before the target is made anew"
 		}
 		b.WriteString("\n-- " + when + ": forget what the merges kept beside the target that was there, so that the next merge reads from the first raw row\n")
 		for _, q := range st.Reset {
@@ -409,6 +429,21 @@ func claimRowSQL(model string) string {
 WHEN NOT MATCHED THEN INSERT (model, topic, "partition", next_offset, merged_at) VALUES (s.model, '', -1, 0, NOW())`, WatermarkTable, sqltext.DatabendString(model))
 }
 
+// resetPartition is the partition of a model's watermark rows marking a
+// reset begun and not finished (DatabendStatements.Unfinished): never a
+// raw row's, nor the claim row's (-1).
+const resetPartition = -2
+
+// resetBegunSQL marks a reset of model (a literal) begun.
+func resetBegunSQL(model string) string {
+	return fmt.Sprintf(`INSERT INTO %s (model, topic, "partition", next_offset, merged_at) VALUES (%s, '', %d, 0, NOW())`, WatermarkTable, model, resetPartition)
+}
+
+// resetsDoneSQL deletes the marks of model's resets begun (a literal).
+func resetsDoneSQL(model string) string {
+	return fmt.Sprintf(`DELETE FROM %s WHERE model = %s AND "partition" = %d`, WatermarkTable, model, resetPartition)
+}
+
 // claimSQL claims model for one merge transaction by rewriting its claim
 // row: of two merges at once, Databend fails the second commit.
 func claimSQL(model string) string {
@@ -435,20 +470,13 @@ type DatabendMerger struct {
 	db   Execer
 	task bool
 	set  map[string]bool // models whose setup ran
-	// resetting: models whose setup found the target absent and has
-	// not finished forgetting what the merges kept beside it (Reset,
-	// Forget). Its next setup resets again even when it finds the
-	// target: another process made it meanwhile and may have merged,
-	// and the tombstones made anew here dropped what that merge wrote,
-	// while its watermarks stay until Forget commits.
-	resetting map[string]bool
 }
 
 // NewDatabendMerger returns a merger running on db; with task it creates
 // each model's Databend task (Databend Cloud schedules it) and does not
 // merge itself: two schedules merging one model would only conflict.
 func NewDatabendMerger(db Execer, task bool) *DatabendMerger {
-	return &DatabendMerger{db: db, task: task, set: map[string]bool{}, resetting: map[string]bool{}}
+	return &DatabendMerger{db: db, task: task, set: map[string]bool{}}
 }
 
 // Merge merges the model's raw rows past its watermark once. Databend does
@@ -534,10 +562,23 @@ func (d *DatabendMerger) checkTombstones(ctx context.Context, name string, st Da
 	return nil
 }
 
+// count runs q, a query answering one count.
+func (d *DatabendMerger) count(ctx context.Context, q string) (int64, error) {
+	rows, err := d.db.QueryText(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	if len(rows) != 1 || len(rows[0]) != 1 {
+		return 0, fmt.Errorf("%d rows answered, want one count", len(rows))
+	}
+	return strconv.ParseInt(rows[0][0], 10, 64)
+}
+
 // setUp runs what precedes the model's first merge in this process, in
 // the order Script prints it: the query for the target (st.Absent), with
 // the target there the check of its tombstones (st.Tombstones), the
-// setup, the reset if the target was absent, the target's creation, and
+// setup, the reset if the target was absent or a reset unfinished
+// (st.Unfinished), the target's creation, and
 // in task mode the task (last, so that the task's first merge reads from
 // the first row too).
 //
@@ -551,20 +592,11 @@ func (d *DatabendMerger) checkTombstones(ctx context.Context, name string, st Da
 func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStatements) error {
 	absent := false
 	if st.Absent != "" {
-		rows, err := d.db.QueryText(ctx, st.Absent)
+		n, err := d.count(ctx, st.Absent)
 		if err != nil {
 			return fmt.Errorf("look for the target of model %s in Databend: %w", name, err)
 		}
-		if len(rows) != 1 || len(rows[0]) != 1 {
-			return fmt.Errorf("look for the target of model %s in Databend: %d rows answered, want one count", name, len(rows))
-		}
-		n, err := strconv.ParseInt(rows[0][0], 10, 64)
-		if err != nil {
-			return fmt.Errorf("look for the target of model %s in Databend: %w", name, err)
-		}
-		// A reset this merger began and did not finish is finished
-		// whatever the count says (see resetting).
-		absent = n == 0 || d.resetting[name]
+		absent = n == 0
 		if !absent && st.Tombstones != "" {
 			if err := d.checkTombstones(ctx, name, st); err != nil {
 				return err
@@ -574,8 +606,17 @@ func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStat
 	if err := d.db.Exec(ctx, st.Setup...); err != nil {
 		return fmt.Errorf("set up model %s in Databend: %w", name, err)
 	}
+	if !absent && st.Unfinished != "" {
+		// Asked after Setup, which makes the watermark table. A reset
+		// begun and not finished, by any merger, is finished whatever
+		// the target's count says (DatabendStatements.Unfinished).
+		n, err := d.count(ctx, st.Unfinished)
+		if err != nil {
+			return fmt.Errorf("look for an unfinished reset of model %s in Databend: %w", name, err)
+		}
+		absent = n > 0
+	}
 	if absent && len(st.Reset) > 0 {
-		d.resetting[name] = true
 		if err := d.db.Exec(ctx, st.Reset...); err != nil {
 			return fmt.Errorf("start model %s, its target to be made anew, from the first raw row: %w", name, err)
 		}
@@ -584,7 +625,6 @@ func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStat
 				return fmt.Errorf("start model %s, its target to be made anew, from the first raw row: forget its watermarks and rejects: %w", name, err)
 			}
 		}
-		delete(d.resetting, name)
 	}
 	if err := d.db.Exec(ctx, st.Create...); err != nil {
 		return fmt.Errorf("create the target of model %s in Databend: %w", name, err)

@@ -63,6 +63,10 @@ var (
 	// Absent): the tables named so in the current database or one named.
 	reSystemTables = regexp.MustCompile(`^SELECT count\(\*\) FROM system\.tables WHERE database = (?:current_database\(\)|'((?:[^'\\]|''|\\.)*)') AND name = '((?:[^'\\]|''|\\.)*)'$`)
 	reDelete       = regexp.MustCompile(`^DELETE FROM (\S+)$`)
+	// The merger's look for a model's resets begun and not finished
+	// (merge.DatabendStatements Unfinished): its watermark rows of one
+	// partition.
+	reWatermarkCount = regexp.MustCompile(`^SELECT count\(\*\) FROM (tracelake_merge_watermarks) WHERE model = '((?:[^'\\]|''|\\.)*)' AND "partition" = (-?\d+)$`)
 	// The GenAI rebuild's DELETE of the rows at or below the ledger's
 	// positions: one (topic, partition, last offset) per partition.
 	reDeleteUpTo = regexp.MustCompile(`^DELETE FROM (\S+) WHERE (\(ktopic = '(?:[^'\\]|''|\\.)*' AND kpartition = \d+ AND koffset <= -?\d+\)(?: OR .*)?)$`)
@@ -348,6 +352,20 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	}
 	if m := reSystemTables.FindStringSubmatch(sql); m != nil {
 		return s.systemTables(*sess, stringLiteral(m[1]), stringLiteral(m[2]))
+	}
+	if m := reWatermarkCount.FindStringSubmatch(sql); m != nil {
+		t, err := s.table(m[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		model, partition := stringLiteral(m[2]), m[3]
+		n := 0
+		for _, r := range visible(t, *txp, m[1]) {
+			if jsonString(r["model"]) == model && strconv.FormatInt(jsonInt(r["partition"]), 10) == partition {
+				n++
+			}
+		}
+		return []string{"count(*)"}, [][]*string{{str(strconv.Itoa(n))}}, nil
 	}
 	if m := reTableCount.FindStringSubmatch(sql); m != nil {
 		t, err := s.table(m[1])
