@@ -172,7 +172,8 @@ func Databend(m config.Model) DatabendStatements {
 	// it meanwhile, and that process's merges may have written
 	// tombstones the drops took while their watermarks stay. So Reset
 	// first marks the reset begun in the watermark table (partition -2,
-	// never a raw row's, committed before the drops), Forget deletes the
+	// never a raw row's, committed before the drops; again after the
+	// tombstones' drop, see Reset below), Forget deletes the
 	// model's marks with the watermarks, and any merger's next setup
 	// finding a mark resets, target there or not. Kept only in the
 	// memory of the merger that began it (until 2026-12-07), the reset
@@ -192,7 +193,12 @@ func Databend(m config.Model) DatabendStatements {
 	}
 	st.Reset = []string{resetBegunSQL(p.lit(m.Name)), "DROP TABLE IF EXISTS " + inc, incTable}
 	if p.tombstones != "" {
-		st.Reset = append(st.Reset, "DROP TABLE IF EXISTS "+p.tombstones, p.tombstonesTableSQL())
+		// Marked again after the drop: another process's reset begun at
+		// once may finish (its Forget deleting every mark of the model,
+		// this one's too) and merge between this reset's first mark and
+		// its drop, which then takes that merge's tombstones. The first
+		// mark covers a stop between the two.
+		st.Reset = append(st.Reset, "DROP TABLE IF EXISTS "+p.tombstones, resetBegunSQL(p.lit(m.Name)), p.tombstonesTableSQL())
 	}
 	task := sqltext.Name(m.Name + "_merge")
 	body := "BEGIN\n" + indent("BEGIN;\n"+strings.Join(st.Merge, ";\n")+";\nCOMMIT;") + "\nEND"
