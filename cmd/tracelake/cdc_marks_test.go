@@ -26,6 +26,7 @@ import (
 // failed after the replay: "ledger counts 2 records, tables hold 3". Now
 // the replay moves each record from the dead-letter count to its rows'.
 func TestCDCReplayOfAMessageOfTwoRowsVerifies(t *testing.T) {
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	bin := buildBinary(t)
 	cluster, cl := startKafka(t, 1)
 	cfgPath := writeConfig(t, cluster, "format: canal", "merge: {every: 1h}")

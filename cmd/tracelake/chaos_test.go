@@ -178,6 +178,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	bin := buildBinary(t)
 	const settings = `workers: 2
 batch: {max_records: 300, max_interval: 100ms}

@@ -29,6 +29,7 @@ func TestCDCCrashKill9MarksNeverAheadOfTheModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 4)
 	cfgPath := writeConfig(t, cluster, "format: debezium, group: cdcmarks, session_timeout: 6s, rebalance_timeout: 6s", `workers: 2

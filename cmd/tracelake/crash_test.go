@@ -22,6 +22,7 @@ func TestCrashKill9ExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 4)
 	cfgPath := writeConfig(t, cluster, "group: crash, session_timeout: 6s, rebalance_timeout: 6s", `workers: 2
@@ -112,6 +113,7 @@ func TestCDCCrashKill9ModelsExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 4)
 	cfgPath := writeConfig(t, cluster, "format: debezium, group: cdccrash, session_timeout: 6s, rebalance_timeout: 6s", `workers: 2

@@ -171,6 +171,7 @@ func ledgerSums(srv *databendtest.Server, ledger string) (records, dlq int64) {
 // partition, run from the reference's own config file: 100 uploads, 20
 // COPY INTO executions, 100,000 rows with offsets 0 to 99,999.
 func TestReferenceConfigFileAgainstDatabend(t *testing.T) {
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	const n = 100_000
 	bin, srv, cluster, _ := databendSetup(t, 1, n, 7)
 	cfgPath := referenceConfig(t, cluster, srv, "s3cret", nil)
@@ -503,6 +504,7 @@ func TestMergeAgainstDatabend(t *testing.T) {
 // SIGKILL at random moments against Databend: every message lands once,
 // and the ledger's ranges per partition are contiguous from offset 0.
 func TestDatabendCrashKill9ExactlyOnce(t *testing.T) {
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	const first, during = 20_000, 20_000
 	bin, srv, cluster, prod := databendSetup(t, 4, first, 1)
 	cfgPath := filepath.Join(t.TempDir(), "tracelake.yaml")

@@ -27,6 +27,7 @@ func TestIcebergCrashKill9ExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	bin := buildBinary(t)
 	cluster, prod := startKafka(t, 4)
 	dir := t.TempDir()

@@ -156,6 +156,7 @@ func TestStartOffsetLatestKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel() // mostly waiting on kills, restarts and the group's rebalances
 	bin := buildBinary(t)
 	const before, after, later = 30, 5, 7 // records per partition: before the first run, read by it, after it
 	cluster, _ := startKafka(t, 2)
