@@ -1,0 +1,80 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tracelake/tracelake/internal/config"
+	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+)
+
+// A topic deleted and recreated while tracelake was stopped, and refilled
+// past the ledger's position: its log no longer ends below the ledger, so
+// only Kafka's topic id tells it from the old one. The run must stop as
+// for a recreated topic whose log is shorter (same error, metric and
+// remedy, naming both ids), with nothing of the new log loaded. Before,
+// it resumed at the ledger's offset, and the new topic's records below it
+// were never loaded nor reported.
+func TestTopicRefilledPastTheLedgerStopsTheRun(t *testing.T) {
+	c, cl, cfg, s := loadedHundred(t)
+	refillRecreated(t, c, cl, 150)
+	wantRefilledStopped(t, cfg, s)
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw`); n != 100 {
+		t.Errorf("%d rows, want the old topic's 100: nothing of the new log may be loaded over the old ledger", n)
+	}
+}
+
+// The same on Databend, whose ledger keeps the topic id alike.
+func TestTopicRefilledPastTheLedgerStopsTheRunOnDatabend(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	cfg := testConfig(t, c)
+	srv := databendtest.New("tl", "s3cret")
+	t.Cleanup(srv.Close)
+	databendConfig(t, cfg, srv)
+	s := openDatabendSink(t, srv, cfg.Sink.Table)
+	produceNumbers(t, cl, 0, 100)
+	runUntilIdle(t, cfg, s, nil)
+
+	refillRecreated(t, c, cl, 150)
+	wantRefilledStopped(t, cfg, s)
+	if n := len(srv.Rows(cfg.Sink.Table)); n != 100 {
+		t.Errorf("%d rows, want the old topic's 100: nothing of the new log may be loaded over the old ledger", n)
+	}
+}
+
+// refillRecreated deletes the test topic and creates it again (a new
+// topic id), with n records: more than the old one's 100.
+func refillRecreated(t *testing.T, c *kfake.Cluster, cl *kgo.Client, n int) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	_, err := adm.DeleteTopics(context.Background(), topic)
+	must(t, err)
+	_, err = adm.CreateTopic(context.Background(), 1, 1, nil, topic)
+	must(t, err)
+	fresh := producer(t, c)
+	for i := range n {
+		produce(t, fresh, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"new": %d}`, i)})
+	}
+}
+
+// wantRefilledStopped runs cfg over s and wants it stopped on the
+// recreated topic, counted as a log reset.
+func wantRefilledStopped(t *testing.T, cfg *config.Config, s sink.Sink) {
+	t.Helper()
+	m, err := runIdleCounting(t, cfg, s)
+	if err == nil || !strings.Contains(err.Error(), "deleted and recreated") || !strings.Contains(err.Error(), "topic id") {
+		t.Fatalf("run over a topic recreated and refilled past the ledger: %v; want an error saying it was recreated, naming its topic ids", err)
+	}
+	if got := testutil.ToFloat64(m.LogResets.WithLabelValues(topic)); got < 1 {
+		t.Errorf("log resets metric %v, want at least 1", got)
+	}
+}
