@@ -34,7 +34,7 @@ func TestMergeEveryReports(t *testing.T) {
 	}
 	for _, q := range []string{
 		`INSERT INTO trace_raw SELECT uuid()::VARCHAR, i, 0, json_object('id', i, 'name', 'n' || i), json_object('topic', 't'), now() FROM range(5) r(i)`,
-		`INSERT INTO trace_raw_ledger VALUES ('t', 0, 0, 4, 5, 0, 'l1', 1, now())`,
+		`INSERT INTO trace_raw_ledger VALUES ('t', 0, 0, 4, 5, 0, 'l1', 1, now(), NULL)`,
 	} {
 		if _, err := snk.DB().Exec(q); err != nil {
 			t.Fatal(err)

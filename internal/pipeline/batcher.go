@@ -65,6 +65,10 @@ type batcher struct {
 	// it are already batched. It outlives a revoke: a partition that comes
 	// back to this worker resumes past what the worker still holds.
 	next map[sink.TopicPartition]int64
+	// topicIDs are Kafka's ids of the topics read, as listed when their
+	// partitions were assigned (setTopicIDs): each range carries its
+	// topic's, for the sink to record with the position.
+	topicIDs map[string]string
 	// ready are batches closed out of turn (cut), to be sent before the
 	// open one.
 	ready []*batch
@@ -101,6 +105,7 @@ func newBatcher(transform bool, maxRecords int, maxBytes int64, maxInterval time
 		maxInterval: maxInterval,
 		index:       map[sink.TopicPartition]int{},
 		next:        map[sink.TopicPartition]int64{},
+		topicIDs:    map[string]string{},
 		ids:         envelope.NewUUIDs(),
 	}
 }
@@ -271,7 +276,7 @@ func (b *batcher) rangeOf(tp sink.TopicPartition, offset int64, now time.Time) *
 		}
 		i = len(b.cur.Ranges)
 		b.index[tp] = i
-		b.cur.Ranges = append(b.cur.Ranges, sink.Range{TopicPartition: tp, First: first})
+		b.cur.Ranges = append(b.cur.Ranges, sink.Range{TopicPartition: tp, First: first, TopicID: b.topicIDs[tp.Topic]})
 	}
 	rg := &b.cur.Ranges[i]
 	rg.Last = offset

@@ -1,9 +1,12 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -59,10 +62,19 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	if err != nil {
 		return nil, err
 	}
+	recreated, err := w.checkTopicIDs(ctx, offsets, positions)
+	if err != nil {
+		return nil, err
+	}
 	starts, ended := w.resolveStarts(offsets, positions, logStarts, bounds)
-	for _, e := range ended {
+	for _, r := range recreated {
 		// Outside w.mu: stopping cancels the run.
-		w.logEndsBelow(e.tp, e.end, e.next)
+		w.topicIDChanged(r)
+	}
+	for _, e := range ended {
+		if !slices.ContainsFunc(recreated, func(r idChange) bool { return r.tp == e.tp }) { // said once
+			w.logEndsBelow(e.tp, e.end, e.next)
+		}
 	}
 	if err := w.commitStarts(ctx, starts); err != nil {
 		if ctx.Err() != nil {
@@ -212,6 +224,100 @@ func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, position
 		}
 	}
 	return unrecorded, ended
+}
+
+// idChange is a partition whose ledger position was loaded from a topic
+// of another id than the topic's now.
+type idChange struct {
+	tp       sink.TopicPartition
+	was, is  string
+	position int64
+}
+
+// checkTopicIDs lists Kafka's id of each assigned topic, for the ranges
+// read from now on to carry (the sink records it with the position), and
+// returns the partitions whose ledger recorded another id: their topic was
+// deleted and recreated, and the ledger's offsets are the old log's. A
+// log that ends below the ledger tells it too (logBounds), but not one
+// refilled past the ledger while tracelake was stopped: reading would
+// resume at the ledger's offset, and the new log's records below it would
+// never be loaded nor said lost. Those partitions are paused here. A
+// listing that fails, a Kafka without topic ids (before 2.8) and ledger
+// rows without one (an older release's) leave a partition unchecked, as
+// before; its ranges then carry no id.
+func (w *Worker) checkTopicIDs(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) ([]idChange, error) {
+	keeper, ok := w.opt.Sink.(sink.TopicIDKeeper)
+	if !ok || len(offsets) == 0 {
+		return nil, nil
+	}
+	topics := slices.Sorted(maps.Keys(offsets))
+	adm, lctx, cancel, err := w.adminWithin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	details, err := adm.ListTopics(lctx, topics...)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		w.log.Warn("list the topic ids of assigned topics failed; their partitions are not checked against the ids in the ledger, and their loads record none", "topics", topics, "err", err)
+	}
+	ids := map[string]string{}
+	for t, d := range details {
+		if d.Err == nil && d.ID != (kadm.TopicID{}) {
+			ids[t] = topicIDString(d.ID)
+		}
+	}
+	var inLedger []sink.TopicPartition
+	for tp := range positions {
+		if ids[tp.Topic] != "" {
+			inLedger = append(inLedger, tp)
+		}
+	}
+	var recorded map[sink.TopicPartition]string
+	if len(inLedger) > 0 {
+		if recorded, err = keeper.TopicIDs(ctx, inLedger); err != nil {
+			// As for Positions: rejoin rather than read unchecked.
+			w.log.Error("read the topic ids of assigned partitions from the ledger", "err", err)
+			return nil, err
+		}
+	}
+	var changed []idChange
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range topics {
+		if ids[t] == "" {
+			delete(w.b.topicIDs, t) // unknown: recorded as none rather than as an id that may be stale
+		} else {
+			w.b.topicIDs[t] = ids[t]
+		}
+	}
+	for _, tp := range inLedger {
+		if was, ok := recorded[tp]; ok && was != ids[tp.Topic] {
+			changed = append(changed, idChange{tp: tp, was: was, is: ids[tp.Topic], position: positions[tp]})
+			w.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) // nothing of the new log is read
+		}
+	}
+	slices.SortFunc(changed, func(a, b idChange) int {
+		return cmp.Or(cmp.Compare(a.tp.Topic, b.tp.Topic), cmp.Compare(a.tp.Partition, b.tp.Partition))
+	})
+	return changed, nil
+}
+
+// topicIDString is a topic id as Kafka's tools print it (kafka-topics
+// --describe: base64 URL-safe, unpadded).
+func topicIDString(id kadm.TopicID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// topicIDChanged stops the run on a partition whose topic has another id
+// than the one its ledger position was loaded from, as logEndsBelow does
+// on a log that ends below it.
+func (w *Worker) topicIDChanged(c idChange) {
+	err := fmt.Errorf("%w: %s/%d: the ledger's position (next offset %d) was loaded from topic id %s, and the topic now has id %s: the topic was deleted and recreated. "+
+		"The ledger's offsets of this partition belong to the old log, and the new log's records below them would never be loaded; load the new one into a new table (sink.table), or remove the partition's ledger rows to start it again",
+		sink.ErrFatal, c.tp.Topic, c.tp.Partition, c.position, c.was, c.is)
+	w.stopOnLogReset(c.tp.Topic, err, "partition's topic id differs from the ledger's; stopping", "partition", c.tp.Partition,
+		"ledger_topic_id", c.was, "topic_id", c.is, "next", c.position)
 }
 
 // logEnd is a partition whose log ends below where it resumes.
@@ -566,14 +672,11 @@ func (w *Worker) logBounds(ctx context.Context, offsets map[string]map[int32]kgo
 	if len(topics) == 0 {
 		return nil, nil
 	}
-	select {
-	case <-w.clientSet:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	adm, lctx, cancel, err := w.adminWithin(ctx)
+	if err != nil {
+		return nil, err
 	}
-	lctx, cancel := context.WithTimeout(ctx, boundsWait)
 	defer cancel()
-	adm := kadm.NewClient(w.cl)
 	// Each answer holds what was listed even with an error (a broker
 	// that did not answer): those partitions are checked.
 	starts, serr := adm.ListStartOffsets(lctx, topics...)
@@ -593,7 +696,20 @@ func (w *Worker) logBounds(ctx context.Context, offsets map[string]map[int32]kgo
 	return out, nil
 }
 
-// boundsWait bounds logBounds: it holds up the assignment.
+// adminWithin waits for the client (the assignment's callback may run
+// before NewClient returned) and returns an admin client over it with ctx
+// bounded by boundsWait, for a listing at assignment.
+func (w *Worker) adminWithin(ctx context.Context) (*kadm.Client, context.Context, context.CancelFunc, error) {
+	select {
+	case <-w.clientSet:
+	case <-ctx.Done():
+		return nil, nil, nil, ctx.Err()
+	}
+	lctx, cancel := context.WithTimeout(ctx, boundsWait)
+	return kadm.NewClient(w.cl), lctx, cancel, nil
+}
+
+// boundsWait bounds the listings at assignment (logBounds, checkTopicIDs): they hold it up.
 const boundsWait = 5 * time.Second
 
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {

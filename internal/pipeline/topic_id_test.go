@@ -78,3 +78,31 @@ func wantRefilledStopped(t *testing.T, cfg *config.Config, s sink.Sink) {
 		t.Errorf("log resets metric %v, want at least 1", got)
 	}
 }
+
+// A ledger an older release left has no topic ids: the column is added
+// when the sink opens, its rows are not checked (there is nothing to
+// check them by) and the next load records the id, so a topic recreated
+// and refilled after that stops the run.
+func TestTopicIDRecordedFromTheNextLoadOfAnOldLedger(t *testing.T) {
+	c, cl, cfg, s := loadedHundred(t)
+	if _, err := s.DB().Exec(`ALTER TABLE trace_raw_ledger DROP COLUMN topic_id`); err != nil {
+		t.Fatal(err) // the ledger as an older release made it
+	}
+	must(t, s.Close())
+	s = openSink(t, cfg)
+	if n := queryInt(t, s.DB(), `SELECT count(topic_id) FROM trace_raw_ledger`); n != 0 {
+		t.Fatalf("%d ledger rows with a topic id after the upgrade, want none: the older rows read null", n)
+	}
+
+	produceNumbers(t, cl, 100, 120)
+	runUntilIdle(t, cfg, s, nil) // the old rows unchecked: it goes on
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw_ledger WHERE last_offset >= 100 AND topic_id IS NULL`); n != 0 {
+		t.Errorf("%d ledger rows of the load after the upgrade without a topic id, want none", n)
+	}
+	if n := queryInt(t, s.DB(), `SELECT count(*) FROM trace_raw`); n != 120 {
+		t.Errorf("%d rows, want 120", n)
+	}
+
+	refillRecreated(t, c, cl, 150)
+	wantRefilledStopped(t, cfg, s)
+}

@@ -78,6 +78,9 @@ func Fence(files []File, fence map[TopicPartition]int64) Fenced {
 			m.Last = max(m.Last, r.Last)
 			m.Records += r.Records
 			m.DLQ += r.DLQ
+			if m.TopicID == "" {
+				m.TopicID = r.TopicID
+			}
 		}
 	}
 	for _, tp := range order {

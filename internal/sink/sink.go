@@ -64,6 +64,14 @@ type Range struct {
 	// isolates such rows (Databend): a load's rows of its records are
 	// Records + DLQ - DerivedDLQ.
 	DerivedDLQ int64
+	// TopicID is Kafka's id of the topic the range was read from, as the
+	// worker listed it when the partition was assigned; "" when unknown
+	// (a Kafka before 2.8, a listing that failed, an OTLP sequence). A
+	// sink that keeps it (TopicIDKeeper) records it with the position, so
+	// a topic deleted and recreated under the same name, whose offsets
+	// are not the ledger's, is told from the old one even once its log
+	// reaches past the ledger.
+	TopicID string
 }
 
 // Batch is a closed batch of encoded rows, owned by the sink once passed to
@@ -233,6 +241,15 @@ type Sink interface {
 	Discard(files []File)
 	// Close releases the sink.
 	Close() error
+}
+
+// TopicIDKeeper is a Sink that records each range's TopicID in its ledger.
+type TopicIDKeeper interface {
+	// TopicIDs returns, for each partition of parts whose ledger recorded a
+	// topic id, the id recorded with its furthest range that has one.
+	// Partitions loaded only by a release that did not record ids (or from
+	// a Kafka without them) are absent: there is nothing to check them by.
+	TopicIDs(ctx context.Context, parts []TopicPartition) (map[TopicPartition]string, error)
 }
 
 // ConcurrentStager is a Sink whose Stage mostly waits on the network (an

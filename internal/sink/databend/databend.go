@@ -504,6 +504,38 @@ func (s *Sink) lastLoaded(ctx context.Context, ss *session, parts []sink.TopicPa
 	return last, nil
 }
 
+// TopicIDs returns the topic id recorded with each partition's furthest
+// ledger row that has one (sink.TopicIDKeeper).
+func (s *Sink) TopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]string, error) {
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	want := map[sink.TopicPartition]bool{}
+	for _, tp := range parts {
+		want[tp] = true
+	}
+	q := fmt.Sprintf(`SELECT topic, "partition", arg_max(topic_id, last_offset) FROM %s WHERE topic_id IS NOT NULL AND topic IN (%s) GROUP BY topic, "partition"`,
+		s.tables.ledger, sqltext.QuoteAll(topicsOf(parts), sqltext.DatabendString))
+	res, err := s.c.session().query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read topic ids from ledger %s: %w", s.opt.Table+"_ledger", err)
+	}
+	out := map[sink.TopicPartition]string{}
+	for _, row := range res.Rows {
+		if len(row) < 3 || row[0] == nil || row[1] == nil || row[2] == nil {
+			continue
+		}
+		p, err := strconv.ParseInt(*row[1], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("read topic ids from ledger %s: unexpected row %v", s.opt.Table+"_ledger", deref(row))
+		}
+		if tp := (sink.TopicPartition{Topic: *row[0], Partition: int32(p)}); want[tp] {
+			out[tp] = *row[2]
+		}
+	}
+	return out, nil
+}
+
 // ledgerPositions reads the last loaded offset of each partition the
 // ledger knows (those of the rows where selects), in the session ss.
 func (s *Sink) ledgerPositions(ctx context.Context, ss *session, where string) (map[sink.TopicPartition]int64, error) {

@@ -651,13 +651,17 @@ func sumRanges(f sink.File, dlq bool) int64 {
 
 func ledgerInsert(ledger string, ranges []sink.Range, loadID string, files int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `INSERT INTO %s (topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at) VALUES `, ledger)
+	fmt.Fprintf(&b, `INSERT INTO %s (topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at, topic_id) VALUES `, ledger)
 	for i, r := range ranges {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "(%s, %d, %d, %d, %d, %d, %s, %d, NOW())",
-			sqltext.DatabendString(r.Topic), r.Partition, r.First, r.Last, r.Records, r.DLQ, sqltext.DatabendString(loadID), files)
+		id := "NULL" // unknown: not checked
+		if r.TopicID != "" {
+			id = sqltext.DatabendString(r.TopicID)
+		}
+		fmt.Fprintf(&b, "(%s, %d, %d, %d, %d, %d, %s, %d, NOW(), %s)",
+			sqltext.DatabendString(r.Topic), r.Partition, r.First, r.Last, r.Records, r.DLQ, sqltext.DatabendString(loadID), files, id)
 	}
 	return b.String()
 }

@@ -56,6 +56,11 @@ var (
 		{"load_id", "VARCHAR", ""},
 		{"files", "INT", ""},
 		{"loaded_at", "TIMESTAMP", ""},
+		// Kafka's id of the topic the range was read from
+		// (sink.Range.TopicID), checked when the partition is assigned;
+		// added to an older ledger at Prepare, whose rows read NULL
+		// there (not checked).
+		{"topic_id", "VARCHAR", "NULL"},
 	}
 )
 
@@ -113,7 +118,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 	}
 	specs := []tableSpec{
 		{s.opt.Table + "_dlq", s.tables.dlq, dlqColumns, false, true},
-		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns, false, false},
+		{s.opt.Table + "_ledger", s.tables.ledger, ledgerColumns, false, true}, // topic_id came later
 		// The fence table's claim column is added to an older one (see
 		// claim.go): its rows read NULL there.
 		{s.opt.Table + "_fence", s.tables.fence, fenceColumns, false, true},

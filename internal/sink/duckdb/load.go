@@ -640,8 +640,10 @@ func (s *Sink) insertLedger(ctx context.Context, tx *sql.Tx, ranges []sink.Range
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "INSERT INTO %s VALUES ", s.tables.ledger)
-	args := make([]any, 0, len(ranges)*6+3)
+	// By name: topic_id came later, and a ledger grown at Prepare has it
+	// last, as a new one does.
+	fmt.Fprintf(&b, `INSERT INTO %s (topic, "partition", first_offset, last_offset, records, dlq_records, topic_id, load_id, files, loaded_at) VALUES `, s.tables.ledger)
+	args := make([]any, 0, len(ranges)*7+3)
 	args = append(args, loadID, files, now)
 	for i, r := range ranges {
 		if i > 0 {
@@ -649,8 +651,12 @@ func (s *Sink) insertLedger(ctx context.Context, tx *sql.Tx, ranges []sink.Range
 		}
 		n := len(args)
 		b.WriteString("($" + strconv.Itoa(n+1) + ", $" + strconv.Itoa(n+2) + ", $" + strconv.Itoa(n+3) + ", $" +
-			strconv.Itoa(n+4) + ", $" + strconv.Itoa(n+5) + ", $" + strconv.Itoa(n+6) + ", $1, $2, $3)")
-		args = append(args, r.Topic, r.Partition, r.First, r.Last, r.Records, r.DLQ)
+			strconv.Itoa(n+4) + ", $" + strconv.Itoa(n+5) + ", $" + strconv.Itoa(n+6) + ", $" + strconv.Itoa(n+7) + ", $1, $2, $3)")
+		var id any // NULL when unknown: not checked
+		if r.TopicID != "" {
+			id = r.TopicID
+		}
+		args = append(args, r.Topic, r.Partition, r.First, r.Last, r.Records, r.DLQ, id)
 	}
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("insert ledger rows: %w", err)

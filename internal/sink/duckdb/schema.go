@@ -38,6 +38,11 @@ var (
 		{"topic", "VARCHAR"}, {"partition", "INTEGER"}, {"first_offset", "BIGINT"},
 		{"last_offset", "BIGINT"}, {"records", "BIGINT"}, {"dlq_records", "BIGINT"},
 		{"load_id", "VARCHAR"}, {"files", "INTEGER"}, {"loaded_at", "TIMESTAMP"},
+		// topic_id is Kafka's id of the topic the range was read from
+		// (sink.Range.TopicID), checked when the partition is assigned. It
+		// came later: a ledger without it gets it added at Prepare, and
+		// its older rows read NULL there (not checked).
+		{"topic_id", "VARCHAR"},
 	}
 )
 
@@ -94,7 +99,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 			errs = append(errs, s.ensure(ctx, s.opt.Table, rawColumns))
 		}
 	}
-	errs = append(errs, s.ensureGrown(ctx, s.opt.Table+"_dlq", dlqColumns), s.ensure(ctx, s.opt.Table+"_ledger", ledgerColumns))
+	errs = append(errs, s.ensureGrown(ctx, s.opt.Table+"_dlq", dlqColumns), s.ensureGrown(ctx, s.opt.Table+"_ledger", ledgerColumns))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -245,6 +250,33 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 		}
 		if want[tp] {
 			out[tp] = last + 1
+		}
+	}
+	return out, rows.Err()
+}
+
+// TopicIDs returns the topic id recorded with each partition's furthest
+// ledger row that has one (sink.TopicIDKeeper).
+func (s *Sink) TopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]string, error) {
+	want := make(map[sink.TopicPartition]bool, len(parts))
+	for _, p := range parts {
+		want[p] = true
+	}
+	q := fmt.Sprintf(`SELECT topic, "partition", arg_max(topic_id, last_offset) FROM %s WHERE topic_id IS NOT NULL GROUP BY ALL`, s.tables.ledger)
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read topic ids from %s: %w", s.tables.ledger, err)
+	}
+	defer rows.Close()
+	out := map[sink.TopicPartition]string{}
+	for rows.Next() {
+		var tp sink.TopicPartition
+		var id string
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &id); err != nil {
+			return nil, fmt.Errorf("read topic ids from %s: %w", s.tables.ledger, err)
+		}
+		if want[tp] {
+			out[tp] = id
 		}
 	}
 	return out, rows.Err()

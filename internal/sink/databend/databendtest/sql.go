@@ -37,10 +37,13 @@ var (
 	rePruneClaims  = regexp.MustCompile(`^DELETE FROM (\S+) WHERE (\(topic = '(?:[^'\\]|''|\\.)*' AND "partition" = \d+ AND \(claim < -?\d+ OR claim IS NULL\)\)(?: OR .*)?)$`)
 	rePruneTuple   = regexp.MustCompile(`\(topic = '((?:[^'\\]|''|\\.)*)' AND "partition" = (\d+) AND \(claim < (-?\d+) OR claim IS NULL\)\)`)
 	reCopy         = regexp.MustCompile(`^COPY INTO (\S+) FROM @(\S+) FILES = \((.*?)\) FILE_FORMAT = \(TYPE = NDJSON MISSING_FIELD_AS = FIELD_DEFAULT COMPRESSION = AUTO\) PURGE = FALSE FORCE = (TRUE|FALSE) ON_ERROR = CONTINUE( DISABLE_VARIANT_CHECK = TRUE)?$`)
-	reLedgerInsert = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at\) VALUES (.*)$`)
-	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\)\)`)
-	reRemove       = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
-	reLedgerScan   = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
+	reLedgerInsert = regexp.MustCompile(`^INSERT INTO (\S+) \(topic, "partition", first_offset, last_offset, records, dlq_records, load_id, files, loaded_at, topic_id\) VALUES (.*)$`)
+	reLedgerTuple  = regexp.MustCompile(`\('((?:[^']|'')*)', (\d+), (-?\d+), (-?\d+), (\d+), (\d+), '([^']*)', (\d+), NOW\(\), (NULL|'[^']*')\)`)
+	// The topic ids recorded in a ledger (Sink.TopicIDs): evaluated by
+	// the engine, as Databend's arg_max reads alike.
+	reLedgerTopicIDs = regexp.MustCompile(`^SELECT topic, "partition", arg_max\(topic_id, last_offset\) FROM (\S+) WHERE topic_id IS NOT NULL AND topic IN \(.*\) GROUP BY topic, "partition"$`)
+	reRemove         = regexp.MustCompile(`^REMOVE @(\S+) PATTERN = '(.*)'$`)
+	reLedgerScan     = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records \+ dlq_records FROM (\S+) ORDER BY topic, "partition", first_offset, last_offset$`)
 	// The ledger rows of one load (its load_id), read by a load whose
 	// fence left positions out, in its transaction.
 	reLedgerOfLoad = regexp.MustCompile(`^SELECT topic, "partition", first_offset, last_offset, records, dlq_records FROM (\S+) WHERE load_id = '((?:[^'\\]|'')*)'$`)
@@ -250,6 +253,9 @@ func (s *Server) run(sql string, sess *sessionConf, txp **txn) ([]string, [][]*s
 	}
 	if m := reLedgerInsert.FindStringSubmatch(sql); m != nil {
 		return nil, nil, s.insertLedger(tx, unquote(m[1]), m[2])
+	}
+	if reLedgerTopicIDs.MatchString(sql) {
+		return s.execute(sql, tx)
 	}
 	if m := reLedgerScan.FindStringSubmatch(sql); m != nil {
 		return s.ledgerScan(m[1], tx)
@@ -1144,6 +1150,9 @@ func (s *Server) insertLedger(tx *txn, name, values string) error {
 			"records": json.RawMessage(m[5]), "dlq_records": json.RawMessage(m[6]),
 			"load_id": jsonOf(m[7]), "files": json.RawMessage(m[8]),
 		})
+		if id := m[9]; id != "NULL" {
+			rows[len(rows)-1]["topic_id"] = jsonOf(strings.Trim(id, "'"))
+		}
 	}
 	s.write(tx, name, rows)
 	return nil
