@@ -3,8 +3,10 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -14,6 +16,7 @@ import (
 	"github.com/tracelake/tracelake/internal/config"
 	"github.com/tracelake/tracelake/internal/sink"
 	"github.com/tracelake/tracelake/internal/sink/databend/databendtest"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 )
 
 // A topic deleted and recreated while tracelake was stopped, and refilled
@@ -48,6 +51,32 @@ func TestTopicRefilledPastTheLedgerStopsTheRunOnDatabend(t *testing.T) {
 	wantRefilledStopped(t, cfg, s)
 	if n := len(srv.Rows(cfg.Sink.Table)); n != 100 {
 		t.Errorf("%d rows, want the old topic's 100: nothing of the new log may be loaded over the old ledger", n)
+	}
+}
+
+// The same on Iceberg, whose tables keep the topic id beside the
+// positions.
+func TestTopicRefilledPastTheLedgerStopsTheRunOnIceberg(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := producer(t, c)
+	cfg := testConfig(t, c)
+	cfg.Sink.Type = config.SinkIceberg
+	cfg.Sink.Iceberg.CommitInterval = config.Duration(100 * time.Millisecond)
+	dir := t.TempDir()
+	s, err := iceberg.Open(context.Background(), iceberg.Options{Catalog: filepath.Join(dir, "catalog.db"),
+		Warehouse: filepath.Join(dir, "warehouse"), Namespace: "tracelake", Table: cfg.Sink.Table, Log: testLog(t)})
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	must(t, s.Prepare(context.Background()))
+	produceNumbers(t, cl, 0, 100)
+	runUntilIdle(t, cfg, s, nil)
+
+	refillRecreated(t, c, cl, 150)
+	wantRefilledStopped(t, cfg, s)
+	stored, err := s.Stored(context.Background(), false)
+	must(t, err)
+	if n := stored[sink.TopicPartition{Topic: topic}].Count(); n != 100 {
+		t.Errorf("%d rows, want the old topic's 100: nothing of the new log may be loaded over the old positions", n)
 	}
 }
 
