@@ -76,6 +76,47 @@ func loadKey(tp sink.TopicPartition) string {
 	return loadKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
 }
 
+// topicIDKeyPrefix begins the main table's properties holding Kafka's id
+// of each topic its positions were loaded from (sink.Range.TopicID):
+// tracelake.topic-id.<topic>, set by the loads that move a position of
+// the topic, beside the positions (and in their snapshot summary). A
+// table loaded only before it existed has none: not checked.
+const topicIDKeyPrefix = "tracelake.topic-id."
+
+// TopicIDs returns the topic id the main table records for the topic of
+// each of parts (sink.TopicIDKeeper).
+func (s *Sink) TopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]string, error) {
+	tbl, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return nil, err
+	}
+	props := tbl.Properties()
+	out := map[sink.TopicPartition]string{}
+	for _, tp := range parts {
+		if id := props[topicIDKeyPrefix+tp.Topic]; id != "" {
+			out[tp] = id
+		}
+	}
+	return out, nil
+}
+
+// setTopicIDs sets, in txn, the topic id of each topic of ranges that
+// has one and that props (the table's) do not hold already, and adds them
+// to summary.
+func setTopicIDs(txn *table.Transaction, props, summary iceberggo.Properties, ranges []sink.Range) error {
+	set := iceberggo.Properties{}
+	for _, r := range ranges {
+		if k := topicIDKeyPrefix + r.Topic; r.TopicID != "" && props[k] != r.TopicID {
+			set[k] = r.TopicID
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	maps.Copy(summary, set)
+	return txn.SetProperties(set)
+}
+
 // Options configure a Sink.
 type Options struct {
 	// Catalog is the SQL catalog's database: a SQLite file (one machine),

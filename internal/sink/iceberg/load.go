@@ -576,10 +576,13 @@ func addLoaded(l *sink.Loaded, rg sink.Range, rows, dlq int64) {
 func addRange(ranges []sink.Range, rg sink.Range, rows, dlq int64) []sink.Range {
 	i := slices.IndexFunc(ranges, func(x sink.Range) bool { return x.TopicPartition == rg.TopicPartition })
 	if i < 0 {
-		ranges = append(ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last})
+		ranges = append(ranges, sink.Range{TopicPartition: rg.TopicPartition, First: rg.First, Last: rg.Last, TopicID: rg.TopicID})
 		i = len(ranges) - 1
 	}
 	x := &ranges[i]
+	if x.TopicID == "" {
+		x.TopicID = rg.TopicID
+	}
 	x.First, x.Last = min(x.First, rg.First), max(x.Last, rg.Last)
 	x.Records += rows
 	x.DLQ += dlq
@@ -705,6 +708,18 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	txn, summary, err := beginPositionsCommit(fresh, start, next, loadID)
 	if err != nil {
 		return nil, nil, false, err
+	}
+	if k == mainTable {
+		// The ids beside the positions the assignment checks.
+		var moved []sink.Range
+		for i, st := range entries {
+			if in[i] {
+				moved = append(moved, st.ranges...)
+			}
+		}
+		if err := setTopicIDs(txn, fresh.Properties(), summary, moved); err != nil {
+			return nil, nil, false, err
+		}
 	}
 	if err := markRecovery(txn, marks, unmark); err != nil {
 		return nil, nil, false, err
