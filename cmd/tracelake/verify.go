@@ -180,7 +180,7 @@ func verifyDatabend(ctx context.Context, cfg *config.Config) (*verify.Report, er
 			return nil, err
 		}
 	}
-	return rep, nil
+	return rep, checkTopicIDs(ctx, cfg, snk, rep)
 }
 
 // verifyDuckDBTables verifies the DuckDB tables of cfg in snk, with its
@@ -225,7 +225,7 @@ func verifyDuckDBTables(ctx context.Context, cfg *config.Config, snk *duckdb.Sin
 		}
 		rep.Models = append(rep.Models, verify.ModelProgress{Model: m.Name, Pending: n})
 	}
-	return rep, nil
+	return rep, checkTopicIDs(ctx, cfg, snk, rep)
 }
 
 // copies counts the copies an OpenTelemetry table holds and what its
@@ -322,7 +322,7 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 			return nil, err
 		}
 	}
-	return rep, nil
+	return rep, checkTopicIDs(ctx, cfg, ice, rep)
 }
 
 // checkIcebergDerived checks the derived table against the main table by
@@ -633,6 +633,34 @@ func watermarks(ctx context.Context, cfg *config.Config) map[sink.TopicPartition
 		func(ctx context.Context, admin *kafka.Admin) (map[sink.TopicPartition]kafka.Watermarks, error) {
 			return admin.ConsumedWatermarks(ctx, cfg.Kafka)
 		})
+}
+
+// checkTopicIDs fails rep for each partition whose ledger recorded
+// another topic id than Kafka has for the topic now
+// (verify.Report.CheckTopicIDs); Kafka asked only when the ledger
+// recorded ids.
+func checkTopicIDs(ctx context.Context, cfg *config.Config, keeper sink.TopicIDKeeper, rep *verify.Report) error {
+	parts := rep.LoadedKafkaPartitions()
+	if len(parts) == 0 {
+		return nil
+	}
+	recorded, err := keeper.TopicIDs(ctx, parts)
+	if err != nil {
+		return err
+	}
+	var topics []string
+	for tp := range recorded {
+		if !slices.Contains(topics, tp.Topic) {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	rep.CheckTopicIDs(recorded, func() map[string]string {
+		return askKafka(ctx, cfg, "Kafka's topic ids unavailable; the ledger's are not checked",
+			func(ctx context.Context, admin *kafka.Admin) (map[string]string, error) {
+				return admin.TopicIDs(ctx, topics)
+			})
+	})
+	return nil
 }
 
 // committedStarts asks Kafka for the group's committed offsets; nil (and

@@ -4,6 +4,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,6 +111,31 @@ func (a *Admin) Ping(ctx context.Context) error {
 		return fmt.Errorf("no broker answered (check kafka.brokers, kafka.tls and kafka.sasl): %w", err)
 	}
 	return nil
+}
+
+// TopicIDString is a topic id as Kafka's tools print it (kafka-topics
+// --describe: base64 URL-safe, unpadded); "" for the zero id a Kafka
+// before 2.8 answers.
+func TopicIDString(id kadm.TopicID) string {
+	if id == (kadm.TopicID{}) {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+// TopicIDs returns Kafka's id of each of topics it knows and gives one.
+func (a *Admin) TopicIDs(ctx context.Context, topics []string) (map[string]string, error) {
+	details, err := a.adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list topics %s: %w", strings.Join(topics, ", "), err)
+	}
+	out := map[string]string{}
+	for t, d := range details {
+		if id := TopicIDString(d.ID); d.Err == nil && id != "" {
+			out[t] = id
+		}
+	}
+	return out, nil
 }
 
 // Watermarks returns the low watermark and the last stable offset (High)

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -265,8 +264,8 @@ func (w *Worker) checkTopicIDs(ctx context.Context, offsets map[string]map[int32
 	}
 	ids := map[string]string{}
 	for t, d := range details {
-		if d.Err == nil && d.ID != (kadm.TopicID{}) {
-			ids[t] = topicIDString(d.ID)
+		if id := kafka.TopicIDString(d.ID); d.Err == nil && id != "" {
+			ids[t] = id
 		}
 	}
 	var inLedger []sink.TopicPartition
@@ -304,10 +303,6 @@ func (w *Worker) checkTopicIDs(ctx context.Context, offsets map[string]map[int32
 	})
 	return changed, nil
 }
-
-// topicIDString is a topic id as Kafka's tools print it (kafka-topics
-// --describe: base64 URL-safe, unpadded).
-func topicIDString(id kadm.TopicID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
 // topicIDChanged stops the run on a partition whose topic has another id
 // than the one its ledger position was loaded from, as logEndsBelow does

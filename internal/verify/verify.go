@@ -83,6 +83,9 @@ type Partition struct {
 	// PastLogEnd: the ledger reaches past Kafka's log end (see
 	// Report.CheckLogEnds).
 	PastLogEnd bool `json:"past_log_end,omitempty"`
+	// TopicIDChanged: the ledger was loaded from a topic of another id
+	// than the one Kafka has under its name (see Report.CheckTopicIDs).
+	TopicIDChanged bool `json:"topic_id_changed,omitempty"`
 	// PastPosition are rows at offsets their table's position (Iceberg)
 	// has not reached, or of a partition it has none for: no load wrote
 	// them, and a load of those offsets would store them again (the
@@ -651,6 +654,45 @@ func (r *Report) CheckLogEnds(fresh func() map[sink.TopicPartition]kafka.Waterma
 		r.Problems = append(r.Problems, fmt.Sprintf("%s/%d: the ledger reaches offset %d, past the end of Kafka's log (%d): the topic was deleted and recreated, or its log truncated; "+
 			"the ledger's offsets name records of the old log and the new log's records are not loaded (load it into a new table)",
 			p.Topic, p.Partition, p.LedgerNext-1, m.High))
+	}
+	slices.Sort(r.Problems)
+}
+
+// LoadedKafkaPartitions are the partitions of Kafka topics (not the
+// OTLP receivers' sequences) the ledger has loads of.
+func (r *Report) LoadedKafkaPartitions() []sink.TopicPartition {
+	var out []sink.TopicPartition
+	for _, p := range r.Partitions {
+		if p.LedgerNext >= 0 && !strings.HasPrefix(p.Topic, sink.SequenceTopicPrefix) {
+			out = append(out, sink.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+		}
+	}
+	return out
+}
+
+// CheckTopicIDs fails the report for every partition whose ledger
+// recorded (recorded: per partition, its furthest load's) another topic
+// id than Kafka has for the topic now (current, asked only then; nil when
+// Kafka cannot answer): the topic was deleted and recreated, and even a
+// new log that reaches past the ledger (CheckLogEnds cannot tell) holds
+// other records at the ledger's offsets. A partition past the log end is
+// reported once, there.
+func (r *Report) CheckTopicIDs(recorded map[sink.TopicPartition]string, current func() map[string]string) {
+	if len(recorded) == 0 {
+		return
+	}
+	ids := current()
+	for i := range r.Partitions {
+		p := &r.Partitions[i]
+		was, ok := recorded[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
+		if !ok || ids[p.Topic] == "" || ids[p.Topic] == was || p.PastLogEnd {
+			continue
+		}
+		p.TopicIDChanged = true
+		r.OK = false
+		r.Problems = append(r.Problems, fmt.Sprintf("%s/%d: the ledger was loaded from topic id %s, and the topic now has id %s: the topic was deleted and recreated; "+
+			"the ledger's offsets name records of the old log and the new log's records below offset %d are not loaded (load it into a new table)",
+			p.Topic, p.Partition, was, ids[p.Topic], p.LedgerNext))
 	}
 	slices.Sort(r.Problems)
 }
