@@ -241,9 +241,10 @@ type idChange struct {
 // refilled past the ledger while tracelake was stopped: reading would
 // resume at the ledger's offset, and the new log's records below it would
 // never be loaded nor said lost. Those partitions are paused here. A
-// listing that fails, a Kafka without topic ids (before 2.8) and ledger
-// rows without one (an older release's) leave a partition unchecked, as
-// before; its ranges then carry no id.
+// listing that fails and a Kafka without topic ids (before 2.8) leave a
+// partition unchecked, as before, and its ranges without an id; ledger
+// rows without one (an older release's) leave it unchecked until a load
+// records the id its ranges now carry.
 func (w *Worker) checkTopicIDs(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) ([]idChange, error) {
 	keeper, ok := w.opt.Sink.(sink.TopicIDKeeper)
 	if !ok || len(offsets) == 0 {
