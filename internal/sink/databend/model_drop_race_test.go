@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -189,4 +190,78 @@ func forgettingFailed(t *testing.T, at string, restarted bool) {
 		t.Fatal(err)
 	}
 	wantAsOneMergerBuilds(t, srv, s, m, "after a setup whose forgetting failed")
+}
+
+// A reset stopped after its drop of the tombstones and before their
+// creation (killed, or the CREATE failing), its mark after that drop
+// committed, while another process made the target and merged: the next
+// setup finds the target there without tombstones. That is the
+// unfinished reset's doing, not a target built without a version, and
+// the setup must finish the reset rather than refuse the model (saying
+// to drop the target), while the process that made the target, its
+// merges failing on the tombstones' absence, goes on once it is done.
+func TestModelResetStoppedBetweenItsTombstonesDropAndCreateIsFinishedByTheNextSetup(t *testing.T) {
+	for _, restarted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restarted=%v", restarted), func(t *testing.T) { resetStoppedWithoutTombstones(t, restarted) })
+	}
+}
+
+func resetStoppedWithoutTombstones(t *testing.T, restarted bool) {
+	srv, s := prepared(t, "")
+	srv.Set(func() { srv.SQL = true })
+	ctx := context.Background()
+	m, raw := raceModel(srv)
+	first := merge.NewDatabendMerger(s, false)
+	var fired atomic.Bool
+	var firstErr error
+	drops, stopped := 0, false
+	srv.Set(func() {
+		// The first process, finding the target absent too, resets,
+		// makes the target and merges once the second one marked its
+		// reset begun: its own drop of the tombstones is the first.
+		srv.After = func(sql string) {
+			if strings.HasPrefix(sql, "INSERT INTO tracelake_merge_watermarks") && fired.CompareAndSwap(false, true) {
+				_, firstErr = first.Merge(ctx, m)
+			}
+		}
+		// The second one stops at its creation of the tombstones, after
+		// its drop (the second) and the mark following it: every
+		// statement from there fails, as a process killed there sends
+		// none.
+		srv.QueryStatus = func(sql string) int {
+			sql = strings.ReplaceAll(sql, `"`, "")
+			if strings.HasPrefix(sql, "DROP TABLE IF EXISTS b_tombstones") {
+				drops++
+			}
+			if drops == 2 && strings.HasPrefix(sql, "CREATE TABLE IF NOT EXISTS b_tombstones") {
+				stopped = true
+			}
+			if stopped {
+				return http.StatusServiceUnavailable
+			}
+			return 0
+		}
+	})
+	second := merge.NewDatabendMerger(s, false)
+	if _, err := second.Merge(ctx, m); err == nil {
+		t.Fatal("the second setup did not stop: the interleaving was not made")
+	}
+	srv.Set(func() { srv.After, srv.QueryStatus = nil, nil })
+	if !fired.Load() || firstErr != nil {
+		t.Fatalf("the first process's merge: ran %v, %v", fired.Load(), firstErr)
+	}
+	if srv.Columns("b_tombstones") != nil {
+		t.Fatal("the tombstones are there: the second setup did not stop between their drop and their creation")
+	}
+	raw(`{"o": 1, "v": 4, "op": "c", "x": 4}`) // older than key 1's delete
+	if restarted {
+		second = merge.NewDatabendMerger(s, false)
+	}
+	if _, err := second.Merge(ctx, m); err != nil {
+		t.Fatalf("the setup after the stopped reset: %v", err)
+	}
+	if _, err := first.Merge(ctx, m); err != nil {
+		t.Fatalf("the first process's merge after the reset was finished: %v", err)
+	}
+	wantAsOneMergerBuilds(t, srv, s, m, "after a reset stopped between its tombstones' drop and creation")
 }
