@@ -86,7 +86,8 @@ type DatabendStatements struct {
 	// found the target there, before Setup (which makes the tombstones
 	// if absent); TombstoneColumns are the names it must list, the
 	// model's key and version, sorted. The tombstones are made with the
-	// target: absent, the model got its version after the target was
+	// target: absent (and no reset unfinished, Unfinished: its drop
+	// took them), the model got its version after the target was
 	// built (and the deletes merged before left none, so a change older
 	// than a key's delete arriving later brought the row back); with
 	// other columns its key or version changed (and the merge failed on
@@ -113,8 +114,10 @@ type DatabendStatements struct {
 	// Unfinished, set with Forget, is a query answering one count: the
 	// resets of the model begun (Reset's first statement marks one in
 	// the watermark table) and not finished (Forget deletes the marks).
-	// The merger asks it after Setup and resets when it is not 0, even
-	// with the target there.
+	// The merger asks it when Absent found the target there, the
+	// watermark table made first, before the tombstones' check (absent
+	// tombstones are then the reset's drop) and Setup, and resets when
+	// it is not 0.
 	Unfinished string
 }
 
@@ -250,14 +253,14 @@ func (st DatabendStatements) Script(title string) string {
 	if st.Absent != "" {
 		b.WriteString("-- first, is the target there (0: dropped to be built again, or never made)?\n" + st.Absent + ";\n")
 	}
+	if st.Unfinished != "" {
+		b.WriteString("-- when it is: a reset begun and not finished (not 0) is finished, target there or not\n" + watermarkTableSQL + ";\n" + st.Unfinished + ";\n")
+	}
 	if st.Tombstones != "" {
-		b.WriteString("-- when it is, its tombstones must be there with the model's key and version (" + strings.Join(st.TombstoneColumns, ", ") + "): else drop the target to build it again\n" + st.Tombstones + ";\n")
+		b.WriteString("-- when it is, its tombstones must be there with the model's key and version (" + strings.Join(st.TombstoneColumns, ", ") + "), or absent with a reset unfinished: else drop the target to build it again\n" + st.Tombstones + ";\n")
 	}
 	for _, q := range st.Setup {
 		b.WriteString(q + ";\n")
-	}
-	if st.Unfinished != "" {
-		b.WriteString("-- when the target is there: a reset begun and not finished (not 0) is finished, target there or not\n" + st.Unfinished + ";\n")
 	}
 	if len(st.Reset) > 0 {
 		when := "when the sink is about to create the target anew (dropped to be built again), after the setup"
@@ -545,8 +548,10 @@ func (d *DatabendMerger) run(ctx context.Context, name string, st DatabendStatem
 // checkTombstones asks for the columns of the model's tombstones (its
 // target there) and refuses a target built by another model: without
 // tombstones, or with other columns than the model's key and version
-// (DatabendStatements.Tombstones).
-func (d *DatabendMerger) checkTombstones(ctx context.Context, name string, st DatabendStatements) error {
+// (DatabendStatements.Tombstones). With a reset unfinished, tombstones
+// absent are that reset's drop, not a target built without a version:
+// the reset makes them again.
+func (d *DatabendMerger) checkTombstones(ctx context.Context, name string, st DatabendStatements, unfinished bool) error {
 	rows, err := d.db.QueryText(ctx, st.Tombstones)
 	if err != nil {
 		return fmt.Errorf("read the tombstones' columns of model %s in Databend: %w", name, err)
@@ -559,6 +564,8 @@ func (d *DatabendMerger) checkTombstones(ctx context.Context, name string, st Da
 	}
 	slices.Sort(have)
 	switch {
+	case len(have) == 0 && unfinished:
+		return nil
 	case len(have) == 0:
 		return fmt.Errorf("model %s has a version, and its target was built without one (it has no tombstones for the deletes it merged): drop the target %s, and the next merge builds it again from the first raw row", name, st.Target)
 	case !slices.Equal(have, st.TombstoneColumns):
@@ -582,9 +589,10 @@ func (d *DatabendMerger) count(ctx context.Context, q string) (int64, error) {
 
 // setUp runs what precedes the model's first merge in this process, in
 // the order Script prints it: the query for the target (st.Absent), with
-// the target there the check of its tombstones (st.Tombstones), the
-// setup, the reset if the target was absent or a reset unfinished
-// (st.Unfinished), the target's creation, and
+// the target there the query for an unfinished reset (st.Unfinished)
+// and the check of its tombstones (st.Tombstones), the setup, the reset
+// if the target was absent or a reset unfinished, the target's
+// creation, and
 // in task mode the task (last, so that the task's first merge reads from
 // the first row too).
 //
@@ -596,31 +604,38 @@ func (d *DatabendMerger) count(ctx context.Context, q string) (int64, error) {
 // merger stopped between them would leave the new target beside the
 // watermarks of the one dropped, for good.
 func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStatements) error {
-	absent := false
+	absent, unfinished := false, false
 	if st.Absent != "" {
 		n, err := d.count(ctx, st.Absent)
 		if err != nil {
 			return fmt.Errorf("look for the target of model %s in Databend: %w", name, err)
 		}
 		absent = n == 0
-		if !absent && st.Tombstones != "" {
-			if err := d.checkTombstones(ctx, name, st); err != nil {
-				return err
-			}
-		}
-	}
-	if err := d.db.Exec(ctx, st.Setup...); err != nil {
-		return fmt.Errorf("set up model %s in Databend: %w", name, err)
 	}
 	if !absent && st.Unfinished != "" {
-		// Asked after Setup, which makes the watermark table. A reset
-		// begun and not finished, by any merger, is finished whatever
-		// the target's count says (DatabendStatements.Unfinished).
+		// A reset begun and not finished, by any merger, is finished
+		// whatever the target's count says (DatabendStatements.
+		// Unfinished). Asked before the tombstones' check, which a
+		// reset stopped between their drop and their creation fails:
+		// the watermark table, where the marks are, is made first
+		// (Setup would make the tombstones the check looks for).
+		if err := d.db.Exec(ctx, watermarkTableSQL); err != nil {
+			return fmt.Errorf("look for an unfinished reset of model %s in Databend: %w", name, err)
+		}
 		n, err := d.count(ctx, st.Unfinished)
 		if err != nil {
 			return fmt.Errorf("look for an unfinished reset of model %s in Databend: %w", name, err)
 		}
-		absent = n > 0
+		unfinished = n > 0
+	}
+	if !absent && st.Tombstones != "" {
+		if err := d.checkTombstones(ctx, name, st, unfinished); err != nil {
+			return err
+		}
+	}
+	absent = absent || unfinished
+	if err := d.db.Exec(ctx, st.Setup...); err != nil {
+		return fmt.Errorf("set up model %s in Databend: %w", name, err)
 	}
 	if absent && len(st.Reset) > 0 {
 		if err := d.db.Exec(ctx, st.Reset...); err != nil {
