@@ -146,24 +146,38 @@ func TestModelSetUpWhoseForgettingFailedForgetsAtItsNextMerge(t *testing.T) {
 		"CREATE TABLE IF NOT EXISTS b_tombstones",
 	} {
 		for _, restarted := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/restarted=%v", at, restarted), func(t *testing.T) { forgettingFailed(t, at, restarted) })
+			t.Run(fmt.Sprintf("%s/restarted=%v", at, restarted), func(t *testing.T) { forgettingFailed(t, at, restarted, false) })
 		}
 	}
 }
 
+// The same failed forgetting, the second process then gone for good
+// (`tracelake merge` ended by the failure) and the first one, which set
+// the model up before, going on merging alone (`tracelake run`): the
+// reset the second left unfinished is marked in Databend, and until it
+// is finished the first one's merges must not go on below watermarks
+// whose tombstones the second's drop took (a deleted row came back with
+// an older change arriving later, for as long as that process ran).
+func TestModelResetLeftUnfinishedByAProcessGoneIsFinishedByTheOneStillMerging(t *testing.T) {
+	forgettingFailed(t, "INSERT INTO tracelake_merge_watermarks", false, true)
+}
+
 // forgettingFailed runs the first process's merge after the second
-// one's statement at, then fails the second one's forgetting.
-func forgettingFailed(t *testing.T, at string, restarted bool) {
+// one's statement at, then fails the second one's forgetting; the next
+// merge is the second one's (restarted: a new merger's), or with
+// firstGoesOn the first one's.
+func forgettingFailed(t *testing.T, at string, restarted, firstGoesOn bool) {
 	srv, s := prepared(t, "")
 	srv.Set(func() { srv.SQL = true })
 	ctx := context.Background()
 	m, raw := raceModel(srv)
 	var fired, failing atomic.Bool
 	var firstErr error
+	first := merge.NewDatabendMerger(s, false)
 	srv.Set(func() {
 		srv.After = func(sql string) {
 			if strings.HasPrefix(strings.ReplaceAll(sql, `"`, ""), at) && fired.CompareAndSwap(false, true) {
-				_, firstErr = merge.NewDatabendMerger(s, false).Merge(ctx, m)
+				_, firstErr = first.Merge(ctx, m)
 				failing.Store(true)
 			}
 		}
@@ -183,10 +197,14 @@ func forgettingFailed(t *testing.T, at string, restarted bool) {
 		t.Fatalf("the first process's merge: ran %v, %v", fired.Load(), firstErr)
 	}
 	raw(`{"o": 1, "v": 4, "op": "c", "x": 4}`) // older than key 1's delete
-	if restarted {
-		second = merge.NewDatabendMerger(s, false)
+	next := second
+	switch {
+	case firstGoesOn:
+		next = first
+	case restarted:
+		next = merge.NewDatabendMerger(s, false)
 	}
-	if _, err := second.Merge(ctx, m); err != nil {
+	if _, err := next.Merge(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	wantAsOneMergerBuilds(t, srv, s, m, "after a setup whose forgetting failed")
