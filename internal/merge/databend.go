@@ -117,7 +117,8 @@ type DatabendStatements struct {
 	// The merger asks it when Absent found the target there, the
 	// watermark table made first, before the tombstones' check (absent
 	// tombstones are then the reset's drop) and Setup, and resets when
-	// it is not 0.
+	// it is not 0; and again before each later merge, going through the
+	// setup again when it is not 0 (see DatabendMerger.run).
 	Unfinished string
 }
 
@@ -530,6 +531,22 @@ func (d *DatabendMerger) DedupCounts(ctx context.Context, dd Dedup) (DedupCounts
 // otherwise runs one merge transaction.
 func (d *DatabendMerger) run(ctx context.Context, name string, st DatabendStatements) (Result, error) {
 	start := time.Now()
+	if d.set[name] && st.Unfinished != "" {
+		// A reset begun by another process and left unfinished (it
+		// stopped or failed before its Forget) may have dropped the
+		// tombstones this merger's merges wrote while their watermarks
+		// stay: merged on, a deleted row comes back with an older
+		// change. Its mark sends this merger through its setup again,
+		// which finishes the reset; a reset still running elsewhere is
+		// only done twice, as two setups at once do.
+		unfinished, err := d.resetUnfinished(ctx, name, st)
+		if err != nil {
+			return Result{}, err
+		}
+		if unfinished {
+			d.set[name] = false
+		}
+	}
 	if !d.set[name] {
 		if err := d.setUp(ctx, name, st); err != nil {
 			return Result{}, err
@@ -587,6 +604,16 @@ func (d *DatabendMerger) count(ctx context.Context, q string) (int64, error) {
 	return strconv.ParseInt(rows[0][0], 10, 64)
 }
 
+// resetUnfinished asks whether a reset of the model was begun and not
+// finished, by any merger (st.Unfinished).
+func (d *DatabendMerger) resetUnfinished(ctx context.Context, name string, st DatabendStatements) (bool, error) {
+	n, err := d.count(ctx, st.Unfinished)
+	if err != nil {
+		return false, fmt.Errorf("look for an unfinished reset of model %s in Databend: %w", name, err)
+	}
+	return n > 0, nil
+}
+
 // setUp runs what precedes the model's first merge in this process, in
 // the order Script prints it: the query for the target (st.Absent), with
 // the target there the query for an unfinished reset (st.Unfinished)
@@ -622,11 +649,10 @@ func (d *DatabendMerger) setUp(ctx context.Context, name string, st DatabendStat
 		if err := d.db.Exec(ctx, watermarkTableSQL); err != nil {
 			return fmt.Errorf("look for an unfinished reset of model %s in Databend: %w", name, err)
 		}
-		n, err := d.count(ctx, st.Unfinished)
-		if err != nil {
-			return fmt.Errorf("look for an unfinished reset of model %s in Databend: %w", name, err)
+		var err error
+		if unfinished, err = d.resetUnfinished(ctx, name, st); err != nil {
+			return err
 		}
-		unfinished = n > 0
 	}
 	if !absent && st.Tombstones != "" {
 		if err := d.checkTombstones(ctx, name, st, unfinished); err != nil {
