@@ -3,18 +3,12 @@ package tempo
 import (
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
-
-	"github.com/tracelake/tracelake/internal/otel"
-	"github.com/tracelake/tracelake/internal/query"
-	"github.com/tracelake/tracelake/internal/sink/iceberg/icebergtest"
 )
 
 // TestIcebergWindowReadsTheColumnsItUses: the scans of a search in a
@@ -26,24 +20,13 @@ import (
 func TestIcebergWindowReadsTheColumnsItUses(t *testing.T) {
 	db, dir := openDB(t)
 	loadSpans(t, db, dir, map[string][]ptrace.Traces{"a": {traces(tenantA)}})
-	lake := filepath.Join(dir, "lake")
-	icebergtest.LoadTable(t, db, "otel_spans", &otel.Spans, len(tenantA), len(tenantA), 1, openBenchSink(t, lake))
-	var mu sync.Mutex
-	var scans []query.ScanStats
-	ice := openBenchReader(t, lake, func(st query.ScanStats) {
-		mu.Lock()
-		scans = append(scans, st)
-		mu.Unlock()
-	})
+	ice, scans := icebergOf(t, db, dir, len(tenantA), len(tenantA))
 	// columns are the columns each scan read, as "col,col,…" per scan.
 	columns := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
 		var out []string
-		for _, s := range scans {
+		for _, s := range scans() {
 			out = append(out, strings.Join(slices.Sorted(slices.Values(s.Columns)), ","))
 		}
-		scans = nil
 		slices.Sort(out)
 		return out
 	}
@@ -55,11 +38,11 @@ func TestIcebergWindowReadsTheColumnsItUses(t *testing.T) {
 		fmt.Sprintf("/api/v2/traces/%s?start=%d&end=%d", traceCheckout, s-10, s+10),
 	} {
 		columns()
-		if rec := serve(newMux, p); rec.Code != 200 || rec.Body.Len() < 100 {
+		if rec := serve(newMux, "a", p); rec.Code != 200 || rec.Body.Len() < 100 {
 			t.Fatalf("%s: %d %s", p, rec.Code, rec.Body)
 		}
 		got := columns()
-		if rec := serve(oldMux, p); rec.Code != 200 {
+		if rec := serve(oldMux, "a", p); rec.Code != 200 {
 			t.Fatalf("%s (65d3179): %d %s", p, rec.Code, rec.Body)
 		}
 		want := columns()

@@ -111,7 +111,7 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 	}
 	idParam := b.Param(req.id)
 	table := sqltext.Ident(s.Table)
-	from := fmt.Sprintf("%s WHERE trace_id = %s AND %s", table, idParam, b.Window())
+	from, cols := fmt.Sprintf("%s WHERE trace_id = %s AND %s", table, idParam, b.Window()), traceColumns
 	if windowed {
 		// A span sent without a start (OTLP's 0, a broken clock) has a
 		// NULL start_time, which no window holds: it is a span of the
@@ -125,18 +125,17 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 		// pushed to no scan).
 		startless := b.EndedBetween(b.StartMicros, 1<<62-1)
 		// A span with neither a start nor an end is the trace's too:
-		// in a third branch (Timeless). The branches select * and the
-		// columns are written once, outside: the reader parsed, checked
-		// and printed back each branch's copy of them, some 3 of the 8
-		// CPU ms a request the branches added at 2M spans (DuckDB plans
-		// three scans either way, the two more empty where no span lacks
-		// a start: its statistics say so).
-		from = fmt.Sprintf("(SELECT * FROM %[1]s UNION ALL SELECT * FROM %[2]s WHERE trace_id = %[3]s AND %[4]s "+
-			"UNION ALL SELECT * FROM %[2]s WHERE trace_id = %[3]s AND %[5]s) AS spans",
-			from, table, idParam, startless, traceql.Timeless)
+		// in a third branch (Timeless). Each branch names its columns:
+		// a branch selecting * had the Iceberg reader's scan read every
+		// column of the table, those no trace is built of too (the
+		// columns a scan reads being those its SELECT names).
+		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[5]s "+
+			"UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[6]s) AS spans",
+			traceColumns, from, table, idParam, startless, traceql.Timeless)
+		cols = "* EXCLUDE (tenant_id)"
 	}
 	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s ORDER BY tenant_id, span_id, start_ns DESC, length(events_text) DESC LIMIT %d`,
-		traceColumns, from, s.maxSpans+1)
+		cols, from, s.maxSpans+1)
 	tb := newTraceBuilder(req.id)
 	n := 0
 	first, last := int64(math.MaxInt64), int64(math.MinInt64) // the trace's first start and last end (ns)

@@ -2,6 +2,7 @@ package tempo
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -32,11 +33,13 @@ import (
 // since b53c0d6; 65d3179 wrote the condition and the columns in each
 // branch. oldSQLReader runs 65d3179's text of both: each query the
 // server writes is rewritten back to it (the patterns below are the new
-// text, the templates 65d3179's), and a query of the new text not
+// text, its branches selecting * or their columns, the templates
+// 65d3179's; a trace by id is 65d3179's text again), and a query of the
+// new text not
 // rewritten fails the test, so that the reference cannot silently be the
 // new text itself.
 var (
-	newWinCTE = regexp.MustCompile(`(?s)win AS \(SELECT (.+?) FROM \(SELECT \* FROM (\S+) WHERE (.+?)\n\t\tUNION ALL SELECT \* FROM \S+ WHERE (.+?)\n\t\tUNION ALL SELECT \* FROM \S+ WHERE (.+?)\) AS spans\n\t\tWHERE trace_id IN \(SELECT trace_id FROM win_traces\)\)`)
+	newWinCTE = regexp.MustCompile(`(?s)win AS \(SELECT (?:\* FROM \(SELECT )?(.+?) FROM (?:\(SELECT \* FROM )?(\S+) WHERE (.+?)\n\t\tUNION ALL SELECT .+? FROM \S+ WHERE (.+?)\n\t\tUNION ALL SELECT .+? FROM \S+ WHERE (.+?)\) AS spans\n\t\tWHERE trace_id IN \(SELECT trace_id FROM win_traces\)\)`)
 	// 65d3179's win: %[1] the columns, %[2] the table, %[3] the window,
 	// %[4] the spans without a start, %[5] those without either time.
 	oldWinCTE      = "win AS (SELECT %[1]s FROM %[2]s WHERE %[3]s\n\t\tAND trace_id IN (SELECT trace_id FROM win_traces)\n\t\tUNION ALL SELECT %[1]s FROM %[2]s WHERE %[4]s AND trace_id IN (SELECT trace_id FROM win_traces)\n\t\tUNION ALL SELECT %[1]s FROM %[2]s WHERE %[5]s AND trace_id IN (SELECT trace_id FROM win_traces))"
@@ -257,39 +260,29 @@ func TestUnionSemiJoinAnswersAsEachBranchJoined(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lake := filepath.Join(dir, "lake")
-			icebergtest.LoadTable(t, db, "otel_spans", &otel.Spans, rows, 40, 1, openBenchSink(t, lake))
-			var mu sync.Mutex
-			var scans []query.ScanStats
-			ice := openBenchReader(t, lake, func(st query.ScanStats) {
-				mu.Lock()
-				scans = append(scans, st)
-				mu.Unlock()
-			})
+			ice, scans := icebergOf(t, db, dir, rows, 40)
 			take := func() (files int) {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, s := range scans {
+				for _, s := range scans() {
 					files += s.Files
 				}
-				scans = nil
 				return files
 			}
 			for name, r := range map[string]query.Reader{"duckdb": duck, "iceberg": ice} {
 				var rewritten, missed atomic.Int64
 				newMux, oldMux := diffMux(t, r), diffMux(t, oldSQLReader{r, &rewritten, &missed})
 				nonEmpty := 0
-				for _, p := range paths {
+				for i, p := range paths {
+					tenant := []string{"a", "b"}[i%2] // b's traces share a's ids
 					take()
-					got := serve(newMux, p)
+					got := serve(newMux, tenant, p)
 					newFiles := take()
-					want := serve(oldMux, p)
+					want := serve(oldMux, tenant, p)
 					oldFiles := take()
 					if got.Code != want.Code || got.Body.String() != want.Body.String() {
-						t.Errorf("%s: %s: answered %d %s\nwant (65d3179) %d %s", name, p, got.Code, got.Body, want.Code, want.Body)
+						t.Errorf("%s: %s for %s: answered %d %s\nwant (65d3179) %d %s", name, p, tenant, got.Code, got.Body, want.Code, want.Body)
 					}
 					if newFiles != oldFiles {
-						t.Errorf("%s: %s: the scans opened %d files, 65d3179's %d", name, p, newFiles, oldFiles)
+						t.Errorf("%s: %s for %s: the scans opened %d files, 65d3179's %d", name, p, tenant, newFiles, oldFiles)
 					}
 					if got.Code == 200 && (strings.Contains(got.Body.String(), `"spanID"`) || strings.Contains(got.Body.String(), `"spanId"`) || got.Body.Len() > 200) {
 						nonEmpty++
@@ -317,11 +310,34 @@ func diffMux(t *testing.T, r query.Reader) *http.ServeMux {
 	return mux
 }
 
-// serve asks mux for path as tenant a, in JSON.
-func serve(mux *http.ServeMux, path string) *httptest.ResponseRecorder {
+// serve asks mux for path as tenant, in JSON.
+func serve(mux *http.ServeMux, tenant, path string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest("GET", path, nil)
-	req.Header.Set("X-Scope-OrgID", "a")
+	req.Header.Set("X-Scope-OrgID", tenant)
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, req)
 	return rec
+}
+
+// icebergOf loads the first rows spans of db's table into an Iceberg
+// table in dir, batch rows a file, and opens its reader; scans takes the
+// stats of the scans run since its last call.
+func icebergOf(t *testing.T, db *sql.DB, dir string, rows, batch int) (ice *query.Iceberg, scans func() []query.ScanStats) {
+	t.Helper()
+	lake := filepath.Join(dir, "lake")
+	icebergtest.LoadTable(t, db, "otel_spans", &otel.Spans, rows, batch, 1, openBenchSink(t, lake))
+	var mu sync.Mutex
+	var seen []query.ScanStats
+	ice = openBenchReader(t, lake, func(st query.ScanStats) {
+		mu.Lock()
+		seen = append(seen, st)
+		mu.Unlock()
+	})
+	return ice, func() []query.ScanStats {
+		mu.Lock()
+		defer mu.Unlock()
+		out := seen
+		seen = nil
+		return out
+	}
 }

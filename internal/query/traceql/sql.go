@@ -176,13 +176,16 @@ func (b *Builder) windowCTE() string {
 	// join filter to, and the window's branch read every span of the
 	// window (3 times the spans of the traces running in it) where one
 	// semi join on the union has the window's scan keep only the traces'
-	// spans, as before the branches; the columns are written once, too.
+	// spans, as before the branches. Each branch names its columns: a
+	// branch selecting * had the Iceberg reader's scan read every column
+	// of the table (events, links, scope attributes: most of a span's
+	// bytes), the columns a scan reads being those its SELECT names.
 	startless := b.EndedBetween(b.StartMicros-b.ReachMicros, 1<<62-1)
 	return fmt.Sprintf(`win_traces AS (SELECT trace_id FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
 			GROUP BY trace_id HAVING min(%[5]s) <= %[7]s AND max(%[8]s) >= %[6]s),
-	win AS (SELECT %[1]s FROM (SELECT * FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
-		UNION ALL SELECT * FROM %[2]s WHERE %[9]s
-		UNION ALL SELECT * FROM %[2]s WHERE %[10]s) AS spans
+	win AS (SELECT * FROM (SELECT %[1]s FROM %[2]s WHERE start_time BETWEEN make_timestamp(%[3]s) AND make_timestamp(%[4]s)
+		UNION ALL SELECT %[1]s FROM %[2]s WHERE %[9]s
+		UNION ALL SELECT %[1]s FROM %[2]s WHERE %[10]s) AS spans
 		WHERE trace_id IN (SELECT trace_id FROM win_traces))`,
 		spanColumns, t, lo, hi, StartNanos, startNanos, endNanos, EndNanos(StartNanos, "coalesce(duration_ns, 0)"), startless, Timeless)
 }
