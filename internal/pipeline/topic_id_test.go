@@ -135,3 +135,29 @@ func TestTopicIDRecordedFromTheNextLoadOfAnOldLedger(t *testing.T) {
 	refillRecreated(t, c, cl, 150)
 	wantRefilledStopped(t, cfg, s)
 }
+
+// The stop on a recreated topic must leave the group's committed offsets
+// of the new topic as they are (Kafka dropped the old topic's with it):
+// the remedy, loading the new topic into a new table, starts a partition
+// without a ledger position at its committed offset. Before, the stopped
+// run's shutdown committed the old ledger's position for the new topic,
+// and the new table was read from there: the new log's records below it
+// were never loaded, as if there had been no stop.
+func TestTopicRefilledPastTheLedgerLeavesTheNewTopicUncommitted(t *testing.T) {
+	c, cl, cfg, s := loadedHundred(t)
+	refillRecreated(t, c, cl, 150)
+	wantRefilledStopped(t, cfg, s)
+	offsets, err := kadm.NewClient(cl).FetchOffsets(context.Background(), cfg.Kafka.Group)
+	must(t, err)
+	if o, ok := offsets.Lookup(topic, 0); ok && o.At >= 0 {
+		t.Errorf("the group's committed offset of the recreated topic is %d after the stop, want none: it is the old ledger's position", o.At)
+	}
+
+	must(t, s.Close())
+	cfg.Sink.Table = "trace_new" // the remedy
+	fresh := openSink(t, cfg)
+	runUntilIdle(t, cfg, fresh, nil)
+	if n := queryInt(t, fresh.DB(), `SELECT count(*) FROM trace_new`); n != 150 {
+		t.Errorf("%d rows in the new table, want the new topic's 150", n)
+	}
+}
