@@ -66,6 +66,7 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		return nil, err
 	}
 	starts, ended := w.resolveStarts(offsets, positions, logStarts, bounds)
+	w.unseedReset(starts, recreated, ended)
 	for _, r := range recreated {
 		// Outside w.mu: stopping cancels the run.
 		w.topicIDChanged(r)
@@ -223,6 +224,33 @@ func (w *Worker) resolveStarts(offsets map[string]map[int32]kgo.Offset, position
 		}
 	}
 	return unrecorded, ended
+}
+
+// unseedReset drops the positions resolveStarts seeded (and the starts
+// to commit) of the partitions whose log was reset (recreated: another
+// topic id; ended: below the ledger): the run stops on them, and the
+// ledger's position is an offset of the old log. Committed (by the
+// loader, or by the revoke's flush of the shutdown) it became the group's
+// offset of the new topic, whose old offsets Kafka dropped with it: the
+// remedy, a new table, starts a partition without a position at its
+// committed offset, and read from there the new log's records below it
+// were never loaded (or, past its end, it stopped again).
+func (w *Worker) unseedReset(starts map[string]map[int32]kgo.EpochOffset, recreated []idChange, ended []logEnd) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	unseed := func(tp sink.TopicPartition) {
+		delete(w.seeded, tp)
+		delete(starts[tp.Topic], tp.Partition)
+		if len(starts[tp.Topic]) == 0 {
+			delete(starts, tp.Topic)
+		}
+	}
+	for _, r := range recreated {
+		unseed(r.tp)
+	}
+	for _, e := range ended {
+		unseed(e.tp)
+	}
 }
 
 // idChange is a partition whose ledger position was loaded from a topic
