@@ -510,6 +510,16 @@ func (s *Sink) TopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[s
 	if len(parts) == 0 {
 		return nil, nil
 	}
+	// verify opens the sink without Prepare: a ledger an older release
+	// made has no topic_id until a run of this release opens it, and
+	// recorded no id, as its rows in a ledger grown since.
+	desc, err := s.c.session().query(ctx, "DESC "+s.tables.ledger)
+	if err != nil {
+		return nil, fmt.Errorf("read topic ids from ledger %s: describe it: %w", s.opt.Table+"_ledger", err)
+	}
+	if !slices.ContainsFunc(desc.Rows, func(row []*string) bool { return len(row) > 0 && row[0] != nil && *row[0] == "topic_id" }) {
+		return nil, nil
+	}
 	want := map[sink.TopicPartition]bool{}
 	for _, tp := range parts {
 		want[tp] = true

@@ -258,6 +258,16 @@ func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[
 // TopicIDs returns the topic id recorded with each partition's furthest
 // ledger row that has one (sink.TopicIDKeeper).
 func (s *Sink) TopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]string, error) {
+	// verify opens the database without Prepare: a ledger an older
+	// release made has no topic_id until a run of this release opens it,
+	// and recorded no id, as its rows in a ledger grown since.
+	cols, err := TableColumns(ctx, s.db, s.opt.Table+"_ledger")
+	if err != nil {
+		return nil, fmt.Errorf("read topic ids from %s: %w", s.tables.ledger, err)
+	}
+	if !slices.ContainsFunc(cols, func(c Column) bool { return c.Name == "topic_id" }) {
+		return nil, nil
+	}
 	want := make(map[sink.TopicPartition]bool, len(parts))
 	for _, p := range parts {
 		want[p] = true
