@@ -304,3 +304,24 @@ func TestFromStoredNoHoleBelowRowsWithoutAPosition(t *testing.T) {
 		}
 	}
 }
+
+// A recreated topic whose log ends below the ledger and whose id is not
+// the ledger's is one problem, named once, in the order verify runs the
+// checks (the topic ids with each table's report, the log ends after
+// it), as the run says it once. Before, the report listed it twice.
+func TestRecreatedTopicReportedOnce(t *testing.T) {
+	next := map[sink.TopicPartition]int64{tp: 10}
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 8}}
+	rep := FromStored(marks, next, stored(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil, nil, true, nil)
+	rep.CheckTopicIDs(map[sink.TopicPartition]string{tp: "old"}, func() map[string]string { return map[string]string{tp.Topic: "new"} })
+	rep.CheckLogEnds(func() map[sink.TopicPartition]kafka.Watermarks { return marks })
+	var about []string
+	for _, p := range rep.Problems {
+		if strings.HasPrefix(p, "t/0: ") && strings.Contains(p, "recreated") {
+			about = append(about, p)
+		}
+	}
+	if rep.OK || len(about) != 1 {
+		t.Errorf("ok=%v, problems of the recreated topic %q: want one", rep.OK, about)
+	}
+}
