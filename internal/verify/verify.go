@@ -637,7 +637,9 @@ func (r *Report) CheckLogEnds(fresh func() map[sink.TopicPartition]kafka.Waterma
 	var marks map[sink.TopicPartition]kafka.Watermarks
 	for i := range r.Partitions {
 		p := &r.Partitions[i]
-		if p.High < 0 || p.LedgerNext <= p.High {
+		// TopicIDChanged: reported once, by its id, as the run says it
+		// (verify checks the ids with each table's report, before this).
+		if p.High < 0 || p.LedgerNext <= p.High || p.TopicIDChanged {
 			continue
 		}
 		if marks == nil {
@@ -675,8 +677,8 @@ func (r *Report) LoadedKafkaPartitions() []sink.TopicPartition {
 // id than Kafka has for the topic now (current, asked only then; nil when
 // Kafka cannot answer): the topic was deleted and recreated, and even a
 // new log that reaches past the ledger (CheckLogEnds cannot tell) holds
-// other records at the ledger's offsets. A partition past the log end is
-// reported once, there.
+// other records at the ledger's offsets. A partition is reported once,
+// by whichever of this and CheckLogEnds runs first.
 func (r *Report) CheckTopicIDs(recorded map[sink.TopicPartition]string, current func() map[string]string) {
 	if len(recorded) == 0 {
 		return
