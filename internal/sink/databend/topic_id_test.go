@@ -15,10 +15,7 @@ import (
 // and a load records the id its ranges carry, the furthest load's
 // reported.
 func TestOldLedgerGainsTopicIDs(t *testing.T) {
-	srv := databendtest.New("tl", "s3cret")
-	t.Cleanup(srv.Close)
-	srv.CreateTable("trace_raw_ledger", []string{"topic", "partition", "first_offset", "last_offset", "records", "dlq_records", "load_id", "files", "loaded_at"},
-		[]string{"VARCHAR", "INT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "VARCHAR", "INT", "TIMESTAMP"})
+	srv := oldLedger(t)
 	s := open(t, srv, "")
 	ctx := context.Background()
 	if err := s.Prepare(ctx); err != nil {
@@ -53,10 +50,7 @@ func TestOldLedgerGainsTopicIDs(t *testing.T) {
 // record no id: nothing to check, not an error. Before, verify failed
 // there on the missing column, where the release before passed.
 func TestTopicIDsOfALedgerWithoutTheColumn(t *testing.T) {
-	srv := databendtest.New("tl", "s3cret")
-	t.Cleanup(srv.Close)
-	srv.CreateTable("trace_raw_ledger", []string{"topic", "partition", "first_offset", "last_offset", "records", "dlq_records", "load_id", "files", "loaded_at"},
-		[]string{"VARCHAR", "INT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "VARCHAR", "INT", "TIMESTAMP"})
+	srv := oldLedger(t)
 	s := open(t, srv, "")
 	got, err := s.TopicIDs(context.Background(), []sink.TopicPartition{{Topic: "traces", Partition: 0}})
 	if err != nil {
@@ -65,4 +59,15 @@ func TestTopicIDsOfALedgerWithoutTheColumn(t *testing.T) {
 	if len(got) != 0 {
 		t.Errorf("topic ids %v of a ledger without them, want none", got)
 	}
+}
+
+// oldLedger is a Databend holding the ledger as a release before topic_id
+// made it.
+func oldLedger(t *testing.T) *databendtest.Server {
+	t.Helper()
+	srv := databendtest.New("tl", "s3cret")
+	t.Cleanup(srv.Close)
+	srv.CreateTable("trace_raw_ledger", []string{"topic", "partition", "first_offset", "last_offset", "records", "dlq_records", "load_id", "files", "loaded_at"},
+		[]string{"VARCHAR", "INT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "VARCHAR", "INT", "TIMESTAMP"})
+	return srv
 }
