@@ -325,3 +325,36 @@ func TestRecreatedTopicReportedOnce(t *testing.T) {
 		t.Errorf("ok=%v, problems of the recreated topic %q: want one", rep.OK, about)
 	}
 }
+
+// A topic recreated with fewer partitions: the ledger keeps the old
+// topic's rows of the partitions gone (the run, never assigned them,
+// never names them), and what they say was loaded was. Its partition
+// that Kafka has, started over (its rows deleted, then loaded from the
+// new topic), records the new id. Nothing of the new topic is left
+// unloaded, so verify passes; before, it failed for good on each
+// partition gone, saying the new log's records below the ledger were not
+// loaded, of a log that does not exist.
+func TestTopicIDOfAPartitionKafkaNoLongerHas(t *testing.T) {
+	gone := sink.TopicPartition{Topic: tp.Topic, Partition: 3}
+	var o sink.Offsets
+	for off := int64(0); off < 10; off++ {
+		o.Add(off)
+	}
+	raw := stored(0, 1, 2, 3, 4)
+	raw[gone] = &o
+	next := map[sink.TopicPartition]int64{tp: 5, gone: 10}
+	marks := map[sink.TopicPartition]kafka.Watermarks{tp: {Low: 0, High: 5}} // the new topic has partition 0 only
+	rep := FromStored(marks, next, raw, nil, nil, true, nil)
+	if !rep.OK {
+		t.Fatalf("before the id check: %v", rep.Problems)
+	}
+	rep.CheckTopicIDs(map[sink.TopicPartition]string{tp: "new", gone: "old"}, func() map[string]string { return map[string]string{tp.Topic: "new"} })
+	if !rep.OK {
+		t.Errorf("a partition Kafka no longer has is reported: %q", rep.Problems)
+	}
+	// The check still applies to the partitions Kafka has.
+	rep.CheckTopicIDs(map[sink.TopicPartition]string{tp: "old"}, func() map[string]string { return map[string]string{tp.Topic: "new"} })
+	if rep.OK || len(rep.Problems) != 1 || !strings.HasPrefix(rep.Problems[0], "t/0: ") {
+		t.Errorf("ok=%v, problems %q: want t/0's id reported", rep.OK, rep.Problems)
+	}
+}
