@@ -687,7 +687,12 @@ func (r *Report) CheckTopicIDs(recorded map[sink.TopicPartition]string, current 
 	for i := range r.Partitions {
 		p := &r.Partitions[i]
 		was, ok := recorded[sink.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
-		if !ok || ids[p.Topic] == "" || ids[p.Topic] == was || p.PastLogEnd {
+		// High < 0: a partition Kafka's watermarks do not have, as
+		// CheckLogEnds skips it. A topic recreated with fewer partitions
+		// leaves the old one's rows of those gone in the ledger: no new
+		// log of theirs is left unloaded, and the run, never assigned
+		// them, never names them.
+		if !ok || p.High < 0 || ids[p.Topic] == "" || ids[p.Topic] == was || p.PastLogEnd {
 			continue
 		}
 		p.TopicIDChanged = true
