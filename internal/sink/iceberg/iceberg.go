@@ -77,14 +77,23 @@ func loadKey(tp sink.TopicPartition) string {
 }
 
 // topicIDKeyPrefix begins the main table's properties holding Kafka's id
-// of each topic its positions were loaded from (sink.Range.TopicID):
-// tracelake.topic-id.<topic>, set by the loads that move a position of
-// the topic, beside the positions (and in their snapshot summary). A
-// table loaded only before it existed has none: not checked.
+// of the topic each partition's position was loaded from
+// (sink.Range.TopicID): tracelake.topic-id.<topic>.<partition>, set by the
+// loads that move the partition's position, beside it (and in their
+// snapshot summary). One per partition, as the positions: a topic
+// deleted and recreated has partitions loaded from the new topic (one
+// the old never filled, or one started over) while the others' positions
+// are still the old topic's, and an id of the topic set by the former
+// made the latter pass the check. A partition without it (loaded only
+// before it existed) is not checked.
 const topicIDKeyPrefix = "tracelake.topic-id."
 
-// TopicIDs returns the topic id the main table records for the topic of
-// each of parts (sink.TopicIDKeeper).
+func topicIDKey(tp sink.TopicPartition) string {
+	return topicIDKeyPrefix + tp.Topic + "." + strconv.Itoa(int(tp.Partition))
+}
+
+// TopicIDs returns the topic id the main table records for each of parts
+// (sink.TopicIDKeeper).
 func (s *Sink) TopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]string, error) {
 	tbl, err := s.loadTable(ctx, s.raw)
 	if err != nil {
@@ -93,20 +102,20 @@ func (s *Sink) TopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[s
 	props := tbl.Properties()
 	out := map[sink.TopicPartition]string{}
 	for _, tp := range parts {
-		if id := props[topicIDKeyPrefix+tp.Topic]; id != "" {
+		if id := props[topicIDKey(tp)]; id != "" {
 			out[tp] = id
 		}
 	}
 	return out, nil
 }
 
-// setTopicIDs sets, in txn, the topic id of each topic of ranges that
+// setTopicIDs sets, in txn, the topic id of each partition of ranges that
 // has one and that props (the table's) do not hold already, and adds them
 // to summary.
 func setTopicIDs(txn *table.Transaction, props, summary iceberggo.Properties, ranges []sink.Range) error {
 	set := iceberggo.Properties{}
 	for _, r := range ranges {
-		if k := topicIDKeyPrefix + r.Topic; r.TopicID != "" && props[k] != r.TopicID {
+		if k := topicIDKey(r.TopicPartition); r.TopicID != "" && props[k] != r.TopicID {
 			set[k] = r.TopicID
 		}
 	}
