@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +32,19 @@ const testTopic = "llm-traces"
 
 // TestMain removes the binary the tests share (buildBinary).
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The parallel tests of this package wait far more than they compute
+	// (processes killed and restarted, the group's rebalances, runs until
+	// idle), so twice as many run at once as the default (GOMAXPROCS)
+	// unless -parallel is given: under -race the package is the longest
+	// of the suite.
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0))); err != nil {
+			panic(err)
+		}
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
