@@ -244,7 +244,10 @@ func diffRequests(rng *rand.Rand, edges []int64) []string {
 // search, metrics query and trace by id is answered byte for byte as
 // 65d3179's SQL answers it, by DuckDB and by the Iceberg reader, whose
 // scans open the same files.
-func TestUnionSemiJoinAnswersAsEachBranchJoined(t *testing.T) {
+func TestLongUnionSemiJoinAnswersAsEachBranchJoined(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("~1,300 queries through DuckDB and the Iceberg reader; long: run with -run '^TestLong' without -race")
+	}
 	for seed := range uint64(2) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 29))

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tempo
+
+const raceDetector = false
