@@ -267,6 +267,13 @@ func (s *Sink) stagedPaths() map[string]*leased {
 			}
 			add(s.id(k), unfinished(sf.files, sf.creating)...)
 		}
+		if st.doubt != nil {
+			// Dead letters waiting for the main table's commit
+			// (indoubt.go).
+			for _, df := range st.doubt.late.files {
+				add(s.dlq, df.FilePath())
+			}
+		}
 	}
 	for c := range s.compacting {
 		add(c.id, c.files...)

@@ -56,6 +56,9 @@ type staged struct {
 	// acknowledged. Counted as not stored, the requests are refused and
 	// their clients send them again (at worst a dead letter twice).
 	abandoned bool
+	// doubt is what the entry's load decided of the offsets a killed
+	// load left in doubt (indoubt.go), once read.
+	doubt *inDoubt
 }
 
 // earlyRows are a batch's rows per partition in the main and dead-letter
@@ -309,6 +312,9 @@ func (s *Sink) drop(ctx context.Context, st *staged) {
 	for _, k := range s.kinds() {
 		s.dropFiles(ctx, k, st.of(k))
 	}
+	if st.doubt != nil {
+		s.dropFiles(ctx, dlqTable, &st.doubt.late)
+	}
 }
 
 func (s *Sink) dropFiles(ctx context.Context, k kind, sf *stagedFiles) {
@@ -488,11 +494,26 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		}
 		counts[k], fenced[k] = c, f
 	}
+	// The dead letters of offsets in doubt that no table holds: only now
+	// that the main table's commit made the range this load's.
+	late, err := s.commitLate(ctx, entries, loadID)
+	for race := 1; err != nil && LostRace(err) && race < maxRacesInALoad; race++ {
+		s.log.Info("a load's commit of dead letters in doubt lost a race; committing it again", "race", race)
+		late, err = s.commitLate(ctx, entries, loadID)
+	}
+	if err != nil {
+		for i, req := range group {
+			if results[i].err == nil {
+				results[i].err = fmt.Errorf("load %d files' dead letters in doubt into %s: %w", len(req.files), name(s.dlq), err)
+			}
+		}
+		return results
+	}
 	for e, st := range entries {
 		r := &results[owner[e]]
 		r.loaded.LoadID = loadID
 		for _, rg := range st.ranges {
-			dlq := counts[dlqTable][e][rg.TopicPartition]
+			dlq := counts[dlqTable][e][rg.TopicPartition] + late[e][rg.TopicPartition]
 			if st.abandoned {
 				dlq = 0
 			}
@@ -655,6 +676,11 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	if err != nil {
 		return nil, nil, false, err
 	}
+	if k == dlqTable {
+		if err := s.settleDoubt(ctx, fresh, start, entries, main); err != nil {
+			return nil, nil, false, err
+		}
+	}
 	next := maps.Clone(start)
 	if k != mainTable && slices.ContainsFunc(entries, func(st *staged) bool { return len(st.of(k).files) > 0 }) {
 		if err := s.fenceByMain(ctx, k, entries, next, main); err != nil {
@@ -669,6 +695,15 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		sf := st.of(k)
 		cov := covered(st.ranges, next)
 		fenced[i] = cov != coversNone
+		// The offsets in doubt already in the dead-letter table stay
+		// dead letters only: this table takes no row of them.
+		decided := k != dlqTable && st.doubt.decides(st.ranges) && len(sf.files) > 0
+		if k == mainTable && cov != coversAll && st.doubt != nil {
+			// Landed, this commit makes the range past the positions
+			// as they stand (advanced by the entries before) this
+			// load's.
+			st.doubt.own(maps.Clone(next))
+		}
 		switch {
 		case cov == coversAll && (sf.landed || committedBy(fresh, sf.tried) || movedBy(fresh, st.ranges, sf.tried)):
 			// Committed by this load's earlier attempt (a later table's
@@ -682,12 +717,20 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		case cov == coversAll:
 			s.dropFiles(ctx, k, sf)
 			st.abandoned = k == mainTable && fencedSequence(fresh.Properties(), st.ranges)
-		case cov == coversPart:
-			st.abandoned = k == mainTable && fencedSequence(fresh.Properties(), st.ranges)
-			files, cnt, err := s.refence(ctx, fresh, sf.files, k, next)
+			if k == mainTable {
+				st.doubt.own(nil) // another load's commit took the range
+			}
+		case cov == coversPart || decided:
+			if cov == coversPart {
+				st.abandoned = k == mainTable && fencedSequence(fresh.Properties(), st.ranges)
+			}
+			past := pastPositions(next)
+			keep := func(tp sink.TopicPartition, o int64) bool { return past(tp, o) && !st.doubt.decided(tp, o) }
+			files, cnt, err := s.refence(ctx, fresh, sf.files, k, keep)
 			if err != nil {
 				return nil, nil, false, err
 			}
+			fenced[i] = fenced[i] || !maps.Equal(cnt, sf.counts)
 			s.dropFiles(ctx, k, sf)
 			s.setFiles(sf, files, cnt)
 		}
@@ -990,14 +1033,14 @@ func addFiles(ctx context.Context, txn *table.Transaction, tbl *table.Table, sc 
 	return nil
 }
 
-// refence writes files of tbl (one of kind k's) again without the rows
-// pos covers, and counts the rows kept per partition. The files are read
+// refence writes files of tbl (one of kind k's) again with only the rows
+// keep takes, and counts the rows kept per partition. The files are read
 // a row group at a time, each written as it is read: a stream's entry is
 // a load's worth of files of the target size.
 // Rare: only a partition that changed owner while its batch waited for
-// its commit gets here.
+// its commit, or one a killed load left in doubt (indoubt.go), gets here.
 func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.DataFile, k kind,
-	pos map[sink.TopicPartition]int64) ([]iceberggo.DataFile, map[sink.TopicPartition]int64, error) {
+	keep func(sink.TopicPartition, int64) bool) ([]iceberggo.DataFile, map[sink.TopicPartition]int64, error) {
 	sc, err := arrowSchema(tbl, s.schemaOf(k))
 	if err != nil {
 		return nil, nil, err
@@ -1012,7 +1055,7 @@ func (s *Sink) refence(ctx context.Context, tbl *table.Table, files []iceberggo.
 	var readErr error
 	written, err := s.writeFiles(ctx, tbl, sc, func(yield func(arrow.RecordBatch, error) bool) {
 		for _, df := range files {
-			more, err := readFenced(ctx, fs, df.FilePath(), sc, k == dlqTable, pos, counts, func(rec arrow.RecordBatch) bool {
+			more, err := readFenced(ctx, fs, df.FilePath(), sc, k == dlqTable, keep, counts, func(rec arrow.RecordBatch) bool {
 				ok := yield(rec, nil) // WriteRecords releases rec
 				holdRefence(-rec.NumRows())
 				return ok
@@ -1048,11 +1091,11 @@ func holdRefence(n int64) {
 }
 
 // readFenced reads a staged Parquet file a batch of rows at a time
-// (compactReadBatchRows) and hands its rows past pos to yield, as record
+// (compactReadBatchRows) and hands the rows keep takes to yield, as record
 // batches of schema sc (a slice per run of rows kept, yield's to release),
 // adding them to counts per partition. It returns false if yield did.
 func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.Schema, dlq bool,
-	pos, counts map[sink.TopicPartition]int64, yield func(arrow.RecordBatch) bool) (bool, error) {
+	keep func(sink.TopicPartition, int64) bool, counts map[sink.TopicPartition]int64, yield func(arrow.RecordBatch) bool) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return false, err
@@ -1073,7 +1116,7 @@ func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.S
 	}
 	defer rr.Release()
 	for rr.Next() {
-		out, err := fenceRecord(rr.RecordBatch(), sc, dlq, pos, counts)
+		out, err := fenceRecord(rr.RecordBatch(), sc, dlq, keep, counts)
 		if err != nil {
 			return false, err
 		}
@@ -1093,9 +1136,19 @@ func readFenced(ctx context.Context, fsys icebergio.IO, path string, sc *arrow.S
 	return true, nil
 }
 
-// fenceRecord is rec's rows past pos, as record batches of schema sc (a
-// slice per run of rows kept), added to counts per partition.
-func fenceRecord(rec arrow.RecordBatch, sc *arrow.Schema, dlq bool, pos, counts map[sink.TopicPartition]int64) ([]arrow.RecordBatch, error) {
+// pastPositions takes the rows past pos (a partition without one has
+// none covered).
+func pastPositions(pos map[sink.TopicPartition]int64) func(sink.TopicPartition, int64) bool {
+	return func(tp sink.TopicPartition, o int64) bool {
+		next, ok := pos[tp]
+		return !ok || o >= next
+	}
+}
+
+// fenceRecord is the rows of rec that takes accepts, as record batches
+// of schema sc (a slice per run of rows kept), added to counts per
+// partition.
+func fenceRecord(rec arrow.RecordBatch, sc *arrow.Schema, dlq bool, takes func(sink.TopicPartition, int64) bool, counts map[sink.TopicPartition]int64) ([]arrow.RecordBatch, error) {
 	topicCol, partCol, offsetCol := "ktopic", "kpartition", "koffset"
 	if dlq {
 		topicCol, partCol, offsetCol = "topic", "partition", "offset"
@@ -1121,7 +1174,7 @@ func fenceRecord(rec arrow.RecordBatch, sc *arrow.Schema, dlq bool, pos, counts 
 	run := -1
 	for i := range int(conformed.NumRows()) {
 		tp := sink.TopicPartition{Topic: topics.Value(i), Partition: parts.Value(i)}
-		if next, ok := pos[tp]; !ok || offsets.Value(i) >= next {
+		if takes(tp, offsets.Value(i)) {
 			counts[tp]++
 			if run < 0 {
 				run = i
