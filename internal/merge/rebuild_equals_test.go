@@ -16,14 +16,15 @@ import (
 // partitions and are merged in rounds cut at random points: the target
 // and the rejects equal a rebuild from scratch, in one slice and in
 // random chunks, and with a version the target holds each key's highest
-// good change. A key's changes go to any partition only with distinct
-// versions: its ties go by offset, the order they were produced in, and
-// without a version Kafka orders a key's changes only within a partition.
+// good change. Without a version a key's changes stay on its partition:
+// Kafka orders a key's changes only within one. With one they may go to
+// any partition, ties too: a tie goes by partition, then offset, in a
+// merge as in a rebuild (<target>_deciding).
 func TestModelMergedInRoundsEqualsRebuild(t *testing.T) {
 	for _, mode := range []struct {
 		name                    string
 		versioned, ties, across bool
-	}{{"version", true, false, true}, {"version_ties", true, true, false}, {"no_version", false, false, false}} {
+	}{{"version", true, false, true}, {"version_ties", true, true, false}, {"version_ties_across", true, true, true}, {"no_version", false, false, false}} {
 		for seed := range randomSeeds(4) {
 			t.Run(fmt.Sprint(mode.name, "/", seed), func(t *testing.T) {
 				roundsAgainstRebuild(t, uint64(seed), mode.versioned, mode.ties, mode.across)
