@@ -777,7 +777,8 @@ func TestModelColumnTypoIsOneError(t *testing.T) {
 	}
 }
 
-// A model writes its target (and <name>_rejects, <target>_tombstones):
+// A model writes its target (and <name>_rejects, <target>_tombstones,
+// on DuckDB <target>_deciding):
 // one naming a table tracelake keeps, or another model's, is refused by
 // key. Accepted, its merges failed with "has other columns than the model:
 // run tracelake merge --rebuild", and that rebuild dropped the ledger (the
@@ -798,6 +799,7 @@ func TestModelTargetMustBeItsOwnTable(t *testing.T) {
 		m("a", "") + ", " + m("b", "a_rejects"):    "merge.models[1].target: model b writes the table a_rejects, which is written by merge.models[0] (a)",
 		m("w", "tracelake_merge_watermarks"):       "merge.models[0].target: model w writes the table tracelake_merge_watermarks, which is reserved",
 		m("a", "dim_a") + ", " + m("b", "dim_b"):   "",
+		"{name: a, key: [id], version: v, columns: {id: {path: $.id, type: VARCHAR}, v: {path: $.v, type: BIGINT}}}, " + m("b", "a_deciding"): "merge.models[1].target: model b writes the table a_deciding, which is written by merge.models[0] (a)",
 	} {
 		cfg, err := FromYAML([]byte("kafka: {topics: [t]}\nmerge: {models: [" + models + "]}\n"))
 		err = errors.Join(err, cfg.Validate())

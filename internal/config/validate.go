@@ -400,7 +400,7 @@ func (c *Config) validate(consuming bool) error {
 
 // validateModelTables checks that the tables each model writes are its
 // own: its target, <name>_rejects, with a version <target>_tombstones
-// (internal/merge/plan.go) and on Databend <name>_increment (internal/
+// and on DuckDB <target>_deciding (internal/merge/plan.go) and on Databend <name>_increment (internal/
 // merge/databend.go). A merge creates them if absent and `merge
 // --rebuild` drops and recreates them, so a target naming a raw table's
 // ledger or dead-letter table, or another model's target, was accepted
@@ -441,6 +441,11 @@ func (c *Config) validateModelTables(check func(ok bool, key, format string, arg
 		written := []string{m.Target, m.Name + "_rejects"}
 		if m.Version != "" {
 			written = append(written, m.Target+"_tombstones")
+			if c.Sink.Type != SinkDatabend {
+				// Each key's deciding change (merge.DecidingSuffix),
+				// kept by DuckDB merges.
+				written = append(written, m.Target+"_deciding")
+			}
 		}
 		if c.Sink.Type == SinkDatabend {
 			// The scratch table of a Databend merge, dropped and made

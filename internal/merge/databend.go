@@ -29,10 +29,11 @@ func SQL(m config.Model, dialect string) (string, error) {
 	case DialectDuckDB:
 		var b strings.Builder
 		fmt.Fprintf(&b, "-- model %s: %s -> %s (one transaction per merge; tracelake runs this)\n", m.Name, m.Source, m.Target)
-		stmts := append(p.tableSQL(), p.incrementSQL(0, math.MaxInt64), p.rejectSQL())
+		stmts := append(append(p.tableSQL(), p.decidingTableSQL()...), p.incrementSQL(0, math.MaxInt64), p.rejectSQL())
 		stmts = append(stmts, p.latestSQL()...)
 		stmts = append(stmts, p.mergeSQL())
 		stmts = append(stmts, p.tombstoneSQL()...)
+		stmts = append(stmts, p.decidingSQL()...)
 		stmts = append(stmts, p.watermarkSQL())
 		b.WriteString("BEGIN;\n")
 		for _, s := range stmts {

@@ -202,6 +202,9 @@ func (mg *Merger) step(ctx context.Context, tx *sql.Tx, p *plan, lo, hi int64, r
 		if err := exec(ctx, tx, p.tombstoneSQL()...); err != nil {
 			return fmt.Errorf("record deletes of model %s: %w", p.m.Name, err)
 		}
+		if err := exec(ctx, tx, p.decidingSQL()...); err != nil {
+			return fmt.Errorf("record the deciding change per key of model %s: %w", p.m.Name, err)
+		}
 		if _, err := tx.ExecContext(ctx, p.watermarkSQL()); err != nil {
 			return fmt.Errorf("advance the watermark of model %s: %w", p.m.Name, err)
 		}
@@ -227,7 +230,7 @@ func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 	if len(have) == 0 {
 		kept := []string{p.rejects}
 		if p.tombstones != "" {
-			kept = append(kept, p.tombstones)
+			kept = append(kept, p.tombstones, p.deciding)
 		}
 		if err := forget(ctx, tx, p.m.Name, kept...); err != nil {
 			return fmt.Errorf("start model %s from its first raw row: %w", p.m.Name, err)
@@ -241,9 +244,32 @@ func (mg *Merger) prepare(ctx context.Context, tx *sql.Tx, p *plan) error {
 		if err := checkTombstones(ctx, tx, p, want); err != nil {
 			return err
 		}
+		if err := fillDeciding(ctx, tx, p); err != nil {
+			return err
+		}
 	}
-	if err := exec(ctx, tx, p.tableSQL()...); err != nil {
+	if err := exec(ctx, tx, append(p.tableSQL(), p.decidingTableSQL()...)...); err != nil {
 		return fmt.Errorf("create the tables of model %s: %w", p.m.Name, err)
+	}
+	return nil
+}
+
+// fillDeciding creates, for a model with a version whose target was
+// merged before the table of deciding changes existed, that table from
+// the target and its tombstones (decidingFillSQL), once.
+func fillDeciding(ctx context.Context, tx *sql.Tx, p *plan) error {
+	if p.version == "" {
+		return nil
+	}
+	have, err := duckdb.TableColumns(ctx, tx, p.m.Target+DecidingSuffix)
+	if err != nil {
+		return err
+	}
+	if len(have) > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, p.decidingFillSQL()); err != nil {
+		return fmt.Errorf("record the keys model %s merged before it kept their deciding changes: %w", p.m.Name, err)
 	}
 	return nil
 }

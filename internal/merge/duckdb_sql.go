@@ -153,15 +153,31 @@ func (p *plan) rejectSQL() string {
 }
 
 // latestSQL keeps the change per key that decides the key's row (see
-// latestQuery), then (with a version) drops changes older than the key's
-// last delete.
+// latestQuery), then (with a version) drops those older, by latestOrder,
+// than the change that decided the key's row or delete in an earlier
+// merge (p.deciding): a change tying with it in version goes by
+// partition and offset, as it would merged in one increment with it
+// (a rebuild), not by which came last. A key decided before the table
+// kept coordinates (filled from the target and tombstones with NULL
+// ones, see decidingFillSQL) is given to the incoming change on a tie,
+// as before; a rebuild fills them.
 func (p *plan) latestSQL() []string {
 	q := []string{"CREATE OR REPLACE TEMP TABLE tl_latest AS\n" + p.latestQuery("tl_inc", "tl_partition", "tl_offset")}
 	if p.version != "" {
-		q = append(q, fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND d.%s > l.%s`,
-			p.tombstones, p.keyMatch("d", "l"), p.version, p.version))
+		q = append(q, fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND %s`,
+			p.deciding, p.keyMatch("d", "l"), p.newerSQL("d", "l")))
 	}
 	return q
+}
+
+// newerSQL is true when the change of a (version, tl_partition,
+// tl_offset) is newer than b's by latestOrder (version, then partition,
+// then offset); NULL, not true, on a tie in version when either lacks
+// coordinates.
+func (p *plan) newerSQL(a, b string) string {
+	v := p.version
+	return fmt.Sprintf(`(%[1]s.%[3]s > %[2]s.%[3]s OR %[1]s.%[3]s = %[2]s.%[3]s AND (%[1]s.tl_partition > %[2]s.tl_partition OR %[1]s.tl_partition = %[2]s.tl_partition AND %[1]s.tl_offset > %[2]s.tl_offset))`,
+		a, b, v)
 }
 
 // mergeSQL applies tl_latest to the target.
@@ -245,9 +261,25 @@ WHEN NOT MATCHED THEN INSERT (%s) VALUES (%s)`, p.tombstones, cols, kindDelete, 
 			p.version, p.version, p.version, p.version, cols,
 			list(append(append([]config.Column{}, p.keys...), config.Column{Name: p.m.Version}), ", ",
 				func(c config.Column, _ int) string { return "s." + sqltext.Ident(c.Name) })),
-		fmt.Sprintf(`DELETE FROM %s d USING tl_latest s WHERE %s AND s.tl_kind <> '%s' AND s.%s > d.%s`,
+		// >=: a change tying with the delete applies only when newer by
+		// partition and offset (latestSQL), and then re-creates the key.
+		fmt.Sprintf(`DELETE FROM %s d USING tl_latest s WHERE %s AND s.tl_kind <> '%s' AND s.%s >= d.%s`,
 			p.tombstones, p.keyMatch("d", "s"), kindDelete, p.version, p.version),
 	}
+}
+
+// decidingSQL records each merged key's deciding change: every change
+// left in tl_latest applies (latestSQL dropped the older ones), to the
+// target or the tombstones.
+func (p *plan) decidingSQL() []string {
+	if p.version == "" {
+		return nil
+	}
+	return []string{fmt.Sprintf(`MERGE INTO %s AS d USING tl_latest AS s ON (%s)
+WHEN MATCHED THEN UPDATE SET %s = s.%s, tl_partition = s.tl_partition, tl_offset = s.tl_offset
+WHEN NOT MATCHED THEN INSERT (%s, %s, tl_partition, tl_offset) VALUES (%s, s.%s, s.tl_partition, s.tl_offset)`,
+		p.deciding, p.keyMatch("d", "s"), p.version, p.version,
+		p.keyList(), p.version, list(p.keys, ", ", func(c config.Column, _ int) string { return "s." + sqltext.Ident(c.Name) }), p.version)}
 }
 
 // watermarkSQL advances the model's watermark past every row of tl_inc.
@@ -318,6 +350,30 @@ func (p *plan) tombstonesTableSQL() string {
 	}
 	v, _ := p.m.Columns.Lookup(p.m.Version)
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s)`, p.tombstones, columnDefs(append(append([]config.Column{}, p.keys...), v)))
+}
+
+// decidingTableSQL creates the model's table of deciding changes (its
+// key columns, version and the change's Kafka partition and offset) if
+// it is absent; none without a version column. DuckDB's alone: a
+// Databend merge does not keep it.
+func (p *plan) decidingTableSQL() []string {
+	if p.version == "" {
+		return nil
+	}
+	v, _ := p.m.Columns.Lookup(p.m.Version)
+	return []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s, tl_partition INTEGER, tl_offset BIGINT)`, p.deciding,
+		columnDefs(append(append([]config.Column{}, p.keys...), v)))}
+}
+
+// decidingFillSQL creates the table of deciding changes of a target
+// merged before it existed, with each key of the target or its
+// tombstones at its highest version and no coordinates: which change
+// gave the row is not known (newerSQL is then not true on a tie, and
+// the incoming change applies, as before the table).
+func (p *plan) decidingFillSQL() string {
+	return fmt.Sprintf(`CREATE TABLE %[1]s AS SELECT %[2]s, max(%[3]s) AS %[3]s, NULL::INTEGER AS tl_partition, NULL::BIGINT AS tl_offset
+FROM (SELECT %[2]s, %[3]s FROM %[4]s UNION ALL SELECT %[2]s, %[3]s FROM %[5]s) GROUP BY %[2]s`,
+		p.deciding, p.keyList(), p.version, p.target, p.tombstones)
 }
 
 // targetTableSQL creates the model's target if it is absent.

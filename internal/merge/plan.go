@@ -26,14 +26,25 @@ const (
 // WatermarkTable keeps, per model and partition, the next raw offset to merge.
 const WatermarkTable = "tracelake_merge_watermarks"
 
+// DecidingSuffix names, after a model's target, the table of each key's
+// deciding change (plan.deciding), kept by DuckDB merges of a model with
+// a version.
+const DecidingSuffix = "_deciding"
+
 // plan is a model with its quoted names, ready to be written as SQL.
 type plan struct {
 	m               config.Model
 	target, source  string // quoted
 	ledger, rejects string // quoted
 	tombstones      string // quoted; "" without a version column
-	keys, values    []config.Column
-	version         string // quoted column name, "" if none
+	// deciding (quoted; "" without a version column, and unused on
+	// Databend) keeps, per key of the target or its tombstones, the
+	// version and Kafka coordinates of the change that gave its row or
+	// deleted it: what a merge compares an incoming change with, by
+	// latestOrder, as a rebuild compares the two in one increment.
+	deciding     string
+	keys, values []config.Column
+	version      string // quoted column name, "" if none
 	// upto, when set, names the model whose watermarks bound the rows
 	// read: only a partition's rows below that model's watermark
 	// (Merger.Check: what that model's target has merged).
@@ -63,6 +74,7 @@ func newPlan(m config.Model) *plan {
 	if m.Version != "" {
 		p.version = sqltext.Ident(m.Version)
 		p.tombstones = sqltext.Name(m.Target + "_tombstones")
+		p.deciding = sqltext.Name(m.Target + DecidingSuffix)
 	}
 	return p
 }
@@ -100,7 +112,10 @@ func (p *plan) keyList() string {
 
 // latestOrder orders a key's changes newest first: by version if the model
 // has one, then by Kafka partition and offset (within a partition, the
-// offset is the order the changes were produced in).
+// offset is the order the changes were produced in). Two changes of a
+// version on two partitions are thus ordered by partition, as the
+// changelog models order changes of one position; newerSQL is the same
+// order between an incoming change and the deciding one a merge kept.
 func (p *plan) latestOrder(partition, offset string) string {
 	order := partition + " DESC, " + offset + " DESC"
 	if p.version != "" {
