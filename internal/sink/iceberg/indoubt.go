@@ -3,9 +3,11 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -49,6 +51,17 @@ type inDoubt struct {
 	// moved from (nil while none landed, or another load's took the
 	// range): its late dead letters past them are this load's.
 	owned map[sink.TopicPartition]int64
+	// settled: the dead-letter table was read for the entry
+	// (settleDoubt).
+	settled bool
+	// derived are the ranges per partition ([first, end)) where the
+	// derived table's positions were past the main table's as the
+	// entry's derived commit read them: rows there are a killed load's
+	// (its derived commit landed, its main one not), this load's own
+	// fenced out (derivedAhead). derivedDone: those at the entry's dead
+	// letters are deleted (deleteDerivedOfDeadLetters).
+	derived     map[sink.TopicPartition][2]int64
+	derivedDone bool
 }
 
 // decided reports whether offset o of tp was in doubt and is a dead
@@ -90,7 +103,7 @@ func (s *Sink) settleDoubt(ctx context.Context, dlq *table.Table, start map[sink
 		// dead letters (a later table's commit failed): they are its
 		// decision, and its files may be compacted away since.
 		own := st.dlq.landed || committedBy(dlq, st.dlq.tried) || movedBy(dlq, st.ranges, st.dlq.tried)
-		if st.doubt == nil && !own && covered(st.ranges, start) != coversNone {
+		if (st.doubt == nil || !st.doubt.settled) && !own && covered(st.ranges, start) != coversNone {
 			reached = append(reached, st)
 		}
 	}
@@ -131,7 +144,11 @@ func (s *Sink) settleDoubt(ctx context.Context, dlq *table.Table, start map[sink
 		}
 	}
 	for _, st := range reached {
-		d := &inDoubt{held: map[sink.TopicPartition]map[int64]bool{}}
+		d := &inDoubt{}
+		if st.doubt != nil {
+			*d = *st.doubt // what the derived table's commit noted
+		}
+		d.held, d.settled = map[sink.TopicPartition]map[int64]bool{}, true
 		for _, r := range st.ranges {
 			if _, ok := doubt[r.TopicPartition]; ok {
 				d.held[r.TopicPartition] = held[r.TopicPartition]
@@ -254,6 +271,11 @@ func (s *Sink) commitLate(ctx context.Context, entries []*staged, loadID string)
 		counts[i] = lf.counts
 		add = append(add, lf.files...)
 	}
+	// First: stopped between the two, an offset is a gap verify
+	// reports, not a dead letter beside a derived row.
+	if err := s.deleteDerivedOfDeadLetters(ctx, entries, loadID); err != nil {
+		return nil, err
+	}
 	if len(add) == 0 {
 		return counts, nil
 	}
@@ -301,9 +323,163 @@ func (s *Sink) commitLate(ctx context.Context, entries []*staged, loadID string)
 
 func anyLate(entries []*staged) bool {
 	for _, st := range entries {
-		if st.doubt != nil && (len(st.doubt.late.files) > 0 || st.doubt.late.landed || len(st.doubt.late.tried) > 0) {
+		if d := st.doubt; d != nil && (len(d.late.files) > 0 || d.late.landed || len(d.late.tried) > 0 || (d.derived != nil && !d.derivedDone)) {
 			return true
 		}
 	}
 	return false
+}
+
+// A load killed between its derived table's commit and its main table's
+// leaves derived rows past the main table's positions (whether or not it
+// had dead letters: the dead-letter table's commit is skipped when it has
+// none). The load that takes the range again has its own derived rows
+// there fenced out by the derived table's positions, and the killed
+// load's stay: of an offset this load now stores as a dead letter, they
+// would stay beside the dead letter, derived from a row no table holds.
+// So once this load's main commit made the range its own (not before: an
+// owner still running may yet land the main rows they came with), the
+// derived rows at its dead letters' offsets there are deleted, before its
+// late dead letters are added. Stopped between the main commit and that
+// deletion, such rows stay.
+
+// derivedAhead notes, for the entries the derived table's positions
+// (start, of tbl as read) reach past the main table's, the ranges of
+// those rows (inDoubt.derived). Once per entry, and not where this load's
+// own earlier attempt committed the derived rows.
+func (s *Sink) derivedAhead(ctx context.Context, tbl *table.Table, start map[sink.TopicPartition]int64, entries []*staged, main *mainPositions) error {
+	var mainPos map[sink.TopicPartition]int64
+	for _, st := range entries {
+		own := st.derived.landed || committedBy(tbl, st.derived.tried) || movedBy(tbl, st.ranges, st.derived.tried)
+		if (st.doubt != nil && st.doubt.derived != nil) || own || covered(st.ranges, start) == coversNone {
+			continue // the usual load: the derived table lags its ranges
+		}
+		if mainPos == nil {
+			var err error
+			if mainPos, err = main.get(ctx, s); err != nil {
+				return err
+			}
+		}
+		ahead := map[sink.TopicPartition][2]int64{}
+		for _, r := range st.ranges {
+			tp := r.TopicPartition
+			// As settleDoubt: not a rollback's recovery, nor an OTLP
+			// receivers' sequence (other requests at the positions).
+			if s.recoveringOf(derivedTable, tp) || strings.HasPrefix(tp.Topic, sink.SequenceTopicPrefix) {
+				continue
+			}
+			if from, to := max(mainPos[tp], r.First), min(start[tp], r.Last+1); from < to {
+				ahead[tp] = [2]int64{from, to}
+			}
+		}
+		if len(ahead) == 0 {
+			continue
+		}
+		s.mu.Lock() // the lease renewal reads st.doubt
+		if st.doubt == nil {
+			st.doubt = &inDoubt{}
+		}
+		st.doubt.derived = ahead
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// deleteDerivedOfDeadLetters deletes, of each entry whose main commit made
+// its range this load's, the derived table's rows in the ranges
+// derivedAhead noted at the offsets of the entry's dead letters (those its
+// dead-letter commit added, and its late ones), in one commit of the
+// derived table that leaves its positions as they are.
+func (s *Sink) deleteDerivedOfDeadLetters(ctx context.Context, entries []*staged, loadID string) error {
+	dead := map[sink.TopicPartition][]int64{}
+	var done []*staged
+	for _, st := range entries {
+		d := st.doubt
+		if d == nil || d.derived == nil || d.derivedDone || d.owned == nil {
+			continue
+		}
+		in := func(tp sink.TopicPartition, o int64) bool {
+			r, ok := d.derived[tp]
+			return ok && o >= max(r[0], d.owned[tp]) && o < r[1]
+		}
+		// The dead-letter table's commit is behind: the staged files
+		// left are those it (or an earlier attempt's) committed, the
+		// fenced ones dropped.
+		files := slices.Concat(st.dlq.files, d.late.files)
+		if err := s.deadLetterOffsets(ctx, files, in, dead); err != nil {
+			return fmt.Errorf("read the dead letters of a range the derived table's positions passed: %w", err)
+		}
+		done = append(done, st)
+	}
+	if len(dead) > 0 {
+		var filter iceberggo.BooleanExpression = iceberggo.AlwaysFalse{}
+		for tp, offs := range dead {
+			filter = iceberggo.NewOr(filter, runsFilter(derivedTable, tp, runsOfOffsets(offs)))
+		}
+		_, err := s.commitLostRaces(ctx, "the deletion of derived rows at dead letters", s.derived, func(tbl *table.Table) (*table.Transaction, error) {
+			start, err := positions(tbl)
+			if err != nil {
+				return nil, err
+			}
+			txn, summary, err := beginPositionsCommit(tbl, start, start, loadID+"-derived")
+			if err != nil {
+				return nil, err
+			}
+			return txn, txn.Delete(ctx, filter, summary)
+		})
+		if err != nil {
+			return fmt.Errorf("delete the rows of %s at the load's dead letters: %w", name(s.derived), err)
+		}
+	}
+	for _, st := range done {
+		st.doubt.derivedDone = true
+	}
+	return nil
+}
+
+// deadLetterOffsets adds to out the offsets of the dead letters in files
+// (the dead-letter table's) that in takes.
+func (s *Sink) deadLetterOffsets(ctx context.Context, files []iceberggo.DataFile, in func(sink.TopicPartition, int64) bool, out map[sink.TopicPartition][]int64) error {
+	if len(files) == 0 {
+		return nil
+	}
+	tbl, err := s.table(ctx, s.dlq)
+	if err != nil {
+		return err
+	}
+	sc, err := arrowSchema(tbl, dlqSchema)
+	if err != nil {
+		return err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return err
+	}
+	// Read, not written again: the filter takes no row, noting each.
+	note := func(tp sink.TopicPartition, o int64) bool {
+		if in(tp, o) {
+			out[tp] = append(out[tp], o)
+		}
+		return false
+	}
+	for _, df := range files {
+		if _, err := readFenced(ctx, fs, df.FilePath(), sc, true, note, map[sink.TopicPartition]int64{}, func(arrow.RecordBatch) bool { return true }); err != nil {
+			return fmt.Errorf("read %s: %w", df.FilePath(), err)
+		}
+	}
+	return nil
+}
+
+// runsOfOffsets are offs (unsorted, maybe repeated) as sorted runs.
+func runsOfOffsets(offs []int64) []sink.Run {
+	offs = slices.Compact(slices.Sorted(slices.Values(offs)))
+	var runs []sink.Run
+	for _, o := range offs {
+		if n := len(runs); n > 0 && runs[n-1].Last+1 == o {
+			runs[n-1].Last = o
+			continue
+		}
+		runs = append(runs, sink.Run{First: o, Last: o})
+	}
+	return runs
 }

@@ -676,8 +676,13 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if k == dlqTable {
+	switch k {
+	case dlqTable:
 		if err := s.settleDoubt(ctx, fresh, start, entries, main); err != nil {
+			return nil, nil, false, err
+		}
+	case derivedTable:
+		if err := s.derivedAhead(ctx, fresh, start, entries, main); err != nil {
 			return nil, nil, false, err
 		}
 	}
