@@ -273,11 +273,30 @@ func pruningKeepsEveryRowItMatches(t *testing.T, compactFirst bool, seed uint64,
 		}
 		return fmt.Sprintf("%s %s %s", c.name, ops[rng.IntN(len(ops))], c.value())
 	}
+	// An OR is pushed when each of its disjuncts has a condition the
+	// scan takes (of one column or of several, IS NULL among them).
+	disjunct := func() string {
+		switch rng.IntN(4) {
+		case 0:
+			return []string{"start_time", "duration_ms", "name"}[rng.IntN(3)] + " IS NULL"
+		case 1:
+			return predicate() + " AND " + predicate()
+		case 2:
+			return "length(name) = 3" // pushed nowhere: the OR is not either
+		}
+		return predicate()
+	}
 	failures := 0
 	for range queries {
 		where := predicate()
 		if rng.IntN(3) == 0 {
 			where += " AND " + predicate()
+		}
+		if rng.IntN(3) == 0 {
+			where = fmt.Sprintf("(%s OR %s)", where, disjunct())
+			if rng.IntN(2) == 0 {
+				where += " AND " + predicate()
+			}
 		}
 		q := "SELECT tenant_id, trace_id, name, duration_ms, start_time FROM otel_spans WHERE " + where
 		s := tenancy.Operator
@@ -373,5 +392,54 @@ func TestIcebergIsNullAlonePrunes(t *testing.T) {
 				t.Errorf("%s: the scan of the spans without a start opened %d files (filter %s), want the one holding one", q, s.Files, s.Filter)
 			}
 		}
+	}
+}
+
+// An OR of conditions the scan takes prunes as each does: Tempo's trace
+// by id reads a trace's spans without a start by one condition, those
+// ending from the window's start on or without an end (end_time IS NULL
+// OR end_time BETWEEN …), where a branch (a scan) for each disjunct cost
+// DuckDB's planning of a third scan per trace. Not pushed, the scan opened
+// every file holding a span without a start, wherever it ended.
+func TestIcebergOrPrunesAsItsDisjuncts(t *testing.T) {
+	p := newPruneLake(t)
+	at := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	p.loadBoth(t, []span{{"a", "t1", "timed", 1, at}, {"a", "t1", "no start", 2, time.Time{}}})
+	p.loadBoth(t, []span{{"a", "t2", "timed", 3, at.Add(48 * time.Hour)}})
+	p.loadBoth(t, []span{{"a", "t3", "timed", 4, at.Add(96 * time.Hour)}})
+	files := func(q string) int {
+		t.Helper()
+		p.takeScans()
+		if !p.same(t, tenancy.One("a"), q) {
+			return -1
+		}
+		scans := p.takeScans()
+		if len(scans) != 1 {
+			t.Fatalf("%s: scans %+v, want one", q, scans)
+		}
+		return scans[0].Files
+	}
+	const sel = "SELECT trace_id, name FROM otel_spans WHERE "
+	all := files("SELECT trace_id, name FROM otel_spans")
+	// Each case's disjuncts hold rows of distinct files: the OR opens
+	// theirs, fewer than all.
+	for _, disjuncts := range [][]string{
+		{"start_time IS NULL", "start_time >= TIMESTAMP '2024-03-04'"},
+		{"start_time IS NULL", "start_time BETWEEN TIMESTAMP '2024-03-03' AND TIMESTAMP '2024-03-04'"},
+		{"duration_ms = 3", "start_time > TIMESTAMP '2024-03-04' AND duration_ms >= 4"},
+	} {
+		want := 0
+		for _, d := range disjuncts {
+			want += files(sel + d)
+		}
+		q := sel + strings.Join(disjuncts, " OR ")
+		if got := files(q); got != want || got >= all {
+			t.Errorf("%s: opened %d files, want %d of %d (its disjuncts')", q, got, want, all)
+		}
+	}
+	// A disjunct the scan does not take: every file.
+	q := sel + "start_time IS NULL OR length(name) = 99"
+	if got := files(q); got != all {
+		t.Errorf("%s: opened %d files, want all %d", q, got, all)
 	}
 }
