@@ -498,7 +498,7 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	exprs := 0
 	for _, rp := range plans {
 		for _, p := range rp.preds {
-			exprs += len(p.exprs)
+			exprs += len(p.constants())
 		}
 	}
 	// The predicates are pushed when their constants evaluated, or when
@@ -514,7 +514,7 @@ func (ic *Iceberg) plan(ctx context.Context, sess *session, s tenancy.Scope, q s
 	for _, rp := range plans {
 		var n int
 		for _, p := range rp.preds {
-			n += len(p.exprs)
+			n += len(p.constants())
 		}
 		var mine []constValue
 		pushed := push && len(vals) >= n
@@ -602,9 +602,10 @@ func (ic *Iceberg) bind(ctx context.Context, sess *session, s tenancy.Scope, t *
 	}
 	if push {
 		for _, p := range rp.preds {
-			pv := vals[:len(p.exprs)]
-			vals = vals[len(p.exprs):]
-			if e, ok := icebergPred(t.fields[p.column], p, pv); ok {
+			n := len(p.constants())
+			pv := vals[:n]
+			vals = vals[n:]
+			if e, ok := icebergPred(t.fields, p, pv); ok {
 				filters = append(filters, e)
 			}
 		}

@@ -34,11 +34,44 @@ type refPlan struct {
 }
 
 // pred is a comparison of a column with constant expressions (still to be
-// evaluated, see constants), one for each operator but "in".
+// evaluated, see constants), one for each operator but "in" and "isnull";
+// or, of op "or", a disjunction of conjunctions of such (anyOf: a
+// condition with an OR, `end_time IS NULL OR end_time >= …`, prunes files
+// too, where a query of one branch per disjunct cost a scan each to plan).
 type pred struct {
-	column string           // lower-cased
-	op     string           // =, <, <=, >, >= or in
+	column string           // lower-cased; "" of an "or"
+	op     string           // =, <, <=, >, >=, in, isnull or or
 	exprs  []map[string]any // constant expressions of the parsed tree
+	anyOf  [][]pred
+}
+
+// constants are p's constant expressions in the order their values are
+// evaluated and bound (an "or"'s in its disjuncts' order).
+func (p pred) constants() []map[string]any {
+	if p.op != "or" {
+		return p.exprs
+	}
+	var out []map[string]any
+	for _, conj := range p.anyOf {
+		for _, q := range conj {
+			out = append(out, q.constants()...)
+		}
+	}
+	return out
+}
+
+// trueOfNull says whether p may hold of a row of NULLs (IS NULL, in it or
+// in one of its disjuncts).
+func (p pred) trueOfNull() bool {
+	if p.op == "isnull" {
+		return true
+	}
+	for _, conj := range p.anyOf {
+		if !slices.ContainsFunc(conj, func(q pred) bool { return !q.trueOfNull() }) {
+			return true
+		}
+	}
+	return false
 }
 
 // tableColumns says, for a table of the scope, the lower-cased names of
@@ -293,25 +326,53 @@ func (p *planner) push(conjs []map[string]any, leaves []leaf) {
 	for _, c := range conjs {
 		for _, t := range p.terms(c) {
 			for _, l := range leaves {
-				if !l.clean || l.nulled && t.op == "isnull" {
+				if !l.clean {
+					continue
+				}
+				pr, ok := p.pred(l.plan, t)
+				if !ok || l.nulled && pr.trueOfNull() {
 					// IS NULL is true of the NULLs an outer join
 					// fills in: it rejects no row the join makes
 					// of an unmatched one.
 					continue
 				}
-				if col, ok := p.resolve(l.plan, t.col); ok {
-					l.plan.preds = append(l.plan.preds, pred{column: col, op: t.op, exprs: t.exprs})
-				}
+				l.plan.preds = append(l.plan.preds, pr)
 			}
 		}
 	}
 }
 
-// term is a conjunct read as column op constants.
+// pred is term t as a predicate of rp's scan, if it is one: a disjunct of
+// an "or" keeps those of its terms that are (fewer conditions keep more
+// rows, never fewer), and with none of them the "or" is none.
+func (p *planner) pred(rp *refPlan, t term) (pred, bool) {
+	if t.op != "or" {
+		col, ok := p.resolve(rp, t.col)
+		return pred{column: col, op: t.op, exprs: t.exprs}, ok
+	}
+	out := pred{op: "or", anyOf: make([][]pred, 0, len(t.anyOf))}
+	for _, conj := range t.anyOf {
+		var preds []pred
+		for _, u := range conj {
+			if q, ok := p.pred(rp, u); ok {
+				preds = append(preds, q)
+			}
+		}
+		if len(preds) == 0 {
+			return pred{}, false
+		}
+		out.anyOf = append(out.anyOf, preds)
+	}
+	return out, true
+}
+
+// term is a conjunct read as column op constants, or, of op "or", as a
+// disjunction of conjunctions of such.
 type term struct {
 	col   []any // the column's name parts
 	op    string
 	exprs []map[string]any
+	anyOf [][]term
 }
 
 // terms reads conjunct c as comparisons of a column with constant
@@ -319,6 +380,25 @@ type term struct {
 func (p *planner) terms(c map[string]any) []term {
 	typ, _ := c["type"].(string)
 	switch c["class"] {
+	case "CONJUNCTION":
+		if typ != "CONJUNCTION_OR" {
+			return nil
+		}
+		// Each disjunct a conjunction of terms; one of none makes the
+		// OR none (it may hold of any row).
+		children, _ := c["children"].([]any)
+		or := term{op: "or"}
+		for _, d := range children {
+			var conj []term
+			for _, cc := range conjuncts(d) {
+				conj = append(conj, p.terms(cc)...)
+			}
+			if len(conj) == 0 {
+				return nil
+			}
+			or.anyOf = append(or.anyOf, conj)
+		}
+		return []term{or}
 	case "COMPARISON":
 		op, ok := comparisons[typ]
 		if !ok {
@@ -327,17 +407,17 @@ func (p *planner) terms(c map[string]any) []term {
 		left, _ := c["left"].(map[string]any)
 		right, _ := c["right"].(map[string]any)
 		if col, ok := columnParts(left); ok && p.constant(right) {
-			return []term{{col, op, []map[string]any{right}}}
+			return []term{{col: col, op: op, exprs: []map[string]any{right}}}
 		}
 		if col, ok := columnParts(right); ok && p.constant(left) {
-			return []term{{col, flipped[op], []map[string]any{left}}}
+			return []term{{col: col, op: flipped[op], exprs: []map[string]any{left}}}
 		}
 	case "BETWEEN":
 		input, _ := c["input"].(map[string]any)
 		lower, _ := c["lower"].(map[string]any)
 		upper, _ := c["upper"].(map[string]any)
 		if col, ok := columnParts(input); ok && p.constant(lower) && p.constant(upper) {
-			return []term{{col, ">=", []map[string]any{lower}}, {col, "<=", []map[string]any{upper}}}
+			return []term{{col: col, op: ">=", exprs: []map[string]any{lower}}, {col: col, op: "<=", exprs: []map[string]any{upper}}}
 		}
 	case "OPERATOR":
 		children, _ := c["children"].([]any)
@@ -347,7 +427,7 @@ func (p *planner) terms(c map[string]any) []term {
 			// id reads a trace's spans without a start so).
 			first, _ := children[0].(map[string]any)
 			if col, ok := columnParts(first); ok {
-				return []term{{col, "isnull", nil}}
+				return []term{{col: col, op: "isnull"}}
 			}
 			return nil
 		}
@@ -367,7 +447,7 @@ func (p *planner) terms(c map[string]any) []term {
 			}
 			exprs = append(exprs, o)
 		}
-		return []term{{col, "in", exprs}}
+		return []term{{col: col, op: "in", exprs: exprs}}
 	}
 	return nil
 }

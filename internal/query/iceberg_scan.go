@@ -289,7 +289,7 @@ func (sess *session) constants(ctx context.Context, template string, plans []*re
 	var exprs []any
 	for _, rp := range plans {
 		for _, p := range rp.preds {
-			for _, e := range p.exprs {
+			for _, e := range p.constants() {
 				c := make(map[string]any, len(e))
 				for k, v := range e {
 					c[k] = v
@@ -389,7 +389,11 @@ var integerTypes = map[string]bool{"TINYINT": true, "SMALLINT": true, "INTEGER":
 // would: a string with a VARCHAR, an integer with an integer, a timestamp
 // with a TIMESTAMP, a DATE or a string (which DuckDB casts to TIMESTAMP,
 // as the values were).
-func icebergPred(field iceberggo.NestedField, p pred, vals []constValue) (iceberggo.BooleanExpression, bool) {
+func icebergPred(fields map[string]iceberggo.NestedField, p pred, vals []constValue) (iceberggo.BooleanExpression, bool) {
+	if p.op == "or" {
+		return icebergOr(fields, p, vals)
+	}
+	field := fields[p.column]
 	ref := iceberggo.Reference(field.Name)
 	if p.op == "isnull" {
 		return iceberggo.IsNull(ref), true
@@ -438,6 +442,31 @@ func icebergPred(field iceberggo.NestedField, p pred, vals []constValue) (iceber
 		return compare(ref, p.op, out), true
 	}
 	return nil, false
+}
+
+// icebergOr is "or" pred p as Iceberg's expression, with vals the values
+// of its constants: a disjunct keeps those of its predicates that are
+// one (see planner.pred), and one with none of them makes it none.
+func icebergOr(fields map[string]iceberggo.NestedField, p pred, vals []constValue) (iceberggo.BooleanExpression, bool) {
+	ors := make([]iceberggo.BooleanExpression, 0, len(p.anyOf))
+	for _, conj := range p.anyOf {
+		var ands []iceberggo.BooleanExpression
+		for _, q := range conj {
+			n := len(q.constants())
+			if e, ok := icebergPred(fields, q, vals[:n]); ok {
+				ands = append(ands, e)
+			}
+			vals = vals[n:]
+		}
+		if len(ands) == 0 {
+			return nil, false
+		}
+		ors = append(ors, and(ands))
+	}
+	if len(ors) == 1 {
+		return ors[0], true
+	}
+	return iceberggo.NewOr(ors[0], ors[1], ors[2:]...), true
 }
 
 func compare[T iceberggo.LiteralType](ref iceberggo.UnboundTerm, op string, vals []T) iceberggo.BooleanExpression {

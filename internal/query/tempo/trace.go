@@ -119,19 +119,16 @@ func (s *server) findTrace(ctx context.Context, scope tenancy.Scope, req traceRe
 		// answers the whole trace of a block overlapping the window,
 		// found by its end: at or after the first start read (it ends
 		// after it starts), however long after (its start, unknown, may
-		// be any before its end: within the starts read too). In a
-		// branch of its own, so that the window's condition still prunes
-		// the other branch's scan (on Iceberg a condition with an OR is
-		// pushed to no scan).
-		startless := b.EndedBetween(b.StartMicros, 1<<62-1)
-		// A span with neither a start nor an end is the trace's too:
-		// in a third branch (Timeless). Each branch names its columns:
-		// a branch selecting * had the Iceberg reader's scan read every
-		// column of the table, those no trace is built of too (the
-		// columns a scan reads being those its SELECT names).
-		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[5]s "+
-			"UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[6]s) AS spans",
-			traceColumns, from, table, idParam, startless, traceql.Timeless)
+		// be any before its end: within the starts read too), or
+		// without an end either. In a branch of its own, so that the
+		// window's condition still prunes the other branch's scan (an OR
+		// of conditions on two columns is pushed to no scan). Each
+		// branch names its columns: a branch selecting * had the Iceberg
+		// reader's scan read every column of the table, those no trace
+		// is built of too (the columns a scan reads being those its
+		// SELECT names).
+		from = fmt.Sprintf("(SELECT tenant_id, %[1]s FROM %[2]s UNION ALL SELECT tenant_id, %[1]s FROM %[3]s WHERE trace_id = %[4]s AND %[5]s) AS spans",
+			traceColumns, from, table, idParam, b.StartlessSince(b.StartMicros))
 		cols = "* EXCLUDE (tenant_id)"
 	}
 	sql := fmt.Sprintf(`SELECT DISTINCT ON (tenant_id, span_id) %s FROM %s ORDER BY tenant_id, span_id, start_ns DESC, length(events_text) DESC LIMIT %d`,

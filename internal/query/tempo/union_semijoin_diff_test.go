@@ -50,9 +50,26 @@ var (
 		"UNION ALL SELECT tenant_id, %[1]s FROM %[4]s) AS spans ORDER BY "
 )
 
+// newStartless is a branch of the spans without a start, those without
+// an end too (one condition, as since small-costs), and oldStartless
+// the two branches it was before: %[1] the branch's columns and table,
+// %[2] the other conditions, %[3] the bounds of the end, %[4] the text
+// between branches.
+var (
+	newStartless = regexp.MustCompile(`(?s)(\s+)UNION ALL SELECT (.+? FROM \S+) WHERE ([^()]*?)start_time IS NULL AND \(end_time IS NULL OR end_time BETWEEN (make_timestamp\(\$\d+\) AND make_timestamp\(\$\d+\))\)`)
+	oldStartless = "%[4]sUNION ALL SELECT %[1]s WHERE %[2]sstart_time IS NULL AND end_time BETWEEN %[3]s%[4]sUNION ALL SELECT %[1]s WHERE %[2]sstart_time IS NULL AND end_time IS NULL"
+)
+
 // toOldSQL is q in 65d3179's text, and how many parts it rewrote.
 func toOldSQL(q string) (string, int) {
 	n := 0
+	// The spans without a start in two branches, as the patterns below
+	// and a trace by id's 65d3179 text have them.
+	q = newStartless.ReplaceAllStringFunc(q, func(m string) string {
+		n++
+		g := newStartless.FindStringSubmatch(m)
+		return fmt.Sprintf(oldStartless, g[2], g[3], g[4], g[1])
+	})
 	q = newWinCTE.ReplaceAllStringFunc(q, func(m string) string {
 		n++
 		g := newWinCTE.FindStringSubmatch(m)
@@ -284,7 +301,10 @@ func TestLongUnionSemiJoinAnswersAsEachBranchJoined(t *testing.T) {
 					if got.Code != want.Code || got.Body.String() != want.Body.String() {
 						t.Errorf("%s: %s for %s: answered %d %s\nwant (65d3179) %d %s", name, p, tenant, got.Code, got.Body, want.Code, want.Body)
 					}
-					if newFiles != oldFiles {
+					// Fewer where a file holds spans without a start of
+					// both kinds: one scan of both opens it once, where
+					// a branch of each opened it twice.
+					if newFiles > oldFiles {
 						t.Errorf("%s: %s for %s: the scans opened %d files, 65d3179's %d", name, p, tenant, newFiles, oldFiles)
 					}
 					if got.Code == 200 && (strings.Contains(got.Body.String(), `"spanID"`) || strings.Contains(got.Body.String(), `"spanId"`) || got.Body.Len() > 200) {
