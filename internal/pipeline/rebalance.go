@@ -42,7 +42,7 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			parts = append(parts, sink.TopicPartition{Topic: t, Partition: p})
 		}
 	}
-	positions, err := w.opt.Sink.Positions(ctx, parts)
+	positions, recorded, err := w.readLedger(ctx, parts)
 	if err != nil {
 		// Returning the error makes the client leave this session and
 		// rejoin, rather than read from a position the ledger may contradict.
@@ -61,7 +61,7 @@ func (w *Worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	if err != nil {
 		return nil, err
 	}
-	recreated, err := w.checkTopicIDs(ctx, offsets, positions)
+	recreated, err := w.checkTopicIDs(ctx, offsets, positions, recorded)
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +261,17 @@ type idChange struct {
 	position int64
 }
 
+// readLedger reads the ledger's positions of parts and, from a sink that
+// reads both at once (sink.LedgerReader), the topic ids recorded with
+// them (nil otherwise: checkTopicIDs reads them where it needs them).
+func (w *Worker) readLedger(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, map[sink.TopicPartition]string, error) {
+	if r, ok := w.opt.Sink.(sink.LedgerReader); ok {
+		return r.PositionsAndTopicIDs(ctx, parts)
+	}
+	positions, err := w.opt.Sink.Positions(ctx, parts)
+	return positions, nil, err
+}
+
 // checkTopicIDs lists Kafka's id of each assigned topic, for the ranges
 // read from now on to carry (the sink records it with the position), and
 // returns the partitions whose ledger recorded another id: their topic was
@@ -273,7 +284,9 @@ type idChange struct {
 // partition unchecked, as before, and its ranges without an id; ledger
 // rows without one (an older release's) leave it unchecked until a load
 // records the id its ranges now carry.
-func (w *Worker) checkTopicIDs(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64) ([]idChange, error) {
+// recorded are the ledger's ids when readLedger read them with positions.
+func (w *Worker) checkTopicIDs(ctx context.Context, offsets map[string]map[int32]kgo.Offset, positions map[sink.TopicPartition]int64,
+	recorded map[sink.TopicPartition]string) ([]idChange, error) {
 	keeper, ok := w.opt.Sink.(sink.TopicIDKeeper)
 	if !ok || len(offsets) == 0 {
 		return nil, nil
@@ -303,8 +316,7 @@ func (w *Worker) checkTopicIDs(ctx context.Context, offsets map[string]map[int32
 			inLedger = append(inLedger, tp)
 		}
 	}
-	var recorded map[sink.TopicPartition]string
-	if len(inLedger) > 0 {
+	if recorded == nil && len(inLedger) > 0 {
 		if recorded, err = keeper.TopicIDs(ctx, inLedger); err != nil {
 			// As for Positions: rejoin rather than read unchecked.
 			w.log.Error("read the topic ids of assigned partitions from the ledger", "err", err)

@@ -252,6 +252,13 @@ type TopicIDKeeper interface {
 	TopicIDs(ctx context.Context, parts []TopicPartition) (map[TopicPartition]string, error)
 }
 
+// LedgerReader is a TopicIDKeeper that reads Positions and TopicIDs of
+// the same partitions in one read of its ledger, as a group's assignment
+// wants both.
+type LedgerReader interface {
+	PositionsAndTopicIDs(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, map[TopicPartition]string, error)
+}
+
 // ConcurrentStager is a Sink whose Stage mostly waits on the network (an
 // upload): each worker then stages up to StageAhead batches at once. A
 // sink whose Stage is local work (DuckDB writes a file) does not implement

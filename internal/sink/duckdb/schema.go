@@ -231,65 +231,79 @@ func IsMissing(err error) bool {
 
 // Positions returns the next offset to read per partition from the ledger.
 func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
-	want := make(map[sink.TopicPartition]bool, len(parts))
-	for _, p := range parts {
-		want[p] = true
-	}
-	q := fmt.Sprintf(`SELECT topic, "partition", max(last_offset) FROM %s GROUP BY ALL`, s.tables.ledger)
-	rows, err := s.db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("read positions from %s: %w", s.tables.ledger, err)
-	}
-	defer rows.Close()
-	out := make(map[sink.TopicPartition]int64, len(parts))
-	for rows.Next() {
-		var tp sink.TopicPartition
-		var last int64
-		if err := rows.Scan(&tp.Topic, &tp.Partition, &last); err != nil {
-			return nil, fmt.Errorf("read positions from %s: %w", s.tables.ledger, err)
-		}
-		if want[tp] {
-			out[tp] = last + 1
-		}
-	}
-	return out, rows.Err()
+	positions, _, err := s.readLedger(ctx, parts, false)
+	return positions, err
 }
 
 // TopicIDs returns the topic id recorded with each partition's furthest
 // ledger row that has one (sink.TopicIDKeeper).
 func (s *Sink) TopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]string, error) {
-	// verify opens the database without Prepare: a ledger an older
-	// release made has no topic_id until a run of this release opens it,
-	// and recorded no id, as its rows in a ledger grown since.
-	cols, err := TableColumns(ctx, s.db, s.opt.Table+"_ledger")
+	_, ids, err := s.readLedger(ctx, parts, true)
+	return ids, err
+}
+
+// PositionsAndTopicIDs is Positions and TopicIDs in one read of the
+// ledger (sink.LedgerReader), as a group's assignment wants both.
+func (s *Sink) PositionsAndTopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, map[sink.TopicPartition]string, error) {
+	return s.readLedger(ctx, parts, true)
+}
+
+// readLedger reads the next offset of each of parts the ledger knows and,
+// with ids, the topic id recorded with its furthest row that has one, in
+// one query of those partitions' rows: a query of the whole ledger for
+// each, filtered in Go, read every partition's rows twice at each
+// assignment, the ledger growing by a row a load.
+func (s *Sink) readLedger(ctx context.Context, parts []sink.TopicPartition, ids bool) (map[sink.TopicPartition]int64, map[sink.TopicPartition]string, error) {
+	positions, recorded := make(map[sink.TopicPartition]int64, len(parts)), map[sink.TopicPartition]string{}
+	if len(parts) == 0 {
+		return positions, recorded, nil
+	}
+	idCol := "NULL"
+	if ids {
+		// verify opens the database without Prepare: a ledger an older
+		// release made has no topic_id until a run of this release opens
+		// it, and recorded no id, as its rows in a ledger grown since.
+		cols, err := TableColumns(ctx, s.db, s.opt.Table+"_ledger")
+		if err != nil {
+			return nil, nil, fmt.Errorf("read topic ids from %s: %w", s.tables.ledger, err)
+		}
+		if slices.ContainsFunc(cols, func(c Column) bool { return c.Name == "topic_id" }) {
+			idCol = "arg_max(l.topic_id, l.last_offset) FILTER (WHERE l.topic_id IS NOT NULL)"
+		}
+	}
+	var values strings.Builder
+	args := make([]any, 0, 2*len(parts))
+	for i, tp := range parts {
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		fmt.Fprintf(&values, "($%d, $%d::INTEGER)", 2*i+1, 2*i+2)
+		args = append(args, tp.Topic, tp.Partition)
+	}
+	q := fmt.Sprintf(`SELECT l.topic, l."partition", max(l.last_offset), %s FROM %s l
+		JOIN (VALUES %s) AS want(topic, "partition") ON l.topic = want.topic AND l."partition" = want."partition"
+		GROUP BY l.topic, l."partition"`, idCol, s.tables.ledger, values.String())
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read topic ids from %s: %w", s.tables.ledger, err)
-	}
-	if !slices.ContainsFunc(cols, func(c Column) bool { return c.Name == "topic_id" }) {
-		return nil, nil
-	}
-	want := make(map[sink.TopicPartition]bool, len(parts))
-	for _, p := range parts {
-		want[p] = true
-	}
-	q := fmt.Sprintf(`SELECT topic, "partition", arg_max(topic_id, last_offset) FROM %s WHERE topic_id IS NOT NULL GROUP BY ALL`, s.tables.ledger)
-	rows, err := s.db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("read topic ids from %s: %w", s.tables.ledger, err)
+		return nil, nil, fmt.Errorf("read positions from %s: %w", s.tables.ledger, err)
 	}
 	defer rows.Close()
-	out := map[sink.TopicPartition]string{}
 	for rows.Next() {
 		var tp sink.TopicPartition
-		var id string
-		if err := rows.Scan(&tp.Topic, &tp.Partition, &id); err != nil {
-			return nil, fmt.Errorf("read topic ids from %s: %w", s.tables.ledger, err)
+		var last int64
+		var id sql.NullString
+		if err := rows.Scan(&tp.Topic, &tp.Partition, &last, &id); err != nil {
+			return nil, nil, fmt.Errorf("read positions from %s: %w", s.tables.ledger, err)
 		}
-		if want[tp] {
-			out[tp] = id
+		positions[tp] = last + 1
+		if id.Valid {
+			recorded[tp] = id.String
 		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read positions from %s: %w", s.tables.ledger, err)
+	}
+	return positions, recorded, nil
 }
 
 // splitTable splits "schema.table" (or "table", in schema main).
