@@ -37,17 +37,11 @@ batch: {max_records: 200, max_interval: 100ms}
 load: {max_files: 3, max_interval: 100ms}
 merge: {every: 200ms}
 cdc: {distribute_every: 100ms, ready_delay: 0s}`)
-	type sent struct {
-		table     string
-		at        time.Time
-		partition int32
-		offset    int64
-	}
 	const tables, keys, changes, step = 3, 40, 6000, 6 * time.Second
 	base := time.Now().UTC().Truncate(time.Hour).Add(-12 * time.Hour)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
 	var mu sync.Mutex // all, appended to by the second half's producer
-	var all []sent
+	var all []sentChange
 	produce := func(from, n, per int, pause time.Duration) error {
 		for first := from; first < from+n; first += per {
 			time.Sleep(pause) // the source's pace, so that runs are killed while hours complete
@@ -74,7 +68,7 @@ cdc: {distribute_every: 100ms, ready_delay: 0s}`)
 					return err
 				}
 				mu.Lock()
-				all = append(all, sent{table: v.Source.Table, at: time.UnixMilli(v.Source.TsMs).UTC(), partition: r.Record.Partition, offset: r.Record.Offset})
+				all = append(all, sentChange{model: "cdc_inv_" + v.Source.Table, at: time.UnixMilli(v.Source.TsMs).UTC(), partition: r.Record.Partition, offset: r.Record.Offset})
 				mu.Unlock()
 			}
 		}
@@ -85,46 +79,9 @@ cdc: {distribute_every: 100ms, ready_delay: 0s}`)
 	}
 	check := func(db *sql.DB, when string) {
 		t.Helper()
-		marked := map[string]time.Time{} // model → end of its last marked hour
-		rows, err := db.Query(`SELECT "table", max(hour) FROM tracelake_ready GROUP BY ALL`)
-		if err != nil {
-			return // no mark yet
-		}
-		for rows.Next() {
-			var table string
-			var hour time.Time
-			if err := rows.Scan(&table, &hour); err != nil {
-				t.Fatal(err)
-			}
-			marked[table] = hour.Add(time.Hour)
-		}
-		rows.Close()
-		merged := map[string]int64{} // model/partition → watermark
-		rows, err = db.Query(`SELECT model, "partition", next_offset FROM tracelake_merge_watermarks`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var model string
-			var p int32
-			var next int64
-			if err := rows.Scan(&model, &p, &next); err != nil {
-				t.Fatal(err)
-			}
-			merged[fmt.Sprint(model, "/", p)] = next
-		}
-		rows.Close()
 		mu.Lock()
 		defer mu.Unlock()
-		t.Logf("%s: %d changes produced, marked up to %v", when, len(all), marked)
-		for _, s := range all {
-			model := "cdc_inv_" + s.table
-			end, ok := marked[model]
-			if ok && s.at.Before(end) && merged[fmt.Sprint(model, "/", s.partition)] <= s.offset {
-				t.Fatalf("%s: %s is marked done up to %s, but its change of %s (partition %d offset %d) is not merged (watermark %d)",
-					when, model, end, s.at, s.partition, s.offset, merged[fmt.Sprint(model, "/", s.partition)])
-			}
-		}
+		checkMarksNotAhead(t, db, when, all)
 	}
 	produced := make(chan error, 1)
 	go func() { produced <- produce(changes/2, changes/2, 100, time.Second) }()
@@ -158,6 +115,60 @@ cdc: {distribute_every: 100ms, ready_delay: 0s}`)
 		}
 		if want := int(last.Add(-time.Hour).Truncate(time.Hour).Sub(base) / time.Hour); n != want {
 			t.Errorf("cdc_inv_m%d: %d hours marked before %s, want %d", m, n, last.Add(-time.Hour).Truncate(time.Hour), want)
+		}
+	}
+}
+
+// sentChange is a change a test produced: the model it goes to, its source
+// time and its Kafka coordinates.
+type sentChange struct {
+	model     string
+	at        time.Time
+	partition int32
+	offset    int64
+}
+
+// checkMarksNotAhead fails the test if a done mark in db is ahead of its
+// model: a change of all, of a marked model, with a source time before the
+// marked hour's end that the model has not merged (its watermark on the
+// change's partition is not past the change's offset).
+func checkMarksNotAhead(t *testing.T, db *sql.DB, when string, all []sentChange) {
+	t.Helper()
+	marked := map[string]time.Time{} // model → end of its last marked hour
+	rows, err := db.Query(`SELECT "table", max(hour) FROM tracelake_ready GROUP BY ALL`)
+	if err != nil {
+		return // no mark yet
+	}
+	for rows.Next() {
+		var table string
+		var hour time.Time
+		if err := rows.Scan(&table, &hour); err != nil {
+			t.Fatal(err)
+		}
+		marked[table] = hour.Add(time.Hour)
+	}
+	rows.Close()
+	merged := map[string]int64{} // model/partition → watermark
+	rows, err = db.Query(`SELECT model, "partition", next_offset FROM tracelake_merge_watermarks`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var model string
+		var p int32
+		var next int64
+		if err := rows.Scan(&model, &p, &next); err != nil {
+			t.Fatal(err)
+		}
+		merged[fmt.Sprint(model, "/", p)] = next
+	}
+	rows.Close()
+	t.Logf("%s: %d changes produced, marked up to %v", when, len(all), marked)
+	for _, s := range all {
+		end, ok := marked[s.model]
+		if ok && s.at.Before(end) && merged[fmt.Sprint(s.model, "/", s.partition)] <= s.offset {
+			t.Fatalf("%s: %s is marked done up to %s, but its change of %s (partition %d offset %d) is not merged (watermark %d)",
+				when, s.model, end, s.at, s.partition, s.offset, merged[fmt.Sprint(s.model, "/", s.partition)])
 		}
 	}
 }

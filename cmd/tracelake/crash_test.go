@@ -89,6 +89,14 @@ func killAtRandomMoments(t *testing.T, bin, cfgPath string, kills int) {
 // line mark instead of the assignment.
 func killAtRandomMomentsAfter(t *testing.T, bin, cfgPath string, kills int, mark string) {
 	t.Helper()
+	killAtRandomMomentsThen(t, bin, cfgPath, kills, mark, nil)
+}
+
+// killAtRandomMomentsThen is killAtRandomMomentsAfter calling after (if
+// not nil) once each killed run has exited, before the next starts: the
+// moment to check what a kill left on disk.
+func killAtRandomMomentsThen(t *testing.T, bin, cfgPath string, kills int, mark string, after func(kill int)) {
+	t.Helper()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("kill moments from seed %d", seed)
@@ -99,6 +107,9 @@ func killAtRandomMomentsAfter(t *testing.T, bin, cfgPath string, kills int, mark
 			t.Fatal(err)
 		}
 		_ = cmd.Wait()
+		if after != nil {
+			after(i)
+		}
 	}
 }
 
