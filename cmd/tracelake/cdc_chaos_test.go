@@ -397,7 +397,8 @@ func (s *chaosSource) records(format string, st []chaosChange) []chaosRecord {
 }
 
 // want is the model's rows of table as the source holds them: each key's
-// row of its last change, a column it lacked NULL.
+// row of its last change, a column it lacked NULL, or its default where
+// the changes say it (note's, in Debezium's schemas).
 func (s *chaosSource) want(t chaosTable) []string {
 	var out []string
 	for id := range s.fresh + 1 {
@@ -407,9 +408,13 @@ func (s *chaosSource) want(t chaosTable) []string {
 		}
 		var vals []string
 		for _, col := range t.columns {
-			if v := row[col]; v != nil {
+			v, ok := row[col]
+			switch {
+			case v != nil:
 				vals = append(vals, *v)
-			} else {
+			case !ok && col == "note" && s.schemas && s.snapshots: // Debezium with schemas
+				vals = append(vals, "d")
+			default:
 				vals = append(vals, "")
 			}
 		}
@@ -446,7 +451,9 @@ func (s *chaosSource) schemaColumns(c chaosChange) []map[string]any {
 		}
 		cols = append(cols, map[string]any{"field": "qty", "type": qty, "optional": true})
 		if _, ok := c.row["note"]; ok || s.step > s.noteAt {
-			cols = append(cols, map[string]any{"field": "note", "type": "string", "optional": true})
+			// ADD COLUMN note … DEFAULT 'd': the source's rows from before
+			// it read 'd' (the schema says so only with schemas).
+			cols = append(cols, map[string]any{"field": "note", "type": "string", "optional": true, "default": "d"})
 		}
 		if s.step <= s.dropAt {
 			cols = append(cols, map[string]any{"field": "legacy", "type": "string", "optional": true})

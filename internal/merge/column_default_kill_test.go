@@ -1,0 +1,64 @@
+package merge
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tracelake/tracelake/internal/cdc"
+	"github.com/tracelake/tracelake/internal/sink/duckdb"
+)
+
+// A changelog table given a column's default (Debezium's schema says the
+// source added it with one), whether it gets the column when it is made
+// or added later, opens again after a kill -9 that left the load's
+// transaction in the write-ahead log, and its rows from before the
+// column read the default. Found by the change capture kill -9 hunt
+// (TestLongCDCKill9WithSchemaChangesSnapshotsAndShards): the default was
+// an expression (json_transform of the value), which DuckDB's replay of
+// the log fails to bind ("Failure while replaying WAL file … no default
+// database set"), so that every later open of the database failed: run,
+// verify and every other command, until the log was removed by hand.
+func TestChangelogColumnDefaultOpensAfterAKill(t *testing.T) {
+	for _, made := range []string{"added", "created"} {
+		t.Run(made, func(t *testing.T) {
+			var opt duckdb.Options
+			l := newChangeLoader(t, func(o *duckdb.Options) { opt = *o })
+			fs := []fld{{"id", "int32", "", ""}, {"v", "string", "", ""}}
+			k, v := dbzEvent("items", "c", "mysql-bin.000001", 100, fs, "null", `{"id":1,"v":"a"}`, fs[:1], `{"id":1}`)
+			l.rawKey(0, "s.db.items", k, v)
+			if made == "added" {
+				l.flush()
+				l.mustMerge()
+				// Checkpointed, as a run's close does: the log holds
+				// the ADD COLUMN's load alone.
+				if _, err := l.s.DB().Exec(`CHECKPOINT`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			grown := append(fs, fld{"qty", "int64", "", ""}, fld{"note", "string", "", ""})
+			k, v = dbzEvent("items", "c", "mysql-bin.000001", 300, grown, "null", `{"id":2,"v":"b","qty":null,"note":null}`, fs[:1], `{"id":2}`)
+			v = strings.ReplaceAll(v, `{"field":"qty","type":"int64","optional":true`, `{"field":"qty","type":"int64","optional":true,"default":1`)
+			v = strings.ReplaceAll(v, `{"field":"note","type":"string","optional":true`, `{"field":"note","type":"string","optional":true,"default":"d"`)
+			l.rawKey(0, "s.db.items", k, v)
+			l.flush()
+			// The files as a kill -9 leaves them: the committed load in the
+			// log, not yet checkpointed into the database file.
+			killed := filepath.Join(t.TempDir(), "killed.duckdb")
+			for _, ext := range []string{"", ".wal"} {
+				b, err := os.ReadFile(opt.Path + ext)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(killed+ext, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opt.Path = killed
+			l.reopen(opt, cdc.Options{Format: cdc.FormatDebezium}) // fails the test if it cannot open
+			l.mustMerge()
+			l.want(`SELECT id, v, coalesce(qty::VARCHAR, 'NULL'), coalesce(note, 'NULL') FROM cdc_db_items ORDER BY id`, "1|a|1|d", "2|b|NULL|NULL")
+		})
+	}
+}
