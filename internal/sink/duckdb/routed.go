@@ -450,7 +450,10 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
 			if v, ok := g.defaults[c.Name]; ok {
-				def := defaultSQL(columns[i], v)
+				def, err := defaultLiteral(ctx, tx, columns[i], v, c.Type)
+				if err != nil {
+					return fmt.Errorf("create changelog table %s: %w", g.table, err)
+				}
 				defs[i] += " DEFAULT " + def
 				s.keepDefault(g.table, c.Name, def)
 			}
@@ -521,7 +524,10 @@ func (s *Sink) fillDefaults(ctx context.Context, tx *sql.Tx, routed, table strin
 		if !ok || i < 0 {
 			continue
 		}
-		def := defaultSQL(readColumn{Name: c.Name, Logical: columns[i].Logical, Type: c.Type}, v)
+		def, err := defaultLiteral(ctx, tx, readColumn{Name: c.Name, Logical: columns[i].Logical, Type: c.Type}, v, c.Type)
+		if err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s", table, sqltext.Ident(c.Name), def)); err != nil {
 			return fmt.Errorf("give column %s its default: %w", c.Name, err)
 		}
@@ -547,6 +553,25 @@ func defaultSQL(c readColumn, v string) string {
 	shape, _ := json.Marshal(map[string]string{"d": typ}) // a map of strings: never fails
 	_, expr := c.read(fmt.Sprintf("(json_transform(%s, %s).d)", sqltext.String(`{"d":`+v+`}`), sqltext.String(string(shape))))
 	return "(" + expr + ")"
+}
+
+// defaultLiteral is defaultSQL(c, v) evaluated in tx, as a constant of
+// the column's type typ: CAST('…' AS typ), or NULL. A column's default is
+// bound again when DuckDB (1.5.6) replays its write-ahead log after a
+// crash, with no default database set, and a function in it
+// (json_transform, make_timestamp) fails that replay ("Failure while
+// replaying WAL file … no default database set"): after a kill -9
+// between an ALTER COLUMN … SET DEFAULT and the next checkpoint the
+// database no longer opened. A cast of a constant binds there.
+func defaultLiteral(ctx context.Context, tx *sql.Tx, c readColumn, v, typ string) (string, error) {
+	var text sql.NullString
+	if err := tx.QueryRowContext(ctx, "SELECT CAST("+defaultSQL(c, v)+" AS VARCHAR)").Scan(&text); err != nil {
+		return "", fmt.Errorf("read the default %s of column %s: %w", v, c.Name, err)
+	}
+	if !text.Valid {
+		return "NULL", nil
+	}
+	return "CAST(" + sqltext.String(text.String) + " AS " + typ + ")", nil
 }
 
 // widerType is the type a column of table of type have takes to hold
