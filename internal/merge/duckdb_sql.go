@@ -161,11 +161,20 @@ func (p *plan) rejectSQL() string {
 // kept coordinates (filled from the target and tombstones with NULL
 // ones, see decidingFillSQL) is given to the incoming change on a tie,
 // as before; a rebuild fills them.
+//
+// Changes older than the key's last delete are dropped by the tombstones
+// too: a release from before the table of deciding changes (gone back to
+// for a while) merges deletes without updating it, and a late change
+// between the stale deciding version and the delete's would re-create
+// the deleted row.
 func (p *plan) latestSQL() []string {
 	q := []string{"CREATE OR REPLACE TEMP TABLE tl_latest AS\n" + p.latestQuery("tl_inc", "tl_partition", "tl_offset")}
 	if p.version != "" {
-		q = append(q, fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND %s`,
-			p.deciding, p.keyMatch("d", "l"), p.newerSQL("d", "l")))
+		q = append(q,
+			fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND d.%s > l.%s`,
+				p.tombstones, p.keyMatch("d", "l"), p.version, p.version),
+			fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND %s`,
+				p.deciding, p.keyMatch("d", "l"), p.newerSQL("d", "l")))
 	}
 	return q
 }
