@@ -40,8 +40,8 @@ import (
 // its message with it); with those deleted, a merge marks hours of every
 // model, none ahead of it.
 func TestLongCDCKill9WithSchemaChangesSnapshotsAndShards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
+	if testing.Short() || raceDetector {
+		t.Skip("builds and runs the binary; long")
 	}
 	// debezium-inferred: Debezium without schemas, its types inferred
 	// from the values (its qty widened by a fraction, to a decimal's text).
