@@ -29,12 +29,27 @@ func (s *setBackSink) Positions(ctx context.Context, parts []sink.TopicPartition
 	if err != nil {
 		return nil, err
 	}
+	s.setBack(out, parts)
+	return out, nil
+}
+
+// PositionsAndTopicIDs is the embedded sink's (sink.LedgerReader, which an
+// assignment reads instead of Positions), its positions set back too.
+func (s *setBackSink) PositionsAndTopicIDs(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, map[sink.TopicPartition]string, error) {
+	out, ids, err := s.Sink.PositionsAndTopicIDs(ctx, parts)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.setBack(out, parts)
+	return out, ids, nil
+}
+
+func (s *setBackSink) setBack(out map[sink.TopicPartition]int64, parts []sink.TopicPartition) {
 	for tp, n := range s.back {
 		if _, ok := out[tp]; ok && slices.Contains(parts, tp) {
 			out[tp] = n
 		}
 	}
-	return out, nil
 }
 
 func (s *setBackSink) Stage(ctx context.Context, b *sink.Batch) (sink.File, error) {

@@ -254,7 +254,9 @@ type TopicIDKeeper interface {
 
 // LedgerReader is a TopicIDKeeper that reads Positions and TopicIDs of
 // the same partitions in one read of its ledger, as a group's assignment
-// wants both.
+// wants both. The pipeline reads positions there instead of Positions: a
+// wrapper that embeds a LedgerReader and changes what Positions or
+// TopicIDs answer must change PositionsAndTopicIDs alike.
 type LedgerReader interface {
 	PositionsAndTopicIDs(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, map[TopicPartition]string, error)
 }
