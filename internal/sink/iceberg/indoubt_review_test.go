@@ -14,6 +14,7 @@ import (
 
 	"github.com/tracelake/tracelake/internal/envelope"
 	"github.com/tracelake/tracelake/internal/sink"
+	"github.com/tracelake/tracelake/internal/sink/iceberg"
 	"github.com/tracelake/tracelake/internal/sink/sinktest"
 )
 
@@ -198,6 +199,93 @@ func TestZombieOperationsAndANewOwnersDeadLetter(t *testing.T) {
 			if !slices.Equal(spans, seq(0, 9, dead...)) || !slices.Equal(dlq, dead) || !slices.Equal(ops, spans) {
 				t.Errorf("spans at %v, operations at %v, dead letters at %v; want spans and operations at %v, dead letters at %v",
 					spans, ops, dlq, seq(0, 9, dead...), dead)
+			}
+		})
+	}
+}
+
+// A load stopped after its spans' commit, before it deleted the killed
+// load's operations at its dead letters: its main commit marked those
+// offsets, and the process started again deletes the operations there —
+// at the next load of the partition (the same records sent again, or the
+// records after them) or when it is assigned the partition — even after
+// maintenance compacted the dead-letter table and expired the snapshots
+// before. Without the mark, the retry found every table's positions past
+// the range and committed nothing: the operations stayed for good beside
+// the dead letters, derived from spans no table holds.
+func TestInDoubtDeletionFinishedAfterTheLoadStopped(t *testing.T) {
+	for _, resumed := range []string{"the same records", "the next records", "the assignment"} {
+		t.Run(resumed, func(t *testing.T) {
+			dir := t.TempDir()
+			killed, restarted, maint := openDerived(t, dir), openDerived(t, dir), openDerived(t, dir)
+			// A day of dead letters already: with the load's, two files
+			// to compact into one.
+			load(t, restarted, derivedBatch(0, 9, 3))
+			killBefore(t, killed, "tracelake.spans", func() {
+				f, err := killed.Stage(t.Context(), derivedBatch(10, 19))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = killed.Load(t.Context(), []sink.File{f})
+			})
+			stopped := make(chan struct{})
+			restarted.SetBeforeMaintenanceCommit(func() {
+				close(stopped)
+				runtime.Goexit() // the deletion's commit: the load stops there
+			})
+			go func() {
+				f, err := restarted.Stage(t.Context(), derivedBatch(10, 19, 15))
+				if err != nil {
+					t.Error(err)
+					close(stopped)
+					return
+				}
+				_, _ = restarted.Load(t.Context(), []sink.File{f})
+				t.Error("the load went on past the deletion it was stopped at")
+			}()
+			<-stopped
+			done, err := maint.Compact(t.Context(), 64<<20, everyDay, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(done, func(c iceberg.Compaction) bool {
+				return c.Table == "tracelake.spans_dlq" && c.FilesBefore > c.FilesAfter
+			}) {
+				t.Fatalf("compaction %+v did not rewrite the dead letters' files", done)
+			}
+			if _, err := maint.Expire(t.Context(), 0, 1); err != nil {
+				t.Fatal(err)
+			}
+			retried := openDerived(t, dir) // the stopped load's process, started again
+			last := int64(19)
+			switch resumed {
+			case "the same records":
+				load(t, retried, derivedBatch(10, 19, 15))
+			case "the next records":
+				load(t, retried, derivedBatch(20, 24))
+				last = 24
+			case "the assignment":
+				if _, err := retried.Positions(t.Context(), []sink.TopicPartition{{Topic: "traces"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dead := []int64{3, 15}
+			spans, dlq := stored(t, retried, false)[0], stored(t, retried, true)[0]
+			ops := operationOffsets(t, operations(t, retried))
+			if !slices.Equal(spans, seq(0, last, dead...)) || !slices.Equal(dlq, dead) || !slices.Equal(ops, spans) {
+				t.Errorf("spans at %v, operations at %v, dead letters at %v; want spans and operations at %v, dead letters at %v",
+					spans, ops, dlq, seq(0, last, dead...), dead)
+			}
+			raw, _ := retried.Identifiers()
+			tbl, err := retried.Catalog().LoadTable(t.Context(), raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tbl.Properties() {
+				if strings.HasPrefix(k, "tracelake.dead-derived.") {
+					t.Errorf("the mark %s=%s is left after the deletion", k, v)
+				}
 			}
 		})
 	}
