@@ -676,10 +676,21 @@ func (s *Sink) AllPositions(ctx context.Context) (map[sink.TopicPartition]int64,
 	return positions(tbl)
 }
 
-// Positions returns the raw table's positions of parts.
+// Positions returns the raw table's positions of parts, once the derived
+// rows a stopped load left marked at their dead letters are deleted
+// (finishDeadDerived).
 func (s *Sink) Positions(ctx context.Context, parts []sink.TopicPartition) (map[sink.TopicPartition]int64, error) {
-	all, err := s.AllPositions(ctx)
+	tbl, err := s.loadTable(ctx, s.raw)
 	if err != nil {
+		return nil, err
+	}
+	all, err := positions(tbl)
+	if err != nil {
+		return nil, err
+	}
+	// Derived rows a stopped load left marked for deletion go before the
+	// partitions' records are read again.
+	if err := s.finishDeadDerived(ctx, tbl, parts); err != nil {
 		return nil, err
 	}
 	out := map[sink.TopicPartition]int64{}
@@ -872,7 +883,7 @@ func (s *Sink) finishAbandoning(ctx context.Context, tp sink.TopicPartition) err
 		}
 	}
 	committed, err := s.commitLostRaces(ctx, "abandonment", s.raw, func(tbl *table.Table) (*table.Transaction, error) {
-		return s.unmarkTxn(ctx, tbl, tp, runs)
+		return s.unmarkTxn(ctx, tbl, abandoningKeyPrefix, tp, runs)
 	})
 	if err != nil {
 		return fmt.Errorf("clear the mark of the abandoned positions %s of %s, their rows deleted: %w", formatRuns(runs), tp, err)
@@ -886,13 +897,14 @@ func (s *Sink) finishAbandoning(ctx context.Context, tp sink.TopicPartition) err
 }
 
 // unmarkTxn is the main table's commit that removes done from tp's
-// positions marked as to delete, as tbl holds them; nil when none of done
-// is marked any more. Runs another abandonment marked meanwhile stay.
-func (s *Sink) unmarkTxn(ctx context.Context, tbl *table.Table, tp sink.TopicPartition, done []sink.Run) (*table.Transaction, error) {
+// positions marked under prefix (abandoningKeyPrefix,
+// deadDerivedKeyPrefix) as tbl holds them; nil when none of done is
+// marked any more. Runs marked meanwhile stay.
+func (s *Sink) unmarkTxn(ctx context.Context, tbl *table.Table, prefix string, tp sink.TopicPartition, done []sink.Run) (*table.Transaction, error) {
 	if err := s.checkBranch(tbl); err != nil {
 		return nil, err
 	}
-	key := runsKey(abandoningKeyPrefix, tp)
+	key := runsKey(prefix, tp)
 	marked, err := parseRuns(key, tbl.Properties()[key])
 	if err != nil {
 		return nil, err

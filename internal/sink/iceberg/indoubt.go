@@ -58,10 +58,9 @@ type inDoubt struct {
 	// derived table's positions were past the main table's as the
 	// entry's derived commit read them: rows there are a killed load's
 	// (its derived commit landed, its main one not), this load's own
-	// fenced out (derivedAhead). derivedDone: those at the entry's dead
-	// letters are deleted (deleteDerivedOfDeadLetters).
-	derived     map[sink.TopicPartition][2]int64
-	derivedDone bool
+	// fenced out (derivedAhead). Those at the entry's dead letters are
+	// marked to delete by its main commit (deadDerivedMarks).
+	derived map[sink.TopicPartition][2]int64
 }
 
 // decided reports whether offset o of tp was in doubt and is a dead
@@ -271,11 +270,6 @@ func (s *Sink) commitLate(ctx context.Context, entries []*staged, loadID string)
 		counts[i] = lf.counts
 		add = append(add, lf.files...)
 	}
-	// First: stopped between the two, an offset is a gap verify
-	// reports, not a dead letter beside a derived row.
-	if err := s.deleteDerivedOfDeadLetters(ctx, entries, loadID); err != nil {
-		return nil, err
-	}
 	if len(add) == 0 {
 		return counts, nil
 	}
@@ -323,7 +317,7 @@ func (s *Sink) commitLate(ctx context.Context, entries []*staged, loadID string)
 
 func anyLate(entries []*staged) bool {
 	for _, st := range entries {
-		if d := st.doubt; d != nil && (len(d.late.files) > 0 || d.late.landed || len(d.late.tried) > 0 || (d.derived != nil && !d.derivedDone)) {
+		if d := st.doubt; d != nil && (len(d.late.files) > 0 || d.late.landed || len(d.late.tried) > 0) {
 			return true
 		}
 	}
@@ -337,11 +331,15 @@ func anyLate(entries []*staged) bool {
 // there fenced out by the derived table's positions, and the killed
 // load's stay: of an offset this load now stores as a dead letter, they
 // would stay beside the dead letter, derived from a row no table holds.
-// So once this load's main commit made the range its own (not before: an
-// owner still running may yet land the main rows they came with), the
-// derived rows at its dead letters' offsets there are deleted, before its
-// late dead letters are added. Stopped between the main commit and that
-// deletion, such rows stay.
+// So this load's main commit, which makes the range its own (not before:
+// an owner still running may yet land the main rows they came with),
+// marks its dead letters' offsets there (deadDerivedKeyPrefix), and the
+// derived rows at them are deleted after it, before its late dead letters
+// are added (finishDeadDerived). A process stopped between the main commit
+// and that deletion leaves the mark: the next load of the partition, or
+// the next assignment, deletes them. Stopped before the late dead letters,
+// an offset is a gap verify reports, not a dead letter beside a derived
+// row.
 
 // derivedAhead notes, for the entries the derived table's positions
 // (start, of tbl as read) reach past the main table's, the ranges of
@@ -385,17 +383,24 @@ func (s *Sink) derivedAhead(ctx context.Context, tbl *table.Table, start map[sin
 	return nil
 }
 
-// deleteDerivedOfDeadLetters deletes, of each entry whose main commit made
-// its range this load's, the derived table's rows in the ranges
-// derivedAhead noted at the offsets of the entry's dead letters (those its
-// dead-letter commit added, and its late ones), in one commit of the
-// derived table that leaves its positions as they are.
-func (s *Sink) deleteDerivedOfDeadLetters(ctx context.Context, entries []*staged, loadID string) error {
+// deadDerivedKeyPrefix begins the main table's properties listing, in the
+// form of abandoningKeyPrefix, a partition's offsets whose rows in the
+// derived table are to delete: dead letters of a load, in a range its main
+// commit made its own, where the derived table holds a killed load's rows
+// (derivedAhead). Set by that commit, atomically with its positions;
+// cleared once the rows are deleted (finishDeadDerived).
+const deadDerivedKeyPrefix = "tracelake.dead-derived."
+
+// deadDerivedMarks are the main table's properties (props, as read for its
+// commit) marking the offsets of the entries' dead letters whose derived
+// rows are to delete, added to those marked already: in the ranges
+// derivedAhead noted, from where each entry's main commit moves the
+// positions (inDoubt.owned). None for the usual load.
+func (s *Sink) deadDerivedMarks(ctx context.Context, props iceberggo.Properties, entries []*staged) (iceberggo.Properties, error) {
 	dead := map[sink.TopicPartition][]int64{}
-	var done []*staged
 	for _, st := range entries {
 		d := st.doubt
-		if d == nil || d.derived == nil || d.derivedDone || d.owned == nil {
+		if d == nil || d.derived == nil || d.owned == nil {
 			continue
 		}
 		in := func(tp sink.TopicPartition, o int64) bool {
@@ -404,35 +409,91 @@ func (s *Sink) deleteDerivedOfDeadLetters(ctx context.Context, entries []*staged
 		}
 		// The dead-letter table's commit is behind: the staged files
 		// left are those it (or an earlier attempt's) committed, the
-		// fenced ones dropped.
-		files := slices.Concat(st.dlq.files, d.late.files)
-		if err := s.deadLetterOffsets(ctx, files, in, dead); err != nil {
-			return fmt.Errorf("read the dead letters of a range the derived table's positions passed: %w", err)
+		// fenced ones dropped; the late ones commit after this.
+		if err := s.deadLetterOffsets(ctx, slices.Concat(st.dlq.files, d.late.files), in, dead); err != nil {
+			return nil, fmt.Errorf("read the dead letters of a range the derived table's positions passed: %w", err)
 		}
-		done = append(done, st)
 	}
-	if len(dead) > 0 {
-		var filter iceberggo.BooleanExpression = iceberggo.AlwaysFalse{}
-		for tp, offs := range dead {
-			filter = iceberggo.NewOr(filter, runsFilter(derivedTable, tp, runsOfOffsets(offs)))
+	set := iceberggo.Properties{}
+	for tp, offs := range dead {
+		key := runsKey(deadDerivedKeyPrefix, tp)
+		runs, err := parseRuns(key, props[key])
+		if err != nil {
+			return nil, err
 		}
-		_, err := s.commitLostRaces(ctx, "the deletion of derived rows at dead letters", s.derived, func(tbl *table.Table) (*table.Transaction, error) {
+		set[key] = formatRuns(append(runs, runsOfOffsets(offs)...))
+	}
+	return set, nil
+}
+
+// finishDeadDerivedOf is finishDeadDerived of the entries' partitions, by
+// the main table as this load's commit left it.
+func (s *Sink) finishDeadDerivedOf(ctx context.Context, entries []*staged) error {
+	tbl, err := s.table(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	var parts []sink.TopicPartition
+	for _, st := range entries {
+		for _, r := range st.ranges {
+			parts = append(parts, r.TopicPartition)
+		}
+	}
+	return s.finishDeadDerived(ctx, tbl, parts)
+}
+
+// finishDeadDerived deletes the derived table's rows at the offsets of
+// parts that the main table (tbl, as last read) marks as dead letters
+// (deadDerivedKeyPrefix), then clears the marks; it reads nothing more
+// where none is marked. Each partition's rows are deleted in one commit of
+// the derived table that leaves its positions as they are; stopped before
+// the mark is cleared, the next run deletes nothing more.
+func (s *Sink) finishDeadDerived(ctx context.Context, tbl *table.Table, parts []sink.TopicPartition) error {
+	var marked []sink.TopicPartition
+	for _, tp := range parts {
+		if _, ok := tbl.Properties()[runsKey(deadDerivedKeyPrefix, tp)]; ok {
+			marked = append(marked, tp)
+		}
+	}
+	if len(marked) == 0 {
+		return nil
+	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	fresh, err := s.loadTable(ctx, s.raw)
+	if err != nil {
+		return err
+	}
+	for _, tp := range marked {
+		key := runsKey(deadDerivedKeyPrefix, tp)
+		runs, err := parseRuns(key, fresh.Properties()[key])
+		if err != nil || len(runs) == 0 {
+			return err
+		}
+		if _, err := s.commitLostRaces(ctx, "the deletion of derived rows at dead letters", s.derived, func(tbl *table.Table) (*table.Transaction, error) {
 			start, err := positions(tbl)
 			if err != nil {
 				return nil, err
 			}
-			txn, summary, err := beginPositionsCommit(tbl, start, start, loadID+"-derived")
+			txn, summary, err := beginPositionsCommit(tbl, start, start, newLoadID())
 			if err != nil {
 				return nil, err
 			}
-			return txn, txn.Delete(ctx, filter, summary)
+			return txn, txn.Delete(ctx, runsFilter(derivedTable, tp, runs), summary)
+		}); err != nil {
+			return fmt.Errorf("delete the rows of %s at the dead letters %s of %s: %w", name(s.derived), formatRuns(runs), tp, err)
+		}
+		committed, err := s.commitLostRaces(ctx, "the mark of derived rows deleted", s.raw, func(tbl *table.Table) (*table.Transaction, error) {
+			return s.unmarkTxn(ctx, tbl, deadDerivedKeyPrefix, tp, runs)
 		})
 		if err != nil {
-			return fmt.Errorf("delete the rows of %s at the load's dead letters: %w", name(s.derived), err)
+			return fmt.Errorf("clear the mark of the dead letters %s of %s, their derived rows deleted: %w", formatRuns(runs), tp, err)
 		}
-	}
-	for _, st := range done {
-		st.doubt.derivedDone = true
+		if committed != nil {
+			s.committedBranch(committed)
+			s.remember(committed)
+		}
+		s.log.Info("deleted the derived rows of a killed load at dead letters", "table", name(s.derived), "partition", tp, "positions", formatRuns(runs))
 	}
 	return nil
 }

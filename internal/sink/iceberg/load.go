@@ -494,8 +494,16 @@ func (s *Sink) commitGroup(ctx context.Context, group []*loadRequest) []loadResu
 		}
 		counts[k], fenced[k] = c, f
 	}
-	// The dead letters of offsets in doubt that no table holds: only now
-	// that the main table's commit made the range this load's.
+	// The derived rows a killed load left at this load's dead letters
+	// (or a stopped one's: marked), then the dead letters of offsets in
+	// doubt that no table holds: only now that the main table's commit
+	// made the range this load's.
+	if err := s.finishDeadDerivedOf(ctx, entries); err != nil {
+		for i := range results {
+			results[i].err = cmp.Or(results[i].err, err)
+		}
+		return results
+	}
 	late, err := s.commitLate(ctx, entries, loadID)
 	for race := 1; err != nil && LostRace(err) && race < maxRacesInALoad; race++ {
 		s.log.Info("a load's commit of dead letters in doubt lost a race; committing it again", "race", race)
@@ -767,6 +775,15 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		}
 		if err := setTopicIDs(txn, fresh.Properties(), summary, moved); err != nil {
 			return nil, nil, false, err
+		}
+		marks, err := s.deadDerivedMarks(ctx, fresh.Properties(), entries)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if len(marks) > 0 {
+			if err := txn.SetProperties(marks); err != nil {
+				return nil, nil, false, err
+			}
 		}
 	}
 	if err := markRecovery(txn, marks, unmark); err != nil {
