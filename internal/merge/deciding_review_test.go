@@ -51,7 +51,7 @@ var decidingVersions = []decidingVersion{
 // partition, offset), and rebuilds (one slice, chunks) equal it.
 func TestDecidingRoundsReplaysFailuresEqualRebuild(t *testing.T) {
 	for _, dv := range decidingVersions {
-		for seed := range randomSeeds(3) {
+		for seed := range randomSeeds(2) {
 			t.Run(fmt.Sprint(dv.typ, "/", seed), func(t *testing.T) {
 				decidingRounds(t, uint64(seed), dv)
 			})
