@@ -397,7 +397,7 @@ SELECT tl_topic, kpartition, koffset, tl_kind, %s AS tl_reason, %s FROM (
 // databendLatest selects the deciding change per key of the increment (latestQuery),
 // without the changes older than the key's last delete.
 func (p *plan) databendLatest(inc string) string {
-	q := p.latestQuery(inc, "kpartition", "koffset")
+	q := p.latestQuery(inc, "kpartition", "koffset", "")
 	if p.version == "" {
 		return q
 	}

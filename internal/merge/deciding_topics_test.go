@@ -2,6 +2,7 @@ package merge
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,4 +52,29 @@ func TestVersionTieAcrossTopicsRebuildsAsMerged(t *testing.T) {
 			rebuiltAsMerged(t, l, mg, m, 0, 1)
 		})
 	}
+}
+
+// A table of deciding changes made before it kept their topics (by the
+// release of 2026-12-07) is given the column on the next merge; its
+// changes, without a topic, tie with an incoming change of their
+// version, partition and offset, which applies (as before), and the
+// merges go on recording topics.
+func TestDecidingTableWithoutTopicsIsGivenThem(t *testing.T) {
+	l, m, mg := customersLoader(t, true)
+	loadTopic(t, l, testTopic, 0, 0, change{id: 1, v: 5, action: "update", name: "from cdc", balance: "1"}.json())
+	mustMerge(t, mg, m)
+	if _, err := l.db().Exec(`ALTER TABLE customers` + DecidingSuffix + ` DROP COLUMN tl_topic`); err != nil {
+		t.Fatal(err)
+	}
+	loadTopic(t, l, "cdc2", 0, 0, change{id: 1, v: 5, action: "update", name: "from cdc2", balance: "1"}.json(),
+		change{id: 2, v: 1, action: "update", name: "two", balance: "1"}.json())
+	mustMerge(t, mg, m)
+	if got, want := dump(t, l.db(), `SELECT id, name FROM customers`), []string{"1|from cdc2", "2|two"}; !slices.Equal(got, want) {
+		t.Errorf("target: %q, want %q (a tie against a change recorded without its topic goes to the incoming one)", got, want)
+	}
+	if got, want := dump(t, l.db(), `SELECT id, version, tl_partition, tl_offset, tl_topic FROM customers`+DecidingSuffix),
+		[]string{"1|5|0|0|cdc2", "2|1|0|1|cdc2"}; !slices.Equal(got, want) {
+		t.Errorf("deciding changes: %q, want %q", got, want)
+	}
+	rebuiltAsMerged(t, l, mg, m, 0, 1)
 }

@@ -266,6 +266,15 @@ func fillDeciding(ctx context.Context, tx *sql.Tx, p *plan) error {
 		return err
 	}
 	if len(have) > 0 {
+		if !slices.ContainsFunc(have, func(c duckdb.Column) bool { return strings.EqualFold(c.Name, "tl_topic") }) {
+			// Made before the table kept each change's topic: its
+			// deciding changes tie with an incoming change of their
+			// version, partition and offset (of another topic, or
+			// merged again), which applies, as before.
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+p.deciding+" ADD COLUMN tl_topic VARCHAR"); err != nil {
+				return fmt.Errorf("record the topics of the deciding changes of model %s: %w", p.m.Name, err)
+			}
+		}
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, p.decidingFillSQL()); err != nil {

@@ -156,7 +156,7 @@ func (p *plan) rejectSQL() string {
 // latestQuery), then (with a version) drops those older, by latestOrder,
 // than the change that decided the key's row or delete in an earlier
 // merge (p.deciding): a change tying with it in version goes by
-// partition and offset, as it would merged in one increment with it
+// partition, offset and topic, as it would merged in one increment with it
 // (a rebuild), not by which came last. A key decided before the table
 // kept coordinates (filled from the target and tombstones with NULL
 // ones, see decidingFillSQL) is given to the incoming change on a tie,
@@ -168,7 +168,7 @@ func (p *plan) rejectSQL() string {
 // between the stale deciding version and the delete's would re-create
 // the deleted row.
 func (p *plan) latestSQL() []string {
-	q := []string{"CREATE OR REPLACE TEMP TABLE tl_latest AS\n" + p.latestQuery("tl_inc", "tl_partition", "tl_offset")}
+	q := []string{"CREATE OR REPLACE TEMP TABLE tl_latest AS\n" + p.latestQuery("tl_inc", "tl_partition", "tl_offset", "tl_topic")}
 	if p.version != "" {
 		q = append(q,
 			fmt.Sprintf(`DELETE FROM tl_latest l USING %s d WHERE %s AND d.%s > l.%s`,
@@ -180,12 +180,14 @@ func (p *plan) latestSQL() []string {
 }
 
 // newerSQL is true when the change of a (version, tl_partition,
-// tl_offset) is newer than b's by latestOrder (version, then partition,
-// then offset); NULL, not true, on a tie in version when either lacks
-// coordinates.
+// tl_offset, tl_topic) is newer than b's by latestOrder (version, then
+// partition, then offset, then topic); NULL, not true, on a tie in
+// version when either lacks coordinates, or in version, partition and
+// offset when either lacks a topic (a deciding change recorded before
+// the table kept topics).
 func (p *plan) newerSQL(a, b string) string {
 	v := p.version
-	return fmt.Sprintf(`(%[1]s.%[3]s > %[2]s.%[3]s OR %[1]s.%[3]s = %[2]s.%[3]s AND (%[1]s.tl_partition > %[2]s.tl_partition OR %[1]s.tl_partition = %[2]s.tl_partition AND %[1]s.tl_offset > %[2]s.tl_offset))`,
+	return fmt.Sprintf(`(%[1]s.%[3]s > %[2]s.%[3]s OR %[1]s.%[3]s = %[2]s.%[3]s AND (%[1]s.tl_partition > %[2]s.tl_partition OR %[1]s.tl_partition = %[2]s.tl_partition AND (%[1]s.tl_offset > %[2]s.tl_offset OR %[1]s.tl_offset = %[2]s.tl_offset AND %[1]s.tl_topic > %[2]s.tl_topic)))`,
 		a, b, v)
 }
 
@@ -207,11 +209,15 @@ func (p *plan) mergeSQL() string {
 // upsert wins, else the first insert, else the delete. tl_deleted says the
 // candidates hold a delete: the chosen insert then replaces whatever the
 // target holds, as it would right after the delete.
-func (p *plan) latestQuery(from, partition, offset string) string {
+func (p *plan) latestQuery(from, partition, offset, topic string) string {
 	good := fmt.Sprintf("%s WHERE tl_reason IS NULL AND tl_kind <> '%s'", from, kindSkip)
 	if p.version != "" {
-		return fmt.Sprintf(`SELECT %s, tl_kind, false AS tl_deleted, %s, %s FROM %s
-QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), partition, offset, good, p.keyList(), p.latestOrder(partition, offset))
+		coords := partition + ", " + offset
+		if topic != "" {
+			coords += ", " + topic
+		}
+		return fmt.Sprintf(`SELECT %s, tl_kind, false AS tl_deleted, %s FROM %s
+QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), coords, good, p.keyList(), p.latestOrder(partition, offset, topic))
 	}
 	return fmt.Sprintf(`SELECT %s, tl_kind, max(CASE WHEN tl_kind = '%s' THEN 1 ELSE 0 END) OVER (PARTITION BY %s) = 1 AS tl_deleted, %s, %s FROM (
   SELECT *, min(CASE WHEN tl_kind <> '%s' THEN tl_rn END) OVER (PARTITION BY %s) AS tl_last FROM (
@@ -221,7 +227,7 @@ QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1`, p.columnList(""), 
 QUALIFY row_number() OVER (PARTITION BY %s ORDER BY CASE WHEN tl_kind = '%s' THEN 0 WHEN tl_kind = '%s' THEN 1 ELSE 2 END, tl_rn DESC) = 1`,
 		p.columnList(""), kindDelete, p.keyList(), partition, offset,
 		kindInsert, p.keyList(),
-		p.keyList(), p.latestOrder(partition, offset), good,
+		p.keyList(), p.latestOrder(partition, offset, topic), good,
 		p.keyList(), kindUpsert, kindInsert)
 }
 
@@ -285,8 +291,8 @@ func (p *plan) decidingSQL() []string {
 		return nil
 	}
 	return []string{fmt.Sprintf(`MERGE INTO %s AS d USING tl_latest AS s ON (%s)
-WHEN MATCHED THEN UPDATE SET %s = s.%s, tl_partition = s.tl_partition, tl_offset = s.tl_offset
-WHEN NOT MATCHED THEN INSERT (%s, %s, tl_partition, tl_offset) VALUES (%s, s.%s, s.tl_partition, s.tl_offset)`,
+WHEN MATCHED THEN UPDATE SET %s = s.%s, tl_partition = s.tl_partition, tl_offset = s.tl_offset, tl_topic = s.tl_topic
+WHEN NOT MATCHED THEN INSERT (%s, %s, tl_partition, tl_offset, tl_topic) VALUES (%s, s.%s, s.tl_partition, s.tl_offset, s.tl_topic)`,
 		p.deciding, p.keyMatch("d", "s"), p.version, p.version,
 		p.keyList(), p.version, list(p.keys, ", ", func(c config.Column, _ int) string { return "s." + sqltext.Ident(c.Name) }), p.version)}
 }
@@ -362,7 +368,8 @@ func (p *plan) tombstonesTableSQL() string {
 }
 
 // decidingTableSQL creates the model's table of deciding changes (its
-// key columns, version and the change's Kafka partition and offset) if
+// key columns, version and the change's Kafka partition, offset and
+// topic) if
 // it is absent; none without a version column. DuckDB's alone: a
 // Databend merge does not keep it.
 func (p *plan) decidingTableSQL() []string {
@@ -370,17 +377,18 @@ func (p *plan) decidingTableSQL() []string {
 		return nil
 	}
 	v, _ := p.m.Columns.Lookup(p.m.Version)
-	return []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s, tl_partition INTEGER, tl_offset BIGINT)`, p.deciding,
+	return []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s, tl_partition INTEGER, tl_offset BIGINT, tl_topic VARCHAR)`, p.deciding,
 		columnDefs(append(append([]config.Column{}, p.keys...), v)))}
 }
 
 // decidingFillSQL creates the table of deciding changes of a target
 // merged before it existed, with each key of the target or its
-// tombstones at its highest version and no coordinates: which change
+// tombstones at its highest version and no coordinates (partition,
+// offset, topic): which change
 // gave the row is not known (newerSQL is then not true on a tie, and
 // the incoming change applies, as before the table).
 func (p *plan) decidingFillSQL() string {
-	return fmt.Sprintf(`CREATE TABLE %[1]s AS SELECT %[2]s, max(%[3]s) AS %[3]s, NULL::INTEGER AS tl_partition, NULL::BIGINT AS tl_offset
+	return fmt.Sprintf(`CREATE TABLE %[1]s AS SELECT %[2]s, max(%[3]s) AS %[3]s, NULL::INTEGER AS tl_partition, NULL::BIGINT AS tl_offset, NULL::VARCHAR AS tl_topic
 FROM (SELECT %[2]s, %[3]s FROM %[4]s UNION ALL SELECT %[2]s, %[3]s FROM %[5]s) GROUP BY %[2]s`,
 		p.deciding, p.keyList(), p.version, p.target, p.tombstones)
 }

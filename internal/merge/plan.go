@@ -116,10 +116,16 @@ func (p *plan) keyList() string {
 // version on two partitions are thus ordered by partition, as the
 // changelog models order changes of one position; newerSQL is the same
 // order between an incoming change and the deciding one a merge kept.
-func (p *plan) latestOrder(partition, offset string) string {
+// With a version and topic (the column of the change's Kafka topic, ""
+// for none: Databend's), a tie in all three (two topics feeding one raw
+// table) goes by topic, so that a merge and a rebuild order it alike.
+func (p *plan) latestOrder(partition, offset, topic string) string {
 	order := partition + " DESC, " + offset + " DESC"
 	if p.version != "" {
 		order = p.version + " DESC, " + order
+		if topic != "" {
+			order += ", " + topic + " DESC"
+		}
 	}
 	return order
 }
