@@ -61,6 +61,11 @@ type inDoubt struct {
 	// fenced out (derivedAhead). Those at the entry's dead letters are
 	// marked to delete by its main commit (deadDerivedMarks).
 	derived map[sink.TopicPartition][2]int64
+	// dead are the offsets in derived of the entry's dead letters its
+	// dead-letter table's commit holds (its late ones aside), read when
+	// derived is noted: that commit was just made, and maintenance may
+	// compact its files away before the main commit (a retry).
+	dead map[sink.TopicPartition][]int64
 }
 
 // decided reports whether offset o of tp was in doubt and is a dead
@@ -373,11 +378,23 @@ func (s *Sink) derivedAhead(ctx context.Context, tbl *table.Table, start map[sin
 		if len(ahead) == 0 {
 			continue
 		}
+		// The dead-letter table's commit is behind: the staged files
+		// left are those it (or an earlier attempt) committed, the
+		// fenced ones dropped. Read now, while they are the table's
+		// current files.
+		dead := map[sink.TopicPartition][]int64{}
+		in := func(tp sink.TopicPartition, o int64) bool {
+			r, ok := ahead[tp]
+			return ok && o >= r[0] && o < r[1]
+		}
+		if err := s.deadLetterOffsets(ctx, st.dlq.files, in, dead); err != nil {
+			return fmt.Errorf("read the dead letters of a range the derived table's positions passed: %w", err)
+		}
 		s.mu.Lock() // the lease renewal reads st.doubt
 		if st.doubt == nil {
 			st.doubt = &inDoubt{}
 		}
-		st.doubt.derived = ahead
+		st.doubt.derived, st.doubt.dead = ahead, dead
 		s.mu.Unlock()
 	}
 	return nil
@@ -407,10 +424,17 @@ func (s *Sink) deadDerivedMarks(ctx context.Context, props iceberggo.Properties,
 			r, ok := d.derived[tp]
 			return ok && o >= max(r[0], d.owned[tp]) && o < r[1]
 		}
-		// The dead-letter table's commit is behind: the staged files
-		// left are those it (or an earlier attempt's) committed, the
-		// fenced ones dropped; the late ones commit after this.
-		if err := s.deadLetterOffsets(ctx, slices.Concat(st.dlq.files, d.late.files), in, dead); err != nil {
+		// Those the dead-letter table's commit holds, as read when the
+		// range was noted (its files may be compacted away since), and
+		// the late ones, staged still: they commit after this.
+		for tp, offs := range d.dead {
+			for _, o := range offs {
+				if in(tp, o) {
+					dead[tp] = append(dead[tp], o)
+				}
+			}
+		}
+		if err := s.deadLetterOffsets(ctx, d.late.files, in, dead); err != nil {
 			return nil, fmt.Errorf("read the dead letters of a range the derived table's positions passed: %w", err)
 		}
 	}
