@@ -491,8 +491,11 @@ func (s *Sink) finishDeadDerived(ctx context.Context, tbl *table.Table, parts []
 	for _, tp := range marked {
 		key := runsKey(deadDerivedKeyPrefix, tp)
 		runs, err := parseRuns(key, fresh.Properties()[key])
-		if err != nil || len(runs) == 0 {
+		if err != nil {
 			return err
+		}
+		if len(runs) == 0 {
+			continue // another process finished it since tbl was read
 		}
 		if _, err := s.commitLostRaces(ctx, "the deletion of derived rows at dead letters", s.derived, func(tbl *table.Table) (*table.Transaction, error) {
 			start, err := positions(tbl)
