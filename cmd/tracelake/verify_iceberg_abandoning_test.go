@@ -95,3 +95,26 @@ func setProperties(t *testing.T, ice *iceberg.Sink, id []string, props iceberggo
 		t.Fatal(err)
 	}
 }
+
+// A load over a killed load's operations marks, with its spans' commit,
+// the offsets of its dead letters whose operations it then deletes
+// (tracelake.dead-derived.*); a process stopped between leaves the mark
+// until the partition's next load or assignment. verify fails, naming
+// the operations not yet deleted, not only an operation without its span
+// (here the span is stored: only the mark tells).
+func TestIcebergVerifyNamesOperationsAtDeadLettersLeftMarked(t *testing.T) {
+	defer func(d time.Duration) { mainCommitWait = d }(mainCommitWait)
+	mainCommitWait = 200 * time.Millisecond
+	tp := sink.TopicPartition{Topic: sink.SequenceTopicPrefix + "traces"}
+	cfg, ice := loadedGenAIIceberg(t, tp.Topic)
+	raw, _ := ice.Identifiers()
+	setProperties(t, ice, raw, iceberggo.Properties{"tracelake.dead-derived." + tp.Topic + ".0": "3-3"})
+	rep, err := verifyIceberg(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := strings.Join(rep.Problems, "; ")
+	if want := tp.String() + ": the operations at the dead letters 3-3 not yet deleted"; rep.OK || !strings.Contains(said, want) {
+		t.Errorf("verify with operations at dead letters marked and not deleted: OK=%v %q; want it failed, saying %q", rep.OK, rep.Problems, want)
+	}
+}

@@ -982,6 +982,13 @@ func (s *Sink) Abandoning(ctx context.Context) (map[sink.TopicPartition][]sink.R
 	return s.runsOf(ctx, abandoningKeyPrefix)
 }
 
+// DeadDerived returns, per partition, the offsets of dead letters whose
+// derived rows (a killed load's) a load marked and has not yet deleted
+// (deadDerivedKeyPrefix), for verify.
+func (s *Sink) DeadDerived(ctx context.Context) (map[sink.TopicPartition][]sink.Run, error) {
+	return s.runsOf(ctx, deadDerivedKeyPrefix)
+}
+
 // runsOf reads the main table's runs of positions under prefix, per
 // partition.
 func (s *Sink) runsOf(ctx context.Context, prefix string) (map[sink.TopicPartition][]sink.Run, error) {
