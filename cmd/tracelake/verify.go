@@ -256,7 +256,7 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 	// there, marking them until it has: read while it is between the two,
 	// those rows would be taken for requests stored twice (and an
 	// operation there for one without its span).
-	pending, err := awaitAbandoned(ctx, ice)
+	pending, deadDerived, err := awaitMarked(ctx, ice)
 	if err != nil {
 		return nil, err
 	}
@@ -304,6 +304,14 @@ func verifyIceberg(ctx context.Context, cfg *config.Config) (*verify.Report, err
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: positions %s abandoned, and the rows the other tables hold there not yet deleted after %s: "+
 			"a process stopped in the middle of abandoning them (the next start on its otlp.instance deletes them)",
 			tp, formatRuns(pending[tp]), mainCommitWait))
+	}
+	for _, tp := range slices.SortedFunc(maps.Keys(deadDerived), func(a, b sink.TopicPartition) int {
+		return strings.Compare(a.String(), b.String())
+	}) {
+		rep.OK = false
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: the operations at the dead letters %s not yet deleted after %s: "+
+			"a process stopped after the spans' commit that marked them (the partition's next load or assignment deletes them)",
+			tp, formatRuns(deadDerived[tp]), mainCommitWait))
 	}
 	rawID, dlqID := ice.Identifiers()
 	if err := awaitMainPast(ctx, ice, strings.Join(dlqID, "."), strings.Join(rawID, "."), storedAhead(dlq, next), rep); err != nil {
@@ -446,24 +454,29 @@ func storedAhead(stored map[sink.TopicPartition]*sink.Offsets, next map[sink.Top
 	return out
 }
 
-// awaitAbandoned waits up to mainCommitWait for the abandonments of OTLP
-// positions under way to delete the rows the other tables hold there,
-// and returns, per partition, the positions still marked as to delete: a
-// process stopped between the steps leaves them until its next start.
-func awaitAbandoned(ctx context.Context, ice *iceberg.Sink) (map[sink.TopicPartition][]sink.Run, error) {
+// awaitMarked waits up to mainCommitWait for the work the main table
+// marks as under way to finish — abandonments of OTLP positions deleting
+// the rows the other tables hold there, and loads deleting the operations
+// a killed load left at their dead letters — and returns, per partition,
+// the positions still marked of each: a process stopped between the steps
+// leaves them until its next start (the operations: until the partition's
+// next load or assignment).
+func awaitMarked(ctx context.Context, ice *iceberg.Sink) (abandoning, deadDerived map[sink.TopicPartition][]sink.Run, err error) {
 	deadline := time.Now().Add(mainCommitWait)
 	for {
-		pending, err := ice.Abandoning(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read the abandoned positions still to delete: %w", err)
+		if abandoning, err = ice.Abandoning(ctx); err != nil {
+			return nil, nil, fmt.Errorf("read the abandoned positions still to delete: %w", err)
 		}
-		if len(pending) == 0 || time.Now().After(deadline) {
-			return pending, nil
+		if deadDerived, err = ice.DeadDerived(ctx); err != nil {
+			return nil, nil, fmt.Errorf("read the dead letters whose operations are still to delete: %w", err)
+		}
+		if len(abandoning)+len(deadDerived) == 0 || time.Now().After(deadline) {
+			return abandoning, deadDerived, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond): // a catalog read per poll
+			return nil, nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond): // catalog reads per poll
 		}
 	}
 }
