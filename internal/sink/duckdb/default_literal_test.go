@@ -46,6 +46,12 @@ func defaultCases() []defaultCase {
 	add(schema.Decimal, "DECIMAL(5,5)", `"0.12345"`)
 	add(schema.Decimal, "DECIMAL(18,12)", `"123456.123456789012"`)
 	add(schema.Decimal, "VARCHAR", `"3.14159265358979323846264338327950288"`, `"1E+5"`, `"-0.00"`)
+	// Values no value of the type: the expression's NULL or error.
+	add(schema.Int32, "INTEGER", "2147483648", "1.5", `"7"`, "true")
+	add(schema.Bool, "BOOLEAN", `"yes"`, "1")
+	add(schema.Timestamp, "TIMESTAMP", `"2020-01-01"`, "1.5")
+	add(schema.Decimal, "DECIMAL(4,2)", `"123.45"`, `"abc"`)
+	add(schema.Float64, "DOUBLE", `"NaN"`, `"Infinity"`)
 	return cs
 }
 
