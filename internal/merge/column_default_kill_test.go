@@ -1,6 +1,8 @@
 package merge
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,20 +47,30 @@ func TestChangelogColumnDefaultOpensAfterAKill(t *testing.T) {
 			l.flush()
 			// The files as a kill -9 leaves them: the committed load in the
 			// log, not yet checkpointed into the database file.
-			killed := filepath.Join(t.TempDir(), "killed.duckdb")
-			for _, ext := range []string{"", ".wal"} {
-				b, err := os.ReadFile(opt.Path + ext)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(killed+ext, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			opt.Path = killed
+			opt.Path = killedCopy(t, opt.Path)
 			l.reopen(opt, cdc.Options{Format: cdc.FormatDebezium}) // fails the test if it cannot open
 			l.mustMerge()
 			l.want(`SELECT id, v, coalesce(qty::VARCHAR, 'NULL'), coalesce(note, 'NULL') FROM cdc_db_items ORDER BY id`, "1|a|1|d", "2|b|NULL|NULL")
 		})
 	}
+}
+
+// killedCopy copies the database at path, and its write-ahead log if it
+// has one, as a kill -9 leaves them, to a new path it returns.
+func killedCopy(t *testing.T, path string) string {
+	t.Helper()
+	killed := filepath.Join(t.TempDir(), "killed.duckdb")
+	for _, ext := range []string{"", ".wal"} {
+		b, err := os.ReadFile(path + ext)
+		if errors.Is(err, fs.ErrNotExist) && ext != "" {
+			continue // checkpointed: no log
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(killed+ext, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return killed
 }

@@ -85,7 +85,7 @@ func TestDefaultLiteralReadsWhatTheExpressionGave(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		def, err := defaultLiteral(ctx, tx, rc, c.v, c.typ)
+		def, expr, err := defaultLiteral(ctx, tx, rc, c.v, c.typ)
 		tx.Rollback()
 		if (err != nil) != (oldErr != nil) {
 			t.Errorf("%s %s: the expression's error %v, the literal's %v", c.typ, c.v, oldErr, err)
@@ -99,7 +99,12 @@ func TestDefaultLiteralReadsWhatTheExpressionGave(t *testing.T) {
 			t.Errorf("%s default %s: the expression gave %q, the literal %q fails: %v", c.typ, c.v, want[i].String, def, err)
 			continue
 		}
-		defs[i] = def
+		if !expr {
+			// An expression (text holding a NUL) replays from a CREATE,
+			// not from an ALTER: the sink checkpoints after such a load
+			// (TestChangelogColumnDefaultWithANulCharacter).
+			defs[i] = def
+		}
 		if got != want[i] {
 			t.Errorf("%s default %s: the expression gave %q, the literal %s gives %q", c.typ, c.v, want[i].String, def, got.String)
 		}

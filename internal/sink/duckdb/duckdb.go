@@ -125,6 +125,10 @@ type Sink struct {
 	// routedAdded are the routed tables the load in progress created or
 	// grew, with all their columns: the cache's once it commits.
 	routedAdded map[string]map[string]string
+	// checkpointAfterCommit: the load in progress gave a column a
+	// default DuckDB cannot replay from its log (defaultLiteral), so the
+	// database is checkpointed as soon as it commits.
+	checkpointAfterCommit bool
 	// routedStale says that a transaction that may have created, grown
 	// or widened routed tables reported an error: it may have committed
 	// all the same (a reply lost), and its retry, fenced by the ledger,

@@ -361,6 +361,7 @@ func (s *Sink) loadTx(ctx context.Context, plans []loadPlan, loadID string, chec
 	clear(s.routedAdded)
 	clear(s.routedCreated)
 	clear(s.routedDefaultsAdded)
+	s.checkpointAfterCommit = false
 	var ranges, own []sink.Range
 	files := 0
 	for _, p := range plans {
@@ -432,8 +433,17 @@ func (s *Sink) ownRanges(ctx context.Context, q interface {
 }
 
 // keepRouted adds what a committed transaction created or added to routed
-// tables to the cache.
+// tables to the cache, and checkpoints the database if the transaction
+// gave a column a default its log cannot replay (checkpointAfterCommit):
+// until then a kill -9 leaves a database DuckDB cannot open. A checkpoint
+// that fails (another transaction running) leaves it to the next one.
 func (s *Sink) keepRouted() {
+	if s.checkpointAfterCommit {
+		s.checkpointAfterCommit = false
+		if _, err := s.db.Exec("CHECKPOINT"); err != nil {
+			s.log.Warn("checkpoint after a column's default that DuckDB's log cannot replay failed; a crash before the next checkpoint leaves a database DuckDB cannot open", "err", err)
+		}
+	}
 	if len(s.routedAdded) > 0 || len(s.routedCreated) > 0 || len(s.routedDefaultsAdded) > 0 {
 		s.routedMu.Lock()
 		maps.Copy(s.routed, s.routedAdded)

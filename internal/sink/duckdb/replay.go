@@ -141,6 +141,7 @@ func (s *Sink) Replay(ctx context.Context, o ReplayOptions) (ReplayResult, error
 	clear(s.routedAdded)
 	clear(s.routedCreated)
 	clear(s.routedDefaultsAdded)
+	s.checkpointAfterCommit = false
 	// With the per-row JSON check a load falls back to (loadOnce): a
 	// value DuckDB's parser refuses, dead-lettered at stage load, goes
 	// back with that reason instead of failing the whole replay.

@@ -450,7 +450,7 @@ func (s *Sink) ensureRouted(ctx context.Context, tx *sql.Tx, g routedGroup, colu
 		for i, c := range want {
 			defs[i] = sqltext.Ident(c.Name) + " " + c.Type
 			if v, ok := g.defaults[c.Name]; ok {
-				def, err := defaultLiteral(ctx, tx, columns[i], v, c.Type)
+				def, _, err := defaultLiteral(ctx, tx, columns[i], v, c.Type)
 				if err != nil {
 					return fmt.Errorf("create changelog table %s: %w", g.table, err)
 				}
@@ -524,10 +524,13 @@ func (s *Sink) fillDefaults(ctx context.Context, tx *sql.Tx, routed, table strin
 		if !ok || i < 0 {
 			continue
 		}
-		def, err := defaultLiteral(ctx, tx, readColumn{Name: c.Name, Logical: columns[i].Logical, Type: c.Type}, v, c.Type)
+		def, expr, err := defaultLiteral(ctx, tx, readColumn{Name: c.Name, Logical: columns[i].Logical, Type: c.Type}, v, c.Type)
 		if err != nil {
 			return err
 		}
+		// An expression given by ALTER fails the replay of the log: out
+		// of it as soon as the load commits.
+		s.checkpointAfterCommit = s.checkpointAfterCommit || expr
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s", table, sqltext.Ident(c.Name), def)); err != nil {
 			return fmt.Errorf("give column %s its default: %w", c.Name, err)
 		}
@@ -558,20 +561,27 @@ func defaultSQL(c readColumn, v string) string {
 // defaultLiteral is defaultSQL(c, v) evaluated in tx, as a constant of
 // the column's type typ: CAST('…' AS typ), or NULL. A column's default is
 // bound again when DuckDB (1.5.6) replays its write-ahead log after a
-// crash, with no default database set, and a function in it
-// (json_transform, make_timestamp) fails that replay ("Failure while
-// replaying WAL file … no default database set"): after a kill -9
-// between an ALTER COLUMN … SET DEFAULT and the next checkpoint the
-// database no longer opened. A cast of a constant binds there.
-func defaultLiteral(ctx context.Context, tx *sql.Tx, c readColumn, v, typ string) (string, error) {
+// crash, with no default database set, and a function in one given by
+// ALTER TABLE (json_transform, make_timestamp, any) fails that replay
+// ("Failure while replaying WAL file … no default database set"): after
+// a kill -9 between an ALTER COLUMN … SET DEFAULT and the next checkpoint
+// the database no longer opened. A cast of a constant binds there (a
+// CREATE TABLE's function defaults replay too). Text holding a NUL has no
+// constant DuckDB's parser takes (it ends the literal; E” and U&” are
+// not implemented): that default stays the expression (expr true), and a
+// table given it by ALTER is checkpointed once its load commits.
+func defaultLiteral(ctx context.Context, tx *sql.Tx, c readColumn, v, typ string) (def string, expr bool, err error) {
 	var text sql.NullString
 	if err := tx.QueryRowContext(ctx, "SELECT CAST("+defaultSQL(c, v)+" AS VARCHAR)").Scan(&text); err != nil {
-		return "", fmt.Errorf("read the default %s of column %s: %w", v, c.Name, err)
+		return "", false, fmt.Errorf("read the default %s of column %s: %w", v, c.Name, err)
 	}
-	if !text.Valid {
-		return "NULL", nil
+	switch {
+	case !text.Valid:
+		return "NULL", false, nil
+	case strings.ContainsRune(text.String, 0):
+		return defaultSQL(c, v), true, nil
 	}
-	return "CAST(" + sqltext.String(text.String) + " AS " + typ + ")", nil
+	return "CAST(" + sqltext.String(text.String) + " AS " + typ + ")", false, nil
 }
 
 // widerType is the type a column of table of type have takes to hold
