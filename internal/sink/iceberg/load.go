@@ -776,12 +776,12 @@ func (s *Sink) commitTable(ctx context.Context, entries []*staged, k kind, loadI
 		if err := setTopicIDs(txn, fresh.Properties(), summary, moved); err != nil {
 			return nil, nil, false, err
 		}
-		marks, err := s.deadDerivedMarks(ctx, fresh.Properties(), entries)
+		dead, err := s.deadDerivedMarks(ctx, fresh.Properties(), entries)
 		if err != nil {
 			return nil, nil, false, err
 		}
-		if len(marks) > 0 {
-			if err := txn.SetProperties(marks); err != nil {
+		if len(dead) > 0 {
+			if err := txn.SetProperties(dead); err != nil {
 				return nil, nil, false, err
 			}
 		}
