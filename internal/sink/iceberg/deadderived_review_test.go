@@ -3,7 +3,6 @@ package iceberg_test
 import (
 	"bytes"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -27,14 +26,7 @@ func TestDeadDerivedRetryAfterTheDeadLettersWereCompacted(t *testing.T) {
 	dir := t.TempDir()
 	killed, s, other, maint := openDerived(t, dir), openDerived(t, dir), openDerived(t, dir), openDerived(t, dir)
 	load(t, s, derivedBatch(0, 9, 3)) // a file of dead letters already, to compact with the load's
-	killBefore(t, killed, "tracelake.spans", func() {
-		f, err := killed.Stage(t.Context(), derivedBatch(10, 19))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _ = killed.Load(t.Context(), []sink.File{f})
-	})
+	killBefore(t, killed, "tracelake.spans", derivedBatch(10, 19))
 	racing := true
 	raceSpans(t, s, other, func() bool { return racing })
 	_, files, err := tryLoad(t, s, derivedBatch(10, 19, 15))
@@ -42,28 +34,11 @@ func TestDeadDerivedRetryAfterTheDeadLettersWereCompacted(t *testing.T) {
 		t.Fatal("the load whose spans' commit lost every race succeeded")
 	}
 	racing = false
-	done, err := maint.Compact(t.Context(), 64<<20, everyDay, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(done, func(c iceberg.Compaction) bool {
-		return c.Table == "tracelake.spans_dlq" && c.FilesBefore > c.FilesAfter
-	}) {
-		t.Fatalf("compaction %+v did not rewrite the dead letters' files", done)
-	}
-	if _, err := maint.Expire(t.Context(), 0, 1); err != nil {
-		t.Fatal(err)
-	}
+	compactDeadLettersAway(t, maint)
 	if _, err := s.Load(t.Context(), files); err != nil {
 		t.Fatalf("the retry of the load: %v", err)
 	}
-	dead := []int64{3, 15}
-	spans, dlq := stored(t, s, false)[0], stored(t, s, true)[0]
-	ops := operationOffsets(t, operations(t, s))
-	if !slices.Equal(spans, seq(0, 19, dead...)) || !slices.Equal(dlq, dead) || !slices.Equal(ops, spans) {
-		t.Errorf("spans at %v, operations at %v, dead letters at %v; want spans and operations at %v, dead letters at %v",
-			spans, ops, dlq, seq(0, 19, dead...), dead)
-	}
+	wantSpansAndDeadLetters(t, s, 0, 19, 3, 15)
 }
 
 // derivedBatchOf is derivedBatch of partition p of traces.
@@ -107,38 +82,8 @@ func deadDerivedMarks(t *testing.T, s *iceberg.Sink) map[string]string {
 func TestDeadDerivedOfTwoPartitionsFinishedByTheirAssignments(t *testing.T) {
 	dir := t.TempDir()
 	killed, stoppedOne := openDerived(t, dir), openDerived(t, dir)
-	killBefore(t, killed, "tracelake.spans", func() {
-		var files []sink.File
-		for _, b := range []*sink.Batch{derivedBatchOf(0, 0, 9), derivedBatchOf(1, 100, 109)} {
-			f, err := killed.Stage(t.Context(), b)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			files = append(files, f)
-		}
-		_, _ = killed.Load(t.Context(), files)
-	})
-	stopped := make(chan struct{})
-	stoppedOne.SetBeforeMaintenanceCommit(func() {
-		close(stopped)
-		runtime.Goexit() // the first deletion's commit: the process stops there
-	})
-	go func() {
-		var files []sink.File
-		for _, b := range []*sink.Batch{derivedBatchOf(0, 0, 9, 5), derivedBatchOf(1, 100, 109, 105, 107)} {
-			f, err := stoppedOne.Stage(t.Context(), b)
-			if err != nil {
-				t.Error(err)
-				close(stopped)
-				return
-			}
-			files = append(files, f)
-		}
-		_, _ = stoppedOne.Load(t.Context(), files)
-		t.Error("the load went on past the deletion it was stopped at")
-	}()
-	<-stopped
+	killBefore(t, killed, "tracelake.spans", derivedBatchOf(0, 0, 9), derivedBatchOf(1, 100, 109))
+	stopAtMaintenance(t, stoppedOne, derivedBatchOf(0, 0, 9, 5), derivedBatchOf(1, 100, 109, 105, 107))
 	if marks := deadDerivedMarks(t, stoppedOne); len(marks) != 2 {
 		t.Fatalf("marks %v after the spans' commit, want one per partition", marks)
 	}
@@ -178,22 +123,10 @@ func TestDeadDerivedOfTwoPartitionsFinishedByTheirAssignments(t *testing.T) {
 func TestDeadDerivedOwnersOfPartsOfTheRange(t *testing.T) {
 	dir := t.TempDir()
 	killed, partOwner, owner := openDerived(t, dir), openDerived(t, dir), openDerived(t, dir)
-	killBefore(t, killed, "tracelake.spans", func() {
-		f, err := killed.Stage(t.Context(), derivedBatch(0, 9))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _ = killed.Load(t.Context(), []sink.File{f})
-	})
+	killBefore(t, killed, "tracelake.spans", derivedBatch(0, 9))
 	load(t, partOwner, derivedBatch(0, 4))
 	load(t, owner, derivedBatch(0, 9, 2, 7))
-	spans, dlq := stored(t, owner, false)[0], stored(t, owner, true)[0]
-	ops := operationOffsets(t, operations(t, owner))
-	if !slices.Equal(spans, seq(0, 9, 7)) || !slices.Equal(dlq, []int64{7}) || !slices.Equal(ops, spans) {
-		t.Errorf("spans at %v, operations at %v, dead letters at %v; want spans and operations at %v, a dead letter at 7",
-			spans, ops, dlq, seq(0, 9, 7))
-	}
+	wantSpansAndDeadLetters(t, owner, 0, 9, 7)
 	if marks := deadDerivedMarks(t, owner); len(marks) != 0 {
 		t.Errorf("marks %v left after the load", marks)
 	}

@@ -18,24 +18,79 @@ import (
 	"github.com/tracelake/tracelake/internal/sink/sinktest"
 )
 
-// killBefore makes s's load stop for good (kill -9) just before its
-// commit of table, and runs the load of b there.
-func killBefore(t *testing.T, s interface {
-	SetBeforeTableCommit(func(string))
-}, table string, load func()) {
+// killBefore makes s's load of batches, in one load, stop for good
+// (kill -9) just before its commit of table.
+func killBefore(t *testing.T, s *iceberg.Sink, table string, batches ...*sink.Batch) {
 	t.Helper()
 	s.SetBeforeTableCommit(func(name string) {
 		if name == table {
 			runtime.Goexit() // nothing after this runs
 		}
 	})
+	loadUntilStopped(t, s, "the commit it was killed before", batches...)
+}
+
+// stopAtMaintenance makes s's load of batches stop for good at its first
+// commit that is not a table's load (after its spans' commit: the
+// deletion of a killed load's operations at its dead letters).
+func stopAtMaintenance(t *testing.T, s *iceberg.Sink, batches ...*sink.Batch) {
+	t.Helper()
+	s.SetBeforeMaintenanceCommit(func() { runtime.Goexit() })
+	loadUntilStopped(t, s, "the commit it was stopped at", batches...)
+}
+
+// loadUntilStopped stages batches in s and loads them in one load, on a
+// goroutine that a hook of s ends (runtime.Goexit), and waits for that.
+func loadUntilStopped(t *testing.T, s *iceberg.Sink, at string, batches ...*sink.Batch) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		load()
-		t.Error("the load went on past the commit it was killed before")
+		var files []sink.File
+		for _, b := range batches {
+			f, err := s.Stage(t.Context(), b)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			files = append(files, f)
+		}
+		_, _ = s.Load(t.Context(), files)
+		t.Error("the load went on past " + at)
 	}()
 	<-done
+}
+
+// compactDeadLettersAway compacts the dead-letter table (its files
+// rewritten) and expires the snapshots before: the files loads staged
+// and committed there are gone, their dead letters not.
+func compactDeadLettersAway(t *testing.T, maint *iceberg.Sink) {
+	t.Helper()
+	done, err := maint.Compact(t.Context(), 64<<20, everyDay, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(done, func(c iceberg.Compaction) bool {
+		return c.Table == "tracelake.spans_dlq" && c.FilesBefore > c.FilesAfter
+	}) {
+		t.Fatalf("compaction %+v did not rewrite the dead letters' files", done)
+	}
+	if _, err := maint.Expire(t.Context(), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantSpansAndDeadLetters checks partition 0 of s: a dead letter at each
+// offset of dead, a span and its operation at every other offset of
+// first..last, no offset both.
+func wantSpansAndDeadLetters(t *testing.T, s *iceberg.Sink, first, last int64, dead ...int64) {
+	t.Helper()
+	spans, dlq := stored(t, s, false)[0], stored(t, s, true)[0]
+	ops := operationOffsets(t, operations(t, s))
+	if !slices.Equal(spans, seq(first, last, dead...)) || !slices.Equal(dlq, dead) || !slices.Equal(ops, spans) {
+		t.Errorf("spans at %v, operations at %v, dead letters at %v; want spans and operations at %v, dead letters at %v",
+			spans, ops, dlq, seq(first, last, dead...), dead)
+	}
 }
 
 // One load of two partitions, one left in doubt by a killed load, the
@@ -45,14 +100,7 @@ func killBefore(t *testing.T, s interface {
 func TestInDoubtPartitionBesideAFreshOneInOneLoad(t *testing.T) {
 	sinks := prepared(t, t.TempDir(), 2)
 	killed, restarted := sinks[0], sinks[1]
-	killBefore(t, killed, "tracelake.trace_raw", func() {
-		f, err := killed.Stage(t.Context(), batch(0, 0, 9, 4))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _ = killed.Load(t.Context(), []sink.File{f})
-	})
+	killBefore(t, killed, "tracelake.trace_raw", batch(0, 0, 9, 4))
 	load(t, restarted, batch(0, 0, 9, 4, 5), batch(1, 0, 9, 3))
 	raw, dlq := stored(t, restarted, false), stored(t, restarted, true)
 	for p, dead := range map[int32][]int64{0: {4, 5}, 1: {3}} {
@@ -118,21 +166,9 @@ func TestInDoubtDeadLetterHasNoOperationOfTheKilledLoad(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			killed, restarted := openDerived(t, dir), openDerived(t, dir)
-			killBefore(t, killed, c.killedBefore, func() {
-				f, err := killed.Stage(t.Context(), derivedBatch(0, 9, c.before...))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				_, _ = killed.Load(t.Context(), []sink.File{f})
-			})
+			killBefore(t, killed, c.killedBefore, derivedBatch(0, 9, c.before...))
 			load(t, restarted, derivedBatch(0, 9, c.after...))
-			spans, dlq := stored(t, restarted, false)[0], stored(t, restarted, true)[0]
-			ops := operationOffsets(t, operations(t, restarted))
-			if !slices.Equal(spans, seq(0, 9, c.dead...)) || !slices.Equal(dlq, c.dead) || !slices.Equal(ops, spans) {
-				t.Errorf("spans at %v, operations at %v, dead letters at %v; want spans and operations at %v, dead letters at %v (an offset a dead letter or a span with its operation, not both)",
-					spans, ops, dlq, seq(0, 9, c.dead...), c.dead)
-			}
+			wantSpansAndDeadLetters(t, restarted, 0, 9, c.dead...)
 		})
 	}
 }
@@ -194,12 +230,7 @@ func TestZombieOperationsAndANewOwnersDeadLetter(t *testing.T) {
 			if zombieWins {
 				dead = []int64{4}
 			}
-			spans, dlq := stored(t, owner, false)[0], stored(t, owner, true)[0]
-			ops := operationOffsets(t, operations(t, owner))
-			if !slices.Equal(spans, seq(0, 9, dead...)) || !slices.Equal(dlq, dead) || !slices.Equal(ops, spans) {
-				t.Errorf("spans at %v, operations at %v, dead letters at %v; want spans and operations at %v, dead letters at %v",
-					spans, ops, dlq, seq(0, 9, dead...), dead)
-			}
+			wantSpansAndDeadLetters(t, owner, 0, 9, dead...)
 		})
 	}
 }
@@ -221,42 +252,9 @@ func TestInDoubtDeletionFinishedAfterTheLoadStopped(t *testing.T) {
 			// A day of dead letters already: with the load's, two files
 			// to compact into one.
 			load(t, restarted, derivedBatch(0, 9, 3))
-			killBefore(t, killed, "tracelake.spans", func() {
-				f, err := killed.Stage(t.Context(), derivedBatch(10, 19))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				_, _ = killed.Load(t.Context(), []sink.File{f})
-			})
-			stopped := make(chan struct{})
-			restarted.SetBeforeMaintenanceCommit(func() {
-				close(stopped)
-				runtime.Goexit() // the deletion's commit: the load stops there
-			})
-			go func() {
-				f, err := restarted.Stage(t.Context(), derivedBatch(10, 19, 15))
-				if err != nil {
-					t.Error(err)
-					close(stopped)
-					return
-				}
-				_, _ = restarted.Load(t.Context(), []sink.File{f})
-				t.Error("the load went on past the deletion it was stopped at")
-			}()
-			<-stopped
-			done, err := maint.Compact(t.Context(), 64<<20, everyDay, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.ContainsFunc(done, func(c iceberg.Compaction) bool {
-				return c.Table == "tracelake.spans_dlq" && c.FilesBefore > c.FilesAfter
-			}) {
-				t.Fatalf("compaction %+v did not rewrite the dead letters' files", done)
-			}
-			if _, err := maint.Expire(t.Context(), 0, 1); err != nil {
-				t.Fatal(err)
-			}
+			killBefore(t, killed, "tracelake.spans", derivedBatch(10, 19))
+			stopAtMaintenance(t, restarted, derivedBatch(10, 19, 15))
+			compactDeadLettersAway(t, maint)
 			retried := openDerived(t, dir) // the stopped load's process, started again
 			last := int64(19)
 			switch resumed {
@@ -270,22 +268,9 @@ func TestInDoubtDeletionFinishedAfterTheLoadStopped(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			dead := []int64{3, 15}
-			spans, dlq := stored(t, retried, false)[0], stored(t, retried, true)[0]
-			ops := operationOffsets(t, operations(t, retried))
-			if !slices.Equal(spans, seq(0, last, dead...)) || !slices.Equal(dlq, dead) || !slices.Equal(ops, spans) {
-				t.Errorf("spans at %v, operations at %v, dead letters at %v; want spans and operations at %v, dead letters at %v",
-					spans, ops, dlq, seq(0, last, dead...), dead)
-			}
-			raw, _ := retried.Identifiers()
-			tbl, err := retried.Catalog().LoadTable(t.Context(), raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k, v := range tbl.Properties() {
-				if strings.HasPrefix(k, "tracelake.dead-derived.") {
-					t.Errorf("the mark %s=%s is left after the deletion", k, v)
-				}
+			wantSpansAndDeadLetters(t, retried, 0, last, 3, 15)
+			if marks := deadDerivedMarks(t, retried); len(marks) != 0 {
+				t.Errorf("the marks %v are left after the deletion", marks)
 			}
 		})
 	}
