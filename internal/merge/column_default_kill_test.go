@@ -25,34 +25,47 @@ import (
 func TestChangelogColumnDefaultOpensAfterAKill(t *testing.T) {
 	for _, made := range []string{"added", "created"} {
 		t.Run(made, func(t *testing.T) {
-			var opt duckdb.Options
-			l := newChangeLoader(t, func(o *duckdb.Options) { opt = *o })
-			fs := []fld{{"id", "int32", "", ""}, {"v", "string", "", ""}}
-			k, v := dbzEvent("items", "c", "mysql-bin.000001", 100, fs, "null", `{"id":1,"v":"a"}`, fs[:1], `{"id":1}`)
-			l.rawKey(0, "s.db.items", k, v)
-			if made == "added" {
-				l.flush()
-				l.mustMerge()
-				// Checkpointed, as a run's close does: the log holds
-				// the ADD COLUMN's load alone.
-				if _, err := l.s.DB().Exec(`CHECKPOINT`); err != nil {
-					t.Fatal(err)
-				}
-			}
-			grown := append(fs, fld{"qty", "int64", "", ""}, fld{"note", "string", "", ""})
-			k, v = dbzEvent("items", "c", "mysql-bin.000001", 300, grown, "null", `{"id":2,"v":"b","qty":null,"note":null}`, fs[:1], `{"id":2}`)
-			v = strings.ReplaceAll(v, `{"field":"qty","type":"int64","optional":true`, `{"field":"qty","type":"int64","optional":true,"default":1`)
-			v = strings.ReplaceAll(v, `{"field":"note","type":"string","optional":true`, `{"field":"note","type":"string","optional":true,"default":"d"`)
-			l.rawKey(0, "s.db.items", k, v)
-			l.flush()
-			// The files as a kill -9 leaves them: the committed load in the
-			// log, not yet checkpointed into the database file.
-			opt.Path = killedCopy(t, opt.Path)
-			l.reopen(opt, cdc.Options{Format: cdc.FormatDebezium}) // fails the test if it cannot open
-			l.mustMerge()
+			l := grownWithDefaults(t, made, []fld{{"qty", "int64", "", ""}, {"note", "string", "", ""}},
+				`{"id":2,"v":"b","qty":null,"note":null}`, map[string]string{"qty": "1", "note": `"d"`})
 			l.want(`SELECT id, v, coalesce(qty::VARCHAR, 'NULL'), coalesce(note, 'NULL') FROM cdc_db_items ORDER BY id`, "1|a|1|d", "2|b|NULL|NULL")
 		})
 	}
+}
+
+// grownWithDefaults loads a change of items (id, v), then one (id 2,
+// after) whose schema adds the columns added, with the JSON defaults
+// Debezium's schema gives them: the table made with them ("created") or
+// given them by that later load ("added": the first change merged and
+// checkpointed before, as a run's close does, so that the log holds the
+// ALTER's load alone). It reopens the database as a kill -9 right after
+// the second load leaves it (failing the test if it cannot open) and
+// merges.
+func grownWithDefaults(t *testing.T, made string, added []fld, after string, defaults map[string]string) *changeLoader {
+	t.Helper()
+	var opt duckdb.Options
+	l := newChangeLoader(t, func(o *duckdb.Options) { opt = *o })
+	fs := []fld{{"id", "int32", "", ""}, {"v", "string", "", ""}}
+	k, v := dbzEvent("items", "c", "mysql-bin.000001", 100, fs, "null", `{"id":1,"v":"a"}`, fs[:1], `{"id":1}`)
+	l.rawKey(0, "s.db.items", k, v)
+	if made == "added" {
+		l.flush()
+		l.mustMerge()
+		if _, err := l.s.DB().Exec(`CHECKPOINT`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, v = dbzEvent("items", "c", "mysql-bin.000001", 300, append(fs, added...), "null", after, fs[:1], `{"id":2}`)
+	for _, f := range added {
+		if d, ok := defaults[f.name]; ok {
+			v = strings.ReplaceAll(v, f.json(), strings.TrimSuffix(f.json(), "}")+`,"default":`+d+"}")
+		}
+	}
+	l.rawKey(0, "s.db.items", k, v)
+	l.flush()
+	opt.Path = killedCopy(t, opt.Path)
+	l.reopen(opt, cdc.Options{Format: cdc.FormatDebezium})
+	l.mustMerge()
+	return l
 }
 
 // killedCopy copies the database at path, and its write-ahead log if it
