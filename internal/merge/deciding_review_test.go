@@ -208,16 +208,11 @@ func decidingRounds(t *testing.T, seed uint64, dv decidingVersion) {
 	if !slices.Equal(target, want) {
 		t.Errorf("merged in rounds: %q, want each key's newest change by (version, partition, offset) %q", target, want)
 	}
-	for _, chunk := range []int64{0, 1 + rng.Int64N(4)} {
-		if err := mg.Check(ctx, m, chunk, func(tx *sql.Tx, rebuilt string) error {
-			if got := dump(t, tx, `SELECT id, region, name FROM `+rebuilt); !slices.Equal(got, target) {
-				t.Errorf("rebuilt in chunks of %d offsets: %q, merged in rounds: %q", chunk, got, target)
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
+	eachRebuild(t, mg, m, []int64{0, 1 + rng.Int64N(4)}, func(tx *sql.Tx, rebuilt string, chunk int64) {
+		if got := dump(t, tx, `SELECT id, region, name FROM `+rebuilt); !slices.Equal(got, target) {
+			t.Errorf("rebuilt in chunks of %d offsets: %q, merged in rounds: %q", chunk, got, target)
 		}
-	}
+	})
 	if t.Failed() {
 		for _, s := range log {
 			t.Log(s)

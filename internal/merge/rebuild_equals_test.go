@@ -1,7 +1,6 @@
 package merge
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
@@ -38,7 +37,6 @@ func TestModelMergedInRoundsEqualsRebuild(t *testing.T) {
 // partition, else on its own), merging at random points, and compares
 // the target and rejects with rebuilds.
 func roundsAgainstRebuild(t *testing.T, seed uint64, versioned, ties, across bool) {
-	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 11))
 	l, m, mg := customersLoader(t, versioned)
 	// Keys as sent: the same key as a number and as a string, two keys a
@@ -116,19 +114,14 @@ func roundsAgainstRebuild(t *testing.T, seed uint64, versioned, ties, across boo
 			t.Errorf("target holds %q, want each key's highest good change %q", got, want)
 		}
 	}
-	for _, chunk := range []int64{0, 1 + rng.Int64N(6)} {
-		if err := mg.Check(ctx, m, chunk, func(tx *sql.Tx, rebuilt string) error {
-			if got := dump(t, tx, `SELECT * FROM `+rebuilt); !slices.Equal(got, target) {
-				t.Errorf("rebuilt in chunks of %d offsets: %q, merged in rounds: %q", chunk, got, target)
-			}
-			if got := dump(t, tx, `SELECT topic, "partition", "offset", reason FROM customers__check_rejects`); !slices.Equal(got, rejects) {
-				t.Errorf("rejects rebuilt in chunks of %d offsets: %q, merged in rounds: %q", chunk, got, rejects)
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
+	eachRebuild(t, mg, m, []int64{0, 1 + rng.Int64N(6)}, func(tx *sql.Tx, rebuilt string, chunk int64) {
+		if got := dump(t, tx, `SELECT * FROM `+rebuilt); !slices.Equal(got, target) {
+			t.Errorf("rebuilt in chunks of %d offsets: %q, merged in rounds: %q", chunk, got, target)
 		}
-	}
+		if got := dump(t, tx, `SELECT topic, "partition", "offset", reason FROM customers__check_rejects`); !slices.Equal(got, rejects) {
+			t.Errorf("rejects rebuilt in chunks of %d offsets: %q, merged in rounds: %q", chunk, got, rejects)
+		}
+	})
 	if t.Failed() {
 		for _, s := range log {
 			t.Log(s)

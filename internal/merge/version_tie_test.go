@@ -44,11 +44,21 @@ func TestVersionTieAcrossPartitionsRebuildsAsMerged(t *testing.T) {
 func rebuiltAsMerged(t *testing.T, l *rawLoader, mg *Merger, m config.Model, chunks ...int64) {
 	t.Helper()
 	merged := dump(t, l.db(), `SELECT name FROM customers WHERE id = 1`)
+	eachRebuild(t, mg, m, chunks, func(tx *sql.Tx, rebuilt string, chunk int64) {
+		if got := dump(t, tx, `SELECT name FROM `+rebuilt+` WHERE id = 1`); !slices.Equal(got, merged) {
+			t.Errorf("key 1 rebuilt (chunks of %d offsets, 0: one slice) holds %q, merged in two rounds %q", chunk, got, merged)
+		}
+	})
+}
+
+// eachRebuild rebuilds m beside its target in chunks of each of chunks
+// offsets (0: one slice; Merger.Check) and checks each with check, given
+// the rebuilt target's name.
+func eachRebuild(t *testing.T, mg *Merger, m config.Model, chunks []int64, check func(tx *sql.Tx, rebuilt string, chunk int64)) {
+	t.Helper()
 	for _, chunk := range chunks {
 		if err := mg.Check(context.Background(), m, chunk, func(tx *sql.Tx, rebuilt string) error {
-			if got := dump(t, tx, `SELECT name FROM `+rebuilt+` WHERE id = 1`); !slices.Equal(got, merged) {
-				t.Errorf("key 1 rebuilt (chunks of %d offsets, 0: one slice) holds %q, merged in two rounds %q", chunk, got, merged)
-			}
+			check(tx, rebuilt, chunk)
 			return nil
 		}); err != nil {
 			t.Fatal(err)
